@@ -1,0 +1,147 @@
+"""Resolve what a user names as a model: a catalog id, a Hub repo id, a local file or folder,
+or pasted JSON. The bundled catalog (``data/models/``) answers without network.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, InputError, UnknownNameError
+from .hf import spec_from_config
+from .hub import fetch_config, is_repo_id
+from .model import ModelSpec
+
+__all__ = ["CatalogEntry", "load_model", "model_catalog", "parse_config_text"]
+
+#: largest pasted or uploaded config accepted (bytes)
+MAX_CONFIG_BYTES = 1 << 20
+#: deepest JSON nesting accepted in a config
+MAX_JSON_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    id: str
+    repo: str
+    family: str
+    config_file: str
+    source: str
+    safetensors_total_bytes: int | None
+
+    def config(self) -> dict[str, Any]:
+        text = resources.files("kvcore").joinpath(f"data/models/{self.config_file}").read_text("utf-8")
+        data = json.loads(text)
+        assert isinstance(data, dict)
+        return data
+
+
+@cache
+def model_catalog() -> tuple[CatalogEntry, ...]:
+    index = resources.files("kvcore").joinpath("data/models/index.toml").read_text("utf-8")
+    return tuple(
+        CatalogEntry(
+            id=e["id"], repo=e["repo"], family=e.get("family", ""), config_file=e["config"],
+            source=e.get("source", ""),
+            safetensors_total_bytes=e.get("safetensors_total_bytes"),
+        )
+        for e in tomllib.loads(index)["model"]
+    )
+
+
+@cache
+def _by_key() -> dict[str, CatalogEntry]:
+    keys: dict[str, CatalogEntry] = {}
+    for entry in model_catalog():
+        keys.setdefault(entry.id.lower(), entry)
+        keys.setdefault(entry.repo.lower(), entry)
+        keys.setdefault(entry.repo.split("/")[-1].lower(), entry)
+    return keys
+
+
+@cache
+def _catalog_spec(entry_id: str) -> ModelSpec:
+    entry = next(e for e in model_catalog() if e.id == entry_id)
+    return spec_from_config(entry.config(), name=entry.id, source=f"catalog ({entry.source})",
+                            hub_repo=entry.repo,
+                            safetensors_total_bytes=entry.safetensors_total_bytes)
+
+
+def _depth(value: Any, limit: int, level: int = 0) -> None:
+    if level > limit:
+        raise ConfigError(f"config JSON is nested deeper than {limit} levels")
+    if isinstance(value, dict):
+        for item in value.values():
+            _depth(item, limit, level + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _depth(item, limit, level + 1)
+
+
+def parse_config_text(text: str | bytes, what: str = "config") -> dict[str, Any]:
+    """Parse pasted or uploaded config.json text strictly (size, depth, object, finite numbers)."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{what} is larger than {MAX_CONFIG_BYTES:,} bytes")
+
+    def bad_constant(name: str) -> None:
+        raise ConfigError(f"{what} contains {name}, which is not valid JSON")
+
+    try:
+        data = json.loads(text, parse_constant=bad_constant)
+    except RecursionError:
+        raise ConfigError(f"{what} is nested too deeply") from None
+    except ValueError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} must be a JSON object, got {type(data).__name__}")
+    _depth(data, MAX_JSON_DEPTH)
+    return data
+
+
+def _local(path: Path) -> ModelSpec:
+    total = None
+    if path.is_dir():
+        index = path / "model.safetensors.index.json"
+        if index.is_file():
+            meta = parse_config_text(index.read_bytes(), str(index)).get("metadata")
+            if isinstance(meta, dict) and isinstance(meta.get("total_size"), int):
+                total = meta["total_size"]
+        path = path / "config.json"
+        if not path.is_file():
+            raise InputError(f"folder '{path.parent}' has no config.json", field="model")
+    config = parse_config_text(path.read_bytes(), str(path))
+    return spec_from_config(config, name=path.parent.name if path.name == "config.json" else path.stem,
+                            source=f"file {path}", safetensors_total_bytes=total)
+
+
+def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
+               allow_hub: bool = True) -> ModelSpec:
+    """The ModelSpec of a catalog id, Hub repo id, local path, JSON text or config dict."""
+    if isinstance(ref, dict):
+        return spec_from_config(ref, name=str(ref.get("_name_or_path") or "config"),
+                                source="pasted config")
+    text = str(ref).strip()
+    if not text:
+        raise InputError("model must be a catalog id, a Hub repo id, a config.json path or JSON",
+                         field="model")
+    if text.startswith("{"):
+        config = parse_config_text(text)
+        return spec_from_config(config, name=str(config.get("_name_or_path") or "config"),
+                                source="pasted config")
+    entry = _by_key().get(text.lower())
+    if entry is not None:
+        return _catalog_spec(entry.id)
+    if allow_local:
+        path = Path(text).expanduser()
+        if path.exists():
+            return _local(path)
+    if allow_hub and is_repo_id(text):
+        config, total = fetch_config(text)
+        return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,
+                                safetensors_total_bytes=total)
+    raise UnknownNameError("model", text, sorted(_by_key()), field="model")

@@ -1,0 +1,203 @@
+"""KV-cache formats with their exact block arithmetic.
+
+One frozen dataclass per format and one registry tuple. A row of ``width`` values (one head of
+K or V for one token) takes ``ceil(width / block_values) * block_bytes`` bytes: rows whose width
+is not a multiple of the block are padded to whole blocks, as every engine does.
+
+Special cases, each a field of its own:
+- ``tensor_scale_bytes``: a scale per layer for the whole K (and V) tensor (fp8, nvfp4).
+- ``token_head_scale_bytes``: a scale per token per head (vLLM's per-token-head modes).
+- KIVI: keys get a scale and minimum per channel over groups of ``token_group`` tokens, values
+  per token over groups of channels; the most recent ``residual_tokens`` stay in f16 and older
+  tokens are quantized in whole groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import UnknownNameError
+
+__all__ = ["FORMATS", "KVFormat", "Role", "format_names", "get_format"]
+
+Role = Literal["k", "v"]
+
+F16_BYTES = 2
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class KVFormat:
+    """A KV-cache storage format; all sizes in bytes."""
+
+    name: str
+    block_values: int
+    block_bytes: int
+    layout: str
+    quality: str
+    aliases: tuple[str, ...] = ()
+    tensor_scale_bytes: int = 0
+    token_head_scale_bytes: int = 0
+    token_group: int = 1
+    residual_tokens: int = 0
+    channel_grouped_keys: bool = False
+
+    @property
+    def bits_per_value(self) -> float:
+        """Storage bits per cached value, block scales included (residual window excluded)."""
+        return self.block_bytes * 8 / self.block_values
+
+    @property
+    def is_quantized(self) -> bool:
+        return self.bits_per_value < 16
+
+    def row_bytes(self, width: int) -> int:
+        """Bytes of one token's row of ``width`` values for one head."""
+        return _ceil_div(width, self.block_values) * self.block_bytes + self.token_head_scale_bytes
+
+    def quantized_tokens(self, tokens: int) -> int:
+        """Of a cache holding ``tokens`` tokens, how many are stored quantized."""
+        if self.residual_tokens == 0 and self.token_group == 1:
+            return tokens
+        cold = max(0, tokens - self.residual_tokens)
+        return _ceil_div(cold, self.token_group) * self.token_group
+
+    def bytes_for(self, tokens: int, width: int, role: Role) -> int:
+        """Bytes of a cache of ``tokens`` tokens × one head of ``width`` values (K or V).
+
+        Per-layer tensor scales are not included (see ``tensor_scale_bytes``).
+        """
+        if tokens <= 0 or width <= 0:
+            return 0
+        if self.residual_tokens == 0 and self.token_group == 1:
+            return tokens * self.row_bytes(width)
+        cold = self.quantized_tokens(tokens)
+        hot = min(tokens, self.residual_tokens)
+        if role == "k" and self.channel_grouped_keys:
+            cold_bytes = (cold // self.token_group) * width * self.block_bytes
+        else:
+            cold_bytes = cold * self.row_bytes(width)
+        return cold_bytes + hot * width * F16_BYTES
+
+
+def _kivi(bits: int) -> KVFormat:
+    group = 32
+    return KVFormat(
+        name=f"kivi{bits}",
+        block_values=group,
+        # G values of `bits` bits + an fp16 scale and an fp16 minimum
+        block_bytes=group * bits // 8 + 4,
+        layout=(
+            f"{bits}-bit asymmetric; keys per channel over groups of {group} tokens, values per "
+            f"token over groups of {group} channels; fp16 scale + min per group; the most recent "
+            "128 tokens stay f16"
+        ),
+        quality=(
+            "near f16 on LongBench (KIVI paper)" if bits == 4 else "small loss on long-context tasks"
+        ),
+        token_group=group,
+        residual_tokens=128,
+        channel_grouped_keys=True,
+    )
+
+
+FORMATS: tuple[KVFormat, ...] = (
+    KVFormat("f32", 1, 4, "IEEE float32", "reference", aliases=("fp32", "float32")),
+    KVFormat("f16", 1, 2, "IEEE float16", "baseline", aliases=("fp16", "float16", "half")),
+    KVFormat("bf16", 1, 2, "bfloat16", "baseline", aliases=("bfloat16",)),
+    KVFormat(
+        "fp8_e4m3",
+        1,
+        1,
+        "float8 e4m3 + one fp32 scale per layer for K and for V",
+        "near f16 with calibrated scales; a 1.0 default scale can hurt",
+        aliases=("fp8", "float8", "fp8_e4m3fn", "e4m3"),
+        tensor_scale_bytes=4,
+    ),
+    KVFormat(
+        "fp8_e5m2",
+        1,
+        1,
+        "float8 e5m2 + one fp32 scale per layer for K and for V",
+        "coarser mantissa than e4m3",
+        aliases=("e5m2",),
+        tensor_scale_bytes=4,
+    ),
+    KVFormat(
+        "fp8_pth",
+        1,
+        1,
+        "float8 e4m3 + one fp32 scale per token per head for K and for V",
+        "near f16, no calibration needed",
+        aliases=("fp8_per_token_head",),
+        token_head_scale_bytes=4,
+    ),
+    KVFormat("q8_0", 32, 34, "fp16 d + int8[32]", "indistinguishable from f16 (+0.04% PPL)"),
+    KVFormat(
+        "q4_0",
+        32,
+        18,
+        "fp16 d + 16 bytes; byte j holds value j (low nibble) and j+16 (high)",
+        "+0.5 to +2.4% PPL; keys suffer most",
+    ),
+    KVFormat("q4_1", 32, 20, "fp16 d, fp16 m + 16 bytes of nibbles", "slightly better than q4_0"),
+    KVFormat("q5_0", 32, 22, "fp16 d + qh[4] + qs[16]", "between q4_1 and q8_0"),
+    KVFormat("q5_1", 32, 24, "fp16 d, fp16 m + qh[4] + qs[16]", "between q5_0 and q8_0"),
+    KVFormat(
+        "iq4_nl",
+        32,
+        18,
+        "fp16 d + 16 bytes of indices into a non-linear 16-entry table",
+        "about q4_1 quality at q4_0 size",
+    ),
+    KVFormat(
+        "tbq4",
+        128,
+        66,
+        "fp16 norm + 64 bytes of 4-bit Lloyd-Max indices after a randomized Walsh-Hadamard rotation",
+        "+0.2 to +1.2% PPL; rotation tames outlier channels",
+    ),
+    KVFormat(
+        "tbq3",
+        128,
+        50,
+        "fp16 norm + 48 bytes of 3-bit indices (8 per 3 bytes) after the same rotation",
+        "+1 to +13% PPL; model-dependent, prefer for V only",
+    ),
+    KVFormat(
+        "nvfp4",
+        16,
+        9,
+        "e2m1 pairs + one fp8 e4m3 scale per 16 values + fp32 per-tensor scale",
+        "<1% loss reported by NVIDIA; storage-only before Blackwell",
+        tensor_scale_bytes=4,
+    ),
+    KVFormat("mxfp4", 32, 17, "e8m0 scale + 16 bytes of e2m1 pairs", "coarser scale than nvfp4"),
+    _kivi(2),
+    _kivi(4),
+)
+
+_BY_NAME: dict[str, KVFormat] = {}
+for _fmt in FORMATS:
+    for _key in (_fmt.name, *_fmt.aliases):
+        _BY_NAME[_key] = _fmt
+
+
+def format_names() -> list[str]:
+    """Canonical names, in registry order."""
+    return [f.name for f in FORMATS]
+
+
+def get_format(name: str, *, field: str = "kv") -> KVFormat:
+    """The format called ``name`` (canonical or alias, any case)."""
+    if isinstance(name, KVFormat):
+        return name
+    key = str(name).strip().lower().replace("-", "_")
+    try:
+        return _BY_NAME[key]
+    except KeyError:
+        raise UnknownNameError("KV format", str(name), _BY_NAME.keys(), field=field) from None

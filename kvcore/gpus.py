@@ -1,0 +1,94 @@
+"""The GPU catalog (``data/gpus.toml``) and forgiving name lookup.
+
+A bare size such as ``24GiB`` or ``80GB`` stands for a custom card of that memory (its
+bandwidth unknown, so no decode estimate).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from .errors import InputError, UnknownNameError
+from .units import parse_bytes
+
+__all__ = ["GPU", "find_gpu", "gpu_catalog"]
+
+
+@dataclass(frozen=True)
+class GPU:
+    id: str
+    name: str
+    memory_bytes: int
+    #: peak memory bandwidth from the datasheet; None for a custom size
+    bandwidth_bytes_per_s: int | None
+    vendor: str = "custom"
+    segment: str = "custom"
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+    #: total memory as the driver reports it, when a reading is known
+    driver_total_bytes: int | None = None
+    #: share of memory the GPU may use (Apple unified memory: ~0.75 by default)
+    usable_fraction: float = 1.0
+
+    @property
+    def usable_bytes(self) -> int:
+        return int(self.memory_bytes * self.usable_fraction)
+
+
+def _norm(name: str) -> str:
+    text = name.lower().strip()
+    text = re.sub(r"\b(nvidia|geforce|amd|radeon|instinct|apple)\b", "", text)
+    return re.sub(r"[\s_\-]+", "", text)
+
+
+@cache
+def gpu_catalog() -> tuple[GPU, ...]:
+    raw = tomllib.loads(resources.files("kvcore").joinpath("data/gpus.toml").read_text("utf-8"))
+    gpus = []
+    for entry in raw["gpu"]:
+        gpus.append(GPU(
+            id=entry["id"],
+            name=entry["name"],
+            memory_bytes=int(entry["memory_bytes"]),
+            bandwidth_bytes_per_s=int(entry["bandwidth_bytes_per_s"]),
+            vendor=entry.get("vendor", ""),
+            segment=entry.get("segment", ""),
+            aliases=tuple(entry.get("aliases", ())),
+            source=entry.get("source", ""),
+            driver_total_bytes=entry.get("driver_total_bytes"),
+            usable_fraction=float(entry.get("gpu_usable_fraction", 1.0)),
+        ))
+    return tuple(gpus)
+
+
+@cache
+def _index() -> dict[str, GPU]:
+    index: dict[str, GPU] = {}
+    for gpu in gpu_catalog():
+        for key in (gpu.id, gpu.name, *gpu.aliases):
+            index.setdefault(_norm(key), gpu)
+    return index
+
+
+_SIZE = re.compile(r"^\s*[0-9][0-9.,_]*\s*(b|kb|mb|gb|tb|kib|mib|gib|tib|g|t)\s*$", re.I)
+
+
+def find_gpu(name: str) -> GPU:
+    """A catalog GPU by id, name or alias (``4090``, ``rtx4090``, ``RTX 4090``), or a bare size."""
+    text = str(name).strip()
+    if not text:
+        raise InputError("gpu must be a catalog name like 4090 or h100, or a size like 24GiB",
+                         field="gpu")
+    if _SIZE.match(text):
+        size = parse_bytes(text, field="gpu")
+        return GPU(id=f"custom-{size}", name=f"custom {text}", memory_bytes=size,
+                   bandwidth_bytes_per_s=None)
+    gpu = _index().get(_norm(text))
+    if gpu is None:
+        raise UnknownNameError("GPU", text, sorted({g.id for g in gpu_catalog()} | set(_index())),
+                               field="gpu")
+    return gpu

@@ -1,0 +1,689 @@
+"""config.json (a dict) -> ModelSpec.
+
+All field-name dialects live in one alias table (``_ALIASES``); multimodal nesting
+(``text_config`` and friends) is resolved in one place (``language_config``). Fields a config
+leaves out are filled only from the architecture's documented defaults (``_DEFAULTS``, the
+values of the transformers config classes), and every such fill is recorded in
+``ModelSpec.defaulted``. A field kvplan needs and cannot find is a ``ConfigError`` naming it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ConfigError
+from .model import LayerGroup, LayerKind, ModelSpec, ParamCount
+
+__all__ = ["language_config", "spec_from_config"]
+
+_NESTED = ("text_config", "llm_config", "language_config", "text_model_config")
+
+# canonical name -> names used by other dialects, in order of preference
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "num_hidden_layers": ("num_hidden_layers", "num_layers", "n_layer", "n_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
+    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
+    "head_dim": ("head_dim", "kv_channels", "attention_head_dim"),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "max_position_embeddings": (
+        "max_position_embeddings", "seq_length", "max_sequence_length", "n_positions",
+        "max_seq_len",
+    ),
+    "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
+    "experts_per_token": (
+        "num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "moe_top_k",
+    ),
+}
+
+# Documented defaults of the transformers config classes, per model_type, for fields that
+# published configs sometimes omit.
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {
+        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+        "sliding_window": 4096, "sliding_window_pattern": 6, "vocab_size": 262_208,
+        "max_position_embeddings": 131_072, "tie_word_embeddings": True,
+    },
+    "gemma2": {"sliding_window": 4096, "tie_word_embeddings": True},
+    "gemma": {"tie_word_embeddings": True},
+    "cohere2": {"sliding_window_pattern": 4, "tie_word_embeddings": True},
+    "cohere": {"tie_word_embeddings": True},
+    "qwen3_next": {"full_attention_interval": 4},
+    "llama4_text": {"attention_chunk_size": 8192, "no_rope_layer_interval": 4},
+    "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2,
+              "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
+              "mamba_expand": 2},
+}
+
+# model types whose MLP has no gate (two matrices, not three)
+_UNGATED_MLP = {
+    "gpt2", "gpt_bigcode", "falcon", "phi", "starcoder2", "gpt_neox", "mpt", "bloom", "opt",
+    "nemotron", "nemotron_h",
+}
+
+_LAYER_TYPE_KINDS: dict[str, LayerKind] = {
+    "full_attention": LayerKind.FULL,
+    "attention": LayerKind.FULL,
+    "global_attention": LayerKind.FULL,
+    "global": LayerKind.FULL,
+    "sliding_attention": LayerKind.SLIDING,
+    "sliding_window_attention": LayerKind.SLIDING,
+    "local_attention": LayerKind.SLIDING,
+    "local": LayerKind.SLIDING,
+    "chunked_attention": LayerKind.CHUNKED,
+    "linear_attention": LayerKind.LINEAR,
+    "mamba": LayerKind.MAMBA,
+    "mamba2": LayerKind.MAMBA,
+}
+
+_MLA_TYPES = ("kv_lora_rank",)
+
+
+def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The language model's fields, and the vision encoder's config if any.
+
+    Multimodal configs nest the language model (``text_config`` for Gemma-3, Llama-4,
+    Mllama, Qwen3-VL, Qwen3.5; ``llm_config`` for InternVL; ``language_config`` for
+    DeepSeek-VL2). The nested fields win; top-level fields fill what the nested one leaves
+    out (``torch_dtype``, ``tie_word_embeddings``).
+    """
+    merged = {k: v for k, v in config.items() if k not in _NESTED}
+    for key in _NESTED:
+        nested = config.get(key)
+        if isinstance(nested, Mapping) and nested:
+            merged.update(nested)
+            break
+    vision = config.get("vision_config")
+    return merged, dict(vision) if isinstance(vision, Mapping) else None
+
+
+class _Reader:
+    """Typed, alias-aware access to one config dict, recording documented defaults used."""
+
+    def __init__(self, cfg: dict[str, Any], model_type: str) -> None:
+        self.cfg = cfg
+        self.model_type = model_type
+        self.defaulted: list[str] = []
+
+    def raw(self, name: str) -> Any:
+        for alias in _ALIASES.get(name, (name,)):
+            value = self.cfg.get(alias)
+            if value is not None:
+                return value
+        defaults = _DEFAULTS.get(self.model_type, {})
+        if name in defaults:
+            self.defaulted.append(name)
+            return defaults[name]
+        return None
+
+    def has(self, name: str) -> bool:
+        return self.raw(name) is not None
+
+    def int(self, name: str, *, minimum: int = 1, maximum: int = 2**40) -> int:
+        value = self.raw(name)
+        if value is None:
+            raise ConfigError(
+                f"config.json has no '{name}', which kvplan needs to size this model "
+                f"(model_type '{self.model_type}')",
+                field=name,
+            )
+        return _check_int(name, value, minimum, maximum)
+
+    def opt_int(self, name: str, default: int | None = None, *, minimum: int = 0,
+                maximum: int = 2**40) -> int | None:
+        value = self.raw(name)
+        if value is None:
+            return default
+        return _check_int(name, value, minimum, maximum)
+
+    def bool(self, name: str, default: bool) -> bool:
+        value = self.raw(name)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise ConfigError(f"config.json field '{name}' must be true or false, got {value!r}",
+                              field=name)
+        return value
+
+
+def _check_int(name: str, value: Any, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"config.json field '{name}' must be an integer, got {value!r}",
+                          field=name)
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            raise ConfigError(f"config.json field '{name}' must be an integer, got {value!r}",
+                              field=name)
+        value = int(value)
+    if not minimum <= value <= maximum:
+        raise ConfigError(
+            f"config.json field '{name}' must be between {minimum:,} and {maximum:,}, "
+            f"got {value:,}",
+            field=name,
+        )
+    return int(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# layer kinds
+
+
+def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
+    """For each layer, the cache-holding kinds it has (Falcon-H1 layers have two)."""
+    cfg, mt = r.cfg, r.model_type
+    layer_types = cfg.get("layer_types")
+    if layer_types is not None:
+        return _from_layer_types(layer_types, n_layers, mt)
+
+    if r.has("kv_lora_rank"):
+        return [{LayerKind.MLA} for _ in range(n_layers)]
+    if mt == "mllama":
+        cross = cfg.get("cross_attention_layers")
+        if not isinstance(cross, list) or not all(isinstance(i, int) for i in cross):
+            raise ConfigError("config.json 'cross_attention_layers' must be a list of layer "
+                              "indices for an mllama model", field="cross_attention_layers")
+        return [{LayerKind.CROSS} if i in cross else {LayerKind.FULL} for i in range(n_layers)]
+    if mt == "qwen3_next":
+        interval = r.int("full_attention_interval")
+        return [{LayerKind.FULL} if (i + 1) % interval == 0 else {LayerKind.LINEAR}
+                for i in range(n_layers)]
+    if mt == "jamba":
+        period, offset = r.int("attn_layer_period"), r.int("attn_layer_offset", minimum=0)
+        return [{LayerKind.FULL} if i % period == offset else {LayerKind.MAMBA}
+                for i in range(n_layers)]
+    if mt == "nemotron_h":
+        pattern = cfg.get("hybrid_override_pattern")
+        if not isinstance(pattern, str) or len(pattern) != n_layers:
+            raise ConfigError(
+                "config.json 'hybrid_override_pattern' must be a string of one character per "
+                f"layer ({n_layers}) for a nemotron_h model", field="hybrid_override_pattern")
+        kinds: list[set[LayerKind]] = []
+        for i, ch in enumerate(pattern):
+            if ch == "M":
+                kinds.append({LayerKind.MAMBA})
+            elif ch == "*":
+                kinds.append({LayerKind.FULL})
+            elif ch in "-E":
+                kinds.append(set())
+            else:
+                raise ConfigError(f"hybrid_override_pattern[{i}] is '{ch}'; expected M, *, - or E",
+                                  field="hybrid_override_pattern")
+        return kinds
+    if mt == "falcon_h1":
+        return [{LayerKind.FULL, LayerKind.MAMBA} for _ in range(n_layers)]
+    if mt in ("minimax", "minimax_text_01", "minimax_m1"):
+        types = cfg.get("attn_type_list")
+        if isinstance(types, list) and len(types) == n_layers:
+            return [{LayerKind.FULL} if t == 1 else {LayerKind.LINEAR} for t in types]
+        if types is not None:
+            raise ConfigError(f"config.json 'attn_type_list' must list {n_layers} layers of 0 or 1",
+                              field="attn_type_list")
+        return [{LayerKind.FULL} for _ in range(n_layers)]
+    if mt in ("mamba", "falcon_mamba", "mamba2"):
+        return [{LayerKind.MAMBA} for _ in range(n_layers)]
+    if mt in ("llama4_text", "llama4"):
+        return _llama4_kinds(r, n_layers)
+    if mt == "gemma2":
+        return [{LayerKind.SLIDING} if i % 2 == 0 else {LayerKind.FULL} for i in range(n_layers)]
+    if mt in ("gemma3_text", "gemma3", "cohere2"):
+        pattern = r.int("sliding_window_pattern")
+        return [{LayerKind.SLIDING} if (i + 1) % pattern else {LayerKind.FULL}
+                for i in range(n_layers)]
+
+    window = cfg.get("sliding_window")
+    uses_window = cfg.get("use_sliding_window")
+    if window is not None and uses_window is not False and window:
+        if uses_window is True and "max_window_layers" in cfg:
+            first = r.int("max_window_layers", minimum=0)
+            return [{LayerKind.SLIDING} if i >= first else {LayerKind.FULL}
+                    for i in range(n_layers)]
+        return [{LayerKind.SLIDING} for _ in range(n_layers)]
+    return [{LayerKind.FULL} for _ in range(n_layers)]
+
+
+def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[set[LayerKind]]:
+    if not isinstance(layer_types, list) or len(layer_types) != n_layers:
+        count = len(layer_types) if isinstance(layer_types, list) else "not a list"
+        raise ConfigError(
+            f"config.json 'layer_types' must list one type per layer ({n_layers}), got {count}",
+            field="layer_types",
+        )
+    kinds: list[set[LayerKind]] = []
+    for i, name in enumerate(layer_types):
+        kind = _LAYER_TYPE_KINDS.get(name) if isinstance(name, str) else None
+        if kind is None:
+            known = ", ".join(sorted(_LAYER_TYPE_KINDS))
+            raise ConfigError(
+                f"layer_types[{i}] is {name!r}, a layer type kvplan cannot size (known: {known})",
+                field="layer_types",
+            )
+        kinds.append({kind})
+    return kinds
+
+
+def _llama4_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
+    # Llama-4: layers that use RoPE attend within chunks of attention_chunk_size tokens; the
+    # NoPE layers (every 4th by default) attend globally.
+    if r.cfg.get("attention_chunk_size") is None and "attention_chunk_size" in r.cfg:
+        return [{LayerKind.FULL} for _ in range(n_layers)]
+    no_rope = r.cfg.get("no_rope_layers")
+    if isinstance(no_rope, list) and no_rope:
+        if len(no_rope) != n_layers:
+            raise ConfigError(f"config.json 'no_rope_layers' must list {n_layers} layers",
+                              field="no_rope_layers")
+        return [{LayerKind.CHUNKED} if flag else {LayerKind.FULL} for flag in no_rope]
+    interval = r.int("no_rope_layer_interval")
+    return [{LayerKind.FULL} if (i + 1) % interval == 0 else {LayerKind.CHUNKED}
+            for i in range(n_layers)]
+
+
+# ---------------------------------------------------------------------------------------------
+# geometry
+
+
+def _kv_heads(r: _Reader, n_heads: int) -> int | list[int]:
+    cfg = r.cfg
+    if r.model_type == "chatglm" or "multi_query_group_num" in cfg:
+        if cfg.get("multi_query_attention"):
+            return r.int("multi_query_group_num")
+        return n_heads
+    if r.model_type == "gpt_bigcode":
+        return 1 if cfg.get("multi_query", True) else n_heads
+    if r.model_type == "falcon" and not cfg.get("new_decoder_architecture"):
+        return 1 if cfg.get("multi_query") else n_heads
+    value = r.raw("num_key_value_heads")
+    if value is None:
+        # transformers' documented default: as many KV heads as attention heads (MHA)
+        r.defaulted.append("num_key_value_heads")
+        return n_heads
+    if isinstance(value, list):
+        return [_check_int("num_key_value_heads", v, 1, 1 << 16) for v in value]
+    return _check_int("num_key_value_heads", value, 1, 1 << 16)
+
+
+def _head_dim(r: _Reader, hidden: int, n_heads: int) -> int:
+    explicit = r.opt_int("head_dim", minimum=1, maximum=1 << 16)
+    if explicit is not None:
+        return explicit
+    if hidden % n_heads:
+        raise ConfigError(
+            f"config.json has no 'head_dim' and hidden_size {hidden} is not a multiple of "
+            f"num_attention_heads {n_heads}", field="head_dim")
+    return hidden // n_heads
+
+
+def _gdn_state(r: _Reader) -> tuple[int, str]:
+    nv = r.int("linear_num_value_heads")
+    nk = r.int("linear_num_key_heads")
+    dk = r.int("linear_key_head_dim")
+    dv = r.int("linear_value_head_dim")
+    kc = r.int("linear_conv_kernel_dim")
+    conv_width = 2 * nk * dk + nv * dv
+    values = nv * dk * dv + (kc - 1) * conv_width
+    return values, f"delta {nv}×{dk}×{dv} + conv {kc - 1}×{conv_width}"
+
+
+def _lightning_state(r: _Reader, n_heads: int, head_dim: int) -> tuple[int, str]:
+    return n_heads * head_dim * head_dim, f"kv {n_heads}×{head_dim}×{head_dim}"
+
+
+def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
+    cfg, mt = r.cfg, r.model_type
+    first = lambda *names: next((cfg[n] for n in names if cfg.get(n) is not None), None)  # noqa: E731
+    d_state = first("ssm_state_size", "mamba_d_state", "state_size", "d_state")
+    d_conv = first("conv_kernel", "mamba_d_conv", "d_conv")
+    n_heads = first("mamba_num_heads", "mamba_n_heads")
+    if d_state is None:
+        d_state = r.opt_int("mamba_d_state")
+    if d_conv is None:
+        d_conv = r.opt_int("mamba_d_conv")
+    if d_state is None or d_conv is None:
+        missing = "ssm_state_size / mamba_d_state" if d_state is None else "conv_kernel / mamba_d_conv"
+        raise ConfigError(f"config.json has no '{missing}', needed for the Mamba state",
+                          field=missing.split(" ")[0])
+    d_state = _check_int("ssm_state_size", d_state, 1, 1 << 16)
+    d_conv = _check_int("conv_kernel", d_conv, 1, 1 << 10)
+    if n_heads is not None and mt != "jamba":
+        # Mamba2: n_heads × head_dim × d_state SSM + conv over x, B and C
+        n_heads = _check_int("mamba_num_heads", n_heads, 1, 1 << 16)
+        head_dim = _check_int("mamba_head_dim", first("mamba_head_dim", "mamba_d_head"), 1, 1 << 16)
+        groups = _check_int("n_groups", first("n_groups", "mamba_n_groups") or 1, 1, 1 << 12)
+        d_inner = first("mamba_d_ssm")
+        d_inner = n_heads * head_dim if d_inner is None else _check_int("mamba_d_ssm", d_inner, 1, 1 << 24)
+        conv_width = d_inner + 2 * groups * d_state
+        values = n_heads * head_dim * d_state + (d_conv - 1) * conv_width
+        detail = f"ssm {n_heads}×{head_dim}×{d_state} + conv {d_conv - 1}×{conv_width}"
+        shape = {"d_inner": d_inner, "d_state": d_state, "d_conv": d_conv, "n_groups": groups,
+                 "n_heads": n_heads, "version": 2}
+        return values, detail, shape
+    expand = first("mamba_expand", "expand")
+    d_inner = first("intermediate_size") if mt in ("mamba", "falcon_mamba") else None
+    if d_inner is None:
+        if expand is None:
+            expand = r.opt_int("mamba_expand")
+        if expand is None:
+            raise ConfigError("config.json has no 'mamba_expand', needed for the Mamba state",
+                              field="mamba_expand")
+        d_inner = _check_int("mamba_expand", expand, 1, 64) * hidden
+    d_inner = _check_int("intermediate_size", d_inner, 1, 1 << 24)
+    values = d_inner * d_state + (d_conv - 1) * d_inner
+    detail = f"ssm {d_inner}×{d_state} + conv {d_conv - 1}×{d_inner}"
+    return values, detail, {"d_inner": d_inner, "d_state": d_state, "d_conv": d_conv,
+                            "n_groups": 0, "n_heads": 0, "version": 1}
+
+
+def _cross_tokens(vision: dict[str, Any] | None) -> int:
+    """Encoder tokens one image leaves in each cross-attention layer (Mllama)."""
+    if not vision:
+        raise ConfigError("a cross-attention model needs a 'vision_config' to size the image "
+                          "tokens", field="vision_config")
+    size, patch = vision.get("image_size"), vision.get("patch_size")
+    tiles = vision.get("max_num_tiles", 1)
+    for name, value in (("image_size", size), ("patch_size", patch), ("max_num_tiles", tiles)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"vision_config '{name}' must be a positive integer, got {value!r}",
+                              field=f"vision_config.{name}")
+    assert isinstance(size, int) and isinstance(patch, int) and isinstance(tiles, int)
+    # one class token per tile
+    return tiles * ((size // patch) ** 2 + 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters
+
+
+def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[bool]:
+    cfg, mt = r.cfg, r.model_type
+    n_experts = r.opt_int("num_experts", 0) or 0
+    if n_experts <= 1:
+        return [False] * n_layers
+    if mt == "nemotron_h":
+        pattern = cfg.get("hybrid_override_pattern", "")
+        return [ch == "E" for ch in pattern]
+    if "first_k_dense_replace" in cfg:
+        first = r.int("first_k_dense_replace", minimum=0)
+        freq = r.opt_int("moe_layer_freq", 1, minimum=1) or 1
+        return [i >= first and i % freq == 0 for i in range(n_layers)]
+    if mt == "jamba":
+        period, offset = r.int("expert_layer_period"), r.int("expert_layer_offset", minimum=0)
+        return [i % period == offset for i in range(n_layers)]
+    if "interleave_moe_layer_step" in cfg:
+        step = r.int("interleave_moe_layer_step")
+        moe = cfg.get("moe_layers")
+        if isinstance(moe, list) and moe:
+            return [i in moe for i in range(n_layers)]
+        return [(i + 1) % step == 0 for i in range(n_layers)]
+    sparse_step = r.opt_int("decoder_sparse_step", 1, minimum=1) or 1
+    dense_only = set(cfg.get("mlp_only_layers") or [])
+    return [i not in dense_only and (i + 1) % sparse_step == 0 for i in range(n_layers)]
+
+
+def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
+    if not vision:
+        return 0
+    get = lambda *names: next(  # noqa: E731
+        (vision[n] for n in names if isinstance(vision.get(n), int) and not isinstance(vision.get(n), bool)),
+        None,
+    )
+    hidden = get("hidden_size", "embed_dim", "width", "d_model")
+    depth = get("depth", "num_hidden_layers", "num_layers", "layers")
+    if not hidden or not depth:
+        return 0
+    inter = get("intermediate_size", "mlp_dim", "ffn_dim") or 4 * hidden
+    patch = get("patch_size") or 14
+    channels = get("in_channels", "num_channels", "in_chans") or 3
+    temporal = get("temporal_patch_size") or 1
+    merge = get("spatial_merge_size") or 1
+    gated = 3 if vision.get("hidden_act") in ("silu", "swiglu") else 2
+    per_layer = 4 * hidden * hidden + gated * hidden * inter + 4 * hidden
+    extra = (depth // 8) * per_layer if vision.get("num_global_layers") else 0
+    patch_embed = channels * temporal * patch * patch * hidden
+    merged = hidden * merge * merge
+    projector = merged * merged + merged * text_hidden
+    return depth * per_layer + extra + patch_embed + projector
+
+
+def _count_params(
+    r: _Reader,
+    kinds: list[set[LayerKind]],
+    *,
+    hidden: int,
+    n_heads: int,
+    kv_heads: list[int],
+    head_dim: int,
+    vocab: int,
+    vision: dict[str, Any] | None,
+    mamba_shape: dict[str, int] | None,
+    n_mtp: int,
+) -> ParamCount:
+    cfg, mt = r.cfg, r.model_type
+    n_layers = len(kinds)
+    inter = r.opt_int("intermediate_size", 0) or 0
+    n_experts = r.opt_int("num_experts", 0) or 0
+    top_k = r.opt_int("experts_per_token", 1 if n_experts else 0) or 0
+    moe_inter = r.opt_int("moe_intermediate_size", 0) or 0
+    if n_experts > 1 and not moe_inter:
+        moe_inter = inter
+    dense_inter = r.opt_int("intermediate_size_mlp", 0) or inter
+    shared_inter = r.opt_int("shared_expert_intermediate_size", 0) or 0
+    n_shared = r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0) or 0
+    if n_shared and not shared_inter:
+        shared_inter = n_shared * moe_inter
+    if mt.startswith("llama4") and n_experts > 1 and not shared_inter:
+        shared_inter = moe_inter
+    mats = 2 if mt in _UNGATED_MLP else 3
+    moe = _moe_layers(r, n_layers, kinds)
+
+    def attention(kv: int) -> int:
+        q = hidden * n_heads * head_dim * (2 if cfg.get("attn_output_gate") else 1)
+        return q + 2 * hidden * kv * head_dim + n_heads * head_dim * hidden
+
+    def mla() -> int:
+        qk_nope, qk_rope = r.int("qk_nope_head_dim"), r.int("qk_rope_head_dim")
+        v_head, kv_rank = r.int("v_head_dim"), r.int("kv_lora_rank")
+        q_rank = r.opt_int("q_lora_rank")
+        qk = qk_nope + qk_rope
+        q = hidden * q_rank + q_rank * n_heads * qk if q_rank else hidden * n_heads * qk
+        return (q + hidden * (kv_rank + qk_rope) + kv_rank * n_heads * (qk_nope + v_head)
+                + n_heads * v_head * hidden)
+
+    def gdn() -> int:
+        nv, nk = r.int("linear_num_value_heads"), r.int("linear_num_key_heads")
+        dk, dv = r.int("linear_key_head_dim"), r.int("linear_value_head_dim")
+        kc = r.int("linear_conv_kernel_dim")
+        conv = 2 * nk * dk + nv * dv
+        return hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + conv * kc + nv * dv * hidden
+
+    def mamba() -> int:
+        assert mamba_shape is not None
+        d_inner, d_state = mamba_shape["d_inner"], mamba_shape["d_state"]
+        d_conv, groups, heads = mamba_shape["d_conv"], mamba_shape["n_groups"], mamba_shape["n_heads"]
+        if mamba_shape["version"] == 2:
+            conv = d_inner + 2 * groups * d_state
+            return hidden * (2 * d_inner + 2 * groups * d_state + heads) + conv * d_conv + d_inner * hidden
+        dt_rank = math.ceil(hidden / 16)
+        return (hidden * 2 * d_inner + d_inner * d_conv + d_inner * (dt_rank + 2 * d_state)
+                + dt_rank * d_inner + d_inner * d_state + d_inner * hidden)
+
+    total = active = 0
+    for i, layer_kinds in enumerate(kinds):
+        mixer = 0
+        for kind in layer_kinds:
+            if kind is LayerKind.MLA:
+                mixer += mla()
+            elif kind is LayerKind.LINEAR:
+                mixer += gdn() if mt != "minimax" and "linear_num_value_heads" in cfg else \
+                    attention(n_heads) + hidden * n_heads * head_dim
+            elif kind is LayerKind.MAMBA:
+                mixer += mamba()
+            else:
+                mixer += attention(kv_heads[i])
+        if not layer_kinds and mt == "nemotron_h":
+            mixer = 0
+        if moe[i]:
+            experts = n_experts * mats * hidden * moe_inter
+            shared = mats * hidden * shared_inter
+            router = hidden * n_experts
+            mlp_total = experts + shared + router
+            mlp_active = top_k * mats * hidden * moe_inter + shared + router
+        elif mt == "nemotron_h" and layer_kinds:
+            # Nemotron-H layers are either a mixer or an MLP, never both
+            mlp_total = mlp_active = 0
+        else:
+            mlp_total = mlp_active = mats * hidden * dense_inter
+        norms = 2 * hidden
+        total += mixer + mlp_total + norms
+        active += mixer + mlp_active + norms
+
+    tied = r.bool("tie_word_embeddings", False)
+    embedding = vocab * hidden * (1 if tied else 2)
+    encoder = _encoder_params(vision, hidden)
+    mtp_layer = 0
+    if n_mtp:
+        # an MTP module: one decoder layer (MoE where the model is) + two projections
+        last = n_layers - 1
+        layer_params = (total // max(1, n_layers)) if not moe[last] else 0
+        if moe[last]:
+            layer_params = (mla() if r.has("kv_lora_rank") else attention(kv_heads[0])) + \
+                n_experts * mats * hidden * moe_inter + mats * hidden * shared_inter
+        mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden)
+    return ParamCount(
+        total=total + embedding + encoder,
+        active=active + vocab * hidden,
+        embedding=embedding,
+        encoder=encoder,
+        mtp=mtp_layer,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8": 1}
+
+
+def spec_from_config(
+    config: Mapping[str, Any],
+    *,
+    name: str,
+    source: str,
+    hub_repo: str | None = None,
+    safetensors_total_bytes: int | None = None,
+) -> ModelSpec:
+    """Build the ModelSpec of a Hugging Face ``config.json`` (already parsed)."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"a config.json must be a JSON object, got {type(config).__name__}")
+    lm, vision = language_config(config)
+    model_type = lm.get("model_type") or config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ConfigError("config.json has no 'model_type'", field="model_type")
+    if model_type in ("llama4",):
+        model_type = "llama4_text"
+    r = _Reader(lm, model_type)
+
+    n_layers = r.int("num_hidden_layers", maximum=4096)
+    hidden = r.int("hidden_size", maximum=1 << 20)
+    kinds_per_layer = _layer_kinds(r, n_layers)
+    has_attention = any(k.is_attention and k is not LayerKind.MLA for ks in kinds_per_layer for k in ks)
+    needs_heads = has_attention or any(LayerKind.LINEAR in ks for ks in kinds_per_layer)
+    n_heads = r.int("num_attention_heads", maximum=1 << 16) if needs_heads or r.has(
+        "num_attention_heads") else 0
+    kv = _kv_heads(r, n_heads) if n_heads else 0
+    if isinstance(kv, list):
+        if len(kv) != n_layers:
+            raise ConfigError(f"config.json 'num_key_value_heads' lists {len(kv)} layers, "
+                              f"expected {n_layers}", field="num_key_value_heads")
+        kv_list = kv
+    else:
+        kv_list = [kv] * n_layers
+    head_dim = _head_dim(r, hidden, n_heads) if n_heads else 0
+    vocab = r.int("vocab_size", maximum=1 << 24)
+
+    mla_width = 0
+    if any(LayerKind.MLA in ks for ks in kinds_per_layer):
+        mla_width = r.int("kv_lora_rank") + r.int("qk_rope_head_dim")
+    window = None
+    if any(LayerKind.SLIDING in ks for ks in kinds_per_layer):
+        window = r.int("sliding_window", maximum=1 << 31)
+    chunk = None
+    if any(LayerKind.CHUNKED in ks for ks in kinds_per_layer):
+        chunk = r.int("attention_chunk_size", maximum=1 << 31)
+    linear_state = linear_detail = None
+    if any(LayerKind.LINEAR in ks for ks in kinds_per_layer):
+        if "linear_num_value_heads" in lm:
+            linear_state, linear_detail = _gdn_state(r)
+        else:
+            linear_state, linear_detail = _lightning_state(r, n_heads, head_dim)
+    mamba_state = mamba_detail = None
+    mamba_shape = None
+    if any(LayerKind.MAMBA in ks for ks in kinds_per_layer):
+        mamba_state, mamba_detail, mamba_shape = _mamba_state(r, hidden)
+    cross_tokens = 0
+    if any(LayerKind.CROSS in ks for ks in kinds_per_layer):
+        cross_tokens = _cross_tokens(vision)
+
+    def group_key(i: int, kind: LayerKind) -> tuple[Any, ...]:
+        if kind is LayerKind.MLA:
+            return (kind, 1, mla_width, 0, None)
+        if kind is LayerKind.LINEAR:
+            return (kind, 0, 0, 0, None)
+        if kind is LayerKind.MAMBA:
+            return (kind, 0, 0, 0, None)
+        win = window if kind is LayerKind.SLIDING else chunk if kind is LayerKind.CHUNKED else None
+        return (kind, kv_list[i], head_dim, head_dim, win)
+
+    buckets: dict[tuple[Any, ...], list[int]] = {}
+    for i, layer_kinds in enumerate(kinds_per_layer):
+        for kind in sorted(layer_kinds, key=lambda k: k.value):
+            buckets.setdefault(group_key(i, kind), []).append(i)
+
+    def make_group(key: tuple[Any, ...], layers: list[int], mtp: bool = False) -> LayerGroup:
+        kind, heads, dk, dv, win = key
+        if kind is LayerKind.LINEAR:
+            return LayerGroup(kind, tuple(layers), state_values=linear_state or 0,
+                              state_detail=linear_detail or "", mtp=mtp)
+        if kind is LayerKind.MAMBA:
+            return LayerGroup(kind, tuple(layers), state_values=mamba_state or 0,
+                              state_detail=mamba_detail or "", mtp=mtp)
+        return LayerGroup(kind, tuple(layers), n_kv_heads=heads, head_dim_k=dk, head_dim_v=dv,
+                          window=win, mtp=mtp)
+
+    order = [LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
+             LayerKind.CROSS, LayerKind.LINEAR, LayerKind.MAMBA]
+    groups = [make_group(key, layers) for key, layers in
+              sorted(buckets.items(), key=lambda kv_: (order.index(kv_[0][0]), kv_[1][0]))]
+
+    n_mtp = r.opt_int("num_nextn_predict_layers", 0) or r.opt_int("mtp_num_hidden_layers", 0) or 0
+    if n_mtp:
+        kind = LayerKind.MLA if mla_width else LayerKind.FULL
+        key = (kind, 1, mla_width, 0, None) if mla_width else (kind, kv_list[-1], head_dim, head_dim, None)
+        groups.append(make_group(key, list(range(n_layers, n_layers + n_mtp)), mtp=True))
+
+    params = _count_params(r, kinds_per_layer, hidden=hidden, n_heads=n_heads, kv_heads=kv_list,
+                           head_dim=head_dim, vocab=vocab, vision=vision, mamba_shape=mamba_shape,
+                           n_mtp=n_mtp)
+    dtype = lm.get("torch_dtype") or lm.get("dtype") or config.get("torch_dtype") or "bfloat16"
+    dtype = dtype if isinstance(dtype, str) else "bfloat16"
+    max_pos = r.opt_int("max_position_embeddings")
+    return ModelSpec(
+        name=name,
+        model_type=model_type,
+        groups=tuple(groups),
+        params=params,
+        source=source,
+        hub_repo=hub_repo,
+        hidden_size=hidden,
+        vocab_size=vocab,
+        intermediate_size=r.opt_int("intermediate_size", 0) or 0,
+        num_attention_heads=n_heads,
+        max_position_embeddings=max_pos,
+        dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
+        dtype=dtype,
+        cross_tokens_per_image=cross_tokens,
+        safetensors_total_bytes=safetensors_total_bytes,
+        defaulted=tuple(dict.fromkeys(r.defaulted)),
+    )
+

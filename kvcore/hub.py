@@ -1,0 +1,84 @@
+"""Fetch config.json (and the safetensors index) of a Hub repo; optional dependency.
+
+Uses ``huggingface_hub`` when installed (``pip install 'kvplan[hub]'``), which honours
+``HF_TOKEN``, ``HF_HUB_OFFLINE`` and the HF cache. Every failure becomes a ``HubError`` with a
+sentence that says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .errors import HubError, InputError
+
+__all__ = ["REPO_ID", "fetch_config", "is_repo_id"]
+
+#: owner/name as the Hub spells repository ids
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
+
+#: largest config.json or index accepted (bytes)
+MAX_FILE_BYTES = 1 << 20
+
+
+def is_repo_id(text: str) -> bool:
+    return bool(REPO_ID.match(text)) and ".." not in text
+
+
+def _download(repo: str, filename: str, revision: str | None) -> str:
+    try:
+        import huggingface_hub as hf
+        from huggingface_hub import errors as hf_errors
+    except ImportError:
+        raise HubError(
+            f"'{repo}' is not in the bundled catalog and fetching it needs huggingface_hub: "
+            "pip install 'kvplan[hub]'", field="model") from None
+    try:
+        return str(hf.hf_hub_download(repo, filename, revision=revision))
+    except hf_errors.GatedRepoError:
+        raise HubError(f"'{repo}' is gated on the Hub: accept its licence and set HF_TOKEN",
+                       field="model") from None
+    except hf_errors.RepositoryNotFoundError:
+        raise HubError(f"'{repo}' is not a Hub repository (or it is private: set HF_TOKEN)",
+                       field="model") from None
+    except hf_errors.RevisionNotFoundError:
+        raise HubError(f"'{repo}' has no revision '{revision}'", field="model") from None
+    except hf_errors.EntryNotFoundError:
+        raise HubError(f"'{repo}' has no {filename}", field="model") from None
+    except hf_errors.LocalEntryNotFoundError:
+        raise HubError(f"the Hub could not be reached and '{repo}/{filename}' is not in the HF "
+                       "cache (offline?)", field="model") from None
+    except OSError as exc:
+        raise HubError(f"fetching '{repo}/{filename}' failed: {exc}", field="model") from None
+
+
+def _read_json(path: str, what: str) -> dict[str, Any]:
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise HubError(f"{what} is larger than {MAX_FILE_BYTES:,} bytes", field="model")
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise HubError(f"{what} is not valid JSON: {exc}", field="model") from None
+    if not isinstance(parsed, dict):
+        raise HubError(f"{what} is not a JSON object", field="model")
+    return parsed
+
+
+def fetch_config(repo: str, revision: str | None = None) -> tuple[dict[str, Any], int | None]:
+    """config.json of ``repo`` and its checkpoint size in bytes (None when not indexed)."""
+    if not is_repo_id(repo):
+        raise InputError(f"'{repo}' is not a Hub repo id (expected owner/name)", field="model")
+    config = _read_json(_download(repo, "config.json", revision), f"{repo}/config.json")
+    total: int | None = None
+    try:
+        index = _read_json(_download(repo, "model.safetensors.index.json", revision),
+                           f"{repo}/model.safetensors.index.json")
+    except HubError:
+        index = {}
+    size = index.get("metadata", {}).get("total_size") if isinstance(index.get("metadata"), dict) else None
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        total = size
+    return config, total

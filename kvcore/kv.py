@@ -1,0 +1,184 @@
+"""Exact cache bytes of a model for a context and a number of sequences.
+
+Every sequence has its own cache. Per layer group:
+
+- full attention and MLA hold every token (or, with eviction, the kept ones);
+- sliding-window and chunked layers hold ``min(context, window)`` tokens;
+- cross-attention layers hold the encoder's tokens (``images`` × tokens per image);
+- linear-attention and SSM layers hold a constant state.
+
+K and V are priced separately with their own formats; formats with per-layer tensor scales add
+those once per layer. Engines add paging and padding on top (see ``engines``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .errors import InputError
+from .formats import KVFormat, Role, get_format
+from .model import LayerGroup, LayerKind, ModelSpec
+
+__all__ = ["CacheOptions", "CacheSize", "GroupCache", "bytes_per_token", "cache_size"]
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """How the cache is stored. Formats may be given by name."""
+
+    kv_k: KVFormat = field(default_factory=lambda: get_format("f16"))
+    kv_v: KVFormat = field(default_factory=lambda: get_format("f16"))
+    #: hot/cold mix: the most recent ``hot_tokens`` tokens in ``hot_format``, older in kv_k/kv_v
+    hot_format: KVFormat | None = None
+    hot_tokens: int = 0
+    #: token eviction: keep this fraction of the tokens, always the first ``keep_first``
+    #: tokens and the most recent ``keep_recent`` ones (full-attention and MLA layers)
+    keep_fraction: float = 1.0
+    keep_first: int = 4
+    keep_recent: int = 128
+    #: bytes per recurrent-state value (4: f32 as llama.cpp keeps it; 2: model dtype)
+    state_bytes_per_value: int = 4
+    #: images per sequence, for cross-attention layers
+    images: int = 1
+    #: count multi-token-prediction / draft layers too
+    mtp: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("kv_k", "kv_v", "hot_format"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, get_format(value, field=name))
+        if not (0.0 < self.keep_fraction <= 1.0) or math.isnan(self.keep_fraction):
+            raise InputError(f"keep fraction must be in (0, 1], got {self.keep_fraction}",
+                             field="keep_fraction")
+        for name in ("hot_tokens", "keep_first", "keep_recent", "images"):
+            if getattr(self, name) < 0:
+                raise InputError(f"{name} must not be negative", field=name)
+        if self.state_bytes_per_value not in (1, 2, 4):
+            raise InputError("state bytes per value must be 1, 2 or 4", field="state_dtype")
+        if self.hot_tokens and self.hot_format is None:
+            raise InputError("a hot window needs a hot format", field="hot_format")
+
+    def kept_tokens(self, context: int) -> int:
+        """Tokens a full-length layer keeps of ``context`` under eviction."""
+        if self.keep_fraction >= 1.0:
+            return context
+        protected = self.keep_first + self.keep_recent
+        if context <= protected:
+            return context
+        return protected + math.ceil(self.keep_fraction * (context - protected))
+
+    def row_bytes(self, tokens: int, width: int, role: Role) -> int:
+        """Bytes of ``tokens`` tokens × one head of ``width`` values, hot/cold mix applied."""
+        cold_fmt = self.kv_k if role == "k" else self.kv_v
+        if self.hot_format is None or self.hot_tokens == 0:
+            return cold_fmt.bytes_for(tokens, width, role)
+        hot = min(tokens, self.hot_tokens)
+        return (self.hot_format.bytes_for(hot, width, role)
+                + cold_fmt.bytes_for(tokens - hot, width, role))
+
+    def tensor_scale_bytes(self, role: Role) -> int:
+        fmt = self.kv_k if role == "k" else self.kv_v
+        extra = self.hot_format.tensor_scale_bytes if self.hot_format and self.hot_tokens else 0
+        return fmt.tensor_scale_bytes + extra
+
+
+@dataclass(frozen=True)
+class GroupCache:
+    """One layer group's share of the cache (all its layers, all sequences)."""
+
+    group: LayerGroup
+    #: tokens held per sequence per layer (0 for recurrent layers)
+    tokens: int
+    k_bytes: int
+    v_bytes: int
+    state_bytes: int
+    #: per-layer tensor scales (do not grow with tokens or sequences)
+    scale_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.k_bytes + self.v_bytes + self.state_bytes + self.scale_bytes
+
+
+@dataclass(frozen=True)
+class CacheSize:
+    context: int
+    sequences: int
+    groups: tuple[GroupCache, ...]
+
+    @property
+    def k_bytes(self) -> int:
+        return sum(g.k_bytes for g in self.groups)
+
+    @property
+    def v_bytes(self) -> int:
+        return sum(g.v_bytes for g in self.groups)
+
+    @property
+    def kv_bytes(self) -> int:
+        """Attention K + V of all layers and sequences, block scales and tensor scales included."""
+        return sum(g.k_bytes + g.v_bytes + g.scale_bytes for g in self.groups)
+
+    @property
+    def state_bytes(self) -> int:
+        """Recurrent state of all linear-attention/SSM layers and sequences."""
+        return sum(g.state_bytes for g in self.groups)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.kv_bytes + self.state_bytes
+
+
+def _tokens_held(group: LayerGroup, context: int, spec: ModelSpec, opts: CacheOptions) -> int:
+    kind = group.kind
+    if kind in (LayerKind.FULL, LayerKind.MLA):
+        return opts.kept_tokens(context)
+    if kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
+        assert group.window is not None
+        return min(context, group.window)
+    if kind is LayerKind.CROSS:
+        return opts.images * spec.cross_tokens_per_image
+    return 0
+
+
+def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int,
+                opts: CacheOptions) -> GroupCache:
+    if group.kind.is_recurrent:
+        state = group.count * sequences * group.state_values * opts.state_bytes_per_value
+        return GroupCache(group, 0, 0, 0, state, 0)
+    tokens = _tokens_held(group, context, spec, opts)
+    per_layer_k = group.n_kv_heads * opts.row_bytes(tokens, group.head_dim_k, "k")
+    per_layer_v = group.n_kv_heads * opts.row_bytes(tokens, group.head_dim_v, "v")
+    scales = group.count * (opts.tensor_scale_bytes("k")
+                            + (opts.tensor_scale_bytes("v") if group.head_dim_v else 0))
+    return GroupCache(group, tokens, group.count * sequences * per_layer_k,
+                      group.count * sequences * per_layer_v, 0, scales)
+
+
+def cache_size(spec: ModelSpec, context: int, sequences: int = 1,
+               opts: CacheOptions | None = None) -> CacheSize:
+    """The cache of ``sequences`` sequences of ``context`` tokens each."""
+    opts = opts or CacheOptions()
+    if context < 0 or sequences < 0:
+        raise InputError("context and sequences must not be negative")
+    groups = tuple(group_cache(g, spec, context, sequences, opts)
+                   for g in spec.groups_for(mtp=opts.mtp))
+    return CacheSize(context, sequences, groups)
+
+
+def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
+    """Marginal cache bytes per token of one sequence, past every window (full + MLA layers).
+
+    Exact for block formats; formats with a residual window (KIVI) are priced at their
+    quantized rate.
+    """
+    opts = opts or CacheOptions()
+    total = 0
+    for g in spec.groups_for(mtp=opts.mtp):
+        if g.kind in (LayerKind.FULL, LayerKind.MLA):
+            total += g.count * g.n_kv_heads * (opts.kv_k.row_bytes(g.head_dim_k)
+                                               + (opts.kv_v.row_bytes(g.head_dim_v)
+                                                  if g.head_dim_v else 0))
+    return total

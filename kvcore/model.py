@@ -1,0 +1,151 @@
+"""What kvplan knows about a model: its layers grouped by kind, and its parameter counts.
+
+A ``ModelSpec`` is built from a config.json by :mod:`kvcore.hf`; everything downstream
+(sizing, weights, engines) reads only this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = ["LayerGroup", "LayerKind", "ModelSpec", "ParamCount"]
+
+
+class LayerKind(StrEnum):
+    """How a layer keeps its past."""
+
+    #: K and V of every token (MHA, GQA, MQA)
+    FULL = "full"
+    #: K and V of the last ``window`` tokens
+    SLIDING = "sliding"
+    #: K and V of the current chunk of ``window`` tokens (Llama-4 local layers)
+    CHUNKED = "chunked"
+    #: one latent "head" of kv_lora_rank + qk_rope_head_dim values per token, no V (DeepSeek)
+    MLA = "mla"
+    #: K and V of the encoder's tokens (images), not of the text
+    CROSS = "cross"
+    #: a constant recurrent state per sequence (Gated DeltaNet, lightning attention)
+    LINEAR = "linear"
+    #: a constant SSM + conv state per sequence (Mamba, Mamba2)
+    MAMBA = "mamba"
+
+    @property
+    def is_attention(self) -> bool:
+        return self in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
+                        LayerKind.CROSS)
+
+    @property
+    def is_recurrent(self) -> bool:
+        return self in (LayerKind.LINEAR, LayerKind.MAMBA)
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """Layers of one kind with identical cache geometry.
+
+    For attention kinds: ``n_kv_heads`` heads of ``head_dim_k`` key values and ``head_dim_v``
+    value values per token (``head_dim_v`` is 0 for MLA, which caches one latent only).
+    For recurrent kinds: ``state_values`` values per sequence per layer, held in
+    ``state_dtype_bytes`` bytes each unless a plan overrides the state dtype.
+    """
+
+    kind: LayerKind
+    layers: tuple[int, ...]
+    n_kv_heads: int = 0
+    head_dim_k: int = 0
+    head_dim_v: int = 0
+    #: sliding window or chunk size in tokens; None for unbounded kinds
+    window: int | None = None
+    state_values: int = 0
+    #: how the state is made up, for people ("ssm 48×128×128 + conv 3×10240")
+    state_detail: str = ""
+    #: multi-token-prediction / draft layers (counted only when asked)
+    mtp: bool = False
+
+    @property
+    def count(self) -> int:
+        return len(self.layers)
+
+    @property
+    def values_per_token(self) -> int:
+        """Cached values per token for one layer (K + V, all KV heads)."""
+        return self.n_kv_heads * (self.head_dim_k + self.head_dim_v)
+
+    def describe(self) -> str:
+        n = self.count
+        if self.kind is LayerKind.MLA:
+            return f"{n} MLA layers, latent {self.head_dim_k}"
+        if self.kind.is_recurrent:
+            return f"{n} {self.kind.value} layers, state {self.state_detail}"
+        dims = (
+            f"{self.head_dim_k}" if self.head_dim_k == self.head_dim_v
+            else f"{self.head_dim_k}/{self.head_dim_v}"
+        )
+        text = f"{n} {self.kind.value} layers × {self.n_kv_heads} KV heads × {dims}"
+        if self.window is not None:
+            text += f", window {self.window:,}"
+        return text
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameter counts from a config (estimated, not read from weights)."""
+
+    total: int
+    #: parameters read per generated token (MoE: shared + top-k experts)
+    active: int
+    #: embeddings and lm_head (kept in 16 bits by most weight-quantization schemes)
+    embedding: int
+    #: vision/audio encoder and projector
+    encoder: int = 0
+    #: multi-token-prediction modules (in the checkpoint, loaded only for speculative decoding)
+    mtp: int = 0
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as far as memory planning goes."""
+
+    name: str
+    model_type: str
+    groups: tuple[LayerGroup, ...]
+    params: ParamCount
+    #: where the config came from ("catalog qwen3.5-27b", "file ./config.json", "hub Qwen/...")
+    source: str
+    hub_repo: str | None = None
+    hidden_size: int = 0
+    vocab_size: int = 0
+    intermediate_size: int = 0
+    num_attention_heads: int = 0
+    max_position_embeddings: int | None = None
+    #: bytes per weight of the checkpoint's own dtype (2 for bf16)
+    dtype_bytes: int = 2
+    dtype: str = "bfloat16"
+    #: encoder tokens cached per image by each cross-attention layer
+    cross_tokens_per_image: int = 0
+    #: exact checkpoint size from model.safetensors.index.json, when known
+    safetensors_total_bytes: int | None = None
+    #: fields filled from the architecture's documented defaults (not present in the config)
+    defaulted: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def num_layers(self) -> int:
+        return sum(g.count for g in self.groups if not g.mtp)
+
+    def groups_for(self, *, mtp: bool = False) -> tuple[LayerGroup, ...]:
+        """The layer groups a plan counts (MTP/draft layers only when asked)."""
+        return tuple(g for g in self.groups if mtp or not g.mtp)
+
+    @property
+    def has_mtp(self) -> bool:
+        return any(g.mtp for g in self.groups)
+
+    @property
+    def kinds(self) -> tuple[LayerKind, ...]:
+        seen: list[LayerKind] = []
+        for g in self.groups:
+            if g.kind not in seen:
+                seen.append(g.kind)
+        return tuple(seen)

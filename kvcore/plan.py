@@ -1,0 +1,174 @@
+"""The fit: weights + KV + state + runtime overhead against one card's memory.
+
+This is the raw profile (physics, no engine rules): the answer to "how much memory does this
+need", and the largest context / sequence count that fits. Not fitting is a result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import InputError
+from .gpus import GPU
+from .kv import CacheOptions, CacheSize, bytes_per_token, cache_size
+from .model import ModelSpec
+from .units import MAX_CONTEXT_TOKENS
+from .weights import Weights, weights_for
+
+__all__ = ["Decode", "Overhead", "Plan", "PlanRequest", "plan"]
+
+#: CUDA context and library workspaces (cuBLAS, NCCL-less single card), bytes
+CUDA_CONTEXT_BYTES = 512 * 1024**2
+#: tokens per forward pass the compute buffers are sized for (llama.cpp's default n_ubatch)
+UBATCH_TOKENS = 512
+#: the most sequences kvplan searches for
+MAX_SEQUENCES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """Memory that is neither weights nor cache: one line in every plan."""
+
+    bytes: int
+    detail: str
+
+
+def raw_overhead(spec: ModelSpec) -> Overhead:
+    """CUDA context + compute buffers for one ubatch (logits in f32, activations in f32)."""
+    width = 2 * spec.hidden_size + 2 * max(spec.intermediate_size, spec.hidden_size)
+    compute = UBATCH_TOKENS * (spec.vocab_size * 4 + width * 4)
+    return Overhead(CUDA_CONTEXT_BYTES + compute,
+                    f"CUDA context 512 MiB + compute buffers for {UBATCH_TOKENS}-token batches")
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    spec: ModelSpec
+    context: int
+    sequences: int = 1
+    cache: CacheOptions = field(default_factory=CacheOptions)
+    #: weight format name; None = the checkpoint as published
+    weights: str | None = None
+    gpu: GPU | None = None
+    #: override the runtime overhead estimate (bytes)
+    overhead_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.context <= MAX_CONTEXT_TOKENS:
+            raise InputError(f"context must be between 1 and {MAX_CONTEXT_TOKENS:,} tokens",
+                             field="context")
+        if not 1 <= self.sequences <= MAX_SEQUENCES:
+            raise InputError(f"sequences must be between 1 and {MAX_SEQUENCES:,}",
+                             field="sequences")
+
+
+@dataclass(frozen=True)
+class Decode:
+    """Bandwidth-bound decode estimate at full context: every step reads the active weights
+    and the whole cache of every sequence."""
+
+    bytes_per_step: int
+    seconds_per_step: float
+    tokens_per_s_per_sequence: float
+    tokens_per_s_total: float
+    kv_share: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    request: PlanRequest
+    cache: CacheSize
+    weights: Weights
+    overhead: Overhead
+    bytes_per_token: int
+    #: memory the plan may use (None without a GPU)
+    budget_bytes: int | None = None
+    fits: bool | None = None
+    max_context: int | None = None
+    max_sequences: int | None = None
+    binding: str | None = None
+    binding_reason: str = ""
+    decode: Decode | None = None
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.cache.kv_bytes
+
+    @property
+    def state_bytes(self) -> int:
+        return self.cache.state_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights.bytes + self.cache.total_bytes + self.overhead.bytes
+
+
+def _total(req: PlanRequest, weights: Weights, overhead: Overhead, context: int,
+           sequences: int) -> int:
+    return weights.bytes + overhead.bytes + cache_size(req.spec, context, sequences,
+                                                       req.cache).total_bytes
+
+
+def max_context(req: PlanRequest, weights: Weights, overhead: Overhead, budget: int) -> int:
+    """Largest context per sequence that fits (0 if not even one token does)."""
+    fits = lambda n: _total(req, weights, overhead, n, req.sequences) <= budget  # noqa: E731
+    if not fits(1):
+        return 0
+    lo, hi = 1, MAX_CONTEXT_TOKENS
+    if fits(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def max_sequences(req: PlanRequest, weights: Weights, overhead: Overhead, budget: int) -> int:
+    """Most sequences of the requested context that fit (0 if not one)."""
+    base = weights.bytes + overhead.bytes + cache_size(req.spec, req.context, 0, req.cache).total_bytes
+    one = cache_size(req.spec, req.context, 1, req.cache).total_bytes - \
+        cache_size(req.spec, req.context, 0, req.cache).total_bytes
+    if base > budget:
+        return 0
+    if one <= 0:
+        return MAX_SEQUENCES
+    return min(MAX_SEQUENCES, (budget - base) // one)
+
+
+def plan(req: PlanRequest) -> Plan:
+    spec, opts = req.spec, req.cache
+    cache = cache_size(spec, req.context, req.sequences, opts)
+    weights = weights_for(spec, req.weights, mtp=opts.mtp)
+    overhead = (Overhead(req.overhead_bytes, "given") if req.overhead_bytes is not None
+                else raw_overhead(spec))
+    per_token = bytes_per_token(spec, opts)
+    result = Plan(req, cache, weights, overhead, per_token)
+    if req.gpu is None:
+        return result
+    budget = req.gpu.usable_bytes
+    total = result.total_bytes
+    fits = total <= budget
+    ctx = max_context(req, weights, overhead, budget)
+    seqs = max_sequences(req, weights, overhead, budget)
+    if weights.bytes + overhead.bytes > budget:
+        binding, reason = "weights", "the weights and runtime alone exceed the card"
+    elif weights.bytes + overhead.bytes + cache_size(spec, 1, req.sequences, opts).total_bytes > budget:
+        binding, reason = "state", "the per-sequence state leaves no room for the KV cache"
+    elif not fits:
+        binding, reason = "kv", "the KV cache for this context and sequence count exceeds what is left"
+    else:
+        terms = {"weights": weights.bytes, "kv": cache.kv_bytes, "state": cache.state_bytes,
+                 "overhead": overhead.bytes}
+        binding = max(terms, key=terms.__getitem__)
+        reason = f"{binding} is the largest share of the card"
+    decode = None
+    if req.gpu.bandwidth_bytes_per_s:
+        step = weights.active_bytes + cache.kv_bytes + 2 * cache.state_bytes
+        seconds = step / req.gpu.bandwidth_bytes_per_s
+        decode = Decode(step, seconds, 1 / seconds, req.sequences / seconds,
+                        (cache.kv_bytes + 2 * cache.state_bytes) / step)
+    return Plan(req, cache, weights, overhead, per_token, budget, fits, ctx, seqs, binding,
+                reason, decode)

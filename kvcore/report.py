@@ -1,0 +1,111 @@
+"""Plans as plain JSON-able dicts: the one shape the CLI's --json and the API return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import ModelSpec
+from .plan import Plan
+
+__all__ = ["model_summary", "plan_to_dict"]
+
+
+def model_summary(spec: ModelSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "hub_repo": spec.hub_repo,
+        "model_type": spec.model_type,
+        "source": spec.source,
+        "layers": spec.num_layers,
+        "kinds": [k.value for k in spec.kinds],
+        "params": spec.params.total,
+        "active_params": spec.params.active,
+        "max_position_embeddings": spec.max_position_embeddings,
+        "dtype": spec.dtype,
+        "defaulted_fields": list(spec.defaulted),
+        "groups": [
+            {
+                "kind": g.kind.value,
+                "layers": g.count,
+                "layer_indices": list(g.layers),
+                "n_kv_heads": g.n_kv_heads,
+                "head_dim_k": g.head_dim_k,
+                "head_dim_v": g.head_dim_v,
+                "window": g.window,
+                "state_values": g.state_values,
+                "mtp": g.mtp,
+                "description": g.describe(),
+            }
+            for g in spec.groups
+        ],
+    }
+
+
+def plan_to_dict(p: Plan) -> dict[str, Any]:
+    req, opts = p.request, p.request.cache
+    out: dict[str, Any] = {
+        "model": model_summary(req.spec),
+        "engine": "raw",
+        "context": req.context,
+        "sequences": req.sequences,
+        "kv_k": opts.kv_k.name,
+        "kv_v": opts.kv_v.name,
+        "kv_bytes": p.kv_bytes,
+        "k_bytes": p.cache.k_bytes,
+        "v_bytes": p.cache.v_bytes,
+        "state_bytes": p.state_bytes,
+        "weights_bytes": p.weights.bytes,
+        "overhead_bytes": p.overhead.bytes,
+        "total_bytes": p.total_bytes,
+        "bytes_per_token": p.bytes_per_token,
+        "weights": {
+            "format": p.weights.format,
+            "source": p.weights.source,
+            "params": p.weights.params,
+            "active_bytes": p.weights.active_bytes,
+        },
+        "overhead": {"bytes": p.overhead.bytes, "detail": p.overhead.detail},
+        "gpu": None,
+        "budget_bytes": p.budget_bytes,
+        "fits": p.fits,
+        "max_context": p.max_context,
+        "max_sequences": p.max_sequences,
+        "binding": p.binding,
+        "binding_reason": p.binding_reason or None,
+        "decode": None,
+        "breakdown": [
+            {
+                "kind": g.group.kind.value,
+                "layers": g.group.count,
+                "mtp": g.group.mtp,
+                "tokens_per_sequence": g.tokens,
+                "k_bytes": g.k_bytes,
+                "v_bytes": g.v_bytes,
+                "state_bytes": g.state_bytes,
+                "scale_bytes": g.scale_bytes,
+                "bytes": g.total_bytes,
+                "description": g.group.describe(),
+            }
+            for g in p.cache.groups
+        ],
+    }
+    if opts.hot_format is not None and opts.hot_tokens:
+        out["hot"] = {"format": opts.hot_format.name, "tokens": opts.hot_tokens}
+    if opts.keep_fraction < 1:
+        out["eviction"] = {"keep_fraction": opts.keep_fraction, "keep_first": opts.keep_first,
+                           "keep_recent": opts.keep_recent}
+    gpu = req.gpu
+    if gpu is not None:
+        out["gpu"] = {"id": gpu.id, "name": gpu.name, "memory_bytes": gpu.memory_bytes,
+                      "usable_bytes": gpu.usable_bytes,
+                      "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s}
+    if p.decode is not None:
+        d = p.decode
+        out["decode"] = {
+            "bytes_per_step": d.bytes_per_step,
+            "seconds_per_step": d.seconds_per_step,
+            "tokens_per_s_per_sequence": d.tokens_per_s_per_sequence,
+            "tokens_per_s_total": d.tokens_per_s_total,
+            "kv_share": d.kv_share,
+        }
+    return out

@@ -1,0 +1,100 @@
+"""Weight bytes: the checkpoint's exact size when known, else parameters × the weight format.
+
+Bits per weight include each format's scales. GGUF k-quant mixes use the whole-file averages
+llama.cpp publishes for Llama-2-7B in ``tools/quantize/README.md`` (Q4_K_M 4.84 bpw ...);
+HF-style quantizations (fp8, int8, int4 AWQ/GPTQ, nvfp4, mxfp4) keep embeddings and the
+lm_head in 16 bits, GGUF quantizes them too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UnknownNameError
+from .model import ModelSpec
+
+__all__ = ["WEIGHT_FORMATS", "WeightFormat", "Weights", "get_weight_format", "weights_for"]
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    name: str
+    bits_per_weight: float
+    description: str
+    #: embeddings and lm_head stay 16-bit (HF quantization schemes) rather than quantized
+    embeddings_16bit: bool = False
+    aliases: tuple[str, ...] = ()
+
+
+WEIGHT_FORMATS: tuple[WeightFormat, ...] = (
+    WeightFormat("f32", 32, "float32", aliases=("fp32", "float32")),
+    WeightFormat("f16", 16, "float16", aliases=("fp16", "float16")),
+    WeightFormat("bf16", 16, "bfloat16", aliases=("bfloat16",)),
+    WeightFormat("fp8", 8 + 32 / (128 * 128), "float8 e4m3, fp32 scale per 128×128 block",
+                 embeddings_16bit=True, aliases=("fp8_e4m3", "float8")),
+    WeightFormat("int8", 8 + 16 / 4096, "int8 per-channel (W8A8/W8A16)", embeddings_16bit=True,
+                 aliases=("w8a8", "w8a16")),
+    # 4-bit values + fp16 scale + 4-bit zero point per group of 128
+    WeightFormat("int4", 4 + (16 + 4) / 128, "int4 AWQ/GPTQ, group 128, fp16 scale + zero",
+                 embeddings_16bit=True, aliases=("awq", "gptq", "w4a16")),
+    WeightFormat("nvfp4", 4.5, "e2m1 + fp8 scale per 16", embeddings_16bit=True),
+    WeightFormat("mxfp4", 4.25, "e2m1 + e8m0 scale per 32", embeddings_16bit=True),
+    WeightFormat("q8_0", 8.5, "GGUF Q8_0 (34 B per 32)", aliases=("gguf_q8_0",)),
+    WeightFormat("q6_k", 6.56, "GGUF Q6_K", aliases=("q6_k_m",)),
+    WeightFormat("q5_k_m", 5.68, "GGUF Q5_K_M mix", aliases=("q5_k",)),
+    WeightFormat("q4_k_m", 4.84, "GGUF Q4_K_M mix", aliases=("q4_k",)),
+    WeightFormat("q3_k_m", 3.91, "GGUF Q3_K_M mix", aliases=("q3_k",)),
+    WeightFormat("q2_k", 3.35, "GGUF Q2_K mix"),
+    WeightFormat("iq4_xs", 4.25, "GGUF IQ4_XS (136 B per 256)"),
+)
+
+_BY_NAME = {key: f for f in WEIGHT_FORMATS for key in (f.name, *f.aliases)}
+
+
+def get_weight_format(name: str) -> WeightFormat:
+    key = str(name).strip().lower().replace("-", "_")
+    try:
+        return _BY_NAME[key]
+    except KeyError:
+        raise UnknownNameError("weight format", str(name), [*_BY_NAME, "auto"],
+                               field="weights") from None
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Resident weight bytes and what they are based on."""
+
+    bytes: int
+    #: bytes read per generated token (MoE: active experts only)
+    active_bytes: int
+    format: str
+    #: "safetensors index" (exact) or "config estimate"
+    source: str
+    params: int
+
+
+def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool = False,
+                include_encoder: bool = True) -> Weights:
+    """Resident weights for ``spec`` in ``weight_format`` (None/"auto": the checkpoint)."""
+    p = spec.params
+    params = p.total + (p.mtp if mtp else 0) - (0 if include_encoder else p.encoder)
+    auto = weight_format is None or str(weight_format).lower() in ("auto", "")
+    if auto and spec.safetensors_total_bytes:
+        ratio = spec.safetensors_total_bytes / max(1, params)
+        return Weights(spec.safetensors_total_bytes, int(p.active * ratio),
+                       spec.dtype, "safetensors index", params)
+    if auto:
+        fmt = get_weight_format(spec.dtype if spec.dtype in _BY_NAME else "bf16")
+    else:
+        fmt = get_weight_format(str(weight_format))
+
+    def size(n: int, embedding: int) -> int:
+        if fmt.embeddings_16bit:
+            return int((n - embedding) * fmt.bits_per_weight / 8) + embedding * 2
+        return int(n * fmt.bits_per_weight / 8)
+
+    total = size(params, p.embedding)
+    # the lm_head is read every token; it is half of `embedding` when untied
+    head = spec.vocab_size * spec.hidden_size
+    active = size(p.active, head)
+    return Weights(total, active, fmt.name, "config estimate", params)
