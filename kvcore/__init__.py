@@ -8,7 +8,14 @@ from .errors import ConfigError, HubError, InputError, KvplanError, UnknownNameE
 from .formats import FORMATS, KVFormat, format_names, get_format
 from .gpus import GPU, find_gpu, gpu_catalog
 from .hf import spec_from_config
-from .kv import CacheOptions, CacheSize, GroupCache, bytes_per_token, cache_size
+from .kv import (
+    CacheOptions,
+    CacheSize,
+    GroupCache,
+    bytes_per_token,
+    cache_size,
+    marginal_bytes_per_token,
+)
 from .model import LayerGroup, LayerKind, ModelSpec, ParamCount
 from .plan import Decode, Overhead, Plan, PlanRequest, plan
 from .report import model_summary, plan_to_dict
@@ -48,6 +55,7 @@ __all__ = [
     "get_weight_format",
     "gpu_catalog",
     "load_model",
+    "marginal_bytes_per_token",
     "model_catalog",
     "model_summary",
     "parse_bytes",

@@ -180,7 +180,7 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
 
     if r.has("kv_lora_rank"):
         return [{LayerKind.MLA} for _ in range(n_layers)]
-    if mt == "mllama":
+    if mt in ("mllama", "mllama_text_model") or "cross_attention_layers" in cfg:
         cross = cfg.get("cross_attention_layers")
         if not isinstance(cross, list) or not all(isinstance(i, int) for i in cross):
             raise ConfigError("config.json 'cross_attention_layers' must be a list of layer "
@@ -324,6 +324,11 @@ def _gdn_state(r: _Reader) -> tuple[int, str]:
     conv_width = 2 * nk * dk + nv * dv
     values = nv * dk * dv + (kc - 1) * conv_width
     return values, f"delta {nv}×{dk}×{dv} + conv {kc - 1}×{conv_width}"
+
+
+def _is_lightning(model_type: str) -> bool:
+    """MiniMax's linear layers are lightning attention (a kv state per head), not DeltaNet."""
+    return model_type.startswith("minimax")
 
 
 def _lightning_state(r: _Reader, n_heads: int, head_dim: int) -> tuple[int, str]:
@@ -515,8 +520,8 @@ def _count_params(
             if kind is LayerKind.MLA:
                 mixer += mla()
             elif kind is LayerKind.LINEAR:
-                mixer += gdn() if mt != "minimax" and "linear_num_value_heads" in cfg else \
-                    attention(n_heads) + hidden * n_heads * head_dim
+                mixer += (attention(n_heads) + hidden * n_heads * head_dim
+                          if _is_lightning(mt) else gdn())
             elif kind is LayerKind.MAMBA:
                 mixer += mamba()
             else:
@@ -613,10 +618,10 @@ def spec_from_config(
         chunk = r.int("attention_chunk_size", maximum=1 << 31)
     linear_state = linear_detail = None
     if any(LayerKind.LINEAR in ks for ks in kinds_per_layer):
-        if "linear_num_value_heads" in lm:
-            linear_state, linear_detail = _gdn_state(r)
-        else:
+        if _is_lightning(model_type):
             linear_state, linear_detail = _lightning_state(r, n_heads, head_dim)
+        else:
+            linear_state, linear_detail = _gdn_state(r)
     mamba_state = mamba_detail = None
     mamba_shape = None
     if any(LayerKind.MAMBA in ks for ks in kinds_per_layer):

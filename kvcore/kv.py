@@ -20,7 +20,14 @@ from .errors import InputError
 from .formats import KVFormat, Role, get_format
 from .model import LayerGroup, LayerKind, ModelSpec
 
-__all__ = ["CacheOptions", "CacheSize", "GroupCache", "bytes_per_token", "cache_size"]
+__all__ = [
+    "CacheOptions",
+    "CacheSize",
+    "GroupCache",
+    "bytes_per_token",
+    "cache_size",
+    "marginal_bytes_per_token",
+]
 
 
 @dataclass(frozen=True)
@@ -168,17 +175,23 @@ def cache_size(spec: ModelSpec, context: int, sequences: int = 1,
     return CacheSize(context, sequences, groups)
 
 
-def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
-    """Marginal cache bytes per token of one sequence, past every window (full + MLA layers).
-
-    Exact for block formats; formats with a residual window (KIVI) are priced at their
-    quantized rate.
-    """
-    opts = opts or CacheOptions()
+def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:
     total = 0
     for g in spec.groups_for(mtp=opts.mtp):
-        if g.kind in (LayerKind.FULL, LayerKind.MLA):
-            total += g.count * g.n_kv_heads * (opts.kv_k.row_bytes(g.head_dim_k)
-                                               + (opts.kv_v.row_bytes(g.head_dim_v)
-                                                  if g.head_dim_v else 0))
+        if g.kind in kinds:
+            v = opts.kv_v.row_bytes(g.head_dim_v) if g.head_dim_v else 0
+            total += g.count * g.n_kv_heads * (opts.kv_k.row_bytes(g.head_dim_k) + v)
     return total
+
+
+def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
+    """Cache bytes per token of one sequence while the context is shorter than every window:
+    all self-attention layers (full, sliding, chunked, MLA), K + V, block scales included."""
+    return _rate(spec, opts or CacheOptions(),
+                 (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA))
+
+
+def marginal_bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
+    """Cache bytes each further token adds once the context is past every window (full and
+    MLA layers only). Memory per sequence is affine: fixed + marginal × context."""
+    return _rate(spec, opts or CacheOptions(), (LayerKind.FULL, LayerKind.MLA))

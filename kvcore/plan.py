@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .errors import InputError
 from .gpus import GPU
-from .kv import CacheOptions, CacheSize, bytes_per_token, cache_size
+from .kv import CacheOptions, CacheSize, bytes_per_token, cache_size, marginal_bytes_per_token
 from .model import ModelSpec
 from .units import MAX_CONTEXT_TOKENS
 from .weights import Weights, weights_for
@@ -81,6 +81,7 @@ class Plan:
     weights: Weights
     overhead: Overhead
     bytes_per_token: int
+    marginal_bytes_per_token: int
     #: memory the plan may use (None without a GPU)
     budget_bytes: int | None = None
     fits: bool | None = None
@@ -145,7 +146,8 @@ def plan(req: PlanRequest) -> Plan:
     overhead = (Overhead(req.overhead_bytes, "given") if req.overhead_bytes is not None
                 else raw_overhead(spec))
     per_token = bytes_per_token(spec, opts)
-    result = Plan(req, cache, weights, overhead, per_token)
+    marginal = marginal_bytes_per_token(spec, opts)
+    result = Plan(req, cache, weights, overhead, per_token, marginal)
     if req.gpu is None:
         return result
     budget = req.gpu.usable_bytes
@@ -170,5 +172,5 @@ def plan(req: PlanRequest) -> Plan:
         seconds = step / req.gpu.bandwidth_bytes_per_s
         decode = Decode(step, seconds, 1 / seconds, req.sequences / seconds,
                         (cache.kv_bytes + 2 * cache.state_bytes) / step)
-    return Plan(req, cache, weights, overhead, per_token, budget, fits, ctx, seqs, binding,
+    return Plan(req, cache, weights, overhead, per_token, marginal, budget, fits, ctx, seqs, binding,
                 reason, decode)

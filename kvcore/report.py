@@ -58,6 +58,7 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
         "overhead_bytes": p.overhead.bytes,
         "total_bytes": p.total_bytes,
         "bytes_per_token": p.bytes_per_token,
+        "marginal_bytes_per_token": p.marginal_bytes_per_token,
         "weights": {
             "format": p.weights.format,
             "source": p.weights.source,

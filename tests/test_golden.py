@@ -1,0 +1,108 @@
+"""Golden per-model figures from the bundled real configs, the arithmetic written beside each.
+
+bytes/token: f16 K + V per token of one sequence, all self-attention layers (short context);
+marginal: past every window (full + MLA layers only); state: recurrent bytes per sequence, f32.
+"""
+
+import pytest
+
+from kvcore import CacheOptions, bytes_per_token, cache_size, load_model, marginal_bytes_per_token
+
+F16 = 2
+F32 = 4
+
+GOLDEN = [
+    # id, bytes/token, marginal bytes/token, state bytes per sequence
+    ("llama-3.1-8b", 32 * 8 * (128 + 128) * F16, 32 * 8 * 256 * F16, 0),
+    ("llama-3.1-70b", 80 * 8 * 256 * F16, 80 * 8 * 256 * F16, 0),
+    ("llama-3.1-405b", 126 * 8 * 256 * F16, 126 * 8 * 256 * F16, 0),
+    ("llama-3.2-1b-instruct", 16 * 8 * (64 + 64) * F16, 16 * 8 * 128 * F16, 0),
+    ("llama-3.2-3b-instruct", 28 * 8 * 256 * F16, 28 * 8 * 256 * F16, 0),
+    # Mllama: 40 layers of which 8 are cross-attention (they cache image tokens, not text)
+    ("llama-3.2-11b-vision-instruct", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
+    # Llama-4: 36 chunked-local layers (8192-token chunks) + 12 global NoPE layers
+    ("llama-4-scout-17b-16e-instruct", 48 * 8 * 256 * F16, 12 * 8 * 256 * F16, 0),
+    # Mistral-7B-v0.1: every layer slides over 4096 tokens, so nothing grows past the window
+    ("mistral-7b-v0.1", 32 * 8 * 256 * F16, 0, 0),
+    ("mistral-7b-instruct-v0.3", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
+    ("mixtral-8x7b-v0.1", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
+    ("mixtral-8x22b-v0.1", 56 * 8 * 256 * F16, 56 * 8 * 256 * F16, 0),
+    # Qwen2.5 sets sliding_window but use_sliding_window is false: all full attention
+    ("qwen2.5-7b", 28 * 4 * 256 * F16, 28 * 4 * 256 * F16, 0),
+    ("qwen2.5-72b", 80 * 8 * 256 * F16, 80 * 8 * 256 * F16, 0),
+    ("qwen2.5-0.5b", 24 * 2 * (64 + 64) * F16, 24 * 2 * 128 * F16, 0),
+    ("qwen2.5-vl-7b-instruct", 28 * 4 * 256 * F16, 28 * 4 * 256 * F16, 0),
+    # Qwen3: head_dim 128 given explicitly (hidden/heads would be 4096/32 = 128 for 8B, but
+    # 5120/64 = 80 for 32B: the explicit field wins)
+    ("qwen3-8b", 36 * 8 * 256 * F16, 36 * 8 * 256 * F16, 0),
+    ("qwen3-32b", 64 * 8 * 256 * F16, 64 * 8 * 256 * F16, 0),
+    ("qwen3-30b-a3b", 48 * 4 * 256 * F16, 48 * 4 * 256 * F16, 0),
+    ("qwen3-235b-a22b", 94 * 4 * 256 * F16, 94 * 4 * 256 * F16, 0),
+    # Qwen3.5 MoE: 10 of 40 layers full attention, 2 KV heads × 256; 30 Gated DeltaNet layers
+    ("qwen3.5-35b-a3b", 10 * 2 * 512 * F16, 10 * 2 * 512 * F16,
+     30 * (32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)) * F32),
+    ("qwen3.5-27b", 16 * 4 * 512 * F16, 16 * 4 * 512 * F16,
+     48 * (48 * 128 * 128 + 3 * (2 * 16 * 128 + 48 * 128)) * F32),
+    # Gemma-2: alternating 4096-token windows and global layers, head_dim 256 (given)
+    ("gemma-2-9b", 42 * 8 * 512 * F16, 21 * 8 * 512 * F16, 0),
+    ("gemma-2-2b", 26 * 4 * 512 * F16, 13 * 4 * 512 * F16, 0),
+    # Gemma-3: 5 local (window 1024 / 512) : 1 global
+    ("gemma-3-27b-it", 62 * 16 * 256 * F16, 10 * 16 * 256 * F16, 0),
+    ("gemma-3-1b-it", 26 * 1 * 512 * F16, 4 * 1 * 512 * F16, 0),
+    # GPT-OSS: alternating 128-token windows, 8 KV heads × 64
+    ("gpt-oss-20b", 24 * 8 * 128 * F16, 12 * 8 * 128 * F16, 0),
+    ("gpt-oss-120b", 36 * 8 * 128 * F16, 18 * 8 * 128 * F16, 0),
+    # MLA: one latent of kv_lora_rank 512 + qk_rope_head_dim 64 per layer, no V
+    ("deepseek-v3", 61 * 576 * F16, 61 * 576 * F16, 0),
+    ("kimi-k2-instruct", 61 * 576 * F16, 61 * 576 * F16, 0),
+    # ChatGLM dialect: multi_query_group_num 2, kv_channels 128
+    ("glm-4-9b", 40 * 2 * 256 * F16, 40 * 2 * 256 * F16, 0),
+    ("glm-4.5", 92 * 8 * 256 * F16, 92 * 8 * 256 * F16, 0),
+    # Phi-3-mini-4k: every layer has a 2047-token window; 32 KV heads × 96 (MHA)
+    ("phi-3-mini-4k-instruct", 32 * 32 * 192 * F16, 0, 0),
+    ("phi-3-medium-4k-instruct", 40 * 10 * 256 * F16, 0, 0),
+    # Nemotron-H: 10 attention layers; 54 Mamba2 layers of 256 heads × 64 × 256 state
+    # + conv 3 × (16384 + 2·8·256)
+    ("nemotron-h-56b-base-8k", 10 * 8 * 256 * F16, 10 * 8 * 256 * F16,
+     54 * (256 * 64 * 256 + 3 * (16384 + 2 * 8 * 256)) * F32),
+    # MiniMax-M1: 10 softmax layers, 70 lightning layers of 64 heads × 128 × 128 state
+    ("minimax-m1-80k", 10 * 8 * 256 * F16, 10 * 8 * 256 * F16, 70 * 64 * 128 * 128 * F32),
+    ("smollm-1.7b", 24 * 32 * 128 * F16, 24 * 32 * 128 * F16, 0),
+]
+
+
+@pytest.mark.parametrize(("model", "per_token", "marginal", "state"), GOLDEN,
+                         ids=[g[0] for g in GOLDEN])
+def test_golden(model, per_token, marginal, state):
+    spec = load_model(model)
+    assert bytes_per_token(spec) == per_token
+    assert marginal_bytes_per_token(spec) == marginal
+    assert cache_size(spec, 4096, 1).state_bytes == state
+
+
+def test_at_least_25_golden_models():
+    assert len({g[0] for g in GOLDEN}) >= 25
+
+
+def test_sliding_window_caps_tokens():
+    spec = load_model("gemma-2-9b")
+    # past the 4096 window only the 21 global layers grow
+    short, long = cache_size(spec, 4096, 1), cache_size(spec, 8192, 1)
+    assert long.kv_bytes - short.kv_bytes == 4096 * 21 * 8 * 512 * F16
+
+
+def test_cross_attention_counts_images_not_text():
+    spec = load_model("llama-3.2-11b-vision-instruct")
+    # 4 tiles × ((560/14)² + 1) tokens per image in each of the 8 cross-attention layers
+    assert spec.cross_tokens_per_image == 4 * (40 * 40 + 1)
+    one = cache_size(spec, 1000, 1, CacheOptions(images=1))
+    two = cache_size(spec, 1000, 1, CacheOptions(images=2))
+    assert two.kv_bytes - one.kv_bytes == 8 * 8 * 256 * F16 * 6404
+    none = cache_size(spec, 1000, 1, CacheOptions(images=0))
+    assert one.kv_bytes - none.kv_bytes == 8 * 8 * 256 * F16 * 6404
+
+
+def test_chunked_local_layers_cap_at_chunk():
+    spec = load_model("llama-4-scout-17b-16e-instruct")
+    a, b = cache_size(spec, 8192, 1), cache_size(spec, 16384, 1)
+    assert b.kv_bytes - a.kv_bytes == 8192 * 12 * 8 * 256 * F16

@@ -1,0 +1,166 @@
+"""config.json dialects and the errors for configs kvplan cannot size."""
+
+import copy
+import json
+
+import pytest
+
+from kvcore import ConfigError, LayerKind, load_model, model_catalog, spec_from_config
+
+
+def real(model_id):
+    entry = next(e for e in model_catalog() if e.id == model_id)
+    return entry.config()
+
+
+def spec(config):
+    return spec_from_config(config, name="t", source="test")
+
+
+def test_text_config_nesting_wins_over_top_level():
+    cfg = real("gemma-3-27b-it")
+    assert "text_config" in cfg
+    s = spec(cfg)
+    assert s.model_type == "gemma3_text"
+    assert {g.kind for g in s.groups} == {LayerKind.FULL, LayerKind.SLIDING}
+
+
+def test_documented_defaults_are_recorded():
+    s = load_model("gemma-3-27b-it")
+    # the 27B text_config leaves the 5:1 pattern to the architecture's default
+    assert "sliding_window_pattern" in s.defaulted
+
+
+def test_chatglm_dialect():
+    cfg = real("glm-4-9b")
+    assert "multi_query_group_num" in cfg and "kv_channels" in cfg
+    s = spec(cfg)
+    (g,) = s.groups
+    assert (g.count, g.n_kv_heads, g.head_dim_k) == (40, 2, 128)
+
+
+def test_chatglm_without_multi_query_is_mha():
+    cfg = real("glm-4-9b")
+    cfg["multi_query_attention"] = False
+    (g,) = spec(cfg).groups
+    assert g.n_kv_heads == cfg["num_attention_heads"]
+
+
+def test_head_dim_explicit_beats_hidden_over_heads():
+    cfg = real("qwen3-32b")
+    assert cfg["hidden_size"] // cfg["num_attention_heads"] != cfg["head_dim"]
+    (g,) = spec(cfg).groups
+    assert g.head_dim_k == cfg["head_dim"]
+
+
+def test_missing_kv_heads_means_mha_and_is_recorded():
+    cfg = real("llama-3.1-8b")
+    del cfg["num_key_value_heads"]
+    s = spec(cfg)
+    assert s.groups[0].n_kv_heads == cfg["num_attention_heads"]
+    assert "num_key_value_heads" in s.defaulted
+
+
+@pytest.mark.parametrize("field", ["num_hidden_layers", "hidden_size", "vocab_size"])
+def test_missing_required_field_is_named(field):
+    cfg = real("llama-3.1-8b")
+    del cfg[field]
+    with pytest.raises(ConfigError) as err:
+        spec(cfg)
+    assert field in str(err.value)
+
+
+def test_missing_mla_field_is_named():
+    cfg = real("deepseek-v3")
+    del cfg["qk_rope_head_dim"]
+    with pytest.raises(ConfigError, match="qk_rope_head_dim"):
+        spec(cfg)
+
+
+def test_missing_gdn_field_is_named():
+    cfg = real("qwen3.5-27b")
+    del cfg["text_config"]["linear_num_value_heads"]
+    with pytest.raises(ConfigError, match="linear_num_value_heads"):
+        spec(cfg)
+
+
+def test_unknown_layer_type_is_an_error():
+    cfg = real("gpt-oss-20b")
+    cfg["layer_types"][3] = "conv"
+    with pytest.raises(ConfigError, match=r"layer_types\[3\]"):
+        spec(cfg)
+
+
+def test_layer_types_length_mismatch():
+    cfg = real("gpt-oss-20b")
+    cfg["layer_types"] = cfg["layer_types"][:-1]
+    with pytest.raises(ConfigError, match="one type per layer"):
+        spec(cfg)
+
+
+@pytest.mark.parametrize("bad", [-4, 0, 2.5, "32", None, float("inf"), True])
+def test_bad_numbers_rejected(bad):
+    cfg = real("llama-3.1-8b")
+    cfg["num_hidden_layers"] = bad
+    with pytest.raises(ConfigError, match="num_hidden_layers"):
+        spec(cfg)
+
+
+def test_no_model_type():
+    with pytest.raises(ConfigError, match="model_type"):
+        spec({"num_hidden_layers": 2})
+
+
+def test_not_an_object():
+    with pytest.raises(ConfigError):
+        spec([1, 2, 3])
+
+
+def test_qwen2_sliding_window_off_unless_enabled():
+    cfg = real("qwen2.5-7b")
+    assert cfg["use_sliding_window"] is False and cfg["sliding_window"]
+    assert {g.kind for g in spec(cfg).groups} == {LayerKind.FULL}
+    cfg["use_sliding_window"] = True
+    cfg["max_window_layers"] = 20
+    kinds = {g.kind: g.count for g in spec(cfg).groups}
+    assert kinds == {LayerKind.FULL: 20, LayerKind.SLIDING: 8}
+
+
+def test_mistral_window_applies_to_every_layer():
+    (g,) = load_model("mistral-7b-v0.1").groups
+    assert (g.kind, g.window, g.count) == (LayerKind.SLIDING, 4096, 32)
+
+
+def test_gemma2_alternates_from_layer_zero():
+    s = load_model("gemma-2-9b")
+    sliding = next(g for g in s.groups if g.kind == LayerKind.SLIDING)
+    assert sliding.layers[:3] == (0, 2, 4)
+
+
+def test_mla_one_latent_head_no_v():
+    s = load_model("deepseek-v3")
+    main = [g for g in s.groups if not g.mtp]
+    assert len(main) == 1
+    g = main[0]
+    assert (g.kind, g.n_kv_heads, g.head_dim_k, g.head_dim_v, g.count) == (LayerKind.MLA, 1, 576, 0, 61)
+    assert s.has_mtp  # num_nextn_predict_layers = 1, off unless asked
+
+
+def test_nemotron_h_pattern():
+    s = load_model("nemotron-h-56b-base-8k")
+    kinds = {g.kind: g.count for g in s.groups}
+    assert kinds == {LayerKind.FULL: 10, LayerKind.MAMBA: 54}
+
+
+def test_pasted_json_text_round_trips():
+    cfg = real("qwen3-8b")
+    s = load_model(json.dumps(cfg))
+    assert s.source == "pasted config"
+    assert s.groups == load_model("qwen3-8b").groups
+
+
+def test_config_dict_is_not_mutated():
+    cfg = real("qwen3.5-27b")
+    before = copy.deepcopy(cfg)
+    spec(cfg)
+    assert cfg == before

@@ -1,0 +1,49 @@
+import pytest
+
+from kvcore import InputError, format_bytes, parse_bytes, parse_count, parse_tokens
+
+
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("8192", 8192), ("128k", 131072), ("128K", 131072), ("1M", 1048576), ("262,144", 262144),
+    ("1.5k", 1536), (4096, 4096), ("2g", 2**31),
+])
+def test_parse_tokens(text, tokens):
+    assert parse_tokens(text) == tokens
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "12x", "-5", "0", "1.3", "3G", True, 1.5, "1e9"])
+def test_parse_tokens_rejects(bad):
+    with pytest.raises(InputError) as err:
+        parse_tokens(bad)
+    assert "context" in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("24GiB", 24 * 2**30), ("24 GiB", 24 * 2**30), ("80GB", 80 * 10**9), ("8.11 GiB", int(8.11 * 2**30)),
+    ("512M", 512 * 2**20), ("24G", 24 * 2**30), (1000, 1000),
+])
+def test_parse_bytes(text, size):
+    assert parse_bytes(text) == size
+
+
+@pytest.mark.parametrize("bad", ["", "24 parsecs", "-1GB", "0", "GB"])
+def test_parse_bytes_rejects(bad):
+    with pytest.raises(InputError):
+        parse_bytes(bad)
+
+
+def test_parse_count_bounds():
+    assert parse_count("4", field="sequences") == 4
+    with pytest.raises(InputError, match="sequences"):
+        parse_count("0", field="sequences")
+    with pytest.raises(InputError, match="sequences"):
+        parse_count("2000000", field="sequences")
+    with pytest.raises(InputError):
+        parse_count("four", field="sequences")
+
+
+def test_format_bytes():
+    assert format_bytes(4224 * 2**20) == "4.125 GiB"
+    assert format_bytes(1.0625 * 2**30 // 1) == "1.0625 GiB"
+    assert format_bytes(272 * 2**20) == "272 MiB"
+    assert format_bytes(10) == "10 B"
