@@ -1,0 +1,102 @@
+import json
+import sys
+import types
+
+import pytest
+
+import kvcore
+from kvcore import HubError, UnknownNameError, load_model, model_catalog
+from kvcore.catalog import parse_config_text
+from kvcore.errors import ConfigError
+
+FAMILIES = ["Llama 3.1", "Llama 3.2", "Llama 4", "Mistral", "Mixtral", "Qwen2.5", "Qwen3",
+            "Qwen3.5", "Gemma 2", "Gemma 3", "DeepSeek", "Kimi", "gpt-oss", "Phi", "GLM",
+            "Nemotron-H", "MiniMax"]
+
+
+def test_catalog_has_40_sized_models():
+    entries = model_catalog()
+    assert len(entries) >= 40
+    for entry in entries:
+        assert entry.source, entry.id
+        spec = load_model(entry.id)
+        assert spec.groups, entry.id
+
+
+def test_catalog_files_are_verbatim_json_objects():
+    for entry in model_catalog():
+        assert isinstance(entry.config(), dict)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_covered(family):
+    names = " ".join(f"{e.family} {e.repo}" for e in model_catalog()).lower()
+    assert family.lower() in names
+
+
+def test_repo_id_resolves_offline_from_catalog(monkeypatch):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    assert load_model("Qwen/Qwen3.5-27B").name == "qwen3.5-27b"
+    assert load_model("qwen/qwen3.5-27b").name == "qwen3.5-27b"
+
+
+def fake_hub(monkeypatch, tmp_path, files=None, error=None):
+    errors = types.SimpleNamespace(**{
+        name: type(name, (Exception,), {}) for name in (
+            "GatedRepoError", "RepositoryNotFoundError", "RevisionNotFoundError",
+            "EntryNotFoundError", "LocalEntryNotFoundError")})
+
+    def download(repo, filename, revision=None):
+        if error:
+            raise getattr(errors, error)()
+        if filename not in (files or {}):
+            raise errors.EntryNotFoundError()
+        path = tmp_path / filename
+        path.write_text(files[filename])
+        return str(path)
+
+    module = types.SimpleNamespace(hf_hub_download=download, errors=errors)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", module)
+    monkeypatch.setitem(sys.modules, "huggingface_hub.errors", errors)
+
+
+def test_hub_fetch_uses_config_and_index(monkeypatch, tmp_path):
+    config = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    index = {"metadata": {"total_size": 16_381_470_720}, "weight_map": {}}
+    fake_hub(monkeypatch, tmp_path, {"config.json": json.dumps(config),
+                                     "model.safetensors.index.json": json.dumps(index)})
+    spec = load_model("someone/Qwen3-8B-finetune")
+    assert spec.source == "hub someone/Qwen3-8B-finetune"
+    assert spec.safetensors_total_bytes == 16_381_470_720
+    assert kvcore.weights_for(spec).source == "safetensors index"
+
+
+@pytest.mark.parametrize(("error", "needle"), [
+    ("GatedRepoError", "gated"), ("RepositoryNotFoundError", "not a Hub repository"),
+    ("LocalEntryNotFoundError", "offline"),
+])
+def test_hub_errors_are_sentences(monkeypatch, tmp_path, error, needle):
+    fake_hub(monkeypatch, tmp_path, error=error)
+    with pytest.raises(HubError, match=needle):
+        load_model("someone/private-model")
+
+
+def test_hub_missing_dependency(monkeypatch):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(HubError, match=r"kvplan\[hub\]"):
+        load_model("someone/not-in-catalog")
+
+
+def test_server_mode_never_reads_paths(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(UnknownNameError):
+        load_model(str(tmp_path), allow_local=False, allow_hub=False)
+
+
+def test_parse_config_text_limits():
+    with pytest.raises(ConfigError, match="larger"):
+        parse_config_text("{" + " " * (1 << 20) + "}")
+    with pytest.raises(ConfigError, match="nested"):
+        parse_config_text('{"a":' * 40 + "1" + "}" * 40)
+    with pytest.raises(ConfigError, match="JSON object"):
+        parse_config_text("[1]")

@@ -1,0 +1,92 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from app.cli import main
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_human_output_has_table_and_verdict(capsys):
+    code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "262144", "--kv", "tbq4",
+                       "--weights", "q4_k_m", "--gpu", "4090")
+    assert code == 0
+    assert "K (full)" in out and "state (linear)" in out and "weights" in out
+    verdict = next(line for line in out.splitlines() if line.startswith("fits:"))
+    assert "262,144 tokens × 1 sequence" in verdict and "of 24.0 GiB" in verdict
+    assert "max context" in verdict
+
+
+def test_json_contract(capsys):
+    code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "256k", "--seqs", "2", "--kv-k", "q8_0",
+                       "--kv-v", "tbq4", "--gpu", "h100", "--json")
+    assert code == 0
+    data = json.loads(out)
+    for key in ("kv_bytes", "state_bytes", "weights_bytes", "total_bytes", "fits", "max_context",
+                "max_sequences", "breakdown"):
+        assert key in data
+    assert data["kv_k"] == "q8_0" and data["kv_v"] == "tbq4"
+    # 2 sequences × 262,144 tokens × 16 layers × 4 heads × (q8_0 272 B + tbq4 132 B)
+    assert data["kv_bytes"] == 2 * 262_144 * 16 * 4 * (8 * 34 + 2 * 66)
+    assert data["total_bytes"] == (data["kv_bytes"] + data["state_bytes"] + data["weights_bytes"]
+                                   + data["overhead_bytes"])
+
+
+def test_json_without_gpu(capsys):
+    code, out, _ = run(capsys, "llama-3.1-8b", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["fits"] is None and data["gpu"] is None
+
+
+@pytest.mark.parametrize("cmd", ["models", "gpus", "formats"])
+def test_lists(capsys, cmd):
+    code, out, _ = run(capsys, cmd)
+    assert code == 0 and len(out.splitlines()) > 15
+    code, out, _ = run(capsys, cmd, "--json")
+    assert code == 0 and len(json.loads(out)) > 15
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["nosuchmodel"], "not a known model"),
+    (["llama-3.1-8b", "--gpu", "4091"], "did you mean"),
+    (["llama-3.1-8b", "--kv", "q3"], "KV format"),
+    (["llama-3.1-8b", "--ctx", "12x"], "context"),
+    (["llama-3.1-8b", "--ctx", "0"], "context"),
+    (["llama-3.1-8b", "--seqs", "-1"], "sequences"),
+    (["llama-3.1-8b", "--weights", "q4_k_x"], "weight format"),
+    (["llama-3.1-8b", "--engine", "tgi"], "--engine"),
+    (["llama-3.1-8b", "--hot", "f16"], "--hot"),
+    (["llama-3.1-8b", "--keep", "abc"], "--keep"),
+    (["llama-3.1-8b", "--nope"], "unrecognized"),
+    (["{not json"], "not valid JSON"),
+    ([], "required"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, args, needle):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert needle in err
+
+
+def test_console_script_exit_code_and_no_traceback():
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "llama-3.1-8b", "--ctx", "-3"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("kvplan: error:")
+
+
+def test_local_config_file(tmp_path, capsys):
+    from kvcore import model_catalog
+    entry = next(e for e in model_catalog() if e.id == "qwen3-8b")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(entry.config()))
+    code, out, _ = run(capsys, str(tmp_path), "--json")
+    assert code == 0 and json.loads(out)["bytes_per_token"] == 36 * 8 * 256 * 2

@@ -1,0 +1,137 @@
+"""The raw fit: totals, max context / sequences at their exact edges, binding term, decode."""
+
+import pytest
+
+from kvcore import (
+    CacheOptions,
+    InputError,
+    PlanRequest,
+    cache_size,
+    find_gpu,
+    load_model,
+    plan,
+    plan_to_dict,
+    weights_for,
+)
+
+GiB = 2**30
+
+
+def request(model="qwen3.5-27b", ctx=262_144, seqs=1, kv="q8_0", gpu="4090", weights="q4_k_m"):
+    return PlanRequest(spec=load_model(model), context=ctx, sequences=seqs,
+                       cache=CacheOptions(kv_k=kv, kv_v=kv), weights=weights,
+                       gpu=find_gpu(gpu) if gpu else None)
+
+
+def test_total_is_the_sum_of_terms():
+    p = plan(request())
+    assert p.total_bytes == p.weights.bytes + p.kv_bytes + p.state_bytes + p.overhead.bytes
+
+
+@pytest.mark.parametrize("kv", ["f16", "q8_0", "q4_0", "tbq4"])
+def test_max_context_is_the_exact_edge(kv):
+    req = request(kv=kv)
+    p = plan(req)
+    budget = p.budget_bytes
+    edge = p.max_context
+    base = p.weights.bytes + p.overhead.bytes
+    assert base + cache_size(req.spec, edge, 1, req.cache).total_bytes <= budget
+    assert base + cache_size(req.spec, edge + 1, 1, req.cache).total_bytes > budget
+
+
+def test_four_bit_cache_fits_262k_on_24gb_where_f16_does_not():
+    assert plan(request(kv="tbq4")).fits
+    assert not plan(request(kv="f16")).fits
+    # the seed: about 110K tokens in f16 and about 210K in q8_0 beside ~17 GB of weights
+    f16 = plan(request(kv="f16"))
+    q8 = plan(request(kv="q8_0"))
+    assert f16.max_context < q8.max_context < plan(request(kv="tbq4")).max_context
+
+
+def test_max_sequences_exact_edge():
+    req = request(ctx=32_768, kv="q8_0")
+    p = plan(req)
+    n = p.max_sequences
+    base = p.weights.bytes + p.overhead.bytes
+    assert n >= 1
+    assert base + cache_size(req.spec, 32_768, n, req.cache).total_bytes <= p.budget_bytes
+    assert base + cache_size(req.spec, 32_768, n + 1, req.cache).total_bytes > p.budget_bytes
+
+
+def test_weights_bind_when_the_model_is_too_big():
+    p = plan(request(model="llama-3.1-70b", weights="bf16", ctx=4096))
+    assert not p.fits and p.binding == "weights"
+    assert p.max_context == 0 and p.max_sequences == 0
+
+
+def test_kv_binds_when_context_is_too_long():
+    p = plan(request(kv="f16"))
+    assert not p.fits and p.binding == "kv"
+
+
+def test_no_gpu_gives_totals_only():
+    p = plan(request(gpu=None))
+    assert p.fits is None and p.max_context is None and p.decode is None
+    assert p.total_bytes > 0
+
+
+def test_decode_estimate_reads_weights_and_cache():
+    p = plan(request(kv="tbq4"))
+    gpu = find_gpu("4090")
+    expected = p.weights.active_bytes + p.kv_bytes + 2 * p.state_bytes
+    assert p.decode.bytes_per_step == expected
+    assert p.decode.tokens_per_s_per_sequence == pytest.approx(gpu.bandwidth_bytes_per_s / expected)
+
+
+def test_moe_decode_reads_active_experts_only():
+    w = weights_for(load_model("qwen3-30b-a3b"), "bf16")
+    assert w.active_bytes < w.bytes / 5
+
+
+def test_custom_size_gpu_has_no_decode():
+    p = plan(request(gpu="24GiB"))
+    assert p.fits is not None and p.decode is None
+
+
+def test_weights_source_is_reported():
+    assert plan(request(weights="q4_k_m")).weights.source == "config estimate"
+    mm = plan(request(model="minimax-m1-80k", weights=None, gpu="h200"))
+    assert mm.weights.source == "safetensors index"
+    assert mm.weights.bytes == 912_210_767_872
+
+
+@pytest.mark.parametrize(("fmt", "bits"), [("bf16", 16), ("q8_0", 8.5), ("q4_k_m", 4.84)])
+def test_weight_formats_scale_with_bits(fmt, bits):
+    spec = load_model("llama-3.1-8b")
+    assert weights_for(spec, fmt).bytes == int(spec.params.total * bits / 8)
+
+
+def test_hf_quantization_keeps_embeddings_16bit():
+    spec = load_model("llama-3.1-8b")
+    w = weights_for(spec, "int4")
+    embed = spec.params.embedding
+    assert w.bytes == int((spec.params.total - embed) * (4 + 20 / 128) / 8) + 2 * embed
+
+
+def test_parameter_counts_match_published_sizes():
+    published = {"llama-3.1-8b": 8.03e9, "llama-3.1-70b": 70.6e9, "mixtral-8x7b-v0.1": 46.7e9,
+                 "deepseek-v3": 671e9, "qwen3-8b": 8.2e9, "gpt-oss-120b": 117e9,
+                 "qwen3-235b-a22b": 235e9, "qwen2.5-vl-7b-instruct": 8.29e9}
+    for model, size in published.items():
+        assert load_model(model).params.total == pytest.approx(size, rel=0.02), model
+
+
+def test_bad_request_values():
+    with pytest.raises(InputError):
+        request(ctx=0)
+    with pytest.raises(InputError):
+        request(seqs=0)
+
+
+def test_dict_has_contract_keys():
+    d = plan_to_dict(plan(request()))
+    for key in ("kv_bytes", "state_bytes", "weights_bytes", "total_bytes", "fits", "max_context",
+                "max_sequences", "breakdown", "binding", "decode"):
+        assert key in d
+    assert d["kv_bytes"] == sum(g["k_bytes"] + g["v_bytes"] + g["scale_bytes"] for g in d["breakdown"])
+    assert d["state_bytes"] == sum(g["state_bytes"] for g in d["breakdown"])

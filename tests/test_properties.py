@@ -1,0 +1,83 @@
+"""Properties of the arithmetic that must hold for every model, format and size."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvcore import (
+    FORMATS,
+    CacheOptions,
+    PlanRequest,
+    cache_size,
+    find_gpu,
+    load_model,
+    model_catalog,
+    plan,
+    spec_from_config,
+)
+
+MODELS = [e.id for e in model_catalog()]
+NAMES = [f.name for f in FORMATS]
+models = st.sampled_from(MODELS)
+formats = st.sampled_from(NAMES)
+contexts = st.integers(min_value=1, max_value=1 << 21)
+
+
+@settings(max_examples=150, deadline=None)
+@given(models, formats, formats, contexts, st.integers(1, 64))
+def test_kv_linear_in_sequences(model, k, v, ctx, n):
+    spec = load_model(model)
+    opts = CacheOptions(kv_k=k, kv_v=v)
+    one = cache_size(spec, ctx, 1, opts)
+    many = cache_size(spec, ctx, n, opts)
+    scales = sum(g.scale_bytes for g in one.groups)
+    assert many.kv_bytes - scales == n * (one.kv_bytes - scales)
+    assert many.state_bytes == n * one.state_bytes
+
+
+@settings(max_examples=150, deadline=None)
+@given(models, formats, contexts, st.integers(1, 4096))
+def test_non_decreasing_in_context(model, fmt, ctx, step):
+    spec = load_model(model)
+    opts = CacheOptions(kv_k=fmt, kv_v=fmt)
+    assert cache_size(spec, ctx, 1, opts).total_bytes <= cache_size(spec, ctx + step, 1, opts).total_bytes
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["llama-3.1-8b", "qwen3-8b", "mistral-7b-instruct-v0.3", "gemma-2-9b",
+                        "qwen2.5-72b", "gpt-oss-20b"]), formats, contexts)
+def test_gqa_not_larger_than_mha(model, fmt, ctx):
+    config = next(e for e in model_catalog() if e.id == model).config()
+    gqa = spec_from_config(config, name="gqa", source="t")
+    mha_cfg = dict(config, num_key_value_heads=config["num_attention_heads"])
+    mha = spec_from_config(mha_cfg, name="mha", source="t")
+    opts = CacheOptions(kv_k=fmt, kv_v=fmt)
+    assert cache_size(gqa, ctx, 1, opts).kv_bytes <= cache_size(mha, ctx, 1, opts).kv_bytes
+
+
+@settings(max_examples=150, deadline=None)
+@given(models, formats, contexts)
+def test_quantized_not_larger_than_f16(model, fmt, ctx):
+    spec = load_model(model)
+    dims = [g.head_dim_k for g in spec.groups if g.kind.is_attention]
+    if dims and min(dims) < 64:
+        return
+    f16 = cache_size(spec, ctx, 1, CacheOptions()).kv_bytes
+    q = cache_size(spec, ctx, 1, CacheOptions(kv_k=fmt, kv_v=fmt))
+    if fmt != "f32":
+        assert q.kv_bytes - sum(g.scale_bytes for g in q.groups) <= f16
+
+
+@settings(max_examples=60, deadline=None)
+@given(models, formats, st.integers(1, 16), st.sampled_from(["4090", "a100", "h200", "3060", "m3 max"]),
+       st.sampled_from(["q4_k_m", "int4", "fp8", "bf16"]))
+def test_max_context_fits_and_one_more_does_not(model, fmt, seqs, gpu, weights):
+    req = PlanRequest(spec=load_model(model), context=4096, sequences=seqs,
+                      cache=CacheOptions(kv_k=fmt, kv_v=fmt), weights=weights, gpu=find_gpu(gpu))
+    p = plan(req)
+    base = p.weights.bytes + p.overhead.bytes
+    if p.max_context == 0:
+        assert base + cache_size(req.spec, 1, seqs, req.cache).total_bytes > p.budget_bytes
+        return
+    assert base + cache_size(req.spec, p.max_context, seqs, req.cache).total_bytes <= p.budget_bytes
+    if p.max_context < 2**31:
+        assert base + cache_size(req.spec, p.max_context + 1, seqs, req.cache).total_bytes > p.budget_bytes
