@@ -1,0 +1,68 @@
+import pytest
+from fastapi.testclient import TestClient
+
+from app.web import create_app
+
+
+@pytest.fixture(scope="module")
+def client():
+    return TestClient(create_app())
+
+
+def test_healthz(client):
+    r = client.get("/api/v1/healthz")
+    assert r.status_code == 200 and r.json()["ok"] is True
+
+
+def test_post_and_get_plan_agree_with_cli(client, capsys):
+    import json
+
+    from app.cli import main
+
+    body = {"model": "qwen3.5-27b", "gpu": "4090", "context": "256k", "kv": "tbq4",
+            "weights": "q4_k_m"}
+    post = client.post("/api/v1/plan", json=body).json()
+    get = client.get("/api/v1/plan", params=body).json()
+    main(["qwen3.5-27b", "--gpu", "4090", "--ctx", "256k", "--kv", "tbq4", "--weights",
+          "q4_k_m", "--json"])
+    cli = json.loads(capsys.readouterr().out)
+    assert post == get == cli
+    assert post["kv_bytes"] == 4224 * 2**20
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"model": "nosuch"}, "model"),
+    ({"model": "qwen3-8b", "gpu": "4091"}, "gpu"),
+    ({"model": "qwen3-8b", "context": "12x"}, "context"),
+    ({"model": "qwen3-8b", "kv": "q3"}, "kv_k"),
+    ({"model": "qwen3-8b", "sequences": 0}, "sequences"),
+    ({"model": "qwen3-8b", "bogus": 1}, "bogus"),
+    ({"model": "/etc/passwd"}, "model"),
+    ({}, "model"),
+])
+def test_error_shape(client, body, field):
+    r = client.post("/api/v1/plan", json=body)
+    assert 400 <= r.status_code < 500
+    data = r.json()
+    assert data["ok"] is False and data["status"] == r.status_code and data["error"]
+    assert data["field"] == field
+
+
+def test_lists(client):
+    assert len(client.get("/api/v1/models").json()) >= 40
+    assert len(client.get("/api/v1/gpus").json()) >= 40
+    assert {f["name"] for f in client.get("/api/v1/formats").json()} >= {"q8_0", "tbq4"}
+    m = client.get("/api/v1/models/deepseek-v3").json()
+    assert m["bytes_per_token"]["f16"] == 61 * 576 * 2
+
+
+def test_index_page(client):
+    r = client.get("/", params={"model": "qwen3.5-27b", "gpu": "4090", "context": "256k",
+                                "kv": "tbq4"})
+    assert r.status_code == 200 and "Fits" in r.text
+    bad = client.get("/", params={"model": "nosuch"})
+    assert bad.status_code == 200 and "not a known model" in bad.text
+
+
+def test_openapi(client):
+    assert "/api/v1/plan" in client.get("/openapi.json").json()["paths"]
