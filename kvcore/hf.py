@@ -178,6 +178,8 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     if layer_types is not None:
         return _from_layer_types(layer_types, n_layers, mt)
 
+    if isinstance(cfg.get("linear_attn_config"), dict):
+        return _kimi_linear_kinds(cfg["linear_attn_config"], n_layers)
     if r.has("kv_lora_rank"):
         return [{LayerKind.MLA} for _ in range(n_layers)]
     if mt in ("mllama", "mllama_text_model") or "cross_attention_layers" in cfg:
@@ -262,6 +264,28 @@ def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[
             )
         kinds.append({kind})
     return kinds
+
+
+def _kimi_linear_kinds(lac: dict[str, Any], n_layers: int) -> list[set[LayerKind]]:
+    # Kimi Linear numbers its layers from 1 in full_attn_layers / kda_layers
+    full, kda = lac.get("full_attn_layers"), lac.get("kda_layers")
+    if not isinstance(full, list) or not isinstance(kda, list):
+        raise ConfigError("linear_attn_config needs 'full_attn_layers' and 'kda_layers' lists",
+                          field="linear_attn_config")
+    if sorted([*full, *kda]) != list(range(1, n_layers + 1)):
+        raise ConfigError(f"linear_attn_config's full_attn_layers and kda_layers must cover "
+                          f"layers 1..{n_layers} once each", field="linear_attn_config")
+    return [{LayerKind.MLA} if i + 1 in full else {LayerKind.LINEAR} for i in range(n_layers)]
+
+
+def _kda_state(lac: dict[str, Any]) -> tuple[int, str]:
+    """Kimi Delta Attention: a head_dim × head_dim matrix per head + short convs on q, k, v."""
+    values = {}
+    for name in ("num_heads", "head_dim", "short_conv_kernel_size"):
+        values[name] = _check_int(f"linear_attn_config.{name}", lac.get(name), 1, 1 << 16)
+    heads, dim, kernel = values["num_heads"], values["head_dim"], values["short_conv_kernel_size"]
+    conv = 3 * heads * dim
+    return heads * dim * dim + (kernel - 1) * conv, f"delta {heads}×{dim}×{dim} + conv {kernel - 1}×{conv}"
 
 
 def _llama4_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
@@ -520,8 +544,13 @@ def _count_params(
             if kind is LayerKind.MLA:
                 mixer += mla()
             elif kind is LayerKind.LINEAR:
-                mixer += (attention(n_heads) + hidden * n_heads * head_dim
-                          if _is_lightning(mt) else gdn())
+                if isinstance(cfg.get("linear_attn_config"), dict):
+                    lac = cfg["linear_attn_config"]
+                    mixer += 4 * hidden * int(lac["num_heads"]) * int(lac["head_dim"])
+                elif _is_lightning(mt):
+                    mixer += attention(n_heads) + hidden * n_heads * head_dim
+                else:
+                    mixer += gdn()
             elif kind is LayerKind.MAMBA:
                 mixer += mamba()
             else:
@@ -618,7 +647,9 @@ def spec_from_config(
         chunk = r.int("attention_chunk_size", maximum=1 << 31)
     linear_state = linear_detail = None
     if any(LayerKind.LINEAR in ks for ks in kinds_per_layer):
-        if _is_lightning(model_type):
+        if isinstance(lm.get("linear_attn_config"), dict):
+            linear_state, linear_detail = _kda_state(lm["linear_attn_config"])
+        elif _is_lightning(model_type):
             linear_state, linear_detail = _lightning_state(r, n_heads, head_dim)
         else:
             linear_state, linear_detail = _gdn_state(r)

@@ -54,7 +54,8 @@ def _split(text: str, what: str, example: str, field: str | None) -> tuple[Decim
     try:
         value = Decimal(digits)
     except InvalidOperation:  # pragma: no cover - the regex admits only digits
-        raise InputError(f"{what} must be a number like {example}, got '{text}'", field=field)
+        raise InputError(f"{what} must be a number like {example}, got '{text}'",
+                         field=field) from None
     return value, match.group(2).lower()
 
 

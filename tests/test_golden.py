@@ -67,6 +67,15 @@ GOLDEN = [
      54 * (256 * 64 * 256 + 3 * (16384 + 2 * 8 * 256)) * F32),
     # MiniMax-M1: 10 softmax layers, 70 lightning layers of 64 heads × 128 × 128 state
     ("minimax-m1-80k", 10 * 8 * 256 * F16, 10 * 8 * 256 * F16, 70 * 64 * 128 * 128 * F32),
+    # Qwen3-Next: every 4th of 48 layers full attention; 36 Gated DeltaNet layers of
+    # 32 value heads × 128 × 128 + conv 3 × (2·16·128 + 32·128)
+    ("qwen3-next-80b-a3b-instruct", 12 * 2 * 512 * F16, 12 * 2 * 512 * F16,
+     36 * (32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)) * F32),
+    # Kimi Linear: 7 MLA layers (latent 576) + 20 Kimi Delta Attention layers of
+    # 32 heads × 128 × 128 + short convs 3 × (3·32·128)
+    ("kimi-linear-48b-a3b-instruct", 7 * 576 * F16, 7 * 576 * F16,
+     20 * (32 * 128 * 128 + 3 * 3 * 32 * 128) * F32),
+    ("phi-4", 40 * 10 * 256 * F16, 40 * 10 * 256 * F16, 0),
     ("smollm-1.7b", 24 * 32 * 128 * F16, 24 * 32 * 128 * F16, 0),
 ]
 
