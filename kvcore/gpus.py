@@ -36,7 +36,9 @@ class GPU:
 
     @property
     def usable_bytes(self) -> int:
-        return int(self.memory_bytes * self.usable_fraction)
+        """Memory a plan may fill: what the driver reports when known (a little under the
+        marketing size), times the share the GPU may use."""
+        return int((self.driver_total_bytes or self.memory_bytes) * self.usable_fraction)
 
 
 def _norm(name: str) -> str:

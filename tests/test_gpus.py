@@ -66,3 +66,8 @@ def test_unknown_gpu_did_you_mean():
 def test_empty_gpu():
     with pytest.raises(InputError):
         find_gpu("  ")
+
+
+def test_budget_uses_driver_reported_total():
+    h200 = find_gpu("h200")
+    assert h200.usable_bytes == 143771 * 2**20 < h200.memory_bytes
