@@ -122,7 +122,7 @@ class _Reader:
     def has(self, name: str) -> bool:
         return self.raw(name) is not None
 
-    def int(self, name: str, *, minimum: int = 1, maximum: int = 2**40) -> int:
+    def get_int(self, name: str, *, minimum: int = 1, maximum: int = 2**40) -> int:
         value = self.raw(name)
         if value is None:
             raise ConfigError(
@@ -139,7 +139,7 @@ class _Reader:
             return default
         return _check_int(name, value, minimum, maximum)
 
-    def bool(self, name: str, default: bool) -> bool:
+    def get_bool(self, name: str, default: bool) -> bool:
         value = self.raw(name)
         if value is None:
             return default
@@ -189,11 +189,11 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
                               "indices for an mllama model", field="cross_attention_layers")
         return [{LayerKind.CROSS} if i in cross else {LayerKind.FULL} for i in range(n_layers)]
     if mt == "qwen3_next":
-        interval = r.int("full_attention_interval")
+        interval = r.get_int("full_attention_interval")
         return [{LayerKind.FULL} if (i + 1) % interval == 0 else {LayerKind.LINEAR}
                 for i in range(n_layers)]
     if mt == "jamba":
-        period, offset = r.int("attn_layer_period"), r.int("attn_layer_offset", minimum=0)
+        period, offset = r.get_int("attn_layer_period"), r.get_int("attn_layer_offset", minimum=0)
         return [{LayerKind.FULL} if i % period == offset else {LayerKind.MAMBA}
                 for i in range(n_layers)]
     if mt == "nemotron_h":
@@ -231,7 +231,7 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     if mt == "gemma2":
         return [{LayerKind.SLIDING} if i % 2 == 0 else {LayerKind.FULL} for i in range(n_layers)]
     if mt in ("gemma3_text", "gemma3", "cohere2"):
-        pattern = r.int("sliding_window_pattern")
+        pattern = r.get_int("sliding_window_pattern")
         return [{LayerKind.SLIDING} if (i + 1) % pattern else {LayerKind.FULL}
                 for i in range(n_layers)]
 
@@ -239,7 +239,7 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     uses_window = cfg.get("use_sliding_window")
     if window is not None and uses_window is not False and window:
         if uses_window is True and "max_window_layers" in cfg:
-            first = r.int("max_window_layers", minimum=0)
+            first = r.get_int("max_window_layers", minimum=0)
             return [{LayerKind.SLIDING} if i >= first else {LayerKind.FULL}
                     for i in range(n_layers)]
         return [{LayerKind.SLIDING} for _ in range(n_layers)]
@@ -299,7 +299,7 @@ def _llama4_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
             raise ConfigError(f"config.json 'no_rope_layers' must list {n_layers} layers",
                               field="no_rope_layers")
         return [{LayerKind.CHUNKED} if flag else {LayerKind.FULL} for flag in no_rope]
-    interval = r.int("no_rope_layer_interval")
+    interval = r.get_int("no_rope_layer_interval")
     return [{LayerKind.FULL} if (i + 1) % interval == 0 else {LayerKind.CHUNKED}
             for i in range(n_layers)]
 
@@ -312,7 +312,7 @@ def _kv_heads(r: _Reader, n_heads: int) -> int | list[int]:
     cfg = r.cfg
     if r.model_type == "chatglm" or "multi_query_group_num" in cfg:
         if cfg.get("multi_query_attention"):
-            return r.int("multi_query_group_num")
+            return r.get_int("multi_query_group_num")
         return n_heads
     if r.model_type == "gpt_bigcode":
         return 1 if cfg.get("multi_query", True) else n_heads
@@ -340,11 +340,11 @@ def _head_dim(r: _Reader, hidden: int, n_heads: int) -> int:
 
 
 def _gdn_state(r: _Reader) -> tuple[int, str]:
-    nv = r.int("linear_num_value_heads")
-    nk = r.int("linear_num_key_heads")
-    dk = r.int("linear_key_head_dim")
-    dv = r.int("linear_value_head_dim")
-    kc = r.int("linear_conv_kernel_dim")
+    nv = r.get_int("linear_num_value_heads")
+    nk = r.get_int("linear_num_key_heads")
+    dk = r.get_int("linear_key_head_dim")
+    dv = r.get_int("linear_value_head_dim")
+    kc = r.get_int("linear_conv_kernel_dim")
     conv_width = 2 * nk * dk + nv * dv
     values = nv * dk * dv + (kc - 1) * conv_width
     return values, f"delta {nv}×{dk}×{dv} + conv {kc - 1}×{conv_width}"
@@ -361,7 +361,9 @@ def _lightning_state(r: _Reader, n_heads: int, head_dim: int) -> tuple[int, str]
 
 def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
     cfg, mt = r.cfg, r.model_type
-    first = lambda *names: next((cfg[n] for n in names if cfg.get(n) is not None), None)  # noqa: E731
+    def first(*names: str) -> Any:
+        return next((cfg[n] for n in names if cfg.get(n) is not None), None)
+
     d_state = first("ssm_state_size", "mamba_d_state", "state_size", "d_state")
     d_conv = first("conv_kernel", "mamba_d_conv", "d_conv")
     n_heads = first("mamba_num_heads", "mamba_n_heads")
@@ -433,14 +435,14 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
         pattern = cfg.get("hybrid_override_pattern", "")
         return [ch == "E" for ch in pattern]
     if "first_k_dense_replace" in cfg:
-        first = r.int("first_k_dense_replace", minimum=0)
+        first = r.get_int("first_k_dense_replace", minimum=0)
         freq = r.opt_int("moe_layer_freq", 1, minimum=1) or 1
         return [i >= first and i % freq == 0 for i in range(n_layers)]
     if mt == "jamba":
-        period, offset = r.int("expert_layer_period"), r.int("expert_layer_offset", minimum=0)
+        period, offset = r.get_int("expert_layer_period"), r.get_int("expert_layer_offset", minimum=0)
         return [i % period == offset for i in range(n_layers)]
     if "interleave_moe_layer_step" in cfg:
-        step = r.int("interleave_moe_layer_step")
+        step = r.get_int("interleave_moe_layer_step")
         moe = cfg.get("moe_layers")
         if isinstance(moe, list) and moe:
             return [i in moe for i in range(n_layers)]
@@ -453,10 +455,13 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
 def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
     if not vision:
         return 0
-    get = lambda *names: next(  # noqa: E731
-        (vision[n] for n in names if isinstance(vision.get(n), int) and not isinstance(vision.get(n), bool)),
-        None,
-    )
+    def get(*names: str) -> int | None:
+        for n in names:
+            value = vision.get(n)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
     hidden = get("hidden_size", "embed_dim", "width", "d_model")
     depth = get("depth", "num_hidden_layers", "num_layers", "layers")
     if not hidden or not depth:
@@ -511,8 +516,8 @@ def _count_params(
         return q + 2 * hidden * kv * head_dim + n_heads * head_dim * hidden
 
     def mla() -> int:
-        qk_nope, qk_rope = r.int("qk_nope_head_dim"), r.int("qk_rope_head_dim")
-        v_head, kv_rank = r.int("v_head_dim"), r.int("kv_lora_rank")
+        qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
+        v_head, kv_rank = r.get_int("v_head_dim"), r.get_int("kv_lora_rank")
         q_rank = r.opt_int("q_lora_rank")
         qk = qk_nope + qk_rope
         q = hidden * q_rank + q_rank * n_heads * qk if q_rank else hidden * n_heads * qk
@@ -520,9 +525,9 @@ def _count_params(
                 + n_heads * v_head * hidden)
 
     def gdn() -> int:
-        nv, nk = r.int("linear_num_value_heads"), r.int("linear_num_key_heads")
-        dk, dv = r.int("linear_key_head_dim"), r.int("linear_value_head_dim")
-        kc = r.int("linear_conv_kernel_dim")
+        nv, nk = r.get_int("linear_num_value_heads"), r.get_int("linear_num_key_heads")
+        dk, dv = r.get_int("linear_key_head_dim"), r.get_int("linear_value_head_dim")
+        kc = r.get_int("linear_conv_kernel_dim")
         conv = 2 * nk * dk + nv * dv
         return hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + conv * kc + nv * dv * hidden
 
@@ -572,7 +577,7 @@ def _count_params(
         total += mixer + mlp_total + norms
         active += mixer + mlp_active + norms
 
-    tied = r.bool("tie_word_embeddings", False)
+    tied = r.get_bool("tie_word_embeddings", False)
     embedding = vocab * hidden * (1 if tied else 2)
     encoder = _encoder_params(vision, hidden)
     mtp_layer = 0
@@ -618,12 +623,12 @@ def spec_from_config(
         model_type = "llama4_text"
     r = _Reader(lm, model_type)
 
-    n_layers = r.int("num_hidden_layers", maximum=4096)
-    hidden = r.int("hidden_size", maximum=1 << 20)
+    n_layers = r.get_int("num_hidden_layers", maximum=4096)
+    hidden = r.get_int("hidden_size", maximum=1 << 20)
     kinds_per_layer = _layer_kinds(r, n_layers)
     has_attention = any(k.is_attention and k is not LayerKind.MLA for ks in kinds_per_layer for k in ks)
     needs_heads = has_attention or any(LayerKind.LINEAR in ks for ks in kinds_per_layer)
-    n_heads = r.int("num_attention_heads", maximum=1 << 16) if needs_heads or r.has(
+    n_heads = r.get_int("num_attention_heads", maximum=1 << 16) if needs_heads or r.has(
         "num_attention_heads") else 0
     kv = _kv_heads(r, n_heads) if n_heads else 0
     if isinstance(kv, list):
@@ -634,17 +639,17 @@ def spec_from_config(
     else:
         kv_list = [kv] * n_layers
     head_dim = _head_dim(r, hidden, n_heads) if n_heads else 0
-    vocab = r.int("vocab_size", maximum=1 << 24)
+    vocab = r.get_int("vocab_size", maximum=1 << 24)
 
     mla_width = 0
     if any(LayerKind.MLA in ks for ks in kinds_per_layer):
-        mla_width = r.int("kv_lora_rank") + r.int("qk_rope_head_dim")
+        mla_width = r.get_int("kv_lora_rank") + r.get_int("qk_rope_head_dim")
     window = None
     if any(LayerKind.SLIDING in ks for ks in kinds_per_layer):
-        window = r.int("sliding_window", maximum=1 << 31)
+        window = r.get_int("sliding_window", maximum=1 << 31)
     chunk = None
     if any(LayerKind.CHUNKED in ks for ks in kinds_per_layer):
-        chunk = r.int("attention_chunk_size", maximum=1 << 31)
+        chunk = r.get_int("attention_chunk_size", maximum=1 << 31)
     linear_state = linear_detail = None
     if any(LayerKind.LINEAR in ks for ks in kinds_per_layer):
         if isinstance(lm.get("linear_attn_config"), dict):

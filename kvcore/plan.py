@@ -112,7 +112,9 @@ def _total(req: PlanRequest, weights: Weights, overhead: Overhead, context: int,
 
 def max_context(req: PlanRequest, weights: Weights, overhead: Overhead, budget: int) -> int:
     """Largest context per sequence that fits (0 if not even one token does)."""
-    fits = lambda n: _total(req, weights, overhead, n, req.sequences) <= budget  # noqa: E731
+    def fits(n: int) -> bool:
+        return _total(req, weights, overhead, n, req.sequences) <= budget
+
     if not fits(1):
         return 0
     lo, hi = 1, MAX_CONTEXT_TOKENS
