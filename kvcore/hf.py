@@ -444,11 +444,16 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
     if "interleave_moe_layer_step" in cfg:
         step = r.get_int("interleave_moe_layer_step")
         moe = cfg.get("moe_layers")
-        if isinstance(moe, list) and moe:
+        if isinstance(moe, list) and moe and all(isinstance(i, int) for i in moe):
             return [i in moe for i in range(n_layers)]
         return [(i + 1) % step == 0 for i in range(n_layers)]
     sparse_step = r.opt_int("decoder_sparse_step", 1, minimum=1) or 1
-    dense_only = set(cfg.get("mlp_only_layers") or [])
+    dense_only_raw = cfg.get("mlp_only_layers") or []
+    if not isinstance(dense_only_raw, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in dense_only_raw):
+        raise ConfigError("config.json 'mlp_only_layers' must be a list of layer indices",
+                          field="mlp_only_layers")
+    dense_only = set(dense_only_raw)
     return [i not in dense_only and (i + 1) % sparse_step == 0 for i in range(n_layers)]
 
 
@@ -697,7 +702,8 @@ def spec_from_config(
     groups = [make_group(key, layers) for key, layers in
               sorted(buckets.items(), key=lambda kv_: (order.index(kv_[0][0]), kv_[1][0]))]
 
-    n_mtp = r.opt_int("num_nextn_predict_layers", 0) or r.opt_int("mtp_num_hidden_layers", 0) or 0
+    n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
+             or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)
     if n_mtp:
         kind = LayerKind.MLA if mla_width else LayerKind.FULL
         key = (kind, 1, mla_width, 0, None) if mla_width else (kind, kv_list[-1], head_dim, head_dim, None)
