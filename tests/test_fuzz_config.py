@@ -5,7 +5,14 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvcore import CacheOptions, KvplanError, cache_size, model_catalog, spec_from_config, weights_for
+from kvcore import (
+    CacheOptions,
+    KvplanError,
+    cache_size,
+    model_catalog,
+    spec_from_config,
+    weights_for,
+)
 
 ENTRIES = model_catalog()
 junk = st.one_of(

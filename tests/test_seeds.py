@@ -71,3 +71,21 @@ def test_mtp_layer_only_when_asked(qwen35):
     with_mtp = cache_size(qwen35, 8192, 1, CacheOptions(mtp=True))
     # one more full-attention layer: 4 heads × 512 values × 2 bytes × 8192 tokens
     assert with_mtp.kv_bytes - plain.kv_bytes == 4 * 512 * 2 * 8192
+
+
+def test_llama2_7b_seed():
+    # seed 000: Llama-2-7B in fp16 is 512 KiB per token (32 layers × 32 heads × 128 × 2 × 2 B)
+    spec = load_model("meta-llama/Llama-2-7b-hf")
+    assert bytes_per_token(spec) == 512 * KiB
+    assert cache_size(spec, 10_000, 1).kv_bytes == 10_000 * 512 * KiB  # ≈ 5 GB
+    assert 5.0e9 < cache_size(spec, 10_000, 1).kv_bytes < 5.5e9
+    assert cache_size(spec, 100_000, 1).kv_bytes > 50e9
+    assert cache_size(spec, 1_000_000, 1).kv_bytes > 500e9
+
+
+def test_70b_gqa_seed():
+    # seed 000: a 70B model with GQA (8 KV heads, 80 layers) needs > 200 GB of cache at 1M tokens
+    spec = load_model("llama-3.1-70b")
+    kv = cache_size(spec, 1_000_000, 1).kv_bytes
+    assert kv == 1_000_000 * 80 * 8 * 256 * 2
+    assert kv > 200e9
