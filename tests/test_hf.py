@@ -164,3 +164,49 @@ def test_config_dict_is_not_mutated():
     before = copy.deepcopy(cfg)
     spec(cfg)
     assert cfg == before
+
+
+# Small hand-made configs exercise dialect rules whose real configs are not bundled.
+
+def test_jamba_attention_period_and_mamba1_state():
+    cfg = {"model_type": "jamba", "num_hidden_layers": 16, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+           "intermediate_size": 128, "attn_layer_period": 8, "attn_layer_offset": 4,
+           "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+           "num_experts": 4, "num_experts_per_tok": 2, "expert_layer_period": 2,
+           "expert_layer_offset": 1}
+    s = spec(cfg)
+    kinds = {g.kind: g.layers for g in s.groups}
+    assert kinds[LayerKind.FULL] == (4, 12)
+    mamba = next(g for g in s.groups if g.kind == LayerKind.MAMBA)
+    # d_inner = 2 × 64: ssm 128 × 16 + conv 3 × 128
+    assert mamba.state_values == 128 * 16 + 3 * 128
+
+
+def test_falcon_h1_layers_have_attention_and_mamba2():
+    cfg = {"model_type": "falcon_h1", "num_hidden_layers": 4, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100,
+           "intermediate_size": 128, "mamba_d_ssm": 128, "mamba_n_heads": 8, "mamba_d_head": 16,
+           "mamba_n_groups": 1, "mamba_d_state": 32, "mamba_d_conv": 4}
+    s = spec(cfg)
+    assert {g.kind: g.count for g in s.groups} == {LayerKind.FULL: 4, LayerKind.MAMBA: 4}
+    mamba = next(g for g in s.groups if g.kind == LayerKind.MAMBA)
+    # 8 heads × 16 × 32 ssm + conv 3 × (128 + 2·1·32)
+    assert mamba.state_values == 8 * 16 * 32 + 3 * (128 + 2 * 32)
+
+
+def test_cohere2_every_fourth_layer_global():
+    cfg = {"model_type": "cohere2", "num_hidden_layers": 8, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 1, "vocab_size": 100,
+           "intermediate_size": 128, "sliding_window": 4096, "sliding_window_pattern": 4}
+    s = spec(cfg)
+    full = next(g for g in s.groups if g.kind == LayerKind.FULL)
+    assert full.layers == (3, 7)
+
+
+def test_mamba_missing_state_field_is_named():
+    cfg = {"model_type": "jamba", "num_hidden_layers": 8, "hidden_size": 64,
+           "num_attention_heads": 4, "vocab_size": 100, "attn_layer_period": 8,
+           "attn_layer_offset": 4, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_d_state": "x"}
+    with pytest.raises(ConfigError, match="ssm_state_size"):
+        spec(cfg)
