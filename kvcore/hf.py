@@ -278,14 +278,15 @@ def _kimi_linear_kinds(lac: dict[str, Any], n_layers: int) -> list[set[LayerKind
     return [{LayerKind.MLA} if i + 1 in full else {LayerKind.LINEAR} for i in range(n_layers)]
 
 
-def _kda_state(lac: dict[str, Any]) -> tuple[int, str]:
+def _kda_state(lac: dict[str, Any]) -> tuple[int, int, str]:
     """Kimi Delta Attention: a head_dim × head_dim matrix per head + short convs on q, k, v."""
     values = {}
     for name in ("num_heads", "head_dim", "short_conv_kernel_size"):
         values[name] = _check_int(f"linear_attn_config.{name}", lac.get(name), 1, 1 << 16)
     heads, dim, kernel = values["num_heads"], values["head_dim"], values["short_conv_kernel_size"]
     conv = 3 * heads * dim
-    return heads * dim * dim + (kernel - 1) * conv, f"delta {heads}×{dim}×{dim} + conv {kernel - 1}×{conv}"
+    return (heads * dim * dim + (kernel - 1) * conv, (kernel - 1) * conv,
+            f"delta {heads}×{dim}×{dim} + conv {kernel - 1}×{conv}")
 
 
 def _llama4_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
@@ -339,7 +340,7 @@ def _head_dim(r: _Reader, hidden: int, n_heads: int) -> int:
     return hidden // n_heads
 
 
-def _gdn_state(r: _Reader) -> tuple[int, str]:
+def _gdn_state(r: _Reader) -> tuple[int, int, str]:
     nv = r.get_int("linear_num_value_heads")
     nk = r.get_int("linear_num_key_heads")
     dk = r.get_int("linear_key_head_dim")
@@ -347,7 +348,7 @@ def _gdn_state(r: _Reader) -> tuple[int, str]:
     kc = r.get_int("linear_conv_kernel_dim")
     conv_width = 2 * nk * dk + nv * dv
     values = nv * dk * dv + (kc - 1) * conv_width
-    return values, f"delta {nv}×{dk}×{dv} + conv {kc - 1}×{conv_width}"
+    return values, (kc - 1) * conv_width, f"delta {nv}×{dk}×{dv} + conv {kc - 1}×{conv_width}"
 
 
 def _is_lightning(model_type: str) -> bool:
@@ -355,8 +356,8 @@ def _is_lightning(model_type: str) -> bool:
     return model_type.startswith("minimax")
 
 
-def _lightning_state(r: _Reader, n_heads: int, head_dim: int) -> tuple[int, str]:
-    return n_heads * head_dim * head_dim, f"kv {n_heads}×{head_dim}×{head_dim}"
+def _lightning_state(r: _Reader, n_heads: int, head_dim: int) -> tuple[int, int, str]:
+    return n_heads * head_dim * head_dim, 0, f"kv {n_heads}×{head_dim}×{head_dim}"
 
 
 def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
@@ -388,7 +389,7 @@ def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
         values = n_heads * head_dim * d_state + (d_conv - 1) * conv_width
         detail = f"ssm {n_heads}×{head_dim}×{d_state} + conv {d_conv - 1}×{conv_width}"
         shape = {"d_inner": d_inner, "d_state": d_state, "d_conv": d_conv, "n_groups": groups,
-                 "n_heads": n_heads, "version": 2}
+                 "n_heads": n_heads, "version": 2, "conv": (d_conv - 1) * conv_width}
         return values, detail, shape
     expand = first("mamba_expand", "expand")
     d_inner = first("intermediate_size") if mt in ("mamba", "falcon_mamba") else None
@@ -403,7 +404,8 @@ def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
     values = d_inner * d_state + (d_conv - 1) * d_inner
     detail = f"ssm {d_inner}×{d_state} + conv {d_conv - 1}×{d_inner}"
     return values, detail, {"d_inner": d_inner, "d_state": d_state, "d_conv": d_conv,
-                            "n_groups": 0, "n_heads": 0, "version": 1}
+                            "n_groups": 0, "n_heads": 0, "version": 1,
+                            "conv": (d_conv - 1) * d_inner}
 
 
 def _cross_tokens(vision: dict[str, Any] | None) -> int:
@@ -655,14 +657,15 @@ def spec_from_config(
     chunk = None
     if any(LayerKind.CHUNKED in ks for ks in kinds_per_layer):
         chunk = r.get_int("attention_chunk_size", maximum=1 << 31)
-    linear_state = linear_detail = None
+    linear_state = linear_conv = 0
+    linear_detail = ""
     if any(LayerKind.LINEAR in ks for ks in kinds_per_layer):
         if isinstance(lm.get("linear_attn_config"), dict):
-            linear_state, linear_detail = _kda_state(lm["linear_attn_config"])
+            linear_state, linear_conv, linear_detail = _kda_state(lm["linear_attn_config"])
         elif _is_lightning(model_type):
-            linear_state, linear_detail = _lightning_state(r, n_heads, head_dim)
+            linear_state, linear_conv, linear_detail = _lightning_state(r, n_heads, head_dim)
         else:
-            linear_state, linear_detail = _gdn_state(r)
+            linear_state, linear_conv, linear_detail = _gdn_state(r)
     mamba_state = mamba_detail = None
     mamba_shape = None
     if any(LayerKind.MAMBA in ks for ks in kinds_per_layer):
@@ -689,10 +692,11 @@ def spec_from_config(
     def make_group(key: tuple[Any, ...], layers: list[int], mtp: bool = False) -> LayerGroup:
         kind, heads, dk, dv, win = key
         if kind is LayerKind.LINEAR:
-            return LayerGroup(kind, tuple(layers), state_values=linear_state or 0,
-                              state_detail=linear_detail or "", mtp=mtp)
+            return LayerGroup(kind, tuple(layers), state_values=linear_state,
+                              conv_state_values=linear_conv, state_detail=linear_detail, mtp=mtp)
         if kind is LayerKind.MAMBA:
             return LayerGroup(kind, tuple(layers), state_values=mamba_state or 0,
+                              conv_state_values=(mamba_shape or {}).get("conv", 0),
                               state_detail=mamba_detail or "", mtp=mtp)
         return LayerGroup(kind, tuple(layers), n_kv_heads=heads, head_dim_k=dk, head_dim_v=dv,
                           window=win, mtp=mtp)
@@ -715,6 +719,8 @@ def spec_from_config(
     dtype = lm.get("torch_dtype") or lm.get("dtype") or config.get("torch_dtype") or "bfloat16"
     dtype = dtype if isinstance(dtype, str) else "bfloat16"
     max_pos = r.opt_int("max_position_embeddings")
+    ssm_dtype = lm.get("mamba_ssm_dtype") or lm.get("ssm_dtype")
+    ssm_bytes = _DTYPE_BYTES.get(ssm_dtype, 0) if isinstance(ssm_dtype, str) else 0
     return ModelSpec(
         name=name,
         model_type=model_type,
@@ -729,6 +735,7 @@ def spec_from_config(
         max_position_embeddings=max_pos,
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
         dtype=dtype,
+        ssm_dtype_bytes=ssm_bytes or _DTYPE_BYTES.get(dtype, 2),
         cross_tokens_per_image=cross_tokens,
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),

@@ -58,6 +58,8 @@ class LayerGroup:
     #: sliding window or chunk size in tokens; None for unbounded kinds
     window: int | None = None
     state_values: int = 0
+    #: of ``state_values``, the convolution part (llama.cpp's R; the rest is its S)
+    conv_state_values: int = 0
     #: how the state is made up, for people ("ssm 48×128×128 + conv 3×10240")
     state_detail: str = ""
     #: multi-token-prediction / draft layers (counted only when asked)
@@ -122,6 +124,8 @@ class ModelSpec:
     #: bytes per weight of the checkpoint's own dtype (2 for bf16)
     dtype_bytes: int = 2
     dtype: str = "bfloat16"
+    #: bytes per SSM/delta-state value where the checkpoint pins it (``mamba_ssm_dtype``)
+    ssm_dtype_bytes: int = 2
     #: encoder tokens cached per image by each cross-attention layer
     cross_tokens_per_image: int = 0
     #: exact checkpoint size from model.safetensors.index.json, when known

@@ -71,6 +71,10 @@ class Weights:
     #: "safetensors index" (exact) or "config estimate"
     source: str
     params: int
+    #: bytes of the input embedding and (untied) lm_head within ``bytes``
+    embedding_bytes: int = 0
+    #: the lm_head is a matrix of its own (untied embeddings)
+    lm_head_separate: bool = True
 
 
 def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool = False,
@@ -79,10 +83,11 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
     p = spec.params
     params = p.total + (p.mtp if mtp else 0) - (0 if include_encoder else p.encoder)
     auto = weight_format is None or str(weight_format).lower() in ("auto", "")
+    untied = p.embedding > spec.vocab_size * spec.hidden_size
     if auto and spec.safetensors_total_bytes:
         ratio = spec.safetensors_total_bytes / max(1, params)
         return Weights(spec.safetensors_total_bytes, int(p.active * ratio),
-                       spec.dtype, "safetensors index", params)
+                       spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied)
     if auto:
         fmt = get_weight_format(spec.dtype if spec.dtype in _BY_NAME else "bf16")
     else:
@@ -97,4 +102,5 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
     # the lm_head is read every token; it is half of `embedding` when untied
     head = spec.vocab_size * spec.hidden_size
     active = size(p.active, head)
-    return Weights(total, active, fmt.name, "config estimate", params)
+    embedding = size(p.embedding, p.embedding)
+    return Weights(total, active, fmt.name, "config estimate", params, embedding, untied)

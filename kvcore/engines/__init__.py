@@ -1,0 +1,51 @@
+"""Engine profiles: what vLLM, llama.cpp, SGLang and TensorRT-LLM would allocate and print.
+
+``engine_plan(request)`` answers for one engine; ``ENGINES`` lists them. ``raw`` is physics
+only (weights + exact cache + a runtime estimate against each card), for any parallel layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import UnknownNameError
+from . import llamacpp, raw, sglang, trtllm, vllm
+from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat
+
+__all__ = ["ENGINES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
+           "engine_plan", "engine_names", "supported_formats"]
+
+ENGINES: dict[str, Callable[[EngineRequest], EngineReport]] = {
+    "raw": raw.plan,
+    "vllm": vllm.plan,
+    "llama.cpp": llamacpp.plan,
+    "sglang": sglang.plan,
+    "trtllm": trtllm.plan,
+}
+_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "llama_cpp": "llama.cpp",
+            "llama-server": "llama.cpp", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm",
+            "trt-llm": "trtllm", "trt": "trtllm"}
+_FORMATS = {"raw": None, "vllm": vllm.FORMATS, "llama.cpp": llamacpp.FORMATS,
+            "sglang": sglang.FORMATS, "trtllm": trtllm.FORMATS}
+
+
+def engine_names() -> list[str]:
+    return list(ENGINES)
+
+
+def canonical(name: str) -> str:
+    key = str(name).strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in ENGINES:
+        raise UnknownNameError("engine", str(name), [*ENGINES, *_ALIASES], field="engine")
+    return key
+
+
+def supported_formats(engine: str) -> list[str] | None:
+    """kvplan format names an engine can store (None: every format)."""
+    table = _FORMATS[canonical(engine)]
+    return None if table is None else sorted(table)
+
+
+def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
+    return ENGINES[canonical(engine)](request)

@@ -1,0 +1,210 @@
+"""What every engine profile takes and returns.
+
+An engine profile turns kvcore's exact arithmetic into the numbers one serving engine prints
+and the flags it needs: its memory budget, what it reserves besides weights and cache, how it
+pages the cache, and how it reports capacity. Budgets are per card; a plan over several cards
+is the tightest card's answer (memory is never summed across cards).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import InputError
+from ..formats import KVFormat
+from ..gpus import GPU
+from ..kv import CacheOptions, CacheSize, cache_size
+from ..model import LayerKind, ModelSpec
+from ..parallel import Parallel, rank_spec
+from ..weights import Weights, weights_for
+
+__all__ = [
+    "EngineReport",
+    "EngineRequest",
+    "EngineSettings",
+    "RankShare",
+    "UnsupportedFormat",
+    "mib",
+]
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+class UnsupportedFormat(InputError):
+    """The chosen KV format does not exist in this engine."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Engine knobs. ``None`` means the engine's own default (documented per profile)."""
+
+    # vLLM
+    gpu_memory_utilization: float | None = None
+    block_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    # llama.cpp
+    n_ubatch: int | None = None
+    swa_full: bool = False
+    kv_unified: bool | None = None
+    flash_attn: bool | None = None
+    fit_margin_bytes: int | None = None
+    # SGLang
+    mem_fraction_static: float | None = None
+    page_size: int | None = None
+    chunked_prefill_size: int | None = None
+    # TensorRT-LLM
+    free_gpu_memory_fraction: float | None = None
+    tokens_per_block: int | None = None
+    # CPU/disk tiers that hold KV beyond the GPU pool (bytes per rank)
+    offload_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction"):
+            value = getattr(self, name)
+            if value is not None and not (0.0 < value <= 1.0 and math.isfinite(value)):
+                raise InputError(f"{name} must be in (0, 1], got {value}", field=name)
+        for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "n_ubatch",
+                     "page_size", "chunked_prefill_size", "tokens_per_block"):
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= 1 << 24:
+                raise InputError(f"{name} must be a positive whole number, got {value}",
+                                 field=name)
+        if self.offload_bytes < 0:
+            raise InputError("offload size must not be negative", field="offload")
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    spec: ModelSpec
+    context: int
+    sequences: int = 1
+    cache: CacheOptions = field(default_factory=CacheOptions)
+    weights: str | None = None
+    #: one GPU per rank of a replica (TP × PP); one entry is repeated for all ranks
+    gpus: tuple[GPU, ...] = ()
+    parallel: Parallel = field(default_factory=Parallel)
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    #: available KV memory per rank as the engine printed it: skip the budget arithmetic
+    kv_budget_bytes: int | None = None
+
+    def gpu_for(self, rank: int) -> GPU | None:
+        if not self.gpus:
+            return None
+        if len(self.gpus) == 1:
+            return self.gpus[0]
+        if len(self.gpus) != self.parallel.ranks_per_replica:
+            raise InputError(f"give one GPU or {self.parallel.ranks_per_replica} GPUs (tp × pp), "
+                             f"got {len(self.gpus)}", field="gpus")
+        return self.gpus[rank]
+
+
+@dataclass(frozen=True)
+class RankShare:
+    """What one rank (card) of one pipeline stage holds."""
+
+    stage: int
+    spec: ModelSpec
+    weights_bytes: int
+    gpu: GPU | None
+
+    def cache(self, context: int, sequences: int, opts: CacheOptions) -> CacheSize:
+        return cache_size(self.spec, context, sequences, opts)
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    """An engine's view of a plan, per rank of the tightest stage."""
+
+    engine: str
+    #: memory the engine lets itself use on the binding card (None with --kv-budget)
+    budget_bytes: int | None
+    weights_bytes: int
+    #: named reservations besides weights and KV (activation peak, CUDA context, ...)
+    overheads: tuple[tuple[str, int], ...]
+    #: memory left for the KV cache on the binding card (the engine's "available KV")
+    kv_pool_bytes: int
+    #: tokens the engine reports it can cache
+    kv_tokens: int
+    #: blocks/pages/cells of the pool, when the engine pages it
+    blocks: int | None
+    block_tokens: int | None
+    #: requests of `context` tokens that fit at once
+    max_concurrency: float
+    #: the largest context per sequence that fits `sequences` sequences (0 if none)
+    max_context: int
+    fits: bool
+    log_lines: tuple[str, ...]
+    command: str
+    notes: tuple[str, ...] = ()
+    #: the stage that binds with several pipeline stages
+    binding_stage: int = 0
+    #: tokens held by offload tiers beyond the GPU pool
+    offload_tokens: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def mib(n: int | float) -> str:
+    return f"{n / MiB:.2f}"
+
+
+def shares(req: EngineRequest, weights: Weights) -> list[RankShare]:
+    """Per pipeline stage: the rank's layers, heads and weight bytes."""
+    p = req.parallel
+    n = req.spec.num_layers
+    out = []
+    body = weights.bytes - weights.embedding_bytes
+    from ..parallel import stage_layers
+
+    for stage in range(p.pp):
+        layers = len(stage_layers(n, p.pp, stage))
+        w = body * layers // n
+        # the input embedding lives on the first stage, the lm_head on the last
+        if stage == 0:
+            w += weights.embedding_bytes // (2 if weights.lm_head_separate else 1)
+        if stage == p.pp - 1:
+            w += weights.embedding_bytes // 2 if weights.lm_head_separate else (
+                0 if p.pp == 1 else weights.embedding_bytes)
+        out.append(RankShare(stage, rank_spec(req.spec, p, stage), w // p.tp,
+                             req.gpu_for(stage * p.tp)))
+    return out
+
+
+def rank_weights(req: EngineRequest) -> tuple[Weights, list[RankShare]]:
+    weights = weights_for(req.spec, req.weights, mtp=req.cache.mtp)
+    return weights, shares(req, weights)
+
+
+def largest(fits: Any, hi: int) -> int:
+    """Largest n in [0, hi] with fits(n) (fits monotone, fits(0) assumed true)."""
+    if fits(hi):
+        return hi
+    lo = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def check_format(engine: str, fmt: KVFormat, supported: dict[str, str], role: str) -> str:
+    """The engine's own name for ``fmt``, or an UnsupportedFormat sentence."""
+    name = supported.get(fmt.name)
+    if name is None:
+        raise UnsupportedFormat(
+            f"{engine} has no {fmt.name} KV cache; its formats are "
+            f"{', '.join(sorted(supported))}", field=role)
+    return name
+
+
+def has_kind(spec: ModelSpec, *kinds: LayerKind) -> bool:
+    return any(g.kind in kinds for g in spec.groups)
+
+
+def with_spec(req: EngineRequest, spec: ModelSpec) -> EngineRequest:
+    return replace(req, spec=spec)

@@ -1,0 +1,240 @@
+"""llama.cpp (llama-server) allocation rules.
+
+Sources read (ggml-org/llama.cpp): ``src/llama-context.cpp`` (n_ctx padded to 256; without a
+unified cache each of the ``--parallel`` sequences gets ``n_ctx / n_seq`` cells of its own
+stream), ``src/llama-kv-cache.cpp`` (per layer ``ggml_row_size(type, n_embd_k_gqa) × cells``
+for K and V; the ``llama_kv_cache: size = ...`` line), ``src/llama-kv-cache-iswa.cpp``
+(sliding-window layers keep ``min(n_ctx, PAD256(n_swa·(unified ? n_seq : 1) + n_ubatch))``
+cells unless ``--swa-full``), ``src/llama-memory-recurrent.cpp`` and ``src/llama-hparams.cpp``
+(recurrent state: R = conv, S = ssm, f32, one cell per sequence), ``common/arg.cpp`` (``--fit``
+leaves 1024 MiB free per device). DeepSeek MLA caches the 576-value latent as K and no V.
+"""
+
+from __future__ import annotations
+
+from ..errors import InputError
+from ..formats import get_format
+from ..kv import CacheOptions
+from ..model import LayerKind, ModelSpec
+from ..plan import raw_overhead
+from .base import (
+    EngineReport,
+    EngineRequest,
+    MiB,
+    RankShare,
+    check_format,
+    largest,
+    mib,
+    rank_weights,
+)
+
+NAME = "llama.cpp"
+PAD = 256
+N_UBATCH = 512
+FIT_MARGIN = 1024 * MiB
+#: -ctk / -ctv types (common/arg.cpp kv_cache_types)
+FORMATS = {n: n for n in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")}
+#: GGUF weight types kvplan can price
+WEIGHTS = {"f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k", "iq4_xs",
+           "mxfp4"}
+
+
+def pad(n: int, to: int = PAD) -> int:
+    return -(-n // to) * to
+
+
+class Layout:
+    """Cells and streams llama.cpp builds for ``n_seq`` sequences of ``ctx`` tokens each."""
+
+    def __init__(self, ctx: int, n_seq: int, unified: bool, n_ubatch: int) -> None:
+        self.n_seq = n_seq
+        self.unified = unified
+        self.n_ctx = pad(ctx * n_seq)
+        self.streams = 1 if unified else n_seq
+        if unified:
+            self.cells = self.n_ctx
+        else:
+            # each stream's context is padded too, and n_ctx recomputed from it
+            self.cells = pad(self.n_ctx // n_seq)
+            self.n_ctx = self.cells * n_seq
+        self.n_ubatch = n_ubatch
+
+    def swa_cells(self, window: int, swa_full: bool) -> int:
+        if swa_full:
+            return self.cells
+        return pad(min(self.cells, window * (self.n_seq if self.unified else 1) + self.n_ubatch))
+
+
+def _row(fmt_name: str, width: int) -> int:
+    fmt = get_format(fmt_name)
+    if width % fmt.block_values:
+        raise InputError(f"llama.cpp needs rows that are whole {fmt.name} blocks: "
+                         f"{width} values is not a multiple of {fmt.block_values}", field="kv")
+    return width // fmt.block_values * fmt.block_bytes
+
+
+class Memory:
+    """The caches llama.cpp allocates on one device, with its log lines."""
+
+    def __init__(self, spec: ModelSpec, layout: Layout, opts: CacheOptions, swa_full: bool):
+        k, v = opts.kv_k.name, opts.kv_v.name
+        self.lines: list[str] = []
+        self.kv_bytes = self.k_bytes = self.v_bytes = 0
+        groups = [g for g in spec.groups_for(mtp=opts.mtp) if g.kind.is_attention]
+        recurrent = [g for g in spec.groups_for(mtp=opts.mtp) if g.kind.is_recurrent]
+        caches: list[tuple[str, int, list]] = []
+        full = [g for g in groups if g.kind in (LayerKind.FULL, LayerKind.MLA, LayerKind.CROSS)]
+        swa = [g for g in groups if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)]
+        if swa:
+            window = max(g.window or 0 for g in swa)
+            caches.append(("non-SWA", layout.cells, full))
+            caches.append(("SWA", layout.swa_cells(window, swa_full), swa))
+        else:
+            caches.append(("", layout.cells, full))
+        for label, cells, members in caches:
+            k_bytes = v_bytes = layers = 0
+            for g in members:
+                k_row = _row(k, g.n_kv_heads * g.head_dim_k)
+                v_row = _row(v, g.n_kv_heads * g.head_dim_v) if g.head_dim_v else 0
+                k_bytes += g.count * k_row * cells * layout.streams
+                v_bytes += g.count * v_row * cells * layout.streams
+                layers += g.count
+            if label:
+                self.lines.append(f"llama_kv_cache_iswa: creating {label:>7} KV cache, "
+                                  f"size = {cells} cells")
+            self.lines.append(
+                f"llama_kv_cache: size = {mib(k_bytes + v_bytes):>7} MiB ({cells:6d} cells, "
+                f"{layers:3d} layers, {layout.n_seq:2d}/{layout.streams} seqs), "
+                f"K ({k}): {mib(k_bytes):>7} MiB, V ({v}): {mib(v_bytes):>7} MiB")
+            self.k_bytes += k_bytes
+            self.v_bytes += v_bytes
+        self.kv_bytes = self.k_bytes + self.v_bytes
+        self.state_bytes = 0
+        if recurrent:
+            cells = max(1, layout.n_seq)
+            r = sum(g.count * g.conv_state_values for g in recurrent) * 4 * cells
+            s = sum(g.count * (g.state_values - g.conv_state_values) for g in recurrent) * 4 * cells
+            self.state_bytes = r + s
+            self.lines.append(
+                f"llama_memory_recurrent: size = {mib(r + s):>7} MiB ({cells:6d} cells, "
+                f"{spec.num_layers:3d} layers, {cells:2d} seqs), R (f32): {mib(r):>7} MiB, "
+                f"S (f32): {mib(s):>7} MiB")
+
+
+def _notes(opts: CacheOptions, flash_attn: bool) -> list[str]:
+    notes = []
+    if opts.kv_v.is_quantized and not flash_attn:
+        notes.append("quantized V cache requires flash attention (-fa on); without it "
+                     "llama.cpp refuses to start")
+    if opts.kv_k.name != opts.kv_v.name or opts.kv_k.name not in ("f16", "bf16", "q8_0", "q4_0"):
+        notes.append("CUDA flash attention supports f16/bf16/q8_0/q4_0 with K type = V type "
+                     "unless built with GGML_CUDA_FA_ALL_QUANTS; other pairs run on the CPU")
+    return notes
+
+
+def plan(req: EngineRequest) -> EngineReport:
+    s = req.settings
+    opts = req.cache
+    k = check_format(NAME, opts.kv_k, FORMATS, "kv_k")
+    v = check_format(NAME, opts.kv_v, FORMATS, "kv_v")
+    if opts.hot_format is not None or opts.keep_fraction < 1:
+        raise InputError("llama.cpp has no hot/cold mix or token eviction", field="engine")
+    if req.weights is not None and str(req.weights).lower() not in WEIGHTS | {"auto"}:
+        raise InputError(f"llama.cpp loads GGUF weights; choose one of {', '.join(sorted(WEIGHTS))}",
+                         field="weights")
+    if any(g.kind is LayerKind.CROSS for g in req.spec.groups):
+        raise InputError("llama.cpp does not run cross-attention (Mllama) models", field="engine")
+    if req.parallel.tp > 1 or req.parallel.dp > 1:
+        raise InputError("llama.cpp splits layers across GPUs (use --pp, its -sm layer), "
+                         "not tensor or data parallel ranks", field="tp")
+    n_ubatch = s.n_ubatch or N_UBATCH
+    flash = True if s.flash_attn is None else s.flash_attn
+    unified = bool(s.kv_unified)
+    margin = FIT_MARGIN if s.fit_margin_bytes is None else s.fit_margin_bytes
+    weights, shares = rank_weights(req)
+    compute = raw_overhead(req.spec).bytes - 512 * MiB
+
+    def memory(share: RankShare, ctx: int) -> Memory:
+        return Memory(share.spec, Layout(ctx, req.sequences, unified, n_ubatch), opts, s.swa_full)
+
+    def cache_bytes(share: RankShare, ctx: int) -> int:
+        m = memory(share, ctx)
+        return m.kv_bytes + m.state_bytes
+
+    if req.kv_budget_bytes is not None:
+        # the pool is given: every stage gets the same budget for its own cache
+        pools = [req.kv_budget_bytes for _ in shares]
+        budget_bytes = None
+    else:
+        if any(sh.gpu is None for sh in shares):
+            raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)",
+                             field="gpu")
+        pools = [sh.gpu.usable_bytes - margin - sh.weights_bytes - compute  # type: ignore[union-attr]
+                 for sh in shares]
+        budget_bytes = None
+
+    def ok(ctx: int) -> bool:
+        return ctx == 0 or all(cache_bytes(sh, ctx) <= pool for sh, pool in zip(shares, pools))
+
+    fits = ok(req.context)
+    max_ctx = largest(ok, 1 << 31)
+    slack = [pool - cache_bytes(sh, req.context) for sh, pool in zip(shares, pools)]
+    binding = min(range(len(shares)), key=slack.__getitem__)
+    share = shares[binding]
+    if req.kv_budget_bytes is None and share.gpu is not None:
+        budget_bytes = share.gpu.usable_bytes - margin
+    mem = memory(share, req.context)
+    layout = Layout(req.context, req.sequences, unified, n_ubatch)
+    notes = _notes(opts, flash)
+    ngl = req.spec.num_layers + 1
+    if budget_bytes is not None and not fits and req.parallel.pp == 1:
+        ngl = _offload_layers(share, mem, budget_bytes, compute, req.spec.num_layers)
+        notes.append(f"everything does not fit: -ngl {ngl} keeps {ngl} of "
+                     f"{req.spec.num_layers} layers on the GPU, the rest run on the CPU")
+    cmd = [f"llama-server -m {req.spec.name}.gguf -c {layout.n_ctx} -np {req.sequences}",
+           f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}",
+           f"-ngl {ngl if ngl <= req.spec.num_layers else 999}"]
+    if s.swa_full:
+        cmd.append("--swa-full")
+    if unified:
+        cmd.append("--kv-unified")
+    if req.parallel.pp > 1:
+        cmd.append(f"-sm layer -ts {','.join(['1'] * req.parallel.pp)}")
+    lines = [line for sh in shares for line in memory(sh, req.context).lines]
+    return EngineReport(
+        engine=NAME,
+        budget_bytes=budget_bytes,
+        weights_bytes=share.weights_bytes,
+        overheads=(("compute buffers", compute), ("--fit margin", margin)),
+        kv_pool_bytes=pools[binding],
+        kv_tokens=layout.n_ctx,
+        blocks=layout.cells * layout.streams,
+        block_tokens=1,
+        max_concurrency=float(req.sequences) if fits else 0.0,
+        max_context=max_ctx,
+        fits=fits,
+        log_lines=tuple(lines),
+        command=" ".join(cmd),
+        notes=tuple(notes),
+        binding_stage=binding,
+        extra={"n_ctx": layout.n_ctx, "cells_per_stream": layout.cells,
+               "streams": layout.streams, "kv_bytes": mem.kv_bytes, "k_bytes": mem.k_bytes,
+               "v_bytes": mem.v_bytes, "state_bytes": mem.state_bytes,
+               "weights": weights.format},
+    )
+
+
+def _offload_layers(share: RankShare, mem: Memory, budget: int, compute: int, n_layers: int) -> int:
+    per_layer = (share.weights_bytes + mem.kv_bytes + mem.state_bytes) // max(1, n_layers)
+    room = budget - compute
+    return max(0, min(n_layers, room // max(1, per_layer)))
+
+
+def kv_bytes(spec: ModelSpec, ctx: int, n_seq: int, k: str, v: str, *, unified: bool = False,
+             n_ubatch: int = N_UBATCH, swa_full: bool = False) -> Memory:
+    """The caches llama.cpp allocates for a model (all layers on one device)."""
+    opts = CacheOptions(kv_k=k, kv_v=v)
+    return Memory(spec, Layout(ctx, n_seq, unified, n_ubatch), opts, swa_full)
+
+
+__all__ = ["FORMATS", "Layout", "Memory", "kv_bytes", "plan"]

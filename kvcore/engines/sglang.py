@@ -1,0 +1,133 @@
+"""SGLang allocation rules.
+
+Sources read (sgl-project/sglang): ``python/sglang/srt/server_args.py``
+(``_handle_gpu_memory_settings``: ``mem_fraction_static`` from reserved memory, at least 10 GiB
+reserved on cards over 60 GB), ``python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py``
+(``profile_max_num_token``: rest = free after weights − free before loading × (1 −
+mem_fraction_static); tokens = rest // cell size, rounded down to the page; cell = KV heads per
+attention-TP rank × (K + V head dims) × layers × dtype bytes, MLA one latent), and
+``mem_cache/memory_pool.py`` (each K and V buffer holds tokens + page_size rows; sizes printed in
+GB of 2^30 bytes).
+"""
+
+from __future__ import annotations
+
+from ..errors import InputError
+from ..formats import KVFormat
+from ..model import LayerKind, ModelSpec
+from .base import EngineReport, EngineRequest, GiB, MiB, check_format, largest, rank_weights
+
+NAME = "sglang"
+FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+#: CUDA context and NCCL before weights load (seen: 22.49 GiB L4 → 21.63 GiB free)
+PRELOAD = int(0.86 * GiB)
+
+
+def _table(gpu_mib: float, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) defaults by card size."""
+    big_tp = tp >= 4
+    if gpu_mib < 20 * 1024:
+        return 2048, 8
+    if gpu_mib < 35 * 1024:
+        return 2048, 80 if big_tp else 24
+    if gpu_mib < 60 * 1024:
+        return 4096, 160 if big_tp else 32
+    if gpu_mib < 160 * 1024:
+        return 8192, 512 if big_tp else 256
+    return 16384, 512
+
+
+def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = None) -> float:
+    gpu_mib = gpu_bytes / MiB
+    default_chunk, graph_bs = _table(gpu_mib, tp)
+    chunk = chunked or default_chunk
+    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def cell_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat) -> tuple[int, int]:
+    """(K, V) bytes per token over one rank's attention layers."""
+    kb = vb = 0
+    for g in spec.groups:
+        if g.kind.is_attention and not g.mtp:
+            kb += g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k)
+            vb += g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v else 0)
+    return kb, vb
+
+
+def plan(req: EngineRequest) -> EngineReport:
+    s, opts = req.settings, req.cache
+    k_name = check_format(NAME, opts.kv_k, FORMATS, "kv_k")
+    check_format(NAME, opts.kv_v, FORMATS, "kv_v")
+    if opts.kv_k.name != opts.kv_v.name:
+        raise InputError("SGLang stores K and V in one --kv-cache-dtype", field="kv_v")
+    if any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) or g.kind.is_recurrent
+           for g in req.spec.groups):
+        note_hybrid = ("hybrid model: SGLang splits the pool by swa_full_tokens_ratio / "
+                       "mamba ratio; the figure below counts full-attention layers only")
+    else:
+        note_hybrid = ""
+    p = req.parallel
+    page = s.page_size or 1
+    weights, shares = rank_weights(req)
+    kb, vb = cell_bytes(shares[0].spec, opts.kv_k, opts.kv_v)
+    cell = max(1, kb + vb)
+    frac = s.mem_fraction_static
+    gpu = shares[0].gpu
+    if req.kv_budget_bytes is not None:
+        rest = req.kv_budget_bytes
+        budget = None
+    elif gpu is None:
+        raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")
+    else:
+        total = gpu.driver_total_bytes or gpu.memory_bytes
+        if frac is None:
+            frac = auto_mem_fraction(total, p.tp, p.pp, s.chunked_prefill_size)
+        before = total - PRELOAD - (int(0.3 * GiB) if p.ranks_per_replica > 1 else 0)
+        after = before - max(sh.weights_bytes for sh in shares)
+        rest = int(after - before * (1 - frac))
+        budget = int(before * frac)
+    tokens = max(0, rest) // cell // page * page
+
+    def fits_len(length: int) -> bool:
+        return length == 0 or tokens >= length * req.sequences
+
+    max_ctx = largest(fits_len, 1 << 31)
+    k_gb = (tokens + page) * kb / GiB
+    v_gb = (tokens + page) * vb / GiB
+    lines = [f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, "
+             f"V size: {v_gb:.2f} GB"]
+    if frac is not None:
+        lines.insert(0, f"mem_fraction_static={frac}")
+    cmd = [f"python -m sglang.launch_server --model-path {req.spec.hub_repo or req.spec.name}",
+           f"--context-length {req.context}", f"--max-running-requests {req.sequences}"]
+    if k_name != "auto":
+        cmd.append(f"--kv-cache-dtype {k_name}")
+    if p.tp > 1:
+        cmd.append(f"--tp {p.tp}")
+    if p.pp > 1:
+        cmd.append(f"--pp {p.pp}")
+    if p.dp > 1:
+        cmd.append(f"--dp {p.dp}")
+    if s.mem_fraction_static:
+        cmd.append(f"--mem-fraction-static {frac}")
+    notes = [n for n in (note_hybrid,) if n]
+    return EngineReport(
+        engine=NAME,
+        budget_bytes=budget,
+        weights_bytes=max(sh.weights_bytes for sh in shares),
+        overheads=(("CUDA context before load", PRELOAD),),
+        kv_pool_bytes=max(0, rest),
+        kv_tokens=tokens * p.dp,
+        blocks=tokens // page,
+        block_tokens=page,
+        max_concurrency=tokens / max(1, req.context) * p.dp,
+        max_context=max_ctx,
+        fits=tokens >= req.context * req.sequences,
+        log_lines=tuple(lines),
+        command=" ".join(cmd),
+        notes=tuple(notes),
+        extra={"mem_fraction_static": frac, "cell_bytes": cell, "weights": weights.format},
+    )

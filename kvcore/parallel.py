@@ -1,0 +1,87 @@
+"""Tensor, pipeline and data parallelism: what one rank (one card) holds.
+
+- Tensor parallel (TP): each rank holds ``max(1, n_kv_heads // tp)`` KV heads; when tp exceeds
+  the KV heads they are replicated, so the group's total cache grows (vLLM
+  ``vllm/config/model.py`` ``get_num_kv_heads``; SGLang ``srt/configs/model_config.py``). The MLA
+  latent is one "head": every TP rank holds all of it. Linear-attention and SSM states split
+  their heads over TP.
+- Pipeline parallel (PP): each stage holds its own layers. Layers split as vLLM's
+  ``get_pp_indices`` (``vllm/distributed/utils.py``) does: ``n // pp`` each, the remainder given one
+  apiece to the stages before the last, from the end.
+- Data parallel (DP): independent replicas; capacity adds up, memory per card does not change.
+
+Memory is per card and never summed across cards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .errors import InputError
+from .model import LayerGroup, LayerKind, ModelSpec
+
+__all__ = ["Parallel", "pp_layer_counts", "rank_spec", "stage_layers"]
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "dp"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1024:
+                raise InputError(f"{name} must be a whole number from 1 to 1024, got {value!r}",
+                                 field=name)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def ranks_per_replica(self) -> int:
+        return self.tp * self.pp
+
+
+def pp_layer_counts(num_layers: int, pp: int) -> list[int]:
+    """Decoder layers per pipeline stage, in stage order."""
+    if pp > num_layers:
+        raise InputError(f"pp {pp} is larger than the model's {num_layers} layers", field="pp")
+    counts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        counts[-i] += 1
+    return counts
+
+
+def stage_layers(num_layers: int, pp: int, stage: int) -> range:
+    counts = pp_layer_counts(num_layers, pp)
+    start = sum(counts[:stage])
+    return range(start, start + counts[stage])
+
+
+def _shard_group(group: LayerGroup, tp: int, layers: tuple[int, ...]) -> LayerGroup:
+    if group.kind is LayerKind.MLA:
+        return replace(group, layers=layers)
+    if group.kind.is_recurrent:
+        # heads split evenly over TP (engines require divisibility; round up otherwise)
+        return replace(group, layers=layers, state_values=-(-group.state_values // tp),
+                       conv_state_values=-(-group.conv_state_values // tp))
+    return replace(group, layers=layers, n_kv_heads=max(1, group.n_kv_heads // tp))
+
+
+def rank_spec(spec: ModelSpec, parallel: Parallel, stage: int = 0) -> ModelSpec:
+    """The part of ``spec`` one rank of pipeline stage ``stage`` holds."""
+    if not 0 <= stage < parallel.pp:
+        raise InputError(f"stage must be in 0..{parallel.pp - 1}", field="pp")
+    n = spec.num_layers
+    own = set(stage_layers(n, parallel.pp, stage))
+    last_stage = stage == parallel.pp - 1
+    groups = []
+    for g in spec.groups:
+        # MTP/draft layers sit after the decoder, on the last stage
+        layers = tuple(i for i in g.layers if (i in own) or (g.mtp and last_stage))
+        if layers:
+            groups.append(_shard_group(g, parallel.tp, layers))
+    return replace(spec, groups=tuple(groups))
