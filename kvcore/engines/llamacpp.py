@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..errors import InputError
 from ..formats import get_format
 from ..kv import CacheOptions
-from ..model import LayerKind, ModelSpec
+from ..model import LayerGroup, LayerKind, ModelSpec
 from ..plan import raw_overhead
 from .base import (
     EngineReport,
@@ -82,7 +82,7 @@ class Memory:
         self.kv_bytes = self.k_bytes = self.v_bytes = 0
         groups = [g for g in spec.groups_for(mtp=opts.mtp) if g.kind.is_attention]
         recurrent = [g for g in spec.groups_for(mtp=opts.mtp) if g.kind.is_recurrent]
-        caches: list[tuple[str, int, list]] = []
+        caches: list[tuple[str, int, list[LayerGroup]]] = []
         full = [g for g in groups if g.kind in (LayerKind.FULL, LayerKind.MLA, LayerKind.CROSS)]
         swa = [g for g in groups if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)]
         if swa:
@@ -174,11 +174,11 @@ def plan(req: EngineRequest) -> EngineReport:
         budget_bytes = None
 
     def ok(ctx: int) -> bool:
-        return ctx == 0 or all(cache_bytes(sh, ctx) <= pool for sh, pool in zip(shares, pools))
+        return ctx == 0 or all(cache_bytes(sh, ctx) <= pool for sh, pool in zip(shares, pools, strict=True))
 
     fits = ok(req.context)
     max_ctx = largest(ok, 1 << 31)
-    slack = [pool - cache_bytes(sh, req.context) for sh, pool in zip(shares, pools)]
+    slack = [pool - cache_bytes(sh, req.context) for sh, pool in zip(shares, pools, strict=True)]
     binding = min(range(len(shares)), key=slack.__getitem__)
     share = shares[binding]
     if req.kv_budget_bytes is None and share.gpu is not None:
@@ -233,7 +233,7 @@ def _offload_layers(share: RankShare, mem: Memory, budget: int, compute: int, n_
 def kv_bytes(spec: ModelSpec, ctx: int, n_seq: int, k: str, v: str, *, unified: bool = False,
              n_ubatch: int = N_UBATCH, swa_full: bool = False) -> Memory:
     """The caches llama.cpp allocates for a model (all layers on one device)."""
-    opts = CacheOptions(kv_k=k, kv_v=v)
+    opts = CacheOptions(kv_k=get_format(k), kv_v=get_format(v))
     return Memory(spec, Layout(ctx, n_seq, unified, n_ubatch), opts, swa_full)
 
 

@@ -28,14 +28,14 @@ def plan(req: EngineRequest) -> EngineReport:
 
     def ok_ctx(ctx: int) -> bool:
         return ctx == 0 or all(cache(sh, ctx, req.sequences) <= pool
-                               for sh, pool in zip(shares, pools))
+                               for sh, pool in zip(shares, pools, strict=True))
 
     def ok_seqs(n: int) -> bool:
-        return n == 0 or all(cache(sh, req.context, n) <= pool for sh, pool in zip(shares, pools))
+        return n == 0 or all(cache(sh, req.context, n) <= pool for sh, pool in zip(shares, pools, strict=True))
 
     max_ctx = largest(ok_ctx, 1 << 31)
     max_seqs = largest(ok_seqs, 1 << 24)
-    slack = [pool - cache(sh, req.context, req.sequences) for sh, pool in zip(shares, pools)]
+    slack = [pool - cache(sh, req.context, req.sequences) for sh, pool in zip(shares, pools, strict=True)]
     binding = min(range(len(shares)), key=slack.__getitem__)
     share = shares[binding]
     one = share.cache(req.context, 1, opts)

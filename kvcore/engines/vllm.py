@@ -208,7 +208,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if any(a is None for a in avail):
         raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")
     pools = [pool(sh.spec, max(0, a or 0), opts.kv_k, opts.kv_v, block, opts.mtp)
-             for sh, a in zip(shares, avail)]
+             for sh, a in zip(shares, avail, strict=True)]
     binding = min(range(len(pools)), key=lambda i: pools[i].num_blocks)
     num_blocks = pools[binding].num_blocks
     pools = [Pool(num_blocks, pl.group_size, pl.groups) for pl in pools]
