@@ -46,6 +46,7 @@ class EngineSettings:
     block_size: int | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    speculative_tokens: int = 0
     # llama.cpp
     n_ubatch: int | None = None
     swa_full: bool = False
@@ -90,6 +91,8 @@ class EngineRequest:
     settings: EngineSettings = field(default_factory=EngineSettings)
     #: available KV memory per rank as the engine printed it: skip the budget arithmetic
     kv_budget_bytes: int | None = None
+    #: weight bytes per rank as the engine printed them, instead of the estimate
+    weights_bytes: int | None = None
 
     def gpu_for(self, rank: int) -> GPU | None:
         if not self.gpus:
@@ -175,7 +178,10 @@ def shares(req: EngineRequest, weights: Weights) -> list[RankShare]:
 
 def rank_weights(req: EngineRequest) -> tuple[Weights, list[RankShare]]:
     weights = weights_for(req.spec, req.weights, mtp=req.cache.mtp)
-    return weights, shares(req, weights)
+    out = shares(req, weights)
+    if req.weights_bytes is not None:
+        out = [replace(sh, weights_bytes=req.weights_bytes) for sh in out]
+    return weights, out
 
 
 def largest(fits: Any, hi: int) -> int:

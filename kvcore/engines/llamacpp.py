@@ -109,12 +109,13 @@ class Memory:
             self.k_bytes += k_bytes
             self.v_bytes += v_bytes
         self.kv_bytes = self.k_bytes + self.v_bytes
-        self.state_bytes = 0
+        self.state_bytes = self.r_bytes = self.s_bytes = 0
         if recurrent:
             cells = max(1, layout.n_seq)
             r = sum(g.count * g.conv_state_values for g in recurrent) * 4 * cells
             s = sum(g.count * (g.state_values - g.conv_state_values) for g in recurrent) * 4 * cells
             self.state_bytes = r + s
+            self.r_bytes, self.s_bytes = r, s
             self.lines.append(
                 f"llama_memory_recurrent: size = {mib(r + s):>7} MiB ({cells:6d} cells, "
                 f"{spec.num_layers:3d} layers, {cells:2d} seqs), R (f32): {mib(r):>7} MiB, "

@@ -64,10 +64,11 @@ class Spec:
     window: int | None = None
     state: bool = False
 
-    def pages_for(self, max_len: int, mbt: int, encoder_tokens: int) -> int:
+    def pages_for(self, max_len: int, mbt: int, encoder_tokens: int, spec_tokens: int = 0) -> int:
         if self.state:
-            # mamba_cache_mode "align" (V1 turns prefix caching on): two state pages
-            return MAMBA_PAGES
+            # mamba_cache_mode "align" (V1 turns prefix caching on): two state pages, plus one
+            # per speculative token
+            return MAMBA_PAGES + spec_tokens
         if self.kind is LayerKind.SLIDING:
             assert self.window is not None
             return -(-min(self.window - 1 + mbt, max_len) // self.block) + 1
@@ -131,6 +132,8 @@ class Pool:
     num_blocks: int
     group_size: int
     groups: tuple[Spec, ...]
+    #: speculative tokens per step (each adds a state page per recurrent group)
+    spec_tokens: int = 0
 
     @property
     def page(self) -> int:
@@ -141,7 +144,8 @@ class Pool:
         return min(g.block for g in self.groups)
 
     def blocks_per_request(self, max_len: int, mbt: int, encoder_tokens: int) -> int:
-        return sum(g.pages_for(max_len, mbt, encoder_tokens) for g in self.groups)
+        return sum(g.pages_for(max_len, mbt, encoder_tokens, self.spec_tokens)
+                   for g in self.groups)
 
     def concurrency(self, max_len: int, mbt: int, encoder_tokens: int) -> float:
         return self.num_blocks / max(1, self.blocks_per_request(max_len, mbt, encoder_tokens))
@@ -153,18 +157,18 @@ class Pool:
 
 
 def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
-         mtp: bool = False) -> Pool:
+         mtp: bool = False, spec_tokens: int = 0) -> Pool:
     """Blocks vLLM carves out of ``available`` bytes for one rank's layers."""
     specs = _specs(spec, k, v, block, mtp)
     if not specs:
-        return Pool(0, 1, ())
+        return Pool(0, 1, (), spec_tokens)
     size, groups = _layout(specs)
     if len(groups) == 1 and size == sum(s.layers for s in specs):
         per_block = sum(s.page * s.layers for s in specs)
         blocks = max(0, available // per_block)
     else:
         blocks = max(0, available // groups[0].page // size)
-    return Pool(blocks, size, tuple(groups))
+    return Pool(blocks, size, tuple(groups), spec_tokens)
 
 
 def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) -> int:
@@ -207,11 +211,12 @@ def plan(req: EngineRequest) -> EngineReport:
     avail = [available(sh) for sh in shares]
     if any(a is None for a in avail):
         raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")
-    pools = [pool(sh.spec, max(0, a or 0), opts.kv_k, opts.kv_v, block, opts.mtp)
+    pools = [pool(sh.spec, max(0, a or 0), opts.kv_k, opts.kv_v, block, opts.mtp,
+                  s.speculative_tokens)
              for sh, a in zip(shares, avail, strict=True)]
     binding = min(range(len(pools)), key=lambda i: pools[i].num_blocks)
     num_blocks = pools[binding].num_blocks
-    pools = [Pool(num_blocks, pl.group_size, pl.groups) for pl in pools]
+    pools = [Pool(num_blocks, pl.group_size, pl.groups, pl.spec_tokens) for pl in pools]
     main = pools[binding]
     max_len = req.context
     conc = min(pl.concurrency(max_len, mbt, encoder) for pl in pools)
