@@ -18,23 +18,19 @@ from typing import Any, NoReturn
 
 import kvcore
 from kvcore import (
-    CacheOptions,
     KvplanError,
-    PlanRequest,
-    find_gpu,
     format_bytes,
-    get_format,
     load_model,
     parse_bytes,
     parse_count,
-    parse_tokens,
-    plan,
-    plan_to_dict,
 )
+from kvcore.engines import EngineSettings
+from kvcore.query import Query, answer, find_format, find_gpu_for
 from kvcore.units import format_gib
 
+from .common import make_query
+
 SUBCOMMANDS = ("models", "gpus", "formats", "serve")
-ENGINES = ("raw",)
 
 
 class UsageError(Exception):
@@ -65,7 +61,35 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", default=None,
                    help="weight format: auto (the checkpoint), bf16, fp8, int4, q4_k_m, ...")
     p.add_argument("--gpu", default=None, help="catalog GPU (4090, h100, mi300x) or a size (24GiB)")
-    p.add_argument("--engine", default="raw", help="allocation rules: raw (physics only)")
+    p.add_argument("--engine", default="raw",
+                   help="allocation rules: raw (physics only), vllm, llama.cpp, sglang, trtllm")
+    p.add_argument("--gpus", default=None,
+                   help="number of cards (4) or a list of cards, one per rank (4090,3090)")
+    p.add_argument("--tp", default=None, help="tensor-parallel ranks")
+    p.add_argument("--pp", default=None, help="pipeline-parallel stages")
+    p.add_argument("--dp", default="1", help="data-parallel replicas")
+    p.add_argument("--kv-budget", default=None,
+                   help="KV memory per card an engine printed as available (8.11GiB): report "
+                        "the tokens, blocks and concurrency it gives")
+    p.add_argument("--find-gpu", action="store_true",
+                   help="list the smallest catalog GPUs (and how many) that fit")
+    p.add_argument("--find-format", action="store_true",
+                   help="list every KV format with whether it fits and its max context")
+    g = p.add_argument_group("engine settings")
+    g.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM (0.92)")
+    g.add_argument("--block-size", type=int, default=None, help="vLLM block size (16)")
+    g.add_argument("--max-num-batched-tokens", type=int, default=None, help="vLLM (8192)")
+    g.add_argument("--speculative-tokens", type=int, default=0, help="vLLM speculative tokens")
+    g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
+    g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
+    g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
+    g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")
+    g.add_argument("--mem-fraction-static", type=float, default=None, help="SGLang (auto)")
+    g.add_argument("--free-gpu-memory-fraction", type=float, default=None,
+                   help="TensorRT-LLM (0.9)")
+    g.add_argument("--tokens-per-block", type=int, default=None, help="TensorRT-LLM (32)")
+    g.add_argument("--offload", default=None,
+                   help="CPU/disk tier for KV per card (64GiB): vLLM kv_offloading_size")
     p.add_argument("--hot", default=None, metavar="FMT:TOKENS",
                    help="hot/cold mix: the most recent TOKENS in FMT, older in --kv (f16:4096)")
     p.add_argument("--keep", default=None, metavar="FRACTION",
@@ -95,41 +119,32 @@ def _serve_parser() -> argparse.ArgumentParser:
     return p
 
 
-def build_request(args: argparse.Namespace) -> PlanRequest:
-    if args.engine not in ENGINES:
-        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got '{args.engine}'")
-    base = args.kv or "f16"
-    kv_k = get_format(args.kv_k or base, field="kv_k")
-    kv_v = get_format(args.kv_v or base, field="kv_v")
-    hot_format, hot_tokens = None, 0
-    if args.hot:
-        fmt, sep, tokens = args.hot.partition(":")
-        if not sep:
-            raise UsageError(f"--hot must look like f16:4096, got '{args.hot}'")
-        hot_format, hot_tokens = get_format(fmt, field="hot"), parse_tokens(tokens, field="hot")
-    keep = 1.0
+def build_query(args: argparse.Namespace) -> Query:
     if args.keep is not None:
         try:
-            keep = float(args.keep)
+            float(args.keep)
         except ValueError:
             raise UsageError(f"--keep must be a fraction in (0, 1], got '{args.keep}'") from None
-    opts = CacheOptions(
-        kv_k=kv_k, kv_v=kv_v, hot_format=hot_format, hot_tokens=hot_tokens, keep_fraction=keep,
-        keep_first=parse_count(args.keep_first, field="keep-first", minimum=0),
-        keep_recent=parse_count(args.keep_recent, field="keep-recent", minimum=0),
-        state_bytes_per_value=4 if args.state_dtype == "f32" else 2,
-        images=parse_count(args.images, field="images", minimum=0, maximum=1000),
-        mtp=args.mtp,
+    if args.hot and ":" not in args.hot:
+        raise UsageError(f"--hot must look like f16:4096, got '{args.hot}'")
+    settings = EngineSettings(
+        gpu_memory_utilization=args.gpu_memory_utilization, block_size=args.block_size,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        speculative_tokens=args.speculative_tokens, n_ubatch=args.ubatch,
+        swa_full=args.swa_full, kv_unified=args.kv_unified or None,
+        flash_attn=False if args.no_flash_attn else None,
+        mem_fraction_static=args.mem_fraction_static,
+        free_gpu_memory_fraction=args.free_gpu_memory_fraction,
+        tokens_per_block=args.tokens_per_block,
+        offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
     )
-    return PlanRequest(
-        spec=load_model(args.model),
-        context=parse_tokens(args.ctx),
-        sequences=parse_count(args.seqs, field="sequences"),
-        cache=opts,
-        weights=args.weights,
-        gpu=find_gpu(args.gpu) if args.gpu else None,
-        overhead_bytes=parse_bytes(args.overhead, field="overhead") if args.overhead else None,
-    )
+    return make_query(
+        load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,
+        kv_k=args.kv_k, kv_v=args.kv_v, weights=args.weights, gpu=args.gpu, gpus=args.gpus,
+        tp=args.tp, pp=args.pp, dp=args.dp, engine=args.engine, hot=args.hot,
+        keep=float(args.keep) if args.keep is not None else None, keep_first=args.keep_first,
+        keep_recent=args.keep_recent, state_dtype=args.state_dtype, images=args.images,
+        mtp=args.mtp, kv_budget=args.kv_budget, overhead=args.overhead, settings=settings)
 
 
 def _table(rows: list[list[str]], right: Sequence[int] = ()) -> str:
@@ -139,6 +154,60 @@ def _table(rows: list[list[str]], right: Sequence[int] = ()) -> str:
         cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def _ask(q: Query) -> str:
+    seqs = "sequence" if q.sequences == 1 else "sequences"
+    return f"{q.context:,} tokens × {q.sequences} {seqs}"
+
+
+def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return f"no catalog GPU fits {_ask(q)} with up to 8 cards under {q.engine}"
+    table = [["gpu", "cards", "memory", "bandwidth", "max context"]] + [
+        [r["name"], str(r["count"]), format_bytes(r["total_memory_bytes"], 1),
+         f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", f"{r['max_context']:,}"]
+        for r in rows]
+    best = rows[0]
+    return (_table(table, right=(1, 2, 3, 4)) + "\n\n" +
+            f"smallest: {best['count']} × {best['name']} for {_ask(q)} under {q.engine}")
+
+
+def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
+    table = [["format", "bits/value", "fits", "max context", "quality"]] + [
+        [r["format"], f"{r['bits_per_value']:g}", "yes" if r["fits"] else "no",
+         f"{r['max_context']:,}", r["quality"]] for r in rows]
+    best = next((r for r in rows if r["fits"]), None)
+    verdict = (f"best format that fits {_ask(q)}: {best['format']}" if best
+               else f"no KV format fits {_ask(q)}; see --find-gpu")
+    return _table(table, right=(1, 3)) + "\n\n" + verdict
+
+
+def render_engine(data: dict[str, Any]) -> list[str]:
+    r = data["engine_report"]
+    par = data["parallel"]
+    out = ["", f"engine {r['engine']}, tp {par['tp']} × pp {par['pp']} × dp {par['dp']}"
+           + (f" on {', '.join(data.get('gpus', []))}" if data.get("gpus") else "")]
+    rows = [["", "bytes per card"]]
+    if data.get("gpus"):
+        if r["budget_bytes"] is not None:
+            rows.append(["budget", format_bytes(r["budget_bytes"], 2)])
+        rows.append(["weights", format_bytes(r["weights_bytes"], 2)])
+        rows += [[o["name"], format_bytes(o["bytes"], 2)] for o in r["overheads"]]
+    rows.append(["KV pool", format_bytes(max(0, r["kv_pool_bytes"]), 2)])
+    out.append(_table(rows, right=(1,)))
+    if r["log_lines"]:
+        out.append(f"{r['engine']} would print:")
+        out += [f"  {line}" for line in r["log_lines"]]
+    verdict = "fits" if r["fits"] else "does not fit"
+    seqs = data["sequences"]
+    out.append(f"{verdict} under {r['engine']}: {data['context']:,} tokens × {seqs} "
+               f"sequence{'s' if seqs != 1 else ''}; max context {r['max_context']:,}, "
+               f"concurrency {r['max_concurrency']:.2f} at {data['context']:,} tokens")
+    if r["command"]:
+        out.append(f"command: {r['command']}")
+    out += [f"note: {n}" for n in r["notes"]]
+    return out
 
 
 def render_plan(data: dict[str, Any]) -> str:
@@ -172,6 +241,8 @@ def render_plan(data: dict[str, Any]) -> str:
     ctx = f"{data['context']:,} tokens × {seqs} {seq_word}"
     gpu = data["gpu"]
     if gpu is None:
+        if "engine_report" in data:
+            return "\n".join(out + render_engine(data))
         out.append(f"needs {format_gib(data['total_bytes'])} GiB for {ctx} "
                    "(give --gpu to check the fit)")
         return "\n".join(out)
@@ -186,6 +257,8 @@ def render_plan(data: dict[str, Any]) -> str:
     if limit and data["max_context"] and data["max_context"] > limit:
         out.append(f"note: the model was trained for {limit:,} positions")
     d = data["decode"]
+    if "engine_report" in data:
+        out += render_engine(data)
     if d:
         out.append(f"decode ≈ {d['tokens_per_s_per_sequence']:.1f} tokens/s per sequence "
                    f"({d['tokens_per_s_total']:.1f} total) at full context, bandwidth-bound at "
@@ -241,8 +314,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_list(cmd, args.json))
             return 0
         args = _plan_parser().parse_args(argv)
-        result = plan(build_request(args))
-        data = plan_to_dict(result)
+        query = build_query(args)
+        if args.find_gpu:
+            rows = find_gpu_for(query)
+            print(json.dumps(rows, indent=2) if args.json else render_find_gpu(query, rows))
+            return 0
+        if args.find_format:
+            rows = find_format(query)
+            print(json.dumps(rows, indent=2) if args.json else render_find_format(query, rows))
+            return 0
+        data = answer(query)
         print(json.dumps(data, indent=2) if args.json else render_plan(data))
         return 0
     except (KvplanError, UsageError) as exc:

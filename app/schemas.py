@@ -21,11 +21,24 @@ class PlanIn(BaseModel):
     kv_k: str | None = Field(None, max_length=40)
     kv_v: str | None = Field(None, max_length=40)
     weights: str | None = Field(None, max_length=40, examples=["q4_k_m"])
-    engine: str = Field("raw", max_length=20)
-    tp: int = Field(1, ge=1, le=1)
-    pp: int = Field(1, ge=1, le=1)
+    engine: str = Field("raw", max_length=20, examples=["vllm"],
+                        description="raw, vllm, llama.cpp, sglang or trtllm")
+    gpus: str | None = Field(None, max_length=400,
+                             description="a card count (4) or one card per rank (4090,3090)")
+    tp: int | None = Field(None, ge=1, le=1024)
+    pp: int | None = Field(None, ge=1, le=1024)
+    dp: int = Field(1, ge=1, le=1024)
+    kv_budget: str | None = Field(None, max_length=40, examples=["8.11GiB"],
+                                  description="available KV memory per card an engine printed")
+    hot: str | None = Field(None, max_length=40, examples=["f16:4096"])
+    keep: float | None = Field(None, gt=0, le=1, description="token eviction: fraction kept")
     images: int = Field(1, ge=0, le=1000)
     mtp: bool = False
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=1 << 24)
+    block_size: int | None = Field(None, ge=1, le=1 << 16)
+    mem_fraction_static: float | None = Field(None, gt=0, le=1)
+    free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
 
 
 class ErrorOut(BaseModel):

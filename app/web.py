@@ -18,21 +18,17 @@ import kvcore
 from kvcore import (
     CacheOptions,
     KvplanError,
-    PlanRequest,
-    find_gpu,
-    get_format,
     load_model,
-    parse_count,
-    parse_tokens,
-    plan,
-    plan_to_dict,
 )
+from kvcore.engines import EngineSettings
+from kvcore.query import Query as PlanQuery
+from kvcore.query import answer, find_format, find_gpu_for
 from kvcore.units import format_bytes, format_gib
 
+from .common import make_query
 from .schemas import PlanIn
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINES = ("raw",)
 
 
 @cache
@@ -48,11 +44,8 @@ def error(status: int, message: str, field: str | None = None) -> JSONResponse:
                         status_code=status)
 
 
-def run_plan(body: PlanIn) -> dict[str, Any]:
-    """Same request, same JSON as ``kvplan --json``. Never reads a local path."""
-    if body.engine not in ENGINES:
-        raise kvcore.InputError(f"engine must be one of {', '.join(ENGINES)}, got "
-                                f"'{body.engine}'", field="engine")
+def to_query(body: PlanIn) -> PlanQuery:
+    """The kvcore Query of an API body. Never reads a local path."""
     if body.config is not None:
         spec = load_model(body.config)
     elif body.model:
@@ -60,14 +53,21 @@ def run_plan(body: PlanIn) -> dict[str, Any]:
     else:
         raise kvcore.InputError("give a model (catalog or Hub repo id) or a config object",
                                 field="model")
-    base = body.kv or "f16"
-    opts = CacheOptions(kv_k=get_format(body.kv_k or base, field="kv_k"),
-                        kv_v=get_format(body.kv_v or base, field="kv_v"),
-                        images=body.images, mtp=body.mtp)
-    req = PlanRequest(spec=spec, context=parse_tokens(body.context),
-                      sequences=parse_count(body.sequences, field="sequences"), cache=opts,
-                      weights=body.weights, gpu=find_gpu(body.gpu) if body.gpu else None)
-    return plan_to_dict(plan(req))
+    settings = EngineSettings(
+        gpu_memory_utilization=body.gpu_memory_utilization,
+        max_num_batched_tokens=body.max_num_batched_tokens, block_size=body.block_size,
+        mem_fraction_static=body.mem_fraction_static,
+        free_gpu_memory_fraction=body.free_gpu_memory_fraction)
+    return make_query(
+        spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
+        kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,
+        pp=body.pp, dp=body.dp, engine=body.engine, hot=body.hot, keep=body.keep,
+        images=body.images, mtp=body.mtp, kv_budget=body.kv_budget, settings=settings)
+
+
+def run_plan(body: PlanIn) -> dict[str, Any]:
+    """Same request, same JSON as ``kvplan --json``."""
+    return answer(to_query(body))
 
 
 def api_router() -> APIRouter:
@@ -84,6 +84,14 @@ def api_router() -> APIRouter:
     @api.get("/plan")
     def get_plan(q: Annotated[PlanIn, Query()]) -> dict[str, Any]:
         return run_plan(q)
+
+    @api.post("/find-gpu")
+    def post_find_gpu(body: PlanIn) -> list[dict[str, Any]]:
+        return find_gpu_for(to_query(body))
+
+    @api.post("/find-format")
+    def post_find_format(body: PlanIn) -> list[dict[str, Any]]:
+        return find_format(to_query(body))
 
     @api.get("/models")
     def models() -> list[dict[str, Any]]:

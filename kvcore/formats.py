@@ -60,11 +60,15 @@ class KVFormat:
         return _ceil_div(width, self.block_values) * self.block_bytes + self.token_head_scale_bytes
 
     def quantized_tokens(self, tokens: int) -> int:
-        """Of a cache holding ``tokens`` tokens, how many are stored quantized."""
+        """Of a cache holding ``tokens`` tokens, how many are stored quantized.
+
+        The f16 residual window keeps at least ``residual_tokens`` recent tokens and flushes
+        whole groups of ``token_group`` tokens, so it holds between R and R + G − 1 tokens.
+        """
         if self.residual_tokens == 0 and self.token_group == 1:
             return tokens
         cold = max(0, tokens - self.residual_tokens)
-        return _ceil_div(cold, self.token_group) * self.token_group
+        return cold // self.token_group * self.token_group
 
     def bytes_for(self, tokens: int, width: int, role: Role) -> int:
         """Bytes of a cache of ``tokens`` tokens × one head of ``width`` values (K or V).
@@ -76,7 +80,7 @@ class KVFormat:
         if self.residual_tokens == 0 and self.token_group == 1:
             return tokens * self.row_bytes(width)
         cold = self.quantized_tokens(tokens)
-        hot = min(tokens, self.residual_tokens)
+        hot = tokens - cold
         if role == "k" and self.channel_grouped_keys:
             cold_bytes = (cold // self.token_group) * width * self.block_bytes
         else:

@@ -110,3 +110,26 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
             "kv_share": d.kv_share,
         }
     return out
+
+
+def engine_to_dict(r: Any) -> dict[str, Any]:
+    """An EngineReport as JSON."""
+    return {
+        "engine": r.engine,
+        "budget_bytes": r.budget_bytes,
+        "weights_bytes": r.weights_bytes,
+        "overheads": [{"name": n, "bytes": b} for n, b in r.overheads],
+        "kv_pool_bytes": r.kv_pool_bytes,
+        "kv_tokens": r.kv_tokens,
+        "blocks": r.blocks,
+        "block_tokens": r.block_tokens,
+        "max_concurrency": r.max_concurrency,
+        "max_context": r.max_context,
+        "fits": r.fits,
+        "log_lines": list(r.log_lines),
+        "command": r.command,
+        "notes": list(r.notes),
+        "binding_stage": r.binding_stage,
+        "offload_tokens": r.offload_tokens,
+        "extra": r.extra,
+    }

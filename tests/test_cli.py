@@ -60,7 +60,7 @@ def test_lists(capsys, cmd):
     (["llama-3.1-8b", "--ctx", "0"], "context"),
     (["llama-3.1-8b", "--seqs", "-1"], "sequences"),
     (["llama-3.1-8b", "--weights", "q4_k_x"], "weight format"),
-    (["llama-3.1-8b", "--engine", "tgi"], "--engine"),
+    (["llama-3.1-8b", "--engine", "tgi"], "engine"),
     (["llama-3.1-8b", "--hot", "f16"], "--hot"),
     (["llama-3.1-8b", "--keep", "abc"], "--keep"),
     (["llama-3.1-8b", "--nope"], "unrecognized"),

@@ -67,14 +67,17 @@ def test_kivi_residual_and_groups():
     kivi = get_format("kivi2")
     # short contexts stay in the f16 residual window
     assert kivi.bytes_for(100, 128, "k") == 100 * 128 * 2
-    # 128 residual + 32 quantized tokens (one group)
-    assert kivi.quantized_tokens(129) == 32
+    # the residual holds 128 to 159 tokens; whole groups of 32 are flushed
+    assert kivi.quantized_tokens(129) == 0
+    assert kivi.quantized_tokens(159) == 0
     assert kivi.quantized_tokens(160) == 32
-    assert kivi.quantized_tokens(161) == 64
+    assert kivi.quantized_tokens(191) == 32
+    assert kivi.quantized_tokens(192) == 64
     # keys: per channel over the 32-token group: 128 channels × (8 B of 2-bit + 4 B scale/min)
     assert kivi.bytes_for(160, 128, "k") == 128 * 12 + 128 * 128 * 2
     # values: per token over 32-channel groups: 32 tokens × 4 groups × 12 B
     assert kivi.bytes_for(160, 128, "v") == 32 * 4 * 12 + 128 * 128 * 2
+    assert kivi.bytes_for(170, 128, "k") == 128 * 12 + 138 * 128 * 2
 
 
 def test_quantized_formats_are_not_larger_than_f16_from_head_dim_64():

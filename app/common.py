@@ -1,0 +1,123 @@
+"""Turn the fields a user gives (CLI flags or API fields) into a kvcore Query: one place for
+both faces, so the CLI and the API answer the same question the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcore import (
+    CacheOptions,
+    InputError,
+    find_gpu,
+    get_format,
+    parse_bytes,
+    parse_count,
+    parse_tokens,
+)
+from kvcore.engines import EngineSettings, canonical
+from kvcore.model import ModelSpec
+from kvcore.parallel import Parallel
+from kvcore.query import Query
+
+__all__ = ["make_query"]
+
+
+def _count(value: Any, field: str, minimum: int = 1, maximum: int = 1024) -> int | None:
+    if value is None or value == "":
+        return None
+    return parse_count(value, field=field, minimum=minimum, maximum=maximum)
+
+
+def _gpus(gpu: str | None, gpus: str | None) -> tuple[int, list[Any], bool]:
+    """(card count, GPUs named, whether a list was given)."""
+    named: list[Any] = []
+    count = 1
+    listed = False
+    if gpus:
+        text = str(gpus).strip()
+        if text.isdigit():
+            count = parse_count(text, field="gpus", maximum=1024)
+        else:
+            named = [find_gpu(n) for n in text.split(",") if n.strip()]
+            count, listed = len(named), True
+    if gpu:
+        if listed:
+            raise InputError("give gpu NAME with gpus N, or gpus NAME,NAME, not both",
+                             field="gpus")
+        named = [find_gpu(gpu)]
+    return count, named, listed
+
+
+def make_query(
+    spec: ModelSpec,
+    *,
+    context: Any = "8k",
+    sequences: Any = 1,
+    kv: str | None = None,
+    kv_k: str | None = None,
+    kv_v: str | None = None,
+    weights: str | None = None,
+    gpu: str | None = None,
+    gpus: str | None = None,
+    tp: Any = None,
+    pp: Any = None,
+    dp: Any = 1,
+    engine: str = "raw",
+    hot: str | None = None,
+    keep: float | None = None,
+    keep_first: Any = 4,
+    keep_recent: Any = 128,
+    state_dtype: str = "f32",
+    images: Any = 1,
+    mtp: bool = False,
+    kv_budget: str | None = None,
+    overhead: str | None = None,
+    settings: EngineSettings | None = None,
+) -> Query:
+    engine = canonical(engine)
+    base = kv or "f16"
+    hot_format, hot_tokens = None, 0
+    if hot:
+        fmt, sep, tokens = str(hot).partition(":")
+        if not sep:
+            raise InputError(f"hot must look like f16:4096, got '{hot}'", field="hot")
+        hot_format, hot_tokens = get_format(fmt, field="hot"), parse_tokens(tokens, field="hot")
+    if state_dtype not in ("f32", "f16", "bf16"):
+        raise InputError(f"state dtype must be f32, f16 or bf16, got '{state_dtype}'",
+                         field="state_dtype")
+    opts = CacheOptions(
+        kv_k=get_format(kv_k or base, field="kv_k"),
+        kv_v=get_format(kv_v or base, field="kv_v"),
+        hot_format=hot_format,
+        hot_tokens=hot_tokens,
+        keep_fraction=1.0 if keep is None else float(keep),
+        keep_first=parse_count(keep_first, field="keep_first", minimum=0),
+        keep_recent=parse_count(keep_recent, field="keep_recent", minimum=0),
+        state_bytes_per_value=4 if state_dtype == "f32" else 2,
+        images=parse_count(images, field="images", minimum=0, maximum=1000),
+        mtp=bool(mtp),
+    )
+    count, named, listed = _gpus(gpu, gpus)
+    tp_n, pp_n = _count(tp, "tp"), _count(pp, "pp")
+    dp_n = _count(dp, "dp") or 1
+    if tp_n is None and pp_n is None:
+        # one replica over all the cards: layers split for llama.cpp, heads for the others
+        per_replica = max(1, count // dp_n)
+        tp_n, pp_n = (1, per_replica) if engine == "llama.cpp" else (per_replica, 1)
+    parallel = Parallel(tp=tp_n or 1, pp=pp_n or 1, dp=dp_n)
+    if listed and count != parallel.ranks_per_replica:
+        raise InputError(f"gpus lists {count} cards but tp × pp is {parallel.ranks_per_replica}",
+                         field="gpus")
+    return Query(
+        spec=spec,
+        context=parse_tokens(context),
+        sequences=parse_count(sequences, field="sequences"),
+        cache=opts,
+        weights=weights,
+        gpus=tuple(named),
+        parallel=parallel,
+        engine=engine,
+        settings=settings or EngineSettings(),
+        kv_budget_bytes=parse_bytes(kv_budget, field="kv_budget") if kv_budget else None,
+        overhead_bytes=parse_bytes(overhead, field="overhead") if overhead else None,
+    )

@@ -1,0 +1,143 @@
+"""One question, every face: the CLI and the API both build a ``Query`` and call ``answer``.
+
+A query is a plan (model, context, sequences, formats, weights) on one or more cards under an
+engine's rules, or one of the inverse questions: the smallest catalog GPU that fits
+(``find_gpu``), the best KV format that fits (``find_format``), or what an engine would report
+for a KV budget it printed (``kv_budget``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .engines import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, engine_plan
+from .engines import canonical as canonical_engine
+from .errors import InputError
+from .formats import FORMATS, KVFormat
+from .gpus import GPU, gpu_catalog
+from .kv import CacheOptions
+from .model import ModelSpec
+from .parallel import Parallel
+from .plan import PlanRequest, plan
+from .report import engine_to_dict, plan_to_dict
+
+__all__ = ["Query", "answer", "find_format", "find_gpu_for"]
+
+#: card counts tried by find_gpu
+GPU_COUNTS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Query:
+    spec: ModelSpec
+    context: int
+    sequences: int = 1
+    cache: CacheOptions = field(default_factory=CacheOptions)
+    weights: str | None = None
+    gpus: tuple[GPU, ...] = ()
+    parallel: Parallel = field(default_factory=Parallel)
+    engine: str = "raw"
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    kv_budget_bytes: int | None = None
+    overhead_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "engine", canonical_engine(self.engine))
+        n = len(self.gpus)
+        if n > 1 and n != self.parallel.ranks_per_replica:
+            raise InputError(f"{n} GPUs given but tp × pp is {self.parallel.ranks_per_replica}; "
+                             "give one GPU per rank or set --tp/--pp", field="gpus")
+
+    @property
+    def multi(self) -> bool:
+        return self.parallel.gpus > 1
+
+    def engine_request(self) -> EngineRequest:
+        return EngineRequest(spec=self.spec, context=self.context, sequences=self.sequences,
+                             cache=self.cache, weights=self.weights, gpus=self.gpus,
+                             parallel=self.parallel, settings=self.settings,
+                             kv_budget_bytes=self.kv_budget_bytes)
+
+
+def answer(q: Query) -> dict[str, Any]:
+    """The plan as one JSON-able dict (what ``kvplan --json`` prints)."""
+    single = q.gpus[0] if q.gpus else None
+    base = plan(PlanRequest(spec=q.spec, context=q.context, sequences=q.sequences, cache=q.cache,
+                            weights=q.weights,
+                            gpu=single if not q.multi and q.kv_budget_bytes is None else None,
+                            overhead_bytes=q.overhead_bytes))
+    out = plan_to_dict(base)
+    out["engine"] = q.engine
+    out["parallel"] = {"tp": q.parallel.tp, "pp": q.parallel.pp, "dp": q.parallel.dp,
+                       "gpus": q.parallel.gpus}
+    if q.gpus and (q.multi or q.engine != "raw") or q.kv_budget_bytes is not None:
+        report = engine_plan(q.engine, q.engine_request())
+        out["engine_report"] = engine_to_dict(report)
+        out["fits"] = report.fits
+        out["max_context"] = report.max_context
+        out["max_sequences"] = int(report.max_concurrency)
+        if q.gpus:
+            out["gpus"] = [g.id for g in q.gpus]
+    return out
+
+
+def _fits(q: Query) -> tuple[bool, int]:
+    if q.engine == "raw" and not q.multi:
+        p = plan(PlanRequest(spec=q.spec, context=q.context, sequences=q.sequences,
+                             cache=q.cache, weights=q.weights, gpu=q.gpus[0],
+                             overhead_bytes=q.overhead_bytes))
+        return bool(p.fits), p.max_context or 0
+    report: EngineReport = engine_plan(q.engine, q.engine_request())
+    return report.fits, report.max_context
+
+
+def _layout(q: Query, count: int) -> Parallel:
+    if q.engine == "llama.cpp":
+        return Parallel(pp=count)
+    return Parallel(tp=count)
+
+
+def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
+    """Catalog GPUs that fit the query, fewest total memory first, with the card count."""
+    found = []
+    for gpu in gpu_catalog():
+        for count in GPU_COUNTS:
+            if count > 1 and q.engine == "raw":
+                trial = replace(q, gpus=(gpu,), parallel=Parallel(tp=count))
+            else:
+                trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
+            try:
+                ok, max_ctx = _fits(trial)
+            except InputError:
+                break
+            if ok:
+                found.append({"gpu": gpu.id, "name": gpu.name, "count": count,
+                              "total_memory_bytes": gpu.memory_bytes * count,
+                              "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
+                              "max_context": max_ctx})
+                break
+    found.sort(key=lambda r: (r["total_memory_bytes"], -(r["bandwidth_bytes_per_s"] or 0)))
+    return found[:limit]
+
+
+def _candidates() -> list[KVFormat]:
+    return sorted((f for f in FORMATS if f.name != "f32"), key=lambda f: -f.bits_per_value)
+
+
+def find_format(q: Query) -> list[dict[str, Any]]:
+    """Every KV format (K = V) the engine offers, highest precision first, with its fit."""
+    if not q.gpus and q.kv_budget_bytes is None:
+        raise InputError("--find-format needs a GPU (--gpu) or a KV budget", field="gpu")
+    rows = []
+    for fmt in _candidates():
+        trial = replace(q, cache=replace(q.cache, kv_k=fmt, kv_v=fmt))
+        try:
+            ok, max_ctx = _fits(trial)
+        except UnsupportedFormat:
+            continue
+        except InputError:
+            continue
+        rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value, "fits": ok,
+                     "max_context": max_ctx, "quality": fmt.quality})
+    return rows
