@@ -90,3 +90,48 @@ def test_local_config_file(tmp_path, capsys):
     path.write_text(json.dumps(entry.config()))
     code, out, _ = run(capsys, str(tmp_path), "--json")
     assert code == 0 and json.loads(out)["bytes_per_token"] == 36 * 8 * 256 * 2
+
+
+def test_engine_output(capsys):
+    code, out, _ = run(capsys, "llama-3.1-70b", "--ctx", "32k", "--seqs", "8", "--gpus", "2",
+                       "--gpu", "h100", "--engine", "vllm")
+    assert code == 0
+    assert "engine vllm, tp 2 × pp 1 × dp 1" in out
+    assert "vllm would print:" in out and "Available KV cache memory:" in out
+    assert "command: vllm serve meta-llama/Llama-3.1-70B" in out
+    assert "--tensor-parallel-size 2" in out
+
+
+def test_engine_json_top_level_follows_engine(capsys):
+    code, out, _ = run(capsys, "qwen3-8b", "--ctx", "32k", "--gpu", "4090", "--engine", "sglang",
+                       "--json")
+    data = json.loads(out)
+    assert code == 0 and data["engine"] == "sglang"
+    assert data["fits"] == data["engine_report"]["fits"]
+    assert data["max_context"] == data["engine_report"]["max_context"]
+
+
+def test_kv_budget(capsys):
+    code, out, _ = run(capsys, "qwen3-235b-a22b", "--tp", "4", "--engine", "vllm",
+                       "--kv-budget", "8.11GiB", "--ctx", "40960")
+    assert code == 0 and "GPU KV cache size: 180,928 tokens" in out
+
+
+def test_find_gpu_and_format(capsys):
+    code, out, _ = run(capsys, "llama-3.1-8b", "--ctx", "128k", "--seqs", "4", "--find-gpu")
+    assert code == 0 and out.strip().splitlines()[-1].startswith("smallest: ")
+    code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "256k", "--gpu", "4090", "--weights",
+                       "q4_k_m", "--engine", "llama.cpp", "--find-format")
+    assert code == 0 and "best format that fits 262,144 tokens × 1 sequence: q5_1" in out
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["qwen3-8b", "--gpus", "4090,3090,3060", "--tp", "2"], "tp × pp"),
+    (["qwen3-8b", "--engine", "vllm", "--gpu", "h100", "--kv", "tbq4"], "vllm has no tbq4"),
+    (["qwen3-8b", "--engine", "llama.cpp", "--gpu", "4090", "--weights", "awq"], "GGUF"),
+    (["qwen3-8b", "--tp", "0"], "tp"),
+    (["qwen3-8b", "--find-format"], "needs a GPU"),
+])
+def test_engine_errors(capsys, args, needle):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

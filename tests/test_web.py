@@ -66,3 +66,26 @@ def test_index_page(client):
 
 def test_openapi(client):
     assert "/api/v1/plan" in client.get("/openapi.json").json()["paths"]
+
+
+def test_engine_plan_via_api(client):
+    body = {"model": "llama-3.1-70b", "gpu": "h100", "gpus": "2", "context": "32k",
+            "sequences": 8, "engine": "vllm"}
+    data = client.post("/api/v1/plan", json=body).json()
+    assert data["engine"] == "vllm" and data["parallel"]["tp"] == 2
+    assert data["engine_report"]["command"].startswith("vllm serve")
+
+
+def test_find_endpoints(client):
+    body = {"model": "qwen3.5-27b", "gpu": "4090", "context": "256k", "weights": "q4_k_m",
+            "engine": "llama.cpp"}
+    formats = client.post("/api/v1/find-format", json=body).json()
+    assert formats[0]["format"] in ("f16", "bf16")
+    gpus = client.post("/api/v1/find-gpu", json={"model": "llama-3.1-8b", "context": "128k"}).json()
+    assert gpus and gpus[0]["count"] >= 1
+
+
+def test_unsupported_format_is_a_4xx(client):
+    r = client.post("/api/v1/plan", json={"model": "qwen3-8b", "gpu": "h100", "engine": "vllm",
+                                          "kv": "tbq4"})
+    assert r.status_code == 422 and r.json()["field"] == "kv_k"

@@ -1,0 +1,215 @@
+"""Engine profiles: paging, padding, sharding and reporting rules, each checked by hand."""
+
+import pytest
+
+from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model
+from kvcore.engines import (
+    EngineRequest,
+    EngineSettings,
+    UnsupportedFormat,
+    engine_plan,
+    llamacpp,
+    sglang,
+    vllm,
+)
+from kvcore.parallel import Parallel, pp_layer_counts, rank_spec
+from kvcore.query import Query, find_format, find_gpu_for
+
+GiB, MiB = 2**30, 2**20
+F16 = get_format("f16")
+
+
+def req(model, ctx=8192, seqs=1, kv="f16", gpu="h100", **kw):
+    return EngineRequest(spec=load_model(model), context=ctx, sequences=seqs,
+                         cache=CacheOptions(kv_k=kv, kv_v=kv),
+                         gpus=(find_gpu(gpu),) if gpu else (), **kw)
+
+
+# --- vLLM ---------------------------------------------------------------------------------
+
+def test_vllm_dense_blocks_and_report():
+    # Llama-3.1-8B: a block of 16 tokens × 32 layers × 8 heads × 256 values × 2 B = 2 MiB
+    pool = vllm.pool(load_model("llama-3.1-8b"), 10 * GiB, F16, F16, 16)
+    assert pool.num_blocks == 10 * GiB // (16 * 32 * 8 * 256 * 2)
+    assert pool.reported_tokens(32768, 8192, 0) == pool.num_blocks * 16
+    assert pool.concurrency(32768, 8192, 0) == pool.num_blocks / 2048
+
+
+def test_vllm_sliding_window_reserves_window_plus_batch():
+    pool = vllm.pool(load_model("gpt-oss-20b"), 4 * GiB, F16, F16, 16)
+    # 12 full + 12 sliding layers: two groups of 12 sharing one page size
+    assert pool.group_size == 12 and len(pool.groups) == 2
+    page = 16 * 8 * 128 * 2
+    assert pool.num_blocks == 4 * GiB // page // 12
+    need = -(-131072 // 16) + (-(-min(128 - 1 + 8192, 131072) // 16) + 1)
+    assert pool.blocks_per_request(131072, 8192, 0) == need
+    # a smaller batch reserves fewer sliding pages per request
+    assert pool.blocks_per_request(131072, 1024, 0) < need
+
+
+def test_vllm_hybrid_block_holds_a_state_page():
+    spec = rank_spec(load_model("qwen3.5-27b"), Parallel(tp=2))
+    pool = vllm.pool(spec, 5 * GiB, get_format("fp8"), get_format("fp8"), 16)
+    attn_per_token = 2 * 512 * 1  # 2 KV heads per rank × (256 + 256) × 1 byte
+    state = next(g for g in spec.groups if g.kind == "linear")
+    state_page = state.conv_state_values * 2 + (state.state_values - state.conv_state_values) * 4
+    assert pool.min_block % 16 == 0
+    assert pool.min_block * attn_per_token >= state_page
+    assert (pool.min_block - 16) * attn_per_token < state_page
+    # one attention group + 3 linear groups of 16 layers
+    assert pool.group_size == 16 and len(pool.groups) == 4
+
+
+def test_vllm_tp_replicates_heads_beyond_kv_count():
+    spec = load_model("qwen3-8b")  # 8 KV heads
+    tp16 = rank_spec(spec, Parallel(tp=16))
+    assert tp16.groups[0].n_kv_heads == 1
+    # 16 ranks × 1 head = twice the cache of 8 heads in total
+    tp8 = rank_spec(spec, Parallel(tp=8))
+    assert tp8.groups[0].n_kv_heads == 1
+
+
+def test_mla_latent_is_replicated_on_every_tp_rank():
+    spec = load_model("deepseek-v3")
+    for tp in (1, 8):
+        g = rank_spec(spec, Parallel(tp=tp)).groups[0]
+        assert (g.n_kv_heads, g.head_dim_k) == (1, 576)
+
+
+def test_pp_tightest_stage_binds():
+    assert pp_layer_counts(61, 4) == [15, 15, 16, 15]
+    spec = load_model("deepseek-v3")
+    r = engine_plan("raw", EngineRequest(spec=spec, context=32768, weights="fp8",
+                                         gpus=(find_gpu("h200"),), parallel=Parallel(tp=2, pp=4)))
+    assert r.binding_stage == 2  # the stage with 16 layers
+
+
+def test_vllm_log_lines_and_command():
+    r = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, seqs=4))
+    assert r.log_lines[0].startswith("Available KV cache memory: ")
+    assert f"GPU KV cache size: {r.kv_tokens:,} tokens" in r.log_lines
+    assert r.command.startswith("vllm serve meta-llama/Llama-3.1-8B --max-model-len 32768")
+    assert r.fits == (r.max_concurrency >= 4)
+
+
+def test_vllm_rejects_formats_it_lacks():
+    with pytest.raises(UnsupportedFormat, match="vllm has no tbq4"):
+        engine_plan("vllm", req("llama-3.1-8b", kv="tbq4"))
+
+
+def test_kv_budget_mode_needs_no_gpu():
+    r = engine_plan("vllm", req("llama-3.1-8b", gpu=None, kv_budget_bytes=8 * GiB))
+    assert r.blocks == 8 * GiB // (16 * 32 * 8 * 256 * 2)
+
+
+# --- llama.cpp ----------------------------------------------------------------------------
+
+def test_llamacpp_pads_context_to_256():
+    layout = llamacpp.Layout(1000, 1, unified=False, n_ubatch=512)
+    assert layout.n_ctx == 1024 and layout.cells == 1024
+    three = llamacpp.Layout(1000, 3, unified=False, n_ubatch=512)
+    # 3000 → 3072, per stream 1024 (already a multiple of 256)
+    assert (three.cells, three.streams, three.n_ctx) == (1024, 3, 3072)
+    uni = llamacpp.Layout(1000, 3, unified=True, n_ubatch=512)
+    assert (uni.cells, uni.streams) == (3072, 1)
+
+
+def test_llamacpp_swa_cells():
+    layout = llamacpp.Layout(32768, 1, unified=False, n_ubatch=512)
+    # Gemma-3: window 1024 → pad(1024 + 512) = 1536 cells
+    assert layout.swa_cells(1024, swa_full=False) == 1536
+    assert layout.swa_cells(1024, swa_full=True) == 32768
+    mem = llamacpp.kv_bytes(load_model("gemma-3-27b-it"), 32768, 1, "f16", "f16")
+    assert mem.kv_bytes == (32768 * 10 + 1536 * 52) * 16 * 256 * 2
+
+
+def test_llamacpp_log_line_format():
+    mem = llamacpp.kv_bytes(load_model("llama-3.1-70b"), 4096, 1, "f16", "f16")
+    assert mem.lines == ["llama_kv_cache: size = 1280.00 MiB (  4096 cells,  80 layers,  1/1 "
+                         "seqs), K (f16):  640.00 MiB, V (f16):  640.00 MiB"]
+
+
+def test_llamacpp_quantized_v_needs_flash_attention():
+    r = engine_plan("llama.cpp", req("llama-3.1-8b", kv="q8_0", gpu="4090", weights="q4_k_m",
+                                      settings=EngineSettings(flash_attn=False)))
+    assert any("flash attention" in n for n in r.notes)
+    assert "-fa off" in r.command
+
+
+def test_llamacpp_rejects_hf_weights_and_unknown_formats():
+    with pytest.raises(InputError, match="GGUF"):
+        engine_plan("llama.cpp", req("llama-3.1-8b", weights="int4"))
+    with pytest.raises(UnsupportedFormat, match="llama.cpp has no tbq4"):
+        engine_plan("llama.cpp", req("llama-3.1-8b", kv="tbq4", weights="q4_k_m"))
+
+
+def test_llamacpp_offload_when_too_big():
+    r = engine_plan("llama.cpp", req("llama-3.1-70b", ctx=8192, gpu="4090", weights="q4_k_m"))
+    assert not r.fits
+    ngl = int(r.command.split("-ngl ")[1].split()[0])
+    assert 0 < ngl < 80
+
+
+def test_llamacpp_max_context_edge():
+    base = req("qwen3.5-27b", ctx=262144, kv="q8_0", gpu="4090", weights="q4_k_m")
+    r = engine_plan("llama.cpp", base)
+    from dataclasses import replace
+    assert engine_plan("llama.cpp", replace(base, context=r.max_context)).fits
+    assert not engine_plan("llama.cpp", replace(base, context=r.max_context + 1)).fits
+
+
+# --- SGLang, TensorRT-LLM ------------------------------------------------------------------
+
+def test_sglang_reserves_10gib_on_big_cards():
+    total = 80 * GiB
+    # default chunk 8192: 512 + 1.5·8192 + 2·256 + 1024/8 = 13,440 MiB reserved
+    assert sglang.auto_mem_fraction(total, 1, 1) == round((81920 - 13440) / 81920, 3)
+    # a small chunk would reserve 4,224 MiB: the floor of 10 GiB applies
+    assert sglang.auto_mem_fraction(total, 1, 1, chunked=2048) == round((81920 - 10240) / 81920, 3)
+    small = sglang.auto_mem_fraction(24 * GiB, 1, 1)
+    assert small > 0.8
+
+
+def test_sglang_tokens_from_rest():
+    r = engine_plan("sglang", req("qwen3-8b", gpu=None, kv_budget_bytes=4 * GiB))
+    assert r.kv_tokens == 4 * GiB // (36 * 8 * 256 * 2)
+    assert r.log_lines[-1].startswith(f"KV Cache is allocated. #tokens: {r.kv_tokens}, K size:")
+
+
+def test_trtllm_rounds_up_to_whole_blocks():
+    r = engine_plan("trtllm", req("qwen3-8b", gpu=None, kv_budget_bytes=4 * GiB))
+    per_token = 36 * 8 * 256 * 2
+    assert r.kv_tokens == -(-(4 * GiB // per_token) // 32) * 32
+
+
+# --- inverse questions ---------------------------------------------------------------------
+
+def test_find_gpu_smallest_fits_and_smaller_does_not():
+    q = Query(spec=load_model("llama-3.1-8b"), context=131072, sequences=2, engine="vllm",
+              gpus=(find_gpu("4090"),))
+    rows = find_gpu_for(q)
+    assert rows
+    best = rows[0]
+    assert all(r["total_memory_bytes"] >= best["total_memory_bytes"] for r in rows)
+    from dataclasses import replace
+    ok = engine_plan("vllm", replace(q, gpus=(find_gpu(best["gpu"]),),
+                                     parallel=Parallel(tp=best["count"])).engine_request())
+    assert ok.fits
+
+
+def test_find_format_orders_by_precision():
+    q = Query(spec=load_model("qwen3.5-27b"), context=262144, engine="llama.cpp",
+              weights="q4_k_m", gpus=(find_gpu("4090"),))
+    rows = find_format(q)
+    names = [r["format"] for r in rows]
+    assert names[0] in ("f16", "bf16") and "q4_0" in names and "tbq4" not in names
+    fits = {r["format"]: r["fits"] for r in rows}
+    assert not fits["f16"] and fits["q4_0"]
+    bits = [r["bits_per_value"] for r in rows]
+    assert bits == sorted(bits, reverse=True)
+
+
+def test_gpus_list_must_match_ranks():
+    with pytest.raises(InputError, match="tp × pp"):
+        Query(spec=load_model("qwen3-8b"), context=4096, gpus=(find_gpu("4090"),) * 3,
+              parallel=Parallel(tp=2))
