@@ -117,7 +117,7 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
                               "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
                               "max_context": max_ctx})
                 break
-    found.sort(key=lambda r: (r["total_memory_bytes"], -(r["bandwidth_bytes_per_s"] or 0)))
+    found.sort(key=lambda r: (int(r["total_memory_bytes"]), -int(r["bandwidth_bytes_per_s"] or 0)))
     return found[:limit]
 
 
