@@ -100,13 +100,10 @@ def _layout(q: Query, count: int) -> Parallel:
 
 def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
     """Catalog GPUs that fit the query, fewest total memory first, with the card count."""
-    found = []
+    found: list[dict[str, Any]] = []
     for gpu in gpu_catalog():
         for count in GPU_COUNTS:
-            if count > 1 and q.engine == "raw":
-                trial = replace(q, gpus=(gpu,), parallel=Parallel(tp=count))
-            else:
-                trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
+            trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
             try:
                 ok, max_ctx = _fits(trial)
             except InputError:
