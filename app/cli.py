@@ -204,6 +204,8 @@ def render_engine(data: dict[str, Any]) -> list[str]:
     out.append(f"{verdict} under {r['engine']}: {data['context']:,} tokens × {seqs} "
                f"sequence{'s' if seqs != 1 else ''}; max context {r['max_context']:,}, "
                f"concurrency {r['max_concurrency']:.2f} at {data['context']:,} tokens")
+    if r["offload_tokens"]:
+        out.append(f"offload tier: about {r['offload_tokens']:,} more tokens beyond the GPU pool")
     if r["command"]:
         out.append(f"command: {r['command']}")
     out += [f"note: {n}" for n in r["notes"]]

@@ -549,7 +549,7 @@ def _count_params(
         return (hidden * 2 * d_inner + d_inner * d_conv + d_inner * (dt_rank + 2 * d_state)
                 + dt_rank * d_inner + d_inner * d_state + d_inner * hidden)
 
-    total = active = 0
+    total = active = experts_total = active_experts = 0
     for i, layer_kinds in enumerate(kinds):
         mixer = 0
         for kind in layer_kinds:
@@ -571,10 +571,12 @@ def _count_params(
             mixer = 0
         if moe[i]:
             experts = n_experts * mats * hidden * moe_inter
+            experts_total += experts
             shared = mats * hidden * shared_inter
             router = hidden * n_experts
             mlp_total = experts + shared + router
             mlp_active = top_k * mats * hidden * moe_inter + shared + router
+            active_experts += top_k * mats * hidden * moe_inter
         elif mt == "nemotron_h" and layer_kinds:
             # Nemotron-H layers are either a mixer or an MLP, never both
             mlp_total = mlp_active = 0
@@ -602,6 +604,8 @@ def _count_params(
         embedding=embedding,
         encoder=encoder,
         mtp=mtp_layer,
+        experts=experts_total,
+        active_experts=active_experts,
     )
 
 
@@ -609,6 +613,24 @@ def _count_params(
 
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8": 1}
+
+
+def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
+    """The weight format a checkpoint ships in, from its ``quantization_config``."""
+    qc = config.get("quantization_config")
+    if not isinstance(qc, Mapping):
+        return None
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "fp8":
+        return "fp8"
+    if method == "mxfp4":
+        # gpt-oss: MoE experts in MXFP4, everything else in 16 bits
+        return "mxfp4_moe"
+    if method in ("awq", "gptq", "autoround", "auto-round") and qc.get("bits") == 4:
+        return "int4"
+    if method in ("awq", "gptq") and qc.get("bits") == 8:
+        return "int8"
+    return None
 
 
 def spec_from_config(
@@ -736,6 +758,7 @@ def spec_from_config(
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
         dtype=dtype,
         ssm_dtype_bytes=ssm_bytes or _DTYPE_BYTES.get(dtype, 2),
+        checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
         cross_tokens_per_image=cross_tokens,
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),

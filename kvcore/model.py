@@ -103,6 +103,10 @@ class ParamCount:
     encoder: int = 0
     #: multi-token-prediction modules (in the checkpoint, loaded only for speculative decoding)
     mtp: int = 0
+    #: routed-expert weights (all experts), part of ``total``
+    experts: int = 0
+    #: routed-expert weights read per token (top-k), part of ``active``
+    active_experts: int = 0
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,8 @@ class ModelSpec:
     cross_tokens_per_image: int = 0
     #: exact checkpoint size from model.safetensors.index.json, when known
     safetensors_total_bytes: int | None = None
+    #: weight format the checkpoint ships in, from ``quantization_config`` (None: ``dtype``)
+    checkpoint_weights: str | None = None
     #: fields filled from the architecture's documented defaults (not present in the config)
     defaulted: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())

@@ -24,6 +24,8 @@ class WeightFormat:
     #: embeddings and lm_head stay 16-bit (HF quantization schemes) rather than quantized
     embeddings_16bit: bool = False
     aliases: tuple[str, ...] = ()
+    #: only the routed experts are quantized; attention, router and embeddings stay 16-bit
+    experts_only: bool = False
 
 
 WEIGHT_FORMATS: tuple[WeightFormat, ...] = (
@@ -39,6 +41,8 @@ WEIGHT_FORMATS: tuple[WeightFormat, ...] = (
                  embeddings_16bit=True, aliases=("awq", "gptq", "w4a16")),
     WeightFormat("nvfp4", 4.5, "e2m1 + fp8 scale per 16", embeddings_16bit=True),
     WeightFormat("mxfp4", 4.25, "e2m1 + e8m0 scale per 32", embeddings_16bit=True),
+    WeightFormat("mxfp4_moe", 4.25, "MoE experts in MXFP4, the rest 16-bit (gpt-oss)",
+                 embeddings_16bit=True, experts_only=True),
     WeightFormat("q8_0", 8.5, "GGUF Q8_0 (34 B per 32)", aliases=("gguf_q8_0",)),
     WeightFormat("q6_k", 6.56, "GGUF Q6_K", aliases=("q6_k_m",)),
     WeightFormat("q5_k_m", 5.68, "GGUF Q5_K_M mix", aliases=("q5_k",)),
@@ -89,18 +93,21 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
         return Weights(spec.safetensors_total_bytes, int(p.active * ratio),
                        spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied)
     if auto:
-        fmt = get_weight_format(spec.dtype if spec.dtype in _BY_NAME else "bf16")
+        fmt = get_weight_format(spec.checkpoint_weights or
+                                (spec.dtype if spec.dtype in _BY_NAME else "bf16"))
     else:
         fmt = get_weight_format(str(weight_format))
 
-    def size(n: int, embedding: int) -> int:
+    def size(n: int, embedding: int, experts: int) -> int:
+        if fmt.experts_only:
+            return int(experts * fmt.bits_per_weight / 8) + (n - experts) * 2
         if fmt.embeddings_16bit:
             return int((n - embedding) * fmt.bits_per_weight / 8) + embedding * 2
         return int(n * fmt.bits_per_weight / 8)
 
-    total = size(params, p.embedding)
+    total = size(params, p.embedding, p.experts)
     # the lm_head is read every token; it is half of `embedding` when untied
     head = spec.vocab_size * spec.hidden_size
-    active = size(p.active, head)
-    embedding = size(p.embedding, p.embedding)
+    active = size(p.active, head, p.active_experts)
+    embedding = size(p.embedding, p.embedding, 0)
     return Weights(total, active, fmt.name, "config estimate", params, embedding, untied)

@@ -213,3 +213,30 @@ def test_gpus_list_must_match_ranks():
     with pytest.raises(InputError, match="tp × pp"):
         Query(spec=load_model("qwen3-8b"), context=4096, gpus=(find_gpu("4090"),) * 3,
               parallel=Parallel(tp=2))
+
+
+def test_sglang_sliding_window_pools():
+    r = engine_plan("sglang", req("gpt-oss-20b", gpu=None, kv_budget_bytes=4 * GiB))
+    per_layer = 8 * 64 * 2 * 2  # 8 KV heads × (64 + 64) × 2 B
+    full, swa = 12 * per_layer, 12 * per_layer
+    expected = int(4 * GiB / (full + 0.8 * swa))
+    assert r.kv_tokens == expected
+    assert r.extra["swa_tokens"] == int(expected * 0.8)
+    assert r.log_lines[0].startswith("Use sliding window memory pool.")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_offload_tier_adds_a_capacity_line(engine):
+    r = engine_plan(engine, req("qwen3-8b", gpu=None, kv_budget_bytes=4 * GiB,
+                                settings=EngineSettings(offload_bytes=32 * GiB)))
+    per_token = 36 * 8 * 256 * 2
+    assert r.offload_tokens == pytest.approx(32 * GiB / per_token, rel=0.01)
+
+
+def test_sglang_mamba_pool_takes_its_share():
+    r = engine_plan("sglang", req("qwen3.5-27b", gpu=None, kv_budget_bytes=19 * GiB))
+    g = next(g for g in load_model("qwen3.5-27b").groups if g.kind == "linear")
+    per_req = g.count * (g.conv_state_values * 2 + (g.state_values - g.conv_state_values) * 4)
+    mamba = int(19 * GiB * 0.9 / 1.9)
+    assert r.extra["mamba_slots"] == mamba // per_req
+    assert r.kv_tokens == (19 * GiB - mamba) // (16 * 4 * 512 * 2)

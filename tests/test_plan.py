@@ -135,3 +135,13 @@ def test_dict_has_contract_keys():
         assert key in d
     assert d["kv_bytes"] == sum(g["k_bytes"] + g["v_bytes"] + g["scale_bytes"] for g in d["breakdown"])
     assert d["state_bytes"] == sum(g["state_bytes"] for g in d["breakdown"])
+
+
+def test_auto_weights_follow_quantization_config():
+    oss = load_model("gpt-oss-120b")
+    w = weights_for(oss)
+    assert w.format == "mxfp4_moe"
+    p = oss.params
+    assert w.bytes == int(p.experts * 4.25 / 8) + (p.total - p.experts) * 2
+    assert weights_for(load_model("deepseek-v3")).format == "fp8"
+    assert weights_for(load_model("qwen3-8b")).format == "bf16"

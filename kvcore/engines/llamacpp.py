@@ -187,6 +187,8 @@ def plan(req: EngineRequest) -> EngineReport:
     mem = memory(share, req.context)
     layout = Layout(req.context, req.sequences, unified, n_ubatch)
     notes = _notes(opts, flash)
+    if s.offload_bytes:
+        notes.append("llama.cpp keeps no KV tier beyond the device; --offload is ignored")
     ngl = req.spec.num_layers + 1
     if budget_bytes is not None and not fits and req.parallel.pp == 1:
         ngl = _offload_layers(share, mem, budget_bytes, compute, req.spec.num_layers)

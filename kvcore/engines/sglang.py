@@ -47,11 +47,20 @@ def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = No
     return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
-def cell_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat) -> tuple[int, int]:
-    """(K, V) bytes per token over one rank's attention layers."""
+#: share of full-layer tokens the sliding-window pool holds (server_args swa_full_tokens_ratio)
+SWA_RATIO = 0.8
+#: Mamba pool : KV pool memory ratio (server_args mamba_full_memory_ratio)
+MAMBA_RATIO = 0.9
+#: SSM state dtype bytes (server_args mamba_ssm_dtype float32)
+MAMBA_SSM_BYTES = 4
+
+
+def cell_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
+               kinds: tuple[LayerKind, ...] | None = None) -> tuple[int, int]:
+    """(K, V) bytes per token over one rank's attention layers (of ``kinds`` if given)."""
     kb = vb = 0
     for g in spec.groups:
-        if g.kind.is_attention and not g.mtp:
+        if g.kind.is_attention and not g.mtp and (kinds is None or g.kind in kinds):
             kb += g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k)
             vb += g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v else 0)
     return kb, vb
@@ -63,12 +72,8 @@ def plan(req: EngineRequest) -> EngineReport:
     check_format(NAME, opts.kv_v, FORMATS, "kv_v")
     if opts.kv_k.name != opts.kv_v.name:
         raise InputError("SGLang stores K and V in one --kv-cache-dtype", field="kv_v")
-    if any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) or g.kind.is_recurrent
-           for g in req.spec.groups):
-        note_hybrid = ("hybrid model: SGLang splits the pool by swa_full_tokens_ratio / "
-                       "mamba ratio; the figure below counts full-attention layers only")
-    else:
-        note_hybrid = ""
+    sliding = any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups)
+    note_hybrid = ""
     p = req.parallel
     page = s.page_size or 1
     weights, shares = rank_weights(req)
@@ -89,16 +94,44 @@ def plan(req: EngineRequest) -> EngineReport:
         after = before - max(sh.weights_bytes for sh in shares)
         rest = int(after - before * (1 - frac))
         budget = int(before * frac)
-    tokens = max(0, rest) // cell // page * page
+    swa_tokens = None
+    recurrent = [g for g in shares[0].spec.groups if g.kind.is_recurrent and not g.mtp]
+    mamba_slots = None
+    if recurrent and rest > 0:
+        # the Mamba state pool takes ratio / (1 + ratio) of what is left; KV gets the rest
+        # (model_runner_kv_cache_mixin handle_max_mamba_cache)
+        per_req = sum(g.count * (g.conv_state_values * req.spec.dtype_bytes
+                                 + (g.state_values - g.conv_state_values) * MAMBA_SSM_BYTES)
+                      for g in recurrent)
+        mamba_mem = int(rest * MAMBA_RATIO / (1 + MAMBA_RATIO))
+        mamba_slots = mamba_mem // max(1, per_req)
+        rest -= mamba_mem
+        note_hybrid = (f"Mamba state pool: {mamba_slots:,} slots of {per_req / MiB:.1f} MiB; "
+                       f"max_running_requests ≤ {mamba_slots // 3:,}")
+    if sliding:
+        # one pool for full layers and one for window layers, sized so the window pool holds
+        # swa_full_tokens_ratio as many tokens (model_runner_kv_cache_mixin set_num_tokens_hybrid_swa)
+        fk, fv = cell_bytes(shares[0].spec, opts.kv_k, opts.kv_v, (LayerKind.FULL, LayerKind.MLA))
+        sk, sv = cell_bytes(shares[0].spec, opts.kv_k, opts.kv_v,
+                            (LayerKind.SLIDING, LayerKind.CHUNKED))
+        tokens = int(max(0, rest) / ((fk + fv) + SWA_RATIO * (sk + sv))) // page * page
+        swa_tokens = int(tokens * SWA_RATIO) // page * page
+    else:
+        tokens = max(0, rest) // cell // page * page
+
+    slots_ok = mamba_slots is None or mamba_slots // 3 >= req.sequences
 
     def fits_len(length: int) -> bool:
-        return length == 0 or tokens >= length * req.sequences
+        return length == 0 or (tokens >= length * req.sequences and slots_ok)
 
     max_ctx = largest(fits_len, 1 << 31)
     k_gb = (tokens + page) * kb / GiB
     v_gb = (tokens + page) * vb / GiB
     lines = [f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, "
              f"V size: {v_gb:.2f} GB"]
+    if swa_tokens is not None:
+        lines.insert(0, f"Use sliding window memory pool. full_layer_tokens={tokens}, "
+                        f"swa_layer_tokens={swa_tokens}")
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = [f"python -m sglang.launch_server --model-path {req.spec.hub_repo or req.spec.name}",
@@ -114,6 +147,11 @@ def plan(req: EngineRequest) -> EngineReport:
     if s.mem_fraction_static:
         cmd.append(f"--mem-fraction-static {frac}")
     notes = [n for n in (note_hybrid,) if n]
+    offload_tokens = 0
+    if s.offload_bytes:
+        offload_tokens = s.offload_bytes // cell
+        cmd.append(f"--enable-hierarchical-cache --hicache-size {s.offload_bytes / GiB:g}")
+        notes.append(f"HiCache host tier holds about {offload_tokens:,} more tokens per rank")
     return EngineReport(
         engine=NAME,
         budget_bytes=budget,
@@ -125,9 +163,10 @@ def plan(req: EngineRequest) -> EngineReport:
         block_tokens=page,
         max_concurrency=tokens / max(1, req.context) * p.dp,
         max_context=max_ctx,
-        fits=tokens >= req.context * req.sequences,
+        fits=tokens >= req.context * req.sequences and slots_ok,
         log_lines=tuple(lines),
         command=" ".join(cmd),
         notes=tuple(notes),
-        extra={"mem_fraction_static": frac, "cell_bytes": cell, "weights": weights.format},
+        offload_tokens=offload_tokens,
+        extra={"mem_fraction_static": frac, "swa_tokens": swa_tokens, "mamba_slots": mamba_slots, "cell_bytes": cell, "weights": weights.format},
     )

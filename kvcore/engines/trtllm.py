@@ -65,6 +65,11 @@ def plan(req: EngineRequest) -> EngineReport:
     if p.pp > 1:
         cmd.append(f"--pp_size {p.pp}")
     notes = []
+    offload_tokens = 0
+    if s.offload_bytes:
+        offload_tokens = s.offload_bytes // per_token
+        notes.append(f"host cache (kv_cache_config.host_cache_size) holds about "
+                     f"{offload_tokens:,} more tokens per rank")
     if name != "auto":
         notes.append(f"set kv_cache_config.dtype: {name} in the extra LLM API options file")
     return EngineReport(
@@ -82,5 +87,6 @@ def plan(req: EngineRequest) -> EngineReport:
         log_lines=tuple(lines),
         command=" ".join(cmd),
         notes=tuple(notes),
+        offload_tokens=offload_tokens,
         extra={"bytes_per_token": per_token, "weights": weights.format},
     )
