@@ -70,17 +70,26 @@ class KVFormat:
         cold = max(0, tokens - self.residual_tokens)
         return cold // self.token_group * self.token_group
 
-    def bytes_for(self, tokens: int, width: int, role: Role) -> int:
-        """Bytes of a cache of ``tokens`` tokens × one head of ``width`` values (K or V).
+    def residual_capacity(self, tokens: int) -> int:
+        """f16 slots a cache of capacity ``tokens`` allocates for its residual window: the
+        most it ever holds while growing to ``tokens`` (R + G − 1, or fewer)."""
+        if self.residual_tokens == 0:
+            return 0
+        return min(tokens, self.residual_tokens + self.token_group - 1)
 
-        Per-layer tensor scales are not included (see ``tensor_scale_bytes``).
+    def bytes_for(self, tokens: int, width: int, role: Role) -> int:
+        """Bytes of a cache of capacity ``tokens`` × one head of ``width`` values (K or V).
+
+        Per-layer tensor scales are not included (see ``tensor_scale_bytes``). With a residual
+        window (KIVI) the allocation is the window's peak plus the quantized groups, so it never
+        shrinks as the context grows.
         """
         if tokens <= 0 or width <= 0:
             return 0
         if self.residual_tokens == 0 and self.token_group == 1:
             return tokens * self.row_bytes(width)
         cold = self.quantized_tokens(tokens)
-        hot = tokens - cold
+        hot = self.residual_capacity(tokens)
         if role == "k" and self.channel_grouped_keys:
             cold_bytes = (cold // self.token_group) * width * self.block_bytes
         else:

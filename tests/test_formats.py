@@ -73,14 +73,18 @@ def test_kivi_residual_and_groups():
     assert kivi.quantized_tokens(160) == 32
     assert kivi.quantized_tokens(191) == 32
     assert kivi.quantized_tokens(192) == 64
+    # a cache of capacity L allocates the window's peak (R + G - 1 = 159 f16 slots) plus the
+    # quantized groups
+    assert kivi.residual_capacity(100) == 100 and kivi.residual_capacity(1000) == 159
     # keys: per channel over the 32-token group: 128 channels × (8 B of 2-bit + 4 B scale/min)
-    assert kivi.bytes_for(160, 128, "k") == 128 * 12 + 128 * 128 * 2
+    assert kivi.bytes_for(160, 128, "k") == 128 * 12 + 159 * 128 * 2
     # values: per token over 32-channel groups: 32 tokens × 4 groups × 12 B
-    assert kivi.bytes_for(160, 128, "v") == 32 * 4 * 12 + 128 * 128 * 2
-    assert kivi.bytes_for(170, 128, "k") == 128 * 12 + 138 * 128 * 2
+    assert kivi.bytes_for(160, 128, "v") == 32 * 4 * 12 + 159 * 128 * 2
+    assert kivi.bytes_for(1000, 128, "k") == (864 // 32) * 128 * 12 + 159 * 128 * 2
 
 
 def test_quantized_formats_are_not_larger_than_f16_from_head_dim_64():
+    # per row; formats with an f16 residual window are covered by the property test
     f16 = get_format("f16")
     for fmt in FORMATS:
         if fmt.is_quantized:
