@@ -1,0 +1,77 @@
+"""Server-rendered SVG: memory against context, with the card's limit and the max context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+COLORS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c")
+W, H = 640, 300
+PAD_L, PAD_R, PAD_T, PAD_B = 56, 16, 16, 40
+
+
+def _tokens(n: float) -> str:
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):g}M"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):g}k"
+    return f"{int(n)}"
+
+
+def memory_chart(
+    series: Sequence[tuple[str, Sequence[tuple[int, int]]]],
+    *,
+    limit_bytes: int | None,
+    max_context: int | None,
+    context: int,
+) -> str:
+    """Lines of (context, bytes) per series; a dashed line at the card's limit; a marker at
+    the max context of the first series and at the requested context."""
+    xs = [x for _, pts in series for x, _ in pts]
+    ys = [y for _, pts in series for _, y in pts]
+    x_max = max(xs + [context])
+    y_max = max(ys + [limit_bytes or 0]) * 1.08 or 1
+    gib = 1024**3
+
+    def px(x: float) -> float:
+        return PAD_L + (W - PAD_L - PAD_R) * x / x_max
+
+    def py(y: float) -> float:
+        return H - PAD_B - (H - PAD_T - PAD_B) * y / y_max
+
+    out = [f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" '
+           f'aria-label="memory against context" xmlns="http://www.w3.org/2000/svg">']
+    for i in range(5):
+        y = y_max * i / 4
+        out.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{py(y):.1f}" y2="{py(y):.1f}" '
+                   'class="grid"/>')
+        out.append(f'<text x="{PAD_L - 6}" y="{py(y) + 4:.1f}" text-anchor="end">'
+                   f'{y / gib:.0f} GiB</text>')
+    for i in range(5):
+        x = x_max * i / 4
+        out.append(f'<text x="{px(x):.1f}" y="{H - PAD_B + 18}" text-anchor="middle">'
+                   f'{_tokens(x)}</text>')
+    out.append(f'<text x="{(W + PAD_L) / 2:.0f}" y="{H - 4}" text-anchor="middle">'
+               'context per sequence (tokens)</text>')
+    if limit_bytes:
+        out.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{py(limit_bytes):.1f}" '
+                   f'y2="{py(limit_bytes):.1f}" class="limit"/>')
+        out.append(f'<text x="{W - PAD_R}" y="{py(limit_bytes) - 5:.1f}" text-anchor="end" '
+                   f'class="limit-label">card {limit_bytes / gib:.1f} GiB</text>')
+    for i, (name, pts) in enumerate(series):
+        color = COLORS[i % len(COLORS)]
+        path = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}"
+                        for j, (x, y) in enumerate(pts))
+        out.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2.5" '
+                   f'data-series="{escape(name)}"/>')
+        out.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 16 * i}" fill="{color}">'
+                   f'{escape(name)}</text>')
+    if max_context and max_context <= x_max:
+        out.append(f'<line x1="{px(max_context):.1f}" x2="{px(max_context):.1f}" y1="{PAD_T}" '
+                   f'y2="{H - PAD_B}" class="maxctx" data-max-context="{max_context}"/>')
+        out.append(f'<text x="{px(max_context) - 4:.1f}" y="{PAD_T + 10}" text-anchor="end" '
+                   f'class="maxctx-label">max {_tokens(max_context)}</text>')
+    out.append(f'<circle cx="{px(context):.1f}" cy="{H - PAD_B}" r="5" class="ask" '
+               f'data-context="{context}"/>')
+    out.append("</svg>")
+    return "".join(out)

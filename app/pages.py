@@ -1,0 +1,156 @@
+"""HTML pages: the planner form (htmx: a partial for HX-Request, the full page otherwise) and
+the model and GPU catalog pages. Each page's data is also served as JSON under /api/v1."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request, UploadFile
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+import kvcore
+from kvcore import CacheOptions, KvplanError, load_model, parse_config_text
+from kvcore.catalog import MAX_CONFIG_BYTES
+from kvcore.engines import engine_names
+from kvcore.units import format_bytes, format_gib
+from kvcore.weights import WEIGHT_FORMATS
+
+from .common import make_query
+from .views import plan_view
+
+__all__ = ["DEFAULTS", "pages_router", "templates"]
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k",
+            "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
+            "engine": "raw"}
+FIELDS = tuple(DEFAULTS)
+
+
+@cache
+def templates() -> Jinja2Templates:
+    t = Jinja2Templates(directory=str(ROOT / "templates"))
+    t.env.filters["bytes"] = lambda n: format_bytes(int(n), 2)
+    t.env.filters["gib"] = lambda n: format_gib(int(n))
+    t.env.filters["count"] = lambda n: f"{int(n):,}"
+    return t
+
+
+def _choices() -> dict[str, Any]:
+    return {
+        "models": [e.id for e in kvcore.model_catalog()],
+        "gpus": [g.id for g in kvcore.gpu_catalog()],
+        "formats": kvcore.format_names(),
+        "weight_formats": ["auto"] + [w.name for w in WEIGHT_FORMATS],
+        "engines": engine_names(),
+    }
+
+
+def _slider(context: str) -> float:
+    try:
+        return round(math.log2(max(1024, kvcore.parse_tokens(context))), 2)
+    except KvplanError:
+        return 17.0
+
+
+def _render(request: Request, form: dict[str, str], config: dict[str, Any] | None,
+            status: int = 200) -> HTMLResponse:
+    errors: dict[str, str] = {}
+    view = None
+    try:
+        spec = load_model(config) if config is not None else load_model(
+            form["model"], allow_local=False)
+        query = make_query(spec, context=form["context"], sequences=form["sequences"],
+                           kv_k=form["kv_k"], kv_v=form["kv_v"],
+                           weights=None if form["weights"] in ("", "auto") else form["weights"],
+                           gpu=form["gpu"] or None,
+                           gpus=form["gpus"] if form["gpus"] not in ("", "1") else None,
+                           engine=form["engine"])
+        view = plan_view(query)
+    except KvplanError as exc:
+        errors[_form_field(exc.field)] = str(exc)
+        status = 422 if status == 200 else status
+    partial = request.headers.get("HX-Request") == "true"
+    context = {"form": form, "view": view, "errors": errors, "slider": _slider(form["context"]),
+               "custom": config is not None, "partial": partial, **_choices()}
+    name = "_result.html" if partial else "index.html"
+    # htmx swaps only 2xx responses by default: a bad field is shown, not dropped
+    return templates().TemplateResponse(request, name, context,
+                                        status_code=200 if partial else status)
+
+
+def _form_field(field: str | None) -> str:
+    mapping = {"kv": "kv_k", "hot": "kv_k", "tp": "gpus", "pp": "gpus", "dp": "gpus",
+               "config": "model", None: "model"}
+    return mapping.get(field, field or "model")
+
+
+def pages_router() -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/", response_class=HTMLResponse)
+    def index(request: Request) -> HTMLResponse:
+        form = {k: str(request.query_params.get(k, v))[:200] for k, v in DEFAULTS.items()}
+        return _render(request, form, None)
+
+    @router.post("/", response_class=HTMLResponse)
+    async def index_post(request: Request) -> HTMLResponse:
+        data = await request.form()
+        form = {k: str(data.get(k, v))[:200] for k, v in DEFAULTS.items()}
+        config = None
+        upload = data.get("config_file")
+        text = data.get("config")
+        try:
+            if isinstance(upload, UploadFile) and upload.filename:
+                raw = await upload.read(MAX_CONFIG_BYTES + 1)
+                config = parse_config_text(raw, "uploaded config.json")
+            elif isinstance(text, str) and text.strip():
+                config = parse_config_text(text, "pasted config")
+        except KvplanError as exc:
+            return templates().TemplateResponse(
+                request, "_result.html" if request.headers.get("HX-Request") else "index.html",
+                {"form": form, "view": None, "errors": {"model": str(exc)},
+                 "slider": _slider(form["context"]), "custom": True,
+                 "partial": bool(request.headers.get("HX-Request")), **_choices()},
+                status_code=200 if request.headers.get("HX-Request") else 422)
+        return _render(request, form, config)
+
+    @router.get("/models", response_class=HTMLResponse)
+    def models(request: Request) -> HTMLResponse:
+        rows = []
+        for entry in kvcore.model_catalog():
+            spec = load_model(entry.id)
+            rows.append({"id": entry.id, "repo": entry.repo, "family": entry.family,
+                         "layers": spec.num_layers,
+                         "kinds": ", ".join(k.value for k in spec.kinds),
+                         "bytes_per_token": kvcore.bytes_per_token(spec),
+                         "params": spec.params.total})
+        return templates().TemplateResponse(request, "models.html", {"rows": rows})
+
+    @router.get("/models/{model_id:path}", response_class=HTMLResponse)
+    def model(request: Request, model_id: str) -> HTMLResponse:
+        try:
+            spec = load_model(model_id, allow_local=False, allow_hub=False)
+        except KvplanError as exc:
+            return templates().TemplateResponse(request, "error.html", {"error": str(exc)},
+                                                status_code=404)
+        entry = next((e for e in kvcore.model_catalog() if e.id == spec.name), None)
+        per_format = [{"name": f.name, "bits": f.bits_per_value,
+                       "bytes_per_token": kvcore.bytes_per_token(spec, CacheOptions(kv_k=f, kv_v=f)),
+                       "marginal": kvcore.marginal_bytes_per_token(spec,
+                                                                   CacheOptions(kv_k=f, kv_v=f))}
+                      for f in kvcore.FORMATS]
+        state = kvcore.cache_size(spec, 1, 1).state_bytes
+        return templates().TemplateResponse(request, "model.html", {
+            "spec": spec, "entry": entry, "per_format": per_format, "state": state})
+
+    @router.get("/gpus", response_class=HTMLResponse)
+    def gpus(request: Request) -> HTMLResponse:
+        return templates().TemplateResponse(request, "gpus.html",
+                                            {"gpus": kvcore.gpu_catalog()})
+
+    return router

@@ -1,0 +1,134 @@
+"""The data behind the plan page: verdict, memory bar, chart, format table, breakdown."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kvcore import FORMATS, InputError, cache_size
+from kvcore.engines import UnsupportedFormat, engine_plan, supported_formats
+from kvcore.parallel import rank_spec
+from kvcore.plan import PlanRequest, plan, raw_overhead
+from kvcore.query import Query, answer
+from kvcore.units import format_bytes
+
+from .charts import memory_chart
+
+__all__ = ["plan_view"]
+
+
+def _per_card(q: Query, data: dict[str, Any]) -> dict[str, Any]:
+    """Memory of the binding card split into weights, KV, state, overhead and free."""
+    report = data.get("engine_report")
+    if report is not None:
+        spec = rank_spec(q.spec, q.parallel, report["binding_stage"])
+        size = cache_size(spec, q.context, q.sequences, q.cache)
+        budget = report["budget_bytes"] or 0
+        overhead = sum(o["bytes"] for o in report["overheads"])
+        weights = report["weights_bytes"]
+    else:
+        size = cache_size(q.spec, q.context, q.sequences, q.cache)
+        budget = data["budget_bytes"] or 0
+        overhead = data["overhead_bytes"]
+        weights = data["weights_bytes"]
+    used = weights + size.kv_bytes + size.state_bytes + overhead
+    parts = [("weights", weights), ("KV cache", size.kv_bytes), ("state", size.state_bytes),
+             ("overhead", overhead)]
+    scale = max(budget, used) or 1
+    segments = [{"name": n, "bytes": b, "pct": 100 * b / scale, "label": format_bytes(b, 1)}
+                for n, b in parts if b > 0]
+    free = max(0, budget - used)
+    if free:
+        segments.append({"name": "free", "bytes": free, "pct": 100 * free / scale,
+                         "label": format_bytes(free, 1)})
+    return {"segments": segments, "budget": budget, "used": used, "over": used > budget}
+
+
+def _formats(q: Query) -> list[Any]:
+    names = supported_formats(q.engine)
+    return [f for f in FORMATS if names is None or f.name in names]
+
+
+def _format_rows(q: Query) -> list[dict[str, Any]]:
+    rows = []
+    gpu = q.gpus[0] if q.gpus else None
+    for fmt in _formats(q):
+        opts = replace(q.cache, kv_k=fmt, kv_v=fmt)
+        trial = replace(q, cache=opts)
+        raw = plan(PlanRequest(spec=q.spec, context=q.context, sequences=q.sequences, cache=opts,
+                               weights=q.weights, gpu=gpu if not q.multi else None))
+        row = {"format": fmt.name, "bits": fmt.bits_per_value,
+               "bytes_per_token": raw.bytes_per_token, "quality": fmt.quality,
+               "chosen": fmt.name == q.cache.kv_k.name and fmt.name == q.cache.kv_v.name,
+               "max_context": raw.max_context, "max_sequences": raw.max_sequences,
+               "fits": raw.fits,
+               "tokens_per_s": raw.decode.tokens_per_s_per_sequence if raw.decode else None}
+        if q.engine != "raw" or q.multi:
+            try:
+                rep = engine_plan(q.engine, trial.engine_request())
+            except (UnsupportedFormat, InputError):
+                continue
+            row.update(max_context=rep.max_context, max_sequences=int(rep.max_concurrency),
+                       fits=rep.fits)
+        rows.append(row)
+    return rows
+
+
+def _chart(q: Query, data: dict[str, Any]) -> str:
+    report = data.get("engine_report")
+    spec = rank_spec(q.spec, q.parallel, report["binding_stage"]) if report else q.spec
+    if report:
+        fixed = report["weights_bytes"] + sum(o["bytes"] for o in report["overheads"])
+        limit = report["budget_bytes"]
+    else:
+        fixed = data["weights_bytes"] + raw_overhead(q.spec).bytes
+        limit = data["budget_bytes"]
+    max_ctx = data.get("max_context")
+    x_max = max(2 * q.context, int((max_ctx or 0) * 1.25), 8192)
+    x_max = min(x_max, 1 << 24)
+    chosen = q.cache
+    series_opts = [(f"{chosen.kv_k.name}" if chosen.kv_k.name == chosen.kv_v.name
+                    else f"K {chosen.kv_k.name} / V {chosen.kv_v.name}", chosen)]
+    for name in ("f16", "q4_0"):
+        if name not in (chosen.kv_k.name,) and (supported_formats(q.engine) is None
+                                                 or name in (supported_formats(q.engine) or [])):
+            series_opts.append((name, replace(chosen, kv_k=FORMATS_BY[name],
+                                              kv_v=FORMATS_BY[name])))
+    series = []
+    for name, opts in series_opts:
+        pts = []
+        for i in range(41):
+            ctx = max(1, x_max * i // 40)
+            pts.append((ctx, fixed + cache_size(spec, ctx, q.sequences, opts).total_bytes))
+        series.append((name, pts))
+    return memory_chart(series, limit_bytes=limit, max_context=max_ctx, context=q.context)
+
+
+FORMATS_BY = {f.name: f for f in FORMATS}
+
+
+def plan_view(q: Query) -> dict[str, Any]:
+    data = answer(q)
+    seqs = q.sequences
+    ask = f"{q.context:,} tokens × {seqs} sequence{'s' if seqs != 1 else ''}"
+    card = f"{len(q.gpus) if len(q.gpus) > 1 else q.parallel.ranks_per_replica} × " \
+           f"{q.gpus[0].name}" if q.gpus else "no card"
+    if data["fits"] is None:
+        verdict = f"{ask} needs {format_bytes(data['total_bytes'], 1)}; choose a GPU to check."
+    elif data["fits"]:
+        verdict = (f"Fits: {ask} on {card} under {q.engine}; max context "
+                   f"{data['max_context']:,}, max sequences {data['max_sequences']:,}.")
+    else:
+        verdict = (f"Does not fit: {ask} on {card} under {q.engine}; max context "
+                   f"{data['max_context']:,} at {seqs} sequence{'s' if seqs != 1 else ''}.")
+    view: dict[str, Any] = {"data": data, "verdict": verdict, "fits": data["fits"],
+                            "breakdown": data["breakdown"],
+                            "command": (data.get("engine_report") or {}).get("command", ""),
+                            "notes": (data.get("engine_report") or {}).get("notes", []),
+                            "log_lines": (data.get("engine_report") or {}).get("log_lines", [])}
+    if q.gpus:
+        view["bar"] = _per_card(q, data)
+        view["chart"] = _chart(q, data)
+        view["formats"] = _format_rows(q)
+    return view
+
