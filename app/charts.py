@@ -64,13 +64,13 @@ def memory_chart(
                         for j, (x, y) in enumerate(pts))
         out.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2.5" '
                    f'data-series="{escape(name)}"/>')
-        out.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 16 * i}" fill="{color}">'
-                   f'{escape(name)}</text>')
+        out.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 16 * i}" style="fill:{color}" '
+                   f'class="series-label">{escape(name)}</text>')
     if max_context and max_context <= x_max:
         out.append(f'<line x1="{px(max_context):.1f}" x2="{px(max_context):.1f}" y1="{PAD_T}" '
                    f'y2="{H - PAD_B}" class="maxctx" data-max-context="{max_context}"/>')
         out.append(f'<text x="{px(max_context) - 4:.1f}" y="{PAD_T + 10}" text-anchor="end" '
-                   f'class="maxctx-label">max {_tokens(max_context)}</text>')
+                   f'class="maxctx-label">max {max_context:,}</text>')
     out.append(f'<circle cx="{px(context):.1f}" cy="{H - PAD_B}" r="5" class="ask" '
                f'data-context="{context}"/>')
     out.append("</svg>")

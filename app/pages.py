@@ -8,9 +8,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Request, UploadFile
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
+from starlette.datastructures import UploadFile
 
 import kvcore
 from kvcore import CacheOptions, KvplanError, load_model, parse_config_text

@@ -56,12 +56,60 @@ def test_lists(client):
     assert m["bytes_per_token"]["f16"] == 61 * 576 * 2
 
 
-def test_index_page(client):
-    r = client.get("/", params={"model": "qwen3.5-27b", "gpu": "4090", "context": "256k",
-                                "kv": "tbq4"})
-    assert r.status_code == 200 and "Fits" in r.text
-    bad = client.get("/", params={"model": "nosuch"})
-    assert bad.status_code == 200 and "not a known model" in bad.text
+def test_index_page_full_and_partial(client):
+    params = {"model": "qwen3.5-27b", "gpu": "4090", "context": "256k", "kv_k": "tbq4",
+              "kv_v": "tbq4", "weights": "q4_k_m"}
+    full = client.get("/", params=params)
+    assert full.status_code == 200 and "<html" in full.text and "Fits:" in full.text
+    assert 'hx-push-url="true"' in full.text and "/static/vendor/htmx-2.0.4.min.js" in full.text
+    part = client.get("/", params=params, headers={"HX-Request": "true"})
+    assert part.status_code == 200 and "<html" not in part.text
+    assert 'id="verdict"' in part.text and "<svg" in part.text
+    # the same plan as the API
+    api = client.get("/api/v1/plan", params={**params, "kv": None}).json()
+    assert f"max context {api['max_context']:,}" in part.text
+
+
+def test_form_error_sits_beside_its_field(client):
+    part = client.get("/", params={"model": "qwen3-8b", "gpu": "4091"},
+                      headers={"HX-Request": "true"})
+    assert part.status_code == 200
+    assert 'id="err-gpu" hx-swap-oob="true">&#39;4091&#39; is not a known GPU' in part.text
+    full = client.get("/", params={"model": "nosuch"})
+    assert full.status_code == 422 and "not a known model" in full.text
+
+
+def test_pasted_and_uploaded_config(client):
+    from kvcore import model_catalog
+
+    cfg = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    import json as _json
+
+    text = _json.dumps(cfg)
+    pasted = client.post("/", data={"config": text, "gpu": "4090", "context": "32k"},
+                         headers={"HX-Request": "true"})
+    assert pasted.status_code == 200 and "Fits:" in pasted.text
+    upload = client.post("/", data={"gpu": "4090", "context": "32k"},
+                         files={"config_file": ("config.json", text, "application/json")},
+                         headers={"HX-Request": "true"})
+    assert "Fits:" in upload.text
+    huge = client.post("/", files={"config_file": ("config.json", "{" + " " * (1 << 20) + "}")},
+                       headers={"HX-Request": "true"})
+    assert "larger than 1,048,576 bytes" in huge.text
+    bad = client.post("/", data={"config": "{nope"}, headers={"HX-Request": "true"})
+    assert "not valid JSON" in bad.text
+
+
+def test_catalog_pages(client):
+    models = client.get("/models")
+    assert models.status_code == 200 and "deepseek-v3" in models.text
+    page = client.get("/models/deepseek-v3")
+    assert page.status_code == 200 and "61 MLA layers, latent 576" in page.text
+    assert client.get("/models/nosuch").status_code == 404
+    gpus = client.get("/gpus")
+    assert gpus.status_code == 200 and "RTX 4090" in gpus.text
+    assert client.get("/static/vendor/htmx-2.0.4.min.js").status_code == 200
+    assert client.get("/docs").status_code == 200
 
 
 def test_openapi(client):

@@ -1,0 +1,120 @@
+"""A real browser (headless Chromium) drives the page: htmx updates in place, the URL follows."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+playwright = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                reason="headless Chromium not installed (.ci/run installs it)")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def changed(page, selector: str, before: str, timeout: float = 15) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        now = page.inner_text(selector)
+        if now != before:
+            return now
+        time.sleep(0.1)
+    raise AssertionError(f"{selector} did not change from {before!r}")
+
+
+def test_live_updates_and_shareable_url(server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 2000})
+    page.goto(f"{server}/?model=qwen3.5-27b&gpu=4090&context=128k&kv_k=q8_0&kv_v=q8_0")
+    page.evaluate("window.__sameDocument = 1")
+    verdict0 = page.inner_text("#verdict")
+    chart0 = page.inner_html(".chartbox")
+    assert verdict0.startswith(("Fits", "Does not fit")) and "131,072 tokens" in verdict0
+
+    # pick another model
+    page.fill("#model", "llama-3.1-8b")
+    page.dispatch_event("#model", "change")
+    verdict1 = changed(page, "#verdict", verdict0)
+    # change the GPU
+    page.fill("#gpu", "3060")
+    page.dispatch_event("#gpu", "change")
+    verdict2 = changed(page, "#verdict", verdict1)
+    assert "RTX 3060" in verdict2
+    # change the context
+    page.fill("#context", "32k")
+    page.dispatch_event("#context", "change")
+    verdict3 = changed(page, "#verdict", verdict2)
+    assert "32,768 tokens" in verdict3
+    chart3 = page.inner_html(".chartbox")
+    assert chart3 != chart0
+
+    # no full page load happened, and the URL carries the plan
+    assert page.evaluate("window.__sameDocument") == 1
+    url = page.url
+    for part in ("model=llama-3.1-8b", "gpu=3060", "context=32k"):
+        assert part in url
+
+    # the URL reproduces the plan in a fresh page
+    other = browser.new_page()
+    other.goto(url)
+    assert other.inner_text("#verdict") == verdict3
+    assert other.inner_html(".chartbox") == chart3
+
+    # a bad value shows its sentence beside the field, in place
+    page.fill("#context", "12x")
+    page.dispatch_event("#context", "change")
+    deadline = time.time() + 15
+    while time.time() < deadline and not page.inner_text("#err-context"):
+        time.sleep(0.1)
+    assert "context" in page.inner_text("#err-context")
+    assert page.evaluate("window.__sameDocument") == 1
+
+    if os.environ.get("KVPLAN_SCREENSHOT"):
+        shot = browser.new_page(viewport={"width": 1200, "height": 1700})
+        shot.goto(f"{server}/?model=qwen3.5-27b&gpu=4090&context=256k&kv_k=q8_0&kv_v=tbq4"
+                  "&weights=q4_k_m")
+        shot.screenshot(path=os.environ["KVPLAN_SCREENSHOT"], full_page=True)
+
+
+def test_phone_width_has_no_horizontal_page_scroll(server, browser):
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(f"{server}/?model=qwen3.5-27b&gpu=4090&context=128k")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 392
