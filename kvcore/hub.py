@@ -8,7 +8,9 @@ sentence that says what to do.
 from __future__ import annotations
 
 import json
+import os
 import re
+from functools import lru_cache
 from typing import Any
 
 from .errors import HubError, InputError
@@ -20,6 +22,8 @@ REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.
 
 #: largest config.json or index accepted (bytes)
 MAX_FILE_BYTES = 1 << 20
+#: seconds a Hub request may take before it is abandoned (huggingface_hub reads these)
+TIMEOUT_S = "10"
 
 
 def is_repo_id(text: str) -> bool:
@@ -34,6 +38,8 @@ def _download(repo: str, filename: str, revision: str | None) -> str:
         raise HubError(
             f"'{repo}' is not in the bundled catalog and fetching it needs huggingface_hub: "
             "pip install 'kvplan[hub]'", field="model") from None
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", TIMEOUT_S)
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", TIMEOUT_S)
     try:
         return str(hf.hf_hub_download(repo, filename, revision=revision))
     except hf_errors.GatedRepoError:
@@ -68,9 +74,18 @@ def _read_json(path: str, what: str) -> dict[str, Any]:
 
 
 def fetch_config(repo: str, revision: str | None = None) -> tuple[dict[str, Any], int | None]:
-    """config.json of ``repo`` and its checkpoint size in bytes (None when not indexed)."""
+    """config.json of ``repo`` and its checkpoint size in bytes (None when not indexed).
+
+    Answers are kept in memory (failures are not), on top of the HF cache on disk.
+    """
     if not is_repo_id(repo):
         raise InputError(f"'{repo}' is not a Hub repo id (expected owner/name)", field="model")
+    config, total = _fetch(repo, revision)
+    return json.loads(config), total
+
+
+@lru_cache(maxsize=256)
+def _fetch(repo: str, revision: str | None) -> tuple[str, int | None]:
     config = _read_json(_download(repo, "config.json", revision), f"{repo}/config.json")
     total: int | None = None
     try:
@@ -81,4 +96,4 @@ def fetch_config(repo: str, revision: str | None = None) -> tuple[dict[str, Any]
     size = index.get("metadata", {}).get("total_size") if isinstance(index.get("metadata"), dict) else None
     if isinstance(size, int) and not isinstance(size, bool) and size > 0:
         total = size
-    return config, total
+    return json.dumps(config), total

@@ -100,3 +100,21 @@ def test_parse_config_text_limits():
         parse_config_text('{"a":' * 40 + "1" + "}" * 40)
     with pytest.raises(ConfigError, match="JSON object"):
         parse_config_text("[1]")
+
+
+def test_hub_answers_are_cached(monkeypatch, tmp_path):
+    config = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    calls = []
+    fake_hub(monkeypatch, tmp_path, {"config.json": json.dumps(config)})
+    import huggingface_hub
+
+    real = huggingface_hub.hf_hub_download
+
+    def counting(repo, filename, revision=None):
+        calls.append(filename)
+        return real(repo, filename, revision)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", counting)
+    load_model("someone/cached-once")
+    load_model("someone/cached-once")
+    assert calls.count("config.json") == 1
