@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .errors import InputError
 from .formats import KVFormat, Role, get_format
-from .model import LayerGroup, LayerKind, ModelSpec
+from .model import LayerGroup, LayerKind, ModelSpec, ParamCount
 
 __all__ = [
     "CacheOptions",
@@ -26,6 +26,7 @@ __all__ = [
     "GroupCache",
     "bytes_per_token",
     "cache_size",
+    "geometry_bytes",
     "marginal_bytes_per_token",
 ]
 
@@ -173,6 +174,18 @@ def cache_size(spec: ModelSpec, context: int, sequences: int = 1,
     groups = tuple(group_cache(g, spec, context, sequences, opts)
                    for g in spec.groups_for(mtp=opts.mtp))
     return CacheSize(context, sequences, groups)
+
+
+def geometry_bytes(kv_k: str | KVFormat, kv_v: str | KVFormat, *, layers: int, sequences: int,
+                   kv_heads: int, head_dim: int, tokens: int) -> int:
+    """Exact cache bytes of ``layers`` full-attention layers of a bare geometry."""
+    group = LayerGroup(LayerKind.FULL, tuple(range(layers)), n_kv_heads=kv_heads,
+                       head_dim_k=head_dim, head_dim_v=head_dim)
+    opts = CacheOptions(kv_k=get_format(kv_k) if isinstance(kv_k, str) else kv_k,
+                        kv_v=get_format(kv_v) if isinstance(kv_v, str) else kv_v)
+    spec = ModelSpec(name="geometry", model_type="geometry", groups=(group,),
+                     params=ParamCount(total=0, active=0, embedding=0), source="geometry")
+    return cache_size(spec, tokens, sequences, opts).kv_bytes
 
 
 def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:

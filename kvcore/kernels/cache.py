@@ -1,0 +1,238 @@
+"""A paged KV cache of one attention layer in any kernel format, K and V chosen separately.
+
+Tensors per side are planes of shape ``[pages, kv_heads, page_size, width]`` (indices and scales
+in separate planes, so rows stay aligned for vector loads); their bytes are exactly kvcore's
+figure for the same geometry. A contiguous cache is the paged one with one page per sequence
+and an identity block table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..formats import get_format
+from . import codebook, ref
+from .ref import plane_widths
+
+__all__ = ["LayerCache", "Side"]
+
+ROTATED = ("tbq4", "tbq3")
+PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
+
+
+def _torch() -> Any:
+    from . import require_torch
+
+    return require_torch()
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+@dataclass
+class Side:
+    """The planes of K or of V."""
+
+    fmt: str
+    pages: int
+    heads: int
+    page_size: int
+    head_dim: int
+    device: Any
+    planes: dict[str, Any] = field(default_factory=dict)
+    #: per-tensor fp32 scale (nvfp4), one per layer and side
+    global_scale: Any = None
+
+    def __post_init__(self) -> None:
+        torch = _torch()
+        for name, (width, dtype) in plane_widths(self.fmt, self.head_dim).items():
+            shape = (self.pages, self.heads, self.page_size, width)
+            if name == "scale":
+                shape = (self.pages, self.heads, self.page_size)
+            self.planes[name] = torch.zeros(shape, dtype=getattr(torch, dtype), device=self.device)
+        if get_format(self.fmt).tensor_scale_bytes:
+            self.global_scale = torch.ones(1, dtype=torch.float32, device=self.device)
+
+    @property
+    def nbytes(self) -> int:
+        total = sum(t.numel() * t.element_size() for t in self.planes.values())
+        if self.global_scale is not None:
+            total += self.global_scale.numel() * self.global_scale.element_size()
+        return total
+
+    @property
+    def padded_dim(self) -> int:
+        return ref.padded(self.fmt, self.head_dim)
+
+    def flat(self) -> list[Any]:
+        return list(self.planes.values())
+
+    def rows(self) -> dict[str, Any]:
+        """Planes viewed as [pages · heads · page_size, width]."""
+        return {k: v.reshape(self.pages * self.heads * self.page_size, -1)
+                for k, v in self.planes.items()}
+
+
+class LayerCache:
+    """One layer's K and V for ``pages`` pages of ``page_size`` tokens × ``kv_heads`` heads."""
+
+    def __init__(self, kv_k: str, kv_v: str, pages: int, page_size: int, kv_heads: int,
+                 head_dim: int, device: Any = "cpu") -> None:
+        for name in (kv_k, kv_v):
+            if name not in PAGED:
+                raise ValueError(f"no paged kernel layout for {name}; paged formats: "
+                                 f"{', '.join(PAGED)}")
+        if kv_k in ROTATED or kv_v in ROTATED:
+            if _pow2(ref.padded("tbq4", head_dim)) != ref.padded("tbq4", head_dim):
+                raise ValueError("rotated formats need head_dim padded to a power of two")
+        self.k = Side(kv_k, pages, kv_heads, page_size, head_dim, device)
+        self.v = Side(kv_v, pages, kv_heads, page_size, head_dim, device)
+        self.page_size, self.kv_heads, self.head_dim = page_size, kv_heads, head_dim
+        self.device = device
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by this cache's tensors (K + V, scales included)."""
+        return self.k.nbytes + self.v.nbytes
+
+    def dst_rows(self, pages: Any, offsets: Any) -> Any:
+        """Row index of (page, head, offset) for every head: [n, heads] int64."""
+        torch = _torch()
+        heads = torch.arange(self.kv_heads, device=pages.device, dtype=torch.int64)
+        return (pages.to(torch.int64)[:, None] * self.kv_heads + heads[None, :]) * \
+            self.page_size + offsets.to(torch.int64)[:, None]
+
+    # ---- reference path (torch only) -------------------------------------------------------
+
+    def append_ref(self, k: Any, v: Any, pages: Any, offsets: Any) -> None:
+        """k, v: [n, kv_heads, head_dim]; token i goes to (pages[i], offsets[i])."""
+        dst = self.dst_rows(pages, offsets).reshape(-1)
+        for side, x in ((self.k, k), (self.v, v)):
+            rows = x.reshape(-1, self.head_dim)
+            if side.global_scale is not None and float(side.global_scale) == 1.0:
+                side.global_scale.fill_(ref.nvfp4_global_scale(rows))
+            gs = float(side.global_scale) if side.global_scale is not None else 1.0
+            planes = ref.quantize(side.fmt, rows, global_scale=gs)
+            flat = side.rows()
+            for name, t in planes.items():
+                flat[name][dst] = t.reshape(t.shape[0], -1).to(flat[name].dtype)
+
+    def gather_ref(self, side: Side, block_table: Any, seq_len: int, b: int) -> Any:
+        """Dequantized [kv_heads, seq_len, head_dim] float32 of sequence ``b`` (reference)."""
+        torch = _torch()
+        t = torch.arange(seq_len, device=block_table.device)
+        pages = block_table[b, t // self.page_size]
+        dst = self.dst_rows(pages, t % self.page_size).T.reshape(-1)
+        flat = side.rows()
+        planes = {k: v[dst] for k, v in flat.items()}
+        if "scale" in planes:
+            planes["scale"] = planes["scale"].reshape(-1, 1)
+        gs = float(side.global_scale) if side.global_scale is not None else 1.0
+        x = ref.dequantize(side.fmt, planes, self.head_dim, global_scale=gs)
+        return x.reshape(self.kv_heads, seq_len, self.head_dim)
+
+    def decode_ref(self, q: Any, block_table: Any, seq_lens: Any) -> Any:
+        """Reference decode attention over the dequantized cache (float64 out)."""
+        torch = _torch()
+        outs = []
+        for b in range(q.shape[0]):
+            n = int(seq_lens[b])
+            k = self.gather_ref(self.k, block_table, n, b)
+            v = self.gather_ref(self.v, block_table, n, b)
+            outs.append(ref.attention_ref(q[b:b + 1], k[None], v[None],
+                                          torch.tensor([n]))[0])
+        return torch.stack(outs)
+
+    # ---- Triton path -----------------------------------------------------------------------
+
+    def _tables(self) -> dict[str, Any]:
+        torch = _torch()
+        dpow = _pow2(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
+        if not hasattr(self, "_tab"):
+            rot = ref.rotation(str(self.device)).to(self.device)
+            blocks = max(1, dpow // 128)
+            big = torch.block_diag(*([rot] * blocks)) if dpow >= 128 else rot[:dpow, :dpow]
+            self._tab = {
+                "rot": big.contiguous(),
+                "cent16": ref.centroids(16, "cpu").to(self.device),
+                "cent8": ref.centroids(8, "cpu").to(self.device),
+                "th16": torch.tensor(codebook.thresholds(16), device=self.device),
+                "th8": torch.tensor(codebook.thresholds(8), device=self.device),
+                "e2m1": torch.tensor(ref.E2M1, device=self.device),
+                "dpow": dpow,
+            }
+        return self._tab
+
+    def _cent(self, fmt: str) -> Any:
+        tab = self._tables()
+        return tab["cent8"] if fmt == "tbq3" else tab["cent16"]
+
+    def append(self, k: Any, v: Any, pages: Any, offsets: Any, rows_per_program: int = 16) -> None:
+        """Quantize and write new tokens with the Triton append kernel."""
+        from .triton_ops import FMT_CODES, append_kernel
+
+        torch = _torch()
+        tab = self._tables()
+        dst = self.dst_rows(pages, offsets).reshape(-1).contiguous()
+        for side, x in ((self.k, k), (self.v, v)):
+            rows = x.reshape(-1, self.head_dim).contiguous()
+            if side.global_scale is not None and float(side.global_scale) == 1.0:
+                side.global_scale.fill_(ref.nvfp4_global_scale(rows))
+            planes = side.flat()
+            p0 = planes[0]
+            p1 = planes[1] if len(planes) > 1 else planes[0]
+            x0 = p0.shape[-1]
+            x1 = p1.shape[-1] if p1.dim() == 4 else 1
+            levels = 8 if side.fmt == "tbq3" else 16
+            n = rows.shape[0]
+            grid = (math.ceil(n / rows_per_program),)
+            append_kernel[grid](
+                rows, dst, p0, p1,
+                side.global_scale if side.global_scale is not None else p0,
+                tab["rot"], tab["th8"] if levels == 8 else tab["th16"], self._cent(side.fmt), n,
+                FMT=FMT_CODES[side.fmt], D=self.head_dim, DP=side.padded_dim,
+                DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_per_program)
+        del torch
+
+    def decode(self, q: Any, block_table: Any, seq_lens: Any, *, split_tokens: int = 2048,
+               block_n: int = 64) -> Any:
+        """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32."""
+        from .triton_ops import FMT_CODES, decode_split_kernel, reduce_kernel
+
+        torch = _torch()
+        tab = self._tables()
+        bsz, hq, d = q.shape
+        group = hq // self.kv_heads
+        qpad = max(16, _pow2(group))
+        max_len = int(seq_lens.max()) if bsz else 0
+        n_splits = max(1, math.ceil(max_len / split_tokens))
+        dpow = tab["dpow"]
+        acc = torch.empty(bsz * hq * n_splits * dpow, dtype=torch.float32, device=q.device)
+        ml = torch.empty(bsz * hq * n_splits * 2, dtype=torch.float32, device=q.device)
+        out = torch.full((bsz, hq, d), float("nan"), dtype=torch.float32, device=q.device)
+        ks, vs = self.k.flat(), self.v.flat()
+        k1 = ks[1] if len(ks) > 1 else ks[0]
+        v1 = vs[1] if len(vs) > 1 else vs[0]
+
+        def width(t: Any) -> int:
+            return t.shape[-1] if t.dim() == 4 else 1
+
+        decode_split_kernel[(bsz, self.kv_heads, n_splits)](
+            q.contiguous(), acc, ml, tab["rot"],
+            ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
+            vs[0], v1, self.v.global_scale if self.v.global_scale is not None else vs[0],
+            self._cent(self.k.fmt), self._cent(self.v.fmt), tab["e2m1"],
+            block_table, seq_lens, block_table.stride(0), n_splits, 1 / math.sqrt(d),
+            H_KV=self.kv_heads, PAGE=self.page_size, GROUP=group, QPAD=qpad, D=d, DPOW=dpow,
+            DPK=self.k.padded_dim, DPV=self.v.padded_dim,
+            FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
+            XK0=width(ks[0]), XK1=width(k1), XV0=width(vs[0]), XV1=width(v1),
+            ROT_K=self.k.fmt in ROTATED, ROT_V=self.v.fmt in ROTATED,
+            BLOCK_N=block_n, SPLIT=split_tokens)
+        reduce_kernel[(bsz, self.kv_heads)](
+            acc, ml, out, tab["rot"], n_splits, H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
+            D=d, DPOW=dpow, ROT_V=self.v.fmt in ROTATED)
+        return out

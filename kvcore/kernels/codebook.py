@@ -1,0 +1,81 @@
+"""Lloyd-Max codebooks for N(0, σ²) and the randomized Walsh–Hadamard rotation (pure Python).
+
+The rotated formats (tbq4, tbq3) map each coordinate of a unit vector rotated by
+``R = diag(s2) · H · diag(s1) / √n`` to the nearest Lloyd-Max centroid for N(0, 1/n): after a
+random rotation the coordinates of a unit vector are close to that distribution.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from functools import cache
+
+__all__ = ["hadamard_signs", "lloyd_max", "rotation_matrix", "thresholds"]
+
+BLOCK = 128
+SEED = 42
+
+
+def _pdf(z: float) -> float:
+    return math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+
+def _cdf(z: float) -> float:
+    return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+
+
+@cache
+def lloyd_max(levels: int, sigma: float = 1 / math.sqrt(BLOCK), iters: int = 500) -> tuple[float, ...]:
+    """The ``levels`` centroids minimising squared error for N(0, sigma²), ascending."""
+    # start from equal-probability quantiles
+    cent = []
+    for i in range(levels):
+        p = (i + 0.5) / levels
+        lo, hi = -10.0, 10.0
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            if _cdf(mid) < p:
+                lo = mid
+            else:
+                hi = mid
+        cent.append(lo)
+    for _ in range(iters):
+        edges = [-math.inf] + [(a + b) / 2 for a, b in zip(cent, cent[1:], strict=False)] + [math.inf]
+        new = []
+        for a, b in zip(edges, edges[1:], strict=False):
+            mass = _cdf(b) - _cdf(a)
+            pa = 0.0 if math.isinf(a) else _pdf(a)
+            pb = 0.0 if math.isinf(b) else _pdf(b)
+            new.append((pa - pb) / mass)
+        if max(abs(x - y) for x, y in zip(new, cent, strict=True)) < 1e-13:
+            cent = new
+            break
+        cent = new
+    return tuple(c * sigma for c in cent)
+
+
+def thresholds(levels: int) -> tuple[float, ...]:
+    """Decision boundaries between consecutive centroids (levels − 1 of them)."""
+    c = lloyd_max(levels)
+    return tuple((a + b) / 2 for a, b in zip(c, c[1:], strict=False))
+
+
+@cache
+def hadamard_signs(n: int = BLOCK, seed: int = SEED) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Two fixed ±1 vectors (s1 before the transform, s2 after)."""
+    rng = random.Random(seed)
+    s1 = tuple(rng.choice((-1, 1)) for _ in range(n))
+    s2 = tuple(rng.choice((-1, 1)) for _ in range(n))
+    return s1, s2
+
+
+def rotation_matrix(n: int = BLOCK) -> list[list[float]]:
+    """R with R·x = s2 ⊙ (H (s1 ⊙ x)) / √n; orthonormal, so R⁻¹ = Rᵀ."""
+    if n & (n - 1):
+        raise ValueError("the Walsh–Hadamard size must be a power of two")
+    s1, s2 = hadamard_signs(n)
+    scale = 1 / math.sqrt(n)
+    # Sylvester Hadamard: H[i][j] = (-1)^popcount(i & j)
+    return [[s2[i] * (-1 if bin(i & j).count("1") % 2 else 1) * s1[j] * scale for j in range(n)]
+            for i in range(n)]

@@ -1,0 +1,286 @@
+"""Triton kernels: quantize-and-append new K/V rows, fused split-K decode attention, and the
+split reduction. One kernel per job; the format is a compile-time constant, so each format gets
+its own specialised code with the dequantisation fused into the attention loop.
+
+Format codes: 0 f16/bf16, 1 fp8_pth, 2 q8_0, 3 q4_0, 4 tbq4, 5 tbq3, 6 nvfp4.
+All address arithmetic is int64.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+FMT_CODES = {"f16": 0, "bf16": 0, "fp8_pth": 1, "q8_0": 2, "q4_0": 3, "tbq4": 4, "tbq3": 5,
+             "nvfp4": 6}
+
+
+@triton.jit
+def e4m3_decode(bits):
+    """uint8 e4m3fn bit patterns → float32."""
+    b = bits.to(tl.int32)
+    e = (b >> 3) & 15
+    m = b & 7
+    normal = (((e + 120) << 23) | (m << 20)).to(tl.float32, bitcast=True)
+    sub = m.to(tl.float32) * (1.0 / 512.0)
+    v = tl.where(e == 0, sub, normal)
+    return tl.where(((b >> 7) & 1) == 1, -v, v)
+
+
+@triton.jit
+def _round_half_even(x):
+    """Round non-negative floats to the nearest integer, ties to even (as float)."""
+    f = tl.floor(x)
+    r = x - f
+    odd = (f - 2.0 * tl.floor(f * 0.5)) == 1.0
+    up = (r > 0.5) | ((r == 0.5) & odd)
+    return tl.where(up, f + 1.0, f)
+
+
+@triton.jit
+def e4m3_encode(x):
+    """float32 → uint8 e4m3fn bit pattern, round to nearest even, |x| ≤ 448 assumed."""
+    neg = x < 0
+    a = tl.minimum(tl.abs(x), 448.0)
+    bits = a.to(tl.int32, bitcast=True)
+    exp = ((bits >> 23) & 255) - 127 + 7
+    mant = bits & 0x7FFFFF
+    m3 = mant >> 20
+    rem = mant & 0xFFFFF
+    up = (rem > 0x80000) | ((rem == 0x80000) & ((m3 & 1) == 1))
+    normal = (exp << 3) + m3 + up.to(tl.int32)
+    sub = _round_half_even(a * 512.0).to(tl.int32)
+    code = tl.where(exp >= 1, normal, sub)
+    code = tl.minimum(code, 126)
+    return (code | (neg.to(tl.int32) << 7)).to(tl.uint8)
+
+
+@triton.jit
+def _dequant(FMT: tl.constexpr, P0, P1, GS, CENT, E2M1, row, rmask,
+             DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr):
+    """A [BLOCK_N, DPOW] float32 tile of rows ``row`` (int64), straight from the packed planes."""
+    d = tl.arange(0, DPOW)[None, :]
+    r = row[:, None]
+    m = rmask[:, None] & (d < DP)
+    if FMT == 0:
+        v = tl.load(P0 + r * X0 + d, mask=m, other=0.0).to(tl.float32)
+    elif FMT == 1:
+        bits = tl.load(P0 + r * X0 + d, mask=m, other=0)
+        scale = tl.load(P1 + r, mask=rmask[:, None], other=0.0)
+        v = e4m3_decode(bits) * scale
+    elif FMT == 2:
+        q = tl.load(P0 + r * X0 + d, mask=m, other=0).to(tl.float32)
+        s = tl.load(P1 + r * X1 + d // 32, mask=m, other=0.0).to(tl.float32)
+        v = q * s
+    elif FMT == 3:
+        j = d % 32
+        byte = tl.load(P0 + r * X0 + (d // 32) * 16 + (j % 16), mask=m, other=0).to(tl.int32)
+        nib = tl.where(j < 16, byte & 15, byte >> 4)
+        s = tl.load(P1 + r * X1 + d // 32, mask=m, other=0.0).to(tl.float32)
+        v = (nib - 8).to(tl.float32) * s
+    elif FMT == 4:
+        byte = tl.load(P0 + r * X0 + d // 2, mask=m, other=0).to(tl.int32)
+        idx = tl.where(d % 2 == 0, byte & 15, byte >> 4)
+        c = tl.load(CENT + idx, mask=m, other=0.0)
+        n = tl.load(P1 + r * X1 + d // 128, mask=m, other=0.0).to(tl.float32)
+        v = c * n
+    elif FMT == 5:
+        j = d % 128
+        base = r * X0 + (d // 128) * 48 + (j // 8) * 3
+        b0 = tl.load(P0 + base, mask=m, other=0).to(tl.int32)
+        b1 = tl.load(P0 + base + 1, mask=m, other=0).to(tl.int32)
+        b2 = tl.load(P0 + base + 2, mask=m, other=0).to(tl.int32)
+        lane = b0 | (b1 << 8) | (b2 << 16)
+        idx = (lane >> ((j % 8) * 3)) & 7
+        c = tl.load(CENT + idx, mask=m, other=0.0)
+        n = tl.load(P1 + r * X1 + d // 128, mask=m, other=0.0).to(tl.float32)
+        v = c * n
+    else:
+        byte = tl.load(P0 + r * X0 + d // 2, mask=m, other=0).to(tl.int32)
+        code = tl.where(d % 2 == 0, byte & 15, byte >> 4)
+        mag = tl.load(E2M1 + (code & 7), mask=m, other=0.0)
+        sc = e4m3_decode(tl.load(P1 + r * X1 + d // 16, mask=m, other=0)) * tl.load(GS)
+        v = tl.where((code >> 3) == 1, -mag, mag) * sc
+    return v
+
+
+@triton.jit
+def decode_split_kernel(
+    Q, ACC, ML, ROT,
+    K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V, E2M1,
+    BLOCK_TABLE, SEQ_LENS, stride_bt, n_splits, sm_scale,
+    H_KV: tl.constexpr, PAGE: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
+    D: tl.constexpr, DPOW: tl.constexpr, DPK: tl.constexpr, DPV: tl.constexpr,
+    FMT_K: tl.constexpr, FMT_V: tl.constexpr,
+    XK0: tl.constexpr, XK1: tl.constexpr, XV0: tl.constexpr, XV1: tl.constexpr,
+    ROT_K: tl.constexpr, ROT_V: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    s = tl.program_id(2).to(tl.int64)
+    seq_len = tl.load(SEQ_LENS + b).to(tl.int64)
+    start = s * SPLIT
+    end = tl.minimum(start + SPLIT, seq_len)
+    rows = tl.arange(0, QPAD)
+    dq = tl.arange(0, DPOW)
+    qmask = (rows[:, None] < GROUP) & (dq[None, :] < D)
+    q = tl.load(Q + ((b * H_KV + h) * GROUP + rows[:, None]) * D + dq[None, :], mask=qmask,
+                other=0.0).to(tl.float32)
+    if ROT_K:
+        # keys are stored rotated: rotate the query once, q' = q Rᵀ (block-diagonal R)
+        rot = tl.load(ROT + dq[:, None] * DPOW + dq[None, :])
+        q = tl.dot(q, tl.trans(rot), input_precision="ieee")
+    q = (q * sm_scale).to(tl.float16)
+    m_i = tl.full([QPAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([QPAD], tl.float32)
+    acc = tl.zeros([QPAD, DPOW], tl.float32)
+    for n0 in range(start, end, BLOCK_N):
+        offs = n0 + tl.arange(0, BLOCK_N)
+        nmask = offs < end
+        page = tl.load(BLOCK_TABLE + b * stride_bt + offs // PAGE, mask=nmask, other=0)
+        row = (page.to(tl.int64) * H_KV + h) * PAGE + offs % PAGE
+        k = _dequant(FMT_K, K0, K1, KGS, CENT_K, E2M1, row, nmask, DPOW, DPK, XK0, XK1)
+        scores = tl.dot(q, tl.trans(k.to(tl.float16)))
+        scores = tl.where(nmask[None, :], scores, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(scores - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = _dequant(FMT_V, V0, V1, VGS, CENT_V, E2M1, row, nmask, DPOW, DPV, XV0, XV1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v.to(tl.float16))
+        m_i = m_new
+    out_rows = (b * H_KV + h) * GROUP + rows
+    omask = rows < GROUP
+    base = out_rows * n_splits + s
+    tl.store(ACC + base[:, None] * DPOW + dq[None, :], acc, mask=omask[:, None])
+    tl.store(ML + base * 2, m_i, mask=omask)
+    tl.store(ML + base * 2 + 1, l_i, mask=omask)
+
+
+@triton.jit
+def reduce_kernel(ACC, ML, OUT, ROT, n_splits,
+                  H_KV: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
+                  D: tl.constexpr, DPOW: tl.constexpr, ROT_V: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    rows = tl.arange(0, QPAD)
+    dq = tl.arange(0, DPOW)
+    rmask = rows < GROUP
+    out_rows = (b * H_KV + h) * GROUP + rows
+    big = tl.full([QPAD], float("-inf"), tl.float32)
+    for s in range(0, n_splits):
+        m_s = tl.load(ML + (out_rows * n_splits + s) * 2, mask=rmask, other=float("-inf"))
+        big = tl.maximum(big, m_s)
+    total = tl.zeros([QPAD], tl.float32)
+    acc = tl.zeros([QPAD, DPOW], tl.float32)
+    for s in range(0, n_splits):
+        base = out_rows * n_splits + s
+        m_s = tl.load(ML + base * 2, mask=rmask, other=float("-inf"))
+        l_s = tl.load(ML + base * 2 + 1, mask=rmask, other=0.0)
+        w = tl.where(m_s == float("-inf"), 0.0, tl.exp(m_s - big))
+        total += w * l_s
+        a = tl.load(ACC + base[:, None] * DPOW + dq[None, :], mask=rmask[:, None], other=0.0)
+        acc += w[:, None] * a
+    out = acc / tl.where(total > 0, total, 1.0)[:, None]
+    if ROT_V:
+        # values are stored rotated: rotate the output back once, o = o' R
+        rot = tl.load(ROT + dq[:, None] * DPOW + dq[None, :])
+        out = tl.dot(out, rot, input_precision="ieee")
+    tl.store(OUT + out_rows[:, None] * D + dq[None, :], out,
+             mask=rmask[:, None] & (dq[None, :] < D))
+
+
+@triton.jit
+def append_kernel(X, DST, P0, P1, GS, ROT, TH, CENT, n_rows,
+                  FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, DPOW: tl.constexpr,
+                  X0: tl.constexpr, X1: tl.constexpr, LEVELS: tl.constexpr,
+                  ROWS: tl.constexpr):
+    """Quantize ``n_rows`` rows of X [n_rows, D] into the planes at row indices DST."""
+    pid = tl.program_id(0).to(tl.int64)
+    ri = pid * ROWS + tl.arange(0, ROWS)
+    rmask = ri < n_rows
+    dst = tl.load(DST + ri, mask=rmask, other=0)
+    d = tl.arange(0, DPOW)
+    m = rmask[:, None] & (d[None, :] < D)
+    x = tl.load(X + ri[:, None] * D + d[None, :], mask=m, other=0.0).to(tl.float32)
+    r = dst[:, None]
+    wm = rmask[:, None] & (d[None, :] < DP)
+    if FMT == 0:
+        tl.store(P0 + r * X0 + d[None, :], x.to(P0.dtype.element_ty), mask=m)
+    elif FMT == 1:
+        amax = tl.max(tl.abs(x), axis=1)
+        scale = tl.maximum(amax, 1e-12) / 448.0
+        tl.store(P0 + r * X0 + d[None, :], e4m3_encode(x / scale[:, None]), mask=m)
+        tl.store(P1 + dst, scale, mask=rmask)
+    elif FMT == 2:
+        xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
+        amax = tl.max(tl.abs(xb), axis=2)
+        ds = (amax / 127.0).to(tl.float16)
+        inv = tl.where(ds.to(tl.float32) > 0, 1.0 / ds.to(tl.float32), 0.0)
+        v = xb * inv[:, :, None]
+        q = tl.where(v >= 0, tl.floor(v + 0.5), -tl.floor(-v + 0.5))
+        q = tl.reshape(tl.minimum(tl.maximum(q, -127.0), 127.0), (ROWS, DPOW))
+        tl.store(P0 + r * X0 + d[None, :], q.to(tl.int8), mask=wm)
+        nb = tl.arange(0, DPOW // 32)
+        tl.store(P1 + r * X1 + nb[None, :], ds, mask=rmask[:, None] & (nb[None, :] < DP // 32))
+    elif FMT == 3:
+        xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
+        amax = tl.max(tl.abs(xb), axis=2)
+        # the value of largest magnitude, with its sign (the positive one on a tie)
+        vmax = tl.max(tl.where(tl.abs(xb) == amax[:, :, None], xb, float("-inf")), axis=2)
+        ds = (vmax / -8.0).to(tl.float16)
+        inv = tl.where(ds.to(tl.float32) != 0, 1.0 / ds.to(tl.float32), 0.0)
+        q = tl.minimum(tl.maximum(tl.floor(xb * inv[:, :, None] + 8.5), 0.0), 15.0).to(tl.int32)
+        q4 = tl.permute(tl.reshape(q, (ROWS, DPOW // 32, 2, 16)), (0, 1, 3, 2))
+        lo, hi = tl.split(q4)
+        packed = tl.reshape((lo | (hi << 4)).to(tl.uint8), (ROWS, DPOW // 2))
+        dd = tl.arange(0, DPOW // 2)
+        tl.store(P0 + r * X0 + dd[None, :], packed, mask=rmask[:, None] & (dd[None, :] < DP // 2))
+        nb = tl.arange(0, DPOW // 32)
+        tl.store(P1 + r * X1 + nb[None, :], ds, mask=rmask[:, None] & (nb[None, :] < DP // 32))
+    elif FMT == 4 or FMT == 5:
+        xb = tl.reshape(x, (ROWS, DPOW // 128, 128))
+        n = tl.sqrt(tl.sum(xb * xb, axis=2))
+        u = tl.reshape(xb / tl.maximum(n, 1e-30)[:, :, None], (ROWS, DPOW))
+        rot = tl.load(ROT + d[:, None] * DPOW + d[None, :])
+        y = tl.dot(u, tl.trans(rot), input_precision="ieee")
+        idx = tl.zeros([ROWS, DPOW], tl.int32)
+        for t in tl.static_range(LEVELS - 1):
+            idx += (y > tl.load(TH + t)).to(tl.int32)
+        c = tl.load(CENT + idx)
+        cb = tl.reshape(c, (ROWS, DPOW // 128, 128))
+        norm = (n / tl.maximum(tl.sqrt(tl.sum(cb * cb, axis=2)), 1e-30)).to(tl.float16)
+        nb = tl.arange(0, DPOW // 128)
+        tl.store(P1 + r * X1 + nb[None, :], norm,
+                 mask=rmask[:, None] & (nb[None, :] < DP // 128))
+        if FMT == 4:
+            even, odd = tl.split(tl.reshape(idx, (ROWS, DPOW // 2, 2)))
+            dd = tl.arange(0, DPOW // 2)
+            tl.store(P0 + r * X0 + dd[None, :], (even | (odd << 4)).to(tl.uint8),
+                     mask=rmask[:, None] & (dd[None, :] < DP // 2))
+        else:
+            g = tl.reshape(idx, (ROWS, DPOW // 8, 8))
+            lane = tl.sum(g << (tl.arange(0, 8) * 3)[None, None, :], axis=2)
+            gg = tl.arange(0, DPOW // 8)
+            gm = rmask[:, None] & (gg[None, :] < DP // 8)
+            base = P0 + r * X0 + gg[None, :] * 3
+            tl.store(base, (lane & 255).to(tl.uint8), mask=gm)
+            tl.store(base + 1, ((lane >> 8) & 255).to(tl.uint8), mask=gm)
+            tl.store(base + 2, ((lane >> 16) & 255).to(tl.uint8), mask=gm)
+    else:
+        gs = tl.load(GS)
+        xb = tl.reshape(x, (ROWS, DPOW // 16, 16))
+        amax = tl.max(tl.abs(xb), axis=2)
+        sc = e4m3_encode(amax / 6.0 / gs)
+        eff = e4m3_decode(sc) * gs
+        v = tl.abs(xb) / tl.where(eff > 0, eff, 1.0)[:, :, None]
+        mag = ((v > 0.25).to(tl.int32) + (v > 0.75).to(tl.int32) + (v > 1.25).to(tl.int32)
+               + (v > 1.75).to(tl.int32) + (v > 2.5).to(tl.int32) + (v > 3.5).to(tl.int32)
+               + (v > 5.0).to(tl.int32))
+        code = tl.reshape(mag | ((xb < 0).to(tl.int32) << 3), (ROWS, DPOW))
+        even, odd = tl.split(tl.reshape(code, (ROWS, DPOW // 2, 2)))
+        dd = tl.arange(0, DPOW // 2)
+        tl.store(P0 + r * X0 + dd[None, :], (even | (odd << 4)).to(tl.uint8),
+                 mask=rmask[:, None] & (dd[None, :] < DP // 2))
+        nb = tl.arange(0, DPOW // 16)
+        tl.store(P1 + r * X1 + nb[None, :], sc, mask=rmask[:, None] & (nb[None, :] < DP // 16))

@@ -1,0 +1,143 @@
+"""Kernels against their torch reference and both against exact float64 attention.
+
+Run in Triton's interpreter on CPU tensors (TRITON_INTERPRET=1, set in conftest), on small odd
+shapes, in fp16/fp32.
+"""
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kvcore.kernels import ref  # noqa: E402
+from kvcore.kernels.cache import PAGED, LayerCache  # noqa: E402
+from kvcore.kv import geometry_bytes  # noqa: E402
+
+# relative error of decode attention over the quantized cache against exact attention over the
+# unquantized K and V (random Gaussian data)
+BOUNDS = {"f16": 2e-3, "bf16": 1e-2, "fp8_pth": 4e-2, "q8_0": 1.5e-2, "q4_0": 0.12,
+          "tbq4": 0.12, "tbq3": 0.22, "nvfp4": 0.15}
+INTERP = [f for f in PAGED if f != "bf16"]
+
+
+def rel(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+def build(fmt_k, fmt_v, lens, kv_heads=2, head_dim=128, page=16, shuffle=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    bsz = len(lens)
+    pages_per = max(math.ceil(n / page) for n in lens)
+    total = bsz * pages_per
+    order = torch.randperm(total, generator=g) if shuffle else torch.arange(total)
+    table = order.reshape(bsz, pages_per).to(torch.int32)
+    tmax = max(lens)
+    k = torch.randn(bsz, tmax, kv_heads, head_dim, generator=g).half()
+    v = torch.randn(bsz, tmax, kv_heads, head_dim, generator=g).half()
+    kernel = LayerCache(fmt_k, fmt_v, total, page, kv_heads, head_dim)
+    refc = LayerCache(fmt_k, fmt_v, total, page, kv_heads, head_dim)
+    for b, n in enumerate(lens):
+        t = torch.arange(n)
+        kernel.append(k[b, :n], v[b, :n], table[b, t // page].long(), t % page)
+        refc.append_ref(k[b, :n], v[b, :n], table[b, t // page].long(), t % page)
+    return kernel, refc, table, torch.tensor(lens, dtype=torch.int32), k, v
+
+
+@pytest.mark.parametrize("fmt", INTERP)
+def test_append_matches_reference_planes(fmt):
+    kernel, refc, *_ = build(fmt, fmt, [37, 50])
+    for side_k, side_r in ((kernel.k, refc.k), (kernel.v, refc.v)):
+        for name, t in side_k.planes.items():
+            r = side_r.planes[name]
+            if t.dtype.is_floating_point:
+                assert torch.allclose(t.float(), r.float(), rtol=1e-3, atol=1e-6), (fmt, name)
+            else:
+                # integer codes: identical but for rounding ties
+                assert (t == r).float().mean() > 0.995, (fmt, name)
+
+
+@pytest.mark.parametrize("fmt", INTERP)
+def test_decode_matches_reference_and_exact(fmt):
+    lens = [37, 1, 50]
+    kernel, refc, table, seq_lens, k, v = build(fmt, fmt, lens)
+    q = torch.randn(len(lens), 8, 128).half()
+    out = kernel.decode(q, table, seq_lens, split_tokens=32, block_n=16)
+    assert not torch.isnan(out).any()
+    expect = kernel.decode_ref(q.float(), table, seq_lens)
+    assert rel(out, expect) < 3e-3, fmt
+    exact = ref.attention_ref(q.float(), k.permute(0, 2, 1, 3).float(),
+                              v.permute(0, 2, 1, 3).float(), seq_lens)
+    assert rel(out, exact) < BOUNDS[fmt], (fmt, rel(out, exact))
+
+
+@pytest.mark.parametrize(("fmt_k", "fmt_v"), [("q8_0", "tbq4"), ("fp8_pth", "q4_0"),
+                                              ("tbq4", "f16"), ("nvfp4", "tbq3")])
+def test_mixed_k_and_v_formats(fmt_k, fmt_v):
+    kernel, refc, table, seq_lens, k, v = build(fmt_k, fmt_v, [29, 40], seed=3)
+    q = torch.randn(2, 4, 128).half()
+    out = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16)
+    assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
+
+
+@pytest.mark.parametrize(("fmt", "head_dim"), [("f16", 80), ("q8_0", 80), ("q4_0", 96),
+                                               ("fp8_pth", 64), ("tbq4", 64), ("nvfp4", 48)])
+def test_odd_head_dims(fmt, head_dim):
+    kernel, refc, table, seq_lens, k, v = build(fmt, fmt, [21, 13], head_dim=head_dim, seed=5)
+    q = torch.randn(2, 6, head_dim).half()
+    kernel3 = kernel  # GQA 6 query heads over 2 KV heads
+    out = kernel3.decode(q, table, seq_lens, split_tokens=16, block_n=16)
+    assert not torch.isnan(out).any()
+    assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
+
+
+def test_split_count_does_not_change_the_answer():
+    kernel, _, table, seq_lens, *_ = build("q8_0", "q8_0", [63, 50], seed=7)
+    q = torch.randn(2, 8, 128).half()
+    one = kernel.decode(q, table, seq_lens, split_tokens=1024, block_n=16)
+    many = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16)
+    # only the fp16 rounding of the softmax weights differs between split layouts
+    assert rel(many, one) < 1e-3
+
+
+@pytest.mark.parametrize("fmt", PAGED)
+@pytest.mark.parametrize(("seqs", "heads", "dim", "tokens"), [(1, 1, 128, 1), (3, 5, 128, 63),
+                                                              (2, 3, 64, 1000), (1, 2, 256, 17)])
+def test_tensor_bytes_equal_kvcore(fmt, seqs, heads, dim, tokens):
+    # contiguous: one page of `tokens` per sequence
+    cache = LayerCache(fmt, fmt, seqs, tokens, heads, dim)
+    assert cache.nbytes == geometry_bytes(fmt, fmt, layers=1, sequences=seqs, kv_heads=heads,
+                                          head_dim=dim, tokens=tokens)
+
+
+def test_mixed_bytes_equal_kvcore():
+    cache = LayerCache("q8_0", "tbq3", 4, 63, 3, 128)
+    assert cache.nbytes == geometry_bytes("q8_0", "tbq3", layers=1, sequences=4, kv_heads=3,
+                                          head_dim=128, tokens=63)
+
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from kvcore.kernels.triton_ops import e4m3_decode, e4m3_encode  # noqa: E402
+
+
+@triton.jit
+def _e4m3_roundtrip(x_ptr, bits_ptr, back_ptr, n: tl.constexpr):
+    i = tl.arange(0, n)
+    b = e4m3_encode(tl.load(x_ptr + i))
+    tl.store(bits_ptr + i, b)
+    tl.store(back_ptr + i, e4m3_decode(b))
+
+
+def test_e4m3_codec_matches_torch():
+    x = torch.cat([torch.randn(200) * 30, torch.tensor([448.0, -448.0, 7.93, 0.0019, 0.0, -0.25,
+                                                         1e-4, 2 ** -9, 3 * 2 ** -10])])
+    x = torch.nn.functional.pad(x, (0, 256 - x.numel()))
+    bits = torch.empty(256, dtype=torch.uint8)
+    back = torch.empty(256)
+    _e4m3_roundtrip[(1,)](x, bits, back, n=256)
+    expect = x.to(torch.float8_e4m3fn)
+    assert torch.equal(bits, expect.view(torch.uint8))
+    assert torch.equal(back, expect.float())
