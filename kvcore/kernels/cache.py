@@ -19,6 +19,8 @@ from .ref import plane_widths
 __all__ = ["LayerCache", "Side"]
 
 ROTATED = ("tbq4", "tbq3")
+#: streaming multiprocessors to fill (an H100/H200 has 132)
+SMS = 132
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -85,9 +87,9 @@ class LayerCache:
             if name not in PAGED:
                 raise ValueError(f"no paged kernel layout for {name}; paged formats: "
                                  f"{', '.join(PAGED)}")
-        if kv_k in ROTATED or kv_v in ROTATED:
-            if _pow2(ref.padded("tbq4", head_dim)) != ref.padded("tbq4", head_dim):
-                raise ValueError("rotated formats need head_dim padded to a power of two")
+        rotated = kv_k in ROTATED or kv_v in ROTATED
+        if rotated and _pow2(ref.padded("tbq4", head_dim)) != ref.padded("tbq4", head_dim):
+            raise ValueError("rotated formats need head_dim padded to a power of two")
         self.k = Side(kv_k, pages, kv_heads, page_size, head_dim, device)
         self.v = Side(kv_v, pages, kv_heads, page_size, head_dim, device)
         self.page_size, self.kv_heads, self.head_dim = page_size, kv_heads, head_dim
@@ -197,9 +199,13 @@ class LayerCache:
                 DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_per_program)
         del torch
 
-    def decode(self, q: Any, block_table: Any, seq_lens: Any, *, split_tokens: int = 2048,
-               block_n: int = 64) -> Any:
-        """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32."""
+    def decode(self, q: Any, block_table: Any, seq_lens: Any, *, split_tokens: int | None = None,
+               block_n: int = 64, num_warps: int = 4, num_stages: int = 2) -> Any:
+        """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
+
+        Without ``split_tokens`` the context is split so that batch × heads × splits fills the
+        GPU about twice over (flash-decoding).
+        """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_kernel
 
         torch = _torch()
@@ -208,6 +214,9 @@ class LayerCache:
         group = hq // self.kv_heads
         qpad = max(16, _pow2(group))
         max_len = int(seq_lens.max()) if bsz else 0
+        if split_tokens is None:
+            want = max(1, math.ceil(2 * SMS / max(1, bsz * self.kv_heads)))
+            split_tokens = max(block_n, math.ceil(max_len / want / block_n) * block_n)
         n_splits = max(1, math.ceil(max_len / split_tokens))
         dpow = tab["dpow"]
         acc = torch.empty(bsz * hq * n_splits * dpow, dtype=torch.float32, device=q.device)
@@ -231,7 +240,7 @@ class LayerCache:
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
             XK0=width(ks[0]), XK1=width(k1), XV0=width(vs[0]), XV1=width(v1),
             ROT_K=self.k.fmt in ROTATED, ROT_V=self.v.fmt in ROTATED,
-            BLOCK_N=block_n, SPLIT=split_tokens)
+            BLOCK_N=block_n, SPLIT=split_tokens, num_warps=num_warps, num_stages=num_stages)
         reduce_kernel[(bsz, self.kv_heads)](
             acc, ml, out, tab["rot"], n_splits, H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
             D=d, DPOW=dpow, ROT_V=self.v.fmt in ROTATED)

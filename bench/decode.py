@@ -1,0 +1,187 @@
+"""Decode attention over real quantized caches on a GPU: time, bytes read per second against
+the card's measured read bandwidth, speed-up over torch's fp16 SDPA, and append throughput.
+
+    python bench/decode.py [--quick] [--out DIR]
+
+Prints a table and, on its last line, one JSON document; writes decode.json into --out.
+One layer is measured (GQA 32 query / 8 KV heads, head_dim 128); a model's decode step is this
+times its attention layers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kvcore.kernels import ref  # noqa: E402
+from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.kv import geometry_bytes  # noqa: E402
+
+HQ, HKV, D = 32, 8, 128
+FORMATS = ["f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
+GiB = 1024**3
+
+
+@triton.jit
+def _read_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(pid * BLOCK, n, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+    tl.store(out_ptr + pid, tl.sum(acc))
+
+
+def measure_bandwidth() -> dict[str, float]:
+    """Device read bandwidth (a streaming read kernel) and copy bandwidth (read + write)."""
+    x = torch.randn(2 * GiB // 2, dtype=torch.float16, device="cuda")
+    out = torch.empty(132 * 8, device="cuda")
+    n = x.numel()
+    t_read = triton.testing.do_bench(lambda: _read_kernel[(132 * 8,)](x, out, n, BLOCK=4096),
+                                     warmup=50, rep=300, return_mode="median") / 1e3
+    y = torch.empty_like(x)
+    t_copy = triton.testing.do_bench(lambda: y.copy_(x), warmup=50, rep=300,
+                                     return_mode="median") / 1e3
+    return {"read_bytes_per_s": x.numel() * 2 / t_read,
+            "copy_bytes_per_s": 2 * x.numel() * 2 / t_copy}
+
+
+def check_correctness() -> dict[str, float]:
+    """Each format on the GPU against the torch reference and exact attention (small shapes)."""
+    errs = {}
+    g = torch.Generator(device="cuda").manual_seed(0)
+    lens = [1000, 1, 777]
+    for fmt in FORMATS:
+        page = 16
+        pages_per = math.ceil(max(lens) / page)
+        table = torch.randperm(len(lens) * pages_per, device="cuda").reshape(len(lens), -1)
+        table = table.to(torch.int32)
+        cache = LayerCache(fmt, fmt, table.numel(), page, HKV, D, device="cuda")
+        dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
+        k = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).to(dtype)
+        v = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).to(dtype)
+        for b, n in enumerate(lens):
+            t = torch.arange(n, device="cuda")
+            cache.append(k[b, :n], v[b, :n], table[b, t // page].long(), t % page)
+        q = torch.randn(len(lens), HQ, D, device="cuda", generator=g).to(dtype)
+        seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
+        out = cache.decode(q, table, seq)
+        assert not torch.isnan(out).any(), fmt
+        expect = cache.decode_ref(q.float(), table, seq)
+        exact = ref.attention_ref(q.float(), k.permute(0, 2, 1, 3).float(),
+                                  v.permute(0, 2, 1, 3).float(), seq)
+        errs[fmt] = {
+            "vs_reference": float((out.double() - expect).norm() / expect.norm()),
+            "vs_exact": float((out.double() - exact).norm() / exact.norm()),
+        }
+    return errs
+
+
+def fill(cache: LayerCache, batch: int, tokens: int, dtype: torch.dtype) -> float:
+    """Append `tokens` per sequence in chunks (random data); returns seconds of append work."""
+    chunk = 1 << 16
+    spent = 0.0
+    for b in range(batch):
+        for start in range(0, tokens, chunk):
+            n = min(chunk, tokens - start)
+            t = torch.arange(start, start + n, device="cuda")
+            kx = torch.randn(n, HKV, D, device="cuda", dtype=dtype)
+            vx = torch.randn(n, HKV, D, device="cuda", dtype=dtype)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            cache.append(kx, vx, torch.full_like(t, b), t, rows_per_program=16)
+            torch.cuda.synchronize()
+            spent += time.perf_counter() - t0
+    return spent
+
+
+def sdpa_time(batch: int, tokens: int) -> float:
+    q = torch.randn(batch, HQ, 1, D, device="cuda", dtype=torch.float16)
+    k = torch.randn(batch, HKV, tokens, D, device="cuda", dtype=torch.float16)
+    v = torch.randn(batch, HKV, tokens, D, device="cuda", dtype=torch.float16)
+    f = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # noqa: E731
+    t = triton.testing.do_bench(f, warmup=25, rep=200, return_mode="median") / 1e3
+    del q, k, v
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    args = ap.parse_args()
+    formats = args.formats.split(",")
+    props = torch.cuda.get_device_properties(0)
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        driver = "unknown"
+    env = {"gpu": props.name, "sms": props.multi_processor_count,
+           "memory_bytes": props.total_memory, "driver": driver, "torch": torch.__version__,
+           "triton": triton.__version__, "python": platform.python_version(),
+           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    print(env, flush=True)
+    bw = measure_bandwidth()
+    print({k: f"{v / 1e12:.2f} TB/s" for k, v in bw.items()}, flush=True)
+    errs = check_correctness()
+    print("correctness:", {k: {n: f"{e:.2e}" for n, e in v.items()} for k, v in errs.items()},
+          flush=True)
+    shapes = [(1, 4096), (1, 32768), (1, 131072), (8, 131072), (1, 1 << 20), (8, 32768),
+              (64, 4096), (64, 32768)]
+    if args.quick:
+        shapes = [(1, 32768), (8, 131072)]
+    rows = []
+    for batch, tokens in shapes:
+        t_sdpa = sdpa_time(batch, tokens) if batch * tokens <= 8 * 131072 * 8 else None
+        for fmt in formats:
+            dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
+            cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
+            append_s = fill(cache, batch, tokens, dtype)
+            table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
+            seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
+            q = torch.randn(batch, HQ, D, device="cuda", dtype=dtype)
+            t = triton.testing.do_bench(lambda c=cache, q=q: c.decode(q, table, seq), warmup=25,
+                                        rep=200, return_mode="median") / 1e3
+            nbytes = geometry_bytes(fmt, fmt, layers=1, sequences=batch, kv_heads=HKV,
+                                    head_dim=D, tokens=tokens)
+            assert cache.nbytes == nbytes
+            in_bytes = 2 * batch * tokens * HKV * D * 2
+            row = {"format": fmt, "batch": batch, "tokens": tokens, "seconds": t,
+                   "cache_bytes": nbytes, "read_bytes_per_s": nbytes / t,
+                   "fraction_of_read_bw": nbytes / t / bw["read_bytes_per_s"],
+                   "sdpa_f16_seconds": t_sdpa,
+                   "speedup_vs_sdpa": (t_sdpa / t) if t_sdpa else None,
+                   "append_bytes_per_s": (in_bytes + nbytes) / append_s,
+                   "append_fraction_of_bw": (in_bytes + nbytes) / append_s / bw["read_bytes_per_s"]}
+            rows.append(row)
+            sp = f"{row['speedup_vs_sdpa']:.2f}x" if t_sdpa else "  -  "
+            print(f"{fmt:8s} B={batch:<3d} T={tokens:<8d} {t * 1e6:9.1f} us "
+                  f"{row['read_bytes_per_s'] / 1e12:5.2f} TB/s ({row['fraction_of_read_bw']:5.1%}) "
+                  f"vs SDPA {sp}  append {row['append_bytes_per_s'] / 1e12:5.2f} TB/s",
+                  flush=True)
+            del cache
+            torch.cuda.empty_cache()
+    result = {"env": env, "bandwidth": bw, "correctness": errs, "rows": rows}
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "decode.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps({"env": env, "bandwidth": bw, "rows": len(rows)}))
+
+
+if __name__ == "__main__":
+    main()
