@@ -113,10 +113,10 @@ def sdpa_time(batch: int, tokens: int) -> float:
     q = torch.randn(batch, HQ, 1, D, device="cuda", dtype=torch.float16)
     k = torch.randn(batch, HKV, tokens, D, device="cuda", dtype=torch.float16)
     v = torch.randn(batch, HKV, tokens, D, device="cuda", dtype=torch.float16)
-    f = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # noqa: E731
-    t = triton.testing.do_bench(f, warmup=25, rep=200, return_mode="median") / 1e3
-    del q, k, v
-    return t
+    def step() -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    return triton.testing.do_bench(step, warmup=25, rep=200, return_mode="median") / 1e3
 
 
 def main() -> None:
@@ -156,8 +156,9 @@ def main() -> None:
             table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
             seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
             q = torch.randn(batch, HQ, D, device="cuda", dtype=dtype)
-            t = triton.testing.do_bench(lambda c=cache, q=q: c.decode(q, table, seq), warmup=25,
-                                        rep=200, return_mode="median") / 1e3
+            t = triton.testing.do_bench(
+                lambda c=cache, q=q, tb=table, sl=seq: c.decode(q, tb, sl), warmup=25, rep=200,
+                return_mode="median") / 1e3
             nbytes = geometry_bytes(fmt, fmt, layers=1, sequences=batch, kv_heads=HKV,
                                     head_dim=D, tokens=tokens)
             assert cache.nbytes == nbytes
