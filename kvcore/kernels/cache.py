@@ -172,7 +172,7 @@ class LayerCache:
         tab = self._tables()
         return tab["cent8"] if fmt == "tbq3" else tab["cent16"]
 
-    def append(self, k: Any, v: Any, pages: Any, offsets: Any, rows_per_program: int = 16) -> None:
+    def append(self, k: Any, v: Any, pages: Any, offsets: Any, rows_per_program: int = 64) -> None:
         """Quantize and write new tokens with the Triton append kernel."""
         from .triton_ops import FMT_CODES, append_kernel
 
@@ -204,7 +204,7 @@ class LayerCache:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split so that batch × heads × splits fills the
-        GPU about twice over (flash-decoding).
+        GPU about four times over (flash-decoding).
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_kernel
 
@@ -215,7 +215,7 @@ class LayerCache:
         qpad = max(16, _pow2(group))
         max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
-            want = max(1, math.ceil(2 * SMS / max(1, bsz * self.kv_heads)))
+            want = max(1, math.ceil(4 * SMS / max(1, bsz * self.kv_heads)))
             split_tokens = max(block_n, math.ceil(max_len / want / block_n) * block_n)
         n_splits = max(1, math.ceil(max_len / split_tokens))
         dpow = tab["dpow"]

@@ -56,51 +56,80 @@ def e4m3_encode(x):
 
 
 @triton.jit
-def _dequant(FMT: tl.constexpr, P0, P1, GS, CENT, E2M1, row, rmask,
+def _fp8(bits):
+    """uint8 e4m3fn bit patterns → float16 (a hardware conversion on Hopper)."""
+    return bits.to(tl.float8e4nv, bitcast=True).to(tl.float16)
+
+
+@triton.jit
+def _nibbles_pairs(byte, BN: tl.constexpr, W: tl.constexpr):
+    """[BN, W/2] bytes → [BN, W] nibbles, value 2i in the low nibble of byte i."""
+    lo = byte & 15
+    hi = byte >> 4
+    return tl.reshape(tl.join(lo, hi), (BN, W))
+
+
+@triton.jit
+def _dequant(FMT: tl.constexpr, P0, P1, GS, CENT, E2M1, row, rmask, BN: tl.constexpr,
              DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr):
-    """A [BLOCK_N, DPOW] float32 tile of rows ``row`` (int64), straight from the packed planes."""
-    d = tl.arange(0, DPOW)[None, :]
+    """A [BN, DPOW] float16 tile of rows ``row`` (int64), unpacked in registers from the packed
+    planes: each plane is read as one contiguous tile per row."""
     r = row[:, None]
-    m = rmask[:, None] & (d < DP)
+    rm = rmask[:, None]
     if FMT == 0:
-        v = tl.load(P0 + r * X0 + d, mask=m, other=0.0).to(tl.float32)
+        d = tl.arange(0, DPOW)[None, :]
+        v = tl.load(P0 + r * X0 + d, mask=rm & (d < DP), other=0.0).to(tl.float16)
     elif FMT == 1:
-        bits = tl.load(P0 + r * X0 + d, mask=m, other=0)
-        scale = tl.load(P1 + r, mask=rmask[:, None], other=0.0)
-        v = e4m3_decode(bits) * scale
+        d = tl.arange(0, DPOW)[None, :]
+        bits = tl.load(P0 + r * X0 + d, mask=rm & (d < DP), other=0)
+        scale = tl.load(P1 + row, mask=rmask, other=0.0)
+        v = (_fp8(bits).to(tl.float32) * scale[:, None]).to(tl.float16)
     elif FMT == 2:
-        q = tl.load(P0 + r * X0 + d, mask=m, other=0).to(tl.float32)
-        s = tl.load(P1 + r * X1 + d // 32, mask=m, other=0.0).to(tl.float32)
-        v = q * s
+        d = tl.arange(0, DPOW)[None, :]
+        q = tl.load(P0 + r * X0 + d, mask=rm & (d < DP), other=0).to(tl.float16)
+        nb = tl.arange(0, DPOW // 32)[None, :]
+        s = tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 32), other=0.0)
+        v = tl.reshape(tl.reshape(q, (BN, DPOW // 32, 32)) * s[:, :, None], (BN, DPOW))
     elif FMT == 3:
-        j = d % 32
-        byte = tl.load(P0 + r * X0 + (d // 32) * 16 + (j % 16), mask=m, other=0).to(tl.int32)
-        nib = tl.where(j < 16, byte & 15, byte >> 4)
-        s = tl.load(P1 + r * X1 + d // 32, mask=m, other=0.0).to(tl.float32)
-        v = (nib - 8).to(tl.float32) * s
-    elif FMT == 4:
-        byte = tl.load(P0 + r * X0 + d // 2, mask=m, other=0).to(tl.int32)
-        idx = tl.where(d % 2 == 0, byte & 15, byte >> 4)
-        c = tl.load(CENT + idx, mask=m, other=0.0)
-        n = tl.load(P1 + r * X1 + d // 128, mask=m, other=0.0).to(tl.float32)
-        v = c * n
-    elif FMT == 5:
-        j = d % 128
-        base = r * X0 + (d // 128) * 48 + (j // 8) * 3
-        b0 = tl.load(P0 + base, mask=m, other=0).to(tl.int32)
-        b1 = tl.load(P0 + base + 1, mask=m, other=0).to(tl.int32)
-        b2 = tl.load(P0 + base + 2, mask=m, other=0).to(tl.int32)
-        lane = b0 | (b1 << 8) | (b2 << 16)
-        idx = (lane >> ((j % 8) * 3)) & 7
-        c = tl.load(CENT + idx, mask=m, other=0.0)
-        n = tl.load(P1 + r * X1 + d // 128, mask=m, other=0.0).to(tl.float32)
-        v = c * n
+        c = tl.arange(0, DPOW // 2)[None, :]
+        byte = tl.load(P0 + r * X0 + c, mask=rm & (c < DP // 2), other=0x88)
+        lo = tl.reshape(byte & 15, (BN, DPOW // 32, 16))
+        hi = tl.reshape(byte >> 4, (BN, DPOW // 32, 16))
+        q = tl.reshape(tl.permute(tl.join(lo, hi), (0, 1, 3, 2)), (BN, DPOW))
+        nb = tl.arange(0, DPOW // 32)[None, :]
+        s = tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 32), other=0.0)
+        q = q.to(tl.float16) - 8.0
+        v = tl.reshape(tl.reshape(q, (BN, DPOW // 32, 32)) * s[:, :, None], (BN, DPOW))
+    elif FMT == 4 or FMT == 5:
+        if FMT == 4:
+            c = tl.arange(0, DPOW // 2)[None, :]
+            byte = tl.load(P0 + r * X0 + c, mask=rm & (c < DP // 2), other=0)
+            idx = _nibbles_pairs(byte, BN, DPOW).to(tl.int32)
+        else:
+            g = tl.arange(0, DPOW // 8)[None, :]
+            gm = rm & (g < DP // 8)
+            base = P0 + r * X0 + g * 3
+            lane = (tl.load(base, mask=gm, other=0).to(tl.int32)
+                    | (tl.load(base + 1, mask=gm, other=0).to(tl.int32) << 8)
+                    | (tl.load(base + 2, mask=gm, other=0).to(tl.int32) << 16))
+            shifts = (tl.arange(0, 8) * 3)[None, None, :]
+            idx = tl.reshape((lane[:, :, None] >> shifts) & 7, (BN, DPOW))
+        cent = tl.load(CENT + idx)
+        nb = tl.arange(0, DPOW // 128)[None, :]
+        n = tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 128), other=0.0).to(tl.float32)
+        v = tl.reshape(tl.reshape(cent, (BN, DPOW // 128, 128)) * n[:, :, None],
+                       (BN, DPOW)).to(tl.float16)
     else:
-        byte = tl.load(P0 + r * X0 + d // 2, mask=m, other=0).to(tl.int32)
-        code = tl.where(d % 2 == 0, byte & 15, byte >> 4)
-        mag = tl.load(E2M1 + (code & 7), mask=m, other=0.0)
-        sc = e4m3_decode(tl.load(P1 + r * X1 + d // 16, mask=m, other=0)) * tl.load(GS)
-        v = tl.where((code >> 3) == 1, -mag, mag) * sc
+        c = tl.arange(0, DPOW // 2)[None, :]
+        byte = tl.load(P0 + r * X0 + c, mask=rm & (c < DP // 2), other=0)
+        code = _nibbles_pairs(byte, BN, DPOW).to(tl.int32)
+        mag = tl.load(E2M1 + (code & 7))
+        val = tl.where((code >> 3) == 1, -mag, mag)
+        nb = tl.arange(0, DPOW // 16)[None, :]
+        sc = _fp8(tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 16), other=0)).to(tl.float32)
+        sc = sc * tl.load(GS)
+        v = tl.reshape(tl.reshape(val, (BN, DPOW // 16, 16)) * sc[:, :, None],
+                       (BN, DPOW)).to(tl.float16)
     return v
 
 
@@ -139,15 +168,15 @@ def decode_split_kernel(
         nmask = offs < end
         page = tl.load(BLOCK_TABLE + b * stride_bt + offs // PAGE, mask=nmask, other=0)
         row = (page.to(tl.int64) * H_KV + h) * PAGE + offs % PAGE
-        k = _dequant(FMT_K, K0, K1, KGS, CENT_K, E2M1, row, nmask, DPOW, DPK, XK0, XK1)
-        scores = tl.dot(q, tl.trans(k.to(tl.float16)))
+        k = _dequant(FMT_K, K0, K1, KGS, CENT_K, E2M1, row, nmask, BLOCK_N, DPOW, DPK, XK0, XK1)
+        scores = tl.dot(q, tl.trans(k))
         scores = tl.where(nmask[None, :], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(scores - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = _dequant(FMT_V, V0, V1, VGS, CENT_V, E2M1, row, nmask, DPOW, DPV, XV0, XV1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v.to(tl.float16))
+        v = _dequant(FMT_V, V0, V1, VGS, CENT_V, E2M1, row, nmask, BLOCK_N, DPOW, DPV, XV0, XV1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
         m_i = m_new
     out_rows = (b * H_KV + h) * GROUP + rows
     omask = rows < GROUP
