@@ -160,10 +160,14 @@ def main() -> None:
             q = torch.randn(batch, HQ, D, device="cuda", dtype=dtype)
             best = None
             for block_n, warps, stages in CONFIGS:
-                t_c = triton.testing.do_bench(
-                    lambda c=cache, q=q, tb=table, sl=seq, bn=block_n, w=warps, st=stages:
-                    c.decode(q, tb, sl, block_n=bn, num_warps=w, num_stages=st),
-                    warmup=10, rep=100, return_mode="median") / 1e3
+                try:
+                    t_c = triton.testing.do_bench(
+                        lambda c=cache, q=q, tb=table, sl=seq, bn=block_n, w=warps, st=stages:
+                        c.decode(q, tb, sl, max_len=tokens, block_n=bn, num_warps=w,
+                                 num_stages=st),
+                        warmup=10, rep=100, return_mode="median") / 1e3
+                except triton.runtime.errors.OutOfResources:
+                    continue
                 if best is None or t_c < best[0]:
                     best = (t_c, block_n, warps, stages)
             t, block_n, warps, stages = best

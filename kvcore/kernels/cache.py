@@ -199,12 +199,14 @@ class LayerCache:
                 DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_per_program)
         del torch
 
-    def decode(self, q: Any, block_table: Any, seq_lens: Any, *, split_tokens: int | None = None,
-               block_n: int = 64, num_warps: int = 4, num_stages: int = 2) -> Any:
+    def decode(self, q: Any, block_table: Any, seq_lens: Any, *, max_len: int | None = None,
+               split_tokens: int | None = None, block_n: int = 64, num_warps: int = 4,
+               num_stages: int = 2) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split so that batch × heads × splits fills the
-        GPU about four times over (flash-decoding).
+        GPU about four times over (flash-decoding). Give ``max_len`` (the longest sequence)
+        to avoid reading ``seq_lens`` back from the device.
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_kernel
 
@@ -213,7 +215,8 @@ class LayerCache:
         bsz, hq, d = q.shape
         group = hq // self.kv_heads
         qpad = max(16, _pow2(group))
-        max_len = int(seq_lens.max()) if bsz else 0
+        if max_len is None:
+            max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
             want = max(1, math.ceil(4 * SMS / max(1, bsz * self.kv_heads)))
             split_tokens = max(block_n, math.ceil(max_len / want / block_n) * block_n)
