@@ -162,8 +162,9 @@ def main() -> None:
             for block_n, warps, stages in CONFIGS:
                 try:
                     t_c = triton.testing.do_bench(
-                        lambda c=cache, q=q, tb=table, sl=seq, bn=block_n, w=warps, st=stages:
-                        c.decode(q, tb, sl, max_len=tokens, block_n=bn, num_warps=w,
+                        lambda c=cache, q=q, tb=table, sl=seq, bn=block_n, w=warps, st=stages,
+                        ml=tokens:
+                        c.decode(q, tb, sl, max_len=ml, block_n=bn, num_warps=w,
                                  num_stages=st),
                         warmup=10, rep=100, return_mode="median") / 1e3
                 except triton.runtime.errors.OutOfResources:
