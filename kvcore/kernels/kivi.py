@@ -1,0 +1,232 @@
+"""KIVI: keys quantized per channel over groups of G tokens, values per token over groups of G
+channels (asymmetric, fp16 scale and minimum per group); the most recent tokens stay in an f16
+residual window that flushes whole groups of G, so it holds R to R + G − 1 tokens.
+
+A cache of capacity T allocates ``floor((T − R) / G)`` quantized groups and a residual ring of
+``min(T, R + G − 1)`` f16 slots: exactly ``kvcore.formats`` ``kivi2`` / ``kivi4`` bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..formats import get_format
+
+__all__ = ["KiviCache", "dequantize_group_keys", "dequantize_values", "quantize_group_keys",
+           "quantize_values"]
+
+
+def _torch() -> Any:
+    from . import require_torch
+
+    return require_torch()
+
+
+def _pack(q: Any, bits: int) -> Any:
+    """[..., n] codes (< 2**bits) → [..., n·bits/8] bytes, code i at bits (i % per)·bits."""
+    per = 8 // bits
+    q = q.reshape(*q.shape[:-1], -1, per).to(_torch().int32)
+    shifts = _torch().arange(0, 8, bits, dtype=_torch().int32, device=q.device)
+    return (q << shifts).sum(dim=-1).to(_torch().uint8)
+
+
+def _unpack(b: Any, bits: int) -> Any:
+    torch = _torch()
+    shifts = torch.arange(0, 8, bits, dtype=torch.int32, device=b.device)
+    q = (b.to(torch.int32).unsqueeze(-1) >> shifts) & ((1 << bits) - 1)
+    return q.reshape(*b.shape[:-1], -1)
+
+
+def _minmax_quant(x: Any, bits: int, dim: int) -> tuple[Any, Any, Any]:
+    torch = _torch()
+    lo = x.amin(dim=dim, keepdim=True)
+    hi = x.amax(dim=dim, keepdim=True)
+    levels = (1 << bits) - 1
+    scale = ((hi - lo) / levels).to(torch.float16)
+    mn = lo.to(torch.float16)
+    s = scale.float()
+    # round half up, as the Triton flush kernel does
+    q = torch.where(s > 0, torch.floor((x - mn.float()) / torch.where(s > 0, s, 1) + 0.5), 0)
+    return q.clamp(0, levels).to(torch.uint8), scale, mn
+
+
+def quantize_group_keys(k: Any, bits: int) -> dict[str, Any]:
+    """Keys [..., G, D] (one group of G tokens) → per-channel codes packed along tokens."""
+    q, scale, mn = _minmax_quant(k.float(), bits, dim=-2)
+    codes = q.transpose(-1, -2)  # [..., D, G]
+    return {"q": _pack(codes, bits), "scale": scale.squeeze(-2), "min": mn.squeeze(-2)}
+
+
+def dequantize_group_keys(planes: dict[str, Any], bits: int) -> Any:
+    """→ float32 [..., G, D]."""
+    codes = _unpack(planes["q"], bits).float()  # [..., D, G]
+    x = codes * planes["scale"].float().unsqueeze(-1) + planes["min"].float().unsqueeze(-1)
+    return x.transpose(-1, -2)
+
+
+def quantize_values(v: Any, bits: int, group: int) -> dict[str, Any]:
+    """Values [..., D] → per token, per group of ``group`` channels."""
+    x = v.float().reshape(*v.shape[:-1], v.shape[-1] // group, group)
+    q, scale, mn = _minmax_quant(x, bits, dim=-1)
+    return {"q": _pack(q.reshape(*v.shape), bits), "scale": scale.squeeze(-1),
+            "min": mn.squeeze(-1)}
+
+
+def dequantize_values(planes: dict[str, Any], bits: int, group: int) -> Any:
+    codes = _unpack(planes["q"], bits).float()
+    d = codes.shape[-1]
+    x = codes.reshape(*codes.shape[:-1], d // group, group)
+    x = x * planes["scale"].float().unsqueeze(-1) + planes["min"].float().unsqueeze(-1)
+    return x.reshape(*codes.shape[:-1], d)
+
+
+class KiviCache:
+    """Contiguous KIVI cache: ``seqs`` sequences × ``heads`` KV heads × capacity ``tokens``."""
+
+    def __init__(self, fmt: str, seqs: int, heads: int, head_dim: int, tokens: int,
+                 device: Any = "cpu") -> None:
+        torch = _torch()
+        f = get_format(fmt)
+        if not f.residual_tokens:
+            raise ValueError(f"{fmt} is not a KIVI format")
+        self.bits = {"kivi2": 2, "kivi4": 4}[f.name]
+        self.group, self.residual = f.token_group, f.residual_tokens
+        if head_dim % self.group:
+            raise ValueError(f"KIVI needs head_dim a multiple of {self.group}")
+        self.fmt, self.seqs, self.heads, self.head_dim = f.name, seqs, heads, head_dim
+        self.capacity = tokens
+        self.groups = f.quantized_tokens(tokens) // self.group
+        self.ring = f.residual_capacity(tokens)
+        g, d, b = self.group, head_dim, self.bits
+        z = dict(device=device)
+        self.kq = torch.zeros(seqs, heads, self.groups, d, g * b // 8, dtype=torch.uint8, **z)
+        self.ks = torch.zeros(seqs, heads, self.groups, d, dtype=torch.float16, **z)
+        self.km = torch.zeros(seqs, heads, self.groups, d, dtype=torch.float16, **z)
+        self.vq = torch.zeros(seqs, heads, self.groups * g, d * b // 8, dtype=torch.uint8, **z)
+        self.vs = torch.zeros(seqs, heads, self.groups * g, d // g, dtype=torch.float16, **z)
+        self.vm = torch.zeros(seqs, heads, self.groups * g, d // g, dtype=torch.float16, **z)
+        self.kr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z)
+        self.vr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z)
+        #: tokens held per sequence: quantized, then residual
+        self.n_quant = [0] * seqs
+        self.n_resid = [0] * seqs
+
+    def tensors(self) -> list[Any]:
+        return [self.kq, self.ks, self.km, self.vq, self.vs, self.vm, self.kr, self.vr]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.tensors())
+
+    def _flush(self, s: int) -> None:
+        """Quantize the oldest G residual tokens of sequence ``s`` into the next group."""
+        torch = _torch()
+        g = self.group
+        start = self.n_quant[s]
+        slots = torch.tensor([(start + i) % self.ring for i in range(g)])
+        gi = start // g
+        if gi >= self.groups:
+            raise ValueError("KIVI cache is full")
+        kp = quantize_group_keys(self.kr[s][:, slots], self.bits)
+        self.kq[s, :, gi], self.ks[s, :, gi], self.km[s, :, gi] = kp["q"], kp["scale"], kp["min"]
+        vp = quantize_values(self.vr[s][:, slots], self.bits, g)
+        self.vq[s, :, start:start + g] = vp["q"]
+        self.vs[s, :, start:start + g] = vp["scale"]
+        self.vm[s, :, start:start + g] = vp["min"]
+        self.n_quant[s] += g
+        self.n_resid[s] -= g
+
+    def append(self, s: int, k: Any, v: Any) -> None:
+        """Append tokens k, v [n, heads, head_dim] to sequence ``s``."""
+        for i in range(k.shape[0]):
+            if self.n_quant[s] + self.n_resid[s] >= self.capacity:
+                raise ValueError("KIVI cache is full")
+            if self.n_resid[s] == self.residual + self.group - 1:
+                self._flush(s)
+            slot = (self.n_quant[s] + self.n_resid[s]) % self.ring
+            self.kr[s, :, slot] = k[i].to(self.kr.dtype)
+            self.vr[s, :, slot] = v[i].to(self.vr.dtype)
+            self.n_resid[s] += 1
+
+    # ---- Triton path -----------------------------------------------------------------------
+
+    def append_triton(self, s: int, k: Any, v: Any) -> None:
+        """Append tokens with the Triton flush kernel (one launch per flushed group)."""
+        from .kivi_triton import kivi_flush_kernel
+
+        for i in range(k.shape[0]):
+            if self.n_quant[s] + self.n_resid[s] >= self.capacity:
+                raise ValueError("KIVI cache is full")
+            if self.n_resid[s] == self.residual + self.group - 1:
+                start = self.n_quant[s]
+                kivi_flush_kernel[(1, self.heads)](
+                    self.kr[s:s + 1], self.vr[s:s + 1], self.kq[s:s + 1], self.ks[s:s + 1],
+                    self.km[s:s + 1], self.vq[s:s + 1], self.vs[s:s + 1], self.vm[s:s + 1],
+                    start % self.ring, start // self.group, start, self.ring,
+                    H=self.heads, D=self.head_dim, G=self.group, BITS=self.bits,
+                    PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, NGROUPS=self.groups,
+                    NTOK=self.groups * self.group)
+                self.n_quant[s] += self.group
+                self.n_resid[s] -= self.group
+            slot = (self.n_quant[s] + self.n_resid[s]) % self.ring
+            self.kr[s, :, slot] = k[i].to(self.kr.dtype)
+            self.vr[s, :, slot] = v[i].to(self.vr.dtype)
+            self.n_resid[s] += 1
+
+    def decode(self, q: Any, split_tokens: int = 1024) -> Any:
+        """Fused decode attention over quantized groups and the residual ring."""
+        from .kivi_triton import kivi_decode_kernel
+        from .triton_ops import reduce_kernel
+
+        torch = _torch()
+        seqs, hq, d = q.shape
+        group = hq // self.heads
+        qpad = max(16, 1 << (group - 1).bit_length())
+        total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
+        split = max(self.group, -(-split_tokens // self.group) * self.group)
+        n_splits = max(1, -(-total // split))
+        acc = torch.empty(seqs * hq * n_splits * d, dtype=torch.float32, device=q.device)
+        ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
+        out = torch.full((seqs, hq, d), float("nan"), dtype=torch.float32, device=q.device)
+        nq = torch.tensor(self.n_quant, dtype=torch.int32, device=q.device)
+        nr = torch.tensor(self.n_resid, dtype=torch.int32, device=q.device)
+        kivi_decode_kernel[(seqs, self.heads, n_splits)](
+            q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
+            self.kr, self.vr, nq, nr, self.ring, n_splits, 1 / d ** 0.5, self.groups,
+            self.groups * self.group, H=self.heads, GROUP=group, QPAD=qpad, D=d, G=self.group,
+            BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split)
+        reduce_kernel[(seqs, self.heads)](acc, ml, out, acc, n_splits, H_KV=self.heads,
+                                          GROUP=group, QPAD=qpad, D=d, DPOW=d, ROT_V=False)
+        return out
+
+    def dequantize(self, s: int) -> tuple[Any, Any]:
+        """Float32 K, V [heads, tokens, head_dim] of sequence ``s`` in token order."""
+        torch = _torch()
+        nq, nr = self.n_quant[s], self.n_resid[s]
+        ng = nq // self.group
+        if ng:
+            k_q = dequantize_group_keys({"q": self.kq[s, :, :ng], "scale": self.ks[s, :, :ng],
+                                         "min": self.km[s, :, :ng]}, self.bits)
+            k_q = k_q.reshape(self.heads, nq, self.head_dim)
+            v_q = dequantize_values({"q": self.vq[s, :, :nq], "scale": self.vs[s, :, :nq],
+                                     "min": self.vm[s, :, :nq]}, self.bits, self.group)
+        else:
+            k_q = v_q = torch.zeros(self.heads, 0, self.head_dim, device=self.kr.device)
+        slots = torch.tensor([(nq + i) % self.ring for i in range(nr)], dtype=torch.long)
+        k = torch.cat([k_q, self.kr[s][:, slots].float()], dim=1)
+        v = torch.cat([v_q, self.vr[s][:, slots].float()], dim=1)
+        return k, v
+
+    def decode_ref(self, q: Any) -> Any:
+        """Attention of q [seqs, Hq, D] over each sequence (float64)."""
+        torch = _torch()
+        from .ref import attention_ref
+
+        outs = []
+        for s in range(self.seqs):
+            k, v = self.dequantize(s)
+            n = k.shape[1]
+            outs.append(attention_ref(q[s:s + 1], k[None], v[None], torch.tensor([n]))[0])
+        return torch.stack(outs)
+
+

@@ -1,0 +1,120 @@
+"""Triton kernels for KIVI caches: flush one group of residual tokens into the quantized
+region, and fused split-K decode attention over quantized groups plus the f16 residual ring."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, group_idx, tok0, RING,
+                      H: tl.constexpr, D: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
+                      PER: tl.constexpr, LEVELS: tl.constexpr, NGROUPS, NTOK):
+    """Program (s, h): quantize the G residual tokens starting at ring slot ``slot0``."""
+    s = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    t = tl.arange(0, G)
+    d = tl.arange(0, D)
+    slots = (slot0 + t) % RING
+    base = (s * H + h) * RING
+    k = tl.load(KR + (base + slots[:, None]) * D + d[None, :]).to(tl.float32)
+    v = tl.load(VR + (base + slots[:, None]) * D + d[None, :]).to(tl.float32)
+    # keys: per channel over the G tokens
+    lo = tl.min(k, axis=0)
+    hi = tl.max(k, axis=0)
+    ks = ((hi - lo) / LEVELS).to(tl.float16)
+    km = lo.to(tl.float16)
+    ksf = ks.to(tl.float32)
+    kc = tl.where(ksf[None, :] > 0, (k - km.to(tl.float32)[None, :]) / tl.where(ksf > 0, ksf, 1.0)[None, :], 0.0)
+    kc = tl.minimum(tl.maximum(tl.floor(kc + 0.5), 0.0), LEVELS * 1.0).to(tl.int32)
+    # pack along tokens: byte j of channel d holds tokens PER·j .. PER·j + PER − 1
+    kc3 = tl.reshape(kc, (G // PER, PER, D))
+    shifts = (tl.arange(0, PER) * BITS)[None, :, None]
+    kbytes = tl.sum(kc3 << shifts, axis=1)  # [G/per, D]
+    gbase = (s * H + h) * NGROUPS + group_idx
+    j = tl.arange(0, G // PER)
+    tl.store(KQ + (gbase * D + d[None, :]) * (G // PER) + j[:, None], kbytes.to(tl.uint8))
+    tl.store(KS + gbase * D + d, ks)
+    tl.store(KM + gbase * D + d, km)
+    # values: per token over groups of G channels
+    v3 = tl.reshape(v, (G, D // G, G))
+    vlo = tl.min(v3, axis=2)
+    vhi = tl.max(v3, axis=2)
+    vs = ((vhi - vlo) / LEVELS).to(tl.float16)
+    vm = vlo.to(tl.float16)
+    vsf = vs.to(tl.float32)
+    vc = tl.where(vsf[:, :, None] > 0,
+                  (v3 - vm.to(tl.float32)[:, :, None]) / tl.where(vsf > 0, vsf, 1.0)[:, :, None], 0.0)
+    vc = tl.minimum(tl.maximum(tl.floor(vc + 0.5), 0.0), LEVELS * 1.0).to(tl.int32)
+    vc3 = tl.reshape(vc, (G, D // PER, PER))
+    vshift = (tl.arange(0, PER) * BITS)[None, None, :]
+    vbytes = tl.sum(vc3 << vshift, axis=2)  # [G, D/per]
+    tbase = (s * H + h) * NTOK + tok0 + t
+    c = tl.arange(0, D // PER)
+    tl.store(VQ + tbase[:, None] * (D // PER) + c[None, :], vbytes.to(tl.uint8))
+    ng = tl.arange(0, D // G)
+    tl.store(VS + tbase[:, None] * (D // G) + ng[None, :], vs)
+    tl.store(VM + tbase[:, None] * (D // G) + ng[None, :], vm)
+
+
+@triton.jit
+def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, RING, n_splits,
+                       sm_scale, NGROUPS, NTOK,
+                       H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
+                       D: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr, PER: tl.constexpr,
+                       LEVELS: tl.constexpr, SPLIT: tl.constexpr):
+    s = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    sp = tl.program_id(2).to(tl.int64)
+    nq = tl.load(NQ + s).to(tl.int64)
+    n = nq + tl.load(NR + s).to(tl.int64)
+    start = sp * SPLIT
+    end = tl.minimum(start + SPLIT, n)
+    rows = tl.arange(0, QPAD)
+    d = tl.arange(0, D)
+    t = tl.arange(0, G)
+    q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
+                mask=rows[:, None] < GROUP, other=0.0).to(tl.float32)
+    q = (q * sm_scale).to(tl.float16)
+    m_i = tl.full([QPAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([QPAD], tl.float32)
+    acc = tl.zeros([QPAD, D], tl.float32)
+    for t0 in range(start, end, G):
+        tok = t0 + t
+        tmask = tok < end
+        if t0 < nq:
+            gi = t0 // G
+            gbase = (s * H + h) * NGROUPS + gi
+            # K^T tile [D, G]: code of (channel d, token t) at bits (t % PER)·BITS of byte t // PER
+            kb = tl.load(KQ + (gbase * D + d[:, None]) * (G // PER) + t[None, :] // PER)
+            kcode = (kb.to(tl.int32) >> ((t[None, :] % PER) * BITS)) & LEVELS
+            ksc = tl.load(KS + gbase * D + d).to(tl.float32)
+            kmn = tl.load(KM + gbase * D + d).to(tl.float32)
+            kt = (kcode.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16)
+            tb = (s * H + h) * NTOK + tok
+            vb = tl.load(VQ + tb[:, None] * (D // PER) + d[None, :] // PER)
+            vcode = (vb.to(tl.int32) >> ((d[None, :] % PER) * BITS)) & LEVELS
+            vsc = tl.load(VS + tb[:, None] * (D // G) + d[None, :] // G).to(tl.float32)
+            vmn = tl.load(VM + tb[:, None] * (D // G) + d[None, :] // G).to(tl.float32)
+            v = (vcode.to(tl.float32) * vsc + vmn).to(tl.float16)
+        else:
+            slot = tok % RING
+            rb = ((s * H + h) * RING + slot)
+            kt = tl.trans(tl.load(KR + rb[:, None] * D + d[None, :], mask=tmask[:, None],
+                                  other=0.0))
+            v = tl.load(VR + rb[:, None] * D + d[None, :], mask=tmask[:, None], other=0.0)
+        scores = tl.dot(q, kt)
+        scores = tl.where(tmask[None, :], scores, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(scores - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        m_i = m_new
+    out_rows = (s * H + h) * GROUP + rows
+    omask = rows < GROUP
+    base = out_rows * n_splits + sp
+    tl.store(ACC + base[:, None] * D + d[None, :], acc, mask=omask[:, None])
+    tl.store(ML + base * 2, m_i, mask=omask)
+    tl.store(ML + base * 2 + 1, l_i, mask=omask)
