@@ -26,9 +26,14 @@ def require_torch() -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("LayerCache", "KiviCache"):
+    if name == "LayerCache":
         require_torch()
-        from . import cache
+        from .cache import LayerCache
 
-        return getattr(cache, name)
+        return LayerCache
+    if name == "KiviCache":
+        require_torch()
+        from .kivi import KiviCache
+
+        return KiviCache
     raise AttributeError(name)
