@@ -208,7 +208,7 @@ class LayerCache:
         GPU about four times over (flash-decoding). Give ``max_len`` (the longest sequence)
         to avoid reading ``seq_lens`` back from the device.
         """
-        from .triton_ops import FMT_CODES, decode_split_kernel, reduce_kernel
+        from .triton_ops import FMT_CODES, decode_split_kernel, plane_layout, reduce_kernel
 
         torch = _torch()
         tab = self._tables()
@@ -232,6 +232,10 @@ class LayerCache:
         def width(t: Any) -> int:
             return t.shape[-1] if t.dim() == 4 else 1
 
+        sk, wk = plane_layout(FMT_CODES[self.k.fmt], dpow)
+        sv, wv = plane_layout(FMT_CODES[self.v.fmt], dpow)
+        qrot = torch.empty(bsz * self.kv_heads * n_splits * qpad * dpow, dtype=torch.float16,
+                           device=q.device)
         decode_split_kernel[(bsz, self.kv_heads, n_splits)](
             q.contiguous(), acc, ml, tab["rot"],
             ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
@@ -242,8 +246,10 @@ class LayerCache:
             DPK=self.k.padded_dim, DPV=self.v.padded_dim,
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
             XK0=width(ks[0]), XK1=width(k1), XV0=width(vs[0]), XV1=width(v1),
+            SK=sk, WK=wk, SV=sv, WV=wv,
             ROT_K=self.k.fmt in ROTATED, ROT_V=self.v.fmt in ROTATED,
-            BLOCK_N=block_n, SPLIT=split_tokens, num_warps=num_warps, num_stages=num_stages)
+            BLOCK_N=block_n, SPLIT=split_tokens, QROT=qrot, num_warps=num_warps,
+            num_stages=num_stages)
         reduce_kernel[(bsz, self.kv_heads)](
             acc, ml, out, tab["rot"], n_splits, H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
             D=d, DPOW=dpow, ROT_V=self.v.fmt in ROTATED)

@@ -134,6 +134,74 @@ def _dequant(FMT: tl.constexpr, P0, P1, GS, CENT, E2M1, row, rmask, BN: tl.const
 
 
 @triton.jit
+def _plane_dims(FMT: tl.constexpr, s: tl.constexpr, W: tl.constexpr):
+    """Head dimensions [W] held by sub-plane ``s`` of a format (see _plane)."""
+    w = tl.arange(0, W)
+    if FMT == 0 or FMT == 1:
+        return w
+    elif FMT == 2:
+        return s * 32 + w
+    elif FMT == 3:
+        return (s // 2) * 32 + (s % 2) * 16 + w
+    elif FMT == 4:
+        return (s // 2) * 128 + 2 * w + (s % 2)
+    elif FMT == 5:
+        return (s // 8) * 128 + 8 * w + (s % 8)
+    else:
+        return (s // 2) * 32 + 2 * w + (s % 2)
+
+
+@triton.jit
+def _plane(FMT: tl.constexpr, s: tl.constexpr, W: tl.constexpr, P0, P1, GS, CENT, E2M1, row,
+           rmask, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr):
+    """Sub-plane ``s`` of a K or V tile: ([BN, W] fp16 values before the per-row scale,
+    [BN] float32 per-row scale). Each sub-plane is read in its natural order, so no shuffle or
+    reshape is needed in the attention loop; _plane_dims says which head dims it holds."""
+    r = row[:, None]
+    rm = rmask[:, None]
+    w = tl.arange(0, W)[None, :]
+    if FMT == 0:
+        raw = tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0.0).to(tl.float16)
+        scale = tl.where(rmask, 1.0, 0.0)
+    elif FMT == 1:
+        bits = tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0)
+        raw = _fp8(bits)
+        scale = tl.load(P1 + row, mask=rmask, other=0.0)
+    elif FMT == 2:
+        raw = tl.load(P0 + r * X0 + s * 32 + w, mask=rm, other=0).to(tl.float16)
+        scale = tl.load(P1 + row * X1 + s, mask=rmask, other=0.0).to(tl.float32)
+    elif FMT == 3:
+        byte = tl.load(P0 + r * X0 + (s // 2) * 16 + w, mask=rm, other=0x88)
+        nib = (byte >> 4) if s % 2 == 1 else (byte & 15)
+        raw = nib.to(tl.float16) - 8.0
+        scale = tl.load(P1 + row * X1 + s // 2, mask=rmask, other=0.0).to(tl.float32)
+    elif FMT == 4:
+        byte = tl.load(P0 + r * X0 + (s // 2) * 64 + w, mask=rm, other=0)
+        idx = (byte >> 4) if s % 2 == 1 else (byte & 15)
+        raw = tl.load(CENT + idx.to(tl.int32)).to(tl.float16)
+        scale = tl.load(P1 + row * X1 + s // 2, mask=rmask, other=0.0).to(tl.float32)
+    elif FMT == 5:
+        base = P0 + r * X0 + (s // 8) * 48 + w * 3
+        lane = (tl.load(base, mask=rm, other=0).to(tl.int32)
+                | (tl.load(base + 1, mask=rm, other=0).to(tl.int32) << 8)
+                | (tl.load(base + 2, mask=rm, other=0).to(tl.int32) << 16))
+        idx = (lane >> ((s % 8) * 3)) & 7
+        raw = tl.load(CENT + idx).to(tl.float16)
+        scale = tl.load(P1 + row * X1 + s // 8, mask=rmask, other=0.0).to(tl.float32)
+    else:
+        byte = tl.load(P0 + r * X0 + (s // 2) * 16 + w, mask=rm, other=0)
+        code = ((byte >> 4) if s % 2 == 1 else (byte & 15)).to(tl.int32)
+        mag = tl.load(E2M1 + (code & 7))
+        val = tl.where((code >> 3) == 1, -mag, mag)
+        # elements 16c + w of the pair plane sit in 16-blocks 2c (w < 8) and 2c + 1
+        blk = (s // 2) * 2 + (w >= 8).to(tl.int32)
+        sc = _fp8(tl.load(P1 + r * X1 + blk, mask=rm, other=0)).to(tl.float32)
+        raw = (val * sc).to(tl.float16)
+        scale = tl.where(rmask, tl.load(GS), 0.0)
+    return raw, scale
+
+
+@triton.jit
 def decode_split_kernel(
     Q, ACC, ML, ROT,
     K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V, E2M1,
@@ -142,48 +210,74 @@ def decode_split_kernel(
     D: tl.constexpr, DPOW: tl.constexpr, DPK: tl.constexpr, DPV: tl.constexpr,
     FMT_K: tl.constexpr, FMT_V: tl.constexpr,
     XK0: tl.constexpr, XK1: tl.constexpr, XV0: tl.constexpr, XV1: tl.constexpr,
+    SK: tl.constexpr, WK: tl.constexpr, SV: tl.constexpr, WV: tl.constexpr,
     ROT_K: tl.constexpr, ROT_V: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
+    QROT,
 ):
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
-    s = tl.program_id(2).to(tl.int64)
+    sp = tl.program_id(2).to(tl.int64)
     seq_len = tl.load(SEQ_LENS + b).to(tl.int64)
-    start = s * SPLIT
+    start = sp * SPLIT
     end = tl.minimum(start + SPLIT, seq_len)
     rows = tl.arange(0, QPAD)
+    qrow = (b * H_KV + h) * GROUP + rows
+    # the (rotated, scaled) query, one [QPAD, DPOW] row block per program, kept in QROT
     dq = tl.arange(0, DPOW)
     qmask = (rows[:, None] < GROUP) & (dq[None, :] < D)
-    q = tl.load(Q + ((b * H_KV + h) * GROUP + rows[:, None]) * D + dq[None, :], mask=qmask,
-                other=0.0).to(tl.float32)
+    q = tl.load(Q + qrow[:, None] * D + dq[None, :], mask=qmask, other=0.0).to(tl.float32)
     if ROT_K:
         # keys are stored rotated: rotate the query once, q' = q Rᵀ (block-diagonal R)
         rot = tl.load(ROT + dq[:, None] * DPOW + dq[None, :])
         q = tl.dot(q, tl.trans(rot), input_precision="ieee")
-    q = (q * sm_scale).to(tl.float16)
+    qbase = QROT + ((b * H_KV + h) * tl.num_programs(2) + sp) * QPAD * DPOW
+    tl.store(qbase + rows[:, None] * DPOW + dq[None, :], (q * sm_scale).to(tl.float16))
+    tl.debug_barrier()
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
-    acc = tl.zeros([QPAD, DPOW], tl.float32)
+    acc = tl.zeros([QPAD, SV, WV], tl.float32)
+    sv_idx = tl.arange(0, SV)[None, :, None]
     for n0 in range(start, end, BLOCK_N):
         offs = n0 + tl.arange(0, BLOCK_N)
         nmask = offs < end
         page = tl.load(BLOCK_TABLE + b * stride_bt + offs // PAGE, mask=nmask, other=0)
         row = (page.to(tl.int64) * H_KV + h) * PAGE + offs % PAGE
-        k = _dequant(FMT_K, K0, K1, KGS, CENT_K, E2M1, row, nmask, BLOCK_N, DPOW, DPK, XK0, XK1)
-        scores = tl.dot(q, tl.trans(k))
+        scores = tl.zeros([QPAD, BLOCK_N], tl.float32)
+        for s in tl.static_range(SK):
+            dims = _plane_dims(FMT_K, s, WK)
+            q_s = tl.load(qbase + rows[:, None] * DPOW + dims[None, :])
+            raw, scale = _plane(FMT_K, s, WK, K0, K1, KGS, CENT_K, E2M1, row, nmask, DPK,
+                                XK0, XK1)
+            scores += tl.dot(q_s, tl.trans(raw)) * scale[None, :]
         scores = tl.where(nmask[None, :], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(scores - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = _dequant(FMT_V, V0, V1, VGS, CENT_V, E2M1, row, nmask, BLOCK_N, DPOW, DPV, XV0, XV1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        acc = acc * alpha[:, None, None]
+        for s in tl.static_range(SV):
+            raw, scale = _plane(FMT_V, s, WV, V0, V1, VGS, CENT_V, E2M1, row, nmask, DPV,
+                                XV0, XV1)
+            part = tl.dot((p * scale[None, :]).to(tl.float16), raw)
+            acc += tl.where(sv_idx == s, part[:, None, :], 0.0)
         m_i = m_new
-    out_rows = (b * H_KV + h) * GROUP + rows
     omask = rows < GROUP
-    base = out_rows * n_splits + s
-    tl.store(ACC + base[:, None] * DPOW + dq[None, :], acc, mask=omask[:, None])
+    base = qrow * n_splits + sp
+    for s in tl.static_range(SV):
+        dims = _plane_dims(FMT_V, s, WV)
+        part = tl.sum(tl.where(sv_idx == s, acc, 0.0), axis=1)
+        tl.store(ACC + base[:, None] * DPOW + dims[None, :], part,
+                 mask=omask[:, None] & (dims[None, :] < DPOW))
     tl.store(ML + base * 2, m_i, mask=omask)
     tl.store(ML + base * 2 + 1, l_i, mask=omask)
+
+
+def plane_layout(fmt_code: int, dpow: int) -> tuple[int, int]:
+    """(sub-planes, width) of a format's tile for decode."""
+    return {
+        0: (1, dpow), 1: (1, dpow), 2: (dpow // 32, 32), 3: (dpow // 16, 16),
+        4: (dpow // 64, 64), 5: (dpow // 16, 16), 6: (dpow // 16, 16),
+    }[fmt_code]
 
 
 @triton.jit
