@@ -199,9 +199,20 @@ class LayerCache:
                 DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_per_program)
         del torch
 
+    def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
+        """A reusable scratch buffer (no allocation on the decode hot path)."""
+        torch = _torch()
+        if not hasattr(self, "_ws"):
+            self._ws: dict[str, Any] = {}
+        buf = self._ws.get(name)
+        if buf is None or buf.numel() < numel or buf.dtype != dtype or buf.device != torch.device(device):
+            buf = torch.empty(numel, dtype=dtype, device=device)
+            self._ws[name] = buf
+        return buf[:numel]
+
     def decode(self, q: Any, block_table: Any, seq_lens: Any, *, max_len: int | None = None,
                split_tokens: int | None = None, block_n: int = 64, num_warps: int = 4,
-               num_stages: int = 2) -> Any:
+               num_stages: int = 2, out: Any = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split so that batch × heads × splits fills the
@@ -222,9 +233,11 @@ class LayerCache:
             split_tokens = max(block_n, math.ceil(max_len / want / block_n) * block_n)
         n_splits = max(1, math.ceil(max_len / split_tokens))
         dpow = tab["dpow"]
-        acc = torch.empty(bsz * hq * n_splits * dpow, dtype=torch.float32, device=q.device)
-        ml = torch.empty(bsz * hq * n_splits * 2, dtype=torch.float32, device=q.device)
-        out = torch.full((bsz, hq, d), float("nan"), dtype=torch.float32, device=q.device)
+        acc = self._workspace("acc", bsz * hq * n_splits * dpow, torch.float32, q.device)
+        ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
+        if out is None:
+            # pre-filled with NaN so that an unwritten element cannot pass for a result
+            out = torch.full((bsz, hq, d), float("nan"), dtype=torch.float32, device=q.device)
         ks, vs = self.k.flat(), self.v.flat()
         k1 = ks[1] if len(ks) > 1 else ks[0]
         v1 = vs[1] if len(vs) > 1 else vs[0]
@@ -234,8 +247,8 @@ class LayerCache:
 
         sk, wk = plane_layout(FMT_CODES[self.k.fmt], dpow)
         sv, wv = plane_layout(FMT_CODES[self.v.fmt], dpow)
-        qrot = torch.empty(bsz * self.kv_heads * n_splits * qpad * dpow, dtype=torch.float16,
-                           device=q.device)
+        qrot = self._workspace("qrot", bsz * self.kv_heads * n_splits * qpad * dpow,
+                               torch.float16, q.device)
         decode_split_kernel[(bsz, self.kv_heads, n_splits)](
             q.contiguous(), acc, ml, tab["rot"],
             ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
