@@ -172,9 +172,9 @@ def main() -> None:
                 try:
                     t_c = triton.testing.do_bench(
                         lambda c=cache, q=q, tb=table, sl=seq, bn=block_n, w=warps, st=stages,
-                        ml=tokens:
+                        ml=tokens, o=out:
                         c.decode(q, tb, sl, max_len=ml, block_n=bn, num_warps=w,
-                                 num_stages=st, out=out),
+                                 num_stages=st, out=o),
                         warmup=10, rep=100, return_mode="median") / 1e3
                 except triton.runtime.errors.OutOfResources:
                     continue
