@@ -194,6 +194,10 @@ def main() -> None:
                    "append_bytes_per_s": (in_bytes + nbytes) / append_s,
                    "append_fraction_of_bw": (in_bytes + nbytes) / append_s / bw["read_bytes_per_s"]}
             rows.append(row)
+            # keep what finished if the run is stopped at its time limit
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "decode.json").write_text(json.dumps(
+                {"env": env, "bandwidth": bw, "correctness": errs, "rows": rows}, indent=2))
             sp = f"{row['speedup_vs_sdpa']:.2f}x" if t_sdpa else "  -  "
             print(f"{fmt:8s} B={batch:<3d} T={tokens:<8d} {t * 1e6:9.1f} us "
                   f"{row['read_bytes_per_s'] / 1e12:5.2f} TB/s ({row['fraction_of_read_bw']:5.1%}) "
