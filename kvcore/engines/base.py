@@ -27,6 +27,8 @@ __all__ = [
     "RankShare",
     "UnsupportedFormat",
     "mib",
+    "parallel_flags",
+    "single_format",
 ]
 
 GiB = 1024**3
@@ -206,6 +208,25 @@ def check_format(engine: str, fmt: KVFormat, supported: dict[str, str], role: st
             f"{engine} has no {fmt.name} KV cache; its formats are "
             f"{', '.join(sorted(supported))}", field=role)
     return name
+
+
+def single_format(engine: str, opts: CacheOptions, supported: dict[str, str]) -> str:
+    """The engine's name for the one KV dtype it stores K and V in."""
+    name = check_format(engine, opts.kv_k, supported, "kv_k")
+    check_format(engine, opts.kv_v, supported, "kv_v")
+    if opts.kv_k.name != opts.kv_v.name:
+        raise InputError(f"{engine} stores K and V in one KV cache dtype; choose the same "
+                         "format for both", field="kv_v")
+    return name
+
+
+def parallel_flags(p: Parallel, tp: str, pp: str, dp: str | None) -> list[str]:
+    """Command-line flags for a parallel layout (only those above 1)."""
+    flags = []
+    for size, flag in ((p.tp, tp), (p.pp, pp), (p.dp, dp)):
+        if size > 1 and flag:
+            flags.append(f"{flag} {size}")
+    return flags
 
 
 def has_kind(spec: ModelSpec, *kinds: LayerKind) -> bool:

@@ -15,7 +15,16 @@ from __future__ import annotations
 from ..errors import InputError
 from ..formats import KVFormat
 from ..model import LayerKind, ModelSpec
-from .base import EngineReport, EngineRequest, GiB, MiB, check_format, largest, rank_weights
+from .base import (
+    EngineReport,
+    EngineRequest,
+    GiB,
+    MiB,
+    largest,
+    parallel_flags,
+    rank_weights,
+    single_format,
+)
 
 NAME = "sglang"
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
@@ -68,10 +77,7 @@ def cell_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
 
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
-    k_name = check_format(NAME, opts.kv_k, FORMATS, "kv_k")
-    check_format(NAME, opts.kv_v, FORMATS, "kv_v")
-    if opts.kv_k.name != opts.kv_v.name:
-        raise InputError("SGLang stores K and V in one --kv-cache-dtype", field="kv_v")
+    k_name = single_format(NAME, opts, FORMATS)
     sliding = any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups)
     note_hybrid = ""
     p = req.parallel
@@ -138,12 +144,7 @@ def plan(req: EngineRequest) -> EngineReport:
            f"--context-length {req.context}", f"--max-running-requests {req.sequences}"]
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
-    if p.tp > 1:
-        cmd.append(f"--tp {p.tp}")
-    if p.pp > 1:
-        cmd.append(f"--pp {p.pp}")
-    if p.dp > 1:
-        cmd.append(f"--dp {p.dp}")
+    cmd += parallel_flags(p, "--tp", "--pp", "--dp")
     if s.mem_fraction_static:
         cmd.append(f"--mem-fraction-static {frac}")
     notes = [n for n in (note_hybrid,) if n]

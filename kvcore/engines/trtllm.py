@@ -12,7 +12,15 @@ blocks).
 from __future__ import annotations
 
 from ..errors import InputError
-from .base import EngineReport, EngineRequest, GiB, check_format, largest, rank_weights
+from .base import (
+    EngineReport,
+    EngineRequest,
+    GiB,
+    largest,
+    parallel_flags,
+    rank_weights,
+    single_format,
+)
 
 NAME = "trtllm"
 FRACTION = 0.9
@@ -24,10 +32,7 @@ RUNTIME = int(1.0 * GiB)
 
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
-    name = check_format(NAME, opts.kv_k, FORMATS, "kv_k")
-    check_format(NAME, opts.kv_v, FORMATS, "kv_v")
-    if opts.kv_k.name != opts.kv_v.name:
-        raise InputError("TensorRT-LLM stores K and V in one KV dtype", field="kv_v")
+    name = single_format(NAME, opts, FORMATS)
     frac = s.free_gpu_memory_fraction or FRACTION
     tpb = s.tokens_per_block or TOKENS_PER_BLOCK
     p = req.parallel
@@ -60,10 +65,7 @@ def plan(req: EngineRequest) -> EngineReport:
              f"paged KV cache ({tokens})."]
     cmd = [f"trtllm-serve {req.spec.hub_repo or req.spec.name}", f"--max_seq_len {req.context}",
            f"--max_batch_size {req.sequences}", f"--kv_cache_free_gpu_memory_fraction {frac:g}"]
-    if p.tp > 1:
-        cmd.append(f"--tp_size {p.tp}")
-    if p.pp > 1:
-        cmd.append(f"--pp_size {p.pp}")
+    cmd += parallel_flags(p, "--tp_size", "--pp_size", None)
     notes = []
     offload_tokens = 0
     if s.offload_bytes:

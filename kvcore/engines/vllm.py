@@ -26,9 +26,10 @@ from .base import (
     EngineRequest,
     GiB,
     RankShare,
-    check_format,
     largest,
+    parallel_flags,
     rank_weights,
+    single_format,
 )
 
 NAME = "vllm"
@@ -184,11 +185,7 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
 
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
-    k_name = check_format(NAME, opts.kv_k, FORMATS, "kv_k")
-    check_format(NAME, opts.kv_v, FORMATS, "kv_v")
-    if opts.kv_k.name != opts.kv_v.name:
-        raise InputError("vLLM stores K and V in one --kv-cache-dtype; choose the same format "
-                         "for both", field="kv_v")
+    k_name = single_format(NAME, opts, FORMATS)
     if opts.hot_format is not None or opts.keep_fraction < 1:
         raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
     util = s.gpu_memory_utilization or UTILIZATION
@@ -255,12 +252,8 @@ def plan(req: EngineRequest) -> EngineReport:
            f"--max-num-seqs {req.sequences}", f"--gpu-memory-utilization {util:g}"]
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
-    if p.tp > 1:
-        cmd.append(f"--tensor-parallel-size {p.tp}")
-    if p.pp > 1:
-        cmd.append(f"--pipeline-parallel-size {p.pp}")
-    if p.dp > 1:
-        cmd.append(f"--data-parallel-size {p.dp}")
+    cmd += parallel_flags(p, "--tensor-parallel-size", "--pipeline-parallel-size",
+                          "--data-parallel-size")
     if s.max_num_batched_tokens:
         cmd.append(f"--max-num-batched-tokens {mbt}")
     if s.block_size:

@@ -51,7 +51,7 @@ class Side:
     def __post_init__(self) -> None:
         torch = _torch()
         for name, (width, dtype) in plane_widths(self.fmt, self.head_dim).items():
-            shape = (self.pages, self.heads, self.page_size, width)
+            shape: tuple[int, ...] = (self.pages, self.heads, self.page_size, width)
             if name == "scale":
                 shape = (self.pages, self.heads, self.page_size)
             self.planes[name] = torch.zeros(shape, dtype=getattr(torch, dtype), device=self.device)
@@ -60,9 +60,9 @@ class Side:
 
     @property
     def nbytes(self) -> int:
-        total = sum(t.numel() * t.element_size() for t in self.planes.values())
+        total = sum(int(t.numel()) * int(t.element_size()) for t in self.planes.values())
         if self.global_scale is not None:
-            total += self.global_scale.numel() * self.global_scale.element_size()
+            total += int(self.global_scale.numel()) * int(self.global_scale.element_size())
         return total
 
     @property
