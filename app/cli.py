@@ -23,6 +23,7 @@ from kvcore import (
     load_model,
     parse_bytes,
     parse_count,
+    parse_tokens,
 )
 from kvcore.engines import EngineSettings
 from kvcore.query import Query, answer, find_format, find_gpu_for
@@ -30,7 +31,7 @@ from kvcore.units import format_gib
 
 from .common import make_query
 
-SUBCOMMANDS = ("models", "gpus", "formats", "serve")
+SUBCOMMANDS = ("models", "gpus", "formats", "serve", "measure")
 
 
 class UsageError(Exception):
@@ -292,6 +293,82 @@ def _list(cmd: str, as_json: bool) -> str:
     return _table(rows)
 
 
+def _measure_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kvplan measure",
+                description="Allocate the cache a plan predicts with kvplan's kernels on this "
+                "machine's GPU (or CPU), fill it, and compare tensor, allocator and driver "
+                "bytes with the prediction; time decode steps over it.")
+    p.add_argument("model")
+    p.add_argument("--kv", default="f16")
+    p.add_argument("--kv-k", default=None)
+    p.add_argument("--kv-v", default=None)
+    p.add_argument("--ctx", "--context", dest="ctx", default="8k")
+    p.add_argument("--seqs", "--sequences", dest="seqs", default="1")
+    p.add_argument("--device", default=None, choices=("cuda", "cpu"),
+                   help="cuda when a GPU is present, else cpu (reference path)")
+    p.add_argument("--layers", default=None, help="measure at most this many layers")
+    p.add_argument("--steps", default="20", help="timed decode steps (median)")
+    p.add_argument("--db", default=None, help="SQLite file for results (none: do not store)")
+    p.add_argument("--mtp", action="store_true")
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def _measure(argv: list[str]) -> int:
+    args = _measure_parser().parse_args(argv)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UsageError("kvplan measure needs torch and triton: pip install 'kvplan[gpu]'") \
+            from None
+    from pathlib import Path
+
+    from kvcore.measure import measure
+    from kvcore.store import save_measurement
+
+    device = args.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    m = measure(load_model(args.model), context=parse_tokens(args.ctx),
+                sequences=parse_count(args.seqs, field="sequences", maximum=4096),
+                kv_k=args.kv_k or args.kv, kv_v=args.kv_v or args.kv_k or args.kv,
+                device=device, steps=parse_count(args.steps, field="steps", maximum=10000),
+                max_layers=parse_count(args.layers, field="layers") if args.layers else None,
+                progress=None if args.json else sys.stderr, mtp=args.mtp)
+    data = m.to_dict()
+    if args.db != "none":
+        data["id"] = save_measurement(data, Path(args.db) if args.db else None)
+    print(json.dumps(data, indent=2) if args.json else render_measurement(data))
+    return 0
+
+
+def render_measurement(d: dict[str, Any]) -> str:
+    ok = "equal" if d["allocated_bytes"] == d["predicted_bytes"] else "DIFFERENT"
+    lines = [f"{d['model']} · K {d['kv_k']} / V {d['kv_v']} · {d['context']:,} tokens × "
+             f"{d['sequences']} on {d['device']}",
+             f"predicted {format_bytes(d['predicted_bytes'], 4)}, tensors hold "
+             f"{format_bytes(d['allocated_bytes'], 4)} ({ok})"]
+    if d["layers_measured"] < d["layers_total"]:
+        lines.append(f"measured {d['layers_measured']} of {d['layers_total']} layers; the "
+                     f"whole model is {d['scale']:.3f}× that")
+    if d["allocator_bytes"] is not None:
+        lines.append(f"allocator: {d['allocator_bytes']:,} B allocated (predicted "
+                     f"{d['predicted_allocator_bytes']:,}), {d['allocator_reserved_bytes']:,} B "
+                     f"reserved (predicted {d['predicted_reserved_bytes']:,}); driver "
+                     f"{d['driver_bytes']:,} B")
+    dec = d["decode"]
+    if dec.get("seconds_per_step"):
+        line = (f"decode step over the cache: {dec['seconds_per_step'] * 1e3:.3f} ms, "
+                f"{dec['cache_bytes_per_s'] / 1e9:.1f} GB/s of cache")
+        if dec.get("fraction_of_read_bandwidth"):
+            line += (f" ({dec['fraction_of_read_bandwidth']:.0%} of measured read bandwidth, "
+                     f"{dec['speedup_vs_f16_sdpa'] or 0:.2f}× fp16 SDPA)")
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _serve(argv: list[str]) -> int:
     args = _serve_parser().parse_args(argv)
     port = parse_count(args.port, field="port", minimum=1, maximum=65535)
@@ -312,6 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cmd, rest = argv[0], argv[1:]
             if cmd == "serve":
                 return _serve(rest)
+            if cmd == "measure":
+                return _measure(rest)
             args = _list_parser(cmd).parse_args(rest)
             print(_list(cmd, args.json))
             return 0

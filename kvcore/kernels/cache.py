@@ -82,7 +82,8 @@ class LayerCache:
     """One layer's K and V for ``pages`` pages of ``page_size`` tokens × ``kv_heads`` heads."""
 
     def __init__(self, kv_k: str, kv_v: str, pages: int, page_size: int, kv_heads: int,
-                 head_dim: int, device: Any = "cpu") -> None:
+                 head_dim: int, device: Any = "cpu", *, values: bool = True) -> None:
+        """``values=False``: a K-only cache (an MLA latent), attended with V = the latent."""
         for name in (kv_k, kv_v):
             if name not in PAGED:
                 raise ValueError(f"no paged kernel layout for {name}; paged formats: "
@@ -91,14 +92,21 @@ class LayerCache:
         if rotated and _pow2(ref.padded("tbq4", head_dim)) != ref.padded("tbq4", head_dim):
             raise ValueError("rotated formats need head_dim padded to a power of two")
         self.k = Side(kv_k, pages, kv_heads, page_size, head_dim, device)
-        self.v = Side(kv_v, pages, kv_heads, page_size, head_dim, device)
+        self.has_v = values
+        self.v = Side(kv_v, pages, kv_heads, page_size, head_dim, device) if values else self.k
         self.page_size, self.kv_heads, self.head_dim = page_size, kv_heads, head_dim
         self.device = device
 
     @property
     def nbytes(self) -> int:
         """Bytes held by this cache's tensors (K + V, scales included)."""
-        return self.k.nbytes + self.v.nbytes
+        return self.k.nbytes + (self.v.nbytes if self.has_v else 0)
+
+    def tensors(self) -> list[Any]:
+        sides = (self.k, self.v) if self.has_v else (self.k,)
+        out = [t for side in sides for t in side.planes.values()]
+        out += [side.global_scale for side in sides if side.global_scale is not None]
+        return out
 
     def dst_rows(self, pages: Any, offsets: Any) -> Any:
         """Row index of (page, head, offset) for every head: [n, heads] int64."""
@@ -112,7 +120,7 @@ class LayerCache:
     def append_ref(self, k: Any, v: Any, pages: Any, offsets: Any) -> None:
         """k, v: [n, kv_heads, head_dim]; token i goes to (pages[i], offsets[i])."""
         dst = self.dst_rows(pages, offsets).reshape(-1)
-        for side, x in ((self.k, k), (self.v, v)):
+        for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
             rows = x.reshape(-1, self.head_dim)
             if side.global_scale is not None and float(side.global_scale) == 1.0:
                 side.global_scale.fill_(ref.nvfp4_global_scale(rows))
@@ -179,7 +187,7 @@ class LayerCache:
         torch = _torch()
         tab = self._tables()
         dst = self.dst_rows(pages, offsets).reshape(-1).contiguous()
-        for side, x in ((self.k, k), (self.v, v)):
+        for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
             rows = x.reshape(-1, self.head_dim).contiguous()
             if side.global_scale is not None and float(side.global_scale) == 1.0:
                 side.global_scale.fill_(ref.nvfp4_global_scale(rows))

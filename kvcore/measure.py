@@ -1,0 +1,329 @@
+"""Build the cache a plan predicts with kvplan's own kernels, and measure it.
+
+For every attention layer the real quantized cache (``kvcore.kernels``) and for every recurrent
+layer its f32 state are allocated and filled through ``append`` with structured random data.
+Then three readings are compared with kvcore's predictions:
+
+- tensor bytes (``numel × element_size`` of every tensor) — equal to kvcore's figure, exactly;
+- the CUDA caching allocator's ``memory_allocated`` / ``memory_reserved`` deltas — equal to
+  kvcore's model of the allocator: each block rounded up to 512 bytes; requests of at most
+  1 MiB packed into 2 MiB segments, up to 10 MiB into 20 MiB segments, larger ones rounded up
+  to 2 MiB on their own;
+- the driver's ``mem_get_info`` delta — within one segment of the reserved figure.
+
+Decode steps are timed over the whole cache (CUDA events, warm-up, median), with the device's
+read bandwidth measured in the same run. ``device="cpu"`` runs the same with the reference
+path: allocation is checked exactly, timings are reported but never compared with a GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InputError
+from .formats import get_format
+from .kv import CacheOptions, cache_size
+from .model import LayerGroup, ModelSpec
+
+__all__ = ["Measurement", "allocator_prediction", "measure"]
+
+SMALL = 1 << 20
+LARGE = 10 << 20
+ROUND = 512
+SMALL_SEGMENT = 2 << 20
+LARGE_SEGMENT = 20 << 20
+GRANULE = 2 << 20
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise InputError("kvplan measure needs torch and triton: pip install 'kvplan[gpu]'",
+                         field="device") from None
+    return torch
+
+
+def allocator_prediction(sizes: list[int]) -> tuple[int, int]:
+    """(memory_allocated, memory_reserved) a fresh CUDA caching allocator reports for tensors
+    of ``sizes`` bytes allocated in order."""
+    allocated = sum(-(-s // ROUND) * ROUND for s in sizes if s > 0)
+    small = sum(-(-s // ROUND) * ROUND for s in sizes if 0 < s <= SMALL)
+    medium = [-(-s // ROUND) * ROUND for s in sizes if SMALL < s < LARGE]
+    reserved = -(-small // SMALL_SEGMENT) * SMALL_SEGMENT
+    # medium blocks are carved out of 20 MiB segments, first fit in allocation order
+    free: list[int] = []
+    for s in medium:
+        for i, room in enumerate(free):
+            if room >= s:
+                free[i] -= s
+                break
+        else:
+            free.append(LARGE_SEGMENT - s)
+            reserved += LARGE_SEGMENT
+    reserved += sum(-(-s // GRANULE) * GRANULE for s in sizes if s >= LARGE)
+    return allocated, reserved
+
+
+@dataclass
+class Measurement:
+    model: str
+    kv_k: str
+    kv_v: str
+    context: int
+    sequences: int
+    device: str
+    predicted_bytes: int
+    allocated_bytes: int
+    allocator_bytes: int | None
+    allocator_reserved_bytes: int | None
+    predicted_allocator_bytes: int | None
+    predicted_reserved_bytes: int | None
+    driver_bytes: int | None
+    layers_measured: int
+    layers_total: int
+    scale: float
+    decode: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _layer_tokens(group: LayerGroup, spec: ModelSpec, context: int, opts: CacheOptions) -> int:
+    size = cache_size(spec.__class__(**{**spec.__dict__, "groups": (group,)}), context, 1, opts)
+    return size.groups[0].tokens
+
+
+def _progress(done: int, total: int, label: str, stream: Any) -> None:
+    if stream is None:
+        return
+    width = 30
+    filled = width * done // max(1, total)
+    stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<24}")
+    stream.flush()
+    if done >= total:
+        stream.write("\n")
+
+
+def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f16",
+            kv_v: str | None = None, device: str = "cuda", steps: int = 20,
+            max_layers: int | None = None, progress: Any = sys.stderr,
+            mtp: bool = False) -> Measurement:
+    """Allocate, fill and time the cache of ``spec`` at ``context`` × ``sequences``."""
+    torch = _torch()
+    from .kernels.cache import PAGED, LayerCache
+    from .kernels.kivi import KiviCache
+
+    kv_v = kv_v or kv_k
+    fk, fv = get_format(kv_k), get_format(kv_v)
+    opts = CacheOptions(kv_k=fk, kv_v=fv, mtp=mtp)
+    kivi = fk.residual_tokens or fv.residual_tokens
+    if kivi and fk.name != fv.name:
+        raise InputError("KIVI caches keep K and V in the same format", field="kv_v")
+    for f in (fk, fv):
+        if not f.residual_tokens and f.name not in PAGED:
+            raise InputError(f"no kernel for {f.name}; measurable formats: "
+                             f"{', '.join(PAGED)}, kivi2, kivi4", field="kv")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("no CUDA device here; use --device cpu", field="device")
+    groups = spec.groups_for(mtp=mtp)
+    layers = [(g, i) for g in groups for i in range(g.count)]
+    total_layers = len(layers)
+    if max_layers is not None:
+        layers = layers[:max_layers]
+
+    def build(group: LayerGroup) -> tuple[Any, int]:
+        if group.kind.is_recurrent:
+            return [torch.zeros(sequences, group.state_values, dtype=torch.float32,
+                                device=device)], 0
+        tokens = _layer_tokens(group, spec, context, opts)
+        if kivi:
+            return KiviCache(fk.name, sequences, group.n_kv_heads, group.head_dim_k, tokens,
+                             device=device), tokens
+        return LayerCache(fk.name, fv.name, sequences, tokens, group.n_kv_heads,
+                          group.head_dim_k, device=device,
+                          values=group.head_dim_v > 0), tokens
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if device == "cuda":
+        sync()
+        torch.cuda.empty_cache()
+        base_alloc = torch.cuda.memory_allocated()
+        base_res = torch.cuda.memory_reserved()
+        base_free = torch.cuda.mem_get_info()[0]
+    caches: list[tuple[LayerGroup, Any, int]] = []
+    sizes: list[int] = []
+    for n, (group, _i) in enumerate(layers):
+        cache, tokens = build(group)
+        caches.append((group, cache, tokens))
+        tensors = cache if isinstance(cache, list) else cache.tensors()
+        sizes += [int(t.numel()) * int(t.element_size()) for t in tensors]
+        _progress(n + 1, len(layers), "allocating", progress)
+    sync()
+    reading: dict[str, int | None] = {"alloc": None, "res": None, "driver": None}
+    if device == "cuda":
+        reading["alloc"] = torch.cuda.memory_allocated() - base_alloc
+        reading["res"] = torch.cuda.memory_reserved() - base_res
+        reading["driver"] = base_free - torch.cuda.mem_get_info()[0]
+    allocated = sum(sizes)
+    measured_groups = _as_spec(spec, [g for g, _ in layers])
+    predicted = cache_size(measured_groups, context, sequences, opts).total_bytes
+    full = cache_size(spec, context, sequences, opts).total_bytes
+    pred_alloc, pred_res = allocator_prediction(sizes)
+
+    # fill through append, chunk by chunk, with unit-scale random data
+    gen = torch.Generator(device=device).manual_seed(0)
+    for n, (group, cache, tokens) in enumerate(caches):
+        if not isinstance(cache, list):
+            _fill(cache, group, tokens, sequences, device, gen, torch)
+        _progress(n + 1, len(caches), "filling", progress)
+    decode = _time_decode(caches, sequences, context, device, steps, torch, progress)
+    return Measurement(
+        model=spec.name, kv_k=fk.name, kv_v=fv.name, context=context, sequences=sequences,
+        device=_device_name(device, torch), predicted_bytes=predicted, allocated_bytes=allocated,
+        allocator_bytes=reading["alloc"], allocator_reserved_bytes=reading["res"],
+        predicted_allocator_bytes=pred_alloc if device == "cuda" else None,
+        predicted_reserved_bytes=pred_res if device == "cuda" else None,
+        driver_bytes=reading["driver"], layers_measured=len(layers),
+        layers_total=total_layers, scale=full / predicted if predicted else 1.0,
+        decode=decode, env=_env(device, torch))
+
+
+def _as_spec(spec: ModelSpec, groups: list[LayerGroup]) -> ModelSpec:
+    """``spec`` restricted to one layer per entry of ``groups`` (the measured subset)."""
+    merged: dict[int, list[int]] = {}
+    order: list[LayerGroup] = []
+    for g in groups:
+        if id(g) not in merged:
+            merged[id(g)] = []
+            order.append(g)
+        merged[id(g)].append(g.layers[len(merged[id(g)])])
+    from dataclasses import replace
+
+    return replace(spec, groups=tuple(replace(g, layers=tuple(merged[id(g)])) for g in order))
+
+
+def _fill(cache: Any, group: LayerGroup, tokens: int, sequences: int, device: str, gen: Any,
+          torch: Any) -> None:
+    chunk = 4096
+    heads, dim = group.n_kv_heads, group.head_dim_k
+    use_triton = device == "cuda"
+    for s in range(sequences):
+        for start in range(0, tokens, chunk):
+            n = min(chunk, tokens - start)
+            k = torch.randn(n, heads, dim, device=device, generator=gen).half()
+            v = torch.randn(n, heads, dim, device=device, generator=gen).half()
+            if hasattr(cache, "n_quant"):
+                (cache.append_triton if use_triton else cache.append)(s, k, v)
+                continue
+            t = torch.arange(start, start + n, device=device)
+            pages = torch.full_like(t, s)
+            (cache.append if use_triton else cache.append_ref)(k, v, pages, t)
+
+
+def _time(fn: Callable[[], Any], device: str, steps: int, torch: Any) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    if device == "cuda":
+        for _ in range(steps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+    else:
+        for _ in range(max(1, steps // 5)):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, context: int,
+                 device: str, steps: int, torch: Any, progress: Any) -> dict[str, Any]:
+    """Median seconds of one decode step over every measured attention layer."""
+    total = 0.0
+    cache_bytes = 0
+    sdpa = 0.0
+    per_group: dict[str, float] = {}
+    timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list)]
+    for n, (group, cache, tokens) in enumerate(timed):
+        hq = max(group.n_kv_heads, 1) * 4
+        q = torch.randn(sequences, hq, group.head_dim_k, device=device).half()
+        if hasattr(cache, "n_quant"):
+            def step(c: Any = cache, q: Any = q) -> Any:
+                return c.decode(q) if device == "cuda" else c.decode_ref(q.float())
+        else:
+            table = torch.arange(sequences, device=device, dtype=torch.int32).reshape(-1, 1)
+            lens = torch.full((sequences,), tokens, device=device, dtype=torch.int32)
+
+            def step(c: Any = cache, q: Any = q, tb: Any = table, ln: Any = lens,
+                     t: int = tokens) -> Any:
+                if device == "cuda":
+                    return c.decode(q, tb, ln, max_len=t)
+                return c.decode_ref(q.float(), tb, ln)
+        seconds = _time(step, device, steps, torch)
+        total += seconds
+        cache_bytes += cache.nbytes
+        per_group[group.kind.value] = per_group.get(group.kind.value, 0.0) + seconds
+        if device == "cuda" and group.head_dim_v:
+            k = torch.randn(sequences, group.n_kv_heads, tokens, group.head_dim_k,
+                            device=device).half()
+            qq = q[:, :, None, :]
+
+            def base(qq: Any = qq, k: Any = k) -> Any:
+                return torch.nn.functional.scaled_dot_product_attention(qq, k, k, enable_gqa=True)
+
+            sdpa += _time(base, device, steps, torch)
+            del k
+        _progress(n + 1, len(timed), "timing decode", progress)
+    out: dict[str, Any] = {"seconds_per_step": total, "cache_bytes": cache_bytes,
+                           "per_kind_seconds": per_group}
+    if total > 0:
+        out["cache_bytes_per_s"] = cache_bytes / total
+    if device == "cuda":
+        bw = _read_bandwidth(torch)
+        out["read_bandwidth_bytes_per_s"] = bw
+        out["fraction_of_read_bandwidth"] = cache_bytes / total / bw if total else None
+        out["speedup_vs_f16_sdpa"] = sdpa / total if total and sdpa else None
+    return out
+
+
+def _read_bandwidth(torch: Any) -> float:
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    x.random_(0, 255)
+    return x.numel() / _time(lambda: x.sum(dtype=torch.int64), "cuda", 20, torch)
+
+
+def _device_name(device: str, torch: Any) -> str:
+    if device == "cuda":
+        return str(torch.cuda.get_device_name(0))
+    return "cpu"
+
+
+def _env(device: str, torch: Any) -> dict[str, Any]:
+    import datetime
+    import platform
+
+    env: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(),
+                           "date": datetime.datetime.now(datetime.UTC).isoformat(
+                               timespec="seconds")}
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if device == "cuda":
+        env["driver"] = torch.version.cuda
+    return env
+
+

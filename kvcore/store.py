@@ -1,0 +1,101 @@
+"""Measurements kept in SQLite (standard library): every run with its card, versions and date.
+
+The default database is ``$KVPLAN_DB`` or ``~/.local/share/kvplan/measurements.sqlite3``.
+Writes are single transactions, so a failed write loses no earlier measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from .errors import KvplanError
+
+__all__ = ["default_db", "find_measurement", "list_measurements", "save_measurement"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS measurements (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created TEXT NOT NULL,
+    model TEXT NOT NULL,
+    kv_k TEXT NOT NULL,
+    kv_v TEXT NOT NULL,
+    context INTEGER NOT NULL,
+    sequences INTEGER NOT NULL,
+    device TEXT NOT NULL,
+    predicted_bytes INTEGER NOT NULL,
+    allocated_bytes INTEGER NOT NULL,
+    data TEXT NOT NULL
+)
+"""
+
+
+def default_db() -> Path:
+    env = os.environ.get("KVPLAN_DB")
+    if env:
+        return Path(env)
+    return Path.home() / ".local" / "share" / "kvplan" / "measurements.sqlite3"
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(path, timeout=5)
+        con.execute(_SCHEMA)
+        return con
+    except (OSError, sqlite3.Error) as exc:
+        raise KvplanError(f"the measurement database {path} cannot be opened: {exc}") from None
+
+
+def save_measurement(data: dict[str, Any], path: Path | None = None) -> int:
+    """Store one measurement (``Measurement.to_dict()``); returns its id."""
+    path = path or default_db()
+    con = _connect(path)
+    try:
+        with con:
+            cur = con.execute(
+                "INSERT INTO measurements (created, model, kv_k, kv_v, context, sequences, "
+                "device, predicted_bytes, allocated_bytes, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (data.get("env", {}).get("date", ""), data["model"], data["kv_k"], data["kv_v"],
+                 data["context"], data["sequences"], data["device"], data["predicted_bytes"],
+                 data["allocated_bytes"], json.dumps(data)))
+        return int(cur.lastrowid or 0)
+    except sqlite3.Error as exc:
+        raise KvplanError(f"the measurement could not be stored in {path}: {exc}") from None
+    finally:
+        con.close()
+
+
+def list_measurements(path: Path | None = None) -> list[dict[str, Any]]:
+    path = path or default_db()
+    if not path.exists():
+        return []
+    con = _connect(path)
+    try:
+        rows = con.execute("SELECT id, data FROM measurements ORDER BY id").fetchall()
+    except sqlite3.Error as exc:
+        raise KvplanError(f"the measurement database {path} cannot be read: {exc}") from None
+    finally:
+        con.close()
+    out = []
+    for row_id, data in rows:
+        try:
+            item = json.loads(data)
+        except ValueError:
+            continue
+        item["id"] = row_id
+        out.append(item)
+    return out
+
+
+def find_measurement(model: str, kv_k: str, kv_v: str, context: int, sequences: int,
+                     path: Path | None = None) -> dict[str, Any] | None:
+    """The newest GPU measurement of exactly this plan, if any."""
+    for item in reversed(list_measurements(path)):
+        if (item["model"], item["kv_k"], item["kv_v"], item["context"], item["sequences"]) == (
+                model, kv_k, kv_v, context, sequences) and item["device"] != "cpu":
+            return item
+    return None

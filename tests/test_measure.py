@@ -1,0 +1,107 @@
+"""kvplan measure on the CPU reference path: allocation exactness, the allocator model, the
+store and the command."""
+
+import json
+import sqlite3
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from app.cli import main  # noqa: E402
+from kvcore import KvplanError, load_model  # noqa: E402
+from kvcore.measure import allocator_prediction, measure  # noqa: E402
+from kvcore.store import find_measurement, list_measurements, save_measurement  # noqa: E402
+
+MiB = 1 << 20
+
+
+@pytest.mark.parametrize(("model", "fmt"), [
+    ("qwen3-8b", "q8_0"),          # dense GQA
+    ("llama-2-7b-hf", "f16"),      # MHA
+    ("deepseek-v2-lite-chat", "q4_0"),  # MLA latent, no V
+    ("gpt-oss-20b", "tbq4"),       # sliding window + full
+    ("qwen3.5-27b", "fp8_pth"),    # hybrid: Gated DeltaNet state + full attention
+    ("qwen3-8b", "kivi2"),         # residual window
+    ("gemma-3-1b-it", "nvfp4"),
+])
+def test_tensors_hold_exactly_the_prediction(model, fmt):
+    m = measure(load_model(model), context=200, sequences=2, kv_k=fmt, device="cpu", steps=1,
+                max_layers=6, progress=None)
+    assert m.allocated_bytes == m.predicted_bytes
+    assert m.decode["seconds_per_step"] > 0
+
+
+def test_subset_scales_by_its_own_prediction():
+    spec = load_model("qwen3-8b")
+    part = measure(spec, context=64, kv_k="q8_0", device="cpu", steps=1, max_layers=3,
+                   progress=None)
+    assert part.layers_measured == 3 and part.layers_total == 36
+    assert part.scale == pytest.approx(12.0)
+
+
+def test_mixed_formats():
+    m = measure(load_model("qwen3-8b"), context=100, kv_k="q8_0", kv_v="tbq3", device="cpu",
+                steps=1, max_layers=2, progress=None)
+    assert m.allocated_bytes == m.predicted_bytes
+
+
+def test_unsupported_format_is_an_error():
+    with pytest.raises(KvplanError, match="no kernel for mxfp4"):
+        measure(load_model("qwen3-8b"), context=64, kv_k="mxfp4", device="cpu", progress=None)
+    with pytest.raises(KvplanError, match="same format"):
+        measure(load_model("qwen3-8b"), context=64, kv_k="kivi2", kv_v="q8_0", device="cpu",
+                progress=None)
+
+
+def test_allocator_model():
+    # small blocks round to 512 and share 2 MiB segments
+    assert allocator_prediction([100, 600]) == (512 + 1024, 2 * MiB)
+    # a 3 MiB and a 5 MiB block share one 20 MiB segment; a third 15 MiB block needs another
+    alloc, res = allocator_prediction([3 * MiB, 5 * MiB, 15 * MiB])
+    assert alloc == 23 * MiB and res == 20 * MiB + 16 * MiB
+    # large blocks round up to 2 MiB each
+    assert allocator_prediction([11 * MiB + 1]) == (11 * MiB + 512, 12 * MiB)
+
+
+def test_store_round_trip(tmp_path):
+    db = tmp_path / "m.sqlite3"
+    m = measure(load_model("qwen3-8b"), context=64, kv_k="q8_0", device="cpu", steps=1,
+                max_layers=1, progress=None)
+    data = m.to_dict()
+    first = save_measurement(data, db)
+    data2 = dict(data, device="NVIDIA H200")
+    second = save_measurement(data2, db)
+    assert second == first + 1
+    assert [x["id"] for x in list_measurements(db)] == [first, second]
+    found = find_measurement("qwen3-8b", "q8_0", "q8_0", 64, 1, db)
+    assert found is not None and found["device"] == "NVIDIA H200"
+    assert find_measurement("qwen3-8b", "q8_0", "q8_0", 65, 1, db) is None
+
+
+def test_store_errors_are_sentences(tmp_path):
+    bad = tmp_path / "not-a-db.sqlite3"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(KvplanError, match="cannot be opened|cannot be read|could not be stored"):
+        save_measurement({"model": "x", "kv_k": "f16", "kv_v": "f16", "context": 1,
+                          "sequences": 1, "device": "cpu", "predicted_bytes": 1,
+                          "allocated_bytes": 1}, bad)
+
+
+def test_measure_command(tmp_path, capsys):
+    db = tmp_path / "m.sqlite3"
+    code = main(["measure", "gpt-oss-20b", "--kv", "q8_0", "--ctx", "300", "--device", "cpu",
+                 "--layers", "4", "--steps", "1", "--db", str(db), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for key in ("predicted_bytes", "allocated_bytes", "allocator_bytes", "driver_bytes",
+                "device", "decode"):
+        assert key in out
+    assert out["allocated_bytes"] == out["predicted_bytes"] and out["device"] == "cpu"
+    rows = sqlite3.connect(db).execute("SELECT model FROM measurements").fetchall()
+    assert rows == [("gpt-oss-20b",)]
+
+
+def test_measure_command_errors(capsys):
+    assert main(["measure", "qwen3-8b", "--kv", "mxfp4", "--device", "cpu", "--db", "none"]) == 2
+    assert "no kernel for mxfp4" in capsys.readouterr().err
