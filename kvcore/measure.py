@@ -244,7 +244,7 @@ def _time(fn: Callable[[], Any], device: str, steps: int, torch: Any) -> float:
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return float(statistics.median(times))
 
 
 def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, context: int,
@@ -258,18 +258,16 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
     for n, (group, cache, tokens) in enumerate(timed):
         hq = max(group.n_kv_heads, 1) * 4
         q = torch.randn(sequences, hq, group.head_dim_k, device=device).half()
-        if hasattr(cache, "n_quant"):
-            def step(c: Any = cache, q: Any = q) -> Any:
-                return c.decode(q) if device == "cuda" else c.decode_ref(q.float())
-        else:
-            table = torch.arange(sequences, device=device, dtype=torch.int32).reshape(-1, 1)
-            lens = torch.full((sequences,), tokens, device=device, dtype=torch.int32)
+        table = torch.arange(sequences, device=device, dtype=torch.int32).reshape(-1, 1)
+        lens = torch.full((sequences,), tokens, device=device, dtype=torch.int32)
 
-            def step(c: Any = cache, q: Any = q, tb: Any = table, ln: Any = lens,
-                     t: int = tokens) -> Any:
-                if device == "cuda":
-                    return c.decode(q, tb, ln, max_len=t)
-                return c.decode_ref(q.float(), tb, ln)
+        def step(c: Any = cache, q: Any = q, tb: Any = table, ln: Any = lens,
+                 t: int = tokens) -> Any:
+            if hasattr(c, "n_quant"):
+                return c.decode(q) if device == "cuda" else c.decode_ref(q.float())
+            if device == "cuda":
+                return c.decode(q, tb, ln, max_len=t)
+            return c.decode_ref(q.float(), tb, ln)
         seconds = _time(step, device, steps, torch)
         total += seconds
         cache_bytes += cache.nbytes
@@ -300,7 +298,7 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
 def _read_bandwidth(torch: Any) -> float:
     x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     x.random_(0, 255)
-    return x.numel() / _time(lambda: x.sum(dtype=torch.int64), "cuda", 20, torch)
+    return float(x.numel() / _time(lambda: x.sum(dtype=torch.int64), "cuda", 20, torch))
 
 
 def _device_name(device: str, torch: Any) -> str:

@@ -97,5 +97,5 @@ def find_measurement(model: str, kv_k: str, kv_v: str, context: int, sequences: 
     for item in reversed(list_measurements(path)):
         if (item["model"], item["kv_k"], item["kv_v"], item["context"], item["sequences"]) == (
                 model, kv_k, kv_v, context, sequences) and item["device"] != "cpu":
-            return item
+            return dict(item)
     return None
