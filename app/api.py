@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import threading
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import JSONResponse
 
 import kvcore
 from kvcore import CacheOptions, load_model
@@ -13,9 +18,13 @@ from kvcore.query import Query as PlanQuery
 from kvcore.query import answer, find_format, find_gpu_for
 
 from .common import make_query
-from .schemas import PlanIn
+from .schemas import MeasureIn, PlanIn
+from .settings import get_settings
 
 __all__ = ["api_router", "run_plan", "to_query"]
+
+#: one measurement at a time on this server
+_MEASURE_LOCK = threading.Lock()
 
 
 def to_query(body: PlanIn) -> PlanQuery:
@@ -67,6 +76,29 @@ def api_router() -> APIRouter:
     def post_find_format(body: PlanIn) -> list[dict[str, Any]]:
         return find_format(to_query(body))
 
+    @api.get("/measurements")
+    def measurements() -> list[dict[str, Any]]:
+        from kvcore.store import list_measurements
+
+        return list_measurements(get_settings().db_path)
+
+    @api.post("/measure", response_model=None)
+    def post_measure(body: MeasureIn,
+                     authorization: Annotated[str | None, Header()] = None) -> Any:
+        settings = get_settings()
+        if not settings.measure_enabled:
+            return _err(403, "measurement is off on this server (start it with "
+                             "KVPLAN_ALLOW_MEASURE=1 or KVPLAN_MEASURE_TOKEN)")
+        if settings.measure_token and authorization != f"Bearer {settings.measure_token}":
+            return _err(401, "measurement needs Authorization: Bearer <token>", "authorization")
+        load_model(body.model, allow_local=False)  # a clear 4xx before any GPU work
+        if not _MEASURE_LOCK.acquire(timeout=1):
+            return _err(409, "a measurement is already running; one at a time, try again later")
+        try:
+            return _run_measure(body, settings.measure_timeout_s, str(settings.db_path))
+        finally:
+            _MEASURE_LOCK.release()
+
     @api.get("/models")
     def models() -> list[dict[str, Any]]:
         return [{"id": e.id, "repo": e.repo, "family": e.family, "source": e.source}
@@ -95,3 +127,31 @@ def api_router() -> APIRouter:
     return api
 
 
+
+
+def _err(status: int, message: str, field: str | None = None) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": message, "status": status, "field": field},
+                        status_code=status)
+
+
+def _run_measure(body: MeasureIn, timeout_s: int, db: str) -> Any:
+    """Run ``kvplan measure`` in a child process: a time limit, and all GPU memory released
+    when it ends, whatever happens."""
+    cmd = [sys.executable, "-m", "app.cli", "measure", body.model, "--kv-k", body.kv_k or body.kv,
+           "--kv-v", body.kv_v or body.kv_k or body.kv, "--ctx", str(body.context), "--seqs",
+           str(body.sequences), "--steps", str(body.steps), "--db", db, "--json"]
+    if body.layers:
+        cmd += ["--layers", str(body.layers)]
+    if body.device:
+        cmd += ["--device", body.device]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return _err(504, f"the measurement ran past its {timeout_s} s limit and was stopped")
+    if proc.returncode != 0:
+        err = (proc.stderr.strip().splitlines() or ["the measurement failed"])[-1]
+        if "out of memory" in proc.stderr.lower():
+            return _err(507, "the GPU ran out of memory for this plan; measure fewer layers "
+                             "(layers) or a shorter context")
+        return _err(422, err.removeprefix("kvplan: error: "))
+    return json.loads(proc.stdout)

@@ -72,6 +72,7 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
                            gpus=form["gpus"] if form["gpus"] not in ("", "1") else None,
                            engine=form["engine"])
         view = plan_view(query)
+        view["verified"] = _verified(query)
     except KvplanError as exc:
         errors[_form_field(exc.field)] = str(exc)
         status = 422 if status == 200 else status
@@ -82,6 +83,23 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
     # htmx swaps only 2xx responses by default: a bad field is shown, not dropped
     return templates().TemplateResponse(request, name, context,
                                         status_code=200 if partial else status)
+
+
+def _verified(query: Any) -> str | None:
+    """'verified on <card>: predicted X, allocated Y' when this exact plan was measured."""
+    from kvcore.store import find_measurement
+
+    from .settings import get_settings
+
+    try:
+        found = find_measurement(query.spec.name, query.cache.kv_k.name, query.cache.kv_v.name,
+                                 query.context, query.sequences, get_settings().db_path)
+    except KvplanError:
+        return None
+    if not found:
+        return None
+    return (f"verified on {found['device']}: predicted {format_bytes(found['predicted_bytes'], 4)}"
+            f", allocated {format_bytes(found['allocated_bytes'], 4)}")
 
 
 def _form_field(field: str | None) -> str:
@@ -148,6 +166,20 @@ def pages_router() -> APIRouter:
         state = kvcore.cache_size(spec, 1, 1).state_bytes
         return templates().TemplateResponse(request, "model.html", {
             "spec": spec, "entry": entry, "per_format": per_format, "state": state})
+
+    @router.get("/measurements", response_class=HTMLResponse)
+    def measurements(request: Request) -> HTMLResponse:
+        from kvcore.store import list_measurements
+
+        from .settings import get_settings
+
+        try:
+            rows = [{"allocator_bytes": None, "driver_bytes": None, "decode": {}, "env": {}, **r}
+                    for r in list_measurements(get_settings().db_path)]
+        except KvplanError as exc:
+            return templates().TemplateResponse(request, "error.html", {"error": str(exc)},
+                                                status_code=500)
+        return templates().TemplateResponse(request, "measurements.html", {"rows": rows})
 
     @router.get("/gpus", response_class=HTMLResponse)
     def gpus(request: Request) -> HTMLResponse:

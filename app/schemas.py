@@ -46,3 +46,19 @@ class ErrorOut(BaseModel):
     error: str
     status: int
     field: str | None = None
+
+
+class MeasureIn(BaseModel):
+    """A measurement job: build and time this plan's cache on the server's GPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(..., max_length=200)
+    kv: str = Field("f16", max_length=40)
+    kv_k: str | None = Field(None, max_length=40)
+    kv_v: str | None = Field(None, max_length=40)
+    context: int = Field(8192, ge=1, le=1 << 24)
+    sequences: int = Field(1, ge=1, le=1024)
+    layers: int | None = Field(None, ge=1, le=4096)
+    steps: int = Field(20, ge=1, le=1000)
+    device: str | None = Field(None, pattern="^(cuda|cpu)$")

@@ -137,3 +137,53 @@ def test_unsupported_format_is_a_4xx(client):
     r = client.post("/api/v1/plan", json={"model": "qwen3-8b", "gpu": "h100", "engine": "vllm",
                                           "kv": "tbq4"})
     assert r.status_code == 422 and r.json()["field"] == "kv_k"
+
+
+def test_measure_endpoint_is_off_by_default(client):
+    r = client.post("/api/v1/measure", json={"model": "qwen3-8b"})
+    assert r.status_code == 403 and r.json()["ok"] is False
+    assert client.get("/api/v1/measurements").status_code == 200
+
+
+def test_measure_endpoint_when_enabled(tmp_path, monkeypatch):
+    from app import settings as settings_mod
+    from app.settings import Settings
+
+    monkeypatch.setattr(settings_mod, "get_settings", lambda: Settings(True, "s3cret", 120,
+                                                                      tmp_path / "m.sqlite3"))
+    import app.api as api_mod
+
+    monkeypatch.setattr(api_mod, "get_settings", settings_mod.get_settings)
+    c = TestClient(create_app())
+    body = {"model": "qwen3-8b", "kv": "q8_0", "context": 64, "layers": 2, "steps": 1,
+            "device": "cpu"}
+    assert c.post("/api/v1/measure", json=body).status_code == 401
+    r = c.post("/api/v1/measure", json=body, headers={"Authorization": "Bearer s3cret"})
+    assert r.status_code == 200, r.text
+    assert r.json()["allocated_bytes"] == r.json()["predicted_bytes"]
+    listed = c.get("/api/v1/measurements").json()
+    assert len(listed) == 1 and listed[0]["model"] == "qwen3-8b"
+    bad = c.post("/api/v1/measure", json={**body, "kv": "mxfp4"},
+                 headers={"Authorization": "Bearer s3cret"})
+    assert bad.status_code == 422 and "mxfp4" in bad.json()["error"]
+    unknown = c.post("/api/v1/measure", json={**body, "model": "nosuch"},
+                     headers={"Authorization": "Bearer s3cret"})
+    assert unknown.status_code == 404
+
+
+def test_verified_line_and_measurements_page(tmp_path, monkeypatch):
+    from app import settings as settings_mod
+    from app.settings import Settings
+    from kvcore.store import save_measurement
+
+    db = tmp_path / "m.sqlite3"
+    monkeypatch.setattr(settings_mod, "get_settings", lambda: Settings(False, None, 60, db))
+    save_measurement({"model": "qwen3.5-27b", "kv_k": "tbq4", "kv_v": "tbq4", "context": 262144,
+                      "sequences": 1, "device": "NVIDIA H200", "predicted_bytes": 4429185024,
+                      "allocated_bytes": 4429185024, "decode": {}, "env": {"date": "2026"}}, db)
+    c = TestClient(create_app())
+    page = c.get("/", params={"model": "qwen3.5-27b", "gpu": "4090", "context": "256k",
+                              "kv_k": "tbq4", "kv_v": "tbq4"})
+    assert "verified on NVIDIA H200: predicted 4.125 GiB, allocated 4.125 GiB" in page.text
+    listing = c.get("/measurements")
+    assert listing.status_code == 200 and "qwen3.5-27b" in listing.text
