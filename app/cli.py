@@ -310,8 +310,35 @@ def _measure_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", default="20", help="timed decode steps (median)")
     p.add_argument("--db", default=None, help="SQLite file for results (none: do not store)")
     p.add_argument("--mtp", action="store_true")
+    p.add_argument("--tp", default=None,
+                   help="spread the cache over N ranks, one process per GPU (NCCL; gloo on CPU)")
     p.add_argument("--json", action="store_true")
     return p
+
+
+def _measure_tp(args: argparse.Namespace, device: str) -> int:
+    from kvcore.measure import measure_parallel
+
+    tp = parse_count(args.tp, field="tp", maximum=64)
+    ranks = measure_parallel(
+        load_model(args.model), tp, context=parse_tokens(args.ctx),
+        sequences=parse_count(args.seqs, field="sequences", maximum=4096),
+        kv_k=args.kv_k or args.kv, kv_v=args.kv_v or args.kv_k or args.kv, device=device,
+        steps=parse_count(args.steps, field="steps", maximum=10000),
+        max_layers=parse_count(args.layers, field="layers") if args.layers else None,
+        mtp=args.mtp)
+    data = {"tp": tp, "device": ranks[0]["device"],
+            "predicted_bytes": sum(r["predicted_bytes"] for r in ranks),
+            "allocated_bytes": sum(r["allocated_bytes"] for r in ranks),
+            "ranks": ranks}
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        for r in ranks:
+            same = "equal" if r["allocated_bytes"] == r["predicted_bytes"] else "DIFFERENT"
+            print(f"rank {r['rank']}: predicted {format_bytes(r['predicted_bytes'], 4)}, "
+                  f"tensors hold {format_bytes(r['allocated_bytes'], 4)} ({same})")
+    return 0
 
 
 def _measure(argv: list[str]) -> int:
@@ -331,6 +358,8 @@ def _measure(argv: list[str]) -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.tp and args.tp != "1":
+        return _measure_tp(args, device)
     m = measure(load_model(args.model), context=parse_tokens(args.ctx),
                 sequences=parse_count(args.seqs, field="sequences", maximum=4096),
                 kv_k=args.kv_k or args.kv, kv_v=args.kv_v or args.kv_k or args.kv,

@@ -325,3 +325,74 @@ def _env(device: str, torch: Any) -> dict[str, Any]:
     return env
 
 
+
+
+def _rank_worker(rank: int, world: int, port: int, spec: ModelSpec, kwargs: dict[str, Any],
+                 queue: Any) -> None:
+    """One process per rank: build this rank's shard of the cache and report its figures."""
+    import os
+
+    torch = _torch()
+    device = kwargs["device"]
+    # NVLink multicast stays off on shared hosts
+    for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                       ("NVSHMEM_DISABLE_NVLS", "1")):
+        os.environ.setdefault(var, value)
+    import torch.distributed as dist
+
+    backend = "nccl" if device == "cuda" else "gloo"
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    try:
+        from .parallel import Parallel, rank_spec
+
+        shard = rank_spec(spec, Parallel(tp=world))
+        m = measure(shard, **{**kwargs, "device": device})
+        data = m.to_dict()
+        data["rank"] = rank
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, data)
+        if rank == 0:
+            queue.put(gathered)
+    finally:
+        dist.destroy_process_group()
+
+
+def measure_parallel(spec: ModelSpec, tp: int, *, context: int, sequences: int = 1,
+                     kv_k: str = "f16", kv_v: str | None = None, device: str = "cuda",
+                     steps: int = 5, max_layers: int | None = None,
+                     mtp: bool = False) -> list[dict[str, Any]]:
+    """Spread the cache over ``tp`` tensor-parallel ranks (one process each: NCCL on GPUs,
+    gloo on the CPU); every rank's shard is measured against kvcore's prediction for that rank
+    (``kvcore.parallel.rank_spec``)."""
+    import multiprocessing as mp
+    import socket
+
+    torch = _torch()
+    if tp < 2:
+        raise InputError("--tp needs at least 2 ranks", field="tp")
+    if device == "cuda" and torch.cuda.device_count() < tp:
+        raise InputError(f"--tp {tp} needs {tp} GPUs; this machine has "
+                         f"{torch.cuda.device_count()}", field="tp")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    kwargs = {"context": context, "sequences": sequences, "kv_k": kv_k, "kv_v": kv_v,
+              "device": device, "steps": steps, "max_layers": max_layers, "progress": None,
+              "mtp": mtp}
+    procs = [ctx.Process(target=_rank_worker, args=(r, tp, port, spec, kwargs, queue))
+             for r in range(tp)]
+    for p in procs:
+        p.start()
+    try:
+        ranks = queue.get(timeout=3600)
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+    if any(p.exitcode not in (0, None) for p in procs):
+        raise InputError("a rank failed while measuring", field="tp")
+    return list(ranks)

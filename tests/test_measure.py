@@ -105,3 +105,20 @@ def test_measure_command(tmp_path, capsys):
 def test_measure_command_errors(capsys):
     assert main(["measure", "qwen3-8b", "--kv", "mxfp4", "--device", "cpu", "--db", "none"]) == 2
     assert "no kernel for mxfp4" in capsys.readouterr().err
+
+
+def test_tensor_parallel_ranks_hold_their_shard(capsys):
+    # two ranks over gloo on the CPU; each holds half the KV heads of qwen3-8b (8 → 4)
+    code = main(["measure", "qwen3-8b", "--kv", "q8_0", "--ctx", "64", "--device", "cpu",
+                 "--layers", "3", "--steps", "1", "--db", "none", "--tp", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["tp"] == 2 and len(out["ranks"]) == 2
+    for rank in out["ranks"]:
+        assert rank["allocated_bytes"] == rank["predicted_bytes"] == 3 * 64 * 4 * 2 * 136
+
+
+def test_tp_needs_two_ranks():
+    from kvcore.measure import measure_parallel
+
+    with pytest.raises(KvplanError, match="at least 2"):
+        measure_parallel(load_model("qwen3-8b"), 1, context=64, device="cpu")
