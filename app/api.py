@@ -18,10 +18,19 @@ from kvcore.query import Query as PlanQuery
 from kvcore.query import answer, find_format, find_gpu_for
 
 from .common import make_query
-from .schemas import MeasureIn, PlanIn
+from .schemas import ErrorOut, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
 
 __all__ = ["api_router", "run_plan", "to_query"]
+
+#: every error answers in one shape
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": text} for code, text in (
+        (400, "malformed body"), (401, "missing or wrong token"),
+        (403, "switched off on this server"),
+        (404, "unknown model"), (409, "busy"), (413, "body too large"),
+        (422, "invalid input, naming the field"), (504, "time limit"),
+        (507, "GPU out of memory"))}
 
 #: one measurement at a time on this server
 _MEASURE_LOCK = threading.Lock()
@@ -54,7 +63,7 @@ def run_plan(body: PlanIn) -> dict[str, Any]:
 
 
 def api_router() -> APIRouter:
-    api = APIRouter(prefix="/api/v1")
+    api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
 
     @api.get("/healthz")
     def healthz() -> dict[str, Any]:
@@ -65,7 +74,7 @@ def api_router() -> APIRouter:
         return run_plan(body)
 
     @api.get("/plan")
-    def get_plan(q: Annotated[PlanIn, Query()]) -> dict[str, Any]:
+    def get_plan(q: Annotated[PlanQueryIn, Query()]) -> dict[str, Any]:
         return run_plan(q)
 
     @api.post("/find-gpu")

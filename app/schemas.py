@@ -8,9 +8,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class PlanIn(BaseModel):
-    """A plan request. ``model`` (catalog or Hub repo id) or ``config`` (a config.json object)."""
+    """A plan request. ``model`` (catalog or Hub repo id) or ``config`` (a config.json object).
 
-    model_config = ConfigDict(extra="forbid")
+    JSON bodies are strict: a number where a boolean is expected is an error, not a guess."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str | None = Field(None, max_length=200, examples=["qwen3.5-27b"])
     config: dict[str, Any] | None = Field(None, description="a config.json object")
@@ -41,6 +43,12 @@ class PlanIn(BaseModel):
     free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
 
 
+class PlanQueryIn(PlanIn):
+    """The same fields as query parameters (strings converted as usual)."""
+
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+
 class ErrorOut(BaseModel):
     ok: bool = False
     error: str
@@ -51,7 +59,7 @@ class ErrorOut(BaseModel):
 class MeasureIn(BaseModel):
     """A measurement job: build and time this plan's cache on the server's GPU."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str = Field(..., max_length=200)
     kv: str = Field("f16", max_length=40)

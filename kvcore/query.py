@@ -83,7 +83,7 @@ def answer(q: Query) -> dict[str, Any]:
 
 
 def _fits(q: Query) -> tuple[bool, int]:
-    if q.engine == "raw" and not q.multi:
+    if q.engine == "raw" and not q.multi and q.gpus and q.kv_budget_bytes is None:
         p = plan(PlanRequest(spec=q.spec, context=q.context, sequences=q.sequences,
                              cache=q.cache, weights=q.weights, gpu=q.gpus[0],
                              overhead_bytes=q.overhead_bytes))
