@@ -123,7 +123,8 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
                allow_hub: bool = True) -> ModelSpec:
     """The ModelSpec of a catalog id, Hub repo id, local path, JSON text or config dict."""
     if isinstance(ref, dict):
-        return spec_from_config(ref, name=str(ref.get("_name_or_path") or "config"),
+        _depth(ref, MAX_JSON_DEPTH)
+        return spec_from_config(ref, name=str(ref.get("_name_or_path") or "config")[:200],
                                 source="pasted config")
     text = str(ref).strip()
     if not text:
