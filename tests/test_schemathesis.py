@@ -8,7 +8,6 @@ import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
-
 from schemathesis.specs.openapi.checks import positive_data_acceptance  # noqa: E402
 
 from app.web import create_app  # noqa: E402
