@@ -7,6 +7,7 @@ sentence that says what to do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -30,6 +31,45 @@ def is_repo_id(text: str) -> bool:
     return bool(REPO_ID.match(text)) and ".." not in text
 
 
+#: hosts a Hub fetch may reach, redirects included
+ALLOWED_HOSTS = ("huggingface.co", "hf.co")
+
+
+class OffHubRedirect(OSError):
+    """A request (usually a redirect) to a host that is not the Hub's."""
+
+
+def host_allowed(host: str) -> bool:
+    host = host.lower().rstrip(".")
+    return any(host == h or host.endswith("." + h) for h in ALLOWED_HOSTS)
+
+
+@lru_cache(maxsize=1)
+def _guard_client(hf: Any) -> bool:
+    """Make huggingface_hub's HTTP client refuse every request off the Hub (redirects too) and
+    give each request a timeout. Returns whether the guard could be installed."""
+    factory_setter = getattr(hf, "set_client_factory", None)
+    if factory_setter is None:
+        return False
+    from huggingface_hub.utils import _http
+
+    client_cls = type(_http.default_client_factory())
+    default_hook = getattr(_http, "hf_request_event_hook", None)
+
+    def check(request: Any) -> None:
+        if not host_allowed(request.url.host):
+            raise OffHubRedirect(f"refusing to reach {request.url.host}, which is not the Hub")
+        if default_hook is not None:
+            default_hook(request)
+
+    def factory() -> Any:
+        return client_cls(event_hooks={"request": [check]}, follow_redirects=True,
+                          timeout=float(TIMEOUT_S))
+
+    factory_setter(factory)
+    return True
+
+
 def _download(repo: str, filename: str, revision: str | None) -> str:
     try:
         import huggingface_hub as hf
@@ -40,6 +80,9 @@ def _download(repo: str, filename: str, revision: str | None) -> str:
             "pip install 'kvplan[hub]'", field="model") from None
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", TIMEOUT_S)
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", TIMEOUT_S)
+    # an unfamiliar huggingface_hub keeps its own client
+    with contextlib.suppress(Exception):
+        _guard_client(hf)
     try:
         return str(hf.hf_hub_download(repo, filename, revision=revision))
     except hf_errors.GatedRepoError:

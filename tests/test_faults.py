@@ -139,3 +139,18 @@ def test_deep_config_object_is_refused():
     client = TestClient(create_app())
     r = client.post("/api/v1/plan", json={"config": deep})
     assert r.status_code in (400, 422) and r.json()["ok"] is False
+
+
+def test_hub_client_refuses_other_hosts():
+    hf = pytest.importorskip("huggingface_hub")
+    from kvcore import hub
+
+    assert hub.host_allowed("huggingface.co") and hub.host_allowed("cas-bridge.xethub.hf.co")
+    assert not hub.host_allowed("huggingface.co.evil.example")
+    assert not hub.host_allowed("example.com")
+    if not hub._guard_client(hf):
+        pytest.skip("this huggingface_hub has no client factory")
+    from huggingface_hub.utils import _http
+
+    with pytest.raises(hub.OffHubRedirect):
+        _http.get_session().get("https://example.com/config.json")
