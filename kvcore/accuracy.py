@@ -116,8 +116,9 @@ def _predict(case: LogCase) -> dict[str, float]:
     ctx, seqs = int(r.get("context", 4096)), int(r.get("sequences", 1))
     out: dict[str, float] = {}
     if engine == "llama.cpp":
-        mem = llamacpp.Memory(spec, llamacpp.Layout(ctx, seqs, False, llamacpp.N_UBATCH), opts,
-                              False)
+        ubatch = int(r.get("n_ubatch", llamacpp.N_UBATCH))
+        mem = llamacpp.Memory(spec, llamacpp.Layout(ctx, seqs, bool(r.get("kv_unified", False)),
+                                                    ubatch), opts, bool(r.get("swa_full", False)))
         out.update(kv_size_mib=mem.kv_bytes / MiB, k_mib=mem.k_bytes / MiB,
                    v_mib=mem.v_bytes / MiB, recurrent_size_mib=mem.state_bytes / MiB,
                    r_mib=mem.r_bytes / MiB, s_mib=mem.s_bytes / MiB)

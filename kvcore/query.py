@@ -8,16 +8,14 @@ for a KV budget it printed (``kv_budget``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .engines import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, engine_plan
+from .engines import EngineReport, EngineRequest, UnsupportedFormat, engine_plan
 from .engines import canonical as canonical_engine
 from .errors import InputError
 from .formats import FORMATS, KVFormat
-from .gpus import GPU, gpu_catalog
-from .kv import CacheOptions
-from .model import ModelSpec
+from .gpus import gpu_catalog
 from .parallel import Parallel
 from .plan import PlanRequest, plan
 from .report import engine_to_dict, plan_to_dict
@@ -29,17 +27,10 @@ GPU_COUNTS = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
-class Query:
-    spec: ModelSpec
-    context: int
-    sequences: int = 1
-    cache: CacheOptions = field(default_factory=CacheOptions)
-    weights: str | None = None
-    gpus: tuple[GPU, ...] = ()
-    parallel: Parallel = field(default_factory=Parallel)
+class Query(EngineRequest):
+    """A plan request for one engine (an ``EngineRequest`` that also names the engine)."""
+
     engine: str = "raw"
-    settings: EngineSettings = field(default_factory=EngineSettings)
-    kv_budget_bytes: int | None = None
     overhead_bytes: int | None = None
 
     def __post_init__(self) -> None:
@@ -54,10 +45,7 @@ class Query:
         return self.parallel.gpus > 1
 
     def engine_request(self) -> EngineRequest:
-        return EngineRequest(spec=self.spec, context=self.context, sequences=self.sequences,
-                             cache=self.cache, weights=self.weights, gpus=self.gpus,
-                             parallel=self.parallel, settings=self.settings,
-                             kv_budget_bytes=self.kv_budget_bytes)
+        return self
 
 
 def answer(q: Query) -> dict[str, Any]:
