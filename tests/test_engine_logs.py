@@ -38,3 +38,11 @@ def test_within_bound(row):
 def test_accuracy_doc_is_current():
     doc = (ROOT / "docs" / "ACCURACY.md").read_text(encoding="utf-8")
     assert doc == render_markdown(CASES, ROWS), "run: python bench/accuracy.py"
+
+
+def test_readme_quotes_the_current_summary():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    summary = next(line for line in render_markdown(CASES, ROWS).splitlines()
+                   if "within their bound" in line)
+    assert summary in readme.replace("\n", " ")
+    assert f"holds {len(CASES)} log excerpts" in readme.replace("\n", " ")
