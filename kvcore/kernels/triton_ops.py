@@ -40,7 +40,8 @@ def _round_half_even(x):
 @triton.jit
 def e4m3_encode(x):
     """float32 → uint8 e4m3fn bit pattern, round to nearest even, |x| ≤ 448 assumed."""
-    neg = x < 0
+    # the sign bit itself, so that -0.0 keeps its sign
+    neg = (x.to(tl.int32, bitcast=True) >> 31) & 1
     a = tl.minimum(tl.abs(x), 448.0)
     bits = a.to(tl.int32, bitcast=True)
     exp = ((bits >> 23) & 255) - 127 + 7
@@ -52,7 +53,7 @@ def e4m3_encode(x):
     sub = _round_half_even(a * 512.0).to(tl.int32)
     code = tl.where(exp >= 1, normal, sub)
     code = tl.minimum(code, 126)
-    return (code | (neg.to(tl.int32) << 7)).to(tl.uint8)
+    return (code | (neg << 7)).to(tl.uint8)
 
 
 @triton.jit

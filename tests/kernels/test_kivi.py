@@ -25,7 +25,7 @@ def test_bytes_equal_kvcore(fmt, seqs, heads, dim, tokens):
 
 def test_residual_window_holds_r_to_r_plus_g_minus_1():
     cache = KiviCache("kivi2", 1, 1, 32, 1000)
-    x = torch.randn(1, 1, 32).half()
+    x = torch.randn(1, 1, 32, generator=torch.Generator().manual_seed(3)).half()
     seen = []
     for _ in range(1000):
         cache.append(0, x, x)
