@@ -165,14 +165,12 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.kv_budget_bytes is not None:
         # the pool is given: every stage gets the same budget for its own cache
         pools = [req.kv_budget_bytes for _ in shares]
-        budget_bytes = None
     else:
         if any(sh.gpu is None for sh in shares):
             raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)",
                              field="gpu")
         pools = [sh.gpu.usable_bytes - margin - sh.weights_bytes - compute  # type: ignore[union-attr]
                  for sh in shares]
-        budget_bytes = None
 
     def ok(ctx: int) -> bool:
         return ctx == 0 or all(cache_bytes(sh, ctx) <= pool for sh, pool in zip(shares, pools, strict=True))
@@ -182,8 +180,8 @@ def plan(req: EngineRequest) -> EngineReport:
     slack = [pool - cache_bytes(sh, req.context) for sh, pool in zip(shares, pools, strict=True)]
     binding = min(range(len(shares)), key=slack.__getitem__)
     share = shares[binding]
-    if req.kv_budget_bytes is None and share.gpu is not None:
-        budget_bytes = share.gpu.usable_bytes - margin
+    budget_bytes = (share.gpu.usable_bytes - margin
+                    if req.kv_budget_bytes is None and share.gpu is not None else None)
     mem = memory(share, req.context)
     layout = Layout(req.context, req.sequences, unified, n_ubatch)
     notes = _notes(opts, flash)
