@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 import kvcore
 from kvcore import CacheOptions, load_model
 from kvcore.engines import EngineSettings
+from kvcore.formats import quality_note
 from kvcore.query import Query as PlanQuery
 from kvcore.query import answer, find_format, find_gpu_for
 
@@ -131,7 +132,7 @@ def api_router() -> APIRouter:
     def formats() -> list[dict[str, Any]]:
         return [{"name": f.name, "aliases": list(f.aliases), "block_values": f.block_values,
                  "block_bytes": f.block_bytes, "bits_per_value": f.bits_per_value,
-                 "layout": f.layout, "quality": f.quality} for f in kvcore.FORMATS]
+                 "layout": f.layout, "quality": quality_note(f)} for f in kvcore.FORMATS]
 
     return api
 

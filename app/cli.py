@@ -26,6 +26,7 @@ from kvcore import (
     parse_tokens,
 )
 from kvcore.engines import EngineSettings
+from kvcore.formats import quality_note
 from kvcore.query import Query, answer, find_format, find_gpu_for
 from kvcore.units import format_gib
 
@@ -284,7 +285,7 @@ def _list(cmd: str, as_json: bool) -> str:
     else:
         items = [{"name": f.name, "aliases": list(f.aliases), "block_values": f.block_values,
                   "block_bytes": f.block_bytes, "bits_per_value": f.bits_per_value,
-                  "layout": f.layout, "quality": f.quality} for f in kvcore.FORMATS]
+                  "layout": f.layout, "quality": quality_note(f)} for f in kvcore.FORMATS]
         rows = [["name", "block", "bytes", "bits/value", "layout"]] + [
             [i["name"], str(i["block_values"]), str(i["block_bytes"]),
              f"{i['bits_per_value']:g}", i["layout"]] for i in items]

@@ -323,10 +323,16 @@ def main() -> None:
     args = ap.parse_args()
     rows, info = measure()
     print(table(rows, layout=False))
-    if args.write:
-        (ROOT / "docs" / "FORMATS.md").write_text(document(rows, info), encoding="utf-8")
     config = {"seed": SEED, "draws": DRAWS, "tokens": T, "kv_heads": HKV, "q_heads": HQ,
               "head_dim": D, "topk": TOPK, **info}
+    if args.write:
+        (ROOT / "docs" / "FORMATS.md").write_text(document(rows, info), encoding="utf-8")
+        # the planner's quality notes read these measured figures
+        measured = {r["format"]: {k: r[k] for k in ("out_rel_err", "out_cosine",
+                                                      "top32_agreement")} for r in rows}
+        (ROOT / "kvcore" / "data" / "quality.json").write_text(
+            json.dumps({"source": "bench/quality.py (docs/FORMATS.md)", "formats": measured},
+                       indent=2) + "\n", encoding="utf-8")
     print(json.dumps({"config": config, "formats": rows}))
 
 

@@ -14,12 +14,15 @@ Special cases, each a field of its own:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from typing import Literal
 
 from .errors import UnknownNameError
 
-__all__ = ["FORMATS", "KVFormat", "Role", "format_names", "get_format"]
+__all__ = ["FORMATS", "KVFormat", "Role", "format_names", "get_format", "quality_note"]
 
 Role = Literal["k", "v"]
 
@@ -198,6 +201,23 @@ _BY_NAME: dict[str, KVFormat] = {}
 for _fmt in FORMATS:
     for _key in (_fmt.name, *_fmt.aliases):
         _BY_NAME[_key] = _fmt
+
+
+@cache
+def _measured() -> dict[str, dict[str, float]]:
+    text = resources.files("kvcore").joinpath("data/quality.json").read_text("utf-8")
+    data = json.loads(text)["formats"]
+    assert isinstance(data, dict)
+    return data
+
+
+def quality_note(fmt: KVFormat) -> str:
+    """The format's quality note with its measured attention-output error against f16."""
+    measured = _measured().get(fmt.name)
+    if not measured or fmt.name in ("f16", "f32"):
+        return fmt.quality
+    err = measured["out_rel_err"] * 100
+    return f"{err:.1f}% attention-output error vs f16 (measured); {fmt.quality}"
 
 
 def format_names() -> list[str]:

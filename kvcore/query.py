@@ -14,7 +14,7 @@ from typing import Any
 from .engines import EngineReport, EngineRequest, UnsupportedFormat, engine_plan
 from .engines import canonical as canonical_engine
 from .errors import InputError
-from .formats import FORMATS, KVFormat
+from .formats import FORMATS, KVFormat, quality_note
 from .gpus import gpu_catalog
 from .parallel import Parallel
 from .plan import PlanRequest, plan
@@ -124,5 +124,5 @@ def find_format(q: Query) -> list[dict[str, Any]]:
         except InputError:
             continue
         rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value, "fits": ok,
-                     "max_context": max_ctx, "quality": fmt.quality})
+                     "max_context": max_ctx, "quality": quality_note(fmt)})
     return rows

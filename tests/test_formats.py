@@ -110,3 +110,17 @@ def test_eviction_keeps_first_and_recent():
 def test_eviction_fraction_bounds(bad):
     with pytest.raises(InputError):
         CacheOptions(keep_fraction=bad)
+
+
+def test_quality_notes_carry_the_measured_error():
+    import json
+    from importlib import resources
+
+    from kvcore.formats import quality_note
+
+    data = json.loads(resources.files("kvcore").joinpath("data/quality.json").read_text())
+    for fmt in FORMATS:
+        assert fmt.name in data["formats"], fmt.name
+    q8 = data["formats"]["q8_0"]["out_rel_err"] * 100
+    assert quality_note(get_format("q8_0")).startswith(f"{q8:.1f}% attention-output error")
+    assert quality_note(get_format("f16")) == "baseline"
