@@ -15,7 +15,7 @@ from .model import ModelSpec
 from .units import MAX_CONTEXT_TOKENS
 from .weights import Weights, weights_for
 
-__all__ = ["Decode", "Overhead", "Plan", "PlanRequest", "plan"]
+__all__ = ["Decode", "Overhead", "Plan", "PlanRequest", "Workload", "plan"]
 
 #: CUDA context and library workspaces (cuBLAS, NCCL-less single card), bytes
 CUDA_CONTEXT_BYTES = 512 * 1024**2
@@ -42,16 +42,16 @@ def raw_overhead(spec: ModelSpec) -> Overhead:
 
 
 @dataclass(frozen=True)
-class PlanRequest:
+class Workload:
+    """What every question starts from: a model, a context, a number of sequences and the
+    cache and weight formats. ``PlanRequest`` and the engine requests extend it."""
+
     spec: ModelSpec
     context: int
     sequences: int = 1
     cache: CacheOptions = field(default_factory=CacheOptions)
     #: weight format name; None = the checkpoint as published
     weights: str | None = None
-    gpu: GPU | None = None
-    #: override the runtime overhead estimate (bytes)
-    overhead_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.context <= MAX_CONTEXT_TOKENS:
@@ -60,6 +60,13 @@ class PlanRequest:
         if not 1 <= self.sequences <= MAX_SEQUENCES:
             raise InputError(f"sequences must be between 1 and {MAX_SEQUENCES:,}",
                              field="sequences")
+
+
+@dataclass(frozen=True)
+class PlanRequest(Workload):
+    gpu: GPU | None = None
+    #: override the runtime overhead estimate (bytes)
+    overhead_bytes: int | None = None
 
 
 @dataclass(frozen=True)

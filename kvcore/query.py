@@ -34,6 +34,7 @@ class Query(EngineRequest):
     overhead_bytes: int | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "engine", canonical_engine(self.engine))
         n = len(self.gpus)
         if n > 1 and n != self.parallel.ranks_per_replica:

@@ -240,3 +240,12 @@ def test_sglang_mamba_pool_takes_its_share():
     mamba = int(19 * GiB * 0.9 / 1.9)
     assert r.extra["mamba_slots"] == mamba // per_req
     assert r.kv_tokens == (19 * GiB - mamba) // (16 * 4 * 512 * 2)
+
+
+@pytest.mark.parametrize("kwargs, field", [({"context": 0}, "context"),
+                                           ({"context": 4096, "sequences": 0}, "sequences")])
+def test_engine_request_checks_the_workload_like_a_plan(kwargs, field):
+    spec = load_model("llama-3.1-8b")
+    with pytest.raises(InputError) as err:
+        EngineRequest(spec=spec, **kwargs)
+    assert err.value.field == field

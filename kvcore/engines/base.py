@@ -18,6 +18,7 @@ from ..gpus import GPU
 from ..kv import CacheOptions, CacheSize, cache_size
 from ..model import LayerKind, ModelSpec
 from ..parallel import Parallel, rank_spec
+from ..plan import Workload
 from ..weights import Weights, weights_for
 
 __all__ = [
@@ -81,12 +82,7 @@ class EngineSettings:
 
 
 @dataclass(frozen=True)
-class EngineRequest:
-    spec: ModelSpec
-    context: int
-    sequences: int = 1
-    cache: CacheOptions = field(default_factory=CacheOptions)
-    weights: str | None = None
+class EngineRequest(Workload):
     #: one GPU per rank of a replica (TP × PP); one entry is repeated for all ranks
     gpus: tuple[GPU, ...] = ()
     parallel: Parallel = field(default_factory=Parallel)
