@@ -8,6 +8,10 @@
 - Pipeline parallel (PP): each stage holds its own layers. Layers split as vLLM's
   ``get_pp_indices`` (``vllm/distributed/utils.py``) does: ``n // pp`` each, the remainder given one
   apiece to the stages before the last, from the end.
+- Tensor parallel needs the heads to split evenly: ``tp`` must divide the attention heads, and
+  the KV heads must be a multiple of ``tp`` or a divisor of it (vLLM
+  ``verify_with_parallel_config`` and the QKV projection's replication rule; SGLang and
+  TensorRT-LLM check the same). Anything else is refused rather than rounded.
 - Data parallel (DP): independent replicas; capacity adds up, memory per card does not change.
 
 Memory is per card and never summed across cards.
@@ -20,7 +24,7 @@ from dataclasses import dataclass, replace
 from .errors import InputError
 from .model import LayerGroup, LayerKind, ModelSpec
 
-__all__ = ["Parallel", "pp_layer_counts", "rank_spec", "stage_layers"]
+__all__ = ["Parallel", "check_tp", "pp_layer_counts", "rank_spec", "stage_layers"]
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,30 @@ def _shard_group(group: LayerGroup, tp: int, layers: tuple[int, ...]) -> LayerGr
     return replace(group, layers=layers, n_kv_heads=max(1, group.n_kv_heads // tp))
 
 
+def check_tp(spec: ModelSpec, tp: int) -> None:
+    """Refuse a tensor-parallel size that does not split the model's heads evenly."""
+    if tp == 1:
+        return
+    heads = spec.num_attention_heads
+    if heads and heads % tp:
+        raise InputError(f"tp {tp} does not divide the model's {heads} attention heads; "
+                         f"use a tp that does (e.g. {_divisor_hint(heads, tp)})", field="tp")
+    for g in spec.groups:
+        if not g.kind.is_attention or g.kind is LayerKind.MLA:
+            continue
+        kv = g.n_kv_heads
+        if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+            raise InputError(f"tp {tp} does not split the {kv} KV heads of the {g.kind.value} "
+                             "layers: tp must divide them or be a multiple of them", field="tp")
+
+
+def _divisor_hint(heads: int, tp: int) -> int:
+    return max(d for d in range(1, tp + 1) if heads % d == 0)
+
+
 def rank_spec(spec: ModelSpec, parallel: Parallel, stage: int = 0) -> ModelSpec:
     """The part of ``spec`` one rank of pipeline stage ``stage`` holds."""
+    check_tp(spec, parallel.tp)
     if not 0 <= stage < parallel.pp:
         raise InputError(f"stage must be in 0..{parallel.pp - 1}", field="pp")
     n = spec.num_layers

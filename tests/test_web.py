@@ -37,6 +37,7 @@ def test_post_and_get_plan_agree_with_cli(client, capsys):
     ({"model": "qwen3-8b", "kv": "q3"}, "kv_k"),
     ({"model": "qwen3-8b", "sequences": 0}, "sequences"),
     ({"model": "qwen3-8b", "bogus": 1}, "bogus"),
+    ({"model": "qwen3-8b", "gpu": "h100", "tp": 3}, "tp"),
     ({"model": "/etc/passwd"}, "model"),
     ({}, "model"),
 ])
