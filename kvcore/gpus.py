@@ -33,6 +33,8 @@ class GPU:
     driver_total_bytes: int | None = None
     #: share of memory the GPU may use (Apple unified memory: ~0.75 by default)
     usable_fraction: float = 1.0
+    #: the most of these cards one tensor-parallel group can hold (``--find-gpu`` tries no more)
+    max_cards: int = 8
 
     @property
     def usable_bytes(self) -> int:
@@ -63,6 +65,7 @@ def gpu_catalog() -> tuple[GPU, ...]:
             source=entry.get("source", ""),
             driver_total_bytes=entry.get("driver_total_bytes"),
             usable_fraction=float(entry.get("gpu_usable_fraction", 1.0)),
+            max_cards=int(entry.get("max_cards", 8)),
         ))
     return tuple(gpus)
 

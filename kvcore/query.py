@@ -92,6 +92,8 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for gpu in gpu_catalog():
         for count in GPU_COUNTS:
+            if count > gpu.max_cards:
+                break
             trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
             try:
                 ok, max_ctx = _fits(trial)

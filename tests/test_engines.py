@@ -212,6 +212,17 @@ def test_find_gpu_smallest_fits_and_smaller_does_not():
     assert ok.fits
 
 
+def test_find_gpu_never_stacks_single_box_machines():
+    q = Query(spec=load_model("qwen2.5-72b"), context=131072, sequences=8, engine="vllm")
+    rows = find_gpu_for(q, limit=200)
+    assert rows
+    for r in rows:
+        assert r["count"] <= find_gpu(r["gpu"]).max_cards, r
+    # unified-memory boxes are one device each; Apple never joins a tensor-parallel group
+    assert find_gpu("m2-ultra").max_cards == 1 and find_gpu("jetson agx orin").max_cards == 1
+    assert all(r["gpu"] not in {"jetson-agx-orin-64gb", "dgx-spark"} for r in rows)
+
+
 def test_find_format_orders_by_precision():
     q = Query(spec=load_model("qwen3.5-27b"), context=262144, engine="llama.cpp",
               weights="q4_k_m", gpus=(find_gpu("4090"),))
