@@ -75,25 +75,28 @@ def _shard_group(group: LayerGroup, tp: int, layers: tuple[int, ...]) -> LayerGr
     return replace(group, layers=layers, n_kv_heads=max(1, group.n_kv_heads // tp))
 
 
-def check_tp(spec: ModelSpec, tp: int) -> None:
-    """Refuse a tensor-parallel size that does not split the model's heads evenly."""
-    if tp == 1:
-        return
+def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     heads = spec.num_attention_heads
     if heads and heads % tp:
-        raise InputError(f"tp {tp} does not divide the model's {heads} attention heads; "
-                         f"use a tp that does (e.g. {_divisor_hint(heads, tp)})", field="tp")
+        return f"tp {tp} does not divide the model's {heads} attention heads"
     for g in spec.groups:
         if not g.kind.is_attention or g.kind is LayerKind.MLA:
             continue
         kv = g.n_kv_heads
         if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
-            raise InputError(f"tp {tp} does not split the {kv} KV heads of the {g.kind.value} "
-                             "layers: tp must divide them or be a multiple of them", field="tp")
+            return (f"tp {tp} does not split the {kv} KV heads of the {g.kind.value} layers "
+                    "(tp must divide them or be a multiple of them)")
+    return None
 
 
-def _divisor_hint(heads: int, tp: int) -> int:
-    return max(d for d in range(1, tp + 1) if heads % d == 0)
+def check_tp(spec: ModelSpec, tp: int) -> None:
+    """Refuse a tensor-parallel size that does not split the model's heads evenly."""
+    if tp == 1:
+        return
+    problem = _tp_problem(spec, tp)
+    if problem is not None:
+        best = max(d for d in range(1, tp) if _tp_problem(spec, d) is None)
+        raise InputError(f"{problem}; the largest tp below {tp} that works is {best}", field="tp")
 
 
 def rank_spec(spec: ModelSpec, parallel: Parallel, stage: int = 0) -> ModelSpec:

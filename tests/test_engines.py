@@ -69,15 +69,17 @@ def test_vllm_tp_replicates_heads_beyond_kv_count():
     assert tp8.groups[0].n_kv_heads == 1
 
 
-@pytest.mark.parametrize(("model", "tp", "why"), [
-    ("qwen3-8b", 3, "32 attention heads"),        # 32 heads, 8 KV heads
-    ("qwen2.5-7b", 8, "28 attention heads"),      # 28 heads, 4 KV heads
-    ("qwen2.5-7b", 7, "4 KV heads"),              # 7 divides 28 but not the 4 KV heads
+@pytest.mark.parametrize(("model", "tp", "why", "best"), [
+    ("qwen3-8b", 3, "32 attention heads", 2),        # 32 heads, 8 KV heads
+    ("qwen2.5-7b", 8, "28 attention heads", 4),      # 28 heads, 4 KV heads
+    ("qwen2.5-7b", 7, "4 KV heads", 4),              # 7 divides 28 but not the 4 KV heads
 ])
-def test_tp_that_does_not_split_the_heads_is_refused(model, tp, why):
+def test_tp_that_does_not_split_the_heads_is_refused(model, tp, why, best):
     with pytest.raises(InputError, match=why) as err:
         rank_spec(load_model(model), Parallel(tp=tp))
     assert err.value.field == "tp"
+    assert str(err.value).endswith(f"the largest tp below {tp} that works is {best}")
+    rank_spec(load_model(model), Parallel(tp=best))
     # the engines refuse it the same way, rather than rounding the heads
     with pytest.raises(InputError):
         engine_plan("vllm", EngineRequest(spec=load_model(model), context=4096,
