@@ -681,17 +681,28 @@ def spec_from_config(
         chunk = r.get_int("attention_chunk_size", maximum=1 << 31)
     linear_state = linear_conv = 0
     linear_detail = ""
+    linear_split: tuple[int, ...] = ()
     if any(LayerKind.LINEAR in ks for ks in kinds_per_layer):
         if isinstance(lm.get("linear_attn_config"), dict):
             linear_state, linear_conv, linear_detail = _kda_state(lm["linear_attn_config"])
+            linear_split = (int(lm["linear_attn_config"]["num_heads"]),)
         elif _is_lightning(model_type):
             linear_state, linear_conv, linear_detail = _lightning_state(r, n_heads, head_dim)
+            linear_split = (n_heads,)
         else:
             linear_state, linear_conv, linear_detail = _gdn_state(r)
+            linear_split = (r.get_int("linear_num_key_heads"), r.get_int("linear_num_value_heads"))
     mamba_state = mamba_detail = None
     mamba_shape = None
+    mamba_split: tuple[int, ...] = ()
     if any(LayerKind.MAMBA in ks for ks in kinds_per_layer):
         mamba_state, mamba_detail, mamba_shape = _mamba_state(r, hidden)
+        if mamba_shape["version"] == 2:
+            # heads split over tp; a single B/C group is replicated on every rank
+            b_c_groups = mamba_shape["n_groups"]
+            mamba_split = (mamba_shape["n_heads"],) + ((b_c_groups,) if b_c_groups > 1 else ())
+        else:
+            mamba_split = (mamba_shape["d_inner"],)
     cross_tokens = 0
     if any(LayerKind.CROSS in ks for ks in kinds_per_layer):
         cross_tokens = _cross_tokens(vision)
@@ -715,11 +726,13 @@ def spec_from_config(
         kind, heads, dk, dv, win = key
         if kind is LayerKind.LINEAR:
             return LayerGroup(kind, tuple(layers), state_values=linear_state,
-                              conv_state_values=linear_conv, state_detail=linear_detail, mtp=mtp)
+                              conv_state_values=linear_conv, state_detail=linear_detail, mtp=mtp,
+                              split_counts=linear_split)
         if kind is LayerKind.MAMBA:
             return LayerGroup(kind, tuple(layers), state_values=mamba_state or 0,
                               conv_state_values=(mamba_shape or {}).get("conv", 0),
-                              state_detail=mamba_detail or "", mtp=mtp)
+                              state_detail=mamba_detail or "", mtp=mtp,
+                              split_counts=mamba_split)
         return LayerGroup(kind, tuple(layers), n_kv_heads=heads, head_dim_k=dk, head_dim_v=dv,
                           window=win, mtp=mtp)
 

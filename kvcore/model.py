@@ -64,6 +64,9 @@ class LayerGroup:
     state_detail: str = ""
     #: multi-token-prediction / draft layers (counted only when asked)
     mtp: bool = False
+    #: recurrent layers: the head (or channel) counts tensor parallelism splits; each must be
+    #: a multiple of tp
+    split_counts: tuple[int, ...] = ()
 
     @property
     def count(self) -> int:

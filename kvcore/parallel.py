@@ -69,7 +69,8 @@ def _shard_group(group: LayerGroup, tp: int, layers: tuple[int, ...]) -> LayerGr
     if group.kind is LayerKind.MLA:
         return replace(group, layers=layers)
     if group.kind.is_recurrent:
-        # heads split evenly over TP (engines require divisibility; round up otherwise)
+        # heads split evenly over TP (check_tp refused uneven splits; a config without the
+        # head counts rounds up)
         return replace(group, layers=layers, state_values=-(-group.state_values // tp),
                        conv_state_values=-(-group.conv_state_values // tp))
     return replace(group, layers=layers, n_kv_heads=max(1, group.n_kv_heads // tp))
@@ -80,6 +81,12 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     if heads and heads % tp:
         return f"tp {tp} does not divide the model's {heads} attention heads"
     for g in spec.groups:
+        if g.kind.is_recurrent:
+            for count in g.split_counts:
+                if count % tp:
+                    return (f"tp {tp} does not divide the {count} heads (or channels) of the "
+                            f"{g.kind.value} layers' state")
+            continue
         if not g.kind.is_attention or g.kind is LayerKind.MLA:
             continue
         kv = g.n_kv_heads

@@ -73,6 +73,7 @@ def test_vllm_tp_replicates_heads_beyond_kv_count():
     ("qwen3-8b", 3, "32 attention heads", 2),        # 32 heads, 8 KV heads
     ("qwen2.5-7b", 8, "28 attention heads", 4),      # 28 heads, 4 KV heads
     ("qwen2.5-7b", 7, "4 KV heads", 4),              # 7 divides 28 but not the 4 KV heads
+    ("nemotron-h-56b-base-8k", 16, "8 heads", 8),    # 64 heads, 8 KV heads, 8 Mamba groups
 ])
 def test_tp_that_does_not_split_the_heads_is_refused(model, tp, why, best):
     with pytest.raises(InputError, match=why) as err:
@@ -84,6 +85,15 @@ def test_tp_that_does_not_split_the_heads_is_refused(model, tp, why, best):
     with pytest.raises(InputError):
         engine_plan("vllm", EngineRequest(spec=load_model(model), context=4096,
                                           gpus=(find_gpu("h100"),), parallel=Parallel(tp=tp)))
+
+
+def test_recurrent_state_splits_exactly_over_tp():
+    spec = load_model("qwen3.5-27b")  # GatedDeltaNet: 16 key heads, 48 value heads
+    linear = next(g for g in spec.groups if g.kind.is_recurrent)
+    assert linear.split_counts == (16, 48)
+    shard = next(g for g in rank_spec(spec, Parallel(tp=8)).groups if g.kind.is_recurrent)
+    assert shard.state_values * 8 == linear.state_values
+    assert shard.conv_state_values * 8 == linear.conv_state_values
 
 
 def test_mla_latent_is_replicated_on_every_tp_rank():
