@@ -695,12 +695,15 @@ def spec_from_config(
     mamba_state = mamba_detail = None
     mamba_shape = None
     mamba_split: tuple[int, ...] = ()
+    mamba_replicated = 0
     if any(LayerKind.MAMBA in ks for ks in kinds_per_layer):
         mamba_state, mamba_detail, mamba_shape = _mamba_state(r, hidden)
         if mamba_shape["version"] == 2:
             # heads split over tp; a single B/C group is replicated on every rank
             b_c_groups = mamba_shape["n_groups"]
             mamba_split = (mamba_shape["n_heads"],) + ((b_c_groups,) if b_c_groups > 1 else ())
+            if b_c_groups == 1:
+                mamba_replicated = (mamba_shape["d_conv"] - 1) * 2 * mamba_shape["d_state"]
         else:
             mamba_split = (mamba_shape["d_inner"],)
     cross_tokens = 0
@@ -732,7 +735,7 @@ def spec_from_config(
             return LayerGroup(kind, tuple(layers), state_values=mamba_state or 0,
                               conv_state_values=(mamba_shape or {}).get("conv", 0),
                               state_detail=mamba_detail or "", mtp=mtp,
-                              split_counts=mamba_split)
+                              split_counts=mamba_split, replicated_conv_values=mamba_replicated)
         return LayerGroup(kind, tuple(layers), n_kv_heads=heads, head_dim_k=dk, head_dim_v=dv,
                           window=win, mtp=mtp)
 

@@ -67,6 +67,9 @@ class LayerGroup:
     #: recurrent layers: the head (or channel) counts tensor parallelism splits; each must be
     #: a multiple of tp
     split_counts: tuple[int, ...] = ()
+    #: of ``conv_state_values``, the part every TP rank holds whole (a Mamba2 model with one
+    #: B/C group replicates that group on every rank)
+    replicated_conv_values: int = 0
 
     @property
     def count(self) -> int:

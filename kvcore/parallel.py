@@ -70,9 +70,11 @@ def _shard_group(group: LayerGroup, tp: int, layers: tuple[int, ...]) -> LayerGr
         return replace(group, layers=layers)
     if group.kind.is_recurrent:
         # heads split evenly over TP (check_tp refused uneven splits; a config without the
-        # head counts rounds up)
-        return replace(group, layers=layers, state_values=-(-group.state_values // tp),
-                       conv_state_values=-(-group.conv_state_values // tp))
+        # head counts rounds up); a replicated B/C group stays whole on every rank
+        whole = group.replicated_conv_values
+        conv = -(-(group.conv_state_values - whole) // tp) + whole
+        ssm = -(-(group.state_values - group.conv_state_values) // tp)
+        return replace(group, layers=layers, state_values=ssm + conv, conv_state_values=conv)
     return replace(group, layers=layers, n_kv_heads=max(1, group.n_kv_heads // tp))
 
 

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kvcore import ConfigError, LayerKind, load_model, model_catalog, spec_from_config
+from kvcore.parallel import Parallel, rank_spec
 
 
 def real(model_id):
@@ -193,6 +194,10 @@ def test_falcon_h1_layers_have_attention_and_mamba2():
     mamba = next(g for g in s.groups if g.kind == LayerKind.MAMBA)
     # 8 heads × 16 × 32 ssm + conv 3 × (128 + 2·1·32)
     assert mamba.state_values == 8 * 16 * 32 + 3 * (128 + 2 * 32)
+    # under tp 2 the heads and x channels split, the single B/C group is kept whole per rank
+    shard = next(g for g in rank_spec(s, Parallel(tp=2)).groups if g.kind == LayerKind.MAMBA)
+    assert shard.conv_state_values == 3 * (128 // 2 + 2 * 32)
+    assert shard.state_values == 8 * 16 * 32 // 2 + 3 * (128 // 2 + 2 * 32)
 
 
 def test_cohere2_every_fourth_layer_global():
