@@ -6,6 +6,7 @@ need", and the largest context / sequence count that fits. Not fitting is a resu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import InputError
@@ -117,16 +118,11 @@ def _total(req: PlanRequest, weights: Weights, overhead: Overhead, context: int,
                                                        req.cache).total_bytes
 
 
-def max_context(req: PlanRequest, weights: Weights, overhead: Overhead, budget: int) -> int:
-    """Largest context per sequence that fits (0 if not even one token does)."""
-    def fits(n: int) -> bool:
-        return _total(req, weights, overhead, n, req.sequences) <= budget
-
-    if not fits(1):
-        return 0
-    lo, hi = 1, MAX_CONTEXT_TOKENS
+def largest(fits: Callable[[int], bool], hi: int) -> int:
+    """Largest n in [0, hi] with fits(n) (fits monotone, fits(0) assumed true)."""
     if fits(hi):
         return hi
+    lo = 0
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):
@@ -134,6 +130,14 @@ def max_context(req: PlanRequest, weights: Weights, overhead: Overhead, budget: 
         else:
             hi = mid
     return lo
+
+
+def max_context(req: PlanRequest, weights: Weights, overhead: Overhead, budget: int) -> int:
+    """Largest context per sequence that fits (0 if not even one token does)."""
+    def fits(n: int) -> bool:
+        return _total(req, weights, overhead, n, req.sequences) <= budget
+
+    return largest(lambda n: n == 0 or fits(n), MAX_CONTEXT_TOKENS)
 
 
 def max_sequences(req: PlanRequest, weights: Weights, overhead: Overhead, budget: int) -> int:

@@ -182,20 +182,6 @@ def rank_weights(req: EngineRequest) -> tuple[Weights, list[RankShare]]:
     return weights, out
 
 
-def largest(fits: Any, hi: int) -> int:
-    """Largest n in [0, hi] with fits(n) (fits monotone, fits(0) assumed true)."""
-    if fits(hi):
-        return hi
-    lo = 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 def check_format(engine: str, fmt: KVFormat, supported: dict[str, str], role: str) -> str:
     """The engine's own name for ``fmt``, or an UnsupportedFormat sentence."""
     name = supported.get(fmt.name)

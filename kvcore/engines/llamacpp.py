@@ -16,14 +16,13 @@ from ..errors import InputError
 from ..formats import get_format
 from ..kv import CacheOptions
 from ..model import LayerGroup, LayerKind, ModelSpec
-from ..plan import raw_overhead
+from ..plan import largest, raw_overhead
 from .base import (
     EngineReport,
     EngineRequest,
     MiB,
     RankShare,
     check_format,
-    largest,
     mib,
     rank_weights,
 )

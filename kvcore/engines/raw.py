@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..errors import InputError
-from ..plan import raw_overhead
-from .base import EngineReport, EngineRequest, RankShare, largest, rank_weights
+from ..plan import largest, raw_overhead
+from .base import EngineReport, EngineRequest, RankShare, rank_weights
 
 NAME = "raw"
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from ..errors import InputError
 from ..formats import KVFormat
 from ..model import LayerKind, ModelSpec
+from ..plan import largest
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
     MiB,
-    largest,
     parallel_flags,
     rank_weights,
     single_format,

@@ -12,11 +12,11 @@ blocks).
 from __future__ import annotations
 
 from ..errors import InputError
+from ..plan import largest
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
-    largest,
     parallel_flags,
     rank_weights,
     single_format,

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..formats import KVFormat
 from ..model import LayerGroup, LayerKind, ModelSpec
+from ..plan import largest
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
     RankShare,
-    largest,
     parallel_flags,
     rank_weights,
     single_format,
