@@ -287,3 +287,10 @@ def test_engine_request_checks_the_workload_like_a_plan(kwargs, field):
     with pytest.raises(InputError) as err:
         EngineRequest(spec=spec, **kwargs)
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("engine", ["raw", "llama.cpp", "vllm", "sglang", "trtllm"])
+def test_every_engine_asks_for_a_gpu_or_a_budget(engine):
+    with pytest.raises(InputError, match=r"--gpu\) or an available KV budget") as err:
+        engine_plan(engine, EngineRequest(spec=load_model("llama-3.1-8b"), context=4096))
+    assert err.value.field == "gpu"

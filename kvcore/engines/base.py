@@ -182,6 +182,21 @@ def rank_weights(req: EngineRequest) -> tuple[Weights, list[RankShare]]:
     return weights, out
 
 
+def need_gpu() -> InputError:
+    """The error for a plan with neither a GPU nor a KV budget to size the pool from."""
+    return InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")
+
+
+def stage_pools(req: EngineRequest, shares: list[RankShare], reserved: int) -> list[int]:
+    """Bytes each stage's cache may fill: the given KV budget, or the card's usable memory less
+    the stage's weights and ``reserved``."""
+    if req.kv_budget_bytes is not None:
+        return [req.kv_budget_bytes] * len(shares)
+    if any(sh.gpu is None for sh in shares):
+        raise need_gpu()
+    return [sh.gpu.usable_bytes - sh.weights_bytes - reserved for sh in shares if sh.gpu]
+
+
 def check_format(engine: str, fmt: KVFormat, supported: dict[str, str], role: str) -> str:
     """The engine's own name for ``fmt``, or an UnsupportedFormat sentence."""
     name = supported.get(fmt.name)

@@ -25,6 +25,7 @@ from .base import (
     check_format,
     mib,
     rank_weights,
+    stage_pools,
 )
 
 NAME = "llama.cpp"
@@ -161,15 +162,8 @@ def plan(req: EngineRequest) -> EngineReport:
         m = memory(share, ctx)
         return m.kv_bytes + m.state_bytes
 
-    if req.kv_budget_bytes is not None:
-        # the pool is given: every stage gets the same budget for its own cache
-        pools = [req.kv_budget_bytes for _ in shares]
-    else:
-        if any(sh.gpu is None for sh in shares):
-            raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)",
-                             field="gpu")
-        pools = [sh.gpu.usable_bytes - margin - sh.weights_bytes - compute  # type: ignore[union-attr]
-                 for sh in shares]
+    # a given pool is every stage's budget for its own cache
+    pools = stage_pools(req, shares, margin + compute)
 
     def ok(ctx: int) -> bool:
         return ctx == 0 or all(cache_bytes(sh, ctx) <= pool for sh, pool in zip(shares, pools, strict=True))

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import InputError
 from ..plan import largest, raw_overhead
-from .base import EngineReport, EngineRequest, RankShare, rank_weights
+from .base import EngineReport, EngineRequest, RankShare, rank_weights, stage_pools
 
 NAME = "raw"
 
@@ -17,14 +16,7 @@ def plan(req: EngineRequest) -> EngineReport:
     def cache(sh: RankShare, ctx: int, n: int) -> int:
         return sh.cache(ctx, n, opts).total_bytes
 
-    if req.kv_budget_bytes is not None:
-        pools = [req.kv_budget_bytes] * len(shares)
-    else:
-        if any(sh.gpu is None for sh in shares):
-            raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)",
-                             field="gpu")
-        pools = [sh.gpu.usable_bytes - sh.weights_bytes - overhead  # type: ignore[union-attr]
-                 for sh in shares]
+    pools = stage_pools(req, shares, overhead)
 
     def ok_ctx(ctx: int) -> bool:
         return ctx == 0 or all(cache(sh, ctx, req.sequences) <= pool

@@ -12,7 +12,6 @@ GB of 2^30 bytes).
 
 from __future__ import annotations
 
-from ..errors import InputError
 from ..formats import KVFormat
 from ..model import LayerKind, ModelSpec
 from ..plan import largest
@@ -21,6 +20,7 @@ from .base import (
     EngineRequest,
     GiB,
     MiB,
+    need_gpu,
     parallel_flags,
     rank_weights,
     single_format,
@@ -91,7 +91,7 @@ def plan(req: EngineRequest) -> EngineReport:
         rest = req.kv_budget_bytes
         budget = None
     elif gpu is None:
-        raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")
+        raise need_gpu()
     else:
         total = gpu.driver_total_bytes or gpu.memory_bytes
         if frac is None:

@@ -11,12 +11,12 @@ blocks).
 
 from __future__ import annotations
 
-from ..errors import InputError
 from ..plan import largest
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
+    need_gpu,
     parallel_flags,
     rank_weights,
     single_format,
@@ -50,7 +50,7 @@ def plan(req: EngineRequest) -> EngineReport:
         available = req.kv_budget_bytes
         budget = None
     elif sh.gpu is None:
-        raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")
+        raise need_gpu()
     else:
         total = sh.gpu.driver_total_bytes or sh.gpu.memory_bytes
         peak = max(x.weights_bytes for x in shares) + act + RUNTIME

@@ -27,6 +27,7 @@ from .base import (
     EngineRequest,
     GiB,
     RankShare,
+    need_gpu,
     parallel_flags,
     rank_weights,
     single_format,
@@ -207,7 +208,7 @@ def plan(req: EngineRequest) -> EngineReport:
 
     avail = [available(sh) for sh in shares]
     if any(a is None for a in avail):
-        raise InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")
+        raise need_gpu()
     pools = [pool(sh.spec, max(0, a or 0), opts.kv_k, opts.kv_v, block, opts.mtp,
                   s.speculative_tokens)
              for sh, a in zip(shares, avail, strict=True)]
