@@ -8,6 +8,7 @@ A cache of capacity T allocates ``floor((T − R) / G)`` quantized groups and a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..formats import get_format
@@ -133,45 +134,41 @@ class KiviCache:
         self.vq[s, :, start:start + g] = vp["q"]
         self.vs[s, :, start:start + g] = vp["scale"]
         self.vm[s, :, start:start + g] = vp["min"]
-        self.n_quant[s] += g
-        self.n_resid[s] -= g
 
-    def append(self, s: int, k: Any, v: Any) -> None:
-        """Append tokens k, v [n, heads, head_dim] to sequence ``s``."""
+    def _append(self, s: int, k: Any, v: Any, flush: Callable[[int], None]) -> None:
         for i in range(k.shape[0]):
             if self.n_quant[s] + self.n_resid[s] >= self.capacity:
                 raise ValueError("KIVI cache is full")
             if self.n_resid[s] == self.residual + self.group - 1:
-                self._flush(s)
-            slot = (self.n_quant[s] + self.n_resid[s]) % self.ring
-            self.kr[s, :, slot] = k[i].to(self.kr.dtype)
-            self.vr[s, :, slot] = v[i].to(self.vr.dtype)
-            self.n_resid[s] += 1
-
-    # ---- Triton path -----------------------------------------------------------------------
-
-    def append_triton(self, s: int, k: Any, v: Any) -> None:
-        """Append tokens with the Triton flush kernel (one launch per flushed group)."""
-        from .kivi_triton import kivi_flush_kernel
-
-        for i in range(k.shape[0]):
-            if self.n_quant[s] + self.n_resid[s] >= self.capacity:
-                raise ValueError("KIVI cache is full")
-            if self.n_resid[s] == self.residual + self.group - 1:
-                start = self.n_quant[s]
-                kivi_flush_kernel[(1, self.heads)](
-                    self.kr[s:s + 1], self.vr[s:s + 1], self.kq[s:s + 1], self.ks[s:s + 1],
-                    self.km[s:s + 1], self.vq[s:s + 1], self.vs[s:s + 1], self.vm[s:s + 1],
-                    start % self.ring, start // self.group, start, self.ring,
-                    H=self.heads, D=self.head_dim, G=self.group, BITS=self.bits,
-                    PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, NGROUPS=self.groups,
-                    NTOK=self.groups * self.group)
+                flush(s)
                 self.n_quant[s] += self.group
                 self.n_resid[s] -= self.group
             slot = (self.n_quant[s] + self.n_resid[s]) % self.ring
             self.kr[s, :, slot] = k[i].to(self.kr.dtype)
             self.vr[s, :, slot] = v[i].to(self.vr.dtype)
             self.n_resid[s] += 1
+
+    def append(self, s: int, k: Any, v: Any) -> None:
+        """Append tokens k, v [n, heads, head_dim] to sequence ``s``."""
+        self._append(s, k, v, self._flush)
+
+    # ---- Triton path -----------------------------------------------------------------------
+
+    def _flush_triton(self, s: int) -> None:
+        from .kivi_triton import kivi_flush_kernel
+
+        start = self.n_quant[s]
+        kivi_flush_kernel[(1, self.heads)](
+            self.kr[s:s + 1], self.vr[s:s + 1], self.kq[s:s + 1], self.ks[s:s + 1],
+            self.km[s:s + 1], self.vq[s:s + 1], self.vs[s:s + 1], self.vm[s:s + 1],
+            start % self.ring, start // self.group, start, self.ring,
+            H=self.heads, D=self.head_dim, G=self.group, BITS=self.bits,
+            PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, NGROUPS=self.groups,
+            NTOK=self.groups * self.group)
+
+    def append_triton(self, s: int, k: Any, v: Any) -> None:
+        """Append tokens with the Triton flush kernel (one launch per flushed group)."""
+        self._append(s, k, v, self._flush_triton)
 
     def decode(self, q: Any, split_tokens: int = 1024) -> Any:
         """Fused decode attention over quantized groups and the residual ring."""
