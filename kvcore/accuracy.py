@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import load_model
-from .engines import EngineRequest, EngineSettings, engine_plan, llamacpp, sglang, vllm
+from .engines import EngineRequest, EngineSettings, engine_plan, llamacpp, vllm
 from .formats import get_format
 from .gpus import find_gpu
 from .hf import spec_from_config
-from .kv import CacheOptions
+from .kv import CacheOptions, kv_row_bytes
 from .model import ModelSpec
 from .parallel import Parallel, rank_spec
 
@@ -125,7 +125,7 @@ def _predict(case: LogCase) -> dict[str, float]:
         return out
     if engine == "sglang":
         rank = rank_spec(spec, par)
-        kb, vb = sglang.cell_bytes(rank, opts.kv_k, opts.kv_v)
+        kb, vb = kv_row_bytes(rank, opts.kv_k, opts.kv_v)
         if "tokens" in r:
             tokens = int(r["tokens"])
         else:

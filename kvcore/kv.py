@@ -27,6 +27,7 @@ __all__ = [
     "bytes_per_token",
     "cache_size",
     "geometry_bytes",
+    "kv_row_bytes",
     "marginal_bytes_per_token",
 ]
 
@@ -188,13 +189,24 @@ def geometry_bytes(kv_k: str | KVFormat, kv_v: str | KVFormat, *, layers: int, s
     return cache_size(spec, tokens, sequences, opts).kv_bytes
 
 
-def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:
-    total = 0
-    for g in spec.groups_for(mtp=opts.mtp):
+#: every layer kind that caches K/V rows per token
+ATTENTION_KINDS = tuple(k for k in LayerKind if k.is_attention)
+
+
+def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
+                 kinds: tuple[LayerKind, ...] = ATTENTION_KINDS, *,
+                 mtp: bool = False) -> tuple[int, int]:
+    """(K, V) bytes one token adds to the layers of ``kinds``, block scales included."""
+    kb = vb = 0
+    for g in spec.groups_for(mtp=mtp):
         if g.kind in kinds:
-            v = opts.kv_v.row_bytes(g.head_dim_v) if g.head_dim_v else 0
-            total += g.count * g.n_kv_heads * (opts.kv_k.row_bytes(g.head_dim_k) + v)
-    return total
+            kb += g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k)
+            vb += g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v else 0)
+    return kb, vb
+
+
+def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:
+    return sum(kv_row_bytes(spec, opts.kv_k, opts.kv_v, kinds, mtp=opts.mtp))
 
 
 def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:

@@ -12,8 +12,8 @@ GB of 2^30 bytes).
 
 from __future__ import annotations
 
-from ..formats import KVFormat
-from ..model import LayerKind, ModelSpec
+from ..kv import kv_row_bytes
+from ..model import LayerKind
 from ..plan import largest
 from .base import (
     EngineReport,
@@ -64,17 +64,6 @@ MAMBA_RATIO = 0.9
 MAMBA_SSM_BYTES = 4
 
 
-def cell_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
-               kinds: tuple[LayerKind, ...] | None = None) -> tuple[int, int]:
-    """(K, V) bytes per token over one rank's attention layers (of ``kinds`` if given)."""
-    kb = vb = 0
-    for g in spec.groups:
-        if g.kind.is_attention and not g.mtp and (kinds is None or g.kind in kinds):
-            kb += g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k)
-            vb += g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v else 0)
-    return kb, vb
-
-
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
@@ -83,7 +72,7 @@ def plan(req: EngineRequest) -> EngineReport:
     p = req.parallel
     page = s.page_size or 1
     weights, shares = rank_weights(req)
-    kb, vb = cell_bytes(shares[0].spec, opts.kv_k, opts.kv_v)
+    kb, vb = kv_row_bytes(shares[0].spec, opts.kv_k, opts.kv_v)
     cell = max(1, kb + vb)
     frac = s.mem_fraction_static
     gpu = shares[0].gpu
@@ -117,9 +106,9 @@ def plan(req: EngineRequest) -> EngineReport:
     if sliding:
         # one pool for full layers and one for window layers, sized so the window pool holds
         # swa_full_tokens_ratio as many tokens (model_runner_kv_cache_mixin set_num_tokens_hybrid_swa)
-        fk, fv = cell_bytes(shares[0].spec, opts.kv_k, opts.kv_v, (LayerKind.FULL, LayerKind.MLA))
-        sk, sv = cell_bytes(shares[0].spec, opts.kv_k, opts.kv_v,
-                            (LayerKind.SLIDING, LayerKind.CHUNKED))
+        fk, fv = kv_row_bytes(shares[0].spec, opts.kv_k, opts.kv_v, (LayerKind.FULL, LayerKind.MLA))
+        sk, sv = kv_row_bytes(shares[0].spec, opts.kv_k, opts.kv_v,
+                              (LayerKind.SLIDING, LayerKind.CHUNKED))
         tokens = int(max(0, rest) / ((fk + fv) + SWA_RATIO * (sk + sv))) // page * page
         swa_tokens = int(tokens * SWA_RATIO) // page * page
     else:

@@ -11,6 +11,7 @@ blocks).
 
 from __future__ import annotations
 
+from ..kv import kv_row_bytes
 from ..plan import largest
 from .base import (
     EngineReport,
@@ -38,13 +39,7 @@ def plan(req: EngineRequest) -> EngineReport:
     p = req.parallel
     weights, shares = rank_weights(req)
     sh = shares[0]
-    per_token = 0
-    for g in sh.spec.groups:
-        if g.kind.is_attention and not g.mtp:
-            per_token += g.count * g.n_kv_heads * (
-                opts.kv_k.row_bytes(g.head_dim_k)
-                + (opts.kv_v.row_bytes(g.head_dim_v) if g.head_dim_v else 0))
-    per_token = max(1, per_token)
+    per_token = max(1, sum(kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v)))
     act = 2 * 8192 * (req.spec.hidden_size + req.spec.intermediate_size // p.tp) * 2
     if req.kv_budget_bytes is not None:
         available = req.kv_budget_bytes
