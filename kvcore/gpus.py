@@ -37,10 +37,15 @@ class GPU:
     max_cards: int = 8
 
     @property
+    def total_bytes(self) -> int:
+        """Total memory as the driver reports it when a reading is known, else the datasheet's."""
+        return self.driver_total_bytes or self.memory_bytes
+
+    @property
     def usable_bytes(self) -> int:
         """Memory a plan may fill: what the driver reports when known (a little under the
         marketing size), times the share the GPU may use."""
-        return int((self.driver_total_bytes or self.memory_bytes) * self.usable_fraction)
+        return int(self.total_bytes * self.usable_fraction)
 
 
 def _norm(name: str) -> str:

@@ -82,7 +82,7 @@ def plan(req: EngineRequest) -> EngineReport:
     elif gpu is None:
         raise need_gpu()
     else:
-        total = gpu.driver_total_bytes or gpu.memory_bytes
+        total = gpu.total_bytes
         if frac is None:
             frac = auto_mem_fraction(total, p.tp, p.pp, s.chunked_prefill_size)
         before = total - PRELOAD - (int(0.3 * GiB) if p.ranks_per_replica > 1 else 0)

@@ -47,7 +47,7 @@ def plan(req: EngineRequest) -> EngineReport:
     elif sh.gpu is None:
         raise need_gpu()
     else:
-        total = sh.gpu.driver_total_bytes or sh.gpu.memory_bytes
+        total = sh.gpu.total_bytes
         peak = max(x.weights_bytes for x in shares) + act + RUNTIME
         available = int((total - peak) * frac)
         budget = total

@@ -203,7 +203,7 @@ def plan(req: EngineRequest) -> EngineReport:
             return req.kv_budget_bytes
         if share.gpu is None:
             return None
-        total = share.gpu.driver_total_bytes or share.gpu.memory_bytes
+        total = share.gpu.total_bytes
         return int(total * util) - share.weights_bytes - act - non_torch
 
     avail = [available(sh) for sh in shares]
@@ -268,7 +268,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.kv_budget_bytes is None and shares[binding].gpu is not None:
         gpu = shares[binding].gpu
         assert gpu is not None
-        total = int((gpu.driver_total_bytes or gpu.memory_bytes) * util)
+        total = int(gpu.total_bytes * util)
     return EngineReport(
         engine=NAME,
         budget_bytes=total,
