@@ -249,13 +249,12 @@ def _time(fn: Callable[[], Any], device: str, steps: int, torch: Any) -> float:
 
 def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, context: int,
                  device: str, steps: int, torch: Any, progress: Any) -> dict[str, Any]:
-    """Median seconds of one decode step over every measured attention layer."""
-    total = 0.0
-    cache_bytes = 0
-    sdpa = 0.0
-    per_group: dict[str, float] = {}
+    """Median seconds of one decode step over every measured attention layer, the layers run
+    back to back as a model runs them; fp16 SDPA timed on one layer of each group and counted
+    once per layer of it."""
     timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list)]
-    for n, (group, cache, tokens) in enumerate(timed):
+    steps_fns: list[tuple[LayerGroup, Callable[[], Any]]] = []
+    for group, cache, tokens in timed:
         hq = max(group.n_kv_heads, 1) * 4
         q = torch.randn(sequences, hq, group.head_dim_k, device=device).half()
         table = torch.arange(sequences, device=device, dtype=torch.int32).reshape(-1, 1)
@@ -268,37 +267,50 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
             if device == "cuda":
                 return c.decode(q, tb, ln, max_len=t)
             return c.decode_ref(q.float(), tb, ln)
-        seconds = _time(step, device, steps, torch)
-        total += seconds
-        cache_bytes += cache.nbytes
+        steps_fns.append((group, step))
+
+    per_group: dict[str, float] = {}
+    for n, (group, fn) in enumerate(steps_fns):
+        # each layer once, for the split between layer kinds
+        seconds = _time(fn, device, max(3, steps // 4), torch)
         per_group[group.kind.value] = per_group.get(group.kind.value, 0.0) + seconds
-        if device == "cuda" and group.head_dim_v:
-            k = torch.randn(sequences, group.n_kv_heads, tokens, group.head_dim_k,
-                            device=device).half()
-            qq = q[:, :, None, :]
+        _progress(n + 1, len(steps_fns) + 1, "timing decode", progress)
 
-            def base(qq: Any = qq, k: Any = k) -> Any:
-                return torch.nn.functional.scaled_dot_product_attention(qq, k, k, enable_gqa=True)
-
-            sdpa += _time(base, device, steps, torch)
-            del k
-        _progress(n + 1, len(timed), "timing decode", progress)
+    def whole_step() -> None:
+        for _g, fn in steps_fns:
+            fn()
+    total = _time(whole_step, device, steps, torch) if steps_fns else 0.0
+    _progress(len(steps_fns) + 1, len(steps_fns) + 1, "timing decode", progress)
+    cache_bytes = sum(c.nbytes for _g, c, _t in timed)
     out: dict[str, Any] = {"seconds_per_step": total, "cache_bytes": cache_bytes,
                            "per_kind_seconds": per_group}
     if total > 0:
         out["cache_bytes_per_s"] = cache_bytes / total
     if device == "cuda":
-        bw = _read_bandwidth(torch)
+        sdpa = 0.0
+        seen: dict[int, float] = {}
+        for group, _cache, tokens in timed:
+            if not group.head_dim_v:
+                continue
+            if id(group) not in seen:
+                hq = max(group.n_kv_heads, 1) * 4
+                qq = torch.randn(sequences, hq, 1, group.head_dim_k, device=device).half()
+                k = torch.randn(sequences, group.n_kv_heads, tokens, group.head_dim_k,
+                                device=device).half()
+
+                def base(qq: Any = qq, k: Any = k) -> Any:
+                    return torch.nn.functional.scaled_dot_product_attention(qq, k, k,
+                                                                            enable_gqa=True)
+                seen[id(group)] = _time(base, device, steps, torch)
+                del k
+            sdpa += seen[id(group)]
+        from .kernels.bandwidth import measure_bandwidth
+
+        bw = measure_bandwidth(torch)["read_bytes_per_s"]
         out["read_bandwidth_bytes_per_s"] = bw
         out["fraction_of_read_bandwidth"] = cache_bytes / total / bw if total else None
         out["speedup_vs_f16_sdpa"] = sdpa / total if total and sdpa else None
     return out
-
-
-def _read_bandwidth(torch: Any) -> float:
-    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    x.random_(0, 255)
-    return float(x.numel() / _time(lambda: x.sum(dtype=torch.int64), "cuda", 20, torch))
 
 
 def _device_name(device: str, torch: Any) -> str:

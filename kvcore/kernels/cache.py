@@ -21,6 +21,7 @@ __all__ = ["LayerCache", "Side"]
 ROTATED = ("tbq4", "tbq3")
 #: streaming multiprocessors to fill (an H100/H200 has 132)
 SMS = 132
+LOG2E = 1.4426950408889634
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -162,11 +163,9 @@ class LayerCache:
         torch = _torch()
         dpow = _pow2(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
         if not hasattr(self, "_tab"):
-            rot = ref.rotation(str(self.device)).to(self.device)
-            blocks = max(1, dpow // 128)
-            big = torch.block_diag(*([rot] * blocks)) if dpow >= 128 else rot[:dpow, :dpow]
             self._tab = {
-                "rot": big.contiguous(),
+                # the 128 × 128 rotation, applied to every 128-block of a rotated row
+                "rot": ref.rotation(str(self.device)).to(self.device).float().contiguous(),
                 "cent16": ref.centroids(16, "cpu").to(self.device),
                 "cent8": ref.centroids(8, "cpu").to(self.device),
                 "th16": torch.tensor(codebook.thresholds(16), device=self.device),
@@ -175,6 +174,15 @@ class LayerCache:
                 "dpow": dpow,
             }
         return self._tab
+
+    def _rotate(self, x: Any, dp: int, back: bool = False) -> Any:
+        """Rows of ``x`` [..., ≤ dp] zero-padded to ``dp`` and rotated blockwise: x Rᵀ, or x R
+        with ``back`` (the inverse). float32."""
+        torch = _torch()
+        rot = self._tables()["rot"]
+        xp = torch.nn.functional.pad(x.float(), (0, dp - x.shape[-1]))
+        blocks = xp.reshape(*x.shape[:-1], dp // 128, 128)
+        return (blocks @ (rot if back else rot.T)).reshape(*x.shape[:-1], dp)
 
     def _cent(self, fmt: str) -> Any:
         tab = self._tables()
@@ -204,7 +212,8 @@ class LayerCache:
                 side.global_scale if side.global_scale is not None else p0,
                 tab["rot"], tab["th8"] if levels == 8 else tab["th16"], self._cent(side.fmt), n,
                 FMT=FMT_CODES[side.fmt], D=self.head_dim, DP=side.padded_dim,
-                DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_per_program)
+                DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_per_program,
+                PRECISION="ieee" if rows.device.type == "cpu" else "tf32x3")
         del torch
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
@@ -219,33 +228,44 @@ class LayerCache:
         return buf[:numel]
 
     def decode(self, q: Any, block_table: Any, seq_lens: Any, *, max_len: int | None = None,
-               split_tokens: int | None = None, block_n: int = 64, num_warps: int = 4,
-               num_stages: int = 2, out: Any = None) -> Any:
+               split_tokens: int | None = None, block_n: int | None = None,
+               num_warps: int | None = None, num_stages: int = 2, out: Any = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split so that batch × heads × splits fills the
         GPU about four times over (flash-decoding). Give ``max_len`` (the longest sequence)
-        to avoid reading ``seq_lens`` back from the device.
+        to avoid reading ``seq_lens`` back from the device. A rotated K format gets the query
+        rotated once before the kernel; a rotated V format gets the output rotated back once
+        after the reduction.
         """
-        from .triton_ops import FMT_CODES, decode_split_kernel, plane_layout, reduce_kernel
+        from .triton_ops import FMT_CODES, decode_split_kernel, reduce_kernel
 
         torch = _torch()
         tab = self._tables()
         bsz, hq, d = q.shape
         group = hq // self.kv_heads
         qpad = max(16, _pow2(group))
+        dpow = tab["dpow"]
+        if block_n is None:
+            block_n = 64 if dpow <= 128 else max(16, 8192 // dpow)
+        if num_warps is None:
+            num_warps = 4 if dpow <= 256 else 8
         if max_len is None:
             max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
             want = max(1, math.ceil(4 * SMS / max(1, bsz * self.kv_heads)))
             split_tokens = max(block_n, math.ceil(max_len / want / block_n) * block_n)
         n_splits = max(1, math.ceil(max_len / split_tokens))
-        dpow = tab["dpow"]
         acc = self._workspace("acc", bsz * hq * n_splits * dpow, torch.float32, q.device)
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
         if out is None:
             # pre-filled with NaN so that an unwritten element cannot pass for a result
             out = torch.full((bsz, hq, d), float("nan"), dtype=torch.float32, device=q.device)
+        rot_k, rot_v = self.k.fmt in ROTATED, self.v.fmt in ROTATED
+        q_in = self._rotate(q, self.k.padded_dim) if rot_k else q.contiguous()
+        d_out = self.v.padded_dim if rot_v else d
+        o_rot = (self._workspace("orot", bsz * hq * d_out, torch.float32, q.device)
+                 .reshape(bsz, hq, d_out) if rot_v else out)
         ks, vs = self.k.flat(), self.v.flat()
         k1 = ks[1] if len(ks) > 1 else ks[0]
         v1 = vs[1] if len(vs) > 1 else vs[0]
@@ -253,25 +273,21 @@ class LayerCache:
         def width(t: Any) -> int:
             return t.shape[-1] if t.dim() == 4 else 1
 
-        sk, wk = plane_layout(FMT_CODES[self.k.fmt], dpow)
-        sv, wv = plane_layout(FMT_CODES[self.v.fmt], dpow)
-        qrot = self._workspace("qrot", bsz * self.kv_heads * n_splits * qpad * dpow,
-                               torch.float16, q.device)
         decode_split_kernel[(bsz, self.kv_heads, n_splits)](
-            q.contiguous(), acc, ml, tab["rot"],
+            q_in, acc, ml,
             ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
             vs[0], v1, self.v.global_scale if self.v.global_scale is not None else vs[0],
             self._cent(self.k.fmt), self._cent(self.v.fmt), tab["e2m1"],
-            block_table, seq_lens, block_table.stride(0), n_splits, 1 / math.sqrt(d),
-            H_KV=self.kv_heads, PAGE=self.page_size, GROUP=group, QPAD=qpad, D=d, DPOW=dpow,
-            DPK=self.k.padded_dim, DPV=self.v.padded_dim,
+            block_table, seq_lens, block_table.stride(0), n_splits,
+            LOG2E / math.sqrt(d), self.page_size, split_tokens,
+            H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
+            D=q_in.shape[-1], DPOW=dpow, DPK=self.k.padded_dim, DPV=self.v.padded_dim,
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
             XK0=width(ks[0]), XK1=width(k1), XV0=width(vs[0]), XV1=width(v1),
-            SK=sk, WK=wk, SV=sv, WV=wv,
-            ROT_K=self.k.fmt in ROTATED, ROT_V=self.v.fmt in ROTATED,
-            BLOCK_N=block_n, SPLIT=split_tokens, QROT=qrot, num_warps=num_warps,
-            num_stages=num_stages)
+            BLOCK_N=block_n, num_warps=num_warps, num_stages=num_stages)
         reduce_kernel[(bsz, self.kv_heads)](
-            acc, ml, out, tab["rot"], n_splits, H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
-            D=d, DPOW=dpow, ROT_V=self.v.fmt in ROTATED)
+            acc, ml, o_rot, n_splits, H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
+            D=d_out, DPOW=dpow)
+        if rot_v:
+            out.copy_(self._rotate(o_rot, d_out, back=True)[..., :d])
         return out

@@ -172,6 +172,7 @@ class KiviCache:
 
     def decode(self, q: Any, split_tokens: int = 1024) -> Any:
         """Fused decode attention over quantized groups and the residual ring."""
+        from .cache import LOG2E
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_kernel
 
@@ -189,11 +190,11 @@ class KiviCache:
         nr = torch.tensor(self.n_resid, dtype=torch.int32, device=q.device)
         kivi_decode_kernel[(seqs, self.heads, n_splits)](
             q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
-            self.kr, self.vr, nq, nr, self.ring, n_splits, 1 / d ** 0.5, self.groups,
+            self.kr, self.vr, nq, nr, self.ring, n_splits, LOG2E / d ** 0.5, self.groups,
             self.groups * self.group, H=self.heads, GROUP=group, QPAD=qpad, D=d, G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split)
-        reduce_kernel[(seqs, self.heads)](acc, ml, out, acc, n_splits, H_KV=self.heads,
-                                          GROUP=group, QPAD=qpad, D=d, DPOW=d, ROT_V=False)
+        reduce_kernel[(seqs, self.heads)](acc, ml, out, n_splits, H_KV=self.heads,
+                                          GROUP=group, QPAD=qpad, D=d, DPOW=d)
         return out
 
     def dequantize(self, s: int) -> tuple[Any, Any]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .triton_ops import softmax_step
+
 
 @triton.jit
 def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, group_idx, tok0, RING,
@@ -60,7 +62,7 @@ def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, group_idx, tok0, RI
 
 @triton.jit
 def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, RING, n_splits,
-                       sm_scale, NGROUPS, NTOK,
+                       qk_scale, NGROUPS, NTOK,
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
                        D: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr, PER: tl.constexpr,
                        LEVELS: tl.constexpr, SPLIT: tl.constexpr):
@@ -76,7 +78,7 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, RING,
     t = tl.arange(0, G)
     q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
                 mask=rows[:, None] < GROUP, other=0.0).to(tl.float32)
-    q = (q * sm_scale).to(tl.float16)
+    q = (q * qk_scale).to(tl.float16)
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
     acc = tl.zeros([QPAD, D], tl.float32)
@@ -104,14 +106,8 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, RING,
             kt = tl.trans(tl.load(KR + rb[:, None] * D + d[None, :], mask=tmask[:, None],
                                   other=0.0))
             v = tl.load(VR + rb[:, None] * D + d[None, :], mask=tmask[:, None], other=0.0)
-        scores = tl.dot(q, kt)
-        scores = tl.where(tmask[None, :], scores, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(scores - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        p, alpha, m_i, l_i = softmax_step(tl.dot(q, kt), tmask, m_i, l_i)
         acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        m_i = m_new
     out_rows = (s * H + h) * GROUP + rows
     omask = rows < GROUP
     base = out_rows * n_splits + sp

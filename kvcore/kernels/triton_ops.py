@@ -63,86 +63,121 @@ def _fp8(bits):
 
 
 @triton.jit
-def _plane_dims(FMT: tl.constexpr, s: tl.constexpr, W: tl.constexpr):
-    """Head dimensions [W] held by sub-plane ``s`` of a format (see _plane)."""
-    w = tl.arange(0, W)
-    if FMT == 0 or FMT == 1:
-        return w
-    elif FMT == 2:
-        return s * 32 + w
-    elif FMT == 3:
-        return (s // 2) * 32 + (s % 2) * 16 + w
-    elif FMT == 4:
-        return (s // 2) * 128 + 2 * w + (s % 2)
-    elif FMT == 5:
-        return (s // 8) * 128 + 8 * w + (s % 8)
+def _tile_dims(FMT: tl.constexpr, DPOW: tl.constexpr):
+    """Head dimension held at each position of a tile as _tile returns it: the natural order
+    but for q4_0, whose byte j of a 32-block holds values j (low nibble) and j + 16 (high)."""
+    p = tl.arange(0, DPOW)
+    if FMT == 3:
+        i = p // 2
+        return (i // 16) * 32 + (i % 16) + (p % 2) * 16
     else:
-        return (s // 2) * 32 + 2 * w + (s % 2)
+        return p
 
 
 @triton.jit
-def _plane(FMT: tl.constexpr, s: tl.constexpr, W: tl.constexpr, P0, P1, GS, CENT, E2M1, row,
-           rmask, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr):
-    """Sub-plane ``s`` of a K or V tile: ([BN, W] fp16 values before the per-row scale,
-    [BN] float32 per-row scale). Each sub-plane is read in its natural order, so no shuffle or
-    reshape is needed in the attention loop; _plane_dims says which head dims it holds."""
+def _blocks(x, scale, BN: tl.constexpr, DPOW: tl.constexpr, BS: tl.constexpr):
+    """[BN, DPOW] values times their block's scale ([BN, DPOW // BS])."""
+    xb = tl.reshape(x, (BN, DPOW // BS, BS))
+    return tl.reshape(xb * scale[:, :, None], (BN, DPOW))
+
+
+@triton.jit
+def _nibbles(byte, BN: tl.constexpr, DPOW: tl.constexpr):
+    """[BN, DPOW // 2] bytes → [BN, DPOW] int32 nibbles, low nibble first."""
+    shift = (tl.arange(0, 2) * 4)[None, None, :]
+    return tl.reshape((byte.to(tl.int32)[:, :, None] >> shift) & 15, (BN, DPOW))
+
+
+@triton.jit
+def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, E2M1, row, rmask, BN: tl.constexpr,
+          DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr):
+    """One K or V tile for ``BN`` cache rows, read straight from the packed planes: ([BN, DPOW]
+    values in _tile_dims order with every per-block scale applied, [BN] float32 per-row scale,
+    0 on masked rows). Nothing is shuffled: each format is unpacked in its storage order."""
     r = row[:, None]
     rm = rmask[:, None]
-    w = tl.arange(0, W)[None, :]
     if FMT == 0:
-        raw = tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0.0).to(tl.float16)
+        w = tl.arange(0, DPOW)[None, :]
+        tile = tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0.0)
         scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 1:
-        bits = tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0)
-        raw = _fp8(bits)
+        w = tl.arange(0, DPOW)[None, :]
+        tile = _fp8(tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0))
         scale = tl.load(P1 + row, mask=rmask, other=0.0)
     elif FMT == 2:
-        raw = tl.load(P0 + r * X0 + s * 32 + w, mask=rm, other=0).to(tl.float16)
-        scale = tl.load(P1 + row * X1 + s, mask=rmask, other=0.0).to(tl.float32)
+        w = tl.arange(0, DPOW)[None, :]
+        nb = tl.arange(0, DPOW // 32)[None, :]
+        raw = tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0).to(tl.float16)
+        ds = tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 32), other=0.0)
+        tile = _blocks(raw, ds, BN, DPOW, 32)
+        scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 3:
-        byte = tl.load(P0 + r * X0 + (s // 2) * 16 + w, mask=rm, other=0x88)
-        nib = (byte >> 4) if s % 2 == 1 else (byte & 15)
-        raw = nib.to(tl.float16) - 8.0
-        scale = tl.load(P1 + row * X1 + s // 2, mask=rmask, other=0.0).to(tl.float32)
-    elif FMT == 4:
-        byte = tl.load(P0 + r * X0 + (s // 2) * 64 + w, mask=rm, other=0)
-        idx = (byte >> 4) if s % 2 == 1 else (byte & 15)
-        raw = tl.load(CENT + idx.to(tl.int32)).to(tl.float16)
-        scale = tl.load(P1 + row * X1 + s // 2, mask=rmask, other=0.0).to(tl.float32)
-    elif FMT == 5:
-        base = P0 + r * X0 + (s // 8) * 48 + w * 3
-        lane = (tl.load(base, mask=rm, other=0).to(tl.int32)
-                | (tl.load(base + 1, mask=rm, other=0).to(tl.int32) << 8)
-                | (tl.load(base + 2, mask=rm, other=0).to(tl.int32) << 16))
-        idx = (lane >> ((s % 8) * 3)) & 7
+        w = tl.arange(0, DPOW // 2)[None, :]
+        nb = tl.arange(0, DPOW // 32)[None, :]
+        byte = tl.load(P0 + r * X0 + w, mask=rm & (w < DP // 2), other=0x88)
+        raw = _nibbles(byte, BN, DPOW).to(tl.float16) - 8.0
+        ds = tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 32), other=0.0)
+        tile = _blocks(raw, ds, BN, DPOW, 32)
+        scale = tl.where(rmask, 1.0, 0.0)
+    elif FMT == 4 or FMT == 5:
+        nb = tl.arange(0, DPOW // 128)[None, :]
+        if FMT == 4:
+            w = tl.arange(0, DPOW // 2)[None, :]
+            byte = tl.load(P0 + r * X0 + w, mask=rm & (w < DP // 2), other=0)
+            idx = _nibbles(byte, BN, DPOW)
+        else:
+            g = tl.arange(0, DPOW // 8)[None, :]
+            gm = rm & (g < DP // 8)
+            base = P0 + r * X0 + g * 3
+            lane = (tl.load(base, mask=gm, other=0).to(tl.int32)
+                    | (tl.load(base + 1, mask=gm, other=0).to(tl.int32) << 8)
+                    | (tl.load(base + 2, mask=gm, other=0).to(tl.int32) << 16))
+            shift = (tl.arange(0, 8) * 3)[None, None, :]
+            idx = tl.reshape((lane[:, :, None] >> shift) & 7, (BN, DPOW))
         raw = tl.load(CENT + idx).to(tl.float16)
-        scale = tl.load(P1 + row * X1 + s // 8, mask=rmask, other=0.0).to(tl.float32)
+        norm = tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 128), other=0.0)
+        tile = _blocks(raw, norm, BN, DPOW, 128)
+        scale = tl.where(rmask, 1.0, 0.0)
     else:
-        byte = tl.load(P0 + r * X0 + (s // 2) * 16 + w, mask=rm, other=0)
-        code = ((byte >> 4) if s % 2 == 1 else (byte & 15)).to(tl.int32)
-        mag = tl.load(E2M1 + (code & 7))
+        w = tl.arange(0, DPOW // 2)[None, :]
+        nb = tl.arange(0, DPOW // 16)[None, :]
+        byte = tl.load(P0 + r * X0 + w, mask=rm & (w < DP // 2), other=0)
+        code = _nibbles(byte, BN, DPOW)
+        mag = tl.load(E2M1 + (code & 7)).to(tl.float16)
         val = tl.where((code >> 3) == 1, -mag, mag)
-        # elements 16c + w of the pair plane sit in 16-blocks 2c (w < 8) and 2c + 1
-        blk = (s // 2) * 2 + (w >= 8).to(tl.int32)
-        sc = _fp8(tl.load(P1 + r * X1 + blk, mask=rm, other=0)).to(tl.float32)
-        raw = (val * sc).to(tl.float16)
+        sc = _fp8(tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 16), other=0))
+        tile = _blocks(val, sc, BN, DPOW, 16)
         scale = tl.where(rmask, tl.load(GS), 0.0)
-    return raw, scale
+    return tile, scale
+
+
+@triton.jit
+def softmax_step(scores, valid, m_i, l_i):
+    """One block of the online softmax in base 2: masked ``scores`` [R, N] against the running
+    max ``m_i`` and sum ``l_i`` [R]. Returns (p, alpha, m_new, l_new); the caller rescales its
+    accumulator by alpha and adds p · V."""
+    scores = tl.where(valid[None, :], scores, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(scores - m_new[:, None])
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, axis=1)
 
 
 @triton.jit
 def decode_split_kernel(
-    Q, ACC, ML, ROT,
+    Q, ACC, ML,
     K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V, E2M1,
-    BLOCK_TABLE, SEQ_LENS, stride_bt, n_splits, sm_scale,
-    H_KV: tl.constexpr, PAGE: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
+    BLOCK_TABLE, SEQ_LENS, stride_bt, n_splits, qk_scale, PAGE, SPLIT,
+    H_KV: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
     D: tl.constexpr, DPOW: tl.constexpr, DPK: tl.constexpr, DPV: tl.constexpr,
     FMT_K: tl.constexpr, FMT_V: tl.constexpr,
     XK0: tl.constexpr, XK1: tl.constexpr, XV0: tl.constexpr, XV1: tl.constexpr,
-    SK: tl.constexpr, WK: tl.constexpr, SV: tl.constexpr, WV: tl.constexpr,
-    ROT_K: tl.constexpr, ROT_V: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
-    QROT,
+    BLOCK_N: tl.constexpr,
 ):
+    """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
+    attend over SPLIT tokens; partial output, running max and sum go to ACC and ML (base-2
+    exponents: qk_scale carries log2 e). Q is already rotated for a rotated K format. PAGE and
+    SPLIT are run-time values, so a new context length or page size compiles nothing."""
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     sp = tl.program_id(2).to(tl.int64)
@@ -151,68 +186,42 @@ def decode_split_kernel(
     end = tl.minimum(start + SPLIT, seq_len)
     rows = tl.arange(0, QPAD)
     qrow = (b * H_KV + h) * GROUP + rows
-    # the (rotated, scaled) query, one [QPAD, DPOW] row block per program, kept in QROT
-    dq = tl.arange(0, DPOW)
-    qmask = (rows[:, None] < GROUP) & (dq[None, :] < D)
-    q = tl.load(Q + qrow[:, None] * D + dq[None, :], mask=qmask, other=0.0).to(tl.float32)
-    if ROT_K:
-        # keys are stored rotated: rotate the query once, q' = q Rᵀ (block-diagonal R)
-        rot = tl.load(ROT + dq[:, None] * DPOW + dq[None, :])
-        q = tl.dot(q, tl.trans(rot), input_precision="ieee")
-    qbase = QROT + ((b * H_KV + h) * tl.num_programs(2) + sp) * QPAD * DPOW
-    tl.store(qbase + rows[:, None] * DPOW + dq[None, :], (q * sm_scale).to(tl.float16))
-    tl.debug_barrier()
+    kd = _tile_dims(FMT_K, DPOW)
+    qmask = (rows[:, None] < GROUP) & (kd[None, :] < D)
+    q = tl.load(Q + qrow[:, None] * D + kd[None, :], mask=qmask, other=0.0).to(tl.float32)
+    q = q * qk_scale
+    if FMT_K == 0:  # noqa: SIM108 (a compile-time branch)
+        qk = q.to(K0.dtype.element_ty)
+    else:
+        qk = q.to(tl.float16)
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
-    acc = tl.zeros([QPAD, SV, WV], tl.float32)
-    sv_idx = tl.arange(0, SV)[None, :, None]
+    acc = tl.zeros([QPAD, DPOW], tl.float32)
     for n0 in range(start, end, BLOCK_N):
         offs = n0 + tl.arange(0, BLOCK_N)
         nmask = offs < end
         page = tl.load(BLOCK_TABLE + b * stride_bt + offs // PAGE, mask=nmask, other=0)
         row = (page.to(tl.int64) * H_KV + h) * PAGE + offs % PAGE
-        scores = tl.zeros([QPAD, BLOCK_N], tl.float32)
-        for s in tl.static_range(SK):
-            dims = _plane_dims(FMT_K, s, WK)
-            q_s = tl.load(qbase + rows[:, None] * DPOW + dims[None, :])
-            raw, scale = _plane(FMT_K, s, WK, K0, K1, KGS, CENT_K, E2M1, row, nmask, DPK,
-                                XK0, XK1)
-            scores += tl.dot(q_s, tl.trans(raw)) * scale[None, :]
-        scores = tl.where(nmask[None, :], scores, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        alpha = tl.exp(m_i - m_new)
-        p = tl.exp(scores - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None, None]
-        for s in tl.static_range(SV):
-            raw, scale = _plane(FMT_V, s, WV, V0, V1, VGS, CENT_V, E2M1, row, nmask, DPV,
-                                XV0, XV1)
-            part = tl.dot((p * scale[None, :]).to(tl.float16), raw)
-            acc += tl.where(sv_idx == s, part[:, None, :], 0.0)
-        m_i = m_new
+        k, ks = _tile(FMT_K, K0, K1, KGS, CENT_K, E2M1, row, nmask, BLOCK_N, DPOW, DPK,
+                      XK0, XK1)
+        p, alpha, m_i, l_i = softmax_step(tl.dot(qk, tl.trans(k)) * ks[None, :], nmask, m_i,
+                                          l_i)
+        v, vs = _tile(FMT_V, V0, V1, VGS, CENT_V, E2M1, row, nmask, BLOCK_N, DPOW, DPV,
+                      XV0, XV1)
+        acc = acc * alpha[:, None] + tl.dot((p * vs[None, :]).to(v.dtype), v)
     omask = rows < GROUP
     base = qrow * n_splits + sp
-    for s in tl.static_range(SV):
-        dims = _plane_dims(FMT_V, s, WV)
-        part = tl.sum(tl.where(sv_idx == s, acc, 0.0), axis=1)
-        tl.store(ACC + base[:, None] * DPOW + dims[None, :], part,
-                 mask=omask[:, None] & (dims[None, :] < DPOW))
+    vd = _tile_dims(FMT_V, DPOW)
+    tl.store(ACC + base[:, None] * DPOW + vd[None, :], acc, mask=omask[:, None])
     tl.store(ML + base * 2, m_i, mask=omask)
     tl.store(ML + base * 2 + 1, l_i, mask=omask)
 
 
-def plane_layout(fmt_code: int, dpow: int) -> tuple[int, int]:
-    """(sub-planes, width) of a format's tile for decode."""
-    return {
-        0: (1, dpow), 1: (1, dpow), 2: (dpow // 32, 32), 3: (dpow // 16, 16),
-        4: (dpow // 64, 64), 5: (dpow // 16, 16), 6: (dpow // 16, 16),
-    }[fmt_code]
-
-
 @triton.jit
-def reduce_kernel(ACC, ML, OUT, ROT, n_splits,
+def reduce_kernel(ACC, ML, OUT, n_splits,
                   H_KV: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
-                  D: tl.constexpr, DPOW: tl.constexpr, ROT_V: tl.constexpr):
+                  D: tl.constexpr, DPOW: tl.constexpr):
+    """Merge the splits of one (sequence, KV head): OUT = Σ w_s acc_s / Σ w_s l_s."""
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     rows = tl.arange(0, QPAD)
@@ -229,15 +238,11 @@ def reduce_kernel(ACC, ML, OUT, ROT, n_splits,
         base = out_rows * n_splits + s
         m_s = tl.load(ML + base * 2, mask=rmask, other=float("-inf"))
         l_s = tl.load(ML + base * 2 + 1, mask=rmask, other=0.0)
-        w = tl.where(m_s == float("-inf"), 0.0, tl.exp(m_s - big))
+        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - big))
         total += w * l_s
         a = tl.load(ACC + base[:, None] * DPOW + dq[None, :], mask=rmask[:, None], other=0.0)
         acc += w[:, None] * a
     out = acc / tl.where(total > 0, total, 1.0)[:, None]
-    if ROT_V:
-        # values are stored rotated: rotate the output back once, o = o' R
-        rot = tl.load(ROT + dq[:, None] * DPOW + dq[None, :])
-        out = tl.dot(out, rot, input_precision="ieee")
     tl.store(OUT + out_rows[:, None] * D + dq[None, :], out,
              mask=rmask[:, None] & (dq[None, :] < D))
 
@@ -246,8 +251,9 @@ def reduce_kernel(ACC, ML, OUT, ROT, n_splits,
 def append_kernel(X, DST, P0, P1, GS, ROT, TH, CENT, n_rows,
                   FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, DPOW: tl.constexpr,
                   X0: tl.constexpr, X1: tl.constexpr, LEVELS: tl.constexpr,
-                  ROWS: tl.constexpr):
-    """Quantize ``n_rows`` rows of X [n_rows, D] into the planes at row indices DST."""
+                  ROWS: tl.constexpr, PRECISION: tl.constexpr):
+    """Quantize ``n_rows`` rows of X [n_rows, D] into the planes at row indices DST. ROT is the
+    128 × 128 rotation of the rotated formats, applied to each 128-block of a row."""
     pid = tl.program_id(0).to(tl.int64)
     ri = pid * ROWS + tl.arange(0, ROWS)
     rmask = ri < n_rows
@@ -294,8 +300,10 @@ def append_kernel(X, DST, P0, P1, GS, ROT, TH, CENT, n_rows,
         xb = tl.reshape(x, (ROWS, DPOW // 128, 128))
         n = tl.sqrt(tl.sum(xb * xb, axis=2))
         u = tl.reshape(xb / tl.maximum(n, 1e-30)[:, :, None], (ROWS, DPOW))
-        rot = tl.load(ROT + d[:, None] * DPOW + d[None, :])
-        y = tl.dot(u, tl.trans(rot), input_precision="ieee")
+        r128 = tl.arange(0, 128)
+        rot = tl.load(ROT + r128[:, None] * 128 + r128[None, :])
+        y = tl.reshape(tl.dot(tl.reshape(u, (ROWS * (DPOW // 128), 128)), tl.trans(rot),
+                              input_precision=PRECISION), (ROWS, DPOW))
         idx = tl.zeros([ROWS, DPOW], tl.int32)
         for t in tl.static_range(LEVELS - 1):
             idx += (y > tl.load(TH + t)).to(tl.int32)
