@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One device call on a two-GPU machine: versions, the tensor-parallel measurement of a hybrid
-# model on both GPUs, then bench/decode.py on GPU 1 beside bench/verify.py on GPU 0.
+# model on both GPUs, then bench/verify.py on GPU 0 beside a decode benchmark on GPU 1
+# (BENCH=decode: bench/decode.py, the default; BENCH=sweep: bench/decode_sweep.py).
 # Everything lands in $OUT (at most 8 files).
 set -u
 export PYTHONUNBUFFERED=1 KVPLAN_DB="$OUT/measurements.sqlite3"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 LIMIT=${LIMIT:-540}
+BENCH=${BENCH:-decode}
 {
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
 python3 -c "import torch, triton, sys; print('torch', torch.__version__, 'triton', triton.__version__, 'python', sys.version.split()[0], 'gpus', torch.cuda.device_count())"
@@ -15,8 +17,8 @@ gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 if [ "$gpus" -ge 2 ]; then
   timeout 100 python3 -m app.cli measure qwen3.5-27b --kv tbq4 --ctx 128k --seqs 1 --tp 2 --json > "$OUT/tp2-qwen3.5-27b.json" 2>>"$OUT/gpu.log"
   echo "tp2 qwen3.5 rc $?" >> "$OUT/gpu.log"
-  CUDA_VISIBLE_DEVICES=1 timeout $((LIMIT - 100)) python3 bench/decode.py --out "$OUT" > "$OUT/decode.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES=1 timeout $((LIMIT - 100)) python3 "bench/$( [ "$BENCH" = sweep ] && echo decode_sweep || echo decode).py" --out "$OUT" > "$OUT/$BENCH.log" 2>&1 &
 fi
 CUDA_VISIBLE_DEVICES=0 timeout $((LIMIT - 100)) python3 bench/verify.py --out "$OUT" > "$OUT/verify.log" 2>&1
 wait
-cat "$OUT/gpu.log"; tail -n 30 "$OUT/decode.log"; tail -n 32 "$OUT/verify.log"
+cat "$OUT/gpu.log"; tail -n 40 "$OUT/$BENCH.log"; tail -n 28 "$OUT/verify.log"

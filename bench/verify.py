@@ -58,15 +58,16 @@ def row_md(d: dict) -> str:
     res = d["allocator_reserved_bytes"]
     frac = dec.get("fraction_of_read_bandwidth")
     sp = dec.get("speedup_vs_f16_sdpa")
+    rr = d["allocator_reserved_bytes"] - d["predicted_reserved_bytes"]
     layers = (f"{d['layers_measured']}/{d['layers_total']}"
               if d["layers_measured"] < d["layers_total"] else "all")
     return (f"| {d['model']} | {d['kv_k']}/{d['kv_v']} | {d['context']:,} × {d['sequences']} | "
             f"{layers} | {format_bytes(d['predicted_bytes'], 4)} | "
             f"{d['allocated_bytes'] - d['predicted_bytes']:+,} B | "
-            f"{(alloc - pa) if alloc is not None else '–':+} B | "
+            f"{(alloc - pa) if alloc is not None else '–':+} B | {rr / 2**20:+.0f} MiB | "
             f"{(drv - res) / 2**20 if drv is not None else 0:+.1f} MiB | "
             f"{dec.get('seconds_per_step', 0) * 1e3:.3f} | "
-            f"{frac * 100 if frac else 0:.0f}% | {sp or 0:.2f}× |")
+            f"{frac * 100 if frac else 0:.0f}% | " + (f"{sp:.2f}× |" if sp else "– |"))
 
 
 def main() -> None:
@@ -105,12 +106,13 @@ def main() -> None:
           " must equal kvplan's allocator model; the driver's delta is shown against the "
           "reserved memory.", "",
           "| model | K/V | context × seqs | layers | predicted | tensors − predicted | "
-          "allocator − model | driver − reserved | decode step ms | of read bw | vs fp16 SDPA |",
-          "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+          "allocated − model | reserved − model | driver − reserved | decode step ms | "
+          "of read bw | vs fp16 SDPA |",
+          "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
             md.append(f"| {r['model']} | {r['kv_k']}/{r['kv_v']} | {r['context']:,} × "
-                      f"{r['sequences']} | failed: {r['error']} |||||||")
+                      f"{r['sequences']} | failed: {r['error']} ||||||||")
         else:
             md.append(row_md(r))
     (out / "VERIFIED.md").write_text("\n".join(md) + "\n")

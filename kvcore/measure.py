@@ -51,22 +51,35 @@ def _torch() -> Any:
 
 def allocator_prediction(sizes: list[int]) -> tuple[int, int]:
     """(memory_allocated, memory_reserved) a fresh CUDA caching allocator reports for tensors
-    of ``sizes`` bytes allocated in order."""
-    allocated = sum(-(-s // ROUND) * ROUND for s in sizes if s > 0)
-    small = sum(-(-s // ROUND) * ROUND for s in sizes if 0 < s <= SMALL)
-    medium = [-(-s // ROUND) * ROUND for s in sizes if SMALL < s < LARGE]
-    reserved = -(-small // SMALL_SEGMENT) * SMALL_SEGMENT
-    # medium blocks are carved out of 20 MiB segments, first fit in allocation order
-    free: list[int] = []
-    for s in medium:
-        for i, room in enumerate(free):
-            if room >= s:
-                free[i] -= s
-                break
+    of ``sizes`` bytes allocated in order.
+
+    Each request is rounded up to 512 bytes and served best-fit from the free blocks of its
+    pool, else from a new segment: requests of at most 1 MiB from 2 MiB segments, larger ones
+    below 10 MiB from 20 MiB segments, the rest from a segment of their own size rounded up to
+    2 MiB. A small-pool block is always split; a large-pool block only when more than 1 MiB
+    would be left, otherwise the request takes (and is counted as) the whole block.
+    """
+    allocated = reserved = 0
+    free: dict[bool, list[int]] = {True: [], False: []}
+    for size in sizes:
+        if size <= 0:
+            continue
+        r = -(-size // ROUND) * ROUND
+        small = r <= SMALL
+        pool = free[small]
+        fits = [i for i, room in enumerate(pool) if room >= r]
+        if fits:
+            block = pool.pop(min(fits, key=lambda i: pool[i]))
         else:
-            free.append(LARGE_SEGMENT - s)
-            reserved += LARGE_SEGMENT
-    reserved += sum(-(-s // GRANULE) * GRANULE for s in sizes if s >= LARGE)
+            block = (SMALL_SEGMENT if small else LARGE_SEGMENT if r < LARGE
+                     else -(-r // GRANULE) * GRANULE)
+            reserved += block
+        left = block - r
+        if left >= ROUND if small else left > SMALL:
+            pool.append(left)
+            allocated += r
+        else:
+            allocated += block
     return allocated, reserved
 
 

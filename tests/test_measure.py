@@ -57,11 +57,22 @@ def test_unsupported_format_is_an_error():
 def test_allocator_model():
     # small blocks round to 512 and share 2 MiB segments
     assert allocator_prediction([100, 600]) == (512 + 1024, 2 * MiB)
-    # a 3 MiB and a 5 MiB block share one 20 MiB segment; a third 15 MiB block needs another
+    # a 3 MiB and a 5 MiB block share one 20 MiB segment; a third 15 MiB block needs its own
+    # 16 MiB segment, and takes all of it: no more than 1 MiB would be left
     alloc, res = allocator_prediction([3 * MiB, 5 * MiB, 15 * MiB])
-    assert alloc == 23 * MiB and res == 20 * MiB + 16 * MiB
-    # large blocks round up to 2 MiB each
-    assert allocator_prediction([11 * MiB + 1]) == (11 * MiB + 512, 12 * MiB)
+    assert alloc == 3 * MiB + 5 * MiB + 16 * MiB and res == 20 * MiB + 16 * MiB
+    # large blocks round up to 2 MiB each; a 1.5 MiB tail is split off and counted free
+    assert allocator_prediction([11 * MiB + 1]) == (12 * MiB, 12 * MiB)
+    assert allocator_prediction([10 * MiB + 512 * 1024]) == (10 * MiB + 512 * 1024, 12 * MiB)
+    # five 3.875 MiB blocks fill a 20 MiB segment; the fifth takes the 0.625 MiB tail (seen on
+    # an H200 with a KIVI-4 cache: allocated exceeded the tensors by exactly these tails)
+    block = 4063232
+    alloc, res = allocator_prediction([block] * 5)
+    assert alloc == 20 * MiB and res == 20 * MiB
+    # best fit: three 9 MiB blocks leave holes of 2 MiB and 11 MiB; a 1.5 MiB request goes to
+    # the 2 MiB hole (and takes all of it), not the 11 MiB one
+    alloc, res = allocator_prediction([9 * MiB] * 3 + [3 * MiB // 2])
+    assert res == 40 * MiB and alloc == 27 * MiB + 2 * MiB
 
 
 def test_store_round_trip(tmp_path):

@@ -188,12 +188,16 @@ class LayerCache:
         tab = self._tables()
         return tab["cent8"] if fmt == "tbq3" else tab["cent16"]
 
-    def append(self, k: Any, v: Any, pages: Any, offsets: Any, rows_per_program: int = 64) -> None:
-        """Quantize and write new tokens with the Triton append kernel."""
+    def append(self, k: Any, v: Any, pages: Any, offsets: Any,
+               rows_per_program: int | None = None) -> None:
+        """Quantize and write new tokens with the Triton append kernel (64 rows a program at
+        head_dim 128, fewer for wider heads, so the rotation's operands fit shared memory)."""
         from .triton_ops import FMT_CODES, append_kernel
 
         torch = _torch()
         tab = self._tables()
+        if rows_per_program is None:
+            rows_per_program = max(16, 64 * 128 // tab["dpow"])
         dst = self.dst_rows(pages, offsets).reshape(-1).contiguous()
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
             rows = x.reshape(-1, self.head_dim).contiguous()

@@ -1,0 +1,93 @@
+"""Launch-configuration sweep and K/V split of the decode kernel on a GPU.
+
+    python bench/decode_sweep.py [--out DIR]
+
+For B=1 and B=8 at 131,072 tokens (GQA 32/8, head_dim 128): every format under several
+(block_n, num_warps, num_stages); then each quantized format on the K side only and on the V
+side only (the other side f16), which says which side's unpacking costs the time. Writes
+sweep.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
+from kvcore.kernels.cache import LayerCache  # noqa: E402
+
+HQ, HKV, D = 32, 8, 128
+FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
+CONFIGS = [(16, 4, 2), (32, 4, 2), (32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 8, 2), (128, 8, 2)]
+
+
+def build(fk: str, fv: str, batch: int, tokens: int) -> LayerCache:
+    cache = LayerCache(fk, fv, batch, tokens, HKV, D, device="cuda")
+    chunk = 1 << 16
+    for b in range(batch):
+        for start in range(0, tokens, chunk):
+            n = min(chunk, tokens - start)
+            t = torch.arange(start, start + n, device="cuda")
+            cache.append(torch.randn(n, HKV, D, device="cuda", dtype=torch.float16),
+                         torch.randn(n, HKV, D, device="cuda", dtype=torch.float16),
+                         torch.full_like(t, b), t)
+    return cache
+
+
+def time_decode(cache: LayerCache, batch: int, tokens: int, cfg: tuple[int, int, int]) -> float:
+    table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
+    seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
+    q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.float16)
+    out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
+    bn, w, st = cfg
+    return float(triton.testing.do_bench(
+        lambda: cache.decode(q, table, seq, max_len=tokens, block_n=bn, num_warps=w,
+                             num_stages=st, out=out),
+        warmup=10, rep=80, return_mode="median")) / 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    bw = measure_bandwidth(torch)["read_bytes_per_s"]
+    rows = []
+    out = Path(args.out)
+    for batch in (1, 8):
+        tokens = 131072
+        pairs = [(f, f) for f in FORMATS]
+        pairs += [(f, "f16") for f in FORMATS[1:]] + [("f16", f) for f in FORMATS[1:]]
+        for fk, fv in pairs:
+            cache = build(fk, fv, batch, tokens)
+            best = None
+            for cfg in CONFIGS if fk == fv else [(64, 4, 2), (32, 4, 2)]:
+                try:
+                    t = time_decode(cache, batch, tokens, cfg)
+                except triton.runtime.errors.OutOfResources:
+                    continue
+                rows.append({"k": fk, "v": fv, "batch": batch, "tokens": tokens,
+                             "config": cfg, "seconds": t, "bytes": cache.nbytes,
+                             "fraction_of_read_bw": cache.nbytes / t / bw})
+                if best is None or t < best[0]:
+                    best = (t, cfg)
+            assert best is not None
+            print(f"K {fk:8s} V {fv:8s} B={batch} best {best[0] * 1e6:8.1f} us "
+                  f"{cache.nbytes / best[0] / 1e12:5.2f} TB/s ({cache.nbytes / best[0] / bw:5.1%})"
+                  f" at {best[1]}", flush=True)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "sweep.json").write_text(json.dumps({"read_bytes_per_s": bw, "rows": rows},
+                                                       indent=1))
+            del cache
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
