@@ -34,7 +34,7 @@ from kvcore.kv import geometry_bytes  # noqa: E402
 HQ, HKV, D = 32, 8, 128
 FORMATS = ["f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 #: decode kernel launch configurations tried per shape (block_n, num_warps, num_stages)
-CONFIGS = [(64, 4, 2), (128, 8, 3)]
+CONFIGS = [(32, 4, 2), (64, 4, 2)]
 
 
 def check_correctness() -> dict[str, float]:

@@ -170,7 +170,6 @@ class LayerCache:
                 "cent8": ref.centroids(8, "cpu").to(self.device),
                 "th16": torch.tensor(codebook.thresholds(16), device=self.device),
                 "th8": torch.tensor(codebook.thresholds(8), device=self.device),
-                "e2m1": torch.tensor(ref.E2M1, device=self.device),
                 "dpow": dpow,
             }
         return self._tab
@@ -184,9 +183,13 @@ class LayerCache:
         blocks = xp.reshape(*x.shape[:-1], dp // 128, 128)
         return (blocks @ (rot if back else rot.T)).reshape(*x.shape[:-1], dp)
 
-    def _cent(self, fmt: str) -> Any:
+    def _cent(self, fmt: str, half: bool = False) -> Any:
+        """The format's centroids: float32 for append, float16 for decode (read as is)."""
         tab = self._tables()
-        return tab["cent8"] if fmt == "tbq3" else tab["cent16"]
+        key = ("cent8" if fmt == "tbq3" else "cent16") + ("h" if half else "")
+        if key not in tab:
+            tab[key] = tab[key[:-1]].half()
+        return tab[key]
 
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
                rows_per_program: int | None = None) -> None:
@@ -281,7 +284,7 @@ class LayerCache:
             q_in, acc, ml,
             ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
             vs[0], v1, self.v.global_scale if self.v.global_scale is not None else vs[0],
-            self._cent(self.k.fmt), self._cent(self.v.fmt), tab["e2m1"],
+            self._cent(self.k.fmt, half=True), self._cent(self.v.fmt, half=True),
             block_table, seq_lens, block_table.stride(0), n_splits,
             LOG2E / math.sqrt(d), self.page_size, split_tokens,
             H_KV=self.kv_heads, GROUP=group, QPAD=qpad,

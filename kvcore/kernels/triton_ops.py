@@ -89,7 +89,18 @@ def _nibbles(byte, BN: tl.constexpr, DPOW: tl.constexpr):
 
 
 @triton.jit
-def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, E2M1, row, rmask, BN: tl.constexpr,
+def _e2m1(code):
+    """4-bit e2m1 codes (sign, 2 exponent bits, 1 mantissa bit) → float16, by building the
+    float16 bit pattern: no table lookup. Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6."""
+    c = code & 7
+    # codes 2..7: exponent (c >> 1) - 1 and mantissa c & 1 land at c << 9, biased by 14 << 10
+    bits = tl.where(c >= 2, (c << 9) + (14 << 10), tl.where(c == 1, 0x3800, 0))
+    bits = bits | ((code & 8) << 12)
+    return bits.to(tl.int16).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, row, rmask, BN: tl.constexpr,
           DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr):
     """One K or V tile for ``BN`` cache rows, read straight from the packed planes: ([BN, DPOW]
     values in _tile_dims order with every per-block scale applied, [BN] float32 per-row scale,
@@ -143,8 +154,7 @@ def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, E2M1, row, rmask, BN: tl.constexp
         nb = tl.arange(0, DPOW // 16)[None, :]
         byte = tl.load(P0 + r * X0 + w, mask=rm & (w < DP // 2), other=0)
         code = _nibbles(byte, BN, DPOW)
-        mag = tl.load(E2M1 + (code & 7)).to(tl.float16)
-        val = tl.where((code >> 3) == 1, -mag, mag)
+        val = _e2m1(code)
         sc = _fp8(tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 16), other=0))
         tile = _blocks(val, sc, BN, DPOW, 16)
         scale = tl.where(rmask, tl.load(GS), 0.0)
@@ -166,7 +176,7 @@ def softmax_step(scores, valid, m_i, l_i):
 @triton.jit
 def decode_split_kernel(
     Q, ACC, ML,
-    K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V, E2M1,
+    K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V,
     BLOCK_TABLE, SEQ_LENS, stride_bt, n_splits, qk_scale, PAGE, SPLIT,
     H_KV: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
     D: tl.constexpr, DPOW: tl.constexpr, DPK: tl.constexpr, DPV: tl.constexpr,
@@ -202,11 +212,11 @@ def decode_split_kernel(
         nmask = offs < end
         page = tl.load(BLOCK_TABLE + b * stride_bt + offs // PAGE, mask=nmask, other=0)
         row = (page.to(tl.int64) * H_KV + h) * PAGE + offs % PAGE
-        k, ks = _tile(FMT_K, K0, K1, KGS, CENT_K, E2M1, row, nmask, BLOCK_N, DPOW, DPK,
+        k, ks = _tile(FMT_K, K0, K1, KGS, CENT_K, row, nmask, BLOCK_N, DPOW, DPK,
                       XK0, XK1)
         p, alpha, m_i, l_i = softmax_step(tl.dot(qk, tl.trans(k)) * ks[None, :], nmask, m_i,
                                           l_i)
-        v, vs = _tile(FMT_V, V0, V1, VGS, CENT_V, E2M1, row, nmask, BLOCK_N, DPOW, DPV,
+        v, vs = _tile(FMT_V, V0, V1, VGS, CENT_V, row, nmask, BLOCK_N, DPOW, DPV,
                       XV0, XV1)
         acc = acc * alpha[:, None] + tl.dot((p * vs[None, :]).to(v.dtype), v)
     omask = rows < GROUP

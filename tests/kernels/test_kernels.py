@@ -120,7 +120,7 @@ def test_mixed_bytes_equal_kvcore():
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kvcore.kernels.triton_ops import e4m3_decode, e4m3_encode  # noqa: E402
+from kvcore.kernels.triton_ops import _e2m1, e4m3_decode, e4m3_encode  # noqa: E402
 
 
 @triton.jit
@@ -146,3 +146,20 @@ def test_e4m3_codec_matches_torch():
     expect = x.to(torch.float8_e4m3fn)
     assert torch.equal(out_bits, expect.view(torch.uint8))
     assert torch.equal(back, expect.float())
+
+
+@triton.jit
+def _e2m1_all(out_ptr):
+    c = tl.arange(0, 16)
+    tl.store(out_ptr + c, _e2m1(c))
+
+
+def test_e2m1_bit_construction_matches_the_table():
+    # the decode kernel builds nvfp4 values from bits; every one of the 16 codes must equal the
+    # reference table with the sign bit applied (and -0 must keep its sign)
+    out = torch.full((16,), float("nan"), dtype=torch.float16)
+    _e2m1_all[(1,)](out)
+    mags = torch.tensor(ref.E2M1)
+    expect = torch.cat([mags, -mags])
+    assert torch.equal(out.float(), expect)
+    assert torch.signbit(out[8]) and not torch.signbit(out[0])
