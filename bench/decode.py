@@ -96,12 +96,35 @@ def sdpa_time(batch: int, tokens: int) -> float:
     return triton.testing.do_bench(step, warmup=25, rep=200, return_mode="median") / 1e3
 
 
+def render(result: dict) -> str:
+    """The results table of a decode.json, in markdown."""
+    env, bw = result["env"], result["bandwidth"]
+    lines = [f"GPU {env['gpu']} ({env['sms']} SMs), driver {env['driver'].splitlines()[0]}, "
+             f"torch {env['torch']}, triton {env['triton']}, Python {env['python']}, "
+             f"{env['date']}.", "",
+             f"Measured in the same run: streaming read {bw['read_bytes_per_s'] / 1e12:.2f} TB/s,"
+             f" device-to-device copy {bw['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write).",
+             "", "| format | batch | tokens | decode µs | cache read TB/s | % of read bandwidth | "
+             "vs fp16 SDPA | append TB/s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        sp = f"{r['speedup_vs_sdpa']:.2f}×" if r["speedup_vs_sdpa"] else "–"
+        lines.append(f"| {r['format']} | {r['batch']} | {r['tokens']:,} | "
+                     f"{r['seconds'] * 1e6:.1f} | {r['read_bytes_per_s'] / 1e12:.2f} | "
+                     f"{r['fraction_of_read_bw']:.1%} | {sp} | "
+                     f"{r['append_bytes_per_s'] / 1e12:.2f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--render", metavar="JSON", help="print the table of a decode.json and stop")
     args = ap.parse_args()
+    if args.render:
+        print(render(json.loads(Path(args.render).read_text())))
+        return
     formats = args.formats.split(",")
     props = torch.cuda.get_device_properties(0)
     try:
