@@ -70,12 +70,108 @@ def row_md(d: dict) -> str:
             f"{frac * 100 if frac else 0:.0f}% | " + (f"{sp:.2f}× |" if sp else "– |"))
 
 
+def headline(rows: list[dict]) -> list[str]:
+    """Counts over the measured plans, computed from the rows."""
+    ok = [r for r in rows if "error" not in r]
+    n = len(ok)
+    tensors = sum(r["allocated_bytes"] == r["predicted_bytes"] for r in ok)
+    alloc = sum(r["allocator_bytes"] == r["predicted_allocator_bytes"] for r in ok)
+    res_exact = sum(r["allocator_reserved_bytes"] == r["predicted_reserved_bytes"] for r in ok)
+    res_seg = sum(abs(r["allocator_reserved_bytes"] - r["predicted_reserved_bytes"]) <= 2 << 20
+                  for r in ok)
+    drv = sum(r["driver_bytes"] == r["allocator_reserved_bytes"] for r in ok)
+    total = sum(r["predicted_bytes"] for r in ok)
+    formats = sorted({f for r in ok for f in (r["kv_k"], r["kv_v"])})
+    return [
+        f"**{n} of {len(rows)} plans measured** ({format_bytes(total, 2)} of cache in all; "
+        f"formats {', '.join(formats)}):",
+        "",
+        f"- tensor bytes equal to kvplan's prediction, to the byte: **{tensors} of {n}**;",
+        f"- the caching allocator's `memory_allocated` equal to kvplan's allocator model: "
+        f"**{alloc} of {n}**;",
+        f"- `memory_reserved` equal to the model in {res_exact} of {n}, within one 2 MiB "
+        f"small-block segment in {res_seg} of {n};",
+        f"- the driver's `mem_get_info` delta equal to the reserved memory in {drv} of {n}.",
+    ]
+
+
+NOTES = """Notes on the columns:
+
+- *reserved − model*: where it is −2 MiB, the process already held a small-block segment with
+  room left from an earlier plan (measurements run one after another in one process), and
+  small tensors went there instead of into a new segment. A fresh process matches exactly.
+- *driver − reserved*: the first plan of a process also pays for the CUDA libraries' own
+  memory, loaded lazily by the first kernels (+92 MiB here); after that the driver's delta is
+  the reserved memory exactly.
+- *decode step*: every measured attention layer in turn, launched from Python as a model without
+  CUDA graphs would (three kernel launches per layer), so short layers are bound by launch
+  overhead; *of read bw* is cache bytes over that time against the read bandwidth measured in
+  the same process; *vs fp16 SDPA* compares with torch's `scaled_dot_product_attention` over an
+  fp16 cache of the same shape (– for MLA, which has no separate V). Kernel speed alone is in
+  `bench/results/decode-h200-v5.md`.
+"""
+
+
+def render_tp(path: Path) -> list[str]:
+    d = json.loads(path.read_text())
+    r0 = d["ranks"][0]
+    lines = [f"**{r0['model']}**, {r0['kv_k']}/{r0['kv_v']}, {r0['context']:,} tokens × "
+             f"{r0['sequences']}, tp {d['tp']} on {d['device']}:", ""]
+    for r in d["ranks"]:
+        same = "equal" if r["allocated_bytes"] == r["predicted_bytes"] else "DIFFERENT"
+        alloc = ("equal" if r["allocator_bytes"] == r["predicted_allocator_bytes"]
+                 else f"{r['allocator_bytes'] - r['predicted_allocator_bytes']:+,} B")
+        lines.append(f"- rank {r['rank']}: predicted shard {format_bytes(r['predicted_bytes'], 4)}"
+                     f", tensors {format_bytes(r['allocated_bytes'], 4)} ({same}); allocator "
+                     f"{alloc}; decode step {r['decode']['seconds_per_step'] * 1e3:.2f} ms")
+    return lines + [""]
+
+
+def render(rows: list[dict], tp_files: list[Path] | None = None) -> str:
+    env = next((r["env"] for r in rows if "env" in r), {})
+    device = next((r["device"] for r in rows if "device" in r), "unknown")
+    md = ["# Verified on real hardware", "",
+          f"{device}; torch {env.get('torch')}, triton {env.get('triton')}, "
+          f"Python {env.get('python')}, {env.get('date')}. Reproduce: `python bench/verify.py` "
+          "on a CUDA machine (`bench/gpu_run.sh` runs it beside the tensor-parallel check).",
+          "", *headline(rows), "",
+          "Tensor bytes must equal the prediction exactly; the allocator's `memory_allocated`"
+          " must equal kvplan's allocator model; the driver's delta is shown against the "
+          "reserved memory.", "",
+          "| model | K/V | context × seqs | layers | predicted | tensors − predicted | "
+          "allocated − model | reserved − model | driver − reserved | decode step ms | "
+          "of read bw | vs fp16 SDPA |",
+          "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "error" in r:
+            md.append(f"| {r['model']} | {r['kv_k']}/{r['kv_v']} | {r['context']:,} × "
+                      f"{r['sequences']} | failed: {r['error']} ||||||||")
+        else:
+            md.append(row_md(r))
+    md += ["", NOTES]
+    if tp_files:
+        md += ["## Tensor parallel: one process per GPU", "",
+               "`kvplan measure MODEL --tp 2` spreads the cache over two GPUs (NCCL, one process "
+               "each); each rank's shard is compared with the per-GPU figure of the tensor-"
+               "parallel plan.", ""]
+        for f in tp_files:
+            md += render_tp(f)
+    return "\n".join(md).rstrip() + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--db", default=None)
+    ap.add_argument("--render", metavar="JSON", help="write VERIFIED.md from a verify.json")
+    ap.add_argument("--tp-json", nargs="*", default=[], help="kvplan measure --tp --json "
+                    "outputs to add (with --render)")
     args = ap.parse_args()
+    if args.render:
+        rows = json.loads(Path(args.render).read_text())
+        print(render(rows, [Path(p) for p in args.tp_json]), end="")
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -97,27 +193,8 @@ def main() -> None:
         import torch
 
         torch.cuda.empty_cache()
-    env = next((r["env"] for r in rows if "env" in r), {})
-    device = next((r["device"] for r in rows if "device" in r), "unknown")
-    md = ["# Verified on real hardware", "",
-          f"{device}; torch {env.get('torch')}, triton {env.get('triton')}, "
-          f"Python {env.get('python')}, {env.get('date')}. Reproduce: `python bench/verify.py`.",
-          "", "Tensor bytes must equal the prediction exactly; the allocator's `memory_allocated`"
-          " must equal kvplan's allocator model; the driver's delta is shown against the "
-          "reserved memory.", "",
-          "| model | K/V | context × seqs | layers | predicted | tensors − predicted | "
-          "allocated − model | reserved − model | driver − reserved | decode step ms | "
-          "of read bw | vs fp16 SDPA |",
-          "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        if "error" in r:
-            md.append(f"| {r['model']} | {r['kv_k']}/{r['kv_v']} | {r['context']:,} × "
-                      f"{r['sequences']} | failed: {r['error']} ||||||||")
-        else:
-            md.append(row_md(r))
-    (out / "VERIFIED.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
-
+    (out / "VERIFIED.md").write_text(render(rows))
+    print(render(rows))
 
 if __name__ == "__main__":
     main()
