@@ -75,6 +75,44 @@ def test_allocator_model():
     assert res == 40 * MiB and alloc == 27 * MiB + 2 * MiB
 
 
+def test_allocator_model_starts_from_the_free_blocks_it_is_given():
+    # a warm process: small requests land in an existing segment's free block and reserve
+    # nothing; a large one takes a free 4 MiB block whole (only 1 MiB would be left)
+    assert allocator_prediction([600, 100], free_small=[2048]) == (1536, 0)
+    assert allocator_prediction([3 * MiB], free_large=[4 * MiB]) == (4 * MiB, 0)
+    # too small a free block is passed over
+    assert allocator_prediction([3 * MiB], free_large=[2 * MiB]) == (3 * MiB, 20 * MiB)
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "kivi2"])
+def test_warm_up_runs_the_measured_code_on_a_tiny_cache(fmt):
+    from kvcore.kernels.cache import LayerCache
+    from kvcore.kernels.kivi import KiviCache
+    from kvcore.measure import _warm_up
+
+    spec = load_model("qwen3-8b")
+    group = spec.groups_for(mtp=False)[0]
+    built = []
+
+    def build(g, tiny=False):
+        assert tiny
+        if fmt == "kivi2":
+            cache = KiviCache(fmt, 1, g.n_kv_heads, g.head_dim_k, 16)
+        else:
+            cache = LayerCache(fmt, fmt, 1, 16, g.n_kv_heads, g.head_dim_k)
+        built.append(cache)
+        return cache, 16
+
+    _warm_up([(group, 0), (group, 1)], build, 4, "cpu", torch)
+    # one tiny cache per group, filled with 16 tokens of data
+    assert len(built) == 1
+    cache = built[0]
+    if fmt == "kivi2":
+        assert sum(cache.n_quant) + sum(cache.n_resid) == 16
+    else:
+        assert cache.k.planes["qs"].abs().sum() > 0
+
+
 def test_store_round_trip(tmp_path):
     db = tmp_path / "m.sqlite3"
     m = measure(load_model("qwen3-8b"), context=64, kv_k="q8_0", device="cpu", steps=1,
