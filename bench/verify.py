@@ -97,12 +97,12 @@ def headline(rows: list[dict]) -> list[str]:
 
 NOTES = """Notes on the columns:
 
-- *reserved − model*: where it is −2 MiB, the process already held a small-block segment with
-  room left from an earlier plan (measurements run one after another in one process), and
-  small tensors went there instead of into a new segment. A fresh process matches exactly.
-- *driver − reserved*: the first plan of a process also pays for the CUDA libraries' own
-  memory, loaded lazily by the first kernels (+92 MiB here); after that the driver's delta is
-  the reserved memory exactly.
+- *allocated / reserved − model*: kvplan's model of the CUDA caching allocator (512-byte
+  rounding, 2 MiB and 20 MiB segments, best fit, a block taken whole when no more than 1 MiB
+  would be left) starts from the free blocks the allocator already holds (its memory
+  snapshot), since plans run one after another in one process.
+- *driver − reserved*: before its readings each measurement runs the same code once on a tiny
+  cache, so the CUDA libraries' lazily loaded code is not counted as cache memory.
 - *decode step*: every measured attention layer in turn, launched from Python as a model without
   CUDA graphs would (three kernel launches per layer), so short layers are bound by launch
   overhead; *of read bw* is cache bytes over that time against the read bandwidth measured in
