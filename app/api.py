@@ -18,7 +18,7 @@ from kvcore.formats import quality_note
 from kvcore.query import Query as PlanQuery
 from kvcore.query import answer, find_format, find_gpu_for
 
-from .common import make_query
+from .common import make_query, verified
 from .schemas import ErrorOut, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
 
@@ -59,8 +59,14 @@ def to_query(body: PlanIn) -> PlanQuery:
 
 
 def run_plan(body: PlanIn) -> dict[str, Any]:
-    """Same request, same JSON as ``kvplan --json``."""
-    return answer(to_query(body))
+    """Same request, same JSON as ``kvplan --json`` (with ``verified`` when this exact plan
+    was measured)."""
+    query = to_query(body)
+    data = answer(query)
+    found = verified(query, get_settings().db_path)
+    if found:
+        data["verified"] = found
+    return data
 
 
 def api_router() -> APIRouter:
@@ -90,7 +96,7 @@ def api_router() -> APIRouter:
     def measurements() -> list[dict[str, Any]]:
         from kvcore.store import list_measurements
 
-        return list_measurements(get_settings().db_path)
+        return list_measurements(get_settings().db_path, bundled=True)
 
     @api.post("/measure", response_model=None)
     def post_measure(body: MeasureIn,

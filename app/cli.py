@@ -30,7 +30,7 @@ from kvcore.formats import quality_note
 from kvcore.query import Query, answer, find_format, find_gpu_for
 from kvcore.units import format_gib
 
-from .common import make_query
+from .common import make_query, verified
 
 SUBCOMMANDS = ("models", "gpus", "formats", "serve", "measure")
 
@@ -244,12 +244,13 @@ def render_plan(data: dict[str, Any]) -> str:
     out = [head, _table(rows, right=(1,)), ""]
     ctx = f"{data['context']:,} tokens × {seqs} {seq_word}"
     gpu = data["gpu"]
+    tail = [data["verified"]["line"]] if data.get("verified") else []
     if gpu is None:
         if "engine_report" in data:
-            return "\n".join(out + render_engine(data))
+            return "\n".join(out + render_engine(data) + tail)
         out.append(f"needs {format_gib(data['total_bytes'])} GiB for {ctx} "
                    "(give --gpu to check the fit)")
-        return "\n".join(out)
+        return "\n".join(out + tail)
     used, cap = format_gib(data["total_bytes"]), format_gib(data["budget_bytes"])
     verdict = "fits" if data["fits"] else "does not fit"
     out.append(f"{verdict}: {ctx} uses {used} of {cap} GiB on {gpu['name']}; "
@@ -268,7 +269,7 @@ def render_plan(data: dict[str, Any]) -> str:
                    f"({d['tokens_per_s_total']:.1f} total) at full context, bandwidth-bound at "
                    f"{gpu['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s; KV is "
                    f"{d['kv_share'] * 100:.0f}% of bytes read")
-    return "\n".join(out)
+    return "\n".join(out + tail)
 
 
 def _list(cmd: str, as_json: bool) -> str:
@@ -435,6 +436,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(rows, indent=2) if args.json else render_find_format(query, rows))
             return 0
         data = answer(query)
+        found = verified(query)
+        if found:
+            data["verified"] = found
         print(json.dumps(data, indent=2) if args.json else render_plan(data))
         return 0
     except (KvplanError, UsageError) as exc:

@@ -19,7 +19,7 @@ from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
 
-__all__ = ["make_query"]
+__all__ = ["make_query", "verified"]
 
 
 def _count(value: Any, field: str, minimum: int = 1, maximum: int = 1024) -> int | None:
@@ -121,3 +121,27 @@ def make_query(
         kv_budget_bytes=parse_bytes(kv_budget, field="kv_budget") if kv_budget else None,
         overhead_bytes=parse_bytes(overhead, field="overhead") if overhead else None,
     )
+
+
+def verified(query: Query, db_path: Any = None) -> dict[str, Any] | None:
+    """The measurement of exactly this plan (local database first, then the ones shipped with
+    kvplan) as {device, predicted_bytes, allocated_bytes, date, source, line}, or None. A
+    database that cannot be read gives None: this is a note beside a plan, never its answer."""
+    from kvcore.errors import KvplanError
+    from kvcore.store import find_measurement
+    from kvcore.units import format_bytes
+
+    try:
+        found = find_measurement(query.spec.name, query.cache.kv_k.name, query.cache.kv_v.name,
+                                 query.context, query.sequences, db_path)
+    except KvplanError:
+        return None
+    if not found:
+        return None
+    line = (f"verified on {found['device']}: predicted "
+            f"{format_bytes(found['predicted_bytes'], 4)}, allocated "
+            f"{format_bytes(found['allocated_bytes'], 4)}")
+    return {"device": found["device"], "predicted_bytes": found["predicted_bytes"],
+            "allocated_bytes": found["allocated_bytes"],
+            "date": (found.get("env") or {}).get("date"), "source": found.get("source"),
+            "line": line}

@@ -87,19 +87,11 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
 
 def _verified(query: Any) -> str | None:
     """'verified on <card>: predicted X, allocated Y' when this exact plan was measured."""
-    from kvcore.store import find_measurement
-
+    from .common import verified
     from .settings import get_settings
 
-    try:
-        found = find_measurement(query.spec.name, query.cache.kv_k.name, query.cache.kv_v.name,
-                                 query.context, query.sequences, get_settings().db_path)
-    except KvplanError:
-        return None
-    if not found:
-        return None
-    return (f"verified on {found['device']}: predicted {format_bytes(found['predicted_bytes'], 4)}"
-            f", allocated {format_bytes(found['allocated_bytes'], 4)}")
+    found = verified(query, get_settings().db_path)
+    return found["line"] if found else None
 
 
 def _form_field(field: str | None) -> str:
@@ -175,7 +167,7 @@ def pages_router() -> APIRouter:
 
         try:
             rows = [{"allocator_bytes": None, "driver_bytes": None, "decode": {}, "env": {}, **r}
-                    for r in list_measurements(get_settings().db_path)]
+                    for r in list_measurements(get_settings().db_path, bundled=True)]
         except KvplanError as exc:
             return templates().TemplateResponse(request, "error.html", {"error": str(exc)},
                                                 status_code=500)

@@ -1,7 +1,9 @@
 """Measurements kept in SQLite (standard library): every run with its card, versions and date.
 
 The default database is ``$KVPLAN_DB`` or ``~/.local/share/kvplan/measurements.sqlite3``.
-Writes are single transactions, so a failed write loses no earlier measurement.
+Writes are single transactions, so a failed write loses no earlier measurement. The measurements
+behind docs/VERIFIED.md ship with kvplan (``kvcore/data/measurements/``, read-only): they are
+listed after the local ones with ``"source": "bundled"`` and have no id.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 
 from .errors import KvplanError
 
-__all__ = ["default_db", "find_measurement", "list_measurements", "save_measurement"]
+__all__ = ["bundled_measurements", "default_db", "find_measurement", "list_measurements",
+           "save_measurement"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (
@@ -69,10 +72,29 @@ def save_measurement(data: dict[str, Any], path: Path | None = None) -> int:
         con.close()
 
 
-def list_measurements(path: Path | None = None) -> list[dict[str, Any]]:
+def bundled_measurements() -> list[dict[str, Any]]:
+    """The GPU measurements shipped with kvplan, oldest file first."""
+    from importlib import resources
+
+    out: list[dict[str, Any]] = []
+    folder = resources.files("kvcore") / "data" / "measurements"
+    for item in sorted(folder.iterdir(), key=lambda f: f.name):
+        if not item.name.endswith(".json"):
+            continue
+        for row in json.loads(item.read_text(encoding="utf-8")):
+            if "error" not in row:
+                out.append({**row, "id": None, "source": "bundled"})
+    return out
+
+
+def list_measurements(path: Path | None = None, *,
+                      bundled: bool = False) -> list[dict[str, Any]]:
+    """Local measurements in the order they were stored (each with its id), then, with
+    ``bundled``, the ones shipped with kvplan."""
     path = path or default_db()
+    extra = bundled_measurements() if bundled else []
     if not path.exists():
-        return []
+        return extra
     con = _connect(path)
     try:
         rows = con.execute("SELECT id, data FROM measurements ORDER BY id").fetchall()
@@ -87,14 +109,16 @@ def list_measurements(path: Path | None = None) -> list[dict[str, Any]]:
         except ValueError:
             continue
         item["id"] = row_id
+        item["source"] = "local"
         out.append(item)
-    return out
+    return out + extra
 
 
 def find_measurement(model: str, kv_k: str, kv_v: str, context: int, sequences: int,
                      path: Path | None = None) -> dict[str, Any] | None:
-    """The newest GPU measurement of exactly this plan, if any."""
-    for item in reversed(list_measurements(path)):
+    """The newest local GPU measurement of exactly this plan, else a bundled one, if any."""
+    local = list_measurements(path)
+    for item in [*reversed(local), *bundled_measurements()]:
         if (item["model"], item["kv_k"], item["kv_v"], item["context"], item["sequences"]) == (
                 model, kv_k, kv_v, context, sequences) and item["device"] != "cpu":
             return dict(item)

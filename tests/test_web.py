@@ -163,7 +163,12 @@ def test_measure_endpoint_when_enabled(tmp_path, monkeypatch):
     assert r.status_code == 200, r.text
     assert r.json()["allocated_bytes"] == r.json()["predicted_bytes"]
     listed = c.get("/api/v1/measurements").json()
-    assert len(listed) == 1 and listed[0]["model"] == "qwen3-8b"
+    local = [m for m in listed if m["source"] == "local"]
+    assert len(local) == 1 and local[0]["model"] == "qwen3-8b" and local[0]["id"] >= 1
+    # the H200 run behind docs/VERIFIED.md is listed after the local ones
+    bundled = [m for m in listed if m["source"] == "bundled"]
+    assert listed[0]["source"] == "local" and len(bundled) >= 20
+    assert all(m["allocated_bytes"] == m["predicted_bytes"] for m in bundled)
     bad = c.post("/api/v1/measure", json={**body, "kv": "mxfp4"},
                  headers={"Authorization": "Bearer s3cret"})
     assert bad.status_code == 422 and "mxfp4" in bad.json()["error"]
@@ -188,3 +193,23 @@ def test_verified_line_and_measurements_page(tmp_path, monkeypatch):
     assert "verified on NVIDIA H200: predicted 4.125 GiB, allocated 4.125 GiB" in page.text
     listing = c.get("/measurements")
     assert listing.status_code == 200 and "qwen3.5-27b" in listing.text
+    assert "bundled" in listing.text
+
+
+def test_bundled_measurement_verifies_a_plan_with_no_local_database(tmp_path, monkeypatch):
+    # a plan measured in the shipped H200 run gets its verified line on a fresh install
+    from app import settings as settings_mod
+    from app.settings import Settings
+    from kvcore.store import bundled_measurements
+
+    db = tmp_path / "none.sqlite3"
+    monkeypatch.setattr(settings_mod, "get_settings", lambda: Settings(False, None, 60, db))
+    row = next(m for m in bundled_measurements()
+               if (m["model"], m["kv_k"], m["context"]) == ("llama-3.1-8b", "q8_0", 32768))
+    c = TestClient(create_app())
+    page = c.get("/", params={"model": "llama-3.1-8b", "gpu": "h200", "context": "32k",
+                              "sequences": str(row["sequences"]), "kv_k": "q8_0",
+                              "kv_v": "q8_0"})
+    assert page.status_code == 200
+    assert "verified on NVIDIA H200: predicted 8.5 GiB, allocated 8.5 GiB" in page.text
+    assert not db.exists()
