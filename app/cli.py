@@ -397,6 +397,10 @@ def render_measurement(d: dict[str, Any]) -> str:
             line += (f" ({dec['fraction_of_read_bandwidth']:.0%} of measured read bandwidth, "
                      f"{dec['speedup_vs_f16_sdpa'] or 0:.2f}× fp16 SDPA)")
         lines.append(line)
+    if dec.get("attention_share") is not None:
+        lines.append(f"per generated token: attention {dec['attention_seconds_per_token'] * 1e3:.2f}"
+                     f" ms + weights {dec['weights_seconds_per_token'] * 1e3:.2f} ms at the "
+                     f"measured bandwidth; attention is {dec['attention_share']:.0%} of it")
     return "\n".join(lines)
 
 

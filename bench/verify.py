@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvcore import load_model  # noqa: E402
-from kvcore.measure import measure  # noqa: E402
+from kvcore.measure import measure, token_time  # noqa: E402
 from kvcore.units import format_bytes  # noqa: E402
 
 # (model, K format, V format, context, sequences, layers to measure or None for all)
@@ -61,13 +61,17 @@ def row_md(d: dict) -> str:
     rr = d["allocator_reserved_bytes"] - d["predicted_reserved_bytes"]
     layers = (f"{d['layers_measured']}/{d['layers_total']}"
               if d["layers_measured"] < d["layers_total"] else "all")
+    share = dec.get("attention_share")
+    if share is None and "read_bandwidth_bytes_per_s" in dec:
+        share = token_time(load_model(d["model"]), dec, d["scale"]).get("attention_share")
     return (f"| {d['model']} | {d['kv_k']}/{d['kv_v']} | {d['context']:,} × {d['sequences']} | "
             f"{layers} | {format_bytes(d['predicted_bytes'], 4)} | "
             f"{d['allocated_bytes'] - d['predicted_bytes']:+,} B | "
             f"{(alloc - pa) if alloc is not None else '–':+} B | {rr / 2**20:+.0f} MiB | "
             f"{(drv - res) / 2**20 if drv is not None else 0:+.1f} MiB | "
             f"{dec.get('seconds_per_step', 0) * 1e3:.3f} | "
-            f"{frac * 100 if frac else 0:.0f}% | " + (f"{sp:.2f}× |" if sp else "– |"))
+            f"{frac * 100 if frac else 0:.0f}% | " + (f"{sp:.2f}× |" if sp else "– |")
+            + (f" {share:.0%} |" if share is not None else " – |"))
 
 
 def headline(rows: list[dict]) -> list[str]:
@@ -109,6 +113,9 @@ NOTES = """Notes on the columns:
   the same process; *vs fp16 SDPA* compares with torch's `scaled_dot_product_attention` over an
   fp16 cache of the same shape (– for MLA, which has no separate V). Kernel speed alone is in
   `bench/results/decode-h200-v5.md`.
+- *attention share of a token*: the whole model's attention time (the measured step scaled by
+  the whole cache over the measured part) against that plus the checkpoint's active weights
+  read once at the measured bandwidth: how much of a generated token's time the cache costs.
 """
 
 
@@ -140,12 +147,12 @@ def render(rows: list[dict], tp_files: list[Path] | None = None) -> str:
           "reserved memory.", "",
           "| model | K/V | context × seqs | layers | predicted | tensors − predicted | "
           "allocated − model | reserved − model | driver − reserved | decode step ms | "
-          "of read bw | vs fp16 SDPA |",
-          "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+          "of read bw | vs fp16 SDPA | attention share of a token |",
+          "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
             md.append(f"| {r['model']} | {r['kv_k']}/{r['kv_v']} | {r['context']:,} × "
-                      f"{r['sequences']} | failed: {r['error']} ||||||||")
+                      f"{r['sequences']} | failed: {r['error']} |||||||||")
         else:
             md.append(row_md(r))
     md += ["", NOTES]

@@ -30,7 +30,7 @@ from .formats import get_format
 from .kv import CacheOptions, cache_size
 from .model import LayerGroup, ModelSpec
 
-__all__ = ["Measurement", "allocator_prediction", "measure"]
+__all__ = ["Measurement", "allocator_prediction", "measure", "token_time"]
 
 SMALL = 1 << 20
 LARGE = 10 << 20
@@ -203,6 +203,7 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
             _fill(cache, group, tokens, sequences, device, gen, torch)
         _progress(n + 1, len(caches), "filling", progress)
     decode = _time_decode(caches, sequences, context, device, steps, torch, progress)
+    decode.update(token_time(spec, decode, full / predicted if predicted else 1.0, mtp=mtp))
     return Measurement(
         model=spec.name, kv_k=fk.name, kv_v=fv.name, context=context, sequences=sequences,
         device=_device_name(device, torch), predicted_bytes=predicted, allocated_bytes=allocated,
@@ -212,6 +213,27 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
         driver_bytes=reading["driver"], layers_measured=len(layers),
         layers_total=total_layers, scale=full / predicted if predicted else 1.0,
         decode=decode, env=_env(device, torch))
+
+
+def token_time(spec: ModelSpec, decode: dict[str, Any], scale: float, *,
+               mtp: bool = False) -> dict[str, Any]:
+    """Where a generated token's time goes, from a measured decode step: the attention over the
+    whole cache (the measured step × ``scale``, the whole model's cache over the measured part)
+    and the weights read once per token at the read bandwidth measured in the same run (the
+    checkpoint's active weights). Empty without a measured bandwidth (CPU runs)."""
+    from .weights import weights_for
+
+    bw = decode.get("read_bandwidth_bytes_per_s")
+    step = decode.get("seconds_per_step")
+    if not bw or not step:
+        return {}
+    weights = weights_for(spec, mtp=mtp)
+    attention = step * scale
+    reading = weights.active_bytes / bw
+    return {"attention_seconds_per_token": attention,
+            "weights_seconds_per_token": reading,
+            "weights_active_bytes": weights.active_bytes,
+            "attention_share": attention / (attention + reading)}
 
 
 def _warm_up(layers: list[tuple[LayerGroup, int]], build: Callable[..., Any], sequences: int,

@@ -171,3 +171,20 @@ def test_tp_needs_two_ranks():
 
     with pytest.raises(KvplanError, match="at least 2"):
         measure_parallel(load_model("qwen3-8b"), 1, context=64, device="cpu")
+
+
+def test_token_time_splits_a_token_between_attention_and_weights():
+    from kvcore.measure import token_time
+    from kvcore.weights import weights_for
+
+    spec = load_model("llama-3.1-8b")
+    w = weights_for(spec).active_bytes
+    bw = 4e12
+    # a measured step over half of the cache, at the time the weights take to read
+    dec = {"seconds_per_step": w / bw / 2, "read_bandwidth_bytes_per_s": bw}
+    t = token_time(spec, dec, scale=2.0)
+    assert t["weights_active_bytes"] == w
+    assert t["attention_seconds_per_token"] == pytest.approx(w / bw)
+    assert t["attention_share"] == pytest.approx(0.5)
+    # no bandwidth measured (a CPU run): nothing is claimed
+    assert token_time(spec, {"seconds_per_step": 1.0}, 1.0) == {}
