@@ -382,7 +382,8 @@ def render_measurement(d: dict[str, Any]) -> str:
              f"predicted {format_bytes(d['predicted_bytes'], 4)}, tensors hold "
              f"{format_bytes(d['allocated_bytes'], 4)} ({ok})"]
     if d["layers_measured"] < d["layers_total"]:
-        lines.append(f"measured {d['layers_measured']} of {d['layers_total']} layers; the "
+        why = f" ({d['subset_reason']})" if d.get("subset_reason") else ""
+        lines.append(f"measured {d['layers_measured']} of {d['layers_total']} layers{why}; the "
                      f"whole model is {d['scale']:.3f}× that")
     if d["allocator_bytes"] is not None:
         lines.append(f"allocator: {d['allocator_bytes']:,} B allocated (predicted "

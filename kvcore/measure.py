@@ -105,6 +105,8 @@ class Measurement:
     layers_total: int
     scale: float
     decode: dict[str, Any] = field(default_factory=dict)
+    #: why only some layers were measured (None: all, or as many as asked)
+    subset_reason: str | None = None
     env: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -149,10 +151,13 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("no CUDA device here; use --device cpu", field="device")
     groups = spec.groups_for(mtp=mtp)
-    layers = [(g, i) for g in groups for i in range(g.count)]
+    # in the model's own layer order, so that a subset keeps a hybrid's mix of layer kinds
+    layers = sorted(((g, i) for g in groups for i in range(g.count)),
+                    key=lambda gi: gi[0].layers[gi[1]])
     total_layers = len(layers)
     if max_layers is not None:
         layers = layers[:max_layers]
+    layers, subset_reason = _fit_layers(layers, spec, context, sequences, opts, device, torch)
 
     def build(group: LayerGroup, tiny: bool = False) -> tuple[Any, int]:
         if group.kind.is_recurrent:
@@ -212,7 +217,58 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
         predicted_reserved_bytes=pred_res if device == "cuda" else None,
         driver_bytes=reading["driver"], layers_measured=len(layers),
         layers_total=total_layers, scale=full / predicted if predicted else 1.0,
-        decode=decode, env=_env(device, torch))
+        decode=decode, env=_env(device, torch), subset_reason=subset_reason)
+
+
+#: memory kept free beside the cache: the fp16 SDPA baseline's K of one layer comes on top
+HEADROOM = 1 << 30
+
+
+def free_memory(device: str, torch: Any) -> int | None:
+    """Bytes the cache may take on ``device`` now: the driver's free memory on a GPU, the
+    kernel's MemAvailable on the CPU (None where it cannot be read)."""
+    if device == "cuda":
+        return int(torch.cuda.mem_get_info()[0])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _fit_layers(layers: list[tuple[LayerGroup, int]], spec: ModelSpec, context: int,
+                sequences: int, opts: CacheOptions, device: str,
+                torch: Any) -> tuple[list[tuple[LayerGroup, int]], str | None]:
+    """The longest run of ``layers`` (from the first) whose exact cache, plus the timing's
+    own buffers, fits in the memory free now; and why, when that is not all of them."""
+    free = free_memory(device, torch)
+    if free is None:
+        return layers, None
+    one: dict[int, int] = {}
+    baseline = 0
+    for g, _i in layers:
+        if id(g) not in one:
+            one[id(g)] = cache_size(_as_spec(spec, [g]), context, sequences, opts).total_bytes
+            tokens = _layer_tokens(g, spec, context, opts) if not g.kind.is_recurrent else 0
+            baseline = max(baseline, sequences * g.n_kv_heads * tokens * g.head_dim_k * 2)
+    budget = free - baseline - HEADROOM
+    need = 0
+    for n, (g, _i) in enumerate(layers):
+        if need + one[id(g)] > budget:
+            whole = sum(one[id(g)] for g, _i in layers)
+            if n == 0:
+                raise InputError(
+                    f"one layer of this cache needs {one[id(g)] / 2**30:.2f} GiB (and "
+                    f"{(baseline + HEADROOM) / 2**30:.2f} GiB beside it to time it); "
+                    f"{free / 2**30:.2f} GiB is free on {device}", field="context")
+            return layers[:n], (f"the cache of these {len(layers)} layers, "
+                                f"{whole / 2**30:.2f} GiB, does not fit in the "
+                                f"{free / 2**30:.2f} GiB free on {device}")
+        need += one[id(g)]
+    return layers, None
 
 
 def token_time(spec: ModelSpec, decode: dict[str, Any], scale: float, *,

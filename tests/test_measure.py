@@ -188,3 +188,34 @@ def test_token_time_splits_a_token_between_attention_and_weights():
     assert t["attention_share"] == pytest.approx(0.5)
     # no bandwidth measured (a CPU run): nothing is claimed
     assert token_time(spec, {"seconds_per_step": 1.0}, 1.0) == {}
+
+
+def test_a_cache_that_does_not_fit_is_measured_on_a_subset_of_layers(monkeypatch):
+    import kvcore.measure as m
+
+    spec = load_model("qwen3.5-27b")  # hybrid: 48 Gated DeltaNet + 16 full-attention layers
+    full = m.measure(spec, context=256, sequences=1, kv_k="q8_0", device="cpu", steps=1,
+                     max_layers=8, progress=None)
+    assert full.subset_reason is None and full.layers_measured == 8
+    # pretend only room for about half of those 8 layers beside the timing's own buffers
+    monkeypatch.setattr(m, "free_memory",
+                        lambda device, torch: m.HEADROOM + full.predicted_bytes // 2 + 4096)
+    part = m.measure(spec, context=256, sequences=1, kv_k="q8_0", device="cpu", steps=1,
+                     max_layers=8, progress=None)
+    assert 0 < part.layers_measured < 8
+    assert "does not fit" in part.subset_reason
+    assert part.allocated_bytes == part.predicted_bytes
+    # the subset keeps the model's layer order: linear and full layers, as in the model
+    assert part.scale == pytest.approx(
+        m.cache_size(spec, 256, 1, m.CacheOptions(kv_k=m.get_format("q8_0"),
+                                                   kv_v=m.get_format("q8_0"))).total_bytes
+        / part.predicted_bytes)
+
+
+def test_not_even_one_layer_fits(monkeypatch):
+    import kvcore.measure as m
+
+    monkeypatch.setattr(m, "free_memory", lambda device, torch: m.HEADROOM)
+    with pytest.raises(KvplanError, match="one layer of this cache needs"):
+        m.measure(load_model("qwen3-8b"), context=4096, kv_k="f16", device="cpu", steps=1,
+                  progress=None)
