@@ -25,6 +25,8 @@ GOLDEN = [
     # Mistral-7B-v0.1: every layer slides over 4096 tokens, so nothing grows past the window
     ("mistral-7b-v0.1", 32 * 8 * 256 * F16, 0, 0),
     ("mistral-7b-instruct-v0.3", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
+    # Mistral-Nemo: head_dim 128 given explicitly, not hidden/heads = 5120/32 = 160
+    ("mistral-nemo-instruct-2407", 40 * 8 * 256 * F16, 40 * 8 * 256 * F16, 0),
     ("mixtral-8x7b-v0.1", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
     ("mixtral-8x22b-v0.1", 56 * 8 * 256 * F16, 56 * 8 * 256 * F16, 0),
     # Qwen2.5 sets sliding_window but use_sliding_window is false: all full attention
