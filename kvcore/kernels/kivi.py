@@ -4,6 +4,12 @@ residual window that flushes whole groups of G, so it holds R to R + G − 1 tok
 
 A cache of capacity T allocates ``floor((T − R) / G)`` quantized groups and a residual ring of
 ``min(T, R + G − 1)`` f16 slots: exactly ``kvcore.formats`` ``kivi2`` / ``kivi4`` bytes.
+
+The quantized region is paged by group: planes are ``[slots, heads, ...]`` with one slot per
+group of G tokens, and a group table ``[seqs, groups]`` maps each sequence's groups to slots,
+as an engine's block table maps token blocks to pages. A slot is taken from the pool when a
+group is flushed, in the pool's order (``slot_order``: an identity order gives a contiguous
+cache). The residual ring stays per sequence.
 """
 
 from __future__ import annotations
@@ -82,10 +88,11 @@ def dequantize_values(planes: dict[str, Any], bits: int, group: int) -> Any:
 
 
 class KiviCache:
-    """Contiguous KIVI cache: ``seqs`` sequences × ``heads`` KV heads × capacity ``tokens``."""
+    """KIVI cache: ``seqs`` sequences × ``heads`` KV heads × capacity ``tokens``, quantized
+    groups paged through ``group_table``."""
 
     def __init__(self, fmt: str, seqs: int, heads: int, head_dim: int, tokens: int,
-                 device: Any = "cpu") -> None:
+                 device: Any = "cpu", *, slot_order: Any = None) -> None:
         torch = _torch()
         f = get_format(fmt)
         if not f.residual_tokens:
@@ -99,18 +106,34 @@ class KiviCache:
         self.groups = f.quantized_tokens(tokens) // self.group
         self.ring = f.residual_capacity(tokens)
         g, d, b = self.group, head_dim, self.bits
+        slots = seqs * self.groups
         z = dict(device=device)
-        self.kq = torch.zeros(seqs, heads, self.groups, d, g * b // 8, dtype=torch.uint8, **z)
-        self.ks = torch.zeros(seqs, heads, self.groups, d, dtype=torch.float16, **z)
-        self.km = torch.zeros(seqs, heads, self.groups, d, dtype=torch.float16, **z)
-        self.vq = torch.zeros(seqs, heads, self.groups * g, d * b // 8, dtype=torch.uint8, **z)
-        self.vs = torch.zeros(seqs, heads, self.groups * g, d // g, dtype=torch.float16, **z)
-        self.vm = torch.zeros(seqs, heads, self.groups * g, d // g, dtype=torch.float16, **z)
+        self.kq = torch.zeros(slots, heads, d, g * b // 8, dtype=torch.uint8, **z)
+        self.ks = torch.zeros(slots, heads, d, dtype=torch.float16, **z)
+        self.km = torch.zeros(slots, heads, d, dtype=torch.float16, **z)
+        self.vq = torch.zeros(slots, heads, g, d * b // 8, dtype=torch.uint8, **z)
+        self.vs = torch.zeros(slots, heads, g, d // g, dtype=torch.float16, **z)
+        self.vm = torch.zeros(slots, heads, g, d // g, dtype=torch.float16, **z)
         self.kr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z)
         self.vr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z)
+        #: group → slot of every sequence (-1: not flushed yet)
+        self.group_table = torch.full((seqs, max(1, self.groups)), -1, dtype=torch.int32, **z)
+        order = (list(range(slots)) if slot_order is None
+                 else [int(x) for x in slot_order])
+        if sorted(order) != list(range(slots)):
+            raise ValueError(f"slot_order must be a permutation of the {slots} group slots")
+        self._free = order[::-1]
         #: tokens held per sequence: quantized, then residual
         self.n_quant = [0] * seqs
         self.n_resid = [0] * seqs
+
+    def _take_slot(self, s: int, gi: int) -> int:
+        """The slot for group ``gi`` of sequence ``s``, taken from the pool."""
+        if gi >= self.groups or not self._free:
+            raise ValueError("KIVI cache is full")
+        slot = self._free.pop()
+        self.group_table[s, gi] = slot
+        return slot
 
     def tensors(self) -> list[Any]:
         return [self.kq, self.ks, self.km, self.vq, self.vs, self.vm, self.kr, self.vr]
@@ -120,20 +143,16 @@ class KiviCache:
         return sum(t.numel() * t.element_size() for t in self.tensors())
 
     def _flush(self, s: int) -> None:
-        """Quantize the oldest G residual tokens of sequence ``s`` into the next group."""
+        """Quantize the oldest G residual tokens of sequence ``s`` into its next group."""
         torch = _torch()
         g = self.group
         start = self.n_quant[s]
-        slots = torch.tensor([(start + i) % self.ring for i in range(g)])
-        gi = start // g
-        if gi >= self.groups:
-            raise ValueError("KIVI cache is full")
-        kp = quantize_group_keys(self.kr[s][:, slots], self.bits)
-        self.kq[s, :, gi], self.ks[s, :, gi], self.km[s, :, gi] = kp["q"], kp["scale"], kp["min"]
-        vp = quantize_values(self.vr[s][:, slots], self.bits, g)
-        self.vq[s, :, start:start + g] = vp["q"]
-        self.vs[s, :, start:start + g] = vp["scale"]
-        self.vm[s, :, start:start + g] = vp["min"]
+        slot = self._take_slot(s, start // g)
+        ring = torch.tensor([(start + i) % self.ring for i in range(g)])
+        kp = quantize_group_keys(self.kr[s][:, ring], self.bits)
+        self.kq[slot], self.ks[slot], self.km[slot] = kp["q"], kp["scale"], kp["min"]
+        vp = quantize_values(self.vr[s][:, ring], self.bits, g)
+        self.vq[slot], self.vs[slot], self.vm[slot] = vp["q"], vp["scale"], vp["min"]
 
     def _append(self, s: int, k: Any, v: Any, flush: Callable[[int], None]) -> None:
         for i in range(k.shape[0]):
@@ -158,13 +177,12 @@ class KiviCache:
         from .kivi_triton import kivi_flush_kernel
 
         start = self.n_quant[s]
+        slot = self._take_slot(s, start // self.group)
         kivi_flush_kernel[(1, self.heads)](
-            self.kr[s:s + 1], self.vr[s:s + 1], self.kq[s:s + 1], self.ks[s:s + 1],
-            self.km[s:s + 1], self.vq[s:s + 1], self.vs[s:s + 1], self.vm[s:s + 1],
-            start % self.ring, start // self.group, start, self.ring,
+            self.kr[s:s + 1], self.vr[s:s + 1], self.kq, self.ks, self.km, self.vq, self.vs,
+            self.vm, start % self.ring, slot, self.ring,
             H=self.heads, D=self.head_dim, G=self.group, BITS=self.bits,
-            PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, NGROUPS=self.groups,
-            NTOK=self.groups * self.group)
+            PER=8 // self.bits, LEVELS=(1 << self.bits) - 1)
 
     def append_triton(self, s: int, k: Any, v: Any) -> None:
         """Append tokens with the Triton flush kernel (one launch per flushed group)."""
@@ -190,8 +208,8 @@ class KiviCache:
         nr = torch.tensor(self.n_resid, dtype=torch.int32, device=q.device)
         kivi_decode_kernel[(seqs, self.heads, n_splits)](
             q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
-            self.kr, self.vr, nq, nr, self.ring, n_splits, LOG2E / d ** 0.5, self.groups,
-            self.groups * self.group, H=self.heads, GROUP=group, QPAD=qpad, D=d, G=self.group,
+            self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0), self.ring,
+            n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split)
         reduce_kernel[(seqs, self.heads)](acc, ml, out, n_splits, H_KV=self.heads,
                                           GROUP=group, QPAD=qpad, D=d, DPOW=d)
@@ -203,11 +221,16 @@ class KiviCache:
         nq, nr = self.n_quant[s], self.n_resid[s]
         ng = nq // self.group
         if ng:
-            k_q = dequantize_group_keys({"q": self.kq[s, :, :ng], "scale": self.ks[s, :, :ng],
-                                         "min": self.km[s, :, :ng]}, self.bits)
+            sl = self.group_table[s, :ng].long()
+            k_q = dequantize_group_keys({"q": self.kq[sl].transpose(0, 1),
+                                         "scale": self.ks[sl].transpose(0, 1),
+                                         "min": self.km[sl].transpose(0, 1)}, self.bits)
             k_q = k_q.reshape(self.heads, nq, self.head_dim)
-            v_q = dequantize_values({"q": self.vq[s, :, :nq], "scale": self.vs[s, :, :nq],
-                                     "min": self.vm[s, :, :nq]}, self.bits, self.group)
+
+            def flat(t: Any) -> Any:
+                return t[sl].transpose(0, 1).reshape(self.heads, nq, -1)
+            v_q = dequantize_values({"q": flat(self.vq), "scale": flat(self.vs),
+                                     "min": flat(self.vm)}, self.bits, self.group)
         else:
             k_q = v_q = torch.zeros(self.heads, 0, self.head_dim, device=self.kr.device)
         slots = torch.tensor([(nq + i) % self.ring for i in range(nr)], dtype=torch.long)

@@ -10,10 +10,11 @@ from .triton_ops import softmax_step
 
 
 @triton.jit
-def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, group_idx, tok0, RING,
+def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, gslot, RING,
                       H: tl.constexpr, D: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
-                      PER: tl.constexpr, LEVELS: tl.constexpr, NGROUPS, NTOK):
-    """Program (s, h): quantize the G residual tokens starting at ring slot ``slot0``."""
+                      PER: tl.constexpr, LEVELS: tl.constexpr):
+    """Program (s, h): quantize the G residual tokens starting at ring slot ``slot0`` into
+    group slot ``gslot`` of the paged planes."""
     s = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     t = tl.arange(0, G)
@@ -34,7 +35,7 @@ def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, group_idx, tok0, RI
     kc3 = tl.reshape(kc, (G // PER, PER, D))
     shifts = (tl.arange(0, PER) * BITS)[None, :, None]
     kbytes = tl.sum(kc3 << shifts, axis=1)  # [G/per, D]
-    gbase = (s * H + h) * NGROUPS + group_idx
+    gbase = gslot.to(tl.int64) * H + h
     j = tl.arange(0, G // PER)
     tl.store(KQ + (gbase * D + d[None, :]) * (G // PER) + j[:, None], kbytes.to(tl.uint8))
     tl.store(KS + gbase * D + d, ks)
@@ -52,7 +53,7 @@ def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, group_idx, tok0, RI
     vc3 = tl.reshape(vc, (G, D // PER, PER))
     vshift = (tl.arange(0, PER) * BITS)[None, None, :]
     vbytes = tl.sum(vc3 << vshift, axis=2)  # [G, D/per]
-    tbase = (s * H + h) * NTOK + tok0 + t
+    tbase = gbase * G + t
     c = tl.arange(0, D // PER)
     tl.store(VQ + tbase[:, None] * (D // PER) + c[None, :], vbytes.to(tl.uint8))
     ng = tl.arange(0, D // G)
@@ -61,8 +62,8 @@ def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, group_idx, tok0, RI
 
 
 @triton.jit
-def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, RING, n_splits,
-                       qk_scale, NGROUPS, NTOK,
+def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, stride_gt,
+                       RING, n_splits, qk_scale,
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
                        D: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr, PER: tl.constexpr,
                        LEVELS: tl.constexpr, SPLIT: tl.constexpr):
@@ -87,14 +88,14 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, RING,
         tmask = tok < end
         if t0 < nq:
             gi = t0 // G
-            gbase = (s * H + h) * NGROUPS + gi
+            gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
             # K^T tile [D, G]: code of (channel d, token t) at bits (t % PER)·BITS of byte t // PER
             kb = tl.load(KQ + (gbase * D + d[:, None]) * (G // PER) + t[None, :] // PER)
             kcode = (kb.to(tl.int32) >> ((t[None, :] % PER) * BITS)) & LEVELS
             ksc = tl.load(KS + gbase * D + d).to(tl.float32)
             kmn = tl.load(KM + gbase * D + d).to(tl.float32)
             kt = (kcode.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16)
-            tb = (s * H + h) * NTOK + tok
+            tb = gbase * G + t
             vb = tl.load(VQ + tb[:, None] * (D // PER) + d[None, :] // PER)
             vcode = (vb.to(tl.int32) >> ((d[None, :] % PER) * BITS)) & LEVELS
             vsc = tl.load(VS + tb[:, None] * (D // G) + d[None, :] // G).to(tl.float32)

@@ -60,3 +60,42 @@ def test_triton_flush_and_decode_match_reference(fmt):
                                        torch.tensor([n]))[0] for s, n in enumerate(lens)])
     # random Gaussian data is the hard case for per-channel 2-bit keys
     assert rel(out, exact) < (0.9 if fmt == "kivi2" else 0.2)
+
+
+@pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
+def test_paged_groups_give_the_same_cache_and_attention(fmt):
+    # groups flushed into slots taken in a shuffled pool order, as an engine's block table
+    # scatters pages: same bytes, same dequantized K/V, same attention as the contiguous cache
+    g = torch.Generator().manual_seed(7)
+    lens = [260, 97]
+    k = torch.randn(2, 260, 2, 64, generator=g).half()
+    v = torch.randn(2, 260, 2, 64, generator=g).half()
+    flat = KiviCache(fmt, 2, 2, 64, 300)
+    slots = flat.seqs * flat.groups
+    order = torch.randperm(slots, generator=g).tolist()
+    paged_ref = KiviCache(fmt, 2, 2, 64, 300, slot_order=order)
+    paged_tri = KiviCache(fmt, 2, 2, 64, 300, slot_order=order)
+    assert paged_tri.nbytes == flat.nbytes
+    # interleave the sequences' appends so that their groups alternate in the pool
+    for start in range(0, 260, 40):
+        for s, n in enumerate(lens):
+            if start < n:
+                end = min(n, start + 40)
+                flat.append(s, k[s, start:end], v[s, start:end])
+                paged_ref.append(s, k[s, start:end], v[s, start:end])
+                paged_tri.append_triton(s, k[s, start:end], v[s, start:end])
+    used = [int(x) for x in paged_tri.group_table.flatten() if x >= 0]
+    assert len(used) == sum(n // 32 for n in paged_tri.n_quant) > 2
+    assert used != sorted(used) and len(set(used)) == len(used)
+    for a, b in zip(paged_tri.tensors(), paged_ref.tensors(), strict=True):
+        assert torch.equal(a, b)
+    for s in range(2):
+        for x, y in zip(flat.dequantize(s), paged_tri.dequantize(s), strict=True):
+            assert torch.equal(x, y)
+    q = torch.randn(2, 4, 64, generator=g).half()
+    assert rel(paged_tri.decode(q, split_tokens=64), flat.decode(q, split_tokens=64)) < 1e-6
+
+
+def test_slot_order_must_be_a_permutation():
+    with pytest.raises(ValueError, match="permutation"):
+        KiviCache("kivi2", 1, 1, 32, 400, slot_order=[0, 0, 1, 2, 3, 4, 5, 6])
