@@ -35,7 +35,7 @@ def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, gslot, RING,
     kc3 = tl.reshape(kc, (G // PER, PER, D))
     shifts = (tl.arange(0, PER) * BITS)[None, :, None]
     kbytes = tl.sum(kc3 << shifts, axis=1)  # [G/per, D]
-    gbase = gslot.to(tl.int64) * H + h
+    gbase = gslot * H + h  # h is int64, so is gbase
     j = tl.arange(0, G // PER)
     tl.store(KQ + (gbase * D + d[None, :]) * (G // PER) + j[:, None], kbytes.to(tl.uint8))
     tl.store(KS + gbase * D + d, ks)
