@@ -15,9 +15,7 @@ import json
 import os
 import platform
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -25,6 +23,9 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.localserver import running_server  # noqa: E402
 
 VALID = [
     ("GET", "/api/v1/plan?" + urlencode({"model": "qwen3.5-27b", "gpu": "4090", "context": "256k",
@@ -50,12 +51,6 @@ BAD = [
     ("POST", "/api/v1/measure", {"model": "qwen3-8b"}),
     ("GET", "/models/..%2f..%2fetc%2fpasswd", None),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_kib(pid: int) -> int:
@@ -101,16 +96,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=4000)
     ap.add_argument("--seconds", type=float, default=60)
     args = ap.parse_args()
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(150):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+    with running_server() as (server, port):
         # warm the caches, then read memory
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         for method, path, body in VALID:
@@ -131,9 +117,6 @@ def main() -> None:
             t.join()
         wall = time.perf_counter() - t0
         rss_after = rss_kib(server.pid)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     lat = sorted(x[0] for x in out)
     statuses: dict[str, int] = {}
     for _, status, _bad in out:

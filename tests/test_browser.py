@@ -2,9 +2,6 @@
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,34 +9,19 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 playwright = pytest.importorskip("playwright.sync_api")
+
+from app.localserver import running_server  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason="headless Chromium not installed (.ci/run installs it)")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running_server() as (_proc, port):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
