@@ -25,6 +25,8 @@ GOLDEN = [
     # Mistral-7B-v0.1: every layer slides over 4096 tokens, so nothing grows past the window
     ("mistral-7b-v0.1", 32 * 8 * 256 * F16, 0, 0),
     ("mistral-7b-instruct-v0.3", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
+    # EXAONE-4.0: layer_types gives 3 sliding (4096-token window) : 1 full, 64 layers
+    ("exaone-4.0-32b", 64 * 8 * 256 * F16, 16 * 8 * 256 * F16, 0),
     # Mistral-Nemo: head_dim 128 given explicitly, not hidden/heads = 5120/32 = 160
     ("mistral-nemo-instruct-2407", 40 * 8 * 256 * F16, 40 * 8 * 256 * F16, 0),
     ("mixtral-8x7b-v0.1", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
