@@ -27,6 +27,10 @@ GOLDEN = [
     ("mistral-7b-instruct-v0.3", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
     # EXAONE-4.0: layer_types gives 3 sliding (4096-token window) : 1 full, 64 layers
     ("exaone-4.0-32b", 64 * 8 * 256 * F16, 16 * 8 * 256 * F16, 0),
+    # OLMo-3: layer_types gives 3 sliding (4096-token window) : 1 full, 64 layers
+    ("olmo-3.1-32b-instruct", 64 * 8 * 256 * F16, 16 * 8 * 256 * F16, 0),
+    # Devstral Small 2 (Mistral3 wrapper): the text_config's 40 layers, 8 KV heads × 128
+    ("devstral-small-2-24b-instruct", 40 * 8 * 256 * F16, 40 * 8 * 256 * F16, 0),
     # Mistral-Nemo: head_dim 128 given explicitly, not hidden/heads = 5120/32 = 160
     ("mistral-nemo-instruct-2407", 40 * 8 * 256 * F16, 40 * 8 * 256 * F16, 0),
     ("mixtral-8x7b-v0.1", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
