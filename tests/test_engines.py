@@ -203,6 +203,17 @@ def test_sglang_tokens_from_rest():
     assert r.log_lines[-1].startswith(f"KV Cache is allocated. #tokens: {r.kv_tokens}, K size:")
 
 
+def test_sglang_mla_pool_prints_one_kv_size():
+    # an MLA pool holds one latent per token: one "KV size" figure, (tokens + page) rows of
+    # 61 layers × 576 values × 2 bytes
+    r = engine_plan("sglang", req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB))
+    line = r.log_lines[-1]
+    assert line.startswith(f"KV Cache is allocated. #tokens: {r.kv_tokens}, KV size: ")
+    assert "K size" not in line
+    gb = float(line.split("KV size: ")[1].split()[0])
+    assert gb == round((r.kv_tokens + 1) * 61 * 576 * 2 / GiB, 2)
+
+
 def test_trtllm_rounds_up_to_whole_blocks():
     r = engine_plan("trtllm", req("qwen3-8b", gpu=None, kv_budget_bytes=4 * GiB))
     per_token = 36 * 8 * 256 * 2

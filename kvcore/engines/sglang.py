@@ -122,8 +122,11 @@ def plan(req: EngineRequest) -> EngineReport:
     max_ctx = largest(fits_len, 1 << 31)
     k_gb = (tokens + page) * kb / GiB
     v_gb = (tokens + page) * vb / GiB
-    lines = [f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, "
-             f"V size: {v_gb:.2f} GB"]
+    mla = any(g.kind == LayerKind.MLA for g in req.spec.groups)
+    # the MLA pool holds one latent per token and prints one figure (memory_pool.py)
+    lines = [f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_gb + v_gb:.2f} GB" if mla
+             else f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, "
+                  f"V size: {v_gb:.2f} GB"]
     if swa_tokens is not None:
         lines.insert(0, f"Use sliding window memory pool. full_layer_tokens={tokens}, "
                         f"swa_layer_tokens={swa_tokens}")
