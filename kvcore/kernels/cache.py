@@ -22,6 +22,11 @@ ROTATED = ("tbq4", "tbq3")
 #: streaming multiprocessors to fill (an H100/H200 has 132)
 SMS = 132
 LOG2E = 1.4426950408889634
+#: decode launch (block_n, num_warps) by K format at head_dim ≤ 128: the fastest measured on an
+#: H200 (bench/results/decode-sweep-h200-v4.json for the formats whose kernel has not changed
+#: since, the better of two per row in decode-h200-v5.json for tbq4, tbq3 and nvfp4)
+LAUNCH = {"f16": (32, 4), "bf16": (32, 4), "fp8_pth": (64, 8), "q8_0": (64, 4), "q4_0": (32, 4),
+          "tbq4": (32, 4), "tbq3": (64, 4), "nvfp4": (64, 4)}
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -253,10 +258,12 @@ class LayerCache:
         group = hq // self.kv_heads
         qpad = max(16, _pow2(group))
         dpow = tab["dpow"]
-        if block_n is None:
-            block_n = 64 if dpow <= 128 else max(16, 8192 // dpow)
-        if num_warps is None:
-            num_warps = 4 if dpow <= 256 else 8
+        if dpow <= 128:
+            bn, nw = LAUNCH.get(self.k.fmt, (64, 4))
+        else:
+            bn, nw = max(16, 8192 // dpow), 4 if dpow <= 256 else 8
+        block_n = bn if block_n is None else block_n
+        num_warps = nw if num_warps is None else num_warps
         if max_len is None:
             max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
