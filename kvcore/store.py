@@ -114,12 +114,17 @@ def list_measurements(path: Path | None = None, *,
     return out + extra
 
 
+def _on_gpu(item: dict[str, Any]) -> bool:
+    """A measurement made on a GPU ("cpu" and a tensor-parallel "2 × cpu" are not)."""
+    return str(item.get("device", "cpu")).split("× ")[-1] != "cpu"
+
+
 def find_measurement(model: str, kv_k: str, kv_v: str, context: int, sequences: int,
                      path: Path | None = None) -> dict[str, Any] | None:
     """The newest local GPU measurement of exactly this plan, else a bundled one, if any."""
     local = list_measurements(path)
     for item in [*reversed(local), *bundled_measurements()]:
         if (item["model"], item["kv_k"], item["kv_v"], item["context"], item["sequences"]) == (
-                model, kv_k, kv_v, context, sequences) and item["device"] != "cpu":
+                model, kv_k, kv_v, context, sequences) and _on_gpu(item):
             return dict(item)
     return None

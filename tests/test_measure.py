@@ -166,6 +166,24 @@ def test_tensor_parallel_ranks_hold_their_shard(capsys):
         assert rank["allocated_bytes"] == rank["predicted_bytes"] == 3 * 64 * 4 * 2 * 136
 
 
+def test_tensor_parallel_run_is_stored_as_one_measurement(tmp_path, capsys):
+    from kvcore.store import list_measurements
+
+    db = tmp_path / "m.sqlite3"
+    code = main(["measure", "qwen3-8b", "--kv", "q8_0", "--ctx", "64", "--device", "cpu",
+                 "--layers", "3", "--steps", "1", "--db", str(db), "--tp", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["id"] == 1
+    [row] = list_measurements(db)
+    assert row["device"] == "2 × cpu" and row["tp"] == 2
+    assert row["predicted_bytes"] == row["allocated_bytes"] == 2 * 3 * 64 * 4 * 2 * 136
+    assert [r["rank"] for r in row["ranks"]] == [0, 1]
+    # a CPU run never verifies a plan
+    from kvcore.store import find_measurement
+
+    assert find_measurement("qwen3-8b", "q8_0", "q8_0", 64, 1, db) is None
+
+
 def test_tp_needs_two_ranks():
     from kvcore.measure import measure_parallel
 
