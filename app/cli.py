@@ -336,6 +336,7 @@ def _measure_tp(args: argparse.Namespace, device: str) -> int:
     if args.db != "none":
         from pathlib import Path
 
+        from kvcore.measure import tp_record
         from kvcore.store import save_measurement
 
         data["id"] = save_measurement(tp_record(data), Path(args.db) if args.db else None)
@@ -347,29 +348,6 @@ def _measure_tp(args: argparse.Namespace, device: str) -> int:
             print(f"rank {r['rank']}: predicted {format_bytes(r['predicted_bytes'], 4)}, "
                   f"tensors hold {format_bytes(r['allocated_bytes'], 4)} ({same})")
     return 0
-
-
-def tp_record(data: dict[str, Any]) -> dict[str, Any]:
-    """One stored measurement for a tensor-parallel run: the whole cache (the ranks' sums)
-    on "N × card", with every rank's own figures kept under ``ranks``."""
-    ranks = data["ranks"]
-    first = ranks[0]
-
-    def total(key: str) -> int | None:
-        vals = [r.get(key) for r in ranks]
-        return None if any(v is None for v in vals) else sum(vals)
-    return {**{k: first[k] for k in ("model", "kv_k", "kv_v", "context", "sequences",
-                                      "layers_measured", "layers_total", "scale", "env")},
-            "device": f"{data['tp']} × {first['device']}", "tp": data["tp"],
-            "predicted_bytes": data["predicted_bytes"], "allocated_bytes": data["allocated_bytes"],
-            "allocator_bytes": total("allocator_bytes"),
-            "predicted_allocator_bytes": total("predicted_allocator_bytes"),
-            "allocator_reserved_bytes": total("allocator_reserved_bytes"),
-            "predicted_reserved_bytes": total("predicted_reserved_bytes"),
-            "driver_bytes": total("driver_bytes"),
-            "decode": {"seconds_per_step": max(r["decode"].get("seconds_per_step", 0)
-                                               for r in ranks)},
-            "ranks": ranks}
 
 
 def _measure(argv: list[str]) -> int:

@@ -30,7 +30,7 @@ from .formats import get_format
 from .kv import CacheOptions, cache_size
 from .model import LayerGroup, ModelSpec
 
-__all__ = ["Measurement", "allocator_prediction", "measure", "token_time"]
+__all__ = ["Measurement", "allocator_prediction", "measure", "token_time", "tp_record"]
 
 SMALL = 1 << 20
 LARGE = 10 << 20
@@ -464,6 +464,29 @@ def _env(device: str, torch: Any) -> dict[str, Any]:
     return env
 
 
+
+
+def tp_record(data: dict[str, Any]) -> dict[str, Any]:
+    """One stored measurement for a tensor-parallel run: the whole cache (the ranks' sums)
+    on "N × card", with every rank's own figures kept under ``ranks``."""
+    ranks = data["ranks"]
+    first = ranks[0]
+
+    def total(key: str) -> int | None:
+        vals = [r.get(key) for r in ranks]
+        return None if any(v is None for v in vals) else sum(v for v in vals if v is not None)
+    return {**{k: first[k] for k in ("model", "kv_k", "kv_v", "context", "sequences",
+                                      "layers_measured", "layers_total", "scale", "env")},
+            "device": f"{data['tp']} × {first['device']}", "tp": data["tp"],
+            "predicted_bytes": data["predicted_bytes"], "allocated_bytes": data["allocated_bytes"],
+            "allocator_bytes": total("allocator_bytes"),
+            "predicted_allocator_bytes": total("predicted_allocator_bytes"),
+            "allocator_reserved_bytes": total("allocator_reserved_bytes"),
+            "predicted_reserved_bytes": total("predicted_reserved_bytes"),
+            "driver_bytes": total("driver_bytes"),
+            "decode": {"seconds_per_step": max(r["decode"].get("seconds_per_step", 0)
+                                               for r in ranks)},
+            "ranks": ranks}
 
 
 def _rank_worker(rank: int, world: int, port: int, spec: ModelSpec, kwargs: dict[str, Any],
