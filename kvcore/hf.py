@@ -77,6 +77,7 @@ _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
     "linear_attention": LayerKind.LINEAR,
     "mamba": LayerKind.MAMBA,
     "mamba2": LayerKind.MAMBA,
+    "conv": LayerKind.CONV,
 }
 
 _MLA_TYPES = ("kv_lora_rank",)
@@ -351,6 +352,14 @@ def _gdn_state(r: _Reader) -> tuple[int, int, str]:
     return values, (kc - 1) * conv_width, f"delta {nv}×{dk}×{dv} + conv {kc - 1}×{conv_width}"
 
 
+def _conv_state(r: _Reader, hidden: int) -> tuple[int, int, str]:
+    """LFM2's gated short convolution: the last L_cache − 1 inputs of its conv_dim channels."""
+    width = r.opt_int("conv_dim", maximum=1 << 20) or hidden
+    kernel = r.get_int("conv_L_cache", maximum=1 << 10)
+    values = (kernel - 1) * width
+    return values, width, f"conv {kernel - 1}×{width}"
+
+
 def _is_lightning(model_type: str) -> bool:
     """MiniMax's linear layers are lightning attention (a kv state per head), not DeltaNet."""
     return model_type.startswith("minimax")
@@ -509,6 +518,15 @@ def _count_params(
     if n_experts > 1 and not moe_inter:
         moe_inter = inter
     dense_inter = r.opt_int("intermediate_size_mlp", 0) or inter
+    if r.get_bool("block_auto_adjust_ff_dim", False) and dense_inter:
+        # LFM2 sizes its SwiGLU as Llama did: 2/3 of the given width, times the multiplier,
+        # rounded up to a multiple of block_multiple_of
+        ff = int(2 * dense_inter / 3)
+        mult = cfg.get("block_ffn_dim_multiplier")
+        if isinstance(mult, (int, float)) and not isinstance(mult, bool) and mult > 0:
+            ff = int(mult * ff)
+        step = r.opt_int("block_multiple_of", 1, minimum=1) or 1
+        dense_inter = -(-ff // step) * step
     shared_inter = r.opt_int("shared_expert_intermediate_size", 0) or 0
     n_shared = r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0) or 0
     if n_shared and not shared_inter:
@@ -538,6 +556,12 @@ def _count_params(
         conv = 2 * nk * dk + nv * dv
         return hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + conv * kc + nv * dv * hidden
 
+    def short_conv() -> int:
+        # LFM2: in_proj to B, C and x; a depthwise conv of L_cache taps; out_proj
+        width = r.opt_int("conv_dim", maximum=1 << 20) or hidden
+        kernel = r.get_int("conv_L_cache", maximum=1 << 10)
+        return hidden * 3 * width + width * kernel + width * hidden
+
     def mamba() -> int:
         assert mamba_shape is not None
         d_inner, d_state = mamba_shape["d_inner"], mamba_shape["d_state"]
@@ -565,6 +589,8 @@ def _count_params(
                     mixer += gdn()
             elif kind is LayerKind.MAMBA:
                 mixer += mamba()
+            elif kind is LayerKind.CONV:
+                mixer += short_conv()
             else:
                 mixer += attention(kv_heads[i])
         if not layer_kinds and mt == "nemotron_h":
@@ -586,7 +612,8 @@ def _count_params(
         total += mixer + mlp_total + norms
         active += mixer + mlp_active + norms
 
-    tied = r.get_bool("tie_word_embeddings", False)
+    # LFM2 ties its embeddings unless told otherwise ("tie_embedding", default true)
+    tied = r.get_bool("tie_word_embeddings", r.get_bool("tie_embedding", mt == "lfm2"))
     embedding = vocab * hidden * (1 if tied else 2)
     encoder = _encoder_params(vision, hidden)
     mtp_layer = 0
@@ -706,6 +733,10 @@ def spec_from_config(
                 mamba_replicated = (mamba_shape["d_conv"] - 1) * 2 * mamba_shape["d_state"]
         else:
             mamba_split = (mamba_shape["d_inner"],)
+    conv_state = conv_width = 0
+    conv_detail = ""
+    if any(LayerKind.CONV in ks for ks in kinds_per_layer):
+        conv_state, conv_width, conv_detail = _conv_state(r, hidden)
     cross_tokens = 0
     if any(LayerKind.CROSS in ks for ks in kinds_per_layer):
         cross_tokens = _cross_tokens(vision)
@@ -715,7 +746,7 @@ def spec_from_config(
             return (kind, 1, mla_width, 0, None)
         if kind is LayerKind.LINEAR:
             return (kind, 0, 0, 0, None)
-        if kind is LayerKind.MAMBA:
+        if kind in (LayerKind.MAMBA, LayerKind.CONV):
             return (kind, 0, 0, 0, None)
         win = window if kind is LayerKind.SLIDING else chunk if kind is LayerKind.CHUNKED else None
         return (kind, kv_list[i], head_dim, head_dim, win)
@@ -736,11 +767,16 @@ def spec_from_config(
                               conv_state_values=(mamba_shape or {}).get("conv", 0),
                               state_detail=mamba_detail or "", mtp=mtp,
                               split_counts=mamba_split, replicated_conv_values=mamba_replicated)
+        if kind is LayerKind.CONV:
+            # the whole state is conv state (model dtype); its channels split over tp
+            return LayerGroup(kind, tuple(layers), state_values=conv_state,
+                              conv_state_values=conv_state, state_detail=conv_detail, mtp=mtp,
+                              split_counts=(conv_width,))
         return LayerGroup(kind, tuple(layers), n_kv_heads=heads, head_dim_k=dk, head_dim_v=dv,
                           window=win, mtp=mtp)
 
     order = [LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
-             LayerKind.CROSS, LayerKind.LINEAR, LayerKind.MAMBA]
+             LayerKind.CROSS, LayerKind.LINEAR, LayerKind.MAMBA, LayerKind.CONV]
     groups = [make_group(key, layers) for key, layers in
               sorted(buckets.items(), key=lambda kv_: (order.index(kv_[0][0]), kv_[1][0]))]
 

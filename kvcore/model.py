@@ -29,6 +29,8 @@ class LayerKind(StrEnum):
     LINEAR = "linear"
     #: a constant SSM + conv state per sequence (Mamba, Mamba2)
     MAMBA = "mamba"
+    #: a constant short-convolution state per sequence (LFM2's gated conv layers)
+    CONV = "conv"
 
     @property
     def is_attention(self) -> bool:
@@ -37,7 +39,7 @@ class LayerKind(StrEnum):
 
     @property
     def is_recurrent(self) -> bool:
-        return self in (LayerKind.LINEAR, LayerKind.MAMBA)
+        return self in (LayerKind.LINEAR, LayerKind.MAMBA, LayerKind.CONV)
 
 
 @dataclass(frozen=True)

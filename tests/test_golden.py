@@ -31,6 +31,9 @@ GOLDEN = [
     ("olmo-3.1-32b-instruct", 64 * 8 * 256 * F16, 16 * 8 * 256 * F16, 0),
     # Devstral Small 2 (Mistral3 wrapper): the text_config's 40 layers, 8 KV heads × 128
     ("devstral-small-2-24b-instruct", 40 * 8 * 256 * F16, 40 * 8 * 256 * F16, 0),
+    # LFM2: 6 attention layers (8 KV heads × 64) and 10 gated short-conv layers, each keeping
+    # the last conv_L_cache − 1 = 2 inputs of its 2048 channels
+    ("lfm2.5-vl-1.6b", 6 * 8 * 128 * F16, 6 * 8 * 128 * F16, 10 * 2 * 2048 * F32),
     # Mistral-Nemo: head_dim 128 given explicitly, not hidden/heads = 5120/32 = 160
     ("mistral-nemo-instruct-2407", 40 * 8 * 256 * F16, 40 * 8 * 256 * F16, 0),
     ("mixtral-8x7b-v0.1", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),

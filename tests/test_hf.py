@@ -87,7 +87,7 @@ def test_missing_gdn_field_is_named():
 
 def test_unknown_layer_type_is_an_error():
     cfg = real("gpt-oss-20b")
-    cfg["layer_types"][3] = "conv"
+    cfg["layer_types"][3] = "hyena"
     with pytest.raises(ConfigError, match=r"layer_types\[3\]"):
         spec(cfg)
 
@@ -215,3 +215,28 @@ def test_mamba_missing_state_field_is_named():
            "attn_layer_offset": 4, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_d_state": "x"}
     with pytest.raises(ConfigError, match="ssm_state_size"):
         spec(cfg)
+
+
+def test_lfm2_short_conv_layers_are_a_recurrent_state():
+    from kvcore import load_model
+    from kvcore.model import LayerKind
+    from kvcore.parallel import Parallel, rank_spec
+
+    spec = load_model("lfm2.5-vl-1.6b")
+    full, conv = spec.groups
+    assert full.kind is LayerKind.FULL and full.layers == (2, 5, 8, 10, 12, 14)
+    assert conv.kind is LayerKind.CONV and conv.count == 10 and conv.kind.is_recurrent
+    # the last conv_L_cache − 1 = 2 inputs of 2048 channels, all of it conv state
+    assert conv.state_values == conv.conv_state_values == 2 * 2048
+    # language model: tied 65536 × 2048 embedding; 6 attention layers (q, o 2048², k, v
+    # 2048 × 512); 10 conv layers (in_proj 2048 × 3·2048, 2048 × 3 taps, out_proj 2048²);
+    # SwiGLU auto-adjusted from 12288 to 2/3 = 8192; two norms a layer; final norm
+    hidden = 2048
+    attn = 2 * hidden * hidden + 2 * hidden * 512
+    conv_params = hidden * 3 * hidden + hidden * 3 + hidden * hidden
+    mlp = 3 * hidden * 8192
+    lm = 65536 * hidden + 6 * attn + 10 * conv_params + 16 * (mlp + 2 * hidden)
+    assert spec.params.total - spec.params.encoder in (lm, lm + hidden)
+    # tensor parallel splits the conv channels
+    half = rank_spec(spec, Parallel(tp=2)).groups[1]
+    assert half.state_values == 2048
