@@ -34,6 +34,10 @@ GOLDEN = [
     # LFM2: 6 attention layers (8 KV heads × 64) and 10 gated short-conv layers, each keeping
     # the last conv_L_cache − 1 = 2 inputs of its 2048 channels
     ("lfm2.5-vl-1.6b", 6 * 8 * 128 * F16, 6 * 8 * 128 * F16, 10 * 2 * 2048 * F32),
+    # Qwen3.5-9B: 8 full layers (4 KV heads × 256) + 24 Gated DeltaNet layers, each
+    # 32 value heads × 128 × 128 delta state + 3 × (2·16·128 + 32·128) conv state
+    ("qwen3.5-9b", 8 * 4 * 512 * F16, 8 * 4 * 512 * F16,
+     24 * (32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)) * F32),
     # Mistral-Nemo: head_dim 128 given explicitly, not hidden/heads = 5120/32 = 160
     ("mistral-nemo-instruct-2407", 40 * 8 * 256 * F16, 40 * 8 * 256 * F16, 0),
     ("mixtral-8x7b-v0.1", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
