@@ -78,7 +78,7 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--find-format", action="store_true",
                    help="list every KV format with whether it fits and its max context")
     g = p.add_argument_group("engine settings")
-    g.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM (0.92)")
+    g.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM (0.92 since v0.20.0; 0.9 before)")
     g.add_argument("--block-size", type=int, default=None, help="vLLM block size (16)")
     g.add_argument("--max-num-batched-tokens", type=int, default=None, help="vLLM (8192)")
     g.add_argument("--speculative-tokens", type=int, default=0, help="vLLM speculative tokens")
