@@ -8,9 +8,11 @@ listed after the local ones with ``"source": "bundled"`` and have no id.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sqlite3
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +74,8 @@ def save_measurement(data: dict[str, Any], path: Path | None = None) -> int:
         con.close()
 
 
-def bundled_measurements() -> list[dict[str, Any]]:
-    """The GPU measurements shipped with kvplan, oldest file first."""
+@cache
+def _bundled() -> tuple[dict[str, Any], ...]:
     from importlib import resources
 
     out: list[dict[str, Any]] = []
@@ -84,7 +86,13 @@ def bundled_measurements() -> list[dict[str, Any]]:
         for row in json.loads(item.read_text(encoding="utf-8")):
             if "error" not in row:
                 out.append({**row, "id": None, "source": "bundled"})
-    return out
+    return tuple(out)
+
+
+def bundled_measurements() -> list[dict[str, Any]]:
+    """The GPU measurements shipped with kvplan, oldest file first (read once per process;
+    each call gets its own copies)."""
+    return [copy.deepcopy(row) for row in _bundled()]
 
 
 def list_measurements(path: Path | None = None, *,
@@ -123,8 +131,9 @@ def find_measurement(model: str, kv_k: str, kv_v: str, context: int, sequences: 
                      path: Path | None = None) -> dict[str, Any] | None:
     """The newest local GPU measurement of exactly this plan, else a bundled one, if any."""
     local = list_measurements(path)
-    for item in [*reversed(local), *bundled_measurements()]:
+    for item in [*reversed(local), *_bundled()]:
         if (item["model"], item["kv_k"], item["kv_v"], item["context"], item["sequences"]) == (
                 model, kv_k, kv_v, context, sequences) and _on_gpu(item):
-            return dict(item)
+            found: dict[str, Any] = copy.deepcopy(item)
+            return found
     return None
