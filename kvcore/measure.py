@@ -377,8 +377,8 @@ def _time(fn: Callable[[], Any], device: str, steps: int, torch: Any) -> float:
 def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, context: int,
                  device: str, steps: int, torch: Any, progress: Any) -> dict[str, Any]:
     """Median seconds of one decode step over every measured attention layer, the layers run
-    back to back as a model runs them; fp16 SDPA timed on one layer of each group and counted
-    once per layer of it."""
+    back to back as a model runs them (and each layer kind's share timed the same way); fp16
+    SDPA timed on one layer of each group and counted once per layer of it."""
     timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list)]
     steps_fns: list[tuple[LayerGroup, Callable[[], Any]]] = []
     for group, cache, tokens in timed:
@@ -396,18 +396,23 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
             return c.decode_ref(q.float(), tb, ln)
         steps_fns.append((group, step))
 
-    per_group: dict[str, float] = {}
-    for n, (group, fn) in enumerate(steps_fns):
-        # each layer once, for the split between layer kinds
-        seconds = _time(fn, device, max(3, steps // 4), torch)
-        per_group[group.kind.value] = per_group.get(group.kind.value, 0.0) + seconds
-        _progress(n + 1, len(steps_fns) + 1, "timing decode", progress)
+    def back_to_back(fns: list[Callable[[], Any]]) -> Callable[[], None]:
+        def run() -> None:
+            for fn in fns:
+                fn()
+        return run
 
-    def whole_step() -> None:
-        for _g, fn in steps_fns:
-            fn()
-    total = _time(whole_step, device, steps, torch) if steps_fns else 0.0
-    _progress(len(steps_fns) + 1, len(steps_fns) + 1, "timing decode", progress)
+    # the layers of each kind back to back, for the split between kinds, then the whole step
+    kinds: dict[str, list[Callable[[], Any]]] = {}
+    for group, fn in steps_fns:
+        kinds.setdefault(group.kind.value, []).append(fn)
+    per_group: dict[str, float] = {}
+    for n, (kind, fns) in enumerate(kinds.items()):
+        per_group[kind] = _time(back_to_back(fns), device, max(3, steps // 4), torch)
+        _progress(n + 1, len(kinds) + 1, "timing decode", progress)
+    total = (_time(back_to_back([fn for _g, fn in steps_fns]), device, steps, torch)
+             if steps_fns else 0.0)
+    _progress(len(kinds) + 1, len(kinds) + 1, "timing decode", progress)
     cache_bytes = sum(c.nbytes for _g, c, _t in timed)
     out: dict[str, Any] = {"seconds_per_step": total, "cache_bytes": cache_bytes,
                            "per_kind_seconds": per_group}
