@@ -352,10 +352,15 @@ def _gdn_state(r: _Reader) -> tuple[int, int, str]:
     return values, (kc - 1) * conv_width, f"delta {nv}×{dk}×{dv} + conv {kc - 1}×{conv_width}"
 
 
+def _conv_shape(r: _Reader, hidden: int) -> tuple[int, int]:
+    """LFM2's gated short convolution: (channels, taps)."""
+    return (r.opt_int("conv_dim", maximum=1 << 20) or hidden,
+            r.get_int("conv_L_cache", maximum=1 << 10))
+
+
 def _conv_state(r: _Reader, hidden: int) -> tuple[int, int, str]:
-    """LFM2's gated short convolution: the last L_cache − 1 inputs of its conv_dim channels."""
-    width = r.opt_int("conv_dim", maximum=1 << 20) or hidden
-    kernel = r.get_int("conv_L_cache", maximum=1 << 10)
+    """The state of a short convolution: the last taps − 1 inputs of every channel."""
+    width, kernel = _conv_shape(r, hidden)
     values = (kernel - 1) * width
     return values, width, f"conv {kernel - 1}×{width}"
 
@@ -558,8 +563,7 @@ def _count_params(
 
     def short_conv() -> int:
         # LFM2: in_proj to B, C and x; a depthwise conv of L_cache taps; out_proj
-        width = r.opt_int("conv_dim", maximum=1 << 20) or hidden
-        kernel = r.get_int("conv_L_cache", maximum=1 << 10)
+        width, kernel = _conv_shape(r, hidden)
         return hidden * 3 * width + width * kernel + width * hidden
 
     def mamba() -> int:
