@@ -21,24 +21,18 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from decode import HKV, HQ, D, fill  # noqa: E402  (bench/decode.py, beside this file)
+
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 
-HQ, HKV, D = 32, 8, 128
 FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 CONFIGS = [(16, 4, 2), (32, 4, 2), (32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 8, 2), (128, 8, 2)]
 
 
 def build(fk: str, fv: str, batch: int, tokens: int) -> LayerCache:
     cache = LayerCache(fk, fv, batch, tokens, HKV, D, device="cuda")
-    chunk = 1 << 16
-    for b in range(batch):
-        for start in range(0, tokens, chunk):
-            n = min(chunk, tokens - start)
-            t = torch.arange(start, start + n, device="cuda")
-            cache.append(torch.randn(n, HKV, D, device="cuda", dtype=torch.float16),
-                         torch.randn(n, HKV, D, device="cuda", dtype=torch.float16),
-                         torch.full_like(t, b), t)
+    fill(cache, batch, tokens, torch.float16)
     return cache
 
 

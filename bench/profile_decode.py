@@ -18,20 +18,18 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from decode import HKV, HQ, D, fill  # noqa: E402  (bench/decode.py, beside this file)
+
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 
-HQ, HKV, D, B, T = 32, 8, 128, 8, 32768
+B, T = 8, 32768
 
 
 def main() -> None:
     formats = sys.argv[1:] or ["f16", "q4_0", "tbq4"]
     for fmt in formats:
         cache = LayerCache(fmt, fmt, B, T, HKV, D, device="cuda")
-        t = torch.arange(T, device="cuda")
-        for b in range(B):
-            cache.append(torch.randn(T, HKV, D, device="cuda", dtype=torch.float16),
-                         torch.randn(T, HKV, D, device="cuda", dtype=torch.float16),
-                         torch.full_like(t, b), t)
+        fill(cache, B, T, torch.float16)
         table = torch.arange(B, device="cuda", dtype=torch.int32).reshape(B, 1)
         seq = torch.full((B,), T, device="cuda", dtype=torch.int32)
         q = torch.randn(B, HQ, D, device="cuda", dtype=torch.float16)
