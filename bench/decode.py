@@ -11,12 +11,9 @@ times its attention layers.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +27,7 @@ from kvcore.kernels import ref  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.kv import geometry_bytes  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
 FORMATS = ["f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
@@ -99,7 +97,7 @@ def sdpa_time(batch: int, tokens: int) -> float:
 def render(result: dict) -> str:
     """The results table of a decode.json, in markdown."""
     env, bw = result["env"], result["bandwidth"]
-    lines = [f"GPU {env['gpu']} ({env['sms']} SMs), driver {env['driver'].splitlines()[0]}, "
+    lines = [f"GPU {env['gpu']} ({env['sms']} SMs), driver {str(env.get('driver') or 'unknown').splitlines()[0]}, "
              f"torch {env['torch']}, triton {env['triton']}, Python {env['python']}, "
              f"{env['date']}.", "",
              f"Measured in the same run: streaming read {bw['read_bytes_per_s'] / 1e12:.2f} TB/s,"
@@ -126,16 +124,7 @@ def main() -> None:
         print(render(json.loads(Path(args.render).read_text())))
         return
     formats = args.formats.split(",")
-    props = torch.cuda.get_device_properties(0)
-    try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True).stdout.strip()
-    except OSError:
-        driver = "unknown"
-    env = {"gpu": props.name, "sms": props.multi_processor_count,
-           "memory_bytes": props.total_memory, "driver": driver, "torch": torch.__version__,
-           "triton": triton.__version__, "python": platform.python_version(),
-           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    env = environment("cuda", torch)
     print(env, flush=True)
     bw = measure_bandwidth(torch)
     print({k: f"{v / 1e12:.2f} TB/s" for k, v in bw.items()}, flush=True)

@@ -25,6 +25,7 @@ from decode import HKV, HQ, D, fill  # noqa: E402  (bench/decode.py, beside this
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
 
 FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 CONFIGS = [(16, 4, 2), (32, 4, 2), (32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 8, 2), (128, 8, 2)]
@@ -52,6 +53,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
+    env = environment("cuda", torch)
     bw = measure_bandwidth(torch)["read_bytes_per_s"]
     rows = []
     out = Path(args.out)
@@ -77,7 +79,7 @@ def main() -> None:
                   f"{cache.nbytes / best[0] / 1e12:5.2f} TB/s ({cache.nbytes / best[0] / bw:5.1%})"
                   f" at {best[1]}", flush=True)
             out.mkdir(parents=True, exist_ok=True)
-            (out / "sweep.json").write_text(json.dumps({"read_bytes_per_s": bw, "rows": rows},
+            (out / "sweep.json").write_text(json.dumps({"env": env, "read_bytes_per_s": bw, "rows": rows},
                                                        indent=1))
             del cache
             torch.cuda.empty_cache()

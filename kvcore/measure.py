@@ -30,7 +30,8 @@ from .formats import get_format
 from .kv import CacheOptions, cache_size
 from .model import LayerGroup, ModelSpec
 
-__all__ = ["Measurement", "allocator_prediction", "measure", "token_time", "tp_record"]
+__all__ = ["Measurement", "allocator_prediction", "environment", "measure", "token_time",
+           "tp_record"]
 
 SMALL = 1 << 20
 LARGE = 10 << 20
@@ -217,7 +218,7 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
         predicted_reserved_bytes=pred_res if device == "cuda" else None,
         driver_bytes=reading["driver"], layers_measured=len(layers),
         layers_total=total_layers, scale=full / predicted if predicted else 1.0,
-        decode=decode, env=_env(device, torch), subset_reason=subset_reason)
+        decode=decode, env=environment(device, torch), subset_reason=subset_reason)
 
 
 #: memory kept free beside the cache: the fp16 SDPA baseline's K of one layer comes on top
@@ -451,9 +452,12 @@ def _device_name(device: str, torch: Any) -> str:
     return "cpu"
 
 
-def _env(device: str, torch: Any) -> dict[str, Any]:
+def environment(device: str, torch: Any) -> dict[str, Any]:
+    """What a measurement ran on: versions and date, and on a GPU the card (name, SMs,
+    memory), the CUDA runtime torch was built with and the driver nvidia-smi reports."""
     import datetime
     import platform
+    import subprocess
 
     env: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(),
                            "date": datetime.datetime.now(datetime.UTC).isoformat(
@@ -465,10 +469,17 @@ def _env(device: str, torch: Any) -> dict[str, Any]:
     except ImportError:
         env["triton"] = None
     if device == "cuda":
-        env["driver"] = torch.version.cuda
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        env.update(gpu=props.name, sms=props.multi_processor_count,
+                   memory_bytes=props.total_memory, cuda=torch.version.cuda)
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                                  "--format=csv,noheader"], capture_output=True, text=True,
+                                 timeout=30).stdout.split()
+            env["driver"] = out[0] if out else None
+        except (OSError, subprocess.SubprocessError):
+            env["driver"] = None
     return env
-
-
 
 
 def tp_record(data: dict[str, Any]) -> dict[str, Any]:
