@@ -35,35 +35,45 @@ FORMATS = ["f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 CONFIGS = [(32, 4, 2), (64, 4, 2)]
 
 
-def check_correctness() -> dict[str, float]:
-    """Each format on the GPU against the torch reference and exact attention (small shapes)."""
+def check_correctness() -> dict[str, dict[str, float]]:
+    """Each format on the GPU against the torch reference and exact attention (small shapes),
+    the PTX unpacking against the plain Triton path, and pages of 16 (several to a tile), 64
+    (several tiles to a page) and 50 (tiles straddle pages) against each other."""
     errs = {}
+    for fmt in FORMATS:
+        errs[fmt] = _check(fmt, 16)
+        for page in (64, 50):
+            errs[fmt][f"page_{page}_vs_reference"] = _check(fmt, page)["vs_reference"]
+    return errs
+
+
+def _check(fmt: str, page: int) -> dict[str, float]:
+    """One format with pages of ``page`` tokens under a shuffled block table."""
     g = torch.Generator(device="cuda").manual_seed(0)
     lens = [1000, 1, 777]
-    for fmt in FORMATS:
-        page = 16
-        pages_per = math.ceil(max(lens) / page)
-        table = torch.randperm(len(lens) * pages_per, device="cuda").reshape(len(lens), -1)
-        table = table.to(torch.int32)
-        cache = LayerCache(fmt, fmt, table.numel(), page, HKV, D, device="cuda")
-        dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
-        k = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).to(dtype)
-        v = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).to(dtype)
-        for b, n in enumerate(lens):
-            t = torch.arange(n, device="cuda")
-            cache.append(k[b, :n], v[b, :n], table[b, t // page].long(), t % page)
-        q = torch.randn(len(lens), HQ, D, device="cuda", generator=g).to(dtype)
-        seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
-        out = cache.decode(q, table, seq)
-        assert not torch.isnan(out).any(), fmt
-        expect = cache.decode_ref(q.float(), table, seq)
-        exact = ref.attention_ref(q.float(), k.permute(0, 2, 1, 3).float(),
-                                  v.permute(0, 2, 1, 3).float(), seq)
-        errs[fmt] = {
-            "vs_reference": float((out.double() - expect).norm() / expect.norm()),
-            "vs_exact": float((out.double() - exact).norm() / exact.norm()),
-        }
-    return errs
+    pages_per = math.ceil(max(lens) / page)
+    table = torch.randperm(len(lens) * pages_per, device="cuda").reshape(len(lens), -1)
+    table = table.to(torch.int32)
+    cache = LayerCache(fmt, fmt, table.numel(), page, HKV, D, device="cuda")
+    dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
+    k = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).to(dtype)
+    v = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).to(dtype)
+    for b, n in enumerate(lens):
+        t = torch.arange(n, device="cuda")
+        cache.append(k[b, :n], v[b, :n], table[b, t // page].long(), t % page)
+    q = torch.randn(len(lens), HQ, D, device="cuda", generator=g).to(dtype)
+    seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    out = cache.decode(q, table, seq)
+    assert not torch.isnan(out).any(), fmt
+    plain = cache.decode(q, table, seq, asm=False)
+    expect = cache.decode_ref(q.float(), table, seq)
+    exact = ref.attention_ref(q.float(), k.permute(0, 2, 1, 3).float(),
+                              v.permute(0, 2, 1, 3).float(), seq)
+    return {
+        "vs_reference": float((out.double() - expect).norm() / expect.norm()),
+        "vs_exact": float((out.double() - exact).norm() / exact.norm()),
+        "ptx_vs_plain": float((out.double() - plain.double()).norm() / plain.norm()),
+    }
 
 
 def fill(cache: LayerCache, batch: int, tokens: int, dtype: torch.dtype) -> float:

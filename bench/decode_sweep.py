@@ -21,14 +21,15 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, HQ, D, fill  # noqa: E402  (bench/decode.py, beside this file)
+from decode import HKV, HQ, D, fill, sdpa_time  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
-CONFIGS = [(16, 4, 2), (32, 4, 2), (32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 8, 2), (128, 8, 2)]
+CONFIGS = [(16, 4, 2), (32, 2, 2), (32, 4, 2), (32, 4, 3), (64, 4, 2), (64, 4, 3), (64, 4, 4),
+           (64, 8, 2), (128, 4, 2), (128, 8, 2)]
 
 
 def build(fk: str, fv: str, batch: int, tokens: int) -> LayerCache:
@@ -59,6 +60,10 @@ def main() -> None:
     out = Path(args.out)
     for batch in (1, 8):
         tokens = 131072
+        sdpa = sdpa_time(batch, tokens)
+        rows.append({"k": "sdpa_f16", "v": "sdpa_f16", "batch": batch, "tokens": tokens,
+                     "seconds": sdpa})
+        print(f"fp16 SDPA B={batch} {sdpa * 1e6:8.1f} us", flush=True)
         pairs = [(f, f) for f in FORMATS]
         pairs += [(f, "f16") for f in FORMATS[1:]] + [("f16", f) for f in FORMATS[1:]]
         for fk, fv in pairs:
@@ -77,7 +82,7 @@ def main() -> None:
             assert best is not None
             print(f"K {fk:8s} V {fv:8s} B={batch} best {best[0] * 1e6:8.1f} us "
                   f"{cache.nbytes / best[0] / 1e12:5.2f} TB/s ({cache.nbytes / best[0] / bw:5.1%})"
-                  f" at {best[1]}", flush=True)
+                  f" at {best[1]}, {sdpa / best[0]:.2f}x SDPA", flush=True)
             out.mkdir(parents=True, exist_ok=True)
             (out / "sweep.json").write_text(json.dumps({"env": env, "read_bytes_per_s": bw, "rows": rows},
                                                        indent=1))

@@ -189,11 +189,24 @@ class LayerCache:
         return (blocks @ (rot if back else rot.T)).reshape(*x.shape[:-1], dp)
 
     def _cent(self, fmt: str, half: bool = False) -> Any:
-        """The format's centroids: float32 for append, float16 for decode (read as is)."""
+        """The format's centroids: float32 for append; float16 for decode (read as is), the
+        16-level table followed by the decode kernel's byte tables (four int32: the low and
+        the high bytes of the eight positive centroids, four to a word)."""
+        torch = _torch()
         tab = self._tables()
         key = ("cent8" if fmt == "tbq3" else "cent16") + ("h" if half else "")
         if key not in tab:
-            tab[key] = tab[key[:-1]].half()
+            c = tab[key[:-1]].half()
+            if key == "cent16h":
+                bits = c[8:].view(torch.int16).to(torch.int32) & 0xFFFF
+                words = []
+                for part in (bits & 0xFF, bits >> 8):
+                    for q in range(2):
+                        b4 = part[4 * q:4 * q + 4]
+                        words.append(int(b4[0] | (b4[1] << 8) | (b4[2] << 16) | (b4[3] << 24)))
+                lut = torch.tensor(words, dtype=torch.int64).to(torch.int32)
+                c = torch.cat([c, lut.view(torch.float16).to(c.device)])
+            tab[key] = c
         return tab[key]
 
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
@@ -241,14 +254,16 @@ class LayerCache:
 
     def decode(self, q: Any, block_table: Any, seq_lens: Any, *, max_len: int | None = None,
                split_tokens: int | None = None, block_n: int | None = None,
-               num_warps: int | None = None, num_stages: int = 2, out: Any = None) -> Any:
+               num_warps: int | None = None, num_stages: int = 2, out: Any = None,
+               asm: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split so that batch × heads × splits fills the
         GPU about four times over (flash-decoding). Give ``max_len`` (the longest sequence)
         to avoid reading ``seq_lens`` back from the device. A rotated K format gets the query
         rotated once before the kernel; a rotated V format gets the output rotated back once
-        after the reduction.
+        after the reduction. ``asm`` (default: on a GPU) unpacks q4_0 and q8_0 with PTX;
+        without it the plain Triton path runs, which gives the same values.
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_kernel
 
@@ -268,7 +283,13 @@ class LayerCache:
             max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
             want = max(1, math.ceil(4 * SMS / max(1, bsz * self.kv_heads)))
-            split_tokens = max(block_n, math.ceil(max_len / want / block_n) * block_n)
+            split_tokens = max_len / want
+        # a split is whole tiles, so that no tile straddles two splits
+        split_tokens = max(block_n, math.ceil(split_tokens / block_n) * block_n)
+        ps = self.page_size
+        page_mode = 0 if ps % block_n == 0 else 1 if block_n % ps == 0 else 2
+        if asm is None:
+            asm = q.device.type == "cuda"
         n_splits = max(1, math.ceil(max_len / split_tokens))
         acc = self._workspace("acc", bsz * hq * n_splits * dpow, torch.float32, q.device)
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
@@ -298,7 +319,8 @@ class LayerCache:
             D=q_in.shape[-1], DPOW=dpow, DPK=self.k.padded_dim, DPV=self.v.padded_dim,
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
             XK0=width(ks[0]), XK1=width(k1), XV0=width(vs[0]), XV1=width(v1),
-            BLOCK_N=block_n, num_warps=num_warps, num_stages=num_stages)
+            BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
+            ASM=bool(asm), num_warps=num_warps, num_stages=num_stages)
         reduce_kernel[(bsz, self.kv_heads)](
             acc, ml, o_rot, n_splits, H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
             D=d_out, DPOW=dpow)

@@ -52,6 +52,9 @@ def lloyd_max(levels: int, sigma: float = 1 / math.sqrt(BLOCK), iters: int = 500
             cent = new
             break
         cent = new
+    # exactly symmetric, as N(0, σ²) is: c[i] = −c[levels − 1 − i]
+    half = [(cent[levels - 1 - i] - cent[i]) / 2 for i in range(levels // 2)]
+    cent = [-x for x in half] + [0.0] * (levels % 2) + half[::-1]
     return tuple(c * sigma for c in cent)
 
 

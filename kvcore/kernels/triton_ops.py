@@ -62,16 +62,105 @@ def _fp8(bits):
     return bits.to(tl.float8e4nv, bitcast=True).to(tl.float16)
 
 
+#: PTX for four q4_0 bytes → their four low and four high nibbles as float16, minus 8, times the
+#: block scale: each nibble is laid into the mantissa of 1024 (low) or 64 (high, 16× finer), and
+#: one subtraction per pair removes the bias. Two values per instruction, no integer-to-float
+#: conversion.
+Q4_0_ASM = tl.constexpr("""{
+.reg .b32 z, t0, t1, m;
+mov.b32 z, 0;
+prmt.b32 t0, $4, z, 0x4140;
+prmt.b32 t1, $4, z, 0x4342;
+mov.b32 m, 0x64086408;
+lop3.b32 $0, t0, 0x000F000F, 0x64006400, 0xea;
+lop3.b32 $1, t1, 0x000F000F, 0x64006400, 0xea;
+sub.rn.f16x2 $0, $0, m;
+sub.rn.f16x2 $1, $1, m;
+mul.rn.f16x2 $0, $0, $5;
+mul.rn.f16x2 $1, $1, $6;
+mov.b32 m, 0x54805480;
+lop3.b32 $2, t0, 0x00F000F0, 0x54005400, 0xea;
+lop3.b32 $3, t1, 0x00F000F0, 0x54005400, 0xea;
+sub.rn.f16x2 $2, $2, m;
+sub.rn.f16x2 $3, $3, m;
+mul.rn.f16x2 $2, $2, $5;
+mul.rn.f16x2 $3, $3, $6;
+}""")
+
+#: PTX for four q8_0 bytes → float16 times the block scale: the byte, offset by 128, becomes the
+#: low mantissa byte of 1024; subtracting 1152 leaves the signed value.
+Q8_0_ASM = tl.constexpr("""{
+.reg .b32 x, t, m;
+xor.b32 x, $2, 0x80808080;
+mov.b32 t, 0x64646464;
+mov.b32 m, 0x64806480;
+prmt.b32 $0, x, t, 0x5140;
+prmt.b32 $1, x, t, 0x7362;
+sub.rn.f16x2 $0, $0, m;
+sub.rn.f16x2 $1, $1, m;
+mul.rn.f16x2 $0, $0, $3;
+mul.rn.f16x2 $1, $1, $4;
+}""")
+
+#: PTX for four tbq4 bytes → their low and high nibbles' centroids (float16) times the block
+#: norm, looked up with byte permutes: the indices are sorted centroid ranks, the centroids
+#: symmetric (c[i] = −c[15 − i]), so rank i reads magnitude (i & 7) ^ (7 if i < 8) from two
+#: 8-entry byte tables (low and high bytes of c[8..15]: $7, $11 and $15, $19) and takes the
+#: sign from bit 3. Eight values in 25 instructions, no memory access.
+TBQ4_ASM = tl.constexpr("""{
+.reg .b32 f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1;
+shr.b32 f, $4, 3;
+lop3.b32 f, f, 0x11111111, 0, 0x0c;
+mul.lo.u32 f, f, 7;
+lop3.b32 m, $4, f, 0x77777777, 0x28;
+shr.b32 mh, m, 16;
+prmt.b32 l0, $7, $11, m;
+prmt.b32 h0, $15, $19, m;
+prmt.b32 l1, $7, $11, mh;
+prmt.b32 h1, $15, $19, mh;
+or.b32 n0, h0, 0x80808080;
+or.b32 n1, h1, 0x80808080;
+shr.b32 s0, $4, 1;
+shr.b32 s1, $4, 17;
+lop3.b32 s0, s0, 0x4444, 0x3210, 0xae;
+lop3.b32 s1, s1, 0x4444, 0x3210, 0xae;
+prmt.b32 h0, h0, n0, s0;
+prmt.b32 h1, h1, n1, s1;
+prmt.b32 $0, l0, h0, 0x6240;
+prmt.b32 $1, l1, h1, 0x6240;
+prmt.b32 $2, l0, h0, 0x7351;
+prmt.b32 $3, l1, h1, 0x7351;
+mul.rn.f16x2 $0, $0, $5;
+mul.rn.f16x2 $1, $1, $6;
+mul.rn.f16x2 $2, $2, $5;
+mul.rn.f16x2 $3, $3, $6;
+}""")
+
+
 @triton.jit
-def _tile_dims(FMT: tl.constexpr, DPOW: tl.constexpr):
-    """Head dimension held at each position of a tile as _tile returns it: the natural order
-    but for q4_0, whose byte j of a 32-block holds values j (low nibble) and j + 16 (high)."""
-    p = tl.arange(0, DPOW)
-    if FMT == 3:
-        i = p // 2
-        return (i // 16) * 32 + (i % 16) + (p % 2) * 16
+def _lut(CENT, FMT: tl.constexpr, ASM: tl.constexpr):
+    """The four byte tables of TBQ4_ASM, stored as int32 after the 16 float16 centroids."""
+    if FMT == 4 and ASM:
+        t = CENT.to(tl.pointer_type(tl.int32)) + 8
+        return tl.load(t), tl.load(t + 1), tl.load(t + 2), tl.load(t + 3)
     else:
-        return p
+        return 0, 0, 0, 0
+
+
+@triton.jit
+def _tile_dims(FMT: tl.constexpr, DPOW: tl.constexpr, PART: tl.constexpr):
+    """Head dimension held at each position of a tile as _tile or _halves returns it. Whole
+    tiles (PART 0) are in natural order; the 4-bit formats come as two half tiles of a byte's
+    low (PART 1) and high (PART 2) nibbles: q4_0's byte j of a 32-block holds values j and
+    j + 16, tbq4's and nvfp4's byte j values 2j and 2j + 1."""
+    if PART == 0:
+        return tl.arange(0, DPOW)
+    else:
+        j = tl.arange(0, DPOW // 2)
+        if FMT == 3:
+            return (j // 16) * 32 + (j % 16) + (PART - 1) * 16
+        else:
+            return 2 * j + (PART - 1)
 
 
 @triton.jit
@@ -79,13 +168,6 @@ def _blocks(x, scale, BN: tl.constexpr, DPOW: tl.constexpr, BS: tl.constexpr):
     """[BN, DPOW] values times their block's scale ([BN, DPOW // BS])."""
     xb = tl.reshape(x, (BN, DPOW // BS, BS))
     return tl.reshape(xb * scale[:, :, None], (BN, DPOW))
-
-
-@triton.jit
-def _nibbles(byte, BN: tl.constexpr, DPOW: tl.constexpr):
-    """[BN, DPOW // 2] bytes → [BN, DPOW] int32 nibbles, low nibble first."""
-    shift = (tl.arange(0, 2) * 4)[None, None, :]
-    return tl.reshape((byte.to(tl.int32)[:, :, None] >> shift) & 15, (BN, DPOW))
 
 
 @triton.jit
@@ -100,65 +182,103 @@ def _e2m1(code):
 
 
 @triton.jit
-def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, row, rmask, BN: tl.constexpr,
-          DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr):
-    """One K or V tile for ``BN`` cache rows, read straight from the packed planes: ([BN, DPOW]
-    values in _tile_dims order with every per-block scale applied, [BN] float32 per-row scale,
-    0 on masked rows). Nothing is shuffled: each format is unpacked in its storage order."""
-    r = row[:, None]
+def _planes(P0, P1, r, rmask, NB: tl.constexpr, BB: tl.constexpr, NBV: tl.constexpr,
+            X0: tl.constexpr, X1: tl.constexpr, FILL: tl.constexpr):
+    """Packed bytes as [BN, NB, BB] (BB bytes per scale block) and the block scales as
+    [BN, NB, 1]; NBV of the NB blocks hold data (the rest read as FILL, with scale 0)."""
+    nb = tl.arange(0, NB)[None, :, None]
+    j = tl.arange(0, BB)[None, None, :]
+    r3 = r[:, None, None]
+    m3 = rmask[:, None, None] & (nb < NBV)
+    byte = tl.load(P0 + r3 * X0 + nb * BB + j, mask=m3, other=FILL)
+    scale = tl.load(P1 + r3 * X1 + nb, mask=m3, other=0.0)
+    return byte, scale
+
+
+@triton.jit
+def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
+          DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
+          ASM: tl.constexpr):
+    """A whole K or V tile (f16, fp8_pth, q8_0, tbq3) for ``BN`` cache rows ``r`` of the
+    planes P0 and P1, read straight from the packed bytes: ([BN, DPOW] values with every
+    per-block scale applied, [BN] float32 per-row scale, 0 on masked rows)."""
     rm = rmask[:, None]
     if FMT == 0:
         w = tl.arange(0, DPOW)[None, :]
-        tile = tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0.0)
+        if DP == DPOW:
+            tile = tl.load(P0 + r[:, None] * X0 + w, mask=rm, other=0.0)
+        else:
+            tile = tl.load(P0 + r[:, None] * X0 + w, mask=rm & (w < DP), other=0.0)
         scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 1:
         w = tl.arange(0, DPOW)[None, :]
-        tile = _fp8(tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0))
-        scale = tl.load(P1 + row, mask=rmask, other=0.0)
+        tile = _fp8(tl.load(P0 + r[:, None] * X0 + w, mask=rm & (w < DP), other=0))
+        scale = tl.load(P1 + r, mask=rmask, other=0.0)
     elif FMT == 2:
-        w = tl.arange(0, DPOW)[None, :]
-        nb = tl.arange(0, DPOW // 32)[None, :]
-        raw = tl.load(P0 + r * X0 + w, mask=rm & (w < DP), other=0).to(tl.float16)
-        ds = tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 32), other=0.0)
-        tile = _blocks(raw, ds, BN, DPOW, 32)
-        scale = tl.where(rmask, 1.0, 0.0)
-    elif FMT == 3:
-        w = tl.arange(0, DPOW // 2)[None, :]
-        nb = tl.arange(0, DPOW // 32)[None, :]
-        byte = tl.load(P0 + r * X0 + w, mask=rm & (w < DP // 2), other=0x88)
-        raw = _nibbles(byte, BN, DPOW).to(tl.float16) - 8.0
-        ds = tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 32), other=0.0)
-        tile = _blocks(raw, ds, BN, DPOW, 32)
-        scale = tl.where(rmask, 1.0, 0.0)
-    elif FMT == 4 or FMT == 5:
-        nb = tl.arange(0, DPOW // 128)[None, :]
-        if FMT == 4:
-            w = tl.arange(0, DPOW // 2)[None, :]
-            byte = tl.load(P0 + r * X0 + w, mask=rm & (w < DP // 2), other=0)
-            idx = _nibbles(byte, BN, DPOW)
+        raw, ds = _planes(P0, P1, r, rmask, DPOW // 32, 32, DP // 32, X0, X1, 0)
+        if ASM:
+            val = tl.inline_asm_elementwise(Q8_0_ASM, "=r,=r,r,r,r", [raw, ds],
+                                            dtype=tl.float16, is_pure=True, pack=4)
         else:
-            g = tl.arange(0, DPOW // 8)[None, :]
-            gm = rm & (g < DP // 8)
-            base = P0 + r * X0 + g * 3
-            lane = (tl.load(base, mask=gm, other=0).to(tl.int32)
-                    | (tl.load(base + 1, mask=gm, other=0).to(tl.int32) << 8)
-                    | (tl.load(base + 2, mask=gm, other=0).to(tl.int32) << 16))
-            shift = (tl.arange(0, 8) * 3)[None, None, :]
-            idx = tl.reshape((lane[:, :, None] >> shift) & 7, (BN, DPOW))
-        raw = tl.load(CENT + idx).to(tl.float16)
-        norm = tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 128), other=0.0)
-        tile = _blocks(raw, norm, BN, DPOW, 128)
+            val = raw.to(tl.float16) * ds
+        tile = tl.reshape(val, (BN, DPOW))
         scale = tl.where(rmask, 1.0, 0.0)
     else:
-        w = tl.arange(0, DPOW // 2)[None, :]
-        nb = tl.arange(0, DPOW // 16)[None, :]
-        byte = tl.load(P0 + r * X0 + w, mask=rm & (w < DP // 2), other=0)
-        code = _nibbles(byte, BN, DPOW)
-        val = _e2m1(code)
-        sc = _fp8(tl.load(P1 + r * X1 + nb, mask=rm & (nb < DP // 16), other=0))
-        tile = _blocks(val, sc, BN, DPOW, 16)
-        scale = tl.where(rmask, tl.load(GS), 0.0)
+        nb = tl.arange(0, DPOW // 128)[None, :]
+        g = tl.arange(0, DPOW // 8)[None, :]
+        gm = rm & (g < DP // 8)
+        base = P0 + r[:, None] * X0 + g * 3
+        lane = (tl.load(base, mask=gm, other=0).to(tl.int32)
+                | (tl.load(base + 1, mask=gm, other=0).to(tl.int32) << 8)
+                | (tl.load(base + 2, mask=gm, other=0).to(tl.int32) << 16))
+        shift = (tl.arange(0, 8) * 3)[None, None, :]
+        idx = tl.reshape((lane[:, :, None] >> shift) & 7, (BN, DPOW))
+        raw = tl.load(CENT + idx)
+        norm = tl.load(P1 + r[:, None] * X1 + nb, mask=rm & (nb < DP // 128), other=0.0)
+        tile = _blocks(raw, norm, BN, DPOW, 128)
+        scale = tl.where(rmask, 1.0, 0.0)
     return tile, scale
+
+
+@triton.jit
+def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, lut, r, rmask, BN: tl.constexpr,
+            DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
+            ASM: tl.constexpr):
+    """A 4-bit K or V tile (q4_0, tbq4, nvfp4) as two [BN, DPOW // 2] halves, the low and the
+    high nibbles of each byte (_tile_dims gives their head dimensions), block scales applied,
+    and the [BN] float32 per-row scale. No nibble moves between lanes: each half is one
+    elementwise unpacking of the loaded bytes."""
+    if FMT == 3:
+        # a masked row reads code 0 with scale 0: its values are 0 like every other format's
+        byte, ds = _planes(P0, P1, r, rmask, DPOW // 32, 16, DP // 32, X0, X1, 0)
+        if ASM:
+            lo, hi = tl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [byte, ds],
+                                               dtype=(tl.float16, tl.float16), is_pure=True,
+                                               pack=4)
+        else:
+            b = byte.to(tl.int32)
+            lo = ((b & 15).to(tl.float16) - 8.0) * ds
+            hi = ((b >> 4).to(tl.float16) - 8.0) * ds
+        scale = tl.where(rmask, 1.0, 0.0)
+    elif FMT == 4:
+        byte, norm = _planes(P0, P1, r, rmask, DPOW // 128, 64, DP // 128, X0, X1, 0)
+        if ASM:
+            lo, hi = tl.inline_asm_elementwise(
+                TBQ4_ASM, "=r,=r,=r,=r" + ",r" * 19, [byte, norm, lut[0], lut[1], lut[2], lut[3]],
+                dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+        else:
+            b = byte.to(tl.int32)
+            lo = tl.load(CENT + (b & 15)) * norm
+            hi = tl.load(CENT + (b >> 4)) * norm
+        scale = tl.where(rmask, 1.0, 0.0)
+    else:
+        byte, sc = _planes(P0, P1, r, rmask, DPOW // 16, 8, DP // 16, X0, X1, 0)
+        s = _fp8(sc)
+        b = byte.to(tl.int32)
+        lo = _e2m1(b & 15) * s
+        hi = _e2m1(b >> 4) * s
+        scale = tl.where(rmask, tl.load(GS), 0.0)
+    return tl.reshape(lo, (BN, DPOW // 2)), tl.reshape(hi, (BN, DPOW // 2)), scale
 
 
 @triton.jit
@@ -174,6 +294,41 @@ def softmax_step(scores, valid, m_i, l_i):
 
 
 @triton.jit
+def _rows(BLOCK_TABLE, b, stride_bt, h, n0, end, PAGE, pg, off, H_KV: tl.constexpr,
+          BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr):
+    """Rows of the tile of tokens n0 … n0 + BLOCK_N (token positions are int32): (first row,
+    [BLOCK_N] row offsets from it, [BLOCK_N] mask). PAGE_MODE 0: a tile never crosses a page
+    (PAGE is a multiple of BLOCK_N): the tile is rows off … off + BLOCK_N of block-table entry
+    pg, so the offsets are loop-invariant. 1: PAGE_C (compile-time) divides BLOCK_N. 2: any
+    PAGE."""
+    i = tl.arange(0, BLOCK_N)
+    rmask = n0 + i < end
+    if PAGE_MODE == 0:
+        page = tl.load(BLOCK_TABLE + b * stride_bt + pg).to(tl.int64)
+        first = (page * H_KV + h) * PAGE + off
+        return first, i, rmask
+    else:
+        t = n0 + i
+        if PAGE_MODE == 1:
+            page = tl.load(BLOCK_TABLE + b * stride_bt + t // PAGE_C, mask=rmask, other=0)
+            row = (page.to(tl.int64) * H_KV + h) * PAGE_C + t % PAGE_C
+        else:
+            page = tl.load(BLOCK_TABLE + b * stride_bt + t // PAGE, mask=rmask, other=0)
+            row = (page.to(tl.int64) * H_KV + h) * PAGE + t % PAGE
+        return 0, row, rmask
+
+
+@triton.jit
+def _q(Q, qrow, qmask_rows, qk_scale, FMT: tl.constexpr, DPOW: tl.constexpr, D: tl.constexpr,
+       PART: tl.constexpr, DT: tl.constexpr):
+    """The query rows at the head dimensions of a tile part, scaled, in the tile's dtype."""
+    kd = _tile_dims(FMT, DPOW, PART)
+    q = tl.load(Q + qrow[:, None] * D + kd[None, :], mask=qmask_rows[:, None] & (kd[None, :] < D),
+                other=0.0).to(tl.float32)
+    return (q * qk_scale).to(DT)
+
+
+@triton.jit
 def decode_split_kernel(
     Q, ACC, ML,
     K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V,
@@ -182,49 +337,88 @@ def decode_split_kernel(
     D: tl.constexpr, DPOW: tl.constexpr, DPK: tl.constexpr, DPV: tl.constexpr,
     FMT_K: tl.constexpr, FMT_V: tl.constexpr,
     XK0: tl.constexpr, XK1: tl.constexpr, XV0: tl.constexpr, XV1: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr, ASM: tl.constexpr,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
-    attend over SPLIT tokens; partial output, running max and sum go to ACC and ML (base-2
-    exponents: qk_scale carries log2 e). Q is already rotated for a rotated K format. PAGE and
-    SPLIT are run-time values, so a new context length or page size compiles nothing."""
-    b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
-    sp = tl.program_id(2).to(tl.int64)
-    seq_len = tl.load(SEQ_LENS + b).to(tl.int64)
+    attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
+    ACC and ML (base-2 exponents: qk_scale carries log2 e). Q is already rotated for a rotated K
+    format. PAGE and SPLIT are run-time values, so a new context length compiles nothing. The
+    4-bit formats are read as two half tiles (low and high nibbles), each with its own product:
+    no nibble is moved between lanes. ASM: unpack with PTX (a GPU; the interpreter takes the
+    plain path, which gives the same float16 values)."""
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    sp = tl.program_id(2)
+    seq_len = tl.load(SEQ_LENS + b)
     start = sp * SPLIT
     end = tl.minimum(start + SPLIT, seq_len)
     rows = tl.arange(0, QPAD)
     qrow = (b * H_KV + h) * GROUP + rows
-    kd = _tile_dims(FMT_K, DPOW)
-    qmask = (rows[:, None] < GROUP) & (kd[None, :] < D)
-    q = tl.load(Q + qrow[:, None] * D + kd[None, :], mask=qmask, other=0.0).to(tl.float32)
-    q = q * qk_scale
+    qmask = rows < GROUP
+    HK: tl.constexpr = FMT_K == 3 or FMT_K == 4 or FMT_K == 6
+    HV: tl.constexpr = FMT_V == 3 or FMT_V == 4 or FMT_V == 6
     if FMT_K == 0:  # noqa: SIM108 (a compile-time branch)
-        qk = q.to(K0.dtype.element_ty)
+        KT = K0.dtype.element_ty
     else:
-        qk = q.to(tl.float16)
+        KT = tl.float16
+    if HK:
+        qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 1, KT)
+        qb = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 2, KT)
+    else:
+        qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 0, KT)
+        qb = qa
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
-    acc = tl.zeros([QPAD, DPOW], tl.float32)
+    if HV:
+        acc_a = tl.zeros([QPAD, DPOW // 2], tl.float32)
+        acc_b = tl.zeros([QPAD, DPOW // 2], tl.float32)
+    else:
+        acc_a = tl.zeros([QPAD, DPOW], tl.float32)
+        acc_b = acc_a
+    hh = h.to(tl.int64)
+    lk = _lut(CENT_K, FMT_K, ASM)
+    lv = _lut(CENT_V, FMT_V, ASM)
+    # block-table entry and row within the page of the current tile (PAGE_MODE 0), advanced
+    # without a division per tile
+    pg = start // PAGE
+    off = start - pg * PAGE
     for n0 in range(start, end, BLOCK_N):
-        offs = n0 + tl.arange(0, BLOCK_N)
-        nmask = offs < end
-        page = tl.load(BLOCK_TABLE + b * stride_bt + offs // PAGE, mask=nmask, other=0)
-        row = (page.to(tl.int64) * H_KV + h) * PAGE + offs % PAGE
-        k, ks = _tile(FMT_K, K0, K1, KGS, CENT_K, row, nmask, BLOCK_N, DPOW, DPK,
-                      XK0, XK1)
-        p, alpha, m_i, l_i = softmax_step(tl.dot(qk, tl.trans(k)) * ks[None, :], nmask, m_i,
-                                          l_i)
-        v, vs = _tile(FMT_V, V0, V1, VGS, CENT_V, row, nmask, BLOCK_N, DPOW, DPV,
-                      XV0, XV1)
-        acc = acc * alpha[:, None] + tl.dot((p * vs[None, :]).to(v.dtype), v)
-    omask = rows < GROUP
-    base = qrow * n_splits + sp
-    vd = _tile_dims(FMT_V, DPOW)
-    tl.store(ACC + base[:, None] * DPOW + vd[None, :], acc, mask=omask[:, None])
-    tl.store(ML + base * 2, m_i, mask=omask)
-    tl.store(ML + base * 2 + 1, l_i, mask=omask)
+        first, r, nmask = _rows(BLOCK_TABLE, b, stride_bt, hh, n0, end, PAGE, pg, off, H_KV,
+                                BLOCK_N, PAGE_MODE, PAGE_C)
+        off += BLOCK_N
+        wrap = off >= PAGE
+        pg += wrap.to(tl.int32)
+        off -= wrap.to(tl.int32) * PAGE
+        if HK:
+            ka, kb, ks = _halves(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, lk, r,
+                                 nmask, BLOCK_N, DPOW, DPK, XK0, XK1, ASM)
+            s = tl.dot(qb, tl.trans(kb), tl.dot(qa, tl.trans(ka)))
+        else:
+            k, ks = _tile(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r, nmask,
+                          BLOCK_N, DPOW, DPK, XK0, XK1, ASM)
+            s = tl.dot(qa, tl.trans(k))
+        p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
+        if HV:
+            va, vb, vs = _halves(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, lv, r,
+                                 nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM)
+            pv = (p * vs[None, :]).to(va.dtype)
+            acc_a = acc_a * alpha[:, None] + tl.dot(pv, va)
+            acc_b = acc_b * alpha[:, None] + tl.dot(pv, vb)
+        else:
+            v, vs = _tile(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r, nmask,
+                          BLOCK_N, DPOW, DPV, XV0, XV1, ASM)
+            acc_a = acc_a * alpha[:, None] + tl.dot((p * vs[None, :]).to(v.dtype), v)
+    base = qrow.to(tl.int64) * n_splits + sp
+    if HV:
+        da = _tile_dims(FMT_V, DPOW, 1)
+        db = _tile_dims(FMT_V, DPOW, 2)
+        tl.store(ACC + base[:, None] * DPOW + da[None, :], acc_a, mask=qmask[:, None])
+        tl.store(ACC + base[:, None] * DPOW + db[None, :], acc_b, mask=qmask[:, None])
+    else:
+        tl.store(ACC + base[:, None] * DPOW + tl.arange(0, DPOW)[None, :], acc_a,
+                 mask=qmask[:, None])
+    tl.store(ML + base * 2, m_i, mask=qmask)
+    tl.store(ML + base * 2 + 1, l_i, mask=qmask)
 
 
 @triton.jit

@@ -1,0 +1,183 @@
+"""The decode kernel's PTX unpackers, run on the CPU by a small emulator of the instructions they
+use, against the plain Triton path's arithmetic: every byte value in every position of a word.
+
+The interpreter cannot run inline assembly, so without this a wrong selector or constant would
+only show on a GPU. The emulator follows the PTX ISA: prmt in its default mode (a selector
+nibble with bit 3 set replicates the sign of the byte it picks), lop3's truth table indexed by
+(a, b, c) bits, logical shr, and float16x2 arithmetic rounded to nearest even.
+"""
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("triton")
+
+from kvcore.kernels import codebook  # noqa: E402
+from kvcore.kernels.triton_ops import Q4_0_ASM, Q8_0_ASM, TBQ4_ASM  # noqa: E402
+
+M32 = 0xFFFFFFFF
+
+
+def _halves(x: int) -> np.ndarray:
+    return np.array([x & 0xFFFF, x >> 16], dtype=np.uint16).view(np.float16)
+
+
+def _word(h: np.ndarray) -> int:
+    u = h.astype(np.float16).view(np.uint16)
+    return int(u[0]) | (int(u[1]) << 16)
+
+
+def _prmt(a: int, b: int, c: int) -> int:
+    src = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
+    out = 0
+    for k in range(4):
+        sel = (c >> (4 * k)) & 0xF
+        byte = src[sel & 7]
+        if sel & 8:
+            byte = 0xFF if byte & 0x80 else 0
+        out |= byte << (8 * k)
+    return out
+
+
+def _lop3(a: int, b: int, c: int, lut: int) -> int:
+    out = 0
+    for bit in range(32):
+        idx = (((a >> bit) & 1) << 2) | (((b >> bit) & 1) << 1) | ((c >> bit) & 1)
+        out |= ((lut >> idx) & 1) << bit
+    return out
+
+
+def run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
+    """Execute the block on ``regs`` ($N operands and locals, 32-bit ints); returns them all."""
+    regs = dict(regs)
+
+    def val(tok: str) -> int:
+        tok = tok.strip()
+        if tok in regs:
+            return regs[tok]
+        return int(tok, 0) & M32
+
+    body = asm.strip().strip("{}")
+    for line in body.split(";"):
+        line = line.strip()
+        if not line or line.startswith(".reg"):
+            continue
+        op, rest = line.split(None, 1)
+        args = [t.strip() for t in rest.split(",")]
+        d, srcs = args[0], [val(t) for t in args[1:]]
+        if op == "mov.b32":
+            r = srcs[0]
+        elif op == "prmt.b32":
+            r = _prmt(*srcs)
+        elif op == "lop3.b32":
+            r = _lop3(*srcs)
+        elif op == "shr.b32":
+            r = srcs[0] >> srcs[1]
+        elif op == "mul.lo.u32":
+            r = (srcs[0] * srcs[1]) & M32
+        elif op == "or.b32":
+            r = srcs[0] | srcs[1]
+        elif op == "xor.b32":
+            r = srcs[0] ^ srcs[1]
+        elif op in ("sub.rn.f16x2", "mul.rn.f16x2"):
+            x, y = _halves(srcs[0]).astype(np.float32), _halves(srcs[1]).astype(np.float32)
+            # float16 × float16 and float16 − float16 are exact in float32: one rounding
+            r = _word((x - y if op.startswith("sub") else x * y).astype(np.float16))
+        else:
+            raise AssertionError(f"the emulator does not know {op}")
+        regs[d] = r & M32
+    return regs
+
+
+def _words() -> list[int]:
+    """Every byte value in every byte position of a word, with varied neighbours."""
+    rng = np.random.default_rng(0)
+    out = []
+    for pos in range(4):
+        for v in range(256):
+            w = int(rng.integers(0, 1 << 32))
+            out.append((w & ~(0xFF << (8 * pos)) | (v << (8 * pos))) & M32)
+    return out
+
+
+def _bytes(w: int) -> list[int]:
+    return [(w >> (8 * i)) & 0xFF for i in range(4)]
+
+
+def _out(regs: dict[str, int], *names: str) -> np.ndarray:
+    return np.concatenate([_halves(regs[n]) for n in names])
+
+
+SCALES = (np.float16(0.0137), np.float16(-3.25), np.float16(1.0))
+
+
+def _scale_regs(s: np.float16) -> dict[str, int]:
+    # the same block scale for the four elements, as _planes broadcasts it
+    w = _word(np.array([s, s], dtype=np.float16))
+    return {"$5": w, "$6": w}
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_q4_0_unpacker_matches_the_plain_path(scale):
+    for w in _words():
+        regs = run_ptx(Q4_0_ASM.value, {"$4": w, **_scale_regs(scale)})
+        b = np.array(_bytes(w))
+        lo = ((b & 15).astype(np.float16) - np.float16(8)) * scale
+        hi = ((b >> 4).astype(np.float16) - np.float16(8)) * scale
+        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16),
+                              lo.astype(np.float16).view(np.uint16)), hex(w)
+        assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16),
+                              hi.astype(np.float16).view(np.uint16)), hex(w)
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_q8_0_unpacker_matches_the_plain_path(scale):
+    sr = _scale_regs(scale)
+    for w in _words():
+        regs = run_ptx(Q8_0_ASM.value, {"$2": w, "$3": sr["$5"], "$4": sr["$6"]})
+        b = np.array(_bytes(w), dtype=np.uint8).view(np.int8)
+        expect = (b.astype(np.float16) * scale).astype(np.float16)
+        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16), expect.view(np.uint16))
+
+
+def _tbq4_tables(cent: np.ndarray) -> dict[str, int]:
+    bits = cent[8:].astype(np.float16).view(np.uint16).astype(np.int64)
+    words = []
+    for part in (bits & 0xFF, bits >> 8):
+        for q in range(2):
+            b4 = part[4 * q:4 * q + 4]
+            words.append(int(b4[0] | (b4[1] << 8) | (b4[2] << 16) | (b4[3] << 24)))
+    # each scalar input fills the four registers of its pack; the block reads the first
+    return {"$7": words[0], "$11": words[1], "$15": words[2], "$19": words[3]}
+
+
+def test_tbq4_codebook_is_exactly_symmetric():
+    # the unpacker reads one half of the codebook and takes the sign from the index
+    for levels in (8, 16):
+        c = np.array(codebook.lloyd_max(levels))
+        assert np.array_equal(c, -c[::-1])
+        h = c.astype(np.float16)
+        assert np.array_equal(h, -h[::-1])
+
+
+@pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(13.5)))
+def test_tbq4_unpacker_matches_the_table_lookup(norm):
+    cent = np.array(codebook.lloyd_max(16)).astype(np.float16)
+    tables = _tbq4_tables(cent)
+    for w in _words():
+        regs = run_ptx(TBQ4_ASM.value, {"$4": w, **_scale_regs(norm), **tables})
+        b = np.array(_bytes(w))
+        lo = (cent[b & 15].astype(np.float32) * np.float32(norm)).astype(np.float16)
+        hi = (cent[b >> 4].astype(np.float32) * np.float32(norm)).astype(np.float16)
+        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16), lo.view(np.uint16)), hex(w)
+        assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16), hi.view(np.uint16)), hex(w)
+
+
+def test_the_emulator_knows_every_instruction_used():
+    ops = set()
+    for asm in (Q4_0_ASM.value, Q8_0_ASM.value, TBQ4_ASM.value):
+        ops |= {m.group(1) for m in re.finditer(r"^\s*([a-z][\w.]*)\s", asm, re.M)}
+    assert ops - {".reg"} <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "mul.lo.u32",
+                              "or.b32", "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2"}
