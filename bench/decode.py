@@ -25,14 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvcore.kernels import ref  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
-from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.kernels.cache import LAUNCH, LayerCache  # noqa: E402
 from kvcore.kv import geometry_bytes  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
 FORMATS = ["f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
-#: decode kernel launch configurations tried per shape (block_n, num_warps, num_stages)
-CONFIGS = [(32, 4, 2), (64, 4, 2)]
+#: decode kernel launch configurations tried per shape (block_n, num_warps, num_stages), besides
+#: the format's default (kvcore.kernels.cache.LAUNCH)
+CONFIGS = [(64, 4, 2), (128, 4, 2)]
 
 
 def check_correctness() -> dict[str, dict[str, float]]:
@@ -157,7 +158,7 @@ def main() -> None:
             q = torch.randn(batch, HQ, D, device="cuda", dtype=dtype)
             out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
             best = None
-            for block_n, warps, stages in CONFIGS:
+            for block_n, warps, stages in dict.fromkeys([LAUNCH[fmt], *CONFIGS]):
                 try:
                     t_c = triton.testing.do_bench(
                         lambda c=cache, q=q, tb=table, sl=seq, bn=block_n, w=warps, st=stages,

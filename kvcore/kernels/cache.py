@@ -22,11 +22,10 @@ ROTATED = ("tbq4", "tbq3")
 #: streaming multiprocessors to fill (an H100/H200 has 132)
 SMS = 132
 LOG2E = 1.4426950408889634
-#: decode launch (block_n, num_warps) by K format at head_dim ≤ 128: the fastest measured on an
-#: H200 (bench/results/decode-sweep-h200-v4.json for the formats whose kernel has not changed
-#: since, the better of two per row in decode-h200-v5.json for tbq4, tbq3 and nvfp4)
-LAUNCH = {"f16": (32, 4), "bf16": (32, 4), "fp8_pth": (64, 8), "q8_0": (64, 4), "q4_0": (32, 4),
-          "tbq4": (32, 4), "tbq3": (64, 4), "nvfp4": (64, 4)}
+#: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128: the best over
+#: batch 1 and 8 at 131,072 tokens on an H200 (bench/results/decode-sweep-h200-v7.json)
+LAUNCH = {"f16": (32, 2, 2), "bf16": (32, 2, 2), "fp8_pth": (128, 4, 2), "q8_0": (32, 2, 2),
+          "q4_0": (64, 4, 3), "tbq4": (64, 4, 2), "tbq3": (128, 4, 2), "nvfp4": (128, 8, 2)}
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -189,24 +188,11 @@ class LayerCache:
         return (blocks @ (rot if back else rot.T)).reshape(*x.shape[:-1], dp)
 
     def _cent(self, fmt: str, half: bool = False) -> Any:
-        """The format's centroids: float32 for append; float16 for decode (read as is), the
-        16-level table followed by the decode kernel's byte tables (four int32: the low and
-        the high bytes of the eight positive centroids, four to a word)."""
-        torch = _torch()
+        """The format's centroids: float32 for append, float16 for decode (read as is)."""
         tab = self._tables()
         key = ("cent8" if fmt == "tbq3" else "cent16") + ("h" if half else "")
         if key not in tab:
-            c = tab[key[:-1]].half()
-            if key == "cent16h":
-                bits = c[8:].view(torch.int16).to(torch.int32) & 0xFFFF
-                words = []
-                for part in (bits & 0xFF, bits >> 8):
-                    for q in range(2):
-                        b4 = part[4 * q:4 * q + 4]
-                        words.append(int(b4[0] | (b4[1] << 8) | (b4[2] << 16) | (b4[3] << 24)))
-                lut = torch.tensor(words, dtype=torch.int64).to(torch.int32)
-                c = torch.cat([c, lut.view(torch.float16).to(c.device)])
-            tab[key] = c
+            tab[key] = tab[key[:-1]].half()
         return tab[key]
 
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
@@ -254,7 +240,7 @@ class LayerCache:
 
     def decode(self, q: Any, block_table: Any, seq_lens: Any, *, max_len: int | None = None,
                split_tokens: int | None = None, block_n: int | None = None,
-               num_warps: int | None = None, num_stages: int = 2, out: Any = None,
+               num_warps: int | None = None, num_stages: int | None = None, out: Any = None,
                asm: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
@@ -274,11 +260,12 @@ class LayerCache:
         qpad = max(16, _pow2(group))
         dpow = tab["dpow"]
         if dpow <= 128:
-            bn, nw = LAUNCH.get(self.k.fmt, (64, 4))
+            bn, nw, ns = LAUNCH.get(self.k.fmt, (64, 4, 2))
         else:
-            bn, nw = max(16, 8192 // dpow), 4 if dpow <= 256 else 8
+            bn, nw, ns = max(16, 8192 // dpow), 4 if dpow <= 256 else 8, 2
         block_n = bn if block_n is None else block_n
         num_warps = nw if num_warps is None else num_warps
+        num_stages = ns if num_stages is None else num_stages
         if max_len is None:
             max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:

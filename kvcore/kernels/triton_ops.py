@@ -8,8 +8,13 @@ All address arithmetic is int64.
 
 from __future__ import annotations
 
+import struct
+
 import triton
 import triton.language as tl
+
+from .codebook import lloyd_max
+from .ref import E2M1
 
 FMT_CODES = {"f16": 0, "bf16": 0, "fp8_pth": 1, "q8_0": 2, "q4_0": 3, "tbq4": 4, "tbq3": 5,
              "nvfp4": 6}
@@ -102,22 +107,39 @@ mul.rn.f16x2 $0, $0, $3;
 mul.rn.f16x2 $1, $1, $4;
 }""")
 
-#: PTX for four tbq4 bytes → their low and high nibbles' centroids (float16) times the block
-#: norm, looked up with byte permutes: the indices are sorted centroid ranks, the centroids
-#: symmetric (c[i] = −c[15 − i]), so rank i reads magnitude (i & 7) ^ (7 if i < 8) from two
-#: 8-entry byte tables (low and high bytes of c[8..15]: $7, $11 and $15, $19) and takes the
-#: sign from bit 3. Eight values in 25 instructions, no memory access.
-TBQ4_ASM = tl.constexpr("""{
-.reg .b32 f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1;
+def byte_tables(values: list[float]) -> tuple[int, int, int, int]:
+    """Eight float16 values as four prmt tables: their low bytes (two words) and their high
+    bytes (two words), entry k in byte k % 4 of word k // 4."""
+    bits = [struct.unpack("<H", struct.pack("<e", v))[0] for v in values]
+    words = []
+    for part in ([b & 0xFF for b in bits], [b >> 8 for b in bits]):
+        for q in (0, 4):
+            words.append(sum(part[q + i] << (8 * i) for i in range(4)))
+    return words[0], words[1], words[2], words[3]
+
+
+def _tbq4_asm() -> str:
+    """PTX for four tbq4 bytes → their low and high nibbles' centroids (float16) times the block
+    norm, looked up with byte permutes. The indices are sorted centroid ranks and the codebook
+    is symmetric (c[i] = −c[15 − i]), so rank i reads magnitude (i & 7) ^ (7 if i < 8) from
+    two 8-entry byte tables (the low and high bytes of c[8..15], built here from kvplan's
+    codebook) and takes the sign from bit 3. Eight values in 25 instructions, no memory."""
+    tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(16)[8:]))
+    return f"""{{
+.reg .b32 f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1, a0, a1, b0, b1;
+mov.b32 a0, {tl0:#x};
+mov.b32 a1, {tl1:#x};
+mov.b32 b0, {th0:#x};
+mov.b32 b1, {th1:#x};
 shr.b32 f, $4, 3;
 lop3.b32 f, f, 0x11111111, 0, 0x0c;
 mul.lo.u32 f, f, 7;
 lop3.b32 m, $4, f, 0x77777777, 0x28;
 shr.b32 mh, m, 16;
-prmt.b32 l0, $7, $11, m;
-prmt.b32 h0, $15, $19, m;
-prmt.b32 l1, $7, $11, mh;
-prmt.b32 h1, $15, $19, mh;
+prmt.b32 l0, a0, a1, m;
+prmt.b32 h0, b0, b1, m;
+prmt.b32 l1, a0, a1, mh;
+prmt.b32 h1, b0, b1, mh;
 or.b32 n0, h0, 0x80808080;
 or.b32 n1, h1, 0x80808080;
 shr.b32 s0, $4, 1;
@@ -134,17 +156,44 @@ mul.rn.f16x2 $0, $0, $5;
 mul.rn.f16x2 $1, $1, $6;
 mul.rn.f16x2 $2, $2, $5;
 mul.rn.f16x2 $3, $3, $6;
-}""")
+}}"""
 
 
-@triton.jit
-def _lut(CENT, FMT: tl.constexpr, ASM: tl.constexpr):
-    """The four byte tables of TBQ4_ASM, stored as int32 after the 16 float16 centroids."""
-    if FMT == 4 and ASM:
-        t = CENT.to(tl.pointer_type(tl.int32)) + 8
-        return tl.load(t), tl.load(t + 1), tl.load(t + 2), tl.load(t + 3)
-    else:
-        return 0, 0, 0, 0
+def _nvfp4_asm() -> str:
+    """PTX for four nvfp4 bytes → their low and high nibbles' e2m1 values (float16) times the
+    block scale. Every e2m1 magnitude has a zero low byte in float16, so one 8-entry table of
+    high bytes serves; bit 3 is the sign. Eight values in 20 instructions."""
+    _, _, th0, th1 = byte_tables(list(E2M1))
+    return f"""{{
+.reg .b32 m, mh, h0, h1, n0, n1, s0, s1, b0, b1, z;
+mov.b32 b0, {th0:#x};
+mov.b32 b1, {th1:#x};
+mov.b32 z, 0;
+and.b32 m, $4, 0x77777777;
+shr.b32 mh, m, 16;
+prmt.b32 h0, b0, b1, m;
+prmt.b32 h1, b0, b1, mh;
+or.b32 n0, h0, 0x80808080;
+or.b32 n1, h1, 0x80808080;
+shr.b32 s0, $4, 1;
+shr.b32 s1, $4, 17;
+lop3.b32 s0, s0, 0x4444, 0x3210, 0xea;
+lop3.b32 s1, s1, 0x4444, 0x3210, 0xea;
+prmt.b32 h0, h0, n0, s0;
+prmt.b32 h1, h1, n1, s1;
+prmt.b32 $0, z, h0, 0x6040;
+prmt.b32 $1, z, h1, 0x6040;
+prmt.b32 $2, z, h0, 0x7050;
+prmt.b32 $3, z, h1, 0x7050;
+mul.rn.f16x2 $0, $0, $5;
+mul.rn.f16x2 $1, $1, $6;
+mul.rn.f16x2 $2, $2, $5;
+mul.rn.f16x2 $3, $3, $6;
+}}"""
+
+
+TBQ4_ASM = tl.constexpr(_tbq4_asm())
+NVFP4_ASM = tl.constexpr(_nvfp4_asm())
 
 
 @triton.jit
@@ -241,7 +290,7 @@ def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
 
 
 @triton.jit
-def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, lut, r, rmask, BN: tl.constexpr,
+def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
             ASM: tl.constexpr):
     """A 4-bit K or V tile (q4_0, tbq4, nvfp4) as two [BN, DPOW // 2] halves, the low and the
@@ -263,9 +312,9 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, lut, r, rmask, BN: tl.constexpr
     elif FMT == 4:
         byte, norm = _planes(P0, P1, r, rmask, DPOW // 128, 64, DP // 128, X0, X1, 0)
         if ASM:
-            lo, hi = tl.inline_asm_elementwise(
-                TBQ4_ASM, "=r,=r,=r,=r" + ",r" * 19, [byte, norm, lut[0], lut[1], lut[2], lut[3]],
-                dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+            lo, hi = tl.inline_asm_elementwise(TBQ4_ASM, "=r,=r,=r,=r,r,r,r", [byte, norm],
+                                               dtype=(tl.float16, tl.float16), is_pure=True,
+                                               pack=4)
         else:
             b = byte.to(tl.int32)
             lo = tl.load(CENT + (b & 15)) * norm
@@ -274,9 +323,14 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, lut, r, rmask, BN: tl.constexpr
     else:
         byte, sc = _planes(P0, P1, r, rmask, DPOW // 16, 8, DP // 16, X0, X1, 0)
         s = _fp8(sc)
-        b = byte.to(tl.int32)
-        lo = _e2m1(b & 15) * s
-        hi = _e2m1(b >> 4) * s
+        if ASM:
+            lo, hi = tl.inline_asm_elementwise(NVFP4_ASM, "=r,=r,=r,=r,r,r,r", [byte, s],
+                                               dtype=(tl.float16, tl.float16), is_pure=True,
+                                               pack=4)
+        else:
+            b = byte.to(tl.int32)
+            lo = _e2m1(b & 15) * s
+            hi = _e2m1(b >> 4) * s
         scale = tl.where(rmask, tl.load(GS), 0.0)
     return tl.reshape(lo, (BN, DPOW // 2)), tl.reshape(hi, (BN, DPOW // 2)), scale
 
@@ -376,8 +430,6 @@ def decode_split_kernel(
         acc_a = tl.zeros([QPAD, DPOW], tl.float32)
         acc_b = acc_a
     hh = h.to(tl.int64)
-    lk = _lut(CENT_K, FMT_K, ASM)
-    lv = _lut(CENT_V, FMT_V, ASM)
     # block-table entry and row within the page of the current tile (PAGE_MODE 0), advanced
     # without a division per tile
     pg = start // PAGE
@@ -390,7 +442,7 @@ def decode_split_kernel(
         pg += wrap.to(tl.int32)
         off -= wrap.to(tl.int32) * PAGE
         if HK:
-            ka, kb, ks = _halves(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, lk, r,
+            ka, kb, ks = _halves(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r,
                                  nmask, BLOCK_N, DPOW, DPK, XK0, XK1, ASM)
             s = tl.dot(qb, tl.trans(kb), tl.dot(qa, tl.trans(ka)))
         else:
@@ -399,7 +451,7 @@ def decode_split_kernel(
             s = tl.dot(qa, tl.trans(k))
         p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
         if HV:
-            va, vb, vs = _halves(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, lv, r,
+            va, vb, vs = _halves(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r,
                                  nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM)
             pv = (p * vs[None, :]).to(va.dtype)
             acc_a = acc_a * alpha[:, None] + tl.dot(pv, va)

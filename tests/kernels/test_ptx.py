@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("triton")
 
-from kvcore.kernels import codebook  # noqa: E402
-from kvcore.kernels.triton_ops import Q4_0_ASM, Q8_0_ASM, TBQ4_ASM  # noqa: E402
+from kvcore.kernels import codebook, ref  # noqa: E402
+from kvcore.kernels.triton_ops import NVFP4_ASM, Q4_0_ASM, Q8_0_ASM, TBQ4_ASM  # noqa: E402
 
 M32 = 0xFFFFFFFF
 
@@ -79,6 +79,8 @@ def run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
             r = (srcs[0] * srcs[1]) & M32
         elif op == "or.b32":
             r = srcs[0] | srcs[1]
+        elif op == "and.b32":
+            r = srcs[0] & srcs[1]
         elif op == "xor.b32":
             r = srcs[0] ^ srcs[1]
         elif op in ("sub.rn.f16x2", "mul.rn.f16x2"):
@@ -142,17 +144,6 @@ def test_q8_0_unpacker_matches_the_plain_path(scale):
         assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16), expect.view(np.uint16))
 
 
-def _tbq4_tables(cent: np.ndarray) -> dict[str, int]:
-    bits = cent[8:].astype(np.float16).view(np.uint16).astype(np.int64)
-    words = []
-    for part in (bits & 0xFF, bits >> 8):
-        for q in range(2):
-            b4 = part[4 * q:4 * q + 4]
-            words.append(int(b4[0] | (b4[1] << 8) | (b4[2] << 16) | (b4[3] << 24)))
-    # each scalar input fills the four registers of its pack; the block reads the first
-    return {"$7": words[0], "$11": words[1], "$15": words[2], "$19": words[3]}
-
-
 def test_tbq4_codebook_is_exactly_symmetric():
     # the unpacker reads one half of the codebook and takes the sign from the index
     for levels in (8, 16):
@@ -164,10 +155,10 @@ def test_tbq4_codebook_is_exactly_symmetric():
 
 @pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(13.5)))
 def test_tbq4_unpacker_matches_the_table_lookup(norm):
-    cent = np.array(codebook.lloyd_max(16)).astype(np.float16)
-    tables = _tbq4_tables(cent)
+    # the decode path's table: torch's float16 rounding of the codebook
+    cent = ref.centroids(16).half().numpy()
     for w in _words():
-        regs = run_ptx(TBQ4_ASM.value, {"$4": w, **_scale_regs(norm), **tables})
+        regs = run_ptx(TBQ4_ASM.value, {"$4": w, **_scale_regs(norm)})
         b = np.array(_bytes(w))
         lo = (cent[b & 15].astype(np.float32) * np.float32(norm)).astype(np.float16)
         hi = (cent[b >> 4].astype(np.float32) * np.float32(norm)).astype(np.float16)
@@ -175,9 +166,21 @@ def test_tbq4_unpacker_matches_the_table_lookup(norm):
         assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16), hi.view(np.uint16)), hex(w)
 
 
+@pytest.mark.parametrize("scale", SCALES)
+def test_nvfp4_unpacker_matches_the_e2m1_table(scale):
+    mags = np.array(ref.E2M1, dtype=np.float32)
+    table = np.concatenate([mags, -mags])  # code 8 is −0
+    for w in _words():
+        regs = run_ptx(NVFP4_ASM.value, {"$4": w, **_scale_regs(scale)})
+        b = np.array(_bytes(w))
+        for got, codes in ((_out(regs, "$0", "$1"), b & 15), (_out(regs, "$2", "$3"), b >> 4)):
+            expect = (table[codes] * np.float32(scale)).astype(np.float16)
+            assert np.array_equal(got.view(np.uint16), expect.view(np.uint16)), hex(w)
+
+
 def test_the_emulator_knows_every_instruction_used():
     ops = set()
-    for asm in (Q4_0_ASM.value, Q8_0_ASM.value, TBQ4_ASM.value):
+    for asm in (Q4_0_ASM.value, Q8_0_ASM.value, TBQ4_ASM.value, NVFP4_ASM.value):
         ops |= {m.group(1) for m in re.finditer(r"^\s*([a-z][\w.]*)\s", asm, re.M)}
     assert ops - {".reg"} <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "mul.lo.u32",
-                              "or.b32", "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2"}
+                              "or.b32", "and.b32", "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2"}
