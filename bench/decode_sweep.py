@@ -1,6 +1,6 @@
 """Launch-configuration sweep and K/V split of the decode kernel on a GPU.
 
-    python bench/decode_sweep.py [--out DIR]
+    python bench/decode_sweep.py [--out DIR] [--formats f16,q4_0,…] [--no-split]
 
 For B=1 and B=8 at 131,072 tokens (GQA 32/8, head_dim 128): every format under several
 (block_n, num_warps, num_stages); then each quantized format on the K side only and on the V
@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -21,7 +22,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, HQ, D, fill, sdpa_time  # noqa: E402  (bench/decode.py, beside this file)
+from decode import HKV, HQ, D, clone, copies_for, fill, graph_time, sdpa_time  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LayerCache  # noqa: E402
@@ -38,22 +39,24 @@ def build(fk: str, fv: str, batch: int, tokens: int) -> LayerCache:
     return cache
 
 
-def time_decode(cache: LayerCache, batch: int, tokens: int, cfg: tuple[int, int, int]) -> float:
+def time_decode(caches: list[LayerCache], batch: int, tokens: int,
+                cfg: tuple[int, int, int]) -> float:
     table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
     seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
     q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.float16)
     out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
     bn, w, st = cfg
-    return float(triton.testing.do_bench(
-        lambda: cache.decode(q, table, seq, max_len=tokens, block_n=bn, num_warps=w,
-                             num_stages=st, out=out),
-        warmup=10, rep=80, return_mode="median")) / 1e3
+    return graph_time([partial(c.decode, q, table, seq, max_len=tokens, block_n=bn, num_warps=w,
+                               num_stages=st, out=out) for c in caches])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--no-split", action="store_true", help="skip the K-only and V-only runs")
     args = ap.parse_args()
+    formats = args.formats.split(",")
     env = environment("cuda", torch)
     bw = measure_bandwidth(torch)["read_bytes_per_s"]
     rows = []
@@ -64,14 +67,18 @@ def main() -> None:
         rows.append({"k": "sdpa_f16", "v": "sdpa_f16", "batch": batch, "tokens": tokens,
                      "seconds": sdpa})
         print(f"fp16 SDPA B={batch} {sdpa * 1e6:8.1f} us", flush=True)
-        pairs = [(f, f) for f in FORMATS]
-        pairs += [(f, "f16") for f in FORMATS[1:]] + [("f16", f) for f in FORMATS[1:]]
+        pairs = [(f, f) for f in formats]
+        quantized = [f for f in formats if f != "f16"]
+        if not args.no_split:
+            pairs += [(f, "f16") for f in quantized] + [("f16", f) for f in quantized]
         for fk, fv in pairs:
             cache = build(fk, fv, batch, tokens)
+            caches = [cache] + [clone(cache, batch, tokens)
+                                for _ in range(copies_for(cache.nbytes) - 1)]
             best = None
             for cfg in CONFIGS if fk == fv else [(64, 4, 2), (32, 4, 2)]:
                 try:
-                    t = time_decode(cache, batch, tokens, cfg)
+                    t = time_decode(caches, batch, tokens, cfg)
                 except triton.runtime.errors.OutOfResources:
                     continue
                 rows.append({"k": fk, "v": fv, "batch": batch, "tokens": tokens,
@@ -86,7 +93,7 @@ def main() -> None:
             out.mkdir(parents=True, exist_ok=True)
             (out / "sweep.json").write_text(json.dumps({"env": env, "read_bytes_per_s": bw, "rows": rows},
                                                        indent=1))
-            del cache
+            del cache, caches
             torch.cuda.empty_cache()
 
 

@@ -118,45 +118,44 @@ def byte_tables(values: list[float]) -> tuple[int, int, int, int]:
     return words[0], words[1], words[2], words[3]
 
 
-def _tbq4_asm() -> str:
-    """PTX for four tbq4 bytes → their low and high nibbles' centroids (float16) times the block
-    norm, looked up with byte permutes. The indices are sorted centroid ranks and the codebook
-    is symmetric (c[i] = −c[15 − i]), so rank i reads magnitude (i & 7) ^ (7 if i < 8) from
-    two 8-entry byte tables (the low and high bytes of c[8..15], built here from kvplan's
-    codebook) and takes the sign from bit 3. Eight values in 25 instructions, no memory."""
+def _tbq4_asm(words: int = 2) -> str:
+    """PTX for 4 × ``words`` tbq4 bytes → their low and high nibbles' centroids (float16) times
+    the block norm, looked up with byte permutes. The indices are sorted centroid ranks and the
+    codebook is symmetric (c[i] = −c[15 − i]), so rank i reads magnitude (i & 7) ^ (7 if i < 8)
+    from two 8-entry byte tables (the low and high bytes of c[8..15], built here from kvplan's
+    codebook) and takes the sign from bit 3: eight values in 25 instructions, no memory. The
+    tables are set once per call; a call takes several words so that they are set seldom.
+    Operands: outputs low halves $0…, high halves next, then the words, then the norms."""
     tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(16)[8:]))
-    return f"""{{
-.reg .b32 f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1, a0, a1, b0, b1;
-mov.b32 a0, {tl0:#x};
-mov.b32 a1, {tl1:#x};
-mov.b32 b0, {th0:#x};
-mov.b32 b1, {th1:#x};
-shr.b32 f, $4, 3;
-lop3.b32 f, f, 0x11111111, 0, 0x0c;
-mul.lo.u32 f, f, 7;
-lop3.b32 m, $4, f, 0x77777777, 0x28;
-shr.b32 mh, m, 16;
-prmt.b32 l0, a0, a1, m;
-prmt.b32 h0, b0, b1, m;
-prmt.b32 l1, a0, a1, mh;
-prmt.b32 h1, b0, b1, mh;
-or.b32 n0, h0, 0x80808080;
-or.b32 n1, h1, 0x80808080;
-shr.b32 s0, $4, 1;
-shr.b32 s1, $4, 17;
-lop3.b32 s0, s0, 0x4444, 0x3210, 0xae;
-lop3.b32 s1, s1, 0x4444, 0x3210, 0xae;
-prmt.b32 h0, h0, n0, s0;
-prmt.b32 h1, h1, n1, s1;
-prmt.b32 $0, l0, h0, 0x6240;
-prmt.b32 $1, l1, h1, 0x6240;
-prmt.b32 $2, l0, h0, 0x7351;
-prmt.b32 $3, l1, h1, 0x7351;
-mul.rn.f16x2 $0, $0, $5;
-mul.rn.f16x2 $1, $1, $6;
-mul.rn.f16x2 $2, $2, $5;
-mul.rn.f16x2 $3, $3, $6;
-}}"""
+    lo = [f"${2 * w}" for w in range(words)], [f"${2 * w + 1}" for w in range(words)]
+    hi = ([f"${2 * words + 2 * w}" for w in range(words)],
+          [f"${2 * words + 2 * w + 1}" for w in range(words)])
+    data = [f"${4 * words + w}" for w in range(words)]
+    norm = [(f"${5 * words + 2 * w}", f"${5 * words + 2 * w + 1}") for w in range(words)]
+    body = [".reg .b32 f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1, a0, a1, b0, b1;",
+            f"mov.b32 a0, {tl0:#x};", f"mov.b32 a1, {tl1:#x};",
+            f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};"]
+    for w in range(words):
+        x, (na, nb) = data[w], norm[w]
+        body += [
+            f"shr.b32 f, {x}, 3;",
+            "lop3.b32 f, f, 0x11111111, 0, 0x0c;",
+            "mul.lo.u32 f, f, 7;",
+            f"lop3.b32 m, {x}, f, 0x77777777, 0x28;",
+            "shr.b32 mh, m, 16;",
+            "prmt.b32 l0, a0, a1, m;", "prmt.b32 h0, b0, b1, m;",
+            "prmt.b32 l1, a0, a1, mh;", "prmt.b32 h1, b0, b1, mh;",
+            "or.b32 n0, h0, 0x80808080;", "or.b32 n1, h1, 0x80808080;",
+            f"shr.b32 s0, {x}, 1;", f"shr.b32 s1, {x}, 17;",
+            "lop3.b32 s0, s0, 0x4444, 0x3210, 0xae;", "lop3.b32 s1, s1, 0x4444, 0x3210, 0xae;",
+            "prmt.b32 h0, h0, n0, s0;", "prmt.b32 h1, h1, n1, s1;",
+            f"prmt.b32 {lo[0][w]}, l0, h0, 0x6240;", f"prmt.b32 {lo[1][w]}, l1, h1, 0x6240;",
+            f"prmt.b32 {hi[0][w]}, l0, h0, 0x7351;", f"prmt.b32 {hi[1][w]}, l1, h1, 0x7351;",
+            f"mul.rn.f16x2 {lo[0][w]}, {lo[0][w]}, {na};",
+            f"mul.rn.f16x2 {lo[1][w]}, {lo[1][w]}, {nb};",
+            f"mul.rn.f16x2 {hi[0][w]}, {hi[0][w]}, {na};",
+            f"mul.rn.f16x2 {hi[1][w]}, {hi[1][w]}, {nb};"]
+    return "{\n" + "\n".join(body) + "\n}"
 
 
 def _nvfp4_asm() -> str:
@@ -192,7 +191,7 @@ mul.rn.f16x2 $3, $3, $6;
 }}"""
 
 
-TBQ4_ASM = tl.constexpr(_tbq4_asm())
+TBQ4_ASM = tl.constexpr(_tbq4_asm(2))
 NVFP4_ASM = tl.constexpr(_nvfp4_asm())
 
 
@@ -312,9 +311,9 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
     elif FMT == 4:
         byte, norm = _planes(P0, P1, r, rmask, DPOW // 128, 64, DP // 128, X0, X1, 0)
         if ASM:
-            lo, hi = tl.inline_asm_elementwise(TBQ4_ASM, "=r,=r,=r,=r,r,r,r", [byte, norm],
-                                               dtype=(tl.float16, tl.float16), is_pure=True,
-                                               pack=4)
+            lo, hi = tl.inline_asm_elementwise(TBQ4_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r",
+                                               [byte, norm], dtype=(tl.float16, tl.float16),
+                                               is_pure=True, pack=8)
         else:
             b = byte.to(tl.int32)
             lo = tl.load(CENT + (b & 15)) * norm

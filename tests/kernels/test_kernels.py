@@ -179,3 +179,17 @@ def test_e2m1_bit_construction_matches_the_table():
     expect = torch.cat([mags, -mags])
     assert torch.equal(out.float(), expect)
     assert torch.signbit(out[8]) and not torch.signbit(out[0])
+
+
+@pytest.mark.parametrize("n", [1, 8191, 100003])
+def test_bandwidth_kernels_read_every_element_once(n):
+    # the read-bandwidth kernels must sum the whole buffer: a skipped or doubled stretch would
+    # make the measured bandwidth wrong in one direction or the other
+    from kvcore.kernels.bandwidth import _read4_kernel, _read_kernel
+
+    x = torch.randn(n, generator=torch.Generator().manual_seed(n)).half()
+    expect = float(x.double().sum())
+    for kernel, block in ((_read_kernel, 1024), (_read4_kernel, 512)):
+        out = torch.full((3,), float("nan"))
+        kernel[(3,)](x, out, n, BLOCK=block)
+        assert abs(float(out.double().sum()) - expect) < 1e-3 * max(1.0, abs(expect)), kernel

@@ -15,7 +15,13 @@ import pytest
 pytest.importorskip("triton")
 
 from kvcore.kernels import codebook, ref  # noqa: E402
-from kvcore.kernels.triton_ops import NVFP4_ASM, Q4_0_ASM, Q8_0_ASM, TBQ4_ASM  # noqa: E402
+from kvcore.kernels.triton_ops import (  # noqa: E402
+    NVFP4_ASM,
+    Q4_0_ASM,
+    Q8_0_ASM,
+    TBQ4_ASM,
+    _tbq4_asm,
+)
 
 M32 = 0xFFFFFFFF
 
@@ -155,15 +161,24 @@ def test_tbq4_codebook_is_exactly_symmetric():
 
 @pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(13.5)))
 def test_tbq4_unpacker_matches_the_table_lookup(norm):
-    # the decode path's table: torch's float16 rounding of the codebook
+    # the decode path's table: torch's float16 rounding of the codebook; the kernel's block
+    # takes two words (eight bytes) a call, with a different norm for each half of them
+    assert TBQ4_ASM.value == _tbq4_asm(2)
     cent = ref.centroids(16).half().numpy()
-    for w in _words():
-        regs = run_ptx(TBQ4_ASM.value, {"$4": w, **_scale_regs(norm)})
-        b = np.array(_bytes(w))
-        lo = (cent[b & 15].astype(np.float32) * np.float32(norm)).astype(np.float16)
-        hi = (cent[b >> 4].astype(np.float32) * np.float32(norm)).astype(np.float16)
-        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16), lo.view(np.uint16)), hex(w)
-        assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16), hi.view(np.uint16)), hex(w)
+    other = np.float16(-2.5)
+    ws = _words()
+    for w0, w1 in zip(ws, ws[::-1], strict=True):
+        na, nb = _scale_regs(norm)["$5"], _scale_regs(other)["$5"]
+        regs = run_ptx(TBQ4_ASM.value, {"$8": w0, "$9": w1, "$10": na, "$11": nb, "$12": nb,
+                                        "$13": na})
+        b = np.array(_bytes(w0) + _bytes(w1))
+        scale = np.array([norm] * 2 + [other] * 4 + [norm] * 2, dtype=np.float32)
+        lo = (cent[b & 15].astype(np.float32) * scale).astype(np.float16)
+        hi = (cent[b >> 4].astype(np.float32) * scale).astype(np.float16)
+        assert np.array_equal(_out(regs, "$0", "$1", "$2", "$3").view(np.uint16),
+                              lo.view(np.uint16)), hex(w0)
+        assert np.array_equal(_out(regs, "$4", "$5", "$6", "$7").view(np.uint16),
+                              hi.view(np.uint16)), hex(w0)
 
 
 @pytest.mark.parametrize("scale", SCALES)
