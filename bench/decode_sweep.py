@@ -1,6 +1,6 @@
 """Launch-configuration sweep and K/V split of the decode kernel on a GPU.
 
-    python bench/decode_sweep.py [--out DIR] [--formats f16,q4_0,…] [--no-split]
+    python bench/decode_sweep.py [--out DIR] [--formats f16,q4_0,…] [--no-split] [--occupancy]
 
 For B=1 and B=8 at 131,072 tokens (GQA 32/8, head_dim 128): every format under several
 (block_n, num_warps, num_stages); then each quantized format on the K side only and on the V
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from decode import HKV, HQ, D, clone, copies_for, fill, graph_time, sdpa_time  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
-from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.kernels.cache import LAUNCH, PROGRAMS_PER_SM, LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
@@ -40,14 +40,16 @@ def build(fk: str, fv: str, batch: int, tokens: int) -> LayerCache:
 
 
 def time_decode(caches: list[LayerCache], batch: int, tokens: int,
-                cfg: tuple[int, int, int]) -> float:
+                cfg: tuple[int, ...]) -> float:
+    """cfg: (block_n, num_warps, num_stages[, programs_per_sm[, max_registers]])."""
     table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
     seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
     q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.float16)
     out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
-    bn, w, st = cfg
+    bn, w, st, pps, regs = (*cfg, PROGRAMS_PER_SM, None)[:5]
     return graph_time([partial(c.decode, q, table, seq, max_len=tokens, block_n=bn, num_warps=w,
-                               num_stages=st, out=out) for c in caches])
+                               num_stages=st, programs_per_sm=pps, max_registers=regs, out=out)
+                       for c in caches])
 
 
 def main() -> None:
@@ -55,6 +57,9 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--no-split", action="store_true", help="skip the K-only and V-only runs")
+    ap.add_argument("--occupancy", action="store_true",
+                    help="time each format's default launch at 4, 8, 16 and 32 programs per "
+                         "multiprocessor, with and without a cap of 80 registers per thread")
     args = ap.parse_args()
     formats = args.formats.split(",")
     env = environment("cuda", torch)
@@ -76,7 +81,13 @@ def main() -> None:
             caches = [cache] + [clone(cache, batch, tokens)
                                 for _ in range(copies_for(cache.nbytes) - 1)]
             best = None
-            for cfg in CONFIGS if fk == fv else [(64, 4, 2), (32, 4, 2)]:
+            if args.occupancy:
+                # the format's default launch, split finer and with fewer registers
+                cfgs = [(*LAUNCH[fk], pps, regs) for pps in (4, 8, 16, 32)
+                        for regs in (None, 80)]
+            else:
+                cfgs = CONFIGS if fk == fv else [(64, 4, 2), (32, 4, 2)]
+            for cfg in cfgs:
                 try:
                     t = time_decode(caches, batch, tokens, cfg)
                 except triton.runtime.errors.OutOfResources:

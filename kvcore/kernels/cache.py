@@ -21,6 +21,8 @@ __all__ = ["LayerCache", "Side"]
 ROTATED = ("tbq4", "tbq3")
 #: streaming multiprocessors to fill (an H100/H200 has 132)
 SMS = 132
+#: decode programs per multiprocessor that the context split aims at
+PROGRAMS_PER_SM = 4
 LOG2E = 1.4426950408889634
 #: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128: the best over
 #: batch 1 and 8 at 131,072 tokens on an H200 (bench/results/decode-sweep-h200-v7.json)
@@ -241,15 +243,19 @@ class LayerCache:
     def decode(self, q: Any, block_table: Any, seq_lens: Any, *, max_len: int | None = None,
                split_tokens: int | None = None, block_n: int | None = None,
                num_warps: int | None = None, num_stages: int | None = None, out: Any = None,
-               asm: bool | None = None) -> Any:
+               asm: bool | None = None, programs_per_sm: int = PROGRAMS_PER_SM,
+               max_registers: int | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
-        Without ``split_tokens`` the context is split so that batch × heads × splits fills the
-        GPU about four times over (flash-decoding). Give ``max_len`` (the longest sequence)
-        to avoid reading ``seq_lens`` back from the device. A rotated K format gets the query
-        rotated once before the kernel; a rotated V format gets the output rotated back once
-        after the reduction. ``asm`` (default: on a GPU) unpacks q4_0 and q8_0 with PTX;
-        without it the plain Triton path runs, which gives the same values.
+        Without ``split_tokens`` the context is split so that batch × heads × splits gives
+        about ``programs_per_sm`` programs per streaming multiprocessor (flash-decoding): many
+        short programs, so that the last wave of them is a small part of the step. Give
+        ``max_len`` (the longest sequence) to avoid reading ``seq_lens`` back from the device.
+        A rotated K format gets the query rotated once before the kernel; a rotated V format
+        gets the output rotated back once after the reduction. ``asm`` (default: on a GPU)
+        unpacks q4_0, q8_0, tbq4 and nvfp4 with PTX; without it the plain Triton path runs,
+        which gives the same values. ``max_registers`` caps the registers per thread (more
+        programs resident per multiprocessor, some spilled).
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_kernel
 
@@ -269,7 +275,7 @@ class LayerCache:
         if max_len is None:
             max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
-            want = max(1, math.ceil(4 * SMS / max(1, bsz * self.kv_heads)))
+            want = max(1, math.ceil(programs_per_sm * SMS / max(1, bsz * self.kv_heads)))
             split_tokens = max_len / want
         # a split is whole tiles, so that no tile straddles two splits
         split_tokens = max(block_n, math.ceil(split_tokens / block_n) * block_n)
@@ -307,7 +313,8 @@ class LayerCache:
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
             XK0=width(ks[0]), XK1=width(k1), XV0=width(vs[0]), XV1=width(v1),
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
-            ASM=bool(asm), num_warps=num_warps, num_stages=num_stages)
+            ASM=bool(asm), num_warps=num_warps, num_stages=num_stages,
+            **({"maxnreg": max_registers} if max_registers else {}))
         reduce_kernel[(bsz, self.kv_heads)](
             acc, ml, o_rot, n_splits, H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
             D=d_out, DPOW=dpow)
