@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from decode import HKV, HQ, D, clone, copies_for, fill, graph_time, sdpa_time  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
-from kvcore.kernels.cache import LAUNCH, PROGRAMS_PER_SM, LayerCache  # noqa: E402
+from kvcore.kernels.cache import LAUNCH, LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
@@ -46,7 +46,7 @@ def time_decode(caches: list[LayerCache], batch: int, tokens: int,
     seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
     q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.float16)
     out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
-    bn, w, st, pps, regs = (*cfg, PROGRAMS_PER_SM, None)[:5]
+    bn, w, st, pps, regs = (*cfg, None, None)[:5]
     return graph_time([partial(c.decode, q, table, seq, max_len=tokens, block_n=bn, num_warps=w,
                                num_stages=st, programs_per_sm=pps, max_registers=regs, out=out)
                        for c in caches])

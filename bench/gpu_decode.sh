@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call on a two-GPU machine: bench/decode.py over all formats, split in two halves
 # that run side by side (GPU 0: f16, bf16, fp8_pth, q8_0; GPU 1: the 4- and 3-bit formats),
-# then the launch-configuration sweep (bench/decode_sweep.py) likewise split.
-# Results land in $OUT/a and $OUT/b (decode.json, sweep.json) and the logs in $OUT.
+# then the launch-configuration sweep (bench/decode_sweep.py) likewise split (with the K-only /
+# V-only runs for the 4- and 3-bit formats), then an Nsight Compute profile on GPU 0.
+# Results land in $OUT/a and $OUT/b (decode.json, sweep.json), the logs and ncu.txt in $OUT.
 set -u
 export PYTHONUNBUFFERED=1
 LIMIT=${LIMIT:-540}
@@ -11,11 +12,21 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
 python3 -c "import torch, triton, sys; print('torch', torch.__version__, 'triton', triton.__version__, 'python', sys.version.split()[0])"
 date -u
 } > "$OUT/gpu.log" 2>&1
-half() {  # GPU, folder, decode formats, sweep formats
-  CUDA_VISIBLE_DEVICES=$1 timeout "$LIMIT" bash -c "python3 bench/decode.py --formats $3 --out $OUT/$2 > $OUT/decode-$2.log 2>&1; python3 bench/decode_sweep.py --no-split --formats $4 --out $OUT/$2 > $OUT/sweep-$2.log 2>&1"
-}
-half 0 a f16,bf16,fp8_pth,q8_0 f16,fp8_pth,q8_0 &
-half 1 b q4_0,tbq4,tbq3,nvfp4 q4_0,tbq4,tbq3,nvfp4 &
+(
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 300 python3 bench/decode.py --formats f16,bf16,fp8_pth,q8_0 --out "$OUT/a"
+  timeout 150 python3 bench/decode_sweep.py --no-split --formats f16,fp8_pth,q8_0 --out "$OUT/a"
+  timeout 120 ncu --clock-control none --kernel-name regex:decode_split_kernel --launch-count 8 \
+    --section SpeedOfLight --section WarpStateStats --section InstructionStats \
+    --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    python3 bench/profile_decode.py f16 q8_0 q4_0 tbq4 > "$OUT/ncu.txt" 2>&1
+) > "$OUT/a.log" 2>&1 &
+(
+  export CUDA_VISIBLE_DEVICES=1
+  timeout 250 python3 bench/decode.py --formats q4_0,tbq4,tbq3,nvfp4 --out "$OUT/b"
+  timeout 280 python3 bench/decode_sweep.py --formats q4_0,tbq4,tbq3,nvfp4 --out "$OUT/b"
+) > "$OUT/b.log" 2>&1 &
 wait
 cat "$OUT/gpu.log"
-for x in a b; do grep -v "^{\|^correctness" "$OUT/decode-$x.log" | tail -n 34; tail -n 12 "$OUT/sweep-$x.log"; done
+for x in a b; do grep -v "^{\|^correctness" "$OUT/$x.log" | tail -n 60; done
+grep -c "decode_split_kernel" "$OUT/ncu.txt"

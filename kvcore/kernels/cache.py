@@ -21,8 +21,12 @@ __all__ = ["LayerCache", "Side"]
 ROTATED = ("tbq4", "tbq3")
 #: streaming multiprocessors to fill (an H100/H200 has 132)
 SMS = 132
-#: decode programs per multiprocessor that the context split aims at
-PROGRAMS_PER_SM = 4
+#: the context split: programs per multiprocessor for several waves of them, the fewest tokens
+#: a program gets while there are enough programs for one wave, and the fewest at all
+#: (bench/results/decode-occupancy-h200-v7.json: 16 programs per multiprocessor were 20–25%
+#: faster than 4 at batch 8 where a second, near-empty wave was left; programs of fewer than
+#: 2,048 tokens were slower at batch 1)
+WAVES_PER_SM, LONG_SPLIT, SHORT_SPLIT = 16, 2048, 256
 LOG2E = 1.4426950408889634
 #: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128: the best over
 #: batch 1 and 8 at 131,072 tokens on an H200 (bench/results/decode-sweep-h200-v7.json)
@@ -243,13 +247,14 @@ class LayerCache:
     def decode(self, q: Any, block_table: Any, seq_lens: Any, *, max_len: int | None = None,
                split_tokens: int | None = None, block_n: int | None = None,
                num_warps: int | None = None, num_stages: int | None = None, out: Any = None,
-               asm: bool | None = None, programs_per_sm: int = PROGRAMS_PER_SM,
+               asm: bool | None = None, programs_per_sm: int | None = None,
                max_registers: int | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
-        Without ``split_tokens`` the context is split so that batch × heads × splits gives
-        about ``programs_per_sm`` programs per streaming multiprocessor (flash-decoding): many
-        short programs, so that the last wave of them is a small part of the step. Give
+        Without ``split_tokens`` the context is split (flash-decoding) into several waves of
+        programs of at least 2,048 tokens each, or, for short contexts, at least one wave of
+        programs of at least 256 tokens; ``programs_per_sm`` sets the number of programs per
+        streaming multiprocessor instead. Give
         ``max_len`` (the longest sequence) to avoid reading ``seq_lens`` back from the device.
         A rotated K format gets the query rotated once before the kernel; a rotated V format
         gets the output rotated back once after the reduction. ``asm`` (default: on a GPU)
@@ -275,7 +280,13 @@ class LayerCache:
         if max_len is None:
             max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
-            want = max(1, math.ceil(programs_per_sm * SMS / max(1, bsz * self.kv_heads)))
+            bh = max(1, bsz * self.kv_heads)
+            if programs_per_sm:
+                want = math.ceil(programs_per_sm * SMS / bh)
+            else:
+                several = min(math.ceil(WAVES_PER_SM * SMS / bh), max_len // LONG_SPLIT)
+                one_wave = min(math.ceil(4 * SMS / bh), max_len // SHORT_SPLIT)
+                want = max(1, several, one_wave)
             split_tokens = max_len / want
         # a split is whole tiles, so that no tile straddles two splits
         split_tokens = max(block_n, math.ceil(split_tokens / block_n) * block_n)
