@@ -26,14 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvcore.kernels import ref  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
-from kvcore.kernels.cache import LAUNCH, LayerCache  # noqa: E402
+from kvcore.kernels.cache import LAUNCH, LAUNCH_MANY, MANY_ROWS, LayerCache  # noqa: E402
 from kvcore.kv import geometry_bytes  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
 FORMATS = ["f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 #: decode kernel launch configurations tried per shape (block_n, num_warps, num_stages), besides
-#: the format's default (kvcore.kernels.cache.LAUNCH)
+#: the format's default (kvcore.kernels.cache.LAUNCH or LAUNCH_MANY)
 CONFIGS = [(64, 4, 2), (128, 4, 2)]
 
 
@@ -213,7 +213,8 @@ def main() -> None:
             caches = [cache] + [clone(cache, batch, tokens)
                                 for _ in range(copies_for(cache.nbytes) - 1)]
             best = None
-            for block_n, warps, stages in dict.fromkeys([LAUNCH[fmt], *CONFIGS]):
+            default = (LAUNCH_MANY if batch * HKV >= MANY_ROWS else LAUNCH)[fmt]
+            for block_n, warps, stages in dict.fromkeys([default, *CONFIGS]):
                 fns = [partial(c.decode, q, table, seq, max_len=tokens, block_n=block_n,
                                num_warps=warps, num_stages=stages, out=out) for c in caches]
                 try:

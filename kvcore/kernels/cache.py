@@ -28,10 +28,14 @@ SMS = 132
 #: 2,048 tokens were slower at batch 1)
 WAVES_PER_SM, LONG_SPLIT, SHORT_SPLIT = 16, 2048, 256
 LOG2E = 1.4426950408889634
-#: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128: the best over
-#: batch 1 and 8 at 131,072 tokens on an H200 (bench/results/decode-sweep-h200-v7.json)
-LAUNCH = {"f16": (32, 2, 2), "bf16": (32, 2, 2), "fp8_pth": (128, 4, 2), "q8_0": (32, 2, 2),
-          "q4_0": (64, 4, 3), "tbq4": (64, 4, 2), "tbq3": (128, 4, 2), "nvfp4": (128, 8, 2)}
+#: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128, for few rows of
+#: (sequence, KV head) and for many (MANY_ROWS or more): the best over batch 1 and over batch 8
+#: at 131,072 tokens on an H200 (bench/results/decode-sweep-h200-v7b.json)
+LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (128, 4, 2), "q8_0": (32, 2, 2),
+          "q4_0": (64, 4, 3), "tbq4": (64, 4, 2), "tbq3": (128, 4, 2), "nvfp4": (64, 4, 4)}
+LAUNCH_MANY = {**LAUNCH, "q4_0": (32, 2, 2), "tbq4": (32, 2, 2), "tbq3": (32, 2, 2),
+               "nvfp4": (128, 4, 2)}
+MANY_ROWS = 64
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -271,7 +275,8 @@ class LayerCache:
         qpad = max(16, _pow2(group))
         dpow = tab["dpow"]
         if dpow <= 128:
-            bn, nw, ns = LAUNCH.get(self.k.fmt, (64, 4, 2))
+            table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
+            bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))
         else:
             bn, nw, ns = max(16, 8192 // dpow), 4 if dpow <= 256 else 8, 2
         block_n = bn if block_n is None else block_n

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call on a two-GPU machine: bench/decode.py over all formats in two halves side by
+# side, then on GPU 1 kvplan measure for a KIVI cache (the paged KIVI kernels) and a hybrid
+# model's tbq4 cache (sliding-window and linear-attention layers beside full ones).
+set -u
+export PYTHONUNBUFFERED=1
+{
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+python3 -c "import torch, triton, sys; print('torch', torch.__version__, 'triton', triton.__version__, 'python', sys.version.split()[0])"
+date -u
+} > "$OUT/gpu.log" 2>&1
+(
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 300 python3 bench/decode.py --formats f16,bf16,fp8_pth,q8_0 --out "$OUT/a"
+) > "$OUT/a.log" 2>&1 &
+(
+  export CUDA_VISIBLE_DEVICES=1
+  timeout 250 python3 bench/decode.py --formats q4_0,tbq4,tbq3,nvfp4 --out "$OUT/b"
+  timeout 60 python3 -m app.cli measure llama-3.1-8b --kv kivi2 --ctx 32k --seqs 4 --json \
+    > "$OUT/measure-kivi2.json"
+  timeout 60 python3 -m app.cli measure qwen3.5-27b --kv tbq4 --ctx 128k --seqs 2 --json \
+    > "$OUT/measure-tbq4.json"
+) > "$OUT/b.log" 2>&1 &
+wait
+cat "$OUT/gpu.log"
+for x in a b; do grep -v "^{\|^correctness" "$OUT/$x.log" | tail -n 40; done
+for m in kivi2 tbq4; do python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d[k] for k in list(d)[:12]})" "$OUT/measure-$m.json" | cut -c1-900; done
