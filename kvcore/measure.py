@@ -183,11 +183,15 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
         base_free = torch.cuda.mem_get_info()[0]
     caches: list[tuple[LayerGroup, Any, int]] = []
     sizes: list[int] = []
+    # every allocation in order, bookkeeping tables too: what the allocator model replays
+    blocks: list[int] = []
     for n, (group, _i) in enumerate(layers):
         cache, tokens = build(group)
         caches.append((group, cache, tokens))
         tensors = cache if isinstance(cache, list) else cache.tensors()
         sizes += [int(t.numel()) * int(t.element_size()) for t in tensors]
+        allocs = cache if isinstance(cache, list) else cache.allocations()
+        blocks += [int(t.numel()) * int(t.element_size()) for t in allocs]
         _progress(n + 1, len(layers), "allocating", progress)
     sync()
     reading: dict[str, int | None] = {"alloc": None, "res": None, "driver": None}
@@ -199,7 +203,7 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
     measured_groups = _as_spec(spec, [g for g, _ in layers])
     predicted = cache_size(measured_groups, context, sequences, opts).total_bytes
     full = cache_size(spec, context, sequences, opts).total_bytes
-    pred_alloc, pred_res = (allocator_prediction(sizes, free_small, free_large)
+    pred_alloc, pred_res = (allocator_prediction(blocks, free_small, free_large)
                             if device == "cuda" else (0, 0))
 
     # fill through append, chunk by chunk, with unit-scale random data

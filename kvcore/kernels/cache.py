@@ -123,6 +123,10 @@ class LayerCache:
         out += [side.global_scale for side in sides if side.global_scale is not None]
         return out
 
+    def allocations(self) -> list[Any]:
+        """Every device tensor the cache allocated, in order (the same as tensors())."""
+        return self.tensors()
+
     def dst_rows(self, pages: Any, offsets: Any) -> Any:
         """Row index of (page, head, offset) for every head: [n, heads] int64."""
         torch = _torch()

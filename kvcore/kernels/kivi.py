@@ -136,7 +136,13 @@ class KiviCache:
         return slot
 
     def tensors(self) -> list[Any]:
+        """The cache's bytes: codes, scales, minima and the fp16 residual window."""
         return [self.kq, self.ks, self.km, self.vq, self.vs, self.vm, self.kr, self.vr]
+
+    def allocations(self) -> list[Any]:
+        """Every device tensor the cache allocated, in order: its bytes and the group table
+        (bookkeeping, not cache bytes, but a block of the allocator all the same)."""
+        return [*self.tensors(), self.group_table]
 
     @property
     def nbytes(self) -> int:

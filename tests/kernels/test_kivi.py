@@ -23,6 +23,22 @@ def test_bytes_equal_kvcore(fmt, seqs, heads, dim, tokens):
                                           head_dim=dim, tokens=tokens)
 
 
+def test_allocations_name_every_tensor_the_cache_holds():
+    # the allocator model replays allocations(): a tensor missing there (the group table was,
+    # 2 KiB a layer on an H200) makes the predicted allocator bytes short
+    from kvcore.kernels.cache import LayerCache
+
+    for cache in (KiviCache("kivi2", 2, 3, 64, 500), LayerCache("nvfp4", "q8_0", 4, 16, 2, 64)):
+        held = [v for v in vars(cache).values() if isinstance(v, torch.Tensor)]
+        for side in (getattr(cache, "k", None), getattr(cache, "v", None)):
+            if side is not None:
+                held += list(side.planes.values())
+                held += [side.global_scale] if side.global_scale is not None else []
+        ids = {id(t) for t in cache.allocations()}
+        assert held and all(id(t) in ids for t in held)
+        assert len(ids) == len(cache.allocations())
+
+
 def test_residual_window_holds_r_to_r_plus_g_minus_1():
     cache = KiviCache("kivi2", 1, 1, 32, 1000)
     x = torch.randn(1, 1, 32, generator=torch.Generator().manual_seed(3)).half()
