@@ -22,11 +22,13 @@ ROTATED = ("tbq4", "tbq3")
 #: streaming multiprocessors to fill (an H100/H200 has 132)
 SMS = 132
 #: the context split: programs per multiprocessor for several waves of them, the fewest tokens
-#: a program gets while there are enough programs for one wave, and the fewest at all
-#: (bench/results/decode-occupancy-h200-v7.json: 16 programs per multiprocessor were 20–25%
-#: faster than 4 at batch 8 where a second, near-empty wave was left; programs of fewer than
-#: 2,048 tokens were slower at batch 1)
-WAVES_PER_SM, LONG_SPLIT, SHORT_SPLIT = 16, 2048, 256
+#: a program gets while there are enough programs for one wave, the fewest at all, and the most
+#: splits of one sequence taken for several waves (bench/results/decode-occupancy-h200-v7.json:
+#: 16 programs per multiprocessor were 20–25% faster than 4 at batch 8, where a second,
+#: near-empty wave was left; programs of fewer than 2,048 tokens were slower at batch 1;
+#: decode-split-h200-v7.json: at batch 1 and 1M tokens 66 splits beat 264 by 8–11%, the
+#: reduction walking the splits one by one)
+WAVES_PER_SM, LONG_SPLIT, SHORT_SPLIT, MAX_SPLITS = 16, 2048, 256, 64
 LOG2E = 1.4426950408889634
 #: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128, for few rows of
 #: (sequence, KV head) and for many (MANY_ROWS or more): the best over batch 1 and over batch 8
@@ -293,7 +295,8 @@ class LayerCache:
             if programs_per_sm:
                 want = math.ceil(programs_per_sm * SMS / bh)
             else:
-                several = min(math.ceil(WAVES_PER_SM * SMS / bh), max_len // LONG_SPLIT)
+                several = min(math.ceil(WAVES_PER_SM * SMS / bh), max_len // LONG_SPLIT,
+                              MAX_SPLITS)
                 one_wave = min(math.ceil(4 * SMS / bh), max_len // SHORT_SPLIT)
                 want = max(1, several, one_wave)
             split_tokens = max_len / want
