@@ -1,0 +1,102 @@
+"""Instructions in the compiled decode loop, without a GPU: compile decode_split_kernel for
+sm_90 with the ptxas and nvdisasm that ship in the triton wheel, find the loop (the block a
+backward branch closes) and count its instructions by opcode.
+
+    python bench/sass_count.py FORMAT [--block-n 32] [--warps 4] [--stages 2] [--src DIR]
+
+Prints registers, the loop's warp instructions per iteration and thread instructions per cached
+value (K and V). --src takes the kvcore package from another checkout (to compare versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("fmt")
+    ap.add_argument("--block-n", type=int, default=32)
+    ap.add_argument("--warps", type=int, default=4)
+    ap.add_argument("--stages", type=int, default=2)
+    ap.add_argument("--src", default=str(Path(__file__).resolve().parent.parent))
+    args = ap.parse_args()
+    sys.path.insert(0, args.src)
+    import inspect
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kvcore.kernels.triton_ops import FMT_CODES, decode_split_kernel
+
+    f = FMT_CODES[args.fmt]
+    data = {0: "*fp16", 2: "*i8"}.get(f, "*u8")
+    side = {1: "*fp32", 2: "*fp16", 3: "*fp16", 4: "*fp16", 5: "*fp16"}.get(f, "*u8")
+    sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": data, "K1": side, "KGS": "*fp32",
+           "V0": data, "V1": side, "VGS": "*fp32", "CENT_K": "*fp16", "CENT_V": "*fp16",
+           "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32", "n_splits": "i32",
+           "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32"}
+    x0 = {0: 128, 1: 128, 2: 128, 3: 64, 4: 64, 5: 48, 6: 64}[f]
+    x1 = {2: 4, 3: 4, 6: 8}.get(f, 1)
+    consts = dict(H_KV=8, GROUP=4, QPAD=16, D=128, DPOW=128, DPK=128, DPV=128, FMT_K=f,
+                  FMT_V=f, XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n,
+                  PAGE_MODE=0, PAGE_C=1, ASM=True)
+    params = list(inspect.signature(decode_split_kernel.fn).parameters)
+    consts = {k: v for k, v in consts.items() if k in params}
+    sig.update({k: "constexpr" for k in consts})
+    sig = {k: sig[k] for k in params}
+    names = list(sig)
+    # pointers 16-byte aligned, as the launcher specialises them at run time
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
+             if t.startswith("*")}
+    src = ASTSource(fn=decode_split_kernel, signature=sig, attrs=attrs,
+                    constexprs={(names.index(k),): v for k, v in consts.items()})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": args.warps, "num_stages": args.stages})
+    bindir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as fh:
+        fh.write(kernel.asm["cubin"])
+    sass = subprocess.run([str(bindir / "nvdisasm"), "-c", fh.name], capture_output=True,
+                          text=True, check=True).stdout
+    usage = subprocess.run([str(bindir / "cuobjdump"), "--dump-resource-usage", fh.name],
+                           capture_output=True, text=True, check=True).stdout
+    os.unlink(fh.name)
+    lines = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", ln)]
+    at = {int(re.match(r"\s+/\*([0-9a-f]{4})\*/", ln).group(1), 16): i
+          for i, ln in enumerate(lines)}
+    loop = None
+    for i, ln in enumerate(lines):
+        m = re.search(r"BRA `\((\.L_x_\d+)\)", ln)
+        if not m:
+            continue
+        after = sass[sass.find(m.group(1) + ":"):].splitlines()[1]
+        a = re.match(r"\s+/\*([0-9a-f]{4})\*/", after)
+        if a and at.get(int(a.group(1), 16), len(lines)) < i:
+            start = at[int(a.group(1), 16)]
+            if loop is None or i - start > loop[1] - loop[0]:
+                loop = (start, i)
+    regs = re.search(r"REG:(\d+)", usage)
+    print(f"{args.fmt}: {regs.group(1) if regs else '?'} registers, {len(lines)} instructions")
+    if loop is None:
+        print("no loop found")
+        return
+    body = lines[loop[0]:loop[1] + 1]
+    ops = collections.Counter(
+        re.sub(r"^\s+/\*[0-9a-f]{4}\*/\s+(@!?U?P\w+\s+)?", "", ln).split()[0].split(".")[0]
+        for ln in body)
+    values = args.block_n * 128 * 2
+    print(f"loop: {len(body)} warp instructions per iteration, "
+          f"{len(body) * args.warps * 32 / values:.2f} thread instructions per cached value")
+    print(", ".join(f"{op} {n}" for op, n in ops.most_common(16)))
+
+
+if __name__ == "__main__":
+    main()
