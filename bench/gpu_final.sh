@@ -4,11 +4,7 @@
 # model's tbq4 cache (sliding-window and linear-attention layers beside full ones).
 set -u
 export PYTHONUNBUFFERED=1
-{
-nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
-python3 -c "import torch, triton, sys; print('torch', torch.__version__, 'triton', triton.__version__, 'python', sys.version.split()[0])"
-date -u
-} > "$OUT/gpu.log" 2>&1
+bash bench/gpu_env.sh
 (
   export CUDA_VISIBLE_DEVICES=0
   timeout 300 python3 bench/decode.py --formats f16,bf16,fp8_pth,q8_0 --out "$OUT/a"

@@ -8,11 +8,7 @@ export PYTHONUNBUFFERED=1 KVPLAN_DB="$OUT/measurements.sqlite3"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 LIMIT=${LIMIT:-540}
 BENCH=${BENCH:-decode}
-{
-nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
-python3 -c "import torch, triton, sys; print('torch', torch.__version__, 'triton', triton.__version__, 'python', sys.version.split()[0], 'gpus', torch.cuda.device_count())"
-python3 -c "import fastapi" 2>/dev/null && echo "fastapi present" || echo "no fastapi"
-} > "$OUT/gpu.log" 2>&1
+bash bench/gpu_env.sh
 gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 if [ "$gpus" -ge 2 ]; then
   timeout 100 python3 -m app.cli measure qwen3.5-27b --kv tbq4 --ctx 128k --seqs 1 --tp 2 --json > "$OUT/tp2-qwen3.5-27b.json" 2>>"$OUT/gpu.log"

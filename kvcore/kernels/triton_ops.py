@@ -71,26 +71,23 @@ def _fp8(bits):
 #: block scale: each nibble is laid into the mantissa of 1024 (low) or 64 (high, 16× finer), and
 #: one subtraction per pair removes the bias. Two values per instruction, no integer-to-float
 #: conversion.
-Q4_0_ASM = tl.constexpr("""{
-.reg .b32 z, t0, t1, m;
-mov.b32 z, 0;
-prmt.b32 t0, $4, z, 0x4140;
-prmt.b32 t1, $4, z, 0x4342;
-mov.b32 m, 0x64086408;
-lop3.b32 $0, t0, 0x000F000F, 0x64006400, 0xea;
-lop3.b32 $1, t1, 0x000F000F, 0x64006400, 0xea;
-sub.rn.f16x2 $0, $0, m;
-sub.rn.f16x2 $1, $1, m;
-mul.rn.f16x2 $0, $0, $5;
-mul.rn.f16x2 $1, $1, $6;
-mov.b32 m, 0x54805480;
-lop3.b32 $2, t0, 0x00F000F0, 0x54005400, 0xea;
-lop3.b32 $3, t1, 0x00F000F0, 0x54005400, 0xea;
-sub.rn.f16x2 $2, $2, m;
-sub.rn.f16x2 $3, $3, m;
-mul.rn.f16x2 $2, $2, $5;
-mul.rn.f16x2 $3, $3, $6;
-}""")
+def _q4_0_asm() -> str:
+    """The q4_0 block: operands $0, $1 the low nibbles' float16 pairs, $2, $3 the high ones',
+    $4 the four bytes, $5, $6 the scale pairs."""
+    body = [".reg .b32 z, t0, t1, m;", "mov.b32 z, 0;",
+            "prmt.b32 t0, $4, z, 0x4140;", "prmt.b32 t1, $4, z, 0x4342;"]
+    # (mask, magic, magic + 8): a low nibble in 1024's units, a high one in 64's (1/16 steps)
+    for out, (mask, magic, bias) in ((0, (0x000F000F, 0x64006400, 0x64086408)),
+                                     (2, (0x00F000F0, 0x54005400, 0x54805480))):
+        body.append(f"mov.b32 m, {bias:#x};")
+        for k, t in enumerate(("t0", "t1")):
+            d = f"${out + k}"
+            body += [f"lop3.b32 {d}, {t}, {mask:#010x}, {magic:#x}, 0xea;",
+                     f"sub.rn.f16x2 {d}, {d}, m;", f"mul.rn.f16x2 {d}, {d}, ${5 + k};"]
+    return "{\n" + "\n".join(body) + "\n}"
+
+
+Q4_0_ASM = tl.constexpr(_q4_0_asm())
 
 #: PTX for four q8_0 bytes → float16 times the block scale: the byte, offset by 128, becomes the
 #: low mantissa byte of 1024; subtracting 1152 leaves the signed value.
