@@ -82,11 +82,10 @@ def _q4_0_asm() -> str:
     # (mask, magic, magic + 8): a low nibble in 1024's units, a high one in 64's (1/16 steps)
     for out, (mask, magic, bias) in ((0, (0x000F000F, 0x64006400, 0x64086408)),
                                      (2, (0x00F000F0, 0x54005400, 0x54805480))):
-        body.append(f"mov.b32 m, {bias:#x};")
-        for k, t in enumerate(("t0", "t1")):
-            d = f"${out + k}"
-            body += [f"lop3.b32 {d}, {t}, {mask:#010x}, {magic:#x}, 0xea;",
-                     f"sub.rn.f16x2 {d}, {d}, m;", f"mul.rn.f16x2 {d}, {d}, ${5 + k};"]
+        body.append(f"mov.b32 m, 0x{bias:08X};")
+        body += [f"lop3.b32 ${out + k}, t{k}, 0x{mask:08X}, 0x{magic:08X}, 0xea;" for k in (0, 1)]
+        body += [f"sub.rn.f16x2 ${out + k}, ${out + k}, m;" for k in (0, 1)]
+        body += [f"mul.rn.f16x2 ${out + k}, ${out + k}, ${5 + k};" for k in (0, 1)]
     return "{\n" + "\n".join(body) + "\n}"
 
 
