@@ -1,11 +1,15 @@
 """Decode attention over real quantized caches on a GPU: time, bytes read per second against
 the card's measured read bandwidth, speed-up over torch's fp16 SDPA, and append throughput.
 
-    python bench/decode.py [--quick] [--out DIR]
+    python bench/decode.py [--quick] [--formats f16,q4_0,…] [--out DIR]
+    python bench/decode.py --render decode.json
 
 Prints a table and, on its last line, one JSON document; writes decode.json into --out.
 One layer is measured (GQA 32 query / 8 KV heads, head_dim 128); a model's decode step is this
-times its attention layers.
+times its attention layers. Steps are replayed from a CUDA graph (the GPU's time, without
+Python's launch overhead) over enough copies of the cache that none is read from L2; torch's
+fp16 SDPA is timed the same way. First it checks every format on the GPU against the torch
+reference, the PTX unpacking against the plain Triton path, and three page sizes.
 """
 
 from __future__ import annotations
