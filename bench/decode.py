@@ -142,6 +142,23 @@ def copies_for(nbytes: int) -> int:
     return max(1, min(16, math.ceil(STREAM_BYTES / max(1, nbytes))))
 
 
+def copies(cache: LayerCache, batch: int, tokens: int) -> list[LayerCache]:
+    """The cache and enough clones of it that a timed sequence of steps never reads from L2."""
+    return [cache] + [clone(cache, batch, tokens) for _ in range(copies_for(cache.nbytes) - 1)]
+
+
+def time_steps(caches: list[LayerCache], batch: int, tokens: int,
+               dtype: torch.dtype = torch.float16, **launch: object) -> float:
+    """Seconds per decode step over ``caches`` (one page per sequence, every sequence holding
+    ``tokens``), cycling through them; ``launch`` goes to LayerCache.decode."""
+    table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
+    seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
+    q = torch.randn(batch, HQ, D, device="cuda", dtype=dtype)
+    out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
+    return graph_time([partial(c.decode, q, table, seq, max_len=tokens, out=out, **launch)
+                       for c in caches])
+
+
 def sdpa_time(batch: int, tokens: int) -> float:
     """torch's fp16 scaled_dot_product_attention for one decode step (GQA by enable_gqa)."""
     n = copies_for(2 * batch * HKV * tokens * D * 2)
@@ -210,19 +227,13 @@ def main() -> None:
             dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             append_s = fill(cache, batch, tokens, dtype)
-            table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
-            seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
-            q = torch.randn(batch, HQ, D, device="cuda", dtype=dtype)
-            out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
-            caches = [cache] + [clone(cache, batch, tokens)
-                                for _ in range(copies_for(cache.nbytes) - 1)]
+            caches = copies(cache, batch, tokens)
             best = None
             default = (LAUNCH_MANY if batch * HKV >= MANY_ROWS else LAUNCH)[fmt]
             for block_n, warps, stages in dict.fromkeys([default, *CONFIGS]):
-                fns = [partial(c.decode, q, table, seq, max_len=tokens, block_n=block_n,
-                               num_warps=warps, num_stages=stages, out=out) for c in caches]
                 try:
-                    t_c = graph_time(fns)
+                    t_c = time_steps(caches, batch, tokens, dtype, block_n=block_n,
+                                     num_warps=warps, num_stages=stages)
                 except triton.runtime.errors.OutOfResources:
                     continue
                 if best is None or t_c < best[0]:

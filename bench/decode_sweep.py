@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import sys
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -22,7 +21,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, HQ, D, clone, copies_for, fill, graph_time, sdpa_time  # noqa: E402  (bench/decode.py, beside this file)
+from decode import HKV, D, copies, fill, sdpa_time, time_steps  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LAUNCH, LayerCache  # noqa: E402
@@ -42,14 +41,9 @@ def build(fk: str, fv: str, batch: int, tokens: int) -> LayerCache:
 def time_decode(caches: list[LayerCache], batch: int, tokens: int,
                 cfg: tuple[int, ...]) -> float:
     """cfg: (block_n, num_warps, num_stages[, programs_per_sm[, max_registers]])."""
-    table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
-    seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
-    q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.float16)
-    out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
     bn, w, st, pps, regs = (*cfg, None, None)[:5]
-    return graph_time([partial(c.decode, q, table, seq, max_len=tokens, block_n=bn, num_warps=w,
-                               num_stages=st, programs_per_sm=pps, max_registers=regs, out=out)
-                       for c in caches])
+    return time_steps(caches, batch, tokens, block_n=bn, num_warps=w, num_stages=st,
+                      programs_per_sm=pps, max_registers=regs)
 
 
 def main() -> None:
@@ -78,8 +72,7 @@ def main() -> None:
             pairs += [(f, "f16") for f in quantized] + [("f16", f) for f in quantized]
         for fk, fv in pairs:
             cache = build(fk, fv, batch, tokens)
-            caches = [cache] + [clone(cache, batch, tokens)
-                                for _ in range(copies_for(cache.nbytes) - 1)]
+            caches = copies(cache, batch, tokens)
             best = None
             if args.occupancy:
                 # the format's default launch, split finer and with fewer registers

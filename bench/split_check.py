@@ -14,14 +14,13 @@ import json
 import math
 import os
 import sys
-from functools import partial
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, HQ, D, clone, copies_for, fill, graph_time  # noqa: E402
+from decode import HKV, D, copies, fill, time_steps  # noqa: E402
 
 from kvcore.kernels.cache import SMS, LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -36,17 +35,11 @@ def main() -> None:
         for fmt in ("f16", "q4_0", "tbq4"):
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
-            caches = [cache] + [clone(cache, batch, tokens)
-                                for _ in range(copies_for(cache.nbytes) - 1)]
-            table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
-            seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
-            q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.float16)
-            out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
+            caches = copies(cache, batch, tokens)
             one = max(1, 4 * SMS // (batch * HKV))
             row = {"format": fmt, "batch": batch, "tokens": tokens, "one_wave_splits": one}
             for name, split in (("one_wave", math.ceil(tokens / one)), ("default", None)):
-                row[name] = graph_time([partial(c.decode, q, table, seq, max_len=tokens,
-                                                split_tokens=split, out=out) for c in caches])
+                row[name] = time_steps(caches, batch, tokens, split_tokens=split)
             rows.append(row)
             print(row, flush=True)
             del cache, caches
