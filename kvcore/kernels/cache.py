@@ -21,14 +21,14 @@ __all__ = ["LayerCache", "Side"]
 ROTATED = ("tbq4", "tbq3")
 #: streaming multiprocessors to fill (an H100/H200 has 132)
 SMS = 132
-#: the context split: programs per multiprocessor for several waves of them, the fewest tokens
-#: a program gets while there are enough programs for one wave, the fewest at all, and the most
-#: splits of one sequence taken for several waves (bench/results/decode-occupancy-h200-v7.json:
+#: the context split: programs per multiprocessor for several waves of them and for one wave,
+#: the fewest tokens a program gets while there are enough programs for one wave, the fewest at
+#: all, and the most splits of one sequence taken for several waves (bench/results/decode-occupancy-h200-v7.json:
 #: 16 programs per multiprocessor were 20–25% faster than 4 at batch 8, where a second,
 #: near-empty wave was left; programs of fewer than 2,048 tokens were slower at batch 1;
 #: decode-split-h200-v7.json: at batch 1 and 1M tokens 66 splits beat 264 by 8–11%, the
 #: reduction walking the splits one by one)
-WAVES_PER_SM, LONG_SPLIT, SHORT_SPLIT, MAX_SPLITS = 16, 2048, 256, 64
+WAVES_PER_SM, WAVE_PER_SM, LONG_SPLIT, SHORT_SPLIT, MAX_SPLITS = 16, 4, 2048, 256, 64
 LOG2E = 1.4426950408889634
 #: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128, for few rows of
 #: (sequence, KV head) and for many (MANY_ROWS or more): the best over batch 1 and over batch 8
@@ -264,8 +264,8 @@ class LayerCache:
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
         programs of at least 2,048 tokens each, or, for short contexts, at least one wave of
         programs of at least 256 tokens; ``programs_per_sm`` sets the number of programs per
-        streaming multiprocessor instead. Give
-        ``max_len`` (the longest sequence) to avoid reading ``seq_lens`` back from the device.
+        streaming multiprocessor instead. Give ``max_len`` (the longest sequence) to avoid
+        reading ``seq_lens`` back from the device.
         A rotated K format gets the query rotated once before the kernel; a rotated V format
         gets the output rotated back once after the reduction. ``asm`` (default: on a GPU)
         unpacks q4_0, q8_0, tbq4 and nvfp4 with PTX; without it the plain Triton path runs,
@@ -297,7 +297,7 @@ class LayerCache:
             else:
                 several = min(math.ceil(WAVES_PER_SM * SMS / bh), max_len // LONG_SPLIT,
                               MAX_SPLITS)
-                one_wave = min(math.ceil(4 * SMS / bh), max_len // SHORT_SPLIT)
+                one_wave = min(math.ceil(WAVE_PER_SM * SMS / bh), max_len // SHORT_SPLIT)
                 want = max(1, several, one_wave)
             split_tokens = max_len / want
         # a split is whole tiles, so that no tile straddles two splits

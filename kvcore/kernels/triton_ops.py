@@ -230,14 +230,15 @@ def _e2m1(code):
 
 @triton.jit
 def _planes(P0, P1, r, rmask, NB: tl.constexpr, BB: tl.constexpr, NBV: tl.constexpr,
-            X0: tl.constexpr, X1: tl.constexpr, FILL: tl.constexpr):
+            X0: tl.constexpr, X1: tl.constexpr):
     """Packed bytes as [BN, NB, BB] (BB bytes per scale block) and the block scales as
-    [BN, NB, 1]; NBV of the NB blocks hold data (the rest read as FILL, with scale 0)."""
+    [BN, NB, 1]; NBV of the NB blocks hold data. Masked rows and blocks read bytes 0 with
+    scale 0, so their values are 0 in every format."""
     nb = tl.arange(0, NB)[None, :, None]
     j = tl.arange(0, BB)[None, None, :]
     r3 = r[:, None, None]
     m3 = rmask[:, None, None] & (nb < NBV)
-    byte = tl.load(P0 + r3 * X0 + nb * BB + j, mask=m3, other=FILL)
+    byte = tl.load(P0 + r3 * X0 + nb * BB + j, mask=m3, other=0)
     scale = tl.load(P1 + r3 * X1 + nb, mask=m3, other=0.0)
     return byte, scale
 
@@ -262,7 +263,7 @@ def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
         tile = _fp8(tl.load(P0 + r[:, None] * X0 + w, mask=rm & (w < DP), other=0))
         scale = tl.load(P1 + r, mask=rmask, other=0.0)
     elif FMT == 2:
-        raw, ds = _planes(P0, P1, r, rmask, DPOW // 32, 32, DP // 32, X0, X1, 0)
+        raw, ds = _planes(P0, P1, r, rmask, DPOW // 32, 32, DP // 32, X0, X1)
         if ASM:
             val = tl.inline_asm_elementwise(Q8_0_ASM, "=r,=r,r,r,r", [raw, ds],
                                             dtype=tl.float16, is_pure=True, pack=4)
@@ -296,8 +297,7 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
     and the [BN] float32 per-row scale. No nibble moves between lanes: each half is one
     elementwise unpacking of the loaded bytes."""
     if FMT == 3:
-        # a masked row reads code 0 with scale 0: its values are 0 like every other format's
-        byte, ds = _planes(P0, P1, r, rmask, DPOW // 32, 16, DP // 32, X0, X1, 0)
+        byte, ds = _planes(P0, P1, r, rmask, DPOW // 32, 16, DP // 32, X0, X1)
         if ASM:
             lo, hi = tl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [byte, ds],
                                                dtype=(tl.float16, tl.float16), is_pure=True,
@@ -308,7 +308,7 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             hi = ((b >> 4).to(tl.float16) - 8.0) * ds
         scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 4:
-        byte, norm = _planes(P0, P1, r, rmask, DPOW // 128, 64, DP // 128, X0, X1, 0)
+        byte, norm = _planes(P0, P1, r, rmask, DPOW // 128, 64, DP // 128, X0, X1)
         if ASM:
             lo, hi = tl.inline_asm_elementwise(TBQ4_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r",
                                                [byte, norm], dtype=(tl.float16, tl.float16),
@@ -319,7 +319,7 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             hi = tl.load(CENT + (b >> 4)) * norm
         scale = tl.where(rmask, 1.0, 0.0)
     else:
-        byte, sc = _planes(P0, P1, r, rmask, DPOW // 16, 8, DP // 16, X0, X1, 0)
+        byte, sc = _planes(P0, P1, r, rmask, DPOW // 16, 8, DP // 16, X0, X1)
         s = _fp8(sc)
         if ASM:
             lo, hi = tl.inline_asm_elementwise(NVFP4_ASM, "=r,=r,=r,=r,r,r,r", [byte, s],
