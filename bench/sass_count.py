@@ -3,6 +3,7 @@ sm_90 with the ptxas and nvdisasm that ship in the triton wheel, find the loop (
 backward branch closes) and count its instructions by opcode.
 
     python bench/sass_count.py FORMAT [--block-n 32] [--warps 4] [--stages 2] [--src DIR]
+        [--dump DIR]
 
 Prints registers, the loop's warp instructions per iteration and thread instructions per cached
 value (K and V). --src takes the kvcore package from another checkout (to compare versions).
@@ -27,6 +28,7 @@ def main() -> None:
     ap.add_argument("--warps", type=int, default=4)
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--src", default=str(Path(__file__).resolve().parent.parent))
+    ap.add_argument("--dump", help="write the kernel's ttgir, ptx and sass into this folder")
     args = ap.parse_args()
     sys.path.insert(0, args.src)
     import inspect
@@ -54,9 +56,10 @@ def main() -> None:
     sig.update({k: "constexpr" for k in consts})
     sig = {k: sig[k] for k in params}
     names = list(sig)
-    # pointers 16-byte aligned, as the launcher specialises them at run time
+    # pointers 16-byte aligned and the page and split lengths multiples of 16, as the launcher
+    # specialises them at run time
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
-             if t.startswith("*")}
+             if t.startswith("*") or n in ("PAGE", "SPLIT")}
     src = ASTSource(fn=decode_split_kernel, signature=sig, attrs=attrs,
                     constexprs={(names.index(k),): v for k, v in consts.items()})
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
@@ -69,6 +72,12 @@ def main() -> None:
     usage = subprocess.run([str(bindir / "cuobjdump"), "--dump-resource-usage", fh.name],
                            capture_output=True, text=True, check=True).stdout
     os.unlink(fh.name)
+    if args.dump:
+        out = Path(args.dump)
+        out.mkdir(parents=True, exist_ok=True)
+        for ext in ("ttgir", "ptx"):
+            (out / f"{args.fmt}.{ext}").write_text(kernel.asm[ext])
+        (out / f"{args.fmt}.sass").write_text(sass)
     lines = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", ln)]
     at = {int(re.match(r"\s+/\*([0-9a-f]{4})\*/", ln).group(1), 16): i
           for i, ln in enumerate(lines)}

@@ -9,6 +9,7 @@ and an identity block table.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,9 @@ LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (128, 4, 2), "q8_0":
 LAUNCH_MANY = {**LAUNCH, "q4_0": (32, 2, 2), "tbq4": (32, 2, 2), "tbq3": (32, 2, 2),
                "nvfp4": (128, 4, 2)}
 MANY_ROWS = 64
+#: rows (token-heads) per append program at head_dim 128, where not 32 (measured on the H200,
+#: bench/results/append-h200-v8.json)
+APPEND_ROWS = {"tbq4": 64}
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -64,6 +68,9 @@ class Side:
     planes: dict[str, Any] = field(default_factory=dict)
     #: per-tensor fp32 scale (nvfp4), one per layer and side
     global_scale: Any = None
+    #: the global scale's value as the host last set it: appends read this, not the device
+    #: tensor, so that an append never waits for the GPU (and can be captured in a CUDA graph)
+    global_scale_host: float = 1.0
 
     def __post_init__(self) -> None:
         torch = _torch()
@@ -143,13 +150,21 @@ class LayerCache:
         dst = self.dst_rows(pages, offsets).reshape(-1)
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
             rows = x.reshape(-1, self.head_dim)
-            if side.global_scale is not None and float(side.global_scale) == 1.0:
-                side.global_scale.fill_(ref.nvfp4_global_scale(rows))
-            gs = float(side.global_scale) if side.global_scale is not None else 1.0
-            planes = ref.quantize(side.fmt, rows, global_scale=gs)
+            self._fix_global_scale(side, rows)
+            planes = ref.quantize(side.fmt, rows, global_scale=side.global_scale_host)
             flat = side.rows()
             for name, t in planes.items():
                 flat[name][dst] = t.reshape(t.shape[0], -1).to(flat[name].dtype)
+
+    @staticmethod
+    def _fix_global_scale(side: Side, rows: Any) -> None:
+        """A per-tensor scale (nvfp4) is set by the first append of nonzero rows and then kept,
+        so that later tokens never change how earlier ones read."""
+        if side.global_scale is not None and side.global_scale_host == 1.0:
+            # the float32 value the device holds
+            side.global_scale_host = struct.unpack("<f", struct.pack(
+                "<f", ref.nvfp4_global_scale(rows)))[0]
+            side.global_scale.fill_(side.global_scale_host)
 
     def gather_ref(self, side: Side, block_table: Any, seq_len: int, b: int) -> Any:
         """Dequantized [kv_heads, seq_len, head_dim] float32 of sequence ``b`` (reference)."""
@@ -161,8 +176,7 @@ class LayerCache:
         planes = {k: v[dst] for k, v in flat.items()}
         if "scale" in planes:
             planes["scale"] = planes["scale"].reshape(-1, 1)
-        gs = float(side.global_scale) if side.global_scale is not None else 1.0
-        x = ref.dequantize(side.fmt, planes, self.head_dim, global_scale=gs)
+        x = ref.dequantize(side.fmt, planes, self.head_dim, global_scale=side.global_scale_host)
         return x.reshape(self.kv_heads, seq_len, self.head_dim)
 
     def decode_ref(self, q: Any, block_table: Any, seq_lens: Any) -> Any:
@@ -186,6 +200,8 @@ class LayerCache:
             self._tab = {
                 # the 128 × 128 rotation, applied to every 128-block of a rotated row
                 "rot": ref.rotation(str(self.device)).to(self.device).float().contiguous(),
+                # the same times √128: ±1, exact in float16 (the append kernel's operand)
+                "rot_pm1": torch.sign(ref.rotation("cpu")).half().to(self.device),
                 "cent16": ref.centroids(16, "cpu").to(self.device),
                 "cent8": ref.centroids(8, "cpu").to(self.device),
                 "th16": torch.tensor(codebook.thresholds(16), device=self.device),
@@ -212,20 +228,20 @@ class LayerCache:
         return tab[key]
 
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
-               rows_per_program: int | None = None) -> None:
-        """Quantize and write new tokens with the Triton append kernel (64 rows a program at
-        head_dim 128, fewer for wider heads, so the rotation's operands fit shared memory)."""
+               rows_per_program: int | None = None, num_warps: int = 4) -> None:
+        """Quantize and write new tokens with the Triton append kernel (APPEND_ROWS rows a
+        program at head_dim 128, fewer for wider heads, so the rotation's operands fit shared
+        memory). The destination rows are computed in the kernel: one launch per side."""
         from .triton_ops import FMT_CODES, append_kernel
 
         torch = _torch()
         tab = self._tables()
         if rows_per_program is None:
-            rows_per_program = max(16, 64 * 128 // tab["dpow"])
-        dst = self.dst_rows(pages, offsets).reshape(-1).contiguous()
+            rows_per_program = max(16, APPEND_ROWS.get(self.k.fmt, 32) * 128 // tab["dpow"])
+        pages, offsets = pages.contiguous(), offsets.contiguous()
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
             rows = x.reshape(-1, self.head_dim).contiguous()
-            if side.global_scale is not None and float(side.global_scale) == 1.0:
-                side.global_scale.fill_(ref.nvfp4_global_scale(rows))
+            self._fix_global_scale(side, rows)
             planes = side.flat()
             p0 = planes[0]
             p1 = planes[1] if len(planes) > 1 else planes[0]
@@ -235,12 +251,13 @@ class LayerCache:
             n = rows.shape[0]
             grid = (math.ceil(n / rows_per_program),)
             append_kernel[grid](
-                rows, dst, p0, p1,
+                rows, pages, offsets, p0, p1,
                 side.global_scale if side.global_scale is not None else p0,
-                tab["rot"], tab["th8"] if levels == 8 else tab["th16"], self._cent(side.fmt), n,
-                FMT=FMT_CODES[side.fmt], D=self.head_dim, DP=side.padded_dim,
+                tab["rot_pm1"], tab["th8"] if levels == 8 else tab["th16"], self._cent(side.fmt), n,
+                self.page_size, H_KV=self.kv_heads, FMT=FMT_CODES[side.fmt], D=self.head_dim,
+                DP=side.padded_dim,
                 DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_per_program,
-                PRECISION="ieee" if rows.device.type == "cpu" else "tf32x3")
+                HW=rows.device.type == "cuda", num_warps=num_warps)
         del torch
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:

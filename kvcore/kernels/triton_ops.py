@@ -65,6 +65,17 @@ def e4m3_encode(x):
 
 
 @triton.jit
+def _e4m3(x, HW: tl.constexpr):
+    """float32 → uint8 e4m3fn bit pattern, round to nearest even: the hardware conversion on a
+    GPU (HW; it saturates at ±448), e4m3_encode in the interpreter (whose own float8 conversion
+    does not round ties to even). Both give torch's bits."""
+    if HW:
+        return x.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+    else:
+        return e4m3_encode(x)
+
+
+@triton.jit
 def _fp8(bits):
     """uint8 e4m3fn bit patterns → float16 (a hardware conversion on Hopper)."""
     return bits.to(tl.float8e4nv, bitcast=True).to(tl.float16)
@@ -502,16 +513,20 @@ def reduce_kernel(ACC, ML, OUT, n_splits,
 
 
 @triton.jit
-def append_kernel(X, DST, P0, P1, GS, ROT, TH, CENT, n_rows,
-                  FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, DPOW: tl.constexpr,
-                  X0: tl.constexpr, X1: tl.constexpr, LEVELS: tl.constexpr,
-                  ROWS: tl.constexpr, PRECISION: tl.constexpr):
-    """Quantize ``n_rows`` rows of X [n_rows, D] into the planes at row indices DST. ROT is the
-    128 × 128 rotation of the rotated formats, applied to each 128-block of a row."""
+def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, ROT, TH, CENT, n_rows, PAGE,
+                  H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr,
+                  DPOW: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
+                  LEVELS: tl.constexpr, ROWS: tl.constexpr, HW: tl.constexpr):
+    """Quantize ``n_rows`` rows of X [n_rows, D] (token-major, H_KV heads a token) into the
+    planes: token i goes to (page PAGES[i], row OFFSETS[i]) of each head's PAGE rows. ROT is
+    the 128 × 128 rotation of the rotated formats (times √128), applied to each 128-block of
+    a row. HW: float8 conversions in hardware (a GPU)."""
     pid = tl.program_id(0).to(tl.int64)
     ri = pid * ROWS + tl.arange(0, ROWS)
     rmask = ri < n_rows
-    dst = tl.load(DST + ri, mask=rmask, other=0)
+    tok = ri // H_KV
+    page = tl.load(PAGES + tok, mask=rmask, other=0).to(tl.int64)
+    dst = (page * H_KV + ri % H_KV) * PAGE + tl.load(OFFSETS + tok, mask=rmask, other=0)
     d = tl.arange(0, DPOW)
     m = rmask[:, None] & (d[None, :] < D)
     x = tl.load(X + ri[:, None] * D + d[None, :], mask=m, other=0.0).to(tl.float32)
@@ -522,7 +537,7 @@ def append_kernel(X, DST, P0, P1, GS, ROT, TH, CENT, n_rows,
     elif FMT == 1:
         amax = tl.max(tl.abs(x), axis=1)
         scale = tl.maximum(amax, 1e-12) / 448.0
-        tl.store(P0 + r * X0 + d[None, :], e4m3_encode(x / scale[:, None]), mask=m)
+        tl.store(P0 + r * X0 + d[None, :], _e4m3(x / scale[:, None], HW), mask=m)
         tl.store(P1 + dst, scale, mask=rmask)
     elif FMT == 2:
         xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
@@ -553,14 +568,34 @@ def append_kernel(X, DST, P0, P1, GS, ROT, TH, CENT, n_rows,
     elif FMT == 4 or FMT == 5:
         xb = tl.reshape(x, (ROWS, DPOW // 128, 128))
         n = tl.sqrt(tl.sum(xb * xb, axis=2))
-        u = tl.reshape(xb / tl.maximum(n, 1e-30)[:, :, None], (ROWS, DPOW))
+        u = tl.reshape(xb / tl.maximum(n, 1e-30)[:, :, None], (ROWS * (DPOW // 128), 128))
+        # ROT holds the rotation times √128, ±1 (exact in float16); u goes in as two float16
+        # parts (u = hi + lo to 2⁻²² of |u|), so two float16 products accumulated in float32
+        # give the float32 rotation
         r128 = tl.arange(0, 128)
-        rot = tl.load(ROT + r128[:, None] * 128 + r128[None, :])
-        y = tl.reshape(tl.dot(tl.reshape(u, (ROWS * (DPOW // 128), 128)), tl.trans(rot),
-                              input_precision=PRECISION), (ROWS, DPOW))
-        idx = tl.zeros([ROWS, DPOW], tl.int32)
-        for t in tl.static_range(LEVELS - 1):
-            idx += (y > tl.load(TH + t)).to(tl.int32)
+        rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
+        hi = u.to(tl.float16)
+        lo = (u - hi.to(tl.float32)).to(tl.float16)
+        y = tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
+        y = tl.reshape(y, (ROWS, DPOW))
+        # the codebook and its thresholds are symmetric: count the positive thresholds below
+        # |y| by binary search, or, for y ≤ 0, those at or below |y| (as torch.bucketize counts
+        # the thresholds below y), comparing the next float above |y|
+        pos = y > 0
+        key = tl.where(pos, tl.abs(y), (tl.abs(y).to(tl.int32, bitcast=True) + 1)
+                       .to(tl.float32, bitcast=True))
+        H: tl.constexpr = LEVELS // 2
+        if LEVELS == 16:
+            c4 = key > tl.load(TH + H + 3)
+            c2 = key > tl.where(c4, tl.load(TH + H + 5), tl.load(TH + H + 1))
+            t1 = tl.where(c4, tl.where(c2, tl.load(TH + H + 6), tl.load(TH + H + 4)),
+                          tl.where(c2, tl.load(TH + H + 2), tl.load(TH + H)))
+            cnt = c4.to(tl.int32) * 4 + c2.to(tl.int32) * 2 + (key > t1).to(tl.int32)
+        else:
+            c2 = key > tl.load(TH + H + 1)
+            t1 = tl.where(c2, tl.load(TH + H + 2), tl.load(TH + H))
+            cnt = c2.to(tl.int32) * 2 + (key > t1).to(tl.int32)
+        idx = tl.where(pos, H + cnt, H - 1 - cnt)
         c = tl.load(CENT + idx)
         cb = tl.reshape(c, (ROWS, DPOW // 128, 128))
         norm = (n / tl.maximum(tl.sqrt(tl.sum(cb * cb, axis=2)), 1e-30)).to(tl.float16)
@@ -585,12 +620,17 @@ def append_kernel(X, DST, P0, P1, GS, ROT, TH, CENT, n_rows,
         gs = tl.load(GS)
         xb = tl.reshape(x, (ROWS, DPOW // 16, 16))
         amax = tl.max(tl.abs(xb), axis=2)
+        # the block scales (one per 16 values) in software: converted in hardware, these
+        # [ROWS, blocks] tensors came out with other bits than torch's on the H200 (triton 3.6)
         sc = e4m3_encode(amax / 6.0 / gs)
         eff = e4m3_decode(sc) * gs
         v = tl.abs(xb) / tl.where(eff > 0, eff, 1.0)[:, :, None]
-        mag = ((v > 0.25).to(tl.int32) + (v > 0.75).to(tl.int32) + (v > 1.25).to(tl.int32)
-               + (v > 1.75).to(tl.int32) + (v > 2.5).to(tl.int32) + (v > 3.5).to(tl.int32)
-               + (v > 5.0).to(tl.int32))
+        # nearest e2m1 magnitude (ties to the smaller) by binary search over the midpoints
+        # 0.25 0.75 1.25 1.75 2.5 3.5 5
+        c4 = v > 1.75
+        c2 = v > tl.where(c4, 3.5, 0.75)
+        c1 = v > tl.where(c4, tl.where(c2, 5.0, 2.5), tl.where(c2, 1.25, 0.25))
+        mag = c4.to(tl.int32) * 4 + c2.to(tl.int32) * 2 + c1.to(tl.int32)
         code = tl.reshape(mag | ((xb < 0).to(tl.int32) << 3), (ROWS, DPOW))
         even, odd = tl.split(tl.reshape(code, (ROWS, DPOW // 2, 2)))
         dd = tl.arange(0, DPOW // 2)

@@ -193,3 +193,23 @@ def test_bandwidth_kernels_read_every_element_once(n):
         out = torch.full((3,), float("nan"))
         kernel[(3,)](x, out, n, BLOCK=block)
         assert abs(float(out.double().sum()) - expect) < 1e-3 * max(1.0, abs(expect)), kernel
+
+
+@pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
+def test_rotated_append_codes_exact_on_zero_and_one_hot_rows(fmt):
+    # the kernel counts only the positive thresholds (the codebook is symmetric); a zero row
+    # (y = 0 everywhere, on the middle threshold) and one-hot rows (|y| equal everywhere) must
+    # get exactly the codes torch.bucketize gives
+    th = ref.codebook.thresholds(16 if fmt == "tbq4" else 8)
+    t32 = torch.tensor(th, dtype=torch.float32)
+    assert torch.equal(t32, -t32.flip(0))
+    rows = torch.zeros(6, 1, 128)
+    for i, j in enumerate((0, 5, 77, 127), start=1):
+        rows[i, 0, j] = (-1) ** i * 3.0
+    rows[5, 0] = torch.randn(128)
+    kernel = LayerCache(fmt, fmt, 1, 8, 1, 128)
+    refc = LayerCache(fmt, fmt, 1, 8, 1, 128)
+    pages, offs = torch.zeros(6, dtype=torch.long), torch.arange(6)
+    kernel.append(rows.half(), rows.half(), pages, offs)
+    refc.append_ref(rows.half(), rows.half(), pages, offs)
+    assert torch.equal(kernel.k.planes["qs"][0, 0, :6], refc.k.planes["qs"][0, 0, :6])

@@ -1,0 +1,81 @@
+"""Append kernel on a GPU: bits against the torch reference, and throughput under several
+launch configurations.
+
+    python bench/append_sweep.py [--out DIR] [--formats f16,q4_0,…]
+
+Each format first appends 3,000 tokens × 8 KV heads (head_dim 128) with the kernel and with the
+torch reference and reports the share of identical bytes per plane; then a filled 8 × 32,768
+token cache takes appends of 16,384 new tokens (fp16 in), replayed from a CUDA graph
+(decode.append_time), under each (rows per program, warps). Bytes moved per call: the input
+read plus the cache bytes written. Writes append-sweep.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from decode import HKV, D, append_time, fill  # noqa: E402  (bench/decode.py, beside this file)
+
+from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
+from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
+#: (rows per program, num_warps)
+CONFIGS = [(16, 2), (32, 2), (32, 4), (64, 4), (128, 4), (64, 8), (128, 8)]
+
+
+def agreement(fmt: str) -> dict[str, float]:
+    """Share of identical bytes, per plane, between the kernel's and the reference's append."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(3000, HKV, D, device="cuda", generator=g).half() * 3
+    kern = LayerCache(fmt, fmt, 1, 4096, HKV, D, device="cuda")
+    refc = LayerCache(fmt, fmt, 1, 4096, HKV, D, device="cuda")
+    t = torch.arange(3000, device="cuda")
+    kern.append(x, x, torch.zeros_like(t), t)
+    refc.append_ref(x, x, torch.zeros_like(t), t)
+    return {name: float((p.view(torch.uint8) == refc.k.planes[name].view(torch.uint8))
+                        .float().mean()) for name, p in kern.k.planes.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    args = ap.parse_args()
+    env = environment("cuda", torch)
+    bw = measure_bandwidth(torch)
+    print(env, {k: f"{v / 1e12:.2f} TB/s" for k, v in bw.items()}, flush=True)
+    result: dict = {"env": env, "bandwidth": bw, "agreement": {}, "rows": []}
+    batch, tokens = 8, 32768
+    for fmt in args.formats.split(","):
+        result["agreement"][fmt] = agreement(fmt)
+        print(fmt, "identical bytes:", result["agreement"][fmt], flush=True)
+        dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
+        cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
+        fill(cache, batch, tokens, dtype)
+        for rows, warps in CONFIGS:
+            s, moved = append_time(cache, batch, tokens, dtype, rows_per_program=rows,
+                                   num_warps=warps)
+            row = {"format": fmt, "rows_per_program": rows, "num_warps": warps,
+                   "seconds": s, "bytes": moved, "bytes_per_s": moved / s,
+                   "fraction_of_read_bw": moved / s / bw["read_bytes_per_s"]}
+            result["rows"].append(row)
+            print(f"{fmt:8s} rows {rows:4d} warps {warps}: {s * 1e6:7.1f} us "
+                  f"{moved / s / 1e12:5.2f} TB/s ({row['fraction_of_read_bw']:5.1%})", flush=True)
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "append-sweep.json").write_text(json.dumps(result, indent=2))
+        del cache
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
