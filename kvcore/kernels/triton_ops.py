@@ -201,7 +201,33 @@ mul.rn.f16x2 $3, $3, $6;
 }}"""
 
 
+def _tbq3_asm() -> str:
+    """PTX for one tbq3 group (three bytes, eight 3-bit centroid indices i0…i7 at bits 3k, in
+    the low three bytes of $4) → the even-numbered values (i0, i2, i4, i6) as $0, $1 and the
+    odd ones as $2, $3, float16 times the block norm ($5, $6). The indices are gathered into
+    the nibbles of two prmt selectors (bits 0-3 of the selector from bits 0-3 of the word, 4-7
+    from the word shifted right by 2, …; then bit 3 of each nibble cleared), which pick the
+    low and the high bytes of the eight centroids from two 8-entry byte tables."""
+    tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(8)))
+    body = [".reg .b32 u, v, e, o, t, l, h, a0, a1, b0, b1;",
+            f"mov.b32 a0, {tl0:#x};", f"mov.b32 a1, {tl1:#x};",
+            f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};",
+            "mov.b32 u, $4;", "shr.b32 v, $4, 3;"]
+    for sel, src in (("e", "u"), ("o", "v")):
+        body.append(f"mov.b32 {sel}, {src};")
+        for shift, keep in ((2, 0xF), (4, 0xFF), (6, 0xFFF)):
+            # bits under `keep` from the selector so far, the rest from the shifted word
+            body += [f"shr.b32 t, {src}, {shift};", f"lop3.b32 {sel}, {sel}, t, {keep:#x}, 0xe4;"]
+        body.append(f"and.b32 {sel}, {sel}, 0x7777;")
+    for sel, out in (("e", 0), ("o", 2)):
+        body += [f"prmt.b32 l, a0, a1, {sel};", f"prmt.b32 h, b0, b1, {sel};",
+                 f"prmt.b32 ${out}, l, h, 0x5140;", f"prmt.b32 ${out + 1}, l, h, 0x7362;",
+                 f"mul.rn.f16x2 ${out}, ${out}, $5;", f"mul.rn.f16x2 ${out + 1}, ${out + 1}, $6;"]
+    return "{\n" + "\n".join(body) + "\n}"
+
+
 TBQ4_ASM = tl.constexpr(_tbq4_asm(2))
+TBQ3_ASM = tl.constexpr(_tbq3_asm())
 NVFP4_ASM = tl.constexpr(_nvfp4_asm())
 
 
@@ -258,7 +284,7 @@ def _planes(P0, P1, r, rmask, NB: tl.constexpr, BB: tl.constexpr, NBV: tl.conste
 def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
           DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
           ASM: tl.constexpr):
-    """A whole K or V tile (f16, fp8_pth, q8_0, tbq3) for ``BN`` cache rows ``r`` of the
+    """A whole K or V tile (f16, fp8_pth, q8_0) for ``BN`` cache rows ``r`` of the
     planes P0 and P1, read straight from the packed bytes: ([BN, DPOW] values with every
     per-block scale applied, [BN] float32 per-row scale, 0 on masked rows)."""
     rm = rmask[:, None]
@@ -273,7 +299,8 @@ def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
         w = tl.arange(0, DPOW)[None, :]
         tile = _fp8(tl.load(P0 + r[:, None] * X0 + w, mask=rm & (w < DP), other=0))
         scale = tl.load(P1 + r, mask=rmask, other=0.0)
-    elif FMT == 2:
+    else:
+        # q8_0
         raw, ds = _planes(P0, P1, r, rmask, DPOW // 32, 32, DP // 32, X0, X1)
         if ASM:
             val = tl.inline_asm_elementwise(Q8_0_ASM, "=r,=r,r,r,r", [raw, ds],
@@ -281,20 +308,6 @@ def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
         else:
             val = raw.to(tl.float16) * ds
         tile = tl.reshape(val, (BN, DPOW))
-        scale = tl.where(rmask, 1.0, 0.0)
-    else:
-        nb = tl.arange(0, DPOW // 128)[None, :]
-        g = tl.arange(0, DPOW // 8)[None, :]
-        gm = rm & (g < DP // 8)
-        base = P0 + r[:, None] * X0 + g * 3
-        lane = (tl.load(base, mask=gm, other=0).to(tl.int32)
-                | (tl.load(base + 1, mask=gm, other=0).to(tl.int32) << 8)
-                | (tl.load(base + 2, mask=gm, other=0).to(tl.int32) << 16))
-        shift = (tl.arange(0, 8) * 3)[None, None, :]
-        idx = tl.reshape((lane[:, :, None] >> shift) & 7, (BN, DPOW))
-        raw = tl.load(CENT + idx)
-        norm = tl.load(P1 + r[:, None] * X1 + nb, mask=rm & (nb < DP // 128), other=0.0)
-        tile = _blocks(raw, norm, BN, DPOW, 128)
         scale = tl.where(rmask, 1.0, 0.0)
     return tile, scale
 
@@ -305,6 +318,7 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             ASM: tl.constexpr):
     """A 4-bit K or V tile (q4_0, tbq4, nvfp4) as two [BN, DPOW // 2] halves, the low and the
     high nibbles of each byte (_tile_dims gives their head dimensions), block scales applied,
+    and tbq3's tile as its even and its odd head dimensions, likewise;
     and the [BN] float32 per-row scale. No nibble moves between lanes: each half is one
     elementwise unpacking of the loaded bytes."""
     if FMT == 3:
@@ -328,6 +342,25 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             b = byte.to(tl.int32)
             lo = tl.load(CENT + (b & 15)) * norm
             hi = tl.load(CENT + (b >> 4)) * norm
+        scale = tl.where(rmask, 1.0, 0.0)
+    elif FMT == 5:
+        # a group is three bytes (eight 3-bit indices); read as four with the fourth masked
+        g = tl.arange(0, DPOW // 8)[None, :, None]
+        j = tl.arange(0, 4)[None, None, :]
+        r3 = r[:, None, None]
+        gm = rmask[:, None, None] & (g < DP // 8)
+        byte = tl.load(P0 + r3 * X0 + g * 3 + j, mask=gm & (j < 3), other=0)
+        norm = tl.load(P1 + r3 * X1 + g // 16, mask=gm, other=0.0)
+        if ASM:
+            lo, hi = tl.inline_asm_elementwise(TBQ3_ASM, "=r,=r,=r,=r,r,r,r",
+                                               [byte, tl.broadcast_to(norm, (BN, DPOW // 8, 4))],
+                                               dtype=(tl.float16, tl.float16), is_pure=True,
+                                               pack=4)
+        else:
+            lane = tl.sum(byte.to(tl.int32) << (j * 8), axis=2)[:, :, None]
+            k = tl.arange(0, 4)[None, None, :]
+            lo = tl.load(CENT + ((lane >> (6 * k)) & 7)) * norm
+            hi = tl.load(CENT + ((lane >> (6 * k + 3)) & 7)) * norm
         scale = tl.where(rmask, 1.0, 0.0)
     else:
         byte, sc = _planes(P0, P1, r, rmask, DPOW // 16, 8, DP // 16, X0, X1)
@@ -418,8 +451,8 @@ def decode_split_kernel(
     rows = tl.arange(0, QPAD)
     qrow = (b * H_KV + h) * GROUP + rows
     qmask = rows < GROUP
-    HK: tl.constexpr = FMT_K == 3 or FMT_K == 4 or FMT_K == 6
-    HV: tl.constexpr = FMT_V == 3 or FMT_V == 4 or FMT_V == 6
+    HK: tl.constexpr = FMT_K >= 3
+    HV: tl.constexpr = FMT_V >= 3
     if FMT_K == 0:  # noqa: SIM108 (a compile-time branch)
         KT = K0.dtype.element_ty
     else:

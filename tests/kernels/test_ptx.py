@@ -19,6 +19,7 @@ from kvcore.kernels.triton_ops import (  # noqa: E402
     NVFP4_ASM,
     Q4_0_ASM,
     Q8_0_ASM,
+    TBQ3_ASM,
     TBQ4_ASM,
     _tbq4_asm,
 )
@@ -193,9 +194,25 @@ def test_nvfp4_unpacker_matches_the_e2m1_table(scale):
             assert np.array_equal(got.view(np.uint16), expect.view(np.uint16)), hex(w)
 
 
+@pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(-13.5)))
+def test_tbq3_unpacker_matches_the_table_lookup(norm):
+    # one group: eight 3-bit indices in the low three bytes (the fourth is ignored); the even
+    # values come in $0, $1 and the odd ones in $2, $3
+    cent = ref.centroids(8).half().numpy()
+    for w in _words():
+        regs = run_ptx(TBQ3_ASM.value, {"$4": w, **_scale_regs(norm)})
+        idx = np.array([(w >> (3 * k)) & 7 for k in range(8)])
+        expect = (cent[idx].astype(np.float32) * np.float32(norm)).astype(np.float16)
+        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16),
+                              expect[0::2].view(np.uint16)), hex(w)
+        assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16),
+                              expect[1::2].view(np.uint16)), hex(w)
+
+
 def test_the_emulator_knows_every_instruction_used():
     ops = set()
-    for asm in (Q4_0_ASM.value, Q8_0_ASM.value, TBQ4_ASM.value, NVFP4_ASM.value):
+    for asm in (Q4_0_ASM.value, Q8_0_ASM.value, TBQ4_ASM.value, TBQ3_ASM.value,
+                NVFP4_ASM.value):
         ops |= {m.group(1) for m in re.finditer(r"^\s*([a-z][\w.]*)\s", asm, re.M)}
     assert ops - {".reg"} <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "mul.lo.u32",
                               "or.b32", "and.b32", "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2"}
