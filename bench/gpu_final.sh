@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # One device call on a two-GPU machine: bench/decode.py over all formats in two halves side by
-# side, then on GPU 1 kvplan measure for a KIVI cache (the paged KIVI kernels) and a hybrid
-# model's tbq4 cache (sliding-window and linear-attention layers beside full ones).
+# side, then on GPU 0 the append sweep and on GPU 1 kvplan measure for a KIVI cache (the paged
+# KIVI kernels) and a hybrid model's tbq4 cache (sliding-window and linear-attention layers
+# beside full ones).
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
 (
   export CUDA_VISIBLE_DEVICES=0
   timeout 300 python3 bench/decode.py --formats f16,bf16,fp8_pth,q8_0 --out "$OUT/a"
+  timeout 150 python3 bench/append_sweep.py --out "$OUT/a"
 ) > "$OUT/a.log" 2>&1 &
 (
   export CUDA_VISIBLE_DEVICES=1
-  timeout 250 python3 bench/decode.py --formats q4_0,tbq4,tbq3,nvfp4 --out "$OUT/b"
+  timeout 250 python3 bench/decode.py --formats tbq4,tbq3,nvfp4,q4_0 --out "$OUT/b"
   timeout 60 python3 -m app.cli measure llama-3.1-8b --kv kivi2 --ctx 32k --seqs 4 --json \
     > "$OUT/measure-kivi2.json"
   timeout 60 python3 -m app.cli measure qwen3.5-27b --kv tbq4 --ctx 128k --seqs 2 --json \
