@@ -126,6 +126,8 @@ def graph_time(fns: list, rep_ms: float = 100.0) -> float:
     own), replayed from a CUDA graph as a serving engine replays its decode step: the GPU's time
     without the Python launch overhead. Median of ten replays."""
     stream = torch.cuda.Stream()
+    # the side stream starts after the work queued so far (the inputs' initialisation)
+    stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         for f in fns:
             f()

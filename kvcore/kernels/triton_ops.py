@@ -202,18 +202,18 @@ mul.rn.f16x2 $3, $3, $6;
 
 
 def _tbq3_asm() -> str:
-    """PTX for one tbq3 group (three bytes, eight 3-bit centroid indices i0…i7 at bits 3k, in
-    the low three bytes of $4) → the even-numbered values (i0, i2, i4, i6) as $0, $1 and the
-    odd ones as $2, $3, float16 times the block norm ($5, $6). The indices are gathered into
-    the nibbles of two prmt selectors (bits 0-3 of the selector from bits 0-3 of the word, 4-7
-    from the word shifted right by 2, …; then bit 3 of each nibble cleared), which pick the
-    low and the high bytes of the eight centroids from two 8-entry byte tables."""
+    """PTX for one tbq3 group, elementwise: $4 holds its eight 3-bit centroid indices i0…i7 at
+    bits 3k (bits above 24 ignored), $5 the block norm as a float16 pair. Out come the values
+    as float16 pairs times the norm: $0 = (i0, i2), $1 = (i4, i6), $2 = (i1, i3), $3 =
+    (i5, i7). The even and the odd indices are gathered into the nibbles of two prmt
+    selectors (bits 0-3 of the selector from bits 0-3 of the word, 4-7 from the word shifted
+    right by 2, …; then bit 3 of each nibble cleared), which pick the low and the high bytes
+    of the eight centroids from two 8-entry byte tables."""
     tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(8)))
-    body = [".reg .b32 u, v, e, o, t, l, h, a0, a1, b0, b1;",
+    body = [".reg .b32 v, e, o, t, l, h, a0, a1, b0, b1;",
             f"mov.b32 a0, {tl0:#x};", f"mov.b32 a1, {tl1:#x};",
-            f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};",
-            "mov.b32 u, $4;", "shr.b32 v, $4, 3;"]
-    for sel, src in (("e", "u"), ("o", "v")):
+            f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};", "shr.b32 v, $4, 3;"]
+    for sel, src in (("e", "$4"), ("o", "v")):
         body.append(f"mov.b32 {sel}, {src};")
         for shift, keep in ((2, 0xF), (4, 0xFF), (6, 0xFFF)):
             # bits under `keep` from the selector so far, the rest from the shifted word
@@ -222,7 +222,7 @@ def _tbq3_asm() -> str:
     for sel, out in (("e", 0), ("o", 2)):
         body += [f"prmt.b32 l, a0, a1, {sel};", f"prmt.b32 h, b0, b1, {sel};",
                  f"prmt.b32 ${out}, l, h, 0x5140;", f"prmt.b32 ${out + 1}, l, h, 0x7362;",
-                 f"mul.rn.f16x2 ${out}, ${out}, $5;", f"mul.rn.f16x2 ${out + 1}, ${out + 1}, $6;"]
+                 f"mul.rn.f16x2 ${out}, ${out}, $5;", f"mul.rn.f16x2 ${out + 1}, ${out + 1}, $5;"]
     return "{\n" + "\n".join(body) + "\n}"
 
 
@@ -313,6 +313,36 @@ def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
 
 
 @triton.jit
+def _bits(x):
+    """float16 → its bit pattern in the low half of an int32."""
+    return x.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+
+
+@triton.jit
+def _tbq3_word(lane, S0: tl.constexpr, S1: tl.constexpr, CENT, norm):
+    """The centroids of the 3-bit indices at bits S0 and S1 of ``lane``, times ``norm``, as a
+    float16 pair in an int32 (as TBQ3_ASM returns them)."""
+    a = tl.load(CENT + ((lane >> S0) & 7)) * norm
+    b = tl.load(CENT + ((lane >> S1) & 7)) * norm
+    return _bits(a) | (_bits(b) << 16)
+
+
+@triton.jit
+def _f16(w, HIGH: tl.constexpr):
+    """The low or the high float16 of int32 words."""
+    if HIGH:
+        w = w >> 16
+    return (w & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def _pairs(w01, w23):
+    """Float16 pairs (w01 = (v0, v1), w23 = (v2, v3)) of [R, G] words → [R, G, 4] values."""
+    return tl.join(tl.join(_f16(w01, False), _f16(w23, False)),
+                   tl.join(_f16(w01, True), _f16(w23, True)))
+
+
+@triton.jit
 def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
             ASM: tl.constexpr):
@@ -344,23 +374,27 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             hi = tl.load(CENT + (b >> 4)) * norm
         scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 5:
-        # a group is three bytes (eight 3-bit indices); read as four with the fourth masked
-        g = tl.arange(0, DPOW // 8)[None, :, None]
-        j = tl.arange(0, 4)[None, None, :]
-        r3 = r[:, None, None]
-        gm = rmask[:, None, None] & (g < DP // 8)
-        byte = tl.load(P0 + r3 * X0 + g * 3 + j, mask=gm & (j < 3), other=0)
-        norm = tl.load(P1 + r3 * X1 + g // 16, mask=gm, other=0.0)
+        # a group is three bytes: eight 3-bit indices; lo holds its even values, hi its odd
+        g = tl.arange(0, DPOW // 8)[None, :]
+        gm = rmask[:, None] & (g < DP // 8)
+        base = P0 + r[:, None] * X0 + g * 3
+        lane = (tl.load(base, mask=gm, other=0).to(tl.int32)
+                | (tl.load(base + 1, mask=gm, other=0).to(tl.int32) << 8)
+                | (tl.load(base + 2, mask=gm, other=0).to(tl.int32) << 16))
+        norm = tl.load(P1 + r[:, None] * X1 + g // 16, mask=gm, other=0.0)
         if ASM:
-            lo, hi = tl.inline_asm_elementwise(TBQ3_ASM, "=r,=r,=r,=r,r,r,r",
-                                               [byte, tl.broadcast_to(norm, (BN, DPOW // 8, 4))],
-                                               dtype=(tl.float16, tl.float16), is_pure=True,
-                                               pack=4)
+            nb = _bits(norm)
+            e01, e23, o01, o23 = tl.inline_asm_elementwise(
+                TBQ3_ASM, "=r,=r,=r,=r,r,r", [lane, nb | (nb << 16)],
+                dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
         else:
-            lane = tl.sum(byte.to(tl.int32) << (j * 8), axis=2)[:, :, None]
-            k = tl.arange(0, 4)[None, None, :]
-            lo = tl.load(CENT + ((lane >> (6 * k)) & 7)) * norm
-            hi = tl.load(CENT + ((lane >> (6 * k + 3)) & 7)) * norm
+            # the same words from a table lookup, so that the interpreter runs the rest
+            e01 = _tbq3_word(lane, 0, 6, CENT, norm)
+            e23 = _tbq3_word(lane, 12, 18, CENT, norm)
+            o01 = _tbq3_word(lane, 3, 9, CENT, norm)
+            o23 = _tbq3_word(lane, 15, 21, CENT, norm)
+        lo = _pairs(e01, e23)
+        hi = _pairs(o01, o23)
         scale = tl.where(rmask, 1.0, 0.0)
     else:
         byte, sc = _planes(P0, P1, r, rmask, DPOW // 16, 8, DP // 16, X0, X1)

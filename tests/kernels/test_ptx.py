@@ -82,6 +82,8 @@ def run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
             r = _lop3(*srcs)
         elif op == "shr.b32":
             r = srcs[0] >> srcs[1]
+        elif op == "shl.b32":
+            r = srcs[0] << srcs[1]
         elif op == "mul.lo.u32":
             r = (srcs[0] * srcs[1]) & M32
         elif op == "or.b32":
@@ -196,11 +198,11 @@ def test_nvfp4_unpacker_matches_the_e2m1_table(scale):
 
 @pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(-13.5)))
 def test_tbq3_unpacker_matches_the_table_lookup(norm):
-    # one group: eight 3-bit indices in the low three bytes (the fourth is ignored); the even
-    # values come in $0, $1 and the odd ones in $2, $3
+    # one group a call: eight 3-bit indices in the low 24 bits (the rest ignored); $0, $1 the
+    # even values, $2, $3 the odd ones
     cent = ref.centroids(8).half().numpy()
     for w in _words():
-        regs = run_ptx(TBQ3_ASM.value, {"$4": w, **_scale_regs(norm)})
+        regs = run_ptx(TBQ3_ASM.value, {"$4": w, "$5": _scale_regs(norm)["$5"]})
         idx = np.array([(w >> (3 * k)) & 7 for k in range(8)])
         expect = (cent[idx].astype(np.float32) * np.float32(norm)).astype(np.float16)
         assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16),
@@ -214,5 +216,5 @@ def test_the_emulator_knows_every_instruction_used():
     for asm in (Q4_0_ASM.value, Q8_0_ASM.value, TBQ4_ASM.value, TBQ3_ASM.value,
                 NVFP4_ASM.value):
         ops |= {m.group(1) for m in re.finditer(r"^\s*([a-z][\w.]*)\s", asm, re.M)}
-    assert ops - {".reg"} <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "mul.lo.u32",
+    assert ops - {".reg"} <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "shl.b32", "mul.lo.u32",
                               "or.b32", "and.b32", "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2"}
