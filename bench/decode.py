@@ -208,13 +208,15 @@ def render(result: dict) -> str:
              f"Measured in the same run: streaming read {bw['read_bytes_per_s'] / 1e12:.2f} TB/s,"
              f" device-to-device copy {bw['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write).",
              "", "| format | batch | tokens | decode µs | cache read TB/s | % of read bandwidth | "
-             "vs fp16 SDPA | append TB/s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "vs fp16 SDPA | append TB/s | append % of read bandwidth |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         sp = f"{r['speedup_vs_sdpa']:.2f}×" if r["speedup_vs_sdpa"] else "–"
         lines.append(f"| {r['format']} | {r['batch']} | {r['tokens']:,} | "
                      f"{r['seconds'] * 1e6:.1f} | {r['read_bytes_per_s'] / 1e12:.2f} | "
                      f"{r['fraction_of_read_bw']:.1%} | {sp} | "
-                     f"{r['append_bytes_per_s'] / 1e12:.2f} |")
+                     f"{r['append_bytes_per_s'] / 1e12:.2f} | "
+                     f"{r['append_fraction_of_bw']:.1%} |")
     return "\n".join(lines)
 
 

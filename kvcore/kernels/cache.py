@@ -40,7 +40,7 @@ LAUNCH_MANY = {**LAUNCH, "q4_0": (32, 2, 2), "tbq4": (32, 2, 2), "tbq3": (32, 2,
                "nvfp4": (128, 4, 2)}
 MANY_ROWS = 64
 #: rows (token-heads) per append program at head_dim 128, where not 32 (measured on the H200,
-#: bench/results/append-h200-v8.json)
+#: bench/results/append-sweep-h200-v8.json)
 APPEND_ROWS = {"tbq4": 64}
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
