@@ -285,7 +285,7 @@ class LayerCache:
         reading ``seq_lens`` back from the device.
         A rotated K format gets the query rotated once before the kernel; a rotated V format
         gets the output rotated back once after the reduction. ``asm`` (default: on a GPU)
-        unpacks q4_0, q8_0, tbq4 and nvfp4 with PTX; without it the plain Triton path runs,
+        unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path runs,
         which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled).
         """

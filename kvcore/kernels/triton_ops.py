@@ -4,9 +4,10 @@ its own specialised code with the dequantisation fused into the attention loop.
 
 Format codes: 0 f16/bf16, 1 fp8_pth, 2 q8_0, 3 q4_0, 4 tbq4, 5 tbq3, 6 nvfp4.
 Row addresses are int64; token positions and the offsets within a tile int32. On a GPU the
-decode kernel unpacks q8_0, q4_0, tbq4 and nvfp4 with inline PTX (the blocks below, checked on
-the CPU by tests/kernels/test_ptx.py); the interpreter runs the plain Triton path, which gives
-the same float16 values.
+decode kernel unpacks q8_0, q4_0, tbq4, tbq3 and nvfp4 with inline PTX (the blocks below,
+checked on the CPU by tests/kernels/test_ptx.py); the interpreter runs the plain Triton path,
+which gives the same float16 values. Inline assembly is elementwise: a block reads only the
+elements it is given, however the compiler packs them.
 """
 
 from __future__ import annotations
