@@ -11,6 +11,17 @@ from kvcore.kernels.triton_ops import Q4_0_ASM
 
 
 @triton.jit
+def _nibbles(byte, ds, ASM: tl.constexpr):
+    """q4_0 bytes → (low nibbles, high nibbles) minus 8 times the block scale, float16."""
+    if ASM:
+        return tl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [byte, ds],
+                                         dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+    else:
+        b = byte.to(tl.int32)
+        return ((b & 15).to(tl.float16) - 8.0) * ds, ((b >> 4).to(tl.float16) - 8.0) * ds
+
+
+@triton.jit
 def _kq4(P0, P1, r, rmask, BN: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr, ASM: tl.constexpr):
     # token-major [BN, NB, 16] -> two [BN, DPOW//2] halves (A operand: m = tokens, k = dims)
     nb = tl.arange(0, DPOW // 32)[None, :, None]
@@ -19,13 +30,7 @@ def _kq4(P0, P1, r, rmask, BN: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexp
     m3 = rmask[:, None, None]
     byte = tl.load(P0 + r3 * X0 + nb * 16 + j, mask=m3, other=0)
     ds = tl.load(P1 + r3 * X1 + nb, mask=m3, other=0.0)
-    if ASM:
-        lo, hi = tl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [byte, ds],
-                                           dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
-    else:
-        b = byte.to(tl.int32)
-        lo = ((b & 15).to(tl.float16) - 8.0) * ds
-        hi = ((b >> 4).to(tl.float16) - 8.0) * ds
+    lo, hi = _nibbles(byte, ds, ASM)
     return tl.reshape(lo, (BN, DPOW // 2)), tl.reshape(hi, (BN, DPOW // 2))
 
 
@@ -37,13 +42,7 @@ def _vq4(P0, P1, PAGE, rmask, BN: tl.constexpr, DPOW: tl.constexpr, ASM: tl.cons
     t = tl.arange(0, BN)[None, None, :]
     byte = tl.load(P0 + (nb * 16 + j) * PAGE + t)
     ds = tl.load(P1 + nb * PAGE + t)
-    if ASM:
-        lo, hi = tl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [byte, ds],
-                                           dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
-    else:
-        b = byte.to(tl.int32)
-        lo = ((b & 15).to(tl.float16) - 8.0) * ds
-        hi = ((b >> 4).to(tl.float16) - 8.0) * ds
+    lo, hi = _nibbles(byte, ds, ASM)
     return tl.reshape(lo, (DPOW // 2, BN)), tl.reshape(hi, (DPOW // 2, BN))
 
 
