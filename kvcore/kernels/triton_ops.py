@@ -298,10 +298,7 @@ def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
         scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 1:
         w = tl.arange(0, DPOW)[None, :]
-        if DP == DPOW:
-            tile = _fp8(tl.load(P0 + r[:, None] * X0 + w, mask=rm, other=0))
-        else:
-            tile = _fp8(tl.load(P0 + r[:, None] * X0 + w, mask=rm & (w < DP), other=0))
+        tile = _fp8(tl.load(P0 + r[:, None] * X0 + w, mask=rm & (w < DP), other=0))
         scale = tl.load(P1 + r, mask=rmask, other=0.0)
     else:
         # q8_0
@@ -429,18 +426,14 @@ def softmax_step(scores, valid, m_i, l_i):
 
 @triton.jit
 def _rows(BLOCK_TABLE, b, stride_bt, h, n0, end, PAGE, pg, off, H_KV: tl.constexpr,
-          BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr,
-          MASKED: tl.constexpr):
+          BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr):
     """Rows of the tile of tokens n0 … n0 + BLOCK_N (token positions are int32): (first row,
     [BLOCK_N] row offsets from it, [BLOCK_N] mask). PAGE_MODE 0: a tile never crosses a page
     (PAGE is a multiple of BLOCK_N): the tile is rows off … off + BLOCK_N of block-table entry
     pg, so the offsets are loop-invariant. 1: PAGE_C (compile-time) divides BLOCK_N. 2: any
-    PAGE. Without MASKED every row is below ``end`` and the mask is a constant."""
+    PAGE."""
     i = tl.arange(0, BLOCK_N)
-    if MASKED:  # noqa: SIM108 (a compile-time branch)
-        rmask = n0 + i < end
-    else:
-        rmask = i < BLOCK_N
+    rmask = n0 + i < end
     if PAGE_MODE == 0:
         page = tl.load(BLOCK_TABLE + b * stride_bt + pg).to(tl.int64)
         first = (page * H_KV + h) * PAGE + off
@@ -464,48 +457,6 @@ def _q(Q, qrow, qmask_rows, qk_scale, FMT: tl.constexpr, DPOW: tl.constexpr, D: 
     q = tl.load(Q + qrow[:, None] * D + kd[None, :], mask=qmask_rows[:, None] & (kd[None, :] < D),
                 other=0.0).to(tl.float32)
     return (q * qk_scale).to(DT)
-
-
-@triton.jit
-def _tile_step(qa, qb, m_i, l_i, acc_a, acc_b, pg, off, n0, end,
-               K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V, BLOCK_TABLE, b, stride_bt, h, PAGE,
-               H_KV: tl.constexpr, DPOW: tl.constexpr, DPK: tl.constexpr, DPV: tl.constexpr,
-               FMT_K: tl.constexpr, FMT_V: tl.constexpr, XK0: tl.constexpr, XK1: tl.constexpr,
-               XV0: tl.constexpr, XV1: tl.constexpr, BLOCK_N: tl.constexpr,
-               PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr, ASM: tl.constexpr,
-               MASKED: tl.constexpr):
-    """One tile of decode attention: the tile's K and V read from the packed planes, the
-    online softmax advanced, the output accumulated. Returns the running max and sum, the two
-    accumulators (one when V is not read in halves) and the next tile's page entry and row."""
-    HK: tl.constexpr = FMT_K >= 3
-    HV: tl.constexpr = FMT_V >= 3
-    first, r, nmask = _rows(BLOCK_TABLE, b, stride_bt, h, n0, end, PAGE, pg, off, H_KV,
-                            BLOCK_N, PAGE_MODE, PAGE_C, MASKED)
-    off += BLOCK_N
-    wrap = off >= PAGE
-    pg += wrap.to(tl.int32)
-    off -= wrap.to(tl.int32) * PAGE
-    if HK:
-        ka, kb, ks = _halves(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r,
-                             nmask, BLOCK_N, DPOW, DPK, XK0, XK1, ASM)
-        s = tl.dot(qb, tl.trans(kb), tl.dot(qa, tl.trans(ka)))
-    else:
-        k, ks = _tile(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r, nmask,
-                      BLOCK_N, DPOW, DPK, XK0, XK1, ASM)
-        s = tl.dot(qa, tl.trans(k))
-    p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
-    if HV:
-        va, vb, vs = _halves(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r,
-                             nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM)
-        pv = (p * vs[None, :]).to(va.dtype)
-        acc_a = acc_a * alpha[:, None] + tl.dot(pv, va)
-        acc_b = acc_b * alpha[:, None] + tl.dot(pv, vb)
-    else:
-        v, vs = _tile(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r, nmask,
-                      BLOCK_N, DPOW, DPV, XV0, XV1, ASM)
-        acc_a = acc_a * alpha[:, None] + tl.dot((p * vs[None, :]).to(v.dtype), v)
-        acc_b = acc_a
-    return m_i, l_i, acc_a, acc_b, pg, off
 
 
 @triton.jit
@@ -560,20 +511,32 @@ def decode_split_kernel(
     # without a division per tile
     pg = start // PAGE
     off = start - pg * PAGE
-    # whole tiles without a row mask, then the last, partial tile (if any) with one
-    whole = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N
-    for n0 in range(start, whole, BLOCK_N):
-        m_i, l_i, acc_a, acc_b, pg, off = _tile_step(
-            qa, qb, m_i, l_i, acc_a, acc_b, pg, off, n0, end,
-            K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V, BLOCK_TABLE, b, stride_bt, hh, PAGE,
-            H_KV, DPOW, DPK, DPV, FMT_K, FMT_V, XK0, XK1, XV0, XV1, BLOCK_N, PAGE_MODE, PAGE_C,
-            ASM, False)
-    if whole < end:
-        m_i, l_i, acc_a, acc_b, pg, off = _tile_step(
-            qa, qb, m_i, l_i, acc_a, acc_b, pg, off, whole, end,
-            K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V, BLOCK_TABLE, b, stride_bt, hh, PAGE,
-            H_KV, DPOW, DPK, DPV, FMT_K, FMT_V, XK0, XK1, XV0, XV1, BLOCK_N, PAGE_MODE, PAGE_C,
-            ASM, True)
+    for n0 in range(start, end, BLOCK_N):
+        first, r, nmask = _rows(BLOCK_TABLE, b, stride_bt, hh, n0, end, PAGE, pg, off, H_KV,
+                                BLOCK_N, PAGE_MODE, PAGE_C)
+        off += BLOCK_N
+        wrap = off >= PAGE
+        pg += wrap.to(tl.int32)
+        off -= wrap.to(tl.int32) * PAGE
+        if HK:
+            ka, kb, ks = _halves(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r,
+                                 nmask, BLOCK_N, DPOW, DPK, XK0, XK1, ASM)
+            s = tl.dot(qb, tl.trans(kb), tl.dot(qa, tl.trans(ka)))
+        else:
+            k, ks = _tile(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r, nmask,
+                          BLOCK_N, DPOW, DPK, XK0, XK1, ASM)
+            s = tl.dot(qa, tl.trans(k))
+        p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
+        if HV:
+            va, vb, vs = _halves(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r,
+                                 nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM)
+            pv = (p * vs[None, :]).to(va.dtype)
+            acc_a = acc_a * alpha[:, None] + tl.dot(pv, va)
+            acc_b = acc_b * alpha[:, None] + tl.dot(pv, vb)
+        else:
+            v, vs = _tile(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r, nmask,
+                          BLOCK_N, DPOW, DPV, XV0, XV1, ASM)
+            acc_a = acc_a * alpha[:, None] + tl.dot((p * vs[None, :]).to(v.dtype), v)
     base = qrow.to(tl.int64) * n_splits + sp
     if HV:
         da = _tile_dims(FMT_V, DPOW, 1)
