@@ -8,8 +8,9 @@ Prints a table and, on its last line, one JSON document; writes decode.json into
 One layer is measured (GQA 32 query / 8 KV heads, head_dim 128); a model's decode step is this
 times its attention layers. Steps are replayed from a CUDA graph (the GPU's time, without
 Python's launch overhead) over enough copies of the cache that none is read from L2; torch's
-fp16 SDPA is timed the same way. First it checks every format on the GPU against the torch
-reference, the PTX unpacking against the plain Triton path, and three page sizes.
+fp16 SDPA is timed the same way, and so is append: one call writes 16,384 new tokens into a
+filled cache. First it checks every format on the GPU against the torch reference, the PTX
+unpacking against the plain Triton path, and three page sizes.
 """
 
 from __future__ import annotations
