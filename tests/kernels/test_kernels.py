@@ -213,3 +213,21 @@ def test_rotated_append_codes_exact_on_zero_and_one_hot_rows(fmt):
     kernel.append(rows.half(), rows.half(), pages, offs)
     refc.append_ref(rows.half(), rows.half(), pages, offs)
     assert torch.equal(kernel.k.planes["qs"][0, 0, :6], refc.k.planes["qs"][0, 0, :6])
+
+
+def test_nvfp4_global_scale_is_set_once_and_mirrored_on_the_host():
+    # the first append of nonzero rows fixes the per-tensor scale; appends read the host's
+    # copy (no device read), which must be the float32 value the device holds
+    c = LayerCache("nvfp4", "nvfp4", 1, 16, 1, 128)
+    pages = torch.zeros(2, dtype=torch.long)
+    zeros = torch.zeros(2, 1, 128).half()
+    c.append(zeros, zeros, pages, torch.arange(2))
+    assert c.k.global_scale_host == 1.0 and float(c.k.global_scale) == 1.0
+    x = torch.randn(2, 1, 128).half() * 3
+    c.append(x, x, pages, torch.arange(2, 4))
+    first = c.k.global_scale_host
+    expect = ref.nvfp4_global_scale(x.reshape(-1, 128).float())
+    assert first == float(c.k.global_scale)
+    assert abs(first - expect) <= 1e-6 * expect
+    c.append(x * 10, x * 10, pages, torch.arange(4, 6))
+    assert c.k.global_scale_host == first == float(c.k.global_scale)
