@@ -1,9 +1,11 @@
 """Instructions in the compiled decode loop, without a GPU: compile decode_split_kernel for
 sm_90 with the ptxas and nvdisasm that ship in the triton wheel, find the loop (the block a
-backward branch closes) and count its instructions by opcode.
+backward branch closes) and count its instructions by opcode. With --append, the append kernel
+instead (straight-line code: every instruction, per value a thread quantizes).
 
     python bench/sass_count.py FORMAT [--block-n 32] [--warps 4] [--stages 2] [--src DIR]
         [--dump DIR]
+    python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4]
 
 Prints registers, the loop's warp instructions per iteration and thread instructions per cached
 value (K and V). --src takes the kvcore package from another checkout (to compare versions).
@@ -21,6 +23,58 @@ import tempfile
 from pathlib import Path
 
 
+def _disassemble(kernel, triton) -> tuple[str, str]:
+    """The kernel's SASS and resource usage, from the tools in the triton wheel."""
+    bindir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as fh:
+        fh.write(kernel.asm["cubin"])
+    sass = subprocess.run([str(bindir / "nvdisasm"), "-c", fh.name], capture_output=True,
+                          text=True, check=True).stdout
+    usage = subprocess.run([str(bindir / "cuobjdump"), "--dump-resource-usage", fh.name],
+                           capture_output=True, text=True, check=True).stdout
+    os.unlink(fh.name)
+    return sass, usage
+
+
+def _opcodes(lines: list[str]) -> collections.Counter:
+    return collections.Counter(
+        re.sub(r"^\s+/\*[0-9a-f]{4}\*/\s+(@!?U?P\w+\s+)?", "", ln).split()[0].split(".")[0]
+        for ln in lines)
+
+
+def _count_append(args, f, append_kernel, triton, GPUTarget, ASTSource) -> None:
+    """Every instruction of the append kernel (head_dim 128, 8 KV heads), per value."""
+    import inspect
+
+    data = {0: "*fp16", 2: "*i8"}.get(f, "*u8")
+    side = {1: "*fp32", 2: "*fp16", 3: "*fp16", 4: "*fp16", 5: "*fp16"}.get(f, "*u8")
+    sig = {"X": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64", "P0": data, "P1": side,
+           "GS": "*fp32", "ROT": "*fp16", "TH": "*fp32", "CENT": "*fp32", "n_rows": "i32",
+           "PAGE": "i32"}
+    consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128,
+                  X0={0: 128, 1: 128, 2: 128, 3: 64, 4: 64, 5: 48, 6: 64}[f],
+                  X1={2: 4, 3: 4, 6: 8}.get(f, 1), LEVELS=8 if f == 5 else 16, ROWS=args.rows,
+                  HW=True)
+    params = list(inspect.signature(append_kernel.fn).parameters)
+    sig.update({k: "constexpr" for k in consts})
+    sig = {k: sig[k] for k in params}
+    names = list(sig)
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
+             if t.startswith("*") or n == "PAGE"}
+    src = ASTSource(fn=append_kernel, signature=sig, attrs=attrs,
+                    constexprs={(names.index(k),): v for k, v in consts.items()})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": args.warps})
+    sass, usage = _disassemble(kernel, triton)
+    lines = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", ln)]
+    regs = re.search(r"REG:(\d+)", usage)
+    per_thread = args.rows * 128 / (args.warps * 32)
+    print(f"{args.fmt} append: {regs.group(1) if regs else '?'} registers, {len(lines)} "
+          f"instructions, {len(lines) / per_thread:.1f} per value (a thread quantizes "
+          f"{per_thread:g} values)")
+    print(", ".join(f"{op} {n}" for op, n in _opcodes(lines).most_common(16)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("fmt")
@@ -29,6 +83,8 @@ def main() -> None:
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--src", default=str(Path(__file__).resolve().parent.parent))
     ap.add_argument("--dump", help="write the kernel's ttgir, ptx and sass into this folder")
+    ap.add_argument("--append", action="store_true", help="count the append kernel")
+    ap.add_argument("--rows", type=int, default=32, help="append: rows per program")
     args = ap.parse_args()
     sys.path.insert(0, args.src)
     import inspect
@@ -37,9 +93,12 @@ def main() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from kvcore.kernels.triton_ops import FMT_CODES, decode_split_kernel
+    from kvcore.kernels.triton_ops import FMT_CODES, append_kernel, decode_split_kernel
 
     f = FMT_CODES[args.fmt]
+    if args.append:
+        _count_append(args, f, append_kernel, triton, GPUTarget, ASTSource)
+        return
     data = {0: "*fp16", 2: "*i8"}.get(f, "*u8")
     side = {1: "*fp32", 2: "*fp16", 3: "*fp16", 4: "*fp16", 5: "*fp16"}.get(f, "*u8")
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": data, "K1": side, "KGS": "*fp32",
@@ -64,14 +123,7 @@ def main() -> None:
                     constexprs={(names.index(k),): v for k, v in consts.items()})
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": args.warps, "num_stages": args.stages})
-    bindir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as fh:
-        fh.write(kernel.asm["cubin"])
-    sass = subprocess.run([str(bindir / "nvdisasm"), "-c", fh.name], capture_output=True,
-                          text=True, check=True).stdout
-    usage = subprocess.run([str(bindir / "cuobjdump"), "--dump-resource-usage", fh.name],
-                           capture_output=True, text=True, check=True).stdout
-    os.unlink(fh.name)
+    sass, usage = _disassemble(kernel, triton)
     if args.dump:
         out = Path(args.dump)
         out.mkdir(parents=True, exist_ok=True)
@@ -98,9 +150,7 @@ def main() -> None:
         print("no loop found")
         return
     body = lines[loop[0]:loop[1] + 1]
-    ops = collections.Counter(
-        re.sub(r"^\s+/\*[0-9a-f]{4}\*/\s+(@!?U?P\w+\s+)?", "", ln).split()[0].split(".")[0]
-        for ln in body)
+    ops = _opcodes(body)
     values = args.block_n * 128 * 2
     print(f"loop: {len(body)} warp instructions per iteration, "
           f"{len(body) * args.warps * 32 / values:.2f} thread instructions per cached value")
