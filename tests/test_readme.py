@@ -28,3 +28,20 @@ def test_example_output_is_current(cmd, shown, capsys):
             continue
         assert line.rstrip().rstrip(",") in real, \
             f"README line no longer printed by `{cmd}`: {line!r}"
+
+
+def test_gpu_table_is_the_committed_results():
+    # the README's kernel speed table quotes the results file it names, to the microsecond
+    name = re.search(r"`bench/results/(decode-h200-v\d+)\.md`", README).group(1)
+    import json
+
+    root = Path(__file__).resolve().parent.parent
+    rows = json.loads((root / "bench" / "results" / f"{name}.json").read_text())["rows"]
+    got = {(r["format"], r["batch"], r["tokens"]): r for r in rows}
+    table = re.findall(r"^\| (\w+) \| ([\d,]+) µs \| ([\d,]+) µs \| ([\d,]+) µs \| .*\| (\d+)% \|$",
+                       README, re.M)
+    assert len(table) == 8
+    for fmt, b1, b8, m1, app in table:
+        for shown, key in ((b1, (1, 131072)), (b8, (8, 131072)), (m1, (1, 1 << 20))):
+            assert int(shown.replace(",", "")) == round(got[(fmt, *key)]["seconds"] * 1e6), (fmt, key)
+        assert int(app) == round(got[(fmt, 8, 32768)]["append_fraction_of_bw"] * 100), fmt
