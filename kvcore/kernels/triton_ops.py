@@ -347,11 +347,11 @@ def _pairs(w01, w23):
 def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
             ASM: tl.constexpr):
-    """A 4-bit K or V tile (q4_0, tbq4, nvfp4) as two [BN, DPOW // 2] halves, the low and the
-    high nibbles of each byte (_tile_dims gives their head dimensions), block scales applied,
-    and tbq3's tile as its even and its odd head dimensions, likewise;
-    and the [BN] float32 per-row scale. No nibble moves between lanes: each half is one
-    elementwise unpacking of the loaded bytes."""
+    """A K or V tile read as two [BN, DPOW // 2] halves, block scales applied, and the [BN]
+    float32 per-row scale. The 4-bit formats (q4_0, tbq4, nvfp4): the low and the high nibbles
+    of each byte; tbq3: the even and the odd values of each group (_tile_dims gives the halves'
+    head dimensions). No value moves between lanes: each half is an elementwise unpacking of
+    the loaded bytes."""
     if FMT == 3:
         byte, ds = _planes(P0, P1, r, rmask, DPOW // 32, 16, DP // 32, X0, X1)
         if ASM:
@@ -486,6 +486,7 @@ def decode_split_kernel(
     rows = tl.arange(0, QPAD)
     qrow = (b * H_KV + h) * GROUP + rows
     qmask = rows < GROUP
+    # q4_0, tbq4, tbq3 and nvfp4 (codes 3-6) are read in halves
     HK: tl.constexpr = FMT_K >= 3
     HV: tl.constexpr = FMT_V >= 3
     if FMT_K == 0:  # noqa: SIM108 (a compile-time branch)
