@@ -13,7 +13,7 @@ bash bench/gpu_env.sh
 ) > "$OUT/a.log" 2>&1 &
 (
   export CUDA_VISIBLE_DEVICES=1
-  timeout 250 python3 bench/decode.py --formats tbq4,tbq3,nvfp4,q4_0 --out "$OUT/b"
+  timeout 250 python3 bench/decode.py --formats q4_0,tbq4,tbq3,nvfp4 --out "$OUT/b"
   timeout 120 python3 -m app.cli measure llama-3.1-8b --kv kivi2 --ctx 8k --seqs 2 --layers 4 --json \
     > "$OUT/measure-kivi2.json"
   timeout 60 python3 -m app.cli measure qwen3.5-27b --kv tbq4 --ctx 128k --seqs 2 --json \
