@@ -22,9 +22,35 @@ import sys
 import tempfile
 from pathlib import Path
 
+#: an instruction line of nvdisasm's listing, and its address
+INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4})\*/")
+#: pointer types of a format's two planes (data, scales) and their row widths
+DATA = {0: "*fp16", 2: "*i8"}
+SIDE = {1: "*fp32", 2: "*fp16", 3: "*fp16", 4: "*fp16", 5: "*fp16"}
+WIDTH0 = {0: 128, 1: 128, 2: 128, 3: 64, 4: 64, 5: 48, 6: 64}
+WIDTH1 = {2: 4, 3: 4, 6: 8}
 
-def _disassemble(kernel, triton) -> tuple[str, str]:
-    """The kernel's SASS and resource usage, from the tools in the triton wheel."""
+
+def _compile(fn, sig: dict, consts: dict, ints16: tuple[str, ...], options: dict):
+    """``fn`` compiled for sm_90 with the tools in the triton wheel: (kernel, SASS, resource
+    usage). Pointers are 16-byte aligned and the ``ints16`` multiples of 16, as the launcher
+    specialises them at run time."""
+    import inspect
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    params = list(inspect.signature(fn.fn).parameters)
+    consts = {k: v for k, v in consts.items() if k in params}
+    sig = {**sig, **{k: "constexpr" for k in consts}}
+    sig = {k: sig[k] for k in params}
+    names = list(sig)
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
+             if t.startswith("*") or n in ints16}
+    src = ASTSource(fn=fn, signature=sig, attrs=attrs,
+                    constexprs={(names.index(k),): v for k, v in consts.items()})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
     bindir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as fh:
         fh.write(kernel.asm["cubin"])
@@ -33,7 +59,12 @@ def _disassemble(kernel, triton) -> tuple[str, str]:
     usage = subprocess.run([str(bindir / "cuobjdump"), "--dump-resource-usage", fh.name],
                            capture_output=True, text=True, check=True).stdout
     os.unlink(fh.name)
-    return sass, usage
+    return kernel, sass, usage
+
+
+def _registers(usage: str) -> str:
+    regs = re.search(r"REG:(\d+)", usage)
+    return regs.group(1) if regs else "?"
 
 
 def _opcodes(lines: list[str]) -> collections.Counter:
@@ -42,36 +73,18 @@ def _opcodes(lines: list[str]) -> collections.Counter:
         for ln in lines)
 
 
-def _count_append(args, f, append_kernel, triton, GPUTarget, ASTSource) -> None:
+def _count_append(args, f, append_kernel) -> None:
     """Every instruction of the append kernel (head_dim 128, 8 KV heads), per value."""
-    import inspect
-
-    data = {0: "*fp16", 2: "*i8"}.get(f, "*u8")
-    side = {1: "*fp32", 2: "*fp16", 3: "*fp16", 4: "*fp16", 5: "*fp16"}.get(f, "*u8")
-    sig = {"X": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64", "P0": data, "P1": side,
-           "GS": "*fp32", "ROT": "*fp16", "TH": "*fp32", "CENT": "*fp32", "n_rows": "i32",
-           "PAGE": "i32"}
-    consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128,
-                  X0={0: 128, 1: 128, 2: 128, 3: 64, 4: 64, 5: 48, 6: 64}[f],
-                  X1={2: 4, 3: 4, 6: 8}.get(f, 1), LEVELS=8 if f == 5 else 16, ROWS=args.rows,
-                  HW=True)
-    params = list(inspect.signature(append_kernel.fn).parameters)
-    sig.update({k: "constexpr" for k in consts})
-    sig = {k: sig[k] for k in params}
-    names = list(sig)
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
-             if t.startswith("*") or n == "PAGE"}
-    src = ASTSource(fn=append_kernel, signature=sig, attrs=attrs,
-                    constexprs={(names.index(k),): v for k, v in consts.items()})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": args.warps})
-    sass, usage = _disassemble(kernel, triton)
-    lines = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", ln)]
-    regs = re.search(r"REG:(\d+)", usage)
+    sig = {"X": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64", "P0": DATA.get(f, "*u8"),
+           "P1": SIDE.get(f, "*u8"), "GS": "*fp32", "ROT": "*fp16", "TH": "*fp32",
+           "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
+    consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=WIDTH0[f], X1=WIDTH1.get(f, 1),
+                  LEVELS=8 if f == 5 else 16, ROWS=args.rows, HW=True)
+    _, sass, usage = _compile(append_kernel, sig, consts, ("PAGE",), {"num_warps": args.warps})
+    lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
     per_thread = args.rows * 128 / (args.warps * 32)
-    print(f"{args.fmt} append: {regs.group(1) if regs else '?'} registers, {len(lines)} "
-          f"instructions, {len(lines) / per_thread:.1f} per value (a thread quantizes "
-          f"{per_thread:g} values)")
+    print(f"{args.fmt} append: {_registers(usage)} registers, {len(lines)} instructions, "
+          f"{len(lines) / per_thread:.1f} per value (a thread quantizes {per_thread:g} values)")
     print(", ".join(f"{op} {n}" for op, n in _opcodes(lines).most_common(16)))
 
 
@@ -87,74 +100,51 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=32, help="append: rows per program")
     args = ap.parse_args()
     sys.path.insert(0, args.src)
-    import inspect
-
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from kvcore.kernels.triton_ops import FMT_CODES, append_kernel, decode_split_kernel
 
     f = FMT_CODES[args.fmt]
     if args.append:
-        _count_append(args, f, append_kernel, triton, GPUTarget, ASTSource)
+        _count_append(args, f, append_kernel)
         return
-    data = {0: "*fp16", 2: "*i8"}.get(f, "*u8")
-    side = {1: "*fp32", 2: "*fp16", 3: "*fp16", 4: "*fp16", 5: "*fp16"}.get(f, "*u8")
+    data, side = DATA.get(f, "*u8"), SIDE.get(f, "*u8")
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": data, "K1": side, "KGS": "*fp32",
            "V0": data, "V1": side, "VGS": "*fp32", "CENT_K": "*fp16", "CENT_V": "*fp16",
            "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32", "n_splits": "i32",
            "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32"}
-    x0 = {0: 128, 1: 128, 2: 128, 3: 64, 4: 64, 5: 48, 6: 64}[f]
-    x1 = {2: 4, 3: 4, 6: 8}.get(f, 1)
+    x0, x1 = WIDTH0[f], WIDTH1.get(f, 1)
     consts = dict(H_KV=8, GROUP=4, QPAD=16, D=128, DPOW=128, DPK=128, DPV=128, FMT_K=f,
                   FMT_V=f, XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n,
                   PAGE_MODE=0, PAGE_C=1, ASM=True)
-    params = list(inspect.signature(decode_split_kernel.fn).parameters)
-    consts = {k: v for k, v in consts.items() if k in params}
-    sig.update({k: "constexpr" for k in consts})
-    sig = {k: sig[k] for k in params}
-    names = list(sig)
-    # pointers 16-byte aligned and the page and split lengths multiples of 16, as the launcher
-    # specialises them at run time
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
-             if t.startswith("*") or n in ("PAGE", "SPLIT")}
-    src = ASTSource(fn=decode_split_kernel, signature=sig, attrs=attrs,
-                    constexprs={(names.index(k),): v for k, v in consts.items()})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": args.warps, "num_stages": args.stages})
-    sass, usage = _disassemble(kernel, triton)
+    kernel, sass, usage = _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),
+                                   {"num_warps": args.warps, "num_stages": args.stages})
     if args.dump:
         out = Path(args.dump)
         out.mkdir(parents=True, exist_ok=True)
         for ext in ("ttgir", "ptx"):
             (out / f"{args.fmt}.{ext}").write_text(kernel.asm[ext])
         (out / f"{args.fmt}.sass").write_text(sass)
-    lines = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", ln)]
-    at = {int(re.match(r"\s+/\*([0-9a-f]{4})\*/", ln).group(1), 16): i
-          for i, ln in enumerate(lines)}
+    lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
+    at = {int(INSTRUCTION.match(ln).group(1), 16): i for i, ln in enumerate(lines)}
     loop = None
     for i, ln in enumerate(lines):
         m = re.search(r"BRA `\((\.L_x_\d+)\)", ln)
         if not m:
             continue
         after = sass[sass.find(m.group(1) + ":"):].splitlines()[1]
-        a = re.match(r"\s+/\*([0-9a-f]{4})\*/", after)
+        a = INSTRUCTION.match(after)
         if a and at.get(int(a.group(1), 16), len(lines)) < i:
             start = at[int(a.group(1), 16)]
             if loop is None or i - start > loop[1] - loop[0]:
                 loop = (start, i)
-    regs = re.search(r"REG:(\d+)", usage)
-    print(f"{args.fmt}: {regs.group(1) if regs else '?'} registers, {len(lines)} instructions")
+    print(f"{args.fmt}: {_registers(usage)} registers, {len(lines)} instructions")
     if loop is None:
         print("no loop found")
         return
     body = lines[loop[0]:loop[1] + 1]
-    ops = _opcodes(body)
     values = args.block_n * 128 * 2
     print(f"loop: {len(body)} warp instructions per iteration, "
           f"{len(body) * args.warps * 32 / values:.2f} thread instructions per cached value")
-    print(", ".join(f"{op} {n}" for op, n in ops.most_common(16)))
+    print(", ".join(f"{op} {n}" for op, n in _opcodes(body).most_common(16)))
 
 
 if __name__ == "__main__":
