@@ -7,18 +7,7 @@ caches are full). Run by bench/probes/transposed_probe.py against the decode ker
 import triton
 import triton.language as tl
 
-from kvcore.kernels.triton_ops import Q4_0_ASM
-
-
-@triton.jit
-def _nibbles(byte, ds, ASM: tl.constexpr):
-    """q4_0 bytes → (low nibbles, high nibbles) minus 8 times the block scale, float16."""
-    if ASM:
-        return tl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [byte, ds],
-                                         dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
-    else:
-        b = byte.to(tl.int32)
-        return ((b & 15).to(tl.float16) - 8.0) * ds, ((b >> 4).to(tl.float16) - 8.0) * ds
+from kvcore.kernels.triton_ops import q4_0_nibbles
 
 
 @triton.jit
@@ -30,7 +19,7 @@ def _kq4(P0, P1, r, rmask, BN: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexp
     m3 = rmask[:, None, None]
     byte = tl.load(P0 + r3 * X0 + nb * 16 + j, mask=m3, other=0)
     ds = tl.load(P1 + r3 * X1 + nb, mask=m3, other=0.0)
-    lo, hi = _nibbles(byte, ds, ASM)
+    lo, hi = q4_0_nibbles(byte, ds, ASM)
     return tl.reshape(lo, (BN, DPOW // 2)), tl.reshape(hi, (BN, DPOW // 2))
 
 
@@ -42,7 +31,7 @@ def _vq4(P0, P1, PAGE, rmask, BN: tl.constexpr, DPOW: tl.constexpr, ASM: tl.cons
     t = tl.arange(0, BN)[None, None, :]
     byte = tl.load(P0 + (nb * 16 + j) * PAGE + t)
     ds = tl.load(P1 + nb * PAGE + t)
-    lo, hi = _nibbles(byte, ds, ASM)
+    lo, hi = q4_0_nibbles(byte, ds, ASM)
     return tl.reshape(lo, (DPOW // 2, BN)), tl.reshape(hi, (DPOW // 2, BN))
 
 

@@ -344,6 +344,18 @@ def _pairs(w01, w23):
 
 
 @triton.jit
+def q4_0_nibbles(byte, ds, ASM: tl.constexpr):
+    """q4_0 bytes → their low and their high nibbles minus 8, times the block scale ``ds``
+    (float16, elementwise)."""
+    if ASM:
+        return tl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [byte, ds],
+                                         dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+    else:
+        b = byte.to(tl.int32)
+        return ((b & 15).to(tl.float16) - 8.0) * ds, ((b >> 4).to(tl.float16) - 8.0) * ds
+
+
+@triton.jit
 def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
             ASM: tl.constexpr):
@@ -354,14 +366,7 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
     the loaded bytes."""
     if FMT == 3:
         byte, ds = _planes(P0, P1, r, rmask, DPOW // 32, 16, DP // 32, X0, X1)
-        if ASM:
-            lo, hi = tl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [byte, ds],
-                                               dtype=(tl.float16, tl.float16), is_pure=True,
-                                               pack=4)
-        else:
-            b = byte.to(tl.int32)
-            lo = ((b & 15).to(tl.float16) - 8.0) * ds
-            hi = ((b >> 4).to(tl.float16) - 8.0) * ds
+        lo, hi = q4_0_nibbles(byte, ds, ASM)
         scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 4:
         byte, norm = _planes(P0, P1, r, rmask, DPOW // 128, 64, DP // 128, X0, X1)
