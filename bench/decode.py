@@ -106,8 +106,7 @@ def append_time(cache: LayerCache, batch: int, tokens: int, dtype: torch.dtype,
     for L2, and the bytes each call moves: the input read plus the cache bytes written.
     ``launch`` goes to LayerCache.append."""
     n = min(APPEND_TOKENS, batch * tokens)
-    moved = 2 * n * HKV * D * torch.tensor([], dtype=dtype).element_size() + \
-        cache.nbytes * n // (batch * tokens)
+    moved = 2 * n * HKV * D * dtype.itemsize + cache.nbytes * n // (batch * tokens)
     t = torch.arange(n, device="cuda")
     b, off = t // tokens, t % tokens
     inputs = [(torch.randn(n, HKV, D, device="cuda", dtype=dtype),

@@ -249,13 +249,6 @@ def _tile_dims(FMT: tl.constexpr, DPOW: tl.constexpr, PART: tl.constexpr):
 
 
 @triton.jit
-def _blocks(x, scale, BN: tl.constexpr, DPOW: tl.constexpr, BS: tl.constexpr):
-    """[BN, DPOW] values times their block's scale ([BN, DPOW // BS])."""
-    xb = tl.reshape(x, (BN, DPOW // BS, BS))
-    return tl.reshape(xb * scale[:, :, None], (BN, DPOW))
-
-
-@triton.jit
 def _e2m1(code):
     """4-bit e2m1 codes (sign, 2 exponent bits, 1 mantissa bit) → float16, by building the
     float16 bit pattern: no table lookup. Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6."""
