@@ -62,6 +62,15 @@ def _compile(fn, sig: dict, consts: dict, ints16: tuple[str, ...], options: dict
     return kernel, sass, usage
 
 
+def _dump(folder: str, name: str, kernel, sass: str) -> None:
+    """The kernel's ttgir, ptx and sass as NAME.ttgir, NAME.ptx and NAME.sass in FOLDER."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    for ext in ("ttgir", "ptx"):
+        (out / f"{name}.{ext}").write_text(kernel.asm[ext])
+    (out / f"{name}.sass").write_text(sass)
+
+
 def _registers(usage: str) -> str:
     regs = re.search(r"REG:(\d+)", usage)
     return regs.group(1) if regs else "?"
@@ -80,7 +89,10 @@ def _count_append(args, f, append_kernel) -> None:
            "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
     consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=WIDTH0[f], X1=WIDTH1.get(f, 1),
                   LEVELS=8 if f == 5 else 16, ROWS=args.rows, HW=True)
-    _, sass, usage = _compile(append_kernel, sig, consts, ("PAGE",), {"num_warps": args.warps})
+    kernel, sass, usage = _compile(append_kernel, sig, consts, ("PAGE",),
+                                   {"num_warps": args.warps})
+    if args.dump:
+        _dump(args.dump, f"{args.fmt}-append", kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
     per_thread = args.rows * 128 / (args.warps * 32)
     print(f"{args.fmt} append: {_registers(usage)} registers, {len(lines)} instructions, "
@@ -118,11 +130,7 @@ def main() -> None:
     kernel, sass, usage = _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),
                                    {"num_warps": args.warps, "num_stages": args.stages})
     if args.dump:
-        out = Path(args.dump)
-        out.mkdir(parents=True, exist_ok=True)
-        for ext in ("ttgir", "ptx"):
-            (out / f"{args.fmt}.{ext}").write_text(kernel.asm[ext])
-        (out / f"{args.fmt}.sass").write_text(sass)
+        _dump(args.dump, args.fmt, kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
     at = {int(INSTRUCTION.match(ln).group(1), 16): i for i, ln in enumerate(lines)}
     loop = None

@@ -33,7 +33,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     WAVES_PER_SM,
     LayerCache,
 )
-from kvcore.kernels.triton_ops import reduce_kernel  # noqa: E402
+from kvcore.kernels.triton_ops import reduce_splits  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 G = HQ // HKV
@@ -77,7 +77,7 @@ def run(raw, q, table, seq, out, acc, ml, bsz, tokens, bn, nw, ns, st, nsp):
         q, acc, ml, raw.k0, raw.k1, raw.v0, raw.v1, table, seq, table.stride(0), nsp,
         LOG2E / math.sqrt(D), tokens, st, H_KV=HKV, GROUP=G, QPAD=16, D=D, DPOW=D, X0=64, X1=4,
         BLOCK_N=bn, ASM=True, num_warps=nw, num_stages=ns)
-    reduce_kernel[(bsz, HKV)](acc, ml, out, nsp, H_KV=HKV, GROUP=G, QPAD=16, D=D, DPOW=D)
+    reduce_splits(acc, ml, out, nsp, bsz, HKV, G, D)
     return out
 
 

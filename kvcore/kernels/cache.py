@@ -198,9 +198,8 @@ class LayerCache:
         dpow = _pow2(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
         if not hasattr(self, "_tab"):
             self._tab = {
-                # the 128 × 128 rotation, applied to every 128-block of a rotated row
-                "rot": ref.rotation(str(self.device)).to(self.device).float().contiguous(),
-                # the same times √128: ±1, exact in float16 (the append kernel's operand)
+                # the 128 × 128 rotation of every 128-block of a rotated row, times √128: ±1,
+                # exact in float16 (the operand of the kernels' rotations)
                 "rot_pm1": torch.sign(ref.rotation("cpu")).half().to(self.device),
                 "cent16": ref.centroids(16, "cpu").to(self.device),
                 "cent8": ref.centroids(8, "cpu").to(self.device),
@@ -209,15 +208,6 @@ class LayerCache:
                 "dpow": dpow,
             }
         return self._tab
-
-    def _rotate(self, x: Any, dp: int, back: bool = False) -> Any:
-        """Rows of ``x`` [..., ≤ dp] zero-padded to ``dp`` and rotated blockwise: x Rᵀ, or x R
-        with ``back`` (the inverse). float32."""
-        torch = _torch()
-        rot = self._tables()["rot"]
-        xp = torch.nn.functional.pad(x.float(), (0, dp - x.shape[-1]))
-        blocks = xp.reshape(*x.shape[:-1], dp // 128, 128)
-        return (blocks @ (rot if back else rot.T)).reshape(*x.shape[:-1], dp)
 
     def _cent(self, fmt: str, half: bool = False) -> Any:
         """The format's centroids: float32 for append, float16 for decode (read as is)."""
@@ -283,13 +273,13 @@ class LayerCache:
         programs of at least 256 tokens; ``programs_per_sm`` sets the number of programs per
         streaming multiprocessor instead. Give ``max_len`` (the longest sequence) to avoid
         reading ``seq_lens`` back from the device.
-        A rotated K format gets the query rotated once before the kernel; a rotated V format
-        gets the output rotated back once after the reduction. ``asm`` (default: on a GPU)
+        A rotated K format has the query rotated by one small kernel before the split kernel;
+        a rotated V format has the output rotated back in the reduction. ``asm`` (default: on a GPU)
         unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path runs,
         which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled).
         """
-        from .triton_ops import FMT_CODES, decode_split_kernel, reduce_kernel
+        from .triton_ops import FMT_CODES, decode_split_kernel, reduce_splits, rotate_kernel
 
         torch = _torch()
         tab = self._tables()
@@ -329,11 +319,13 @@ class LayerCache:
         if out is None:
             # pre-filled with NaN so that an unwritten element cannot pass for a result
             out = torch.full((bsz, hq, d), float("nan"), dtype=torch.float32, device=q.device)
-        rot_k, rot_v = self.k.fmt in ROTATED, self.v.fmt in ROTATED
-        q_in = self._rotate(q, self.k.padded_dim) if rot_k else q.contiguous()
-        d_out = self.v.padded_dim if rot_v else d
-        o_rot = (self._workspace("orot", bsz * hq * d_out, torch.float32, q.device)
-                 .reshape(bsz, hq, d_out) if rot_v else out)
+        q_in = q.contiguous()
+        if self.k.fmt in ROTATED:
+            rows = bsz * hq
+            q_in = self._workspace("qrot", rows * dpow, torch.float32, q.device).reshape(
+                bsz, hq, dpow)
+            rotate_kernel[(math.ceil(rows / 16),)](q.contiguous(), q_in, tab["rot_pm1"], rows,
+                                                   D=d, DPOW=dpow)
         ks, vs = self.k.flat(), self.v.flat()
         k1 = ks[1] if len(ks) > 1 else ks[0]
         v1 = vs[1] if len(vs) > 1 else vs[0]
@@ -355,9 +347,6 @@ class LayerCache:
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
             ASM=bool(asm), num_warps=num_warps, num_stages=num_stages,
             **({"maxnreg": max_registers} if max_registers else {}))
-        reduce_kernel[(bsz, self.kv_heads)](
-            acc, ml, o_rot, n_splits, H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
-            D=d_out, DPOW=dpow)
-        if rot_v:
-            out.copy_(self._rotate(o_rot, d_out, back=True)[..., :d])
+        reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, dpow,
+                      rot=tab["rot_pm1"] if self.v.fmt in ROTATED else None)
         return out

@@ -198,7 +198,7 @@ class KiviCache:
         """Fused decode attention over quantized groups and the residual ring."""
         from .cache import LOG2E
         from .kivi_triton import kivi_decode_kernel
-        from .triton_ops import reduce_kernel
+        from .triton_ops import reduce_splits
 
         torch = _torch()
         seqs, hq, d = q.shape
@@ -217,8 +217,7 @@ class KiviCache:
             self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0), self.ring,
             n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split)
-        reduce_kernel[(seqs, self.heads)](acc, ml, out, n_splits, H_KV=self.heads,
-                                          GROUP=group, QPAD=qpad, D=d, DPOW=d)
+        reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, d)
         return out
 
     def dequantize(self, s: int) -> tuple[Any, Any]:

@@ -132,7 +132,8 @@ def quantize(fmt_name: str, x: Any, *, global_scale: float = 1.0) -> dict[str, A
         amax = b.abs().amax(dim=-1)
         sc_bits = e4m3_bits(amax / 6 / global_scale)
         eff = e4m3_value(sc_bits) * global_scale
-        scaled = b / torch.where(eff > 0, eff, torch.ones_like(eff)).unsqueeze(-1)
+        # times the reciprocal of the block scale (one division a block, as the kernel)
+        scaled = b * (1 / torch.where(eff > 0, eff, torch.ones_like(eff))).unsqueeze(-1)
         grid = torch.tensor(E2M1, device=x.device)
         mag = (scaled.abs().unsqueeze(-1) - grid).abs().argmin(dim=-1).to(torch.uint8)
         code = mag | ((scaled < 0).to(torch.uint8) << 3)

@@ -411,6 +411,39 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
 
 
 @triton.jit
+def rotate_rows(x, ROT, R: tl.constexpr, DPOW: tl.constexpr, BACK: tl.constexpr):
+    """Each 128-block of the rows of x [R, DPOW] (float32, R ≥ 16) times Rᵀ, or times R with
+    BACK (the inverse), for the rotation R = ROT / √128, ROT the ±1 matrix in float16. The
+    rows are scaled into [-1, 1] and split into two float16 parts (x = hi + lo to 2⁻²² of
+    the row's largest value), so two float16 products accumulated in float32 give the float32
+    rotation."""
+    r128 = tl.arange(0, 128)
+    if BACK:
+        rot = tl.load(ROT + r128[:, None] * 128 + r128[None, :])
+    else:
+        rot = tl.load(ROT + r128[None, :] * 128 + r128[:, None])
+    amax = tl.max(tl.abs(x), axis=1)
+    s = tl.where(amax > 0, amax, 1.0)
+    u = tl.reshape(x * (1.0 / s)[:, None], (R * (DPOW // 128), 128))
+    hi = u.to(tl.float16)
+    lo = (u - hi.to(tl.float32)).to(tl.float16)
+    y = tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
+    return tl.reshape(y, (R, DPOW)) * s[:, None]
+
+
+@triton.jit
+def rotate_kernel(X, Y, ROT, n_rows, D: tl.constexpr, DPOW: tl.constexpr):
+    """Y [n_rows, DPOW] float32 = the rows of X [n_rows, D], zero-padded, rotated blockwise
+    (a rotated K format's query), 16 rows a program."""
+    ri = tl.program_id(0) * 16 + tl.arange(0, 16)
+    d = tl.arange(0, DPOW)
+    x = tl.load(X + ri[:, None] * D + d[None, :], mask=(ri[:, None] < n_rows) & (d[None, :] < D),
+                other=0.0).to(tl.float32)
+    tl.store(Y + ri[:, None] * DPOW + d[None, :], rotate_rows(x, ROT, 16, DPOW, False),
+             mask=ri[:, None] < n_rows)
+
+
+@triton.jit
 def softmax_step(scores, valid, m_i, l_i):
     """One block of the online softmax in base 2: masked ``scores`` [R, N] against the running
     max ``m_i`` and sum ``l_i`` [R]. Returns (p, alpha, m_new, l_new); the caller rescales its
@@ -471,7 +504,7 @@ def decode_split_kernel(
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
     ACC and ML (base-2 exponents: qk_scale carries log2 e). Q is already rotated for a rotated K
-    format. PAGE and SPLIT are run-time values, so a new context length compiles nothing. The
+    format (rotate_kernel); the output of a rotated V format stays rotated until the reduction. PAGE and SPLIT are run-time values, so a new context length compiles nothing. The
     4-bit formats are read as two half tiles (low and high nibbles), each with its own product:
     no nibble is moved between lanes. ASM: unpack with PTX (a GPU; the interpreter takes the
     plain path, which gives the same float16 values)."""
@@ -550,33 +583,57 @@ def decode_split_kernel(
 
 
 @triton.jit
-def reduce_kernel(ACC, ML, OUT, n_splits,
-                  H_KV: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
-                  D: tl.constexpr, DPOW: tl.constexpr):
-    """Merge the splits of one (sequence, KV head): OUT = Σ w_s acc_s / Σ w_s l_s."""
+def reduce_kernel(ACC, ML, OUT, ROT, n_splits,
+                  H_KV: tl.constexpr, GROUP: tl.constexpr, RP: tl.constexpr,
+                  D: tl.constexpr, DPOW: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr,
+                  BACK: tl.constexpr):
+    """Merge the splits of one (sequence, KV head): OUT = Σ w_s acc_s / Σ w_s l_s, with
+    w_s = 2^(m_s − max m). The splits are read CM (maxima) and CH (partial outputs) at a time,
+    each chunk one load, so that the merge takes a few round trips to memory however many
+    splits there are. BACK: rotate the output back (a rotated V format); RP ≥ 16 rows then."""
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
-    rows = tl.arange(0, QPAD)
-    dq = tl.arange(0, DPOW)
+    rows = tl.arange(0, RP)
     rmask = rows < GROUP
     out_rows = (b * H_KV + h) * GROUP + rows
-    big = tl.full([QPAD], float("-inf"), tl.float32)
-    for s in range(0, n_splits):
-        m_s = tl.load(ML + (out_rows * n_splits + s) * 2, mask=rmask, other=float("-inf"))
-        big = tl.maximum(big, m_s)
-    total = tl.zeros([QPAD], tl.float32)
-    acc = tl.zeros([QPAD, DPOW], tl.float32)
-    for s in range(0, n_splits):
-        base = out_rows * n_splits + s
-        m_s = tl.load(ML + base * 2, mask=rmask, other=float("-inf"))
-        l_s = tl.load(ML + base * 2 + 1, mask=rmask, other=0.0)
-        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - big))
-        total += w * l_s
-        a = tl.load(ACC + base[:, None] * DPOW + dq[None, :], mask=rmask[:, None], other=0.0)
-        acc += w[:, None] * a
+    big = tl.full([RP], float("-inf"), tl.float32)
+    for s0 in range(0, n_splits, CM):
+        sm = s0 + tl.arange(0, CM)
+        m_s = tl.load(ML + (out_rows[:, None] * n_splits + sm[None, :]) * 2,
+                      mask=rmask[:, None] & (sm[None, :] < n_splits), other=float("-inf"))
+        big = tl.maximum(big, tl.max(m_s, axis=1))
+    total = tl.zeros([RP], tl.float32)
+    acc = tl.zeros([RP, DPOW], tl.float32)
+    dq = tl.arange(0, DPOW)
+    for s0 in range(0, n_splits, CH):
+        sc = s0 + tl.arange(0, CH)
+        base = out_rows[:, None] * n_splits + sc[None, :]
+        cm = rmask[:, None] & (sc[None, :] < n_splits)
+        m_s = tl.load(ML + base * 2, mask=cm, other=float("-inf"))
+        l_s = tl.load(ML + base * 2 + 1, mask=cm, other=0.0)
+        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - big[:, None]))
+        total += tl.sum(w * l_s, axis=1)
+        a = tl.load(ACC + base[:, :, None] * DPOW + dq[None, None, :], mask=cm[:, :, None],
+                    other=0.0)
+        acc += tl.sum(w[:, :, None] * a, axis=1)
     out = acc / tl.where(total > 0, total, 1.0)[:, None]
+    if BACK:
+        out = rotate_rows(out, ROT, RP, DPOW, True)
     tl.store(OUT + out_rows[:, None] * D + dq[None, :], out,
              mask=rmask[:, None] & (dq[None, :] < D))
+
+
+def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: int,
+                  dpow: int, rot=None) -> None:
+    """Launch reduce_kernel: one program per (sequence, KV head) merging ``n_splits`` partial
+    results of ``group`` query rows [dpow] into ``out`` [seqs, kv_heads · group, D]; ``rot``
+    (the ±1 rotation, float16) rotates the merged rows back."""
+    rp = max(16 if rot is not None else 1, 1 << (group - 1).bit_length())
+    splits = 1 << (n_splits - 1).bit_length()
+    reduce_kernel[(seqs, kv_heads)](
+        acc, ml, out, rot if rot is not None else acc, n_splits, H_KV=kv_heads, GROUP=group,
+        RP=rp, D=out.shape[-1], DPOW=dpow, CM=max(2, min(splits, 2048 // rp)),
+        CH=max(2, min(splits, 8192 // (rp * dpow))), BACK=rot is not None)
 
 
 @triton.jit
@@ -691,13 +748,15 @@ def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, ROT, TH, CENT, n_rows, PAGE,
         # [ROWS, blocks] tensors came out with other bits than torch's on the H200 (triton 3.6)
         sc = e4m3_encode(amax / 6.0 / gs)
         eff = e4m3_decode(sc) * gs
-        v = tl.abs(xb) / tl.where(eff > 0, eff, 1.0)[:, :, None]
-        # nearest e2m1 magnitude (ties to the smaller) by binary search over the midpoints
-        # 0.25 0.75 1.25 1.75 2.5 3.5 5
-        c4 = v > 1.75
-        c2 = v > tl.where(c4, 3.5, 0.75)
-        c1 = v > tl.where(c4, tl.where(c2, 5.0, 2.5), tl.where(c2, 1.25, 0.25))
-        mag = c4.to(tl.int32) * 4 + c2.to(tl.int32) * 2 + c1.to(tl.int32)
+        # times the block's reciprocal (one division a block), as the reference
+        v = tl.abs(xb) * (1.0 / tl.where(eff > 0, eff, 1.0))[:, :, None]
+        # nearest e2m1 magnitude (ties to the smaller) from the float32 bits: the grid is 0, 0.5,
+        # 1, 1.5 on [0, 2), then one mantissa bit a binade (2, 3, 4, 6), so rounding the
+        # mantissa to one bit (adding just under half a unit: ties go down) gives the code,
+        # after adding 1 below 1 (there the grid is the mantissa of 1 + v)
+        low = v < 1.0
+        t = (tl.where(low, v + 1.0, v).to(tl.int32, bitcast=True) + 0x1FFFFF) >> 22
+        mag = tl.minimum(t - tl.where(low, 254, 252), 7)
         code = tl.reshape(mag | ((xb < 0).to(tl.int32) << 3), (ROWS, DPOW))
         even, odd = tl.split(tl.reshape(code, (ROWS, DPOW // 2, 2)))
         dd = tl.arange(0, DPOW // 2)

@@ -117,6 +117,19 @@ def test_split_count_does_not_change_the_answer():
     assert rel(many, one) < 1e-3
 
 
+@pytest.mark.parametrize("fmt", ["q8_0", "tbq4", "tbq3"])
+def test_many_splits_merge_in_chunks(fmt):
+    # 19 splits of a 300-token sequence, 5 query heads a KV head: the merge reads the splits
+    # in several chunks (and rotates the output back for tbq); the one-split answer must agree
+    kernel, _, table, seq_lens, *_ = build(fmt, fmt, [300, 7], seed=17)
+    q = torch.randn(2, 10, 128, generator=torch.Generator().manual_seed(18)).half()
+    many = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16)
+    one = kernel.decode(q, table, seq_lens, split_tokens=1024, block_n=16)
+    assert not torch.isnan(many).any()
+    assert rel(many, one) < 1e-3
+    assert rel(many, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
+
+
 @pytest.mark.parametrize("fmt", PAGED)
 @pytest.mark.parametrize(("seqs", "heads", "dim", "tokens"), [(1, 1, 128, 1), (3, 5, 128, 63),
                                                               (2, 3, 64, 1000), (1, 2, 256, 17)])
@@ -231,3 +244,34 @@ def test_nvfp4_global_scale_is_set_once_and_mirrored_on_the_host():
     assert abs(first - expect) <= 1e-6 * expect
     c.append(x * 10, x * 10, pages, torch.arange(4, 6))
     assert c.k.global_scale_host == first == float(c.k.global_scale)
+
+
+def test_nvfp4_append_rounds_every_midpoint_down():
+    # nvfp4 codes come from the float32 bits of |x| / scale (one mantissa bit kept); on every
+    # grid value and every midpoint between two (ties go to the smaller magnitude, as the
+    # reference's first-nearest search) the code must be the exact one. Block 0 fixes the
+    # tensor scale at 2⁻⁸ (amax 10.5 = 448 · 6 · 2⁻⁸); blocks 1-7 have amax 6, so their block
+    # scale is 256 · 2⁻⁸ = 1 and |x| is the value rounded
+    grid = ref.E2M1
+    mids = [(a + b) / 2 for a, b in zip(grid, grid[1:], strict=False)]
+    vals = sorted(set(grid) | set(mids))  # 15 magnitudes, 6 the largest
+    row = [10.5] + [0.0] * 15
+    for blk in range(7):
+        sign = -1.0 if blk % 2 else 1.0
+        row += [6.0, sign * 0.125] + [sign * v for v in vals[:-1]]
+    x = torch.tensor(row).reshape(1, 1, 128).half()
+    c = LayerCache("nvfp4", "nvfp4", 1, 16, 1, 128)
+    refc = LayerCache("nvfp4", "nvfp4", 1, 16, 1, 128)
+    pages, offs = torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long)
+    c.append(x, x, pages, offs)
+    refc.append_ref(x, x, pages, offs)
+    assert c.k.global_scale_host == 2.0 ** -8
+    qs = c.k.planes["qs"].reshape(-1, 64)[0].long()
+    codes = torch.stack([qs & 15, qs >> 4], dim=1).reshape(-1)
+
+    def expect(v):
+        mag = min(range(8), key=lambda i: (abs(abs(v) - grid[i]), i))
+        return mag | (8 if v < 0 else 0)
+
+    assert codes[16:].tolist() == [expect(v) for v in row[16:]]
+    assert torch.equal(c.k.planes["qs"], refc.k.planes["qs"])
