@@ -1,10 +1,11 @@
-"""Context split of the decode kernel: one exact wave of long programs against several waves.
+"""Context split of the decode kernel: LayerCache.decode's default split against fixed numbers
+of splits.
 
     python bench/split_check.py [--out DIR]
 
-For f16, q4_0 and tbq4 at (B=8, 128k), (B=1, 1M) and (B=64, 32k) tokens: the step time with
-splits = ⌊4 · SMs / (B · KV heads)⌋ (one wave of programs, none left over) and with
-LayerCache.decode's default split. Writes split.json.
+For f16, q4_0 and tbq4 at batch 1 (32k, 128k and 1M tokens) and batch 8 (32k): the step time
+with the default split and with 64, 128 and 256 splits a sequence (the merge reads the splits
+in chunks, so more splits cost it little). Writes split.json.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from decode import HKV, D, copies, fill, time_steps  # noqa: E402
 
-from kvcore.kernels.cache import SMS, LayerCache  # noqa: E402
+from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 
@@ -31,17 +32,19 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     rows = []
-    for batch, tokens in ((8, 131072), (1, 1 << 20), (64, 32768)):
+    for batch, tokens in ((1, 32768), (1, 131072), (1, 1 << 20), (8, 32768)):
         for fmt in ("f16", "q4_0", "tbq4"):
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
             caches = copies(cache, batch, tokens)
-            one = max(1, 4 * SMS // (batch * HKV))
-            row = {"format": fmt, "batch": batch, "tokens": tokens, "one_wave_splits": one}
-            for name, split in (("one_wave", math.ceil(tokens / one)), ("default", None)):
-                row[name] = time_steps(caches, batch, tokens, split_tokens=split)
+            row = {"format": fmt, "batch": batch, "tokens": tokens,
+                   "default": time_steps(caches, batch, tokens)}
+            for n in (64, 128, 256):
+                row[f"splits_{n}"] = time_steps(caches, batch, tokens,
+                                                split_tokens=math.ceil(tokens / n))
             rows.append(row)
-            print(row, flush=True)
+            print({k: (f"{v * 1e6:.1f} us" if isinstance(v, float) else v)
+                   for k, v in row.items()}, flush=True)
             del cache, caches
             torch.cuda.empty_cache()
     Path(args.out).mkdir(parents=True, exist_ok=True)
