@@ -107,6 +107,7 @@ def main() -> None:
     ap.add_argument("--warps", type=int, default=4)
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--src", default=str(Path(__file__).resolve().parent.parent))
+    ap.add_argument("--words", action="store_true", help="decode: read the planes as words")
     ap.add_argument("--dump", help="write the kernel's ttgir, ptx and sass into this folder")
     ap.add_argument("--append", action="store_true", help="count the append kernel")
     ap.add_argument("--rows", type=int, default=32, help="append: rows per program")
@@ -126,7 +127,7 @@ def main() -> None:
     x0, x1 = WIDTH0[f], WIDTH1.get(f, 1)
     consts = dict(H_KV=8, GROUP=4, QPAD=16, D=128, DPOW=128, DPK=128, DPV=128, FMT_K=f,
                   FMT_V=f, XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n,
-                  PAGE_MODE=0, PAGE_C=1, ASM=True)
+                  PAGE_MODE=0, PAGE_C=1, ASM=True, WORDS=args.words)
     kernel, sass, usage = _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),
                                    {"num_warps": args.warps, "num_stages": args.stages})
     if args.dump:

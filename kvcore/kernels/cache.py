@@ -39,6 +39,8 @@ LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (128, 4, 2), "q8_0":
 LAUNCH_MANY = {**LAUNCH, "q4_0": (32, 2, 2), "tbq4": (32, 2, 2), "tbq3": (32, 2, 2),
                "nvfp4": (128, 4, 2)}
 MANY_ROWS = 64
+#: K formats whose decode reads the packed planes as int32 words by default
+WORDS: dict[str, bool] = {}
 #: rows (token-heads) per append program at head_dim 128, where not 32 (measured on the H200,
 #: bench/results/append-sweep-h200-v8.json)
 APPEND_ROWS = {"tbq4": 64}
@@ -265,7 +267,7 @@ class LayerCache:
                split_tokens: int | None = None, block_n: int | None = None,
                num_warps: int | None = None, num_stages: int | None = None, out: Any = None,
                asm: bool | None = None, programs_per_sm: int | None = None,
-               max_registers: int | None = None) -> Any:
+               max_registers: int | None = None, words: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -277,7 +279,9 @@ class LayerCache:
         a rotated V format has the output rotated back in the reduction. ``asm`` (default: on a GPU)
         unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path runs,
         which gives the same values. ``max_registers`` caps the registers per thread (more
-        programs resident per multiprocessor, some spilled).
+        programs resident per multiprocessor, some spilled). ``words`` (default: WORDS by K
+        format) reads the packed planes of fp8_pth, q8_0, q4_0, tbq4 and nvfp4 as int32 words,
+        four bytes a load, where every row's width allows it.
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_splits, rotate_kernel
 
@@ -333,6 +337,9 @@ class LayerCache:
         def width(t: Any) -> int:
             return t.shape[-1] if t.dim() == 4 else 1
 
+        if words is None:
+            words = WORDS.get(self.k.fmt, False)
+        words = words and all(width(t) % 4 == 0 for t in (ks[0], vs[0]))
         decode_split_kernel[(bsz, self.kv_heads, n_splits)](
             q_in, acc, ml,
             ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
@@ -345,7 +352,7 @@ class LayerCache:
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
             XK0=width(ks[0]), XK1=width(k1), XV0=width(vs[0]), XV1=width(v1),
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
-            ASM=bool(asm), num_warps=num_warps, num_stages=num_stages,
+            ASM=bool(asm), WORDS=bool(words), num_warps=num_warps, num_stages=num_stages,
             **({"maxnreg": max_registers} if max_registers else {}))
         reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, dpow,
                       rot=tab["rot_pm1"] if self.v.fmt in ROTATED else None)

@@ -118,6 +118,15 @@ mul.rn.f16x2 $0, $0, $3;
 mul.rn.f16x2 $1, $1, $4;
 }""")
 
+#: PTX for four fp8 (e4m3) bytes → float16, two hardware conversions of a byte pair each.
+FP8_ASM = tl.constexpr("""{
+.reg .b16 lo, hi;
+mov.b32 {lo, hi}, $2;
+cvt.rn.f16x2.e4m3x2 $0, lo;
+cvt.rn.f16x2.e4m3x2 $1, hi;
+}""")
+
+
 def byte_tables(values: list[float]) -> tuple[int, int, int, int]:
     """Eight float16 values as four prmt tables: their low bytes (two words) and their high
     bytes (two words), entry k in byte k % 4 of word k // 4."""
@@ -228,6 +237,7 @@ def _tbq3_asm() -> str:
 
 
 TBQ4_ASM = tl.constexpr(_tbq4_asm(2))
+TBQ4_WORD_ASM = tl.constexpr(_tbq4_asm(1))
 TBQ3_ASM = tl.constexpr(_tbq3_asm())
 NVFP4_ASM = tl.constexpr(_nvfp4_asm())
 
@@ -277,7 +287,7 @@ def _planes(P0, P1, r, rmask, NB: tl.constexpr, BB: tl.constexpr, NBV: tl.conste
 @triton.jit
 def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
           DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
-          ASM: tl.constexpr):
+          ASM: tl.constexpr, WORDS: tl.constexpr):
     """A whole K or V tile (f16, fp8_pth, q8_0) for ``BN`` cache rows ``r`` of the
     planes P0 and P1, read straight from the packed bytes: ([BN, DPOW] values with every
     per-block scale applied, [BN] float32 per-row scale, 0 on masked rows)."""
@@ -290,9 +300,22 @@ def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             tile = tl.load(P0 + r[:, None] * X0 + w, mask=rm & (w < DP), other=0.0)
         scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 1:
-        w = tl.arange(0, DPOW)[None, :]
-        tile = _fp8(tl.load(P0 + r[:, None] * X0 + w, mask=rm & (w < DP), other=0))
+        if WORDS:
+            w = tl.arange(0, DPOW // 4)[None, :]
+            word = tl.load(P0.to(tl.pointer_type(tl.int32)) + r[:, None] * (X0 // 4) + w,
+                           mask=rm & (w < DP // 4), other=0)
+            w01, w23 = _unpack_words(1, word, word, CENT, ASM)
+            tile = tl.reshape(_pairs(w01, w23), (BN, DPOW))
+        else:
+            w = tl.arange(0, DPOW)[None, :]
+            tile = _fp8(tl.load(P0 + r[:, None] * X0 + w, mask=rm & (w < DP), other=0))
         scale = tl.load(P1 + r, mask=rmask, other=0.0)
+    elif WORDS:
+        # q8_0, read as words
+        word, ds = _word_planes(P0, P1, r, rmask, DPOW // 32, 8, DP // 32, X0, X1)
+        w01, w23 = _unpack_words(2, word, ds, CENT, ASM)
+        tile = tl.reshape(_pairs(w01, w23), (BN, DPOW))
+        scale = tl.where(rmask, 1.0, 0.0)
     else:
         # q8_0
         raw, ds = _planes(P0, P1, r, rmask, DPOW // 32, 32, DP // 32, X0, X1)
@@ -337,6 +360,95 @@ def _pairs(w01, w23):
 
 
 @triton.jit
+def _pair(a, b):
+    """Two float16 tensors → int32 words holding the pairs (a, b), a in the low half."""
+    return _bits(a) | (_bits(b) << 16)
+
+
+@triton.jit
+def _word_planes(P0, P1, r, rmask, NB: tl.constexpr, WB: tl.constexpr, NBV: tl.constexpr,
+                 X0: tl.constexpr, X1: tl.constexpr):
+    """Packed bytes read as int32 words, [BN, NB, WB] (WB words per scale block), and the block
+    scales as [BN, NB, 1]; NBV of the NB blocks hold data. Masked rows and blocks read words 0
+    with scale 0."""
+    nb = tl.arange(0, NB)[None, :, None]
+    j = tl.arange(0, WB)[None, None, :]
+    r3 = r[:, None, None]
+    m3 = rmask[:, None, None] & (nb < NBV)
+    word = tl.load(P0.to(tl.pointer_type(tl.int32)) + r3 * (X0 // 4) + nb * WB + j, mask=m3,
+                   other=0)
+    scale = tl.load(P1 + r3 * X1 + nb, mask=m3, other=0.0)
+    return word, scale
+
+
+@triton.jit
+def _byte(word, K: tl.constexpr):
+    """Byte K of int32 words, as int32 0…255."""
+    return (word >> (8 * K)) & 255
+
+
+@triton.jit
+def _unpack_words(FMT: tl.constexpr, word, sc, CENT, ASM: tl.constexpr):
+    """Int32 words of packed bytes and their block scale (float16, the same shape) → float16
+    pairs as int32 words: (w01, w23) for the 8-bit formats (the word's four values), and
+    (l01, l23, h01, h23) for the 4-bit ones (the four low nibbles' values, then the four high
+    nibbles'). With ASM the PTX blocks, else the same words from plain arithmetic."""
+    if ASM:
+        if FMT == 1:
+            return tl.inline_asm_elementwise(FP8_ASM, "=r,=r,r", [word],
+                                             dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        else:
+            sb = _bits(sc)
+            pair = sb | (sb << 16)
+            if FMT == 2:
+                return tl.inline_asm_elementwise(Q8_0_ASM, "=r,=r,r,r,r", [word, pair, pair],
+                                                 dtype=(tl.int32, tl.int32), is_pure=True,
+                                                 pack=1)
+            else:
+                if FMT == 3:
+                    text: tl.constexpr = Q4_0_ASM
+                elif FMT == 4:
+                    text: tl.constexpr = TBQ4_WORD_ASM
+                else:
+                    text: tl.constexpr = NVFP4_ASM
+                return tl.inline_asm_elementwise(
+                    text, "=r,=r,=r,=r,r,r,r", [word, pair, pair],
+                    dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
+    else:
+        if FMT == 1:
+            v0 = _fp8(_byte(word, 0).to(tl.uint8))
+            v1 = _fp8(_byte(word, 1).to(tl.uint8))
+            v2 = _fp8(_byte(word, 2).to(tl.uint8))
+            v3 = _fp8(_byte(word, 3).to(tl.uint8))
+            return _pair(v0, v1), _pair(v2, v3)
+        elif FMT == 2:
+            # the bytes as signed values: shifted to the top, then arithmetic shifts down
+            v0 = ((word << 24) >> 24).to(tl.float16) * sc
+            v1 = ((word << 16) >> 24).to(tl.float16) * sc
+            v2 = ((word << 8) >> 24).to(tl.float16) * sc
+            v3 = (word >> 24).to(tl.float16) * sc
+            return _pair(v0, v1), _pair(v2, v3)
+        else:
+            lo0, hi0 = _nibbles(FMT, _byte(word, 0), sc, CENT)
+            lo1, hi1 = _nibbles(FMT, _byte(word, 1), sc, CENT)
+            lo2, hi2 = _nibbles(FMT, _byte(word, 2), sc, CENT)
+            lo3, hi3 = _nibbles(FMT, _byte(word, 3), sc, CENT)
+            return _pair(lo0, lo1), _pair(lo2, lo3), _pair(hi0, hi1), _pair(hi2, hi3)
+
+
+@triton.jit
+def _nibbles(FMT: tl.constexpr, b, sc, CENT):
+    """Bytes (int32 0…255) of a 4-bit format → the values of their low and high nibbles times
+    the block scale, float16 (the plain path)."""
+    if FMT == 3:
+        return q4_0_nibbles(b, sc, False)
+    elif FMT == 4:
+        return tl.load(CENT + (b & 15)) * sc, tl.load(CENT + (b >> 4)) * sc
+    else:
+        return _e2m1(b & 15) * sc, _e2m1(b >> 4) * sc
+
+
+@triton.jit
 def q4_0_nibbles(byte, ds, ASM: tl.constexpr):
     """q4_0 bytes → their low and their high nibbles minus 8, times the block scale ``ds``
     (float16, elementwise)."""
@@ -351,13 +463,27 @@ def q4_0_nibbles(byte, ds, ASM: tl.constexpr):
 @triton.jit
 def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
-            ASM: tl.constexpr):
+            ASM: tl.constexpr, WORDS: tl.constexpr):
     """A K or V tile read as two [BN, DPOW // 2] halves, block scales applied, and the [BN]
     float32 per-row scale. The 4-bit formats (q4_0, tbq4, nvfp4): the low and the high nibbles
     of each byte; tbq3: the even and the odd values of each group (_tile_dims gives the halves'
     head dimensions). No value moves between lanes: each half is an elementwise unpacking of
-    the loaded bytes."""
-    if FMT == 3:
+    the loaded bytes. WORDS: q4_0, tbq4 and nvfp4 read as int32 words (tbq3 always is)."""
+    if WORDS and FMT != 5:
+        if FMT == 3:
+            word, sc = _word_planes(P0, P1, r, rmask, DPOW // 32, 4, DP // 32, X0, X1)
+            scale = tl.where(rmask, 1.0, 0.0)
+        elif FMT == 4:
+            word, sc = _word_planes(P0, P1, r, rmask, DPOW // 128, 16, DP // 128, X0, X1)
+            scale = tl.where(rmask, 1.0, 0.0)
+        else:
+            word, e4 = _word_planes(P0, P1, r, rmask, DPOW // 16, 2, DP // 16, X0, X1)
+            sc = _fp8(e4)
+            scale = tl.where(rmask, tl.load(GS), 0.0)
+        l01, l23, h01, h23 = _unpack_words(FMT, word, sc, CENT, ASM)
+        lo = _pairs(l01, l23)
+        hi = _pairs(h01, h23)
+    elif FMT == 3:
         byte, ds = _planes(P0, P1, r, rmask, DPOW // 32, 16, DP // 32, X0, X1)
         lo, hi = q4_0_nibbles(byte, ds, ASM)
         scale = tl.where(rmask, 1.0, 0.0)
@@ -500,6 +626,7 @@ def decode_split_kernel(
     FMT_K: tl.constexpr, FMT_V: tl.constexpr,
     XK0: tl.constexpr, XK1: tl.constexpr, XV0: tl.constexpr, XV1: tl.constexpr,
     BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr, ASM: tl.constexpr,
+    WORDS: tl.constexpr,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
@@ -552,22 +679,22 @@ def decode_split_kernel(
         off -= wrap.to(tl.int32) * PAGE
         if HK:
             ka, kb, ks = _halves(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r,
-                                 nmask, BLOCK_N, DPOW, DPK, XK0, XK1, ASM)
+                                 nmask, BLOCK_N, DPOW, DPK, XK0, XK1, ASM, WORDS)
             s = tl.dot(qb, tl.trans(kb), tl.dot(qa, tl.trans(ka)))
         else:
             k, ks = _tile(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r, nmask,
-                          BLOCK_N, DPOW, DPK, XK0, XK1, ASM)
+                          BLOCK_N, DPOW, DPK, XK0, XK1, ASM, WORDS)
             s = tl.dot(qa, tl.trans(k))
         p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
         if HV:
             va, vb, vs = _halves(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r,
-                                 nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM)
+                                 nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM, WORDS)
             pv = (p * vs[None, :]).to(va.dtype)
             acc_a = acc_a * alpha[:, None] + tl.dot(pv, va)
             acc_b = acc_b * alpha[:, None] + tl.dot(pv, vb)
         else:
             v, vs = _tile(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r, nmask,
-                          BLOCK_N, DPOW, DPV, XV0, XV1, ASM)
+                          BLOCK_N, DPOW, DPV, XV0, XV1, ASM, WORDS)
             acc_a = acc_a * alpha[:, None] + tl.dot((p * vs[None, :]).to(v.dtype), v)
     base = qrow.to(tl.int64) * n_splits + sp
     if HV:

@@ -275,3 +275,17 @@ def test_nvfp4_append_rounds_every_midpoint_down():
 
     assert codes[16:].tolist() == [expect(v) for v in row[16:]]
     assert torch.equal(c.k.planes["qs"], refc.k.planes["qs"])
+
+
+@pytest.mark.parametrize(("fmt", "head_dim"), [("fp8_pth", 128), ("q8_0", 128), ("q4_0", 128),
+                                               ("tbq4", 128), ("nvfp4", 128), ("q8_0", 80),
+                                               ("fp8_pth", 52), ("nvfp4", 48), ("q4_0", 96)])
+def test_word_reads_give_the_byte_reads_values(fmt, head_dim):
+    # reading the packed planes as int32 words (four bytes a load, unpacked pairwise) must give
+    # exactly the values of the byte-wise read, odd head dimensions and masked tails included
+    kernel, _, table, seq_lens, *_ = build(fmt, fmt, [37, 1, 20], head_dim=head_dim, seed=21)
+    q = torch.randn(3, 4, head_dim, generator=torch.Generator().manual_seed(22)).half()
+    by_bytes = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=False)
+    by_words = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=True)
+    assert not torch.isnan(by_words).any()
+    assert torch.equal(by_words, by_bytes)

@@ -16,11 +16,13 @@ pytest.importorskip("triton")
 
 from kvcore.kernels import codebook, ref  # noqa: E402
 from kvcore.kernels.triton_ops import (  # noqa: E402
+    FP8_ASM,
     NVFP4_ASM,
     Q4_0_ASM,
     Q8_0_ASM,
     TBQ3_ASM,
     TBQ4_ASM,
+    TBQ4_WORD_ASM,
     _tbq4_asm,
 )
 
@@ -72,6 +74,13 @@ def run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
         if not line or line.startswith(".reg"):
             continue
         op, rest = line.split(None, 1)
+        if op == "mov.b32" and rest.startswith("{"):
+            # unpack a 32-bit register into two 16-bit ones: {lo, hi}
+            names, src = rest.split("}")
+            lo, hi = (t.strip() for t in names.strip("{").split(","))
+            w = val(src.strip(" ,"))
+            regs[lo], regs[hi] = w & 0xFFFF, w >> 16
+            continue
         args = [t.strip() for t in rest.split(",")]
         d, srcs = args[0], [val(t) for t in args[1:]]
         if op == "mov.b32":
@@ -92,6 +101,10 @@ def run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
             r = srcs[0] & srcs[1]
         elif op == "xor.b32":
             r = srcs[0] ^ srcs[1]
+        elif op == "cvt.rn.f16x2.e4m3x2":
+            # two e4m3 bytes of a 16-bit register → float16 pair, the low byte in the low half
+            pair = np.array([srcs[0] & 0xFF, srcs[0] >> 8], dtype=np.uint8)
+            r = _word(ref.e4m3_value(_torch().from_numpy(pair)).numpy().astype(np.float16))
         elif op in ("sub.rn.f16x2", "mul.rn.f16x2"):
             x, y = _halves(srcs[0]).astype(np.float32), _halves(srcs[1]).astype(np.float32)
             # float16 × float16 and float16 − float16 are exact in float32: one rounding
@@ -100,6 +113,10 @@ def run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
             raise AssertionError(f"the emulator does not know {op}")
         regs[d] = r & M32
     return regs
+
+
+def _torch():
+    return pytest.importorskip("torch")
 
 
 def _words() -> list[int]:
@@ -153,6 +170,18 @@ def test_q8_0_unpacker_matches_the_plain_path(scale):
         assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16), expect.view(np.uint16))
 
 
+def test_fp8_unpacker_matches_the_e4m3_table():
+    # every e4m3 byte in every position: the word is split into its two byte pairs, each
+    # converted (low byte to the low half; the emulator's conversion is torch's e4m3 table)
+    torch = _torch()
+    for w in _words():
+        regs = run_ptx(FP8_ASM.value, {"$2": w})
+        b = torch.tensor(_bytes(w), dtype=torch.uint8)
+        expect = ref.e4m3_value(b).numpy().astype(np.float16)
+        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16), expect.view(np.uint16)), \
+            hex(w)
+
+
 def test_tbq4_codebook_is_exactly_symmetric():
     # the unpacker reads one half of the codebook and takes the sign from the index
     for levels in (8, 16):
@@ -182,6 +211,20 @@ def test_tbq4_unpacker_matches_the_table_lookup(norm):
                               lo.view(np.uint16)), hex(w0)
         assert np.array_equal(_out(regs, "$4", "$5", "$6", "$7").view(np.uint16),
                               hi.view(np.uint16)), hex(w0)
+
+
+@pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(-13.5)))
+def test_tbq4_one_word_unpacker_matches_the_table_lookup(norm):
+    # the word-wise read's block: one word (four bytes) a call, the norm pair twice
+    assert TBQ4_WORD_ASM.value == _tbq4_asm(1)
+    cent = ref.centroids(16).half().numpy()
+    for w in _words():
+        regs = run_ptx(TBQ4_WORD_ASM.value, {"$4": w, **_scale_regs(norm)})
+        b = np.array(_bytes(w))
+        lo = (cent[b & 15].astype(np.float32) * np.float32(norm)).astype(np.float16)
+        hi = (cent[b >> 4].astype(np.float32) * np.float32(norm)).astype(np.float16)
+        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16), lo.view(np.uint16))
+        assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16), hi.view(np.uint16))
 
 
 @pytest.mark.parametrize("scale", SCALES)
@@ -214,7 +257,8 @@ def test_tbq3_unpacker_matches_the_table_lookup(norm):
 def test_the_emulator_knows_every_instruction_used():
     ops = set()
     for asm in (Q4_0_ASM.value, Q8_0_ASM.value, TBQ4_ASM.value, TBQ3_ASM.value,
-                NVFP4_ASM.value):
+                NVFP4_ASM.value, FP8_ASM.value, TBQ4_WORD_ASM.value):
         ops |= {m.group(1) for m in re.finditer(r"^\s*([a-z][\w.]*)\s", asm, re.M)}
     assert ops - {".reg"} <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "shl.b32", "mul.lo.u32",
-                              "or.b32", "and.b32", "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2"}
+                              "or.b32", "and.b32", "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2",
+                              "cvt.rn.f16x2.e4m3x2"}
