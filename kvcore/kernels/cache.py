@@ -282,8 +282,8 @@ class LayerCache:
         unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path runs,
         which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled). ``words`` (default: WORDS by K
-        format) reads the packed planes of fp8_pth, q8_0, q4_0, tbq4 and nvfp4 as int32 words,
-        four bytes a load, where every row's width allows it.
+        format) reads the packed planes of fp8_pth, q8_0, q4_0, tbq4, tbq3 and nvfp4 as int32
+        words, four bytes a load, where every row's width allows it.
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_splits, rotate_kernel
 

@@ -468,7 +468,8 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
     float32 per-row scale. The 4-bit formats (q4_0, tbq4, nvfp4): the low and the high nibbles
     of each byte; tbq3: the even and the odd values of each group (_tile_dims gives the halves'
     head dimensions). No value moves between lanes: each half is an elementwise unpacking of
-    the loaded bytes. WORDS: q4_0, tbq4 and nvfp4 read as int32 words (tbq3 always is)."""
+    the loaded bytes. WORDS: the packed bytes read as int32 words (tbq3: three words hold four
+    groups)."""
     if WORDS and FMT != 5:
         if FMT == 3:
             word, sc = _word_planes(P0, P1, r, rmask, DPOW // 32, 4, DP // 32, X0, X1)
@@ -502,10 +503,24 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
         # a group is three bytes: eight 3-bit indices; lo holds its even values, hi its odd
         g = tl.arange(0, DPOW // 8)[None, :]
         gm = rmask[:, None] & (g < DP // 8)
-        base = P0 + r[:, None] * X0 + g * 3
-        lane = (tl.load(base, mask=gm, other=0).to(tl.int32)
-                | (tl.load(base + 1, mask=gm, other=0).to(tl.int32) << 8)
-                | (tl.load(base + 2, mask=gm, other=0).to(tl.int32) << 16))
+        if WORDS:
+            # three words hold four groups (32 values): the groups are cut out of them
+            qd = tl.arange(0, DPOW // 32)[None, :]
+            qm = rmask[:, None] & (qd < DP // 32)
+            wb = P0.to(tl.pointer_type(tl.int32)) + r[:, None] * (X0 // 4) + qd * 3
+            w0 = tl.load(wb, mask=qm, other=0)
+            w1 = tl.load(wb + 1, mask=qm, other=0)
+            w2 = tl.load(wb + 2, mask=qm, other=0)
+            g0 = w0 & 0xFFFFFF
+            g1 = ((w0 >> 24) & 0xFF) | ((w1 & 0xFFFF) << 8)
+            g2 = ((w1 >> 16) & 0xFFFF) | ((w2 & 0xFF) << 16)
+            g3 = (w2 >> 8) & 0xFFFFFF
+            lane = tl.reshape(tl.join(tl.join(g0, g2), tl.join(g1, g3)), (BN, DPOW // 8))
+        else:
+            base = P0 + r[:, None] * X0 + g * 3
+            lane = (tl.load(base, mask=gm, other=0).to(tl.int32)
+                    | (tl.load(base + 1, mask=gm, other=0).to(tl.int32) << 8)
+                    | (tl.load(base + 2, mask=gm, other=0).to(tl.int32) << 16))
         norm = tl.load(P1 + r[:, None] * X1 + g // 16, mask=gm, other=0.0)
         if ASM:
             nb = _bits(norm)

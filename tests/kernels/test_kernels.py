@@ -279,6 +279,7 @@ def test_nvfp4_append_rounds_every_midpoint_down():
 
 @pytest.mark.parametrize(("fmt", "head_dim"), [("fp8_pth", 128), ("q8_0", 128), ("q4_0", 128),
                                                ("tbq4", 128), ("nvfp4", 128), ("q8_0", 80),
+                                               ("tbq3", 128), ("tbq3", 256),
                                                ("fp8_pth", 52), ("nvfp4", 48), ("q4_0", 96)])
 def test_word_reads_give_the_byte_reads_values(fmt, head_dim):
     # reading the packed planes as int32 words (four bytes a load, unpacked pairwise) must give
