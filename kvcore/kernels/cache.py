@@ -33,16 +33,16 @@ WAVES_PER_SM, WAVE_PER_SM, LONG_SPLIT, SHORT_SPLIT, MAX_SPLITS = 16, 4, 2048, 25
 LOG2E = 1.4426950408889634
 #: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128, for few rows of
 #: (sequence, KV head) and for many (MANY_ROWS or more): the best over batch 1 and over batch 8
-#: at 131,072 tokens on an H200 (bench/results/decode-sweep-h200-v7b.json; q8_0, q4_0 and tbq4
-#: with word-wise reads: decode-words-h200-v10.json)
+#: at 131,072 tokens on an H200 (bench/results/decode-sweep-h200-v7b.json; q8_0, q4_0, tbq4 and
+#: tbq3 with word-wise reads: decode-words-h200-v10.json and -v10b.json)
 LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (128, 4, 2), "q8_0": (128, 4, 2),
-          "q4_0": (64, 4, 2), "tbq4": (64, 4, 2), "tbq3": (128, 4, 2), "nvfp4": (64, 4, 4)}
+          "q4_0": (64, 4, 2), "tbq4": (64, 4, 2), "tbq3": (64, 4, 2), "nvfp4": (64, 4, 4)}
 LAUNCH_MANY = {**LAUNCH, "tbq4": (32, 2, 2), "tbq3": (32, 2, 2), "nvfp4": (128, 4, 2)}
 MANY_ROWS = 64
 #: K formats whose decode reads the packed planes as int32 words by default: faster for these
-#: (q8_0 by 14-23%, q4_0 by up to 10% at batch 1, tbq4 by 7-8%), not for fp8_pth and nvfp4
-#: (bench/results/decode-words-h200-v10.json)
-WORDS = {"q8_0": True, "q4_0": True, "tbq4": True}
+#: (tbq3 by 23-25%, q8_0 by 14-23%, q4_0 by up to 10% at batch 1, tbq4 by 7-8%), not for
+#: fp8_pth and nvfp4 (bench/results/decode-words-h200-v10.json and -v10b.json)
+WORDS = {"q8_0": True, "q4_0": True, "tbq4": True, "tbq3": True}
 #: rows (token-heads) per append program at head_dim 128, where not 32 (measured on the H200,
 #: bench/results/append-sweep-h200-v8.json)
 APPEND_ROWS = {"tbq4": 64}
