@@ -404,6 +404,8 @@ def render_measurement(d: dict[str, Any]) -> str:
         if dec.get("fraction_of_read_bandwidth"):
             line += (f" ({dec['fraction_of_read_bandwidth']:.0%} of measured read bandwidth, "
                      f"{dec['speedup_vs_f16_sdpa'] or 0:.2f}× fp16 SDPA)")
+        if dec.get("timing") == "cuda_graph":
+            line += ", replayed from a CUDA graph"
         lines.append(line)
     if dec.get("attention_share") is not None:
         lines.append(f"per generated token: attention {dec['attention_seconds_per_token'] * 1e3:.2f}"

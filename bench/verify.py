@@ -69,7 +69,8 @@ def row_md(d: dict) -> str:
             f"{d['allocated_bytes'] - d['predicted_bytes']:+,} B | "
             f"{(alloc - pa) if alloc is not None else '–':+} B | {rr / 2**20:+.0f} MiB | "
             f"{(drv - res) / 2**20 if drv is not None else 0:+.1f} MiB | "
-            f"{dec.get('seconds_per_step', 0) * 1e3:.3f} | "
+            f"{dec.get('seconds_per_step', 0) * 1e3:.3f}"
+            f"{' ¹' if dec.get('timing') == 'launched' else ''} | "
             f"{frac * 100 if frac else 0:.0f}% | " + (f"{sp:.2f}× |" if sp else "– |")
             + (f" {share:.0%} |" if share is not None else " – |"))
 
@@ -107,12 +108,13 @@ NOTES = """Notes on the columns:
   snapshot), since plans run one after another in one process.
 - *driver − reserved*: before its readings each measurement runs the same code once on a tiny
   cache, so the CUDA libraries' lazily loaded code is not counted as cache memory.
-- *decode step*: every measured attention layer in turn, launched from Python as a model without
-  CUDA graphs would (three kernel launches per layer), so short layers are bound by launch
-  overhead; *of read bw* is cache bytes over that time against the read bandwidth measured in
+- *decode step*: every measured attention layer in turn, the whole step replayed from a CUDA
+  graph as serving engines run decode (plans with KIVI layers, whose decode reads lengths from
+  the host, are launched from Python and marked ¹, so their short layers are bound by launch
+  overhead); *of read bw* is cache bytes over that time against the read bandwidth measured in
   the same process; *vs fp16 SDPA* compares with torch's `scaled_dot_product_attention` over an
-  fp16 cache of the same shape (– for MLA, which has no separate V). Kernel speed alone is in
-  `bench/results/decode-h200-v5.md`.
+  fp16 cache of the same shape, timed the same way (– for MLA, which has no separate V).
+  Kernel speed alone is in `bench/results/decode-h200-v10.md`.
 - *attention share of a token*: the whole model's attention time (the measured step scaled by
   the whole cache over the measured part) against that plus the checkpoint's active weights
   read once at the measured bandwidth: how much of a generated token's time the cache costs.
@@ -170,6 +172,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--start", type=int, default=0, help="first plan (0-based)")
+    ap.add_argument("--stop", type=int, default=None, help="stop before this plan (with "
+                    "--start: a share of the plans, e.g. one per GPU)")
     ap.add_argument("--db", default=None)
     ap.add_argument("--render", metavar="JSON", help="write VERIFIED.md from a verify.json")
     ap.add_argument("--tp-json", nargs="*", default=[], help="kvplan measure --tp --json "
@@ -182,7 +187,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    plans = PLANS[:4] if args.quick else PLANS
+    plans = (PLANS[:4] if args.quick else PLANS)[args.start:args.stop]
     for model, kk, kv, ctx, seqs, layers in plans:
         print(f"{model} {kk}/{kv} {ctx}×{seqs}", flush=True)
         try:

@@ -359,15 +359,33 @@ def _fill(cache: Any, group: LayerGroup, tokens: int, sequences: int, device: st
             (cache.append if use_triton else cache.append_ref)(k, v, pages, t)
 
 
-def _time(fn: Callable[[], Any], device: str, steps: int, torch: Any) -> float:
+def _graph(fn: Callable[[], Any], torch: Any) -> Any:
+    """``fn`` captured in a CUDA graph, warmed up on the capturing stream first."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def _time(fn: Callable[[], Any], device: str, steps: int, torch: Any,
+          graph: bool = False) -> float:
+    """Median seconds of ``fn``; on a GPU with ``graph``, of its replay from a CUDA graph (as
+    an engine replays a decode step: no Python launch overhead)."""
     for _ in range(3):
         fn()
     times = []
     if device == "cuda":
+        run = _graph(fn, torch).replay if graph else fn
         for _ in range(steps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
-            fn()
+            run()
             b.record()
             b.synchronize()
             times.append(a.elapsed_time(b) / 1e3)
@@ -383,8 +401,11 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
                  device: str, steps: int, torch: Any, progress: Any) -> dict[str, Any]:
     """Median seconds of one decode step over every measured attention layer, the layers run
     back to back as a model runs them (and each layer kind's share timed the same way); fp16
-    SDPA timed on one layer of each group and counted once per layer of it."""
+    SDPA timed on one layer of each group and counted once per layer of it. On a GPU the step
+    is replayed from a CUDA graph, as serving engines run decode, unless a KIVI cache is in it
+    (its decode reads its lengths from the host): then it is launched from Python."""
     timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list)]
+    graph = device == "cuda" and not any(hasattr(c, "n_quant") for _g, c, _t in timed)
     steps_fns: list[tuple[LayerGroup, Callable[[], Any]]] = []
     for group, cache, tokens in timed:
         hq = max(group.n_kv_heads, 1) * 4
@@ -413,14 +434,15 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
         kinds.setdefault(group.kind.value, []).append(fn)
     per_group: dict[str, float] = {}
     for n, (kind, fns) in enumerate(kinds.items()):
-        per_group[kind] = _time(back_to_back(fns), device, max(3, steps // 4), torch)
+        per_group[kind] = _time(back_to_back(fns), device, max(3, steps // 4), torch, graph)
         _progress(n + 1, len(kinds) + 1, "timing decode", progress)
-    total = (_time(back_to_back([fn for _g, fn in steps_fns]), device, steps, torch)
+    total = (_time(back_to_back([fn for _g, fn in steps_fns]), device, steps, torch, graph)
              if steps_fns else 0.0)
     _progress(len(kinds) + 1, len(kinds) + 1, "timing decode", progress)
     cache_bytes = sum(c.nbytes for _g, c, _t in timed)
     out: dict[str, Any] = {"seconds_per_step": total, "cache_bytes": cache_bytes,
-                           "per_kind_seconds": per_group}
+                           "per_kind_seconds": per_group,
+                           "timing": "cuda_graph" if graph else "launched"}
     if total > 0:
         out["cache_bytes_per_s"] = cache_bytes / total
     if device == "cuda":
@@ -438,7 +460,7 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
                 def base(qq: Any = qq, k: Any = k) -> Any:
                     return torch.nn.functional.scaled_dot_product_attention(qq, k, k,
                                                                             enable_gqa=True)
-                seen[id(group)] = _time(base, device, steps, torch)
+                seen[id(group)] = _time(base, device, steps, torch, graph)
                 del k
             sdpa += seen[id(group)]
         from .kernels.bandwidth import measure_bandwidth
