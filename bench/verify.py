@@ -114,7 +114,10 @@ NOTES = """Notes on the columns:
   overhead); *of read bw* is cache bytes over that time against the read bandwidth measured in
   the same process; *vs fp16 SDPA* compares with torch's `scaled_dot_product_attention` over an
   fp16 cache of the same shape, timed the same way (– for MLA, which has no separate V).
-  Kernel speed alone is in `bench/results/decode-h200-v10.md`.
+  Kernel speed alone is in `bench/results/decode-h200-v10.md`. An earlier run of the same
+  plans with decode kernel v5 (`bench/results/verify-h200.json`) launched every step from
+  Python and gave SDPA one tensor for K and V (V's tiles then came from L2, so the baseline read
+  half the bytes): its *vs fp16 SDPA* figures were too low by up to half.
 - *attention share of a token*: the whole model's attention time (the measured step scaled by
   the whole cache over the measured part) against that plus the checkpoint's active weights
   read once at the measured bandwidth: how much of a generated token's time the cache costs.
@@ -142,7 +145,8 @@ def render(rows: list[dict], tp_files: list[Path] | None = None) -> str:
     md = ["# Verified on real hardware", "",
           f"{device}; torch {env.get('torch')}, triton {env.get('triton')}, "
           f"Python {env.get('python')}, {env.get('date')}. Reproduce: `python bench/verify.py` "
-          "on a CUDA machine (`bench/gpu_run.sh` runs it beside the tensor-parallel check).",
+          "on a CUDA machine (`bash bench/gpu_verify.sh` shares the plans between two GPUs; "
+          "`bench/gpu_run.sh` runs it beside the tensor-parallel check).",
           "", *headline(rows), "",
           "Tensor bytes must equal the prediction exactly; the allocator's `memory_allocated`"
           " must equal kvplan's allocator model; the driver's delta is shown against the "
