@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from decode import HKV, D, copies, fill, sdpa_time, time_steps  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
-from kvcore.kernels.cache import LAUNCH, LayerCache  # noqa: E402
+from kvcore.kernels.cache import LAUNCH, LAUNCH_MANY, MANY_ROWS, LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
@@ -51,11 +51,16 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--no-split", action="store_true", help="skip the K-only and V-only runs")
+    ap.add_argument("--configs", help="block_n/num_warps/num_stages,… to try instead of the "
+                    "built-in list (each format's default is always timed too)")
     ap.add_argument("--occupancy", action="store_true",
                     help="time each format's default launch at 4, 8, 16 and 32 programs per "
                          "multiprocessor, with and without a cap of 80 registers per thread")
     args = ap.parse_args()
     formats = args.formats.split(",")
+    configs = CONFIGS
+    if args.configs:
+        configs = [tuple(int(x) for x in c.split("/")) for c in args.configs.split(",")]
     env = environment("cuda", torch)
     bw = measure_bandwidth(torch)["read_bytes_per_s"]
     rows = []
@@ -79,7 +84,9 @@ def main() -> None:
                 cfgs = [(*LAUNCH[fk], pps, regs) for pps in (4, 8, 16, 32)
                         for regs in (None, 80)]
             else:
-                cfgs = CONFIGS if fk == fv else [(64, 4, 2), (32, 4, 2)]
+                launch = (LAUNCH_MANY if batch * HKV >= MANY_ROWS else LAUNCH)[fk]
+                cfgs = (list(dict.fromkeys([launch, *configs])) if fk == fv
+                        else [(64, 4, 2), (32, 4, 2)])
             for cfg in cfgs:
                 try:
                     t = time_decode(caches, batch, tokens, cfg)
