@@ -32,12 +32,14 @@ SMS = 132
 WAVES_PER_SM, WAVE_PER_SM, LONG_SPLIT, SHORT_SPLIT, MAX_SPLITS = 16, 4, 2048, 256, 64
 LOG2E = 1.4426950408889634
 #: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128, for few rows of
-#: (sequence, KV head) and for many (MANY_ROWS or more): the best over batch 1 and over batch 8
-#: at 131,072 tokens on an H200 (bench/results/decode-sweep-h200-v7b.json; q8_0, q4_0, tbq4 and
-#: tbq3 with word-wise reads: decode-words-h200-v10.json and -v10b.json)
-LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (128, 4, 2), "q8_0": (128, 4, 2),
-          "q4_0": (64, 4, 2), "tbq4": (64, 4, 2), "tbq3": (64, 4, 2), "nvfp4": (64, 4, 4)}
-LAUNCH_MANY = {**LAUNCH, "tbq4": (32, 2, 2), "tbq3": (32, 2, 2), "nvfp4": (128, 4, 2)}
+#: (sequence, KV head) and for many (MANY_ROWS or more): the best at batch 1 and at batch 8,
+#: 131,072 tokens, on an H200 (bench/results/decode-sweep-h200-v10.json; formats the v10 sweep
+#: did not move keep their v7b or words-check launch). Programs of one or two warps keep the
+#: softmax's reductions within a warp; at batch 8 they took fp8_pth from 730 to 590 µs.
+LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (64, 2, 3), "q8_0": (64, 1, 2),
+          "q4_0": (64, 4, 2), "tbq4": (64, 4, 2), "tbq3": (128, 2, 2), "nvfp4": (128, 2, 2)}
+LAUNCH_MANY = {**LAUNCH, "fp8_pth": (64, 1, 2), "q4_0": (32, 1, 3), "tbq4": (32, 2, 2),
+               "tbq3": (64, 1, 2), "nvfp4": (64, 1, 2)}
 MANY_ROWS = 64
 #: K formats whose decode reads the packed planes as int32 words by default: faster for these
 #: (tbq3 by 23-25%, q8_0 by 14-23%, q4_0 by up to 10% at batch 1, tbq4 by 7-8%), not for
