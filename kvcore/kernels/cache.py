@@ -44,7 +44,7 @@ MANY_ROWS = 64
 #: K formats whose decode reads the packed planes as int32 words by default: faster for these
 #: (tbq3 by 23-25%, q8_0 by 14-23%, q4_0 by up to 10% at batch 1, tbq4 by 7-8%), not for
 #: fp8_pth and nvfp4 (bench/results/decode-words-h200-v10.json and -v10b.json)
-WORDS = {"q8_0": True, "q4_0": True, "tbq4": True, "tbq3": True}
+WORDS = ("q8_0", "q4_0", "tbq4", "tbq3")
 #: rows (token-heads) per append program at head_dim 128, where not 32 (measured on the H200,
 #: bench/results/append-sweep-h200-v8.json)
 APPEND_ROWS = {"tbq4": 64}
@@ -280,11 +280,11 @@ class LayerCache:
         streaming multiprocessor instead. Give ``max_len`` (the longest sequence) to avoid
         reading ``seq_lens`` back from the device.
         A rotated K format has the query rotated by one small kernel before the split kernel;
-        a rotated V format has the output rotated back in the reduction. ``asm`` (default: on a GPU)
-        unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path runs,
-        which gives the same values. ``max_registers`` caps the registers per thread (more
-        programs resident per multiprocessor, some spilled). ``words`` (default: WORDS by K
-        format) reads the packed planes of fp8_pth, q8_0, q4_0, tbq4, tbq3 and nvfp4 as int32
+        a rotated V format has the output rotated back in the reduction. ``asm`` (default: on a
+        GPU) unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path
+        runs, which gives the same values. ``max_registers`` caps the registers per thread (more
+        programs resident per multiprocessor, some spilled). ``words`` (default: the K format
+        is in WORDS) reads the packed planes of fp8_pth, q8_0, q4_0, tbq4, tbq3 and nvfp4 as int32
         words, four bytes a load, where every row's width allows it.
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_splits, rotate_kernel
@@ -342,7 +342,7 @@ class LayerCache:
             return t.shape[-1] if t.dim() == 4 else 1
 
         if words is None:
-            words = WORDS.get(self.k.fmt, False)
+            words = self.k.fmt in WORDS
         words = words and all(width(t) % 4 == 0 for t in (ks[0], vs[0]))
         decode_split_kernel[(bsz, self.kv_heads, n_splits)](
             q_in, acc, ml,

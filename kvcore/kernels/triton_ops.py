@@ -304,6 +304,7 @@ def _tile(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             w = tl.arange(0, DPOW // 4)[None, :]
             word = tl.load(P0.to(tl.pointer_type(tl.int32)) + r[:, None] * (X0 // 4) + w,
                            mask=rm & (w < DP // 4), other=0)
+            # fp8_pth has no block scales (its row scale comes below): the scale slot unused
             w01, w23 = _unpack_words(1, word, word, CENT, ASM)
             tile = tl.reshape(_pairs(w01, w23), (BN, DPOW))
         else:
@@ -552,9 +553,9 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
 
 
 @triton.jit
-def rotate_rows(x, ROT, R: tl.constexpr, DPOW: tl.constexpr, BACK: tl.constexpr):
-    """Each 128-block of the rows of x [R, DPOW] (float32, R ≥ 16) times Rᵀ, or times R with
-    BACK (the inverse), for the rotation R = ROT / √128, ROT the ±1 matrix in float16. The
+def rotate_rows(x, ROT, ROWS: tl.constexpr, DPOW: tl.constexpr, BACK: tl.constexpr):
+    """Each 128-block of the rows of x [ROWS, DPOW] (float32, ROWS ≥ 16) times Rᵀ, or times R
+    with BACK (the inverse), for the rotation R = ROT / √128, ROT the ±1 matrix in float16. The
     rows are scaled into [-1, 1] and split into two float16 parts (x = hi + lo to 2⁻²² of
     the row's largest value), so two float16 products accumulated in float32 give the float32
     rotation."""
@@ -565,11 +566,11 @@ def rotate_rows(x, ROT, R: tl.constexpr, DPOW: tl.constexpr, BACK: tl.constexpr)
         rot = tl.load(ROT + r128[None, :] * 128 + r128[:, None])
     amax = tl.max(tl.abs(x), axis=1)
     s = tl.where(amax > 0, amax, 1.0)
-    u = tl.reshape(x * (1.0 / s)[:, None], (R * (DPOW // 128), 128))
+    u = tl.reshape(x * (1.0 / s)[:, None], (ROWS * (DPOW // 128), 128))
     hi = u.to(tl.float16)
     lo = (u - hi.to(tl.float32)).to(tl.float16)
     y = tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
-    return tl.reshape(y, (R, DPOW)) * s[:, None]
+    return tl.reshape(y, (ROWS, DPOW)) * s[:, None]
 
 
 @triton.jit
@@ -646,10 +647,12 @@ def decode_split_kernel(
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
     ACC and ML (base-2 exponents: qk_scale carries log2 e). Q is already rotated for a rotated K
-    format (rotate_kernel); the output of a rotated V format stays rotated until the reduction. PAGE and SPLIT are run-time values, so a new context length compiles nothing. The
-    4-bit formats are read as two half tiles (low and high nibbles), each with its own product:
-    no nibble is moved between lanes. ASM: unpack with PTX (a GPU; the interpreter takes the
-    plain path, which gives the same float16 values)."""
+    format (rotate_kernel); the output of a rotated V format stays rotated until the reduction.
+    PAGE and SPLIT are run-time values, so a new context length compiles nothing. The 4-bit
+    formats are read as two half tiles (low and high nibbles), each with its own product: no
+    nibble is moved between lanes. ASM: unpack with PTX (a GPU; the interpreter takes the plain
+    path, which gives the same float16 values). WORDS: read the packed planes as int32 words
+    (the same values)."""
     b = tl.program_id(0)
     h = tl.program_id(1)
     sp = tl.program_id(2)
