@@ -109,9 +109,8 @@ NOTES = """Notes on the columns:
 - *driver − reserved*: before its readings each measurement runs the same code once on a tiny
   cache, so the CUDA libraries' lazily loaded code is not counted as cache memory.
 - *decode step*: every measured attention layer in turn, the whole step replayed from a CUDA
-  graph as serving engines run decode (plans with KIVI layers, whose decode reads lengths from
-  the host, are launched from Python and marked ¹, so their short layers are bound by launch
-  overhead); *of read bw* is cache bytes over that time against the read bandwidth measured in
+  graph as serving engines run decode (a step launched from Python instead is marked ¹: its
+  short layers are bound by launch overhead); *of read bw* is cache bytes over that time against the read bandwidth measured in
   the same process; *vs fp16 SDPA* compares with torch's `scaled_dot_product_attention` over an
   fp16 cache of the same shape, timed the same way (– for MLA, which has no separate V).
   This run used decode kernel v10 and its launches; kernel speed alone, with the later

@@ -406,10 +406,9 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
     """Median seconds of one decode step over every measured attention layer, the layers run
     back to back as a model runs them (and each layer kind's share timed the same way); fp16
     SDPA timed on one layer of each group and counted once per layer of it. On a GPU the step
-    is replayed from a CUDA graph, as serving engines run decode, unless a KIVI cache is in it
-    (its decode reads its lengths from the host): then it is launched from Python."""
+    is replayed from a CUDA graph, as serving engines run decode."""
     timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list)]
-    graph = device == "cuda" and not any(hasattr(c, "n_quant") for _g, c, _t in timed)
+    graph = device == "cuda"
     steps_fns: list[tuple[LayerGroup, Callable[[], Any]]] = []
     for group, cache, tokens in timed:
         hq = max(group.n_kv_heads, 1) * 4

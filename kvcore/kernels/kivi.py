@@ -126,6 +126,9 @@ class KiviCache:
         #: tokens held per sequence: quantized, then residual
         self.n_quant = [0] * seqs
         self.n_resid = [0] * seqs
+        # the lengths as decode last copied them to the device (see decode)
+        self._lens_key: tuple[Any, ...] | None = None
+        self._lens: tuple[Any, Any] | None = None
 
     def _take_slot(self, s: int, gi: int) -> int:
         """The slot for group ``gi`` of sequence ``s``, taken from the pool."""
@@ -210,8 +213,14 @@ class KiviCache:
         acc = torch.empty(seqs * hq * n_splits * d, dtype=torch.float32, device=q.device)
         ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
         out = torch.full((seqs, hq, d), float("nan"), dtype=torch.float32, device=q.device)
-        nq = torch.tensor(self.n_quant, dtype=torch.int32, device=q.device)
-        nr = torch.tensor(self.n_resid, dtype=torch.int32, device=q.device)
+        # the lengths on the device, copied again only after they change, so that a step can
+        # be captured in a CUDA graph (no copy from the host inside it)
+        key = (tuple(self.n_quant), tuple(self.n_resid), str(q.device))
+        if self._lens is None or self._lens_key != key:
+            self._lens = (torch.tensor(self.n_quant, dtype=torch.int32, device=q.device),
+                          torch.tensor(self.n_resid, dtype=torch.int32, device=q.device))
+            self._lens_key = key
+        nq, nr = self._lens
         kivi_decode_kernel[(seqs, self.heads, n_splits)](
             q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
             self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0), self.ring,

@@ -78,6 +78,24 @@ def test_triton_flush_and_decode_match_reference(fmt):
     assert rel(out, exact) < (0.9 if fmt == "kivi2" else 0.2)
 
 
+def test_decode_sees_tokens_appended_after_an_earlier_decode():
+    # decode keeps the lengths on the device between calls (a step must be capturable in a
+    # CUDA graph); appending must still be seen by the next decode
+    g = torch.Generator().manual_seed(4)
+    k = torch.randn(2, 200, 2, 64, generator=g).half()
+    cache = KiviCache("kivi4", 2, 2, 64, 256)
+    q = torch.randn(2, 4, 64, generator=g).half()
+    cache.append_triton(0, k[0, :40], k[0, :40])
+    cache.append_triton(1, k[1, :7], k[1, :7])
+    first = cache.decode(q, split_tokens=64)
+    assert rel(first, cache.decode_ref(q.float())) < 3e-3
+    cache.append_triton(0, k[0, 40:200], k[0, 40:200])
+    cache.append_triton(1, k[1, 7:9], k[1, 7:9])
+    again = cache.decode(q, split_tokens=64)
+    assert rel(again, cache.decode_ref(q.float())) < 3e-3
+    assert rel(again, first) > 1e-2
+
+
 @pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
 def test_paged_groups_give_the_same_cache_and_attention(fmt):
     # groups flushed into slots taken in a shuffled pool order, as an engine's block table
