@@ -3,7 +3,7 @@
     python bench/words_check.py [--out DIR]
 
 For fp8_pth, q8_0, q4_0, tbq4 and nvfp4 at (B=1, 128k), (B=8, 128k) and (B=64, 4k) tokens:
-the step time of each launch configuration with the planes read byte by byte and as int32
+the step time of each launch configuration (4-warp ones and, since v11, 1- and 2-warp ones) with the planes read byte by byte and as int32
 words, and the largest difference between the two outputs (the unpacked values are the same, so
 it must be 0). Writes words.json.
 """
@@ -26,7 +26,8 @@ from decode import HKV, HQ, D, copies, fill, time_steps  # noqa: E402
 from kvcore.kernels.cache import LAUNCH, LAUNCH_MANY, MANY_ROWS, LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
-CONFIGS = [(32, 2, 2), (64, 4, 2), (64, 4, 3), (128, 4, 2)]
+CONFIGS = [(32, 2, 2), (64, 4, 2), (64, 4, 3), (128, 4, 2), (64, 1, 2), (32, 1, 3), (64, 2, 3),
+           (128, 2, 2)]
 
 
 def main() -> None:
