@@ -43,7 +43,8 @@ LAUNCH_MANY = {**LAUNCH, "fp8_pth": (64, 1, 2), "q4_0": (32, 1, 3), "tbq4": (32,
 MANY_ROWS = 64
 #: K formats whose decode reads the packed planes as int32 words by default: faster for these
 #: (tbq3 by 23-25%, q8_0 by 14-23%, q4_0 by up to 10% at batch 1, tbq4 by 7-8%), not for
-#: fp8_pth and nvfp4 (bench/results/decode-words-h200-v10.json and -v10b.json)
+#: fp8_pth and nvfp4, with 4-warp or with 1- and 2-warp launches
+#: (bench/results/decode-words-h200-v10.json, -v10b.json, -v11.json)
 WORDS = ("q8_0", "q4_0", "tbq4", "tbq3")
 #: rows (token-heads) per append program at head_dim 128, where not 32 (measured on the H200,
 #: bench/results/append-sweep-h200-v8.json)
