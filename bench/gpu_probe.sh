@@ -5,12 +5,12 @@
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
-(CUDA_VISIBLE_DEVICES=0 timeout 400 python3 bench/words_check.py --formats "${WORDS_A:-fp8_pth,q8_0,q4_0}" \
-  --out "$OUT/a") > "$OUT/a.log" 2>&1 &
+(CUDA_VISIBLE_DEVICES=0 timeout 400 python3 bench/words_check.py \
+  --formats "${WORDS_A:-fp8_pth,q8_0,q4_0}" --out "$OUT/a") > "$OUT/a.log" 2>&1 &
 (
   export CUDA_VISIBLE_DEVICES=1
-  [ -n "${WORDS_B:-tbq4,nvfp4}" ] && timeout 400 python3 bench/words_check.py \
-    --formats "${WORDS_B:-tbq4,nvfp4}" --out "$OUT/b"
+  WB=${WORDS_B-tbq4,nvfp4}  # set but empty: no words check on GPU 1
+  [ -n "$WB" ] && timeout 400 python3 bench/words_check.py --formats "$WB" --out "$OUT/b"
   [ -n "${APPEND:-}" ] && timeout 300 python3 bench/append_sweep.py --formats "$APPEND" --out "$OUT/b"
 ) > "$OUT/b.log" 2>&1 &
 wait
