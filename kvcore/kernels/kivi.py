@@ -197,9 +197,11 @@ class KiviCache:
         """Append tokens with the Triton flush kernel (one launch per flushed group)."""
         self._append(s, k, v, self._flush_triton)
 
-    def decode(self, q: Any, split_tokens: int = 1024) -> Any:
-        """Fused decode attention over quantized groups and the residual ring."""
-        from .cache import LOG2E
+    def decode(self, q: Any, split_tokens: int | None = None) -> Any:
+        """Fused decode attention over quantized groups and the residual ring. Without
+        ``split_tokens`` the context is split as LayerCache.decode splits a short one: one wave
+        of programs (WAVE_PER_SM a multiprocessor) of at least SHORT_SPLIT tokens each."""
+        from .cache import LOG2E, SHORT_SPLIT, SMS, WAVE_PER_SM
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_splits
 
@@ -208,6 +210,10 @@ class KiviCache:
         group = hq // self.heads
         qpad = max(16, 1 << (group - 1).bit_length())
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
+        if split_tokens is None:
+            want = max(1, min(-(-WAVE_PER_SM * SMS // max(1, seqs * self.heads)),
+                              total // SHORT_SPLIT))
+            split_tokens = -(-total // want)
         split = max(self.group, -(-split_tokens // self.group) * self.group)
         n_splits = max(1, -(-total // split))
         acc = torch.empty(seqs * hq * n_splits * d, dtype=torch.float32, device=q.device)
