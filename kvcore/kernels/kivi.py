@@ -87,6 +87,10 @@ def dequantize_values(planes: dict[str, Any], bits: int, group: int) -> Any:
     return x.reshape(*codes.shape[:-1], d)
 
 
+#: the most tokens a KIVI decode program takes by default
+KIVI_SPLIT = 1024
+
+
 class KiviCache:
     """KIVI cache: ``seqs`` sequences × ``heads`` KV heads × capacity ``tokens``, quantized
     groups paged through ``group_table``."""
@@ -199,8 +203,11 @@ class KiviCache:
 
     def decode(self, q: Any, split_tokens: int | None = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
-        ``split_tokens`` the context is split as LayerCache.decode splits a short one: one wave
-        of programs (WAVE_PER_SM a multiprocessor) of at least SHORT_SPLIT tokens each."""
+        ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves less
+        than one wave of programs (WAVE_PER_SM a multiprocessor; at least SHORT_SPLIT tokens
+        each): on an H200 (bench/results/kivi-split-h200.json) one sequence of 8k tokens took
+        34 µs instead of 91 with 1,024 tokens a program, while four of 32k were faster with
+        1,024 tokens a program (328 µs) than with one wave of longer ones (395)."""
         from .cache import LOG2E, SHORT_SPLIT, SMS, WAVE_PER_SM
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_splits
@@ -213,7 +220,7 @@ class KiviCache:
         if split_tokens is None:
             want = max(1, min(-(-WAVE_PER_SM * SMS // max(1, seqs * self.heads)),
                               total // SHORT_SPLIT))
-            split_tokens = -(-total // want)
+            split_tokens = min(KIVI_SPLIT, -(-total // want))
         split = max(self.group, -(-split_tokens // self.group) * self.group)
         n_splits = max(1, -(-total // split))
         acc = torch.empty(seqs * hq * n_splits * d, dtype=torch.float32, device=q.device)
