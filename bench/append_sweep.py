@@ -13,7 +13,6 @@ read plus the cache bytes written. Writes append-sweep.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, D, append_time, fill  # noqa: E402  (bench/decode.py, beside this file)
+from decode import HKV, D, append_time, fill, write_json  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LayerCache  # noqa: E402
@@ -71,8 +70,7 @@ def main() -> None:
             result["rows"].append(row)
             print(f"{fmt:8s} rows {rows:4d} warps {warps}: {s * 1e6:7.1f} us "
                   f"{moved / s / 1e12:5.2f} TB/s ({row['fraction_of_read_bw']:5.1%})", flush=True)
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-            (Path(args.out) / "append-sweep.json").write_text(json.dumps(result, indent=2))
+            write_json(args.out, "append-sweep.json", result)
         del cache
         torch.cuda.empty_cache()
 

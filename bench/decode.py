@@ -155,6 +155,13 @@ def graph_time(fns: list, rep_ms: float = 100.0) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def write_json(out: str | Path, name: str, result: object) -> None:
+    """``result`` as OUT/NAME, the folder made first. The benchmarks write after every row, so
+    that a run stopped at its time limit keeps what it finished."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / name).write_text(json.dumps(result, indent=2))
+
+
 def copies_for(nbytes: int) -> int:
     """How many copies of a cache of ``nbytes`` a timed sequence cycles through."""
     return max(1, min(16, math.ceil(STREAM_BYTES / max(1, nbytes))))
@@ -276,10 +283,8 @@ def main() -> None:
                    "append_bytes_per_s": append_bytes / append_s,
                    "append_fraction_of_bw": append_bytes / append_s / bw["read_bytes_per_s"]}
             rows.append(row)
-            # keep what finished if the run is stopped at its time limit
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-            (Path(args.out) / "decode.json").write_text(json.dumps(
-                {"env": env, "bandwidth": bw, "correctness": errs, "rows": rows}, indent=2))
+            write_json(args.out, "decode.json",
+                       {"env": env, "bandwidth": bw, "correctness": errs, "rows": rows})
             sp = f"{row['speedup_vs_sdpa']:.2f}x" if t_sdpa else "  -  "
             print(f"{fmt:8s} B={batch:<3d} T={tokens:<8d} {t * 1e6:9.1f} us "
                   f"{row['read_bytes_per_s'] / 1e12:5.2f} TB/s ({row['fraction_of_read_bw']:5.1%}) "
@@ -287,9 +292,8 @@ def main() -> None:
                   flush=True)
             del cache
             torch.cuda.empty_cache()
-    result = {"env": env, "bandwidth": bw, "correctness": errs, "rows": rows}
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "decode.json").write_text(json.dumps(result, indent=2))
+    write_json(args.out, "decode.json",
+               {"env": env, "bandwidth": bw, "correctness": errs, "rows": rows})
     print(json.dumps({"env": env, "bandwidth": bw, "rows": len(rows)}))
 
 

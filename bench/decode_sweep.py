@@ -11,7 +11,6 @@ sweep.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, D, copies, fill, sdpa_time, time_steps  # noqa: E402  (bench/decode.py, beside this file)
+from decode import HKV, D, copies, fill, sdpa_time, time_steps, write_json  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LAUNCH, LAUNCH_MANY, MANY_ROWS, LayerCache  # noqa: E402
@@ -64,7 +63,6 @@ def main() -> None:
     env = environment("cuda", torch)
     bw = measure_bandwidth(torch)["read_bytes_per_s"]
     rows = []
-    out = Path(args.out)
     for batch in (1, 8):
         tokens = 131072
         sdpa = sdpa_time(batch, tokens)
@@ -101,9 +99,7 @@ def main() -> None:
             print(f"K {fk:8s} V {fv:8s} B={batch} best {best[0] * 1e6:8.1f} us "
                   f"{cache.nbytes / best[0] / 1e12:5.2f} TB/s ({cache.nbytes / best[0] / bw:5.1%})"
                   f" at {best[1]}, {sdpa / best[0]:.2f}x SDPA", flush=True)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "sweep.json").write_text(json.dumps({"env": env, "read_bytes_per_s": bw, "rows": rows},
-                                                       indent=1))
+            write_json(args.out, "sweep.json", {"env": env, "read_bytes_per_s": bw, "rows": rows})
             del cache, caches
             torch.cuda.empty_cache()
 

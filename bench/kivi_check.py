@@ -10,7 +10,6 @@ step replayed from a CUDA graph over enough caches that none is read from L2. Wr
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from functools import partial
@@ -20,7 +19,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import copies_for, graph_time  # noqa: E402
+from decode import copies_for, graph_time, write_json  # noqa: E402
 
 from kvcore.kernels.cache import SHORT_SPLIT, SMS, WAVE_PER_SM  # noqa: E402
 from kvcore.kernels.kivi import KiviCache  # noqa: E402
@@ -33,6 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
+    env = environment("cuda", torch)
     rows = []
     for fmt in ("kivi2", "kivi4"):
         for seqs, tokens in ((1, 8192), (1, 32768), (4, 32768)):
@@ -55,9 +55,7 @@ def main() -> None:
                    for k, v in row.items()}, flush=True)
             del caches
             torch.cuda.empty_cache()
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "kivi.json").write_text(json.dumps(
-        {"env": environment("cuda", torch), "rows": rows}, indent=1))
+    write_json(args.out, "kivi.json", {"env": env, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ in chunks, so more splits cost it little). Writes split.json.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -21,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, D, copies, fill, time_steps  # noqa: E402
+from decode import HKV, D, copies, fill, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -31,6 +30,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
+    env = environment("cuda", torch)
     rows = []
     for batch, tokens in ((1, 32768), (1, 131072), (1, 1 << 20), (8, 32768)):
         for fmt in ("f16", "q4_0", "tbq4"):
@@ -47,9 +47,7 @@ def main() -> None:
                    for k, v in row.items()}, flush=True)
             del cache, caches
             torch.cuda.empty_cache()
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "split.json").write_text(json.dumps(
-        {"env": environment("cuda", torch), "rows": rows}, indent=1))
+    write_json(args.out, "split.json", {"env": env, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ it must be 0). Writes words.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, HQ, D, copies, fill, time_steps  # noqa: E402
+from decode import HKV, HQ, D, copies, fill, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels.cache import LAUNCH, LAUNCH_MANY, MANY_ROWS, LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -35,6 +34,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default="fp8_pth,q8_0,q4_0,tbq4,nvfp4")
     args = ap.parse_args()
+    env = environment("cuda", torch)
     rows = []
     for batch, tokens in ((1, 131072), (8, 131072), (64, 4096)):
         for fmt in args.formats.split(","):
@@ -66,9 +66,7 @@ def main() -> None:
                   {m: f"{t * 1e6:.1f} us {k}" for m, (t, k) in best.items()}, flush=True)
             del cache, caches
             torch.cuda.empty_cache()
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-            (Path(args.out) / "words.json").write_text(json.dumps(
-                {"env": environment("cuda", torch), "rows": rows}, indent=1))
+            write_json(args.out, "words.json", {"env": env, "rows": rows})
 
 
 if __name__ == "__main__":
