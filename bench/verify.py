@@ -69,8 +69,7 @@ def row_md(d: dict) -> str:
             f"{d['allocated_bytes'] - d['predicted_bytes']:+,} B | "
             f"{(alloc - pa) if alloc is not None else '–':+} B | {rr / 2**20:+.0f} MiB | "
             f"{(drv - res) / 2**20 if drv is not None else 0:+.1f} MiB | "
-            f"{dec.get('seconds_per_step', 0) * 1e3:.3f}"
-            f"{' ¹' if dec.get('timing') == 'launched' else ''} | "
+            f"{dec.get('seconds_per_step', 0) * 1e3:.3f} | "
             f"{frac * 100 if frac else 0:.0f}% | " + (f"{sp:.2f}× |" if sp else "– |")
             + (f" {share:.0%} |" if share is not None else " – |"))
 
@@ -109,13 +108,12 @@ NOTES = """Notes on the columns:
 - *driver − reserved*: before its readings each measurement runs the same code once on a tiny
   cache, so the CUDA libraries' lazily loaded code is not counted as cache memory.
 - *decode step*: every measured attention layer in turn, the whole step replayed from a CUDA
-  graph as serving engines run decode (a step launched from Python instead is marked ¹: its
-  short layers are bound by launch overhead); *of read bw* is cache bytes over that time against the read bandwidth measured in
-  the same process; *vs fp16 SDPA* compares with torch's `scaled_dot_product_attention` over an
-  fp16 cache of the same shape, timed the same way (– for MLA, which has no separate V).
-  Kernel speed alone is in `bench/results/decode-h200-v11.md` (the same kernel and launches).
-  An earlier run of the same
-  plans with decode kernel v5 (`bench/results/verify-h200.json`) launched every step from
+  graph as serving engines run decode; *of read bw* is cache bytes over that time against the
+  read bandwidth measured in the same process; *vs fp16 SDPA* compares with torch's
+  `scaled_dot_product_attention` over an fp16 cache of the same shape, timed the same way (–
+  for MLA, which has no separate V). Kernel speed alone is in
+  `bench/results/decode-h200-v11.md` (the same kernel and launches). An earlier run of the
+  same plans with decode kernel v5 (`bench/results/verify-h200.json`) launched every step from
   Python and gave SDPA one tensor for K and V (V's tiles then came from L2, so the baseline read
   half the bytes): its *vs fp16 SDPA* figures were too low by up to half.
 - *attention share of a token*: the whole model's attention time (the measured step scaled by

@@ -377,15 +377,14 @@ def _graph(fn: Callable[[], Any], torch: Any) -> Any:
     return graph
 
 
-def _time(fn: Callable[[], Any], device: str, steps: int, torch: Any,
-          graph: bool = False) -> float:
-    """Median seconds of ``fn``; on a GPU with ``graph``, of its replay from a CUDA graph (as
-    an engine replays a decode step: no Python launch overhead)."""
+def _time(fn: Callable[[], Any], device: str, steps: int, torch: Any) -> float:
+    """Median seconds of ``fn``; on a GPU, of its replay from a CUDA graph (as an engine
+    replays a decode step: no Python launch overhead)."""
     for _ in range(3):
         fn()
     times = []
     if device == "cuda":
-        run = _graph(fn, torch).replay if graph else fn
+        run = _graph(fn, torch).replay
         for _ in range(steps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
@@ -408,7 +407,6 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
     SDPA timed on one layer of each group and counted once per layer of it. On a GPU the step
     is replayed from a CUDA graph, as serving engines run decode."""
     timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list)]
-    graph = device == "cuda"
     steps_fns: list[tuple[LayerGroup, Callable[[], Any]]] = []
     for group, cache, tokens in timed:
         hq = max(group.n_kv_heads, 1) * 4
@@ -437,15 +435,15 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
         kinds.setdefault(group.kind.value, []).append(fn)
     per_group: dict[str, float] = {}
     for n, (kind, fns) in enumerate(kinds.items()):
-        per_group[kind] = _time(back_to_back(fns), device, max(3, steps // 4), torch, graph)
+        per_group[kind] = _time(back_to_back(fns), device, max(3, steps // 4), torch)
         _progress(n + 1, len(kinds) + 1, "timing decode", progress)
-    total = (_time(back_to_back([fn for _g, fn in steps_fns]), device, steps, torch, graph)
+    total = (_time(back_to_back([fn for _g, fn in steps_fns]), device, steps, torch)
              if steps_fns else 0.0)
     _progress(len(kinds) + 1, len(kinds) + 1, "timing decode", progress)
     cache_bytes = sum(c.nbytes for _g, c, _t in timed)
     out: dict[str, Any] = {"seconds_per_step": total, "cache_bytes": cache_bytes,
                            "per_kind_seconds": per_group,
-                           "timing": "cuda_graph" if graph else "launched"}
+                           "timing": "cuda_graph" if device == "cuda" else "launched"}
     if total > 0:
         out["cache_bytes_per_s"] = cache_bytes / total
     if device == "cuda":
@@ -455,8 +453,7 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
             if not group.head_dim_v:
                 continue
             if id(group) not in seen:
-                seen[id(group)] = _time_sdpa(group, sequences, tokens, device, steps, torch,
-                                             graph)
+                seen[id(group)] = _time_sdpa(group, sequences, tokens, device, steps, torch)
             t = seen[id(group)]
             sdpa = None if sdpa is None or t is None else sdpa + t
         from .kernels.bandwidth import measure_bandwidth
@@ -469,7 +466,7 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
 
 
 def _time_sdpa(group: LayerGroup, sequences: int, tokens: int, device: str, steps: int,
-               torch: Any, graph: bool) -> float | None:
+               torch: Any) -> float | None:
     """torch's fp16 SDPA over one layer of ``group``'s shape (None if it does not fit)."""
     hq = max(group.n_kv_heads, 1) * 4
     qq = torch.randn(sequences, hq, 1, group.head_dim_k, device=device).half()
@@ -490,7 +487,7 @@ def _time_sdpa(group: LayerGroup, sequences: int, tokens: int, device: str, step
     def base() -> None:
         for k, v in kv:
             torch.nn.functional.scaled_dot_product_attention(qq, k, v, enable_gqa=True)
-    return _time(base, device, steps, torch, graph) / len(kv)
+    return _time(base, device, steps, torch) / len(kv)
 
 
 def _device_name(device: str, torch: Any) -> str:
