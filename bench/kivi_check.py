@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from decode import copies_for, graph_time, write_json  # noqa: E402
 
-from kvcore.kernels.cache import SHORT_SPLIT, SMS, WAVE_PER_SM  # noqa: E402
+from kvcore.kernels.cache import one_wave_splits  # noqa: E402
 from kvcore.kernels.kivi import KiviCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
@@ -46,8 +46,7 @@ def main() -> None:
             q = torch.randn(seqs, 4 * HKV, D, device="cuda").half()
             row = {"format": fmt, "sequences": seqs, "tokens": tokens,
                    "bytes": caches[0].nbytes}
-            want = max(1, min(-(-WAVE_PER_SM * SMS // (seqs * HKV)), tokens // SHORT_SPLIT))
-            one_wave = -(-tokens // want)
+            one_wave = -(-tokens // max(1, one_wave_splits(seqs * HKV, tokens)))
             for name, split in (("split_1024", 1024), ("one_wave", one_wave)):
                 row[name] = graph_time([partial(c.decode, q, split) for c in caches])
             rows.append(row)

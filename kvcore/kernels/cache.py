@@ -58,6 +58,12 @@ def _torch() -> Any:
     return require_torch()
 
 
+def one_wave_splits(rows: int, tokens: int) -> int:
+    """Splits of a ``tokens``-long context that give ``rows`` (sequence, KV head) rows one wave
+    of programs (WAVE_PER_SM a multiprocessor), none shorter than SHORT_SPLIT tokens."""
+    return min(math.ceil(WAVE_PER_SM * SMS / max(1, rows)), tokens // SHORT_SPLIT)
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -313,8 +319,7 @@ class LayerCache:
             else:
                 several = min(math.ceil(WAVES_PER_SM * SMS / bh), max_len // LONG_SPLIT,
                               MAX_SPLITS)
-                one_wave = min(math.ceil(WAVE_PER_SM * SMS / bh), max_len // SHORT_SPLIT)
-                want = max(1, several, one_wave)
+                want = max(1, several, one_wave_splits(bh, max_len))
             split_tokens = max_len / want
         # a split is whole tiles, so that no tile straddles two splits
         split_tokens = max(block_n, math.ceil(split_tokens / block_n) * block_n)
@@ -331,10 +336,11 @@ class LayerCache:
         q_in = q.contiguous()
         if self.k.fmt in ROTATED:
             rows = bsz * hq
-            q_in = self._workspace("qrot", rows * dpow, torch.float32, q.device).reshape(
+            q_rot = self._workspace("qrot", rows * dpow, torch.float32, q.device).reshape(
                 bsz, hq, dpow)
-            rotate_kernel[(math.ceil(rows / 16),)](q.contiguous(), q_in, tab["rot_pm1"], rows,
-                                                   D=d, DPOW=dpow)
+            rotate_kernel[(math.ceil(rows / 16),)](q_in, q_rot, tab["rot_pm1"], rows, D=d,
+                                                   DPOW=dpow)
+            q_in = q_rot
         ks, vs = self.k.flat(), self.v.flat()
         k1 = ks[1] if len(ks) > 1 else ks[0]
         v1 = vs[1] if len(vs) > 1 else vs[0]

@@ -208,7 +208,7 @@ class KiviCache:
         each): on an H200 (bench/results/kivi-split-h200.json) one sequence of 8k tokens took
         34 µs instead of 91 with 1,024 tokens a program, while four of 32k were faster with
         1,024 tokens a program (328 µs) than with one wave of longer ones (395)."""
-        from .cache import LOG2E, SHORT_SPLIT, SMS, WAVE_PER_SM
+        from .cache import LOG2E, one_wave_splits
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_splits
 
@@ -218,8 +218,7 @@ class KiviCache:
         qpad = max(16, 1 << (group - 1).bit_length())
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
         if split_tokens is None:
-            want = max(1, min(-(-WAVE_PER_SM * SMS // max(1, seqs * self.heads)),
-                              total // SHORT_SPLIT))
+            want = max(1, one_wave_splits(seqs * self.heads, total))
             split_tokens = min(KIVI_SPLIT, -(-total // want))
         split = max(self.group, -(-split_tokens // self.group) * self.group)
         n_splits = max(1, -(-total // split))
