@@ -1,8 +1,9 @@
 """Launch-configuration sweep and K/V split of the decode kernel on a GPU.
 
     python bench/decode_sweep.py [--out DIR] [--formats f16,q4_0,…] [--no-split] [--occupancy]
+        [--shapes 1x131072,8x131072] [--configs BN/W/S[/PPS],…]
 
-For B=1 and B=8 at 131,072 tokens (GQA 32/8, head_dim 128): every format under several
+For B=1 and B=8 at 131,072 tokens (or the batch × tokens shapes of --shapes) (GQA 32/8, head_dim 128): every format under several
 (block_n, num_warps, num_stages); then each quantized format on the K side only and on the V
 side only (the other side f16), which says which side's unpacking costs the time. Writes
 sweep.json and prints a table.
@@ -50,8 +51,10 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--no-split", action="store_true", help="skip the K-only and V-only runs")
-    ap.add_argument("--configs", help="block_n/num_warps/num_stages,… to try instead of the "
-                    "built-in list (each format's default is always timed too)")
+    ap.add_argument("--configs", help="block_n/num_warps/num_stages[/programs per "
+                    "multiprocessor],… to try instead of the built-in list (each format's default is always timed too)")
+    ap.add_argument("--shapes", default="1x131072,8x131072",
+                    help="batch x tokens,… (default: B=1 and B=8 at 128k)")
     ap.add_argument("--occupancy", action="store_true",
                     help="time each format's default launch at 4, 8, 16 and 32 programs per "
                          "multiprocessor, with and without a cap of 80 registers per thread")
@@ -63,8 +66,8 @@ def main() -> None:
     env = environment("cuda", torch)
     bw = measure_bandwidth(torch)["read_bytes_per_s"]
     rows = []
-    for batch in (1, 8):
-        tokens = 131072
+    shapes = [tuple(int(x) for x in sh.split("x")) for sh in args.shapes.split(",")]
+    for batch, tokens in shapes:
         sdpa = sdpa_time(batch, tokens)
         rows.append({"k": "sdpa_f16", "v": "sdpa_f16", "batch": batch, "tokens": tokens,
                      "seconds": sdpa})

@@ -728,19 +728,21 @@ def decode_split_kernel(
 
 
 @triton.jit
-def reduce_kernel(ACC, ML, OUT, ROT, n_splits,
-                  H_KV: tl.constexpr, GROUP: tl.constexpr, RP: tl.constexpr,
-                  D: tl.constexpr, DPOW: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr,
-                  BACK: tl.constexpr):
-    """Merge the splits of one (sequence, KV head): OUT = Σ w_s acc_s / Σ w_s l_s, with
-    w_s = 2^(m_s − max m). The splits are read CM (maxima) and CH (partial outputs) at a time,
-    each chunk one load, so that the merge takes a few round trips to memory however many
-    splits there are. BACK: rotate the output back (a rotated V format); RP ≥ 16 rows then."""
-    b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
-    rows = tl.arange(0, RP)
+def reduce_kernel(ACC, ML, OUT, ROT, n_splits, GROUP: tl.constexpr, RP: tl.constexpr,
+                  D: tl.constexpr, DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr,
+                  CH: tl.constexpr, BACK: tl.constexpr):
+    """Merge the splits of RP query rows of one (sequence, KV head) at DB of the head
+    dimensions: OUT = Σ w_s acc_s / Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids:
+    (sequence · H_KV + KV head, block of RP rows, block of DB dimensions). The splits are read
+    CM (maxima) and CH (partial outputs) at a time, each chunk one load, so that the merge
+    takes a few round trips to memory however many splits there are; rows and dimensions are
+    spread over programs, so that one sequence's merge is not left to a few programs. BACK:
+    rotate the output back (a rotated V format); one program holds the whole rows then
+    (DB = DPOW, RP ≥ 16)."""
+    bh = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(1) * RP + tl.arange(0, RP)
     rmask = rows < GROUP
-    out_rows = (b * H_KV + h) * GROUP + rows
+    out_rows = bh * GROUP + rows
     big = tl.full([RP], float("-inf"), tl.float32)
     for s0 in range(0, n_splits, CM):
         sm = s0 + tl.arange(0, CM)
@@ -748,8 +750,8 @@ def reduce_kernel(ACC, ML, OUT, ROT, n_splits,
                       mask=rmask[:, None] & (sm[None, :] < n_splits), other=float("-inf"))
         big = tl.maximum(big, tl.max(m_s, axis=1))
     total = tl.zeros([RP], tl.float32)
-    acc = tl.zeros([RP, DPOW], tl.float32)
-    dq = tl.arange(0, DPOW)
+    acc = tl.zeros([RP, DB], tl.float32)
+    dq = tl.program_id(2) * DB + tl.arange(0, DB)
     for s0 in range(0, n_splits, CH):
         sc = s0 + tl.arange(0, CH)
         base = out_rows[:, None] * n_splits + sc[None, :]
@@ -768,17 +770,28 @@ def reduce_kernel(ACC, ML, OUT, ROT, n_splits,
              mask=rmask[:, None] & (dq[None, :] < D))
 
 
+#: head dimensions a merge program takes (a rotated V format: the whole row)
+REDUCE_DIMS = 32
+
+
 def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: int,
-                  dpow: int, rot=None) -> None:
-    """Launch reduce_kernel: one program per (sequence, KV head) merging ``n_splits`` partial
-    results of ``group`` query rows [dpow] into ``out`` [seqs, kv_heads · group, D]; ``rot``
-    (the ±1 rotation, float16) rotates the merged rows back."""
-    rp = max(16 if rot is not None else 1, 1 << (group - 1).bit_length())
+                  dpow: int, rot=None, chunks: tuple[int, int] | None = None) -> None:
+    """Launch reduce_kernel, merging ``n_splits`` partial results of the ``group`` query rows
+    [dpow] of each (sequence, KV head) into ``out`` [seqs, kv_heads · group, D]: a program per
+    query row and REDUCE_DIMS head dimensions, or, with ``rot`` (the ±1 rotation, float16),
+    which rotates the merged rows back, a program per (sequence, KV head). ``chunks``: the
+    splits read at a time (maxima, partial outputs), powers of two, if not the largest that
+    keep a program's loads near 8K values."""
     splits = 1 << (n_splits - 1).bit_length()
-    reduce_kernel[(seqs, kv_heads)](
-        acc, ml, out, rot if rot is not None else acc, n_splits, H_KV=kv_heads, GROUP=group,
-        RP=rp, D=out.shape[-1], DPOW=dpow, CM=max(2, min(splits, 2048 // rp)),
-        CH=max(2, min(splits, 8192 // (rp * dpow))), BACK=rot is not None)
+    if rot is not None:
+        rp, db = max(16, 1 << (group - 1).bit_length()), dpow
+    else:
+        rp, db = 1, min(dpow, REDUCE_DIMS)
+    cm, ch = chunks or (max(2, min(splits, 2048 // rp)), max(2, min(splits, 8192 // (rp * db))))
+    grid = (seqs * kv_heads, triton.cdiv(group, rp), dpow // db)
+    reduce_kernel[grid](acc, ml, out, rot if rot is not None else acc, n_splits, GROUP=group,
+                        RP=rp, D=out.shape[-1], DPOW=dpow, DB=db, CM=cm, CH=ch,
+                        BACK=rot is not None)
 
 
 @triton.jit

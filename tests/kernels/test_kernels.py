@@ -117,10 +117,36 @@ def test_split_count_does_not_change_the_answer():
     assert rel(many, one) < 1e-3
 
 
+@pytest.mark.parametrize("chunks", [None, (2, 2), (4, 8)])
+def test_merge_of_splits_against_torch(chunks):
+    # 3 sequences x 2 KV heads x 5 query heads, 7 splits of partial outputs over 64 padded
+    # head dimensions (40 real), some splits empty (max -inf, sum 0) as a short sequence's
+    # last splits are; read in one chunk or in several, the merge is the softmax-weighted mean
+    from kvcore.kernels.triton_ops import reduce_splits
+
+    g = torch.Generator().manual_seed(5)
+    seqs, hkv, group, n, dpow, d = 3, 2, 5, 7, 64, 40
+    rows = seqs * hkv * group
+    acc = torch.randn(rows, n, dpow, generator=g)
+    m = torch.randn(rows, n, generator=g) * 4
+    lsum = torch.rand(rows, n, generator=g) * 10 + 0.5
+    m[0, 3:] = float("-inf")
+    lsum[0, 3:] = 0.0
+    m[7, :6] = float("-inf")
+    lsum[7, :6] = 0.0
+    ml = torch.stack([m, lsum], dim=-1).contiguous()
+    out = torch.full((seqs, hkv * group, d), float("nan"))
+    reduce_splits(acc, ml, out, n, seqs, hkv, group, dpow, chunks=chunks)
+    w = torch.exp2(m - m.max(dim=1, keepdim=True).values)
+    want = (w[:, :, None] * acc).sum(1) / (w * lsum).sum(1, keepdim=True)
+    assert torch.allclose(out.reshape(rows, d), want[:, :d], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("fmt", ["q8_0", "tbq4", "tbq3"])
 def test_many_splits_merge_in_chunks(fmt):
     # 19 splits of a 300-token sequence, 5 query heads a KV head: the merge reads the splits
-    # in several chunks (and rotates the output back for tbq); the one-split answer must agree
+    # of a rotated format in several chunks and rotates the output back; the one-split answer
+    # must agree
     kernel, _, table, seq_lens, *_ = build(fmt, fmt, [300, 7], seed=17)
     q = torch.randn(2, 10, 128, generator=torch.Generator().manual_seed(18)).half()
     many = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16)
