@@ -32,14 +32,19 @@ SMS = 132
 WAVES_PER_SM, WAVE_PER_SM, LONG_SPLIT, SHORT_SPLIT, MAX_SPLITS = 16, 4, 2048, 256, 64
 LOG2E = 1.4426950408889634
 #: decode launch (block_n, num_warps, num_stages) by K format at head_dim ≤ 128, for few rows of
-#: (sequence, KV head) and for many (MANY_ROWS or more): the best at batch 1 and at batch 8,
-#: 131,072 tokens, on an H200 (bench/results/decode-sweep-h200-v10.json; formats the v10 sweep
-#: did not move keep their v7b or words-check launch). Programs of one or two warps keep the
-#: softmax's reductions within a warp; at batch 8 they took fp8_pth from 730 to 590 µs.
-LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (64, 2, 3), "q8_0": (64, 1, 2),
-          "q4_0": (64, 4, 2), "tbq4": (64, 4, 2), "tbq3": (128, 2, 2), "nvfp4": (128, 2, 2)}
-LAUNCH_MANY = {**LAUNCH, "fp8_pth": (64, 1, 2), "q4_0": (32, 1, 3), "tbq4": (32, 2, 2),
-               "tbq3": (64, 1, 2), "nvfp4": (64, 1, 2)}
+#: (sequence, KV head) and for many (MANY_ROWS or more): the best at batch 1 (4k to 1M tokens)
+#: and at batch 8 (128k) on an H200 (bench/results/decode-sweep-b1-h200-v12.json and
+#: decode-sweep-h200-v10.json; formats those sweeps did not move keep their v7b or words-check
+#: launch). Programs of one or two warps keep the softmax's reductions within a warp; at
+#: batch 8 they took fp8_pth from 730 to 590 µs, at batch 1 (with FEW_ROWS_PER_SM) q4_0 from
+#: 108 to 92 µs at 128k.
+LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (64, 1, 2), "q8_0": (32, 1, 3),
+          "q4_0": (32, 1, 3), "tbq4": (64, 4, 2), "tbq3": (128, 2, 2), "nvfp4": (64, 1, 2)}
+LAUNCH_MANY = {**LAUNCH, "q8_0": (64, 1, 2), "tbq4": (32, 2, 2), "tbq3": (64, 1, 2)}
+#: programs per multiprocessor for a launch of one-warp programs over fewer than MANY_ROWS rows:
+#: at batch 1, 128k tokens, 8 (132 splits of ~1k tokens) beat 4, 16 and 32 for every such
+#: format (decode-sweep-b1-h200-v12.json); with many rows the split rule below gives ~16
+FEW_ROWS_PER_SM = 8
 MANY_ROWS = 64
 #: K formats whose decode reads the packed planes as int32 words by default: faster for these
 #: (tbq3 by 23-25%, q8_0 by 14-23%, q4_0 by up to 10% at batch 1, tbq4 by 7-8%), not for
@@ -283,8 +288,9 @@ class LayerCache:
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
         programs of at least 2,048 tokens each, or, for short contexts, at least one wave of
-        programs of at least 256 tokens; ``programs_per_sm`` sets the number of programs per
-        streaming multiprocessor instead. Give ``max_len`` (the longest sequence) to avoid
+        programs of at least 256 tokens; a launch of one-warp programs over fewer than
+        MANY_ROWS (sequence, KV head) rows gets FEW_ROWS_PER_SM programs per streaming
+        multiprocessor; ``programs_per_sm`` sets that number instead. Give ``max_len`` (the longest sequence) to avoid
         reading ``seq_lens`` back from the device.
         A rotated K format has the query rotated by one small kernel before the split kernel;
         a rotated V format has the output rotated back in the reduction. ``asm`` (default: on a
@@ -314,6 +320,8 @@ class LayerCache:
             max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
             bh = max(1, bsz * self.kv_heads)
+            if not programs_per_sm and num_warps == 1 and bh < MANY_ROWS:
+                programs_per_sm = FEW_ROWS_PER_SM
             if programs_per_sm:
                 want = math.ceil(programs_per_sm * SMS / bh)
             else:
