@@ -186,20 +186,53 @@ class KiviCache:
 
     # ---- Triton path -----------------------------------------------------------------------
 
-    def _flush_triton(self, s: int) -> None:
+    def plan_append(self, s: int, n: int) -> tuple[int, int, int]:
+        """Book ``n`` new tokens of sequence ``s`` as the token-by-token append would: the
+        residual window flushes whole groups whenever it would pass R + G − 1 tokens. Takes the
+        flushed groups' slots from the pool into the group table and advances the lengths.
+        Returns (tokens held before, first flushed group, groups flushed) for write_append."""
+        g, top = self.group, self.residual + self.group - 1
+        live = self.n_quant[s] + self.n_resid[s]
+        if live + n > self.capacity:
+            raise ValueError("KIVI cache is full")
+        held = self.n_resid[s] + n
+        flushed = 0 if held <= top else -(-(held - top) // g)
+        g0 = self.n_quant[s] // g
+        if g0 + flushed > self.groups or flushed > len(self._free):
+            raise ValueError("KIVI cache is full")
+        if flushed:
+            slots = [self._free.pop() for _ in range(flushed)]
+            self.group_table[s, g0:g0 + flushed] = _torch().tensor(
+                slots, dtype=self.group_table.dtype).to(self.group_table.device)
+        self.n_quant[s] += flushed * g
+        self.n_resid[s] = held - flushed * g
+        return live, g0, flushed
+
+    def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int) -> None:
+        """The device work of an append that plan_append booked: one kernel quantizes the
+        flushed groups (from the ring and the new tokens), then the newest tokens go to their
+        ring slots. No host-side state changes and no copy from the host, so a CUDA graph can
+        replay it."""
         from .kivi_triton import kivi_flush_kernel
 
-        start = self.n_quant[s]
-        slot = self._take_slot(s, start // self.group)
-        kivi_flush_kernel[(1, self.heads)](
-            self.kr[s:s + 1], self.vr[s:s + 1], self.kq, self.ks, self.km, self.vq, self.vs,
-            self.vm, start % self.ring, slot, self.ring,
-            H=self.heads, D=self.head_dim, G=self.group, BITS=self.bits,
-            PER=8 // self.bits, LEVELS=(1 << self.bits) - 1)
+        n = k.shape[0]
+        if flushed:
+            kivi_flush_kernel[(flushed, self.heads)](
+                self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
+                self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
+                live, self.ring, H=self.heads, D=self.head_dim, G=self.group, BITS=self.bits,
+                PER=8 // self.bits, LEVELS=(1 << self.bits) - 1)
+        # every token passes through the ring in the token-by-token append; the last ``ring``
+        # of them are what it holds afterwards
+        first = max(0, n - self.ring)
+        slots = (_torch().arange(first, n, device=k.device) + live) % self.ring
+        self.kr[s][:, slots] = k[first:].transpose(0, 1).to(self.kr.dtype)
+        self.vr[s][:, slots] = v[first:].transpose(0, 1).to(self.vr.dtype)
 
     def append_triton(self, s: int, k: Any, v: Any) -> None:
-        """Append tokens with the Triton flush kernel (one launch per flushed group)."""
-        self._append(s, k, v, self._flush_triton)
+        """Append tokens k, v [n, heads, head_dim] to sequence ``s`` in one kernel launch for
+        all the groups they flush (the same bytes as ``append``)."""
+        self.write_append(s, k, v, *self.plan_append(s, k.shape[0]))
 
     def decode(self, q: Any, split_tokens: int | None = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without

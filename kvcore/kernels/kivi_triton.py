@@ -1,5 +1,6 @@
-"""Triton kernels for KIVI caches: flush one group of residual tokens into the quantized
-region, and fused split-K decode attention over quantized groups plus the f16 residual ring."""
+"""Triton kernels for KIVI caches: quantize the groups an append flushes (from the residual ring
+and the new tokens) into the quantized region, and fused split-K decode attention over
+quantized groups plus the f16 residual ring."""
 
 from __future__ import annotations
 
@@ -10,19 +11,29 @@ from .triton_ops import softmax_step
 
 
 @triton.jit
-def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, gslot, RING,
+def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, live, RING,
                       H: tl.constexpr, D: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
                       PER: tl.constexpr, LEVELS: tl.constexpr):
-    """Program (s, h): quantize the G residual tokens starting at ring slot ``slot0`` into
-    group slot ``gslot`` of the paged planes."""
-    s = tl.program_id(0).to(tl.int64)
+    """Program (j, h): quantize group g0 + j of sequence ``s`` (tokens (g0 + j)·G …) into the
+    slot the group table GT gives it. A token below ``live`` (the tokens held before this
+    append) comes from the residual ring, a later one from the new tokens XK, XV [n, H, D]
+    (token live + i at row i), read as float16 as the ring holds them."""
+    gi = g0 + tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
     t = tl.arange(0, G)
     d = tl.arange(0, D)
-    slots = (slot0 + t) % RING
-    base = (s * H + h) * RING
-    k = tl.load(KR + (base + slots[:, None]) * D + d[None, :]).to(tl.float32)
-    v = tl.load(VR + (base + slots[:, None]) * D + d[None, :]).to(tl.float32)
+    tok = gi.to(tl.int64) * G + t
+    old = tok < live
+    rb = (s * H + h) * RING + tok % RING
+    xb = (tok - live) * H + h
+    k = tl.where(old[:, None],
+                 tl.load(KR + rb[:, None] * D + d[None, :], mask=old[:, None], other=0.0),
+                 tl.load(XK + xb[:, None] * D + d[None, :], mask=~old[:, None],
+                         other=0.0).to(tl.float16)).to(tl.float32)
+    v = tl.where(old[:, None],
+                 tl.load(VR + rb[:, None] * D + d[None, :], mask=old[:, None], other=0.0),
+                 tl.load(XV + xb[:, None] * D + d[None, :], mask=~old[:, None],
+                         other=0.0).to(tl.float16)).to(tl.float32)
     # keys: per channel over the G tokens
     lo = tl.min(k, axis=0)
     hi = tl.max(k, axis=0)
@@ -35,7 +46,7 @@ def kivi_flush_kernel(KR, VR, KQ, KS, KM, VQ, VS, VM, slot0, gslot, RING,
     kc3 = tl.reshape(kc, (G // PER, PER, D))
     shifts = (tl.arange(0, PER) * BITS)[None, :, None]
     kbytes = tl.sum(kc3 << shifts, axis=1)  # [G/per, D]
-    gbase = gslot * H + h  # h is int64, so is gbase
+    gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
     j = tl.arange(0, G // PER)
     tl.store(KQ + (gbase * D + d[None, :]) * (G // PER) + j[:, None], kbytes.to(tl.uint8))
     tl.store(KS + gbase * D + d, ks)

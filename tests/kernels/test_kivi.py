@@ -1,4 +1,4 @@
-"""KIVI caches: exact bytes, the residual window's bounds, Triton flush and decode vs torch."""
+"""KIVI caches: exact bytes, the residual window's bounds, Triton append and decode vs torch."""
 
 import pytest
 
@@ -76,6 +76,34 @@ def test_triton_flush_and_decode_match_reference(fmt):
                                        torch.tensor([n]))[0] for s, n in enumerate(lens)])
     # random Gaussian data is the hard case for per-channel 2-bit keys
     assert rel(out, exact) < (0.9 if fmt == "kivi2" else 0.2)
+
+
+@pytest.mark.parametrize(("capacity", "chunks"), [
+    (600, [0, 1, 31, 32, 33, 159, 1, 200, 0, 143]),  # 600 tokens, ring and new tokens mixed
+    (600, [600]),                                     # one append flushes 14 groups
+    (100, [7, 93]),                                   # capacity below R + G - 1: no group
+])
+def test_bulk_append_writes_the_token_by_token_bytes(capacity, chunks):
+    # append_triton books a whole chunk at once (the groups it flushes, the ring slots it
+    # fills); every byte and the lengths must be those of appending one token at a time
+    g = torch.Generator().manual_seed(9)
+    n = sum(chunks)
+    k = torch.randn(n, 2, 64, generator=g).half()
+    v = torch.randn(n, 2, 64, generator=g).half()
+    one, bulk = KiviCache("kivi2", 2, 2, 64, capacity), KiviCache("kivi2", 2, 2, 64, capacity)
+    start = 0
+    for c in chunks:
+        for i in range(start, start + c):
+            one.append(1, k[i:i + 1], v[i:i + 1])
+        bulk.append_triton(1, k[start:start + c], v[start:start + c])
+        start += c
+        assert (bulk.n_quant, bulk.n_resid) == (one.n_quant, one.n_resid)
+    for a, b in zip(bulk.tensors(), one.tensors(), strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(bulk.group_table, one.group_table)
+    with pytest.raises(ValueError, match="full"):
+        bulk.append_triton(1, k[:1], v[:1])
+    assert (bulk.n_quant, bulk.n_resid) == (one.n_quant, one.n_resid)
 
 
 def test_decode_sees_tokens_appended_after_an_earlier_decode():
