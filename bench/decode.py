@@ -9,7 +9,8 @@ One layer is measured (GQA 32 query / 8 KV heads, head_dim 128); a model's decod
 times its attention layers. Steps are replayed from a CUDA graph (the GPU's time, without
 Python's launch overhead) over enough copies of the cache that none is read from L2; torch's
 fp16 SDPA is timed the same way, and so is append: one call writes 16,384 new tokens into a
-filled cache. First it checks every format on the GPU against the torch reference, the PTX
+filled cache (KIVI: into empty sequences, so that the residual window flushes whole groups as
+it does in a prefill). First it checks every format on the GPU against the torch reference, the PTX
 unpacking against the plain Triton path, and three page sizes.
 """
 
@@ -32,11 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kvcore.kernels import ref  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LAUNCH, LAUNCH_MANY, MANY_ROWS, LayerCache  # noqa: E402
+from kvcore.kernels.kivi import KiviCache  # noqa: E402
 from kvcore.kv import geometry_bytes  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
 FORMATS = ["f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
+#: the KIVI formats (their own cache, kvcore.kernels.kivi), timed after the others
+KIVI_FORMATS = ["kivi2", "kivi4"]
 #: decode kernel launch configurations tried per shape (block_n, num_warps, num_stages), besides
 #: the format's default (kvcore.kernels.cache.LAUNCH or LAUNCH_MANY)
 CONFIGS = [(64, 4, 2), (128, 4, 2)]
@@ -206,6 +210,79 @@ def clone(cache: LayerCache, batch: int, tokens: int) -> LayerCache:
     return other
 
 
+def kivi_fill(fmt: str, batch: int, tokens: int) -> KiviCache:
+    """A KIVI cache holding ``tokens`` random fp16 tokens per sequence."""
+    cache = KiviCache(fmt, batch, HKV, D, tokens, device="cuda")
+    for s in range(batch):
+        cache.append_triton(s, torch.randn(tokens, HKV, D, device="cuda", dtype=torch.float16),
+                            torch.randn(tokens, HKV, D, device="cuda", dtype=torch.float16))
+    return cache
+
+
+def kivi_copies(cache: KiviCache) -> list[KiviCache]:
+    """The cache and enough copies of it (bytes, group table and lengths) that a timed
+    sequence of steps never reads from L2."""
+    out = [cache]
+    for _ in range(copies_for(cache.nbytes) - 1):
+        other = KiviCache(cache.fmt, cache.seqs, cache.heads, cache.head_dim, cache.capacity,
+                          device="cuda")
+        for a, b in zip(other.allocations(), cache.allocations(), strict=True):
+            a.copy_(b)
+        other.n_quant, other.n_resid = list(cache.n_quant), list(cache.n_resid)
+        other._free = list(cache._free)
+        out.append(other)
+    return out
+
+
+def kivi_append_time(fmt: str, batch: int, tokens: int) -> tuple[float, int]:
+    """Seconds per append of min(APPEND_TOKENS, batch · tokens) new tokens into empty
+    sequences of a KIVI cache (whole sequences, the first ones), replayed from a CUDA graph
+    over input copies too large for L2, and the bytes each append moves: the input read, the
+    quantized groups it flushes and the residual-ring slots it writes."""
+    n = min(APPEND_TOKENS, batch * tokens)
+    cache = KiviCache(fmt, batch, HKV, D, tokens, device="cuda")
+    plans = []
+    for s in range(batch):
+        m = min(tokens, n - s * tokens)
+        if m <= 0:
+            break
+        plans.append((s, m, cache.plan_append(s, m)))
+    slot = sum(t[0].numel() * t.element_size()
+               for t in (cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm))
+    moved = (2 * n * HKV * D * 2 + sum(p[2] for _, _, p in plans) * slot
+             + sum(min(m, cache.ring) for _, m, _ in plans) * 2 * HKV * D * 2)
+
+    def step(xs: list) -> None:
+        for (s, _, plan), (kx, vx) in zip(plans, xs, strict=True):
+            cache.write_append(s, kx, vx, *plan)
+
+    inputs = [[(torch.randn(m, HKV, D, device="cuda", dtype=torch.float16),
+                torch.randn(m, HKV, D, device="cuda", dtype=torch.float16)) for _, m, _ in plans]
+              for _ in range(copies_for(moved))]
+    return graph_time([partial(step, xs) for xs in inputs]), moved
+
+
+def kivi_row(fmt: str, batch: int, tokens: int, t_sdpa: float | None, read_bw: float) -> dict:
+    """One results row of a KIVI format: decode over a full cache, then append."""
+    cache = kivi_fill(fmt, batch, tokens)
+    nbytes = geometry_bytes(fmt, fmt, layers=1, sequences=batch, kv_heads=HKV, head_dim=D,
+                            tokens=tokens)
+    assert cache.nbytes == nbytes
+    caches = kivi_copies(cache)
+    q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.float16)
+    t = graph_time([partial(c.decode, q) for c in caches])
+    del cache, caches
+    append_s, append_bytes = kivi_append_time(fmt, batch, tokens)
+    return {"format": fmt, "batch": batch, "tokens": tokens, "seconds": t,
+            "config": {"kernel": "kivi_decode_kernel", "split": "default"},
+            "cache_bytes": nbytes, "read_bytes_per_s": nbytes / t,
+            "fraction_of_read_bw": nbytes / t / read_bw, "sdpa_f16_seconds": t_sdpa,
+            "speedup_vs_sdpa": (t_sdpa / t) if t_sdpa else None,
+            "append_seconds": append_s, "append_bytes": append_bytes,
+            "append_bytes_per_s": append_bytes / append_s,
+            "append_fraction_of_bw": append_bytes / append_s / read_bw}
+
+
 def render(result: dict) -> str:
     """The results table of a decode.json, in markdown."""
     env, bw = result["env"], result["bandwidth"]
@@ -227,11 +304,20 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
+def report(row: dict) -> None:
+    """One results row, printed."""
+    sp = f"{row['speedup_vs_sdpa']:.2f}x" if row["speedup_vs_sdpa"] else "  -  "
+    print(f"{row['format']:8s} B={row['batch']:<3d} T={row['tokens']:<8d} "
+          f"{row['seconds'] * 1e6:9.1f} us {row['read_bytes_per_s'] / 1e12:5.2f} TB/s "
+          f"({row['fraction_of_read_bw']:5.1%}) vs SDPA {sp}  "
+          f"append {row['append_bytes_per_s'] / 1e12:5.2f} TB/s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--formats", default=",".join(FORMATS + KIVI_FORMATS))
     ap.add_argument("--render", metavar="JSON", help="print the table of a decode.json and stop")
     args = ap.parse_args()
     if args.render:
@@ -253,6 +339,14 @@ def main() -> None:
     for batch, tokens in shapes:
         t_sdpa = sdpa_time(batch, tokens) if batch * tokens <= 8 * 131072 * 8 else None
         for fmt in formats:
+            if fmt in KIVI_FORMATS:
+                row = kivi_row(fmt, batch, tokens, t_sdpa, bw["read_bytes_per_s"])
+                rows.append(row)
+                write_json(args.out, "decode.json",
+                           {"env": env, "bandwidth": bw, "correctness": errs, "rows": rows})
+                report(row)
+                torch.cuda.empty_cache()
+                continue
             dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, dtype)
@@ -285,11 +379,7 @@ def main() -> None:
             rows.append(row)
             write_json(args.out, "decode.json",
                        {"env": env, "bandwidth": bw, "correctness": errs, "rows": rows})
-            sp = f"{row['speedup_vs_sdpa']:.2f}x" if t_sdpa else "  -  "
-            print(f"{fmt:8s} B={batch:<3d} T={tokens:<8d} {t * 1e6:9.1f} us "
-                  f"{row['read_bytes_per_s'] / 1e12:5.2f} TB/s ({row['fraction_of_read_bw']:5.1%}) "
-                  f"vs SDPA {sp}  append {row['append_bytes_per_s'] / 1e12:5.2f} TB/s",
-                  flush=True)
+            report(row)
             del cache
             torch.cuda.empty_cache()
     write_json(args.out, "decode.json",

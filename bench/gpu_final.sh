@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call on a two-GPU machine: bench/decode.py over all formats in two halves side by
-# side, then on GPU 0 the append sweep and on GPU 1 kvplan measure for a KIVI cache (the paged
+# One device call on a two-GPU machine: bench/decode.py over all formats (kivi2 and kivi4 one
+# on each GPU) in two halves side by side, then on GPU 0 the append sweep and on GPU 1 kvplan measure for a KIVI cache (the paged
 # KIVI kernels) and a hybrid model's tbq4 cache (sliding-window and linear-attention layers
 # beside full ones).
 set -u
@@ -8,12 +8,12 @@ export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
 (
   export CUDA_VISIBLE_DEVICES=0
-  timeout 300 python3 bench/decode.py --formats f16,bf16,fp8_pth,q8_0 --out "$OUT/a"
+  timeout 360 python3 bench/decode.py --formats f16,bf16,fp8_pth,q8_0,kivi2 --out "$OUT/a"
   timeout 150 python3 bench/append_sweep.py --out "$OUT/a"
 ) > "$OUT/a.log" 2>&1 &
 (
   export CUDA_VISIBLE_DEVICES=1
-  timeout 250 python3 bench/decode.py --formats q4_0,tbq4,tbq3,nvfp4 --out "$OUT/b"
+  timeout 330 python3 bench/decode.py --formats q4_0,tbq4,tbq3,nvfp4,kivi4 --out "$OUT/b"
   timeout 120 python3 -m app.cli measure llama-3.1-8b --kv kivi2 --ctx 8k --seqs 2 --layers 4 --json \
     > "$OUT/measure-kivi2.json"
   timeout 60 python3 -m app.cli measure qwen3.5-27b --kv tbq4 --ctx 128k --seqs 2 --json \
