@@ -89,6 +89,8 @@ def dequantize_values(planes: dict[str, Any], bits: int, group: int) -> Any:
 
 #: the most tokens a KIVI decode program takes by default
 KIVI_SPLIT = 1024
+#: decode launch: warps a program, pipeline stages
+KIVI_WARPS, KIVI_STAGES = 4, 3
 
 
 class KiviCache:
@@ -234,7 +236,8 @@ class KiviCache:
         all the groups they flush (the same bytes as ``append``)."""
         self.write_append(s, k, v, *self.plan_append(s, k.shape[0]))
 
-    def decode(self, q: Any, split_tokens: int | None = None) -> Any:
+    def decode(self, q: Any, split_tokens: int | None = None, *, num_warps: int | None = None,
+               num_stages: int | None = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves less
         than one wave of programs (WAVE_PER_SM a multiprocessor; at least SHORT_SPLIT tokens
@@ -270,7 +273,8 @@ class KiviCache:
             q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
             self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0), self.ring,
             n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, G=self.group,
-            BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split)
+            BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
+            num_warps=num_warps or KIVI_WARPS, num_stages=num_stages or KIVI_STAGES)
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, d)
         return out
 

@@ -90,35 +90,49 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     t = tl.arange(0, G)
     q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
                 mask=rows[:, None] < GROUP, other=0.0).to(tl.float32)
-    q = (q * qk_scale).to(tl.float16)
+    q = q * qk_scale
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
     acc = tl.zeros([QPAD, D], tl.float32)
+    jk = tl.arange(0, G // PER)
+    jv = tl.arange(0, D // PER)
+    ng = tl.arange(0, D // G)
+    shifts = tl.arange(0, PER) * BITS
     for t0 in range(start, end, G):
         tok = t0 + t
         tmask = tok < end
         if t0 < nq:
             gi = t0 // G
             gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
-            # K^T tile [D, G]: code of (channel d, token t) at bits (t % PER)·BITS of byte t // PER
-            kb = tl.load(KQ + (gbase * D + d[:, None]) * (G // PER) + t[None, :] // PER)
-            kcode = (kb.to(tl.int32) >> ((t[None, :] % PER) * BITS)) & LEVELS
+            # K^T codes [D, G]: byte j of channel d holds tokens PER·j … at BITS each; each
+            # byte is loaded once and split by shifts. The key's per-channel scale goes into
+            # the query and its minimum into a per-row bias, so the codes enter the product
+            # as they are: q · (c·s + m) = (q·s) · c + q · m
+            kb = tl.load(KQ + (gbase * D + d[:, None]) * (G // PER) + jk[None, :]).to(tl.int32)
+            kc = tl.reshape((kb[:, :, None] >> shifts[None, None, :]) & LEVELS, (D, G))
             ksc = tl.load(KS + gbase * D + d).to(tl.float32)
             kmn = tl.load(KM + gbase * D + d).to(tl.float32)
-            kt = (kcode.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16)
+            qk = (q * ksc[None, :]).to(tl.float16)
+            bias = tl.sum(q * kmn[None, :], axis=1)
+            scores = tl.dot(qk, kc.to(tl.float16)) + bias[:, None]
+            # V codes [G, D]: byte c of token t holds channels PER·c …; the scale and minimum
+            # of each G channels, loaded once per token, spread over their channels
             tb = gbase * G + t
-            vb = tl.load(VQ + tb[:, None] * (D // PER) + d[None, :] // PER)
-            vcode = (vb.to(tl.int32) >> ((d[None, :] % PER) * BITS)) & LEVELS
-            vsc = tl.load(VS + tb[:, None] * (D // G) + d[None, :] // G).to(tl.float32)
-            vmn = tl.load(VM + tb[:, None] * (D // G) + d[None, :] // G).to(tl.float32)
-            v = (vcode.to(tl.float32) * vsc + vmn).to(tl.float16)
+            vb = tl.load(VQ + tb[:, None] * (D // PER) + jv[None, :]).to(tl.int32)
+            vc = tl.reshape((vb[:, :, None] >> shifts[None, None, :]) & LEVELS, (G, D))
+            vsc = tl.load(VS + tb[:, None] * (D // G) + ng[None, :]).to(tl.float32)
+            vmn = tl.load(VM + tb[:, None] * (D // G) + ng[None, :]).to(tl.float32)
+            vsc = tl.reshape(tl.broadcast_to(vsc[:, :, None], (G, D // G, G)), (G, D))
+            vmn = tl.reshape(tl.broadcast_to(vmn[:, :, None], (G, D // G, G)), (G, D))
+            v = (vc.to(tl.float32) * vsc + vmn).to(tl.float16)
         else:
             slot = tok % RING
             rb = ((s * H + h) * RING + slot)
             kt = tl.trans(tl.load(KR + rb[:, None] * D + d[None, :], mask=tmask[:, None],
                                   other=0.0))
             v = tl.load(VR + rb[:, None] * D + d[None, :], mask=tmask[:, None], other=0.0)
-        p, alpha, m_i, l_i = softmax_step(tl.dot(q, kt), tmask, m_i, l_i)
+            scores = tl.dot(q.to(tl.float16), kt)
+        p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
         acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
     out_rows = (s * H + h) * GROUP + rows
     omask = rows < GROUP
