@@ -14,6 +14,7 @@ cache). The residual ring stays per sequence.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -89,8 +90,11 @@ def dequantize_values(planes: dict[str, Any], bits: int, group: int) -> Any:
 
 #: the most tokens a KIVI decode program takes by default
 KIVI_SPLIT = 1024
-#: decode launch: warps a program, pipeline stages
-KIVI_WARPS, KIVI_STAGES = 4, 3
+#: decode launch: programs of one warp, two pipeline stages, at least KIVI_PER_SM programs a
+#: multiprocessor (at most KIVI_SPLIT tokens each). On an H200 (bench/results/
+#: kivi-launch-h200.json) against the former four warps and one wave: kivi2 one sequence of
+#: 32k 114 → 59 µs, of 128k 432 → 211 µs, eight of 32k 849 → 414 µs
+KIVI_WARPS, KIVI_STAGES, KIVI_PER_SM = 1, 2, 8
 
 
 class KiviCache:
@@ -239,12 +243,10 @@ class KiviCache:
     def decode(self, q: Any, split_tokens: int | None = None, *, num_warps: int | None = None,
                num_stages: int | None = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
-        ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves less
-        than one wave of programs (WAVE_PER_SM a multiprocessor; at least SHORT_SPLIT tokens
-        each): on an H200 (bench/results/kivi-split-h200.json) one sequence of 8k tokens took
-        34 µs instead of 91 with 1,024 tokens a program, while four of 32k were faster with
-        1,024 tokens a program (328 µs) than with one wave of longer ones (395)."""
-        from .cache import LOG2E, one_wave_splits
+        ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
+        fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
+        ``num_warps`` and ``num_stages`` override KIVI_WARPS and KIVI_STAGES."""
+        from .cache import LOG2E, SMS
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_splits
 
@@ -254,7 +256,7 @@ class KiviCache:
         qpad = max(16, 1 << (group - 1).bit_length())
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
         if split_tokens is None:
-            want = max(1, one_wave_splits(seqs * self.heads, total))
+            want = max(1, math.ceil(KIVI_PER_SM * SMS / max(1, seqs * self.heads)))
             split_tokens = min(KIVI_SPLIT, -(-total // want))
         split = max(self.group, -(-split_tokens // self.group) * self.group)
         n_splits = max(1, -(-total // split))
