@@ -50,8 +50,8 @@ def check_correctness() -> dict[str, dict[str, float]]:
     """Each format on the GPU against the torch reference and exact attention (small shapes),
     the PTX unpacking against the plain Triton path, and pages of 16 (several to a tile), 64
     (several tiles to a page) and 50 (tiles straddle pages) against each other; the KIVI
-    formats against their reference (the kernel's append against the token-by-token one
-    byte for byte, decode against attention over the dequantized cache) and exact attention."""
+    formats against their reference (the fraction of each plane's elements the kernel's
+    append writes as the token-by-token torch append does, decode against attention over the dequantized cache) and exact attention."""
     errs = {}
     for fmt in FORMATS:
         errs[fmt] = _check(fmt, 16)
@@ -73,7 +73,9 @@ def _check_kivi(fmt: str) -> dict[str, float]:
     for s, n in enumerate(lens):
         cache.append_triton(s, k[s, :n], v[s, :n])
         one.append(s, k[s, :n], v[s, :n])
-    same = [torch.equal(a, b) for a, b in zip(cache.tensors(), one.tensors(), strict=True)]
+    names = ("kq", "ks", "km", "vq", "vs", "vm", "kr", "vr")
+    same = {f"append_identical_{n}": float((getattr(cache, n) == getattr(one, n)).double().mean())
+            for n in names}
     q = torch.randn(len(lens), HQ, D, device="cuda", generator=g).half()
     out = cache.decode(q)
     assert not torch.isnan(out).any(), fmt
@@ -83,7 +85,7 @@ def _check_kivi(fmt: str) -> dict[str, float]:
                               torch.tensor(lens, device="cuda"))
     return {"vs_reference": float((out.double() - expect).norm() / expect.norm()),
             "vs_exact": float((out.double() - exact).norm() / exact.norm()),
-            "append_bytes_identical": float(all(same))}
+            **same}
 
 
 def _check(fmt: str, page: int) -> dict[str, float]:
