@@ -40,7 +40,7 @@ def test_gpu_table_is_the_committed_results():
     got = {(r["format"], r["batch"], r["tokens"]): r for r in rows}
     table = re.findall(r"^\| (\w+) \| ([\d,]+) µs \| ([\d,]+) µs \| ([\d,]+) µs \| .*\| (\d+)% \|$",
                        README, re.M)
-    assert len(table) == 8
+    assert len(table) == 10
     for fmt, b1, b8, m1, app in table:
         for shown, key in ((b1, (1, 131072)), (b8, (8, 131072)), (m1, (1, 1 << 20))):
             assert int(shown.replace(",", "")) == round(got[(fmt, *key)]["seconds"] * 1e6), (fmt, key)
