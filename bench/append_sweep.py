@@ -1,7 +1,7 @@
 """Append kernel on a GPU: bits against the torch reference, and throughput under several
 launch configurations.
 
-    python bench/append_sweep.py [--out DIR] [--formats f16,q4_0,…]
+    python bench/append_sweep.py [--out DIR] [--formats f16,q4_0,…] [--configs ROWS/WARPS,…]
 
 Each format first appends 3,000 tokens × 8 KV heads (head_dim 128) with the kernel and with the
 torch reference and reports the share of identical bytes per plane; then a filled 8 × 32,768
@@ -49,7 +49,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--configs", help="rows per program/warps,… instead of the built-in list")
     args = ap.parse_args()
+    configs = ([tuple(int(x) for x in c.split("/")) for c in args.configs.split(",")]
+               if args.configs else CONFIGS)
     env = environment("cuda", torch)
     bw = measure_bandwidth(torch)
     print(env, {k: f"{v / 1e12:.2f} TB/s" for k, v in bw.items()}, flush=True)
@@ -61,7 +64,7 @@ def main() -> None:
         dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
         cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
         fill(cache, batch, tokens, dtype)
-        for rows, warps in CONFIGS:
+        for rows, warps in configs:
             s, moved = append_time(cache, batch, tokens, dtype, rows_per_program=rows,
                                    num_warps=warps)
             row = {"format": fmt, "rows_per_program": rows, "num_warps": warps,

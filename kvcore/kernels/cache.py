@@ -51,9 +51,12 @@ MANY_ROWS = 64
 #: fp8_pth and nvfp4, with 4-warp or with 1- and 2-warp launches
 #: (bench/results/decode-words-h200-v10.json, -v10b.json, -v11.json)
 WORDS = ("q8_0", "q4_0", "tbq4", "tbq3")
-#: rows (token-heads) per append program at head_dim 128, where not 32 (measured on the H200,
-#: bench/results/append-sweep-h200-v8.json)
-APPEND_ROWS = {"tbq4": 64}
+#: append launch (rows of token-heads a program at head_dim 128, warps) by format, where not
+#: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and
+#: append-launch-h200-v12.json; 16,384 new tokens a call: nvfp4 50.2% → 52.2% of read
+#: bandwidth, q4_0 54.6% → 56.5%, q8_0 67.3% → 69.9%, fp8_pth 76.8% → 78.2%)
+APPEND_LAUNCH = {"tbq4": (64, 4), "fp8_pth": (64, 2), "q8_0": (8, 2), "q4_0": (8, 1),
+                 "nvfp4": (8, 1)}
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -236,18 +239,20 @@ class LayerCache:
         return tab[key]
 
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
-               rows_per_program: int | None = None, num_warps: int = 4) -> None:
-        """Quantize and write new tokens with the Triton append kernel (APPEND_ROWS rows a
-        program at head_dim 128, fewer for wider heads, so the rotation's operands fit shared
-        memory). The destination rows are computed in the kernel: one launch per side."""
+               rows_per_program: int | None = None, num_warps: int | None = None) -> None:
+        """Quantize and write new tokens with the Triton append kernel (each side's format's
+        APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
+        fit shared memory; at least 16 rows for a rotated format, whose rotation is a tensor-core
+        product). The destination rows are computed in the kernel: one launch per side."""
         from .triton_ops import FMT_CODES, append_kernel
 
         torch = _torch()
         tab = self._tables()
-        if rows_per_program is None:
-            rows_per_program = max(16, APPEND_ROWS.get(self.k.fmt, 32) * 128 // tab["dpow"])
         pages, offsets = pages.contiguous(), offsets.contiguous()
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
+            rows_a, warps = APPEND_LAUNCH.get(side.fmt, (32, 4))
+            rows_p = rows_per_program or max(16 if side.fmt in ROTATED else 1,
+                                             rows_a * 128 // tab["dpow"])
             rows = x.reshape(-1, self.head_dim).contiguous()
             self._fix_global_scale(side, rows)
             planes = side.flat()
@@ -257,15 +262,15 @@ class LayerCache:
             x1 = p1.shape[-1] if p1.dim() == 4 else 1
             levels = 8 if side.fmt == "tbq3" else 16
             n = rows.shape[0]
-            grid = (math.ceil(n / rows_per_program),)
+            grid = (math.ceil(n / rows_p),)
             append_kernel[grid](
                 rows, pages, offsets, p0, p1,
                 side.global_scale if side.global_scale is not None else p0,
                 tab["rot_pm1"], tab["th8"] if levels == 8 else tab["th16"], self._cent(side.fmt), n,
                 self.page_size, H_KV=self.kv_heads, FMT=FMT_CODES[side.fmt], D=self.head_dim,
                 DP=side.padded_dim,
-                DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_per_program,
-                HW=rows.device.type == "cuda", num_warps=num_warps)
+                DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_p,
+                HW=rows.device.type == "cuda", num_warps=num_warps or warps)
         del torch
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
