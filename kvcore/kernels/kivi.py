@@ -30,6 +30,11 @@ def _torch() -> Any:
     return require_torch()
 
 
+def _pow2(n: int) -> int:
+    """The least power of two ≥ n (the kernels' lane count for a head dimension)."""
+    return 1 << (n - 1).bit_length()
+
+
 def _pack(q: Any, bits: int) -> Any:
     """[..., n] codes (< 2**bits) → [..., n·bits/8] bytes, code i at bits (i % per)·bits."""
     per = 8 // bits
@@ -226,8 +231,8 @@ class KiviCache:
             kivi_flush_kernel[(flushed, self.heads)](
                 self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
                 self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
-                live, self.ring, H=self.heads, D=self.head_dim, G=self.group, BITS=self.bits,
-                PER=8 // self.bits, LEVELS=(1 << self.bits) - 1)
+                live, self.ring, H=self.heads, D=self.head_dim, DP=_pow2(self.head_dim),
+                G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1)
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
         first = max(0, n - self.ring)
@@ -260,7 +265,8 @@ class KiviCache:
             split_tokens = min(KIVI_SPLIT, -(-total // want))
         split = max(self.group, -(-split_tokens // self.group) * self.group)
         n_splits = max(1, -(-total // split))
-        acc = torch.empty(seqs * hq * n_splits * d, dtype=torch.float32, device=q.device)
+        dp = _pow2(d)
+        acc = torch.empty(seqs * hq * n_splits * dp, dtype=torch.float32, device=q.device)
         ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
         out = torch.full((seqs, hq, d), float("nan"), dtype=torch.float32, device=q.device)
         # the lengths on the device, copied again only after they change, so that a step can
@@ -274,10 +280,11 @@ class KiviCache:
         kivi_decode_kernel[(seqs, self.heads, n_splits)](
             q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
             self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0), self.ring,
-            n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, G=self.group,
+            n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, DP=dp,
+            G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
             num_warps=num_warps or KIVI_WARPS, num_stages=num_stages or KIVI_STAGES)
-        reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, d)
+        reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp)
         return out
 
     def dequantize(self, s: int) -> tuple[Any, Any]:

@@ -11,28 +11,42 @@ from .triton_ops import softmax_step
 
 
 @triton.jit
+def _below(x, n: tl.constexpr, WHOLE: tl.constexpr):
+    """x < n, or a constant true mask where the lanes are known to be whole (no padding), so
+    that a power-of-two head dimension compiles without masks."""
+    if WHOLE:
+        return tl.full(x.shape, 1, tl.int1)
+    else:
+        return x < n
+
+
+@triton.jit
 def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, live, RING,
-                      H: tl.constexpr, D: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
-                      PER: tl.constexpr, LEVELS: tl.constexpr):
+                      H: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
+                      BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr):
     """Program (j, h): quantize group g0 + j of sequence ``s`` (tokens (g0 + j)·G …) into the
     slot the group table GT gives it. A token below ``live`` (the tokens held before this
     append) comes from the residual ring, a later one from the new tokens XK, XV [n, H, D]
-    (token live + i at row i), read as float16 as the ring holds them."""
+    (token live + i at row i), read as float16 as the ring holds them. DP: D rounded up to a
+    power of two (the lanes past D are masked)."""
     gi = g0 + tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
     t = tl.arange(0, G)
-    d = tl.arange(0, D)
+    d = tl.arange(0, DP)
+    dm = _below(d, D, DP == D)
     tok = gi.to(tl.int64) * G + t
     old = tok < live
     rb = (s * H + h) * RING + tok % RING
     xb = (tok - live) * H + h
+    mo = old[:, None] & dm[None, :]
+    mn = ~old[:, None] & dm[None, :]
     k = tl.where(old[:, None],
-                 tl.load(KR + rb[:, None] * D + d[None, :], mask=old[:, None], other=0.0),
-                 tl.load(XK + xb[:, None] * D + d[None, :], mask=~old[:, None],
+                 tl.load(KR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
+                 tl.load(XK + xb[:, None] * D + d[None, :], mask=mn,
                          other=0.0).to(tl.float16)).to(tl.float32)
     v = tl.where(old[:, None],
-                 tl.load(VR + rb[:, None] * D + d[None, :], mask=old[:, None], other=0.0),
-                 tl.load(XV + xb[:, None] * D + d[None, :], mask=~old[:, None],
+                 tl.load(VR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
+                 tl.load(XV + xb[:, None] * D + d[None, :], mask=mn,
                          other=0.0).to(tl.float16)).to(tl.float32)
     # keys: per channel over the G tokens
     lo = tl.min(k, axis=0)
@@ -43,16 +57,18 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     kc = tl.where(ksf[None, :] > 0, (k - km.to(tl.float32)[None, :]) / tl.where(ksf > 0, ksf, 1.0)[None, :], 0.0)
     kc = tl.minimum(tl.maximum(tl.floor(kc + 0.5), 0.0), LEVELS * 1.0).to(tl.int32)
     # pack along tokens: byte j of channel d holds tokens PER·j .. PER·j + PER − 1
-    kc3 = tl.reshape(kc, (G // PER, PER, D))
+    kc3 = tl.reshape(kc, (G // PER, PER, DP))
     shifts = (tl.arange(0, PER) * BITS)[None, :, None]
-    kbytes = tl.sum(kc3 << shifts, axis=1)  # [G/per, D]
+    kbytes = tl.sum(kc3 << shifts, axis=1)  # [G/per, DP]
     gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
     j = tl.arange(0, G // PER)
-    tl.store(KQ + (gbase * D + d[None, :]) * (G // PER) + j[:, None], kbytes.to(tl.uint8))
-    tl.store(KS + gbase * D + d, ks)
-    tl.store(KM + gbase * D + d, km)
-    # values: per token over groups of G channels
-    v3 = tl.reshape(v, (G, D // G, G))
+    tl.store(KQ + (gbase * D + d[None, :]) * (G // PER) + j[:, None], kbytes.to(tl.uint8),
+             mask=dm[None, :])
+    tl.store(KS + gbase * D + d, ks, mask=dm)
+    tl.store(KM + gbase * D + d, km, mask=dm)
+    # values: per token over groups of G channels (D is a multiple of G; the groups past D are
+    # padding)
+    v3 = tl.reshape(v, (G, DP // G, G))
     vlo = tl.min(v3, axis=2)
     vhi = tl.max(v3, axis=2)
     vs = ((vhi - vlo) / LEVELS).to(tl.float16)
@@ -61,23 +77,28 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     vc = tl.where(vsf[:, :, None] > 0,
                   (v3 - vm.to(tl.float32)[:, :, None]) / tl.where(vsf > 0, vsf, 1.0)[:, :, None], 0.0)
     vc = tl.minimum(tl.maximum(tl.floor(vc + 0.5), 0.0), LEVELS * 1.0).to(tl.int32)
-    vc3 = tl.reshape(vc, (G, D // PER, PER))
+    vc3 = tl.reshape(vc, (G, DP // PER, PER))
     vshift = (tl.arange(0, PER) * BITS)[None, None, :]
-    vbytes = tl.sum(vc3 << vshift, axis=2)  # [G, D/per]
+    vbytes = tl.sum(vc3 << vshift, axis=2)  # [G, DP/per]
     tbase = gbase * G + t
-    c = tl.arange(0, D // PER)
-    tl.store(VQ + tbase[:, None] * (D // PER) + c[None, :], vbytes.to(tl.uint8))
-    ng = tl.arange(0, D // G)
-    tl.store(VS + tbase[:, None] * (D // G) + ng[None, :], vs)
-    tl.store(VM + tbase[:, None] * (D // G) + ng[None, :], vm)
+    c = tl.arange(0, DP // PER)
+    tl.store(VQ + tbase[:, None] * (D // PER) + c[None, :], vbytes.to(tl.uint8),
+             mask=_below(c, D // PER, DP == D)[None, :])
+    ng = tl.arange(0, DP // G)
+    gm = _below(ng, D // G, DP == D)[None, :]
+    tl.store(VS + tbase[:, None] * (D // G) + ng[None, :], vs, mask=gm)
+    tl.store(VM + tbase[:, None] * (D // G) + ng[None, :], vm, mask=gm)
 
 
 @triton.jit
 def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, stride_gt,
                        RING, n_splits, qk_scale,
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
-                       D: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr, PER: tl.constexpr,
-                       LEVELS: tl.constexpr, SPLIT: tl.constexpr):
+                       D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
+                       PER: tl.constexpr, LEVELS: tl.constexpr, SPLIT: tl.constexpr):
+    """One (sequence, KV head, split) program over quantized groups and the residual ring;
+    partial output [QPAD, DP], running max and sum go to ACC and ML as decode_split_kernel's
+    do. DP: D rounded up to a power of two (the lanes past D are masked to zero)."""
     s = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     sp = tl.program_id(2).to(tl.int64)
@@ -86,17 +107,18 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     start = sp * SPLIT
     end = tl.minimum(start + SPLIT, n)
     rows = tl.arange(0, QPAD)
-    d = tl.arange(0, D)
+    d = tl.arange(0, DP)
+    dm = _below(d, D, DP == D)
     t = tl.arange(0, G)
     q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
-                mask=rows[:, None] < GROUP, other=0.0).to(tl.float32)
+                mask=(rows[:, None] < GROUP) & dm[None, :], other=0.0).to(tl.float32)
     q = q * qk_scale
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
-    acc = tl.zeros([QPAD, D], tl.float32)
+    acc = tl.zeros([QPAD, DP], tl.float32)
     jk = tl.arange(0, G // PER)
-    jv = tl.arange(0, D // PER)
-    ng = tl.arange(0, D // G)
+    jv = tl.arange(0, DP // PER)
+    ng = tl.arange(0, DP // G)
     shifts = tl.arange(0, PER) * BITS
     for t0 in range(start, end, G):
         tok = t0 + t
@@ -104,39 +126,45 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
         if t0 < nq:
             gi = t0 // G
             gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
-            # K^T codes [D, G]: byte j of channel d holds tokens PER·j … at BITS each; each
+            # K^T codes [DP, G]: byte j of channel d holds tokens PER·j … at BITS each; each
             # byte is loaded once and split by shifts. The key's per-channel scale goes into
             # the query and its minimum into a per-row bias, so the codes enter the product
             # as they are: q · (c·s + m) = (q·s) · c + q · m
-            kb = tl.load(KQ + (gbase * D + d[:, None]) * (G // PER) + jk[None, :]).to(tl.int32)
-            kc = tl.reshape((kb[:, :, None] >> shifts[None, None, :]) & LEVELS, (D, G))
-            ksc = tl.load(KS + gbase * D + d).to(tl.float32)
-            kmn = tl.load(KM + gbase * D + d).to(tl.float32)
+            kb = tl.load(KQ + (gbase * D + d[:, None]) * (G // PER) + jk[None, :],
+                         mask=dm[:, None], other=0).to(tl.int32)
+            kc = tl.reshape((kb[:, :, None] >> shifts[None, None, :]) & LEVELS, (DP, G))
+            ksc = tl.load(KS + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
+            kmn = tl.load(KM + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
             qk = (q * ksc[None, :]).to(tl.float16)
             bias = tl.sum(q * kmn[None, :], axis=1)
             scores = tl.dot(qk, kc.to(tl.float16)) + bias[:, None]
-            # V codes [G, D]: byte c of token t holds channels PER·c …; the scale and minimum
-            # of each G channels, loaded once per token, spread over their channels
+            # V codes [G, DP]: byte c of token t holds channels PER·c …; the scale and minimum
+            # of each G channels, loaded once per token, spread over their channels (zero past
+            # D, so the padded lanes are zero)
             tb = gbase * G + t
-            vb = tl.load(VQ + tb[:, None] * (D // PER) + jv[None, :]).to(tl.int32)
-            vc = tl.reshape((vb[:, :, None] >> shifts[None, None, :]) & LEVELS, (G, D))
-            vsc = tl.load(VS + tb[:, None] * (D // G) + ng[None, :]).to(tl.float32)
-            vmn = tl.load(VM + tb[:, None] * (D // G) + ng[None, :]).to(tl.float32)
-            vsc = tl.reshape(tl.broadcast_to(vsc[:, :, None], (G, D // G, G)), (G, D))
-            vmn = tl.reshape(tl.broadcast_to(vmn[:, :, None], (G, D // G, G)), (G, D))
+            vb = tl.load(VQ + tb[:, None] * (D // PER) + jv[None, :],
+                         mask=_below(jv, D // PER, DP == D)[None, :], other=0).to(tl.int32)
+            vc = tl.reshape((vb[:, :, None] >> shifts[None, None, :]) & LEVELS, (G, DP))
+            gm = _below(ng, D // G, DP == D)[None, :]
+            vsc = tl.load(VS + tb[:, None] * (D // G) + ng[None, :], mask=gm,
+                          other=0.0).to(tl.float32)
+            vmn = tl.load(VM + tb[:, None] * (D // G) + ng[None, :], mask=gm,
+                          other=0.0).to(tl.float32)
+            vsc = tl.reshape(tl.broadcast_to(vsc[:, :, None], (G, DP // G, G)), (G, DP))
+            vmn = tl.reshape(tl.broadcast_to(vmn[:, :, None], (G, DP // G, G)), (G, DP))
             v = (vc.to(tl.float32) * vsc + vmn).to(tl.float16)
         else:
             slot = tok % RING
             rb = ((s * H + h) * RING + slot)
-            kt = tl.trans(tl.load(KR + rb[:, None] * D + d[None, :], mask=tmask[:, None],
-                                  other=0.0))
-            v = tl.load(VR + rb[:, None] * D + d[None, :], mask=tmask[:, None], other=0.0)
+            rm = tmask[:, None] & dm[None, :]
+            kt = tl.trans(tl.load(KR + rb[:, None] * D + d[None, :], mask=rm, other=0.0))
+            v = tl.load(VR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
             scores = tl.dot(q.to(tl.float16), kt)
         p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
         acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
     out_rows = (s * H + h) * GROUP + rows
     omask = rows < GROUP
     base = out_rows * n_splits + sp
-    tl.store(ACC + base[:, None] * D + d[None, :], acc, mask=omask[:, None])
+    tl.store(ACC + base[:, None] * DP + d[None, :], acc, mask=omask[:, None])
     tl.store(ML + base * 2, m_i, mask=omask)
     tl.store(ML + base * 2 + 1, l_i, mask=omask)

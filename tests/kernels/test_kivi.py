@@ -53,20 +53,21 @@ def test_residual_window_holds_r_to_r_plus_g_minus_1():
 
 
 @pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
-def test_triton_flush_and_decode_match_reference(fmt):
+@pytest.mark.parametrize("dim", [64, 96])  # 96: Phi-3's heads, not a power of two
+def test_triton_flush_and_decode_match_reference(fmt, dim):
     g = torch.Generator().manual_seed(1)
     lens = [300, 170, 5]
-    k = torch.randn(3, 300, 2, 64, generator=g).half()
-    v = torch.randn(3, 300, 2, 64, generator=g).half()
-    ref_cache = KiviCache(fmt, 3, 2, 64, 400)
-    tri = KiviCache(fmt, 3, 2, 64, 400)
+    k = torch.randn(3, 300, 2, dim, generator=g).half()
+    v = torch.randn(3, 300, 2, dim, generator=g).half()
+    ref_cache = KiviCache(fmt, 3, 2, dim, 400)
+    tri = KiviCache(fmt, 3, 2, dim, 400)
     for s, n in enumerate(lens):
         ref_cache.append(s, k[s, :n], v[s, :n])
         tri.append_triton(s, k[s, :n], v[s, :n])
     assert tri.n_quant == ref_cache.n_quant == [160, 32, 0]
     for a, b in zip(tri.tensors(), ref_cache.tensors(), strict=True):
         assert torch.equal(a, b)
-    q = torch.randn(3, 8, 64, generator=g).half()
+    q = torch.randn(3, 8, dim, generator=g).half()
     out = tri.decode(q, split_tokens=64)
     assert not torch.isnan(out).any()
     expect = ref_cache.decode_ref(q.float())
