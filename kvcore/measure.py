@@ -167,7 +167,7 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
         tokens = 16 if tiny else _layer_tokens(group, spec, context, opts)
         if kivi:
             return KiviCache(fk.name, sequences, group.n_kv_heads, group.head_dim_k, tokens,
-                             device=device), tokens
+                             device=device, values=group.head_dim_v > 0), tokens
         return LayerCache(fk.name, fv.name, sequences, tokens, group.n_kv_heads,
                           group.head_dim_k, device=device,
                           values=group.head_dim_v > 0), tokens

@@ -107,7 +107,9 @@ class KiviCache:
     groups paged through ``group_table``."""
 
     def __init__(self, fmt: str, seqs: int, heads: int, head_dim: int, tokens: int,
-                 device: Any = "cpu", *, slot_order: Any = None) -> None:
+                 device: Any = "cpu", *, slot_order: Any = None, values: bool = True) -> None:
+        """``values=False``: a K-only cache (an MLA latent, as kvcore counts it), attended with
+        V = the keys."""
         torch = _torch()
         f = get_format(fmt)
         if not f.residual_tokens:
@@ -126,11 +128,17 @@ class KiviCache:
         self.kq = torch.zeros(slots, heads, d, g * b // 8, dtype=torch.uint8, **z)
         self.ks = torch.zeros(slots, heads, d, dtype=torch.float16, **z)
         self.km = torch.zeros(slots, heads, d, dtype=torch.float16, **z)
-        self.vq = torch.zeros(slots, heads, g, d * b // 8, dtype=torch.uint8, **z)
-        self.vs = torch.zeros(slots, heads, g, d // g, dtype=torch.float16, **z)
-        self.vm = torch.zeros(slots, heads, g, d // g, dtype=torch.float16, **z)
+        self.has_v = values
+        # a K-only cache allocates no V planes: the names point at the K ones
+        self.vq = torch.zeros(slots, heads, g, d * b // 8, dtype=torch.uint8, **z) if values \
+            else self.kq
+        self.vs = torch.zeros(slots, heads, g, d // g, dtype=torch.float16, **z) if values \
+            else self.ks
+        self.vm = torch.zeros(slots, heads, g, d // g, dtype=torch.float16, **z) if values \
+            else self.km
         self.kr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z)
-        self.vr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z)
+        self.vr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z) if values \
+            else self.kr
         #: group → slot of every sequence (-1: not flushed yet)
         self.group_table = torch.full((seqs, max(1, self.groups)), -1, dtype=torch.int32, **z)
         order = (list(range(slots)) if slot_order is None
@@ -155,6 +163,8 @@ class KiviCache:
 
     def tensors(self) -> list[Any]:
         """The cache's bytes: codes, scales, minima and the fp16 residual window."""
+        if not self.has_v:
+            return [self.kq, self.ks, self.km, self.kr]
         return [self.kq, self.ks, self.km, self.vq, self.vs, self.vm, self.kr, self.vr]
 
     def allocations(self) -> list[Any]:
@@ -175,8 +185,9 @@ class KiviCache:
         ring = torch.tensor([(start + i) % self.ring for i in range(g)])
         kp = quantize_group_keys(self.kr[s][:, ring], self.bits)
         self.kq[slot], self.ks[slot], self.km[slot] = kp["q"], kp["scale"], kp["min"]
-        vp = quantize_values(self.vr[s][:, ring], self.bits, g)
-        self.vq[slot], self.vs[slot], self.vm[slot] = vp["q"], vp["scale"], vp["min"]
+        if self.has_v:
+            vp = quantize_values(self.vr[s][:, ring], self.bits, g)
+            self.vq[slot], self.vs[slot], self.vm[slot] = vp["q"], vp["scale"], vp["min"]
 
     def _append(self, s: int, k: Any, v: Any, flush: Callable[[int], None]) -> None:
         for i in range(k.shape[0]):
@@ -188,7 +199,8 @@ class KiviCache:
                 self.n_resid[s] -= self.group
             slot = (self.n_quant[s] + self.n_resid[s]) % self.ring
             self.kr[s, :, slot] = k[i].to(self.kr.dtype)
-            self.vr[s, :, slot] = v[i].to(self.vr.dtype)
+            if self.has_v:
+                self.vr[s, :, slot] = v[i].to(self.vr.dtype)
             self.n_resid[s] += 1
 
     def append(self, s: int, k: Any, v: Any) -> None:
@@ -232,13 +244,15 @@ class KiviCache:
                 self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
                 self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
                 live, self.ring, H=self.heads, D=self.head_dim, DP=_pow2(self.head_dim),
-                G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1)
+                G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
+                HAS_V=self.has_v)
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
         first = max(0, n - self.ring)
         slots = (_torch().arange(first, n, device=k.device) + live) % self.ring
         self.kr[s][:, slots] = k[first:].transpose(0, 1).to(self.kr.dtype)
-        self.vr[s][:, slots] = v[first:].transpose(0, 1).to(self.vr.dtype)
+        if self.has_v:
+            self.vr[s][:, slots] = v[first:].transpose(0, 1).to(self.vr.dtype)
 
     def append_triton(self, s: int, k: Any, v: Any) -> None:
         """Append tokens k, v [n, heads, head_dim] to sequence ``s`` in one kernel launch for
@@ -250,7 +264,8 @@ class KiviCache:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
-        ``num_warps`` and ``num_stages`` override KIVI_WARPS and KIVI_STAGES."""
+        ``num_warps`` and ``num_stages`` override KIVI_WARPS (more warps for heads wider than
+        128) and KIVI_STAGES."""
         from .cache import LOG2E, SMS
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_splits
@@ -283,7 +298,9 @@ class KiviCache:
             n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, DP=dp,
             G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
-            num_warps=num_warps or KIVI_WARPS, num_stages=num_stages or KIVI_STAGES)
+            HAS_V=self.has_v,
+            num_warps=num_warps or (KIVI_WARPS if dp <= 128 else 4 if dp <= 256 else 8),
+            num_stages=num_stages or KIVI_STAGES)
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp)
         return out
 
@@ -302,12 +319,13 @@ class KiviCache:
             def flat(t: Any) -> Any:
                 return t[sl].transpose(0, 1).reshape(self.heads, nq, -1)
             v_q = dequantize_values({"q": flat(self.vq), "scale": flat(self.vs),
-                                     "min": flat(self.vm)}, self.bits, self.group)
+                                     "min": flat(self.vm)}, self.bits, self.group) \
+                if self.has_v else k_q
         else:
             k_q = v_q = torch.zeros(self.heads, 0, self.head_dim, device=self.kr.device)
         slots = torch.tensor([(nq + i) % self.ring for i in range(nr)], dtype=torch.long)
         k = torch.cat([k_q, self.kr[s][:, slots].float()], dim=1)
-        v = torch.cat([v_q, self.vr[s][:, slots].float()], dim=1)
+        v = torch.cat([v_q, self.vr[s][:, slots].float()], dim=1) if self.has_v else k
         return k, v
 
     def decode_ref(self, q: Any) -> Any:

@@ -23,12 +23,13 @@ def _below(x, n: tl.constexpr, WHOLE: tl.constexpr):
 @triton.jit
 def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, live, RING,
                       H: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
-                      BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr):
+                      BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
+                      HAS_V: tl.constexpr):
     """Program (j, h): quantize group g0 + j of sequence ``s`` (tokens (g0 + j)·G …) into the
     slot the group table GT gives it. A token below ``live`` (the tokens held before this
     append) comes from the residual ring, a later one from the new tokens XK, XV [n, H, D]
     (token live + i at row i), read as float16 as the ring holds them. DP: D rounded up to a
-    power of two (the lanes past D are masked)."""
+    power of two (the lanes past D are masked). HAS_V false: a K-only cache."""
     gi = g0 + tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
     t = tl.arange(0, G)
@@ -44,10 +45,13 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                  tl.load(KR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
                  tl.load(XK + xb[:, None] * D + d[None, :], mask=mn,
                          other=0.0).to(tl.float16)).to(tl.float32)
-    v = tl.where(old[:, None],
-                 tl.load(VR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
-                 tl.load(XV + xb[:, None] * D + d[None, :], mask=mn,
-                         other=0.0).to(tl.float16)).to(tl.float32)
+    if HAS_V:
+        v = tl.where(old[:, None],
+                     tl.load(VR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
+                     tl.load(XV + xb[:, None] * D + d[None, :], mask=mn,
+                             other=0.0).to(tl.float16)).to(tl.float32)
+    else:
+        v = k
     # keys: per channel over the G tokens
     lo = tl.min(k, axis=0)
     hi = tl.max(k, axis=0)
@@ -66,8 +70,15 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
              mask=dm[None, :])
     tl.store(KS + gbase * D + d, ks, mask=dm)
     tl.store(KM + gbase * D + d, km, mask=dm)
-    # values: per token over groups of G channels (D is a multiple of G; the groups past D are
-    # padding)
+    if HAS_V:
+        _flush_values(v, VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER, LEVELS)
+
+
+@triton.jit
+def _flush_values(v, VQ, VS, VM, tbase, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
+                  BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr):
+    """Values [G, DP] of one group quantized per token over groups of G channels (D is a
+    multiple of G; the groups past D are padding) into rows ``tbase`` of the value planes."""
     v3 = tl.reshape(v, (G, DP // G, G))
     vlo = tl.min(v3, axis=2)
     vhi = tl.max(v3, axis=2)
@@ -80,7 +91,6 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     vc3 = tl.reshape(vc, (G, DP // PER, PER))
     vshift = (tl.arange(0, PER) * BITS)[None, None, :]
     vbytes = tl.sum(vc3 << vshift, axis=2)  # [G, DP/per]
-    tbase = gbase * G + t
     c = tl.arange(0, DP // PER)
     tl.store(VQ + tbase[:, None] * (D // PER) + c[None, :], vbytes.to(tl.uint8),
              mask=_below(c, D // PER, DP == D)[None, :])
@@ -95,10 +105,12 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                        RING, n_splits, qk_scale,
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
                        D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
-                       PER: tl.constexpr, LEVELS: tl.constexpr, SPLIT: tl.constexpr):
+                       PER: tl.constexpr, LEVELS: tl.constexpr, SPLIT: tl.constexpr,
+                       HAS_V: tl.constexpr):
     """One (sequence, KV head, split) program over quantized groups and the residual ring;
     partial output [QPAD, DP], running max and sum go to ACC and ML as decode_split_kernel's
-    do. DP: D rounded up to a power of two (the lanes past D are masked to zero)."""
+    do. DP: D rounded up to a power of two (the lanes past D are masked to zero). HAS_V false:
+    a K-only cache, V = the dequantized keys."""
     s = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     sp = tl.program_id(2).to(tl.int64)
@@ -117,8 +129,6 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     l_i = tl.zeros([QPAD], tl.float32)
     acc = tl.zeros([QPAD, DP], tl.float32)
     jk = tl.arange(0, G // PER)
-    jv = tl.arange(0, DP // PER)
-    ng = tl.arange(0, DP // G)
     shifts = tl.arange(0, PER) * BITS
     for t0 in range(start, end, G):
         tok = t0 + t
@@ -138,28 +148,20 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
             qk = (q * ksc[None, :]).to(tl.float16)
             bias = tl.sum(q * kmn[None, :], axis=1)
             scores = tl.dot(qk, kc.to(tl.float16)) + bias[:, None]
-            # V codes [G, DP]: byte c of token t holds channels PER·c …; the scale and minimum
-            # of each G channels, loaded once per token, spread over their channels (zero past
-            # D, so the padded lanes are zero)
-            tb = gbase * G + t
-            vb = tl.load(VQ + tb[:, None] * (D // PER) + jv[None, :],
-                         mask=_below(jv, D // PER, DP == D)[None, :], other=0).to(tl.int32)
-            vc = tl.reshape((vb[:, :, None] >> shifts[None, None, :]) & LEVELS, (G, DP))
-            gm = _below(ng, D // G, DP == D)[None, :]
-            vsc = tl.load(VS + tb[:, None] * (D // G) + ng[None, :], mask=gm,
-                          other=0.0).to(tl.float32)
-            vmn = tl.load(VM + tb[:, None] * (D // G) + ng[None, :], mask=gm,
-                          other=0.0).to(tl.float32)
-            vsc = tl.reshape(tl.broadcast_to(vsc[:, :, None], (G, DP // G, G)), (G, DP))
-            vmn = tl.reshape(tl.broadcast_to(vmn[:, :, None], (G, DP // G, G)), (G, DP))
-            v = (vc.to(tl.float32) * vsc + vmn).to(tl.float16)
+            if HAS_V:
+                v = _group_values(VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER, LEVELS)
+            else:
+                v = tl.trans((kc.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16))
         else:
             slot = tok % RING
             rb = ((s * H + h) * RING + slot)
             rm = tmask[:, None] & dm[None, :]
-            kt = tl.trans(tl.load(KR + rb[:, None] * D + d[None, :], mask=rm, other=0.0))
-            v = tl.load(VR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
-            scores = tl.dot(q.to(tl.float16), kt)
+            krow = tl.load(KR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
+            if HAS_V:  # noqa: SIM108 (a compile-time branch)
+                v = tl.load(VR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
+            else:
+                v = krow
+            scores = tl.dot(q.to(tl.float16), tl.trans(krow))
         p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
         acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
     out_rows = (s * H + h) * GROUP + rows
@@ -168,3 +170,24 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     tl.store(ACC + base[:, None] * DP + d[None, :], acc, mask=omask[:, None])
     tl.store(ML + base * 2, m_i, mask=omask)
     tl.store(ML + base * 2 + 1, l_i, mask=omask)
+
+
+@triton.jit
+def _group_values(VQ, VS, VM, tb, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
+                  BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr):
+    """The values [G, DP] (float16) of the quantized group whose token rows are ``tb``: byte c
+    of a token's row holds channels PER·c … at BITS each, split by shifts; the scale and
+    minimum of each G channels, loaded once per token, spread over their channels (zero past
+    D, so the padded lanes are zero)."""
+    jv = tl.arange(0, DP // PER)
+    ng = tl.arange(0, DP // G)
+    shifts = tl.arange(0, PER) * BITS
+    vb = tl.load(VQ + tb[:, None] * (D // PER) + jv[None, :],
+                 mask=_below(jv, D // PER, DP == D)[None, :], other=0).to(tl.int32)
+    vc = tl.reshape((vb[:, :, None] >> shifts[None, None, :]) & LEVELS, (G, DP))
+    gm = _below(ng, D // G, DP == D)[None, :]
+    vsc = tl.load(VS + tb[:, None] * (D // G) + ng[None, :], mask=gm, other=0.0).to(tl.float32)
+    vmn = tl.load(VM + tb[:, None] * (D // G) + ng[None, :], mask=gm, other=0.0).to(tl.float32)
+    vsc = tl.reshape(tl.broadcast_to(vsc[:, :, None], (G, DP // G, G)), (G, DP))
+    vmn = tl.reshape(tl.broadcast_to(vmn[:, :, None], (G, DP // G, G)), (G, DP))
+    return (vc.to(tl.float32) * vsc + vmn).to(tl.float16)

@@ -107,6 +107,39 @@ def test_bulk_append_writes_the_token_by_token_bytes(capacity, chunks):
     assert (bulk.n_quant, bulk.n_resid) == (one.n_quant, one.n_resid)
 
 
+@pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
+def test_k_only_cache_as_kvcore_counts_an_mla_latent(fmt):
+    # an MLA layer caches one latent row a token (576 wide for DeepSeek): kvcore counts KIVI
+    # on it as keys only, so the cache allocates no V planes and attends with V = the keys
+    from kvcore.catalog import load_model
+    from kvcore.formats import get_format
+    from kvcore.kv import CacheOptions, group_cache
+
+    spec = load_model("deepseek-v2-lite-chat")
+    mla = next(g for g in spec.groups if g.kind.value == "mla")
+    opts = CacheOptions(kv_k=get_format(fmt), kv_v=get_format(fmt))
+    want = group_cache(mla, spec, 300, 2, opts)
+    cache = KiviCache(fmt, 2, mla.n_kv_heads, mla.head_dim_k, 300, values=False)
+    assert cache.nbytes * mla.count == want.k_bytes + want.v_bytes
+    assert len(cache.allocations()) == 5
+    g = torch.Generator().manual_seed(11)
+    d = mla.head_dim_k
+    k = torch.randn(2, 300, 1, d, generator=g).half()
+    one = KiviCache(fmt, 2, 1, d, 300, values=False)
+    tri = KiviCache(fmt, 2, 1, d, 300, values=False)
+    for s, n in enumerate([300, 190]):
+        one.append(s, k[s, :n], k[s, :n])
+        tri.append_triton(s, k[s, :n], k[s, :n])
+    for a, b in zip(tri.tensors(), one.tensors(), strict=True):
+        assert torch.equal(a, b)
+    q = torch.randn(2, 16, d, generator=g).half()
+    out = tri.decode(q, split_tokens=64)
+    assert not torch.isnan(out).any()
+    assert rel(out, tri.decode_ref(q.float())) < 3e-3
+    kk, vv = tri.dequantize(1)
+    assert torch.equal(kk, vv) and kk.shape == (1, 190, d)
+
+
 def test_decode_sees_tokens_appended_after_an_earlier_decode():
     # decode keeps the lengths on the device between calls (a step must be capturable in a
     # CUDA graph); appending must still be seen by the next decode
