@@ -172,6 +172,15 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
                           group.head_dim_k, device=device,
                           values=group.head_dim_v > 0), tokens
 
+    # a format the kernels cannot lay out for one of the model's layer shapes is bad input: say
+    # so before anything is allocated at full size
+    for group in {id(g): g for g, _ in layers}.values():
+        try:
+            build(group, tiny=True)
+        except ValueError as exc:
+            raise InputError(f"cannot measure {fk.name}/{fv.name} on {spec.name}'s "
+                             f"{group.kind.value} layers ({group.head_dim_k}-wide heads): {exc}",
+                             field="kv") from None
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     if device == "cuda":
         _warm_up(layers, build, sequences, device, torch)

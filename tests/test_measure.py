@@ -23,6 +23,8 @@ MiB = 1 << 20
     ("gpt-oss-20b", "tbq4"),       # sliding window + full
     ("qwen3.5-27b", "fp8_pth"),    # hybrid: Gated DeltaNet state + full attention
     ("qwen3-8b", "kivi2"),         # residual window
+    ("deepseek-v2-lite-chat", "kivi2"),  # KIVI on the MLA latent: keys only
+    ("phi-3-mini-4k-instruct", "kivi4"),  # 96-wide heads
     ("gemma-3-1b-it", "nvfp4"),
 ])
 def test_tensors_hold_exactly_the_prediction(model, fmt):
@@ -154,6 +156,20 @@ def test_measure_command(tmp_path, capsys):
 def test_measure_command_errors(capsys):
     assert main(["measure", "qwen3-8b", "--kv", "mxfp4", "--device", "cpu", "--db", "none"]) == 2
     assert "no kernel for mxfp4" in capsys.readouterr().err
+    # a layer shape the kernels cannot lay out: one line and exit 2, before any allocation
+    assert main(["measure", "deepseek-v2-lite-chat", "--kv", "tbq4", "--device", "cpu",
+                 "--db", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "mla layers (576-wide heads)" in err and "pad to 640" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_kivi_head_dims_not_a_multiple_of_its_group_are_an_error():
+    spec = load_model({"model_type": "llama", "hidden_size": 2560, "num_attention_heads": 32,
+                       "num_key_value_heads": 32, "num_hidden_layers": 2,
+                       "intermediate_size": 10240, "vocab_size": 32000})
+    with pytest.raises(KvplanError, match="80-wide heads.*multiple of 32"):
+        measure(spec, context=64, kv_k="kivi2", device="cpu", progress=None)
 
 
 def test_tensor_parallel_ranks_hold_their_shard(capsys):

@@ -134,8 +134,10 @@ class LayerCache:
                 raise ValueError(f"no paged kernel layout for {name}; paged formats: "
                                  f"{', '.join(PAGED)}")
         rotated = kv_k in ROTATED or kv_v in ROTATED
-        if rotated and _pow2(ref.padded("tbq4", head_dim)) != ref.padded("tbq4", head_dim):
-            raise ValueError("rotated formats need head_dim padded to a power of two")
+        padded = ref.padded("tbq4", head_dim)
+        if rotated and _pow2(padded) != padded:
+            raise ValueError(f"the tbq kernels rotate rows of a power-of-two width; {head_dim} "
+                             f"values pad to {padded} (the formats without rotation take it)")
         self.k = Side(kv_k, pages, kv_heads, page_size, head_dim, device)
         self.has_v = values
         self.v = Side(kv_v, pages, kv_heads, page_size, head_dim, device) if values else self.k
