@@ -24,6 +24,7 @@ MiB = 1 << 20
     ("qwen3.5-27b", "fp8_pth"),    # hybrid: Gated DeltaNet state + full attention
     ("qwen3-8b", "kivi2"),         # residual window
     ("deepseek-v2-lite-chat", "kivi2"),  # KIVI on the MLA latent: keys only
+    ("deepseek-v2-lite-chat", "tbq3"),   # rotated blocks of a 576-wide latent (640 padded)
     ("phi-3-mini-4k-instruct", "kivi4"),  # 96-wide heads
     ("gemma-3-1b-it", "nvfp4"),
 ])
@@ -156,20 +157,24 @@ def test_measure_command(tmp_path, capsys):
 def test_measure_command_errors(capsys):
     assert main(["measure", "qwen3-8b", "--kv", "mxfp4", "--device", "cpu", "--db", "none"]) == 2
     assert "no kernel for mxfp4" in capsys.readouterr().err
-    # a layer shape the kernels cannot lay out: one line and exit 2, before any allocation
-    assert main(["measure", "deepseek-v2-lite-chat", "--kv", "tbq4", "--device", "cpu",
-                 "--db", "none"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "mla layers (576-wide heads)" in err and "pad to 640" in err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err
 
 
-def test_kivi_head_dims_not_a_multiple_of_its_group_are_an_error():
-    spec = load_model({"model_type": "llama", "hidden_size": 2560, "num_attention_heads": 32,
-                       "num_key_value_heads": 32, "num_hidden_layers": 2,
-                       "intermediate_size": 10240, "vocab_size": 32000})
+#: a config whose 80-wide heads KIVI's groups of 32 channels cannot cover
+HEADS_80 = {"model_type": "llama", "hidden_size": 2560, "num_attention_heads": 32,
+            "num_key_value_heads": 32, "num_hidden_layers": 2, "intermediate_size": 10240,
+            "vocab_size": 32000}
+
+
+def test_kivi_head_dims_not_a_multiple_of_its_group_are_an_error(tmp_path, capsys):
     with pytest.raises(KvplanError, match="80-wide heads.*multiple of 32"):
-        measure(spec, context=64, kv_k="kivi2", device="cpu", progress=None)
+        measure(load_model(HEADS_80), context=64, kv_k="kivi2", device="cpu", progress=None)
+    # the command: one line and exit 2, checked before anything is allocated
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(HEADS_80))
+    assert main(["measure", str(cfg), "--kv", "kivi2", "--device", "cpu", "--db", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "full layers (80-wide heads)" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
 
 
 def test_tensor_parallel_ranks_hold_their_shard(capsys):

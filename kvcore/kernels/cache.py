@@ -133,11 +133,6 @@ class LayerCache:
             if name not in PAGED:
                 raise ValueError(f"no paged kernel layout for {name}; paged formats: "
                                  f"{', '.join(PAGED)}")
-        rotated = kv_k in ROTATED or kv_v in ROTATED
-        padded = ref.padded("tbq4", head_dim)
-        if rotated and _pow2(padded) != padded:
-            raise ValueError(f"the tbq kernels rotate rows of a power-of-two width; {head_dim} "
-                             f"values pad to {padded} (the formats without rotation take it)")
         self.k = Side(kv_k, pages, kv_heads, page_size, head_dim, device)
         self.has_v = values
         self.v = Side(kv_v, pages, kv_heads, page_size, head_dim, device) if values else self.k

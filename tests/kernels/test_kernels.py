@@ -117,6 +117,38 @@ def test_split_count_does_not_change_the_answer():
     assert rel(many, one) < 1e-3
 
 
+@pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
+def test_rotated_formats_on_a_576_wide_latent(fmt):
+    # an MLA latent (DeepSeek: 576 values, K only, V = the latent) pads to five rotated blocks
+    # of 128 (640), not a power of two: append matches the reference, decode matches the
+    # reference over the same bytes and stays within the format's error of exact attention
+    g = torch.Generator().manual_seed(21)
+    d, n = 576, 40
+    kernel = LayerCache(fmt, fmt, 4, 16, 1, d, values=False)
+    refc = LayerCache(fmt, fmt, 4, 16, 1, d, values=False)
+    assert kernel.nbytes == geometry_bytes(fmt, fmt, layers=1, sequences=4, kv_heads=1,
+                                           head_dim=d, tokens=16) // 2
+    x = torch.randn(n, 1, d, generator=g).half()
+    t = torch.arange(n)
+    kernel.append(x, x, t // 16, t % 16)
+    refc.append_ref(x, x, t // 16, t % 16)
+    for name, p in kernel.k.planes.items():
+        r = refc.k.planes[name]
+        same = (p == r).float().mean() if not p.dtype.is_floating_point else \
+            torch.isclose(p.float(), r.float(), rtol=1e-3, atol=1e-6).float().mean()
+        assert same > 0.995, name
+    table = torch.arange(4, dtype=torch.int32).reshape(1, 4)
+    lens = torch.tensor([n], dtype=torch.int32)
+    q = torch.randn(1, 8, d, generator=g).half()
+    out = torch.full((1, 8, d), float("nan"))
+    out = kernel.decode(q, table, lens, split_tokens=16, block_n=16, out=out)
+    assert not torch.isnan(out).any()
+    assert rel(out, kernel.decode_ref(q.float(), table, lens)) < 3e-3
+    exact = ref.attention_ref(q.float(), x.permute(1, 0, 2)[None].float(),
+                              x.permute(1, 0, 2)[None].float(), lens)
+    assert rel(out, exact) < BOUNDS[fmt] + 0.05
+
+
 @pytest.mark.parametrize("chunks", [None, (2, 2), (4, 8)])
 def test_merge_of_splits_against_torch(chunks):
     # 3 sequences x 2 KV heads x 5 query heads, 7 splits of partial outputs over 64 padded
