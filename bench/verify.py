@@ -47,6 +47,11 @@ PLANS = [
     ("qwen3-8b", "kivi4", "kivi4", 4096, 2, 8),
     ("nemotron-h-56b-base-8k", "q8_0", "q8_0", 65536, 2, None),
     ("llama-4-scout-17b-16e-instruct", "tbq4", "tbq4", 1048576, 1, None),
+    # MLA latents in the rotated and the KIVI formats (K only), heads 96 wide: added after the
+    # v12 run (docs/VERIFIED.md shows the 23 plans above until the next run)
+    ("deepseek-v2-lite-chat", "tbq4", "tbq4", 32768, 2, None),
+    ("deepseek-v2-lite-chat", "kivi2", "kivi2", 8192, 1, 4),
+    ("phi-3-mini-4k-instruct", "kivi4", "kivi4", 4096, 2, 8),
 ]
 
 
