@@ -260,12 +260,14 @@ class KiviCache:
         self.write_append(s, k, v, *self.plan_append(s, k.shape[0]))
 
     def decode(self, q: Any, split_tokens: int | None = None, *, num_warps: int | None = None,
-               num_stages: int | None = None) -> Any:
+               num_stages: int | None = None, magic: bool = False) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
         ``num_warps`` and ``num_stages`` override KIVI_WARPS (more warps for heads wider than
-        128) and KIVI_STAGES."""
+        128) and KIVI_STAGES. ``magic``: convert the codes to float16 by their bits instead of
+        integer-to-float conversions (the same values; not yet timed on a GPU, so not the
+        default)."""
         from .cache import LOG2E, SMS
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_splits
@@ -298,7 +300,7 @@ class KiviCache:
             n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, DP=dp,
             G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
-            HAS_V=self.has_v,
+            HAS_V=self.has_v, MAGIC=magic,
             num_warps=num_warps or (KIVI_WARPS if dp <= 128 else 4 if dp <= 256 else 8),
             num_stages=num_stages or KIVI_STAGES)
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp)

@@ -21,6 +21,17 @@ def _below(x, n: tl.constexpr, WHOLE: tl.constexpr):
 
 
 @triton.jit
+def _codes_f16(c, MAGIC: tl.constexpr):
+    """Small non-negative integer codes (int32, < 1024) as float16, exactly. MAGIC: by their
+    bits (the code ORed into the exponent of 1024, less 1024: a logic op and a half add) rather
+    than an integer-to-float conversion, which Hopper issues at a quarter of the rate."""
+    if MAGIC:
+        return (c | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1024.0
+    else:
+        return c.to(tl.float16)
+
+
+@triton.jit
 def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, live, RING,
                       H: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
                       BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
@@ -106,11 +117,12 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
                        D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
                        PER: tl.constexpr, LEVELS: tl.constexpr, SPLIT: tl.constexpr,
-                       HAS_V: tl.constexpr):
+                       HAS_V: tl.constexpr, MAGIC: tl.constexpr):
     """One (sequence, KV head, split) program over quantized groups and the residual ring;
     partial output [QPAD, DP], running max and sum go to ACC and ML as decode_split_kernel's
     do. DP: D rounded up to a power of two (the lanes past D are masked to zero). HAS_V false:
-    a K-only cache, V = the dequantized keys."""
+    a K-only cache, V = the dequantized keys. MAGIC: codes to float16 by their bits
+    (_codes_f16; the same values)."""
     s = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     sp = tl.program_id(2).to(tl.int64)
@@ -147,11 +159,12 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
             kmn = tl.load(KM + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
             qk = (q * ksc[None, :]).to(tl.float16)
             bias = tl.sum(q * kmn[None, :], axis=1)
-            scores = tl.dot(qk, kc.to(tl.float16)) + bias[:, None]
+            kh = _codes_f16(kc, MAGIC)
+            scores = tl.dot(qk, kh) + bias[:, None]
             if HAS_V:
-                v = _group_values(VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER, LEVELS)
+                v = _group_values(VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER, LEVELS, MAGIC)
             else:
-                v = tl.trans((kc.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16))
+                v = tl.trans((kh.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16))
         else:
             slot = tok % RING
             rb = ((s * H + h) * RING + slot)
@@ -174,7 +187,8 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
 
 @triton.jit
 def _group_values(VQ, VS, VM, tb, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
-                  BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr):
+                  BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
+                  MAGIC: tl.constexpr):
     """The values [G, DP] (float16) of the quantized group whose token rows are ``tb``: byte c
     of a token's row holds channels PER·c … at BITS each, split by shifts; the scale and
     minimum of each G channels, loaded once per token, spread over their channels (zero past
@@ -190,4 +204,4 @@ def _group_values(VQ, VS, VM, tb, D: tl.constexpr, DP: tl.constexpr, G: tl.const
     vmn = tl.load(VM + tb[:, None] * (D // G) + ng[None, :], mask=gm, other=0.0).to(tl.float32)
     vsc = tl.reshape(tl.broadcast_to(vsc[:, :, None], (G, DP // G, G)), (G, DP))
     vmn = tl.reshape(tl.broadcast_to(vmn[:, :, None], (G, DP // G, G)), (G, DP))
-    return (vc.to(tl.float32) * vsc + vmn).to(tl.float16)
+    return (_codes_f16(vc, MAGIC).to(tl.float32) * vsc + vmn).to(tl.float16)

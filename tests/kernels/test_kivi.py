@@ -140,6 +140,22 @@ def test_k_only_cache_as_kvcore_counts_an_mla_latent(fmt):
     assert torch.equal(kk, vv) and kk.shape == (1, 190, d)
 
 
+@pytest.mark.parametrize("values", [True, False])
+def test_codes_by_their_bits_give_the_same_attention(values):
+    # decode(magic=True) turns codes into float16 by their bits instead of int-to-float
+    # conversions: the same float16 values, so the same output to the bit
+    g = torch.Generator().manual_seed(12)
+    cache = KiviCache("kivi2", 2, 2, 96, 300, values=values)
+    k = torch.randn(2, 250, 2, 96, generator=g).half()
+    v = torch.randn(2, 250, 2, 96, generator=g).half()
+    for s in range(2):
+        cache.append_triton(s, k[s], v[s])
+    q = torch.randn(2, 8, 96, generator=g).half()
+    plain = cache.decode(q, split_tokens=64)
+    assert torch.equal(cache.decode(q, split_tokens=64, magic=True), plain)
+    assert rel(plain, cache.decode_ref(q.float())) < 3e-3
+
+
 def test_decode_sees_tokens_appended_after_an_earlier_decode():
     # decode keeps the lengths on the device between calls (a step must be capturable in a
     # CUDA graph); appending must still be seen by the next decode
