@@ -35,6 +35,28 @@ def test_tensors_hold_exactly_the_prediction(model, fmt):
     assert m.decode["seconds_per_step"] > 0
 
 
+def test_every_catalog_model_in_every_kernel_format_is_exact():
+    # the first six layers of each catalog model (a hybrid's mix of kinds included) in each
+    # format with a kernel: the tensors hold exactly kvcore's bytes and no format is refused;
+    # MLA latents, 96-wide heads and recurrent state all pass through here
+    from kvcore.catalog import model_catalog
+    from kvcore.kernels.cache import PAGED
+
+    wrong = []
+    for entry in model_catalog():
+        spec = load_model(entry.id)
+        for fmt in (*PAGED, "kivi2", "kivi4"):
+            try:
+                m = measure(spec, context=32, sequences=1, kv_k=fmt, device="cpu", steps=1,
+                            max_layers=6, progress=None)
+            except KvplanError as exc:
+                wrong.append((entry.id, fmt, str(exc)))
+                continue
+            if m.allocated_bytes != m.predicted_bytes:
+                wrong.append((entry.id, fmt, m.allocated_bytes, m.predicted_bytes))
+    assert wrong == []
+
+
 def test_subset_scales_by_its_own_prediction():
     spec = load_model("qwen3-8b")
     part = measure(spec, context=64, kv_k="q8_0", device="cpu", steps=1, max_layers=3,
