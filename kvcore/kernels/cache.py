@@ -66,6 +66,11 @@ def _torch() -> Any:
     return require_torch()
 
 
+def wide_head_warps(dpow: int) -> int:
+    """Warps a decode program takes for heads wider than 128 lanes (``dpow``, a power of two)."""
+    return 4 if dpow <= 256 else 8
+
+
 def one_wave_splits(rows: int, tokens: int) -> int:
     """Splits of a ``tokens``-long context that give ``rows`` (sequence, KV head) rows one wave
     of programs (WAVE_PER_SM a multiprocessor), none shorter than SHORT_SPLIT tokens."""
@@ -314,7 +319,7 @@ class LayerCache:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
             bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))
         else:
-            bn, nw, ns = max(16, 8192 // dpow), 4 if dpow <= 256 else 8, 2
+            bn, nw, ns = max(16, 8192 // dpow), wide_head_warps(dpow), 2
         block_n = bn if block_n is None else block_n
         num_warps = nw if num_warps is None else num_warps
         num_stages = ns if num_stages is None else num_stages

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..formats import get_format
+from .cache import _pow2, wide_head_warps
 
 __all__ = ["KiviCache", "dequantize_group_keys", "dequantize_values", "quantize_group_keys",
            "quantize_values"]
@@ -28,11 +29,6 @@ def _torch() -> Any:
     from . import require_torch
 
     return require_torch()
-
-
-def _pow2(n: int) -> int:
-    """The least power of two ≥ n (the kernels' lane count for a head dimension)."""
-    return 1 << (n - 1).bit_length()
 
 
 def _pack(q: Any, bits: int) -> Any:
@@ -275,7 +271,7 @@ class KiviCache:
         torch = _torch()
         seqs, hq, d = q.shape
         group = hq // self.heads
-        qpad = max(16, 1 << (group - 1).bit_length())
+        qpad = max(16, _pow2(group))
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
         if split_tokens is None:
             want = max(1, math.ceil(KIVI_PER_SM * SMS / max(1, seqs * self.heads)))
@@ -301,7 +297,7 @@ class KiviCache:
             G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
             HAS_V=self.has_v, MAGIC=magic,
-            num_warps=num_warps or (KIVI_WARPS if dp <= 128 else 4 if dp <= 256 else 8),
+            num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
             num_stages=num_stages or KIVI_STAGES)
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp)
         return out
