@@ -149,13 +149,16 @@ class KiviCache:
         self._lens_key: tuple[Any, ...] | None = None
         self._lens: tuple[Any, Any] | None = None
 
-    def _take_slot(self, s: int, gi: int) -> int:
-        """The slot for group ``gi`` of sequence ``s``, taken from the pool."""
-        if gi >= self.groups or not self._free:
+    def _take_slots(self, s: int, g0: int, count: int) -> list[int]:
+        """Slots for groups g0 … g0 + count − 1 of sequence ``s``, taken from the pool in its
+        order into the group table (one copy to the device)."""
+        if g0 + count > self.groups or count > len(self._free):
             raise ValueError("KIVI cache is full")
-        slot = self._free.pop()
-        self.group_table[s, gi] = slot
-        return slot
+        slots = [self._free.pop() for _ in range(count)]
+        if slots:
+            self.group_table[s, g0:g0 + count] = _torch().tensor(
+                slots, dtype=self.group_table.dtype).to(self.group_table.device)
+        return slots
 
     def tensors(self) -> list[Any]:
         """The cache's bytes: codes, scales, minima and the fp16 residual window."""
@@ -177,7 +180,7 @@ class KiviCache:
         torch = _torch()
         g = self.group
         start = self.n_quant[s]
-        slot = self._take_slot(s, start // g)
+        slot = self._take_slots(s, start // g, 1)[0]
         ring = torch.tensor([(start + i) % self.ring for i in range(g)])
         kp = quantize_group_keys(self.kr[s][:, ring], self.bits)
         self.kq[slot], self.ks[slot], self.km[slot] = kp["q"], kp["scale"], kp["min"]
@@ -217,12 +220,7 @@ class KiviCache:
         held = self.n_resid[s] + n
         flushed = 0 if held <= top else -(-(held - top) // g)
         g0 = self.n_quant[s] // g
-        if g0 + flushed > self.groups or flushed > len(self._free):
-            raise ValueError("KIVI cache is full")
-        if flushed:
-            slots = [self._free.pop() for _ in range(flushed)]
-            self.group_table[s, g0:g0 + flushed] = _torch().tensor(
-                slots, dtype=self.group_table.dtype).to(self.group_table.device)
+        self._take_slots(s, g0, flushed)
         self.n_quant[s] += flushed * g
         self.n_resid[s] = held - flushed * g
         return live, g0, flushed
