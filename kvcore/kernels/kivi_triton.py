@@ -61,8 +61,6 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                      tl.load(VR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
                      tl.load(XV + xb[:, None] * D + d[None, :], mask=mn,
                              other=0.0).to(tl.float16)).to(tl.float32)
-    else:
-        v = k
     # keys: per channel over the G tokens
     lo = tl.min(k, axis=0)
     hi = tl.max(k, axis=0)
