@@ -49,7 +49,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
-    ap.add_argument("--configs", help="rows per program/warps,… instead of the built-in list")
+    ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor, the "
+                    "rotated formats' persistent launch],… instead of the built-in list")
     args = ap.parse_args()
     configs = ([tuple(int(x) for x in c.split("/")) for c in args.configs.split(",")]
                if args.configs else CONFIGS)
@@ -64,14 +65,15 @@ def main() -> None:
         dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
         cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
         fill(cache, batch, tokens, dtype)
-        for rows, warps in configs:
+        for rows, warps, *per_sm in configs:
+            launch = {"programs_per_sm": per_sm[0]} if per_sm else {}
             s, moved = append_time(cache, batch, tokens, dtype, rows_per_program=rows,
-                                   num_warps=warps)
-            row = {"format": fmt, "rows_per_program": rows, "num_warps": warps,
+                                   num_warps=warps, **launch)
+            row = {"format": fmt, "rows_per_program": rows, "num_warps": warps, **launch,
                    "seconds": s, "bytes": moved, "bytes_per_s": moved / s,
                    "fraction_of_read_bw": moved / s / bw["read_bytes_per_s"]}
             result["rows"].append(row)
-            print(f"{fmt:8s} rows {rows:4d} warps {warps}: {s * 1e6:7.1f} us "
+            print(f"{fmt:8s} rows {rows:4d} warps {warps} {launch or ''}: {s * 1e6:7.1f} us "
                   f"{moved / s / 1e12:5.2f} TB/s ({row['fraction_of_read_bw']:5.1%})", flush=True)
             write_json(args.out, "append-sweep.json", result)
         del cache

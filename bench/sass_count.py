@@ -82,22 +82,46 @@ def _opcodes(lines: list[str]) -> collections.Counter:
         for ln in lines)
 
 
-def _count_append(args, f, append_kernel) -> None:
-    """Every instruction of the append kernel (head_dim 128, 8 KV heads), per value."""
+def _count_append(args, f, ops) -> None:
+    """Every instruction of the append kernel (head_dim 128, 8 KV heads), per value; for a
+    rotated format (persistent programs) the loop over row blocks."""
+    rotated = f in (4, 5)
     sig = {"X": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64", "P0": DATA.get(f, "*u8"),
            "P1": SIDE.get(f, "*u8"), "GS": "*fp32", "ROT": "*fp16", "TH": "*fp32",
            "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
     consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=WIDTH0[f], X1=WIDTH1.get(f, 1),
                   LEVELS=8 if f == 5 else 16, ROWS=args.rows, HW=True)
+    append_kernel = ops.rotated_append_kernel if rotated else ops.append_kernel
     kernel, sass, usage = _compile(append_kernel, sig, consts, ("PAGE",),
                                    {"num_warps": args.warps})
     if args.dump:
         _dump(args.dump, f"{args.fmt}-append", kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
+    if rotated:
+        loop = _loop(sass, lines)
+        lines = lines[loop[0]:loop[1] + 1] if loop else lines
     per_thread = args.rows * 128 / (args.warps * 32)
     print(f"{args.fmt} append: {_registers(usage)} registers, {len(lines)} instructions, "
           f"{len(lines) / per_thread:.1f} per value (a thread quantizes {per_thread:g} values)")
     print(", ".join(f"{op} {n}" for op, n in _opcodes(lines).most_common(16)))
+
+
+def _loop(sass: str, lines: list[str]) -> tuple[int, int] | None:
+    """The longest loop of the listing: (first, last) line of the block a backward branch
+    closes."""
+    at = {int(INSTRUCTION.match(ln).group(1), 16): i for i, ln in enumerate(lines)}
+    loop = None
+    for i, ln in enumerate(lines):
+        m = re.search(r"BRA `\((\.L_x_\d+)\)", ln)
+        if not m:
+            continue
+        after = sass[sass.find(m.group(1) + ":"):].splitlines()[1]
+        a = INSTRUCTION.match(after)
+        if a and at.get(int(a.group(1), 16), len(lines)) < i:
+            start = at[int(a.group(1), 16)]
+            if loop is None or i - start > loop[1] - loop[0]:
+                loop = (start, i)
+    return loop
 
 
 def main() -> None:
@@ -113,11 +137,12 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=32, help="append: rows per program")
     args = ap.parse_args()
     sys.path.insert(0, args.src)
-    from kvcore.kernels.triton_ops import FMT_CODES, append_kernel, decode_split_kernel
+    from kvcore.kernels import triton_ops
+    from kvcore.kernels.triton_ops import FMT_CODES, decode_split_kernel
 
     f = FMT_CODES[args.fmt]
     if args.append:
-        _count_append(args, f, append_kernel)
+        _count_append(args, f, triton_ops)
         return
     data, side = DATA.get(f, "*u8"), SIDE.get(f, "*u8")
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": data, "K1": side, "KGS": "*fp32",
@@ -133,18 +158,7 @@ def main() -> None:
     if args.dump:
         _dump(args.dump, args.fmt, kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
-    at = {int(INSTRUCTION.match(ln).group(1), 16): i for i, ln in enumerate(lines)}
-    loop = None
-    for i, ln in enumerate(lines):
-        m = re.search(r"BRA `\((\.L_x_\d+)\)", ln)
-        if not m:
-            continue
-        after = sass[sass.find(m.group(1) + ":"):].splitlines()[1]
-        a = INSTRUCTION.match(after)
-        if a and at.get(int(a.group(1), 16), len(lines)) < i:
-            start = at[int(a.group(1), 16)]
-            if loop is None or i - start > loop[1] - loop[0]:
-                loop = (start, i)
+    loop = _loop(sass, lines)
     print(f"{args.fmt}: {_registers(usage)} registers, {len(lines)} instructions")
     if loop is None:
         print("no loop found")

@@ -57,6 +57,8 @@ WORDS = ("q8_0", "q4_0", "tbq4", "tbq3")
 #: bandwidth, q4_0 54.6% → 56.5%, q8_0 67.3% → 69.9%, fp8_pth 76.8% → 78.2%)
 APPEND_LAUNCH = {"tbq4": (64, 4), "fp8_pth": (64, 2), "q8_0": (8, 2), "q4_0": (8, 1),
                  "nvfp4": (8, 1)}
+#: persistent programs a multiprocessor for a rotated format's append
+ROTATED_PER_SM = 2
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -241,39 +243,44 @@ class LayerCache:
         return tab[key]
 
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
-               rows_per_program: int | None = None, num_warps: int | None = None) -> None:
-        """Quantize and write new tokens with the Triton append kernel (each side's format's
+               rows_per_program: int | None = None, num_warps: int | None = None,
+               programs_per_sm: int | None = None) -> None:
+        """Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
         fit shared memory; at least 16 rows for a rotated format, whose rotation is a tensor-core
-        product). The destination rows are computed in the kernel: one launch per side."""
-        from .triton_ops import FMT_CODES, append_kernel
+        product). The destination rows are computed in the kernel: one launch per side. A
+        rotated format's programs are persistent (ROTATED_PER_SM a multiprocessor, or
+        ``programs_per_sm``): each loads the rotation once."""
+        from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
-        torch = _torch()
         tab = self._tables()
         pages, offsets = pages.contiguous(), offsets.contiguous()
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
             rows_a, warps = APPEND_LAUNCH.get(side.fmt, (32, 4))
-            rows_p = rows_per_program or max(16 if side.fmt in ROTATED else 1,
-                                             rows_a * 128 // tab["dpow"])
+            rotated = side.fmt in ROTATED
+            rows_p = rows_per_program or max(16 if rotated else 1, rows_a * 128 // tab["dpow"])
             rows = x.reshape(-1, self.head_dim).contiguous()
             self._fix_global_scale(side, rows)
             planes = side.flat()
             p0 = planes[0]
             p1 = planes[1] if len(planes) > 1 else planes[0]
-            x0 = p0.shape[-1]
-            x1 = p1.shape[-1] if p1.dim() == 4 else 1
-            levels = 8 if side.fmt == "tbq3" else 16
             n = rows.shape[0]
-            grid = (math.ceil(n / rows_p),)
-            append_kernel[grid](
-                rows, pages, offsets, p0, p1,
-                side.global_scale if side.global_scale is not None else p0,
-                tab["rot_pm1"], tab["th8"] if levels == 8 else tab["th16"], self._cent(side.fmt), n,
-                self.page_size, H_KV=self.kv_heads, FMT=FMT_CODES[side.fmt], D=self.head_dim,
-                DP=side.padded_dim,
-                DPOW=tab["dpow"], X0=x0, X1=x1, LEVELS=levels, ROWS=rows_p,
-                HW=rows.device.type == "cuda", num_warps=num_warps or warps)
-        del torch
+            blocks = math.ceil(n / rows_p)
+            shape = dict(H_KV=self.kv_heads, FMT=FMT_CODES[side.fmt], D=self.head_dim,
+                         DP=side.padded_dim, DPOW=tab["dpow"], X0=p0.shape[-1],
+                         X1=p1.shape[-1] if p1.dim() == 4 else 1, ROWS=rows_p,
+                         num_warps=num_warps or warps)
+            if rotated:
+                levels = 8 if side.fmt == "tbq3" else 16
+                grid = (min(blocks, SMS * (programs_per_sm or ROTATED_PER_SM)),)
+                rotated_append_kernel[grid](
+                    rows, pages, offsets, p0, p1, tab["rot_pm1"], tab[f"th{levels}"],
+                    self._cent(side.fmt), n, self.page_size, LEVELS=levels, **shape)
+            else:
+                append_kernel[(blocks,)](
+                    rows, pages, offsets, p0, p1,
+                    side.global_scale if side.global_scale is not None else p0, n,
+                    self.page_size, HW=rows.device.type == "cuda", **shape)
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
         """A reusable scratch buffer (no allocation on the decode hot path)."""

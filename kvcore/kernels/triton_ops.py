@@ -795,20 +795,101 @@ def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: 
 
 
 @triton.jit
-def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, ROT, TH, CENT, n_rows, PAGE,
-                  H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr,
-                  DPOW: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
-                  LEVELS: tl.constexpr, ROWS: tl.constexpr, HW: tl.constexpr):
-    """Quantize ``n_rows`` rows of X [n_rows, D] (token-major, H_KV heads a token) into the
-    planes: token i goes to (page PAGES[i], row OFFSETS[i]) of each head's PAGE rows. ROT is
-    the 128 × 128 rotation of the rotated formats (times √128), applied to each 128-block of
-    a row. HW: float8 conversions in hardware (a GPU)."""
-    pid = tl.program_id(0).to(tl.int64)
-    ri = pid * ROWS + tl.arange(0, ROWS)
-    rmask = ri < n_rows
+def _destination(PAGES, OFFSETS, ri, rmask, H_KV: tl.constexpr, PAGE):
+    """The cache row of each token-head row ``ri``: token i goes to (page PAGES[i], row
+    OFFSETS[i]) of each head's PAGE rows."""
     tok = ri // H_KV
     page = tl.load(PAGES + tok, mask=rmask, other=0).to(tl.int64)
-    dst = (page * H_KV + ri % H_KV) * PAGE + tl.load(OFFSETS + tok, mask=rmask, other=0)
+    return (page * H_KV + ri % H_KV) * PAGE + tl.load(OFFSETS + tok, mask=rmask, other=0)
+
+
+@triton.jit
+def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE,
+                          H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr,
+                          DP: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr,
+                          X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr):
+    """append_kernel for the rotated formats (tbq4: FMT 4, tbq3: 5), persistent: each program
+    loads the rotation (ROT, the 128 × 128 ±1 matrix, times √128) once and then quantizes
+    every num_programs-th block of ROWS rows. Each 128-block of a row is normalised, rotated
+    and coded by the Lloyd–Max thresholds TH (centroids CENT); its stored norm is the row's
+    norm over the norm of its centroids, so the reconstruction keeps the length."""
+    r128 = tl.arange(0, 128)
+    rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
+    H: tl.constexpr = LEVELS // 2
+    d = tl.arange(0, DPOW)
+    nb = tl.arange(0, DPOW // 128)
+    for blk in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+        ri = tl.arange(0, ROWS).to(tl.int64) + blk * ROWS
+        rmask = ri < n_rows
+        r = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)[:, None]
+        x = tl.load(X + ri[:, None] * D + d[None, :], mask=rmask[:, None] & (d[None, :] < D),
+                    other=0.0).to(tl.float32)
+        xb = tl.reshape(x, (ROWS, DPOW // 128, 128))
+        n = tl.sqrt(tl.sum(xb * xb, axis=2))
+        u = tl.reshape(xb * (1.0 / tl.maximum(n, 1e-30))[:, :, None],
+                       (ROWS * (DPOW // 128), 128))
+        # u goes in as two float16 parts (u = hi + lo to 2⁻²² of |u|): two float16 products
+        # accumulated in float32 give the float32 rotation (ROT is exact in float16)
+        hi = u.to(tl.float16)
+        lo = (u - hi.to(tl.float32)).to(tl.float16)
+        y = tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
+        y = tl.reshape(y, (ROWS, DPOW))
+        # the codebook and its thresholds are symmetric: count the positive thresholds below
+        # |y| by binary search, or, for y ≤ 0, those at or below |y| (as torch.bucketize counts
+        # the thresholds below y), comparing the next float above |y|
+        pos = y > 0
+        key = tl.where(pos, tl.abs(y), (tl.abs(y).to(tl.int32, bitcast=True) + 1)
+                       .to(tl.float32, bitcast=True))
+        # and the centroid's magnitude by the same search (CENT[H + cnt])
+        if LEVELS == 16:
+            c4 = key > tl.load(TH + H + 3)
+            c2 = key > tl.where(c4, tl.load(TH + H + 5), tl.load(TH + H + 1))
+            c1 = key > tl.where(c4, tl.where(c2, tl.load(TH + H + 6), tl.load(TH + H + 4)),
+                                tl.where(c2, tl.load(TH + H + 2), tl.load(TH + H)))
+            cnt = c4.to(tl.int32) * 4 + c2.to(tl.int32) * 2 + c1.to(tl.int32)
+            hi4 = tl.where(c2, tl.where(c1, tl.load(CENT + H + 7), tl.load(CENT + H + 6)),
+                           tl.where(c1, tl.load(CENT + H + 5), tl.load(CENT + H + 4)))
+            lo4 = tl.where(c2, tl.where(c1, tl.load(CENT + H + 3), tl.load(CENT + H + 2)),
+                           tl.where(c1, tl.load(CENT + H + 1), tl.load(CENT + H)))
+            c = tl.where(c4, hi4, lo4)
+        else:
+            c2 = key > tl.load(TH + H + 1)
+            c1 = key > tl.where(c2, tl.load(TH + H + 2), tl.load(TH + H))
+            cnt = c2.to(tl.int32) * 2 + c1.to(tl.int32)
+            c = tl.where(c2, tl.where(c1, tl.load(CENT + H + 3), tl.load(CENT + H + 2)),
+                         tl.where(c1, tl.load(CENT + H + 1), tl.load(CENT + H)))
+        idx = tl.where(pos, H + cnt, H - 1 - cnt)
+        cb = tl.reshape(c, (ROWS, DPOW // 128, 128))
+        norm = (n / tl.maximum(tl.sqrt(tl.sum(cb * cb, axis=2)), 1e-30)).to(tl.float16)
+        tl.store(P1 + r * X1 + nb[None, :], norm, mask=rmask[:, None] & (nb[None, :] < DP // 128))
+        if FMT == 4:
+            even, odd = tl.split(tl.reshape(idx, (ROWS, DPOW // 2, 2)))
+            dd = tl.arange(0, DPOW // 2)
+            tl.store(P0 + r * X0 + dd[None, :], (even | (odd << 4)).to(tl.uint8),
+                     mask=rmask[:, None] & (dd[None, :] < DP // 2))
+        else:
+            g = tl.reshape(idx, (ROWS, DPOW // 8, 8))
+            lane = tl.sum(g << (tl.arange(0, 8) * 3)[None, None, :], axis=2)
+            gg = tl.arange(0, DPOW // 8)
+            gm = rmask[:, None] & (gg[None, :] < DP // 8)
+            base = P0 + r * X0 + gg[None, :] * 3
+            tl.store(base, (lane & 255).to(tl.uint8), mask=gm)
+            tl.store(base + 1, ((lane >> 8) & 255).to(tl.uint8), mask=gm)
+            tl.store(base + 2, ((lane >> 16) & 255).to(tl.uint8), mask=gm)
+
+
+@triton.jit
+def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, n_rows, PAGE,
+                  H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr,
+                  DPOW: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
+                  ROWS: tl.constexpr, HW: tl.constexpr):
+    """Quantize ``n_rows`` rows of X [n_rows, D] (token-major, H_KV heads a token) into the
+    planes of a format that is not rotated (those have rotated_append_kernel): token i goes
+    to (page PAGES[i], row OFFSETS[i]) of each head's PAGE rows. GS: nvfp4's global scale.
+    HW: float8 conversions in hardware (a GPU)."""
+    ri = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = ri < n_rows
+    dst = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)
     d = tl.arange(0, DPOW)
     m = rmask[:, None] & (d[None, :] < D)
     x = tl.load(X + ri[:, None] * D + d[None, :], mask=m, other=0.0).to(tl.float32)
@@ -847,57 +928,6 @@ def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, ROT, TH, CENT, n_rows, PAGE,
         tl.store(P0 + r * X0 + dd[None, :], packed, mask=rmask[:, None] & (dd[None, :] < DP // 2))
         nb = tl.arange(0, DPOW // 32)
         tl.store(P1 + r * X1 + nb[None, :], ds, mask=rmask[:, None] & (nb[None, :] < DP // 32))
-    elif FMT == 4 or FMT == 5:
-        xb = tl.reshape(x, (ROWS, DPOW // 128, 128))
-        n = tl.sqrt(tl.sum(xb * xb, axis=2))
-        u = tl.reshape(xb / tl.maximum(n, 1e-30)[:, :, None], (ROWS * (DPOW // 128), 128))
-        # ROT holds the rotation times √128, ±1 (exact in float16); u goes in as two float16
-        # parts (u = hi + lo to 2⁻²² of |u|), so two float16 products accumulated in float32
-        # give the float32 rotation
-        r128 = tl.arange(0, 128)
-        rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
-        hi = u.to(tl.float16)
-        lo = (u - hi.to(tl.float32)).to(tl.float16)
-        y = tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
-        y = tl.reshape(y, (ROWS, DPOW))
-        # the codebook and its thresholds are symmetric: count the positive thresholds below
-        # |y| by binary search, or, for y ≤ 0, those at or below |y| (as torch.bucketize counts
-        # the thresholds below y), comparing the next float above |y|
-        pos = y > 0
-        key = tl.where(pos, tl.abs(y), (tl.abs(y).to(tl.int32, bitcast=True) + 1)
-                       .to(tl.float32, bitcast=True))
-        H: tl.constexpr = LEVELS // 2
-        if LEVELS == 16:
-            c4 = key > tl.load(TH + H + 3)
-            c2 = key > tl.where(c4, tl.load(TH + H + 5), tl.load(TH + H + 1))
-            t1 = tl.where(c4, tl.where(c2, tl.load(TH + H + 6), tl.load(TH + H + 4)),
-                          tl.where(c2, tl.load(TH + H + 2), tl.load(TH + H)))
-            cnt = c4.to(tl.int32) * 4 + c2.to(tl.int32) * 2 + (key > t1).to(tl.int32)
-        else:
-            c2 = key > tl.load(TH + H + 1)
-            t1 = tl.where(c2, tl.load(TH + H + 2), tl.load(TH + H))
-            cnt = c2.to(tl.int32) * 2 + (key > t1).to(tl.int32)
-        idx = tl.where(pos, H + cnt, H - 1 - cnt)
-        c = tl.load(CENT + idx)
-        cb = tl.reshape(c, (ROWS, DPOW // 128, 128))
-        norm = (n / tl.maximum(tl.sqrt(tl.sum(cb * cb, axis=2)), 1e-30)).to(tl.float16)
-        nb = tl.arange(0, DPOW // 128)
-        tl.store(P1 + r * X1 + nb[None, :], norm,
-                 mask=rmask[:, None] & (nb[None, :] < DP // 128))
-        if FMT == 4:
-            even, odd = tl.split(tl.reshape(idx, (ROWS, DPOW // 2, 2)))
-            dd = tl.arange(0, DPOW // 2)
-            tl.store(P0 + r * X0 + dd[None, :], (even | (odd << 4)).to(tl.uint8),
-                     mask=rmask[:, None] & (dd[None, :] < DP // 2))
-        else:
-            g = tl.reshape(idx, (ROWS, DPOW // 8, 8))
-            lane = tl.sum(g << (tl.arange(0, 8) * 3)[None, None, :], axis=2)
-            gg = tl.arange(0, DPOW // 8)
-            gm = rmask[:, None] & (gg[None, :] < DP // 8)
-            base = P0 + r * X0 + gg[None, :] * 3
-            tl.store(base, (lane & 255).to(tl.uint8), mask=gm)
-            tl.store(base + 1, ((lane >> 8) & 255).to(tl.uint8), mask=gm)
-            tl.store(base + 2, ((lane >> 16) & 255).to(tl.uint8), mask=gm)
     else:
         gs = tl.load(GS)
         xb = tl.reshape(x, (ROWS, DPOW // 16, 16))
