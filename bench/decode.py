@@ -232,7 +232,8 @@ def sdpa_time(batch: int, tokens: int) -> float:
 
 def clone(cache: LayerCache, batch: int, tokens: int) -> LayerCache:
     """Another cache of the same formats and shape holding the same bytes."""
-    other = LayerCache(cache.k.fmt, cache.v.fmt, batch, tokens, HKV, D, device="cuda")
+    other = LayerCache(cache.k.fmt, cache.v.fmt, batch, tokens, HKV, D, device="cuda",
+                       values=cache.has_v)
     for a, b in zip(other.tensors(), cache.tensors(), strict=True):
         a.copy_(b)
     other.k.global_scale_host = cache.k.global_scale_host

@@ -1,9 +1,11 @@
 """Launch-configuration sweep and K/V split of the decode kernel on a GPU.
 
     python bench/decode_sweep.py [--out DIR] [--formats f16,q4_0,…] [--no-split] [--occupancy]
-        [--shapes 1x131072,8x131072] [--configs BN/W/S[/PPS],…]
+        [--shapes 1x131072,8x131072] [--configs BN/W/S[/PPS],…] [--heads HQ/HKV/D[/k]]
 
-For B=1 and B=8 at 131,072 tokens (or the batch × tokens shapes of --shapes) (GQA 32/8, head_dim 128): every format under several
+For B=1 and B=8 at 131,072 tokens (or the batch × tokens shapes of --shapes) (GQA 32/8, head_dim
+128, or the query heads, KV heads and head_dim of --heads; a trailing /k: a K-only cache, an
+MLA latent attended with V = the keys): every format under several
 (block_n, num_warps, num_stages); then each quantized format on the K side only and on the V
 side only (the other side f16), which says which side's unpacking costs the time. Writes
 sweep.json and prints a table.
@@ -21,7 +23,8 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, D, copies, fill, sdpa_time, time_steps, write_json  # noqa: E402  (bench/decode.py, beside this file)
+import decode  # noqa: E402  (bench/decode.py, beside this file)
+from decode import copies, fill, sdpa_time, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LAUNCH, LAUNCH_MANY, MANY_ROWS, LayerCache  # noqa: E402
@@ -32,16 +35,22 @@ CONFIGS = [(16, 4, 2), (32, 2, 2), (32, 4, 2), (32, 4, 3), (64, 4, 2), (64, 4, 3
            (64, 8, 2), (128, 4, 2), (128, 8, 2)]
 
 
+#: a K-only cache (--heads …/k)
+VALUES = True
+
+
 def build(fk: str, fv: str, batch: int, tokens: int) -> LayerCache:
-    cache = LayerCache(fk, fv, batch, tokens, HKV, D, device="cuda")
+    cache = LayerCache(fk, fv, batch, tokens, decode.HKV, decode.D, device="cuda",
+                       values=VALUES)
     fill(cache, batch, tokens, torch.float16)
     return cache
 
 
 def time_decode(caches: list[LayerCache], batch: int, tokens: int,
                 cfg: tuple[int, ...]) -> float:
-    """cfg: (block_n, num_warps, num_stages[, programs_per_sm[, max_registers]])."""
-    bn, w, st, pps, regs = (*cfg, None, None)[:5]
+    """cfg: (block_n, num_warps, num_stages[, programs_per_sm[, max_registers]]); () the
+    decode's own choice."""
+    bn, w, st, pps, regs = (*cfg, None, None, None, None, None)[:5]
     return time_steps(caches, batch, tokens, block_n=bn, num_warps=w, num_stages=st,
                       programs_per_sm=pps, max_registers=regs)
 
@@ -58,7 +67,13 @@ def main() -> None:
     ap.add_argument("--occupancy", action="store_true",
                     help="time each format's default launch at 4, 8, 16 and 32 programs per "
                          "multiprocessor, with and without a cap of 80 registers per thread")
+    ap.add_argument("--heads", help="query heads/KV heads/head_dim[/k] (default 32/8/128)")
     args = ap.parse_args()
+    global VALUES
+    if args.heads:
+        hq, hkv, d, *konly = args.heads.split("/")
+        decode.HQ, decode.HKV, decode.D = int(hq), int(hkv), int(d)
+        VALUES = not konly
     formats = args.formats.split(",")
     configs = CONFIGS
     if args.configs:
@@ -84,8 +99,11 @@ def main() -> None:
                 # the format's default launch, split finer and with fewer registers
                 cfgs = [(*LAUNCH[fk], pps, regs) for pps in (4, 8, 16, 32)
                         for regs in (None, 80)]
+            elif decode.D > 128:
+                # wider heads: the decode's own launch, then the others
+                cfgs = [(), *configs] if fk == fv else [()]
             else:
-                launch = (LAUNCH_MANY if batch * HKV >= MANY_ROWS else LAUNCH)[fk]
+                launch = (LAUNCH_MANY if batch * decode.HKV >= MANY_ROWS else LAUNCH)[fk]
                 cfgs = (list(dict.fromkeys([launch, *configs])) if fk == fv
                         else [(64, 4, 2), (32, 4, 2)])
             for cfg in cfgs:
@@ -102,7 +120,9 @@ def main() -> None:
             print(f"K {fk:8s} V {fv:8s} B={batch} best {best[0] * 1e6:8.1f} us "
                   f"{cache.nbytes / best[0] / 1e12:5.2f} TB/s ({cache.nbytes / best[0] / bw:5.1%})"
                   f" at {best[1]}, {sdpa / best[0]:.2f}x SDPA", flush=True)
-            write_json(args.out, "sweep.json", {"env": env, "read_bytes_per_s": bw, "rows": rows})
+            write_json(args.out, "sweep.json", {"env": env, "read_bytes_per_s": bw,
+                                                "heads": [decode.HQ, decode.HKV, decode.D],
+                                                "values": VALUES, "rows": rows})
             del cache, caches
             torch.cuda.empty_cache()
 
