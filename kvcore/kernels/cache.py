@@ -46,6 +46,13 @@ LAUNCH_MANY = {**LAUNCH, "q8_0": (64, 1, 2), "tbq4": (32, 2, 2), "tbq3": (64, 1,
 #: format (decode-sweep-b1-h200-v12.json); with many rows the split rule below gives ~16
 FEW_ROWS_PER_SM = 8
 MANY_ROWS = 64
+#: decode launch (block_n, warps, stages) for heads wider than 128 lanes (the head_dim's
+#: power of two) whose query group pads to 16 rows, every format: on an H200
+#: (bench/results/decode-sweep-wide-h200.json) one-warp programs of 16 tokens took 1.2-2.1×
+#: less time than 32 tokens and 4 warps at head_dim 256 (24/4 heads, B=1 32k and 262k, B=8
+#: 32k), and 16 tokens and 4 warps 1.5-1.6× less than 8 warps on DeepSeek's 576-wide MLA
+#: latent (padded to 1024 lanes); 512 takes the 1024 launch (not measured)
+WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 4, 2), 1024: (16, 4, 2)}
 #: K formats whose decode reads the packed planes as int32 words by default: faster for these
 #: (tbq3 by 23-25%, q8_0 by 14-23%, q4_0 by up to 10% at batch 1, tbq4 by 7-8%), not for
 #: fp8_pth and nvfp4, with 4-warp or with 1- and 2-warp launches
@@ -325,6 +332,8 @@ class LayerCache:
         if dpow <= 128:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
             bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))
+        elif qpad == 16 and dpow in WIDE_LAUNCH:
+            bn, nw, ns = WIDE_LAUNCH[dpow]
         else:
             bn, nw, ns = max(16, 8192 // dpow), wide_head_warps(dpow), 2
         block_n = bn if block_n is None else block_n
@@ -360,8 +369,8 @@ class LayerCache:
             rows = bsz * hq
             q_rot = self._workspace("qrot", rows * dpow, torch.float32, q.device).reshape(
                 bsz, hq, dpow)
-            rotate_kernel[(math.ceil(rows / 16),)](q_in, q_rot, tab["rot_pm1"], rows, D=d,
-                                                   DPOW=dpow)
+            rotate_kernel[(math.ceil(rows / 16),)](q_in, q_rot, tab["rot_pm1"], rows, DIN=d,
+                                                   DOUT=dpow, DPOW=dpow, BACK=False)
             q_in = q_rot
         ks, vs = self.k.flat(), self.v.flat()
         k1 = ks[1] if len(ks) > 1 else ks[0]
@@ -387,6 +396,9 @@ class LayerCache:
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
             ASM=bool(asm), WORDS=bool(words), num_warps=num_warps, num_stages=num_stages,
             **({"maxnreg": max_registers} if max_registers else {}))
+        rotated_v = self.v.fmt in ROTATED
         reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, dpow,
-                      rot=tab["rot_pm1"] if self.v.fmt in ROTATED else None)
+                      rot=tab["rot_pm1"] if rotated_v else None,
+                      scratch=self._workspace("merged", bsz * hq * dpow, torch.float32, q.device)
+                      if rotated_v else None)
         return out

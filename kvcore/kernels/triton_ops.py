@@ -574,15 +574,17 @@ def rotate_rows(x, ROT, ROWS: tl.constexpr, DPOW: tl.constexpr, BACK: tl.constex
 
 
 @triton.jit
-def rotate_kernel(X, Y, ROT, n_rows, D: tl.constexpr, DPOW: tl.constexpr):
-    """Y [n_rows, DPOW] float32 = the rows of X [n_rows, D], zero-padded, rotated blockwise
-    (a rotated K format's query), 16 rows a program."""
-    ri = tl.program_id(0) * 16 + tl.arange(0, 16)
+def rotate_kernel(X, Y, ROT, n_rows, DIN: tl.constexpr, DOUT: tl.constexpr,
+                  DPOW: tl.constexpr, BACK: tl.constexpr):
+    """Y [n_rows, DOUT] float32 = the rows of X [n_rows, DIN], zero-padded to DPOW, rotated
+    blockwise (a rotated K format's query: DIN = D, DOUT = DPOW), or rotated back with BACK
+    (a rotated V format's merged output: DIN = DPOW, DOUT = D), 16 rows a program."""
+    ri = tl.program_id(0).to(tl.int64) * 16 + tl.arange(0, 16)
     d = tl.arange(0, DPOW)
-    x = tl.load(X + ri[:, None] * D + d[None, :], mask=(ri[:, None] < n_rows) & (d[None, :] < D),
-                other=0.0).to(tl.float32)
-    tl.store(Y + ri[:, None] * DPOW + d[None, :], rotate_rows(x, ROT, 16, DPOW, False),
-             mask=ri[:, None] < n_rows)
+    x = tl.load(X + ri[:, None] * DIN + d[None, :],
+                mask=(ri[:, None] < n_rows) & (d[None, :] < DIN), other=0.0).to(tl.float32)
+    tl.store(Y + ri[:, None] * DOUT + d[None, :], rotate_rows(x, ROT, 16, DPOW, BACK),
+             mask=(ri[:, None] < n_rows) & (d[None, :] < DOUT))
 
 
 @triton.jit
@@ -728,17 +730,16 @@ def decode_split_kernel(
 
 
 @triton.jit
-def reduce_kernel(ACC, ML, OUT, ROT, n_splits, GROUP: tl.constexpr, RP: tl.constexpr,
+def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, RP: tl.constexpr,
                   D: tl.constexpr, DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr,
-                  CH: tl.constexpr, BACK: tl.constexpr):
+                  CH: tl.constexpr):
     """Merge the splits of RP query rows of one (sequence, KV head) at DB of the head
     dimensions: OUT = Σ w_s acc_s / Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids:
     (sequence · H_KV + KV head, block of RP rows, block of DB dimensions). The splits are read
     CM (maxima) and CH (partial outputs) at a time, each chunk one load, so that the merge
     takes a few round trips to memory however many splits there are; rows and dimensions are
-    spread over programs, so that one sequence's merge is not left to a few programs. BACK:
-    rotate the output back (a rotated V format); one program holds the whole rows then
-    (DB = DPOW, RP ≥ 16)."""
+    spread over programs, so that one sequence's merge is not left to a few programs (a
+    rotated V format's merged rows are rotated back by rotate_kernel after it)."""
     bh = tl.program_id(0).to(tl.int64)
     rows = tl.program_id(1) * RP + tl.arange(0, RP)
     rmask = rows < GROUP
@@ -764,34 +765,34 @@ def reduce_kernel(ACC, ML, OUT, ROT, n_splits, GROUP: tl.constexpr, RP: tl.const
                     other=0.0)
         acc += tl.sum(w[:, :, None] * a, axis=1)
     out = acc / tl.where(total > 0, total, 1.0)[:, None]
-    if BACK:
-        out = rotate_rows(out, ROT, RP, DPOW, True)
     tl.store(OUT + out_rows[:, None] * D + dq[None, :], out,
              mask=rmask[:, None] & (dq[None, :] < D))
 
 
-#: head dimensions a merge program takes (a rotated V format: the whole row)
+#: head dimensions a merge program takes
 REDUCE_DIMS = 32
 
 
 def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: int,
-                  dpow: int, rot=None, chunks: tuple[int, int] | None = None) -> None:
+                  dpow: int, rot=None, scratch=None,
+                  chunks: tuple[int, int] | None = None) -> None:
     """Launch reduce_kernel, merging ``n_splits`` partial results of the ``group`` query rows
     [dpow] of each (sequence, KV head) into ``out`` [seqs, kv_heads · group, D]: a program per
-    query row and REDUCE_DIMS head dimensions, or, with ``rot`` (the ±1 rotation, float16),
-    which rotates the merged rows back, a program per (sequence, KV head). ``chunks``: the
-    splits read at a time (maxima, partial outputs), powers of two, if not the largest that
-    keep a program's loads near 8K values."""
+    query row and REDUCE_DIMS head dimensions. With ``rot`` (the ±1 rotation, float16) the
+    merged rows go to ``scratch`` (float32, seqs · kv_heads · group · dpow values) and
+    rotate_kernel rotates them back into ``out``. ``chunks``: the splits read at a time (maxima, partial outputs), powers of two, if
+    not the largest that keep a program's loads near 8K values."""
     splits = 1 << (n_splits - 1).bit_length()
+    db = min(dpow, REDUCE_DIMS)
+    cm, ch = chunks or (max(2, min(splits, 2048)), max(2, min(splits, 8192 // db)))
+    rows = seqs * kv_heads * group
+    merged = out if rot is None else scratch[:rows * dpow].view(rows, dpow)
+    reduce_kernel[(seqs * kv_heads, group, dpow // db)](
+        acc, ml, merged, n_splits, GROUP=group, RP=1, D=merged.shape[-1], DPOW=dpow, DB=db,
+        CM=cm, CH=ch)
     if rot is not None:
-        rp, db = max(16, 1 << (group - 1).bit_length()), dpow
-    else:
-        rp, db = 1, min(dpow, REDUCE_DIMS)
-    cm, ch = chunks or (max(2, min(splits, 2048 // rp)), max(2, min(splits, 8192 // (rp * db))))
-    grid = (seqs * kv_heads, triton.cdiv(group, rp), dpow // db)
-    reduce_kernel[grid](acc, ml, out, rot if rot is not None else acc, n_splits, GROUP=group,
-                        RP=rp, D=out.shape[-1], DPOW=dpow, DB=db, CM=cm, CH=ch,
-                        BACK=rot is not None)
+        rotate_kernel[(triton.cdiv(rows, 16),)](merged, out, rot, rows, DIN=dpow,
+                                                DOUT=out.shape[-1], DPOW=dpow, BACK=True)
 
 
 @triton.jit

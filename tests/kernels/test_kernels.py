@@ -117,6 +117,30 @@ def test_split_count_does_not_change_the_answer():
     assert rel(many, one) < 1e-3
 
 
+@pytest.mark.parametrize(("fmt", "heads", "head_dim", "values"), [
+    ("q8_0", (6, 1), 256, True), ("tbq4", (6, 2), 256, True), ("nvfp4", (3, 1), 256, True),
+    ("f16", (16, 1), 576, False), ("q4_0", (8, 1), 576, False), ("tbq3", (4, 1), 576, False)])
+def test_wide_heads_under_the_default_launch(fmt, heads, head_dim, values):
+    # heads wider than 128 lanes take WIDE_LAUNCH (one-warp programs at 256, four warps on
+    # the MLA latent) and the default split; a rotated V format's merge rotates back after it
+    hq, hkv = heads
+    g = torch.Generator().manual_seed(23)
+    n = 45
+    k = torch.randn(2, n, hkv, head_dim, generator=g).half()
+    v = k if not values else torch.randn(2, n, hkv, head_dim, generator=g).half()
+    t = torch.arange(n)
+    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
+    kernel = LayerCache(fmt, fmt, 4, 32, hkv, head_dim, values=values)
+    lens = torch.tensor([n, 30], dtype=torch.int32)
+    for b in range(2):
+        m = int(lens[b])
+        kernel.append(k[b, :m], v[b, :m], table[b, t[:m] // 32].long(), t[:m] % 32)
+    q = torch.randn(2, hq, head_dim, generator=g).half()
+    out = kernel.decode(q, table, lens)
+    assert not torch.isnan(out).any()
+    assert rel(out, kernel.decode_ref(q.float(), table, lens)) < 3e-3
+
+
 @pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
 def test_rotated_formats_on_a_576_wide_latent(fmt):
     # an MLA latent (DeepSeek: 576 values, K only, V = the latent) pads to five rotated blocks
