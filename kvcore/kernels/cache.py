@@ -37,10 +37,11 @@ LOG2E = 1.4426950408889634
 #: decode-sweep-h200-v10.json; formats those sweeps did not move keep their v7b or words-check
 #: launch). Programs of one or two warps keep the softmax's reductions within a warp; at
 #: batch 8 they took fp8_pth from 730 to 590 µs, at batch 1 (with FEW_ROWS_PER_SM) q4_0 from
-#: 108 to 92 µs at 128k.
+#: 108 to 92 µs at 128k. tbq3 at batch 1 since its merge spread over programs: (64, 1, 2)
+#: 155 µs against (128, 2, 2) 163 µs at 128k (decode-sweep-wide-h200-check.json).
 LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (64, 1, 2), "q8_0": (32, 1, 3),
-          "q4_0": (32, 1, 3), "tbq4": (64, 4, 2), "tbq3": (128, 2, 2), "nvfp4": (64, 1, 2)}
-LAUNCH_MANY = {**LAUNCH, "q8_0": (64, 1, 2), "tbq4": (32, 2, 2), "tbq3": (64, 1, 2)}
+          "q4_0": (32, 1, 3), "tbq4": (64, 4, 2), "tbq3": (64, 1, 2), "nvfp4": (64, 1, 2)}
+LAUNCH_MANY = {**LAUNCH, "q8_0": (64, 1, 2), "tbq4": (32, 2, 2)}
 #: programs per multiprocessor for a launch of one-warp programs over fewer than MANY_ROWS rows:
 #: at batch 1, 128k tokens, 8 (132 splits of ~1k tokens) beat 4, 16 and 32 for every such
 #: format (decode-sweep-b1-h200-v12.json); with many rows the split rule below gives ~16
