@@ -49,8 +49,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
-    ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor, the "
-                    "rotated formats' persistent launch],… instead of the built-in list")
+    ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor"
+                    "[/stages], the rotated formats' persistent launch],… instead of the built-in "
+                    "list")
     args = ap.parse_args()
     configs = ([tuple(int(x) for x in c.split("/")) for c in args.configs.split(",")]
                if args.configs else CONFIGS)
@@ -65,8 +66,8 @@ def main() -> None:
         dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
         cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
         fill(cache, batch, tokens, dtype)
-        for rows, warps, *per_sm in configs:
-            launch = {"programs_per_sm": per_sm[0]} if per_sm else {}
+        for rows, warps, *more in configs:
+            launch = dict(zip(("programs_per_sm", "num_stages"), more, strict=False))
             s, moved = append_time(cache, batch, tokens, dtype, rows_per_program=rows,
                                    num_warps=warps, **launch)
             row = {"format": fmt, "rows_per_program": rows, "num_warps": warps, **launch,

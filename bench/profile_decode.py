@@ -1,4 +1,5 @@
-"""Run the decode kernel for a few formats so that Nsight Compute can profile it.
+"""Run the decode kernel (or, with --append, the append kernels) for a few formats so that
+Nsight Compute can profile it.
 
     ncu --clock-control none --kernel-name regex:decode_split_kernel --launch-count 6 \\
         --section SpeedOfLight --section WarpStateStats --section InstructionStats \\
@@ -6,7 +7,8 @@
         python bench/profile_decode.py [FORMATS...]
 
 One layer, GQA 32/8, head_dim 128, batch 8 × 32,768 tokens; each format's decode runs twice
-(the second launch is the one to read).
+(the second launch is the one to read). --append: an append of 16,384 new tokens (K and V, a
+launch each) into that cache, twice (profile with --kernel-name regex:append_kernel).
 """
 
 from __future__ import annotations
@@ -26,9 +28,19 @@ B, T = 8, 32768
 
 
 def main() -> None:
-    formats = sys.argv[1:] or ["f16", "q4_0", "tbq4"]
+    append = "--append" in sys.argv
+    formats = [a for a in sys.argv[1:] if a != "--append"] or ["f16", "q4_0", "tbq4"]
     for fmt in formats:
         cache = LayerCache(fmt, fmt, B, T, HKV, D, device="cuda")
+        if append:
+            n = 16384
+            t = torch.arange(n, device="cuda")
+            x = torch.randn(n, HKV, D, device="cuda", dtype=torch.float16)
+            for _ in range(2):
+                cache.append(x, x, t // T, t % T)
+            torch.cuda.synchronize()
+            print(fmt, "appended", flush=True)
+            continue
         fill(cache, B, T, torch.float16)
         table = torch.arange(B, device="cuda", dtype=torch.int32).reshape(B, 1)
         seq = torch.full((B,), T, device="cuda", dtype=torch.int32)

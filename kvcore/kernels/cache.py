@@ -252,13 +252,14 @@ class LayerCache:
 
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
                rows_per_program: int | None = None, num_warps: int | None = None,
-               programs_per_sm: int | None = None) -> None:
+               programs_per_sm: int | None = None, num_stages: int | None = None) -> None:
         """Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
         fit shared memory; at least 16 rows for a rotated format, whose rotation is a tensor-core
         product). The destination rows are computed in the kernel: one launch per side. A
         rotated format's programs are persistent (ROTATED_PER_SM a multiprocessor, or
-        ``programs_per_sm``): each loads the rotation once."""
+        ``programs_per_sm``): each loads the rotation once; ``num_stages`` pipelines their
+        loop's loads (triton's default if not given)."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         tab = self._tables()
@@ -281,9 +282,10 @@ class LayerCache:
             if rotated:
                 levels = 8 if side.fmt == "tbq3" else 16
                 grid = (min(blocks, SMS * (programs_per_sm or ROTATED_PER_SM)),)
+                stages = {"num_stages": num_stages} if num_stages else {}
                 rotated_append_kernel[grid](
                     rows, pages, offsets, p0, p1, tab["rot_pm1"], tab[f"th{levels}"],
-                    self._cent(side.fmt), n, self.page_size, LEVELS=levels, **shape)
+                    self._cent(side.fmt), n, self.page_size, LEVELS=levels, **shape, **stages)
             else:
                 append_kernel[(blocks,)](
                     rows, pages, offsets, p0, p1,

@@ -869,14 +869,15 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
             tl.store(P0 + r * X0 + dd[None, :], (even | (odd << 4)).to(tl.uint8),
                      mask=rmask[:, None] & (dd[None, :] < DP // 2))
         else:
+            # eight 3-bit codes a 24-bit lane, its three bytes stored by one masked store of
+            # four bytes a lane (the row's bytes in order, none written twice)
             g = tl.reshape(idx, (ROWS, DPOW // 8, 8))
             lane = tl.sum(g << (tl.arange(0, 8) * 3)[None, None, :], axis=2)
-            gg = tl.arange(0, DPOW // 8)
-            gm = rmask[:, None] & (gg[None, :] < DP // 8)
-            base = P0 + r * X0 + gg[None, :] * 3
-            tl.store(base, (lane & 255).to(tl.uint8), mask=gm)
-            tl.store(base + 1, ((lane >> 8) & 255).to(tl.uint8), mask=gm)
-            tl.store(base + 2, ((lane >> 16) & 255).to(tl.uint8), mask=gm)
+            gg = tl.arange(0, DPOW // 8)[None, :, None]
+            k = tl.arange(0, 4)[None, None, :]
+            tl.store(P0 + r[:, :, None] * X0 + gg * 3 + k,
+                     ((lane[:, :, None] >> (k * 8)) & 255).to(tl.uint8),
+                     mask=rmask[:, None, None] & (gg < DP // 8) & (k < 3))
 
 
 @triton.jit
