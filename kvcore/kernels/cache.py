@@ -63,10 +63,13 @@ WORDS = ("q8_0", "q4_0", "tbq4", "tbq3")
 #: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and
 #: append-launch-h200-v12.json; 16,384 new tokens a call: nvfp4 50.2% → 52.2% of read
 #: bandwidth, q4_0 54.6% → 56.5%, q8_0 67.3% → 69.9%, fp8_pth 76.8% → 78.2%)
-APPEND_LAUNCH = {"tbq4": (64, 4), "fp8_pth": (64, 2), "q8_0": (8, 2), "q4_0": (8, 1),
-                 "nvfp4": (8, 1)}
-#: persistent programs a multiprocessor for a rotated format's append
-ROTATED_PER_SM = 2
+APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (8, 2),
+                 "q4_0": (8, 1), "nvfp4": (8, 1)}
+#: a rotated format's append: persistent programs a multiprocessor and the stages of their
+#: loop (append-sweep-h200-v14-rotated.json: 64 rows, 4 warps, 2 programs, loads not
+#: pipelined: tbq4 16.9%, tbq3 13.2% of read bandwidth; 32-row programs, 3 a multiprocessor,
+#: 15.6% and 8.6%)
+ROTATED_PER_SM, ROTATED_STAGES = 2, 1
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -258,8 +261,8 @@ class LayerCache:
         fit shared memory; at least 16 rows for a rotated format, whose rotation is a tensor-core
         product). The destination rows are computed in the kernel: one launch per side. A
         rotated format's programs are persistent (ROTATED_PER_SM a multiprocessor, or
-        ``programs_per_sm``): each loads the rotation once; ``num_stages`` pipelines their
-        loop's loads (triton's default if not given)."""
+        ``programs_per_sm``): each loads the rotation once; ``num_stages`` (ROTATED_STAGES if
+        not given) pipelines their loop's loads."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         tab = self._tables()
@@ -282,10 +285,10 @@ class LayerCache:
             if rotated:
                 levels = 8 if side.fmt == "tbq3" else 16
                 grid = (min(blocks, SMS * (programs_per_sm or ROTATED_PER_SM)),)
-                stages = {"num_stages": num_stages} if num_stages else {}
                 rotated_append_kernel[grid](
                     rows, pages, offsets, p0, p1, tab["rot_pm1"], tab[f"th{levels}"],
-                    self._cent(side.fmt), n, self.page_size, LEVELS=levels, **shape, **stages)
+                    self._cent(side.fmt), n, self.page_size, LEVELS=levels, **shape,
+                    num_stages=num_stages or ROTATED_STAGES)
             else:
                 append_kernel[(blocks,)](
                     rows, pages, offsets, p0, p1,
