@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 #: an instruction line of nvdisasm's listing, and its address
-INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4})\*/")
+INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,})\*/")
 #: pointer types of a format's two planes (data, scales) and their row widths
 DATA = {0: "*fp16", 2: "*i8"}
 SIDE = {1: "*fp32", 2: "*fp16", 3: "*fp16", 4: "*fp16", 5: "*fp16"}
@@ -78,7 +78,7 @@ def _registers(usage: str) -> str:
 
 def _opcodes(lines: list[str]) -> collections.Counter:
     return collections.Counter(
-        re.sub(r"^\s+/\*[0-9a-f]{4}\*/\s+(@!?U?P\w+\s+)?", "", ln).split()[0].split(".")[0]
+        re.sub(r"^\s+/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?", "", ln).split()[0].split(".")[0]
         for ln in lines)
 
 
