@@ -134,52 +134,45 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     t = tl.arange(0, G)
     q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
                 mask=(rows[:, None] < GROUP) & dm[None, :], other=0.0).to(tl.float32)
-    # held in float16 (the query's own precision) through the loops: fewer registers
-    q = (q * qk_scale).to(tl.float16)
+    q = q * qk_scale
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
+    acc = tl.zeros([QPAD, DP], tl.float32)
     jk = tl.arange(0, G // PER)
-    # the quantized groups of the split, then its tokens in the residual ring: two loops, so
-    # that the hot one has no branch and its loads can be pipelined; a quantized group is
-    # whole (every token valid)
-    whole = t >= 0
-    if HAS_V:
-        # the output by channel group of G, [DP / G, QPAD, G]: the values' per-token scale of
-        # each G channels goes into the weights (one product per channel group) and their
-        # minimum into a per-group sum of weights: Σ_t p·(c·s + m) = Σ_t (p·s)·c + Σ_t p·m
-        acc3 = tl.zeros([DP // G, QPAD, G], tl.float32)
-        for t0 in range(start, tl.minimum(end, nq), G):
-            gbase = tl.load(GT + s * stride_gt + t0 // G).to(tl.int64) * H + h
-            scores, kh, ksc, kmn = _key_scores(q, KQ, KS, KM, gbase, d, dm, jk, D, G, BITS,
-                                               PER, LEVELS, MAGIC)
-            p, alpha, m_i, l_i = softmax_step(scores, whole, m_i, l_i)
-            vc, vsc, vmn = _group_codes(VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER,
-                                        LEVELS)
-            ps = (p[None, :, :] * tl.trans(vsc)[:, None, :]).to(tl.float16)  # [NG, QPAD, G]
-            pm = tl.sum(p[None, :, :] * tl.trans(vmn)[:, None, :], axis=2)  # [NG, QPAD]
-            acc3 = (acc3 * alpha[None, :, None] + pm[:, :, None]
-                    + tl.dot(ps, _codes_f16(vc, MAGIC)))
-        acc = tl.reshape(tl.permute(acc3, (1, 0, 2)), (QPAD, DP))
-    else:
-        acc = tl.zeros([QPAD, DP], tl.float32)
-        for t0 in range(start, tl.minimum(end, nq), G):
-            gbase = tl.load(GT + s * stride_gt + t0 // G).to(tl.int64) * H + h
-            scores, kh, ksc, kmn = _key_scores(q, KQ, KS, KM, gbase, d, dm, jk, D, G, BITS,
-                                               PER, LEVELS, MAGIC)
-            p, alpha, m_i, l_i = softmax_step(scores, whole, m_i, l_i)
-            v = tl.trans((kh.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16))
-            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-    for t0 in range(tl.maximum(start, nq), end, G):
+    shifts = tl.arange(0, PER) * BITS
+    for t0 in range(start, end, G):
         tok = t0 + t
         tmask = tok < end
-        rb = (s * H + h) * RING + tok % RING
-        rm = tmask[:, None] & dm[None, :]
-        krow = tl.load(KR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
-        if HAS_V:  # noqa: SIM108 (a compile-time branch)
-            v = tl.load(VR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
+        if t0 < nq:
+            gi = t0 // G
+            gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
+            # K^T codes [DP, G]: byte j of channel d holds tokens PER·j … at BITS each; each
+            # byte is loaded once and split by shifts. The key's per-channel scale goes into
+            # the query and its minimum into a per-row bias, so the codes enter the product
+            # as they are: q · (c·s + m) = (q·s) · c + q · m
+            kb = tl.load(KQ + (gbase * D + d[:, None]) * (G // PER) + jk[None, :],
+                         mask=dm[:, None], other=0).to(tl.int32)
+            kc = tl.reshape((kb[:, :, None] >> shifts[None, None, :]) & LEVELS, (DP, G))
+            ksc = tl.load(KS + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
+            kmn = tl.load(KM + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
+            qk = (q * ksc[None, :]).to(tl.float16)
+            bias = tl.sum(q * kmn[None, :], axis=1)
+            kh = _codes_f16(kc, MAGIC)
+            scores = tl.dot(qk, kh) + bias[:, None]
+            if HAS_V:
+                v = _group_values(VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER, LEVELS, MAGIC)
+            else:
+                v = tl.trans((kh.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16))
         else:
-            v = krow
-        scores = tl.dot(q, tl.trans(krow))
+            slot = tok % RING
+            rb = ((s * H + h) * RING + slot)
+            rm = tmask[:, None] & dm[None, :]
+            krow = tl.load(KR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
+            if HAS_V:  # noqa: SIM108 (a compile-time branch)
+                v = tl.load(VR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
+            else:
+                v = krow
+            scores = tl.dot(q.to(tl.float16), tl.trans(krow))
         p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
         acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
     out_rows = (s * H + h) * GROUP + rows
@@ -191,41 +184,22 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
 
 
 @triton.jit
-def _key_scores(q, KQ, KS, KM, gbase, d, dm, jk, D: tl.constexpr, G: tl.constexpr,
-                BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
-                MAGIC: tl.constexpr):
-    """Scores of the query rows ``q`` [QPAD, DP] (float32, scaled) against the keys of the
-    quantized group at ``gbase``, with its K^T codes [DP, G] as float16 and the per-channel
-    scale and minimum. Byte j of channel d holds tokens PER·j … at BITS each; each byte is
-    loaded once and split by shifts. The scale goes into the query and the minimum into a
-    per-row bias, so the codes enter the product as they are: q · (c·s + m) = (q·s) · c + q · m."""
-    shifts = tl.arange(0, PER) * BITS
-    kb = tl.load(KQ + (gbase * D + d[:, None]) * (G // PER) + jk[None, :],
-                 mask=dm[:, None], other=0).to(tl.int32)
-    kc = tl.reshape((kb[:, :, None] >> shifts[None, None, :]) & LEVELS, (d.shape[0], G))
-    ksc = tl.load(KS + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
-    kmn = tl.load(KM + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
-    qf = q.to(tl.float32)
-    qk = (qf * ksc[None, :]).to(tl.float16)
-    bias = tl.sum(qf * kmn[None, :], axis=1)
-    kh = _codes_f16(kc, MAGIC)
-    return tl.dot(qk, kh) + bias[:, None], kh, ksc, kmn
-
-
-@triton.jit
-def _group_codes(VQ, VS, VM, tb, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
-                 BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr):
-    """The value codes of the quantized group whose token rows are ``tb``, by channel group:
-    [DP / G, G tokens, G channels] (int32; byte c of a token's row holds channels PER·c … at
-    BITS each, split by shifts), and the scale and minimum of each token's G channels
-    [G tokens, DP / G] (float32; zero past D, so the padded lanes add nothing)."""
+def _group_values(VQ, VS, VM, tb, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
+                  BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
+                  MAGIC: tl.constexpr):
+    """The values [G, DP] (float16) of the quantized group whose token rows are ``tb``: byte c
+    of a token's row holds channels PER·c … at BITS each, split by shifts; the scale and
+    minimum of each G channels, loaded once per token, spread over their channels (zero past
+    D, so the padded lanes are zero)."""
     jv = tl.arange(0, DP // PER)
     ng = tl.arange(0, DP // G)
     shifts = tl.arange(0, PER) * BITS
     vb = tl.load(VQ + tb[:, None] * (D // PER) + jv[None, :],
                  mask=_below(jv, D // PER, DP == D)[None, :], other=0).to(tl.int32)
-    vc = tl.reshape((vb[:, :, None] >> shifts[None, None, :]) & LEVELS, (G, DP // G, G))
+    vc = tl.reshape((vb[:, :, None] >> shifts[None, None, :]) & LEVELS, (G, DP))
     gm = _below(ng, D // G, DP == D)[None, :]
     vsc = tl.load(VS + tb[:, None] * (D // G) + ng[None, :], mask=gm, other=0.0).to(tl.float32)
     vmn = tl.load(VM + tb[:, None] * (D // G) + ng[None, :], mask=gm, other=0.0).to(tl.float32)
-    return tl.permute(vc, (1, 0, 2)), vsc, vmn
+    vsc = tl.reshape(tl.broadcast_to(vsc[:, :, None], (G, DP // G, G)), (G, DP))
+    vmn = tl.reshape(tl.broadcast_to(vmn[:, :, None], (G, DP // G, G)), (G, DP))
+    return (_codes_f16(vc, MAGIC).to(tl.float32) * vsc + vmn).to(tl.float16)
