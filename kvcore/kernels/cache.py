@@ -54,6 +54,9 @@ MANY_ROWS = 64
 #: 32k), and 16 tokens and 4 warps 1.5-1.6× less than 8 warps on DeepSeek's 576-wide MLA
 #: latent (padded to 1024 lanes); 512 takes the 1024 launch (not measured)
 WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 4, 2), 1024: (16, 4, 2)}
+#: K formats whose K-only (MLA) decode unpacks each key tile once for both products (V = the
+#: keys) by default
+REUSE_KEYS = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 #: K formats whose decode reads the packed planes as int32 words by default: faster for these
 #: (tbq3 by 23-25%, q8_0 by 14-23%, q4_0 by up to 10% at batch 1, tbq4 by 7-8%), not for
 #: fp8_pth and nvfp4, with 4-warp or with 1- and 2-warp launches
@@ -310,7 +313,8 @@ class LayerCache:
                split_tokens: int | None = None, block_n: int | None = None,
                num_warps: int | None = None, num_stages: int | None = None, out: Any = None,
                asm: bool | None = None, programs_per_sm: int | None = None,
-               max_registers: int | None = None, words: bool | None = None) -> Any:
+               max_registers: int | None = None, words: bool | None = None,
+               reuse_keys: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -325,7 +329,9 @@ class LayerCache:
         runs, which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format
         is in WORDS) reads the packed planes of fp8_pth, q8_0, q4_0, tbq4, tbq3 and nvfp4 as int32
-        words, four bytes a load, where every row's width allows it.
+        words, four bytes a load, where every row's width allows it. ``reuse_keys`` (a K-only
+        cache, V = the keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
+        for both products instead of once for each.
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_splits, rotate_kernel
 
@@ -400,7 +406,10 @@ class LayerCache:
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
             XK0=width(ks[0]), XK1=width(k1), XV0=width(vs[0]), XV1=width(v1),
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
-            ASM=bool(asm), WORDS=bool(words), num_warps=num_warps, num_stages=num_stages,
+            ASM=bool(asm), WORDS=bool(words),
+            SAME_KV=not self.has_v and (self.k.fmt in REUSE_KEYS if reuse_keys is None
+                                        else reuse_keys),
+            num_warps=num_warps, num_stages=num_stages,
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED
         reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, dpow,

@@ -644,7 +644,7 @@ def decode_split_kernel(
     FMT_K: tl.constexpr, FMT_V: tl.constexpr,
     XK0: tl.constexpr, XK1: tl.constexpr, XV0: tl.constexpr, XV1: tl.constexpr,
     BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr, ASM: tl.constexpr,
-    WORDS: tl.constexpr,
+    WORDS: tl.constexpr, SAME_KV: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
@@ -654,7 +654,8 @@ def decode_split_kernel(
     formats are read as two half tiles (low and high nibbles), each with its own product: no
     nibble is moved between lanes. ASM: unpack with PTX (a GPU; the interpreter takes the plain
     path, which gives the same float16 values). WORDS: read the packed planes as int32 words
-    (the same values)."""
+    (the same values). SAME_KV: V is K (a K-only MLA latent; K and V planes the same): the
+    key tile unpacked once serves both products."""
     b = tl.program_id(0)
     h = tl.program_id(1)
     sp = tl.program_id(2)
@@ -707,14 +708,20 @@ def decode_split_kernel(
             s = tl.dot(qa, tl.trans(k))
         p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
         if HV:
-            va, vb, vs = _halves(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r,
-                                 nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM, WORDS)
+            if SAME_KV:
+                va, vb, vs = ka, kb, ks
+            else:
+                va, vb, vs = _halves(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V,
+                                     r, nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM, WORDS)
             pv = (p * vs[None, :]).to(va.dtype)
             acc_a = acc_a * alpha[:, None] + tl.dot(pv, va)
             acc_b = acc_b * alpha[:, None] + tl.dot(pv, vb)
         else:
-            v, vs = _tile(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r, nmask,
-                          BLOCK_N, DPOW, DPV, XV0, XV1, ASM, WORDS)
+            if SAME_KV:
+                v, vs = k, ks
+            else:
+                v, vs = _tile(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r,
+                              nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM, WORDS)
             acc_a = acc_a * alpha[:, None] + tl.dot((p * vs[None, :]).to(v.dtype), v)
     base = qrow.to(tl.int64) * n_splits + sp
     if HV:

@@ -141,6 +141,30 @@ def test_wide_heads_under_the_default_launch(fmt, heads, head_dim, values):
     assert rel(out, kernel.decode_ref(q.float(), table, lens)) < 3e-3
 
 
+@pytest.mark.parametrize(("fmt", "head_dim"), [("f16", 80), ("q8_0", 128), ("q4_0", 80),
+                                               ("tbq4", 128), ("nvfp4", 64)])
+def test_k_only_cache_reuses_the_key_tile_exactly(fmt, head_dim):
+    # a K-only cache (V = the keys) unpacks each key tile once for both products; a cache
+    # with separate V planes holding the same bytes must give the very same output
+    g = torch.Generator().manual_seed(29)
+    n = 40
+    konly = LayerCache(fmt, fmt, 2, 32, 2, head_dim, values=False)
+    both = LayerCache(fmt, fmt, 2, 32, 2, head_dim)
+    x = torch.randn(n, 2, head_dim, generator=g).half()
+    t = torch.arange(n)
+    konly.append(x, x, t // 32, t % 32)
+    both.append(x, x, t // 32, t % 32)
+    for name, plane in both.k.planes.items():
+        assert torch.equal(plane, konly.k.planes[name]) and torch.equal(both.v.planes[name], plane)
+    table = torch.tensor([[0, 1]], dtype=torch.int32)
+    lens = torch.tensor([n], dtype=torch.int32)
+    q = torch.randn(1, 8, head_dim, generator=g).half()
+    one = konly.decode(q, table, lens, split_tokens=16, block_n=16)
+    two = both.decode(q, table, lens, split_tokens=16, block_n=16)
+    assert not torch.isnan(one).any()
+    assert torch.equal(one, two)
+
+
 @pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
 def test_rotated_formats_on_a_576_wide_latent(fmt):
     # an MLA latent (DeepSeek: 576 values, K only, V = the latent) pads to five rotated blocks
