@@ -55,8 +55,11 @@ MANY_ROWS = 64
 #: latent (padded to 1024 lanes); 512 takes the 1024 launch (not measured)
 WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 4, 2), 1024: (16, 4, 2)}
 #: K formats whose K-only (MLA) decode unpacks each key tile once for both products (V = the
-#: keys) by default
-REUSE_KEYS = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
+#: keys) by default: faster on the H200 for f16 (121 → 113 µs on DeepSeek's latent, B=1 128k),
+#: tbq4 and nvfp4 (5%); slower for fp8_pth (147 → 231 µs), q8_0, q4_0 and tbq3 (3-7%), whose
+#: key tile held across the softmax costs registers (bench/results/mla-reuse-h200.json); bf16
+#: takes f16's path
+REUSE_KEYS = ("f16", "bf16", "tbq4", "nvfp4")
 #: K formats whose decode reads the packed planes as int32 words by default: faster for these
 #: (tbq3 by 23-25%, q8_0 by 14-23%, q4_0 by up to 10% at batch 1, tbq4 by 7-8%), not for
 #: fp8_pth and nvfp4, with 4-warp or with 1- and 2-warp launches
