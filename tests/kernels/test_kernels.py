@@ -159,7 +159,7 @@ def test_k_only_cache_reuses_the_key_tile_exactly(fmt, head_dim):
     table = torch.tensor([[0, 1]], dtype=torch.int32)
     lens = torch.tensor([n], dtype=torch.int32)
     q = torch.randn(1, 8, head_dim, generator=g).half()
-    one = konly.decode(q, table, lens, split_tokens=16, block_n=16)
+    one = konly.decode(q, table, lens, split_tokens=16, block_n=16, reuse_keys=True)
     two = both.decode(q, table, lens, split_tokens=16, block_n=16)
     assert not torch.isnan(one).any()
     assert torch.equal(one, two)
