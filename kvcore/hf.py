@@ -528,7 +528,12 @@ def _count_params(
         # rounded up to a multiple of block_multiple_of
         ff = int(2 * dense_inter / 3)
         mult = cfg.get("block_ffn_dim_multiplier")
-        if isinstance(mult, (int, float)) and not isinstance(mult, bool) and mult > 0:
+        if mult is not None:
+            if (isinstance(mult, bool) or not isinstance(mult, int | float)
+                    or not (math.isfinite(mult) and 0 < mult <= 1000)):
+                raise ConfigError("config.json field 'block_ffn_dim_multiplier' must be a "
+                                  f"positive number up to 1,000, got {mult!r}",
+                                  field="block_ffn_dim_multiplier")
             ff = int(mult * ff)
         step = r.opt_int("block_multiple_of", 1, minimum=1) or 1
         dense_inter = -(-ff // step) * step

@@ -217,6 +217,17 @@ def test_mamba_missing_state_field_is_named():
         spec(cfg)
 
 
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), -1.0, 0, "2", True, 1e9])
+def test_lfm2_ffn_multiplier_must_be_a_sane_number(bad):
+    # LFM2 scales its auto-adjusted SwiGLU width by block_ffn_dim_multiplier: an infinite,
+    # negative or absurd one is bad input (it overflowed once), named in a one-line error
+    cfg = real("lfm2.5-vl-1.6b")
+    text = cfg.get("text_config", cfg)
+    text["block_ffn_dim_multiplier"] = bad
+    with pytest.raises(ConfigError, match="block_ffn_dim_multiplier"):
+        spec(cfg)
+
+
 def test_lfm2_short_conv_layers_are_a_recurrent_state():
     from kvcore import load_model
     from kvcore.model import LayerKind
