@@ -737,43 +737,36 @@ def decode_split_kernel(
 
 
 @triton.jit
-def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, RP: tl.constexpr,
-                  D: tl.constexpr, DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr,
-                  CH: tl.constexpr):
-    """Merge the splits of RP query rows of one (sequence, KV head) at DB of the head
-    dimensions: OUT = Σ w_s acc_s / Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids:
-    (sequence · H_KV + KV head, block of RP rows, block of DB dimensions). The splits are read
-    CM (maxima) and CH (partial outputs) at a time, each chunk one load, so that the merge
-    takes a few round trips to memory however many splits there are; rows and dimensions are
-    spread over programs, so that one sequence's merge is not left to a few programs (a
-    rotated V format's merged rows are rotated back by rotate_kernel after it)."""
-    bh = tl.program_id(0).to(tl.int64)
-    rows = tl.program_id(1) * RP + tl.arange(0, RP)
-    rmask = rows < GROUP
-    out_rows = bh * GROUP + rows
-    big = tl.full([RP], float("-inf"), tl.float32)
+def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
+                  DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr):
+    """Merge the splits of one query row at DB of the head dimensions: OUT = Σ w_s acc_s /
+    Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids: (sequence · H_KV + KV head, query row
+    of its GROUP, block of DB dimensions). The splits are read CM (maxima) and CH (partial
+    outputs) at a time, each chunk one load, so that the merge takes a few round trips to
+    memory however many splits there are; rows and dimensions are spread over programs, so
+    that one sequence's merge is not left to a few programs (a rotated V format's merged rows
+    are rotated back by rotate_kernel after it)."""
+    row = tl.program_id(0).to(tl.int64) * GROUP + tl.program_id(1)
+    big = tl.full([], float("-inf"), tl.float32)
     for s0 in range(0, n_splits, CM):
         sm = s0 + tl.arange(0, CM)
-        m_s = tl.load(ML + (out_rows[:, None] * n_splits + sm[None, :]) * 2,
-                      mask=rmask[:, None] & (sm[None, :] < n_splits), other=float("-inf"))
-        big = tl.maximum(big, tl.max(m_s, axis=1))
-    total = tl.zeros([RP], tl.float32)
-    acc = tl.zeros([RP, DB], tl.float32)
+        m_s = tl.load(ML + (row * n_splits + sm) * 2, mask=sm < n_splits, other=float("-inf"))
+        big = tl.maximum(big, tl.max(m_s, axis=0))
+    total = tl.zeros([], tl.float32)
+    acc = tl.zeros([DB], tl.float32)
     dq = tl.program_id(2) * DB + tl.arange(0, DB)
     for s0 in range(0, n_splits, CH):
         sc = s0 + tl.arange(0, CH)
-        base = out_rows[:, None] * n_splits + sc[None, :]
-        cm = rmask[:, None] & (sc[None, :] < n_splits)
+        base = row * n_splits + sc
+        cm = sc < n_splits
         m_s = tl.load(ML + base * 2, mask=cm, other=float("-inf"))
         l_s = tl.load(ML + base * 2 + 1, mask=cm, other=0.0)
-        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - big[:, None]))
-        total += tl.sum(w * l_s, axis=1)
-        a = tl.load(ACC + base[:, :, None] * DPOW + dq[None, None, :], mask=cm[:, :, None],
-                    other=0.0)
-        acc += tl.sum(w[:, :, None] * a, axis=1)
-    out = acc / tl.where(total > 0, total, 1.0)[:, None]
-    tl.store(OUT + out_rows[:, None] * D + dq[None, :], out,
-             mask=rmask[:, None] & (dq[None, :] < D))
+        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - big))
+        total += tl.sum(w * l_s, axis=0)
+        a = tl.load(ACC + base[:, None] * DPOW + dq[None, :], mask=cm[:, None], other=0.0)
+        acc += tl.sum(w[:, None] * a, axis=0)
+    out = acc / tl.where(total > 0, total, 1.0)
+    tl.store(OUT + row * D + dq, out, mask=dq < D)
 
 
 #: head dimensions a merge program takes
@@ -787,16 +780,17 @@ def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: 
     [dpow] of each (sequence, KV head) into ``out`` [seqs, kv_heads · group, D]: a program per
     query row and REDUCE_DIMS head dimensions. With ``rot`` (the ±1 rotation, float16) the
     merged rows go to ``scratch`` (float32, seqs · kv_heads · group · dpow values) and
-    rotate_kernel rotates them back into ``out``. ``chunks``: the splits read at a time (maxima, partial outputs), powers of two, if
-    not the largest that keep a program's loads near 8K values."""
+    rotate_kernel rotates them back into ``out``. ``chunks``: the splits read at a time
+    (maxima, partial outputs), powers of two, if not the largest that keep a program's loads
+    near 8K values."""
     splits = 1 << (n_splits - 1).bit_length()
     db = min(dpow, REDUCE_DIMS)
     cm, ch = chunks or (max(2, min(splits, 2048)), max(2, min(splits, 8192 // db)))
     rows = seqs * kv_heads * group
     merged = out if rot is None else scratch[:rows * dpow].view(rows, dpow)
     reduce_kernel[(seqs * kv_heads, group, dpow // db)](
-        acc, ml, merged, n_splits, GROUP=group, RP=1, D=merged.shape[-1], DPOW=dpow, DB=db,
-        CM=cm, CH=ch)
+        acc, ml, merged, n_splits, GROUP=group, D=merged.shape[-1], DPOW=dpow, DB=db, CM=cm,
+        CH=ch)
     if rot is not None:
         rotate_kernel[(triton.cdiv(rows, 16),)](merged, out, rot, rows, DIN=dpow,
                                                 DOUT=out.shape[-1], DPOW=dpow, BACK=True)
