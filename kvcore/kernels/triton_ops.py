@@ -556,9 +556,7 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
 def rotate_rows(x, ROT, ROWS: tl.constexpr, DPOW: tl.constexpr, BACK: tl.constexpr):
     """Each 128-block of the rows of x [ROWS, DPOW] (float32, ROWS ≥ 16) times Rᵀ, or times R
     with BACK (the inverse), for the rotation R = ROT / √128, ROT the ±1 matrix in float16. The
-    rows are scaled into [-1, 1] and split into two float16 parts (x = hi + lo to 2⁻²² of
-    the row's largest value), so two float16 products accumulated in float32 give the float32
-    rotation."""
+    rows are scaled into [-1, 1] for _rotate_blocks and back."""
     r128 = tl.arange(0, 128)
     if BACK:
         rot = tl.load(ROT + r128[:, None] * 128 + r128[None, :])
@@ -567,10 +565,17 @@ def rotate_rows(x, ROT, ROWS: tl.constexpr, DPOW: tl.constexpr, BACK: tl.constex
     amax = tl.max(tl.abs(x), axis=1)
     s = tl.where(amax > 0, amax, 1.0)
     u = tl.reshape(x * (1.0 / s)[:, None], (ROWS * (DPOW // 128), 128))
+    return tl.reshape(_rotate_blocks(u, rot), (ROWS, DPOW)) * s[:, None]
+
+
+@triton.jit
+def _rotate_blocks(u, rot):
+    """u [M, 128] (float32, |u| ≤ 1) times ``rot`` (the ±1 matrix in float16, oriented by the
+    caller) / √128. u goes in as two float16 parts (u = hi + lo to 2⁻²² of |u|), so two float16
+    products accumulated in float32 give the float32 rotation (the ±1 entries are exact)."""
     hi = u.to(tl.float16)
     lo = (u - hi.to(tl.float32)).to(tl.float16)
-    y = tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
-    return tl.reshape(y, (ROWS, DPOW)) * s[:, None]
+    return tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
 
 
 @triton.jit
@@ -830,12 +835,7 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
         n = tl.sqrt(tl.sum(xb * xb, axis=2))
         u = tl.reshape(xb * (1.0 / tl.maximum(n, 1e-30))[:, :, None],
                        (ROWS * (DPOW // 128), 128))
-        # u goes in as two float16 parts (u = hi + lo to 2⁻²² of |u|): two float16 products
-        # accumulated in float32 give the float32 rotation (ROT is exact in float16)
-        hi = u.to(tl.float16)
-        lo = (u - hi.to(tl.float32)).to(tl.float16)
-        y = tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
-        y = tl.reshape(y, (ROWS, DPOW))
+        y = tl.reshape(_rotate_blocks(u, rot), (ROWS, DPOW))
         # the codebook and its thresholds are symmetric: count the positive thresholds below
         # |y| by binary search, or, for y ≤ 0, those at or below |y| (as torch.bucketize counts
         # the thresholds below y), comparing the next float above |y|
