@@ -152,7 +152,7 @@ def main() -> None:
     x0, x1 = WIDTH0[f], WIDTH1.get(f, 1)
     consts = dict(H_KV=8, GROUP=4, QPAD=16, D=128, DPOW=128, DPK=128, DPV=128, FMT_K=f,
                   FMT_V=f, XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n,
-                  PAGE_MODE=0, PAGE_C=1, ASM=True, WORDS=args.words)
+                  PAGE_MODE=0, PAGE_C=1, ASM=True, WORDS=args.words, SAME_KV=False)
     kernel, sass, usage = _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),
                                    {"num_warps": args.warps, "num_stages": args.stages})
     if args.dump:
