@@ -35,13 +35,10 @@ CONFIGS = [(16, 4, 2), (32, 2, 2), (32, 4, 2), (32, 4, 3), (64, 4, 2), (64, 4, 3
            (64, 8, 2), (128, 4, 2), (128, 8, 2)]
 
 
-#: a K-only cache (--heads …/k)
-VALUES = True
-
-
-def build(fk: str, fv: str, batch: int, tokens: int) -> LayerCache:
+def build(fk: str, fv: str, batch: int, tokens: int, values: bool = True) -> LayerCache:
+    """A filled cache of decode.py's head shape; ``values`` False: K only (--heads …/k)."""
     cache = LayerCache(fk, fv, batch, tokens, decode.HKV, decode.D, device="cuda",
-                       values=VALUES)
+                       values=values)
     fill(cache, batch, tokens, torch.float16)
     return cache
 
@@ -69,11 +66,11 @@ def main() -> None:
                          "multiprocessor, with and without a cap of 80 registers per thread")
     ap.add_argument("--heads", help="query heads/KV heads/head_dim[/k] (default 32/8/128)")
     args = ap.parse_args()
-    global VALUES
+    values = True
     if args.heads:
         hq, hkv, d, *konly = args.heads.split("/")
         decode.HQ, decode.HKV, decode.D = int(hq), int(hkv), int(d)
-        VALUES = not konly
+        values = not konly
     formats = args.formats.split(",")
     configs = CONFIGS
     if args.configs:
@@ -92,7 +89,7 @@ def main() -> None:
         if not args.no_split:
             pairs += [(f, "f16") for f in quantized] + [("f16", f) for f in quantized]
         for fk, fv in pairs:
-            cache = build(fk, fv, batch, tokens)
+            cache = build(fk, fv, batch, tokens, values)
             caches = copies(cache, batch, tokens)
             best = None
             if args.occupancy:
@@ -122,7 +119,7 @@ def main() -> None:
                   f" at {best[1]}, {sdpa / best[0]:.2f}x SDPA", flush=True)
             write_json(args.out, "sweep.json", {"env": env, "read_bytes_per_s": bw,
                                                 "heads": [decode.HQ, decode.HKV, decode.D],
-                                                "values": VALUES, "rows": rows})
+                                                "values": values, "rows": rows})
             del cache, caches
             torch.cuda.empty_cache()
 

@@ -324,10 +324,11 @@ class LayerCache:
         programs of at least 2,048 tokens each, or, for short contexts, at least one wave of
         programs of at least 256 tokens; a launch of one-warp programs over fewer than
         MANY_ROWS (sequence, KV head) rows gets FEW_ROWS_PER_SM programs per streaming
-        multiprocessor; ``programs_per_sm`` sets that number instead. Give ``max_len`` (the longest sequence) to avoid
-        reading ``seq_lens`` back from the device.
-        A rotated K format has the query rotated by one small kernel before the split kernel;
-        a rotated V format has the output rotated back in the reduction. ``asm`` (default: on a
+        multiprocessor; ``programs_per_sm`` sets that number instead. Give ``max_len`` (the
+        longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
+        128 lanes take WIDE_LAUNCH. A rotated K format has the query rotated by one small
+        kernel before the split kernel; a rotated V format has the merged output rotated back
+        by the same kernel after the reduction. ``asm`` (default: on a
         GPU) unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path
         runs, which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format

@@ -260,8 +260,8 @@ class KiviCache:
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
         ``num_warps`` and ``num_stages`` override KIVI_WARPS (more warps for heads wider than
         128) and KIVI_STAGES. ``magic``: convert the codes to float16 by their bits instead of
-        integer-to-float conversions (the same values; not yet timed on a GPU, so not the
-        default)."""
+        integer-to-float conversions (the same values; 1-9% slower on an H200,
+        bench/results/kivi-magic-h200.json, so not the default)."""
         from .cache import LOG2E, SMS
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_splits
