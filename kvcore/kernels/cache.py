@@ -100,6 +100,27 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def head_parts(width: int) -> tuple[int, int]:
+    """(main, tail): the lanes a decode program holds a head of ``width`` packed values in, a
+    power of two and, where it saves lanes, a smaller power-of-two tail of at least 32 lanes
+    (tail 0: none). DeepSeek's 576-wide latent: 512 + 64 instead of 1,024 (640 in a rotated
+    format: 512 + 128); 96: 64 + 32; 128: 128."""
+    main = 1 << (width.bit_length() - 1)
+    if main == width:
+        return main, 0
+    tail = max(32, _pow2(width - main))
+    return (main, tail) if tail < main else (2 * main, 0)
+
+
+def tail_offsets(fmt: str, main: int) -> tuple[int, int]:
+    """Elements of a format's two planes before a row's head dimension ``main`` (a multiple of
+    the format's block): where a head's tail part starts. A per-row scale (fp8_pth) has none."""
+    widths = [w for w, _ in ref.plane_widths(fmt, main).values()]
+    if fmt == "fp8_pth":
+        return widths[0], 0
+    return widths[0], widths[1] if len(widths) > 1 else 0
+
+
 @dataclass
 class Side:
     """The planes of K or of V."""
@@ -326,7 +347,9 @@ class LayerCache:
         MANY_ROWS (sequence, KV head) rows gets FEW_ROWS_PER_SM programs per streaming
         multiprocessor; ``programs_per_sm`` sets that number instead. Give ``max_len`` (the
         longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
-        128 lanes take WIDE_LAUNCH. A rotated K format has the query rotated by one small
+        128 lanes take WIDE_LAUNCH (by the power of two of their width). A head whose width is
+        not a power of two is held in two parts where that saves lanes (head_parts: the MLA
+        latent's 576 values as 512 + 64, not 1,024). A rotated K format has the query rotated by one small
         kernel before the split kernel; a rotated V format has the merged output rotated back
         by the same kernel after the reduction. ``asm`` (default: on a
         GPU) unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path
@@ -345,6 +368,8 @@ class LayerCache:
         group = hq // self.kv_heads
         qpad = max(16, _pow2(group))
         dpow = tab["dpow"]
+        main, tail = head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
+        width = main + tail
         if dpow <= 128:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
             bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))
@@ -375,7 +400,7 @@ class LayerCache:
         if asm is None:
             asm = q.device.type == "cuda"
         n_splits = max(1, math.ceil(max_len / split_tokens))
-        acc = self._workspace("acc", bsz * hq * n_splits * dpow, torch.float32, q.device)
+        acc = self._workspace("acc", bsz * hq * n_splits * width, torch.float32, q.device)
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
         if out is None:
             # pre-filled with NaN so that an unwritten element cannot pass for a result
@@ -383,21 +408,23 @@ class LayerCache:
         q_in = q.contiguous()
         if self.k.fmt in ROTATED:
             rows = bsz * hq
-            q_rot = self._workspace("qrot", rows * dpow, torch.float32, q.device).reshape(
-                bsz, hq, dpow)
+            q_rot = self._workspace("qrot", rows * width, torch.float32, q.device).reshape(
+                bsz, hq, width)
             rotate_kernel[(math.ceil(rows / 16),)](q_in, q_rot, tab["rot_pm1"], rows, DIN=d,
-                                                   DOUT=dpow, DPOW=dpow, BACK=False)
+                                                   DOUT=width, DPOW=dpow, BACK=False)
             q_in = q_rot
         ks, vs = self.k.flat(), self.v.flat()
         k1 = ks[1] if len(ks) > 1 else ks[0]
         v1 = vs[1] if len(vs) > 1 else vs[0]
 
-        def width(t: Any) -> int:
+        def plane_width(t: Any) -> int:
             return t.shape[-1] if t.dim() == 4 else 1
 
         if words is None:
             words = self.k.fmt in WORDS
-        words = words and all(width(t) % 4 == 0 for t in (ks[0], vs[0]))
+        k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
+        v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
+        words = words and all(plane_width(t) % 4 == 0 for t in (ks[0], vs[0]))
         decode_split_kernel[(bsz, self.kv_heads, n_splits)](
             q_in, acc, ml,
             ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
@@ -406,9 +433,14 @@ class LayerCache:
             block_table, seq_lens, block_table.stride(0), n_splits,
             LOG2E / math.sqrt(d), self.page_size, split_tokens,
             H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
-            D=q_in.shape[-1], DPOW=dpow, DPK=self.k.padded_dim, DPV=self.v.padded_dim,
+            D=q_in.shape[-1], DPOW=main, DPK=main if tail else self.k.padded_dim,
+            DPV=main if tail else self.v.padded_dim, DT=tail,
+            DKT=self.k.padded_dim - main if tail else 0,
+            DVT=self.v.padded_dim - main if tail else 0,
+            OK0=k_off[0], OK1=k_off[1], OV0=v_off[0], OV1=v_off[1],
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
-            XK0=width(ks[0]), XK1=width(k1), XV0=width(vs[0]), XV1=width(v1),
+            XK0=plane_width(ks[0]), XK1=plane_width(k1), XV0=plane_width(vs[0]),
+            XV1=plane_width(v1),
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
             ASM=bool(asm), WORDS=bool(words),
             SAME_KV=not self.has_v and (self.k.fmt in REUSE_KEYS if reuse_keys is None
@@ -416,8 +448,8 @@ class LayerCache:
             num_warps=num_warps, num_stages=num_stages,
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED
-        reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, dpow,
+        reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, width,
                       rot=tab["rot_pm1"] if rotated_v else None,
-                      scratch=self._workspace("merged", bsz * hq * dpow, torch.float32, q.device)
+                      scratch=self._workspace("merged", bsz * hq * width, torch.float32, q.device)
                       if rotated_v else None)
         return out

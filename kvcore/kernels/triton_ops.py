@@ -631,9 +631,10 @@ def _rows(BLOCK_TABLE, b, stride_bt, h, n0, end, PAGE, pg, off, H_KV: tl.constex
 
 @triton.jit
 def _q(Q, qrow, qmask_rows, qk_scale, FMT: tl.constexpr, DPOW: tl.constexpr, D: tl.constexpr,
-       PART: tl.constexpr, DT: tl.constexpr):
-    """The query rows at the head dimensions of a tile part, scaled, in the tile's dtype."""
-    kd = _tile_dims(FMT, DPOW, PART)
+       PART: tl.constexpr, DT: tl.constexpr, C0: tl.constexpr):
+    """The query rows at the head dimensions of a tile part (of a head part starting at head
+    dimension C0), scaled, in the tile's dtype."""
+    kd = _tile_dims(FMT, DPOW, PART) + C0
     q = tl.load(Q + qrow[:, None] * D + kd[None, :], mask=qmask_rows[:, None] & (kd[None, :] < D),
                 other=0.0).to(tl.float32)
     return (q * qk_scale).to(DT)
@@ -650,6 +651,8 @@ def decode_split_kernel(
     XK0: tl.constexpr, XK1: tl.constexpr, XV0: tl.constexpr, XV1: tl.constexpr,
     BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr, ASM: tl.constexpr,
     WORDS: tl.constexpr, SAME_KV: tl.constexpr = False,
+    DT: tl.constexpr = 0, DKT: tl.constexpr = 0, DVT: tl.constexpr = 0,
+    OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
@@ -660,7 +663,13 @@ def decode_split_kernel(
     nibble is moved between lanes. ASM: unpack with PTX (a GPU; the interpreter takes the plain
     path, which gives the same float16 values). WORDS: read the packed planes as int32 words
     (the same values). SAME_KV: V is K (a K-only MLA latent; K and V planes the same): the
-    key tile unpacked once serves both products."""
+    key tile unpacked once serves both products.
+
+    A head is held in two parts where that saves lanes: head dimensions 0 … DPOW (DPK and DPV
+    of them packed in K and V) and a tail of DT lanes (a power of two, 0: none) from DPOW on,
+    DKT and DVT of them packed, its bytes OK0 and OK1 (OV0, OV1) elements into a row of the
+    K (V) planes. DeepSeek's 576-wide latent is 512 + 64 lanes instead of 1,024. The partial
+    outputs are DPOW + DT wide."""
     b = tl.program_id(0)
     h = tl.program_id(1)
     sp = tl.program_id(2)
@@ -673,24 +682,35 @@ def decode_split_kernel(
     # q4_0, tbq4, tbq3 and nvfp4 (codes 3-6) are read in halves
     HK: tl.constexpr = FMT_K >= 3
     HV: tl.constexpr = FMT_V >= 3
+    DW: tl.constexpr = DPOW + DT
     if FMT_K == 0:  # noqa: SIM108 (a compile-time branch)
         KT = K0.dtype.element_ty
     else:
         KT = tl.float16
     if HK:
-        qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 1, KT)
-        qb = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 2, KT)
+        qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 1, KT, 0)
+        qb = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 2, KT, 0)
+        if DT > 0:
+            qta = _q(Q, qrow, qmask, qk_scale, FMT_K, DT, D, 1, KT, DPOW)
+            qtb = _q(Q, qrow, qmask, qk_scale, FMT_K, DT, D, 2, KT, DPOW)
     else:
-        qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 0, KT)
+        qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 0, KT, 0)
         qb = qa
+        if DT > 0:
+            qta = _q(Q, qrow, qmask, qk_scale, FMT_K, DT, D, 0, KT, DPOW)
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
     if HV:
         acc_a = tl.zeros([QPAD, DPOW // 2], tl.float32)
         acc_b = tl.zeros([QPAD, DPOW // 2], tl.float32)
+        if DT > 0:
+            acc_ta = tl.zeros([QPAD, DT // 2], tl.float32)
+            acc_tb = tl.zeros([QPAD, DT // 2], tl.float32)
     else:
         acc_a = tl.zeros([QPAD, DPOW], tl.float32)
         acc_b = acc_a
+        if DT > 0:
+            acc_ta = tl.zeros([QPAD, DT], tl.float32)
     hh = h.to(tl.int64)
     # block-table entry and row within the page of the current tile (PAGE_MODE 0), advanced
     # without a division per tile
@@ -703,40 +723,74 @@ def decode_split_kernel(
         wrap = off >= PAGE
         pg += wrap.to(tl.int32)
         off -= wrap.to(tl.int32) * PAGE
+        k0 = K0 + first * XK0
+        k1 = K1 + first * XK1
         if HK:
-            ka, kb, ks = _halves(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r,
-                                 nmask, BLOCK_N, DPOW, DPK, XK0, XK1, ASM, WORDS)
+            ka, kb, ks = _halves(FMT_K, k0, k1, KGS, CENT_K, r, nmask, BLOCK_N, DPOW, DPK, XK0,
+                                 XK1, ASM, WORDS)
             s = tl.dot(qb, tl.trans(kb), tl.dot(qa, tl.trans(ka)))
+            if DT > 0:
+                # the tail's row scale is the head's (fp8_pth, nvfp4): not needed again
+                ta, tb, _ = _halves(FMT_K, k0 + OK0, k1 + OK1, KGS, CENT_K, r, nmask, BLOCK_N,
+                                    DT, DKT, XK0, XK1, ASM, WORDS)
+                s = tl.dot(qtb, tl.trans(tb), tl.dot(qta, tl.trans(ta), s))
         else:
-            k, ks = _tile(FMT_K, K0 + first * XK0, K1 + first * XK1, KGS, CENT_K, r, nmask,
-                          BLOCK_N, DPOW, DPK, XK0, XK1, ASM, WORDS)
+            k, ks = _tile(FMT_K, k0, k1, KGS, CENT_K, r, nmask, BLOCK_N, DPOW, DPK, XK0, XK1,
+                          ASM, WORDS)
             s = tl.dot(qa, tl.trans(k))
+            if DT > 0:
+                kt, _ = _tile(FMT_K, k0 + OK0, k1 + OK1, KGS, CENT_K, r, nmask, BLOCK_N, DT,
+                              DKT, XK0, XK1, ASM, WORDS)
+                s = tl.dot(qta, tl.trans(kt), s)
         p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
+        v0 = V0 + first * XV0
+        v1 = V1 + first * XV1
         if HV:
             if SAME_KV:
                 va, vb, vs = ka, kb, ks
             else:
-                va, vb, vs = _halves(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V,
-                                     r, nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM, WORDS)
+                va, vb, vs = _halves(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV,
+                                     XV0, XV1, ASM, WORDS)
             pv = (p * vs[None, :]).to(va.dtype)
             acc_a = acc_a * alpha[:, None] + tl.dot(pv, va)
             acc_b = acc_b * alpha[:, None] + tl.dot(pv, vb)
+            if DT > 0:
+                if SAME_KV:
+                    wa, wb = ta, tb
+                else:
+                    wa, wb, _ = _halves(FMT_V, v0 + OV0, v1 + OV1, VGS, CENT_V, r, nmask,
+                                        BLOCK_N, DT, DVT, XV0, XV1, ASM, WORDS)
+                acc_ta = acc_ta * alpha[:, None] + tl.dot(pv, wa)
+                acc_tb = acc_tb * alpha[:, None] + tl.dot(pv, wb)
         else:
             if SAME_KV:
                 v, vs = k, ks
             else:
-                v, vs = _tile(FMT_V, V0 + first * XV0, V1 + first * XV1, VGS, CENT_V, r,
-                              nmask, BLOCK_N, DPOW, DPV, XV0, XV1, ASM, WORDS)
-            acc_a = acc_a * alpha[:, None] + tl.dot((p * vs[None, :]).to(v.dtype), v)
+                v, vs = _tile(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV, XV0,
+                              XV1, ASM, WORDS)
+            pv = (p * vs[None, :]).to(v.dtype)
+            acc_a = acc_a * alpha[:, None] + tl.dot(pv, v)
+            if DT > 0:
+                if SAME_KV:
+                    vt = kt
+                else:
+                    vt, _ = _tile(FMT_V, v0 + OV0, v1 + OV1, VGS, CENT_V, r, nmask, BLOCK_N,
+                                  DT, DVT, XV0, XV1, ASM, WORDS)
+                acc_ta = acc_ta * alpha[:, None] + tl.dot(pv, vt)
     base = qrow.to(tl.int64) * n_splits + sp
+    dst = ACC + base[:, None] * DW
     if HV:
-        da = _tile_dims(FMT_V, DPOW, 1)
-        db = _tile_dims(FMT_V, DPOW, 2)
-        tl.store(ACC + base[:, None] * DPOW + da[None, :], acc_a, mask=qmask[:, None])
-        tl.store(ACC + base[:, None] * DPOW + db[None, :], acc_b, mask=qmask[:, None])
+        tl.store(dst + _tile_dims(FMT_V, DPOW, 1)[None, :], acc_a, mask=qmask[:, None])
+        tl.store(dst + _tile_dims(FMT_V, DPOW, 2)[None, :], acc_b, mask=qmask[:, None])
+        if DT > 0:
+            tl.store(dst + DPOW + _tile_dims(FMT_V, DT, 1)[None, :], acc_ta,
+                     mask=qmask[:, None])
+            tl.store(dst + DPOW + _tile_dims(FMT_V, DT, 2)[None, :], acc_tb,
+                     mask=qmask[:, None])
     else:
-        tl.store(ACC + base[:, None] * DPOW + tl.arange(0, DPOW)[None, :], acc_a,
-                 mask=qmask[:, None])
+        tl.store(dst + tl.arange(0, DPOW)[None, :], acc_a, mask=qmask[:, None])
+        if DT > 0:
+            tl.store(dst + DPOW + tl.arange(0, DT)[None, :], acc_ta, mask=qmask[:, None])
     tl.store(ML + base * 2, m_i, mask=qmask)
     tl.store(ML + base * 2 + 1, l_i, mask=qmask)
 
@@ -744,8 +798,8 @@ def decode_split_kernel(
 @triton.jit
 def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
                   DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr):
-    """Merge the splits of one query row at DB of the head dimensions: OUT = Σ w_s acc_s /
-    Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids: (sequence · H_KV + KV head, query row
+    """Merge the splits of one query row at DB of the head dimensions (of the DPOW a partial
+    output holds): OUT = Σ w_s acc_s / Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids: (sequence · H_KV + KV head, query row
     of its GROUP, block of DB dimensions). The splits are read CM (maxima) and CH (partial
     outputs) at a time, each chunk one load, so that the merge takes a few round trips to
     memory however many splits there are; rows and dimensions are spread over programs, so
@@ -779,26 +833,27 @@ REDUCE_DIMS = 32
 
 
 def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: int,
-                  dpow: int, rot=None, scratch=None,
+                  width: int, rot=None, scratch=None,
                   chunks: tuple[int, int] | None = None) -> None:
     """Launch reduce_kernel, merging ``n_splits`` partial results of the ``group`` query rows
-    [dpow] of each (sequence, KV head) into ``out`` [seqs, kv_heads · group, D]: a program per
-    query row and REDUCE_DIMS head dimensions. With ``rot`` (the ±1 rotation, float16) the
-    merged rows go to ``scratch`` (float32, seqs · kv_heads · group · dpow values) and
-    rotate_kernel rotates them back into ``out``. ``chunks``: the splits read at a time
-    (maxima, partial outputs), powers of two, if not the largest that keep a program's loads
-    near 8K values."""
+    [width] of each (sequence, KV head) into ``out`` [seqs, kv_heads · group, D]: a program per
+    query row and REDUCE_DIMS head dimensions (``width`` a multiple of them, or a power of two
+    below). With ``rot`` (the ±1 rotation, float16) the merged rows go to ``scratch`` (float32,
+    seqs · kv_heads · group · width values) and rotate_kernel rotates them back into ``out``.
+    ``chunks``: the splits read at a time (maxima, partial outputs), powers of two, if not the
+    largest that keep a program's loads near 8K values."""
     splits = 1 << (n_splits - 1).bit_length()
-    db = min(dpow, REDUCE_DIMS)
+    db = min(width, REDUCE_DIMS)
     cm, ch = chunks or (max(2, min(splits, 2048)), max(2, min(splits, 8192 // db)))
     rows = seqs * kv_heads * group
-    merged = out if rot is None else scratch[:rows * dpow].view(rows, dpow)
-    reduce_kernel[(seqs * kv_heads, group, dpow // db)](
-        acc, ml, merged, n_splits, GROUP=group, D=merged.shape[-1], DPOW=dpow, DB=db, CM=cm,
+    merged = out if rot is None else scratch[:rows * width].view(rows, width)
+    reduce_kernel[(seqs * kv_heads, group, width // db)](
+        acc, ml, merged, n_splits, GROUP=group, D=merged.shape[-1], DPOW=width, DB=db, CM=cm,
         CH=ch)
     if rot is not None:
-        rotate_kernel[(triton.cdiv(rows, 16),)](merged, out, rot, rows, DIN=dpow,
-                                                DOUT=out.shape[-1], DPOW=dpow, BACK=True)
+        rotate_kernel[(triton.cdiv(rows, 16),)](merged, out, rot, rows, DIN=width,
+                                                DOUT=out.shape[-1],
+                                                DPOW=1 << (width - 1).bit_length(), BACK=True)
 
 
 @triton.jit

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from kvcore.kernels import ref  # noqa: E402
-from kvcore.kernels.cache import PAGED, LayerCache  # noqa: E402
+from kvcore.kernels.cache import PAGED, LayerCache, head_parts, tail_offsets  # noqa: E402
 from kvcore.kv import geometry_bytes  # noqa: E402
 
 # relative error of decode attention over the quantized cache against exact attention over the
@@ -90,6 +90,41 @@ def test_odd_head_dims(fmt, head_dim):
     out = kernel3.decode(q, table, seq_lens, split_tokens=16, block_n=16)
     assert not torch.isnan(out).any()
     assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
+
+
+def test_head_parts_and_tail_offsets():
+    # a power of two stays whole; otherwise a power-of-two main part and a tail of at least
+    # 32 lanes, only where that is fewer lanes than the next power of two
+    assert [head_parts(w) for w in (128, 576, 640, 96, 80, 52, 192, 256, 1)] == [
+        (128, 0), (512, 64), (512, 128), (64, 32), (64, 32), (64, 0), (128, 64), (256, 0),
+        (1, 0)]
+    # elements of (packed bytes, scales) before head dimension 512 (64 for the 16-blocks)
+    assert tail_offsets("f16", 512) == (512, 0)
+    assert tail_offsets("fp8_pth", 512) == (512, 0)  # its scale is per row
+    assert tail_offsets("q8_0", 512) == (512, 16)
+    assert tail_offsets("q4_0", 512) == (256, 16)
+    assert tail_offsets("tbq4", 512) == (256, 4)
+    assert tail_offsets("tbq3", 512) == (192, 4)
+    assert tail_offsets("nvfp4", 64) == (32, 4)
+
+
+@pytest.mark.parametrize(("fmt_k", "fmt_v", "head_dim"), [
+    ("f16", "f16", 96), ("fp8_pth", "q8_0", 192), ("q4_0", "nvfp4", 80),
+    ("nvfp4", "q4_0", 96), ("tbq4", "tbq3", 576), ("tbq3", "fp8_pth", 576)])
+def test_heads_held_in_two_parts(fmt_k, fmt_v, head_dim):
+    # a head held as a main part and a tail (K and V read from the tail's offset in every
+    # format, partly packed tails included) gives the reference, as words and as bytes
+    width = max(head_dim, ref.padded(fmt_k, head_dim), ref.padded(fmt_v, head_dim))
+    main, tail = head_parts(width)
+    assert tail and main + tail < 2 * main
+    kernel, _, table, seq_lens, k, v = build(fmt_k, fmt_v, [19, 33], head_dim=head_dim,
+                                             seed=31)
+    q = torch.randn(2, 4, head_dim, generator=torch.Generator().manual_seed(32)).half()
+    by_words = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=True)
+    by_bytes = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=False)
+    assert not torch.isnan(by_words).any()
+    assert torch.equal(by_words, by_bytes)
+    assert rel(by_words, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
 
 
 @pytest.mark.parametrize(("fmt", "page", "block_n"), [
