@@ -1,12 +1,18 @@
-"""K-only (MLA latent) decode with each key tile unpacked once for both products against once
-for each, on a GPU.
+"""A decode option switched on against off, on a GPU: by default a K-only (MLA latent) decode
+with each key tile unpacked once for both products against once for each.
 
-    python bench/mla_check.py [--out DIR] [--formats f16,q8_0,…] [--shapes 1x131072,4x32768]
+    python bench/mla_check.py [--out DIR] [--option reuse_keys|parts] [--heads 16/1/576/k]
+        [--formats f16,q8_0,…] [--shapes 1x131072,4x32768]
 
-DeepSeek-V2-Lite's shape: 16 query heads over one 576-wide latent (V = the latent), the
-decode's default launch; each step replayed from a CUDA graph over enough caches that none is
-read from L2. Writes mla.json: seconds with reuse_keys True and False, and whether the two
-outputs are identical.
+--option reuse_keys (the default; writes mla.json): LayerCache.decode's reuse_keys. --option
+parts (writes parts.json): a head whose width is not a power of two held as a main part and a
+tail (512 + 64 lanes for DeepSeek's latent) against one power of two (1,024). --heads: query
+heads / KV heads / head_dim, a trailing /k for a K-only cache (V = the keys); the default is
+DeepSeek-V2-Lite's shape, 16 query heads over one 576-wide latent. The decode's default
+launch; each step replayed from a CUDA graph over enough caches that none is read from L2.
+Each row: seconds with the option on and off, the bytes read a second with it on, and whether
+the two outputs are identical (reuse_keys) or how far apart (parts: the same values summed in
+another order).
 """
 
 from __future__ import annotations
@@ -29,31 +35,40 @@ from kvcore.measure import environment  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--option", choices=("reuse_keys", "parts"), default="reuse_keys")
+    ap.add_argument("--heads", default="16/1/576/k")
     ap.add_argument("--formats", default="f16,fp8_pth,q8_0,q4_0,tbq4,tbq3,nvfp4")
     ap.add_argument("--shapes", default="1x131072,4x32768")
     args = ap.parse_args()
-    decode.HQ, decode.HKV, decode.D = 16, 1, 576
+    spec = args.heads.split("/")
+    decode.HQ, decode.HKV, decode.D = (int(x) for x in spec[:3])
+    values = spec[3:] != ["k"]
+    name = "mla.json" if args.option == "reuse_keys" else "parts.json"
     env = environment("cuda", torch)
     rows = []
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))
         for fmt in args.formats.split(","):
-            cache = LayerCache(fmt, fmt, batch, tokens, 1, 576, device="cuda", values=False)
+            cache = LayerCache(fmt, fmt, batch, tokens, decode.HKV, decode.D, device="cuda",
+                               values=values)
             decode.fill(cache, batch, tokens, torch.float16)
             table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
             seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
-            q = torch.randn(batch, 16, 576, device="cuda", dtype=torch.float16)
-            outs = {r: cache.decode(q, table, seq, max_len=tokens, reuse_keys=r)
+            q = torch.randn(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float16)
+            outs = {r: cache.decode(q, table, seq, max_len=tokens, **{args.option: r})
                     for r in (True, False)}
             caches = decode.copies(cache, batch, tokens)
-            row = {"format": fmt, "batch": batch, "tokens": tokens, "bytes": cache.nbytes,
-                   "identical": bool(torch.equal(outs[True], outs[False])),
-                   "seconds": {str(r): decode.time_steps(caches, batch, tokens, reuse_keys=r)
-                               for r in (True, False)}}
+            seconds = {str(r): decode.time_steps(caches, batch, tokens, **{args.option: r})
+                       for r in (True, False)}
+            diff = float((outs[True] - outs[False]).abs().max() / outs[False].abs().max())
+            row = {"format": fmt, "heads": args.heads, "batch": batch, "tokens": tokens,
+                   "bytes": cache.nbytes, "identical": bool(torch.equal(outs[True], outs[False])),
+                   "max_rel_diff": diff, "seconds": seconds,
+                   "read_gb_s_on": cache.nbytes / seconds["True"] / 1e9}
             rows.append(row)
-            print(fmt, batch, tokens, row["identical"],
-                  {k: f"{v * 1e6:.1f} us" for k, v in row["seconds"].items()}, flush=True)
-            decode.write_json(args.out, "mla.json", {"env": env, "rows": rows})
+            print(fmt, args.heads, batch, tokens, row["identical"], f"{diff:.1e}",
+                  {k: f"{v * 1e6:.1f} us" for k, v in seconds.items()}, flush=True)
+            decode.write_json(args.out, name, {"env": env, "option": args.option, "rows": rows})
             del cache, caches
             torch.cuda.empty_cache()
 

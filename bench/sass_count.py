@@ -4,7 +4,7 @@ backward branch closes) and count its instructions by opcode. With --append, the
 instead (straight-line code: every instruction, per value a thread quantizes).
 
     python bench/sass_count.py FORMAT [--block-n 32] [--warps 4] [--stages 2] [--src DIR]
-        [--dump DIR]
+        [--dump DIR] [--words] [--head-dim 576 --k-only [--whole]]
     python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4]
 
 Prints registers, the loop's warp instructions per iteration and thread instructions per cached
@@ -135,6 +135,13 @@ def main() -> None:
     ap.add_argument("--dump", help="write the kernel's ttgir, ptx and sass into this folder")
     ap.add_argument("--append", action="store_true", help="count the append kernel")
     ap.add_argument("--rows", type=int, default=32, help="append: rows per program")
+    ap.add_argument("--head-dim", type=int, default=128,
+                    help="decode: head_dim (a width that is not a power of two is held in "
+                         "two parts, as the decode holds it)")
+    ap.add_argument("--k-only", action="store_true",
+                    help="decode: a K-only cache (an MLA latent), its key tiles reused for V")
+    ap.add_argument("--whole", action="store_true",
+                    help="decode: hold the head in one power of two of lanes (no parts)")
     args = ap.parse_args()
     sys.path.insert(0, args.src)
     from kvcore.kernels import triton_ops
@@ -149,10 +156,23 @@ def main() -> None:
            "V0": data, "V1": side, "VGS": "*fp32", "CENT_K": "*fp16", "CENT_V": "*fp16",
            "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32", "n_splits": "i32",
            "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32"}
-    x0, x1 = WIDTH0[f], WIDTH1.get(f, 1)
-    consts = dict(H_KV=8, GROUP=4, QPAD=16, D=128, DPOW=128, DPK=128, DPV=128, FMT_K=f,
-                  FMT_V=f, XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n,
-                  PAGE_MODE=0, PAGE_C=1, ASM=True, WORDS=args.words, SAME_KV=False)
+    from kvcore.kernels.cache import head_parts, tail_offsets
+    from kvcore.kernels.ref import padded, plane_widths
+
+    d = args.head_dim
+    widths = [w for w, _ in plane_widths(args.fmt, d).values()]
+    x0, x1 = widths[0], widths[1] if len(widths) > 1 else 1
+    dp = padded(args.fmt, d)
+    width = max(d, dp)
+    main, tail = (1 << (width - 1).bit_length(), 0) if args.whole else head_parts(width)
+    off = tail_offsets(args.fmt, main) if tail else (0, 0)
+    consts = dict(H_KV=1 if args.k_only else 8, GROUP=16 if args.k_only else 4, QPAD=16,
+                  D=main + tail if f in (4, 5) else d, DPOW=main,
+                  DPK=main if tail else dp, DPV=main if tail else dp, FMT_K=f, FMT_V=f,
+                  XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n, PAGE_MODE=0,
+                  PAGE_C=1, ASM=True, WORDS=args.words, SAME_KV=args.k_only, DT=tail,
+                  DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
+                  OK1=off[1], OV0=off[0], OV1=off[1])
     kernel, sass, usage = _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),
                                    {"num_warps": args.warps, "num_stages": args.stages})
     if args.dump:
@@ -164,7 +184,7 @@ def main() -> None:
         print("no loop found")
         return
     body = lines[loop[0]:loop[1] + 1]
-    values = args.block_n * 128 * 2
+    values = args.block_n * d * (1 if args.k_only else 2)
     print(f"loop: {len(body)} warp instructions per iteration, "
           f"{len(body) * args.warps * 32 / values:.2f} thread instructions per cached value")
     print(", ".join(f"{op} {n}" for op, n in _opcodes(body).most_common(16)))

@@ -338,7 +338,7 @@ class LayerCache:
                num_warps: int | None = None, num_stages: int | None = None, out: Any = None,
                asm: bool | None = None, programs_per_sm: int | None = None,
                max_registers: int | None = None, words: bool | None = None,
-               reuse_keys: bool | None = None) -> Any:
+               reuse_keys: bool | None = None, parts: bool = True) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -358,7 +358,8 @@ class LayerCache:
         is in WORDS) reads the packed planes of fp8_pth, q8_0, q4_0, tbq4, tbq3 and nvfp4 as int32
         words, four bytes a load, where every row's width allows it. ``reuse_keys`` (a K-only
         cache, V = the keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
-        for both products instead of once for each.
+        for both products instead of once for each. ``parts=False`` holds every head in one
+        power of two of lanes (the layout before head parts, kept for comparison).
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_splits, rotate_kernel
 
@@ -368,7 +369,8 @@ class LayerCache:
         group = hq // self.kv_heads
         qpad = max(16, _pow2(group))
         dpow = tab["dpow"]
-        main, tail = head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
+        main, tail = (head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
+                      if parts else (dpow, 0))
         width = main + tail
         if dpow <= 128:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
