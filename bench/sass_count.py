@@ -140,6 +140,8 @@ def main() -> None:
                          "two parts, as the decode holds it)")
     ap.add_argument("--k-only", action="store_true",
                     help="decode: a K-only cache (an MLA latent), its key tiles reused for V")
+    ap.add_argument("--group", type=int, default=0,
+                    help="decode: query heads a KV head (16 K-only, else 4)")
     ap.add_argument("--whole", action="store_true",
                     help="decode: hold the head in one power of two of lanes (no parts)")
     args = ap.parse_args()
@@ -166,7 +168,9 @@ def main() -> None:
     width = max(d, dp)
     main, tail = (1 << (width - 1).bit_length(), 0) if args.whole else head_parts(width)
     off = tail_offsets(args.fmt, main) if tail else (0, 0)
-    consts = dict(H_KV=1 if args.k_only else 8, GROUP=16 if args.k_only else 4, QPAD=16,
+    group = args.group or (16 if args.k_only else 4)
+    consts = dict(H_KV=1 if args.k_only else 8, GROUP=group,
+                  QPAD=max(16, 1 << (group - 1).bit_length()),
                   D=main + tail if f in (4, 5) else d, DPOW=main,
                   DPK=main if tail else dp, DPV=main if tail else dp, FMT_K=f, FMT_V=f,
                   XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n, PAGE_MODE=0,
@@ -179,7 +183,8 @@ def main() -> None:
         _dump(args.dump, args.fmt, kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
     loop = _loop(sass, lines)
-    print(f"{args.fmt}: {_registers(usage)} registers, {len(lines)} instructions")
+    print(f"{args.fmt}: {_registers(usage)} registers, {kernel.metadata.shared} bytes of "
+          f"shared memory, {len(lines)} instructions")
     if loop is None:
         print("no loop found")
         return

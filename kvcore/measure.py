@@ -221,7 +221,8 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
         if not isinstance(cache, list):
             _fill(cache, group, tokens, sequences, device, gen, torch)
         _progress(n + 1, len(caches), "filling", progress)
-    decode = _time_decode(caches, sequences, context, device, steps, torch, progress)
+    decode = _time_decode(caches, sequences, context, device, steps, torch, progress,
+                          spec.num_attention_heads)
     decode.update(token_time(spec, decode, full / predicted if predicted else 1.0, mtp=mtp))
     return Measurement(
         model=spec.name, kv_k=fk.name, kv_v=fv.name, context=context, sequences=sequences,
@@ -409,16 +410,26 @@ def _time(fn: Callable[[], Any], device: str, steps: int, torch: Any) -> float:
     return float(statistics.median(times))
 
 
+def query_heads(heads: int, group: LayerGroup) -> int:
+    """Query heads a decode step over ``group``'s layers attends with: the model's ``heads``
+    (num_attention_heads, a rank's share under tensor parallelism) where its KV heads divide
+    them (an MLA latent serves them all), else four a KV head."""
+    kv = max(group.n_kv_heads, 1)
+    return heads if heads >= kv and heads % kv == 0 else 4 * kv
+
+
 def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, context: int,
-                 device: str, steps: int, torch: Any, progress: Any) -> dict[str, Any]:
+                 device: str, steps: int, torch: Any, progress: Any,
+                 heads: int = 0) -> dict[str, Any]:
     """Median seconds of one decode step over every measured attention layer, the layers run
     back to back as a model runs them (and each layer kind's share timed the same way); fp16
     SDPA timed on one layer of each group and counted once per layer of it. On a GPU the step
-    is replayed from a CUDA graph, as serving engines run decode."""
+    is replayed from a CUDA graph, as serving engines run decode. ``heads``: the model's query
+    heads (query_heads)."""
     timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list)]
     steps_fns: list[tuple[LayerGroup, Callable[[], Any]]] = []
     for group, cache, tokens in timed:
-        hq = max(group.n_kv_heads, 1) * 4
+        hq = query_heads(heads, group)
         q = torch.randn(sequences, hq, group.head_dim_k, device=device).half()
         table = torch.arange(sequences, device=device, dtype=torch.int32).reshape(-1, 1)
         lens = torch.full((sequences,), tokens, device=device, dtype=torch.int32)
@@ -452,6 +463,8 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
     cache_bytes = sum(c.nbytes for _g, c, _t in timed)
     out: dict[str, Any] = {"seconds_per_step": total, "cache_bytes": cache_bytes,
                            "per_kind_seconds": per_group,
+                           "query_heads": {g.kind.value: query_heads(heads, g)
+                                           for g, _c, _t in timed},
                            "timing": "cuda_graph" if device == "cuda" else "launched"}
     if total > 0:
         out["cache_bytes_per_s"] = cache_bytes / total
@@ -462,7 +475,8 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
             if not group.head_dim_v:
                 continue
             if id(group) not in seen:
-                seen[id(group)] = _time_sdpa(group, sequences, tokens, device, steps, torch)
+                seen[id(group)] = _time_sdpa(group, sequences, tokens, device, steps, torch,
+                                             query_heads(heads, group))
             t = seen[id(group)]
             sdpa = None if sdpa is None or t is None else sdpa + t
         from .kernels.bandwidth import measure_bandwidth
@@ -475,9 +489,9 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
 
 
 def _time_sdpa(group: LayerGroup, sequences: int, tokens: int, device: str, steps: int,
-               torch: Any) -> float | None:
-    """torch's fp16 SDPA over one layer of ``group``'s shape (None if it does not fit)."""
-    hq = max(group.n_kv_heads, 1) * 4
+               torch: Any, hq: int) -> float | None:
+    """torch's fp16 SDPA over one layer of ``group``'s shape with ``hq`` query heads (None if
+    it does not fit)."""
     qq = torch.randn(sequences, hq, 1, group.head_dim_k, device=device).half()
     # K and V apart (with one tensor for both, V's tiles would come from L2, where K's just
     # were), and enough copies that no call finds its layer in L2 (the step it is compared

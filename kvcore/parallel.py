@@ -122,4 +122,7 @@ def rank_spec(spec: ModelSpec, parallel: Parallel, stage: int = 0) -> ModelSpec:
         layers = tuple(i for i in g.layers if (i in own) or (g.mtp and last_stage))
         if layers:
             groups.append(_shard_group(g, parallel.tp, layers))
-    return replace(spec, groups=tuple(groups))
+    # a rank attends with its share of the query heads (0: not known, or not split evenly)
+    heads = spec.num_attention_heads
+    return replace(spec, groups=tuple(groups),
+                   num_attention_heads=heads // parallel.tp if heads % parallel.tp == 0 else 0)

@@ -280,3 +280,28 @@ def test_not_even_one_layer_fits(monkeypatch):
     with pytest.raises(KvplanError, match="one layer of this cache needs"):
         m.measure(load_model("qwen3-8b"), context=4096, kv_k="f16", device="cpu", steps=1,
                   progress=None)
+
+
+def test_decode_attends_with_the_models_query_heads():
+    # the timed step uses the model's own query heads: DeepSeek-V3's 128 over its one latent
+    # (spread over query blocks by the kernel), Qwen3-8B's 32 over 8 KV heads; a
+    # tensor-parallel rank its share of them
+    from kvcore.measure import query_heads
+    from kvcore.model import LayerGroup, LayerKind
+    from kvcore.parallel import Parallel, rank_spec
+
+    v3 = load_model("deepseek-v3")
+    m = measure(v3, context=32, kv_k="q8_0", device="cpu", steps=1, max_layers=1,
+                progress=None)
+    assert m.decode["query_heads"] == {"mla": 128}
+    m = measure(load_model("qwen3-8b"), context=32, kv_k="f16", device="cpu", steps=1,
+                max_layers=1, progress=None)
+    assert m.decode["query_heads"] == {"full": 32}
+    assert rank_spec(v3, Parallel(tp=8)).num_attention_heads == 16
+    llama = rank_spec(load_model("llama-3.1-70b"), Parallel(tp=16))
+    assert llama.num_attention_heads == 4 and llama.groups[0].n_kv_heads == 1
+    assert query_heads(llama.num_attention_heads, llama.groups[0]) == 4
+    # heads not known, or not a multiple of the KV heads: four a KV head
+    full = LayerGroup(kind=LayerKind.FULL, layers=(0,), n_kv_heads=8, head_dim_k=128,
+                      head_dim_v=128)
+    assert query_heads(0, full) == 32 and query_heads(36, full) == 32

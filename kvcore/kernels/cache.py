@@ -100,6 +100,13 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def max_query_rows(width: int) -> int:
+    """Query rows a decode program holds at most for heads held in ``width`` lanes: its partial
+    output (rows × width float32) stays near 32 KB, so that it fits the registers of the
+    launch's warps without spilling."""
+    return max(16, 1 << (max(1, 8192 // width).bit_length() - 1))
+
+
 def head_parts(width: int) -> tuple[int, int]:
     """(main, tail): the lanes a decode program holds a head of ``width`` packed values in, a
     power of two and, where it saves lanes, a smaller power-of-two tail of at least 32 lanes
@@ -338,7 +345,8 @@ class LayerCache:
                num_warps: int | None = None, num_stages: int | None = None, out: Any = None,
                asm: bool | None = None, programs_per_sm: int | None = None,
                max_registers: int | None = None, words: bool | None = None,
-               reuse_keys: bool | None = None, parts: bool = True) -> Any:
+               reuse_keys: bool | None = None, parts: bool = True,
+               query_rows: int | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -360,6 +368,9 @@ class LayerCache:
         cache, V = the keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
         for both products instead of once for each. ``parts=False`` holds every head in one
         power of two of lanes (the layout before head parts, kept for comparison).
+        ``query_rows`` (a power of two, at least 16; default max_query_rows): the query heads
+        of a KV head's group a program takes at most; a larger group (DeepSeek-V3's 128 heads
+        over one latent) is spread over several programs, each reading the same keys.
         """
         from .triton_ops import FMT_CODES, decode_split_kernel, reduce_splits, rotate_kernel
 
@@ -367,11 +378,12 @@ class LayerCache:
         tab = self._tables()
         bsz, hq, d = q.shape
         group = hq // self.kv_heads
-        qpad = max(16, _pow2(group))
         dpow = tab["dpow"]
         main, tail = (head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
                       if parts else (dpow, 0))
         width = main + tail
+        qpad = min(max(16, _pow2(group)), query_rows or max_query_rows(width))
+        qblocks = math.ceil(group / qpad)
         if dpow <= 128:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
             bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))
@@ -385,7 +397,7 @@ class LayerCache:
         if max_len is None:
             max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
-            bh = max(1, bsz * self.kv_heads)
+            bh = max(1, bsz * self.kv_heads * qblocks)
             if not programs_per_sm and num_warps == 1 and bh < MANY_ROWS:
                 programs_per_sm = FEW_ROWS_PER_SM
             if programs_per_sm:
@@ -427,7 +439,7 @@ class LayerCache:
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
         words = words and all(plane_width(t) % 4 == 0 for t in (ks[0], vs[0]))
-        decode_split_kernel[(bsz, self.kv_heads, n_splits)](
+        decode_split_kernel[(bsz, self.kv_heads * qblocks, n_splits)](
             q_in, acc, ml,
             ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
             vs[0], v1, self.v.global_scale if self.v.global_scale is not None else vs[0],
@@ -439,7 +451,7 @@ class LayerCache:
             DPV=main if tail else self.v.padded_dim, DT=tail,
             DKT=self.k.padded_dim - main if tail else 0,
             DVT=self.v.padded_dim - main if tail else 0,
-            OK0=k_off[0], OK1=k_off[1], OV0=v_off[0], OV1=v_off[1],
+            OK0=k_off[0], OK1=k_off[1], OV0=v_off[0], OV1=v_off[1], QB=qblocks,
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
             XK0=plane_width(ks[0]), XK1=plane_width(k1), XV0=plane_width(vs[0]),
             XV1=plane_width(v1),

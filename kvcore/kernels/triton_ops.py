@@ -653,9 +653,10 @@ def decode_split_kernel(
     WORDS: tl.constexpr, SAME_KV: tl.constexpr = False,
     DT: tl.constexpr = 0, DKT: tl.constexpr = 0, DVT: tl.constexpr = 0,
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
+    QB: tl.constexpr = 1,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
-    attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
+    (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
     ACC and ML (base-2 exponents: qk_scale carries log2 e). Q is already rotated for a rotated K
     format (rotate_kernel); the output of a rotated V format stays rotated until the reduction.
     PAGE and SPLIT are run-time values, so a new context length compiles nothing. The 4-bit
@@ -669,14 +670,17 @@ def decode_split_kernel(
     of them packed in K and V) and a tail of DT lanes (a power of two, 0: none) from DPOW on,
     DKT and DVT of them packed, its bytes OK0 and OK1 (OV0, OV1) elements into a row of the
     K (V) planes. DeepSeek's 576-wide latent is 512 + 64 lanes instead of 1,024. The partial
-    outputs are DPOW + DT wide."""
+    outputs are DPOW + DT wide.
+
+    A group of more query heads than a program holds (QPAD rows) is spread over QB programs
+    of a KV head (program id 1: KV head · QB + query block)."""
     b = tl.program_id(0)
-    h = tl.program_id(1)
+    h = tl.program_id(1) // QB
     sp = tl.program_id(2)
     seq_len = tl.load(SEQ_LENS + b)
     start = sp * SPLIT
     end = tl.minimum(start + SPLIT, seq_len)
-    rows = tl.arange(0, QPAD)
+    rows = (tl.program_id(1) % QB) * QPAD + tl.arange(0, QPAD)
     qrow = (b * H_KV + h) * GROUP + rows
     qmask = rows < GROUP
     # q4_0, tbq4, tbq3 and nvfp4 (codes 3-6) are read in halves

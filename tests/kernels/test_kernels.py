@@ -176,6 +176,31 @@ def test_wide_heads_under_the_default_launch(fmt, heads, head_dim, values):
     assert rel(out, kernel.decode_ref(q.float(), table, lens)) < 3e-3
 
 
+@pytest.mark.parametrize(("fmt", "heads", "head_dim", "values", "rows"), [
+    ("f16", (40, 1), 576, False, None), ("q4_0", (40, 2), 128, True, 16),
+    ("tbq3", (20, 1), 128, True, 16)])
+def test_query_groups_spread_over_programs(fmt, heads, head_dim, values, rows):
+    # a group of more query heads than a program holds (DeepSeek-V3: 128 over one latent;
+    # here 40 over a 576-wide latent, max_query_rows 16) is spread over query blocks, the
+    # last one partly masked: the same answer as one program for the whole group
+    hq, hkv = heads
+    g = torch.Generator().manual_seed(37)
+    n = 35
+    k = torch.randn(1, n, hkv, head_dim, generator=g).half()
+    v = k if not values else torch.randn(1, n, hkv, head_dim, generator=g).half()
+    t = torch.arange(n)
+    kernel = LayerCache(fmt, fmt, 2, 32, hkv, head_dim, values=values)
+    kernel.append(k[0], v[0], t // 32, t % 32)
+    table = torch.tensor([[0, 1]], dtype=torch.int32)
+    lens = torch.tensor([n], dtype=torch.int32)
+    q = torch.randn(1, hq, head_dim, generator=g).half()
+    spread = kernel.decode(q, table, lens, split_tokens=16, block_n=16, query_rows=rows)
+    whole = kernel.decode(q, table, lens, split_tokens=16, block_n=16, query_rows=64)
+    assert not torch.isnan(spread).any()
+    assert rel(spread, whole) < 1e-5
+    assert rel(spread, kernel.decode_ref(q.float(), table, lens)) < 3e-3
+
+
 @pytest.mark.parametrize(("fmt", "head_dim"), [("f16", 80), ("q8_0", 128), ("q4_0", 80),
                                                ("tbq4", 128), ("nvfp4", 64)])
 def test_k_only_cache_reuses_the_key_tile_exactly(fmt, head_dim):
