@@ -51,9 +51,14 @@ MANY_ROWS = 64
 #: power of two) whose query group pads to 16 rows, every format: on an H200
 #: (bench/results/decode-sweep-wide-h200.json) one-warp programs of 16 tokens took 1.2-2.1×
 #: less time than 32 tokens and 4 warps at head_dim 256 (24/4 heads, B=1 32k and 262k, B=8
-#: 32k), and 16 tokens and 4 warps 1.5-1.6× less than 8 warps on DeepSeek's 576-wide MLA
-#: latent (padded to 1024 lanes); 512 takes the 1024 launch (not measured)
-WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 4, 2), 1024: (16, 4, 2)}
+#: 32k). DeepSeek's 576-wide MLA latent (1024: held as 512 + 64 lanes, head_parts): 16 tokens
+#: and 2 warps, 1.1-1.7× less time than 4 warps (decode-sweep-mla-parts-h200.json, B=1 128k
+#: and B=4 32k), but tbq4 and fp8_pth (WIDE_FORMAT_LAUNCH); 512 takes 16 tokens and 4 warps
+#: (not measured)
+WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 4, 2), 1024: (16, 2, 2)}
+#: (power of two, K format) → launch, where a format's best differs from WIDE_LAUNCH's: on the
+#: MLA latent 32 tokens and 4 warps, tbq4 214 → 169 µs and fp8_pth 75 → 72 µs (B=1 128k)
+WIDE_FORMAT_LAUNCH = {(1024, "tbq4"): (32, 4, 2), (1024, "fp8_pth"): (32, 4, 2)}
 #: K formats whose K-only (MLA) decode unpacks each key tile once for both products (V = the
 #: keys) by default: faster on the H200 for f16 (121 → 113 µs on DeepSeek's latent, B=1 128k),
 #: tbq4 and nvfp4 (5%); slower for fp8_pth (147 → 231 µs), q8_0, q4_0 and tbq3 (3-7%), whose
@@ -388,7 +393,7 @@ class LayerCache:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
             bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))
         elif qpad == 16 and dpow in WIDE_LAUNCH:
-            bn, nw, ns = WIDE_LAUNCH[dpow]
+            bn, nw, ns = WIDE_FORMAT_LAUNCH.get((dpow, self.k.fmt), WIDE_LAUNCH[dpow])
         else:
             bn, nw, ns = max(16, 8192 // dpow), wide_head_warps(dpow), 2
         block_n = bn if block_n is None else block_n
