@@ -111,7 +111,9 @@ def main() -> None:
             for cfg in cfgs:
                 try:
                     t = time_decode(caches, batch, tokens, cfg)
-                except triton.runtime.errors.OutOfResources:
+                except (triton.runtime.errors.OutOfResources, RuntimeError) as exc:
+                    # too large for the card, or a launch the compiler cannot lay out
+                    print(f"K {fk} V {fv} {cfg}: {type(exc).__name__}", flush=True)
                     continue
                 rows.append({"k": fk, "v": fv, "batch": batch, "tokens": tokens,
                              "config": cfg, "seconds": t, "bytes": cache.nbytes,

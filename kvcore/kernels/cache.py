@@ -59,6 +59,14 @@ WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 4, 2), 1024: (16, 2, 2)}
 #: (power of two, K format) → launch, where a format's best differs from WIDE_LAUNCH's: on the
 #: MLA latent 32 tokens and 4 warps, tbq4 214 → 169 µs and fp8_pth 75 → 72 µs (B=1 128k)
 WIDE_FORMAT_LAUNCH = {(1024, "tbq4"): (32, 4, 2), (1024, "fp8_pth"): (32, 4, 2)}
+#: (power of two, K format) → (block_n, warps, stages, query rows a program) for a query group
+#: of more than 16 heads: on DeepSeek-V3's latent (128 heads, B=1 128k, H200,
+#: decode-sweep-mla-v3-h200.json) 32 rows took f16 from 267 to 250 µs, fp8_pth 410 → 352,
+#: q8_0 875 → 611; 64 rows and 8 warps q4_0 567 → 460 and tbq4 880 → 849 (against 16 rows and
+#: WIDE_LAUNCH); bf16 takes f16's; tbq3 and nvfp4 keep 16 rows
+GROUP_LAUNCH = {(1024, "f16"): (32, 4, 2, 32), (1024, "bf16"): (32, 4, 2, 32),
+                (1024, "fp8_pth"): (32, 4, 2, 32), (1024, "q8_0"): (32, 4, 2, 32),
+                (1024, "q4_0"): (32, 8, 2, 64), (1024, "tbq4"): (32, 8, 2, 64)}
 #: K formats whose K-only (MLA) decode unpacks each key tile once for both products (V = the
 #: keys) by default: faster on the H200 for f16 (121 → 113 µs on DeepSeek's latent, B=1 128k),
 #: tbq4 and nvfp4 (5%); slower for fp8_pth (147 → 231 µs), q8_0, q4_0 and tbq3 (3-7%), whose
@@ -373,7 +381,8 @@ class LayerCache:
         cache, V = the keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
         for both products instead of once for each. ``parts=False`` holds every head in one
         power of two of lanes (the layout before head parts, kept for comparison).
-        ``query_rows`` (a power of two, at least 16; default max_query_rows): the query heads
+        ``query_rows`` (a power of two, at least 16; default GROUP_LAUNCH's for a group of
+        more than 16 heads where it has the format, else max_query_rows): the query heads
         of a KV head's group a program takes at most; a larger group (DeepSeek-V3's 128 heads
         over one latent) is spread over several programs, each reading the same keys.
         """
@@ -387,11 +396,15 @@ class LayerCache:
         main, tail = (head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
                       if parts else (dpow, 0))
         width = main + tail
-        qpad = min(max(16, _pow2(group)), query_rows or max_query_rows(width))
+        group_launch = GROUP_LAUNCH.get((dpow, self.k.fmt)) if group > 16 else None
+        rows = query_rows or (group_launch[3] if group_launch else max_query_rows(width))
+        qpad = min(max(16, _pow2(group)), rows)
         qblocks = math.ceil(group / qpad)
         if dpow <= 128:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
             bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))
+        elif group_launch:
+            bn, nw, ns = group_launch[:3]
         elif qpad == 16 and dpow in WIDE_LAUNCH:
             bn, nw, ns = WIDE_FORMAT_LAUNCH.get((dpow, self.k.fmt), WIDE_LAUNCH[dpow])
         else:
