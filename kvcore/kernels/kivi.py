@@ -254,29 +254,33 @@ class KiviCache:
         self.write_append(s, k, v, *self.plan_append(s, k.shape[0]))
 
     def decode(self, q: Any, split_tokens: int | None = None, *, num_warps: int | None = None,
-               num_stages: int | None = None, magic: bool = False) -> Any:
+               num_stages: int | None = None, magic: bool = False,
+               query_rows: int | None = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
         ``num_warps`` and ``num_stages`` override KIVI_WARPS (more warps for heads wider than
         128) and KIVI_STAGES. ``magic``: convert the codes to float16 by their bits instead of
         integer-to-float conversions (the same values; 1-9% slower on an H200,
-        bench/results/kivi-magic-h200.json, so not the default)."""
-        from .cache import LOG2E, SMS
+        bench/results/kivi-magic-h200.json, so not the default). ``query_rows``: the query
+        heads a program takes at most (default max_query_rows of the head's lanes); a larger
+        group is spread over several programs of its KV head."""
+        from .cache import LOG2E, SMS, max_query_rows
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_splits
 
         torch = _torch()
         seqs, hq, d = q.shape
         group = hq // self.heads
-        qpad = max(16, _pow2(group))
+        dp = _pow2(d)
+        qpad = min(max(16, _pow2(group)), query_rows or max_query_rows(dp))
+        qblocks = -(-group // qpad)
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
         if split_tokens is None:
-            want = max(1, math.ceil(KIVI_PER_SM * SMS / max(1, seqs * self.heads)))
+            want = max(1, math.ceil(KIVI_PER_SM * SMS / max(1, seqs * self.heads * qblocks)))
             split_tokens = min(KIVI_SPLIT, -(-total // want))
         split = max(self.group, -(-split_tokens // self.group) * self.group)
         n_splits = max(1, -(-total // split))
-        dp = _pow2(d)
         acc = torch.empty(seqs * hq * n_splits * dp, dtype=torch.float32, device=q.device)
         ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
         out = torch.full((seqs, hq, d), float("nan"), dtype=torch.float32, device=q.device)
@@ -288,13 +292,13 @@ class KiviCache:
                           torch.tensor(self.n_resid, dtype=torch.int32, device=q.device))
             self._lens_key = key
         nq, nr = self._lens
-        kivi_decode_kernel[(seqs, self.heads, n_splits)](
+        kivi_decode_kernel[(seqs, self.heads * qblocks, n_splits)](
             q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
             self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0), self.ring,
             n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, DP=dp,
             G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
-            HAS_V=self.has_v, MAGIC=magic,
+            HAS_V=self.has_v, MAGIC=magic, QB=qblocks,
             num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
             num_stages=num_stages or KIVI_STAGES)
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp)

@@ -115,20 +115,21 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
                        D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
                        PER: tl.constexpr, LEVELS: tl.constexpr, SPLIT: tl.constexpr,
-                       HAS_V: tl.constexpr, MAGIC: tl.constexpr):
+                       HAS_V: tl.constexpr, MAGIC: tl.constexpr, QB: tl.constexpr = 1):
     """One (sequence, KV head, split) program over quantized groups and the residual ring;
     partial output [QPAD, DP], running max and sum go to ACC and ML as decode_split_kernel's
     do. DP: D rounded up to a power of two (the lanes past D are masked to zero). HAS_V false:
     a K-only cache, V = the dequantized keys. MAGIC: codes to float16 by their bits
-    (_codes_f16; the same values)."""
+    (_codes_f16; the same values). A group of more query heads than QPAD is spread over QB
+    programs of a KV head (program id 1: KV head · QB + query block)."""
     s = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
+    h = (tl.program_id(1) // QB).to(tl.int64)
     sp = tl.program_id(2).to(tl.int64)
     nq = tl.load(NQ + s).to(tl.int64)
     n = nq + tl.load(NR + s).to(tl.int64)
     start = sp * SPLIT
     end = tl.minimum(start + SPLIT, n)
-    rows = tl.arange(0, QPAD)
+    rows = (tl.program_id(1) % QB) * QPAD + tl.arange(0, QPAD)
     d = tl.arange(0, DP)
     dm = _below(d, D, DP == D)
     t = tl.arange(0, G)

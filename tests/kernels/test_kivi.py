@@ -79,6 +79,23 @@ def test_triton_flush_and_decode_match_reference(fmt, dim):
     assert rel(out, exact) < (0.9 if fmt == "kivi2" else 0.2)
 
 
+def test_query_groups_spread_over_programs():
+    # 20 query heads a KV head, 16 a program: two query blocks, the second partly masked,
+    # give the answer of one program for the whole group
+    g = torch.Generator().manual_seed(4)
+    k = torch.randn(2, 200, 2, 64, generator=g).half()
+    v = torch.randn(2, 200, 2, 64, generator=g).half()
+    cache = KiviCache("kivi4", 2, 2, 64, 256)
+    for s, n in enumerate([200, 150]):
+        cache.append_triton(s, k[s, :n], v[s, :n])
+    q = torch.randn(2, 40, 64, generator=g).half()
+    spread = cache.decode(q, split_tokens=64, query_rows=16)
+    whole = cache.decode(q, split_tokens=64, query_rows=32)
+    assert not torch.isnan(spread).any()
+    assert rel(spread, whole) < 1e-5
+    assert rel(spread, cache.decode_ref(q.float())) < 3e-3
+
+
 @pytest.mark.parametrize(("capacity", "chunks"), [
     (600, [0, 1, 31, 32, 33, 159, 1, 200, 0, 143]),  # 600 tokens, ring and new tokens mixed
     (600, [600]),                                     # one append flushes 14 groups
