@@ -112,8 +112,9 @@ NOTES = """Notes on the columns:
   snapshot), since plans run one after another in one process.
 - *driver − reserved*: before its readings each measurement runs the same code once on a tiny
   cache, so the CUDA libraries' lazily loaded code is not counted as cache memory.
-- *decode step*: every measured attention layer in turn, the whole step replayed from a CUDA
-  graph as serving engines run decode; *of read bw* is cache bytes over that time against the
+- *decode step*: every measured attention layer in turn, with the model's own query heads
+  (DeepSeek-V3: 128 over its latent; runs before v15 used four a KV head), the whole step
+  replayed from a CUDA graph as serving engines run decode; *of read bw* is cache bytes over that time against the
   read bandwidth measured in the same process; *vs fp16 SDPA* compares with torch's
   `scaled_dot_product_attention` over an fp16 cache of the same shape, timed the same way (–
   for MLA, which has no separate V). Kernel speed alone is in
