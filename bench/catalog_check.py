@@ -5,7 +5,7 @@ launch the compiler cannot lay out, or a resource limit, before a user meets it;
 tensors' bytes against the prediction.
 
     python bench/catalog_check.py [--out DIR] [--workers 16] [--context 256] [--layers 6]
-        [--models a,b] [--formats f16,q4_0,…]
+        [--models a,b] [--formats f16,q4_0,…] [--device cpu]
 
 Work is spread over worker processes (each on one GPU, round robin), so that the kernels'
 compiles run side by side. Writes catalog.json: one row per (model, format) with "exact"
@@ -30,15 +30,15 @@ def _init(gpus: int) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = str((mp.current_process()._identity[0] - 1) % gpus)
 
 
-def _run(job: tuple[str, str, int, int]) -> dict:
-    model, fmt, context, layers = job
+def _run(job: tuple[str, str, int, int, str]) -> dict:
+    model, fmt, context, layers, device = job
     from kvcore import KvplanError, load_model
     from kvcore.measure import measure
 
     t0 = time.perf_counter()
     row: dict = {"model": model, "format": fmt}
     try:
-        m = measure(load_model(model), context=context, sequences=2, kv_k=fmt, device="cuda",
+        m = measure(load_model(model), context=context, sequences=2, kv_k=fmt, device=device,
                     steps=2, max_layers=layers, progress=None)
         row.update(exact=m.allocated_bytes == m.predicted_bytes,
                    allocator_exact=m.allocator_bytes == m.predicted_allocator_bytes,
@@ -60,6 +60,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--models")
     ap.add_argument("--formats")
+    ap.add_argument("--device", default="cuda", help="cpu: the reference path (a smoke test)")
     args = ap.parse_args()
     import torch
 
@@ -67,11 +68,11 @@ def main() -> None:
     from kvcore.kernels.cache import PAGED
     from kvcore.measure import environment
 
-    gpus = torch.cuda.device_count()
-    env = environment("cuda", torch)
+    gpus = torch.cuda.device_count() if args.device == "cuda" else 1
+    env = environment(args.device, torch)
     models = args.models.split(",") if args.models else [e.id for e in model_catalog()]
     formats = args.formats.split(",") if args.formats else [*PAGED, "kivi2", "kivi4"]
-    jobs = [(m, f, args.context, args.layers) for m in models for f in formats]
+    jobs = [(m, f, args.context, args.layers, args.device) for m in models for f in formats]
     rows = []
     with mp.get_context("spawn").Pool(args.workers, initializer=_init,
                                       initargs=(max(1, gpus),)) as pool:
