@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def _init(gpus: int) -> None:
-    """A worker takes one GPU for its life (round robin by worker number), before torch."""
+    """A worker takes one GPU (round robin by worker number), before torch."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str((mp.current_process()._identity[0] - 1) % gpus)
 
 
@@ -74,8 +74,9 @@ def main() -> None:
     formats = args.formats.split(",") if args.formats else [*PAGED, "kivi2", "kivi4"]
     jobs = [(m, f, args.context, args.layers, args.device) for m in models for f in formats]
     rows = []
-    with mp.get_context("spawn").Pool(args.workers, initializer=_init,
-                                      initargs=(max(1, gpus),)) as pool:
+    # a process a run: a fault (an illegal address) poisons its CUDA context, not the next run
+    with mp.get_context("spawn").Pool(args.workers, initializer=_init, initargs=(max(1, gpus),),
+                                      maxtasksperchild=1) as pool:
         for row in pool.imap_unordered(_run, jobs):
             rows.append(row)
             bad = row.get("error") or (not row.get("exact", True) and "bytes differ")
