@@ -142,6 +142,10 @@ def main() -> None:
                     help="decode: a K-only cache (an MLA latent), its key tiles reused for V")
     ap.add_argument("--group", type=int, default=0,
                     help="decode: query heads a KV head (16 K-only, else 4)")
+    ap.add_argument("--page-mode", type=int, default=0, choices=(0, 1, 2),
+                    help="decode: 0 tiles within a page, 1 pages of 16 tokens, 2 any page")
+    ap.add_argument("--not-opaque", action="store_true",
+                    help="decode: compile the looked-up rows as the interpreter runs them")
     ap.add_argument("--whole", action="store_true",
                     help="decode: hold the head in one power of two of lanes (no parts)")
     args = ap.parse_args()
@@ -173,8 +177,9 @@ def main() -> None:
                   QPAD=max(16, 1 << (group - 1).bit_length()),
                   D=main + tail if f in (4, 5) else d, DPOW=main,
                   DPK=main if tail else dp, DPV=main if tail else dp, FMT_K=f, FMT_V=f,
-                  XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n, PAGE_MODE=0,
-                  PAGE_C=1, ASM=True, WORDS=args.words, SAME_KV=args.k_only, DT=tail,
+                  XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n,
+                  PAGE_MODE=args.page_mode, PAGE_C=16 if args.page_mode == 1 else 1, ASM=True,
+                  WORDS=args.words, SAME_KV=args.k_only, DT=tail, GPU=not args.not_opaque, QB=1,
                   DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
                   OK1=off[1], OV0=off[0], OV1=off[1])
     kernel, sass, usage = _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),

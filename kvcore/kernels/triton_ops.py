@@ -606,12 +606,17 @@ def softmax_step(scores, valid, m_i, l_i):
 
 @triton.jit
 def _rows(BLOCK_TABLE, b, stride_bt, h, n0, end, PAGE, pg, off, H_KV: tl.constexpr,
-          BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr):
+          BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr,
+          OPAQUE: tl.constexpr):
     """Rows of the tile of tokens n0 … n0 + BLOCK_N (token positions are int32): (first row,
     [BLOCK_N] row offsets from it, [BLOCK_N] mask). PAGE_MODE 0: a tile never crosses a page
     (PAGE is a multiple of BLOCK_N): the tile is rows off … off + BLOCK_N of block-table entry
     pg, so the offsets are loop-invariant. 1: PAGE_C (compile-time) divides BLOCK_N. 2: any
-    PAGE."""
+    PAGE. OPAQUE (a GPU): the looked-up rows pass through an identity the compiler cannot see
+    into. Without it, on an H200, the compiler took every row of a page-crossing tile for a
+    multiple of 16 and read a row's block scales with one vector load, which is misaligned
+    where a row's scales are not (96-wide heads in q8_0, q4_0 and nvfp4; the MLA latent's 18
+    q8_0 scales a row): bench/results/launch-h200.json."""
     i = tl.arange(0, BLOCK_N)
     rmask = n0 + i < end
     if PAGE_MODE == 0:
@@ -626,6 +631,9 @@ def _rows(BLOCK_TABLE, b, stride_bt, h, n0, end, PAGE, pg, off, H_KV: tl.constex
         else:
             page = tl.load(BLOCK_TABLE + b * stride_bt + t // PAGE, mask=rmask, other=0)
             row = (page.to(tl.int64) * H_KV + h) * PAGE + t % PAGE
+        if OPAQUE:
+            row = tl.inline_asm_elementwise("mov.b64 $0, $1;", "=l,l", [row], dtype=tl.int64,
+                                            is_pure=True, pack=1)
         return 0, row, rmask
 
 
@@ -653,7 +661,7 @@ def decode_split_kernel(
     WORDS: tl.constexpr, SAME_KV: tl.constexpr = False,
     DT: tl.constexpr = 0, DKT: tl.constexpr = 0, DVT: tl.constexpr = 0,
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
-    QB: tl.constexpr = 1,
+    QB: tl.constexpr = 1, GPU: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
@@ -673,7 +681,8 @@ def decode_split_kernel(
     outputs are DPOW + DT wide.
 
     A group of more query heads than a program holds (QPAD rows) is spread over QB programs
-    of a KV head (program id 1: KV head · QB + query block)."""
+    of a KV head (program id 1: KV head · QB + query block). GPU: compiled for a GPU, not run
+    by the interpreter (_rows)."""
     b = tl.program_id(0)
     h = tl.program_id(1) // QB
     sp = tl.program_id(2)
@@ -722,7 +731,7 @@ def decode_split_kernel(
     off = start - pg * PAGE
     for n0 in range(start, end, BLOCK_N):
         first, r, nmask = _rows(BLOCK_TABLE, b, stride_bt, hh, n0, end, PAGE, pg, off, H_KV,
-                                BLOCK_N, PAGE_MODE, PAGE_C)
+                                BLOCK_N, PAGE_MODE, PAGE_C, GPU)
         off += BLOCK_N
         wrap = off >= PAGE
         pg += wrap.to(tl.int32)
