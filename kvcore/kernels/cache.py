@@ -63,14 +63,16 @@ WIDE_FORMAT_LAUNCH = {(1024, "tbq4"): (32, 4, 2), (1024, "fp8_pth"): (32, 4, 2)}
 #: of more than 16 heads: on DeepSeek-V3's latent (128 heads, B=1 128k, H200,
 #: decode-sweep-mla-v3-h200.json) 32 rows took f16 from 267 to 250 µs, fp8_pth 410 → 352,
 #: q8_0 875 → 611, tbq3 1,037 → 998; 64 rows and 8 warps tbq4 880 → 849, nvfp4 858 → 768
-#: and q4_0 567 → 460 (against 16 rows and WIDE_LAUNCH; tbq3 and nvfp4:
-#: decode-sweep-mla-v3b-h200.json, where tbq3's 64-row launches do not compile); bf16 takes
-#: f16's. Tiles of 32 tokens over pages of 16 read the block scales misaligned until _rows
-#: hid the looked-up rows from the compiler (catalog-h200.json, launch-h200.json)
+#: (against 16 rows and WIDE_LAUNCH; tbq3 and nvfp4: decode-sweep-mla-v3b-h200.json, where
+#: tbq3's 64-row launches do not compile); bf16 takes f16's. q4_0 keeps 16 rows (567 µs): its
+#: 64-row launch (460 µs) makes an illegal memory access, the interpreter's run of the same
+#: launch correct (launch-h200.json). Tiles of 32 tokens over pages of 16 read the block
+#: scales misaligned until _rows hid the looked-up rows from the compiler
+#: (launch-h200-before.json, catalog-h200.json)
 GROUP_LAUNCH = {(1024, "f16"): (32, 4, 2, 32), (1024, "bf16"): (32, 4, 2, 32),
                 (1024, "fp8_pth"): (32, 4, 2, 32), (1024, "q8_0"): (32, 4, 2, 32),
-                (1024, "q4_0"): (32, 8, 2, 64), (1024, "tbq4"): (32, 8, 2, 64),
-                (1024, "tbq3"): (32, 4, 2, 32), (1024, "nvfp4"): (32, 8, 2, 64)}
+                (1024, "tbq4"): (32, 8, 2, 64), (1024, "tbq3"): (32, 4, 2, 32),
+                (1024, "nvfp4"): (32, 8, 2, 64)}
 #: K formats whose K-only (MLA) decode unpacks each key tile once for both products (V = the
 #: keys) by default: faster on the H200 for f16 (121 → 113 µs on DeepSeek's latent, B=1 128k),
 #: tbq4 and nvfp4 (5%); slower for fp8_pth (147 → 231 µs), q8_0, q4_0 and tbq3 (3-7%), whose
