@@ -45,6 +45,21 @@ def build(fmt_k, fmt_v, lens, kv_heads=2, head_dim=128, page=16, shuffle=True, s
     return kernel, refc, table, torch.tensor(lens, dtype=torch.int32), k, v
 
 
+def two_page_cache(fmt, kv_heads, head_dim, lens, values=True, seed=0, page=32):
+    """A cache whose sequence s holds lens[s] random rows in pages 2s and 2s + 1 of ``page``
+    tokens (K only unless ``values``): (cache, block table, lengths, the generator, for q)."""
+    g = torch.Generator().manual_seed(seed)
+    n = max(lens)
+    k = torch.randn(len(lens), n, kv_heads, head_dim, generator=g).half()
+    v = k if not values else torch.randn(len(lens), n, kv_heads, head_dim, generator=g).half()
+    table = torch.arange(2 * len(lens), dtype=torch.int32).reshape(len(lens), 2)
+    cache = LayerCache(fmt, fmt, 2 * len(lens), page, kv_heads, head_dim, values=values)
+    t = torch.arange(n)
+    for b, m in enumerate(lens):
+        cache.append(k[b, :m], v[b, :m], table[b, t[:m] // page].long(), t[:m] % page)
+    return cache, table, torch.tensor(lens, dtype=torch.int32), g
+
+
 @pytest.mark.parametrize("fmt", INTERP)
 def test_append_matches_reference_planes(fmt):
     kernel, refc, *_ = build(fmt, fmt, [37, 50])
@@ -159,17 +174,7 @@ def test_wide_heads_under_the_default_launch(fmt, heads, head_dim, values):
     # heads wider than 128 lanes take WIDE_LAUNCH (one-warp programs at 256, four warps on
     # the MLA latent) and the default split; a rotated V format's merge rotates back after it
     hq, hkv = heads
-    g = torch.Generator().manual_seed(23)
-    n = 45
-    k = torch.randn(2, n, hkv, head_dim, generator=g).half()
-    v = k if not values else torch.randn(2, n, hkv, head_dim, generator=g).half()
-    t = torch.arange(n)
-    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
-    kernel = LayerCache(fmt, fmt, 4, 32, hkv, head_dim, values=values)
-    lens = torch.tensor([n, 30], dtype=torch.int32)
-    for b in range(2):
-        m = int(lens[b])
-        kernel.append(k[b, :m], v[b, :m], table[b, t[:m] // 32].long(), t[:m] % 32)
+    kernel, table, lens, g = two_page_cache(fmt, hkv, head_dim, [45, 30], values, seed=23)
     q = torch.randn(2, hq, head_dim, generator=g).half()
     out = kernel.decode(q, table, lens)
     assert not torch.isnan(out).any()
@@ -184,15 +189,7 @@ def test_query_groups_spread_over_programs(fmt, heads, head_dim, values, rows):
     # here 40 over a 576-wide latent, max_query_rows 16) is spread over query blocks, the
     # last one partly masked: the same answer as one program for the whole group
     hq, hkv = heads
-    g = torch.Generator().manual_seed(37)
-    n = 35
-    k = torch.randn(1, n, hkv, head_dim, generator=g).half()
-    v = k if not values else torch.randn(1, n, hkv, head_dim, generator=g).half()
-    t = torch.arange(n)
-    kernel = LayerCache(fmt, fmt, 2, 32, hkv, head_dim, values=values)
-    kernel.append(k[0], v[0], t // 32, t % 32)
-    table = torch.tensor([[0, 1]], dtype=torch.int32)
-    lens = torch.tensor([n], dtype=torch.int32)
+    kernel, table, lens, g = two_page_cache(fmt, hkv, head_dim, [35], values, seed=37)
     q = torch.randn(1, hq, head_dim, generator=g).half()
     spread = kernel.decode(q, table, lens, split_tokens=16, block_n=16, query_rows=rows)
     whole = kernel.decode(q, table, lens, split_tokens=16, block_n=16, query_rows=64)
