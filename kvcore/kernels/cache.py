@@ -376,9 +376,9 @@ class LayerCache:
         longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
         128 lanes take WIDE_LAUNCH (by the power of two of their width). A head whose width is
         not a power of two is held in two parts where that saves lanes (head_parts: the MLA
-        latent's 576 values as 512 + 64, not 1,024). A rotated K format has the query rotated by one small
-        kernel before the split kernel; a rotated V format has the merged output rotated back
-        by the same kernel after the reduction. ``asm`` (default: on a
+        latent's 576 values as 512 + 64, not 1,024). A rotated K format has the query rotated
+        by one small kernel before the split kernel; a rotated V format has the merged output
+        rotated back by the same kernel after the reduction. ``asm`` (default: on a
         GPU) unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path
         runs, which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format
@@ -403,8 +403,8 @@ class LayerCache:
                       if parts else (dpow, 0))
         width = main + tail
         group_launch = GROUP_LAUNCH.get((dpow, self.k.fmt)) if group > 16 else None
-        rows = query_rows or (group_launch[3] if group_launch else max_query_rows(width))
-        qpad = min(max(16, _pow2(group)), rows)
+        row_cap = query_rows or (group_launch[3] if group_launch else max_query_rows(width))
+        qpad = min(max(16, _pow2(group)), row_cap)
         qblocks = math.ceil(group / qpad)
         if dpow <= 128:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
