@@ -52,7 +52,7 @@ MANY_ROWS = 64
 #: (bench/results/decode-sweep-wide-h200.json) one-warp programs of 16 tokens took 1.2-2.1×
 #: less time than 32 tokens and 4 warps at head_dim 256 (24/4 heads, B=1 32k and 262k, B=8
 #: 32k). DeepSeek's 576-wide MLA latent (1024: held as 512 + 64 lanes, head_parts): 16 tokens
-#: and 2 warps, 1.1-1.7× less time than 4 warps (decode-sweep-mla-parts-h200.json, B=1 128k
+#: and 2 warps, 1.3-1.7× less time than 4 warps (decode-sweep-mla-parts-h200.json, B=1 128k
 #: and B=4 32k), but tbq4 and fp8_pth (WIDE_FORMAT_LAUNCH); 512 takes 16 tokens and 4 warps
 #: (not measured)
 WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 4, 2), 1024: (16, 2, 2)}
