@@ -5,7 +5,7 @@ launch the compiler cannot lay out, or a resource limit, before a user meets it;
 tensors' bytes against the prediction.
 
     python bench/catalog_check.py [--out DIR] [--workers 16] [--context 256] [--layers 6]
-        [--models a,b] [--formats f16,q4_0,…] [--device cpu]
+        [--models a,b] [--formats f16,q4_0,…] [--device cpu] [--per-process 1]
 
 Work is spread over worker processes (each on one GPU, round robin), so that the kernels'
 compiles run side by side. Writes catalog.json: one row per (model, format) with "exact"
@@ -61,6 +61,8 @@ def main() -> None:
     ap.add_argument("--models")
     ap.add_argument("--formats")
     ap.add_argument("--device", default="cuda", help="cpu: the reference path (a smoke test)")
+    ap.add_argument("--per-process", type=int, default=1,
+                    help="runs a worker process takes before a fresh one replaces it")
     args = ap.parse_args()
     import torch
 
@@ -74,9 +76,10 @@ def main() -> None:
     formats = args.formats.split(",") if args.formats else [*PAGED, "kivi2", "kivi4"]
     jobs = [(m, f, args.context, args.layers, args.device) for m in models for f in formats]
     rows = []
-    # a process a run: a fault (an illegal address) poisons its CUDA context, not the next run
+    # a fault (an illegal address) poisons its process's CUDA context: a fresh process every
+    # --per-process runs (1: no run fails for another's fault)
     with mp.get_context("spawn").Pool(args.workers, initializer=_init, initargs=(max(1, gpus),),
-                                      maxtasksperchild=1) as pool:
+                                      maxtasksperchild=args.per_process) as pool:
         for row in pool.imap_unordered(_run, jobs):
             rows.append(row)
             bad = row.get("error") or (not row.get("exact", True) and "bytes differ")
