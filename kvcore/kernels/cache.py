@@ -370,7 +370,7 @@ class LayerCache:
                asm: bool | None = None, programs_per_sm: int | None = None,
                max_registers: int | None = None, words: bool | None = None,
                reuse_keys: bool | None = None, parts: bool = True,
-               query_rows: int | None = None) -> Any:
+               query_rows: int | None = None, words_v: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -389,7 +389,8 @@ class LayerCache:
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format
         is in WORDS, or in WIDE_WORDS for heads wider than 128 lanes) reads the packed planes
         of fp8_pth, q8_0, q4_0, tbq4, tbq3 and nvfp4 as int32 words, four bytes a load, where
-        every row's width allows it. ``reuse_keys`` (a K-only
+        every row's width allows it; ``words_v`` decides for V's planes apart (default: as
+        ``words``). ``reuse_keys`` (a K-only
         cache, V = the keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
         for both products instead of once for each. ``parts=False`` holds every head in one
         power of two of lanes (the layout before head parts, kept for comparison).
@@ -469,6 +470,7 @@ class LayerCache:
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
         words = words and all(plane_width(t) % 4 == 0 for t in (ks[0], vs[0]))
+        words_v = words if words_v is None else (words_v and plane_width(vs[0]) % 4 == 0)
         decode_split_kernel[(bsz, self.kv_heads * qblocks, n_splits)](
             q_in, acc, ml,
             ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
@@ -486,7 +488,8 @@ class LayerCache:
             XK0=plane_width(ks[0]), XK1=plane_width(k1), XV0=plane_width(vs[0]),
             XV1=plane_width(v1),
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
-            ASM=bool(asm), WORDS=bool(words), GPU=q.device.type == "cuda",
+            ASM=bool(asm), WORDS=bool(words), WORDS_V=bool(words_v),
+            GPU=q.device.type == "cuda",
             SAME_KV=not self.has_v and (self.k.fmt in REUSE_KEYS if reuse_keys is None
                                         else reuse_keys),
             num_warps=num_warps, num_stages=num_stages,

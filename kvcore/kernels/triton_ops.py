@@ -661,7 +661,7 @@ def decode_split_kernel(
     WORDS: tl.constexpr, SAME_KV: tl.constexpr = False,
     DT: tl.constexpr = 0, DKT: tl.constexpr = 0, DVT: tl.constexpr = 0,
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
-    QB: tl.constexpr = 1, GPU: tl.constexpr = False,
+    QB: tl.constexpr = 1, GPU: tl.constexpr = False, WORDS_V: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
@@ -682,7 +682,7 @@ def decode_split_kernel(
 
     A group of more query heads than a program holds (QPAD rows) is spread over QB programs
     of a KV head (program id 1: KV head · QB + query block). GPU: compiled for a GPU, not run
-    by the interpreter (_rows)."""
+    by the interpreter (_rows). WORDS reads K's planes as words, WORDS_V V's."""
     b = tl.program_id(0)
     h = tl.program_id(1) // QB
     sp = tl.program_id(2)
@@ -763,7 +763,7 @@ def decode_split_kernel(
                 va, vb, vs = ka, kb, ks
             else:
                 va, vb, vs = _halves(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV,
-                                     XV0, XV1, ASM, WORDS)
+                                     XV0, XV1, ASM, WORDS_V)
             pv = (p * vs[None, :]).to(va.dtype)
             acc_a = acc_a * alpha[:, None] + tl.dot(pv, va)
             acc_b = acc_b * alpha[:, None] + tl.dot(pv, vb)
@@ -772,7 +772,7 @@ def decode_split_kernel(
                     wa, wb = ta, tb
                 else:
                     wa, wb, _ = _halves(FMT_V, v0 + OV0, v1 + OV1, VGS, CENT_V, r, nmask,
-                                        BLOCK_N, DT, DVT, XV0, XV1, ASM, WORDS)
+                                        BLOCK_N, DT, DVT, XV0, XV1, ASM, WORDS_V)
                 acc_ta = acc_ta * alpha[:, None] + tl.dot(pv, wa)
                 acc_tb = acc_tb * alpha[:, None] + tl.dot(pv, wb)
         else:
@@ -780,7 +780,7 @@ def decode_split_kernel(
                 v, vs = k, ks
             else:
                 v, vs = _tile(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV, XV0,
-                              XV1, ASM, WORDS)
+                              XV1, ASM, WORDS_V)
             pv = (p * vs[None, :]).to(v.dtype)
             acc_a = acc_a * alpha[:, None] + tl.dot(pv, v)
             if DT > 0:
@@ -788,7 +788,7 @@ def decode_split_kernel(
                     vt = kt
                 else:
                     vt, _ = _tile(FMT_V, v0 + OV0, v1 + OV1, VGS, CENT_V, r, nmask, BLOCK_N,
-                                  DT, DVT, XV0, XV1, ASM, WORDS)
+                                  DT, DVT, XV0, XV1, ASM, WORDS_V)
                 acc_ta = acc_ta * alpha[:, None] + tl.dot(pv, vt)
     base = qrow.to(tl.int64) * n_splits + sp
     dst = ACC + base[:, None] * DW

@@ -451,5 +451,8 @@ def test_word_reads_give_the_byte_reads_values(fmt, head_dim):
     q = torch.randn(3, 4, head_dim, generator=torch.Generator().manual_seed(22)).half()
     by_bytes = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=False)
     by_words = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=True)
+    # K's planes as words, V's as bytes
+    mixed = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=True,
+                          words_v=False)
     assert not torch.isnan(by_words).any()
-    assert torch.equal(by_words, by_bytes)
+    assert torch.equal(by_words, by_bytes) and torch.equal(mixed, by_bytes)
