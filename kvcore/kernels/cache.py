@@ -84,11 +84,10 @@ REUSE_KEYS = ("f16", "bf16", "tbq4", "nvfp4")
 #: fp8_pth and nvfp4, with 4-warp or with 1- and 2-warp launches
 #: (bench/results/decode-words-h200-v10.json, -v10b.json, -v11.json). With the current kernel
 #: (words-h200.json, GQA 32/8 × 128, 128k) words still win for q8_0 (129 → 111 µs at B=1),
-#: tbq4 (144 → 133) and tbq3 (213 → 154), no longer for q4_0 at head_dim 128 (bytes: 92 → 86
-#: µs at B=1, 652 → 604 at B=8); q4_0 keeps words for wider heads (WIDE_WORDS), where bytes
-#: were not timed
+#: tbq4 (144 → 133) and tbq3 (213 → 154), no longer for q4_0 (bytes: 92 → 86 µs at B=1, 652 →
+#: 604 at B=8; on the MLA latent 90 → 87 µs, words-mla-h200.json). V's planes as bytes under
+#: K's words (decode's words_v) were slower for all three (words-v-h200.json)
 WORDS = ("q8_0", "tbq4", "tbq3")
-WIDE_WORDS = ("q4_0",)
 #: append launch (rows of token-heads a program at head_dim 128, warps) by format, where not
 #: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and
 #: append-launch-h200-v12.json; 16,384 new tokens a call: nvfp4 50.2% → 52.2% of read
@@ -387,11 +386,10 @@ class LayerCache:
         GPU) unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path
         runs, which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format
-        is in WORDS, or in WIDE_WORDS for heads wider than 128 lanes) reads the packed planes
-        of fp8_pth, q8_0, q4_0, tbq4, tbq3 and nvfp4 as int32 words, four bytes a load, where
-        every row's width allows it; ``words_v`` decides for V's planes apart (default: as
-        ``words``). ``reuse_keys`` (a K-only
-        cache, V = the keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
+        is in WORDS) reads the packed planes of fp8_pth, q8_0, q4_0, tbq4, tbq3 and nvfp4 as
+        int32 words, four bytes a load, where every row's width allows it; ``words_v`` decides
+        for V's planes apart (default: as ``words``). ``reuse_keys`` (a K-only cache, V = the
+        keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
         for both products instead of once for each. ``parts=False`` holds every head in one
         power of two of lanes (the layout before head parts, kept for comparison).
         ``query_rows`` (a power of two, at least 16; default GROUP_LAUNCH's for a group of
@@ -466,7 +464,7 @@ class LayerCache:
             return t.shape[-1] if t.dim() == 4 else 1
 
         if words is None:
-            words = self.k.fmt in WORDS or (dpow > 128 and self.k.fmt in WIDE_WORDS)
+            words = self.k.fmt in WORDS
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
         words = words and all(plane_width(t) % 4 == 0 for t in (ks[0], vs[0]))
