@@ -84,9 +84,9 @@ REUSE_KEYS = ("f16", "bf16", "tbq4", "nvfp4")
 #: fp8_pth and nvfp4, with 4-warp or with 1- and 2-warp launches
 #: (bench/results/decode-words-h200-v10.json, -v10b.json, -v11.json). With the current kernel
 #: (words-h200.json, GQA 32/8 × 128, 128k) words still win for q8_0 (129 → 111 µs at B=1),
-#: tbq4 (144 → 133) and tbq3 (213 → 154), no longer for q4_0 (bytes: 92 → 86 µs at B=1, 652 →
-#: 604 at B=8; on the MLA latent 90 → 87 µs, words-mla-h200.json). V's planes as bytes under
-#: K's words (decode's words_v) were slower for all three (words-v-h200.json)
+#: tbq4 (144 → 133) and tbq3 (213 → 154), no longer for q4_0 (bytes: 92 → 86 µs at B=1,
+#: 652 → 604 at B=8; on the MLA latent 90 → 87 µs, words-mla-h200.json). V's planes as bytes
+#: under K's words (decode's words_v) were slower for all three (words-v-h200.json)
 WORDS = ("q8_0", "tbq4", "tbq3")
 #: append launch (rows of token-heads a program at head_dim 128, warps) by format, where not
 #: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and

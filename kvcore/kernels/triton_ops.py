@@ -571,8 +571,9 @@ def rotate_rows(x, ROT, ROWS: tl.constexpr, DPOW: tl.constexpr, BACK: tl.constex
 @triton.jit
 def _rotate_blocks(u, rot):
     """u [M, 128] (float32, |u| ≤ 1) times ``rot`` (the ±1 matrix in float16, oriented by the
-    caller) / √128. u goes in as two float16 parts (u = hi + lo to 2⁻²² of |u|), so two float16
-    products accumulated in float32 give the float32 rotation (the ±1 entries are exact)."""
+    caller) / √128. u goes in as two float16 parts (u = hi + lo to 2⁻²² of |u|), so two
+    float16 products accumulated in float32 give the float32 rotation (the ±1 entries are
+    exact)."""
     hi = u.to(tl.float16)
     lo = (u - hi.to(tl.float32)).to(tl.float16)
     return tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
@@ -664,9 +665,10 @@ def decode_split_kernel(
     QB: tl.constexpr = 1, GPU: tl.constexpr = False, WORDS_V: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
-    (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output, running max and sum go to
-    ACC and ML (base-2 exponents: qk_scale carries log2 e). Q is already rotated for a rotated K
-    format (rotate_kernel); the output of a rotated V format stays rotated until the reduction.
+    (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output,
+    running max and sum go to ACC and ML (base-2 exponents: qk_scale carries log2 e). Q is
+    already rotated for a rotated K format (rotate_kernel); the output of a rotated V format
+    stays rotated until the reduction.
     PAGE and SPLIT are run-time values, so a new context length compiles nothing. The 4-bit
     formats are read as two half tiles (low and high nibbles), each with its own product: no
     nibble is moved between lanes. ASM: unpack with PTX (a GPU; the interpreter takes the plain
@@ -812,12 +814,12 @@ def decode_split_kernel(
 def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
                   DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr):
     """Merge the splits of one query row at DB of the head dimensions (of the DPOW a partial
-    output holds): OUT = Σ w_s acc_s / Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids: (sequence · H_KV + KV head, query row
-    of its GROUP, block of DB dimensions). The splits are read CM (maxima) and CH (partial
-    outputs) at a time, each chunk one load, so that the merge takes a few round trips to
-    memory however many splits there are; rows and dimensions are spread over programs, so
-    that one sequence's merge is not left to a few programs (a rotated V format's merged rows
-    are rotated back by rotate_kernel after it)."""
+    output holds): OUT = Σ w_s acc_s / Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids:
+    (sequence · H_KV + KV head, query row of its GROUP, block of DB dimensions). The splits are
+    read CM (maxima) and CH (partial outputs) at a time, each chunk one load, so that the merge
+    takes a few round trips to memory however many splits there are; rows and dimensions are
+    spread over programs, so that one sequence's merge is not left to a few programs (a rotated
+    V format's merged rows are rotated back by rotate_kernel after it)."""
     row = tl.program_id(0).to(tl.int64) * GROUP + tl.program_id(1)
     big = tl.full([], float("-inf"), tl.float32)
     for s0 in range(0, n_splits, CM):
