@@ -130,6 +130,13 @@ def max_query_rows(width: int) -> int:
     return max(16, 1 << (max(1, 8192 // width).bit_length() - 1))
 
 
+def query_blocks(group: int, cap: int) -> tuple[int, int]:
+    """(query rows a decode program holds, programs a KV head takes) for a query group of
+    ``group`` heads, at most ``cap`` rows (a power of two, at least 16) a program."""
+    qpad = min(max(16, _pow2(group)), cap)
+    return qpad, math.ceil(group / qpad)
+
+
 def head_parts(width: int) -> tuple[int, int]:
     """(main, tail): the lanes a decode program holds a head of ``width`` packed values in, a
     power of two and, where it saves lanes, a smaller power-of-two tail of at least 32 lanes
@@ -409,8 +416,7 @@ class LayerCache:
         width = main + tail
         group_launch = GROUP_LAUNCH.get((dpow, self.k.fmt)) if group > 16 else None
         row_cap = query_rows or (group_launch[3] if group_launch else max_query_rows(width))
-        qpad = min(max(16, _pow2(group)), row_cap)
-        qblocks = math.ceil(group / qpad)
+        qpad, qblocks = query_blocks(group, row_cap)
         if dpow <= 128:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
             bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))

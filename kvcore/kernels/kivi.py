@@ -265,7 +265,7 @@ class KiviCache:
         bench/results/kivi-magic-h200.json, so not the default). ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head."""
-        from .cache import LOG2E, SMS, max_query_rows
+        from .cache import LOG2E, SMS, max_query_rows, query_blocks
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import reduce_splits
 
@@ -273,8 +273,7 @@ class KiviCache:
         seqs, hq, d = q.shape
         group = hq // self.heads
         dp = _pow2(d)
-        qpad = min(max(16, _pow2(group)), query_rows or max_query_rows(dp))
-        qblocks = -(-group // qpad)
+        qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp))
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
         if split_tokens is None:
             want = max(1, math.ceil(KIVI_PER_SM * SMS / max(1, seqs * self.heads * qblocks)))
