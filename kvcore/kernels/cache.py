@@ -199,6 +199,14 @@ class Side:
     def flat(self) -> list[Any]:
         return list(self.planes.values())
 
+    def operands(self) -> tuple[Any, Any, int, int]:
+        """What a kernel reads: the data plane, the scale plane (the data plane again where
+        the format has none) and their row widths in elements (1 for a per-row scale)."""
+        planes = self.flat()
+        p0 = planes[0]
+        p1 = planes[1] if len(planes) > 1 else p0
+        return p0, p1, p0.shape[-1], p1.shape[-1] if p1.dim() == 4 else 1
+
     def rows(self) -> dict[str, Any]:
         """Planes viewed as [pages · heads · page_size, width]."""
         return {k: v.reshape(self.pages * self.heads * self.page_size, -1)
@@ -337,14 +345,11 @@ class LayerCache:
             rows_p = rows_per_program or max(16 if rotated else 1, rows_a * 128 // tab["dpow"])
             rows = x.reshape(-1, self.head_dim).contiguous()
             self._fix_global_scale(side, rows)
-            planes = side.flat()
-            p0 = planes[0]
-            p1 = planes[1] if len(planes) > 1 else planes[0]
+            p0, p1, x0, x1 = side.operands()
             n = rows.shape[0]
             blocks = math.ceil(n / rows_p)
             shape = dict(H_KV=self.kv_heads, FMT=FMT_CODES[side.fmt], D=self.head_dim,
-                         DP=side.padded_dim, DPOW=tab["dpow"], X0=p0.shape[-1],
-                         X1=p1.shape[-1] if p1.dim() == 4 else 1, ROWS=rows_p,
+                         DP=side.padded_dim, DPOW=tab["dpow"], X0=x0, X1=x1, ROWS=rows_p,
                          num_warps=num_warps or warps)
             if rotated:
                 levels = 8 if side.fmt == "tbq3" else 16
@@ -462,23 +467,18 @@ class LayerCache:
             rotate_kernel[(math.ceil(rows / 16),)](q_in, q_rot, tab["rot_pm1"], rows, DIN=d,
                                                    DOUT=width, DPOW=dpow, BACK=False)
             q_in = q_rot
-        ks, vs = self.k.flat(), self.v.flat()
-        k1 = ks[1] if len(ks) > 1 else ks[0]
-        v1 = vs[1] if len(vs) > 1 else vs[0]
-
-        def plane_width(t: Any) -> int:
-            return t.shape[-1] if t.dim() == 4 else 1
-
+        k0, k1, xk0, xk1 = self.k.operands()
+        v0, v1, xv0, xv1 = self.v.operands()
         if words is None:
             words = self.k.fmt in WORDS
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
-        words = words and all(plane_width(t) % 4 == 0 for t in (ks[0], vs[0]))
-        words_v = words if words_v is None else (words_v and plane_width(vs[0]) % 4 == 0)
+        words = words and xk0 % 4 == 0 and xv0 % 4 == 0
+        words_v = words if words_v is None else (words_v and xv0 % 4 == 0)
         decode_split_kernel[(bsz, self.kv_heads * qblocks, n_splits)](
             q_in, acc, ml,
-            ks[0], k1, self.k.global_scale if self.k.global_scale is not None else ks[0],
-            vs[0], v1, self.v.global_scale if self.v.global_scale is not None else vs[0],
+            k0, k1, self.k.global_scale if self.k.global_scale is not None else k0,
+            v0, v1, self.v.global_scale if self.v.global_scale is not None else v0,
             self._cent(self.k.fmt, half=True), self._cent(self.v.fmt, half=True),
             block_table, seq_lens, block_table.stride(0), n_splits,
             LOG2E / math.sqrt(d), self.page_size, split_tokens,
@@ -489,8 +489,7 @@ class LayerCache:
             DVT=self.v.padded_dim - main if tail else 0,
             OK0=k_off[0], OK1=k_off[1], OV0=v_off[0], OV1=v_off[1], QB=qblocks,
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
-            XK0=plane_width(ks[0]), XK1=plane_width(k1), XV0=plane_width(vs[0]),
-            XV1=plane_width(v1),
+            XK0=xk0, XK1=xk1, XV0=xv0, XV1=xv1,
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
             ASM=bool(asm), WORDS=bool(words), WORDS_V=bool(words_v),
             GPU=q.device.type == "cuda",
