@@ -30,6 +30,14 @@ def _init(gpus: int) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = str((mp.current_process()._identity[0] - 1) % gpus)
 
 
+def gpu_pool(workers: int, gpus: int, per_process: int = 1):
+    """A pool of ``workers`` spawned processes spread over ``gpus`` GPUs, each replaced by a
+    fresh one after ``per_process`` runs: a fault (an illegal address) poisons its process's
+    CUDA context, so with 1 no run fails for another's fault."""
+    return mp.get_context("spawn").Pool(workers, initializer=_init, initargs=(max(1, gpus),),
+                                        maxtasksperchild=per_process)
+
+
 def _run(job: tuple[str, str, int, int, str]) -> dict:
     model, fmt, context, layers, device = job
     from kvcore import KvplanError, load_model
@@ -76,10 +84,7 @@ def main() -> None:
     formats = args.formats.split(",") if args.formats else [*PAGED, "kivi2", "kivi4"]
     jobs = [(m, f, args.context, args.layers, args.device) for m in models for f in formats]
     rows = []
-    # a fault (an illegal address) poisons its process's CUDA context: a fresh process every
-    # --per-process runs (1: no run fails for another's fault)
-    with mp.get_context("spawn").Pool(args.workers, initializer=_init, initargs=(max(1, gpus),),
-                                      maxtasksperchild=args.per_process) as pool:
+    with gpu_pool(args.workers, gpus, args.per_process) as pool:
         for row in pool.imap_unordered(_run, jobs):
             rows.append(row)
             bad = row.get("error") or (not row.get("exact", True) and "bytes differ")

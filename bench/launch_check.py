@@ -15,21 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from catalog_check import gpu_pool  # noqa: E402  (bench/catalog_check.py, beside this file)
+
 HEADS = ["32/8/128", "64/8/128", "32/32/96", "32/8/80", "24/4/256", "16/1/576/k", "64/1/576/k",
          "128/1/576/k"]
 #: (sequence lengths, page size)
 SHAPES = [((300, 151), 16), ((5000, 2049), 5000), ((40, 1), 32)]
-
-
-def _init(gpus: int) -> None:
-    os.environ["CUDA_VISIBLE_DEVICES"] = str((mp.current_process()._identity[0] - 1) % gpus)
 
 
 def _case(job: tuple[str, str]) -> dict:
@@ -88,9 +85,7 @@ def main() -> None:
     formats = args.formats.split(",") if args.formats else PAGED
     jobs = [(f, h) for h in args.heads.split(",") for f in formats]
     rows = []
-    with mp.get_context("spawn").Pool(args.workers, initializer=_init,
-                                      initargs=(max(1, torch.cuda.device_count()),),
-                                      maxtasksperchild=1) as pool:
+    with gpu_pool(args.workers, torch.cuda.device_count()) as pool:
         for row in pool.imap_unordered(_case, jobs):
             rows.append(row)
             worst = max((e["rel"] for e in row["errors"]), default=float("nan"))
