@@ -38,6 +38,16 @@ from kvcore.kv import geometry_bytes  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
+
+
+def set_heads(spec: str) -> bool:
+    """Set HQ, HKV and D from "query heads/KV heads/head_dim[/k]" (the --heads of the
+    scripts beside this one); False for a trailing /k: a K-only cache (an MLA latent, V = the
+    keys)."""
+    global HQ, HKV, D
+    hq, hkv, d, *konly = spec.split("/")
+    HQ, HKV, D = int(hq), int(hkv), int(d)
+    return konly != ["k"]
 FORMATS = ["f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 #: the KIVI formats (their own cache, kvcore.kernels.kivi), timed after the others
 KIVI_FORMATS = ["kivi2", "kivi4"]
@@ -51,7 +61,8 @@ def check_correctness() -> dict[str, dict[str, float]]:
     the PTX unpacking against the plain Triton path, and pages of 16 (several to a tile), 64
     (several tiles to a page) and 50 (tiles straddle pages) against each other; the KIVI
     formats against their reference (the fraction of each plane's elements the kernel's
-    append writes as the token-by-token torch append does, decode against attention over the dequantized cache) and exact attention."""
+    append writes as the token-by-token torch append does, decode against attention over the
+    dequantized cache) and exact attention."""
     errs = {}
     for fmt in FORMATS:
         errs[fmt] = _check(fmt, 16)

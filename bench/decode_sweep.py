@@ -71,11 +71,7 @@ def main() -> None:
                          "multiprocessor, with and without a cap of 80 registers per thread")
     ap.add_argument("--heads", help="query heads/KV heads/head_dim[/k] (default 32/8/128)")
     args = ap.parse_args()
-    values = True
-    if args.heads:
-        hq, hkv, d, *konly = args.heads.split("/")
-        decode.HQ, decode.HKV, decode.D = int(hq), int(hkv), int(d)
-        values = not konly
+    values = decode.set_heads(args.heads) if args.heads else True
     formats = args.formats.split(",")
     configs = CONFIGS
     if args.configs:

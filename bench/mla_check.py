@@ -44,9 +44,7 @@ def main() -> None:
     ap.add_argument("--formats", default="f16,fp8_pth,q8_0,q4_0,tbq4,tbq3,nvfp4")
     ap.add_argument("--shapes", default="1x131072,4x32768")
     args = ap.parse_args()
-    spec = args.heads.split("/")
-    decode.HQ, decode.HKV, decode.D = (int(x) for x in spec[:3])
-    values = spec[3:] != ["k"]
+    values = decode.set_heads(args.heads)
     name = "mla.json" if args.option == "reuse_keys" else f"{args.option}.json"
     env = environment("cuda", torch)
     rows = []
