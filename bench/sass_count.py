@@ -24,11 +24,18 @@ from pathlib import Path
 
 #: an instruction line of nvdisasm's listing, and its address
 INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,})\*/")
-#: pointer types of a format's two planes (data, scales) and their row widths
+#: pointer types of a format's two planes (data, scales)
 DATA = {0: "*fp16", 2: "*i8"}
 SIDE = {1: "*fp32", 2: "*fp16", 3: "*fp16", 4: "*fp16", 5: "*fp16"}
-WIDTH0 = {0: 128, 1: 128, 2: 128, 3: 64, 4: 64, 5: 48, 6: 64}
-WIDTH1 = {2: 4, 3: 4, 6: 8}
+
+
+def _row_widths(fmt: str, d: int) -> tuple[int, int]:
+    """Row widths in elements of a format's two planes at head_dim ``d`` (1 where there is no
+    second plane or it holds one scale a row)."""
+    from kvcore.kernels.ref import plane_widths
+
+    widths = [w for w, _ in plane_widths(fmt, d).values()]
+    return widths[0], widths[1] if len(widths) > 1 else 1
 
 
 def _compile(fn, sig: dict, consts: dict, ints16: tuple[str, ...], options: dict):
@@ -89,7 +96,8 @@ def _count_append(args, f, ops) -> None:
     sig = {"X": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64", "P0": DATA.get(f, "*u8"),
            "P1": SIDE.get(f, "*u8"), "GS": "*fp32", "ROT": "*fp16", "TH": "*fp32",
            "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
-    consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=WIDTH0[f], X1=WIDTH1.get(f, 1),
+    x0, x1 = _row_widths(args.fmt, 128)
+    consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=x0, X1=x1,
                   LEVELS=8 if f == 5 else 16, ROWS=args.rows, HW=True)
     append_kernel = ops.rotated_append_kernel if rotated else ops.append_kernel
     kernel, sass, usage = _compile(append_kernel, sig, consts, ("PAGE",),
@@ -165,11 +173,10 @@ def main() -> None:
            "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32", "n_splits": "i32",
            "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32"}
     from kvcore.kernels.cache import head_parts, tail_offsets
-    from kvcore.kernels.ref import padded, plane_widths
+    from kvcore.kernels.ref import padded
 
     d = args.head_dim
-    widths = [w for w, _ in plane_widths(args.fmt, d).values()]
-    x0, x1 = widths[0], widths[1] if len(widths) > 1 else 1
+    x0, x1 = _row_widths(args.fmt, d)
     dp = padded(args.fmt, d)
     width = max(d, dp)
     main, tail = (1 << (width - 1).bit_length(), 0) if args.whole else head_parts(width)
