@@ -171,7 +171,7 @@ def test_split_count_does_not_change_the_answer():
     ("q8_0", (6, 1), 256, True), ("tbq4", (6, 2), 256, True), ("nvfp4", (3, 1), 256, True),
     ("f16", (16, 1), 576, False), ("q4_0", (8, 1), 576, False), ("tbq3", (4, 1), 576, False)])
 def test_wide_heads_under_the_default_launch(fmt, heads, head_dim, values):
-    # heads wider than 128 lanes take WIDE_LAUNCH (one-warp programs at 256, four warps on
+    # heads wider than 128 lanes take WIDE_LAUNCH (one-warp programs at 256, two warps on
     # the MLA latent) and the default split; a rotated V format's merge rotates back after it
     hq, hkv = heads
     kernel, table, lens, g = two_page_cache(fmt, hkv, head_dim, [45, 30], values, seed=23)
@@ -186,8 +186,8 @@ def test_wide_heads_under_the_default_launch(fmt, heads, head_dim, values):
     ("tbq3", (20, 1), 128, True, 16)])
 def test_query_groups_spread_over_programs(fmt, heads, head_dim, values, rows):
     # a group of more query heads than a program holds (DeepSeek-V3: 128 over one latent;
-    # here 40 over a 576-wide latent, max_query_rows 16) is spread over query blocks, the
-    # last one partly masked: the same answer as one program for the whole group
+    # here 40 over a 576-wide latent, GROUP_LAUNCH's 32 rows a program) is spread over query
+    # blocks, the last one partly masked: the same answer as one program for the whole group
     hq, hkv = heads
     kernel, table, lens, g = two_page_cache(fmt, hkv, head_dim, [35], values, seed=37)
     q = torch.randn(1, hq, head_dim, generator=g).half()
