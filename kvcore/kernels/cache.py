@@ -152,7 +152,7 @@ def head_parts(width: int) -> tuple[int, int]:
 def tail_offsets(fmt: str, main: int) -> tuple[int, int]:
     """Elements of a format's two planes before a row's head dimension ``main`` (a multiple of
     the format's block): where a head's tail part starts. A per-row scale (fp8_pth) has none."""
-    widths = [w for w, _ in ref.plane_widths(fmt, main).values()]
+    widths = [w for w, _ in plane_widths(fmt, main).values()]
     if fmt == "fp8_pth":
         return widths[0], 0
     return widths[0], widths[1] if len(widths) > 1 else 0
