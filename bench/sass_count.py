@@ -156,6 +156,8 @@ def main() -> None:
                     help="decode: compile the looked-up rows as the interpreter runs them")
     ap.add_argument("--v-bytes", action="store_true",
                     help="decode with --words: V's planes read as bytes all the same")
+    ap.add_argument("--pdl", action="store_true",
+                    help="decode: compiled as a programmatic dependent launch (pdl_enter)")
     ap.add_argument("--whole", action="store_true",
                     help="decode: hold the head in one power of two of lanes (no parts)")
     args = ap.parse_args()
@@ -189,7 +191,7 @@ def main() -> None:
                   XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n,
                   PAGE_MODE=args.page_mode, PAGE_C=16 if args.page_mode == 1 else 1, ASM=True,
                   WORDS=args.words, SAME_KV=args.k_only, DT=tail, GPU=not args.not_opaque, QB=1,
-                  WORDS_V=args.words and not args.v_bytes,
+                  WORDS_V=args.words and not args.v_bytes, PDL=args.pdl,
                   DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
                   OK1=off[1], OV0=off[0], OV1=off[1])
     kernel, sass, usage = _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),

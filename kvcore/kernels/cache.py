@@ -108,6 +108,14 @@ def _torch() -> Any:
     return require_torch()
 
 
+def programmatic_launch(device: Any) -> bool:
+    """Whether kernels on ``device`` can be launched as programmatic dependents of the kernel
+    before them (CUDA, compute capability 9 or later: Hopper)."""
+    torch = _torch()
+    dev = torch.device(device)
+    return bool(dev.type == "cuda" and torch.cuda.get_device_capability(dev)[0] >= 9)
+
+
 def wide_head_warps(dpow: int) -> int:
     """Warps a decode program takes for heads wider than 128 lanes (``dpow``, a power of two)."""
     return 4 if dpow <= 256 else 8
@@ -381,7 +389,8 @@ class LayerCache:
                asm: bool | None = None, programs_per_sm: int | None = None,
                max_registers: int | None = None, words: bool | None = None,
                reuse_keys: bool | None = None, parts: bool = True,
-               query_rows: int | None = None, words_v: bool | None = None) -> Any:
+               query_rows: int | None = None, words_v: bool | None = None,
+               pdl: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -408,8 +417,18 @@ class LayerCache:
         more than 16 heads where it has the format, else max_query_rows): the query heads
         of a KV head's group a program takes at most; a larger group (DeepSeek-V3's 128 heads
         over one latent) is spread over several programs, each reading the same keys.
+        ``pdl`` (default: on a GPU that has it, programmatic_launch): each kernel of the step
+        is launched as a programmatic dependent of the one before it, so that its programs
+        are scheduled while that one finishes (the fixed cost of a step, which short contexts
+        and batch 1 feel most).
         """
-        from .triton_ops import FMT_CODES, decode_split_kernel, reduce_splits, rotate_kernel
+        from .triton_ops import (
+            FMT_CODES,
+            decode_split_kernel,
+            pdl_launch,
+            reduce_splits,
+            rotate_kernel,
+        )
 
         torch = _torch()
         tab = self._tables()
@@ -453,6 +472,8 @@ class LayerCache:
         page_mode = 0 if ps % block_n == 0 else 1 if block_n % ps == 0 else 2
         if asm is None:
             asm = q.device.type == "cuda"
+        if pdl is None:
+            pdl = programmatic_launch(q.device)
         n_splits = max(1, math.ceil(max_len / split_tokens))
         acc = self._workspace("acc", bsz * hq * n_splits * width, torch.float32, q.device)
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
@@ -465,7 +486,8 @@ class LayerCache:
             q_rot = self._workspace("qrot", rows * width, torch.float32, q.device).reshape(
                 bsz, hq, width)
             rotate_kernel[(math.ceil(rows / 16),)](q_in, q_rot, tab["rot_pm1"], rows, DIN=d,
-                                                   DOUT=width, DPOW=dpow, BACK=False)
+                                                   DOUT=width, DPOW=dpow, BACK=False,
+                                                   **pdl_launch(pdl))
             q_in = q_rot
         k0, k1, xk0, xk1 = self.k.operands()
         v0, v1, xv0, xv1 = self.v.operands()
@@ -495,11 +517,11 @@ class LayerCache:
             GPU=q.device.type == "cuda",
             SAME_KV=not self.has_v and (self.k.fmt in REUSE_KEYS if reuse_keys is None
                                         else reuse_keys),
-            num_warps=num_warps, num_stages=num_stages,
+            num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED
         reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, width,
                       rot=tab["rot_pm1"] if rotated_v else None,
                       scratch=self._workspace("merged", bsz * hq * width, torch.float32, q.device)
-                      if rotated_v else None)
+                      if rotated_v else None, pdl=pdl)
         return out

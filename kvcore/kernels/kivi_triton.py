@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_ops import softmax_step
+from .triton_ops import pdl_enter, softmax_step
 
 
 @triton.jit
@@ -115,13 +115,15 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
                        D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
                        PER: tl.constexpr, LEVELS: tl.constexpr, SPLIT: tl.constexpr,
-                       HAS_V: tl.constexpr, MAGIC: tl.constexpr, QB: tl.constexpr = 1):
+                       HAS_V: tl.constexpr, MAGIC: tl.constexpr, QB: tl.constexpr = 1,
+                       PDL: tl.constexpr = False):
     """One (sequence, KV head, split) program over quantized groups and the residual ring;
     partial output [QPAD, DP], running max and sum go to ACC and ML as decode_split_kernel's
     do. DP: D rounded up to a power of two (the lanes past D are masked to zero). HAS_V false:
     a K-only cache, V = the dequantized keys. MAGIC: codes to float16 by their bits
     (_codes_f16; the same values). A group of more query heads than QPAD is spread over QB
-    programs of a KV head (program id 1: KV head · QB + query block)."""
+    programs of a KV head (program id 1: KV head · QB + query block). PDL: pdl_enter."""
+    pdl_enter(PDL)
     s = tl.program_id(0).to(tl.int64)
     h = (tl.program_id(1) // QB).to(tl.int64)
     sp = tl.program_id(2).to(tl.int64)

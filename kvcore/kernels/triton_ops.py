@@ -16,12 +16,24 @@ import struct
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from .codebook import lloyd_max
 from .ref import E2M1
 
 FMT_CODES = {"f16": 0, "bf16": 0, "fp8_pth": 1, "q8_0": 2, "q4_0": 3, "tbq4": 4, "tbq3": 5,
              "nvfp4": 6}
+
+
+@triton.jit
+def pdl_enter(PDL: tl.constexpr):
+    """With PDL (a kernel launched as a programmatic dependent of the one before it in the
+    stream, on Hopper or later): wait until that kernel has finished and its writes are
+    visible, then let the next kernel be launched, so that its programs are scheduled while
+    this one runs instead of after it. Nothing is read before the wait."""
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
 
 
 @triton.jit
@@ -581,10 +593,12 @@ def _rotate_blocks(u, rot):
 
 @triton.jit
 def rotate_kernel(X, Y, ROT, n_rows, DIN: tl.constexpr, DOUT: tl.constexpr,
-                  DPOW: tl.constexpr, BACK: tl.constexpr):
+                  DPOW: tl.constexpr, BACK: tl.constexpr, PDL: tl.constexpr = False):
     """Y [n_rows, DOUT] float32 = the rows of X [n_rows, DIN], zero-padded to DPOW, rotated
     blockwise (a rotated K format's query: DIN = D, DOUT = DPOW), or rotated back with BACK
-    (a rotated V format's merged output: DIN = DPOW, DOUT = D), 16 rows a program."""
+    (a rotated V format's merged output: DIN = DPOW, DOUT = D), 16 rows a program. PDL:
+    pdl_enter."""
+    pdl_enter(PDL)
     ri = tl.program_id(0).to(tl.int64) * 16 + tl.arange(0, 16)
     d = tl.arange(0, DPOW)
     x = tl.load(X + ri[:, None] * DIN + d[None, :],
@@ -663,6 +677,7 @@ def decode_split_kernel(
     DT: tl.constexpr = 0, DKT: tl.constexpr = 0, DVT: tl.constexpr = 0,
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
     QB: tl.constexpr = 1, GPU: tl.constexpr = False, WORDS_V: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output,
@@ -684,7 +699,9 @@ def decode_split_kernel(
 
     A group of more query heads than a program holds (QPAD rows) is spread over QB programs
     of a KV head (program id 1: KV head · QB + query block). GPU: compiled for a GPU, not run
-    by the interpreter (_rows). WORDS reads K's planes as words, WORDS_V V's."""
+    by the interpreter (_rows). WORDS reads K's planes as words, WORDS_V V's. PDL:
+    pdl_enter (the previous step's merge may still be reading ACC when this kernel starts)."""
+    pdl_enter(PDL)
     b = tl.program_id(0)
     h = tl.program_id(1) // QB
     sp = tl.program_id(2)
@@ -812,14 +829,16 @@ def decode_split_kernel(
 
 @triton.jit
 def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
-                  DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr):
+                  DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr,
+                  PDL: tl.constexpr = False):
     """Merge the splits of one query row at DB of the head dimensions (of the DPOW a partial
     output holds): OUT = Σ w_s acc_s / Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids:
     (sequence · H_KV + KV head, query row of its GROUP, block of DB dimensions). The splits are
     read CM (maxima) and CH (partial outputs) at a time, each chunk one load, so that the merge
     takes a few round trips to memory however many splits there are; rows and dimensions are
     spread over programs, so that one sequence's merge is not left to a few programs (a rotated
-    V format's merged rows are rotated back by rotate_kernel after it)."""
+    V format's merged rows are rotated back by rotate_kernel after it). PDL: pdl_enter."""
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64) * GROUP + tl.program_id(1)
     big = tl.full([], float("-inf"), tl.float32)
     for s0 in range(0, n_splits, CM):
@@ -847,16 +866,24 @@ def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
 REDUCE_DIMS = 32
 
 
+def pdl_launch(pdl: bool) -> dict:
+    """The launch arguments of a kernel that starts with pdl_enter: launched as a
+    programmatic dependent of the kernel before it (``pdl``), or as usual."""
+    return {"PDL": True, "launch_pdl": True} if pdl else {}
+
+
 def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: int,
                   width: int, rot=None, scratch=None,
-                  chunks: tuple[int, int] | None = None) -> None:
+                  chunks: tuple[int, int] | None = None, pdl: bool = False) -> None:
     """Launch reduce_kernel, merging ``n_splits`` partial results of the ``group`` query rows
     [width] of each (sequence, KV head) into ``out`` [seqs, kv_heads · group, D]: a program per
     query row and REDUCE_DIMS head dimensions (``width`` a multiple of them, or a power of two
     below). With ``rot`` (the ±1 rotation, float16) the merged rows go to ``scratch`` (float32,
     seqs · kv_heads · group · width values) and rotate_kernel rotates them back into ``out``.
     ``chunks``: the splits read at a time (maxima, partial outputs), powers of two, if not the
-    largest that keep a program's loads near 8K values."""
+    largest that keep a program's loads near 8K values. ``pdl``: launch the kernels as
+    programmatic dependents of the kernel before them (a GPU of compute capability 9 or
+    later; pdl_enter)."""
     splits = 1 << (n_splits - 1).bit_length()
     db = min(width, REDUCE_DIMS)
     cm, ch = chunks or (max(2, min(splits, 2048)), max(2, min(splits, 8192 // db)))
@@ -864,11 +891,12 @@ def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: 
     merged = out if rot is None else scratch[:rows * width].view(rows, width)
     reduce_kernel[(seqs * kv_heads, group, width // db)](
         acc, ml, merged, n_splits, GROUP=group, D=merged.shape[-1], DPOW=width, DB=db, CM=cm,
-        CH=ch)
+        CH=ch, **pdl_launch(pdl))
     if rot is not None:
         rotate_kernel[(triton.cdiv(rows, 16),)](merged, out, rot, rows, DIN=width,
                                                 DOUT=out.shape[-1],
-                                                DPOW=1 << (width - 1).bit_length(), BACK=True)
+                                                DPOW=1 << (width - 1).bit_length(), BACK=True,
+                                                **pdl_launch(pdl))
 
 
 @triton.jit
