@@ -4,6 +4,7 @@ or pasted JSON. The bundled catalog (``data/models/``) answers without network.
 
 from __future__ import annotations
 
+import errno
 import json
 import tomllib
 from dataclasses import dataclass
@@ -130,7 +131,8 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
     if not text:
         raise InputError("model must be a catalog id, a Hub repo id, a config.json path or JSON",
                          field="model")
-    if text.startswith("{"):
+    # pasted JSON: an object is a config; a list or a string is a config pasted wrongly
+    if text.startswith(("{", "[", '"')):
         config = parse_config_text(text)
         return spec_from_config(config, name=str(config.get("_name_or_path") or "config"),
                                 source="pasted config")
@@ -139,8 +141,16 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         return _catalog_spec(entry.id)
     if allow_local:
         path = Path(text).expanduser()
-        if path.exists():
-            return _local(path)
+        try:
+            if path.exists():
+                return _local(path)
+        except OSError as exc:
+            # a name too long to be a path is no file; a file that cannot be read is one
+            if exc.errno == errno.ENAMETOOLONG:
+                raise UnknownNameError("model", text[:100], sorted(_by_key()),
+                                       field="model") from None
+            raise InputError(f"cannot read '{text[:200]}': {exc.strerror or exc}",
+                             field="model") from None
     if allow_hub and is_repo_id(text):
         config, total = fetch_config(text)
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,

@@ -135,3 +135,31 @@ def test_find_gpu_and_format(capsys):
 def test_engine_errors(capsys, args, needle):
     code, out, err = run(capsys, *args)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("arg", "needle"), [
+    ("[" * 5000, "nested too deeply"),
+    ("a" * 5000, "not a known model"),
+    ("ab/" * 3000, "not a known model"),
+    ("[]", "must be a JSON object"),
+    ('"qwen3-8b"', "must be a JSON object"),
+])
+def test_model_argument_that_is_no_path_is_one_line(capsys, arg, needle):
+    code, out, err = run(capsys, arg)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and needle in err
+
+
+def test_unreadable_config_file_is_one_line(tmp_path, capsys, monkeypatch):
+    from pathlib import Path
+
+    path = tmp_path / "config.json"
+    path.write_text("{}")
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    code, out, err = run(capsys, str(path))
+    assert code == 2 and out == ""
+    assert err.strip() == f"kvplan: error: cannot read '{path}': Permission denied"
