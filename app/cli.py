@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -429,6 +430,8 @@ def _serve(argv: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # huggingface_hub logs each retry of an unreachable Hub; the error line says what failed
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     try:
         if argv and argv[0] in SUBCOMMANDS:
             cmd, rest = argv[0], argv[1:]

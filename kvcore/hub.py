@@ -93,11 +93,12 @@ def _download(repo: str, filename: str, revision: str | None) -> str:
                        field="model") from None
     except hf_errors.RevisionNotFoundError:
         raise HubError(f"'{repo}' has no revision '{revision}'", field="model") from None
-    except hf_errors.EntryNotFoundError:
-        raise HubError(f"'{repo}' has no {filename}", field="model") from None
+    # before EntryNotFoundError: huggingface_hub derives LocalEntryNotFoundError from it
     except hf_errors.LocalEntryNotFoundError:
         raise HubError(f"the Hub could not be reached and '{repo}/{filename}' is not in the HF "
                        "cache (offline?)", field="model") from None
+    except hf_errors.EntryNotFoundError:
+        raise HubError(f"'{repo}' has no {filename}", field="model") from None
     except OSError as exc:
         raise HubError(f"fetching '{repo}/{filename}' failed: {exc}", field="model") from None
 

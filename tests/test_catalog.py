@@ -1,4 +1,5 @@
 import json
+import subprocess
 import sys
 import types
 
@@ -118,3 +119,33 @@ def test_hub_answers_are_cached(monkeypatch, tmp_path):
     load_model("someone/cached-once")
     load_model("someone/cached-once")
     assert calls.count("config.json") == 1
+
+
+def test_hub_unreachable_is_offline_not_missing_file(monkeypatch):
+    # the real huggingface_hub: LocalEntryNotFoundError is a kind of EntryNotFoundError
+    hf = pytest.importorskip("huggingface_hub")
+
+    def unreachable(repo, filename, revision=None):
+        raise hf.errors.LocalEntryNotFoundError("cannot reach the Hub")
+
+    monkeypatch.setattr(hf, "hf_hub_download", unreachable)
+    with pytest.raises(HubError, match="could not be reached"):
+        load_model("someone/offline-model")
+
+
+def test_hub_retry_warnings_stay_off_the_cli_error():
+    # huggingface_hub logs every retry to stderr; the CLI prints only its one error line
+    script = (
+        "import huggingface_hub as hf, sys\n"
+        "from huggingface_hub.utils import logging\n"
+        "def unreachable(repo, filename, revision=None):\n"
+        "    logging.get_logger('huggingface_hub.utils._http').warning('Retrying in 1s')\n"
+        "    raise hf.errors.LocalEntryNotFoundError('cannot reach the Hub')\n"
+        "hf.hf_hub_download = unreachable\n"
+        "from app.cli import main\n"
+        "sys.exit(main(['someone/offline-model']))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "kvplan: error: the Hub could not be reached and 'someone/offline-model/config.json' "
+        "is not in the HF cache (offline?)"]
