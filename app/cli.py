@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -430,8 +431,11 @@ def _serve(argv: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # huggingface_hub logs each retry of an unreachable Hub; the error line says what failed
-    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    # huggingface_hub logs each retry of an unreachable Hub; the error line says what failed.
+    # It reads HF_HUB_VERBOSITY when first imported; a logger already set up is set here.
+    if "HF_HUB_VERBOSITY" not in os.environ:
+        os.environ["HF_HUB_VERBOSITY"] = "error"
+        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     try:
         if argv and argv[0] in SUBCOMMANDS:
             cmd, rest = argv[0], argv[1:]

@@ -1,4 +1,5 @@
 import json
+import logging
 import subprocess
 import sys
 import types
@@ -149,3 +150,12 @@ def test_hub_retry_warnings_stay_off_the_cli_error():
     assert proc.stderr.splitlines() == [
         "kvplan: error: the Hub could not be reached and 'someone/offline-model/config.json' "
         "is not in the HF cache (offline?)"]
+    # huggingface_hub imported after the command started (as a Hub fetch does) stays quiet too
+    script = ("import logging, os\n"
+              "os.environ.pop('HF_HUB_VERBOSITY', None)\n"
+              "from app.cli import main\n"
+              "main(['no-such-model'])\n"
+              "import huggingface_hub\n"
+              "print(logging.getLogger('huggingface_hub').getEffectiveLevel())\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.stdout.strip() == str(logging.ERROR)
