@@ -155,7 +155,7 @@ def test_hub_retry_warnings_stay_off_the_cli_error():
               "os.environ.pop('HF_HUB_VERBOSITY', None)\n"
               "from app.cli import main\n"
               "main(['no-such-model'])\n"
-              "import huggingface_hub\n"
+              "from huggingface_hub.utils import logging as hf_logging\n"
               "print(logging.getLogger('huggingface_hub').getEffectiveLevel())\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.stdout.strip() == str(logging.ERROR)
