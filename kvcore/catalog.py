@@ -147,7 +147,8 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         except OSError as exc:
             # a name too long to be a path is no file; a file that cannot be read is one
             if exc.errno == errno.ENAMETOOLONG:
-                raise UnknownNameError("model", text[:100], sorted(_by_key()),
+                raise UnknownNameError("model", text[:100],
+                                       {k: e.id for k, e in _by_key().items()},
                                        field="model") from None
             raise InputError(f"cannot read '{text[:200]}': {exc.strerror or exc}",
                              field="model") from None
@@ -155,4 +156,5 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         config, total = fetch_config(text)
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,
                                 safetensors_total_bytes=total)
-    raise UnknownNameError("model", text, sorted(_by_key()), field="model")
+    raise UnknownNameError("model", text, {k: e.id for k, e in _by_key().items()},
+                           field="model")

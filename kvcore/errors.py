@@ -16,7 +16,7 @@ Not fitting on a card is a result, never an exception.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
     "ConfigError",
@@ -43,25 +43,44 @@ class InputError(KvplanError):
 
 
 class UnknownNameError(InputError):
-    """A name that is in no catalog; ``suggestions`` holds the closest known names."""
+    """A name that is in no catalog; ``suggestions`` holds the closest known names.
+
+    ``known`` is what the name is compared with; when it maps each key to the name to show
+    (several spellings of one GPU to its id), suggestions are the shown names, each once.
+    ``choices`` lists the valid names in the message for a short list that has no
+    ``kvplan`` command of its own (engines, weight formats)."""
 
     def __init__(
-        self, kind: str, name: str, known: Iterable[str], *, field: str | None = None
+        self,
+        kind: str,
+        name: str,
+        known: Iterable[str] | Mapping[str, str],
+        *,
+        field: str | None = None,
+        choices: Sequence[str] = (),
+        query: str | None = None,
     ) -> None:
-        known = list(known)
+        shown = dict(known) if isinstance(known, Mapping) else {k: k for k in known}
         self.kind = kind
         self.name = name
-        self.suggestions = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
+        self.suggestions: list[str] = []
+        matches = difflib.get_close_matches(query if query is not None else name.lower(),
+                                            list(shown), n=12, cutoff=0.5)
+        for key in matches:
+            if shown[key] not in self.suggestions and len(self.suggestions) < 3:
+                self.suggestions.append(shown[key])
         message = f"'{name}' is not a known {kind}"
         if self.suggestions:
             message += "; did you mean " + " or ".join(f"'{s}'" for s in self.suggestions) + "?"
-        else:
-            message += f" (see `kvplan {kind_command(kind)}` for the list)"
+        elif kind in LIST_COMMANDS:
+            message += f" (see `kvplan {LIST_COMMANDS[kind]}` for the list)"
+        if choices and not self.suggestions:
+            message += "; expected one of " + ", ".join(choices)
         super().__init__(message, field=field)
 
 
-def kind_command(kind: str) -> str:
-    return {"GPU": "gpus", "KV format": "formats", "model": "models"}.get(kind, kind + "s")
+#: the command that lists each kind of name
+LIST_COMMANDS = {"GPU": "gpus", "KV format": "formats", "model": "models"}
 
 
 class ConfigError(KvplanError):

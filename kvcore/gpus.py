@@ -99,6 +99,6 @@ def find_gpu(name: str) -> GPU:
                    bandwidth_bytes_per_s=None)
     gpu = _index().get(_norm(text))
     if gpu is None:
-        raise UnknownNameError("GPU", text, sorted({g.id for g in gpu_catalog()} | set(_index())),
-                               field="gpu")
+        raise UnknownNameError("GPU", text, {key: g.id for key, g in _index().items()},
+                               field="gpu", query=_norm(text))
     return gpu

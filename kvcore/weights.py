@@ -60,8 +60,9 @@ def get_weight_format(name: str) -> WeightFormat:
     try:
         return _BY_NAME[key]
     except KeyError:
-        raise UnknownNameError("weight format", str(name), [*_BY_NAME, "auto"],
-                               field="weights") from None
+        raise UnknownNameError(
+            "weight format", str(name), {"auto": "auto", **{k: f.name for k, f in _BY_NAME.items()}},
+            field="weights", choices=["auto", *(f.name for f in WEIGHT_FORMATS)]) from None
 
 
 @dataclass(frozen=True)

@@ -163,3 +163,21 @@ def test_unreadable_config_file_is_one_line(tmp_path, capsys, monkeypatch):
     code, out, err = run(capsys, str(path))
     assert code == 2 and out == ""
     assert err.strip() == f"kvplan: error: cannot read '{path}': Permission denied"
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["qwen3-8b", "--engine", "x"],
+     "'x' is not a known engine; expected one of raw, vllm, llama.cpp, sglang, trtllm"),
+    (["qwen3-8b", "--weights", "q9"],
+     "'q9' is not a known weight format; expected one of auto, f32, f16, bf16, fp8, int8, int4, "
+     "nvfp4, mxfp4, mxfp4_moe, q8_0, q6_k, q5_k_m, q4_k_m, q3_k_m, q2_k, iq4_xs"),
+    # suggestions are names the user can type back, each card or model once
+    (["qwen3-8b", "--gpu", "h100-94"],
+     "'h100-94' is not a known GPU; did you mean 'h100-nvl' or 'h100-sxm' or 'a100-40gb'?"),
+    (["qwen3-8b", "--gpu", "24XB"], "'24XB' is not a known GPU; did you mean 'l4' or 'a30' or 'a10'?"),
+    (["https://huggingface.co/Qwen/Qwen3-8B"],
+     "'https://huggingface.co/Qwen/Qwen3-8B' is not a known model; did you mean 'qwen3-8b'?"),
+])
+def test_unknown_names_point_at_real_names(capsys, args, line):
+    code, _, err = run(capsys, *args)
+    assert code == 2 and err.strip() == f"kvplan: error: {line}"

@@ -37,7 +37,8 @@ def canonical(name: str) -> str:
     key = str(name).strip().lower()
     key = _ALIASES.get(key, key)
     if key not in ENGINES:
-        raise UnknownNameError("engine", str(name), [*ENGINES, *_ALIASES], field="engine")
+        raise UnknownNameError("engine", str(name), {**{e: e for e in ENGINES}, **_ALIASES},
+                              field="engine", choices=engine_names())
     return key
 
 
