@@ -44,13 +44,19 @@ _BYTE_SUFFIX = {
     "tb": 10**12,
 }
 _NUMBER = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+_THOUSANDS = re.compile(r"^[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?$")
 
 
 def _split(text: str, what: str, example: str, field: str | None) -> tuple[Decimal, str]:
     match = _NUMBER.match(text)
     if not match:
         raise InputError(f"{what} must be a number like {example}, got '{text}'", field=field)
-    digits = match.group(1).replace(",", "").replace("_", "")
+    digits = match.group(1)
+    # a comma only groups thousands: '1,5k' meant as 1.5k must not become 15k
+    if "," in digits and not _THOUSANDS.match(digits):
+        raise InputError(f"{what} takes a comma only between thousands (262,144) and a dot for "
+                         f"decimals (1.5), got '{text}'", field=field)
+    digits = digits.replace(",", "").replace("_", "")
     try:
         value = Decimal(digits)
     except InvalidOperation:  # pragma: no cover - the regex admits only digits
@@ -95,7 +101,11 @@ def parse_count(
     if isinstance(value, bool):
         raise InputError(f"{field} must be a whole number, got {value!r}", field=field)
     if isinstance(value, str):
-        text = value.strip().replace(",", "").replace("_", "")
+        text = value.strip()
+        if "," in text and not _THOUSANDS.match(text):
+            raise InputError(f"{field} must be a whole number (a comma only between thousands), "
+                             f"got '{value}'", field=field)
+        text = text.replace(",", "").replace("_", "")
         if not text.isdigit():
             raise InputError(f"{field} must be a whole number, got '{value}'", field=field)
         number = int(text)

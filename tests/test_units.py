@@ -47,3 +47,23 @@ def test_format_bytes():
     assert format_bytes(1.0625 * 2**30 // 1) == "1.0625 GiB"
     assert format_bytes(272 * 2**20) == "272 MiB"
     assert format_bytes(10) == "10 B"
+
+
+@pytest.mark.parametrize("parse", [parse_tokens, parse_bytes,
+                                   lambda text: parse_count(text, field="sequences")])
+@pytest.mark.parametrize("text", ["1,5", "24,5", "1,0000", "8192,", "1,5k", "24,5GiB"])
+def test_a_comma_that_groups_no_thousands_is_refused(parse, text):
+    # a decimal comma ('1,5k' for 1.5k) must not become a ten times larger number
+    if parse is parse_tokens and text.endswith("GiB"):
+        text = text.removesuffix("GiB")
+    with pytest.raises(InputError, match="comma"):
+        parse(text)
+
+
+@pytest.mark.parametrize(("text", "value"), [("262,144", 262_144), ("1,048,576", 1_048_576),
+                                             ("1,024.5", 1024.5)])
+def test_a_comma_between_thousands_is_read(text, value):
+    assert parse_bytes(text + "KiB") == int(value * 1024)
+    if value == int(value):
+        assert parse_tokens(text) == value
+        assert parse_count(text, field="sequences", maximum=10**7) == value
