@@ -181,3 +181,13 @@ def test_unreadable_config_file_is_one_line(tmp_path, capsys, monkeypatch):
 def test_unknown_names_point_at_real_names(capsys, args, line):
     code, _, err = run(capsys, *args)
     assert code == 2 and err.strip() == f"kvplan: error: {line}"
+
+
+@pytest.mark.parametrize("tokens", ["-1", "65"])
+def test_speculative_tokens_out_of_range(capsys, tokens):
+    # -1 used to be taken, and planned fewer state pages than no speculation at all
+    code, out, err = run(capsys, "qwen3.5-27b", "--engine", "vllm", "--gpu", "h100",
+                         "--speculative-tokens", tokens)
+    assert code == 2 and out == ""
+    assert err.strip() == ("kvplan: error: speculative_tokens must be between 0 and 64, "
+                           f"got {tokens}")

@@ -34,6 +34,8 @@ __all__ = [
 
 GiB = 1024**3
 MiB = 1024**2
+#: most draft tokens per step a plan takes (speculative decoding proposes a handful)
+MAX_SPECULATIVE_TOKENS = 64
 
 
 class UnsupportedFormat(InputError):
@@ -77,6 +79,9 @@ class EngineSettings:
             if value is not None and not 1 <= value <= 1 << 24:
                 raise InputError(f"{name} must be a positive whole number, got {value}",
                                  field=name)
+        if not 0 <= self.speculative_tokens <= MAX_SPECULATIVE_TOKENS:
+            raise InputError(f"speculative_tokens must be between 0 and {MAX_SPECULATIVE_TOKENS}, "
+                             f"got {self.speculative_tokens}", field="speculative_tokens")
         if self.offload_bytes < 0:
             raise InputError("offload size must not be negative", field="offload")
 
