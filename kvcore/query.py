@@ -49,8 +49,21 @@ class Query(EngineRequest):
         return self
 
 
+#: a KV budget large enough for any plan: lets an engine check a query that names no card
+_ANY_BUDGET_BYTES = 1 << 50
+
+
+def check_engine(q: Query) -> None:
+    """Raise the engine's error for what no card changes (a KV format it lacks, a model it
+    cannot run, weights it cannot load, a layout it refuses) for a query that names no card."""
+    if q.engine != "raw":
+        engine_plan(q.engine, replace(q, gpus=(), kv_budget_bytes=_ANY_BUDGET_BYTES))
+
+
 def answer(q: Query) -> dict[str, Any]:
     """The plan as one JSON-able dict (what ``kvplan --json`` prints)."""
+    if not q.gpus and q.kv_budget_bytes is None:
+        check_engine(q)
     single = q.gpus[0] if q.gpus else None
     base = plan(PlanRequest(spec=q.spec, context=q.context, sequences=q.sequences, cache=q.cache,
                             weights=q.weights,
@@ -89,6 +102,8 @@ def _layout(q: Query, count: int) -> Parallel:
 
 def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
     """Catalog GPUs that fit the query, fewest total memory first, with the card count."""
+    # an engine that cannot run this plan on any card says why, rather than "no GPU fits"
+    check_engine(replace(q, parallel=_layout(q, 1)))
     found: list[dict[str, Any]] = []
     for gpu in gpu_catalog():
         for count in GPU_COUNTS:

@@ -191,3 +191,17 @@ def test_speculative_tokens_out_of_range(capsys, tokens):
     assert code == 2 and out == ""
     assert err.strip() == ("kvplan: error: speculative_tokens must be between 0 and 64, "
                            f"got {tokens}")
+
+
+@pytest.mark.parametrize("extra", [[], ["--find-gpu"]])
+@pytest.mark.parametrize(("args", "line"), [
+    (["qwen3-8b", "--engine", "vllm", "--kv", "q8_0"],
+     "vllm has no q8_0 KV cache; its formats are bf16, f16, fp8_e4m3, fp8_e5m2, fp8_pth, nvfp4"),
+    (["llama-3.2-11b-vision-instruct", "--engine", "llama.cpp"],
+     "llama.cpp does not run cross-attention (Mllama) models"),
+])
+def test_engine_refusal_without_a_card(capsys, args, line, extra):
+    # no --gpu: the plan used to drop the engine's rules; --find-gpu said no GPU fits
+    code, out, err = run(capsys, *args, *extra)
+    assert code == 2 and out == ""
+    assert err.strip() == f"kvplan: error: {line}"
