@@ -18,7 +18,7 @@ from kvcore.formats import quality_note
 from kvcore.query import Query as PlanQuery
 from kvcore.query import answer, find_format, find_gpu_for
 
-from .common import make_query, verified
+from .common import check_find_gpu, make_query, verified
 from .schemas import ErrorOut, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
 
@@ -86,6 +86,7 @@ def api_router() -> APIRouter:
 
     @api.post("/find-gpu")
     def post_find_gpu(body: PlanIn) -> list[dict[str, Any]]:
+        check_find_gpu(gpu=body.gpu, gpus=body.gpus, tp=body.tp, pp=body.pp)
         return find_gpu_for(to_query(body))
 
     @api.post("/find-format")

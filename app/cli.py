@@ -32,7 +32,7 @@ from kvcore.formats import quality_note
 from kvcore.query import Query, answer, find_format, find_gpu_for
 from kvcore.units import format_gib
 
-from .common import make_query, verified
+from .common import check_find_gpu, make_query, verified
 
 SUBCOMMANDS = ("models", "gpus", "formats", "serve", "measure")
 
@@ -447,6 +447,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_list(cmd, args.json))
             return 0
         args = _plan_parser().parse_args(argv)
+        if args.find_gpu and args.find_format:
+            raise UsageError("give --find-gpu or --find-format, not both")
+        if args.find_gpu:
+            check_find_gpu(gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp, prefix="--")
         query = build_query(args)
         if args.find_gpu:
             rows = find_gpu_for(query)

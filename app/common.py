@@ -19,7 +19,7 @@ from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
 
-__all__ = ["make_query", "verified"]
+__all__ = ["check_find_gpu", "make_query", "verified"]
 
 
 def _count(value: Any, field: str, minimum: int = 1, maximum: int = 1024) -> int | None:
@@ -46,6 +46,16 @@ def _gpus(gpu: str | None, gpus: str | None) -> tuple[int, list[Any], bool]:
                              field="gpus")
         named = [find_gpu(gpu)]
     return count, named, listed
+
+
+def check_find_gpu(*, gpu: Any, gpus: Any, tp: Any, pp: Any, prefix: str = "") -> None:
+    """find-gpu chooses the card, the count and the layout: naming any of them is a conflict,
+    not something to drop without a word. ``prefix`` spells the names as flags (``--``)."""
+    given = [name for name, value in (("gpu", gpu), ("gpus", gpus), ("tp", tp), ("pp", pp))
+             if value not in (None, "")]
+    if given:
+        raise InputError(f"{prefix}find-gpu chooses the card, how many and their layout; leave "
+                         "out " + ", ".join(prefix + name for name in given), field=given[0])
 
 
 def make_query(

@@ -205,3 +205,17 @@ def test_engine_refusal_without_a_card(capsys, args, line, extra):
     code, out, err = run(capsys, *args, *extra)
     assert code == 2 and out == ""
     assert err.strip() == f"kvplan: error: {line}"
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["--find-gpu", "--find-format", "--gpu", "4090"], "give --find-gpu or --find-format, not both"),
+    (["--find-gpu", "--gpu", "4090"],
+     "--find-gpu chooses the card, how many and their layout; leave out --gpu"),
+    (["--find-gpu", "--gpus", "2", "--tp", "2"],
+     "--find-gpu chooses the card, how many and their layout; leave out --gpus, --tp"),
+])
+def test_find_gpu_conflicts(capsys, args, line):
+    # each of these was dropped without a word: the answer ignored what was asked
+    code, out, err = run(capsys, "qwen3-8b", *args)
+    assert code == 2 and out == ""
+    assert err.strip() == f"kvplan: error: {line}"

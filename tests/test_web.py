@@ -213,3 +213,17 @@ def test_bundled_measurement_verifies_a_plan_with_no_local_database(tmp_path, mo
     assert page.status_code == 200
     assert "verified on NVIDIA H200: predicted 8.5 GiB, allocated 8.5 GiB" in page.text
     assert not db.exists()
+
+
+def test_find_gpu_refuses_a_named_card(client):
+    r = client.post("/api/v1/find-gpu", json={"model": "qwen3-8b", "gpu": "4090", "tp": 2})
+    assert r.status_code == 422
+    assert r.json() == {"ok": False, "status": 422, "field": "gpu",
+                        "error": "find-gpu chooses the card, how many and their layout; leave "
+                                 "out gpu, tp"}
+
+
+def test_engine_rules_apply_without_a_card(client):
+    r = client.post("/api/v1/plan", json={"model": "qwen3-8b", "engine": "vllm", "kv": "q8_0"})
+    assert r.status_code == 422 and r.json()["field"] == "kv_k"
+    assert r.json()["error"].startswith("vllm has no q8_0 KV cache")
