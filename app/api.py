@@ -39,6 +39,8 @@ _MEASURE_LOCK = threading.Lock()
 
 def to_query(body: PlanIn) -> PlanQuery:
     """The kvcore Query of an API body. Never reads a local path."""
+    if body.config is not None and body.model:
+        raise kvcore.InputError("give a model or a config, not both", field="config")
     if body.config is not None:
         spec = load_model(body.config)
     elif body.model:

@@ -38,7 +38,12 @@ def _gpus(gpu: str | None, gpus: str | None) -> tuple[int, list[Any], bool]:
         if text.isdigit():
             count = parse_count(text, field="gpus", maximum=1024)
         else:
-            named = [find_gpu(n) for n in text.split(",") if n.strip()]
+            try:
+                named = [find_gpu(n) for n in text.split(",") if n.strip()]
+            except InputError as exc:
+                # the name at fault came in the card list
+                exc.field = "gpus"
+                raise
             count, listed = len(named), True
     if gpu:
         if listed:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,36 @@ def error(status: int, message: str, field: str | None = None,
           headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"ok": False, "error": message, "status": status, "field": field},
                         status_code=status, headers=headers)
+
+
+#: how a union field's members (``context: int | str``) are named in an error
+_UNION_MEMBERS = {"int": "a whole number", "str": "a string", "float": "a number",
+                  "bool": "true or false"}
+
+
+def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
+    """(status, sentence, field) for pydantic's errors about a request: a body that is not
+    JSON is a 400; a union field is named alone, with what it takes and what came."""
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        detail = (first.get("ctx") or {}).get("error", "JSON decode error")
+        return 400, f"the request body is not valid JSON: {detail}", None
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query")]
+    if not loc:
+        got = first.get("input")
+        what = ("nothing" if got is None else "a body that is not JSON"
+                if isinstance(got, bytes) else "an array" if isinstance(got, list)
+                else json.dumps(got))
+        return 422, f"the request body must be a JSON object of the fields, got {what}", None
+    if len(loc) > 1 and loc[-1] in _UNION_MEMBERS:
+        members = [str(e["loc"][-1]) for e in errors
+                   if [str(p) for p in e.get("loc", ()) if p not in ("body", "query")][:-1]
+                   == loc[:-1] and str(e["loc"][-1]) in _UNION_MEMBERS]
+        field = ".".join(loc[:-1])
+        expected = " or ".join(_UNION_MEMBERS[m] for m in dict.fromkeys(members))
+        return 422, f"{field}: expected {expected}, got {json.dumps(first.get('input'))}", field
+    field = ".".join(loc)
+    return 422, f"{field}: {first.get('msg', 'invalid')}", field
 
 
 #: largest request body accepted (bytes): a config.json is capped at 1 MiB, with room for the
@@ -56,10 +88,8 @@ def create_app() -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0]
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query")]
-        field = ".".join(loc) or None
-        return error(422, f"{field or 'request'}: {first.get('msg', 'invalid')}", field)
+        status, message, field = validation_message(exc.errors())
+        return error(status, message, field)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

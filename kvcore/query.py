@@ -131,7 +131,7 @@ def _candidates() -> list[KVFormat]:
 def find_format(q: Query) -> list[dict[str, Any]]:
     """Every KV format (K = V) the engine offers, highest precision first, with its fit."""
     if not q.gpus and q.kv_budget_bytes is None:
-        raise InputError("--find-format needs a GPU (--gpu) or a KV budget", field="gpu")
+        raise InputError("find-format needs a GPU or a KV budget to fit the cache in", field="gpu")
     rows = []
     for fmt in _candidates():
         trial = replace(q, cache=replace(q.cache, kv_k=fmt, kv_v=fmt))

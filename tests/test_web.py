@@ -227,3 +227,33 @@ def test_engine_rules_apply_without_a_card(client):
     r = client.post("/api/v1/plan", json={"model": "qwen3-8b", "engine": "vllm", "kv": "q8_0"})
     assert r.status_code == 422 and r.json()["field"] == "kv_k"
     assert r.json()["error"].startswith("vllm has no q8_0 KV cache")
+
+
+@pytest.mark.parametrize(("content", "status", "error", "field"), [
+    ("{", 400, "the request body is not valid JSON: Expecting property name enclosed in double "
+     "quotes", None),
+    ("[]", 422, "the request body must be a JSON object of the fields, got an array", None),
+    ('"qwen3-8b"', 422, 'the request body must be a JSON object of the fields, got "qwen3-8b"',
+     None),
+    # a field of two types (int | str) is named alone, not as 'context.int'
+    ('{"model": "qwen3-8b", "context": 1.5}', 422,
+     "context: expected a whole number or a string, got 1.5", "context"),
+    ('{"model": "qwen3-8b", "sequences": null}', 422,
+     "sequences: expected a whole number or a string, got null", "sequences"),
+    ('{"model": "qwen3-8b", "config": {"model_type": "llama"}}', 422,
+     "give a model or a config, not both", "config"),
+    ('{"model": "qwen3-8b", "gpus": "4090,4091"}', 422,
+     "'4091' is not a known GPU; did you mean 'rtx-4090' or 'l40' or 'a40'?", "gpus"),
+])
+def test_malformed_requests_name_what_was_wrong(client, content, status, error, field):
+    r = client.post("/api/v1/plan", content=content,
+                    headers={"content-type": "application/json"})
+    assert r.status_code == status
+    assert r.json() == {"ok": False, "status": status, "error": error, "field": field}
+
+
+def test_a_form_body_is_not_taken_for_json(client):
+    r = client.post("/api/v1/plan", data={"model": "qwen3-8b"})
+    assert r.status_code == 422
+    assert r.json()["error"] == ("the request body must be a JSON object of the fields, got a "
+                                 "body that is not JSON")
