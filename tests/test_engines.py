@@ -305,3 +305,13 @@ def test_every_engine_asks_for_a_gpu_or_a_budget(engine):
     with pytest.raises(InputError, match=r"--gpu\) or an available KV budget") as err:
         engine_plan(engine, EngineRequest(spec=load_model("llama-3.1-8b"), context=4096))
     assert err.value.field == "gpu"
+
+
+def test_vllm_with_no_memory_left_says_so():
+    # Llama-3.1-70B in bf16 (131 GiB) on one 80 GB card: vLLM's pool is negative, and its
+    # check refuses before comparing a request with the pool (docs/ENGINES.md)
+    r = engine_plan("vllm", req("llama-3.1-70b", gpu="h100"))
+    assert r.kv_pool_bytes < 0 and not r.fits
+    assert r.log_lines[-1] == ("ValueError: No available memory for the cache blocks. Try "
+                               "increasing `gpu_memory_utilization` when initializing the engine.")
+    assert not any("To serve at least one request" in line for line in r.log_lines)

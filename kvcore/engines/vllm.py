@@ -230,7 +230,11 @@ def plan(req: EngineRequest) -> EngineReport:
     lines = [f"Available KV cache memory: {kv_avail / GiB:.2f} GiB",
              f"GPU KV cache size: {tokens:,} tokens",
              f"Maximum concurrency for {max_len:,} tokens per request: {conc:.2f}x"]
-    if conc < 1:
+    if kv_avail <= 0:
+        # check_enough_kv_cache_memory stops here, before sizing a request against the pool
+        lines.append("ValueError: No available memory for the cache blocks. Try increasing "
+                     "`gpu_memory_utilization` when initializing the engine.")
+    elif conc < 1:
         needed = main.blocks_per_request(max_len, mbt, encoder) * main.page * main.group_size
         est = largest(lambda n: n == 0 or all(pl.concurrency(n, mbt, encoder) >= 1
                                               for pl in pools), 1 << 31)
