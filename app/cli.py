@@ -123,7 +123,18 @@ def _serve_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: flags that take a value: an empty one (``--gpu "$GPU"`` with GPU unset) is an error, not
+#: the default
+VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", "gpus", "tp",
+               "pp", "dp", "kv_budget", "offload", "hot", "keep", "keep_first", "keep_recent",
+               "images", "overhead")
+
+
 def build_query(args: argparse.Namespace) -> Query:
+    for name in VALUE_FLAGS:
+        value = getattr(args, name)
+        if value is not None and not str(value).strip():
+            raise UsageError(f"--{name.replace('_', '-')} needs a value, got an empty string")
     if args.keep is not None:
         try:
             float(args.keep)

@@ -219,3 +219,13 @@ def test_find_gpu_conflicts(capsys, args, line):
     code, out, err = run(capsys, "qwen3-8b", *args)
     assert code == 2 and out == ""
     assert err.strip() == f"kvplan: error: {line}"
+
+
+@pytest.mark.parametrize("flag", ["--kv", "--kv-k", "--kv-v", "--weights", "--gpu", "--gpus",
+                                  "--tp", "--pp", "--kv-budget", "--overhead", "--offload",
+                                  "--hot", "--keep", "--ctx"])
+def test_an_empty_value_is_refused_not_defaulted(capsys, flag):
+    # `--gpu "$GPU"` with GPU unset used to plan with no card at all
+    code, out, err = run(capsys, "qwen3-8b", flag, "")
+    assert code == 2 and out == ""
+    assert err.strip() == f"kvplan: error: {flag} needs a value, got an empty string"
