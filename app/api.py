@@ -12,7 +12,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
 import kvcore
-from kvcore import CacheOptions, load_model
+from kvcore import CacheOptions, load_model, parse_bytes
 from kvcore.engines import EngineSettings
 from kvcore.formats import quality_note
 from kvcore.query import Query as PlanQuery
@@ -51,13 +51,20 @@ def to_query(body: PlanIn) -> PlanQuery:
     settings = EngineSettings(
         gpu_memory_utilization=body.gpu_memory_utilization,
         max_num_batched_tokens=body.max_num_batched_tokens, block_size=body.block_size,
+        speculative_tokens=body.speculative_tokens, n_ubatch=body.ubatch,
+        swa_full=body.swa_full, kv_unified=body.kv_unified or None,
+        flash_attn=False if body.no_flash_attn else None,
         mem_fraction_static=body.mem_fraction_static,
-        free_gpu_memory_fraction=body.free_gpu_memory_fraction)
+        free_gpu_memory_fraction=body.free_gpu_memory_fraction,
+        tokens_per_block=body.tokens_per_block,
+        offload_bytes=parse_bytes(body.offload, field="offload") if body.offload else 0)
     return make_query(
         spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
         kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,
         pp=body.pp, dp=body.dp, engine=body.engine, hot=body.hot, keep=body.keep,
-        images=body.images, mtp=body.mtp, kv_budget=body.kv_budget, settings=settings)
+        keep_first=body.keep_first, keep_recent=body.keep_recent, state_dtype=body.state_dtype,
+        images=body.images, mtp=body.mtp, kv_budget=body.kv_budget, overhead=body.overhead,
+        settings=settings)
 
 
 def run_plan(body: PlanIn) -> dict[str, Any]:

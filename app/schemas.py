@@ -41,6 +41,21 @@ class PlanIn(BaseModel):
     block_size: int | None = Field(None, ge=1, le=1 << 16)
     mem_fraction_static: float | None = Field(None, gt=0, le=1)
     free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
+    # the rest of the CLI's knobs, under the CLI's names
+    keep_first: int = Field(4, ge=0, le=1 << 20, description="tokens always kept at the start")
+    keep_recent: int = Field(128, ge=0, le=1 << 24, description="recent tokens always kept")
+    state_dtype: str = Field("f32", pattern="^(f32|f16|bf16)$",
+                             description="recurrent-state dtype")
+    overhead: str | None = Field(None, max_length=40, examples=["1GiB"],
+                                 description="runtime overhead instead of the estimate")
+    speculative_tokens: int = Field(0, ge=0, le=64, description="vLLM speculative tokens")
+    ubatch: int | None = Field(None, ge=1, le=1 << 24, description="llama.cpp n_ubatch")
+    swa_full: bool = Field(False, description="llama.cpp full-size SWA cache")
+    kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")
+    no_flash_attn: bool = Field(False, description="llama.cpp -fa off")
+    tokens_per_block: int | None = Field(None, ge=1, le=1 << 16, description="TensorRT-LLM")
+    offload: str | None = Field(None, max_length=40, examples=["64GiB"],
+                                description="CPU/disk tier for KV per card")
 
 
 class PlanQueryIn(PlanIn):

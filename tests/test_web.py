@@ -257,3 +257,28 @@ def test_a_form_body_is_not_taken_for_json(client):
     assert r.status_code == 422
     assert r.json()["error"] == ("the request body must be a JSON object of the fields, got a "
                                  "body that is not JSON")
+
+
+@pytest.mark.parametrize(("flags", "fields"), [
+    (["--keep", "0.5", "--keep-first", "8", "--keep-recent", "256"],
+     {"keep": 0.5, "keep_first": 8, "keep_recent": 256}),
+    (["--state-dtype", "bf16", "--overhead", "2GiB"], {"state_dtype": "bf16", "overhead": "2GiB"}),
+    (["--engine", "vllm", "--kv", "fp8", "--speculative-tokens", "3", "--offload", "64GiB"],
+     {"engine": "vllm", "kv": "fp8", "speculative_tokens": 3, "offload": "64GiB"}),
+    (["--engine", "llama.cpp", "--kv", "q8_0", "--ubatch", "2048", "--swa-full", "--kv-unified",
+      "--no-flash-attn"],
+     {"engine": "llama.cpp", "kv": "q8_0", "ubatch": 2048, "swa_full": True, "kv_unified": True,
+      "no_flash_attn": True}),
+    (["--engine", "trtllm", "--tokens-per-block", "64"],
+     {"engine": "trtllm", "tokens_per_block": 64}),
+])
+def test_every_cli_knob_has_an_api_field(client, capsys, flags, fields):
+    # the API answered these with the defaults (or refused the field) where the CLI did not
+    import json
+
+    from app.cli import main
+
+    main(["qwen3.5-27b", "--gpu", "4090", "--seqs", "2", *flags, "--json"])
+    cli = json.loads(capsys.readouterr().out)
+    body = {"model": "qwen3.5-27b", "gpu": "4090", "sequences": 2, **fields}
+    assert client.post("/api/v1/plan", json=body).json() == cli
