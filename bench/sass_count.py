@@ -132,7 +132,8 @@ def _loop(sass: str, lines: list[str]) -> tuple[int, int] | None:
     return loop
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line (also how tests ask for a kernel: parser().parse_args([...]))."""
     ap = argparse.ArgumentParser()
     ap.add_argument("fmt")
     ap.add_argument("--block-n", type=int, default=32)
@@ -160,15 +161,15 @@ def main() -> None:
                     help="decode: compiled as a programmatic dependent launch (pdl_enter)")
     ap.add_argument("--whole", action="store_true",
                     help="decode: hold the head in one power of two of lanes (no parts)")
-    args = ap.parse_args()
-    sys.path.insert(0, args.src)
-    from kvcore.kernels import triton_ops
+    return ap
+
+
+def compile_decode(args: argparse.Namespace):
+    """decode_split_kernel compiled for sm_90 as ``args`` (parser()'s) ask: (kernel, SASS,
+    resource usage)."""
     from kvcore.kernels.triton_ops import FMT_CODES, decode_split_kernel
 
     f = FMT_CODES[args.fmt]
-    if args.append:
-        _count_append(args, f, triton_ops)
-        return
     data, side = DATA.get(f, "*u8"), SIDE.get(f, "*u8")
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": data, "K1": side, "KGS": "*fp32",
            "V0": data, "V1": side, "VGS": "*fp32", "CENT_K": "*fp16", "CENT_V": "*fp16",
@@ -194,8 +195,21 @@ def main() -> None:
                   WORDS_V=args.words and not args.v_bytes, PDL=args.pdl,
                   DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
                   OK1=off[1], OV0=off[0], OV1=off[1])
-    kernel, sass, usage = _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),
-                                   {"num_warps": args.warps, "num_stages": args.stages})
+    return _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),
+                    {"num_warps": args.warps, "num_stages": args.stages})
+
+
+def main() -> None:
+    args = parser().parse_args()
+    sys.path.insert(0, args.src)
+    from kvcore.kernels import triton_ops
+    from kvcore.kernels.triton_ops import FMT_CODES
+
+    if args.append:
+        _count_append(args, FMT_CODES[args.fmt], triton_ops)
+        return
+    kernel, sass, usage = compile_decode(args)
+    d = args.head_dim
     if args.dump:
         _dump(args.dump, args.fmt, kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]

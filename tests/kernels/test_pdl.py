@@ -1,0 +1,86 @@
+"""Programmatic dependent launches: the decode kernels compiled for sm_90 (no GPU needed; the
+triton wheel's own compiler) wait for the kernel before them before they read anything, and
+compile without the wait when the launch is a plain one.
+
+The interpreter cannot compile, so the compiling runs in a child process without
+TRITON_INTERPRET."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    sys.path.insert(0, sys.argv[1] + "/bench")
+    import sass_count
+    from kvcore.kernels.triton_ops import reduce_kernel
+
+    out = {}
+    for fmt in ("f16", "q4_0"):
+        for pdl in (True, False):
+            args = sass_count.parser().parse_args([fmt] + (["--pdl"] if pdl else []))
+            kernel, _, _ = sass_count.compile_decode(args)
+            out[f"decode {fmt} {pdl}"] = kernel.asm["ptx"]
+    sig = {"ACC": "*fp32", "ML": "*fp32", "OUT": "*fp32", "n_splits": "i32"}
+    for pdl in (True, False):
+        consts = dict(GROUP=4, D=128, DPOW=128, DB=32, CM=64, CH=64, PDL=pdl)
+        kernel, _, _ = sass_count._compile(reduce_kernel, sig, consts, (), {"num_warps": 4})
+        out[f"reduce {pdl}"] = kernel.asm["ptx"]
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def ptx() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT)], capture_output=True,
+                         text=True, env=env, timeout=600)
+    if run.returncode != 0 and "ptxas" in run.stderr and "No such file" in run.stderr:
+        pytest.skip("this triton wheel ships no ptxas")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _first_read(text: str) -> int:
+    """Where the first read of global memory (a load or an asynchronous copy) is in PTX."""
+    spots = [text.find(op) for op in ("ld.global", "cp.async.")]
+    spots = [s for s in spots if s >= 0]
+    assert spots, "no global read found"
+    return min(spots)
+
+
+@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce"])
+def test_programmatic_launch_waits_before_the_first_read(ptx: dict[str, str],
+                                                         kernel: str) -> None:
+    text = ptx[f"{kernel} True"]
+    wait = text.find("griddepcontrol.wait")
+    assert wait >= 0
+    assert wait < _first_read(text)
+    # the next kernel may be scheduled once this one has waited, not before
+    assert wait < text.find("griddepcontrol.launch_dependents")
+
+
+@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce"])
+def test_plain_launch_compiles_no_grid_dependency(ptx: dict[str, str], kernel: str) -> None:
+    assert "griddepcontrol" not in ptx[f"{kernel} False"]
+
+
+def test_programmatic_launch_only_on_hopper_cuda() -> None:
+    from kvcore.kernels.cache import programmatic_launch
+    from kvcore.kernels.triton_ops import pdl_launch
+
+    assert programmatic_launch("cpu") is False
+    assert pdl_launch(False) == {}
+    assert pdl_launch(True) == {"PDL": True, "launch_pdl": True}
