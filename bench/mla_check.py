@@ -1,7 +1,7 @@
 """A decode option switched on against off, on a GPU: by default a K-only (MLA latent) decode
 with each key tile unpacked once for both products against once for each.
 
-    python bench/mla_check.py [--out DIR] [--option reuse_keys|parts|words|words_v|pdl]
+    python bench/mla_check.py [--out DIR] [--option reuse_keys|parts|words|words_v|pdl|lazy]
         [--heads 16/1/576/k]
         [--formats f16,q8_0,…] [--shapes 1x131072,4x32768]
 
@@ -10,7 +10,8 @@ parts (writes parts.json): a head whose width is not a power of two held as a ma
 tail (512 + 64 lanes for DeepSeek's latent) against one power of two (1,024). --option words
 (writes words.json): the packed planes read as int32 words against bytes; words_v
 (words_v.json): V's planes alone (K's as the default has them); pdl (pdl.json): each kernel
-of a step launched as a programmatic dependent of the one before it. --heads: query
+of a step launched as a programmatic dependent of the one before it; lazy (lazy.json): the
+running output rescaled only when the max grows by more than LAZY_MARGIN. --heads: query
 heads / KV heads / head_dim, a trailing /k for a K-only cache (V = the keys); the default is
 DeepSeek-V2-Lite's shape, 16 query heads over one 576-wide latent. The decode's default
 launch; each step replayed from a CUDA graph over enough caches that none is read from L2.
@@ -39,7 +40,7 @@ from kvcore.measure import environment  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--option", choices=("reuse_keys", "parts", "words", "words_v", "pdl"),
+    ap.add_argument("--option", choices=("reuse_keys", "parts", "words", "words_v", "pdl", "lazy"),
                     default="reuse_keys")
     ap.add_argument("--heads", default="16/1/576/k")
     ap.add_argument("--formats", default="f16,fp8_pth,q8_0,q4_0,tbq4,tbq3,nvfp4")

@@ -157,6 +157,9 @@ def parser() -> argparse.ArgumentParser:
                     help="decode: compile the looked-up rows as the interpreter runs them")
     ap.add_argument("--v-bytes", action="store_true",
                     help="decode with --words: V's planes read as bytes all the same")
+    ap.add_argument("--v-fmt", help="decode: V's format where it is not K's (head_dim 128)")
+    ap.add_argument("--lazy", action="store_true",
+                    help="decode: rescale the running output only when the max grows")
     ap.add_argument("--pdl", action="store_true",
                     help="decode: compiled as a programmatic dependent launch (pdl_enter)")
     ap.add_argument("--whole", action="store_true",
@@ -170,9 +173,12 @@ def compile_decode(args: argparse.Namespace):
     from kvcore.kernels.triton_ops import FMT_CODES, decode_split_kernel
 
     f = FMT_CODES[args.fmt]
+    vfmt = args.v_fmt or args.fmt
+    fv = FMT_CODES[vfmt]
     data, side = DATA.get(f, "*u8"), SIDE.get(f, "*u8")
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": data, "K1": side, "KGS": "*fp32",
-           "V0": data, "V1": side, "VGS": "*fp32", "CENT_K": "*fp16", "CENT_V": "*fp16",
+           "V0": DATA.get(fv, "*u8"), "V1": SIDE.get(fv, "*u8"), "VGS": "*fp32",
+           "CENT_K": "*fp16", "CENT_V": "*fp16",
            "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32", "n_splits": "i32",
            "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32"}
     from kvcore.kernels.cache import head_parts, tail_offsets
@@ -184,15 +190,18 @@ def compile_decode(args: argparse.Namespace):
     width = max(d, dp)
     main, tail = (1 << (width - 1).bit_length(), 0) if args.whole else head_parts(width)
     off = tail_offsets(args.fmt, main) if tail else (0, 0)
+    if vfmt != args.fmt and (tail or padded(vfmt, d) != dp):
+        raise SystemExit("--v-fmt: K and V formats of one padded width, no head parts")
+    xv0, xv1 = _row_widths(vfmt, d)
     group = args.group or (16 if args.k_only else 4)
     consts = dict(H_KV=1 if args.k_only else 8, GROUP=group,
                   QPAD=max(16, 1 << (group - 1).bit_length()),
                   D=main + tail if f in (4, 5) else d, DPOW=main,
-                  DPK=main if tail else dp, DPV=main if tail else dp, FMT_K=f, FMT_V=f,
-                  XK0=x0, XK1=x1, XV0=x0, XV1=x1, BLOCK_N=args.block_n,
+                  DPK=main if tail else dp, DPV=main if tail else dp, FMT_K=f, FMT_V=fv,
+                  XK0=x0, XK1=x1, XV0=xv0, XV1=xv1, BLOCK_N=args.block_n,
                   PAGE_MODE=args.page_mode, PAGE_C=16 if args.page_mode == 1 else 1, ASM=True,
                   WORDS=args.words, SAME_KV=args.k_only, DT=tail, GPU=not args.not_opaque, QB=1,
-                  WORDS_V=args.words and not args.v_bytes, PDL=args.pdl,
+                  WORDS_V=args.words and not args.v_bytes, PDL=args.pdl, LAZY=args.lazy,
                   DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
                   OK1=off[1], OV0=off[0], OV1=off[1])
     return _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),

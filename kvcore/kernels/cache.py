@@ -390,7 +390,7 @@ class LayerCache:
                max_registers: int | None = None, words: bool | None = None,
                reuse_keys: bool | None = None, parts: bool = True,
                query_rows: int | None = None, words_v: bool | None = None,
-               pdl: bool | None = None) -> Any:
+               pdl: bool | None = None, lazy: bool = False) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -420,7 +420,8 @@ class LayerCache:
         ``pdl`` (default: on a GPU that has it, programmatic_launch): each kernel of the step
         is launched as a programmatic dependent of the one before it, so that its programs
         are scheduled while that one finishes (the fixed cost of a step, which short contexts
-        and batch 1 feel most).
+        and batch 1 feel most). ``lazy``: rescale the running output only when a tile's max
+        exceeds the running max by more than LAZY_MARGIN (softmax_lazy).
         """
         from .triton_ops import (
             FMT_CODES,
@@ -517,7 +518,7 @@ class LayerCache:
             GPU=q.device.type == "cuda",
             SAME_KV=not self.has_v and (self.k.fmt in REUSE_KEYS if reuse_keys is None
                                         else reuse_keys),
-            num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
+            LAZY=bool(lazy), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED
         reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, width,

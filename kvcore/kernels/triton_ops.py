@@ -619,6 +619,27 @@ def softmax_step(scores, valid, m_i, l_i):
     return p, alpha, m_new, l_i * alpha + tl.sum(p, axis=1)
 
 
+#: how far (in base-2 exponent) the running max may fall behind a tile's max before a lazy
+#: softmax rescales: the weights stay at most 2^8 (float16 holds them, float32 sums them)
+LAZY_MARGIN = tl.constexpr(8.0)
+
+
+@triton.jit
+def softmax_lazy(scores, valid, m_i, l_i):
+    """softmax_step that keeps the running max where a tile's max exceeds it by no more than
+    LAZY_MARGIN in every row, so that the accumulator needs no rescaling then: the weights are
+    taken against the kept max (at most 2^LAZY_MARGIN). Returns (p, alpha, m_new, l_new, grow):
+    the caller rescales its accumulator by alpha only where ``grow`` (a scalar, the same for the
+    whole program) holds; otherwise alpha is 1. The first tile always grows (m_i = -inf)."""
+    scores = tl.where(valid[None, :], scores, float("-inf"))
+    m_tile = tl.maximum(m_i, tl.max(scores, axis=1))
+    grow = tl.max(m_tile - m_i, axis=0) > LAZY_MARGIN
+    m_new = tl.where(grow, m_tile, m_i)
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(scores - m_new[:, None])
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, axis=1), grow
+
+
 @triton.jit
 def _rows(BLOCK_TABLE, b, stride_bt, h, n0, end, PAGE, pg, off, H_KV: tl.constexpr,
           BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr,
@@ -677,7 +698,7 @@ def decode_split_kernel(
     DT: tl.constexpr = 0, DKT: tl.constexpr = 0, DVT: tl.constexpr = 0,
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
     QB: tl.constexpr = 1, GPU: tl.constexpr = False, WORDS_V: tl.constexpr = False,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, LAZY: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output,
@@ -774,7 +795,19 @@ def decode_split_kernel(
                 kt, _ = _tile(FMT_K, k0 + OK0, k1 + OK1, KGS, CENT_K, r, nmask, BLOCK_N, DT,
                               DKT, XK0, XK1, ASM, WORDS)
                 s = tl.dot(qta, tl.trans(kt), s)
-        p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
+        if LAZY:
+            p, alpha, m_i, l_i, grow = softmax_lazy(s * ks[None, :], nmask, m_i, l_i)
+        else:
+            p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
+            grow = True
+        if grow:
+            acc_a = acc_a * alpha[:, None]
+            if HV:
+                acc_b = acc_b * alpha[:, None]
+            if DT > 0:
+                acc_ta = acc_ta * alpha[:, None]
+                if HV:
+                    acc_tb = acc_tb * alpha[:, None]
         v0 = V0 + first * XV0
         v1 = V1 + first * XV1
         if HV:
@@ -784,16 +817,16 @@ def decode_split_kernel(
                 va, vb, vs = _halves(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV,
                                      XV0, XV1, ASM, WORDS_V)
             pv = (p * vs[None, :]).to(va.dtype)
-            acc_a = acc_a * alpha[:, None] + tl.dot(pv, va)
-            acc_b = acc_b * alpha[:, None] + tl.dot(pv, vb)
+            acc_a = tl.dot(pv, va, acc_a)
+            acc_b = tl.dot(pv, vb, acc_b)
             if DT > 0:
                 if SAME_KV:
                     wa, wb = ta, tb
                 else:
                     wa, wb, _ = _halves(FMT_V, v0 + OV0, v1 + OV1, VGS, CENT_V, r, nmask,
                                         BLOCK_N, DT, DVT, XV0, XV1, ASM, WORDS_V)
-                acc_ta = acc_ta * alpha[:, None] + tl.dot(pv, wa)
-                acc_tb = acc_tb * alpha[:, None] + tl.dot(pv, wb)
+                acc_ta = tl.dot(pv, wa, acc_ta)
+                acc_tb = tl.dot(pv, wb, acc_tb)
         else:
             if SAME_KV:
                 v, vs = k, ks
@@ -801,14 +834,14 @@ def decode_split_kernel(
                 v, vs = _tile(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV, XV0,
                               XV1, ASM, WORDS_V)
             pv = (p * vs[None, :]).to(v.dtype)
-            acc_a = acc_a * alpha[:, None] + tl.dot(pv, v)
+            acc_a = tl.dot(pv, v, acc_a)
             if DT > 0:
                 if SAME_KV:
                     vt = kt
                 else:
                     vt, _ = _tile(FMT_V, v0 + OV0, v1 + OV1, VGS, CENT_V, r, nmask, BLOCK_N,
                                   DT, DVT, XV0, XV1, ASM, WORDS_V)
-                acc_ta = acc_ta * alpha[:, None] + tl.dot(pv, vt)
+                acc_ta = tl.dot(pv, vt, acc_ta)
     base = qrow.to(tl.int64) * n_splits + sp
     dst = ACC + base[:, None] * DW
     if HV:
