@@ -88,6 +88,10 @@ REUSE_KEYS = ("f16", "bf16", "tbq4", "nvfp4")
 #: 652 → 604 at B=8; on the MLA latent 90 → 87 µs, words-mla-h200.json). V's planes as bytes
 #: under K's words (decode's words_v) were slower for all three (words-v-h200.json)
 WORDS = ("q8_0", "tbq4", "tbq3")
+#: K formats whose decode rescales its running output lazily by default (softmax_lazy): on an
+#: H200 fp8_pth 8-15% faster (86.8 → 80.6 µs at B=1 128k, 612 → 551 µs at B=8, GQA 32/8 × 128;
+#: even on DeepSeek's latent); every other format 2-28% slower (bench/results/lazy-h200.json)
+LAZY = ("fp8_pth",)
 #: append launch (rows of token-heads a program at head_dim 128, warps) by format, where not
 #: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and
 #: append-launch-h200-v12.json; 16,384 new tokens a call: nvfp4 50.2% → 52.2% of read
@@ -390,7 +394,7 @@ class LayerCache:
                max_registers: int | None = None, words: bool | None = None,
                reuse_keys: bool | None = None, parts: bool = True,
                query_rows: int | None = None, words_v: bool | None = None,
-               pdl: bool | None = None, lazy: bool = False) -> Any:
+               pdl: bool | None = None, lazy: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -420,8 +424,9 @@ class LayerCache:
         ``pdl`` (default: on a GPU that has it, programmatic_launch): each kernel of the step
         is launched as a programmatic dependent of the one before it, so that its programs
         are scheduled while that one finishes (the fixed cost of a step, which short contexts
-        and batch 1 feel most). ``lazy``: rescale the running output only when a tile's max
-        exceeds the running max by more than LAZY_MARGIN (softmax_lazy).
+        and batch 1 feel most). ``lazy`` (default: the K format is in LAZY): rescale the
+        running output only when a tile's max exceeds the running max by more than
+        LAZY_MARGIN (softmax_lazy).
         """
         from .triton_ops import (
             FMT_CODES,
@@ -475,6 +480,8 @@ class LayerCache:
             asm = q.device.type == "cuda"
         if pdl is None:
             pdl = programmatic_launch(q.device)
+        if lazy is None:
+            lazy = self.k.fmt in LAZY
         n_splits = max(1, math.ceil(max_len / split_tokens))
         acc = self._workspace("acc", bsz * hq * n_splits * width, torch.float32, q.device)
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
