@@ -123,6 +123,10 @@ class _Reader:
     def has(self, name: str) -> bool:
         return self.raw(name) is not None
 
+    def key(self, name: str) -> str:
+        """The spelling of ``name`` this config uses (an alias), else the canonical name."""
+        return next((a for a in _ALIASES.get(name, (name,)) if self.cfg.get(a) is not None), name)
+
     def get_int(self, name: str, *, minimum: int = 1, maximum: int = 2**40) -> int:
         value = self.raw(name)
         if value is None:
@@ -328,6 +332,39 @@ def _kv_heads(r: _Reader, n_heads: int) -> int | list[int]:
     if isinstance(value, list):
         return [_check_int("num_key_value_heads", v, 1, 1 << 16) for v in value]
     return _check_int("num_key_value_heads", value, 1, 1 << 16)
+
+
+#: kinds whose layers cache ``num_key_value_heads`` K and V heads shared by groups of query heads
+_GQA_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.CROSS)
+
+
+def _check_kv_groups(r: _Reader, kinds: list[set[LayerKind]], n_heads: int,
+                     kv: int | list[int]) -> None:
+    """Grouped-query attention shares each KV head among n_heads / kv query heads: the KV
+    head count must divide the attention head count (and so be at most it).
+
+    Checked only where these uniform fields apply: a single KV head count read from the
+    config and layers that cache those heads. MLA caches a latent instead, linear and
+    recurrent layers a state; per-layer lists pair with per-layer query counts kvplan does
+    not read.
+    """
+    if isinstance(kv, list) or not n_heads:
+        return
+    if not any(k in _GQA_KINDS for ks in kinds for k in ks):
+        return
+    # the field _kv_heads read (ChatGLM's dialect, else the alias this config spells)
+    chatglm = r.model_type == "chatglm" or "multi_query_group_num" in r.cfg
+    field = "multi_query_group_num" if chatglm else "num_key_value_heads"
+    name = field if chatglm else r.key(field)
+    heads = r.key("num_attention_heads")
+    if kv > n_heads:
+        raise ConfigError(
+            f"config.json field '{name}' must be at most {heads} ({n_heads:,}), got {kv:,}",
+            field=field)
+    if n_heads % kv:
+        raise ConfigError(
+            f"config.json field '{name}' must divide {heads} ({n_heads:,}) evenly for "
+            f"grouped-query attention, got {kv:,}", field=field)
 
 
 def _head_dim(r: _Reader, hidden: int, n_heads: int) -> int:
@@ -696,6 +733,7 @@ def spec_from_config(
     n_heads = r.get_int("num_attention_heads", maximum=1 << 16) if needs_heads or r.has(
         "num_attention_heads") else 0
     kv = _kv_heads(r, n_heads) if n_heads else 0
+    _check_kv_groups(r, kinds_per_layer, n_heads, kv)
     if isinstance(kv, list):
         if len(kv) != n_layers:
             raise ConfigError(f"config.json 'num_key_value_heads' lists {len(kv)} layers, "

@@ -229,3 +229,21 @@ def test_an_empty_value_is_refused_not_defaulted(capsys, flag):
     code, out, err = run(capsys, "qwen3-8b", flag, "")
     assert code == 2 and out == ""
     assert err.strip() == f"kvplan: error: {flag} needs a value, got an empty string"
+
+
+@pytest.mark.parametrize(("kv", "expected"), [
+    (5, "'num_key_value_heads' must divide num_attention_heads (32) evenly"),
+    (64, "'num_key_value_heads' must be at most num_attention_heads (32), got 64"),
+])
+def test_config_with_kv_heads_that_do_not_group_is_refused(capsys, tmp_path, kv, expected):
+    from kvcore import model_catalog
+
+    cfg = next(e for e in model_catalog() if e.id == "llama-3.1-8b").config()
+    cfg["num_key_value_heads"] = kv
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    for ref in (str(path), json.dumps(cfg)):
+        code, out, err = run(capsys, ref, "--gpu", "4090")
+        assert code == 2 and out == ""
+        assert err.startswith("kvplan: error: config.json field ") and expected in err
+        assert err.count("\n") == 1

@@ -251,3 +251,72 @@ def test_lfm2_short_conv_layers_are_a_recurrent_state():
     # tensor parallel splits the conv channels
     half = rank_spec(spec, Parallel(tp=2)).groups[1]
     assert half.state_values == 2048
+
+
+def _gqa(**fields):
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 4096,
+           "num_attention_heads": 32, "vocab_size": 1000}
+    cfg.update(fields)
+    return cfg
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"num_key_value_heads": 5},
+     "'num_key_value_heads' must divide num_attention_heads (32) evenly for grouped-query "
+     "attention, got 5"),
+    ({"num_key_value_heads": 64}, "'num_key_value_heads' must be at most num_attention_heads "
+                                  "(32), got 64"),
+    ({"n_kv_heads": 12}, "'n_kv_heads' must divide num_attention_heads (32)"),
+    ({"n_head": 32, "num_attention_heads": None, "num_key_value_heads": 48},
+     "'num_key_value_heads' must be at most n_head (32), got 48"),
+])
+def test_kv_heads_must_divide_attention_heads(fields, expected):
+    with pytest.raises(ConfigError) as err:
+        spec(_gqa(**fields))
+    assert expected in str(err.value)
+    assert err.value.field == "num_key_value_heads"
+    assert "\n" not in str(err.value)
+
+
+def test_kv_heads_dividing_attention_heads_are_sized():
+    for kv in (1, 2, 4, 8, 16, 32):
+        (g,) = spec(_gqa(num_key_value_heads=kv)).groups
+        assert g.n_kv_heads == kv
+
+
+def test_chatglm_group_count_must_divide_heads():
+    cfg = real("glm-4-9b")
+    cfg["multi_query_group_num"] = 3
+    with pytest.raises(ConfigError, match="'multi_query_group_num' must divide") as err:
+        spec(cfg)
+    assert err.value.field == "multi_query_group_num"
+
+
+@pytest.mark.parametrize("kind", ["sliding", "chunked", "cross", "hybrid"])
+def test_kv_heads_checked_for_every_kind_that_caches_them(kind):
+    model = {"sliding": "mistral-7b-v0.1", "chunked": "llama-4-scout-17b-16e-instruct",
+             "cross": "llama-3.2-11b-vision-instruct", "hybrid": "qwen3.5-27b"}[kind]
+    cfg = real(model)
+    target = cfg.get("text_config", cfg)
+    target["num_key_value_heads"] = target["num_attention_heads"] + 1
+    with pytest.raises(ConfigError, match="must be at most"):
+        spec(cfg)
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-v2-lite-chat", "kimi-k2-instruct",
+                                   "kimi-linear-48b-a3b-instruct"])
+def test_kv_heads_not_checked_where_no_layer_caches_them(model):
+    # MLA caches one latent and KDA a state: their num_key_value_heads sizes no cache
+    cfg = real(model)
+    cfg["num_key_value_heads"] = 5
+    assert spec(cfg).groups
+
+
+def test_every_catalog_model_passes_the_head_check():
+    from app.common import make_query
+    from kvcore.query import answer
+
+    for entry in model_catalog():
+        data = answer(make_query(load_model(entry.id), context="32k", sequences="2",
+                                 kv="q8_0", gpu="h200", mtp=True))
+        assert data["total_bytes"] > 0, entry.id

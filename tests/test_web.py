@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -282,3 +284,21 @@ def test_every_cli_knob_has_an_api_field(client, capsys, flags, fields):
     cli = json.loads(capsys.readouterr().out)
     body = {"model": "qwen3.5-27b", "gpu": "4090", "sequences": 2, **fields}
     assert client.post("/api/v1/plan", json=body).json() == cli
+
+
+@pytest.mark.parametrize(("kv", "expected"), [
+    (5, "'num_key_value_heads' must divide num_attention_heads (32) evenly"),
+    (64, "'num_key_value_heads' must be at most num_attention_heads (32), got 64"),
+])
+def test_config_with_kv_heads_that_do_not_group_is_refused(client, kv, expected):
+    from kvcore import model_catalog
+
+    cfg = next(e for e in model_catalog() if e.id == "llama-3.1-8b").config()
+    cfg["num_key_value_heads"] = kv
+    r = client.post("/api/v1/plan", json={"config": cfg, "gpu": "4090"})
+    assert r.status_code == 422
+    data = r.json()
+    assert data["field"] == "num_key_value_heads" and expected in data["error"]
+    page = client.post("/", data={"config": json.dumps(cfg), "gpu": "4090"},
+                       headers={"HX-Request": "true"})
+    assert "Fits:" not in page.text and "must " in page.text
