@@ -81,10 +81,13 @@ def _spec(r: dict[str, Any]) -> ModelSpec:
     if "model" in r:
         return load_model(r["model"], allow_local=False, allow_hub=False)
     g = dict(r["geometry"])
+    kv_heads = g.pop("kv_heads")
     cfg: dict[str, Any] = {
         "model_type": "llama", "num_hidden_layers": g.pop("layers"),
-        "num_key_value_heads": g.pop("kv_heads"), "head_dim": g.pop("head_dim"),
-        "num_attention_heads": 32, "hidden_size": 4096, "vocab_size": 32000,
+        "num_key_value_heads": kv_heads, "head_dim": g.pop("head_dim"),
+        # a log gives only the KV heads: 32 query heads, or the fewest grouping them evenly
+        "num_attention_heads": kv_heads * -(-32 // kv_heads), "hidden_size": 4096,
+        "vocab_size": 32000,
         "intermediate_size": 11008,
     }
     if "full_attention_interval" in g:
