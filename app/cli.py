@@ -30,7 +30,7 @@ from kvcore import (
 from kvcore.engines import EngineSettings
 from kvcore.formats import quality_note
 from kvcore.query import Query, answer, find_format, find_gpu_for
-from kvcore.units import format_gib
+from kvcore.units import format_gib, format_quantity
 
 from .common import check_find_gpu, make_query, verified
 
@@ -172,8 +172,7 @@ def _table(rows: list[list[str]], right: Sequence[int] = ()) -> str:
 
 
 def _ask(q: Query) -> str:
-    seqs = "sequence" if q.sequences == 1 else "sequences"
-    return f"{q.context:,} tokens × {q.sequences} {seqs}"
+    return f"{format_quantity(q.context, 'token')} × {format_quantity(q.sequences, 'sequence')}"
 
 
 def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
@@ -216,9 +215,10 @@ def render_engine(data: dict[str, Any]) -> list[str]:
         out += [f"  {line}" for line in r["log_lines"]]
     verdict = "fits" if r["fits"] else "does not fit"
     seqs = data["sequences"]
-    out.append(f"{verdict} under {r['engine']}: {data['context']:,} tokens × {seqs} "
-               f"sequence{'s' if seqs != 1 else ''}; max context {r['max_context']:,}, "
-               f"concurrency {r['max_concurrency']:.2f} at {data['context']:,} tokens")
+    tokens = format_quantity(data["context"], "token")
+    out.append(f"{verdict} under {r['engine']}: {tokens} × {format_quantity(seqs, 'sequence')}; "
+               f"max context {r['max_context']:,}, concurrency {r['max_concurrency']:,.2f} at "
+               f"{tokens}")
     if r["offload_tokens"]:
         out.append(f"offload tier: about {r['offload_tokens']:,} more tokens beyond the GPU pool")
     if r["command"]:
@@ -230,9 +230,10 @@ def render_engine(data: dict[str, Any]) -> list[str]:
 def render_plan(data: dict[str, Any]) -> str:
     m = data["model"]
     seqs = data["sequences"]
-    seq_word = "sequence" if seqs == 1 else "sequences"
+    sequences = format_quantity(seqs, "sequence")
     kv = data["kv_k"] if data["kv_k"] == data["kv_v"] else f"K {data['kv_k']} / V {data['kv_v']}"
-    head = (f"{m['hub_repo'] or m['name']} ({m['model_type']}, {m['layers']} layers: "
+    head = (f"{m['hub_repo'] or m['name']} ({m['model_type']}, "
+            f"{format_quantity(m['layers'], 'layer')}: "
             + ", ".join(f"{g['layers']} {g['kind']}" for g in m["groups"] if not g["mtp"]) + ")")
     rows = [["", "bytes", "detail"]]
     w = data["weights"]
@@ -241,9 +242,9 @@ def render_plan(data: dict[str, Any]) -> str:
     for g in data["breakdown"]:
         if g["state_bytes"]:
             rows.append([f"state ({g['kind']})", format_bytes(g["state_bytes"], 2),
-                         g["description"] + f" per layer, × {seqs} {seq_word}"])
+                         g["description"] + f" per layer, × {sequences}"])
             continue
-        detail = g["description"] + f"; {g['tokens_per_sequence']:,} tokens each"
+        detail = g["description"] + f"; {format_quantity(g['tokens_per_sequence'], 'token')} each"
         rows.append([f"K ({g['kind']})", format_bytes(g["k_bytes"], 2), detail])
         if g["v_bytes"]:
             rows.append([f"V ({g['kind']})", format_bytes(g["v_bytes"], 2), ""])
@@ -255,7 +256,8 @@ def render_plan(data: dict[str, Any]) -> str:
                  f"KV {format_bytes(data['kv_bytes'], 2)} ({kv}), "
                  f"{format_bytes(data['bytes_per_token'], 3)}/token"])
     out = [head, _table(rows, right=(1,)), ""]
-    ctx = f"{data['context']:,} tokens × {seqs} {seq_word}"
+    tokens = format_quantity(data["context"], "token")
+    ctx = f"{tokens} × {sequences}"
     gpu = data["gpu"]
     tail = [data["verified"]["line"]] if data.get("verified") else []
     if gpu is None:
@@ -268,7 +270,7 @@ def render_plan(data: dict[str, Any]) -> str:
     verdict = "fits" if data["fits"] else "does not fit"
     out.append(f"{verdict}: {ctx} uses {used} of {cap} GiB on {gpu['name']}; "
                f"max context {data['max_context']:,}, max sequences at "
-               f"{data['context']:,} tokens {data['max_sequences']:,}")
+               f"{tokens} {data['max_sequences']:,}")
     if not data["fits"]:
         out.append(f"binding: {data['binding']} ({data['binding_reason']})")
     limit = m["max_position_embeddings"]
@@ -278,8 +280,8 @@ def render_plan(data: dict[str, Any]) -> str:
     if "engine_report" in data:
         out += render_engine(data)
     if d:
-        out.append(f"decode ≈ {d['tokens_per_s_per_sequence']:.1f} tokens/s per sequence "
-                   f"({d['tokens_per_s_total']:.1f} total) at full context, bandwidth-bound at "
+        out.append(f"decode ≈ {d['tokens_per_s_per_sequence']:,.1f} tokens/s per sequence "
+                   f"({d['tokens_per_s_total']:,.1f} total) at full context, bandwidth-bound at "
                    f"{gpu['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s; KV is "
                    f"{d['kv_share'] * 100:.0f}% of bytes read")
     return "\n".join(out + tail)
@@ -397,8 +399,9 @@ def _measure(argv: list[str]) -> int:
 
 def render_measurement(d: dict[str, Any]) -> str:
     ok = "equal" if d["allocated_bytes"] == d["predicted_bytes"] else "DIFFERENT"
-    lines = [f"{d['model']} · K {d['kv_k']} / V {d['kv_v']} · {d['context']:,} tokens × "
-             f"{d['sequences']} on {d['device']}",
+    lines = [f"{d['model']} · K {d['kv_k']} / V {d['kv_v']} · "
+             f"{format_quantity(d['context'], 'token')} × "
+             f"{format_quantity(d['sequences'], 'sequence')} on {d['device']}",
              f"predicted {format_bytes(d['predicted_bytes'], 4)}, tensors hold "
              f"{format_bytes(d['allocated_bytes'], 4)} ({ok})"]
     if d["layers_measured"] < d["layers_total"]:

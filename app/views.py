@@ -11,7 +11,7 @@ from kvcore.formats import quality_note
 from kvcore.parallel import rank_spec
 from kvcore.plan import PlanRequest, plan, raw_overhead
 from kvcore.query import Query, answer
-from kvcore.units import format_bytes
+from kvcore.units import format_bytes, format_quantity
 
 from .charts import memory_chart
 
@@ -111,7 +111,7 @@ FORMATS_BY = {f.name: f for f in FORMATS}
 def plan_view(q: Query) -> dict[str, Any]:
     data = answer(q)
     seqs = q.sequences
-    ask = f"{q.context:,} tokens × {seqs} sequence{'s' if seqs != 1 else ''}"
+    ask = f"{format_quantity(q.context, 'token')} × {format_quantity(seqs, 'sequence')}"
     card = f"{len(q.gpus) if len(q.gpus) > 1 else q.parallel.ranks_per_replica} × " \
            f"{q.gpus[0].name}" if q.gpus else "no card"
     if data["fits"] is None:
@@ -121,7 +121,7 @@ def plan_view(q: Query) -> dict[str, Any]:
                    f"{data['max_context']:,}, max sequences {data['max_sequences']:,}.")
     else:
         verdict = (f"Does not fit: {ask} on {card} under {q.engine}; max context "
-                   f"{data['max_context']:,} at {seqs} sequence{'s' if seqs != 1 else ''}.")
+                   f"{data['max_context']:,} at {format_quantity(seqs, 'sequence')}.")
     view: dict[str, Any] = {"data": data, "verdict": verdict, "fits": data["fits"],
                             "breakdown": data["breakdown"],
                             "command": (data.get("engine_report") or {}).get("command", ""),

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from .units import format_quantity
+
 __all__ = ["LayerGroup", "LayerKind", "ModelSpec", "ParamCount"]
 
 
@@ -83,16 +85,16 @@ class LayerGroup:
         return self.n_kv_heads * (self.head_dim_k + self.head_dim_v)
 
     def describe(self) -> str:
-        n = self.count
+        layers = format_quantity(self.count, f"{self.kind.value} layer")
         if self.kind is LayerKind.MLA:
-            return f"{n} MLA layers, latent {self.head_dim_k}"
+            return f"{format_quantity(self.count, 'MLA layer')}, latent {self.head_dim_k}"
         if self.kind.is_recurrent:
-            return f"{n} {self.kind.value} layers, state {self.state_detail}"
+            return f"{layers}, state {self.state_detail}"
         dims = (
             f"{self.head_dim_k}" if self.head_dim_k == self.head_dim_v
             else f"{self.head_dim_k}/{self.head_dim_v}"
         )
-        text = f"{n} {self.kind.value} layers × {self.n_kv_heads} KV heads × {dims}"
+        text = f"{layers} × {format_quantity(self.n_kv_heads, 'KV head')} × {dims}"
         if self.window is not None:
             text += f", window {self.window:,}"
         return text

@@ -18,6 +18,7 @@ __all__ = [
     "format_bytes",
     "format_count",
     "format_gib",
+    "format_quantity",
     "parse_bytes",
     "parse_count",
     "parse_tokens",
@@ -158,3 +159,9 @@ def format_gib(n: int, digits: int = 1) -> str:
 def format_count(n: int) -> str:
     """``262144`` -> ``"262,144"``."""
     return f"{n:,}"
+
+
+def format_quantity(n: int, noun: str) -> str:
+    """A count with its noun, grouped and in the right number: ``1 token``,
+    ``1,000,000 sequences``."""
+    return f"{n:,} {noun if n == 1 else noun + 's'}"

@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -247,3 +248,36 @@ def test_config_with_kv_heads_that_do_not_group_is_refused(capsys, tmp_path, kv,
         assert code == 2 and out == ""
         assert err.startswith("kvplan: error: config.json field ") and expected in err
         assert err.count("\n") == 1
+
+
+def test_counts_are_grouped_and_agree_in_number(capsys):
+    cfg = {"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64,
+           "num_attention_heads": 1, "num_key_value_heads": 1, "vocab_size": 10}
+    code, out, _ = run(capsys, json.dumps(cfg), "--ctx", "1", "--seqs", "1000000",
+                       "--gpu", "h200")
+    assert code == 0
+    assert out.startswith("config (llama, 1 layer: 1 full)\n")
+    assert "1 full layer × 1 KV head × 64; 1 token each" in out
+    assert "fits: 1 token × 1,000,000 sequences uses " in out
+    assert "max sequences at 1 token 1,000,000" in out
+    decode = next(line for line in out.splitlines() if line.startswith("decode"))
+    per_seq, total = (float(x.replace(",", "")) for x in
+                      re.findall(r"≈ ([\d,.]+) tokens/s per sequence \(([\d,.]+) total\)", decode)[0])
+    assert total > 1e9 and f"({total:,.1f} total)" in decode and f"{per_seq:,.1f}" in decode
+    code, out, _ = run(capsys, "llama-3.1-8b", "--ctx", "1", "--gpu", "4090", "--engine", "vllm")
+    assert "fits under vllm: 1 token × 1 sequence; max context 48,464, concurrency 3,029.00 at " \
+           "1 token" in out
+
+
+@pytest.mark.parametrize(("context", "sequences", "line"), [
+    (4096, 2, "gpt-oss-20b · K tbq4 / V tbq4 · 4,096 tokens × 2 sequences on cpu"),
+    (1, 1, "gpt-oss-20b · K tbq4 / V tbq4 · 1 token × 1 sequence on cpu"),
+])
+def test_measurement_line_names_its_counts(context, sequences, line):
+    from app.cli import render_measurement
+
+    d = {"model": "gpt-oss-20b", "kv_k": "tbq4", "kv_v": "tbq4", "context": context,
+         "sequences": sequences, "device": "cpu", "predicted_bytes": 1 << 20,
+         "allocated_bytes": 1 << 20, "layers_measured": 24, "layers_total": 24,
+         "allocator_bytes": None, "decode": {}}
+    assert render_measurement(d).splitlines()[0] == line

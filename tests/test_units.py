@@ -67,3 +67,13 @@ def test_a_comma_between_thousands_is_read(text, value):
     if value == int(value):
         assert parse_tokens(text) == value
         assert parse_count(text, field="sequences", maximum=10**7) == value
+
+
+@pytest.mark.parametrize(("n", "noun", "text"), [
+    (1, "token", "1 token"), (0, "token", "0 tokens"), (2, "sequence", "2 sequences"),
+    (1_000_000, "sequence", "1,000,000 sequences"), (1, "KV head", "1 KV head"),
+])
+def test_format_quantity(n, noun, text):
+    from kvcore.units import format_quantity
+
+    assert format_quantity(n, noun) == text

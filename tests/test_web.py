@@ -302,3 +302,20 @@ def test_config_with_kv_heads_that_do_not_group_is_refused(client, kv, expected)
     page = client.post("/", data={"config": json.dumps(cfg), "gpu": "4090"},
                        headers={"HX-Request": "true"})
     assert "Fits:" not in page.text and "must " in page.text
+
+
+@pytest.mark.parametrize(("params", "verdict"), [
+    ({"context": "1", "sequences": "1000000", "gpu": "h200"},
+     "Fits: 1 token × 1,000,000 sequences on 1 × NVIDIA H200 SXM 141GB under raw; max "
+     "context 2, max sequences 1,000,000."),
+    ({"context": "1", "sequences": "1", "gpu": "4090", "model": "llama-3.1-70b"},
+     "Does not fit: 1 token × 1 sequence on 1 × NVIDIA GeForce RTX 4090 under raw; max "
+     "context 0 at 1 sequence."),
+    ({"context": "2", "sequences": "1000000", "gpu": "4090"},
+     "Does not fit: 2 tokens × 1,000,000 sequences on 1 × NVIDIA GeForce RTX 4090 under raw; "
+     "max context 0 at 1,000,000 sequences."),
+])
+def test_verdict_groups_numbers_and_agrees_in_number(client, params, verdict):
+    page = client.get("/", params={"model": "qwen3-0.6b", **params},
+                      headers={"HX-Request": "true"})
+    assert f'id="verdict">{verdict}</p>' in page.text
