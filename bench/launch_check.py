@@ -1,6 +1,6 @@
 """The decode's default launch against the torch reference on a GPU, for every format and head
 shape whose launch comes from a table (GQA 32/8 × 128 few and many rows, 96- and 80-wide heads
-in two parts, 256-wide heads, the MLA latent with 16, 64 and 128 query heads), on short and
+in two parts, 256- and 512-wide heads, a 288-wide latent, the MLA latent with 16, 64 and 128 query heads), on short and
 paged contexts (pages smaller than a tile, several splits). The interpreter in CI checks the
 kernel's arithmetic; this checks what the GPU compiler makes of each launch.
 
@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog_check import gpu_pool  # noqa: E402  (bench/catalog_check.py, beside this file)
 
-HEADS = ["32/8/128", "64/8/128", "32/32/96", "32/8/80", "24/4/256", "16/1/576/k", "64/1/576/k",
-         "128/1/576/k"]
+HEADS = ["32/8/128", "64/8/128", "32/32/96", "32/8/80", "24/4/256", "8/2/512", "16/1/288/k",
+         "16/1/576/k", "64/1/576/k", "128/1/576/k"]
 #: (sequence lengths, page size)
 SHAPES = [((300, 151), 16), ((5000, 2049), 5000), ((40, 1), 32)]
 

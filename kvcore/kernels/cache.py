@@ -53,9 +53,12 @@ MANY_ROWS = 64
 #: less time than 32 tokens and 4 warps at head_dim 256 (24/4 heads, B=1 32k and 262k, B=8
 #: 32k). DeepSeek's 576-wide MLA latent (1024: held as 512 + 64 lanes, head_parts): 16 tokens
 #: and 2 warps, 1.3-1.7× less time than 4 warps (decode-sweep-mla-parts-h200.json, B=1 128k
-#: and B=4 32k), but tbq4 and fp8_pth (WIDE_FORMAT_LAUNCH); 512 takes 16 tokens and 4 warps
-#: (not measured)
-WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 4, 2), 1024: (16, 2, 2)}
+#: and B=4 32k), but tbq4 and fp8_pth (WIDE_FORMAT_LAUNCH). 512 (heads of 257-512 lanes): 16
+#: tokens and 2 warps, the best of five launches for every format on 512-wide heads (8/2, B=1
+#: 128k: f16 180 → 130 µs, q8_0 328 → 214, q4_0 235 → 143 against 4 warps) and within 10% of
+#: the best on a 288-wide latent (256 + 32 lanes) but for f16 and q4_0
+#: (decode-sweep-512-h200.json)
+WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 2, 2), 1024: (16, 2, 2)}
 #: (power of two, K format) → launch, where a format's best differs from WIDE_LAUNCH's: on the
 #: MLA latent 32 tokens and 4 warps, tbq4 214 → 169 µs and fp8_pth 75 → 72 µs (B=1 128k)
 WIDE_FORMAT_LAUNCH = {(1024, "tbq4"): (32, 4, 2), (1024, "fp8_pth"): (32, 4, 2)}
