@@ -1,8 +1,9 @@
 """The decode's default launch against the torch reference on a GPU, for every format and head
 shape whose launch comes from a table (GQA 32/8 × 128 few and many rows, 96- and 80-wide heads
-in two parts, 256- and 512-wide heads, a 288-wide latent, the MLA latent with 16, 64 and 128 query heads), on short and
-paged contexts (pages smaller than a tile, several splits). The interpreter in CI checks the
-kernel's arithmetic; this checks what the GPU compiler makes of each launch.
+in two parts, 256- and 512-wide heads, a 288-wide latent, the MLA latent with 16, 64 and 128
+query heads), on short and paged contexts (pages smaller than a tile, several splits). The
+interpreter in CI checks the kernel's arithmetic; this checks what the GPU compiler makes of
+each launch.
 
     python bench/launch_check.py [--out DIR] [--workers 16] [--formats f16,q4_0,…]
         [--heads 32/8/128,16/1/576/k,…]
