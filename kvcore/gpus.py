@@ -85,6 +85,20 @@ def _index() -> dict[str, GPU]:
 
 
 _SIZE = re.compile(r"^\s*[0-9][0-9.,_]*\s*(b|kb|mb|gb|tb|kib|mib|gib|tib|g|t)\s*$", re.I)
+_NUMBER = re.compile(r"^[0-9][0-9.,_]*$")
+
+
+@cache
+def _numeric_name_lengths() -> frozenset[int]:
+    """Lengths of the catalog names that are bare numbers (``4090``: model numbers)."""
+    return frozenset(len(key) for key in _index() if key.isdigit())
+
+
+def _is_bare_size(text: str) -> bool:
+    """A number that names no catalog card and has no unit: meant as a memory size (``24``,
+    ``80``, ``24.5``); a number as long as a card's model number (``4091``) is a name."""
+    return bool(_NUMBER.match(text)) and not (
+        text.isdigit() and len(text) in _numeric_name_lengths())
 
 
 def find_gpu(name: str) -> GPU:
@@ -98,6 +112,9 @@ def find_gpu(name: str) -> GPU:
         return GPU(id=f"custom-{size}", name=f"custom {text}", memory_bytes=size,
                    bandwidth_bytes_per_s=None)
     gpu = _index().get(_norm(text))
+    if gpu is None and _is_bare_size(text):
+        raise InputError(f"'{text}' has no unit; a memory size needs one, like {text}GiB or "
+                         f"{text}GB (a catalog GPU is a name, like 4090 or h100)", field="gpu")
     if gpu is None:
         raise UnknownNameError("GPU", text, {key: g.id for key, g in _index().items()},
                                field="gpu", query=_norm(text))

@@ -281,3 +281,11 @@ def test_measurement_line_names_its_counts(context, sequences, line):
          "allocated_bytes": 1 << 20, "layers_measured": 24, "layers_total": 24,
          "allocator_bytes": None, "decode": {}}
     assert render_measurement(d).splitlines()[0] == line
+
+
+def test_gpu_given_as_a_bare_number_asks_for_a_unit(capsys):
+    code, out, err = run(capsys, "llama-3.1-8b", "--gpu", "24")
+    assert code == 2 and out == ""
+    assert err == ("kvplan: error: '24' has no unit; a memory size needs one, like 24GiB or "
+                   "24GB (a catalog GPU is a name, like 4090 or h100)\n")
+    assert "t4" not in err and "l4" not in err

@@ -71,3 +71,26 @@ def test_empty_gpu():
 def test_budget_uses_driver_reported_total():
     h200 = find_gpu("h200")
     assert h200.usable_bytes == 143771 * 2**20 < h200.memory_bytes
+
+
+@pytest.mark.parametrize("text", ["24", "80", "24.5", "141", "1,024"])
+def test_bare_number_is_a_size_without_its_unit(text):
+    with pytest.raises(InputError) as err:
+        find_gpu(text)
+    assert not isinstance(err.value, UnknownNameError)
+    assert str(err.value) == (f"'{text}' has no unit; a memory size needs one, like {text}GiB "
+                              f"or {text}GB (a catalog GPU is a name, like 4090 or h100)")
+    assert err.value.field == "gpu"
+    # the sizes it suggests are read as sizes
+    assert find_gpu(f"{text}GiB").memory_bytes > 0 and find_gpu(f"{text}GB").memory_bytes > 0
+
+
+@pytest.mark.parametrize(("text", "first"), [("4091", "rtx-4090"), ("5000", "rtx-a5000")])
+def test_number_like_a_model_number_keeps_did_you_mean(text, first):
+    with pytest.raises(UnknownNameError) as err:
+        find_gpu(text)
+    assert err.value.suggestions[0] == first
+
+
+def test_catalog_model_numbers_are_still_names():
+    assert find_gpu("4090").id == "rtx-4090" and find_gpu("5090").id == "rtx-5090"
