@@ -255,7 +255,8 @@ class KiviCache:
 
     def decode(self, q: Any, split_tokens: int | None = None, *, num_warps: int | None = None,
                num_stages: int | None = None, magic: bool = False,
-               query_rows: int | None = None, pdl: bool | None = None) -> Any:
+               query_rows: int | None = None, pdl: bool | None = None,
+               lazy: bool = False) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
@@ -264,7 +265,9 @@ class KiviCache:
         integer-to-float conversions (the same values; 1-9% slower on an H200,
         bench/results/kivi-magic-h200.json, so not the default). ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
-        group is spread over several programs of its KV head. ``pdl``: as LayerCache.decode's."""
+        group is spread over several programs of its KV head. ``pdl``: as LayerCache.decode's.
+        ``lazy``: rescale the running output only when the max grows by more than
+        LAZY_MARGIN (softmax_lazy)."""
         from .cache import LOG2E, SMS, max_query_rows, programmatic_launch, query_blocks
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import pdl_launch, reduce_splits
@@ -301,7 +304,7 @@ class KiviCache:
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
             HAS_V=self.has_v, MAGIC=magic, QB=qblocks,
             num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
-            num_stages=num_stages or KIVI_STAGES, **pdl_launch(pdl))
+            num_stages=num_stages or KIVI_STAGES, LAZY=bool(lazy), **pdl_launch(pdl))
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp, pdl=pdl)
         return out
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_ops import pdl_enter, softmax_step
+from .triton_ops import pdl_enter, softmax_lazy, softmax_step
 
 
 @triton.jit
@@ -116,13 +116,15 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                        D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
                        PER: tl.constexpr, LEVELS: tl.constexpr, SPLIT: tl.constexpr,
                        HAS_V: tl.constexpr, MAGIC: tl.constexpr, QB: tl.constexpr = 1,
-                       PDL: tl.constexpr = False):
+                       PDL: tl.constexpr = False, LAZY: tl.constexpr = False):
     """One (sequence, KV head, split) program over quantized groups and the residual ring;
     partial output [QPAD, DP], running max and sum go to ACC and ML as decode_split_kernel's
     do. DP: D rounded up to a power of two (the lanes past D are masked to zero). HAS_V false:
     a K-only cache, V = the dequantized keys. MAGIC: codes to float16 by their bits
     (_codes_f16; the same values). A group of more query heads than QPAD is spread over QB
-    programs of a KV head (program id 1: KV head · QB + query block). PDL: pdl_enter."""
+    programs of a KV head (program id 1: KV head · QB + query block). PDL: pdl_enter. LAZY:
+    softmax_lazy (the output rescaled only when the running max grows by more than its
+    margin)."""
     pdl_enter(PDL)
     s = tl.program_id(0).to(tl.int64)
     h = (tl.program_id(1) // QB).to(tl.int64)
@@ -176,8 +178,14 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
             else:
                 v = krow
             scores = tl.dot(q.to(tl.float16), tl.trans(krow))
-        p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
-        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        if LAZY:
+            p, alpha, m_i, l_i, grow = softmax_lazy(scores, tmask, m_i, l_i)
+            if grow:
+                acc = acc * alpha[:, None]
+            acc = tl.dot(p.to(tl.float16), v, acc)
+        else:
+            p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
+            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
     out_rows = (s * H + h) * GROUP + rows
     omask = rows < GROUP
     base = out_rows * n_splits + sp
