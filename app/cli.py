@@ -28,6 +28,7 @@ from kvcore import (
     parse_tokens,
 )
 from kvcore.engines import EngineSettings
+from kvcore.errors import shown
 from kvcore.formats import quality_note
 from kvcore.query import Query, answer, find_format, find_gpu_for
 from kvcore.units import format_gib, format_quantity
@@ -139,9 +140,9 @@ def build_query(args: argparse.Namespace) -> Query:
         try:
             float(args.keep)
         except ValueError:
-            raise UsageError(f"--keep must be a fraction in (0, 1], got '{args.keep}'") from None
+            raise UsageError(f"--keep must be a fraction in (0, 1], got {shown(args.keep)}") from None
     if args.hot and ":" not in args.hot:
-        raise UsageError(f"--hot must look like f16:4096, got '{args.hot}'")
+        raise UsageError(f"--hot must look like f16:4096, got {shown(args.hot)}")
     settings = EngineSettings(
         gpu_memory_utilization=args.gpu_memory_utilization, block_size=args.block_size,
         max_num_batched_tokens=args.max_num_batched_tokens,

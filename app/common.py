@@ -15,6 +15,7 @@ from kvcore import (
     parse_tokens,
 )
 from kvcore.engines import EngineSettings, canonical
+from kvcore.errors import shown
 from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
@@ -95,10 +96,10 @@ def make_query(
     if hot:
         fmt, sep, tokens = str(hot).partition(":")
         if not sep:
-            raise InputError(f"hot must look like f16:4096, got '{hot}'", field="hot")
+            raise InputError(f"hot must look like f16:4096, got {shown(hot)}", field="hot")
         hot_format, hot_tokens = get_format(fmt, field="hot"), parse_tokens(tokens, field="hot")
     if state_dtype not in ("f32", "f16", "bf16"):
-        raise InputError(f"state dtype must be f32, f16 or bf16, got '{state_dtype}'",
+        raise InputError(f"state dtype must be f32, f16 or bf16, got {shown(state_dtype)}",
                          field="state_dtype")
     opts = CacheOptions(
         kv_k=get_format(kv_k or base, field="kv_k"),

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kvcore
 from kvcore import KvplanError
+from kvcore.errors import SHOWN_CHARS
 
 from .api import api_router
 from .pages import pages_router
@@ -33,6 +34,12 @@ _UNION_MEMBERS = {"int": "a whole number", "str": "a string", "float": "a number
                   "bool": "true or false"}
 
 
+def _json_shown(value: Any) -> str:
+    """A value a request sent, as JSON, cut as kvcore's errors cut what they quote."""
+    text = json.dumps(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
 def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
     """(status, sentence, field) for pydantic's errors about a request: a body that is not
     JSON is a 400; a union field is named alone, with what it takes and what came."""
@@ -45,7 +52,7 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
         got = first.get("input")
         what = ("nothing" if got is None else "a body that is not JSON"
                 if isinstance(got, bytes) else "an array" if isinstance(got, list)
-                else json.dumps(got))
+                else _json_shown(got))
         return 422, f"the request body must be a JSON object of the fields, got {what}", None
     if len(loc) > 1 and loc[-1] in _UNION_MEMBERS:
         members = [str(e["loc"][-1]) for e in errors
@@ -53,7 +60,7 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
                    == loc[:-1] and str(e["loc"][-1]) in _UNION_MEMBERS]
         field = ".".join(loc[:-1])
         expected = " or ".join(_UNION_MEMBERS[m] for m in dict.fromkeys(members))
-        return 422, f"{field}: expected {expected}, got {json.dumps(first.get('input'))}", field
+        return 422, f"{field}: expected {expected}, got {_json_shown(first.get('input'))}", field
     field = ".".join(loc)
     return 422, f"{field}: {first.get('msg', 'invalid')}", field
 

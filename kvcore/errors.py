@@ -16,7 +16,9 @@ Not fitting on a card is a result, never an exception.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import ROUND_DOWN, Decimal, localcontext
 
 __all__ = [
     "ConfigError",
@@ -24,7 +26,43 @@ __all__ = [
     "InputError",
     "KvplanError",
     "UnknownNameError",
+    "shown",
 ]
+
+#: the most characters of an offending value an error message quotes
+SHOWN_CHARS = 40
+#: the most characters of a name an error message quotes (Hub repo ids run long)
+NAME_CHARS = 100
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """An offending value as an error message quotes it: short whatever came.
+
+    Whole numbers are grouped (``262,144``) up to 15 digits and in scientific notation past
+    that, to three digits (``1e+308``, not 309 digits); text is quoted and cut at ``limit`` characters, with
+    its length; anything else is its ``repr``, cut the same way.
+    """
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) < 10**15 else _scientific(Decimal(value))
+    if isinstance(value, float):
+        if math.isfinite(value) and abs(value) >= 1e15:
+            return _scientific(Decimal(value))
+        return repr(value)
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _scientific(value: Decimal) -> str:
+    # three digits, cut rather than rounded: 999…9 is 9.99e+52, never 1e+53
+    with localcontext(rounding=ROUND_DOWN):
+        mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
 
 
 class KvplanError(Exception):
@@ -60,16 +98,16 @@ class UnknownNameError(InputError):
         choices: Sequence[str] = (),
         query: str | None = None,
     ) -> None:
-        shown = dict(known) if isinstance(known, Mapping) else {k: k for k in known}
+        names = dict(known) if isinstance(known, Mapping) else {k: k for k in known}
         self.kind = kind
         self.name = name
         self.suggestions: list[str] = []
         matches = difflib.get_close_matches(query if query is not None else name.lower(),
-                                            list(shown), n=12, cutoff=0.5)
+                                            list(names), n=12, cutoff=0.5)
         for key in matches:
-            if shown[key] not in self.suggestions and len(self.suggestions) < 3:
-                self.suggestions.append(shown[key])
-        message = f"'{name}' is not a known {kind}"
+            if names[key] not in self.suggestions and len(self.suggestions) < 3:
+                self.suggestions.append(names[key])
+        message = f"{shown(name, NAME_CHARS)} is not a known {kind}"
         if self.suggestions:
             message += "; did you mean " + " or ".join(f"'{s}'" for s in self.suggestions) + "?"
         elif kind in LIST_COMMANDS:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, shown
 from .model import LayerGroup, LayerKind, ModelSpec, ParamCount
 
 __all__ = ["language_config", "spec_from_config"]
@@ -149,24 +149,23 @@ class _Reader:
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise ConfigError(f"config.json field '{name}' must be true or false, got {value!r}",
+            raise ConfigError(f"config.json field '{name}' must be true or false, got {shown(value)}",
                               field=name)
         return value
 
 
 def _check_int(name: str, value: Any, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"config.json field '{name}' must be an integer, got {value!r}",
+        raise ConfigError(f"config.json field '{name}' must be an integer, got {shown(value)}",
                           field=name)
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            raise ConfigError(f"config.json field '{name}' must be an integer, got {value!r}",
-                              field=name)
-        value = int(value)
+    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+        raise ConfigError(f"config.json field '{name}' must be an integer, got {shown(value)}",
+                          field=name)
     if not minimum <= value <= maximum:
+        # the value as the config wrote it (1e308 stays 1e+308, not 309 digits)
         raise ConfigError(
             f"config.json field '{name}' must be between {minimum:,} and {maximum:,}, "
-            f"got {value:,}",
+            f"got {shown(value)}",
             field=name,
         )
     return int(value)
@@ -264,7 +263,7 @@ def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[
         if kind is None:
             known = ", ".join(sorted(_LAYER_TYPE_KINDS))
             raise ConfigError(
-                f"layer_types[{i}] is {name!r}, a layer type kvplan cannot size (known: {known})",
+                f"layer_types[{i}] is {shown(name)}, a layer type kvplan cannot size (known: {known})",
                 field="layer_types",
             )
         kinds.append({kind})
@@ -468,7 +467,7 @@ def _cross_tokens(vision: dict[str, Any] | None) -> int:
     tiles = vision.get("max_num_tiles", 1)
     for name, value in (("image_size", size), ("patch_size", patch), ("max_num_tiles", tiles)):
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"vision_config '{name}' must be a positive integer, got {value!r}",
+            raise ConfigError(f"vision_config '{name}' must be a positive integer, got {shown(value)}",
                               field=f"vision_config.{name}")
     assert isinstance(size, int) and isinstance(patch, int) and isinstance(tiles, int)
     # one class token per tile
@@ -567,9 +566,9 @@ def _count_params(
         mult = cfg.get("block_ffn_dim_multiplier")
         if mult is not None:
             if (isinstance(mult, bool) or not isinstance(mult, int | float)
-                    or not (math.isfinite(mult) and 0 < mult <= 1000)):
+                    or not 0 < mult <= 1000):  # NaN compares false; a huge int fits no float
                 raise ConfigError("config.json field 'block_ffn_dim_multiplier' must be a "
-                                  f"positive number up to 1,000, got {mult!r}",
+                                  f"positive number up to 1,000, got {shown(mult)}",
                                   field="block_ffn_dim_multiplier")
             ff = int(mult * ff)
         step = r.opt_int("block_multiple_of", 1, minimum=1) or 1

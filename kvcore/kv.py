@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .errors import InputError
+from .errors import InputError, shown
 from .formats import KVFormat, Role, get_format
 from .model import LayerGroup, LayerKind, ModelSpec, ParamCount
 
@@ -59,7 +59,7 @@ class CacheOptions:
             if isinstance(value, str):
                 object.__setattr__(self, name, get_format(value, field=name))
         if not (0.0 < self.keep_fraction <= 1.0) or math.isnan(self.keep_fraction):
-            raise InputError(f"keep fraction must be in (0, 1], got {self.keep_fraction}",
+            raise InputError(f"keep fraction must be in (0, 1], got {shown(self.keep_fraction)}",
                              field="keep_fraction")
         for name in ("hot_tokens", "keep_first", "keep_recent", "images"):
             if getattr(self, name) < 0:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .errors import InputError
+from .errors import InputError, shown
 from .model import LayerGroup, LayerKind, ModelSpec
 
 __all__ = ["Parallel", "check_tp", "pp_layer_counts", "rank_spec", "stage_layers"]
@@ -37,7 +37,7 @@ class Parallel:
         for name in ("tp", "pp", "dp"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1024:
-                raise InputError(f"{name} must be a whole number from 1 to 1024, got {value!r}",
+                raise InputError(f"{name} must be a whole number from 1 to 1024, got {shown(value)}",
                                  field=name)
 
     @property

@@ -11,7 +11,7 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
-from .errors import InputError
+from .errors import InputError, shown
 
 __all__ = [
     "MAX_CONTEXT_TOKENS",
@@ -51,17 +51,17 @@ _THOUSANDS = re.compile(r"^[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?$")
 def _split(text: str, what: str, example: str, field: str | None) -> tuple[Decimal, str]:
     match = _NUMBER.match(text)
     if not match:
-        raise InputError(f"{what} must be a number like {example}, got '{text}'", field=field)
+        raise InputError(f"{what} must be a number like {example}, got {shown(text)}", field=field)
     digits = match.group(1)
     # a comma only groups thousands: '1,5k' meant as 1.5k must not become 15k
     if "," in digits and not _THOUSANDS.match(digits):
         raise InputError(f"{what} takes a comma only between thousands (262,144) and a dot for "
-                         f"decimals (1.5), got '{text}'", field=field)
+                         f"decimals (1.5), got {shown(text)}", field=field)
     digits = digits.replace(",", "").replace("_", "")
     try:
         value = Decimal(digits)
     except InvalidOperation:  # pragma: no cover - the regex admits only digits
-        raise InputError(f"{what} must be a number like {example}, got '{text}'",
+        raise InputError(f"{what} must be a number like {example}, got {shown(text)}",
                          field=field) from None
     return value, match.group(2).lower()
 
@@ -69,28 +69,28 @@ def _split(text: str, what: str, example: str, field: str | None) -> tuple[Decim
 def parse_tokens(value: int | str, *, field: str = "context", minimum: int = 1) -> int:
     """A token count from ``8192``, ``"128k"``, ``"1M"`` or ``"262,144"`` (k = 1024)."""
     if isinstance(value, bool):
-        raise InputError(f"{field} must be a token count like 8192 or 128k, got {value!r}", field=field)
+        raise InputError(f"{field} must be a token count like 8192 or 128k, got {shown(value)}", field=field)
     if isinstance(value, int):
         tokens = value
     elif isinstance(value, float):
         if not math.isfinite(value) or value != int(value):
-            raise InputError(f"{field} must be a whole number of tokens, got {value!r}", field=field)
+            raise InputError(f"{field} must be a whole number of tokens, got {shown(value)}", field=field)
         tokens = int(value)
     else:
         number, suffix = _split(str(value), field, "8192, 128k or 1M", field)
         if suffix not in _TOKEN_SUFFIX:
             raise InputError(
-                f"{field} unit must be k or M (as in 128k, 1M), got '{value}'", field=field
+                f"{field} unit must be k or M (as in 128k, 1M), got {shown(value)}", field=field
             )
         scaled = number * _TOKEN_SUFFIX[suffix]
         if scaled != scaled.to_integral_value():
-            raise InputError(f"{field} must be a whole number of tokens, got '{value}'", field=field)
+            raise InputError(f"{field} must be a whole number of tokens, got {shown(value)}", field=field)
         tokens = int(scaled)
     if tokens < minimum:
-        raise InputError(f"{field} must be at least {minimum:,}, got {tokens:,}", field=field)
+        raise InputError(f"{field} must be at least {minimum:,}, got {shown(tokens)}", field=field)
     if tokens > MAX_CONTEXT_TOKENS:
         raise InputError(
-            f"{field} must be at most {MAX_CONTEXT_TOKENS:,} tokens, got {tokens:,}", field=field
+            f"{field} must be at most {MAX_CONTEXT_TOKENS:,} tokens, got {shown(tokens)}", field=field
         )
     return tokens
 
@@ -100,23 +100,23 @@ def parse_count(
 ) -> int:
     """A plain positive integer (sequences, GPUs, images) within ``[minimum, maximum]``."""
     if isinstance(value, bool):
-        raise InputError(f"{field} must be a whole number, got {value!r}", field=field)
+        raise InputError(f"{field} must be a whole number, got {shown(value)}", field=field)
     if isinstance(value, str):
         text = value.strip()
         if "," in text and not _THOUSANDS.match(text):
             raise InputError(f"{field} must be a whole number (a comma only between thousands), "
-                             f"got '{value}'", field=field)
+                             f"got {shown(value)}", field=field)
         text = text.replace(",", "").replace("_", "")
         if not text.isdigit():
-            raise InputError(f"{field} must be a whole number, got '{value}'", field=field)
+            raise InputError(f"{field} must be a whole number, got {shown(value)}", field=field)
         number = int(text)
     elif isinstance(value, int):
         number = value
     else:
-        raise InputError(f"{field} must be a whole number, got {value!r}", field=field)
+        raise InputError(f"{field} must be a whole number, got {shown(value)}", field=field)
     if not minimum <= number <= maximum:
         raise InputError(
-            f"{field} must be between {minimum:,} and {maximum:,}, got {number:,}", field=field
+            f"{field} must be between {minimum:,} and {maximum:,}, got {shown(number)}", field=field
         )
     return number
 
@@ -124,21 +124,21 @@ def parse_count(
 def parse_bytes(value: int | str, *, field: str = "memory") -> int:
     """Bytes from ``"24GiB"``, ``"80GB"``, ``"8.11 GiB"``, ``"512M"`` or an int."""
     if isinstance(value, bool):
-        raise InputError(f"{field} must be a size like 24GiB or 80GB, got {value!r}", field=field)
+        raise InputError(f"{field} must be a size like 24GiB or 80GB, got {shown(value)}", field=field)
     if isinstance(value, int):
         number, suffix = Decimal(value), ""
     else:
         number, suffix = _split(str(value), field, "24GiB or 80GB", field)
     if suffix not in _BYTE_SUFFIX:
         raise InputError(
-            f"{field} unit must be one of B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; got '{value}'",
+            f"{field} unit must be one of B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; got {shown(value)}",
             field=field,
         )
     size = int(number * _BYTE_SUFFIX[suffix])
     if size <= 0:
-        raise InputError(f"{field} must be larger than zero, got '{value}'", field=field)
+        raise InputError(f"{field} must be larger than zero, got {shown(value)}", field=field)
     if size > 2**60:
-        raise InputError(f"{field} is implausibly large: '{value}'", field=field)
+        raise InputError(f"{field} is implausibly large: {shown(value)}", field=field)
     return size
 
 

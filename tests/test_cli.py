@@ -289,3 +289,19 @@ def test_gpu_given_as_a_bare_number_asks_for_a_unit(capsys):
     assert err == ("kvplan: error: '24' has no unit; a memory size needs one, like 24GiB or "
                    "24GB (a catalog GPU is a name, like 4090 or h100)\n")
     assert "t4" not in err and "l4" not in err
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (['{"model_type": "llama", "num_hidden_layers": 1e308, "hidden_size": 64, '
+      '"num_attention_heads": 1, "vocab_size": 10}'],
+     "config.json field 'num_hidden_layers' must be between 1 and 4,096, got 1e+308"),
+    (["llama-3.1-8b", "--engine", "vllm", "--block-size", "9" * 300],
+     "block_size must be a positive whole number, got 9.99e+299"),
+    (["llama-3.1-8b", "--gpu", "x" * 5000],
+     "'" + "x" * 100 + "'… (5,000 characters) is not a known GPU (see `kvplan gpus` for the list)"),
+    (["llama-3.1-8b", "--hot", "q" * 5000],
+     "--hot must look like f16:4096, got '" + "q" * 40 + "'… (5,000 characters)"),
+])
+def test_huge_values_are_shown_short_in_errors(capsys, args, expected):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and err == f"kvplan: error: {expected}\n"

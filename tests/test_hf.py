@@ -320,3 +320,29 @@ def test_every_catalog_model_passes_the_head_check():
         data = answer(make_query(load_model(entry.id), context="32k", sequences="2",
                                  kv="q8_0", gpu="h200", mtp=True))
         assert data["total_bytes"] > 0, entry.id
+
+
+@pytest.mark.parametrize(("value", "shown"), [(1e308, "1e+308"), (10**308, "1e+308"),
+                                              (1e20, "1e+20"), (123456789012345678901, "1.23e+20"),
+                                              (5000, "5,000"), ("x" * 1000, "(1,000 characters)")])
+def test_huge_config_values_are_shown_short(value, shown):
+    cfg = real("llama-3.1-8b")
+    cfg["num_hidden_layers"] = value
+    with pytest.raises(ConfigError) as err:
+        spec(cfg)
+    message = str(err.value)
+    assert message.startswith("config.json field 'num_hidden_layers' must be ")
+    assert message.endswith(shown) and len(message) < 130
+
+
+def test_huge_multiplier_and_vision_values_are_shown_short():
+    cfg = real("lfm2.5-vl-1.6b")
+    target = cfg.get("text_config", cfg)
+    target["block_auto_adjust_ff_dim"] = True
+    target["block_ffn_dim_multiplier"] = 10**400
+    with pytest.raises(ConfigError, match=r"up to 1,000, got 1e\+400$"):
+        spec(cfg)
+    cfg = real("llama-3.2-11b-vision-instruct")
+    cfg["vision_config"]["image_size"] = "9" * 1000
+    with pytest.raises(ConfigError, match=r"got '9{40}'… \(1,000 characters\)$"):
+        spec(cfg)

@@ -77,3 +77,31 @@ def test_format_quantity(n, noun, text):
     from kvcore.units import format_quantity
 
     assert format_quantity(n, noun) == text
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (262_144, "262,144"), (10**15 - 1, "999,999,999,999,999"), (10**308, "1e+308"),
+    (10**53 - 1, "9.99e+52"), (-(10**20), "-1e+20"), (1e308, "1e+308"), (0.5, "0.5"),
+    (float("inf"), "inf"), ("12x", "'12x'"), ("x" * 500, "'" + "x" * 40 + "'… (500 characters)"),
+    (True, "True"), (None, "None"), (list(range(100)), "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1…"),
+])
+def test_offending_values_are_shown_short(value, text):
+    from kvcore.errors import shown
+
+    assert shown(value) == text
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    (lambda: parse_tokens("9" * 20), "context must be at most 2,147,483,648 tokens, got 9.99e+19"),
+    (lambda: parse_tokens(10**400), "context must be at most 2,147,483,648 tokens, got 1e+400"),
+    (lambda: parse_count("9" * 300, field="sequences"),
+     "sequences must be between 1 and 1,000,000, got 9.99e+299"),
+    (lambda: parse_tokens("k" * 10_000), "context must be a number like 8192, 128k or 1M, got "
+                                          "'" + "k" * 40 + "'… (10,000 characters)"),
+    (lambda: parse_bytes("1" * 400 + "GiB", field="gpu"), "gpu is implausibly large: '"
+                                                          + "1" * 40 + "'… (403 characters)"),
+])
+def test_huge_inputs_are_shown_short_in_errors(call, expected):
+    with pytest.raises(InputError) as err:
+        call()
+    assert str(err.value) == expected

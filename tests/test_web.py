@@ -319,3 +319,18 @@ def test_verdict_groups_numbers_and_agrees_in_number(client, params, verdict):
     page = client.get("/", params={"model": "qwen3-0.6b", **params},
                       headers={"HX-Request": "true"})
     assert f'id="verdict">{verdict}</p>' in page.text
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("x" * 5000, 'the request body must be a JSON object of the fields, got "' + "x" * 39 + "…"),
+    ({"model": "qwen3-8b", "context": [1] * 1000},
+     "context: expected a whole number or a string, got [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, …"),
+    ({"model": "qwen3-8b", "context": 10**300},
+     "context must be at most 2,147,483,648 tokens, got 1e+300"),
+    ({"config": {"model_type": "llama", "num_hidden_layers": 1e308, "hidden_size": 64,
+                 "num_attention_heads": 1, "vocab_size": 10}},
+     "config.json field 'num_hidden_layers' must be between 1 and 4,096, got 1e+308"),
+])
+def test_huge_values_are_shown_short_in_api_errors(client, body, expected):
+    r = client.post("/api/v1/plan", json=body)
+    assert r.status_code == 422 and r.json()["error"] == expected

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, shown
 from ..formats import KVFormat
 from ..gpus import GPU
 from ..kv import CacheOptions, CacheSize, cache_size
@@ -72,16 +72,16 @@ class EngineSettings:
         for name in ("gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction"):
             value = getattr(self, name)
             if value is not None and not (0.0 < value <= 1.0 and math.isfinite(value)):
-                raise InputError(f"{name} must be in (0, 1], got {value}", field=name)
+                raise InputError(f"{name} must be in (0, 1], got {shown(value)}", field=name)
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "n_ubatch",
                      "page_size", "chunked_prefill_size", "tokens_per_block"):
             value = getattr(self, name)
             if value is not None and not 1 <= value <= 1 << 24:
-                raise InputError(f"{name} must be a positive whole number, got {value}",
+                raise InputError(f"{name} must be a positive whole number, got {shown(value)}",
                                  field=name)
         if not 0 <= self.speculative_tokens <= MAX_SPECULATIVE_TOKENS:
             raise InputError(f"speculative_tokens must be between 0 and {MAX_SPECULATIVE_TOKENS}, "
-                             f"got {self.speculative_tokens}", field="speculative_tokens")
+                             f"got {shown(self.speculative_tokens)}", field="speculative_tokens")
         if self.offload_bytes < 0:
             raise InputError("offload size must not be negative", field="offload")
 
