@@ -3,6 +3,7 @@
     kvplan MODEL [--ctx 128k] [--seqs 4] [--kv q8_0 | --kv-k q8_0 --kv-v tbq4]
                  [--weights q4_k_m] [--gpu 4090] [--engine raw] [--json]
     kvplan models|gpus|formats [--json]
+    kvplan measure MODEL [--kv q8_0] [--ctx 32k] [--seqs 2] [--device cuda|cpu] [--json]
     kvplan serve [--host 127.0.0.1] [--port 8000]
 
 Bad input prints one line and exits 2; no traceback.
@@ -52,7 +53,9 @@ def _plan_parser() -> argparse.ArgumentParser:
         prog="kvplan",
         description="Will MODEL fit, at this context and this many parallel sequences, on this "
         "GPU, and in which KV-cache format? Byte-exact per layer kind.",
-        epilog="Other commands: kvplan models|gpus|formats [--json], kvplan serve.",
+        epilog="Other commands: kvplan models|gpus|formats [--json]; kvplan measure MODEL "
+        "(allocate the predicted cache on this machine's GPU and compare; kvplan measure -h); "
+        "kvplan serve.",
     )
     p.add_argument("model", help="catalog id (kvplan models), Hub repo id, config.json path, "
                    "model folder or JSON text")

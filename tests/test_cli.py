@@ -305,3 +305,16 @@ def test_gpu_given_as_a_bare_number_asks_for_a_unit(capsys):
 def test_huge_values_are_shown_short_in_errors(capsys, args, expected):
     code, out, err = run(capsys, *args)
     assert code == 2 and err == f"kvplan: error: {expected}\n"
+
+
+def test_help_names_every_subcommand(capsys):
+    from app.cli import SUBCOMMANDS
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0
+    epilog = " ".join(out.split("Other commands:")[1].split())
+    for cmd in SUBCOMMANDS:
+        assert f"kvplan {cmd}" in epilog or f"|{cmd}" in epilog or f"{cmd}|" in epilog, cmd
+    assert "kvplan measure MODEL" in epilog
