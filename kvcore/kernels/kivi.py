@@ -96,6 +96,9 @@ KIVI_SPLIT = 1024
 #: kivi-launch-h200.json) against the former four warps and one wave: kivi2 one sequence of
 #: 32k 114 → 59 µs, of 128k 432 → 211 µs, eight of 32k 849 → 414 µs
 KIVI_WARPS, KIVI_STAGES, KIVI_PER_SM = 1, 2, 8
+#: KIVI's decode rescales its running output lazily by default (softmax_lazy): on an H200 kivi4
+#: 2-4% faster (212.6 → 203.4 µs at B=1 128k), kivi2 0-2% (bench/results/kivi-lazy-h200.json)
+KIVI_LAZY = True
 
 
 class KiviCache:
@@ -256,7 +259,7 @@ class KiviCache:
     def decode(self, q: Any, split_tokens: int | None = None, *, num_warps: int | None = None,
                num_stages: int | None = None, magic: bool = False,
                query_rows: int | None = None, pdl: bool | None = None,
-               lazy: bool = False) -> Any:
+               lazy: bool = KIVI_LAZY) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
@@ -266,8 +269,8 @@ class KiviCache:
         bench/results/kivi-magic-h200.json, so not the default). ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head. ``pdl``: as LayerCache.decode's.
-        ``lazy``: rescale the running output only when the max grows by more than
-        LAZY_MARGIN (softmax_lazy)."""
+        ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
+        more than LAZY_MARGIN (softmax_lazy)."""
         from .cache import LOG2E, SMS, max_query_rows, programmatic_launch, query_blocks
         from .kivi_triton import kivi_decode_kernel
         from .triton_ops import pdl_launch, reduce_splits
