@@ -721,7 +721,9 @@ def decode_split_kernel(
     A group of more query heads than a program holds (QPAD rows) is spread over QB programs
     of a KV head (program id 1: KV head · QB + query block). GPU: compiled for a GPU, not run
     by the interpreter (_rows). WORDS reads K's planes as words, WORDS_V V's. PDL:
-    pdl_enter (the previous step's merge may still be reading ACC when this kernel starts)."""
+    pdl_enter (the previous step's merge may still be reading ACC when this kernel starts).
+    LAZY: softmax_lazy (the partial outputs rescaled only when the running max grows by more
+    than LAZY_MARGIN; the stored max is the one they are relative to, as the merge needs)."""
     pdl_enter(PDL)
     b = tl.program_id(0)
     h = tl.program_id(1) // QB
