@@ -737,6 +737,10 @@ def decode_split_kernel(
     # q4_0, tbq4, tbq3 and nvfp4 (codes 3-6) are read in halves
     HK: tl.constexpr = FMT_K >= 3
     HV: tl.constexpr = FMT_V >= 3
+    # fp8_pth and nvfp4 (codes 1, 6) carry a scale a row; the others' row scale is only the
+    # row mask, which the softmax applies already
+    RK: tl.constexpr = FMT_K == 1 or FMT_K == 6
+    RV: tl.constexpr = FMT_V == 1 or FMT_V == 6
     DW: tl.constexpr = DPOW + DT
     if FMT_K == 0:  # noqa: SIM108 (a compile-time branch)
         KT = K0.dtype.element_ty
@@ -797,10 +801,12 @@ def decode_split_kernel(
                 kt, _ = _tile(FMT_K, k0 + OK0, k1 + OK1, KGS, CENT_K, r, nmask, BLOCK_N, DT,
                               DKT, XK0, XK1, ASM, WORDS)
                 s = tl.dot(qta, tl.trans(kt), s)
+        if RK:
+            s = s * ks[None, :]
         if LAZY:
-            p, alpha, m_i, l_i, grow = softmax_lazy(s * ks[None, :], nmask, m_i, l_i)
+            p, alpha, m_i, l_i, grow = softmax_lazy(s, nmask, m_i, l_i)
         else:
-            p, alpha, m_i, l_i = softmax_step(s * ks[None, :], nmask, m_i, l_i)
+            p, alpha, m_i, l_i = softmax_step(s, nmask, m_i, l_i)
             grow = True
         if grow:
             acc_a = acc_a * alpha[:, None]
@@ -818,7 +824,7 @@ def decode_split_kernel(
             else:
                 va, vb, vs = _halves(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV,
                                      XV0, XV1, ASM, WORDS_V)
-            pv = (p * vs[None, :]).to(va.dtype)
+            pv = (p * vs[None, :] if RV else p).to(va.dtype)
             acc_a = tl.dot(pv, va, acc_a)
             acc_b = tl.dot(pv, vb, acc_b)
             if DT > 0:
@@ -835,7 +841,7 @@ def decode_split_kernel(
             else:
                 v, vs = _tile(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV, XV0,
                               XV1, ASM, WORDS_V)
-            pv = (p * vs[None, :]).to(v.dtype)
+            pv = (p * vs[None, :] if RV else p).to(v.dtype)
             acc_a = tl.dot(pv, v, acc_a)
             if DT > 0:
                 if SAME_KV:
