@@ -93,7 +93,10 @@ REUSE_KEYS = ("f16", "bf16", "tbq4", "nvfp4")
 WORDS = ("q8_0", "tbq4", "tbq3")
 #: K formats whose decode rescales its running output lazily by default (softmax_lazy): on an
 #: H200 fp8_pth 8-15% faster (86.8 → 80.6 µs at B=1 128k, 612 → 551 µs at B=8, GQA 32/8 × 128;
-#: even on DeepSeek's latent); every other format 2-28% slower (bench/results/lazy-h200.json)
+#: even on DeepSeek's latent); every other format 2-28% slower (bench/results/lazy-h200.json).
+#: fp8_pth rounds each weight times its V row's scale (the row's largest magnitude / 448) to
+#: float16: weights up to 2^8 keep that finite for rows whose largest magnitude is under about
+#: 114,000 (weights up to 1: 29 million)
 LAZY = ("fp8_pth",)
 #: append launch (rows of token-heads a program at head_dim 128, warps) by format, where not
 #: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and
