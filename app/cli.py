@@ -47,6 +47,39 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None,
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        return super().parse_known_args(
+            self._join_dash_values(list(sys.argv[1:] if args is None else args)), namespace)
+
+    def _join_dash_values(self, args: list[str]) -> list[str]:
+        """``--gpu -24GiB`` as ``--gpu=-24GiB``.
+
+        argparse reads a token that starts with '-' and is not a plain negative number
+        (``-24GiB``, ``-8k``) as an option, so the flag before it gets "expected one
+        argument". A flag that takes one value, followed by such a token that is no option of
+        this command, takes it as its value instead: the value's own check then says what is
+        wrong with it (a size must be larger than zero, ...).
+        """
+        out: list[str] = []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                return out + args[i:]
+            action = self._option_string_actions.get(arg)
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            if (action is not None and action.nargs is None and len(nxt) > 1
+                    and nxt.startswith("-") and not nxt.startswith("--")
+                    and nxt not in self._option_string_actions):
+                out.append(f"{arg}={nxt}")
+                i += 2
+                continue
+            out.append(arg)
+            i += 1
+        return out
+
 
 def _plan_parser() -> argparse.ArgumentParser:
     p = _Parser(

@@ -36,7 +36,8 @@ def _gpus(gpu: str | None, gpus: str | None) -> tuple[int, list[Any], bool]:
     listed = False
     if gpus:
         text = str(gpus).strip()
-        if text.isdigit():
+        if text.lstrip("-").isdigit():
+            # a count; a negative one fails parse_count's range check
             count = parse_count(text, field="gpus", maximum=1024)
         else:
             try:

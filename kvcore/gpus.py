@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from .errors import InputError, UnknownNameError
+from .errors import InputError, UnknownNameError, shown
 from .units import parse_bytes
 
 __all__ = ["GPU", "find_gpu", "gpu_catalog"]
@@ -111,6 +111,9 @@ def find_gpu(name: str) -> GPU:
         size = parse_bytes(text, field="gpu")
         return GPU(id=f"custom-{size}", name=f"custom {text}", memory_bytes=size,
                    bandwidth_bytes_per_s=None)
+    if text.startswith("-") and (_SIZE.match(text[1:]) or _NUMBER.match(text[1:])):
+        raise InputError(f"a GPU's memory must be larger than zero, got {shown(text)}",
+                         field="gpu")
     gpu = _index().get(_norm(text))
     if gpu is None and _is_bare_size(text):
         raise InputError(f"'{text}' has no unit; a memory size needs one, like {text}GiB or "

@@ -44,7 +44,8 @@ _BYTE_SUFFIX = {
     "gb": 10**9,
     "tb": 10**12,
 }
-_NUMBER = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+# a leading minus is read (and then refused by the range check, which says why)
+_NUMBER = re.compile(r"^\s*(-?)([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 _THOUSANDS = re.compile(r"^[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?$")
 
 
@@ -52,7 +53,7 @@ def _split(text: str, what: str, example: str, field: str | None) -> tuple[Decim
     match = _NUMBER.match(text)
     if not match:
         raise InputError(f"{what} must be a number like {example}, got {shown(text)}", field=field)
-    digits = match.group(1)
+    sign, digits = match.group(1), match.group(2)
     # a comma only groups thousands: '1,5k' meant as 1.5k must not become 15k
     if "," in digits and not _THOUSANDS.match(digits):
         raise InputError(f"{what} takes a comma only between thousands (262,144) and a dot for "
@@ -63,7 +64,7 @@ def _split(text: str, what: str, example: str, field: str | None) -> tuple[Decim
     except InvalidOperation:  # pragma: no cover - the regex admits only digits
         raise InputError(f"{what} must be a number like {example}, got {shown(text)}",
                          field=field) from None
-    return value, match.group(2).lower()
+    return -value if sign else value, match.group(3).lower()
 
 
 def parse_tokens(value: int | str, *, field: str = "context", minimum: int = 1) -> int:
@@ -107,9 +108,9 @@ def parse_count(
             raise InputError(f"{field} must be a whole number (a comma only between thousands), "
                              f"got {shown(value)}", field=field)
         text = text.replace(",", "").replace("_", "")
-        if not text.isdigit():
+        if not re.fullmatch(r"-?[0-9]+", text):
             raise InputError(f"{field} must be a whole number, got {shown(value)}", field=field)
-        number = int(text)
+        number = int(text)  # a negative one fails the range check below
     elif isinstance(value, int):
         number = value
     else:

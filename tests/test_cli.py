@@ -318,3 +318,39 @@ def test_help_names_every_subcommand(capsys):
     for cmd in SUBCOMMANDS:
         assert f"kvplan {cmd}" in epilog or f"|{cmd}" in epilog or f"{cmd}|" in epilog, cmd
     assert "kvplan measure MODEL" in epilog
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--gpu", "-24GiB"], "a GPU's memory must be larger than zero, got '-24GiB'"),
+    (["--gpu", "-24"], "a GPU's memory must be larger than zero, got '-24'"),
+    (["--gpus", "4090,-24GiB"], "a GPU's memory must be larger than zero, got '-24GiB'"),
+    (["--ctx", "-8k"], "context must be at least 1, got -8,192"),
+    (["--context", "-8k"], "context must be at least 1, got -8,192"),
+    (["--seqs", "-2"], "sequences must be between 1 and 1,000,000, got -2"),
+    (["--gpus", "-2"], "gpus must be between 1 and 1,024, got -2"),
+    (["--tp", "-2", "--gpu", "h100"], "tp must be between 1 and 1,024, got -2"),
+    (["--kv-budget", "-8GiB"], "kv_budget must be larger than zero, got '-8GiB'"),
+    (["--engine", "vllm", "--offload", "-1GiB"], "offload must be larger than zero, got '-1GiB'"),
+    (["--overhead", "-1.5GiB"], "overhead must be larger than zero, got '-1.5GiB'"),
+    (["--hot", "f16:-4k"], "hot must be at least 1, got -4,096"),
+    (["--keep-first", "-1"], "keep_first must be between 0 and 1,000,000, got -1"),
+])
+def test_dash_leading_values_get_their_own_error(capsys, args, expected):
+    code, out, err = run(capsys, "llama-3.1-8b", *args)
+    assert code == 2 and out == ""
+    assert err == f"kvplan: error: {expected}\n"
+
+
+@pytest.mark.parametrize("args", [["--gpu"], ["--gpu", "--json"], ["--gpu", "-h"]])
+def test_a_flag_with_no_value_is_still_argparse_s_error(capsys, args):
+    # an option after a flag is an option, not the flag's value
+    code, _, err = run(capsys, "llama-3.1-8b", *args)
+    assert code == 2 and err == "kvplan: error: argument --gpu: expected one argument\n"
+
+
+def test_dash_leading_values_reach_serve_and_measure(capsys):
+    code, _, err = run(capsys, "serve", "--port", "-80")
+    assert code == 2 and err == "kvplan: error: port must be between 1 and 65,535, got -80\n"
+    pytest.importorskip("torch")
+    code, _, err = run(capsys, "measure", "qwen3-0.6b", "--device", "cpu", "--ctx", "-1k")
+    assert code == 2 and err == "kvplan: error: context must be at least 1, got -1,024\n"

@@ -94,3 +94,11 @@ def test_number_like_a_model_number_keeps_did_you_mean(text, first):
 
 def test_catalog_model_numbers_are_still_names():
     assert find_gpu("4090").id == "rtx-4090" and find_gpu("5090").id == "rtx-5090"
+
+
+@pytest.mark.parametrize("text", ["-24GiB", "-24", "-0.5TB", "-80 GB"])
+def test_negative_size_is_refused_as_a_size(text):
+    with pytest.raises(InputError) as err:
+        find_gpu(text)
+    assert str(err.value) == f"a GPU's memory must be larger than zero, got '{text}'"
+    assert not isinstance(err.value, UnknownNameError) and err.value.field == "gpu"

@@ -105,3 +105,16 @@ def test_huge_inputs_are_shown_short_in_errors(call, expected):
     with pytest.raises(InputError) as err:
         call()
     assert str(err.value) == expected
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    (lambda: parse_tokens("-8k"), "context must be at least 1, got -8,192"),
+    (lambda: parse_tokens("-0.5k", field="hot", minimum=0), "hot must be at least 0, got -512"),
+    (lambda: parse_count("-2", field="sequences"), "sequences must be between 1 and 1,000,000, got -2"),
+    (lambda: parse_bytes("-24GiB", field="offload"), "offload must be larger than zero, got '-24GiB'"),
+    (lambda: parse_tokens("--8k"), "context must be a number like 8192, 128k or 1M, got '--8k'"),
+])
+def test_negative_values_are_out_of_range_not_malformed(call, expected):
+    with pytest.raises(InputError) as err:
+        call()
+    assert str(err.value) == expected
