@@ -69,7 +69,9 @@ WIDE_FORMAT_LAUNCH = {(1024, "tbq4"): (32, 4, 2), (1024, "fp8_pth"): (32, 4, 2)}
 #: (against 16 rows and WIDE_LAUNCH; tbq3 and nvfp4: decode-sweep-mla-v3b-h200.json, where
 #: tbq3's 64-row launches do not compile); bf16 takes f16's. q4_0 keeps 16 rows (567 µs): its
 #: 64-row launch (460 µs) makes an illegal memory access, the interpreter's run of the same
-#: launch correct (launch-h200.json). Tiles of 32 tokens over pages of 16 read the block
+#: launch correct (launch-h200.json); compute-sanitizer puts it at an out-of-range shared
+#: memory address in the tail part's key product (the latent's 64-lane tail as two 32-lane
+#: nibble halves), with 8 warps or 4; 32 rows run (rows64-sanitizer-h200.txt), not timed. Tiles of 32 tokens over pages of 16 read the block
 #: scales misaligned until _rows hid the looked-up rows from the compiler
 #: (launch-h200-before.json, catalog-h200.json)
 GROUP_LAUNCH = {(1024, "f16"): (32, 4, 2, 32), (1024, "bf16"): (32, 4, 2, 32),
