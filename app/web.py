@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kvcore
 from kvcore import KvplanError
-from kvcore.errors import SHOWN_CHARS
+from kvcore.errors import cut
 
 from .api import api_router
 from .pages import pages_router
@@ -36,8 +36,12 @@ _UNION_MEMBERS = {"int": "a whole number", "str": "a string", "float": "a number
 
 def _json_shown(value: Any) -> str:
     """A value a request sent, as JSON, cut as kvcore's errors cut what they quote."""
-    text = json.dumps(value)
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+    return cut(json.dumps(value))
+
+
+def _loc(error: Any) -> list[str]:
+    """Where in the request a pydantic error points, without the body/query prefix."""
+    return [str(p) for p in error.get("loc", ()) if p not in ("body", "query")]
 
 
 def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
@@ -47,7 +51,7 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
     if first.get("type") == "json_invalid":
         detail = (first.get("ctx") or {}).get("error", "JSON decode error")
         return 400, f"the request body is not valid JSON: {detail}", None
-    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query")]
+    loc = _loc(first)
     if not loc:
         got = first.get("input")
         what = ("nothing" if got is None else "a body that is not JSON"
@@ -56,8 +60,7 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
         return 422, f"the request body must be a JSON object of the fields, got {what}", None
     if len(loc) > 1 and loc[-1] in _UNION_MEMBERS:
         members = [str(e["loc"][-1]) for e in errors
-                   if [str(p) for p in e.get("loc", ()) if p not in ("body", "query")][:-1]
-                   == loc[:-1] and str(e["loc"][-1]) in _UNION_MEMBERS]
+                   if _loc(e)[:-1] == loc[:-1] and str(e["loc"][-1]) in _UNION_MEMBERS]
         field = ".".join(loc[:-1])
         expected = " or ".join(_UNION_MEMBERS[m] for m in dict.fromkeys(members))
         return 422, f"{field}: expected {expected}, got {_json_shown(first.get('input'))}", field

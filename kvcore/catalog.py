@@ -120,6 +120,11 @@ def _local(path: Path) -> ModelSpec:
                             source=f"file {path}", safetensors_total_bytes=total)
 
 
+def _known_names() -> dict[str, str]:
+    """Every spelling a catalog model is found by, mapped to its id (for suggestions)."""
+    return {k: e.id for k, e in _by_key().items()}
+
+
 def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
                allow_hub: bool = True) -> ModelSpec:
     """The ModelSpec of a catalog id, Hub repo id, local path, JSON text or config dict."""
@@ -148,7 +153,7 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
             # a name too long to be a path is no file; a file that cannot be read is one
             if exc.errno == errno.ENAMETOOLONG:
                 raise UnknownNameError("model", text[:100],
-                                       {k: e.id for k, e in _by_key().items()},
+                                       _known_names(),
                                        field="model") from None
             raise InputError(f"cannot read '{text[:200]}': {exc.strerror or exc}",
                              field="model") from None
@@ -156,5 +161,5 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         config, total = fetch_config(text)
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,
                                 safetensors_total_bytes=total)
-    raise UnknownNameError("model", text, {k: e.id for k, e in _by_key().items()},
+    raise UnknownNameError("model", text, _known_names(),
                            field="model")

@@ -26,6 +26,7 @@ __all__ = [
     "InputError",
     "KvplanError",
     "UnknownNameError",
+    "cut",
     "shown",
 ]
 
@@ -54,7 +55,11 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
         if len(value) <= limit:
             return repr(value)
         return f"{value[:limit]!r}… ({len(value):,} characters)"
-    text = repr(value)
+    return cut(repr(value), limit)
+
+
+def cut(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` whole if it is at most ``limit`` characters, else its start and an ellipsis."""
     return text if len(text) <= limit else text[:limit] + "…"
 
 

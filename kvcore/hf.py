@@ -313,9 +313,14 @@ def _llama4_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
 # geometry
 
 
+def _chatglm_heads(r: _Reader) -> bool:
+    """Whether the config counts its KV heads in ChatGLM's dialect (multi_query_group_num)."""
+    return r.model_type == "chatglm" or "multi_query_group_num" in r.cfg
+
+
 def _kv_heads(r: _Reader, n_heads: int) -> int | list[int]:
     cfg = r.cfg
-    if r.model_type == "chatglm" or "multi_query_group_num" in cfg:
+    if _chatglm_heads(r):
         if cfg.get("multi_query_attention"):
             return r.get_int("multi_query_group_num")
         return n_heads
@@ -352,7 +357,7 @@ def _check_kv_groups(r: _Reader, kinds: list[set[LayerKind]], n_heads: int,
     if not any(k in _GQA_KINDS for ks in kinds for k in ks):
         return
     # the field _kv_heads read (ChatGLM's dialect, else the alias this config spells)
-    chatglm = r.model_type == "chatglm" or "multi_query_group_num" in r.cfg
+    chatglm = _chatglm_heads(r)
     field = "multi_query_group_num" if chatglm else "num_key_value_heads"
     name = field if chatglm else r.key(field)
     heads = r.key("num_attention_heads")
