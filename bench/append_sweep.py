@@ -32,10 +32,11 @@ FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 CONFIGS = [(16, 2), (32, 2), (32, 4), (64, 4), (128, 4), (64, 8), (128, 8)]
 
 
-def agreement(fmt: str) -> dict[str, float]:
-    """Share of identical bytes, per plane, between the kernel's and the reference's append."""
+def agreement(fmt: str, dtype=torch.float16) -> dict[str, float]:
+    """Share of identical bytes, per plane, between the kernel's and the reference's append
+    (input rows of ``dtype``)."""
     g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(3000, HKV, D, device="cuda", generator=g).half() * 3
+    x = (torch.randn(3000, HKV, D, device="cuda", generator=g) * 3).to(dtype)
     kern = LayerCache(fmt, fmt, 1, 4096, HKV, D, device="cuda")
     refc = LayerCache(fmt, fmt, 1, 4096, HKV, D, device="cuda")
     t = torch.arange(3000, device="cuda")
@@ -50,7 +51,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor"
-                    "[/stages], the rotated formats' persistent launch],… instead of the built-in "
+                    "[/stages[/registers]], the rotated formats' persistent launch],… instead of the built-in "
                     "list")
     args = ap.parse_args()
     configs = ([tuple(int(x) for x in c.split("/")) for c in args.configs.split(",")]
@@ -63,11 +64,15 @@ def main() -> None:
     for fmt in args.formats.split(","):
         result["agreement"][fmt] = agreement(fmt)
         print(fmt, "identical bytes:", result["agreement"][fmt], flush=True)
+        if fmt in ("tbq4", "tbq3"):  # the rotation reads bfloat16 input as it is
+            result.setdefault("agreement_bf16", {})[fmt] = agreement(fmt, torch.bfloat16)
+            print(fmt, "bfloat16 in:", result["agreement_bf16"][fmt], flush=True)
         dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
         cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
         fill(cache, batch, tokens, dtype)
         for rows, warps, *more in configs:
-            launch = dict(zip(("programs_per_sm", "num_stages"), more, strict=False))
+            launch = dict(zip(("programs_per_sm", "num_stages", "max_registers"), more,
+                              strict=False))
             s, moved = append_time(cache, batch, tokens, dtype, rows_per_program=rows,
                                    num_warps=warps, **launch)
             row = {"format": fmt, "rows_per_program": rows, "num_warps": warps, **launch,

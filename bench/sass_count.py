@@ -101,7 +101,7 @@ def _count_append(args, f, ops) -> None:
                   LEVELS=8 if f == 5 else 16, ROWS=args.rows, HW=True)
     append_kernel = ops.rotated_append_kernel if rotated else ops.append_kernel
     kernel, sass, usage = _compile(append_kernel, sig, consts, ("PAGE",),
-                                   {"num_warps": args.warps})
+                                   {"num_warps": args.warps, "num_stages": args.stages})
     if args.dump:
         _dump(args.dump, f"{args.fmt}-append", kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]

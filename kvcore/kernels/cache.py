@@ -106,11 +106,11 @@ LAZY = ("fp8_pth",)
 #: bandwidth, q4_0 54.6% → 56.5%, q8_0 67.3% → 69.9%, fp8_pth 76.8% → 78.2%)
 APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (8, 2),
                  "q4_0": (8, 1), "nvfp4": (8, 1)}
-#: a rotated format's append: persistent programs a multiprocessor and the stages of their
-#: loop (append-sweep-h200-v14-rotated.json: 64 rows, 4 warps, 2 programs, loads not
-#: pipelined: tbq4 16.9%, tbq3 13.2% of read bandwidth; 32-row programs, 3 a multiprocessor,
-#: 15.6% and 8.6%)
-ROTATED_PER_SM, ROTATED_STAGES = 2, 1
+#: a rotated format's append: persistent programs a multiprocessor, the stages of their loop
+#: and their registers a thread (append-sweep-h200-v15-rotated.json: 64 rows, 4 warps, 3
+#: programs of at most 168 registers, loads not pipelined: tbq4 28.6%, tbq3 33.5% of read
+#: bandwidth; 2 programs of 255 registers 27.3% and 30.4%; 4 of 128, 28.7% and 31.1%)
+ROTATED_PER_SM, ROTATED_STAGES, ROTATED_REGS = 3, 1, 168
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -337,6 +337,18 @@ class LayerCache:
             }
         return self._tab
 
+    def _rotation(self, dtype: Any, lanes: bool = False) -> Any:
+        """The ±1 rotation matrix in ``dtype``, its rows in lane_order with ``lanes`` (the
+        operand of a rotated append: tbq3's)."""
+        from .triton_ops import lane_order
+
+        tab = self._tables()
+        key = f"rot_pm1 {dtype} {'lanes' if lanes else 'rows'}"
+        if key not in tab:
+            rot = tab["rot_pm1"].to(dtype)
+            tab[key] = rot[lane_order(), :].contiguous() if lanes else rot
+        return tab[key]
+
     def _cent(self, fmt: str, half: bool = False) -> Any:
         """The format's centroids: float32 for append, float16 for decode (read as is)."""
         tab = self._tables()
@@ -347,16 +359,19 @@ class LayerCache:
 
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
                rows_per_program: int | None = None, num_warps: int | None = None,
-               programs_per_sm: int | None = None, num_stages: int | None = None) -> None:
+               programs_per_sm: int | None = None, num_stages: int | None = None,
+               max_registers: int | None = None) -> None:
         """Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
         fit shared memory; at least 16 rows for a rotated format, whose rotation is a tensor-core
         product). The destination rows are computed in the kernel: one launch per side. A
         rotated format's programs are persistent (ROTATED_PER_SM a multiprocessor, or
         ``programs_per_sm``): each loads the rotation once; ``num_stages`` (ROTATED_STAGES if
-        not given) pipelines their loop's loads."""
+        not given) pipelines their loop's loads, and ``max_registers`` (ROTATED_REGS if not
+        given) caps their registers a thread."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
+        torch = _torch()
         tab = self._tables()
         pages, offsets = pages.contiguous(), offsets.contiguous()
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
@@ -374,10 +389,18 @@ class LayerCache:
             if rotated:
                 levels = 8 if side.fmt == "tbq3" else 16
                 grid = (min(blocks, SMS * (programs_per_sm or ROTATED_PER_SM)),)
+                # the rotation in the input's type where it is bfloat16 on a GPU (Triton's
+                # interpreter multiplies bfloat16 wrongly), or float16: other inputs than
+                # float16 then take the kernel's float32 path
+                exact = rows.dtype == torch.float16 or (rows.dtype == torch.bfloat16
+                                                        and rows.is_cuda)
+                rot = self._rotation(rows.dtype if exact else torch.float16,
+                                     lanes=side.fmt == "tbq3")
                 rotated_append_kernel[grid](
-                    rows, pages, offsets, p0, p1, tab["rot_pm1"], tab[f"th{levels}"],
+                    rows, pages, offsets, p0, p1, rot, tab[f"th{levels}"],
                     self._cent(side.fmt), n, self.page_size, LEVELS=levels, **shape,
-                    num_stages=num_stages or ROTATED_STAGES)
+                    num_stages=num_stages or ROTATED_STAGES,
+                    maxnreg=max_registers or ROTATED_REGS)
             else:
                 append_kernel[(blocks,)](
                     rows, pages, offsets, p0, p1,

@@ -949,19 +949,126 @@ def _destination(PAGES, OFFSETS, ri, rmask, H_KV: tl.constexpr, PAGE):
     return (page * H_KV + ri % H_KV) * PAGE + tl.load(OFFSETS + tok, mask=rmask, other=0)
 
 
+def lane_order() -> list[int]:
+    """The code each column of a rotated tbq3 block holds (_store_codes): column
+    32 i + 8 j + 2 q + b holds code 32 q + 8 i + 2 j + b (a permutation of 0…127), so
+    rotated_append_kernel's tbq3 rotation takes the rows of R in this order."""
+    return [32 * (p // 2 % 4) + 8 * (p // 32) + 2 * (p // 8 % 4) + p % 2 for p in range(128)]
+
+
+@triton.jit
+def _coded(CENT, k: tl.constexpr, H: tl.constexpr, M: tl.constexpr):
+    """Centroid CENT[H + k] with its code H + k in the low bits of its mantissa (a change of
+    at most M units in the last place, 2⁻¹⁹ of its value), so the search that selects it
+    also gives the code."""
+    bits = tl.load(CENT + H + k).to(tl.int32, bitcast=True)
+    return ((bits & ~M) | (H + k)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
+            LEVELS: tl.constexpr):
+    """The coded centroid (_coded) of each rotated value y [R, C] of a block whose length is
+    s [R, 1] (the thresholds t0 < t1 < … are those of its unit vector: y / s), and the mask
+    that mirrors its code where y ≤ 0 (all ones, or none)."""
+    # torch.bucketize counts the thresholds below y: for y > 0 those below |y|, for y ≤ 0
+    # those at or below |y|, which are those below the next float above |y|
+    flip = tl.where(y > 0, 0, -1)
+    key = ((y.to(tl.int32, bitcast=True) & 0x7FFFFFFF) - flip).to(tl.float32, bitcast=True)
+    # binary search for the centroid of |y|, and with it the code H + (thresholds below)
+    if LEVELS == 16:
+        c4 = key > t3 * s
+        c2 = key > tl.where(c4, t5 * s, t1 * s)
+        # the last threshold and the two centroids around it, chosen before the last
+        # comparison (the earlier ones are then no longer needed)
+        last = tl.where(c4, tl.where(c2, t6 * s, t4 * s), tl.where(c2, t2 * s, t0 * s))
+        even = tl.where(c4, tl.where(c2, e6, e4), tl.where(c2, e2, e0))
+        odd = tl.where(c4, tl.where(c2, e7, e5), tl.where(c2, e3, e1))
+        c = tl.where(key > last, odd, even)
+    else:
+        c2 = key > t1 * s
+        c = tl.where(key > tl.where(c2, t2 * s, t0 * s), tl.where(c2, e3, e1),
+                     tl.where(c2, e2, e0))
+    return c, flip
+
+
+@triton.jit
+def _store_codes(P0, r, rmask, idx, R: tl.constexpr, C: tl.constexpr, FMT: tl.constexpr,
+                 NBYTES: tl.constexpr):
+    """Pack the codes idx [R, C] (C a multiple of 128) of R rows and store them at the
+    destination rows' offsets ``r`` [R, 1] in P0, the first NBYTES bytes of a row only. tbq4:
+    two codes a byte, the first in the low nibble. tbq3: eight 3-bit codes a 24-bit lane, the
+    first in the lowest bits, lanes in order, its rows rotated in lane_order: column
+    32 i + 8 j + 2 q + b of a 128-block holds code 32 q + 8 i + 2 j + b, so that a thread of a
+    matrix-product tile, which holds columns 2 q and 2 q + 1 of every 8, holds whole lanes
+    (lanes 4 q … 4 q + 3 of the block, bytes 12 q … 12 q + 11) and stores them as three
+    words."""
+    if FMT == 4:
+        even, odd = tl.split(tl.reshape(idx, (R, C // 2, 2)))
+        dd = tl.arange(0, C // 2)
+        tl.store(P0 + r + dd[None, :], (even | (odd << 4)).to(tl.uint8),
+                 mask=rmask[:, None] & (dd[None, :] < NBYTES))
+    else:
+        g = tl.reshape(idx, (R, C // 32, 4, 4, 2))  # [rows, i, j, q, b]
+        sh = tl.arange(0, 4)[:, None, None] * 6 + tl.arange(0, 2)[None, None, :] * 3
+        lane = tl.sum(tl.sum(g << sh[None, None, :, :, :], axis=4), axis=2)  # [rows, i, q]
+        l02, l13 = tl.split(tl.reshape(tl.permute(tl.reshape(lane, (R, C // 128, 4, 4)),
+                                                  (0, 1, 3, 2)), (R, C // 128, 4, 2, 2)))
+        l0, l2 = tl.split(l02)
+        l1, l3 = tl.split(l13)
+        at = tl.arange(0, C // 128)[None, :, None] * 48 + tl.arange(0, 4)[None, None, :] * 12
+        m = rmask[:, None, None]
+        if C // 8 * 3 > NBYTES:  # padded columns
+            m = m & (at < NBYTES)
+        w = (P0 + r[:, :, None] + at).to(tl.pointer_type(tl.int32))
+        tl.store(w, l0 | (l1 << 24), mask=m)
+        tl.store(w + 1, (l1 >> 8) | (l2 << 16), mask=m)
+        tl.store(w + 2, (l2 >> 16) | (l3 << 8), mask=m)
+
+
 @triton.jit
 def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE,
                           H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr,
                           DP: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr,
                           X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr):
     """append_kernel for the rotated formats (tbq4: FMT 4, tbq3: 5), persistent: each program
-    loads the rotation (ROT, the 128 × 128 ±1 matrix, times √128) once and then quantizes
-    every num_programs-th block of ROWS rows. Each 128-block of a row is normalised, rotated
-    and coded by the Lloyd–Max thresholds TH (centroids CENT); its stored norm is the row's
-    norm over the norm of its centroids, so the reconstruction keeps the length."""
+    loads the rotation (ROT, the 128 × 128 ±1 matrix, times √128; tbq3: its rows in
+    lane_order) once and then quantizes every num_programs-th block of ROWS rows. Each
+    128-block of a row is rotated and coded by the Lloyd–Max thresholds TH (centroids CENT)
+    of its unit vector; its stored norm is the block's norm over the norm of its centroids,
+    so the reconstruction keeps the length. ROT is float16 or bfloat16: input of its type is
+    rotated as it is (one product, exact but for the float32 sums); other input (float32) as
+    two float16 parts of its unit vectors."""
     r128 = tl.arange(0, 128)
     rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
     H: tl.constexpr = LEVELS // 2
+    M: tl.constexpr = LEVELS - 1
+    # the codebook and its thresholds are symmetric: the positive thresholds and centroids
+    # (tbq3 has three and four: the others are not read)
+    t0 = tl.load(TH + H)
+    t1 = tl.load(TH + H + 1)
+    t2 = tl.load(TH + H + 2)
+    e0 = _coded(CENT, 0, H, M)
+    e1 = _coded(CENT, 1, H, M)
+    e2 = _coded(CENT, 2, H, M)
+    e3 = _coded(CENT, 3, H, M)
+    t3 = t2
+    t4 = t2
+    t5 = t2
+    t6 = t2
+    e4 = e3
+    e5 = e3
+    e6 = e3
+    e7 = e3
+    if LEVELS == 16:
+        t3 = tl.load(TH + H + 3)
+        t4 = tl.load(TH + H + 4)
+        t5 = tl.load(TH + H + 5)
+        t6 = tl.load(TH + H + 6)
+        e4 = _coded(CENT, 4, H, M)
+        e5 = _coded(CENT, 5, H, M)
+        e6 = _coded(CENT, 6, H, M)
+        e7 = _coded(CENT, 7, H, M)
     d = tl.arange(0, DPOW)
     nb = tl.arange(0, DPOW // 128)
     for blk in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
@@ -969,55 +1076,33 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
         rmask = ri < n_rows
         r = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)[:, None]
         x = tl.load(X + ri[:, None] * D + d[None, :], mask=rmask[:, None] & (d[None, :] < D),
-                    other=0.0).to(tl.float32)
-        xb = tl.reshape(x, (ROWS, DPOW // 128, 128))
-        n = tl.sqrt(tl.sum(xb * xb, axis=2))
-        u = tl.reshape(xb * (1.0 / tl.maximum(n, 1e-30))[:, :, None],
-                       (ROWS * (DPOW // 128), 128))
-        y = tl.reshape(_rotate_blocks(u, rot), (ROWS, DPOW))
-        # the codebook and its thresholds are symmetric: count the positive thresholds below
-        # |y| by binary search, or, for y ≤ 0, those at or below |y| (as torch.bucketize counts
-        # the thresholds below y), comparing the next float above |y|
-        pos = y > 0
-        key = tl.where(pos, tl.abs(y), (tl.abs(y).to(tl.int32, bitcast=True) + 1)
-                       .to(tl.float32, bitcast=True))
-        # and the centroid's magnitude by the same search (CENT[H + cnt])
-        if LEVELS == 16:
-            c4 = key > tl.load(TH + H + 3)
-            c2 = key > tl.where(c4, tl.load(TH + H + 5), tl.load(TH + H + 1))
-            c1 = key > tl.where(c4, tl.where(c2, tl.load(TH + H + 6), tl.load(TH + H + 4)),
-                                tl.where(c2, tl.load(TH + H + 2), tl.load(TH + H)))
-            cnt = c4.to(tl.int32) * 4 + c2.to(tl.int32) * 2 + c1.to(tl.int32)
-            hi4 = tl.where(c2, tl.where(c1, tl.load(CENT + H + 7), tl.load(CENT + H + 6)),
-                           tl.where(c1, tl.load(CENT + H + 5), tl.load(CENT + H + 4)))
-            lo4 = tl.where(c2, tl.where(c1, tl.load(CENT + H + 3), tl.load(CENT + H + 2)),
-                           tl.where(c1, tl.load(CENT + H + 1), tl.load(CENT + H)))
-            c = tl.where(c4, hi4, lo4)
+                    other=0.0)
+        # y: each block rotated; the rotation keeps the length, so y / |y| is its rotated
+        # unit vector, whose coordinates the thresholds code: compare |y| with the thresholds
+        # times s = |y| (at least 10⁻³⁰, so that a zero block compares as zero)
+        if X.dtype.element_ty == ROT.dtype.element_ty:
+            y = tl.reshape(tl.dot(tl.reshape(x, (ROWS * (DPOW // 128), 128)), rot),
+                           (ROWS, DPOW // 128, 128))
+            s = tl.sqrt(tl.sum(y * y, axis=2))
+            n = s * 0.08838834764831845  # the block's norm, |y| / √128
+            s = tl.maximum(s, 1e-30)[:, :, None]
         else:
-            c2 = key > tl.load(TH + H + 1)
-            c1 = key > tl.where(c2, tl.load(TH + H + 2), tl.load(TH + H))
-            cnt = c2.to(tl.int32) * 2 + c1.to(tl.int32)
-            c = tl.where(c2, tl.where(c1, tl.load(CENT + H + 3), tl.load(CENT + H + 2)),
-                         tl.where(c1, tl.load(CENT + H + 1), tl.load(CENT + H)))
-        idx = tl.where(pos, H + cnt, H - 1 - cnt)
-        cb = tl.reshape(c, (ROWS, DPOW // 128, 128))
-        norm = (n / tl.maximum(tl.sqrt(tl.sum(cb * cb, axis=2)), 1e-30)).to(tl.float16)
+            xb = tl.reshape(x.to(tl.float32), (ROWS, DPOW // 128, 128))
+            n = tl.sqrt(tl.sum(xb * xb, axis=2))
+            u = tl.reshape(xb * (1.0 / tl.maximum(n, 1e-30))[:, :, None],
+                           (ROWS * (DPOW // 128), 128))
+            hi = u.to(tl.float16)
+            lo = (u - hi.to(tl.float32)).to(tl.float16)
+            y = tl.reshape(tl.dot(lo, rot, tl.dot(hi, rot)), (ROWS, DPOW // 128, 128))
+            s = tl.full((ROWS, DPOW // 128, 1), 11.313708498984761, tl.float32)  # √128
+        c, flip = _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
+                          LEVELS)
+        # y ≤ 0 takes the mirrored code, M minus the positive one (its complement)
+        _store_codes(P0, r * X0, rmask,
+                     tl.reshape((c.to(tl.int32, bitcast=True) ^ flip) & M, (ROWS, DPOW)),
+                     ROWS, DPOW, FMT, DP * (4 if FMT == 4 else 3) // 8)
+        norm = (n / tl.maximum(tl.sqrt(tl.sum(c * c, axis=2)), 1e-30)).to(tl.float16)
         tl.store(P1 + r * X1 + nb[None, :], norm, mask=rmask[:, None] & (nb[None, :] < DP // 128))
-        if FMT == 4:
-            even, odd = tl.split(tl.reshape(idx, (ROWS, DPOW // 2, 2)))
-            dd = tl.arange(0, DPOW // 2)
-            tl.store(P0 + r * X0 + dd[None, :], (even | (odd << 4)).to(tl.uint8),
-                     mask=rmask[:, None] & (dd[None, :] < DP // 2))
-        else:
-            # eight 3-bit codes a 24-bit lane, its three bytes stored by one masked store of
-            # four bytes a lane (the row's bytes in order, none written twice)
-            g = tl.reshape(idx, (ROWS, DPOW // 8, 8))
-            lane = tl.sum(g << (tl.arange(0, 8) * 3)[None, None, :], axis=2)
-            gg = tl.arange(0, DPOW // 8)[None, :, None]
-            k = tl.arange(0, 4)[None, None, :]
-            tl.store(P0 + r[:, :, None] * X0 + gg * 3 + k,
-                     ((lane[:, :, None] >> (k * 8)) & 255).to(tl.uint8),
-                     mask=rmask[:, None, None] & (gg < DP // 8) & (k < 3))
 
 
 @triton.jit

@@ -391,6 +391,47 @@ def test_rotated_append_codes_exact_on_zero_and_one_hot_rows(fmt):
     assert torch.equal(kernel.k.planes["qs"][0, 0, :6], refc.k.planes["qs"][0, 0, :6])
 
 
+@pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
+@pytest.mark.parametrize(("head_dim", "dtype"), [(128, torch.float16), (256, torch.float16),
+                                                 (200, torch.float16), (64, torch.float32),
+                                                 (128, torch.float32)])
+def test_rotated_append_writes_the_reference_bytes(fmt, head_dim, dtype):
+    # float16 rows are rotated as they are (one product), float32 rows as two float16 parts
+    # of their unit vectors; tbq3's codes leave the product in lane order and are packed
+    # into words. Both paths, every 128-block of wide and padded rows, must write the
+    # reference's codes and norms
+    g = torch.Generator().manual_seed(head_dim)
+    x = (torch.randn(70, 2, head_dim, generator=g) * 3).to(dtype)
+    x[3] = 0
+    kernel = LayerCache(fmt, fmt, 1, 128, 2, head_dim)
+    refc = LayerCache(fmt, fmt, 1, 128, 2, head_dim)
+    t = torch.arange(70)
+    kernel.append(x, x, torch.zeros_like(t), t)
+    refc.append_ref(x, x, torch.zeros_like(t), t)
+    for side_k, side_r in ((kernel.k, refc.k), (kernel.v, refc.v)):
+        qs, qs_ref = side_k.planes["qs"], side_r.planes["qs"]
+        assert (qs == qs_ref).float().mean() > 0.999, (fmt, head_dim, dtype)
+        assert torch.equal(qs[0, 0, 70:], qs_ref[0, 0, 70:])  # nothing past the new rows
+        # a block's norm follows its codes (a code on the other side of a threshold, as the
+        # float32 rotations may round, changes it): blocks with the same codes, same norm
+        norm, norm_ref = side_k.planes["norm"].float(), side_r.planes["norm"].float()
+        same = (qs == qs_ref).reshape(*norm.shape, -1).all(-1)
+        assert same.float().mean() > 0.99
+        assert torch.allclose(norm[same], norm_ref[same], rtol=1e-3, atol=0), (fmt, head_dim)
+
+
+def test_lane_order_puts_a_threads_columns_in_whole_lanes():
+    # a product tile's thread holds columns 2q, 2q + 1 of every 8 (q = its lane mod 4): in
+    # lane order those must be codes 32q … 32q + 31, lanes 4q … 4q + 3
+    from kvcore.kernels.triton_ops import lane_order
+
+    order = lane_order()
+    assert sorted(order) == list(range(128))
+    for q in range(4):
+        held = sorted(order[8 * i + 2 * q + b] for i in range(16) for b in range(2))
+        assert held == list(range(32 * q, 32 * q + 32))
+
+
 def test_nvfp4_global_scale_is_set_once_and_mirrored_on_the_host():
     # the first append of nonzero rows fixes the per-tensor scale; appends read the host's
     # copy (no device read), which must be the float32 value the device holds
