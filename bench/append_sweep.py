@@ -2,12 +2,15 @@
 launch configurations.
 
     python bench/append_sweep.py [--out DIR] [--formats f16,q4_0,…] [--configs ROWS/WARPS,…]
+    python bench/append_sweep.py --head-dims 64,96,256,512,576 [--formats tbq4,tbq3]
 
 Each format first appends 3,000 tokens × 8 KV heads (head_dim 128) with the kernel and with the
 torch reference and reports the share of identical bytes per plane; then a filled 8 × 32,768
 token cache takes appends of 16,384 new tokens (fp16 in), replayed from a CUDA graph
 (decode.append_time), under each (rows per program, warps). Bytes moved per call: the input
-read plus the cache bytes written. Writes append-sweep.json and prints a table.
+read plus the cache bytes written. Writes append-sweep.json and prints a table. With
+--head-dims, only the bytes against the reference at those head widths (fp16 and bf16 rows),
+into append-agreement.json.
 """
 
 from __future__ import annotations
@@ -32,13 +35,13 @@ FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 CONFIGS = [(16, 2), (32, 2), (32, 4), (64, 4), (128, 4), (64, 8), (128, 8)]
 
 
-def agreement(fmt: str, dtype=torch.float16) -> dict[str, float]:
+def agreement(fmt: str, dtype=torch.float16, head_dim: int = D) -> dict[str, float]:
     """Share of identical bytes, per plane, between the kernel's and the reference's append
-    (input rows of ``dtype``)."""
+    (input rows of ``dtype``, heads ``head_dim`` wide)."""
     g = torch.Generator(device="cuda").manual_seed(0)
-    x = (torch.randn(3000, HKV, D, device="cuda", generator=g) * 3).to(dtype)
-    kern = LayerCache(fmt, fmt, 1, 4096, HKV, D, device="cuda")
-    refc = LayerCache(fmt, fmt, 1, 4096, HKV, D, device="cuda")
+    x = (torch.randn(3000, HKV, head_dim, device="cuda", generator=g) * 3).to(dtype)
+    kern = LayerCache(fmt, fmt, 1, 4096, HKV, head_dim, device="cuda")
+    refc = LayerCache(fmt, fmt, 1, 4096, HKV, head_dim, device="cuda")
     t = torch.arange(3000, device="cuda")
     kern.append(x, x, torch.zeros_like(t), t)
     refc.append_ref(x, x, torch.zeros_like(t), t)
@@ -53,7 +56,20 @@ def main() -> None:
     ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor"
                     "[/stages[/registers]], the rotated formats' persistent launch],… instead of the built-in "
                     "list")
+    ap.add_argument("--head-dims", help="only the bytes against the reference, for these head "
+                    "widths (comma-separated), fp16 and bf16 rows; no timing")
     args = ap.parse_args()
+    if args.head_dims:
+        env = environment("cuda", torch)
+        result = {"env": env, "agreement": {}}
+        for fmt in args.formats.split(","):
+            for hd in (int(x) for x in args.head_dims.split(",")):
+                for dtype in (torch.float16, torch.bfloat16):
+                    key = f"{fmt} {hd} {str(dtype).removeprefix('torch.')}"
+                    result["agreement"][key] = agreement(fmt, dtype, hd)
+                    print(key, result["agreement"][key], flush=True)
+        write_json(args.out, "append-agreement.json", result)
+        return
     configs = ([tuple(int(x) for x in c.split("/")) for c in args.configs.split(",")]
                if args.configs else CONFIGS)
     env = environment("cuda", torch)

@@ -103,7 +103,8 @@ LAZY = ("fp8_pth",)
 #: append launch (rows of token-heads a program at head_dim 128, warps) by format, where not
 #: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and
 #: append-launch-h200-v12.json; 16,384 new tokens a call: nvfp4 50.2% → 52.2% of read
-#: bandwidth, q4_0 54.6% → 56.5%, q8_0 67.3% → 69.9%, fp8_pth 76.8% → 78.2%)
+#: bandwidth, q4_0 54.6% → 56.5%, q8_0 67.3% → 69.9%, fp8_pth 76.8% → 78.2%; q4_0 53.0% since
+#: it follows ggml's tie rule, append-q4_0-ties-h200.json)
 APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (8, 2),
                  "q4_0": (8, 1), "nvfp4": (8, 1)}
 #: a rotated format's append: persistent programs a multiprocessor, the stages of their loop

@@ -1106,6 +1106,18 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
 
 
 @triton.jit
+def _mul_rn(a, b, HW: tl.constexpr):
+    """a · b rounded to float32 on its own (on a GPU, an explicitly rounded multiply, which the
+    compiler does not fuse into a following add)."""
+    b = tl.broadcast_to(b, a.shape)
+    if HW:
+        return tl.inline_asm_elementwise("mul.rn.f32 $0, $1, $2;", "=r,r,r", [a, b],
+                                         dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        return a * b
+
+
+@triton.jit
 def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, n_rows, PAGE,
                   H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr,
                   DPOW: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
@@ -1143,11 +1155,16 @@ def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, n_rows, PAGE,
     elif FMT == 3:
         xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
         amax = tl.max(tl.abs(xb), axis=2)
-        # the value of largest magnitude, with its sign (the positive one on a tie)
-        vmax = tl.max(tl.where(tl.abs(xb) == amax[:, :, None], xb, float("-inf")), axis=2)
+        # the value of largest magnitude with its sign, the first of them on a tie (as ggml)
+        j = tl.arange(0, 32)[None, None, :]
+        first = tl.min(tl.where(tl.abs(xb) == amax[:, :, None], j, 32), axis=2)
+        vmax = tl.sum(tl.where(j == first[:, :, None], xb, 0.0), axis=2)
         ds = (vmax / -8.0).to(tl.float16)
-        inv = tl.where(ds.to(tl.float32) != 0, 1.0 / ds.to(tl.float32), 0.0)
-        q = tl.minimum(tl.maximum(tl.floor(xb * inv[:, :, None] + 8.5), 0.0), 15.0).to(tl.int32)
+        # the reciprocal rounded and the product rounded before the 8.5 is added (not fused),
+        # as the reference computes them
+        inv = tl.where(ds.to(tl.float32) != 0, tl.math.div_rn(1.0, ds.to(tl.float32)), 0.0)
+        q = tl.minimum(tl.maximum(tl.floor(_mul_rn(xb, inv[:, :, None], HW) + 8.5), 0.0),
+                       15.0).to(tl.int32)
         q4 = tl.permute(tl.reshape(q, (ROWS, DPOW // 32, 2, 16)), (0, 1, 3, 2))
         lo, hi = tl.split(q4)
         packed = tl.reshape((lo | (hi << 4)).to(tl.uint8), (ROWS, DPOW // 2))

@@ -393,8 +393,8 @@ def test_rotated_append_codes_exact_on_zero_and_one_hot_rows(fmt):
 
 @pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
 @pytest.mark.parametrize(("head_dim", "dtype"), [(128, torch.float16), (256, torch.float16),
-                                                 (200, torch.float16), (64, torch.float32),
-                                                 (128, torch.float32)])
+                                                 (200, torch.float16), (512, torch.float16),
+                                                 (64, torch.float32), (128, torch.float32)])
 def test_rotated_append_writes_the_reference_bytes(fmt, head_dim, dtype):
     # float16 rows are rotated as they are (one product), float32 rows as two float16 parts
     # of their unit vectors; tbq3's codes leave the product in lane order and are packed
@@ -418,6 +418,23 @@ def test_rotated_append_writes_the_reference_bytes(fmt, head_dim, dtype):
         same = (qs == qs_ref).reshape(*norm.shape, -1).all(-1)
         assert same.float().mean() > 0.99
         assert torch.allclose(norm[same], norm_ref[same], rtol=1e-3, atol=0), (fmt, head_dim)
+
+
+def test_q4_0_append_takes_the_first_of_two_equal_magnitudes():
+    # ggml scales a q4_0 block by its value of largest magnitude, the first one on a tie:
+    # -4 before +4 gives the scale +0.5 (-4 maps to -8), +4 before -4 gives -0.5. The
+    # reference and the kernel must agree, codes included
+    x = torch.full((2, 1, 32), 0.25)
+    x[0, 0, 3], x[0, 0, 10] = -4.0, 4.0
+    x[1, 0, 3], x[1, 0, 10] = 4.0, -4.0
+    kernel = LayerCache("q4_0", "q4_0", 1, 8, 1, 32)
+    refc = LayerCache("q4_0", "q4_0", 1, 8, 1, 32)
+    pages, offs = torch.zeros(2, dtype=torch.long), torch.arange(2)
+    kernel.append(x.half(), x.half(), pages, offs)
+    refc.append_ref(x.half(), x.half(), pages, offs)
+    for c in (kernel, refc):
+        assert c.k.planes["d"][0, 0, :2, 0].tolist() == [0.5, -0.5]
+    assert torch.equal(kernel.k.planes["qs"][0, 0, :2], refc.k.planes["qs"][0, 0, :2])
 
 
 def test_lane_order_puts_a_threads_columns_in_whole_lanes():
