@@ -957,12 +957,20 @@ def lane_order() -> list[int]:
 
 
 @triton.jit
+def _threshold(TH, k: tl.constexpr, H: tl.constexpr):
+    """Positive threshold k, TH[H + k] (past the last, H - 2, the last: tbq3's search reads
+    three)."""
+    return tl.load(TH + H + (k if k < H - 1 else H - 2))
+
+
+@triton.jit
 def _coded(CENT, k: tl.constexpr, H: tl.constexpr, M: tl.constexpr):
-    """Centroid CENT[H + k] with its code H + k in the low bits of its mantissa (a change of
-    at most M units in the last place, 2⁻¹⁹ of its value), so the search that selects it
-    also gives the code."""
-    bits = tl.load(CENT + H + k).to(tl.int32, bitcast=True)
-    return ((bits & ~M) | (H + k)).to(tl.float32, bitcast=True)
+    """Positive centroid k, CENT[H + k] (past the last, H - 1, the last), with its code in the
+    low bits of its mantissa (a change of at most M units in the last place, 2⁻¹⁹ of its
+    value), so the search that selects it also gives the code."""
+    j: tl.constexpr = k if k < H else H - 1
+    bits = tl.load(CENT + H + j).to(tl.int32, bitcast=True)
+    return ((bits & ~M) | (H + j)).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -1044,31 +1052,21 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
     H: tl.constexpr = LEVELS // 2
     M: tl.constexpr = LEVELS - 1
     # the codebook and its thresholds are symmetric: the positive thresholds and centroids
-    # (tbq3 has three and four: the others are not read)
-    t0 = tl.load(TH + H)
-    t1 = tl.load(TH + H + 1)
-    t2 = tl.load(TH + H + 2)
+    t0 = _threshold(TH, 0, H)
+    t1 = _threshold(TH, 1, H)
+    t2 = _threshold(TH, 2, H)
+    t3 = _threshold(TH, 3, H)
+    t4 = _threshold(TH, 4, H)
+    t5 = _threshold(TH, 5, H)
+    t6 = _threshold(TH, 6, H)
     e0 = _coded(CENT, 0, H, M)
     e1 = _coded(CENT, 1, H, M)
     e2 = _coded(CENT, 2, H, M)
     e3 = _coded(CENT, 3, H, M)
-    t3 = t2
-    t4 = t2
-    t5 = t2
-    t6 = t2
-    e4 = e3
-    e5 = e3
-    e6 = e3
-    e7 = e3
-    if LEVELS == 16:
-        t3 = tl.load(TH + H + 3)
-        t4 = tl.load(TH + H + 4)
-        t5 = tl.load(TH + H + 5)
-        t6 = tl.load(TH + H + 6)
-        e4 = _coded(CENT, 4, H, M)
-        e5 = _coded(CENT, 5, H, M)
-        e6 = _coded(CENT, 6, H, M)
-        e7 = _coded(CENT, 7, H, M)
+    e4 = _coded(CENT, 4, H, M)
+    e5 = _coded(CENT, 5, H, M)
+    e6 = _coded(CENT, 6, H, M)
+    e7 = _coded(CENT, 7, H, M)
     d = tl.arange(0, DPOW)
     nb = tl.arange(0, DPOW // 128)
     for blk in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
