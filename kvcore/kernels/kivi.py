@@ -242,7 +242,7 @@ class KiviCache:
                 self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
                 live, self.ring, H=self.heads, D=self.head_dim, DP=_pow2(self.head_dim),
                 G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
-                HAS_V=self.has_v)
+                HAS_V=self.has_v, HW=k.is_cuda)
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
         first = max(0, n - self.ring)

@@ -32,10 +32,37 @@ def _codes_f16(c, MAGIC: tl.constexpr):
 
 
 @triton.jit
+def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
+    """The codes (int32) of x given its group's minimum ``mn`` and scale ``sc`` (float16,
+    broadcast against x), as the reference computes them: floor((x − mn) / sc + 0.5), the
+    quotient rounded to float32, clamped to 0 … LEVELS (before the rounding: the same codes),
+    0 where the scale is 0. HW (a GPU): the quotient from the correctly rounded reciprocal
+    (one a group) and one correction by fused multiply-adds, which gives the correctly rounded
+    quotient; floor and conversion by one add rounded down to 2²³ (the code is then the low
+    bits). Otherwise a division and a floor."""
+    y = x.to(tl.float32) - mn.to(tl.float32)
+    scf = tl.broadcast_to(sc.to(tl.float32), y.shape)
+    if HW:
+        r = tl.where(scf > 0, tl.math.div_rn(1.0, tl.where(scf > 0, scf, 1.0)), 0.0)
+        q0 = y * r
+        q = tl.fma(tl.fma(-q0, scf, y), r, q0)
+    else:
+        q = tl.where(scf > 0, y / tl.where(scf > 0, scf, 1.0), 0.0)
+    q = tl.minimum(tl.maximum(q, 0.0), LEVELS * 1.0) + 0.5
+    if HW:
+        magic = tl.full(q.shape, 8388608.0, tl.float32)
+        t = tl.inline_asm_elementwise("add.rm.f32 $0, $1, $2;", "=r,r,r", [q, magic],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+        return t.to(tl.int32, bitcast=True) & 0xFF
+    else:
+        return tl.floor(q).to(tl.int32)
+
+
+@triton.jit
 def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, live, RING,
                       H: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
                       BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
-                      HAS_V: tl.constexpr):
+                      HAS_V: tl.constexpr, HW: tl.constexpr = False):
     """Program (j, h): quantize group g0 + j of sequence ``s`` (tokens (g0 + j)·G …) into the
     slot the group table GT gives it. A token below ``live`` (the tokens held before this
     append) comes from the residual ring, a later one from the new tokens XK, XV [n, H, D]
@@ -50,25 +77,32 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     old = tok < live
     rb = (s * H + h) * RING + tok % RING
     xb = (tok - live) * H + h
-    mo = old[:, None] & dm[None, :]
-    mn = ~old[:, None] & dm[None, :]
-    k = tl.where(old[:, None],
-                 tl.load(KR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
-                 tl.load(XK + xb[:, None] * D + d[None, :], mask=mn,
-                         other=0.0).to(tl.float16)).to(tl.float32)
-    if HAS_V:
-        v = tl.where(old[:, None],
-                     tl.load(VR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
-                     tl.load(XV + xb[:, None] * D + d[None, :], mask=mn,
-                             other=0.0).to(tl.float16)).to(tl.float32)
-    # keys: per channel over the G tokens
+    if XK.dtype.element_ty == KR.dtype.element_ty:
+        # one load a row, from the ring or the new tokens by the row's own pointer
+        m = tl.broadcast_to(dm[None, :], (G, DP))
+        k = tl.load(tl.where(old, KR + rb * D, XK + xb * D)[:, None] + d[None, :], mask=m,
+                    other=0.0)
+        if HAS_V:
+            v = tl.load(tl.where(old, VR + rb * D, XV + xb * D)[:, None] + d[None, :], mask=m,
+                        other=0.0)
+    else:
+        mo = old[:, None] & dm[None, :]
+        mn = ~old[:, None] & dm[None, :]
+        k = tl.where(old[:, None],
+                     tl.load(KR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
+                     tl.load(XK + xb[:, None] * D + d[None, :], mask=mn,
+                             other=0.0).to(tl.float16))
+        if HAS_V:
+            v = tl.where(old[:, None],
+                         tl.load(VR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
+                         tl.load(XV + xb[:, None] * D + d[None, :], mask=mn,
+                                 other=0.0).to(tl.float16))
+    # keys (float16: their minimum and maximum are exact in it): per channel over the G tokens
     lo = tl.min(k, axis=0)
     hi = tl.max(k, axis=0)
-    ks = ((hi - lo) / LEVELS).to(tl.float16)
-    km = lo.to(tl.float16)
-    ksf = ks.to(tl.float32)
-    kc = tl.where(ksf[None, :] > 0, (k - km.to(tl.float32)[None, :]) / tl.where(ksf > 0, ksf, 1.0)[None, :], 0.0)
-    kc = tl.minimum(tl.maximum(tl.floor(kc + 0.5), 0.0), LEVELS * 1.0).to(tl.int32)
+    ks = ((hi.to(tl.float32) - lo.to(tl.float32)) / LEVELS).to(tl.float16)
+    km = lo
+    kc = _quantize(k, km[None, :], ks[None, :], LEVELS, HW)
     # pack along tokens: byte j of channel d holds tokens PER·j .. PER·j + PER − 1
     kc3 = tl.reshape(kc, (G // PER, PER, DP))
     shifts = (tl.arange(0, PER) * BITS)[None, :, None]
@@ -80,23 +114,21 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     tl.store(KS + gbase * D + d, ks, mask=dm)
     tl.store(KM + gbase * D + d, km, mask=dm)
     if HAS_V:
-        _flush_values(v, VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER, LEVELS)
+        _flush_values(v, VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER, LEVELS, HW)
 
 
 @triton.jit
 def _flush_values(v, VQ, VS, VM, tbase, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
-                  BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr):
-    """Values [G, DP] of one group quantized per token over groups of G channels (D is a
+                  BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
+                  HW: tl.constexpr):
+    """Values [G, DP] (float16) of one group quantized per token over groups of G channels (D is a
     multiple of G; the groups past D are padding) into rows ``tbase`` of the value planes."""
     v3 = tl.reshape(v, (G, DP // G, G))
     vlo = tl.min(v3, axis=2)
     vhi = tl.max(v3, axis=2)
-    vs = ((vhi - vlo) / LEVELS).to(tl.float16)
-    vm = vlo.to(tl.float16)
-    vsf = vs.to(tl.float32)
-    vc = tl.where(vsf[:, :, None] > 0,
-                  (v3 - vm.to(tl.float32)[:, :, None]) / tl.where(vsf > 0, vsf, 1.0)[:, :, None], 0.0)
-    vc = tl.minimum(tl.maximum(tl.floor(vc + 0.5), 0.0), LEVELS * 1.0).to(tl.int32)
+    vs = ((vhi.to(tl.float32) - vlo.to(tl.float32)) / LEVELS).to(tl.float16)
+    vm = vlo
+    vc = _quantize(v3, vm[:, :, None], vs[:, :, None], LEVELS, HW)
     vc3 = tl.reshape(vc, (G, DP // PER, PER))
     vshift = (tl.arange(0, PER) * BITS)[None, None, :]
     vbytes = tl.sum(vc3 << vshift, axis=2)  # [G, DP/per]

@@ -1,0 +1,79 @@
+"""KIVI's append on a GPU: the flush kernel's bytes against the token-by-token torch append
+(random fp16 rows, and rows on a coarse grid, whose quotients fall exactly on the rounding
+midpoints), and its throughput (16,384 new tokens a call, as bench/decode.py times it).
+
+    python bench/probes/kivi_append.py [--out DIR]
+
+Writes kivi-append.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+from decode import HKV, D, kivi_append_time, write_json  # noqa: E402
+
+from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
+from kvcore.kernels.kivi import KiviCache  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+
+def identical(fmt: str, grid: bool) -> dict[str, float]:
+    """Share of each plane's elements the kernel's append writes as the torch append does."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    lens = [1000, 1, 777]
+    k = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g)
+    v = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g)
+    if grid:
+        k, v = torch.round(k * 4) / 4, torch.round(v * 4) / 4
+    k, v = k.half(), v.half()
+    cache = KiviCache(fmt, len(lens), HKV, D, max(lens), device="cuda")
+    one = KiviCache(fmt, len(lens), HKV, D, max(lens), device="cuda")
+    for s, n in enumerate(lens):
+        cache.append_triton(s, k[s, :n], v[s, :n])
+        one.append(s, k[s, :n], v[s, :n])
+    return {n: float((getattr(cache, n) == getattr(one, n)).double().mean())
+            for n in ("kq", "ks", "km", "vq", "vs", "vm", "kr", "vr")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--old", help="a module holding an earlier kivi_flush_kernel to time instead")
+    args = ap.parse_args()
+    if args.old:
+        import importlib
+
+        from kvcore.kernels import kivi_triton
+
+        old = importlib.import_module(args.old).kivi_flush_kernel
+
+        class Launch:
+            def __getitem__(self, grid):
+                return lambda *a, HW=None, **kw: old[grid](*a, **kw)
+
+        kivi_triton.kivi_flush_kernel = Launch()
+    bw = measure_bandwidth(torch)["read_bytes_per_s"]
+    result: dict = {"env": environment("cuda", torch), "read_bytes_per_s": bw, "rows": []}
+    for fmt in ("kivi2", "kivi4"):
+        row = {"format": fmt, "identical_random": identical(fmt, False),
+               "identical_grid": identical(fmt, True)}
+        for batch, tokens in ((8, 32768), (1, 4096)):
+            s, moved = kivi_append_time(fmt, batch, tokens)
+            row[f"append_b{batch}_{tokens}"] = {"seconds": s, "bytes": moved,
+                                                "fraction_of_read_bw": moved / s / bw}
+        result["rows"].append(row)
+        print(row, flush=True)
+    write_json(args.out, f"kivi-append{'-old' if args.old else ''}.json", result)
+
+
+if __name__ == "__main__":
+    main()
