@@ -14,8 +14,9 @@ from typing import Any
 from .engines import EngineReport, EngineRequest, UnsupportedFormat, engine_plan
 from .engines import canonical as canonical_engine
 from .errors import InputError
-from .formats import FORMATS, KVFormat, quality_note
+from .formats import FORMATS, KVFormat, get_format, quality_note
 from .gpus import gpu_catalog
+from .kv import bytes_per_token
 from .parallel import Parallel
 from .plan import PlanRequest, plan
 from .report import engine_to_dict, plan_to_dict
@@ -133,6 +134,8 @@ def find_format(q: Query) -> list[dict[str, Any]]:
     if not q.gpus and q.kv_budget_bytes is None:
         raise InputError("find-format needs a GPU or a KV budget to fit the cache in", field="gpu")
     rows = []
+    f16 = get_format("f16")
+    base = bytes_per_token(q.spec, replace(q.cache, kv_k=f16, kv_v=f16))
     for fmt in _candidates():
         trial = replace(q, cache=replace(q.cache, kv_k=fmt, kv_v=fmt))
         try:
@@ -141,6 +144,14 @@ def find_format(q: Query) -> list[dict[str, Any]]:
             continue
         except InputError:
             continue
-        rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value, "fits": ok,
-                     "max_context": max_ctx, "quality": quality_note(fmt)})
+        # bits a value on this model: rows padded to whole blocks, scales included
+        here = 16 * bytes_per_token(q.spec, trial.cache) / base if base else None
+        quality = quality_note(fmt)
+        if here is not None and here > fmt.bits_per_value * 1.05:
+            why = (f"its rows padded to whole {fmt.block_values}-value blocks"
+                   if fmt.block_values > 1 else "its per-row scales on short rows")
+            quality += f"; {here:.3g} bits a value on this model ({why})"
+        rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value,
+                     "bits_per_value_here": None if here is None else round(here, 4),
+                     "fits": ok, "max_context": max_ctx, "quality": quality})
     return rows

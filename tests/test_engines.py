@@ -258,6 +258,26 @@ def test_find_format_orders_by_precision():
     assert bits == sorted(bits, reverse=True)
 
 
+def test_find_format_gives_the_bits_a_value_on_the_model():
+    # gpt-oss-20b's heads are 64 wide: tbq4's 128-value rotation blocks pad each row to 128
+    # (8.25 bits a value here, not 4.125), fp8_pth's per-row scale is 4 bytes over 64 values
+    # (8.5), q4_0's 32-value blocks fit whole (4.5, no note)
+    q = Query(spec=load_model("gpt-oss-20b"), context=131072,
+              kv_budget_bytes=20 * GiB)
+    rows = {r["format"]: r for r in find_format(q)}
+    assert rows["tbq4"]["bits_per_value"] == 4.125
+    assert rows["tbq4"]["bits_per_value_here"] == 8.25
+    assert "8.25 bits a value on this model" in rows["tbq4"]["quality"]
+    assert "128-value blocks" in rows["tbq4"]["quality"]
+    assert rows["fp8_pth"]["bits_per_value_here"] == 8.5
+    assert "per-row scales" in rows["fp8_pth"]["quality"]
+    assert rows["q4_0"]["bits_per_value_here"] == 4.5
+    assert "on this model" not in rows["q4_0"]["quality"]
+    # a model whose heads fill the blocks: the same bits as the format's
+    q = Query(spec=load_model("llama-3.1-8b"), context=8192, kv_budget_bytes=20 * GiB)
+    assert all("on this model" not in r["quality"] for r in find_format(q))
+
+
 def test_gpus_list_must_match_ranks():
     with pytest.raises(InputError, match="tp × pp"):
         Query(spec=load_model("qwen3-8b"), context=4096, gpus=(find_gpu("4090"),) * 3,
