@@ -7,10 +7,9 @@ from typing import Any
 
 from kvcore import FORMATS, InputError, cache_size
 from kvcore.engines import UnsupportedFormat, engine_plan, supported_formats
-from kvcore.formats import quality_note
 from kvcore.parallel import rank_spec
 from kvcore.plan import PlanRequest, plan, raw_overhead
-from kvcore.query import Query, answer
+from kvcore.query import Query, answer, quality_here
 from kvcore.units import format_bytes, format_quantity
 
 from .charts import memory_chart
@@ -59,7 +58,7 @@ def _format_rows(q: Query) -> list[dict[str, Any]]:
         raw = plan(PlanRequest(spec=q.spec, context=q.context, sequences=q.sequences, cache=opts,
                                weights=q.weights, gpu=gpu if not q.multi else None))
         row = {"format": fmt.name, "bits": fmt.bits_per_value,
-               "bytes_per_token": raw.bytes_per_token, "quality": quality_note(fmt),
+               "bytes_per_token": raw.bytes_per_token, "quality": quality_here(q.spec, opts)[1],
                "chosen": fmt.name == q.cache.kv_k.name and fmt.name == q.cache.kv_v.name,
                "max_context": raw.max_context, "max_sequences": raw.max_sequences,
                "fits": raw.fits,

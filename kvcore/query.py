@@ -16,7 +16,8 @@ from .engines import canonical as canonical_engine
 from .errors import InputError
 from .formats import FORMATS, KVFormat, get_format, quality_note
 from .gpus import gpu_catalog
-from .kv import bytes_per_token
+from .kv import CacheOptions, bytes_per_token
+from .model import ModelSpec
 from .parallel import Parallel
 from .plan import PlanRequest, plan
 from .report import engine_to_dict, plan_to_dict
@@ -134,8 +135,6 @@ def find_format(q: Query) -> list[dict[str, Any]]:
     if not q.gpus and q.kv_budget_bytes is None:
         raise InputError("find-format needs a GPU or a KV budget to fit the cache in", field="gpu")
     rows = []
-    f16 = get_format("f16")
-    base = bytes_per_token(q.spec, replace(q.cache, kv_k=f16, kv_v=f16))
     for fmt in _candidates():
         trial = replace(q, cache=replace(q.cache, kv_k=fmt, kv_v=fmt))
         try:
@@ -144,14 +143,24 @@ def find_format(q: Query) -> list[dict[str, Any]]:
             continue
         except InputError:
             continue
-        # bits a value on this model: rows padded to whole blocks, scales included
-        here = 16 * bytes_per_token(q.spec, trial.cache) / base if base else None
-        quality = quality_note(fmt)
-        if here is not None and here > fmt.bits_per_value * 1.05:
-            why = (f"its rows padded to whole {fmt.block_values}-value blocks"
-                   if fmt.block_values > 1 else "its per-row scales on short rows")
-            quality += f"; {here:.3g} bits a value on this model ({why})"
+        here, quality = quality_here(q.spec, trial.cache)
         rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value,
-                     "bits_per_value_here": None if here is None else round(here, 4),
-                     "fits": ok, "max_context": max_ctx, "quality": quality})
+                     "bits_per_value_here": here, "fits": ok, "max_context": max_ctx,
+                     "quality": quality})
     return rows
+
+
+def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, str]:
+    """The bits a value of ``cache``'s K format (K = V) on this model's attention rows, padding
+    to whole blocks and scales included (None: no attention rows), and its quality note, which
+    says so where that exceeds the format's bits a value by more than 5%."""
+    fmt = cache.kv_k
+    f16 = get_format("f16")
+    base = bytes_per_token(spec, replace(cache, kv_k=f16, kv_v=f16))
+    here = round(16 * bytes_per_token(spec, cache) / base, 4) if base else None
+    quality = quality_note(fmt)
+    if here is not None and here > fmt.bits_per_value * 1.05:
+        why = (f"its rows padded to whole {fmt.block_values}-value blocks"
+               if fmt.block_values > 1 else "its per-row scales on short rows")
+        quality += f"; {here:.3g} bits a value on this model ({why})"
+    return here, quality

@@ -136,6 +136,18 @@ def test_find_endpoints(client):
     assert gpus and gpus[0]["count"] >= 1
 
 
+def test_format_table_says_when_a_models_rows_cost_more_bits(client):
+    # gpt-oss-20b's 64-wide heads take tbq4's 128-value blocks: the page's format table and
+    # the API's find-format both give the 8.25 bits a value it costs there
+    params = {"model": "gpt-oss-20b", "gpu": "4090", "context": "32k"}
+    page = client.get("/", params=params, headers={"HX-Request": "true"})
+    assert page.status_code == 200
+    assert "8.25 bits a value on this model (its rows padded to whole 128-value blocks)" in page.text
+    rows = {r["format"]: r for r in client.post("/api/v1/find-format", json=params).json()}
+    assert rows["tbq4"]["bits_per_value_here"] == 8.25
+    assert rows["q8_0"]["bits_per_value_here"] == 8.5
+
+
 def test_unsupported_format_is_a_4xx(client):
     r = client.post("/api/v1/plan", json={"model": "qwen3-8b", "gpu": "h100", "engine": "vllm",
                                           "kv": "tbq4"})
