@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -43,8 +44,17 @@ class UsageError(Exception):
     pass
 
 
+#: argparse's own type errors, and what the flag takes
+_TYPED = re.compile(r"argument (\S+): invalid (int|float) value: '(.*)'", re.S)
+_TAKES = {"int": "a whole number", "float": "a number"}
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        m = _TYPED.fullmatch(message)
+        if m:
+            flag, kind, value = m.groups()
+            message = f"{flag.split('/')[0]} takes {_TAKES[kind]}, not {shown(value)}"
         raise UsageError(message)
 
     def parse_known_args(self, args: Sequence[str] | None = None,

@@ -341,6 +341,18 @@ def test_dash_leading_values_get_their_own_error(capsys, args, expected):
     assert err == f"kvplan: error: {expected}\n"
 
 
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--block-size", "abc"], "--block-size takes a whole number, not 'abc'"),
+    (["--block-size", "-1e3"], "--block-size takes a whole number, not '-1e3'"),
+    (["--gpu-memory-utilization", "x9"], "--gpu-memory-utilization takes a number, not 'x9'"),
+    (["--ubatch", "x" * 500], "--ubatch takes a whole number, not 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
+])
+def test_typed_flags_say_what_they_take(capsys, args, expected):
+    code, out, err = run(capsys, "llama-3.1-8b", *args)
+    assert code == 2 and out == ""
+    assert err.startswith(f"kvplan: error: {expected}") and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("args", [["--gpu"], ["--gpu", "--json"], ["--gpu", "-h"]])
 def test_a_flag_with_no_value_is_still_argparse_s_error(capsys, args):
     # an option after a flag is an option, not the flag's value
