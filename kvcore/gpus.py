@@ -86,6 +86,8 @@ def _index() -> dict[str, GPU]:
 
 _SIZE = re.compile(r"^\s*[0-9][0-9.,_]*\s*(b|kb|mb|gb|tb|kib|mib|gib|tib|g|t)\s*$", re.I)
 _NUMBER = re.compile(r"^[0-9][0-9.,_]*$")
+#: a number and letters that are no unit _SIZE knows (``24XB``)
+_UNKNOWN_UNIT = re.compile(r"^([0-9][0-9.,_]*)\s*[a-z]{1,3}$", re.I)
 
 
 @cache
@@ -118,6 +120,11 @@ def find_gpu(name: str) -> GPU:
     if gpu is None and _is_bare_size(text):
         raise InputError(f"'{text}' has no unit; a memory size needs one, like {text}GiB or "
                          f"{text}GB (a catalog GPU is a name, like 4090 or h100)", field="gpu")
+    unit = _UNKNOWN_UNIT.match(text)
+    if gpu is None and unit and _is_bare_size(unit.group(1)):
+        raise InputError(f"{shown(text)} is no memory size: its unit must be one of B, KB, MB, "
+                         "GB, TB, KiB, MiB, GiB or TiB, like 24GiB (a catalog GPU is a name, "
+                         "like 4090 or h100)", field="gpu")
     if gpu is None:
         raise UnknownNameError("GPU", text, {key: g.id for key, g in _index().items()},
                                field="gpu", query=_norm(text))

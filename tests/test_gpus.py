@@ -85,6 +85,23 @@ def test_bare_number_is_a_size_without_its_unit(text):
     assert find_gpu(f"{text}GiB").memory_bytes > 0 and find_gpu(f"{text}GB").memory_bytes > 0
 
 
+@pytest.mark.parametrize("text", ["24XB", "12Q", "1.5kg", "80 gi"])
+def test_a_number_with_an_unknown_unit_is_told_the_units(text):
+    # not "did you mean 'l4'": the value was meant as a size and its unit is what is wrong
+    with pytest.raises(InputError) as err:
+        find_gpu(text)
+    assert not isinstance(err.value, UnknownNameError)
+    assert str(err.value).startswith(f"'{text}' is no memory size: its unit must be one of B, "
+                                     "KB, MB, GB, TB, KiB, MiB, GiB or TiB")
+    assert err.value.field == "gpu"
+
+
+@pytest.mark.parametrize("text", ["4090x", "80 gigs"])
+def test_a_model_number_or_a_word_after_a_number_is_a_name(text):
+    with pytest.raises(UnknownNameError):
+        find_gpu(text)
+
+
 @pytest.mark.parametrize(("text", "first"), [("4091", "rtx-4090"), ("5000", "rtx-a5000")])
 def test_number_like_a_model_number_keeps_did_you_mean(text, first):
     with pytest.raises(UnknownNameError) as err:
