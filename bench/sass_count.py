@@ -89,23 +89,44 @@ def _opcodes(lines: list[str]) -> collections.Counter:
         for ln in lines)
 
 
-def _count_append(args, f, ops) -> None:
-    """Every instruction of the append kernel (head_dim 128, 8 KV heads), per value; for a
-    rotated format (persistent programs) the loop over row blocks."""
-    rotated = f in (4, 5)
+def compile_append(fmt: str, rows: int, warps: int, stages: int = 1):
+    """The append kernel of ``fmt`` (head_dim 128, 8 KV heads, fp16 rows, the GPU paths)
+    compiled for sm_90: (kernel, SASS, resource usage)."""
+    from kvcore.kernels import triton_ops as ops
+
+    f = ops.FMT_CODES[fmt]
     sig = {"X": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64", "P0": DATA.get(f, "*u8"),
            "P1": SIDE.get(f, "*u8"), "GS": "*fp32", "ROT": "*fp16", "TH": "*fp32",
            "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
-    x0, x1 = _row_widths(args.fmt, 128)
+    x0, x1 = _row_widths(fmt, 128)
     consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=x0, X1=x1,
-                  LEVELS=8 if f == 5 else 16, ROWS=args.rows, HW=True)
-    append_kernel = ops.rotated_append_kernel if rotated else ops.append_kernel
-    kernel, sass, usage = _compile(append_kernel, sig, consts, ("PAGE",),
-                                   {"num_warps": args.warps, "num_stages": args.stages})
+                  LEVELS=8 if f == 5 else 16, ROWS=rows, HW=True)
+    kernel = ops.rotated_append_kernel if f in (4, 5) else ops.append_kernel
+    return _compile(kernel, sig, consts, ("PAGE",), {"num_warps": warps, "num_stages": stages})
+
+
+def compile_kivi_flush(bits: int, warps: int = 4):
+    """KIVI's flush kernel (head_dim 128, 8 KV heads, groups of 32 tokens, the GPU paths)
+    compiled for sm_90: (kernel, SASS, resource usage)."""
+    from kvcore.kernels.kivi_triton import kivi_flush_kernel
+
+    sig = {"KR": "*fp16", "VR": "*fp16", "XK": "*fp16", "XV": "*fp16", "KQ": "*u8",
+           "KS": "*fp16", "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16",
+           "GT": "*i32", "s": "i32", "stride_gt": "i32", "g0": "i32", "live": "i32",
+           "RING": "i32"}
+    consts = dict(H=8, D=128, DP=128, G=32, BITS=bits, PER=8 // bits, LEVELS=(1 << bits) - 1,
+                  HAS_V=True, HW=True)
+    return _compile(kivi_flush_kernel, sig, consts, ("RING",), {"num_warps": warps})
+
+
+def _count_append(args) -> None:
+    """Every instruction of the append kernel (head_dim 128, 8 KV heads), per value; for a
+    rotated format (persistent programs) the loop over row blocks."""
+    kernel, sass, usage = compile_append(args.fmt, args.rows, args.warps, args.stages)
     if args.dump:
         _dump(args.dump, f"{args.fmt}-append", kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
-    if rotated:
+    if args.fmt in ("tbq4", "tbq3"):
         loop = _loop(sass, lines)
         lines = lines[loop[0]:loop[1] + 1] if loop else lines
     per_thread = args.rows * 128 / (args.warps * 32)
@@ -211,11 +232,8 @@ def compile_decode(args: argparse.Namespace):
 def main() -> None:
     args = parser().parse_args()
     sys.path.insert(0, args.src)
-    from kvcore.kernels import triton_ops
-    from kvcore.kernels.triton_ops import FMT_CODES
-
     if args.append:
-        _count_append(args, FMT_CODES[args.fmt], triton_ops)
+        _count_append(args)
         return
     kernel, sass, usage = compile_decode(args)
     d = args.head_dim

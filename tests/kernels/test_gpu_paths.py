@@ -2,68 +2,34 @@
 wheel's own compiler; the interpreter cannot run inline PTX): q4_0's reciprocal and product
 rounded as the reference rounds them, KIVI's quotient from the correctly rounded reciprocal
 and its floor by an add rounded down (no float-to-integer conversion), tbq3's codes stored as
-whole words.
-
-The compiling runs in a child process without TRITON_INTERPRET."""
+whole words (tests/kernels/sm90.py compiles them)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("triton")
 
-ROOT = Path(__file__).resolve().parents[2]
+from .sm90 import compiled_ptx  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
-    import json, sys
-    sys.path.insert(0, sys.argv[1])
-    sys.path.insert(0, sys.argv[1] + "/bench")
+    import json
     import sass_count
-    from kvcore.kernels import kivi_triton, triton_ops
 
     out = {}
     for fmt, rows, warps in (("q4_0", 8, 1), ("tbq4", 64, 4), ("tbq3", 64, 4)):
-        f = triton_ops.FMT_CODES[fmt]
-        sig = {"X": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64",
-               "P0": sass_count.DATA.get(f, "*u8"), "P1": sass_count.SIDE.get(f, "*u8"),
-               "GS": "*fp32", "ROT": "*fp16", "TH": "*fp32", "CENT": "*fp32", "n_rows": "i32",
-               "PAGE": "i32"}
-        x0, x1 = sass_count._row_widths(fmt, 128)
-        consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=x0, X1=x1,
-                      LEVELS=8 if f == 5 else 16, ROWS=rows, HW=True)
-        kernel = triton_ops.rotated_append_kernel if f in (4, 5) else triton_ops.append_kernel
-        k, _, _ = sass_count._compile(kernel, sig, consts, ("PAGE",), {"num_warps": warps})
-        out[fmt] = k.asm["ptx"]
-    sig = {"KR": "*fp16", "VR": "*fp16", "XK": "*fp16", "XV": "*fp16", "KQ": "*u8",
-           "KS": "*fp16", "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16",
-           "GT": "*i32", "s": "i32", "stride_gt": "i32", "g0": "i32", "live": "i32",
-           "RING": "i32"}
+        out[fmt] = sass_count.compile_append(fmt, rows, warps)[0].asm["ptx"]
     for bits in (2, 4):
-        consts = dict(H=8, D=128, DP=128, G=32, BITS=bits, PER=8 // bits,
-                      LEVELS=(1 << bits) - 1, HAS_V=True, HW=True)
-        k, _, _ = sass_count._compile(kivi_triton.kivi_flush_kernel, sig, consts, ("RING",),
-                                      {"num_warps": 4})
-        out[f"kivi{bits}"] = k.asm["ptx"]
+        out[f"kivi{bits}"] = sass_count.compile_kivi_flush(bits)[0].asm["ptx"]
     print(json.dumps(out))
 """)
 
 
 @pytest.fixture(scope="module")
 def ptx() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT)], capture_output=True,
-                         text=True, env=env, timeout=600)
-    if run.returncode != 0 and "ptxas" in run.stderr and "No such file" in run.stderr:
-        pytest.skip("this triton wheel ships no ptxas")
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return compiled_ptx(SCRIPT)
 
 
 def test_q4_0_rounds_its_reciprocal_and_product_as_the_reference(ptx: dict[str, str]) -> None:

@@ -2,28 +2,20 @@
 triton wheel's own compiler) wait for the kernel before them before they read anything, and
 compile without the wait when the launch is a plain one.
 
-The interpreter cannot compile, so the compiling runs in a child process without
-TRITON_INTERPRET."""
+tests/kernels/sm90.py compiles them."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("triton")
 
-ROOT = Path(__file__).resolve().parents[2]
+from .sm90 import compiled_ptx  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
-    import json, sys
-    sys.path.insert(0, sys.argv[1])
-    sys.path.insert(0, sys.argv[1] + "/bench")
+    import json
     import sass_count
     from kvcore.kernels.triton_ops import reduce_kernel
 
@@ -44,13 +36,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def ptx() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT)], capture_output=True,
-                         text=True, env=env, timeout=600)
-    if run.returncode != 0 and "ptxas" in run.stderr and "No such file" in run.stderr:
-        pytest.skip("this triton wheel ships no ptxas")
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return compiled_ptx(SCRIPT)
 
 
 def _first_read(text: str) -> int:
