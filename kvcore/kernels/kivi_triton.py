@@ -41,11 +41,12 @@ def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
     quotient; floor and conversion by one add rounded down to 2²³ (the code is then the low
     bits). Otherwise a division and a floor."""
     y = x.to(tl.float32) - mn.to(tl.float32)
-    scf = tl.broadcast_to(sc.to(tl.float32), y.shape)
+    scf = sc.to(tl.float32)
     if HW:
-        r = tl.where(scf > 0, tl.math.div_rn(1.0, tl.where(scf > 0, scf, 1.0)), 0.0)
+        r = tl.broadcast_to(tl.where(scf > 0, tl.math.div_rn(1.0, tl.where(scf > 0, scf, 1.0)),
+                                     0.0), y.shape)
         q0 = y * r
-        q = tl.fma(tl.fma(-q0, scf, y), r, q0)
+        q = tl.fma(tl.fma(-q0, tl.broadcast_to(scf, y.shape), y), r, q0)
     else:
         q = tl.where(scf > 0, y / tl.where(scf > 0, scf, 1.0), 0.0)
     q = tl.minimum(tl.maximum(q, 0.0), LEVELS * 1.0) + 0.5

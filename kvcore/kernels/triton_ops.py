@@ -581,14 +581,17 @@ def rotate_rows(x, ROT, ROWS: tl.constexpr, DPOW: tl.constexpr, BACK: tl.constex
 
 
 @triton.jit
-def _rotate_blocks(u, rot):
+def _rotate_blocks(u, rot, SCALED: tl.constexpr = True):
     """u [M, 128] (float32, |u| ≤ 1) times ``rot`` (the ±1 matrix in float16, oriented by the
-    caller) / √128. u goes in as two float16 parts (u = hi + lo to 2⁻²² of |u|), so two
-    float16 products accumulated in float32 give the float32 rotation (the ±1 entries are
-    exact)."""
+    caller) / √128 (without SCALED: times √128 the rotation). u goes in as two float16 parts
+    (u = hi + lo to 2⁻²² of |u|), so two float16 products accumulated in float32 give the
+    float32 rotation (the ±1 entries are exact)."""
     hi = u.to(tl.float16)
     lo = (u - hi.to(tl.float32)).to(tl.float16)
-    return tl.dot(lo, rot, tl.dot(hi, rot)) * 0.08838834764831845  # 1 / √128
+    y = tl.dot(lo, rot, tl.dot(hi, rot))
+    if SCALED:
+        y = y * 0.08838834764831845  # 1 / √128
+    return y
 
 
 @triton.jit
@@ -1045,8 +1048,8 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
     128-block of a row is rotated and coded by the Lloyd–Max thresholds TH (centroids CENT)
     of its unit vector; its stored norm is the block's norm over the norm of its centroids,
     so the reconstruction keeps the length. ROT is float16 or bfloat16: input of its type is
-    rotated as it is (one product, exact but for the float32 sums); other input (float32) as
-    two float16 parts of its unit vectors."""
+    rotated as it is (one product, exact but for the float32 sums); other input (float32) by
+    _rotate_blocks, as its blocks' unit vectors."""
     r128 = tl.arange(0, 128)
     rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
     H: tl.constexpr = LEVELS // 2
@@ -1089,9 +1092,7 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
             n = tl.sqrt(tl.sum(xb * xb, axis=2))
             u = tl.reshape(xb * (1.0 / tl.maximum(n, 1e-30))[:, :, None],
                            (ROWS * (DPOW // 128), 128))
-            hi = u.to(tl.float16)
-            lo = (u - hi.to(tl.float32)).to(tl.float16)
-            y = tl.reshape(tl.dot(lo, rot, tl.dot(hi, rot)), (ROWS, DPOW // 128, 128))
+            y = tl.reshape(_rotate_blocks(u, rot, SCALED=False), (ROWS, DPOW // 128, 128))
             s = tl.full((ROWS, DPOW // 128, 1), 11.313708498984761, tl.float32)  # √128
         c, flip = _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
                           LEVELS)
