@@ -1,12 +1,14 @@
 """KIVI decode launches: warps a program, pipeline stages and tokens a program (the split),
 against the default.
 
-    python bench/kivi_check.py [--out DIR] [--configs W/S/SPLIT[/M[/L]],…]
+    python bench/kivi_check.py [--out DIR] [--configs W/S/SPLIT[/T[/L]],…]
 
 kivi2 and kivi4, 8 KV heads, head_dim 128, GQA 4: (1 sequence, 32k), (1, 128k), (8, 32k); each
 step replayed from a CUDA graph over enough caches that none is read from L2. SPLIT 0: the
-default split; M 1: codes to float16 by their bits (decode(magic=True)); L 1: the lazy rescale
-(decode(lazy=True)). Writes kivi.json.
+default split; T: quantized tokens a step (decode(tile_tokens=T), 0 the default); L 1: the
+lazy rescale (decode(lazy=True)). First, on the GPU: the PTX unpacking against the plain path
+(asm=False) and both against exact attention over the dequantized cache (``correctness``).
+Writes kivi.json.
 """
 
 from __future__ import annotations
@@ -23,20 +25,52 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from decode import HQ, graph_time, kivi_copies, kivi_fill, write_json  # noqa: E402
 
-from kvcore.kernels.kivi import KIVI_STAGES, KIVI_WARPS  # noqa: E402
+from kvcore.kernels.kivi import KIVI_LAZY, KIVI_STAGES, KIVI_WARPS, KiviCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 D = 128
 
 
+def correctness() -> list[dict]:
+    """The PTX unpacking against the plain path and both against exact attention, on the GPU:
+    kivi2 and kivi4, K and V or K only, head_dim 128 and 96, a quantized region of an odd
+    number of groups plus the ring."""
+    out = []
+    g = torch.Generator(device="cuda").manual_seed(5)
+    for fmt in ("kivi2", "kivi4"):
+        for values in (True, False):
+            for d in (128, 96):
+                cache = KiviCache(fmt, 3, 2, d, 2000, device="cuda", values=values)
+                for s, n in enumerate((1999, 700, 45)):
+                    k = torch.randn(n, 2, d, device="cuda", generator=g).half()
+                    v = torch.randn(n, 2, d, device="cuda", generator=g).half()
+                    cache.append_triton(s, k, v)
+                q = torch.randn(3, 8, d, device="cuda", generator=g).half()
+                ptx = cache.decode(q, 256)
+                plain = cache.decode(q, 256, asm=False)
+                ref = cache.decode_ref(q.float())
+
+                def rel(a, b):
+                    return float((a.double() - b.double()).norm() / b.double().norm())
+                row = {"format": fmt, "values": values, "head_dim": d,
+                       "ptx_vs_plain_max_abs": float((ptx - plain).abs().max()),
+                       "ptx_vs_exact_rel": rel(ptx, ref), "plain_vs_exact_rel": rel(plain, ref),
+                       "nan": bool(torch.isnan(ptx).any())}
+                print(row, flush=True)
+                out.append(row)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--configs", default="1/2/0/1,2/2/0/1,1/2/256,1/2/256/1,2/2/512,4/3/512")
+    ap.add_argument("--configs", default="2/2/0,1/3/0,1/2/0/128,1/2/0/0/0,1/2/512")
     args = ap.parse_args()
-    configs = [(KIVI_WARPS, KIVI_STAGES, 0, 0, 0)] + [
-        (*(int(x) for x in c.split("/")), 0, 0)[:5] for c in args.configs.split(",")]
     env = environment("cuda", torch)
+    checks = correctness()
+    configs = [(KIVI_WARPS, KIVI_STAGES, 0, 0, int(KIVI_LAZY))] + [
+        (*(int(x) for x in c.split("/")), 0, int(KIVI_LAZY))[:5]
+        for c in args.configs.split(",")]
     rows = []
     for fmt in ("kivi2", "kivi4"):
         for seqs, tokens in ((1, 32768), (1, 131072), (8, 32768)):
@@ -44,17 +78,18 @@ def main() -> None:
             q = torch.randn(seqs, HQ, D, device="cuda").half()
             row = {"format": fmt, "sequences": seqs, "tokens": tokens,
                    "bytes": caches[0].nbytes, "seconds": {}}
-            for w, st, split, magic, lazy in dict.fromkeys(configs):
-                row["seconds"][f"{w}/{st}/{split}/{magic}/{lazy}"] = graph_time(
+            for w, st, split, tok, lazy in dict.fromkeys(configs):
+                row["seconds"][f"{w}/{st}/{split}/{tok}/{lazy}"] = graph_time(
                     [partial(c.decode, q, split or None, num_warps=w, num_stages=st,
-                             magic=bool(magic), lazy=bool(lazy)) for c in caches])
+                             tile_tokens=tok or None, lazy=bool(lazy)) for c in caches])
             rows.append(row)
             print(fmt, seqs, tokens, {k: f"{v * 1e6:.1f} us" for k, v in row["seconds"].items()},
                   flush=True)
             del caches
             torch.cuda.empty_cache()
-    write_json(args.out, "kivi.json", {"env": env, "note": "configs: warps/stages/split/magic/"
-                                       "lazy (split 0: the default)", "rows": rows})
+    write_json(args.out, "kivi.json", {"env": env, "note": "configs: warps/stages/split/tile "
+                                       "tokens/lazy (split 0, tile 0: the defaults)",
+                                       "correctness": checks, "rows": rows})
 
 
 if __name__ == "__main__":

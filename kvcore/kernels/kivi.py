@@ -94,11 +94,19 @@ KIVI_SPLIT = 1024
 #: decode launch: programs of one warp, two pipeline stages, at least KIVI_PER_SM programs a
 #: multiprocessor (at most KIVI_SPLIT tokens each). On an H200 (bench/results/
 #: kivi-launch-h200.json) against the former four warps and one wave: kivi2 one sequence of
-#: 32k 114 → 59 µs, of 128k 432 → 211 µs, eight of 32k 849 → 414 µs
+#: 32k 114 → 59 µs, of 128k 432 → 211 µs, eight of 32k 849 → 414 µs. With the unpacking by
+#: PTX (kivi-decode-h200-v16.json) still the best at batch 1: two warps 106 → 130 µs and three
+#: stages 106 → 120 µs for kivi2 at 128k
 KIVI_WARPS, KIVI_STAGES, KIVI_PER_SM = 1, 2, 8
-#: KIVI's decode rescales its running output lazily by default (softmax_lazy): on an H200 kivi4
-#: 2-4% faster (212.6 → 203.4 µs at B=1 128k), kivi2 0-2% (bench/results/kivi-lazy-h200.json)
-KIVI_LAZY = True
+#: quantized tokens a decode step takes: two groups of 32, so that kivi2's codes of one byte
+#: index fill a product of 16 tokens (128: kivi2 106 → 134 µs, kivi4 122 → 253 µs at B=1 128k,
+#: kivi-decode-h200-v16.json)
+KIVI_TILE = 64
+#: KIVI's decode rescales its running output eagerly by default (KIVI_LAZY false): with the
+#: unpacking by PTX the eager rescale is 2-5% faster than softmax_lazy on an H200 (kivi2 106.4
+#: → 103.9 µs at B=1 128k, kivi4 121.5 → 116.1; bench/results/kivi-decode-h200-v16.json); the
+#: lazy one was 0-4% faster before it (kivi-lazy-h200.json)
+KIVI_LAZY = False
 
 
 class KiviCache:
@@ -257,16 +265,16 @@ class KiviCache:
         self.write_append(s, k, v, *self.plan_append(s, k.shape[0]))
 
     def decode(self, q: Any, split_tokens: int | None = None, *, num_warps: int | None = None,
-               num_stages: int | None = None, magic: bool = False,
+               num_stages: int | None = None, tile_tokens: int | None = None,
                query_rows: int | None = None, pdl: bool | None = None,
-               lazy: bool = KIVI_LAZY) -> Any:
+               lazy: bool = KIVI_LAZY, asm: bool | None = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
         ``num_warps`` and ``num_stages`` override KIVI_WARPS (more warps for heads wider than
-        128) and KIVI_STAGES. ``magic``: convert the codes to float16 by their bits instead of
-        integer-to-float conversions (the same values; 1-9% slower on an H200,
-        bench/results/kivi-magic-h200.json, so not the default). ``query_rows``: the query
+        128) and KIVI_STAGES. ``tile_tokens``: quantized tokens a step of the program takes
+        (whole groups, default KIVI_TILE; a split is a multiple of it). ``asm``: unpack the
+        codes with PTX (default: on a GPU; the interpreter cannot). ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head. ``pdl``: as LayerCache.decode's.
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
@@ -284,7 +292,11 @@ class KiviCache:
         if split_tokens is None:
             want = max(1, math.ceil(KIVI_PER_SM * SMS / max(1, seqs * self.heads * qblocks)))
             split_tokens = min(KIVI_SPLIT, -(-total // want))
-        split = max(self.group, -(-split_tokens // self.group) * self.group)
+        tok = tile_tokens or KIVI_TILE
+        if tok % self.group or (tok // self.group) * (self.group * self.bits // 8) < 16:
+            raise ValueError(f"tile_tokens must be whole groups of {self.group} tokens, at "
+                             f"least {16 * 8 // self.bits} for {self.fmt}")
+        split = max(tok, -(-split_tokens // tok) * tok)
         n_splits = max(1, -(-total // split))
         acc = torch.empty(seqs * hq * n_splits * dp, dtype=torch.float32, device=q.device)
         ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
@@ -305,7 +317,7 @@ class KiviCache:
             n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, DP=dp,
             G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
-            HAS_V=self.has_v, MAGIC=magic, QB=qblocks,
+            HAS_V=self.has_v, TOK=tok, ASM=q.is_cuda if asm is None else asm, QB=qblocks,
             num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
             num_stages=num_stages or KIVI_STAGES, LAZY=bool(lazy), **pdl_launch(pdl))
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp, pdl=pdl)

@@ -21,17 +21,6 @@ def _below(x, n: tl.constexpr, WHOLE: tl.constexpr):
 
 
 @triton.jit
-def _codes_f16(c, MAGIC: tl.constexpr):
-    """Small non-negative integer codes (int32, < 1024) as float16, exactly. MAGIC: by their
-    bits (the code ORed into the exponent of 1024, less 1024: a logic op and a half add) rather
-    than an integer-to-float conversion, which Hopper issues at a quarter of the rate."""
-    if MAGIC:
-        return (c | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1024.0
-    else:
-        return c.to(tl.float16)
-
-
-@triton.jit
 def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
     """The codes (int32) of x given its group's minimum ``mn`` and scale ``sc`` (float16,
     broadcast against x), as the reference computes them: floor((x − mn) / sc + 0.5), the
@@ -142,22 +131,96 @@ def _flush_values(v, VQ, VS, VM, tbase, D: tl.constexpr, DP: tl.constexpr, G: tl
     tl.store(VM + tbase[:, None] * (D // G) + ng[None, :], vm, mask=gm)
 
 
+def _codes_asm(bits: int) -> str:
+    """PTX for four bytes of BITS-bit codes → their values c·s + m as float16 pairs: output
+    pair 2k holds code k of bytes 0 and 1, pair 2k + 1 code k of bytes 2 and 3. Operands: the
+    2·(8/BITS) outputs, the four bytes, then the bytes' scales and minimums as float16 pairs
+    (bytes 0 and 1, bytes 2 and 3). The bytes are spread into the low halves of two words;
+    code k is then masked into the mantissa of the float16 whose units are 1 at that position
+    (2^(10 − BITS·k)), that power of two is subtracted (exact), and one fused multiply-add
+    rounds c·s + m once."""
+    per = 8 // bits
+    src = 2 * per
+    body = [".reg .b32 t0, t1, z, u;", "mov.b32 z, 0;",
+            f"prmt.b32 t0, ${src}, z, 0x4140;", f"prmt.b32 t1, ${src}, z, 0x4342;"]
+    for k in range(per):
+        unit = ((25 - bits * k) << 10) * 0x10001
+        mask = (((1 << bits) - 1) << (bits * k)) * 0x10001
+        body.append(f"mov.b32 u, 0x{unit:08X};")
+        for h in (0, 1):
+            out = f"${2 * k + h}"
+            body += [f"lop3.b32 {out}, t{h}, 0x{mask:08X}, u, 0xea;",
+                     f"sub.rn.f16x2 {out}, {out}, u;",
+                     f"fma.rn.f16x2 {out}, {out}, ${src + 1 + h}, ${src + 3 + h};"]
+    return "{\n" + "\n".join(body) + "\n}"
+
+
+CODES2_ASM = tl.constexpr(_codes_asm(2))
+CODES4_ASM = tl.constexpr(_codes_asm(4))
+
+
+@triton.jit
+def _code_values(byte, sc, mn, BITS: tl.constexpr, ASM: tl.constexpr):
+    """Bytes of packed BITS-bit codes (uint8) and the scale and minimum of each (float16,
+    broadcast against the bytes) → 8 / BITS float16 tensors of the bytes' shape: code k of every byte as c·s + m,
+    rounded once. ASM: the PTX block (CODES*_ASM); otherwise float64 arithmetic rounded to
+    float16, which gives the same values (the interpreter's path)."""
+    if ASM:
+        sc = tl.broadcast_to(sc, byte.shape)
+        mn = tl.broadcast_to(mn, byte.shape)
+        if BITS == 2:
+            return tl.inline_asm_elementwise(
+                CODES2_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [byte, sc, mn],
+                dtype=(tl.float16, tl.float16, tl.float16, tl.float16), is_pure=True, pack=4)
+        else:
+            return tl.inline_asm_elementwise(
+                CODES4_ASM, "=r,=r,=r,=r,r,r,r,r,r", [byte, sc, mn],
+                dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+    else:
+        b = byte.to(tl.int32)
+        s = sc.to(tl.float64)
+        m = mn.to(tl.float64)
+        if BITS == 2:
+            return ((b & 3).to(tl.float64) * s + m).to(tl.float16), \
+                (((b >> 2) & 3).to(tl.float64) * s + m).to(tl.float16), \
+                (((b >> 4) & 3).to(tl.float64) * s + m).to(tl.float16), \
+                ((b >> 6).to(tl.float64) * s + m).to(tl.float16)
+        else:
+            return ((b & 15).to(tl.float64) * s + m).to(tl.float16), \
+                ((b >> 4).to(tl.float64) * s + m).to(tl.float16)
+
+
+@triton.jit
+def _lanes(a: tl.constexpr, NA: tl.constexpr, DP: tl.constexpr):
+    """Head dimensions of accumulator block ``a`` of NA: a, a + NA, a + 2·NA, …"""
+    return tl.arange(0, DP // NA) * NA + a
+
+
 @triton.jit
 def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, stride_gt,
                        RING, n_splits, qk_scale,
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
                        D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
                        PER: tl.constexpr, LEVELS: tl.constexpr, SPLIT: tl.constexpr,
-                       HAS_V: tl.constexpr, MAGIC: tl.constexpr, QB: tl.constexpr = 1,
-                       PDL: tl.constexpr = False, LAZY: tl.constexpr = False):
-    """One (sequence, KV head, split) program over quantized groups and the residual ring;
-    partial output [QPAD, DP], running max and sum go to ACC and ML as decode_split_kernel's
-    do. DP: D rounded up to a power of two (the lanes past D are masked to zero). HAS_V false:
-    a K-only cache, V = the dequantized keys. MAGIC: codes to float16 by their bits
-    (_codes_f16; the same values). A group of more query heads than QPAD is spread over QB
-    programs of a KV head (program id 1: KV head · QB + query block). PDL: pdl_enter. LAZY:
-    softmax_lazy (the output rescaled only when the running max grows by more than its
-    margin)."""
+                       HAS_V: tl.constexpr, TOK: tl.constexpr, ASM: tl.constexpr,
+                       QB: tl.constexpr = 1, PDL: tl.constexpr = False,
+                       LAZY: tl.constexpr = False):
+    """One (sequence, KV head, split) program over quantized groups, TOK tokens (TOK / G
+    groups) a step, then over the residual ring; partial output, running max and sum go to
+    ACC and ML as decode_split_kernel's do. DP: D rounded up to a power of two (the lanes past
+    D are masked to zero). HAS_V false: a K-only cache, V = the dequantized keys.
+
+    The packed bytes are read as they lie and unpacked by _code_values into float16 values,
+    code k of every byte one tensor: no code moves between lanes. K's bytes run along tokens,
+    so code k of a channel's byte j is token PER·j + k: each k is its own product with the
+    query, and the scores of the PER products are interleaved back into token order. V's
+    bytes run along channels: code k of a token's byte c is channel PER·c + k, so the output
+    is kept in PER blocks of channels (k, k + PER, …; one block for a K-only cache) and put
+    back in order when it is stored.
+
+    A group of more query heads than QPAD is spread over QB programs of a KV head (program id
+    1: KV head · QB + query block). ASM (a GPU): the PTX unpacking; the interpreter takes the
+    float64 path, which gives the same float16 values. PDL: pdl_enter. LAZY: softmax_lazy."""
     pdl_enter(PDL)
     s = tl.program_id(0).to(tl.int64)
     h = (tl.program_id(1) // QB).to(tl.int64)
@@ -166,84 +229,145 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     n = nq + tl.load(NR + s).to(tl.int64)
     start = sp * SPLIT
     end = tl.minimum(start + SPLIT, n)
+    qend = tl.minimum(end, nq)
     rows = (tl.program_id(1) % QB) * QPAD + tl.arange(0, QPAD)
     d = tl.arange(0, DP)
     dm = _below(d, D, DP == D)
-    t = tl.arange(0, G)
     q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
                 mask=(rows[:, None] < GROUP) & dm[None, :], other=0.0).to(tl.float32)
-    q = q * qk_scale
+    q = (q * qk_scale).to(tl.float16)
+    # V's output blocks (one for a K-only cache: V is the keys, in channel order)
+    NA: tl.constexpr = PER if HAS_V else 1
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
-    acc = tl.zeros([QPAD, DP], tl.float32)
-    jk = tl.arange(0, G // PER)
-    shifts = tl.arange(0, PER) * BITS
-    for t0 in range(start, end, G):
-        tok = t0 + t
-        tmask = tok < end
-        if t0 < nq:
-            gi = t0 // G
-            gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
-            # K^T codes [DP, G]: byte j of channel d holds tokens PER·j … at BITS each; each
-            # byte is loaded once and split by shifts. The key's per-channel scale goes into
-            # the query and its minimum into a per-row bias, so the codes enter the product
-            # as they are: q · (c·s + m) = (q·s) · c + q · m
-            kb = tl.load(KQ + (gbase * D + d[:, None]) * (G // PER) + jk[None, :],
-                         mask=dm[:, None], other=0).to(tl.int32)
-            kc = tl.reshape((kb[:, :, None] >> shifts[None, None, :]) & LEVELS, (DP, G))
-            ksc = tl.load(KS + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
-            kmn = tl.load(KM + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
-            qk = (q * ksc[None, :]).to(tl.float16)
-            bias = tl.sum(q * kmn[None, :], axis=1)
-            kh = _codes_f16(kc, MAGIC)
-            scores = tl.dot(qk, kh) + bias[:, None]
-            if HAS_V:
-                v = _group_values(VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER, LEVELS, MAGIC)
-            else:
-                v = tl.trans((kh.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16))
+    acc0 = tl.zeros([QPAD, DP // NA], tl.float32)
+    if NA >= 2:
+        acc1 = tl.zeros([QPAD, DP // NA], tl.float32)
+    if NA == 4:
+        acc2 = tl.zeros([QPAD, DP // NA], tl.float32)
+        acc3 = tl.zeros([QPAD, DP // NA], tl.float32)
+    NG: tl.constexpr = TOK // G
+    GB: tl.constexpr = G // PER
+    NC: tl.constexpr = DP // G
+    gi = tl.arange(0, NG)
+    jb = tl.arange(0, GB)
+    cg = tl.arange(0, NC)
+    cgm = _below(cg, D // G, DP == D)
+    c = tl.arange(0, TOK)
+    for t0 in range(start, qend, TOK):
+        # the tile's groups (whole groups: start and nq are multiples of G), their slots
+        g = t0 // G + gi
+        gok = g * G < qend
+        slot = tl.load(GT + s * stride_gt + g, mask=gok, other=0).to(tl.int64) * H + h
+        # K: bytes [DP, NG, GB], a channel's scale and minimum a group
+        km3 = dm[:, None, None] & gok[None, :, None]
+        kb = tl.load(KQ + (slot[None, :, None] * D + d[:, None, None]) * GB + jb[None, None, :],
+                     mask=km3, other=0)
+        km2 = dm[:, None] & gok[None, :]
+        ksc = tl.load(KS + slot[None, :] * D + d[:, None], mask=km2, other=0.0)[:, :, None]
+        kmn = tl.load(KM + slot[None, :] * D + d[:, None], mask=km2, other=0.0)[:, :, None]
+        if PER == 4:
+            k0, k1, k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM)
+            s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
+            s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
+            s2 = tl.dot(q, tl.reshape(k2, (DP, NG * GB)))
+            s3 = tl.dot(q, tl.reshape(k3, (DP, NG * GB)))
+            scores = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (QPAD, TOK))
         else:
-            slot = tok % RING
-            rb = ((s * H + h) * RING + slot)
-            rm = tmask[:, None] & dm[None, :]
-            krow = tl.load(KR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
-            if HAS_V:  # noqa: SIM108 (a compile-time branch)
-                v = tl.load(VR + rb[:, None] * D + d[None, :], mask=rm, other=0.0)
-            else:
-                v = krow
-            scores = tl.dot(q.to(tl.float16), tl.trans(krow))
+            k0, k1 = _code_values(kb, ksc, kmn, BITS, ASM)
+            s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
+            s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
+            scores = tl.reshape(tl.join(s0, s1), (QPAD, TOK))
+        tmask = t0 + c < qend
         if LAZY:
             p, alpha, m_i, l_i, grow = softmax_lazy(scores, tmask, m_i, l_i)
-            if grow:
-                acc = acc * alpha[:, None]
-            acc = tl.dot(p.to(tl.float16), v, acc)
         else:
             p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
-            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+            grow = True
+        if grow:
+            acc0 = acc0 * alpha[:, None]
+            if NA >= 2:
+                acc1 = acc1 * alpha[:, None]
+            if NA == 4:
+                acc2 = acc2 * alpha[:, None]
+                acc3 = acc3 * alpha[:, None]
+        p = p.to(tl.float16)
+        if HAS_V:
+            # V: a token's bytes [NC, GB] (GB bytes a group of G channels), a scale and a
+            # minimum a group; the token's row from its group's slot
+            tslot = tl.load(GT + s * stride_gt + (t0 + c) // G, mask=tmask, other=0)
+            vrow = (tslot.to(tl.int64) * H + h) * G + (t0 + c) % G
+            vm3 = tmask[:, None, None] & cgm[None, :, None]
+            vb = tl.load(VQ + vrow[:, None, None] * (D // PER) + cg[None, :, None] * GB
+                         + jb[None, None, :], mask=vm3, other=0)
+            vm2 = tmask[:, None] & cgm[None, :]
+            vsc = tl.load(VS + vrow[:, None] * (D // G) + cg[None, :], mask=vm2, other=0.0)
+            vmn = tl.load(VM + vrow[:, None] * (D // G) + cg[None, :], mask=vm2, other=0.0)
+            vsc = vsc[:, :, None]
+            vmn = vmn[:, :, None]
+            if PER == 4:
+                v0, v1, v2, v3 = _code_values(vb, vsc, vmn, BITS, ASM)
+                acc0 = tl.dot(p, tl.reshape(v0, (TOK, DP // 4)), acc0)
+                acc1 = tl.dot(p, tl.reshape(v1, (TOK, DP // 4)), acc1)
+                acc2 = tl.dot(p, tl.reshape(v2, (TOK, DP // 4)), acc2)
+                acc3 = tl.dot(p, tl.reshape(v3, (TOK, DP // 4)), acc3)
+            else:
+                v0, v1 = _code_values(vb, vsc, vmn, BITS, ASM)
+                acc0 = tl.dot(p, tl.reshape(v0, (TOK, DP // 2)), acc0)
+                acc1 = tl.dot(p, tl.reshape(v1, (TOK, DP // 2)), acc1)
+        else:
+            # V is the keys: their tile in token order
+            if PER == 4:
+                kt = tl.reshape(tl.join(tl.join(k0, k2), tl.join(k1, k3)), (DP, TOK))
+            else:
+                kt = tl.reshape(tl.join(k0, k1), (DP, TOK))
+            acc0 = tl.dot(p, tl.trans(kt), acc0)
+    # the residual ring: float16 rows
+    for t0 in range(tl.maximum(start, nq), end, G):
+        tok = t0 + tl.arange(0, G)
+        tmask = tok < end
+        rb = (s * H + h) * RING + tok % RING
+        krow = tl.load(KR + rb[:, None] * D + d[None, :], mask=tmask[:, None] & dm[None, :],
+                       other=0.0)
+        scores = tl.dot(q, tl.trans(krow))
+        if LAZY:
+            p, alpha, m_i, l_i, grow = softmax_lazy(scores, tmask, m_i, l_i)
+        else:
+            p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
+            grow = True
+        if grow:
+            acc0 = acc0 * alpha[:, None]
+            if NA >= 2:
+                acc1 = acc1 * alpha[:, None]
+            if NA == 4:
+                acc2 = acc2 * alpha[:, None]
+                acc3 = acc3 * alpha[:, None]
+        p = p.to(tl.float16)
+        acc0 = tl.dot(p, _ring_values(VR, rb, tmask, 0, NA, D, DP), acc0)
+        if NA >= 2:
+            acc1 = tl.dot(p, _ring_values(VR, rb, tmask, 1, NA, D, DP), acc1)
+        if NA == 4:
+            acc2 = tl.dot(p, _ring_values(VR, rb, tmask, 2, NA, D, DP), acc2)
+            acc3 = tl.dot(p, _ring_values(VR, rb, tmask, 3, NA, D, DP), acc3)
     out_rows = (s * H + h) * GROUP + rows
     omask = rows < GROUP
     base = out_rows * n_splits + sp
-    tl.store(ACC + base[:, None] * DP + d[None, :], acc, mask=omask[:, None])
+    dst = ACC + base[:, None] * DP
+    tl.store(dst + _lanes(0, NA, DP)[None, :], acc0, mask=omask[:, None])
+    if NA >= 2:
+        tl.store(dst + _lanes(1, NA, DP)[None, :], acc1, mask=omask[:, None])
+    if NA == 4:
+        tl.store(dst + _lanes(2, NA, DP)[None, :], acc2, mask=omask[:, None])
+        tl.store(dst + _lanes(3, NA, DP)[None, :], acc3, mask=omask[:, None])
     tl.store(ML + base * 2, m_i, mask=omask)
     tl.store(ML + base * 2 + 1, l_i, mask=omask)
 
 
 @triton.jit
-def _group_values(VQ, VS, VM, tb, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
-                  BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
-                  MAGIC: tl.constexpr):
-    """The values [G, DP] (float16) of the quantized group whose token rows are ``tb``: byte c
-    of a token's row holds channels PER·c … at BITS each, split by shifts; the scale and
-    minimum of each G channels, loaded once per token, spread over their channels (zero past
-    D, so the padded lanes are zero)."""
-    jv = tl.arange(0, DP // PER)
-    ng = tl.arange(0, DP // G)
-    shifts = tl.arange(0, PER) * BITS
-    vb = tl.load(VQ + tb[:, None] * (D // PER) + jv[None, :],
-                 mask=_below(jv, D // PER, DP == D)[None, :], other=0).to(tl.int32)
-    vc = tl.reshape((vb[:, :, None] >> shifts[None, None, :]) & LEVELS, (G, DP))
-    gm = _below(ng, D // G, DP == D)[None, :]
-    vsc = tl.load(VS + tb[:, None] * (D // G) + ng[None, :], mask=gm, other=0.0).to(tl.float32)
-    vmn = tl.load(VM + tb[:, None] * (D // G) + ng[None, :], mask=gm, other=0.0).to(tl.float32)
-    vsc = tl.reshape(tl.broadcast_to(vsc[:, :, None], (G, DP // G, G)), (G, DP))
-    vmn = tl.reshape(tl.broadcast_to(vmn[:, :, None], (G, DP // G, G)), (G, DP))
-    return (_codes_f16(vc, MAGIC).to(tl.float32) * vsc + vmn).to(tl.float16)
+def _ring_values(VR, rb, tmask, a: tl.constexpr, NA: tl.constexpr, D: tl.constexpr,
+                 DP: tl.constexpr):
+    """The ring rows ``rb``'s values at the head dimensions of output block ``a`` of NA
+    (_lanes), float16 [rows, DP / NA], zero on masked rows and past D."""
+    lane = _lanes(a, NA, DP)
+    return tl.load(VR + rb[:, None] * D + lane[None, :],
+                   mask=tmask[:, None] & (lane < D)[None, :], other=0.0)

@@ -2,10 +2,12 @@
 wheel's own compiler; the interpreter cannot run inline PTX): q4_0's reciprocal and product
 rounded as the reference rounds them, KIVI's quotient from the correctly rounded reciprocal
 and its floor by an add rounded down (no float-to-integer conversion), tbq3's codes stored as
-whole words (tests/kernels/sm90.py compiles them)."""
+whole words, KIVI's decode unpacking its codes by their bits (tests/kernels/sm90.py compiles
+them)."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -23,6 +25,7 @@ SCRIPT = textwrap.dedent("""
         out[fmt] = sass_count.compile_append(fmt, rows, warps)[0].asm["ptx"]
     for bits in (2, 4):
         out[f"kivi{bits}"] = sass_count.compile_kivi_flush(bits)[0].asm["ptx"]
+        out[f"kivi{bits}-decode"] = sass_count.compile_kivi_decode(bits)[0].asm["ptx"]
     print(json.dumps(out))
 """)
 
@@ -62,3 +65,15 @@ def test_rotated_append_multiplies_float16_rows_as_they_are(ptx: dict[str, str],
     text = ptx[fmt]
     assert "mma" in text and ".f16.f16" in text
     assert text.count("cvt.rn.f16.f32") + text.count("cvt.rn.f16x2.f32") <= 4
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+def test_kivi_decode_unpacks_codes_by_their_bits(ptx: dict[str, str], bits: int) -> None:
+    # each code masked into a float16 mantissa, the power of two subtracted, then c·s + m in
+    # one fused multiply-add a pair of values: a step of 64 tokens (K and V, 128 wide) gives
+    # the one warp of the compiled launch 512 values a thread, so 256 of each, none twice
+    text = ptx[f"kivi{bits}-decode"]
+    assert text.count("fma.rn.f16x2") == text.count("sub.rn.f16x2") == 256
+    # no integer-to-float conversion of a code, and no float64 (the interpreter's path)
+    assert not re.search(r"cvt\.rn\.f(16|32)\.[su](8|16|32)", text)
+    assert ".f64" not in text
