@@ -1,12 +1,14 @@
 """KIVI decode launches: warps a program, pipeline stages and tokens a program (the split),
 against the default.
 
-    python bench/kivi_check.py [--out DIR] [--configs W/S/SPLIT[/T[/L]],…]
+    python bench/kivi_check.py [--out DIR] [--configs W/S/SPLIT[/T[/L[/P[/R]]]],…] [--no-check]
 
 kivi2 and kivi4, 8 KV heads, head_dim 128, GQA 4: (1 sequence, 32k), (1, 128k), (8, 32k); each
 step replayed from a CUDA graph over enough caches that none is read from L2. SPLIT 0: the
 default split; T: quantized tokens a step (decode(tile_tokens=T), 0 the default); L 1: the
-lazy rescale (decode(lazy=True)). First, on the GPU: the PTX unpacking against the plain path
+lazy rescale (decode(lazy=True)); P: programs a multiprocessor the split aims at
+(decode(programs_per_sm=P)); R: registers a thread at most (decode(max_registers=R)); 0 the
+defaults. First, on the GPU: the PTX unpacking against the plain path
 (asm=False) and both against exact attention over the dequantized cache (``correctness``).
 Writes kivi.json.
 """
@@ -65,11 +67,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--configs", default="2/2/0,1/3/0,1/2/0/128,1/2/0/0/0,1/2/512")
+    ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     args = ap.parse_args()
     env = environment("cuda", torch)
-    checks = correctness()
-    configs = [(KIVI_WARPS, KIVI_STAGES, 0, 0, int(KIVI_LAZY))] + [
-        (*(int(x) for x in c.split("/")), 0, int(KIVI_LAZY))[:5]
+    checks = [] if args.no_check else correctness()
+    default = (KIVI_WARPS, KIVI_STAGES, 0, 0, int(KIVI_LAZY), 0, 0)
+    configs = [default] + [
+        tuple(int(x) for x in c.split("/")) + default[len(c.split("/")):]
         for c in args.configs.split(",")]
     rows = []
     for fmt in ("kivi2", "kivi4"):
@@ -78,17 +82,20 @@ def main() -> None:
             q = torch.randn(seqs, HQ, D, device="cuda").half()
             row = {"format": fmt, "sequences": seqs, "tokens": tokens,
                    "bytes": caches[0].nbytes, "seconds": {}}
-            for w, st, split, tok, lazy in dict.fromkeys(configs):
-                row["seconds"][f"{w}/{st}/{split}/{tok}/{lazy}"] = graph_time(
+            for w, st, split, tok, lazy, per_sm, regs in dict.fromkeys(configs):
+                row["seconds"][f"{w}/{st}/{split}/{tok}/{lazy}/{per_sm}/{regs}"] = graph_time(
                     [partial(c.decode, q, split or None, num_warps=w, num_stages=st,
-                             tile_tokens=tok or None, lazy=bool(lazy)) for c in caches])
+                             tile_tokens=tok or None, lazy=bool(lazy),
+                             programs_per_sm=per_sm or None, max_registers=regs or None)
+                     for c in caches])
             rows.append(row)
             print(fmt, seqs, tokens, {k: f"{v * 1e6:.1f} us" for k, v in row["seconds"].items()},
                   flush=True)
             del caches
             torch.cuda.empty_cache()
     write_json(args.out, "kivi.json", {"env": env, "note": "configs: warps/stages/split/tile "
-                                       "tokens/lazy (split 0, tile 0: the defaults)",
+                                       "tokens/lazy/programs a multiprocessor/registers (0: "
+                                       "the defaults)",
                                        "correctness": checks, "rows": rows})
 
 

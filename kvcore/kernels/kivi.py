@@ -267,14 +267,17 @@ class KiviCache:
     def decode(self, q: Any, split_tokens: int | None = None, *, num_warps: int | None = None,
                num_stages: int | None = None, tile_tokens: int | None = None,
                query_rows: int | None = None, pdl: bool | None = None,
-               lazy: bool = KIVI_LAZY, asm: bool | None = None) -> Any:
+               lazy: bool = KIVI_LAZY, asm: bool | None = None,
+               programs_per_sm: int | None = None, max_registers: int | None = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
         ``num_warps`` and ``num_stages`` override KIVI_WARPS (more warps for heads wider than
         128) and KIVI_STAGES. ``tile_tokens``: quantized tokens a step of the program takes
         (whole groups, default KIVI_TILE; a split is a multiple of it). ``asm``: unpack the
-        codes with PTX (default: on a GPU; the interpreter cannot). ``query_rows``: the query
+        codes with PTX (default: on a GPU; the interpreter cannot). ``programs_per_sm``: the
+        fewest programs a multiprocessor the default split aims at (KIVI_PER_SM);
+        ``max_registers``: a cap on the registers a thread. ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head. ``pdl``: as LayerCache.decode's.
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
@@ -290,7 +293,8 @@ class KiviCache:
         qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp))
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
         if split_tokens is None:
-            want = max(1, math.ceil(KIVI_PER_SM * SMS / max(1, seqs * self.heads * qblocks)))
+            per_sm = programs_per_sm or KIVI_PER_SM
+            want = max(1, math.ceil(per_sm * SMS / max(1, seqs * self.heads * qblocks)))
             split_tokens = min(KIVI_SPLIT, -(-total // want))
         tok = tile_tokens or KIVI_TILE
         if tok % self.group or (tok // self.group) * (self.group * self.bits // 8) < 16:
@@ -319,7 +323,8 @@ class KiviCache:
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
             HAS_V=self.has_v, TOK=tok, ASM=q.is_cuda if asm is None else asm, QB=qblocks,
             num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
-            num_stages=num_stages or KIVI_STAGES, LAZY=bool(lazy), **pdl_launch(pdl))
+            num_stages=num_stages or KIVI_STAGES, LAZY=bool(lazy), **pdl_launch(pdl),
+            **({"maxnreg": max_registers} if max_registers else {}))
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp, pdl=pdl)
         return out
 
