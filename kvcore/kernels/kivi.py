@@ -60,15 +60,19 @@ def _minmax_quant(x: Any, bits: int, dim: int) -> tuple[Any, Any, Any]:
 
 
 def quantize_group_keys(k: Any, bits: int) -> dict[str, Any]:
-    """Keys [..., G, D] (one group of G tokens) → per-channel codes packed along tokens."""
+    """Keys [..., G, D] (one group of G tokens) → per-channel codes packed along tokens, the
+    bytes [..., G·bits/8, D]: byte j of every channel, then byte j + 1 (channels contiguous,
+    so that a decode reads the bytes of neighbouring channels, which one product pairs, in one
+    load)."""
     q, scale, mn = _minmax_quant(k.float(), bits, dim=-2)
     codes = q.transpose(-1, -2)  # [..., D, G]
-    return {"q": _pack(codes, bits), "scale": scale.squeeze(-2), "min": mn.squeeze(-2)}
+    return {"q": _pack(codes, bits).transpose(-1, -2).contiguous(), "scale": scale.squeeze(-2),
+            "min": mn.squeeze(-2)}
 
 
 def dequantize_group_keys(planes: dict[str, Any], bits: int) -> Any:
     """→ float32 [..., G, D]."""
-    codes = _unpack(planes["q"], bits).float()  # [..., D, G]
+    codes = _unpack(planes["q"].transpose(-1, -2), bits).float()  # [..., D, G]
     x = codes * planes["scale"].float().unsqueeze(-1) + planes["min"].float().unsqueeze(-1)
     return x.transpose(-1, -2)
 
@@ -132,7 +136,7 @@ class KiviCache:
         g, d, b = self.group, head_dim, self.bits
         slots = seqs * self.groups
         z = dict(device=device)
-        self.kq = torch.zeros(slots, heads, d, g * b // 8, dtype=torch.uint8, **z)
+        self.kq = torch.zeros(slots, heads, g * b // 8, d, dtype=torch.uint8, **z)
         self.ks = torch.zeros(slots, heads, d, dtype=torch.float16, **z)
         self.km = torch.zeros(slots, heads, d, dtype=torch.float16, **z)
         self.has_v = values

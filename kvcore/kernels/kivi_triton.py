@@ -93,13 +93,14 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     ks = ((hi.to(tl.float32) - lo.to(tl.float32)) / LEVELS).to(tl.float16)
     km = lo
     kc = _quantize(k, km[None, :], ks[None, :], LEVELS, HW)
-    # pack along tokens: byte j of channel d holds tokens PER·j .. PER·j + PER − 1
+    # pack along tokens: byte j of channel d holds tokens PER·j .. PER·j + PER − 1; the bytes
+    # lie [G/PER, D], channels contiguous
     kc3 = tl.reshape(kc, (G // PER, PER, DP))
     shifts = (tl.arange(0, PER) * BITS)[None, :, None]
     kbytes = tl.sum(kc3 << shifts, axis=1)  # [G/per, DP]
     gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
     j = tl.arange(0, G // PER)
-    tl.store(KQ + (gbase * D + d[None, :]) * (G // PER) + j[:, None], kbytes.to(tl.uint8),
+    tl.store(KQ + (gbase * (G // PER) + j[:, None]) * D + d[None, :], kbytes.to(tl.uint8),
              mask=dm[None, :])
     tl.store(KS + gbase * D + d, ks, mask=dm)
     tl.store(KM + gbase * D + d, km, mask=dm)
@@ -259,9 +260,10 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
         g = t0 // G + gi
         gok = g * G < qend
         slot = tl.load(GT + s * stride_gt + g, mask=gok, other=0).to(tl.int64) * H + h
-        # K: bytes [DP, NG, GB], a channel's scale and minimum a group
+        # K: bytes [DP, NG, GB] (they lie [GB, D] a group: the neighbouring channels that a
+        # product pairs are neighbouring bytes), a channel's scale and minimum a group
         km3 = dm[:, None, None] & gok[None, :, None]
-        kb = tl.load(KQ + (slot[None, :, None] * D + d[:, None, None]) * GB + jb[None, None, :],
+        kb = tl.load(KQ + (slot[None, :, None] * GB + jb[None, None, :]) * D + d[:, None, None],
                      mask=km3, other=0)
         km2 = dm[:, None] & gok[None, :]
         ksc = tl.load(KS + slot[None, :] * D + d[:, None], mask=km2, other=0.0)[:, :, None]
