@@ -141,11 +141,13 @@ class KiviCache:
         self.km = torch.zeros(slots, heads, d, dtype=torch.float16, **z)
         self.has_v = values
         # a K-only cache allocates no V planes: the names point at the K ones
-        self.vq = torch.zeros(slots, heads, g, d * b // 8, dtype=torch.uint8, **z) if values \
+        # the value planes lie token-minor in a group: byte c (scale, minimum of channel group
+        # c) of the G tokens side by side
+        self.vq = torch.zeros(slots, heads, d * b // 8, g, dtype=torch.uint8, **z) if values \
             else self.kq
-        self.vs = torch.zeros(slots, heads, g, d // g, dtype=torch.float16, **z) if values \
+        self.vs = torch.zeros(slots, heads, d // g, g, dtype=torch.float16, **z) if values \
             else self.ks
-        self.vm = torch.zeros(slots, heads, g, d // g, dtype=torch.float16, **z) if values \
+        self.vm = torch.zeros(slots, heads, d // g, g, dtype=torch.float16, **z) if values \
             else self.km
         self.kr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z)
         self.vr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z) if values \
@@ -201,7 +203,8 @@ class KiviCache:
         self.kq[slot], self.ks[slot], self.km[slot] = kp["q"], kp["scale"], kp["min"]
         if self.has_v:
             vp = quantize_values(self.vr[s][:, ring], self.bits, g)
-            self.vq[slot], self.vs[slot], self.vm[slot] = vp["q"], vp["scale"], vp["min"]
+            for plane, x in ((self.vq, vp["q"]), (self.vs, vp["scale"]), (self.vm, vp["min"])):
+                plane[slot] = x.transpose(-1, -2)
 
     def _append(self, s: int, k: Any, v: Any, flush: Callable[[int], None]) -> None:
         for i in range(k.shape[0]):
@@ -345,7 +348,8 @@ class KiviCache:
             k_q = k_q.reshape(self.heads, nq, self.head_dim)
 
             def flat(t: Any) -> Any:
-                return t[sl].transpose(0, 1).reshape(self.heads, nq, -1)
+                # token-minor value planes → [heads, tokens, width]
+                return t[sl].transpose(-1, -2).transpose(0, 1).reshape(self.heads, nq, -1)
             v_q = dequantize_values({"q": flat(self.vq), "scale": flat(self.vs),
                                      "min": flat(self.vm)}, self.bits, self.group) \
                 if self.has_v else k_q

@@ -105,15 +105,17 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     tl.store(KS + gbase * D + d, ks, mask=dm)
     tl.store(KM + gbase * D + d, km, mask=dm)
     if HAS_V:
-        _flush_values(v, VQ, VS, VM, gbase * G + t, D, DP, G, BITS, PER, LEVELS, HW)
+        _flush_values(v, VQ, VS, VM, gbase, D, DP, G, BITS, PER, LEVELS, HW)
 
 
 @triton.jit
-def _flush_values(v, VQ, VS, VM, tbase, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
+def _flush_values(v, VQ, VS, VM, gbase, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
                   BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
                   HW: tl.constexpr):
     """Values [G, DP] (float16) of one group quantized per token over groups of G channels (D is a
-    multiple of G; the groups past D are padding) into rows ``tbase`` of the value planes."""
+    multiple of G; the groups past D are padding) into group ``gbase`` (slot · heads + head) of
+    the value planes, which lie token-minor: byte c of token t at [c, t], the scale and minimum
+    of channel group n at [n, t]."""
     v3 = tl.reshape(v, (G, DP // G, G))
     vlo = tl.min(v3, axis=2)
     vhi = tl.max(v3, axis=2)
@@ -124,12 +126,13 @@ def _flush_values(v, VQ, VS, VM, tbase, D: tl.constexpr, DP: tl.constexpr, G: tl
     vshift = (tl.arange(0, PER) * BITS)[None, None, :]
     vbytes = tl.sum(vc3 << vshift, axis=2)  # [G, DP/per]
     c = tl.arange(0, DP // PER)
-    tl.store(VQ + tbase[:, None] * (D // PER) + c[None, :], vbytes.to(tl.uint8),
+    t = tl.arange(0, G)[:, None]
+    tl.store(VQ + (gbase * (D // PER) + c[None, :]) * G + t, vbytes.to(tl.uint8),
              mask=_below(c, D // PER, DP == D)[None, :])
     ng = tl.arange(0, DP // G)
     gm = _below(ng, D // G, DP == D)[None, :]
-    tl.store(VS + tbase[:, None] * (D // G) + ng[None, :], vs, mask=gm)
-    tl.store(VM + tbase[:, None] * (D // G) + ng[None, :], vm, mask=gm)
+    tl.store(VS + (gbase * (D // G) + ng[None, :]) * G + t, vs, mask=gm)
+    tl.store(VM + (gbase * (D // G) + ng[None, :]) * G + t, vm, mask=gm)
 
 
 def _codes_asm(bits: int) -> str:
@@ -297,26 +300,28 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
         if HAS_V:
             # V: a token's bytes [NC, GB] (GB bytes a group of G channels), a scale and a
             # minimum a group; the token's row from its group's slot
-            tslot = tl.load(GT + s * stride_gt + (t0 + c) // G, mask=tmask, other=0)
-            vrow = (tslot.to(tl.int64) * H + h) * G + (t0 + c) % G
-            vm3 = tmask[:, None, None] & cgm[None, :, None]
-            vb = tl.load(VQ + vrow[:, None, None] * (D // PER) + cg[None, :, None] * GB
-                         + jb[None, None, :], mask=vm3, other=0)
-            vm2 = tmask[:, None] & cgm[None, :]
-            vsc = tl.load(VS + vrow[:, None] * (D // G) + cg[None, :], mask=vm2, other=0.0)
-            vmn = tl.load(VM + vrow[:, None] * (D // G) + cg[None, :], mask=vm2, other=0.0)
-            vsc = vsc[:, :, None]
-            vmn = vmn[:, :, None]
+            # V: the tile's groups, bytes [NG, NC, GB, G] (they lie token-minor: the tokens a
+            # product pairs are neighbouring bytes), a scale and a minimum a token and group of
+            # G channels; code k of byte b of a token is channel PER·b + k
+            tg = tl.arange(0, G)
+            vm4 = gok[:, None, None, None] & cgm[None, :, None, None]
+            vbase = slot[:, None, None, None] * (D // PER) * G
+            vb = tl.load(VQ + vbase + (cg[None, :, None, None] * GB + jb[None, None, :, None]) * G
+                         + tg[None, None, None, :], mask=vm4, other=0)
+            vm3 = gok[:, None, None] & cgm[None, :, None]
+            sbase = slot[:, None, None] * (D // G) * G + cg[None, :, None] * G + tg[None, None, :]
+            vsc = tl.load(VS + sbase, mask=vm3, other=0.0)[:, :, None, :]
+            vmn = tl.load(VM + sbase, mask=vm3, other=0.0)[:, :, None, :]
             if PER == 4:
                 v0, v1, v2, v3 = _code_values(vb, vsc, vmn, BITS, ASM)
-                acc0 = tl.dot(p, tl.reshape(v0, (TOK, DP // 4)), acc0)
-                acc1 = tl.dot(p, tl.reshape(v1, (TOK, DP // 4)), acc1)
-                acc2 = tl.dot(p, tl.reshape(v2, (TOK, DP // 4)), acc2)
-                acc3 = tl.dot(p, tl.reshape(v3, (TOK, DP // 4)), acc3)
+                acc0 = tl.dot(p, tl.reshape(tl.permute(v0, (0, 3, 1, 2)), (TOK, DP // 4)), acc0)
+                acc1 = tl.dot(p, tl.reshape(tl.permute(v1, (0, 3, 1, 2)), (TOK, DP // 4)), acc1)
+                acc2 = tl.dot(p, tl.reshape(tl.permute(v2, (0, 3, 1, 2)), (TOK, DP // 4)), acc2)
+                acc3 = tl.dot(p, tl.reshape(tl.permute(v3, (0, 3, 1, 2)), (TOK, DP // 4)), acc3)
             else:
                 v0, v1 = _code_values(vb, vsc, vmn, BITS, ASM)
-                acc0 = tl.dot(p, tl.reshape(v0, (TOK, DP // 2)), acc0)
-                acc1 = tl.dot(p, tl.reshape(v1, (TOK, DP // 2)), acc1)
+                acc0 = tl.dot(p, tl.reshape(tl.permute(v0, (0, 3, 1, 2)), (TOK, DP // 2)), acc0)
+                acc1 = tl.dot(p, tl.reshape(tl.permute(v1, (0, 3, 1, 2)), (TOK, DP // 2)), acc1)
         else:
             # V is the keys: their tile in token order
             if PER == 4:
