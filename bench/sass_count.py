@@ -120,7 +120,7 @@ def compile_kivi_flush(bits: int, warps: int = 4):
 
 
 def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 64,
-                        lazy: bool = False, values: bool = True):
+                        lazy: bool = True, values: bool = True):
     """KIVI's decode kernel (head_dim 128, GQA 32/8, groups of 32 tokens, the GPU paths)
     compiled for sm_90: (kernel, SASS, resource usage)."""
     from kvcore.kernels.kivi_triton import kivi_decode_kernel

@@ -106,11 +106,11 @@ KIVI_WARPS, KIVI_STAGES, KIVI_PER_SM = 1, 2, 8
 #: index fill a product of 16 tokens (128: kivi2 106 → 134 µs, kivi4 122 → 253 µs at B=1 128k,
 #: kivi-decode-h200-v16.json)
 KIVI_TILE = 64
-#: KIVI's decode rescales its running output eagerly by default (KIVI_LAZY false): with the
-#: unpacking by PTX the eager rescale is 2-5% faster than softmax_lazy on an H200 (kivi2 106.4
-#: → 103.9 µs at B=1 128k, kivi4 121.5 → 116.1; bench/results/kivi-decode-h200-v16.json); the
-#: lazy one was 0-4% faster before it (kivi-lazy-h200.json)
-KIVI_LAZY = False
+#: KIVI's decode rescales its running output lazily by default (softmax_lazy): on an H200 kivi4
+#: 1-7% faster (103.0 → 101.9 µs at B=1 128k, 220.9 → 206.7 µs at B=8 32k), kivi2 within 1%
+#: either way (bench/results/kivi-decode-h200-v16b.json; kivi-lazy-h200.json before the
+#: unpacking by PTX)
+KIVI_LAZY = True
 
 
 class KiviCache:
