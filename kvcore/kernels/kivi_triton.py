@@ -135,56 +135,74 @@ def _flush_values(v, VQ, VS, VM, gbase, D: tl.constexpr, DP: tl.constexpr, G: tl
     tl.store(VM + (gbase * (D // G) + ng[None, :]) * G + t, vm, mask=gm)
 
 
-def _codes_asm(bits: int) -> str:
-    """PTX for four bytes of BITS-bit codes → their values c·s + m as float16 pairs: output
-    pair 2k holds code k of bytes 0 and 1, pair 2k + 1 code k of bytes 2 and 3. Operands: the
-    2·(8/BITS) outputs, the four bytes, then the bytes' scales and minimums as float16 pairs
-    (bytes 0 and 1, bytes 2 and 3). The bytes are spread into the low halves of two words;
-    code k is then masked into the mantissa of the float16 whose units are 1 at that position
-    (2^(10 − BITS·k)), that power of two is subtracted (exact), and one fused multiply-add
-    rounds c·s + m once."""
-    per = 8 // bits
-    src = 2 * per
+def _codes_asm(bits: int, codes: range) -> str:
+    """PTX for four bytes of BITS-bit codes → the values c·s + m of their codes ``codes`` as
+    float16 pairs: output pair 2i holds code codes[i] of bytes 0 and 1, pair 2i + 1 of bytes 2
+    and 3. Operands: the outputs, the four bytes, then the bytes' scales and minimums as float16
+    pairs (bytes 0 and 1, bytes 2 and 3). The bytes are spread into the low halves of two
+    words; code k is then masked into the mantissa of the float16 whose units are 1 at that
+    position (2^(10 − BITS·k)), that power of two is subtracted (exact), and one fused
+    multiply-add rounds c·s + m once."""
+    src = 2 * len(codes)
     body = [".reg .b32 t0, t1, z, u;", "mov.b32 z, 0;",
             f"prmt.b32 t0, ${src}, z, 0x4140;", f"prmt.b32 t1, ${src}, z, 0x4342;"]
-    for k in range(per):
+    for i, k in enumerate(codes):
         unit = ((25 - bits * k) << 10) * 0x10001
         mask = (((1 << bits) - 1) << (bits * k)) * 0x10001
         body.append(f"mov.b32 u, 0x{unit:08X};")
         for h in (0, 1):
-            out = f"${2 * k + h}"
+            out = f"${2 * i + h}"
             body += [f"lop3.b32 {out}, t{h}, 0x{mask:08X}, u, 0xea;",
                      f"sub.rn.f16x2 {out}, {out}, u;",
                      f"fma.rn.f16x2 {out}, {out}, ${src + 1 + h}, ${src + 3 + h};"]
     return "{\n" + "\n".join(body) + "\n}"
 
 
-CODES2_ASM = tl.constexpr(_codes_asm(2))
-CODES4_ASM = tl.constexpr(_codes_asm(4))
+#: every code of a byte (kivi2: four, kivi4: two), and kivi2's in two halves
+CODES2_ASM = tl.constexpr(_codes_asm(2, range(4)))
+CODES4_ASM = tl.constexpr(_codes_asm(4, range(2)))
+CODES2_LOW_ASM = tl.constexpr(_codes_asm(2, range(2)))
+CODES2_HIGH_ASM = tl.constexpr(_codes_asm(2, range(2, 4)))
 
 
 @triton.jit
-def _code_values(byte, sc, mn, BITS: tl.constexpr, ASM: tl.constexpr):
+def _code_values(byte, sc, mn, BITS: tl.constexpr, ASM: tl.constexpr, PURE: tl.constexpr = True,
+                 HALF: tl.constexpr = 0):
     """Bytes of packed BITS-bit codes (uint8) and the scale and minimum of each (float16,
     broadcast against the bytes) → 8 / BITS float16 tensors of the bytes' shape: code k of every byte as c·s + m,
     rounded once. ASM: the PTX block (CODES*_ASM); otherwise float64 arithmetic rounded to
-    float16, which gives the same values (the interpreter's path)."""
+    float16, which gives the same values (the interpreter's path). PURE false: the PTX is not
+    marked pure, so that a second unpacking of the same bytes is done again rather than merged
+    with the first (whose values would then be held in between). HALF 1 or 2 (kivi2): only
+    codes 0 and 1, or 2 and 3, so that fewer values are held at once."""
     if ASM:
         sc = tl.broadcast_to(sc, byte.shape)
         mn = tl.broadcast_to(mn, byte.shape)
-        if BITS == 2:
+        if BITS == 2 and HALF > 0:
+            if HALF == 1:
+                text: tl.constexpr = CODES2_LOW_ASM
+            else:
+                text: tl.constexpr = CODES2_HIGH_ASM
+            return tl.inline_asm_elementwise(
+                text, "=r,=r,=r,=r,r,r,r,r,r", [byte, sc, mn],
+                dtype=(tl.float16, tl.float16), is_pure=PURE, pack=4)
+        elif BITS == 2:
             return tl.inline_asm_elementwise(
                 CODES2_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [byte, sc, mn],
-                dtype=(tl.float16, tl.float16, tl.float16, tl.float16), is_pure=True, pack=4)
+                dtype=(tl.float16, tl.float16, tl.float16, tl.float16), is_pure=PURE, pack=4)
         else:
             return tl.inline_asm_elementwise(
                 CODES4_ASM, "=r,=r,=r,=r,r,r,r,r,r", [byte, sc, mn],
-                dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+                dtype=(tl.float16, tl.float16), is_pure=PURE, pack=4)
     else:
         b = byte.to(tl.int32)
         s = sc.to(tl.float64)
         m = mn.to(tl.float64)
-        if BITS == 2:
+        if BITS == 2 and HALF > 0:
+            sh: tl.constexpr = 4 * (HALF - 1)
+            return (((b >> sh) & 3).to(tl.float64) * s + m).to(tl.float16), \
+                (((b >> (sh + 2)) & 3).to(tl.float64) * s + m).to(tl.float16)
+        elif BITS == 2:
             return ((b & 3).to(tl.float64) * s + m).to(tl.float16), \
                 (((b >> 2) & 3).to(tl.float64) * s + m).to(tl.float16), \
                 (((b >> 4) & 3).to(tl.float64) * s + m).to(tl.float16), \
@@ -250,6 +268,8 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     if NA == 4:
         acc2 = tl.zeros([QPAD, DP // NA], tl.float32)
         acc3 = tl.zeros([QPAD, DP // NA], tl.float32)
+    # heads of 512 lanes or more (an MLA latent): fewer key values held at once (below)
+    WIDE: tl.constexpr = DP >= 512
     NG: tl.constexpr = TOK // G
     GB: tl.constexpr = G // PER
     NC: tl.constexpr = DP // G
@@ -272,9 +292,16 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
         ksc = tl.load(KS + slot[None, :] * D + d[:, None], mask=km2, other=0.0)[:, :, None]
         kmn = tl.load(KM + slot[None, :] * D + d[:, None], mask=km2, other=0.0)[:, :, None]
         if PER == 4:
-            k0, k1, k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM)
-            s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
-            s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
+            if WIDE:
+                # half the codes at a time, so that fewer key values are held at once
+                k0, k1 = _code_values(kb, ksc, kmn, BITS, ASM, True, 1)
+                s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
+                s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
+                k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM, True, 2)
+            else:
+                k0, k1, k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM)
+                s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
+                s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
             s2 = tl.dot(q, tl.reshape(k2, (DP, NG * GB)))
             s3 = tl.dot(q, tl.reshape(k3, (DP, NG * GB)))
             scores = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (QPAD, TOK))
@@ -298,8 +325,6 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                 acc3 = acc3 * alpha[:, None]
         p = p.to(tl.float16)
         if HAS_V:
-            # V: a token's bytes [NC, GB] (GB bytes a group of G channels), a scale and a
-            # minimum a group; the token's row from its group's slot
             # V: the tile's groups, bytes [NG, NC, GB, G] (they lie token-minor: the tokens a
             # product pairs are neighbouring bytes), a scale and a minimum a token and group of
             # G channels; code k of byte b of a token is channel PER·b + k
@@ -323,12 +348,28 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                 acc0 = tl.dot(p, tl.reshape(tl.permute(v0, (0, 3, 1, 2)), (TOK, DP // 2)), acc0)
                 acc1 = tl.dot(p, tl.reshape(tl.permute(v1, (0, 3, 1, 2)), (TOK, DP // 2)), acc1)
         else:
-            # V is the keys: their tile in token order
+            # V is the keys: the weights of tokens PER·j + k (column PER·j + k of p) against
+            # the key tile of code k. Wide heads (an MLA latent) unpack the bytes again, half
+            # the codes at a time, rather than hold the tiles across the softmax, which spilled
+            # registers
             if PER == 4:
-                kt = tl.reshape(tl.join(tl.join(k0, k2), tl.join(k1, k3)), (DP, TOK))
+                pe, po = tl.split(tl.reshape(p, (QPAD, NG * GB, 2, 2)))
+                p0, p2 = tl.split(pe)
+                p1, p3 = tl.split(po)
+                if WIDE:
+                    k0, k1 = _code_values(kb, ksc, kmn, BITS, ASM, False, 1)
+                acc0 = tl.dot(p0, tl.trans(tl.reshape(k0, (DP, NG * GB))), acc0)
+                acc0 = tl.dot(p1, tl.trans(tl.reshape(k1, (DP, NG * GB))), acc0)
+                if WIDE:
+                    k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM, False, 2)
+                acc0 = tl.dot(p2, tl.trans(tl.reshape(k2, (DP, NG * GB))), acc0)
+                acc0 = tl.dot(p3, tl.trans(tl.reshape(k3, (DP, NG * GB))), acc0)
             else:
-                kt = tl.reshape(tl.join(k0, k1), (DP, TOK))
-            acc0 = tl.dot(p, tl.trans(kt), acc0)
+                p0, p1 = tl.split(tl.reshape(p, (QPAD, NG * GB, 2)))
+                if WIDE:
+                    k0, k1 = _code_values(kb, ksc, kmn, BITS, ASM, False)
+                acc0 = tl.dot(p0, tl.trans(tl.reshape(k0, (DP, NG * GB))), acc0)
+                acc0 = tl.dot(p1, tl.trans(tl.reshape(k1, (DP, NG * GB))), acc0)
     # the residual ring: float16 rows
     for t0 in range(tl.maximum(start, nq), end, G):
         tok = t0 + tl.arange(0, G)
