@@ -3,7 +3,8 @@ against the default.
 
     python bench/kivi_check.py [--out DIR] [--configs W/S/SPLIT[/T[/L[/P[/R]]]],…] [--no-check]
 
-kivi2 and kivi4, 8 KV heads, head_dim 128, GQA 4: (1 sequence, 32k), (1, 128k), (8, 32k); each
+kivi2 and kivi4, 8 KV heads, head_dim 128, GQA 4: (1 sequence, 32k), (1, 128k), (8, 32k) or
+--shapes; each
 step replayed from a CUDA graph over enough caches that none is read from L2. SPLIT 0: the
 default split; T: quantized tokens a step (decode(tile_tokens=T), 0 the default); L 1: the
 lazy rescale (decode(lazy=True)); P: programs a multiprocessor the split aims at
@@ -68,6 +69,8 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--configs", default="2/2/0,1/3/0,1/2/0/128,1/2/0/0/0,1/2/512")
     ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
+    ap.add_argument("--shapes", default="1x32768,1x131072,8x32768",
+                    help="sequences x tokens, comma-separated")
     args = ap.parse_args()
     env = environment("cuda", torch)
     checks = [] if args.no_check else correctness()
@@ -77,7 +80,8 @@ def main() -> None:
         for c in args.configs.split(",")]
     rows = []
     for fmt in ("kivi2", "kivi4"):
-        for seqs, tokens in ((1, 32768), (1, 131072), (8, 32768)):
+        for seqs, tokens in (tuple(int(x) for x in sh.split("x"))
+                             for sh in args.shapes.split(",")):
             caches = kivi_copies(kivi_fill(fmt, seqs, tokens))
             q = torch.randn(seqs, HQ, D, device="cuda").half()
             row = {"format": fmt, "sequences": seqs, "tokens": tokens,

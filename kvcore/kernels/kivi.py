@@ -281,7 +281,8 @@ class KiviCache:
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
         ``num_warps`` and ``num_stages`` override KIVI_WARPS (more warps for heads wider than
         128) and KIVI_STAGES. ``tile_tokens``: quantized tokens a step of the program takes
-        (whole groups, default KIVI_TILE; a split is a multiple of it). ``asm``: unpack the
+        (whole groups, default KIVI_TILE; a split is a multiple of it; heads of 512 lanes or more
+        take one group). ``asm``: unpack the
         codes with PTX (default: on a GPU; the interpreter cannot). ``programs_per_sm``: the
         fewest programs a multiprocessor the default split aims at (KIVI_PER_SM);
         ``max_registers``: a cap on the registers a thread. ``query_rows``: the query
@@ -303,10 +304,14 @@ class KiviCache:
             per_sm = programs_per_sm or KIVI_PER_SM
             want = max(1, math.ceil(per_sm * SMS / max(1, seqs * self.heads * qblocks)))
             split_tokens = min(KIVI_SPLIT, -(-total // want))
-        tok = tile_tokens or KIVI_TILE
-        if tok % self.group or (tok // self.group) * (self.group * self.bits // 8) < 16:
-            raise ValueError(f"tile_tokens must be whole groups of {self.group} tokens, at "
-                             f"least {16 * 8 // self.bits} for {self.fmt}")
+        if dp >= 512:
+            # wide heads (an MLA latent) take one group a step, their keys by shifts
+            tok = self.group
+        else:
+            tok = tile_tokens or KIVI_TILE
+            if tok % self.group or (tok // self.group) * (self.group * self.bits // 8) < 16:
+                raise ValueError(f"tile_tokens must be whole groups of {self.group} tokens, "
+                                 f"at least {16 * 8 // self.bits} for {self.fmt}")
         split = max(tok, -(-split_tokens // tok) * tok)
         n_splits = max(1, -(-total // split))
         acc = torch.empty(seqs * hq * n_splits * dp, dtype=torch.float32, device=q.device)

@@ -158,51 +158,33 @@ def _codes_asm(bits: int, codes: range) -> str:
     return "{\n" + "\n".join(body) + "\n}"
 
 
-#: every code of a byte (kivi2: four, kivi4: two), and kivi2's in two halves
+#: every code of a byte: kivi2's four, kivi4's two
 CODES2_ASM = tl.constexpr(_codes_asm(2, range(4)))
 CODES4_ASM = tl.constexpr(_codes_asm(4, range(2)))
-CODES2_LOW_ASM = tl.constexpr(_codes_asm(2, range(2)))
-CODES2_HIGH_ASM = tl.constexpr(_codes_asm(2, range(2, 4)))
 
 
 @triton.jit
-def _code_values(byte, sc, mn, BITS: tl.constexpr, ASM: tl.constexpr, PURE: tl.constexpr = True,
-                 HALF: tl.constexpr = 0):
+def _code_values(byte, sc, mn, BITS: tl.constexpr, ASM: tl.constexpr):
     """Bytes of packed BITS-bit codes (uint8) and the scale and minimum of each (float16,
     broadcast against the bytes) → 8 / BITS float16 tensors of the bytes' shape: code k of every byte as c·s + m,
     rounded once. ASM: the PTX block (CODES*_ASM); otherwise float64 arithmetic rounded to
-    float16, which gives the same values (the interpreter's path). PURE false: the PTX is not
-    marked pure, so that a second unpacking of the same bytes is done again rather than merged
-    with the first (whose values would then be held in between). HALF 1 or 2 (kivi2): only
-    codes 0 and 1, or 2 and 3, so that fewer values are held at once."""
+    float16, which gives the same values (the interpreter's path)."""
     if ASM:
         sc = tl.broadcast_to(sc, byte.shape)
         mn = tl.broadcast_to(mn, byte.shape)
-        if BITS == 2 and HALF > 0:
-            if HALF == 1:
-                text: tl.constexpr = CODES2_LOW_ASM
-            else:
-                text: tl.constexpr = CODES2_HIGH_ASM
-            return tl.inline_asm_elementwise(
-                text, "=r,=r,=r,=r,r,r,r,r,r", [byte, sc, mn],
-                dtype=(tl.float16, tl.float16), is_pure=PURE, pack=4)
-        elif BITS == 2:
+        if BITS == 2:
             return tl.inline_asm_elementwise(
                 CODES2_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [byte, sc, mn],
-                dtype=(tl.float16, tl.float16, tl.float16, tl.float16), is_pure=PURE, pack=4)
+                dtype=(tl.float16, tl.float16, tl.float16, tl.float16), is_pure=True, pack=4)
         else:
             return tl.inline_asm_elementwise(
                 CODES4_ASM, "=r,=r,=r,=r,r,r,r,r,r", [byte, sc, mn],
-                dtype=(tl.float16, tl.float16), is_pure=PURE, pack=4)
+                dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
     else:
         b = byte.to(tl.int32)
         s = sc.to(tl.float64)
         m = mn.to(tl.float64)
-        if BITS == 2 and HALF > 0:
-            sh: tl.constexpr = 4 * (HALF - 1)
-            return (((b >> sh) & 3).to(tl.float64) * s + m).to(tl.float16), \
-                (((b >> (sh + 2)) & 3).to(tl.float64) * s + m).to(tl.float16)
-        elif BITS == 2:
+        if BITS == 2:
             return ((b & 3).to(tl.float64) * s + m).to(tl.float16), \
                 (((b >> 2) & 3).to(tl.float64) * s + m).to(tl.float16), \
                 (((b >> 4) & 3).to(tl.float64) * s + m).to(tl.float16), \
@@ -210,12 +192,6 @@ def _code_values(byte, sc, mn, BITS: tl.constexpr, ASM: tl.constexpr, PURE: tl.c
         else:
             return ((b & 15).to(tl.float64) * s + m).to(tl.float16), \
                 ((b >> 4).to(tl.float64) * s + m).to(tl.float16)
-
-
-@triton.jit
-def _lanes(a: tl.constexpr, NA: tl.constexpr, DP: tl.constexpr):
-    """Head dimensions of accumulator block ``a`` of NA: a, a + NA, a + 2·NA, …"""
-    return tl.arange(0, DP // NA) * NA + a
 
 
 @triton.jit
@@ -257,7 +233,8 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     dm = _below(d, D, DP == D)
     q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
                 mask=(rows[:, None] < GROUP) & dm[None, :], other=0.0).to(tl.float32)
-    q = (q * qk_scale).to(tl.float16)
+    q32 = q * qk_scale
+    q = q32.to(tl.float16)
     # V's output blocks (one for a K-only cache: V is the keys, in channel order)
     NA: tl.constexpr = PER if HAS_V else 1
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
@@ -268,7 +245,8 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     if NA == 4:
         acc2 = tl.zeros([QPAD, DP // NA], tl.float32)
         acc3 = tl.zeros([QPAD, DP // NA], tl.float32)
-    # heads of 512 lanes or more (an MLA latent): fewer key values held at once (below)
+    # heads of 512 lanes or more (an MLA latent) take one group a step and their keys by
+    # shifts (below): a product of 16 tokens holds a wide key tile in every warp
     WIDE: tl.constexpr = DP >= 512
     NG: tl.constexpr = TOK // G
     GB: tl.constexpr = G // PER
@@ -291,17 +269,21 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
         km2 = dm[:, None] & gok[None, :]
         ksc = tl.load(KS + slot[None, :] * D + d[:, None], mask=km2, other=0.0)[:, :, None]
         kmn = tl.load(KM + slot[None, :] * D + d[:, None], mask=km2, other=0.0)[:, :, None]
-        if PER == 4:
-            if WIDE:
-                # half the codes at a time, so that fewer key values are held at once
-                k0, k1 = _code_values(kb, ksc, kmn, BITS, ASM, True, 1)
-                s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
-                s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
-                k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM, True, 2)
-            else:
-                k0, k1, k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM)
-                s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
-                s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
+        if WIDE:
+            # one group a step (TOK = G): its codes by shifts into a tile in token order, the
+            # group's per-channel scale folded into the query and its minimum into a bias a
+            # row (a product of G tokens; the key tile of a wide head is not held PER times)
+            kc = (kb.to(tl.int32)[:, :, :, None]
+                  >> (tl.arange(0, PER) * BITS)[None, None, None, :]) & LEVELS
+            kh = tl.reshape(kc, (DP, TOK)).to(tl.float16)
+            ks1 = tl.reshape(ksc, (DP,)).to(tl.float32)
+            km1 = tl.reshape(kmn, (DP,)).to(tl.float32)
+            scores = tl.dot((q32 * ks1[None, :]).to(tl.float16), kh) \
+                + tl.sum(q32 * km1[None, :], axis=1)[:, None]
+        elif PER == 4:
+            k0, k1, k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM)
+            s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
+            s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
             s2 = tl.dot(q, tl.reshape(k2, (DP, NG * GB)))
             s3 = tl.dot(q, tl.reshape(k3, (DP, NG * GB)))
             scores = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (QPAD, TOK))
@@ -347,29 +329,26 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                 v0, v1 = _code_values(vb, vsc, vmn, BITS, ASM)
                 acc0 = tl.dot(p, tl.reshape(tl.permute(v0, (0, 3, 1, 2)), (TOK, DP // 2)), acc0)
                 acc1 = tl.dot(p, tl.reshape(tl.permute(v1, (0, 3, 1, 2)), (TOK, DP // 2)), acc1)
+        elif WIDE:
+            # V is the keys: the tile in token order, dequantized
+            acc0 = tl.dot(p, tl.trans((kh.to(tl.float32) * ks1[:, None]
+                                       + km1[:, None]).to(tl.float16)), acc0)
         else:
             # V is the keys: the weights of tokens PER·j + k (column PER·j + k of p) against
-            # the key tile of code k. Wide heads (an MLA latent) unpack the bytes again, half
-            # the codes at a time, rather than hold the tiles across the softmax, which spilled
-            # registers
+            # the key tile of code k
             if PER == 4:
                 pe, po = tl.split(tl.reshape(p, (QPAD, NG * GB, 2, 2)))
                 p0, p2 = tl.split(pe)
                 p1, p3 = tl.split(po)
-                if WIDE:
-                    k0, k1 = _code_values(kb, ksc, kmn, BITS, ASM, False, 1)
                 acc0 = tl.dot(p0, tl.trans(tl.reshape(k0, (DP, NG * GB))), acc0)
                 acc0 = tl.dot(p1, tl.trans(tl.reshape(k1, (DP, NG * GB))), acc0)
-                if WIDE:
-                    k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM, False, 2)
                 acc0 = tl.dot(p2, tl.trans(tl.reshape(k2, (DP, NG * GB))), acc0)
                 acc0 = tl.dot(p3, tl.trans(tl.reshape(k3, (DP, NG * GB))), acc0)
             else:
                 p0, p1 = tl.split(tl.reshape(p, (QPAD, NG * GB, 2)))
-                if WIDE:
-                    k0, k1 = _code_values(kb, ksc, kmn, BITS, ASM, False)
                 acc0 = tl.dot(p0, tl.trans(tl.reshape(k0, (DP, NG * GB))), acc0)
                 acc0 = tl.dot(p1, tl.trans(tl.reshape(k1, (DP, NG * GB))), acc0)
+
     # the residual ring: float16 rows
     for t0 in range(tl.maximum(start, nq), end, G):
         tok = t0 + tl.arange(0, G)
@@ -377,7 +356,10 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
         rb = (s * H + h) * RING + tok % RING
         krow = tl.load(KR + rb[:, None] * D + d[None, :], mask=tmask[:, None] & dm[None, :],
                        other=0.0)
-        scores = tl.dot(q, tl.trans(krow))
+        if WIDE:  # noqa: SIM108 (a compile-time branch; a wide head's query is float32 only)
+            scores = tl.dot(q32.to(tl.float16), tl.trans(krow))
+        else:
+            scores = tl.dot(q, tl.trans(krow))
         if LAZY:
             p, alpha, m_i, l_i, grow = softmax_lazy(scores, tmask, m_i, l_i)
         else:
@@ -391,31 +373,36 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                 acc2 = acc2 * alpha[:, None]
                 acc3 = acc3 * alpha[:, None]
         p = p.to(tl.float16)
-        acc0 = tl.dot(p, _ring_values(VR, rb, tmask, 0, NA, D, DP), acc0)
-        if NA >= 2:
-            acc1 = tl.dot(p, _ring_values(VR, rb, tmask, 1, NA, D, DP), acc1)
+        if HAS_V:
+            vrow = tl.load(VR + rb[:, None] * D + d[None, :],
+                           mask=tmask[:, None] & dm[None, :], other=0.0)
+        else:
+            vrow = krow
+        # the rows' values split into the output blocks (head dimension PER·c + k → block k)
         if NA == 4:
-            acc2 = tl.dot(p, _ring_values(VR, rb, tmask, 2, NA, D, DP), acc2)
-            acc3 = tl.dot(p, _ring_values(VR, rb, tmask, 3, NA, D, DP), acc3)
+            ve, vo = tl.split(tl.reshape(vrow, (G, DP // 4, 2, 2)))
+            v0, v2 = tl.split(ve)
+            v1, v3 = tl.split(vo)
+            acc0 = tl.dot(p, v0, acc0)
+            acc1 = tl.dot(p, v1, acc1)
+            acc2 = tl.dot(p, v2, acc2)
+            acc3 = tl.dot(p, v3, acc3)
+        elif NA == 2:
+            v0, v1 = tl.split(tl.reshape(vrow, (G, DP // 2, 2)))
+            acc0 = tl.dot(p, v0, acc0)
+            acc1 = tl.dot(p, v1, acc1)
+        else:
+            acc0 = tl.dot(p, vrow, acc0)
     out_rows = (s * H + h) * GROUP + rows
     omask = rows < GROUP
     base = out_rows * n_splits + sp
-    dst = ACC + base[:, None] * DP
-    tl.store(dst + _lanes(0, NA, DP)[None, :], acc0, mask=omask[:, None])
-    if NA >= 2:
-        tl.store(dst + _lanes(1, NA, DP)[None, :], acc1, mask=omask[:, None])
+    # the output blocks interleaved back into head order (block k holds PER·c + k)
     if NA == 4:
-        tl.store(dst + _lanes(2, NA, DP)[None, :], acc2, mask=omask[:, None])
-        tl.store(dst + _lanes(3, NA, DP)[None, :], acc3, mask=omask[:, None])
+        out = tl.reshape(tl.join(tl.join(acc0, acc2), tl.join(acc1, acc3)), (QPAD, DP))
+    elif NA == 2:
+        out = tl.reshape(tl.join(acc0, acc1), (QPAD, DP))
+    else:
+        out = acc0
+    tl.store(ACC + base[:, None] * DP + d[None, :], out, mask=omask[:, None])
     tl.store(ML + base * 2, m_i, mask=omask)
     tl.store(ML + base * 2 + 1, l_i, mask=omask)
-
-
-@triton.jit
-def _ring_values(VR, rb, tmask, a: tl.constexpr, NA: tl.constexpr, D: tl.constexpr,
-                 DP: tl.constexpr):
-    """The ring rows ``rb``'s values at the head dimensions of output block ``a`` of NA
-    (_lanes), float16 [rows, DP / NA], zero on masked rows and past D."""
-    lane = _lanes(a, NA, DP)
-    return tl.load(VR + rb[:, None] * D + lane[None, :],
-                   mask=tmask[:, None] & (lane < D)[None, :], other=0.0)
