@@ -267,7 +267,7 @@ def kivi_copies(cache: KiviCache) -> list[KiviCache]:
     out = [cache]
     for _ in range(copies_for(cache.nbytes) - 1):
         other = KiviCache(cache.fmt, cache.seqs, cache.heads, cache.head_dim, cache.capacity,
-                          device="cuda")
+                          device="cuda", values=cache.has_v)
         for a, b in zip(other.allocations(), cache.allocations(), strict=True):
             a.copy_(b)
         other.n_quant, other.n_resid = list(cache.n_quant), list(cache.n_resid)

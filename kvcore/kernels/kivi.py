@@ -291,7 +291,7 @@ class KiviCache:
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
         more than LAZY_MARGIN (softmax_lazy)."""
         from .cache import LOG2E, SMS, max_query_rows, programmatic_launch, query_blocks
-        from .kivi_triton import kivi_decode_kernel
+        from .kivi_triton import kivi_decode_kernel, kivi_decode_keys_kernel
         from .triton_ops import pdl_launch, reduce_splits
 
         torch = _torch()
@@ -327,6 +327,19 @@ class KiviCache:
         nq, nr = self._lens
         if pdl is None:
             pdl = programmatic_launch(q.device)
+        launch = dict(num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
+                      num_stages=num_stages or KIVI_STAGES, LAZY=bool(lazy),
+                      **pdl_launch(pdl), **({"maxnreg": max_registers} if max_registers else {}))
+        if dp >= 512 and not self.has_v:
+            # an MLA latent: its own kernel (kivi_decode_keys_kernel)
+            kivi_decode_keys_kernel[(seqs, self.heads * qblocks, n_splits)](
+                q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.kr, nq, nr,
+                self.group_table, self.group_table.stride(0), self.ring, n_splits,
+                LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, DP=dp,
+                G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
+                SPLIT=split, QB=qblocks, **launch)
+            reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp, pdl=pdl)
+            return out
         kivi_decode_kernel[(seqs, self.heads * qblocks, n_splits)](
             q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
             self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0), self.ring,
@@ -334,9 +347,7 @@ class KiviCache:
             G=self.group,
             BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
             HAS_V=self.has_v, TOK=tok, ASM=q.is_cuda if asm is None else asm, QB=qblocks,
-            num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
-            num_stages=num_stages or KIVI_STAGES, LAZY=bool(lazy), **pdl_launch(pdl),
-            **({"maxnreg": max_registers} if max_registers else {}))
+            **launch)
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp, pdl=pdl)
         return out
 

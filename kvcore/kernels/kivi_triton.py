@@ -245,8 +245,9 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     if NA == 4:
         acc2 = tl.zeros([QPAD, DP // NA], tl.float32)
         acc3 = tl.zeros([QPAD, DP // NA], tl.float32)
-    # heads of 512 lanes or more (an MLA latent) take one group a step and their keys by
-    # shifts (below): a product of 16 tokens holds a wide key tile in every warp
+    # heads of 512 lanes or more take one group a step and their keys by shifts (below): a
+    # product of 16 tokens holds a wide key tile in every warp (a K-only cache of wide heads,
+    # an MLA latent, takes kivi_decode_keys_kernel)
     WIDE: tl.constexpr = DP >= 512
     NG: tl.constexpr = TOK // G
     GB: tl.constexpr = G // PER
@@ -329,10 +330,6 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                 v0, v1 = _code_values(vb, vsc, vmn, BITS, ASM)
                 acc0 = tl.dot(p, tl.reshape(tl.permute(v0, (0, 3, 1, 2)), (TOK, DP // 2)), acc0)
                 acc1 = tl.dot(p, tl.reshape(tl.permute(v1, (0, 3, 1, 2)), (TOK, DP // 2)), acc1)
-        elif WIDE:
-            # V is the keys: the tile in token order, dequantized
-            acc0 = tl.dot(p, tl.trans((kh.to(tl.float32) * ks1[:, None]
-                                       + km1[:, None]).to(tl.float16)), acc0)
         else:
             # V is the keys: the weights of tokens PER·j + k (column PER·j + k of p) against
             # the key tile of code k
@@ -404,5 +401,73 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     else:
         out = acc0
     tl.store(ACC + base[:, None] * DP + d[None, :], out, mask=omask[:, None])
+    tl.store(ML + base * 2, m_i, mask=omask)
+    tl.store(ML + base * 2 + 1, l_i, mask=omask)
+
+
+@triton.jit
+def kivi_decode_keys_kernel(Q, ACC, ML, KQ, KS, KM, KR, NQ, NR, GT, stride_gt, RING, n_splits,
+                            qk_scale, H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
+                            D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
+                            BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
+                            SPLIT: tl.constexpr, QB: tl.constexpr = 1, PDL: tl.constexpr = False,
+                            LAZY: tl.constexpr = False):
+    """kivi_decode_kernel for a K-only cache of wide heads (an MLA latent, V = the keys): one
+    loop over groups and ring rows, a group's codes by shifts into a key tile in token order,
+    its per-channel scale folded into the query and its minimum into a bias a row, the tile
+    dequantized once more as the values. On DeepSeek's 576-wide latent the general kernel's
+    tiles spilled registers (bench/results/kivi-mla-h200.json)."""
+    pdl_enter(PDL)
+    s = tl.program_id(0).to(tl.int64)
+    h = (tl.program_id(1) // QB).to(tl.int64)
+    sp = tl.program_id(2).to(tl.int64)
+    nq = tl.load(NQ + s).to(tl.int64)
+    n = nq + tl.load(NR + s).to(tl.int64)
+    start = sp * SPLIT
+    end = tl.minimum(start + SPLIT, n)
+    rows = (tl.program_id(1) % QB) * QPAD + tl.arange(0, QPAD)
+    d = tl.arange(0, DP)
+    dm = _below(d, D, DP == D)
+    t = tl.arange(0, G)
+    q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
+                mask=(rows[:, None] < GROUP) & dm[None, :], other=0.0).to(tl.float32)
+    q = q * qk_scale
+    m_i = tl.full([QPAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([QPAD], tl.float32)
+    acc = tl.zeros([QPAD, DP], tl.float32)
+    jk = tl.arange(0, G // PER)
+    shifts = tl.arange(0, PER) * BITS
+    for t0 in range(start, end, G):
+        tok = t0 + t
+        tmask = tok < end
+        if t0 < nq:
+            gbase = tl.load(GT + s * stride_gt + t0 // G).to(tl.int64) * H + h
+            # the group's bytes lie [G/PER, D]: byte j of channel d holds tokens PER·j …
+            kb = tl.load(KQ + (gbase * (G // PER) + jk[None, :]) * D + d[:, None],
+                         mask=dm[:, None], other=0).to(tl.int32)
+            kc = tl.reshape((kb[:, :, None] >> shifts[None, None, :]) & LEVELS, (DP, G))
+            ksc = tl.load(KS + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
+            kmn = tl.load(KM + gbase * D + d, mask=dm, other=0.0).to(tl.float32)
+            kh = kc.to(tl.float16)
+            scores = tl.dot((q * ksc[None, :]).to(tl.float16), kh) \
+                + tl.sum(q * kmn[None, :], axis=1)[:, None]
+            v = tl.trans((kh.to(tl.float32) * ksc[:, None] + kmn[:, None]).to(tl.float16))
+        else:
+            rb = (s * H + h) * RING + tok % RING
+            v = tl.load(KR + rb[:, None] * D + d[None, :], mask=tmask[:, None] & dm[None, :],
+                        other=0.0)
+            scores = tl.dot(q.to(tl.float16), tl.trans(v))
+        if LAZY:
+            p, alpha, m_i, l_i, grow = softmax_lazy(scores, tmask, m_i, l_i)
+            if grow:
+                acc = acc * alpha[:, None]
+            acc = tl.dot(p.to(tl.float16), v, acc)
+        else:
+            p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
+            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+    out_rows = (s * H + h) * GROUP + rows
+    omask = rows < GROUP
+    base = out_rows * n_splits + sp
+    tl.store(ACC + base[:, None] * DP + d[None, :], acc, mask=omask[:, None])
     tl.store(ML + base * 2, m_i, mask=omask)
     tl.store(ML + base * 2 + 1, l_i, mask=omask)
