@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_ops import pdl_enter, softmax_lazy, softmax_step
+from .triton_ops import pdl_enter, softmax_lazy, softmax_next, softmax_step
 
 
 @triton.jit
@@ -195,6 +195,17 @@ def _code_values(byte, sc, mn, BITS: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
+def _rescaled(alpha, grow, acc0, acc1, acc2, acc3):
+    """The output blocks times the rescale factor ``alpha`` of their rows, where ``grow``."""
+    if grow:
+        acc0 = acc0 * alpha[:, None]
+        acc1 = acc1 * alpha[:, None]
+        acc2 = acc2 * alpha[:, None]
+        acc3 = acc3 * alpha[:, None]
+    return acc0, acc1, acc2, acc3
+
+
+@triton.jit
 def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, stride_gt,
                        RING, n_splits, qk_scale,
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
@@ -239,16 +250,18 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     NA: tl.constexpr = PER if HAS_V else 1
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
+    # (blocks a format does not use are one column wide)
+    W2: tl.constexpr = DP // NA if NA >= 2 else 1
+    W4: tl.constexpr = DP // NA if NA == 4 else 1
     acc0 = tl.zeros([QPAD, DP // NA], tl.float32)
-    if NA >= 2:
-        acc1 = tl.zeros([QPAD, DP // NA], tl.float32)
-    if NA == 4:
-        acc2 = tl.zeros([QPAD, DP // NA], tl.float32)
-        acc3 = tl.zeros([QPAD, DP // NA], tl.float32)
+    acc1 = tl.zeros([QPAD, W2], tl.float32)
+    acc2 = tl.zeros([QPAD, W4], tl.float32)
+    acc3 = tl.zeros([QPAD, W4], tl.float32)
     # heads of 512 lanes or more take one group a step and their keys by shifts (below): a
     # product of 16 tokens holds a wide key tile in every warp (a K-only cache of wide heads,
     # an MLA latent, takes kivi_decode_keys_kernel)
     WIDE: tl.constexpr = DP >= 512
+    tl.static_assert(HAS_V or not WIDE, "a K-only cache of wide heads: kivi_decode_keys_kernel")
     NG: tl.constexpr = TOK // G
     GB: tl.constexpr = G // PER
     NC: tl.constexpr = DP // G
@@ -294,18 +307,8 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
             s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
             scores = tl.reshape(tl.join(s0, s1), (QPAD, TOK))
         tmask = t0 + c < qend
-        if LAZY:
-            p, alpha, m_i, l_i, grow = softmax_lazy(scores, tmask, m_i, l_i)
-        else:
-            p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
-            grow = True
-        if grow:
-            acc0 = acc0 * alpha[:, None]
-            if NA >= 2:
-                acc1 = acc1 * alpha[:, None]
-            if NA == 4:
-                acc2 = acc2 * alpha[:, None]
-                acc3 = acc3 * alpha[:, None]
+        p, alpha, m_i, l_i, grow = softmax_next(scores, tmask, m_i, l_i, LAZY)
+        acc0, acc1, acc2, acc3 = _rescaled(alpha, grow, acc0, acc1, acc2, acc3)
         p = p.to(tl.float16)
         if HAS_V:
             # V: the tile's groups, bytes [NG, NC, GB, G] (they lie token-minor: the tokens a
@@ -357,18 +360,8 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
             scores = tl.dot(q32.to(tl.float16), tl.trans(krow))
         else:
             scores = tl.dot(q, tl.trans(krow))
-        if LAZY:
-            p, alpha, m_i, l_i, grow = softmax_lazy(scores, tmask, m_i, l_i)
-        else:
-            p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
-            grow = True
-        if grow:
-            acc0 = acc0 * alpha[:, None]
-            if NA >= 2:
-                acc1 = acc1 * alpha[:, None]
-            if NA == 4:
-                acc2 = acc2 * alpha[:, None]
-                acc3 = acc3 * alpha[:, None]
+        p, alpha, m_i, l_i, grow = softmax_next(scores, tmask, m_i, l_i, LAZY)
+        acc0, acc1, acc2, acc3 = _rescaled(alpha, grow, acc0, acc1, acc2, acc3)
         p = p.to(tl.float16)
         if HAS_V:
             vrow = tl.load(VR + rb[:, None] * D + d[None, :],

@@ -644,6 +644,18 @@ def softmax_lazy(scores, valid, m_i, l_i):
 
 
 @triton.jit
+def softmax_next(scores, valid, m_i, l_i, LAZY: tl.constexpr):
+    """softmax_lazy with LAZY, else softmax_step: (p, alpha, m_i, l_i, grow), grow always true
+    for the eager step (the running output is rescaled every tile)."""
+    if LAZY:
+        p, alpha, m_i, l_i, grow = softmax_lazy(scores, valid, m_i, l_i)
+    else:
+        p, alpha, m_i, l_i = softmax_step(scores, valid, m_i, l_i)
+        grow = True
+    return p, alpha, m_i, l_i, grow
+
+
+@triton.jit
 def _rows(BLOCK_TABLE, b, stride_bt, h, n0, end, PAGE, pg, off, H_KV: tl.constexpr,
           BLOCK_N: tl.constexpr, PAGE_MODE: tl.constexpr, PAGE_C: tl.constexpr,
           OPAQUE: tl.constexpr):
@@ -806,11 +818,7 @@ def decode_split_kernel(
                 s = tl.dot(qta, tl.trans(kt), s)
         if RK:
             s = s * ks[None, :]
-        if LAZY:
-            p, alpha, m_i, l_i, grow = softmax_lazy(s, nmask, m_i, l_i)
-        else:
-            p, alpha, m_i, l_i = softmax_step(s, nmask, m_i, l_i)
-            grow = True
+        p, alpha, m_i, l_i, grow = softmax_next(s, nmask, m_i, l_i, LAZY)
         if grow:
             acc_a = acc_a * alpha[:, None]
             if HV:
