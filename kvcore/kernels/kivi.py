@@ -102,6 +102,10 @@ KIVI_SPLIT = 1024
 #: PTX (kivi-decode-h200-v16.json) still the best at batch 1: two warps 106 → 130 µs and three
 #: stages 106 → 120 µs for kivi2 at 128k
 KIVI_WARPS, KIVI_STAGES, KIVI_PER_SM = 1, 2, 8
+#: warps a program of kivi_decode_keys_kernel (a K-only cache of heads of 512 lanes or more, an
+#: MLA latent): on DeepSeek-V2-Lite's 576-wide latent 4 warps were 4-10% faster than 8 and 16
+#: in all four rows (kivi2 8k 26.6 → 24.4 µs, 32k 110.7 → 100.0; bench/results/kivi-mla-h200.json)
+KIVI_KEYS_WARPS = 4
 #: quantized tokens a decode step takes: two groups of 32, so that kivi2's codes of one byte
 #: index fill a product of 16 tokens (128: kivi2 106 → 134 µs, kivi4 122 → 253 µs at B=1 128k,
 #: kivi-decode-h200-v16.json)
@@ -332,6 +336,7 @@ class KiviCache:
                       **pdl_launch(pdl), **({"maxnreg": max_registers} if max_registers else {}))
         if dp >= 512 and not self.has_v:
             # an MLA latent: its own kernel (kivi_decode_keys_kernel)
+            launch["num_warps"] = num_warps or KIVI_KEYS_WARPS
             kivi_decode_keys_kernel[(seqs, self.heads * qblocks, n_splits)](
                 q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.kr, nq, nr,
                 self.group_table, self.group_table.stride(0), self.ring, n_splits,

@@ -195,6 +195,39 @@ def _code_values(byte, sc, mn, BITS: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
+def _program(Q, NQ, NR, qk_scale, SPLIT: tl.constexpr, H: tl.constexpr, GROUP: tl.constexpr,
+             QPAD: tl.constexpr, QB: tl.constexpr, D: tl.constexpr, DP: tl.constexpr):
+    """A KIVI decode program's place: (sequence, KV head, split, the sequence's quantized
+    tokens, the split's first token and its end, its query rows of the head's group, their
+    queries [QPAD, DP] float32 times qk_scale, zero on padded rows and lanes)."""
+    s = tl.program_id(0).to(tl.int64)
+    h = (tl.program_id(1) // QB).to(tl.int64)
+    sp = tl.program_id(2).to(tl.int64)
+    nq = tl.load(NQ + s).to(tl.int64)
+    n = nq + tl.load(NR + s).to(tl.int64)
+    start = sp * SPLIT
+    end = tl.minimum(start + SPLIT, n)
+    rows = (tl.program_id(1) % QB) * QPAD + tl.arange(0, QPAD)
+    d = tl.arange(0, DP)
+    q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
+                mask=(rows[:, None] < GROUP) & _below(d, D, DP == D)[None, :],
+                other=0.0).to(tl.float32)
+    return s, h, sp, nq, start, end, rows, q * qk_scale
+
+
+@triton.jit
+def _store_partial(ACC, ML, out, m_i, l_i, s, h, sp, rows, n_splits, H: tl.constexpr,
+                   GROUP: tl.constexpr, DP: tl.constexpr):
+    """A split's partial output [QPAD, DP], running max and sum of its real query rows into ACC
+    and ML, as reduce_kernel reads them."""
+    omask = rows < GROUP
+    base = ((s * H + h) * GROUP + rows) * n_splits + sp
+    tl.store(ACC + base[:, None] * DP + tl.arange(0, DP)[None, :], out, mask=omask[:, None])
+    tl.store(ML + base * 2, m_i, mask=omask)
+    tl.store(ML + base * 2 + 1, l_i, mask=omask)
+
+
+@triton.jit
 def _rescaled(alpha, grow, acc0, acc1, acc2, acc3):
     """The output blocks times the rescale factor ``alpha`` of their rows, where ``grow``."""
     if grow:
@@ -231,20 +264,11 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     1: KV head · QB + query block). ASM (a GPU): the PTX unpacking; the interpreter takes the
     float64 path, which gives the same float16 values. PDL: pdl_enter. LAZY: softmax_lazy."""
     pdl_enter(PDL)
-    s = tl.program_id(0).to(tl.int64)
-    h = (tl.program_id(1) // QB).to(tl.int64)
-    sp = tl.program_id(2).to(tl.int64)
-    nq = tl.load(NQ + s).to(tl.int64)
-    n = nq + tl.load(NR + s).to(tl.int64)
-    start = sp * SPLIT
-    end = tl.minimum(start + SPLIT, n)
+    s, h, sp, nq, start, end, rows, q32 = _program(Q, NQ, NR, qk_scale, SPLIT, H, GROUP, QPAD,
+                                                   QB, D, DP)
     qend = tl.minimum(end, nq)
-    rows = (tl.program_id(1) % QB) * QPAD + tl.arange(0, QPAD)
     d = tl.arange(0, DP)
     dm = _below(d, D, DP == D)
-    q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
-                mask=(rows[:, None] < GROUP) & dm[None, :], other=0.0).to(tl.float32)
-    q32 = q * qk_scale
     q = q32.to(tl.float16)
     # V's output blocks (one for a K-only cache: V is the keys, in channel order)
     NA: tl.constexpr = PER if HAS_V else 1
@@ -383,9 +407,6 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
             acc1 = tl.dot(p, v1, acc1)
         else:
             acc0 = tl.dot(p, vrow, acc0)
-    out_rows = (s * H + h) * GROUP + rows
-    omask = rows < GROUP
-    base = out_rows * n_splits + sp
     # the output blocks interleaved back into head order (block k holds PER·c + k)
     if NA == 4:
         out = tl.reshape(tl.join(tl.join(acc0, acc2), tl.join(acc1, acc3)), (QPAD, DP))
@@ -393,9 +414,7 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
         out = tl.reshape(tl.join(acc0, acc1), (QPAD, DP))
     else:
         out = acc0
-    tl.store(ACC + base[:, None] * DP + d[None, :], out, mask=omask[:, None])
-    tl.store(ML + base * 2, m_i, mask=omask)
-    tl.store(ML + base * 2 + 1, l_i, mask=omask)
+    _store_partial(ACC, ML, out, m_i, l_i, s, h, sp, rows, n_splits, H, GROUP, DP)
 
 
 @triton.jit
@@ -411,20 +430,11 @@ def kivi_decode_keys_kernel(Q, ACC, ML, KQ, KS, KM, KR, NQ, NR, GT, stride_gt, R
     dequantized once more as the values. On DeepSeek's 576-wide latent the general kernel's
     tiles spilled registers (bench/results/kivi-mla-h200.json)."""
     pdl_enter(PDL)
-    s = tl.program_id(0).to(tl.int64)
-    h = (tl.program_id(1) // QB).to(tl.int64)
-    sp = tl.program_id(2).to(tl.int64)
-    nq = tl.load(NQ + s).to(tl.int64)
-    n = nq + tl.load(NR + s).to(tl.int64)
-    start = sp * SPLIT
-    end = tl.minimum(start + SPLIT, n)
-    rows = (tl.program_id(1) % QB) * QPAD + tl.arange(0, QPAD)
+    s, h, sp, nq, start, end, rows, q = _program(Q, NQ, NR, qk_scale, SPLIT, H, GROUP, QPAD, QB,
+                                                 D, DP)
     d = tl.arange(0, DP)
     dm = _below(d, D, DP == D)
     t = tl.arange(0, G)
-    q = tl.load(Q + ((s * H + h) * GROUP + rows[:, None]) * D + d[None, :],
-                mask=(rows[:, None] < GROUP) & dm[None, :], other=0.0).to(tl.float32)
-    q = q * qk_scale
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
     acc = tl.zeros([QPAD, DP], tl.float32)
@@ -458,9 +468,4 @@ def kivi_decode_keys_kernel(Q, ACC, ML, KQ, KS, KM, KR, NQ, NR, GT, stride_gt, R
         else:
             p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
             acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-    out_rows = (s * H + h) * GROUP + rows
-    omask = rows < GROUP
-    base = out_rows * n_splits + sp
-    tl.store(ACC + base[:, None] * DP + d[None, :], acc, mask=omask[:, None])
-    tl.store(ML + base * 2, m_i, mask=omask)
-    tl.store(ML + base * 2 + 1, l_i, mask=omask)
+    _store_partial(ACC, ML, acc, m_i, l_i, s, h, sp, rows, n_splits, H, GROUP, DP)
