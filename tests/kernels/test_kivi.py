@@ -263,3 +263,18 @@ def test_lazy_rescaling_gives_the_eager_answer(values):
     assert not torch.isnan(lazy).any()
     assert rel(lazy, eager) < 1e-3
     assert rel(lazy, cache.decode_ref(q.float())) < 3e-3
+
+
+@pytest.mark.parametrize(("fmt", "dim"), [("kivi2", 512), ("kivi4", 256)])
+def test_wide_heads_with_values(fmt, dim):
+    # heads of 512 lanes take one group a step with their keys by shifts; 256 the general path
+    g = torch.Generator().manual_seed(21)
+    cache = KiviCache(fmt, 1, 1, dim, 260)
+    k = torch.randn(230, 1, dim, generator=g).half()
+    v = torch.randn(230, 1, dim, generator=g).half()
+    cache.append_triton(0, k, v)
+    assert cache.n_quant == [96]
+    q = torch.randn(1, 2, dim, generator=g).half()
+    out = cache.decode(q, split_tokens=64)
+    assert not torch.isnan(out).any()
+    assert rel(out, cache.decode_ref(q.float())) < 3e-3
