@@ -34,15 +34,15 @@ from kvcore.measure import environment  # noqa: E402
 D = 128
 
 
-def correctness() -> list[dict]:
+def correctness(dims: tuple[int, ...] = (128, 96)) -> list[dict]:
     """The PTX unpacking against the plain path and both against exact attention, on the GPU:
-    kivi2 and kivi4, K and V or K only, head_dim 128 and 96, a quantized region of an odd
+    kivi2 and kivi4, K and V or K only, at head widths ``dims``, a quantized region of an odd
     number of groups plus the ring."""
     out = []
     g = torch.Generator(device="cuda").manual_seed(5)
     for fmt in ("kivi2", "kivi4"):
         for values in (True, False):
-            for d in (128, 96):
+            for d in dims:
                 cache = KiviCache(fmt, 3, 2, d, 2000, device="cuda", values=values)
                 for s, n in enumerate((1999, 700, 45)):
                     k = torch.randn(n, 2, d, device="cuda", generator=g).half()
@@ -71,9 +71,14 @@ def main() -> None:
     ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     ap.add_argument("--shapes", default="1x32768,1x131072,8x32768",
                     help="sequences x tokens, comma-separated")
+    ap.add_argument("--dims", default="128,96", help="head widths of the correctness checks")
+    ap.add_argument("--check-only", action="store_true", help="the correctness checks alone")
     args = ap.parse_args()
     env = environment("cuda", torch)
-    checks = [] if args.no_check else correctness()
+    checks = [] if args.no_check else correctness(tuple(int(x) for x in args.dims.split(",")))
+    if args.check_only:
+        write_json(args.out, "kivi.json", {"env": env, "correctness": checks})
+        return
     default = (KIVI_WARPS, KIVI_STAGES, 0, 0, int(KIVI_LAZY), 0, 0)
     configs = [default] + [
         tuple(int(x) for x in c.split("/")) + default[len(c.split("/")):]
