@@ -10,6 +10,13 @@ group of G tokens, and a group table ``[seqs, groups]`` maps each sequence's gro
 as an engine's block table maps token blocks to pages. A slot is taken from the pool when a
 group is flushed, in the pool's order (``slot_order``: an identity order gives a contiguous
 cache). The residual ring stays per sequence.
+
+Within a group the planes lie as the decode's products read them: the key codes
+``[G·bits/8, D]`` (byte j of every channel, channels contiguous; byte j of a channel holds
+tokens 8/bits·j …), the key scales and minimums ``[D]``; the value codes ``[D·bits/8, G]`` and
+the value scales and minimums ``[D/G, G]`` (token-minor: byte c of a token holds channels
+8/bits·c …). The reference functions below pack and unpack one group; the cache stores their
+planes in this order.
 """
 
 from __future__ import annotations
