@@ -135,23 +135,22 @@ def _flush_values(v, VQ, VS, VM, gbase, D: tl.constexpr, DP: tl.constexpr, G: tl
     tl.store(VM + (gbase * (D // G) + ng[None, :]) * G + t, vm, mask=gm)
 
 
-def _codes_asm(bits: int, codes: range) -> str:
-    """PTX for four bytes of BITS-bit codes → the values c·s + m of their codes ``codes`` as
-    float16 pairs: output pair 2i holds code codes[i] of bytes 0 and 1, pair 2i + 1 of bytes 2
-    and 3. Operands: the outputs, the four bytes, then the bytes' scales and minimums as float16
+def _codes_asm(bits: int) -> str:
+    """PTX for four bytes of BITS-bit codes → the values c·s + m of their 8/BITS codes as
+    float16 pairs: output pair 2k holds code k of bytes 0 and 1, pair 2k + 1 of bytes 2 and 3. Operands: the outputs, the four bytes, then the bytes' scales and minimums as float16
     pairs (bytes 0 and 1, bytes 2 and 3). The bytes are spread into the low halves of two
     words; code k is then masked into the mantissa of the float16 whose units are 1 at that
     position (2^(10 − BITS·k)), that power of two is subtracted (exact), and one fused
     multiply-add rounds c·s + m once."""
-    src = 2 * len(codes)
+    src = 2 * (8 // bits)
     body = [".reg .b32 t0, t1, z, u;", "mov.b32 z, 0;",
             f"prmt.b32 t0, ${src}, z, 0x4140;", f"prmt.b32 t1, ${src}, z, 0x4342;"]
-    for i, k in enumerate(codes):
+    for k in range(8 // bits):
         unit = ((25 - bits * k) << 10) * 0x10001
         mask = (((1 << bits) - 1) << (bits * k)) * 0x10001
         body.append(f"mov.b32 u, 0x{unit:08X};")
         for h in (0, 1):
-            out = f"${2 * i + h}"
+            out = f"${2 * k + h}"
             body += [f"lop3.b32 {out}, t{h}, 0x{mask:08X}, u, 0xea;",
                      f"sub.rn.f16x2 {out}, {out}, u;",
                      f"fma.rn.f16x2 {out}, {out}, ${src + 1 + h}, ${src + 3 + h};"]
@@ -159,15 +158,15 @@ def _codes_asm(bits: int, codes: range) -> str:
 
 
 #: every code of a byte: kivi2's four, kivi4's two
-CODES2_ASM = tl.constexpr(_codes_asm(2, range(4)))
-CODES4_ASM = tl.constexpr(_codes_asm(4, range(2)))
+CODES2_ASM = tl.constexpr(_codes_asm(2))
+CODES4_ASM = tl.constexpr(_codes_asm(4))
 
 
 @triton.jit
 def _code_values(byte, sc, mn, BITS: tl.constexpr, ASM: tl.constexpr):
     """Bytes of packed BITS-bit codes (uint8) and the scale and minimum of each (float16,
-    broadcast against the bytes) → 8 / BITS float16 tensors of the bytes' shape: code k of every byte as c·s + m,
-    rounded once. ASM: the PTX block (CODES*_ASM); otherwise float64 arithmetic rounded to
+    broadcast against the bytes) → 8 / BITS float16 tensors of the bytes' shape: code k of
+    every byte as c·s + m, rounded once. ASM: the PTX block (CODES*_ASM); otherwise float64 arithmetic rounded to
     float16, which gives the same values (the interpreter's path)."""
     if ASM:
         sc = tl.broadcast_to(sc, byte.shape)
