@@ -278,3 +278,31 @@ def test_wide_heads_with_values(fmt, dim):
     out = cache.decode(q, split_tokens=64)
     assert not torch.isnan(out).any()
     assert rel(out, cache.decode_ref(q.float())) < 3e-3
+
+
+@pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
+def test_planes_lie_as_the_decode_reads_them(fmt):
+    # one group whose codes are known: x[t, d] = (t + d) mod (levels + 1) gives every channel
+    # (keys) and every 32 channels of a token (values) scale 1 and minimum 0, so code = x.
+    # Key code of (token t, channel d) at byte [t // per, d], bits (t % per)·bits; value code of
+    # (token t, channel d) at byte [d // per, t], bits (d % per)·bits (token-minor)
+    bits = {"kivi2": 2, "kivi4": 4}[fmt]
+    per, levels = 8 // bits, (1 << bits) - 1
+    t = torch.arange(32)[:, None]
+    d = torch.arange(64)[None, :]
+    x = ((t + d) % (levels + 1)).half()[:, None, :]  # [tokens, heads, dim]
+    for append in ("append", "append_triton"):
+        cache = KiviCache(fmt, 1, 1, 64, 32 + 128)
+        getattr(cache, append)(0, torch.cat([x, torch.zeros(128, 1, 64).half()]),
+                               torch.cat([x, torch.zeros(128, 1, 64).half()]))
+        assert cache.n_quant == [32]
+        slot = int(cache.group_table[0, 0])
+        kq, vq = cache.kq[slot, 0].long(), cache.vq[slot, 0].long()
+        assert kq.shape == (32 // per, 64) and vq.shape == (64 // per, 32)
+        k_codes = (kq[t // per, d] >> ((t % per) * bits)) & levels
+        v_codes = (vq[d // per, t] >> ((d % per) * bits)) & levels
+        want = x[:, 0].long()
+        assert torch.equal(k_codes, want) and torch.equal(v_codes, want)
+        assert torch.equal(cache.ks[slot, 0], torch.ones(64).half())
+        assert torch.equal(cache.vs[slot, 0], torch.ones(2, 32).half())
+        assert not cache.km[slot, 0].any() and not cache.vm[slot, 0].any()
