@@ -34,6 +34,11 @@ from kvcore.measure import environment  # noqa: E402
 D = 128
 
 
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    """‖a − b‖ / ‖b‖ in float64."""
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
 def correctness(dims: tuple[int, ...] = (128, 96)) -> list[dict]:
     """The PTX unpacking against the plain path and both against exact attention, on the GPU:
     kivi2 and kivi4, K and V or K only, at head widths ``dims``, a quantized region of an odd
@@ -53,8 +58,6 @@ def correctness(dims: tuple[int, ...] = (128, 96)) -> list[dict]:
                 plain = cache.decode(q, 256, asm=False)
                 ref = cache.decode_ref(q.float())
 
-                def rel(a, b):
-                    return float((a.double() - b.double()).norm() / b.double().norm())
                 row = {"format": fmt, "values": values, "head_dim": d,
                        "ptx_vs_plain_max_abs": float((ptx - plain).abs().max()),
                        "ptx_vs_exact_rel": rel(ptx, ref), "plain_vs_exact_rel": rel(plain, ref),

@@ -71,9 +71,9 @@ WIDE_FORMAT_LAUNCH = {(1024, "tbq4"): (32, 4, 2), (1024, "fp8_pth"): (32, 4, 2)}
 #: 64-row launch (460 µs) makes an illegal memory access, the interpreter's run of the same
 #: launch correct (launch-h200.json); compute-sanitizer puts it at an out-of-range shared
 #: memory address in the tail part's key product (the latent's 64-lane tail as two 32-lane
-#: nibble halves), with 8 warps or 4; 32 rows run (rows64-sanitizer-h200.txt), not timed. Tiles of 32 tokens over pages of 16 read the block
-#: scales misaligned until _rows hid the looked-up rows from the compiler
-#: (launch-h200-before.json, catalog-h200.json)
+#: nibble halves), with 8 warps or 4; 32 rows run (rows64-sanitizer-h200.txt), not timed.
+#: Tiles of 32 tokens over pages of 16 read the block scales misaligned until _rows hid the
+#: looked-up rows from the compiler (launch-h200-before.json, catalog-h200.json)
 GROUP_LAUNCH = {(1024, "f16"): (32, 4, 2, 32), (1024, "bf16"): (32, 4, 2, 32),
                 (1024, "fp8_pth"): (32, 4, 2, 32), (1024, "q8_0"): (32, 4, 2, 32),
                 (1024, "tbq4"): (32, 8, 2, 64), (1024, "tbq3"): (32, 4, 2, 32),

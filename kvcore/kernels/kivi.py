@@ -291,12 +291,13 @@ class KiviCache:
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
         ``num_warps`` and ``num_stages`` override KIVI_WARPS (more warps for heads wider than
-        128) and KIVI_STAGES. ``tile_tokens``: quantized tokens a step of the program takes
-        (whole groups, default KIVI_TILE; a split is a multiple of it; heads of 512 lanes or more
-        take one group). ``asm``: unpack the
-        codes with PTX (default: on a GPU; the interpreter cannot). ``programs_per_sm``: the
-        fewest programs a multiprocessor the default split aims at (KIVI_PER_SM);
-        ``max_registers``: a cap on the registers a thread. ``query_rows``: the query
+        128; KIVI_KEYS_WARPS for a K-only cache of heads of 512 lanes or more, which takes
+        kivi_decode_keys_kernel) and KIVI_STAGES. ``tile_tokens``: quantized tokens a step of
+        the program takes (whole groups, default KIVI_TILE; a split is a multiple of it; heads
+        of 512 lanes or more take one group). ``asm``: unpack the codes with PTX (default: on a
+        GPU; the interpreter cannot). ``programs_per_sm``: the fewest programs a multiprocessor
+        the default split aims at (KIVI_PER_SM); ``max_registers``: a cap on the registers a
+        thread. ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head. ``pdl``: as LayerCache.decode's.
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
@@ -315,7 +316,8 @@ class KiviCache:
             per_sm = programs_per_sm or KIVI_PER_SM
             want = max(1, math.ceil(per_sm * SMS / max(1, seqs * self.heads * qblocks)))
             split_tokens = min(KIVI_SPLIT, -(-total // want))
-        if dp >= 512:
+        wide = dp >= 512
+        if wide:
             # wide heads (an MLA latent) take one group a step, their keys by shifts
             tok = self.group
         else:
@@ -338,28 +340,27 @@ class KiviCache:
         nq, nr = self._lens
         if pdl is None:
             pdl = programmatic_launch(q.device)
-        launch = dict(num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
-                      num_stages=num_stages or KIVI_STAGES, LAZY=bool(lazy),
-                      **pdl_launch(pdl), **({"maxnreg": max_registers} if max_registers else {}))
-        if dp >= 512 and not self.has_v:
-            # an MLA latent: its own kernel (kivi_decode_keys_kernel)
-            launch["num_warps"] = num_warps or KIVI_KEYS_WARPS
-            kivi_decode_keys_kernel[(seqs, self.heads * qblocks, n_splits)](
+        grid = (seqs, self.heads * qblocks, n_splits)
+        # what both kernels take
+        common = dict(H=self.heads, GROUP=group, QPAD=qpad, D=d, DP=dp, G=self.group,
+                      BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
+                      SPLIT=split, QB=qblocks, LAZY=bool(lazy),
+                      num_stages=num_stages or KIVI_STAGES, **pdl_launch(pdl),
+                      **({"maxnreg": max_registers} if max_registers else {}))
+        if wide and not self.has_v:
+            # an MLA latent: its own kernel
+            kivi_decode_keys_kernel[grid](
                 q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.kr, nq, nr,
                 self.group_table, self.group_table.stride(0), self.ring, n_splits,
-                LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, DP=dp,
-                G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
-                SPLIT=split, QB=qblocks, **launch)
-            reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp, pdl=pdl)
-            return out
-        kivi_decode_kernel[(seqs, self.heads * qblocks, n_splits)](
-            q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
-            self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0), self.ring,
-            n_splits, LOG2E / d ** 0.5, H=self.heads, GROUP=group, QPAD=qpad, D=d, DP=dp,
-            G=self.group,
-            BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1, SPLIT=split,
-            HAS_V=self.has_v, TOK=tok, ASM=q.is_cuda if asm is None else asm, QB=qblocks,
-            **launch)
+                LOG2E / d ** 0.5, num_warps=num_warps or KIVI_KEYS_WARPS, **common)
+        else:
+            kivi_decode_kernel[grid](
+                q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
+                self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0),
+                self.ring, n_splits, LOG2E / d ** 0.5, HAS_V=self.has_v, TOK=tok,
+                ASM=q.is_cuda if asm is None else asm,
+                num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
+                **common)
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp, pdl=pdl)
         return out
 
