@@ -1,7 +1,7 @@
 """Launch-configuration sweep and K/V split of the decode kernel on a GPU.
 
     python bench/decode_sweep.py [--out DIR] [--formats f16,q4_0,…] [--no-split] [--occupancy]
-        [--shapes 1x131072,8x131072] [--configs BN/W/S[/PPS[/REGS[/QROWS]]],…]
+        [--shapes 1x131072,8x131072] [--configs BN/W/S[/PPS[/REGS[/QROWS[/PAD]]]],…]
         [--heads HQ/HKV/D[/k]]
 
 For B=1 and B=8 at 131,072 tokens (or the batch × tokens shapes of --shapes) (GQA 32/8, head_dim
@@ -47,12 +47,13 @@ def build(fk: str, fv: str, batch: int, tokens: int, values: bool = True) -> Lay
 def time_decode(caches: list[LayerCache], batch: int, tokens: int,
                 cfg: tuple[int, ...]) -> float:
     """cfg: (block_n, num_warps, num_stages[, programs_per_sm[, max_registers[,
-    query_rows]]]), 0 for the decode's own choice of the last three; () the decode's own
+    query_rows[, pad_rows]]]]), 0 for the decode's own choice of any; () the decode's own
     choice of all."""
-    bn, w, st, pps, regs, rows = (*cfg, None, None, None, None, None, None)[:6]
-    return time_steps(caches, batch, tokens, block_n=bn, num_warps=w, num_stages=st,
-                      programs_per_sm=pps or None, max_registers=regs or None,
-                      query_rows=rows or None)
+    bn, w, st, pps, regs, rows, pad = (*cfg, None, None, None, None, None, None, None)[:7]
+    return time_steps(caches, batch, tokens, block_n=bn or None, num_warps=w or None,
+                      num_stages=st or None, programs_per_sm=pps or None,
+                      max_registers=regs or None, query_rows=rows or None,
+                      pad_rows=pad or None)
 
 
 def main() -> None:
@@ -61,7 +62,7 @@ def main() -> None:
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--no-split", action="store_true", help="skip the K-only and V-only runs")
     ap.add_argument("--configs", help="block_n/num_warps/num_stages[/programs per "
-                    "multiprocessor[/max registers[/query rows]]],… (0: the decode's "
+                    "multiprocessor[/max registers[/query rows[/pad rows]]]],… (0: the decode's "
                     "choice) to try instead of the built-in list (each format's default is "
                     "always timed too)")
     ap.add_argument("--shapes", default="1x131072,8x131072",

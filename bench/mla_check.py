@@ -40,15 +40,22 @@ from kvcore.measure import environment  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--option", choices=("reuse_keys", "parts", "words", "words_v", "pdl", "lazy"),
+    ap.add_argument("--option", choices=("reuse_keys", "parts", "words", "words_v", "pdl", "lazy",
+                                           "pad_rows"),
                     default="reuse_keys")
     ap.add_argument("--heads", default="16/1/576/k")
     ap.add_argument("--formats", default="f16,fp8_pth,q8_0,q4_0,tbq4,tbq3,nvfp4")
     ap.add_argument("--shapes", default="1x131072,4x32768")
+    ap.add_argument("--values", default="true,false",
+                    help="the option's values, the first against the others (integers or "
+                         "true/false)")
     args = ap.parse_args()
     values = decode.set_heads(args.heads)
     name = "mla.json" if args.option == "reuse_keys" else f"{args.option}.json"
     env = environment("cuda", torch)
+    settings = [v == "true" if v in ("true", "false") else int(v)
+               for v in args.values.split(",")]
+    first = settings[0]
     rows = []
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))
@@ -60,15 +67,17 @@ def main() -> None:
             seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
             q = torch.randn(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float16)
             outs = {r: cache.decode(q, table, seq, max_len=tokens, **{args.option: r})
-                    for r in (True, False)}
+                    for r in settings}
             caches = decode.copies(cache, batch, tokens)
             seconds = {str(r): decode.time_steps(caches, batch, tokens, **{args.option: r})
-                       for r in (True, False)}
-            diff = float((outs[True] - outs[False]).abs().max() / outs[False].abs().max())
+                       for r in settings}
+            ref = outs[settings[-1]]
+            diff = max(float((outs[r] - ref).abs().max() / ref.abs().max()) for r in settings)
             row = {"format": fmt, "heads": args.heads, "batch": batch, "tokens": tokens,
-                   "bytes": cache.nbytes, "identical": bool(torch.equal(outs[True], outs[False])),
+                   "bytes": cache.nbytes,
+                   "identical": all(bool(torch.equal(outs[r], ref)) for r in settings),
                    "max_rel_diff": diff, "seconds": seconds,
-                   "read_gb_s_on": cache.nbytes / seconds["True"] / 1e9}
+                   "read_gb_s_on": cache.nbytes / seconds[str(first)] / 1e9}
             rows.append(row)
             print(fmt, args.heads, batch, tokens, row["identical"], f"{diff:.1e}",
                   {k: f"{v * 1e6:.1f} us" for k, v in seconds.items()}, flush=True)

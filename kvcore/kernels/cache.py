@@ -151,10 +151,11 @@ def max_query_rows(width: int) -> int:
     return max(16, 1 << (max(1, 8192 // width).bit_length() - 1))
 
 
-def query_blocks(group: int, cap: int) -> tuple[int, int]:
+def query_blocks(group: int, cap: int, least: int = 16) -> tuple[int, int]:
     """(query rows a decode program holds, programs a KV head takes) for a query group of
-    ``group`` heads, at most ``cap`` rows (a power of two, at least 16) a program."""
-    qpad = min(max(16, _pow2(group)), cap)
+    ``group`` heads, at most ``cap`` rows (a power of two, at least 16) a program and at least
+    ``least`` (a power of two: the group is padded to it)."""
+    qpad = min(max(least, _pow2(group)), cap)
     return qpad, math.ceil(group / qpad)
 
 
@@ -426,7 +427,8 @@ class LayerCache:
                max_registers: int | None = None, words: bool | None = None,
                reuse_keys: bool | None = None, parts: bool = True,
                query_rows: int | None = None, words_v: bool | None = None,
-               pdl: bool | None = None, lazy: bool | None = None) -> Any:
+               pdl: bool | None = None, lazy: bool | None = None,
+               pad_rows: int | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -478,7 +480,7 @@ class LayerCache:
         width = main + tail
         group_launch = GROUP_LAUNCH.get((dpow, self.k.fmt)) if group > 16 else None
         row_cap = query_rows or (group_launch[3] if group_launch else max_query_rows(width))
-        qpad, qblocks = query_blocks(group, row_cap)
+        qpad, qblocks = query_blocks(group, row_cap, pad_rows or 16)
         if dpow <= 128:
             table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
             bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))
