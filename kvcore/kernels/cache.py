@@ -39,14 +39,29 @@ LOG2E = 1.4426950408889634
 #: batch 8 they took fp8_pth from 730 to 590 µs, at batch 1 (with FEW_ROWS_PER_SM) q4_0 from
 #: 108 to 92 µs at 128k. tbq3 at batch 1 since its merge spread over programs: (64, 1, 2)
 #: 155 µs against (128, 2, 2) 163 µs at 128k (decode-sweep-wide-h200-check.json).
-LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (64, 1, 2), "q8_0": (32, 1, 3),
+#: fp8_pth over few rows: 32 tokens, 12 programs a multiprocessor and 4 query rows (PAD_ROWS),
+#: 79.3 → 73.3 µs at B=1 128k (decode-sweep-pad-h200.json).
+LAUNCH = {"f16": (64, 4, 4), "bf16": (64, 4, 4), "fp8_pth": (32, 1, 2), "q8_0": (32, 1, 3),
           "q4_0": (32, 1, 3), "tbq4": (64, 4, 2), "tbq3": (64, 1, 2), "nvfp4": (64, 1, 2)}
-LAUNCH_MANY = {**LAUNCH, "q8_0": (64, 1, 2), "tbq4": (32, 2, 2)}
+LAUNCH_MANY = {**LAUNCH, "fp8_pth": (64, 1, 2), "q8_0": (64, 1, 2), "tbq4": (32, 2, 2)}
 #: programs per multiprocessor for a launch of one-warp programs over fewer than MANY_ROWS rows:
 #: at batch 1, 128k tokens, 8 (132 splits of ~1k tokens) beat 4, 16 and 32 for every such
-#: format (decode-sweep-b1-h200-v12.json); with many rows the split rule below gives ~16
+#: format (decode-sweep-b1-h200-v12.json); with many rows the split rule below gives ~16.
+#: FEW_ROWS_FORMAT_PER_SM: (K format, block_n) → programs where a launch's registers fit
+#: more (fp8_pth's 32-token programs of 4 query rows: 168 registers, 12 a multiprocessor)
 FEW_ROWS_PER_SM = 8
+FEW_ROWS_FORMAT_PER_SM = {("fp8_pth", 32): 12}
 MANY_ROWS = 64
+#: query rows a decode program pads its group to at head_dim ≤ 128, by K format where not 16,
+#: over few (sequence, KV head) rows and over many (MANY_ROWS or more). A product of fewer
+#: rows than 16 is still padded to 16 in the tensor-core instruction, but the softmax, the
+#: rescale and the partial output are the real rows' only: compiled for sm_90 at GQA 32/8
+#: (4 rows) fp8_pth's 64-token step is 1,846 instructions against 2,016, nvfp4's 2,712
+#: against 2,960. On an H200 (decode-sweep-pad-h200.json; B=1 32k and 128k, B=8 128k)
+#: 4 or 8 rows were 2-10% faster for these formats, the outputs identical to 16 rows; f16
+#: and q8_0 did not gain (q8_0 2-3% slower at B=8)
+PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
+PAD_ROWS_MANY = {**PAD_ROWS, "fp8_pth": 8}
 #: decode launch (block_n, warps, stages) for heads wider than 128 lanes (the head_dim's
 #: power of two) whose query group pads to 16 rows, every format: on an H200
 #: (bench/results/decode-sweep-wide-h200.json) one-warp programs of 16 tokens took 1.2-2.1×
@@ -435,7 +450,8 @@ class LayerCache:
         programs of at least 2,048 tokens each, or, for short contexts, at least one wave of
         programs of at least 256 tokens; a launch of one-warp programs over fewer than
         MANY_ROWS (sequence, KV head) rows gets FEW_ROWS_PER_SM programs per streaming
-        multiprocessor; ``programs_per_sm`` sets that number instead. Give ``max_len`` (the
+        multiprocessor (FEW_ROWS_FORMAT_PER_SM's for its format and block_n);
+        ``programs_per_sm`` sets that number instead. Give ``max_len`` (the
         longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
         128 lanes take WIDE_LAUNCH (by the power of two of their width). A head whose width is
         not a power of two is held in two parts where that saves lanes (head_parts: the MLA
@@ -455,6 +471,9 @@ class LayerCache:
         more than 16 heads where it has the format, else max_query_rows): the query heads
         of a KV head's group a program takes at most; a larger group (DeepSeek-V3's 128 heads
         over one latent) is spread over several programs, each reading the same keys.
+        ``pad_rows`` (a power of two; default PAD_ROWS's or PAD_ROWS_MANY's for the K format
+        at head_dim ≤ 128, else 16): the fewest rows a program holds, its group padded to
+        them.
         ``pdl`` (default: on a GPU that has it, programmatic_launch): each kernel of the step
         is launched as a programmatic dependent of the one before it, so that its programs
         are scheduled while that one finishes (the fixed cost of a step, which short contexts
@@ -480,10 +499,13 @@ class LayerCache:
         width = main + tail
         group_launch = GROUP_LAUNCH.get((dpow, self.k.fmt)) if group > 16 else None
         row_cap = query_rows or (group_launch[3] if group_launch else max_query_rows(width))
-        qpad, qblocks = query_blocks(group, row_cap, pad_rows or 16)
+        many = bsz * self.kv_heads >= MANY_ROWS
+        if pad_rows is None:
+            pad_rows = ((PAD_ROWS_MANY if many else PAD_ROWS).get(self.k.fmt, 16)
+                        if dpow <= 128 else 16)
+        qpad, qblocks = query_blocks(group, row_cap, pad_rows)
         if dpow <= 128:
-            table = LAUNCH_MANY if bsz * self.kv_heads >= MANY_ROWS else LAUNCH
-            bn, nw, ns = table.get(self.k.fmt, (64, 4, 2))
+            bn, nw, ns = (LAUNCH_MANY if many else LAUNCH).get(self.k.fmt, (64, 4, 2))
         elif group_launch:
             bn, nw, ns = group_launch[:3]
         elif qpad == 16 and dpow in WIDE_LAUNCH:
@@ -498,7 +520,8 @@ class LayerCache:
         if split_tokens is None:
             bh = max(1, bsz * self.kv_heads * qblocks)
             if not programs_per_sm and num_warps == 1 and bh < MANY_ROWS:
-                programs_per_sm = FEW_ROWS_PER_SM
+                programs_per_sm = FEW_ROWS_FORMAT_PER_SM.get((self.k.fmt, block_n),
+                                                             FEW_ROWS_PER_SM)
             if programs_per_sm:
                 want = math.ceil(programs_per_sm * SMS / bh)
             else:

@@ -12,7 +12,15 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from kvcore.kernels import ref  # noqa: E402
-from kvcore.kernels.cache import PAGED, LayerCache, head_parts, tail_offsets  # noqa: E402
+from kvcore.kernels.cache import (  # noqa: E402
+    PAD_ROWS,
+    PAD_ROWS_MANY,
+    PAGED,
+    LayerCache,
+    head_parts,
+    query_blocks,
+    tail_offsets,
+)
 from kvcore.kv import geometry_bytes  # noqa: E402
 
 # relative error of decode attention over the quantized cache against exact attention over the
@@ -196,6 +204,28 @@ def test_query_groups_spread_over_programs(fmt, heads, head_dim, values, rows):
     assert not torch.isnan(spread).any()
     assert rel(spread, whole) < 1e-5
     assert rel(spread, kernel.decode_ref(q.float(), table, lens)) < 3e-3
+
+
+def test_query_rows_are_padded_to_at_least_pad_rows():
+    assert query_blocks(3, 64) == (16, 1)
+    assert query_blocks(3, 64, 4) == (4, 1)
+    assert query_blocks(6, 64, 4) == (8, 1)  # the group's power of two, not fewer rows
+    assert query_blocks(40, 32, 4) == (32, 2)
+    for table in (PAD_ROWS, PAD_ROWS_MANY):
+        assert all(p in (1, 2, 4, 8) for p in table.values())
+
+
+@pytest.mark.parametrize("fmt", INTERP)
+def test_padding_the_query_group_does_not_change_the_answer(fmt):
+    # a group of 3 query heads (GQA 6/2) held in 4, 8 or 16 rows a program: the padding rows
+    # are masked, the real rows' products and softmax the same
+    kernel, table, lens, g = two_page_cache(fmt, 2, 64, [35, 20], seed=41)
+    q = torch.randn(2, 6, 64, generator=g).half()
+    outs = {p: kernel.decode(q, table, lens, split_tokens=16, block_n=16, pad_rows=p)
+            for p in (4, 8, 16)}
+    assert not torch.isnan(outs[4]).any()
+    assert torch.equal(outs[4], outs[16]) and torch.equal(outs[8], outs[16]), fmt
+    assert rel(outs[4], kernel.decode_ref(q.float(), table, lens)) < 3e-3
 
 
 @pytest.mark.parametrize(("fmt", "head_dim"), [("f16", 80), ("q8_0", 128), ("q4_0", 80),
