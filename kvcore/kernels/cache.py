@@ -55,11 +55,13 @@ MANY_ROWS = 64
 #: query rows a decode program pads its group to at head_dim ≤ 128, by K format where not 16,
 #: over few (sequence, KV head) rows and over many (MANY_ROWS or more). A product of fewer
 #: rows than 16 is still padded to 16 in the tensor-core instruction, but the softmax, the
-#: rescale and the partial output are the real rows' only: compiled for sm_90 at GQA 32/8
-#: (4 rows) fp8_pth's 64-token step is 1,846 instructions against 2,016, nvfp4's 2,712
-#: against 2,960. On an H200 (decode-sweep-pad-h200.json; B=1 32k and 128k, B=8 128k)
-#: 4 or 8 rows were 2-10% faster for these formats, the outputs identical to 16 rows; f16
-#: and q8_0 did not gain (q8_0 2-3% slower at B=8)
+#: rescale and the partial output hold only the padded group's rows: compiled for sm_90 at
+#: GQA 32/8 (4 rows) fp8_pth's 64-token step is 1,846 instructions against 2,016, nvfp4's
+#: 2,712 against 2,960. On an H200 (decode-sweep-pad-h200.json; B=1 32k and 128k, B=8 128k)
+#: these pads were faster in every row, by up to 10% (tbq4, tbq3, nvfp4 3-10%, fp8_pth 2-6%,
+#: q4_0 0-3%), the outputs identical to 16 rows'; f16 and q8_0 did not gain (q8_0 2-3%
+#: slower at B=8). Kernel v17 (decode-h200-v17.md): B=1 128k fp8_pth 81 → 75 µs, nvfp4
+#: 123 → 113, tbq4 130 → 118 against v16
 PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
 PAD_ROWS_MANY = {**PAD_ROWS, "fp8_pth": 8}
 #: decode launch (block_n, warps, stages) for heads wider than 128 lanes (the head_dim's
