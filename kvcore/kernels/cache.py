@@ -510,7 +510,7 @@ class LayerCache:
             bn, nw, ns = (LAUNCH_MANY if many else LAUNCH).get(self.k.fmt, (64, 4, 2))
         elif group_launch:
             bn, nw, ns = group_launch[:3]
-        elif qpad == 16 and dpow in WIDE_LAUNCH:
+        elif qpad <= 16 and dpow in WIDE_LAUNCH:
             bn, nw, ns = WIDE_FORMAT_LAUNCH.get((dpow, self.k.fmt), WIDE_LAUNCH[dpow])
         else:
             bn, nw, ns = max(16, 8192 // dpow), wide_head_warps(dpow), 2
