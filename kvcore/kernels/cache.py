@@ -64,6 +64,12 @@ MANY_ROWS = 64
 #: 123 → 113, tbq4 130 → 118 against v16
 PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
 PAD_ROWS_MANY = {**PAD_ROWS, "fp8_pth": 8}
+#: the same for heads of 129-256 lanes, any number of rows: at 24/4 × 256 (Qwen3.5's
+#: full-attention layers, groups of 6) 8 rows were 2-14% faster than 16 under WIDE_LAUNCH for
+#: these formats (B=1 32k and 262k, B=8 32k; nvfp4 8-14%, tbq3 and tbq4 2-10%, fp8_pth 4-6%,
+#: q8_0 3-4%), the outputs identical; q4_0 1-2% slower, f16 within 1%
+#: (decode-sweep-pad256-h200.json)
+PAD_ROWS_256 = {"fp8_pth": 8, "q8_0": 8, "tbq4": 8, "tbq3": 8, "nvfp4": 8}
 #: decode launch (block_n, warps, stages) for heads wider than 128 lanes (the head_dim's
 #: power of two) whose query group pads to 16 rows, every format: on an H200
 #: (bench/results/decode-sweep-wide-h200.json) one-warp programs of 16 tokens took 1.2-2.1×
@@ -474,7 +480,7 @@ class LayerCache:
         of a KV head's group a program takes at most; a larger group (DeepSeek-V3's 128 heads
         over one latent) is spread over several programs, each reading the same keys.
         ``pad_rows`` (a power of two; default PAD_ROWS's or PAD_ROWS_MANY's for the K format
-        at head_dim ≤ 128, else 16): the fewest rows a program holds, its group padded to
+        at head_dim ≤ 128, PAD_ROWS_256's for heads of 129-256 lanes, else 16): the fewest rows a program holds, its group padded to
         them.
         ``pdl`` (default: on a GPU that has it, programmatic_launch): each kernel of the step
         is launched as a programmatic dependent of the one before it, so that its programs
@@ -503,8 +509,9 @@ class LayerCache:
         row_cap = query_rows or (group_launch[3] if group_launch else max_query_rows(width))
         many = bsz * self.kv_heads >= MANY_ROWS
         if pad_rows is None:
-            pad_rows = ((PAD_ROWS_MANY if many else PAD_ROWS).get(self.k.fmt, 16)
-                        if dpow <= 128 else 16)
+            pads = ((PAD_ROWS_MANY if many else PAD_ROWS) if dpow <= 128
+                    else PAD_ROWS_256 if dpow == 256 else {})
+            pad_rows = pads.get(self.k.fmt, 16)
         qpad, qblocks = query_blocks(group, row_cap, pad_rows)
         if dpow <= 128:
             bn, nw, ns = (LAUNCH_MANY if many else LAUNCH).get(self.k.fmt, (64, 4, 2))
