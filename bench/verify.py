@@ -118,7 +118,8 @@ NOTES = """Notes on the columns:
   read bandwidth measured in the same process; *vs fp16 SDPA* compares with torch's
   `scaled_dot_product_attention` over an fp16 cache of the same shape, timed the same way (–
   for MLA, which has no separate V). Kernel speed alone is in
-  `bench/results/decode-h200-v17.md` (the same kernel and launches). An earlier run of the
+  `bench/results/decode-h200-v17.md` (the same kernel and launches; 256-wide heads' groups
+  padded to 8 rows since, `decode-sweep-pad256-h200.json`). An earlier run of the
   same plans with decode kernel v5 (`bench/results/verify-h200.json`) launched every step from
   Python and gave SDPA one tensor for K and V (V's tiles then came from L2, so the baseline read
   half the bytes): its *vs fp16 SDPA* figures were too low by up to half.
