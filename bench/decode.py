@@ -276,7 +276,8 @@ def kivi_copies(cache: KiviCache) -> list[KiviCache]:
     return out
 
 
-def kivi_append_time(fmt: str, batch: int, tokens: int) -> tuple[float, int]:
+def kivi_append_time(fmt: str, batch: int, tokens: int,
+                     num_warps: int | None = None) -> tuple[float, int]:
     """Seconds per append of min(APPEND_TOKENS, batch · tokens) new tokens into empty
     sequences of a KIVI cache (whole sequences, the first ones), replayed from a CUDA graph
     over input copies too large for L2, and the bytes each append moves: the input read, the
@@ -296,7 +297,7 @@ def kivi_append_time(fmt: str, batch: int, tokens: int) -> tuple[float, int]:
 
     def step(xs: list) -> None:
         for (s, _, plan), (kx, vx) in zip(plans, xs, strict=True):
-            cache.write_append(s, kx, vx, *plan)
+            cache.write_append(s, kx, vx, *plan, num_warps=num_warps)
 
     inputs = [[(torch.randn(m, HKV, D, device="cuda", dtype=torch.float16),
                 torch.randn(m, HKV, D, device="cuda", dtype=torch.float16)) for _, m, _ in plans]

@@ -2,7 +2,7 @@
 (random fp16 rows, and rows on a coarse grid, whose quotients fall exactly on the rounding
 midpoints), and its throughput (16,384 new tokens a call, as bench/decode.py times it).
 
-    python bench/probes/kivi_append.py [--out DIR]
+    python bench/probes/kivi_append.py [--out DIR] [--warps 1,2,8]
 
 Writes kivi-append.json.
 """
@@ -48,6 +48,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--old", help="a module holding an earlier kivi_flush_kernel to time instead")
+    ap.add_argument("--warps", default="", help="flush warps to time besides the default, "
+                    "comma-separated")
     args = ap.parse_args()
     if args.old:
         import importlib
@@ -70,6 +72,10 @@ def main() -> None:
             s, moved = kivi_append_time(fmt, batch, tokens)
             row[f"append_b{batch}_{tokens}"] = {"seconds": s, "bytes": moved,
                                                 "fraction_of_read_bw": moved / s / bw}
+            for w in (int(x) for x in args.warps.split(",") if x):
+                s, moved = kivi_append_time(fmt, batch, tokens, num_warps=w)
+                row[f"append_b{batch}_{tokens}_w{w}"] = {"seconds": s, "bytes": moved,
+                                                         "fraction_of_read_bw": moved / s / bw}
         result["rows"].append(row)
         print(row, flush=True)
     write_json(args.out, f"kivi-append{'-old' if args.old else ''}.json", result)

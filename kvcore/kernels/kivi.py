@@ -122,6 +122,8 @@ KIVI_TILE = 64
 #: either way (bench/results/kivi-decode-h200-v16b.json; kivi-lazy-h200.json before the
 #: unpacking by PTX)
 KIVI_LAZY = True
+#: warps a program of KIVI's flush kernel (one group of a KV head) takes
+FLUSH_WARPS = 4
 
 
 class KiviCache:
@@ -254,11 +256,12 @@ class KiviCache:
         self.n_resid[s] = held - flushed * g
         return live, g0, flushed
 
-    def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int) -> None:
+    def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int,
+                     num_warps: int | None = None) -> None:
         """The device work of an append that plan_append booked: one kernel quantizes the
         flushed groups (from the ring and the new tokens), then the newest tokens go to their
         ring slots. No host-side state changes and no copy from the host, so a CUDA graph can
-        replay it."""
+        replay it. ``num_warps``: the flush kernel's (default FLUSH_WARPS)."""
         from .kivi_triton import kivi_flush_kernel
 
         n = k.shape[0]
@@ -268,7 +271,7 @@ class KiviCache:
                 self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
                 live, self.ring, H=self.heads, D=self.head_dim, DP=_pow2(self.head_dim),
                 G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
-                HAS_V=self.has_v, HW=k.is_cuda)
+                HAS_V=self.has_v, HW=k.is_cuda, num_warps=num_warps or FLUSH_WARPS)
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
         first = max(0, n - self.ring)
