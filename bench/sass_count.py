@@ -105,9 +105,10 @@ def compile_append(fmt: str, rows: int, warps: int, stages: int = 1):
     return _compile(kernel, sig, consts, ("PAGE",), {"num_warps": warps, "num_stages": stages})
 
 
-def compile_kivi_flush(bits: int, warps: int = 4):
-    """KIVI's flush kernel (head_dim 128, 8 KV heads, groups of 32 tokens, the GPU paths)
-    compiled for sm_90: (kernel, SASS, resource usage)."""
+def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False):
+    """KIVI's flush kernel (head_dim 128, 8 KV heads, groups of 32 tokens, the GPU paths;
+    ``late``: the values loaded once the keys are stored) compiled for sm_90: (kernel, SASS,
+    resource usage)."""
     from kvcore.kernels.kivi_triton import kivi_flush_kernel
 
     sig = {"KR": "*fp16", "VR": "*fp16", "XK": "*fp16", "XV": "*fp16", "KQ": "*u8",
@@ -115,7 +116,7 @@ def compile_kivi_flush(bits: int, warps: int = 4):
            "GT": "*i32", "s": "i32", "stride_gt": "i32", "g0": "i32", "live": "i32",
            "RING": "i32"}
     consts = dict(H=8, D=128, DP=128, G=32, BITS=bits, PER=8 // bits, LEVELS=(1 << bits) - 1,
-                  HAS_V=True, HW=True)
+                  HAS_V=True, HW=True, LATE_V=late)
     return _compile(kivi_flush_kernel, sig, consts, ("RING",), {"num_warps": warps})
 
 

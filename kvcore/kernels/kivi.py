@@ -122,8 +122,12 @@ KIVI_TILE = 64
 #: either way (bench/results/kivi-decode-h200-v16b.json; kivi-lazy-h200.json before the
 #: unpacking by PTX)
 KIVI_LAZY = True
-#: warps a program of KIVI's flush kernel (one group of a KV head) takes
-FLUSH_WARPS = 4
+#: KIVI's flush kernel (a program a group of a KV head) by bits: (warps, values loaded once
+#: the keys are stored). On an H200 (bench/results/kivi-flush-warps-h200.json; 16,384 new
+#: tokens a call, B=8 32k) kivi2 106.0 → 69.7 µs a call (17.0% → 25.9% of read bandwidth) at
+#: one warp with the late load (81.6 µs with both loaded first: it spills), kivi4 79.6 → 65.5
+#: µs (25.0% → 30.4%) at two warps (69.3 µs with the late load); four warps were the default
+FLUSH_LAUNCH = {2: (1, True), 4: (2, False)}
 
 
 class KiviCache:
@@ -257,11 +261,12 @@ class KiviCache:
         return live, g0, flushed
 
     def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int,
-                     num_warps: int | None = None) -> None:
+                     num_warps: int | None = None, late_v: bool | None = None) -> None:
         """The device work of an append that plan_append booked: one kernel quantizes the
         flushed groups (from the ring and the new tokens), then the newest tokens go to their
         ring slots. No host-side state changes and no copy from the host, so a CUDA graph can
-        replay it. ``num_warps``: the flush kernel's (default FLUSH_WARPS)."""
+        replay it. ``num_warps``, ``late_v``: the flush kernel's launch (default
+        FLUSH_LAUNCH's for the bits)."""
         from .kivi_triton import kivi_flush_kernel
 
         n = k.shape[0]
@@ -271,7 +276,9 @@ class KiviCache:
                 self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
                 live, self.ring, H=self.heads, D=self.head_dim, DP=_pow2(self.head_dim),
                 G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
-                HAS_V=self.has_v, HW=k.is_cuda, num_warps=num_warps or FLUSH_WARPS)
+                HAS_V=self.has_v, HW=k.is_cuda,
+                LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
+                num_warps=num_warps or FLUSH_LAUNCH[self.bits][0])
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
         first = max(0, n - self.ring)

@@ -49,15 +49,36 @@ def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
+def _group_rows(R, X, old, rb, xb, d, dm, G: tl.constexpr, D: tl.constexpr, DP: tl.constexpr):
+    """The [G, DP] float16 rows of one group: a token below ``live`` (``old``) from the ring R
+    (row rb), a later one from the new tokens X (row xb)."""
+    if X.dtype.element_ty == R.dtype.element_ty:
+        # one load a row, from the ring or the new tokens by the row's own pointer
+        m = tl.broadcast_to(dm[None, :], (G, DP))
+        rows = tl.load(tl.where(old, R + rb * D, X + xb * D)[:, None] + d[None, :], mask=m,
+                       other=0.0)
+    else:
+        mo = old[:, None] & dm[None, :]
+        mn = ~old[:, None] & dm[None, :]
+        rows = tl.where(old[:, None],
+                        tl.load(R + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
+                        tl.load(X + xb[:, None] * D + d[None, :], mask=mn,
+                                other=0.0).to(tl.float16))
+    return rows
+
+
+@triton.jit
 def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, live, RING,
                       H: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
                       BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
-                      HAS_V: tl.constexpr, HW: tl.constexpr = False):
+                      HAS_V: tl.constexpr, HW: tl.constexpr = False,
+                      LATE_V: tl.constexpr = False):
     """Program (j, h): quantize group g0 + j of sequence ``s`` (tokens (g0 + j)·G …) into the
     slot the group table GT gives it. A token below ``live`` (the tokens held before this
     append) comes from the residual ring, a later one from the new tokens XK, XV [n, H, D]
     (token live + i at row i), read as float16 as the ring holds them. DP: D rounded up to a
-    power of two (the lanes past D are masked). HAS_V false: a K-only cache."""
+    power of two (the lanes past D are masked). HAS_V false: a K-only cache. LATE_V: load the
+    values once the keys are stored, so that a program does not hold both (fewer registers)."""
     gi = g0 + tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
     t = tl.arange(0, G)
@@ -67,26 +88,9 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     old = tok < live
     rb = (s * H + h) * RING + tok % RING
     xb = (tok - live) * H + h
-    if XK.dtype.element_ty == KR.dtype.element_ty:
-        # one load a row, from the ring or the new tokens by the row's own pointer
-        m = tl.broadcast_to(dm[None, :], (G, DP))
-        k = tl.load(tl.where(old, KR + rb * D, XK + xb * D)[:, None] + d[None, :], mask=m,
-                    other=0.0)
-        if HAS_V:
-            v = tl.load(tl.where(old, VR + rb * D, XV + xb * D)[:, None] + d[None, :], mask=m,
-                        other=0.0)
-    else:
-        mo = old[:, None] & dm[None, :]
-        mn = ~old[:, None] & dm[None, :]
-        k = tl.where(old[:, None],
-                     tl.load(KR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
-                     tl.load(XK + xb[:, None] * D + d[None, :], mask=mn,
-                             other=0.0).to(tl.float16))
-        if HAS_V:
-            v = tl.where(old[:, None],
-                         tl.load(VR + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
-                         tl.load(XV + xb[:, None] * D + d[None, :], mask=mn,
-                                 other=0.0).to(tl.float16))
+    k = _group_rows(KR, XK, old, rb, xb, d, dm, G, D, DP)
+    if HAS_V and not LATE_V:
+        v = _group_rows(VR, XV, old, rb, xb, d, dm, G, D, DP)
     # keys (float16: their minimum and maximum are exact in it): per channel over the G tokens
     lo = tl.min(k, axis=0)
     hi = tl.max(k, axis=0)
@@ -105,6 +109,8 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     tl.store(KS + gbase * D + d, ks, mask=dm)
     tl.store(KM + gbase * D + d, km, mask=dm)
     if HAS_V:
+        if LATE_V:
+            v = _group_rows(VR, XV, old, rb, xb, d, dm, G, D, DP)
         _flush_values(v, VQ, VS, VM, gbase, D, DP, G, BITS, PER, LEVELS, HW)
 
 
