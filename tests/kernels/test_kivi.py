@@ -125,6 +125,28 @@ def test_bulk_append_writes_the_token_by_token_bytes(capacity, chunks):
 
 
 @pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_flush_writes_the_same_bytes_with_its_values_loaded_early_or_late(fmt, dtype):
+    # FLUSH_LAUNCH loads kivi2's values once the keys are stored (LATE_V) and kivi4's with
+    # them: either order, any warps, the same bytes in every plane (rows from the ring and
+    # new rows in one group; bf16 rows take the two-load path)
+    g = torch.Generator().manual_seed(17)
+    k = torch.randn(300, 2, 64, generator=g).to(dtype)
+    v = torch.randn(300, 2, 64, generator=g).to(dtype)
+    caches = []
+    for late, warps in ((False, 4), (True, 1), (True, 2)):
+        cache = KiviCache(fmt, 1, 2, 64, 300)
+        for a, b in ((0, 50), (50, 300)):
+            cache.write_append(0, k[a:b], v[a:b], *cache.plan_append(0, b - a),
+                               num_warps=warps, late_v=late)
+        caches.append(cache)
+    assert caches[0].n_quant[0] > 0
+    for other in caches[1:]:
+        for a, b in zip(other.tensors(), caches[0].tensors(), strict=True):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
 def test_k_only_cache_as_kvcore_counts_an_mla_latent(fmt):
     # an MLA layer caches one latent row a token (576 wide for DeepSeek): kvcore counts KIVI
     # on it as keys only, so the cache allocates no V planes and attends with V = the keys
