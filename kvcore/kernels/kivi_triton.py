@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_ops import pdl_enter, softmax_lazy, softmax_next, softmax_step
+from .triton_ops import pdl_enter, softmax_next
 
 
 @triton.jit
@@ -465,12 +465,8 @@ def kivi_decode_keys_kernel(Q, ACC, ML, KQ, KS, KM, KR, NQ, NR, GT, stride_gt, R
             v = tl.load(KR + rb[:, None] * D + d[None, :], mask=tmask[:, None] & dm[None, :],
                         other=0.0)
             scores = tl.dot(q.to(tl.float16), tl.trans(v))
-        if LAZY:
-            p, alpha, m_i, l_i, grow = softmax_lazy(scores, tmask, m_i, l_i)
-            if grow:
-                acc = acc * alpha[:, None]
-            acc = tl.dot(p.to(tl.float16), v, acc)
-        else:
-            p, alpha, m_i, l_i = softmax_step(scores, tmask, m_i, l_i)
-            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        p, alpha, m_i, l_i, grow = softmax_next(scores, tmask, m_i, l_i, LAZY)
+        if grow:
+            acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(tl.float16), v, acc)
     _store_partial(ACC, ML, acc, m_i, l_i, s, h, sp, rows, n_splits, H, GROUP, DP)
