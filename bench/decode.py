@@ -73,20 +73,28 @@ def check_correctness() -> dict[str, dict[str, float]]:
     return errs
 
 
+def kivi_appended(fmt: str, k: torch.Tensor, v: torch.Tensor,
+                  lens: list[int]) -> tuple[KiviCache, dict[str, float]]:
+    """A KIVI cache of sequences k, v [S, T, HKV, D] (lens[s] tokens of sequence s) filled by
+    the Triton append, and the share of each plane's elements that it writes as the
+    token-by-token torch append does."""
+    cache = KiviCache(fmt, len(lens), HKV, D, max(lens), device=k.device)
+    one = KiviCache(fmt, len(lens), HKV, D, max(lens), device=k.device)
+    for s, n in enumerate(lens):
+        cache.append_triton(s, k[s, :n], v[s, :n])
+        one.append(s, k[s, :n], v[s, :n])
+    return cache, {n: float((getattr(cache, n) == getattr(one, n)).double().mean())
+                   for n in ("kq", "ks", "km", "vq", "vs", "vm", "kr", "vr")}
+
+
 def _check_kivi(fmt: str) -> dict[str, float]:
     """A KIVI cache of three sequences (1000, 1 and 777 tokens) on the GPU."""
     g = torch.Generator(device="cuda").manual_seed(0)
     lens = [1000, 1, 777]
     k = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).half()
     v = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).half()
-    cache = KiviCache(fmt, len(lens), HKV, D, max(lens), device="cuda")
-    one = KiviCache(fmt, len(lens), HKV, D, max(lens), device="cuda")
-    for s, n in enumerate(lens):
-        cache.append_triton(s, k[s, :n], v[s, :n])
-        one.append(s, k[s, :n], v[s, :n])
-    names = ("kq", "ks", "km", "vq", "vs", "vm", "kr", "vr")
-    same = {f"append_identical_{n}": float((getattr(cache, n) == getattr(one, n)).double().mean())
-            for n in names}
+    cache, agree = kivi_appended(fmt, k, v, lens)
+    same = {f"append_identical_{n}": x for n, x in agree.items()}
     q = torch.randn(len(lens), HQ, D, device="cuda", generator=g).half()
     out = cache.decode(q)
     assert not torch.isnan(out).any(), fmt

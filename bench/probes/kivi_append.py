@@ -19,10 +19,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from decode import HKV, D, kivi_append_time, write_json  # noqa: E402
+from decode import HKV, D, kivi_append_time, kivi_appended, write_json  # noqa: E402
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
-from kvcore.kernels.kivi import KiviCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 
@@ -34,14 +33,7 @@ def identical(fmt: str, grid: bool) -> dict[str, float]:
     v = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g)
     if grid:
         k, v = torch.round(k * 4) / 4, torch.round(v * 4) / 4
-    k, v = k.half(), v.half()
-    cache = KiviCache(fmt, len(lens), HKV, D, max(lens), device="cuda")
-    one = KiviCache(fmt, len(lens), HKV, D, max(lens), device="cuda")
-    for s, n in enumerate(lens):
-        cache.append_triton(s, k[s, :n], v[s, :n])
-        one.append(s, k[s, :n], v[s, :n])
-    return {n: float((getattr(cache, n) == getattr(one, n)).double().mean())
-            for n in ("kq", "ks", "km", "vq", "vs", "vm", "kr", "vr")}
+    return kivi_appended(fmt, k.half(), v.half(), lens)[1]
 
 
 def main() -> None:
