@@ -188,6 +188,9 @@ def parser() -> argparse.ArgumentParser:
                          "two parts, as the decode holds it)")
     ap.add_argument("--k-only", action="store_true",
                     help="decode: a K-only cache (an MLA latent), its key tiles reused for V")
+    ap.add_argument("--pad-rows", type=int, default=0,
+                    help="decode: rows the query group is padded to (default 16 or the group's "
+                         "power of two)")
     ap.add_argument("--group", type=int, default=0,
                     help="decode: query heads a KV head (16 K-only, else 4)")
     ap.add_argument("--page-mode", type=int, default=0, choices=(0, 1, 2),
@@ -234,7 +237,7 @@ def compile_decode(args: argparse.Namespace):
     xv0, xv1 = _row_widths(vfmt, d)
     group = args.group or (16 if args.k_only else 4)
     consts = dict(H_KV=1 if args.k_only else 8, GROUP=group,
-                  QPAD=max(16, 1 << (group - 1).bit_length()),
+                  QPAD=args.pad_rows or max(16, 1 << (group - 1).bit_length()),
                   D=main + tail if f in (4, 5) else d, DPOW=main,
                   DPK=main if tail else dp, DPV=main if tail else dp, FMT_K=f, FMT_V=fv,
                   XK0=x0, XK1=x1, XV0=xv0, XV1=xv1, BLOCK_N=args.block_n,
