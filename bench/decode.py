@@ -255,8 +255,8 @@ def clone(cache: LayerCache, batch: int, tokens: int) -> LayerCache:
                        values=cache.has_v)
     for a, b in zip(other.tensors(), cache.tensors(), strict=True):
         a.copy_(b)
-    other.k.global_scale_host = cache.k.global_scale_host
-    other.v.global_scale_host = cache.v.global_scale_host
+    for mine, theirs in ((other.k, cache.k), (other.v, cache.v)):
+        mine.global_scale_host, mine.wide = theirs.global_scale_host, theirs.wide
     return other
 
 

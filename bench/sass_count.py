@@ -202,6 +202,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--v-fmt", help="decode: V's format where it is not K's (head_dim 128)")
     ap.add_argument("--lazy", action="store_true",
                     help="decode: rescale the running output only when the max grows")
+    ap.add_argument("--wide", action="store_true",
+                    help="decode, with --lazy: check V's row scales against WIDE_SCALE")
     ap.add_argument("--pdl", action="store_true",
                     help="decode: compiled as a programmatic dependent launch (pdl_enter)")
     ap.add_argument("--whole", action="store_true",
@@ -244,6 +246,7 @@ def compile_decode(args: argparse.Namespace):
                   PAGE_MODE=args.page_mode, PAGE_C=16 if args.page_mode == 1 else 1, ASM=True,
                   WORDS=args.words, SAME_KV=args.k_only, DT=tail, GPU=not args.not_opaque, QB=1,
                   WORDS_V=args.words and not args.v_bytes, PDL=args.pdl, LAZY=args.lazy,
+                  WIDE=args.lazy and args.wide,
                   DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
                   OK1=off[1], OV0=off[0], OV1=off[1])
     return _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),

@@ -121,7 +121,8 @@ WORDS = ("q8_0", "tbq4", "tbq3")
 #: even on DeepSeek's latent); every other format 2-28% slower (bench/results/lazy-h200.json).
 #: fp8_pth rounds each weight times its V row's scale (the row's largest magnitude / 448) to
 #: float16: weights up to 2^8 keep that finite for rows whose largest magnitude is under about
-#: 114,000 (weights up to 1: 29 million)
+#: 114,000, which float16 rows always are; after bfloat16 or float32 rows (Side.wide) a tile
+#: whose scales exceed WIDE_SCALE takes the eager step (weights up to 1: 29 million)
 LAZY = ("fp8_pth",)
 #: append launch (rows of token-heads a program at head_dim 128, warps) by format, where not
 #: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and
@@ -219,6 +220,9 @@ class Side:
     #: the global scale's value as the host last set it: appends read this, not the device
     #: tensor, so that an append never waits for the GPU (and can be captured in a CUDA graph)
     global_scale_host: float = 1.0
+    #: rows from outside float16's range may have been written (an append of bfloat16 or
+    #: float32 rows): a lazy decode then checks fp8_pth's row scales (decode's ``wide``)
+    wide: bool = False
 
     def __post_init__(self) -> None:
         torch = _torch()
@@ -304,6 +308,7 @@ class LayerCache:
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
             rows = x.reshape(-1, self.head_dim)
             self._fix_global_scale(side, rows)
+            side.wide = side.wide or rows.dtype != _torch().float16
             planes = ref.quantize(side.fmt, rows, global_scale=side.global_scale_host)
             flat = side.rows()
             for name, t in planes.items():
@@ -405,6 +410,7 @@ class LayerCache:
             rows_p = rows_per_program or max(16 if rotated else 1, rows_a * 128 // tab["dpow"])
             rows = x.reshape(-1, self.head_dim).contiguous()
             self._fix_global_scale(side, rows)
+            side.wide = side.wide or rows.dtype != torch.float16
             p0, p1, x0, x1 = side.operands()
             n = rows.shape[0]
             blocks = math.ceil(n / rows_p)
@@ -451,7 +457,7 @@ class LayerCache:
                reuse_keys: bool | None = None, parts: bool = True,
                query_rows: int | None = None, words_v: bool | None = None,
                pdl: bool | None = None, lazy: bool | None = None,
-               pad_rows: int | None = None) -> Any:
+               pad_rows: int | None = None, wide: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
@@ -487,10 +493,15 @@ class LayerCache:
         are scheduled while that one finishes (the fixed cost of a step, which short contexts
         and batch 1 feel most). ``lazy`` (default: the K format is in LAZY): rescale the
         running output only when a tile's max exceeds the running max by more than
-        LAZY_MARGIN (softmax_lazy).
+        LAZY_MARGIN (softmax_lazy). ``wide`` (default: V's side holds rows from outside float16's
+        range, Side.wide, or nvfp4's global scale exceeds WIDE_SCALE): with ``lazy``, a tile
+        whose V row scale exceeds WIDE_SCALE takes the eager step, so that its weights times
+        that scale stay finite in float16 (fp8_pth: rows whose largest magnitude is above
+        about 114,000; the check costs about 4% of the loop's instructions).
         """
         from .triton_ops import (
             FMT_CODES,
+            WIDE_SCALE,
             decode_split_kernel,
             pdl_launch,
             reduce_splits,
@@ -548,6 +559,9 @@ class LayerCache:
             pdl = programmatic_launch(q.device)
         if lazy is None:
             lazy = self.k.fmt in LAZY
+        if wide is None:
+            wide = (self.v.fmt == "fp8_pth" and self.v.wide) or (
+                self.v.fmt == "nvfp4" and self.v.global_scale_host > WIDE_SCALE.value)
         n_splits = max(1, math.ceil(max_len / split_tokens))
         acc = self._workspace("acc", bsz * hq * n_splits * width, torch.float32, q.device)
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
@@ -591,7 +605,7 @@ class LayerCache:
             GPU=q.device.type == "cuda",
             SAME_KV=not self.has_v and (self.k.fmt in REUSE_KEYS if reuse_keys is None
                                         else reuse_keys),
-            LAZY=bool(lazy), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
+            LAZY=bool(lazy), WIDE=bool(lazy and wide), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED
         reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, width,

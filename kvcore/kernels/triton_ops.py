@@ -625,18 +625,22 @@ def softmax_step(scores, valid, m_i, l_i):
 #: how far (in base-2 exponent) the running max may fall behind a tile's max before a lazy
 #: softmax rescales: the weights stay at most 2^8 (float16 holds them, float32 sums them)
 LAZY_MARGIN = tl.constexpr(8.0)
+#: the largest V row scale (fp8_pth) whose weighted scale stays finite in float16 when the
+#: weights reach 2^LAZY_MARGIN: 65,504 / 256, rounded down
+WIDE_SCALE = tl.constexpr(255.0)
 
 
 @triton.jit
-def softmax_lazy(scores, valid, m_i, l_i):
+def softmax_lazy(scores, valid, m_i, l_i, force):
     """softmax_step that keeps the running max where a tile's max exceeds it by no more than
     LAZY_MARGIN in every row, so that the accumulator needs no rescaling then: the weights are
     taken against the kept max (at most 2^LAZY_MARGIN). Returns (p, alpha, m_new, l_new, grow):
     the caller rescales its accumulator by alpha only where ``grow`` (a scalar, the same for the
-    whole program) holds; otherwise alpha is 1. The first tile always grows (m_i = -inf)."""
+    whole program) holds; otherwise alpha is 1. The first tile always grows (m_i = -inf), and
+    so does a tile where ``force`` (a scalar) holds: its weights are then at most 1."""
     scores = tl.where(valid[None, :], scores, float("-inf"))
     m_tile = tl.maximum(m_i, tl.max(scores, axis=1))
-    grow = tl.max(m_tile - m_i, axis=0) > LAZY_MARGIN
+    grow = (tl.max(m_tile - m_i, axis=0) > LAZY_MARGIN) | force
     m_new = tl.where(grow, m_tile, m_i)
     alpha = tl.exp2(m_i - m_new)
     p = tl.exp2(scores - m_new[:, None])
@@ -644,11 +648,12 @@ def softmax_lazy(scores, valid, m_i, l_i):
 
 
 @triton.jit
-def softmax_next(scores, valid, m_i, l_i, LAZY: tl.constexpr):
-    """softmax_lazy with LAZY, else softmax_step: (p, alpha, m_i, l_i, grow), grow always true
-    for the eager step (the running output is rescaled every tile)."""
+def softmax_next(scores, valid, m_i, l_i, LAZY: tl.constexpr, force=False):
+    """softmax_lazy with LAZY (``force``: this tile grows), else softmax_step: (p, alpha, m_i,
+    l_i, grow), grow always true for the eager step (the running output is rescaled every
+    tile)."""
     if LAZY:
-        p, alpha, m_i, l_i, grow = softmax_lazy(scores, valid, m_i, l_i)
+        p, alpha, m_i, l_i, grow = softmax_lazy(scores, valid, m_i, l_i, force)
     else:
         p, alpha, m_i, l_i = softmax_step(scores, valid, m_i, l_i)
         grow = True
@@ -713,7 +718,7 @@ def decode_split_kernel(
     DT: tl.constexpr = 0, DKT: tl.constexpr = 0, DVT: tl.constexpr = 0,
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
     QB: tl.constexpr = 1, GPU: tl.constexpr = False, WORDS_V: tl.constexpr = False,
-    PDL: tl.constexpr = False, LAZY: tl.constexpr = False,
+    PDL: tl.constexpr = False, LAZY: tl.constexpr = False, WIDE: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output,
@@ -738,7 +743,9 @@ def decode_split_kernel(
     by the interpreter (_rows). WORDS reads K's planes as words, WORDS_V V's. PDL:
     pdl_enter (the previous step's merge may still be reading ACC when this kernel starts).
     LAZY: softmax_lazy (the partial outputs rescaled only when the running max grows by more
-    than LAZY_MARGIN; the stored max is the one they are relative to, as the merge needs)."""
+    than LAZY_MARGIN; the stored max is the one they are relative to, as the merge needs).
+    WIDE (with LAZY): V's row scales may exceed WIDE_SCALE; a tile where one does rescales
+    eagerly, so that no weight times its scale leaves float16's range."""
     pdl_enter(PDL)
     b = tl.program_id(0)
     h = tl.program_id(1) // QB
@@ -818,7 +825,21 @@ def decode_split_kernel(
                 s = tl.dot(qta, tl.trans(kt), s)
         if RK:
             s = s * ks[None, :]
-        p, alpha, m_i, l_i, grow = softmax_next(s, nmask, m_i, l_i, LAZY)
+        if WIDE and FMT_V == 1:
+            # fp8_pth's weights are multiplied by their V row's scale and rounded to float16:
+            # a tile holding a scale above WIDE_SCALE (a row's largest magnitude above about
+            # 114,000, which only bfloat16 or float32 rows reach) takes the eager step, its
+            # weights then at most 1 (finite for rows up to about 29 million)
+            if SAME_KV:  # noqa: SIM108 (a compile-time branch)
+                vrs = ks
+            else:
+                vrs = tl.load(V1 + first * XV1 + r, mask=nmask, other=0.0)
+            wide = tl.max(vrs, axis=0) > WIDE_SCALE
+        else:
+            # WIDE for another format (nvfp4, whose row scale is its global scale, above
+            # WIDE_SCALE): every tile
+            wide = WIDE
+        p, alpha, m_i, l_i, grow = softmax_next(s, nmask, m_i, l_i, LAZY, wide)
         if grow:
             acc_a = acc_a * alpha[:, None]
             if HV:

@@ -572,3 +572,36 @@ def test_lazy_rescaling_gives_the_eager_answer(fmt, block_n):
     assert not torch.isnan(lazy).any()
     assert rel(lazy, eager) < 1e-3, fmt
     assert rel(lazy, cache.decode_ref(q.float(), table, seq_lens)) < 3e-3, fmt
+
+
+@pytest.mark.parametrize("fmt", ["fp8_pth", "nvfp4"])
+def test_lazy_rescaling_stays_finite_for_rows_beyond_float16(fmt):
+    # float32 values up to about 10^6: fp8_pth's row scales (and nvfp4's global scale) exceed
+    # 255, so that a weight kept at up to 2^8 times its scale would leave float16's range. The
+    # second tile's keys are larger: every row's max rises by less than the margin there (the
+    # running max kept), some by more than 5 (weights above 32)
+    g = torch.Generator().manual_seed(21)
+    heads, dim = 2, 128
+    k = torch.randn(2, 64, heads, dim, generator=g)
+    k[:, 32:] *= 2.5
+    k = k.half()
+    v = torch.randn(2, 64, heads, dim, generator=g) * 3e5
+    q = torch.randn(2, 8, dim, generator=g).half()
+    scores = torch.einsum("bhgd,bthd->bhgt", q.float().reshape(2, heads, 4, dim),
+                          k.float()) / dim ** 0.5 * 1.4426950408889634
+    rise = scores[..., 32:].amax(-1) - scores[..., :32].amax(-1)
+    assert 5 < float(rise.max()) < 7.8
+    table = torch.arange(2, dtype=torch.int32).reshape(2, 1)
+    cache = LayerCache(fmt, fmt, 2, 64, heads, dim)
+    for b in range(2):
+        cache.append(k[b], v[b], table[b].long().expand(64), torch.arange(64))
+    assert cache.v.wide
+    seq_lens = torch.tensor([64, 64], dtype=torch.int32)
+    exact = cache.decode_ref(q.float(), table, seq_lens)
+    lazy = cache.decode(q, table, seq_lens, split_tokens=1024, block_n=32, lazy=True)
+    assert torch.isfinite(lazy).all()
+    assert rel(lazy, exact) < 3e-3, fmt
+    # without the check the kept weights overflow
+    unchecked = cache.decode(q, table, seq_lens, split_tokens=1024, block_n=32, lazy=True,
+                             wide=False)
+    assert not torch.isfinite(unchecked).all()
