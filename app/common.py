@@ -142,15 +142,19 @@ def make_query(
 
 def verified(query: Query, db_path: Any = None) -> dict[str, Any] | None:
     """The measurement of exactly this plan (local database first, then the ones shipped with
-    kvplan) as {device, predicted_bytes, allocated_bytes, date, source, line}, or None. A
-    database that cannot be read gives None: this is a note beside a plan, never its answer."""
+    kvplan) as {device, predicted_bytes, allocated_bytes, date, source, line}, or None: the
+    same model, formats, context and sequences, and a prediction of the same cache bytes as
+    this plan's (its options may change them). A database that cannot be read gives None:
+    this is a note beside a plan, never its answer."""
     from kvcore.errors import KvplanError
+    from kvcore.kv import cache_size
     from kvcore.store import find_measurement
     from kvcore.units import format_bytes
 
     try:
+        whole = cache_size(query.spec, query.context, query.sequences, query.cache).total_bytes
         found = find_measurement(query.spec.name, query.cache.kv_k.name, query.cache.kv_v.name,
-                                 query.context, query.sequences, db_path)
+                                 query.context, query.sequences, db_path, cache_bytes=whole)
     except KvplanError:
         return None
     if not found:

@@ -127,11 +127,23 @@ def _on_gpu(item: dict[str, Any]) -> bool:
     return str(item.get("device", "cpu")).split("× ")[-1] != "cpu"
 
 
+def _whole_cache(item: dict[str, Any]) -> int:
+    """The bytes a measurement predicted for the whole model's cache (it may have measured
+    a subset of the layers: ``scale`` is the whole over the measured)."""
+    return round(int(item["predicted_bytes"]) * float(item.get("scale") or 1.0))
+
+
 def find_measurement(model: str, kv_k: str, kv_v: str, context: int, sequences: int,
-                     path: Path | None = None) -> dict[str, Any] | None:
-    """The newest local GPU measurement of exactly this plan, else a bundled one, if any."""
+                     path: Path | None = None,
+                     cache_bytes: int | None = None) -> dict[str, Any] | None:
+    """The newest local GPU measurement of exactly this plan, else a bundled one, if any.
+    ``cache_bytes``: the plan's whole cache (KV and state), which the measurement's prediction
+    must equal (a plan with other options than the measured one, such as token eviction, a
+    hot/cold mix, MTP layers or another state dtype, holds other bytes)."""
     local = list_measurements(path)
     for item in [*reversed(local), *_bundled()]:
+        if cache_bytes is not None and _whole_cache(item) != cache_bytes:
+            continue
         if (item["model"], item["kv_k"], item["kv_v"], item["context"], item["sequences"]) == (
                 model, kv_k, kv_v, context, sequences) and _on_gpu(item):
             found: dict[str, Any] = copy.deepcopy(item)

@@ -367,3 +367,14 @@ def test_dash_leading_values_reach_serve_and_measure(capsys):
     pytest.importorskip("torch")
     code, _, err = run(capsys, "measure", "qwen3-0.6b", "--device", "cpu", "--ctx", "-1k")
     assert code == 2 and err == "kvplan: error: context must be at least 1, got -1,024\n"
+
+
+def test_verified_line_only_for_the_measured_cache(capsys):
+    # the bundled H200 run measured Qwen3.5-27B in tbq4 at 128k × 2 with the default options;
+    # eviction, a hot/cold mix, MTP layers or another state dtype hold other bytes
+    base = ("qwen3.5-27b", "--ctx", "128k", "--seqs", "2", "--kv", "tbq4")
+    code, out, _ = run(capsys, *base)
+    assert code == 0 and "verified on NVIDIA H200" in out
+    for extra in (["--keep", "0.25"], ["--hot", "f16:64k"], ["--mtp"], ["--state-dtype", "f16"]):
+        code, out, _ = run(capsys, *base, *extra)
+        assert code == 0 and "verified on" not in out, extra

@@ -199,12 +199,13 @@ def test_verified_line_and_measurements_page(tmp_path, monkeypatch):
     db = tmp_path / "m.sqlite3"
     monkeypatch.setattr(settings_mod, "get_settings", lambda: Settings(False, None, 60, db))
     save_measurement({"model": "qwen3.5-27b", "kv_k": "tbq4", "kv_v": "tbq4", "context": 262144,
-                      "sequences": 1, "device": "NVIDIA H200", "predicted_bytes": 4429185024,
-                      "allocated_bytes": 4429185024, "decode": {}, "env": {"date": "2026"}}, db)
+                      "sequences": 1, "device": "NVIDIA H100", "predicted_bytes": 4586078208,
+                      "allocated_bytes": 4586078208, "decode": {}, "env": {"date": "2026"}}, db)
     c = TestClient(create_app())
     page = c.get("/", params={"model": "qwen3.5-27b", "gpu": "4090", "context": "256k",
                               "kv_k": "tbq4", "kv_v": "tbq4"})
-    assert "verified on NVIDIA H200: predicted 4.125 GiB, allocated 4.125 GiB" in page.text
+    # the local record (KV and state of the whole model), before the bundled H200 one
+    assert "verified on NVIDIA H100: predicted 4.2711 GiB, allocated 4.2711 GiB" in page.text
     listing = c.get("/measurements")
     assert listing.status_code == 200 and "qwen3.5-27b" in listing.text
     assert "bundled" in listing.text
