@@ -117,7 +117,11 @@ def make_query(
     count, named, listed = _gpus(gpu, gpus)
     tp_n, pp_n = _count(tp, "tp"), _count(pp, "pp")
     dp_n = _count(dp, "dp") or 1
+    counted = bool(gpus) and not listed
     if tp_n is None and pp_n is None:
+        if counted and count % dp_n:
+            raise InputError(f"gpus is {count} but dp is {dp_n}: each replica needs its own "
+                             "cards, so gpus must be a multiple of dp", field="gpus")
         # one replica over all the cards: layers split for llama.cpp, heads for the others
         per_replica = max(1, count // dp_n)
         tp_n, pp_n = (1, per_replica) if engine == "llama.cpp" else (per_replica, 1)
@@ -125,6 +129,9 @@ def make_query(
     if listed and count != parallel.ranks_per_replica:
         raise InputError(f"gpus lists {count} cards but tp × pp is {parallel.ranks_per_replica}",
                          field="gpus")
+    if counted and count != parallel.gpus:
+        raise InputError(f"gpus is {count} but tp × pp × dp is {parallel.gpus}: give one card "
+                         "per rank, or leave out gpus", field="gpus")
     return Query(
         spec=spec,
         context=parse_tokens(context),

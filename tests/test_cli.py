@@ -378,3 +378,20 @@ def test_verified_line_only_for_the_measured_cache(capsys):
     for extra in (["--keep", "0.25"], ["--hot", "f16:64k"], ["--mtp"], ["--state-dtype", "f16"]):
         code, out, _ = run(capsys, *base, *extra)
         assert code == 0 and "verified on" not in out, extra
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (["--gpus", "2", "--tp", "4"], "gpus is 2 but tp × pp × dp is 4"),
+    (["--gpus", "8", "--tp", "2"], "gpus is 8 but tp × pp × dp is 2"),
+    (["--gpus", "2", "--dp", "3"], "gpus must be a multiple of dp"),
+])
+def test_a_card_count_that_contradicts_the_layout_is_refused(capsys, flags, words):
+    code, out, err = run(capsys, "qwen3-8b", "--gpu", "h100", *flags)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and words in err
+
+
+def test_a_card_count_that_matches_the_layout_is_taken(capsys):
+    code, out, _ = run(capsys, "qwen3-8b", "--gpu", "h100", "--gpus", "4", "--dp", "2", "--json")
+    assert code == 0
+    assert json.loads(out)["parallel"] == {"tp": 2, "pp": 1, "dp": 2, "gpus": 4}
