@@ -511,7 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.find_gpu and args.find_format:
             raise UsageError("give --find-gpu or --find-format, not both")
         if args.find_gpu:
-            check_find_gpu(gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp, prefix="--")
+            check_find_gpu(gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp,
+                           kv_budget=args.kv_budget, prefix="--")
         query = build_query(args)
         if args.find_gpu:
             rows = find_gpu_for(query)

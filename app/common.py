@@ -55,14 +55,19 @@ def _gpus(gpu: str | None, gpus: str | None) -> tuple[int, list[Any], bool]:
     return count, named, listed
 
 
-def check_find_gpu(*, gpu: Any, gpus: Any, tp: Any, pp: Any, prefix: str = "") -> None:
-    """find-gpu chooses the card, the count and the layout: naming any of them is a conflict,
-    not something to drop without a word. ``prefix`` spells the names as flags (``--``)."""
-    given = [name for name, value in (("gpu", gpu), ("gpus", gpus), ("tp", tp), ("pp", pp))
+def check_find_gpu(*, gpu: Any, gpus: Any, tp: Any, pp: Any, kv_budget: Any = None,
+                   prefix: str = "") -> None:
+    """find-gpu chooses the card, the count and the layout, and sizes the KV pool on each:
+    naming any of them (or the KV budget an engine printed on some card) is a conflict, not
+    something to drop without a word. ``prefix`` spells the names as flags (``--``)."""
+    given = [name for name, value in (("gpu", gpu), ("gpus", gpus), ("tp", tp), ("pp", pp),
+                                      ("kv_budget", kv_budget))
              if value not in (None, "")]
     if given:
-        raise InputError(f"{prefix}find-gpu chooses the card, how many and their layout; leave "
-                         "out " + ", ".join(prefix + name for name in given), field=given[0])
+        names = ", ".join(prefix + (name.replace("_", "-") if prefix else name)
+                          for name in given)
+        raise InputError(f"{prefix}find-gpu chooses the card, how many and their layout, and "
+                         f"sizes the KV pool on each; leave out {names}", field=given[0])
 
 
 def make_query(

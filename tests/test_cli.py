@@ -212,9 +212,16 @@ def test_engine_refusal_without_a_card(capsys, args, line, extra):
 @pytest.mark.parametrize(("args", "line"), [
     (["--find-gpu", "--find-format", "--gpu", "4090"], "give --find-gpu or --find-format, not both"),
     (["--find-gpu", "--gpu", "4090"],
-     "--find-gpu chooses the card, how many and their layout; leave out --gpu"),
+     "--find-gpu chooses the card, how many and their layout, and sizes the KV pool on each; "
+     "leave out --gpu"),
     (["--find-gpu", "--gpus", "2", "--tp", "2"],
-     "--find-gpu chooses the card, how many and their layout; leave out --gpus, --tp"),
+     "--find-gpu chooses the card, how many and their layout, and sizes the KV pool on each; "
+     "leave out --gpus, --tp"),
+    # a budget an engine printed on some card: every card used to show the same max context,
+    # even those too small for the weights
+    (["--find-gpu", "--kv-budget", "8GiB"],
+     "--find-gpu chooses the card, how many and their layout, and sizes the KV pool on each; "
+     "leave out --kv-budget"),
 ])
 def test_find_gpu_conflicts(capsys, args, line):
     # each of these was dropped without a word: the answer ignored what was asked
@@ -395,3 +402,16 @@ def test_a_card_count_that_matches_the_layout_is_taken(capsys):
     code, out, _ = run(capsys, "qwen3-8b", "--gpu", "h100", "--gpus", "4", "--dp", "2", "--json")
     assert code == 0
     assert json.loads(out)["parallel"] == {"tp": 2, "pp": 1, "dp": 2, "gpus": 4}
+
+
+def test_a_kv_budget_the_card_cannot_hold_is_refused(capsys):
+    # 200 GiB of KV on a 24 GB card used to "fit"
+    code, out, err = run(capsys, "qwen3-8b", "--kv-budget", "200GiB", "--gpu", "4090",
+                         "--engine", "vllm")
+    assert code == 2 and out == ""
+    assert err.strip() == ("kvplan: error: a KV budget of 200 GiB beside 15.26 GiB of weights "
+                           "exceeds the NVIDIA GeForce RTX 4090's 23.99 GiB: give the budget an "
+                           "engine printed on this card")
+    code, out, _ = run(capsys, "qwen3-8b", "--kv-budget", "8GiB", "--gpu", "4090",
+                       "--engine", "vllm")
+    assert code == 0 and "fits under vllm" in out

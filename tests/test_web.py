@@ -234,8 +234,8 @@ def test_find_gpu_refuses_a_named_card(client):
     r = client.post("/api/v1/find-gpu", json={"model": "qwen3-8b", "gpu": "4090", "tp": 2})
     assert r.status_code == 422
     assert r.json() == {"ok": False, "status": 422, "field": "gpu",
-                        "error": "find-gpu chooses the card, how many and their layout; leave "
-                                 "out gpu, tp"}
+                        "error": "find-gpu chooses the card, how many and their layout, and "
+                                 "sizes the KV pool on each; leave out gpu, tp"}
 
 
 def test_engine_rules_apply_without_a_card(client):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..errors import UnknownNameError
 from . import llamacpp, raw, sglang, trtllm, vllm
-from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat
+from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, check_budget
 
 __all__ = ["ENGINES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
            "engine_plan", "engine_names", "supported_formats"]
@@ -49,4 +49,5 @@ def supported_formats(engine: str) -> list[str] | None:
 
 
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
+    check_budget(request)
     return ENGINES[canonical(engine)](request)

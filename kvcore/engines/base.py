@@ -187,6 +187,23 @@ def rank_weights(req: EngineRequest) -> tuple[Weights, list[RankShare]]:
     return weights, out
 
 
+def check_budget(req: EngineRequest) -> None:
+    """A KV budget is what an engine printed on the named cards: it and a card's share of the
+    weights must fit in that card's memory, else no engine there can have printed it."""
+    from ..units import format_bytes
+
+    if req.kv_budget_bytes is None or not req.gpus:
+        return
+    _, parts = rank_weights(req)
+    for sh in parts:
+        if sh.gpu is not None and req.kv_budget_bytes + sh.weights_bytes > sh.gpu.total_bytes:
+            raise InputError(
+                f"a KV budget of {format_bytes(req.kv_budget_bytes, 2)} beside "
+                f"{format_bytes(sh.weights_bytes, 2)} of weights exceeds the "
+                f"{sh.gpu.name}'s {format_bytes(sh.gpu.total_bytes, 2)}: give the budget an "
+                "engine printed on this card", field="kv_budget")
+
+
 def need_gpu() -> InputError:
     """The error for a plan with neither a GPU nor a KV budget to size the pool from."""
     return InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")
