@@ -135,18 +135,24 @@ def find_format(q: Query) -> list[dict[str, Any]]:
     if not q.gpus and q.kv_budget_bytes is None:
         raise InputError("find-format needs a GPU or a KV budget to fit the cache in", field="gpu")
     rows = []
+    refused: InputError | None = None
     for fmt in _candidates():
         trial = replace(q, cache=replace(q.cache, kv_k=fmt, kv_v=fmt))
         try:
             ok, max_ctx = _fits(trial)
         except UnsupportedFormat:
             continue
-        except InputError:
+        except InputError as exc:
+            # a format this engine refuses for this plan; kept in case every format is refused,
+            # when the reason is the plan's (an option the engine lacks), not a format's
+            refused = refused or exc
             continue
         here, quality = quality_here(q.spec, trial.cache)
         rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value,
                      "bits_per_value_here": here, "fits": ok, "max_context": max_ctx,
                      "quality": quality})
+    if not rows and refused is not None:
+        raise refused
     return rows
 
 

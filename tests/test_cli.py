@@ -415,3 +415,11 @@ def test_a_kv_budget_the_card_cannot_hold_is_refused(capsys):
     code, out, _ = run(capsys, "qwen3-8b", "--kv-budget", "8GiB", "--gpu", "4090",
                        "--engine", "vllm")
     assert code == 0 and "fits under vllm" in out
+
+
+def test_find_format_says_why_the_engine_refuses_the_plan(capsys):
+    # an option the engine lacks used to give an empty table and "no KV format fits", exit 0
+    code, out, err = run(capsys, "qwen3-8b", "--gpu", "h100", "--engine", "vllm", "--hot",
+                         "f16:100", "--find-format")
+    assert code == 2 and out == ""
+    assert err.strip() == "kvplan: error: vLLM has no hot/cold mix or token eviction"
