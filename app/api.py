@@ -137,6 +137,11 @@ def api_router() -> APIRouter:
         summary = kvcore.model_summary(spec)
         summary["bytes_per_token"] = {f.name: kvcore.bytes_per_token(spec, CacheOptions(
             kv_k=f, kv_v=f)) for f in kvcore.FORMATS}
+        # what each token past every sliding or chunked window adds (the full layers' rows),
+        # and the recurrent state a sequence holds whatever its length
+        summary["marginal_bytes_per_token"] = {f.name: kvcore.marginal_bytes_per_token(
+            spec, CacheOptions(kv_k=f, kv_v=f)) for f in kvcore.FORMATS}
+        summary["state_bytes_per_sequence"] = kvcore.cache_size(spec, 1, 1).state_bytes
         return summary
 
     @api.get("/gpus")

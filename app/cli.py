@@ -299,9 +299,14 @@ def render_plan(data: dict[str, Any]) -> str:
             rows.append([f"scales ({g['kind']})", format_bytes(g["scale_bytes"], 2),
                          "per-layer tensor scales"])
     rows.append(["overhead", format_bytes(data["overhead_bytes"], 2), data["overhead"]["detail"]])
+    rate = f"{format_bytes(data['bytes_per_token'], 3)}/token"
+    if data["marginal_bytes_per_token"] != data["bytes_per_token"]:
+        # sliding or chunked layers hold at most their window: a further token past every
+        # window adds only the full layers' rows
+        rate = (f"{format_bytes(data['marginal_bytes_per_token'], 3)}/token past the windows "
+                f"({format_bytes(data['bytes_per_token'], 3)} within)")
     rows.append(["total", format_bytes(data["total_bytes"], 2),
-                 f"KV {format_bytes(data['kv_bytes'], 2)} ({kv}), "
-                 f"{format_bytes(data['bytes_per_token'], 3)}/token"])
+                 f"KV {format_bytes(data['kv_bytes'], 2)} ({kv}), {rate}"])
     out = [head, _table(rows, right=(1,)), ""]
     tokens = format_quantity(data["context"], "token")
     ctx = f"{tokens} × {sequences}"

@@ -58,7 +58,8 @@ def _format_rows(q: Query) -> list[dict[str, Any]]:
         raw = plan(PlanRequest(spec=q.spec, context=q.context, sequences=q.sequences, cache=opts,
                                weights=q.weights, gpu=gpu if not q.multi else None))
         row = {"format": fmt.name, "bits": fmt.bits_per_value,
-               "bytes_per_token": raw.bytes_per_token, "quality": quality_here(q.spec, opts)[1],
+               "bytes_per_token": raw.bytes_per_token,
+               "marginal": raw.marginal_bytes_per_token, "quality": quality_here(q.spec, opts)[1],
                "chosen": fmt.name == q.cache.kv_k.name and fmt.name == q.cache.kv_v.name,
                "max_context": raw.max_context, "max_sequences": raw.max_sequences,
                "fits": raw.fits,

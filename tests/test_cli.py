@@ -423,3 +423,15 @@ def test_find_format_says_why_the_engine_refuses_the_plan(capsys):
                          "f16:100", "--find-format")
     assert code == 2 and out == ""
     assert err.strip() == "kvplan: error: vLLM has no hot/cold mix or token eviction"
+
+
+def test_sliding_window_models_quote_the_rate_past_the_windows(capsys):
+    # 10 full + 52 sliding layers: a further token at 128k adds only the full layers' rows
+    code, out, _ = run(capsys, "gemma-3-27b-it", "--ctx", "128k", "--seqs", "2", "--kv", "q8_0")
+    total = next(line for line in out.splitlines() if line.startswith("total"))
+    assert code == 0
+    assert total.endswith("KV 11.06 GiB (q8_0), 42.5 KiB/token past the windows "
+                          "(263.5 KiB within)")
+    code, out, _ = run(capsys, "qwen3-8b")
+    assert next(line for line in out.splitlines() if line.startswith("total")).endswith(
+        "KV 1.12 GiB (f16), 144 KiB/token")

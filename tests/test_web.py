@@ -347,3 +347,15 @@ def test_verdict_groups_numbers_and_agrees_in_number(client, params, verdict):
 def test_huge_values_are_shown_short_in_api_errors(client, body, expected):
     r = client.post("/api/v1/plan", json=body)
     assert r.status_code == 422 and r.json()["error"] == expected
+
+
+def test_model_summary_gives_the_rate_past_the_windows_and_the_state(client):
+    gemma = client.get("/api/v1/models/gemma-3-27b-it").json()
+    # q8_0: 34 bytes a 32-value block; 16 KV heads × 128 lanes, K and V
+    row = 16 * 2 * 4 * 34
+    assert gemma["bytes_per_token"]["q8_0"] == 62 * row
+    assert gemma["marginal_bytes_per_token"]["q8_0"] == 10 * row
+    assert gemma["state_bytes_per_sequence"] == 0
+    qwen = client.get("/api/v1/models/qwen3.5-27b").json()
+    assert qwen["marginal_bytes_per_token"] == qwen["bytes_per_token"]
+    assert qwen["state_bytes_per_sequence"] > 0
