@@ -170,7 +170,7 @@ def _run_measure(body: MeasureIn, timeout_s: int, db: str) -> Any:
     """Run ``kvplan measure`` in a child process: a time limit, and all GPU memory released
     when it ends, whatever happens."""
     cmd = [sys.executable, "-m", "app.cli", "measure", body.model, "--kv-k", body.kv_k or body.kv,
-           "--kv-v", body.kv_v or body.kv_k or body.kv, "--ctx", str(body.context), "--seqs",
+           "--kv-v", body.kv_v or body.kv, "--ctx", str(body.context), "--seqs",
            str(body.sequences), "--steps", str(body.steps), "--db", db, "--json"]
     if body.layers:
         cmd += ["--layers", str(body.layers)]

@@ -367,21 +367,25 @@ def _measure_parser() -> argparse.ArgumentParser:
                 description="Allocate the cache a plan predicts with kvplan's kernels on this "
                 "machine's GPU (or CPU), fill it, and compare tensor, allocator and driver "
                 "bytes with the prediction; time decode steps over it.")
-    p.add_argument("model")
-    p.add_argument("--kv", default="f16")
-    p.add_argument("--kv-k", default=None)
-    p.add_argument("--kv-v", default=None)
-    p.add_argument("--ctx", "--context", dest="ctx", default="8k")
-    p.add_argument("--seqs", "--sequences", dest="seqs", default="1")
+    p.add_argument("model", help="catalog id (kvplan models), Hub repo id, config.json path, "
+                   "model folder or JSON text")
+    p.add_argument("--kv", default="f16",
+                   help="KV format for K and V, one the kernels hold (default f16)")
+    p.add_argument("--kv-k", default=None, help="KV format for keys (default --kv)")
+    p.add_argument("--kv-v", default=None, help="KV format for values (default --kv)")
+    p.add_argument("--ctx", "--context", dest="ctx", default="8k",
+                   help="context per sequence: 8192, 128k (k = 1024; default 8k)")
+    p.add_argument("--seqs", "--sequences", dest="seqs", default="1",
+                   help="parallel sequences, each with its own cache (default 1)")
     p.add_argument("--device", default=None, choices=("cuda", "cpu"),
                    help="cuda when a GPU is present, else cpu (reference path)")
     p.add_argument("--layers", default=None, help="measure at most this many layers")
     p.add_argument("--steps", default="20", help="timed decode steps (median)")
     p.add_argument("--db", default=None, help="SQLite file for results (none: do not store)")
-    p.add_argument("--mtp", action="store_true")
+    p.add_argument("--mtp", action="store_true", help="count MTP/draft layers")
     p.add_argument("--tp", default=None,
                    help="spread the cache over N ranks, one process per GPU (NCCL; gloo on CPU)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
 
@@ -392,7 +396,7 @@ def _measure_tp(args: argparse.Namespace, device: str) -> int:
     ranks = measure_parallel(
         load_model(args.model), tp, context=parse_tokens(args.ctx),
         sequences=parse_count(args.seqs, field="sequences", maximum=4096),
-        kv_k=args.kv_k or args.kv, kv_v=args.kv_v or args.kv_k or args.kv, device=device,
+        kv_k=args.kv_k or args.kv, kv_v=args.kv_v or args.kv, device=device,
         steps=parse_count(args.steps, field="steps", maximum=10000),
         max_layers=parse_count(args.layers, field="layers") if args.layers else None,
         mtp=args.mtp)
@@ -438,7 +442,7 @@ def _measure(argv: list[str]) -> int:
         return _measure_tp(args, device)
     m = measure(load_model(args.model), context=parse_tokens(args.ctx),
                 sequences=parse_count(args.seqs, field="sequences", maximum=4096),
-                kv_k=args.kv_k or args.kv, kv_v=args.kv_v or args.kv_k or args.kv,
+                kv_k=args.kv_k or args.kv, kv_v=args.kv_v or args.kv,
                 device=device, steps=parse_count(args.steps, field="steps", maximum=10000),
                 max_layers=parse_count(args.layers, field="layers") if args.layers else None,
                 progress=None if args.json else sys.stderr, mtp=args.mtp)

@@ -305,3 +305,14 @@ def test_decode_attends_with_the_models_query_heads():
     full = LayerGroup(kind=LayerKind.FULL, layers=(0,), n_kv_heads=8, head_dim_k=128,
                       head_dim_v=128)
     assert query_heads(0, full) == 32 and query_heads(36, full) == 32
+
+
+def test_measure_takes_the_formats_as_the_plan_does(capsys):
+    # --kv-k alone: V stays in --kv's format (f16), as in a plan (and llama.cpp's -ctk alone)
+    code = main(["measure", "qwen3-8b", "--kv-k", "q8_0", "--ctx", "64", "--device", "cpu",
+                 "--layers", "1", "--steps", "1", "--db", "none", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and (out["kv_k"], out["kv_v"]) == ("q8_0", "f16")
+    code = main(["qwen3-8b", "--kv-k", "q8_0", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert code == 0 and (plan["kv_k"], plan["kv_v"]) == ("q8_0", "f16")
