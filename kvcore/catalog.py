@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, InputError, UnknownNameError
+from .errors import ConfigError, InputError, UnknownNameError, shown
 from .hf import spec_from_config
 from .hub import fetch_config, is_repo_id
 from .model import ModelSpec
@@ -110,8 +110,12 @@ def _local(path: Path) -> ModelSpec:
         index = path / "model.safetensors.index.json"
         if index.is_file():
             meta = parse_config_text(index.read_bytes(), str(index)).get("metadata")
-            if isinstance(meta, dict) and isinstance(meta.get("total_size"), int):
-                total = meta["total_size"]
+            size = meta.get("total_size") if isinstance(meta, dict) else None
+            if size is not None:
+                if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+                    raise ConfigError(f"{index}: metadata.total_size must be the weights' bytes, "
+                                      f"a whole number above 0, got {shown(size)}")
+                total = size
         path = path / "config.json"
         if not path.is_file():
             raise InputError(f"folder '{path.parent}' has no config.json", field="model")

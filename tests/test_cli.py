@@ -435,3 +435,23 @@ def test_sliding_window_models_quote_the_rate_past_the_windows(capsys):
     code, out, _ = run(capsys, "qwen3-8b")
     assert next(line for line in out.splitlines() if line.startswith("total")).endswith(
         "KV 1.12 GiB (f16), 144 KiB/token")
+
+
+@pytest.mark.parametrize("size", ["-5", "true", "\"12\"", "0"])
+def test_a_local_safetensors_index_with_no_byte_count_is_refused(tmp_path, capsys, size):
+    from pathlib import Path
+
+    import kvcore
+
+    src = Path(kvcore.__file__).parent / "data" / "models" / "llama-3.1-8b.json"
+    (tmp_path / "config.json").write_text(src.read_text())
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": json.loads(size)}, "weight_map": {}}))
+    # it used to print "weights -5 B" (or "weights True B") and a fit
+    code, out, err = run(capsys, str(tmp_path), "--gpu", "4090")
+    assert code == 2 and out == ""
+    assert "metadata.total_size must be the weights' bytes, a whole number above 0" in err
+    (tmp_path / "model.safetensors.index.json").write_text(
+        '{"metadata": {"total_size": 16060522496}, "weight_map": {}}')
+    code, out, _ = run(capsys, str(tmp_path), "--gpu", "4090")
+    assert code == 0 and "safetensors index" in out
