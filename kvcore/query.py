@@ -8,10 +8,10 @@ for a KV budget it printed (``kv_budget``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .engines import EngineReport, EngineRequest, UnsupportedFormat, engine_plan
+from .engines import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, engine_plan
 from .engines import canonical as canonical_engine
 from .errors import InputError
 from .formats import FORMATS, KVFormat, get_format, quality_note
@@ -27,6 +27,40 @@ __all__ = ["Query", "answer", "find_format", "find_gpu_for"]
 #: card counts tried by find_gpu
 GPU_COUNTS = (1, 2, 4, 8)
 
+#: the EngineSettings each engine reads; a setting given for an engine that does not read it is
+#: an error, not something to drop without a word
+ENGINE_SETTINGS = {
+    "raw": (),
+    "vllm": ("gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs",
+             "speculative_tokens", "offload_bytes"),
+    "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
+                  "offload_bytes"),
+    "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
+    "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
+}
+#: a setting's name as the CLI and the API spell it, where it differs
+_SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload"}
+_ENGINE_NAMES = {"raw": "raw", "vllm": "vLLM", "llama.cpp": "llama.cpp", "sglang": "SGLang",
+                 "trtllm": "TensorRT-LLM"}
+
+
+def check_settings(engine: str, settings: EngineSettings) -> None:
+    """Raise for a setting (not at its default) that ``engine`` does not read."""
+    default = EngineSettings()
+    for f in fields(settings):
+        if getattr(settings, f.name) == getattr(default, f.name):
+            continue
+        if f.name not in ENGINE_SETTINGS[engine]:
+            owners = [e for e, names in ENGINE_SETTINGS.items() if f.name in names]
+            name = _SETTING_NAMES.get(f.name, f.name)
+            spelled = [_ENGINE_NAMES[e] for e in owners]
+            who = spelled[0] if len(spelled) == 1 else (", ".join(spelled[:-1]) + " and "
+                                                         + spelled[-1])
+            raise InputError(f"{name} is a setting of {who}, not of {_ENGINE_NAMES[engine]}: "
+                             f"choose {'that engine' if len(owners) == 1 else 'one of them'} "
+                             f"(--engine {owners[0]}) or leave out {name}",
+                             field=name)
+
 
 @dataclass(frozen=True)
 class Query(EngineRequest):
@@ -38,6 +72,7 @@ class Query(EngineRequest):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "engine", canonical_engine(self.engine))
+        check_settings(self.engine, self.settings)
         n = len(self.gpus)
         if n > 1 and n != self.parallel.ranks_per_replica:
             raise InputError(f"{n} GPUs given but tp × pp is {self.parallel.ranks_per_replica}; "

@@ -455,3 +455,24 @@ def test_a_local_safetensors_index_with_no_byte_count_is_refused(tmp_path, capsy
         '{"metadata": {"total_size": 16060522496}, "weight_map": {}}')
     code, out, _ = run(capsys, str(tmp_path), "--gpu", "4090")
     assert code == 0 and "safetensors index" in out
+
+
+@pytest.mark.parametrize(("flags", "line"), [
+    (["--engine", "llama.cpp", "--gpu-memory-utilization", "0.5"],
+     "gpu_memory_utilization is a setting of vLLM, not of llama.cpp: choose that engine "
+     "(--engine vllm) or leave out gpu_memory_utilization"),
+    (["--engine", "vllm", "--swa-full"],
+     "swa_full is a setting of llama.cpp, not of vLLM: choose that engine (--engine llama.cpp) "
+     "or leave out swa_full"),
+    (["--engine", "sglang", "--ubatch", "256"],
+     "ubatch is a setting of llama.cpp, not of SGLang: choose that engine (--engine llama.cpp) "
+     "or leave out ubatch"),
+    (["--offload", "64GiB"],
+     "offload is a setting of vLLM, llama.cpp, SGLang and TensorRT-LLM, not of raw: choose one "
+     "of them (--engine vllm) or leave out offload"),
+])
+def test_a_setting_the_engine_does_not_read_is_refused(capsys, flags, line):
+    # each was dropped without a word
+    code, out, err = run(capsys, "qwen3-8b", "--gpu", "4090", *flags)
+    assert code == 2 and out == ""
+    assert err.strip() == f"kvplan: error: {line}"
