@@ -33,8 +33,8 @@ ENGINE_SETTINGS = {
     "raw": (),
     "vllm": ("gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs",
              "speculative_tokens", "offload_bytes"),
-    "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
-                  "offload_bytes"),
+    # llama.cpp keeps no KV tier beyond the device
+    "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }

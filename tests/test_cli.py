@@ -468,7 +468,7 @@ def test_a_local_safetensors_index_with_no_byte_count_is_refused(tmp_path, capsy
      "ubatch is a setting of llama.cpp, not of SGLang: choose that engine (--engine llama.cpp) "
      "or leave out ubatch"),
     (["--offload", "64GiB"],
-     "offload is a setting of vLLM, llama.cpp, SGLang and TensorRT-LLM, not of raw: choose one "
+     "offload is a setting of vLLM, SGLang and TensorRT-LLM, not of raw: choose one "
      "of them (--engine vllm) or leave out offload"),
 ])
 def test_a_setting_the_engine_does_not_read_is_refused(capsys, flags, line):
@@ -476,3 +476,17 @@ def test_a_setting_the_engine_does_not_read_is_refused(capsys, flags, line):
     code, out, err = run(capsys, "qwen3-8b", "--gpu", "4090", *flags)
     assert code == 2 and out == ""
     assert err.strip() == f"kvplan: error: {line}"
+
+
+def test_llama_cpp_without_flash_attention_refuses_a_quantized_v_cache(capsys):
+    # it used to report a fit, its log lines and a command, with a note that it would not start
+    code, out, err = run(capsys, "qwen3-8b", "--gpu", "4090", "--engine", "llama.cpp",
+                         "--no-flash-attn", "--kv", "q8_0")
+    assert code == 2 and out == ""
+    assert err.strip() == ("kvplan: error: llama.cpp refuses to start with a quantized V cache "
+                           "(q8_0) and flash attention off (-fa off): turn it on (leave out "
+                           "no_flash_attn) or keep V in f16 or bf16")
+    # quantized keys alone run without it, and the flash-attention note goes
+    code, out, _ = run(capsys, "qwen3-8b", "--gpu", "4090", "--engine", "llama.cpp",
+                       "--no-flash-attn", "--kv-k", "q8_0")
+    assert code == 0 and "-fa off" in out and "CUDA flash attention" not in out

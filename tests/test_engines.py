@@ -157,10 +157,13 @@ def test_llamacpp_log_line_format():
 
 
 def test_llamacpp_quantized_v_needs_flash_attention():
-    r = engine_plan("llama.cpp", req("llama-3.1-8b", kv="q8_0", gpu="4090", weights="q4_k_m",
+    # llama.cpp refuses to start with a quantized V cache and -fa off
+    with pytest.raises(InputError, match="refuses to start with a quantized V cache"):
+        engine_plan("llama.cpp", req("llama-3.1-8b", kv="q8_0", gpu="4090", weights="q4_k_m",
+                                     settings=EngineSettings(flash_attn=False)))
+    r = engine_plan("llama.cpp", req("llama-3.1-8b", kv="f16", gpu="4090", weights="q4_k_m",
                                       settings=EngineSettings(flash_attn=False)))
-    assert any("flash attention" in n for n in r.notes)
-    assert "-fa off" in r.command
+    assert "-fa off" in r.command and r.fits
 
 
 def test_llamacpp_rejects_hf_weights_and_unknown_formats():

@@ -124,10 +124,8 @@ class Memory:
 
 def _notes(opts: CacheOptions, flash_attn: bool) -> list[str]:
     notes = []
-    if opts.kv_v.is_quantized and not flash_attn:
-        notes.append("quantized V cache requires flash attention (-fa on); without it "
-                     "llama.cpp refuses to start")
-    if opts.kv_k.name != opts.kv_v.name or opts.kv_k.name not in ("f16", "bf16", "q8_0", "q4_0"):
+    if flash_attn and (opts.kv_k.name != opts.kv_v.name
+                       or opts.kv_k.name not in ("f16", "bf16", "q8_0", "q4_0")):
         notes.append("CUDA flash attention supports f16/bf16/q8_0/q4_0 with K type = V type "
                      "unless built with GGML_CUDA_FA_ALL_QUANTS; other pairs run on the CPU")
     return notes
@@ -150,6 +148,10 @@ def plan(req: EngineRequest) -> EngineReport:
                          "not tensor or data parallel ranks", field="tp")
     n_ubatch = s.n_ubatch or N_UBATCH
     flash = True if s.flash_attn is None else s.flash_attn
+    if opts.kv_v.is_quantized and not flash:
+        raise InputError(f"llama.cpp refuses to start with a quantized V cache ({opts.kv_v.name}) "
+                         "and flash attention off (-fa off): turn it on (leave out "
+                         "no_flash_attn) or keep V in f16 or bf16", field="kv_v")
     unified = bool(s.kv_unified)
     margin = FIT_MARGIN if s.fit_margin_bytes is None else s.fit_margin_bytes
     weights, shares = rank_weights(req)
@@ -178,8 +180,6 @@ def plan(req: EngineRequest) -> EngineReport:
     mem = memory(share, req.context)
     layout = Layout(req.context, req.sequences, unified, n_ubatch)
     notes = _notes(opts, flash)
-    if s.offload_bytes:
-        notes.append("llama.cpp keeps no KV tier beyond the device; --offload is ignored")
     ngl = req.spec.num_layers + 1
     if budget_bytes is not None and not fits and req.parallel.pp == 1:
         ngl = _offload_layers(share, mem, budget_bytes, compute, req.spec.num_layers)
