@@ -258,7 +258,8 @@ def render_engine(data: dict[str, Any]) -> list[str]:
     rows.append(["KV pool", format_bytes(max(0, r["kv_pool_bytes"]), 2)])
     out.append(_table(rows, right=(1,)))
     if r["log_lines"]:
-        out.append(f"{r['engine']} would print:")
+        # raw is no program: its lines are the stage that binds, in its own words
+        out.append("binding stage:" if r["engine"] == "raw" else f"{r['engine']} would print:")
         out += [f"  {line}" for line in r["log_lines"]]
     verdict = "fits" if r["fits"] else "does not fit"
     seqs = data["sequences"]
@@ -282,7 +283,9 @@ def render_plan(data: dict[str, Any]) -> str:
     head = (f"{m['hub_repo'] or m['name']} ({m['model_type']}, "
             f"{format_quantity(m['layers'], 'layer')}: "
             + ", ".join(f"{g['layers']} {g['kind']}" for g in m["groups"] if not g["mtp"]) + ")")
-    rows = [["", "bytes", "detail"]]
+    multi = data["parallel"]["gpus"] > 1
+    # several cards: the whole model's bytes here, each card's share in the engine's table
+    rows = [["", "all cards" if multi else "bytes", "detail"]]
     w = data["weights"]
     rows.append(["weights", format_bytes(data["weights_bytes"], 2),
                  f"{w['format']}, {w['source']}, {w['params'] / 1e9:.2f}B params"])
@@ -314,7 +317,16 @@ def render_plan(data: dict[str, Any]) -> str:
     tail = [data["verified"]["line"]] if data.get("verified") else []
     if gpu is None:
         if "engine_report" in data:
-            return "\n".join(out + render_engine(data) + tail)
+            # render_engine opens with its own blank line
+            lines = out[:-1] + render_engine(data)
+            d = data["decode"]
+            if d:
+                lines.append(
+                    f"decode ≈ {d['tokens_per_s_per_sequence']:,.1f} tokens/s per sequence "
+                    f"({d['tokens_per_s_total']:,.1f} total) at full context, bandwidth-bound on "
+                    f"{data['parallel']['gpus']} cards (interconnect not counted); KV is "
+                    f"{d['kv_share'] * 100:.0f}% of bytes read")
+            return "\n".join(lines + tail)
         out.append(f"needs {format_gib(data['total_bytes'])} GiB for {ctx} "
                    "(give --gpu to check the fit)")
         return "\n".join(out + tail)

@@ -118,7 +118,46 @@ def answer(q: Query) -> dict[str, Any]:
         out["max_sequences"] = int(report.max_concurrency)
         if q.gpus:
             out["gpus"] = [g.id for g in q.gpus]
+            if q.multi:
+                out["decode"] = parallel_decode(q)
     return out
+
+
+def parallel_decode(q: Query) -> dict[str, Any] | None:
+    """The bandwidth-bound decode estimate of a plan over several cards, at full context: a
+    step reads, on each card of each pipeline stage, its share of the active weights and of
+    the cache; the ranks of a stage read theirs side by side, the stages one after another
+    (no overlap of stages, and the interconnect is not counted). None where a card's
+    bandwidth is unknown."""
+    from .engines.base import rank_weights
+    from .parallel import stage_layers
+
+    weights, parts = rank_weights(q)
+    if not parts or any(sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s for sh in parts):
+        return None
+    # read every token: the layers' active weights, and the lm_head on the last stage (the
+    # input embedding only a row a token)
+    head = weights.embedding_bytes // 2 if weights.lm_head_separate else weights.embedding_bytes
+    body = max(0, weights.active_bytes - head)
+    n, p = q.spec.num_layers, q.parallel
+    seconds = 0.0
+    step = kv = 0
+    for sh in parts:
+        size = sh.cache(q.context, q.sequences, q.cache)
+        cache_read = size.kv_bytes + 2 * size.state_bytes
+        layers = len(stage_layers(n, p.pp, sh.stage))
+        read = (body * layers // n + (head if sh.stage == p.pp - 1 else 0)) // p.tp
+        card = read + cache_read
+        seconds += card / sh.gpu.bandwidth_bytes_per_s  # type: ignore[union-attr,operator]
+        step += card * q.parallel.tp
+        kv += cache_read * q.parallel.tp
+    return {"bytes_per_step": step, "seconds_per_step": seconds,
+            "tokens_per_s_per_sequence": 1 / seconds,
+            "tokens_per_s_total": q.sequences * q.parallel.dp / seconds,
+            "kv_share": kv / step if step else 0.0,
+            "basis": "per card: its share of the active weights and of the cache at its "
+                     "bandwidth; stages in turn, the ranks of a stage side by side; "
+                     "interconnect not counted"}
 
 
 def _fits(q: Query) -> tuple[bool, int]:

@@ -490,3 +490,26 @@ def test_llama_cpp_without_flash_attention_refuses_a_quantized_v_cache(capsys):
     code, out, _ = run(capsys, "qwen3-8b", "--gpu", "4090", "--engine", "llama.cpp",
                        "--no-flash-attn", "--kv-k", "q8_0")
     assert code == 0 and "-fa off" in out and "CUDA flash attention" not in out
+
+
+def test_several_cards_get_a_decode_estimate(capsys):
+    # two H100s, tensor parallel: each card reads half the weights and half the KV heads
+    code, out, _ = run(capsys, "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--ctx", "32k",
+                       "--seqs", "4", "--kv", "fp8", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["fits"]
+    card = (data["weights"]["active_bytes"] + data["kv_bytes"]) / 2
+    bandwidth = 3.35e12
+    d = data["decode"]
+    assert d["seconds_per_step"] == pytest.approx(card / bandwidth, rel=1e-3)
+    assert d["tokens_per_s_total"] == pytest.approx(4 / d["seconds_per_step"])
+    assert d["bytes_per_step"] == pytest.approx(2 * card, rel=1e-6)
+    # pipeline stages read in turn: two stages of half the layers take as long as one card
+    code, out, _ = run(capsys, "llama-3.1-70b", "--gpu", "h100", "--pp", "2", "--ctx", "32k",
+                       "--seqs", "4", "--kv", "fp8", "--json")
+    pp = json.loads(out)["decode"]
+    assert pp["seconds_per_step"] == pytest.approx(2 * d["seconds_per_step"], rel=2e-3)
+    code, out, _ = run(capsys, "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--ctx", "32k",
+                       "--seqs", "4", "--kv", "fp8")
+    assert "\n\n\n" not in out and "all cards" in out.splitlines()[1]
+    assert "bandwidth-bound on 2 cards (interconnect not counted)" in out
