@@ -16,7 +16,7 @@ from starlette.datastructures import UploadFile
 import kvcore
 from kvcore import CacheOptions, KvplanError, load_model, parse_config_text
 from kvcore.catalog import MAX_CONFIG_BYTES
-from kvcore.engines import engine_names
+from kvcore.engines import engine_names, supported_formats
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
 
@@ -85,6 +85,17 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
                                         status_code=200 if partial else status)
 
 
+def _default_format(engine: str) -> str:
+    """The form's KV format where the page's link names none: DEFAULTS' where the engine has
+    it, else f16 (an engine without q8_0 has f16)."""
+    try:
+        offered = supported_formats(engine)
+    except KvplanError:
+        # an unknown engine: the form says so next to the field
+        return DEFAULTS["kv_k"]
+    return DEFAULTS["kv_k"] if offered is None or DEFAULTS["kv_k"] in offered else "f16"
+
+
 def _verified(query: Any) -> str | None:
     """'verified on <card>: predicted X, allocated Y' when this exact plan was measured."""
     from .common import verified
@@ -105,7 +116,14 @@ def pages_router() -> APIRouter:
 
     @router.get("/", response_class=HTMLResponse)
     def index(request: Request) -> HTMLResponse:
-        form = {k: str(request.query_params.get(k, v))[:200] for k, v in DEFAULTS.items()}
+        params = request.query_params
+        form = {k: str(params.get(k, v))[:200] for k, v in DEFAULTS.items()}
+        if "kv_k" not in params and "kv_v" not in params:
+            if "kv" in params:
+                # the API's and the CLI's one format for K and V
+                form["kv_k"] = form["kv_v"] = str(params["kv"])[:200]
+            else:
+                form["kv_k"] = form["kv_v"] = _default_format(form["engine"])
         return _render(request, form, None)
 
     @router.post("/", response_class=HTMLResponse)

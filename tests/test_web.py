@@ -359,3 +359,17 @@ def test_model_summary_gives_the_rate_past_the_windows_and_the_state(client):
     qwen = client.get("/api/v1/models/qwen3.5-27b").json()
     assert qwen["marginal_bytes_per_token"] == qwen["bytes_per_token"]
     assert qwen["state_bytes_per_sequence"] > 0
+
+
+def test_page_link_takes_kv_and_an_engine_without_the_default_format(client):
+    # vLLM has no q8_0: a link naming only the engine used to fail on the form's default format
+    page = client.get("/", params={"model": "qwen3-8b", "engine": "vllm", "gpu": "h100"})
+    assert page.status_code == 200
+    assert "<option selected>f16</option>" in page.text
+    page = client.get("/", params={"model": "qwen3-8b", "engine": "vllm", "gpu": "h100",
+                                   "kv": "fp8_pth"})
+    assert page.status_code == 200 and page.text.count("<option selected>fp8_pth</option>") == 2
+    # a format the engine lacks is named as given
+    page = client.get("/", params={"model": "qwen3-8b", "engine": "vllm", "gpu": "h100",
+                                   "kv": "q4_0"})
+    assert page.status_code == 422 and "vllm has no q4_0 KV cache" in page.text
