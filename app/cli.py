@@ -315,6 +315,7 @@ def render_plan(data: dict[str, Any]) -> str:
     ctx = f"{tokens} × {sequences}"
     gpu = data["gpu"]
     tail = [data["verified"]["line"]] if data.get("verified") else []
+    notes = [f"note: {n}" for n in data.get("notes", [])]
     if gpu is None:
         if "engine_report" in data:
             # render_engine opens with its own blank line
@@ -326,10 +327,10 @@ def render_plan(data: dict[str, Any]) -> str:
                     f"({d['tokens_per_s_total']:,.1f} total) at full context, bandwidth-bound on "
                     f"{data['parallel']['gpus']} cards (interconnect not counted); KV is "
                     f"{d['kv_share'] * 100:.0f}% of bytes read")
-            return "\n".join(lines + tail)
+            return "\n".join(lines + notes + tail)
         out.append(f"needs {format_gib(data['total_bytes'])} GiB for {ctx} "
                    "(give --gpu to check the fit)")
-        return "\n".join(out + tail)
+        return "\n".join(out + notes + tail)
     used, cap = format_gib(data["total_bytes"]), format_gib(data["budget_bytes"])
     verdict = "fits" if data["fits"] else "does not fit"
     out.append(f"{verdict}: {ctx} uses {used} of {cap} GiB on {gpu['name']}; "
@@ -337,9 +338,7 @@ def render_plan(data: dict[str, Any]) -> str:
                f"{tokens} {data['max_sequences']:,}")
     if not data["fits"]:
         out.append(f"binding: {data['binding']} ({data['binding_reason']})")
-    limit = m["max_position_embeddings"]
-    if limit and data["max_context"] and data["max_context"] > limit:
-        out.append(f"note: the model was trained for {limit:,} positions")
+    out += notes
     d = data["decode"]
     if "engine_report" in data:
         out += render_engine(data)

@@ -125,7 +125,8 @@ def plan_view(q: Query) -> dict[str, Any]:
     view: dict[str, Any] = {"data": data, "verdict": verdict, "fits": data["fits"],
                             "breakdown": data["breakdown"],
                             "command": (data.get("engine_report") or {}).get("command", ""),
-                            "notes": (data.get("engine_report") or {}).get("notes", []),
+                            "notes": [*data["notes"],
+                                      *(data.get("engine_report") or {}).get("notes", [])],
                             "log_lines": (data.get("engine_report") or {}).get("log_lines", [])}
     if q.gpus:
         view["bar"] = _per_card(q, data)

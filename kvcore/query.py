@@ -120,7 +120,21 @@ def answer(q: Query) -> dict[str, Any]:
             out["gpus"] = [g.id for g in q.gpus]
             if q.multi:
                 out["decode"] = parallel_decode(q)
+    out["notes"] = context_notes(q, out.get("max_context"))
     return out
+
+
+def context_notes(q: Query, max_context: int | None) -> list[str]:
+    """What the plan's context says against the positions the model was trained for."""
+    limit = q.spec.max_position_embeddings
+    if not limit:
+        return []
+    if q.context > limit:
+        return [f"{q.context:,} tokens is past the {limit:,} positions the model was trained "
+                "for"]
+    if max_context and max_context > limit:
+        return [f"the model was trained for {limit:,} positions"]
+    return []
 
 
 def parallel_decode(q: Query) -> dict[str, Any] | None:

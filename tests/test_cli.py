@@ -513,3 +513,12 @@ def test_several_cards_get_a_decode_estimate(capsys):
                        "--seqs", "4", "--kv", "fp8")
     assert "\n\n\n" not in out and "all cards" in out.splitlines()[1]
     assert "bandwidth-bound on 2 cards (interconnect not counted)" in out
+
+
+def test_a_context_past_the_trained_positions_is_noted_without_a_card(capsys):
+    code, out, _ = run(capsys, "qwen3-8b", "--ctx", "1M")
+    assert code == 0
+    assert out.splitlines()[-1] == ("note: 1,048,576 tokens is past the 40,960 positions the "
+                                    "model was trained for")
+    code, out, _ = run(capsys, "qwen3-8b", "--ctx", "32k", "--json")
+    assert json.loads(out)["notes"] == []
