@@ -153,8 +153,8 @@ def format_bytes(n: int, digits: int = 4) -> str:
 
 
 def format_gib(n: int, digits: int = 1) -> str:
-    """Bytes as GiB with a fixed number of decimals (``21.3``)."""
-    return f"{n / 1024**3:.{digits}f}"
+    """Bytes as GiB with a fixed number of decimals (``21.3``, ``147,472.1``)."""
+    return f"{n / 1024**3:,.{digits}f}"
 
 
 def format_count(n: int) -> str:
