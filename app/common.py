@@ -46,6 +46,9 @@ def _gpus(gpu: str | None, gpus: str | None) -> tuple[int, list[Any], bool]:
                 # the name at fault came in the card list
                 exc.field = "gpus"
                 raise
+            if not named:
+                raise InputError("gpus must be a card count (4) or the cards, one per rank "
+                                 f"(4090,3090); got {shown(gpus)}", field="gpus")
             count, listed = len(named), True
     if gpu:
         if listed:
@@ -148,7 +151,8 @@ def make_query(
         engine=engine,
         settings=settings or EngineSettings(),
         kv_budget_bytes=parse_bytes(kv_budget, field="kv_budget") if kv_budget else None,
-        overhead_bytes=parse_bytes(overhead, field="overhead") if overhead else None,
+        overhead_bytes=(parse_bytes(overhead, field="overhead", zero=True)
+                        if overhead not in (None, "") else None),
     )
 
 

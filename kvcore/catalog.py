@@ -161,6 +161,9 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
                                        field="model") from None
             raise InputError(f"cannot read '{text[:200]}': {exc.strerror or exc}",
                              field="model") from None
+        if text.lower().endswith(".json") or text.startswith(("/", "./", "../", "~")):
+            raise InputError(f"no such file or folder: {shown(text)} (a model is a catalog "
+                             "id, a Hub repo id, a config.json path or JSON)", field="model")
     if allow_hub and is_repo_id(text):
         config, total = fetch_config(text)
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,

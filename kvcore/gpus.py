@@ -88,6 +88,8 @@ _SIZE = re.compile(r"^\s*[0-9][0-9.,_]*\s*(b|kb|mb|gb|tb|kib|mib|gib|tib|g|t)\s*
 _NUMBER = re.compile(r"^[0-9][0-9.,_]*$")
 #: a number and letters that are no unit _SIZE knows (``24XB``)
 _UNKNOWN_UNIT = re.compile(r"^([0-9][0-9.,_]*)\s*[a-z]{1,3}$", re.I)
+#: a size written with an exponent (1e30GiB, 2.4e1 GB)
+_EXPONENT = re.compile(r"^[0-9][0-9.]*e[+-]?[0-9]+\s*[a-z]{0,3}$", re.I)
 
 
 @cache
@@ -117,6 +119,10 @@ def find_gpu(name: str) -> GPU:
         raise InputError(f"a GPU's memory must be larger than zero, got {shown(text)}",
                          field="gpu")
     gpu = _index().get(_norm(text))
+    if gpu is None and _EXPONENT.match(text):
+        raise InputError(f"{shown(text)} is no memory size: write it without an exponent, like "
+                         "24GiB or 80GB (a catalog GPU is a name, like 4090 or h100)",
+                         field="gpu")
     if gpu is None and _is_bare_size(text):
         raise InputError(f"'{text}' has no unit; a memory size needs one, like {text}GiB or "
                          f"{text}GB (a catalog GPU is a name, like 4090 or h100)", field="gpu")

@@ -122,8 +122,9 @@ def parse_count(
     return number
 
 
-def parse_bytes(value: int | str, *, field: str = "memory") -> int:
-    """Bytes from ``"24GiB"``, ``"80GB"``, ``"8.11 GiB"``, ``"512M"`` or an int."""
+def parse_bytes(value: int | str, *, field: str = "memory", zero: bool = False) -> int:
+    """Bytes from ``"24GiB"``, ``"80GB"``, ``"8.11 GiB"``, ``"512M"`` or an int; ``zero``:
+    0 is a size too (an overhead), else a size is larger than zero."""
     if isinstance(value, bool):
         raise InputError(f"{field} must be a size like 24GiB or 80GB, got {shown(value)}", field=field)
     if isinstance(value, int):
@@ -136,8 +137,11 @@ def parse_bytes(value: int | str, *, field: str = "memory") -> int:
             field=field,
         )
     size = int(number * _BYTE_SUFFIX[suffix])
+    if zero and size == 0 and number == 0:
+        return 0
     if size <= 0:
-        raise InputError(f"{field} must be larger than zero, got {shown(value)}", field=field)
+        raise InputError(f"{field} must be {'0 or more' if zero else 'larger than zero'}, got "
+                         f"{shown(value)}", field=field)
     if size > 2**60:
         raise InputError(f"{field} is implausibly large: {shown(value)}", field=field)
     return size

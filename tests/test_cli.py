@@ -339,7 +339,7 @@ def test_help_names_every_subcommand(capsys):
     (["--tp", "-2", "--gpu", "h100"], "tp must be between 1 and 1,024, got -2"),
     (["--kv-budget", "-8GiB"], "kv_budget must be larger than zero, got '-8GiB'"),
     (["--engine", "vllm", "--offload", "-1GiB"], "offload must be larger than zero, got '-1GiB'"),
-    (["--overhead", "-1.5GiB"], "overhead must be larger than zero, got '-1.5GiB'"),
+    (["--overhead", "-1.5GiB"], "overhead must be 0 or more, got '-1.5GiB'"),
     (["--hot", "f16:-4k"], "hot must be at least 1, got -4,096"),
     (["--keep-first", "-1"], "keep_first must be between 0 and 1,000,000, got -1"),
 ])
@@ -522,3 +522,27 @@ def test_a_context_past_the_trained_positions_is_noted_without_a_card(capsys):
                                     "model was trained for")
     code, out, _ = run(capsys, "qwen3-8b", "--ctx", "32k", "--json")
     assert json.loads(out)["notes"] == []
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["qwen3-8b", "--gpu", "1e30GiB"],
+     "'1e30GiB' is no memory size: write it without an exponent, like 24GiB or 80GB (a catalog "
+     "GPU is a name, like 4090 or h100)"),
+    (["qwen3-8b", "--gpus", ",,"],
+     "gpus must be a card count (4) or the cards, one per rank (4090,3090); got ',,'"),
+    (["/nonexistent/config.json"],
+     "no such file or folder: '/nonexistent/config.json' (a model is a catalog id, a Hub repo "
+     "id, a config.json path or JSON)"),
+])
+def test_inputs_that_read_as_something_else_say_what_they_are(capsys, args, line):
+    # these said "did you mean 'a30'", "gpus lists 0 cards" and "is not a known model"
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.strip() == f"kvplan: error: {line}"
+
+
+def test_an_overhead_of_zero_is_an_override(capsys):
+    code, out, _ = run(capsys, "qwen3-8b", "--overhead", "0", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["overhead_bytes"] == 0
+    assert data["total_bytes"] == data["weights_bytes"] + data["kv_bytes"]
