@@ -280,9 +280,13 @@ def render_plan(data: dict[str, Any]) -> str:
     seqs = data["sequences"]
     sequences = format_quantity(seqs, "sequence")
     kv = data["kv_k"] if data["kv_k"] == data["kv_v"] else f"K {data['kv_k']} / V {data['kv_v']}"
+    mtp = sum(g["layers"] for g in data["breakdown"] if g["mtp"])
     head = (f"{m['hub_repo'] or m['name']} ({m['model_type']}, "
             f"{format_quantity(m['layers'], 'layer')}: "
-            + ", ".join(f"{g['layers']} {g['kind']}" for g in m["groups"] if not g["mtp"]) + ")")
+            + ", ".join(f"{g['layers']} {g['kind']}" for g in m["groups"] if not g["mtp"])
+            + (f"; {m['cacheless_layers']:,} more with no cache, MLP or MoE only"
+               if m.get("cacheless_layers") else "")
+            + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")
     multi = data["parallel"]["gpus"] > 1
     # several cards: the whole model's bytes here, each card's share in the engine's table
     rows = [["", "all cards" if multi else "bytes", "detail"]]
@@ -295,11 +299,12 @@ def render_plan(data: dict[str, Any]) -> str:
                          g["description"] + f" per layer, × {sequences}"])
             continue
         detail = g["description"] + f"; {format_quantity(g['tokens_per_sequence'], 'token')} each"
-        rows.append([f"K ({g['kind']})", format_bytes(g["k_bytes"], 2), detail])
+        kind = g["kind"] + (", MTP" if g["mtp"] else "")
+        rows.append([f"K ({kind})", format_bytes(g["k_bytes"], 2), detail])
         if g["v_bytes"]:
-            rows.append([f"V ({g['kind']})", format_bytes(g["v_bytes"], 2), ""])
+            rows.append([f"V ({kind})", format_bytes(g["v_bytes"], 2), ""])
         if g["scale_bytes"]:
-            rows.append([f"scales ({g['kind']})", format_bytes(g["scale_bytes"], 2),
+            rows.append([f"scales ({kind})", format_bytes(g["scale_bytes"], 2),
                          "per-layer tensor scales"])
     rows.append(["overhead", format_bytes(data["overhead_bytes"], 2), data["overhead"]["detail"]])
     rate = f"{format_bytes(data['bytes_per_token'], 3)}/token"

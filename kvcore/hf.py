@@ -865,5 +865,6 @@ def spec_from_config(
         cross_tokens_per_image=cross_tokens,
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
+        cacheless_layers=sum(1 for ks in kinds_per_layer if not ks),
     )
 

@@ -149,6 +149,8 @@ class ModelSpec:
     #: fields filled from the architecture's documented defaults (not present in the config)
     defaulted: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    #: layers that hold no cache at all (Nemotron-H's MLP and MoE blocks)
+    cacheless_layers: int = 0
 
     @property
     def num_layers(self) -> int:

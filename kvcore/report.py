@@ -21,6 +21,7 @@ def model_summary(spec: ModelSpec) -> dict[str, Any]:
         "params": spec.params.total,
         "active_params": spec.params.active,
         "max_position_embeddings": spec.max_position_embeddings,
+        "cacheless_layers": spec.cacheless_layers,
         "dtype": spec.dtype,
         "defaulted_fields": list(spec.defaulted),
         "groups": [

@@ -546,3 +546,14 @@ def test_an_overhead_of_zero_is_an_override(capsys):
     data = json.loads(out)
     assert code == 0 and data["overhead_bytes"] == 0
     assert data["total_bytes"] == data["weights_bytes"] + data["kv_bytes"]
+
+
+def test_header_counts_cacheless_and_mtp_layers(capsys):
+    # Nemotron-H's 118 blocks: 10 attention, 54 Mamba, 54 MLP-only (no cache)
+    code, out, _ = run(capsys, "nemotron-h-56b-base-8k")
+    assert code == 0 and out.splitlines()[0].endswith(
+        "(nemotron_h, 64 layers: 10 full, 54 mamba; 54 more with no cache, MLP or MoE only)")
+    code, out, _ = run(capsys, "deepseek-v3", "--mtp")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].endswith("(deepseek_v3, 61 layers: 61 mla; 1 MTP layer counted)")
+    assert any(line.startswith("K (mla, MTP)") for line in lines)
