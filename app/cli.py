@@ -158,7 +158,8 @@ def _plan_parser() -> argparse.ArgumentParser:
 
 
 def _list_parser(cmd: str) -> argparse.ArgumentParser:
-    p = _Parser(prog=f"kvplan {cmd}", description=f"List the bundled {cmd}.")
+    what = {"models": "model configs", "gpus": "GPUs", "formats": "KV-cache formats"}[cmd]
+    p = _Parser(prog=f"kvplan {cmd}", description=f"List the catalog's {what}.")
     p.add_argument("--json", action="store_true", help="print JSON")
     return p
 
@@ -456,6 +457,8 @@ def _measure(argv: list[str]) -> int:
     from kvcore.measure import measure
     from kvcore.store import save_measurement
 
+    if args.db not in (None, "none") and Path(args.db).is_dir():
+        raise UsageError(f"--db takes a SQLite file, and {shown(args.db)} is a folder")
     device = args.device
     if device is None:
         import torch
@@ -468,7 +471,8 @@ def _measure(argv: list[str]) -> int:
                 kv_k=args.kv_k or args.kv, kv_v=args.kv_v or args.kv,
                 device=device, steps=parse_count(args.steps, field="steps", maximum=10000),
                 max_layers=parse_count(args.layers, field="layers") if args.layers else None,
-                progress=None if args.json else sys.stderr, mtp=args.mtp)
+                progress=sys.stderr if not args.json and sys.stderr.isatty() else None,
+                mtp=args.mtp)
     data = m.to_dict()
     if args.db != "none":
         data["id"] = save_measurement(data, Path(args.db) if args.db else None)

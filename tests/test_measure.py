@@ -316,3 +316,11 @@ def test_measure_takes_the_formats_as_the_plan_does(capsys):
     code = main(["qwen3-8b", "--kv-k", "q8_0", "--json"])
     plan = json.loads(capsys.readouterr().out)
     assert code == 0 and (plan["kv_k"], plan["kv_v"]) == ("q8_0", "f16")
+
+
+def test_measure_refuses_a_folder_for_its_database_before_it_runs(tmp_path, capsys):
+    code = main(["measure", "qwen3-8b", "--ctx", "64", "--device", "cpu", "--layers", "1",
+                 "--db", str(tmp_path)])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.strip() == (f"kvplan: error: --db takes a SQLite file, and "
+                                         f"'{tmp_path}' is a folder")
