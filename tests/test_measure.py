@@ -324,4 +324,4 @@ def test_measure_refuses_a_folder_for_its_database_before_it_runs(tmp_path, caps
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("kvplan: error: --db takes a SQLite file, and '")
-    assert err.rstrip().endswith("' is a folder")
+    assert err.rstrip().endswith(" is a folder")
