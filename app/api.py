@@ -42,7 +42,12 @@ def to_query(body: PlanIn) -> PlanQuery:
     if body.config is not None and body.model:
         raise kvcore.InputError("give a model or a config, not both", field="config")
     if body.config is not None:
-        spec = load_model(body.config)
+        try:
+            spec = load_model(body.config)
+        except kvcore.KvplanError as exc:
+            # the fault is in the config object: its key is in the message
+            exc.field = "config"
+            raise
     elif body.model:
         spec = load_model(body.model, allow_local=False)
     else:

@@ -516,6 +516,8 @@ def render_measurement(d: dict[str, Any]) -> str:
 def _serve(argv: list[str]) -> int:
     args = _serve_parser().parse_args(argv)
     port = parse_count(args.port, field="port", minimum=1, maximum=65535)
+    if not args.host.strip():
+        raise UsageError("--host needs an address (127.0.0.1, or 0.0.0.0 for every interface)")
     try:
         import uvicorn
 

@@ -311,7 +311,8 @@ def test_config_with_kv_heads_that_do_not_group_is_refused(client, kv, expected)
     r = client.post("/api/v1/plan", json={"config": cfg, "gpu": "4090"})
     assert r.status_code == 422
     data = r.json()
-    assert data["field"] == "num_key_value_heads" and expected in data["error"]
+    # the request field at fault is the config object; the message names its key
+    assert data["field"] == "config" and expected in data["error"]
     page = client.post("/", data={"config": json.dumps(cfg), "gpu": "4090"},
                        headers={"HX-Request": "true"})
     assert "Fits:" not in page.text and "must " in page.text
