@@ -374,3 +374,14 @@ def test_page_link_takes_kv_and_an_engine_without_the_default_format(client):
     page = client.get("/", params={"model": "qwen3-8b", "engine": "vllm", "gpu": "h100",
                                    "kv": "q4_0"})
     assert page.status_code == 422 and "vllm has no q4_0 KV cache" in page.text
+
+
+def test_page_gives_the_decode_estimate_and_the_context_notes(client):
+    page = client.get("/", params={"model": "llama-3.1-70b", "gpu": "h100", "gpus": "2",
+                                   "context": "32k", "kv_k": "fp8_e4m3", "kv_v": "fp8_e4m3"})
+    assert page.status_code == 200
+    assert "bandwidth-bound on 2 cards (interconnect not counted)" in page.text
+    # the raw engine has no command: its notes still show
+    page = client.get("/", params={"model": "qwen3-8b", "gpu": "h100", "context": "1M"})
+    assert "1,048,576 tokens is past the 40,960 positions the model was trained for" in page.text
+    assert "(if it fit)." not in page.text or "Does not fit" in page.text
