@@ -866,5 +866,6 @@ def spec_from_config(
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
         cacheless_layers=sum(1 for ks in kinds_per_layer if not ks),
+        hidden_layers=n_layers,
     )
 

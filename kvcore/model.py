@@ -151,10 +151,22 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default=())
     #: layers that hold no cache at all (Nemotron-H's MLP and MoE blocks)
     cacheless_layers: int = 0
+    #: the decoder's layers as the config counts them (``num_hidden_layers``), those without a
+    #: cache included; 0: as many as the groups' layer numbers reach
+    hidden_layers: int = 0
 
     @property
     def num_layers(self) -> int:
         return sum(g.count for g in self.groups if not g.mtp)
+
+    @property
+    def decoder_layers(self) -> int:
+        """The decoder's layers as an engine numbers them, those without a cache included:
+        pipeline stages split these (Nemotron-H's 118 blocks, not its 64 cached layers)."""
+        if self.hidden_layers:
+            return self.hidden_layers
+        numbers = [i for g in self.groups if not g.mtp for i in g.layers]
+        return max(numbers) + 1 if numbers else 0
 
     def groups_for(self, *, mtp: bool = False) -> tuple[LayerGroup, ...]:
         """The layer groups a plan counts (MTP/draft layers only when asked)."""

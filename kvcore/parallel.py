@@ -113,7 +113,8 @@ def rank_spec(spec: ModelSpec, parallel: Parallel, stage: int = 0) -> ModelSpec:
     check_tp(spec, parallel.tp)
     if not 0 <= stage < parallel.pp:
         raise InputError(f"stage must be in 0..{parallel.pp - 1}", field="pp")
-    n = spec.num_layers
+    # stages split the decoder's layers by their numbers, those without a cache included
+    n = spec.decoder_layers
     own = set(stage_layers(n, parallel.pp, stage))
     last_stage = stage == parallel.pp - 1
     groups = []

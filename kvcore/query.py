@@ -153,7 +153,7 @@ def parallel_decode(q: Query) -> dict[str, Any] | None:
     # input embedding only a row a token)
     head = weights.embedding_bytes // 2 if weights.lm_head_separate else weights.embedding_bytes
     body = max(0, weights.active_bytes - head)
-    n, p = q.spec.num_layers, q.parallel
+    n, p = q.spec.decoder_layers, q.parallel
     seconds = 0.0
     step = kv = 0
     for sh in parts:

@@ -338,3 +338,25 @@ def test_vllm_with_no_memory_left_says_so():
     assert r.log_lines[-1] == ("ValueError: No available memory for the cache blocks. Try "
                                "increasing `gpu_memory_utilization` when initializing the engine.")
     assert not any("To serve at least one request" in line for line in r.log_lines)
+
+
+def test_ranks_keep_every_cached_layer_of_a_model_with_cacheless_blocks():
+    # Nemotron-H: 118 blocks numbered 0-117, 64 of them cached (10 attention, 54 Mamba); the
+    # ranks used to keep only the layers numbered below 64
+    from kvcore.kv import cache_size
+
+    spec = load_model("nemotron-h-56b-base-8k")
+    assert spec.decoder_layers == 118 and spec.num_layers == 64
+    whole = cache_size(spec, 32768, 1).total_bytes
+    one = rank_spec(spec, Parallel(tp=1))
+    assert one.num_layers == 64 and cache_size(one, 32768, 1).total_bytes == whole
+    # two stages split the 118 blocks (59 each), and between them hold every cached layer
+    stages = [rank_spec(spec, Parallel(pp=2), s) for s in (0, 1)]
+    assert sum(s.num_layers for s in stages) == 64
+    assert all(i < 59 for g in stages[0].groups for i in g.layers)
+    assert all(i >= 59 for g in stages[1].groups for i in g.layers)
+    assert sum(cache_size(s, 32768, 1).total_bytes for s in stages) == whole
+    # vLLM's pool at tp 2 holds half the heads a rank: about as many tokens as at tp 1
+    tokens = [engine_plan("vllm", req("nemotron-h-56b-base-8k", gpu="h200", ctx=32768,
+                                      parallel=Parallel(tp=tp))).kv_tokens for tp in (1, 2)]
+    assert tokens[1] > tokens[0]

@@ -160,7 +160,7 @@ def mib(n: int | float) -> str:
 def shares(req: EngineRequest, weights: Weights) -> list[RankShare]:
     """Per pipeline stage: the rank's layers, heads and weight bytes."""
     p = req.parallel
-    n = req.spec.num_layers
+    n = req.spec.decoder_layers
     out = []
     body = weights.bytes - weights.embedding_bytes
     from ..parallel import stage_layers

@@ -118,7 +118,7 @@ class Memory:
             self.r_bytes, self.s_bytes = r, s
             self.lines.append(
                 f"llama_memory_recurrent: size = {mib(r + s):>7} MiB ({cells:6d} cells, "
-                f"{spec.num_layers:3d} layers, {cells:2d} seqs), R (f32): {mib(r):>7} MiB, "
+                f"{spec.decoder_layers:3d} layers, {cells:2d} seqs), R (f32): {mib(r):>7} MiB, "
                 f"S (f32): {mib(s):>7} MiB")
 
 
@@ -180,14 +180,14 @@ def plan(req: EngineRequest) -> EngineReport:
     mem = memory(share, req.context)
     layout = Layout(req.context, req.sequences, unified, n_ubatch)
     notes = _notes(opts, flash)
-    ngl = req.spec.num_layers + 1
+    ngl = req.spec.decoder_layers + 1
     if budget_bytes is not None and not fits and req.parallel.pp == 1:
-        ngl = _offload_layers(share, mem, budget_bytes, compute, req.spec.num_layers)
+        ngl = _offload_layers(share, mem, budget_bytes, compute, req.spec.decoder_layers)
         notes.append(f"everything does not fit: -ngl {ngl} keeps {ngl} of "
-                     f"{req.spec.num_layers} layers on the GPU, the rest run on the CPU")
+                     f"{req.spec.decoder_layers} layers on the GPU, the rest run on the CPU")
     cmd = [f"llama-server -m {req.spec.name}.gguf -c {layout.n_ctx} -np {req.sequences}",
            f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}",
-           f"-ngl {ngl if ngl <= req.spec.num_layers else 999}"]
+           f"-ngl {ngl if ngl <= req.spec.decoder_layers else 999}"]
     if s.swa_full:
         cmd.append("--swa-full")
     if unified:
