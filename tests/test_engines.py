@@ -360,3 +360,22 @@ def test_ranks_keep_every_cached_layer_of_a_model_with_cacheless_blocks():
     tokens = [engine_plan("vllm", req("nemotron-h-56b-base-8k", gpu="h200", ctx=32768,
                                       parallel=Parallel(tp=tp))).kv_tokens for tp in (1, 2)]
     assert tokens[1] > tokens[0]
+
+
+def test_sglang_pools_sliding_windows_only_for_its_hybrid_architectures():
+    # gpt-oss: two pools, and the sizes printed are each pool's own layers
+    r = engine_plan("sglang", req("gpt-oss-20b", gpu=None, kv_budget_bytes=4 * GiB))
+    per_layer = 8 * 64 * 2 * 2
+    swa_line, full_line = r.log_lines[1], r.log_lines[2]
+    assert swa_line.startswith(f"KV Cache is allocated. #tokens: {r.extra['swa_tokens']}, ")
+    assert f"K size: {(r.extra['swa_tokens'] + 1) * 12 * per_layer / 2 / GiB:.2f} GB" in swa_line
+    assert f"K size: {(r.kv_tokens + 1) * 12 * per_layer / 2 / GiB:.2f} GB" in full_line
+    # Gemma 3 and Mistral: one pool, every layer holding every token (SGLang disables its
+    # hybrid pool for them)
+    for model in ("gemma-3-27b-it", "mistral-7b-v0.1"):
+        spec = load_model(model)
+        r = engine_plan("sglang", req(model, gpu=None, kv_budget_bytes=4 * GiB))
+        cell = sum(g.count * g.n_kv_heads * (g.head_dim_k + g.head_dim_v) * 2
+                   for g in spec.groups)
+        assert r.kv_tokens == 4 * GiB // cell and r.extra["swa_tokens"] is None
+        assert len(r.log_lines) == 1

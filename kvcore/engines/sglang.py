@@ -58,6 +58,12 @@ def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = No
 
 #: share of full-layer tokens the sliding-window pool holds (server_args swa_full_tokens_ratio)
 SWA_RATIO = 0.8
+#: model types SGLang gives a separate sliding-window pool (configs/model_config.py
+#: is_hybrid_swa_model: Llama4, GptOss, MiMoV2, Step3p5, Gemma4); every other model with
+#: sliding or chunked layers (Gemma 2 and 3, Mistral, Phi-3, ...) gets one pool in which every
+#: layer holds every token
+HYBRID_SWA_TYPES = frozenset({"llama4", "llama4_text", "gpt_oss", "mimo_v2_flash", "step3p5",
+                              "gemma4", "gemma4_text"})
 #: Mamba pool : KV pool memory ratio (server_args mamba_full_memory_ratio)
 MAMBA_RATIO = 0.9
 #: SSM state dtype bytes (server_args mamba_ssm_dtype float32)
@@ -67,7 +73,8 @@ MAMBA_SSM_BYTES = 4
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
-    sliding = any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups)
+    sliding = (req.spec.model_type in HYBRID_SWA_TYPES
+               and any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups))
     note_hybrid = ""
     p = req.parallel
     page = s.page_size or 1
@@ -120,16 +127,26 @@ def plan(req: EngineRequest) -> EngineReport:
         return length == 0 or (tokens >= length * req.sequences and slots_ok)
 
     max_ctx = largest(fits_len, 1 << 31)
-    k_gb = (tokens + page) * kb / GiB
-    v_gb = (tokens + page) * vb / GiB
     mla = any(g.kind == LayerKind.MLA for g in req.spec.groups)
-    # the MLA pool holds one latent per token and prints one figure (memory_pool.py)
-    lines = [f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_gb + v_gb:.2f} GB" if mla
-             else f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, "
-                  f"V size: {v_gb:.2f} GB"]
+
+    def allocated(n: int, k_row: int, v_row: int) -> str:
+        # each pool holds its tokens and one more page (memory_pool.py); the MLA pool holds
+        # one latent per token and prints one figure
+        k_gb, v_gb = (n + page) * k_row / GiB, (n + page) * v_row / GiB
+        if mla:
+            return f"KV Cache is allocated. #tokens: {n}, KV size: {k_gb + v_gb:.2f} GB"
+        return f"KV Cache is allocated. #tokens: {n}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
+
     if swa_tokens is not None:
-        lines.insert(0, f"Use sliding window memory pool. full_layer_tokens={tokens}, "
-                        f"swa_layer_tokens={swa_tokens}")
+        # the window layers' pool first, then the full layers' (swa_memory_pool.SWAKVPool)
+        used = ((swa_tokens + page) * (sk + sv) + (tokens + page) * (fk + fv)) / GiB
+        lines = [f"Use sliding window memory pool. full_layer_tokens={tokens}, "
+                 f"swa_layer_tokens={swa_tokens}", allocated(swa_tokens, sk, sv),
+                 allocated(tokens, fk, fv),
+                 f"SWAKVPool mem usage: {used:.2f} GB, swa size: {swa_tokens}, full size: "
+                 f"{tokens}"]
+    else:
+        lines = [allocated(tokens, kb, vb)]
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = [f"python -m sglang.launch_server --model-path {req.spec.hub_repo or req.spec.name}",
