@@ -379,3 +379,17 @@ def test_sglang_pools_sliding_windows_only_for_its_hybrid_architectures():
                    for g in spec.groups)
         assert r.kv_tokens == 4 * GiB // cell and r.extra["swa_tokens"] is None
         assert len(r.log_lines) == 1
+
+
+def test_vllm_batched_tokens_default_by_card():
+    # `vllm serve`: 8192 on cards of 70 GiB or more but A100s, else 2048; at most
+    # max_num_seqs × max_model_len
+    from kvcore.engines.vllm import default_batched_tokens
+
+    assert default_batched_tokens(find_gpu("h100"), 1, 32768) == 8192
+    assert default_batched_tokens(find_gpu("4090"), 1, 32768) == 2048
+    assert default_batched_tokens(find_gpu("a100-80gb"), 1, 32768) == 2048
+    assert default_batched_tokens(find_gpu("h100"), 2, 1000) == 2000
+    # the sliding-window reservation follows it: W − 1 + 2048 on a 4090
+    r = engine_plan("vllm", req("gpt-oss-20b", ctx=32768, gpu="4090"))
+    assert any("max_num_batched_tokens (2,048)" in n for n in r.notes)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..formats import KVFormat
+from ..gpus import GPU
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..plan import largest
 from .base import (
@@ -37,6 +38,18 @@ NAME = "vllm"
 UTILIZATION = 0.92
 BLOCK = 16
 MAX_BATCHED_TOKENS = 8192
+#: `vllm serve`'s max_num_batched_tokens on cards under 70 GiB and on A100s
+#: (engine/arg_utils.py get_batch_defaults: OPENAI_API_SERVER)
+SMALL_CARD_BATCHED_TOKENS = 2048
+
+
+def default_batched_tokens(gpu: GPU | None, sequences: int, max_len: int) -> int:
+    """`vllm serve`'s default max_num_batched_tokens: 8192 on cards of 70 GiB or more but
+    A100s, else 2048 (8192 where the card is not known), at most max_num_seqs × max_model_len
+    (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
+    big = gpu is None or (gpu.total_bytes >= 70 * GiB and "a100" not in gpu.name.lower())
+    return min(sequences * max(1, max_len),
+               MAX_BATCHED_TOKENS if big else SMALL_CARD_BATCHED_TOKENS)
 #: CUDA context, cuBLAS workspaces: ~0.35 GiB seen as "non_torch_memory" on one card
 NON_TORCH = int(0.35 * GiB)
 #: extra non-torch memory per rank when NCCL is up (tp or pp > 1)
@@ -191,9 +204,10 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
     util = s.gpu_memory_utilization or UTILIZATION
     block = s.block_size or BLOCK
-    mbt = s.max_num_batched_tokens or MAX_BATCHED_TOKENS
     p = req.parallel
     weights, shares = rank_weights(req)
+    mbt = s.max_num_batched_tokens or default_batched_tokens(
+        None if req.kv_budget_bytes is not None else shares[0].gpu, req.sequences, req.context)
     encoder = opts.images * req.spec.cross_tokens_per_image
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
     act = activation_peak(req.spec, p.tp, mbt)
