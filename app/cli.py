@@ -33,7 +33,7 @@ from kvcore.engines import EngineSettings
 from kvcore.errors import shown
 from kvcore.formats import quality_note
 from kvcore.query import Query, answer, find_format, find_gpu_for
-from kvcore.units import format_gib, format_quantity
+from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
 from .common import check_find_gpu, make_query, verified
 
@@ -219,6 +219,12 @@ def _table(rows: list[list[str]], right: Sequence[int] = ()) -> str:
     return "\n".join(lines)
 
 
+def _ctx(n: int) -> str:
+    """A max context; the largest kvplan takes (a model whose every layer holds a window) is
+    no limit of memory's."""
+    return "unlimited by memory" if n >= MAX_CONTEXT_TOKENS else f"{n:,}"
+
+
 def _ask(q: Query) -> str:
     return f"{format_quantity(q.context, 'token')} × {format_quantity(q.sequences, 'sequence')}"
 
@@ -228,7 +234,7 @@ def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
         return f"no catalog GPU fits {_ask(q)} with up to 8 cards under {q.engine}"
     table = [["gpu", "cards", "memory", "bandwidth", "max context"]] + [
         [r["name"], str(r["count"]), format_bytes(r["total_memory_bytes"], 1),
-         f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", f"{r['max_context']:,}"]
+         f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", _ctx(r["max_context"])]
         for r in rows]
     best = rows[0]
     return (_table(table, right=(1, 2, 3, 4)) + "\n\n" +
@@ -238,7 +244,7 @@ def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
 def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
     table = [["format", "bits/value", "fits", "max context", "quality"]] + [
         [r["format"], f"{r['bits_per_value']:g}", "yes" if r["fits"] else "no",
-         f"{r['max_context']:,}", r["quality"]] for r in rows]
+         _ctx(r["max_context"]), r["quality"]] for r in rows]
     best = next((r for r in rows if r["fits"]), None)
     verdict = (f"best format that fits {_ask(q)}: {best['format']}" if best
                else f"no KV format fits {_ask(q)}; see --find-gpu")
@@ -266,7 +272,7 @@ def render_engine(data: dict[str, Any]) -> list[str]:
     seqs = data["sequences"]
     tokens = format_quantity(data["context"], "token")
     out.append(f"{verdict} under {r['engine']}: {tokens} × {format_quantity(seqs, 'sequence')}; "
-               f"max context {r['max_context']:,}, concurrency {r['max_concurrency']:,.2f} at "
+               f"max context {_ctx(r['max_context'])}, concurrency {r['max_concurrency']:,.2f} at "
                f"{tokens}")
     if r["offload_tokens"]:
         out.append(f"offload tier: about {r['offload_tokens']:,} more tokens beyond the GPU pool")
@@ -336,7 +342,7 @@ def render_plan(data: dict[str, Any]) -> str:
     used, cap = format_gib(data["total_bytes"]), format_gib(data["budget_bytes"])
     verdict = "fits" if data["fits"] else "does not fit"
     out.append(f"{verdict}: {ctx} uses {used} of {cap} GiB on {gpu['name']}; "
-               f"max context {data['max_context']:,}, max sequences at "
+               f"max context {_ctx(data['max_context'])}, max sequences at "
                f"{tokens} {data['max_sequences']:,}")
     if not data["fits"]:
         out.append(f"binding: {data['binding']} ({data['binding_reason']})")

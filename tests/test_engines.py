@@ -393,3 +393,11 @@ def test_vllm_batched_tokens_default_by_card():
     # the sliding-window reservation follows it: W − 1 + 2048 on a 4090
     r = engine_plan("vllm", req("gpt-oss-20b", ctx=32768, gpu="4090"))
     assert any("max_num_batched_tokens (2,048)" in n for n in r.notes)
+
+
+def test_vllm_reports_concurrency_times_length_for_a_sliding_window_model():
+    # one sliding-window group: a request holds only its window's blocks, and vLLM prints
+    # max concurrency × max_model_len (not blocks × block size)
+    r = engine_plan("vllm", req("mistral-7b-v0.1", ctx=32768, gpu="h200"))
+    assert r.kv_tokens == int(r.max_concurrency * 32768)
+    assert r.kv_tokens > r.blocks * r.block_tokens

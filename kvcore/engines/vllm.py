@@ -166,8 +166,9 @@ class Pool:
         return self.num_blocks / max(1, self.blocks_per_request(max_len, mbt, encoder_tokens))
 
     def reported_tokens(self, max_len: int, mbt: int, encoder_tokens: int) -> int:
-        if len(self.groups) == 1:
-            return self.num_blocks * self.min_block
+        # "GPU KV cache size": max concurrency × max_model_len for every layout
+        # (kv_cache_utils._report_kv_cache_config; a sliding-window or chunked group needs
+        # only its window's blocks a request, which blocks × block size would miss)
         return int(self.concurrency(max_len, mbt, encoder_tokens) * max_len)
 
 
