@@ -867,5 +867,21 @@ def spec_from_config(
         defaulted=tuple(dict.fromkeys(r.defaulted)),
         cacheless_layers=sum(1 for ks in kinds_per_layer if not ks),
         hidden_layers=n_layers,
+        vision_encoder=_vision_encoder(vision),
     )
+
+
+def _vision_encoder(vision: dict[str, Any] | None) -> tuple[int, int] | None:
+    """(layers, hidden size) of a vision encoder, as SGLang reads them (24 and 1024 where the
+    config has no such key, or no usable value)."""
+    if not vision:
+        return None
+
+    def whole(key: str, default: int) -> int:
+        value = vision.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 20:
+            return value
+        return default
+
+    return whole("num_hidden_layers", 24), whole("hidden_size", 1024)
 

@@ -151,6 +151,9 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default=())
     #: layers that hold no cache at all (Nemotron-H's MLP and MoE blocks)
     cacheless_layers: int = 0
+    #: the vision encoder's (layers, hidden size) as a server reads them from
+    #: ``vision_config`` (24 and 1024 where absent); None: no vision encoder
+    vision_encoder: tuple[int, int] | None = None
     #: the decoder's layers as the config counts them (``num_hidden_layers``), those without a
     #: cache included; 0: as many as the groups' layer numbers reach
     hidden_layers: int = 0

@@ -401,3 +401,23 @@ def test_vllm_reports_concurrency_times_length_for_a_sliding_window_model():
     r = engine_plan("vllm", req("mistral-7b-v0.1", ctx=32768, gpu="h200"))
     assert r.kv_tokens == int(r.max_concurrency * 32768)
     assert r.kv_tokens > r.blocks * r.block_tokens
+
+
+def test_sglang_lowers_its_memory_fraction_for_a_vision_encoder():
+    # adjust_mem_fraction_for_vlm: 0.95 × (1 − 0.1 × (layers·hidden² / (24·1024²) − 1)), the
+    # second factor kept within 0.8-1.05; Gemma 3's SigLIP: 27 layers × 1152
+    from kvcore.engines.sglang import auto_mem_fraction, vision_factor
+
+    spec = load_model("gemma-3-27b-it")
+    assert spec.vision_encoder == (27, 1152)
+    ratio = 27 * 1152 ** 2 / (24 * 1024 ** 2)
+    assert vision_factor(27, 1152) == pytest.approx(0.95 * (1 - 0.1 * (ratio - 1)))
+    assert vision_factor(64, 4096) == pytest.approx(0.95 * 0.8)
+    h200 = find_gpu("h200")
+    r = engine_plan("sglang", req("gemma-3-27b-it", ctx=32768, gpu="h200"))
+    assert r.extra["mem_fraction_static"] == pytest.approx(
+        auto_mem_fraction(h200.total_bytes, 1, 1) * vision_factor(27, 1152))
+    # a text-only model keeps the automatic fraction
+    assert load_model("qwen3-8b").vision_encoder is None
+    r = engine_plan("sglang", req("qwen3-8b", ctx=32768, gpu="h200"))
+    assert r.extra["mem_fraction_static"] == auto_mem_fraction(h200.total_bytes, 1, 1)

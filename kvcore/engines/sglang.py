@@ -46,6 +46,14 @@ def _table(gpu_mib: float, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
+def vision_factor(layers: int, hidden: int) -> float:
+    """What SGLang multiplies an automatic mem_fraction_static by for a model with a vision
+    encoder (server_args adjust_mem_fraction_for_vlm): 0.95, times 1 − 0.1 per doubling of
+    the encoder's layers × hidden² over ViT-L/14's (24 × 1024²), kept within 0.8-1.05."""
+    ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
 def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = None) -> float:
     gpu_mib = gpu_bytes / MiB
     default_chunk, graph_bs = _table(gpu_mib, tp)
@@ -92,6 +100,8 @@ def plan(req: EngineRequest) -> EngineReport:
         total = gpu.total_bytes
         if frac is None:
             frac = auto_mem_fraction(total, p.tp, p.pp, s.chunked_prefill_size)
+            if req.spec.vision_encoder:
+                frac *= vision_factor(*req.spec.vision_encoder)
         before = total - PRELOAD - (int(0.3 * GiB) if p.ranks_per_replica > 1 else 0)
         after = before - max(sh.weights_bytes for sh in shares)
         rest = int(after - before * (1 - frac))
