@@ -19,12 +19,15 @@ Memory is per card and never summed across cards.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .errors import InputError, shown
 from .model import LayerGroup, LayerKind, ModelSpec
 
-__all__ = ["Parallel", "check_tp", "pp_layer_counts", "rank_spec", "stage_layers"]
+__all__ = ["Parallel", "Split", "check_tp", "llamacpp_stage_layers", "pp_layer_counts",
+           "rank_spec", "stage_layers"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,19 @@ def stage_layers(num_layers: int, pp: int, stage: int) -> range:
     counts = pp_layer_counts(num_layers, pp)
     start = sum(counts[:stage])
     return range(start, start + counts[stage])
+
+
+def llamacpp_stage_layers(num_layers: int, pp: int, stage: int) -> range:
+    """Layers llama.cpp puts on device ``stage`` of ``pp`` under ``-sm layer`` with an even
+    ``-ts``: layer i goes to the first device whose share of the cumulative split exceeds
+    i / (num_layers + 1), the output layer counting as one more (llama-model.cpp
+    load_tensors: 32 layers over 2 devices are 17 and 15, the output on the second)."""
+    if pp > num_layers:
+        raise InputError(f"pp {pp} is larger than the model's {num_layers} layers", field="pp")
+    splits = [(k + 1) / pp for k in range(pp)]
+    owned = [i for i in range(num_layers) if bisect.bisect_right(splits, i / (num_layers + 1))
+             == stage]
+    return range(owned[0], owned[-1] + 1) if owned else range(0)
 
 
 def _shard_group(group: LayerGroup, tp: int, layers: tuple[int, ...]) -> LayerGroup:
@@ -108,14 +124,19 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         raise InputError(f"{problem}; the largest tp below {tp} that works is {best}", field="tp")
 
 
-def rank_spec(spec: ModelSpec, parallel: Parallel, stage: int = 0) -> ModelSpec:
-    """The part of ``spec`` one rank of pipeline stage ``stage`` holds."""
+Split = Callable[[int, int, int], range]
+
+
+def rank_spec(spec: ModelSpec, parallel: Parallel, stage: int = 0,
+              split: Split = stage_layers) -> ModelSpec:
+    """The part of ``spec`` one rank of pipeline stage ``stage`` holds (``split``: the layers
+    of a stage, vLLM's rule unless an engine splits otherwise)."""
     check_tp(spec, parallel.tp)
     if not 0 <= stage < parallel.pp:
         raise InputError(f"stage must be in 0..{parallel.pp - 1}", field="pp")
     # stages split the decoder's layers by their numbers, those without a cache included
     n = spec.decoder_layers
-    own = set(stage_layers(n, parallel.pp, stage))
+    own = set(split(n, parallel.pp, stage))
     last_stage = stage == parallel.pp - 1
     groups = []
     for g in spec.groups:

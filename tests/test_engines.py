@@ -421,3 +421,21 @@ def test_sglang_lowers_its_memory_fraction_for_a_vision_encoder():
     assert load_model("qwen3-8b").vision_encoder is None
     r = engine_plan("sglang", req("qwen3-8b", ctx=32768, gpu="h200"))
     assert r.extra["mem_fraction_static"] == auto_mem_fraction(h200.total_bytes, 1, 1)
+
+
+def test_llamacpp_splits_layers_as_llama_cpp_does():
+    # -sm layer with an even split: layer i on the first device whose cumulative share exceeds
+    # i / (n_layer + 1); OLMoE's 16 layers on two Hexagon sessions were 9 and 7
+    # (tests/data/engine_logs/llamacpp-olmoe-1b-7b-hexagon-q8kv.toml)
+    from kvcore.parallel import llamacpp_stage_layers
+
+    assert [len(llamacpp_stage_layers(16, 2, s)) for s in (0, 1)] == [9, 7]
+    assert [len(llamacpp_stage_layers(32, 2, s)) for s in (0, 1)] == [17, 15]
+    assert list(llamacpp_stage_layers(32, 2, 1)) == list(range(17, 32))
+    r = engine_plan("llama.cpp", req("llama-3.1-8b", ctx=32768, gpu="4090", weights="q4_k_m",
+                                     parallel=Parallel(pp=2)))
+    # a buffer line a device (17 and 15 layers of 128 KiB a token), then the whole cache's line
+    assert r.log_lines[0].endswith("CUDA0 KV buffer size =  2176.00 MiB")
+    assert r.log_lines[1].endswith("CUDA1 KV buffer size =  1920.00 MiB")
+    assert "size = 4096.00 MiB ( 32768 cells,  32 layers" in r.log_lines[2]
+    assert r.extra["kv_bytes"] == 17 * 32768 * 8 * 128 * 2 * 2

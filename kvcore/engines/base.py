@@ -17,7 +17,7 @@ from ..formats import KVFormat
 from ..gpus import GPU
 from ..kv import CacheOptions, CacheSize, cache_size
 from ..model import LayerKind, ModelSpec
-from ..parallel import Parallel, rank_spec
+from ..parallel import Parallel, Split, rank_spec, stage_layers
 from ..plan import Workload
 from ..weights import Weights, weights_for
 
@@ -157,16 +157,15 @@ def mib(n: int | float) -> str:
     return f"{n / MiB:.2f}"
 
 
-def shares(req: EngineRequest, weights: Weights) -> list[RankShare]:
-    """Per pipeline stage: the rank's layers, heads and weight bytes."""
+def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers) -> list[RankShare]:
+    """Per pipeline stage: the rank's layers, heads and weight bytes (``split``: the layers of
+    a stage)."""
     p = req.parallel
     n = req.spec.decoder_layers
     out = []
     body = weights.bytes - weights.embedding_bytes
-    from ..parallel import stage_layers
-
     for stage in range(p.pp):
-        layers = len(stage_layers(n, p.pp, stage))
+        layers = len(split(n, p.pp, stage))
         w = body * layers // n
         # the input embedding lives on the first stage, the lm_head on the last
         if stage == 0:
@@ -174,14 +173,15 @@ def shares(req: EngineRequest, weights: Weights) -> list[RankShare]:
         if stage == p.pp - 1:
             w += weights.embedding_bytes // 2 if weights.lm_head_separate else (
                 0 if p.pp == 1 else weights.embedding_bytes)
-        out.append(RankShare(stage, rank_spec(req.spec, p, stage), w // p.tp,
+        out.append(RankShare(stage, rank_spec(req.spec, p, stage, split), w // p.tp,
                              req.gpu_for(stage * p.tp)))
     return out
 
 
-def rank_weights(req: EngineRequest) -> tuple[Weights, list[RankShare]]:
+def rank_weights(req: EngineRequest,
+                 split: Split = stage_layers) -> tuple[Weights, list[RankShare]]:
     weights = weights_for(req.spec, req.weights, mtp=req.cache.mtp)
-    out = shares(req, weights)
+    out = shares(req, weights, split)
     if req.weights_bytes is not None:
         out = [replace(sh, weights_bytes=req.weights_bytes) for sh in out]
     return weights, out

@@ -16,6 +16,7 @@ from ..errors import InputError
 from ..formats import get_format
 from ..kv import CacheOptions
 from ..model import LayerGroup, LayerKind, ModelSpec
+from ..parallel import llamacpp_stage_layers
 from ..plan import largest, raw_overhead
 from .base import (
     EngineReport,
@@ -154,7 +155,8 @@ def plan(req: EngineRequest) -> EngineReport:
                          "no_flash_attn) or keep V in f16 or bf16", field="kv_v")
     unified = bool(s.kv_unified)
     margin = FIT_MARGIN if s.fit_margin_bytes is None else s.fit_margin_bytes
-    weights, shares = rank_weights(req)
+    # -sm layer: llama.cpp's own split of the layers over the devices
+    weights, shares = rank_weights(req, llamacpp_stage_layers)
     compute = raw_overhead(req.spec).bytes - 512 * MiB
 
     def memory(share: RankShare, ctx: int) -> Memory:
@@ -194,7 +196,15 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append("--kv-unified")
     if req.parallel.pp > 1:
         cmd.append(f"-sm layer -ts {','.join(['1'] * req.parallel.pp)}")
-    lines = [line for sh in shares for line in memory(sh, req.context).lines]
+    if req.parallel.pp > 1:
+        # one cache over every layer, its buffers on the devices that hold the layers: a
+        # buffer line a device, then the cache's own lines for the whole model
+        lines = [f"llama_kv_cache: {f'CUDA{i}':>10} KV buffer size = "
+                 f"{mib(memory(sh, req.context).kv_bytes):>8} MiB" for i, sh in enumerate(shares)]
+        lines += Memory(req.spec, Layout(req.context, req.sequences, unified, n_ubatch), opts,
+                        s.swa_full).lines
+    else:
+        lines = list(mem.lines)
     return EngineReport(
         engine=NAME,
         budget_bytes=budget_bytes,
