@@ -35,7 +35,7 @@ from kvcore.formats import quality_note
 from kvcore.query import Query, answer, find_format, find_gpu_for
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
-from .common import check_find_gpu, make_query, verified
+from .common import check_find_gpu, decode_text, make_query, verified
 
 SUBCOMMANDS = ("models", "gpus", "formats", "serve", "measure")
 
@@ -333,8 +333,7 @@ def render_plan(data: dict[str, Any]) -> str:
             # render_engine opens with its own blank line
             lines = out[:-1] + render_engine(data)
             if data["decode"]:
-                lines.append(_decode_line(data, f"on {data['parallel']['gpus']} cards "
-                                                "(interconnect not counted)"))
+                lines.append(f"decode {decode_text(data)}")
             return "\n".join(lines + notes + tail)
         out.append(f"needs {format_gib(data['total_bytes'])} GiB for {ctx} "
                    "(give --gpu to check the fit)")
@@ -351,22 +350,8 @@ def render_plan(data: dict[str, Any]) -> str:
     if "engine_report" in data:
         out += render_engine(data)
     if d:
-        out.append(_decode_line(data, f"at {gpu['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s"))
+        out.append(f"decode {decode_text(data)}")
     return "\n".join(out + tail)
-
-
-def _rate(x: float) -> str:
-    """Tokens a second: one decimal, or three significant digits below 10 (never 0.0)."""
-    return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
-
-
-def _decode_line(data: dict[str, Any], where: str) -> str:
-    d = data["decode"]
-    line = (f"decode ≈ {_rate(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
-            f"({_rate(d['tokens_per_s_total'])} total) at full context, bandwidth-bound {where}; "
-            f"KV is {d['kv_share'] * 100:.0f}% of bytes read")
-    # a plan that does not fit runs at no speed: the figure is what it would read
-    return line + (" (if it fit)" if data["fits"] is False else "")
 
 
 def _list(cmd: str, as_json: bool) -> str:

@@ -20,7 +20,7 @@ from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
 
-__all__ = ["check_find_gpu", "make_query", "verified"]
+__all__ = ["check_find_gpu", "decode_text", "make_query", "verified"]
 
 
 def _count(value: Any, field: str, minimum: int = 1, maximum: int = 1024) -> int | None:
@@ -182,3 +182,24 @@ def verified(query: Query, db_path: Any = None) -> dict[str, Any] | None:
             "allocated_bytes": found["allocated_bytes"],
             "date": (found.get("env") or {}).get("date"), "source": found.get("source"),
             "line": line}
+
+
+def _rate(x: float) -> str:
+    """Tokens a second: one decimal, or three significant digits below 10 (never 0.0)."""
+    return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
+
+
+def decode_text(data: dict[str, Any]) -> str | None:
+    """A plan's decode estimate in words, after "decode" (None without one): on one card at
+    its bandwidth, or over several (the interconnect not counted); a plan that does not fit
+    says the figure is what it would read."""
+    d = data.get("decode")
+    if not d:
+        return None
+    cards = data["parallel"]["gpus"]
+    where = (f"on {cards} cards (interconnect not counted)" if cards > 1 or not data.get("gpu")
+             else f"at {data['gpu']['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s")
+    text = (f"≈ {_rate(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
+            f"({_rate(d['tokens_per_s_total'])} total) at full context, bandwidth-bound {where}; "
+            f"KV is {d['kv_share'] * 100:.0f}% of bytes read")
+    return text + (" (if it fit)" if data["fits"] is False else "")

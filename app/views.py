@@ -13,6 +13,7 @@ from kvcore.query import Query, answer, quality_here
 from kvcore.units import format_bytes, format_quantity
 
 from .charts import memory_chart
+from .common import decode_text
 
 __all__ = ["plan_view"]
 
@@ -108,23 +109,6 @@ def _chart(q: Query, data: dict[str, Any]) -> str:
 FORMATS_BY = {f.name: f for f in FORMATS}
 
 
-def _decode_line(q: Query, data: dict[str, Any]) -> str | None:
-    """The bandwidth-bound decode estimate in a sentence (None without a card's bandwidth)."""
-    d = data.get("decode")
-    if not d:
-        return None
-
-    def rate(x: float) -> str:
-        return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
-
-    where = (f"on {q.parallel.gpus} cards (interconnect not counted)" if q.multi else
-             f"at {data['gpu']['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s")
-    line = (f"Decode ≈ {rate(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
-            f"({rate(d['tokens_per_s_total'])} total) at full context, bandwidth-bound {where}; "
-            f"KV is {d['kv_share'] * 100:.0f}% of bytes read")
-    return line + (" (if it fit)." if data["fits"] is False else ".")
-
-
 def plan_view(q: Query) -> dict[str, Any]:
     data = answer(q)
     seqs = q.sequences
@@ -145,7 +129,8 @@ def plan_view(q: Query) -> dict[str, Any]:
                             "notes": [*data["notes"],
                                       *(data.get("engine_report") or {}).get("notes", [])],
                             "log_lines": (data.get("engine_report") or {}).get("log_lines", [])}
-    view["decode"] = _decode_line(q, data)
+    text = decode_text(data)
+    view["decode"] = f"Decode {text}." if text else None
     if q.gpus:
         view["bar"] = _per_card(q, data)
         view["chart"] = _chart(q, data)
