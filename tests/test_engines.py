@@ -439,3 +439,18 @@ def test_llamacpp_splits_layers_as_llama_cpp_does():
     assert r.log_lines[1].endswith("CUDA1 KV buffer size =  1920.00 MiB")
     assert "size = 4096.00 MiB ( 32768 cells,  32 layers" in r.log_lines[2]
     assert r.extra["kv_bytes"] == 17 * 32768 * 8 * 128 * 2 * 2
+
+
+def test_llamacpp_keeps_the_token_embedding_in_host_memory():
+    # llama.cpp never offloads the input layer; the output layer sits on the last device
+    # (untied: the lm_head, half of the embedding bytes; tied: a copy of the embedding)
+    from kvcore.weights import weights_for
+
+    spec = load_model("llama-3.1-8b")
+    w = weights_for(spec, "q4_k_m")
+    assert w.lm_head_separate
+    r = engine_plan("llama.cpp", req("llama-3.1-8b", gpu="4090", weights="q4_k_m"))
+    assert r.weights_bytes == w.bytes - w.embedding_bytes // 2
+    v = engine_plan("vllm", req("llama-3.1-8b", gpu="4090", weights="int4"))
+    wi = weights_for(spec, "int4")
+    assert v.weights_bytes == wi.bytes

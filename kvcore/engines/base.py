@@ -157,31 +157,37 @@ def mib(n: int | float) -> str:
     return f"{n / MiB:.2f}"
 
 
-def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers) -> list[RankShare]:
+def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
+           input_on_cpu: bool = False) -> list[RankShare]:
     """Per pipeline stage: the rank's layers, heads and weight bytes (``split``: the layers of
-    a stage)."""
+    a stage; ``input_on_cpu``: the input embedding stays in host memory, as llama.cpp keeps
+    it, and a tied lm_head is a copy of it on the last stage)."""
     p = req.parallel
     n = req.spec.decoder_layers
     out = []
     body = weights.bytes - weights.embedding_bytes
+    head = weights.embedding_bytes // 2 if weights.lm_head_separate else weights.embedding_bytes
     for stage in range(p.pp):
         layers = len(split(n, p.pp, stage))
         w = body * layers // n
-        # the input embedding lives on the first stage, the lm_head on the last
-        if stage == 0:
-            w += weights.embedding_bytes // (2 if weights.lm_head_separate else 1)
-        if stage == p.pp - 1:
-            w += weights.embedding_bytes // 2 if weights.lm_head_separate else (
-                0 if p.pp == 1 else weights.embedding_bytes)
+        if input_on_cpu:
+            w += head if stage == p.pp - 1 else 0
+        else:
+            # the input embedding lives on the first stage, the lm_head on the last
+            if stage == 0:
+                w += weights.embedding_bytes // (2 if weights.lm_head_separate else 1)
+            if stage == p.pp - 1:
+                w += weights.embedding_bytes // 2 if weights.lm_head_separate else (
+                    0 if p.pp == 1 else weights.embedding_bytes)
         out.append(RankShare(stage, rank_spec(req.spec, p, stage, split), w // p.tp,
                              req.gpu_for(stage * p.tp)))
     return out
 
 
-def rank_weights(req: EngineRequest,
-                 split: Split = stage_layers) -> tuple[Weights, list[RankShare]]:
+def rank_weights(req: EngineRequest, split: Split = stage_layers,
+                 input_on_cpu: bool = False) -> tuple[Weights, list[RankShare]]:
     weights = weights_for(req.spec, req.weights, mtp=req.cache.mtp)
-    out = shares(req, weights, split)
+    out = shares(req, weights, split, input_on_cpu)
     if req.weights_bytes is not None:
         out = [replace(sh, weights_bytes=req.weights_bytes) for sh in out]
     return weights, out

@@ -155,8 +155,10 @@ def plan(req: EngineRequest) -> EngineReport:
                          "no_flash_attn) or keep V in f16 or bf16", field="kv_v")
     unified = bool(s.kv_unified)
     margin = FIT_MARGIN if s.fit_margin_bytes is None else s.fit_margin_bytes
-    # -sm layer: llama.cpp's own split of the layers over the devices
-    weights, shares = rank_weights(req, llamacpp_stage_layers)
+    # -sm layer: llama.cpp's own split of the layers over the devices; the token embedding
+    # stays in host memory (llama-model.cpp: "there is very little benefit to offloading the
+    # input layer"), the output layer (a copy of it where tied) on the last device
+    weights, shares = rank_weights(req, llamacpp_stage_layers, input_on_cpu=True)
     compute = raw_overhead(req.spec).bytes - 512 * MiB
 
     def memory(share: RankShare, ctx: int) -> Memory:
