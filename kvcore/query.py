@@ -143,15 +143,16 @@ def parallel_decode(q: Query) -> dict[str, Any] | None:
     the cache; the ranks of a stage read theirs side by side, the stages one after another
     (no overlap of stages, and the interconnect is not counted). None where a card's
     bandwidth is unknown."""
+    from .engines import stage_split
     from .engines.base import rank_weights
-    from .parallel import stage_layers
 
-    weights, parts = rank_weights(q)
+    split = stage_split(q.engine)
+    weights, parts = rank_weights(q, split)
     if not parts or any(sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s for sh in parts):
         return None
     # read every token: the layers' active weights, and the lm_head on the last stage (the
     # input embedding only a row a token)
-    head = weights.embedding_bytes // 2 if weights.lm_head_separate else weights.embedding_bytes
+    head = weights.head_bytes
     body = max(0, weights.active_bytes - head)
     n, p = q.spec.decoder_layers, q.parallel
     seconds = 0.0
@@ -159,7 +160,7 @@ def parallel_decode(q: Query) -> dict[str, Any] | None:
     for sh in parts:
         size = sh.cache(q.context, q.sequences, q.cache)
         cache_read = size.kv_bytes + 2 * size.state_bytes
-        layers = len(stage_layers(n, p.pp, sh.stage))
+        layers = len(split(n, p.pp, sh.stage))
         read = (body * layers // n + (head if sh.stage == p.pp - 1 else 0)) // p.tp
         card = read + cache_read
         seconds += card / sh.gpu.bandwidth_bytes_per_s  # type: ignore[union-attr,operator]

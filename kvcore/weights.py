@@ -81,6 +81,13 @@ class Weights:
     #: the lm_head is a matrix of its own (untied embeddings)
     lm_head_separate: bool = True
 
+    @property
+    def head_bytes(self) -> int:
+        """Bytes of the lm_head, read every token: half the embedding bytes where it is a
+        matrix of its own, the whole (tied) embedding where not. The input embedding is the
+        same size."""
+        return self.embedding_bytes // 2 if self.lm_head_separate else self.embedding_bytes
+
 
 def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool = False,
                 include_encoder: bool = True) -> Weights:

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import UnknownNameError
+from ..parallel import Split, stage_layers
 from . import llamacpp, raw, sglang, trtllm, vllm
-from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, check_budget
+from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat
 
 __all__ = ["ENGINES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
-           "engine_plan", "engine_names", "supported_formats"]
+           "engine_plan", "engine_names", "stage_split", "supported_formats"]
 
 ENGINES: dict[str, Callable[[EngineRequest], EngineReport]] = {
     "raw": raw.plan,
@@ -48,6 +49,11 @@ def supported_formats(engine: str) -> list[str] | None:
     return None if table is None else sorted(table)
 
 
+def stage_split(engine: str) -> Split:
+    """How ``engine`` splits the decoder's layers over pipeline stages (vLLM's rule, which
+    SGLang and TensorRT-LLM share, unless the engine has its own)."""
+    return llamacpp.STAGE_SPLIT if canonical(engine) == "llama.cpp" else stage_layers
+
+
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
-    check_budget(request)
     return ENGINES[canonical(engine)](request)

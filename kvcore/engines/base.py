@@ -166,19 +166,19 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
     n = req.spec.decoder_layers
     out = []
     body = weights.bytes - weights.embedding_bytes
-    head = weights.embedding_bytes // 2 if weights.lm_head_separate else weights.embedding_bytes
+    head = weights.head_bytes
     for stage in range(p.pp):
         layers = len(split(n, p.pp, stage))
         w = body * layers // n
         if input_on_cpu:
             w += head if stage == p.pp - 1 else 0
         else:
-            # the input embedding lives on the first stage, the lm_head on the last
+            # the input embedding (the head's size) lives on the first stage, the lm_head on
+            # the last: a tied one is the embedding itself on a single stage, a copy on several
             if stage == 0:
-                w += weights.embedding_bytes // (2 if weights.lm_head_separate else 1)
-            if stage == p.pp - 1:
-                w += weights.embedding_bytes // 2 if weights.lm_head_separate else (
-                    0 if p.pp == 1 else weights.embedding_bytes)
+                w += head
+            if stage == p.pp - 1 and (weights.lm_head_separate or p.pp > 1):
+                w += head
         out.append(RankShare(stage, rank_spec(req.spec, p, stage, split), w // p.tp,
                              req.gpu_for(stage * p.tp)))
     return out
@@ -186,21 +186,24 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
 
 def rank_weights(req: EngineRequest, split: Split = stage_layers,
                  input_on_cpu: bool = False) -> tuple[Weights, list[RankShare]]:
+    """The weights and each stage's share of them (``split`` and ``input_on_cpu`` as shares
+    takes them), refusing a KV budget that does not fit beside a share (check_budget)."""
     weights = weights_for(req.spec, req.weights, mtp=req.cache.mtp)
     out = shares(req, weights, split, input_on_cpu)
     if req.weights_bytes is not None:
         out = [replace(sh, weights_bytes=req.weights_bytes) for sh in out]
+    check_budget(req, out)
     return weights, out
 
 
-def check_budget(req: EngineRequest) -> None:
+def check_budget(req: EngineRequest, parts: list[RankShare]) -> None:
     """A KV budget is what an engine printed on the named cards: it and a card's share of the
-    weights must fit in that card's memory, else no engine there can have printed it."""
+    weights (``parts``, as the engine places them) must fit in that card's memory, else no
+    engine there can have printed it."""
     from ..units import format_bytes
 
     if req.kv_budget_bytes is None or not req.gpus:
         return
-    _, parts = rank_weights(req)
     for sh in parts:
         if sh.gpu is not None and req.kv_budget_bytes + sh.weights_bytes > sh.gpu.total_bytes:
             raise InputError(

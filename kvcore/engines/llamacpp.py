@@ -30,6 +30,8 @@ from .base import (
 )
 
 NAME = "llama.cpp"
+#: -sm layer: llama.cpp's own split of the layers over the devices
+STAGE_SPLIT = llamacpp_stage_layers
 PAD = 256
 N_UBATCH = 512
 FIT_MARGIN = 1024 * MiB
@@ -155,10 +157,10 @@ def plan(req: EngineRequest) -> EngineReport:
                          "no_flash_attn) or keep V in f16 or bf16", field="kv_v")
     unified = bool(s.kv_unified)
     margin = FIT_MARGIN if s.fit_margin_bytes is None else s.fit_margin_bytes
-    # -sm layer: llama.cpp's own split of the layers over the devices; the token embedding
-    # stays in host memory (llama-model.cpp: "there is very little benefit to offloading the
-    # input layer"), the output layer (a copy of it where tied) on the last device
-    weights, shares = rank_weights(req, llamacpp_stage_layers, input_on_cpu=True)
+    # the token embedding stays in host memory (llama-model.cpp: "there is very little benefit
+    # to offloading the input layer"), the output layer (a copy of it where tied) on the last
+    # device
+    weights, shares = rank_weights(req, STAGE_SPLIT, input_on_cpu=True)
     compute = raw_overhead(req.spec).bytes - 512 * MiB
 
     def memory(share: RankShare, ctx: int) -> Memory:
@@ -203,8 +205,7 @@ def plan(req: EngineRequest) -> EngineReport:
         # buffer line a device, then the cache's own lines for the whole model
         lines = [f"llama_kv_cache: {f'CUDA{i}':>10} KV buffer size = "
                  f"{mib(memory(sh, req.context).kv_bytes):>8} MiB" for i, sh in enumerate(shares)]
-        lines += Memory(req.spec, Layout(req.context, req.sequences, unified, n_ubatch), opts,
-                        s.swa_full).lines
+        lines += Memory(req.spec, layout, opts, s.swa_full).lines
     else:
         lines = list(mem.lines)
     return EngineReport(
