@@ -208,6 +208,11 @@ def graph_time(fns: list, rep_ms: float = 100.0) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    """‖a − b‖ / ‖b‖ in float64."""
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
 def write_json(out: str | Path, name: str, result: object) -> None:
     """``result`` as OUT/NAME, the folder made first. The benchmarks write after every row, so
     that a run stopped at its time limit keeps what it finished."""

@@ -26,17 +26,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HQ, graph_time, kivi_copies, kivi_fill, write_json  # noqa: E402
+from decode import HQ, graph_time, kivi_copies, kivi_fill, rel, write_json  # noqa: E402
 
 from kvcore.kernels.kivi import KIVI_LAZY, KIVI_STAGES, KIVI_WARPS, KiviCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 D = 128
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    """‖a − b‖ / ‖b‖ in float64."""
-    return float((a.double() - b.double()).norm() / b.double().norm())
 
 
 def correctness(dims: tuple[int, ...] = (128, 96)) -> list[dict]:

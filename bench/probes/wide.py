@@ -20,14 +20,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from decode import HKV, HQ, D, copies, fill, time_steps, write_json  # noqa: E402
+from decode import HKV, HQ, D, copies, fill, rel, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).norm() / b.double().norm())
 
 
 def large_rows(fmt: str) -> dict:
