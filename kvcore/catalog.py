@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InputError, UnknownNameError, shown
+from .gguf import SPLIT_NAME, is_gguf, spec_from_gguf
 from .hf import spec_from_config
 from .hub import fetch_config, is_repo_id
 from .model import ModelSpec
@@ -106,6 +107,18 @@ def parse_config_text(text: str | bytes, what: str = "config") -> dict[str, Any]
 
 def _local(path: Path) -> ModelSpec:
     total = None
+    if path.is_file() and (path.suffix.lower() == ".gguf" or is_gguf(path)):
+        return spec_from_gguf(path)
+    if path.is_dir() and not (path / "config.json").is_file():
+        ggufs = sorted(p for p in path.glob("*.gguf") if not p.name.startswith("mmproj"))
+        firsts = [p for p in ggufs if not SPLIT_NAME.match(p.name)
+                  or SPLIT_NAME.match(p.name).group("no") == "00001"]  # type: ignore[union-attr]
+        if len(firsts) == 1:
+            return spec_from_gguf(firsts[0])
+        if len(firsts) > 1:
+            raise InputError(f"folder '{path}' has no config.json and {len(firsts)} GGUF "
+                             f"models ({', '.join(p.name for p in firsts[:4])}"
+                             f"{', ...' if len(firsts) > 4 else ''}): name one", field="model")
     if path.is_dir():
         index = path / "model.safetensors.index.json"
         if index.is_file():
@@ -138,7 +151,7 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
                                 source="pasted config")
     text = str(ref).strip()
     if not text:
-        raise InputError("model must be a catalog id, a Hub repo id, a config.json path or JSON",
+        raise InputError("model must be a catalog id, a Hub repo id, a config.json or GGUF path or JSON",
                          field="model")
     # pasted JSON: an object is a config; a list or a string is a config pasted wrongly
     if text.startswith(("{", "[", '"')):
@@ -161,9 +174,9 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
                                        field="model") from None
             raise InputError(f"cannot read '{text[:200]}': {exc.strerror or exc}",
                              field="model") from None
-        if text.lower().endswith(".json") or text.startswith(("/", "./", "../", "~")):
+        if text.lower().endswith((".json", ".gguf")) or text.startswith(("/", "./", "../", "~")):
             raise InputError(f"no such file or folder: {shown(text)} (a model is a catalog "
-                             "id, a Hub repo id, a config.json path or JSON)", field="model")
+                             "id, a Hub repo id, a config.json or GGUF path or JSON)", field="model")
     if allow_hub and is_repo_id(text):
         config, total = fetch_config(text)
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,

@@ -120,6 +120,30 @@ class ParamCount:
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint's exact bytes, read from its tensors."""
+
+    total_bytes: int
+    #: the input embedding (token_embd)
+    input_bytes: int
+    #: the lm_head (output; the input embedding where tied)
+    head_bytes: int
+    #: routed experts, all of them
+    expert_bytes: int
+    #: routed experts read per token (the top-k share)
+    active_expert_bytes: int
+    #: the mix, as llama-quantize names it (q4_k_m)
+    format: str
+    source: str
+    #: the lm_head is a tensor of its own
+    head_separate: bool = True
+    #: bytes by ggml type, largest first: (("Q4_K", n), ("Q6_K", m), ...)
+    types: tuple[tuple[str, int], ...] = ()
+    #: the file a server loads (a split model's first part)
+    file: str = ""
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A model as far as memory planning goes."""
 
@@ -144,6 +168,8 @@ class ModelSpec:
     cross_tokens_per_image: int = 0
     #: exact checkpoint size from model.safetensors.index.json, when known
     safetensors_total_bytes: int | None = None
+    #: a checkpoint's exact bytes by part, read from its tensors (a GGUF file)
+    checkpoint: Checkpoint | None = None
     #: weight format the checkpoint ships in, from ``quantization_config`` (None: ``dtype``)
     checkpoint_weights: str | None = None
     #: fields filled from the architecture's documented defaults (not present in the config)

@@ -73,20 +73,32 @@ class Weights:
     #: bytes read per generated token (MoE: active experts only)
     active_bytes: int
     format: str
-    #: "safetensors index" (exact) or "config estimate"
+    #: "safetensors index" or "GGUF tensors (FILE)" (exact), or "config estimate"
     source: str
     params: int
     #: bytes of the input embedding and (untied) lm_head within ``bytes``
     embedding_bytes: int = 0
     #: the lm_head is a matrix of its own (untied embeddings)
     lm_head_separate: bool = True
+    #: the lm_head's exact bytes where the checkpoint's tensors give them (a GGUF's output
+    #: tensor is often of another type than its token embedding)
+    lm_head_bytes: int | None = None
 
     @property
     def head_bytes(self) -> int:
         """Bytes of the lm_head, read every token: half the embedding bytes where it is a
-        matrix of its own, the whole (tied) embedding where not. The input embedding is the
-        same size."""
+        matrix of its own, the whole (tied) embedding where not (or the tensor's own bytes)."""
+        if self.lm_head_bytes is not None:
+            return self.lm_head_bytes
         return self.embedding_bytes // 2 if self.lm_head_separate else self.embedding_bytes
+
+    @property
+    def input_bytes(self) -> int:
+        """Bytes of the input embedding: the lm_head's size, or the tensor's own bytes."""
+        if self.lm_head_bytes is None:
+            return self.head_bytes
+        return (self.embedding_bytes - self.lm_head_bytes if self.lm_head_separate
+                else self.embedding_bytes)
 
 
 def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool = False,
@@ -96,6 +108,15 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
     params = p.total + (p.mtp if mtp else 0) - (0 if include_encoder else p.encoder)
     auto = weight_format is None or str(weight_format).lower() in ("auto", "")
     untied = p.embedding > spec.vocab_size * spec.hidden_size
+    ck = spec.checkpoint
+    if auto and ck is not None:
+        # read per token: all but the experts not routed to and an untied input embedding
+        active = (ck.total_bytes - ck.expert_bytes + ck.active_expert_bytes
+                  - (ck.input_bytes if ck.head_separate else 0))
+        return Weights(ck.total_bytes, active,
+                       ck.format, ck.source, params,
+                       ck.input_bytes + (ck.head_bytes if ck.head_separate else 0),
+                       ck.head_separate, ck.head_bytes)
     if auto and spec.safetensors_total_bytes:
         ratio = spec.safetensors_total_bytes / max(1, params)
         return Weights(spec.safetensors_total_bytes, int(p.active * ratio),

@@ -532,7 +532,7 @@ def test_a_context_past_the_trained_positions_is_noted_without_a_card(capsys):
      "gpus must be a card count (4) or the cards, one per rank (4090,3090); got ',,'"),
     (["/nonexistent/config.json"],
      "no such file or folder: '/nonexistent/config.json' (a model is a catalog id, a Hub repo "
-     "id, a config.json path or JSON)"),
+     "id, a config.json or GGUF path or JSON)"),
 ])
 def test_inputs_that_read_as_something_else_say_what_they_are(capsys, args, line):
     # these said "did you mean 'a30'", "gpus lists 0 cards" and "is not a known model"

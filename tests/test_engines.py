@@ -188,6 +188,27 @@ def test_llamacpp_max_context_edge():
     assert not engine_plan("llama.cpp", replace(base, context=r.max_context + 1)).fits
 
 
+@pytest.mark.parametrize("model,ctx,seqs", [("qwen3-8b", 32768, 1), ("qwen3-8b", 32768, 9),
+                                             ("gemma-3-27b-it", 16384, 1)])
+def test_llamacpp_max_sequences_are_the_slots_that_fit(model, ctx, seqs):
+    # it used to echo the asked count (1, or 0 where that did not fit): 4 fit at 32k
+    from dataclasses import replace
+    base = req(model, ctx=ctx, gpu="4090", weights="q4_k_m", seqs=seqs)
+    n = int(engine_plan("llama.cpp", base).max_concurrency)
+    assert n > 1
+    assert engine_plan("llama.cpp", replace(base, sequences=n)).fits
+    assert not engine_plan("llama.cpp", replace(base, sequences=n + 1)).fits
+
+
+def test_llamacpp_serves_at_most_256_sequences():
+    small = req("qwen3-0.6b", ctx=1024, gpu="h200")
+    r = engine_plan("llama.cpp", small)
+    assert r.max_concurrency == 256 and any("llama.cpp's most (-np)" in n for n in r.notes)
+    from dataclasses import replace
+    with pytest.raises(InputError, match="llama.cpp serves at most 256 sequences"):
+        engine_plan("llama.cpp", replace(small, sequences=257))
+
+
 # --- SGLang, TensorRT-LLM ------------------------------------------------------------------
 
 def test_sglang_reserves_10gib_on_big_cards():

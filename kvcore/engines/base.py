@@ -176,7 +176,7 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
             # the input embedding (the head's size) lives on the first stage, the lm_head on
             # the last: a tied one is the embedding itself on a single stage, a copy on several
             if stage == 0:
-                w += head
+                w += weights.input_bytes
             if stage == p.pp - 1 and (weights.lm_head_separate or p.pp > 1):
                 w += head
         out.append(RankShare(stage, rank_spec(req.spec, p, stage, split), w // p.tp,

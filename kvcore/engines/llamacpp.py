@@ -12,6 +12,8 @@ leaves 1024 MiB free per device). DeepSeek MLA caches the 576-value latent as K 
 
 from __future__ import annotations
 
+import shlex
+
 from ..errors import InputError
 from ..formats import get_format
 from ..kv import CacheOptions
@@ -33,6 +35,8 @@ NAME = "llama.cpp"
 #: -sm layer: llama.cpp's own split of the layers over the devices
 STAGE_SPLIT = llamacpp_stage_layers
 PAD = 256
+#: the most sequences (-np) a context serves (llama-cparams.h LLAMA_MAX_SEQ)
+MAX_SEQ = 256
 N_UBATCH = 512
 FIT_MARGIN = 1024 * MiB
 #: -ctk / -ctv types (common/arg.cpp kv_cache_types)
@@ -149,6 +153,9 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.parallel.tp > 1 or req.parallel.dp > 1:
         raise InputError("llama.cpp splits layers across GPUs (use --pp, its -sm layer), "
                          "not tensor or data parallel ranks", field="tp")
+    if req.sequences > MAX_SEQ:
+        raise InputError(f"llama.cpp serves at most {MAX_SEQ} sequences (-np), got "
+                         f"{req.sequences:,}", field="sequences")
     n_ubatch = s.n_ubatch or N_UBATCH
     flash = True if s.flash_attn is None else s.flash_attn
     if opts.kv_v.is_quantized and not flash:
@@ -163,11 +170,11 @@ def plan(req: EngineRequest) -> EngineReport:
     weights, shares = rank_weights(req, STAGE_SPLIT, input_on_cpu=True)
     compute = raw_overhead(req.spec).bytes - 512 * MiB
 
-    def memory(share: RankShare, ctx: int) -> Memory:
-        return Memory(share.spec, Layout(ctx, req.sequences, unified, n_ubatch), opts, s.swa_full)
+    def memory(share: RankShare, ctx: int, seqs: int = req.sequences) -> Memory:
+        return Memory(share.spec, Layout(ctx, seqs, unified, n_ubatch), opts, s.swa_full)
 
-    def cache_bytes(share: RankShare, ctx: int) -> int:
-        m = memory(share, ctx)
+    def cache_bytes(share: RankShare, ctx: int, seqs: int = req.sequences) -> int:
+        m = memory(share, ctx, seqs)
         return m.kv_bytes + m.state_bytes
 
     # a given pool is every stage's budget for its own cache
@@ -176,8 +183,14 @@ def plan(req: EngineRequest) -> EngineReport:
     def ok(ctx: int) -> bool:
         return ctx == 0 or all(cache_bytes(sh, ctx) <= pool for sh, pool in zip(shares, pools, strict=True))
 
+    def ok_seqs(n: int) -> bool:
+        return n == 0 or all(cache_bytes(sh, req.context, n) <= pool
+                             for sh, pool in zip(shares, pools, strict=True))
+
     fits = ok(req.context)
     max_ctx = largest(ok, 1 << 31)
+    # slots (-np) that fit at this context, at most llama.cpp's LLAMA_MAX_SEQ
+    max_seqs = largest(ok_seqs, MAX_SEQ)
     slack = [pool - cache_bytes(sh, req.context) for sh, pool in zip(shares, pools, strict=True)]
     binding = min(range(len(shares)), key=slack.__getitem__)
     share = shares[binding]
@@ -186,12 +199,17 @@ def plan(req: EngineRequest) -> EngineReport:
     mem = memory(share, req.context)
     layout = Layout(req.context, req.sequences, unified, n_ubatch)
     notes = _notes(opts, flash)
+    if max_seqs == MAX_SEQ:
+        notes.append(f"{MAX_SEQ} sequences at this context is llama.cpp's most (-np); more "
+                     "would fit in memory")
     ngl = req.spec.decoder_layers + 1
     if budget_bytes is not None and not fits and req.parallel.pp == 1:
         ngl = _offload_layers(share, mem, budget_bytes, compute, req.spec.decoder_layers)
         notes.append(f"everything does not fit: -ngl {ngl} keeps {ngl} of "
                      f"{req.spec.decoder_layers} layers on the GPU, the rest run on the CPU")
-    cmd = [f"llama-server -m {req.spec.name}.gguf -c {layout.n_ctx} -np {req.sequences}",
+    ck = req.spec.checkpoint
+    gguf = shlex.quote(ck.file) if ck is not None and ck.file else f"{req.spec.name}.gguf"
+    cmd = [f"llama-server -m {gguf} -c {layout.n_ctx} -np {req.sequences}",
            f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}",
            f"-ngl {ngl if ngl <= req.spec.decoder_layers else 999}"]
     if s.swa_full:
@@ -217,7 +235,7 @@ def plan(req: EngineRequest) -> EngineReport:
         kv_tokens=layout.n_ctx,
         blocks=layout.cells * layout.streams,
         block_tokens=1,
-        max_concurrency=float(req.sequences) if fits else 0.0,
+        max_concurrency=float(max_seqs),
         max_context=max_ctx,
         fits=fits,
         log_lines=tuple(lines),

@@ -1,0 +1,419 @@
+"""GGUF files (llama.cpp's model format) read as kvplan reads a config.json.
+
+Only the header is read: the metadata (the architecture's numbers) and the tensor table (every
+tensor's shape and type), never the tensor data, so a 40 GB file answers in milliseconds. The
+weights are then exact: each tensor's bytes follow from its ggml type's block size and block
+bytes, summed over the files of a split model.
+
+The architecture's numbers become the Hugging Face config the file was converted from, so that
+the cache, the engines' rules and the fit are those of a config.json. Architectures whose
+numbers do not map one to one (hybrid linear-attention and state-space models, vision towers)
+are refused with the names of those that are read.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .errors import ConfigError, InputError, shown
+from .model import Checkpoint, ModelSpec, ParamCount
+
+__all__ = ["GGML_TYPES", "GgufFile", "TensorInfo", "config_from_gguf",
+           "is_gguf", "read_gguf", "spec_from_gguf", "tensor_bytes"]
+
+MAGIC = b"GGUF"
+#: ggml tensor types: id → (name, values per block, bytes per block)
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 36),
+    10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74), 18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50), 20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82), 23: ("IQ4_XS", 256, 136), 24: ("I8", 1, 1), 25: ("I16", 1, 2),
+    26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56),
+    30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17),
+}
+#: ``general.file_type`` → the name of the mix (llama-quantize's names)
+FILE_TYPES: dict[int, str] = {
+    0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 10: "q2_k",
+    11: "q3_k_s", 12: "q3_k_m", 13: "q3_k_l", 14: "q4_k_s", 15: "q4_k_m", 16: "q5_k_s",
+    17: "q5_k_m", 18: "q6_k", 19: "iq2_xxs", 20: "iq2_xs", 21: "q2_k_s", 22: "iq3_xs",
+    23: "iq3_xxs", 24: "iq1_s", 25: "iq4_nl", 26: "iq3_s", 27: "iq3_m", 28: "iq2_s",
+    29: "iq2_m", 30: "iq4_xs", 31: "iq1_m", 32: "bf16", 36: "tq1_0", 37: "tq2_0",
+    38: "mxfp4_moe",
+}
+#: metadata value types: id → struct format (scalars); 8 string, 9 array
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+            10: "<Q", 11: "<q", 12: "<d"}
+#: an array longer than this is kept as its length only (the tokenizer's vocabulary)
+KEEP_ITEMS = 1 << 16
+#: sanity bounds of a header (a corrupt or foreign file fails on them, not on memory)
+MAX_TENSORS = 1 << 20
+MAX_KEYS = 1 << 16
+MAX_STRING = 1 << 26
+MAX_DIMS = 4
+#: a split model's parts: name-00001-of-00003.gguf
+SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    #: ggml's dimensions, the row length first
+    shape: tuple[int, ...]
+    type: int
+    offset: int
+
+    @property
+    def elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return tensor_bytes(self.shape, self.type, self.name)
+
+
+@dataclass(frozen=True)
+class GgufFile:
+    path: Path
+    version: int
+    metadata: dict[str, Any]
+    tensors: tuple[TensorInfo, ...]
+    #: where the tensor data begins
+    data_start: int
+
+    @property
+    def arch(self) -> str:
+        arch = self.metadata.get("general.architecture")
+        if not isinstance(arch, str) or not arch:
+            raise ConfigError(f"{self.path.name} has no 'general.architecture'",
+                              field="general.architecture")
+        return arch
+
+
+def tensor_bytes(shape: tuple[int, ...], type_id: int, name: str = "tensor") -> int:
+    """Bytes of a ggml tensor of ``shape`` (row length first) and ``type_id``."""
+    if type_id not in GGML_TYPES:
+        raise ConfigError(f"tensor {shown(name)} has ggml type {type_id}, which kvplan does not "
+                          f"know (known: {', '.join(t[0] for t in GGML_TYPES.values())})",
+                          field="tensor type")
+    tname, block, size = GGML_TYPES[type_id]
+    row = shape[0] if shape else 1
+    if row % block:
+        raise ConfigError(f"tensor {shown(name)}: a row of {row:,} values is not a whole number "
+                          f"of {tname} blocks of {block}", field="tensor type")
+    rows = 1
+    for d in shape[1:]:
+        rows *= d
+    return rows * (row // block) * size
+
+
+class _Reader:
+    def __init__(self, f: BinaryIO, path: Path):
+        self.f, self.path = f, path
+
+    def _take(self, n: int) -> bytes:
+        data = self.f.read(n)
+        if len(data) != n:
+            raise ConfigError(f"{self.path.name} ends inside its header: the file is truncated "
+                              "or not a GGUF file")
+        return data
+
+    def scalar(self, fmt: str) -> Any:
+        return struct.unpack(fmt, self._take(struct.calcsize(fmt)))[0]
+
+    def string(self) -> str:
+        n = self.scalar("<Q")
+        if n > MAX_STRING:
+            raise ConfigError(f"{self.path.name} holds a string of {n:,} bytes in its header: "
+                              "the file is corrupt")
+        return self._take(n).decode("utf-8", errors="replace")
+
+    def skip_strings(self, count: int) -> None:
+        for _ in range(count):
+            n = self.scalar("<Q")
+            if n > MAX_STRING:
+                raise ConfigError(f"{self.path.name}: a string of {n:,} bytes in an array: "
+                                  "the file is corrupt")
+            self.f.seek(n, 1)
+
+    def value(self, vtype: int) -> Any:
+        if vtype in _SCALARS:
+            return self.scalar(_SCALARS[vtype])
+        if vtype == 8:
+            return self.string()
+        if vtype == 9:
+            itype, count = self.scalar("<I"), self.scalar("<Q")
+            if itype == 9:
+                raise ConfigError(f"{self.path.name}: nested arrays in the metadata are not "
+                                  "read")
+            if count > KEEP_ITEMS:
+                if itype == 8:
+                    self.skip_strings(count)
+                elif itype in _SCALARS:
+                    self.f.seek(count * struct.calcsize(_SCALARS[itype]), 1)
+                else:
+                    raise ConfigError(f"{self.path.name}: array of unknown type {itype}")
+                return _Long(count)
+            return [self.value(itype) for _ in range(count)]
+        raise ConfigError(f"{self.path.name}: metadata value of unknown type {vtype}: the file "
+                          "is corrupt or of a newer GGUF version")
+
+
+@dataclass(frozen=True)
+class _Long:
+    """An array kept as its length only."""
+
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def is_gguf(path: Path) -> bool:
+    """The file begins with GGUF's magic."""
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == MAGIC
+    except OSError:
+        return False
+
+
+def read_gguf(path: Path) -> GgufFile:
+    """The header of one GGUF file: metadata and tensor table, checked against its size."""
+    with path.open("rb") as f:
+        r = _Reader(f, path)
+        if r._take(4) != MAGIC:
+            raise ConfigError(f"{path.name} is not a GGUF file (it does not begin with 'GGUF')")
+        version = r.scalar("<I")
+        if version not in (2, 3):
+            raise ConfigError(f"{path.name} is GGUF version {version}; versions 2 and 3 are "
+                              "read (re-convert the model with a current llama.cpp)")
+        n_tensors, n_keys = r.scalar("<Q"), r.scalar("<Q")
+        if n_tensors > MAX_TENSORS or n_keys > MAX_KEYS:
+            raise ConfigError(f"{path.name} claims {n_tensors:,} tensors and {n_keys:,} "
+                              "metadata keys: the file is corrupt")
+        meta: dict[str, Any] = {}
+        for _ in range(n_keys):
+            key = r.string()
+            meta[key] = r.value(r.scalar("<I"))
+        tensors = []
+        for _ in range(n_tensors):
+            name = r.string()
+            dims = r.scalar("<I")
+            if not 1 <= dims <= MAX_DIMS:
+                raise ConfigError(f"{path.name}: tensor {shown(name)} has {dims} dimensions; "
+                                  f"1 to {MAX_DIMS} expected: the file is corrupt")
+            shape = tuple(r.scalar("<Q") for _ in range(dims))
+            tensors.append(TensorInfo(name, shape, r.scalar("<I"), r.scalar("<Q")))
+        align = meta.get("general.alignment", 32)
+        if not isinstance(align, int) or align <= 0 or align & (align - 1):
+            raise ConfigError(f"{path.name}: general.alignment is {shown(align)}, expected a "
+                              "power of two")
+        start = -(-f.tell() // align) * align
+        size = path.stat().st_size
+    end = max((t.offset + t.nbytes for t in tensors), default=0)
+    if start + end > size:
+        raise ConfigError(f"{path.name} is truncated: its tensors need {start + end:,} bytes, the "
+                          f"file has {size:,} (an incomplete download?)")
+    return GgufFile(path, version, meta, tuple(tensors), start)
+
+
+def _parts(first: GgufFile) -> Iterator[GgufFile]:
+    """Every file of a split model, the one given first (``split.count`` > 1)."""
+    count = first.metadata.get("split.count", 1)
+    if not isinstance(count, int) or count <= 1:
+        yield first
+        return
+    m = SPLIT_NAME.match(first.path.name)
+    if not m or int(m.group("count")) != count:
+        raise ConfigError(f"{first.path.name} is part of a model split in {count} files, but its "
+                          "name is not NAME-0000k-of-0000n.gguf: pass the first part by its "
+                          "llama-gguf-split name")
+    yield first
+    here = int(m.group("no"))
+    for no in range(1, count + 1):
+        if no == here:
+            continue
+        part = first.path.with_name(f"{m.group('stem')}-{no:05d}-of-{count:05d}.gguf")
+        if not part.is_file():
+            raise InputError(f"part {no} of {count} of the split model is missing: {part.name} "
+                             f"(next to {first.path.name})", field="model")
+        yield read_gguf(part)
+
+
+def _first(path: Path) -> Path:
+    """A split model's first part, whichever part was named."""
+    m = SPLIT_NAME.match(path.name)
+    if m and int(m.group("no")) != 1:
+        first = path.with_name(f"{m.group('stem')}-00001-of-{m.group('count')}.gguf")
+        if first.is_file():
+            return first
+    return path
+
+
+#: architectures read, → (Hugging Face model_type, how its layers are laid out)
+ARCHS: dict[str, str] = {
+    "llama": "llama", "mistral3": "mistral", "qwen2": "qwen2", "qwen2moe": "qwen2_moe",
+    "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "gemma2": "gemma2", "gemma3": "gemma3_text",
+    "phi3": "phi3", "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3",
+}
+
+
+def _get(meta: dict[str, Any], key: str, default: Any = None, *, need: bool = False) -> Any:
+    if key not in meta:
+        if need:
+            raise ConfigError(f"the GGUF has no '{key}'", field=key)
+        return default
+    return meta[key]
+
+
+def _uniform(value: Any, key: str) -> Any:
+    """A per-layer array whose entries are all equal, as that one number."""
+    if isinstance(value, list):
+        if not value or any(v != value[0] for v in value):
+            return value
+        return value[0]
+    return value
+
+
+def config_from_gguf(g: GgufFile) -> dict[str, Any]:
+    """The Hugging Face config a GGUF's architecture numbers stand for."""
+    arch = g.arch
+    if arch not in ARCHS:
+        raise ConfigError(f"{g.path.name} is a '{arch}' model; kvplan reads the GGUFs of "
+                          f"{', '.join(sorted(ARCHS))}: pass the model's config.json (or its "
+                          "Hub id) instead", field="general.architecture")
+    m = g.metadata
+
+    def k(name: str, default: Any = None, need: bool = False) -> Any:
+        return _get(m, f"{arch}.{name}", default, need=need)
+
+    names = {t.name for t in g.tensors}
+    heads = _uniform(k("attention.head_count", need=True), "head_count")
+    kv = _uniform(k("attention.head_count_kv", heads), "head_count_kv")
+    if isinstance(heads, list):
+        raise ConfigError(f"{g.path.name}: query heads that differ by layer are not read",
+                          field=f"{arch}.attention.head_count")
+    tokens = m.get("tokenizer.ggml.tokens")
+    vocab = k("vocab_size") or (len(tokens) if tokens is not None else None)
+    if not vocab:
+        embd = next((t for t in g.tensors if t.name == "token_embd.weight"), None)
+        vocab = embd.shape[1] if embd and len(embd.shape) > 1 else None
+    if not vocab:
+        raise ConfigError(f"{g.path.name} gives no vocabulary size", field="vocab_size")
+    cfg: dict[str, Any] = {
+        "model_type": ARCHS[arch],
+        "_name_or_path": m.get("general.name") or g.path.stem,
+        "num_hidden_layers": k("block_count", need=True),
+        "hidden_size": k("embedding_length", need=True),
+        "intermediate_size": _uniform(k("feed_forward_length", 0), "feed_forward_length"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv,
+        "vocab_size": vocab,
+        "max_position_embeddings": k("context_length"),
+        "tie_word_embeddings": "output.weight" not in names,
+        "torch_dtype": "bfloat16",
+    }
+    if isinstance(cfg["intermediate_size"], list):
+        cfg["intermediate_size"] = max(cfg["intermediate_size"])
+    key_len = k("attention.key_length")
+    if key_len and arch != "deepseek2":
+        cfg["head_dim"] = key_len
+    experts, used = k("expert_count", 0), k("expert_used_count", 0)
+    if experts:
+        cfg["num_local_experts" if arch in ("llama", "gpt-oss", "mistral3") else "num_experts"] \
+            = experts
+        cfg["num_experts_per_tok"] = used
+        if k("expert_feed_forward_length"):
+            cfg["moe_intermediate_size"] = k("expert_feed_forward_length")
+        if k("expert_shared_feed_forward_length"):
+            cfg["shared_expert_intermediate_size"] = k("expert_shared_feed_forward_length")
+        if arch == "llama":
+            cfg["model_type"] = "mixtral"
+    window = k("attention.sliding_window")
+    if arch in ("gemma2", "gemma3", "gpt-oss", "phi3") and window:
+        cfg["sliding_window"] = window
+        pattern = k("attention.sliding_window_pattern")
+        period = {"gemma2": 2, "gemma3": 6, "gpt-oss": 2}.get(arch)
+        n = cfg["num_hidden_layers"]
+        if isinstance(pattern, list) and len(pattern) == n:
+            cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+        elif period and isinstance(n, int):
+            # llama.cpp's pattern: layer i slides unless i % period is the period's last
+            cfg["layer_types"] = ["sliding_attention" if i % period < period - 1
+                                  else "full_attention" for i in range(n)]
+    if arch == "deepseek2":
+        rank = k("attention.kv_lora_rank", need=True)
+        rope = k("rope.dimension_count", need=True)
+        key_mla = k("attention.key_length_mla") or k("attention.key_length", need=True)
+        value_mla = k("attention.value_length_mla") or k("attention.value_length", need=True)
+        # DeepSeek-V3's router is a sigmoid (expert_gating_func 2), V2's a softmax
+        if k("expert_gating_func") != 2:
+            cfg["model_type"] = "deepseek_v2"
+        cfg.update(kv_lora_rank=rank, qk_rope_head_dim=rope, qk_nope_head_dim=key_mla - rope,
+                   v_head_dim=value_mla, q_lora_rank=k("attention.q_lora_rank") or None,
+                   first_k_dense_replace=k("leading_dense_block_count", 0),
+                   n_shared_experts=k("expert_shared_count", 0))
+    return cfg
+
+
+def _checkpoint(parts: list[GgufFile], experts: int, used: int) -> Checkpoint:
+    total = inp = head = exp = 0
+    types: dict[str, int] = {}
+    separate = False
+    for g in parts:
+        for t in g.tensors:
+            n = t.nbytes
+            total += n
+            tname = GGML_TYPES[t.type][0]
+            types[tname] = types.get(tname, 0) + n
+            if t.name == "token_embd.weight":
+                inp = n
+            elif t.name == "output.weight":
+                head, separate = n, True
+            elif "_exps." in t.name:
+                exp += n
+    first = parts[0]
+    ftype = first.metadata.get("general.file_type")
+    fmt = FILE_TYPES.get(ftype, "gguf") if isinstance(ftype, int) else "gguf"
+    active = exp * used // experts if experts else 0
+    files = f"{len(parts)} files" if len(parts) > 1 else first.path.name
+    return Checkpoint(total, inp, head if separate else inp, exp, active, fmt,
+                      f"GGUF tensors ({files})", separate,
+                      tuple(sorted(types.items(), key=lambda kv: -kv[1])), str(first.path))
+
+
+def spec_from_gguf(path: Path) -> ModelSpec:
+    """The ModelSpec of a GGUF file (a split model's parts are found beside it)."""
+    from .hf import spec_from_config
+
+    first = read_gguf(_first(path))
+    parts = list(_parts(first))
+    cfg = config_from_gguf(first)
+    name = str(cfg.get("_name_or_path") or path.stem)[:200]
+    spec = spec_from_config(cfg, name=name, source=f"file {path}")
+    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    ck = _checkpoint(parts, experts, int(cfg.get("num_experts_per_tok") or 0))
+    # parameters counted from the tensors themselves
+    total = sum(t.elements for g in parts for t in g.tensors)
+    embedding = sum(t.elements for g in parts for t in g.tensors
+                    if t.name in ("token_embd.weight", "output.weight"))
+    inputs = sum(t.elements for g in parts for t in g.tensors if t.name == "token_embd.weight")
+    expert = sum(t.elements for g in parts for t in g.tensors if "_exps." in t.name)
+    active_expert = expert * ck.active_expert_bytes // ck.expert_bytes if ck.expert_bytes else 0
+    params = ParamCount(total=total, active=total - expert + active_expert
+                        - (inputs if ck.head_separate else 0),
+                        embedding=embedding, experts=expert, active_experts=active_expert)
+    return replace(spec, params=params, checkpoint=ck,
+                   notes=spec.notes + (f"weights read from the GGUF's {sum(len(g.tensors) for g in parts):,} "
+                                       "tensors",))

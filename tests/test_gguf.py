@@ -1,0 +1,221 @@
+"""GGUF files as models: the header read into the config it stands for, the weights exact from
+the tensor table, and clear refusals of what is not read."""
+
+import json
+import struct
+
+import pytest
+from ggufmake import U64, dense_model, nbytes, write_gguf
+
+import kvcore
+from app.cli import main
+from kvcore import ConfigError, InputError, load_model
+from kvcore.gguf import GGML_TYPES, tensor_bytes
+from kvcore.weights import weights_for
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def qwen3_8b(tmp_path, name="qwen3-8b-q4_k_m.gguf", **kw):
+    meta, tensors = dense_model("qwen3", layers=36, hidden=4096, heads=32, kv_heads=8,
+                                head_dim=128, ffn=12288, vocab=151936, ctx=40960, **kw)
+    path = tmp_path / name
+    return path, write_gguf(path, meta, tensors), tensors
+
+
+def test_a_dense_gguf_has_its_config_cache_and_exact_weights(tmp_path):
+    path, total, tensors = qwen3_8b(tmp_path)
+    spec, catalog = load_model(str(path)), load_model("qwen3-8b")
+    # the cache of the config the file was converted from, to the byte
+    assert spec.groups == catalog.groups
+    for ctx in (1, 4097, 131072):
+        assert (kvcore.cache_size(spec, ctx, 3).total_bytes
+                == kvcore.cache_size(catalog, ctx, 3).total_bytes)
+    w = weights_for(spec)
+    embd = nbytes((4096, 151936), 12)
+    head = nbytes((4096, 151936), 14)
+    assert (w.bytes, w.source) == (total, f"GGUF tensors ({path.name})")
+    assert w.format == "q4_k_m"
+    # the output tensor (Q6_K) is larger than the token embedding (Q4_K): each is its own
+    assert (w.input_bytes, w.head_bytes) == (embd, head)
+    assert w.active_bytes == total - embd
+    assert w.params == sum(_elements(s) for _, s, _ in tensors)
+
+
+def _elements(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def test_a_moe_gguf_reads_only_the_routed_share_per_token(tmp_path):
+    meta, tensors = dense_model("qwen3moe", layers=4, hidden=2048, heads=32, kv_heads=4,
+                                head_dim=128, ffn=6144, vocab=1000, ctx=40960, experts=128,
+                                used=8, expert_ffn=768)
+    path = tmp_path / "moe.gguf"
+    total = write_gguf(path, meta, tensors)
+    w = weights_for(load_model(str(path)))
+    experts = sum(nbytes(s, t) for n, s, t in tensors if "_exps." in n)
+    assert experts == 4 * 3 * nbytes((2048, 768, 128), 12)
+    assert w.bytes == total
+    assert w.active_bytes == total - experts + experts * 8 // 128 - nbytes((2048, 1000), 12)
+
+
+@pytest.mark.parametrize("arch,catalog,extra", [
+    # Gemma 3: five sliding layers, then one full
+    ("gemma3", "gemma-3-27b-it", {"gemma3.attention.sliding_window": 1024}),
+    # gpt-oss: sliding and full in turn
+    ("gpt-oss", "gpt-oss-20b", {"gpt-oss.attention.sliding_window": 128}),
+    ("gemma2", "gemma-2-9b", {"gemma2.attention.sliding_window": 4096}),
+])
+def test_sliding_window_layers_follow_llama_cpp_s_pattern(tmp_path, arch, catalog, extra):
+    cat = load_model(catalog)
+    entry = next(e for e in kvcore.model_catalog() if e.id == catalog)
+    cfg = entry.config()
+    cfg = cfg.get("text_config", cfg)
+    experts = cfg.get("num_local_experts", 0)
+    meta, tensors = dense_model(
+        arch, layers=cfg["num_hidden_layers"], hidden=cfg["hidden_size"],
+        heads=cfg["num_attention_heads"], kv_heads=cfg["num_key_value_heads"],
+        head_dim=cfg["head_dim"], ffn=cfg["intermediate_size"], vocab=256, ctx=131072,
+        extra=extra, experts=experts, used=cfg.get("num_experts_per_tok", 0),
+        expert_ffn=cfg["intermediate_size"] if experts else 0, quant=0, head_type=0)
+    path = tmp_path / f"{arch}.gguf"
+    write_gguf(path, meta, tensors)
+    spec = load_model(str(path))
+    assert spec.groups == cat.groups
+    assert (kvcore.cache_size(spec, 50000, 2).total_bytes
+            == kvcore.cache_size(cat, 50000, 2).total_bytes)
+
+
+def test_an_mla_gguf_caches_the_latent(tmp_path):
+    cat = load_model("deepseek-v2-lite-chat")
+    meta, tensors = dense_model("deepseek2", layers=27, hidden=2048, heads=16, kv_heads=16,
+                                head_dim=192, ffn=10944, vocab=102400, ctx=163840, quant=8,
+                                head_type=8, extra={
+                                    "deepseek2.attention.kv_lora_rank": 512,
+                                    "deepseek2.rope.dimension_count": 64,
+                                    "deepseek2.attention.value_length": 128,
+                                    "deepseek2.leading_dense_block_count": 1})
+    path = tmp_path / "dsv2.gguf"
+    write_gguf(path, meta, tensors)
+    spec = load_model(str(path))
+    assert spec.model_type == "deepseek_v2"
+    assert spec.groups == cat.groups
+    # 576 values a token and layer, one "head"
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes == 27 * 576 * 2 * 1000
+
+
+def test_a_split_model_sums_its_parts_from_any_part(tmp_path):
+    meta, tensors = dense_model("llama", layers=4, hidden=512, heads=8, kv_heads=2,
+                                head_dim=64, ffn=1024, vocab=1000, ctx=8192, quant=8)
+    half = len(tensors) // 2
+    base = {**meta, "split.count": 2}
+    a = write_gguf(tmp_path / "m-00001-of-00002.gguf", {**base, "split.no": 0}, tensors[:half])
+    b = write_gguf(tmp_path / "m-00002-of-00002.gguf", {"split.count": 2, "split.no": 1},
+                   tensors[half:])
+    for name in ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf"):
+        w = weights_for(load_model(str(tmp_path / name)))
+        assert w.bytes == a + b and "2 files" in w.source
+    # a folder with one model (its parts) and no config.json reads it
+    assert weights_for(load_model(str(tmp_path))).bytes == a + b
+    (tmp_path / "m-00002-of-00002.gguf").unlink()
+    with pytest.raises(InputError, match="part 2 of 2 of the split model is missing: "
+                                         "m-00002-of-00002.gguf"):
+        load_model(str(tmp_path / "m-00001-of-00002.gguf"))
+
+
+def test_tensor_bytes_follow_the_block_layouts():
+    # Q4_K: 144 bytes per 256 values; Q8_0: 34 per 32; MXFP4: 17 per 32
+    assert tensor_bytes((4096, 11008), 12) == 11008 * 16 * 144
+    assert tensor_bytes((4096, 3), 8) == 3 * 128 * 34
+    assert tensor_bytes((2880, 2880, 32), 39) == 2880 * 32 * 90 * 17
+    assert GGML_TYPES[30] == ("BF16", 1, 2)
+    with pytest.raises(ConfigError, match="a row of 100 values is not a whole number of Q4_K"):
+        tensor_bytes((100, 2), 12)
+    with pytest.raises(ConfigError, match="ggml type 99"):
+        tensor_bytes((32,), 99)
+
+
+def test_the_cli_plans_a_gguf_and_llama_cpp_loads_that_file(capsys, tmp_path):
+    path, total, _ = qwen3_8b(tmp_path, name="my model.gguf")
+    code, out, _ = run(capsys, str(path), "--gpu", "4090", "--engine", "llama.cpp", "--ctx",
+                       "32k")
+    assert code == 0
+    assert "q4_k_m, GGUF tensors (my model.gguf)" in out
+    assert f"llama-server -m '{path}' -c 32768" in out
+    code, out, _ = run(capsys, str(path), "--gpu", "4090", "--engine", "llama.cpp", "--json")
+    data = json.loads(out)
+    assert data["weights_bytes"] == total
+    # llama.cpp keeps the token embedding in host memory: the card holds the rest
+    embd = nbytes((4096, 151936), 12)
+    assert data["engine_report"]["weights_bytes"] == total - embd
+
+
+def _bad(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize("make,line", [
+    (lambda p: _bad(p, "x.gguf", b"PK\x03\x04" + bytes(60)),
+     "x.gguf is not a GGUF file (it does not begin with 'GGUF')"),
+    (lambda p: _bad(p, "v1.gguf", b"GGUF" + struct.pack("<I", 1) + bytes(16)),
+     "v1.gguf is GGUF version 1; versions 2 and 3 are read (re-convert the model with a "
+     "current llama.cpp)"),
+    (lambda p: _bad(p, "short.gguf", b"GGUF" + struct.pack("<IQ", 3, 1)),
+     "short.gguf ends inside its header: the file is truncated or not a GGUF file"),
+])
+def test_files_that_are_not_readable_ggufs_say_so(capsys, tmp_path, make, line):
+    path = make(tmp_path)
+    code, out, err = run(capsys, str(path))
+    assert (code, out, err) == (2, "", f"kvplan: error: {line}\n")
+
+
+def test_a_truncated_download_and_an_unread_architecture_are_refused(capsys, tmp_path):
+    meta, tensors = dense_model("llama", layers=2, hidden=256, heads=4, kv_heads=4,
+                                head_dim=64, ffn=512, vocab=100, ctx=4096, quant=8)
+    need = write_gguf(tmp_path / "cut.gguf", meta, tensors, cut=1000)
+    assert need
+    code, _, err = run(capsys, str(tmp_path / "cut.gguf"))
+    assert code == 2 and "cut.gguf is truncated: its tensors need" in err
+    assert "(an incomplete download?)" in err and err.count("\n") == 1
+    hybrid = {**meta, "general.architecture": "qwen3next"}
+    write_gguf(tmp_path / "next.gguf", hybrid, tensors)
+    code, _, err = run(capsys, str(tmp_path / "next.gguf"))
+    assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'qwen3next' model; "
+                                        "kvplan reads the GGUFs of deepseek2, gemma2")
+    assert "pass the model's config.json (or its Hub id) instead" in err
+
+
+def test_a_folder_of_several_ggufs_asks_which(capsys, tmp_path):
+    qwen3_8b(tmp_path, name="a.gguf")
+    qwen3_8b(tmp_path, name="b.gguf")
+    (tmp_path / "mmproj-f16.gguf").write_bytes(b"GGUF")
+    code, _, err = run(capsys, str(tmp_path))
+    assert code == 2
+    assert "has no config.json and 2 GGUF models (a.gguf, b.gguf): name one" in err
+
+
+def test_array_lengths_past_the_kept_size_still_count(tmp_path):
+    # the vocabulary (151,936 strings) is skipped, not held, and still gives the vocab size
+    path, _, _ = qwen3_8b(tmp_path)
+    g = kvcore.gguf.read_gguf(path)
+    assert len(g.metadata["tokenizer.ggml.tokens"]) == 151936
+    assert load_model(str(path)).vocab_size == 151936
+
+
+def test_u64_metadata_and_alignment(tmp_path):
+    meta, tensors = dense_model("llama", layers=2, hidden=256, heads=4, kv_heads=4,
+                                head_dim=64, ffn=512, vocab=100, ctx=4096, quant=8)
+    meta["llama.context_length"] = U64(1 << 20)
+    meta["general.alignment"] = 64
+    write_gguf(tmp_path / "a.gguf", meta, tensors, alignment=64)
+    spec = load_model(str(tmp_path / "a.gguf"))
+    assert spec.max_position_embeddings == 1 << 20
