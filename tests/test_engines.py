@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model
+from kvcore import CacheOptions, InputError, LayerKind, find_gpu, get_format, load_model
 from kvcore.engines import (
     EngineRequest,
     EngineSettings,
@@ -198,6 +198,25 @@ def test_llamacpp_max_sequences_are_the_slots_that_fit(model, ctx, seqs):
     assert n > 1
     assert engine_plan("llama.cpp", replace(base, sequences=n)).fits
     assert not engine_plan("llama.cpp", replace(base, sequences=n + 1)).fits
+
+
+@pytest.mark.parametrize("model,window", [("phi-3-mini-4k-instruct", 2047),
+                                          ("mistral-7b-v0.1", 4096)])
+def test_llamacpp_runs_phi3_and_mistral_v01_without_their_window(model, window):
+    # llama.cpp switches Phi-3's window off and converts Mistral 7B v0.1 to the llama
+    # architecture, which has none: one full cache of n_ctx cells a layer (was an ISWA cache
+    # of window + n_ubatch cells, 2,560 and 4,608 a stream)
+    spec = load_model(model)
+    assert all(g.kind is LayerKind.SLIDING and g.window == window for g in spec.groups)
+    r = engine_plan("llama.cpp", req(model, ctx=4096, seqs=4, gpu="4090"))
+    assert not any("iswa" in line for line in r.log_lines)
+    per_token = 32 * 2 * spec.groups[0].n_kv_heads * spec.groups[0].head_dim_k * 2
+    assert r.extra["kv_bytes"] == 4 * 4096 * per_token
+    assert any("without its sliding window" in n for n in r.notes)
+    # Gemma 2 keeps its window
+    g = engine_plan("llama.cpp", req("gemma-2-9b", ctx=16384, gpu="4090", weights="q4_k_m"))
+    assert any("iswa" in line for line in g.log_lines)
+    assert not any("without its sliding window" in n for n in g.notes)
 
 
 def test_llamacpp_serves_at_most_256_sequences():

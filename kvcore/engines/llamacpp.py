@@ -13,6 +13,7 @@ leaves 1024 MiB free per device). DeepSeek MLA caches the 576-value latent as K 
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 
 from ..errors import InputError
 from ..formats import get_format
@@ -138,7 +139,26 @@ def _notes(opts: CacheOptions, flash_attn: bool) -> list[str]:
     return notes
 
 
+#: architectures llama.cpp runs without the sliding window their config names: Mistral 7B
+#: v0.1 converts to the llama architecture, which has none; Phi-3's is switched off
+#: (llama-model.cpp: "Phi SWA is currently disabled"); PhiMoE and StarCoder2 read none
+NO_WINDOW = ("mistral", "phi3", "phimoe", "starcoder2")
+
+
+def without_windows(spec: ModelSpec) -> ModelSpec:
+    """``spec`` as llama.cpp runs it: sliding-window layers of an architecture in NO_WINDOW
+    hold a full cache."""
+    if spec.model_type not in NO_WINDOW or not any(g.kind is LayerKind.SLIDING
+                                                   for g in spec.groups):
+        return spec
+    groups = tuple(replace(g, kind=LayerKind.FULL, window=None) if g.kind is LayerKind.SLIDING
+                   else g for g in spec.groups)
+    return replace(spec, groups=groups)
+
+
 def plan(req: EngineRequest) -> EngineReport:
+    windowed = req.spec
+    req = replace(req, spec=without_windows(req.spec))
     s = req.settings
     opts = req.cache
     k = check_format(NAME, opts.kv_k, FORMATS, "kv_k")
@@ -199,6 +219,9 @@ def plan(req: EngineRequest) -> EngineReport:
     mem = memory(share, req.context)
     layout = Layout(req.context, req.sequences, unified, n_ubatch)
     notes = _notes(opts, flash)
+    if req.spec is not windowed:
+        notes.append(f"llama.cpp runs {windowed.model_type} without its sliding window: every "
+                     "layer keeps the whole context")
     if max_seqs == MAX_SEQ:
         notes.append(f"{MAX_SEQ} sequences at this context is llama.cpp's most (-np); more "
                      "would fit in memory")
@@ -259,7 +282,7 @@ def kv_bytes(spec: ModelSpec, ctx: int, n_seq: int, k: str, v: str, *, unified: 
              n_ubatch: int = N_UBATCH, swa_full: bool = False) -> Memory:
     """The caches llama.cpp allocates for a model (all layers on one device)."""
     opts = CacheOptions(kv_k=get_format(k), kv_v=get_format(v))
-    return Memory(spec, Layout(ctx, n_seq, unified, n_ubatch), opts, swa_full)
+    return Memory(without_windows(spec), Layout(ctx, n_seq, unified, n_ubatch), opts, swa_full)
 
 
 __all__ = ["FORMATS", "Layout", "Memory", "kv_bytes", "plan"]
