@@ -111,8 +111,8 @@ def _local(path: Path) -> ModelSpec:
         return spec_from_gguf(path)
     if path.is_dir() and not (path / "config.json").is_file():
         ggufs = sorted(p for p in path.glob("*.gguf") if not p.name.startswith("mmproj"))
-        firsts = [p for p in ggufs if not SPLIT_NAME.match(p.name)
-                  or SPLIT_NAME.match(p.name).group("no") == "00001"]  # type: ignore[union-attr]
+        firsts = [p for p in ggufs if (m := SPLIT_NAME.match(p.name)) is None
+                  or m.group("no") == "00001"]
         if len(firsts) == 1:
             return spec_from_gguf(firsts[0])
         if len(firsts) > 1:

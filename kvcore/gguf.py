@@ -324,6 +324,11 @@ def config_from_gguf(g: GgufFile) -> dict[str, Any]:
         "tie_word_embeddings": "output.weight" not in names,
         "torch_dtype": "bfloat16",
     }
+    nextn = k("nextn_predict_layers", 0)
+    if isinstance(nextn, int) and nextn > 0 and isinstance(cfg["num_hidden_layers"], int):
+        # the draft (MTP) blocks are numbered after the decoder's, counted in block_count
+        cfg["num_hidden_layers"] -= nextn
+        cfg["num_nextn_predict_layers"] = nextn
     if isinstance(cfg["intermediate_size"], list):
         cfg["intermediate_size"] = max(cfg["intermediate_size"])
     key_len = k("attention.key_length")
@@ -367,12 +372,23 @@ def config_from_gguf(g: GgufFile) -> dict[str, Any]:
     return cfg
 
 
-def _checkpoint(parts: list[GgufFile], experts: int, used: int) -> Checkpoint:
+_BLOCK = re.compile(r"^blk\.(\d+)\.")
+
+
+def _draft(name: str, layers: int) -> bool:
+    """A tensor of a draft (MTP) block: numbered past the decoder's ``layers``."""
+    m = _BLOCK.match(name)
+    return m is not None and int(m.group(1)) >= layers
+
+
+def _checkpoint(parts: list[GgufFile], experts: int, used: int, layers: int) -> Checkpoint:
     total = inp = head = exp = 0
     types: dict[str, int] = {}
     separate = False
     for g in parts:
         for t in g.tensors:
+            if _draft(t.name, layers):
+                continue
             n = t.nbytes
             total += n
             tname = GGML_TYPES[t.type][0]
@@ -403,17 +419,21 @@ def spec_from_gguf(path: Path) -> ModelSpec:
     name = str(cfg.get("_name_or_path") or path.stem)[:200]
     spec = spec_from_config(cfg, name=name, source=f"file {path}")
     experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
-    ck = _checkpoint(parts, experts, int(cfg.get("num_experts_per_tok") or 0))
-    # parameters counted from the tensors themselves
-    total = sum(t.elements for g in parts for t in g.tensors)
-    embedding = sum(t.elements for g in parts for t in g.tensors
+    layers = int(cfg["num_hidden_layers"])
+    ck = _checkpoint(parts, experts, int(cfg.get("num_experts_per_tok") or 0), layers)
+    # parameters counted from the tensors themselves, the draft blocks' apart
+    tensors = [t for g in parts for t in g.tensors]
+    model = [t for t in tensors if not _draft(t.name, layers)]
+    total = sum(t.elements for t in model)
+    embedding = sum(t.elements for t in model
                     if t.name in ("token_embd.weight", "output.weight"))
-    inputs = sum(t.elements for g in parts for t in g.tensors if t.name == "token_embd.weight")
-    expert = sum(t.elements for g in parts for t in g.tensors if "_exps." in t.name)
+    inputs = sum(t.elements for t in model if t.name == "token_embd.weight")
+    expert = sum(t.elements for t in model if "_exps." in t.name)
+    draft = sum(t.elements for t in tensors) - total
     active_expert = expert * ck.active_expert_bytes // ck.expert_bytes if ck.expert_bytes else 0
     params = ParamCount(total=total, active=total - expert + active_expert
                         - (inputs if ck.head_separate else 0),
-                        embedding=embedding, experts=expert, active_experts=active_expert)
+                        embedding=embedding, experts=expert, active_experts=active_expert,
+                        mtp=draft)
     return replace(spec, params=params, checkpoint=ck,
-                   notes=spec.notes + (f"weights read from the GGUF's {sum(len(g.tensors) for g in parts):,} "
-                                       "tensors",))
+                   notes=spec.notes + (f"weights read from the GGUF's {len(tensors):,} tensors",))

@@ -219,3 +219,26 @@ def test_u64_metadata_and_alignment(tmp_path):
     write_gguf(tmp_path / "a.gguf", meta, tensors, alignment=64)
     spec = load_model(str(tmp_path / "a.gguf"))
     assert spec.max_position_embeddings == 1 << 20
+
+
+def test_draft_blocks_are_counted_apart(tmp_path):
+    # a DeepSeek-V3-style file: block_count 4 holds 3 decoder blocks and 1 MTP block
+    meta, tensors = dense_model("deepseek2", layers=4, hidden=512, heads=4, kv_heads=1,
+                                head_dim=576, ffn=1024, vocab=1000, ctx=8192, quant=8,
+                                head_type=8, extra={
+                                    "deepseek2.attention.kv_lora_rank": 512,
+                                    "deepseek2.rope.dimension_count": 64,
+                                    "deepseek2.attention.key_length_mla": 192,
+                                    "deepseek2.attention.value_length_mla": 128,
+                                    "deepseek2.attention.value_length": 512,
+                                    "deepseek2.expert_gating_func": 2,
+                                    "deepseek2.nextn_predict_layers": 1})
+    path = tmp_path / "v3.gguf"
+    total = write_gguf(path, meta, tensors)
+    spec = load_model(str(path))
+    assert spec.model_type == "deepseek_v3"
+    assert spec.num_layers == 3 and spec.has_mtp
+    draft = sum(nbytes(s, t) for n, s, t in tensors if n.startswith("blk.3."))
+    assert draft > 0
+    assert weights_for(spec).bytes == total - draft
+    assert kvcore.cache_size(spec, 100, 1).total_bytes == 3 * 576 * 2 * 100
