@@ -385,9 +385,11 @@ def _checkpoint(parts: list[GgufFile], experts: int, used: int, layers: int) -> 
     total = inp = head = exp = 0
     types: dict[str, int] = {}
     separate = False
+    draft = 0
     for g in parts:
         for t in g.tensors:
             if _draft(t.name, layers):
+                draft += t.nbytes
                 continue
             n = t.nbytes
             total += n
@@ -406,7 +408,8 @@ def _checkpoint(parts: list[GgufFile], experts: int, used: int, layers: int) -> 
     files = f"{len(parts)} files" if len(parts) > 1 else first.path.name
     return Checkpoint(total, inp, head if separate else inp, exp, active, fmt,
                       f"GGUF tensors ({files})", separate,
-                      tuple(sorted(types.items(), key=lambda kv: -kv[1])), str(first.path))
+                      tuple(sorted(types.items(), key=lambda kv: -kv[1])), str(first.path),
+                      draft)
 
 
 def spec_from_gguf(path: Path) -> ModelSpec:

@@ -141,6 +141,8 @@ class Checkpoint:
     types: tuple[tuple[str, int], ...] = ()
     #: the file a server loads (a split model's first part)
     file: str = ""
+    #: draft (MTP) blocks, not part of ``total_bytes``
+    draft_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,8 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
         # read per token: all but the experts not routed to and an untied input embedding
         active = (ck.total_bytes - ck.expert_bytes + ck.active_expert_bytes
                   - (ck.input_bytes if ck.head_separate else 0))
-        return Weights(ck.total_bytes, active,
+        draft = ck.draft_bytes if mtp else 0
+        return Weights(ck.total_bytes + draft, active + draft,
                        ck.format, ck.source, params,
                        ck.input_bytes + (ck.head_bytes if ck.head_separate else 0),
                        ck.head_separate, ck.head_bytes)

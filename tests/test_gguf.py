@@ -241,4 +241,6 @@ def test_draft_blocks_are_counted_apart(tmp_path):
     draft = sum(nbytes(s, t) for n, s, t in tensors if n.startswith("blk.3."))
     assert draft > 0
     assert weights_for(spec).bytes == total - draft
+    # with the draft layers asked for (--mtp), they are loaded too
+    assert weights_for(spec, mtp=True).bytes == total
     assert kvcore.cache_size(spec, 100, 1).total_bytes == 3 * 576 * 2 * 100
