@@ -5,11 +5,13 @@ import json
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ggufmake import U64, dense_model, nbytes, write_gguf
 
 import kvcore
 from app.cli import main
-from kvcore import ConfigError, InputError, load_model
+from kvcore import ConfigError, InputError, KvplanError, load_model
 from kvcore.gguf import GGML_TYPES, tensor_bytes
 from kvcore.weights import weights_for
 
@@ -244,3 +246,34 @@ def test_draft_blocks_are_counted_apart(tmp_path):
     # with the draft layers asked for (--mtp), they are loaded too
     assert weights_for(spec, mtp=True).bytes == total
     assert kvcore.cache_size(spec, 100, 1).total_bytes == 3 * 576 * 2 * 100
+
+
+def _small(tmp_path):
+    meta, tensors = dense_model("qwen3", layers=2, hidden=256, heads=4, kv_heads=2,
+                                head_dim=64, ffn=512, vocab=64, ctx=4096, quant=8, head_type=8)
+    path = tmp_path / "small.gguf"
+    write_gguf(path, meta, tensors)
+    return path.read_bytes()
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_corrupted_headers_give_one_clear_error(tmp_path, data):
+    # any byte of a valid header changed, or the file cut anywhere: a KvplanError or a model,
+    # never another exception
+    blob = bytearray(_small(tmp_path))
+    header = blob.index(b"token_embd.weight")  # the tensor table begins
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, header + 400))
+        blob[at] = data.draw(st.integers(0, 255))
+    else:
+        blob = blob[:data.draw(st.integers(4, header + 400))]
+    path = tmp_path / "fuzzed.gguf"
+    path.write_bytes(bytes(blob))
+    try:
+        spec = load_model(str(path))
+    except KvplanError as exc:
+        assert str(exc) and "\n" not in str(exc)
+    else:
+        assert weights_for(spec).bytes >= 0
