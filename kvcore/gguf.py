@@ -286,8 +286,9 @@ def _uniform(value: Any, key: str) -> Any:
     return value
 
 
-def config_from_gguf(g: GgufFile) -> dict[str, Any]:
-    """The Hugging Face config a GGUF's architecture numbers stand for."""
+def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, Any]:
+    """The Hugging Face config a GGUF's architecture numbers stand for (``names``: the
+    tensors of every part of a split model; else the file's own)."""
     arch = g.arch
     if arch not in ARCHS:
         raise ConfigError(f"{g.path.name} is a '{arch}' model; kvplan reads the GGUFs of "
@@ -298,7 +299,7 @@ def config_from_gguf(g: GgufFile) -> dict[str, Any]:
     def k(name: str, default: Any = None, need: bool = False) -> Any:
         return _get(m, f"{arch}.{name}", default, need=need)
 
-    names = {t.name for t in g.tensors}
+    names = names if names is not None else {t.name for t in g.tensors}
     heads = _uniform(k("attention.head_count", need=True), "head_count")
     kv = _uniform(k("attention.head_count_kv", heads), "head_count_kv")
     if isinstance(heads, list):
@@ -418,7 +419,7 @@ def spec_from_gguf(path: Path) -> ModelSpec:
 
     first = read_gguf(_first(path))
     parts = list(_parts(first))
-    cfg = config_from_gguf(first)
+    cfg = config_from_gguf(first, {t.name for g in parts for t in g.tensors})
     name = str(cfg.get("_name_or_path") or path.stem)[:200]
     spec = spec_from_config(cfg, name=name, source=f"file {path}")
     experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)

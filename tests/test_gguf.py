@@ -121,9 +121,12 @@ def test_a_split_model_sums_its_parts_from_any_part(tmp_path):
     a = write_gguf(tmp_path / "m-00001-of-00002.gguf", {**base, "split.no": 0}, tensors[:half])
     b = write_gguf(tmp_path / "m-00002-of-00002.gguf", {"split.count": 2, "split.no": 1},
                    tensors[half:])
+    # the output tensor is in the second part: the head is untied all the same
+    assert tensors[-1][0] == "output.weight"
     for name in ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf"):
         w = weights_for(load_model(str(tmp_path / name)))
         assert w.bytes == a + b and "2 files" in w.source
+        assert w.lm_head_separate and w.head_bytes == nbytes((512, 1000), 14)
     # a folder with one model (its parts) and no config.json reads it
     assert weights_for(load_model(str(tmp_path))).bytes == a + b
     (tmp_path / "m-00002-of-00002.gguf").unlink()
