@@ -111,6 +111,32 @@ def test_pp_tightest_stage_binds():
     assert r.binding_stage == 2  # the stage with 16 layers
 
 
+def test_sglang_and_trtllm_split_layers_their_own_way():
+    # SGLang gives the remainder to the last stages (distributed/utils.py get_pp_indices),
+    # TensorRT-LLM to the first (mapping.py Mapping.pp_layers, a torch.tensor_split)
+    from kvcore.engines import stage_split
+    from kvcore.parallel import sglang_stage_layers, trtllm_stage_layers
+    assert [len(sglang_stage_layers(61, 4, s)) for s in range(4)] == [15, 15, 15, 16]
+    assert list(sglang_stage_layers(61, 4, 3)) == list(range(45, 61))
+    assert [len(trtllm_stage_layers(61, 4, s)) for s in range(4)] == [16, 15, 15, 15]
+    assert list(trtllm_stage_layers(61, 4, 1)) == list(range(16, 31))
+    assert stage_split("sglang") is sglang_stage_layers
+    assert stage_split("trtllm") is trtllm_stage_layers
+
+
+@pytest.mark.parametrize("engine,stage", [("sglang", 3), ("trtllm", 0)])
+def test_pp_pool_is_sized_by_the_stage_with_most_kv_layers(engine, stage):
+    # DeepSeek-V3 over 4 stages: the 16-layer stage holds the most latent per token and so the
+    # fewest tokens of a given budget; both engines keep the smallest pool of all ranks
+    r = engine_plan(engine, req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB,
+                                parallel=Parallel(tp=4, pp=4)))
+    tokens = 8 * GiB // (16 * 576 * 2)
+    if engine == "trtllm":
+        tokens = -(-tokens // 32) * 32
+    assert r.kv_tokens == tokens
+    assert r.binding_stage == stage
+
+
 def test_vllm_log_lines_and_command():
     r = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, seqs=4))
     assert r.log_lines[0].startswith("Available KV cache memory: ")
