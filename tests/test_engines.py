@@ -137,6 +137,37 @@ def test_pp_pool_is_sized_by_the_stage_with_most_kv_layers(engine, stage):
     assert r.binding_stage == stage
 
 
+@pytest.mark.parametrize("gpu,kv,block", [
+    ("h200", "f16", 16),    # FLASH_ATTN_MLA takes multiples of 16
+    ("h200", "fp8", 64),    # FLASH_ATTN_MLA has no fp8 cache: FLASHMLA, 64 only
+    ("b200", "f16", 32),    # FLASHINFER_MLA: 32 or 64, the smallest when 16 is not taken
+    ("b200", "fp8", 32),
+    ("rtx-5090", "f16", 16),  # SM120: TRITON_MLA
+    ("a100", "f16", 16),
+])
+def test_vllm_mla_block_is_the_backends_choice(gpu, kv, block):
+    spec = load_model("deepseek-v3")
+    assert vllm.default_block(spec, find_gpu(gpu), get_format(kv)) == block
+    # a dense model keeps 16 on every card
+    assert vllm.default_block(load_model("llama-3.1-8b"), find_gpu(gpu), get_format(kv)) == 16
+
+
+def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
+    # DeepSeek-V3 fp8 over 8 H200s, 10,000-token requests: blocks of 64 × 61 layers × 576 B;
+    # a request holds cdiv(10000, 64) = 157 blocks (10,048 tokens), not 625 blocks of 16
+    r = engine_plan("vllm", req("deepseek-v3", ctx=10000, kv="fp8", gpu="h200",
+                                weights="fp8", parallel=Parallel(tp=8)))
+    assert r.block_tokens == 64
+    assert r.blocks == r.kv_pool_bytes // (64 * 61 * 576)
+    assert r.max_concurrency == r.blocks / 157
+    assert f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens" in r.log_lines
+    # --block-size wins
+    r16 = engine_plan("vllm", req("deepseek-v3", ctx=10000, kv="fp8", gpu="h200", weights="fp8",
+                                  parallel=Parallel(tp=8),
+                                  settings=EngineSettings(block_size=16)))
+    assert r16.block_tokens == 16 and r16.blocks == r.kv_pool_bytes // (16 * 61 * 576)
+
+
 def test_vllm_log_lines_and_command():
     r = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, seqs=4))
     assert r.log_lines[0].startswith("Available KV cache memory: ")
