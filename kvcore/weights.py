@@ -80,6 +80,8 @@ class Weights:
     embedding_bytes: int = 0
     #: the lm_head is a matrix of its own (untied embeddings)
     lm_head_separate: bool = True
+    #: bytes of the decoder weights every tensor-parallel rank holds whole (ParamCount.replicated)
+    replicated_bytes: int = 0
 
     @property
     def head_bytes(self) -> int:
@@ -99,7 +101,8 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
     if auto and spec.safetensors_total_bytes:
         ratio = spec.safetensors_total_bytes / max(1, params)
         return Weights(spec.safetensors_total_bytes, int(p.active * ratio),
-                       spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied)
+                       spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied,
+                       int(p.replicated * ratio))
     if auto:
         fmt = get_weight_format(spec.checkpoint_weights or
                                 (spec.dtype if spec.dtype in _BY_NAME else "bf16"))
@@ -118,4 +121,5 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
     head = spec.vocab_size * spec.hidden_size
     active = size(p.active, head, p.active_experts)
     embedding = size(p.embedding, p.embedding, 0)
-    return Weights(total, active, fmt.name, "config estimate", params, embedding, untied)
+    return Weights(total, active, fmt.name, "config estimate", params, embedding, untied,
+                   size(p.replicated, 0, 0))

@@ -103,6 +103,27 @@ def test_mla_latent_is_replicated_on_every_tp_rank():
         assert (g.n_kv_heads, g.head_dim_k) == (1, 576)
 
 
+def test_tp_ranks_hold_the_mla_down_projections_router_and_norms_whole():
+    # vLLM builds DeepSeek's fused q_a/kv_a projection with disable_tp (kv_a_proj_with_mqa as a
+    # ReplicatedLinear without q_lora_rank) and the MoE gate as a ReplicatedLinear: every TP
+    # rank holds them whole, only the rest is split
+    from kvcore.engines.base import shares
+    from kvcore.weights import weights_for
+    spec = load_model("deepseek-v3")
+    layer = 7168 * (1536 + 512 + 64) + 1536 + 512 + 2 * 7168
+    assert spec.params.replicated == 61 * layer + 58 * 7168 * 256  # 58 MoE layers route
+    w = weights_for(spec, "bf16")
+    assert w.replicated_bytes == 2 * spec.params.replicated
+    r = req("deepseek-v3", gpu="h200", weights="bf16", parallel=Parallel(tp=8))
+    assert shares(r, w)[0].weights_bytes == (w.bytes - w.replicated_bytes) // 8 + w.replicated_bytes
+    # no q_lora_rank (DeepSeek-V2-Lite): kv_a alone is replicated
+    lite = load_model("deepseek-v2-lite-chat")
+    assert lite.params.replicated == 27 * (2048 * (512 + 64) + 512 + 2 * 2048) + 26 * 2048 * 64
+    # one rank holds everything: nothing to add
+    one = req("deepseek-v3", gpu="h200", weights="bf16")
+    assert shares(one, w)[0].weights_bytes == w.bytes
+
+
 def test_pp_tightest_stage_binds():
     assert pp_layer_counts(61, 4) == [15, 15, 16, 15]
     spec = load_model("deepseek-v3")
