@@ -35,6 +35,23 @@ class GPU:
     usable_fraction: float = 1.0
     #: the most of these cards one tensor-parallel group can hold (``--find-gpu`` tries no more)
     max_cards: int = 8
+    #: the chip generation as the catalog names it ("Hopper", "Blackwell", ...; "" if unknown)
+    architecture: str = ""
+    #: "HBM3e", "GDDR7", ... ("" if unknown)
+    memory_type: str = ""
+
+    @property
+    def cuda_family(self) -> int | None:
+        """The major CUDA compute capability engines pick kernels by (9: Hopper; 10: the HBM
+        Blackwell parts B200/B300/GB200; 12: the GDDR/LPDDR Blackwell parts), None where the
+        catalog does not say."""
+        if self.vendor != "nvidia":
+            return None
+        if self.architecture == "Hopper":
+            return 9
+        if self.architecture.startswith("Blackwell"):
+            return 10 if self.memory_type.startswith("HBM") else 12
+        return None
 
     @property
     def total_bytes(self) -> int:
@@ -71,6 +88,8 @@ def gpu_catalog() -> tuple[GPU, ...]:
             driver_total_bytes=entry.get("driver_total_bytes"),
             usable_fraction=float(entry.get("gpu_usable_fraction", 1.0)),
             max_cards=int(entry.get("max_cards", 8)),
+            architecture=entry.get("architecture", ""),
+            memory_type=entry.get("memory_type", ""),
         ))
     return tuple(gpus)
 

@@ -600,6 +600,13 @@ def _count_params(
         return (q + hidden * (kv_rank + qk_rope) + kv_rank * n_heads * (qk_nope + v_head)
                 + n_heads * v_head * hidden)
 
+    def mla_replicated() -> int:
+        # the latent down-projections (q_a and kv_a, fused) and their norms are not split by
+        # tensor parallelism: vLLM builds them with disable_tp / ReplicatedLinear
+        q_rank = r.opt_int("q_lora_rank")
+        kv = r.get_int("kv_lora_rank")
+        return hidden * ((q_rank or 0) + kv + r.get_int("qk_rope_head_dim")) + (q_rank or 0) + kv
+
     def gdn() -> int:
         nv, nk = r.get_int("linear_num_value_heads"), r.get_int("linear_num_key_heads")
         dk, dv = r.get_int("linear_key_head_dim"), r.get_int("linear_value_head_dim")
@@ -623,12 +630,13 @@ def _count_params(
         return (hidden * 2 * d_inner + d_inner * d_conv + d_inner * (dt_rank + 2 * d_state)
                 + dt_rank * d_inner + d_inner * d_state + d_inner * hidden)
 
-    total = active = experts_total = active_experts = 0
+    total = active = experts_total = active_experts = replicated = 0
     for i, layer_kinds in enumerate(kinds):
         mixer = 0
         for kind in layer_kinds:
             if kind is LayerKind.MLA:
                 mixer += mla()
+                replicated += mla_replicated()
             elif kind is LayerKind.LINEAR:
                 if isinstance(cfg.get("linear_attn_config"), dict):
                     lac = cfg["linear_attn_config"]
@@ -650,6 +658,7 @@ def _count_params(
             experts_total += experts
             shared = mats * hidden * shared_inter
             router = hidden * n_experts
+            replicated += router
             mlp_total = experts + shared + router
             mlp_active = top_k * mats * hidden * moe_inter + shared + router
             active_experts += top_k * mats * hidden * moe_inter
@@ -659,6 +668,7 @@ def _count_params(
         else:
             mlp_total = mlp_active = mats * hidden * dense_inter
         norms = 2 * hidden
+        replicated += norms
         total += mixer + mlp_total + norms
         active += mixer + mlp_active + norms
 
@@ -683,6 +693,7 @@ def _count_params(
         mtp=mtp_layer,
         experts=experts_total,
         active_experts=active_experts,
+        replicated=replicated,
     )
 
 

@@ -117,6 +117,9 @@ class ParamCount:
     experts: int = 0
     #: routed-expert weights read per token (top-k), part of ``active``
     active_experts: int = 0
+    #: decoder weights every tensor-parallel rank holds whole, part of ``total``: the MLA
+    #: down-projections and their norms, the MoE router, the layer norms
+    replicated: int = 0
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@
   their heads over TP.
 - Pipeline parallel (PP): each stage holds its own layers. Layers split as vLLM's
   ``get_pp_indices`` (``vllm/distributed/utils.py``) does: ``n // pp`` each, the remainder given one
-  apiece to the stages before the last, from the end.
+  apiece to the stages before the last, from the end. SGLang gives the remainder to the last
+  stages, TensorRT-LLM to the first, llama.cpp splits by device shares (each has its own
+  split function below).
 - Tensor parallel needs the heads to split evenly: ``tp`` must divide the attention heads, and
   the KV heads must be a multiple of ``tp`` or a divisor of it (vLLM
   ``verify_with_parallel_config`` and the QKV projection's replication rule; SGLang and
@@ -27,7 +29,7 @@ from .errors import InputError, shown
 from .model import LayerGroup, LayerKind, ModelSpec
 
 __all__ = ["Parallel", "Split", "check_tp", "llamacpp_stage_layers", "pp_layer_counts",
-           "rank_spec", "stage_layers"]
+           "rank_spec", "sglang_stage_layers", "stage_layers", "trtllm_stage_layers"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,30 @@ def stage_layers(num_layers: int, pp: int, stage: int) -> range:
     counts = pp_layer_counts(num_layers, pp)
     start = sum(counts[:stage])
     return range(start, start + counts[stage])
+
+
+def _split_extra(num_layers: int, pp: int, stage: int, extra: list[int]) -> range:
+    """Layers of ``stage`` when every stage holds ``num_layers // pp`` and the stages named in
+    ``extra`` one more each."""
+    if pp > num_layers:
+        raise InputError(f"pp {pp} is larger than the model's {num_layers} layers", field="pp")
+    counts = [num_layers // pp + (1 if s in extra else 0) for s in range(pp)]
+    start = sum(counts[:stage])
+    return range(start, start + counts[stage])
+
+
+def sglang_stage_layers(num_layers: int, pp: int, stage: int) -> range:
+    """Layers SGLang puts on pipeline stage ``stage``: ``num_layers // pp`` each, the remainder
+    one apiece to the LAST stages (sglang/srt/distributed/utils.py get_pp_indices: 61 layers
+    over 4 stages are 15, 15, 15, 16)."""
+    return _split_extra(num_layers, pp, stage, list(range(pp - num_layers % pp, pp)))
+
+
+def trtllm_stage_layers(num_layers: int, pp: int, stage: int) -> range:
+    """Layers TensorRT-LLM puts on pipeline stage ``stage``: ``num_layers // pp`` each, the
+    remainder one apiece to the FIRST stages (tensorrt_llm/mapping.py Mapping.pp_layers, a
+    torch.tensor_split: 61 layers over 4 stages are 16, 15, 15, 15)."""
+    return _split_extra(num_layers, pp, stage, list(range(num_layers % pp)))
 
 
 def llamacpp_stage_layers(num_layers: int, pp: int, stage: int) -> range:

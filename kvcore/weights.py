@@ -83,6 +83,8 @@ class Weights:
     #: the lm_head's exact bytes where the checkpoint's tensors give them (a GGUF's output
     #: tensor is often of another type than its token embedding)
     lm_head_bytes: int | None = None
+    #: bytes of the decoder weights every tensor-parallel rank holds whole (ParamCount.replicated)
+    replicated_bytes: int = 0
 
     @property
     def head_bytes(self) -> int:
@@ -117,11 +119,12 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
         return Weights(ck.total_bytes + draft, active + draft,
                        ck.format, ck.source, params,
                        ck.input_bytes + (ck.head_bytes if ck.head_separate else 0),
-                       ck.head_separate, ck.head_bytes)
+                       ck.head_separate, lm_head_bytes=ck.head_bytes)
     if auto and spec.safetensors_total_bytes:
         ratio = spec.safetensors_total_bytes / max(1, params)
         return Weights(spec.safetensors_total_bytes, int(p.active * ratio),
-                       spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied)
+                       spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied,
+                       replicated_bytes=int(p.replicated * ratio))
     if auto:
         fmt = get_weight_format(spec.checkpoint_weights or
                                 (spec.dtype if spec.dtype in _BY_NAME else "bf16"))
@@ -140,4 +143,5 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
     head = spec.vocab_size * spec.hidden_size
     active = size(p.active, head, p.active_experts)
     embedding = size(p.embedding, p.embedding, 0)
-    return Weights(total, active, fmt.name, "config estimate", params, embedding, untied)
+    return Weights(total, active, fmt.name, "config estimate", params, embedding, untied,
+                   replicated_bytes=size(p.replicated, 0, 0))

@@ -103,12 +103,90 @@ def test_mla_latent_is_replicated_on_every_tp_rank():
         assert (g.n_kv_heads, g.head_dim_k) == (1, 576)
 
 
+def test_tp_ranks_hold_the_mla_down_projections_router_and_norms_whole():
+    # vLLM builds DeepSeek's fused q_a/kv_a projection with disable_tp (kv_a_proj_with_mqa as a
+    # ReplicatedLinear without q_lora_rank) and the MoE gate as a ReplicatedLinear: every TP
+    # rank holds them whole, only the rest is split
+    from kvcore.engines.base import shares
+    from kvcore.weights import weights_for
+    spec = load_model("deepseek-v3")
+    layer = 7168 * (1536 + 512 + 64) + 1536 + 512 + 2 * 7168
+    assert spec.params.replicated == 61 * layer + 58 * 7168 * 256  # 58 MoE layers route
+    w = weights_for(spec, "bf16")
+    assert w.replicated_bytes == 2 * spec.params.replicated
+    r = req("deepseek-v3", gpu="h200", weights="bf16", parallel=Parallel(tp=8))
+    assert shares(r, w)[0].weights_bytes == (w.bytes - w.replicated_bytes) // 8 + w.replicated_bytes
+    # no q_lora_rank (DeepSeek-V2-Lite): kv_a alone is replicated
+    lite = load_model("deepseek-v2-lite-chat")
+    assert lite.params.replicated == 27 * (2048 * (512 + 64) + 512 + 2 * 2048) + 26 * 2048 * 64
+    # one rank holds everything: nothing to add
+    one = req("deepseek-v3", gpu="h200", weights="bf16")
+    assert shares(one, w)[0].weights_bytes == w.bytes
+
+
 def test_pp_tightest_stage_binds():
     assert pp_layer_counts(61, 4) == [15, 15, 16, 15]
     spec = load_model("deepseek-v3")
     r = engine_plan("raw", EngineRequest(spec=spec, context=32768, weights="fp8",
                                          gpus=(find_gpu("h200"),), parallel=Parallel(tp=2, pp=4)))
     assert r.binding_stage == 2  # the stage with 16 layers
+
+
+def test_sglang_and_trtllm_split_layers_their_own_way():
+    # SGLang gives the remainder to the last stages (distributed/utils.py get_pp_indices),
+    # TensorRT-LLM to the first (mapping.py Mapping.pp_layers, a torch.tensor_split)
+    from kvcore.engines import stage_split
+    from kvcore.parallel import sglang_stage_layers, trtllm_stage_layers
+    assert [len(sglang_stage_layers(61, 4, s)) for s in range(4)] == [15, 15, 15, 16]
+    assert list(sglang_stage_layers(61, 4, 3)) == list(range(45, 61))
+    assert [len(trtllm_stage_layers(61, 4, s)) for s in range(4)] == [16, 15, 15, 15]
+    assert list(trtllm_stage_layers(61, 4, 1)) == list(range(16, 31))
+    assert stage_split("sglang") is sglang_stage_layers
+    assert stage_split("trtllm") is trtllm_stage_layers
+
+
+@pytest.mark.parametrize("engine,stage", [("sglang", 3), ("trtllm", 0)])
+def test_pp_pool_is_sized_by_the_stage_with_most_kv_layers(engine, stage):
+    # DeepSeek-V3 over 4 stages: the 16-layer stage holds the most latent per token and so the
+    # fewest tokens of a given budget; both engines keep the smallest pool of all ranks
+    r = engine_plan(engine, req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB,
+                                parallel=Parallel(tp=4, pp=4)))
+    tokens = 8 * GiB // (16 * 576 * 2)
+    if engine == "trtllm":
+        tokens = -(-tokens // 32) * 32
+    assert r.kv_tokens == tokens
+    assert r.binding_stage == stage
+
+
+@pytest.mark.parametrize("gpu,kv,block", [
+    ("h200", "f16", 16),    # FLASH_ATTN_MLA takes multiples of 16
+    ("h200", "fp8", 64),    # FLASH_ATTN_MLA has no fp8 cache: FLASHMLA, 64 only
+    ("b200", "f16", 32),    # FLASHINFER_MLA: 32 or 64, the smallest when 16 is not taken
+    ("b200", "fp8", 32),
+    ("rtx-5090", "f16", 16),  # SM120: TRITON_MLA
+    ("a100", "f16", 16),
+])
+def test_vllm_mla_block_is_the_backends_choice(gpu, kv, block):
+    spec = load_model("deepseek-v3")
+    assert vllm.default_block(spec, find_gpu(gpu), get_format(kv)) == block
+    # a dense model keeps 16 on every card
+    assert vllm.default_block(load_model("llama-3.1-8b"), find_gpu(gpu), get_format(kv)) == 16
+
+
+def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
+    # DeepSeek-V3 fp8 over 8 H200s, 10,000-token requests: blocks of 64 × 61 layers × 576 B;
+    # a request holds cdiv(10000, 64) = 157 blocks (10,048 tokens), not 625 blocks of 16
+    r = engine_plan("vllm", req("deepseek-v3", ctx=10000, kv="fp8", gpu="h200",
+                                weights="fp8", parallel=Parallel(tp=8)))
+    assert r.block_tokens == 64
+    assert r.blocks == r.kv_pool_bytes // (64 * 61 * 576)
+    assert r.max_concurrency == r.blocks / 157
+    assert f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens" in r.log_lines
+    # --block-size wins
+    r16 = engine_plan("vllm", req("deepseek-v3", ctx=10000, kv="fp8", gpu="h200", weights="fp8",
+                                  parallel=Parallel(tp=8),
+                                  settings=EngineSettings(block_size=16)))
+    assert r16.block_tokens == 16 and r16.blocks == r.kv_pool_bytes // (16 * 61 * 576)
 
 
 def test_vllm_log_lines_and_command():

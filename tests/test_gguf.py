@@ -5,9 +5,9 @@ import json
 import struct
 
 import pytest
+from ggufmake import U64, dense_model, nbytes, write_gguf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ggufmake import U64, dense_model, nbytes, write_gguf
 
 import kvcore
 from app.cli import main

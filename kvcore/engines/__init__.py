@@ -50,9 +50,11 @@ def supported_formats(engine: str) -> list[str] | None:
 
 
 def stage_split(engine: str) -> Split:
-    """How ``engine`` splits the decoder's layers over pipeline stages (vLLM's rule, which
-    SGLang and TensorRT-LLM share, unless the engine has its own)."""
-    return llamacpp.STAGE_SPLIT if canonical(engine) == "llama.cpp" else stage_layers
+    """How ``engine`` splits the decoder's layers over pipeline stages (vLLM's rule unless the
+    engine has its own: llama.cpp, SGLang and TensorRT-LLM each place the remainder
+    differently)."""
+    return {"llama.cpp": llamacpp.STAGE_SPLIT, "sglang": sglang.STAGE_SPLIT,
+            "trtllm": trtllm.STAGE_SPLIT}.get(canonical(engine), stage_layers)
 
 
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:

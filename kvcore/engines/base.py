@@ -165,7 +165,10 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
     p = req.parallel
     n = req.spec.decoder_layers
     out = []
-    body = weights.bytes - weights.embedding_bytes
+    # tensor parallelism splits everything but the replicated part (MLA down-projections,
+    # router, norms), which every rank of a stage holds whole
+    whole = weights.replicated_bytes if p.tp > 1 else 0
+    body = weights.bytes - weights.embedding_bytes - whole
     head = weights.head_bytes
     for stage in range(p.pp):
         layers = len(split(n, p.pp, stage))
@@ -179,8 +182,8 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
                 w += weights.input_bytes
             if stage == p.pp - 1 and (weights.lm_head_separate or p.pp > 1):
                 w += head
-        out.append(RankShare(stage, rank_spec(req.spec, p, stage, split), w // p.tp,
-                             req.gpu_for(stage * p.tp)))
+        out.append(RankShare(stage, rank_spec(req.spec, p, stage, split),
+                             w // p.tp + whole * layers // n, req.gpu_for(stage * p.tp)))
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..kv import kv_row_bytes
 from ..model import LayerKind
+from ..parallel import sglang_stage_layers
 from ..plan import largest
 from .base import (
     EngineReport,
@@ -27,6 +28,8 @@ from .base import (
 )
 
 NAME = "sglang"
+#: --pp: the remainder of the layers goes to the last stages (distributed/utils.py get_pp_indices)
+STAGE_SPLIT = sglang_stage_layers
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 #: CUDA context and NCCL before weights load (seen: 22.49 GiB L4 → 21.63 GiB free)
 PRELOAD = int(0.86 * GiB)
@@ -86,9 +89,15 @@ def plan(req: EngineRequest) -> EngineReport:
     note_hybrid = ""
     p = req.parallel
     page = s.page_size or 1
-    weights, shares = rank_weights(req)
-    kb, vb = kv_row_bytes(shares[0].spec, opts.kv_k, opts.kv_v)
+    weights, shares = rank_weights(req, STAGE_SPLIT)
+    # every rank sizes its pool from the free memory of the most loaded rank (a world-group
+    # minimum) over its own layers' cell; the pipeline keeps the smallest pool, the stage
+    # with the most KV layers (model_runner_kv_cache_mixin profile_max_num_token)
+    rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
+    binding = max(range(len(shares)), key=lambda i: sum(rows[i]))
+    kb, vb = rows[binding]
     cell = max(1, kb + vb)
+    stage = shares[binding].spec
     frac = s.mem_fraction_static
     gpu = shares[0].gpu
     if req.kv_budget_bytes is not None:
@@ -107,7 +116,7 @@ def plan(req: EngineRequest) -> EngineReport:
         rest = int(after - before * (1 - frac))
         budget = int(before * frac)
     swa_tokens = None
-    recurrent = [g for g in shares[0].spec.groups if g.kind.is_recurrent and not g.mtp]
+    recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp]
     mamba_slots = None
     if recurrent and rest > 0:
         # the Mamba state pool takes ratio / (1 + ratio) of what is left; KV gets the rest
@@ -123,8 +132,8 @@ def plan(req: EngineRequest) -> EngineReport:
     if sliding:
         # one pool for full layers and one for window layers, sized so the window pool holds
         # swa_full_tokens_ratio as many tokens (model_runner_kv_cache_mixin set_num_tokens_hybrid_swa)
-        fk, fv = kv_row_bytes(shares[0].spec, opts.kv_k, opts.kv_v, (LayerKind.FULL, LayerKind.MLA))
-        sk, sv = kv_row_bytes(shares[0].spec, opts.kv_k, opts.kv_v,
+        fk, fv = kv_row_bytes(stage, opts.kv_k, opts.kv_v, (LayerKind.FULL, LayerKind.MLA))
+        sk, sv = kv_row_bytes(stage, opts.kv_k, opts.kv_v,
                               (LayerKind.SLIDING, LayerKind.CHUNKED))
         tokens = int(max(0, rest) / ((fk + fv) + SWA_RATIO * (sk + sv))) // page * page
         swa_tokens = int(tokens * SWA_RATIO) // page * page
@@ -187,6 +196,7 @@ def plan(req: EngineRequest) -> EngineReport:
         log_lines=tuple(lines),
         command=" ".join(cmd),
         notes=tuple(notes),
+        binding_stage=binding,
         offload_tokens=offload_tokens,
         extra={"mem_fraction_static": frac, "swa_tokens": swa_tokens, "mamba_slots": mamba_slots, "cell_bytes": cell, "weights": weights.format},
     )

@@ -12,6 +12,7 @@ blocks).
 from __future__ import annotations
 
 from ..kv import kv_row_bytes
+from ..parallel import trtllm_stage_layers
 from ..plan import largest
 from .base import (
     EngineReport,
@@ -24,6 +25,8 @@ from .base import (
 )
 
 NAME = "trtllm"
+#: --pp: the remainder of the layers goes to the first stages (mapping.py Mapping.pp_layers)
+STAGE_SPLIT = trtllm_stage_layers
 FRACTION = 0.9
 TOKENS_PER_BLOCK = 32
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
@@ -37,21 +40,24 @@ def plan(req: EngineRequest) -> EngineReport:
     frac = s.free_gpu_memory_fraction or FRACTION
     tpb = s.tokens_per_block or TOKENS_PER_BLOCK
     p = req.parallel
-    weights, shares = rank_weights(req)
-    sh = shares[0]
-    per_token = max(1, sum(kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v)))
+    weights, shares = rank_weights(req, STAGE_SPLIT)
     act = 2 * 8192 * (req.spec.hidden_size + req.spec.intermediate_size // p.tp) * 2
+    # each rank sizes its own pool (its weights, its layers' bytes per token); the
+    # executor keeps the smallest token count over the ranks
+    per_tokens = [max(1, sum(kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v))) for sh in shares]
     if req.kv_budget_bytes is not None:
-        available = req.kv_budget_bytes
-        budget = None
-    elif sh.gpu is None:
+        availables = [req.kv_budget_bytes] * len(shares)
+    elif any(sh.gpu is None for sh in shares):
         raise need_gpu()
     else:
-        total = sh.gpu.total_bytes
-        peak = max(x.weights_bytes for x in shares) + act + RUNTIME
-        available = int((total - peak) * frac)
-        budget = total
-    max_tokens = max(0, available) // per_token
+        availables = [int((sh.gpu.total_bytes - (sh.weights_bytes + act + RUNTIME)) * frac)
+                      for sh in shares if sh.gpu is not None]
+    stage_tokens = [max(0, a) // t for a, t in zip(availables, per_tokens, strict=True)]
+    binding = min(range(len(shares)), key=stage_tokens.__getitem__)
+    per_token, available = per_tokens[binding], availables[binding]
+    gpu = shares[binding].gpu
+    budget = gpu.total_bytes if req.kv_budget_bytes is None and gpu is not None else None
+    max_tokens = stage_tokens[binding]
     blocks = -(-max_tokens // tpb)
     tokens = blocks * tpb
     max_ctx = largest(lambda n: n == 0 or tokens >= n * req.sequences, 1 << 31)
@@ -72,7 +78,7 @@ def plan(req: EngineRequest) -> EngineReport:
     return EngineReport(
         engine=NAME,
         budget_bytes=budget,
-        weights_bytes=max(x.weights_bytes for x in shares),
+        weights_bytes=shares[binding].weights_bytes,
         overheads=(("activation peak", act), ("runtime buffers", RUNTIME)),
         kv_pool_bytes=max(0, available),
         kv_tokens=tokens * p.dp,
@@ -84,6 +90,7 @@ def plan(req: EngineRequest) -> EngineReport:
         log_lines=tuple(lines),
         command=" ".join(cmd),
         notes=tuple(notes),
+        binding_stage=binding,
         offload_tokens=offload_tokens,
         extra={"bytes_per_token": per_token, "weights": weights.format},
     )

@@ -43,6 +43,28 @@ MAX_BATCHED_TOKENS = 8192
 SMALL_CARD_BATCHED_TOKENS = 2048
 
 
+def default_block(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> int:
+    """The block size vLLM settles on when --block-size is not given.
+
+    Since vLLM let the attention backend choose it (PR #35122: platforms/cuda.py
+    _update_block_size_for_backend, then the backend's get_preferred_block_size: 16 where the
+    backend takes it, else its smallest kernel size), an MLA model gets the first MLA backend
+    that accepts the card and the KV dtype: on Hopper FLASH_ATTN_MLA (multiples of 16) for a
+    16-bit cache, FLASHMLA (64 only) for fp8, which FLASH_ATTN_MLA refuses; on the HBM
+    Blackwell parts FLASHINFER_MLA (32 or 64: 32); elsewhere TRITON_MLA (16). Hybrid models
+    keep the block their state pages ask for (_specs), and other models 16."""
+    if gpu is None or not any(g.kind is LayerKind.MLA for g in spec.groups):
+        return BLOCK
+    if any(g.kind.is_recurrent for g in spec.groups):
+        return BLOCK
+    family = gpu.cuda_family
+    if family == 9 and kv.name == "fp8_e4m3":
+        return 64
+    if family == 10:
+        return 32
+    return BLOCK
+
+
 def default_batched_tokens(gpu: GPU | None, sequences: int, max_len: int) -> int:
     """`vllm serve`'s default max_num_batched_tokens: 8192 on cards of 70 GiB or more but
     A100s, else 2048 (8192 where the card is not known), at most max_num_seqs × max_model_len
@@ -204,9 +226,9 @@ def plan(req: EngineRequest) -> EngineReport:
     if opts.hot_format is not None or opts.keep_fraction < 1:
         raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
     util = s.gpu_memory_utilization or UTILIZATION
-    block = s.block_size or BLOCK
     p = req.parallel
     weights, shares = rank_weights(req)
+    block = s.block_size or default_block(req.spec, shares[0].gpu, opts.kv_k)
     mbt = s.max_num_batched_tokens or default_batched_tokens(
         None if req.kv_budget_bytes is not None else shares[0].gpu, req.sequences, req.context)
     encoder = opts.images * req.spec.cross_tokens_per_image
@@ -265,6 +287,9 @@ def plan(req: EngineRequest) -> EngineReport:
     if any(g.state for g in main.groups):
         notes.append(f"hybrid model: attention blocks hold {main.min_block} tokens so a page "
                      "also fits one recurrent state")
+    if not s.block_size and block != BLOCK:
+        notes.append(f"MLA on this card: vLLM's attention backend asks for blocks of {block} "
+                     "tokens")
     if opts.kv_k.name.startswith("fp8") and opts.kv_k.name != "fp8_pth":
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
