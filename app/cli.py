@@ -105,7 +105,8 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctx", "--context", dest="ctx", default="8k",
                    help="context per sequence: 8192, 128k, 1M (k = 1024; default 8k)")
     p.add_argument("--seqs", "--sequences", dest="seqs", default="1",
-                   help="parallel sequences, each with its own cache (default 1)")
+                   help="parallel sequences, each with its own cache; with --dp, in each replica "
+                   "(default 1)")
     p.add_argument("--kv", default=None, help="KV format for K and V (default f16)")
     p.add_argument("--kv-k", default=None, help="KV format for keys")
     p.add_argument("--kv-v", default=None, help="KV format for values")
@@ -272,9 +273,10 @@ def render_engine(data: dict[str, Any]) -> list[str]:
     verdict = "fits" if r["fits"] else "does not fit"
     seqs = data["sequences"]
     tokens = format_quantity(data["context"], "token")
-    out.append(f"{verdict} under {r['engine']}: {tokens} × {format_quantity(seqs, 'sequence')}; "
-               f"max context {_ctx(r['max_context'])}, concurrency {r['max_concurrency']:,.2f} at "
-               f"{tokens}")
+    replica = " per replica" if par["dp"] > 1 else ""
+    out.append(f"{verdict} under {r['engine']}: {tokens} × {format_quantity(seqs, 'sequence')}"
+               f"{replica}; max context {_ctx(r['max_context'])}, concurrency "
+               f"{r['max_concurrency']:,.2f}{replica} at {tokens}")
     if r["offload_tokens"]:
         out.append(f"offload tier: about {r['offload_tokens']:,} more tokens beyond the GPU pool")
     if r["command"]:

@@ -115,7 +115,7 @@ def answer(q: Query) -> dict[str, Any]:
         out["engine_report"] = engine_to_dict(report)
         out["fits"] = report.fits
         out["max_context"] = report.max_context
-        out["max_sequences"] = int(report.max_concurrency)
+        out["max_sequences"] = report.sequences_max
         if q.gpus:
             out["gpus"] = [g.id for g in q.gpus]
             if q.multi:

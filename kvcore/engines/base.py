@@ -138,7 +138,7 @@ class EngineReport:
     #: blocks/pages/cells of the pool, when the engine pages it
     blocks: int | None
     block_tokens: int | None
-    #: requests of `context` tokens that fit at once
+    #: requests of `context` tokens that fit at once, in one replica (what the engine prints)
     max_concurrency: float
     #: the largest context per sequence that fits `sequences` sequences (0 if none)
     max_context: int
@@ -151,6 +151,13 @@ class EngineReport:
     #: tokens held by offload tiers beyond the GPU pool
     offload_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the most sequences of `context` tokens one replica serves, set up for that many (the
+    #: largest ``sequences`` that fits; None: the whole part of ``max_concurrency``)
+    max_sequences: int | None = None
+
+    @property
+    def sequences_max(self) -> int:
+        return int(self.max_concurrency) if self.max_sequences is None else self.max_sequences
 
 
 def mib(n: int | float) -> str:

@@ -17,7 +17,7 @@ from ..formats import get_format
 from ..kv import CacheOptions
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import llamacpp_stage_layers
-from ..plan import largest, raw_overhead
+from ..plan import MAX_SEQUENCES, largest, raw_overhead
 from .base import (
     EngineReport,
     EngineRequest,
@@ -163,21 +163,25 @@ def plan(req: EngineRequest) -> EngineReport:
     weights, shares = rank_weights(req, STAGE_SPLIT, input_on_cpu=True)
     compute = raw_overhead(req.spec).bytes - 512 * MiB
 
-    def memory(share: RankShare, ctx: int) -> Memory:
-        return Memory(share.spec, Layout(ctx, req.sequences, unified, n_ubatch), opts, s.swa_full)
+    def memory(share: RankShare, ctx: int, n_seq: int | None = None) -> Memory:
+        return Memory(share.spec, Layout(ctx, n_seq or req.sequences, unified, n_ubatch), opts,
+                      s.swa_full)
 
-    def cache_bytes(share: RankShare, ctx: int) -> int:
-        m = memory(share, ctx)
+    def cache_bytes(share: RankShare, ctx: int, n_seq: int | None = None) -> int:
+        m = memory(share, ctx, n_seq)
         return m.kv_bytes + m.state_bytes
 
     # a given pool is every stage's budget for its own cache
     pools = stage_pools(req, shares, margin + compute)
 
-    def ok(ctx: int) -> bool:
-        return ctx == 0 or all(cache_bytes(sh, ctx) <= pool for sh, pool in zip(shares, pools, strict=True))
+    def ok(ctx: int, n_seq: int | None = None) -> bool:
+        return ctx == 0 or all(cache_bytes(sh, ctx, n_seq) <= pool
+                               for sh, pool in zip(shares, pools, strict=True))
 
     fits = ok(req.context)
     max_ctx = largest(ok, 1 << 31)
+    # -np N: N sequences of the context, each cell of n_ctx laid out for N
+    max_seqs = largest(lambda n: n == 0 or ok(req.context, n), MAX_SEQUENCES)
     slack = [pool - cache_bytes(sh, req.context) for sh, pool in zip(shares, pools, strict=True)]
     binding = min(range(len(shares)), key=slack.__getitem__)
     share = shares[binding]
@@ -217,7 +221,8 @@ def plan(req: EngineRequest) -> EngineReport:
         kv_tokens=layout.n_ctx,
         blocks=layout.cells * layout.streams,
         block_tokens=1,
-        max_concurrency=float(req.sequences) if fits else 0.0,
+        max_concurrency=float(max_seqs),
+        max_sequences=max_seqs,
         max_context=max_ctx,
         fits=fits,
         log_lines=tuple(lines),

@@ -137,6 +137,11 @@ def plan(req: EngineRequest) -> EngineReport:
         return length == 0 or (tokens >= length * req.sequences and slots_ok)
 
     max_ctx = largest(fits_len, 1 << 31)
+    # a request of the context holds its tokens in the pool and, on a hybrid model, 3 slots
+    # of the Mamba state pool
+    max_seqs = tokens // req.context
+    if mamba_slots is not None:
+        max_seqs = min(max_seqs, mamba_slots // 3)
     mla = any(g.kind == LayerKind.MLA for g in req.spec.groups)
 
     def allocated(n: int, k_row: int, v_row: int) -> str:
@@ -181,7 +186,8 @@ def plan(req: EngineRequest) -> EngineReport:
         kv_tokens=tokens * p.dp,
         blocks=tokens // page,
         block_tokens=page,
-        max_concurrency=tokens / max(1, req.context) * p.dp,
+        max_concurrency=tokens / max(1, req.context),
+        max_sequences=max_seqs,
         max_context=max_ctx,
         fits=tokens >= req.context * req.sequences and slots_ok,
         log_lines=tuple(lines),
