@@ -13,6 +13,7 @@ from typing import Any
 
 from .engines import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, engine_plan
 from .engines import canonical as canonical_engine
+from .engines.base import SETTING_NAMES
 from .errors import InputError
 from .formats import FORMATS, KVFormat, get_format, quality_note
 from .gpus import gpu_catalog
@@ -38,8 +39,6 @@ ENGINE_SETTINGS = {
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
-#: a setting's name as the CLI and the API spell it, where it differs
-_SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload"}
 _ENGINE_NAMES = {"raw": "raw", "vllm": "vLLM", "llama.cpp": "llama.cpp", "sglang": "SGLang",
                  "trtllm": "TensorRT-LLM"}
 
@@ -52,7 +51,7 @@ def check_settings(engine: str, settings: EngineSettings) -> None:
             continue
         if f.name not in ENGINE_SETTINGS[engine]:
             owners = [e for e, names in ENGINE_SETTINGS.items() if f.name in names]
-            name = _SETTING_NAMES.get(f.name, f.name)
+            name = SETTING_NAMES.get(f.name, f.name)
             spelled = [_ENGINE_NAMES[e] for e in owners]
             who = spelled[0] if len(spelled) == 1 else (", ".join(spelled[:-1]) + " and "
                                                          + spelled[-1])

@@ -306,7 +306,7 @@ def test_gpu_given_as_a_bare_number_asks_for_a_unit(capsys):
       '"num_attention_heads": 1, "vocab_size": 10}'],
      "config.json field 'num_hidden_layers' must be between 1 and 4,096, got 1e+308"),
     (["llama-3.1-8b", "--engine", "vllm", "--block-size", "9" * 300],
-     "block_size must be a positive whole number, got 9.99e+299"),
+     "block_size must be a whole number from 1 to 16,777,216, got 9.99e+299"),
     (["llama-3.1-8b", "--gpu", "x" * 5000],
      "'" + "x" * 100 + "'… (5,000 characters) is not a known GPU (see `kvplan gpus` for the list)"),
     (["llama-3.1-8b", "--hot", "q" * 5000],
@@ -559,3 +559,11 @@ def test_header_counts_cacheless_and_mtp_layers(capsys):
     lines = out.splitlines()
     assert code == 0 and lines[0].endswith("(deepseek_v3, 61 layers: 61 mla; 1 MTP layer counted)")
     assert any(line.startswith("K (mla, MTP)") for line in lines)
+
+
+def test_engine_setting_out_of_range_is_named_as_given(capsys):
+    # the flag is --ubatch and the API field ubatch: n_ubatch was the profile's own name
+    code, _, err = run(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "4090",
+                       "--ubatch", "0")
+    assert code == 2
+    assert err == "kvplan: error: ubatch must be a whole number from 1 to 16,777,216, got 0\n"

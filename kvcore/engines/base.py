@@ -42,6 +42,10 @@ class UnsupportedFormat(InputError):
     """The chosen KV format does not exist in this engine."""
 
 
+#: a setting's name as the CLI and the API spell it, where it differs from EngineSettings'
+SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload"}
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     """Engine knobs. ``None`` means the engine's own default (documented per profile)."""
@@ -77,8 +81,9 @@ class EngineSettings:
                      "page_size", "chunked_prefill_size", "tokens_per_block"):
             value = getattr(self, name)
             if value is not None and not 1 <= value <= 1 << 24:
-                raise InputError(f"{name} must be a positive whole number, got {shown(value)}",
-                                 field=name)
+                shown_as = SETTING_NAMES.get(name, name)
+                raise InputError(f"{shown_as} must be a whole number from 1 to {1 << 24:,}, got "
+                                 f"{shown(value)}", field=shown_as)
         if not 0 <= self.speculative_tokens <= MAX_SPECULATIVE_TOKENS:
             raise InputError(f"speculative_tokens must be between 0 and {MAX_SPECULATIVE_TOKENS}, "
                              f"got {shown(self.speculative_tokens)}", field="speculative_tokens")
