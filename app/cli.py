@@ -343,8 +343,15 @@ def render_plan(data: dict[str, Any]) -> str:
         return "\n".join(out + notes + tail)
     used, cap = format_gib(data["total_bytes"]), format_gib(data["budget_bytes"])
     verdict = "fits" if data["fits"] else "does not fit"
-    out.append(f"{verdict}: {ctx} uses {used} of {cap} GiB on {gpu['name']}; "
-               f"max context {_ctx(data['max_context'])}, max sequences at "
+    if "engine_report" in data:
+        # the verdict is the engine's; the table's total is weights + cache + the runtime
+        # estimate, which the engine's own budget (below) replaces
+        engine = data["engine_report"]["engine"]
+        head = (f"{verdict} under {engine}: {ctx} on {gpu['name']} (the table's total is "
+                f"{used} of {cap} GiB; {engine}'s budget below)")
+    else:
+        head = f"{verdict}: {ctx} uses {used} of {cap} GiB on {gpu['name']}"
+    out.append(f"{head}; max context {_ctx(data['max_context'])}, max sequences at "
                f"{tokens} {data['max_sequences']:,}")
     if not data["fits"]:
         out.append(f"binding: {data['binding']} ({data['binding_reason']})")

@@ -112,6 +112,8 @@ def answer(q: Query) -> dict[str, Any]:
     if q.gpus and (q.multi or q.engine != "raw") or q.kv_budget_bytes is not None:
         report = engine_plan(q.engine, q.engine_request())
         out["engine_report"] = engine_to_dict(report)
+        if out.get("binding") is not None and report.fits != out["fits"]:
+            out["binding"], out["binding_reason"] = engine_binding(report, out)
         out["fits"] = report.fits
         out["max_context"] = report.max_context
         out["max_sequences"] = report.sequences_max
@@ -121,6 +123,24 @@ def answer(q: Query) -> dict[str, Any]:
                 out["decode"] = parallel_decode(q)
     out["notes"] = context_notes(q, out.get("max_context"))
     return out
+
+
+def engine_binding(report: EngineReport, raw: dict[str, Any]) -> tuple[str, str]:
+    """(binding, reason) of a plan whose engine's verdict is not the raw one: what the raw
+    plan named no longer says why (a plan that "uses 23.1 of 24.0 GiB" and does not fit
+    under vLLM is bound by vLLM's budget, not by the largest share of the card)."""
+    from .units import format_bytes
+
+    if report.fits:
+        terms = {"weights": raw["weights_bytes"], "kv": raw["kv_bytes"],
+                 "state": raw["state_bytes"], "overhead": raw["overhead_bytes"]}
+        binding = max(terms, key=terms.__getitem__)
+        return binding, f"{binding} is the largest share of the card"
+    if report.kv_pool_bytes <= 0:
+        return "weights", (f"the weights and {report.engine}'s own reservations leave no "
+                           "memory for the KV cache")
+    return "kv", (f"the KV cache for this context and sequence count exceeds the "
+                  f"{format_bytes(report.kv_pool_bytes, 2)} pool {report.engine} leaves")
 
 
 def context_notes(q: Query, max_context: int | None) -> list[str]:

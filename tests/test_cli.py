@@ -567,3 +567,21 @@ def test_engine_setting_out_of_range_is_named_as_given(capsys):
                        "--ubatch", "0")
     assert code == 2
     assert err == "kvplan: error: ubatch must be a whole number from 1 to 16,777,216, got 0\n"
+
+
+def test_engine_verdict_line_and_binding_are_the_engines(capsys):
+    # weights + cache + runtime estimate fit in 24 GiB, vLLM's 0.92 budget does not: the line
+    # said "does not fit: ... uses 23.1 of 24.0 GiB" and "binding: weights (weights is the
+    # largest share of the card)"
+    code, out, _ = run(capsys, "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm",
+                       "--ctx", "60000")
+    assert code == 0
+    assert ("does not fit under vllm: 60,000 tokens × 1 sequence on NVIDIA GeForce RTX 4090 "
+            "(the table's total is 23.1 of 24.0 GiB; vllm's budget below); max context 53,648"
+            in out)
+    assert "binding: kv (the KV cache for this context and sequence count exceeds the " \
+           "6.55 GiB pool vllm leaves)" in out
+    code, out, _ = run(capsys, "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm",
+                       "--ctx", "60000", "--json")
+    data = json.loads(out)
+    assert not data["fits"] and data["binding"] == "kv"
