@@ -585,3 +585,21 @@ def test_engine_verdict_line_and_binding_are_the_engines(capsys):
                        "--ctx", "60000", "--json")
     data = json.loads(out)
     assert not data["fits"] and data["binding"] == "kv"
+
+
+@pytest.mark.parametrize(("engine", "start"), [
+    ("vllm", "vllm serve {}"), ("sglang", "python -m sglang.launch_server --model-path {}"),
+    ("trtllm", "trtllm-serve {}"),
+])
+def test_serve_command_of_a_local_checkpoint_loads_its_folder(capsys, tmp_path, engine, start):
+    # `vllm serve Qwen3-8B` (the folder's name) would look for a Hub repo of that name
+    from kvcore import model_catalog
+
+    folder = tmp_path / "Qwen3-8B"
+    folder.mkdir()
+    config = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    (folder / "config.json").write_text(json.dumps(config))
+    for ref in (folder, folder / "config.json"):
+        code, out, _ = run(capsys, str(ref), "--gpu", "h100", "--engine", engine)
+        assert code == 0
+        assert f"command: {start.format(folder)} " in out

@@ -260,6 +260,22 @@ def single_format(engine: str, opts: CacheOptions, supported: dict[str, str]) ->
     return name
 
 
+def model_ref(spec: ModelSpec) -> str:
+    """What a serving command loads: the Hub repo, else the local checkpoint folder a
+    config.json was read from (a server loads the folder, not the folder's name), else the
+    model's name."""
+    import shlex
+    from pathlib import Path
+
+    if spec.hub_repo:
+        return spec.hub_repo
+    if spec.source.startswith("file "):
+        path = Path(spec.source.removeprefix("file "))
+        if path.name == "config.json":
+            return shlex.quote(str(path.parent))
+    return shlex.quote(spec.name)
+
+
 def parallel_flags(p: Parallel, tp: str, pp: str, dp: str | None) -> list[str]:
     """Command-line flags for a parallel layout (only those above 1)."""
     flags = []

@@ -20,6 +20,7 @@ from .base import (
     EngineRequest,
     GiB,
     MiB,
+    model_ref,
     need_gpu,
     parallel_flags,
     rank_weights,
@@ -164,7 +165,7 @@ def plan(req: EngineRequest) -> EngineReport:
         lines = [allocated(tokens, kb, vb)]
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
-    cmd = [f"python -m sglang.launch_server --model-path {req.spec.hub_repo or req.spec.name}",
+    cmd = [f"python -m sglang.launch_server --model-path {model_ref(req.spec)}",
            f"--context-length {req.context}", f"--max-running-requests {req.sequences}"]
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")

@@ -27,6 +27,7 @@ from .base import (
     EngineReport,
     EngineRequest,
     GiB,
+    model_ref,
     need_gpu,
     parallel_flags,
     rank_weights,
@@ -281,7 +282,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if opts.kv_k.name.startswith("fp8") and opts.kv_k.name != "fp8_pth":
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
-    cmd = [f"vllm serve {req.spec.hub_repo or req.spec.name}", f"--max-model-len {max_len}",
+    cmd = [f"vllm serve {model_ref(req.spec)}", f"--max-model-len {max_len}",
            f"--max-num-seqs {req.sequences}", f"--gpu-memory-utilization {util:g}"]
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
