@@ -104,8 +104,9 @@ def make_query(
     hot_format, hot_tokens = None, 0
     if hot:
         fmt, sep, tokens = str(hot).partition(":")
-        if not sep:
-            raise InputError(f"hot must look like f16:4096, got {shown(hot)}", field="hot")
+        if not sep or not fmt.strip() or not tokens.strip():
+            raise InputError(f"hot must look like f16:4096 (a KV format, a colon, a token "
+                             f"count), got {shown(hot)}", field="hot")
         hot_format, hot_tokens = get_format(fmt, field="hot"), parse_tokens(tokens, field="hot")
     if state_dtype not in ("f32", "f16", "bf16"):
         raise InputError(f"state dtype must be f32, f16 or bf16, got {shown(state_dtype)}",

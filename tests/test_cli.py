@@ -603,3 +603,12 @@ def test_serve_command_of_a_local_checkpoint_loads_its_folder(capsys, tmp_path, 
         code, out, _ = run(capsys, str(ref), "--gpu", "h100", "--engine", engine)
         assert code == 0
         assert f"command: {start.format(folder)} " in out
+
+
+@pytest.mark.parametrize("hot", [":4096", "f16:", " :4k"])
+def test_hot_missing_a_part_says_what_it_takes(capsys, hot):
+    # ':4096' answered "'' is not a known KV format"
+    code, _, err = run(capsys, "llama-3.1-8b", "--hot", hot)
+    assert code == 2
+    assert err.startswith("kvplan: error: hot must look like f16:4096 (a KV format, a colon, "
+                          "a token count), got ")
