@@ -551,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("give --find-gpu or --find-format, not both")
         if args.find_gpu:
             check_find_gpu(gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp,
-                           kv_budget=args.kv_budget, prefix="--")
+                           kv_budget=args.kv_budget, dp=args.dp, prefix="--")
         query = build_query(args)
         if args.find_gpu:
             rows = find_gpu_for(query)

@@ -59,11 +59,12 @@ def _gpus(gpu: str | None, gpus: str | None) -> tuple[int, list[Any], bool]:
 
 
 def check_find_gpu(*, gpu: Any, gpus: Any, tp: Any, pp: Any, kv_budget: Any = None,
-                   prefix: str = "") -> None:
+                   dp: Any = 1, prefix: str = "") -> None:
     """find-gpu chooses the card, the count and the layout, and sizes the KV pool on each:
     naming any of them (or the KV budget an engine printed on some card) is a conflict, not
     something to drop without a word. ``prefix`` spells the names as flags (``--``)."""
     given = [name for name, value in (("gpu", gpu), ("gpus", gpus), ("tp", tp), ("pp", pp),
+                                      ("dp", None if str(dp).strip() == "1" else dp),
                                       ("kv_budget", kv_budget))
              if value not in (None, "")]
     if given:

@@ -222,6 +222,10 @@ def test_engine_refusal_without_a_card(capsys, args, line, extra):
     (["--find-gpu", "--kv-budget", "8GiB"],
      "--find-gpu chooses the card, how many and their layout, and sizes the KV pool on each; "
      "leave out --kv-budget"),
+    # data-parallel replicas were dropped: the cards found held one replica
+    (["--find-gpu", "--dp", "2"],
+     "--find-gpu chooses the card, how many and their layout, and sizes the KV pool on each; "
+     "leave out --dp"),
 ])
 def test_find_gpu_conflicts(capsys, args, line):
     # each of these was dropped without a word: the answer ignored what was asked
