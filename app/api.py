@@ -101,7 +101,7 @@ def api_router() -> APIRouter:
     @api.post("/find-gpu")
     def post_find_gpu(body: PlanIn) -> list[dict[str, Any]]:
         check_find_gpu(gpu=body.gpu, gpus=body.gpus, tp=body.tp, pp=body.pp,
-                       kv_budget=body.kv_budget)
+                       kv_budget=body.kv_budget, dp=body.dp)
         return find_gpu_for(to_query(body))
 
     @api.post("/find-format")

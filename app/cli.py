@@ -105,7 +105,8 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctx", "--context", dest="ctx", default="8k",
                    help="context per sequence: 8192, 128k, 1M (k = 1024; default 8k)")
     p.add_argument("--seqs", "--sequences", dest="seqs", default="1",
-                   help="parallel sequences, each with its own cache (default 1)")
+                   help="parallel sequences, each with its own cache; with --dp, in each replica "
+                   "(default 1)")
     p.add_argument("--kv", default=None, help="KV format for K and V (default f16)")
     p.add_argument("--kv-k", default=None, help="KV format for keys")
     p.add_argument("--kv-v", default=None, help="KV format for values")
@@ -272,9 +273,10 @@ def render_engine(data: dict[str, Any]) -> list[str]:
     verdict = "fits" if r["fits"] else "does not fit"
     seqs = data["sequences"]
     tokens = format_quantity(data["context"], "token")
-    out.append(f"{verdict} under {r['engine']}: {tokens} × {format_quantity(seqs, 'sequence')}; "
-               f"max context {_ctx(r['max_context'])}, concurrency {r['max_concurrency']:,.2f} at "
-               f"{tokens}")
+    replica = " per replica" if par["dp"] > 1 else ""
+    out.append(f"{verdict} under {r['engine']}: {tokens} × {format_quantity(seqs, 'sequence')}"
+               f"{replica}; max context {_ctx(r['max_context'])}, concurrency "
+               f"{r['max_concurrency']:,.2f}{replica} at {tokens}")
     if r["offload_tokens"]:
         out.append(f"offload tier: about {r['offload_tokens']:,} more tokens beyond the GPU pool")
     if r["command"]:
@@ -341,8 +343,15 @@ def render_plan(data: dict[str, Any]) -> str:
         return "\n".join(out + notes + tail)
     used, cap = format_gib(data["total_bytes"]), format_gib(data["budget_bytes"])
     verdict = "fits" if data["fits"] else "does not fit"
-    out.append(f"{verdict}: {ctx} uses {used} of {cap} GiB on {gpu['name']}; "
-               f"max context {_ctx(data['max_context'])}, max sequences at "
+    if "engine_report" in data:
+        # the verdict is the engine's; the table's total is weights + cache + the runtime
+        # estimate, which the engine's own budget (below) replaces
+        engine = data["engine_report"]["engine"]
+        head = (f"{verdict} under {engine}: {ctx} on {gpu['name']} (the table's total is "
+                f"{used} of {cap} GiB; {engine}'s budget below)")
+    else:
+        head = f"{verdict}: {ctx} uses {used} of {cap} GiB on {gpu['name']}"
+    out.append(f"{head}; max context {_ctx(data['max_context'])}, max sequences at "
                f"{tokens} {data['max_sequences']:,}")
     if not data["fits"]:
         out.append(f"binding: {data['binding']} ({data['binding_reason']})")
@@ -542,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("give --find-gpu or --find-format, not both")
         if args.find_gpu:
             check_find_gpu(gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp,
-                           kv_budget=args.kv_budget, prefix="--")
+                           kv_budget=args.kv_budget, dp=args.dp, prefix="--")
         query = build_query(args)
         if args.find_gpu:
             rows = find_gpu_for(query)

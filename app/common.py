@@ -59,11 +59,12 @@ def _gpus(gpu: str | None, gpus: str | None) -> tuple[int, list[Any], bool]:
 
 
 def check_find_gpu(*, gpu: Any, gpus: Any, tp: Any, pp: Any, kv_budget: Any = None,
-                   prefix: str = "") -> None:
+                   dp: Any = 1, prefix: str = "") -> None:
     """find-gpu chooses the card, the count and the layout, and sizes the KV pool on each:
     naming any of them (or the KV budget an engine printed on some card) is a conflict, not
     something to drop without a word. ``prefix`` spells the names as flags (``--``)."""
     given = [name for name, value in (("gpu", gpu), ("gpus", gpus), ("tp", tp), ("pp", pp),
+                                      ("dp", None if str(dp).strip() == "1" else dp),
                                       ("kv_budget", kv_budget))
              if value not in (None, "")]
     if given:
@@ -104,8 +105,9 @@ def make_query(
     hot_format, hot_tokens = None, 0
     if hot:
         fmt, sep, tokens = str(hot).partition(":")
-        if not sep:
-            raise InputError(f"hot must look like f16:4096, got {shown(hot)}", field="hot")
+        if not sep or not fmt.strip() or not tokens.strip():
+            raise InputError(f"hot must look like f16:4096 (a KV format, a colon, a token "
+                             f"count), got {shown(hot)}", field="hot")
         hot_format, hot_tokens = get_format(fmt, field="hot"), parse_tokens(tokens, field="hot")
     if state_dtype not in ("f32", "f16", "bf16"):
         raise InputError(f"state dtype must be f32, f16 or bf16, got {shown(state_dtype)}",

@@ -70,7 +70,7 @@ def _format_rows(q: Query) -> list[dict[str, Any]]:
                 rep = engine_plan(q.engine, trial.engine_request())
             except (UnsupportedFormat, InputError):
                 continue
-            row.update(max_context=rep.max_context, max_sequences=int(rep.max_concurrency),
+            row.update(max_context=rep.max_context, max_sequences=rep.sequences_max,
                        fits=rep.fits)
         rows.append(row)
     return rows

@@ -105,8 +105,23 @@ def parse_config_text(text: str | bytes, what: str = "config") -> dict[str, Any]
     return data
 
 
+def _index_total(folder: Path) -> int | None:
+    """``metadata.total_size`` of the folder's model.safetensors.index.json (None: no index,
+    or none given there)."""
+    index = folder / "model.safetensors.index.json"
+    if not index.is_file():
+        return None
+    meta = parse_config_text(index.read_bytes(), str(index)).get("metadata")
+    size = meta.get("total_size") if isinstance(meta, dict) else None
+    if size is None:
+        return None
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise ConfigError(f"{index}: metadata.total_size must be the weights' bytes, "
+                          f"a whole number above 0, got {shown(size)}")
+    return size
+
+
 def _local(path: Path) -> ModelSpec:
-    total = None
     if path.is_file() and (path.suffix.lower() == ".gguf" or is_gguf(path)):
         return spec_from_gguf(path)
     if path.is_dir() and not (path / "config.json").is_file():
@@ -120,18 +135,12 @@ def _local(path: Path) -> ModelSpec:
                              f"models ({', '.join(p.name for p in firsts[:4])}"
                              f"{', ...' if len(firsts) > 4 else ''}): name one", field="model")
     if path.is_dir():
-        index = path / "model.safetensors.index.json"
-        if index.is_file():
-            meta = parse_config_text(index.read_bytes(), str(index)).get("metadata")
-            size = meta.get("total_size") if isinstance(meta, dict) else None
-            if size is not None:
-                if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-                    raise ConfigError(f"{index}: metadata.total_size must be the weights' bytes, "
-                                      f"a whole number above 0, got {shown(size)}")
-                total = size
         path = path / "config.json"
         if not path.is_file():
             raise InputError(f"folder '{path.parent}' has no config.json", field="model")
+    # a checkpoint's config.json, named as a folder or as the file, is read with the index
+    # beside it: the same model gives the same weights either way
+    total = _index_total(path.parent) if path.name == "config.json" else None
     config = parse_config_text(path.read_bytes(), str(path))
     return spec_from_config(config, name=path.parent.name if path.name == "config.json" else path.stem,
                             source=f"file {path}", safetensors_total_bytes=total)

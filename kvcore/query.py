@@ -13,6 +13,7 @@ from typing import Any
 
 from .engines import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, engine_plan
 from .engines import canonical as canonical_engine
+from .engines.base import SETTING_NAMES
 from .errors import InputError
 from .formats import FORMATS, KVFormat, get_format, quality_note
 from .gpus import gpu_catalog
@@ -38,8 +39,6 @@ ENGINE_SETTINGS = {
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
-#: a setting's name as the CLI and the API spell it, where it differs
-_SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload"}
 _ENGINE_NAMES = {"raw": "raw", "vllm": "vLLM", "llama.cpp": "llama.cpp", "sglang": "SGLang",
                  "trtllm": "TensorRT-LLM"}
 
@@ -52,7 +51,7 @@ def check_settings(engine: str, settings: EngineSettings) -> None:
             continue
         if f.name not in ENGINE_SETTINGS[engine]:
             owners = [e for e, names in ENGINE_SETTINGS.items() if f.name in names]
-            name = _SETTING_NAMES.get(f.name, f.name)
+            name = SETTING_NAMES.get(f.name, f.name)
             spelled = [_ENGINE_NAMES[e] for e in owners]
             who = spelled[0] if len(spelled) == 1 else (", ".join(spelled[:-1]) + " and "
                                                          + spelled[-1])
@@ -113,15 +112,35 @@ def answer(q: Query) -> dict[str, Any]:
     if q.gpus and (q.multi or q.engine != "raw") or q.kv_budget_bytes is not None:
         report = engine_plan(q.engine, q.engine_request())
         out["engine_report"] = engine_to_dict(report)
+        if out.get("binding") is not None and report.fits != out["fits"]:
+            out["binding"], out["binding_reason"] = engine_binding(report, out)
         out["fits"] = report.fits
         out["max_context"] = report.max_context
-        out["max_sequences"] = int(report.max_concurrency)
+        out["max_sequences"] = report.sequences_max
         if q.gpus:
             out["gpus"] = [g.id for g in q.gpus]
             if q.multi:
                 out["decode"] = parallel_decode(q)
     out["notes"] = context_notes(q, out.get("max_context"))
     return out
+
+
+def engine_binding(report: EngineReport, raw: dict[str, Any]) -> tuple[str, str]:
+    """(binding, reason) of a plan whose engine's verdict is not the raw one: what the raw
+    plan named no longer says why (a plan that "uses 23.1 of 24.0 GiB" and does not fit
+    under vLLM is bound by vLLM's budget, not by the largest share of the card)."""
+    from .units import format_bytes
+
+    if report.fits:
+        terms = {"weights": raw["weights_bytes"], "kv": raw["kv_bytes"],
+                 "state": raw["state_bytes"], "overhead": raw["overhead_bytes"]}
+        binding = max(terms, key=terms.__getitem__)
+        return binding, f"{binding} is the largest share of the card"
+    if report.kv_pool_bytes <= 0:
+        return "weights", (f"the weights and {report.engine}'s own reservations leave no "
+                           "memory for the KV cache")
+    return "kv", (f"the KV cache for this context and sequence count exceeds the "
+                  f"{format_bytes(report.kv_pool_bytes, 2)} pool {report.engine} leaves")
 
 
 def context_notes(q: Query, max_context: int | None) -> list[str]:

@@ -159,3 +159,18 @@ def test_hub_retry_warnings_stay_off_the_cli_error():
               "print(logging.getLogger('huggingface_hub').getEffectiveLevel())\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.stdout.strip() == str(logging.ERROR)
+
+
+def test_local_config_file_reads_the_index_beside_it(tmp_path):
+    # the folder and its config.json are the same checkpoint: same weights, from the index
+    config = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 17_000_000_000}, "weight_map": {}}))
+    for ref in (tmp_path, tmp_path / "config.json"):
+        spec = load_model(str(ref))
+        assert spec.safetensors_total_bytes == 17_000_000_000
+        assert kvcore.weights_for(spec).source == "safetensors index"
+    # another file name is a config alone
+    (tmp_path / "other.json").write_text(json.dumps(config))
+    assert load_model(str(tmp_path / "other.json")).safetensors_total_bytes is None

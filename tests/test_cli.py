@@ -222,6 +222,10 @@ def test_engine_refusal_without_a_card(capsys, args, line, extra):
     (["--find-gpu", "--kv-budget", "8GiB"],
      "--find-gpu chooses the card, how many and their layout, and sizes the KV pool on each; "
      "leave out --kv-budget"),
+    # data-parallel replicas were dropped: the cards found held one replica
+    (["--find-gpu", "--dp", "2"],
+     "--find-gpu chooses the card, how many and their layout, and sizes the KV pool on each; "
+     "leave out --dp"),
 ])
 def test_find_gpu_conflicts(capsys, args, line):
     # each of these was dropped without a word: the answer ignored what was asked
@@ -273,7 +277,9 @@ def test_counts_are_grouped_and_agree_in_number(capsys):
                       re.findall(r"≈ ([\d,.]+) tokens/s per sequence \(([\d,.]+) total\)", decode)[0])
     assert total > 1e9 and f"({total:,.1f} total)" in decode and f"{per_seq:,.1f}" in decode
     code, out, _ = run(capsys, "llama-3.1-8b", "--ctx", "1", "--gpu", "4090", "--engine", "vllm")
-    assert "fits under vllm: 1 token × 1 sequence; max context 55,376, concurrency 3,461.00 at " \
+    # the max context is vLLM's at that --max-model-len (its batched-token default, and so its
+    # activation peak, follows the context), not at 1 token's
+    assert "fits under vllm: 1 token × 1 sequence; max context 53,648, concurrency 3,461.00 at " \
            "1 token" in out
 
 
@@ -304,7 +310,7 @@ def test_gpu_given_as_a_bare_number_asks_for_a_unit(capsys):
       '"num_attention_heads": 1, "vocab_size": 10}'],
      "config.json field 'num_hidden_layers' must be between 1 and 4,096, got 1e+308"),
     (["llama-3.1-8b", "--engine", "vllm", "--block-size", "9" * 300],
-     "block_size must be a positive whole number, got 9.99e+299"),
+     "block_size must be a whole number from 1 to 16,777,216, got 9.99e+299"),
     (["llama-3.1-8b", "--gpu", "x" * 5000],
      "'" + "x" * 100 + "'… (5,000 characters) is not a known GPU (see `kvplan gpus` for the list)"),
     (["llama-3.1-8b", "--hot", "q" * 5000],
@@ -557,3 +563,56 @@ def test_header_counts_cacheless_and_mtp_layers(capsys):
     lines = out.splitlines()
     assert code == 0 and lines[0].endswith("(deepseek_v3, 61 layers: 61 mla; 1 MTP layer counted)")
     assert any(line.startswith("K (mla, MTP)") for line in lines)
+
+
+def test_engine_setting_out_of_range_is_named_as_given(capsys):
+    # the flag is --ubatch and the API field ubatch: n_ubatch was the profile's own name
+    code, _, err = run(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "4090",
+                       "--ubatch", "0")
+    assert code == 2
+    assert err == "kvplan: error: ubatch must be a whole number from 1 to 16,777,216, got 0\n"
+
+
+def test_engine_verdict_line_and_binding_are_the_engines(capsys):
+    # weights + cache + runtime estimate fit in 24 GiB, vLLM's 0.92 budget does not: the line
+    # said "does not fit: ... uses 23.1 of 24.0 GiB" and "binding: weights (weights is the
+    # largest share of the card)"
+    code, out, _ = run(capsys, "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm",
+                       "--ctx", "60000")
+    assert code == 0
+    assert ("does not fit under vllm: 60,000 tokens × 1 sequence on NVIDIA GeForce RTX 4090 "
+            "(the table's total is 23.1 of 24.0 GiB; vllm's budget below); max context 53,648"
+            in out)
+    assert "binding: kv (the KV cache for this context and sequence count exceeds the " \
+           "6.55 GiB pool vllm leaves)" in out
+    code, out, _ = run(capsys, "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm",
+                       "--ctx", "60000", "--json")
+    data = json.loads(out)
+    assert not data["fits"] and data["binding"] == "kv"
+
+
+@pytest.mark.parametrize(("engine", "start"), [
+    ("vllm", "vllm serve {}"), ("sglang", "python -m sglang.launch_server --model-path {}"),
+    ("trtllm", "trtllm-serve {}"),
+])
+def test_serve_command_of_a_local_checkpoint_loads_its_folder(capsys, tmp_path, engine, start):
+    # `vllm serve Qwen3-8B` (the folder's name) would look for a Hub repo of that name
+    from kvcore import model_catalog
+
+    folder = tmp_path / "Qwen3-8B"
+    folder.mkdir()
+    config = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    (folder / "config.json").write_text(json.dumps(config))
+    for ref in (folder, folder / "config.json"):
+        code, out, _ = run(capsys, str(ref), "--gpu", "h100", "--engine", engine)
+        assert code == 0
+        assert f"command: {start.format(folder)} " in out
+
+
+@pytest.mark.parametrize("hot", [":4096", "f16:", " :4k"])
+def test_hot_missing_a_part_says_what_it_takes(capsys, hot):
+    # ':4096' answered "'' is not a known KV format"
+    code, _, err = run(capsys, "llama-3.1-8b", "--hot", hot)
+    assert code == 2
+    assert err.startswith("kvplan: error: hot must look like f16:4096 (a KV format, a colon, "
+                          "a token count), got ")

@@ -572,3 +572,41 @@ def test_llamacpp_keeps_the_token_embedding_in_host_memory():
     v = engine_plan("vllm", req("llama-3.1-8b", gpu="4090", weights="int4"))
     wi = weights_for(spec, "int4")
     assert v.weights_bytes == wi.bytes
+
+
+# --- what a plan says it can hold, it holds ---------------------------------------------------
+
+def _answer(model, engine, **kw):
+    from app.common import make_query
+    from kvcore.query import answer
+    return answer(make_query(load_model(model), engine=engine, **kw))
+
+
+@pytest.mark.parametrize("model, engine, kw", [
+    # llama.cpp reported the sequences asked for as the most that fit
+    ("qwen2.5-7b", "llama.cpp", dict(gpu="l4", context="4k")),
+    ("qwen3.5-9b", "llama.cpp", dict(gpu="4090", context="32k", sequences=2)),
+    # vLLM's default max_num_batched_tokens follows max-num-seqs × max-model-len: the activation
+    # peak of the longer context or more sequences leaves less KV memory
+    ("mistral-nemo-instruct-2407", "vllm", dict(gpu="m3 max", context=4096, kv="nvfp4")),
+    ("llama-3.1-8b", "vllm", dict(gpu="l4", context=1024)),
+    # data parallel: sequences are per replica (--max-num-seqs), and so is the most that fit
+    ("llama-3.1-8b", "vllm", dict(gpu="h100", gpus="2", dp=2, context="32k", sequences=4)),
+    ("llama-3.1-8b", "trtllm", dict(gpu="h100", gpus="2", dp=2, context="32k", sequences=4)),
+    ("llama-3.1-8b", "sglang", dict(gpu="h100", gpus="2", dp=2, context="32k", sequences=4)),
+    ("llama-3.1-8b", "raw", dict(gpu="h100", gpus="2", dp=2, context="32k", sequences=4)),
+    # SGLang: a hybrid model's requests each take 3 slots of the Mamba state pool
+    ("qwen3.5-9b", "sglang", dict(gpu="4090", context="4k")),
+])
+def test_max_context_and_max_sequences_replan(model, engine, kw):
+    data = _answer(model, engine, **kw)
+    ctx, seqs = data["max_context"], data["max_sequences"]
+    assert ctx > 0 and seqs > 0
+    at_ctx = _answer(model, engine, **{**kw, "context": ctx})
+    assert at_ctx["fits"] and at_ctx["max_context"] == ctx
+    assert not _answer(model, engine, **{**kw, "context": ctx + 1})["fits"]
+    at_seqs = _answer(model, engine, **{**kw, "sequences": seqs})
+    assert at_seqs["fits"] and at_seqs["max_sequences"] == seqs
+    assert not _answer(model, engine, **{**kw, "sequences": seqs + 1})["fits"]
+    # the verdict agrees with the two limits
+    assert data["fits"] == (data["context"] <= ctx and data["sequences"] <= seqs)

@@ -236,6 +236,9 @@ def test_find_gpu_refuses_a_named_card(client):
     assert r.json() == {"ok": False, "status": 422, "field": "gpu",
                         "error": "find-gpu chooses the card, how many and their layout, and "
                                  "sizes the KV pool on each; leave out gpu, tp"}
+    r = client.post("/api/v1/find-gpu", json={"model": "qwen3-8b", "dp": 2})
+    assert r.status_code == 422 and r.json()["field"] == "dp"
+    assert client.post("/api/v1/find-gpu", json={"model": "qwen3-8b", "dp": 1}).status_code == 200
 
 
 def test_engine_rules_apply_without_a_card(client):

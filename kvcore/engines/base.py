@@ -42,6 +42,10 @@ class UnsupportedFormat(InputError):
     """The chosen KV format does not exist in this engine."""
 
 
+#: a setting's name as the CLI and the API spell it, where it differs from EngineSettings'
+SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload"}
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     """Engine knobs. ``None`` means the engine's own default (documented per profile)."""
@@ -77,8 +81,9 @@ class EngineSettings:
                      "page_size", "chunked_prefill_size", "tokens_per_block"):
             value = getattr(self, name)
             if value is not None and not 1 <= value <= 1 << 24:
-                raise InputError(f"{name} must be a positive whole number, got {shown(value)}",
-                                 field=name)
+                shown_as = SETTING_NAMES.get(name, name)
+                raise InputError(f"{shown_as} must be a whole number from 1 to {1 << 24:,}, got "
+                                 f"{shown(value)}", field=shown_as)
         if not 0 <= self.speculative_tokens <= MAX_SPECULATIVE_TOKENS:
             raise InputError(f"speculative_tokens must be between 0 and {MAX_SPECULATIVE_TOKENS}, "
                              f"got {shown(self.speculative_tokens)}", field="speculative_tokens")
@@ -138,7 +143,7 @@ class EngineReport:
     #: blocks/pages/cells of the pool, when the engine pages it
     blocks: int | None
     block_tokens: int | None
-    #: requests of `context` tokens that fit at once
+    #: requests of `context` tokens that fit at once, in one replica (what the engine prints)
     max_concurrency: float
     #: the largest context per sequence that fits `sequences` sequences (0 if none)
     max_context: int
@@ -151,6 +156,13 @@ class EngineReport:
     #: tokens held by offload tiers beyond the GPU pool
     offload_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the most sequences of `context` tokens one replica serves, set up for that many (the
+    #: largest ``sequences`` that fits; None: the whole part of ``max_concurrency``)
+    max_sequences: int | None = None
+
+    @property
+    def sequences_max(self) -> int:
+        return int(self.max_concurrency) if self.max_sequences is None else self.max_sequences
 
 
 def mib(n: int | float) -> str:
@@ -249,6 +261,22 @@ def single_format(engine: str, opts: CacheOptions, supported: dict[str, str]) ->
         raise InputError(f"{engine} stores K and V in one KV cache dtype; choose the same "
                          "format for both", field="kv_v")
     return name
+
+
+def model_ref(spec: ModelSpec) -> str:
+    """What a serving command loads: the Hub repo, else the local checkpoint folder a
+    config.json was read from (a server loads the folder, not the folder's name), else the
+    model's name."""
+    import shlex
+    from pathlib import Path
+
+    if spec.hub_repo:
+        return spec.hub_repo
+    if spec.source.startswith("file "):
+        path = Path(spec.source.removeprefix("file "))
+        if path.name == "config.json":
+            return shlex.quote(str(path.parent))
+    return shlex.quote(spec.name)
 
 
 def parallel_flags(p: Parallel, tp: str, pp: str, dp: str | None) -> list[str]:

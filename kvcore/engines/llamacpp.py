@@ -190,27 +190,26 @@ def plan(req: EngineRequest) -> EngineReport:
     weights, shares = rank_weights(req, STAGE_SPLIT, input_on_cpu=True)
     compute = raw_overhead(req.spec).bytes - 512 * MiB
 
-    def memory(share: RankShare, ctx: int, seqs: int = req.sequences) -> Memory:
-        return Memory(share.spec, Layout(ctx, seqs, unified, n_ubatch), opts, s.swa_full)
+    def memory(share: RankShare, ctx: int, n_seq: int | None = None) -> Memory:
+        return Memory(share.spec, Layout(ctx, n_seq or req.sequences, unified, n_ubatch), opts,
+                      s.swa_full)
 
-    def cache_bytes(share: RankShare, ctx: int, seqs: int = req.sequences) -> int:
-        m = memory(share, ctx, seqs)
+    def cache_bytes(share: RankShare, ctx: int, n_seq: int | None = None) -> int:
+        m = memory(share, ctx, n_seq)
         return m.kv_bytes + m.state_bytes
 
     # a given pool is every stage's budget for its own cache
     pools = stage_pools(req, shares, margin + compute)
 
-    def ok(ctx: int) -> bool:
-        return ctx == 0 or all(cache_bytes(sh, ctx) <= pool for sh, pool in zip(shares, pools, strict=True))
-
-    def ok_seqs(n: int) -> bool:
-        return n == 0 or all(cache_bytes(sh, req.context, n) <= pool
-                             for sh, pool in zip(shares, pools, strict=True))
+    def ok(ctx: int, n_seq: int | None = None) -> bool:
+        return ctx == 0 or all(cache_bytes(sh, ctx, n_seq) <= pool
+                               for sh, pool in zip(shares, pools, strict=True))
 
     fits = ok(req.context)
     max_ctx = largest(ok, 1 << 31)
-    # slots (-np) that fit at this context, at most llama.cpp's LLAMA_MAX_SEQ
-    max_seqs = largest(ok_seqs, MAX_SEQ)
+    # -np N: N sequences of the context, each cell of n_ctx laid out for N, at most
+    # llama.cpp's LLAMA_MAX_SEQ
+    max_seqs = largest(lambda n: n == 0 or ok(req.context, n), MAX_SEQ)
     slack = [pool - cache_bytes(sh, req.context) for sh, pool in zip(shares, pools, strict=True)]
     binding = min(range(len(shares)), key=slack.__getitem__)
     share = shares[binding]
@@ -259,6 +258,7 @@ def plan(req: EngineRequest) -> EngineReport:
         blocks=layout.cells * layout.streams,
         block_tokens=1,
         max_concurrency=float(max_seqs),
+        max_sequences=max_seqs,
         max_context=max_ctx,
         fits=fits,
         log_lines=tuple(lines),

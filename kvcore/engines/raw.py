@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..plan import largest, raw_overhead
+from ..plan import MAX_SEQUENCES, largest, raw_overhead
 from .base import EngineReport, EngineRequest, RankShare, rank_weights, stage_pools
 
 NAME = "raw"
@@ -26,7 +26,7 @@ def plan(req: EngineRequest) -> EngineReport:
         return n == 0 or all(cache(sh, req.context, n) <= pool for sh, pool in zip(shares, pools, strict=True))
 
     max_ctx = largest(ok_ctx, 1 << 31)
-    max_seqs = largest(ok_seqs, 1 << 24)
+    max_seqs = largest(ok_seqs, MAX_SEQUENCES)
     slack = [pool - cache(sh, req.context, req.sequences) for sh, pool in zip(shares, pools, strict=True)]
     binding = min(range(len(shares)), key=slack.__getitem__)
     share = shares[binding]
@@ -45,7 +45,8 @@ def plan(req: EngineRequest) -> EngineReport:
         kv_tokens=tokens * req.parallel.dp,
         blocks=None,
         block_tokens=None,
-        max_concurrency=float(max_seqs * req.parallel.dp),
+        max_concurrency=float(max_seqs),
+        max_sequences=max_seqs,
         max_context=max_ctx,
         fits=ok_ctx(req.context),
         log_lines=tuple(lines),

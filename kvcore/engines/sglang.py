@@ -21,6 +21,7 @@ from .base import (
     EngineRequest,
     GiB,
     MiB,
+    model_ref,
     need_gpu,
     parallel_flags,
     rank_weights,
@@ -146,6 +147,11 @@ def plan(req: EngineRequest) -> EngineReport:
         return length == 0 or (tokens >= length * req.sequences and slots_ok)
 
     max_ctx = largest(fits_len, 1 << 31)
+    # a request of the context holds its tokens in the pool and, on a hybrid model, 3 slots
+    # of the Mamba state pool
+    max_seqs = tokens // req.context
+    if mamba_slots is not None:
+        max_seqs = min(max_seqs, mamba_slots // 3)
     mla = any(g.kind == LayerKind.MLA for g in req.spec.groups)
 
     def allocated(n: int, k_row: int, v_row: int) -> str:
@@ -168,7 +174,7 @@ def plan(req: EngineRequest) -> EngineReport:
         lines = [allocated(tokens, kb, vb)]
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
-    cmd = [f"python -m sglang.launch_server --model-path {req.spec.hub_repo or req.spec.name}",
+    cmd = [f"python -m sglang.launch_server --model-path {model_ref(req.spec)}",
            f"--context-length {req.context}", f"--max-running-requests {req.sequences}"]
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
@@ -190,7 +196,8 @@ def plan(req: EngineRequest) -> EngineReport:
         kv_tokens=tokens * p.dp,
         blocks=tokens // page,
         block_tokens=page,
-        max_concurrency=tokens / max(1, req.context) * p.dp,
+        max_concurrency=tokens / max(1, req.context),
+        max_sequences=max_seqs,
         max_context=max_ctx,
         fits=tokens >= req.context * req.sequences and slots_ok,
         log_lines=tuple(lines),

@@ -18,6 +18,7 @@ from .base import (
     EngineReport,
     EngineRequest,
     GiB,
+    model_ref,
     need_gpu,
     parallel_flags,
     rank_weights,
@@ -64,7 +65,7 @@ def plan(req: EngineRequest) -> EngineReport:
     lines = [f"Number of tokens per block: {tpb}.",
              f"[MemUsageChange] Allocated {tokens * per_token / GiB:.2f} GiB for max tokens in "
              f"paged KV cache ({tokens})."]
-    cmd = [f"trtllm-serve {req.spec.hub_repo or req.spec.name}", f"--max_seq_len {req.context}",
+    cmd = [f"trtllm-serve {model_ref(req.spec)}", f"--max_seq_len {req.context}",
            f"--max_batch_size {req.sequences}", f"--kv_cache_free_gpu_memory_fraction {frac:g}"]
     cmd += parallel_flags(p, "--tp_size", "--pp_size", None)
     notes = []
@@ -84,7 +85,8 @@ def plan(req: EngineRequest) -> EngineReport:
         kv_tokens=tokens * p.dp,
         blocks=blocks,
         block_tokens=tpb,
-        max_concurrency=tokens / max(1, req.context) * p.dp,
+        max_concurrency=tokens / max(1, req.context),
+        max_sequences=tokens // req.context,
         max_context=max_ctx,
         fits=tokens >= req.context * req.sequences,
         log_lines=tuple(lines),

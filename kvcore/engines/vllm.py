@@ -22,12 +22,12 @@ from ..errors import InputError
 from ..formats import KVFormat
 from ..gpus import GPU
 from ..model import LayerGroup, LayerKind, ModelSpec
-from ..plan import largest
+from ..plan import MAX_SEQUENCES, largest
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
-    RankShare,
+    model_ref,
     need_gpu,
     parallel_flags,
     rank_weights,
@@ -229,41 +229,55 @@ def plan(req: EngineRequest) -> EngineReport:
     p = req.parallel
     weights, shares = rank_weights(req)
     block = s.block_size or default_block(req.spec, shares[0].gpu, opts.kv_k)
-    mbt = s.max_num_batched_tokens or default_batched_tokens(
-        None if req.kv_budget_bytes is not None else shares[0].gpu, req.sequences, req.context)
+    gpu0 = None if req.kv_budget_bytes is not None else shares[0].gpu
     encoder = opts.images * req.spec.cross_tokens_per_image
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
-    act = activation_peak(req.spec, p.tp, mbt)
-
-    def available(share: RankShare) -> int | None:
-        if req.kv_budget_bytes is not None:
-            return req.kv_budget_bytes
-        if share.gpu is None:
-            return None
-        total = share.gpu.total_bytes
-        return int(total * util) - share.weights_bytes - act - non_torch
-
-    avail = [available(sh) for sh in shares]
-    if any(a is None for a in avail):
+    if req.kv_budget_bytes is None and any(sh.gpu is None for sh in shares):
         raise need_gpu()
-    pools = [pool(sh.spec, max(0, a or 0), opts.kv_k, opts.kv_v, block, opts.mtp,
-                  s.speculative_tokens)
-             for sh, a in zip(shares, avail, strict=True)]
-    binding = min(range(len(pools)), key=lambda i: pools[i].num_blocks)
+
+    def batched(sequences: int, length: int) -> int:
+        # the default follows --max-num-seqs × --max-model-len, so it changes with the plan
+        return s.max_num_batched_tokens or default_batched_tokens(gpu0, sequences, length)
+
+    sized: dict[int, tuple[int, list[int], list[Pool], int]] = {}
+
+    def pools_for(mbt: int) -> tuple[int, list[int], list[Pool], int]:
+        """(activation peak, available KV bytes per stage, pools sized to the tightest, the
+        tightest stage) for ``mbt`` batched tokens."""
+        if mbt not in sized:
+            act = activation_peak(req.spec, p.tp, mbt)
+            avail = [req.kv_budget_bytes if req.kv_budget_bytes is not None
+                     else int(sh.gpu.total_bytes * util) - sh.weights_bytes - act - non_torch  # type: ignore[union-attr]
+                     for sh in shares]
+            raw = [pool(sh.spec, max(0, a), opts.kv_k, opts.kv_v, block, opts.mtp,
+                        s.speculative_tokens) for sh, a in zip(shares, avail, strict=True)]
+            tight = min(range(len(raw)), key=lambda i: raw[i].num_blocks)
+            least = raw[tight].num_blocks
+            sized[mbt] = (act, avail, [Pool(least, pl.group_size, pl.groups, pl.spec_tokens)
+                                       for pl in raw], tight)
+        return sized[mbt]
+
+    def serves(sequences: int, length: int) -> bool:
+        """Whether vLLM started with these --max-num-seqs and --max-model-len holds them all."""
+        mbt = batched(sequences, length)
+        _, avail, pls, _ = pools_for(mbt)
+        return min(avail) > 0 and all(pl.concurrency(length, mbt, encoder) >= sequences
+                                      for pl in pls)
+
+    mbt = batched(req.sequences, req.context)
+    act, avail, pools, binding = pools_for(mbt)
     num_blocks = pools[binding].num_blocks
-    pools = [Pool(num_blocks, pl.group_size, pl.groups, pl.spec_tokens) for pl in pools]
     main = pools[binding]
     max_len = req.context
     conc = min(pl.concurrency(max_len, mbt, encoder) for pl in pools)
     tokens = main.reported_tokens(max_len, mbt, encoder)
 
-    def fits_len(length: int) -> bool:
-        return length == 0 or all(
-            pl.concurrency(length, mbt, encoder) >= req.sequences for pl in pools)
-
-    max_ctx = largest(fits_len, 1 << 31) if main.groups else 0
-    fits = conc >= req.sequences and (avail[binding] or 0) > 0
-    kv_avail = avail[binding] or 0
+    max_ctx = (largest(lambda n: n == 0 or serves(req.sequences, n), 1 << 31)
+               if main.groups else 0)
+    max_seqs = (largest(lambda n: n == 0 or serves(n, max_len), MAX_SEQUENCES)
+                if main.groups else 0)
+    fits = serves(req.sequences, max_len)
+    kv_avail = avail[binding]
     lines = [f"Available KV cache memory: {kv_avail / GiB:.2f} GiB",
              f"GPU KV cache size: {tokens:,} tokens",
              f"Maximum concurrency for {max_len:,} tokens per request: {conc:.2f}x"]
@@ -293,7 +307,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if opts.kv_k.name.startswith("fp8") and opts.kv_k.name != "fp8_pth":
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
-    cmd = [f"vllm serve {req.spec.hub_repo or req.spec.name}", f"--max-model-len {max_len}",
+    cmd = [f"vllm serve {model_ref(req.spec)}", f"--max-model-len {max_len}",
            f"--max-num-seqs {req.sequences}", f"--gpu-memory-utilization {util:g}"]
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
@@ -322,7 +336,8 @@ def plan(req: EngineRequest) -> EngineReport:
         kv_tokens=tokens * p.dp,
         blocks=num_blocks,
         block_tokens=main.min_block,
-        max_concurrency=conc * p.dp,
+        max_concurrency=conc,
+        max_sequences=max_seqs,
         max_context=max_ctx,
         fits=fits,
         log_lines=tuple(lines),
