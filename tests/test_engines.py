@@ -454,3 +454,14 @@ def test_llamacpp_keeps_the_token_embedding_in_host_memory():
     v = engine_plan("vllm", req("llama-3.1-8b", gpu="4090", weights="int4"))
     wi = weights_for(spec, "int4")
     assert v.weights_bytes == wi.bytes
+
+
+def test_vllm_hybrid_block_is_a_multiple_of_a_configured_block_size():
+    # Qwen3-Next (tp 1): 2 KV heads × 512 values × 2 B = 2,048 B a token; one GDN state page
+    # 1,097,728 B. vLLM aligns to max(16, --block-size): 544 tokens at 16 and at 32 (both
+    # divide 544), but 576 at 64 (9 × 64; 544 is not a multiple of 64)
+    spec = load_model("qwen3-next-80b-a3b-instruct")
+    for block, want in ((16, 544), (32, 544), (64, 576), (1024, 1024)):
+        pool = vllm.pool(spec, 10 * GiB, F16, F16, block)
+        assert pool.min_block == want, block
+
