@@ -465,3 +465,13 @@ def test_vllm_hybrid_block_is_a_multiple_of_a_configured_block_size():
         pool = vllm.pool(spec, 10 * GiB, F16, F16, block)
         assert pool.min_block == want, block
 
+
+def test_vllm_kda_state_is_float32():
+    # Kimi Delta Attention: conv 3 × 12,288 in bf16 + a 32 × 128 × 128 matrix in float32
+    # (kda_state_dtype), whatever the checkpoint dtype: 2,170,880 B a state page; MLA pages
+    # hold 576 × 2 B a token, so blocks of 16 × cdiv(2,170,880, 16 × 1,152) = 1,888 tokens
+    spec = load_model("kimi-linear-48b-a3b-instruct")
+    assert spec.ssm_dtype_bytes == 4
+    pool = vllm.pool(spec, 10 * GiB, F16, F16, 16)
+    assert pool.min_block == 1888
+    assert pool.page == 1888 * 1152
