@@ -309,9 +309,21 @@ def test_sglang_mamba_pool_takes_its_share():
     r = engine_plan("sglang", req("qwen3.5-27b", gpu=None, kv_budget_bytes=19 * GiB))
     g = next(g for g in load_model("qwen3.5-27b").groups if g.kind == "linear")
     per_req = g.count * (g.conv_state_values * 2 + (g.state_values - g.conv_state_values) * 4)
-    mamba = int(19 * GiB * 0.9 / 1.9)
-    assert r.extra["mamba_slots"] == mamba // per_req
-    assert r.kv_tokens == (19 * GiB - mamba) // (16 * 4 * 512 * 2)
+    slots = int(19 * GiB * 0.9 / 1.9) // per_req
+    assert r.extra["mamba_slots"] == slots
+    # handle_max_mamba_cache returns the rest less the whole slots' bytes
+    assert r.kv_tokens == (19 * GiB - slots * per_req) // (16 * 4 * 512 * 2)
+
+
+def test_sglang_kv_pool_keeps_what_the_mamba_slots_leave():
+    # Nemotron-H 56B: 54 Mamba2 layers × (3 × 20,480 bf16 + 256 × 64 × 256 f32) = 870 MiB a
+    # request; 40 GiB leaves int(40 GiB × 0.9 / 1.9) // 870 MiB = 22 slots (19.1 GiB) and the
+    # KV pool 20.9 GiB, not the ratio's 21.05 GiB
+    r = engine_plan("sglang", req("nemotron-h-56b-base-8k", gpu=None, kv_budget_bytes=40 * GiB))
+    per_req = 54 * (3 * 20480 * 2 + 256 * 64 * 256 * 4)
+    slots = int(40 * GiB * 0.9 / 1.9) // per_req
+    assert r.extra["mamba_slots"] == slots == 22
+    assert r.kv_tokens == (40 * GiB - slots * per_req) // (10 * 8 * 256 * 2)
 
 
 @pytest.mark.parametrize("kwargs, field", [({"context": 0}, "context"),

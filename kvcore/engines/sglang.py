@@ -115,9 +115,9 @@ def plan(req: EngineRequest) -> EngineReport:
         per_req = sum(g.count * (g.conv_state_values * req.spec.dtype_bytes
                                  + (g.state_values - g.conv_state_values) * MAMBA_SSM_BYTES)
                       for g in recurrent)
-        mamba_mem = int(rest * MAMBA_RATIO / (1 + MAMBA_RATIO))
-        mamba_slots = mamba_mem // max(1, per_req)
-        rest -= mamba_mem
+        mamba_slots = int(rest * MAMBA_RATIO / (1 + MAMBA_RATIO)) // max(1, per_req)
+        # the KV pool gets what the whole slots leave, not the rest of the ratio's share
+        rest -= mamba_slots * per_req
         note_hybrid = (f"Mamba state pool: {mamba_slots:,} slots of {per_req / MiB:.1f} MiB; "
                        f"max_running_requests ≤ {mamba_slots // 3:,}")
     if sliding:
