@@ -487,3 +487,25 @@ def test_vllm_kda_state_is_float32():
     pool = vllm.pool(spec, 10 * GiB, F16, F16, 16)
     assert pool.min_block == 1888
     assert pool.page == 1888 * 1152
+
+
+@pytest.mark.parametrize("model", ["mistral-7b-v0.1", "phi-3-mini-128k-instruct",
+                                   "phi-3.5-moe-instruct"])
+def test_llamacpp_keeps_no_window_where_its_architecture_has_none(model):
+    # Mistral converts to llama.cpp's llama architecture (no sliding window read), Phi-3
+    # turns its window off, PhiMoE reads none: one cache of n_ctx cells for every layer
+    spec = load_model(model)
+    mem = llamacpp.kv_bytes(spec, 32768, 1, "f16", "f16")
+    g = spec.groups[0]
+    assert len(spec.groups) == 1 and g.kind == "sliding"
+    assert mem.kv_bytes == g.count * g.n_kv_heads * 2 * g.head_dim_k * 2 * 32768
+    assert not any("SWA" in line for line in mem.lines)
+    r = engine_plan("llama.cpp", req(model, ctx=32768))
+    assert any("without its sliding window" in n for n in r.notes)
+
+
+def test_llamacpp_keeps_the_window_where_its_architecture_has_one():
+    # Gemma-2 (llama.cpp's gemma2 sets a 4,096-token window on every other layer)
+    spec = load_model("gemma-2-9b")
+    mem = llamacpp.kv_bytes(spec, 32768, 1, "f16", "f16")
+    assert any("SWA KV cache, size = 4608 cells" in line for line in mem.lines)

@@ -37,6 +37,11 @@ N_UBATCH = 512
 FIT_MARGIN = 1024 * MiB
 #: -ctk / -ctv types (common/arg.cpp kv_cache_types)
 FORMATS = {n: n for n in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")}
+#: model types whose llama.cpp architecture keeps no sliding window, so every layer holds all
+#: n_ctx cells: Mistral and Mixtral convert to the llama architecture, whose hparams read no
+#: window (src/models/llama.cpp), as Qwen2's (src/models/qwen2.cpp) and PhiMoE's do not; Phi-3
+#: reads it and turns it off ("Phi SWA is currently disabled", src/models/phi3.cpp)
+NO_WINDOW_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "phi3", "phimoe"})
 #: GGUF weight types kvplan can price
 WEIGHTS = {"f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k", "iq4_xs",
            "mxfp4"}
@@ -86,8 +91,10 @@ class Memory:
         groups = [g for g in spec.groups_for(mtp=opts.mtp) if g.kind.is_attention]
         recurrent = [g for g in spec.groups_for(mtp=opts.mtp) if g.kind.is_recurrent]
         caches: list[tuple[str, int, list[LayerGroup]]] = []
-        full = [g for g in groups if g.kind in (LayerKind.FULL, LayerKind.MLA, LayerKind.CROSS)]
-        swa = [g for g in groups if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)]
+        windowed: tuple[LayerKind, ...] = (
+            () if spec.model_type in NO_WINDOW_TYPES else (LayerKind.SLIDING, LayerKind.CHUNKED))
+        full = [g for g in groups if g.kind not in windowed]
+        swa = [g for g in groups if g.kind in windowed]
         if swa:
             window = max(g.window or 0 for g in swa)
             caches.append(("non-SWA", layout.cells, full))
@@ -186,6 +193,10 @@ def plan(req: EngineRequest) -> EngineReport:
     mem = memory(share, req.context)
     layout = Layout(req.context, req.sequences, unified, n_ubatch)
     notes = _notes(opts, flash)
+    if req.spec.model_type in NO_WINDOW_TYPES and any(
+            g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups):
+        notes.append("llama.cpp runs this architecture without its sliding window: every "
+                     "layer keeps all n_ctx cells")
     ngl = req.spec.decoder_layers + 1
     if budget_bytes is not None and not fits and req.parallel.pp == 1:
         ngl = _offload_layers(share, mem, budget_bytes, compute, req.spec.decoder_layers)
