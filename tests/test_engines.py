@@ -509,3 +509,17 @@ def test_llamacpp_keeps_the_window_where_its_architecture_has_one():
     spec = load_model("gemma-2-9b")
     mem = llamacpp.kv_bytes(spec, 32768, 1, "f16", "f16")
     assert any("SWA KV cache, size = 4608 cells" in line for line in mem.lines)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_servers_load_a_float32_checkpoint_in_16_bits(engine):
+    # gemma-2-9b ships float32 weights; --dtype auto serves them in 16 bits
+    spec = load_model("gemma-2-9b")
+    assert spec.dtype == "float32"
+    r = engine_plan(engine, req("gemma-2-9b"))
+    assert r.extra["weights"] == "bf16"
+    assert r.weights_bytes == pytest.approx(spec.params.total * 2, rel=0.01)
+    # asked for explicitly, float32 stays
+    r32 = engine_plan(engine, req("gemma-2-9b", weights="f32"))
+    assert r32.weights_bytes == pytest.approx(spec.params.total * 4, rel=0.01)
+    assert engine_plan("raw", req("gemma-2-9b")).extra["weights"] == "f32"

@@ -86,7 +86,9 @@ def plan(req: EngineRequest) -> EngineReport:
     note_hybrid = ""
     p = req.parallel
     page = s.page_size or 1
-    weights, shares = rank_weights(req)
+    # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
+    # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
+    weights, shares = rank_weights(req, f32_as="bf16")
     kb, vb = kv_row_bytes(shares[0].spec, opts.kv_k, opts.kv_v)
     cell = max(1, kb + vb)
     frac = s.mem_fraction_static

@@ -209,7 +209,9 @@ def plan(req: EngineRequest) -> EngineReport:
     util = s.gpu_memory_utilization or UTILIZATION
     block = s.block_size or BLOCK
     p = req.parallel
-    weights, shares = rank_weights(req)
+    # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
+    # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
+    weights, shares = rank_weights(req, f32_as="bf16")
     mbt = s.max_num_batched_tokens or default_batched_tokens(
         None if req.kv_budget_bytes is not None else shares[0].gpu, req.sequences, req.context)
     encoder = opts.images * req.spec.cross_tokens_per_image
