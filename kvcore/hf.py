@@ -857,6 +857,10 @@ def spec_from_config(
     max_pos = r.opt_int("max_position_embeddings")
     ssm_dtype = lm.get("mamba_ssm_dtype") or lm.get("ssm_dtype")
     ssm_bytes = _DTYPE_BYTES.get(ssm_dtype, 0) if isinstance(ssm_dtype, str) else 0
+    if isinstance(lm.get("linear_attn_config"), dict):
+        # Kimi Delta Attention keeps its recurrent matrix in float32 whatever the checkpoint
+        # dtype (vLLM's MambaStateDtypeCalculator.kda_state_dtype pins it; SGLang's default)
+        ssm_bytes = 4
     return ModelSpec(
         name=name,
         model_type=model_type,

@@ -167,7 +167,8 @@ class ModelSpec:
     #: bytes per weight of the checkpoint's own dtype (2 for bf16)
     dtype_bytes: int = 2
     dtype: str = "bfloat16"
-    #: bytes per SSM/delta-state value where the checkpoint pins it (``mamba_ssm_dtype``)
+    #: bytes per SSM/delta-state value where the checkpoint pins it (``mamba_ssm_dtype``) or
+    #: the architecture does (Kimi Delta Attention: float32)
     ssm_dtype_bytes: int = 2
     #: encoder tokens cached per image by each cross-attention layer
     cross_tokens_per_image: int = 0

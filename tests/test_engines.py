@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvcore import CacheOptions, InputError, LayerKind, find_gpu, get_format, load_model
+from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model
 from kvcore.engines import (
     EngineRequest,
     EngineSettings,
@@ -278,25 +278,6 @@ def test_llamacpp_max_sequences_are_the_slots_that_fit(model, ctx, seqs):
     assert not engine_plan("llama.cpp", replace(base, sequences=n + 1)).fits
 
 
-@pytest.mark.parametrize("model,window", [("phi-3-mini-4k-instruct", 2047),
-                                          ("mistral-7b-v0.1", 4096)])
-def test_llamacpp_runs_phi3_and_mistral_v01_without_their_window(model, window):
-    # llama.cpp switches Phi-3's window off and converts Mistral 7B v0.1 to the llama
-    # architecture, which has none: one full cache of n_ctx cells a layer (was an ISWA cache
-    # of window + n_ubatch cells, 2,560 and 4,608 a stream)
-    spec = load_model(model)
-    assert all(g.kind is LayerKind.SLIDING and g.window == window for g in spec.groups)
-    r = engine_plan("llama.cpp", req(model, ctx=4096, seqs=4, gpu="4090"))
-    assert not any("iswa" in line for line in r.log_lines)
-    per_token = 32 * 2 * spec.groups[0].n_kv_heads * spec.groups[0].head_dim_k * 2
-    assert r.extra["kv_bytes"] == 4 * 4096 * per_token
-    assert any("without its sliding window" in n for n in r.notes)
-    # Gemma 2 keeps its window
-    g = engine_plan("llama.cpp", req("gemma-2-9b", ctx=16384, gpu="4090", weights="q4_k_m"))
-    assert any("iswa" in line for line in g.log_lines)
-    assert not any("without its sliding window" in n for n in g.notes)
-
-
 def test_llamacpp_serves_at_most_256_sequences():
     small = req("qwen3-0.6b", ctx=1024, gpu="h200")
     r = engine_plan("llama.cpp", small)
@@ -427,9 +408,21 @@ def test_sglang_mamba_pool_takes_its_share():
     r = engine_plan("sglang", req("qwen3.5-27b", gpu=None, kv_budget_bytes=19 * GiB))
     g = next(g for g in load_model("qwen3.5-27b").groups if g.kind == "linear")
     per_req = g.count * (g.conv_state_values * 2 + (g.state_values - g.conv_state_values) * 4)
-    mamba = int(19 * GiB * 0.9 / 1.9)
-    assert r.extra["mamba_slots"] == mamba // per_req
-    assert r.kv_tokens == (19 * GiB - mamba) // (16 * 4 * 512 * 2)
+    slots = int(19 * GiB * 0.9 / 1.9) // per_req
+    assert r.extra["mamba_slots"] == slots
+    # handle_max_mamba_cache returns the rest less the whole slots' bytes
+    assert r.kv_tokens == (19 * GiB - slots * per_req) // (16 * 4 * 512 * 2)
+
+
+def test_sglang_kv_pool_keeps_what_the_mamba_slots_leave():
+    # Nemotron-H 56B: 54 Mamba2 layers × (3 × 20,480 bf16 + 256 × 64 × 256 f32) = 870 MiB a
+    # request; 40 GiB leaves int(40 GiB × 0.9 / 1.9) // 870 MiB = 22 slots (19.1 GiB) and the
+    # KV pool 20.9 GiB, not the ratio's 21.05 GiB
+    r = engine_plan("sglang", req("nemotron-h-56b-base-8k", gpu=None, kv_budget_bytes=40 * GiB))
+    per_req = 54 * (3 * 20480 * 2 + 256 * 64 * 256 * 4)
+    slots = int(40 * GiB * 0.9 / 1.9) // per_req
+    assert r.extra["mamba_slots"] == slots == 22
+    assert r.kv_tokens == (40 * GiB - slots * per_req) // (10 * 8 * 256 * 2)
 
 
 @pytest.mark.parametrize("kwargs, field", [({"context": 0}, "context"),
@@ -610,3 +603,60 @@ def test_max_context_and_max_sequences_replan(model, engine, kw):
     assert not _answer(model, engine, **{**kw, "sequences": seqs + 1})["fits"]
     # the verdict agrees with the two limits
     assert data["fits"] == (data["context"] <= ctx and data["sequences"] <= seqs)
+
+
+def test_vllm_hybrid_block_is_a_multiple_of_a_configured_block_size():
+    # Qwen3-Next (tp 1): 2 KV heads × 512 values × 2 B = 2,048 B a token; one GDN state page
+    # 1,097,728 B. vLLM aligns to max(16, --block-size): 544 tokens at 16 and at 32 (both
+    # divide 544), but 576 at 64 (9 × 64; 544 is not a multiple of 64)
+    spec = load_model("qwen3-next-80b-a3b-instruct")
+    for block, want in ((16, 544), (32, 544), (64, 576), (1024, 1024)):
+        pool = vllm.pool(spec, 10 * GiB, F16, F16, block)
+        assert pool.min_block == want, block
+
+
+def test_vllm_kda_state_is_float32():
+    # Kimi Delta Attention: conv 3 × 12,288 in bf16 + a 32 × 128 × 128 matrix in float32
+    # (kda_state_dtype), whatever the checkpoint dtype: 2,170,880 B a state page; MLA pages
+    # hold 576 × 2 B a token, so blocks of 16 × cdiv(2,170,880, 16 × 1,152) = 1,888 tokens
+    spec = load_model("kimi-linear-48b-a3b-instruct")
+    assert spec.ssm_dtype_bytes == 4
+    pool = vllm.pool(spec, 10 * GiB, F16, F16, 16)
+    assert pool.min_block == 1888
+    assert pool.page == 1888 * 1152
+
+
+@pytest.mark.parametrize("model", ["mistral-7b-v0.1", "phi-3-mini-128k-instruct",
+                                   "phi-3.5-moe-instruct"])
+def test_llamacpp_keeps_no_window_where_its_architecture_has_none(model):
+    # Mistral converts to llama.cpp's llama architecture (no sliding window read), Phi-3
+    # turns its window off, PhiMoE reads none: one cache of n_ctx cells for every layer
+    spec = load_model(model)
+    mem = llamacpp.kv_bytes(spec, 32768, 1, "f16", "f16")
+    g = spec.groups[0]
+    assert len(spec.groups) == 1 and g.kind == "sliding"
+    assert mem.kv_bytes == g.count * g.n_kv_heads * 2 * g.head_dim_k * 2 * 32768
+    assert not any("SWA" in line for line in mem.lines)
+    r = engine_plan("llama.cpp", req(model, ctx=32768))
+    assert any("without its sliding window" in n for n in r.notes)
+
+
+def test_llamacpp_keeps_the_window_where_its_architecture_has_one():
+    # Gemma-2 (llama.cpp's gemma2 sets a 4,096-token window on every other layer)
+    spec = load_model("gemma-2-9b")
+    mem = llamacpp.kv_bytes(spec, 32768, 1, "f16", "f16")
+    assert any("SWA KV cache, size = 4608 cells" in line for line in mem.lines)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_servers_load_a_float32_checkpoint_in_16_bits(engine):
+    # gemma-2-9b ships float32 weights; --dtype auto serves them in 16 bits
+    spec = load_model("gemma-2-9b")
+    assert spec.dtype == "float32"
+    r = engine_plan(engine, req("gemma-2-9b"))
+    assert r.extra["weights"] == "bf16"
+    assert r.weights_bytes == pytest.approx(spec.params.total * 2, rel=0.01)
+    # asked for explicitly, float32 stays
+    r32 = engine_plan(engine, req("gemma-2-9b", weights="f32"))
+    assert r32.weights_bytes == pytest.approx(spec.params.total * 4, rel=0.01)
+    assert engine_plan("raw", req("gemma-2-9b")).extra["weights"] == "f32"

@@ -200,10 +200,17 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
 
 
 def rank_weights(req: EngineRequest, split: Split = stage_layers,
-                 input_on_cpu: bool = False) -> tuple[Weights, list[RankShare]]:
+                 input_on_cpu: bool = False, f32_as: str | None = None,
+                 ) -> tuple[Weights, list[RankShare]]:
     """The weights and each stage's share of them (``split`` and ``input_on_cpu`` as shares
-    takes them), refusing a KV budget that does not fit beside a share (check_budget)."""
-    weights = weights_for(req.spec, req.weights, mtp=req.cache.mtp)
+    takes them), refusing a KV budget that does not fit beside a share (check_budget).
+    ``f32_as``: the format an engine's ``--dtype auto`` loads a float32 checkpoint in."""
+    fmt = req.weights
+    auto = fmt is None or str(fmt).lower() in ("auto", "")
+    if (f32_as and auto and req.spec.dtype == "float32"
+            and req.spec.checkpoint_weights is None):
+        fmt = f32_as
+    weights = weights_for(req.spec, fmt, mtp=req.cache.mtp)
     out = shares(req, weights, split, input_on_cpu)
     if req.weights_bytes is not None:
         out = [replace(sh, weights_bytes=req.weights_bytes) for sh in out]

@@ -42,6 +42,12 @@ N_UBATCH = 512
 FIT_MARGIN = 1024 * MiB
 #: -ctk / -ctv types (common/arg.cpp kv_cache_types)
 FORMATS = {n: n for n in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")}
+#: model types whose llama.cpp architecture keeps no sliding window, so every layer holds all
+#: n_ctx cells: Mistral and Mixtral convert to the llama architecture, whose hparams read no
+#: window (src/models/llama.cpp), as Qwen2's (src/models/qwen2.cpp), PhiMoE's and StarCoder2's
+#: do not; Phi-3 reads it and turns it off ("Phi SWA is currently disabled", src/models/phi3.cpp)
+NO_WINDOW_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "phi3", "phimoe",
+                             "starcoder2"})
 #: GGUF weight types kvplan can price
 WEIGHTS = {"f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k", "iq4_xs",
            "mxfp4"}
@@ -139,19 +145,13 @@ def _notes(opts: CacheOptions, flash_attn: bool) -> list[str]:
     return notes
 
 
-#: architectures llama.cpp runs without the sliding window their config names: Mistral 7B
-#: v0.1 converts to the llama architecture, which has none; Phi-3's is switched off
-#: (llama-model.cpp: "Phi SWA is currently disabled"); PhiMoE and StarCoder2 read none
-NO_WINDOW = ("mistral", "phi3", "phimoe", "starcoder2")
-
-
 def without_windows(spec: ModelSpec) -> ModelSpec:
-    """``spec`` as llama.cpp runs it: sliding-window layers of an architecture in NO_WINDOW
-    hold a full cache."""
-    if spec.model_type not in NO_WINDOW or not any(g.kind is LayerKind.SLIDING
-                                                   for g in spec.groups):
+    """``spec`` as llama.cpp runs it: the sliding-window layers of an architecture in
+    NO_WINDOW_TYPES hold a full cache."""
+    bounded = (LayerKind.SLIDING, LayerKind.CHUNKED)
+    if spec.model_type not in NO_WINDOW_TYPES or not any(g.kind in bounded for g in spec.groups):
         return spec
-    groups = tuple(replace(g, kind=LayerKind.FULL, window=None) if g.kind is LayerKind.SLIDING
+    groups = tuple(replace(g, kind=LayerKind.FULL, window=None) if g.kind in bounded
                    else g for g in spec.groups)
     return replace(spec, groups=groups)
 

@@ -90,7 +90,9 @@ def plan(req: EngineRequest) -> EngineReport:
     note_hybrid = ""
     p = req.parallel
     page = s.page_size or 1
-    weights, shares = rank_weights(req, STAGE_SPLIT)
+    # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
+    # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
+    weights, shares = rank_weights(req, STAGE_SPLIT, f32_as="bf16")
     # every rank sizes its pool from the free memory of the most loaded rank (a world-group
     # minimum) over its own layers' cell; the pipeline keeps the smallest pool, the stage
     # with the most KV layers (model_runner_kv_cache_mixin profile_max_num_token)
@@ -125,9 +127,9 @@ def plan(req: EngineRequest) -> EngineReport:
         per_req = sum(g.count * (g.conv_state_values * req.spec.dtype_bytes
                                  + (g.state_values - g.conv_state_values) * MAMBA_SSM_BYTES)
                       for g in recurrent)
-        mamba_mem = int(rest * MAMBA_RATIO / (1 + MAMBA_RATIO))
-        mamba_slots = mamba_mem // max(1, per_req)
-        rest -= mamba_mem
+        mamba_slots = int(rest * MAMBA_RATIO / (1 + MAMBA_RATIO)) // max(1, per_req)
+        # the KV pool gets what the whole slots leave, not the rest of the ratio's share
+        rest -= mamba_slots * per_req
         note_hybrid = (f"Mamba state pool: {mamba_slots:,} slots of {per_req / MiB:.1f} MiB; "
                        f"max_running_requests ≤ {mamba_slots // 3:,}")
     if sliding:

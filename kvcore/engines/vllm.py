@@ -130,10 +130,13 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool) -> 
                                         + (_value_bytes(v, g.head_dim_v) if g.head_dim_v else 0))
             attn.append((g, per_token))
     if states and attn:
-        # attention pages must hold a state page: raise the block size in steps of 16
+        # attention pages must hold a state page: the block size becomes the smallest multiple
+        # of the alignment (the larger of the kernel's 16 and the configured block size) whose
+        # page holds the state (platforms/interface.py Platform._align_hybrid_block_size)
         biggest_state = max(b for _, b in states)
         per_token = max(b for _, b in attn)
-        block = max(block, BLOCK * -(-biggest_state // (BLOCK * per_token)))
+        align = max(BLOCK, block)
+        block = max(block, align * -(-biggest_state // (align * per_token)))
     out = [Spec(g.kind, g.count, block, block * b, g.window) for g, b in attn]
     page = max((s.page for s in out), default=max((b for _, b in states), default=0))
     out += [Spec(g.kind, g.count, block, page, state=True) for g, _ in states]
@@ -227,7 +230,9 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
     util = s.gpu_memory_utilization or UTILIZATION
     p = req.parallel
-    weights, shares = rank_weights(req)
+    # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
+    # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
+    weights, shares = rank_weights(req, f32_as="bf16")
     block = s.block_size or default_block(req.spec, shares[0].gpu, opts.kv_k)
     gpu0 = None if req.kv_budget_bytes is not None else shares[0].gpu
     encoder = opts.images * req.spec.cross_tokens_per_image
