@@ -82,9 +82,42 @@ class TensorInfo:
         return tensor_bytes(self.shape, self.type, self.name)
 
 
+class Files:
+    """Where a model's GGUF files are read from: a local folder (LocalFiles) or a Hub
+    repository (kvcore.hub.HubFiles). Names are relative to it, with '/' between folders."""
+
+    def open(self, name: str) -> tuple[BinaryIO, int]:
+        """The file, open for reading, and its size in bytes."""
+        raise NotImplementedError
+
+    def exists(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def locate(self, name: str) -> str:
+        """How a server is told to load the file."""
+        raise NotImplementedError
+
+
+class LocalFiles(Files):
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def open(self, name: str) -> tuple[BinaryIO, int]:
+        path = self.folder / name
+        return path.open("rb"), path.stat().st_size
+
+    def exists(self, name: str) -> bool:
+        return (self.folder / name).is_file()
+
+    def locate(self, name: str) -> str:
+        return str(self.folder / name)
+
+
 @dataclass(frozen=True)
 class GgufFile:
-    path: Path
+    #: the file's name within ``files`` (a Hub file may sit in a folder: Q4_K_M/x.gguf)
+    name: str
+    files: Files
     version: int
     metadata: dict[str, Any]
     tensors: tuple[TensorInfo, ...]
@@ -92,10 +125,15 @@ class GgufFile:
     data_start: int
 
     @property
+    def base(self) -> str:
+        """The file's own name, without its folder."""
+        return self.name.rsplit("/", 1)[-1]
+
+    @property
     def arch(self) -> str:
         arch = self.metadata.get("general.architecture")
         if not isinstance(arch, str) or not arch:
-            raise ConfigError(f"{self.path.name} has no 'general.architecture'",
+            raise ConfigError(f"{self.base} has no 'general.architecture'",
                               field="general.architecture")
         return arch
 
@@ -118,13 +156,13 @@ def tensor_bytes(shape: tuple[int, ...], type_id: int, name: str = "tensor") -> 
 
 
 class _Reader:
-    def __init__(self, f: BinaryIO, path: Path):
-        self.f, self.path = f, path
+    def __init__(self, f: BinaryIO, name: str):
+        self.f, self.name = f, name
 
     def _take(self, n: int) -> bytes:
         data = self.f.read(n)
         if len(data) != n:
-            raise ConfigError(f"{self.path.name} ends inside its header: the file is truncated "
+            raise ConfigError(f"{self.name} ends inside its header: the file is truncated "
                               "or not a GGUF file")
         return data
 
@@ -134,7 +172,7 @@ class _Reader:
     def string(self) -> str:
         n = self.scalar("<Q")
         if n > MAX_STRING:
-            raise ConfigError(f"{self.path.name} holds a string of {n:,} bytes in its header: "
+            raise ConfigError(f"{self.name} holds a string of {n:,} bytes in its header: "
                               "the file is corrupt")
         return self._take(n).decode("utf-8", errors="replace")
 
@@ -142,7 +180,7 @@ class _Reader:
         for _ in range(count):
             n = self.scalar("<Q")
             if n > MAX_STRING:
-                raise ConfigError(f"{self.path.name}: a string of {n:,} bytes in an array: "
+                raise ConfigError(f"{self.name}: a string of {n:,} bytes in an array: "
                                   "the file is corrupt")
             self.f.seek(n, 1)
 
@@ -154,7 +192,7 @@ class _Reader:
         if vtype == 9:
             itype, count = self.scalar("<I"), self.scalar("<Q")
             if itype == 9:
-                raise ConfigError(f"{self.path.name}: nested arrays in the metadata are not "
+                raise ConfigError(f"{self.name}: nested arrays in the metadata are not "
                                   "read")
             if count > KEEP_ITEMS:
                 if itype == 8:
@@ -162,10 +200,10 @@ class _Reader:
                 elif itype in _SCALARS:
                     self.f.seek(count * struct.calcsize(_SCALARS[itype]), 1)
                 else:
-                    raise ConfigError(f"{self.path.name}: array of unknown type {itype}")
+                    raise ConfigError(f"{self.name}: array of unknown type {itype}")
                 return _Long(count)
             return [self.value(itype) for _ in range(count)]
-        raise ConfigError(f"{self.path.name}: metadata value of unknown type {vtype}: the file "
+        raise ConfigError(f"{self.name}: metadata value of unknown type {vtype}: the file "
                           "is corrupt or of a newer GGUF version")
 
 
@@ -189,18 +227,25 @@ def is_gguf(path: Path) -> bool:
 
 
 def read_gguf(path: Path) -> GgufFile:
+    """The header of one local GGUF file."""
+    return read_header(LocalFiles(path.parent), path.name)
+
+
+def read_header(files: Files, name: str) -> GgufFile:
     """The header of one GGUF file: metadata and tensor table, checked against its size."""
-    with path.open("rb") as f:
-        r = _Reader(f, path)
+    base = name.rsplit("/", 1)[-1]
+    f, size = files.open(name)
+    with f:
+        r = _Reader(f, base)
         if r._take(4) != MAGIC:
-            raise ConfigError(f"{path.name} is not a GGUF file (it does not begin with 'GGUF')")
+            raise ConfigError(f"{base} is not a GGUF file (it does not begin with 'GGUF')")
         version = r.scalar("<I")
         if version not in (2, 3):
-            raise ConfigError(f"{path.name} is GGUF version {version}; versions 2 and 3 are "
+            raise ConfigError(f"{base} is GGUF version {version}; versions 2 and 3 are "
                               "read (re-convert the model with a current llama.cpp)")
         n_tensors, n_keys = r.scalar("<Q"), r.scalar("<Q")
         if n_tensors > MAX_TENSORS or n_keys > MAX_KEYS:
-            raise ConfigError(f"{path.name} claims {n_tensors:,} tensors and {n_keys:,} "
+            raise ConfigError(f"{base} claims {n_tensors:,} tensors and {n_keys:,} "
                               "metadata keys: the file is corrupt")
         meta: dict[str, Any] = {}
         for _ in range(n_keys):
@@ -208,24 +253,28 @@ def read_gguf(path: Path) -> GgufFile:
             meta[key] = r.value(r.scalar("<I"))
         tensors = []
         for _ in range(n_tensors):
-            name = r.string()
+            tname = r.string()
             dims = r.scalar("<I")
             if not 1 <= dims <= MAX_DIMS:
-                raise ConfigError(f"{path.name}: tensor {shown(name)} has {dims} dimensions; "
+                raise ConfigError(f"{base}: tensor {shown(tname)} has {dims} dimensions; "
                                   f"1 to {MAX_DIMS} expected: the file is corrupt")
             shape = tuple(r.scalar("<Q") for _ in range(dims))
-            tensors.append(TensorInfo(name, shape, r.scalar("<I"), r.scalar("<Q")))
+            tensors.append(TensorInfo(tname, shape, r.scalar("<I"), r.scalar("<Q")))
         align = meta.get("general.alignment", 32)
         if not isinstance(align, int) or align <= 0 or align & (align - 1):
-            raise ConfigError(f"{path.name}: general.alignment is {shown(align)}, expected a "
+            raise ConfigError(f"{base}: general.alignment is {shown(align)}, expected a "
                               "power of two")
         start = -(-f.tell() // align) * align
-        size = path.stat().st_size
     end = max((t.offset + t.nbytes for t in tensors), default=0)
     if start + end > size:
-        raise ConfigError(f"{path.name} is truncated: its tensors need {start + end:,} bytes, the "
+        raise ConfigError(f"{base} is truncated: its tensors need {start + end:,} bytes, the "
                           f"file has {size:,} (an incomplete download?)")
-    return GgufFile(path, version, meta, tuple(tensors), start)
+    return GgufFile(name, files, version, meta, tuple(tensors), start)
+
+
+def _sibling(name: str, base: str) -> str:
+    """``base`` in the folder of ``name``."""
+    return f"{name.rsplit('/', 1)[0]}/{base}" if "/" in name else base
 
 
 def _parts(first: GgufFile) -> Iterator[GgufFile]:
@@ -234,9 +283,9 @@ def _parts(first: GgufFile) -> Iterator[GgufFile]:
     if not isinstance(count, int) or count <= 1:
         yield first
         return
-    m = SPLIT_NAME.match(first.path.name)
+    m = SPLIT_NAME.match(first.base)
     if not m or int(m.group("count")) != count:
-        raise ConfigError(f"{first.path.name} is part of a model split in {count} files, but its "
+        raise ConfigError(f"{first.base} is part of a model split in {count} files, but its "
                           "name is not NAME-0000k-of-0000n.gguf: pass the first part by its "
                           "llama-gguf-split name")
     yield first
@@ -244,21 +293,21 @@ def _parts(first: GgufFile) -> Iterator[GgufFile]:
     for no in range(1, count + 1):
         if no == here:
             continue
-        part = first.path.with_name(f"{m.group('stem')}-{no:05d}-of-{count:05d}.gguf")
-        if not part.is_file():
-            raise InputError(f"part {no} of {count} of the split model is missing: {part.name} "
-                             f"(next to {first.path.name})", field="model")
-        yield read_gguf(part)
+        part = _sibling(first.name, f"{m.group('stem')}-{no:05d}-of-{count:05d}.gguf")
+        if not first.files.exists(part):
+            raise InputError(f"part {no} of {count} of the split model is missing: "
+                             f"{part.rsplit('/', 1)[-1]} (next to {first.base})", field="model")
+        yield read_header(first.files, part)
 
 
-def _first(path: Path) -> Path:
+def first_part(files: Files, name: str) -> str:
     """A split model's first part, whichever part was named."""
-    m = SPLIT_NAME.match(path.name)
+    m = SPLIT_NAME.match(name.rsplit("/", 1)[-1])
     if m and int(m.group("no")) != 1:
-        first = path.with_name(f"{m.group('stem')}-00001-of-{m.group('count')}.gguf")
-        if first.is_file():
+        first = _sibling(name, f"{m.group('stem')}-00001-of-{m.group('count')}.gguf")
+        if files.exists(first):
             return first
-    return path
+    return name
 
 
 #: architectures read, → (Hugging Face model_type, how its layers are laid out)
@@ -291,7 +340,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
     tensors of every part of a split model; else the file's own)."""
     arch = g.arch
     if arch not in ARCHS:
-        raise ConfigError(f"{g.path.name} is a '{arch}' model; kvplan reads the GGUFs of "
+        raise ConfigError(f"{g.base} is a '{arch}' model; kvplan reads the GGUFs of "
                           f"{', '.join(sorted(ARCHS))}: pass the model's config.json (or its "
                           "Hub id) instead", field="general.architecture")
     m = g.metadata
@@ -303,7 +352,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
     heads = _uniform(k("attention.head_count", need=True), "head_count")
     kv = _uniform(k("attention.head_count_kv", heads), "head_count_kv")
     if isinstance(heads, list):
-        raise ConfigError(f"{g.path.name}: query heads that differ by layer are not read",
+        raise ConfigError(f"{g.base}: query heads that differ by layer are not read",
                           field=f"{arch}.attention.head_count")
     tokens = m.get("tokenizer.ggml.tokens")
     vocab = k("vocab_size") or (len(tokens) if tokens is not None else None)
@@ -311,10 +360,10 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         embd = next((t for t in g.tensors if t.name == "token_embd.weight"), None)
         vocab = embd.shape[1] if embd and len(embd.shape) > 1 else None
     if not vocab:
-        raise ConfigError(f"{g.path.name} gives no vocabulary size", field="vocab_size")
+        raise ConfigError(f"{g.base} gives no vocabulary size", field="vocab_size")
     cfg: dict[str, Any] = {
         "model_type": ARCHS[arch],
-        "_name_or_path": m.get("general.name") or g.path.stem,
+        "_name_or_path": m.get("general.name") or g.base.removesuffix(".gguf"),
         "num_hidden_layers": k("block_count", need=True),
         "hidden_size": k("embedding_length", need=True),
         "intermediate_size": _uniform(k("feed_forward_length", 0), "feed_forward_length"),
@@ -406,22 +455,29 @@ def _checkpoint(parts: list[GgufFile], experts: int, used: int, layers: int) -> 
     ftype = first.metadata.get("general.file_type")
     fmt = FILE_TYPES.get(ftype, "gguf") if isinstance(ftype, int) else "gguf"
     active = exp * used // experts if experts else 0
-    files = f"{len(parts)} files" if len(parts) > 1 else first.path.name
+    files = f"{len(parts)} files" if len(parts) > 1 else first.base
     return Checkpoint(total, inp, head if separate else inp, exp, active, fmt,
                       f"GGUF tensors ({files})", separate,
-                      tuple(sorted(types.items(), key=lambda kv: -kv[1])), str(first.path),
+                      tuple(sorted(types.items(), key=lambda kv: -kv[1])),
+                      first.files.locate(first.name),
                       draft)
 
 
 def spec_from_gguf(path: Path) -> ModelSpec:
-    """The ModelSpec of a GGUF file (a split model's parts are found beside it)."""
+    """The ModelSpec of a local GGUF file (a split model's parts are found beside it)."""
+    files = LocalFiles(path.parent)
+    return spec_from_files(files, first_part(files, path.name), f"file {path}")
+
+
+def spec_from_files(files: Files, name: str, source: str) -> ModelSpec:
+    """The ModelSpec of the GGUF file ``name`` of ``files`` (a split model's first part)."""
     from .hf import spec_from_config
 
-    first = read_gguf(_first(path))
+    first = read_header(files, name)
     parts = list(_parts(first))
     cfg = config_from_gguf(first, {t.name for g in parts for t in g.tensors})
-    name = str(cfg.get("_name_or_path") or path.stem)[:200]
-    spec = spec_from_config(cfg, name=name, source=f"file {path}")
+    label = str(cfg.get("_name_or_path") or first.base)[:200]
+    spec = spec_from_config(cfg, name=label, source=source)
     experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
     layers = int(cfg["num_hidden_layers"])
     ck = _checkpoint(parts, experts, int(cfg.get("num_experts_per_tok") or 0), layers)
