@@ -100,7 +100,8 @@ def _plan_parser() -> argparse.ArgumentParser:
         "(allocate the predicted cache on this machine's GPU and compare; kvplan measure -h); "
         "kvplan serve.",
     )
-    p.add_argument("model", help="catalog id (kvplan models), Hub repo id, config.json or GGUF path, "
+    p.add_argument("model", help="catalog id (kvplan models), Hub repo id (a GGUF repo as REPO:QUANT), "
+                   "config.json or GGUF path, "
                    "model folder or JSON text")
     p.add_argument("--ctx", "--context", dest="ctx", default="8k",
                    help="context per sequence: 8192, 128k, 1M (k = 1024; default 8k)")
@@ -392,7 +393,8 @@ def _measure_parser() -> argparse.ArgumentParser:
                 description="Allocate the cache a plan predicts with kvplan's kernels on this "
                 "machine's GPU (or CPU), fill it, and compare tensor, allocator and driver "
                 "bytes with the prediction; time decode steps over it.")
-    p.add_argument("model", help="catalog id (kvplan models), Hub repo id, config.json or GGUF path, "
+    p.add_argument("model", help="catalog id (kvplan models), Hub repo id (a GGUF repo as REPO:QUANT), "
+                   "config.json or GGUF path, "
                    "model folder or JSON text")
     p.add_argument("--kv", default="f16",
                    help="KV format for K and V, one the kernels hold (default f16)")

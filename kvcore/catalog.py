@@ -16,7 +16,7 @@ from typing import Any
 from .errors import ConfigError, InputError, UnknownNameError, shown
 from .gguf import SPLIT_NAME, is_gguf, spec_from_gguf
 from .hf import spec_from_config
-from .hub import fetch_config, is_repo_id
+from .hub import MissingFile, fetch_config, gguf_spec, is_repo_id, split_tag
 from .model import ModelSpec
 
 __all__ = ["CatalogEntry", "load_model", "model_catalog", "parse_config_text"]
@@ -186,8 +186,17 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         if text.lower().endswith((".json", ".gguf")) or text.startswith(("/", "./", "../", "~")):
             raise InputError(f"no such file or folder: {shown(text)} (a model is a catalog "
                              "id, a Hub repo id, a config.json or GGUF path or JSON)", field="model")
+    if allow_hub:
+        repo, tag = split_tag(text)
+        if tag is not None:
+            # llama.cpp's -hf spelling: a GGUF repository and one of its quantizations
+            return gguf_spec(repo, tag)
     if allow_hub and is_repo_id(text):
-        config, total = fetch_config(text)
+        try:
+            config, total = fetch_config(text)
+        except MissingFile:
+            # no config.json: a repository of GGUF files, read as llama.cpp's -hf reads it
+            return gguf_spec(text, None)
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,
                                 safetensors_total_bytes=total)
     raise UnknownNameError("model", text, _known_names(),

@@ -14,11 +14,12 @@ are refused with the names of those that are read.
 from __future__ import annotations
 
 import re
+import shlex
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from .errors import ConfigError, InputError, shown
 from .model import Checkpoint, ModelSpec, ParamCount
@@ -82,23 +83,21 @@ class TensorInfo:
         return tensor_bytes(self.shape, self.type, self.name)
 
 
-class Files:
+class Files(Protocol):
     """Where a model's GGUF files are read from: a local folder (LocalFiles) or a Hub
     repository (kvcore.hub.HubFiles). Names are relative to it, with '/' between folders."""
 
     def open(self, name: str) -> tuple[BinaryIO, int]:
         """The file, open for reading, and its size in bytes."""
-        raise NotImplementedError
 
     def exists(self, name: str) -> bool:
-        raise NotImplementedError
+        """Whether the source holds ``name``."""
 
     def locate(self, name: str) -> str:
-        """How a server is told to load the file."""
-        raise NotImplementedError
+        """llama-server's arguments that load the file (-m PATH, -hf REPO:TAG)."""
 
 
-class LocalFiles(Files):
+class LocalFiles:
     def __init__(self, folder: Path):
         self.folder = folder
 
@@ -110,7 +109,7 @@ class LocalFiles(Files):
         return (self.folder / name).is_file()
 
     def locate(self, name: str) -> str:
-        return str(self.folder / name)
+        return f"-m {shlex.quote(str(self.folder / name))}"
 
 
 @dataclass(frozen=True)

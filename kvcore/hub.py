@@ -15,8 +15,9 @@ from functools import lru_cache
 from typing import Any
 
 from .errors import HubError, InputError
+from .model import ModelSpec
 
-__all__ = ["REPO_ID", "fetch_config", "is_repo_id"]
+__all__ = ["REPO_ID", "MissingFile", "fetch_config", "gguf_spec", "is_repo_id", "split_tag"]
 
 #: owner/name as the Hub spells repository ids
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
@@ -29,6 +30,10 @@ TIMEOUT_S = "10"
 
 def is_repo_id(text: str) -> bool:
     return bool(REPO_ID.match(text)) and ".." not in text
+
+
+class MissingFile(HubError):
+    """The repository has no such file (a GGUF repository has no config.json)."""
 
 
 #: hosts a Hub fetch may reach, redirects included
@@ -98,7 +103,7 @@ def _download(repo: str, filename: str, revision: str | None) -> str:
         raise HubError(f"the Hub could not be reached and '{repo}/{filename}' is not in the HF "
                        "cache (offline?)", field="model") from None
     except hf_errors.EntryNotFoundError:
-        raise HubError(f"'{repo}' has no {filename}", field="model") from None
+        raise MissingFile(f"'{repo}' has no {filename}", field="model") from None
     except OSError as exc:
         raise HubError(f"fetching '{repo}/{filename}' failed: {exc}", field="model") from None
 
@@ -141,3 +146,130 @@ def _fetch(repo: str, revision: str | None) -> tuple[str, int | None]:
     if isinstance(size, int) and not isinstance(size, bool) and size > 0:
         total = size
     return json.dumps(config), total
+
+
+#: owner/name:TAG, llama.cpp's -hf spelling of a GGUF repository and one of its quantizations
+GGUF_REF = re.compile(r"^(?P<repo>[^:\s]+):(?P<tag>[A-Za-z0-9][A-Za-z0-9_.\-]{0,63})$")
+#: the quantization llama.cpp's -hf takes when none is named
+DEFAULT_TAG = "Q4_K_M"
+
+
+def split_tag(text: str) -> tuple[str, str | None]:
+    """``owner/name:TAG`` → (owner/name, TAG); anything else → (text, None)."""
+    m = GGUF_REF.match(text)
+    if m and is_repo_id(m.group("repo")):
+        return m.group("repo"), m.group("tag")
+    return text, None
+
+
+@contextlib.contextmanager
+def _hub_errors(repo: str, what: str) -> Any:
+    """huggingface_hub's failures as HubError sentences."""
+    from huggingface_hub import errors as hf_errors
+
+    try:
+        yield
+    except hf_errors.GatedRepoError:
+        raise HubError(f"'{repo}' is gated on the Hub: accept its licence and set HF_TOKEN",
+                       field="model") from None
+    except hf_errors.RepositoryNotFoundError:
+        raise HubError(f"'{repo}' is not a Hub repository (or it is private: set HF_TOKEN)",
+                       field="model") from None
+    except FileNotFoundError:
+        raise HubError(f"'{repo}' has no {what}", field="model") from None
+    except OSError as exc:
+        raise HubError(f"reading '{repo}/{what}' failed: {exc}", field="model") from None
+
+
+def _hf() -> Any:
+    try:
+        import huggingface_hub as hf
+    except ImportError:
+        raise HubError("reading a Hub repository that is not in the bundled catalog needs "
+                       "huggingface_hub: pip install 'kvplan[hub]'", field="model") from None
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", TIMEOUT_S)
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", TIMEOUT_S)
+    with contextlib.suppress(Exception):
+        _guard_client(hf)
+    return hf
+
+
+def gguf_names(repo: str) -> list[str]:
+    """The repository's GGUF model files (projector files for images left out)."""
+    hf = _hf()
+    with _hub_errors(repo, "file list"):
+        names = hf.HfApi().list_repo_files(repo)
+    return sorted(n for n in names if n.lower().endswith(".gguf")
+                  and not n.rsplit("/", 1)[-1].lower().startswith("mmproj"))
+
+
+def _tag_of(name: str) -> str:
+    """The quantization a GGUF file name carries (Qwen3-8B-Q4_K_M.gguf → Q4_K_M), or its
+    stem where none is recognised."""
+    from .gguf import SPLIT_NAME
+
+    base = name.rsplit("/", 1)[-1]
+    m = SPLIT_NAME.match(base)
+    stem = m.group("stem") if m else base.removesuffix(".gguf")
+    found = re.findall(r"(?i)(?:UD-)?(?:I?Q\d[A-Z0-9_]*|BF16|F16|F32|MXFP4(?:_MOE)?)", stem)
+    return found[-1].upper() if found else stem
+
+
+def choose_gguf(repo: str, names: list[str], tag: str | None) -> str:
+    """The file (a split model's first part) of ``tag`` among ``names``: llama.cpp's -hf
+    choice, Q4_K_M when no tag is named and the repository holds more than one model."""
+    from .gguf import SPLIT_NAME
+
+    def first(n: str) -> bool:
+        m = SPLIT_NAME.match(n.rsplit("/", 1)[-1])
+        return m is None or m.group("no") == "00001"
+
+    models = [n for n in names if first(n)]
+    if not models:
+        raise HubError(f"'{repo}' has neither a config.json nor a GGUF file", field="model")
+    tags = sorted({_tag_of(n) for n in models})
+    if tag is None:
+        if len(models) == 1:
+            return models[0]
+        tag = DEFAULT_TAG
+        if not any(_tag_of(n) == tag for n in models):
+            raise HubError(f"'{repo}' holds {len(models)} GGUF models: name one as "
+                           f"{repo}:TAG, TAG one of {', '.join(tags)}", field="model")
+    picked = [n for n in models if _tag_of(n) == tag.upper()]
+    if not picked:
+        raise HubError(f"'{repo}' has no {tag} GGUF; it has {', '.join(tags)}", field="model")
+    if len(picked) > 1:
+        raise HubError(f"'{repo}' has {len(picked)} {tag} GGUF models "
+                       f"({', '.join(p.rsplit('/', 1)[-1] for p in picked[:3])}): read one "
+                       "from a local copy", field="model")
+    return picked[0]
+
+
+class HubFiles:
+    """A Hub repository's files, read in ranges (only a GGUF's header is fetched)."""
+
+    def __init__(self, repo: str, names: list[str], ref: str):
+        self.repo, self.names, self.ref = repo, set(names), ref
+        self.fs = _hf().HfFileSystem()
+
+    def open(self, name: str) -> tuple[Any, int]:
+        with _hub_errors(self.repo, name):
+            f = self.fs.open(f"{self.repo}/{name}", "rb", block_size=1 << 20)
+            return f, int(f.size)
+
+    def exists(self, name: str) -> bool:
+        return name in self.names
+
+    def locate(self, name: str) -> str:
+        return f"-hf {self.ref}"
+
+
+def gguf_spec(repo: str, tag: str | None) -> ModelSpec:
+    """The ModelSpec of a Hub GGUF repository's file of ``tag`` (llama.cpp's choice where
+    none is named)."""
+    from .gguf import spec_from_files
+
+    names = gguf_names(repo)
+    name = choose_gguf(repo, names, tag)
+    ref = f"{repo}:{tag or _tag_of(name)}"
+    return spec_from_files(HubFiles(repo, names, ref), name, f"hub {ref}")

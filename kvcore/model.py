@@ -142,8 +142,8 @@ class Checkpoint:
     head_separate: bool = True
     #: bytes by ggml type, largest first: (("Q4_K", n), ("Q6_K", m), ...)
     types: tuple[tuple[str, int], ...] = ()
-    #: the file a server loads (a split model's first part)
-    file: str = ""
+    #: llama-server's arguments that load it (-m PATH of the first part, -hf REPO:TAG)
+    load: str = ""
     #: draft (MTP) blocks, not part of ``total_bytes``
     draft_bytes: int = 0
 

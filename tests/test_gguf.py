@@ -1,8 +1,11 @@
 """GGUF files as models: the header read into the config it stands for, the weights exact from
 the tensor table, and clear refusals of what is not read."""
 
+import io
 import json
 import struct
+import sys
+import types
 
 import pytest
 from ggufmake import U64, dense_model, nbytes, write_gguf
@@ -280,3 +283,93 @@ def test_corrupted_headers_give_one_clear_error(tmp_path, data):
         assert str(exc) and "\n" not in str(exc)
     else:
         assert weights_for(spec).bytes >= 0
+
+
+# --- GGUF repositories on the Hub (llama.cpp's -hf) --------------------------------------------
+
+class _Counted(io.FileIO):
+    """A local file standing in for a Hub file read in ranges: counts the bytes read."""
+
+    read_bytes = 0
+
+    def read(self, n=-1):
+        data = super().read(n)
+        _Counted.read_bytes += len(data)
+        return data
+
+
+def fake_gguf_hub(monkeypatch, folder, names):
+    errors = types.SimpleNamespace(**{
+        name: type(name, (Exception,), {}) for name in (
+            "GatedRepoError", "RepositoryNotFoundError", "RevisionNotFoundError",
+            "EntryNotFoundError", "LocalEntryNotFoundError")})
+
+    def download(repo, filename, revision=None):
+        raise errors.EntryNotFoundError()  # a GGUF repository has no config.json
+
+    class Api:
+        def list_repo_files(self, repo):
+            return list(names)
+
+    class FileSystem:
+        def open(self, path, mode="rb", block_size=None):
+            name = path.split("/", 2)[2]
+            f = _Counted(str(folder / name), "r")
+            f.size = (folder / name).stat().st_size
+            return f
+
+    module = types.SimpleNamespace(hf_hub_download=download, errors=errors, HfApi=Api,
+                                   HfFileSystem=FileSystem)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", module)
+    monkeypatch.setitem(sys.modules, "huggingface_hub.errors", errors)
+    kvcore.hub._fetch.cache_clear()
+
+
+def _tiny(folder, name, quant=8, **kw):
+    meta, tensors = dense_model("qwen3", layers=2, hidden=256, heads=4, kv_heads=2,
+                                head_dim=64, ffn=512, vocab=64, ctx=4096, quant=quant,
+                                head_type=8, **kw)
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    return write_gguf(folder / name, meta, tensors), tensors
+
+
+def test_a_hub_gguf_is_read_by_its_header_only(monkeypatch, tmp_path, capsys):
+    q4, _ = _tiny(tmp_path, "Tiny-Q4_0.gguf", quant=2)
+    q8, tensors = _tiny(tmp_path, "Tiny-Q8_0.gguf")
+    fake_gguf_hub(monkeypatch, tmp_path, ["README.md", "Tiny-Q4_0.gguf", "Tiny-Q8_0.gguf",
+                                          "mmproj-Tiny-f16.gguf"])
+    _Counted.read_bytes = 0
+    spec = load_model("someone/Tiny-GGUF:q8_0")
+    assert weights_for(spec).bytes == q8 and spec.source == "hub someone/Tiny-GGUF:q8_0"
+    # the header only: the tensor data (q8 bytes) is never read
+    assert 0 < _Counted.read_bytes < 8192 < q8
+    code, out, _ = run(capsys, "someone/Tiny-GGUF:Q4_0", "--engine", "llama.cpp", "--gpu",
+                       "4090")
+    assert code == 0 and "llama-server -hf someone/Tiny-GGUF:Q4_0 -c 8192" in out
+    assert "GGUF tensors (Tiny-Q4_0.gguf)" in out
+
+
+def test_a_hub_gguf_repository_without_a_tag_takes_llama_cpp_s_default(monkeypatch, tmp_path):
+    _tiny(tmp_path, "M-Q8_0.gguf")
+    _tiny(tmp_path, "M-Q6_K.gguf")
+    fake_gguf_hub(monkeypatch, tmp_path, ["M-Q8_0.gguf", "M-Q6_K.gguf"])
+    with pytest.raises(kvcore.HubError, match=r"'someone/M-GGUF' holds 2 GGUF models: name one "
+                                              r"as someone/M-GGUF:TAG, TAG one of Q6_K, Q8_0"):
+        load_model("someone/M-GGUF")
+    with pytest.raises(kvcore.HubError, match="'someone/M-GGUF' has no Q2_K GGUF; it has "
+                                              "Q6_K, Q8_0"):
+        load_model("someone/M-GGUF:Q2_K")
+    # Q4_K_M is taken when present, as llama-server -hf does; a split model in a folder
+    total = sum(_tiny(tmp_path, f"Q4_K_M/M-Q4_K_M-0000{i}-of-00002.gguf",
+                      extra={"split.count": 2})[0] for i in (1, 2))
+    fake_gguf_hub(monkeypatch, tmp_path, ["M-Q8_0.gguf", "Q4_K_M/M-Q4_K_M-00001-of-00002.gguf",
+                                          "Q4_K_M/M-Q4_K_M-00002-of-00002.gguf"])
+    spec = load_model("someone/M-GGUF")
+    assert spec.source == "hub someone/M-GGUF:Q4_K_M"
+    assert weights_for(spec).bytes == total
+
+
+def test_a_hub_repository_with_neither_config_nor_gguf(monkeypatch, tmp_path):
+    fake_gguf_hub(monkeypatch, tmp_path, ["README.md"])
+    with pytest.raises(kvcore.HubError, match="has neither a config.json nor a GGUF file"):
+        load_model("someone/empty")

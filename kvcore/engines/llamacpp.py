@@ -230,8 +230,8 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append(f"everything does not fit: -ngl {ngl} keeps {ngl} of "
                      f"{req.spec.decoder_layers} layers on the GPU, the rest run on the CPU")
     ck = req.spec.checkpoint
-    gguf = shlex.quote(ck.file) if ck is not None and ck.file else f"{req.spec.name}.gguf"
-    cmd = [f"llama-server -m {gguf} -c {layout.n_ctx} -np {req.sequences}",
+    load = ck.load if ck is not None and ck.load else f"-m {shlex.quote(req.spec.name)}.gguf"
+    cmd = [f"llama-server {load} -c {layout.n_ctx} -np {req.sequences}",
            f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}",
            f"-ngl {ngl if ngl <= req.spec.decoder_layers else 999}"]
     if s.swa_full:
