@@ -314,7 +314,12 @@ ARCHS: dict[str, str] = {
     "llama": "llama", "mistral3": "mistral", "qwen2": "qwen2", "qwen2moe": "qwen2_moe",
     "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "gemma2": "gemma2", "gemma3": "gemma3_text",
     "phi3": "phi3", "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3",
+    # Gated DeltaNet hybrids: three linear-attention layers, then one full
+    "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text",
 }
+#: the hybrids' Gated DeltaNet numbers: GGUF key → config field
+_GDN = {"ssm.conv_kernel": "linear_conv_kernel_dim", "ssm.state_size": "linear_key_head_dim",
+        "ssm.group_count": "linear_num_key_heads", "ssm.time_step_rank": "linear_num_value_heads"}
 
 
 def _get(meta: dict[str, Any], key: str, default: Any = None, *, need: bool = False) -> Any:
@@ -406,6 +411,26 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
             # llama.cpp's pattern: layer i slides unless i % period is the period's last
             cfg["layer_types"] = ["sliding_attention" if i % period < period - 1
                                   else "full_attention" for i in range(n)]
+    if arch in ("qwen3next", "qwen35", "qwen35moe"):
+        if isinstance(kv, list) and len({v for v in kv if v}) == 1:
+            # KV heads listed by layer, 0 on the linear-attention layers
+            cfg["num_key_value_heads"] = max(kv)
+        for key, field_ in _GDN.items():
+            cfg[field_] = k(key, need=True)
+        inner = k("ssm.inner_size", need=True)
+        if not isinstance(inner, int) or inner % cfg["linear_num_value_heads"]:
+            raise ConfigError(f"{g.base}: {arch}.ssm.inner_size {shown(inner)} is not a whole "
+                              "number of value heads", field=f"{arch}.ssm.inner_size")
+        cfg["linear_value_head_dim"] = inner // cfg["linear_num_value_heads"]
+        interval = k("full_attention_interval", 4)
+        cfg["full_attention_interval"] = interval
+        n = cfg["num_hidden_layers"]
+        if isinstance(interval, int) and interval > 0 and isinstance(n, int):
+            cfg["layer_types"] = ["full_attention" if (i + 1) % interval == 0
+                                  else "linear_attention" for i in range(n)]
+        if arch != "qwen3next":
+            # Qwen3.5 pins its recurrent state to float32 (mamba_ssm_dtype)
+            cfg["mamba_ssm_dtype"] = "float32"
     if arch == "deepseek2":
         rank = k("attention.kv_lora_rank", need=True)
         rope = k("rope.dimension_count", need=True)

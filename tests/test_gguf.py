@@ -194,10 +194,10 @@ def test_a_truncated_download_and_an_unread_architecture_are_refused(capsys, tmp
     code, _, err = run(capsys, str(tmp_path / "cut.gguf"))
     assert code == 2 and "cut.gguf is truncated: its tensors need" in err
     assert "(an incomplete download?)" in err and err.count("\n") == 1
-    hybrid = {**meta, "general.architecture": "qwen3next"}
+    hybrid = {**meta, "general.architecture": "nemotron_h"}
     write_gguf(tmp_path / "next.gguf", hybrid, tensors)
     code, _, err = run(capsys, str(tmp_path / "next.gguf"))
-    assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'qwen3next' model; "
+    assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'nemotron_h' model; "
                                         "kvplan reads the GGUFs of deepseek2, gemma2")
     assert "pass the model's config.json (or its Hub id) instead" in err
 
@@ -373,3 +373,37 @@ def test_a_hub_repository_with_neither_config_nor_gguf(monkeypatch, tmp_path):
     fake_gguf_hub(monkeypatch, tmp_path, ["README.md"])
     with pytest.raises(kvcore.HubError, match="has neither a config.json nor a GGUF file"):
         load_model("someone/empty")
+
+
+@pytest.mark.parametrize("arch,catalog", [("qwen35", "qwen3.5-27b"),
+                                          ("qwen35moe", "qwen3.5-35b-a3b"),
+                                          ("qwen3next", "qwen3-next-80b-a3b-instruct")])
+def test_gated_deltanet_hybrids_read_their_state_and_pattern(tmp_path, arch, catalog):
+    # the keys llama.cpp's converter writes for Qwen3-Next and Qwen3.5: conv kernel, key head
+    # width (state_size), key heads (group_count), value heads (time_step_rank), all value
+    # widths (inner_size), full_attention_interval; Qwen3.5 adds its MTP block to block_count
+    entry = next(e for e in kvcore.model_catalog() if e.id == catalog)
+    cfg = entry.config()
+    cfg = cfg.get("text_config", cfg)
+    mtp = cfg.get("mtp_num_hidden_layers") or 0
+    experts = cfg.get("num_experts") or 0
+    meta, tensors = dense_model(
+        arch, layers=cfg["num_hidden_layers"] + mtp, hidden=cfg["hidden_size"],
+        heads=cfg["num_attention_heads"], kv_heads=cfg["num_key_value_heads"],
+        head_dim=cfg["head_dim"], ffn=cfg.get("intermediate_size") or 512, vocab=256,
+        ctx=262144, quant=8, head_type=8, experts=experts, used=cfg.get("num_experts_per_tok", 0),
+        expert_ffn=cfg.get("moe_intermediate_size") or 0, extra={
+            f"{arch}.ssm.conv_kernel": cfg["linear_conv_kernel_dim"],
+            f"{arch}.ssm.state_size": cfg["linear_key_head_dim"],
+            f"{arch}.ssm.group_count": cfg["linear_num_key_heads"],
+            f"{arch}.ssm.time_step_rank": cfg["linear_num_value_heads"],
+            f"{arch}.ssm.inner_size": cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"],
+            f"{arch}.full_attention_interval": cfg["full_attention_interval"],
+            **({f"{arch}.nextn_predict_layers": mtp} if mtp else {})})
+    path = tmp_path / f"{arch}.gguf"
+    write_gguf(path, meta, tensors)
+    spec, cat = load_model(str(path)), load_model(catalog)
+    assert spec.groups == cat.groups
+    for ctx, seqs in ((1000, 1), (262144, 4)):
+        a, b = kvcore.cache_size(spec, ctx, seqs), kvcore.cache_size(cat, ctx, seqs)
+        assert (a.total_bytes, a.state_bytes) == (b.total_bytes, b.state_bytes)
