@@ -322,6 +322,33 @@ def test_trtllm_rounds_up_to_whole_blocks():
     assert r.kv_tokens == -(-(4 * GiB // per_token) // 32) * 32
 
 
+def test_trtllm_hybrid_state_slots_come_off_the_budget():
+    # Qwen3-Next: 36 Gated DeltaNet layers of 32 × 128 × 128 (delta rule) + 3 × (2·16·128 +
+    # 32·128) (conv) values, held in bf16 for max_batch_size × pp + 1 slots; 12 attention
+    # layers × 2 KV heads × (256 + 256) × 2 bytes per token
+    r = engine_plan("trtllm", req("qwen3-next-80b-a3b-instruct", gpu=None, seqs=4,
+                                  kv_budget_bytes=8 * GiB))
+    per_slot = 36 * (32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)) * 2
+    per_token = 12 * 2 * 512 * 2
+    assert r.extra["state_bytes"] == 5 * per_slot
+    assert r.kv_tokens == -(-((8 * GiB - 5 * per_slot) // per_token) // 32) * 32
+    # a pipeline of two stages holds twice the slots, each stage its own layers' state
+    r2 = engine_plan("trtllm", req("qwen3-next-80b-a3b-instruct", gpu=None, seqs=4,
+                                   kv_budget_bytes=8 * GiB, parallel=Parallel(pp=2)))
+    assert r2.extra["state_slots"] == 9
+    # more sequences need more slots: the most that fit is below the stateless count
+    assert r.sequences_max < r.kv_tokens // 8192
+    assert engine_plan("trtllm", req("qwen3-8b", gpu=None, kv_budget_bytes=8 * GiB)
+                       ).extra["state_bytes"] == 0
+
+
+@pytest.mark.parametrize("model", ["deepseek-v2-lite-chat", "phi-3.5-moe-instruct",
+                                   "olmo-3.1-32b-instruct", "lfm2.5-vl-1.6b", "minimax-m1-80k"])
+def test_trtllm_refuses_architectures_it_does_not_run(model):
+    with pytest.raises(InputError, match="TensorRT-LLM's PyTorch backend has no"):
+        engine_plan("trtllm", req(model))
+
+
 # --- inverse questions ---------------------------------------------------------------------
 
 def test_find_gpu_smallest_fits_and_smaller_does_not():

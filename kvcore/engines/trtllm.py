@@ -6,18 +6,25 @@ profiling pass), ``tensorrt_llm/_torch/pyexecutor/resource_manager.py``
 (``get_cache_size_per_token``: 2 × layers × head_dim × KV heads // tp × dtype bytes, MLA one
 latent; ``tokens_per_block`` 32), ``cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp``
 (``[MemUsageChange] Allocated X GiB for max tokens in paged KV cache (N).``, N a whole number of
-blocks).
+blocks), ``tensorrt_llm/_torch/pyexecutor/mamba_cache_manager.py``
+(``_estimate_mamba_hybrid_cache_cost``: a hybrid model's recurrent state is a fixed cost of
+max_batch_size × pp + 1 slots, taken from the KV budget before it is divided by the bytes per
+token), ``tensorrt_llm/_torch/models/_arch_index.py`` (the architectures the PyTorch backend
+registers; any other stops with "Unknown architecture for AutoModelForCausalLM").
 """
 
 from __future__ import annotations
 
+from ..errors import InputError
 from ..kv import kv_row_bytes
+from ..model import ModelSpec
 from ..parallel import trtllm_stage_layers
-from ..plan import largest
+from ..plan import MAX_SEQUENCES, largest
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
+    MiB,
     model_ref,
     need_gpu,
     parallel_flags,
@@ -33,10 +40,37 @@ TOKENS_PER_BLOCK = 32
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
 #: CUDA context, cuBLAS and runtime buffers outside the KV pool (rough)
 RUNTIME = int(1.0 * GiB)
+#: model types of catalog architectures the PyTorch backend registers no model class for
+#: (models/_arch_index.py MODEL_ARCH_TO_MODULE): DeepSeek-V2 (only V3/V3.2 are there), PhiMoE,
+#: OLMo 3, LFM2 and MiniMax-M1 (lightning attention)
+UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEForCausalLM",
+                     "olmo3": "Olmo3ForCausalLM", "lfm2": "Lfm2ForCausalLM",
+                     "lfm2_vl": "Lfm2VlForConditionalGeneration",
+                     "minimax_m1": "MiniMaxM1ForCausalLM"}
+#: recurrent-state slots beyond max_batch_size × pp: the one dummy request CUDA-graph padding
+#: uses (mamba_cache_manager.py: num_reserved_dummy_slots=1)
+DUMMY_SLOTS = 1
+
+
+def state_bytes_per_slot(spec: ModelSpec) -> int:
+    """Recurrent state one sequence holds on a rank (``spec``: the rank's share): conv and SSM
+    state both in the model's dtype, as the hybrid cache manager allocates them unless the
+    config names a ``mamba_ssm_cache_dtype`` (config_utils.py get_states_bytes_per_layer; a
+    checkpoint's ``mamba_ssm_dtype`` is deliberately not honoured for the cache)."""
+    return sum(g.count * g.state_values for g in spec.groups
+               if g.kind.is_recurrent and not g.mtp) * spec.dtype_bytes
+
+
+def check_supported(spec: ModelSpec) -> None:
+    arch = UNSUPPORTED_TYPES.get(spec.model_type)
+    if arch is not None:
+        raise InputError(f"TensorRT-LLM's PyTorch backend has no {arch} model "
+                         f"({spec.model_type}); choose another engine", field="engine")
 
 
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
+    check_supported(req.spec)
     name = single_format(NAME, opts, FORMATS)
     frac = s.free_gpu_memory_fraction or FRACTION
     tpb = s.tokens_per_block or TOKENS_PER_BLOCK
@@ -53,15 +87,31 @@ def plan(req: EngineRequest) -> EngineReport:
     else:
         availables = [int((sh.gpu.total_bytes - (sh.weights_bytes + act + RUNTIME)) * frac)
                       for sh in shares if sh.gpu is not None]
-    stage_tokens = [max(0, a) // t for a, t in zip(availables, per_tokens, strict=True)]
-    binding = min(range(len(shares)), key=stage_tokens.__getitem__)
+    # a hybrid model's state slots (max_batch_size × pp + 1 of them, the command's
+    # --max_batch_size being the plan's sequences) come off each rank's budget first
+    per_slot = [state_bytes_per_slot(sh.spec) for sh in shares]
+
+    def stage_tokens(n_seq: int) -> list[int]:
+        slots = n_seq * p.pp + DUMMY_SLOTS if any(per_slot) else 0
+        return [max(0, a - slots * st) // t
+                for a, st, t in zip(availables, per_slot, per_tokens, strict=True)]
+
+    def pool_tokens(n_seq: int) -> int:
+        # the primary pool rounds up to whole blocks (calculateMaxNumBlocks)
+        return -(-min(stage_tokens(n_seq)) // tpb) * tpb
+
+    per_stage = stage_tokens(req.sequences)
+    binding = min(range(len(shares)), key=per_stage.__getitem__)
     per_token, available = per_tokens[binding], availables[binding]
+    slots = req.sequences * p.pp + DUMMY_SLOTS if any(per_slot) else 0
+    state = slots * per_slot[binding]
     gpu = shares[binding].gpu
     budget = gpu.total_bytes if req.kv_budget_bytes is None and gpu is not None else None
-    max_tokens = stage_tokens[binding]
-    blocks = -(-max_tokens // tpb)
-    tokens = blocks * tpb
+    tokens = pool_tokens(req.sequences)
+    blocks = tokens // tpb
     max_ctx = largest(lambda n: n == 0 or tokens >= n * req.sequences, 1 << 31)
+    # more sequences need more state slots, so the pool shrinks as they grow
+    max_seqs = largest(lambda n: n == 0 or pool_tokens(n) >= n * req.context, MAX_SEQUENCES)
     lines = [f"Number of tokens per block: {tpb}.",
              f"[MemUsageChange] Allocated {tokens * per_token / GiB:.2f} GiB for max tokens in "
              f"paged KV cache ({tokens})."]
@@ -69,6 +119,10 @@ def plan(req: EngineRequest) -> EngineReport:
            f"--max_batch_size {req.sequences}", f"--kv_cache_free_gpu_memory_fraction {frac:g}"]
     cmd += parallel_flags(p, "--tp_size", "--pp_size", None)
     notes = []
+    if state:
+        notes.append(f"recurrent state: {slots:,} slots (max_batch_size × pp + 1) of "
+                     f"{per_slot[binding] / MiB:.1f} MiB = {state / GiB:.2f} GiB taken from "
+                     "the KV budget")
     offload_tokens = 0
     if s.offload_bytes:
         offload_tokens = s.offload_bytes // per_token
@@ -86,7 +140,7 @@ def plan(req: EngineRequest) -> EngineReport:
         blocks=blocks,
         block_tokens=tpb,
         max_concurrency=tokens / max(1, req.context),
-        max_sequences=tokens // req.context,
+        max_sequences=max_seqs,
         max_context=max_ctx,
         fits=tokens >= req.context * req.sequences,
         log_lines=tuple(lines),
@@ -94,5 +148,6 @@ def plan(req: EngineRequest) -> EngineReport:
         notes=tuple(notes),
         binding_stage=binding,
         offload_tokens=offload_tokens,
-        extra={"bytes_per_token": per_token, "weights": weights.format},
+        extra={"bytes_per_token": per_token, "weights": weights.format,
+               "state_bytes": state, "state_slots": slots},
     )
