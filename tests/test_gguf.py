@@ -163,6 +163,9 @@ def test_the_cli_plans_a_gguf_and_llama_cpp_loads_that_file(capsys, tmp_path):
     # llama.cpp keeps the token embedding in host memory: the card holds the rest
     embd = nbytes((4096, 151936), 12)
     assert data["engine_report"]["weights_bytes"] == total - embd
+    # TensorRT-LLM does not load GGUF files
+    code, out, err = run(capsys, str(path), "--gpu", "4090", "--engine", "trtllm")
+    assert code == 2 and "TensorRT-LLM loads Hugging Face checkpoints, not GGUF files" in err
 
 
 def _bad(tmp_path, name, content):

@@ -66,6 +66,10 @@ def check_supported(spec: ModelSpec) -> None:
     if arch is not None:
         raise InputError(f"TensorRT-LLM's PyTorch backend has no {arch} model "
                          f"({spec.model_type}); choose another engine", field="engine")
+    if spec.checkpoint is not None:
+        raise InputError("TensorRT-LLM loads Hugging Face checkpoints, not GGUF files: plan the "
+                         "model's config.json or Hub id with it, or this file with llama.cpp",
+                         field="engine")
 
 
 def plan(req: EngineRequest) -> EngineReport:
