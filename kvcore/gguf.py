@@ -484,7 +484,7 @@ def _checkpoint(parts: list[GgufFile], experts: int, used: int, layers: int) -> 
                       f"GGUF tensors ({files})", separate,
                       tuple(sorted(types.items(), key=lambda kv: -kv[1])),
                       first.files.locate(first.name),
-                      draft)
+                      draft, len(parts))
 
 
 def spec_from_gguf(path: Path) -> ModelSpec:

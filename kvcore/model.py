@@ -146,6 +146,8 @@ class Checkpoint:
     load: str = ""
     #: draft (MTP) blocks, not part of ``total_bytes``
     draft_bytes: int = 0
+    #: files of a split model
+    parts: int = 1
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,12 @@ def test_a_split_model_sums_its_parts_from_any_part(tmp_path):
         assert w.lm_head_separate and w.head_bytes == nbytes((512, 1000), 14)
     # a folder with one model (its parts) and no config.json reads it
     assert weights_for(load_model(str(tmp_path))).bytes == a + b
+    # vLLM reads a GGUF from one file only
+    with pytest.raises(InputError, match="vLLM loads a GGUF model from a single file; this one "
+                                         "is split in 2: merge it with llama-gguf-split"):
+        kvcore.engines.engine_plan("vllm", kvcore.engines.EngineRequest(
+            spec=load_model(str(tmp_path)), context=4096, sequences=1,
+            cache=kvcore.CacheOptions(kv_k="f16", kv_v="f16"), gpus=(kvcore.find_gpu("4090"),)))
     (tmp_path / "m-00002-of-00002.gguf").unlink()
     with pytest.raises(InputError, match="part 2 of 2 of the split model is missing: "
                                          "m-00002-of-00002.gguf"):

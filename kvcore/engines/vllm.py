@@ -228,6 +228,10 @@ def plan(req: EngineRequest) -> EngineReport:
     k_name = single_format(NAME, opts, FORMATS)
     if opts.hot_format is not None or opts.keep_fraction < 1:
         raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
+    if req.spec.checkpoint is not None and req.spec.checkpoint.parts > 1:
+        raise InputError(f"vLLM loads a GGUF model from a single file; this one is split in "
+                         f"{req.spec.checkpoint.parts}: merge it with llama-gguf-split --merge",
+                         field="engine")
     util = s.gpu_memory_utilization or UTILIZATION
     p = req.parallel
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
