@@ -7,8 +7,8 @@ bytes, summed over the files of a split model.
 
 The architecture's numbers become the Hugging Face config the file was converted from, so that
 the cache, the engines' rules and the fit are those of a config.json. Architectures whose
-numbers do not map one to one (hybrid linear-attention and state-space models, vision towers)
-are refused with the names of those that are read.
+numbers are not mapped here (Mamba and other state-space hybrids, encoder-decoders, vision
+towers, which ship in a separate mmproj file) are refused with the names of those that are read.
 """
 
 from __future__ import annotations
@@ -309,7 +309,7 @@ def first_part(files: Files, name: str) -> str:
     return name
 
 
-#: architectures read, → (Hugging Face model_type, how its layers are laid out)
+#: architectures read → the Hugging Face model_type they were converted from
 ARCHS: dict[str, str] = {
     "llama": "llama", "mistral3": "mistral", "qwen2": "qwen2", "qwen2moe": "qwen2_moe",
     "qwen3": "qwen3", "qwen3moe": "qwen3_moe", "gemma2": "gemma2", "gemma3": "gemma3_text",
@@ -330,7 +330,7 @@ def _get(meta: dict[str, Any], key: str, default: Any = None, *, need: bool = Fa
     return meta[key]
 
 
-def _uniform(value: Any, key: str) -> Any:
+def _uniform(value: Any) -> Any:
     """A per-layer array whose entries are all equal, as that one number."""
     if isinstance(value, list):
         if not value or any(v != value[0] for v in value):
@@ -352,9 +352,17 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
     def k(name: str, default: Any = None, need: bool = False) -> Any:
         return _get(m, f"{arch}.{name}", default, need=need)
 
+    def count(name: str, default: int | None = None) -> int:
+        """A key that must hold a whole number (0 or more)."""
+        value = k(name, default, need=default is None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{g.base}: {arch}.{name} must be a whole number, got "
+                              f"{shown(value)}", field=f"{arch}.{name}")
+        return value
+
     names = names if names is not None else {t.name for t in g.tensors}
-    heads = _uniform(k("attention.head_count", need=True), "head_count")
-    kv = _uniform(k("attention.head_count_kv", heads), "head_count_kv")
+    heads = _uniform(k("attention.head_count", need=True))
+    kv = _uniform(k("attention.head_count_kv", heads))
     if isinstance(heads, list):
         raise ConfigError(f"{g.base}: query heads that differ by layer are not read",
                           field=f"{arch}.attention.head_count")
@@ -370,7 +378,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         "_name_or_path": m.get("general.name") or g.base.removesuffix(".gguf"),
         "num_hidden_layers": k("block_count", need=True),
         "hidden_size": k("embedding_length", need=True),
-        "intermediate_size": _uniform(k("feed_forward_length", 0), "feed_forward_length"),
+        "intermediate_size": _uniform(k("feed_forward_length", 0)),
         "num_attention_heads": heads,
         "num_key_value_heads": kv,
         "vocab_size": vocab,
@@ -378,13 +386,14 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         "tie_word_embeddings": "output.weight" not in names,
         "torch_dtype": "bfloat16",
     }
-    nextn = k("nextn_predict_layers", 0)
-    if isinstance(nextn, int) and nextn > 0 and isinstance(cfg["num_hidden_layers"], int):
+    nextn = count("nextn_predict_layers", 0)
+    if nextn and isinstance(cfg["num_hidden_layers"], int):
         # the draft (MTP) blocks are numbered after the decoder's, counted in block_count
         cfg["num_hidden_layers"] -= nextn
         cfg["num_nextn_predict_layers"] = nextn
     if isinstance(cfg["intermediate_size"], list):
-        cfg["intermediate_size"] = max(cfg["intermediate_size"])
+        widths = [w for w in cfg["intermediate_size"] if isinstance(w, int)]
+        cfg["intermediate_size"] = max(widths) if widths else 0
     key_len = k("attention.key_length")
     if key_len and arch != "deepseek2":
         cfg["head_dim"] = key_len
@@ -416,13 +425,13 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
             # KV heads listed by layer, 0 on the linear-attention layers
             cfg["num_key_value_heads"] = max(kv)
         for key, field_ in _GDN.items():
-            cfg[field_] = k(key, need=True)
-        inner = k("ssm.inner_size", need=True)
-        if not isinstance(inner, int) or inner % cfg["linear_num_value_heads"]:
+            cfg[field_] = count(key)
+        inner = count("ssm.inner_size")
+        if not cfg["linear_num_value_heads"] or inner % cfg["linear_num_value_heads"]:
             raise ConfigError(f"{g.base}: {arch}.ssm.inner_size {shown(inner)} is not a whole "
                               "number of value heads", field=f"{arch}.ssm.inner_size")
         cfg["linear_value_head_dim"] = inner // cfg["linear_num_value_heads"]
-        interval = k("full_attention_interval", 4)
+        interval = count("full_attention_interval", 4)
         cfg["full_attention_interval"] = interval
         n = cfg["num_hidden_layers"]
         if isinstance(interval, int) and interval > 0 and isinstance(n, int):
@@ -432,10 +441,13 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
             # Qwen3.5 pins its recurrent state to float32 (mamba_ssm_dtype)
             cfg["mamba_ssm_dtype"] = "float32"
     if arch == "deepseek2":
-        rank = k("attention.kv_lora_rank", need=True)
-        rope = k("rope.dimension_count", need=True)
-        key_mla = k("attention.key_length_mla") or k("attention.key_length", need=True)
-        value_mla = k("attention.value_length_mla") or k("attention.value_length", need=True)
+        rank = count("attention.kv_lora_rank")
+        rope = count("rope.dimension_count")
+        key_mla = count("attention.key_length_mla", 0) or count("attention.key_length")
+        value_mla = count("attention.value_length_mla", 0) or count("attention.value_length")
+        if key_mla <= rope:
+            raise ConfigError(f"{g.base}: a key of {key_mla} values is not wider than its "
+                              f"{rope} rotary ones", field=f"{arch}.attention.key_length")
         # DeepSeek-V3's router is a sigmoid (expert_gating_func 2), V2's a softmax
         if k("expert_gating_func") != 2:
             cfg["model_type"] = "deepseek_v2"

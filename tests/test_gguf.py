@@ -263,9 +263,20 @@ def test_draft_blocks_are_counted_apart(tmp_path):
     assert kvcore.cache_size(spec, 100, 1).total_bytes == 3 * 576 * 2 * 100
 
 
-def _small(tmp_path):
-    meta, tensors = dense_model("qwen3", layers=2, hidden=256, heads=4, kv_heads=2,
-                                head_dim=64, ffn=512, vocab=64, ctx=4096, quant=8, head_type=8)
+_SMALL = {
+    "qwen3": {},
+    "deepseek2": {"deepseek2.attention.kv_lora_rank": 64, "deepseek2.rope.dimension_count": 16,
+                  "deepseek2.attention.value_length": 32, "deepseek2.nextn_predict_layers": 1},
+    "qwen35": {"qwen35.ssm.conv_kernel": 4, "qwen35.ssm.state_size": 32,
+               "qwen35.ssm.group_count": 2, "qwen35.ssm.time_step_rank": 4,
+               "qwen35.ssm.inner_size": 128, "qwen35.full_attention_interval": 2},
+}
+
+
+def _small(tmp_path, arch):
+    meta, tensors = dense_model(arch, layers=2, hidden=256, heads=4, kv_heads=2,
+                                head_dim=64, ffn=512, vocab=64, ctx=4096, quant=8, head_type=8,
+                                extra=_SMALL[arch])
     path = tmp_path / "small.gguf"
     write_gguf(path, meta, tensors)
     return path.read_bytes()
@@ -277,7 +288,7 @@ def _small(tmp_path):
 def test_corrupted_headers_give_one_clear_error(tmp_path, data):
     # any byte of a valid header changed, or the file cut anywhere: a KvplanError or a model,
     # never another exception
-    blob = bytearray(_small(tmp_path))
+    blob = bytearray(_small(tmp_path, data.draw(st.sampled_from(sorted(_SMALL)))))
     header = blob.index(b"token_embd.weight")  # the tensor table begins
     if data.draw(st.booleans()):
         at = data.draw(st.integers(0, header + 400))
@@ -416,3 +427,14 @@ def test_gated_deltanet_hybrids_read_their_state_and_pattern(tmp_path, arch, cat
     for ctx, seqs in ((1000, 1), (262144, 4)):
         a, b = kvcore.cache_size(spec, ctx, seqs), kvcore.cache_size(cat, ctx, seqs)
         assert (a.total_bytes, a.state_bytes) == (b.total_bytes, b.state_bytes)
+
+
+def test_a_number_of_the_wrong_type_is_named(tmp_path, capsys):
+    meta, tensors = dense_model("deepseek2", layers=2, hidden=256, heads=4, kv_heads=2,
+                                head_dim=64, ffn=512, vocab=64, ctx=4096, quant=8, head_type=8,
+                                extra={**_SMALL["deepseek2"],
+                                       "deepseek2.attention.kv_lora_rank": "512"})
+    write_gguf(tmp_path / "odd.gguf", meta, tensors)
+    code, out, err = run(capsys, str(tmp_path / "odd.gguf"))
+    assert (code, out, err) == (2, "", "kvplan: error: odd.gguf: deepseek2.attention.kv_lora_rank "
+                                       "must be a whole number, got '512'\n")
