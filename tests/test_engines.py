@@ -660,3 +660,17 @@ def test_servers_load_a_float32_checkpoint_in_16_bits(engine):
     r32 = engine_plan(engine, req("gemma-2-9b", weights="f32"))
     assert r32.weights_bytes == pytest.approx(spec.params.total * 4, rel=0.01)
     assert engine_plan("raw", req("gemma-2-9b")).extra["weights"] == "f32"
+
+
+@pytest.mark.parametrize(("model", "engine"), [
+    ("llama-3.2-11b-vision-instruct", "vllm"), ("minimax-m1-80k", "vllm"),
+    ("minimax-m1-80k", "sglang")])
+def test_engines_refuse_architectures_they_cannot_load(model, engine):
+    # vLLM dropped Mllama (0.10.2) and MiniMax-M1 (0.23.0) from its registry; SGLang never
+    # merged lightning attention: a plan used to be invented for each
+    with pytest.raises(InputError, match="does not run"):
+        engine_plan(engine, req(model, gpu="h200"))
+
+
+def test_sglang_still_plans_mllama():
+    assert engine_plan("sglang", req("llama-3.2-11b-vision-instruct", gpu="h200")).fits

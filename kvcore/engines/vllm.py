@@ -31,10 +31,27 @@ from .base import (
     need_gpu,
     parallel_flags,
     rank_weights,
+    refuse_architecture,
     single_format,
 )
 
 NAME = "vllm"
+#: architectures current vLLM refuses to load, by model_type: its model registry
+#: (vllm/model_executor/models/registry.py, _PREVIOUSLY_SUPPORTED_MODELS) names the last
+#: release that ran each. Mllama went with the V0 encoder-decoder path (last in 0.10.2); the
+#: MiniMax lightning-attention models were removed by PR #45993 (last in 0.23.0).
+UNSUPPORTED = {
+    "mllama": ("MllamaForConditionalGeneration",
+               "removed after vLLM 0.10.2; SGLang runs it, or pin vllm==0.10.2"),
+    "mllama_text_model": ("MllamaForConditionalGeneration",
+                          "removed after vLLM 0.10.2; SGLang runs it, or pin vllm==0.10.2"),
+    "minimax_m1": ("MiniMaxM1ForCausalLM",
+                   "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
+    "minimax_text_01": ("MiniMaxText01ForCausalLM",
+                        "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
+    "minimax": ("MiniMaxForCausalLM",
+                "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
+}
 UTILIZATION = 0.92
 BLOCK = 16
 MAX_BATCHED_TOKENS = 8192
@@ -224,6 +241,7 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
 
 
 def plan(req: EngineRequest) -> EngineReport:
+    refuse_architecture("vLLM", req.spec, UNSUPPORTED)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     if opts.hot_format is not None or opts.keep_fraction < 1:
