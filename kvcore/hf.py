@@ -703,6 +703,15 @@ def _count_params(
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8": 1}
 
 
+def _chunk_size(cfg: dict[str, Any]) -> int:
+    """The Mamba2 scan chunk a config names (0 when it names none)."""
+    for key in ("mamba_chunk_size", "chunk_size"):
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 1 << 20:
+            return value
+    return 0
+
+
 def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
     """The weight format a checkpoint ships in, from its ``quantization_config``."""
     qc = config.get("quantization_config")
@@ -876,6 +885,7 @@ def spec_from_config(
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
         dtype=dtype,
         ssm_dtype_bytes=ssm_bytes or _DTYPE_BYTES.get(dtype, 2),
+        mamba_chunk_size=_chunk_size(lm),
         checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
         cross_tokens_per_image=cross_tokens,
         safetensors_total_bytes=safetensors_total_bytes,

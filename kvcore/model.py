@@ -174,6 +174,8 @@ class ModelSpec:
     ssm_dtype_bytes: int = 2
     #: encoder tokens cached per image by each cross-attention layer
     cross_tokens_per_image: int = 0
+    #: the Mamba2 scan's chunk of tokens (``chunk_size``/``mamba_chunk_size``); 0: not given
+    mamba_chunk_size: int = 0
     #: exact checkpoint size from model.safetensors.index.json, when known
     safetensors_total_bytes: int | None = None
     #: a checkpoint's exact bytes by part, read from its tensors (a GGUF file)

@@ -201,6 +201,16 @@ def test_speculative_tokens_out_of_range(capsys, tokens):
      "vllm has no q8_0 KV cache; its formats are bf16, f16, fp8_e4m3, fp8_e5m2, fp8_pth, nvfp4"),
     (["llama-3.2-11b-vision-instruct", "--engine", "llama.cpp"],
      "llama.cpp does not run cross-attention (Mllama) models"),
+    # vLLM's registry lists these as previously supported; SGLang has no lightning attention
+    (["llama-3.2-11b-vision-instruct", "--engine", "vllm"],
+     "vLLM does not run MllamaForConditionalGeneration: removed after vLLM 0.10.2; SGLang "
+     "runs it, or pin vllm==0.10.2"),
+    (["minimax-m1-80k", "--engine", "vllm"],
+     "vLLM does not run MiniMaxM1ForCausalLM: removed after vLLM 0.23.0; llama.cpp runs it, "
+     "or pin vllm==0.23.0"),
+    (["minimax-m1-80k", "--engine", "sglang"],
+     "SGLang does not run MiniMaxM1ForCausalLM: no SGLang model implements lightning "
+     "attention; vllm==0.23.0 or llama.cpp runs it"),
 ])
 def test_engine_refusal_without_a_card(capsys, args, line, extra):
     # no --gpu: the plan used to drop the engine's rules; --find-gpu said no GPU fits

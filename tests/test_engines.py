@@ -687,3 +687,40 @@ def test_servers_load_a_float32_checkpoint_in_16_bits(engine):
     r32 = engine_plan(engine, req("gemma-2-9b", weights="f32"))
     assert r32.weights_bytes == pytest.approx(spec.params.total * 4, rel=0.01)
     assert engine_plan("raw", req("gemma-2-9b")).extra["weights"] == "f32"
+
+
+@pytest.mark.parametrize(("model", "engine"), [
+    ("llama-3.2-11b-vision-instruct", "vllm"), ("minimax-m1-80k", "vllm"),
+    ("minimax-m1-80k", "sglang")])
+def test_engines_refuse_architectures_they_cannot_load(model, engine):
+    # vLLM dropped Mllama (0.10.2) and MiniMax-M1 (0.23.0) from its registry; SGLang never
+    # merged lightning attention: a plan used to be invented for each
+    with pytest.raises(InputError, match="does not run"):
+        engine_plan(engine, req(model, gpu="h200"))
+
+
+def test_sglang_still_plans_mllama():
+    assert engine_plan("sglang", req("llama-3.2-11b-vision-instruct", gpu="h200")).fits
+
+
+def test_vllm_nemotron_h_state_in_float32_and_cache_mode_all():
+    # vLLM keeps Nemotron-H's SSM state in float32 (NemotronHForCausalLMConfig) and, since the
+    # model supports Mamba prefix caching, caches it in mamba_cache_mode "all": blocks are
+    # whole 128-token scan chunks holding a 16,900,096 B state (4,096 B of KV a token: 4,126
+    # tokens → 4,224), and a request keeps a state page every block. Before: bf16 state, 2
+    # pages a request, 2,080-token blocks, 141,824 tokens at 8K on an H200.
+    spec = load_model("nemotron-h-56b-base-8k")
+    assert spec.mamba_chunk_size == 128
+    state = next(g for g in spec.groups if g.kind.is_recurrent)
+    page = state.conv_state_values * 2 + (state.state_values - state.conv_state_values) * 4
+    assert page == 16_900_096
+    r = engine_plan("vllm", req("nemotron-h-56b-base-8k", gpu="h200"))
+    assert r.block_tokens == 4224 and r.kv_tokens == 79_579
+    # a request past one block holds one state page a block in each Mamba group
+    pool = vllm.pool(spec, 20 * GiB, F16, F16, 16)
+    groups = [g for g in pool.groups if g.state]
+    assert all(g.pages_for(3 * 4224, 8192, 0) == 3 for g in groups)
+    # with speculative decoding vLLM falls back to "align": 2 pages plus one a draft token
+    spec_pool = vllm.pool(spec, 20 * GiB, F16, F16, 16, spec_tokens=2)
+    assert all(g.pages_for(3 * 4224, 8192, 0, 2) == 4 for g in spec_pool.groups if g.state)
+    assert spec_pool.min_block == 4128

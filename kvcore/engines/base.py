@@ -235,6 +235,19 @@ def check_budget(req: EngineRequest, parts: list[RankShare]) -> None:
                 "engine printed on this card", field="kv_budget")
 
 
+def refuse_architecture(engine: str, spec: ModelSpec,
+                        unsupported: dict[str, tuple[str, str]]) -> None:
+    """Refuse, in one line, a model whose architecture ``engine`` cannot load.
+
+    ``unsupported`` maps a Hugging Face ``model_type`` to (the architecture as the engine's
+    registry names it, why and what runs it instead)."""
+    entry = unsupported.get(spec.model_type)
+    if entry is not None:
+        arch, why = entry
+        raise InputError(f"{engine} does not run {arch}: {why}",
+                         field="engine")
+
+
 def need_gpu() -> InputError:
     """The error for a plan with neither a GPU nor a KV budget to size the pool from."""
     return InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")

@@ -25,10 +25,23 @@ from .base import (
     need_gpu,
     parallel_flags,
     rank_weights,
+    refuse_architecture,
     single_format,
 )
 
 NAME = "sglang"
+#: architectures SGLang cannot load, by model_type: no module in python/sglang/srt/models
+#: registers them as an EntryClass (the MiniMax-Text-01/M1 ports, PRs #8124 and #11466, were
+#: closed unmerged), and their remote code's lightning attention is not one the Transformers
+#: fallback can page
+UNSUPPORTED = {
+    "minimax_m1": ("MiniMaxM1ForCausalLM",
+                   "no SGLang model implements lightning attention; vllm==0.23.0 or llama.cpp "
+                   "runs it"),
+    "minimax_text_01": ("MiniMaxText01ForCausalLM",
+                        "no SGLang model implements lightning attention; vllm==0.23.0 or "
+                        "llama.cpp runs it"),
+}
 #: --pp: the remainder of the layers goes to the last stages (distributed/utils.py get_pp_indices)
 STAGE_SPLIT = sglang_stage_layers
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
@@ -83,6 +96,7 @@ MAMBA_SSM_BYTES = 4
 
 
 def plan(req: EngineRequest) -> EngineReport:
+    refuse_architecture("SGLang", req.spec, UNSUPPORTED)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     sliding = (req.spec.model_type in HYBRID_SWA_TYPES

@@ -16,6 +16,7 @@ attention page holds a Mamba state page, which is padded to match).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -31,10 +32,27 @@ from .base import (
     need_gpu,
     parallel_flags,
     rank_weights,
+    refuse_architecture,
     single_format,
 )
 
 NAME = "vllm"
+#: architectures current vLLM refuses to load, by model_type: its model registry
+#: (vllm/model_executor/models/registry.py, _PREVIOUSLY_SUPPORTED_MODELS) names the last
+#: release that ran each. Mllama went with the V0 encoder-decoder path (last in 0.10.2); the
+#: MiniMax lightning-attention models were removed by PR #45993 (last in 0.23.0).
+UNSUPPORTED = {
+    "mllama": ("MllamaForConditionalGeneration",
+               "removed after vLLM 0.10.2; SGLang runs it, or pin vllm==0.10.2"),
+    "mllama_text_model": ("MllamaForConditionalGeneration",
+                          "removed after vLLM 0.10.2; SGLang runs it, or pin vllm==0.10.2"),
+    "minimax_m1": ("MiniMaxM1ForCausalLM",
+                   "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
+    "minimax_text_01": ("MiniMaxText01ForCausalLM",
+                        "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
+    "minimax": ("MiniMaxForCausalLM",
+                "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
+}
 UTILIZATION = 0.92
 BLOCK = 16
 MAX_BATCHED_TOKENS = 8192
@@ -78,6 +96,17 @@ NON_TORCH = int(0.35 * GiB)
 NCCL = int(0.25 * GiB)
 #: state pages a request of a hybrid model holds per Mamba/GDN group ("align" mode)
 MAMBA_PAGES = 2
+#: model types whose vLLM model implements SupportsMambaPrefixCaching: with prefix caching on
+#: (V1's default) MambaModelConfig.verify_and_update_config (model_executor/models/config.py)
+#: turns mamba_cache_mode "none" into "all" for them, "align" for every other hybrid model,
+#: and "align" for them too when speculative decoding is on (newer main)
+MAMBA_CACHE_ALL_TYPES = frozenset({"nemotron_h", "falcon_h1", "granitemoehybrid"})
+#: model types whose SSM state vLLM keeps in float32 unless the config names
+#: mamba_ssm_cache_dtype (NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype,
+#: model_executor/models/config.py: "only float32 is known to have no accuracy issues")
+FP32_SSM_TYPES = frozenset({"nemotron_h"})
+#: Mamba2's scan chunk where a config names none (transformers' Mamba2Config default)
+MAMBA_CHUNK = 256
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
            "fp8_pth": "fp8_per_token_head", "nvfp4": "nvfp4"}
 
@@ -100,8 +129,12 @@ class Spec:
     page: int
     window: int | None = None
     state: bool = False
+    #: mamba_cache_mode "all": a state page at every block boundary of the request
+    every_block: bool = False
 
     def pages_for(self, max_len: int, mbt: int, encoder_tokens: int, spec_tokens: int = 0) -> int:
+        if self.state and self.every_block:
+            return -(-max_len // self.block)
         if self.state:
             # mamba_cache_mode "align" (V1 turns prefix caching on): two state pages, plus one
             # per speculative token
@@ -117,14 +150,22 @@ class Spec:
         return -(-max_len // self.block)
 
 
-def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool) -> list[Spec]:
+def cache_all_mode(spec: ModelSpec, spec_tokens: int = 0) -> bool:
+    """Whether vLLM runs this hybrid model's state cache in mamba_cache_mode "all"."""
+    return spec.model_type in MAMBA_CACHE_ALL_TYPES and spec_tokens == 0
+
+
+def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
+           spec_tokens: int = 0) -> list[Spec]:
     attn: list[tuple[LayerGroup, int]] = []
     states: list[tuple[LayerGroup, int]] = []
+    ssm_bytes = 4 if spec.model_type in FP32_SSM_TYPES else spec.ssm_dtype_bytes
+    every_block = cache_all_mode(spec, spec_tokens)
     for g in spec.groups_for(mtp=mtp):
         if g.kind.is_recurrent:
             # conv state in the model dtype, SSM/delta state in mamba_ssm_dtype
             conv = g.conv_state_values * spec.dtype_bytes
-            states.append((g, conv + (g.state_values - g.conv_state_values) * spec.ssm_dtype_bytes))
+            states.append((g, conv + (g.state_values - g.conv_state_values) * ssm_bytes))
         else:
             per_token = g.n_kv_heads * (_value_bytes(k, g.head_dim_k)
                                         + (_value_bytes(v, g.head_dim_v) if g.head_dim_v else 0))
@@ -136,10 +177,18 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool) -> 
         biggest_state = max(b for _, b in states)
         per_token = max(b for _, b in attn)
         align = max(BLOCK, block)
-        block = max(block, align * -(-biggest_state // (align * per_token)))
+        if every_block:
+            # "all" mode: a whole number of the Mamba scan's chunks (lcm with the alignment)
+            # that holds the state
+            chunk = math.lcm(spec.mamba_chunk_size or MAMBA_CHUNK, align)
+            tokens_per_state = -(-biggest_state // per_token)
+            block = max(block, chunk * -(-tokens_per_state // chunk))
+        else:
+            block = max(block, align * -(-biggest_state // (align * per_token)))
     out = [Spec(g.kind, g.count, block, block * b, g.window) for g, b in attn]
     page = max((s.page for s in out), default=max((b for _, b in states), default=0))
-    out += [Spec(g.kind, g.count, block, page, state=True) for g, _ in states]
+    out += [Spec(g.kind, g.count, block, page, state=True, every_block=every_block)
+            for g, _ in states]
     if len({s.page for s in out}) > 1 and not states:
         # different page sizes (heads differ per group): unify by enlarging block sizes
         top = max(s.page for s in out)
@@ -200,7 +249,7 @@ class Pool:
 def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
          mtp: bool = False, spec_tokens: int = 0) -> Pool:
     """Blocks vLLM carves out of ``available`` bytes for one rank's layers."""
-    specs = _specs(spec, k, v, block, mtp)
+    specs = _specs(spec, k, v, block, mtp, spec_tokens)
     if not specs:
         return Pool(0, 1, (), spec_tokens)
     size, groups = _layout(specs)
@@ -224,6 +273,7 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
 
 
 def plan(req: EngineRequest) -> EngineReport:
+    refuse_architecture("vLLM", req.spec, UNSUPPORTED)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     if opts.hot_format is not None or opts.keep_fraction < 1:
@@ -310,6 +360,9 @@ def plan(req: EngineRequest) -> EngineReport:
     if any(g.state for g in main.groups):
         notes.append(f"hybrid model: attention blocks hold {main.min_block} tokens so a page "
                      "also fits one recurrent state")
+    if any(g.every_block for g in main.groups):
+        notes.append("prefix caching keeps a recurrent state every block of a request "
+                     "(mamba_cache_mode all); --no-enable-prefix-caching keeps one")
     if not s.block_size and block != BLOCK:
         notes.append(f"MLA on this card: vLLM's attention backend asks for blocks of {block} "
                      "tokens")
