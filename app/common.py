@@ -20,7 +20,22 @@ from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
 
-__all__ = ["check_find_gpu", "decode_text", "make_query", "verified"]
+__all__ = ["check_find_gpu", "decode_text", "make_query", "repeated_field", "verified"]
+
+
+def repeated_field(pairs: Any) -> InputError | None:
+    """The error for a query string that gives a field more than once (``?kv=q8_0&kv=q4_0``),
+    or None: which one was meant is not a guess to make."""
+    seen: dict[str, list[str]] = {}
+    for key, value in pairs:
+        seen.setdefault(key, []).append(value)
+    for key, values in seen.items():
+        if len(values) > 1:
+            given = " and ".join(shown(v) for v in values[:3]) + (" and more"
+                                                                  if len(values) > 3 else "")
+            return InputError(f"{key} is given {len(values)} times ({given}); give it once",
+                              field=key)
+    return None
 
 
 def _count(value: Any, field: str, minimum: int = 1, maximum: int = 1024) -> int | None:

@@ -7,6 +7,7 @@ import math
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -77,12 +78,21 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
         errors[_form_field(exc.field)] = str(exc)
         status = 422 if status == 200 else status
     partial = request.headers.get("HX-Request") == "true"
-    context = {"form": form, "view": view, "errors": errors, "slider": _slider(form["context"]),
+    context = {"form": form, "view": view, "api_link": _api_link(form, config), "errors": errors, "slider": _slider(form["context"]),
                "custom": config is not None, "partial": partial, **_choices()}
     name = "_result.html" if partial else "index.html"
     # htmx swaps only 2xx responses by default: a bad field is shown, not dropped
     return templates().TemplateResponse(request, name, context,
                                         status_code=200 if partial else status)
+
+
+def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None:
+    """The same plan from /api/v1/plan: the form's fields, blanks left out (the API refuses
+    an empty field); None for a pasted config, which a link cannot carry."""
+    if config is not None:
+        return None
+    fields = {k: v for k, v in form.items() if v.strip() and not (k == "gpus" and v == "1")}
+    return "/api/v1/plan?" + urlencode(fields)
 
 
 def _default_format(engine: str) -> str:

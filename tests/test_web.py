@@ -4,6 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import create_app
+from kvcore.units import format_bytes
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def test_index_page_full_and_partial(client):
     assert part.status_code == 200 and "<html" not in part.text
     assert 'id="verdict"' in part.text and "<svg" in part.text
     # the same plan as the API
-    api = client.get("/api/v1/plan", params={**params, "kv": None}).json()
+    api = client.get("/api/v1/plan", params=params).json()
     assert f"max context {api['max_context']:,}" in part.text
 
 
@@ -389,3 +390,49 @@ def test_page_gives_the_decode_estimate_and_the_context_notes(client):
     assert "1,048,576 tokens is past the 40,960 positions the model was trained for" in page.text
     # a plan that does not fit says its decode figure is what it would read
     assert "Does not fit" in page.text and "(if it fit)." in page.text
+
+
+@pytest.mark.parametrize("field", ["kv", "kv_k", "kv_v", "gpu", "weights", "model", "gpus",
+                                   "hot", "overhead", "kv_budget", "offload", "engine"])
+def test_an_empty_field_is_refused_by_name_as_the_cli_refuses_it(client, field):
+    # "kv": "" used to plan f16 as if kv were left out, while `kvplan --kv ""` exits 2
+    body = {"model": "qwen3-8b", "gpu": "4090", field: ""}
+    for r in (client.post("/api/v1/plan", json=body), client.get("/api/v1/plan", params=body),
+              client.post("/api/v1/find-format", json=body)):
+        assert r.status_code == 422, (field, r.json())
+        assert r.json()["field"] == field
+        assert r.json()["error"].startswith(f"{field}: needs a value, got an empty string")
+
+
+def test_a_repeated_query_parameter_is_refused(client):
+    # ?kv=q8_0&kv=q4_0 used to plan q4_0 (the last one) without a word
+    r = client.get("/api/v1/plan?model=qwen3-8b&kv=q8_0&kv=q4_0")
+    assert r.status_code == 422
+    assert r.json() == {"ok": False, "status": 422, "field": "kv",
+                        "error": "kv is given 2 times ('q8_0' and 'q4_0'); give it once"}
+
+
+def test_the_pages_json_link_gives_the_same_plan(client):
+    # weights "auto" and a cleared GPU field used to go out as empty parameters
+    import html
+    import re
+
+    for params in ({"model": "qwen3-8b", "gpu": "4090", "context": "32k", "kv_k": "q8_0",
+                    "kv_v": "q4_0", "weights": "auto", "engine": "raw", "sequences": "2"},
+                   {"model": "qwen3-8b", "gpu": "", "context": "32k", "weights": "q4_k_m"}):
+        page = client.get("/", params=params, headers={"HX-Request": "true"})
+        link = html.unescape(re.search(r'class="json-link"><a href="([^"]+)"', page.text)[1])
+        api = client.get(link)
+        assert api.status_code == 200, api.json()
+        data = api.json()
+        assert (data["kv_k"], data["kv_v"]) == (params.get("kv_k", "q8_0"),
+                                                params.get("kv_v", "q8_0"))
+        assert f"KV {format_bytes(data['kv_bytes'], 2)}, " in page.text
+        assert f"({data['weights']['format']}, " in page.text
+    # a pasted config has no link: it would plan the form's catalog model instead
+    from kvcore import model_catalog
+
+    cfg = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    pasted = client.post("/", data={"config": json.dumps(cfg), "gpu": "4090"},
+                         headers={"HX-Request": "true"})
+    assert "Fits:" in pasted.text and "this plan as JSON" not in pasted.text
