@@ -18,7 +18,7 @@ from kvcore.formats import quality_note
 from kvcore.query import Query as PlanQuery
 from kvcore.query import answer, find_format, find_gpu_for
 
-from .common import check_find_gpu, make_query, repeated_field, verified
+from .common import check_find_format, check_find_gpu, make_query, repeated_field, verified
 from .schemas import ErrorOut, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
 
@@ -109,6 +109,7 @@ def api_router() -> APIRouter:
 
     @api.post("/find-format")
     def post_find_format(body: PlanIn) -> list[dict[str, Any]]:
+        check_find_format(kv=body.kv, kv_k=body.kv_k, kv_v=body.kv_v)
         return find_format(to_query(body))
 
     @api.get("/measurements")

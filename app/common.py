@@ -20,7 +20,7 @@ from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
 
-__all__ = ["check_find_gpu", "decode_text", "make_query", "repeated_field", "verified"]
+__all__ = ["check_find_format", "check_find_gpu", "decode_text", "make_query", "repeated_field", "verified"]
 
 
 def repeated_field(pairs: Any) -> InputError | None:
@@ -87,6 +87,18 @@ def check_find_gpu(*, gpu: Any, gpus: Any, tp: Any, pp: Any, kv_budget: Any = No
                           for name in given)
         raise InputError(f"{prefix}find-gpu chooses the card, how many and their layout, and "
                          f"sizes the KV pool on each; leave out {names}", field=given[0])
+
+
+def check_find_format(*, kv: Any, kv_k: Any, kv_v: Any, prefix: str = "") -> None:
+    """find-format tries every KV format (K = V): a format named beside it would be dropped
+    without a word, so naming one is a conflict. ``prefix`` spells the names as flags."""
+    given = [name for name, value in (("kv", kv), ("kv_k", kv_k), ("kv_v", kv_v))
+             if value is not None]
+    if given:
+        names = ", ".join(prefix + (name.replace("_", "-") if prefix else name)
+                          for name in given)
+        raise InputError(f"{prefix}find-format tries every KV format for K and V; leave out "
+                         f"{names}", field=given[0])
 
 
 def make_query(

@@ -436,3 +436,13 @@ def test_the_pages_json_link_gives_the_same_plan(client):
     pasted = client.post("/", data={"config": json.dumps(cfg), "gpu": "4090"},
                          headers={"HX-Request": "true"})
     assert "Fits:" in pasted.text and "this plan as JSON" not in pasted.text
+
+
+def test_find_format_refuses_a_kv_format_it_would_drop(client):
+    r = client.post("/api/v1/find-format", json={"model": "qwen3-8b", "gpu": "4090",
+                                                  "kv_v": "q4_0"})
+    assert r.status_code == 422 and r.json()["field"] == "kv_v"
+    assert r.json()["error"] == "find-format tries every KV format for K and V; leave out kv_v"
+    rows = client.post("/api/v1/find-gpu", json={"model": "qwen3-8b", "context": "1M"}).json()
+    assert rows[0]["notes"] == ["1,048,576 tokens is past the 40,960 positions the model was "
+                                "trained for"]
