@@ -334,8 +334,8 @@ def test_config_with_kv_heads_that_do_not_group_is_refused(client, kv, expected)
      "max context 0 at 1,000,000 sequences."),
 ])
 def test_verdict_groups_numbers_and_agrees_in_number(client, params, verdict):
-    page = client.get("/", params={"model": "qwen3-0.6b", **params},
-                      headers={"HX-Request": "true"})
+    page = client.get("/", params={"model": "qwen3-0.6b", "kv": "q8_0", "weights": "q4_k_m",
+                                   **params}, headers={"HX-Request": "true"})
     assert f'id="verdict">{verdict}</p>' in page.text
 
 
@@ -425,8 +425,8 @@ def test_the_pages_json_link_gives_the_same_plan(client):
         api = client.get(link)
         assert api.status_code == 200, api.json()
         data = api.json()
-        assert (data["kv_k"], data["kv_v"]) == (params.get("kv_k", "q8_0"),
-                                                params.get("kv_v", "q8_0"))
+        assert (data["kv_k"], data["kv_v"]) == (params.get("kv_k", "f16"),
+                                                params.get("kv_v", "f16"))
         assert f"KV {format_bytes(data['kv_bytes'], 2)}, " in page.text
         assert f"({data['weights']['format']}, " in page.text
     # a pasted config has no link: it would plan the form's catalog model instead
@@ -446,3 +446,42 @@ def test_find_format_refuses_a_kv_format_it_would_drop(client):
     rows = client.post("/api/v1/find-gpu", json={"model": "qwen3-8b", "context": "1M"}).json()
     assert rows[0]["notes"] == ["1,048,576 tokens is past the 40,960 positions the model was "
                                 "trained for"]
+
+
+def test_a_link_answers_what_the_cli_and_the_api_answer_for_its_fields(client, capsys):
+    # the page filled what a link left out with its example (q4_k_m weights, q8_0 cache, 128k,
+    # an RTX 4090), so /?model=X&gpu=Y planned another question than kvplan X --gpu Y
+    from app.cli import main
+
+    page = client.get("/", params={"model": "qwen3-8b", "gpu": "h100"},
+                      headers={"HX-Request": "true"})
+    main(["qwen3-8b", "--gpu", "h100", "--json"])
+    cli = json.loads(capsys.readouterr().out)
+    api = client.get("/api/v1/plan", params={"model": "qwen3-8b", "gpu": "h100"}).json()
+    assert cli == api and (cli["kv_k"], cli["weights"]["format"], cli["context"]) == (
+        "f16", "bf16", 8192)
+    assert (f"8,192 tokens × 1 sequence on 1 × NVIDIA H100 SXM5 80GB under raw; max context "
+            f"{cli['max_context']:,}, max sequences {cli['max_sequences']:,}.") in page.text
+    assert f"weights {format_bytes(cli['weights_bytes'], 2)} (bf16, " in page.text
+    # a link without a card gives the memory the plan needs, as the CLI does
+    bare = client.get("/", params={"model": "qwen3-8b"}, headers={"HX-Request": "true"})
+    assert "needs " in bare.text and "choose a GPU to check." in bare.text
+    # the bare page still opens on its worked example
+    home = client.get("/")
+    assert home.status_code == 200 and "<option selected>q4_k_m</option>" in home.text
+    assert "Fits: 131,072 tokens × 1 sequence on 1 × NVIDIA GeForce RTX 4090" in home.text
+
+
+@pytest.mark.parametrize(("query", "field", "message"), [
+    ("model=qwen3-8b&gpu=4090&ctx=32k", "model",
+     "&#39;ctx&#39; is not a field of this page (did you mean context?)"),
+    ("model=qwen3-8b&gpu=4090&kv=q8_0&kv=q4_0", "kv_k",
+     "kv is given 2 times (&#39;q8_0&#39; and &#39;q4_0&#39;); give it once"),
+    ("model=qwen3-8b&gpu=4090&gpu=h100", "gpu", "gpu is given 2 times"),
+    ("gpu=4090", "model", "give a model: a catalog id"),
+])
+def test_a_link_the_page_cannot_take_as_given_says_so(client, query, field, message):
+    # ?ctx=32k was dropped (the page planned 128k) and a repeated field took its last value
+    page = client.get("/?" + query)
+    assert page.status_code == 422 and "Fits:" not in page.text
+    assert f'<span class="err" id="err-{field}">{message}' in page.text
