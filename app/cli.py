@@ -35,7 +35,14 @@ from kvcore.formats import quality_note
 from kvcore.query import Query, answer, context_notes, find_format, find_gpu_for
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
-from .common import check_find_format, check_find_gpu, decode_text, make_query, verified
+from .common import (
+    check_find_format,
+    check_find_gpu,
+    decode_text,
+    make_query,
+    model_line,
+    verified,
+)
 
 SUBCOMMANDS = ("models", "gpus", "formats", "serve", "measure")
 
@@ -309,17 +316,10 @@ def render_engine(data: dict[str, Any]) -> list[str]:
 
 
 def render_plan(data: dict[str, Any]) -> str:
-    m = data["model"]
     seqs = data["sequences"]
     sequences = format_quantity(seqs, "sequence")
     kv = data["kv_k"] if data["kv_k"] == data["kv_v"] else f"K {data['kv_k']} / V {data['kv_v']}"
-    mtp = sum(g["layers"] for g in data["breakdown"] if g["mtp"])
-    head = (f"{m['hub_repo'] or m['name']} ({m['model_type']}, "
-            f"{format_quantity(m['layers'], 'layer')}: "
-            + ", ".join(f"{g['layers']} {g['kind']}" for g in m["groups"] if not g["mtp"])
-            + (f"; {m['cacheless_layers']:,} more with no cache, MLP or MoE only"
-               if m.get("cacheless_layers") else "")
-            + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")
+    head = model_line(data)
     multi = data["parallel"]["gpus"] > 1
     # several cards: the whole model's bytes here, each card's share in the engine's table
     rows = [["", "all cards" if multi else "bytes", "detail"]]

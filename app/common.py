@@ -20,7 +20,7 @@ from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
 
-__all__ = ["check_find_format", "check_find_gpu", "decode_text", "make_query", "repeated_field", "verified"]
+__all__ = ["check_find_format", "check_find_gpu", "decode_text", "make_query", "model_line", "repeated_field", "verified"]
 
 
 def repeated_field(pairs: Any) -> InputError | None:
@@ -232,3 +232,18 @@ def decode_text(data: dict[str, Any]) -> str | None:
             f"({_rate(d['tokens_per_s_total'])} total) at full context, bandwidth-bound {where}; "
             f"KV is {d['kv_share'] * 100:.0f}% of bytes read")
     return text + (" (if it fit)" if data["fits"] is False else "")
+
+
+def model_line(data: dict[str, Any]) -> str:
+    """A plan's model in one line: its repo, type and layers by kind (what the CLI prints
+    first)."""
+    from kvcore.units import format_quantity
+
+    m = data["model"]
+    mtp = sum(g["layers"] for g in data["breakdown"] if g["mtp"])
+    return (f"{m['hub_repo'] or m['name']} ({m['model_type']}, "
+            f"{format_quantity(m['layers'], 'layer')}: "
+            + ", ".join(f"{g['layers']} {g['kind']}" for g in m["groups"] if not g["mtp"])
+            + (f"; {m['cacheless_layers']:,} more with no cache, MLP or MoE only"
+               if m.get("cacheless_layers") else "")
+            + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")

@@ -172,7 +172,10 @@ def pages_router() -> APIRouter:
     @router.post("/", response_class=HTMLResponse)
     async def index_post(request: Request) -> HTMLResponse:
         data = await request.form()
-        form = {k: str(data.get(k, v))[:200] for k, v in DEFAULTS.items()}
+        # the page's fields (sent beside the config by htmx), else the copies the config form
+        # holds for a browser without JavaScript, else the CLI's defaults
+        form = {k: str(data.get(k, data.get(f"page_{k}", v)))[:200]
+                for k, v in LINK_DEFAULTS.items()}
         config = None
         upload = data.get("config_file")
         text = data.get("config")

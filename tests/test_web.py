@@ -485,3 +485,49 @@ def test_a_link_the_page_cannot_take_as_given_says_so(client, query, field, mess
     page = client.get("/?" + query)
     assert page.status_code == 422 and "Fits:" not in page.text
     assert f'<span class="err" id="err-{field}">{message}' in page.text
+
+
+def test_the_page_gives_every_line_the_cli_gives(client, capsys):
+    # the page had no model line, no binding, no weights and overhead detail, no engine
+    # table or engine verdict, and said "fits" in the format table by colour alone
+    from app.cli import main
+
+    args = {"model": "qwen3.5-27b", "context": "256k", "kv": "q8_0", "weights": "q4_k_m",
+            "gpu": "4090", "engine": "llama.cpp"}
+    page = client.get("/", params=args, headers={"HX-Request": "true"}).text
+    main(["qwen3.5-27b", "--ctx", "256k", "--kv", "q8_0", "--weights", "q4_k_m", "--gpu",
+          "4090", "--engine", "llama.cpp"])
+    cli = capsys.readouterr().out.splitlines()
+    import html
+
+    text = html.unescape(page)
+    assert f'id="model-line">{cli[0]}</p>' in text
+    assert "Binding: kv (the KV cache for this context and sequence count exceeds what is " \
+           "left)." in text
+    assert "Weights 15.41 GiB (q4_k_m, config estimate, 27.35B params); overhead 1.06 GiB " \
+           "(CUDA context 512 MiB + compute buffers for 512-token batches)." in text
+    start = cli.index("engine llama.cpp, tp 1 × pp 1 × dp 1 on rtx-4090")
+    engine = [line for line in cli[start:] if not line.startswith(("command: ", "note: ",
+                                                                   "decode ", "verified "))]
+    assert '<pre class="log" id="engine">' + "\n".join(engine) + "\n</pre>" in text
+    assert next(line for line in cli if line.startswith("command: ")).removeprefix(
+        "command: ") in text
+    assert "1.9 GiB over the card's 23 GiB budget" in text
+    assert "<td>q8_0 (chosen)</td><td>no</td>" in text
+
+
+def test_config_form_is_labelled_and_works_without_javascript(client):
+    from kvcore import model_catalog
+
+    home = client.get("/", params={"model": "qwen3-8b", "gpu": "h100", "context": "32k"}).text
+    assert '<label for="config-text">' in home and '<label for="config-file">' in home
+    assert 'enctype="multipart/form-data"' in home
+    assert '<input type="hidden" name="page_gpu" value="h100">' in home
+    # a browser without JavaScript posts the config form alone: the page's fields ride along
+    cfg = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    page = client.post("/", data={"config": json.dumps(cfg), "page_gpu": "h100",
+                                  "page_context": "32k", "page_gpus": "1", "page_kv_k": "f16",
+                                  "page_kv_v": "f16", "page_weights": "auto",
+                                  "page_engine": "raw", "page_sequences": "1"})
+    assert page.status_code == 200
+    assert "Fits: 32,768 tokens × 1 sequence on 1 × NVIDIA H100 SXM5 80GB" in page.text
