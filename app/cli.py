@@ -407,7 +407,8 @@ def _list(cmd: str, as_json: bool) -> str:
              f"{i['bits_per_value']:g}", i["layout"]] for i in items]
     if as_json:
         return json.dumps(items, indent=2)
-    return _table(rows)
+    # numbers line up on their last digit
+    return _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3)}[cmd])
 
 
 def _measure_parser() -> argparse.ArgumentParser:

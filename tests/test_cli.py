@@ -643,3 +643,13 @@ def test_hot_missing_a_part_says_what_it_takes(capsys, hot):
     assert code == 2
     assert err.startswith("kvplan: error: hot must look like f16:4096 (a KV format, a colon, "
                           "a token count), got ")
+
+
+def test_gpu_listing_lines_numbers_up(capsys):
+    # memory and bandwidth were left-aligned: 1,008 GB/s started where 936 GB/s did
+    code, out, _ = run(capsys, "gpus")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0].endswith("memory   bandwidth")
+    row = next(line for line in lines if line.startswith("rtx-3090 "))
+    assert row.endswith("24 GiB    936 GB/s") and len(row) == len(lines[0])
