@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 import kvcore
@@ -18,7 +18,7 @@ from kvcore.formats import quality_note
 from kvcore.query import Query as PlanQuery
 from kvcore.query import answer, find_format, find_gpu_for
 
-from .common import check_find_gpu, make_query, verified
+from .common import check_find_format, check_find_gpu, make_query, repeated_field, verified
 from .schemas import ErrorOut, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
 
@@ -95,7 +95,10 @@ def api_router() -> APIRouter:
         return run_plan(body)
 
     @api.get("/plan")
-    def get_plan(q: Annotated[PlanQueryIn, Query()]) -> dict[str, Any]:
+    def get_plan(request: Request, q: Annotated[PlanQueryIn, Query()]) -> dict[str, Any]:
+        twice = repeated_field(request.query_params.multi_items())
+        if twice:
+            raise twice
         return run_plan(q)
 
     @api.post("/find-gpu")
@@ -106,6 +109,7 @@ def api_router() -> APIRouter:
 
     @api.post("/find-format")
     def post_find_format(body: PlanIn) -> list[dict[str, Any]]:
+        check_find_format(kv=body.kv, kv_k=body.kv_k, kv_v=body.kv_v)
         return find_format(to_query(body))
 
     @api.get("/measurements")

@@ -32,10 +32,17 @@ from kvcore import (
 from kvcore.engines import EngineSettings
 from kvcore.errors import shown
 from kvcore.formats import quality_note
-from kvcore.query import Query, answer, find_format, find_gpu_for
+from kvcore.query import Query, answer, context_notes, find_format, find_gpu_for
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
-from .common import check_find_gpu, decode_text, make_query, verified
+from .common import (
+    check_find_format,
+    check_find_gpu,
+    decode_text,
+    make_query,
+    model_line,
+    verified,
+)
 
 SUBCOMMANDS = ("models", "gpus", "formats", "serve", "measure")
 
@@ -232,16 +239,36 @@ def _ask(q: Query) -> str:
     return f"{format_quantity(q.context, 'token')} × {format_quantity(q.sequences, 'sequence')}"
 
 
+def _assumed(q: Query) -> str:
+    """What a find-gpu or find-format table took as given: the engine, the weights (the
+    checkpoint's format named), the KV format where the table does not vary it."""
+    from kvcore.weights import weights_for
+
+    w = weights_for(q.spec, q.weights, mtp=q.cache.mtp).format
+    weights = f"weights {w}" + (" (the checkpoint's)" if q.weights in (None, "auto") else "")
+    return f"under {q.engine}, {weights}"
+
+
+def _find_notes(q: Query, rows: list[dict[str, Any]]) -> list[str]:
+    notes = context_notes(q, max((r["max_context"] for r in rows), default=None))
+    return [f"note: {n}" for n in notes]
+
+
 def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
+    kv = (q.cache.kv_k.name if q.cache.kv_k == q.cache.kv_v
+          else f"K {q.cache.kv_k.name} / V {q.cache.kv_v.name}")
+    assumed = f"{_assumed(q)}, KV {kv}"
     if not rows:
-        return f"no catalog GPU fits {_ask(q)} with up to 8 cards under {q.engine}"
+        return "\n".join([f"no catalog GPU fits {_ask(q)} with up to 8 cards {assumed}",
+                          *_find_notes(q, rows)])
     table = [["gpu", "cards", "memory", "bandwidth", "max context"]] + [
         [r["name"], str(r["count"]), format_bytes(r["total_memory_bytes"], 1),
          f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", _ctx(r["max_context"])]
         for r in rows]
     best = rows[0]
-    return (_table(table, right=(1, 2, 3, 4)) + "\n\n" +
-            f"smallest: {best['count']} × {best['name']} for {_ask(q)} under {q.engine}")
+    return "\n".join([_table(table, right=(1, 2, 3, 4)), "",
+                      f"smallest: {best['count']} × {best['name']} for {_ask(q)} {assumed}",
+                      *_find_notes(q, rows)])
 
 
 def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
@@ -249,9 +276,12 @@ def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
         [r["format"], f"{r['bits_per_value']:g}", "yes" if r["fits"] else "no",
          _ctx(r["max_context"]), r["quality"]] for r in rows]
     best = next((r for r in rows if r["fits"]), None)
-    verdict = (f"best format that fits {_ask(q)}: {best['format']}" if best
-               else f"no KV format fits {_ask(q)}; see --find-gpu")
-    return _table(table, right=(1, 3)) + "\n\n" + verdict
+    card = (f"{q.parallel.ranks_per_replica} × " if q.parallel.ranks_per_replica > 1 else "") \
+        + (q.gpus[0].name if q.gpus else "the KV budget given")
+    where = f"on {card} {_assumed(q)}"
+    verdict = (f"best format that fits {_ask(q)} {where}: {best['format']}" if best
+               else f"no KV format fits {_ask(q)} {where}; see --find-gpu")
+    return "\n".join([_table(table, right=(1, 3)), "", verdict, *_find_notes(q, rows)])
 
 
 def render_engine(data: dict[str, Any]) -> list[str]:
@@ -287,17 +317,10 @@ def render_engine(data: dict[str, Any]) -> list[str]:
 
 
 def render_plan(data: dict[str, Any]) -> str:
-    m = data["model"]
     seqs = data["sequences"]
     sequences = format_quantity(seqs, "sequence")
     kv = data["kv_k"] if data["kv_k"] == data["kv_v"] else f"K {data['kv_k']} / V {data['kv_v']}"
-    mtp = sum(g["layers"] for g in data["breakdown"] if g["mtp"])
-    head = (f"{m['hub_repo'] or m['name']} ({m['model_type']}, "
-            f"{format_quantity(m['layers'], 'layer')}: "
-            + ", ".join(f"{g['layers']} {g['kind']}" for g in m["groups"] if not g["mtp"])
-            + (f"; {m['cacheless_layers']:,} more with no cache, MLP or MoE only"
-               if m.get("cacheless_layers") else "")
-            + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")
+    head = model_line(data)
     multi = data["parallel"]["gpus"] > 1
     # several cards: the whole model's bytes here, each card's share in the engine's table
     rows = [["", "all cards" if multi else "bytes", "detail"]]
@@ -385,7 +408,8 @@ def _list(cmd: str, as_json: bool) -> str:
              f"{i['bits_per_value']:g}", i["layout"]] for i in items]
     if as_json:
         return json.dumps(items, indent=2)
-    return _table(rows)
+    # numbers line up on their last digit
+    return _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3)}[cmd])
 
 
 def _measure_parser() -> argparse.ArgumentParser:
@@ -554,6 +578,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.find_gpu:
             check_find_gpu(gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp,
                            kv_budget=args.kv_budget, dp=args.dp, prefix="--")
+        if args.find_format:
+            check_find_format(kv=args.kv, kv_k=args.kv_k, kv_v=args.kv_v, prefix="--")
         query = build_query(args)
         if args.find_gpu:
             rows = find_gpu_for(query)

@@ -20,7 +20,22 @@ from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
 
-__all__ = ["check_find_gpu", "decode_text", "make_query", "verified"]
+__all__ = ["check_find_format", "check_find_gpu", "decode_text", "make_query", "model_line", "repeated_field", "verified"]
+
+
+def repeated_field(pairs: Any) -> InputError | None:
+    """The error for a query string that gives a field more than once (``?kv=q8_0&kv=q4_0``),
+    or None: which one was meant is not a guess to make."""
+    seen: dict[str, list[str]] = {}
+    for key, value in pairs:
+        seen.setdefault(key, []).append(value)
+    for key, values in seen.items():
+        if len(values) > 1:
+            given = " and ".join(shown(v) for v in values[:3]) + (" and more"
+                                                                  if len(values) > 3 else "")
+            return InputError(f"{key} is given {len(values)} times ({given}); give it once",
+                              field=key)
+    return None
 
 
 def _count(value: Any, field: str, minimum: int = 1, maximum: int = 1024) -> int | None:
@@ -72,6 +87,18 @@ def check_find_gpu(*, gpu: Any, gpus: Any, tp: Any, pp: Any, kv_budget: Any = No
                           for name in given)
         raise InputError(f"{prefix}find-gpu chooses the card, how many and their layout, and "
                          f"sizes the KV pool on each; leave out {names}", field=given[0])
+
+
+def check_find_format(*, kv: Any, kv_k: Any, kv_v: Any, prefix: str = "") -> None:
+    """find-format tries every KV format (K = V): a format named beside it would be dropped
+    without a word, so naming one is a conflict. ``prefix`` spells the names as flags."""
+    given = [name for name, value in (("kv", kv), ("kv_k", kv_k), ("kv_v", kv_v))
+             if value is not None]
+    if given:
+        names = ", ".join(prefix + (name.replace("_", "-") if prefix else name)
+                          for name in given)
+        raise InputError(f"{prefix}find-format tries every KV format for K and V; leave out "
+                         f"{names}", field=given[0])
 
 
 def make_query(
@@ -205,3 +232,18 @@ def decode_text(data: dict[str, Any]) -> str | None:
             f"({_rate(d['tokens_per_s_total'])} total) at full context, bandwidth-bound {where}; "
             f"KV is {d['kv_share'] * 100:.0f}% of bytes read")
     return text + (" (if it fit)" if data["fits"] is False else "")
+
+
+def model_line(data: dict[str, Any]) -> str:
+    """A plan's model in one line: its repo, type and layers by kind (what the CLI prints
+    first)."""
+    from kvcore.units import format_quantity
+
+    m = data["model"]
+    mtp = sum(g["layers"] for g in data["breakdown"] if g["mtp"])
+    return (f"{m['hub_repo'] or m['name']} ({m['model_type']}, "
+            f"{format_quantity(m['layers'], 'layer')}: "
+            + ", ".join(f"{g['layers']} {g['kind']}" for g in m["groups"] if not g["mtp"])
+            + (f"; {m['cacheless_layers']:,} more with no cache, MLP or MoE only"
+               if m.get("cacheless_layers") else "")
+            + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")

@@ -7,6 +7,7 @@ import math
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -14,22 +15,30 @@ from fastapi.templating import Jinja2Templates
 from starlette.datastructures import UploadFile
 
 import kvcore
-from kvcore import CacheOptions, KvplanError, load_model, parse_config_text
+from kvcore import CacheOptions, InputError, KvplanError, load_model, parse_config_text
 from kvcore.catalog import MAX_CONFIG_BYTES
 from kvcore.engines import engine_names, supported_formats
+from kvcore.errors import shown
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
 
-from .common import make_query
+from .common import make_query, repeated_field
 from .views import plan_view
 
-__all__ = ["DEFAULTS", "pages_router", "templates"]
+__all__ = ["DEFAULTS", "LINK_DEFAULTS", "pages_router", "templates"]
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the bare page (no query string) opens on this worked example
 DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k",
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
             "engine": "raw"}
+#: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
+#: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
+LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
+                 "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw"}
 FIELDS = tuple(DEFAULTS)
+#: what a link may name: the form's fields and the API's one format for K and V
+LINK_FIELDS = (*FIELDS, "kv")
 
 
 @cache
@@ -59,10 +68,15 @@ def _slider(context: str) -> float:
 
 
 def _render(request: Request, form: dict[str, str], config: dict[str, Any] | None,
-            status: int = 200) -> HTMLResponse:
+            status: int = 200, refused: KvplanError | None = None) -> HTMLResponse:
     errors: dict[str, str] = {}
     view = None
     try:
+        if refused is not None:
+            raise refused
+        if config is None and not form["model"].strip():
+            raise InputError("give a model: a catalog id (see Models) or a Hub repo id "
+                             "(owner/name)", field="model")
         spec = load_model(config) if config is not None else load_model(
             form["model"], allow_local=False)
         query = make_query(spec, context=form["context"], sequences=form["sequences"],
@@ -77,12 +91,39 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
         errors[_form_field(exc.field)] = str(exc)
         status = 422 if status == 200 else status
     partial = request.headers.get("HX-Request") == "true"
-    context = {"form": form, "view": view, "errors": errors, "slider": _slider(form["context"]),
+    context = {"form": form, "view": view, "api_link": _api_link(form, config), "errors": errors, "slider": _slider(form["context"]),
                "custom": config is not None, "partial": partial, **_choices()}
     name = "_result.html" if partial else "index.html"
     # htmx swaps only 2xx responses by default: a bad field is shown, not dropped
     return templates().TemplateResponse(request, name, context,
                                         status_code=200 if partial else status)
+
+
+def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None:
+    """The same plan from /api/v1/plan: the form's fields, blanks left out (the API refuses
+    an empty field); None for a pasted config, which a link cannot carry."""
+    if config is not None:
+        return None
+    fields = {k: v for k, v in form.items() if v.strip() and not (k == "gpus" and v == "1")}
+    return "/api/v1/plan?" + urlencode(fields)
+
+
+def _link_fault(params: Any) -> KvplanError | None:
+    """What is wrong with a link's query string beyond its values: a field given twice, or a
+    name the page does not take (dropped, it would plan another question than the link's)."""
+    twice = repeated_field(params.multi_items())
+    if twice is not None:
+        twice.field = "kv_k" if twice.field == "kv" else twice.field
+        return twice
+    unknown = [k for k in params if k not in LINK_FIELDS]
+    if unknown:
+        hint = {"ctx": "context", "seqs": "sequences"}.get(unknown[0])
+        return InputError(
+            f"{shown(unknown[0])} is not a field of this page" +
+            (f" (did you mean {hint}?)" if hint else "") + "; it takes " +
+            ", ".join(LINK_FIELDS) + " (/api/v1/plan takes every CLI option)",
+            field=unknown[0] if unknown[0] in FIELDS else "model")
+    return None
 
 
 def _default_format(engine: str) -> str:
@@ -117,19 +158,24 @@ def pages_router() -> APIRouter:
     @router.get("/", response_class=HTMLResponse)
     def index(request: Request) -> HTMLResponse:
         params = request.query_params
-        form = {k: str(params.get(k, v))[:200] for k, v in DEFAULTS.items()}
-        if "kv_k" not in params and "kv_v" not in params:
-            if "kv" in params:
-                # the API's and the CLI's one format for K and V
-                form["kv_k"] = form["kv_v"] = str(params["kv"])[:200]
-            else:
-                form["kv_k"] = form["kv_v"] = _default_format(form["engine"])
-        return _render(request, form, None)
+        if not params:
+            form = dict(DEFAULTS)
+            form["kv_k"] = form["kv_v"] = _default_format(form["engine"])
+            return _render(request, form, None)
+        form = {k: str(params.get(k, v))[:200] for k, v in LINK_DEFAULTS.items()}
+        if "kv" in params:
+            # the API's and the CLI's one format for K and V; kv_k or kv_v beside it wins
+            form["kv_k"] = str(params.get("kv_k", params["kv"]))[:200]
+            form["kv_v"] = str(params.get("kv_v", params["kv"]))[:200]
+        return _render(request, form, None, refused=_link_fault(params))
 
     @router.post("/", response_class=HTMLResponse)
     async def index_post(request: Request) -> HTMLResponse:
         data = await request.form()
-        form = {k: str(data.get(k, v))[:200] for k, v in DEFAULTS.items()}
+        # the page's fields (sent beside the config by htmx), else the copies the config form
+        # holds for a browser without JavaScript, else the CLI's defaults
+        form = {k: str(data.get(k, data.get(f"page_{k}", v)))[:200]
+                for k, v in LINK_DEFAULTS.items()}
         config = None
         upload = data.get("config_file")
         text = data.get("config")

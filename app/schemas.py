@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+
+def _not_blank(value: Any) -> Any:
+    """A text field given as "" (or spaces) is an error naming it, as the CLI refuses
+    ``--kv ""``: leave a field out to take its default."""
+    if isinstance(value, str) and not value.strip():
+        raise PydanticCustomError(
+            "blank", "needs a value, got an empty string (leave the field out for its default)")
+    return value
+
+#: the text fields of a plan request
+_TEXT_FIELDS = ("model", "gpu", "kv", "kv_k", "kv_v", "weights", "engine", "gpus", "kv_budget",
+                "hot", "state_dtype", "overhead", "offload")
 
 
 class PlanIn(BaseModel):
@@ -57,6 +71,8 @@ class PlanIn(BaseModel):
     offload: str | None = Field(None, max_length=40, examples=["64GiB"],
                                 description="CPU/disk tier for KV per card")
 
+    _blank = field_validator(*_TEXT_FIELDS, mode="before")(_not_blank)
+
 
 class PlanQueryIn(PlanIn):
     """The same fields as query parameters (strings converted as usual)."""
@@ -85,3 +101,5 @@ class MeasureIn(BaseModel):
     layers: int | None = Field(None, ge=1, le=4096)
     steps: int = Field(20, ge=1, le=1000)
     device: str | None = Field(None, pattern="^(cuda|cpu)$")
+
+    _blank = field_validator("model", "kv", "kv_k", "kv_v", "device", mode="before")(_not_blank)

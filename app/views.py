@@ -13,7 +13,7 @@ from kvcore.query import Query, answer, quality_here
 from kvcore.units import format_bytes, format_quantity
 
 from .charts import memory_chart
-from .common import decode_text
+from .common import decode_text, model_line
 
 __all__ = ["plan_view"]
 
@@ -42,7 +42,9 @@ def _per_card(q: Query, data: dict[str, Any]) -> dict[str, Any]:
     if free:
         segments.append({"name": "free", "bytes": free, "pct": 100 * free / scale,
                          "label": format_bytes(free, 1)})
-    return {"segments": segments, "budget": budget, "used": used, "over": used > budget}
+    over = (f"{format_bytes(used - budget, 1)} over the card's {format_bytes(budget, 1)}"
+            + (" budget" if report is not None else "")) if used > budget else None
+    return {"segments": segments, "budget": budget, "used": used, "over": over}
 
 
 def _formats(q: Query) -> list[Any]:
@@ -131,6 +133,22 @@ def plan_view(q: Query) -> dict[str, Any]:
                             "log_lines": (data.get("engine_report") or {}).get("log_lines", [])}
     text = decode_text(data)
     view["decode"] = f"Decode {text}." if text else None
+    # what the CLI prints besides: the model, the weights and overhead it assumed, what binds
+    w = data["weights"]
+    view["model_line"] = model_line(data)
+    view["assumed"] = (f"Weights {format_bytes(data['weights_bytes'], 2)} ({w['format']}, "
+                       f"{w['source']}, {w['params'] / 1e9:.2f}B params); overhead "
+                       f"{format_bytes(data['overhead_bytes'], 2)} "
+                       f"({data['overhead']['detail']}).")
+    view["binding"] = (f"Binding: {data['binding']} ({data['binding_reason']})."
+                       if data["fits"] is False and data.get("binding") else None)
+    if data.get("engine_report"):
+        from .cli import render_engine
+
+        # the engine's own table, log lines and verdict, as the CLI prints them; its command
+        # and notes have their own places on the page
+        view["engine_lines"] = [line for line in render_engine(data)[1:]
+                                if not line.startswith(("command: ", "note: "))]
     if q.gpus:
         view["bar"] = _per_card(q, data)
         view["chart"] = _chart(q, data)

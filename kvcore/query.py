@@ -228,7 +228,7 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
                 found.append({"gpu": gpu.id, "name": gpu.name, "count": count,
                               "total_memory_bytes": gpu.memory_bytes * count,
                               "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
-                              "max_context": max_ctx})
+                              "max_context": max_ctx, "notes": context_notes(q, max_ctx)})
                 break
     found.sort(key=lambda r: (int(r["total_memory_bytes"]), -int(r["bandwidth_bytes_per_s"] or 0)))
     return found[:limit]
@@ -258,7 +258,7 @@ def find_format(q: Query) -> list[dict[str, Any]]:
         here, quality = quality_here(q.spec, trial.cache)
         rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value,
                      "bits_per_value_here": here, "fits": ok, "max_context": max_ctx,
-                     "quality": quality})
+                     "quality": quality, "notes": context_notes(q, max_ctx)})
     if not rows and refused is not None:
         raise refused
     return rows

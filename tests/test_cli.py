@@ -120,10 +120,37 @@ def test_kv_budget(capsys):
 
 def test_find_gpu_and_format(capsys):
     code, out, _ = run(capsys, "llama-3.1-8b", "--ctx", "128k", "--seqs", "4", "--find-gpu")
-    assert code == 0 and out.strip().splitlines()[-1].startswith("smallest: ")
+    assert code == 0 and "\nsmallest: 1 × " in out
     code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "256k", "--gpu", "4090", "--weights",
                        "q4_k_m", "--engine", "llama.cpp", "--find-format")
-    assert code == 0 and "best format that fits 262,144 tokens × 1 sequence: q5_1" in out
+    assert code == 0 and ("best format that fits 262,144 tokens × 1 sequence on NVIDIA GeForce "
+                          "RTX 4090 under llama.cpp, weights q4_k_m: q5_1") in out
+
+
+def test_find_tables_say_what_they_assumed_and_note_the_trained_context(capsys):
+    # find-gpu named neither the weights nor the KV format it sized, nor said that 1M is past
+    # what qwen3-8b was trained for
+    code, out, _ = run(capsys, "qwen3-8b", "--ctx", "1M", "--kv", "q8_0", "--find-gpu")
+    lines = out.strip().splitlines()
+    assert code == 0 and lines[-2].startswith("smallest: 1 × ")
+    assert lines[-2].endswith("for 1,048,576 tokens × 1 sequence under raw, weights bf16 (the "
+                              "checkpoint's), KV q8_0")
+    assert lines[-1] == ("note: 1,048,576 tokens is past the 40,960 positions the model was "
+                         "trained for")
+    code, out, _ = run(capsys, "qwen3-8b", "--ctx", "1M", "--gpu", "h100", "--find-format")
+    assert code == 0 and out.strip().splitlines()[-1] == lines[-1]
+    code, out, _ = run(capsys, "qwen3-8b", "--ctx", "1M", "--find-gpu", "--json")
+    assert json.loads(out)[0]["notes"] == [lines[-1].removeprefix("note: ")]
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--kv", "q8_0"], "--kv"), (["--kv-k", "q8_0", "--kv-v", "q4_0"], "--kv-k, --kv-v")])
+def test_find_format_refuses_a_kv_format_it_would_drop(capsys, flags, named):
+    # --kv beside --find-format was dropped without a word
+    code, out, err = run(capsys, "qwen3-8b", "--gpu", "4090", *flags, "--find-format")
+    assert code == 2 and out == ""
+    assert err == ("kvplan: error: --find-format tries every KV format for K and V; leave out "
+                   f"{named}\n")
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -626,3 +653,13 @@ def test_hot_missing_a_part_says_what_it_takes(capsys, hot):
     assert code == 2
     assert err.startswith("kvplan: error: hot must look like f16:4096 (a KV format, a colon, "
                           "a token count), got ")
+
+
+def test_gpu_listing_lines_numbers_up(capsys):
+    # memory and bandwidth were left-aligned: 1,008 GB/s started where 936 GB/s did
+    code, out, _ = run(capsys, "gpus")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0].endswith("memory   bandwidth")
+    row = next(line for line in lines if line.startswith("rtx-3090 "))
+    assert row.endswith("24 GiB    936 GB/s") and len(row) == len(lines[0])

@@ -4,6 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import create_app
+from kvcore.units import format_bytes
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def test_index_page_full_and_partial(client):
     assert part.status_code == 200 and "<html" not in part.text
     assert 'id="verdict"' in part.text and "<svg" in part.text
     # the same plan as the API
-    api = client.get("/api/v1/plan", params={**params, "kv": None}).json()
+    api = client.get("/api/v1/plan", params=params).json()
     assert f"max context {api['max_context']:,}" in part.text
 
 
@@ -333,8 +334,8 @@ def test_config_with_kv_heads_that_do_not_group_is_refused(client, kv, expected)
      "max context 0 at 1,000,000 sequences."),
 ])
 def test_verdict_groups_numbers_and_agrees_in_number(client, params, verdict):
-    page = client.get("/", params={"model": "qwen3-0.6b", **params},
-                      headers={"HX-Request": "true"})
+    page = client.get("/", params={"model": "qwen3-0.6b", "kv": "q8_0", "weights": "q4_k_m",
+                                   **params}, headers={"HX-Request": "true"})
     assert f'id="verdict">{verdict}</p>' in page.text
 
 
@@ -389,3 +390,144 @@ def test_page_gives_the_decode_estimate_and_the_context_notes(client):
     assert "1,048,576 tokens is past the 40,960 positions the model was trained for" in page.text
     # a plan that does not fit says its decode figure is what it would read
     assert "Does not fit" in page.text and "(if it fit)." in page.text
+
+
+@pytest.mark.parametrize("field", ["kv", "kv_k", "kv_v", "gpu", "weights", "model", "gpus",
+                                   "hot", "overhead", "kv_budget", "offload", "engine"])
+def test_an_empty_field_is_refused_by_name_as_the_cli_refuses_it(client, field):
+    # "kv": "" used to plan f16 as if kv were left out, while `kvplan --kv ""` exits 2
+    body = {"model": "qwen3-8b", "gpu": "4090", field: ""}
+    for r in (client.post("/api/v1/plan", json=body), client.get("/api/v1/plan", params=body),
+              client.post("/api/v1/find-format", json=body)):
+        assert r.status_code == 422, (field, r.json())
+        assert r.json()["field"] == field
+        assert r.json()["error"].startswith(f"{field}: needs a value, got an empty string")
+
+
+def test_a_repeated_query_parameter_is_refused(client):
+    # ?kv=q8_0&kv=q4_0 used to plan q4_0 (the last one) without a word
+    r = client.get("/api/v1/plan?model=qwen3-8b&kv=q8_0&kv=q4_0")
+    assert r.status_code == 422
+    assert r.json() == {"ok": False, "status": 422, "field": "kv",
+                        "error": "kv is given 2 times ('q8_0' and 'q4_0'); give it once"}
+
+
+def test_the_pages_json_link_gives_the_same_plan(client):
+    # weights "auto" and a cleared GPU field used to go out as empty parameters
+    import html
+    import re
+
+    for params in ({"model": "qwen3-8b", "gpu": "4090", "context": "32k", "kv_k": "q8_0",
+                    "kv_v": "q4_0", "weights": "auto", "engine": "raw", "sequences": "2"},
+                   {"model": "qwen3-8b", "gpu": "", "context": "32k", "weights": "q4_k_m"}):
+        page = client.get("/", params=params, headers={"HX-Request": "true"})
+        link = html.unescape(re.search(r'class="json-link"><a href="([^"]+)"', page.text)[1])
+        api = client.get(link)
+        assert api.status_code == 200, api.json()
+        data = api.json()
+        assert (data["kv_k"], data["kv_v"]) == (params.get("kv_k", "f16"),
+                                                params.get("kv_v", "f16"))
+        assert f"KV {format_bytes(data['kv_bytes'], 2)}, " in page.text
+        assert f"({data['weights']['format']}, " in page.text
+    # a pasted config has no link: it would plan the form's catalog model instead
+    from kvcore import model_catalog
+
+    cfg = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    pasted = client.post("/", data={"config": json.dumps(cfg), "gpu": "4090"},
+                         headers={"HX-Request": "true"})
+    assert "Fits:" in pasted.text and "this plan as JSON" not in pasted.text
+
+
+def test_find_format_refuses_a_kv_format_it_would_drop(client):
+    r = client.post("/api/v1/find-format", json={"model": "qwen3-8b", "gpu": "4090",
+                                                  "kv_v": "q4_0"})
+    assert r.status_code == 422 and r.json()["field"] == "kv_v"
+    assert r.json()["error"] == "find-format tries every KV format for K and V; leave out kv_v"
+    rows = client.post("/api/v1/find-gpu", json={"model": "qwen3-8b", "context": "1M"}).json()
+    assert rows[0]["notes"] == ["1,048,576 tokens is past the 40,960 positions the model was "
+                                "trained for"]
+
+
+def test_a_link_answers_what_the_cli_and_the_api_answer_for_its_fields(client, capsys):
+    # the page filled what a link left out with its example (q4_k_m weights, q8_0 cache, 128k,
+    # an RTX 4090), so /?model=X&gpu=Y planned another question than kvplan X --gpu Y
+    from app.cli import main
+
+    page = client.get("/", params={"model": "qwen3-8b", "gpu": "h100"},
+                      headers={"HX-Request": "true"})
+    main(["qwen3-8b", "--gpu", "h100", "--json"])
+    cli = json.loads(capsys.readouterr().out)
+    api = client.get("/api/v1/plan", params={"model": "qwen3-8b", "gpu": "h100"}).json()
+    assert cli == api and (cli["kv_k"], cli["weights"]["format"], cli["context"]) == (
+        "f16", "bf16", 8192)
+    assert (f"8,192 tokens × 1 sequence on 1 × NVIDIA H100 SXM5 80GB under raw; max context "
+            f"{cli['max_context']:,}, max sequences {cli['max_sequences']:,}.") in page.text
+    assert f"weights {format_bytes(cli['weights_bytes'], 2)} (bf16, " in page.text
+    # a link without a card gives the memory the plan needs, as the CLI does
+    bare = client.get("/", params={"model": "qwen3-8b"}, headers={"HX-Request": "true"})
+    assert "needs " in bare.text and "choose a GPU to check." in bare.text
+    # the bare page still opens on its worked example
+    home = client.get("/")
+    assert home.status_code == 200 and "<option selected>q4_k_m</option>" in home.text
+    assert "Fits: 131,072 tokens × 1 sequence on 1 × NVIDIA GeForce RTX 4090" in home.text
+
+
+@pytest.mark.parametrize(("query", "field", "message"), [
+    ("model=qwen3-8b&gpu=4090&ctx=32k", "model",
+     "&#39;ctx&#39; is not a field of this page (did you mean context?)"),
+    ("model=qwen3-8b&gpu=4090&kv=q8_0&kv=q4_0", "kv_k",
+     "kv is given 2 times (&#39;q8_0&#39; and &#39;q4_0&#39;); give it once"),
+    ("model=qwen3-8b&gpu=4090&gpu=h100", "gpu", "gpu is given 2 times"),
+    ("gpu=4090", "model", "give a model: a catalog id"),
+])
+def test_a_link_the_page_cannot_take_as_given_says_so(client, query, field, message):
+    # ?ctx=32k was dropped (the page planned 128k) and a repeated field took its last value
+    page = client.get("/?" + query)
+    assert page.status_code == 422 and "Fits:" not in page.text
+    assert f'<span class="err" id="err-{field}">{message}' in page.text
+
+
+def test_the_page_gives_every_line_the_cli_gives(client, capsys):
+    # the page had no model line, no binding, no weights and overhead detail, no engine
+    # table or engine verdict, and said "fits" in the format table by colour alone
+    from app.cli import main
+
+    args = {"model": "qwen3.5-27b", "context": "256k", "kv": "q8_0", "weights": "q4_k_m",
+            "gpu": "4090", "engine": "llama.cpp"}
+    page = client.get("/", params=args, headers={"HX-Request": "true"}).text
+    main(["qwen3.5-27b", "--ctx", "256k", "--kv", "q8_0", "--weights", "q4_k_m", "--gpu",
+          "4090", "--engine", "llama.cpp"])
+    cli = capsys.readouterr().out.splitlines()
+    import html
+
+    text = html.unescape(page)
+    assert f'id="model-line">{cli[0]}</p>' in text
+    assert "Binding: kv (the KV cache for this context and sequence count exceeds what is " \
+           "left)." in text
+    assert "Weights 15.41 GiB (q4_k_m, config estimate, 27.35B params); overhead 1.06 GiB " \
+           "(CUDA context 512 MiB + compute buffers for 512-token batches)." in text
+    start = cli.index("engine llama.cpp, tp 1 × pp 1 × dp 1 on rtx-4090")
+    engine = [line for line in cli[start:] if not line.startswith(("command: ", "note: ",
+                                                                   "decode ", "verified "))]
+    assert '<pre class="log" id="engine">' + "\n".join(engine) + "\n</pre>" in text
+    assert next(line for line in cli if line.startswith("command: ")).removeprefix(
+        "command: ") in text
+    assert "1.9 GiB over the card's 23 GiB budget" in text
+    assert "<td>q8_0 (chosen)</td><td>no</td>" in text
+
+
+def test_config_form_is_labelled_and_works_without_javascript(client):
+    from kvcore import model_catalog
+
+    home = client.get("/", params={"model": "qwen3-8b", "gpu": "h100", "context": "32k"}).text
+    assert '<label for="config-text">' in home and '<label for="config-file">' in home
+    assert 'enctype="multipart/form-data"' in home
+    assert '<input type="hidden" name="page_gpu" value="h100">' in home
+    # a browser without JavaScript posts the config form alone: the page's fields ride along
+    cfg = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    page = client.post("/", data={"config": json.dumps(cfg), "page_gpu": "h100",
+                                  "page_context": "32k", "page_gpus": "1", "page_kv_k": "f16",
+                                  "page_kv_v": "f16", "page_weights": "auto",
+                                  "page_engine": "raw", "page_sequences": "1"})
+    assert page.status_code == 200
+    assert "Fits: 32,768 tokens × 1 sequence on 1 × NVIDIA H100 SXM5 80GB" in page.text
