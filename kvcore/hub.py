@@ -76,36 +76,10 @@ def _guard_client(hf: Any) -> bool:
 
 
 def _download(repo: str, filename: str, revision: str | None) -> str:
-    try:
-        import huggingface_hub as hf
-        from huggingface_hub import errors as hf_errors
-    except ImportError:
-        raise HubError(
-            f"'{repo}' is not in the bundled catalog and fetching it needs huggingface_hub: "
-            "pip install 'kvplan[hub]'", field="model") from None
-    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", TIMEOUT_S)
-    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", TIMEOUT_S)
-    # an unfamiliar huggingface_hub keeps its own client
-    with contextlib.suppress(Exception):
-        _guard_client(hf)
-    try:
-        return str(hf.hf_hub_download(repo, filename, revision=revision))
-    except hf_errors.GatedRepoError:
-        raise HubError(f"'{repo}' is gated on the Hub: accept its licence and set HF_TOKEN",
-                       field="model") from None
-    except hf_errors.RepositoryNotFoundError:
-        raise HubError(f"'{repo}' is not a Hub repository (or it is private: set HF_TOKEN)",
-                       field="model") from None
-    except hf_errors.RevisionNotFoundError:
-        raise HubError(f"'{repo}' has no revision '{revision}'", field="model") from None
-    # before EntryNotFoundError: huggingface_hub derives LocalEntryNotFoundError from it
-    except hf_errors.LocalEntryNotFoundError:
-        raise HubError(f"the Hub could not be reached and '{repo}/{filename}' is not in the HF "
-                       "cache (offline?)", field="model") from None
-    except hf_errors.EntryNotFoundError:
-        raise MissingFile(f"'{repo}' has no {filename}", field="model") from None
-    except OSError as exc:
-        raise HubError(f"fetching '{repo}/{filename}' failed: {exc}", field="model") from None
+    hf = _hf(repo)
+    with _hub_errors(repo, filename, revision):
+        path = hf.hf_hub_download(repo, filename, revision=revision)
+    return str(path)
 
 
 def _read_json(path: str, what: str) -> dict[str, Any]:
@@ -163,8 +137,8 @@ def split_tag(text: str) -> tuple[str, str | None]:
 
 
 @contextlib.contextmanager
-def _hub_errors(repo: str, what: str) -> Any:
-    """huggingface_hub's failures as HubError sentences."""
+def _hub_errors(repo: str, what: str, revision: str | None = None) -> Any:
+    """huggingface_hub's failures reading ``what`` of ``repo`` as HubError sentences."""
     from huggingface_hub import errors as hf_errors
 
     try:
@@ -175,20 +149,28 @@ def _hub_errors(repo: str, what: str) -> Any:
     except hf_errors.RepositoryNotFoundError:
         raise HubError(f"'{repo}' is not a Hub repository (or it is private: set HF_TOKEN)",
                        field="model") from None
-    except FileNotFoundError:
-        raise HubError(f"'{repo}' has no {what}", field="model") from None
+    except hf_errors.RevisionNotFoundError:
+        raise HubError(f"'{repo}' has no revision '{revision}'", field="model") from None
+    # before EntryNotFoundError: huggingface_hub derives LocalEntryNotFoundError from it
+    except hf_errors.LocalEntryNotFoundError:
+        raise HubError(f"the Hub could not be reached and '{repo}/{what}' is not in the HF "
+                       "cache (offline?)", field="model") from None
+    except (hf_errors.EntryNotFoundError, FileNotFoundError):
+        raise MissingFile(f"'{repo}' has no {what}", field="model") from None
     except OSError as exc:
-        raise HubError(f"reading '{repo}/{what}' failed: {exc}", field="model") from None
+        raise HubError(f"fetching '{repo}/{what}' failed: {exc}", field="model") from None
 
 
-def _hf() -> Any:
+def _hf(repo: str) -> Any:
+    """huggingface_hub, its requests kept on the Hub and given a timeout."""
     try:
         import huggingface_hub as hf
     except ImportError:
-        raise HubError("reading a Hub repository that is not in the bundled catalog needs "
-                       "huggingface_hub: pip install 'kvplan[hub]'", field="model") from None
+        raise HubError(f"'{repo}' is not in the bundled catalog and reading it from the Hub "
+                       "needs huggingface_hub: pip install 'kvplan[hub]'", field="model") from None
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", TIMEOUT_S)
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", TIMEOUT_S)
+    # an unfamiliar huggingface_hub keeps its own client
     with contextlib.suppress(Exception):
         _guard_client(hf)
     return hf
@@ -196,7 +178,7 @@ def _hf() -> Any:
 
 def gguf_names(repo: str) -> list[str]:
     """The repository's GGUF model files (projector files for images left out)."""
-    hf = _hf()
+    hf = _hf(repo)
     with _hub_errors(repo, "file list"):
         names = hf.HfApi().list_repo_files(repo)
     return sorted(n for n in names if n.lower().endswith(".gguf")
@@ -250,7 +232,7 @@ class HubFiles:
 
     def __init__(self, repo: str, names: list[str], ref: str):
         self.repo, self.names, self.ref = repo, set(names), ref
-        self.fs = _hf().HfFileSystem()
+        self.fs = _hf(repo).HfFileSystem()
 
     def open(self, name: str) -> tuple[Any, int]:
         with _hub_errors(self.repo, name):
