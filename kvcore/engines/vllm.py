@@ -159,7 +159,10 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
            spec_tokens: int = 0) -> list[Spec]:
     attn: list[tuple[LayerGroup, int]] = []
     states: list[tuple[LayerGroup, int]] = []
-    ssm_bytes = 4 if spec.model_type in FP32_SSM_TYPES else spec.ssm_dtype_bytes
+    ssm_bytes = spec.ssm_dtype_bytes
+    if spec.model_type in FP32_SSM_TYPES:
+        # the config's mamba_ssm_cache_dtype where it names one, else float32
+        ssm_bytes = spec.ssm_cache_dtype_bytes or 4
     every_block = cache_all_mode(spec, spec_tokens)
     for g in spec.groups_for(mtp=mtp):
         if g.kind.is_recurrent:
