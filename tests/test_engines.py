@@ -790,3 +790,12 @@ def test_trtllm_state_reads_mamba_ssm_cache_dtype():
     cfg["mamba_ssm_cache_dtype"] = "float32"
     assert trtllm.state_bytes_per_slot(load_model(cfg)) == 54 * (3 * 20480 * 2
                                                                  + 256 * 64 * 256 * 4)
+
+
+@pytest.mark.parametrize("block", [3, 8, 24])
+def test_vllm_refuses_a_block_size_no_attention_backend_takes(block):
+    # vllm/config/cache.py accepts any block_size > 0; backend selection then finds no CUDA
+    # attention backend ("block_size not supported"): FlashAttention takes multiples of 16
+    with pytest.raises(InputError, match="multiple of 16") as err:
+        engine_plan("vllm", req("llama-3.1-8b", settings=EngineSettings(block_size=block)))
+    assert err.value.field == "block_size"

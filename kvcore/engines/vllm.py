@@ -285,6 +285,12 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError(f"vLLM loads a GGUF model from a single file; this one is split in "
                          f"{req.spec.checkpoint.parts}: merge it with llama-gguf-split --merge",
                          field="engine")
+    if s.block_size and s.block_size % BLOCK:
+        # CacheConfig takes any positive block size, but attention backend selection drops
+        # every CUDA backend whose kernel sizes refuse it ("block_size not supported":
+        # FlashAttention, Triton and the MLA backends take multiples of 16 only)
+        raise InputError(f"vLLM's attention backends need --block-size to be a multiple of "
+                         f"{BLOCK}; got {s.block_size}", field="block_size")
     util = s.gpu_memory_utilization or UTILIZATION
     p = req.parallel
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
