@@ -866,6 +866,9 @@ def spec_from_config(
     max_pos = r.opt_int("max_position_embeddings")
     ssm_dtype = lm.get("mamba_ssm_dtype") or lm.get("ssm_dtype")
     ssm_bytes = _DTYPE_BYTES.get(ssm_dtype, 0) if isinstance(ssm_dtype, str) else 0
+    pinned_bytes = ssm_bytes
+    cache_dtype = lm.get("mamba_ssm_cache_dtype")
+    cache_dtype_bytes = _DTYPE_BYTES.get(cache_dtype, 0) if isinstance(cache_dtype, str) else 0
     if isinstance(lm.get("linear_attn_config"), dict):
         # Kimi Delta Attention keeps its recurrent matrix in float32 whatever the checkpoint
         # dtype (vLLM's MambaStateDtypeCalculator.kda_state_dtype pins it; SGLang's default)
@@ -885,6 +888,8 @@ def spec_from_config(
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
         dtype=dtype,
         ssm_dtype_bytes=ssm_bytes or _DTYPE_BYTES.get(dtype, 2),
+        ssm_pinned_bytes=pinned_bytes,
+        ssm_cache_dtype_bytes=cache_dtype_bytes,
         mamba_chunk_size=_chunk_size(lm),
         checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
         cross_tokens_per_image=cross_tokens,

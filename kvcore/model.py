@@ -172,6 +172,12 @@ class ModelSpec:
     #: bytes per SSM/delta-state value where the checkpoint pins it (``mamba_ssm_dtype``) or
     #: the architecture does (Kimi Delta Attention: float32)
     ssm_dtype_bytes: int = 2
+    #: bytes per SSM value the config's own ``mamba_ssm_dtype`` names; 0 where it names none
+    #: (SGLang then keeps the state in float32)
+    ssm_pinned_bytes: int = 0
+    #: bytes per SSM value the config's ``mamba_ssm_cache_dtype`` names (read by vLLM for
+    #: Nemotron-H and by TensorRT-LLM); 0 where it names none
+    ssm_cache_dtype_bytes: int = 0
     #: encoder tokens cached per image by each cross-attention layer
     cross_tokens_per_image: int = 0
     #: the Mamba2 scan's chunk of tokens (``chunk_size``/``mamba_chunk_size``); 0: not given

@@ -724,3 +724,78 @@ def test_vllm_nemotron_h_state_in_float32_and_cache_mode_all():
     spec_pool = vllm.pool(spec, 20 * GiB, F16, F16, 16, spec_tokens=2)
     assert all(g.pages_for(3 * 4224, 8192, 0, 2) == 4 for g in spec_pool.groups if g.state)
     assert spec_pool.min_block == 4128
+
+
+def _catalog_config(name):
+    import json
+    from pathlib import Path
+
+    import kvcore
+    path = Path(kvcore.__file__).parent / "data" / "models" / f"{name}.json"
+    return json.loads(path.read_text())
+
+
+def test_sglang_ssm_state_follows_the_configs_mamba_ssm_dtype():
+    # configs/mamba_utils.py mamba2_state_dtype: the config's mamba_ssm_dtype, else float32.
+    # Qwen3.5-27B with its state pinned to bfloat16: 48 GDN layers × (conv 3 × 10,240 +
+    # 48 × 128 × 128 delta state) × 2 B, not the float32 price
+    cfg = _catalog_config("qwen3.5-27b")
+    cfg["text_config"]["mamba_ssm_dtype"] = "bfloat16"
+    spec = load_model(cfg)
+    g = next(g for g in spec.groups if g.kind == "linear")
+    per_req = g.count * g.state_values * 2
+    r = engine_plan("sglang", EngineRequest(spec=spec, context=8192,
+                                            cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                            kv_budget_bytes=19 * GiB))
+    assert r.extra["mamba_slots"] == int(19 * GiB * 0.9 / 1.9) // per_req
+    # without a pinned dtype the state stays float32
+    del cfg["text_config"]["mamba_ssm_dtype"]
+    assert load_model(cfg).ssm_pinned_bytes == 0
+
+
+@pytest.mark.parametrize("model, per_request", [("qwen3.5-27b", 5), ("nemotron-h-56b-base-8k", 5),
+                                                ("lfm2.5-vl-1.6b", 3)])
+def test_sglang_extra_buffer_reserves_five_slots_a_request(model, per_request):
+    # mamba_radix_cache_strategy "auto" picks extra_buffer for the architectures that support
+    # it while the overlap scheduler is on (arg_groups/overrides.py); each running request
+    # then holds 3 + 2 ping-pong slots (_calculate_mamba_ratio), LFM2 (no_buffer) 3
+    r = engine_plan("sglang", req(model, ctx=4096, gpu=None, kv_budget_bytes=19 * GiB))
+    slots = r.extra["mamba_slots"]
+    assert r.max_sequences == min(r.kv_tokens // 4096, slots // per_request)
+    assert sglang.slots_per_request(load_model(model).model_type) == per_request
+
+
+def test_vllm_nemotron_h_reads_mamba_ssm_cache_dtype():
+    # NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype: the config's
+    # mamba_ssm_cache_dtype, else float32. Pinned to bfloat16 the state page halves its
+    # SSM part: 54 layers' worth per page is per layer, so one layer's page is
+    # 3 × 20,480 × 2 + 256 × 64 × 256 × 2 B
+    cfg = _catalog_config("nemotron-h-56b-base-8k")
+    cfg["mamba_ssm_cache_dtype"] = "bfloat16"
+    spec = load_model(cfg)
+    assert spec.ssm_cache_dtype_bytes == 2
+    page16 = 3 * 20480 * 2 + 256 * 64 * 256 * 2
+    page32 = 3 * 20480 * 2 + 256 * 64 * 256 * 4
+    state = next(s for s in vllm._specs(spec, F16, F16, 16, False) if s.state)
+    default = next(s for s in vllm._specs(load_model("nemotron-h-56b-base-8k"), F16, F16, 16,
+                                          False) if s.state)
+    assert state.page >= page16 and state.page < page32 <= default.page
+
+
+def test_trtllm_state_reads_mamba_ssm_cache_dtype():
+    # MambaKVCacheParams: SSM state in the config's mamba_ssm_cache_dtype, else model dtype
+    from kvcore.engines import trtllm
+    cfg = _catalog_config("nemotron-h-56b-base-8k")
+    assert trtllm.state_bytes_per_slot(load_model(cfg)) == 54 * (3 * 20480 + 256 * 64 * 256) * 2
+    cfg["mamba_ssm_cache_dtype"] = "float32"
+    assert trtllm.state_bytes_per_slot(load_model(cfg)) == 54 * (3 * 20480 * 2
+                                                                 + 256 * 64 * 256 * 4)
+
+
+@pytest.mark.parametrize("block", [3, 8, 24])
+def test_vllm_refuses_a_block_size_no_attention_backend_takes(block):
+    # vllm/config/cache.py accepts any block_size > 0; backend selection then finds no CUDA
+    # attention backend ("block_size not supported"): FlashAttention takes multiples of 16
+    with pytest.raises(InputError, match="multiple of 16") as err:
+        engine_plan("vllm", req("llama-3.1-8b", settings=EngineSettings(block_size=block)))
+    assert err.value.field == "block_size"

@@ -91,8 +91,26 @@ HYBRID_SWA_TYPES = frozenset({"llama4", "llama4_text", "gpt_oss", "mimo_v2_flash
                               "gemma4", "gemma4_text"})
 #: Mamba pool : KV pool memory ratio (server_args mamba_full_memory_ratio)
 MAMBA_RATIO = 0.9
-#: SSM state dtype bytes (server_args mamba_ssm_dtype float32)
+#: SSM state dtype bytes where the config names no mamba_ssm_dtype (configs/mamba_utils.py
+#: mamba2_state_dtype: the config's mamba_ssm_dtype, else float32)
 MAMBA_SSM_BYTES = 4
+#: model types whose mamba_radix_cache_strategy "auto" resolves to "extra_buffer" with the
+#: default overlap scheduler and triton linear-attention backend (arg_groups/overrides.py
+#: _mamba_radix_cache_resolution, _MAMBA_EXTRA_BUFFER_ARCHS); the rest get "no_buffer"
+EXTRA_BUFFER_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+                                "qwen3_5_moe_text", "kimi_linear", "nemotron_h", "falcon_h1",
+                                "granitemoehybrid"})
+#: Mamba slots a running request may hold: 3, plus the two ping-pong track slots of
+#: extra_buffer with the overlap scheduler (model_runner_kv_cache_mixin
+#: _calculate_mamba_ratio)
+SLOTS_PER_REQUEST = 3
+EXTRA_BUFFER_SLOTS = 2
+
+
+def slots_per_request(model_type: str) -> int:
+    """Mamba state slots SGLang reserves per running request for this model."""
+    extra = EXTRA_BUFFER_SLOTS if model_type in EXTRA_BUFFER_TYPES else 0
+    return SLOTS_PER_REQUEST + extra
 
 
 def plan(req: EngineRequest) -> EngineReport:
@@ -135,17 +153,20 @@ def plan(req: EngineRequest) -> EngineReport:
     swa_tokens = None
     recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp]
     mamba_slots = None
+    per_running = slots_per_request(req.spec.model_type)
     if recurrent and rest > 0:
         # the Mamba state pool takes ratio / (1 + ratio) of what is left; KV gets the rest
         # (model_runner_kv_cache_mixin handle_max_mamba_cache)
+        ssm_bytes = req.spec.ssm_pinned_bytes or MAMBA_SSM_BYTES
         per_req = sum(g.count * (g.conv_state_values * req.spec.dtype_bytes
-                                 + (g.state_values - g.conv_state_values) * MAMBA_SSM_BYTES)
+                                 + (g.state_values - g.conv_state_values) * ssm_bytes)
                       for g in recurrent)
         mamba_slots = int(rest * MAMBA_RATIO / (1 + MAMBA_RATIO)) // max(1, per_req)
         # the KV pool gets what the whole slots leave, not the rest of the ratio's share
         rest -= mamba_slots * per_req
         note_hybrid = (f"Mamba state pool: {mamba_slots:,} slots of {per_req / MiB:.1f} MiB; "
-                       f"max_running_requests ≤ {mamba_slots // 3:,}")
+                       f"max_running_requests ≤ {mamba_slots // per_running:,} "
+                       f"({per_running} slots a request)")
     if sliding:
         # one pool for full layers and one for window layers, sized so the window pool holds
         # swa_full_tokens_ratio as many tokens (model_runner_kv_cache_mixin set_num_tokens_hybrid_swa)
@@ -157,17 +178,17 @@ def plan(req: EngineRequest) -> EngineReport:
     else:
         tokens = max(0, rest) // cell // page * page
 
-    slots_ok = mamba_slots is None or mamba_slots // 3 >= req.sequences
+    slots_ok = mamba_slots is None or mamba_slots // per_running >= req.sequences
 
     def fits_len(length: int) -> bool:
         return length == 0 or (tokens >= length * req.sequences and slots_ok)
 
     max_ctx = largest(fits_len, 1 << 31)
     # a request of the context holds its tokens in the pool and, on a hybrid model, 3 slots
-    # of the Mamba state pool
+    # of the Mamba state pool (5 with the extra buffer)
     max_seqs = tokens // req.context
     if mamba_slots is not None:
-        max_seqs = min(max_seqs, mamba_slots // 3)
+        max_seqs = min(max_seqs, mamba_slots // per_running)
     mla = any(g.kind == LayerKind.MLA for g in req.spec.groups)
 
     def allocated(n: int, k_row: int, v_row: int) -> str:

@@ -57,8 +57,10 @@ def state_bytes_per_slot(spec: ModelSpec) -> int:
     state both in the model's dtype, as the hybrid cache manager allocates them unless the
     config names a ``mamba_ssm_cache_dtype`` (config_utils.py get_states_bytes_per_layer; a
     checkpoint's ``mamba_ssm_dtype`` is deliberately not honoured for the cache)."""
-    return sum(g.count * g.state_values for g in spec.groups
-               if g.kind.is_recurrent and not g.mtp) * spec.dtype_bytes
+    ssm = spec.ssm_cache_dtype_bytes or spec.dtype_bytes
+    return sum(g.count * (g.conv_state_values * spec.dtype_bytes
+                          + (g.state_values - g.conv_state_values) * ssm)
+               for g in spec.groups if g.kind.is_recurrent and not g.mtp)
 
 
 def check_supported(spec: ModelSpec) -> None:

@@ -159,7 +159,10 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
            spec_tokens: int = 0) -> list[Spec]:
     attn: list[tuple[LayerGroup, int]] = []
     states: list[tuple[LayerGroup, int]] = []
-    ssm_bytes = 4 if spec.model_type in FP32_SSM_TYPES else spec.ssm_dtype_bytes
+    ssm_bytes = spec.ssm_dtype_bytes
+    if spec.model_type in FP32_SSM_TYPES:
+        # the config's mamba_ssm_cache_dtype where it names one, else float32
+        ssm_bytes = spec.ssm_cache_dtype_bytes or 4
     every_block = cache_all_mode(spec, spec_tokens)
     for g in spec.groups_for(mtp=mtp):
         if g.kind.is_recurrent:
@@ -282,6 +285,12 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError(f"vLLM loads a GGUF model from a single file; this one is split in "
                          f"{req.spec.checkpoint.parts}: merge it with llama-gguf-split --merge",
                          field="engine")
+    if s.block_size and s.block_size % BLOCK:
+        # CacheConfig takes any positive block size, but attention backend selection drops
+        # every CUDA backend whose kernel sizes refuse it ("block_size not supported":
+        # FlashAttention, Triton and the MLA backends take multiples of 16 only)
+        raise InputError(f"vLLM's attention backends need --block-size to be a multiple of "
+                         f"{BLOCK}; got {s.block_size}", field="block_size")
     util = s.gpu_memory_utilization or UTILIZATION
     p = req.parallel
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
