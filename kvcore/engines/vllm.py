@@ -90,6 +90,8 @@ def default_batched_tokens(gpu: GPU | None, sequences: int, max_len: int) -> int
     big = gpu is None or (gpu.total_bytes >= 70 * GiB and "a100" not in gpu.name.lower())
     return min(sequences * max(1, max_len),
                MAX_BATCHED_TOKENS if big else SMALL_CARD_BATCHED_TOKENS)
+
+
 #: CUDA context, cuBLAS workspaces: ~0.35 GiB seen as "non_torch_memory" on one card
 NON_TORCH = int(0.35 * GiB)
 #: extra non-torch memory per rank when NCCL is up (tp or pp > 1)
