@@ -39,19 +39,18 @@ class GPU:
     architecture: str = ""
     #: "HBM3e", "GDDR7", ... ("" if unknown)
     memory_type: str = ""
+    #: NVIDIA's CUDA compute capability, "9.0", "10.3", ... ("" for other vendors)
+    compute_capability: str = ""
 
     @property
     def cuda_family(self) -> int | None:
-        """The major CUDA compute capability engines pick kernels by (9: Hopper; 10: the HBM
-        Blackwell parts B200/B300/GB200; 12: the GDDR/LPDDR Blackwell parts), None where the
-        catalog does not say."""
-        if self.vendor != "nvidia":
+        """The major CUDA compute capability engines pick kernels by (9: Hopper; 10: B200,
+        B300, GB200; 11: Jetson Thor; 12: the GeForce/RTX PRO Blackwell cards and GB10), None
+        where the catalog gives none. Blackwell spans several families, so the catalog names
+        the capability rather than leaving it to be guessed from the architecture."""
+        if not self.compute_capability:
             return None
-        if self.architecture == "Hopper":
-            return 9
-        if self.architecture.startswith("Blackwell"):
-            return 10 if self.memory_type.startswith("HBM") else 12
-        return None
+        return int(self.compute_capability.split(".")[0])
 
     @property
     def total_bytes(self) -> int:
@@ -90,6 +89,7 @@ def gpu_catalog() -> tuple[GPU, ...]:
             max_cards=int(entry.get("max_cards", 8)),
             architecture=entry.get("architecture", ""),
             memory_type=entry.get("memory_type", ""),
+            compute_capability=entry.get("compute_capability", ""),
         ))
     return tuple(gpus)
 

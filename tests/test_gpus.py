@@ -119,3 +119,104 @@ def test_negative_size_is_refused_as_a_size(text):
         find_gpu(text)
     assert str(err.value) == f"a GPU's memory must be larger than zero, got '{text}'"
     assert not isinstance(err.value, UnknownNameError) and err.value.field == "gpu"
+
+
+def _raw_entries():
+    return tomllib.loads(resources.files("kvcore").joinpath("data/gpus.toml").read_text())["gpu"]
+
+
+#: peak bandwidth a card of each memory type can plausibly have, in GB/s (the whole span
+#: of parts shipped with it, from the narrowest bus to the widest)
+BANDWIDTH_GBS = {"GDDR6": (150, 1000), "GDDR6X": (400, 1100), "GDDR7": (300, 1900),
+                 "HBM2": (700, 1600), "HBM2e": (1200, 4000), "HBM3": (2000, 5500),
+                 "HBM3e": (4000, 8500), "LPDDR5": (100, 850), "LPDDR5X": (100, 900)}
+
+
+@pytest.mark.parametrize("entry", _raw_entries(), ids=lambda e: e["id"])
+def test_entry_has_source_units_and_plausible_bandwidth(entry):
+    assert entry["source"].strip(), "every figure needs a source"
+    assert entry["memory_bytes"] % 2**30 == 0, "memory_bytes is a whole number of GiB"
+    assert entry["memory_type"] in BANDWIDTH_GBS
+    low, high = BANDWIDTH_GBS[entry["memory_type"]]
+    assert low * 10**9 <= entry["bandwidth_bytes_per_s"] <= high * 10**9
+    assert entry["architecture"]
+    if "driver_total_bytes" in entry:
+        total = entry["driver_total_bytes"]
+        assert entry["driver_total_source"].strip()
+        assert total % 2**20 == 0, "a driver total is a whole number of MiB"
+        # a little under the card's memory: reserved firmware pages, or 1/16 for ECC on GDDR
+        assert 0.9 * entry["memory_bytes"] <= total <= entry["memory_bytes"]
+    else:
+        assert "driver_total_source" not in entry
+    assert ("gpu_usable_fraction" in entry) == (entry["vendor"] == "apple")
+    if entry["vendor"] == "apple" or entry["id"].startswith("jetson"):
+        assert entry["max_cards"] == 1
+
+
+def _comment_figures():
+    """Each byte field with the figure its comment gives: (id, field, value, comment)."""
+    entry_id = ""
+    for line in resources.files("kvcore").joinpath("data/gpus.toml").read_text().splitlines():
+        if line.startswith("id = "):
+            entry_id = line.split('"')[1]
+        for field in ("memory_bytes", "driver_total_bytes", "bandwidth_bytes_per_s"):
+            if line.startswith(f"{field} = ") and "#" in line:
+                value, comment = line.split("=", 1)[1].split("#", 1)
+                yield entry_id, field, int(value), comment.strip()
+
+
+UNITS = {"GiB": 2**30, "MiB": 2**20, "GB/s": 10**9, "TB/s": 10**12}
+
+
+@pytest.mark.parametrize(("entry_id", "field", "value", "comment"), list(_comment_figures()),
+                         ids=lambda v: v if isinstance(v, str) and "#" not in v else "")
+def test_comment_states_the_same_figure(entry_id, field, value, comment):
+    number, unit = comment.split()[:2]
+    assert unit in UNITS, comment
+    assert value == round(float(number) * UNITS[unit]), (entry_id, field, comment)
+
+
+def test_nvidia_entries_give_the_compute_capability():
+    for g in gpu_catalog():
+        if g.vendor == "nvidia":
+            major, minor = g.compute_capability.split(".")
+            assert major.isdigit() and minor.isdigit(), g.id
+            assert g.cuda_family == int(major)
+        else:
+            assert g.compute_capability == "" and g.cuda_family is None, g.id
+
+
+@pytest.mark.parametrize(("name", "family"), [
+    ("h100", 9), ("h200", 9), ("h20", 9), ("gh200", 9), ("h800", 9),
+    ("b200", 10), ("b300", 10), ("gb200", 10),
+    ("jetson thor", 11),
+    ("5090", 12), ("rtx pro 6000", 12), ("rtx pro 6000 server", 12), ("dgx spark", 12),
+    ("a100", 8), ("4090", 8), ("l40s", 8), ("t4", 7), ("v100", 7), ("mi300x", None),
+])
+def test_cuda_family_per_card(name, family):
+    # vLLM's MLA backend follows it: FlashMLA on 9, FlashInfer MLA on 10, Triton elsewhere
+    assert find_gpu(name).cuda_family == family
+
+
+@pytest.mark.parametrize(("name", "gpu_id"), [
+    ("4090", "rtx-4090"), ("rtx 5090", "rtx-5090"), ("h100", "h100-sxm"),
+    ("a100-40gb", "a100-40gb"), ("a100-40gb-pcie", "a100-40gb"), ("mi300x", "mi300x"),
+    ("m3 max", "m3-max"), ("m4 max", "m4-max"), ("5060 ti 16gb", "rtx-5060-ti-16gb"),
+    ("rtx 5070", "rtx-5070"), ("5080", "rtx-5080"), ("rtx pro 6000", "rtx-pro-6000"),
+    ("h20", "h20"), ("l20", "l20"), ("jetson thor", "jetson-agx-thor"), ("a770", "arc-a770-16gb"),
+    ("arc pro b60", "arc-pro-b60"), ("7900 xtx", "rx-7900-xtx"), ("dgx spark", "dgx-spark"),
+    # names as nvidia-smi / torch print them
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 NVL", "h100-nvl"),
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm"),
+    ("Tesla V100-SXM2-16GB", "v100-16gb"), ("NVIDIA B300 SXM6 AC", "b300"),
+    ("NVIDIA GH200 480GB", "gh200-96gb"), ("NVIDIA GH200 144G HBM3e", "gh200-144gb"),
+])
+def test_names_as_users_type_them(name, gpu_id):
+    assert find_gpu(name).id == gpu_id
+
+
+def test_driver_totals_of_the_variants():
+    # H100 NVL and H20 readings from public nvidia-smi output; MI300X bare metal (SPX)
+    assert find_gpu("h100 nvl").driver_total_bytes == 95830 * 2**20
+    assert find_gpu("h20").driver_total_bytes == 97871 * 2**20
+    assert find_gpu("mi300x").driver_total_bytes == 206141652992
