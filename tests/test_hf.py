@@ -346,3 +346,22 @@ def test_huge_multiplier_and_vision_values_are_shown_short():
     cfg["vision_config"]["image_size"] = "9" * 1000
     with pytest.raises(ConfigError, match=r"got '9{40}'… \(1,000 characters\)$"):
         spec(cfg)
+
+
+# Published parameter counts (the Hub's safetensors metadata, as copied into public code):
+# Llama-3.2-11B-Vision-Instruct 10,670,220,835; Qwen3-VL-8B-Instruct 8,767,123,696.
+@pytest.mark.parametrize(("model_id", "published"), [
+    ("llama-3.2-11b-vision-instruct", 10_670_220_835),
+    ("qwen3-vl-8b-instruct", 8_767_123_696),
+])
+def test_vision_models_count_their_encoders(model_id, published):
+    s = load_model(model_id)
+    # within 0.05%: norms and a few biases are not counted
+    assert abs(s.params.total - published) / published < 5e-4
+
+
+def test_mllama_encoder_has_global_layers_and_tile_tables():
+    s = load_model("llama-3.2-11b-vision-instruct")
+    # 32 local + 8 global layers, a 9 x 4 x 1601 x 1280 tile position table, a 7680 -> 4096
+    # projector: 895,028,755 parameters
+    assert abs(s.params.encoder - 895_028_755) < 1000
