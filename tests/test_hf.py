@@ -365,3 +365,14 @@ def test_mllama_encoder_has_global_layers_and_tile_tables():
     # 32 local + 8 global layers, a 9 x 4 x 1601 x 1280 tile position table, a 7680 -> 4096
     # projector: 895,028,755 parameters
     assert abs(s.params.encoder - 895_028_755) < 1000
+
+
+def test_quantized_checkpoint_keeps_its_vision_tower_in_16_bits():
+    from kvcore.weights import weights_for
+    s = load_model("devstral-small-2-24b-instruct")
+    # fp8 checkpoint whose quantization_config leaves model.vision_tower and
+    # model.multi_modal_projector unconverted: the encoder is 2 bytes a parameter
+    assert s.checkpoint_weights == "fp8" and s.params.encoder > 400_000_000
+    with_encoder = weights_for(s).bytes
+    without = weights_for(s, include_encoder=False).bytes
+    assert with_encoder - without == 2 * s.params.encoder
