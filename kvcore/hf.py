@@ -714,7 +714,11 @@ def _count_params(
         if moe[last]:
             layer_params = (mla() if r.has("kv_lora_rank") else attention(kv_heads[0])) + \
                 n_experts * mats * hidden * moe_inter + mats * hidden * shared_inter
-        mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden)
+        # DeepSeek-style next-n layers (num_nextn_predict_layers: DeepSeek-V3, GLM-4.5) are
+        # saved with their own copy of the embedding and of the output head
+        # (layers.N.embed_tokens, layers.N.shared_head.head); Qwen's mtp.* modules share them
+        copies = 2 * vocab * hidden if r.opt_int("num_nextn_predict_layers", 0, maximum=64) else 0
+        mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies)
     return ParamCount(
         total=total + embedding + encoder,
         active=active + vocab * hidden,

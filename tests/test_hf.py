@@ -376,3 +376,14 @@ def test_quantized_checkpoint_keeps_its_vision_tower_in_16_bits():
     with_encoder = weights_for(s).bytes
     without = weights_for(s, include_encoder=False).bytes
     assert with_encoder - without == 2 * s.params.encoder
+
+
+# The Hub's safetensors parameter totals (main model + the next-n/MTP layer the checkpoint
+# ships): DeepSeek-V3 684,531,386,000; GLM-4.5 358,337,791,296.
+@pytest.mark.parametrize(("model_id", "published"), [
+    ("deepseek-v3", 684_531_386_000),
+    ("glm-4.5", 358_337_791_296),
+])
+def test_nextn_layers_carry_their_own_embedding_and_head(model_id, published):
+    s = load_model(model_id)
+    assert abs(s.params.total + s.params.mtp - published) / published < 1e-3
