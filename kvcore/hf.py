@@ -618,7 +618,9 @@ def _count_params(
     moe = _moe_layers(r, n_layers, kinds)
 
     def attention(kv: int) -> int:
-        q = hidden * n_heads * head_dim * (2 if cfg.get("attn_output_gate") else 1)
+        # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
+        gate = cfg.get("attn_output_gate", mt == "qwen3_next")
+        q = hidden * n_heads * head_dim * (2 if gate else 1)
         return q + 2 * hidden * kv * head_dim + n_heads * head_dim * hidden
 
     def mla() -> int:

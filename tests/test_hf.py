@@ -387,3 +387,14 @@ def test_quantized_checkpoint_keeps_its_vision_tower_in_16_bits():
 def test_nextn_layers_carry_their_own_embedding_and_head(model_id, published):
     s = load_model(model_id)
     assert abs(s.params.total + s.params.mtp - published) / published < 1e-3
+
+
+def test_qwen3_next_attention_has_its_output_gate():
+    # the Hub's safetensors total, 81,324,862,720, includes one MTP layer the config does not
+    # name: full attention with gate, 512 experts + shared expert + router, the 2h -> h fc
+    s = load_model("qwen3-next-80b-a3b-instruct")
+    h = 2048
+    attention = h * 16 * 256 * 2 + 2 * h * 2 * 256 + 16 * 256 * h
+    mtp = attention + 512 * 3 * h * 512 + 3 * h * 512 + h * 512 + 2 * h * h
+    published = 81_324_862_720 - mtp
+    assert abs(s.params.total - published) / published < 1e-3
