@@ -535,11 +535,41 @@ def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
     merge = get("spatial_merge_size") or 1
     gated = 3 if vision.get("hidden_act") in ("silu", "swiglu") else 2
     per_layer = 4 * hidden * hidden + gated * hidden * inter + 4 * hidden
-    extra = (depth // 8) * per_layer if vision.get("num_global_layers") else 0
     patch_embed = channels * temporal * patch * patch * hidden
+    if get("num_global_layers") is not None and get("max_num_tiles"):
+        return _mllama_encoder(vision, hidden, depth, inter, patch, channels, text_hidden)
     merged = hidden * merge * merge
     projector = merged * merged + merged * text_hidden
-    return depth * per_layer + extra + patch_embed + projector
+    # Qwen3-VL: a learned position table, and one more patch merger (norm, two biased
+    # linears) for every layer whose features are fed to the LLM ("deepstack")
+    positions = (get("num_position_embeddings") or 0) * hidden
+    deepstack = vision.get("deepstack_visual_indexes")
+    n_deep = len(deepstack) if isinstance(deepstack, list) else 0
+    deep = n_deep * (2 * merged + merged * merged + merged + merged * text_hidden + text_hidden)
+    return depth * per_layer + patch_embed + projector + positions + deep
+
+
+def _mllama_encoder(vision: dict[str, Any], hidden: int, depth: int, inter: int, patch: int,
+                    channels: int, text_hidden: int) -> int:
+    """Llama-3.2-Vision's encoder: ``depth`` local layers and ``num_global_layers`` gated
+    ones (biased GELU MLP, unbiased attention), a position table per tile layout, and a
+    projector from the concatenated layer outputs (``vision_output_dim``) to the text width."""
+    layer = 4 * hidden * hidden + 2 * hidden * inter + inter + hidden + 4 * hidden
+    n_global = int(vision.get("num_global_layers") or 0)
+    tiles = int(vision.get("max_num_tiles") or 4)
+    image = vision.get("image_size")
+    side = image // patch if isinstance(image, int) and not isinstance(image, bool) else 40
+    positions = side * side + 1  # patches + the class token
+    ratios = vision.get("supported_aspect_ratios")
+    layouts = (len(ratios) if isinstance(ratios, list) else 8) + 1  # ids 1..n, 0 = padding
+    out_dim = vision.get("vision_output_dim")
+    out = out_dim if isinstance(out_dim, int) and not isinstance(out_dim, bool) else hidden
+    embeddings = (channels * patch * patch * hidden + hidden  # patch conv, class token
+                  + positions * hidden + 1 + layouts * tiles * positions * hidden  # gated table
+                  + 2 * (layouts * tiles * hidden + 1)  # pre- and post-tile tables
+                  + 4 * hidden)  # layernorm_pre, layernorm_post
+    return (depth * layer + n_global * (layer + 2) + embeddings
+            + out * text_hidden + text_hidden)
 
 
 def _count_params(
@@ -588,7 +618,9 @@ def _count_params(
     moe = _moe_layers(r, n_layers, kinds)
 
     def attention(kv: int) -> int:
-        q = hidden * n_heads * head_dim * (2 if cfg.get("attn_output_gate") else 1)
+        # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
+        gate = cfg.get("attn_output_gate", mt == "qwen3_next")
+        q = hidden * n_heads * head_dim * (2 if gate else 1)
         return q + 2 * hidden * kv * head_dim + n_heads * head_dim * hidden
 
     def mla() -> int:
@@ -684,7 +716,11 @@ def _count_params(
         if moe[last]:
             layer_params = (mla() if r.has("kv_lora_rank") else attention(kv_heads[0])) + \
                 n_experts * mats * hidden * moe_inter + mats * hidden * shared_inter
-        mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden)
+        # DeepSeek-style next-n layers (num_nextn_predict_layers: DeepSeek-V3, GLM-4.5) are
+        # saved with their own copy of the embedding and of the output head
+        # (layers.N.embed_tokens, layers.N.shared_head.head); Qwen's mtp.* modules share them
+        copies = 2 * vocab * hidden if r.opt_int("num_nextn_predict_layers", 0, maximum=64) else 0
+        mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies)
     return ParamCount(
         total=total + embedding + encoder,
         active=active + vocab * hidden,

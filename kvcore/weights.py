@@ -138,7 +138,11 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
             return int((n - embedding) * fmt.bits_per_weight / 8) + embedding * 2
         return int(n * fmt.bits_per_weight / 8)
 
-    total = size(params, p.embedding, p.experts)
+    # HF-style quantizations leave the vision/audio encoder and its projector in 16 bits
+    # (modules_to_not_convert / ignore lists name the vision tower); GGUF keeps it in a
+    # file of its own
+    encoder = p.encoder if include_encoder and fmt.embeddings_16bit else 0
+    total = size(params - encoder, p.embedding, p.experts) + encoder * 2
     # the lm_head is read every token; it is half of `embedding` when untied
     head = spec.vocab_size * spec.hidden_size
     active = size(p.active, head, p.active_experts)

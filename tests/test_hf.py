@@ -346,3 +346,55 @@ def test_huge_multiplier_and_vision_values_are_shown_short():
     cfg["vision_config"]["image_size"] = "9" * 1000
     with pytest.raises(ConfigError, match=r"got '9{40}'… \(1,000 characters\)$"):
         spec(cfg)
+
+
+# Published parameter counts (the Hub's safetensors metadata, as copied into public code):
+# Llama-3.2-11B-Vision-Instruct 10,670,220,835; Qwen3-VL-8B-Instruct 8,767,123,696.
+@pytest.mark.parametrize(("model_id", "published"), [
+    ("llama-3.2-11b-vision-instruct", 10_670_220_835),
+    ("qwen3-vl-8b-instruct", 8_767_123_696),
+])
+def test_vision_models_count_their_encoders(model_id, published):
+    s = load_model(model_id)
+    # within 0.05%: norms and a few biases are not counted
+    assert abs(s.params.total - published) / published < 5e-4
+
+
+def test_mllama_encoder_has_global_layers_and_tile_tables():
+    s = load_model("llama-3.2-11b-vision-instruct")
+    # 32 local + 8 global layers, a 9 x 4 x 1601 x 1280 tile position table, a 7680 -> 4096
+    # projector: 895,028,755 parameters
+    assert abs(s.params.encoder - 895_028_755) < 1000
+
+
+def test_quantized_checkpoint_keeps_its_vision_tower_in_16_bits():
+    from kvcore.weights import weights_for
+    s = load_model("devstral-small-2-24b-instruct")
+    # fp8 checkpoint whose quantization_config leaves model.vision_tower and
+    # model.multi_modal_projector unconverted: the encoder is 2 bytes a parameter
+    assert s.checkpoint_weights == "fp8" and s.params.encoder > 400_000_000
+    with_encoder = weights_for(s).bytes
+    without = weights_for(s, include_encoder=False).bytes
+    assert with_encoder - without == 2 * s.params.encoder
+
+
+# The Hub's safetensors parameter totals (main model + the next-n/MTP layer the checkpoint
+# ships): DeepSeek-V3 684,531,386,000; GLM-4.5 358,337,791,296.
+@pytest.mark.parametrize(("model_id", "published"), [
+    ("deepseek-v3", 684_531_386_000),
+    ("glm-4.5", 358_337_791_296),
+])
+def test_nextn_layers_carry_their_own_embedding_and_head(model_id, published):
+    s = load_model(model_id)
+    assert abs(s.params.total + s.params.mtp - published) / published < 1e-3
+
+
+def test_qwen3_next_attention_has_its_output_gate():
+    # the Hub's safetensors total, 81,324,862,720, includes one MTP layer the config does not
+    # name: full attention with gate, 512 experts + shared expert + router, the 2h -> h fc
+    s = load_model("qwen3-next-80b-a3b-instruct")
+    h = 2048
+    attention = h * 16 * 256 * 2 + 2 * h * 2 * 256 + 16 * 256 * h
+    mtp = attention + 512 * 3 * h * 512 + 3 * h * 512 + h * 512 + 2 * h * h
+    published = 81_324_862_720 - mtp
+    assert abs(s.params.total - published) / published < 1e-3
