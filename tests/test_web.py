@@ -504,7 +504,10 @@ def test_the_page_gives_every_line_the_cli_gives(client, capsys):
     assert f'id="model-line">{cli[0]}</p>' in text
     assert "Binding: kv (the KV cache for this context and sequence count exceeds what is " \
            "left)." in text
-    assert "Weights 15.41 GiB (q4_k_m, config estimate, 27.35B params); overhead 1.06 GiB " \
+    # the weights and overhead the CLI's table gives, as one sentence
+    weights = next(line for line in cli if line.startswith("weights "))
+    size, detail = weights.split(None, 1)[1].split("  ", 1)
+    assert f"Weights {size} ({detail.strip()}); overhead 1.06 GiB " \
            "(CUDA context 512 MiB + compute buffers for 512-token batches)." in text
     start = cli.index("engine llama.cpp, tp 1 × pp 1 × dp 1 on rtx-4090")
     engine = [line for line in cli[start:] if not line.startswith(("command: ", "note: ",
