@@ -121,8 +121,11 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
                        ck.input_bytes + (ck.head_bytes if ck.head_separate else 0),
                        ck.head_separate, lm_head_bytes=ck.head_bytes)
     if auto and spec.safetensors_total_bytes:
-        ratio = spec.safetensors_total_bytes / max(1, params)
-        return Weights(spec.safetensors_total_bytes, int(p.active * ratio),
+        # the index counts every tensor the checkpoint holds, the draft (MTP) layers its config
+        # declares among them: those are resident only when asked for
+        ratio = spec.safetensors_total_bytes / max(1, p.total + p.mtp)
+        stored = spec.safetensors_total_bytes - (0 if mtp else int(p.mtp * ratio))
+        return Weights(stored, int(p.active * ratio),
                        spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied,
                        replicated_bytes=int(p.replicated * ratio))
     if auto:

@@ -174,3 +174,21 @@ def test_local_config_file_reads_the_index_beside_it(tmp_path):
     # another file name is a config alone
     (tmp_path / "other.json").write_text(json.dumps(config))
     assert load_model(str(tmp_path / "other.json")).safetensors_total_bytes is None
+
+
+def test_an_index_total_holds_the_draft_layers_its_config_declares(monkeypatch, tmp_path):
+    # DeepSeek-V3's checkpoint stores its MTP layer (num_nextn_predict_layers: 1), which a
+    # server loads only for speculative decoding: the resident weights leave it out unless asked
+    config = next(e for e in model_catalog() if e.id == "deepseek-v3").config()
+    total = 688_574_839_360
+    fake_hub(monkeypatch, tmp_path, {
+        "config.json": json.dumps(config),
+        "model.safetensors.index.json": json.dumps({"metadata": {"total_size": total}})})
+    spec = load_model("someone/DeepSeek-V3-copy")
+    p = spec.params
+    assert p.mtp > 0
+    with_draft = kvcore.weights_for(spec, mtp=True)
+    without = kvcore.weights_for(spec)
+    assert with_draft.bytes == total
+    assert without.bytes == total - int(p.mtp * total / (p.total + p.mtp))
+    assert 0.01 < 1 - without.bytes / total < 0.03
