@@ -150,7 +150,7 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="TensorRT-LLM (0.9)")
     g.add_argument("--tokens-per-block", type=int, default=None, help="TensorRT-LLM (32)")
     g.add_argument("--offload", default=None,
-                   help="CPU/disk tier for KV per card (64GiB): vLLM kv_offloading_size")
+                   help="CPU tier for KV per card (64GiB): vLLM, SGLang, TensorRT-LLM")
     p.add_argument("--hot", default=None, metavar="FMT:TOKENS",
                    help="hot/cold mix: the most recent TOKENS in FMT, older in --kv (f16:4096)")
     p.add_argument("--keep", default=None, metavar="FRACTION",
