@@ -343,7 +343,8 @@ def test_trtllm_hybrid_state_slots_come_off_the_budget():
 
 
 @pytest.mark.parametrize("model", ["deepseek-v2-lite-chat", "phi-3.5-moe-instruct",
-                                   "olmo-3.1-32b-instruct", "lfm2.5-vl-1.6b", "minimax-m1-80k"])
+                                   "olmo-3.1-32b-instruct", "lfm2.5-vl-1.6b", "minimax-m1-80k",
+                                   "gemma-2-9b", "gemma-2-2b", "glm-4-9b"])
 def test_trtllm_refuses_architectures_it_does_not_run(model):
     with pytest.raises(InputError, match="TensorRT-LLM's PyTorch backend has no"):
         engine_plan("trtllm", req(model))
