@@ -350,6 +350,22 @@ def test_trtllm_refuses_architectures_it_does_not_run(model):
         engine_plan("trtllm", req(model))
 
 
+def test_trtllm_keeps_a_float32_checkpoint_in_float32():
+    # SmolLM-1.7B's config says float32: the PyTorch backend builds the model and, with
+    # kv_cache_config.dtype auto, the cache in that dtype (24 layers × 32 heads × 64 × K+V)
+    r = engine_plan("trtllm", req("smollm-1.7b", gpu=None, kv_budget_bytes=4 * GiB))
+    per_token = 24 * 2 * 32 * 64 * 4
+    assert r.extra["bytes_per_token"] == per_token
+    assert r.kv_tokens == -(-(4 * GiB // per_token) // 32) * 32
+    assert r.extra["weights"] == "f32"
+    # fp8 is still asked for explicitly; a 16-bit checkpoint keeps 2 bytes
+    assert engine_plan("trtllm", req("smollm-1.7b", gpu=None, kv="fp8_e4m3",
+                                     kv_budget_bytes=4 * GiB)).extra["bytes_per_token"] \
+        == per_token // 4
+    assert engine_plan("trtllm", req("qwen3-8b", gpu=None, kv_budget_bytes=4 * GiB)
+                       ).extra["bytes_per_token"] == 36 * 2 * 8 * 128 * 2
+
+
 # --- inverse questions ---------------------------------------------------------------------
 
 def test_find_gpu_smallest_fits_and_smaller_does_not():
