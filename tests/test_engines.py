@@ -343,10 +343,27 @@ def test_trtllm_hybrid_state_slots_come_off_the_budget():
 
 
 @pytest.mark.parametrize("model", ["deepseek-v2-lite-chat", "phi-3.5-moe-instruct",
-                                   "olmo-3.1-32b-instruct", "lfm2.5-vl-1.6b", "minimax-m1-80k"])
+                                   "olmo-3.1-32b-instruct", "lfm2.5-vl-1.6b", "minimax-m1-80k",
+                                   "gemma-2-9b", "gemma-2-2b", "glm-4-9b"])
 def test_trtllm_refuses_architectures_it_does_not_run(model):
     with pytest.raises(InputError, match="TensorRT-LLM's PyTorch backend has no"):
         engine_plan("trtllm", req(model))
+
+
+def test_trtllm_keeps_a_float32_checkpoint_in_float32():
+    # SmolLM-1.7B's config says float32: the PyTorch backend builds the model and, with
+    # kv_cache_config.dtype auto, the cache in that dtype (24 layers × 32 heads × 64 × K+V)
+    r = engine_plan("trtllm", req("smollm-1.7b", gpu=None, kv_budget_bytes=4 * GiB))
+    per_token = 24 * 2 * 32 * 64 * 4
+    assert r.extra["bytes_per_token"] == per_token
+    assert r.kv_tokens == -(-(4 * GiB // per_token) // 32) * 32
+    assert r.extra["weights"] == "f32"
+    # fp8 is still asked for explicitly; a 16-bit checkpoint keeps 2 bytes
+    assert engine_plan("trtllm", req("smollm-1.7b", gpu=None, kv="fp8_e4m3",
+                                     kv_budget_bytes=4 * GiB)).extra["bytes_per_token"] \
+        == per_token // 4
+    assert engine_plan("trtllm", req("qwen3-8b", gpu=None, kv_budget_bytes=4 * GiB)
+                       ).extra["bytes_per_token"] == 36 * 2 * 8 * 128 * 2
 
 
 # --- inverse questions ---------------------------------------------------------------------

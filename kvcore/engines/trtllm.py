@@ -16,6 +16,7 @@ registers; any other stops with "Unknown architecture for AutoModelForCausalLM")
 from __future__ import annotations
 
 from ..errors import InputError
+from ..formats import get_format
 from ..kv import kv_row_bytes
 from ..model import ModelSpec
 from ..parallel import trtllm_stage_layers
@@ -42,8 +43,10 @@ FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
 RUNTIME = int(1.0 * GiB)
 #: model types of catalog architectures the PyTorch backend registers no model class for
 #: (models/_arch_index.py MODEL_ARCH_TO_MODULE): DeepSeek-V2 (only V3/V3.2 are there), PhiMoE,
-#: OLMo 3, LFM2 and MiniMax-M1 (lightning attention)
+#: OLMo 3, LFM2, MiniMax-M1 (lightning attention), Gemma 2 (only Gemma 3/4 are there) and
+#: ChatGLM / GLM-4 (only the GLM-4.5 MoE is there)
 UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEForCausalLM",
+                     "gemma2": "Gemma2ForCausalLM", "chatglm": "ChatGLMModel",
                      "olmo3": "Olmo3ForCausalLM", "lfm2": "Lfm2ForCausalLM",
                      "lfm2_vl": "Lfm2VlForConditionalGeneration",
                      "minimax_m1": "MiniMaxM1ForCausalLM"}
@@ -85,7 +88,14 @@ def plan(req: EngineRequest) -> EngineReport:
     act = 2 * 8192 * (req.spec.hidden_size + req.spec.intermediate_size // p.tp) * 2
     # each rank sizes its own pool (its weights, its layers' bytes per token); the
     # executor keeps the smallest token count over the ranks
-    per_tokens = [max(1, sum(kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v))) for sh in shares]
+    # with kv_cache_config.dtype auto the pool takes the model's dtype, and the PyTorch backend
+    # builds a float32 checkpoint in float32 (ModelConfig.torch_dtype is the config's dtype;
+    # no 16-bit cast as vLLM and SGLang make), so its cache is float32 too
+    kv_k, kv_v = opts.kv_k, opts.kv_v
+    f32_cache = name == "auto" and req.spec.dtype == "float32"
+    if f32_cache:
+        kv_k = kv_v = get_format("f32")
+    per_tokens = [max(1, sum(kv_row_bytes(sh.spec, kv_k, kv_v))) for sh in shares]
     if req.kv_budget_bytes is not None:
         availables = [req.kv_budget_bytes] * len(shares)
     elif any(sh.gpu is None for sh in shares):
@@ -136,6 +146,9 @@ def plan(req: EngineRequest) -> EngineReport:
                      f"{offload_tokens:,} more tokens per rank")
     if name != "auto":
         notes.append(f"set kv_cache_config.dtype: {name} in the extra LLM API options file")
+    if f32_cache:
+        notes.append("the checkpoint is float32: TensorRT-LLM keeps its weights and its KV "
+                     "cache (dtype auto) in float32, 4 bytes a value")
     return EngineReport(
         engine=NAME,
         budget_bytes=budget,
