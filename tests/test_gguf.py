@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import kvcore
 from app.cli import main
 from kvcore import ConfigError, InputError, KvplanError, load_model
-from kvcore.gguf import GGML_TYPES, tensor_bytes
+from kvcore.gguf import FILE_TYPES, GGML_TYPES, tensor_bytes
 from kvcore.weights import weights_for
 
 
@@ -150,6 +150,12 @@ def test_tensor_bytes_follow_the_block_layouts():
     assert tensor_bytes((4096, 3), 8) == 3 * 128 * 34
     assert tensor_bytes((2880, 2880, 32), 39) == 2880 * 32 * 90 * 17
     assert GGML_TYPES[30] == ("BF16", 1, 2)
+    # the newer types (ggml-common.h): NVFP4 36 bytes per 64, Q1_0 18 per 128, Q2_0 18 per 64
+    assert tensor_bytes((4096, 2), 40) == 2 * 64 * 36
+    assert tensor_bytes((4096, 2), 41) == 2 * 32 * 18
+    assert tensor_bytes((4096, 2), 42) == 2 * 64 * 18
+    # general.file_type of those mixes (llama.h's llama_ftype)
+    assert [FILE_TYPES[i] for i in (38, 39, 40, 41)] == ["mxfp4_moe", "nvfp4", "q1_0", "q2_0"]
     with pytest.raises(ConfigError, match="a row of 100 values is not a whole number of Q4_K"):
         tensor_bytes((100, 2), 12)
     with pytest.raises(ConfigError, match="ggml type 99"):
