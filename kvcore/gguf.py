@@ -62,6 +62,16 @@ MAX_STRING = 1 << 26
 MAX_DIMS = 4
 #: a split model's parts: name-00001-of-00003.gguf
 SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+#: words in the name of a GGUF that is not a model of its own (llama-server -hf passes over
+#: them: vision projectors, importance matrices, draft heads shipped beside the model)
+SIDE_FILES = ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-")
+
+
+def is_model_file(name: str) -> bool:
+    """A GGUF file name that llama-server -hf takes for a model (not a projector, importance
+    matrix or draft head beside one)."""
+    base = name.rsplit("/", 1)[-1].lower()
+    return base.endswith(".gguf") and not any(w in base for w in SIDE_FILES)
 
 
 @dataclass(frozen=True)

@@ -378,13 +378,18 @@ def test_a_hub_gguf_is_read_by_its_header_only(monkeypatch, tmp_path, capsys):
 def test_a_hub_gguf_repository_without_a_tag_takes_llama_cpp_s_default(monkeypatch, tmp_path):
     _tiny(tmp_path, "M-Q8_0.gguf")
     _tiny(tmp_path, "M-Q6_K.gguf")
+    # no Q4_K_M: llama-server -hf takes Q8_0 next
     fake_gguf_hub(monkeypatch, tmp_path, ["M-Q8_0.gguf", "M-Q6_K.gguf"])
-    with pytest.raises(kvcore.HubError, match=r"'someone/M-GGUF' holds 2 GGUF models: name one "
-                                              r"as someone/M-GGUF:TAG, TAG one of Q6_K, Q8_0"):
-        load_model("someone/M-GGUF")
+    assert load_model("someone/M-GGUF").source == "hub someone/M-GGUF:Q8_0"
     with pytest.raises(kvcore.HubError, match="'someone/M-GGUF' has no Q2_K GGUF; it has "
                                               "Q6_K, Q8_0"):
         load_model("someone/M-GGUF:Q2_K")
+    # neither: the first model, which -hf with the repository alone loads
+    _tiny(tmp_path, "M-Q5_K_M.gguf")
+    fake_gguf_hub(monkeypatch, tmp_path, ["M-Q6_K.gguf", "M-Q5_K_M.gguf"])
+    spec = load_model("someone/M-GGUF")
+    assert spec.source == "hub someone/M-GGUF"
+    assert spec.checkpoint.load == "-hf someone/M-GGUF"
     # Q4_K_M is taken when present, as llama-server -hf does; a split model in a folder
     total = sum(_tiny(tmp_path, f"Q4_K_M/M-Q4_K_M-0000{i}-of-00002.gguf",
                       extra={"split.count": 2})[0] for i in (1, 2))
@@ -393,6 +398,30 @@ def test_a_hub_gguf_repository_without_a_tag_takes_llama_cpp_s_default(monkeypat
     spec = load_model("someone/M-GGUF")
     assert spec.source == "hub someone/M-GGUF:Q4_K_M"
     assert weights_for(spec).bytes == total
+
+
+@pytest.mark.parametrize("tag,picked", [
+    # llama.cpp finds the tag, in any case, followed by '.' or '-' anywhere in the path
+    ("Q4_K_XL", "M-UD-Q4_K_XL.gguf"), ("UD-Q4_K_XL", "M-UD-Q4_K_XL.gguf"),
+    ("q4_k_m", "M-Q4_K_M.gguf"), ("IQ4_XS", "M-IQ4_XS.gguf"),
+    ("BF16", "BF16/M-BF16-00001-of-00002.gguf"), (None, "M-Q4_K_M.gguf"),
+])
+def test_hub_tags_pick_the_file_llama_server_picks(tag, picked):
+    names = ["BF16/M-BF16-00001-of-00002.gguf", "BF16/M-BF16-00002-of-00002.gguf",
+             "M-IQ4_XS.gguf", "M-Q4_K_M.gguf", "M-UD-Q4_K_XL.gguf"]
+    assert kvcore.hub.choose_gguf("o/M-GGUF", names, tag)[0] == picked
+
+
+def test_side_files_are_not_models(monkeypatch, tmp_path):
+    # projectors, importance matrices and draft heads are passed over, wherever the word is
+    q8, _ = _tiny(tmp_path, "M-Q8_0.gguf")
+    for side in ("M-mmproj-F16.gguf", "imatrix_unsloth.gguf", "mmproj-F16.gguf"):
+        _tiny(tmp_path, side, quant=0)
+    fake_gguf_hub(monkeypatch, tmp_path, ["M-mmproj-F16.gguf", "M-Q8_0.gguf",
+                                          "imatrix_unsloth.gguf", "mmproj-F16.gguf"])
+    assert weights_for(load_model("someone/M-GGUF")).bytes == q8
+    # a local folder likewise holds one model
+    assert weights_for(load_model(str(tmp_path))).bytes == q8
 
 
 def test_a_hub_repository_with_neither_config_nor_gguf(monkeypatch, tmp_path):
