@@ -250,6 +250,10 @@ def read_header(files: Files, name: str) -> GgufFile:
         if r._take(4) != MAGIC:
             raise ConfigError(f"{base} is not a GGUF file (it does not begin with 'GGUF')")
         version = r.scalar("<I")
+        if version not in (2, 3) and struct.unpack(">I", struct.pack("<I", version))[0] in (2, 3):
+            raise ConfigError(f"{base} is a big-endian GGUF; llama.cpp on a little-endian host "
+                              "(x86, ARM: every GPU server) does not load it: convert the model "
+                              "without --bigendian")
         if version not in (2, 3):
             raise ConfigError(f"{base} is GGUF version {version}; versions 2 and 3 are "
                               "read (re-convert the model with a current llama.cpp)")
@@ -510,6 +514,25 @@ def _checkpoint(parts: list[GgufFile], experts: int, used: int, layers: int) -> 
                       draft, len(parts))
 
 
+#: general.type values of GGUFs that are not models → what they are
+_NOT_MODELS = {"adapter": "a LoRA adapter (general.type = adapter): pass the GGUF of the model "
+                          "it adapts; llama-server loads the adapter beside it with --lora",
+               "imatrix": "an importance matrix (general.type = imatrix), the input of "
+                          "llama-quantize, not a model",
+               "mmproj": "a multimodal projector (mmproj): pass the language model's GGUF; "
+                         "llama-server loads the projector beside it with --mmproj"}
+
+
+def _refuse_non_models(g: GgufFile) -> None:
+    """A GGUF that is not a model (an adapter, a projector, an importance matrix) is named as
+    what it is."""
+    kind = g.metadata.get("general.type")
+    if kind not in _NOT_MODELS and g.metadata.get("general.architecture") == "clip":
+        kind = "mmproj"  # projectors carry the architecture 'clip'
+    if isinstance(kind, str) and kind in _NOT_MODELS:
+        raise ConfigError(f"{g.base} is {_NOT_MODELS[kind]}", field="model")
+
+
 def spec_from_gguf(path: Path) -> ModelSpec:
     """The ModelSpec of a local GGUF file (a split model's parts are found beside it)."""
     files = LocalFiles(path.parent)
@@ -521,7 +544,11 @@ def spec_from_files(files: Files, name: str, source: str) -> ModelSpec:
     from .hf import spec_from_config
 
     first = read_header(files, name)
+    _refuse_non_models(first)
     parts = list(_parts(first))
+    if not any(g.tensors for g in parts):
+        raise ConfigError(f"{first.base} holds no tensors (a vocabulary-only file): pass the "
+                          "model's GGUF", field="model")
     cfg = config_from_gguf(first, {t.name for g in parts for t in g.tensors})
     label = str(cfg.get("_name_or_path") or first.base)[:200]
     spec = spec_from_config(cfg, name=label, source=source)

@@ -473,3 +473,36 @@ def test_a_number_of_the_wrong_type_is_named(tmp_path, capsys):
     code, out, err = run(capsys, str(tmp_path / "odd.gguf"))
     assert (code, out, err) == (2, "", "kvplan: error: odd.gguf: deepseek2.attention.kv_lora_rank "
                                        "must be a whole number, got '512'\n")
+
+
+@pytest.mark.parametrize("meta,line", [
+    ({"general.type": "adapter", "adapter.type": "lora"},
+     "a.gguf is a LoRA adapter (general.type = adapter): pass the GGUF of the model it adapts; "
+     "llama-server loads the adapter beside it with --lora"),
+    ({"general.architecture": "clip", "clip.has_vision_encoder": True},
+     "a.gguf is a multimodal projector (mmproj): pass the language model's GGUF; llama-server "
+     "loads the projector beside it with --mmproj"),
+    ({"general.type": "imatrix"},
+     "a.gguf is an importance matrix (general.type = imatrix), the input of llama-quantize, "
+     "not a model"),
+])
+def test_gguf_files_that_are_not_models_are_named(capsys, tmp_path, meta, line):
+    base, tensors = dense_model("llama", layers=2, hidden=256, heads=4, kv_heads=4,
+                                head_dim=64, ffn=512, vocab=100, ctx=4096, quant=8)
+    write_gguf(tmp_path / "a.gguf", {**base, **meta}, tensors)
+    code, out, err = run(capsys, str(tmp_path / "a.gguf"))
+    assert (code, out, err) == (2, "", f"kvplan: error: {line}\n")
+
+
+def test_a_vocabulary_only_file_and_a_big_endian_file_are_refused(capsys, tmp_path):
+    meta, _ = dense_model("llama", layers=2, hidden=256, heads=4, kv_heads=4, head_dim=64,
+                          ffn=512, vocab=100, ctx=4096)
+    write_gguf(tmp_path / "vocab.gguf", meta, [])
+    code, _, err = run(capsys, str(tmp_path / "vocab.gguf"))
+    assert (code, err) == (2, "kvplan: error: vocab.gguf holds no tensors (a vocabulary-only "
+                              "file): pass the model's GGUF\n")
+    (tmp_path / "be.gguf").write_bytes(b"GGUF" + struct.pack(">IQQ", 3, 0, 0))
+    code, _, err = run(capsys, str(tmp_path / "be.gguf"))
+    assert (code, err) == (2, "kvplan: error: be.gguf is a big-endian GGUF; llama.cpp on a "
+                              "little-endian host (x86, ARM: every GPU server) does not load "
+                              "it: convert the model without --bigendian\n")
