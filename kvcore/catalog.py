@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InputError, UnknownNameError, shown
-from .gguf import SPLIT_NAME, is_gguf, spec_from_gguf
+from .gguf import SPLIT_NAME, is_gguf, is_model_file, spec_from_gguf
 from .hf import spec_from_config
 from .hub import MissingFile, fetch_config, gguf_spec, is_repo_id, split_tag
 from .model import ModelSpec
@@ -125,7 +125,7 @@ def _local(path: Path) -> ModelSpec:
     if path.is_file() and (path.suffix.lower() == ".gguf" or is_gguf(path)):
         return spec_from_gguf(path)
     if path.is_dir() and not (path / "config.json").is_file():
-        ggufs = sorted(p for p in path.glob("*.gguf") if not p.name.startswith("mmproj"))
+        ggufs = sorted(p for p in path.glob("*.gguf") if is_model_file(p.name))
         firsts = [p for p in ggufs if (m := SPLIT_NAME.match(p.name)) is None
                   or m.group("no") == "00001"]
         if len(firsts) == 1:

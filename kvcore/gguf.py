@@ -39,6 +39,7 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     22: ("IQ2_S", 256, 82), 23: ("IQ4_XS", 256, 136), 24: ("I8", 1, 1), 25: ("I16", 1, 2),
     26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56),
     30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17),
+    40: ("NVFP4", 64, 36), 41: ("Q1_0", 128, 18), 42: ("Q2_0", 64, 18),
 }
 #: ``general.file_type`` → the name of the mix (llama-quantize's names)
 FILE_TYPES: dict[int, str] = {
@@ -47,7 +48,7 @@ FILE_TYPES: dict[int, str] = {
     17: "q5_k_m", 18: "q6_k", 19: "iq2_xxs", 20: "iq2_xs", 21: "q2_k_s", 22: "iq3_xs",
     23: "iq3_xxs", 24: "iq1_s", 25: "iq4_nl", 26: "iq3_s", 27: "iq3_m", 28: "iq2_s",
     29: "iq2_m", 30: "iq4_xs", 31: "iq1_m", 32: "bf16", 36: "tq1_0", 37: "tq2_0",
-    38: "mxfp4_moe",
+    38: "mxfp4_moe", 39: "nvfp4", 40: "q1_0", 41: "q2_0",
 }
 #: metadata value types: id → struct format (scalars); 8 string, 9 array
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
@@ -61,6 +62,16 @@ MAX_STRING = 1 << 26
 MAX_DIMS = 4
 #: a split model's parts: name-00001-of-00003.gguf
 SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+#: words in the name of a GGUF that is not a model of its own (llama-server -hf passes over
+#: them: vision projectors, importance matrices, draft heads shipped beside the model)
+SIDE_FILES = ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-")
+
+
+def is_model_file(name: str) -> bool:
+    """A GGUF file name that llama-server -hf takes for a model (not a projector, importance
+    matrix or draft head beside one)."""
+    base = name.rsplit("/", 1)[-1].lower()
+    return base.endswith(".gguf") and not any(w in base for w in SIDE_FILES)
 
 
 @dataclass(frozen=True)
@@ -239,6 +250,10 @@ def read_header(files: Files, name: str) -> GgufFile:
         if r._take(4) != MAGIC:
             raise ConfigError(f"{base} is not a GGUF file (it does not begin with 'GGUF')")
         version = r.scalar("<I")
+        if version not in (2, 3) and struct.unpack(">I", struct.pack("<I", version))[0] in (2, 3):
+            raise ConfigError(f"{base} is a big-endian GGUF; llama.cpp on a little-endian host "
+                              "(x86, ARM: every GPU server) does not load it: convert the model "
+                              "without --bigendian")
         if version not in (2, 3):
             raise ConfigError(f"{base} is GGUF version {version}; versions 2 and 3 are "
                               "read (re-convert the model with a current llama.cpp)")
@@ -499,6 +514,25 @@ def _checkpoint(parts: list[GgufFile], experts: int, used: int, layers: int) -> 
                       draft, len(parts))
 
 
+#: general.type values of GGUFs that are not models → what they are
+_NOT_MODELS = {"adapter": "a LoRA adapter (general.type = adapter): pass the GGUF of the model "
+                          "it adapts; llama-server loads the adapter beside it with --lora",
+               "imatrix": "an importance matrix (general.type = imatrix), the input of "
+                          "llama-quantize, not a model",
+               "mmproj": "a multimodal projector (mmproj): pass the language model's GGUF; "
+                         "llama-server loads the projector beside it with --mmproj"}
+
+
+def _refuse_non_models(g: GgufFile) -> None:
+    """A GGUF that is not a model (an adapter, a projector, an importance matrix) is named as
+    what it is."""
+    kind = g.metadata.get("general.type")
+    if kind not in _NOT_MODELS and g.metadata.get("general.architecture") == "clip":
+        kind = "mmproj"  # projectors carry the architecture 'clip'
+    if isinstance(kind, str) and kind in _NOT_MODELS:
+        raise ConfigError(f"{g.base} is {_NOT_MODELS[kind]}", field="model")
+
+
 def spec_from_gguf(path: Path) -> ModelSpec:
     """The ModelSpec of a local GGUF file (a split model's parts are found beside it)."""
     files = LocalFiles(path.parent)
@@ -510,7 +544,11 @@ def spec_from_files(files: Files, name: str, source: str) -> ModelSpec:
     from .hf import spec_from_config
 
     first = read_header(files, name)
+    _refuse_non_models(first)
     parts = list(_parts(first))
+    if not any(g.tensors for g in parts):
+        raise ConfigError(f"{first.base} holds no tensors (a vocabulary-only file): pass the "
+                          "model's GGUF", field="model")
     cfg = config_from_gguf(first, {t.name for g in parts for t in g.tensors})
     label = str(cfg.get("_name_or_path") or first.base)[:200]
     spec = spec_from_config(cfg, name=label, source=source)

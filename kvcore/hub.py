@@ -124,9 +124,8 @@ def _fetch(repo: str, revision: str | None) -> tuple[str, int | None]:
 
 #: owner/name:TAG, llama.cpp's -hf spelling of a GGUF repository and one of its quantizations
 GGUF_REF = re.compile(r"^(?P<repo>[^:\s]+):(?P<tag>[A-Za-z0-9][A-Za-z0-9_.\-]{0,63})$")
-#: the quantization llama.cpp's -hf takes when none is named
-DEFAULT_TAG = "Q4_K_M"
-
+#: the quantizations llama.cpp's -hf tries, in turn, when none is named (then the first model)
+DEFAULT_TAGS = ("Q4_K_M", "Q8_0")
 
 def split_tag(text: str) -> tuple[str, str | None]:
     """``owner/name:TAG`` → (owner/name, TAG); anything else → (text, None)."""
@@ -177,12 +176,14 @@ def _hf(repo: str) -> Any:
 
 
 def gguf_names(repo: str) -> list[str]:
-    """The repository's GGUF model files (projector files for images left out)."""
+    """The repository's GGUF model files (projectors, importance matrices and draft heads
+    beside them left out, as llama-server -hf leaves them)."""
+    from .gguf import is_model_file
+
     hf = _hf(repo)
     with _hub_errors(repo, "file list"):
         names = hf.HfApi().list_repo_files(repo)
-    return sorted(n for n in names if n.lower().endswith(".gguf")
-                  and not n.rsplit("/", 1)[-1].lower().startswith("mmproj"))
+    return sorted(n for n in names if is_model_file(n))
 
 
 def _tag_of(name: str) -> str:
@@ -197,9 +198,18 @@ def _tag_of(name: str) -> str:
     return found[-1].upper() if found else stem
 
 
-def choose_gguf(repo: str, names: list[str], tag: str | None) -> str:
-    """The file (a split model's first part) of ``tag`` among ``names``: llama.cpp's -hf
-    choice, Q4_K_M when no tag is named and the repository holds more than one model."""
+def _carries(name: str, tag: str) -> bool:
+    """llama.cpp's test of a file for a tag: the tag, in any case, followed by '.' or '-'
+    somewhere in its path (Q4_K_XL finds Model-UD-Q4_K_XL.gguf; Q4_K_M finds
+    Q4_K_M/Model-Q4_K_M-00001-of-00003.gguf)."""
+    return re.search(re.escape(tag) + "[.-]", name, re.IGNORECASE) is not None
+
+
+def choose_gguf(repo: str, names: list[str], tag: str | None) -> tuple[str, str | None]:
+    """The file (a split model's first part) that llama-server -hf loads for ``tag``, and the
+    tag that names it in -hf (None: the repository alone names it). As llama.cpp chooses: the
+    first model whose path carries the tag; with no tag Q4_K_M, then Q8_0, then the first
+    model."""
     from .gguf import SPLIT_NAME
 
     def first(n: str) -> bool:
@@ -209,22 +219,14 @@ def choose_gguf(repo: str, names: list[str], tag: str | None) -> str:
     models = [n for n in names if first(n)]
     if not models:
         raise HubError(f"'{repo}' has neither a config.json nor a GGUF file", field="model")
-    tags = sorted({_tag_of(n) for n in models})
+    for t in (tag,) if tag else DEFAULT_TAGS:
+        picked = next((n for n in models if _carries(n, t)), None)
+        if picked is not None:
+            return picked, t
     if tag is None:
-        if len(models) == 1:
-            return models[0]
-        tag = DEFAULT_TAG
-        if not any(_tag_of(n) == tag for n in models):
-            raise HubError(f"'{repo}' holds {len(models)} GGUF models: name one as "
-                           f"{repo}:TAG, TAG one of {', '.join(tags)}", field="model")
-    picked = [n for n in models if _tag_of(n) == tag.upper()]
-    if not picked:
-        raise HubError(f"'{repo}' has no {tag} GGUF; it has {', '.join(tags)}", field="model")
-    if len(picked) > 1:
-        raise HubError(f"'{repo}' has {len(picked)} {tag} GGUF models "
-                       f"({', '.join(p.rsplit('/', 1)[-1] for p in picked[:3])}): read one "
-                       "from a local copy", field="model")
-    return picked[0]
+        return models[0], None
+    tags = sorted({_tag_of(n) for n in models})
+    raise HubError(f"'{repo}' has no {tag} GGUF; it has {', '.join(tags)}", field="model")
 
 
 class HubFiles:
@@ -252,6 +254,6 @@ def gguf_spec(repo: str, tag: str | None) -> ModelSpec:
     from .gguf import spec_from_files
 
     names = gguf_names(repo)
-    name = choose_gguf(repo, names, tag)
-    ref = f"{repo}:{tag or _tag_of(name)}"
+    name, named = choose_gguf(repo, names, tag)
+    ref = f"{repo}:{named}" if named else repo
     return spec_from_files(HubFiles(repo, names, ref), name, f"hub {ref}")

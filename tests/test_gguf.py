@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import kvcore
 from app.cli import main
 from kvcore import ConfigError, InputError, KvplanError, load_model
-from kvcore.gguf import GGML_TYPES, tensor_bytes
+from kvcore.gguf import FILE_TYPES, GGML_TYPES, tensor_bytes
 from kvcore.weights import weights_for
 
 
@@ -150,6 +150,12 @@ def test_tensor_bytes_follow_the_block_layouts():
     assert tensor_bytes((4096, 3), 8) == 3 * 128 * 34
     assert tensor_bytes((2880, 2880, 32), 39) == 2880 * 32 * 90 * 17
     assert GGML_TYPES[30] == ("BF16", 1, 2)
+    # the newer types (ggml-common.h): NVFP4 36 bytes per 64, Q1_0 18 per 128, Q2_0 18 per 64
+    assert tensor_bytes((4096, 2), 40) == 2 * 64 * 36
+    assert tensor_bytes((4096, 2), 41) == 2 * 32 * 18
+    assert tensor_bytes((4096, 2), 42) == 2 * 64 * 18
+    # general.file_type of those mixes (llama.h's llama_ftype)
+    assert [FILE_TYPES[i] for i in (38, 39, 40, 41)] == ["mxfp4_moe", "nvfp4", "q1_0", "q2_0"]
     with pytest.raises(ConfigError, match="a row of 100 values is not a whole number of Q4_K"):
         tensor_bytes((100, 2), 12)
     with pytest.raises(ConfigError, match="ggml type 99"):
@@ -372,13 +378,18 @@ def test_a_hub_gguf_is_read_by_its_header_only(monkeypatch, tmp_path, capsys):
 def test_a_hub_gguf_repository_without_a_tag_takes_llama_cpp_s_default(monkeypatch, tmp_path):
     _tiny(tmp_path, "M-Q8_0.gguf")
     _tiny(tmp_path, "M-Q6_K.gguf")
+    # no Q4_K_M: llama-server -hf takes Q8_0 next
     fake_gguf_hub(monkeypatch, tmp_path, ["M-Q8_0.gguf", "M-Q6_K.gguf"])
-    with pytest.raises(kvcore.HubError, match=r"'someone/M-GGUF' holds 2 GGUF models: name one "
-                                              r"as someone/M-GGUF:TAG, TAG one of Q6_K, Q8_0"):
-        load_model("someone/M-GGUF")
+    assert load_model("someone/M-GGUF").source == "hub someone/M-GGUF:Q8_0"
     with pytest.raises(kvcore.HubError, match="'someone/M-GGUF' has no Q2_K GGUF; it has "
                                               "Q6_K, Q8_0"):
         load_model("someone/M-GGUF:Q2_K")
+    # neither: the first model, which -hf with the repository alone loads
+    _tiny(tmp_path, "M-Q5_K_M.gguf")
+    fake_gguf_hub(monkeypatch, tmp_path, ["M-Q6_K.gguf", "M-Q5_K_M.gguf"])
+    spec = load_model("someone/M-GGUF")
+    assert spec.source == "hub someone/M-GGUF"
+    assert spec.checkpoint.load == "-hf someone/M-GGUF"
     # Q4_K_M is taken when present, as llama-server -hf does; a split model in a folder
     total = sum(_tiny(tmp_path, f"Q4_K_M/M-Q4_K_M-0000{i}-of-00002.gguf",
                       extra={"split.count": 2})[0] for i in (1, 2))
@@ -387,6 +398,30 @@ def test_a_hub_gguf_repository_without_a_tag_takes_llama_cpp_s_default(monkeypat
     spec = load_model("someone/M-GGUF")
     assert spec.source == "hub someone/M-GGUF:Q4_K_M"
     assert weights_for(spec).bytes == total
+
+
+@pytest.mark.parametrize("tag,picked", [
+    # llama.cpp finds the tag, in any case, followed by '.' or '-' anywhere in the path
+    ("Q4_K_XL", "M-UD-Q4_K_XL.gguf"), ("UD-Q4_K_XL", "M-UD-Q4_K_XL.gguf"),
+    ("q4_k_m", "M-Q4_K_M.gguf"), ("IQ4_XS", "M-IQ4_XS.gguf"),
+    ("BF16", "BF16/M-BF16-00001-of-00002.gguf"), (None, "M-Q4_K_M.gguf"),
+])
+def test_hub_tags_pick_the_file_llama_server_picks(tag, picked):
+    names = ["BF16/M-BF16-00001-of-00002.gguf", "BF16/M-BF16-00002-of-00002.gguf",
+             "M-IQ4_XS.gguf", "M-Q4_K_M.gguf", "M-UD-Q4_K_XL.gguf"]
+    assert kvcore.hub.choose_gguf("o/M-GGUF", names, tag)[0] == picked
+
+
+def test_side_files_are_not_models(monkeypatch, tmp_path):
+    # projectors, importance matrices and draft heads are passed over, wherever the word is
+    q8, _ = _tiny(tmp_path, "M-Q8_0.gguf")
+    for side in ("M-mmproj-F16.gguf", "imatrix_unsloth.gguf", "mmproj-F16.gguf"):
+        _tiny(tmp_path, side, quant=0)
+    fake_gguf_hub(monkeypatch, tmp_path, ["M-mmproj-F16.gguf", "M-Q8_0.gguf",
+                                          "imatrix_unsloth.gguf", "mmproj-F16.gguf"])
+    assert weights_for(load_model("someone/M-GGUF")).bytes == q8
+    # a local folder likewise holds one model
+    assert weights_for(load_model(str(tmp_path))).bytes == q8
 
 
 def test_a_hub_repository_with_neither_config_nor_gguf(monkeypatch, tmp_path):
@@ -438,3 +473,36 @@ def test_a_number_of_the_wrong_type_is_named(tmp_path, capsys):
     code, out, err = run(capsys, str(tmp_path / "odd.gguf"))
     assert (code, out, err) == (2, "", "kvplan: error: odd.gguf: deepseek2.attention.kv_lora_rank "
                                        "must be a whole number, got '512'\n")
+
+
+@pytest.mark.parametrize("meta,line", [
+    ({"general.type": "adapter", "adapter.type": "lora"},
+     "a.gguf is a LoRA adapter (general.type = adapter): pass the GGUF of the model it adapts; "
+     "llama-server loads the adapter beside it with --lora"),
+    ({"general.architecture": "clip", "clip.has_vision_encoder": True},
+     "a.gguf is a multimodal projector (mmproj): pass the language model's GGUF; llama-server "
+     "loads the projector beside it with --mmproj"),
+    ({"general.type": "imatrix"},
+     "a.gguf is an importance matrix (general.type = imatrix), the input of llama-quantize, "
+     "not a model"),
+])
+def test_gguf_files_that_are_not_models_are_named(capsys, tmp_path, meta, line):
+    base, tensors = dense_model("llama", layers=2, hidden=256, heads=4, kv_heads=4,
+                                head_dim=64, ffn=512, vocab=100, ctx=4096, quant=8)
+    write_gguf(tmp_path / "a.gguf", {**base, **meta}, tensors)
+    code, out, err = run(capsys, str(tmp_path / "a.gguf"))
+    assert (code, out, err) == (2, "", f"kvplan: error: {line}\n")
+
+
+def test_a_vocabulary_only_file_and_a_big_endian_file_are_refused(capsys, tmp_path):
+    meta, _ = dense_model("llama", layers=2, hidden=256, heads=4, kv_heads=4, head_dim=64,
+                          ffn=512, vocab=100, ctx=4096)
+    write_gguf(tmp_path / "vocab.gguf", meta, [])
+    code, _, err = run(capsys, str(tmp_path / "vocab.gguf"))
+    assert (code, err) == (2, "kvplan: error: vocab.gguf holds no tensors (a vocabulary-only "
+                              "file): pass the model's GGUF\n")
+    (tmp_path / "be.gguf").write_bytes(b"GGUF" + struct.pack(">IQQ", 3, 0, 0))
+    code, _, err = run(capsys, str(tmp_path / "be.gguf"))
+    assert (code, err) == (2, "kvplan: error: be.gguf is a big-endian GGUF; llama.cpp on a "
+                              "little-endian host (x86, ARM: every GPU server) does not load "
+                              "it: convert the model without --bigendian\n")
