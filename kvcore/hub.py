@@ -127,6 +127,7 @@ GGUF_REF = re.compile(r"^(?P<repo>[^:\s]+):(?P<tag>[A-Za-z0-9][A-Za-z0-9_.\-]{0,
 #: the quantizations llama.cpp's -hf tries, in turn, when none is named (then the first model)
 DEFAULT_TAGS = ("Q4_K_M", "Q8_0")
 
+
 def split_tag(text: str) -> tuple[str, str | None]:
     """``owner/name:TAG`` → (owner/name, TAG); anything else → (text, None)."""
     m = GGUF_REF.match(text)
