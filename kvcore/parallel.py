@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .errors import InputError, shown
-from .model import LayerGroup, LayerKind, ModelSpec
+from .model import LayerGroup, ModelSpec
 
 __all__ = ["Parallel", "Split", "check_tp", "llamacpp_stage_layers", "pp_layer_counts",
            "rank_spec", "sglang_stage_layers", "stage_layers", "trtllm_stage_layers"]
