@@ -74,6 +74,8 @@ _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
     "local_attention": LayerKind.SLIDING,
     "local": LayerKind.SLIDING,
     "chunked_attention": LayerKind.CHUNKED,
+    # GLM-5.2's layer_types (some checkpoints' configs): MLA whose indexer index_topk decides
+    "deepseek_sparse_attention": LayerKind.MLA,
     "linear_attention": LayerKind.LINEAR,
     "mamba": LayerKind.MAMBA,
     "mamba2": LayerKind.MAMBA,

@@ -464,3 +464,12 @@ def test_dsa_indexer_parameters():
     # GLM-5.2 holds indexer weights in its 21 indexer layers only (2048 -> 32 × 128 etc.)
     glm = 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32
     assert load_model("glm-5").params.total - load_model("glm-5.2").params.total == 57 * glm
+
+
+def test_dsa_layer_types_name_sparse_attention_layers():
+    # a GLM-5.2 config that lists layer_types (the NVFP4 checkpoint's) sizes as the original
+    cfg = real("glm-5.2")
+    cfg["layer_types"] = ["deepseek_sparse_attention"] * 78
+    with_types, plain = spec(cfg), spec(real("glm-5.2"))
+    assert [(g.kind, g.layers) for g in with_types.groups] == \
+        [(g.kind, g.layers) for g in plain.groups]
