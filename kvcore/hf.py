@@ -74,6 +74,8 @@ _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
     "local_attention": LayerKind.SLIDING,
     "local": LayerKind.SLIDING,
     "chunked_attention": LayerKind.CHUNKED,
+    # GLM-5.2's layer_types (some checkpoints' configs): MLA whose indexer index_topk decides
+    "deepseek_sparse_attention": LayerKind.MLA,
     "linear_attention": LayerKind.LINEAR,
     "mamba": LayerKind.MAMBA,
     "mamba2": LayerKind.MAMBA,
@@ -340,6 +342,49 @@ def _kv_heads(r: _Reader, n_heads: int) -> int | list[int]:
 
 #: kinds whose layers cache ``num_key_value_heads`` K and V heads shared by groups of query heads
 _GQA_KINDS = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.CROSS)
+
+
+def _indexer_layers(r: _Reader, n_layers: int) -> list[bool]:
+    """Which decoder layers of a DeepSeek Sparse Attention model run a lightning indexer (and
+    so keep its key cache); the others reuse the top-k of an earlier layer.
+
+    The rule is vLLM's (model_executor/models/deepseek_v2.py, DeepseekV2MLAAttention): a
+    layer i skips its own top-k where ``max(i − index_skip_topk_offset + 1, 0)`` is not a
+    multiple of ``index_topk_freq`` (defaults 2 and 1: every layer has an indexer), or, where
+    the config gives ``index_topk_pattern``, where its letter for i is "S". A config that also
+    lists ``indexer_types`` ("full" / "shared", GLM-5.2) must agree with it.
+    """
+    freq = r.opt_int("index_topk_freq", 1, minimum=1, maximum=4096) or 1
+    offset = r.opt_int("index_skip_topk_offset", 2, minimum=0, maximum=4096)
+    assert offset is not None
+    pattern = r.cfg.get("index_topk_pattern")
+    if pattern is not None and (
+            not isinstance(pattern, str | list)
+            or not all(isinstance(c, str) for c in pattern)):
+        raise ConfigError("config.json 'index_topk_pattern' must be a string or a list of "
+                          f"letters, got {shown(pattern)}", field="index_topk_pattern")
+    has: list[bool] = []
+    for i in range(n_layers):
+        if pattern is None:
+            skip = max(i - offset + 1, 0) % freq != 0
+        else:
+            skip = i < len(pattern) and pattern[i] == "S"
+        has.append(not skip)
+    types = r.cfg.get("indexer_types")
+    if types is not None:
+        if (not isinstance(types, list) or len(types) != n_layers
+                or not all(t in ("full", "shared") for t in types)):
+            raise ConfigError(f"config.json 'indexer_types' must list 'full' or 'shared' for "
+                              f"each of the {n_layers} layers", field="indexer_types")
+        listed = [t == "full" for t in types]
+        if listed != has:
+            first = next(i for i in range(n_layers) if listed[i] != has[i])
+            raise ConfigError(
+                f"config.json 'indexer_types' says layer {first} is '{types[first]}', but "
+                f"index_topk_freq {freq} / index_skip_topk_offset {offset} give it "
+                f"{'an' if has[first] else 'no'} indexer; kvplan cannot tell which one an "
+                "engine follows", field="indexer_types")
+    return has
 
 
 def _check_kv_groups(r: _Reader, kinds: list[set[LayerKind]], n_heads: int,
@@ -632,6 +677,14 @@ def _count_params(
         return (q + hidden * (kv_rank + qk_rope) + kv_rank * n_heads * (qk_nope + v_head)
                 + n_heads * v_head * hidden)
 
+    def indexer() -> int:
+        # the DSA lightning indexer as checkpoints hold it: wq_b (q_lora_rank -> heads ×
+        # index_head_dim), wk (hidden -> index_head_dim), k_norm (a LayerNorm: weight and
+        # bias) and weights_proj (hidden -> heads), none with a bias; engines replicate it
+        heads, dim = r.get_int("index_n_heads"), r.get_int("index_head_dim")
+        q_rank = r.get_int("q_lora_rank")
+        return q_rank * heads * dim + hidden * dim + 2 * dim + hidden * heads
+
     def mla_replicated() -> int:
         # the latent down-projections (q_a and kv_a, fused) and their norms are not split by
         # tensor parallelism: vLLM builds them with disable_tp / ReplicatedLinear
@@ -669,6 +722,9 @@ def _count_params(
             if kind is LayerKind.MLA:
                 mixer += mla()
                 replicated += mla_replicated()
+            elif kind is LayerKind.INDEXER:
+                mixer += indexer()
+                replicated += indexer()
             elif kind is LayerKind.LINEAR:
                 if isinstance(cfg.get("linear_attn_config"), dict):
                     lac = cfg["linear_attn_config"]
@@ -716,6 +772,9 @@ def _count_params(
         if moe[last]:
             layer_params = (mla() if r.has("kv_lora_rank") else attention(kv_heads[0])) + \
                 n_experts * mats * hidden * moe_inter + mats * hidden * shared_inter
+            if any(LayerKind.INDEXER in ks for ks in kinds):
+                # a DSA model's next-n layer carries its own indexer
+                layer_params += indexer()
         # DeepSeek-style next-n layers (num_nextn_predict_layers: DeepSeek-V3, GLM-4.5) are
         # saved with their own copy of the embedding and of the output head
         # (layers.N.embed_tokens, layers.N.shared_head.head); Qwen's mtp.* modules share them
@@ -788,7 +847,14 @@ def spec_from_config(
     n_layers = r.get_int("num_hidden_layers", maximum=4096)
     hidden = r.get_int("hidden_size", maximum=1 << 20)
     kinds_per_layer = _layer_kinds(r, n_layers)
-    has_attention = any(k.is_attention and k is not LayerKind.MLA for ks in kinds_per_layer for k in ks)
+    # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): MLA plus a lightning indexer whose
+    # keys are cached too; engines recognise it by index_topk (vLLM: is_v32)
+    dsa = r.has("index_topk") and any(LayerKind.MLA in ks for ks in kinds_per_layer)
+    if dsa:
+        for ks, has_indexer in zip(kinds_per_layer, _indexer_layers(r, n_layers), strict=True):
+            if has_indexer and LayerKind.MLA in ks:
+                ks.add(LayerKind.INDEXER)
+    has_attention = any(k.is_attention and not k.is_latent for ks in kinds_per_layer for k in ks)
     needs_heads = has_attention or any(LayerKind.LINEAR in ks for ks in kinds_per_layer)
     n_heads = r.get_int("num_attention_heads", maximum=1 << 16) if needs_heads or r.has(
         "num_attention_heads") else 0
@@ -807,6 +873,7 @@ def spec_from_config(
     mla_width = 0
     if any(LayerKind.MLA in ks for ks in kinds_per_layer):
         mla_width = r.get_int("kv_lora_rank") + r.get_int("qk_rope_head_dim")
+    index_width = r.get_int("index_head_dim", maximum=1 << 16) if dsa else 0
     window = None
     if any(LayerKind.SLIDING in ks for ks in kinds_per_layer):
         window = r.get_int("sliding_window", maximum=1 << 31)
@@ -851,6 +918,8 @@ def spec_from_config(
     def group_key(i: int, kind: LayerKind) -> tuple[Any, ...]:
         if kind is LayerKind.MLA:
             return (kind, 1, mla_width, 0, None)
+        if kind is LayerKind.INDEXER:
+            return (kind, 1, index_width, 0, None)
         if kind is LayerKind.LINEAR:
             return (kind, 0, 0, 0, None)
         if kind in (LayerKind.MAMBA, LayerKind.CONV):
@@ -883,7 +952,7 @@ def spec_from_config(
                           window=win, mtp=mtp)
 
     order = [LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
-             LayerKind.CROSS, LayerKind.LINEAR, LayerKind.MAMBA, LayerKind.CONV]
+             LayerKind.INDEXER, LayerKind.CROSS, LayerKind.LINEAR, LayerKind.MAMBA, LayerKind.CONV]
     groups = [make_group(key, layers) for key, layers in
               sorted(buckets.items(), key=lambda kv_: (order.index(kv_[0][0]), kv_[1][0]))]
 
@@ -893,6 +962,10 @@ def spec_from_config(
         kind = LayerKind.MLA if mla_width else LayerKind.FULL
         key = (kind, 1, mla_width, 0, None) if mla_width else (kind, kv_list[-1], head_dim, head_dim, None)
         groups.append(make_group(key, list(range(n_layers, n_layers + n_mtp)), mtp=True))
+        if dsa:
+            # next-n (MTP) layers always build their own indexer (vLLM: is_mtp_layer)
+            groups.append(make_group((LayerKind.INDEXER, 1, index_width, 0, None),
+                                     list(range(n_layers, n_layers + n_mtp)), mtp=True))
 
     params = _count_params(r, kinds_per_layer, hidden=hidden, n_heads=n_heads, kv_heads=kv_list,
                            head_dim=head_dim, vocab=vocab, vision=vision, mamba_shape=mamba_shape,

@@ -2,7 +2,8 @@
 
 Every sequence has its own cache. Per layer group:
 
-- full attention and MLA hold every token (or, with eviction, the kept ones);
+- full attention, MLA and the DSA indexer's keys hold every token (or, with eviction, the
+  kept ones);
 - sliding-window and chunked layers hold ``min(context, window)`` tokens;
 - cross-attention layers hold the encoder's tokens (``images`` × tokens per image);
 - linear-attention and SSM layers hold a constant state.
@@ -142,7 +143,7 @@ class CacheSize:
 
 def _tokens_held(group: LayerGroup, context: int, spec: ModelSpec, opts: CacheOptions) -> int:
     kind = group.kind
-    if kind in (LayerKind.FULL, LayerKind.MLA):
+    if kind in (LayerKind.FULL, LayerKind.MLA, LayerKind.INDEXER):
         return opts.kept_tokens(context)
     if kind in (LayerKind.SLIDING, LayerKind.CHUNKED):
         assert group.window is not None
@@ -211,12 +212,15 @@ def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> 
 
 def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
     """Cache bytes per token of one sequence while the context is shorter than every window:
-    all self-attention layers (full, sliding, chunked, MLA), K + V, block scales included."""
+    all self-attention layers (full, sliding, chunked, MLA and its DSA indexer keys), K + V,
+    block scales included."""
     return _rate(spec, opts or CacheOptions(),
-                 (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA))
+                 (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
+                  LayerKind.INDEXER))
 
 
 def marginal_bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
     """Cache bytes each further token adds once the context is past every window (full and
-    MLA layers only). Memory per sequence is affine: fixed + marginal × context."""
-    return _rate(spec, opts or CacheOptions(), (LayerKind.FULL, LayerKind.MLA))
+    MLA layers and DSA indexer keys only). Memory per sequence is affine: fixed + marginal ×
+    context."""
+    return _rate(spec, opts or CacheOptions(), (LayerKind.FULL, LayerKind.MLA, LayerKind.INDEXER))

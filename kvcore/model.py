@@ -25,6 +25,9 @@ class LayerKind(StrEnum):
     CHUNKED = "chunked"
     #: one latent "head" of kv_lora_rank + qk_rope_head_dim values per token, no V (DeepSeek)
     MLA = "mla"
+    #: the lightning indexer of DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): one key
+    #: of ``index_head_dim`` values per token in each layer that runs an indexer, no V
+    INDEXER = "indexer"
     #: K and V of the encoder's tokens (images), not of the text
     CROSS = "cross"
     #: a constant recurrent state per sequence (Gated DeltaNet, lightning attention)
@@ -37,7 +40,12 @@ class LayerKind(StrEnum):
     @property
     def is_attention(self) -> bool:
         return self in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
-                        LayerKind.CROSS)
+                        LayerKind.INDEXER, LayerKind.CROSS)
+
+    @property
+    def is_latent(self) -> bool:
+        """One replicated row per token (no KV heads to split over tensor parallelism)."""
+        return self in (LayerKind.MLA, LayerKind.INDEXER)
 
     @property
     def is_recurrent(self) -> bool:
@@ -88,6 +96,8 @@ class LayerGroup:
         layers = format_quantity(self.count, f"{self.kind.value} layer")
         if self.kind is LayerKind.MLA:
             return f"{format_quantity(self.count, 'MLA layer')}, latent {self.head_dim_k}"
+        if self.kind is LayerKind.INDEXER:
+            return f"{format_quantity(self.count, 'indexer layer')}, key {self.head_dim_k}"
         if self.kind.is_recurrent:
             return f"{layers}, state {self.state_detail}"
         dims = (
@@ -202,7 +212,8 @@ class ModelSpec:
 
     @property
     def num_layers(self) -> int:
-        return sum(g.count for g in self.groups if not g.mtp)
+        # a DSA indexer rides on an MLA layer: its keys are a second cache of that layer
+        return sum(g.count for g in self.groups if not g.mtp and g.kind is not LayerKind.INDEXER)
 
     @property
     def decoder_layers(self) -> int:

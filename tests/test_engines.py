@@ -816,3 +816,73 @@ def test_vllm_refuses_a_block_size_no_attention_backend_takes(block):
     with pytest.raises(InputError, match="multiple of 16") as err:
         engine_plan("vllm", req("llama-3.1-8b", settings=EngineSettings(block_size=block)))
     assert err.value.field == "block_size"
+
+
+# --- DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5) -----------------------------------------
+# vLLM (vllm-project/vllm): models/deepseek_v2.py Indexer keeps its keys in a uint8 cache of
+# index_head_dim + index_head_dim // 128 × 4 = 132 bytes a token (fp8 values, an fp32 scale
+# per 128); mla/flashmla_sparse.py: fp8_ds_mla is 512 fp8 + 4 fp32 scales + 64 bf16 = 656
+# bytes a token, the bf16 latent 576 × 2 = 1152; platforms/cuda.py forces 64-token blocks;
+# kv_cache_interface.py UniformTypeKVCacheSpecs: one group, a block is the sum of every
+# layer's page.
+
+@pytest.mark.parametrize("model,kv,per_token", [
+    ("deepseek-v3.2", "f16", 61 * 1152 + 61 * 132),   # 78,324
+    ("deepseek-v3.2", "fp8", 61 * 656 + 61 * 132),    # 48,068
+    ("glm-5", "fp8", 78 * 656 + 78 * 132),            # 61,464
+    ("glm-5.2", "f16", 78 * 1152 + 21 * 132),         # 92,628
+    ("glm-5.2", "fp8", 78 * 656 + 21 * 132),          # 53,940
+])
+def test_vllm_dsa_pool_holds_latent_and_indexer_keys(model, kv, per_token):
+    r = engine_plan("vllm", req(model, ctx=10000, kv=kv, gpu="h200", weights="fp8",
+                                parallel=Parallel(tp=8)))
+    assert r.block_tokens == 64
+    assert r.blocks == r.kv_pool_bytes // (64 * per_token)
+    # a 10,000-token request holds cdiv(10000, 64) = 157 blocks
+    assert r.max_concurrency == r.blocks / 157
+    assert f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens" in r.log_lines
+    assert f"{per_token:,} bytes a token per rank" in " ".join(r.notes)
+
+
+def test_vllm_dsa_forces_64_token_blocks_over_block_size():
+    r = engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
+                                parallel=Parallel(tp=8), settings=EngineSettings(block_size=16)))
+    assert r.block_tokens == 64 and "--block-size" not in r.command
+    assert r.blocks == r.kv_pool_bytes // (64 * 61 * (656 + 132))
+
+
+@pytest.mark.parametrize("kv,gpu,field", [
+    ("fp8_e5m2", "h200", "kv_k"),   # not a sparse-MLA cache dtype
+    ("fp8", "b200", "kv_k"),        # Blackwell may pick FLASHINFER_MLA_SPARSE (plain fp8)
+    ("f16", "a100", "gpu"),         # no sparse MLA backend before Hopper
+])
+def test_vllm_dsa_refusals(kv, gpu, field):
+    with pytest.raises(InputError) as e:
+        engine_plan("vllm", req("glm-5", kv=kv, gpu=gpu, parallel=Parallel(tp=8)))
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+def test_vllm_dsa_bf16_on_blackwell_is_sized():
+    r = engine_plan("vllm", req("glm-5.1", kv="f16", gpu="b200", weights="fp8",
+                                parallel=Parallel(tp=8)))
+    assert r.blocks > 0
+    assert r.blocks == r.kv_pool_bytes // (64 * 78 * (1152 + 132))
+
+
+@pytest.mark.parametrize("engine,says", [
+    ("sglang", "SGLang"), ("trtllm", "TensorRT-LLM"), ("llama.cpp", "llama.cpp")])
+@pytest.mark.parametrize("model", ["deepseek-v3.2", "glm-5.2"])
+def test_other_engines_refuse_dsa_in_one_line(engine, says, model):
+    with pytest.raises(InputError) as e:
+        engine_plan(engine, req(model, gpu="h200", parallel=Parallel(tp=8)))
+    assert str(e.value).startswith(f"{says}: DeepSeek Sparse Attention")
+    assert e.value.field == "engine"
+    # the dense MLA model they size as before
+    engine_plan(engine, req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB))
+
+
+def test_dsa_indexer_key_is_replicated_on_every_tp_rank():
+    spec = load_model("glm-5.2")
+    for tp in (1, 8):
+        g = next(g for g in rank_spec(spec, Parallel(tp=tp)).groups if g.kind == "indexer")
+        assert (g.n_kv_heads, g.head_dim_k, g.count) == (1, 128, 21)

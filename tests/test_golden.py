@@ -90,6 +90,15 @@ GOLDEN = [
     # 32 heads × 128 × 128 + short convs 3 × (3·32·128)
     ("kimi-linear-48b-a3b-instruct", 7 * 576 * F16, 7 * 576 * F16,
      20 * (32 * 128 * 128 + 3 * 3 * 32 * 128) * F32),
+    # DeepSeek Sparse Attention: the MLA latent (512 + 64) in every layer plus the lightning
+    # indexer's key (index_head_dim 128, K only) in every layer that runs an indexer:
+    # DeepSeek-V3.2 and GLM-5/5.1 all of them (index_topk_freq 1 by default)
+    ("deepseek-v3.2", 61 * (576 + 128) * F16, 61 * (576 + 128) * F16, 0),
+    ("glm-5", 78 * (576 + 128) * F16, 78 * (576 + 128) * F16, 0),
+    ("glm-5.1", 78 * (576 + 128) * F16, 78 * (576 + 128) * F16, 0),
+    # GLM-5.2: index_topk_freq 4, index_skip_topk_offset 3: layers 0, 1, 2 and then every
+    # 4th from 6 to 74 keep an indexer (21, the "full" entries of indexer_types)
+    ("glm-5.2", (78 * 576 + 21 * 128) * F16, (78 * 576 + 21 * 128) * F16, 0),
     ("phi-4", 40 * 10 * 256 * F16, 40 * 10 * 256 * F16, 0),
     ("smollm-1.7b", 24 * 32 * 128 * F16, 24 * 32 * 128 * F16, 0),
 ]

@@ -398,3 +398,78 @@ def test_qwen3_next_attention_has_its_output_gate():
     mtp = attention + 512 * 3 * h * 512 + 3 * h * 512 + h * 512 + 2 * h * h
     published = 81_324_862_720 - mtp
     assert abs(s.params.total - published) / published < 1e-3
+
+
+# --- DeepSeek Sparse Attention ----------------------------------------------------------------
+
+def _indexer(s, mtp=False):
+    return next(g for g in s.groups if g.kind is LayerKind.INDEXER and g.mtp == mtp)
+
+
+@pytest.mark.parametrize("model,layers", [
+    ("deepseek-v3.2", list(range(61))),
+    ("glm-5", list(range(78))),
+    ("glm-5.1", list(range(78))),
+    # index_topk_freq 4, index_skip_topk_offset 3: max(i - 2, 0) % 4 == 0 at 0, 1, 2, 6, ..., 74
+    ("glm-5.2", [0, 1, 2, *range(6, 78, 4)]),
+])
+def test_dsa_indexer_layers(model, layers):
+    s = load_model(model)
+    g = _indexer(s)
+    assert list(g.layers) == layers
+    assert (g.n_kv_heads, g.head_dim_k, g.head_dim_v) == (1, 128, 0)
+    mla = next(g for g in s.groups if g.kind is LayerKind.MLA and not g.mtp)
+    assert mla.head_dim_k == 576
+    # the indexer rides on MLA layers: they are not counted twice
+    assert s.num_layers == mla.count
+    # the next-n (MTP) layer always has an indexer of its own
+    assert list(_indexer(s, mtp=True).layers) == [mla.count]
+
+
+def test_glm52_indexer_types_agree_with_the_frequency_rule():
+    cfg = real("glm-5.2")
+    assert [i for i, t in enumerate(cfg["indexer_types"]) if t == "full"] == \
+        list(_indexer(spec(cfg)).layers)
+
+
+def test_dsa_indexer_types_that_disagree_are_refused():
+    cfg = real("glm-5.2")
+    cfg["indexer_types"][3] = "full"
+    with pytest.raises(ConfigError) as e:
+        spec(cfg)
+    assert e.value.field == "indexer_types" and "layer 3" in str(e.value)
+
+
+def test_dsa_index_topk_pattern_wins_over_frequency():
+    cfg = real("glm-5")
+    cfg["index_topk_freq"] = 4
+    cfg["index_topk_pattern"] = "FS" * 39
+    assert list(_indexer(spec(cfg)).layers) == list(range(0, 78, 2))
+
+
+def test_dsa_without_index_topk_is_plain_mla():
+    cfg = real("deepseek-v3.2")
+    del cfg["index_topk"]
+    assert LayerKind.INDEXER not in {g.kind for g in spec(cfg).groups}
+
+
+def test_dsa_indexer_parameters():
+    # per indexer layer: wq_b 1536 -> 64 × 128, wk 7168 -> 128, k_norm weight + bias 2 × 128,
+    # weights_proj 7168 -> 64; replicated on every TP rank
+    v32, v3 = load_model("deepseek-v3.2"), load_model("deepseek-v3")
+    per_layer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert v32.params.total - v3.params.total == 61 * per_layer
+    assert v32.params.replicated - v3.params.replicated == 61 * per_layer
+    assert v32.params.mtp - v3.params.mtp == per_layer
+    # GLM-5.2 holds indexer weights in its 21 indexer layers only (2048 -> 32 × 128 etc.)
+    glm = 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32
+    assert load_model("glm-5").params.total - load_model("glm-5.2").params.total == 57 * glm
+
+
+def test_dsa_layer_types_name_sparse_attention_layers():
+    # a GLM-5.2 config that lists layer_types (the NVFP4 checkpoint's) sizes as the original
+    cfg = real("glm-5.2")
+    cfg["layer_types"] = ["deepseek_sparse_attention"] * 78
+    with_types, plain = spec(cfg), spec(real("glm-5.2"))
+    assert [(g.kind, g.layers) for g in with_types.groups] == \
+        [(g.kind, g.layers) for g in plain.groups]

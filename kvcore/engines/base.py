@@ -248,6 +248,14 @@ def refuse_architecture(engine: str, spec: ModelSpec,
                          field="engine")
 
 
+def refuse_indexer_cache(engine: str, spec: ModelSpec, why: str) -> None:
+    """Refuse, in one line, a DeepSeek Sparse Attention model (a lightning-indexer key cache)
+    whose cache layout under ``engine`` kvplan cannot size exactly."""
+    if any(g.kind is LayerKind.INDEXER for g in spec.groups):
+        raise InputError(f"{engine}: DeepSeek Sparse Attention ({spec.model_type}) is not "
+                         f"sized: {why}", field="engine")
+
+
 def need_gpu() -> InputError:
     """The error for a plan with neither a GPU nor a KV budget to size the pool from."""
     return InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")

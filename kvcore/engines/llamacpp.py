@@ -29,6 +29,7 @@ from .base import (
     check_format,
     mib,
     rank_weights,
+    refuse_indexer_cache,
     stage_pools,
 )
 
@@ -157,6 +158,13 @@ def without_windows(spec: ModelSpec) -> ModelSpec:
 
 
 def plan(req: EngineRequest) -> EngineReport:
+    # llama.cpp runs deepseek_v32 (src/models/deepseek32.cpp) and glm_moe_dsa
+    # (src/models/glm-dsa.cpp, GLM-5.2's shared layers from indexer_types) with a real
+    # indexer and a cache of its own (llama-kv-cache-dsa), whose indexer-key type and size
+    # were not established from source
+    refuse_indexer_cache("llama.cpp", req.spec,
+                         "its DSA cache (llama-kv-cache-dsa) keeps the indexer's keys in a "
+                         "layout not established here; use --engine vllm or raw")
     windowed = req.spec
     req = replace(req, spec=without_windows(req.spec))
     s = req.settings

@@ -26,6 +26,7 @@ from .base import (
     parallel_flags,
     rank_weights,
     refuse_architecture,
+    refuse_indexer_cache,
     single_format,
 )
 
@@ -115,6 +116,13 @@ def slots_per_request(model_type: str) -> int:
 
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("SGLang", req.spec, UNSUPPORTED)
+    # NSATokenToKVPool (mem_cache/memory_pool.py) keeps an fp8 indexer buffer of 132 bytes a
+    # token in every layer, shared or not, in 64-token pages; the latent's width under an fp8
+    # cache (kv_cache_dim) and the default --kv-cache-dtype for these models were not
+    # established from source
+    refuse_indexer_cache("SGLang", req.spec,
+                         "its NSA pool's fp8 latent width and default KV dtype are not "
+                         "established; use --engine vllm or raw")
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     sliding = (req.spec.model_type in HYBRID_SWA_TYPES

@@ -30,6 +30,7 @@ from .base import (
     need_gpu,
     parallel_flags,
     rank_weights,
+    refuse_indexer_cache,
     single_format,
 )
 
@@ -80,6 +81,11 @@ def check_supported(spec: ModelSpec) -> None:
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
     check_supported(req.spec)
+    # the PyTorch backend's DSA cache manager (attention_backend/sparse) keeps the indexer's
+    # keys in a pool of its own whose layout was not established from source
+    refuse_indexer_cache("TensorRT-LLM", req.spec,
+                         "its DSA cache manager's indexer-key layout is not established; use "
+                         "--engine vllm or raw")
     name = single_format(NAME, opts, FORMATS)
     frac = s.free_gpu_memory_fraction or FRACTION
     tpb = s.tokens_per_block or TOKENS_PER_BLOCK

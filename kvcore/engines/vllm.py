@@ -111,6 +111,54 @@ FP32_SSM_TYPES = frozenset({"nemotron_h"})
 MAMBA_CHUNK = 256
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
            "fp8_pth": "fp8_per_token_head", "nvfp4": "nvfp4"}
+#: DeepSeek Sparse Attention (a config with index_topk): platforms/cuda.py
+#: check_and_update_config forces the block size to 64 for the sparse MLA backend, whatever
+#: --block-size says; the indexer backend's kernels take 64 only too (mla/indexer.py)
+DSA_BLOCK = 64
+#: the kv-cache dtypes the sparse MLA backend takes (mla/flashmla_sparse.py
+#: FlashMLASparseBackend.supported_kv_cache_dtypes: auto, bfloat16, fp8 = fp8_ds_mla; its
+#: nvfp4_ds_mla is Blackwell-only and not modeled here)
+DSA_FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8"}
+#: bytes of one token's fp8_ds_mla latent (mla/flashmla_sparse.py; kv_cache_interface.py
+#: MLAAttentionSpec.real_page_size_bytes): 512 fp8 NoPE values, 4 fp32 scales (one per 128),
+#: 64 bf16 RoPE values
+FP8_DS_MLA_BYTES = 512 + 4 * 4 + 64 * 2
+#: the latent width the sparse MLA kernels take (get_supported_head_sizes: 512 + 64)
+DSA_LATENT = 576
+#: the indexer's key cache quantizes blocks of 128 values to fp8 with one fp32 scale each
+#: (models/deepseek_v2.py Indexer: quant_block_size 128, a uint8 cache of
+#: head_dim + head_dim // 128 × 4 bytes per token), whatever --kv-cache-dtype is
+INDEXER_QUANT_BLOCK = 128
+
+
+def indexer_row_bytes(width: int) -> int:
+    """Bytes vLLM's DSA indexer cache keeps per token and layer for a key of ``width``."""
+    return width + width // INDEXER_QUANT_BLOCK * 4
+
+
+def check_dsa(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> str:
+    """vLLM's --kv-cache-dtype for a DeepSeek Sparse Attention model, or a one-line refusal
+    of what its sparse MLA backends cannot run (or kvplan cannot size exactly)."""
+    width = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.MLA)
+    if width != DSA_LATENT:
+        raise InputError(f"vLLM's sparse MLA kernels take a {DSA_LATENT}-value latent; this "
+                         f"model's is {width}", field="engine")
+    name = DSA_FORMATS.get(kv.name)
+    if name is None:
+        raise InputError(f"vLLM runs DeepSeek Sparse Attention with --kv-cache-dtype auto, "
+                         f"bfloat16 or fp8 (fp8_ds_mla), not {kv.name}", field="kv_k")
+    if gpu is not None and gpu.cuda_family not in (9, 10):
+        raise InputError(f"vLLM's sparse MLA backends for DeepSeek Sparse Attention run on "
+                         f"Hopper (sm90) and Blackwell (sm100) cards, not on {gpu.name}",
+                         field="gpu")
+    if name == "fp8" and (gpu is None or gpu.cuda_family != 9):
+        # Hopper has one sparse backend, FLASHMLA_SPARSE (fp8_ds_mla, 656 bytes a token);
+        # on Blackwell FLASHINFER_MLA_SPARSE may be chosen instead, whose fp8 cache is a
+        # plain 576-byte row: which one runs depends on heads per rank and the build
+        raise InputError("vLLM's fp8 cache for DeepSeek Sparse Attention is sized here on "
+                         "Hopper (FLASHMLA_SPARSE, fp8_ds_mla) only; give a Hopper --gpu or a "
+                         "16-bit cache", field="kv_k")
+    return name
 
 
 def _value_bytes(fmt: KVFormat, width: int) -> int:
@@ -166,8 +214,13 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
         # the config's mamba_ssm_cache_dtype where it names one, else float32
         ssm_bytes = spec.ssm_cache_dtype_bytes or 4
     every_block = cache_all_mode(spec, spec_tokens)
+    dsa = any(g.kind is LayerKind.INDEXER for g in spec.groups)
     for g in spec.groups_for(mtp=mtp):
-        if g.kind.is_recurrent:
+        if g.kind is LayerKind.INDEXER:
+            attn.append((g, indexer_row_bytes(g.head_dim_k)))
+        elif dsa and g.kind is LayerKind.MLA and k.name == "fp8_e4m3":
+            attn.append((g, FP8_DS_MLA_BYTES))
+        elif g.kind.is_recurrent:
             # conv state in the model dtype, SSM/delta state in mamba_ssm_dtype
             conv = g.conv_state_values * spec.dtype_bytes
             states.append((g, conv + (g.state_values - g.conv_state_values) * ssm_bytes))
@@ -194,18 +247,25 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
     page = max((s.page for s in out), default=max((b for _, b in states), default=0))
     out += [Spec(g.kind, g.count, block, page, state=True, every_block=every_block)
             for g, _ in states]
-    if len({s.page for s in out}) > 1 and not states:
+    if len({s.page for s in out}) > 1 and not states and not dsa:
         # different page sizes (heads differ per group): unify by enlarging block sizes
         top = max(s.page for s in out)
         out = [Spec(s.kind, s.layers, s.block * (top // s.page), top, s.window) for s in out]
     return out
 
 
+def _uniform_kind(kind: LayerKind) -> LayerKind:
+    """The kind vLLM groups a spec by: the DSA indexer's cache is an MLAAttentionSpec with the
+    latent's block size, so both share one group whose page is the sum of their layers' pages
+    (kv_cache_interface.py UniformTypeKVCacheSpecs)."""
+    return LayerKind.MLA if kind is LayerKind.INDEXER else kind
+
+
 def _layout(specs: list[Spec]) -> tuple[int, list[Spec]]:
     """vLLM's groups: (layers per group, one Spec per group)."""
     kinds: dict[tuple[LayerKind, int | None, bool], int] = {}
     for s in specs:
-        key = (s.kind, s.window, s.state)
+        key = (_uniform_kind(s.kind), s.window, s.state)
         kinds[key] = kinds.get(key, 0) + s.layers
     if len(kinds) == 1:
         total = sum(s.layers for s in specs)
@@ -216,7 +276,8 @@ def _layout(specs: list[Spec]) -> tuple[int, list[Spec]]:
         size = max(counts)
     groups: list[Spec] = []
     for (kind, _w, _st), count in kinds.items():
-        proto = next(s for s in specs if (s.kind, s.window, s.state) == (kind, _w, _st))
+        proto = next(s for s in specs
+                     if (_uniform_kind(s.kind), s.window, s.state) == (kind, _w, _st))
         groups += [proto] * -(-count // size)
     return size, groups
 
@@ -228,10 +289,18 @@ class Pool:
     groups: tuple[Spec, ...]
     #: speculative tokens per step (each adds a state page per recurrent group)
     spec_tokens: int = 0
+    #: bytes of one block over all the layers of a one-group pool whose layers' pages differ
+    #: (a DSA model's latent and indexer pages); 0: page × group size
+    block_bytes: int = 0
 
     @property
     def page(self) -> int:
         return self.groups[0].page
+
+    @property
+    def bytes_per_block(self) -> int:
+        """Bytes one block number takes over every layer of the group."""
+        return self.block_bytes or self.page * self.group_size
 
     @property
     def min_block(self) -> int:
@@ -261,8 +330,8 @@ def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
     if len(groups) == 1 and size == sum(s.layers for s in specs):
         per_block = sum(s.page * s.layers for s in specs)
         blocks = max(0, available // per_block)
-    else:
-        blocks = max(0, available // groups[0].page // size)
+        return Pool(blocks, size, tuple(groups), spec_tokens, per_block)
+    blocks = max(0, available // groups[0].page // size)
     return Pool(blocks, size, tuple(groups), spec_tokens)
 
 
@@ -299,6 +368,10 @@ def plan(req: EngineRequest) -> EngineReport:
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, f32_as="bf16")
     block = s.block_size or default_block(req.spec, shares[0].gpu, opts.kv_k)
+    dsa = any(g.kind is LayerKind.INDEXER for g in req.spec.groups)
+    if dsa:
+        k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
+        block = DSA_BLOCK
     gpu0 = None if req.kv_budget_bytes is not None else shares[0].gpu
     encoder = opts.images * req.spec.cross_tokens_per_image
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
@@ -323,8 +396,8 @@ def plan(req: EngineRequest) -> EngineReport:
                         s.speculative_tokens) for sh, a in zip(shares, avail, strict=True)]
             tight = min(range(len(raw)), key=lambda i: raw[i].num_blocks)
             least = raw[tight].num_blocks
-            sized[mbt] = (act, avail, [Pool(least, pl.group_size, pl.groups, pl.spec_tokens)
-                                       for pl in raw], tight)
+            sized[mbt] = (act, avail, [Pool(least, pl.group_size, pl.groups, pl.spec_tokens,
+                                            pl.block_bytes) for pl in raw], tight)
         return sized[mbt]
 
     def serves(sequences: int, length: int) -> bool:
@@ -356,7 +429,7 @@ def plan(req: EngineRequest) -> EngineReport:
         lines.append("ValueError: No available memory for the cache blocks. Try increasing "
                      "`gpu_memory_utilization` when initializing the engine.")
     elif conc < 1:
-        needed = main.blocks_per_request(max_len, mbt, encoder) * main.page * main.group_size
+        needed = main.blocks_per_request(max_len, mbt, encoder) * main.bytes_per_block
         est = largest(lambda n: n == 0 or all(pl.concurrency(n, mbt, encoder) >= 1
                                               for pl in pools), 1 << 31)
         lines.append(
@@ -374,10 +447,16 @@ def plan(req: EngineRequest) -> EngineReport:
     if any(g.every_block for g in main.groups):
         notes.append("prefix caching keeps a recurrent state every block of a request "
                      "(mamba_cache_mode all); --no-enable-prefix-caching keeps one")
-    if not s.block_size and block != BLOCK:
+    if dsa:
+        per_token = main.bytes_per_block // max(1, main.min_block)
+        notes.append(f"DeepSeek Sparse Attention: blocks of {DSA_BLOCK} tokens (forced), the "
+                     f"indexer's keys in fp8 with a scale per {INDEXER_QUANT_BLOCK} values "
+                     f"beside the {'fp8_ds_mla' if k_name == 'fp8' else 'bf16'} latent; "
+                     f"{per_token:,} bytes a token per rank")
+    elif not s.block_size and block != BLOCK:
         notes.append(f"MLA on this card: vLLM's attention backend asks for blocks of {block} "
                      "tokens")
-    if opts.kv_k.name.startswith("fp8") and opts.kv_k.name != "fp8_pth":
+    if opts.kv_k.name.startswith("fp8") and opts.kv_k.name != "fp8_pth" and not dsa:
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
     cmd = [f"vllm serve {model_ref(req.spec)}", f"--max-model-len {max_len}",
@@ -388,11 +467,11 @@ def plan(req: EngineRequest) -> EngineReport:
                           "--data-parallel-size")
     if s.max_num_batched_tokens:
         cmd.append(f"--max-num-batched-tokens {mbt}")
-    if s.block_size:
+    if s.block_size and not dsa:
         cmd.append(f"--block-size {block}")
     offload_tokens = 0
     if s.offload_bytes:
-        offload_tokens = int(s.offload_bytes // max(1, main.page * main.group_size)) * main.min_block
+        offload_tokens = int(s.offload_bytes // max(1, main.bytes_per_block)) * main.min_block
         cmd.append(f"--kv-offloading-size {s.offload_bytes * p.tp / GiB:g}")
         notes.append(f"CPU offload tier holds about {offload_tokens:,} more tokens per replica")
     total = None
