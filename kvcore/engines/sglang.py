@@ -26,6 +26,7 @@ from .base import (
     parallel_flags,
     rank_weights,
     refuse_architecture,
+    refuse_nas_layout,
     single_format,
 )
 
@@ -115,6 +116,10 @@ def slots_per_request(model_type: str) -> int:
 
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("SGLang", req.spec, UNSUPPORTED)
+    # its DeciLMForCausalLM numbers attention by the decoder layer, but whether the token
+    # pool then holds the no-op layers too is not established
+    refuse_nas_layout("SGLang", req.spec, always="the token pool's layers for no-op blocks "
+                      "are not established")
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     sliding = (req.spec.model_type in HYBRID_SWA_TYPES
