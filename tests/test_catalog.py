@@ -13,7 +13,7 @@ from kvcore.errors import ConfigError
 
 FAMILIES = ["Llama 3.1", "Llama 3.2", "Llama 4", "Mistral", "Mixtral", "Qwen2.5", "Qwen3",
             "Qwen3.5", "Gemma 2", "Gemma 3", "DeepSeek", "Kimi", "gpt-oss", "Phi", "GLM",
-            "Nemotron-H", "MiniMax"]
+            "Nemotron-H", "MiniMax", "Nemotron-NAS"]
 
 
 def test_catalog_has_40_sized_models():
