@@ -863,7 +863,8 @@ def _count_params(
             experts_total += experts
             shared = mats * hidden * shared_inter
             router = hidden * n_experts
-            replicated += router
+            # the latent projections are ReplicatedLinear in vLLM's and SGLang's nemotron_h.py
+            replicated += router + latent_proj
             mlp_total = experts + shared + router + latent_proj
             mlp_active = top_k * mats * expert_width * moe_inter + shared + router + latent_proj
             active_experts += top_k * mats * expert_width * moe_inter

@@ -478,6 +478,9 @@ def test_nemotron_h_latent_moe_and_shared_expert_weights():
     assert s.params.total == layers + 2 * vocab * h
     # the MTP step: attention + MoE, each with its norm, eh_proj 2h × h, three norms
     assert s.params.mtp == (attn + h) + (moe + h) + 2 * h * h + 3 * h
+    # every tensor-parallel rank holds the latent projections whole (ReplicatedLinear in
+    # vLLM's and SGLang's nemotron_h.py), with the routers and norms
+    assert s.params.replicated == 40 * (h * 512 + 2 * h * 1024) + 88 * 2 * h
     # Nano has no latent (moe_latent_size absent): experts at the full 2688 width
     nano = load_model("nemotron-3-nano-30b-a3b").params
     assert nano.experts == 23 * 128 * 2 * 2688 * 1856
