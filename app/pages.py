@@ -171,7 +171,8 @@ def pages_router() -> APIRouter:
 
     @router.post("/", response_class=HTMLResponse)
     async def index_post(request: Request) -> HTMLResponse:
-        data = await request.form()
+        # a pasted config is one form field: let it be as large as a config may be
+        data = await request.form(max_part_size=MAX_CONFIG_BYTES + 1)
         # the page's fields (sent beside the config by htmx), else the copies the config form
         # holds for a browser without JavaScript, else the CLI's defaults
         form = {k: str(data.get(k, data.get(f"page_{k}", v)))[:200]

@@ -68,9 +68,9 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
     return 422, f"{field}: {first.get('msg', 'invalid')}", field
 
 
-#: largest request body accepted (bytes): a config.json is capped at 1 MiB, with room for the
-#: rest of the form
-MAX_BODY_BYTES = 2 << 20
+#: largest request body accepted (bytes): a config.json is capped at 16 MiB
+#: (kvcore.catalog.MAX_CONFIG_BYTES), with room for the rest of the form
+MAX_BODY_BYTES = 17 << 20
 
 
 def create_app() -> FastAPI:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError, shown
@@ -160,7 +161,11 @@ def _check_int(name: str, value: Any, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"config.json field '{name}' must be an integer, got {shown(value)}",
                           field=name)
-    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON's Infinity / NaN, which configs may hold (read as Python's json reads them)
+        raise ConfigError(f"config.json field '{name}' must be a finite integer, got "
+                          f"{_json_constant(value)}", field=name)
+    if isinstance(value, float) and value != int(value):
         raise ConfigError(f"config.json field '{name}' must be an integer, got {shown(value)}",
                           field=name)
     if not minimum <= value <= maximum:
@@ -173,15 +178,86 @@ def _check_int(name: str, value: Any, minimum: int, maximum: int) -> int:
     return int(value)
 
 
+def _json_constant(value: float) -> str:
+    """A non-finite float as JSON text spells it (``Infinity``, ``-Infinity``, ``NaN``)."""
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
 # ---------------------------------------------------------------------------------------------
 # layer kinds
+
+#: Nemotron-H block names (transformers' NemotronHConfig layers_block_type, with the legacy
+#: names remap_legacy_layer_types maps) -> the letters of hybrid_override_pattern
+_NEMOTRON_H_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*",
+                      "full_attention": "*", "moe": "E", "mlp": "-"}
+
+
+def _nemotron_h_letters(cfg: Mapping[str, Any], list_key: str, pattern_key: str,
+                        default: str | None) -> str:
+    """A Nemotron-H block layout as pattern letters, read as transformers' NemotronHConfig
+    reads it: the ``list_key`` list (``layers_block_type``, or its alias ``layer_types``) wins;
+    else the legacy ``pattern_key`` string; else ``default``."""
+    blocks = cfg.get(list_key)
+    if blocks is None and list_key == "layers_block_type":
+        blocks = cfg.get("layer_types")
+    if blocks is not None:
+        if not isinstance(blocks, list) or not blocks:
+            raise ConfigError(f"config.json '{list_key}' must be a list of block types "
+                              "(mamba, attention, moe or mlp)", field=list_key)
+        letters = []
+        for i, name in enumerate(blocks):
+            letter = _NEMOTRON_H_BLOCKS.get(name) if isinstance(name, str) else None
+            if letter is None:
+                raise ConfigError(f"{list_key}[{i}] is {shown(name)}; expected one of "
+                                  f"{', '.join(sorted(_NEMOTRON_H_BLOCKS))}", field=list_key)
+            letters.append(letter)
+        return "".join(letters)
+    pattern = cfg.get(pattern_key)
+    if pattern is None and default is not None:
+        return default
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(f"a nemotron_h config needs '{list_key}' (a list of block types) or "
+                          f"'{pattern_key}' (a string of one letter per layer)", field=list_key)
+    for i, ch in enumerate(pattern):
+        if ch not in "M*-E":
+            raise ConfigError(f"{pattern_key}[{i}] is '{ch}'; expected M, *, - or E",
+                              field=pattern_key)
+    return pattern
+
+
+def nemotron_h_pattern(cfg: Mapping[str, Any]) -> str:
+    """The decoder's blocks of a Nemotron-H config, one letter per layer (M Mamba-2, * attention,
+    E MoE, - MLP). The layer count is the pattern's length; a ``num_hidden_layers`` beside it
+    must agree (transformers derives the count from the list and only warns)."""
+    pattern = _nemotron_h_letters(cfg, "layers_block_type", "hybrid_override_pattern", None)
+    if len(pattern) > 4096:
+        raise ConfigError(f"a nemotron_h config lists {len(pattern):,} layers; at most 4,096",
+                          field="layers_block_type")
+    stated = cfg.get("num_hidden_layers")
+    if stated is not None:
+        stated = _check_int("num_hidden_layers", stated, 1, 4096)
+        if stated != len(pattern):
+            field = ("hybrid_override_pattern" if cfg.get("layers_block_type") is None
+                     and cfg.get("layer_types") is None else "layers_block_type")
+            raise ConfigError(f"config.json '{field}' lists {len(pattern)} layers but "
+                              f"num_hidden_layers is {stated}", field=field)
+    return pattern
+
+
+def nemotron_h_mtp_pattern(cfg: Mapping[str, Any]) -> str:
+    """The blocks of one Nemotron-H MTP step: ``mtp_layers_block_type``, else the legacy
+    ``mtp_hybrid_override_pattern``, else transformers' default (attention, then MoE)."""
+    return _nemotron_h_letters(cfg, "mtp_layers_block_type", "mtp_hybrid_override_pattern", "*E")
+
 
 
 def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     """For each layer, the cache-holding kinds it has (Falcon-H1 layers have two)."""
     cfg, mt = r.cfg, r.model_type
     layer_types = cfg.get("layer_types")
-    if layer_types is not None:
+    if layer_types is not None and mt != "nemotron_h":
         return _from_layer_types(layer_types, n_layers, mt)
 
     if isinstance(cfg.get("linear_attn_config"), dict):
@@ -203,23 +279,9 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
         return [{LayerKind.FULL} if i % period == offset else {LayerKind.MAMBA}
                 for i in range(n_layers)]
     if mt == "nemotron_h":
-        pattern = cfg.get("hybrid_override_pattern")
-        if not isinstance(pattern, str) or len(pattern) != n_layers:
-            raise ConfigError(
-                "config.json 'hybrid_override_pattern' must be a string of one character per "
-                f"layer ({n_layers}) for a nemotron_h model", field="hybrid_override_pattern")
-        kinds: list[set[LayerKind]] = []
-        for i, ch in enumerate(pattern):
-            if ch == "M":
-                kinds.append({LayerKind.MAMBA})
-            elif ch == "*":
-                kinds.append({LayerKind.FULL})
-            elif ch in "-E":
-                kinds.append(set())
-            else:
-                raise ConfigError(f"hybrid_override_pattern[{i}] is '{ch}'; expected M, *, - or E",
-                                  field="hybrid_override_pattern")
-        return kinds
+        # Mamba-2 and attention layers hold a cache; MoE and MLP layers none
+        letter_kinds = {"M": {LayerKind.MAMBA}, "*": {LayerKind.FULL}}
+        return [set(letter_kinds.get(ch, set())) for ch in nemotron_h_pattern(cfg)]
     if mt == "falcon_h1":
         return [{LayerKind.FULL, LayerKind.MAMBA} for _ in range(n_layers)]
     if mt in ("minimax", "minimax_text_01", "minimax_m1"):
@@ -309,6 +371,108 @@ def _llama4_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     interval = r.get_int("no_rope_layer_interval")
     return [{LayerKind.FULL} if (i + 1) % interval == 0 else {LayerKind.CHUNKED}
             for i in range(n_layers)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Nemotron-NAS (DeciLM): every layer has its own attention and FFN in ``block_configs``
+
+
+@dataclass(frozen=True)
+class _NasBlock:
+    """One Nemotron-NAS layer: attention "gqa" (``kv_heads`` KV heads), "linear" (a
+    hidden x hidden projection, no cache) or "none" (no-op); FFN width (0: none, -1: linear)."""
+
+    attention: str
+    kv_heads: int
+    ffn_width: int
+
+
+def _nas_field(block: Mapping[str, Any], part: str, name: str, i: int) -> Any:
+    sub = block.get(part)
+    return sub.get(name) if isinstance(sub, Mapping) else None
+
+
+def _nas_blocks(cfg: Mapping[str, Any], n_layers: int, n_heads: int,
+                hidden: int) -> list[_NasBlock]:
+    """The layers of a Nemotron-NAS config as vLLM's and SGLang's nemotron_nas.py build them:
+    KV heads = num_attention_heads // n_heads_in_group, FFN width = 2·ffn_mult·hidden/3
+    (truncated) rounded up to a multiple of 256 (DeciLM's _ffn_mult_to_intermediate_size)."""
+    blocks = cfg.get("block_configs")
+    if not isinstance(blocks, list) or len(blocks) != n_layers:
+        count = len(blocks) if isinstance(blocks, list) else "none"
+        raise ConfigError(f"a nemotron-nas config needs 'block_configs', one per layer "
+                          f"({n_layers}), got {count}", field="block_configs")
+    out = []
+    for i, block in enumerate(blocks):
+        if not isinstance(block, Mapping) or not all(
+                isinstance(block.get(p), Mapping) for p in ("attention", "ffn")):
+            raise ConfigError(f"block_configs[{i}] must hold an 'attention' and an 'ffn' object",
+                              field="block_configs")
+        for name in ("window_length", "num_sink_tokens", "sparsify"):
+            if _nas_field(block, "attention", name, i) is not None:
+                raise ConfigError(f"block_configs[{i}].attention.{name} is set: windowed, sink "
+                                  "or sparsified NAS attention is not supported",
+                                  field="block_configs")
+        if _nas_field(block, "attention", "no_op", i):
+            attention, kv = "none", 0
+        elif _nas_field(block, "attention", "replace_with_linear", i):
+            attention, kv = "linear", 0
+        else:
+            group = _check_int(f"block_configs[{i}].attention.n_heads_in_group",
+                               _nas_field(block, "attention", "n_heads_in_group", i), 1, 1 << 16)
+            if n_heads % group:
+                raise ConfigError(f"block_configs[{i}].attention.n_heads_in_group ({group}) "
+                                  f"must divide num_attention_heads ({n_heads})",
+                                  field="block_configs")
+            attention, kv = "gqa", n_heads // group
+        if _nas_field(block, "ffn", "no_op", i):
+            width = 0
+        elif _nas_field(block, "ffn", "replace_with_linear", i):
+            width = -1
+        elif _nas_field(block, "ffn", "intermediate_size", i) is not None:
+            width = _check_int(f"block_configs[{i}].ffn.intermediate_size",
+                               _nas_field(block, "ffn", "intermediate_size", i), 1, 1 << 24)
+        else:
+            mult = _nas_field(block, "ffn", "ffn_mult", i)
+            name = f"block_configs[{i}].ffn.ffn_mult"
+            if isinstance(mult, bool) or not isinstance(mult, int | float):
+                raise ConfigError(f"config.json field '{name}' must be a number, got "
+                                  f"{shown(mult)}", field="block_configs")
+            if isinstance(mult, float) and not math.isfinite(mult):
+                raise ConfigError(f"config.json field '{name}' must be a finite number, got "
+                                  f"{_json_constant(mult)}", field="block_configs")
+            if not 0 < mult <= 1000:
+                raise ConfigError(f"config.json field '{name}' must be a positive number up "
+                                  f"to 1,000, got {shown(mult)}", field="block_configs")
+            width = -(-int(2 * mult * hidden / 3) // 256) * 256
+        out.append(_NasBlock(attention, kv, width))
+    return out
+
+
+def _nas_params(blocks: list[_NasBlock], *, hidden: int, n_heads: int, head_dim: int,
+                vocab: int, tied: bool) -> ParamCount:
+    """Weights of a Nemotron-NAS decoder: per layer its attention (q, k, v, o; or one
+    hidden x hidden linear) and norm, its gated FFN (or one linear) and norm."""
+    total = replicated = 0
+    for b in blocks:
+        if b.attention == "gqa":
+            total += 2 * hidden * n_heads * head_dim + 2 * hidden * b.kv_heads * head_dim + hidden
+            replicated += hidden
+        elif b.attention == "linear":
+            total += hidden * hidden + hidden
+            replicated += hidden
+        if b.ffn_width > 0:
+            total += 3 * hidden * b.ffn_width + hidden
+            replicated += hidden
+        elif b.ffn_width < 0:
+            total += hidden * hidden + hidden
+            replicated += hidden
+    # the final norm
+    total += hidden
+    replicated += hidden
+    embedding = vocab * hidden * (1 if tied else 2)
+    return ParamCount(total=total + embedding, active=total + vocab * hidden,
+                      embedding=embedding, replicated=replicated)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,8 +698,7 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
     if n_experts <= 1:
         return [False] * n_layers
     if mt == "nemotron_h":
-        pattern = cfg.get("hybrid_override_pattern", "")
-        return [ch == "E" for ch in pattern]
+        return [ch == "E" for ch in nemotron_h_pattern(cfg)]
     if "first_k_dense_replace" in cfg:
         first = r.get_int("first_k_dense_replace", minimum=0)
         freq = r.opt_int("moe_layer_freq", 1, minimum=1) or 1
@@ -655,8 +818,18 @@ def _count_params(
         dense_inter = -(-ff // step) * step
     shared_inter = r.opt_int("shared_expert_intermediate_size", 0) or 0
     n_shared = r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0) or 0
+    if mt == "nemotron_h" and n_shared:
+        # NemotronHMoE's shared expert: one ungated MLP of moe_shared_expert_intermediate_size
+        # (transformers modeling_nemotron_h.py; the default 7,688 where a config omits it)
+        shared_inter = r.opt_int("moe_shared_expert_intermediate_size", 7688) or 0
     if n_shared and not shared_inter:
         shared_inter = n_shared * moe_inter
+    # Latent MoE (Nemotron-3 Super/Ultra): the routed experts work in a moe_latent_size-wide
+    # space, reached by fc1_latent_proj (hidden -> latent) and left by fc2_latent_proj; the
+    # router and the shared expert read the full hidden width
+    latent = (r.opt_int("moe_latent_size", 0, maximum=1 << 20) or 0) if mt == "nemotron_h" else 0
+    expert_width = latent or hidden
+    latent_proj = 2 * hidden * latent
     if mt.startswith("llama4") and n_experts > 1 and not shared_inter:
         shared_inter = moe_inter
     mats = 2 if mt in _UNGATED_MLP else 3
@@ -742,14 +915,15 @@ def _count_params(
         if not layer_kinds and mt == "nemotron_h":
             mixer = 0
         if moe[i]:
-            experts = n_experts * mats * hidden * moe_inter
+            experts = n_experts * mats * expert_width * moe_inter
             experts_total += experts
             shared = mats * hidden * shared_inter
             router = hidden * n_experts
-            replicated += router
-            mlp_total = experts + shared + router
-            mlp_active = top_k * mats * hidden * moe_inter + shared + router
-            active_experts += top_k * mats * hidden * moe_inter
+            # the latent projections are ReplicatedLinear in vLLM's and SGLang's nemotron_h.py
+            replicated += router + latent_proj
+            mlp_total = experts + shared + router + latent_proj
+            mlp_active = top_k * mats * expert_width * moe_inter + shared + router + latent_proj
+            active_experts += top_k * mats * expert_width * moe_inter
         elif mt == "nemotron_h" and layer_kinds:
             # Nemotron-H layers are either a mixer or an MLP, never both
             mlp_total = mlp_active = 0
@@ -765,7 +939,16 @@ def _count_params(
     embedding = vocab * hidden * (1 if tied else 2)
     encoder = _encoder_params(vision, hidden)
     mtp_layer = 0
-    if n_mtp:
+    if n_mtp and mt == "nemotron_h":
+        # each MTP step: its blocks (attention, MoE, MLP; vLLM's nemotron_h_mtp.py builds no
+        # other), eh_proj (2·hidden -> hidden) and three norms; embedding and head are shared
+        blocks = {"*": attention(kv_heads[-1]),
+                  "E": (n_experts * mats * expert_width * moe_inter + mats * hidden * shared_inter
+                        + hidden * n_experts + latent_proj),
+                  "-": mats * hidden * dense_inter}
+        step = sum(blocks[ch] + hidden for ch in nemotron_h_mtp_pattern(cfg))
+        mtp_layer = n_mtp * (step + 2 * hidden * hidden + 3 * hidden)
+    elif n_mtp:
         # an MTP module: one decoder layer (MoE where the model is) + two projections
         last = n_layers - 1
         layer_params = (total // max(1, n_layers)) if not moe[last] else 0
@@ -844,9 +1027,20 @@ def spec_from_config(
         model_type = "llama4_text"
     r = _Reader(lm, model_type)
 
-    n_layers = r.get_int("num_hidden_layers", maximum=4096)
+    if model_type == "nemotron_h":
+        # the block list gives the layers (Nemotron-3 Ultra's config has no num_hidden_layers)
+        n_layers = len(nemotron_h_pattern(lm))
+    else:
+        n_layers = r.get_int("num_hidden_layers", maximum=4096)
     hidden = r.get_int("hidden_size", maximum=1 << 20)
-    kinds_per_layer = _layer_kinds(r, n_layers)
+    nas: list[_NasBlock] | None = None
+    if model_type == "nemotron-nas":
+        nas_heads = r.get_int("num_attention_heads", maximum=1 << 16)
+        nas = _nas_blocks(lm, n_layers, nas_heads, hidden)
+        # only the layers with grouped-query attention hold a cache
+        kinds_per_layer = [{LayerKind.FULL} if b.attention == "gqa" else set() for b in nas]
+    else:
+        kinds_per_layer = _layer_kinds(r, n_layers)
     # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): MLA plus a lightning indexer whose
     # keys are cached too; engines recognise it by index_topk (vLLM: is_v32)
     dsa = r.has("index_topk") and any(LayerKind.MLA in ks for ks in kinds_per_layer)
@@ -858,8 +1052,12 @@ def spec_from_config(
     needs_heads = has_attention or any(LayerKind.LINEAR in ks for ks in kinds_per_layer)
     n_heads = r.get_int("num_attention_heads", maximum=1 << 16) if needs_heads or r.has(
         "num_attention_heads") else 0
-    kv = _kv_heads(r, n_heads) if n_heads else 0
-    _check_kv_groups(r, kinds_per_layer, n_heads, kv)
+    kv: int | list[int]
+    if nas is not None:
+        kv = [b.kv_heads for b in nas]
+    else:
+        kv = _kv_heads(r, n_heads) if n_heads else 0
+        _check_kv_groups(r, kinds_per_layer, n_heads, kv)
     if isinstance(kv, list):
         if len(kv) != n_layers:
             raise ConfigError(f"config.json 'num_key_value_heads' lists {len(kv)} layers, "
@@ -958,7 +1156,19 @@ def spec_from_config(
 
     n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
              or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)
-    if n_mtp:
+    if n_mtp and model_type == "nemotron_h":
+        step = nemotron_h_mtp_pattern(lm)
+        if "M" in step:
+            raise ConfigError("a nemotron_h MTP step of Mamba blocks is not supported (engines "
+                              "build MTP steps of attention, moe and mlp blocks only)",
+                              field="mtp_layers_block_type")
+        # one cache-holding layer per attention block of each step, numbered after the decoder
+        attn = [n_layers + k * len(step) + j for k in range(n_mtp)
+                for j, ch in enumerate(step) if ch == "*"]
+        if attn:
+            groups.append(make_group((LayerKind.FULL, kv_list[-1], head_dim, head_dim, None),
+                                     attn, mtp=True))
+    elif n_mtp:
         kind = LayerKind.MLA if mla_width else LayerKind.FULL
         key = (kind, 1, mla_width, 0, None) if mla_width else (kind, kv_list[-1], head_dim, head_dim, None)
         groups.append(make_group(key, list(range(n_layers, n_layers + n_mtp)), mtp=True))
@@ -967,9 +1177,13 @@ def spec_from_config(
             groups.append(make_group((LayerKind.INDEXER, 1, index_width, 0, None),
                                      list(range(n_layers, n_layers + n_mtp)), mtp=True))
 
-    params = _count_params(r, kinds_per_layer, hidden=hidden, n_heads=n_heads, kv_heads=kv_list,
-                           head_dim=head_dim, vocab=vocab, vision=vision, mamba_shape=mamba_shape,
-                           n_mtp=n_mtp)
+    if nas is not None:
+        params = _nas_params(nas, hidden=hidden, n_heads=n_heads, head_dim=head_dim, vocab=vocab,
+                             tied=r.get_bool("tie_word_embeddings", False))
+    else:
+        params = _count_params(r, kinds_per_layer, hidden=hidden, n_heads=n_heads,
+                               kv_heads=kv_list, head_dim=head_dim, vocab=vocab, vision=vision,
+                               mamba_shape=mamba_shape, n_mtp=n_mtp)
     dtype = lm.get("torch_dtype") or lm.get("dtype") or config.get("torch_dtype") or "bfloat16"
     dtype = dtype if isinstance(dtype, str) else "bfloat16"
     max_pos = r.opt_int("max_position_embeddings")
@@ -1005,6 +1219,7 @@ def spec_from_config(
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
         cacheless_layers=sum(1 for ks in kinds_per_layer if not ks),
+        linear_attention_layers=sum(1 for b in nas or () if b.attention == "linear"),
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision),
     )

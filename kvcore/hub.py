@@ -22,8 +22,9 @@ __all__ = ["REPO_ID", "MissingFile", "fetch_config", "gguf_spec", "is_repo_id", 
 #: owner/name as the Hub spells repository ids
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
 
-#: largest config.json or index accepted (bytes)
-MAX_FILE_BYTES = 1 << 20
+#: largest config.json or safetensors index accepted (bytes): the local and pasted bound
+#: (catalog.MAX_CONFIG_BYTES; the largest indexes, DeepSeek-V3's, are under 10 MB)
+MAX_FILE_BYTES = 16 << 20
 #: seconds a Hub request may take before it is abandoned (huggingface_hub reads these)
 TIMEOUT_S = "10"
 

@@ -203,6 +203,9 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default=())
     #: layers that hold no cache at all (Nemotron-H's MLP and MoE blocks)
     cacheless_layers: int = 0
+    #: Nemotron-NAS layers whose attention is replaced by one hidden × hidden projection
+    #: (``replace_with_linear``): no cache, and not every engine builds them
+    linear_attention_layers: int = 0
     #: the vision encoder's (layers, hidden size) as a server reads them from
     #: ``vision_config`` (24 and 1024 where absent); None: no vision encoder
     vision_encoder: tuple[int, int] | None = None

@@ -8,12 +8,12 @@ import pytest
 
 import kvcore
 from kvcore import HubError, UnknownNameError, load_model, model_catalog
-from kvcore.catalog import parse_config_text
+from kvcore.catalog import MAX_CONFIG_BYTES, parse_config_text
 from kvcore.errors import ConfigError
 
 FAMILIES = ["Llama 3.1", "Llama 3.2", "Llama 4", "Mistral", "Mixtral", "Qwen2.5", "Qwen3",
             "Qwen3.5", "Gemma 2", "Gemma 3", "DeepSeek", "Kimi", "gpt-oss", "Phi", "GLM",
-            "Nemotron-H", "MiniMax"]
+            "Nemotron-H", "MiniMax", "Nemotron-NAS"]
 
 
 def test_catalog_has_40_sized_models():
@@ -96,8 +96,12 @@ def test_server_mode_never_reads_paths(tmp_path):
 
 
 def test_parse_config_text_limits():
-    with pytest.raises(ConfigError, match="larger"):
-        parse_config_text("{" + " " * (1 << 20) + "}")
+    # 16 MiB: five times the largest real config (nvidia/MiniMax-M3-NVFP4, 3,087,083 bytes:
+    # its quantization_config lists every layer), absurd input still refused
+    assert MAX_CONFIG_BYTES == 16 * 1024 * 1024
+    with pytest.raises(ConfigError, match="larger than 16,777,216 bytes"):
+        parse_config_text("{" + " " * MAX_CONFIG_BYTES + "}")
+    assert parse_config_text("{" + " " * (MAX_CONFIG_BYTES - 2) + "}") == {}
     with pytest.raises(ConfigError, match="nested"):
         parse_config_text('{"a":' * 40 + "1" + "}" * 40)
     with pytest.raises(ConfigError, match="JSON object"):
@@ -192,3 +196,74 @@ def test_an_index_total_holds_the_draft_layers_its_config_declares(monkeypatch, 
     assert with_draft.bytes == total
     assert without.bytes == total - int(p.mtp * total / (p.total + p.mtp))
     assert 0.01 < 1 - without.bytes / total < 0.03
+
+
+def _big_config():
+    """A Nemotron-3 Nano config carrying a 4.5 MB quantization_config (one entry per tensor,
+    as nvidia/MiniMax-M3-NVFP4's 3.1 MB config.json has)."""
+    config = next(e for e in model_catalog() if e.id == "nemotron-3-nano-30b-a3b").config()
+    config["quantization_config"] = {"quant_method": "modelopt", "quantized_layers": {
+        f"model.layers.{i}.mlp.experts.{j}.{proj}": {"quant_algo": "NVFP4", "group_size": 16}
+        for i in range(52) for j in range(512) for proj in ("up_proj", "down_proj")}}
+    return config
+
+
+def test_real_size_configs_load_on_every_path(monkeypatch, tmp_path):
+    config = _big_config()
+    text = json.dumps(config)
+    assert 3_000_000 < len(text) < MAX_CONFIG_BYTES
+    want = load_model("nemotron-3-nano-30b-a3b").groups
+    assert load_model(text).groups == want
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "config.json").write_text(text)
+    assert load_model(str(tmp_path / "local")).groups == want
+    fake_hub(monkeypatch, tmp_path, {"config.json": text})
+    assert load_model("someone/big-quantized-config").groups == want
+
+
+# Nemotron-H configs write time_step_limit [0.0, Infinity]; Python's json module, and so
+# Hugging Face, reads Infinity, -Infinity and NaN as floats
+NON_FINITE = ('{"model_type": "nemotron_h", "time_step_limit": [0.0, Infinity], '
+              '"time_step_floor": -Infinity, "x_nan": NaN, ')
+
+
+def _nonfinite_text(entry_id="nemotron-h-56b-base-8k"):
+    config = next(e for e in model_catalog() if e.id == entry_id).config()
+    body = json.dumps({k: v for k, v in config.items()
+                       if k not in ("model_type", "time_step_limit", "time_step_floor")})
+    return NON_FINITE + body[1:]
+
+
+def test_infinity_and_nan_are_read_on_every_path(monkeypatch, tmp_path):
+    text = _nonfinite_text()
+    parsed = parse_config_text(text)
+    assert parsed["time_step_limit"][1] == float("inf") and parsed["x_nan"] != parsed["x_nan"]
+    want = load_model("nemotron-h-56b-base-8k").groups
+    # pasted text
+    assert load_model(text).groups == want
+    # a local file (the bundled copy is the Hub's file byte for byte, Infinity included)
+    bundled = kvcore.catalog.resources.files("kvcore").joinpath(
+        "data/models/nemotron-h-56b-base-8k.json").read_text("utf-8")
+    assert '"time_step_limit": [\n        0.0,\n        Infinity\n    ]' in bundled
+    path = tmp_path / "config.json"
+    path.write_text(bundled)
+    assert load_model(str(path)).groups == want
+    # the Hub
+    (tmp_path / "hub").mkdir()
+    fake_hub(monkeypatch, tmp_path / "hub", {"config.json": text})
+    assert load_model("someone/nemotron-h-copy").groups == want
+
+
+@pytest.mark.parametrize(("field", "constant", "shown"), [
+    ("num_attention_heads", "Infinity", "Infinity"), ("hidden_size", "-Infinity", "-Infinity"),
+    ("vocab_size", "NaN", "NaN")])
+def test_a_non_finite_sizing_field_is_named(monkeypatch, tmp_path, field, constant, shown):
+    config = next(e for e in model_catalog() if e.id == "nemotron-h-56b-base-8k").config()
+    config[field] = 0
+    text = json.dumps(config).replace(f'"{field}": 0', f'"{field}": {constant}')
+    message = f"config.json field '{field}' must be a finite integer, got {shown}"
+    with pytest.raises(ConfigError, match=message):
+        load_model(text)
+    fake_hub(monkeypatch, tmp_path, {"config.json": text})
+    with pytest.raises(ConfigError, match=message):
+        load_model(f"someone/broken-{field}")

@@ -886,3 +886,106 @@ def test_dsa_indexer_key_is_replicated_on_every_tp_rank():
     for tp in (1, 8):
         g = next(g for g in rank_spec(spec, Parallel(tp=tp)).groups if g.kind == "indexer")
         assert (g.n_kv_heads, g.head_dim_k, g.count) == (1, 128, 21)
+# --- Nemotron 3 (nemotron_h with latent MoE) and Nemotron-NAS (DeciLM) ---------------------
+
+def test_nemotron3_nano_state_pages_per_engine():
+    # 23 Mamba-2 layers: conv 3 × (4096 + 2·8·128) = 18,432 values in the model dtype (bf16),
+    # SSM 64 heads × 64 × 128 = 524,288 values in mamba_ssm_cache_dtype (float32)
+    conv, ssm = 3 * 6144, 64 * 64 * 128
+    spec = load_model("nemotron-3-nano-30b-a3b")
+    assert spec.ssm_cache_dtype_bytes == 4
+    # vLLM: a state page of 36,864 + 2,097,152 = 2,134,016 B; 6 attention layers of
+    # 2 KV heads × 256 × 2 B = 1,024 B a token each; mamba_cache_mode "all" makes the block a
+    # whole number of 128-token scan chunks holding a page: ceil(2,134,016 / 1,024) = 2,084
+    # tokens → 17 chunks = 2,176
+    r = engine_plan("vllm", req("nemotron-3-nano-30b-a3b", gpu="h200"))
+    assert r.block_tokens == 2176 and r.extra["page_bytes"] == 2176 * 1024
+    # TensorRT-LLM: conv in the model dtype, SSM in mamba_ssm_cache_dtype, per slot
+    from kvcore.engines import trtllm
+    assert trtllm.state_bytes_per_slot(spec) == 23 * (conv * 2 + ssm * 4)
+    # llama.cpp: R and S in f32, one cell a sequence
+    r = engine_plan("llama.cpp", req("nemotron-3-nano-30b-a3b", ctx=131072, gpu="h200"))
+    assert r.extra["state_bytes"] == 23 * (conv + ssm) * 4
+    assert r.extra["kv_bytes"] == 6 * 2 * 256 * 2 * 131072
+
+
+def test_nemotron3_super_tp8_vllm_block():
+    # tp 8: 16 of the 128 Mamba heads and 1 of the 8 groups a rank; SSM 16 × 64 × 128 × 4 B +
+    # conv 3 × (1024 + 2·128) × 2 B = 531,968 B; the 2 KV heads replicate to 1 a rank:
+    # 256 × 2 B = 512 B a token a layer; ceil(531,968 / 512) = 1,039 → 9 chunks of 128
+    r = engine_plan("vllm", req("nemotron-3-super-120b-a12b", gpu="h200",
+                                parallel=Parallel(tp=8)))
+    assert r.block_tokens == 9 * 128
+
+
+def test_nemotron3_mtp_attention_is_cached_with_mtp_only():
+    # Super's MTP step "*E": one more attention layer of 2 KV heads × 256 × 2 B
+    spec = load_model("nemotron-3-super-120b-a12b")
+    from kvcore import bytes_per_token
+    assert bytes_per_token(spec) == 8 * 1024
+    assert bytes_per_token(spec, CacheOptions(mtp=True)) == 9 * 1024
+    r = engine_plan("llama.cpp", EngineRequest(
+        spec=spec, context=8192, cache=CacheOptions(kv_k="f16", kv_v="f16", mtp=True),
+        kv_budget_bytes=100 * GiB))
+    assert r.extra["kv_bytes"] == 9 * 1024 * 8192
+
+
+NAS = "llama-3.3-nemotron-super-49b"
+
+
+def test_nemotron_nas_vllm_caches_only_attention_layers():
+    # DeciLMForCausalLM builds attention in 49 of 80 layers: a 16-token page of
+    # 49 × 8 KV heads × 256 × 2 B
+    pool = vllm.pool(load_model(NAS), 10 * GiB, F16, F16, 16)
+    assert pool.num_blocks == 10 * GiB // (16 * 49 * 8 * 256 * 2)
+    assert engine_plan("vllm", req(NAS, gpu="h200")).kv_tokens > 0
+
+
+def test_nemotron_nas_llamacpp_zero_width_layers_and_v_padding():
+    # deci: all 80 layers get K/V tensors, the 31 no-op ones 0 heads wide; 32,768 cells of
+    # 49 × 8 × 128 × 2 B for K and as much for V (3,136 MiB each)
+    r = engine_plan("llama.cpp", req(NAS, ctx=32768, gpu="h200"))
+    assert r.extra["k_bytes"] == r.extra["v_bytes"] == 49 * 1024 * 2 * 32768
+    assert any("( 32768 cells,  80 layers,  1/1 seqs), K (f16): 3136.00 MiB" in line
+               for line in r.log_lines)
+    # -fa off: V is transposed and every layer's V padded to the widest (8 × 128)
+    off = engine_plan("llama.cpp", req(NAS, ctx=32768, gpu="h200",
+                                       settings=EngineSettings(flash_attn=False)))
+    assert off.extra["k_bytes"] == 49 * 1024 * 2 * 32768
+    assert off.extra["v_bytes"] == 80 * 1024 * 2 * 32768
+    with pytest.raises(InputError, match="not modelled"):
+        engine_plan("llama.cpp", req(NAS, gpu=None, kv_budget_bytes=10 * GiB,
+                                     parallel=Parallel(pp=2)))
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+def test_nemotron_nas_refused_where_the_layout_is_not_established(engine):
+    with pytest.raises(InputError, match="does not size Nemotron-NAS") as err:
+        engine_plan(engine, req(NAS, gpu="h200"))
+    assert err.value.field == "engine"
+
+
+def _nas_variant(change):
+    cfg = _catalog_config(NAS)
+    change(cfg["block_configs"][0]["attention"])
+    return load_model(cfg)
+
+
+def test_nemotron_nas_variants_vllm_refuses():
+    # a layer of 64 // 16 = 4 KV heads beside 8-head ones: vLLM's layout for that is not
+    # established; llama.cpp gives each layer its own width
+    mixed = _nas_variant(lambda a: a.update(n_heads_in_group=16))
+    with pytest.raises(InputError, match="different KV head counts \\(4, 8\\)"):
+        engine_plan("vllm", EngineRequest(spec=mixed, context=8192,
+                                          cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                          kv_budget_bytes=10 * GiB))
+    r = engine_plan("llama.cpp", EngineRequest(spec=mixed, context=8192,
+                                               cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                               kv_budget_bytes=10 * GiB))
+    assert r.extra["k_bytes"] == (48 * 8 + 4) * 128 * 2 * 8192
+    # attention replaced by a projection: vLLM's DeciLMDecoderLayer builds no such layer
+    linear = _nas_variant(lambda a: a.update(replace_with_linear=True, n_heads_in_group=None))
+    with pytest.raises(InputError, match="replace_with_linear, 1 layers"):
+        engine_plan("vllm", EngineRequest(spec=linear, context=8192,
+                                          cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                          kv_budget_bytes=10 * GiB))

@@ -99,6 +99,21 @@ GOLDEN = [
     # GLM-5.2: index_topk_freq 4, index_skip_topk_offset 3: layers 0, 1, 2 and then every
     # 4th from 6 to 74 keep an indexer (21, the "full" entries of indexer_types)
     ("glm-5.2", (78 * 576 + 21 * 128) * F16, (78 * 576 + 21 * 128) * F16, 0),
+    # Nemotron 3 Nano: hybrid_override_pattern gives 6 attention layers (2 KV heads × 128)
+    # and 23 Mamba-2 layers of 64 heads × 64 × 128 + conv 3 × (4096 + 2·8·128)
+    ("nemotron-3-nano-30b-a3b", 6 * 2 * 256 * F16, 6 * 2 * 256 * F16,
+     23 * (64 * 64 * 128 + 3 * (4096 + 2 * 8 * 128)) * F32),
+    # Nemotron 3 Super: 8 attention layers; 40 Mamba-2 of 128 heads × 64 × 128
+    # + conv 3 × (8192 + 2·8·128); the MTP step's attention layer only with --mtp
+    ("nemotron-3-super-120b-a12b", 8 * 2 * 256 * F16, 8 * 2 * 256 * F16,
+     40 * (128 * 64 * 128 + 3 * (8192 + 2 * 8 * 128)) * F32),
+    # Nemotron 3 Ultra: layers_block_type lists 108 blocks, 12 attention and 48 Mamba-2 of
+    # 256 heads × 64 × 128 + conv 3 × (16384 + 2·8·128)
+    ("nemotron-3-ultra-550b-a55b", 12 * 2 * 256 * F16, 12 * 2 * 256 * F16,
+     48 * (256 * 64 * 128 + 3 * (16384 + 2 * 8 * 128)) * F32),
+    # Llama-3.3-Nemotron-Super-49B: block_configs give attention to 49 of 80 layers, each
+    # 64 // n_heads_in_group 8 = 8 KV heads × 128; the other 31 are no-ops
+    ("llama-3.3-nemotron-super-49b", 49 * 8 * 256 * F16, 49 * 8 * 256 * F16, 0),
     ("phi-4", 40 * 10 * 256 * F16, 40 * 10 * 256 * F16, 0),
     ("smollm-1.7b", 24 * 32 * 128 * F16, 24 * 32 * 128 * F16, 0),
 ]

@@ -473,3 +473,137 @@ def test_dsa_layer_types_name_sparse_attention_layers():
     with_types, plain = spec(cfg), spec(real("glm-5.2"))
     assert [(g.kind, g.layers) for g in with_types.groups] == \
         [(g.kind, g.layers) for g in plain.groups]
+# --- Nemotron-H block lists (transformers' NemotronHConfig) and Nemotron-NAS block_configs ---
+
+def _lightning_like():
+    # Nemotron-3.5-Lightning's layout: layers_block_type instead of hybrid_override_pattern
+    cfg = real("nemotron-3-nano-30b-a3b")
+    names = {"M": "mamba", "*": "attention", "E": "moe", "-": "mlp"}
+    cfg["layers_block_type"] = [names[c] for c in cfg.pop("hybrid_override_pattern")]
+    return cfg
+
+
+def test_nemotron_h_block_list_reads_as_the_pattern():
+    from_list = spec(_lightning_like())
+    assert from_list.groups == load_model("nemotron-3-nano-30b-a3b").groups
+    # the list wins over a legacy pattern beside it, as in transformers
+    cfg = _lightning_like()
+    cfg["hybrid_override_pattern"] = "M" * 52
+    assert spec(cfg).groups == from_list.groups
+    # current names (linear_attention, full_attention) and the layer_types alias read alike
+    current = _lightning_like()
+    remap = {"mamba": "linear_attention", "attention": "full_attention"}
+    current["layer_types"] = [remap.get(t, t) for t in current.pop("layers_block_type")]
+    assert spec(current).groups == from_list.groups
+
+
+def test_nemotron_h_layer_count_comes_from_the_block_list():
+    # Nemotron-3 Ultra writes no num_hidden_layers: 108 blocks = 48 Mamba, 48 MoE, 12 attention
+    s = load_model("nemotron-3-ultra-550b-a55b")
+    assert "num_hidden_layers" not in real("nemotron-3-ultra-550b-a55b")
+    assert {g.kind: g.count for g in s.groups if not g.mtp} == {LayerKind.FULL: 12,
+                                                               LayerKind.MAMBA: 48}
+    assert s.hidden_layers == 108 and s.cacheless_layers == 48
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("layers_block_type", ["mamba", "conv"], r"layers_block_type\[1\] is 'conv'"),
+    ("layers_block_type", "MEM*", "must be a list of block types"),
+    ("num_hidden_layers", 51, "lists 52 layers but num_hidden_layers is 51"),
+    ("num_hidden_layers", float("inf"), "must be a finite integer, got Infinity"),
+])
+def test_nemotron_h_bad_block_lists_are_named(key, value, message):
+    cfg = _lightning_like()
+    cfg[key] = value
+    with pytest.raises(ConfigError, match=message):
+        spec(cfg)
+    with pytest.raises(ConfigError, match="needs 'layers_block_type'"):
+        spec({k: v for k, v in _lightning_like().items() if k != "layers_block_type"})
+
+
+def test_nemotron_h_mtp_step_from_mtp_layers_block_type():
+    # Ultra: one MTP step of ["attention", "moe"]: one more attention layer (2 KV heads × 128),
+    # numbered after the 108 decoder blocks, cached only with --mtp
+    s = load_model("nemotron-3-ultra-550b-a55b")
+    (mtp,) = [g for g in s.groups if g.mtp]
+    assert (mtp.kind, mtp.layers, mtp.n_kv_heads, mtp.head_dim_k) == (LayerKind.FULL, (108,), 2, 128)
+    # Super spells the step as mtp_hybrid_override_pattern "*E" (the legacy key)
+    (mtp,) = [g for g in load_model("nemotron-3-super-120b-a12b").groups if g.mtp]
+    assert mtp.layers == (88,)
+    # a step of Mamba blocks is refused (vLLM's nemotron_h_mtp.py builds * and E only)
+    cfg = real("nemotron-3-ultra-550b-a55b")
+    cfg["mtp_layers_block_type"] = ["mamba", "moe"]
+    with pytest.raises(ConfigError, match="MTP step of Mamba blocks"):
+        spec(cfg)
+
+
+def test_nemotron_h_latent_moe_and_shared_expert_weights():
+    h, vocab, heads, kv, hd = 4096, 131072, 32, 2, 128
+    # Super: 512 experts of relu² (up + down) in the 1024-wide latent, 2688 wide; the shared
+    # expert (moe_shared_expert_intermediate_size 5376) and router read the full 4096;
+    # fc1/fc2_latent_proj 2 × 4096 × 1024
+    moe = 512 * 2 * 1024 * 2688 + 2 * h * 5376 + h * 512 + 2 * h * 1024
+    # Mamba-2: in_proj to 2·8192 + 2·8·128 + 128, conv (8192 + 2048) × 4, out_proj
+    mamba = h * (2 * 8192 + 2 * 8 * 128 + 128) + (8192 + 2048) * 4 + 8192 * h
+    attn = h * heads * hd + 2 * h * kv * hd + heads * hd * h
+    layers = 40 * moe + 40 * mamba + 8 * attn + 88 * 2 * h
+    s = load_model("nemotron-3-super-120b-a12b")
+    assert s.params.total == layers + 2 * vocab * h
+    # the MTP step: attention + MoE, each with its norm, eh_proj 2h × h, three norms
+    assert s.params.mtp == (attn + h) + (moe + h) + 2 * h * h + 3 * h
+    # every tensor-parallel rank holds the latent projections whole (ReplicatedLinear in
+    # vLLM's and SGLang's nemotron_h.py), with the routers and norms
+    assert s.params.replicated == 40 * (h * 512 + 2 * h * 1024) + 88 * 2 * h
+    # Nano has no latent (moe_latent_size absent): experts at the full 2688 width
+    nano = load_model("nemotron-3-nano-30b-a3b").params
+    assert nano.experts == 23 * 128 * 2 * 2688 * 1856
+    # the sizes the models are named by: Nano's card gives 31.6B in all, Super is "120B"
+    assert abs(nano.total - 31.6e9) / 31.6e9 < 0.005
+    assert abs(s.params.total - 120e9) / 120e9 < 0.01
+
+
+def test_nemotron_nas_block_configs_size_each_layer():
+    s = load_model("llama-3.3-nemotron-super-49b")
+    # 49 layers with attention (64 heads // n_heads_in_group 8 = 8 KV heads × 128),
+    # 31 with a no-op attention: no cache
+    (g,) = s.groups
+    assert (g.kind, g.count, g.n_kv_heads, g.head_dim_k) == (LayerKind.FULL, 49, 8, 128)
+    assert s.cacheless_layers == 31 and s.hidden_layers == 80
+    assert "num_key_value_heads" not in s.defaulted
+
+
+def test_nemotron_nas_weights_follow_ffn_mult():
+    h, vocab = 8192, 128256
+    cfg = real("llama-3.3-nemotron-super-49b")
+    attn = 2 * h * 64 * 128 + 2 * h * 8 * 128 + h
+    total = h + 2 * vocab * h
+    for block in cfg["block_configs"]:
+        if not block["attention"]["no_op"]:
+            total += attn
+        # DeciLM: int(2 · ffn_mult · hidden / 3) rounded up to a multiple of 256; ffn_mult
+        # 5.25 gives 28672, 2.625 14336, 1.3125 7168, 0.5 2816 (2730 rounded up)
+        width = -(-int(2 * block["ffn"]["ffn_mult"] * h / 3) // 256) * 256
+        total += 3 * h * width + h
+    assert load_model("llama-3.3-nemotron-super-49b").params.total == total
+    # about 49.9B, as the model is named
+    assert abs(total - 49.9e9) / 49.9e9 < 0.005
+
+
+def test_nemotron_nas_linear_attention_and_bad_blocks():
+    cfg = real("llama-3.3-nemotron-super-49b")
+    cfg["block_configs"][0]["attention"].update(no_op=False, replace_with_linear=True,
+                                                n_heads_in_group=None)
+    s = spec(cfg)
+    assert s.groups[0].count == 48 and s.linear_attention_layers == 1
+    for change, message in [
+            (lambda b: b["ffn"].update(ffn_mult=float("nan")), "must be a finite number, got NaN"),
+            (lambda b: b["attention"].update(n_heads_in_group=7), "must divide num_attention_heads"),
+            (lambda b: b["attention"].update(window_length=4096), "window_length is set")]:
+        bad = real("llama-3.3-nemotron-super-49b")
+        change(bad["block_configs"][1])
+        with pytest.raises(ConfigError, match=message):
+            spec(bad)
+    short = real("llama-3.3-nemotron-super-49b")
+    short["block_configs"] = short["block_configs"][:79]
+    with pytest.raises(ConfigError, match="one per layer \\(80\\), got 79"):
+        spec(short)

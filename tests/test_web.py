@@ -97,9 +97,9 @@ def test_pasted_and_uploaded_config(client):
                          files={"config_file": ("config.json", text, "application/json")},
                          headers={"HX-Request": "true"})
     assert "Fits:" in upload.text
-    huge = client.post("/", files={"config_file": ("config.json", "{" + " " * (1 << 20) + "}")},
+    huge = client.post("/", files={"config_file": ("config.json", "{" + " " * (16 << 20) + "}")},
                        headers={"HX-Request": "true"})
-    assert "larger than 1,048,576 bytes" in huge.text
+    assert "larger than 16,777,216 bytes" in huge.text
     bad = client.post("/", data={"config": "{nope"}, headers={"HX-Request": "true"})
     assert "not valid JSON" in bad.text
 
@@ -534,3 +534,44 @@ def test_config_form_is_labelled_and_works_without_javascript(client):
                                   "page_engine": "raw", "page_sequences": "1"})
     assert page.status_code == 200
     assert "Fits: 32,768 tokens × 1 sequence on 1 × NVIDIA H100 SXM5 80GB" in page.text
+
+
+def _nemotron_h_text():
+    from kvcore import model_catalog
+
+    # the bundled Nemotron-H-56B config is the Hub's, with time_step_limit [0.0, Infinity]
+    text = next(e for e in model_catalog() if e.id == "nemotron-h-56b-base-8k").config()
+    return json.dumps(text)
+
+
+def test_api_and_page_take_configs_with_infinity(client):
+    text = _nemotron_h_text()
+    assert "Infinity" in text
+    body = ('{"config": ' + text + ', "gpu": "h200", "context": "8k"}').encode()
+    api = client.post("/api/v1/plan", content=body,
+                      headers={"content-type": "application/json"})
+    assert api.status_code == 200, api.text
+    # 10 attention layers × 8 KV heads × (128 + 128) × 2 bytes
+    assert api.json()["bytes_per_token"] == 10 * 8 * 256 * 2
+    page = client.post("/", data={"config": text, "gpu": "h200", "context": "8k"},
+                       headers={"HX-Request": "true"})
+    assert page.status_code == 200 and "Fits:" in page.text
+    bad = text.replace('"hidden_size": 8192', '"hidden_size": NaN')
+    r = client.post("/api/v1/plan", content=('{"config": ' + bad + ', "gpu": "h200"}').encode(),
+                    headers={"content-type": "application/json"})
+    assert r.status_code in (400, 422) and r.json()["ok"] is False
+    assert "'hidden_size' must be a finite integer, got NaN" in r.json()["error"]
+
+
+def test_page_takes_a_pasted_config_over_a_mebibyte(client):
+    from kvcore import model_catalog
+
+    # nvidia/MiniMax-M3-NVFP4's config.json is 3.1 MB: a pasted field that large is read
+    cfg = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    cfg["quantization_config"] = {"ignore": [f"model.layers.{i}.mlp.experts.{j}"
+                                             for i in range(400) for j in range(256)]}
+    text = json.dumps(cfg)
+    assert len(text) > 3_000_000
+    page = client.post("/", data={"config": text, "gpu": "4090", "context": "32k"},
+                       headers={"HX-Request": "true"})
+    assert page.status_code == 200 and "Fits:" in page.text

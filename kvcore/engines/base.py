@@ -256,6 +256,28 @@ def refuse_indexer_cache(engine: str, spec: ModelSpec, why: str) -> None:
                          f"sized: {why}", field="engine")
 
 
+def refuse_nas_layout(engine: str, spec: ModelSpec, *, mixed_heads: bool = True,
+                      linear: bool = True, always: str | None = None) -> None:
+    """Refuse, in one line, a Nemotron-NAS (DeciLM) model whose per-layer blocks ``engine``
+    cannot run or whose cache layout for them is not established: ``always`` (the reason) for
+    every such model; ``linear`` for attention replaced by a projection; ``mixed_heads`` for
+    attention layers with different KV head counts."""
+    if spec.model_type != "nemotron-nas":
+        return
+    if always is not None:
+        raise InputError(f"{engine} does not size Nemotron-NAS (DeciLM) models: {always}; "
+                         "plan it with vllm, llama.cpp or raw", field="engine")
+    if linear and spec.linear_attention_layers:
+        raise InputError(f"{engine} does not build Nemotron-NAS attention replaced by a linear "
+                         f"projection (replace_with_linear, {spec.linear_attention_layers} "
+                         "layers); llama.cpp runs it", field="engine")
+    heads = {g.n_kv_heads for g in spec.groups if g.kind.is_attention}
+    if mixed_heads and len(heads) > 1:
+        raise InputError(f"{engine}'s cache for Nemotron-NAS attention layers with different KV "
+                         f"head counts ({', '.join(map(str, sorted(heads)))}) is not "
+                         "established; llama.cpp or raw sizes it", field="engine")
+
+
 def need_gpu() -> InputError:
     """The error for a plan with neither a GPU nor a KV budget to size the pool from."""
     return InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")

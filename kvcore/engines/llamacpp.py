@@ -91,7 +91,8 @@ def _row(fmt_name: str, width: int) -> int:
 class Memory:
     """The caches llama.cpp allocates on one device, with its log lines."""
 
-    def __init__(self, spec: ModelSpec, layout: Layout, opts: CacheOptions, swa_full: bool):
+    def __init__(self, spec: ModelSpec, layout: Layout, opts: CacheOptions, swa_full: bool,
+                 flash: bool = True):
         k, v = opts.kv_k.name, opts.kv_v.name
         self.lines: list[str] = []
         self.kv_bytes = self.k_bytes = self.v_bytes = 0
@@ -114,6 +115,15 @@ class Memory:
                 k_bytes += g.count * k_row * cells * layout.streams
                 v_bytes += g.count * v_row * cells * layout.streams
                 layers += g.count
+            if spec.model_type == "nemotron-nas":
+                # deci: every layer gets K and V tensors of n_head_kv(il) heads, a no-op or
+                # linear attention layer 0 of them (src/llama-kv-cache.cpp); without flash
+                # attention V is transposed and every layer's V padded to the widest
+                # (TAG_V_CACHE_VARIABLE)
+                layers = spec.decoder_layers
+                widths = {g.n_kv_heads * g.head_dim_v for g in members}
+                if not flash and (len(widths) > 1 or spec.cacheless_layers):
+                    v_bytes = layers * _row(v, max(widths, default=0)) * cells * layout.streams
             if label:
                 self.lines.append(f"llama_kv_cache_iswa: creating {label:>7} KV cache, "
                                   f"size = {cells} cells")
@@ -181,6 +191,10 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.parallel.tp > 1 or req.parallel.dp > 1:
         raise InputError("llama.cpp splits layers across GPUs (use --pp, its -sm layer), "
                          "not tensor or data parallel ranks", field="tp")
+    if req.spec.model_type == "nemotron-nas" and req.parallel.pp > 1:
+        raise InputError("llama.cpp's split of a Nemotron-NAS model's cache-less layers over "
+                         "devices (-sm layer) is not modelled: plan it on one device",
+                         field="pp")
     if req.sequences > MAX_SEQ:
         raise InputError(f"llama.cpp serves at most {MAX_SEQ} sequences (-np), got "
                          f"{req.sequences:,}", field="sequences")
@@ -200,7 +214,7 @@ def plan(req: EngineRequest) -> EngineReport:
 
     def memory(share: RankShare, ctx: int, n_seq: int | None = None) -> Memory:
         return Memory(share.spec, Layout(ctx, n_seq or req.sequences, unified, n_ubatch), opts,
-                      s.swa_full)
+                      s.swa_full, flash)
 
     def cache_bytes(share: RankShare, ctx: int, n_seq: int | None = None) -> int:
         m = memory(share, ctx, n_seq)
@@ -253,7 +267,7 @@ def plan(req: EngineRequest) -> EngineReport:
         # buffer line a device, then the cache's own lines for the whole model
         lines = [f"llama_kv_cache: {f'CUDA{i}':>10} KV buffer size = "
                  f"{mib(memory(sh, req.context).kv_bytes):>8} MiB" for i, sh in enumerate(shares)]
-        lines += Memory(req.spec, layout, opts, s.swa_full).lines
+        lines += Memory(req.spec, layout, opts, s.swa_full, flash).lines
     else:
         lines = list(mem.lines)
     return EngineReport(

@@ -27,6 +27,7 @@ from .base import (
     rank_weights,
     refuse_architecture,
     refuse_indexer_cache,
+    refuse_nas_layout,
     single_format,
 )
 
@@ -123,6 +124,10 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_indexer_cache("SGLang", req.spec,
                          "its NSA pool's fp8 latent width and default KV dtype are not "
                          "established; use --engine vllm or raw")
+    # its DeciLMForCausalLM numbers attention by the decoder layer, but whether the token
+    # pool then holds the no-op layers too is not established
+    refuse_nas_layout("SGLang", req.spec, always="the token pool's layers for no-op blocks "
+                      "are not established")
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     sliding = (req.spec.model_type in HYBRID_SWA_TYPES

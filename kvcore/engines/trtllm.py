@@ -31,6 +31,7 @@ from .base import (
     parallel_flags,
     rank_weights,
     refuse_indexer_cache,
+    refuse_nas_layout,
     single_format,
 )
 
@@ -68,6 +69,8 @@ def state_bytes_per_slot(spec: ModelSpec) -> int:
 
 
 def check_supported(spec: ModelSpec) -> None:
+    refuse_nas_layout("TensorRT-LLM", spec, always="its per-layer KV head counts for no-op "
+                      "blocks are not established")
     arch = UNSUPPORTED_TYPES.get(spec.model_type)
     if arch is not None:
         raise InputError(f"TensorRT-LLM's PyTorch backend has no {arch} model "

@@ -33,6 +33,7 @@ from .base import (
     parallel_flags,
     rank_weights,
     refuse_architecture,
+    refuse_nas_layout,
     single_format,
 )
 
@@ -348,6 +349,10 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
 
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("vLLM", req.spec, UNSUPPORTED)
+    # DeciLMForCausalLM (models/nemotron_nas.py) builds attention (num_attention_heads //
+    # n_heads_in_group KV heads) only where block_configs' attention is not a no-op, so only
+    # those layers get a cache; replace_with_linear it does not build
+    refuse_nas_layout("vLLM", req.spec)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     if opts.hot_format is not None or opts.keep_fraction < 1:
