@@ -1120,7 +1120,28 @@ def spec_from_config(
         cacheless_layers=sum(1 for ks in cache_kinds if not ks),
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision),
+        architecture=_architecture(config),
+        notes=_notes(lm, model_type),
     )
+
+
+def _architecture(config: Mapping[str, Any]) -> str:
+    archs = config.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return ""
+
+
+def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
+    """What a reader of the figures should know about this config."""
+    if model_type == "step3p7" and not isinstance(lm.get("attention_other_setting"), dict):
+        # the published Step-3.7-Flash config declares its sliding layers' geometry in
+        # attention_other_setting (96 query heads, 8 KV groups × 128); a config without it
+        # sizes them with the top-level heads
+        return ("this config has no attention_other_setting: the sliding layers are sized "
+                "with the top-level 64 query heads (the published Step-3.7-Flash config gives "
+                "them 96; their KV heads and width are the same, 8 × 128)",)
+    return ()
 
 
 def _vision_encoder(vision: dict[str, Any] | None) -> tuple[int, int] | None:
