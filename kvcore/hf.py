@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ConfigError, shown
 from .model import LayerGroup, LayerKind, ModelSpec, ParamCount
@@ -25,7 +25,8 @@ _NESTED = ("text_config", "llm_config", "language_config", "text_model_config")
 _ALIASES: dict[str, tuple[str, ...]] = {
     "num_hidden_layers": ("num_hidden_layers", "num_layers", "n_layer", "n_layers"),
     "num_attention_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
-    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads"),
+    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads",
+                            "num_attention_groups"),
     "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
     "head_dim": ("head_dim", "kv_channels", "attention_head_dim"),
     "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
@@ -37,6 +38,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
     "experts_per_token": (
         "num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "moe_top_k",
+        "top_k_experts",
     ),
 }
 
@@ -84,6 +86,13 @@ _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
 }
 
 _MLA_TYPES = ("kv_lora_rank",)
+
+#: Gemma 4: full-attention layers of their own width and KV head count, KV-shared tail layers
+GEMMA4_TYPES = frozenset({"gemma4", "gemma4_text"})
+#: MiMo-V2: sliding-window and full layers of different KV heads and K/V widths
+MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
+#: Step-3.5/3.7: ``attention_other_setting`` gives the layers of one type other heads
+STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
 
 
 def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -256,8 +265,14 @@ def nemotron_h_mtp_pattern(cfg: Mapping[str, Any]) -> str:
 def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     """For each layer, the cache-holding kinds it has (Falcon-H1 layers have two)."""
     cfg, mt = r.cfg, r.model_type
+    if mt in MIMO_V2_TYPES:
+        return _mimo_kinds(cfg, n_layers)
     layer_types = cfg.get("layer_types")
     if layer_types is not None and mt != "nemotron_h":
+        n_mtp = r.opt_int("num_nextn_predict_layers", 0, maximum=64) or 0
+        if isinstance(layer_types, list) and n_mtp and len(layer_types) == n_layers + n_mtp:
+            # Step-3.5/3.7 list the draft (MTP) layers' types after the decoder's
+            layer_types = layer_types[:n_layers]
         return _from_layer_types(layer_types, n_layers, mt)
 
     if isinstance(cfg.get("linear_attn_config"), dict):
@@ -332,6 +347,17 @@ def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[
             )
         kinds.append({kind})
     return kinds
+
+
+def _mimo_kinds(cfg: dict[str, Any], n_layers: int) -> list[set[LayerKind]]:
+    # MiMo-V2: hybrid_layer_pattern[i] is 1 for a sliding-window layer, 0 for full attention
+    # (vLLM mimo_v2_flash.py is_compressed_softmax_layer; SGLang get_hybrid_layer_ids)
+    pattern = cfg.get("hybrid_layer_pattern")
+    if (not isinstance(pattern, list) or len(pattern) != n_layers
+            or any(p not in (0, 1) or isinstance(p, bool) for p in pattern)):
+        raise ConfigError(f"config.json 'hybrid_layer_pattern' must list {n_layers} layers of 0 "
+                          "(full attention) or 1 (sliding window)", field="hybrid_layer_pattern")
+    return [{LayerKind.SLIDING} if p == 1 else {LayerKind.FULL} for p in pattern]
 
 
 def _kimi_linear_kinds(lac: dict[str, Any], n_layers: int) -> list[set[LayerKind]]:
@@ -591,6 +617,77 @@ def _head_dim(r: _Reader, hidden: int, n_heads: int) -> int:
     return hidden // n_heads
 
 
+class _Attn(NamedTuple):
+    """One attention layer's cache geometry and query heads."""
+
+    kv: int
+    #: K and V values per KV head
+    dk: int
+    dv: int
+    q_heads: int
+    #: the layer has a V projection of its own (Gemma 4's K=V full layers do not)
+    v_proj: bool = True
+
+
+def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[int],
+                        n_heads: int, head_dim: int) -> tuple[list[_Attn], frozenset[int]]:
+    """Per layer, the KV heads and K/V widths its cache holds (and its query heads); and the
+    layers that keep no cache of their own (Gemma 4's KV-shared tail)."""
+    cfg, mt = r.cfg, r.model_type
+    n = len(kinds)
+    out = [_Attn(kv_list[i], head_dim, head_dim, n_heads) for i in range(n)]
+    shared: frozenset[int] = frozenset()
+    if mt in GEMMA4_TYPES:
+        # full-attention layers: global_head_dim wide; with attention_k_eq_v their V is their K
+        # (no v_proj) and they have num_global_key_value_heads heads. Engines still cache V:
+        # vLLM loads K's weights into the V slot (gemma4.py Gemma4DecoderLayer), llama.cpp
+        # stores Kcur as Vcur (gemma4-iswa.cpp).
+        full_dim = r.opt_int("global_head_dim", maximum=1 << 16) or head_dim
+        k_eq_v = r.get_bool("attention_k_eq_v", False)
+        full_kv = r.get_int("num_global_key_value_heads", maximum=1 << 16) if k_eq_v else 0
+        for i, ks in enumerate(kinds):
+            if LayerKind.FULL in ks:
+                out[i] = _Attn(full_kv or kv_list[i], full_dim, full_dim, n_heads, not k_eq_v)
+        n_shared = r.opt_int("num_kv_shared_layers", 0, maximum=n) or 0
+        if n_shared:
+            # the last n_shared layers read the cache of the last earlier layer of their type
+            first = n - n_shared
+            for i in range(first, n):
+                if not any(kinds[j] == kinds[i] for j in range(first)):
+                    raise ConfigError(
+                        f"num_kv_shared_layers {n_shared}: layer {i} has no earlier layer of its "
+                        "attention type to share a cache with", field="num_kv_shared_layers")
+            shared = frozenset(range(first, n))
+    elif mt in MIMO_V2_TYPES:
+        # vLLM mimo_v2_flash.py MiMoV2FlashDecoderLayer: sliding layers take the swa_* fields
+        # (swa_v_head_dim defaulting to swa_head_dim), full layers head_dim and v_head_dim
+        v_dim = r.opt_int("v_head_dim", maximum=1 << 16) or head_dim
+        swa_kv = r.get_int("swa_num_key_value_heads", maximum=1 << 16)
+        swa_dim = r.get_int("swa_head_dim", maximum=1 << 16)
+        swa_v = r.opt_int("swa_v_head_dim", maximum=1 << 16) or swa_dim
+        swa_q = r.opt_int("swa_num_attention_heads", maximum=1 << 16) or n_heads
+        for i, ks in enumerate(kinds):
+            if LayerKind.SLIDING in ks:
+                out[i] = _Attn(swa_kv, swa_dim, swa_v, swa_q)
+            else:
+                out[i] = _Attn(kv_list[i], head_dim, v_dim, n_heads)
+    elif mt in STEP3P5_TYPES and isinstance(cfg.get("attention_other_setting"), dict):
+        # vLLM step3p5.py Step3p5DecoderLayer: layers of attention_other_setting's
+        # attention_type take its heads, KV groups and head_dim
+        other = cfg["attention_other_setting"]
+        kind = _LAYER_TYPE_KINDS.get(other.get("attention_type", ""))
+        o_kv = _check_int("attention_other_setting.num_attention_groups",
+                          other.get("num_attention_groups"), 1, 1 << 16)
+        o_q = _check_int("attention_other_setting.num_attention_heads",
+                         other.get("num_attention_heads", n_heads), 1, 1 << 16)
+        o_dim = _check_int("attention_other_setting.head_dim", other.get("head_dim", head_dim),
+                           1, 1 << 16)
+        for i, ks in enumerate(kinds):
+            if kind in ks:
+                out[i] = _Attn(o_kv, o_dim, o_dim, o_q)
+    return out, shared
+
+
 def _gdn_state(r: _Reader) -> tuple[int, int, str]:
     nv = r.get_int("linear_num_value_heads")
     nk = r.get_int("linear_num_key_heads")
@@ -699,6 +796,22 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
         return [False] * n_layers
     if mt == "nemotron_h":
         return [ch == "E" for ch in nemotron_h_pattern(cfg)]
+    freq = cfg.get("moe_layer_freq")
+    if isinstance(freq, list):
+        # MiMo-V2: one flag per layer (vLLM mimo_v2_flash.py is_moe_layer)
+        if len(freq) != n_layers or any(f not in (0, 1) for f in freq):
+            raise ConfigError(f"config.json 'moe_layer_freq' must list {n_layers} layers of 0 or 1",
+                              field="moe_layer_freq")
+        return [bool(f) for f in freq]
+    enum = cfg.get("moe_layers_enum")
+    if isinstance(enum, str) and enum.strip():
+        # Step-3.5: the MoE layers as a comma-separated list (vLLM step3p5.py)
+        try:
+            listed = {int(t) for t in enum.split(",") if t.strip()}
+        except ValueError:
+            raise ConfigError("config.json 'moe_layers_enum' must be comma-separated layer "
+                              "numbers", field="moe_layers_enum") from None
+        return [i in listed for i in range(n_layers)]
     if "first_k_dense_replace" in cfg:
         first = r.get_int("first_k_dense_replace", minimum=0)
         freq = r.opt_int("moe_layer_freq", 1, minimum=1) or 1
@@ -786,12 +899,13 @@ def _count_params(
     *,
     hidden: int,
     n_heads: int,
-    kv_heads: list[int],
+    geometry: list[_Attn],
     head_dim: int,
     vocab: int,
     vision: dict[str, Any] | None,
     mamba_shape: dict[str, int] | None,
     n_mtp: int,
+    shared: frozenset[int] = frozenset(),
 ) -> ParamCount:
     cfg, mt = r.cfg, r.model_type
     n_layers = len(kinds)
@@ -816,7 +930,8 @@ def _count_params(
             ff = int(mult * ff)
         step = r.opt_int("block_multiple_of", 1, minimum=1) or 1
         dense_inter = -(-ff // step) * step
-    shared_inter = r.opt_int("shared_expert_intermediate_size", 0) or 0
+    shared_inter = (r.opt_int("shared_expert_intermediate_size", 0)
+                    or r.opt_int("share_expert_dim", 0) or 0)
     n_shared = r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0) or 0
     if mt == "nemotron_h" and n_shared:
         # NemotronHMoE's shared expert: one ungated MLP of moe_shared_expert_intermediate_size
@@ -824,22 +939,34 @@ def _count_params(
         shared_inter = r.opt_int("moe_shared_expert_intermediate_size", 7688) or 0
     if n_shared and not shared_inter:
         shared_inter = n_shared * moe_inter
-    # Latent MoE (Nemotron-3 Super/Ultra): the routed experts work in a moe_latent_size-wide
-    # space, reached by fc1_latent_proj (hidden -> latent) and left by fc2_latent_proj; the
-    # router and the shared expert read the full hidden width
-    latent = (r.opt_int("moe_latent_size", 0, maximum=1 << 20) or 0) if mt == "nemotron_h" else 0
+    if mt in GEMMA4_TYPES and r.get_bool("enable_moe_block", False):
+        # Gemma 4's MoE layers run the dense MLP beside the experts on every token (vLLM
+        # gemma4.py Gemma4DecoderLayer): it weighs like an always-active shared expert
+        shared_inter = inter
+    # Latent MoE: the routed experts work in a narrower space, reached by a projection from
+    # the hidden width and left by one back; the router and the shared expert read the full
+    # width. Nemotron-3 Super/Ultra: moe_latent_size (fc1/fc2_latent_proj, ReplicatedLinear in
+    # vLLM's and SGLang's nemotron_h.py, so held whole on every rank); Kimi-K3:
+    # routed_expert_hidden_size (counted with the experts)
+    if mt == "nemotron_h":
+        latent = r.opt_int("moe_latent_size", 0, maximum=1 << 20) or 0
+    else:
+        latent = r.opt_int("routed_expert_hidden_size", 0) or 0
     expert_width = latent or hidden
     latent_proj = 2 * hidden * latent
+    # the share of latent_proj counted with the experts (not replicated)
+    expert_proj = 0 if mt == "nemotron_h" else latent_proj
     if mt.startswith("llama4") and n_experts > 1 and not shared_inter:
         shared_inter = moe_inter
     mats = 2 if mt in _UNGATED_MLP else 3
     moe = _moe_layers(r, n_layers, kinds)
 
-    def attention(kv: int) -> int:
+    def attention(g: _Attn) -> int:
         # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
         gate = cfg.get("attn_output_gate", mt == "qwen3_next")
-        q = hidden * n_heads * head_dim * (2 if gate else 1)
-        return q + 2 * hidden * kv * head_dim + n_heads * head_dim * hidden
+        q = hidden * g.q_heads * g.dk * (2 if gate else 1)
+        kv = hidden * g.kv * (g.dk + (g.dv if g.v_proj else 0))
+        return q + kv + g.q_heads * g.dv * hidden
 
     def mla() -> int:
         qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
@@ -847,8 +974,10 @@ def _count_params(
         q_rank = r.opt_int("q_lora_rank")
         qk = qk_nope + qk_rope
         q = hidden * q_rank + q_rank * n_heads * qk if q_rank else hidden * n_heads * qk
+        # Kimi-K3's MLA multiplies its output by a gate projected from the hidden state
+        gate = hidden * n_heads * v_head if r.get_bool("mla_use_output_gate", False) else 0
         return (q + hidden * (kv_rank + qk_rope) + kv_rank * n_heads * (qk_nope + v_head)
-                + n_heads * v_head * hidden)
+                + n_heads * v_head * hidden + gate)
 
     def indexer() -> int:
         # the DSA lightning indexer as checkpoints hold it: wq_b (q_lora_rank -> heads ×
@@ -901,9 +1030,20 @@ def _count_params(
             elif kind is LayerKind.LINEAR:
                 if isinstance(cfg.get("linear_attn_config"), dict):
                     lac = cfg["linear_attn_config"]
-                    mixer += 4 * hidden * int(lac["num_heads"]) * int(lac["head_dim"])
+                    heads, dim = int(lac["num_heads"]), int(lac["head_dim"])
+                    if lac.get("use_full_rank_gate"):
+                        # q, k, v, gate and o projections of heads × dim, the decay's
+                        # hidden→dim→heads·dim pair, beta and the short convs of q, k, v
+                        # (vLLM models/kimi_k3/nvidia/kda.py KimiK3DeltaAttention)
+                        width = heads * dim
+                        kernel = int(lac.get("short_conv_kernel_size", 4))
+                        mixer += (5 * hidden * width + hidden * dim + dim * width
+                                  + hidden * heads + 3 * width * kernel)
+                    else:
+                        mixer += 4 * hidden * heads * dim
                 elif _is_lightning(mt):
-                    mixer += attention(n_heads) + hidden * n_heads * head_dim
+                    mixer += attention(_Attn(n_heads, head_dim, head_dim, n_heads)) + \
+                        hidden * n_heads * head_dim
                 else:
                     mixer += gdn()
             elif kind is LayerKind.MAMBA:
@@ -911,24 +1051,25 @@ def _count_params(
             elif kind is LayerKind.CONV:
                 mixer += short_conv()
             else:
-                mixer += attention(kv_heads[i])
+                mixer += attention(geometry[i])
         if not layer_kinds and mt == "nemotron_h":
             mixer = 0
         if moe[i]:
             experts = n_experts * mats * expert_width * moe_inter
-            experts_total += experts
-            shared = mats * hidden * shared_inter
+            experts_total += experts + expert_proj
+            shared_mlp = mats * hidden * shared_inter
             router = hidden * n_experts
-            # the latent projections are ReplicatedLinear in vLLM's and SGLang's nemotron_h.py
-            replicated += router + latent_proj
-            mlp_total = experts + shared + router + latent_proj
-            mlp_active = top_k * mats * expert_width * moe_inter + shared + router + latent_proj
-            active_experts += top_k * mats * expert_width * moe_inter
+            replicated += router + latent_proj - expert_proj
+            mlp_total = experts + latent_proj + shared_mlp + router
+            routed = top_k * mats * expert_width * moe_inter
+            mlp_active = routed + latent_proj + shared_mlp + router
+            active_experts += routed + expert_proj
         elif mt == "nemotron_h" and layer_kinds:
             # Nemotron-H layers are either a mixer or an MLP, never both
             mlp_total = mlp_active = 0
         else:
-            mlp_total = mlp_active = mats * hidden * dense_inter
+            wide = 2 if i in shared and r.get_bool("use_double_wide_mlp", False) else 1
+            mlp_total = mlp_active = mats * hidden * dense_inter * wide
         norms = 2 * hidden
         replicated += norms
         total += mixer + mlp_total + norms
@@ -937,12 +1078,24 @@ def _count_params(
     # LFM2 ties its embeddings unless told otherwise ("tie_embedding", default true)
     tied = r.get_bool("tie_word_embeddings", r.get_bool("tie_embedding", mt == "lfm2"))
     embedding = vocab * hidden * (1 if tied else 2)
+    per_layer = r.opt_int("hidden_size_per_layer_input", 0, maximum=1 << 16) or 0
+    if per_layer:
+        # Gemma 4 E2B/E4B per-layer embeddings (vLLM gemma4.py): a table of n_layers ×
+        # per_layer values per token, a projection of the hidden state to it, and in every
+        # layer a gate and a projection back (its norms are hidden-size vectors)
+        ple_vocab = r.opt_int("vocab_size_per_layer_input", maximum=1 << 24) or vocab
+        table = ple_vocab * n_layers * per_layer
+        dense = hidden * n_layers * per_layer + per_layer + n_layers * (2 * hidden * per_layer
+                                                                        + hidden)
+        embedding += table
+        total += dense
+        active += dense
     encoder = _encoder_params(vision, hidden)
     mtp_layer = 0
     if n_mtp and mt == "nemotron_h":
         # each MTP step: its blocks (attention, MoE, MLP; vLLM's nemotron_h_mtp.py builds no
         # other), eh_proj (2·hidden -> hidden) and three norms; embedding and head are shared
-        blocks = {"*": attention(kv_heads[-1]),
+        blocks = {"*": attention(geometry[-1]),
                   "E": (n_experts * mats * expert_width * moe_inter + mats * hidden * shared_inter
                         + hidden * n_experts + latent_proj),
                   "-": mats * hidden * dense_inter}
@@ -953,7 +1106,7 @@ def _count_params(
         last = n_layers - 1
         layer_params = (total // max(1, n_layers)) if not moe[last] else 0
         if moe[last]:
-            layer_params = (mla() if r.has("kv_lora_rank") else attention(kv_heads[0])) + \
+            layer_params = (mla() if r.has("kv_lora_rank") else attention(geometry[0])) + \
                 n_experts * mats * hidden * moe_inter + mats * hidden * shared_inter
             if any(LayerKind.INDEXER in ks for ks in kinds):
                 # a DSA model's next-n layer carries its own indexer
@@ -1000,6 +1153,12 @@ def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
         return "fp8"
     if method == "mxfp4":
         # gpt-oss: MoE experts in MXFP4, everything else in 16 bits
+        return "mxfp4_moe"
+    ignore = qc.get("ignore")
+    if (method == "compressed-tensors" and qc.get("format") == "mxfp4-pack-quantized"
+            and isinstance(ignore, list) and any("shared_experts" in str(x) for x in ignore)):
+        # Kimi-K3: every Linear in MXFP4 but those ignored (attention, shared experts, dense
+        # MLPs, lm_head): the routed experts and their latent projections
         return "mxfp4_moe"
     if method in ("awq", "gptq", "autoround", "auto-round") and qc.get("bits") == 4:
         return "int4"
@@ -1065,8 +1224,16 @@ def spec_from_config(
         kv_list = kv
     else:
         kv_list = [kv] * n_layers
-    head_dim = _head_dim(r, hidden, n_heads) if n_heads else 0
+    # MLA layers cache a latent and Kimi Delta Attention sizes its heads in linear_attn_config:
+    # only GQA-style attention and lightning attention need a head width
+    needs_head_dim = has_attention or (
+        any(LayerKind.LINEAR in ks for ks in kinds_per_layer)
+        and not isinstance(lm.get("linear_attn_config"), dict))
+    head_dim = _head_dim(r, hidden, n_heads) if n_heads and needs_head_dim else 0
     vocab = r.get_int("vocab_size", maximum=1 << 24)
+    geometry, shared = _attention_geometry(r, kinds_per_layer, kv_list, n_heads, head_dim)
+    # KV-shared layers keep no cache of their own
+    cache_kinds = [set() if i in shared else ks for i, ks in enumerate(kinds_per_layer)]
 
     mla_width = 0
     if any(LayerKind.MLA in ks for ks in kinds_per_layer):
@@ -1074,7 +1241,11 @@ def spec_from_config(
     index_width = r.get_int("index_head_dim", maximum=1 << 16) if dsa else 0
     window = None
     if any(LayerKind.SLIDING in ks for ks in kinds_per_layer):
-        window = r.get_int("sliding_window", maximum=1 << 31)
+        # MiMo-V2's layers slide over sliding_window_size (vLLM mimo_v2_flash.py; SGLang's
+        # _get_sliding_window_size reads it first too)
+        window_key = ("sliding_window_size" if model_type in MIMO_V2_TYPES
+                      and lm.get("sliding_window_size") is not None else "sliding_window")
+        window = r.get_int(window_key, maximum=1 << 31)
     chunk = None
     if any(LayerKind.CHUNKED in ks for ks in kinds_per_layer):
         chunk = r.get_int("attention_chunk_size", maximum=1 << 31)
@@ -1123,10 +1294,11 @@ def spec_from_config(
         if kind in (LayerKind.MAMBA, LayerKind.CONV):
             return (kind, 0, 0, 0, None)
         win = window if kind is LayerKind.SLIDING else chunk if kind is LayerKind.CHUNKED else None
-        return (kind, kv_list[i], head_dim, head_dim, win)
+        g = geometry[i]
+        return (kind, g.kv, g.dk, g.dv, win)
 
     buckets: dict[tuple[Any, ...], list[int]] = {}
-    for i, layer_kinds in enumerate(kinds_per_layer):
+    for i, layer_kinds in enumerate(cache_kinds):
         for kind in sorted(layer_kinds, key=lambda k: k.value):
             buckets.setdefault(group_key(i, kind), []).append(i)
 
@@ -1171,7 +1343,23 @@ def spec_from_config(
     elif n_mtp:
         kind = LayerKind.MLA if mla_width else LayerKind.FULL
         key = (kind, 1, mla_width, 0, None) if mla_width else (kind, kv_list[-1], head_dim, head_dim, None)
-        groups.append(make_group(key, list(range(n_layers, n_layers + n_mtp)), mtp=True))
+        tail = lm.get("layer_types")
+        if (not mla_width and isinstance(tail, list) and len(tail) == n_layers + n_mtp
+                and all(t in ("full_attention", "sliding_attention") for t in tail[n_layers:])):
+            # the draft layers' own types, listed after the decoder's (Step-3.5/3.7)
+            mtp_kinds = [{_LAYER_TYPE_KINDS[t]} for t in tail[n_layers:]]
+            mtp_geometry, _ = _attention_geometry(r, mtp_kinds, [kv_list[-1]] * n_mtp, n_heads,
+                                                  head_dim)
+            mtp_buckets: dict[tuple[Any, ...], list[int]] = {}
+            for j, ks in enumerate(mtp_kinds):
+                (mk,) = ks
+                g = mtp_geometry[j]
+                mkey = (mk, g.kv, g.dk, g.dv, window if mk is LayerKind.SLIDING else None)
+                mtp_buckets.setdefault(mkey, []).append(n_layers + j)
+            groups += [make_group(k, v, mtp=True) for k, v in mtp_buckets.items()]
+        else:
+            groups.append(make_group(key, list(range(n_layers, n_layers + n_mtp)), mtp=True))
+
         if dsa:
             # next-n (MTP) layers always build their own indexer (vLLM: is_mtp_layer)
             groups.append(make_group((LayerKind.INDEXER, 1, index_width, 0, None),
@@ -1182,8 +1370,8 @@ def spec_from_config(
                              tied=r.get_bool("tie_word_embeddings", False))
     else:
         params = _count_params(r, kinds_per_layer, hidden=hidden, n_heads=n_heads,
-                               kv_heads=kv_list, head_dim=head_dim, vocab=vocab, vision=vision,
-                               mamba_shape=mamba_shape, n_mtp=n_mtp)
+                               geometry=geometry, head_dim=head_dim, vocab=vocab, vision=vision,
+                               mamba_shape=mamba_shape, n_mtp=n_mtp, shared=shared)
     dtype = lm.get("torch_dtype") or lm.get("dtype") or config.get("torch_dtype") or "bfloat16"
     dtype = dtype if isinstance(dtype, str) else "bfloat16"
     max_pos = r.opt_int("max_position_embeddings")
@@ -1218,11 +1406,32 @@ def spec_from_config(
         cross_tokens_per_image=cross_tokens,
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
-        cacheless_layers=sum(1 for ks in kinds_per_layer if not ks),
+        cacheless_layers=sum(1 for ks in cache_kinds if not ks),
         linear_attention_layers=sum(1 for b in nas or () if b.attention == "linear"),
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision),
+        architecture=_architecture(config),
+        notes=_notes(lm, model_type),
     )
+
+
+def _architecture(config: Mapping[str, Any]) -> str:
+    archs = config.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return ""
+
+
+def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
+    """What a reader of the figures should know about this config."""
+    if model_type == "step3p7" and not isinstance(lm.get("attention_other_setting"), dict):
+        # the published Step-3.7-Flash config declares its sliding layers' geometry in
+        # attention_other_setting (96 query heads, 8 KV groups × 128); a config without it
+        # sizes them with the top-level heads
+        return ("this config has no attention_other_setting: the sliding layers are sized "
+                "with the top-level 64 query heads (the published Step-3.7-Flash config gives "
+                "them 96; their KV heads and width are the same, 8 × 128)",)
+    return ()
 
 
 def _vision_encoder(vision: dict[str, Any] | None) -> tuple[int, int] | None:

@@ -175,6 +175,11 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
     # a format the kernels cannot lay out for one of the model's layer shapes is bad input: say
     # so before anything is allocated at full size
     for group in {id(g): g for g, _ in layers}.values():
+        if group.head_dim_v and group.head_dim_v != group.head_dim_k:
+            # the paged kernels keep K and V rows of one width (MiMo-V2's are 192 and 128)
+            raise InputError(f"cannot measure {spec.name}: its {group.kind.value} layers cache K "
+                             f"and V of different widths ({group.head_dim_k}/"
+                             f"{group.head_dim_v}), which the kernels do not lay out", field="kv")
         try:
             build(group, tiny=True)
         except ValueError as exc:

@@ -212,6 +212,8 @@ class ModelSpec:
     #: the decoder's layers as the config counts them (``num_hidden_layers``), those without a
     #: cache included; 0: as many as the groups' layer numbers reach
     hidden_layers: int = 0
+    #: the config's first ``architectures`` entry (the class an engine's registry looks up)
+    architecture: str = ""
 
     @property
     def num_layers(self) -> int:

@@ -989,3 +989,105 @@ def test_nemotron_nas_variants_vllm_refuses():
         engine_plan("vllm", EngineRequest(spec=linear, context=8192,
                                           cache=CacheOptions(kv_k="f16", kv_v="f16"),
                                           kv_budget_bytes=10 * GiB))
+# --- Gemma 4, MiMo-V2, Kimi-K3, Step-3.7 ------------------------------------------------------
+
+def test_vllm_gemma4_pages_per_kind():
+    pool = vllm.pool(load_model("gemma-4-26b-a4b"), 10 * GiB, F16, F16, 16)
+    # sliding: 16 tokens × 8 heads × (256 + 256) × 2 B = 131,072 B a page; full: 2 heads ×
+    # (512 + 512) × 2 B = 4,096 B a token, so its block grows to 32 tokens for the same page
+    assert pool.page == 131072
+    assert sorted({(g.kind, g.block) for g in pool.groups}) == [("full", 32), ("sliding", 16)]
+    # 5 full : 25 sliding layers: groups of 5, one full and five sliding
+    assert pool.group_size == 5 and len(pool.groups) == 6
+    assert pool.num_blocks == 10 * GiB // 131072 // 5
+    # a 131,072-token request: 4,096 full blocks + 5 × (cdiv(1023 + 8192, 16) + 1)
+    assert pool.blocks_per_request(131072, 8192, 0) == 4096 + 5 * (576 + 1)
+
+
+def test_vllm_gemma4_pads_per_token_head_global_heads():
+    fmt = get_format("fp8_pth")
+    pool = vllm.pool(load_model("gemma-4-26b-a4b"), 10 * GiB, fmt, fmt, 16)
+    # local head: 2 × (256 + 4) = 520 B; global head 2 × (512 + 4) = 1,032 B padded to 1,040
+    # (gemma4.py kv_cache_page_size_padded): pages 16 × 8 × 520 and 32 × 2 × 1,040
+    assert pool.page == 16 * 8 * 520 == 32 * 2 * 1040
+
+
+def test_vllm_gemma4_kv_shared_layers_take_no_pages():
+    from kvcore import spec_from_config
+    text = {"model_type": "gemma4_text", "hidden_size": 1536, "num_hidden_layers": 35,
+            "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+            "global_head_dim": 512, "sliding_window": 512, "vocab_size": 262144,
+            "num_kv_shared_layers": 20, "intermediate_size": 6144,
+            "layer_types": ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention"
+                            for i in range(35)]}
+    pool = vllm.pool(spec_from_config(text, name="e2b", source="t"), GiB, F16, F16, 16)
+    # only layers 0..14 hold pages: 3 full (1 × 1024 × 2 B a token, block 16 → 32 KiB) and 12
+    # sliding (1 × 512 × 2 B, block 32 for the same page); groups of 3
+    assert pool.page == 16 * 1024 * 2
+    assert pool.group_size == 3 and len(pool.groups) == 1 + 4
+    assert pool.num_blocks == GiB // (16 * 1024 * 2) // 3
+
+
+def test_vllm_mimo_v2_flash_pages():
+    pool = vllm.pool(load_model("mimo-v2-flash"), 10 * GiB, F16, F16, 16)
+    # sliding: 16 × 8 heads × (192 + 128) × 2 B = 81,920 B; full 4 heads × 320 × 2 B a token,
+    # block 32 for the same page
+    assert pool.page == 81920
+    assert sorted({(g.kind, g.block) for g in pool.groups}) == [("full", 32), ("sliding", 16)]
+    # 9 full : 39 sliding layers: groups of 9, one full and cdiv(39, 9) = 5 sliding
+    assert pool.group_size == 9 and len(pool.groups) == 6
+    assert pool.blocks_per_request(131072, 8192, 0) == 4096 + 5 * (-(-(127 + 8192) // 16) + 1)
+
+
+def test_sglang_mimo_v2_flash_swa_pools():
+    r = engine_plan("sglang", req("mimo-v2-flash", gpu=None, kv_budget_bytes=10 * GiB))
+    # model_runner_kv_cache_mixin set_num_tokens_hybrid_swa: F = 9 full layers × 4 heads ×
+    # (192 + 128) × 2 B, S = 39 sliding layers × 8 heads × (192 + 128) × 2 B
+    full, swa = 9 * 4 * 320 * 2, 39 * 8 * 320 * 2
+    tokens = int(10 * GiB / (full + 0.8 * swa))
+    assert r.kv_tokens == tokens == 58743
+    assert r.extra["swa_tokens"] == int(tokens * 0.8)
+
+
+def test_llamacpp_gemma4_caches_k_and_v_per_kind():
+    mem = llamacpp.kv_bytes(load_model("gemma-4-26b-a4b"), 32768, 1, "f16", "f16")
+    # 5 full layers × 2 heads × 512 over 32,768 cells; 25 sliding layers × 8 × 256 over
+    # pad256(1024 + 512) = 1,536 cells; K and V both (V is the K projection, stored again)
+    assert mem.kv_bytes == 2 * (5 * 2 * 512 * 32768 + 25 * 8 * 256 * 1536) * 2
+
+
+def test_vllm_kimi_k3_pages_like_kimi_linear():
+    spec = rank_spec(load_model("kimi-k3"), Parallel(tp=8))
+    pool = vllm.pool(spec, 20 * GiB, F16, F16, 16)
+    # a rank's KDA state: 12 of the 96 heads × 128 × 128 in float32 + conv 3 × (3 · 12 · 128)
+    # in bf16 = 814,080 B; the MLA latent (576 × 2 B, on every rank) pages take the smallest
+    # multiple of 16 tokens that holds it: 16 × cdiv(814,080, 16 × 1,152) = 720
+    state = 12 * 128 * 128 * 4 + 3 * 3 * 12 * 128 * 2
+    assert state == 814080 and pool.min_block == 720
+    assert pool.page == 720 * 576 * 2
+    # 24 MLA : 69 KDA layers: groups of 24, one MLA and cdiv(69, 24) = 3 state groups
+    assert pool.group_size == 24 and len(pool.groups) == 4
+    assert pool.num_blocks == 20 * GiB // (720 * 1152) // 24
+
+
+@pytest.mark.parametrize(("model", "engine", "what"), [
+    ("gemma-4-26b-a4b", "sglang", "full-attention pool"),
+    ("gemma-4-31b-it", "trtllm", "two head widths"),
+    ("mimo-v2-flash", "llama.cpp", "K/V widths"),
+    ("mimo-v2-flash", "trtllm", "K and V widths"),
+    ("kimi-k3", "sglang", "KDA state slots"),
+    ("kimi-k3", "llama.cpp", "Kimi-K3"),
+    ("kimi-k3", "trtllm", "Kimi-K3"),
+    ("step-3.7-flash", "sglang", "Step-3.7"),
+    ("step-3.7-flash", "llama.cpp", "Step-3.7"),
+    ("step-3.7-flash", "trtllm", "Step-3.7"),
+])
+def test_engines_refuse_layouts_not_read_from_their_source(model, engine, what):
+    with pytest.raises(InputError, match=f"could not establish .*{what}") as err:
+        engine_plan(engine, req(model, gpu="h200"))
+    assert err.value.field == "engine"
+
+
+def test_kimi_linear_is_not_refused_with_kimi_k3():
+    for engine in ("sglang", "llama.cpp", "trtllm"):
+        assert engine_plan(engine, req("kimi-linear-48b-a3b-instruct", gpu="h200")).kv_tokens

@@ -27,6 +27,7 @@ from .base import (
     rank_weights,
     refuse_architecture,
     refuse_indexer_cache,
+    refuse_layout,
     refuse_nas_layout,
     single_format,
 )
@@ -43,6 +44,23 @@ UNSUPPORTED = {
     "minimax_text_01": ("MiniMaxText01ForCausalLM",
                         "no SGLang model implements lightning attention; vllm==0.23.0 or "
                         "llama.cpp runs it"),
+}
+#: models whose pool layout in SGLang could not be read from its source, by model_type:
+#: ModelConfig._derive_model_shapes (configs/model_config.py) gives the full-attention pool
+#: head_dim and num_key_value_heads, and Gemma 4's full layers are global_head_dim ×
+#: num_global_key_value_heads; is_hybrid_swa_model lists Step3p5ForCausalLM, not Step-3.7's
+#: architectures
+LAYOUT_UNKNOWN = {
+    "gemma4": "Gemma 4's full-attention pool (global_head_dim, num_global_key_value_heads)",
+    "gemma4_text": "Gemma 4's full-attention pool (global_head_dim, num_global_key_value_heads)",
+    "step3p7": "whether SGLang gives Step-3.7 a sliding-window pool",
+}
+#: by architecture: Kimi-K3 runs through models/kimi_k3.py, and whether its architecture takes
+#: the Mamba extra_buffer slots (arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS lists
+#: KimiLinearForCausalLM only) is not in the source read
+LAYOUT_UNKNOWN_ARCH = {
+    "KimiK3ForConditionalGeneration": "how many KDA state slots SGLang gives a Kimi-K3 request "
+                                      "(extra_buffer or not)",
 }
 #: --pp: the remainder of the layers goes to the last stages (distributed/utils.py get_pp_indices)
 STAGE_SPLIT = sglang_stage_layers
@@ -128,6 +146,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # pool then holds the no-op layers too is not established
     refuse_nas_layout("SGLang", req.spec, always="the token pool's layers for no-op blocks "
                       "are not established")
+    refuse_layout("SGLang", req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     sliding = (req.spec.model_type in HYBRID_SWA_TYPES

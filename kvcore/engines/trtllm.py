@@ -31,6 +31,7 @@ from .base import (
     parallel_flags,
     rank_weights,
     refuse_indexer_cache,
+    refuse_layout,
     refuse_nas_layout,
     single_format,
 )
@@ -52,6 +53,18 @@ UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEFo
                      "olmo3": "Olmo3ForCausalLM", "lfm2": "Lfm2ForCausalLM",
                      "lfm2_vl": "Lfm2VlForConditionalGeneration",
                      "minimax_m1": "MiniMaxM1ForCausalLM"}
+#: models whose KV layout in TensorRT-LLM's PyTorch backend was not read from its source:
+#: layers of different head widths (Gemma 4: 512 and 256), of different K and V widths and KV
+#: heads per kind (MiMo-V2), and Step-3.7's hybrid attention
+LAYOUT_UNKNOWN = {
+    "gemma4": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
+    "gemma4_text": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
+    "mimo_v2_flash": "a cache of MiMo-V2's K and V widths (192/128) and per-kind KV heads",
+    "step3p7": "Step-3.7's sliding-window cache",
+}
+LAYOUT_UNKNOWN_ARCH = {
+    "KimiK3ForConditionalGeneration": "Kimi-K3's KDA state and MLA cache",
+}
 #: recurrent-state slots beyond max_batch_size × pp: the one dummy request CUDA-graph padding
 #: uses (mamba_cache_manager.py: num_reserved_dummy_slots=1)
 DUMMY_SLOTS = 1
@@ -71,6 +84,7 @@ def state_bytes_per_slot(spec: ModelSpec) -> int:
 def check_supported(spec: ModelSpec) -> None:
     refuse_nas_layout("TensorRT-LLM", spec, always="its per-layer KV head counts for no-op "
                       "blocks are not established")
+    refuse_layout("TensorRT-LLM", spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     arch = UNSUPPORTED_TYPES.get(spec.model_type)
     if arch is not None:
         raise InputError(f"TensorRT-LLM's PyTorch backend has no {arch} model "
