@@ -784,6 +784,7 @@ def spec_from_config(
     if model_type in ("llama4",):
         model_type = "llama4_text"
     r = _Reader(lm, model_type)
+    _refuse_unsized_attention(lm, model_type)
 
     n_layers = r.get_int("num_hidden_layers", maximum=4096)
     hidden = r.get_int("hidden_size", maximum=1 << 20)
@@ -935,6 +936,23 @@ def spec_from_config(
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision),
     )
+
+
+def _refuse_unsized_attention(cfg: Mapping[str, Any], model_type: str) -> None:
+    """Refuse, in one line, the attention schemes whose cache kvplan does not size yet, rather
+    than read them as a plainer kind and give a wrong figure."""
+    if model_type in ("deepseek_v4", "deepseek_ref") or "compress_ratios" in cfg:
+        raise ConfigError(
+            f"model_type '{model_type}' uses DeepSeek-V4 compressed sparse attention "
+            "(compress_ratios: sliding-window, 4x-compressed with an indexer and "
+            "128x-compressed layers), whose cache kvplan does not size yet", field="compress_ratios")
+    sparse = cfg.get("sparse_attention_config")
+    if model_type == "minimax_m3" or (isinstance(sparse, Mapping)
+                                      and sparse.get("use_sparse_attention")):
+        raise ConfigError(
+            f"model_type '{model_type}' uses MiniMax-M3 block-sparse attention with index heads "
+            "(sparse_attention_config), whose cache kvplan does not size yet",
+            field="sparse_attention_config")
 
 
 def _vision_encoder(vision: dict[str, Any] | None) -> tuple[int, int] | None:
