@@ -5,7 +5,9 @@ Every sequence has its own cache. Per layer group:
 - full attention and MLA hold every token (or, with eviction, the kept ones);
 - sliding-window and chunked layers hold ``min(context, window)`` tokens;
 - cross-attention layers hold the encoder's tokens (``images`` × tokens per image);
-- linear-attention and SSM layers hold a constant state.
+- linear-attention and SSM layers hold a constant state;
+- compressed and index layers hold one entry per ``ratio`` tokens (``context // ratio``: the
+  tokens of an unfinished block wait in the compressor's constant state).
 
 K and V are priced separately with their own formats; formats with per-layer tensor scales add
 those once per layer. Engines add paging and padding on top (see ``engines``).
@@ -149,12 +151,14 @@ def _tokens_held(group: LayerGroup, context: int, spec: ModelSpec, opts: CacheOp
         return min(context, group.window)
     if kind is LayerKind.CROSS:
         return opts.images * spec.cross_tokens_per_image
+    if kind in (LayerKind.COMPRESSED, LayerKind.INDEX):
+        return context // group.ratio
     return 0
 
 
 def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int,
                 opts: CacheOptions) -> GroupCache:
-    if group.kind.is_recurrent:
+    if group.kind.is_recurrent or group.kind is LayerKind.COMPRESSOR:
         state = group.count * sequences * group.state_values * opts.state_bytes_per_value
         return GroupCache(group, 0, 0, 0, state, 0)
     tokens = _tokens_held(group, context, spec, opts)
@@ -200,8 +204,16 @@ def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
     kb = vb = 0
     for g in spec.groups_for(mtp=mtp):
         if g.kind in kinds:
-            kb += g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k)
-            vb += g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v else 0)
+            k_entry = g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k)
+            v_entry = g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v else 0)
+            if (k_entry % g.ratio) or (v_entry % g.ratio):
+                # an entry per `ratio` tokens: the per-token rate must come out whole
+                raise InputError(
+                    f"{g.kind.value} layers keep one entry per {g.ratio} tokens, which {k.name} "
+                    f"/ {v.name} rows do not divide into whole bytes per token: choose f32, "
+                    "f16, bf16 or fp8", field="kv")
+            kb += k_entry // g.ratio
+            vb += v_entry // g.ratio
     return kb, vb
 
 
@@ -211,12 +223,16 @@ def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> 
 
 def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
     """Cache bytes per token of one sequence while the context is shorter than every window:
-    all self-attention layers (full, sliding, chunked, MLA), K + V, block scales included."""
+    all self-attention layers (full, sliding, chunked, MLA; compressed and index layers at
+    their entry's share of a token), K + V, block scales included."""
     return _rate(spec, opts or CacheOptions(),
-                 (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA))
+                 (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
+                  LayerKind.COMPRESSED, LayerKind.INDEX))
 
 
 def marginal_bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
     """Cache bytes each further token adds once the context is past every window (full and
-    MLA layers only). Memory per sequence is affine: fixed + marginal × context."""
-    return _rate(spec, opts or CacheOptions(), (LayerKind.FULL, LayerKind.MLA))
+    MLA layers, and compressed and index layers at their entry's share of a token). Memory per
+    sequence is affine: fixed + marginal × context (compressed layers step once a block)."""
+    return _rate(spec, opts or CacheOptions(),
+                 (LayerKind.FULL, LayerKind.MLA, LayerKind.COMPRESSED, LayerKind.INDEX))

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .errors import InputError, shown
-from .model import LayerGroup, LayerKind, ModelSpec
+from .model import LayerGroup, ModelSpec
 
 __all__ = ["Parallel", "Split", "check_tp", "llamacpp_stage_layers", "pp_layer_counts",
            "rank_spec", "sglang_stage_layers", "stage_layers", "trtllm_stage_layers"]
@@ -108,7 +108,7 @@ def llamacpp_stage_layers(num_layers: int, pp: int, stage: int) -> range:
 
 
 def _shard_group(group: LayerGroup, tp: int, layers: tuple[int, ...]) -> LayerGroup:
-    if group.kind is LayerKind.MLA:
+    if group.kind.is_replicated:
         return replace(group, layers=layers)
     if group.kind.is_recurrent:
         # heads split evenly over TP (check_tp refused uneven splits; a config without the
@@ -131,7 +131,7 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
                     return (f"tp {tp} does not divide the {count} heads (or channels) of the "
                             f"{g.kind.value} layers' state")
             continue
-        if not g.kind.is_attention or g.kind is LayerKind.MLA:
+        if not g.kind.is_attention or g.kind.is_replicated:
             continue
         kv = g.n_kv_heads
         if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
