@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from .errors import InputError, shown
 from .formats import KVFormat, Role, get_format
@@ -200,21 +201,19 @@ ATTENTION_KINDS = tuple(k for k in LayerKind if k.is_attention)
 def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
                  kinds: tuple[LayerKind, ...] = ATTENTION_KINDS, *,
                  mtp: bool = False) -> tuple[int, int]:
-    """(K, V) bytes one token adds to the layers of ``kinds``, block scales included."""
-    kb = vb = 0
+    """(K, V) bytes one token adds to the layers of ``kinds``, block scales included.
+
+    Compressed and index layers keep one entry per ``ratio`` tokens: they add their entry's
+    bytes over ``ratio``; where a block format's entries do not divide into whole bytes a
+    token (q8_0 latents at ratio 128: 544 / 128), the sum is rounded up to the next byte.
+    """
+    kb = vb = Fraction(0)
     for g in spec.groups_for(mtp=mtp):
         if g.kind in kinds:
-            k_entry = g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k)
-            v_entry = g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v else 0)
-            if (k_entry % g.ratio) or (v_entry % g.ratio):
-                # an entry per `ratio` tokens: the per-token rate must come out whole
-                raise InputError(
-                    f"{g.kind.value} layers keep one entry per {g.ratio} tokens, which {k.name} "
-                    f"/ {v.name} rows do not divide into whole bytes per token: choose f32, "
-                    "f16, bf16 or fp8", field="kv")
-            kb += k_entry // g.ratio
-            vb += v_entry // g.ratio
-    return kb, vb
+            kb += Fraction(g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k), g.ratio)
+            vb += Fraction(g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v
+                                                     else 0), g.ratio)
+    return math.ceil(kb), math.ceil(vb)
 
 
 def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:

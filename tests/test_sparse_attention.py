@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from kvcore import CacheOptions, InputError, LayerKind, cache_size, spec_from_config
+from kvcore import CacheOptions, LayerKind, cache_size, model_catalog, spec_from_config
 from kvcore.kv import bytes_per_token, marginal_bytes_per_token
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
@@ -17,11 +17,20 @@ L = 131_072
 
 
 def config(name):
+    entry = next((e for e in model_catalog() if e.id == name), None)
+    if entry is not None:
+        return entry.config()
     return json.loads((CONFIGS / f"{name}.json").read_text())
 
 
 def spec(name):
     return spec_from_config(config(name), name=name, source="test")
+
+
+def ref(name):
+    """A catalog id, or the path of a config kept among the test data."""
+    path = CONFIGS / f"{name}.json"
+    return str(path) if path.exists() else name
 
 
 def run(capsys, *args):
@@ -72,9 +81,13 @@ def test_v4_pro_raw_fp8_and_block_formats():
     s = spec("deepseek-v4-pro")
     fp8 = CacheOptions(kv_k="fp8", kv_v="fp8")
     assert marginal_bytes_per_token(s, fp8) == 30 * (512 + 128) // 4 + 31 * 512 // 128 == 4_924
-    # q8_0 rows (544 B a latent) do not divide into whole bytes a token at ratio 128
-    with pytest.raises(InputError, match="whole bytes per token"):
-        marginal_bytes_per_token(s, CacheOptions(kv_k="q8_0", kv_v="q8_0"))
+    # q8_0 latents (544 B) over 128 tokens are not whole bytes: 30 × (544 + 136) / 4 = 5,100
+    # and 31 × 544 / 128 = 131.75, rounded up once to 5,232
+    q8 = CacheOptions(kv_k="q8_0", kv_v="q8_0")
+    assert marginal_bytes_per_token(s, q8) == 5_232
+    # the cache itself is exact: whole entries
+    assert cache_size(s, 1280, 1, q8).kv_bytes == (61 * 128 * 544 + 30 * 320 * (544 + 136)
+                                                   + 31 * 10 * 544)
 
 
 def test_v4_sglang_fp8_checkpoint_config_reads_the_same():
@@ -119,9 +132,9 @@ def test_m3_parameters_moe_pattern():
 ])
 def test_engines_refuse_what_they_do_not_model(name, words, capsys):
     for engine in ENGINES:
-        code, out, err = run(capsys, str(CONFIGS / f"{name}.json"), "--ctx", "128k",
-                             "--engine", engine, "--gpu", "h200")
+        code, out, err = run(capsys, ref(name), "--ctx", "128k", "--engine", engine,
+                             "--gpu", "h200")
         assert code == 2 and out == ""
         assert words in err and engine in err and err.count("\n") == 1
-    code, out, _ = run(capsys, str(CONFIGS / f"{name}.json"), "--ctx", "128k", "--gpu", "h200")
+    code, out, _ = run(capsys, ref(name), "--ctx", "128k", "--gpu", "h200")
     assert code == 0 and "index" in out
