@@ -426,7 +426,8 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
     SDPA timed on one layer of each group and counted once per layer of it. On a GPU the step
     is replayed from a CUDA graph, as serving engines run decode. ``heads``: the model's query
     heads (query_heads)."""
-    timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list)]
+    # a compressed layer shorter than one block holds no entry yet: nothing to read
+    timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list) and t > 0]
     steps_fns: list[tuple[LayerGroup, Callable[[], Any]]] = []
     for group, cache, tokens in timed:
         hq = query_heads(heads, group)
