@@ -798,11 +798,11 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
         return [ch == "E" for ch in nemotron_h_pattern(cfg)]
     freq = cfg.get("moe_layer_freq")
     if isinstance(freq, list):
-        # MiMo-V2: one flag per layer (vLLM mimo_v2_flash.py is_moe_layer)
-        if len(freq) != n_layers or any(f not in (0, 1) for f in freq):
-            raise ConfigError(f"config.json 'moe_layer_freq' must list {n_layers} layers of 0 or 1",
-                              field="moe_layer_freq")
-        return [bool(f) for f in freq]
+        # MiMo-V2 (vLLM mimo_v2_flash.py is_moe_layer), MiniMax-M3: one 0/1 flag per layer
+        if len(freq) != n_layers or not all(x in (0, 1) and not isinstance(x, bool) for x in freq):
+            raise ConfigError(f"config.json 'moe_layer_freq' must list {n_layers} layers of 0 or "
+                              "1, or be one integer", field="moe_layer_freq")
+        return [x == 1 for x in freq]
     enum = cfg.get("moe_layers_enum")
     if isinstance(enum, str) and enum.strip():
         # Step-3.5: the MoE layers as a comma-separated list (vLLM step3p5.py)
@@ -915,7 +915,8 @@ def _count_params(
     moe_inter = r.opt_int("moe_intermediate_size", 0) or 0
     if n_experts > 1 and not moe_inter:
         moe_inter = inter
-    dense_inter = r.opt_int("intermediate_size_mlp", 0) or inter
+    dense_inter = (r.opt_int("intermediate_size_mlp", 0)
+                   or r.opt_int("dense_intermediate_size", 0) or inter)
     if r.get_bool("block_auto_adjust_ff_dim", False) and dense_inter:
         # LFM2 sizes its SwiGLU as Llama did: 2/3 of the given width, times the multiplier,
         # rounded up to a multiple of block_multiple_of
@@ -931,7 +932,8 @@ def _count_params(
         step = r.opt_int("block_multiple_of", 1, minimum=1) or 1
         dense_inter = -(-ff // step) * step
     shared_inter = (r.opt_int("shared_expert_intermediate_size", 0)
-                    or r.opt_int("share_expert_dim", 0) or 0)
+                    or r.opt_int("share_expert_dim", 0)
+                    or r.opt_int("shared_intermediate_size", 0) or 0)
     n_shared = r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0) or 0
     if mt == "nemotron_h" and n_shared:
         # NemotronHMoE's shared expert: one ungated MLP of moe_shared_expert_intermediate_size
@@ -960,6 +962,7 @@ def _count_params(
         shared_inter = moe_inter
     mats = 2 if mt in _UNGATED_MLP else 3
     moe = _moe_layers(r, n_layers, kinds)
+    sparse = _sparse_attention(r, n_layers)
 
     def attention(g: _Attn) -> int:
         # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
@@ -1052,6 +1055,11 @@ def _count_params(
                 mixer += short_conv()
             else:
                 mixer += attention(geometry[i])
+        if sparse is not None and sparse.layers[i]:
+            # MiniMax-M3's sparse layers project, with q, k and v, index queries (one per
+            # index head) and one index key (and value unless disabled)
+            mixer += hidden * sparse.index_dim * (sparse.index_heads + 1
+                                                  + (0 if sparse.k_only[i] else 1))
         if not layer_kinds and mt == "nemotron_h":
             mixer = 0
         if moe[i]:
@@ -1149,6 +1157,8 @@ def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
     if not isinstance(qc, Mapping):
         return None
     method = str(qc.get("quant_method", "")).lower()
+    if method == "fp8" and config.get("expert_dtype") == "fp4":
+        return "fp8_mxfp4_moe"
     if method == "fp8":
         return "fp8"
     if method == "mxfp4":
@@ -1185,6 +1195,9 @@ def spec_from_config(
     if model_type in ("llama4",):
         model_type = "llama4_text"
     r = _Reader(lm, model_type)
+    if _is_deepseek_v4(lm, model_type):
+        return _deepseek_v4_spec(config, r, name=name, source=source, hub_repo=hub_repo,
+                                 safetensors_total_bytes=safetensors_total_bytes)
 
     if model_type == "nemotron_h":
         # the block list gives the layers (Nemotron-3 Ultra's config has no num_hidden_layers)
@@ -1326,6 +1339,9 @@ def spec_from_config(
     groups = [make_group(key, layers) for key, layers in
               sorted(buckets.items(), key=lambda kv_: (order.index(kv_[0][0]), kv_[1][0]))]
 
+    sparse = _sparse_attention(r, n_layers)
+    if sparse is not None:
+        groups.extend(_index_groups(sparse))
     n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
              or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)
     if n_mtp and model_type == "nemotron_h":
@@ -1432,6 +1448,219 @@ def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
                 "with the top-level 64 query heads (the published Step-3.7-Flash config gives "
                 "them 96; their KV heads and width are the same, 8 × 128)",)
     return ()
+
+
+class _SparseAttention:
+    """MiniMax-M3's block-sparse attention (``sparse_attention_config``): which layers select
+    blocks through index heads, and which of those keep index keys only."""
+
+    def __init__(self, layers: list[bool], k_only: list[bool], index_heads: int,
+                 index_dim: int) -> None:
+        self.layers, self.k_only = layers, k_only
+        self.index_heads, self.index_dim = index_heads, index_dim
+
+
+def _sparse_attention(r: _Reader, n_layers: int) -> _SparseAttention | None:
+    sc = r.cfg.get("sparse_attention_config")
+    if not isinstance(sc, Mapping) or not sc.get("use_sparse_attention"):
+        return None
+
+    def flags(key: str, default: int) -> list[bool]:
+        value = sc.get(key)
+        if value is None:
+            return [bool(default)] * n_layers
+        if (not isinstance(value, list) or len(value) != n_layers
+                or not all(x in (0, 1) and not isinstance(x, bool) for x in value)):
+            raise ConfigError(f"sparse_attention_config '{key}' must list {n_layers} layers of "
+                              "0 or 1", field=f"sparse_attention_config.{key}")
+        return [x == 1 for x in value]
+
+    heads = _check_int("sparse_attention_config.sparse_num_index_heads",
+                       sc.get("sparse_num_index_heads"), 1, 1 << 12)
+    dim = _check_int("sparse_attention_config.sparse_index_dim", sc.get("sparse_index_dim"), 1,
+                     1 << 16)
+    return _SparseAttention(flags("sparse_attention_freq", 1),
+                            flags("sparse_disable_index_value", 0), heads, dim)
+
+
+def _index_groups(sparse: _SparseAttention) -> list[LayerGroup]:
+    """The index cache of block-sparse layers: one index-key head of ``sparse_index_dim`` per
+    token (and an index-value head where ``sparse_disable_index_value`` is 0), whatever the
+    number of index query heads (SGLang's MiniMaxSparseKVPool: head_num 1)."""
+    groups = []
+    for k_only in (True, False):
+        layers = tuple(i for i, on in enumerate(sparse.layers) if on and sparse.k_only[i] == k_only)
+        if layers:
+            groups.append(LayerGroup(LayerKind.INDEX, layers, n_kv_heads=1,
+                                     head_dim_k=sparse.index_dim,
+                                     head_dim_v=0 if k_only else sparse.index_dim))
+    return groups
+
+
+def _is_deepseek_v4(cfg: Mapping[str, Any], model_type: str) -> bool:
+    return model_type in ("deepseek_v4", "deepseek_ref") or "compress_ratios" in cfg
+
+
+#: DeepSeek-V4 compressors: (entries per block of `ratio` tokens overlap: coff) and the rows
+#: of unfinished blocks each layer keeps per sequence (SGLang's compress-state ring of 8 rows
+#: for ratio 4, 128 for ratio 128, without speculative decoding)
+_V4_OVERLAP = {4: 2, 128: 1}
+_V4_STATE_ROWS = {4: 8, 128: 128}
+
+
+def _deepseek_v4_groups(r: _Reader, n_layers: int) -> tuple[list[LayerGroup], int]:
+    """DeepSeek-V4's cache, per layer kind, and its MTP depth.
+
+    Every layer keeps a sliding window of ``sliding_window`` tokens of one latent of
+    ``head_dim`` values (K and V are the same latent, RoPE part included). A layer of
+    ``compress_ratios`` 4 adds one compressed latent per 4 tokens and a lightning indexer's
+    key (``index_head_dim``) per 4 tokens; a layer of ratio 128 adds one compressed latent per
+    128 tokens; ratio 0 is the window alone. Each compressor keeps, per sequence, the kv and
+    score rows of the tokens it has not folded yet (float32): ratio 4 overlaps two blocks
+    (8 rows × 2·head_dim, and 8 rows × 2·index_head_dim for the indexer's compressor), ratio
+    128 one (128 rows × head_dim). Layers past ``num_hidden_layers`` in the list are the MTP
+    layers'.
+    """
+    ratios = r.cfg.get("compress_ratios")
+    n_mtp = r.opt_int("num_nextn_predict_layers", 0, maximum=64) or 0
+    if (not isinstance(ratios, list) or len(ratios) not in (n_layers, n_layers + n_mtp)
+            or not all(x in (0, 4, 128) and not isinstance(x, bool) for x in ratios)):
+        raise ConfigError(
+            f"config.json 'compress_ratios' must list {n_layers} layers (or {n_layers + n_mtp} "
+            "with the MTP layers) of 0, 4 or 128", field="compress_ratios")
+    latent = r.get_int("head_dim", maximum=1 << 16)
+    window = r.get_int("sliding_window", maximum=1 << 31)
+    index_dim = r.get_int("index_head_dim", maximum=1 << 16) if 4 in ratios else 0
+    groups: list[LayerGroup] = []
+    main = list(ratios[:n_layers])
+    mtp_layers = list(range(n_layers, len(ratios)))
+    groups.append(LayerGroup(LayerKind.SLIDING, tuple(range(n_layers)), n_kv_heads=1,
+                             head_dim_k=latent, head_dim_v=0, window=window))
+    for ratio in (4, 128):
+        layers = tuple(i for i, x in enumerate(main) if x == ratio)
+        if layers:
+            groups.append(LayerGroup(LayerKind.COMPRESSED, layers, n_kv_heads=1,
+                                     head_dim_k=latent, ratio=ratio))
+    c4 = tuple(i for i, x in enumerate(main) if x == 4)
+    if c4:
+        groups.append(LayerGroup(LayerKind.INDEX, c4, n_kv_heads=1, head_dim_k=index_dim,
+                                 ratio=4))
+    for ratio in (4, 128):
+        layers = tuple(i for i, x in enumerate(main) if x == ratio)
+        if not layers:
+            continue
+        rows, width = _V4_STATE_ROWS[ratio], _V4_OVERLAP[ratio] * latent
+        values = 2 * rows * width
+        detail = f"kv + score 2×{rows}×{width}"
+        if ratio == 4:
+            index_width = _V4_OVERLAP[ratio] * index_dim
+            values += 2 * rows * index_width
+            detail += f" + indexer 2×{rows}×{index_width}"
+        groups.append(LayerGroup(LayerKind.COMPRESSOR, layers, state_values=values,
+                                 state_detail=detail, ratio=ratio))
+    if mtp_layers:
+        if any(ratios[i] for i in mtp_layers):
+            raise ConfigError("config.json 'compress_ratios' gives an MTP layer a compressed "
+                              "attention kvplan does not size (expected 0)",
+                              field="compress_ratios")
+        groups.append(LayerGroup(LayerKind.SLIDING, tuple(mtp_layers), n_kv_heads=1,
+                                 head_dim_k=latent, head_dim_v=0, window=window, mtp=True))
+    return groups, len(mtp_layers) or n_mtp
+
+
+def _deepseek_v4_params(r: _Reader, n_layers: int) -> ParamCount:
+    """DeepSeek-V4's parameters, tensor by tensor as its checkpoint names them.
+
+    Attention: q low-rank (wq_a, q_norm, wq_b), one shared latent (wkv, kv_norm), the grouped
+    low-rank output (wo_a: n_heads·head_dim → o_groups·o_lora_rank block-diagonally, wo_b),
+    a sink per head; a compressor per compressed layer (wkv, wgate of coff·head_dim, ape, norm)
+    and, at ratio 4, the indexer (wq_b, weights_proj, its own compressor of index_head_dim).
+    MoE in every layer (experts, one shared expert, a router: a bias for score routing, a
+    vocab × top-k table for the first num_hash_layers hash-routed ones); hyper-connections of
+    hc_mult streams around attention and MoE (fn, base, scale) and at the head.
+    """
+    cfg = r.cfg
+    hidden, vocab = r.get_int("hidden_size"), r.get_int("vocab_size")
+    heads, latent = r.get_int("num_attention_heads"), r.get_int("head_dim")
+    q_rank, o_rank = r.get_int("q_lora_rank"), r.get_int("o_lora_rank")
+    o_groups = r.get_int("o_groups")
+    experts, top_k = r.get_int("num_experts"), r.get_int("experts_per_token")
+    inter = r.get_int("moe_intermediate_size")
+    shared = r.opt_int("n_shared_experts", 0) or 0
+    hc = r.opt_int("hc_mult", 1) or 1
+    hash_layers = r.opt_int("num_hash_layers", 0) or 0
+    ratios = cfg["compress_ratios"]
+    index_heads = r.opt_int("index_n_heads", 0) or 0
+    index_dim = r.opt_int("index_head_dim", 0) or 0
+    mix = (2 + hc) * hc
+
+    def compressor(ratio: int, dim: int) -> int:
+        width = _V4_OVERLAP[ratio] * dim
+        return 2 * hidden * width + ratio * width + dim
+
+    def attention(ratio: int) -> int:
+        params = (hidden * q_rank + q_rank + q_rank * heads * latent + hidden * latent + latent
+                  + heads * latent * o_rank + o_groups * o_rank * hidden + heads)
+        if ratio:
+            params += compressor(ratio, latent)
+        if ratio == 4:
+            params += (q_rank * index_heads * index_dim + hidden * index_heads
+                       + compressor(4, index_dim))
+        return params
+
+    routed = experts * 3 * hidden * inter
+    shared_mlp = shared * 3 * hidden * inter
+    hyper = 2 * (mix * hc * hidden + mix + 3)
+    total = active = experts_total = active_experts = replicated = 0
+    for i in range(n_layers):
+        attn = attention(ratios[i])
+        router = hidden * experts + (vocab * top_k if i < hash_layers else experts)
+        layer = attn + shared_mlp + router + 2 * hidden + hyper
+        total += layer + routed
+        active += layer + top_k * 3 * hidden * inter
+        experts_total += routed
+        active_experts += top_k * 3 * hidden * inter
+        replicated += router + 2 * hidden + hyper
+    head_hc = hc * hc * hidden + hc + 1
+    embedding = 2 * vocab * hidden
+    n_mtp = max(0, len(ratios) - n_layers) or (r.opt_int("num_nextn_predict_layers", 0) or 0)
+    # an MTP block: a score-routed layer of ratio 0, e_proj and h_proj, three norms and its
+    # own head hyper-connection; it shares the embedding and the head
+    mtp_block = (attention(0) + routed + shared_mlp + hidden * experts + experts + 2 * hidden
+                 + hyper + 2 * hidden * hidden + 3 * hidden + head_hc)
+    return ParamCount(
+        total=total + embedding + hidden + head_hc,
+        active=active + vocab * hidden + hidden + head_hc,
+        embedding=embedding,
+        mtp=n_mtp * mtp_block,
+        experts=experts_total,
+        active_experts=active_experts,
+        replicated=replicated,
+    )
+
+
+def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, source: str,
+                      hub_repo: str | None, safetensors_total_bytes: int | None) -> ModelSpec:
+    lm = r.cfg
+    n_layers = r.get_int("num_hidden_layers", maximum=4096)
+    groups, _ = _deepseek_v4_groups(r, n_layers)
+    params = _deepseek_v4_params(r, n_layers)
+    dtype = lm.get("torch_dtype") or lm.get("dtype") or "bfloat16"
+    dtype = dtype if isinstance(dtype, str) else "bfloat16"
+    return ModelSpec(
+        name=name, model_type=r.model_type, groups=tuple(groups), params=params, source=source,
+        hub_repo=hub_repo, hidden_size=r.get_int("hidden_size"),
+        vocab_size=r.get_int("vocab_size"),
+        intermediate_size=r.opt_int("moe_intermediate_size", 0) or 0,
+        num_attention_heads=r.get_int("num_attention_heads"),
+        max_position_embeddings=r.opt_int("max_position_embeddings"),
+        dtype_bytes=_DTYPE_BYTES.get(dtype, 2), dtype=dtype,
+        ssm_dtype_bytes=4,
+        checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
+        safetensors_total_bytes=safetensors_total_bytes,
+        defaulted=tuple(dict.fromkeys(r.defaulted)),
+        hidden_layers=n_layers,
+    )
 
 
 def _vision_encoder(vision: dict[str, Any] | None) -> tuple[int, int] | None:

@@ -128,6 +128,18 @@ GOLDEN = [
     ("kimi-k3", 24 * 576 * F16, 24 * 576 * F16, 69 * (96 * 128 * 128 + 3 * 3 * 96 * 128) * F32),
     # Step-3.7-Flash: 12 full + 33 sliding (window 512) layers, 8 KV heads × 128 on each
     ("step-3.7-flash", 45 * 8 * 256 * F16, 12 * 8 * 256 * F16, 0),
+    # DeepSeek-V4: every layer a 128-token window of one 512-value latent (K = V); ratio-4
+    # layers add a latent and a 128-value indexer key per 4 tokens, ratio-128 layers a latent
+    # per 128 tokens; compressor state f32: 2·8·1024 + 2·8·256 (ratio 4), 2·128·512 (128).
+    # Flash: 21 ratio-4, 20 ratio-128 of 43 layers; Pro: 30 and 31 of 61
+    ("deepseek-v4-flash", 43 * 512 * F16 + 21 * 640 * F16 // 4 + 20 * 512 * F16 // 128,
+     21 * 640 * F16 // 4 + 20 * 512 * F16 // 128,
+     21 * (2 * 8 * 1024 + 2 * 8 * 256) * F32 + 20 * 2 * 128 * 512 * F32),
+    ("deepseek-v4-pro", 61 * 512 * F16 + 30 * 640 * F16 // 4 + 31 * 512 * F16 // 128,
+     30 * 640 * F16 // 4 + 31 * 512 * F16 // 128,
+     30 * (2 * 8 * 1024 + 2 * 8 * 256) * F32 + 31 * 2 * 128 * 512 * F32),
+    # MiniMax-M3: 60 layers of 4 KV heads × 128 + one 128-value index key in the 57 sparse ones
+    ("minimax-m3", 60 * 4 * 256 * F16 + 57 * 128 * F16, 60 * 4 * 256 * F16 + 57 * 128 * F16, 0),
     ("phi-4", 40 * 10 * 256 * F16, 40 * 10 * 256 * F16, 0),
     ("smollm-1.7b", 24 * 32 * 128 * F16, 24 * 32 * 128 * F16, 0),
 ]
