@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from .errors import ConfigError, shown
@@ -1380,6 +1380,12 @@ def spec_from_config(
             # next-n (MTP) layers always build their own indexer (vLLM: is_mtp_layer)
             groups.append(make_group((LayerKind.INDEXER, 1, index_width, 0, None),
                                      list(range(n_layers, n_layers + n_mtp)), mtp=True))
+    if dsa:
+        # a decode step attends to the index_topk latent rows the indexer selects (GLM-5.2's
+        # layers without an indexer to those of the last layer that has one): it reads them,
+        # and every indexer key
+        topk = r.get_int("index_topk", maximum=1 << 31)
+        groups = [replace(g, read_limit=topk) if g.kind is LayerKind.MLA else g for g in groups]
 
     if nas is not None:
         params = _nas_params(nas, hidden=hidden, n_heads=n_heads, head_dim=head_dim, vocab=vocab,
@@ -1539,8 +1545,12 @@ def _deepseek_v4_groups(r: _Reader, n_layers: int) -> tuple[list[LayerGroup], in
     for ratio in (4, 128):
         layers = tuple(i for i, x in enumerate(main) if x == ratio)
         if layers:
+            # ratio 4: a decode step reads the index_topk entries the indexer selects; ratio
+            # 128: every entry
             groups.append(LayerGroup(LayerKind.COMPRESSED, layers, n_kv_heads=1,
-                                     head_dim_k=latent, ratio=ratio))
+                                     head_dim_k=latent, ratio=ratio,
+                                     read_limit=r.get_int("index_topk", maximum=1 << 31)
+                                     if ratio == 4 else None))
     c4 = tuple(i for i, x in enumerate(main) if x == 4)
     if c4:
         groups.append(LayerGroup(LayerKind.INDEX, c4, n_kv_heads=1, head_dim_k=index_dim,

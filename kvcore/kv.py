@@ -135,6 +135,20 @@ class CacheSize:
         return sum(g.k_bytes + g.v_bytes + g.scale_bytes for g in self.groups)
 
     @property
+    def read_bytes(self) -> int:
+        """The K + V bytes one decode step reads: every entry held, but at most a group's
+        ``read_limit`` entries a sequence where sparse attention selects its top-k (pro rata
+        of the group's bytes; tensor scales whole)."""
+        total = 0
+        for g in self.groups:
+            kv = g.k_bytes + g.v_bytes
+            limit = g.group.read_limit
+            if limit is not None and g.tokens > limit:
+                kv = kv * limit // g.tokens
+            total += kv + g.scale_bytes
+        return total
+
+    @property
     def state_bytes(self) -> int:
         """Recurrent state of all linear-attention/SSM layers and sequences."""
         return sum(g.state_bytes for g in self.groups)

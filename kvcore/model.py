@@ -103,6 +103,10 @@ class LayerGroup:
     replicated_conv_values: int = 0
     #: tokens per cached entry (compressed and index kinds: 4, 128; 1 for every other kind)
     ratio: int = 1
+    #: sparse attention: the most entries a decode step reads per sequence and layer (the
+    #: top-k an indexer selects: DeepSeek-V3.2's latent rows, DeepSeek-V4's ratio-4
+    #: compressed entries); None: every entry held
+    read_limit: int | None = None
 
     @property
     def count(self) -> int:
