@@ -117,13 +117,16 @@ def slots_per_request(model_type: str) -> int:
 
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("SGLang", req.spec, UNSUPPORTED)
-    # NSATokenToKVPool (mem_cache/memory_pool.py) keeps an fp8 indexer buffer of 132 bytes a
-    # token in every layer, shared or not, in 64-token pages; the latent's width under an fp8
-    # cache (kv_cache_dim) and the default --kv-cache-dtype for these models were not
-    # established from source
+    # the NSA/DSA token pool (mem_cache/memory_pool.py) keeps a 132-byte fp8 indexer key a
+    # token and layer in 64-token pages beside the MLA latent, but its fp8 latent row is 656
+    # bytes (calculate_mla_kv_cache_dim) under the FlashMLA backends and 576 under trtllm
+    # while the profiler's cell counts 576, the default --kv-cache-dtype follows the card
+    # (bfloat16 before SM100, fp8_e4m3 from it), and newer pools keep indexer keys only in
+    # some layers: the releases read disagree, so no one layout is sized
     refuse_indexer_cache("SGLang", req.spec,
-                         "its NSA pool's fp8 latent width and default KV dtype are not "
-                         "established; use --engine vllm or raw")
+                         "its DSA pool's fp8 latent row (656 or 576 bytes by backend), "
+                         "default KV dtype and indexer layers differ between releases; use "
+                         "--engine vllm, trtllm or raw")
     # its DeciLMForCausalLM numbers attention by the decoder layer, but whether the token
     # pool then holds the no-op layers too is not established
     refuse_nas_layout("SGLang", req.spec, always="the token pool's layers for no-op blocks "
