@@ -869,23 +869,80 @@ def test_vllm_dsa_bf16_on_blackwell_is_sized():
     assert r.blocks == r.kv_pool_bytes // (64 * 78 * (1152 + 132))
 
 
-@pytest.mark.parametrize("engine,says,why", [
-    # SGLang: its fp8 latent row is 656 B (FlashMLA backends) or 576 B (trtllm), the profiler
-    # counts 576, and the indexer layers changed between releases
-    ("sglang", "SGLang", "656 or 576 bytes by backend"),
-    # llama.cpp: the DSA cache's layers (the GGUF's MTP block, GLM-5.2's shared ones) differ
-    # between builds
-    ("llama.cpp", "llama.cpp", "differ between builds")])
 @pytest.mark.parametrize("model", ["deepseek-v3.2", "glm-5", "glm-5.1", "glm-5.2"])
-def test_other_engines_refuse_dsa_in_one_line(engine, says, why, model):
-    for kv in ("f16", "fp8"):
+def test_llamacpp_refuses_dsa_in_one_line(model):
+    # llama-kv-cache-dsa: the layers its two caches cover (the GGUF's MTP block, GLM-5.2's
+    # shared-indexer layers) differ between builds
+    for kv in ("f16", "q8_0"):
         with pytest.raises(InputError) as e:
-            engine_plan(engine, req(model, kv=kv, gpu="h200", parallel=Parallel(tp=8)))
-        assert str(e.value).startswith(f"{says}: DeepSeek Sparse Attention")
-        assert why in str(e.value) and "\n" not in str(e.value)
+            engine_plan("llama.cpp", req(model, kv=kv, gpu="h200"))
+        assert str(e.value).startswith("llama.cpp: DeepSeek Sparse Attention")
+        assert "differ between builds" in str(e.value) and "\n" not in str(e.value)
         assert e.value.field == "engine"
-    # the dense MLA model they size as before
-    engine_plan(engine, req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB))
+    # the dense MLA model it sizes as before
+    engine_plan("llama.cpp", req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB))
+
+
+# SGLang (sgl-project/sglang): the NSA/DSA pool (mem_cache/memory_pool.py NSATokenToKVPool,
+# later DSATokenToKVPool) holds tokens + 64 latent rows per layer and (tokens + 64 + 1) // 64
+# pages of 64 × 132 indexer bytes per layer, every layer (shared-indexer ones too); the latent
+# row is 576 × 2 = 1,152 B in bfloat16 and, under fp8_e4m3 with a FlashMLA backend,
+# 512 + 512 // 128 × 4 + 64 × 2 = 656 B (calculate_mla_kv_cache_dim). The profiler's cell
+# (get_cell_size_per_token / pool_configurator.py _compute_cell_size) counts 576 × dtype bytes
+# + 132 per layer. Pages are forced to 64.
+
+def test_sglang_dsa_pool_bytes_match_real_logs():
+    # DeepSeek-V3.2-Exp on B200 (fp8, FlashMLA), PR #11309 branch: "#tokens: 975424, KV size:
+    # 43.67 GB" = 61 × ((975,424 + 64) × 656 + 15,242 pages × 64 × 132) / 2^30
+    assert f"{sglang.dsa_pool_bytes(975424, 61, 656) / GiB:.2f}" == "43.67"
+    # main before the PR printed the latent only: 61 × 1,462,848 × 656 / 2^30 = 54.52 GB; the
+    # author's figure with the indexer keys is 65.49 GB
+    assert f"{61 * (1462784 + 64) * 656 / GiB:.2f}" == "54.52"
+    assert f"{sglang.dsa_pool_bytes(1462784, 61, 656) / GiB:.2f}" == "65.49"
+
+
+@pytest.mark.parametrize("model,kv,gpu,cell,row,flag", [
+    # H200 (sm90), auto → bfloat16: 61 × (1,152 + 132) = 78,324
+    ("deepseek-v3.2", "f16", "h200", 61 * (576 * 2 + 132), 1152, None),
+    # H200, fp8_e4m3: the cell counts 61 × (576 + 132) = 43,188, the pool a 656-byte row
+    ("deepseek-v3.2", "fp8", "h200", 61 * (576 + 132), 656, "fp8_e4m3"),
+    # GLM-5.2: all 78 layers keep indexer keys in SGLang's pool: 78 × 1,284 = 100,152
+    ("glm-5.2", "bf16", "b200", 78 * (1152 + 132), 1152, "bfloat16"),
+    ("glm-5", "bf16", None, 78 * (1152 + 132), 1152, "bfloat16"),
+])
+def test_sglang_dsa_cell_and_pool(model, kv, gpu, cell, row, flag):
+    budget = {"kv_budget_bytes": 40 * GiB} if gpu is None else {}
+    r = engine_plan("sglang", req(model, kv=kv, gpu=gpu, weights="fp8",
+                                  parallel=Parallel(tp=8), **budget))
+    assert r.extra["cell_bytes"] == cell and r.block_tokens == 64
+    tokens = r.kv_pool_bytes // cell // 64 * 64
+    assert r.kv_tokens == tokens and r.blocks == tokens // 64
+    layers = 61 if model == "deepseek-v3.2" else 78
+    pool = layers * ((tokens + 64) * row + (tokens + 65) // 64 * 64 * 132)
+    assert (f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool / GiB:.2f} GB"
+            in r.log_lines)
+    assert (f"--kv-cache-dtype {flag}" in r.command) == (flag is not None)
+
+
+def test_sglang_dsa_forces_64_token_pages():
+    r = engine_plan("sglang", req("glm-5.1", kv="bf16", gpu=None, kv_budget_bytes=40 * GiB,
+                                  settings=EngineSettings(page_size=16)))
+    assert r.block_tokens == 64 and "--page-size 16 is ignored" in " ".join(r.notes)
+
+
+@pytest.mark.parametrize("kv,gpu,field", [
+    ("f16", "b200", "kv_k"),        # auto is fp8_e4m3 from SM100, whose row changed by release
+    ("fp8", "b200", "kv_k"),        # 656 B (FlashMLA, older) or 576 B (trtllm, newer)
+    ("fp8_e5m2", "h200", "kv_k"),   # DSA takes bfloat16 or fp8_e4m3 only
+    ("bf16", "a100", "gpu"),        # no NSA kernels before Hopper here
+    ("f16", None, "gpu"),           # auto depends on the card
+])
+def test_sglang_dsa_refusals(kv, gpu, field):
+    budget = {"kv_budget_bytes": 40 * GiB} if gpu is None else {}
+    with pytest.raises(InputError) as e:
+        engine_plan("sglang", req("deepseek-v3.2", kv=kv, gpu=gpu, parallel=Parallel(tp=8),
+                                  **budget))
+    assert e.value.field == field and "\n" not in str(e.value)
 
 
 # TensorRT-LLM (NVIDIA/TensorRT-LLM): attention_backend/sparse/dsa/cache_manager.py
