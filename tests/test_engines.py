@@ -964,10 +964,11 @@ def test_trtllm_dsa_bytes_per_token(model, kv, per_token):
         r = engine_plan("trtllm", req(model, kv=kv, gpu=None, kv_budget_bytes=8 * GiB,
                                       parallel=Parallel(tp=tp)))
         assert r.extra["bytes_per_token"] == per_token
-        # the pool's tokens: budget // bytes a token, rounded up to whole 32-token blocks
-        tokens = -(-(8 * GiB // per_token) // 32) * 32
-        assert r.kv_tokens == tokens and r.blocks == tokens // 32
-        assert r.log_lines == ("Number of tokens per block: 32.",)
+        # the pool's tokens: budget // bytes a token, rounded up to whole 64-token blocks
+        # (a DSA model's default: DeepGEMM's paged indexer kernel takes 64 on sm90)
+        tokens = -(-(8 * GiB // per_token) // 64) * 64
+        assert r.kv_tokens == tokens and r.blocks == tokens // 64
+        assert r.log_lines == ("Number of tokens per block: 64.",)
         assert f"{per_token:,} bytes a token per rank" in " ".join(r.notes)
 
 
@@ -978,8 +979,28 @@ def test_trtllm_dsa_pipeline_stages_own_their_indexers():
                                   parallel=Parallel(pp=2)))
     first, second = 39 * 576 + 12 * 132, 39 * 576 + 9 * 132   # 24,048 and 23,652
     assert r.binding_stage == 0 and r.extra["bytes_per_token"] == first
-    assert r.kv_tokens == -(-(8 * GiB // first) // 32) * 32
+    assert r.kv_tokens == -(-(8 * GiB // first) // 64) * 64
     assert first > second
+
+
+@pytest.mark.parametrize("gpu,block,field", [
+    ("h200", 32, "tokens_per_block"),   # DeepGEMM's sm90 paged MQA-logits kernel: 64 only
+    ("b200", 128, "tokens_per_block"),  # sm100: 32 or 64
+    ("a100", None, "gpu"),              # no sparse MLA kernels before Hopper
+    ("rtx pro 6000", None, "gpu"),      # sm120's fp8_ds_mla path is not modeled
+])
+def test_trtllm_dsa_refuses_blocks_and_cards_its_kernels_do_not_take(gpu, block, field):
+    with pytest.raises(InputError) as e:
+        engine_plan("trtllm", req("glm-5", kv="fp8", gpu=gpu, parallel=Parallel(tp=8),
+                                  settings=EngineSettings(tokens_per_block=block)))
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+def test_trtllm_dsa_takes_32_token_blocks_on_blackwell():
+    r = engine_plan("trtllm", req("glm-5", kv="fp8", gpu="b200", weights="fp8",
+                                  parallel=Parallel(tp=8),
+                                  settings=EngineSettings(tokens_per_block=32)))
+    assert r.block_tokens == 32 and r.kv_tokens % 32 == 0
 
 
 @pytest.mark.parametrize("kv,says", [("nvfp4", "not nvfp4"), ("q8_0", "no q8_0")])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..formats import get_format
+from ..gpus import GPU
 from ..kv import kv_row_bytes
 from ..model import LayerKind, ModelSpec
 from ..parallel import trtllm_stage_layers
@@ -66,6 +67,11 @@ DSA_FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8"}
 #: the indexer key cache: fp8 values with one fp32 scale per 128 (indexer_k_dtype "fp8", the
 #: default ModelConfig.from_pretrained sets for DeepseekV32ForCausalLM and GlmMoeDsaForCausalLM)
 INDEXER_QUANT_BLOCK = 128
+#: the indexer keys share the cache's tokens_per_block, and DeepGEMM's paged MQA-logits
+#: kernel the indexer reads them with takes 64-token pages on sm90 and 32 or 64 on sm100
+#: (csrc/apis/attention.hpp); NVIDIA's DSA recipes set 64
+DSA_TOKENS_PER_BLOCK = 64
+DSA_BLOCKS = {9: (64,), 10: (32, 64)}
 
 
 def indexer_row_bytes(width: int) -> int:
@@ -85,6 +91,23 @@ def dsa_bytes_per_token(spec: ModelSpec, latent_bytes: int) -> int:
         elif g.kind is LayerKind.INDEXER:
             total += g.count * indexer_row_bytes(g.head_dim_k)
     return total
+
+
+def dsa_block(gpu: GPU | None, asked: int | None) -> int:
+    """tokens_per_block for a DeepSeek Sparse Attention model on ``gpu`` (64 unless asked),
+    or a one-line refusal of a card or block size its DSA kernels do not take."""
+    family = gpu.cuda_family if gpu is not None else None
+    if gpu is not None and family not in DSA_BLOCKS:
+        raise InputError(f"TensorRT-LLM's DSA kernels (FlashMLA sparse MLA, DeepGEMM indexer) "
+                         f"are sized here on Hopper (sm90) and Blackwell (sm100), not on "
+                         f"{gpu.name}", field="gpu")
+    block = asked or DSA_TOKENS_PER_BLOCK
+    allowed = DSA_BLOCKS[family] if family is not None else (32, 64)
+    if block not in allowed:
+        raise InputError(f"TensorRT-LLM's DSA indexer reads its keys with DeepGEMM's paged "
+                         f"kernel, which takes {' or '.join(map(str, allowed))}-token blocks "
+                         f"here, not {block}", field="tokens_per_block")
+    return block
 
 
 def check_dsa(spec: ModelSpec, fmt_name: str) -> str:
@@ -141,7 +164,8 @@ def plan(req: EngineRequest) -> EngineReport:
     else:
         name = single_format(NAME, opts, FORMATS)
     frac = s.free_gpu_memory_fraction or FRACTION
-    tpb = s.tokens_per_block or TOKENS_PER_BLOCK
+    tpb = (dsa_block(req.gpus[0] if req.gpus else None, s.tokens_per_block) if dsa
+           else s.tokens_per_block or TOKENS_PER_BLOCK)
     p = req.parallel
     weights, shares = rank_weights(req, STAGE_SPLIT)
     act = 2 * 8192 * (req.spec.hidden_size + req.spec.intermediate_size // p.tp) * 2
@@ -212,6 +236,10 @@ def plan(req: EngineRequest) -> EngineReport:
                      f"{offload_tokens:,} more tokens per rank")
     if name != "auto":
         notes.append(f"set kv_cache_config.dtype: {name} in the extra LLM API options file")
+    if dsa and not s.tokens_per_block:
+        notes.append(f"set kv_cache_config.tokens_per_block: {tpb} in the extra LLM API "
+                     "options file (DeepGEMM's paged indexer kernel needs 64-token blocks on "
+                     "sm90)")
     if dsa:
         notes.append(f"DSA cache: {per_token:,} bytes a token per rank: the MLA latent at "
                      f"{latent} B a value in every layer, an fp8 indexer key (+ one fp32 scale "
