@@ -180,13 +180,16 @@ def without_windows(spec: ModelSpec) -> ModelSpec:
 
 
 def plan(req: EngineRequest) -> EngineReport:
-    # llama.cpp runs deepseek_v32 (src/models/deepseek32.cpp) and glm_moe_dsa
-    # (src/models/glm-dsa.cpp, GLM-5.2's shared layers from indexer_types) with a real
-    # indexer and a cache of its own (llama-kv-cache-dsa), whose indexer-key type and size
-    # were not established from source
+    # llama-kv-cache-dsa keeps the indexer's keys as a second llama_kv_cache of one K-only
+    # head of indexer_head_size values in the -ctk type (hparams copied from the MLA model, so
+    # is_mla() leaves V out), with the main cache's cells and streams; but the layers it
+    # covers changed between builds (every block of the GGUF, the MTP block included, where
+    # create_memory passes no filter; only the decoder's full-indexer layers where it filters
+    # them), so the layer count cannot be pinned to one build
     refuse_indexer_cache("llama.cpp", req.spec,
-                         "its DSA cache (llama-kv-cache-dsa) keeps the indexer's keys in a "
-                         "layout not established here; use --engine vllm or raw")
+                         "the layers its DSA cache gives indexer keys (the GGUF's MTP block, "
+                         "GLM-5.2's shared layers) differ between builds; use --engine vllm, "
+                         "trtllm or raw")
     refuse_layout(NAME, req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     windowed = req.spec
     req = replace(req, spec=without_windows(req.spec))
