@@ -1,6 +1,6 @@
 """DeepSeek-V4 (compressed sparse attention) and MiniMax-M3 (block-sparse attention with index
-heads): raw sizes their caches layer kind by layer kind; the engines refuse them until their
-allocation is modelled."""
+heads): raw sizes their caches layer kind by layer kind; SGLang sizes DeepSeek-V4's pools
+(DSV4PoolConfigurator); the other engines, and every engine for MiniMax-M3, refuse them."""
 
 import json
 from pathlib import Path
@@ -10,6 +10,7 @@ import pytest
 from app.cli import main
 from kvcore import CacheOptions, LayerKind, cache_size, model_catalog, spec_from_config
 from kvcore.kv import bytes_per_token, marginal_bytes_per_token
+from kvcore.parallel import Parallel
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 ENGINES = ("vllm", "sglang", "llama.cpp", "trtllm")
@@ -125,16 +126,104 @@ def test_m3_parameters_moe_pattern():
     assert s.params.experts == 57 * 128 * 3 * 6144 * 3072
 
 
-@pytest.mark.parametrize(("name", "words"), [
-    ("deepseek-v4-flash", "DeepSeek-V4's compressed sparse attention"),
-    ("deepseek-v4-pro-fp8-sgl", "DeepSeek-V4's compressed sparse attention"),
-    ("minimax-m3", "MiniMax-M3's block-sparse attention index cache"),
+@pytest.mark.parametrize(("name", "words", "engines"), [
+    ("deepseek-v4-flash", "DeepSeek-V4's compressed sparse attention",
+     ("vllm", "llama.cpp", "trtllm")),
+    ("deepseek-v4-pro-fp8-sgl", "DeepSeek-V4's compressed sparse attention",
+     ("vllm", "llama.cpp", "trtllm")),
+    ("minimax-m3", "MiniMax-M3's block-sparse attention index cache", ENGINES),
 ])
-def test_engines_refuse_what_they_do_not_model(name, words, capsys):
-    for engine in ENGINES:
+def test_engines_refuse_what_they_do_not_model(name, words, engines, capsys):
+    for engine in engines:
         code, out, err = run(capsys, ref(name), "--ctx", "128k", "--engine", engine,
                              "--gpu", "h200")
         assert code == 2 and out == ""
         assert words in err and engine in err and err.count("\n") == 1
     code, out, _ = run(capsys, ref(name), "--ctx", "128k", "--gpu", "h200")
     assert code == 0 and "index" in out
+
+
+# --- SGLang's DeepSeek-V4 pools (DSV4PoolConfigurator) ---------------------------------------
+
+def sglang_v4(name, seqs, **kw):
+    from kvcore import find_gpu, get_format
+    from kvcore.engines import EngineRequest, engine_plan
+    kv = kw.pop("kv", "f16")
+    fmt = get_format(kv)
+    return engine_plan("sglang", EngineRequest(
+        spec=spec(name), context=L, sequences=seqs, cache=CacheOptions(kv_k=fmt, kv_v=fmt),
+        gpus=() if "kv_budget_bytes" in kw else (find_gpu("h200"),), **kw))
+
+
+def test_sglang_v4_flash_pools_from_a_budget():
+    # bytes per full token (pool_configurator _get_bytes_per_full_token), packed row
+    # 448 fp8 + 64 × 2 bf16 + 448/64 scales + 1 pad = 584 B, indexer 128 + 128/128 × 4 = 132 B,
+    # ratio-4 state 2 × 2 × 512 × 4 B = 8,192 B and indexer state 2 × 2 × 128 × 4 = 2,048 B
+    # per ring slot, 8 slots per 128-token window page, swa_full_tokens_ratio 0.1:
+    #   0.1 × 584 × 43 + 584 × 21 / 4 + 584 × 20 / 128 + 132 × 21 / 4
+    #   + 0.1 × 8/128 × 8,192 × 21 + 0.1 × 8/128 × 2,048 × 21
+    #   = 2,511.2 + 3,066 + 91.25 + 693 + 1,075.2 + 268.8 = 7,705.45
+    # c128 state (4 running requests): (4 + 1) × 128 + 128 + 1 = 769 rows → 896 (multiple of
+    # 128) × 2 × 512 × 4 B × 20 layers = 73,400,320 B
+    # full = int((107,374,182,400 − 73,400,320) / 7,705.45) = 13,925,310 → 13,925,120 (page 256)
+    # swa = int(13,925,120 × 0.1) = 1,392,512 → 1,392,384; c4 = full // 4 = 3,481,280;
+    # c128 = full // 128 = 108,790; c4_state = 1,392,384 // 128 × 8 = 87,024
+    r = sglang_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3)
+    assert r.kv_tokens == 13_925_120 and r.blocks == 13_925_120 // 256
+    # a float, as in SGLang (7,705.450000000001 after its sum)
+    assert round(r.extra["bytes_per_full_token"], 6) == 7705.45
+    assert r.extra["c128_state_bytes"] == 73_400_320
+    assert r.extra["pools"] == {"full": 13_925_120, "swa": 1_392_384, "c4": 3_481_280,
+                                "c128": 108_790, "c4_state": 87_024, "c128_state": 0}
+    assert r.log_lines == (
+        "DSV4 memory calculation: bytes_per_full_token=7705.45, available_bytes=100.00 GB, "
+        "c128_state_fixed=0.07 GB, full_token=13925120",
+        "DSV4 pool sizes: full=13925120, swa=1392384, c4=3481280, c128=108790, "
+        "c4_state=87024, c128_state=0")
+    assert r.fits and r.max_sequences == 13_925_120 // L
+
+
+def test_sglang_v4_pro_pools_from_a_budget():
+    # Pro: 61 layers, 30 of ratio 4, 31 of ratio 128:
+    #   0.1 × 584 × 61 + 584 × 30 / 4 + 584 × 31 / 128 + 132 × 30 / 4
+    #   + 0.1 × 8/128 × (8,192 + 2,048) × 30 = 3,562.4 + 4,380 + 141.4375 + 990 + 1,920
+    #   = 10,993.8375
+    # c128 state (8 requests): 9 × 128 + 129 = 1,281 rows → 1,408 × 4,096 B × 31 = 178,782,208 B
+    # full = int((107,374,182,400 − 178,782,208) / 10,993.8375) = 9,750,498 → 9,750,272;
+    # swa = int(975,027.2) = 975,027 → 974,848; c4 2,437,568; c128 76,174; c4_state 60,928
+    r = sglang_v4("deepseek-v4-pro", 8, kv_budget_bytes=100 * 1024**3, kv="fp8_e4m3")
+    assert round(r.extra["bytes_per_full_token"], 6) == 10993.8375
+    assert r.extra["c128_state_bytes"] == 178_782_208
+    assert r.extra["pools"] == {"full": 9_750_272, "swa": 974_848, "c4": 2_437_568,
+                                "c128": 76_174, "c4_state": 60_928, "c128_state": 0}
+    assert "--kv-cache-dtype fp8_e4m3" in r.command and "--max-running-requests 8" in r.command
+
+
+def test_sglang_v4_on_an_h200_budget():
+    # the budget itself is SGLang's usual one (mem_fraction_static, weights); the DSV4 line
+    # prints it in GiB and the tokens follow from it as above
+    r = sglang_v4("deepseek-v4-flash", 1, parallel=Parallel(tp=8))
+    rest = r.kv_pool_bytes
+    fixed = (2 * 128 + 129 + 127) // 128 * 128 * 2 * 512 * 4 * 20
+    assert r.extra["c128_state_bytes"] == fixed == 41_943_040
+    assert r.kv_tokens == int((rest - fixed) / 7705.45) // 256 * 256
+    assert r.log_lines[0].startswith("mem_fraction_static=")
+    assert f"available_bytes={rest / 1024**3:.2f} GB" in r.log_lines[1]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--pp", "2"), "pipeline parallelism"),
+    (("--dp", "2"), "data parallelism"),
+    (("--kv", "fp8_e5m2"), "fp8_e5m2"),
+    (("--kv", "q8_0"), "q8_0"),
+])
+def test_sglang_v4_refuses_what_it_does_not_size(args, words, capsys):
+    code, out, err = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
+                         "--gpu", "h200", *args)
+    assert code == 2 and out == "" and words in err and err.count("\n") == 1
+
+
+def test_sglang_v4_cli_prints_the_pool_lines(capsys):
+    code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
+                       "--gpu", "h200", "--tp", "8")
+    assert code == 0 and "DSV4 pool sizes: full=" in out and "584 B" in out

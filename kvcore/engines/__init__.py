@@ -58,8 +58,10 @@ def stage_split(engine: str) -> Split:
             "trtllm": trtllm.STAGE_SPLIT}.get(canonical(engine), stage_layers)
 
 
-#: kinds whose allocation no engine profile models yet: an engine refuses them, raw sizes them
+#: kinds whose allocation an engine profile may not model: it refuses them, raw sizes them
 _UNMODELLED = (LayerKind.COMPRESSED, LayerKind.INDEX, LayerKind.COMPRESSOR)
+#: engines that size DeepSeek-V4's compressed pools themselves (SGLang's DSV4PoolConfigurator)
+_SIZES_DEEPSEEK_V4 = frozenset({"sglang"})
 
 
 def _scheme(request: EngineRequest) -> str:
@@ -71,7 +73,9 @@ def _scheme(request: EngineRequest) -> str:
 
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     name = canonical(engine)
-    if name != "raw" and any(g.kind in _UNMODELLED for g in request.spec.groups):
+    minimax = request.spec.model_type.startswith("minimax")
+    if (name != "raw" and any(g.kind in _UNMODELLED for g in request.spec.groups)
+            and (minimax or name not in _SIZES_DEEPSEEK_V4)):
         raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} yet; "
                          "--engine raw sizes the cache itself", field="engine")
     return ENGINES[name](request)

@@ -26,6 +26,7 @@ from .base import (
     EngineRequest,
     GiB,
     MiB,
+    RankShare,
     model_ref,
     need_gpu,
     parallel_flags,
@@ -196,6 +197,27 @@ def slots_per_request(model_type: str) -> int:
     return SLOTS_PER_REQUEST + extra
 
 
+def kv_budget(req: EngineRequest, shares: list[RankShare]) -> tuple[int, int | None, float | None]:
+    """(bytes left for the KV pools, weights + KV budget, mem_fraction_static) of the most
+    loaded rank: rest = free after weights − free before loading × (1 − mem_fraction_static)
+    (model_runner_kv_cache_mixin profile_max_num_token)."""
+    s, p = req.settings, req.parallel
+    frac = s.mem_fraction_static
+    gpu = shares[0].gpu
+    if req.kv_budget_bytes is not None:
+        return req.kv_budget_bytes, None, frac
+    if gpu is None:
+        raise need_gpu()
+    total = gpu.total_bytes
+    if frac is None:
+        frac = auto_mem_fraction(total, p.tp, p.pp, s.chunked_prefill_size)
+        if req.spec.vision_encoder:
+            frac *= vision_factor(*req.spec.vision_encoder)
+    before = total - PRELOAD - (int(0.3 * GiB) if p.ranks_per_replica > 1 else 0)
+    after = before - max(sh.weights_bytes for sh in shares)
+    return int(after - before * (1 - frac)), int(before * frac), frac
+
+
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("SGLang", req.spec, UNSUPPORTED)
     # its DeciLMForCausalLM numbers attention by the decoder layer, but whether the token
@@ -203,6 +225,9 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_nas_layout("SGLang", req.spec, always="the token pool's layers for no-op blocks "
                       "are not established")
     refuse_layout("SGLang", req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
+    if any(g.kind is LayerKind.COMPRESSED for g in req.spec.groups):
+        from .sglang_dsv4 import plan as dsv4_plan
+        return dsv4_plan(req)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     dsa = any(g.kind is LayerKind.INDEXER for g in req.spec.groups)
@@ -235,23 +260,7 @@ def plan(req: EngineRequest) -> EngineReport:
     kb, vb = rows[binding]
     cell = max(1, kb + vb)
     stage = shares[binding].spec
-    frac = s.mem_fraction_static
-    gpu = shares[0].gpu
-    if req.kv_budget_bytes is not None:
-        rest = req.kv_budget_bytes
-        budget = None
-    elif gpu is None:
-        raise need_gpu()
-    else:
-        total = gpu.total_bytes
-        if frac is None:
-            frac = auto_mem_fraction(total, p.tp, p.pp, s.chunked_prefill_size)
-            if req.spec.vision_encoder:
-                frac *= vision_factor(*req.spec.vision_encoder)
-        before = total - PRELOAD - (int(0.3 * GiB) if p.ranks_per_replica > 1 else 0)
-        after = before - max(sh.weights_bytes for sh in shares)
-        rest = int(after - before * (1 - frac))
-        budget = int(before * frac)
+    rest, budget, frac = kv_budget(req, shares)
     swa_tokens = None
     recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp]
     mamba_slots = None
