@@ -124,8 +124,10 @@ def test_missing_gpu():
 
 
 def test_body_too_large():
+    from app.web import MAX_BODY_BYTES
+
     client = TestClient(create_app())
-    r = client.post("/api/v1/plan", content=b"{" + b" " * (3 << 20) + b"}",
+    r = client.post("/api/v1/plan", content=b"{" + b" " * MAX_BODY_BYTES + b"}",
                     headers={"Content-Type": "application/json"})
     assert r.status_code == 413 and r.json()["ok"] is False
 
