@@ -160,6 +160,9 @@ class ParamCount:
     embedding: int
     #: vision/audio encoder and projector
     encoder: int = 0
+    #: per-layer embedding tables (Gemma-3n, Gemma 4 E2B/E4B: vocab × layers × width), part
+    #: of ``total``, not of ``embedding``
+    per_layer_embedding: int = 0
     #: multi-token-prediction modules (in the checkpoint, loaded only for speculative decoding)
     mtp: int = 0
     #: routed-expert weights (all experts), part of ``total``

@@ -664,9 +664,12 @@ def test_gemma4_kv_shared_layers_hold_no_cache():
     assert spec.cacheless_layers == 20 and spec.decoder_layers == 35
     from kvcore import bytes_per_token
     assert bytes_per_token(spec) == (3 * 1024 + 12 * 512) * 2
-    # the per-layer embedding table (262144 × 35 × 256) counts with the embeddings
+    # the per-layer embedding table (262144 × 35 × 256) is counted on its own, beside the
+    # tied token embedding (262144 × 1536), which it must not make look untied
     no_ple = spec_from_config(_gemma4_e2b(hidden_size_per_layer_input=0), name="x", source="t")
-    assert spec.params.embedding - no_ple.params.embedding == 262144 * 35 * 256
+    assert spec.params.per_layer_embedding == 262144 * 35 * 256
+    assert spec.params.embedding == no_ple.params.embedding == 262144 * 1536
+    assert no_ple.params.per_layer_embedding == 0
 
 
 def test_gemma4_k_eq_v_needs_the_global_kv_heads():
