@@ -1553,6 +1553,7 @@ def spec_from_config(
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
         cacheless_layers=sum(1 for ks in cache_kinds if not ks),
+        kv_shared_layers=len(shared),
         linear_attention_layers=sum(1 for b in nas or () if b.attention == "linear"),
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision),

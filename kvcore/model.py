@@ -245,6 +245,9 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default=())
     #: layers that hold no cache at all (Nemotron-H's MLP and MoE blocks)
     cacheless_layers: int = 0
+    #: of those, the layers that attend over an earlier layer's cache (Gemma 4 / Gemma-3n
+    #: ``num_kv_shared_layers``)
+    kv_shared_layers: int = 0
     #: Nemotron-NAS layers whose attention is replaced by one hidden × hidden projection
     #: (``replace_with_linear``): no cache, and not every engine builds them
     linear_attention_layers: int = 0
