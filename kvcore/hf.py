@@ -1578,6 +1578,9 @@ def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
         return ("this config has no attention_other_setting: the sliding layers are sized "
                 "with the top-level 64 query heads (the published Step-3.7-Flash config gives "
                 "them 96; their KV heads and width are the same, 8 × 128)",)
+    if model_type in GEMMA4_TYPES and isinstance(lm.get("audio_config"), Mapping):
+        # Gemma 4 E2B/E4B carry a conformer audio encoder whose tensors were not read
+        return ("the audio tower (audio_config) is not counted in the weights",)
     return ()
 
 

@@ -672,6 +672,16 @@ def test_gemma4_kv_shared_layers_hold_no_cache():
     assert no_ple.params.per_layer_embedding == 0
 
 
+def test_gemma4_audio_tower_is_named_as_not_counted():
+    config = _gemma4_e2b()
+    assert spec_from_config(config, name="x", source="t").notes == ()
+    config["audio_config"] = {"model_type": "gemma4_audio", "hidden_size": 1024,
+                              "num_hidden_layers": 12}
+    spec = spec_from_config(config, name="x", source="t")
+    assert spec.notes == ("the audio tower (audio_config) is not counted in the weights",)
+    assert spec.params.encoder == 0
+
+
 def test_gemma4_k_eq_v_needs_the_global_kv_heads():
     with pytest.raises(ConfigError, match="num_global_key_value_heads"):
         spec_from_config(_gemma4_e2b(attention_k_eq_v=True), name="x", source="t")
