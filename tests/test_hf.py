@@ -858,3 +858,24 @@ def test_gemma3n_per_layer_mlp_widths():
         bad = _gemma3n()
         bad["vision_config"]["architecture"] = "vit_so400m"
         spec_from_config(bad, name="x", source="t")
+
+
+def test_gemma4_e4b_kv_shared_layers_hold_no_cache():
+    # Gemma 4 E4B: 42 layers, every 6th full, 2 KV heads (num_global_key_value_heads null: the
+    # full layers keep num_key_value_heads), the last 18 sharing; layers 0..23 own a cache
+    types = ["full_attention" if i % 6 == 5 else "sliding_attention" for i in range(42)]
+    spec = spec_from_config(_gemma4_e2b(
+        hidden_size=2560, num_hidden_layers=42, num_key_value_heads=2, num_kv_shared_layers=18,
+        use_double_wide_mlp=False, intermediate_size=10240, layer_types=types),
+        name="e4b", source="t")
+    assert _groups(spec) == {
+        (LayerKind.FULL, 2, 512, 512, None): (5, 11, 17, 23),
+        (LayerKind.SLIDING, 2, 256, 256, 512): tuple(i for i in range(23) if i % 6 != 5),
+    }
+    from kvcore import bytes_per_token, marginal_bytes_per_token
+    # 4 full × 2 × (512 + 512) × 2 B + 20 sliding × 2 × (256 + 256) × 2 B = 57,344 B within
+    # the window, 16,384 past it
+    assert bytes_per_token(spec) == 4 * 2 * 1024 * 2 + 20 * 2 * 512 * 2 == 57344
+    assert marginal_bytes_per_token(spec) == 16384
+    assert spec.kv_shared_layers == 18
+    assert spec.params.per_layer_embedding == 262144 * 42 * 256
