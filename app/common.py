@@ -242,11 +242,15 @@ def model_line(data: dict[str, Any]) -> str:
 
     m = data["model"]
     mtp = sum(g["layers"] for g in data["breakdown"] if g["mtp"])
+    # KV-shared layers (Gemma 4, Gemma-3n) attend over another layer's cache; the rest of the
+    # cacheless layers have no attention at all
+    shared = m.get("kv_shared_layers") or 0
+    own_less = (m.get("cacheless_layers") or 0) - shared
     return (f"{m['hub_repo'] or m['name']} ({m['model_type']}, "
             f"{format_quantity(m['layers'], 'layer')}: "
             + ", ".join(f"{g['layers']} {g['kind']}"
                         + (f" 1:{g['ratio']}" if g.get("ratio", 1) > 1 else "")
                         for g in m["groups"] if not g["mtp"])
-            + (f"; {m['cacheless_layers']:,} more with no cache, MLP or MoE only"
-               if m.get("cacheless_layers") else "")
+            + (f"; {shared:,} more reading an earlier layer's cache" if shared else "")
+            + (f"; {own_less:,} more with no cache, MLP or MoE only" if own_less else "")
             + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")

@@ -50,6 +50,9 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window": 4096, "sliding_window_pattern": 6, "vocab_size": 262_208,
         "max_position_embeddings": 131_072, "tie_word_embeddings": True,
     },
+    # Gemma-3n ties its lm_head to the token embedding (vLLM gemma3n.py builds no lm_head;
+    # llama.cpp gemma3n.cpp duplicates token_embd as the output)
+    "gemma3n_text": {"tie_word_embeddings": True},
     "gemma2": {"sliding_window": 4096, "tie_word_embeddings": True},
     "gemma": {"tie_word_embeddings": True},
     "cohere2": {"sliding_window_pattern": 4, "tie_word_embeddings": True},
@@ -89,6 +92,8 @@ _MLA_TYPES = ("kv_lora_rank",)
 
 #: Gemma 4: full-attention layers of their own width and KV head count, KV-shared tail layers
 GEMMA4_TYPES = frozenset({"gemma4", "gemma4_text"})
+#: Gemma-3n: KV-shared tail layers, per-layer MLP widths, AltUp, LAuReL, per-layer embeddings
+GEMMA3N_TYPES = frozenset({"gemma3n", "gemma3n_text"})
 #: MiMo-V2: sliding-window and full layers of different KV heads and K/V widths
 MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
 #: Step-3.5/3.7: ``attention_other_setting`` gives the layers of one type other heads
@@ -617,6 +622,25 @@ def _head_dim(r: _Reader, hidden: int, n_heads: int) -> int:
     return hidden // n_heads
 
 
+def _ffn_widths(cfg: dict[str, Any], n_layers: int) -> list[int] | None:
+    """The MLP width of every layer where ``intermediate_size`` lists one per layer (Gemma-3n's
+    MatFormer configs); None where it is one number."""
+    widths = cfg.get("intermediate_size")
+    if not isinstance(widths, list):
+        return None
+    if len(widths) != n_layers or not all(
+            isinstance(w, int) and not isinstance(w, bool) and 0 < w <= 1 << 24 for w in widths):
+        raise ConfigError(f"config.json 'intermediate_size' must be one integer or list one "
+                          f"positive width per layer ({n_layers})", field="intermediate_size")
+    return widths
+
+
+def _intermediate(r: _Reader, n_layers: int) -> int:
+    """The config's MLP width: the widest layer's where it lists one per layer."""
+    widths = _ffn_widths(r.cfg, n_layers)
+    return max(widths) if widths else r.opt_int("intermediate_size", 0) or 0
+
+
 class _Attn(NamedTuple):
     """One attention layer's cache geometry and query heads."""
 
@@ -648,16 +672,6 @@ def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[i
         for i, ks in enumerate(kinds):
             if LayerKind.FULL in ks:
                 out[i] = _Attn(full_kv or kv_list[i], full_dim, full_dim, n_heads, not k_eq_v)
-        n_shared = r.opt_int("num_kv_shared_layers", 0, maximum=n) or 0
-        if n_shared:
-            # the last n_shared layers read the cache of the last earlier layer of their type
-            first = n - n_shared
-            for i in range(first, n):
-                if not any(kinds[j] == kinds[i] for j in range(first)):
-                    raise ConfigError(
-                        f"num_kv_shared_layers {n_shared}: layer {i} has no earlier layer of its "
-                        "attention type to share a cache with", field="num_kv_shared_layers")
-            shared = frozenset(range(first, n))
     elif mt in MIMO_V2_TYPES:
         # vLLM mimo_v2_flash.py MiMoV2FlashDecoderLayer: sliding layers take the swa_* fields
         # (swa_v_head_dim defaulting to swa_head_dim), full layers head_dim and v_head_dim
@@ -685,7 +699,26 @@ def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[i
         for i, ks in enumerate(kinds):
             if kind in ks:
                 out[i] = _Attn(o_kv, o_dim, o_dim, o_q)
+    if mt in GEMMA4_TYPES or mt in GEMMA3N_TYPES:
+        shared = _kv_shared_layers(r, kinds)
     return out, shared
+
+
+def _kv_shared_layers(r: _Reader, kinds: list[set[LayerKind]]) -> frozenset[int]:
+    """Gemma 4 / Gemma-3n: the last ``num_kv_shared_layers`` layers read the cache of the last
+    earlier layer of their type and keep none (vLLM kv_sharing_target_layer_name, llama.cpp
+    hparams.has_kv)."""
+    n = len(kinds)
+    n_shared = r.opt_int("num_kv_shared_layers", 0, maximum=n) or 0
+    if not n_shared:
+        return frozenset()
+    first = n - n_shared
+    for i in range(first, n):
+        if not any(kinds[j] == kinds[i] for j in range(first)):
+            raise ConfigError(
+                f"num_kv_shared_layers {n_shared}: layer {i} has no earlier layer of its "
+                "attention type to share a cache with", field="num_kv_shared_layers")
+    return frozenset(range(first, n))
 
 
 def _gdn_state(r: _Reader) -> tuple[int, int, str]:
@@ -870,6 +903,69 @@ def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
     return depth * per_layer + patch_embed + projector + positions + deep
 
 
+#: parameters of timm's mobilenetv5_300m_enc, Gemma-3n's vision tower (keras-team/keras-hub
+#: keras_hub/src/models/mobilenetv5/mobilenetv5_presets.py "mobilenetv5_300m_enc_gemma3n"
+#: @b93373ada9594791c890a664ef0bd6205e8e81f4)
+MOBILENETV5_300M_PARAMS = 294_284_096
+
+
+def _gemma3n_towers(cfg: dict[str, Any], text_hidden: int) -> int:
+    """Gemma-3n's audio encoder, vision tower and the two embedders that project them into
+    the text width (transformers Gemma3nAudioEncoder, Gemma3nMultimodalEmbedder; SGLang
+    models/gemma3n_audio.py builds the same tensors)."""
+    def whole(sub: Mapping[str, Any], key: str, default: int) -> int:
+        value = sub.get(key, default)
+        return _check_int(key, value, 1, 1 << 20)
+
+    total = 0
+    vision = cfg.get("vision_config")
+    if isinstance(vision, Mapping):
+        width = whole(vision, "hidden_size", 2048)
+        arch = vision.get("architecture", "mobilenetv5_300m_enc")
+        if arch != "mobilenetv5_300m_enc":
+            raise ConfigError(f"vision_config architecture {shown(arch)} is not the "
+                              "mobilenetv5_300m_enc tower kvplan can weigh",
+                              field="vision_config.architecture")
+        # embedder: a table of vocab_size soft tokens, two norms, a projection to the text
+        total += MOBILENETV5_300M_PARAMS + _mm_embedder(vision, width, text_hidden)
+    audio = cfg.get("audio_config")
+    if isinstance(audio, Mapping):
+        d = whole(audio, "hidden_size", 1536)
+        depth = whole(audio, "conf_num_hidden_layers", 12)
+        kernel = whole(audio, "conf_conv_kernel_size", 5)
+        heads = whole(audio, "conf_num_attention_heads", 8)
+        feats = whole(audio, "input_feat_size", 128)
+        channels = audio.get("sscp_conv_channel_size", [128, 32])
+        kernels = audio.get("sscp_conv_kernel_size", [[3, 3], [3, 3]])
+        strides = audio.get("sscp_conv_stride_size", [[2, 2], [2, 2]])
+        if not (isinstance(channels, list) and isinstance(kernels, list)
+                and isinstance(strides, list) and len(channels) == len(kernels) == len(strides)):
+            raise ConfigError("audio_config's sscp_conv_channel_size, sscp_conv_kernel_size and "
+                              "sscp_conv_stride_size must list one entry per convolution",
+                              field="audio_config")
+        # subsampling: unbiased 2-D convolutions, each with a per-channel norm scale, the
+        # frequency axis padded by one on each side; then a projection of channels × bins
+        sscp, in_ch, bins = 0, 1, feats
+        for ch, (kt, kf), (_, sf) in zip(channels, kernels, strides, strict=True):
+            sscp += in_ch * ch * kt * kf + ch
+            in_ch, bins = ch, (bins + 2 - kf) // sf + 1
+        sscp += in_ch * bins * d
+        ffw = 2 * d * 4 * d + 2 * d  # d -> 4d -> d and two norms, twice a block
+        # q, k, v, output and the relative-position projection; per-dim scale; two norms
+        attn = 5 * d * d + d // heads + 2 * d
+        conv = d * 2 * d + d * kernel + d * d + 2 * d  # GLU in, depthwise, out; two norms
+        block = 2 * ffw + attn + conv + d
+        total += sscp + depth * block + _mm_embedder(audio, d, text_hidden)
+    return total
+
+
+def _mm_embedder(sub: Mapping[str, Any], width: int, text_hidden: int) -> int:
+    """Gemma3nMultimodalEmbedder: vocab_size hard tokens × width, hard and soft norms, a
+    width -> text projection (its post-projection norm has no weight)."""
+    vocab = _check_int("vocab_size", sub.get("vocab_size", 128), 1, 1 << 24)
+    return vocab * width + 2 * width + width * text_hidden
+
+
 def _mllama_encoder(vision: dict[str, Any], hidden: int, depth: int, inter: int, patch: int,
                     channels: int, text_hidden: int) -> int:
     """Llama-3.2-Vision's encoder: ``depth`` local layers and ``num_global_layers`` gated
@@ -909,7 +1005,8 @@ def _count_params(
 ) -> ParamCount:
     cfg, mt = r.cfg, r.model_type
     n_layers = len(kinds)
-    inter = r.opt_int("intermediate_size", 0) or 0
+    widths = _ffn_widths(cfg, n_layers)
+    inter = _intermediate(r, n_layers)
     n_experts = r.opt_int("num_experts", 0) or 0
     top_k = r.opt_int("experts_per_token", 1 if n_experts else 0) or 0
     moe_inter = r.opt_int("moe_intermediate_size", 0) or 0
@@ -1020,6 +1117,22 @@ def _count_params(
         return (hidden * 2 * d_inner + d_inner * d_conv + d_inner * (dt_rank + 2 * d_state)
                 + dt_rank * d_inner + d_inner * d_state + d_inner * hidden)
 
+    g3n_layer = g3n_replicated = g3n_model = 0
+    if mt in GEMMA3N_TYPES:
+        # Gemma-3n's decoder layer beyond attention and MLP (vLLM gemma3n.py
+        # Gemma3nDecoderLayer, llama.cpp gemma3n.cpp load_arch_tensors): q and k norms of
+        # head_dim, two more hidden-size norms (pre- and post-feedforward); LAuReL (hidden ->
+        # laurel_rank -> hidden, its post norm); AltUp's correction (n × n) and prediction
+        # (n × n²) coefficients, its router (hidden -> n) and router norm, and the corrected
+        # output scale. The model adds AltUp's n − 1 embedding and unembedding projections
+        # (hidden × hidden each) and the final norm.
+        n_alt = r.opt_int("altup_num_inputs", 4, minimum=1, maximum=64) or 1
+        rank = r.opt_int("laurel_rank", 0, maximum=1 << 16) or 0
+        altup = n_alt * n_alt + n_alt ** 3 + hidden * n_alt + 2 * hidden
+        g3n_layer = 2 * head_dim + 2 * hidden + 2 * hidden * rank + hidden + altup
+        # the AltUp router and coefficients are ReplicatedLinear in vLLM; the norms too
+        g3n_replicated = 2 * head_dim + 3 * hidden + altup
+        g3n_model = 2 * (n_alt - 1) * hidden * hidden + hidden
     total = active = experts_total = active_experts = replicated = 0
     for i, layer_kinds in enumerate(kinds):
         mixer = 0
@@ -1077,16 +1190,19 @@ def _count_params(
             mlp_total = mlp_active = 0
         else:
             wide = 2 if i in shared and r.get_bool("use_double_wide_mlp", False) else 1
-            mlp_total = mlp_active = mats * hidden * dense_inter * wide
+            width = widths[i] if widths else dense_inter
+            mlp_total = mlp_active = mats * hidden * width * wide
         norms = 2 * hidden
         replicated += norms
-        total += mixer + mlp_total + norms
-        active += mixer + mlp_active + norms
+        total += mixer + mlp_total + norms + g3n_layer
+        active += mixer + mlp_active + norms + g3n_layer
+        replicated += g3n_replicated
 
     # LFM2 ties its embeddings unless told otherwise ("tie_embedding", default true)
     tied = r.get_bool("tie_word_embeddings", r.get_bool("tie_embedding", mt == "lfm2"))
     embedding = vocab * hidden * (1 if tied else 2)
     per_layer = r.opt_int("hidden_size_per_layer_input", 0, maximum=1 << 16) or 0
+    per_layer_table = 0
     if per_layer:
         # Gemma 4 E2B/E4B per-layer embeddings (vLLM gemma4.py): a table of n_layers ×
         # per_layer values per token, a projection of the hidden state to it, and in every
@@ -1095,10 +1211,17 @@ def _count_params(
         table = ple_vocab * n_layers * per_layer
         dense = hidden * n_layers * per_layer + per_layer + n_layers * (2 * hidden * per_layer
                                                                         + hidden)
-        embedding += table
+        per_layer_table = table
         total += dense
         active += dense
+        if mt in GEMMA3N_TYPES:
+            # vLLM builds per_layer_input_gate and per_layer_projection as ReplicatedLinear
+            replicated += n_layers * 2 * hidden * per_layer
+    total += g3n_model
+    active += g3n_model
     encoder = _encoder_params(vision, hidden)
+    if mt in GEMMA3N_TYPES:
+        encoder = _gemma3n_towers(r.cfg, hidden)
     mtp_layer = 0
     if n_mtp and mt == "nemotron_h":
         # each MTP step: its blocks (attention, MoE, MLP; vLLM's nemotron_h_mtp.py builds no
@@ -1125,9 +1248,10 @@ def _count_params(
         copies = 2 * vocab * hidden if r.opt_int("num_nextn_predict_layers", 0, maximum=64) else 0
         mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies)
     return ParamCount(
-        total=total + embedding + encoder,
+        total=total + embedding + per_layer_table + encoder,
         active=active + vocab * hidden,
         embedding=embedding,
+        per_layer_embedding=per_layer_table,
         encoder=encoder,
         mtp=mtp_layer,
         experts=experts_total,
@@ -1415,7 +1539,7 @@ def spec_from_config(
         hub_repo=hub_repo,
         hidden_size=hidden,
         vocab_size=vocab,
-        intermediate_size=r.opt_int("intermediate_size", 0) or 0,
+        intermediate_size=_intermediate(r, n_layers),
         num_attention_heads=n_heads,
         max_position_embeddings=max_pos,
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
@@ -1429,6 +1553,7 @@ def spec_from_config(
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
         cacheless_layers=sum(1 for ks in cache_kinds if not ks),
+        kv_shared_layers=len(shared),
         linear_attention_layers=sum(1 for b in nas or () if b.attention == "linear"),
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision),
@@ -1453,6 +1578,9 @@ def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
         return ("this config has no attention_other_setting: the sliding layers are sized "
                 "with the top-level 64 query heads (the published Step-3.7-Flash config gives "
                 "them 96; their KV heads and width are the same, 8 × 128)",)
+    if model_type in GEMMA4_TYPES and isinstance(lm.get("audio_config"), Mapping):
+        # Gemma 4 E2B/E4B carry a conformer audio encoder whose tensors were not read
+        return ("the audio tower (audio_config) is not counted in the weights",)
     return ()
 
 

@@ -160,6 +160,9 @@ class ParamCount:
     embedding: int
     #: vision/audio encoder and projector
     encoder: int = 0
+    #: per-layer embedding tables (Gemma-3n, Gemma 4 E2B/E4B: vocab × layers × width), part
+    #: of ``total``, not of ``embedding``
+    per_layer_embedding: int = 0
     #: multi-token-prediction modules (in the checkpoint, loaded only for speculative decoding)
     mtp: int = 0
     #: routed-expert weights (all experts), part of ``total``
@@ -242,6 +245,9 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default=())
     #: layers that hold no cache at all (Nemotron-H's MLP and MoE blocks)
     cacheless_layers: int = 0
+    #: of those, the layers that attend over an earlier layer's cache (Gemma 4 / Gemma-3n
+    #: ``num_kv_shared_layers``)
+    kv_shared_layers: int = 0
     #: Nemotron-NAS layers whose attention is replaced by one hidden × hidden projection
     #: (``replace_with_linear``): no cache, and not every engine builds them
     linear_attention_layers: int = 0

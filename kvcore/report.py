@@ -22,6 +22,7 @@ def model_summary(spec: ModelSpec) -> dict[str, Any]:
         "active_params": spec.params.active,
         "max_position_embeddings": spec.max_position_embeddings,
         "cacheless_layers": spec.cacheless_layers,
+        "kv_shared_layers": spec.kv_shared_layers,
         "dtype": spec.dtype,
         "defaulted_fields": list(spec.defaulted),
         "groups": [

@@ -92,6 +92,9 @@ class Weights:
     lm_head_bytes: int | None = None
     #: bytes of the decoder weights every tensor-parallel rank holds whole (ParamCount.replicated)
     replicated_bytes: int = 0
+    #: bytes of the per-layer embedding tables within ``bytes`` (ParamCount.per_layer_embedding):
+    #: an input-side lookup that engines place like the input embedding
+    per_layer_embedding_bytes: int = 0
 
     @property
     def head_bytes(self) -> int:
@@ -134,7 +137,8 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
         stored = spec.safetensors_total_bytes - (0 if mtp else int(p.mtp * ratio))
         return Weights(stored, int(p.active * ratio),
                        spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied,
-                       replicated_bytes=int(p.replicated * ratio))
+                       replicated_bytes=int(p.replicated * ratio),
+                       per_layer_embedding_bytes=int(p.per_layer_embedding * ratio))
     if auto:
         fmt = get_weight_format(spec.checkpoint_weights or
                                 (spec.dtype if spec.dtype in _BY_NAME else "bf16"))
@@ -154,10 +158,14 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
     # (modules_to_not_convert / ignore lists name the vision tower); GGUF keeps it in a
     # file of its own
     encoder = p.encoder if include_encoder and fmt.embeddings_16bit else 0
-    total = size(params - encoder, p.embedding, p.experts) + encoder * 2
+    # a per-layer embedding table is an embedding: 16-bit where the format keeps embeddings so
+    total = (size(params - encoder, p.embedding + p.per_layer_embedding, p.experts)
+             + encoder * 2)
     # the lm_head is read every token; it is half of `embedding` when untied
     head = spec.vocab_size * spec.hidden_size
     active = size(p.active, head, p.active_experts)
     embedding = size(p.embedding, p.embedding, 0)
     return Weights(total, active, fmt.name, "config estimate", params, embedding, untied,
-                   replicated_bytes=size(p.replicated, 0, 0))
+                   replicated_bytes=size(p.replicated, 0, 0),
+                   per_layer_embedding_bytes=size(p.per_layer_embedding, p.per_layer_embedding,
+                                                  0))

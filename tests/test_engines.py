@@ -1,8 +1,9 @@
 """Engine profiles: paging, padding, sharding and reporting rules, each checked by hand."""
 
 import pytest
+from test_hf import _gemma3n, _gemma4_e2b
 
-from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model
+from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model, spec_from_config
 from kvcore.engines import (
     EngineRequest,
     EngineSettings,
@@ -14,6 +15,7 @@ from kvcore.engines import (
 )
 from kvcore.parallel import Parallel, pp_layer_counts, rank_spec
 from kvcore.query import Query, find_format, find_gpu_for
+from kvcore.weights import weights_for
 
 GiB, MiB = 2**30, 2**20
 F16 = get_format("f16")
@@ -1232,3 +1234,80 @@ def test_engines_refuse_layouts_not_read_from_their_source(model, engine, what):
 def test_kimi_linear_is_not_refused_with_kimi_k3():
     for engine in ("sglang", "llama.cpp", "trtllm"):
         assert engine_plan(engine, req("kimi-linear-48b-a3b-instruct", gpu="h200")).kv_tokens
+
+
+# --- Gemma-3n -------------------------------------------------------------------------------
+
+def _gemma3n_req(engine_gpus=1, **over):
+    spec = spec_from_config(_gemma3n(**over), name="gemma-3n-e4b", source="test")
+    return EngineRequest(spec=spec, context=32768, cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                         gpus=(find_gpu("h200"),) * engine_gpus,
+                         parallel=Parallel(tp=engine_gpus))
+
+
+def test_vllm_gemma3n_pages_only_the_layers_that_own_a_cache():
+    spec = _gemma3n_req().spec
+    pool = vllm.pool(spec, GiB, F16, F16, 16)
+    # layers 0..19 hold pages (20..34 name a kv_sharing_target_layer_name): 4 full and 16
+    # sliding, 2 heads × (256 + 256) × 2 B = 2,048 B a token each, a 16-token page of 32 KiB;
+    # groups of 4: one full, 16 / 4 = 4 sliding
+    assert pool.page == 16 * 2 * 512 * 2 == 32768
+    assert pool.group_size == 4 and len(pool.groups) == 5
+    assert pool.num_blocks == GiB // 32768 // 4 == 8192
+    # a 32,768-token request: 2,048 full blocks + 4 × (cdiv(511 + 8192, 16) + 1)
+    assert pool.blocks_per_request(32768, 8192, 0) == 2048 + 4 * (544 + 1) == 4228
+
+
+def test_vllm_gemma3n_keeps_the_per_layer_table_on_the_gpu():
+    # bf16 weights, 7,850,135,376 × 2 B, the per-layer table among them (VocabParallelEmbedding
+    # in gemma3n.py): whole at tp 1; at tp 2 every rank holds half of all but the replicated
+    # part (37,509,360 parameters: norms, AltUp, per-layer gate and projection) and that whole
+    r1 = engine_plan("vllm", _gemma3n_req())
+    assert r1.weights_bytes == 7850135376 * 2
+    r2 = engine_plan("vllm", _gemma3n_req(2))
+    whole = 37509360 * 2
+    assert r2.weights_bytes == (7850135376 * 2 - whole) // 2 + whole == 7887644736
+
+
+def test_llamacpp_gemma3n_caches_20_layers_and_keeps_the_tables_on_the_host():
+    r = engine_plan("llama.cpp", _gemma3n_req())
+    # n_layer_kv_from_start = 20 (gemma3n.cpp): the non-SWA cache holds the 4 full layers over
+    # 32,768 cells, 4 × 2 × 256 × 2 B × 32,768 × 2 (K, V) = 256 MiB; the SWA cache 16 layers
+    # over pad256(512 + 512) = 1,024 cells, 32 MiB
+    assert r.log_lines[:4] == (
+        "llama_kv_cache_iswa: creating non-SWA KV cache, size = 32768 cells",
+        "llama_kv_cache: size =  256.00 MiB ( 32768 cells,   4 layers,  1/1 seqs), "
+        "K (f16):  128.00 MiB, V (f16):  128.00 MiB",
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 1024 cells",
+        "llama_kv_cache: size =   32.00 MiB (  1024 cells,  16 layers,  1/1 seqs), "
+        "K (f16):   16.00 MiB, V (f16):   16.00 MiB")
+    # token_embd and per_layer_token_embd are input layers (llama-arch.cpp), left in host
+    # memory; the tied output is a copy of token_embd on the device: all but the per-layer
+    # table, (7,850,135,376 − 262,144 × 35 × 256) × 2 B
+    assert r.weights_bytes == (7850135376 - 262144 * 35 * 256) * 2 == 11002650272
+
+
+def test_llamacpp_refuses_gemma3n_sharing_from_another_layer():
+    # llama.cpp fixes the first 20 layers as the cache owners: a config keeping 25 would run
+    # with the wrong layers reading a cache
+    with pytest.raises(InputError, match="first 20 layers .* this config 25") as err:
+        engine_plan("llama.cpp", _gemma3n_req(shared=10))
+    assert err.value.field == "engine"
+
+
+@pytest.mark.parametrize(("engine", "what"), [("sglang", "KV-shared layers"),
+                                              ("trtllm", "Gemma-3n")])
+def test_engines_refuse_gemma3n_where_its_layout_was_not_read(engine, what):
+    with pytest.raises(InputError, match=f"could not establish .*{what}") as err:
+        engine_plan(engine, _gemma3n_req())
+    assert err.value.field == "engine"
+
+
+def test_gemma4_e2b_per_layer_table_leaves_the_embedding_tied():
+    w = weights_for(spec_from_config(_gemma4_e2b(), name="e2b", source="t"))
+    # the lm_head is the 262,144 × 1536 token table (tied), read every token; the per-layer
+    # table 262,144 × 35 × 256 is apart (before, it made the embedding look untied and the
+    # head half of both tables)
+    assert not w.lm_head_separate
+    assert w.head_bytes == w.embedding_bytes == 262144 * 1536 * 2
+    assert w.per_layer_embedding_bytes == 262144 * 35 * 256 * 2

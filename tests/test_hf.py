@@ -664,9 +664,22 @@ def test_gemma4_kv_shared_layers_hold_no_cache():
     assert spec.cacheless_layers == 20 and spec.decoder_layers == 35
     from kvcore import bytes_per_token
     assert bytes_per_token(spec) == (3 * 1024 + 12 * 512) * 2
-    # the per-layer embedding table (262144 × 35 × 256) counts with the embeddings
+    # the per-layer embedding table (262144 × 35 × 256) is counted on its own, beside the
+    # tied token embedding (262144 × 1536), which it must not make look untied
     no_ple = spec_from_config(_gemma4_e2b(hidden_size_per_layer_input=0), name="x", source="t")
-    assert spec.params.embedding - no_ple.params.embedding == 262144 * 35 * 256
+    assert spec.params.per_layer_embedding == 262144 * 35 * 256
+    assert spec.params.embedding == no_ple.params.embedding == 262144 * 1536
+    assert no_ple.params.per_layer_embedding == 0
+
+
+def test_gemma4_audio_tower_is_named_as_not_counted():
+    config = _gemma4_e2b()
+    assert spec_from_config(config, name="x", source="t").notes == ()
+    config["audio_config"] = {"model_type": "gemma4_audio", "hidden_size": 1024,
+                              "num_hidden_layers": 12}
+    spec = spec_from_config(config, name="x", source="t")
+    assert spec.notes == ("the audio tower (audio_config) is not counted in the weights",)
+    assert spec.params.encoder == 0
 
 
 def test_gemma4_k_eq_v_needs_the_global_kv_heads():
@@ -742,3 +755,127 @@ def test_step37_layers_and_attention_other_setting():
     # 96 query heads × 64 on the 33 sliding layers instead of 64 × 128: q and o projections
     assert spec.params.total - other.params.total == 33 * (
         2 * 4096 * 64 * 128 + 2 * 4096 * 8 * 128 - 2 * 4096 * 96 * 64 - 2 * 4096 * 4 * 64)
+
+
+# --- Gemma-3n -------------------------------------------------------------------------------
+
+def _gemma3n(n_layers=35, shared=15, width=16384, **over):
+    # Gemma-3n E4B's text geometry (transformers Gemma3nTextConfig's defaults; E2B: 30 layers,
+    # 8192-wide MLPs, 10 shared): every 5th layer full, 2 KV heads × 256, window 512, an
+    # intermediate_size listed per layer, AltUp of 4, LAuReL rank 64, per-layer inputs of
+    # 256 from a 262,144-token table; the MobileNet-v5 vision and conformer audio towers
+    types = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention"
+             for i in range(n_layers)]
+    text = {"model_type": "gemma3n_text", "hidden_size": 2048, "num_hidden_layers": n_layers,
+            "intermediate_size": [width] * n_layers, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 262400,
+            "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256,
+            "sliding_window": 512, "max_position_embeddings": 32768, "layer_types": types,
+            "num_kv_shared_layers": shared, "laurel_rank": 64, "altup_num_inputs": 4,
+            "activation_sparsity_pattern": [0.95] * 10 + [0.0] * (n_layers - 10)}
+    text.update(over)
+    return {"model_type": "gemma3n", "architectures": ["Gemma3nForConditionalGeneration"],
+            "text_config": text, "torch_dtype": "bfloat16",
+            "vision_config": {"model_type": "gemma3n_vision", "hidden_size": 2048,
+                              "architecture": "mobilenetv5_300m_enc", "vocab_size": 128},
+            "audio_config": {"model_type": "gemma3n_audio", "hidden_size": 1536,
+                             "conf_num_hidden_layers": 12, "conf_num_attention_heads": 8,
+                             "conf_conv_kernel_size": 5, "input_feat_size": 128,
+                             "sscp_conv_channel_size": [128, 32],
+                             "sscp_conv_kernel_size": [[3, 3], [3, 3]],
+                             "sscp_conv_stride_size": [[2, 2], [2, 2]], "vocab_size": 128}}
+
+
+@pytest.mark.parametrize(("n_layers", "shared", "width"), [(35, 15, 16384), (30, 10, 8192)])
+def test_gemma3n_kv_shared_layers_hold_no_cache(n_layers, shared, width):
+    spec = spec_from_config(_gemma3n(n_layers, shared, width), name="g3n", source="test")
+    # E4B and E2B alike: layers 0..19 cache (the 20 llama.cpp's gemma3n keeps), full 4, 9,
+    # 14, 19 and 16 sliding layers, 2 KV heads × 256 each; the last 15 (10) read layer 19's
+    # (full) or 18's (sliding) cache: vLLM gemma3n.py kv_sharing_target_layer_name
+    assert _groups(spec) == {
+        (LayerKind.FULL, 2, 256, 256, None): (4, 9, 14, 19),
+        (LayerKind.SLIDING, 2, 256, 256, 512): tuple(i for i in range(19) if i % 5 != 4),
+    }
+    assert spec.cacheless_layers == spec.kv_shared_layers == shared
+    assert spec.decoder_layers == n_layers
+    from kvcore import bytes_per_token, marginal_bytes_per_token
+    # within the window: 20 layers × 2 heads × (256 + 256) × 2 B = 40,960 B a token; past it
+    # the 4 full layers only: 8,192 B (all 35 layers would be 71,680 B)
+    assert bytes_per_token(spec) == 20 * 2 * 512 * 2 == 40960
+    assert marginal_bytes_per_token(spec) == 4 * 2 * 512 * 2 == 8192
+    assert spec.intermediate_size == width
+
+
+def test_gemma3n_parameters_match_the_published_checkpoints():
+    e4b = spec_from_config(_gemma3n(), name="e4b", source="test").params
+    # one E4B layer: attention q, o 2048 × 2048 and k, v 2048 × 512 (10,485,760); MLP
+    # 3 × 2048 × 16,384 (100,663,296); input and post-attention norms 2 × 2048; q, k norms
+    # 2 × 256, pre/post-feedforward norms 2 × 2048, LAuReL 2 × 2048 × 64 + 2048, AltUp
+    # 4 × 4 + 4 × 16 + 2048 × 4 + 2 × 2048 (281,168 in all); per-layer input gate and
+    # projection 2 × 2048 × 256 + its norm 2048 (1,050,624): 112,484,944 × 35
+    layer = 10485760 + 100663296 + 4096 + 281168 + 1050624
+    assert layer == 112484944
+    # model: token table 262,400 × 2048 (tied), per-layer table 262,144 × 35 × 256, its
+    # projection 2048 × 8960 + norm 256, AltUp projections 2 × 3 × 2048², final norm 2048
+    text = (35 * layer + 262400 * 2048 + 262144 * 35 * 256 + 2048 * 8960 + 256
+            + 2 * 3 * 2048 ** 2 + 2048)
+    assert text == 6866696688
+    # vision: mobilenetv5_300m_enc 294,284,096 + embedder 128 × 2048 + 2 × 2048 + 2048²;
+    # audio: subsampling convs 1 × 128 × 9 + 128 and 128 × 32 × 9 + 32, projection
+    # 32 channels × 32 bins × 1536; 12 conformer blocks of 2 feed-forwards (2 × 1536 × 6144
+    # + 2 × 1536 each), attention 5 × 1536² + 192 + 2 × 1536, light conv 1536 × 3072 +
+    # 1536 × 5 + 1536² + 2 × 1536, a norm 1536 (56,644,800); embedder 128 × 1536 + 2 × 1536
+    # + 1536 × 2048
+    vision = 294284096 + 128 * 2048 + 2 * 2048 + 2048 * 2048
+    block = 2 * (2 * 1536 * 6144 + 2 * 1536) + 5 * 1536 ** 2 + 192 + 2 * 1536 + (
+        1536 * 3072 + 1536 * 5 + 1536 ** 2 + 2 * 1536) + 1536
+    assert block == 56644800
+    audio = (1152 + 128 + 36864 + 32 + 32 * 32 * 1536 + 12 * block
+             + 128 * 1536 + 2 * 1536 + 1536 * 2048)
+    assert e4b.encoder == vision + audio == 983438688
+    # 7,850,135,376: the published google/gemma-3n-E4B-it checkpoint is 7.85B parameters
+    assert e4b.total == text + vision + audio == 7850135376
+    assert e4b.per_layer_embedding == 262144 * 35 * 256
+    assert e4b.embedding == 262400 * 2048
+    # E2B: 30 layers of 3 × 2048 × 8192 MLPs and a 262,144 × 30 × 256 table: 5,439,595,456
+    # against the published 5.44B
+    e2b = spec_from_config(_gemma3n(30, 10, 8192), name="e2b", source="test").params
+    layer2 = 10485760 + 3 * 2048 * 8192 + 4096 + 281168 + 1050624
+    assert e2b.total == (30 * layer2 + 262400 * 2048 + 262144 * 30 * 256 + 2048 * 7680 + 256
+                         + 2 * 3 * 2048 ** 2 + 2048 + 983438688) == 5439595456
+
+
+def test_gemma3n_per_layer_mlp_widths():
+    # a MatFormer slice: layers of 8192 and 16384 (MLP 3 × 2048 × width each)
+    widths = [8192] * 20 + [16384] * 15
+    spec = spec_from_config(_gemma3n(intermediate_size=widths), name="x", source="t")
+    full = spec_from_config(_gemma3n(), name="x", source="t")
+    assert full.params.total - spec.params.total == 20 * 3 * 2048 * 8192
+    assert spec.intermediate_size == 16384
+    with pytest.raises(ConfigError, match="one positive width per layer \\(35\\)"):
+        spec_from_config(_gemma3n(intermediate_size=[16384] * 34), name="x", source="t")
+    with pytest.raises(ConfigError, match="mobilenetv5_300m_enc"):
+        bad = _gemma3n()
+        bad["vision_config"]["architecture"] = "vit_so400m"
+        spec_from_config(bad, name="x", source="t")
+
+
+def test_gemma4_e4b_kv_shared_layers_hold_no_cache():
+    # Gemma 4 E4B: 42 layers, every 6th full, 2 KV heads (num_global_key_value_heads null: the
+    # full layers keep num_key_value_heads), the last 18 sharing; layers 0..23 own a cache
+    types = ["full_attention" if i % 6 == 5 else "sliding_attention" for i in range(42)]
+    spec = spec_from_config(_gemma4_e2b(
+        hidden_size=2560, num_hidden_layers=42, num_key_value_heads=2, num_kv_shared_layers=18,
+        use_double_wide_mlp=False, intermediate_size=10240, layer_types=types),
+        name="e4b", source="t")
+    assert _groups(spec) == {
+        (LayerKind.FULL, 2, 512, 512, None): (5, 11, 17, 23),
+        (LayerKind.SLIDING, 2, 256, 256, 512): tuple(i for i in range(23) if i % 6 != 5),
+    }
+    from kvcore import bytes_per_token, marginal_bytes_per_token
+    # 4 full × 2 × (512 + 512) × 2 B + 20 sliding × 2 × (256 + 256) × 2 B = 57,344 B within
+    # the window, 16,384 past it
+    assert bytes_per_token(spec) == 4 * 2 * 1024 * 2 + 20 * 2 * 512 * 2 == 57344
+    assert marginal_bytes_per_token(spec) == 16384
+    assert spec.kv_shared_layers == 18
+    assert spec.params.per_layer_embedding == 262144 * 42 * 256

@@ -172,15 +172,20 @@ def mib(n: int | float) -> str:
 def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
            input_on_cpu: bool = False) -> list[RankShare]:
     """Per pipeline stage: the rank's layers, heads and weight bytes (``split``: the layers of
-    a stage; ``input_on_cpu``: the input embedding stays in host memory, as llama.cpp keeps
-    it, and a tied lm_head is a copy of it on the last stage)."""
+    a stage; ``input_on_cpu``: the input embedding and any per-layer embedding table stay in
+    host memory, as llama.cpp keeps them, and a tied lm_head is a copy of it on the last
+    stage)."""
     p = req.parallel
     n = req.spec.decoder_layers
     out = []
     # tensor parallelism splits everything but the replicated part (MLA down-projections,
     # router, norms), which every rank of a stage holds whole
     whole = weights.replicated_bytes if p.tp > 1 else 0
-    body = weights.bytes - weights.embedding_bytes - whole
+    # per-layer embedding tables (Gemma-3n, Gemma 4 E2B/E4B) sit with the input embedding:
+    # on the first stage, split over tensor parallelism (vLLM's VocabParallelEmbedding), or
+    # in host memory (llama.cpp's input layer)
+    ple = weights.per_layer_embedding_bytes
+    body = weights.bytes - weights.embedding_bytes - whole - ple
     head = weights.head_bytes
     for stage in range(p.pp):
         layers = len(split(n, p.pp, stage))
@@ -191,7 +196,7 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
             # the input embedding (the head's size) lives on the first stage, the lm_head on
             # the last: a tied one is the embedding itself on a single stage, a copy on several
             if stage == 0:
-                w += weights.input_bytes
+                w += weights.input_bytes + ple
             if stage == p.pp - 1 and (weights.lm_head_separate or p.pp > 1):
                 w += head
         out.append(RankShare(stage, rank_spec(req.spec, p, stage, split),

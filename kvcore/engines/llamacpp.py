@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from ..errors import InputError
 from ..formats import get_format
+from ..hf import GEMMA3N_TYPES
 from ..kv import CacheOptions
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import llamacpp_stage_layers
@@ -61,6 +62,10 @@ LAYOUT_UNKNOWN_ARCH = {
     "KimiK3ForConditionalGeneration": "an architecture for Kimi-K3 (latent MoE, "
                                       "attention residuals)",
 }
+#: llama.cpp's gemma3n architecture gives K and V to the first 20 layers whatever the model
+#: (src/models/gemma3n.cpp load_arch_hparams: n_layer_kv_from_start = 20); the rest read the
+#: cache of the last earlier layer of their kind (hparams.has_kv)
+GEMMA3N_KV_LAYERS = 20
 #: GGUF weight types kvplan can price
 WEIGHTS = {"f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k", "iq4_xs",
            "mxfp4"}
@@ -191,6 +196,12 @@ def plan(req: EngineRequest) -> EngineReport:
                          "GLM-5.2's shared layers) differ between builds; use --engine vllm, "
                          "trtllm or raw")
     refuse_layout(NAME, req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
+    own = req.spec.decoder_layers - req.spec.cacheless_layers
+    if req.spec.model_type in GEMMA3N_TYPES and own != GEMMA3N_KV_LAYERS:
+        raise InputError(f"llama.cpp's gemma3n architecture caches the first "
+                         f"{GEMMA3N_KV_LAYERS} layers (n_layer_kv_from_start), this config "
+                         f"{own} (num_kv_shared_layers): it would not run as configured; "
+                         "use --engine vllm or raw", field="engine")
     windowed = req.spec
     req = replace(req, spec=without_windows(req.spec))
     s = req.settings

@@ -54,11 +54,15 @@ UNSUPPORTED = {
 #: ModelConfig._derive_model_shapes (configs/model_config.py) gives the full-attention pool
 #: head_dim and num_key_value_heads, and Gemma 4's full layers are global_head_dim ×
 #: num_global_key_value_heads; is_hybrid_swa_model lists Step3p5ForCausalLM, not Step-3.7's
-#: architectures
+#: architectures; whether the token pool gives Gemma-3n's KV-shared layers (which read an
+#: earlier layer's cache) buffers of their own was not read
 LAYOUT_UNKNOWN = {
     "gemma4": "Gemma 4's full-attention pool (global_head_dim, num_global_key_value_heads)",
     "gemma4_text": "Gemma 4's full-attention pool (global_head_dim, num_global_key_value_heads)",
     "step3p7": "whether SGLang gives Step-3.7 a sliding-window pool",
+    "gemma3n": "whether SGLang's pool keeps Gemma-3n's KV-shared layers (num_kv_shared_layers)",
+    "gemma3n_text": "whether SGLang's pool keeps Gemma-3n's KV-shared layers "
+                    "(num_kv_shared_layers)",
 }
 #: by architecture: Kimi-K3 runs through models/kimi_k3.py, and whether its architecture takes
 #: the Mamba extra_buffer slots (arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS lists

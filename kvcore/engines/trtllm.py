@@ -60,12 +60,15 @@ UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEFo
                      "minimax_m1": "MiniMaxM1ForCausalLM"}
 #: models whose KV layout in TensorRT-LLM's PyTorch backend was not read from its source:
 #: layers of different head widths (Gemma 4: 512 and 256), of different K and V widths and KV
-#: heads per kind (MiMo-V2), and Step-3.7's hybrid attention
+#: heads per kind (MiMo-V2), Step-3.7's hybrid attention, and Gemma-3n (no model class for
+#: it was read)
 LAYOUT_UNKNOWN = {
     "gemma4": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
     "gemma4_text": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
     "mimo_v2_flash": "a cache of MiMo-V2's K and V widths (192/128) and per-kind KV heads",
     "step3p7": "Step-3.7's sliding-window cache",
+    "gemma3n": "a cache for Gemma-3n (KV-shared layers, AltUp, per-layer embeddings)",
+    "gemma3n_text": "a cache for Gemma-3n (KV-shared layers, AltUp, per-layer embeddings)",
 }
 LAYOUT_UNKNOWN_ARCH = {
     "KimiK3ForConditionalGeneration": "Kimi-K3's KDA state and MLA cache",
