@@ -124,6 +124,20 @@ def _index_total(folder: Path) -> int | None:
     return size
 
 
+def _sidecar(path: Path) -> dict[str, Any] | None:
+    """The ModelOpt ``hf_quant_config.json`` beside a config: ``hf_quant_config.json`` next to
+    ``config.json``, ``NAME_hf_quant_config.json`` next to ``NAME_config.json``."""
+    if path.name == "config.json":
+        side = path.parent / "hf_quant_config.json"
+    elif path.name.endswith("_config.json"):
+        side = path.with_name(path.name.removesuffix("config.json") + "hf_quant_config.json")
+    else:
+        return None
+    if not side.is_file():
+        return None
+    return parse_config_text(side.read_bytes(), str(side))
+
+
 def _local(path: Path) -> ModelSpec:
     if path.is_file() and (path.suffix.lower() == ".gguf" or is_gguf(path)):
         return spec_from_gguf(path)
@@ -146,7 +160,8 @@ def _local(path: Path) -> ModelSpec:
     total = _index_total(path.parent) if path.name == "config.json" else None
     config = parse_config_text(path.read_bytes(), str(path))
     return spec_from_config(config, name=path.parent.name if path.name == "config.json" else path.stem,
-                            source=f"file {path}", safetensors_total_bytes=total)
+                            source=f"file {path}", safetensors_total_bytes=total,
+                            quant_config=_sidecar(path))
 
 
 def _known_names() -> dict[str, str]:
@@ -196,11 +211,11 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
             return gguf_spec(repo, tag)
     if allow_hub and is_repo_id(text):
         try:
-            config, total = fetch_config(text)
+            config, total, quant = fetch_config(text)
         except MissingFile:
             # no config.json: a repository of GGUF files, read as llama.cpp's -hf reads it
             return gguf_spec(text, None)
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,
-                                safetensors_total_bytes=total)
+                                safetensors_total_bytes=total, quant_config=quant)
     raise UnknownNameError("model", text, _known_names(),
                            field="model")

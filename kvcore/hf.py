@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError, shown
-from .model import LayerGroup, LayerKind, ModelSpec, ParamCount
+from .model import LayerGroup, LayerKind, ModelSpec, Module, ParamCount
+from .quant import parse_quant, quant_notes
 
 __all__ = ["language_config", "spec_from_config"]
 
@@ -780,6 +781,21 @@ def _mllama_encoder(vision: dict[str, Any], hidden: int, depth: int, inter: int,
             + out * text_hidden + text_hidden)
 
 
+@dataclass(frozen=True)
+class _Part:
+    """One weight of a layer: its block's names (``self_attn``, ``attn``), its own name,
+    weights and output rows."""
+
+    blocks: tuple[str, ...]
+    name: str
+    params: int
+    rows: int
+    replicated: bool = False
+    #: the name a fused checkpoint gives it (Qwen3-Next's in_proj_qkvz)
+    alias: str = ""
+    matrices: int = 1
+
+
 def _count_params(
     r: _Reader,
     kinds: list[set[LayerKind]],
@@ -834,29 +850,53 @@ def _count_params(
         shared_inter = moe_inter
     mats = 2 if mt in _UNGATED_MLP else 3
     moe = _moe_layers(r, n_layers, kinds)
+    # the attention block's name in checkpoints (Nemotron-H calls every block a mixer)
+    attn_block = ("mixer", "self_attn") if mt == "nemotron_h" else ("self_attn", "attn")
 
-    def attention(kv: int) -> int:
+    def attention_parts(kv: int) -> list[_Part]:
         # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
         gate = cfg.get("attn_output_gate", mt == "qwen3_next")
-        q = hidden * n_heads * head_dim * (2 if gate else 1)
-        return q + 2 * hidden * kv * head_dim + n_heads * head_dim * hidden
+        q_rows = n_heads * head_dim * (2 if gate else 1)
+        return [_Part(attn_block, "q_proj", hidden * q_rows, q_rows),
+                _Part(attn_block, "k_proj", hidden * kv * head_dim, kv * head_dim),
+                _Part(attn_block, "v_proj", hidden * kv * head_dim, kv * head_dim),
+                _Part(attn_block, "o_proj", n_heads * head_dim * hidden, hidden)]
 
-    def mla() -> int:
+    def attention(kv: int) -> int:
+        return sum(part.params for part in attention_parts(kv))
+
+    def mla_parts() -> list[_Part]:
         qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
         v_head, kv_rank = r.get_int("v_head_dim"), r.get_int("kv_lora_rank")
         q_rank = r.opt_int("q_lora_rank")
         qk = qk_nope + qk_rope
-        q = hidden * q_rank + q_rank * n_heads * qk if q_rank else hidden * n_heads * qk
-        return (q + hidden * (kv_rank + qk_rope) + kv_rank * n_heads * (qk_nope + v_head)
-                + n_heads * v_head * hidden)
+        q = ([_Part(attn_block, "q_a_proj", hidden * q_rank, q_rank, replicated=True),
+              _Part(attn_block, "q_b_proj", q_rank * n_heads * qk, n_heads * qk)] if q_rank
+             else [_Part(attn_block, "q_proj", hidden * n_heads * qk, n_heads * qk)])
+        return q + [
+            _Part(attn_block, "kv_a_proj_with_mqa", hidden * (kv_rank + qk_rope),
+                  kv_rank + qk_rope, replicated=True),
+            _Part(attn_block, "kv_b_proj", kv_rank * n_heads * (qk_nope + v_head),
+                  n_heads * (qk_nope + v_head)),
+            _Part(attn_block, "o_proj", n_heads * v_head * hidden, hidden)]
 
-    def indexer() -> int:
+    def mla() -> int:
+        return sum(part.params for part in mla_parts())
+
+    def indexer_parts() -> list[_Part]:
         # the DSA lightning indexer as checkpoints hold it: wq_b (q_lora_rank -> heads ×
         # index_head_dim), wk (hidden -> index_head_dim), k_norm (a LayerNorm: weight and
         # bias) and weights_proj (hidden -> heads), none with a bias; engines replicate it
         heads, dim = r.get_int("index_n_heads"), r.get_int("index_head_dim")
         q_rank = r.get_int("q_lora_rank")
-        return q_rank * heads * dim + hidden * dim + 2 * dim + hidden * heads
+        block = tuple(f"{b}.indexer" for b in attn_block)
+        return [_Part(block, "wq_b", q_rank * heads * dim, heads * dim, replicated=True),
+                _Part(block, "wk", hidden * dim, dim, replicated=True),
+                _Part(block, "k_norm", 2 * dim, 0, replicated=True),
+                _Part(block, "weights_proj", hidden * heads, heads, replicated=True)]
+
+    def indexer() -> int:
+        return sum(part.params for part in indexer_parts())
 
     def mla_replicated() -> int:
         # the latent down-projections (q_a and kv_a, fused) and their norms are not split by
@@ -865,52 +905,96 @@ def _count_params(
         kv = r.get_int("kv_lora_rank")
         return hidden * ((q_rank or 0) + kv + r.get_int("qk_rope_head_dim")) + (q_rank or 0) + kv
 
-    def gdn() -> int:
+    def gdn_parts() -> list[_Part]:
         nv, nk = r.get_int("linear_num_value_heads"), r.get_int("linear_num_key_heads")
         dk, dv = r.get_int("linear_key_head_dim"), r.get_int("linear_value_head_dim")
         kc = r.get_int("linear_conv_kernel_dim")
         conv = 2 * nk * dk + nv * dv
-        return hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + conv * kc + nv * dv * hidden
+        block = ("linear_attn",)
+        # Qwen3.5 splits the input projection in four; Qwen3-Next fuses qkv+z and b+a
+        return [_Part(block, "in_proj_qkv", hidden * conv, conv, alias="in_proj_qkvz"),
+                _Part(block, "in_proj_z", hidden * nv * dv, nv * dv, alias="in_proj_qkvz"),
+                _Part(block, "in_proj_b", hidden * nv, nv, alias="in_proj_ba"),
+                _Part(block, "in_proj_a", hidden * nv, nv, alias="in_proj_ba"),
+                _Part(block, "conv1d", conv * kc, 0),
+                _Part(block, "out_proj", nv * dv * hidden, hidden)]
 
-    def short_conv() -> int:
+    def short_conv_parts() -> list[_Part]:
         # LFM2: in_proj to B, C and x; a depthwise conv of L_cache taps; out_proj
         width, kernel = _conv_shape(r, hidden)
-        return hidden * 3 * width + width * kernel + width * hidden
+        return [_Part(("conv",), "in_proj", hidden * 3 * width, 3 * width),
+                _Part(("conv",), "conv", width * kernel, 0),
+                _Part(("conv",), "out_proj", width * hidden, hidden)]
 
-    def mamba() -> int:
+    def mamba_parts() -> list[_Part]:
         assert mamba_shape is not None
         d_inner, d_state = mamba_shape["d_inner"], mamba_shape["d_state"]
         d_conv, groups, heads = mamba_shape["d_conv"], mamba_shape["n_groups"], mamba_shape["n_heads"]
+        block = ("mixer",)
         if mamba_shape["version"] == 2:
             conv = d_inner + 2 * groups * d_state
-            return hidden * (2 * d_inner + 2 * groups * d_state + heads) + conv * d_conv + d_inner * hidden
+            rows = 2 * d_inner + 2 * groups * d_state + heads
+            return [_Part(block, "in_proj", hidden * rows, rows),
+                    _Part(block, "conv1d", conv * d_conv, 0),
+                    _Part(block, "out_proj", d_inner * hidden, hidden)]
         dt_rank = math.ceil(hidden / 16)
-        return (hidden * 2 * d_inner + d_inner * d_conv + d_inner * (dt_rank + 2 * d_state)
-                + dt_rank * d_inner + d_inner * d_state + d_inner * hidden)
+        return [_Part(block, "in_proj", hidden * 2 * d_inner, 2 * d_inner),
+                _Part(block, "conv1d", d_inner * d_conv, 0),
+                _Part(block, "x_proj", d_inner * (dt_rank + 2 * d_state), dt_rank + 2 * d_state),
+                _Part(block, "dt_proj", dt_rank * d_inner, d_inner),
+                _Part(block, "A_log", d_inner * d_state, 0),
+                _Part(block, "out_proj", d_inner * hidden, hidden)]
+
+    # the MLP block's name in checkpoints, as each architecture spells it
+    mlp_block = ("mlp", "block_sparse_moe", "ffn", "mixer", "feed_forward")
+    modules: list[Module] = []
+
+    def record(i: int, parts: list[_Part], active_share: tuple[int, int] = (1, 1),
+               role: str = "") -> None:
+        for part in parts:
+            names = tuple(".".join(x for x in (f"layers.{i}", b, n) if x)
+                          for b in part.blocks
+                          for n in (part.name, *((part.alias,) if part.alias else ())))
+            modules.append(Module(names, part.params,
+                                  part.params * active_share[0] // active_share[1],
+                                  part.rows, part.matrices if part.rows else 0,
+                                  "replicated" if part.replicated else role))
 
     total = active = experts_total = active_experts = replicated = 0
     for i, layer_kinds in enumerate(kinds):
         mixer = 0
         for kind in layer_kinds:
             if kind is LayerKind.MLA:
+                record(i, mla_parts())
                 mixer += mla()
                 replicated += mla_replicated()
             elif kind is LayerKind.INDEXER:
+                record(i, indexer_parts())
                 mixer += indexer()
                 replicated += indexer()
             elif kind is LayerKind.LINEAR:
                 if isinstance(cfg.get("linear_attn_config"), dict):
                     lac = cfg["linear_attn_config"]
-                    mixer += 4 * hidden * int(lac["num_heads"]) * int(lac["head_dim"])
+                    width = int(lac["num_heads"]) * int(lac["head_dim"])
+                    record(i, [_Part(attn_block, "projections", 4 * hidden * width,
+                                     3 * width + hidden, matrices=4)])
+                    mixer += 4 * hidden * width
                 elif _is_lightning(mt):
+                    record(i, [*attention_parts(n_heads),
+                               _Part(attn_block, "output_gate", hidden * n_heads * head_dim,
+                                     n_heads * head_dim)])
                     mixer += attention(n_heads) + hidden * n_heads * head_dim
                 else:
-                    mixer += gdn()
+                    record(i, gdn_parts())
+                    mixer += sum(part.params for part in gdn_parts())
             elif kind is LayerKind.MAMBA:
-                mixer += mamba()
+                record(i, mamba_parts())
+                mixer += sum(part.params for part in mamba_parts())
             elif kind is LayerKind.CONV:
-                mixer += short_conv()
+                record(i, short_conv_parts())
+                mixer += sum(part.params for part in short_conv_parts())
             else:
+                record(i, attention_parts(kv_heads[i]))
                 mixer += attention(kv_heads[i])
         if not layer_kinds and mt == "nemotron_h":
             mixer = 0
@@ -924,13 +1008,32 @@ def _count_params(
             mlp_total = experts + shared + router + latent_proj
             mlp_active = top_k * mats * expert_width * moe_inter + shared + router + latent_proj
             active_experts += top_k * mats * expert_width * moe_inter
+            rows = n_experts * ((mats - 1) * moe_inter + expert_width)
+            # Gemma-4 names its experts and router beside the MLP, not in it
+            record(i, [_Part((*mlp_block, ""), "experts", experts, rows,
+                             matrices=n_experts * mats)], (top_k, n_experts), role="experts")
+            record(i, [_Part((*mlp_block, ""), "gate", router, n_experts, replicated=True,
+                             alias="router")])
+            if shared:
+                record(i, [_Part(mlp_block, "shared_experts", shared,
+                                 (mats - 1) * shared_inter + hidden, matrices=mats,
+                                 alias="shared_expert")])
+            if latent_proj:
+                record(i, [_Part(mlp_block, "fc1_latent_proj", hidden * latent, latent,
+                                 replicated=True),
+                           _Part(mlp_block, "fc2_latent_proj", hidden * latent, hidden,
+                                 replicated=True)])
         elif mt == "nemotron_h" and layer_kinds:
             # Nemotron-H layers are either a mixer or an MLP, never both
             mlp_total = mlp_active = 0
         else:
             mlp_total = mlp_active = mats * hidden * dense_inter
+            names = ("up_proj", "down_proj") if mats == 2 else ("gate_proj", "up_proj", "down_proj")
+            record(i, [_Part(mlp_block, n, hidden * dense_inter,
+                             hidden if n == "down_proj" else dense_inter) for n in names])
         norms = 2 * hidden
         replicated += norms
+        record(i, [_Part(("input_layernorm",), "", norms, 0, replicated=True)])
         total += mixer + mlp_total + norms
         active += mixer + mlp_active + norms
 
@@ -963,6 +1066,14 @@ def _count_params(
         # (layers.N.embed_tokens, layers.N.shared_head.head); Qwen's mtp.* modules share them
         copies = 2 * vocab * hidden if r.opt_int("num_nextn_predict_layers", 0, maximum=64) else 0
         mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies)
+    modules.append(Module(("embed_tokens", "embeddings", "embed"), vocab * hidden,
+                          vocab * hidden if tied else 0, role="embed"))
+    if not tied:
+        modules.append(Module(("lm_head", "head"), vocab * hidden, vocab * hidden, vocab, 1,
+                              role="head"))
+    if encoder:
+        modules.append(Module(("vision_tower", "visual", "vision_model"), encoder, 0,
+                              role="encoder"))
     return ParamCount(
         total=total + embedding + encoder,
         active=active + vocab * hidden,
@@ -972,6 +1083,7 @@ def _count_params(
         experts=experts_total,
         active_experts=active_experts,
         replicated=replicated,
+        modules=tuple(modules),
     )
 
 
@@ -1015,8 +1127,10 @@ def spec_from_config(
     source: str,
     hub_repo: str | None = None,
     safetensors_total_bytes: int | None = None,
+    quant_config: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
-    """Build the ModelSpec of a Hugging Face ``config.json`` (already parsed)."""
+    """Build the ModelSpec of a Hugging Face ``config.json`` (already parsed);
+    ``quant_config``: the checkpoint's ``hf_quant_config.json`` (ModelOpt), where it has one."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"a config.json must be a JSON object, got {type(config).__name__}")
     lm, vision = language_config(config)
@@ -1192,6 +1306,12 @@ def spec_from_config(
     pinned_bytes = ssm_bytes
     cache_dtype = lm.get("mamba_ssm_cache_dtype")
     cache_dtype_bytes = _DTYPE_BYTES.get(cache_dtype, 0) if isinstance(cache_dtype, str) else 0
+    dtype_bytes = _DTYPE_BYTES.get(dtype, 2)
+    qc = config.get("quantization_config") or lm.get("quantization_config")
+    scheme, quant_note = parse_quant(qc, quant_config, dtype_bytes if dtype_bytes > 1 else 2)
+    weight_notes = [quant_note] if quant_note else []
+    if scheme is not None:
+        weight_notes += quant_notes(scheme, params.modules)
     if isinstance(lm.get("linear_attn_config"), dict):
         # Kimi Delta Attention keeps its recurrent matrix in float32 whatever the checkpoint
         # dtype (vLLM's MambaStateDtypeCalculator.kda_state_dtype pins it; SGLang's default)
@@ -1215,6 +1335,8 @@ def spec_from_config(
         ssm_cache_dtype_bytes=cache_dtype_bytes,
         mamba_chunk_size=_chunk_size(lm),
         checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
+        quant=scheme,
+        weight_notes=tuple(weight_notes),
         cross_tokens_per_image=cross_tokens,
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
