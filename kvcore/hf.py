@@ -1012,8 +1012,12 @@ def _count_params(
             # Gemma-4 names its experts and router beside the MLP, not in it
             record(i, [_Part((*mlp_block, ""), "experts", experts, rows,
                              matrices=n_experts * mats)], (top_k, n_experts), role="experts")
+            # DeepSeek's MoEGate and GLM's top-k router hold a bare weight, no linear layer:
+            # neither quantization tool touches them (matrices=0); elsewhere the router is a
+            # linear layer that checkpoints exclude by name
+            bare = mt.startswith(("deepseek", "glm", "kimi"))
             record(i, [_Part((*mlp_block, ""), "gate", router, n_experts, replicated=True,
-                             alias="router")])
+                             alias="router", matrices=0 if bare else 1)])
             if shared:
                 record(i, [_Part(mlp_block, "shared_experts", shared,
                                  (mats - 1) * shared_inter + hidden, matrices=mats,
