@@ -147,6 +147,9 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
     """What the plan's context says against the positions the model was trained for, and
     what the model's weights need said (kvcore.quant.quant_notes)."""
     weights = list(q.spec.weight_notes)
+    if q.cache.kv_k.name.startswith("fp8"):
+        # the plan already keeps the cache the checkpoint was calibrated for
+        weights = [n for n in weights if "FP8 KV cache" not in n]
     limit = q.spec.max_position_embeddings
     if not limit:
         return weights

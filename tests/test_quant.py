@@ -264,3 +264,27 @@ def test_api_labels_the_quantization(tmp_path):
     r = TestClient(create_app()).post("/api/v1/plan", json={"config": config, "context": 8192})
     assert r.status_code == 200, r.text
     assert r.json()["weights"]["format"] == "nvfp4 (modelopt)"
+
+
+def test_vllm_names_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, capsys):
+    # vLLM resolves --kv-cache-dtype auto to fp8_e4m3 for a ModelOpt checkpoint whose
+    # kv_cache_quant_algo is FP8 (utils/torch_utils.py resolve_kv_cache_dtype_string): the
+    # 16-bit plan must say bfloat16, and its bytes are the 16-bit ones
+    folder = str(pair(tmp_path, "nvidia--Llama-3.1-70B-Instruct-FP8"))
+    args = [folder, "--ctx", "32k", "--engine", "vllm", "--gpu", "h200", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)["engine_report"]
+    assert "--kv-cache-dtype bfloat16" in report["command"]
+    assert any("kv_cache_quant_algo FP8" in n for n in report["notes"])
+    assert main([*args, "--kv", "fp8"]) == 0
+    fp8 = json.loads(capsys.readouterr().out)["engine_report"]
+    assert "--kv-cache-dtype fp8" in fp8["command"]
+    # Llama-3.1-70B: 80 layers × 8 KV heads × 128 × (K + V): 327,680 B a token in 16 bits,
+    # 163,840 in fp8; vLLM's pool holds whole pages of 16 tokens
+    assert report["kv_tokens"] == report["kv_pool_bytes"] // (327_680 * 16) * 16
+    assert fp8["kv_tokens"] == fp8["kv_pool_bytes"] // (163_840 * 16) * 16
+    # a checkpoint without the calibration keeps auto
+    assert main(["llama-3.1-70b", "--ctx", "32k", "--engine", "vllm", "--gpu", "h200",
+                 "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)["engine_report"]
+    assert "--kv-cache-dtype" not in plain["command"]
