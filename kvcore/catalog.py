@@ -37,9 +37,18 @@ class CatalogEntry:
     config_file: str
     source: str
     safetensors_total_bytes: int | None
+    #: the checkpoint's ModelOpt hf_quant_config.json, bundled beside its config
+    quant_file: str | None = None
 
     def config(self) -> dict[str, Any]:
-        text = resources.files("kvcore").joinpath(f"data/models/{self.config_file}").read_text("utf-8")
+        return self._read(self.config_file)
+
+    def quant_config(self) -> dict[str, Any] | None:
+        return self._read(self.quant_file) if self.quant_file else None
+
+    @staticmethod
+    def _read(name: str) -> dict[str, Any]:
+        text = resources.files("kvcore").joinpath(f"data/models/{name}").read_text("utf-8")
         data = json.loads(text)
         assert isinstance(data, dict)
         return data
@@ -53,6 +62,7 @@ def model_catalog() -> tuple[CatalogEntry, ...]:
             id=e["id"], repo=e["repo"], family=e.get("family", ""), config_file=e["config"],
             source=e.get("source", ""),
             safetensors_total_bytes=e.get("safetensors_total_bytes"),
+            quant_file=e.get("quant_config"),
         )
         for e in tomllib.loads(index)["model"]
     )
@@ -73,7 +83,8 @@ def _catalog_spec(entry_id: str) -> ModelSpec:
     entry = next(e for e in model_catalog() if e.id == entry_id)
     return spec_from_config(entry.config(), name=entry.id, source=f"catalog ({entry.source})",
                             hub_repo=entry.repo,
-                            safetensors_total_bytes=entry.safetensors_total_bytes)
+                            safetensors_total_bytes=entry.safetensors_total_bytes,
+                            quant_config=entry.quant_config())
 
 
 def _depth(value: Any, limit: int, level: int = 0) -> None:

@@ -234,12 +234,12 @@ def test_hub_reads_hf_quant_config(monkeypatch, tmp_path):
     files = {"config.json": (DATA / f"{QWEN3_235B}_config.json").read_text(),
              "hf_quant_config.json": (DATA / f"{QWEN3_235B}_hf_quant_config.json").read_text()}
     fake_hub(monkeypatch, tmp_path, files)
-    w = weights_for(load_model("nvidia/Qwen3-235B-A22B-NVFP4"))
+    w = weights_for(load_model("someone/Qwen3-235B-A22B-NVFP4-copy"))
     assert (w.bytes, w.format) == (134_101_595_072, "nvfp4 (modelopt)")
     # with an index, its total is the weights; the label stays the quantization's
     files["model.safetensors.index.json"] = json.dumps({"metadata": {"total_size": 134_000_000_000}})
     fake_hub(monkeypatch, tmp_path, files)
-    w = weights_for(load_model("nvidia/Qwen3-235B-A22B-NVFP4"))
+    w = weights_for(load_model("someone/Qwen3-235B-A22B-NVFP4-copy"))
     assert (w.bytes, w.format, w.source) == (134_000_000_000, "nvfp4 (modelopt)",
                                              "safetensors index")
 
@@ -288,3 +288,19 @@ def test_vllm_names_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, caps
                  "--json"]) == 0
     plain = json.loads(capsys.readouterr().out)["engine_report"]
     assert "--kv-cache-dtype" not in plain["command"]
+
+
+def test_catalog_bundles_the_hf_quant_config():
+    # the catalog's copy prices as the Hub's pair does
+    w = weights_for(load_model("nvidia/Qwen3-235B-A22B-NVFP4"))
+    assert (w.bytes, w.format) == (134_101_595_072, "nvfp4 (modelopt)")
+
+
+def test_web_page_labels_the_quantization():
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+
+    r = TestClient(create_app()).get("/?model=qwen3-235b-a22b-nvfp4&context=8k")
+    assert r.status_code == 200
+    assert "nvfp4 (modelopt)" in r.text and "FP8 KV cache" in r.text
