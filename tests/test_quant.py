@@ -11,8 +11,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import pytest
-
 from app.cli import main
 from kvcore import load_model, model_catalog, weights_for
 from kvcore.quant import NVFP4, W4A16_NVFP4, parse_quant
