@@ -71,6 +71,10 @@ def test_qwen3_235b_nvfp4_from_hf_quant_config(tmp_path):
     assert w.bytes == 94 * layer + 2 * 151_936 * 4096 * 2 == 134_101_595_072
     assert (w.format, w.source) == ("nvfp4 (modelopt)", "config estimate")
     assert w.head_bytes == 151_936 * 4096 * 2
+    # a public design note that loads nvidia/Qwen3-235B-A22B-NVFP4 at revision
+    # 21cfa2c9e152032eb60647ee7b46a2bbcd8d76d2 tensor by tensor (uint8 weight, e4m3
+    # weight_scale, fp32 weight_scale_2 and input_scale) calls it "the complete 134 GB model"
+    assert abs(w.bytes / 134e9 - 1) < 0.005
     # the same pair named as aiconfigurator names it, side by side
     named = load_model(str(DATA / f"{QWEN3_235B}_config.json"))
     assert weights_for(named).bytes == w.bytes
