@@ -24,6 +24,8 @@ Bytes per format count every tensor the checkpoint stores for a weight matrix:
 | FP8 block 128×128 | 1 byte | fp32 scale per 16,384 | |
 | MXFP8 / MXFP4 | 8 / 4 bits | one e8m0 byte per 32 | |
 | int4/int8 packed, group g | 4 / 8 bits | 16-bit scale per g (+ 4-bit zero point when asymmetric) | int64[2] weight_shape |
+| compressed-tensors NVFP4 | 4 bits | one fp8 e4m3 scale per 16 | fp32 weight_global_scale (+ input_global_scale for W4A4) |
+| compressed-tensors FP8 | 1 byte | per channel or block: a scale in the checkpoint's dtype | per tensor: fp32 scale |
 
 Embeddings, norms, convolutions and the vision encoder are never quantized by either tool
 (both quantize linear layers only; vLLM's ModelOpt loader keeps vision towers unquantized).
@@ -257,14 +259,19 @@ def _modelopt(q: Mapping[str, Any], source: str, exclude_key: str) -> QuantSchem
                        source=source)
 
 
-def _ct_rule(weights: Mapping[str, Any], fmt: str, dtype_bytes: int) -> Rule | None:
-    """A compressed-tensors weight scheme as a format."""
+def _ct_rule(weights: Mapping[str, Any], fmt: str, dtype_bytes: int,
+             activations: Any = None) -> Rule | None:
+    """A compressed-tensors weight scheme as a format (``activations``: the group's
+    input_activations, whose static 4-bit scheme adds an fp32 input_global_scale)."""
     bits, kind = weights.get("num_bits"), weights.get("type", "int")
     group = weights.get("group_size")
     strategy = str(weights.get("strategy") or ("group" if group else "tensor"))
     symmetric = weights.get("symmetric", True) is not False
     if kind == "float" and bits == 4 and group == 16:
-        return Rule("nvfp4", 4, 16, 1, matrix_bytes=4)
+        # weight_packed, an e4m3 weight_scale per 16, an fp32 weight_global_scale, and an
+        # fp32 input_global_scale where activations are NVFP4 too
+        w4a4 = isinstance(activations, Mapping) and activations.get("num_bits") == 4
+        return Rule("nvfp4" if w4a4 else "nvfp4 w4a16", 4, 16, 1, matrix_bytes=8 if w4a4 else 4)
     if kind == "float" and bits == 4 and group == 32:
         return MXFP4
     if kind == "float" and bits == 8:
@@ -297,7 +304,7 @@ def _compressed(q: Mapping[str, Any], dtype_bytes: int) -> QuantScheme | None:
         if not isinstance(group, Mapping) or not isinstance(group.get("weights"), Mapping):
             return None
         fmt = str(group.get("format") or q.get("format") or "")
-        rule = _ct_rule(group["weights"], fmt, dtype_bytes)
+        rule = _ct_rule(group["weights"], fmt, dtype_bytes, group.get("input_activations"))
         if rule is None:
             return None
         targets.append((_strings(group.get("targets")) or ("Linear",), rule))

@@ -306,3 +306,30 @@ def test_web_page_labels_the_quantization():
     r = TestClient(create_app()).get("/?model=qwen3-235b-a22b-nvfp4&context=8k")
     assert r.status_code == 200
     assert "nvfp4 (modelopt)" in r.text and "FP8 KV cache" in r.text
+
+
+def test_compressed_tensors_groups_by_regex_target():
+    # an llm-compressor recipe as RedHatAI publishes them: NVFP4 MLPs, FP8 128×128-block
+    # attention, lm_head ignored; on Qwen3-8B (hidden 4096, 36 layers, 32 query / 8 KV heads
+    # of 128, MLP 12,288, vocab 151,936 untied, bf16)
+    config = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    nvfp4 = {"num_bits": 4, "type": "float", "group_size": 16, "strategy": "tensor_group"}
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "mixed-precision",
+        "config_groups": {
+            "group_0": {"targets": ["re:.*mlp.*proj"], "weights": nvfp4,
+                        "input_activations": nvfp4, "format": "nvfp4-pack-quantized"},
+            "group_1": {"targets": ["re:.*self_attn.*proj"], "format": "float-quantized",
+                        "weights": {"num_bits": 8, "type": "float", "strategy": "block",
+                                    "block_structure": [128, 128]}}},
+        "ignore": ["lm_head"], "kv_cache_scheme": None}
+    w = weights_for(load_model(config))
+    assert w.format == "nvfp4+fp8 block 128 (compressed-tensors)"
+    # MLP 3 × 4096×12288: 25,165,824 + 3,145,728 (e4m3 per 16) + 8 (weight and input
+    # global scales, fp32)
+    mlp = 3 * (25_165_824 + 3_145_728 + 8)
+    # attention in fp8 with a bf16 scale per 128×128 block: q, o 4096×4096 (1,024 blocks),
+    # k, v 4096×1024 (256 blocks)
+    attn = 2 * (16_777_216 + 1024 * 2) + 2 * (4_194_304 + 256 * 2)
+    norms = 2 * 4096 * 2
+    assert w.bytes == 36 * (mlp + attn + norms) + 2 * 151_936 * 4096 * 2
