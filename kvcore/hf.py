@@ -781,6 +781,12 @@ def _mllama_encoder(vision: dict[str, Any], hidden: int, depth: int, inter: int,
             + out * text_hidden + text_hidden)
 
 
+#: the MLP (and MoE) block's name in checkpoints where it is not "mlp" (by model_type, or by
+#: the model_type's first word)
+_MLP_BLOCKS = {"nemotron_h": "mixer", "minimax": "block_sparse_moe", "mixtral": "block_sparse_moe",
+               "deepseek_v4": "ffn", "deepseek_ref": "ffn", "llama4_text": "feed_forward"}
+
+
 @dataclass(frozen=True)
 class _Part:
     """One weight of a layer: its block's names (``self_attn``, ``attn``), its own name,
@@ -945,8 +951,12 @@ def _count_params(
                 _Part(block, "A_log", d_inner * d_state, 0),
                 _Part(block, "out_proj", d_inner * hidden, hidden)]
 
-    # the MLP block's name in checkpoints, as each architecture spells it
-    mlp_block = ("mlp", "block_sparse_moe", "ffn", "mixer", "feed_forward")
+    # the MLP block's name in checkpoints, as each architecture spells it (one name each: an
+    # exclusion of one block must not reach another, Gemma-4's mlp* its experts); Gemma-4's
+    # experts and router sit beside its dense MLP, in the layer itself
+    mlp_block = (_MLP_BLOCKS.get(mt) or _MLP_BLOCKS.get(mt.split("_")[0]) or "mlp",)
+    moe_block = ("",) if mt.startswith("gemma4") else mlp_block
+    parallel_dense = mt.startswith("gemma4") and r.get_bool("enable_moe_block", False)
     modules: list[Module] = []
 
     def record(i: int, parts: list[_Part], active_share: tuple[int, int] = (1, 1),
@@ -1007,16 +1017,22 @@ def _count_params(
             replicated += router + latent_proj
             mlp_total = experts + shared + router + latent_proj
             mlp_active = top_k * mats * expert_width * moe_inter + shared + router + latent_proj
+            if parallel_dense:
+                # Gemma-4's MoE layers run their dense MLP beside the experts (enable_moe_block)
+                mlp_total += mats * hidden * dense_inter
+                mlp_active += mats * hidden * dense_inter
+                record(i, [_Part(mlp_block, n, hidden * dense_inter,
+                                 hidden if n == "down_proj" else dense_inter)
+                           for n in ("gate_proj", "up_proj", "down_proj")[3 - mats:]])
             active_experts += top_k * mats * expert_width * moe_inter
             rows = n_experts * ((mats - 1) * moe_inter + expert_width)
-            # Gemma-4 names its experts and router beside the MLP, not in it
-            record(i, [_Part((*mlp_block, ""), "experts", experts, rows,
+            record(i, [_Part(moe_block, "experts", experts, rows,
                              matrices=n_experts * mats)], (top_k, n_experts), role="experts")
             # DeepSeek's MoEGate and GLM's top-k router hold a bare weight, no linear layer:
             # neither quantization tool touches them (matrices=0); elsewhere the router is a
             # linear layer that checkpoints exclude by name
             bare = mt.startswith(("deepseek", "glm", "kimi"))
-            record(i, [_Part((*mlp_block, ""), "gate", router, n_experts, replicated=True,
+            record(i, [_Part(moe_block, "gate", router, n_experts, replicated=True,
                              alias="router", matrices=0 if bare else 1)])
             if shared:
                 record(i, [_Part(mlp_block, "shared_experts", shared,

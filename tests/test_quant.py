@@ -333,3 +333,15 @@ def test_compressed_tensors_groups_by_regex_target():
     attn = 2 * (16_777_216 + 1024 * 2) + 2 * (4_194_304 + 256 * 2)
     norms = 2 * 4096 * 2
     assert w.bytes == 36 * (mlp + attn + norms) + 2 * 151_936 * 4096 * 2
+
+
+def test_gemma4_experts_sit_beside_the_dense_mlp(tmp_path):
+    spec = load_model(str(pair(tmp_path, "nvidia--Gemma-4-26B-A4B-NVFP4")))
+    # enable_moe_block: every layer runs its dense MLP (2816 × 2112, gated) beside 128
+    # experts of 704; the exclusions name the MLP (mlp*) and the router, not the experts
+    dense = [m for m in spec.params.modules if m.names[0].startswith("layers.0.mlp.")]
+    assert sum(m.params for m in dense) == 3 * 2816 * 2112
+    assert rule_of(spec, "layers.0.mlp.down_proj") is None
+    assert rule_of(spec, "layers.0.router") is None
+    assert rule_of(spec, "layers.0.experts") is NVFP4
+    assert not any("exclusions" in n for n in spec.weight_notes)
