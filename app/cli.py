@@ -516,7 +516,9 @@ def render_measurement(d: dict[str, Any]) -> str:
              f"{format_bytes(d['allocated_bytes'], 4)} ({ok})"]
     if d["layers_measured"] < d["layers_total"]:
         why = f" ({d['subset_reason']})" if d.get("subset_reason") else ""
-        lines.append(f"measured {d['layers_measured']} of {d['layers_total']} layers{why}; the "
+        # a layer can hold more than one cache (an MLA latent and its indexer keys; V4's window,
+        # compressed entries and compressor): the count is of layer caches
+        lines.append(f"measured {d['layers_measured']} of {d['layers_total']} layer caches{why}; the "
                      f"whole model is {d['scale']:.3f}× that")
     if d["allocator_bytes"] is not None:
         lines.append(f"allocator: {d['allocator_bytes']:,} B allocated (predicted "

@@ -230,7 +230,8 @@ def decode_text(data: dict[str, Any]) -> str | None:
              else f"at {data['gpu']['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s")
     text = (f"≈ {_rate(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
             f"({_rate(d['tokens_per_s_total'])} total) at full context, bandwidth-bound {where}; "
-            f"KV is {d['kv_share'] * 100:.0f}% of bytes read")
+            f"KV is {d['kv_share'] * 100:.0f}% of bytes read"
+            + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else ""))
     return text + (" (if it fit)" if data["fits"] is False else "")
 
 
@@ -243,7 +244,9 @@ def model_line(data: dict[str, Any]) -> str:
     mtp = sum(g["layers"] for g in data["breakdown"] if g["mtp"])
     return (f"{m['hub_repo'] or m['name']} ({m['model_type']}, "
             f"{format_quantity(m['layers'], 'layer')}: "
-            + ", ".join(f"{g['layers']} {g['kind']}" for g in m["groups"] if not g["mtp"])
+            + ", ".join(f"{g['layers']} {g['kind']}"
+                        + (f" 1:{g['ratio']}" if g.get("ratio", 1) > 1 else "")
+                        for g in m["groups"] if not g["mtp"])
             + (f"; {m['cacheless_layers']:,} more with no cache, MLP or MoE only"
                if m.get("cacheless_layers") else "")
             + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")

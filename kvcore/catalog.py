@@ -39,6 +39,9 @@ class CatalogEntry:
     safetensors_total_bytes: int | None
     #: the checkpoint's ModelOpt hf_quant_config.json, bundled beside its config
     quant_file: str | None = None
+    #: the entry stands for the unquantized original of the checkpoint its config was copied
+    #: from (index.toml weights = "original"): that config's quantization_config is not read
+    original_weights: bool = False
 
     def config(self) -> dict[str, Any]:
         return self._read(self.config_file)
@@ -63,6 +66,7 @@ def model_catalog() -> tuple[CatalogEntry, ...]:
             source=e.get("source", ""),
             safetensors_total_bytes=e.get("safetensors_total_bytes"),
             quant_file=e.get("quant_config"),
+            original_weights=e.get("weights") == "original",
         )
         for e in tomllib.loads(index)["model"]
     )
@@ -81,7 +85,10 @@ def _by_key() -> dict[str, CatalogEntry]:
 @cache
 def _catalog_spec(entry_id: str) -> ModelSpec:
     entry = next(e for e in model_catalog() if e.id == entry_id)
-    return spec_from_config(entry.config(), name=entry.id, source=f"catalog ({entry.source})",
+    config = entry.config()
+    if entry.original_weights:
+        config.pop("quantization_config", None)
+    return spec_from_config(config, name=entry.id, source=f"catalog ({entry.source})",
                             hub_repo=entry.repo,
                             safetensors_total_bytes=entry.safetensors_total_bytes,
                             quant_config=entry.quant_config())

@@ -331,7 +331,16 @@ ARCHS: dict[str, str] = {
     "phi3": "phi3", "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3",
     # Gated DeltaNet hybrids: three linear-attention layers, then one full
     "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text",
+    # DeepSeek Sparse Attention: MLA plus a lightning indexer (DeepSeek-V3.2, GLM-5)
+    "deepseek32": "deepseek_v32", "glm-dsa": "glm_moe_dsa",
 }
+#: architectures converted with MLA (the deepseek2 key set)
+_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"})
+#: GLM-5.2's indexer types where a glm-dsa GGUF lists none and its training context is at
+#: least 1,048,576 (src/models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES): layers 0 and 1 run
+#: an indexer, then one in four from layer 2, for 78 layers; 0 (shared) past them
+_GLM_5_2_TYPES = (True, True) + tuple(j % 4 == 0 for j in range(76))
+_GLM_5_2_CONTEXT = 1048576
 #: the hybrids' Gated DeltaNet numbers: GGUF key → config field
 _GDN = {"ssm.conv_kernel": "linear_conv_kernel_dim", "ssm.state_size": "linear_key_head_dim",
         "ssm.group_count": "linear_num_key_heads", "ssm.time_step_rank": "linear_num_value_heads"}
@@ -410,7 +419,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         widths = [w for w in cfg["intermediate_size"] if isinstance(w, int)]
         cfg["intermediate_size"] = max(widths) if widths else 0
     key_len = k("attention.key_length")
-    if key_len and arch != "deepseek2":
+    if key_len and arch not in _MLA:
         cfg["head_dim"] = key_len
     experts, used = k("expert_count", 0), k("expert_used_count", 0)
     if experts:
@@ -455,7 +464,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         if arch != "qwen3next":
             # Qwen3.5 pins its recurrent state to float32 (mamba_ssm_dtype)
             cfg["mamba_ssm_dtype"] = "float32"
-    if arch == "deepseek2":
+    if arch in _MLA:
         rank = count("attention.kv_lora_rank")
         rope = count("rope.dimension_count")
         key_mla = count("attention.key_length_mla", 0) or count("attention.key_length")
@@ -464,13 +473,43 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
             raise ConfigError(f"{g.base}: a key of {key_mla} values is not wider than its "
                               f"{rope} rotary ones", field=f"{arch}.attention.key_length")
         # DeepSeek-V3's router is a sigmoid (expert_gating_func 2), V2's a softmax
-        if k("expert_gating_func") != 2:
+        if arch == "deepseek2" and k("expert_gating_func") != 2:
             cfg["model_type"] = "deepseek_v2"
         cfg.update(kv_lora_rank=rank, qk_rope_head_dim=rope, qk_nope_head_dim=key_mla - rope,
                    v_head_dim=value_mla, q_lora_rank=k("attention.q_lora_rank") or None,
                    first_k_dense_replace=k("leading_dense_block_count", 0),
                    n_shared_experts=k("expert_shared_count", 0))
+    if arch in ("deepseek32", "glm-dsa"):
+        cfg.update(index_n_heads=count("attention.indexer.head_count"),
+                   index_head_dim=count("attention.indexer.key_length"),
+                   index_topk=count("attention.indexer.top_k"))
+    if arch == "glm-dsa":
+        pattern = _glm_dsa_pattern(g, k("attention.indexer.types"), cfg["num_hidden_layers"],
+                                   cfg["max_position_embeddings"])
+        if pattern is not None:
+            cfg["index_topk_pattern"] = pattern
     return cfg
+
+
+def _glm_dsa_pattern(g: GgufFile, types: Any, layers: Any, context: Any) -> str | None:
+    """The indexer pattern of a glm-dsa GGUF as llama.cpp reads it (src/models/glm-dsa.cpp):
+    its ``attention.indexer.types`` (true: the layer runs its own indexer, false: it shares
+    the top-k of an earlier one), else GLM-5.2's built-in table for a training context of at
+    least 1,048,576, else an indexer in every layer (None). F and S as index_topk_pattern
+    spells them."""
+    if not isinstance(layers, int):
+        return None
+    if types is None:
+        if isinstance(context, int) and context >= _GLM_5_2_CONTEXT:
+            return "".join("F" if i < len(_GLM_5_2_TYPES) and _GLM_5_2_TYPES[i] else "S"
+                           for i in range(layers))
+        return None
+    if (not isinstance(types, list) or len(types) != layers
+            or not all(isinstance(t, bool | int) and t in (0, 1) for t in types)):
+        raise ConfigError(f"{g.base}: glm-dsa.attention.indexer.types must hold a true or false "
+                          f"for each of the {layers} layers, got {shown(types)}",
+                          field="glm-dsa.attention.indexer.types")
+    return "".join("F" if t else "S" for t in types)
 
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 from .errors import ConfigError, shown
 from .model import LayerGroup, LayerKind, ModelSpec, Module, ParamCount
-from .quant import parse_quant, quant_notes
+from .quant import QuantScheme, parse_quant, quant_notes
 
 __all__ = ["language_config", "spec_from_config"]
 
@@ -26,7 +26,8 @@ _NESTED = ("text_config", "llm_config", "language_config", "text_model_config")
 _ALIASES: dict[str, tuple[str, ...]] = {
     "num_hidden_layers": ("num_hidden_layers", "num_layers", "n_layer", "n_layers"),
     "num_attention_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
-    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads"),
+    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads",
+                            "num_attention_groups"),
     "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
     "head_dim": ("head_dim", "kv_channels", "attention_head_dim"),
     "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
@@ -38,6 +39,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
     "experts_per_token": (
         "num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "moe_top_k",
+        "top_k_experts",
     ),
 }
 
@@ -85,6 +87,13 @@ _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
 }
 
 _MLA_TYPES = ("kv_lora_rank",)
+
+#: Gemma 4: full-attention layers of their own width and KV head count, KV-shared tail layers
+GEMMA4_TYPES = frozenset({"gemma4", "gemma4_text"})
+#: MiMo-V2: sliding-window and full layers of different KV heads and K/V widths
+MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
+#: Step-3.5/3.7: ``attention_other_setting`` gives the layers of one type other heads
+STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
 
 
 def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -257,8 +266,14 @@ def nemotron_h_mtp_pattern(cfg: Mapping[str, Any]) -> str:
 def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     """For each layer, the cache-holding kinds it has (Falcon-H1 layers have two)."""
     cfg, mt = r.cfg, r.model_type
+    if mt in MIMO_V2_TYPES:
+        return _mimo_kinds(cfg, n_layers)
     layer_types = cfg.get("layer_types")
     if layer_types is not None and mt != "nemotron_h":
+        n_mtp = r.opt_int("num_nextn_predict_layers", 0, maximum=64) or 0
+        if isinstance(layer_types, list) and n_mtp and len(layer_types) == n_layers + n_mtp:
+            # Step-3.5/3.7 list the draft (MTP) layers' types after the decoder's
+            layer_types = layer_types[:n_layers]
         return _from_layer_types(layer_types, n_layers, mt)
 
     if isinstance(cfg.get("linear_attn_config"), dict):
@@ -333,6 +348,17 @@ def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[
             )
         kinds.append({kind})
     return kinds
+
+
+def _mimo_kinds(cfg: dict[str, Any], n_layers: int) -> list[set[LayerKind]]:
+    # MiMo-V2: hybrid_layer_pattern[i] is 1 for a sliding-window layer, 0 for full attention
+    # (vLLM mimo_v2_flash.py is_compressed_softmax_layer; SGLang get_hybrid_layer_ids)
+    pattern = cfg.get("hybrid_layer_pattern")
+    if (not isinstance(pattern, list) or len(pattern) != n_layers
+            or any(p not in (0, 1) or isinstance(p, bool) for p in pattern)):
+        raise ConfigError(f"config.json 'hybrid_layer_pattern' must list {n_layers} layers of 0 "
+                          "(full attention) or 1 (sliding window)", field="hybrid_layer_pattern")
+    return [{LayerKind.SLIDING} if p == 1 else {LayerKind.FULL} for p in pattern]
 
 
 def _kimi_linear_kinds(lac: dict[str, Any], n_layers: int) -> list[set[LayerKind]]:
@@ -592,6 +618,77 @@ def _head_dim(r: _Reader, hidden: int, n_heads: int) -> int:
     return hidden // n_heads
 
 
+class _Attn(NamedTuple):
+    """One attention layer's cache geometry and query heads."""
+
+    kv: int
+    #: K and V values per KV head
+    dk: int
+    dv: int
+    q_heads: int
+    #: the layer has a V projection of its own (Gemma 4's K=V full layers do not)
+    v_proj: bool = True
+
+
+def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[int],
+                        n_heads: int, head_dim: int) -> tuple[list[_Attn], frozenset[int]]:
+    """Per layer, the KV heads and K/V widths its cache holds (and its query heads); and the
+    layers that keep no cache of their own (Gemma 4's KV-shared tail)."""
+    cfg, mt = r.cfg, r.model_type
+    n = len(kinds)
+    out = [_Attn(kv_list[i], head_dim, head_dim, n_heads) for i in range(n)]
+    shared: frozenset[int] = frozenset()
+    if mt in GEMMA4_TYPES:
+        # full-attention layers: global_head_dim wide; with attention_k_eq_v their V is their K
+        # (no v_proj) and they have num_global_key_value_heads heads. Engines still cache V:
+        # vLLM loads K's weights into the V slot (gemma4.py Gemma4DecoderLayer), llama.cpp
+        # stores Kcur as Vcur (gemma4-iswa.cpp).
+        full_dim = r.opt_int("global_head_dim", maximum=1 << 16) or head_dim
+        k_eq_v = r.get_bool("attention_k_eq_v", False)
+        full_kv = r.get_int("num_global_key_value_heads", maximum=1 << 16) if k_eq_v else 0
+        for i, ks in enumerate(kinds):
+            if LayerKind.FULL in ks:
+                out[i] = _Attn(full_kv or kv_list[i], full_dim, full_dim, n_heads, not k_eq_v)
+        n_shared = r.opt_int("num_kv_shared_layers", 0, maximum=n) or 0
+        if n_shared:
+            # the last n_shared layers read the cache of the last earlier layer of their type
+            first = n - n_shared
+            for i in range(first, n):
+                if not any(kinds[j] == kinds[i] for j in range(first)):
+                    raise ConfigError(
+                        f"num_kv_shared_layers {n_shared}: layer {i} has no earlier layer of its "
+                        "attention type to share a cache with", field="num_kv_shared_layers")
+            shared = frozenset(range(first, n))
+    elif mt in MIMO_V2_TYPES:
+        # vLLM mimo_v2_flash.py MiMoV2FlashDecoderLayer: sliding layers take the swa_* fields
+        # (swa_v_head_dim defaulting to swa_head_dim), full layers head_dim and v_head_dim
+        v_dim = r.opt_int("v_head_dim", maximum=1 << 16) or head_dim
+        swa_kv = r.get_int("swa_num_key_value_heads", maximum=1 << 16)
+        swa_dim = r.get_int("swa_head_dim", maximum=1 << 16)
+        swa_v = r.opt_int("swa_v_head_dim", maximum=1 << 16) or swa_dim
+        swa_q = r.opt_int("swa_num_attention_heads", maximum=1 << 16) or n_heads
+        for i, ks in enumerate(kinds):
+            if LayerKind.SLIDING in ks:
+                out[i] = _Attn(swa_kv, swa_dim, swa_v, swa_q)
+            else:
+                out[i] = _Attn(kv_list[i], head_dim, v_dim, n_heads)
+    elif mt in STEP3P5_TYPES and isinstance(cfg.get("attention_other_setting"), dict):
+        # vLLM step3p5.py Step3p5DecoderLayer: layers of attention_other_setting's
+        # attention_type take its heads, KV groups and head_dim
+        other = cfg["attention_other_setting"]
+        kind = _LAYER_TYPE_KINDS.get(other.get("attention_type", ""))
+        o_kv = _check_int("attention_other_setting.num_attention_groups",
+                          other.get("num_attention_groups"), 1, 1 << 16)
+        o_q = _check_int("attention_other_setting.num_attention_heads",
+                         other.get("num_attention_heads", n_heads), 1, 1 << 16)
+        o_dim = _check_int("attention_other_setting.head_dim", other.get("head_dim", head_dim),
+                           1, 1 << 16)
+        for i, ks in enumerate(kinds):
+            if kind in ks:
+                out[i] = _Attn(o_kv, o_dim, o_dim, o_q)
+    return out, shared
+
+
 def _gdn_state(r: _Reader) -> tuple[int, int, str]:
     nv = r.get_int("linear_num_value_heads")
     nk = r.get_int("linear_num_key_heads")
@@ -700,6 +797,22 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
         return [False] * n_layers
     if mt == "nemotron_h":
         return [ch == "E" for ch in nemotron_h_pattern(cfg)]
+    freq = cfg.get("moe_layer_freq")
+    if isinstance(freq, list):
+        # MiMo-V2 (vLLM mimo_v2_flash.py is_moe_layer), MiniMax-M3: one 0/1 flag per layer
+        if len(freq) != n_layers or not all(x in (0, 1) and not isinstance(x, bool) for x in freq):
+            raise ConfigError(f"config.json 'moe_layer_freq' must list {n_layers} layers of 0 or "
+                              "1, or be one integer", field="moe_layer_freq")
+        return [x == 1 for x in freq]
+    enum = cfg.get("moe_layers_enum")
+    if isinstance(enum, str) and enum.strip():
+        # Step-3.5: the MoE layers as a comma-separated list (vLLM step3p5.py)
+        try:
+            listed = {int(t) for t in enum.split(",") if t.strip()}
+        except ValueError:
+            raise ConfigError("config.json 'moe_layers_enum' must be comma-separated layer "
+                              "numbers", field="moe_layers_enum") from None
+        return [i in listed for i in range(n_layers)]
     if "first_k_dense_replace" in cfg:
         first = r.get_int("first_k_dense_replace", minimum=0)
         freq = r.opt_int("moe_layer_freq", 1, minimum=1) or 1
@@ -784,13 +897,13 @@ def _mllama_encoder(vision: dict[str, Any], hidden: int, depth: int, inter: int,
 #: the MLP (and MoE) block's name in checkpoints where it is not "mlp" (by model_type, or by
 #: the model_type's first word)
 _MLP_BLOCKS = {"nemotron_h": "mixer", "minimax": "block_sparse_moe", "mixtral": "block_sparse_moe",
-               "deepseek_v4": "ffn", "deepseek_ref": "ffn", "llama4_text": "feed_forward"}
+               "llama4_text": "feed_forward"}
 
 
 @dataclass(frozen=True)
 class _Part:
-    """One weight of a layer: its block's names (``self_attn``, ``attn``), its own name,
-    weights and output rows."""
+    """One weight of a layer as checkpoints name it: its block's names (``self_attn``,
+    ``attn``), its own name, weights and output rows (rows 0: not a linear layer)."""
 
     blocks: tuple[str, ...]
     name: str
@@ -802,18 +915,30 @@ class _Part:
     matrices: int = 1
 
 
+def _module(i: int | None, part: _Part, active_share: tuple[int, int] = (1, 1),
+            role: str = "") -> Module:
+    """``part`` of layer ``i`` (None: outside the layers) as a Module."""
+    prefix = f"layers.{i}" if i is not None else ""
+    names = tuple(".".join(x for x in (prefix, b, n) if x) for b in part.blocks
+                  for n in (part.name, *((part.alias,) if part.alias else ())))
+    return Module(names, part.params, part.params * active_share[0] // active_share[1],
+                  part.rows, part.matrices if part.rows else 0,
+                  "replicated" if part.replicated else role)
+
+
 def _count_params(
     r: _Reader,
     kinds: list[set[LayerKind]],
     *,
     hidden: int,
     n_heads: int,
-    kv_heads: list[int],
+    geometry: list[_Attn],
     head_dim: int,
     vocab: int,
     vision: dict[str, Any] | None,
     mamba_shape: dict[str, int] | None,
     n_mtp: int,
+    shared: frozenset[int] = frozenset(),
 ) -> ParamCount:
     cfg, mt = r.cfg, r.model_type
     n_layers = len(kinds)
@@ -823,7 +948,8 @@ def _count_params(
     moe_inter = r.opt_int("moe_intermediate_size", 0) or 0
     if n_experts > 1 and not moe_inter:
         moe_inter = inter
-    dense_inter = r.opt_int("intermediate_size_mlp", 0) or inter
+    dense_inter = (r.opt_int("intermediate_size_mlp", 0)
+                   or r.opt_int("dense_intermediate_size", 0) or inter)
     if r.get_bool("block_auto_adjust_ff_dim", False) and dense_inter:
         # LFM2 sizes its SwiGLU as Llama did: 2/3 of the given width, times the multiplier,
         # rounded up to a multiple of block_multiple_of
@@ -838,7 +964,9 @@ def _count_params(
             ff = int(mult * ff)
         step = r.opt_int("block_multiple_of", 1, minimum=1) or 1
         dense_inter = -(-ff // step) * step
-    shared_inter = r.opt_int("shared_expert_intermediate_size", 0) or 0
+    shared_inter = (r.opt_int("shared_expert_intermediate_size", 0)
+                    or r.opt_int("share_expert_dim", 0)
+                    or r.opt_int("shared_intermediate_size", 0) or 0)
     n_shared = r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0) or 0
     if mt == "nemotron_h" and n_shared:
         # NemotronHMoE's shared expert: one ungated MLP of moe_shared_expert_intermediate_size
@@ -846,30 +974,43 @@ def _count_params(
         shared_inter = r.opt_int("moe_shared_expert_intermediate_size", 7688) or 0
     if n_shared and not shared_inter:
         shared_inter = n_shared * moe_inter
-    # Latent MoE (Nemotron-3 Super/Ultra): the routed experts work in a moe_latent_size-wide
-    # space, reached by fc1_latent_proj (hidden -> latent) and left by fc2_latent_proj; the
-    # router and the shared expert read the full hidden width
-    latent = (r.opt_int("moe_latent_size", 0, maximum=1 << 20) or 0) if mt == "nemotron_h" else 0
+    if mt in GEMMA4_TYPES and r.get_bool("enable_moe_block", False):
+        # Gemma 4's MoE layers run the dense MLP beside the experts on every token (vLLM
+        # gemma4.py Gemma4DecoderLayer): it weighs like an always-active shared expert
+        shared_inter = inter
+    # Latent MoE: the routed experts work in a narrower space, reached by a projection from
+    # the hidden width and left by one back; the router and the shared expert read the full
+    # width. Nemotron-3 Super/Ultra: moe_latent_size (fc1/fc2_latent_proj, ReplicatedLinear in
+    # vLLM's and SGLang's nemotron_h.py, so held whole on every rank); Kimi-K3:
+    # routed_expert_hidden_size (counted with the experts)
+    if mt == "nemotron_h":
+        latent = r.opt_int("moe_latent_size", 0, maximum=1 << 20) or 0
+    else:
+        latent = r.opt_int("routed_expert_hidden_size", 0) or 0
     expert_width = latent or hidden
     latent_proj = 2 * hidden * latent
+    # the share of latent_proj counted with the experts (not replicated)
+    expert_proj = 0 if mt == "nemotron_h" else latent_proj
     if mt.startswith("llama4") and n_experts > 1 and not shared_inter:
         shared_inter = moe_inter
     mats = 2 if mt in _UNGATED_MLP else 3
     moe = _moe_layers(r, n_layers, kinds)
+    sparse = _sparse_attention(r, n_layers)
     # the attention block's name in checkpoints (Nemotron-H calls every block a mixer)
     attn_block = ("mixer", "self_attn") if mt == "nemotron_h" else ("self_attn", "attn")
 
-    def attention_parts(kv: int) -> list[_Part]:
+    def attention_parts(g: _Attn) -> list[_Part]:
         # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
         gate = cfg.get("attn_output_gate", mt == "qwen3_next")
-        q_rows = n_heads * head_dim * (2 if gate else 1)
-        return [_Part(attn_block, "q_proj", hidden * q_rows, q_rows),
-                _Part(attn_block, "k_proj", hidden * kv * head_dim, kv * head_dim),
-                _Part(attn_block, "v_proj", hidden * kv * head_dim, kv * head_dim),
-                _Part(attn_block, "o_proj", n_heads * head_dim * hidden, hidden)]
+        q_rows = g.q_heads * g.dk * (2 if gate else 1)
+        parts = [_Part(attn_block, "q_proj", hidden * q_rows, q_rows),
+                 _Part(attn_block, "k_proj", hidden * g.kv * g.dk, g.kv * g.dk)]
+        if g.v_proj:
+            parts.append(_Part(attn_block, "v_proj", hidden * g.kv * g.dv, g.kv * g.dv))
+        return parts + [_Part(attn_block, "o_proj", g.q_heads * g.dv * hidden, hidden)]
 
-    def attention(kv: int) -> int:
-        return sum(part.params for part in attention_parts(kv))
+    def attention(g: _Attn) -> int:
+        return sum(part.params for part in attention_parts(g))
 
     def mla_parts() -> list[_Part]:
         qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
@@ -879,12 +1020,17 @@ def _count_params(
         q = ([_Part(attn_block, "q_a_proj", hidden * q_rank, q_rank, replicated=True),
               _Part(attn_block, "q_b_proj", q_rank * n_heads * qk, n_heads * qk)] if q_rank
              else [_Part(attn_block, "q_proj", hidden * n_heads * qk, n_heads * qk)])
-        return q + [
+        parts = q + [
             _Part(attn_block, "kv_a_proj_with_mqa", hidden * (kv_rank + qk_rope),
                   kv_rank + qk_rope, replicated=True),
             _Part(attn_block, "kv_b_proj", kv_rank * n_heads * (qk_nope + v_head),
                   n_heads * (qk_nope + v_head)),
             _Part(attn_block, "o_proj", n_heads * v_head * hidden, hidden)]
+        if r.get_bool("mla_use_output_gate", False):
+            # Kimi-K3's MLA multiplies its output by a gate projected from the hidden state
+            parts.append(_Part(attn_block, "g_proj", hidden * n_heads * v_head,
+                               n_heads * v_head))
+        return parts
 
     def mla() -> int:
         return sum(part.params for part in mla_parts())
@@ -955,20 +1101,20 @@ def _count_params(
     # exclusion of one block must not reach another, Gemma-4's mlp* its experts); Gemma-4's
     # experts and router sit beside its dense MLP, in the layer itself
     mlp_block = (_MLP_BLOCKS.get(mt) or _MLP_BLOCKS.get(mt.split("_")[0]) or "mlp",)
-    moe_block = ("",) if mt.startswith("gemma4") else mlp_block
-    parallel_dense = mt.startswith("gemma4") and r.get_bool("enable_moe_block", False)
+    moe_block = ("",) if mt in GEMMA4_TYPES else mlp_block
+    # DeepSeek's MoEGate and GLM's top-k router hold a bare weight, no linear layer: neither
+    # quantization tool touches them; elsewhere the router is a linear layer
+    bare_router = mt.startswith(("deepseek", "glm", "kimi"))
     modules: list[Module] = []
 
     def record(i: int, parts: list[_Part], active_share: tuple[int, int] = (1, 1),
                role: str = "") -> None:
-        for part in parts:
-            names = tuple(".".join(x for x in (f"layers.{i}", b, n) if x)
-                          for b in part.blocks
-                          for n in (part.name, *((part.alias,) if part.alias else ())))
-            modules.append(Module(names, part.params,
-                                  part.params * active_share[0] // active_share[1],
-                                  part.rows, part.matrices if part.rows else 0,
-                                  "replicated" if part.replicated else role))
+        modules.extend(_module(i, part, active_share, role) for part in parts)
+
+    def mlp_parts(width: int) -> list[_Part]:
+        names = ("up_proj", "down_proj") if mats == 2 else ("gate_proj", "up_proj", "down_proj")
+        return [_Part(mlp_block, n, hidden * width, hidden if n == "down_proj" else width)
+                for n in names]
 
     total = active = experts_total = active_experts = replicated = 0
     for i, layer_kinds in enumerate(kinds):
@@ -985,15 +1131,26 @@ def _count_params(
             elif kind is LayerKind.LINEAR:
                 if isinstance(cfg.get("linear_attn_config"), dict):
                     lac = cfg["linear_attn_config"]
-                    width = int(lac["num_heads"]) * int(lac["head_dim"])
-                    record(i, [_Part(attn_block, "projections", 4 * hidden * width,
-                                     3 * width + hidden, matrices=4)])
-                    mixer += 4 * hidden * width
+                    heads, dim = int(lac["num_heads"]), int(lac["head_dim"])
+                    if lac.get("use_full_rank_gate"):
+                        # q, k, v, gate and o projections of heads × dim, the decay's
+                        # hidden→dim→heads·dim pair, beta and the short convs of q, k, v
+                        # (vLLM models/kimi_k3/nvidia/kda.py KimiK3DeltaAttention)
+                        width = heads * dim
+                        kernel = int(lac.get("short_conv_kernel_size", 4))
+                        kda = (5 * hidden * width + hidden * dim + dim * width
+                               + hidden * heads + 3 * width * kernel)
+                    else:
+                        width, kda = heads * dim, 4 * hidden * heads * dim
+                    # one module for the whole Kimi Delta Attention block
+                    record(i, [_Part(attn_block, "projections", kda, 4 * width, matrices=5)])
+                    mixer += kda
                 elif _is_lightning(mt):
-                    record(i, [*attention_parts(n_heads),
+                    g = _Attn(n_heads, head_dim, head_dim, n_heads)
+                    record(i, [*attention_parts(g),
                                _Part(attn_block, "output_gate", hidden * n_heads * head_dim,
                                      n_heads * head_dim)])
-                    mixer += attention(n_heads) + hidden * n_heads * head_dim
+                    mixer += attention(g) + hidden * n_heads * head_dim
                 else:
                     record(i, gdn_parts())
                     mixer += sum(part.params for part in gdn_parts())
@@ -1004,53 +1161,52 @@ def _count_params(
                 record(i, short_conv_parts())
                 mixer += sum(part.params for part in short_conv_parts())
             else:
-                record(i, attention_parts(kv_heads[i]))
-                mixer += attention(kv_heads[i])
+                record(i, attention_parts(geometry[i]))
+                mixer += attention(geometry[i])
+        if sparse is not None and sparse.layers[i]:
+            # MiniMax-M3's sparse layers project, with q, k and v, index queries (one per
+            # index head) and one index key (and value unless disabled)
+            index = hidden * sparse.index_dim * (sparse.index_heads + 1
+                                                 + (0 if sparse.k_only[i] else 1))
+            record(i, [_Part(attn_block, "index_proj", index, index // hidden, matrices=3)])
+            mixer += index
         if not layer_kinds and mt == "nemotron_h":
             mixer = 0
         if moe[i]:
             experts = n_experts * mats * expert_width * moe_inter
-            experts_total += experts
-            shared = mats * hidden * shared_inter
+            experts_total += experts + expert_proj
+            shared_mlp = mats * hidden * shared_inter
             router = hidden * n_experts
-            # the latent projections are ReplicatedLinear in vLLM's and SGLang's nemotron_h.py
-            replicated += router + latent_proj
-            mlp_total = experts + shared + router + latent_proj
-            mlp_active = top_k * mats * expert_width * moe_inter + shared + router + latent_proj
-            if parallel_dense:
-                # Gemma-4's MoE layers run their dense MLP beside the experts (enable_moe_block)
-                mlp_total += mats * hidden * dense_inter
-                mlp_active += mats * hidden * dense_inter
-                record(i, [_Part(mlp_block, n, hidden * dense_inter,
-                                 hidden if n == "down_proj" else dense_inter)
-                           for n in ("gate_proj", "up_proj", "down_proj")[3 - mats:]])
-            active_experts += top_k * mats * expert_width * moe_inter
+            replicated += router + latent_proj - expert_proj
+            mlp_total = experts + latent_proj + shared_mlp + router
+            routed = top_k * mats * expert_width * moe_inter
+            mlp_active = routed + latent_proj + shared_mlp + router
+            active_experts += routed + expert_proj
             rows = n_experts * ((mats - 1) * moe_inter + expert_width)
-            record(i, [_Part(moe_block, "experts", experts, rows,
-                             matrices=n_experts * mats)], (top_k, n_experts), role="experts")
-            # DeepSeek's MoEGate and GLM's top-k router hold a bare weight, no linear layer:
-            # neither quantization tool touches them (matrices=0); elsewhere the router is a
-            # linear layer that checkpoints exclude by name
-            bare = mt.startswith(("deepseek", "glm", "kimi"))
+            record(i, [_Part(moe_block, "experts", experts, rows, matrices=n_experts * mats)],
+                   (top_k, n_experts), role="experts")
             record(i, [_Part(moe_block, "gate", router, n_experts, replicated=True,
-                             alias="router", matrices=0 if bare else 1)])
-            if shared:
-                record(i, [_Part(mlp_block, "shared_experts", shared,
+                             alias="router", matrices=0 if bare_router else 1)])
+            if shared_mlp and mt in GEMMA4_TYPES:
+                # Gemma 4's dense MLP beside its experts
+                record(i, mlp_parts(shared_inter))
+            elif shared_mlp:
+                record(i, [_Part(mlp_block, "shared_experts", shared_mlp,
                                  (mats - 1) * shared_inter + hidden, matrices=mats,
                                  alias="shared_expert")])
             if latent_proj:
+                # Nemotron-3's fc1/fc2_latent_proj (replicated); Kimi-K3's, with the experts
                 record(i, [_Part(mlp_block, "fc1_latent_proj", hidden * latent, latent,
-                                 replicated=True),
+                                 replicated=not expert_proj),
                            _Part(mlp_block, "fc2_latent_proj", hidden * latent, hidden,
-                                 replicated=True)])
+                                 replicated=not expert_proj)])
         elif mt == "nemotron_h" and layer_kinds:
             # Nemotron-H layers are either a mixer or an MLP, never both
             mlp_total = mlp_active = 0
         else:
-            mlp_total = mlp_active = mats * hidden * dense_inter
-            names = ("up_proj", "down_proj") if mats == 2 else ("gate_proj", "up_proj", "down_proj")
-            record(i, [_Part(mlp_block, n, hidden * dense_inter,
-                             hidden if n == "down_proj" else dense_inter) for n in names])
+            wide = 2 if i in shared and r.get_bool("use_double_wide_mlp", False) else 1
+            mlp_total = mlp_active = mats * hidden * dense_inter * wide
+            record(i, mlp_parts(dense_inter * wide))
         norms = 2 * hidden
         replicated += norms
         record(i, [_Part(("input_layernorm",), "", norms, 0, replicated=True)])
@@ -1060,12 +1216,28 @@ def _count_params(
     # LFM2 ties its embeddings unless told otherwise ("tie_embedding", default true)
     tied = r.get_bool("tie_word_embeddings", r.get_bool("tie_embedding", mt == "lfm2"))
     embedding = vocab * hidden * (1 if tied else 2)
+    per_layer = r.opt_int("hidden_size_per_layer_input", 0, maximum=1 << 16) or 0
+    if per_layer:
+        # Gemma 4 E2B/E4B per-layer embeddings (vLLM gemma4.py): a table of n_layers ×
+        # per_layer values per token, a projection of the hidden state to it, and in every
+        # layer a gate and a projection back (its norms are hidden-size vectors)
+        ple_vocab = r.opt_int("vocab_size_per_layer_input", maximum=1 << 24) or vocab
+        table = ple_vocab * n_layers * per_layer
+        dense = hidden * n_layers * per_layer + per_layer + n_layers * (2 * hidden * per_layer
+                                                                        + hidden)
+        embedding += table
+        total += dense
+        active += dense
+        # priced unquantized (no checkpoint of these lists them)
+        modules.append(_module(None, _Part(("embed_tokens_per_layer",), "", table, 0), (0, 1),
+                               role="embed"))
+        modules.append(_module(None, _Part(("per_layer_projections",), "", dense, 0)))
     encoder = _encoder_params(vision, hidden)
     mtp_layer = 0
     if n_mtp and mt == "nemotron_h":
         # each MTP step: its blocks (attention, MoE, MLP; vLLM's nemotron_h_mtp.py builds no
         # other), eh_proj (2·hidden -> hidden) and three norms; embedding and head are shared
-        blocks = {"*": attention(kv_heads[-1]),
+        blocks = {"*": attention(geometry[-1]),
                   "E": (n_experts * mats * expert_width * moe_inter + mats * hidden * shared_inter
                         + hidden * n_experts + latent_proj),
                   "-": mats * hidden * dense_inter}
@@ -1076,7 +1248,7 @@ def _count_params(
         last = n_layers - 1
         layer_params = (total // max(1, n_layers)) if not moe[last] else 0
         if moe[last]:
-            layer_params = (mla() if r.has("kv_lora_rank") else attention(kv_heads[0])) + \
+            layer_params = (mla() if r.has("kv_lora_rank") else attention(geometry[0])) + \
                 n_experts * mats * hidden * moe_inter + mats * hidden * shared_inter
             if any(LayerKind.INDEXER in ks for ks in kinds):
                 # a DSA model's next-n layer carries its own indexer
@@ -1128,10 +1300,18 @@ def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
     if not isinstance(qc, Mapping):
         return None
     method = str(qc.get("quant_method", "")).lower()
+    if method == "fp8" and config.get("expert_dtype") == "fp4":
+        return "fp8_mxfp4_moe"
     if method == "fp8":
         return "fp8"
     if method == "mxfp4":
         # gpt-oss: MoE experts in MXFP4, everything else in 16 bits
+        return "mxfp4_moe"
+    ignore = qc.get("ignore")
+    if (method == "compressed-tensors" and qc.get("format") == "mxfp4-pack-quantized"
+            and isinstance(ignore, list) and any("shared_experts" in str(x) for x in ignore)):
+        # Kimi-K3: every Linear in MXFP4 but those ignored (attention, shared experts, dense
+        # MLPs, lm_head): the routed experts and their latent projections
         return "mxfp4_moe"
     if method in ("awq", "gptq", "autoround", "auto-round") and qc.get("bits") == 4:
         return "int4"
@@ -1160,6 +1340,10 @@ def spec_from_config(
     if model_type in ("llama4",):
         model_type = "llama4_text"
     r = _Reader(lm, model_type)
+    if _is_deepseek_v4(lm, model_type):
+        return _deepseek_v4_spec(config, r, name=name, source=source, hub_repo=hub_repo,
+                                 safetensors_total_bytes=safetensors_total_bytes,
+                                 quant_config=quant_config)
 
     if model_type == "nemotron_h":
         # the block list gives the layers (Nemotron-3 Ultra's config has no num_hidden_layers)
@@ -1199,8 +1383,16 @@ def spec_from_config(
         kv_list = kv
     else:
         kv_list = [kv] * n_layers
-    head_dim = _head_dim(r, hidden, n_heads) if n_heads else 0
+    # MLA layers cache a latent and Kimi Delta Attention sizes its heads in linear_attn_config:
+    # only GQA-style attention and lightning attention need a head width
+    needs_head_dim = has_attention or (
+        any(LayerKind.LINEAR in ks for ks in kinds_per_layer)
+        and not isinstance(lm.get("linear_attn_config"), dict))
+    head_dim = _head_dim(r, hidden, n_heads) if n_heads and needs_head_dim else 0
     vocab = r.get_int("vocab_size", maximum=1 << 24)
+    geometry, shared = _attention_geometry(r, kinds_per_layer, kv_list, n_heads, head_dim)
+    # KV-shared layers keep no cache of their own
+    cache_kinds = [set() if i in shared else ks for i, ks in enumerate(kinds_per_layer)]
 
     mla_width = 0
     if any(LayerKind.MLA in ks for ks in kinds_per_layer):
@@ -1208,7 +1400,11 @@ def spec_from_config(
     index_width = r.get_int("index_head_dim", maximum=1 << 16) if dsa else 0
     window = None
     if any(LayerKind.SLIDING in ks for ks in kinds_per_layer):
-        window = r.get_int("sliding_window", maximum=1 << 31)
+        # MiMo-V2's layers slide over sliding_window_size (vLLM mimo_v2_flash.py; SGLang's
+        # _get_sliding_window_size reads it first too)
+        window_key = ("sliding_window_size" if model_type in MIMO_V2_TYPES
+                      and lm.get("sliding_window_size") is not None else "sliding_window")
+        window = r.get_int(window_key, maximum=1 << 31)
     chunk = None
     if any(LayerKind.CHUNKED in ks for ks in kinds_per_layer):
         chunk = r.get_int("attention_chunk_size", maximum=1 << 31)
@@ -1257,10 +1453,11 @@ def spec_from_config(
         if kind in (LayerKind.MAMBA, LayerKind.CONV):
             return (kind, 0, 0, 0, None)
         win = window if kind is LayerKind.SLIDING else chunk if kind is LayerKind.CHUNKED else None
-        return (kind, kv_list[i], head_dim, head_dim, win)
+        g = geometry[i]
+        return (kind, g.kv, g.dk, g.dv, win)
 
     buckets: dict[tuple[Any, ...], list[int]] = {}
-    for i, layer_kinds in enumerate(kinds_per_layer):
+    for i, layer_kinds in enumerate(cache_kinds):
         for kind in sorted(layer_kinds, key=lambda k: k.value):
             buckets.setdefault(group_key(i, kind), []).append(i)
 
@@ -1288,6 +1485,9 @@ def spec_from_config(
     groups = [make_group(key, layers) for key, layers in
               sorted(buckets.items(), key=lambda kv_: (order.index(kv_[0][0]), kv_[1][0]))]
 
+    sparse = _sparse_attention(r, n_layers)
+    if sparse is not None:
+        groups.extend(_index_groups(sparse))
     n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
              or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)
     if n_mtp and model_type == "nemotron_h":
@@ -1305,19 +1505,41 @@ def spec_from_config(
     elif n_mtp:
         kind = LayerKind.MLA if mla_width else LayerKind.FULL
         key = (kind, 1, mla_width, 0, None) if mla_width else (kind, kv_list[-1], head_dim, head_dim, None)
-        groups.append(make_group(key, list(range(n_layers, n_layers + n_mtp)), mtp=True))
+        tail = lm.get("layer_types")
+        if (not mla_width and isinstance(tail, list) and len(tail) == n_layers + n_mtp
+                and all(t in ("full_attention", "sliding_attention") for t in tail[n_layers:])):
+            # the draft layers' own types, listed after the decoder's (Step-3.5/3.7)
+            mtp_kinds = [{_LAYER_TYPE_KINDS[t]} for t in tail[n_layers:]]
+            mtp_geometry, _ = _attention_geometry(r, mtp_kinds, [kv_list[-1]] * n_mtp, n_heads,
+                                                  head_dim)
+            mtp_buckets: dict[tuple[Any, ...], list[int]] = {}
+            for j, ks in enumerate(mtp_kinds):
+                (mk,) = ks
+                g = mtp_geometry[j]
+                mkey = (mk, g.kv, g.dk, g.dv, window if mk is LayerKind.SLIDING else None)
+                mtp_buckets.setdefault(mkey, []).append(n_layers + j)
+            groups += [make_group(k, v, mtp=True) for k, v in mtp_buckets.items()]
+        else:
+            groups.append(make_group(key, list(range(n_layers, n_layers + n_mtp)), mtp=True))
+
         if dsa:
             # next-n (MTP) layers always build their own indexer (vLLM: is_mtp_layer)
             groups.append(make_group((LayerKind.INDEXER, 1, index_width, 0, None),
                                      list(range(n_layers, n_layers + n_mtp)), mtp=True))
+    if dsa:
+        # a decode step attends to the index_topk latent rows the indexer selects (GLM-5.2's
+        # layers without an indexer to those of the last layer that has one): it reads them,
+        # and every indexer key
+        topk = r.get_int("index_topk", maximum=1 << 31)
+        groups = [replace(g, read_limit=topk) if g.kind is LayerKind.MLA else g for g in groups]
 
     if nas is not None:
         params = _nas_params(nas, hidden=hidden, n_heads=n_heads, head_dim=head_dim, vocab=vocab,
                              tied=r.get_bool("tie_word_embeddings", False))
     else:
         params = _count_params(r, kinds_per_layer, hidden=hidden, n_heads=n_heads,
-                               kv_heads=kv_list, head_dim=head_dim, vocab=vocab, vision=vision,
-                               mamba_shape=mamba_shape, n_mtp=n_mtp)
+                               geometry=geometry, head_dim=head_dim, vocab=vocab, vision=vision,
+                               mamba_shape=mamba_shape, n_mtp=n_mtp, shared=shared)
     dtype = lm.get("torch_dtype") or lm.get("dtype") or config.get("torch_dtype") or "bfloat16"
     dtype = dtype if isinstance(dtype, str) else "bfloat16"
     max_pos = r.opt_int("max_position_embeddings")
@@ -1326,12 +1548,7 @@ def spec_from_config(
     pinned_bytes = ssm_bytes
     cache_dtype = lm.get("mamba_ssm_cache_dtype")
     cache_dtype_bytes = _DTYPE_BYTES.get(cache_dtype, 0) if isinstance(cache_dtype, str) else 0
-    dtype_bytes = _DTYPE_BYTES.get(dtype, 2)
-    qc = config.get("quantization_config") or lm.get("quantization_config")
-    scheme, quant_note = parse_quant(qc, quant_config, dtype_bytes if dtype_bytes > 1 else 2)
-    weight_notes = [quant_note] if quant_note else []
-    if scheme is not None:
-        weight_notes += quant_notes(scheme, params.modules)
+    scheme, weight_notes = _quantization(config, lm, quant_config, dtype, params.modules)
     if isinstance(lm.get("linear_attn_config"), dict):
         # Kimi Delta Attention keeps its recurrent matrix in float32 whatever the checkpoint
         # dtype (vLLM's MambaStateDtypeCalculator.kda_state_dtype pins it; SGLang's default)
@@ -1356,15 +1573,290 @@ def spec_from_config(
         mamba_chunk_size=_chunk_size(lm),
         checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
         quant=scheme,
-        weight_notes=tuple(weight_notes),
+        weight_notes=weight_notes,
         cross_tokens_per_image=cross_tokens,
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
-        cacheless_layers=sum(1 for ks in kinds_per_layer if not ks),
+        cacheless_layers=sum(1 for ks in cache_kinds if not ks),
         linear_attention_layers=sum(1 for b in nas or () if b.attention == "linear"),
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision),
+        architecture=_architecture(config),
+        notes=_notes(lm, model_type),
     )
+
+
+def _architecture(config: Mapping[str, Any]) -> str:
+    archs = config.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return ""
+
+
+def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
+    """What a reader of the figures should know about this config."""
+    if model_type == "step3p7" and not isinstance(lm.get("attention_other_setting"), dict):
+        # the published Step-3.7-Flash config declares its sliding layers' geometry in
+        # attention_other_setting (96 query heads, 8 KV groups × 128); a config without it
+        # sizes them with the top-level heads
+        return ("this config has no attention_other_setting: the sliding layers are sized "
+                "with the top-level 64 query heads (the published Step-3.7-Flash config gives "
+                "them 96; their KV heads and width are the same, 8 × 128)",)
+    return ()
+
+
+class _SparseAttention:
+    """MiniMax-M3's block-sparse attention (``sparse_attention_config``): which layers select
+    blocks through index heads, and which of those keep index keys only."""
+
+    def __init__(self, layers: list[bool], k_only: list[bool], index_heads: int,
+                 index_dim: int) -> None:
+        self.layers, self.k_only = layers, k_only
+        self.index_heads, self.index_dim = index_heads, index_dim
+
+
+def _sparse_attention(r: _Reader, n_layers: int) -> _SparseAttention | None:
+    sc = r.cfg.get("sparse_attention_config")
+    if not isinstance(sc, Mapping) or not sc.get("use_sparse_attention"):
+        return None
+
+    def flags(key: str, default: int) -> list[bool]:
+        value = sc.get(key)
+        if value is None:
+            return [bool(default)] * n_layers
+        if (not isinstance(value, list) or len(value) != n_layers
+                or not all(x in (0, 1) and not isinstance(x, bool) for x in value)):
+            raise ConfigError(f"sparse_attention_config '{key}' must list {n_layers} layers of "
+                              "0 or 1", field=f"sparse_attention_config.{key}")
+        return [x == 1 for x in value]
+
+    heads = _check_int("sparse_attention_config.sparse_num_index_heads",
+                       sc.get("sparse_num_index_heads"), 1, 1 << 12)
+    dim = _check_int("sparse_attention_config.sparse_index_dim", sc.get("sparse_index_dim"), 1,
+                     1 << 16)
+    return _SparseAttention(flags("sparse_attention_freq", 1),
+                            flags("sparse_disable_index_value", 0), heads, dim)
+
+
+def _index_groups(sparse: _SparseAttention) -> list[LayerGroup]:
+    """The index cache of block-sparse layers: one index-key head of ``sparse_index_dim`` per
+    token (and an index-value head where ``sparse_disable_index_value`` is 0), whatever the
+    number of index query heads (SGLang's MiniMaxSparseKVPool: head_num 1)."""
+    groups = []
+    for k_only in (True, False):
+        layers = tuple(i for i, on in enumerate(sparse.layers) if on and sparse.k_only[i] == k_only)
+        if layers:
+            groups.append(LayerGroup(LayerKind.INDEX, layers, n_kv_heads=1,
+                                     head_dim_k=sparse.index_dim,
+                                     head_dim_v=0 if k_only else sparse.index_dim))
+    return groups
+
+
+def _is_deepseek_v4(cfg: Mapping[str, Any], model_type: str) -> bool:
+    return model_type in ("deepseek_v4", "deepseek_ref") or "compress_ratios" in cfg
+
+
+#: DeepSeek-V4 compressors: (entries per block of `ratio` tokens overlap: coff) and the rows
+#: of unfinished blocks each layer keeps per sequence (SGLang's compress-state ring of 8 rows
+#: for ratio 4, 128 for ratio 128, without speculative decoding)
+_V4_OVERLAP = {4: 2, 128: 1}
+_V4_STATE_ROWS = {4: 8, 128: 128}
+
+
+def _deepseek_v4_groups(r: _Reader, n_layers: int) -> tuple[list[LayerGroup], int]:
+    """DeepSeek-V4's cache, per layer kind, and its MTP depth.
+
+    Every layer keeps a sliding window of ``sliding_window`` tokens of one latent of
+    ``head_dim`` values (K and V are the same latent, RoPE part included). A layer of
+    ``compress_ratios`` 4 adds one compressed latent per 4 tokens and a lightning indexer's
+    key (``index_head_dim``) per 4 tokens; a layer of ratio 128 adds one compressed latent per
+    128 tokens; ratio 0 is the window alone. Each compressor keeps, per sequence, the kv and
+    score rows of the tokens it has not folded yet (float32): ratio 4 overlaps two blocks
+    (8 rows × 2·head_dim, and 8 rows × 2·index_head_dim for the indexer's compressor), ratio
+    128 one (128 rows × head_dim). Layers past ``num_hidden_layers`` in the list are the MTP
+    layers'.
+    """
+    ratios = r.cfg.get("compress_ratios")
+    n_mtp = r.opt_int("num_nextn_predict_layers", 0, maximum=64) or 0
+    if (not isinstance(ratios, list) or len(ratios) not in (n_layers, n_layers + n_mtp)
+            or not all(x in (0, 4, 128) and not isinstance(x, bool) for x in ratios)):
+        raise ConfigError(
+            f"config.json 'compress_ratios' must list {n_layers} layers (or {n_layers + n_mtp} "
+            "with the MTP layers) of 0, 4 or 128", field="compress_ratios")
+    latent = r.get_int("head_dim", maximum=1 << 16)
+    window = r.get_int("sliding_window", maximum=1 << 31)
+    index_dim = r.get_int("index_head_dim", maximum=1 << 16) if 4 in ratios else 0
+    groups: list[LayerGroup] = []
+    main = list(ratios[:n_layers])
+    mtp_layers = list(range(n_layers, len(ratios)))
+    groups.append(LayerGroup(LayerKind.SLIDING, tuple(range(n_layers)), n_kv_heads=1,
+                             head_dim_k=latent, head_dim_v=0, window=window))
+    for ratio in (4, 128):
+        layers = tuple(i for i, x in enumerate(main) if x == ratio)
+        if layers:
+            # ratio 4: a decode step reads the index_topk entries the indexer selects; ratio
+            # 128: every entry
+            groups.append(LayerGroup(LayerKind.COMPRESSED, layers, n_kv_heads=1,
+                                     head_dim_k=latent, ratio=ratio,
+                                     read_limit=r.get_int("index_topk", maximum=1 << 31)
+                                     if ratio == 4 else None))
+    c4 = tuple(i for i, x in enumerate(main) if x == 4)
+    if c4:
+        groups.append(LayerGroup(LayerKind.INDEX, c4, n_kv_heads=1, head_dim_k=index_dim,
+                                 ratio=4))
+    for ratio in (4, 128):
+        layers = tuple(i for i, x in enumerate(main) if x == ratio)
+        if not layers:
+            continue
+        rows, width = _V4_STATE_ROWS[ratio], _V4_OVERLAP[ratio] * latent
+        values = 2 * rows * width
+        detail = f"kv + score 2×{rows}×{width}"
+        if ratio == 4:
+            index_width = _V4_OVERLAP[ratio] * index_dim
+            values += 2 * rows * index_width
+            detail += f" + indexer 2×{rows}×{index_width}"
+        groups.append(LayerGroup(LayerKind.COMPRESSOR, layers, state_values=values,
+                                 state_detail=detail, ratio=ratio))
+    if mtp_layers:
+        if any(ratios[i] for i in mtp_layers):
+            raise ConfigError("config.json 'compress_ratios' gives an MTP layer a compressed "
+                              "attention kvplan does not size (expected 0)",
+                              field="compress_ratios")
+        groups.append(LayerGroup(LayerKind.SLIDING, tuple(mtp_layers), n_kv_heads=1,
+                                 head_dim_k=latent, head_dim_v=0, window=window, mtp=True))
+    return groups, len(mtp_layers) or n_mtp
+
+
+def _deepseek_v4_params(r: _Reader, n_layers: int) -> ParamCount:
+    """DeepSeek-V4's parameters, tensor by tensor as its checkpoint names them.
+
+    Attention: q low-rank (wq_a, q_norm, wq_b), one shared latent (wkv, kv_norm), the grouped
+    low-rank output (wo_a: n_heads·head_dim → o_groups·o_lora_rank block-diagonally, wo_b),
+    a sink per head; a compressor per compressed layer (wkv, wgate of coff·head_dim, ape, norm)
+    and, at ratio 4, the indexer (wq_b, weights_proj, its own compressor of index_head_dim).
+    MoE in every layer (experts, one shared expert, a router: a bias for score routing, a
+    vocab × top-k table for the first num_hash_layers hash-routed ones); hyper-connections of
+    hc_mult streams around attention and MoE (fn, base, scale) and at the head.
+    """
+    cfg = r.cfg
+    hidden, vocab = r.get_int("hidden_size"), r.get_int("vocab_size")
+    heads, latent = r.get_int("num_attention_heads"), r.get_int("head_dim")
+    q_rank, o_rank = r.get_int("q_lora_rank"), r.get_int("o_lora_rank")
+    o_groups = r.get_int("o_groups")
+    experts, top_k = r.get_int("num_experts"), r.get_int("experts_per_token")
+    inter = r.get_int("moe_intermediate_size")
+    shared = r.opt_int("n_shared_experts", 0) or 0
+    hc = r.opt_int("hc_mult", 1) or 1
+    hash_layers = r.opt_int("num_hash_layers", 0) or 0
+    ratios = cfg["compress_ratios"]
+    index_heads = r.opt_int("index_n_heads", 0) or 0
+    index_dim = r.opt_int("index_head_dim", 0) or 0
+    mix = (2 + hc) * hc
+
+    def compressor(ratio: int, dim: int) -> int:
+        width = _V4_OVERLAP[ratio] * dim
+        return 2 * hidden * width + ratio * width + dim
+
+    def attention(ratio: int) -> int:
+        params = (hidden * q_rank + q_rank + q_rank * heads * latent + hidden * latent + latent
+                  + heads * latent * o_rank + o_groups * o_rank * hidden + heads)
+        if ratio:
+            params += compressor(ratio, latent)
+        if ratio == 4:
+            params += (q_rank * index_heads * index_dim + hidden * index_heads
+                       + compressor(4, index_dim))
+        return params
+
+    routed = experts * 3 * hidden * inter
+    shared_mlp = shared * 3 * hidden * inter
+    hyper = 2 * (mix * hc * hidden + mix + 3)
+    total = active = experts_total = active_experts = replicated = 0
+    # by module as the checkpoint names them (layers.N.attn.*, layers.N.ffn.experts,
+    # .shared_experts, .gate), for quantization lists; the router is a bare weight
+    modules: list[Module] = []
+    for i in range(n_layers):
+        attn = attention(ratios[i])
+        router = hidden * experts + (vocab * top_k if i < hash_layers else experts)
+        layer = attn + shared_mlp + router + 2 * hidden + hyper
+        total += layer + routed
+        active += layer + top_k * 3 * hidden * inter
+        experts_total += routed
+        active_experts += top_k * 3 * hidden * inter
+        replicated += router + 2 * hidden + hyper
+        modules += [
+            _module(i, _Part(("attn",), "", attn, heads * latent, matrices=6)),
+            _module(i, _Part(("ffn",), "experts", routed, experts * (2 * inter + hidden),
+                             matrices=3 * experts), (top_k, experts), role="experts"),
+            _module(i, _Part(("ffn",), "gate", router, 0, replicated=True)),
+            _module(i, _Part(("hc",), "", 2 * hidden + hyper, 0, replicated=True))]
+        if shared_mlp:
+            modules.append(_module(i, _Part(("ffn",), "shared_experts", shared_mlp,
+                                            shared * (2 * inter + hidden), matrices=3 * shared)))
+    head_hc = hc * hc * hidden + hc + 1
+    embedding = 2 * vocab * hidden
+    modules += [Module(("embed",), vocab * hidden, 0, role="embed"),
+                Module(("head",), vocab * hidden, vocab * hidden, vocab, 1, role="head"),
+                Module(("norm",), hidden + head_hc, hidden + head_hc)]
+    n_mtp = max(0, len(ratios) - n_layers) or (r.opt_int("num_nextn_predict_layers", 0) or 0)
+    # an MTP block: a score-routed layer of ratio 0, e_proj and h_proj, three norms and its
+    # own head hyper-connection; it shares the embedding and the head
+    mtp_block = (attention(0) + routed + shared_mlp + hidden * experts + experts + 2 * hidden
+                 + hyper + 2 * hidden * hidden + 3 * hidden + head_hc)
+    return ParamCount(
+        total=total + embedding + hidden + head_hc,
+        active=active + vocab * hidden + hidden + head_hc,
+        embedding=embedding,
+        mtp=n_mtp * mtp_block,
+        experts=experts_total,
+        active_experts=active_experts,
+        replicated=replicated,
+        modules=tuple(modules),
+    )
+
+
+def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, source: str,
+                      hub_repo: str | None, safetensors_total_bytes: int | None,
+                      quant_config: Mapping[str, Any] | None = None) -> ModelSpec:
+    lm = r.cfg
+    n_layers = r.get_int("num_hidden_layers", maximum=4096)
+    groups, _ = _deepseek_v4_groups(r, n_layers)
+    params = _deepseek_v4_params(r, n_layers)
+    dtype = lm.get("torch_dtype") or lm.get("dtype") or "bfloat16"
+    dtype = dtype if isinstance(dtype, str) else "bfloat16"
+    scheme, weight_notes = _quantization(config, lm, quant_config, dtype, params.modules)
+    return ModelSpec(
+        name=name, model_type=r.model_type, groups=tuple(groups), params=params, source=source,
+        hub_repo=hub_repo, hidden_size=r.get_int("hidden_size"),
+        vocab_size=r.get_int("vocab_size"),
+        intermediate_size=r.opt_int("moe_intermediate_size", 0) or 0,
+        num_attention_heads=r.get_int("num_attention_heads"),
+        max_position_embeddings=r.opt_int("max_position_embeddings"),
+        dtype_bytes=_DTYPE_BYTES.get(dtype, 2), dtype=dtype,
+        ssm_dtype_bytes=4,
+        checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
+        quant=scheme,
+        weight_notes=weight_notes,
+        safetensors_total_bytes=safetensors_total_bytes,
+        defaulted=tuple(dict.fromkeys(r.defaulted)),
+        hidden_layers=n_layers,
+    )
+
+
+def _quantization(config: Mapping[str, Any], lm: Mapping[str, Any],
+                  sidecar: Mapping[str, Any] | None, dtype: str, modules: tuple[Module, ...],
+                  ) -> tuple[QuantScheme | None, tuple[str, ...]]:
+    """The checkpoint's per-module quantization (config.json's quantization_config, else its
+    hf_quant_config.json) and what a plan should say about it."""
+    dtype_bytes = _DTYPE_BYTES.get(dtype, 2)
+    qc = config.get("quantization_config") or lm.get("quantization_config")
+    scheme, note = parse_quant(qc, sidecar, dtype_bytes if dtype_bytes > 1 else 2)
+    notes = [note] if note else []
+    if scheme is not None and not modules:
+        notes.append(f"the checkpoint's {scheme.label} quantization is not priced module by "
+                     "module for this architecture: the weights are an estimate per weight")
+    elif scheme is not None:
+        notes += quant_notes(scheme, modules)
+    return scheme, tuple(notes)
 
 
 def _vision_encoder(vision: dict[str, Any] | None) -> tuple[int, int] | None:

@@ -6,7 +6,9 @@ Every sequence has its own cache. Per layer group:
   kept ones);
 - sliding-window and chunked layers hold ``min(context, window)`` tokens;
 - cross-attention layers hold the encoder's tokens (``images`` × tokens per image);
-- linear-attention and SSM layers hold a constant state.
+- linear-attention and SSM layers hold a constant state;
+- compressed and index layers hold one entry per ``ratio`` tokens (``context // ratio``: the
+  tokens of an unfinished block wait in the compressor's constant state).
 
 K and V are priced separately with their own formats; formats with per-layer tensor scales add
 those once per layer. Engines add paging and padding on top (see ``engines``).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from .errors import InputError, shown
 from .formats import KVFormat, Role, get_format
@@ -132,6 +135,20 @@ class CacheSize:
         return sum(g.k_bytes + g.v_bytes + g.scale_bytes for g in self.groups)
 
     @property
+    def read_bytes(self) -> int:
+        """The K + V bytes one decode step reads: every entry held, but at most a group's
+        ``read_limit`` entries a sequence where sparse attention selects its top-k (pro rata
+        of the group's bytes; tensor scales whole)."""
+        total = 0
+        for g in self.groups:
+            kv = g.k_bytes + g.v_bytes
+            limit = g.group.read_limit
+            if limit is not None and g.tokens > limit:
+                kv = kv * limit // g.tokens
+            total += kv + g.scale_bytes
+        return total
+
+    @property
     def state_bytes(self) -> int:
         """Recurrent state of all linear-attention/SSM layers and sequences."""
         return sum(g.state_bytes for g in self.groups)
@@ -150,12 +167,14 @@ def _tokens_held(group: LayerGroup, context: int, spec: ModelSpec, opts: CacheOp
         return min(context, group.window)
     if kind is LayerKind.CROSS:
         return opts.images * spec.cross_tokens_per_image
+    if kind in (LayerKind.COMPRESSED, LayerKind.INDEX):
+        return context // group.ratio
     return 0
 
 
 def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int,
                 opts: CacheOptions) -> GroupCache:
-    if group.kind.is_recurrent:
+    if group.kind.is_recurrent or group.kind is LayerKind.COMPRESSOR:
         state = group.count * sequences * group.state_values * opts.state_bytes_per_value
         return GroupCache(group, 0, 0, 0, state, 0)
     tokens = _tokens_held(group, context, spec, opts)
@@ -197,13 +216,19 @@ ATTENTION_KINDS = tuple(k for k in LayerKind if k.is_attention)
 def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
                  kinds: tuple[LayerKind, ...] = ATTENTION_KINDS, *,
                  mtp: bool = False) -> tuple[int, int]:
-    """(K, V) bytes one token adds to the layers of ``kinds``, block scales included."""
-    kb = vb = 0
+    """(K, V) bytes one token adds to the layers of ``kinds``, block scales included.
+
+    Compressed and index layers keep one entry per ``ratio`` tokens: they add their entry's
+    bytes over ``ratio``; where a block format's entries do not divide into whole bytes a
+    token (q8_0 latents at ratio 128: 544 / 128), the sum is rounded up to the next byte.
+    """
+    kb = vb = Fraction(0)
     for g in spec.groups_for(mtp=mtp):
         if g.kind in kinds:
-            kb += g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k)
-            vb += g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v else 0)
-    return kb, vb
+            kb += Fraction(g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k), g.ratio)
+            vb += Fraction(g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v
+                                                     else 0), g.ratio)
+    return math.ceil(kb), math.ceil(vb)
 
 
 def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:
@@ -212,15 +237,18 @@ def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> 
 
 def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
     """Cache bytes per token of one sequence while the context is shorter than every window:
-    all self-attention layers (full, sliding, chunked, MLA and its DSA indexer keys), K + V,
-    block scales included."""
+    all self-attention layers (full, sliding, chunked, MLA and its DSA indexer keys; compressed
+    and index layers at their entry's share of a token), K + V, block scales included."""
     return _rate(spec, opts or CacheOptions(),
                  (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
-                  LayerKind.INDEXER))
+                  LayerKind.INDEXER, LayerKind.COMPRESSED, LayerKind.INDEX))
 
 
 def marginal_bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:
     """Cache bytes each further token adds once the context is past every window (full and
-    MLA layers and DSA indexer keys only). Memory per sequence is affine: fixed + marginal ×
-    context."""
-    return _rate(spec, opts or CacheOptions(), (LayerKind.FULL, LayerKind.MLA, LayerKind.INDEXER))
+    MLA layers and DSA indexer keys, and compressed and index layers at their entry's share of
+    a token). Memory per sequence is affine: fixed + marginal × context (compressed layers step
+    once a block)."""
+    return _rate(spec, opts or CacheOptions(),
+                 (LayerKind.FULL, LayerKind.MLA, LayerKind.INDEXER, LayerKind.COMPRESSED,
+                  LayerKind.INDEX))

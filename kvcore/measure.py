@@ -28,7 +28,7 @@ from typing import Any
 from .errors import InputError
 from .formats import get_format
 from .kv import CacheOptions, cache_size
-from .model import LayerGroup, ModelSpec
+from .model import LayerGroup, LayerKind, ModelSpec
 
 __all__ = ["Measurement", "allocator_prediction", "environment", "measure", "token_time",
            "tp_record"]
@@ -161,7 +161,7 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
     layers, subset_reason = _fit_layers(layers, spec, context, sequences, opts, device, torch)
 
     def build(group: LayerGroup, tiny: bool = False) -> tuple[Any, int]:
-        if group.kind.is_recurrent:
+        if group.kind.is_recurrent or group.kind is LayerKind.COMPRESSOR:
             return [torch.zeros(sequences, group.state_values, dtype=torch.float32,
                                 device=device)], 0
         tokens = 16 if tiny else _layer_tokens(group, spec, context, opts)
@@ -175,6 +175,11 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
     # a format the kernels cannot lay out for one of the model's layer shapes is bad input: say
     # so before anything is allocated at full size
     for group in {id(g): g for g, _ in layers}.values():
+        if group.head_dim_v and group.head_dim_v != group.head_dim_k:
+            # the paged kernels keep K and V rows of one width (MiMo-V2's are 192 and 128)
+            raise InputError(f"cannot measure {spec.name}: its {group.kind.value} layers cache K "
+                             f"and V of different widths ({group.head_dim_k}/"
+                             f"{group.head_dim_v}), which the kernels do not lay out", field="kv")
         try:
             build(group, tiny=True)
         except ValueError as exc:
@@ -267,7 +272,7 @@ def _fit_layers(layers: list[tuple[LayerGroup, int]], spec: ModelSpec, context: 
     for g, _i in layers:
         if id(g) not in one:
             one[id(g)] = cache_size(_as_spec(spec, [g]), context, sequences, opts).total_bytes
-            tokens = _layer_tokens(g, spec, context, opts) if not g.kind.is_recurrent else 0
+            tokens = _layer_tokens(g, spec, context, opts) if g.kind.is_attention else 0
             baseline = max(baseline, sequences * g.n_kv_heads * tokens * g.head_dim_k * 2)
     budget = free - baseline - HEADROOM
     need = 0
@@ -426,7 +431,8 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
     SDPA timed on one layer of each group and counted once per layer of it. On a GPU the step
     is replayed from a CUDA graph, as serving engines run decode. ``heads``: the model's query
     heads (query_heads)."""
-    timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list)]
+    # a compressed layer shorter than one block holds no entry yet: nothing to read
+    timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list) and t > 0]
     steps_fns: list[tuple[LayerGroup, Callable[[], Any]]] = []
     for group, cache, tokens in timed:
         hq = query_heads(heads, group)

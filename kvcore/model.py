@@ -40,16 +40,35 @@ class LayerKind(StrEnum):
     MAMBA = "mamba"
     #: a constant short-convolution state per sequence (LFM2's gated conv layers)
     CONV = "conv"
+    #: one latent entry per ``ratio`` tokens, no separate V (DeepSeek-V4's compressed
+    #: attention: ratio 4 with an indexer, ratio 128 without)
+    COMPRESSED = "compressed"
+    #: the index keys (and values) a sparse-attention selector reads to pick blocks or
+    #: entries: one entry per ``ratio`` tokens (DeepSeek-V4's lightning indexer over the
+    #: 4x-compressed entries; MiniMax-M3's index heads, one per token)
+    INDEX = "index"
+    #: a constant per-sequence state: the tokens of the block a compressor has not yet
+    #: folded into an entry (DeepSeek-V4's kv and score rows, kept in float32)
+    COMPRESSOR = "compressor"
 
     @property
     def is_attention(self) -> bool:
         return self in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
-                        LayerKind.INDEXER, LayerKind.CROSS)
+                        LayerKind.INDEXER, LayerKind.CROSS, LayerKind.COMPRESSED,
+                        LayerKind.INDEX)
 
     @property
     def is_latent(self) -> bool:
-        """One replicated row per token (no KV heads to split over tensor parallelism)."""
-        return self in (LayerKind.MLA, LayerKind.INDEXER)
+        """One row per token, not split into KV heads (the MLA latent, the DSA indexer's key,
+        DeepSeek-V4's compressed latent and index keys): no head width to read from the
+        config."""
+        return self in (LayerKind.MLA, LayerKind.INDEXER, LayerKind.COMPRESSED, LayerKind.INDEX)
+
+    @property
+    def is_replicated(self) -> bool:
+        """Kinds every tensor-parallel rank holds whole (one latent or index head)."""
+        return self in (LayerKind.MLA, LayerKind.INDEXER, LayerKind.COMPRESSED, LayerKind.INDEX,
+                        LayerKind.COMPRESSOR)
 
     @property
     def is_recurrent(self) -> bool:
@@ -86,6 +105,12 @@ class LayerGroup:
     #: of ``conv_state_values``, the part every TP rank holds whole (a Mamba2 model with one
     #: B/C group replicates that group on every rank)
     replicated_conv_values: int = 0
+    #: tokens per cached entry (compressed and index kinds: 4, 128; 1 for every other kind)
+    ratio: int = 1
+    #: sparse attention: the most entries a decode step reads per sequence and layer (the
+    #: top-k an indexer selects: DeepSeek-V3.2's latent rows, DeepSeek-V4's ratio-4
+    #: compressed entries); None: every entry held
+    read_limit: int | None = None
 
     @property
     def count(self) -> int:
@@ -102,6 +127,20 @@ class LayerGroup:
             return f"{format_quantity(self.count, 'MLA layer')}, latent {self.head_dim_k}"
         if self.kind is LayerKind.INDEXER:
             return f"{format_quantity(self.count, 'indexer layer')}, key {self.head_dim_k}"
+        if self.kind is LayerKind.COMPRESSED:
+            return (f"{format_quantity(self.count, 'compressed layer')}, latent "
+                    f"{self.head_dim_k}, one entry per {self.ratio} tokens")
+        if self.kind is LayerKind.INDEX:
+            dims = (f"K {self.head_dim_k}" if not self.head_dim_v
+                    else f"K {self.head_dim_k} + V {self.head_dim_v}")
+            every = "" if self.ratio == 1 else f", one entry per {self.ratio} tokens"
+            return (f"{format_quantity(self.count, 'index layer')} × "
+                    f"{format_quantity(self.n_kv_heads, 'index head')} × {dims}{every}")
+        if self.kind is LayerKind.COMPRESSOR:
+            return f"{format_quantity(self.count, 'compressor')}, state {self.state_detail}"
+        if self.kind is LayerKind.SLIDING and not self.head_dim_v:
+            return (f"{layers} × latent {self.head_dim_k} (K = V)"
+                    + (f", window {self.window:,}" if self.window is not None else ""))
         if self.kind.is_recurrent:
             return f"{layers}, state {self.state_detail}"
         dims = (
@@ -249,11 +288,14 @@ class ModelSpec:
     #: the decoder's layers as the config counts them (``num_hidden_layers``), those without a
     #: cache included; 0: as many as the groups' layer numbers reach
     hidden_layers: int = 0
+    #: the config's first ``architectures`` entry (the class an engine's registry looks up)
+    architecture: str = ""
 
     @property
     def num_layers(self) -> int:
-        # a DSA indexer rides on an MLA layer: its keys are a second cache of that layer
-        return sum(g.count for g in self.groups if not g.mtp and g.kind is not LayerKind.INDEXER)
+        """Decoder layers that hold a cache, each once (a DeepSeek-V4 layer has a window, a
+        compressed part and a compressor: three groups, one layer)."""
+        return len({i for g in self.groups if not g.mtp for i in g.layers})
 
     @property
     def decoder_layers(self) -> int:

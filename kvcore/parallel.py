@@ -108,8 +108,9 @@ def llamacpp_stage_layers(num_layers: int, pp: int, stage: int) -> range:
 
 
 def _shard_group(group: LayerGroup, tp: int, layers: tuple[int, ...]) -> LayerGroup:
-    if group.kind.is_latent:
-        # the MLA latent and the DSA indexer's key are one row per token, whole on every rank
+    if group.kind.is_replicated:
+        # the MLA latent, the DSA indexer's key, V4's compressed latent, index keys and
+        # compressor state: one row per token (or state), whole on every rank
         return replace(group, layers=layers)
     if group.kind.is_recurrent:
         # heads split evenly over TP (check_tp refused uneven splits; a config without the
@@ -132,7 +133,7 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
                     return (f"tp {tp} does not divide the {count} heads (or channels) of the "
                             f"{g.kind.value} layers' state")
             continue
-        if not g.kind.is_attention or g.kind.is_latent:
+        if not g.kind.is_attention or g.kind.is_replicated:
             continue
         kv = g.n_kv_heads
         if (kv >= tp and kv % tp) or (kv < tp and tp % kv):

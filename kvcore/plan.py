@@ -73,13 +73,16 @@ class PlanRequest(Workload):
 @dataclass(frozen=True)
 class Decode:
     """Bandwidth-bound decode estimate at full context: every step reads the active weights
-    and the whole cache of every sequence."""
+    and the cache of every sequence (all of it, but only the selected top-k entries of a
+    sparse-attention layer), and reads and writes the recurrent state."""
 
     bytes_per_step: int
     seconds_per_step: float
     tokens_per_s_per_sequence: float
     tokens_per_s_total: float
     kv_share: float
+    #: a sparse-attention layer reads only its top-k entries (less than the cache it holds)
+    sparse: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,9 +184,10 @@ def plan(req: PlanRequest) -> Plan:
         reason = f"{binding} is the largest share of the card"
     decode = None
     if req.gpu.bandwidth_bytes_per_s:
-        step = weights.active_bytes + cache.kv_bytes + 2 * cache.state_bytes
+        step = weights.active_bytes + cache.read_bytes + 2 * cache.state_bytes
         seconds = step / req.gpu.bandwidth_bytes_per_s
         decode = Decode(step, seconds, 1 / seconds, req.sequences / seconds,
-                        (cache.kv_bytes + 2 * cache.state_bytes) / step)
+                        (cache.read_bytes + 2 * cache.state_bytes) / step,
+                        cache.read_bytes < cache.kv_bytes)
     return Plan(req, cache, weights, overhead, per_token, marginal, budget, fits, ctx, seqs, binding,
                 reason, decode)

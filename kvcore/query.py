@@ -181,9 +181,11 @@ def parallel_decode(q: Query) -> dict[str, Any] | None:
     n, p = q.spec.decoder_layers, q.parallel
     seconds = 0.0
     step = kv = 0
+    sparse = False
     for sh in parts:
         size = sh.cache(q.context, q.sequences, q.cache)
-        cache_read = size.kv_bytes + 2 * size.state_bytes
+        cache_read = size.read_bytes + 2 * size.state_bytes
+        sparse = sparse or size.read_bytes < size.kv_bytes
         layers = len(split(n, p.pp, sh.stage))
         read = (body * layers // n + (head if sh.stage == p.pp - 1 else 0)) // p.tp
         card = read + cache_read
@@ -194,6 +196,7 @@ def parallel_decode(q: Query) -> dict[str, Any] | None:
             "tokens_per_s_per_sequence": 1 / seconds,
             "tokens_per_s_total": q.sequences * q.parallel.dp / seconds,
             "kv_share": kv / step if step else 0.0,
+            "sparse_read": sparse,
             "basis": "per card: its share of the active weights and of the cache at its "
                      "bandwidth; stages in turn, the ranks of a stage side by side; "
                      "interconnect not counted"}

@@ -35,6 +35,8 @@ def model_summary(spec: ModelSpec) -> dict[str, Any]:
                 "window": g.window,
                 "state_values": g.state_values,
                 "mtp": g.mtp,
+                "ratio": g.ratio,
+                "read_limit": g.read_limit,
                 "description": g.describe(),
             }
             for g in spec.groups
@@ -109,6 +111,7 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
             "tokens_per_s_per_sequence": d.tokens_per_s_per_sequence,
             "tokens_per_s_total": d.tokens_per_s_total,
             "kv_share": d.kv_share,
+            "sparse_read": d.sparse,
         }
     return out
 

@@ -25,8 +25,10 @@ class WeightFormat:
     #: embeddings and lm_head stay 16-bit (HF quantization schemes) rather than quantized
     embeddings_16bit: bool = False
     aliases: tuple[str, ...] = ()
-    #: only the routed experts are quantized; attention, router and embeddings stay 16-bit
+    #: only the routed experts are in ``bits_per_weight``; attention, router and embeddings
+    #: stay 16-bit, or the rest (embeddings aside) in ``rest_bits``
     experts_only: bool = False
+    rest_bits: float = 16
 
 
 WEIGHT_FORMATS: tuple[WeightFormat, ...] = (
@@ -44,6 +46,11 @@ WEIGHT_FORMATS: tuple[WeightFormat, ...] = (
     WeightFormat("mxfp4", 4.25, "e2m1 + e8m0 scale per 32", embeddings_16bit=True),
     WeightFormat("mxfp4_moe", 4.25, "MoE experts in MXFP4, the rest 16-bit (gpt-oss)",
                  embeddings_16bit=True, experts_only=True),
+    # DeepSeek-V4's checkpoints (expert_dtype fp4): routed experts in MXFP4, every other
+    # linear in fp8 e4m3 with one ue8m0 (1-byte) scale per 128×128 block, embeddings 16-bit
+    WeightFormat("fp8_mxfp4_moe", 4.25, "MoE experts in MXFP4, the rest fp8 per 128×128 block "
+                 "(DeepSeek-V4)", embeddings_16bit=True, experts_only=True,
+                 rest_bits=8 + 8 / (128 * 128)),
     WeightFormat("q8_0", 8.5, "GGUF Q8_0 (34 B per 32)", aliases=("gguf_q8_0",)),
     WeightFormat("q6_k", 6.56, "GGUF Q6_K", aliases=("q6_k_m",)),
     WeightFormat("q5_k_m", 5.68, "GGUF Q5_K_M mix", aliases=("q5_k",)),
@@ -139,7 +146,9 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
 
     def size(n: int, embedding: int, experts: int) -> int:
         if fmt.experts_only:
-            return int(experts * fmt.bits_per_weight / 8) + (n - experts) * 2
+            rest = n - experts - embedding
+            return (int(experts * fmt.bits_per_weight / 8) + int(rest * fmt.rest_bits / 8)
+                    + embedding * 2)
         if fmt.embeddings_16bit:
             return int((n - embedding) * fmt.bits_per_weight / 8) + embedding * 2
         return int(n * fmt.bits_per_weight / 8)

@@ -869,16 +869,157 @@ def test_vllm_dsa_bf16_on_blackwell_is_sized():
     assert r.blocks == r.kv_pool_bytes // (64 * 78 * (1152 + 132))
 
 
-@pytest.mark.parametrize("engine,says", [
-    ("sglang", "SGLang"), ("trtllm", "TensorRT-LLM"), ("llama.cpp", "llama.cpp")])
-@pytest.mark.parametrize("model", ["deepseek-v3.2", "glm-5.2"])
-def test_other_engines_refuse_dsa_in_one_line(engine, says, model):
+@pytest.mark.parametrize("model", ["deepseek-v3.2", "glm-5", "glm-5.1", "glm-5.2"])
+def test_llamacpp_refuses_dsa_in_one_line(model):
+    # llama-kv-cache-dsa: the layers its two caches cover (the GGUF's MTP block, GLM-5.2's
+    # shared-indexer layers) differ between builds
+    for kv in ("f16", "q8_0"):
+        with pytest.raises(InputError) as e:
+            engine_plan("llama.cpp", req(model, kv=kv, gpu="h200"))
+        assert str(e.value).startswith("llama.cpp: DeepSeek Sparse Attention")
+        assert "differ between builds" in str(e.value) and "\n" not in str(e.value)
+        assert e.value.field == "engine"
+    # the dense MLA model it sizes as before
+    engine_plan("llama.cpp", req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB))
+
+
+# SGLang (sgl-project/sglang): the NSA/DSA pool (mem_cache/memory_pool.py NSATokenToKVPool,
+# later DSATokenToKVPool) holds tokens + 64 latent rows per layer and (tokens + 64 + 1) // 64
+# pages of 64 × 132 indexer bytes per layer, every layer (shared-indexer ones too); the latent
+# row is 576 × 2 = 1,152 B in bfloat16 and, under fp8_e4m3 with a FlashMLA backend,
+# 512 + 512 // 128 × 4 + 64 × 2 = 656 B (calculate_mla_kv_cache_dim). The profiler's cell
+# (get_cell_size_per_token / pool_configurator.py _compute_cell_size) counts 576 × dtype bytes
+# + 132 per layer. Pages are forced to 64.
+
+def test_sglang_dsa_pool_bytes_match_real_logs():
+    # DeepSeek-V3.2-Exp on B200 (fp8, FlashMLA), PR #11309 branch: "#tokens: 975424, KV size:
+    # 43.67 GB" = 61 × ((975,424 + 64) × 656 + 15,242 pages × 64 × 132) / 2^30
+    assert f"{sglang.dsa_pool_bytes(975424, 61, 656) / GiB:.2f}" == "43.67"
+    # main before the PR printed the latent only: 61 × 1,462,848 × 656 / 2^30 = 54.52 GB; the
+    # author's figure with the indexer keys is 65.49 GB
+    assert f"{61 * (1462784 + 64) * 656 / GiB:.2f}" == "54.52"
+    assert f"{sglang.dsa_pool_bytes(1462784, 61, 656) / GiB:.2f}" == "65.49"
+
+
+@pytest.mark.parametrize("model,kv,gpu,cell,row,flag", [
+    # H200 (sm90), auto → bfloat16: 61 × (1,152 + 132) = 78,324
+    ("deepseek-v3.2", "f16", "h200", 61 * (576 * 2 + 132), 1152, None),
+    # H200, fp8_e4m3: the cell counts 61 × (576 + 132) = 43,188, the pool a 656-byte row
+    ("deepseek-v3.2", "fp8", "h200", 61 * (576 + 132), 656, "fp8_e4m3"),
+    # GLM-5.2: all 78 layers keep indexer keys in SGLang's pool: 78 × 1,284 = 100,152
+    ("glm-5.2", "bf16", "b200", 78 * (1152 + 132), 1152, "bfloat16"),
+    ("glm-5", "bf16", None, 78 * (1152 + 132), 1152, "bfloat16"),
+])
+def test_sglang_dsa_cell_and_pool(model, kv, gpu, cell, row, flag):
+    budget = {"kv_budget_bytes": 40 * GiB} if gpu is None else {}
+    r = engine_plan("sglang", req(model, kv=kv, gpu=gpu, weights="fp8",
+                                  parallel=Parallel(tp=8), **budget))
+    assert r.extra["cell_bytes"] == cell and r.block_tokens == 64
+    tokens = r.kv_pool_bytes // cell // 64 * 64
+    assert r.kv_tokens == tokens and r.blocks == tokens // 64
+    layers = 61 if model == "deepseek-v3.2" else 78
+    pool = layers * ((tokens + 64) * row + (tokens + 65) // 64 * 64 * 132)
+    assert (f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool / GiB:.2f} GB"
+            in r.log_lines)
+    assert (f"--kv-cache-dtype {flag}" in r.command) == (flag is not None)
+
+
+def test_sglang_dsa_forces_64_token_pages():
+    r = engine_plan("sglang", req("glm-5.1", kv="bf16", gpu=None, kv_budget_bytes=40 * GiB,
+                                  settings=EngineSettings(page_size=16)))
+    assert r.block_tokens == 64 and "--page-size 16 is ignored" in " ".join(r.notes)
+
+
+@pytest.mark.parametrize("kv,gpu,field", [
+    ("f16", "b200", "kv_k"),        # auto is fp8_e4m3 from SM100, whose row changed by release
+    ("fp8", "b200", "kv_k"),        # 656 B (FlashMLA, older) or 576 B (trtllm, newer)
+    ("fp8_e5m2", "h200", "kv_k"),   # DSA takes bfloat16 or fp8_e4m3 only
+    ("bf16", "a100", "gpu"),        # no NSA kernels before Hopper here
+    ("f16", None, "gpu"),           # auto depends on the card
+])
+def test_sglang_dsa_refusals(kv, gpu, field):
+    budget = {"kv_budget_bytes": 40 * GiB} if gpu is None else {}
     with pytest.raises(InputError) as e:
-        engine_plan(engine, req(model, gpu="h200", parallel=Parallel(tp=8)))
-    assert str(e.value).startswith(f"{says}: DeepSeek Sparse Attention")
+        engine_plan("sglang", req("deepseek-v3.2", kv=kv, gpu=gpu, parallel=Parallel(tp=8),
+                                  **budget))
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+# TensorRT-LLM (NVIDIA/TensorRT-LLM): attention_backend/sparse/dsa/cache_manager.py
+# DSACacheManager.get_cache_size_per_token: the MLA latent (kv_lora_rank 512 + rope 64 = 576
+# values) at 2 B (auto, a bf16 model) or 1 B (fp8 KV) in every attention layer, plus an fp8
+# indexer key of index_head_dim 128 + 128 // 128 × 4 scale bytes = 132 B in each layer that
+# runs an indexer (llm_args.py _is_full_indexer_layer: GLM-5.2's index_topk_freq 4 / offset 3
+# give 21 of 78); one latent per rank whatever tp is.
+@pytest.mark.parametrize("model,kv,per_token", [
+    ("deepseek-v3.2", "f16", 61 * 576 * 2 + 61 * 132),   # 70,272 + 8,052 = 78,324
+    ("deepseek-v3.2", "fp8", 61 * 576 * 1 + 61 * 132),   # 35,136 + 8,052 = 43,188
+    ("glm-5", "fp8", 78 * 576 + 78 * 132),               # 44,928 + 10,296 = 55,224
+    ("glm-5.1", "bf16", 78 * 1152 + 78 * 132),           # 89,856 + 10,296 = 100,152
+    ("glm-5.2", "f16", 78 * 1152 + 21 * 132),            # 89,856 + 2,772 = 92,628
+    ("glm-5.2", "fp8", 78 * 576 + 21 * 132),             # 44,928 + 2,772 = 47,700
+])
+def test_trtllm_dsa_bytes_per_token(model, kv, per_token):
+    for tp in (1, 8):
+        r = engine_plan("trtllm", req(model, kv=kv, gpu=None, kv_budget_bytes=8 * GiB,
+                                      parallel=Parallel(tp=tp)))
+        assert r.extra["bytes_per_token"] == per_token
+        # the pool's tokens: budget // bytes a token, rounded up to whole 64-token blocks
+        # (a DSA model's default: DeepGEMM's paged indexer kernel takes 64 on sm90)
+        tokens = -(-(8 * GiB // per_token) // 64) * 64
+        assert r.kv_tokens == tokens and r.blocks == tokens // 64
+        assert r.log_lines == ("Number of tokens per block: 64.",)
+        assert f"{per_token:,} bytes a token per rank" in " ".join(r.notes)
+
+
+def test_trtllm_dsa_pipeline_stages_own_their_indexers():
+    # mapping.py pp_layers: 78 layers over 2 stages are 0-38 and 39-77; GLM-5.2's indexer
+    # layers 0, 1, 2, 6, ..., 38 (12) sit on the first, 42, ..., 74 (9) on the second
+    r = engine_plan("trtllm", req("glm-5.2", kv="fp8", gpu=None, kv_budget_bytes=8 * GiB,
+                                  parallel=Parallel(pp=2)))
+    first, second = 39 * 576 + 12 * 132, 39 * 576 + 9 * 132   # 24,048 and 23,652
+    assert r.binding_stage == 0 and r.extra["bytes_per_token"] == first
+    assert r.kv_tokens == -(-(8 * GiB // first) // 64) * 64
+    assert first > second
+
+
+@pytest.mark.parametrize("gpu,block,field", [
+    ("h200", 32, "tokens_per_block"),   # DeepGEMM's sm90 paged MQA-logits kernel: 64 only
+    ("b200", 128, "tokens_per_block"),  # sm100: 32 or 64
+    ("a100", None, "gpu"),              # no sparse MLA kernels before Hopper
+    ("rtx pro 6000", None, "gpu"),      # sm120's fp8_ds_mla path is not modeled
+])
+def test_trtllm_dsa_refuses_blocks_and_cards_its_kernels_do_not_take(gpu, block, field):
+    with pytest.raises(InputError) as e:
+        engine_plan("trtllm", req("glm-5", kv="fp8", gpu=gpu, parallel=Parallel(tp=8),
+                                  settings=EngineSettings(tokens_per_block=block)))
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+def test_trtllm_dsa_takes_32_token_blocks_on_blackwell():
+    r = engine_plan("trtllm", req("glm-5", kv="fp8", gpu="b200", weights="fp8",
+                                  parallel=Parallel(tp=8),
+                                  settings=EngineSettings(tokens_per_block=32)))
+    assert r.block_tokens == 32 and r.kv_tokens % 32 == 0
+
+
+@pytest.mark.parametrize("kv,says", [("nvfp4", "not nvfp4"), ("q8_0", "no q8_0")])
+def test_trtllm_dsa_refuses_unsized_latents(kv, says):
+    with pytest.raises(InputError) as e:
+        engine_plan("trtllm", req("deepseek-v3.2", kv=kv, gpu="h200", parallel=Parallel(tp=8)))
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_trtllm_dsa_refuses_a_shared_first_layer():
+    # llm_args.py _is_full_indexer_layer forces layer 0 to run an indexer; a config sharing
+    # it is laid out differently from kvplan's (vLLM's) reading
+    cfg = _catalog_config("glm-5")
+    cfg["index_topk_pattern"] = "SF" * 39
+    with pytest.raises(InputError, match="layer 0") as e:
+        engine_plan("trtllm", EngineRequest(spec=load_model(cfg), context=8192, sequences=1,
+                                            cache=CacheOptions(kv_k="fp8", kv_v="fp8"),
+                                            kv_budget_bytes=8 * GiB))
     assert e.value.field == "engine"
-    # the dense MLA model they size as before
-    engine_plan(engine, req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB))
 
 
 def test_dsa_indexer_key_is_replicated_on_every_tp_rank():
@@ -989,3 +1130,105 @@ def test_nemotron_nas_variants_vllm_refuses():
         engine_plan("vllm", EngineRequest(spec=linear, context=8192,
                                           cache=CacheOptions(kv_k="f16", kv_v="f16"),
                                           kv_budget_bytes=10 * GiB))
+# --- Gemma 4, MiMo-V2, Kimi-K3, Step-3.7 ------------------------------------------------------
+
+def test_vllm_gemma4_pages_per_kind():
+    pool = vllm.pool(load_model("gemma-4-26b-a4b"), 10 * GiB, F16, F16, 16)
+    # sliding: 16 tokens × 8 heads × (256 + 256) × 2 B = 131,072 B a page; full: 2 heads ×
+    # (512 + 512) × 2 B = 4,096 B a token, so its block grows to 32 tokens for the same page
+    assert pool.page == 131072
+    assert sorted({(g.kind, g.block) for g in pool.groups}) == [("full", 32), ("sliding", 16)]
+    # 5 full : 25 sliding layers: groups of 5, one full and five sliding
+    assert pool.group_size == 5 and len(pool.groups) == 6
+    assert pool.num_blocks == 10 * GiB // 131072 // 5
+    # a 131,072-token request: 4,096 full blocks + 5 × (cdiv(1023 + 8192, 16) + 1)
+    assert pool.blocks_per_request(131072, 8192, 0) == 4096 + 5 * (576 + 1)
+
+
+def test_vllm_gemma4_pads_per_token_head_global_heads():
+    fmt = get_format("fp8_pth")
+    pool = vllm.pool(load_model("gemma-4-26b-a4b"), 10 * GiB, fmt, fmt, 16)
+    # local head: 2 × (256 + 4) = 520 B; global head 2 × (512 + 4) = 1,032 B padded to 1,040
+    # (gemma4.py kv_cache_page_size_padded): pages 16 × 8 × 520 and 32 × 2 × 1,040
+    assert pool.page == 16 * 8 * 520 == 32 * 2 * 1040
+
+
+def test_vllm_gemma4_kv_shared_layers_take_no_pages():
+    from kvcore import spec_from_config
+    text = {"model_type": "gemma4_text", "hidden_size": 1536, "num_hidden_layers": 35,
+            "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+            "global_head_dim": 512, "sliding_window": 512, "vocab_size": 262144,
+            "num_kv_shared_layers": 20, "intermediate_size": 6144,
+            "layer_types": ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention"
+                            for i in range(35)]}
+    pool = vllm.pool(spec_from_config(text, name="e2b", source="t"), GiB, F16, F16, 16)
+    # only layers 0..14 hold pages: 3 full (1 × 1024 × 2 B a token, block 16 → 32 KiB) and 12
+    # sliding (1 × 512 × 2 B, block 32 for the same page); groups of 3
+    assert pool.page == 16 * 1024 * 2
+    assert pool.group_size == 3 and len(pool.groups) == 1 + 4
+    assert pool.num_blocks == GiB // (16 * 1024 * 2) // 3
+
+
+def test_vllm_mimo_v2_flash_pages():
+    pool = vllm.pool(load_model("mimo-v2-flash"), 10 * GiB, F16, F16, 16)
+    # sliding: 16 × 8 heads × (192 + 128) × 2 B = 81,920 B; full 4 heads × 320 × 2 B a token,
+    # block 32 for the same page
+    assert pool.page == 81920
+    assert sorted({(g.kind, g.block) for g in pool.groups}) == [("full", 32), ("sliding", 16)]
+    # 9 full : 39 sliding layers: groups of 9, one full and cdiv(39, 9) = 5 sliding
+    assert pool.group_size == 9 and len(pool.groups) == 6
+    assert pool.blocks_per_request(131072, 8192, 0) == 4096 + 5 * (-(-(127 + 8192) // 16) + 1)
+
+
+def test_sglang_mimo_v2_flash_swa_pools():
+    r = engine_plan("sglang", req("mimo-v2-flash", gpu=None, kv_budget_bytes=10 * GiB))
+    # model_runner_kv_cache_mixin set_num_tokens_hybrid_swa: F = 9 full layers × 4 heads ×
+    # (192 + 128) × 2 B, S = 39 sliding layers × 8 heads × (192 + 128) × 2 B
+    full, swa = 9 * 4 * 320 * 2, 39 * 8 * 320 * 2
+    tokens = int(10 * GiB / (full + 0.8 * swa))
+    assert r.kv_tokens == tokens == 58743
+    assert r.extra["swa_tokens"] == int(tokens * 0.8)
+
+
+def test_llamacpp_gemma4_caches_k_and_v_per_kind():
+    mem = llamacpp.kv_bytes(load_model("gemma-4-26b-a4b"), 32768, 1, "f16", "f16")
+    # 5 full layers × 2 heads × 512 over 32,768 cells; 25 sliding layers × 8 × 256 over
+    # pad256(1024 + 512) = 1,536 cells; K and V both (V is the K projection, stored again)
+    assert mem.kv_bytes == 2 * (5 * 2 * 512 * 32768 + 25 * 8 * 256 * 1536) * 2
+
+
+def test_vllm_kimi_k3_pages_like_kimi_linear():
+    spec = rank_spec(load_model("kimi-k3"), Parallel(tp=8))
+    pool = vllm.pool(spec, 20 * GiB, F16, F16, 16)
+    # a rank's KDA state: 12 of the 96 heads × 128 × 128 in float32 + conv 3 × (3 · 12 · 128)
+    # in bf16 = 814,080 B; the MLA latent (576 × 2 B, on every rank) pages take the smallest
+    # multiple of 16 tokens that holds it: 16 × cdiv(814,080, 16 × 1,152) = 720
+    state = 12 * 128 * 128 * 4 + 3 * 3 * 12 * 128 * 2
+    assert state == 814080 and pool.min_block == 720
+    assert pool.page == 720 * 576 * 2
+    # 24 MLA : 69 KDA layers: groups of 24, one MLA and cdiv(69, 24) = 3 state groups
+    assert pool.group_size == 24 and len(pool.groups) == 4
+    assert pool.num_blocks == 20 * GiB // (720 * 1152) // 24
+
+
+@pytest.mark.parametrize(("model", "engine", "what"), [
+    ("gemma-4-26b-a4b", "sglang", "full-attention pool"),
+    ("gemma-4-31b-it", "trtllm", "two head widths"),
+    ("mimo-v2-flash", "llama.cpp", "K/V widths"),
+    ("mimo-v2-flash", "trtllm", "K and V widths"),
+    ("kimi-k3", "sglang", "KDA state slots"),
+    ("kimi-k3", "llama.cpp", "Kimi-K3"),
+    ("kimi-k3", "trtllm", "Kimi-K3"),
+    ("step-3.7-flash", "sglang", "Step-3.7"),
+    ("step-3.7-flash", "llama.cpp", "Step-3.7"),
+    ("step-3.7-flash", "trtllm", "Step-3.7"),
+])
+def test_engines_refuse_layouts_not_read_from_their_source(model, engine, what):
+    with pytest.raises(InputError, match=f"could not establish .*{what}") as err:
+        engine_plan(engine, req(model, gpu="h200"))
+    assert err.value.field == "engine"
+
+
+def test_kimi_linear_is_not_refused_with_kimi_k3():
+    for engine in ("sglang", "llama.cpp", "trtllm"):
+        assert engine_plan(engine, req("kimi-linear-48b-a3b-instruct", gpu="h200")).kv_tokens

@@ -213,7 +213,7 @@ def test_a_truncated_download_and_an_unread_architecture_are_refused(capsys, tmp
     write_gguf(tmp_path / "next.gguf", hybrid, tensors)
     code, _, err = run(capsys, str(tmp_path / "next.gguf"))
     assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'nemotron_h' model; "
-                                        "kvplan reads the GGUFs of deepseek2, gemma2")
+                                        "kvplan reads the GGUFs of deepseek2, deepseek32, gemma2")
     assert "pass the model's config.json (or its Hub id) instead" in err
 
 
@@ -506,3 +506,66 @@ def test_a_vocabulary_only_file_and_a_big_endian_file_are_refused(capsys, tmp_pa
     assert (code, err) == (2, "kvplan: error: be.gguf is a big-endian GGUF; llama.cpp on a "
                               "little-endian host (x86, ARM: every GPU server) does not load "
                               "it: convert the model without --bigendian\n")
+
+
+# --- DeepSeek Sparse Attention GGUFs (deepseek32, glm-dsa) ----------------------------------
+# llama.cpp's converters (conversion/deepseek.py DeepseekV32Model, skip_mtp False;
+# GlmMoeDsaModel) write the deepseek2 MLA keys, block_count = decoder + MTP blocks,
+# nextn_predict_layers, and the indexer's {arch}.attention.indexer.head_count / key_length /
+# top_k (src/llama-arch.cpp); glm-dsa adds {arch}.attention.indexer.types (true: full) from the
+# config's indexer_types.
+
+def _dsa_gguf(tmp_path, arch, layers, ctx, extra):
+    meta, tensors = dense_model(arch, layers=layers + 1, hidden=6144, heads=64, kv_heads=1,
+                                head_dim=576, ffn=12288, vocab=1000, ctx=ctx, quant=8,
+                                head_type=8, extra={
+                                    f"{arch}.attention.q_lora_rank": 2048,
+                                    f"{arch}.attention.kv_lora_rank": 512,
+                                    f"{arch}.rope.dimension_count": 64,
+                                    f"{arch}.attention.key_length_mla": 256,
+                                    f"{arch}.attention.value_length_mla": 256,
+                                    f"{arch}.attention.value_length": 512,
+                                    f"{arch}.expert_gating_func": 2,
+                                    f"{arch}.nextn_predict_layers": 1,
+                                    f"{arch}.attention.indexer.head_count": 32,
+                                    f"{arch}.attention.indexer.key_length": 128,
+                                    f"{arch}.attention.indexer.top_k": 2048, **extra})
+    path = tmp_path / f"{arch}.gguf"
+    write_gguf(path, meta, tensors)
+    return load_model(str(path))
+
+
+def _kinds(spec):
+    return [(g.kind, g.layers, g.n_kv_heads, g.head_dim_k, g.mtp) for g in spec.groups]
+
+
+def test_a_deepseek32_gguf_caches_the_latent_and_the_indexer_keys(tmp_path):
+    spec = _dsa_gguf(tmp_path, "deepseek32", 61, 163840, {})
+    assert spec.model_type == "deepseek_v32" and spec.num_layers == 61 and spec.has_mtp
+    assert _kinds(spec) == _kinds(load_model("deepseek-v3.2"))
+    # f16: 61 × 576 × 2 latent + 61 × 128 × 2 indexer = 85,888 bytes a token
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes == 61 * (576 + 128) * 2 * 1000
+
+
+@pytest.mark.parametrize("ctx,types,catalog,indexers", [
+    # GLM-5 / 5.1: no indexer.types and a training context under 1,048,576: every layer
+    (202752, None, "glm-5", 78),
+    # GLM-5.2's config indexer_types, as the converter writes them
+    (1048576, [i < 3 or (i - 2) % 4 == 0 for i in range(78)], "glm-5.2", 21),
+    # none written: llama.cpp's built-in GLM-5.2 table (0, 1, 2, 6, ..., 74)
+    (1048576, None, "glm-5.2", 21),
+])
+def test_a_glm_dsa_gguf_reads_its_indexer_layers(tmp_path, ctx, types, catalog, indexers):
+    extra = {} if types is None else {"glm-dsa.attention.indexer.types": types}
+    spec = _dsa_gguf(tmp_path, "glm-dsa", 78, ctx, extra)
+    assert spec.model_type == "glm_moe_dsa"
+    assert _kinds(spec) == _kinds(load_model(catalog))
+    owned = next(g for g in spec.groups if g.kind == "indexer" and not g.mtp)
+    assert owned.count == indexers
+
+
+def test_a_glm_dsa_gguf_with_a_short_indexer_list_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="indexer.types") as e:
+        _dsa_gguf(tmp_path, "glm-dsa", 78, 1048576,
+                  {"glm-dsa.attention.indexer.types": [True] * 77})
+    assert "\n" not in str(e.value)

@@ -114,6 +114,32 @@ GOLDEN = [
     # Llama-3.3-Nemotron-Super-49B: block_configs give attention to 49 of 80 layers, each
     # 64 // n_heads_in_group 8 = 8 KV heads × 128; the other 31 are no-ops
     ("llama-3.3-nemotron-super-49b", 49 * 8 * 256 * F16, 49 * 8 * 256 * F16, 0),
+    # Gemma 4 26B-A4B: 5 full layers of num_global_key_value_heads 2 × global_head_dim 512
+    # (attention_k_eq_v: V is K, but K and V are both cached) + 25 sliding layers of
+    # 8 KV heads × head_dim 256 (window 1024)
+    ("gemma-4-26b-a4b", (5 * 2 * 1024 + 25 * 8 * 512) * F16, 5 * 2 * 1024 * F16, 0),
+    # Gemma 4 31B: 10 full layers of 4 × 512 + 50 sliding layers of 16 × 256
+    ("gemma-4-31b-it", (10 * 4 * 1024 + 50 * 16 * 512) * F16, 10 * 4 * 1024 * F16, 0),
+    # MiMo-V2-Flash: hybrid_layer_pattern gives 9 full layers of 4 KV heads × (K 192 + V 128)
+    # and 39 sliding layers (window 128) of swa 8 KV heads × (192 + 128)
+    ("mimo-v2-flash", (9 * 4 * 320 + 39 * 8 * 320) * F16, 9 * 4 * 320 * F16, 0),
+    # Kimi-K3: 24 MLA layers (latent 512 + 64) + 69 KDA layers of 96 heads × 128 × 128 +
+    # short convs 3 × (3·96·128)
+    ("kimi-k3", 24 * 576 * F16, 24 * 576 * F16, 69 * (96 * 128 * 128 + 3 * 3 * 96 * 128) * F32),
+    # Step-3.7-Flash: 12 full + 33 sliding (window 512) layers, 8 KV heads × 128 on each
+    ("step-3.7-flash", 45 * 8 * 256 * F16, 12 * 8 * 256 * F16, 0),
+    # DeepSeek-V4: every layer a 128-token window of one 512-value latent (K = V); ratio-4
+    # layers add a latent and a 128-value indexer key per 4 tokens, ratio-128 layers a latent
+    # per 128 tokens; compressor state f32: 2·8·1024 + 2·8·256 (ratio 4), 2·128·512 (128).
+    # Flash: 21 ratio-4, 20 ratio-128 of 43 layers; Pro: 30 and 31 of 61
+    ("deepseek-v4-flash", 43 * 512 * F16 + 21 * 640 * F16 // 4 + 20 * 512 * F16 // 128,
+     21 * 640 * F16 // 4 + 20 * 512 * F16 // 128,
+     21 * (2 * 8 * 1024 + 2 * 8 * 256) * F32 + 20 * 2 * 128 * 512 * F32),
+    ("deepseek-v4-pro", 61 * 512 * F16 + 30 * 640 * F16 // 4 + 31 * 512 * F16 // 128,
+     30 * 640 * F16 // 4 + 31 * 512 * F16 // 128,
+     30 * (2 * 8 * 1024 + 2 * 8 * 256) * F32 + 31 * 2 * 128 * 512 * F32),
+    # MiniMax-M3: 60 layers of 4 KV heads × 128 + one 128-value index key in the 57 sparse ones
+    ("minimax-m3", 60 * 4 * 256 * F16 + 57 * 128 * F16, 60 * 4 * 256 * F16 + 57 * 128 * F16, 0),
     ("phi-4", 40 * 10 * 256 * F16, 40 * 10 * 256 * F16, 0),
     ("smollm-1.7b", 24 * 32 * 128 * F16, 24 * 32 * 128 * F16, 0),
 ]

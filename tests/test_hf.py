@@ -607,3 +607,138 @@ def test_nemotron_nas_linear_attention_and_bad_blocks():
     short["block_configs"] = short["block_configs"][:79]
     with pytest.raises(ConfigError, match="one per layer \\(80\\), got 79"):
         spec(short)
+# --- Gemma 4, MiMo-V2, Kimi-K3, Step-3.7 ------------------------------------------------------
+
+def _groups(spec):
+    return {(g.kind, g.n_kv_heads, g.head_dim_k, g.head_dim_v, g.window): g.layers
+            for g in spec.groups}
+
+
+def test_gemma4_full_layers_use_the_global_heads_and_width():
+    spec = load_model("gemma-4-26b-a4b")
+    # layer_types: every 6th layer full; full layers take num_global_key_value_heads 2 and
+    # global_head_dim 512 (attention_k_eq_v), sliding ones num_key_value_heads 8 × head_dim 256
+    assert _groups(spec) == {
+        (LayerKind.FULL, 2, 512, 512, None): (5, 11, 17, 23, 29),
+        (LayerKind.SLIDING, 8, 256, 256, 1024): tuple(i for i in range(30) if i % 6 != 5),
+    }
+    spec31 = load_model("gemma-4-31b-it")
+    assert {(g.kind, g.n_kv_heads, g.head_dim_k, g.count) for g in spec31.groups} == {
+        (LayerKind.FULL, 4, 512, 10), (LayerKind.SLIDING, 16, 256, 50)}
+
+
+def test_gemma4_moe_counts_the_dense_mlp_beside_the_experts():
+    spec = load_model("gemma-4-26b-a4b")
+    # 30 MoE layers of 128 experts × 3 × 2816 × 704; the dense MLP (intermediate 2112) runs on
+    # every token beside the top-8 experts
+    assert spec.params.experts == 30 * 128 * 3 * 2816 * 704
+    assert spec.params.active_experts == 30 * 8 * 3 * 2816 * 704
+    dense = load_model("gemma-4-31b-it")
+    assert dense.params.experts == 0
+
+
+def _gemma4_e2b(**over):
+    # the published E2B text geometry: 35 layers, every 5th full, 1 KV head, the last 20
+    # layers sharing the KV of earlier ones, per-layer embeddings of 256
+    types = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(35)]
+    text = {"model_type": "gemma4_text", "hidden_size": 1536, "num_hidden_layers": 35,
+            "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+            "global_head_dim": 512, "num_global_key_value_heads": None, "attention_k_eq_v": False,
+            "sliding_window": 512, "vocab_size": 262144, "vocab_size_per_layer_input": 262144,
+            "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 20,
+            "use_double_wide_mlp": True, "intermediate_size": 6144, "layer_types": types,
+            "tie_word_embeddings": True}
+    text.update(over)
+    return {"model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
+            "text_config": text}
+
+
+def test_gemma4_kv_shared_layers_hold_no_cache():
+    spec = spec_from_config(_gemma4_e2b(), name="e2b", source="test")
+    # layers 0..14 cache: full 4, 9, 14 (1 head × 512, no k_eq_v: num_key_value_heads) and 12
+    # sliding layers of 1 × 256; layers 15..34 read those caches (vLLM kv_sharing_target)
+    assert _groups(spec) == {
+        (LayerKind.FULL, 1, 512, 512, None): (4, 9, 14),
+        (LayerKind.SLIDING, 1, 256, 256, 512): (0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13),
+    }
+    assert spec.cacheless_layers == 20 and spec.decoder_layers == 35
+    from kvcore import bytes_per_token
+    assert bytes_per_token(spec) == (3 * 1024 + 12 * 512) * 2
+    # the per-layer embedding table (262144 × 35 × 256) counts with the embeddings
+    no_ple = spec_from_config(_gemma4_e2b(hidden_size_per_layer_input=0), name="x", source="t")
+    assert spec.params.embedding - no_ple.params.embedding == 262144 * 35 * 256
+
+
+def test_gemma4_k_eq_v_needs_the_global_kv_heads():
+    with pytest.raises(ConfigError, match="num_global_key_value_heads"):
+        spec_from_config(_gemma4_e2b(attention_k_eq_v=True), name="x", source="t")
+
+
+def test_mimo_v2_flash_kinds_heads_and_widths():
+    spec = load_model("mimo-v2-flash")
+    full = (0, 5, 11, 17, 23, 29, 35, 41, 47)
+    # hybrid_layer_pattern 0 = full (4 KV heads, K 192, V 128), 1 = sliding over
+    # sliding_window_size 128 (swa 8 KV heads, K 192, V 128)
+    assert _groups(spec) == {
+        (LayerKind.FULL, 4, 192, 128, None): full,
+        (LayerKind.SLIDING, 8, 192, 128, 128): tuple(i for i in range(48) if i not in full),
+    }
+    # moe_layer_freq: layer 0 dense, 47 MoE layers of 256 experts × 3 × 4096 × 2048
+    assert spec.params.experts == 47 * 256 * 3 * 4096 * 2048
+    assert spec.checkpoint_weights == "fp8"
+
+
+def test_mimo_v2_hybrid_layer_pattern_must_list_every_layer():
+    config = _config("mimo-v2-flash")
+    config["hybrid_layer_pattern"] = config["hybrid_layer_pattern"][:-1]
+    with pytest.raises(ConfigError, match="hybrid_layer_pattern"):
+        spec_from_config(config, name="x", source="t")
+
+
+def _config(model_id):
+    return next(e for e in model_catalog() if e.id == model_id).config()
+
+
+def test_kimi_k3_sizes_like_kimi_linear_without_a_head_dim():
+    spec = load_model("kimi-k3")
+    # hidden 7168 / 96 heads is no whole number, and neither MLA nor KDA needs it
+    assert [(g.kind, g.count) for g in spec.groups] == [(LayerKind.MLA, 24), (LayerKind.LINEAR, 69)]
+    mla = spec.groups[0]
+    assert mla.head_dim_k == 512 + 64 and mla.layers[0] == 3 and mla.layers[-1] == 92
+    kda = spec.groups[1]
+    assert kda.state_values == 96 * 128 * 128 + 3 * 3 * 96 * 128
+    assert spec.ssm_dtype_bytes == 4
+    # latent MoE: 92 MoE layers of 896 experts × 3 × 3584 (routed_expert_hidden_size) × 3072,
+    # plus each layer's 7168 → 3584 → 7168 projections, in MXFP4 (the quantization ignores
+    # attention, shared experts, dense MLPs and the head)
+    assert spec.params.experts == 92 * (896 * 3 * 3584 * 3072 + 2 * 7168 * 3584)
+    assert spec.params.active_experts == 92 * (16 * 3 * 3584 * 3072 + 2 * 7168 * 3584)
+    assert spec.checkpoint_weights == "mxfp4_moe"
+    assert spec.architecture == "KimiK3ForConditionalGeneration"
+
+
+def test_step37_layers_and_attention_other_setting():
+    spec = load_model("step-3.7-flash")
+    # 12 full + 33 sliding (window 512) layers of 8 KV heads × 128; the 3 draft layers
+    # (num_nextn_predict_layers) full attention where the config lists no types for them
+    assert [(g.kind, g.n_kv_heads, g.head_dim_k, g.window, g.layers, g.mtp)
+            for g in spec.groups] == [
+        (LayerKind.FULL, 8, 128, None, tuple(range(0, 45, 4)), False),
+        (LayerKind.SLIDING, 8, 128, 512, tuple(i for i in range(45) if i % 4), False),
+        (LayerKind.FULL, 8, 128, None, (45, 46, 47), True)]
+    assert spec.notes and "attention_other_setting" in spec.notes[0]
+    # the published layout: sliding layers take attention_other_setting's heads (vLLM
+    # step3p5.py), layer_types lists the 3 draft layers after the 45 decoder layers
+    config = _config("step-3.7-flash")
+    config["attention_other_setting"] = {"attention_type": "sliding_attention",
+                                         "num_attention_heads": 96, "num_attention_groups": 4,
+                                         "head_dim": 64}
+    config["layer_types"] = config["layer_types"] + ["sliding_attention"] * 3
+    other = spec_from_config(config, name="x", source="t")
+    assert {(g.kind, g.n_kv_heads, g.head_dim_k, g.count, g.mtp) for g in other.groups} == {
+        (LayerKind.FULL, 8, 128, 12, False), (LayerKind.SLIDING, 4, 64, 33, False),
+        (LayerKind.SLIDING, 4, 64, 3, True)}
+    assert not other.notes
+    # 96 query heads × 64 on the 33 sliding layers instead of 64 × 128: q and o projections
+    assert spec.params.total - other.params.total == 33 * (
+        2 * 4096 * 64 * 128 + 2 * 4096 * 8 * 128 - 2 * 4096 * 96 * 64 - 2 * 4096 * 4 * 64)

@@ -83,6 +83,34 @@ def test_decode_estimate_reads_weights_and_cache():
     assert p.decode.tokens_per_s_per_sequence == pytest.approx(gpu.bandwidth_bytes_per_s / expected)
 
 
+def test_sparse_attention_decode_reads_the_selected_rows_only():
+    # DeepSeek-V3.2 (raw, f16, 131,072 tokens): 61 MLA layers hold every latent row of
+    # 576 × 2 = 1,152 B but a step reads the index_topk 2,048 the indexer selects; the
+    # indexer keys (128 × 2 = 256 B a token a layer) are all read
+    spec = load_model("deepseek-v3.2")
+    size = cache_size(spec, 131_072, 1, CacheOptions(kv_k="f16", kv_v="f16"))
+    assert size.kv_bytes == 61 * 131_072 * (1152 + 256)
+    assert size.read_bytes == 61 * 2048 * 1152 + 61 * 131_072 * 256
+    p = plan(PlanRequest(spec=spec, context=131_072, cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                         weights="fp8", gpu=find_gpu("h200")))
+    assert p.decode.bytes_per_step == p.weights.active_bytes + size.read_bytes
+    assert p.decode.sparse and plan_to_dict(p)["decode"]["sparse_read"] is True
+    # below the top-k every row is read
+    short = cache_size(spec, 1000, 2, CacheOptions(kv_k="f16", kv_v="f16"))
+    assert short.read_bytes == short.kv_bytes
+    # DeepSeek-V4-Flash: the 21 ratio-4 layers hold 32,768 compressed entries of 512 × 2 B and
+    # a step reads index_topk 512 of them; the ratio-128 layers (1,024 entries), the index
+    # keys (32,768 × 256 B) and the 128-token windows are read whole
+    v4 = cache_size(load_model("deepseek-v4-flash"), 131_072, 1,
+                    CacheOptions(kv_k="f16", kv_v="f16"))
+    assert v4.read_bytes == (21 * 512 * 1024 + 20 * 1024 * 1024 + 21 * 32_768 * 256
+                             + 43 * 128 * 1024)
+    assert v4.kv_bytes - v4.read_bytes == 21 * (32_768 - 512) * 1024
+    # a dense model reads all it holds
+    dense = plan(request(kv="tbq4"))
+    assert not dense.decode.sparse
+
+
 def test_moe_decode_reads_active_experts_only():
     w = weights_for(load_model("qwen3-30b-a3b"), "bf16")
     assert w.active_bytes < w.bytes / 5

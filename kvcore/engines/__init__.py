@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import UnknownNameError
+from ..errors import InputError, UnknownNameError
+from ..model import LayerKind
 from ..parallel import Split, stage_layers
 from . import llamacpp, raw, sglang, trtllm, vllm
 from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat
@@ -57,5 +58,24 @@ def stage_split(engine: str) -> Split:
             "trtllm": trtllm.STAGE_SPLIT}.get(canonical(engine), stage_layers)
 
 
+#: kinds whose allocation an engine profile may not model: it refuses them, raw sizes them
+_UNMODELLED = (LayerKind.COMPRESSED, LayerKind.INDEX, LayerKind.COMPRESSOR)
+#: engines that size DeepSeek-V4's compressed pools themselves (SGLang's DSV4PoolConfigurator)
+_SIZES_DEEPSEEK_V4 = frozenset({"sglang"})
+
+
+def _scheme(request: EngineRequest) -> str:
+    if request.spec.model_type.startswith("minimax"):
+        return "MiniMax-M3's block-sparse attention index cache (sparse_attention_config)"
+    return ("DeepSeek-V4's compressed sparse attention (compressed and indexer pools, "
+            "compressor state)")
+
+
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
-    return ENGINES[canonical(engine)](request)
+    name = canonical(engine)
+    minimax = request.spec.model_type.startswith("minimax")
+    if (name != "raw" and any(g.kind in _UNMODELLED for g in request.spec.groups)
+            and (minimax or name not in _SIZES_DEEPSEEK_V4)):
+        raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} yet; "
+                         "--engine raw sizes the cache itself", field="engine")
+    return ENGINES[name](request)

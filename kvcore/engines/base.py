@@ -278,6 +278,18 @@ def refuse_nas_layout(engine: str, spec: ModelSpec, *, mixed_heads: bool = True,
                          "established; llama.cpp or raw sizes it", field="engine")
 
 
+def refuse_layout(engine: str, spec: ModelSpec,
+                  unknown: dict[str, str], by_architecture: dict[str, str] | None = None) -> None:
+    """Refuse, in one line, a model whose cache layout in ``engine`` could not be established
+    from the engine's source. ``unknown`` maps a ``model_type`` (``by_architecture`` a config
+    architecture, checked first) to what is not established."""
+    what = (by_architecture or {}).get(spec.architecture) or unknown.get(spec.model_type)
+    if what is not None:
+        raise InputError(f"{engine}: kvplan could not establish {what} from the engine's "
+                         "source, so it does not size this model there; choose another engine",
+                         field="engine")
+
+
 def need_gpu() -> InputError:
     """The error for a plan with neither a GPU nor a KV budget to size the pool from."""
     return InputError("give a GPU (--gpu) or an available KV budget (--kv-budget)", field="gpu")

@@ -30,6 +30,7 @@ from .base import (
     mib,
     rank_weights,
     refuse_indexer_cache,
+    refuse_layout,
     stage_pools,
 )
 
@@ -49,6 +50,17 @@ FORMATS = {n: n for n in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl"
 #: do not; Phi-3 reads it and turns it off ("Phi SWA is currently disabled", src/models/phi3.cpp)
 NO_WINDOW_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "phi3", "phimoe",
                              "starcoder2"})
+#: models whose llama.cpp architecture was not read: MiMo-V2 (K and V of different widths,
+#: per-kind KV heads), Step-3.7, and Kimi-K3 (latent MoE and attention residuals beside the
+#: kimi-linear graph)
+LAYOUT_UNKNOWN = {
+    "mimo_v2_flash": "a cache of MiMo-V2's K/V widths (192/128) and per-kind KV heads",
+    "step3p7": "Step-3.7's sliding-window cache",
+}
+LAYOUT_UNKNOWN_ARCH = {
+    "KimiK3ForConditionalGeneration": "an architecture for Kimi-K3 (latent MoE, "
+                                      "attention residuals)",
+}
 #: GGUF weight types kvplan can price
 WEIGHTS = {"f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k", "iq4_xs",
            "mxfp4"}
@@ -168,13 +180,17 @@ def without_windows(spec: ModelSpec) -> ModelSpec:
 
 
 def plan(req: EngineRequest) -> EngineReport:
-    # llama.cpp runs deepseek_v32 (src/models/deepseek32.cpp) and glm_moe_dsa
-    # (src/models/glm-dsa.cpp, GLM-5.2's shared layers from indexer_types) with a real
-    # indexer and a cache of its own (llama-kv-cache-dsa), whose indexer-key type and size
-    # were not established from source
+    # llama-kv-cache-dsa keeps the indexer's keys as a second llama_kv_cache of one K-only
+    # head of indexer_head_size values in the -ctk type (hparams copied from the MLA model, so
+    # is_mla() leaves V out), with the main cache's cells and streams; but the layers it
+    # covers changed between builds (every block of the GGUF, the MTP block included, where
+    # create_memory passes no filter; only the decoder's full-indexer layers where it filters
+    # them), so the layer count cannot be pinned to one build
     refuse_indexer_cache("llama.cpp", req.spec,
-                         "its DSA cache (llama-kv-cache-dsa) keeps the indexer's keys in a "
-                         "layout not established here; use --engine vllm or raw")
+                         "the layers its DSA cache gives indexer keys (the GGUF's MTP block, "
+                         "GLM-5.2's shared layers) differ between builds; use --engine vllm, "
+                         "trtllm or raw")
+    refuse_layout(NAME, req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     windowed = req.spec
     req = replace(req, spec=without_windows(req.spec))
     s = req.settings

@@ -10,15 +10,21 @@ blocks), ``tensorrt_llm/_torch/pyexecutor/mamba_cache_manager.py``
 (``_estimate_mamba_hybrid_cache_cost``: a hybrid model's recurrent state is a fixed cost of
 max_batch_size × pp + 1 slots, taken from the KV budget before it is divided by the bytes per
 token), ``tensorrt_llm/_torch/models/_arch_index.py`` (the architectures the PyTorch backend
-registers; any other stops with "Unknown architecture for AutoModelForCausalLM").
+registers; any other stops with "Unknown architecture for AutoModelForCausalLM"),
+``tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py`` (``DSACacheManager``:
+a DeepSeek Sparse Attention model's token costs its MLA latent at the KV dtype plus an fp8
+indexer key of ``index_head_dim + index_head_dim // 128 × 4`` bytes in each layer that runs an
+indexer) and ``tensorrt_llm/llmapi/llm_args.py`` (``DeepSeekSparseAttentionConfig``: which
+layers those are).
 """
 
 from __future__ import annotations
 
 from ..errors import InputError
 from ..formats import get_format
+from ..gpus import GPU
 from ..kv import kv_row_bytes
-from ..model import ModelSpec
+from ..model import LayerKind, ModelSpec
 from ..parallel import trtllm_stage_layers
 from ..plan import MAX_SEQUENCES, largest
 from .base import (
@@ -30,7 +36,7 @@ from .base import (
     need_gpu,
     parallel_flags,
     rank_weights,
-    refuse_indexer_cache,
+    refuse_layout,
     refuse_nas_layout,
     single_format,
 )
@@ -52,9 +58,89 @@ UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEFo
                      "olmo3": "Olmo3ForCausalLM", "lfm2": "Lfm2ForCausalLM",
                      "lfm2_vl": "Lfm2VlForConditionalGeneration",
                      "minimax_m1": "MiniMaxM1ForCausalLM"}
+#: models whose KV layout in TensorRT-LLM's PyTorch backend was not read from its source:
+#: layers of different head widths (Gemma 4: 512 and 256), of different K and V widths and KV
+#: heads per kind (MiMo-V2), and Step-3.7's hybrid attention
+LAYOUT_UNKNOWN = {
+    "gemma4": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
+    "gemma4_text": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
+    "mimo_v2_flash": "a cache of MiMo-V2's K and V widths (192/128) and per-kind KV heads",
+    "step3p7": "Step-3.7's sliding-window cache",
+}
+LAYOUT_UNKNOWN_ARCH = {
+    "KimiK3ForConditionalGeneration": "Kimi-K3's KDA state and MLA cache",
+}
 #: recurrent-state slots beyond max_batch_size × pp: the one dummy request CUDA-graph padding
 #: uses (mamba_cache_manager.py: num_reserved_dummy_slots=1)
 DUMMY_SLOTS = 1
+#: KV dtypes the DSA cache manager prices (dsa/cache_manager.py get_cache_size_per_token: the
+#: latent at 2 bytes a value, 1 where the quant config has an fp8 KV cache); its nvfp4 and
+#: SM120-only fp8_ds_mla layouts are not modeled
+DSA_FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8"}
+#: the indexer key cache: fp8 values with one fp32 scale per 128 (indexer_k_dtype "fp8", the
+#: default ModelConfig.from_pretrained sets for DeepseekV32ForCausalLM and GlmMoeDsaForCausalLM)
+INDEXER_QUANT_BLOCK = 128
+#: the indexer keys share the cache's tokens_per_block, and DeepGEMM's paged MQA-logits
+#: kernel the indexer reads them with takes 64-token pages on sm90 and 32 or 64 on sm100
+#: (csrc/apis/attention.hpp); NVIDIA's DSA recipes set 64
+DSA_TOKENS_PER_BLOCK = 64
+DSA_BLOCKS = {9: (64,), 10: (32, 64)}
+
+
+def indexer_row_bytes(width: int) -> int:
+    """Bytes one token's indexer key takes in one layer (cache_manager.py
+    _get_indexer_k_cache_bytes_per_token, fp8)."""
+    return width + width // INDEXER_QUANT_BLOCK * 4
+
+
+def dsa_bytes_per_token(spec: ModelSpec, latent_bytes: int) -> int:
+    """Bytes one token costs a rank holding ``spec`` of a DeepSeek Sparse Attention model: the
+    MLA latent at ``latent_bytes`` a value in every attention layer, and the indexer key in the
+    layers that run an indexer (shared-indexer layers own no row)."""
+    total = 0
+    for g in spec.groups_for(mtp=False):
+        if g.kind is LayerKind.MLA:
+            total += g.count * g.head_dim_k * latent_bytes
+        elif g.kind is LayerKind.INDEXER:
+            total += g.count * indexer_row_bytes(g.head_dim_k)
+    return total
+
+
+def dsa_block(gpu: GPU | None, asked: int | None) -> int:
+    """tokens_per_block for a DeepSeek Sparse Attention model on ``gpu`` (64 unless asked),
+    or a one-line refusal of a card or block size its DSA kernels do not take."""
+    family = gpu.cuda_family if gpu is not None else None
+    if gpu is not None and family not in DSA_BLOCKS:
+        raise InputError(f"TensorRT-LLM's DSA kernels (FlashMLA sparse MLA, DeepGEMM indexer) "
+                         f"are sized here on Hopper (sm90) and Blackwell (sm100), not on "
+                         f"{gpu.name}", field="gpu")
+    block = asked or DSA_TOKENS_PER_BLOCK
+    allowed = DSA_BLOCKS[family] if family is not None else (32, 64)
+    if block not in allowed:
+        raise InputError(f"TensorRT-LLM's DSA indexer reads its keys with DeepGEMM's paged "
+                         f"kernel, which takes {' or '.join(map(str, allowed))}-token blocks "
+                         f"here, not {block}", field="tokens_per_block")
+    return block
+
+
+def check_dsa(spec: ModelSpec, fmt_name: str) -> str:
+    """TensorRT-LLM's name for the KV dtype of a DeepSeek Sparse Attention model, or a one-line
+    refusal of what its DSA cache manager is not sized for here."""
+    name = DSA_FORMATS.get(fmt_name)
+    if name is None:
+        raise InputError(f"TensorRT-LLM's DSA cache is sized here for a bf16 (auto) or fp8 "
+                         f"latent, not {fmt_name}", field="kv_k")
+    if name == "auto" and spec.dtype not in ("bfloat16", "float16"):
+        raise InputError(f"TensorRT-LLM's DSA cache manager prices an auto latent at 2 bytes a "
+                         f"value; a {spec.dtype} checkpoint's is not established: choose "
+                         "--kv fp8", field="kv_k")
+    owners = {i for g in spec.groups if g.kind is LayerKind.INDEXER for i in g.layers}
+    if 0 not in owners:
+        # llm_args.py _is_full_indexer_layer forces layer 0 to run an indexer whatever the
+        # config says; kvplan's layer kinds follow vLLM, which does not
+        raise InputError("TensorRT-LLM gives layer 0 of a DSA model an indexer even where the "
+                         "config shares it; this config's layout is not sized", field="engine")
+    return name
 
 
 def state_bytes_per_slot(spec: ModelSpec) -> int:
@@ -71,6 +157,7 @@ def state_bytes_per_slot(spec: ModelSpec) -> int:
 def check_supported(spec: ModelSpec) -> None:
     refuse_nas_layout("TensorRT-LLM", spec, always="its per-layer KV head counts for no-op "
                       "blocks are not established")
+    refuse_layout("TensorRT-LLM", spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     arch = UNSUPPORTED_TYPES.get(spec.model_type)
     if arch is not None:
         raise InputError(f"TensorRT-LLM's PyTorch backend has no {arch} model "
@@ -84,14 +171,15 @@ def check_supported(spec: ModelSpec) -> None:
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
     check_supported(req.spec)
-    # the PyTorch backend's DSA cache manager (attention_backend/sparse) keeps the indexer's
-    # keys in a pool of its own whose layout was not established from source
-    refuse_indexer_cache("TensorRT-LLM", req.spec,
-                         "its DSA cache manager's indexer-key layout is not established; use "
-                         "--engine vllm or raw")
-    name = single_format(NAME, opts, FORMATS)
+    dsa = any(g.kind is LayerKind.INDEXER for g in req.spec.groups)
+    if dsa:
+        single_format(NAME, opts, FORMATS)
+        name = check_dsa(req.spec, opts.kv_k.name)
+    else:
+        name = single_format(NAME, opts, FORMATS)
     frac = s.free_gpu_memory_fraction or FRACTION
-    tpb = s.tokens_per_block or TOKENS_PER_BLOCK
+    tpb = (dsa_block(req.gpus[0] if req.gpus else None, s.tokens_per_block) if dsa
+           else s.tokens_per_block or TOKENS_PER_BLOCK)
     p = req.parallel
     weights, shares = rank_weights(req, STAGE_SPLIT)
     act = 2 * 8192 * (req.spec.hidden_size + req.spec.intermediate_size // p.tp) * 2
@@ -104,7 +192,11 @@ def plan(req: EngineRequest) -> EngineReport:
     f32_cache = name == "auto" and req.spec.dtype == "float32"
     if f32_cache:
         kv_k = kv_v = get_format("f32")
-    per_tokens = [max(1, sum(kv_row_bytes(sh.spec, kv_k, kv_v))) for sh in shares]
+    if dsa:
+        latent = 1 if name == "fp8" else 2
+        per_tokens = [max(1, dsa_bytes_per_token(sh.spec, latent)) for sh in shares]
+    else:
+        per_tokens = [max(1, sum(kv_row_bytes(sh.spec, kv_k, kv_v))) for sh in shares]
     if req.kv_budget_bytes is not None:
         availables = [req.kv_budget_bytes] * len(shares)
     elif any(sh.gpu is None for sh in shares):
@@ -137,9 +229,12 @@ def plan(req: EngineRequest) -> EngineReport:
     max_ctx = largest(lambda n: n == 0 or tokens >= n * req.sequences, 1 << 31)
     # more sequences need more state slots, so the pool shrinks as they grow
     max_seqs = largest(lambda n: n == 0 or pool_tokens(n) >= n * req.context, MAX_SEQUENCES)
-    lines = [f"Number of tokens per block: {tpb}.",
-             f"[MemUsageChange] Allocated {tokens * per_token / GiB:.2f} GiB for max tokens in "
-             f"paged KV cache ({tokens})."]
+    lines = [f"Number of tokens per block: {tpb}."]
+    if not dsa:
+        # a DSA model's indexer keys sit in pools of their own, whose share of this line was
+        # not established
+        lines.append(f"[MemUsageChange] Allocated {tokens * per_token / GiB:.2f} GiB for max "
+                     f"tokens in paged KV cache ({tokens}).")
     cmd = [f"trtllm-serve {model_ref(req.spec)}", f"--max_seq_len {req.context}",
            f"--max_batch_size {req.sequences}", f"--kv_cache_free_gpu_memory_fraction {frac:g}"]
     cmd += parallel_flags(p, "--tp_size", "--pp_size", None)
@@ -155,6 +250,14 @@ def plan(req: EngineRequest) -> EngineReport:
                      f"{offload_tokens:,} more tokens per rank")
     if name != "auto":
         notes.append(f"set kv_cache_config.dtype: {name} in the extra LLM API options file")
+    if dsa and not s.tokens_per_block:
+        notes.append(f"set kv_cache_config.tokens_per_block: {tpb} in the extra LLM API "
+                     "options file (DeepGEMM's paged indexer kernel needs 64-token blocks on "
+                     "sm90)")
+    if dsa:
+        notes.append(f"DSA cache: {per_token:,} bytes a token per rank: the MLA latent at "
+                     f"{latent} B a value in every layer, an fp8 indexer key (+ one fp32 scale "
+                     "per 128 values) in each layer that runs an indexer")
     if f32_cache:
         notes.append("the checkpoint is float32: TensorRT-LLM keeps its weights and its KV "
                      "cache (dtype auto) in float32, 4 bytes a value")

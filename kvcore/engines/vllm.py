@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..formats import KVFormat
 from ..gpus import GPU
+from ..hf import GEMMA4_TYPES
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..plan import MAX_SEQUENCES, largest
 from .base import (
@@ -162,6 +163,12 @@ def check_dsa(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> str:
     return name
 
 
+#: Gemma 4 with a per-token-head scaled cache: a 512-wide global head of K and V (2 × 512 + 2 × 4
+#: scale bytes = 1032) is padded to twice a 256-wide local one (2 × 260 = 520), so pages of the
+#: two kinds divide (gemma4.py Gemma4Attention kv_cache_page_size_padded)
+GEMMA4_PTH_HEAD = {512: 1040}
+
+
 def _value_bytes(fmt: KVFormat, width: int) -> int:
     """Bytes vLLM stores for one token's row of ``width`` values in ``fmt``."""
     if fmt.name == "nvfp4":
@@ -226,9 +233,12 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
             conv = g.conv_state_values * spec.dtype_bytes
             states.append((g, conv + (g.state_values - g.conv_state_values) * ssm_bytes))
         else:
-            per_token = g.n_kv_heads * (_value_bytes(k, g.head_dim_k)
-                                        + (_value_bytes(v, g.head_dim_v) if g.head_dim_v else 0))
-            attn.append((g, per_token))
+            per_head = _value_bytes(k, g.head_dim_k) + (_value_bytes(v, g.head_dim_v)
+                                                         if g.head_dim_v else 0)
+            if (spec.model_type in GEMMA4_TYPES and k.name == "fp8_pth"
+                    and g.head_dim_k in GEMMA4_PTH_HEAD):
+                per_head = GEMMA4_PTH_HEAD[g.head_dim_k]
+            attn.append((g, g.n_kv_heads * per_head))
     if states and attn:
         # attention pages must hold a state page: the block size becomes the smallest multiple
         # of the alignment (the larger of the kernel's 16 and the configured block size) whose

@@ -1,0 +1,229 @@
+"""DeepSeek-V4 (compressed sparse attention) and MiniMax-M3 (block-sparse attention with index
+heads): raw sizes their caches layer kind by layer kind; SGLang sizes DeepSeek-V4's pools
+(DSV4PoolConfigurator); the other engines, and every engine for MiniMax-M3, refuse them."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from kvcore import CacheOptions, LayerKind, cache_size, model_catalog, spec_from_config
+from kvcore.kv import bytes_per_token, marginal_bytes_per_token
+from kvcore.parallel import Parallel
+
+CONFIGS = Path(__file__).parent / "data" / "configs"
+ENGINES = ("vllm", "sglang", "llama.cpp", "trtllm")
+L = 131_072
+
+
+def config(name):
+    entry = next((e for e in model_catalog() if e.id == name), None)
+    if entry is not None:
+        return entry.config()
+    return json.loads((CONFIGS / f"{name}.json").read_text())
+
+
+def spec(name):
+    return spec_from_config(config(name), name=name, source="test")
+
+
+def ref(name):
+    """A catalog id, or the path of a config kept among the test data."""
+    path = CONFIGS / f"{name}.json"
+    return str(path) if path.exists() else name
+
+
+def run(capsys, *args):
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def by_kind(size):
+    out = {}
+    for g in size.groups:
+        key = (g.group.kind, g.group.ratio)
+        out[key] = out.get(key, 0) + g.total_bytes
+    return out
+
+
+def test_v4_flash_raw_f16_per_kind():
+    # compress_ratios (43 layers + 1 MTP): 0 at 0, 1; 4 at 2, 4, ..., 42 (21); 128 at 3, ...,
+    # 41 (20); the 44th entry (0) is the MTP layer. Every layer keeps a 128-token window of
+    # one 512-value latent (K = V); f16 = 2 B a value; the compressor state is float32.
+    s = spec("deepseek-v4-flash")
+    assert s.num_layers == 43
+    size = cache_size(s, L, 1, CacheOptions())
+    kinds = by_kind(size)
+    assert kinds[(LayerKind.SLIDING, 1)] == 43 * 128 * 512 * 2 == 5_636_096
+    assert kinds[(LayerKind.COMPRESSED, 4)] == 21 * (L // 4) * 512 * 2 == 704_643_072
+    assert kinds[(LayerKind.COMPRESSED, 128)] == 20 * (L // 128) * 512 * 2 == 20_971_520
+    # the indexer's key: index_head_dim 128 per 4 tokens
+    assert kinds[(LayerKind.INDEX, 4)] == 21 * (L // 4) * 128 * 2 == 176_160_768
+    # ratio 4: kv + score rows of two overlapping blocks, 2 × 8 × (2·512), and the indexer's
+    # compressor 2 × 8 × (2·128); ratio 128: 2 × 128 × 512; 4 bytes each
+    assert kinds[(LayerKind.COMPRESSOR, 4)] == 21 * (2 * 8 * 1024 + 2 * 8 * 256) * 4 == 1_720_320
+    assert kinds[(LayerKind.COMPRESSOR, 128)] == 20 * 2 * 128 * 512 * 4 == 10_485_760
+    # past the window a token adds 21 × (1024 + 256) / 4 + 20 × 1024 / 128
+    assert marginal_bytes_per_token(s) == 21 * 320 + 20 * 8 == 6_880
+    assert bytes_per_token(s) == 6_880 + 43 * 1024
+    # a block is folded only when whole: 130 tokens hold 32 ratio-4 entries, no ratio-128 one
+    assert by_kind(cache_size(s, 130, 1))[(LayerKind.COMPRESSED, 4)] == 21 * 32 * 1024
+    assert (LayerKind.COMPRESSED, 128) not in {k for k, v in by_kind(cache_size(s, 127, 1)).items()
+                                               if v}
+
+
+def test_v4_pro_raw_fp8_and_block_formats():
+    # Pro: 61 layers: 128 at 0, 1 and the odd layers to 59 (31), 4 at 2, 4, ..., 60 (30)
+    s = spec("deepseek-v4-pro")
+    fp8 = CacheOptions(kv_k="fp8", kv_v="fp8")
+    assert marginal_bytes_per_token(s, fp8) == 30 * (512 + 128) // 4 + 31 * 512 // 128 == 4_924
+    # q8_0 latents (544 B) over 128 tokens are not whole bytes: 30 × (544 + 136) / 4 = 5,100
+    # and 31 × 544 / 128 = 131.75, rounded up once to 5,232
+    q8 = CacheOptions(kv_k="q8_0", kv_v="q8_0")
+    assert marginal_bytes_per_token(s, q8) == 5_232
+    # the cache itself is exact: whole entries
+    assert cache_size(s, 1280, 1, q8).kv_bytes == (61 * 128 * 544 + 30 * 320 * (544 + 136)
+                                                   + 31 * 10 * 544)
+
+
+def test_v4_sglang_fp8_checkpoint_config_reads_the_same():
+    # SGLang's FP8 repack names the model_type deepseek_ref; the cache is the same
+    assert spec("deepseek-v4-pro-fp8-sgl").groups == spec("deepseek-v4-pro").groups
+
+
+def test_v4_parameters_and_checkpoint_format():
+    # published: Flash 284B total / 13B active, Pro 1.6T / 49B
+    flash, pro = spec("deepseek-v4-flash"), spec("deepseek-v4-pro")
+    assert round(flash.params.total / 1e9) == 284 and round(flash.params.active / 1e9) == 13
+    assert round(pro.params.total / 1e11) == 16 and round(pro.params.active / 1e9) == 49
+    assert flash.checkpoint_weights == "fp8_mxfp4_moe"
+
+
+def test_m3_raw_f16_per_kind():
+    # 60 layers of 4 KV heads × 128 for K and V; the 57 sparse layers (3..59) add one index
+    # key head of sparse_index_dim 128 (sparse_disable_index_value 1: no index value)
+    s = spec("minimax-m3")
+    size = cache_size(s, L, 1, CacheOptions())
+    kinds = by_kind(size)
+    assert kinds[(LayerKind.FULL, 1)] == 60 * 4 * (128 + 128) * 2 * L
+    assert kinds[(LayerKind.INDEX, 1)] == 57 * 128 * 2 * L
+    assert bytes_per_token(s) == marginal_bytes_per_token(s) == 122_880 + 14_592 == 137_472
+    # an index value where the layer keeps one
+    cfg = config("minimax-m3")
+    cfg["sparse_attention_config"]["sparse_disable_index_value"][3] = 0
+    s2 = spec_from_config(cfg, name="m3", source="test")
+    assert bytes_per_token(s2) == 137_472 + 128 * 2
+
+
+def test_m3_parameters_moe_pattern():
+    s = spec("minimax-m3")
+    # 3 dense layers of dense_intermediate_size 12288, 57 MoE layers of 128 experts × 3072
+    assert s.params.experts == 57 * 128 * 3 * 6144 * 3072
+
+
+@pytest.mark.parametrize(("name", "words", "engines"), [
+    ("deepseek-v4-flash", "DeepSeek-V4's compressed sparse attention",
+     ("vllm", "llama.cpp", "trtllm")),
+    ("deepseek-v4-pro-fp8-sgl", "DeepSeek-V4's compressed sparse attention",
+     ("vllm", "llama.cpp", "trtllm")),
+    ("minimax-m3", "MiniMax-M3's block-sparse attention index cache", ENGINES),
+])
+def test_engines_refuse_what_they_do_not_model(name, words, engines, capsys):
+    for engine in engines:
+        code, out, err = run(capsys, ref(name), "--ctx", "128k", "--engine", engine,
+                             "--gpu", "h200")
+        assert code == 2 and out == ""
+        assert words in err and engine in err and err.count("\n") == 1
+    code, out, _ = run(capsys, ref(name), "--ctx", "128k", "--gpu", "h200")
+    assert code == 0 and "index" in out
+
+
+# --- SGLang's DeepSeek-V4 pools (DSV4PoolConfigurator) ---------------------------------------
+
+def sglang_v4(name, seqs, **kw):
+    from kvcore import find_gpu, get_format
+    from kvcore.engines import EngineRequest, engine_plan
+    kv = kw.pop("kv", "f16")
+    fmt = get_format(kv)
+    return engine_plan("sglang", EngineRequest(
+        spec=spec(name), context=L, sequences=seqs, cache=CacheOptions(kv_k=fmt, kv_v=fmt),
+        gpus=() if "kv_budget_bytes" in kw else (find_gpu("h200"),), **kw))
+
+
+def test_sglang_v4_flash_pools_from_a_budget():
+    # bytes per full token (pool_configurator _get_bytes_per_full_token), packed row
+    # 448 fp8 + 64 × 2 bf16 + 448/64 scales + 1 pad = 584 B, indexer 128 + 128/128 × 4 = 132 B,
+    # ratio-4 state 2 × 2 × 512 × 4 B = 8,192 B and indexer state 2 × 2 × 128 × 4 = 2,048 B
+    # per ring slot, 8 slots per 128-token window page, swa_full_tokens_ratio 0.1:
+    #   0.1 × 584 × 43 + 584 × 21 / 4 + 584 × 20 / 128 + 132 × 21 / 4
+    #   + 0.1 × 8/128 × 8,192 × 21 + 0.1 × 8/128 × 2,048 × 21
+    #   = 2,511.2 + 3,066 + 91.25 + 693 + 1,075.2 + 268.8 = 7,705.45
+    # c128 state (4 running requests): (4 + 1) × 128 + 128 + 1 = 769 rows → 896 (multiple of
+    # 128) × 2 × 512 × 4 B × 20 layers = 73,400,320 B
+    # full = int((107,374,182,400 − 73,400,320) / 7,705.45) = 13,925,310 → 13,925,120 (page 256)
+    # swa = int(13,925,120 × 0.1) = 1,392,512 → 1,392,384; c4 = full // 4 = 3,481,280;
+    # c128 = full // 128 = 108,790; c4_state = 1,392,384 // 128 × 8 = 87,024
+    r = sglang_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3)
+    assert r.kv_tokens == 13_925_120 and r.blocks == 13_925_120 // 256
+    # a float, as in SGLang (7,705.450000000001 after its sum)
+    assert round(r.extra["bytes_per_full_token"], 6) == 7705.45
+    assert r.extra["c128_state_bytes"] == 73_400_320
+    assert r.extra["pools"] == {"full": 13_925_120, "swa": 1_392_384, "c4": 3_481_280,
+                                "c128": 108_790, "c4_state": 87_024, "c128_state": 0}
+    assert r.log_lines == (
+        "DSV4 memory calculation: bytes_per_full_token=7705.45, available_bytes=100.00 GB, "
+        "c128_state_fixed=0.07 GB, full_token=13925120",
+        "DSV4 pool sizes: full=13925120, swa=1392384, c4=3481280, c128=108790, "
+        "c4_state=87024, c128_state=0")
+    assert r.fits and r.max_sequences == 13_925_120 // L
+
+
+def test_sglang_v4_pro_pools_from_a_budget():
+    # Pro: 61 layers, 30 of ratio 4, 31 of ratio 128:
+    #   0.1 × 584 × 61 + 584 × 30 / 4 + 584 × 31 / 128 + 132 × 30 / 4
+    #   + 0.1 × 8/128 × (8,192 + 2,048) × 30 = 3,562.4 + 4,380 + 141.4375 + 990 + 1,920
+    #   = 10,993.8375
+    # c128 state (8 requests): 9 × 128 + 129 = 1,281 rows → 1,408 × 4,096 B × 31 = 178,782,208 B
+    # full = int((107,374,182,400 − 178,782,208) / 10,993.8375) = 9,750,498 → 9,750,272;
+    # swa = int(975,027.2) = 975,027 → 974,848; c4 2,437,568; c128 76,174; c4_state 60,928
+    r = sglang_v4("deepseek-v4-pro", 8, kv_budget_bytes=100 * 1024**3, kv="fp8_e4m3")
+    assert round(r.extra["bytes_per_full_token"], 6) == 10993.8375
+    assert r.extra["c128_state_bytes"] == 178_782_208
+    assert r.extra["pools"] == {"full": 9_750_272, "swa": 974_848, "c4": 2_437_568,
+                                "c128": 76_174, "c4_state": 60_928, "c128_state": 0}
+    assert "--kv-cache-dtype fp8_e4m3" in r.command and "--max-running-requests 8" in r.command
+
+
+def test_sglang_v4_on_an_h200_budget():
+    # the budget itself is SGLang's usual one (mem_fraction_static, weights); the DSV4 line
+    # prints it in GiB and the tokens follow from it as above
+    r = sglang_v4("deepseek-v4-flash", 1, parallel=Parallel(tp=8))
+    rest = r.kv_pool_bytes
+    fixed = (2 * 128 + 129 + 127) // 128 * 128 * 2 * 512 * 4 * 20
+    assert r.extra["c128_state_bytes"] == fixed == 41_943_040
+    assert r.kv_tokens == int((rest - fixed) / 7705.45) // 256 * 256
+    assert r.log_lines[0].startswith("mem_fraction_static=")
+    assert f"available_bytes={rest / 1024**3:.2f} GB" in r.log_lines[1]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--pp", "2"), "pipeline parallelism"),
+    (("--dp", "2"), "data parallelism"),
+    (("--kv", "fp8_e5m2"), "fp8_e5m2"),
+    (("--kv", "q8_0"), "q8_0"),
+])
+def test_sglang_v4_refuses_what_it_does_not_size(args, words, capsys):
+    code, out, err = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
+                         "--gpu", "h200", *args)
+    assert code == 2 and out == "" and words in err and err.count("\n") == 1
+
+
+def test_sglang_v4_cli_prints_the_pool_lines(capsys):
+    code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
+                       "--gpu", "h200", "--tp", "8")
+    assert code == 0 and "DSV4 pool sizes: full=" in out and "584 B" in out
