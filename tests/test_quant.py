@@ -345,3 +345,25 @@ def test_gemma4_experts_sit_beside_the_dense_mlp(tmp_path):
     assert rule_of(spec, "layers.0.router") is None
     assert rule_of(spec, "layers.0.experts") is NVFP4
     assert not any("exclusions" in n for n in spec.weight_notes)
+
+
+def test_deepseek_v4_nvfp4_experts_only():
+    # quant_method fp8 with MIXED_PRECISION quantized_layers: the routed experts (layers.N.
+    # ffn.experts) NVFP4; attention, shared experts and head ignored; the router a bare weight
+    spec = load_model(str(DATA / "nvidia--DeepSeek-V4-Flash-NVFP4_config.json"))
+    assert rule_of(spec, "layers.3.ffn.experts") is NVFP4
+    assert rule_of(spec, "layers.3.attn") is None
+    assert rule_of(spec, "layers.3.ffn.shared_experts") is None
+    assert rule_of(spec, "head") is None
+    p = spec.params
+    # experts: 4 bits + an e4m3 scale per 16 + 8 B per matrix; the rest bf16
+    experts = sum(m.params for m in p.modules if m.role == "experts")
+    matrices = sum(m.matrices for m in p.modules if m.role == "experts")
+    assert weights_for(spec).bytes == (experts // 2 + experts // 16 + 8 * matrices
+                                       + 2 * (p.total - experts))
+
+
+def test_catalog_original_weights_ignore_the_copied_quantization():
+    # gemma-4-31b-it is Google's bf16 model, its config copied from NVIDIA's NVFP4 checkpoint
+    spec = load_model("gemma-4-31b-it")
+    assert spec.quant is None and weights_for(spec).format == "bf16"
