@@ -37,9 +37,21 @@ class CatalogEntry:
     config_file: str
     source: str
     safetensors_total_bytes: int | None
+    #: the checkpoint's ModelOpt hf_quant_config.json, bundled beside its config
+    quant_file: str | None = None
+    #: the entry stands for the unquantized original of the checkpoint its config was copied
+    #: from (index.toml weights = "original"): that config's quantization_config is not read
+    original_weights: bool = False
 
     def config(self) -> dict[str, Any]:
-        text = resources.files("kvcore").joinpath(f"data/models/{self.config_file}").read_text("utf-8")
+        return self._read(self.config_file)
+
+    def quant_config(self) -> dict[str, Any] | None:
+        return self._read(self.quant_file) if self.quant_file else None
+
+    @staticmethod
+    def _read(name: str) -> dict[str, Any]:
+        text = resources.files("kvcore").joinpath(f"data/models/{name}").read_text("utf-8")
         data = json.loads(text)
         assert isinstance(data, dict)
         return data
@@ -53,6 +65,8 @@ def model_catalog() -> tuple[CatalogEntry, ...]:
             id=e["id"], repo=e["repo"], family=e.get("family", ""), config_file=e["config"],
             source=e.get("source", ""),
             safetensors_total_bytes=e.get("safetensors_total_bytes"),
+            quant_file=e.get("quant_config"),
+            original_weights=e.get("weights") == "original",
         )
         for e in tomllib.loads(index)["model"]
     )
@@ -71,9 +85,13 @@ def _by_key() -> dict[str, CatalogEntry]:
 @cache
 def _catalog_spec(entry_id: str) -> ModelSpec:
     entry = next(e for e in model_catalog() if e.id == entry_id)
-    return spec_from_config(entry.config(), name=entry.id, source=f"catalog ({entry.source})",
+    config = entry.config()
+    if entry.original_weights:
+        config.pop("quantization_config", None)
+    return spec_from_config(config, name=entry.id, source=f"catalog ({entry.source})",
                             hub_repo=entry.repo,
-                            safetensors_total_bytes=entry.safetensors_total_bytes)
+                            safetensors_total_bytes=entry.safetensors_total_bytes,
+                            quant_config=entry.quant_config())
 
 
 def _depth(value: Any, limit: int, level: int = 0) -> None:
@@ -124,6 +142,20 @@ def _index_total(folder: Path) -> int | None:
     return size
 
 
+def _sidecar(path: Path) -> dict[str, Any] | None:
+    """The ModelOpt ``hf_quant_config.json`` beside a config: ``hf_quant_config.json`` next to
+    ``config.json``, ``NAME_hf_quant_config.json`` next to ``NAME_config.json``."""
+    if path.name == "config.json":
+        side = path.parent / "hf_quant_config.json"
+    elif path.name.endswith("_config.json"):
+        side = path.with_name(path.name.removesuffix("config.json") + "hf_quant_config.json")
+    else:
+        return None
+    if not side.is_file():
+        return None
+    return parse_config_text(side.read_bytes(), str(side))
+
+
 def _local(path: Path) -> ModelSpec:
     if path.is_file() and (path.suffix.lower() == ".gguf" or is_gguf(path)):
         return spec_from_gguf(path)
@@ -146,7 +178,8 @@ def _local(path: Path) -> ModelSpec:
     total = _index_total(path.parent) if path.name == "config.json" else None
     config = parse_config_text(path.read_bytes(), str(path))
     return spec_from_config(config, name=path.parent.name if path.name == "config.json" else path.stem,
-                            source=f"file {path}", safetensors_total_bytes=total)
+                            source=f"file {path}", safetensors_total_bytes=total,
+                            quant_config=_sidecar(path))
 
 
 def _known_names() -> dict[str, str]:
@@ -196,11 +229,11 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
             return gguf_spec(repo, tag)
     if allow_hub and is_repo_id(text):
         try:
-            config, total = fetch_config(text)
+            config, total, quant = fetch_config(text)
         except MissingFile:
             # no config.json: a repository of GGUF files, read as llama.cpp's -hf reads it
             return gguf_spec(text, None)
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,
-                                safetensors_total_bytes=total)
+                                safetensors_total_bytes=total, quant_config=quant)
     raise UnknownNameError("model", text, _known_names(),
                            field="model")

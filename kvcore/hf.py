@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from .errors import ConfigError, shown
-from .model import LayerGroup, LayerKind, ModelSpec, ParamCount
+from .model import LayerGroup, LayerKind, ModelSpec, Module, ParamCount
+from .quant import QuantScheme, parse_quant, quant_notes
 
 __all__ = ["language_config", "spec_from_config"]
 
@@ -989,6 +990,38 @@ def _mllama_encoder(vision: dict[str, Any], hidden: int, depth: int, inter: int,
             + out * text_hidden + text_hidden)
 
 
+#: the MLP (and MoE) block's name in checkpoints where it is not "mlp" (by model_type, or by
+#: the model_type's first word)
+_MLP_BLOCKS = {"nemotron_h": "mixer", "minimax": "block_sparse_moe", "mixtral": "block_sparse_moe",
+               "llama4_text": "feed_forward"}
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One weight of a layer as checkpoints name it: its block's names (``self_attn``,
+    ``attn``), its own name, weights and output rows (rows 0: not a linear layer)."""
+
+    blocks: tuple[str, ...]
+    name: str
+    params: int
+    rows: int
+    replicated: bool = False
+    #: the name a fused checkpoint gives it (Qwen3-Next's in_proj_qkvz)
+    alias: str = ""
+    matrices: int = 1
+
+
+def _module(i: int | None, part: _Part, active_share: tuple[int, int] = (1, 1),
+            role: str = "") -> Module:
+    """``part`` of layer ``i`` (None: outside the layers) as a Module."""
+    prefix = f"layers.{i}" if i is not None else ""
+    names = tuple(".".join(x for x in (prefix, b, n) if x) for b in part.blocks
+                  for n in (part.name, *((part.alias,) if part.alias else ())))
+    return Module(names, part.params, part.params * active_share[0] // active_share[1],
+                  part.rows, part.matrices if part.rows else 0,
+                  "replicated" if part.replicated else role)
+
+
 def _count_params(
     r: _Reader,
     kinds: list[set[LayerKind]],
@@ -1060,32 +1093,59 @@ def _count_params(
     mats = 2 if mt in _UNGATED_MLP else 3
     moe = _moe_layers(r, n_layers, kinds)
     sparse = _sparse_attention(r, n_layers)
+    # the attention block's name in checkpoints (Nemotron-H calls every block a mixer)
+    attn_block = ("mixer", "self_attn") if mt == "nemotron_h" else ("self_attn", "attn")
 
-    def attention(g: _Attn) -> int:
+    def attention_parts(g: _Attn) -> list[_Part]:
         # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
         gate = cfg.get("attn_output_gate", mt == "qwen3_next")
-        q = hidden * g.q_heads * g.dk * (2 if gate else 1)
-        kv = hidden * g.kv * (g.dk + (g.dv if g.v_proj else 0))
-        return q + kv + g.q_heads * g.dv * hidden
+        q_rows = g.q_heads * g.dk * (2 if gate else 1)
+        parts = [_Part(attn_block, "q_proj", hidden * q_rows, q_rows),
+                 _Part(attn_block, "k_proj", hidden * g.kv * g.dk, g.kv * g.dk)]
+        if g.v_proj:
+            parts.append(_Part(attn_block, "v_proj", hidden * g.kv * g.dv, g.kv * g.dv))
+        return parts + [_Part(attn_block, "o_proj", g.q_heads * g.dv * hidden, hidden)]
 
-    def mla() -> int:
+    def attention(g: _Attn) -> int:
+        return sum(part.params for part in attention_parts(g))
+
+    def mla_parts() -> list[_Part]:
         qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
         v_head, kv_rank = r.get_int("v_head_dim"), r.get_int("kv_lora_rank")
         q_rank = r.opt_int("q_lora_rank")
         qk = qk_nope + qk_rope
-        q = hidden * q_rank + q_rank * n_heads * qk if q_rank else hidden * n_heads * qk
-        # Kimi-K3's MLA multiplies its output by a gate projected from the hidden state
-        gate = hidden * n_heads * v_head if r.get_bool("mla_use_output_gate", False) else 0
-        return (q + hidden * (kv_rank + qk_rope) + kv_rank * n_heads * (qk_nope + v_head)
-                + n_heads * v_head * hidden + gate)
+        q = ([_Part(attn_block, "q_a_proj", hidden * q_rank, q_rank, replicated=True),
+              _Part(attn_block, "q_b_proj", q_rank * n_heads * qk, n_heads * qk)] if q_rank
+             else [_Part(attn_block, "q_proj", hidden * n_heads * qk, n_heads * qk)])
+        parts = q + [
+            _Part(attn_block, "kv_a_proj_with_mqa", hidden * (kv_rank + qk_rope),
+                  kv_rank + qk_rope, replicated=True),
+            _Part(attn_block, "kv_b_proj", kv_rank * n_heads * (qk_nope + v_head),
+                  n_heads * (qk_nope + v_head)),
+            _Part(attn_block, "o_proj", n_heads * v_head * hidden, hidden)]
+        if r.get_bool("mla_use_output_gate", False):
+            # Kimi-K3's MLA multiplies its output by a gate projected from the hidden state
+            parts.append(_Part(attn_block, "g_proj", hidden * n_heads * v_head,
+                               n_heads * v_head))
+        return parts
 
-    def indexer() -> int:
+    def mla() -> int:
+        return sum(part.params for part in mla_parts())
+
+    def indexer_parts() -> list[_Part]:
         # the DSA lightning indexer as checkpoints hold it: wq_b (q_lora_rank -> heads ×
         # index_head_dim), wk (hidden -> index_head_dim), k_norm (a LayerNorm: weight and
         # bias) and weights_proj (hidden -> heads), none with a bias; engines replicate it
         heads, dim = r.get_int("index_n_heads"), r.get_int("index_head_dim")
         q_rank = r.get_int("q_lora_rank")
-        return q_rank * heads * dim + hidden * dim + 2 * dim + hidden * heads
+        block = tuple(f"{b}.indexer" for b in attn_block)
+        return [_Part(block, "wq_b", q_rank * heads * dim, heads * dim, replicated=True),
+                _Part(block, "wk", hidden * dim, dim, replicated=True),
+                _Part(block, "k_norm", 2 * dim, 0, replicated=True),
+                _Part(block, "weights_proj", hidden * heads, heads, replicated=True)]
+
+    def indexer() -> int:
+        return sum(part.params for part in indexer_parts())
 
     def mla_replicated() -> int:
         # the latent down-projections (q_a and kv_a, fused) and their norms are not split by
@@ -1094,28 +1154,64 @@ def _count_params(
         kv = r.get_int("kv_lora_rank")
         return hidden * ((q_rank or 0) + kv + r.get_int("qk_rope_head_dim")) + (q_rank or 0) + kv
 
-    def gdn() -> int:
+    def gdn_parts() -> list[_Part]:
         nv, nk = r.get_int("linear_num_value_heads"), r.get_int("linear_num_key_heads")
         dk, dv = r.get_int("linear_key_head_dim"), r.get_int("linear_value_head_dim")
         kc = r.get_int("linear_conv_kernel_dim")
         conv = 2 * nk * dk + nv * dv
-        return hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + conv * kc + nv * dv * hidden
+        block = ("linear_attn",)
+        # Qwen3.5 splits the input projection in four; Qwen3-Next fuses qkv+z and b+a
+        return [_Part(block, "in_proj_qkv", hidden * conv, conv, alias="in_proj_qkvz"),
+                _Part(block, "in_proj_z", hidden * nv * dv, nv * dv, alias="in_proj_qkvz"),
+                _Part(block, "in_proj_b", hidden * nv, nv, alias="in_proj_ba"),
+                _Part(block, "in_proj_a", hidden * nv, nv, alias="in_proj_ba"),
+                _Part(block, "conv1d", conv * kc, 0),
+                _Part(block, "out_proj", nv * dv * hidden, hidden)]
 
-    def short_conv() -> int:
+    def short_conv_parts() -> list[_Part]:
         # LFM2: in_proj to B, C and x; a depthwise conv of L_cache taps; out_proj
         width, kernel = _conv_shape(r, hidden)
-        return hidden * 3 * width + width * kernel + width * hidden
+        return [_Part(("conv",), "in_proj", hidden * 3 * width, 3 * width),
+                _Part(("conv",), "conv", width * kernel, 0),
+                _Part(("conv",), "out_proj", width * hidden, hidden)]
 
-    def mamba() -> int:
+    def mamba_parts() -> list[_Part]:
         assert mamba_shape is not None
         d_inner, d_state = mamba_shape["d_inner"], mamba_shape["d_state"]
         d_conv, groups, heads = mamba_shape["d_conv"], mamba_shape["n_groups"], mamba_shape["n_heads"]
+        block = ("mixer",)
         if mamba_shape["version"] == 2:
             conv = d_inner + 2 * groups * d_state
-            return hidden * (2 * d_inner + 2 * groups * d_state + heads) + conv * d_conv + d_inner * hidden
+            rows = 2 * d_inner + 2 * groups * d_state + heads
+            return [_Part(block, "in_proj", hidden * rows, rows),
+                    _Part(block, "conv1d", conv * d_conv, 0),
+                    _Part(block, "out_proj", d_inner * hidden, hidden)]
         dt_rank = math.ceil(hidden / 16)
-        return (hidden * 2 * d_inner + d_inner * d_conv + d_inner * (dt_rank + 2 * d_state)
-                + dt_rank * d_inner + d_inner * d_state + d_inner * hidden)
+        return [_Part(block, "in_proj", hidden * 2 * d_inner, 2 * d_inner),
+                _Part(block, "conv1d", d_inner * d_conv, 0),
+                _Part(block, "x_proj", d_inner * (dt_rank + 2 * d_state), dt_rank + 2 * d_state),
+                _Part(block, "dt_proj", dt_rank * d_inner, d_inner),
+                _Part(block, "A_log", d_inner * d_state, 0),
+                _Part(block, "out_proj", d_inner * hidden, hidden)]
+
+    # the MLP block's name in checkpoints, as each architecture spells it (one name each: an
+    # exclusion of one block must not reach another, Gemma-4's mlp* its experts); Gemma-4's
+    # experts and router sit beside its dense MLP, in the layer itself
+    mlp_block = (_MLP_BLOCKS.get(mt) or _MLP_BLOCKS.get(mt.split("_")[0]) or "mlp",)
+    moe_block = ("",) if mt in GEMMA4_TYPES else mlp_block
+    # DeepSeek's MoEGate and GLM's top-k router hold a bare weight, no linear layer: neither
+    # quantization tool touches them; elsewhere the router is a linear layer
+    bare_router = mt.startswith(("deepseek", "glm", "kimi"))
+    modules: list[Module] = []
+
+    def record(i: int, parts: list[_Part], active_share: tuple[int, int] = (1, 1),
+               role: str = "") -> None:
+        modules.extend(_module(i, part, active_share, role) for part in parts)
+
+    def mlp_parts(width: int) -> list[_Part]:
+        names = ("up_proj", "down_proj") if mats == 2 else ("gate_proj", "up_proj", "down_proj")
+        return [_Part(mlp_block, n, hidden * width, hidden if n == "down_proj" else width)
+                for n in names]
 
     g3n_layer = g3n_replicated = g3n_model = 0
     if mt in GEMMA3N_TYPES:
@@ -1138,9 +1234,11 @@ def _count_params(
         mixer = 0
         for kind in layer_kinds:
             if kind is LayerKind.MLA:
+                record(i, mla_parts())
                 mixer += mla()
                 replicated += mla_replicated()
             elif kind is LayerKind.INDEXER:
+                record(i, indexer_parts())
                 mixer += indexer()
                 replicated += indexer()
             elif kind is LayerKind.LINEAR:
@@ -1153,26 +1251,38 @@ def _count_params(
                         # (vLLM models/kimi_k3/nvidia/kda.py KimiK3DeltaAttention)
                         width = heads * dim
                         kernel = int(lac.get("short_conv_kernel_size", 4))
-                        mixer += (5 * hidden * width + hidden * dim + dim * width
-                                  + hidden * heads + 3 * width * kernel)
+                        kda = (5 * hidden * width + hidden * dim + dim * width
+                               + hidden * heads + 3 * width * kernel)
                     else:
-                        mixer += 4 * hidden * heads * dim
+                        width, kda = heads * dim, 4 * hidden * heads * dim
+                    # one module for the whole Kimi Delta Attention block
+                    record(i, [_Part(attn_block, "projections", kda, 4 * width, matrices=5)])
+                    mixer += kda
                 elif _is_lightning(mt):
-                    mixer += attention(_Attn(n_heads, head_dim, head_dim, n_heads)) + \
-                        hidden * n_heads * head_dim
+                    g = _Attn(n_heads, head_dim, head_dim, n_heads)
+                    record(i, [*attention_parts(g),
+                               _Part(attn_block, "output_gate", hidden * n_heads * head_dim,
+                                     n_heads * head_dim)])
+                    mixer += attention(g) + hidden * n_heads * head_dim
                 else:
-                    mixer += gdn()
+                    record(i, gdn_parts())
+                    mixer += sum(part.params for part in gdn_parts())
             elif kind is LayerKind.MAMBA:
-                mixer += mamba()
+                record(i, mamba_parts())
+                mixer += sum(part.params for part in mamba_parts())
             elif kind is LayerKind.CONV:
-                mixer += short_conv()
+                record(i, short_conv_parts())
+                mixer += sum(part.params for part in short_conv_parts())
             else:
+                record(i, attention_parts(geometry[i]))
                 mixer += attention(geometry[i])
         if sparse is not None and sparse.layers[i]:
             # MiniMax-M3's sparse layers project, with q, k and v, index queries (one per
             # index head) and one index key (and value unless disabled)
-            mixer += hidden * sparse.index_dim * (sparse.index_heads + 1
-                                                  + (0 if sparse.k_only[i] else 1))
+            index = hidden * sparse.index_dim * (sparse.index_heads + 1
+                                                 + (0 if sparse.k_only[i] else 1))
+            record(i, [_Part(attn_block, "index_proj", index, index // hidden, matrices=3)])
+            mixer += index
         if not layer_kinds and mt == "nemotron_h":
             mixer = 0
         if moe[i]:
@@ -1185,6 +1295,24 @@ def _count_params(
             routed = top_k * mats * expert_width * moe_inter
             mlp_active = routed + latent_proj + shared_mlp + router
             active_experts += routed + expert_proj
+            rows = n_experts * ((mats - 1) * moe_inter + expert_width)
+            record(i, [_Part(moe_block, "experts", experts, rows, matrices=n_experts * mats)],
+                   (top_k, n_experts), role="experts")
+            record(i, [_Part(moe_block, "gate", router, n_experts, replicated=True,
+                             alias="router", matrices=0 if bare_router else 1)])
+            if shared_mlp and mt in GEMMA4_TYPES:
+                # Gemma 4's dense MLP beside its experts
+                record(i, mlp_parts(shared_inter))
+            elif shared_mlp:
+                record(i, [_Part(mlp_block, "shared_experts", shared_mlp,
+                                 (mats - 1) * shared_inter + hidden, matrices=mats,
+                                 alias="shared_expert")])
+            if latent_proj:
+                # Nemotron-3's fc1/fc2_latent_proj (replicated); Kimi-K3's, with the experts
+                record(i, [_Part(mlp_block, "fc1_latent_proj", hidden * latent, latent,
+                                 replicated=not expert_proj),
+                           _Part(mlp_block, "fc2_latent_proj", hidden * latent, hidden,
+                                 replicated=not expert_proj)])
         elif mt == "nemotron_h" and layer_kinds:
             # Nemotron-H layers are either a mixer or an MLP, never both
             mlp_total = mlp_active = 0
@@ -1192,8 +1320,16 @@ def _count_params(
             wide = 2 if i in shared and r.get_bool("use_double_wide_mlp", False) else 1
             width = widths[i] if widths else dense_inter
             mlp_total = mlp_active = mats * hidden * width * wide
+            record(i, mlp_parts(width * wide))
         norms = 2 * hidden
         replicated += norms
+        record(i, [_Part(("input_layernorm",), "", norms, 0, replicated=True)])
+        if g3n_layer:
+            # Gemma-3n: LAuReL's two projections; AltUp's router, coefficients and the extra
+            # norms (replicated, not linear layers a quantization lists)
+            record(i, [_Part(("laurel",), "linear_left", hidden * rank, rank),
+                       _Part(("laurel",), "linear_right", hidden * rank, hidden),
+                       _Part(("altup",), "", g3n_replicated, 0, replicated=True)])
         total += mixer + mlp_total + norms + g3n_layer
         active += mixer + mlp_active + norms + g3n_layer
         replicated += g3n_replicated
@@ -1217,8 +1353,15 @@ def _count_params(
         if mt in GEMMA3N_TYPES:
             # vLLM builds per_layer_input_gate and per_layer_projection as ReplicatedLinear
             replicated += n_layers * 2 * hidden * per_layer
+        # priced unquantized (no checkpoint of these lists them); the table is a lookup, kept
+        # apart from the token embedding (Weights.per_layer_embedding_bytes)
+        modules.append(_module(None, _Part(("embed_tokens_per_layer",), "", table, 0), (0, 1)))
+        modules.append(_module(None, _Part(("per_layer_projections",), "", dense, 0)))
     total += g3n_model
     active += g3n_model
+    if g3n_model:
+        # AltUp's embedding and unembedding projections and the final norm
+        modules.append(_module(None, _Part(("altup_projections",), "", g3n_model, 0)))
     encoder = _encoder_params(vision, hidden)
     if mt in GEMMA3N_TYPES:
         encoder = _gemma3n_towers(r.cfg, hidden)
@@ -1247,6 +1390,14 @@ def _count_params(
         # (layers.N.embed_tokens, layers.N.shared_head.head); Qwen's mtp.* modules share them
         copies = 2 * vocab * hidden if r.opt_int("num_nextn_predict_layers", 0, maximum=64) else 0
         mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies)
+    modules.append(Module(("embed_tokens", "embeddings", "embed"), vocab * hidden,
+                          vocab * hidden if tied else 0, role="embed"))
+    if not tied:
+        modules.append(Module(("lm_head", "head"), vocab * hidden, vocab * hidden, vocab, 1,
+                              role="head"))
+    if encoder:
+        modules.append(Module(("vision_tower", "visual", "vision_model"), encoder, 0,
+                              role="encoder"))
     return ParamCount(
         total=total + embedding + per_layer_table + encoder,
         active=active + vocab * hidden,
@@ -1257,6 +1408,7 @@ def _count_params(
         experts=experts_total,
         active_experts=active_experts,
         replicated=replicated,
+        modules=tuple(modules),
     )
 
 
@@ -1308,8 +1460,10 @@ def spec_from_config(
     source: str,
     hub_repo: str | None = None,
     safetensors_total_bytes: int | None = None,
+    quant_config: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
-    """Build the ModelSpec of a Hugging Face ``config.json`` (already parsed)."""
+    """Build the ModelSpec of a Hugging Face ``config.json`` (already parsed);
+    ``quant_config``: the checkpoint's ``hf_quant_config.json`` (ModelOpt), where it has one."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"a config.json must be a JSON object, got {type(config).__name__}")
     lm, vision = language_config(config)
@@ -1321,7 +1475,8 @@ def spec_from_config(
     r = _Reader(lm, model_type)
     if _is_deepseek_v4(lm, model_type):
         return _deepseek_v4_spec(config, r, name=name, source=source, hub_repo=hub_repo,
-                                 safetensors_total_bytes=safetensors_total_bytes)
+                                 safetensors_total_bytes=safetensors_total_bytes,
+                                 quant_config=quant_config)
 
     if model_type == "nemotron_h":
         # the block list gives the layers (Nemotron-3 Ultra's config has no num_hidden_layers)
@@ -1526,6 +1681,7 @@ def spec_from_config(
     pinned_bytes = ssm_bytes
     cache_dtype = lm.get("mamba_ssm_cache_dtype")
     cache_dtype_bytes = _DTYPE_BYTES.get(cache_dtype, 0) if isinstance(cache_dtype, str) else 0
+    scheme, weight_notes = _quantization(config, lm, quant_config, dtype, params.modules)
     if isinstance(lm.get("linear_attn_config"), dict):
         # Kimi Delta Attention keeps its recurrent matrix in float32 whatever the checkpoint
         # dtype (vLLM's MambaStateDtypeCalculator.kda_state_dtype pins it; SGLang's default)
@@ -1549,6 +1705,8 @@ def spec_from_config(
         ssm_cache_dtype_bytes=cache_dtype_bytes,
         mamba_chunk_size=_chunk_size(lm),
         checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
+        quant=scheme,
+        weight_notes=weight_notes,
         cross_tokens_per_image=cross_tokens,
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
@@ -1750,6 +1908,9 @@ def _deepseek_v4_params(r: _Reader, n_layers: int) -> ParamCount:
     shared_mlp = shared * 3 * hidden * inter
     hyper = 2 * (mix * hc * hidden + mix + 3)
     total = active = experts_total = active_experts = replicated = 0
+    # by module as the checkpoint names them (layers.N.attn.*, layers.N.ffn.experts,
+    # .shared_experts, .gate), for quantization lists; the router is a bare weight
+    modules: list[Module] = []
     for i in range(n_layers):
         attn = attention(ratios[i])
         router = hidden * experts + (vocab * top_k if i < hash_layers else experts)
@@ -1759,8 +1920,20 @@ def _deepseek_v4_params(r: _Reader, n_layers: int) -> ParamCount:
         experts_total += routed
         active_experts += top_k * 3 * hidden * inter
         replicated += router + 2 * hidden + hyper
+        modules += [
+            _module(i, _Part(("attn",), "", attn, heads * latent, matrices=6)),
+            _module(i, _Part(("ffn",), "experts", routed, experts * (2 * inter + hidden),
+                             matrices=3 * experts), (top_k, experts), role="experts"),
+            _module(i, _Part(("ffn",), "gate", router, 0, replicated=True)),
+            _module(i, _Part(("hc",), "", 2 * hidden + hyper, 0, replicated=True))]
+        if shared_mlp:
+            modules.append(_module(i, _Part(("ffn",), "shared_experts", shared_mlp,
+                                            shared * (2 * inter + hidden), matrices=3 * shared)))
     head_hc = hc * hc * hidden + hc + 1
     embedding = 2 * vocab * hidden
+    modules += [Module(("embed",), vocab * hidden, 0, role="embed"),
+                Module(("head",), vocab * hidden, vocab * hidden, vocab, 1, role="head"),
+                Module(("norm",), hidden + head_hc, hidden + head_hc)]
     n_mtp = max(0, len(ratios) - n_layers) or (r.opt_int("num_nextn_predict_layers", 0) or 0)
     # an MTP block: a score-routed layer of ratio 0, e_proj and h_proj, three norms and its
     # own head hyper-connection; it shares the embedding and the head
@@ -1774,17 +1947,20 @@ def _deepseek_v4_params(r: _Reader, n_layers: int) -> ParamCount:
         experts=experts_total,
         active_experts=active_experts,
         replicated=replicated,
+        modules=tuple(modules),
     )
 
 
 def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, source: str,
-                      hub_repo: str | None, safetensors_total_bytes: int | None) -> ModelSpec:
+                      hub_repo: str | None, safetensors_total_bytes: int | None,
+                      quant_config: Mapping[str, Any] | None = None) -> ModelSpec:
     lm = r.cfg
     n_layers = r.get_int("num_hidden_layers", maximum=4096)
     groups, _ = _deepseek_v4_groups(r, n_layers)
     params = _deepseek_v4_params(r, n_layers)
     dtype = lm.get("torch_dtype") or lm.get("dtype") or "bfloat16"
     dtype = dtype if isinstance(dtype, str) else "bfloat16"
+    scheme, weight_notes = _quantization(config, lm, quant_config, dtype, params.modules)
     return ModelSpec(
         name=name, model_type=r.model_type, groups=tuple(groups), params=params, source=source,
         hub_repo=hub_repo, hidden_size=r.get_int("hidden_size"),
@@ -1795,10 +1971,29 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2), dtype=dtype,
         ssm_dtype_bytes=4,
         checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
+        quant=scheme,
+        weight_notes=weight_notes,
         safetensors_total_bytes=safetensors_total_bytes,
         defaulted=tuple(dict.fromkeys(r.defaulted)),
         hidden_layers=n_layers,
     )
+
+
+def _quantization(config: Mapping[str, Any], lm: Mapping[str, Any],
+                  sidecar: Mapping[str, Any] | None, dtype: str, modules: tuple[Module, ...],
+                  ) -> tuple[QuantScheme | None, tuple[str, ...]]:
+    """The checkpoint's per-module quantization (config.json's quantization_config, else its
+    hf_quant_config.json) and what a plan should say about it."""
+    dtype_bytes = _DTYPE_BYTES.get(dtype, 2)
+    qc = config.get("quantization_config") or lm.get("quantization_config")
+    scheme, note = parse_quant(qc, sidecar, dtype_bytes if dtype_bytes > 1 else 2)
+    notes = [note] if note else []
+    if scheme is not None and not modules:
+        notes.append(f"the checkpoint's {scheme.label} quantization is not priced module by "
+                     "module for this architecture: the weights are an estimate per weight")
+    elif scheme is not None:
+        notes += quant_notes(scheme, modules)
+    return scheme, tuple(notes)
 
 
 def _vision_encoder(vision: dict[str, Any] | None) -> tuple[int, int] | None:

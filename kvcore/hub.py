@@ -97,20 +97,43 @@ def _read_json(path: str, what: str) -> dict[str, Any]:
     return parsed
 
 
-def fetch_config(repo: str, revision: str | None = None) -> tuple[dict[str, Any], int | None]:
-    """config.json of ``repo`` and its checkpoint size in bytes (None when not indexed).
+def fetch_config(repo: str, revision: str | None = None,
+                 ) -> tuple[dict[str, Any], int | None, dict[str, Any] | None]:
+    """config.json of ``repo``, its checkpoint size in bytes (None when not indexed) and its
+    ModelOpt ``hf_quant_config.json`` (None when config.json describes its quantization
+    itself, or the repository has none).
 
     Answers are kept in memory (failures are not), on top of the HF cache on disk.
     """
     if not is_repo_id(repo):
         raise InputError(f"'{repo}' is not a Hub repo id (expected owner/name)", field="model")
-    config, total = _fetch(repo, revision)
-    return json.loads(config), total
+    config, total, quant = _fetch(repo, revision)
+    return json.loads(config), total, (json.loads(quant) if quant else None)
+
+
+def _describes_quantization(config: dict[str, Any]) -> bool:
+    """config.json carries a quantization_config (at the top or in its text_config)."""
+    nested = config.get("text_config")
+    return bool(config.get("quantization_config")) or (
+        isinstance(nested, dict) and bool(nested.get("quantization_config")))
 
 
 @lru_cache(maxsize=256)
-def _fetch(repo: str, revision: str | None) -> tuple[str, int | None]:
+def _fetch(repo: str, revision: str | None) -> tuple[str, int | None, str | None]:
     config = _read_json(_download(repo, "config.json", revision), f"{repo}/config.json")
+    quant: dict[str, Any] | None = None
+    if not _describes_quantization(config):
+        # ModelOpt checkpoints without a quantization_config keep it in hf_quant_config.json
+        # (vLLM's ModelOpt configs read that file: get_config_filenames)
+        try:
+            quant = _read_json(_download(repo, "hf_quant_config.json", revision),
+                               f"{repo}/hf_quant_config.json")
+        except MissingFile:
+            quant = None
+        except HubError as exc:
+            # unreadable is not absent: the plan says so rather than price a quantized
+            # checkpoint in 16 bits without a word
+            quant = {"unread": str(exc)}
     total: int | None = None
     try:
         index = _read_json(_download(repo, "model.safetensors.index.json", revision),
@@ -120,7 +143,7 @@ def _fetch(repo: str, revision: str | None) -> tuple[str, int | None]:
     size = index.get("metadata", {}).get("total_size") if isinstance(index.get("metadata"), dict) else None
     if isinstance(size, int) and not isinstance(size, bool) and size > 0:
         total = size
-    return json.dumps(config), total
+    return json.dumps(config), total, (json.dumps(quant) if quant is not None else None)
 
 
 #: owner/name:TAG, llama.cpp's -hf spelling of a GGUF repository and one of its quantizations

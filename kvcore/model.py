@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from .units import format_quantity
 
-__all__ = ["LayerGroup", "LayerKind", "ModelSpec", "ParamCount"]
+if TYPE_CHECKING:
+    from .quant import QuantScheme
+
+__all__ = ["LayerGroup", "LayerKind", "ModelSpec", "Module", "ParamCount"]
 
 
 class LayerKind(StrEnum):
@@ -150,6 +154,30 @@ class LayerGroup:
 
 
 @dataclass(frozen=True)
+class Module:
+    """Weights of one kind in one layer, as a checkpoint names them (for quantization lists).
+
+    ``names`` are the module paths below the model's root, without the root's own prefix
+    (``model.``, ``model.language_model.``, ``backbone.`` ...): ``layers.3.self_attn.q_proj``;
+    several where architectures spell the same module differently (``mlp.experts`` and
+    ``block_sparse_moe.experts``)."""
+
+    names: tuple[str, ...]
+    #: weights (all experts for a routed-expert module)
+    params: int
+    #: of ``params``, those read per generated token (the top-k experts' share)
+    active: int
+    #: output rows summed over the module's matrices (per-channel scales count one per row)
+    rows: int = 0
+    #: weight matrices in the module (per-tensor scales count one per matrix); 0: not a
+    #: linear layer (norms, convolutions, embeddings), never quantized by ModelOpt or
+    #: compressed-tensors' ``Linear`` targets
+    matrices: int = 0
+    #: "embed", "head", "encoder", "experts", "replicated" or "" (a decoder weight)
+    role: str = ""
+
+
+@dataclass(frozen=True)
 class ParamCount:
     """Parameter counts from a config (estimated, not read from weights)."""
 
@@ -172,6 +200,9 @@ class ParamCount:
     #: decoder weights every tensor-parallel rank holds whole, part of ``total``: the MLA
     #: down-projections and their norms, the MoE router, the layer norms
     replicated: int = 0
+    #: ``total`` (MTP modules apart) by module, where the architecture's module names are
+    #: known; empty otherwise
+    modules: tuple[Module, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -240,6 +271,12 @@ class ModelSpec:
     checkpoint: Checkpoint | None = None
     #: weight format the checkpoint ships in, from ``quantization_config`` (None: ``dtype``)
     checkpoint_weights: str | None = None
+    #: a per-module quantization (ModelOpt, compressed-tensors) read from ``quantization_config``
+    #: or ``hf_quant_config.json``
+    quant: QuantScheme | None = None
+    #: what a plan should say about the weights' quantization (an FP8 KV cache the checkpoint
+    #: was calibrated for, exclusions naming modules kvplan does not count)
+    weight_notes: tuple[str, ...] = ()
     #: fields filled from the architecture's documented defaults (not present in the config)
     defaulted: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())

@@ -144,16 +144,21 @@ def engine_binding(report: EngineReport, raw: dict[str, Any]) -> tuple[str, str]
 
 
 def context_notes(q: Query, max_context: int | None) -> list[str]:
-    """What the plan's context says against the positions the model was trained for."""
+    """What the plan's context says against the positions the model was trained for, and
+    what the model's weights need said (kvcore.quant.quant_notes)."""
+    weights = list(q.spec.weight_notes)
+    if q.cache.kv_k.name.startswith("fp8"):
+        # the plan already keeps the cache the checkpoint was calibrated for
+        weights = [n for n in weights if "FP8 KV cache" not in n]
     limit = q.spec.max_position_embeddings
     if not limit:
-        return []
+        return weights
     if q.context > limit:
         return [f"{q.context:,} tokens is past the {limit:,} positions the model was trained "
-                "for"]
+                "for", *weights]
     if max_context and max_context > limit:
-        return [f"the model was trained for {limit:,} positions"]
-    return []
+        return [f"the model was trained for {limit:,} positions", *weights]
+    return weights
 
 
 def parallel_decode(q: Query) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .errors import UnknownNameError
 from .model import ModelSpec
+from .quant import QuantScheme, estimate
 
 __all__ = ["WEIGHT_FORMATS", "WeightFormat", "Weights", "get_weight_format", "weights_for"]
 
@@ -130,6 +131,8 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
                        ck.format, ck.source, params,
                        ck.input_bytes + (ck.head_bytes if ck.head_separate else 0),
                        ck.head_separate, lm_head_bytes=ck.head_bytes)
+    if auto and spec.quant is not None and p.modules:
+        return _quantized(spec, spec.quant, params, mtp=mtp, include_encoder=include_encoder)
     if auto and spec.safetensors_total_bytes:
         # the index counts every tensor the checkpoint holds, the draft (MTP) layers its config
         # declares among them: those are resident only when asked for
@@ -169,3 +172,38 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
                    replicated_bytes=size(p.replicated, 0, 0),
                    per_layer_embedding_bytes=size(p.per_layer_embedding, p.per_layer_embedding,
                                                   0))
+
+
+def _quantized(spec: ModelSpec, scheme: QuantScheme, params: int, *, mtp: bool,
+               include_encoder: bool) -> Weights:
+    """Weights of a per-module quantization (ModelOpt, compressed-tensors), module by module;
+    scaled to the safetensors index's exact total where the Hub gave one."""
+    p = spec.params
+    unquantized = spec.dtype_bytes if spec.dtype_bytes > 1 else 2
+    est = estimate(p.modules, scheme, unquantized)
+    # draft (MTP) layers are left out of the lists or excluded by them: 16-bit
+    draft = p.mtp * unquantized
+    total = est.total_bytes - (0 if include_encoder else est.encoder_bytes)
+    untied = est.head_bytes > 0
+    embedding = est.embed_bytes + est.head_bytes
+    head = est.head_bytes if untied else est.embed_bytes
+    active, replicated = est.active_bytes, est.replicated_bytes
+    source = "config estimate"
+    if spec.safetensors_total_bytes:
+        # the index is exact; the split between parts stays the estimate's
+        stored = spec.safetensors_total_bytes - (0 if mtp else draft)
+        ratio = stored / max(1, total)
+        total, active = stored, int(active * ratio)
+        embedding, head = int(embedding * ratio), int(head * ratio)
+        replicated = int(replicated * ratio)
+        source = "safetensors index"
+    elif mtp:
+        total += draft
+        active += draft
+    # a per-layer embedding table (Gemma-3n, Gemma 4 E2B/E4B) is priced unquantized
+    per_layer = p.per_layer_embedding * unquantized
+    if spec.safetensors_total_bytes:
+        per_layer = int(per_layer * ratio)
+    return Weights(total, active, scheme.label, source, params, embedding, untied,
+                   lm_head_bytes=head, replicated_bytes=replicated,
+                   per_layer_embedding_bytes=per_layer)

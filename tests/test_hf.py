@@ -879,3 +879,12 @@ def test_gemma4_e4b_kv_shared_layers_hold_no_cache():
     assert marginal_bytes_per_token(spec) == 16384
     assert spec.kv_shared_layers == 18
     assert spec.params.per_layer_embedding == 262144 * 42 * 256
+
+
+@pytest.mark.parametrize(("n_layers", "shared", "width"), [(35, 15, 16384), (30, 10, 8192)])
+def test_gemma3n_modules_add_up_to_its_parameter_count(n_layers, shared, width):
+    # the per-module breakdown a quantized checkpoint is priced by covers every parameter:
+    # LAuReL, AltUp, the per-layer table and projections included
+    p = spec_from_config(_gemma3n(n_layers, shared, width), name="g3n", source="test").params
+    assert sum(m.params for m in p.modules) == p.total
+    assert sum(m.active for m in p.modules) == p.active

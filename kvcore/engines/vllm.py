@@ -387,6 +387,14 @@ def plan(req: EngineRequest) -> EngineReport:
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         block = DSA_BLOCK
+    quant = req.spec.quant
+    # a ModelOpt checkpoint calibrated for an FP8 KV cache turns --kv-cache-dtype auto into
+    # fp8_e4m3 (utils/torch_utils.py resolve_kv_cache_dtype_string, applied in
+    # EngineArgs.create_engine_config): a 16-bit plan has to name its dtype
+    pinned_16 = (k_name == "auto" and quant is not None and quant.method == "modelopt"
+                 and quant.kv_cache == "fp8")
+    if pinned_16:
+        k_name = "bfloat16"
     gpu0 = None if req.kv_budget_bytes is not None else shares[0].gpu
     encoder = opts.images * req.spec.cross_tokens_per_image
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
@@ -453,6 +461,10 @@ def plan(req: EngineRequest) -> EngineReport:
             f"available KV cache memory ({kv_avail / GiB:.2f} GiB). Based on the available "
             f"memory, the estimated maximum model length is {est}.")
     notes = []
+    if pinned_16:
+        notes.append("the checkpoint's kv_cache_quant_algo FP8 makes vLLM's --kv-cache-dtype "
+                     "auto an fp8 cache: this 16-bit plan passes --kv-cache-dtype bfloat16 "
+                     "(plan --kv fp8 for what auto gives)")
     if any(g.kind is LayerKind.SLIDING for g in req.spec.groups):
         notes.append(f"sliding-window layers reserve W − 1 + max_num_batched_tokens ({mbt:,}) "
                      "tokens per request; lower --max-num-batched-tokens to fit more")
