@@ -146,7 +146,8 @@ def engine_binding(report: EngineReport, raw: dict[str, Any]) -> tuple[str, str]
 def context_notes(q: Query, max_context: int | None) -> list[str]:
     """What the plan's context says against the positions the model was trained for, and
     what the model's weights need said (kvcore.quant.quant_notes)."""
-    weights = list(q.spec.weight_notes)
+    # what the config itself leaves open (a geometry taken from defaults, a tower not counted)
+    weights = [*q.spec.notes, *q.spec.weight_notes]
     if q.cache.kv_k.name.startswith("fp8"):
         # the plan already keeps the cache the checkpoint was calibrated for
         weights = [n for n in weights if "FP8 KV cache" not in n]
