@@ -1,8 +1,10 @@
 """SGLang allocation rules.
 
-Sources read (sgl-project/sglang): ``python/sglang/srt/server_args.py``
-(``_handle_gpu_memory_settings``: ``mem_fraction_static`` from reserved memory, at least 10 GiB
-reserved on cards over 60 GB), ``python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py``
+Sources read (sgl-project/sglang): ``python/sglang/srt/arg_groups/memory_hook.py`` of release
+0.5.23 (``handle_gpu_memory_settings``: ``mem_fraction_static`` from reserved memory, at least
+10 GiB reserved on cards over 60 GB, the decode and prefill CUDA-graph reserves; upstream main
+@031ed82d has the same rule less 0.5.22's decode cap) with ``arg_groups/cuda_graph_hook.py``,
+``python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py``
 (``profile_max_num_token``: rest = free after weights − free before loading × (1 −
 mem_fraction_static); tokens = rest // cell size, rounded down to the page; cell = KV heads per
 attention-TP rank × (K + V head dims) × layers × dtype bytes, MLA one latent), and
