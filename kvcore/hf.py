@@ -1716,6 +1716,8 @@ def spec_from_config(
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision),
         architecture=_architecture(config),
+        kda=isinstance(lm.get("linear_attn_config"), dict)
+        and bool(lm["linear_attn_config"].get("kda_layers")),
         notes=_notes(lm, model_type),
     )
 

@@ -296,6 +296,8 @@ class ModelSpec:
     hidden_layers: int = 0
     #: the config's first ``architectures`` entry (the class an engine's registry looks up)
     architecture: str = ""
+    #: the linear layers are Kimi Delta Attention (``linear_attn_config`` lists ``kda_layers``)
+    kda: bool = False
 
     @property
     def num_layers(self) -> int:

@@ -46,3 +46,15 @@ def test_readme_quotes_the_current_summary():
                    if "within their bound" in line)
     assert summary in readme.replace("\n", " ")
     assert f"holds {len(CASES)} log excerpts" in readme.replace("\n", " ")
+
+
+def test_sglang_replays_do_not_lean_on_the_default_fraction():
+    # kvplan's automatic mem_fraction_static follows SGLang 0.5.23; the logs come from older
+    # releases (0.4.3.post4 picked 0.85 by tp size), so each SGLang replay checks the cell
+    # for its printed token count or passes the fraction its log printed
+    for case in CASES:
+        if case.data["engine"] != "sglang" or case.skip:
+            continue
+        r = case.replay
+        assert "tokens" in r or r["sglang_free_gib"]["mem_fraction_static"] == \
+            case.data["printed"]["mem_fraction_static"], case.name

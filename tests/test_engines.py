@@ -291,14 +291,99 @@ def test_llamacpp_serves_at_most_256_sequences():
 
 # --- SGLang, TensorRT-LLM ------------------------------------------------------------------
 
-def test_sglang_reserves_10gib_on_big_cards():
-    total = 80 * GiB
-    # default chunk 8192: 512 + 1.5·8192 + 2·256 + 1024/8 = 13,440 MiB reserved
-    assert sglang.auto_mem_fraction(total, 1, 1) == round((81920 - 13440) / 81920, 3)
-    # a small chunk would reserve 4,224 MiB: the floor of 10 GiB applies
-    assert sglang.auto_mem_fraction(total, 1, 1, chunked=2048) == round((81920 - 10240) / 81920, 3)
-    small = sglang.auto_mem_fraction(24 * GiB, 1, 1)
-    assert small > 0.8
+def test_sglang_reserves_by_the_current_rule():
+    # SGLang 0.5.23 arg_groups/memory_hook.py handle_gpu_memory_settings, in MiB:
+    # reserved = 512 + 1.5 × max(chunk, 2048) + tp·pp/8 × 1024 + 2 × decode max_bs
+    #            + prefill graphs (8 × captured sizes, or 1536 with MLA); ≥ 10,240 over 60 GiB.
+    # Prefill capture sizes (generate_prefill_cuda_graph_batch_sizes) up to N: 4..32 by 4 (8),
+    # 48..256 by 16 (14), 288..512 by 32 (8), 576..1024 by 64 (8), 1280..4096 by 256 (12),
+    # 4608.. by 512: 2048 → 8+14+8+8+4 = 42, 3000 → 45, 4096 → 50, 8192 → 58, 16384 → 74
+    assert [sglang.prefill_graph_sizes(n) for n in (1, 4, 2048, 3000, 4096, 8192, 16384)] == [
+        0, 1, 42, 45, 50, 58, 74]
+    total = 80 * GiB  # 81,920 MiB: chunk 8192, decode max_bs 256 (tp < 4)
+    # 512 + 12,288 + 128 + 512 + 58·8 = 13,904 → round(68,016 / 81,920, 3) = 0.830
+    assert sglang.auto_mem_fraction(total, 1, 1) == 0.830
+    # chunk 2048: 512 + 3,072 + 128 + 512 + 42·8 = 4,560 → the 10 GiB floor: 71,680 / 81,920
+    assert sglang.auto_mem_fraction(total, 1, 1, chunked=2048) == 0.875
+    # MLA: the prefill graphs reserve 1,536: 512 + 12,288 + 128 + 512 + 1,536 = 14,976 → 0.817
+    assert sglang.auto_mem_fraction(total, 1, 1, mla=True) == 0.817
+    # --max-running-requests 8 caps a default decode max_bs (0.5.22): 13,904 − 512 + 16 =
+    # 13,408 → round(68,512 / 81,920, 3) = 0.836
+    assert sglang.auto_mem_fraction(total, 1, 1, running=8) == 0.836
+    # no prefill graph: 13,440 → 0.836 (the rule before prefill graphs were reserved for)
+    assert sglang.auto_mem_fraction(total, 1, 1, prefill_graph=False) == 0.836
+    # a Llama-2 model path stops prefill graphs at 4096 tokens: 50·8 = 400 → 13,840 → 0.831
+    assert sglang.auto_mem_fraction(total, 1, 1, llama2=True) == 0.831
+    # 20-35 GiB (0.5.20: chunk 4096, max_bs 48 / 160 from 2048, 24 / 80), 24,576 MiB:
+    # 512 + 6,144 + 128 + 96 + 50·8 = 7,280 → round(17,296 / 24,576, 3) = 0.704;
+    # tp 4: 512 + 6,144 + 512 + 320 + 400 = 7,888 → round(16,688 / 24,576, 3) = 0.679
+    assert sglang.auto_mem_fraction(24 * GiB, 1, 1) == 0.704
+    assert sglang.auto_mem_fraction(24 * GiB, 4, 1) == 0.679
+
+
+@pytest.mark.parametrize("model, gpu, seqs, kw, frac", [
+    # H200 = 143,771 MiB (driver total): chunk 8192, decode max_bs min(256, 1) = 1;
+    # 512 + 12,288 + 128 + 2 + 58·8 = 13,394 → round(130,377 / 143,771, 3) = 0.907
+    ("qwen3-8b", "h200", 1, {}, 0.907),
+    # Gemma-3's multimodal architecture is served text-only by default (ModelConfig
+    # enable_multimodal): the prefill graphs stay and no vision factor applies
+    ("gemma-3-27b-it", "h200", 1, {}, 0.907),
+    # --pp 2 drops the breakable prefill graph: 512 + 12,288 + 256 + 2 = 13,058 → 0.909
+    ("qwen3-8b", "h200", 1, dict(parallel=Parallel(pp=2)), 0.909),
+    # Kimi Delta Attention drops it too: 512 + 12,288 + 128 + 2 = 12,930 → 0.910
+    ("kimi-linear-48b-a3b-instruct", "h200", 1, {}, 0.910),
+    # DeepSeek-V3 (MLA), tp 8: 512 + 12,288 + 1,024 + 2 + 1,536 = 15,362 → 0.893
+    ("deepseek-v3", "h200", 1, dict(parallel=Parallel(tp=8)), 0.893),
+    # H100 = 81,559 MiB: Llama-2's path caps prefill graphs at 4096 tokens (50 sizes):
+    # 512 + 12,288 + 128 + 2 + 400 = 13,330 → round(68,229 / 81,559, 3) = 0.837, where
+    # Llama-3.1 takes 58 sizes: 13,394 → 0.836
+    ("llama-2-7b-hf", "h100", 1, {}, 0.837),
+    ("llama-3.1-8b", "h100", 1, {}, 0.836),
+    # a multimodal model off the breakable allow-list has no prefill graph: 12,930 → 0.841,
+    # × 0.95 × (1 − 0.1 × (24·1280² / (24·1024²) − 1)) = 0.8965625 (Qwen2.5-VL's ViT)
+    ("qwen2.5-vl-7b-instruct", "h100", 1, {}, 0.841 * 0.8965625),
+    # Qwen3.5 is on it: 13,394 → 0.836, × 0.95 × (1 − 0.1 × 0.265625) = 0.924765625
+    ("qwen3.5-9b", "h100", 1, {}, 0.836 * 0.924765625),
+    # Qwen3-VL on a Hopper card ≥ 60 GiB: decode graphs grow to 300 running requests
+    # (≤ 512): 512 + 12,288 + 128 + 600 = 13,528 → 0.834; at 600 they stay at the tier's 256:
+    # 13,440 → 0.835; no prefill graph (not on the allow-list)
+    ("qwen3-vl-8b-instruct", "h100", 300, {}, 0.834 * 0.924765625),
+    ("qwen3-vl-8b-instruct", "h100", 600, {}, 0.835 * 0.924765625),
+    # RTX 4090 = 24,564 MiB, the 20-35 GiB tier: 512 + 6,144 + 128 + 2 + 50·8 = 7,186 →
+    # round(17,378 / 24,564, 3) = 0.707 (0.847 by the pre-0.5.20 rule)
+    ("qwen3-8b", "4090", 1, {}, 0.707),
+])
+def test_sglang_default_fraction_per_model(model, gpu, seqs, kw, frac):
+    r = engine_plan("sglang", req(model, seqs=seqs, gpu=gpu, **kw))
+    assert r.extra["mem_fraction_static"] == pytest.approx(frac, abs=1e-12)
+    assert any("SGLang 0.5.23 picks itself" in n for n in r.notes)
+
+
+def test_sglang_default_fraction_refusals_and_explicit_setting():
+    # the automatic rule read is the CUDA one: an AMD card needs the fraction given
+    with pytest.raises(InputError, match="sized here for CUDA cards, not AMD Instinct MI300X"):
+        engine_plan("sglang", req("qwen3-8b", gpu="mi300x"))
+    r = engine_plan("sglang", req("qwen3-8b", gpu="mi300x",
+                                  settings=EngineSettings(mem_fraction_static=0.9)))
+    assert r.extra["mem_fraction_static"] == 0.9
+    assert not any("picks itself" in n for n in r.notes)
+    assert "--mem-fraction-static 0.9" in r.command
+    # a given chunk is passed on and sized for: 512 + 1.5·4096 + 128 + 2 + 50·8 = 7,186 MiB
+    # on an H100 (81,559 MiB), raised to the 10,240 floor → round(71,319 / 81,559, 3) = 0.874
+    r = engine_plan("sglang", req("qwen3-8b", settings=EngineSettings(chunked_prefill_size=4096)))
+    assert r.extra["mem_fraction_static"] == 0.874
+    assert "--chunked-prefill-size 4096" in r.command
+
+
+def test_sglang_max_sequences_follow_the_decode_graph_reserve():
+    # the fraction depends on --max-running-requests (2 MiB a decode graph up to the tier's
+    # 48 on a 4090), so the most sequences is searched: that many fit, one more does not
+    kw = dict(ctx=1024, gpu="4090")
+    top = engine_plan("sglang", req("qwen3-8b", **kw)).max_sequences
+    assert 1 < top < 48
+    at = engine_plan("sglang", req("qwen3-8b", seqs=top, **kw))
+    assert at.fits and at.max_sequences == top
+    assert not engine_plan("sglang", req("qwen3-8b", seqs=top + 1, **kw)).fits
 
 
 def test_sglang_tokens_from_rest():
@@ -562,22 +647,28 @@ def test_vllm_reports_concurrency_times_length_for_a_sliding_window_model():
 
 def test_sglang_lowers_its_memory_fraction_for_a_vision_encoder():
     # adjust_mem_fraction_for_vlm: 0.95 × (1 − 0.1 × (layers·hidden² / (24·1024²) − 1)), the
-    # second factor kept within 0.8-1.05; Gemma 3's SigLIP: 27 layers × 1152
+    # second factor kept within 0.8-1.05; Qwen2.5-VL's ViT: 24 layers × 1280
     from kvcore.engines.sglang import auto_mem_fraction, vision_factor
 
-    spec = load_model("gemma-3-27b-it")
-    assert spec.vision_encoder == (27, 1152)
-    ratio = 27 * 1152 ** 2 / (24 * 1024 ** 2)
-    assert vision_factor(27, 1152) == pytest.approx(0.95 * (1 - 0.1 * (ratio - 1)))
+    spec = load_model("qwen2.5-vl-7b-instruct")
+    assert spec.vision_encoder == (24, 1280)
+    ratio = 24 * 1280 ** 2 / (24 * 1024 ** 2)
+    assert vision_factor(24, 1280) == pytest.approx(0.95 * (1 - 0.1 * (ratio - 1)))
     assert vision_factor(64, 4096) == pytest.approx(0.95 * 0.8)
     h200 = find_gpu("h200")
-    r = engine_plan("sglang", req("gemma-3-27b-it", ctx=32768, gpu="h200"))
+    r = engine_plan("sglang", req("qwen2.5-vl-7b-instruct", ctx=32768, gpu="h200"))
+    # multimodal off the breakable allow-list: no prefill graph reserved
     assert r.extra["mem_fraction_static"] == pytest.approx(
-        auto_mem_fraction(h200.total_bytes, 1, 1) * vision_factor(27, 1152))
+        auto_mem_fraction(h200.total_bytes, 1, 1, running=1, prefill_graph=False)
+        * vision_factor(24, 1280))
+    # Gemma 3 has a vision encoder but SGLang serves it text-only unless asked: no factor
+    assert load_model("gemma-3-27b-it").vision_encoder == (27, 1152)
+    r = engine_plan("sglang", req("gemma-3-27b-it", ctx=32768, gpu="h200"))
+    assert r.extra["mem_fraction_static"] == auto_mem_fraction(h200.total_bytes, 1, 1, running=1)
     # a text-only model keeps the automatic fraction
     assert load_model("qwen3-8b").vision_encoder is None
     r = engine_plan("sglang", req("qwen3-8b", ctx=32768, gpu="h200"))
-    assert r.extra["mem_fraction_static"] == auto_mem_fraction(h200.total_bytes, 1, 1)
+    assert r.extra["mem_fraction_static"] == auto_mem_fraction(h200.total_bytes, 1, 1, running=1)
 
 
 def test_llamacpp_splits_layers_as_llama_cpp_does():
@@ -635,7 +726,7 @@ def _answer(model, engine, **kw):
     ("llama-3.1-8b", "sglang", dict(gpu="h100", gpus="2", dp=2, context="32k", sequences=4)),
     ("llama-3.1-8b", "raw", dict(gpu="h100", gpus="2", dp=2, context="32k", sequences=4)),
     # SGLang: a hybrid model's requests each take 3 slots of the Mamba state pool
-    ("qwen3.5-9b", "sglang", dict(gpu="4090", context="4k")),
+    ("qwen3.5-9b", "sglang", dict(gpu="5090", context="4k")),
 ])
 def test_max_context_and_max_sequences_replan(model, engine, kw):
     data = _answer(model, engine, **kw)

@@ -1,8 +1,10 @@
 """SGLang allocation rules.
 
-Sources read (sgl-project/sglang): ``python/sglang/srt/server_args.py``
-(``_handle_gpu_memory_settings``: ``mem_fraction_static`` from reserved memory, at least 10 GiB
-reserved on cards over 60 GB), ``python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py``
+Sources read (sgl-project/sglang): ``python/sglang/srt/arg_groups/memory_hook.py`` of release
+0.5.23 (``handle_gpu_memory_settings``: ``mem_fraction_static`` from reserved memory, at least
+10 GiB reserved on cards over 60 GB, the decode and prefill CUDA-graph reserves; upstream main
+@031ed82d has the same rule less 0.5.22's decode cap) with ``arg_groups/cuda_graph_hook.py``,
+``python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py``
 (``profile_max_num_token``: rest = free after weights − free before loading × (1 −
 mem_fraction_static); tokens = rest // cell size, rounded down to the page; cell = KV heads per
 attention-TP rank × (K + V head dims) × layers × dtype bytes, MLA one latent), and
@@ -78,18 +80,97 @@ FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "f
 PRELOAD = int(0.86 * GiB)
 
 
+#: the SGLang release whose automatic ``mem_fraction_static`` kvplan computes
+#: (``arg_groups/memory_hook.py · handle_gpu_memory_settings``; the rule of upstream main
+#: @031ed82d, which 0.5.20 shipped, plus 0.5.22's cap of the decode graphs at
+#: ``--max-running-requests``)
+DEFAULT_RULE = "0.5.23"
+#: first ``architectures`` entries SGLang serves as multimodal (configs/model_config.py
+#: multimodal_model_archs; MiMoV2ForCausalLM only with vision and audio configs)
+MULTIMODAL_ARCHS = frozenset({
+    "CLIPModel", "Cohere2VisionForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration",
+    "DeepseekVL2ForCausalLM", "Ernie4_5_VLMoeForConditionalGeneration",
+    "MiniMaxM3SparseForConditionalGeneration", "Gemma3ForConditionalGeneration",
+    "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration", "EmbeddingGemma2Model",
+    "Gemma4UnifiedForConditionalGeneration", "DiffusionGemmaForBlockDiffusion",
+    "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration",
+    "Glm5NextForConditionalGeneration", "GlmOcrForConditionalGeneration",
+    "GlmAsrForConditionalGeneration", "GlmImageForConditionalGeneration", "Grok1VForCausalLM",
+    "Grok1AForCausalLM", "LlavaLlamaForCausalLM", "Llama4ForConditionalGeneration",
+    "LlavaMistralForCausalLM", "LlavaQwenForCausalLM", "LlavaForConditionalGeneration",
+    "LlavaVidForCausalLM", "Lfm2VlForConditionalGeneration", "LightOnOCRForConditionalGeneration",
+    "MiMoV2ASRForCausalLM", "MiniCPMO", "MiniCPMV", "Mistral3ForConditionalGeneration",
+    "MultiModalityCausalLM", "MllamaForConditionalGeneration", "MossVLForConditionalGeneration",
+    "NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3",
+    "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
+    "PixtralForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
+    "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+    "InternS2MobiusForConditionalGeneration", "Qwen3ASRForConditionalGeneration",
+    "Qwen3OmniMoeForConditionalGeneration", "KimiVLForConditionalGeneration",
+    "LocateAnythingForConditionalGeneration", "InternVLChatModel",
+    "InternS1ForConditionalGeneration", "InternS1ProForConditionalGeneration", "Phi4MMForCausalLM",
+    "VoxtralForConditionalGeneration", "WhisperForConditionalGeneration",
+    "Step3VLForConditionalGeneration", "POINTSV15ChatModel", "DotsVLMForCausalLM",
+    "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "Sarashina2VisionForCausalLM",
+    "NVILAForConditionalGeneration", "NVILALiteForConditionalGeneration",
+    "DeepseekOCRForCausalLM", "UnlimitedOCRForCausalLM", "JetVLMForConditionalGeneration",
+    "PaddleOCRVLForConditionalGeneration", "MiDashengLMModel", "StepVLForConditionalGeneration",
+    "Step3p7ForConditionalGeneration", "KimiK25ForConditionalGeneration",
+    "BailingMMNativeForConditionalGeneration", "BailingMM2NativeForConditionalGeneration",
+    "BailingMoeV3VLForConditionalGeneration",
+})
+#: multimodal architectures SGLang serves text-only unless --enable-multimodal is given
+#: (ModelConfig: enable_multimodal defaults to False for these)
+TEXT_ONLY_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                             "Step3VLForConditionalGeneration",
+                             "InklingForConditionalGeneration"})
+#: multimodal architectures whose language-model prefill keeps the breakable prefill CUDA
+#: graph (configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs;
+#: the piecewise allow-list is a subset of it); every other multimodal model loses it
+#: (cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible)
+BREAKABLE_MULTIMODAL_ARCHS = frozenset({
+    "MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
+    "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "PaddleOCRVLForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+    "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
+    "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration",
+    "MiniMaxM3SparseForCausalLM",
+})
+#: architectures whose decode CUDA graphs grow to --max-running-requests (at most 512) on a
+#: Hopper card of 60 GiB or more (model_overrides/qwen3_vl.py
+#: expand_multimodal_decode_graph_to_running_limit: config model_type qwen3_vl or
+#: qwen3_vl_moe, the types of these two architectures)
+HOPPER_EXPANDED_ARCHS = frozenset({"Qwen3VLForConditionalGeneration",
+                                   "Qwen3VLMoeForConditionalGeneration"})
+
+
 def _table(gpu_mib: float, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, cuda_graph_max_bs) defaults by card size."""
+    """(chunked_prefill_size, decode CUDA-graph max_bs) defaults by card size
+    (memory_hook.py handle_gpu_memory_settings; 0.5.20 raised the 20-35 GiB tier from
+    2048 / 24 (80 at tp ≥ 4) to 4096 / 48 (160))."""
     big_tp = tp >= 4
     if gpu_mib < 20 * 1024:
         return 2048, 8
     if gpu_mib < 35 * 1024:
-        return 2048, 80 if big_tp else 24
+        return 4096, 160 if big_tp else 48
     if gpu_mib < 60 * 1024:
         return 4096, 160 if big_tp else 32
     if gpu_mib < 160 * 1024:
         return 8192, 512 if big_tp else 256
     return 16384, 512
+
+
+def prefill_graph_sizes(max_tokens: int) -> int:
+    """How many token counts SGLang captures prefill CUDA graphs for up to ``max_tokens``
+    (cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes: 4-32 by 4, 48-256 by 16,
+    288-512 by 32, 576-1024 by 64, 1280-4096 by 256, then from 4608 by 512)."""
+    ladders = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256),
+               (4608, max(max_tokens, 4608), 512))
+    return sum(len(range(lo, min(hi, max_tokens) + 1, step)) for lo, hi, step in ladders)
 
 
 def vision_factor(layers: int, hidden: int) -> float:
@@ -100,14 +181,91 @@ def vision_factor(layers: int, hidden: int) -> float:
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
-def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = None) -> float:
+def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = None, *,
+                      running: int | None = None, mla: bool = False,
+                      prefill_graph: bool = True, llama2: bool = False,
+                      expand_to_running: bool = False) -> float:
+    """SGLang's automatic mem_fraction_static on a CUDA card of ``gpu_bytes`` (before any
+    vision-encoder factor), as ``memory_hook.py handle_gpu_memory_settings`` computes it
+    with post-capture KV sizing off (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, the default),
+    no DP attention, DeepEP or PD disaggregation. In MiB:
+
+    reserved = 512 + 1.5 × max(chunked_prefill_size, 2048) + tp × pp / 8 × 1024
+               + 2 × decode graph max_bs
+               + the prefill graphs: 1536 with an MLA model, else 8 per captured size;
+    at least 10 GiB on a card over 60 GiB; fraction = round((card − reserved) / card, 3).
+
+    ``running``: --max-running-requests, which caps a default decode max_bs (0.5.22);
+    ``expand_to_running``: Qwen3-VL on a large Hopper card, whose decode graphs grow to it
+    instead (up to 512); ``prefill_graph``: whether the default breakable prefill graph
+    survives (it is off with --pp > 1 and for some models); ``llama2``: a model path naming
+    Llama-2, whose prefill graphs stop at 4096 tokens."""
     gpu_mib = gpu_bytes / MiB
     default_chunk, graph_bs = _table(gpu_mib, tp)
     chunk = chunked or default_chunk
-    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
+    if running is not None and graph_bs > running:
+        graph_bs = running
+    if (expand_to_running and gpu_mib >= 60 * 1024 and running is not None
+            and running <= 512 and graph_bs < running):
+        graph_bs = running
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_bs * 2
+    if prefill_graph:
+        if mla:
+            reserved += 1.5 * 1024
+        else:
+            reserved += prefill_graph_sizes(min(chunk, 4096) if llama2 else chunk) * 8
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def is_multimodal(spec: ModelSpec) -> bool:
+    """Whether SGLang serves the model as multimodal by default (ModelConfig.is_multimodal):
+    its architecture is a multimodal one and not one served text-only by default. A vision
+    encoder under another architecture is refused: whether SGLang then treats the model as
+    multimodal (it may, from a text sub-config) is not established."""
+    arch = spec.architecture
+    if arch in TEXT_ONLY_ARCHS:
+        return False
+    if arch in MULTIMODAL_ARCHS:
+        return True
+    if spec.vision_encoder is not None:
+        raise InputError(f"whether SGLang serves {arch or 'this architecture'} as multimodal "
+                         "(its memory reserve and prefill graphs) is not established; give "
+                         "--mem-fraction-static", field="mem_fraction_static")
+    return False
+
+
+def default_fraction(req: EngineRequest, gpu: GPU, running: int) -> float:
+    """The mem_fraction_static SGLang picks itself for this request (rule of SGLang
+    ``DEFAULT_RULE``): the reserve of ``auto_mem_fraction`` with the prefill graph kept or
+    dropped as the CUDA-graph hooks decide before the memory hook runs, then the vision
+    encoder's factor for a multimodal model."""
+    spec, p = req.spec, req.parallel
+    if gpu.vendor not in ("nvidia", "custom"):
+        raise InputError(f"SGLang's automatic --mem-fraction-static is sized here for CUDA "
+                         f"cards, not {gpu.name}; give --mem-fraction-static",
+                         field="mem_fraction_static")
+    multimodal = is_multimodal(spec)
+    # the breakable prefill graph (the CUDA default) is dropped with --pp > 1, for Kimi Delta
+    # Attention and DeepSeek-V4, and for a multimodal model off the allow-list
+    # (cuda_graph_hook.py apply_cuda_graph_compatibility)
+    prefill_graph = (p.pp == 1 and not spec.kda
+                     and not any(g.kind is LayerKind.COMPRESSED for g in spec.groups)
+                     and not (multimodal and spec.architecture not in BREAKABLE_MULTIMODAL_ARCHS))
+    expand = multimodal and spec.architecture in HOPPER_EXPANDED_ARCHS
+    if expand and gpu.cuda_family is None and gpu.total_bytes >= 60 * GiB:
+        raise InputError(f"SGLang grows Qwen3-VL's decode CUDA graphs on Hopper cards only; "
+                         f"{gpu.name} names no compute capability: give --mem-fraction-static "
+                         "or a catalog card", field="gpu")
+    frac = auto_mem_fraction(
+        gpu.total_bytes, p.tp, p.pp, req.settings.chunked_prefill_size, running=running,
+        mla=any(g.kind is LayerKind.MLA for g in spec.groups), prefill_graph=prefill_graph,
+        llama2="llama-2" in model_ref(spec).lower(),
+        expand_to_running=expand and gpu.cuda_family == 9)
+    if multimodal and spec.vision_encoder:
+        frac *= vision_factor(*spec.vision_encoder)
+    return frac
 
 
 #: share of full-layer tokens the sliding-window pool holds (server_args swa_full_tokens_ratio)
@@ -201,10 +359,13 @@ def slots_per_request(model_type: str) -> int:
     return SLOTS_PER_REQUEST + extra
 
 
-def kv_budget(req: EngineRequest, shares: list[RankShare]) -> tuple[int, int | None, float | None]:
+def kv_budget(req: EngineRequest, shares: list[RankShare],
+              running: int | None = None) -> tuple[int, int | None, float | None]:
     """(bytes left for the KV pools, weights + KV budget, mem_fraction_static) of the most
     loaded rank: rest = free after weights − free before loading × (1 − mem_fraction_static)
-    (model_runner_kv_cache_mixin profile_max_num_token)."""
+    (model_runner_kv_cache_mixin profile_max_num_token). ``running`` is the
+    --max-running-requests the automatic fraction is worked out for (default: the
+    request's sequences, which kvplan's command passes)."""
     s, p = req.settings, req.parallel
     frac = s.mem_fraction_static
     gpu = shares[0].gpu
@@ -214,12 +375,26 @@ def kv_budget(req: EngineRequest, shares: list[RankShare]) -> tuple[int, int | N
         raise need_gpu()
     total = gpu.total_bytes
     if frac is None:
-        frac = auto_mem_fraction(total, p.tp, p.pp, s.chunked_prefill_size)
-        if req.spec.vision_encoder:
-            frac *= vision_factor(*req.spec.vision_encoder)
+        frac = default_fraction(req, gpu, req.sequences if running is None else running)
     before = total - PRELOAD - (int(0.3 * GiB) if p.ranks_per_replica > 1 else 0)
     after = before - max(sh.weights_bytes for sh in shares)
     return int(after - before * (1 - frac)), int(before * frac), frac
+
+
+def rule_note(req: EngineRequest, frac: float | None) -> str:
+    """The note naming the SGLang release whose automatic fraction was used ("" if none)."""
+    if frac is None or not fraction_depends_on_running(req):
+        return ""
+    return (f"mem_fraction_static {frac:.3f} is what SGLang {DEFAULT_RULE} picks itself "
+            f"(arg_groups/memory_hook.py, the rule since 0.5.20 with 0.5.22's decode-graph cap "
+            f"at --max-running-requests {req.sequences}); other releases pick otherwise: "
+            f"pass --mem-fraction-static to pin it")
+
+
+def fraction_depends_on_running(req: EngineRequest) -> bool:
+    """Whether the pool changes with --max-running-requests: only through SGLang's own
+    mem_fraction_static, whose decode-graph reserve follows it."""
+    return req.kv_budget_bytes is None and req.settings.mem_fraction_static is None
 
 
 def plan(req: EngineRequest) -> EngineReport:
@@ -264,34 +439,42 @@ def plan(req: EngineRequest) -> EngineReport:
     kb, vb = rows[binding]
     cell = max(1, kb + vb)
     stage = shares[binding].spec
-    rest, budget, frac = kv_budget(req, shares)
-    swa_tokens = None
     recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp]
-    mamba_slots = None
     per_running = slots_per_request(req.spec.model_type)
-    if recurrent and rest > 0:
-        # the Mamba state pool takes ratio / (1 + ratio) of what is left; KV gets the rest
-        # (model_runner_kv_cache_mixin handle_max_mamba_cache)
-        ssm_bytes = req.spec.ssm_pinned_bytes or MAMBA_SSM_BYTES
-        per_req = sum(g.count * (g.conv_state_values * req.spec.dtype_bytes
-                                 + (g.state_values - g.conv_state_values) * ssm_bytes)
-                      for g in recurrent)
-        mamba_slots = int(rest * MAMBA_RATIO / (1 + MAMBA_RATIO)) // max(1, per_req)
-        # the KV pool gets what the whole slots leave, not the rest of the ratio's share
-        rest -= mamba_slots * per_req
-        note_hybrid = (f"Mamba state pool: {mamba_slots:,} slots of {per_req / MiB:.1f} MiB; "
-                       f"max_running_requests ≤ {mamba_slots // per_running:,} "
-                       f"({per_running} slots a request)")
+    ssm_bytes = req.spec.ssm_pinned_bytes or MAMBA_SSM_BYTES
+    per_req = sum(g.count * (g.conv_state_values * req.spec.dtype_bytes
+                             + (g.state_values - g.conv_state_values) * ssm_bytes)
+                  for g in recurrent)
     if sliding:
-        # one pool for full layers and one for window layers, sized so the window pool holds
-        # swa_full_tokens_ratio as many tokens (model_runner_kv_cache_mixin set_num_tokens_hybrid_swa)
         fk, fv = kv_row_bytes(stage, opts.kv_k, opts.kv_v, (LayerKind.FULL, LayerKind.MLA))
         sk, sv = kv_row_bytes(stage, opts.kv_k, opts.kv_v,
                               (LayerKind.SLIDING, LayerKind.CHUNKED))
-        tokens = int(max(0, rest) / ((fk + fv) + SWA_RATIO * (sk + sv))) // page * page
-        swa_tokens = int(tokens * SWA_RATIO) // page * page
-    else:
-        tokens = max(0, rest) // cell // page * page
+
+    def pools(running: int) -> tuple[int, int | None, float | None, int, int | None, int | None]:
+        """(rest, budget, fraction, tokens, window-pool tokens, Mamba slots) with
+        --max-running-requests ``running``."""
+        rest, budget, frac = kv_budget(req, shares, running)
+        slots = swa = None
+        if recurrent and rest > 0:
+            # the Mamba state pool takes ratio / (1 + ratio) of what is left; KV gets what
+            # the whole slots leave (model_runner_kv_cache_mixin handle_max_mamba_cache)
+            slots = int(rest * MAMBA_RATIO / (1 + MAMBA_RATIO)) // max(1, per_req)
+            rest -= slots * per_req
+        if sliding:
+            # one pool for full layers and one for window layers, sized so the window pool
+            # holds swa_full_tokens_ratio as many tokens (model_runner_kv_cache_mixin
+            # set_num_tokens_hybrid_swa)
+            n = int(max(0, rest) / ((fk + fv) + SWA_RATIO * (sk + sv))) // page * page
+            swa = int(n * SWA_RATIO) // page * page
+        else:
+            n = max(0, rest) // cell // page * page
+        return rest, budget, frac, n, swa, slots
+
+    rest, budget, frac, tokens, swa_tokens, mamba_slots = pools(req.sequences)
+    if mamba_slots is not None:
+        note_hybrid = (f"Mamba state pool: {mamba_slots:,} slots of {per_req / MiB:.1f} MiB; "
+                       f"max_running_requests ≤ {mamba_slots // per_running:,} "
+                       f"({per_running} slots a request)")
 
     slots_ok = mamba_slots is None or mamba_slots // per_running >= req.sequences
 
@@ -304,6 +487,20 @@ def plan(req: EngineRequest) -> EngineReport:
     max_seqs = tokens // req.context
     if mamba_slots is not None:
         max_seqs = min(max_seqs, mamba_slots // per_running)
+    if fraction_depends_on_running(req):
+        # SGLang's own fraction reserves 2 MiB a decode graph up to --max-running-requests
+        # (kvplan passes the sequences), so the pool shrinks as the sequences grow: the most
+        # that fit is searched with the pool each count would get
+        def seqs_fit(n: int) -> bool:
+            _, _, _, n_tokens, _, n_slots = pools(n)
+            return n_tokens >= n * req.context and (n_slots is None
+                                                    or n_slots // per_running >= n)
+
+        one = pools(1)
+        top = one[3] // req.context
+        if one[5] is not None:
+            top = min(top, one[5] // per_running)
+        max_seqs = largest(seqs_fit, top)
     mla = any(g.kind == LayerKind.MLA for g in req.spec.groups)
 
     def allocated(n: int, k_row: int, v_row: int) -> str:
@@ -340,9 +537,11 @@ def plan(req: EngineRequest) -> EngineReport:
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
     cmd += parallel_flags(p, "--tp", "--pp", "--dp")
+    if s.chunked_prefill_size:
+        cmd.append(f"--chunked-prefill-size {s.chunked_prefill_size}")
     if s.mem_fraction_static:
         cmd.append(f"--mem-fraction-static {frac}")
-    notes = [n for n in (note_hybrid,) if n]
+    notes = [n for n in (note_hybrid, rule_note(req, frac)) if n]
     if dsa:
         if s.page_size and s.page_size != DSA_PAGE:
             notes.append(f"SGLang forces 64-token pages for DeepSeek Sparse Attention; "

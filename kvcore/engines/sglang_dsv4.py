@@ -32,7 +32,7 @@ from .base import (
     parallel_flags,
     rank_weights,
 )
-from .sglang import PRELOAD, STAGE_SPLIT, kv_budget
+from .sglang import PRELOAD, STAGE_SPLIT, fraction_depends_on_running, kv_budget, rule_note
 
 NAME = "sglang"
 #: pages of 256 tokens (model_overrides/deepseek_v4.py; 128 on Ascend NPUs only)
@@ -148,6 +148,15 @@ def plan(req: EngineRequest) -> EngineReport:
     def fits_len(length: int) -> bool:
         return length == 0 or full >= length * req.sequences
 
+    def seqs_fit(n: int) -> bool:
+        # --max-running-requests n sizes the c128 state reserve and, when SGLang picks the
+        # fraction itself, its decode-graph reserve: the pool each count would get
+        avail = kv_budget(req, shares, n)[0] if fraction_depends_on_running(req) else rest
+        return n == 0 or pool_sizes(req.spec, avail, n)[2]["full"] >= n * req.context
+
+    one = kv_budget(req, shares, 1)[0] if fraction_depends_on_running(req) else rest
+    max_seqs = largest(seqs_fit, pool_sizes(req.spec, one, 1)[2]["full"] // req.context)
+
     lines = [
         f"DSV4 memory calculation: bytes_per_full_token={per_token:.2f}, "
         f"available_bytes={rest / GiB:.2f} GB, c128_state_fixed={fixed / GiB:.2f} GB, "
@@ -161,11 +170,14 @@ def plan(req: EngineRequest) -> EngineReport:
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
     cmd += parallel_flags(p, "--tp", "--pp", "--dp")
+    if s.chunked_prefill_size:
+        cmd.append(f"--chunked-prefill-size {s.chunked_prefill_size}")
     if s.mem_fraction_static:
         cmd.append(f"--mem-fraction-static {frac}")
-    notes = (f"SGLang keeps DeepSeek-V4's latent as its own packed row "
-             f"({row_bytes(_geometry(req.spec)[3], 64)} B: fp8 + bf16 RoPE + scales) whatever "
-             "the KV format named; the sliding-window pool holds "
+    rule = rule_note(req, frac)
+    notes = (*((rule,) if rule else ()),
+             f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(_geometry(req.spec)[3], 64)} B: fp8 + bf16 RoPE + scales) "
+             "whatever the KV format named; the sliding-window pool holds "
              f"{sizes['swa']:,} tokens (swa_full_tokens_ratio {SWA_RATIO})",)
     return EngineReport(
         engine=NAME,
@@ -177,7 +189,7 @@ def plan(req: EngineRequest) -> EngineReport:
         blocks=full // PAGE_TOKENS,
         block_tokens=PAGE_TOKENS,
         max_concurrency=full / max(1, req.context),
-        max_sequences=full // req.context,
+        max_sequences=max_seqs,
         max_context=largest(fits_len, 1 << 31),
         fits=full >= req.context * req.sequences,
         log_lines=tuple(lines),
