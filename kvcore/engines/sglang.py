@@ -397,6 +397,23 @@ def fraction_depends_on_running(req: EngineRequest) -> bool:
     return req.kv_budget_bytes is None and req.settings.mem_fraction_static is None
 
 
+
+def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[str]:
+    """The launch_server command line of a plan: the flags it sets (a fraction only where the
+    plan gives one; the rest left to SGLang's defaults)."""
+    s = req.settings
+    cmd = [f"python -m sglang.launch_server --model-path {model_ref(req.spec)}",
+           f"--context-length {req.context}", f"--max-running-requests {req.sequences}"]
+    if k_name != "auto":
+        cmd.append(f"--kv-cache-dtype {k_name}")
+    cmd += parallel_flags(req.parallel, "--tp", "--pp", "--dp")
+    if s.chunked_prefill_size:
+        cmd.append(f"--chunked-prefill-size {s.chunked_prefill_size}")
+    if s.mem_fraction_static:
+        cmd.append(f"--mem-fraction-static {frac}")
+    return cmd
+
+
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("SGLang", req.spec, UNSUPPORTED)
     # its DeciLMForCausalLM numbers attention by the decoder layer, but whether the token
@@ -532,15 +549,7 @@ def plan(req: EngineRequest) -> EngineReport:
         lines = [allocated(tokens, kb, vb)]
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
-    cmd = [f"python -m sglang.launch_server --model-path {model_ref(req.spec)}",
-           f"--context-length {req.context}", f"--max-running-requests {req.sequences}"]
-    if k_name != "auto":
-        cmd.append(f"--kv-cache-dtype {k_name}")
-    cmd += parallel_flags(p, "--tp", "--pp", "--dp")
-    if s.chunked_prefill_size:
-        cmd.append(f"--chunked-prefill-size {s.chunked_prefill_size}")
-    if s.mem_fraction_static:
-        cmd.append(f"--mem-fraction-static {frac}")
+    cmd = launch_command(req, k_name, frac)
     notes = [n for n in (note_hybrid, rule_note(req, frac)) if n]
     if dsa:
         if s.page_size and s.page_size != DSA_PAGE:

@@ -28,11 +28,16 @@ from .base import (
     EngineRequest,
     GiB,
     check_format,
-    model_ref,
-    parallel_flags,
     rank_weights,
 )
-from .sglang import PRELOAD, STAGE_SPLIT, fraction_depends_on_running, kv_budget, rule_note
+from .sglang import (
+    PRELOAD,
+    STAGE_SPLIT,
+    fraction_depends_on_running,
+    kv_budget,
+    launch_command,
+    rule_note,
+)
 
 NAME = "sglang"
 #: pages of 256 tokens (model_overrides/deepseek_v4.py; 128 on Ascend NPUs only)
@@ -165,15 +170,7 @@ def plan(req: EngineRequest) -> EngineReport:
     ]
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
-    cmd = [f"python -m sglang.launch_server --model-path {model_ref(req.spec)}",
-           f"--context-length {req.context}", f"--max-running-requests {req.sequences}"]
-    if k_name != "auto":
-        cmd.append(f"--kv-cache-dtype {k_name}")
-    cmd += parallel_flags(p, "--tp", "--pp", "--dp")
-    if s.chunked_prefill_size:
-        cmd.append(f"--chunked-prefill-size {s.chunked_prefill_size}")
-    if s.mem_fraction_static:
-        cmd.append(f"--mem-fraction-static {frac}")
+    cmd = launch_command(req, k_name, frac)
     rule = rule_note(req, frac)
     notes = (*((rule,) if rule else ()),
              f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(_geometry(req.spec)[3], 64)} B: fp8 + bf16 RoPE + scales) "
