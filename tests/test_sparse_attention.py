@@ -362,3 +362,32 @@ def test_vllm_v4_refuses_sglangs_repack(capsys):
                          "vllm", "--gpu", "h200", "--tp", "8")
     assert code == 2 and out == "" and "model_type deepseek_ref" in err
     assert err.count("\n") == 1
+
+
+def test_vllm_v4_pages_reproduce_a_real_022_log():
+    # vllm-project/vllm#44376 (tests/data/engine_logs/vllm-deepseek-v4-flash-2xgh200-tp2-fp8):
+    # vLLM 0.22, Flash, LLM(max_model_len=30000, block_size=256, kv_cache_dtype fp8) on GH200
+    # printed "(6.66 GiB KV cache is needed ... available KV cache memory (5.44 GiB) ...
+    # estimated maximum model length is 13528". 0.22 (package commit g0b3ba88f1,
+    # v1/core/kv_cache_utils.py _pool_bytes_per_block, _get_kv_cache_groups_uniform_groups)
+    # grouped the same specs into the same five groups, but a block spanned the sum of the
+    # full specs' distinct pages (37,440 + 8,640 + 1,728 = 47,808) × the most layer tuples of
+    # any group (22) = 1,051,776 B, and a window kept W − 1 + max_num_batched_tokens (16,384
+    # for the LLM class on a ≥ 70 GiB card) tokens. The pages and per-group block counts are
+    # kvplan's own:
+    from kvcore.engines.vllm_dsv4 import groups, layer_specs
+    s = spec("deepseek-v4-flash")
+    full_pages = {ls.page for ls, _ in layer_specs(s) if ls.kind == "full"}
+    per_block = sum(full_pages) * 22
+    assert per_block == 1_051_776
+    gs = groups(s)
+
+    def needed(length):
+        return per_block * sum(g.blocks_per_request(length, 16_384) for g in gs)
+
+    # 30,000 tokens: 118 + 2 × 259 + 4,099 + 2,065 = 6,800 blocks
+    assert needed(30_000) == 6_800 * per_block and round(needed(30_000) / 1024**3, 2) == 6.66
+    # the estimate 13,528 bounds the available memory: needed(13,528) ≤ it < needed(13,529),
+    # both printing as 5.44 GiB
+    low, high = needed(13_528), needed(13_529)
+    assert low < high and round(low / 1024**3, 2) == round((high - 1) / 1024**3, 2) == 5.44
