@@ -348,6 +348,7 @@ def test_vllm_v4_too_small_a_budget_prints_vllms_error():
     (("--kv", "fp8_e5m2"), "fp8_e5m2"),
     (("--kv", "q8_0"), "q8_0"),
     (("--gpu", "a100"), "Hopper sm90 and Blackwell sm100"),
+    (("--gpu", "rtx-5090"), "Hopper sm90 and Blackwell sm100"),
 ])
 def test_vllm_v4_refuses_what_it_does_not_size(args, words, capsys):
     base = ["--ctx", "128k", "--engine", "vllm", "--tp", "8"]
@@ -391,3 +392,17 @@ def test_vllm_v4_pages_reproduce_a_real_022_log():
     # both printing as 5.44 GiB
     low, high = needed(13_528), needed(13_529)
     assert low < high and round(low / 1024**3, 2) == round((high - 1) / 1024**3, 2) == 5.44
+
+
+def test_vllm_v4_budget_alone_and_find_gpu(capsys):
+    # no card: max_num_batched_tokens 8,192 as on an H200, so the same 7,194 blocks a request;
+    # 40 GiB // 1,002,240 = 42,853 blocks
+    code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "vllm",
+                       "--kv-budget", "40GiB", "--json")
+    report = json.loads(out)["engine_report"]
+    assert code == 0 and report["blocks"] == 40 * 1024**3 // 1_002_240 == 42_853
+    assert report["extra"]["blocks_per_request"] == 7_194
+    # the card check is per card, so find-gpu still searches
+    code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "vllm",
+                       "--find-gpu")
+    assert code == 0 and "smallest:" in out

@@ -39,6 +39,7 @@ from .base import (
     EngineRequest,
     GiB,
     model_ref,
+    need_gpu,
     parallel_flags,
     rank_weights,
     single_format,
@@ -261,21 +262,27 @@ def plan(req: EngineRequest) -> EngineReport:
                       "kernels take 512 and 128)")
     weights, shares = rank_weights(req, f32_as="bf16")
     gpu = shares[0].gpu if shares else None
-    if gpu is None or gpu.cuda_family not in (9, 10):
+    if gpu is not None and gpu.cuda_family not in (9, 10):
         # FLASHMLA_SPARSE_DSV4 (supports_compute_capability 9, 10) keeps fp8_ds_mla rows;
         # sm12x runs the FlashInfer class with plain bf16/fp8 rows
-        where = gpu.name if gpu is not None else "no card"
-        raise _refuse(f"{where} (its fp8_ds_mla FlashMLA path runs on Hopper sm90 and "
-                      "Blackwell sm100 cards; give one with --gpu)")
+        raise _refuse(f"the {gpu.name} (its fp8_ds_mla FlashMLA path runs on Hopper sm90 and "
+                      "Blackwell sm100 cards)")
+    if gpu is None and req.kv_budget_bytes is None:
+        raise need_gpu()
     util = s.gpu_memory_utilization or UTILIZATION
-    mbt = s.max_num_batched_tokens or default_batched_tokens(gpu)
+    # no card named (a KV budget alone): the default of the 70 to 160 GiB cards, as the other
+    # vLLM plans take it
+    mbt = s.max_num_batched_tokens or (default_batched_tokens(gpu) if gpu else 8_192)
     # async scheduling on the V2 model runner (both defaults): pp + 1 batches in flight
     in_flight = (p.pp + 1) * mbt
     act = activation_peak(req.spec, p.tp, mbt)
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
     sh = shares[0]
-    avail = (req.kv_budget_bytes if req.kv_budget_bytes is not None
-             else int(gpu.total_bytes * util) - sh.weights_bytes - act - non_torch)
+    if req.kv_budget_bytes is not None:
+        avail = req.kv_budget_bytes
+    else:
+        assert gpu is not None
+        avail = int(gpu.total_bytes * util) - sh.weights_bytes - act - non_torch
     gs = groups(req.spec)
     per_block = bytes_per_block(gs)
     num_blocks = max(0, avail) // per_block
@@ -316,7 +323,9 @@ def plan(req: EngineRequest) -> EngineReport:
         f"a request reserves {per_request(max_len):,} blocks: the windows and the compressor "
         f"states keep W − 1 + {in_flight:,} in-flight tokens (2 × --max-num-batched-tokens "
         f"{mbt:,}); lower --max-num-batched-tokens to fit more",
-    )
+    ) + (() if gpu is not None or s.max_num_batched_tokens else (
+        "no card named: max_num_batched_tokens taken as 8,192 (vLLM's default on 70 to 160 GiB "
+        "cards); give --gpu or --max-num-batched-tokens to match the server",))
     cmd = [f"vllm serve {model_ref(req.spec)}", f"--max-model-len {max_len}",
            f"--max-num-seqs {req.sequences}", f"--gpu-memory-utilization {util:g}"]
     if k_name != "auto":
@@ -327,7 +336,8 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append(f"--max-num-batched-tokens {mbt}")
     return EngineReport(
         engine=NAME,
-        budget_bytes=None if req.kv_budget_bytes is not None else int(gpu.total_bytes * util),
+        budget_bytes=(int(gpu.total_bytes * util)
+                      if req.kv_budget_bytes is None and gpu is not None else None),
         weights_bytes=sh.weights_bytes,
         overheads=(("activation peak", act), ("non-torch (CUDA context, NCCL)", non_torch)),
         kv_pool_bytes=avail,
