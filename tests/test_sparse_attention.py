@@ -128,9 +128,9 @@ def test_m3_parameters_moe_pattern():
 
 @pytest.mark.parametrize(("name", "words", "engines"), [
     ("deepseek-v4-flash", "DeepSeek-V4's compressed sparse attention",
-     ("vllm", "llama.cpp", "trtllm")),
+     ("llama.cpp", "trtllm")),
     ("deepseek-v4-pro-fp8-sgl", "DeepSeek-V4's compressed sparse attention",
-     ("vllm", "llama.cpp", "trtllm")),
+     ("llama.cpp", "trtllm")),
     ("minimax-m3", "MiniMax-M3's block-sparse attention index cache", ENGINES),
 ])
 def test_engines_refuse_what_they_do_not_model(name, words, engines, capsys):
@@ -231,3 +231,182 @@ def test_sglang_v4_cli_prints_the_pool_lines(capsys):
     code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
                        "--gpu", "h200", "--tp", "8")
     assert code == 0 and "DSV4 pool sizes: full=" in out and "584 B" in out
+
+
+# --- vLLM's DeepSeek-V4 cache (release 0.33.0: packed KV cache groups) -----------------------
+# Pages (fp8_ds_mla: 448 fp8 + 64 × 2 bf16 + 7 scale bytes + 1 pad = 584 B a row; every page
+# rounded up to a multiple of 576 B):
+#   window (every layer): 64-token blocks, 64 × 584 = 37,376 → 65 × 576 = 37,440 B, W = 128
+#   ratio-4 latent: 256-token blocks of 256 / 4 = 64 rows: 37,376 → 37,440 B
+#   ratio-4 indexer keys: 64 rows × (128 + 128 / 128 × 4 = 132) = 8,448 → 15 × 576 = 8,640 B
+#   ratio-128 latent: 256 / 128 = 2 rows × 584 = 1,168 → 3 × 576 = 1,728 B
+#   ratio-4 compressor state: 4-token blocks of 2 × 2 × 512 float32 = 8,192 B a row:
+#     32,768 → 57 × 576 = 32,832 B, a window of 8 rows
+#   ratio-4 indexer compressor state: 4 × 2 × 2 × 128 × 4 = 8,192 → 8,640 B, window 8
+#   ratio-128 compressor state: 8-token blocks of 2 × 512 × 4 = 4,096 B: 32,768 → 32,832 B,
+#     window 128
+# Buckets (one spec type and block size): windows; the 256-token full-attention specs; the
+# ratio-4 states; the ratio-128 states. The ratio-4 state bucket mixes two page sizes in equal
+# counts, so the buckets of one page size each are split into groups of about as many layers
+# (_approximate_gcd over the balanced buckets' counts, no fewer than that bucket's).
+# A block id spans the widest group; a request at L tokens needs cdiv(L, 256) full blocks and
+# cdiv(min(W − 1 + 2 × max_num_batched_tokens, L), block) + 1 of each window and state group.
+
+
+def vllm_v4(name, seqs, length=L, **kw):
+    from kvcore import find_gpu, get_format
+    from kvcore.engines import EngineRequest, EngineSettings, engine_plan
+    fmt = get_format(kw.pop("kv", "fp8_e4m3"))
+    settings = EngineSettings(**kw.pop("settings", {}))
+    return engine_plan("vllm", EngineRequest(
+        spec=spec(name), context=length, sequences=seqs, cache=CacheOptions(kv_k=fmt, kv_v=fmt),
+        gpus=(find_gpu(kw.pop("gpu", "h200")),), settings=settings,
+        parallel=kw.pop("parallel", Parallel(tp=8)), **kw))
+
+
+def test_vllm_v4_flash_pages_and_groups():
+    from kvcore.engines.vllm_dsv4 import approximate_gcd, bytes_per_block, groups, layer_specs
+    s = spec("deepseek-v4-flash")
+    pages = {ls.what: (ls.page, n) for ls, n in layer_specs(s)}
+    assert pages == {"window": (37_440, 43), "c4 latent": (37_440, 21),
+                     "c4 indexer": (8_640, 21), "c4 state": (32_832, 21),
+                     "c4 indexer state": (8_640, 21), "c128 latent": (1_728, 20),
+                     "c128 state": (32_832, 20)}
+    # balanced bucket counts 43 (windows), 21 (ratio-4 states), 20 (ratio-128 states), no
+    # fewer than 21: d = 22 pads 1 + 1 + 2 = 4 (d = 21 pads 20 + 0 + 1 = 21)
+    assert approximate_gcd([43, 21, 20], 21) == 22
+    gs = groups(s)
+    # windows in cdiv(43, 22) = 2 groups of 22 and 21; full 21 × 37,440 + 21 × 8,640 +
+    # 20 × 1,728 = 1,002,240; ratio-4 states 21 × (32,832 + 8,640) = 870,912; ratio-128
+    # states 20 × 32,832 = 656,640
+    assert sorted((g.layers, g.bytes) for g in gs) == sorted([
+        (22, 823_680), (21, 786_240), (62, 1_002_240), (42, 870_912), (20, 656_640)])
+    assert bytes_per_block(gs) == 1_002_240
+
+
+def test_vllm_v4_flash_from_a_budget():
+    # 100 GiB // 1,002,240 = 107,134 blocks; at 131,072 tokens with max_num_batched_tokens
+    # 8,192 (H200: 70 to 160 GiB) and 2 batches in flight (16,384 tokens) a request needs
+    # 512 (full) + 2 × (cdiv(127 + 16,384, 64) + 1 = 259) + (cdiv(7 + 16,384, 4) + 1 = 4,099)
+    # + (cdiv(127 + 16,384, 8) + 1 = 2,065) = 7,194 blocks
+    r = vllm_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3)
+    assert r.blocks == 107_134 and r.extra["bytes_per_block"] == 1_002_240
+    assert r.extra["blocks_per_request"] == 7_194 and r.extra["in_flight_tokens"] == 16_384
+    assert r.max_concurrency == 107_134 / 7_194
+    # the null block held back: (107,134 − 1) // 7,194 = 14
+    assert r.max_sequences == 14 and r.fits
+    assert r.log_lines == (
+        "Available KV cache memory: 100.0 GiB",
+        "GPU KV cache size: 1,951,941 tokens, Maximum concurrency for 131,072 tokens per "
+        "request: 14.89x")
+    assert r.block_tokens == 256 and "--kv-cache-dtype fp8" in r.command
+
+
+def test_vllm_v4_pro_from_a_budget():
+    # Pro: 61 windows, 30 ratio-4 and 31 ratio-128 layers; balanced counts 61, 30, 31, no
+    # fewer than 30: d = 31 pads 1 + 1 + 0 = 2; windows in 2 groups of 31 and 30; full
+    # 30 × 37,440 + 30 × 8,640 + 31 × 1,728 = 1,435,968 B a block (the widest);
+    # 30 GiB (beside 99.1 GiB of weights a card) // 1,435,968 = 22,432; the same 7,194 blocks
+    # a request
+    from kvcore.engines.vllm_dsv4 import groups
+    assert sorted(g.bytes for g in groups(spec("deepseek-v4-pro"))) == [
+        1_017_792, 1_123_200, 1_160_640, 1_244_160, 1_435_968]
+    r = vllm_v4("deepseek-v4-pro", 1, kv_budget_bytes=30 * 1024**3, kv="f16")
+    assert r.blocks == 22_432 and r.extra["blocks_per_request"] == 7_194
+    assert r.kv_tokens == int(22_432 / 7_194 * L) == 408_702
+    # f16 stands for auto, which vLLM turns into fp8_ds_mla all the same
+    assert "--kv-cache-dtype" not in r.command and "fp8_ds_mla" in r.notes[0]
+
+
+def test_vllm_v4_request_blocks_follow_batch_and_length():
+    # --max-num-batched-tokens 2,048: 4,096 in flight: 512 + 2 × (cdiv(4,223, 64) + 1 = 67)
+    # + (cdiv(4,103, 4) + 1 = 1,027) + (cdiv(4,223, 8) + 1 = 529) = 2,202
+    r = vllm_v4("deepseek-v4-flash", 1, kv_budget_bytes=100 * 1024**3,
+                settings={"max_num_batched_tokens": 2048})
+    assert r.extra["blocks_per_request"] == 2_202 and "--max-num-batched-tokens 2048" in r.command
+    # 8,192 tokens: the windows hold the whole request: 32 + 2 × (128 + 1) + (2,048 + 1)
+    # + (1,024 + 1) = 3,364
+    r = vllm_v4("deepseek-v4-flash", 1, length=8192, kv_budget_bytes=100 * 1024**3)
+    assert r.extra["blocks_per_request"] == 3_364
+    # B200 (179 GiB): 16,384 batched tokens, 32,768 in flight
+    r = vllm_v4("deepseek-v4-flash", 1, gpu="b200", kv_budget_bytes=100 * 1024**3)
+    assert r.extra["in_flight_tokens"] == 32_768
+
+
+def test_vllm_v4_too_small_a_budget_prints_vllms_error():
+    # 4 GiB // 1,002,240 = 4,285 blocks < 7,194: the check plans against 4 GiB − one block
+    r = vllm_v4("deepseek-v4-flash", 1, kv_budget_bytes=4 * 1024**3)
+    assert r.blocks == 4_285 and not r.fits and r.max_sequences == 0
+    needed = 7_194 * 1_002_240
+    assert r.log_lines[-1].startswith(
+        f"ValueError: To serve at least one request with the model's max seq len (131072), "
+        f"({round(needed / 1024**3, 2)} GiB KV cache is needed")
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--pp", "2"), "pipeline parallelism"),
+    (("--dp", "2"), "data parallelism"),
+    (("--mtp",), "MTP"),
+    (("--speculative-tokens", "1"), "speculative decoding"),
+    (("--block-size", "64"), "blocks of 256 tokens"),
+    (("--kv", "fp8_e5m2"), "fp8_e5m2"),
+    (("--kv", "q8_0"), "q8_0"),
+    (("--gpu", "a100"), "Hopper sm90 and Blackwell sm100"),
+    (("--gpu", "rtx-5090"), "Hopper sm90 and Blackwell sm100"),
+])
+def test_vllm_v4_refuses_what_it_does_not_size(args, words, capsys):
+    base = ["--ctx", "128k", "--engine", "vllm", "--tp", "8"]
+    if "--gpu" not in args:
+        base += ["--gpu", "h200"]
+    code, out, err = run(capsys, "deepseek-v4-flash", *base, *args)
+    assert code == 2 and out == "" and words in err and err.count("\n") == 1
+
+
+def test_vllm_v4_refuses_sglangs_repack(capsys):
+    code, out, err = run(capsys, ref("deepseek-v4-pro-fp8-sgl"), "--ctx", "128k", "--engine",
+                         "vllm", "--gpu", "h200", "--tp", "8")
+    assert code == 2 and out == "" and "model_type deepseek_ref" in err
+    assert err.count("\n") == 1
+
+
+def test_vllm_v4_pages_reproduce_a_real_022_log():
+    # vllm-project/vllm#44376 (tests/data/engine_logs/vllm-deepseek-v4-flash-2xgh200-tp2-fp8):
+    # vLLM 0.22, Flash, LLM(max_model_len=30000, block_size=256, kv_cache_dtype fp8) on GH200
+    # printed "(6.66 GiB KV cache is needed ... available KV cache memory (5.44 GiB) ...
+    # estimated maximum model length is 13528". 0.22 (package commit g0b3ba88f1,
+    # v1/core/kv_cache_utils.py _pool_bytes_per_block, _get_kv_cache_groups_uniform_groups)
+    # grouped the same specs into the same five groups, but a block spanned the sum of the
+    # full specs' distinct pages (37,440 + 8,640 + 1,728 = 47,808) × the most layer tuples of
+    # any group (22) = 1,051,776 B, and a window kept W − 1 + max_num_batched_tokens (16,384
+    # for the LLM class on a ≥ 70 GiB card) tokens. The pages and per-group block counts are
+    # kvplan's own:
+    from kvcore.engines.vllm_dsv4 import groups, layer_specs
+    s = spec("deepseek-v4-flash")
+    full_pages = {ls.page for ls, _ in layer_specs(s) if ls.kind == "full"}
+    per_block = sum(full_pages) * 22
+    assert per_block == 1_051_776
+    gs = groups(s)
+
+    def needed(length):
+        return per_block * sum(g.blocks_per_request(length, 16_384) for g in gs)
+
+    # 30,000 tokens: 118 + 2 × 259 + 4,099 + 2,065 = 6,800 blocks
+    assert needed(30_000) == 6_800 * per_block and round(needed(30_000) / 1024**3, 2) == 6.66
+    # the estimate 13,528 bounds the available memory: needed(13,528) ≤ it < needed(13,529),
+    # both printing as 5.44 GiB
+    low, high = needed(13_528), needed(13_529)
+    assert low < high and round(low / 1024**3, 2) == round((high - 1) / 1024**3, 2) == 5.44
+
+
+def test_vllm_v4_budget_alone_and_find_gpu(capsys):
+    # no card: max_num_batched_tokens 8,192 as on an H200, so the same 7,194 blocks a request;
+    # 40 GiB // 1,002,240 = 42,853 blocks
+    code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "vllm",
+                       "--kv-budget", "40GiB", "--json")
+    report = json.loads(out)["engine_report"]
+    assert code == 0 and report["blocks"] == 40 * 1024**3 // 1_002_240 == 42_853
+    assert report["extra"]["blocks_per_request"] == 7_194
+    # the card check is per card, so find-gpu still searches
+    code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "vllm",
+                       "--find-gpu")
+    assert code == 0 and "smallest:" in out

@@ -60,8 +60,9 @@ def stage_split(engine: str) -> Split:
 
 #: kinds whose allocation an engine profile may not model: it refuses them, raw sizes them
 _UNMODELLED = (LayerKind.COMPRESSED, LayerKind.INDEX, LayerKind.COMPRESSOR)
-#: engines that size DeepSeek-V4's compressed pools themselves (SGLang's DSV4PoolConfigurator)
-_SIZES_DEEPSEEK_V4 = frozenset({"sglang"})
+#: engines that size DeepSeek-V4's compressed caches themselves (SGLang's DSV4PoolConfigurator,
+#: vLLM's packed KV cache groups)
+_SIZES_DEEPSEEK_V4 = frozenset({"sglang", "vllm"})
 
 
 def _scheme(request: EngineRequest) -> str:

@@ -363,6 +363,9 @@ def plan(req: EngineRequest) -> EngineReport:
     # n_heads_in_group KV heads) only where block_configs' attention is not a no-op, so only
     # those layers get a cache; replace_with_linear it does not build
     refuse_nas_layout("vLLM", req.spec)
+    if any(g.kind is LayerKind.COMPRESSED for g in req.spec.groups):
+        from .vllm_dsv4 import plan as dsv4_plan
+        return dsv4_plan(req)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     if opts.hot_format is not None or opts.keep_fraction < 1:

@@ -1,0 +1,358 @@
+"""vLLM's KV cache for DeepSeek-V4's compressed sparse attention (release 0.33.0).
+
+Sources read (vllm-project/vllm, the v0.33.0 release package, ``vllm/_version.py`` commit
+g4ba787ec9): ``vllm/models/deepseek_v4/attention.py`` (DeepseekV4Attention: the compressed
+latent's MLAAttentionSpec, the indexer's key cache, ``_resolve_dsv4_kv_cache_dtype``),
+``vllm/models/deepseek_v4/compressor.py`` (CompressorStateCache: the compressor's float32
+state as a sliding-window spec of 4- or 8-token blocks), ``vllm/v1/attention/backends/mla/
+sparse_swa.py`` (DeepseekV4SWACache: the 128-token window in 64-token blocks of 584-byte rows),
+``vllm/models/deepseek_v4/sparse_mla.py`` (FLASHMLA_SPARSE_DSV4: blocks of 256, sm90/sm100,
+kv dtypes auto/fp8/fp8_ds_mla), ``vllm/models/deepseek_v4/nvidia/model.py``
+(``_select_dsv4_attn_cls``: FlashMLA except on sm12x), ``vllm/v1/kv_cache_interface.py``
+(page = states × row, rounded up to ``alignment``; window admission
+``cdiv(min(W − 1 + in-flight, L), block) + 1``), ``vllm/v1/core/kv_cache_planning.py``
+(``_get_packed_kv_cache_groups``, ``_approximate_gcd``, ``_get_kv_cache_bytes_per_block``,
+``get_kv_cache_configs``, the admission check), ``vllm/v1/core/kv_cache_utils.py``
+(``get_max_concurrency_for_kv_cache_config``, ``update_kv_cache_capacity``'s one log line),
+``vllm/v1/attention/backends/utils.py`` (``resolve_kv_cache_layout``: the indexer backend
+alone declares layouts, BLHNC first, so blocks are outermost), ``vllm/platforms/
+interface.py`` (``_preferred_block_size_for_backends``: lcm(256, 32, 256, 1) = 256),
+``vllm/config/vllm.py`` (``max_in_flight_tokens`` = (pp + 1) × max_num_batched_tokens with
+async scheduling on the V2 model runner), ``vllm/engine/arg_utils.py`` (``get_batch_defaults``).
+
+Every layer keeps the window; a ratio-4 layer adds its compressed latent, the indexer's keys
+and two compressor states; a ratio-128 layer its compressed latent and one compressor state.
+Layers of one spec type and block size share a bucket; buckets become groups that share one
+pool of block ids, each block id spanning the widest group's pages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InputError
+from ..gpus import GPU
+from ..model import LayerKind, ModelSpec
+from ..plan import MAX_SEQUENCES, largest
+from .base import (
+    EngineReport,
+    EngineRequest,
+    GiB,
+    model_ref,
+    need_gpu,
+    parallel_flags,
+    rank_weights,
+    single_format,
+)
+
+NAME = "vllm"
+#: the release whose source this module follows
+RELEASE = "0.33.0"
+#: blocks of the compressed latent and indexer specs: the one size FLASHMLA_SPARSE_DSV4 and
+#: DEEPSEEK_V4_INDEXER take ([256]) that the window (MultipleOf(32)) and compressor
+#: (MultipleOf(1)) backends also take
+BLOCK = 256
+#: DeepseekV4SWACache's block (its constructor default; DeepseekV4Attention passes none)
+SWA_BLOCK = 64
+#: one token's fp8_ds_mla row: 448 fp8 NoPE values, 64 bf16 RoPE values, 7 UE8M0 scales and a
+#: pad byte (state_content_bytes of the window and compressed specs)
+ROW_BYTES = 448 + 64 * 2 + 448 // 64 + 1
+#: fp8_ds_mla pages are rounded up to a multiple of 576 bytes (FlashMLA's alignment)
+ALIGN = 576
+#: the indexer key: fp8 values with one float32 scale per 128 (132 B for 128 values)
+INDEX_QUANT_BLOCK = 128
+#: CompressorStateCache: block 4 at ratio 4, 8 at ratio 128; float32 state
+STATE_BLOCK = {4: 4, 128: 8}
+STATE_BYTES = 4
+#: kvplan format names vLLM takes for this model: "auto" and "fp8" both become fp8_ds_mla
+FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8"}
+ARCH = "DeepseekV4ForCausalLM"
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _ceil(a, b) * b
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One layer's spec as vLLM's grouping sees it: its type, block, window and page."""
+
+    what: str
+    #: "full" (MLAAttentionSpec) or "sliding" (SlidingWindowMLASpec)
+    kind: str
+    block: int
+    page: int
+    window: int | None = None
+
+    @property
+    def bucket(self) -> tuple[str, int, int | None]:
+        # UniformTypeKVCacheSpecs.is_uniform_type: one block size; full-attention specs go
+        # together, sliding-window MLA specs only with the same window
+        return (self.kind, self.block, self.window if self.kind == "sliding" else None)
+
+    def blocks_per_request(self, max_len: int, in_flight: int) -> int:
+        if self.kind == "full":
+            return _ceil(max_len, self.block)
+        assert self.window is not None
+        return _ceil(min(self.window - 1 + in_flight, max_len), self.block) + 1
+
+
+def _geometry(spec: ModelSpec) -> tuple[int, int, int, int, int, int]:
+    """(layers, ratio-4 layers, ratio-128 layers, latent width, index width, window)."""
+    groups = spec.groups_for()
+    window = next(g for g in groups if g.kind is LayerKind.SLIDING)
+    c4 = next((g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == 4), None)
+    c128 = next((g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == 128), None)
+    index = next((g for g in groups if g.kind is LayerKind.INDEX), None)
+    return (window.count, c4.count if c4 else 0, c128.count if c128 else 0, window.head_dim_k,
+            index.head_dim_k if index else 0, window.window or 0)
+
+
+def layer_specs(spec: ModelSpec) -> list[tuple[LayerSpec, int]]:
+    """Each kind of layer spec vLLM collects for one rank, with how many layers hold it
+    (every spec has max_tp_shards 1: each tensor-parallel rank holds all of them)."""
+    layers, n4, n128, latent, index_dim, window = _geometry(spec)
+    out = [(LayerSpec("window", "sliding", SWA_BLOCK,
+                      _round_up(SWA_BLOCK * ROW_BYTES, ALIGN), window), layers)]
+    if n4:
+        index_row = index_dim + index_dim // INDEX_QUANT_BLOCK * 4
+        out += [
+            (LayerSpec("c4 latent", "full", BLOCK,
+                       _round_up(BLOCK // 4 * ROW_BYTES, ALIGN)), n4),
+            (LayerSpec("c4 indexer", "full", BLOCK,
+                       _round_up(BLOCK // 4 * index_row, ALIGN)), n4),
+            # kv and score state of an overlapping compressor: 2 × 2 × width values a row,
+            # a sliding window of 2 × 4 rows
+            (LayerSpec("c4 state", "sliding", STATE_BLOCK[4],
+                       _round_up(STATE_BLOCK[4] * 4 * latent * STATE_BYTES, ALIGN), 8), n4),
+            (LayerSpec("c4 indexer state", "sliding", STATE_BLOCK[4],
+                       _round_up(STATE_BLOCK[4] * 4 * index_dim * STATE_BYTES, ALIGN), 8), n4),
+        ]
+    if n128:
+        out += [
+            (LayerSpec("c128 latent", "full", BLOCK,
+                       _round_up(BLOCK // 128 * ROW_BYTES, ALIGN)), n128),
+            (LayerSpec("c128 state", "sliding", STATE_BLOCK[128],
+                       _round_up(STATE_BLOCK[128] * 2 * latent * STATE_BYTES, ALIGN), 128),
+             n128),
+        ]
+    return out
+
+
+def approximate_gcd(values: list[int], lower: int) -> int:
+    """kv_cache_planning._approximate_gcd: the d in [lower, max] that rounds the values up
+    to multiples of d with the least padding, the larger d on a tie."""
+    best, best_pad = lower, None
+    for d in range(lower, max(values) + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad is None or pad <= best_pad:
+            best, best_pad = d, pad
+    return best
+
+
+@dataclass(frozen=True)
+class Group:
+    """One KV cache group: its layers' specs (with counts) and what a block of it holds."""
+
+    specs: tuple[tuple[LayerSpec, int], ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.page * n for s, n in self.specs)
+
+    @property
+    def layers(self) -> int:
+        return sum(n for _, n in self.specs)
+
+    def blocks_per_request(self, max_len: int, in_flight: int) -> int:
+        # UniformTypeKVCacheSpecs.max_memory_usage_pages: the most any of its layers needs
+        return max(s.blocks_per_request(max_len, in_flight) for s, _ in self.specs)
+
+
+def groups(spec: ModelSpec) -> list[Group]:
+    """kv_cache_planning._get_packed_kv_cache_groups for this model's specs (no Mamba or
+    circular-buffer specs; at least one bucket mixing page sizes in equal counts)."""
+    buckets: dict[tuple[str, int, int | None], list[tuple[LayerSpec, int]]] = {}
+    for s, n in layer_specs(spec):
+        buckets.setdefault(s.bucket, []).append((s, n))
+    info = []
+    for members in buckets.values():
+        by_page: dict[int, list[tuple[LayerSpec, int]]] = {}
+        for s, n in members:
+            by_page.setdefault(s.page, []).append((s, n))
+        counts = {p: sum(n for _, n in ms) for p, ms in by_page.items()}
+        info.append((members, by_page, counts, len(set(counts.values())) == 1))
+    floor = max((max(c.values()) for _, _, c, bal in info if bal and len(c) > 1), default=0)
+    if not floor:
+        raise InputError("kvplan does not model vllm's packing of DeepSeek-V4 without ratio-4 "
+                         "layers (no bucket mixing page sizes: the state-bucket split is not "
+                         "sized); --engine raw sizes the cache itself", field="engine")
+    repeats = approximate_gcd([max(c.values()) for _, _, c, bal in info if bal], floor)
+    out: list[Group] = []
+    for members, by_page, counts, balanced in info:
+        n_groups = _ceil(max(counts.values()), repeats) if balanced else 1
+        if n_groups == 1:
+            out.append(Group(tuple(members)))
+            continue
+        # a balanced bucket's layers, one of each page size a repeat, dealt round-robin
+        assert all(len(ms) == 1 for ms in by_page.values())
+        total = next(iter(counts.values()))
+        for i in range(n_groups):
+            share = len(range(i, total, n_groups))
+            out.append(Group(tuple((ms[0][0], share) for ms in by_page.values())))
+    return out
+
+
+def bytes_per_block(gs: list[Group]) -> int:
+    """_get_kv_cache_bytes_per_block, blocks outermost: the widest group's pages (no stride
+    alignment beyond 1: the 256-token kernels match the 256-token block)."""
+    return max(g.bytes for g in gs)
+
+
+def default_batched_tokens(gpu: GPU) -> int:
+    """`vllm serve`'s max_num_batched_tokens (EngineArgs.get_batch_defaults, API server):
+    16,384 on cards of 160 GiB or more, 8,192 from 70 GiB but on A100s (and GB10, an sm12x
+    card this path does not reach), else 2,048; chunked prefill is on, so max_model_len does
+    not raise it."""
+    if gpu.total_bytes >= 160 * GiB:
+        return 16_384
+    if gpu.total_bytes >= 70 * GiB and "a100" not in gpu.name.lower():
+        return 8_192
+    return 2_048
+
+
+def _refuse(what: str) -> InputError:
+    return InputError(f"kvplan does not model vllm's DeepSeek-V4 cache with {what}; "
+                      "--engine raw sizes the cache itself", field="engine")
+
+
+def _fmt_gib(n: int) -> str:
+    # vllm.utils.mem_utils.format_gib: str(round(bytes / GiB, 2))
+    return str(round(n / GiB, 2))
+
+
+def plan(req: EngineRequest) -> EngineReport:
+    from .vllm import NCCL, NON_TORCH, UTILIZATION, activation_peak
+
+    s, opts, p = req.settings, req.cache, req.parallel
+    k_name = single_format("vLLM", opts, FORMATS)
+    if opts.hot_format is not None or opts.keep_fraction < 1:
+        raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
+    if req.spec.model_type != "deepseek_v4" or req.spec.architecture not in ("", ARCH):
+        raise _refuse(f"model_type {req.spec.model_type} (its DeepSeek-V4 path reads the "
+                      "deepseek_v4 config of DeepseekV4ForCausalLM)")
+    if p.pp > 1:
+        raise _refuse("pipeline parallelism (each stage's projection of the packed groups)")
+    if p.dp > 1:
+        raise _refuse("data parallelism (the batched DP MoE batch default)")
+    if s.speculative_tokens or opts.mtp:
+        raise _refuse("MTP / speculative decoding (draft layers, retained window tokens)")
+    if s.offload_bytes:
+        raise _refuse("KV offload")
+    if s.block_size not in (None, BLOCK):
+        raise InputError(f"vLLM's DeepSeek-V4 kernels take blocks of {BLOCK} tokens; "
+                         f"--block-size {s.block_size} is not sized", field="block_size")
+    _, _, _, latent, index_dim, _ = _geometry(req.spec)
+    if latent != 512 or index_dim not in (0, 128):
+        raise _refuse(f"a latent of {latent} or an index key of {index_dim} values (its "
+                      "kernels take 512 and 128)")
+    weights, shares = rank_weights(req, f32_as="bf16")
+    gpu = shares[0].gpu if shares else None
+    if gpu is not None and gpu.cuda_family not in (9, 10):
+        # FLASHMLA_SPARSE_DSV4 (supports_compute_capability 9, 10) keeps fp8_ds_mla rows;
+        # sm12x runs the FlashInfer class with plain bf16/fp8 rows
+        raise _refuse(f"the {gpu.name} (its fp8_ds_mla FlashMLA path runs on Hopper sm90 and "
+                      "Blackwell sm100 cards)")
+    if gpu is None and req.kv_budget_bytes is None:
+        raise need_gpu()
+    util = s.gpu_memory_utilization or UTILIZATION
+    # no card named (a KV budget alone): the default of the 70 to 160 GiB cards, as the other
+    # vLLM plans take it
+    mbt = s.max_num_batched_tokens or (default_batched_tokens(gpu) if gpu else 8_192)
+    # async scheduling on the V2 model runner (both defaults): pp + 1 batches in flight
+    in_flight = (p.pp + 1) * mbt
+    act = activation_peak(req.spec, p.tp, mbt)
+    non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
+    sh = shares[0]
+    if req.kv_budget_bytes is not None:
+        avail = req.kv_budget_bytes
+    else:
+        assert gpu is not None
+        avail = int(gpu.total_bytes * util) - sh.weights_bytes - act - non_torch
+    gs = groups(req.spec)
+    per_block = bytes_per_block(gs)
+    num_blocks = max(0, avail) // per_block
+
+    def per_request(length: int) -> int:
+        return sum(g.blocks_per_request(length, in_flight) for g in gs)
+
+    # the pool holds one null block back; vLLM's start-up check plans against the rest
+    usable = max(0, num_blocks - 1)
+    max_len = req.context
+    conc = num_blocks / per_request(max_len)
+    tokens = int(conc * max_len)
+    fits = avail > 0 and usable >= per_request(max_len) * req.sequences
+    max_ctx = largest(lambda n: n == 0 or usable >= per_request(n) * req.sequences, 1 << 31)
+    max_seqs = min(MAX_SEQUENCES, usable // per_request(max_len))
+    lines = [f"Available KV cache memory: {_fmt_gib(avail)} GiB",
+             f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {max_len:,} "
+             f"tokens per request: {conc:.2f}x"]
+    check = avail - per_block
+    if avail <= 0 or check <= 0:
+        lines.append("ValueError: No available memory for the cache blocks. Try increasing "
+                     "`gpu_memory_utilization` when initializing the engine.")
+    elif per_request(max_len) * per_block > check:
+        needed = per_request(max_len) * per_block
+        est = largest(lambda n: n == 0 or per_request(n) * per_block <= check, max_len)
+        # the estimate is left out when not even one token fits
+        estimate = (f" Based on the available memory, the estimated maximum model length "
+                    f"is {est}." if est else "")
+        lines.append(
+            f"ValueError: To serve at least one request with the model's max seq len "
+            f"({max_len}), ({_fmt_gib(needed)} GiB KV cache is needed, which is larger than the "
+            f"available KV cache memory ({_fmt_gib(check)} GiB).{estimate}")
+    layout = ", ".join(f"{g.layers} layers of {g.bytes:,} B" for g in gs)
+    notes = (
+        f"vLLM {RELEASE}: DeepSeek-V4 runs an fp8_ds_mla cache ({ROW_BYTES}-byte rows, pages "
+        f"rounded to {ALIGN} B) whatever the KV format named; {len(gs)} groups ({layout}) "
+        f"share {num_blocks:,} blocks of {per_block:,} B",
+        f"a request reserves {per_request(max_len):,} blocks: the windows and the compressor "
+        f"states keep W − 1 + {in_flight:,} in-flight tokens (2 × --max-num-batched-tokens "
+        f"{mbt:,}); lower --max-num-batched-tokens to fit more",
+    ) + (() if gpu is not None or s.max_num_batched_tokens else (
+        "no card named: max_num_batched_tokens taken as 8,192 (vLLM's default on 70 to 160 GiB "
+        "cards); give --gpu or --max-num-batched-tokens to match the server",))
+    cmd = [f"vllm serve {model_ref(req.spec)}", f"--max-model-len {max_len}",
+           f"--max-num-seqs {req.sequences}", f"--gpu-memory-utilization {util:g}"]
+    if k_name != "auto":
+        cmd.append(f"--kv-cache-dtype {k_name}")
+    cmd += parallel_flags(p, "--tensor-parallel-size", "--pipeline-parallel-size",
+                          "--data-parallel-size")
+    if s.max_num_batched_tokens:
+        cmd.append(f"--max-num-batched-tokens {mbt}")
+    return EngineReport(
+        engine=NAME,
+        budget_bytes=(int(gpu.total_bytes * util)
+                      if req.kv_budget_bytes is None and gpu is not None else None),
+        weights_bytes=sh.weights_bytes,
+        overheads=(("activation peak", act), ("non-torch (CUDA context, NCCL)", non_torch)),
+        kv_pool_bytes=avail,
+        kv_tokens=tokens,
+        blocks=num_blocks,
+        block_tokens=BLOCK,
+        max_concurrency=conc,
+        max_sequences=max_seqs,
+        max_context=max_ctx,
+        fits=fits,
+        log_lines=tuple(lines),
+        command=" ".join(cmd),
+        notes=notes,
+        extra={"bytes_per_block": per_block, "groups": [g.bytes for g in gs],
+               "blocks_per_request": per_request(max_len), "in_flight_tokens": in_flight,
+               "weights": weights.format, "release": RELEASE},
+    )
+
