@@ -99,6 +99,8 @@ GEMMA3N_TYPES = frozenset({"gemma3n", "gemma3n_text"})
 MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
 #: Step-3.5/3.7: ``attention_other_setting`` gives the layers of one type other heads
 STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
+#: Laguna: query heads per layer, a softplus output gate (g_proj), dense/sparse MLP per layer
+LAGUNA_TYPES = frozenset({"laguna"})
 
 
 def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -700,6 +702,11 @@ def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[i
         for i, ks in enumerate(kinds):
             if kind in ks:
                 out[i] = _Attn(o_kv, o_dim, o_dim, o_q)
+    elif mt in LAGUNA_TYPES:
+        # vLLM / SGLang / transformers laguna: num_attention_heads_per_layer[i] query heads,
+        # num_key_value_heads × head_dim K and V in every layer
+        q_heads = _laguna(r, n, n_heads, head_dim).q_heads
+        out = [_Attn(kv_list[i], head_dim, head_dim, q_heads[i]) for i in range(n)]
     if mt in GEMMA4_TYPES or mt in GEMMA3N_TYPES:
         shared = _kv_shared_layers(r, kinds)
     return out, shared
@@ -720,6 +727,93 @@ def _kv_shared_layers(r: _Reader, kinds: list[set[LayerKind]]) -> frozenset[int]
                 f"num_kv_shared_layers {n_shared}: layer {i} has no earlier layer of its "
                 "attention type to share a cache with", field="num_kv_shared_layers")
     return frozenset(range(first, n))
+
+
+class _Laguna(NamedTuple):
+    """Laguna's per-layer fields: query heads, the output gate's width per query head (1: one
+    scalar a head, head_dim: one a channel, 0: no gate) and which layers run the MoE block."""
+
+    q_heads: list[int]
+    gate_per_head: int
+    sparse: list[bool]
+
+
+#: Laguna's ``gating`` values -> per head (True) or per element (False); vLLM laguna.py and
+#: SGLang configs/laguna.py read True as per-head (transformers' LagunaConfig has no other)
+_LAGUNA_GATING = {True: True, "per-head": True, "per_head": True, "per-element": False,
+                  "per_element": False}
+
+
+def _laguna(r: _Reader, n_layers: int, n_heads: int, head_dim: int) -> _Laguna:
+    """Read Laguna's ``num_attention_heads_per_layer``, ``gating`` / ``gating_types`` and
+    ``mlp_layer_types`` (with ``mlp_only_layers`` / ``decoder_sparse_step`` where a config also
+    gives them: they must agree), as transformers' modeling_laguna.py builds the layers."""
+    cfg = r.cfg
+    heads = cfg.get("num_attention_heads_per_layer")
+    if heads is None:
+        q_heads = [n_heads] * n_layers
+    else:
+        if not isinstance(heads, list) or len(heads) != n_layers:
+            raise ConfigError(f"config.json 'num_attention_heads_per_layer' must list one head "
+                              f"count per layer ({n_layers})",
+                              field="num_attention_heads_per_layer")
+        q_heads = [_check_int("num_attention_heads_per_layer", h, 1, 1 << 16) for h in heads]
+    kv = r.raw("num_key_value_heads") or n_heads
+    for i, h in enumerate(q_heads):
+        if isinstance(kv, int) and h % kv:
+            raise ConfigError(f"config.json 'num_attention_heads_per_layer'[{i}] ({h}) must be "
+                              f"a multiple of num_key_value_heads ({kv})",
+                              field="num_attention_heads_per_layer")
+    gating = cfg.get("gating", False)
+    if gating is False or gating is None:
+        per_head: bool | None = None
+    elif isinstance(gating, bool | str) and gating in _LAGUNA_GATING:
+        per_head = _LAGUNA_GATING[gating]
+    else:
+        raise ConfigError(f"config.json 'gating' is {shown(gating)}; kvplan sizes Laguna's "
+                          "output gate for true, 'per-head', 'per-element' or false",
+                          field="gating")
+    types = cfg.get("gating_types")
+    if types is not None:
+        # one entry per layer; the engines read only 'gating', so the two must agree
+        want = {True: "per_head", False: "per_element", None: None}[per_head]
+        if (not isinstance(types, list) or len(types) != n_layers
+                or any(t.replace("-", "_") != want if isinstance(t, str) else want is not None
+                       for t in types)):
+            raise ConfigError(f"config.json 'gating_types' must list {want or 'no gate'} for "
+                              f"each of the {n_layers} layers, as 'gating' ({shown(gating)}) "
+                              "says: the engines build one gate for all layers from 'gating'",
+                              field="gating_types")
+    if r.get_bool("use_bidirectional_attention", False):
+        raise ConfigError("config.json 'use_bidirectional_attention' is true: a Laguna model "
+                          "without causal attention is not a decoder kvplan sizes",
+                          field="use_bidirectional_attention")
+    mlp_types = cfg.get("mlp_layer_types")
+    if mlp_types is None:
+        # transformers' LagunaConfig default: the first layer dense, the rest sparse
+        mlp_types = ["dense"] + ["sparse"] * (n_layers - 1)
+    if (not isinstance(mlp_types, list) or len(mlp_types) != n_layers
+            or not all(t in ("dense", "sparse") for t in mlp_types)):
+        raise ConfigError(f"config.json 'mlp_layer_types' must list 'dense' or 'sparse' for "
+                          f"each of the {n_layers} layers", field="mlp_layer_types")
+    sparse = [t == "sparse" for t in mlp_types]
+    if "mlp_only_layers" in cfg or "decoder_sparse_step" in cfg:
+        # vLLM's laguna.py picks MoE layers by mlp_only_layers and decoder_sparse_step
+        step = r.opt_int("decoder_sparse_step", 1, minimum=1) or 1
+        dense = cfg.get("mlp_only_layers") or []
+        if not isinstance(dense, list):
+            raise ConfigError("config.json 'mlp_only_layers' must be a list of layer indices",
+                              field="mlp_only_layers")
+        legacy = [i not in dense and (i + 1) % step == 0 for i in range(n_layers)]
+        if legacy != sparse:
+            first = next(i for i in range(n_layers) if legacy[i] != sparse[i])
+            raise ConfigError(
+                f"config.json 'mlp_layer_types' says layer {first} is '{mlp_types[first]}', "
+                "but mlp_only_layers / decoder_sparse_step make it "
+                f"{'sparse' if legacy[first] else 'dense'}; kvplan cannot tell which one an "
+                "engine follows", field="mlp_layer_types")
+    gate = 0 if per_head is None else 1 if per_head else head_dim
+    return _Laguna(q_heads, gate, sparse)
 
 
 def _gdn_state(r: _Reader) -> tuple[int, int, str]:
@@ -830,6 +924,8 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
         return [False] * n_layers
     if mt == "nemotron_h":
         return [ch == "E" for ch in nemotron_h_pattern(cfg)]
+    if mt in LAGUNA_TYPES:
+        return _laguna(r, n_layers, r.get_int("num_attention_heads", maximum=1 << 16), 0).sparse
     freq = cfg.get("moe_layer_freq")
     if isinstance(freq, list):
         # MiMo-V2 (vLLM mimo_v2_flash.py is_moe_layer), MiniMax-M3: one 0/1 flag per layer
@@ -1092,6 +1188,7 @@ def _count_params(
         shared_inter = moe_inter
     mats = 2 if mt in _UNGATED_MLP else 3
     moe = _moe_layers(r, n_layers, kinds)
+    laguna = _laguna(r, n_layers, n_heads, head_dim) if mt in LAGUNA_TYPES else None
     sparse = _sparse_attention(r, n_layers)
     # the attention block's name in checkpoints (Nemotron-H calls every block a mixer)
     attn_block = ("mixer", "self_attn") if mt == "nemotron_h" else ("self_attn", "attn")
@@ -1104,7 +1201,16 @@ def _count_params(
                  _Part(attn_block, "k_proj", hidden * g.kv * g.dk, g.kv * g.dk)]
         if g.v_proj:
             parts.append(_Part(attn_block, "v_proj", hidden * g.kv * g.dv, g.kv * g.dv))
-        return parts + [_Part(attn_block, "o_proj", g.q_heads * g.dv * hidden, hidden)]
+        parts.append(_Part(attn_block, "o_proj", g.q_heads * g.dv * hidden, hidden))
+        if laguna is not None:
+            # Laguna: g_proj (hidden -> one softplus gate per head, or per channel) and the
+            # RMSNorms of q and k over head_dim (vLLM laguna.py LagunaAttention)
+            if laguna.gate_per_head:
+                width = g.q_heads * laguna.gate_per_head
+                parts.append(_Part(attn_block, "g_proj", hidden * width, width))
+            parts += [_Part(attn_block, "q_norm", g.dk, 0, replicated=True),
+                      _Part(attn_block, "k_norm", g.dk, 0, replicated=True)]
+        return parts
 
     def attention(g: _Attn) -> int:
         return sum(part.params for part in attention_parts(g))
@@ -1276,6 +1382,7 @@ def _count_params(
             else:
                 record(i, attention_parts(geometry[i]))
                 mixer += attention(geometry[i])
+                replicated += sum(p.params for p in attention_parts(geometry[i]) if p.replicated)
         if sparse is not None and sparse.layers[i]:
             # MiniMax-M3's sparse layers project, with q, k and v, index queries (one per
             # index head) and one index key (and value unless disabled)
@@ -1300,7 +1407,20 @@ def _count_params(
                    (top_k, n_experts), role="experts")
             record(i, [_Part(moe_block, "gate", router, n_experts, replicated=True,
                              alias="router", matrices=0 if bare_router else 1)])
-            if shared_mlp and mt in GEMMA4_TYPES:
+            if laguna is not None:
+                # the router's score-correction bias, one per expert (held under
+                # mlp.experts.e_score_correction_bias); the shared expert's three matrices
+                # apart, as the checkpoint's quantization lists them one by one
+                bias = n_experts
+                mlp_total += bias
+                mlp_active += bias
+                replicated += bias
+                record(i, [_Part((f"{mlp_block[0]}.experts",), "e_score_correction_bias", bias,
+                                 0, replicated=True)])
+                record(i, [_Part((f"{mlp_block[0]}.shared_expert",), n, hidden * shared_inter,
+                                 hidden if n == "down_proj" else shared_inter)
+                           for n in ("gate_proj", "up_proj", "down_proj")])
+            elif shared_mlp and mt in GEMMA4_TYPES:
                 # Gemma 4's dense MLP beside its experts
                 record(i, mlp_parts(shared_inter))
             elif shared_mlp:
@@ -1334,6 +1454,12 @@ def _count_params(
         active += mixer + mlp_active + norms + g3n_layer
         replicated += g3n_replicated
 
+    if laguna is not None:
+        # the final RMSNorm (counted for Laguna, whose parameters are counted to the last one)
+        total += hidden
+        active += hidden
+        replicated += hidden
+        modules.append(_module(None, _Part(("norm",), "", hidden, 0, replicated=True)))
     # LFM2 ties its embeddings unless told otherwise ("tie_embedding", default true)
     tied = r.get_bool("tie_word_embeddings", r.get_bool("tie_embedding", mt == "lfm2"))
     embedding = vocab * hidden * (1 if tied else 2)

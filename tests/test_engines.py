@@ -1402,3 +1402,28 @@ def test_gemma4_e2b_per_layer_table_leaves_the_embedding_tied():
     assert not w.lm_head_separate
     assert w.head_bytes == w.embedding_bytes == 262144 * 1536 * 2
     assert w.per_layer_embedding_bytes == 262144 * 35 * 256 * 2
+
+
+# --- Laguna: full + sliding (window 512) layers of 8 KV heads × 128 -------------------------
+
+def test_laguna_under_each_engine():
+    per_layer = 8 * 256 * 2  # 8 KV heads × (128 + 128) × 2 B = 4,096 B a token
+    # SGLang lists LagunaForCausalLM in is_hybrid_swa_model: a full pool (10 layers) and a
+    # window pool (30 layers) holding 0.8 as many tokens
+    r = engine_plan("sglang", req("laguna-xs.2", gpu=None, kv_budget_bytes=4 * GiB))
+    full = int(4 * GiB / (10 * per_layer + 0.8 * 30 * per_layer))
+    assert (r.kv_tokens, r.extra["swa_tokens"]) == (full, int(full * 0.8)) == (30840, 24672)
+    assert r.log_lines[0].startswith("Use sliding window memory pool.")
+    # vLLM: one page size (16 × 4,096 B), groups of 10 layers (1 full, 3 sliding); a request of
+    # 131,072 tokens holds 8,192 full pages and 3 × (ceil((511 + 8,192) / 16) + 1) window pages
+    pool = vllm.pool(load_model("laguna-xs.2"), 4 * GiB, F16, F16, 16)
+    assert (pool.group_size, len(pool.groups)) == (10, 4)
+    assert pool.num_blocks == 4 * GiB // (16 * per_layer) // 10
+    assert pool.blocks_per_request(131072, 8192, 0) == 8192 + 3 * (544 + 1)
+    # llama.cpp (iSWA): 10 layers × 32,768 cells + 30 layers × pad256(512 + 512) = 1,024 cells
+    mem = llamacpp.kv_bytes(load_model("laguna-xs.2"), 32768, 1, "f16", "f16")
+    assert mem.kv_bytes == (10 * 32768 + 30 * 1024) * per_layer
+    # TensorRT-LLM: no window pools by default, every layer at full length; whole 32-token blocks
+    r = engine_plan("trtllm", req("laguna-xs.2", gpu=None, kv_budget_bytes=4 * GiB))
+    assert r.extra["bytes_per_token"] == 40 * per_layer
+    assert r.kv_tokens == -(-(4 * GiB // (40 * per_layer)) // 32) * 32 == 26240

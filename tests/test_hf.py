@@ -888,3 +888,105 @@ def test_gemma3n_modules_add_up_to_its_parameter_count(n_layers, shared, width):
     p = spec_from_config(_gemma3n(n_layers, shared, width), name="g3n", source="test").params
     assert sum(m.params for m in p.modules) == p.total
     assert sum(m.active for m in p.modules) == p.active
+
+
+# --- Laguna (poolside) ----------------------------------------------------------------------
+
+def _laguna_attention(hidden, heads, kv=8, hd=128, gate=1):
+    # q (heads × 128) and o, k and v (8 × 128 each), g_proj (hidden -> heads × gate), the q and k
+    # RMSNorms over head_dim
+    return 2 * hidden * heads * hd + 2 * hidden * kv * hd + hidden * heads * gate + 2 * hd
+
+
+@pytest.mark.parametrize(("model", "hidden", "layers", "swa_heads", "inter", "moe_inter",
+                          "total", "active"), [
+    # S-2.1: 12 full layers of 48 query heads, 36 sliding of 72; layer 0 dense (12,288 wide),
+    # 47 MoE layers of 256 experts × 1,024 (10 active) + one shared expert of 1,024, a
+    # 3072 × 256 router and its 256-value score-correction bias; untied 100,352 × 3072
+    # embedding and head; two norms a layer and the final norm
+    ("laguna-s-2.1", 3072, 48, 72, 12288, 1024, 117_561_977_600, 8_140_974_848),
+    # XS.2: 10 full layers of 48, 30 sliding of 64; layer 0 dense (8,192) by mlp_layer_types
+    # alone (the config has no mlp_only_layers); 39 MoE layers of 256 × 512 (8 active)
+    ("laguna-xs.2", 2048, 40, 64, 8192, 512, 33_442_617_088, 2_811_614_976),
+])
+def test_laguna_parameters_term_by_term(model, hidden, layers, swa_heads, inter, moe_inter,
+                                        total, active):
+    spec = load_model(model)
+    top_k = 10 if model == "laguna-s-2.1" else 8
+    full = layers // 4
+    attn = (full * _laguna_attention(hidden, 48)
+            + (layers - full) * _laguna_attention(hidden, swa_heads))
+    moe_fixed = 3 * hidden * moe_inter + hidden * 256 + 256  # shared expert, router, bias
+    experts = 256 * 3 * hidden * moe_inter
+    dense = 3 * hidden * inter
+    rest = 2 * hidden * layers + 2 * 100352 * hidden + hidden
+    assert spec.params.total == attn + (layers - 1) * (experts + moe_fixed) + dense + rest == total
+    # active: the routed experts a token runs, the head counted once
+    routed = top_k * 3 * hidden * moe_inter
+    assert spec.params.active == (attn + (layers - 1) * (routed + moe_fixed) + dense
+                                  + 2 * hidden * layers + 100352 * hidden + hidden) == active
+    assert sum(m.params for m in spec.params.modules) == total
+    # the cache: 8 KV heads × 128 on every layer, the sliding ones over 512 tokens
+    (f, s) = spec.groups
+    assert (f.kind, f.count, f.n_kv_heads, f.head_dim_k) == ("full", full, 8, 128)
+    assert (s.kind, s.count, s.n_kv_heads, s.window) == ("sliding", layers - full, 8, 512)
+    q = {m.names[0]: m.params for m in spec.params.modules}
+    assert q["layers.0.self_attn.q_proj"] == hidden * 48 * 128
+    assert q["layers.1.self_attn.q_proj"] == hidden * swa_heads * 128
+    assert q["layers.1.self_attn.g_proj"] == hidden * swa_heads
+    assert "layers.0.mlp.gate_proj" in q and "layers.0.mlp.experts" not in q
+
+
+def test_laguna_fp8_checkpoints_priced_module_by_module():
+    from kvcore import weights_for
+    # S-2.1: only the routed experts are fp8 (1 byte + a bf16 scale per 128 × 128 block:
+    # 3072 × 1024 is 24 × 8 blocks); the ignore list keeps attention, g_proj, the router,
+    # the shared experts, layer 0's MLP and lm_head in bf16
+    experts = 47 * 256 * 3 * 3072 * 1024
+    fp8 = experts + 47 * 256 * 3 * 24 * 8 * 2
+    assert weights_for(load_model("laguna-s-2.1")).bytes == \
+        fp8 + (117_561_977_600 - experts) * 2 == 121_589_618_176
+    # XS.2 quantizes every linear layer but attention, g_proj and the router: the experts
+    # (2048 × 512: 16 × 4 blocks), the shared experts and layer 0's 2048 × 8192 MLP (16 × 64)
+    q8 = 39 * (256 * 3 + 3) * 2048 * 512 + 3 * 2048 * 8192
+    scales = 39 * (256 * 3 + 3) * 16 * 4 * 2 + 3 * 16 * 64 * 2
+    assert weights_for(load_model("laguna-xs.2")).bytes == \
+        q8 + scales + (33_442_617_088 - q8) * 2 == 35_309_125_760
+    # every exclusion names a module kvplan counts
+    assert not any("exclusions" in n for n in load_model("laguna-s-2.1").weight_notes)
+
+
+def _laguna_cfg(**over):
+    cfg = copy.deepcopy(real("laguna-xs.2"))
+    cfg.pop("quantization_config")
+    cfg.update(over)
+    return cfg
+
+
+def test_laguna_per_element_gate_and_no_gate():
+    # gating "per-element": g_proj gives one gate a channel (vLLM LagunaAttention: heads × 128)
+    per_head = spec(_laguna_cfg()).params.total
+    per_elem = spec(_laguna_cfg(gating="per-element")).params.total
+    assert per_elem - per_head == 2048 * 127 * (10 * 48 + 30 * 64)
+    assert per_head - spec(_laguna_cfg(gating=False)).params.total == 2048 * (10 * 48 + 30 * 64)
+
+
+@pytest.mark.parametrize(("over", "message"), [
+    ({"gating_types": ["per_element"] * 40}, "'gating_types' must list per_head"),
+    ({"mlp_only_layers": [0, 1]}, "'mlp_layer_types' says layer 1 is 'sparse'"),
+    ({"decoder_sparse_step": 2}, "'mlp_layer_types' says layer 2 is 'sparse'"),
+    ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+    ({"gating": "sigmoid"}, "'gating' is 'sigmoid'"),
+    ({"num_attention_heads_per_layer": [48] * 39}, "num_attention_heads_per_layer"),
+    ({"num_attention_heads_per_layer": [48] * 39 + [60]}, r"\[39\] \(60\) must be a multiple"),
+    ({"mlp_layer_types": ["dense"] * 39}, "'mlp_layer_types' must list"),
+])
+def test_laguna_fields_kvplan_cannot_size_are_refused(over, message):
+    with pytest.raises(ConfigError, match=message):
+        spec(_laguna_cfg(**over))
+
+
+def test_laguna_mlp_only_layers_that_agree_are_read():
+    # S-2.1 gives mlp_only_layers [0] and decoder_sparse_step 1 beside mlp_layer_types
+    base = spec(_laguna_cfg()).params.total
+    assert spec(_laguna_cfg(mlp_only_layers=[0], decoder_sparse_step=1)).params.total == base
