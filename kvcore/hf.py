@@ -39,7 +39,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
     "experts_per_token": (
         "num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "moe_top_k",
-        "top_k_experts",
+        "top_k_experts", "moe_k",
     ),
 }
 
@@ -926,6 +926,19 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
         return [ch == "E" for ch in nemotron_h_pattern(cfg)]
     if mt in LAGUNA_TYPES:
         return _laguna(r, n_layers, r.get_int("num_attention_heads", maximum=1 << 16), 0).sparse
+    if mt == "lfm2_moe":
+        # LFM2-MoE: the first num_dense_layers (default 2) run a dense MLP (vLLM lfm2_moe.py,
+        # transformers Lfm2MoeConfig)
+        dense = r.opt_int("num_dense_layers", 2, minimum=0) or 0
+        return [i >= dense for i in range(n_layers)]
+    if mt.startswith("ernie4_5_moe") or "moe_layer_start_index" in cfg:
+        # ERNIE-4.5: experts in layers start..end (inclusive) whose (i + 1) is a multiple of
+        # moe_layer_interval (vLLM ernie45_moe.py Ernie4_5_MoeDecoderLayer)
+        start = r.opt_int("moe_layer_start_index", 0) or 0
+        end = r.opt_int("moe_layer_end_index", n_layers - 1)
+        assert end is not None
+        step = r.opt_int("moe_layer_interval", 1, minimum=1) or 1
+        return [start <= i <= end and (i + 1) % step == 0 for i in range(n_layers)]
     freq = cfg.get("moe_layer_freq")
     if isinstance(freq, list):
         # MiMo-V2 (vLLM mimo_v2_flash.py is_moe_layer), MiniMax-M3: one 0/1 flag per layer
@@ -985,7 +998,12 @@ def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
     temporal = get("temporal_patch_size") or 1
     merge = get("spatial_merge_size") or 1
     gated = 3 if vision.get("hidden_act") in ("silu", "swiglu") else 2
-    per_layer = 4 * hidden * hidden + gated * hidden * inter + 4 * hidden
+    # q and o are hidden × hidden; k and v narrower where the tower groups its heads
+    # (EXAONE 4.5's vision_config: 32 heads, 8 KV heads)
+    heads = get("num_heads", "num_attention_heads")
+    kv_heads = get("num_key_value_heads")
+    kv_width = hidden * kv_heads // heads if heads and kv_heads and kv_heads < heads else hidden
+    per_layer = 2 * hidden * hidden + 2 * hidden * kv_width + gated * hidden * inter + 4 * hidden
     patch_embed = channels * temporal * patch * patch * hidden
     if get("num_global_layers") is not None and get("max_num_tiles"):
         return _mllama_encoder(vision, hidden, depth, inter, patch, channels, text_hidden)
@@ -998,6 +1016,29 @@ def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
     n_deep = len(deepstack) if isinstance(deepstack, list) else 0
     deep = n_deep * (2 * merged + merged * merged + merged + merged * text_hidden + text_hidden)
     return depth * per_layer + patch_embed + projector + positions + deep
+
+
+def _voxtral_audio(audio: Any, text_hidden: int) -> int:
+    """Voxtral's audio tower: a Whisper encoder (transformers modeling_voxtral.py VoxtralEncoder)
+    and the two-matrix projector to the text width; 0 for any other ``audio_config``.
+
+    Encoder: conv1 (num_mel_bins -> d, 3 taps) and conv2 (d -> d, 3 taps), both biased; a
+    max_source_positions × d position table; per layer q, v and o with biases and k without,
+    fc1 (d -> intermediate) and fc2 back, both biased, and two LayerNorms (weight and bias); a
+    final LayerNorm. Projector: linear_1 (intermediate_size -> text hidden) and linear_2 (text
+    hidden -> text hidden), no biases (VoxtralMultiModalProjector)."""
+    if not isinstance(audio, Mapping) or audio.get("model_type") != "voxtral_encoder":
+        return 0
+    d = _check_int("audio_config.hidden_size", audio.get("hidden_size"), 1, 1 << 16)
+    layers = _check_int("audio_config.num_hidden_layers", audio.get("num_hidden_layers"), 1, 4096)
+    inter = _check_int("audio_config.intermediate_size", audio.get("intermediate_size"), 1, 1 << 20)
+    mels = _check_int("audio_config.num_mel_bins", audio.get("num_mel_bins"), 1, 1 << 16)
+    positions = _check_int("audio_config.max_source_positions",
+                           audio.get("max_source_positions"), 1, 1 << 24)
+    convs = mels * d * 3 + d + d * d * 3 + d
+    layer = 4 * d * d + 3 * d + 2 * d * inter + inter + d + 4 * d
+    projector = inter * text_hidden + text_hidden * text_hidden
+    return convs + positions * d + layers * layer + 2 * d + projector
 
 
 #: parameters of timm's mobilenetv5_300m_enc, Gemma-3n's vision tower (keras-team/keras-hub
@@ -1160,7 +1201,8 @@ def _count_params(
     shared_inter = (r.opt_int("shared_expert_intermediate_size", 0)
                     or r.opt_int("share_expert_dim", 0)
                     or r.opt_int("shared_intermediate_size", 0) or 0)
-    n_shared = r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0) or 0
+    n_shared = (r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0)
+                or r.opt_int("moe_num_shared_experts", 0) or 0)
     if mt == "nemotron_h" and n_shared:
         # NemotronHMoE's shared expert: one ungated MLP of moe_shared_expert_intermediate_size
         # (transformers modeling_nemotron_h.py; the default 7,688 where a config omits it)
@@ -1189,6 +1231,11 @@ def _count_params(
     mats = 2 if mt in _UNGATED_MLP else 3
     moe = _moe_layers(r, n_layers, kinds)
     laguna = _laguna(r, n_layers, n_heads, head_dim) if mt in LAGUNA_TYPES else None
+    # a score-correction bias of one value an expert beside the router, counted where the model
+    # code builds one for every MoE layer: Laguna, ERNIE-4.5 (gate.e_score_correction_bias) and
+    # LFM2-MoE with use_expert_bias (its expert_bias)
+    router_bias = (n_experts if laguna is not None or mt.startswith("ernie4_5_moe")
+                   or (mt == "lfm2_moe" and r.get_bool("use_expert_bias", True)) else 0)
     sparse = _sparse_attention(r, n_layers)
     # the attention block's name in checkpoints (Nemotron-H calls every block a mixer)
     attn_block = ("mixer", "self_attn") if mt == "nemotron_h" else ("self_attn", "attn")
@@ -1407,16 +1454,15 @@ def _count_params(
                    (top_k, n_experts), role="experts")
             record(i, [_Part(moe_block, "gate", router, n_experts, replicated=True,
                              alias="router", matrices=0 if bare_router else 1)])
+            if router_bias:
+                mlp_total += router_bias
+                mlp_active += router_bias
+                replicated += router_bias
+                record(i, [_Part((f"{mlp_block[0]}.experts",), "e_score_correction_bias",
+                                 router_bias, 0, replicated=True)])
             if laguna is not None:
-                # the router's score-correction bias, one per expert (held under
-                # mlp.experts.e_score_correction_bias); the shared expert's three matrices
-                # apart, as the checkpoint's quantization lists them one by one
-                bias = n_experts
-                mlp_total += bias
-                mlp_active += bias
-                replicated += bias
-                record(i, [_Part((f"{mlp_block[0]}.experts",), "e_score_correction_bias", bias,
-                                 0, replicated=True)])
+                # the shared expert's three matrices apart, as the checkpoint's quantization
+                # lists them one by one
                 record(i, [_Part((f"{mlp_block[0]}.shared_expert",), n, hidden * shared_inter,
                                  hidden if n == "down_proj" else shared_inter)
                            for n in ("gate_proj", "up_proj", "down_proj")])
@@ -1461,7 +1507,8 @@ def _count_params(
         replicated += hidden
         modules.append(_module(None, _Part(("norm",), "", hidden, 0, replicated=True)))
     # LFM2 ties its embeddings unless told otherwise ("tie_embedding", default true)
-    tied = r.get_bool("tie_word_embeddings", r.get_bool("tie_embedding", mt == "lfm2"))
+    tied = r.get_bool("tie_word_embeddings",
+                      r.get_bool("tie_embedding", mt in ("lfm2", "lfm2_moe")))
     embedding = vocab * hidden * (1 if tied else 2)
     per_layer = r.opt_int("hidden_size_per_layer_input", 0, maximum=1 << 16) or 0
     per_layer_table = 0
@@ -1488,7 +1535,7 @@ def _count_params(
     if g3n_model:
         # AltUp's embedding and unembedding projections and the final norm
         modules.append(_module(None, _Part(("altup_projections",), "", g3n_model, 0)))
-    encoder = _encoder_params(vision, hidden)
+    encoder = _encoder_params(vision, hidden) + _voxtral_audio(cfg.get("audio_config"), hidden)
     if mt in GEMMA3N_TYPES:
         encoder = _gemma3n_towers(r.cfg, hidden)
     mtp_layer = 0
@@ -1864,8 +1911,11 @@ def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
         return ("this config has no attention_other_setting: the sliding layers are sized "
                 "with the top-level 64 query heads (the published Step-3.7-Flash config gives "
                 "them 96; their KV heads and width are the same, 8 × 128)",)
-    if model_type in GEMMA4_TYPES and isinstance(lm.get("audio_config"), Mapping):
-        # Gemma 4 E2B/E4B carry a conformer audio encoder whose tensors were not read
+    audio = lm.get("audio_config")
+    if (isinstance(audio, Mapping) and model_type not in GEMMA3N_TYPES
+            and audio.get("model_type") != "voxtral_encoder"):
+        # an audio encoder whose tensors were not read (Gemma 4 E2B/E4B's conformer, the
+        # Whisper towers of MiniCPM-o and Qwen-Omni): its weights are not in the figures
         return ("the audio tower (audio_config) is not counted in the weights",)
     return ()
 

@@ -1,7 +1,7 @@
 """Engine profiles: paging, padding, sharding and reporting rules, each checked by hand."""
 
 import pytest
-from test_hf import _gemma3n, _gemma4_e2b
+from test_hf import _ernie45_21b, _gemma3n, _gemma4_e2b, _lfm2_8b
 
 from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model, spec_from_config
 from kvcore.engines import (
@@ -1427,3 +1427,16 @@ def test_laguna_under_each_engine():
     r = engine_plan("trtllm", req("laguna-xs.2", gpu=None, kv_budget_bytes=4 * GiB))
     assert r.extra["bytes_per_token"] == 40 * per_layer
     assert r.kv_tokens == -(-(4 * GiB // (40 * per_layer)) // 32) * 32 == 26240
+
+
+@pytest.mark.parametrize(("config", "arch"), [
+    (_ernie45_21b(), "Ernie4_5_MoeForCausalLM"),
+    (_lfm2_8b(), "Lfm2MoeForCausalLM"),
+])
+def test_trtllm_refuses_ernie45_and_lfm2_moe(config, arch):
+    # neither architecture is in TensorRT-LLM's _arch_index.py MODEL_ARCH_TO_MODULE
+    spec = spec_from_config(config, name="t", source="test")
+    with pytest.raises(InputError, match=f"has no {arch} model"):
+        engine_plan("trtllm", EngineRequest(spec=spec, context=4096, sequences=1,
+                                            cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                            kv_budget_bytes=4 * GiB))

@@ -990,3 +990,100 @@ def test_laguna_mlp_only_layers_that_agree_are_read():
     # S-2.1 gives mlp_only_layers [0] and decoder_sparse_step 1 beside mlp_layer_types
     base = spec(_laguna_cfg()).params.total
     assert spec(_laguna_cfg(mlp_only_layers=[0], decoder_sparse_step=1)).params.total == base
+
+
+# --- MoE layer rules of ERNIE-4.5 and LFM2-MoE; Voxtral's audio tower ------------------------
+
+def _ernie45_21b(**over):
+    # ERNIE-4.5-21B-A3B's geometry: 28 layers, experts in layers 1..27, 64 routed (6 a token)
+    # of 1,536 and 2 shared, tied 103,424 × 2,560 embedding
+    cfg = {"architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe",
+           "hidden_size": 2560, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+           "num_hidden_layers": 28, "num_attention_heads": 20, "num_key_value_heads": 4,
+           "head_dim": 128, "moe_num_experts": 64, "moe_num_shared_experts": 2, "moe_k": 6,
+           "moe_layer_start_index": 1, "moe_layer_end_index": 27, "moe_layer_interval": 1,
+           "vocab_size": 103424, "tie_word_embeddings": True, "hidden_act": "silu"}
+    cfg.update(over)
+    return cfg
+
+
+def test_ernie45_moe_layers_shared_experts_and_top_k():
+    s = spec(_ernie45_21b())
+    h = 2560
+    attn = 2 * h * 2560 + 2 * h * 512
+    # layer 0 dense (12,288); layers 1..27: 64 experts, one shared MLP of 2 × 1,536
+    # (vLLM ernie45_moe.py: moe_intermediate_size × moe_num_shared_experts), the router and its
+    # 64-value e_score_correction_bias
+    moe_fixed = 3 * h * 3072 + h * 64 + 64
+    total = (28 * attn + 3 * h * 12288 + 27 * (64 * 3 * h * 1536 + moe_fixed)
+             + 103424 * h + 28 * 2 * h)
+    assert s.params.total == total == 21_825_435_328
+    # moe_k routes 6 experts a token
+    assert s.params.active == total - 27 * 58 * 3 * h * 1536
+    # every 2nd layer from 1 to 11: layers 1, 3, ..., 11
+    odd = spec(_ernie45_21b(moe_layer_interval=2, moe_layer_end_index=11))
+    dense_layers = 28 - 6
+    assert odd.params.total == (28 * attn + dense_layers * 3 * h * 12288
+                                + 6 * (64 * 3 * h * 1536 + moe_fixed) + 103424 * h + 28 * 2 * h)
+
+
+def _lfm2_8b(**over):
+    # LFM2-8B-A1B's geometry: 24 layers (6 attention, 18 short-conv), the first 2 dense
+    cfg = {"model_type": "lfm2_moe", "vocab_size": 65536, "hidden_size": 2048,
+           "intermediate_size": 7168, "moe_intermediate_size": 1792, "num_hidden_layers": 24,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "conv_L_cache": 3,
+           "num_dense_layers": 2, "num_experts": 32, "num_experts_per_tok": 4,
+           "layer_types": ["conv", "conv", "full_attention", "conv", "conv", "conv",
+                           "full_attention", "conv", "conv", "conv", "full_attention", "conv",
+                           "conv", "conv", "full_attention", "conv", "conv", "conv",
+                           "full_attention", "conv", "conv", "full_attention", "conv", "conv"]}
+    cfg.update(over)
+    return cfg
+
+
+def test_lfm2_moe_dense_layers_tied_embedding_and_expert_bias():
+    s = spec(_lfm2_8b())
+    h = 2048
+    attn = 2 * h * h + 2 * h * 512
+    conv = h * 3 * h + h * 3 + h * h
+    # layers 0 and 1 dense (7,168); 22 MoE layers of 32 × 1,792 with a router and its 32-value
+    # expert_bias; the embedding tied (Lfm2MoeConfig's default)
+    moe = 32 * 3 * h * 1792 + h * 32 + 32
+    total = 6 * attn + 18 * conv + 2 * 3 * h * 7168 + 22 * moe + 65536 * h + 24 * 2 * h
+    assert s.params.total == total == 8_339_927_744
+    assert s.params.embedding == 65536 * h
+    assert spec(_lfm2_8b(num_dense_layers=0)).params.total == \
+        total - 2 * 3 * h * 7168 + 2 * moe
+    assert spec(_lfm2_8b(use_expert_bias=False)).params.total == total - 22 * 32
+
+
+def test_voxtral_counts_its_whisper_audio_tower():
+    s = load_model("voxtral-mini-3b-2507")
+    d, inter = 1280, 5120
+    # conv1 128 -> 1280 and conv2 1280 -> 1280 (3 taps, biased); 1,500 positions; 32 layers of
+    # q, v, o with biases and k without, fc1/fc2 with biases, two LayerNorms; a final LayerNorm;
+    # projector 5,120 -> 3,072 -> 3,072 without biases
+    layer = 4 * d * d + 3 * d + 2 * d * inter + inter + d + 4 * d
+    audio = (128 * d * 3 + d + d * d * 3 + d + 1500 * d + 32 * layer + 2 * d
+             + inter * 3072 + 3072 * 3072)
+    assert s.params.encoder == audio == 662_134_784
+    # the Llama text model: 30 layers, untied 131,072 × 3,072 embedding and head
+    text = 30 * (2 * 3072 * 4096 + 2 * 3072 * 1024 + 3 * 3072 * 8192 + 2 * 3072)
+    assert s.params.total == text + 2 * 131072 * 3072 + audio == 4_676_268_032
+    assert s.notes == ()
+
+
+def test_an_audio_tower_not_read_is_named():
+    cfg = copy.deepcopy(real("voxtral-mini-3b-2507"))
+    cfg["audio_config"]["model_type"] = "whisper"
+    s = spec(cfg)
+    assert s.params.encoder == 0
+    assert s.notes == ("the audio tower (audio_config) is not counted in the weights",)
+
+
+def test_vision_tower_with_grouped_kv_heads():
+    # EXAONE 4.5's tower: 28 layers of 2048, 32 heads but 8 KV heads (k and v 2048 × 512),
+    # SwiGLU of 5,120; patch embedding 3 × 2 × 14 × 14 × 2048; merger 8192² + 8192 × 5120
+    s = load_model("exaone-4.5-33b")
+    layer = 2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 5120 + 4 * 2048
+    assert s.params.encoder == 28 * layer + 3 * 2 * 14 * 14 * 2048 + 8192 * 8192 + 8192 * 5120

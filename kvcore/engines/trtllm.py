@@ -51,13 +51,14 @@ FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
 RUNTIME = int(1.0 * GiB)
 #: model types of catalog architectures the PyTorch backend registers no model class for
 #: (models/_arch_index.py MODEL_ARCH_TO_MODULE): DeepSeek-V2 (only V3/V3.2 are there), PhiMoE,
-#: OLMo 3, LFM2, MiniMax-M1 (lightning attention), Gemma 2 (only Gemma 3/4 are there) and
-#: ChatGLM / GLM-4 (only the GLM-4.5 MoE is there)
+#: OLMo 3, LFM2 and LFM2-MoE, MiniMax-M1 (lightning attention), Gemma 2 (only Gemma 3/4 are
+#: there), ChatGLM / GLM-4 (only the GLM-4.5 MoE is there) and ERNIE-4.5
 UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEForCausalLM",
                      "gemma2": "Gemma2ForCausalLM", "chatglm": "ChatGLMModel",
                      "olmo3": "Olmo3ForCausalLM", "lfm2": "Lfm2ForCausalLM",
                      "lfm2_vl": "Lfm2VlForConditionalGeneration",
-                     "minimax_m1": "MiniMaxM1ForCausalLM"}
+                     "minimax_m1": "MiniMaxM1ForCausalLM", "lfm2_moe": "Lfm2MoeForCausalLM",
+                     "ernie4_5_moe": "Ernie4_5_MoeForCausalLM"}
 #: models whose KV layout in TensorRT-LLM's PyTorch backend was not read from its source:
 #: layers of different head widths (Gemma 4: 512 and 256), of different K and V widths and KV
 #: heads per kind (MiMo-V2), Step-3.7's hybrid attention, and Gemma-3n (no model class for
