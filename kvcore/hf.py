@@ -65,10 +65,11 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
               "mamba_expand": 2},
 }
 
-# model types whose MLP has no gate (two matrices, not three)
+# model types whose MLP has no gate (two matrices, not three); Apertus: up_proj, xIELU,
+# down_proj (vLLM apertus.py ApertusMLP)
 _UNGATED_MLP = {
     "gpt2", "gpt_bigcode", "falcon", "phi", "starcoder2", "gpt_neox", "mpt", "bloom", "opt",
-    "nemotron", "nemotron_h",
+    "nemotron", "nemotron_h", "apertus",
 }
 
 _LAYER_TYPE_KINDS: dict[str, LayerKind] = {

@@ -1440,3 +1440,19 @@ def test_trtllm_refuses_ernie45_and_lfm2_moe(config, arch):
         engine_plan("trtllm", EngineRequest(spec=spec, context=4096, sequences=1,
                                             cache=CacheOptions(kv_k="f16", kv_v="f16"),
                                             kv_budget_bytes=4 * GiB))
+
+
+def test_trtllm_refuses_voxtral_apertus_and_an_unregistered_ministral3():
+    # Voxtral's text_config is a llama, but VoxtralForConditionalGeneration is not registered
+    with pytest.raises(InputError, match="has no VoxtralForConditionalGeneration model"):
+        engine_plan("trtllm", req("voxtral-mini-3b-2507", gpu="h200"))
+    with pytest.raises(InputError, match="builds Ministral3ForCausalLM"):
+        engine_plan("trtllm", req("devstral-2-123b-instruct-2512", gpu="h200"))
+    apertus = spec_from_config({"model_type": "apertus", "hidden_size": 512,
+                                "intermediate_size": 2048, "num_hidden_layers": 2,
+                                "num_attention_heads": 4, "vocab_size": 1000},
+                               name="t", source="test")
+    with pytest.raises(InputError, match="has no ApertusForCausalLM model"):
+        engine_plan("trtllm", EngineRequest(spec=apertus, context=4096, sequences=1,
+                                            cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                            kv_budget_bytes=4 * GiB))

@@ -1087,3 +1087,14 @@ def test_vision_tower_with_grouped_kv_heads():
     s = load_model("exaone-4.5-33b")
     layer = 2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 5120 + 4 * 2048
     assert s.params.encoder == 28 * layer + 3 * 2 * 14 * 14 * 2048 + 8192 * 8192 + 8192 * 5120
+
+
+def test_apertus_mlp_has_no_gate():
+    # Apertus-8B: 32 layers of 4096, 32 heads and 8 KV heads × 128; its MLP is up_proj, xIELU,
+    # down_proj (21,504 wide, two matrices); untied 131,072 × 4,096 embedding and head
+    cfg = {"architectures": ["ApertusForCausalLM"], "model_type": "apertus",
+           "hidden_act": "xielu", "hidden_size": 4096, "intermediate_size": 21504,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "qk_norm": True, "tie_word_embeddings": False, "vocab_size": 131072}
+    layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 2 * 4096 * 21504 + 2 * 4096
+    assert spec(cfg).params.total == 32 * layer + 2 * 131072 * 4096 == 8_053_325_824
