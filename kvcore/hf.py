@@ -102,6 +102,8 @@ MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
 STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
 #: Laguna: query heads per layer, a softplus output gate (g_proj), dense/sparse MLP per layer
 LAGUNA_TYPES = frozenset({"laguna"})
+#: Muse-Glimmer: a sigmoid output gate of one value a channel (gate_proj), four norms a layer
+MUSE_GLIMMER_TYPES = frozenset({"muse_glimmer", "muse_glimmer_text"})
 
 
 def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -1250,6 +1252,12 @@ def _count_params(
         if g.v_proj:
             parts.append(_Part(attn_block, "v_proj", hidden * g.kv * g.dv, g.kv * g.dv))
         parts.append(_Part(attn_block, "o_proj", g.q_heads * g.dv * hidden, hidden))
+        if mt in MUSE_GLIMMER_TYPES:
+            # Muse-Glimmer (transformers modular_muse_glimmer.py, AfmoeAttention's gate_proj;
+            # llama.cpp muse-glimmer.cpp attn_gate {n_embd, head_dim · n_head}): a sigmoid gate
+            # a channel; its q/k norm has no weight
+            width = g.q_heads * g.dv
+            parts.append(_Part(attn_block, "gate_proj", hidden * width, width))
         if laguna is not None:
             # Laguna: g_proj (hidden -> one softplus gate per head, or per channel) and the
             # RMSNorms of q and k over head_dim (vLLM laguna.py LagunaAttention)
@@ -1488,7 +1496,8 @@ def _count_params(
             width = widths[i] if widths else dense_inter
             mlp_total = mlp_active = mats * hidden * width * wide
             record(i, mlp_parts(width * wide))
-        norms = 2 * hidden
+        # Muse-Glimmer sandwiches attention and MLP in four norms (Gemma-2's decoder layer)
+        norms = (4 if mt in MUSE_GLIMMER_TYPES else 2) * hidden
         replicated += norms
         record(i, [_Part(("input_layernorm",), "", norms, 0, replicated=True)])
         if g3n_layer:
@@ -1501,8 +1510,9 @@ def _count_params(
         active += mixer + mlp_active + norms + g3n_layer
         replicated += g3n_replicated
 
-    if laguna is not None:
-        # the final RMSNorm (counted for Laguna, whose parameters are counted to the last one)
+    if laguna is not None or mt in MUSE_GLIMMER_TYPES:
+        # the final RMSNorm (counted for Laguna and Muse-Glimmer, whose parameters are counted to
+        # the last one)
         total += hidden
         active += hidden
         replicated += hidden

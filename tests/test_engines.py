@@ -1456,3 +1456,14 @@ def test_trtllm_refuses_voxtral_apertus_and_an_unregistered_ministral3():
         engine_plan("trtllm", EngineRequest(spec=apertus, context=4096, sequences=1,
                                             cache=CacheOptions(kv_k="f16", kv_v="f16"),
                                             kv_budget_bytes=4 * GiB))
+
+
+def test_trtllm_refuses_muse_glimmer():
+    import json
+    from pathlib import Path
+    path = Path(__file__).parent / "data" / "configs" / "muse-glimmer-30b.json"
+    spec = spec_from_config(json.loads(path.read_text()), name="t", source="test")
+    with pytest.raises(InputError, match="has no MuseGlimmerForConditionalGeneration model"):
+        engine_plan("trtllm", EngineRequest(spec=spec, context=4096, sequences=1,
+                                            cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                            kv_budget_bytes=4 * GiB))

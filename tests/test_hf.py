@@ -1098,3 +1098,22 @@ def test_apertus_mlp_has_no_gate():
            "qk_norm": True, "tie_word_embeddings": False, "vocab_size": 131072}
     layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 2 * 4096 * 21504 + 2 * 4096
     assert spec(cfg).params.total == 32 * layer + 2 * 131072 * 4096 == 8_053_325_824
+
+
+def test_muse_glimmer_gate_and_sandwich_norms():
+    # Muse-Glimmer-30B's config (aiconfigurator @397b8ae4, tests/data/configs): 52 layers of
+    # 6656, 32 query heads and 2 KV heads × 128; every 4th layer full, the rest a 2048 window
+    from pathlib import Path
+    path = Path(__file__).parent / "data" / "configs" / "muse-glimmer-30b.json"
+    s = spec(json.loads(path.read_text()))
+    full, sliding = s.groups
+    assert (full.count, full.n_kv_heads, sliding.count, sliding.window) == (13, 2, 39, 2048)
+    h, q = 6656, 32 * 128
+    # q, o and the sigmoid gate_proj (hidden -> 32 × 128, one gate a channel), k and v of
+    # 2 × 128; SwiGLU of 19,968; four norms a layer; untied 202,048 × 6,656 embedding and head;
+    # the final norm
+    layer = 3 * h * q + 2 * h * 256 + 3 * h * 19968 + 4 * h
+    text = 52 * layer + 2 * 202048 * h + h
+    assert s.params.total - s.params.encoder == text == 27_854_780_928
+    gate = next(m for m in s.params.modules if m.names[0] == "layers.0.self_attn.gate_proj")
+    assert gate.params == h * q

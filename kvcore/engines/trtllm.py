@@ -52,13 +52,14 @@ RUNTIME = int(1.0 * GiB)
 #: model types of catalog architectures the PyTorch backend registers no model class for
 #: (models/_arch_index.py MODEL_ARCH_TO_MODULE): DeepSeek-V2 (only V3/V3.2 are there), PhiMoE,
 #: OLMo 3, LFM2 and LFM2-MoE, MiniMax-M1 (lightning attention), Gemma 2 (only Gemma 3/4 are
-#: there), ChatGLM / GLM-4 (only the GLM-4.5 MoE is there), ERNIE-4.5 and Apertus
+#: there), ChatGLM / GLM-4 (only the GLM-4.5 MoE is there), ERNIE-4.5, Apertus and Muse-Glimmer
 UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEForCausalLM",
                      "gemma2": "Gemma2ForCausalLM", "chatglm": "ChatGLMModel",
                      "olmo3": "Olmo3ForCausalLM", "lfm2": "Lfm2ForCausalLM",
                      "lfm2_vl": "Lfm2VlForConditionalGeneration",
                      "minimax_m1": "MiniMaxM1ForCausalLM", "lfm2_moe": "Lfm2MoeForCausalLM",
-                     "ernie4_5_moe": "Ernie4_5_MoeForCausalLM", "apertus": "ApertusForCausalLM"}
+                     "ernie4_5_moe": "Ernie4_5_MoeForCausalLM", "apertus": "ApertusForCausalLM",
+                     "muse_glimmer_text": "MuseGlimmerForConditionalGeneration"}
 #: by config architecture, where the model_type is a text model's the backend has (Voxtral's
 #: text_config is a llama): no Voxtral class is registered in models/_arch_index.py
 UNSUPPORTED_ARCHS = {"VoxtralForConditionalGeneration": "voxtral"}
