@@ -39,7 +39,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
     "experts_per_token": (
         "num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "moe_top_k",
-        "top_k_experts",
+        "top_k_experts", "moe_k",
     ),
 }
 
@@ -65,10 +65,11 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
               "mamba_expand": 2},
 }
 
-# model types whose MLP has no gate (two matrices, not three)
+# model types whose MLP has no gate (two matrices, not three); Apertus: up_proj, xIELU,
+# down_proj (vLLM apertus.py ApertusMLP)
 _UNGATED_MLP = {
     "gpt2", "gpt_bigcode", "falcon", "phi", "starcoder2", "gpt_neox", "mpt", "bloom", "opt",
-    "nemotron", "nemotron_h",
+    "nemotron", "nemotron_h", "apertus",
 }
 
 _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
@@ -99,6 +100,10 @@ GEMMA3N_TYPES = frozenset({"gemma3n", "gemma3n_text"})
 MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
 #: Step-3.5/3.7: ``attention_other_setting`` gives the layers of one type other heads
 STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
+#: Laguna: query heads per layer, a softplus output gate (g_proj), dense/sparse MLP per layer
+LAGUNA_TYPES = frozenset({"laguna"})
+#: Muse-Glimmer: a sigmoid output gate of one value a channel (gate_proj), four norms a layer
+MUSE_GLIMMER_TYPES = frozenset({"muse_glimmer", "muse_glimmer_text"})
 
 
 def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -700,6 +705,11 @@ def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[i
         for i, ks in enumerate(kinds):
             if kind in ks:
                 out[i] = _Attn(o_kv, o_dim, o_dim, o_q)
+    elif mt in LAGUNA_TYPES:
+        # vLLM / SGLang / transformers laguna: num_attention_heads_per_layer[i] query heads,
+        # num_key_value_heads × head_dim K and V in every layer
+        q_heads = _laguna(r, n, n_heads, head_dim).q_heads
+        out = [_Attn(kv_list[i], head_dim, head_dim, q_heads[i]) for i in range(n)]
     if mt in GEMMA4_TYPES or mt in GEMMA3N_TYPES:
         shared = _kv_shared_layers(r, kinds)
     return out, shared
@@ -720,6 +730,93 @@ def _kv_shared_layers(r: _Reader, kinds: list[set[LayerKind]]) -> frozenset[int]
                 f"num_kv_shared_layers {n_shared}: layer {i} has no earlier layer of its "
                 "attention type to share a cache with", field="num_kv_shared_layers")
     return frozenset(range(first, n))
+
+
+class _Laguna(NamedTuple):
+    """Laguna's per-layer fields: query heads, the output gate's width per query head (1: one
+    scalar a head, head_dim: one a channel, 0: no gate) and which layers run the MoE block."""
+
+    q_heads: list[int]
+    gate_per_head: int
+    sparse: list[bool]
+
+
+#: Laguna's ``gating`` values -> per head (True) or per element (False); vLLM laguna.py and
+#: SGLang configs/laguna.py read True as per-head (transformers' LagunaConfig has no other)
+_LAGUNA_GATING = {True: True, "per-head": True, "per_head": True, "per-element": False,
+                  "per_element": False}
+
+
+def _laguna(r: _Reader, n_layers: int, n_heads: int, head_dim: int) -> _Laguna:
+    """Read Laguna's ``num_attention_heads_per_layer``, ``gating`` / ``gating_types`` and
+    ``mlp_layer_types`` (with ``mlp_only_layers`` / ``decoder_sparse_step`` where a config also
+    gives them: they must agree), as transformers' modeling_laguna.py builds the layers."""
+    cfg = r.cfg
+    heads = cfg.get("num_attention_heads_per_layer")
+    if heads is None:
+        q_heads = [n_heads] * n_layers
+    else:
+        if not isinstance(heads, list) or len(heads) != n_layers:
+            raise ConfigError(f"config.json 'num_attention_heads_per_layer' must list one head "
+                              f"count per layer ({n_layers})",
+                              field="num_attention_heads_per_layer")
+        q_heads = [_check_int("num_attention_heads_per_layer", h, 1, 1 << 16) for h in heads]
+    kv = r.raw("num_key_value_heads") or n_heads
+    for i, h in enumerate(q_heads):
+        if isinstance(kv, int) and h % kv:
+            raise ConfigError(f"config.json 'num_attention_heads_per_layer'[{i}] ({h}) must be "
+                              f"a multiple of num_key_value_heads ({kv})",
+                              field="num_attention_heads_per_layer")
+    gating = cfg.get("gating", False)
+    if gating is False or gating is None:
+        per_head: bool | None = None
+    elif isinstance(gating, bool | str) and gating in _LAGUNA_GATING:
+        per_head = _LAGUNA_GATING[gating]
+    else:
+        raise ConfigError(f"config.json 'gating' is {shown(gating)}; kvplan sizes Laguna's "
+                          "output gate for true, 'per-head', 'per-element' or false",
+                          field="gating")
+    types = cfg.get("gating_types")
+    if types is not None:
+        # one entry per layer; the engines read only 'gating', so the two must agree
+        want = {True: "per_head", False: "per_element", None: None}[per_head]
+        if (not isinstance(types, list) or len(types) != n_layers
+                or any(t.replace("-", "_") != want if isinstance(t, str) else want is not None
+                       for t in types)):
+            raise ConfigError(f"config.json 'gating_types' must list {want or 'no gate'} for "
+                              f"each of the {n_layers} layers, as 'gating' ({shown(gating)}) "
+                              "says: the engines build one gate for all layers from 'gating'",
+                              field="gating_types")
+    if r.get_bool("use_bidirectional_attention", False):
+        raise ConfigError("config.json 'use_bidirectional_attention' is true: a Laguna model "
+                          "without causal attention is not a decoder kvplan sizes",
+                          field="use_bidirectional_attention")
+    mlp_types = cfg.get("mlp_layer_types")
+    if mlp_types is None:
+        # transformers' LagunaConfig default: the first layer dense, the rest sparse
+        mlp_types = ["dense"] + ["sparse"] * (n_layers - 1)
+    if (not isinstance(mlp_types, list) or len(mlp_types) != n_layers
+            or not all(t in ("dense", "sparse") for t in mlp_types)):
+        raise ConfigError(f"config.json 'mlp_layer_types' must list 'dense' or 'sparse' for "
+                          f"each of the {n_layers} layers", field="mlp_layer_types")
+    sparse = [t == "sparse" for t in mlp_types]
+    if "mlp_only_layers" in cfg or "decoder_sparse_step" in cfg:
+        # vLLM's laguna.py picks MoE layers by mlp_only_layers and decoder_sparse_step
+        step = r.opt_int("decoder_sparse_step", 1, minimum=1) or 1
+        dense = cfg.get("mlp_only_layers") or []
+        if not isinstance(dense, list):
+            raise ConfigError("config.json 'mlp_only_layers' must be a list of layer indices",
+                              field="mlp_only_layers")
+        legacy = [i not in dense and (i + 1) % step == 0 for i in range(n_layers)]
+        if legacy != sparse:
+            first = next(i for i in range(n_layers) if legacy[i] != sparse[i])
+            raise ConfigError(
+                f"config.json 'mlp_layer_types' says layer {first} is '{mlp_types[first]}', "
+                "but mlp_only_layers / decoder_sparse_step make it "
+                f"{'sparse' if legacy[first] else 'dense'}; kvplan cannot tell which one an "
+                "engine follows", field="mlp_layer_types")
+    gate = 0 if per_head is None else 1 if per_head else head_dim
+    return _Laguna(q_heads, gate, sparse)
 
 
 def _gdn_state(r: _Reader) -> tuple[int, int, str]:
@@ -830,6 +927,21 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
         return [False] * n_layers
     if mt == "nemotron_h":
         return [ch == "E" for ch in nemotron_h_pattern(cfg)]
+    if mt in LAGUNA_TYPES:
+        return _laguna(r, n_layers, r.get_int("num_attention_heads", maximum=1 << 16), 0).sparse
+    if mt == "lfm2_moe":
+        # LFM2-MoE: the first num_dense_layers (default 2) run a dense MLP (vLLM lfm2_moe.py,
+        # transformers Lfm2MoeConfig)
+        dense = r.opt_int("num_dense_layers", 2, minimum=0) or 0
+        return [i >= dense for i in range(n_layers)]
+    if mt.startswith("ernie4_5_moe") or "moe_layer_start_index" in cfg:
+        # ERNIE-4.5: experts in layers start..end (inclusive) whose (i + 1) is a multiple of
+        # moe_layer_interval (vLLM ernie45_moe.py Ernie4_5_MoeDecoderLayer)
+        start = r.opt_int("moe_layer_start_index", 0) or 0
+        end = r.opt_int("moe_layer_end_index", n_layers - 1)
+        assert end is not None
+        step = r.opt_int("moe_layer_interval", 1, minimum=1) or 1
+        return [start <= i <= end and (i + 1) % step == 0 for i in range(n_layers)]
     freq = cfg.get("moe_layer_freq")
     if isinstance(freq, list):
         # MiMo-V2 (vLLM mimo_v2_flash.py is_moe_layer), MiniMax-M3: one 0/1 flag per layer
@@ -889,7 +1001,12 @@ def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
     temporal = get("temporal_patch_size") or 1
     merge = get("spatial_merge_size") or 1
     gated = 3 if vision.get("hidden_act") in ("silu", "swiglu") else 2
-    per_layer = 4 * hidden * hidden + gated * hidden * inter + 4 * hidden
+    # q and o are hidden × hidden; k and v narrower where the tower groups its heads
+    # (EXAONE 4.5's vision_config: 32 heads, 8 KV heads)
+    heads = get("num_heads", "num_attention_heads")
+    kv_heads = get("num_key_value_heads")
+    kv_width = hidden * kv_heads // heads if heads and kv_heads and kv_heads < heads else hidden
+    per_layer = 2 * hidden * hidden + 2 * hidden * kv_width + gated * hidden * inter + 4 * hidden
     patch_embed = channels * temporal * patch * patch * hidden
     if get("num_global_layers") is not None and get("max_num_tiles"):
         return _mllama_encoder(vision, hidden, depth, inter, patch, channels, text_hidden)
@@ -902,6 +1019,29 @@ def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
     n_deep = len(deepstack) if isinstance(deepstack, list) else 0
     deep = n_deep * (2 * merged + merged * merged + merged + merged * text_hidden + text_hidden)
     return depth * per_layer + patch_embed + projector + positions + deep
+
+
+def _voxtral_audio(audio: Any, text_hidden: int) -> int:
+    """Voxtral's audio tower: a Whisper encoder (transformers modeling_voxtral.py VoxtralEncoder)
+    and the two-matrix projector to the text width; 0 for any other ``audio_config``.
+
+    Encoder: conv1 (num_mel_bins -> d, 3 taps) and conv2 (d -> d, 3 taps), both biased; a
+    max_source_positions × d position table; per layer q, v and o with biases and k without,
+    fc1 (d -> intermediate) and fc2 back, both biased, and two LayerNorms (weight and bias); a
+    final LayerNorm. Projector: linear_1 (intermediate_size -> text hidden) and linear_2 (text
+    hidden -> text hidden), no biases (VoxtralMultiModalProjector)."""
+    if not isinstance(audio, Mapping) or audio.get("model_type") != "voxtral_encoder":
+        return 0
+    d = _check_int("audio_config.hidden_size", audio.get("hidden_size"), 1, 1 << 16)
+    layers = _check_int("audio_config.num_hidden_layers", audio.get("num_hidden_layers"), 1, 4096)
+    inter = _check_int("audio_config.intermediate_size", audio.get("intermediate_size"), 1, 1 << 20)
+    mels = _check_int("audio_config.num_mel_bins", audio.get("num_mel_bins"), 1, 1 << 16)
+    positions = _check_int("audio_config.max_source_positions",
+                           audio.get("max_source_positions"), 1, 1 << 24)
+    convs = mels * d * 3 + d + d * d * 3 + d
+    layer = 4 * d * d + 3 * d + 2 * d * inter + inter + d + 4 * d
+    projector = inter * text_hidden + text_hidden * text_hidden
+    return convs + positions * d + layers * layer + 2 * d + projector
 
 
 #: parameters of timm's mobilenetv5_300m_enc, Gemma-3n's vision tower (keras-team/keras-hub
@@ -1064,7 +1204,8 @@ def _count_params(
     shared_inter = (r.opt_int("shared_expert_intermediate_size", 0)
                     or r.opt_int("share_expert_dim", 0)
                     or r.opt_int("shared_intermediate_size", 0) or 0)
-    n_shared = r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0) or 0
+    n_shared = (r.opt_int("n_shared_experts", 0) or r.opt_int("num_shared_experts", 0)
+                or r.opt_int("moe_num_shared_experts", 0) or 0)
     if mt == "nemotron_h" and n_shared:
         # NemotronHMoE's shared expert: one ungated MLP of moe_shared_expert_intermediate_size
         # (transformers modeling_nemotron_h.py; the default 7,688 where a config omits it)
@@ -1092,6 +1233,12 @@ def _count_params(
         shared_inter = moe_inter
     mats = 2 if mt in _UNGATED_MLP else 3
     moe = _moe_layers(r, n_layers, kinds)
+    laguna = _laguna(r, n_layers, n_heads, head_dim) if mt in LAGUNA_TYPES else None
+    # a score-correction bias of one value an expert beside the router, counted where the model
+    # code builds one for every MoE layer: Laguna, ERNIE-4.5 (gate.e_score_correction_bias) and
+    # LFM2-MoE with use_expert_bias (its expert_bias)
+    router_bias = (n_experts if laguna is not None or mt.startswith("ernie4_5_moe")
+                   or (mt == "lfm2_moe" and r.get_bool("use_expert_bias", True)) else 0)
     sparse = _sparse_attention(r, n_layers)
     # the attention block's name in checkpoints (Nemotron-H calls every block a mixer)
     attn_block = ("mixer", "self_attn") if mt == "nemotron_h" else ("self_attn", "attn")
@@ -1104,7 +1251,22 @@ def _count_params(
                  _Part(attn_block, "k_proj", hidden * g.kv * g.dk, g.kv * g.dk)]
         if g.v_proj:
             parts.append(_Part(attn_block, "v_proj", hidden * g.kv * g.dv, g.kv * g.dv))
-        return parts + [_Part(attn_block, "o_proj", g.q_heads * g.dv * hidden, hidden)]
+        parts.append(_Part(attn_block, "o_proj", g.q_heads * g.dv * hidden, hidden))
+        if mt in MUSE_GLIMMER_TYPES:
+            # Muse-Glimmer (transformers modular_muse_glimmer.py, AfmoeAttention's gate_proj;
+            # llama.cpp muse-glimmer.cpp attn_gate {n_embd, head_dim · n_head}): a sigmoid gate
+            # a channel; its q/k norm has no weight
+            width = g.q_heads * g.dv
+            parts.append(_Part(attn_block, "gate_proj", hidden * width, width))
+        if laguna is not None:
+            # Laguna: g_proj (hidden -> one softplus gate per head, or per channel) and the
+            # RMSNorms of q and k over head_dim (vLLM laguna.py LagunaAttention)
+            if laguna.gate_per_head:
+                width = g.q_heads * laguna.gate_per_head
+                parts.append(_Part(attn_block, "g_proj", hidden * width, width))
+            parts += [_Part(attn_block, "q_norm", g.dk, 0, replicated=True),
+                      _Part(attn_block, "k_norm", g.dk, 0, replicated=True)]
+        return parts
 
     def attention(g: _Attn) -> int:
         return sum(part.params for part in attention_parts(g))
@@ -1276,6 +1438,7 @@ def _count_params(
             else:
                 record(i, attention_parts(geometry[i]))
                 mixer += attention(geometry[i])
+                replicated += sum(p.params for p in attention_parts(geometry[i]) if p.replicated)
         if sparse is not None and sparse.layers[i]:
             # MiniMax-M3's sparse layers project, with q, k and v, index queries (one per
             # index head) and one index key (and value unless disabled)
@@ -1300,7 +1463,19 @@ def _count_params(
                    (top_k, n_experts), role="experts")
             record(i, [_Part(moe_block, "gate", router, n_experts, replicated=True,
                              alias="router", matrices=0 if bare_router else 1)])
-            if shared_mlp and mt in GEMMA4_TYPES:
+            if router_bias:
+                mlp_total += router_bias
+                mlp_active += router_bias
+                replicated += router_bias
+                record(i, [_Part((f"{mlp_block[0]}.experts",), "e_score_correction_bias",
+                                 router_bias, 0, replicated=True)])
+            if laguna is not None:
+                # the shared expert's three matrices apart, as the checkpoint's quantization
+                # lists them one by one
+                record(i, [_Part((f"{mlp_block[0]}.shared_expert",), n, hidden * shared_inter,
+                                 hidden if n == "down_proj" else shared_inter)
+                           for n in ("gate_proj", "up_proj", "down_proj")])
+            elif shared_mlp and mt in GEMMA4_TYPES:
                 # Gemma 4's dense MLP beside its experts
                 record(i, mlp_parts(shared_inter))
             elif shared_mlp:
@@ -1321,7 +1496,8 @@ def _count_params(
             width = widths[i] if widths else dense_inter
             mlp_total = mlp_active = mats * hidden * width * wide
             record(i, mlp_parts(width * wide))
-        norms = 2 * hidden
+        # Muse-Glimmer sandwiches attention and MLP in four norms (Gemma-2's decoder layer)
+        norms = (4 if mt in MUSE_GLIMMER_TYPES else 2) * hidden
         replicated += norms
         record(i, [_Part(("input_layernorm",), "", norms, 0, replicated=True)])
         if g3n_layer:
@@ -1334,8 +1510,16 @@ def _count_params(
         active += mixer + mlp_active + norms + g3n_layer
         replicated += g3n_replicated
 
+    if laguna is not None or mt in MUSE_GLIMMER_TYPES:
+        # the final RMSNorm (counted for Laguna and Muse-Glimmer, whose parameters are counted to
+        # the last one)
+        total += hidden
+        active += hidden
+        replicated += hidden
+        modules.append(_module(None, _Part(("norm",), "", hidden, 0, replicated=True)))
     # LFM2 ties its embeddings unless told otherwise ("tie_embedding", default true)
-    tied = r.get_bool("tie_word_embeddings", r.get_bool("tie_embedding", mt == "lfm2"))
+    tied = r.get_bool("tie_word_embeddings",
+                      r.get_bool("tie_embedding", mt in ("lfm2", "lfm2_moe")))
     embedding = vocab * hidden * (1 if tied else 2)
     per_layer = r.opt_int("hidden_size_per_layer_input", 0, maximum=1 << 16) or 0
     per_layer_table = 0
@@ -1362,7 +1546,7 @@ def _count_params(
     if g3n_model:
         # AltUp's embedding and unembedding projections and the final norm
         modules.append(_module(None, _Part(("altup_projections",), "", g3n_model, 0)))
-    encoder = _encoder_params(vision, hidden)
+    encoder = _encoder_params(vision, hidden) + _voxtral_audio(cfg.get("audio_config"), hidden)
     if mt in GEMMA3N_TYPES:
         encoder = _gemma3n_towers(r.cfg, hidden)
     mtp_layer = 0
@@ -1738,8 +1922,11 @@ def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
         return ("this config has no attention_other_setting: the sliding layers are sized "
                 "with the top-level 64 query heads (the published Step-3.7-Flash config gives "
                 "them 96; their KV heads and width are the same, 8 × 128)",)
-    if model_type in GEMMA4_TYPES and isinstance(lm.get("audio_config"), Mapping):
-        # Gemma 4 E2B/E4B carry a conformer audio encoder whose tensors were not read
+    audio = lm.get("audio_config")
+    if (isinstance(audio, Mapping) and model_type not in GEMMA3N_TYPES
+            and audio.get("model_type") != "voxtral_encoder"):
+        # an audio encoder whose tensors were not read (Gemma 4 E2B/E4B's conformer, the
+        # Whisper towers of MiniCPM-o and Qwen-Omni): its weights are not in the figures
         return ("the audio tower (audio_config) is not counted in the weights",)
     return ()
 

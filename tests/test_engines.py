@@ -1,7 +1,7 @@
 """Engine profiles: paging, padding, sharding and reporting rules, each checked by hand."""
 
 import pytest
-from test_hf import _gemma3n, _gemma4_e2b
+from test_hf import _ernie45_21b, _gemma3n, _gemma4_e2b, _lfm2_8b
 
 from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model, spec_from_config
 from kvcore.engines import (
@@ -1402,3 +1402,68 @@ def test_gemma4_e2b_per_layer_table_leaves_the_embedding_tied():
     assert not w.lm_head_separate
     assert w.head_bytes == w.embedding_bytes == 262144 * 1536 * 2
     assert w.per_layer_embedding_bytes == 262144 * 35 * 256 * 2
+
+
+# --- Laguna: full + sliding (window 512) layers of 8 KV heads × 128 -------------------------
+
+def test_laguna_under_each_engine():
+    per_layer = 8 * 256 * 2  # 8 KV heads × (128 + 128) × 2 B = 4,096 B a token
+    # SGLang lists LagunaForCausalLM in is_hybrid_swa_model: a full pool (10 layers) and a
+    # window pool (30 layers) holding 0.8 as many tokens
+    r = engine_plan("sglang", req("laguna-xs.2", gpu=None, kv_budget_bytes=4 * GiB))
+    full = int(4 * GiB / (10 * per_layer + 0.8 * 30 * per_layer))
+    assert (r.kv_tokens, r.extra["swa_tokens"]) == (full, int(full * 0.8)) == (30840, 24672)
+    assert r.log_lines[0].startswith("Use sliding window memory pool.")
+    # vLLM: one page size (16 × 4,096 B), groups of 10 layers (1 full, 3 sliding); a request of
+    # 131,072 tokens holds 8,192 full pages and 3 × (ceil((511 + 8,192) / 16) + 1) window pages
+    pool = vllm.pool(load_model("laguna-xs.2"), 4 * GiB, F16, F16, 16)
+    assert (pool.group_size, len(pool.groups)) == (10, 4)
+    assert pool.num_blocks == 4 * GiB // (16 * per_layer) // 10
+    assert pool.blocks_per_request(131072, 8192, 0) == 8192 + 3 * (544 + 1)
+    # llama.cpp (iSWA): 10 layers × 32,768 cells + 30 layers × pad256(512 + 512) = 1,024 cells
+    mem = llamacpp.kv_bytes(load_model("laguna-xs.2"), 32768, 1, "f16", "f16")
+    assert mem.kv_bytes == (10 * 32768 + 30 * 1024) * per_layer
+    # TensorRT-LLM: no window pools by default, every layer at full length; whole 32-token blocks
+    r = engine_plan("trtllm", req("laguna-xs.2", gpu=None, kv_budget_bytes=4 * GiB))
+    assert r.extra["bytes_per_token"] == 40 * per_layer
+    assert r.kv_tokens == -(-(4 * GiB // (40 * per_layer)) // 32) * 32 == 26240
+
+
+@pytest.mark.parametrize(("config", "arch"), [
+    (_ernie45_21b(), "Ernie4_5_MoeForCausalLM"),
+    (_lfm2_8b(), "Lfm2MoeForCausalLM"),
+])
+def test_trtllm_refuses_ernie45_and_lfm2_moe(config, arch):
+    # neither architecture is in TensorRT-LLM's _arch_index.py MODEL_ARCH_TO_MODULE
+    spec = spec_from_config(config, name="t", source="test")
+    with pytest.raises(InputError, match=f"has no {arch} model"):
+        engine_plan("trtllm", EngineRequest(spec=spec, context=4096, sequences=1,
+                                            cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                            kv_budget_bytes=4 * GiB))
+
+
+def test_trtllm_refuses_voxtral_apertus_and_an_unregistered_ministral3():
+    # Voxtral's text_config is a llama, but VoxtralForConditionalGeneration is not registered
+    with pytest.raises(InputError, match="has no VoxtralForConditionalGeneration model"):
+        engine_plan("trtllm", req("voxtral-mini-3b-2507", gpu="h200"))
+    with pytest.raises(InputError, match="builds Ministral3ForCausalLM"):
+        engine_plan("trtllm", req("devstral-2-123b-instruct-2512", gpu="h200"))
+    apertus = spec_from_config({"model_type": "apertus", "hidden_size": 512,
+                                "intermediate_size": 2048, "num_hidden_layers": 2,
+                                "num_attention_heads": 4, "vocab_size": 1000},
+                               name="t", source="test")
+    with pytest.raises(InputError, match="has no ApertusForCausalLM model"):
+        engine_plan("trtllm", EngineRequest(spec=apertus, context=4096, sequences=1,
+                                            cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                            kv_budget_bytes=4 * GiB))
+
+
+def test_trtllm_refuses_muse_glimmer():
+    import json
+    from pathlib import Path
+    path = Path(__file__).parent / "data" / "configs" / "muse-glimmer-30b.json"
+    spec = spec_from_config(json.loads(path.read_text()), name="t", source="test")
+    with pytest.raises(InputError, match="has no MuseGlimmerForConditionalGeneration model"):
+        engine_plan("trtllm", EngineRequest(spec=spec, context=4096, sequences=1,
+                                            cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                            kv_budget_bytes=4 * GiB))

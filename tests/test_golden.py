@@ -140,6 +140,16 @@ GOLDEN = [
      30 * (2 * 8 * 1024 + 2 * 8 * 256) * F32 + 31 * 2 * 128 * 512 * F32),
     # MiniMax-M3: 60 layers of 4 KV heads × 128 + one 128-value index key in the 57 sparse ones
     ("minimax-m3", 60 * 4 * 256 * F16 + 57 * 128 * F16, 60 * 4 * 256 * F16 + 57 * 128 * F16, 0),
+    # Laguna: every 4th layer full from layer 0, the rest sliding (window 512); 8 KV heads ×
+    # 128 on each. S-2.1: 12 full + 36 sliding; XS.2: 10 + 30
+    ("laguna-s-2.1", 48 * 8 * 256 * F16, 12 * 8 * 256 * F16, 0),
+    ("laguna-xs.2", 40 * 8 * 256 * F16, 10 * 8 * 256 * F16, 0),
+    # EXAONE 4.5 33B: 16 full + 48 sliding (window 4096) layers of 8 KV heads × 128
+    ("exaone-4.5-33b", 64 * 8 * 256 * F16, 16 * 8 * 256 * F16, 0),
+    # Voxtral Mini: its Llama decoder, 30 layers of 8 × 128
+    ("voxtral-mini-3b-2507", 30 * 8 * 256 * F16, 30 * 8 * 256 * F16, 0),
+    # Devstral 2: 88 full layers of 8 × 128
+    ("devstral-2-123b-instruct-2512", 88 * 8 * 256 * F16, 88 * 8 * 256 * F16, 0),
     ("phi-4", 40 * 10 * 256 * F16, 40 * 10 * 256 * F16, 0),
     ("smollm-1.7b", 24 * 32 * 128 * F16, 24 * 32 * 128 * F16, 0),
 ]

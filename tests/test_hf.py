@@ -888,3 +888,232 @@ def test_gemma3n_modules_add_up_to_its_parameter_count(n_layers, shared, width):
     p = spec_from_config(_gemma3n(n_layers, shared, width), name="g3n", source="test").params
     assert sum(m.params for m in p.modules) == p.total
     assert sum(m.active for m in p.modules) == p.active
+
+
+# --- Laguna (poolside) ----------------------------------------------------------------------
+
+def _laguna_attention(hidden, heads, kv=8, hd=128, gate=1):
+    # q (heads × 128) and o, k and v (8 × 128 each), g_proj (hidden -> heads × gate), the q and k
+    # RMSNorms over head_dim
+    return 2 * hidden * heads * hd + 2 * hidden * kv * hd + hidden * heads * gate + 2 * hd
+
+
+@pytest.mark.parametrize(("model", "hidden", "layers", "swa_heads", "inter", "moe_inter",
+                          "total", "active"), [
+    # S-2.1: 12 full layers of 48 query heads, 36 sliding of 72; layer 0 dense (12,288 wide),
+    # 47 MoE layers of 256 experts × 1,024 (10 active) + one shared expert of 1,024, a
+    # 3072 × 256 router and its 256-value score-correction bias; untied 100,352 × 3072
+    # embedding and head; two norms a layer and the final norm
+    ("laguna-s-2.1", 3072, 48, 72, 12288, 1024, 117_561_977_600, 8_140_974_848),
+    # XS.2: 10 full layers of 48, 30 sliding of 64; layer 0 dense (8,192) by mlp_layer_types
+    # alone (the config has no mlp_only_layers); 39 MoE layers of 256 × 512 (8 active)
+    ("laguna-xs.2", 2048, 40, 64, 8192, 512, 33_442_617_088, 2_811_614_976),
+])
+def test_laguna_parameters_term_by_term(model, hidden, layers, swa_heads, inter, moe_inter,
+                                        total, active):
+    spec = load_model(model)
+    top_k = 10 if model == "laguna-s-2.1" else 8
+    full = layers // 4
+    attn = (full * _laguna_attention(hidden, 48)
+            + (layers - full) * _laguna_attention(hidden, swa_heads))
+    moe_fixed = 3 * hidden * moe_inter + hidden * 256 + 256  # shared expert, router, bias
+    experts = 256 * 3 * hidden * moe_inter
+    dense = 3 * hidden * inter
+    rest = 2 * hidden * layers + 2 * 100352 * hidden + hidden
+    assert spec.params.total == attn + (layers - 1) * (experts + moe_fixed) + dense + rest == total
+    # active: the routed experts a token runs, the head counted once
+    routed = top_k * 3 * hidden * moe_inter
+    assert spec.params.active == (attn + (layers - 1) * (routed + moe_fixed) + dense
+                                  + 2 * hidden * layers + 100352 * hidden + hidden) == active
+    assert sum(m.params for m in spec.params.modules) == total
+    # the cache: 8 KV heads × 128 on every layer, the sliding ones over 512 tokens
+    (f, s) = spec.groups
+    assert (f.kind, f.count, f.n_kv_heads, f.head_dim_k) == ("full", full, 8, 128)
+    assert (s.kind, s.count, s.n_kv_heads, s.window) == ("sliding", layers - full, 8, 512)
+    q = {m.names[0]: m.params for m in spec.params.modules}
+    assert q["layers.0.self_attn.q_proj"] == hidden * 48 * 128
+    assert q["layers.1.self_attn.q_proj"] == hidden * swa_heads * 128
+    assert q["layers.1.self_attn.g_proj"] == hidden * swa_heads
+    assert "layers.0.mlp.gate_proj" in q and "layers.0.mlp.experts" not in q
+
+
+def test_laguna_fp8_checkpoints_priced_module_by_module():
+    from kvcore import weights_for
+    # S-2.1: only the routed experts are fp8 (1 byte + a bf16 scale per 128 × 128 block:
+    # 3072 × 1024 is 24 × 8 blocks); the ignore list keeps attention, g_proj, the router,
+    # the shared experts, layer 0's MLP and lm_head in bf16
+    experts = 47 * 256 * 3 * 3072 * 1024
+    fp8 = experts + 47 * 256 * 3 * 24 * 8 * 2
+    assert weights_for(load_model("laguna-s-2.1")).bytes == \
+        fp8 + (117_561_977_600 - experts) * 2 == 121_589_618_176
+    # XS.2 quantizes every linear layer but attention, g_proj and the router: the experts
+    # (2048 × 512: 16 × 4 blocks), the shared experts and layer 0's 2048 × 8192 MLP (16 × 64)
+    q8 = 39 * (256 * 3 + 3) * 2048 * 512 + 3 * 2048 * 8192
+    scales = 39 * (256 * 3 + 3) * 16 * 4 * 2 + 3 * 16 * 64 * 2
+    assert weights_for(load_model("laguna-xs.2")).bytes == \
+        q8 + scales + (33_442_617_088 - q8) * 2 == 35_309_125_760
+    # every exclusion names a module kvplan counts
+    assert not any("exclusions" in n for n in load_model("laguna-s-2.1").weight_notes)
+
+
+def _laguna_cfg(**over):
+    cfg = copy.deepcopy(real("laguna-xs.2"))
+    cfg.pop("quantization_config")
+    cfg.update(over)
+    return cfg
+
+
+def test_laguna_per_element_gate_and_no_gate():
+    # gating "per-element": g_proj gives one gate a channel (vLLM LagunaAttention: heads × 128)
+    per_head = spec(_laguna_cfg()).params.total
+    per_elem = spec(_laguna_cfg(gating="per-element")).params.total
+    assert per_elem - per_head == 2048 * 127 * (10 * 48 + 30 * 64)
+    assert per_head - spec(_laguna_cfg(gating=False)).params.total == 2048 * (10 * 48 + 30 * 64)
+
+
+@pytest.mark.parametrize(("over", "message"), [
+    ({"gating_types": ["per_element"] * 40}, "'gating_types' must list per_head"),
+    ({"mlp_only_layers": [0, 1]}, "'mlp_layer_types' says layer 1 is 'sparse'"),
+    ({"decoder_sparse_step": 2}, "'mlp_layer_types' says layer 2 is 'sparse'"),
+    ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+    ({"gating": "sigmoid"}, "'gating' is 'sigmoid'"),
+    ({"num_attention_heads_per_layer": [48] * 39}, "num_attention_heads_per_layer"),
+    ({"num_attention_heads_per_layer": [48] * 39 + [60]}, r"\[39\] \(60\) must be a multiple"),
+    ({"mlp_layer_types": ["dense"] * 39}, "'mlp_layer_types' must list"),
+])
+def test_laguna_fields_kvplan_cannot_size_are_refused(over, message):
+    with pytest.raises(ConfigError, match=message):
+        spec(_laguna_cfg(**over))
+
+
+def test_laguna_mlp_only_layers_that_agree_are_read():
+    # S-2.1 gives mlp_only_layers [0] and decoder_sparse_step 1 beside mlp_layer_types
+    base = spec(_laguna_cfg()).params.total
+    assert spec(_laguna_cfg(mlp_only_layers=[0], decoder_sparse_step=1)).params.total == base
+
+
+# --- MoE layer rules of ERNIE-4.5 and LFM2-MoE; Voxtral's audio tower ------------------------
+
+def _ernie45_21b(**over):
+    # ERNIE-4.5-21B-A3B's geometry: 28 layers, experts in layers 1..27, 64 routed (6 a token)
+    # of 1,536 and 2 shared, tied 103,424 × 2,560 embedding
+    cfg = {"architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe",
+           "hidden_size": 2560, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+           "num_hidden_layers": 28, "num_attention_heads": 20, "num_key_value_heads": 4,
+           "head_dim": 128, "moe_num_experts": 64, "moe_num_shared_experts": 2, "moe_k": 6,
+           "moe_layer_start_index": 1, "moe_layer_end_index": 27, "moe_layer_interval": 1,
+           "vocab_size": 103424, "tie_word_embeddings": True, "hidden_act": "silu"}
+    cfg.update(over)
+    return cfg
+
+
+def test_ernie45_moe_layers_shared_experts_and_top_k():
+    s = spec(_ernie45_21b())
+    h = 2560
+    attn = 2 * h * 2560 + 2 * h * 512
+    # layer 0 dense (12,288); layers 1..27: 64 experts, one shared MLP of 2 × 1,536
+    # (vLLM ernie45_moe.py: moe_intermediate_size × moe_num_shared_experts), the router and its
+    # 64-value e_score_correction_bias
+    moe_fixed = 3 * h * 3072 + h * 64 + 64
+    total = (28 * attn + 3 * h * 12288 + 27 * (64 * 3 * h * 1536 + moe_fixed)
+             + 103424 * h + 28 * 2 * h)
+    assert s.params.total == total == 21_825_435_328
+    # moe_k routes 6 experts a token
+    assert s.params.active == total - 27 * 58 * 3 * h * 1536
+    # every 2nd layer from 1 to 11: layers 1, 3, ..., 11
+    odd = spec(_ernie45_21b(moe_layer_interval=2, moe_layer_end_index=11))
+    dense_layers = 28 - 6
+    assert odd.params.total == (28 * attn + dense_layers * 3 * h * 12288
+                                + 6 * (64 * 3 * h * 1536 + moe_fixed) + 103424 * h + 28 * 2 * h)
+
+
+def _lfm2_8b(**over):
+    # LFM2-8B-A1B's geometry: 24 layers (6 attention, 18 short-conv), the first 2 dense
+    cfg = {"model_type": "lfm2_moe", "vocab_size": 65536, "hidden_size": 2048,
+           "intermediate_size": 7168, "moe_intermediate_size": 1792, "num_hidden_layers": 24,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "conv_L_cache": 3,
+           "num_dense_layers": 2, "num_experts": 32, "num_experts_per_tok": 4,
+           "layer_types": ["conv", "conv", "full_attention", "conv", "conv", "conv",
+                           "full_attention", "conv", "conv", "conv", "full_attention", "conv",
+                           "conv", "conv", "full_attention", "conv", "conv", "conv",
+                           "full_attention", "conv", "conv", "full_attention", "conv", "conv"]}
+    cfg.update(over)
+    return cfg
+
+
+def test_lfm2_moe_dense_layers_tied_embedding_and_expert_bias():
+    s = spec(_lfm2_8b())
+    h = 2048
+    attn = 2 * h * h + 2 * h * 512
+    conv = h * 3 * h + h * 3 + h * h
+    # layers 0 and 1 dense (7,168); 22 MoE layers of 32 × 1,792 with a router and its 32-value
+    # expert_bias; the embedding tied (Lfm2MoeConfig's default)
+    moe = 32 * 3 * h * 1792 + h * 32 + 32
+    total = 6 * attn + 18 * conv + 2 * 3 * h * 7168 + 22 * moe + 65536 * h + 24 * 2 * h
+    assert s.params.total == total == 8_339_927_744
+    assert s.params.embedding == 65536 * h
+    assert spec(_lfm2_8b(num_dense_layers=0)).params.total == \
+        total - 2 * 3 * h * 7168 + 2 * moe
+    assert spec(_lfm2_8b(use_expert_bias=False)).params.total == total - 22 * 32
+
+
+def test_voxtral_counts_its_whisper_audio_tower():
+    s = load_model("voxtral-mini-3b-2507")
+    d, inter = 1280, 5120
+    # conv1 128 -> 1280 and conv2 1280 -> 1280 (3 taps, biased); 1,500 positions; 32 layers of
+    # q, v, o with biases and k without, fc1/fc2 with biases, two LayerNorms; a final LayerNorm;
+    # projector 5,120 -> 3,072 -> 3,072 without biases
+    layer = 4 * d * d + 3 * d + 2 * d * inter + inter + d + 4 * d
+    audio = (128 * d * 3 + d + d * d * 3 + d + 1500 * d + 32 * layer + 2 * d
+             + inter * 3072 + 3072 * 3072)
+    assert s.params.encoder == audio == 662_134_784
+    # the Llama text model: 30 layers, untied 131,072 × 3,072 embedding and head
+    text = 30 * (2 * 3072 * 4096 + 2 * 3072 * 1024 + 3 * 3072 * 8192 + 2 * 3072)
+    assert s.params.total == text + 2 * 131072 * 3072 + audio == 4_676_268_032
+    assert s.notes == ()
+
+
+def test_an_audio_tower_not_read_is_named():
+    cfg = copy.deepcopy(real("voxtral-mini-3b-2507"))
+    cfg["audio_config"]["model_type"] = "whisper"
+    s = spec(cfg)
+    assert s.params.encoder == 0
+    assert s.notes == ("the audio tower (audio_config) is not counted in the weights",)
+
+
+def test_vision_tower_with_grouped_kv_heads():
+    # EXAONE 4.5's tower: 28 layers of 2048, 32 heads but 8 KV heads (k and v 2048 × 512),
+    # SwiGLU of 5,120; patch embedding 3 × 2 × 14 × 14 × 2048; merger 8192² + 8192 × 5120
+    s = load_model("exaone-4.5-33b")
+    layer = 2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 5120 + 4 * 2048
+    assert s.params.encoder == 28 * layer + 3 * 2 * 14 * 14 * 2048 + 8192 * 8192 + 8192 * 5120
+
+
+def test_apertus_mlp_has_no_gate():
+    # Apertus-8B: 32 layers of 4096, 32 heads and 8 KV heads × 128; its MLP is up_proj, xIELU,
+    # down_proj (21,504 wide, two matrices); untied 131,072 × 4,096 embedding and head
+    cfg = {"architectures": ["ApertusForCausalLM"], "model_type": "apertus",
+           "hidden_act": "xielu", "hidden_size": 4096, "intermediate_size": 21504,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "qk_norm": True, "tie_word_embeddings": False, "vocab_size": 131072}
+    layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 2 * 4096 * 21504 + 2 * 4096
+    assert spec(cfg).params.total == 32 * layer + 2 * 131072 * 4096 == 8_053_325_824
+
+
+def test_muse_glimmer_gate_and_sandwich_norms():
+    # Muse-Glimmer-30B's config (aiconfigurator @397b8ae4, tests/data/configs): 52 layers of
+    # 6656, 32 query heads and 2 KV heads × 128; every 4th layer full, the rest a 2048 window
+    from pathlib import Path
+    path = Path(__file__).parent / "data" / "configs" / "muse-glimmer-30b.json"
+    s = spec(json.loads(path.read_text()))
+    full, sliding = s.groups
+    assert (full.count, full.n_kv_heads, sliding.count, sliding.window) == (13, 2, 39, 2048)
+    h, q = 6656, 32 * 128
+    # q, o and the sigmoid gate_proj (hidden -> 32 × 128, one gate a channel), k and v of
+    # 2 × 128; SwiGLU of 19,968; four norms a layer; untied 202,048 × 6,656 embedding and head;
+    # the final norm
+    layer = 3 * h * q + 2 * h * 256 + 3 * h * 19968 + 4 * h
+    text = 52 * layer + 2 * 202048 * h + h
+    assert s.params.total - s.params.encoder == text == 27_854_780_928
+    gate = next(m for m in s.params.modules if m.names[0] == "layers.0.self_attn.gate_proj")
+    assert gate.params == h * q

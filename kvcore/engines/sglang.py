@@ -271,11 +271,11 @@ def default_fraction(req: EngineRequest, gpu: GPU, running: int) -> float:
 #: share of full-layer tokens the sliding-window pool holds (server_args swa_full_tokens_ratio)
 SWA_RATIO = 0.8
 #: model types SGLang gives a separate sliding-window pool (configs/model_config.py
-#: is_hybrid_swa_model: Llama4, GptOss, MiMoV2, Step3p5, Gemma4); every other model with
+#: is_hybrid_swa_model: Llama4, GptOss, MiMoV2, Step3p5, Gemma4, Laguna); every other model with
 #: sliding or chunked layers (Gemma 2 and 3, Mistral, Phi-3, ...) gets one pool in which every
 #: layer holds every token
 HYBRID_SWA_TYPES = frozenset({"llama4", "llama4_text", "gpt_oss", "mimo_v2_flash", "step3p5",
-                              "gemma4", "gemma4_text"})
+                              "gemma4", "gemma4_text", "laguna"})
 #: Mamba pool : KV pool memory ratio (server_args mamba_full_memory_ratio)
 MAMBA_RATIO = 0.9
 #: SSM state dtype bytes where the config names no mamba_ssm_dtype (configs/mamba_utils.py

@@ -51,13 +51,18 @@ FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
 RUNTIME = int(1.0 * GiB)
 #: model types of catalog architectures the PyTorch backend registers no model class for
 #: (models/_arch_index.py MODEL_ARCH_TO_MODULE): DeepSeek-V2 (only V3/V3.2 are there), PhiMoE,
-#: OLMo 3, LFM2, MiniMax-M1 (lightning attention), Gemma 2 (only Gemma 3/4 are there) and
-#: ChatGLM / GLM-4 (only the GLM-4.5 MoE is there)
+#: OLMo 3, LFM2 and LFM2-MoE, MiniMax-M1 (lightning attention), Gemma 2 (only Gemma 3/4 are
+#: there), ChatGLM / GLM-4 (only the GLM-4.5 MoE is there), ERNIE-4.5, Apertus and Muse-Glimmer
 UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEForCausalLM",
                      "gemma2": "Gemma2ForCausalLM", "chatglm": "ChatGLMModel",
                      "olmo3": "Olmo3ForCausalLM", "lfm2": "Lfm2ForCausalLM",
                      "lfm2_vl": "Lfm2VlForConditionalGeneration",
-                     "minimax_m1": "MiniMaxM1ForCausalLM"}
+                     "minimax_m1": "MiniMaxM1ForCausalLM", "lfm2_moe": "Lfm2MoeForCausalLM",
+                     "ernie4_5_moe": "Ernie4_5_MoeForCausalLM", "apertus": "ApertusForCausalLM",
+                     "muse_glimmer_text": "MuseGlimmerForConditionalGeneration"}
+#: by config architecture, where the model_type is a text model's the backend has (Voxtral's
+#: text_config is a llama): no Voxtral class is registered in models/_arch_index.py
+UNSUPPORTED_ARCHS = {"VoxtralForConditionalGeneration": "voxtral"}
 #: models whose KV layout in TensorRT-LLM's PyTorch backend was not read from its source:
 #: layers of different head widths (Gemma 4: 512 and 256), of different K and V widths and KV
 #: heads per kind (MiMo-V2), Step-3.7's hybrid attention, and Gemma-3n (no model class for
@@ -72,6 +77,10 @@ LAYOUT_UNKNOWN = {
 }
 LAYOUT_UNKNOWN_ARCH = {
     "KimiK3ForConditionalGeneration": "Kimi-K3's KDA state and MLA cache",
+    # Devstral 2's text-only architecture is not in _arch_index.py MODEL_ARCH_TO_MODULE;
+    # whether AutoModelForCausalLM rewrites it to a registered Mistral class was not read
+    "Ministral3ForCausalLM": "whether the PyTorch backend builds Ministral3ForCausalLM (it is "
+                             "not in models/_arch_index.py)",
 }
 #: recurrent-state slots beyond max_batch_size × pp: the one dummy request CUDA-graph padding
 #: uses (mamba_cache_manager.py: num_reserved_dummy_slots=1)
@@ -162,6 +171,10 @@ def check_supported(spec: ModelSpec) -> None:
                       "blocks are not established")
     refuse_layout("TensorRT-LLM", spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     arch = UNSUPPORTED_TYPES.get(spec.model_type)
+    if spec.architecture in UNSUPPORTED_ARCHS:
+        arch, mt = spec.architecture, UNSUPPORTED_ARCHS[spec.architecture]
+        raise InputError(f"TensorRT-LLM's PyTorch backend has no {arch} model ({mt}); choose "
+                         "another engine", field="engine")
     if arch is not None:
         raise InputError(f"TensorRT-LLM's PyTorch backend has no {arch} model "
                          f"({spec.model_type}); choose another engine", field="engine")
