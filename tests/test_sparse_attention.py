@@ -143,6 +143,30 @@ def test_engines_refuse_what_they_do_not_model(name, words, engines, capsys):
     assert code == 0 and "index" in out
 
 
+#: what each refusal names as missing (docs/ENGINES.md §7): both engines run DeepSeek-V4
+_DSV4_WHY = {
+    "llama.cpp": ("LLM_ARCH_DEEPSEEK4", "llama_kv_cache_dsv4", "ceil(n_ctx / ratio)",
+                  "padded to 256", "n_rs_seq"),
+    "trtllm": ("DeepseekV4CacheManager", "KVCacheManagerV2", "per-role pools", "typical step"),
+}
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4-flash", "deepseek-v4-pro"])
+@pytest.mark.parametrize("engine", sorted(_DSV4_WHY))
+def test_dsv4_refusal_names_what_is_missing(name, engine, capsys):
+    code, out, err = run(capsys, ref(name), "--ctx", "128k", "--engine", engine)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert all(w in err for w in _DSV4_WHY[engine]), err
+    # the other engine's reason is not given
+    other = next(e for e in _DSV4_WHY if e != engine)
+    assert _DSV4_WHY[other][0] not in err
+
+
+def test_m3_refusal_gives_no_dsv4_reason(capsys):
+    code, _, err = run(capsys, ref("minimax-m3"), "--ctx", "128k", "--engine", "trtllm")
+    assert code == 2 and "KVCacheManagerV2" not in err
+
+
 # --- SGLang's DeepSeek-V4 pools (DSV4PoolConfigurator) ---------------------------------------
 
 def sglang_v4(name, seqs, **kw):

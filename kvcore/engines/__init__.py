@@ -65,6 +65,21 @@ _UNMODELLED = (LayerKind.COMPRESSED, LayerKind.INDEX, LayerKind.COMPRESSOR)
 _SIZES_DEEPSEEK_V4 = frozenset({"sglang", "vllm"})
 
 
+#: what keeps an engine that runs DeepSeek-V4 from being sized: one clause each, cited in
+#: docs/ENGINES.md §7
+_DSV4_MISSING = {
+    "llama.cpp": ("llama.cpp runs it with LLM_ARCH_DEEPSEEK4 and llama_kv_cache_dsv4, but "
+                  "revisions of src/llama-kv-cache-dsv4.cpp size the compressed caches at "
+                  "ceil(n_ctx / ratio) cells or at that padded to 256, with or without extra "
+                  "compressor-state rows (n_rs_seq), and which one master holds is not "
+                  "established"),
+    "trtllm": ("TensorRT-LLM runs it with DeepseekV4CacheManager, a KVCacheManagerV2 whose "
+               "per-role pools are sized by that manager's solver over a typical step (one "
+               "context request and max_batch_size - 1 generation requests), which kvplan "
+               "does not model"),
+}
+
+
 def _scheme(request: EngineRequest) -> str:
     if request.spec.model_type.startswith("minimax"):
         return "MiniMax-M3's block-sparse attention index cache (sparse_attention_config)"
@@ -77,6 +92,7 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     minimax = request.spec.model_type.startswith("minimax")
     if (name != "raw" and any(g.kind in _UNMODELLED for g in request.spec.groups)
             and (minimax or name not in _SIZES_DEEPSEEK_V4)):
-        raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} yet; "
-                         "--engine raw sizes the cache itself", field="engine")
+        why = f": {_DSV4_MISSING[name]}" if not minimax and name in _DSV4_MISSING else ""
+        raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} "
+                         f"yet{why}; --engine raw sizes the cache itself", field="engine")
     return ENGINES[name](request)
