@@ -1283,6 +1283,51 @@ def test_sglang_mimo_v2_flash_swa_pools():
     assert r.extra["swa_tokens"] == int(tokens * 0.8)
 
 
+def test_sglang_gemma4_26b_swa_pools_take_the_global_geometry():
+    r = engine_plan("sglang", req("gemma-4-26b-a4b", gpu=None, kv_budget_bytes=10 * GiB))
+    # utils/hf_transformers/config.py get_config (gemma4): head_dim := global_head_dim 512,
+    # num_key_value_heads := num_global_key_value_heads 2, swa_* := 256 and 8 heads; the
+    # HybridSWAPoolConfigurator's F = 5 full layers × 2 × (512 + 512) × 2 B = 20,480 and
+    # S = 25 sliding layers × 8 × (256 + 256) × 2 B = 204,800; cell = F + 0.8 S = 184,320;
+    # 10 GiB // 184,320 = 58,254 full tokens, int(58,254 × 0.8) = 46,603 window tokens
+    assert r.extra["cell_bytes"] == 20480 + 204800
+    assert r.kv_tokens == 10 * GiB * 5 // (5 * 20480 + 4 * 204800) == 58254
+    assert r.extra["swa_tokens"] == 46603
+    # each pool holds its tokens + 1 page (page 1): K of the window pool 46,604 × 102,400 B
+    # = 4.44 GiB, of the full pool 58,255 × 10,240 B = 0.56 GiB
+    assert r.log_lines == (
+        "Use sliding window memory pool. full_layer_tokens=58254, swa_layer_tokens=46603",
+        "KV Cache is allocated. #tokens: 46603, K size: 4.44 GB, V size: 4.44 GB",
+        "KV Cache is allocated. #tokens: 58254, K size: 0.56 GB, V size: 0.56 GB",
+        "SWAKVPool mem usage: 10.00 GB, swa size: 46603, full size: 58254")
+
+
+def test_sglang_gemma4_31b_swa_pools_and_tp_replicates_global_heads():
+    r = engine_plan("sglang", req("gemma-4-31b-it", gpu=None, kv_budget_bytes=10 * GiB))
+    # F = 10 full layers × 4 global heads × 1,024 × 2 B = 81,920; S = 50 × 16 × 512 × 2 B =
+    # 819,200; 10 GiB / (81,920 + 0.8 × 819,200 = 737,280) = 14,563.5 → 14,563; × 0.8 → 11,650
+    assert r.kv_tokens == 14563 and r.extra["swa_tokens"] == 11650
+    # tp 8: max(1, 4 // 8) = 1 global head, 16 // 8 = 2 sliding heads a rank:
+    # F = 10 × 1 × 1,024 × 2 = 20,480, S = 50 × 2 × 512 × 2 = 102,400, cell 102,400
+    r8 = engine_plan("sglang", req("gemma-4-31b-it", gpu=None, kv_budget_bytes=10 * GiB,
+                                   parallel=Parallel(tp=8)))
+    assert r8.extra["cell_bytes"] == 20480 + 102400
+    assert r8.kv_tokens == 10 * GiB // (20480 + 81920) == 104857
+
+
+def test_sglang_refuses_gemma4_text_only_and_kv_shared_configs():
+    spec = spec_from_config(_gemma4_e2b(), name="e2b", source="t")
+    with pytest.raises(InputError, match="could not establish .*KV-shared") as err:
+        engine_plan("sglang", EngineRequest(spec=spec, context=8192, cache=CacheOptions(),
+                                            kv_budget_bytes=GiB))
+    assert err.value.field == "engine"
+    text = spec_from_config({**_gemma4_e2b(num_kv_shared_layers=0)["text_config"],
+                             "architectures": ["Gemma4ForCausalLM"]}, name="t", source="t")
+    with pytest.raises(InputError, match="could not establish .*Gemma4ForCausalLM"):
+        engine_plan("sglang", EngineRequest(spec=text, context=8192, cache=CacheOptions(),
+                                            kv_budget_bytes=GiB))
+
+
 def test_llamacpp_gemma4_caches_k_and_v_per_kind():
     mem = llamacpp.kv_bytes(load_model("gemma-4-26b-a4b"), 32768, 1, "f16", "f16")
     # 5 full layers × 2 heads × 512 over 32,768 cells; 25 sliding layers × 8 × 256 over
@@ -1305,14 +1350,13 @@ def test_vllm_kimi_k3_pages_like_kimi_linear():
 
 
 @pytest.mark.parametrize(("model", "engine", "what"), [
-    ("gemma-4-26b-a4b", "sglang", "full-attention pool"),
     ("gemma-4-31b-it", "trtllm", "two head widths"),
     ("mimo-v2-flash", "llama.cpp", "K/V widths"),
     ("mimo-v2-flash", "trtllm", "K and V widths"),
     ("kimi-k3", "sglang", "KDA state slots"),
     ("kimi-k3", "llama.cpp", "Kimi-K3"),
     ("kimi-k3", "trtllm", "Kimi-K3"),
-    ("step-3.7-flash", "sglang", "Step-3.7"),
+    ("step-3.7-flash", "sglang", "Step-3.7.*Step3p7ForConditionalGeneration"),
     ("step-3.7-flash", "llama.cpp", "Step-3.7"),
     ("step-3.7-flash", "trtllm", "Step-3.7"),
 ])

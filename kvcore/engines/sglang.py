@@ -52,16 +52,19 @@ UNSUPPORTED = {
                         "no SGLang model implements lightning attention; vllm==0.23.0 or "
                         "llama.cpp runs it"),
 }
-#: models whose pool layout in SGLang could not be read from its source, by model_type:
-#: ModelConfig._derive_model_shapes (configs/model_config.py) gives the full-attention pool
-#: head_dim and num_key_value_heads, and Gemma 4's full layers are global_head_dim ×
-#: num_global_key_value_heads; is_hybrid_swa_model lists Step3p5ForCausalLM, not Step-3.7's
-#: architectures; whether the token pool gives Gemma-3n's KV-shared layers (which read an
-#: earlier layer's cache) buffers of their own was not read
+#: models whose pool layout in SGLang could not be read from its source, by model_type.
+#: Gemma 4 is sized only as Gemma4ForConditionalGeneration (GEMMA4_ARCH): SGLang's config loader
+#: (utils/hf_transformers/config.py get_config @9b6f8f1f) rewrites a ``gemma4`` config's
+#: text_config so the full-attention pool reads global_head_dim × num_global_key_value_heads
+#: and the swa_* fields the sliding geometry; a bare ``gemma4_text`` config is not rewritten
+#: there, and the model (models/gemma4_causal.py) builds its full layers from head_dim, so
+#: what it would load is not established. The bundled Step-3.7-Flash config names
+#: Step3p7FlashForCausalLM, while is_hybrid_swa_model (configs/model_config.py @001adf56)
+#: lists Step3p7ForConditionalGeneration; whether the token pool gives Gemma-3n's KV-shared
+#: layers (which read an earlier layer's cache) buffers of their own was not read
 LAYOUT_UNKNOWN = {
-    "gemma4": "Gemma 4's full-attention pool (global_head_dim, num_global_key_value_heads)",
-    "gemma4_text": "Gemma 4's full-attention pool (global_head_dim, num_global_key_value_heads)",
-    "step3p7": "whether SGLang gives Step-3.7 a sliding-window pool",
+    "step3p7": "whether SGLang gives Step-3.7 a sliding-window pool (is_hybrid_swa_model "
+               "lists Step3p7ForConditionalGeneration, not this config's architecture)",
     "gemma3n": "whether SGLang's pool keeps Gemma-3n's KV-shared layers (num_kv_shared_layers)",
     "gemma3n_text": "whether SGLang's pool keeps Gemma-3n's KV-shared layers "
                     "(num_kv_shared_layers)",
@@ -414,6 +417,27 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
     return cmd
 
 
+#: the Gemma 4 architecture whose ``gemma4`` config SGLang's loader rewrites for its pools
+GEMMA4_ARCH = "Gemma4ForConditionalGeneration"
+
+
+def refuse_gemma4(spec: ModelSpec) -> None:
+    """Refuse the Gemma 4 configs whose SGLang pools are not established: a text-only
+    config (Gemma4ForCausalLM, model_type gemma4_text), which the loader does not rewrite, and
+    one with KV-shared layers (E2B/E4B), which get_hybrid_layer_ids counts in the pools' cost
+    though they write no cache (whether the pools allocate rows for them was not read)."""
+    if spec.architecture != GEMMA4_ARCH:
+        what = (f"Gemma 4's full-attention pool for {spec.architecture or 'a text-only config'} "
+                f"(SGLang rewrites global_head_dim and num_global_key_value_heads into it only "
+                f"for a {GEMMA4_ARCH} config)")
+    elif spec.kv_shared_layers:
+        what = "whether SGLang's pools hold rows for Gemma 4's KV-shared layers"
+    else:
+        return
+    raise InputError(f"SGLang: kvplan could not establish {what} from the engine's source, so "
+                     "it does not size this model there; choose another engine", field="engine")
+
+
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("SGLang", req.spec, UNSUPPORTED)
     # its DeciLMForCausalLM numbers attention by the decoder layer, but whether the token
@@ -421,6 +445,8 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_nas_layout("SGLang", req.spec, always="the token pool's layers for no-op blocks "
                       "are not established")
     refuse_layout("SGLang", req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
+    if req.spec.model_type in ("gemma4", "gemma4_text"):
+        refuse_gemma4(req.spec)
     if any(g.kind is LayerKind.COMPRESSED for g in req.spec.groups):
         from .sglang_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
