@@ -104,6 +104,9 @@ STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
 LAGUNA_TYPES = frozenset({"laguna"})
 #: Muse-Glimmer: a sigmoid output gate of one value a channel (gate_proj), four norms a layer
 MUSE_GLIMMER_TYPES = frozenset({"muse_glimmer", "muse_glimmer_text"})
+#: Tencent HunYuan (A13B, Large, dense 0.5B-7B): per-layer MoE lists (moe_topk,
+#: moe_intermediate_size, num_shared_expert), q/k norms, cross-layer attention (use_cla)
+HUNYUAN_TYPES = frozenset({"hunyuan", "hunyuan_v1_moe", "hunyuan_v1_dense"})
 
 
 def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -657,6 +660,8 @@ class _Attn(NamedTuple):
     q_heads: int
     #: the layer has a V projection of its own (Gemma 4's K=V full layers do not)
     v_proj: bool = True
+    #: the layer projects K and V at all (HunYuan's cross-layer attention followers do not)
+    kv_proj: bool = True
 
 
 def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[int],
@@ -712,7 +717,69 @@ def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[i
         out = [_Attn(kv_list[i], head_dim, head_dim, q_heads[i]) for i in range(n)]
     if mt in GEMMA4_TYPES or mt in GEMMA3N_TYPES:
         shared = _kv_shared_layers(r, kinds)
+    elif mt in HUNYUAN_TYPES:
+        shared = _cla_followers(r, n)
+        # a follower projects only q (and o): it attends over its leader's K and V
+        out = [g._replace(kv_proj=False) if i in shared else g for i, g in enumerate(out)]
     return out, shared
+
+
+def cla_share_factor(cfg: Mapping[str, Any]) -> int:
+    """HunYuan's cross-layer attention: how many consecutive layers share one K/V (1: none).
+    Read as vLLM hunyuan_v1.py _get_cla_factor does: cla_share_factor where use_cla is true."""
+    if cfg.get("use_cla") is not True:
+        return 1
+    return _check_int("cla_share_factor", cfg.get("cla_share_factor", 1), 1, 4096)
+
+
+def _cla_followers(r: _Reader, n_layers: int) -> frozenset[int]:
+    """The layers of a cross-layer-attention group after its first: layer i with
+    i % cla_share_factor != 0 reuses the K and V layer i - i % factor projected (vLLM
+    hunyuan_v1.py HunYuanDecoderLayer builds them as HunYuanCrossAttention, q_proj only)."""
+    factor = cla_share_factor(r.cfg)
+    return frozenset(i for i in range(n_layers) if i % factor)
+
+
+class _HunYuanMoE(NamedTuple):
+    """HunYuan's per-layer MoE widths: routed experts a token takes, an expert's width, the
+    shared MLP's width (intermediate_size × num_shared_expert; 0 without use_mixed_mlp_moe)."""
+
+    top_k: list[int]
+    expert: list[int]
+    shared: list[int]
+
+
+def _hunyuan_moe(r: _Reader, n_layers: int, inter: int) -> _HunYuanMoE:
+    """Read moe_topk, moe_intermediate_size and num_shared_expert, each one integer or a list
+    of one per layer, as vLLM hunyuan_v1.py HunYuanSparseMoeBlock does (moe_intermediate_size
+    absent: intermediate_size; the shared MLP is intermediate_size × num_shared_expert wide)."""
+    cfg = r.cfg
+
+    def per_layer(key: str, default: int | None) -> list[int]:
+        value = cfg.get(key)
+        if value is None:
+            if default is None:
+                raise ConfigError(f"config.json has no '{key}', which kvplan needs to size "
+                                  f"this model (model_type '{r.model_type}')", field=key)
+            return [default] * n_layers
+        if isinstance(value, list):
+            if len(value) != n_layers:
+                raise ConfigError(f"config.json '{key}' must be one integer or list one per "
+                                  f"layer ({n_layers}), got {len(value)}", field=key)
+            return [_check_int(f"{key}[{i}]", v, 0, 1 << 24) for i, v in enumerate(value)]
+        return [_check_int(key, value, 0, 1 << 24)] * n_layers
+
+    top_k = per_layer("moe_topk", None)
+    expert = per_layer("moe_intermediate_size", inter)
+    mixed = cfg.get("use_mixed_mlp_moe")
+    if not isinstance(mixed, bool | int):
+        # vLLM reads config.use_mixed_mlp_moe with no default: whether a shared MLP runs
+        # beside the experts is the config's to say
+        raise ConfigError("config.json has no 'use_mixed_mlp_moe' (true or false), which "
+                          "says whether a HunYuan MoE layer runs a shared MLP",
+                          field="use_mixed_mlp_moe")
+    n_shared = per_layer("num_shared_expert", 1) if mixed else [0] * n_layers
+    return _HunYuanMoE(top_k, expert, [inter * k for k in n_shared])
 
 
 def _kv_shared_layers(r: _Reader, kinds: list[set[LayerKind]]) -> frozenset[int]:
@@ -1181,8 +1248,10 @@ def _count_params(
     widths = _ffn_widths(cfg, n_layers)
     inter = _intermediate(r, n_layers)
     n_experts = r.opt_int("num_experts", 0) or 0
-    top_k = r.opt_int("experts_per_token", 1 if n_experts else 0) or 0
-    moe_inter = r.opt_int("moe_intermediate_size", 0) or 0
+    hunyuan = (_hunyuan_moe(r, n_layers, inter) if mt in HUNYUAN_TYPES and n_experts > 1
+               else None)
+    top_k = (0 if hunyuan else r.opt_int("experts_per_token", 1 if n_experts else 0)) or 0
+    moe_inter = (0 if hunyuan else r.opt_int("moe_intermediate_size", 0)) or 0
     if n_experts > 1 and not moe_inter:
         moe_inter = inter
     dense_inter = (r.opt_int("intermediate_size_mlp", 0)
@@ -1247,11 +1316,17 @@ def _count_params(
         # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
         gate = cfg.get("attn_output_gate", mt == "qwen3_next")
         q_rows = g.q_heads * g.dk * (2 if gate else 1)
-        parts = [_Part(attn_block, "q_proj", hidden * q_rows, q_rows),
-                 _Part(attn_block, "k_proj", hidden * g.kv * g.dk, g.kv * g.dk)]
-        if g.v_proj:
+        parts = [_Part(attn_block, "q_proj", hidden * q_rows, q_rows)]
+        if g.kv_proj:
+            parts.append(_Part(attn_block, "k_proj", hidden * g.kv * g.dk, g.kv * g.dk))
+        if g.v_proj and g.kv_proj:
             parts.append(_Part(attn_block, "v_proj", hidden * g.kv * g.dv, g.kv * g.dv))
         parts.append(_Part(attn_block, "o_proj", g.q_heads * g.dv * hidden, hidden))
+        if mt in HUNYUAN_TYPES and r.get_bool("use_qk_norm", False):
+            # HunYuan's RMSNorms of q and k over head_dim (query_layernorm, key_layernorm:
+            # vLLM hunyuan_v1.py), in cross-layer followers too
+            parts += [_Part(attn_block, "query_layernorm", g.dk, 0, replicated=True),
+                      _Part(attn_block, "key_layernorm", g.dk, 0, replicated=True)]
         if mt in MUSE_GLIMMER_TYPES:
             # Muse-Glimmer (transformers modular_muse_glimmer.py, AfmoeAttention's gate_proj;
             # llama.cpp muse-glimmer.cpp attn_gate {n_embd, head_dim · n_head}): a sigmoid gate
@@ -1448,6 +1523,10 @@ def _count_params(
             mixer += index
         if not layer_kinds and mt == "nemotron_h":
             mixer = 0
+        if hunyuan is not None:
+            # HunYuan's MoE widths, layer by layer
+            top_k, moe_inter, shared_inter = (hunyuan.top_k[i], hunyuan.expert[i],
+                                              hunyuan.shared[i])
         if moe[i]:
             experts = n_experts * mats * expert_width * moe_inter
             experts_total += experts + expert_proj
@@ -1510,8 +1589,8 @@ def _count_params(
         active += mixer + mlp_active + norms + g3n_layer
         replicated += g3n_replicated
 
-    if laguna is not None or mt in MUSE_GLIMMER_TYPES:
-        # the final RMSNorm (counted for Laguna and Muse-Glimmer, whose parameters are counted to
+    if laguna is not None or mt in MUSE_GLIMMER_TYPES or mt in HUNYUAN_TYPES:
+        # the final RMSNorm (counted for Laguna, Muse-Glimmer and HunYuan, whose parameters are counted to
         # the last one)
         total += hidden
         active += hidden
@@ -1896,6 +1975,7 @@ def spec_from_config(
         defaulted=tuple(dict.fromkeys(r.defaulted)),
         cacheless_layers=sum(1 for ks in cache_kinds if not ks),
         kv_shared_layers=len(shared),
+        cla_share_factor=cla_share_factor(lm) if model_type in HUNYUAN_TYPES else 1,
         linear_attention_layers=sum(1 for b in nas or () if b.attention == "linear"),
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision),

@@ -285,6 +285,9 @@ class ModelSpec:
     #: of those, the layers that attend over an earlier layer's cache (Gemma 4 / Gemma-3n
     #: ``num_kv_shared_layers``)
     kv_shared_layers: int = 0
+    #: HunYuan's cross-layer attention (``use_cla``): consecutive layers sharing one K/V, the
+    #: first of each group holding it (1: none)
+    cla_share_factor: int = 1
     #: Nemotron-NAS layers whose attention is replaced by one hidden × hidden projection
     #: (``replace_with_linear``): no cache, and not every engine builds them
     linear_attention_layers: int = 0

@@ -1,7 +1,7 @@
 """Engine profiles: paging, padding, sharding and reporting rules, each checked by hand."""
 
 import pytest
-from test_hf import _ernie45_21b, _gemma3n, _gemma4_e2b, _lfm2_8b
+from test_hf import _ernie45_21b, _gemma3n, _gemma4_e2b, _hunyuan_large, _lfm2_8b
 
 from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model, spec_from_config
 from kvcore.engines import (
@@ -1511,3 +1511,41 @@ def test_trtllm_refuses_muse_glimmer():
         engine_plan("trtllm", EngineRequest(spec=spec, context=4096, sequences=1,
                                             cache=CacheOptions(kv_k="f16", kv_v="f16"),
                                             kv_budget_bytes=4 * GiB))
+
+
+def test_hunyuan_a13b_under_each_engine():
+    # 32 full layers × 8 KV heads × (128 + 128) × 2 B = 131,072 B a token
+    per_token = 32 * 8 * 256 * 2
+    # vLLM: one group of the 32 layers, pages of 16 tokens
+    pool = vllm.pool(load_model("hunyuan-a13b-instruct"), 4 * GiB, F16, F16, 16)
+    assert (pool.group_size, len(pool.groups)) == (32, 1)
+    assert pool.num_blocks == 4 * GiB // (16 * per_token) == 2048
+    # SGLang: 4 GiB / 131,072 B = 32,768 tokens, K and V 2 GiB each
+    r = engine_plan("sglang", req("hunyuan-a13b-instruct", gpu=None, kv_budget_bytes=4 * GiB))
+    assert r.kv_tokens == 4 * GiB // per_token == 32768
+    # llama.cpp: 32,768 cells in every layer
+    mem = llamacpp.kv_bytes(load_model("hunyuan-a13b-instruct"), 32768, 1, "f16", "f16")
+    assert mem.kv_bytes == 32768 * per_token
+    # TensorRT-LLM (HunYuanMoEV1ForCausalLM is in _arch_index.py): whole 32-token blocks
+    r = engine_plan("trtllm", req("hunyuan-a13b-instruct", gpu=None, kv_budget_bytes=4 * GiB))
+    assert r.extra["bytes_per_token"] == per_token
+    assert r.kv_tokens == 32768
+
+
+@pytest.mark.parametrize(("engine", "name"), [
+    ("vllm", "vLLM"), ("sglang", "SGLang"), ("llama.cpp", "llama.cpp"),
+    ("trtllm", "TensorRT-LLM"),
+])
+def test_hunyuan_cross_layer_attention_is_refused_by_engines(engine, name):
+    spec = spec_from_config(_hunyuan_large(), name="t", source="test")
+    r = EngineRequest(spec=spec, context=8192, sequences=1,
+                      cache=CacheOptions(kv_k="f16", kv_v="f16"), kv_budget_bytes=4 * GiB)
+    with pytest.raises(InputError, match=f"^{name}: kvplan could not establish the cache of "
+                                         r"cross-layer attention \(use_cla, cla_share_factor "
+                                         r"2\)"):
+        engine_plan(engine, r)
+    # without use_cla every engine sizes it
+    plain = spec_from_config(_hunyuan_large(use_cla=False), name="t", source="test")
+    r = EngineRequest(spec=plain, context=8192, sequences=1,
+                      cache=CacheOptions(kv_k="f16", kv_v="f16"), kv_budget_bytes=4 * GiB)
+    assert engine_plan(engine, r).kv_tokens > 0

@@ -150,6 +150,8 @@ GOLDEN = [
     ("voxtral-mini-3b-2507", 30 * 8 * 256 * F16, 30 * 8 * 256 * F16, 0),
     # Devstral 2: 88 full layers of 8 × 128
     ("devstral-2-123b-instruct-2512", 88 * 8 * 256 * F16, 88 * 8 * 256 * F16, 0),
+    # Hunyuan-A13B: 32 layers of 8 KV heads × attention_head_dim 128 (use_cla false)
+    ("hunyuan-a13b-instruct", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
     ("phi-4", 40 * 10 * 256 * F16, 40 * 10 * 256 * F16, 0),
     ("smollm-1.7b", 24 * 32 * 128 * F16, 24 * 32 * 128 * F16, 0),
 ]

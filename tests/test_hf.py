@@ -5,7 +5,14 @@ import json
 
 import pytest
 
-from kvcore import ConfigError, LayerKind, load_model, model_catalog, spec_from_config
+from kvcore import (
+    ConfigError,
+    LayerKind,
+    bytes_per_token,
+    load_model,
+    model_catalog,
+    spec_from_config,
+)
 from kvcore.parallel import Parallel, rank_spec
 
 
@@ -1117,3 +1124,97 @@ def test_muse_glimmer_gate_and_sandwich_norms():
     assert s.params.total - s.params.encoder == text == 27_854_780_928
     gate = next(m for m in s.params.modules if m.names[0] == "layers.0.self_attn.gate_proj")
     assert gate.params == h * q
+
+
+def _hunyuan_large(**over):
+    # Hunyuan-Large's geometry (not its published config): 64 layers, hidden 6400, 80 query
+    # heads of 6400 / 80 = 80, 8 KV heads; 16 experts of intermediate_size (no
+    # moe_intermediate_size), top-1, one shared MLP; cross-layer attention in pairs
+    cfg = {"architectures": ["HunYuanMoEV1ForCausalLM"], "model_type": "hunyuan",
+           "hidden_size": 6400, "intermediate_size": 18304, "num_hidden_layers": 64,
+           "num_attention_heads": 80, "num_key_value_heads": 8, "num_experts": 16,
+           "moe_topk": 1, "num_shared_expert": 1, "use_mixed_mlp_moe": True,
+           "use_qk_norm": True, "use_cla": True, "cla_share_factor": 2, "vocab_size": 128512,
+           "tie_word_embeddings": False}
+    cfg.update(over)
+    return cfg
+
+
+def test_hunyuan_a13b_per_layer_moe_lists_qk_norm_tied():
+    s = load_model("hunyuan-a13b-instruct")
+    h = 4096
+    # cache: 32 layers × 8 KV heads × (128 + 128) × 2 B (attention_head_dim 128)
+    assert bytes_per_token(s) == 32 * 8 * 256 * 2 == 131_072
+    assert s.cla_share_factor == 1 and s.kv_shared_layers == 0
+    # a layer: q, o 4096 × 4096; k, v 4096 × 1024; query/key_layernorm of 128; 64 experts of
+    # 3 × 4096 × 3072 (moe_intermediate_size[i]); router 4096 × 64; the shared MLP
+    # intermediate_size × num_shared_expert[i] = 3,072 wide; two norms
+    attn = 2 * h * h + 2 * h * 1024 + 2 * 128
+    expert = 3 * h * 3072
+    layer = attn + 64 * expert + h * 64 + expert + 2 * h
+    # tied embedding (128,167 × 4096) once, and the final norm
+    assert s.params.total == 32 * layer + 128167 * h + h == 80_393_183_232
+    assert s.params.embedding == 128167 * h
+    # active: moe_topk[i] = 8 experts a token
+    active = 32 * (attn + 8 * expert + h * 64 + expert + 2 * h) + 128167 * h + h
+    assert s.params.active == active == 12_747_448_320
+
+
+def test_hunyuan_per_layer_lists_are_read_layer_by_layer():
+    # a list varying by layer: layer 0 takes 2 experts of 1,024, layer 1 one of 2,048 and
+    # two shared MLPs of intermediate_size 512
+    cfg = _hunyuan_large(num_hidden_layers=2, hidden_size=64, intermediate_size=512,
+                         num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+                         moe_topk=[2, 1], moe_intermediate_size=[1024, 2048],
+                         num_shared_expert=[1, 2], use_cla=False, use_qk_norm=False,
+                         vocab_size=100)
+    s = spec(cfg)
+    h = 64
+    attn = 2 * h * h + 2 * h * 32
+    layer0 = attn + 4 * 3 * h * 1024 + h * 4 + 3 * h * 512 + 2 * h
+    layer1 = attn + 4 * 3 * h * 2048 + h * 4 + 3 * h * 1024 + 2 * h
+    assert s.params.total == layer0 + layer1 + 2 * 100 * h + h
+    active0 = attn + 2 * 3 * h * 1024 + h * 4 + 3 * h * 512 + 2 * h
+    active1 = attn + 1 * 3 * h * 2048 + h * 4 + 3 * h * 1024 + 2 * h
+    assert s.params.active == active0 + active1 + 100 * h + h
+    with pytest.raises(ConfigError, match="'moe_topk' must be one integer or list one per "
+                                          r"layer \(2\), got 3"):
+        spec({**cfg, "moe_topk": [1, 1, 1]})
+    with pytest.raises(ConfigError, match="use_mixed_mlp_moe"):
+        spec({k: v for k, v in cfg.items() if k != "use_mixed_mlp_moe"})
+
+
+def test_hunyuan_large_cross_layer_attention_caches_every_other_layer():
+    s = spec(_hunyuan_large())
+    # layers 0, 2, ..., 62 project K and V; layer 2k + 1 reuses layer 2k's (vLLM
+    # hunyuan_v1.py: layer_id % cla_share_factor != 0 builds HunYuanCrossAttention)
+    (g,) = s.groups
+    assert g.layers == tuple(range(0, 64, 2))
+    # 32 layers × 8 KV heads × (80 + 80) × 2 B
+    assert bytes_per_token(s) == 32 * 8 * 160 * 2 == 81_920
+    assert (s.cla_share_factor, s.kv_shared_layers, s.hidden_layers) == (2, 32, 64)
+    h = 6400
+    # a leader: q, o 6400 × 6400, k, v 6400 × 640, two 80-value norms; a follower: q and o
+    # only; every layer: 16 experts and one shared MLP of 3 × 6400 × 18,304, a router, 2 norms
+    mlp = 17 * 3 * h * 18304 + h * 16 + 2 * h
+    leader = 2 * h * h + 2 * h * 640 + 160 + mlp
+    follower = 2 * h * h + 160 + mlp
+    assert s.params.total == 32 * (leader + follower) + 2 * 128512 * h + h \
+        == 389_520_605_440
+    # use_cla false: all 64 layers cache (cla_share_factor alone changes nothing)
+    plain = spec(_hunyuan_large(use_cla=False))
+    assert bytes_per_token(plain) == 2 * 81_920 and plain.cla_share_factor == 1
+
+
+def test_hunyuan_dense_qk_norm_and_tied_embedding():
+    # Hunyuan-7B's geometry: 32 layers, 32 heads of 128, 8 KV heads, 14,336 MLP, tied
+    cfg = {"architectures": ["HunYuanDenseV1ForCausalLM"], "model_type": "hunyuan_v1_dense",
+           "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+           "use_qk_norm": True, "use_cla": False, "cla_share_factor": 2,
+           "tie_word_embeddings": True, "vocab_size": 128167}
+    s = spec(cfg)
+    h = 4096
+    layer = 2 * h * h + 2 * h * 1024 + 2 * 128 + 3 * h * 14336 + 2 * h
+    assert s.params.total == 32 * layer + 128167 * h + h == 7_504_568_320
+    assert bytes_per_token(s) == 32 * 8 * 256 * 2

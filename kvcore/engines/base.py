@@ -289,6 +289,12 @@ def refuse_layout(engine: str, spec: ModelSpec,
     from the engine's source. ``unknown`` maps a ``model_type`` (``by_architecture`` a config
     architecture, checked first) to what is not established."""
     what = (by_architecture or {}).get(spec.architecture) or unknown.get(spec.model_type)
+    if spec.cla_share_factor > 1:
+        # HunYuan's cross-layer attention: vLLM builds the layers that reuse a leader's K/V as
+        # encoder-decoder attention (hunyuan_v1.py), whose pages in a decoder-only model were
+        # not traced; SGLang's, llama.cpp's and TensorRT-LLM's handling was not read
+        what = (f"the cache of cross-layer attention (use_cla, cla_share_factor "
+                f"{spec.cla_share_factor})")
     if what is not None:
         raise InputError(f"{engine}: kvplan could not establish {what} from the engine's "
                          "source, so it does not size this model there; choose another engine",

@@ -34,6 +34,7 @@ from .base import (
     parallel_flags,
     rank_weights,
     refuse_architecture,
+    refuse_layout,
     refuse_nas_layout,
     single_format,
 )
@@ -363,6 +364,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # n_heads_in_group KV heads) only where block_configs' attention is not a no-op, so only
     # those layers get a cache; replace_with_linear it does not build
     refuse_nas_layout("vLLM", req.spec)
+    refuse_layout("vLLM", req.spec, {})
     if any(g.kind is LayerKind.COMPRESSED for g in req.spec.groups):
         from .vllm_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
