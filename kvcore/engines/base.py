@@ -367,3 +367,14 @@ def has_kind(spec: ModelSpec, *kinds: LayerKind) -> bool:
 
 def with_spec(req: EngineRequest, spec: ModelSpec) -> EngineRequest:
     return replace(req, spec=spec)
+
+
+def dsv4_geometry(spec: ModelSpec) -> tuple[int, int, int, int, int, int]:
+    """DeepSeek-V4's cache geometry: (layers, ratio-4 layers, ratio-128 layers, latent width, index width, window)."""
+    groups = spec.groups_for()
+    window = next(g for g in groups if g.kind is LayerKind.SLIDING)
+    c4 = next((g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == 4), None)
+    c128 = next((g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == 128), None)
+    index = next((g for g in groups if g.kind is LayerKind.INDEX), None)
+    return (window.count, c4.count if c4 else 0, c128.count if c128 else 0, window.head_dim_k,
+            index.head_dim_k if index else 0, window.window or 0)

@@ -21,13 +21,14 @@ compressor state is per request (128 rows a request slot) and is taken off the b
 from __future__ import annotations
 
 from ..errors import InputError
-from ..model import LayerKind, ModelSpec
+from ..model import ModelSpec
 from ..plan import largest
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
     check_format,
+    dsv4_geometry,
     rank_weights,
 )
 from .sglang import (
@@ -56,17 +57,6 @@ INDEX_QUANT_BLOCK = 128
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3"}
 
 
-def _geometry(spec: ModelSpec) -> tuple[int, int, int, int, int, int]:
-    """(layers, ratio-4 layers, ratio-128 layers, latent width, index width, window)."""
-    groups = spec.groups_for()
-    window = next(g for g in groups if g.kind is LayerKind.SLIDING)
-    c4 = next((g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == 4), None)
-    c128 = next((g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == 128), None)
-    index = next((g for g in groups if g.kind is LayerKind.INDEX), None)
-    return (window.count, c4.count if c4 else 0, c128.count if c128 else 0, window.head_dim_k,
-            index.head_dim_k if index else 0, window.window or 0)
-
-
 def row_bytes(latent: int, rope: int) -> int:
     """One token's packed latent (DeepSeekV4SingleKVPool): the non-RoPE part in fp8, the
     RoPE part in bf16, one scale byte per 64 fp8 values and a pad byte: 448 + 128 + 8 = 584."""
@@ -77,7 +67,7 @@ def row_bytes(latent: int, rope: int) -> int:
 def bytes_per_full_token(spec: ModelSpec, rope: int = 64) -> float:
     """DSV4PoolConfigurator._get_bytes_per_full_token, term by term in SGLang's order (a
     float: the token count is the budget divided by it, truncated)."""
-    layers, n4, n128, latent, index_dim, window = _geometry(spec)
+    layers, n4, n128, latent, index_dim, window = dsv4_geometry(spec)
     kv = row_bytes(latent, rope)
     indexer = index_dim + index_dim // INDEX_QUANT_BLOCK * 4
     c4_state = 2 * 2 * latent * STATE_BYTES
@@ -95,7 +85,7 @@ def c128_state_bytes(spec: ModelSpec, max_running: int) -> int:
     """The ratio-128 compressor state reserved before the token pools: (requests + 1) slots
     of 128 rows, plus a ring and one row, rounded up to 128 rows, of kv and score rows
     (2 × latent float32 values) in every ratio-128 layer."""
-    _, _, n128, latent, _, _ = _geometry(spec)
+    _, _, n128, latent, _, _ = dsv4_geometry(spec)
     if not n128:
         return 0
     rows = (max_running + 1) * RING_C128 + RING_C128 + 1
@@ -110,7 +100,7 @@ def pool_sizes(spec: ModelSpec, available: int, max_running: int
     fixed = c128_state_bytes(spec, max_running)
     full = int(max(available - fixed, 0) / per_token) // PAGE_TOKENS * PAGE_TOKENS
     swa = int(full * SWA_RATIO) // PAGE_TOKENS * PAGE_TOKENS
-    window = _geometry(spec)[5]
+    window = dsv4_geometry(spec)[5]
     sizes = {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
              "c4_state": swa // window * RING_C4, "c128_state": 0}
     return per_token, fixed, sizes
@@ -139,7 +129,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if s.page_size not in (None, PAGE_TOKENS):
         raise InputError(f"SGLang serves DeepSeek-V4 in pages of {PAGE_TOKENS} tokens; "
                          f"--page-size {s.page_size} is not taken", field="page_size")
-    _, _, _, latent, _, window = _geometry(req.spec)
+    _, _, _, latent, _, window = dsv4_geometry(req.spec)
     if latent != 512 or window != 128:
         # the pool asserts the 448 + 64·2 + 8 = 584-byte row; the state ring is per 128 tokens
         raise _refuse(f"a latent of {latent} values or a window of {window} tokens (its pool "
@@ -173,7 +163,7 @@ def plan(req: EngineRequest) -> EngineReport:
     cmd = launch_command(req, k_name, frac)
     rule = rule_note(req, frac)
     notes = (*((rule,) if rule else ()),
-             f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(_geometry(req.spec)[3], 64)} B: fp8 + bf16 RoPE + scales) "
+             f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(dsv4_geometry(req.spec)[3], 64)} B: fp8 + bf16 RoPE + scales) "
              "whatever the KV format named; the sliding-window pool holds "
              f"{sizes['swa']:,} tokens (swa_full_tokens_ratio {SWA_RATIO})",)
     return EngineReport(

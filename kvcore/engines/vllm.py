@@ -358,6 +358,22 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
     return mbt * (3 * spec.hidden_size + 3 * inter // tp) * dtype_bytes
 
 
+
+def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
+                  mbt: int) -> list[str]:
+    """The `vllm serve` command line of a plan: the flags it sets (a batch-token budget only
+    where the plan was given one)."""
+    cmd = [f"vllm serve {model_ref(req.spec)}", f"--max-model-len {max_len}",
+           f"--max-num-seqs {req.sequences}", f"--gpu-memory-utilization {util:g}"]
+    if k_name != "auto":
+        cmd.append(f"--kv-cache-dtype {k_name}")
+    cmd += parallel_flags(req.parallel, "--tensor-parallel-size", "--pipeline-parallel-size",
+                          "--data-parallel-size")
+    if req.settings.max_num_batched_tokens:
+        cmd.append(f"--max-num-batched-tokens {mbt}")
+    return cmd
+
+
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("vLLM", req.spec, UNSUPPORTED)
     # DeciLMForCausalLM (models/nemotron_nas.py) builds attention (num_attention_heads //
@@ -491,14 +507,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if opts.kv_k.name.startswith("fp8") and opts.kv_k.name != "fp8_pth" and not dsa:
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
-    cmd = [f"vllm serve {model_ref(req.spec)}", f"--max-model-len {max_len}",
-           f"--max-num-seqs {req.sequences}", f"--gpu-memory-utilization {util:g}"]
-    if k_name != "auto":
-        cmd.append(f"--kv-cache-dtype {k_name}")
-    cmd += parallel_flags(p, "--tensor-parallel-size", "--pipeline-parallel-size",
-                          "--data-parallel-size")
-    if s.max_num_batched_tokens:
-        cmd.append(f"--max-num-batched-tokens {mbt}")
+    cmd = serve_command(req, max_len, util, k_name, mbt)
     if s.block_size and not dsa:
         cmd.append(f"--block-size {block}")
     offload_tokens = 0

@@ -32,18 +32,18 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..gpus import GPU
-from ..model import LayerKind, ModelSpec
+from ..model import ModelSpec
 from ..plan import MAX_SEQUENCES, largest
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
-    model_ref,
+    dsv4_geometry,
     need_gpu,
-    parallel_flags,
     rank_weights,
     single_format,
 )
+from .vllm import serve_command
 
 NAME = "vllm"
 #: the release whose source this module follows
@@ -101,21 +101,10 @@ class LayerSpec:
         return _ceil(min(self.window - 1 + in_flight, max_len), self.block) + 1
 
 
-def _geometry(spec: ModelSpec) -> tuple[int, int, int, int, int, int]:
-    """(layers, ratio-4 layers, ratio-128 layers, latent width, index width, window)."""
-    groups = spec.groups_for()
-    window = next(g for g in groups if g.kind is LayerKind.SLIDING)
-    c4 = next((g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == 4), None)
-    c128 = next((g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == 128), None)
-    index = next((g for g in groups if g.kind is LayerKind.INDEX), None)
-    return (window.count, c4.count if c4 else 0, c128.count if c128 else 0, window.head_dim_k,
-            index.head_dim_k if index else 0, window.window or 0)
-
-
 def layer_specs(spec: ModelSpec) -> list[tuple[LayerSpec, int]]:
     """Each kind of layer spec vLLM collects for one rank, with how many layers hold it
     (every spec has max_tp_shards 1: each tensor-parallel rank holds all of them)."""
-    layers, n4, n128, latent, index_dim, window = _geometry(spec)
+    layers, n4, n128, latent, index_dim, window = dsv4_geometry(spec)
     out = [(LayerSpec("window", "sliding", SWA_BLOCK,
                       _round_up(SWA_BLOCK * ROW_BYTES, ALIGN), window), layers)]
     if n4:
@@ -256,7 +245,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if s.block_size not in (None, BLOCK):
         raise InputError(f"vLLM's DeepSeek-V4 kernels take blocks of {BLOCK} tokens; "
                          f"--block-size {s.block_size} is not sized", field="block_size")
-    _, _, _, latent, index_dim, _ = _geometry(req.spec)
+    _, _, _, latent, index_dim, _ = dsv4_geometry(req.spec)
     if latent != 512 or index_dim not in (0, 128):
         raise _refuse(f"a latent of {latent} or an index key of {index_dim} values (its "
                       "kernels take 512 and 128)")
@@ -326,14 +315,7 @@ def plan(req: EngineRequest) -> EngineReport:
     ) + (() if gpu is not None or s.max_num_batched_tokens else (
         "no card named: max_num_batched_tokens taken as 8,192 (vLLM's default on 70 to 160 GiB "
         "cards); give --gpu or --max-num-batched-tokens to match the server",))
-    cmd = [f"vllm serve {model_ref(req.spec)}", f"--max-model-len {max_len}",
-           f"--max-num-seqs {req.sequences}", f"--gpu-memory-utilization {util:g}"]
-    if k_name != "auto":
-        cmd.append(f"--kv-cache-dtype {k_name}")
-    cmd += parallel_flags(p, "--tensor-parallel-size", "--pipeline-parallel-size",
-                          "--data-parallel-size")
-    if s.max_num_batched_tokens:
-        cmd.append(f"--max-num-batched-tokens {mbt}")
+    cmd = serve_command(req, max_len, util, k_name, mbt)
     return EngineReport(
         engine=NAME,
         budget_bytes=(int(gpu.total_bytes * util)
