@@ -71,8 +71,8 @@ UNSUPPORTED_ARCHS = {"VoxtralForConditionalGeneration": "voxtral",
                      "Step3p7FlashForCausalLM": "step3p7"}
 #: models whose KV layout in TensorRT-LLM's PyTorch backend was not read from its source:
 #: layers of different head widths (Gemma 4: modeling_gemma4.py builds 512-wide full layers
-#: and 256-wide sliding ones, but resource_manager.py KVCacheManager takes one head_dim and
-#: the per-layer-width path was not traced), Step-3.7's per-kind KV heads under its registered
+#: and 256-wide sliding ones; _util.py sends it to KVCacheManagerV2, whose split of the budget
+#: over its pools was not traced), Step-3.7's per-kind KV heads under its registered
 #: architectures, and Gemma-3n (no model class for it was read)
 LAYOUT_UNKNOWN = {
     "gemma4": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
