@@ -1352,13 +1352,11 @@ def test_vllm_kimi_k3_pages_like_kimi_linear():
 @pytest.mark.parametrize(("model", "engine", "what"), [
     ("gemma-4-31b-it", "trtllm", "two head widths"),
     ("mimo-v2-flash", "llama.cpp", "K/V widths"),
-    ("mimo-v2-flash", "trtllm", "K and V widths"),
     ("kimi-k3", "sglang", "KDA state slots"),
     ("kimi-k3", "llama.cpp", "Kimi-K3"),
     ("kimi-k3", "trtllm", "Kimi-K3"),
     ("step-3.7-flash", "sglang", "Step-3.7.*Step3p7ForConditionalGeneration"),
     ("step-3.7-flash", "llama.cpp", "Step-3.7"),
-    ("step-3.7-flash", "trtllm", "Step-3.7"),
 ])
 def test_engines_refuse_layouts_not_read_from_their_source(model, engine, what):
     with pytest.raises(InputError, match=f"could not establish .*{what}") as err:
@@ -1498,6 +1496,36 @@ def test_trtllm_refuses_voxtral_apertus_and_an_unregistered_ministral3():
                                name="t", source="test")
     with pytest.raises(InputError, match="has no ApertusForCausalLM model"):
         engine_plan("trtllm", EngineRequest(spec=apertus, context=4096, sequences=1,
+                                            cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                            kv_budget_bytes=4 * GiB))
+
+
+@pytest.mark.parametrize(("model", "arch", "model_type"), [
+    # no MiMo class of any kind is registered in models/_arch_index.py
+    ("mimo-v2-flash", "MiMoV2FlashForCausalLM", "mimo_v2_flash"),
+    # modeling_step3p7.py registers Step3p5ForCausalLM (and the VLM Step3p7ForConditional-
+    # Generation); the bundled config names Step3p7FlashForCausalLM, which nothing maps
+    ("step-3.7-flash", "Step3p7FlashForCausalLM", "step3p7"),
+])
+def test_trtllm_refuses_unregistered_mimo_v2_and_step37_flash(model, arch, model_type):
+    with pytest.raises(InputError, match=f"has no {arch} model \\({model_type}\\)") as err:
+        engine_plan("trtllm", req(model, gpu="h200"))
+    assert err.value.field == "engine"
+    # the class is missing before any cache exists: no layout sentence
+    assert "could not establish" not in str(err.value)
+
+
+def test_trtllm_still_refuses_a_registered_step37_layout():
+    # a Step3p7ForConditionalGeneration config is registered, but its per-kind KV heads and
+    # windows in the cache manager were not traced: still the layout refusal
+    import json
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "kvcore" / "data" / "models" / "step-3.7-flash.json"
+    config = json.loads(path.read_text())
+    config["architectures"] = ["Step3p7ForConditionalGeneration"]
+    spec = spec_from_config(config, name="t", source="test")
+    with pytest.raises(InputError, match="could not establish Step-3.7's sliding-window cache"):
+        engine_plan("trtllm", EngineRequest(spec=spec, context=4096, sequences=1,
                                             cache=CacheOptions(kv_k="f16", kv_v="f16"),
                                             kv_budget_bytes=4 * GiB))
 

@@ -52,25 +52,31 @@ RUNTIME = int(1.0 * GiB)
 #: model types of catalog architectures the PyTorch backend registers no model class for
 #: (models/_arch_index.py MODEL_ARCH_TO_MODULE): DeepSeek-V2 (only V3/V3.2 are there), PhiMoE,
 #: OLMo 3, LFM2 and LFM2-MoE, MiniMax-M1 (lightning attention), Gemma 2 (only Gemma 3/4 are
-#: there), ChatGLM / GLM-4 (only the GLM-4.5 MoE is there), ERNIE-4.5, Apertus and Muse-Glimmer
+#: there), ChatGLM / GLM-4 (only the GLM-4.5 MoE is there), ERNIE-4.5, Apertus, Muse-Glimmer
+#: and MiMo-V2-Flash (no MiMo class at all)
 UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEForCausalLM",
                      "gemma2": "Gemma2ForCausalLM", "chatglm": "ChatGLMModel",
                      "olmo3": "Olmo3ForCausalLM", "lfm2": "Lfm2ForCausalLM",
                      "lfm2_vl": "Lfm2VlForConditionalGeneration",
                      "minimax_m1": "MiniMaxM1ForCausalLM", "lfm2_moe": "Lfm2MoeForCausalLM",
                      "ernie4_5_moe": "Ernie4_5_MoeForCausalLM", "apertus": "ApertusForCausalLM",
-                     "muse_glimmer_text": "MuseGlimmerForConditionalGeneration"}
+                     "muse_glimmer_text": "MuseGlimmerForConditionalGeneration",
+                     "mimo_v2_flash": "MiMoV2FlashForCausalLM"}
 #: by config architecture, where the model_type is a text model's the backend has (Voxtral's
-#: text_config is a llama): no Voxtral class is registered in models/_arch_index.py
-UNSUPPORTED_ARCHS = {"VoxtralForConditionalGeneration": "voxtral"}
+#: text_config is a llama): no Voxtral class is registered in models/_arch_index.py. Step-3.7's
+#: text decoder (modeling_step3p7.py) registers as Step3p5ForCausalLM and its VLM wrapper as
+#: Step3p7ForConditionalGeneration; Step-3.7-Flash's config names Step3p7FlashForCausalLM,
+#: which neither the index nor AutoModelForCausalLM._resolve_class (an Eagle3 rename only) maps
+UNSUPPORTED_ARCHS = {"VoxtralForConditionalGeneration": "voxtral",
+                     "Step3p7FlashForCausalLM": "step3p7"}
 #: models whose KV layout in TensorRT-LLM's PyTorch backend was not read from its source:
-#: layers of different head widths (Gemma 4: 512 and 256), of different K and V widths and KV
-#: heads per kind (MiMo-V2), Step-3.7's hybrid attention, and Gemma-3n (no model class for
-#: it was read)
+#: layers of different head widths (Gemma 4: modeling_gemma4.py builds 512-wide full layers
+#: and 256-wide sliding ones; _util.py sends it to KVCacheManagerV2, whose split of the budget
+#: over its pools was not traced), Step-3.7's per-kind KV heads under its registered
+#: architectures, and Gemma-3n (no model class for it was read)
 LAYOUT_UNKNOWN = {
     "gemma4": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
     "gemma4_text": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
-    "mimo_v2_flash": "a cache of MiMo-V2's K and V widths (192/128) and per-kind KV heads",
     "step3p7": "Step-3.7's sliding-window cache",
     "gemma3n": "a cache for Gemma-3n (KV-shared layers, AltUp, per-layer embeddings)",
     "gemma3n_text": "a cache for Gemma-3n (KV-shared layers, AltUp, per-layer embeddings)",
@@ -169,7 +175,7 @@ def state_bytes_per_slot(spec: ModelSpec) -> int:
 def check_supported(spec: ModelSpec) -> None:
     refuse_nas_layout("TensorRT-LLM", spec, always="its per-layer KV head counts for no-op "
                       "blocks are not established")
-    refuse_layout("TensorRT-LLM", spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
+    # a missing model class comes first: TensorRT-LLM stops there, before any cache exists
     arch = UNSUPPORTED_TYPES.get(spec.model_type)
     if spec.architecture in UNSUPPORTED_ARCHS:
         arch, mt = spec.architecture, UNSUPPORTED_ARCHS[spec.architecture]
@@ -178,6 +184,7 @@ def check_supported(spec: ModelSpec) -> None:
     if arch is not None:
         raise InputError(f"TensorRT-LLM's PyTorch backend has no {arch} model "
                          f"({spec.model_type}); choose another engine", field="engine")
+    refuse_layout("TensorRT-LLM", spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     if spec.checkpoint is not None:
         raise InputError("TensorRT-LLM loads Hugging Face checkpoints, not GGUF files: plan the "
                          "model's config.json or Hub id with it, or this file with llama.cpp",
