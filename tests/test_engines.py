@@ -1351,17 +1351,36 @@ def test_vllm_kimi_k3_pages_like_kimi_linear():
 
 @pytest.mark.parametrize(("model", "engine", "what"), [
     ("gemma-4-31b-it", "trtllm", "two head widths"),
-    ("mimo-v2-flash", "llama.cpp", "K/V widths"),
+    ("mimo-v2-flash", "llama.cpp", "MTP blocks"),
     ("kimi-k3", "sglang", "KDA state slots"),
-    ("kimi-k3", "llama.cpp", "Kimi-K3"),
     ("kimi-k3", "trtllm", "Kimi-K3"),
     ("step-3.7-flash", "sglang", "Step-3.7.*Step3p7ForConditionalGeneration"),
-    ("step-3.7-flash", "llama.cpp", "Step-3.7"),
+    ("step-3.7-flash", "llama.cpp", "Step-3.7.*Step3p7FlashForCausalLM"),
 ])
 def test_engines_refuse_layouts_not_read_from_their_source(model, engine, what):
     with pytest.raises(InputError, match=f"could not establish .*{what}") as err:
         engine_plan(engine, req(model, gpu="h200"))
     assert err.value.field == "engine"
+
+
+def test_llamacpp_kimi_k3_hybrid_k_only_latent_and_kda_state():
+    # LLM_ARCH_KIMI_K3 (conversion/kimi_k3.py @051139f5: n_head_kv 1 on the 24 MLA layers, 0
+    # on the 69 KDA ones; key_length 512 + 64 = 576; MLA keys set, so is_mla() and the cache is
+    # K only, src/models/kimi-k3.cpp @38d39068 build_inp_mem_hybrid_k)
+    mem = llamacpp.kv_bytes(load_model("kimi-k3"), 65536, 2, "f16", "f16")
+    # two sequences of 65,536 tokens, n_ctx 131,072: 2 streams of 65,536 cells: 24 layers × 576 × 2 B × 65,536 × 2 = 3,623,878,656 B
+    assert mem.k_bytes == 3623878656 and mem.v_bytes == 0
+    # R: 3 × (4 − 1) × 96 heads × 128 = 110,592 f32 values a layer and cell; S: 128 × 128 × 96
+    # = 1,572,864; 69 KDA layers × 2 cells (one a sequence) × 4 B
+    assert mem.r_bytes == 69 * 110592 * 4 * 2 == 61046784
+    assert mem.s_bytes == 69 * 1572864 * 4 * 2 == 868220928
+    assert mem.lines[0].startswith("llama_kv_cache: size = 3456.00 MiB ( 65536 cells,  24 layers,"
+                                   "  2/2 seqs), K (f16): 3456.00 MiB, V (f16):    0.00 MiB")
+    assert mem.lines[1] == ("llama_memory_recurrent: size =  886.22 MiB (     2 cells,  93 layers,"
+                            "  2 seqs), R (f32):   58.22 MiB, S (f32):  828.00 MiB")
+    report = engine_plan("llama.cpp", req("kimi-k3", ctx=131072, gpu="h200",
+                                          parallel=Parallel(pp=8)))
+    assert report.extra["k_bytes"] > 0 and report.extra["state_bytes"] > 0
 
 
 def test_kimi_linear_is_not_refused_with_kimi_k3():

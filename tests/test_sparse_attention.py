@@ -434,3 +434,12 @@ def test_vllm_v4_budget_alone_and_find_gpu(capsys):
     code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "vllm",
                        "--find-gpu")
     assert code == 0 and "smallest:" in out
+
+
+def test_minimax_m3_llamacpp_refusal_names_what_is_missing(capsys):
+    code, out, err = run(capsys, ref("minimax-m3"), "--ctx", "128k", "--engine", "llama.cpp")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert all(w in err for w in ("LLM_ARCH_MINIMAX_M3", "indexer_kv", "n_embd_k_idx(il)")), err
+    # the other engines give no llama.cpp reason
+    code, out, err = run(capsys, ref("minimax-m3"), "--ctx", "128k", "--engine", "vllm")
+    assert code == 2 and "LLM_ARCH" not in err

@@ -80,6 +80,15 @@ _DSV4_MISSING = {
 }
 
 
+#: what keeps an engine that runs MiniMax-M3 from being sized (docs/ENGINES.md L8)
+_MINIMAX_M3_MISSING = {
+    "llama.cpp": ("llama.cpp runs it as LLM_ARCH_MINIMAX_M3 and keeps the indexer keys as an "
+                  "extra f32 row a cell in the main KV cache (hparams.indexer_kv, "
+                  "src/models/minimax-m3.cpp @1ded4cd3), but n_embd_k_idx(il), which sets "
+                  "that row's width and layers, was not found in a revision to cite"),
+}
+
+
 def _scheme(request: EngineRequest) -> str:
     if request.spec.model_type.startswith("minimax"):
         return "MiniMax-M3's block-sparse attention index cache (sparse_attention_config)"
@@ -92,7 +101,8 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     minimax = request.spec.model_type.startswith("minimax")
     if (name != "raw" and any(g.kind in _UNMODELLED for g in request.spec.groups)
             and (minimax or name not in _SIZES_DEEPSEEK_V4)):
-        why = f": {_DSV4_MISSING[name]}" if not minimax and name in _DSV4_MISSING else ""
+        missing = _MINIMAX_M3_MISSING if minimax else _DSV4_MISSING
+        why = f": {missing[name]}" if name in missing else ""
         raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} "
                          f"yet{why}; --engine raw sizes the cache itself", field="engine")
     return ENGINES[name](request)

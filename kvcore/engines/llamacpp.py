@@ -51,17 +51,23 @@ FORMATS = {n: n for n in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl"
 #: do not; Phi-3 reads it and turns it off ("Phi SWA is currently disabled", src/models/phi3.cpp)
 NO_WINDOW_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "phi3", "phimoe",
                              "starcoder2"})
-#: models whose llama.cpp architecture was not read: MiMo-V2 (K and V of different widths,
-#: per-kind KV heads), Step-3.7, and Kimi-K3 (latent MoE and attention residuals beside the
-#: kimi-linear graph)
+#: models llama.cpp cannot be sized for, with what is missing (docs/ENGINES.md L8): MiMo-V2's
+#: GGUF differs between converter revisions (conversion/mimo.py @32e9e044 drops the three MTP
+#: blocks, @051139f5 appends them as sliding layers of 8 KV heads), so the cached layer count is
+#: not one number; Step-3.7-Flash's architecture is registered by no converter read
+#: (conversion/step3.py @0bbad317 registers Step3p5ForCausalLM and reads num_attention_groups
+#: and moe_num_experts, keys this config lacks)
 LAYOUT_UNKNOWN = {
-    "mimo_v2_flash": "a cache of MiMo-V2's K/V widths (192/128) and per-kind KV heads",
-    "step3p7": "Step-3.7's sliding-window cache",
+    "mimo_v2_flash": "how many MiMo-V2-Flash layers hold K/V (llama.cpp's converter revisions "
+                     "disagree on its three MTP blocks: dropped, or appended to the GGUF as "
+                     "sliding layers of 8 KV heads)",
+    "step3p7": "a GGUF layout for Step-3.7-Flash (llama.cpp's converter registers "
+               "Step3p5ForCausalLM, not Step3p7FlashForCausalLM, and reads "
+               "num_attention_groups and moe_num_experts, which this config lacks)",
 }
-LAYOUT_UNKNOWN_ARCH = {
-    "KimiK3ForConditionalGeneration": "an architecture for Kimi-K3 (latent MoE, "
-                                      "attention residuals)",
-}
+#: Kimi-K3 (KimiK3ForConditionalGeneration) runs as LLM_ARCH_KIMI_K3: the kimi-linear hybrid
+#: memory (K-only 576-value MLA latent, KDA state in f32), sized like Kimi-Linear
+LAYOUT_UNKNOWN_ARCH: dict[str, str] = {}
 #: llama.cpp's gemma3n architecture gives K and V to the first 20 layers whatever the model
 #: (src/models/gemma3n.cpp load_arch_hparams: n_layer_kv_from_start = 20); the rest read the
 #: cache of the last earlier layer of their kind (hparams.has_kv)
