@@ -333,6 +333,10 @@ ARCHS: dict[str, str] = {
     "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text",
     # DeepSeek Sparse Attention: MLA plus a lightning indexer (DeepSeek-V3.2, GLM-5)
     "deepseek32": "deepseek_v32", "glm-dsa": "glm_moe_dsa",
+    # GLM-4.5 / 4.6 / 4.7 (and -Air): GQA MoE, its next-n blocks counted in block_count
+    "glm4moe": "glm4_moe",
+    # Gemma 4: sliding and full layers of their own head widths and KV heads
+    "gemma4": "gemma4_text",
 }
 #: architectures converted with MLA (the deepseek2 key set)
 _MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"})
@@ -419,7 +423,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         widths = [w for w in cfg["intermediate_size"] if isinstance(w, int)]
         cfg["intermediate_size"] = max(widths) if widths else 0
     key_len = k("attention.key_length")
-    if key_len and arch not in _MLA:
+    if key_len and arch not in _MLA and arch != "gemma4":
         cfg["head_dim"] = key_len
     experts, used = k("expert_count", 0), k("expert_used_count", 0)
     if experts:
@@ -444,6 +448,13 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
             # llama.cpp's pattern: layer i slides unless i % period is the period's last
             cfg["layer_types"] = ["sliding_attention" if i % period < period - 1
                                   else "full_attention" for i in range(n)]
+    if arch == "gemma4":
+        _gemma4(g, cfg, kv, names, count)
+    if arch == "glm4moe":
+        # src/models/glm4-moe.cpp: the first leading_dense_block_count layers run a dense FFN,
+        # the others expert_shared_count shared experts beside the routed ones
+        cfg.update(first_k_dense_replace=count("leading_dense_block_count", 0),
+                   n_shared_experts=count("expert_shared_count", 0))
     if arch in ("qwen3next", "qwen35", "qwen35moe"):
         if isinstance(kv, list) and len({v for v in kv if v}) == 1:
             # KV heads listed by layer, 0 on the linear-attention layers
@@ -489,6 +500,56 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         if pattern is not None:
             cfg["index_topk_pattern"] = pattern
     return cfg
+
+
+def _gemma4(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], count: Any) -> None:
+    """Gemma 4's numbers as llama.cpp reads them (src/models/gemma4.cpp load_arch_hparams):
+    attention.sliding_window_pattern (true: the layer slides), attention.key_length the full
+    layers' head width and key_length_swa the sliding ones', head_count_kv a number or one per
+    layer, attention.shared_kv_layers the tail that reuses earlier caches. A full layer
+    without attn_v.weight takes its V from K (attention_k_eq_v)."""
+    n = cfg["num_hidden_layers"]
+    pattern = g.metadata.get("gemma4.attention.sliding_window_pattern")
+    if (not isinstance(n, int) or not isinstance(pattern, list) or len(pattern) != n
+            or not all(isinstance(p, bool | int) and p in (0, 1) for p in pattern)):
+        raise ConfigError(f"{g.base}: gemma4.attention.sliding_window_pattern must hold a true "
+                          f"or false for each of the {n} layers",
+                          field="gemma4.attention.sliding_window_pattern")
+    full = [i for i, p in enumerate(pattern) if not p]
+    sliding = [i for i, p in enumerate(pattern) if p]
+    cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    cfg["sliding_window"] = count("attention.sliding_window")
+    cfg["head_dim"] = count("attention.key_length_swa")
+    cfg["global_head_dim"] = count("attention.key_length")
+    for key in ("attention.value_length_swa", "attention.value_length"):
+        width = g.metadata.get(f"gemma4.{key}")
+        if width is not None and width != g.metadata.get(f"gemma4.{key.replace('value', 'key')}"):
+            raise ConfigError(f"{g.base}: gemma4.{key} differs from its key width; llama.cpp "
+                              "loads Gemma 4 only with equal K and V widths", field=f"gemma4.{key}")
+    k_eq_v = bool(full) and all(f"blk.{i}.attn_v.weight" not in names for i in full)
+    per_layer = kv if isinstance(kv, list) else [kv] * n
+    if len(per_layer) != n:
+        raise ConfigError(f"{g.base}: gemma4.attention.head_count_kv lists {len(per_layer)} "
+                          f"layers, the model has {n}", field="gemma4.attention.head_count_kv")
+    slide_kv = {per_layer[i] for i in sliding}
+    full_kv = {per_layer[i] for i in full}
+    if len(slide_kv) > 1 or len(full_kv) > 1 or (not k_eq_v and slide_kv != full_kv
+                                                  and slide_kv and full_kv):
+        raise ConfigError(f"{g.base}: gemma4.attention.head_count_kv {shown(kv)} is not one count on the "
+                          "sliding layers and one on the full ones (the latter only where those "
+                          "layers take V from K)", field="gemma4.attention.head_count_kv")
+    cfg["num_key_value_heads"] = next(iter(slide_kv or full_kv))
+    cfg["attention_k_eq_v"] = k_eq_v
+    if k_eq_v:
+        cfg["num_global_key_value_heads"] = next(iter(full_kv))
+    cfg["num_kv_shared_layers"] = count("attention.shared_kv_layers", 0)
+    cfg["hidden_size_per_layer_input"] = count("embedding_length_per_layer_input", 0)
+    if cfg["hidden_size_per_layer_input"]:
+        # per_layer_token_embd.weight is {per-layer width × layers, n_vocab}
+        cfg["vocab_size_per_layer_input"] = cfg["vocab_size"]
+    if cfg.get("num_experts"):
+        cfg["enable_moe_block"] = True
+        cfg["top_k_experts"] = cfg["num_experts_per_tok"]
 
 
 def _glm_dsa_pattern(g: GgufFile, types: Any, layers: Any, context: Any) -> str | None:

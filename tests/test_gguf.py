@@ -569,3 +569,113 @@ def test_a_glm_dsa_gguf_with_a_short_indexer_list_is_refused(tmp_path):
         _dsa_gguf(tmp_path, "glm-dsa", 78, 1048576,
                   {"glm-dsa.attention.indexer.types": [True] * 77})
     assert "\n" not in str(e.value)
+
+
+# glm4moe (GLM-4.5 / 4.6 / 4.7): llama.cpp's converter writes block_count as the decoder's
+# layers plus nextn_predict_layers, attention.key_length the head width (not hidden / heads),
+# leading_dense_block_count and expert_shared_count (src/models/glm4-moe.cpp runs
+# n_layer - nextn_predict_layers layers, the first n_layer_dense_lead of them dense).
+@pytest.mark.parametrize("catalog", ["glm-4.5"])
+def test_a_glm4moe_gguf_is_the_glm_4_5_config(tmp_path, catalog):
+    entry = next(e for e in kvcore.model_catalog() if e.id == catalog)
+    cfg = entry.config()
+    nextn = cfg["num_nextn_predict_layers"]
+    meta, tensors = dense_model(
+        "glm4moe", layers=cfg["num_hidden_layers"] + nextn, hidden=cfg["hidden_size"],
+        heads=cfg["num_attention_heads"], kv_heads=cfg["num_key_value_heads"],
+        head_dim=cfg["head_dim"], ffn=cfg["intermediate_size"], vocab=256,
+        ctx=cfg["max_position_embeddings"], quant=8, head_type=8,
+        experts=cfg["n_routed_experts"], used=cfg["num_experts_per_tok"],
+        expert_ffn=cfg["moe_intermediate_size"], extra={
+            "glm4moe.nextn_predict_layers": nextn,
+            "glm4moe.leading_dense_block_count": cfg["first_k_dense_replace"],
+            "glm4moe.expert_shared_count": cfg["n_shared_experts"],
+            "glm4moe.expert_gating_func": 2})
+    path = tmp_path / "glm4moe.gguf"
+    write_gguf(path, meta, tensors)
+    spec, cat = load_model(str(path)), load_model(catalog)
+    assert spec.model_type == "glm4_moe" and spec.num_layers == 92 and spec.has_mtp
+    assert spec.groups == cat.groups
+    # f16: 92 layers (+1 next-n) × 8 KV heads × 128 × 2 (K, V) × 2 bytes
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes \
+        == kvcore.cache_size(cat, 1000, 1).total_bytes
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes == 92 * 8 * 128 * 2 * 2 * 1000
+    # the next-n block's tensors are the draft's, not the model's
+    assert spec.params.mtp == sum(_elements(s) for n, s, _ in tensors
+                                  if n.startswith("blk.92."))
+
+
+def _gemma4_gguf(tmp_path, catalog, *, k_eq_v=True, kv=None, extra=None):
+    """A Gemma 4 GGUF as llama.cpp's converter lays it out: the sliding pattern by layer,
+    key_length the full layers' width and key_length_swa the sliding ones', head_count_kv by
+    layer, and no attn_v.weight on the full layers that take V from K."""
+    entry = next(e for e in kvcore.model_catalog() if e.id == catalog)
+    cfg = entry.config()
+    cfg = cfg.get("text_config", cfg)
+    n = cfg["num_hidden_layers"]
+    slides = [t == "sliding_attention" for t in cfg["layer_types"]]
+    experts = cfg.get("num_experts") or 0
+    meta, tensors = dense_model(
+        "gemma4", layers=n, hidden=cfg["hidden_size"], heads=cfg["num_attention_heads"],
+        kv_heads=cfg["num_key_value_heads"], head_dim=cfg["head_dim"],
+        ffn=cfg["intermediate_size"], vocab=256, ctx=cfg["max_position_embeddings"],
+        tied=True, quant=8, head_type=8, experts=experts,
+        used=cfg.get("top_k_experts") or 0, expert_ffn=cfg.get("moe_intermediate_size") or 0,
+        extra={"gemma4.attention.sliding_window_pattern": slides,
+               "gemma4.attention.sliding_window": cfg["sliding_window"],
+               "gemma4.attention.key_length": cfg["global_head_dim"],
+               "gemma4.attention.value_length": cfg["global_head_dim"],
+               "gemma4.attention.key_length_swa": cfg["head_dim"],
+               "gemma4.attention.value_length_swa": cfg["head_dim"],
+               "gemma4.attention.head_count_kv": kv or [
+                   cfg["num_key_value_heads"] if s else cfg["num_global_key_value_heads"]
+                   for s in slides],
+               "gemma4.attention.shared_kv_layers": cfg["num_kv_shared_layers"],
+               "gemma4.embedding_length_per_layer_input": 0, **(extra or {})})
+    full = {f"blk.{i}.attn_v.weight" for i, s in enumerate(slides) if not s}
+    tensors = [t for t in tensors if not (k_eq_v and t[0] in full)]
+    path = tmp_path / f"{catalog}.gguf"
+    write_gguf(path, meta, tensors)
+    return load_model(str(path))
+
+
+@pytest.mark.parametrize("catalog,per_token", [
+    # 26B-A4B: 25 sliding layers × 8 KV heads × 256 + 5 full × 2 × 512, K and V, f16
+    ("gemma-4-26b-a4b", (25 * 8 * 256 + 5 * 2 * 512) * 2 * 2),
+    # 31B: 50 sliding × 16 × 256 + 10 full × 4 × 512
+    ("gemma-4-31b-it", (50 * 16 * 256 + 10 * 4 * 512) * 2 * 2),
+])
+def test_a_gemma4_gguf_reads_its_two_attention_geometries(tmp_path, catalog, per_token):
+    spec, cat = _gemma4_gguf(tmp_path, catalog), load_model(catalog)
+    assert spec.model_type == "gemma4_text"
+    assert spec.groups == cat.groups
+    # within the 1,024-token window every layer holds every token
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes == per_token * 1000
+    for ctx in (1000, 131072):
+        assert (kvcore.cache_size(spec, ctx, 2).total_bytes
+                == kvcore.cache_size(cat, ctx, 2).total_bytes)
+
+
+def test_a_gemma4_gguf_with_kv_shared_layers_keeps_no_cache_for_them(tmp_path):
+    plain = _gemma4_gguf(tmp_path, "gemma-4-31b-it")
+    shared = _gemma4_gguf(tmp_path, "gemma-4-31b-it",
+                          extra={"gemma4.attention.shared_kv_layers": 6})
+    # the last six layers (54-59: 53 sliding ... 59 full) read earlier layers' caches:
+    # 59 is full, 54-58 sliding
+    saved = (5 * 16 * 256 + 1 * 4 * 512) * 2 * 2 * 1000
+    assert (kvcore.cache_size(plain, 1000, 1).total_bytes
+            - kvcore.cache_size(shared, 1000, 1).total_bytes) == saved
+
+
+@pytest.mark.parametrize("kw,what", [
+    # KV heads that differ on the full layers while those layers have their own V
+    ({"k_eq_v": False}, "head_count_kv"),
+    # two different counts among the sliding layers
+    ({"kv": [8, 4] + [8] * 28}, "head_count_kv"),
+    # no per-layer pattern
+    ({"extra": {"gemma4.attention.sliding_window_pattern": 6}}, "sliding_window_pattern"),
+])
+def test_gemma4_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, kw, what):
+    with pytest.raises(ConfigError, match=what) as e:
+        _gemma4_gguf(tmp_path, "gemma-4-26b-a4b", **kw)
+    assert "\n" not in str(e.value)
