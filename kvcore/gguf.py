@@ -7,7 +7,7 @@ bytes, summed over the files of a split model.
 
 The architecture's numbers become the Hugging Face config the file was converted from, so that
 the cache, the engines' rules and the fit are those of a config.json. Architectures whose
-numbers are not mapped here (Mamba and other state-space hybrids, encoder-decoders, vision
+numbers are not mapped here (pure Mamba and other state-space models, encoder-decoders, vision
 towers, which ship in a separate mmproj file) are refused with the names of those that are read.
 """
 
@@ -337,6 +337,9 @@ ARCHS: dict[str, str] = {
     "glm4moe": "glm4_moe",
     # Gemma 4: sliding and full layers of their own head widths and KV heads
     "gemma4": "gemma4_text",
+    # Nemotron-H hybrids (Mamba-2, attention, MLP or MoE blocks): the pattern from the
+    # per-layer head_count_kv and feed_forward_length
+    "nemotron_h": "nemotron_h", "nemotron_h_moe": "nemotron_h",
 }
 #: architectures converted with MLA (the deepseek2 key set)
 _MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"})
@@ -345,6 +348,8 @@ _MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"})
 #: an indexer, then one in four from layer 2, for 78 layers; 0 (shared) past them
 _GLM_5_2_TYPES = (True, True) + tuple(j % 4 == 0 for j in range(76))
 _GLM_5_2_CONTEXT = 1048576
+#: Nemotron-H's architectures (src/models/nemotron-h.cpp)
+_NEMOTRON_H = frozenset({"nemotron_h", "nemotron_h_moe"})
 #: the hybrids' Gated DeltaNet numbers: GGUF key → config field
 _GDN = {"ssm.conv_kernel": "linear_conv_kernel_dim", "ssm.state_size": "linear_key_head_dim",
         "ssm.group_count": "linear_num_key_heads", "ssm.time_step_rank": "linear_num_value_heads"}
@@ -391,6 +396,9 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
     names = names if names is not None else {t.name for t in g.tensors}
     heads = _uniform(k("attention.head_count", need=True))
     kv = _uniform(k("attention.head_count_kv", heads))
+    if isinstance(heads, list) and arch in _NEMOTRON_H:
+        # query heads listed by layer, 0 on the blocks that are not attention
+        heads = _uniform([h for h in heads if h]) or heads
     if isinstance(heads, list):
         raise ConfigError(f"{g.base}: query heads that differ by layer are not read",
                           field=f"{arch}.attention.head_count")
@@ -450,6 +458,8 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
                                   else "full_attention" for i in range(n)]
     if arch == "gemma4":
         _gemma4(g, cfg, kv, names, count)
+    if arch in _NEMOTRON_H:
+        _nemotron_h(g, cfg, kv, names, count)
     if arch == "glm4moe":
         # src/models/glm4-moe.cpp: the first leading_dense_block_count layers run a dense FFN,
         # the others expert_shared_count shared experts beside the routed ones
@@ -550,6 +560,53 @@ def _gemma4(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], count: A
     if cfg.get("num_experts"):
         cfg["enable_moe_block"] = True
         cfg["top_k_experts"] = cfg["num_experts_per_tok"]
+
+
+def _nemotron_h(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], count: Any) -> None:
+    """Nemotron-H's blocks as llama.cpp tells them apart (src/models/nemotron-h.cpp): a block
+    of 0 KV heads and 0 FFN width is Mamba-2 (M), one of 0 FFN width attention (*), the others
+    an FFN: MoE (E) where the block has a router (ffn_gate_inp), else an MLP (-). The Mamba-2
+    numbers: ssm.conv_kernel, ssm.state_size, ssm.group_count, ssm.time_step_rank (the heads)
+    and ssm.inner_size (heads × head width)."""
+    arch = g.arch
+    n = cfg["num_hidden_layers"]
+    if cfg.get("num_nextn_predict_layers"):
+        raise ConfigError(f"{g.base}: a {arch} GGUF with next-n (MTP) blocks is not read: "
+                          "pass the model's config.json", field=f"{arch}.nextn_predict_layers")
+    ffn = g.metadata.get(f"{arch}.feed_forward_length")
+    if (not isinstance(n, int) or not isinstance(kv, list) or not isinstance(ffn, list)
+            or len(kv) != n or len(ffn) != n):
+        raise ConfigError(f"{g.base}: {arch}.attention.head_count_kv and feed_forward_length "
+                          f"must each list the {n} blocks (0 where a block has none)",
+                          field=f"{arch}.attention.head_count_kv")
+    letters = []
+    for i in range(n):
+        if not ffn[i]:
+            letters.append("*" if kv[i] else "M")
+        else:
+            letters.append("E" if f"blk.{i}.ffn_gate_inp.weight" in names else "-")
+    cfg["hybrid_override_pattern"] = "".join(letters)
+    attn = {v for v in kv if v}
+    if len(attn) > 1:
+        raise ConfigError(f"{g.base}: attention blocks of several KV head counts "
+                          f"({', '.join(map(str, sorted(attn)))}) are not read",
+                          field=f"{arch}.attention.head_count_kv")
+    cfg["num_key_value_heads"] = next(iter(attn), 0)
+    cfg["intermediate_size"] = max(ffn)
+    heads = count("ssm.time_step_rank")
+    inner = count("ssm.inner_size")
+    if not heads or inner % heads:
+        raise ConfigError(f"{g.base}: {arch}.ssm.inner_size {shown(inner)} is not a whole "
+                          "number of Mamba heads", field=f"{arch}.ssm.inner_size")
+    cfg.update(conv_kernel=count("ssm.conv_kernel"), ssm_state_size=count("ssm.state_size"),
+               n_groups=count("ssm.group_count"), mamba_num_heads=heads,
+               mamba_head_dim=inner // heads,
+               # llama.cpp keeps the recurrent states in float32
+               mamba_ssm_cache_dtype="float32")
+    if cfg.get("num_experts"):
+        cfg["n_routed_experts"] = cfg.pop("num_experts")
+        if k_shared := g.metadata.get(f"{arch}.expert_shared_feed_forward_length"):
+            cfg["moe_shared_expert_intermediate_size"] = k_shared
 
 
 def _glm_dsa_pattern(g: GgufFile, types: Any, layers: Any, context: Any) -> str | None:

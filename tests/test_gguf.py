@@ -209,10 +209,10 @@ def test_a_truncated_download_and_an_unread_architecture_are_refused(capsys, tmp
     code, _, err = run(capsys, str(tmp_path / "cut.gguf"))
     assert code == 2 and "cut.gguf is truncated: its tensors need" in err
     assert "(an incomplete download?)" in err and err.count("\n") == 1
-    hybrid = {**meta, "general.architecture": "nemotron_h"}
+    hybrid = {**meta, "general.architecture": "mamba2"}
     write_gguf(tmp_path / "next.gguf", hybrid, tensors)
     code, _, err = run(capsys, str(tmp_path / "next.gguf"))
-    assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'nemotron_h' model; "
+    assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'mamba2' model; "
                                         "kvplan reads the GGUFs of deepseek2, deepseek32, gemma2")
     assert "pass the model's config.json (or its Hub id) instead" in err
 
@@ -678,4 +678,66 @@ def test_a_gemma4_gguf_with_kv_shared_layers_keeps_no_cache_for_them(tmp_path):
 def test_gemma4_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, kw, what):
     with pytest.raises(ConfigError, match=what) as e:
         _gemma4_gguf(tmp_path, "gemma-4-26b-a4b", **kw)
+    assert "\n" not in str(e.value)
+
+
+def _nemotron_h_gguf(tmp_path, catalog, arch="nemotron_h_moe", extra=None):
+    """A Nemotron-H GGUF as llama.cpp's converter lays it out: head_count_kv and
+    feed_forward_length by block (0 where the block has none), the Mamba-2 numbers under ssm.*,
+    a router (ffn_gate_inp) in the MoE blocks only."""
+    cfg = next(e for e in kvcore.model_catalog() if e.id == catalog).config()
+    pattern = cfg["hybrid_override_pattern"]
+    n = len(pattern)
+    meta, tensors = dense_model(
+        arch, layers=n, hidden=cfg["hidden_size"], heads=cfg["num_attention_heads"],
+        kv_heads=cfg["num_key_value_heads"], head_dim=cfg["head_dim"],
+        ffn=cfg["intermediate_size"], vocab=256, ctx=cfg["max_position_embeddings"],
+        quant=8, head_type=8, experts=cfg["n_routed_experts"], used=cfg["num_experts_per_tok"],
+        expert_ffn=cfg["moe_intermediate_size"], extra={
+            f"{arch}.attention.head_count_kv": [
+                cfg["num_key_value_heads"] if c == "*" else 0 for c in pattern],
+            f"{arch}.feed_forward_length": [
+                cfg["moe_intermediate_size"] if c in "E-" else 0 for c in pattern],
+            f"{arch}.ssm.conv_kernel": cfg["conv_kernel"],
+            f"{arch}.ssm.state_size": cfg["ssm_state_size"],
+            f"{arch}.ssm.group_count": cfg["n_groups"],
+            f"{arch}.ssm.time_step_rank": cfg["mamba_num_heads"],
+            f"{arch}.ssm.inner_size": cfg["mamba_num_heads"] * cfg["mamba_head_dim"],
+            **(extra or {})})
+    routers = {f"blk.{i}.ffn_gate_inp.weight" for i, c in enumerate(pattern) if c != "E"}
+    tensors = [t for t in tensors if t[0] not in routers]
+    path = tmp_path / f"{catalog}.gguf"
+    write_gguf(path, meta, tensors)
+    return load_model(str(path))
+
+
+def test_a_nemotron_h_gguf_reads_its_blocks_from_the_per_layer_numbers(tmp_path):
+    spec, cat = _nemotron_h_gguf(tmp_path, "nemotron-3-nano-30b-a3b"), \
+        load_model("nemotron-3-nano-30b-a3b")
+    assert spec.model_type == "nemotron_h"
+    assert spec.groups == cat.groups
+    for ctx, seqs in ((1000, 1), (262144, 4)):
+        a, b = kvcore.cache_size(spec, ctx, seqs), kvcore.cache_size(cat, ctx, seqs)
+        assert (a.total_bytes, a.state_bytes) == (b.total_bytes, b.state_bytes)
+    # f16 attention: 6 attention blocks × 2 KV heads × 128 × 2 (K, V) × 2 bytes a token;
+    # the 23 Mamba-2 blocks' state is per sequence, not per token
+    a1, a2 = kvcore.cache_size(spec, 1000, 1), kvcore.cache_size(spec, 2000, 1)
+    assert (a2.total_bytes - a2.state_bytes) - (a1.total_bytes - a1.state_bytes) \
+        == 6 * 2 * 128 * 2 * 2 * 1000
+    # one sequence's state, float32 (mamba_ssm_cache_dtype): per Mamba block the SSM state
+    # 64 heads × 64 × 128 and the conv window (kernel 4 - 1) × (inner 4096 + 2 × 8 groups ×
+    # 128 state): (524,288 + 18,432) × 4 = 2,170,880 bytes, × 23 blocks
+    assert a1.state_bytes == 23 * (64 * 64 * 128 + 3 * (4096 + 2 * 8 * 128)) * 4
+
+
+@pytest.mark.parametrize("extra,what", [
+    # attention blocks of two KV head counts
+    ({"nemotron_h_moe.attention.head_count_kv": [2] * 5 + [4] + [0] * 46}, "KV head counts"),
+    # a scalar where the blocks must be told apart
+    ({"nemotron_h_moe.feed_forward_length": 1856}, "feed_forward_length"),
+    ({"nemotron_h_moe.nextn_predict_layers": 1}, "next-n"),
+])
+def test_nemotron_h_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, extra, what):
+    with pytest.raises(ConfigError, match=what) as e:
+        _nemotron_h_gguf(tmp_path, "nemotron-3-nano-30b-a3b", extra=extra)
     assert "\n" not in str(e.value)
