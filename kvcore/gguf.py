@@ -340,6 +340,8 @@ ARCHS: dict[str, str] = {
     # Nemotron-H hybrids (Mamba-2, attention, MLP or MoE blocks): the pattern from the
     # per-layer head_count_kv and feed_forward_length
     "nemotron_h": "nemotron_h", "nemotron_h_moe": "nemotron_h",
+    # MiniMax-M2 / M2.5 / M2.7: full attention and MoE in every layer (no draft blocks kept)
+    "minimax-m2": "minimax_m2",
 }
 #: architectures converted with MLA (the deepseek2 key set)
 _MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"})
@@ -435,7 +437,8 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         cfg["head_dim"] = key_len
     experts, used = k("expert_count", 0), k("expert_used_count", 0)
     if experts:
-        cfg["num_local_experts" if arch in ("llama", "gpt-oss", "mistral3") else "num_experts"] \
+        cfg["num_local_experts" if arch in ("llama", "gpt-oss", "mistral3", "minimax-m2")
+            else "num_experts"] \
             = experts
         cfg["num_experts_per_tok"] = used
         if k("expert_feed_forward_length"):

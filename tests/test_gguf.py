@@ -741,3 +741,24 @@ def test_nemotron_h_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, extr
     with pytest.raises(ConfigError, match=what) as e:
         _nemotron_h_gguf(tmp_path, "nemotron-3-nano-30b-a3b", extra=extra)
     assert "\n" not in str(e.value)
+
+
+def test_a_minimax_m2_gguf_is_the_minimax_m2_7_config(tmp_path):
+    # src/models/minimax-m2.cpp: block_count layers of GQA attention (attention.key_length 128,
+    # not hidden / heads) and a routed MoE each; the draft modules are not converted
+    cfg = next(e for e in kvcore.model_catalog() if e.id == "minimax-m2.7").config()
+    meta, tensors = dense_model(
+        "minimax-m2", layers=cfg["num_hidden_layers"], hidden=cfg["hidden_size"],
+        heads=cfg["num_attention_heads"], kv_heads=cfg["num_key_value_heads"],
+        head_dim=cfg["head_dim"], ffn=cfg["intermediate_size"], vocab=256,
+        ctx=cfg["max_position_embeddings"], quant=8, head_type=8,
+        experts=cfg["num_local_experts"], used=cfg["num_experts_per_tok"],
+        expert_ffn=cfg["intermediate_size"], extra={"minimax-m2.expert_gating_func": 2})
+    path = tmp_path / "minimax-m2.gguf"
+    write_gguf(path, meta, tensors)
+    spec, cat = load_model(str(path)), load_model("minimax-m2.7")
+    assert spec.model_type == "minimax_m2"
+    assert spec.groups == cat.groups
+    # f16: 62 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes a token
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes == 62 * 8 * 128 * 2 * 2 * 1000
+    assert spec.params.experts == 62 * 3 * 3072 * 1536 * 256
