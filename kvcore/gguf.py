@@ -7,7 +7,7 @@ bytes, summed over the files of a split model.
 
 The architecture's numbers become the Hugging Face config the file was converted from, so that
 the cache, the engines' rules and the fit are those of a config.json. Architectures whose
-numbers are not mapped here (Mamba and other state-space hybrids, encoder-decoders, vision
+numbers are not mapped here (pure Mamba and other state-space models, encoder-decoders, vision
 towers, which ship in a separate mmproj file) are refused with the names of those that are read.
 """
 
@@ -333,6 +333,15 @@ ARCHS: dict[str, str] = {
     "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text",
     # DeepSeek Sparse Attention: MLA plus a lightning indexer (DeepSeek-V3.2, GLM-5)
     "deepseek32": "deepseek_v32", "glm-dsa": "glm_moe_dsa",
+    # GLM-4.5 / 4.6 / 4.7 (and -Air): GQA MoE, its next-n blocks counted in block_count
+    "glm4moe": "glm4_moe",
+    # Gemma 4: sliding and full layers of their own head widths and KV heads
+    "gemma4": "gemma4_text",
+    # Nemotron-H hybrids (Mamba-2, attention, MLP or MoE blocks): the pattern from the
+    # per-layer head_count_kv and feed_forward_length
+    "nemotron_h": "nemotron_h", "nemotron_h_moe": "nemotron_h",
+    # MiniMax-M2 / M2.5 / M2.7: full attention and MoE in every layer (no draft blocks kept)
+    "minimax-m2": "minimax_m2",
 }
 #: architectures converted with MLA (the deepseek2 key set)
 _MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"})
@@ -341,6 +350,8 @@ _MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"})
 #: an indexer, then one in four from layer 2, for 78 layers; 0 (shared) past them
 _GLM_5_2_TYPES = (True, True) + tuple(j % 4 == 0 for j in range(76))
 _GLM_5_2_CONTEXT = 1048576
+#: Nemotron-H's architectures (src/models/nemotron-h.cpp)
+_NEMOTRON_H = frozenset({"nemotron_h", "nemotron_h_moe"})
 #: the hybrids' Gated DeltaNet numbers: GGUF key → config field
 _GDN = {"ssm.conv_kernel": "linear_conv_kernel_dim", "ssm.state_size": "linear_key_head_dim",
         "ssm.group_count": "linear_num_key_heads", "ssm.time_step_rank": "linear_num_value_heads"}
@@ -387,6 +398,9 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
     names = names if names is not None else {t.name for t in g.tensors}
     heads = _uniform(k("attention.head_count", need=True))
     kv = _uniform(k("attention.head_count_kv", heads))
+    if isinstance(heads, list) and arch in _NEMOTRON_H:
+        # query heads listed by layer, 0 on the blocks that are not attention
+        heads = _uniform([h for h in heads if h]) or heads
     if isinstance(heads, list):
         raise ConfigError(f"{g.base}: query heads that differ by layer are not read",
                           field=f"{arch}.attention.head_count")
@@ -419,11 +433,12 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         widths = [w for w in cfg["intermediate_size"] if isinstance(w, int)]
         cfg["intermediate_size"] = max(widths) if widths else 0
     key_len = k("attention.key_length")
-    if key_len and arch not in _MLA:
+    if key_len and arch not in _MLA and arch != "gemma4":
         cfg["head_dim"] = key_len
     experts, used = k("expert_count", 0), k("expert_used_count", 0)
     if experts:
-        cfg["num_local_experts" if arch in ("llama", "gpt-oss", "mistral3") else "num_experts"] \
+        cfg["num_local_experts" if arch in ("llama", "gpt-oss", "mistral3", "minimax-m2")
+            else "num_experts"] \
             = experts
         cfg["num_experts_per_tok"] = used
         if k("expert_feed_forward_length"):
@@ -444,6 +459,15 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
             # llama.cpp's pattern: layer i slides unless i % period is the period's last
             cfg["layer_types"] = ["sliding_attention" if i % period < period - 1
                                   else "full_attention" for i in range(n)]
+    if arch == "gemma4":
+        _gemma4(g, cfg, kv, names, count)
+    if arch in _NEMOTRON_H:
+        _nemotron_h(g, cfg, kv, names, count)
+    if arch == "glm4moe":
+        # src/models/glm4-moe.cpp: the first leading_dense_block_count layers run a dense FFN,
+        # the others expert_shared_count shared experts beside the routed ones
+        cfg.update(first_k_dense_replace=count("leading_dense_block_count", 0),
+                   n_shared_experts=count("expert_shared_count", 0))
     if arch in ("qwen3next", "qwen35", "qwen35moe"):
         if isinstance(kv, list) and len({v for v in kv if v}) == 1:
             # KV heads listed by layer, 0 on the linear-attention layers
@@ -489,6 +513,103 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         if pattern is not None:
             cfg["index_topk_pattern"] = pattern
     return cfg
+
+
+def _gemma4(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], count: Any) -> None:
+    """Gemma 4's numbers as llama.cpp reads them (src/models/gemma4.cpp load_arch_hparams):
+    attention.sliding_window_pattern (true: the layer slides), attention.key_length the full
+    layers' head width and key_length_swa the sliding ones', head_count_kv a number or one per
+    layer, attention.shared_kv_layers the tail that reuses earlier caches. A full layer
+    without attn_v.weight takes its V from K (attention_k_eq_v)."""
+    n = cfg["num_hidden_layers"]
+    pattern = g.metadata.get("gemma4.attention.sliding_window_pattern")
+    if (not isinstance(n, int) or not isinstance(pattern, list) or len(pattern) != n
+            or not all(isinstance(p, bool | int) and p in (0, 1) for p in pattern)):
+        raise ConfigError(f"{g.base}: gemma4.attention.sliding_window_pattern must hold a true "
+                          f"or false for each of the {n} layers",
+                          field="gemma4.attention.sliding_window_pattern")
+    full = [i for i, p in enumerate(pattern) if not p]
+    sliding = [i for i, p in enumerate(pattern) if p]
+    cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    cfg["sliding_window"] = count("attention.sliding_window")
+    cfg["head_dim"] = count("attention.key_length_swa")
+    cfg["global_head_dim"] = count("attention.key_length")
+    for key in ("attention.value_length_swa", "attention.value_length"):
+        width = g.metadata.get(f"gemma4.{key}")
+        if width is not None and width != g.metadata.get(f"gemma4.{key.replace('value', 'key')}"):
+            raise ConfigError(f"{g.base}: gemma4.{key} differs from its key width; llama.cpp "
+                              "loads Gemma 4 only with equal K and V widths", field=f"gemma4.{key}")
+    k_eq_v = bool(full) and all(f"blk.{i}.attn_v.weight" not in names for i in full)
+    per_layer = kv if isinstance(kv, list) else [kv] * n
+    if len(per_layer) != n:
+        raise ConfigError(f"{g.base}: gemma4.attention.head_count_kv lists {len(per_layer)} "
+                          f"layers, the model has {n}", field="gemma4.attention.head_count_kv")
+    slide_kv = {per_layer[i] for i in sliding}
+    full_kv = {per_layer[i] for i in full}
+    if len(slide_kv) > 1 or len(full_kv) > 1 or (not k_eq_v and slide_kv != full_kv
+                                                  and slide_kv and full_kv):
+        raise ConfigError(f"{g.base}: gemma4.attention.head_count_kv {shown(kv)} is not one count on the "
+                          "sliding layers and one on the full ones (the latter only where those "
+                          "layers take V from K)", field="gemma4.attention.head_count_kv")
+    cfg["num_key_value_heads"] = next(iter(slide_kv or full_kv))
+    cfg["attention_k_eq_v"] = k_eq_v
+    if k_eq_v:
+        cfg["num_global_key_value_heads"] = next(iter(full_kv))
+    cfg["num_kv_shared_layers"] = count("attention.shared_kv_layers", 0)
+    cfg["hidden_size_per_layer_input"] = count("embedding_length_per_layer_input", 0)
+    if cfg["hidden_size_per_layer_input"]:
+        # per_layer_token_embd.weight is {per-layer width × layers, n_vocab}
+        cfg["vocab_size_per_layer_input"] = cfg["vocab_size"]
+    if cfg.get("num_experts"):
+        cfg["enable_moe_block"] = True
+        cfg["top_k_experts"] = cfg["num_experts_per_tok"]
+
+
+def _nemotron_h(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], count: Any) -> None:
+    """Nemotron-H's blocks as llama.cpp tells them apart (src/models/nemotron-h.cpp): a block
+    of 0 KV heads and 0 FFN width is Mamba-2 (M), one of 0 FFN width attention (*), the others
+    an FFN: MoE (E) where the block has a router (ffn_gate_inp), else an MLP (-). The Mamba-2
+    numbers: ssm.conv_kernel, ssm.state_size, ssm.group_count, ssm.time_step_rank (the heads)
+    and ssm.inner_size (heads × head width)."""
+    arch = g.arch
+    n = cfg["num_hidden_layers"]
+    if cfg.get("num_nextn_predict_layers"):
+        raise ConfigError(f"{g.base}: a {arch} GGUF with next-n (MTP) blocks is not read: "
+                          "pass the model's config.json", field=f"{arch}.nextn_predict_layers")
+    ffn = g.metadata.get(f"{arch}.feed_forward_length")
+    if (not isinstance(n, int) or not isinstance(kv, list) or not isinstance(ffn, list)
+            or len(kv) != n or len(ffn) != n):
+        raise ConfigError(f"{g.base}: {arch}.attention.head_count_kv and feed_forward_length "
+                          f"must each list the {n} blocks (0 where a block has none)",
+                          field=f"{arch}.attention.head_count_kv")
+    letters = []
+    for i in range(n):
+        if not ffn[i]:
+            letters.append("*" if kv[i] else "M")
+        else:
+            letters.append("E" if f"blk.{i}.ffn_gate_inp.weight" in names else "-")
+    cfg["hybrid_override_pattern"] = "".join(letters)
+    attn = {v for v in kv if v}
+    if len(attn) > 1:
+        raise ConfigError(f"{g.base}: attention blocks of several KV head counts "
+                          f"({', '.join(map(str, sorted(attn)))}) are not read",
+                          field=f"{arch}.attention.head_count_kv")
+    cfg["num_key_value_heads"] = next(iter(attn), 0)
+    cfg["intermediate_size"] = max(ffn)
+    heads = count("ssm.time_step_rank")
+    inner = count("ssm.inner_size")
+    if not heads or inner % heads:
+        raise ConfigError(f"{g.base}: {arch}.ssm.inner_size {shown(inner)} is not a whole "
+                          "number of Mamba heads", field=f"{arch}.ssm.inner_size")
+    cfg.update(conv_kernel=count("ssm.conv_kernel"), ssm_state_size=count("ssm.state_size"),
+               n_groups=count("ssm.group_count"), mamba_num_heads=heads,
+               mamba_head_dim=inner // heads,
+               # llama.cpp keeps the recurrent states in float32
+               mamba_ssm_cache_dtype="float32")
+    if cfg.get("num_experts"):
+        cfg["n_routed_experts"] = cfg.pop("num_experts")
+        if k_shared := g.metadata.get(f"{arch}.expert_shared_feed_forward_length"):
+            cfg["moe_shared_expert_intermediate_size"] = k_shared
 
 
 def _glm_dsa_pattern(g: GgufFile, types: Any, layers: Any, context: Any) -> str | None:

@@ -209,10 +209,10 @@ def test_a_truncated_download_and_an_unread_architecture_are_refused(capsys, tmp
     code, _, err = run(capsys, str(tmp_path / "cut.gguf"))
     assert code == 2 and "cut.gguf is truncated: its tensors need" in err
     assert "(an incomplete download?)" in err and err.count("\n") == 1
-    hybrid = {**meta, "general.architecture": "nemotron_h"}
+    hybrid = {**meta, "general.architecture": "mamba2"}
     write_gguf(tmp_path / "next.gguf", hybrid, tensors)
     code, _, err = run(capsys, str(tmp_path / "next.gguf"))
-    assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'nemotron_h' model; "
+    assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'mamba2' model; "
                                         "kvplan reads the GGUFs of deepseek2, deepseek32, gemma2")
     assert "pass the model's config.json (or its Hub id) instead" in err
 
@@ -569,3 +569,196 @@ def test_a_glm_dsa_gguf_with_a_short_indexer_list_is_refused(tmp_path):
         _dsa_gguf(tmp_path, "glm-dsa", 78, 1048576,
                   {"glm-dsa.attention.indexer.types": [True] * 77})
     assert "\n" not in str(e.value)
+
+
+# glm4moe (GLM-4.5 / 4.6 / 4.7): llama.cpp's converter writes block_count as the decoder's
+# layers plus nextn_predict_layers, attention.key_length the head width (not hidden / heads),
+# leading_dense_block_count and expert_shared_count (src/models/glm4-moe.cpp runs
+# n_layer - nextn_predict_layers layers, the first n_layer_dense_lead of them dense).
+@pytest.mark.parametrize("catalog", ["glm-4.5"])
+def test_a_glm4moe_gguf_is_the_glm_4_5_config(tmp_path, catalog):
+    entry = next(e for e in kvcore.model_catalog() if e.id == catalog)
+    cfg = entry.config()
+    nextn = cfg["num_nextn_predict_layers"]
+    meta, tensors = dense_model(
+        "glm4moe", layers=cfg["num_hidden_layers"] + nextn, hidden=cfg["hidden_size"],
+        heads=cfg["num_attention_heads"], kv_heads=cfg["num_key_value_heads"],
+        head_dim=cfg["head_dim"], ffn=cfg["intermediate_size"], vocab=256,
+        ctx=cfg["max_position_embeddings"], quant=8, head_type=8,
+        experts=cfg["n_routed_experts"], used=cfg["num_experts_per_tok"],
+        expert_ffn=cfg["moe_intermediate_size"], extra={
+            "glm4moe.nextn_predict_layers": nextn,
+            "glm4moe.leading_dense_block_count": cfg["first_k_dense_replace"],
+            "glm4moe.expert_shared_count": cfg["n_shared_experts"],
+            "glm4moe.expert_gating_func": 2})
+    path = tmp_path / "glm4moe.gguf"
+    write_gguf(path, meta, tensors)
+    spec, cat = load_model(str(path)), load_model(catalog)
+    assert spec.model_type == "glm4_moe" and spec.num_layers == 92 and spec.has_mtp
+    assert spec.groups == cat.groups
+    # f16: 92 layers (+1 next-n) × 8 KV heads × 128 × 2 (K, V) × 2 bytes
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes \
+        == kvcore.cache_size(cat, 1000, 1).total_bytes
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes == 92 * 8 * 128 * 2 * 2 * 1000
+    # the next-n block's tensors are the draft's, not the model's
+    assert spec.params.mtp == sum(_elements(s) for n, s, _ in tensors
+                                  if n.startswith("blk.92."))
+
+
+def _gemma4_gguf(tmp_path, catalog, *, k_eq_v=True, kv=None, extra=None):
+    """A Gemma 4 GGUF as llama.cpp's converter lays it out: the sliding pattern by layer,
+    key_length the full layers' width and key_length_swa the sliding ones', head_count_kv by
+    layer, and no attn_v.weight on the full layers that take V from K."""
+    entry = next(e for e in kvcore.model_catalog() if e.id == catalog)
+    cfg = entry.config()
+    cfg = cfg.get("text_config", cfg)
+    n = cfg["num_hidden_layers"]
+    slides = [t == "sliding_attention" for t in cfg["layer_types"]]
+    experts = cfg.get("num_experts") or 0
+    meta, tensors = dense_model(
+        "gemma4", layers=n, hidden=cfg["hidden_size"], heads=cfg["num_attention_heads"],
+        kv_heads=cfg["num_key_value_heads"], head_dim=cfg["head_dim"],
+        ffn=cfg["intermediate_size"], vocab=256, ctx=cfg["max_position_embeddings"],
+        tied=True, quant=8, head_type=8, experts=experts,
+        used=cfg.get("top_k_experts") or 0, expert_ffn=cfg.get("moe_intermediate_size") or 0,
+        extra={"gemma4.attention.sliding_window_pattern": slides,
+               "gemma4.attention.sliding_window": cfg["sliding_window"],
+               "gemma4.attention.key_length": cfg["global_head_dim"],
+               "gemma4.attention.value_length": cfg["global_head_dim"],
+               "gemma4.attention.key_length_swa": cfg["head_dim"],
+               "gemma4.attention.value_length_swa": cfg["head_dim"],
+               "gemma4.attention.head_count_kv": kv or [
+                   cfg["num_key_value_heads"] if s else cfg["num_global_key_value_heads"]
+                   for s in slides],
+               "gemma4.attention.shared_kv_layers": cfg["num_kv_shared_layers"],
+               "gemma4.embedding_length_per_layer_input": 0, **(extra or {})})
+    full = {f"blk.{i}.attn_v.weight" for i, s in enumerate(slides) if not s}
+    tensors = [t for t in tensors if not (k_eq_v and t[0] in full)]
+    path = tmp_path / f"{catalog}.gguf"
+    write_gguf(path, meta, tensors)
+    return load_model(str(path))
+
+
+@pytest.mark.parametrize("catalog,per_token", [
+    # 26B-A4B: 25 sliding layers × 8 KV heads × 256 + 5 full × 2 × 512, K and V, f16
+    ("gemma-4-26b-a4b", (25 * 8 * 256 + 5 * 2 * 512) * 2 * 2),
+    # 31B: 50 sliding × 16 × 256 + 10 full × 4 × 512
+    ("gemma-4-31b-it", (50 * 16 * 256 + 10 * 4 * 512) * 2 * 2),
+])
+def test_a_gemma4_gguf_reads_its_two_attention_geometries(tmp_path, catalog, per_token):
+    spec, cat = _gemma4_gguf(tmp_path, catalog), load_model(catalog)
+    assert spec.model_type == "gemma4_text"
+    assert spec.groups == cat.groups
+    # within the 1,024-token window every layer holds every token
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes == per_token * 1000
+    for ctx in (1000, 131072):
+        assert (kvcore.cache_size(spec, ctx, 2).total_bytes
+                == kvcore.cache_size(cat, ctx, 2).total_bytes)
+
+
+def test_a_gemma4_gguf_with_kv_shared_layers_keeps_no_cache_for_them(tmp_path):
+    plain = _gemma4_gguf(tmp_path, "gemma-4-31b-it")
+    shared = _gemma4_gguf(tmp_path, "gemma-4-31b-it",
+                          extra={"gemma4.attention.shared_kv_layers": 6})
+    # the last six layers (54-59: 53 sliding ... 59 full) read earlier layers' caches:
+    # 59 is full, 54-58 sliding
+    saved = (5 * 16 * 256 + 1 * 4 * 512) * 2 * 2 * 1000
+    assert (kvcore.cache_size(plain, 1000, 1).total_bytes
+            - kvcore.cache_size(shared, 1000, 1).total_bytes) == saved
+
+
+@pytest.mark.parametrize("kw,what", [
+    # KV heads that differ on the full layers while those layers have their own V
+    ({"k_eq_v": False}, "head_count_kv"),
+    # two different counts among the sliding layers
+    ({"kv": [8, 4] + [8] * 28}, "head_count_kv"),
+    # no per-layer pattern
+    ({"extra": {"gemma4.attention.sliding_window_pattern": 6}}, "sliding_window_pattern"),
+])
+def test_gemma4_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, kw, what):
+    with pytest.raises(ConfigError, match=what) as e:
+        _gemma4_gguf(tmp_path, "gemma-4-26b-a4b", **kw)
+    assert "\n" not in str(e.value)
+
+
+def _nemotron_h_gguf(tmp_path, catalog, arch="nemotron_h_moe", extra=None):
+    """A Nemotron-H GGUF as llama.cpp's converter lays it out: head_count_kv and
+    feed_forward_length by block (0 where the block has none), the Mamba-2 numbers under ssm.*,
+    a router (ffn_gate_inp) in the MoE blocks only."""
+    cfg = next(e for e in kvcore.model_catalog() if e.id == catalog).config()
+    pattern = cfg["hybrid_override_pattern"]
+    n = len(pattern)
+    meta, tensors = dense_model(
+        arch, layers=n, hidden=cfg["hidden_size"], heads=cfg["num_attention_heads"],
+        kv_heads=cfg["num_key_value_heads"], head_dim=cfg["head_dim"],
+        ffn=cfg["intermediate_size"], vocab=256, ctx=cfg["max_position_embeddings"],
+        quant=8, head_type=8, experts=cfg["n_routed_experts"], used=cfg["num_experts_per_tok"],
+        expert_ffn=cfg["moe_intermediate_size"], extra={
+            f"{arch}.attention.head_count_kv": [
+                cfg["num_key_value_heads"] if c == "*" else 0 for c in pattern],
+            f"{arch}.feed_forward_length": [
+                cfg["moe_intermediate_size"] if c in "E-" else 0 for c in pattern],
+            f"{arch}.ssm.conv_kernel": cfg["conv_kernel"],
+            f"{arch}.ssm.state_size": cfg["ssm_state_size"],
+            f"{arch}.ssm.group_count": cfg["n_groups"],
+            f"{arch}.ssm.time_step_rank": cfg["mamba_num_heads"],
+            f"{arch}.ssm.inner_size": cfg["mamba_num_heads"] * cfg["mamba_head_dim"],
+            **(extra or {})})
+    routers = {f"blk.{i}.ffn_gate_inp.weight" for i, c in enumerate(pattern) if c != "E"}
+    tensors = [t for t in tensors if t[0] not in routers]
+    path = tmp_path / f"{catalog}.gguf"
+    write_gguf(path, meta, tensors)
+    return load_model(str(path))
+
+
+def test_a_nemotron_h_gguf_reads_its_blocks_from_the_per_layer_numbers(tmp_path):
+    spec, cat = _nemotron_h_gguf(tmp_path, "nemotron-3-nano-30b-a3b"), \
+        load_model("nemotron-3-nano-30b-a3b")
+    assert spec.model_type == "nemotron_h"
+    assert spec.groups == cat.groups
+    for ctx, seqs in ((1000, 1), (262144, 4)):
+        a, b = kvcore.cache_size(spec, ctx, seqs), kvcore.cache_size(cat, ctx, seqs)
+        assert (a.total_bytes, a.state_bytes) == (b.total_bytes, b.state_bytes)
+    # f16 attention: 6 attention blocks × 2 KV heads × 128 × 2 (K, V) × 2 bytes a token;
+    # the 23 Mamba-2 blocks' state is per sequence, not per token
+    a1, a2 = kvcore.cache_size(spec, 1000, 1), kvcore.cache_size(spec, 2000, 1)
+    assert (a2.total_bytes - a2.state_bytes) - (a1.total_bytes - a1.state_bytes) \
+        == 6 * 2 * 128 * 2 * 2 * 1000
+    # one sequence's state, float32 (mamba_ssm_cache_dtype): per Mamba block the SSM state
+    # 64 heads × 64 × 128 and the conv window (kernel 4 - 1) × (inner 4096 + 2 × 8 groups ×
+    # 128 state): (524,288 + 18,432) × 4 = 2,170,880 bytes, × 23 blocks
+    assert a1.state_bytes == 23 * (64 * 64 * 128 + 3 * (4096 + 2 * 8 * 128)) * 4
+
+
+@pytest.mark.parametrize("extra,what", [
+    # attention blocks of two KV head counts
+    ({"nemotron_h_moe.attention.head_count_kv": [2] * 5 + [4] + [0] * 46}, "KV head counts"),
+    # a scalar where the blocks must be told apart
+    ({"nemotron_h_moe.feed_forward_length": 1856}, "feed_forward_length"),
+    ({"nemotron_h_moe.nextn_predict_layers": 1}, "next-n"),
+])
+def test_nemotron_h_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, extra, what):
+    with pytest.raises(ConfigError, match=what) as e:
+        _nemotron_h_gguf(tmp_path, "nemotron-3-nano-30b-a3b", extra=extra)
+    assert "\n" not in str(e.value)
+
+
+def test_a_minimax_m2_gguf_is_the_minimax_m2_7_config(tmp_path):
+    # src/models/minimax-m2.cpp: block_count layers of GQA attention (attention.key_length 128,
+    # not hidden / heads) and a routed MoE each; the draft modules are not converted
+    cfg = next(e for e in kvcore.model_catalog() if e.id == "minimax-m2.7").config()
+    meta, tensors = dense_model(
+        "minimax-m2", layers=cfg["num_hidden_layers"], hidden=cfg["hidden_size"],
+        heads=cfg["num_attention_heads"], kv_heads=cfg["num_key_value_heads"],
+        head_dim=cfg["head_dim"], ffn=cfg["intermediate_size"], vocab=256,
+        ctx=cfg["max_position_embeddings"], quant=8, head_type=8,
+        experts=cfg["num_local_experts"], used=cfg["num_experts_per_tok"],
+        expert_ffn=cfg["intermediate_size"], extra={"minimax-m2.expert_gating_func": 2})
+    path = tmp_path / "minimax-m2.gguf"
+    write_gguf(path, meta, tensors)
+    spec, cat = load_model(str(path)), load_model("minimax-m2.7")
+    assert spec.model_type == "minimax_m2"
+    assert spec.groups == cat.groups
+    # f16: 62 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes a token
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes == 62 * 8 * 128 * 2 * 2 * 1000
+    assert spec.params.experts == 62 * 3 * 3072 * 1536 * 256
