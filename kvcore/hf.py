@@ -1557,6 +1557,11 @@ def _count_params(
             elif shared_mlp and mt in GEMMA4_TYPES:
                 # Gemma 4's dense MLP beside its experts
                 record(i, mlp_parts(shared_inter))
+            elif shared_mlp and mt in HUNYUAN_TYPES:
+                # HunYuan's checkpoints name it mlp.shared_mlp (vLLM hunyuan_v1.py
+                # HunYuanSparseMoeBlock), which quantization exclusion lists then name
+                record(i, [_Part(mlp_block, "shared_mlp", shared_mlp,
+                                 (mats - 1) * shared_inter + hidden, matrices=mats)])
             elif shared_mlp:
                 record(i, [_Part(mlp_block, "shared_experts", shared_mlp,
                                  (mats - 1) * shared_inter + hidden, matrices=mats,
