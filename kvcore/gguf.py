@@ -342,9 +342,11 @@ ARCHS: dict[str, str] = {
     "nemotron_h": "nemotron_h", "nemotron_h_moe": "nemotron_h",
     # MiniMax-M2 / M2.5 / M2.7: full attention and MoE in every layer (no draft blocks kept)
     "minimax-m2": "minimax_m2",
+    # Kimi-Linear: MLA layers among Kimi Delta Attention ones, told apart by head_count_kv
+    "kimi-linear": "kimi_linear",
 }
 #: architectures converted with MLA (the deepseek2 key set)
-_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"})
+_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa", "kimi-linear"})
 #: GLM-5.2's indexer types where a glm-dsa GGUF lists none and its training context is at
 #: least 1,048,576 (src/models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES): layers 0 and 1 run
 #: an indexer, then one in four from layer 2, for 78 layers; 0 (shared) past them
@@ -398,7 +400,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
     names = names if names is not None else {t.name for t in g.tensors}
     heads = _uniform(k("attention.head_count", need=True))
     kv = _uniform(k("attention.head_count_kv", heads))
-    if isinstance(heads, list) and arch in _NEMOTRON_H:
+    if isinstance(heads, list) and arch in _NEMOTRON_H | {"kimi-linear"}:
         # query heads listed by layer, 0 on the blocks that are not attention
         heads = _uniform([h for h in heads if h]) or heads
     if isinstance(heads, list):
@@ -503,6 +505,8 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
                    v_head_dim=value_mla, q_lora_rank=k("attention.q_lora_rank") or None,
                    first_k_dense_replace=k("leading_dense_block_count", 0),
                    n_shared_experts=k("expert_shared_count", 0))
+    if arch == "kimi-linear":
+        _kimi_linear(g, cfg, kv, count)
     if arch in ("deepseek32", "glm-dsa"):
         cfg.update(index_n_heads=count("attention.indexer.head_count"),
                    index_head_dim=count("attention.indexer.key_length"),
@@ -610,6 +614,30 @@ def _nemotron_h(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], coun
         cfg["n_routed_experts"] = cfg.pop("num_experts")
         if k_shared := g.metadata.get(f"{arch}.expert_shared_feed_forward_length"):
             cfg["moe_shared_expert_intermediate_size"] = k_shared
+
+
+def _kimi_linear(g: GgufFile, cfg: dict[str, Any], kv: Any, count: Any) -> None:
+    """Kimi-Linear's layers as llama.cpp tells them apart (LLM_ARCH_KIMI_LINEAR in
+    src/llama-model.cpp load_hparams): a layer of 0 KV heads is Kimi Delta Attention
+    (recurrent), the others MLA. The KDA heads are attention.head_count, each
+    kda.head_dim wide, with short convolutions of ssm.conv_kernel taps."""
+    n = cfg["num_hidden_layers"]
+    if cfg.get("num_nextn_predict_layers"):
+        raise ConfigError(f"{g.base}: a kimi-linear GGUF with next-n (MTP) blocks is not read: "
+                          "pass the model's config.json", field="kimi-linear.nextn_predict_layers")
+    if (not isinstance(n, int) or not isinstance(kv, list) or len(kv) != n
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in kv)):
+        raise ConfigError(f"{g.base}: kimi-linear.attention.head_count_kv must list the {n} "
+                          "layers (0 on the Kimi Delta Attention ones)",
+                          field="kimi-linear.attention.head_count_kv")
+    heads = cfg["num_attention_heads"]
+    # Kimi Linear numbers the layers of linear_attn_config from 1
+    cfg["linear_attn_config"] = {
+        "full_attn_layers": [i + 1 for i in range(n) if kv[i]],
+        "kda_layers": [i + 1 for i in range(n) if not kv[i]],
+        "num_heads": heads, "head_dim": count("kda.head_dim"),
+        "short_conv_kernel_size": count("ssm.conv_kernel")}
+    cfg["num_key_value_heads"] = max(kv) or heads
 
 
 def _glm_dsa_pattern(g: GgufFile, types: Any, layers: Any, context: Any) -> str | None:

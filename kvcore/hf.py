@@ -1557,6 +1557,11 @@ def _count_params(
             elif shared_mlp and mt in GEMMA4_TYPES:
                 # Gemma 4's dense MLP beside its experts
                 record(i, mlp_parts(shared_inter))
+            elif shared_mlp and mt in HUNYUAN_TYPES:
+                # HunYuan's checkpoints name it mlp.shared_mlp (vLLM hunyuan_v1.py
+                # HunYuanSparseMoeBlock), which quantization exclusion lists then name
+                record(i, [_Part(mlp_block, "shared_mlp", shared_mlp,
+                                 (mats - 1) * shared_inter + hidden, matrices=mats)])
             elif shared_mlp:
                 record(i, [_Part(mlp_block, "shared_experts", shared_mlp,
                                  (mats - 1) * shared_inter + hidden, matrices=mats,
@@ -1652,7 +1657,15 @@ def _count_params(
         # saved with their own copy of the embedding and of the output head
         # (layers.N.embed_tokens, layers.N.shared_head.head); Qwen's mtp.* modules share them
         copies = 2 * vocab * hidden if r.opt_int("num_nextn_predict_layers", 0, maximum=64) else 0
-        mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies)
+        norms = 0
+        if mt in ("exaone4_5", "exaone4_5_text"):
+            # EXAONE 4.5's mtp.* module: fc (2·hidden -> hidden), one decoder layer and three
+            # norms (norm, pre_fc_norm_hidden, pre_fc_norm_embedding); it takes the model's
+            # embed_tokens and lm_head (vLLM exaone4_5_mtp.py load_weights), so no copies.
+            # mtp_share_layers (one layer run for every step) leaves num_nextn_predict_layers
+            # layers in the checkpoint: vLLM builds that many and cycles through them
+            copies, norms = 0, 3 * hidden
+        mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies + norms)
     modules.append(Module(("embed_tokens", "embeddings", "embed"), vocab * hidden,
                           vocab * hidden if tied else 0, role="embed"))
     if not tied:

@@ -762,3 +762,62 @@ def test_a_minimax_m2_gguf_is_the_minimax_m2_7_config(tmp_path):
     # f16: 62 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes a token
     assert kvcore.cache_size(spec, 1000, 1).total_bytes == 62 * 8 * 128 * 2 * 2 * 1000
     assert spec.params.experts == 62 * 3 * 3072 * 1536 * 256
+
+
+def _kimi_linear_gguf(tmp_path, extra=None):
+    """Kimi-Linear as llama.cpp's loader reads it (LLM_ARCH_KIMI_LINEAR): head_count_kv by
+    layer (0 on the Kimi Delta Attention layers), the MLA widths under attention.*_mla,
+    kv_lora_rank and rope.dimension_count, the KDA head width under kda.head_dim and the
+    short convolutions' taps under ssm.conv_kernel."""
+    cfg = next(e for e in kvcore.model_catalog()
+               if e.id == "kimi-linear-48b-a3b-instruct").config()
+    lac = cfg["linear_attn_config"]
+    n = cfg["num_hidden_layers"]
+    meta, tensors = dense_model(
+        "kimi-linear", layers=n, hidden=cfg["hidden_size"], heads=cfg["num_attention_heads"],
+        kv_heads=cfg["num_attention_heads"], head_dim=cfg["qk_nope_head_dim"]
+        + cfg["qk_rope_head_dim"], ffn=cfg["intermediate_size"], vocab=256, ctx=1048576,
+        quant=8, head_type=8, experts=cfg["num_experts"], used=cfg["num_experts_per_token"],
+        expert_ffn=cfg["moe_intermediate_size"], extra={
+            "kimi-linear.attention.head_count_kv": [
+                cfg["num_attention_heads"] if i + 1 in lac["full_attn_layers"] else 0
+                for i in range(n)],
+            "kimi-linear.attention.key_length_mla": cfg["qk_nope_head_dim"]
+            + cfg["qk_rope_head_dim"],
+            "kimi-linear.attention.value_length_mla": cfg["v_head_dim"],
+            "kimi-linear.attention.kv_lora_rank": cfg["kv_lora_rank"],
+            "kimi-linear.rope.dimension_count": cfg["qk_rope_head_dim"],
+            "kimi-linear.ssm.conv_kernel": lac["short_conv_kernel_size"],
+            "kimi-linear.kda.head_dim": lac["head_dim"],
+            "kimi-linear.expert_shared_count": cfg["num_shared_experts"],
+            "kimi-linear.leading_dense_block_count": cfg["first_k_dense_replace"],
+            "kimi-linear.expert_gating_func": 2, **(extra or {})})
+    path = tmp_path / "kimi-linear.gguf"
+    write_gguf(path, meta, tensors)
+    return load_model(str(path))
+
+
+def test_a_kimi_linear_gguf_reads_its_mla_and_kda_layers(tmp_path):
+    spec, cat = _kimi_linear_gguf(tmp_path), load_model("kimi-linear-48b-a3b-instruct")
+    assert spec.model_type == "kimi_linear"
+    assert spec.groups == cat.groups
+    for ctx, seqs in ((1000, 1), (262144, 4)):
+        a, b = kvcore.cache_size(spec, ctx, seqs), kvcore.cache_size(cat, ctx, seqs)
+        assert (a.total_bytes, a.state_bytes) == (b.total_bytes, b.state_bytes)
+    # f16: 7 MLA layers (0-based 3, 7, ..., 23, 26) × (kv_lora_rank 512 + rope 64) × 2 bytes
+    a1, a2 = kvcore.cache_size(spec, 1000, 1), kvcore.cache_size(spec, 2000, 1)
+    assert (a2.total_bytes - a2.state_bytes) - (a1.total_bytes - a1.state_bytes) \
+        == 7 * 576 * 2 * 1000
+    # one sequence's KDA state, float32: per KDA layer 32 heads × 128 × 128 and the q, k, v
+    # convolutions' (4 - 1) taps × 3 × 4096 channels, × 20 layers
+    assert a1.state_bytes == 20 * (32 * 128 * 128 + 3 * 3 * 4096) * 4
+
+
+@pytest.mark.parametrize("extra,what", [
+    ({"kimi-linear.attention.head_count_kv": 32}, "head_count_kv"),
+    ({"kimi-linear.nextn_predict_layers": 1}, "next-n"),
+])
+def test_kimi_linear_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, extra, what):
+    with pytest.raises(ConfigError, match=what) as e:
+        _kimi_linear_gguf(tmp_path, extra)
+    assert "\n" not in str(e.value)

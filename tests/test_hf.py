@@ -1218,3 +1218,16 @@ def test_hunyuan_dense_qk_norm_and_tied_embedding():
     layer = 2 * h * h + 2 * h * 1024 + 2 * 128 + 3 * h * 14336 + 2 * h
     assert s.params.total == 32 * layer + 128167 * h + h == 7_504_568_320
     assert bytes_per_token(s) == 32 * 8 * 256 * 2
+
+
+def test_exaone_4_5_mtp_module_shares_the_embedding_and_head():
+    # EXAONE 4.5's mtp.* module (vLLM exaone4_5_mtp.py): fc 2·5120 -> 5120, one decoder layer
+    # (q, o 5120²; k, v 5120 × 1024; gate, up, down 5120 × 27392; its two layer norms as the
+    # model's layers count them) and three norms; embed_tokens and lm_head are the model's
+    s = load_model("exaone-4.5-33b")
+    layer = 2 * 5120 * 5120 + 2 * 5120 * 1024 + 3 * 5120 * 27392 + 2 * 5120
+    assert s.params.mtp == layer + 2 * 5120 * 5120 + 3 * 5120 == 536_110_080
+    # counted only with --mtp: bf16, two bytes a parameter
+    from kvcore.weights import weights_for
+    assert weights_for(s, mtp=True).bytes - weights_for(s).bytes \
+        == 2 * 536_110_080

@@ -367,3 +367,27 @@ def test_catalog_original_weights_ignore_the_copied_quantization():
     # gemma-4-31b-it is Google's bf16 model, its config copied from NVIDIA's NVFP4 checkpoint
     spec = load_model("gemma-4-31b-it")
     assert spec.quant is None and weights_for(spec).format == "bf16"
+
+
+def test_hunyuan_shared_mlp_is_named_as_its_checkpoint_names_it():
+    # HunYuan's shared MLP is layers.N.mlp.shared_mlp (vLLM hunyuan_v1.py): an exclusion
+    # list naming it keeps it bf16. Hunyuan-A13B: 32 layers, hidden 4096, a shared MLP of
+    # 3 × 4096 × 3072 (intermediate_size × num_shared_expert 1)
+    def spec(ignore):
+        config = next(e for e in model_catalog() if e.id == "hunyuan-a13b-instruct").config()
+        nvfp4 = {"num_bits": 4, "type": "float", "group_size": 16, "strategy": "tensor_group"}
+        config["quantization_config"] = {
+            "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": nvfp4,
+                                          "input_activations": nvfp4}},
+            "ignore": ["lm_head", "re:.*mlp.gate$", *ignore], "kv_cache_scheme": None}
+        return load_model(config)
+
+    kept, quantized = spec(["re:.*shared_mlp.*"]), spec([])
+    assert rule_of(kept, "layers.0.mlp.shared_mlp") is None
+    assert rule_of(quantized, "layers.0.mlp.shared_mlp") == NVFP4
+    assert rule_of(kept, "layers.0.mlp.experts") == NVFP4
+    assert not any("exclusions" in n for n in kept.weight_notes)
+    shared = 3 * 4096 * 3072
+    assert weights_for(kept).bytes - weights_for(quantized).bytes \
+        == 32 * (2 * shared - NVFP4.bytes(shared, 2 * 3072 + 4096, 3))
