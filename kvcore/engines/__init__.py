@@ -12,7 +12,7 @@ from ..errors import InputError, UnknownNameError
 from ..model import LayerKind
 from ..parallel import Split, stage_layers
 from . import llamacpp, raw, sglang, trtllm, vllm
-from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat
+from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, has_kind
 
 __all__ = ["ENGINES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
            "engine_plan", "engine_names", "stage_split", "supported_formats"]
@@ -99,7 +99,7 @@ def _scheme(request: EngineRequest) -> str:
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     name = canonical(engine)
     minimax = request.spec.model_type.startswith("minimax")
-    if (name != "raw" and any(g.kind in _UNMODELLED for g in request.spec.groups)
+    if (name != "raw" and has_kind(request.spec, *_UNMODELLED)
             and (minimax or name not in _SIZES_DEEPSEEK_V4)):
         missing = _MINIMAX_M3_MISSING if minimax else _DSV4_MISSING
         why = f": {missing[name]}" if name in missing else ""

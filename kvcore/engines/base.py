@@ -256,7 +256,7 @@ def refuse_architecture(engine: str, spec: ModelSpec,
 def refuse_indexer_cache(engine: str, spec: ModelSpec, why: str) -> None:
     """Refuse, in one line, a DeepSeek Sparse Attention model (a lightning-indexer key cache)
     whose cache layout under ``engine`` kvplan cannot size exactly."""
-    if any(g.kind is LayerKind.INDEXER for g in spec.groups):
+    if has_kind(spec, LayerKind.INDEXER):
         raise InputError(f"{engine}: DeepSeek Sparse Attention ({spec.model_type}) is not "
                          f"sized: {why}", field="engine")
 
@@ -370,7 +370,8 @@ def with_spec(req: EngineRequest, spec: ModelSpec) -> EngineRequest:
 
 
 def dsv4_geometry(spec: ModelSpec) -> tuple[int, int, int, int, int, int]:
-    """DeepSeek-V4's cache geometry: (layers, ratio-4 layers, ratio-128 layers, latent width, index width, window)."""
+    """DeepSeek-V4's cache geometry: (layers, ratio-4 layers, ratio-128 layers, latent width,
+    index width, window)."""
     groups = spec.groups_for()
     window = next(g for g in groups if g.kind is LayerKind.SLIDING)
     c4 = next((g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == 4), None)

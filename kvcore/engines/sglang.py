@@ -29,6 +29,7 @@ from .base import (
     GiB,
     MiB,
     RankShare,
+    has_kind,
     model_ref,
     need_gpu,
     parallel_flags,
@@ -254,7 +255,7 @@ def default_fraction(req: EngineRequest, gpu: GPU, running: int) -> float:
     # Attention and DeepSeek-V4, and for a multimodal model off the allow-list
     # (cuda_graph_hook.py apply_cuda_graph_compatibility)
     prefill_graph = (p.pp == 1 and not spec.kda
-                     and not any(g.kind is LayerKind.COMPRESSED for g in spec.groups)
+                     and not has_kind(spec, LayerKind.COMPRESSED)
                      and not (multimodal and spec.architecture not in BREAKABLE_MULTIMODAL_ARCHS))
     expand = multimodal and spec.architecture in HOPPER_EXPANDED_ARCHS
     if expand and gpu.cuda_family is None and gpu.total_bytes >= 60 * GiB:
@@ -263,7 +264,7 @@ def default_fraction(req: EngineRequest, gpu: GPU, running: int) -> float:
                          "or a catalog card", field="gpu")
     frac = auto_mem_fraction(
         gpu.total_bytes, p.tp, p.pp, req.settings.chunked_prefill_size, running=running,
-        mla=any(g.kind is LayerKind.MLA for g in spec.groups), prefill_graph=prefill_graph,
+        mla=has_kind(spec, LayerKind.MLA), prefill_graph=prefill_graph,
         llama2="llama-2" in model_ref(spec).lower(),
         expand_to_running=expand and gpu.cuda_family == 9)
     if multimodal and spec.vision_encoder:
@@ -447,12 +448,12 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_layout("SGLang", req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     if req.spec.model_type in ("gemma4", "gemma4_text"):
         refuse_gemma4(req.spec)
-    if any(g.kind is LayerKind.COMPRESSED for g in req.spec.groups):
+    if has_kind(req.spec, LayerKind.COMPRESSED):
         from .sglang_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
-    dsa = any(g.kind is LayerKind.INDEXER for g in req.spec.groups)
+    dsa = has_kind(req.spec, LayerKind.INDEXER)
     dsa_flag: str | None = None
     dsa_bytes = 0
     if dsa:

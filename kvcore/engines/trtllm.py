@@ -32,6 +32,7 @@ from .base import (
     EngineRequest,
     GiB,
     MiB,
+    has_kind,
     model_ref,
     need_gpu,
     parallel_flags,
@@ -194,7 +195,7 @@ def check_supported(spec: ModelSpec) -> None:
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
     check_supported(req.spec)
-    dsa = any(g.kind is LayerKind.INDEXER for g in req.spec.groups)
+    dsa = has_kind(req.spec, LayerKind.INDEXER)
     if dsa:
         single_format(NAME, opts, FORMATS)
         name = check_dsa(req.spec, opts.kv_k.name)

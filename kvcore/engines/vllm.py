@@ -29,6 +29,7 @@ from .base import (
     EngineReport,
     EngineRequest,
     GiB,
+    has_kind,
     model_ref,
     need_gpu,
     parallel_flags,
@@ -74,7 +75,7 @@ def default_block(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> int:
     16-bit cache, FLASHMLA (64 only) for fp8, which FLASH_ATTN_MLA refuses; on the HBM
     Blackwell parts FLASHINFER_MLA (32 or 64: 32); elsewhere TRITON_MLA (16). Hybrid models
     keep the block their state pages ask for (_specs), and other models 16."""
-    if gpu is None or not any(g.kind is LayerKind.MLA for g in spec.groups):
+    if gpu is None or not has_kind(spec, LayerKind.MLA):
         return BLOCK
     if any(g.kind.is_recurrent for g in spec.groups):
         return BLOCK
@@ -223,7 +224,7 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
         # the config's mamba_ssm_cache_dtype where it names one, else float32
         ssm_bytes = spec.ssm_cache_dtype_bytes or 4
     every_block = cache_all_mode(spec, spec_tokens)
-    dsa = any(g.kind is LayerKind.INDEXER for g in spec.groups)
+    dsa = has_kind(spec, LayerKind.INDEXER)
     for g in spec.groups_for(mtp=mtp):
         if g.kind is LayerKind.INDEXER:
             attn.append((g, indexer_row_bytes(g.head_dim_k)))
@@ -381,7 +382,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # those layers get a cache; replace_with_linear it does not build
     refuse_nas_layout("vLLM", req.spec)
     refuse_layout("vLLM", req.spec, {})
-    if any(g.kind is LayerKind.COMPRESSED for g in req.spec.groups):
+    if has_kind(req.spec, LayerKind.COMPRESSED):
         from .vllm_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
@@ -404,7 +405,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, f32_as="bf16")
     block = s.block_size or default_block(req.spec, shares[0].gpu, opts.kv_k)
-    dsa = any(g.kind is LayerKind.INDEXER for g in req.spec.groups)
+    dsa = has_kind(req.spec, LayerKind.INDEXER)
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         block = DSA_BLOCK
