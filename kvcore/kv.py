@@ -174,7 +174,7 @@ def _tokens_held(group: LayerGroup, context: int, spec: ModelSpec, opts: CacheOp
 
 def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int,
                 opts: CacheOptions) -> GroupCache:
-    if group.kind.is_recurrent or group.kind is LayerKind.COMPRESSOR:
+    if group.kind.holds_state:
         state = group.count * sequences * group.state_values * opts.state_bytes_per_value
         return GroupCache(group, 0, 0, 0, state, 0)
     tokens = _tokens_held(group, context, spec, opts)

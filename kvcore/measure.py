@@ -28,7 +28,7 @@ from typing import Any
 from .errors import InputError
 from .formats import get_format
 from .kv import CacheOptions, cache_size
-from .model import LayerGroup, LayerKind, ModelSpec
+from .model import LayerGroup, ModelSpec
 
 __all__ = ["Measurement", "allocator_prediction", "environment", "measure", "token_time",
            "tp_record"]
@@ -161,7 +161,7 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
     layers, subset_reason = _fit_layers(layers, spec, context, sequences, opts, device, torch)
 
     def build(group: LayerGroup, tiny: bool = False) -> tuple[Any, int]:
-        if group.kind.is_recurrent or group.kind is LayerKind.COMPRESSOR:
+        if group.kind.holds_state:
             return [torch.zeros(sequences, group.state_values, dtype=torch.float32,
                                 device=device)], 0
         tokens = 16 if tiny else _layer_tokens(group, spec, context, opts)

@@ -74,6 +74,12 @@ class LayerKind(StrEnum):
     def is_recurrent(self) -> bool:
         return self in (LayerKind.LINEAR, LayerKind.MAMBA, LayerKind.CONV)
 
+    @property
+    def holds_state(self) -> bool:
+        """A constant per-sequence state instead of tokens: the recurrent kinds and
+        DeepSeek-V4's compressor (the unfinished block's rows)."""
+        return self.is_recurrent or self is LayerKind.COMPRESSOR
+
 
 @dataclass(frozen=True)
 class LayerGroup:
