@@ -363,15 +363,23 @@ def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[
     return kinds
 
 
+def _layer_flags(value: Any, n_layers: int) -> list[bool] | None:
+    """A config's per-layer 0/1 list as flags; None unless it is a list of ``n_layers`` of
+    them (booleans refused: configs write the integers)."""
+    if (not isinstance(value, list) or len(value) != n_layers
+            or not all(x in (0, 1) and not isinstance(x, bool) for x in value)):
+        return None
+    return [x == 1 for x in value]
+
+
 def _mimo_kinds(cfg: dict[str, Any], n_layers: int) -> list[set[LayerKind]]:
     # MiMo-V2: hybrid_layer_pattern[i] is 1 for a sliding-window layer, 0 for full attention
     # (vLLM mimo_v2_flash.py is_compressed_softmax_layer; SGLang get_hybrid_layer_ids)
-    pattern = cfg.get("hybrid_layer_pattern")
-    if (not isinstance(pattern, list) or len(pattern) != n_layers
-            or any(p not in (0, 1) or isinstance(p, bool) for p in pattern)):
+    sliding = _layer_flags(cfg.get("hybrid_layer_pattern"), n_layers)
+    if sliding is None:
         raise ConfigError(f"config.json 'hybrid_layer_pattern' must list {n_layers} layers of 0 "
                           "(full attention) or 1 (sliding window)", field="hybrid_layer_pattern")
-    return [{LayerKind.SLIDING} if p == 1 else {LayerKind.FULL} for p in pattern]
+    return [{LayerKind.SLIDING} if s else {LayerKind.FULL} for s in sliding]
 
 
 def _kimi_linear_kinds(lac: dict[str, Any], n_layers: int) -> list[set[LayerKind]]:
@@ -1012,10 +1020,11 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
     freq = cfg.get("moe_layer_freq")
     if isinstance(freq, list):
         # MiMo-V2 (vLLM mimo_v2_flash.py is_moe_layer), MiniMax-M3: one 0/1 flag per layer
-        if len(freq) != n_layers or not all(x in (0, 1) and not isinstance(x, bool) for x in freq):
+        moe = _layer_flags(freq, n_layers)
+        if moe is None:
             raise ConfigError(f"config.json 'moe_layer_freq' must list {n_layers} layers of 0 or "
                               "1, or be one integer", field="moe_layer_freq")
-        return [x == 1 for x in freq]
+        return moe
     enum = cfg.get("moe_layers_enum")
     if isinstance(enum, str) and enum.strip():
         # Step-3.5: the MoE layers as a comma-separated list (vLLM step3p5.py)
@@ -2043,11 +2052,11 @@ def _sparse_attention(r: _Reader, n_layers: int) -> _SparseAttention | None:
         value = sc.get(key)
         if value is None:
             return [bool(default)] * n_layers
-        if (not isinstance(value, list) or len(value) != n_layers
-                or not all(x in (0, 1) and not isinstance(x, bool) for x in value)):
+        listed = _layer_flags(value, n_layers)
+        if listed is None:
             raise ConfigError(f"sparse_attention_config '{key}' must list {n_layers} layers of "
                               "0 or 1", field=f"sparse_attention_config.{key}")
-        return [x == 1 for x in value]
+        return listed
 
     heads = _check_int("sparse_attention_config.sparse_num_index_heads",
                        sc.get("sparse_num_index_heads"), 1, 1 << 12)
