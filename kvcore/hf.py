@@ -1958,8 +1958,7 @@ def spec_from_config(
         params = _count_params(r, kinds_per_layer, hidden=hidden, n_heads=n_heads,
                                geometry=geometry, head_dim=head_dim, vocab=vocab, vision=vision,
                                mamba_shape=mamba_shape, n_mtp=n_mtp, shared=shared)
-    dtype = lm.get("torch_dtype") or lm.get("dtype") or config.get("torch_dtype") or "bfloat16"
-    dtype = dtype if isinstance(dtype, str) else "bfloat16"
+    dtype = _checkpoint_dtype(config, lm)
     max_pos = r.opt_int("max_position_embeddings")
     ssm_dtype = lm.get("mamba_ssm_dtype") or lm.get("ssm_dtype")
     ssm_bytes = _DTYPE_BYTES.get(ssm_dtype, 0) if isinstance(ssm_dtype, str) else 0
@@ -2249,8 +2248,7 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
     n_layers = r.get_int("num_hidden_layers", maximum=4096)
     groups, _ = _deepseek_v4_groups(r, n_layers)
     params = _deepseek_v4_params(r, n_layers)
-    dtype = lm.get("torch_dtype") or lm.get("dtype") or "bfloat16"
-    dtype = dtype if isinstance(dtype, str) else "bfloat16"
+    dtype = _checkpoint_dtype(config, lm)
     scheme, weight_notes = _quantization(config, lm, quant_config, dtype, params.modules)
     return ModelSpec(
         name=name, model_type=r.model_type, groups=tuple(groups), params=params, source=source,
@@ -2268,6 +2266,13 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
         defaulted=tuple(dict.fromkeys(r.defaulted)),
         hidden_layers=n_layers,
     )
+
+
+def _checkpoint_dtype(config: Mapping[str, Any], lm: Mapping[str, Any]) -> str:
+    """The checkpoint's dtype name: the language model's torch_dtype (or dtype), else the
+    outer config's; bfloat16 where none is a name."""
+    dtype = lm.get("torch_dtype") or lm.get("dtype") or config.get("torch_dtype") or "bfloat16"
+    return dtype if isinstance(dtype, str) else "bfloat16"
 
 
 def _quantization(config: Mapping[str, Any], lm: Mapping[str, Any],
