@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kvcore
 from kvcore import KvplanError
+from kvcore.catalog import MAX_CONFIG_BYTES
 from kvcore.errors import cut
 
 from .api import api_router
@@ -68,9 +69,9 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
     return 422, f"{field}: {first.get('msg', 'invalid')}", field
 
 
-#: largest request body accepted (bytes): a config.json is capped at 16 MiB
-#: (kvcore.catalog.MAX_CONFIG_BYTES), with room for the rest of the form
-MAX_BODY_BYTES = 17 << 20
+#: largest request body accepted (bytes): the largest config.json kvcore reads, with a MiB of
+#: room for the rest of the form
+MAX_BODY_BYTES = MAX_CONFIG_BYTES + (1 << 20)
 
 
 def create_app() -> FastAPI:
