@@ -115,7 +115,7 @@ def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False):
            "KS": "*fp16", "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16",
            "GT": "*i32", "s": "i32", "stride_gt": "i32", "g0": "i32", "live": "i32",
            "RING": "i32"}
-    consts = dict(H=8, D=128, DP=128, G=32, BITS=bits, PER=8 // bits, LEVELS=(1 << bits) - 1,
+    consts = dict(H=8, D=128, DV=128, DP=128, G=32, BITS=bits, PER=8 // bits, LEVELS=(1 << bits) - 1,
                   HAS_V=True, HW=True, LATE_V=late)
     return _compile(kivi_flush_kernel, sig, consts, ("RING",), {"num_warps": warps})
 
@@ -130,7 +130,7 @@ def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 6
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",
            "VR": "*fp16", "NQ": "*i32", "NR": "*i32", "GT": "*i32", "stride_gt": "i32",
            "RING": "i32", "n_splits": "i32", "qk_scale": "fp32"}
-    consts = dict(H=8, GROUP=4, QPAD=16, D=128, DP=128, G=32, BITS=bits, PER=8 // bits,
+    consts = dict(H=8, GROUP=4, QPAD=16, D=128, DV=128, DP=128, G=32, BITS=bits, PER=8 // bits,
                   LEVELS=(1 << bits) - 1, SPLIT=1024, HAS_V=values, TOK=tok, ASM=True, QB=1,
                   PDL=False, LAZY=lazy)
     return _compile(kivi_decode_kernel, sig, consts, ("RING",),

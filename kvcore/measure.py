@@ -165,21 +165,20 @@ def measure(spec: ModelSpec, *, context: int, sequences: int = 1, kv_k: str = "f
             return [torch.zeros(sequences, group.state_values, dtype=torch.float32,
                                 device=device)], 0
         tokens = 16 if tiny else _layer_tokens(group, spec, context, opts)
+        # V's rows of their own width where a model's differ (MiMo-V2: K 192, V 128); none in
+        # a K-only layer (an MLA latent)
+        width_v = group.head_dim_v or None
         if kivi:
             return KiviCache(fk.name, sequences, group.n_kv_heads, group.head_dim_k, tokens,
-                             device=device, values=group.head_dim_v > 0), tokens
+                             device=device, values=group.head_dim_v > 0,
+                             head_dim_v=width_v), tokens
         return LayerCache(fk.name, fv.name, sequences, tokens, group.n_kv_heads,
-                          group.head_dim_k, device=device,
-                          values=group.head_dim_v > 0), tokens
+                          group.head_dim_k, device=device, values=group.head_dim_v > 0,
+                          head_dim_v=width_v), tokens
 
     # a format the kernels cannot lay out for one of the model's layer shapes is bad input: say
     # so before anything is allocated at full size
     for group in {id(g): g for g, _ in layers}.values():
-        if group.head_dim_v and group.head_dim_v != group.head_dim_k:
-            # the paged kernels keep K and V rows of one width (MiMo-V2's are 192 and 128)
-            raise InputError(f"cannot measure {spec.name}: its {group.kind.value} layers cache K "
-                             f"and V of different widths ({group.head_dim_k}/"
-                             f"{group.head_dim_v}), which the kernels do not lay out", field="kv")
         try:
             build(group, tiny=True)
         except ValueError as exc:
@@ -360,12 +359,14 @@ def _fill(cache: Any, group: LayerGroup, tokens: int, sequences: int, device: st
           torch: Any) -> None:
     chunk = 4096
     heads, dim = group.n_kv_heads, group.head_dim_k
+    # V's rows at their own width (a K-only layer's V rows are not stored: K's width)
+    dim_v = group.head_dim_v or dim
     use_triton = device == "cuda"
     for s in range(sequences):
         for start in range(0, tokens, chunk):
             n = min(chunk, tokens - start)
             k = torch.randn(n, heads, dim, device=device, generator=gen).half()
-            v = torch.randn(n, heads, dim, device=device, generator=gen).half()
+            v = torch.randn(n, heads, dim_v, device=device, generator=gen).half()
             if hasattr(cache, "n_quant"):
                 (cache.append_triton if use_triton else cache.append)(s, k, v)
                 continue
@@ -503,12 +504,14 @@ def _time_sdpa(group: LayerGroup, sequences: int, tokens: int, device: str, step
     # were), and enough copies that no call finds its layer in L2 (the step it is compared
     # with reads every layer once)
     shape = (sequences, group.n_kv_heads, tokens, group.head_dim_k)
-    layer = 4 * sequences * group.n_kv_heads * tokens * group.head_dim_k
+    # V at its own width (MiMo-V2: K 192, V 128)
+    shape_v = (*shape[:3], group.head_dim_v)
+    layer = 2 * sequences * group.n_kv_heads * tokens * (group.head_dim_k + group.head_dim_v)
     kv = []
     try:
         for _ in range(max(1, min(16, -(-SDPA_STREAM_BYTES // max(1, layer))))):
             kv.append((torch.empty(shape, device=device, dtype=torch.float16).normal_(),
-                       torch.empty(shape, device=device, dtype=torch.float16).normal_()))
+                       torch.empty(shape_v, device=device, dtype=torch.float16).normal_()))
     except torch.cuda.OutOfMemoryError:
         if not kv:
             return None

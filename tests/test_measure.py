@@ -38,19 +38,14 @@ def test_tensors_hold_exactly_the_prediction(model, fmt):
 def test_every_catalog_model_in_every_kernel_format_is_exact():
     # the first six layers of each catalog model (a hybrid's mix of kinds included) in each
     # format with a kernel: the tensors hold exactly kvcore's bytes and no format is refused;
-    # MLA latents, 96-wide heads and recurrent state all pass through here
+    # MLA latents, 96-wide heads, K and V of different widths (MiMo-V2: 192/128) and recurrent
+    # state all pass through here
     from kvcore.catalog import model_catalog
     from kvcore.kernels.cache import PAGED
 
     wrong = []
     for entry in model_catalog():
         spec = load_model(entry.id)
-        if any(g.head_dim_v and g.head_dim_v != g.head_dim_k for g in spec.groups):
-            # K and V of different widths (MiMo-V2: 192/128): refused in a sentence, not measured
-            with pytest.raises(KvplanError, match="different widths"):
-                measure(spec, context=32, sequences=1, device="cpu", steps=1, max_layers=6,
-                        progress=None)
-            continue
         for fmt in (*PAGED, "kivi2", "kivi4"):
             try:
                 m = measure(spec, context=32, sequences=1, kv_k=fmt, device="cpu", steps=1,
@@ -61,6 +56,19 @@ def test_every_catalog_model_in_every_kernel_format_is_exact():
             if m.allocated_bytes != m.predicted_bytes:
                 wrong.append((entry.id, fmt, m.allocated_bytes, m.predicted_bytes))
     assert wrong == []
+
+
+@pytest.mark.parametrize("fmt", ["q8_0", "tbq3", "kivi4"])
+def test_k_and_v_of_different_widths_are_measured(fmt):
+    # MiMo-V2-Flash: full (layer 0) and sliding (layer 1) layers of K 192 and V 128; V's
+    # planes at V's width hold exactly kvcore's bytes
+    spec = load_model("mimo-v2-flash")
+    assert {(g.head_dim_k, g.head_dim_v) for g in spec.groups} == {(192, 128)}
+    m = measure(spec, context=48, sequences=1, kv_k=fmt, device="cpu", steps=1, max_layers=2,
+                progress=None)
+    assert m.layers_measured == 2
+    assert m.allocated_bytes == m.predicted_bytes
+    assert m.decode["seconds_per_step"] > 0
 
 
 def test_subset_scales_by_its_own_prediction():

@@ -266,16 +266,27 @@ class LayerCache:
     """One layer's K and V for ``pages`` pages of ``page_size`` tokens × ``kv_heads`` heads."""
 
     def __init__(self, kv_k: str, kv_v: str, pages: int, page_size: int, kv_heads: int,
-                 head_dim: int, device: Any = "cpu", *, values: bool = True) -> None:
-        """``values=False``: a K-only cache (an MLA latent), attended with V = the latent."""
+                 head_dim: int, device: Any = "cpu", *, values: bool = True,
+                 head_dim_v: int | None = None) -> None:
+        """``values=False``: a K-only cache (an MLA latent), attended with V = the latent.
+        ``head_dim_v``: the width of V's rows where it is not ``head_dim`` (K's and the
+        query's; MiMo-V2's full layers: K 192, V 128), narrower or wider; V's planes are sized
+        by it and decode's output is that wide."""
         for name in (kv_k, kv_v):
             if name not in PAGED:
                 raise ValueError(f"no paged kernel layout for {name}; paged formats: "
                                  f"{', '.join(PAGED)}")
+        head_dim_v = head_dim if head_dim_v is None else head_dim_v
+        if not values and head_dim_v != head_dim:
+            raise ValueError("a K-only cache attends with V = the keys: no V width of its own")
+        if head_dim_v < 1:
+            raise ValueError("head_dim_v must be at least 1")
         self.k = Side(kv_k, pages, kv_heads, page_size, head_dim, device)
         self.has_v = values
-        self.v = Side(kv_v, pages, kv_heads, page_size, head_dim, device) if values else self.k
+        self.v = (Side(kv_v, pages, kv_heads, page_size, head_dim_v, device) if values
+                  else self.k)
         self.page_size, self.kv_heads, self.head_dim = page_size, kv_heads, head_dim
+        self.head_dim_v = head_dim_v
         self.device = device
 
     @property
@@ -303,10 +314,11 @@ class LayerCache:
     # ---- reference path (torch only) -------------------------------------------------------
 
     def append_ref(self, k: Any, v: Any, pages: Any, offsets: Any) -> None:
-        """k, v: [n, kv_heads, head_dim]; token i goes to (pages[i], offsets[i])."""
+        """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]; token i goes to (pages[i],
+        offsets[i])."""
         dst = self.dst_rows(pages, offsets).reshape(-1)
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
-            rows = x.reshape(-1, self.head_dim)
+            rows = x.reshape(-1, side.head_dim)
             self._fix_global_scale(side, rows)
             side.wide = side.wide or rows.dtype != _torch().float16
             planes = ref.quantize(side.fmt, rows, global_scale=side.global_scale_host)
@@ -325,7 +337,8 @@ class LayerCache:
             side.global_scale.fill_(side.global_scale_host)
 
     def gather_ref(self, side: Side, block_table: Any, seq_len: int, b: int) -> Any:
-        """Dequantized [kv_heads, seq_len, head_dim] float32 of sequence ``b`` (reference)."""
+        """Dequantized [kv_heads, seq_len, width] float32 of sequence ``b`` (reference), the
+        width ``side``'s."""
         torch = _torch()
         t = torch.arange(seq_len, device=block_table.device)
         pages = block_table[b, t // self.page_size]
@@ -334,11 +347,12 @@ class LayerCache:
         planes = {k: v[dst] for k, v in flat.items()}
         if "scale" in planes:
             planes["scale"] = planes["scale"].reshape(-1, 1)
-        x = ref.dequantize(side.fmt, planes, self.head_dim, global_scale=side.global_scale_host)
-        return x.reshape(self.kv_heads, seq_len, self.head_dim)
+        x = ref.dequantize(side.fmt, planes, side.head_dim, global_scale=side.global_scale_host)
+        return x.reshape(self.kv_heads, seq_len, side.head_dim)
 
     def decode_ref(self, q: Any, block_table: Any, seq_lens: Any) -> Any:
-        """Reference decode attention over the dequantized cache (float64 out)."""
+        """Reference decode attention over the dequantized cache: q [B, Hq, head_dim] →
+        [B, Hq, head_dim_v] float64."""
         torch = _torch()
         outs = []
         for b in range(q.shape[0]):
@@ -391,7 +405,8 @@ class LayerCache:
                rows_per_program: int | None = None, num_warps: int | None = None,
                programs_per_sm: int | None = None, num_stages: int | None = None,
                max_registers: int | None = None) -> None:
-        """Quantize and write new tokens with the Triton append kernels (each side's format's
+        """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]: token i goes to (pages[i],
+        offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
         fit shared memory; at least 16 rows for a rotated format, whose rotation is a tensor-core
         product). The destination rows are computed in the kernel: one launch per side. A
@@ -407,15 +422,19 @@ class LayerCache:
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
             rows_a, warps = APPEND_LAUNCH.get(side.fmt, (32, 4))
             rotated = side.fmt in ROTATED
-            rows_p = rows_per_program or max(16 if rotated else 1, rows_a * 128 // tab["dpow"])
-            rows = x.reshape(-1, self.head_dim).contiguous()
+            # a side's lanes: the cache's power of two, or where K and V differ in width its
+            # own row's (a narrower V is not padded to K's lanes)
+            dpow = (tab["dpow"] if self.head_dim_v == self.head_dim
+                    else _pow2(max(side.head_dim, side.padded_dim)))
+            rows_p = rows_per_program or max(16 if rotated else 1, rows_a * 128 // dpow)
+            rows = x.reshape(-1, side.head_dim).contiguous()
             self._fix_global_scale(side, rows)
             side.wide = side.wide or rows.dtype != torch.float16
             p0, p1, x0, x1 = side.operands()
             n = rows.shape[0]
             blocks = math.ceil(n / rows_p)
-            shape = dict(H_KV=self.kv_heads, FMT=FMT_CODES[side.fmt], D=self.head_dim,
-                         DP=side.padded_dim, DPOW=tab["dpow"], X0=x0, X1=x1, ROWS=rows_p,
+            shape = dict(H_KV=self.kv_heads, FMT=FMT_CODES[side.fmt], D=side.head_dim,
+                         DP=side.padded_dim, DPOW=dpow, X0=x0, X1=x1, ROWS=rows_p,
                          num_warps=num_warps or warps)
             if rotated:
                 levels = 8 if side.fmt == "tbq3" else 16
@@ -458,7 +477,8 @@ class LayerCache:
                query_rows: int | None = None, words_v: bool | None = None,
                pdl: bool | None = None, lazy: bool | None = None,
                pad_rows: int | None = None, wide: bool | None = None) -> Any:
-        """Fused split-K decode attention. q [B, Hq, D] → [B, Hq, D] float32.
+        """Fused split-K decode attention. q [B, Hq, head_dim] → [B, Hq, head_dim_v] float32
+        (V's width; the query and K are head_dim wide).
 
         Without ``split_tokens`` the context is split (flash-decoding) into several waves of
         programs of at least 2,048 tokens each, or, for short contexts, at least one wave of
@@ -567,7 +587,8 @@ class LayerCache:
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
         if out is None:
             # pre-filled with NaN so that an unwritten element cannot pass for a result
-            out = torch.full((bsz, hq, d), float("nan"), dtype=torch.float32, device=q.device)
+            out = torch.full((bsz, hq, self.head_dim_v), float("nan"), dtype=torch.float32,
+                             device=q.device)
         q_in = q.contiguous()
         if self.k.fmt in ROTATED:
             rows = bsz * hq
@@ -593,10 +614,11 @@ class LayerCache:
             block_table, seq_lens, block_table.stride(0), n_splits,
             LOG2E / math.sqrt(d), self.page_size, split_tokens,
             H_KV=self.kv_heads, GROUP=group, QPAD=qpad,
-            D=q_in.shape[-1], DPOW=main, DPK=main if tail else self.k.padded_dim,
-            DPV=main if tail else self.v.padded_dim, DT=tail,
-            DKT=self.k.padded_dim - main if tail else 0,
-            DVT=self.v.padded_dim - main if tail else 0,
+            D=q_in.shape[-1], DPOW=main, DPK=min(main, self.k.padded_dim) if tail
+            else self.k.padded_dim,
+            DPV=min(main, self.v.padded_dim) if tail else self.v.padded_dim, DT=tail,
+            DKT=max(0, self.k.padded_dim - main) if tail else 0,
+            DVT=max(0, self.v.padded_dim - main) if tail else 0,
             OK0=k_off[0], OK1=k_off[1], OV0=v_off[0], OV1=v_off[1], QB=qblocks,
             FMT_K=FMT_CODES[self.k.fmt], FMT_V=FMT_CODES[self.v.fmt],
             XK0=xk0, XK1=xk1, XV0=xv0, XV1=xv1,

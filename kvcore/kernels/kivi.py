@@ -135,22 +135,29 @@ class KiviCache:
     groups paged through ``group_table``."""
 
     def __init__(self, fmt: str, seqs: int, heads: int, head_dim: int, tokens: int,
-                 device: Any = "cpu", *, slot_order: Any = None, values: bool = True) -> None:
+                 device: Any = "cpu", *, slot_order: Any = None, values: bool = True,
+                 head_dim_v: int | None = None) -> None:
         """``values=False``: a K-only cache (an MLA latent, as kvcore counts it), attended with
-        V = the keys."""
+        V = the keys. ``head_dim_v``: the width of V's rows where it is not ``head_dim`` (K's
+        and the query's), narrower or wider; V's planes and ring are sized by it and decode's
+        output is that wide."""
         torch = _torch()
         f = get_format(fmt)
         if not f.residual_tokens:
             raise ValueError(f"{fmt} is not a KIVI format")
         self.bits = {"kivi2": 2, "kivi4": 4}[f.name]
         self.group, self.residual = f.token_group, f.residual_tokens
-        if head_dim % self.group:
+        head_dim_v = head_dim if head_dim_v is None else head_dim_v
+        if not values and head_dim_v != head_dim:
+            raise ValueError("a K-only cache attends with V = the keys: no V width of its own")
+        if head_dim % self.group or head_dim_v % self.group or head_dim_v < 1:
             raise ValueError(f"KIVI needs head_dim a multiple of {self.group}")
         self.fmt, self.seqs, self.heads, self.head_dim = f.name, seqs, heads, head_dim
+        self.head_dim_v = head_dim_v
         self.capacity = tokens
         self.groups = f.quantized_tokens(tokens) // self.group
         self.ring = f.residual_capacity(tokens)
-        g, d, b = self.group, head_dim, self.bits
+        g, d, dv, b = self.group, head_dim, head_dim_v, self.bits
         slots = seqs * self.groups
         z = dict(device=device)
         self.kq = torch.zeros(slots, heads, g * b // 8, d, dtype=torch.uint8, **z)
@@ -160,14 +167,14 @@ class KiviCache:
         # a K-only cache allocates no V planes: the names point at the K ones
         # the value planes lie token-minor in a group: byte c (scale, minimum of channel group
         # c) of the G tokens side by side
-        self.vq = torch.zeros(slots, heads, d * b // 8, g, dtype=torch.uint8, **z) if values \
+        self.vq = torch.zeros(slots, heads, dv * b // 8, g, dtype=torch.uint8, **z) if values \
             else self.kq
-        self.vs = torch.zeros(slots, heads, d // g, g, dtype=torch.float16, **z) if values \
+        self.vs = torch.zeros(slots, heads, dv // g, g, dtype=torch.float16, **z) if values \
             else self.ks
-        self.vm = torch.zeros(slots, heads, d // g, g, dtype=torch.float16, **z) if values \
+        self.vm = torch.zeros(slots, heads, dv // g, g, dtype=torch.float16, **z) if values \
             else self.km
         self.kr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z)
-        self.vr = torch.zeros(seqs, heads, self.ring, d, dtype=torch.float16, **z) if values \
+        self.vr = torch.zeros(seqs, heads, self.ring, dv, dtype=torch.float16, **z) if values \
             else self.kr
         #: group → slot of every sequence (-1: not flushed yet)
         self.group_table = torch.full((seqs, max(1, self.groups)), -1, dtype=torch.int32, **z)
@@ -238,7 +245,7 @@ class KiviCache:
             self.n_resid[s] += 1
 
     def append(self, s: int, k: Any, v: Any) -> None:
-        """Append tokens k, v [n, heads, head_dim] to sequence ``s``."""
+        """Append tokens k [n, heads, head_dim], v [n, heads, head_dim_v] to sequence ``s``."""
         self._append(s, k, v, self._flush)
 
     # ---- Triton path -----------------------------------------------------------------------
@@ -274,7 +281,8 @@ class KiviCache:
             kivi_flush_kernel[(flushed, self.heads)](
                 self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
                 self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
-                live, self.ring, H=self.heads, D=self.head_dim, DP=_pow2(self.head_dim),
+                live, self.ring, H=self.heads, D=self.head_dim, DV=self.head_dim_v,
+                DP=_pow2(max(self.head_dim, self.head_dim_v)),
                 G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
                 HAS_V=self.has_v, HW=k.is_cuda,
                 LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
@@ -288,8 +296,8 @@ class KiviCache:
             self.vr[s][:, slots] = v[first:].transpose(0, 1).to(self.vr.dtype)
 
     def append_triton(self, s: int, k: Any, v: Any) -> None:
-        """Append tokens k, v [n, heads, head_dim] to sequence ``s`` in one kernel launch for
-        all the groups they flush (the same bytes as ``append``)."""
+        """Append tokens k [n, heads, head_dim], v [n, heads, head_dim_v] to sequence ``s`` in
+        one kernel launch for all the groups they flush (the same bytes as ``append``)."""
         self.write_append(s, k, v, *self.plan_append(s, k.shape[0]))
 
     def decode(self, q: Any, split_tokens: int | None = None, *, num_warps: int | None = None,
@@ -311,7 +319,8 @@ class KiviCache:
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head. ``pdl``: as LayerCache.decode's.
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
-        more than LAZY_MARGIN (softmax_lazy)."""
+        more than LAZY_MARGIN (softmax_lazy). q [seqs, Hq, head_dim] → [seqs, Hq, head_dim_v]
+        float32."""
         from .cache import LOG2E, SMS, max_query_rows, programmatic_launch, query_blocks
         from .kivi_triton import kivi_decode_kernel, kivi_decode_keys_kernel
         from .triton_ops import pdl_launch, reduce_splits
@@ -319,7 +328,7 @@ class KiviCache:
         torch = _torch()
         seqs, hq, d = q.shape
         group = hq // self.heads
-        dp = _pow2(d)
+        dp = _pow2(max(d, self.head_dim_v))
         qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp))
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
         if split_tokens is None:
@@ -339,7 +348,8 @@ class KiviCache:
         n_splits = max(1, -(-total // split))
         acc = torch.empty(seqs * hq * n_splits * dp, dtype=torch.float32, device=q.device)
         ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
-        out = torch.full((seqs, hq, d), float("nan"), dtype=torch.float32, device=q.device)
+        out = torch.full((seqs, hq, self.head_dim_v), float("nan"), dtype=torch.float32,
+                         device=q.device)
         # the lengths on the device, copied again only after they change, so that a step can
         # be captured in a CUDA graph (no copy from the host inside it)
         key = (tuple(self.n_quant), tuple(self.n_resid), str(q.device))
@@ -367,7 +377,8 @@ class KiviCache:
             kivi_decode_kernel[grid](
                 q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
                 self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0),
-                self.ring, n_splits, LOG2E / d ** 0.5, HAS_V=self.has_v, TOK=tok,
+                self.ring, n_splits, LOG2E / d ** 0.5, DV=self.head_dim_v, HAS_V=self.has_v,
+                TOK=tok,
                 ASM=q.is_cuda if asm is None else asm,
                 num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
                 **common)
@@ -375,7 +386,8 @@ class KiviCache:
         return out
 
     def dequantize(self, s: int) -> tuple[Any, Any]:
-        """Float32 K, V [heads, tokens, head_dim] of sequence ``s`` in token order."""
+        """Float32 K [heads, tokens, head_dim], V [heads, tokens, head_dim_v] of sequence ``s``
+        in token order."""
         torch = _torch()
         nq, nr = self.n_quant[s], self.n_resid[s]
         ng = nq // self.group
@@ -393,7 +405,8 @@ class KiviCache:
                                      "min": flat(self.vm)}, self.bits, self.group) \
                 if self.has_v else k_q
         else:
-            k_q = v_q = torch.zeros(self.heads, 0, self.head_dim, device=self.kr.device)
+            k_q = torch.zeros(self.heads, 0, self.head_dim, device=self.kr.device)
+            v_q = torch.zeros(self.heads, 0, self.head_dim_v, device=self.kr.device)
         slots = torch.tensor([(nq + i) % self.ring for i in range(nr)], dtype=torch.long)
         k = torch.cat([k_q, self.kr[s][:, slots].float()], dim=1)
         v = torch.cat([v_q, self.vr[s][:, slots].float()], dim=1) if self.has_v else k

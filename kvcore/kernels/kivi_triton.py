@@ -69,28 +69,32 @@ def _group_rows(R, X, old, rb, xb, d, dm, G: tl.constexpr, D: tl.constexpr, DP: 
 
 @triton.jit
 def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, live, RING,
-                      H: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
+                      H: tl.constexpr, D: tl.constexpr, DV: tl.constexpr, DP: tl.constexpr,
+                      G: tl.constexpr,
                       BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
                       HAS_V: tl.constexpr, HW: tl.constexpr = False,
                       LATE_V: tl.constexpr = False):
     """Program (j, h): quantize group g0 + j of sequence ``s`` (tokens (g0 + j)·G …) into the
     slot the group table GT gives it. A token below ``live`` (the tokens held before this
-    append) comes from the residual ring, a later one from the new tokens XK, XV [n, H, D]
-    (token live + i at row i), read as float16 as the ring holds them. DP: D rounded up to a
-    power of two (the lanes past D are masked). HAS_V false: a K-only cache. LATE_V: load the
+    append) comes from the residual ring, a later one from the new tokens XK [n, H, D] and
+    XV [n, H, DV] (token live + i at row i), read as float16 as the ring holds them. DV: the
+    width of V's rows (D but where K and V differ). DP: the wider of D and DV rounded up to a
+    power of two (the lanes past a row's width are masked). HAS_V false: a K-only cache
+    (DV = D). LATE_V: load the
     values once the keys are stored, so that a program does not hold both (fewer registers)."""
     gi = g0 + tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
     t = tl.arange(0, G)
     d = tl.arange(0, DP)
     dm = _below(d, D, DP == D)
+    dvm = _below(d, DV, DP == DV)
     tok = gi.to(tl.int64) * G + t
     old = tok < live
     rb = (s * H + h) * RING + tok % RING
     xb = (tok - live) * H + h
     k = _group_rows(KR, XK, old, rb, xb, d, dm, G, D, DP)
     if HAS_V and not LATE_V:
-        v = _group_rows(VR, XV, old, rb, xb, d, dm, G, D, DP)
+        v = _group_rows(VR, XV, old, rb, xb, d, dvm, G, DV, DP)
     # keys (float16: their minimum and maximum are exact in it): per channel over the G tokens
     lo = tl.min(k, axis=0)
     hi = tl.max(k, axis=0)
@@ -110,16 +114,16 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     tl.store(KM + gbase * D + d, km, mask=dm)
     if HAS_V:
         if LATE_V:
-            v = _group_rows(VR, XV, old, rb, xb, d, dm, G, D, DP)
-        _flush_values(v, VQ, VS, VM, gbase, D, DP, G, BITS, PER, LEVELS, HW)
+            v = _group_rows(VR, XV, old, rb, xb, d, dvm, G, DV, DP)
+        _flush_values(v, VQ, VS, VM, gbase, DV, DP, G, BITS, PER, LEVELS, HW)
 
 
 @triton.jit
 def _flush_values(v, VQ, VS, VM, gbase, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
                   BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
                   HW: tl.constexpr):
-    """Values [G, DP] (float16) of one group quantized per token over groups of G channels (D is a
-    multiple of G; the groups past D are padding) into group ``gbase`` (slot · heads + head) of
+    """Values [G, DP] (float16) of one group quantized per token over groups of G channels (D,
+    V's width, is a multiple of G; the groups past D are padding) into group ``gbase`` (slot · heads + head) of
     the value planes, which lie token-minor: byte c of token t at [c, t], the scale and minimum
     of channel group n at [n, t]."""
     v3 = tl.reshape(v, (G, DP // G, G))
@@ -247,15 +251,18 @@ def _rescaled(alpha, grow, acc0, acc1, acc2, acc3):
 def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, stride_gt,
                        RING, n_splits, qk_scale,
                        H: tl.constexpr, GROUP: tl.constexpr, QPAD: tl.constexpr,
-                       D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr,
-                       PER: tl.constexpr, LEVELS: tl.constexpr, SPLIT: tl.constexpr,
-                       HAS_V: tl.constexpr, TOK: tl.constexpr, ASM: tl.constexpr,
+                       D: tl.constexpr, DV: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
+                       BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
+                       SPLIT: tl.constexpr, HAS_V: tl.constexpr, TOK: tl.constexpr,
+                       ASM: tl.constexpr,
                        QB: tl.constexpr = 1, PDL: tl.constexpr = False,
                        LAZY: tl.constexpr = False):
     """One (sequence, KV head, split) program over quantized groups, TOK tokens (TOK / G
     groups) a step, then over the residual ring; partial output, running max and sum go to
-    ACC and ML as decode_split_kernel's do. DP: D rounded up to a power of two (the lanes past
-    D are masked to zero). HAS_V false: a K-only cache, V = the dequantized keys.
+    ACC and ML as decode_split_kernel's do. D: the query's and K's width, DV: V's (D but where
+    they differ; the partial output holds DV values). DP: the wider of D and DV rounded up to
+    a power of two (the lanes past a row's width are masked to zero). HAS_V false: a K-only
+    cache, V = the dequantized keys (DV = D).
 
     The packed bytes are read as they lie and unpacked by _code_values into float16 values,
     code k of every byte one tensor: no code moves between lanes. K's bytes run along tokens,
@@ -297,7 +304,7 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     gi = tl.arange(0, NG)
     jb = tl.arange(0, GB)
     cg = tl.arange(0, NC)
-    cgm = _below(cg, D // G, DP == D)
+    cgm = _below(cg, DV // G, DP == DV)
     c = tl.arange(0, TOK)
     for t0 in range(start, qend, TOK):
         # the tile's groups (whole groups: start and nq are multiples of G), their slots
@@ -345,11 +352,12 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
             # G channels; code k of byte b of a token is channel PER·b + k
             tg = tl.arange(0, G)
             vm4 = gok[:, None, None, None] & cgm[None, :, None, None]
-            vbase = slot[:, None, None, None] * (D // PER) * G
+            vbase = slot[:, None, None, None] * (DV // PER) * G
             vb = tl.load(VQ + vbase + (cg[None, :, None, None] * GB + jb[None, None, :, None]) * G
                          + tg[None, None, None, :], mask=vm4, other=0)
             vm3 = gok[:, None, None] & cgm[None, :, None]
-            sbase = slot[:, None, None] * (D // G) * G + cg[None, :, None] * G + tg[None, None, :]
+            sbase = slot[:, None, None] * (DV // G) * G + cg[None, :, None] * G \
+                + tg[None, None, :]
             vsc = tl.load(VS + sbase, mask=vm3, other=0.0)[:, :, None, :]
             vmn = tl.load(VM + sbase, mask=vm3, other=0.0)[:, :, None, :]
             if PER == 4:
@@ -393,8 +401,8 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
         acc0, acc1, acc2, acc3 = _rescaled(alpha, grow, acc0, acc1, acc2, acc3)
         p = p.to(tl.float16)
         if HAS_V:
-            vrow = tl.load(VR + rb[:, None] * D + d[None, :],
-                           mask=tmask[:, None] & dm[None, :], other=0.0)
+            vrow = tl.load(VR + rb[:, None] * DV + d[None, :],
+                           mask=tmask[:, None] & _below(d, DV, DP == DV)[None, :], other=0.0)
         else:
             vrow = krow
         # the rows' values split into the output blocks (head dimension PER·c + k → block k)

@@ -736,7 +736,9 @@ def decode_split_kernel(
     of them packed in K and V) and a tail of DT lanes (a power of two, 0: none) from DPOW on,
     DKT and DVT of them packed, its bytes OK0 and OK1 (OV0, OV1) elements into a row of the
     K (V) planes. DeepSeek's 576-wide latent is 512 + 64 lanes instead of 1,024. The partial
-    outputs are DPOW + DT wide.
+    outputs are DPOW + DT wide. K and V may differ in width (MiMo-V2: K 192 as 128 + 64, V
+    128): the lanes are the wider one's, the narrower side's DPK or DPV masks its part, and a
+    side with no tail (DKT or DVT 0) reads none (its tail of the partial output stays 0).
 
     A group of more query heads than a program holds (QPAD rows) is spread over QB programs
     of a KV head (program id 1: KV head · QB + query block). GPU: compiled for a GPU, not run
@@ -771,13 +773,13 @@ def decode_split_kernel(
     if HK:
         qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 1, KT, 0)
         qb = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 2, KT, 0)
-        if DT > 0:
+        if DKT > 0:
             qta = _q(Q, qrow, qmask, qk_scale, FMT_K, DT, D, 1, KT, DPOW)
             qtb = _q(Q, qrow, qmask, qk_scale, FMT_K, DT, D, 2, KT, DPOW)
     else:
         qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 0, KT, 0)
         qb = qa
-        if DT > 0:
+        if DKT > 0:
             qta = _q(Q, qrow, qmask, qk_scale, FMT_K, DT, D, 0, KT, DPOW)
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
@@ -810,7 +812,7 @@ def decode_split_kernel(
             ka, kb, ks = _halves(FMT_K, k0, k1, KGS, CENT_K, r, nmask, BLOCK_N, DPOW, DPK, XK0,
                                  XK1, ASM, WORDS)
             s = tl.dot(qb, tl.trans(kb), tl.dot(qa, tl.trans(ka)))
-            if DT > 0:
+            if DKT > 0:
                 # the tail's row scale is the head's (fp8_pth, nvfp4): not needed again
                 ta, tb, _ = _halves(FMT_K, k0 + OK0, k1 + OK1, KGS, CENT_K, r, nmask, BLOCK_N,
                                     DT, DKT, XK0, XK1, ASM, WORDS)
@@ -819,7 +821,7 @@ def decode_split_kernel(
             k, ks = _tile(FMT_K, k0, k1, KGS, CENT_K, r, nmask, BLOCK_N, DPOW, DPK, XK0, XK1,
                           ASM, WORDS)
             s = tl.dot(qa, tl.trans(k))
-            if DT > 0:
+            if DKT > 0:
                 kt, _ = _tile(FMT_K, k0 + OK0, k1 + OK1, KGS, CENT_K, r, nmask, BLOCK_N, DT,
                               DKT, XK0, XK1, ASM, WORDS)
                 s = tl.dot(qta, tl.trans(kt), s)
@@ -859,7 +861,7 @@ def decode_split_kernel(
             pv = (p * vs[None, :] if RV else p).to(va.dtype)
             acc_a = tl.dot(pv, va, acc_a)
             acc_b = tl.dot(pv, vb, acc_b)
-            if DT > 0:
+            if DVT > 0:
                 if SAME_KV:
                     wa, wb = ta, tb
                 else:
@@ -875,7 +877,7 @@ def decode_split_kernel(
                               XV1, ASM, WORDS_V)
             pv = (p * vs[None, :] if RV else p).to(v.dtype)
             acc_a = tl.dot(pv, v, acc_a)
-            if DT > 0:
+            if DVT > 0:
                 if SAME_KV:
                     vt = kt
                 else:
