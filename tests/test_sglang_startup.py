@@ -178,3 +178,49 @@ def test_cli_names_the_refusal_as_the_binding(capsys):
 def test_plans_on_a_card_start(model):
     r = engine_plan("sglang", req(model, ctx=8192, gpus=(find_gpu("h200"),)))
     assert r.fits and not r.refusal and not any("Error" in line for line in r.log_lines)
+
+
+# --- the float32 router (models/laguna.py LagunaMoEGate, models/glm4_moe.py Glm4MoeGate) ---
+
+def test_laguna_router_is_float32_under_sglang():
+    from kvcore.weights import weights_for
+
+    # Laguna-S.2.1: 47 MoE layers (layer 0 dense) × (256 experts × 3,072 + 256 bias) values,
+    # which the checkpoint keeps in bf16 (its quantization ignores mlp.gate) and SGLang holds
+    # in float32: 2 bytes more a value, about 74 MB
+    spec = load_model("laguna-s-2.1")
+    extra = 47 * (256 * 3072 + 256) * 2
+    assert extra == 73_948_672
+    r = engine_plan("sglang", req("laguna-s-2.1", ctx=8192, gpus=(find_gpu("h200"),)))
+    assert r.weights_bytes == weights_for(spec).bytes + extra
+    assert any("MoE router in float32" in n for n in r.notes)
+    # vLLM's Laguna router is not priced so: the engine's weights are the estimate's
+    assert engine_plan("vllm", req("laguna-s-2.1", ctx=8192, gpus=(find_gpu("h200"),))
+                       ).weights_bytes == weights_for(spec).bytes
+
+
+def test_router_bytes_by_stage_and_format():
+    from kvcore.engines.sglang import router_fp32_bytes
+    from kvcore.parallel import Parallel
+
+    # Laguna-XS.2: 40 layers, layer 0 dense, 256 experts × 2,048; --pp 2 gives SGLang's
+    # stages layers 0-19 (19 MoE layers) and 20-39 (20)
+    row = 256 * 2048 + 256
+    two = req("laguna-xs.2", parallel=Parallel(pp=2))
+    assert router_fp32_bytes(two, 0) == 19 * row * 2
+    assert router_fp32_bytes(two, 1) == 20 * row * 2
+    # --weights fp8 prices the router at 8 + 32 / 128² bits a value; SGLang still holds 4 bytes
+    fp8 = req("laguna-xs.2", weights="fp8")
+    assert router_fp32_bytes(fp8, 0) == 4 * 39 * row - int(39 * row * (8 + 32 / 128**2) / 8)
+    # weights given as the engine printed them already hold it
+    assert router_fp32_bytes(req("laguna-xs.2", weights_bytes=30 * GiB), 0) == 0
+
+
+def test_glm45_router_is_float32_and_deepseeks_is_not():
+    from kvcore.engines.sglang import router_fp32_bytes
+
+    # GLM-4.5: 92 layers, the first 3 dense: 89 × 160 experts × 5,120, bf16 in the checkpoint
+    assert router_fp32_bytes(req("glm-4.5"), 0) == 89 * 160 * 5120 * 2
+    # DeepSeek's MoEGate keeps the gate in the model dtype (no router_fp32 in the config)
+    assert router_fp32_bytes(req("deepseek-v3"), 0) == 0
+    assert router_fp32_bytes(req("qwen3-30b-a3b"), 0) == 0

@@ -18,14 +18,16 @@ MLA pool plus a 132-byte fp8 indexer key a token in every layer, 64-token pages)
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import NamedTuple
 
 from ..errors import InputError
 from ..gpus import GPU
 from ..kv import CacheOptions, kv_row_bytes
-from ..model import LayerKind, ModelSpec
+from ..model import LayerKind, ModelSpec, Module
 from ..parallel import sglang_stage_layers
 from ..plan import largest
+from ..weights import module_bytes
 from .base import (
     EngineReport,
     EngineRequest,
@@ -458,6 +460,44 @@ def running_cap_warning(running: int, tokens: int, slots: int | None,
             "state size with --mamba-ssm-dtype bfloat16.")
 
 
+#: model types whose SGLang model code builds the MoE router (the gate's weight, and Laguna's
+#: score-correction bias beside it) in float32 whatever the checkpoint's dtype or
+#: quantization: an nn.Parameter made with dtype=torch.float32, which the loader copies into
+#: (models/laguna.py LagunaMoEGate, models/glm4_moe.py Glm4MoeGate); DeepSeek's MoEGate
+#: keeps the gate in the model dtype unless the config sets router_fp32
+FP32_ROUTER_TYPES = {"laguna": "models/laguna.py LagunaMoEGate",
+                     "glm4_moe": "models/glm4_moe.py Glm4MoeGate"}
+#: the router's modules, by the name's end (layers.<i>.mlp.gate, Laguna's bias)
+ROUTER_MODULES = (".mlp.gate", ".mlp.experts.e_score_correction_bias")
+
+
+def router_fp32_bytes(req: EngineRequest, stage: int) -> int:
+    """Bytes SGLang holds for the routers of pipeline stage ``stage`` beyond what kvplan's
+    weight estimate counts for them: 4 bytes a weight less the estimate's (the gate is
+    replicated, so every tensor-parallel rank of the stage holds it whole). 0 for models whose
+    router SGLang keeps in the model dtype, or weights given as printed."""
+    spec = req.spec
+    if spec.model_type not in FP32_ROUTER_TYPES or req.weights_bytes is not None:
+        return 0
+    layers = STAGE_SPLIT(spec.decoder_layers, req.parallel.pp, stage)
+
+    def on_stage(m: Module) -> bool:
+        parts = m.names[0].split(".")
+        return (len(parts) > 1 and parts[0] == "layers" and parts[1].isdigit()
+                and int(parts[1]) in layers)
+
+    mods = [m for m in spec.params.modules
+            if m.names[0].endswith(ROUTER_MODULES) and on_stage(m)]
+    fmt = req.weights
+    if ((fmt is None or str(fmt).lower() in ("auto", "")) and spec.dtype == "float32"
+            and spec.checkpoint_weights is None):
+        fmt = "bf16"   # rank_weights' f32_as: --dtype auto serves it in 16 bits
+    counted = module_bytes(spec, fmt, mods, mtp=req.cache.mtp)
+    if counted is None:
+        return 0
+    return max(0, 4 * sum(m.params for m in mods) - counted)
+
+
 def slots_per_request(model_type: str) -> int:
     """Mamba state slots SGLang reserves per running request for this model."""
     extra = EXTRA_BUFFER_SLOTS if model_type in EXTRA_BUFFER_TYPES else 0
@@ -577,6 +617,10 @@ def plan(req: EngineRequest) -> EngineReport:
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, STAGE_SPLIT, f32_as="bf16")
+    # a float32 router where the model code builds one (FP32_ROUTER_TYPES)
+    router_extra = [router_fp32_bytes(req, sh.stage) for sh in shares]
+    shares = [replace(sh, weights_bytes=sh.weights_bytes + x)
+              for sh, x in zip(shares, router_extra, strict=True)]
     # every rank sizes its pool from the free memory of the most loaded rank (a world-group
     # minimum) over its own layers' cell; the pipeline keeps the smallest pool, the stage
     # with the most KV layers (model_runner_kv_cache_mixin profile_max_num_token)
@@ -718,6 +762,11 @@ def plan(req: EngineRequest) -> EngineReport:
     notes = [n for n in (note_hybrid, rule_note(req, frac)) if n]
     if refused:
         notes.insert(0, f"SGLang refuses to start: {startup_reason(refused)}")
+    if any(router_extra):
+        notes.append(f"SGLang keeps this model's MoE router in float32 "
+                     f"({FP32_ROUTER_TYPES[req.spec.model_type]}): "
+                     f"{max(router_extra) / MiB:,.1f} MiB a rank more than the weight estimate's "
+                     "router")
     if dsa:
         if s.page_size and s.page_size != DSA_PAGE:
             notes.append(f"SGLang forces 64-token pages for DeepSeek Sparse Attention; "
