@@ -224,3 +224,18 @@ def test_glm45_router_is_float32_and_deepseeks_is_not():
     # DeepSeek's MoEGate keeps the gate in the model dtype (no router_fp32 in the config)
     assert router_fp32_bytes(req("deepseek-v3"), 0) == 0
     assert router_fp32_bytes(req("qwen3-30b-a3b"), 0) == 0
+
+
+def test_speculative_tokens_are_refused_in_one_line(capsys):
+    from app.cli import main
+    from kvcore import InputError
+
+    with pytest.raises(InputError, match="speculative decoding"):
+        engine_plan("sglang", req("qwen3.5-27b", kv_budget_bytes=40 * GiB,
+                                  settings=EngineSettings(speculative_tokens=3)))
+    # the command line stops it sooner: --speculative-tokens is a vLLM setting
+    code = main(["qwen3.5-27b", "--gpu", "h200", "--engine", "sglang",
+                 "--speculative-tokens", "3"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "speculative_tokens is a setting of vLLM, not of SGLang" in err[0]

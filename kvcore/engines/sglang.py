@@ -597,6 +597,12 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_layout("SGLang", req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     if req.spec.model_type in ("gemma4", "gemma4_text"):
         refuse_gemma4(req.spec)
+    if req.settings.speculative_tokens and not has_kind(req.spec, LayerKind.COMPRESSED):
+        # EAGLE/MTP adds draft layers to the KV cell and, on Mamba/linear-attention models,
+        # intermediate states jointly solved with the slots (_handle_max_mamba_cache): not sized
+        raise InputError("kvplan does not model SGLang's speculative decoding (draft KV layers "
+                         "in the token pool, the Mamba intermediate-state buffer); plan "
+                         "--speculative-tokens with --engine vllm", field="speculative_tokens")
     if has_kind(req.spec, LayerKind.COMPRESSED):
         from .sglang_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
