@@ -136,6 +136,9 @@ def engine_binding(report: EngineReport, raw: dict[str, Any]) -> tuple[str, str]
                  "state": raw["state_bytes"], "overhead": raw["overhead_bytes"]}
         binding = max(terms, key=terms.__getitem__)
         return binding, f"{binding} is the largest share of the card"
+    if report.refusal:
+        return ("weights" if report.kv_pool_bytes <= 0 else "kv",
+                f"{report.engine} refuses to start: {report.refusal}")
     if report.kv_pool_bytes <= 0:
         return "weights", (f"the weights and {report.engine}'s own reservations leave no "
                            "memory for the KV cache")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import UnknownNameError
-from .model import ModelSpec
+from .model import ModelSpec, Module
 from .quant import QuantScheme, estimate
 
 __all__ = ["WEIGHT_FORMATS", "WeightFormat", "Weights", "get_weight_format", "weights_for"]
@@ -207,3 +207,35 @@ def _quantized(spec: ModelSpec, scheme: QuantScheme, params: int, *, mtp: bool,
     return Weights(total, active, scheme.label, source, params, embedding, untied,
                    lm_head_bytes=head, replicated_bytes=replicated,
                    per_layer_embedding_bytes=per_layer)
+
+
+def module_bytes(spec: ModelSpec, weight_format: str | None, modules: list[Module], *,
+                 mtp: bool = False) -> int | None:
+    """The bytes ``weights_for`` counts for ``modules`` (of ``spec.params.modules``) in
+    ``weight_format``; None where the weights come from a checkpoint's tensors (GGUF), which
+    are not priced module by module."""
+    p = spec.params
+    params = sum(m.params for m in modules)
+    auto = weight_format is None or str(weight_format).lower() in ("auto", "")
+    if auto and spec.checkpoint is not None:
+        return None
+    if auto and spec.quant is not None and p.modules:
+        unquantized = spec.dtype_bytes if spec.dtype_bytes > 1 else 2
+        out = 0
+        for m in modules:
+            rule = spec.quant.rule_for(m)
+            out += rule.bytes(m.params, m.rows, m.matrices) if rule else m.params * unquantized
+        if spec.safetensors_total_bytes:
+            # scaled as _quantized scales every part to the index's total
+            est = estimate(p.modules, spec.quant, unquantized)
+            stored = spec.safetensors_total_bytes - (0 if mtp else p.mtp * unquantized)
+            out = int(out * stored / max(1, est.total_bytes))
+        return out
+    if auto and spec.safetensors_total_bytes:
+        return int(params * spec.safetensors_total_bytes / max(1, p.total + p.mtp))
+    fmt = (get_weight_format(spec.checkpoint_weights or
+                             (spec.dtype if spec.dtype in _BY_NAME else "bf16"))
+           if auto else get_weight_format(str(weight_format)))
+    # a decoder weight that is neither an embedding nor a routed expert
+    bits = fmt.rest_bits if fmt.experts_only else fmt.bits_per_weight
+    return int(params * bits / 8)

@@ -539,21 +539,23 @@ def test_sglang_mamba_pool_takes_its_share():
     r = engine_plan("sglang", req("qwen3.5-27b", gpu=None, kv_budget_bytes=19 * GiB))
     g = next(g for g in load_model("qwen3.5-27b").groups if g.kind == "linear")
     per_req = g.count * (g.conv_state_values * 2 + (g.state_values - g.conv_state_values) * 4)
-    slots = int(19 * GiB * 0.9 / 1.9) // per_req
+    # 0.5.23 (kv_cache_configurator _handle_max_mamba_cache): int((budget − per_req) //
+    # per_req) slots, the pool's padding slot apart
+    slots = int(19 * GiB * 0.9 / 1.9) // per_req - 1
     assert r.extra["mamba_slots"] == slots
-    # handle_max_mamba_cache returns the rest less the whole slots' bytes
-    assert r.kv_tokens == (19 * GiB - slots * per_req) // (16 * 4 * 512 * 2)
+    # it returns the rest less the slots' bytes and the padding slot's
+    assert r.kv_tokens == (19 * GiB - (slots + 1) * per_req) // (16 * 4 * 512 * 2)
 
 
 def test_sglang_kv_pool_keeps_what_the_mamba_slots_leave():
     # Nemotron-H 56B: 54 Mamba2 layers × (3 × 20,480 bf16 + 256 × 64 × 256 f32) = 870 MiB a
-    # request; 40 GiB leaves int(40 GiB × 0.9 / 1.9) // 870 MiB = 22 slots (19.1 GiB) and the
-    # KV pool 20.9 GiB, not the ratio's 21.05 GiB
+    # request; 40 GiB holds int(40 GiB × 0.9 / 1.9) // 870 MiB = 22 slots (19.1 GiB): 21 for
+    # requests and the pool's padding slot, and the KV pool 20.9 GiB, not the ratio's 21.05 GiB
     r = engine_plan("sglang", req("nemotron-h-56b-base-8k", gpu=None, kv_budget_bytes=40 * GiB))
     per_req = 54 * (3 * 20480 * 2 + 256 * 64 * 256 * 4)
-    slots = int(40 * GiB * 0.9 / 1.9) // per_req
-    assert r.extra["mamba_slots"] == slots == 22
-    assert r.kv_tokens == (40 * GiB - slots * per_req) // (10 * 8 * 256 * 2)
+    slots = int(40 * GiB * 0.9 / 1.9) // per_req - 1
+    assert r.extra["mamba_slots"] == slots == 21
+    assert r.kv_tokens == (40 * GiB - (slots + 1) * per_req) // (10 * 8 * 256 * 2)
 
 
 @pytest.mark.parametrize("kwargs, field", [({"context": 0}, "context"),
@@ -857,7 +859,8 @@ def test_sglang_ssm_state_follows_the_configs_mamba_ssm_dtype():
     r = engine_plan("sglang", EngineRequest(spec=spec, context=8192,
                                             cache=CacheOptions(kv_k="f16", kv_v="f16"),
                                             kv_budget_bytes=19 * GiB))
-    assert r.extra["mamba_slots"] == int(19 * GiB * 0.9 / 1.9) // per_req
+    # less the pool's padding slot (0.5.23 _handle_max_mamba_cache)
+    assert r.extra["mamba_slots"] == int(19 * GiB * 0.9 / 1.9) // per_req - 1
     # without a pinned dtype the state stays float32
     del cfg["text_config"]["mamba_ssm_dtype"]
     assert load_model(cfg).ssm_pinned_bytes == 0

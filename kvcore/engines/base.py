@@ -159,6 +159,8 @@ class EngineReport:
     #: the most sequences of `context` tokens one replica serves, set up for that many (the
     #: largest ``sequences`` that fits; None: the whole part of ``max_concurrency``)
     max_sequences: int | None = None
+    #: why the engine would not start with this plan, in a sentence ("" where it would)
+    refusal: str = ""
 
     @property
     def sequences_max(self) -> int:

@@ -17,12 +17,17 @@ MLA pool plus a 132-byte fp8 indexer key a token in every layer, 64-token pages)
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+from typing import NamedTuple
+
 from ..errors import InputError
 from ..gpus import GPU
 from ..kv import CacheOptions, kv_row_bytes
-from ..model import LayerKind, ModelSpec
+from ..model import LayerKind, ModelSpec, Module
 from ..parallel import sglang_stage_layers
 from ..plan import largest
+from ..weights import module_bytes
 from .base import (
     EngineReport,
     EngineRequest,
@@ -357,6 +362,142 @@ def dsa_pool_bytes(tokens: int, layers: int, row: int) -> int:
     return layers * (latent + index)
 
 
+class Pools(NamedTuple):
+    """What SGLang's memory profile gives one launch: bytes left for the pools (``total``
+    before the Mamba state pool, ``rest`` after it), the weights + KV budget and fraction,
+    full-pool tokens, window-pool tokens and Mamba state slots (None where the model has no
+    such pool)."""
+
+    total: int
+    rest: int
+    budget: int | None
+    frac: float | None
+    tokens: int
+    swa: int | None
+    slots: int | None
+
+
+#: architectures whose model module gives SGLang's sliding_window_size itself, as the
+#: config's inclusive window less one (models/gpt_oss.py, gemma4_mm.py, gemma4_causal.py
+#: get_attention_sliding_window_size); the others (Llama 4, MiMo-V2, Step-3.5, Laguna) take
+#: the config's sliding_window_size / sliding_window / window_size, else attention_chunk_size
+#: (model_runner_components/load_model_utils.py resolve_sliding_window_size)
+EXCLUSIVE_WINDOW_TYPES = frozenset({"gpt_oss", "gemma4", "gemma4_text"})
+
+
+def swa_window(spec: ModelSpec) -> int | None:
+    """The sliding_window_size SGLang's hybrid pools check the window pool against."""
+    window = max((g.window or 0 for g in spec.groups
+                  if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)), default=0)
+    if not window:
+        return None
+    return window - 1 if spec.model_type in EXCLUSIVE_WINDOW_TYPES else window
+
+
+def mamba_slots_for(rest: int, per_req: int) -> int:
+    """max_mamba_cache_size from ``rest`` bytes: the Mamba share of them, less the pool's
+    padding slot, in whole slots (kv_cache_configurator _handle_max_mamba_cache:
+    int((budget − per_slot) // per_slot)); zero or less when nothing is left."""
+    budget = rest * MAMBA_RATIO / (1 + MAMBA_RATIO)
+    return math.floor((budget - per_req) / max(1, per_req))
+
+
+def startup_error(pl: Pools, *, per_req: int, per_running: int, window: int | None,
+                  page: int, weights_bytes: tuple[int, int] | None) -> str | None:
+    """The exception SGLang 0.5.23 raises while sizing these pools (None: none), in the order
+    it checks: the Mamba state pool (_handle_max_mamba_cache), memory left after the
+    weights (_profile_available_bytes; ``weights_bytes`` the free memory before and after
+    loading, None under a given KV budget), the window pool's admission floor
+    (MemoryPoolConfigurator.validate_swa_pool_size), an empty pool (MemoryPoolConfig), and
+    no request the Mamba slots can serve (resolve_max_num_reqs)."""
+    if pl.slots is not None and pl.slots <= 0:
+        return (f"RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state "
+                f"cache. Computed max_mamba_cache_size={pl.slots} (total_rest_memory="
+                f"{pl.total / GiB:.2f} GB, mamba_cache_per_req={per_req / MiB:.2f} MB). Try: "
+                "(1) reduce --max-running-requests, (2) increase --mem-fraction-static, (3) "
+                "reduce --speculative-num-draft-tokens, or (4) use GPUs with more memory.")
+    if pl.rest <= 0 and weights_bytes is not None:
+        before, after = weights_bytes
+        least = 1 - after / before
+        return (f"ValueError: Loaded weights leave no GPU memory for the KV cache under "
+                f"--mem-fraction-static={pl.frac}. Raise --mem-fraction-static above "
+                f"{math.ceil(least * 1000) / 1000:.3f} (minimum viable = 1 - available/pre = "
+                f"{least:.4f}). If using speculative decoding, draft weights are now counted.")
+    if pl.swa is not None and window is not None and window + page >= pl.swa:
+        return (f"ValueError: SWA pool ({pl.swa} tokens) cannot hold even one request: the "
+                f"prefill admission floor is sliding_window_size ({window}) + page_size "
+                f"({page}). Increase --swa-full-tokens-ratio or the total KV budget.")
+    if pl.tokens <= 0:
+        return "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    served = min(pl.tokens // 2, pl.slots // per_running) if pl.slots is not None else 1
+    if served <= 0:
+        return (f"RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to "
+                f"serve any requests. max_mamba_cache_size={pl.slots}, mamba_ratio="
+                f"{per_running}, resulting max_num_reqs={served}. Try: (1) "
+                "reduce --max-running-requests, (2) increase --mem-fraction-static, or (3) use "
+                "GPUs with more memory.")
+    return None
+
+
+def startup_reason(error: str) -> str:
+    """A start-up error's sentence for a note: its first sentence, without the class."""
+    text = error.split(": ", 1)[1]
+    cut = text.find(". ")
+    return text if cut < 0 else text[:cut]
+
+
+def running_cap_warning(running: int, tokens: int, slots: int | None,
+                        per_running: int) -> str | None:
+    """resolve_max_num_reqs's warning when the Mamba slots cap --max-running-requests."""
+    if slots is None or slots <= 0:
+        return None
+    cap = slots // per_running
+    if cap >= min(running, tokens // 2):
+        return None
+    return (f"max_running_requests is capped to {cap} by the mamba state cache "
+            f"(max_mamba_cache_size={slots}, {per_running} state slots per request). To raise "
+            "it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the "
+            "state size with --mamba-ssm-dtype bfloat16.")
+
+
+#: model types whose SGLang model code builds the MoE router (the gate's weight, and Laguna's
+#: score-correction bias beside it) in float32 whatever the checkpoint's dtype or
+#: quantization: an nn.Parameter made with dtype=torch.float32, which the loader copies into
+#: (models/laguna.py LagunaMoEGate, models/glm4_moe.py Glm4MoeGate); DeepSeek's MoEGate
+#: keeps the gate in the model dtype unless the config sets router_fp32
+FP32_ROUTER_TYPES = {"laguna": "models/laguna.py LagunaMoEGate",
+                     "glm4_moe": "models/glm4_moe.py Glm4MoeGate"}
+#: the router's modules, by the name's end (layers.<i>.mlp.gate, Laguna's bias)
+ROUTER_MODULES = (".mlp.gate", ".mlp.experts.e_score_correction_bias")
+
+
+def router_fp32_bytes(req: EngineRequest, stage: int) -> int:
+    """Bytes SGLang holds for the routers of pipeline stage ``stage`` beyond what kvplan's
+    weight estimate counts for them: 4 bytes a weight less the estimate's (the gate is
+    replicated, so every tensor-parallel rank of the stage holds it whole). 0 for models whose
+    router SGLang keeps in the model dtype, or weights given as printed."""
+    spec = req.spec
+    if spec.model_type not in FP32_ROUTER_TYPES or req.weights_bytes is not None:
+        return 0
+    layers = STAGE_SPLIT(spec.decoder_layers, req.parallel.pp, stage)
+
+    def on_stage(m: Module) -> bool:
+        parts = m.names[0].split(".")
+        return (len(parts) > 1 and parts[0] == "layers" and parts[1].isdigit()
+                and int(parts[1]) in layers)
+
+    mods = [m for m in spec.params.modules
+            if m.names[0].endswith(ROUTER_MODULES) and on_stage(m)]
+    fmt = req.weights
+    if ((fmt is None or str(fmt).lower() in ("auto", "")) and spec.dtype == "float32"
+            and spec.checkpoint_weights is None):
+        fmt = "bf16"   # rank_weights' f32_as: --dtype auto serves it in 16 bits
+    counted = module_bytes(spec, fmt, mods, mtp=req.cache.mtp)
+    if counted is None:
+        return 0
+    return max(0, 4 * sum(m.params for m in mods) - counted)
+
+
 def slots_per_request(model_type: str) -> int:
     """Mamba state slots SGLang reserves per running request for this model."""
     extra = EXTRA_BUFFER_SLOTS if model_type in EXTRA_BUFFER_TYPES else 0
@@ -370,19 +511,27 @@ def kv_budget(req: EngineRequest, shares: list[RankShare],
     (model_runner_kv_cache_mixin profile_max_num_token). ``running`` is the
     --max-running-requests the automatic fraction is worked out for (default: the
     request's sequences, which kvplan's command passes)."""
-    s, p = req.settings, req.parallel
-    frac = s.mem_fraction_static
+    frac = req.settings.mem_fraction_static
     gpu = shares[0].gpu
     if req.kv_budget_bytes is not None:
         return req.kv_budget_bytes, None, frac
     if gpu is None:
         raise need_gpu()
-    total = gpu.total_bytes
     if frac is None:
         frac = default_fraction(req, gpu, req.sequences if running is None else running)
-    before = total - PRELOAD - (int(0.3 * GiB) if p.ranks_per_replica > 1 else 0)
-    after = before - max(sh.weights_bytes for sh in shares)
+    before, after = free_memory(req, shares)
     return int(after - before * (1 - frac)), int(before * frac), frac
+
+
+def free_memory(req: EngineRequest, shares: list[RankShare]) -> tuple[int, int]:
+    """(free memory before the weights load, free memory after) on the most loaded rank, the
+    two readings profile_max_num_token / _profile_available_bytes work from."""
+    gpu = shares[0].gpu
+    if gpu is None:
+        raise need_gpu()
+    before = (gpu.total_bytes - PRELOAD
+              - (int(0.3 * GiB) if req.parallel.ranks_per_replica > 1 else 0))
+    return before, before - max(sh.weights_bytes for sh in shares)
 
 
 def rule_note(req: EngineRequest, frac: float | None) -> str:
@@ -448,6 +597,12 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_layout("SGLang", req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     if req.spec.model_type in ("gemma4", "gemma4_text"):
         refuse_gemma4(req.spec)
+    if req.settings.speculative_tokens and not has_kind(req.spec, LayerKind.COMPRESSED):
+        # EAGLE/MTP adds draft layers to the KV cell and, on Mamba/linear-attention models,
+        # intermediate states jointly solved with the slots (_handle_max_mamba_cache): not sized
+        raise InputError("kvplan does not model SGLang's speculative decoding (draft KV layers "
+                         "in the token pool, the Mamba intermediate-state buffer); plan "
+                         "--speculative-tokens with --engine vllm", field="speculative_tokens")
     if has_kind(req.spec, LayerKind.COMPRESSED):
         from .sglang_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
@@ -468,6 +623,10 @@ def plan(req: EngineRequest) -> EngineReport:
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, STAGE_SPLIT, f32_as="bf16")
+    # a float32 router where the model code builds one (FP32_ROUTER_TYPES)
+    router_extra = [router_fp32_bytes(req, sh.stage) for sh in shares]
+    shares = [replace(sh, weights_bytes=sh.weights_bytes + x)
+              for sh, x in zip(shares, router_extra, strict=True)]
     # every rank sizes its pool from the free memory of the most loaded rank (a world-group
     # minimum) over its own layers' cell; the pipeline keeps the smallest pool, the stage
     # with the most KV layers (model_runner_kv_cache_mixin profile_max_num_token)
@@ -494,56 +653,70 @@ def plan(req: EngineRequest) -> EngineReport:
         sk, sv = kv_row_bytes(stage, opts.kv_k, opts.kv_v,
                               (LayerKind.SLIDING, LayerKind.CHUNKED))
 
-    def pools(running: int) -> tuple[int, int | None, float | None, int, int | None, int | None]:
-        """(rest, budget, fraction, tokens, window-pool tokens, Mamba slots) with
-        --max-running-requests ``running``."""
+    window = swa_window(stage) if sliding else None
+
+    def pools(running: int) -> Pools:
+        """The pools SGLang sizes with --max-running-requests ``running``."""
         rest, budget, frac = kv_budget(req, shares, running)
         slots = swa = None
-        if recurrent and rest > 0:
-            # the Mamba state pool takes ratio / (1 + ratio) of what is left; KV gets what
-            # the whole slots leave (model_runner_kv_cache_mixin handle_max_mamba_cache)
-            slots = int(rest * MAMBA_RATIO / (1 + MAMBA_RATIO)) // max(1, per_req)
-            rest -= slots * per_req
+        total = rest
+        if recurrent:
+            # the Mamba state pool takes ratio / (1 + ratio) of what is left, less the pool's
+            # padding slot; KV gets what the slots and the padding slot leave
+            # (kv_cache_configurator _handle_max_mamba_cache)
+            slots = mamba_slots_for(rest, per_req)
+            if slots > 0:
+                rest -= (slots + 1) * per_req
         if sliding:
             # one pool for full layers and one for window layers, sized so the window pool
-            # holds swa_full_tokens_ratio as many tokens (model_runner_kv_cache_mixin
-            # set_num_tokens_hybrid_swa)
+            # holds swa_full_tokens_ratio as many tokens (pool_configurator
+            # HybridSWAPoolConfigurator)
             n = int(max(0, rest) / ((fk + fv) + SWA_RATIO * (sk + sv))) // page * page
             swa = int(n * SWA_RATIO) // page * page
         else:
             n = max(0, rest) // cell // page * page
-        return rest, budget, frac, n, swa, slots
+        return Pools(total, rest, budget, frac, n, swa, slots)
 
-    rest, budget, frac, tokens, swa_tokens, mamba_slots = pools(req.sequences)
-    if mamba_slots is not None:
-        note_hybrid = (f"Mamba state pool: {mamba_slots:,} slots of {per_req / MiB:.1f} MiB; "
-                       f"max_running_requests ≤ {mamba_slots // per_running:,} "
-                       f"({per_running} slots a request)")
+    def refusal(pl: Pools) -> str | None:
+        """What SGLang raises at start-up with these pools (None: it starts)."""
+        return startup_error(pl, per_req=per_req, per_running=per_running, window=window,
+                             page=page, weights_bytes=free_memory(req, shares)
+                             if pl.budget is not None else None)
+
+    pl = pools(req.sequences)
+    rest, budget, frac, tokens, swa_tokens, mamba_slots = (pl.rest, pl.budget, pl.frac, pl.tokens,
+                                                           pl.swa, pl.slots)
+    refused = refusal(pl)
+    if mamba_slots is not None and mamba_slots > 0:
+        note_hybrid = (f"Mamba state pool: {mamba_slots:,} slots of {per_req / MiB:.1f} MiB "
+                       f"and a padding slot; max_running_requests ≤ "
+                       f"{mamba_slots // per_running:,} ({per_running} slots a request)")
 
     slots_ok = mamba_slots is None or mamba_slots // per_running >= req.sequences
 
     def fits_len(length: int) -> bool:
-        return length == 0 or (tokens >= length * req.sequences and slots_ok)
+        return length == 0 or (refused is None and tokens >= length * req.sequences
+                               and slots_ok)
 
     max_ctx = largest(fits_len, 1 << 31)
     # a request of the context holds its tokens in the pool and, on a hybrid model, 3 slots
     # of the Mamba state pool (5 with the extra buffer)
-    max_seqs = tokens // req.context
+    max_seqs = 0 if refused else tokens // req.context
     if mamba_slots is not None:
-        max_seqs = min(max_seqs, mamba_slots // per_running)
+        max_seqs = min(max_seqs, max(0, mamba_slots) // per_running)
     if fraction_depends_on_running(req):
         # SGLang's own fraction reserves 2 MiB a decode graph up to --max-running-requests
         # (kvplan passes the sequences), so the pool shrinks as the sequences grow: the most
         # that fit is searched with the pool each count would get
         def seqs_fit(n: int) -> bool:
-            _, _, _, n_tokens, _, n_slots = pools(n)
-            return n_tokens >= n * req.context and (n_slots is None
-                                                    or n_slots // per_running >= n)
+            got = pools(n)
+            return (got.tokens >= n * req.context and refusal(got) is None
+                    and (got.slots is None or got.slots // per_running >= n))
 
         one = pools(1)
-        top = one[3] // req.context
-        if one[5] is not None:
-            top = min(top, one[5] // per_running)
+        top = one.tokens // req.context if refusal(one) is None else 0
+        if one.slots is not None:
+            top = min(top, max(0, one.slots) // per_running)
         max_seqs = largest(seqs_fit, top)
     mla = any(g.kind == LayerKind.MLA for g in req.spec.groups)
 
@@ -574,10 +747,32 @@ def plan(req: EngineRequest) -> EngineReport:
                  f"{tokens}"]
     else:
         lines = [allocated(tokens, kb, vb)]
+    capped = running_cap_warning(req.sequences, tokens, mamba_slots, per_running)
+    if refused:
+        # it raises before the pools are built: nothing of theirs is logged
+        lines = [refused]
+    else:
+        if capped:
+            # resolve_max_num_reqs warns before the pools are built
+            lines.insert(1 if swa_tokens is not None else 0, capped)
+        if tokens < req.context:
+            # tp_worker get_worker_info, once the pools are built
+            lines.append(f"KV pool holds {tokens} tokens, fewer than --context-length "
+                         f"{req.context}. One full-length request cannot fit, so long "
+                         "requests will be refused or truncated at serving time. Lower "
+                         "--context-length, raise --mem-fraction-static, or free memory "
+                         "taken before the pool is sized.")
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
     notes = [n for n in (note_hybrid, rule_note(req, frac)) if n]
+    if refused:
+        notes.insert(0, f"SGLang refuses to start: {startup_reason(refused)}")
+    if any(router_extra):
+        notes.append(f"SGLang keeps this model's MoE router in float32 "
+                     f"({FP32_ROUTER_TYPES[req.spec.model_type]}): "
+                     f"{max(router_extra) / MiB:,.1f} MiB a rank more than the weight estimate's "
+                     "router")
     if dsa:
         if s.page_size and s.page_size != DSA_PAGE:
             notes.append(f"SGLang forces 64-token pages for DeepSeek Sparse Attention; "
@@ -605,10 +800,11 @@ def plan(req: EngineRequest) -> EngineReport:
         kv_tokens=tokens * p.dp,
         blocks=tokens // page,
         block_tokens=page,
-        max_concurrency=tokens / max(1, req.context),
+        max_concurrency=0.0 if refused else tokens / max(1, req.context),
         max_sequences=max_seqs,
         max_context=max_ctx,
-        fits=tokens >= req.context * req.sequences and slots_ok,
+        fits=refused is None and tokens >= req.context * req.sequences and slots_ok,
+        refusal=startup_reason(refused) if refused else "",
         log_lines=tuple(lines),
         command=" ".join(cmd),
         notes=tuple(notes),
