@@ -183,7 +183,9 @@ def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
     assert r.block_tokens == 64
     assert r.blocks == r.kv_pool_bytes // (64 * 61 * 576)
     assert r.max_concurrency == r.blocks / 157
-    assert f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens" in r.log_lines
+    assert r.log_lines[-1] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
+                               f"Maximum concurrency for 10,000 tokens per request: "
+                               f"{r.blocks / 157:.2f}x")
     # --block-size wins
     r16 = engine_plan("vllm", req("deepseek-v3", ctx=10000, kv="fp8", gpu="h200", weights="fp8",
                                   parallel=Parallel(tp=8),
@@ -192,11 +194,20 @@ def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
 
 
 def test_vllm_log_lines_and_command():
+    # vLLM 0.33.0: gpu_worker.py logs format_gib(available) (str(round(x, 2))), then
+    # kv_cache_utils.update_kv_cache_capacity one line; a Llama-3.1-8B page is 16 tokens ×
+    # 32 layers × 8 heads × (128 + 128) × 2 B = 2 MiB, a 32K request cdiv(32768, 16) = 2048
     r = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, seqs=4))
-    assert r.log_lines[0].startswith("Available KV cache memory: ")
-    assert f"GPU KV cache size: {r.kv_tokens:,} tokens" in r.log_lines
+    blocks = r.kv_pool_bytes // (16 * 32 * 8 * 256 * 2)
+    conc = blocks / 2048
+    assert r.blocks == blocks
+    assert r.log_lines == (
+        f"Available KV cache memory: {round(r.kv_pool_bytes / GiB, 2)} GiB",
+        f"GPU KV cache size: {int(conc * 32768):,} tokens, Maximum concurrency for 32,768 "
+        f"tokens per request: {conc:.2f}x")
     assert r.command.startswith("vllm serve meta-llama/Llama-3.1-8B --max-model-len 32768")
-    assert r.fits == (r.max_concurrency >= 4)
+    # four requests need 4 × 2048 blocks besides the pool's null block
+    assert r.fits == (blocks - 1 >= 4 * 2048)
 
 
 def test_vllm_rejects_formats_it_lacks():
@@ -580,6 +591,10 @@ def test_vllm_with_no_memory_left_says_so():
     assert r.log_lines[-1] == ("ValueError: No available memory for the cache blocks. Try "
                                "increasing `gpu_memory_utilization` when initializing the engine.")
     assert not any("To serve at least one request" in line for line in r.log_lines)
+    # 0.33.0 (v1/engine/core.py): get_kv_cache_configs raises before
+    # update_kv_cache_capacity, so no capacity line is printed at all
+    assert len(r.log_lines) == 2 and r.log_lines[0].startswith("Available KV cache memory: -")
+    assert not any("GPU KV cache size" in line for line in r.log_lines)
 
 
 def test_ranks_keep_every_cached_layer_of_a_model_with_cacheless_blocks():
@@ -624,17 +639,23 @@ def test_sglang_pools_sliding_windows_only_for_its_hybrid_architectures():
 
 
 def test_vllm_batched_tokens_default_by_card():
-    # `vllm serve`: 8192 on cards of 70 GiB or more but A100s, else 2048; at most
+    # `vllm serve` 0.33.0 (engine/arg_utils.py get_batch_defaults): 16384 on cards of 160 GiB
+    # or more, 8192 from 70 GiB but on A100s and GB10, else 2048; at most
     # max_num_seqs × max_model_len
     from kvcore.engines.vllm import default_batched_tokens
 
     assert default_batched_tokens(find_gpu("h100"), 1, 32768) == 8192
+    assert default_batched_tokens(find_gpu("h200"), 1, 32768) == 8192      # 141 GB < 160 GiB
+    assert default_batched_tokens(find_gpu("b200"), 1, 32768) == 16384
+    assert default_batched_tokens(find_gpu("gb10"), 1, 32768) == 2048      # 128 GiB, sm121
     assert default_batched_tokens(find_gpu("4090"), 1, 32768) == 2048
     assert default_batched_tokens(find_gpu("a100-80gb"), 1, 32768) == 2048
     assert default_batched_tokens(find_gpu("h100"), 2, 1000) == 2000
-    # the sliding-window reservation follows it: W − 1 + 2048 on a 4090
+    assert default_batched_tokens(None, 1, 32768) == 8192
+    # the sliding-window reservation follows it: W − 1 + 2 × 2048 in flight on a 4090
     r = engine_plan("vllm", req("gpt-oss-20b", ctx=32768, gpu="4090"))
-    assert any("max_num_batched_tokens (2,048)" in n for n in r.notes)
+    assert any("4,096 in-flight tokens (2 × max_num_batched_tokens 2,048)" in n
+               for n in r.notes)
 
 
 def test_vllm_reports_concurrency_times_length_for_a_sliding_window_model():
@@ -755,12 +776,15 @@ def test_vllm_hybrid_block_is_a_multiple_of_a_configured_block_size():
 def test_vllm_kda_state_is_float32():
     # Kimi Delta Attention: conv 3 × 12,288 in bf16 + a 32 × 128 × 128 matrix in float32
     # (kda_state_dtype), whatever the checkpoint dtype: 2,170,880 B a state page; MLA pages
-    # hold 576 × 2 B a token, so blocks of 16 × cdiv(2,170,880, 16 × 1,152) = 1,888 tokens
+    # hold 576 × 2 B a token, and an MLA hybrid aligns its block to 128 tokens (0.33.0
+    # platforms/interface.py _align_hybrid_block_size: the TRTLLM/FlashInfer MLA kernels'
+    # rule), so blocks of 128 × cdiv(2,170,880, 128 × 1,152) = 1,920 tokens (16-token
+    # alignment, before: 1,888)
     spec = load_model("kimi-linear-48b-a3b-instruct")
     assert spec.ssm_dtype_bytes == 4
     pool = vllm.pool(spec, 10 * GiB, F16, F16, 16)
-    assert pool.min_block == 1888
-    assert pool.page == 1888 * 1152
+    assert pool.min_block == 1920
+    assert pool.page == 1920 * 1152
 
 
 @pytest.mark.parametrize("model", ["mistral-7b-v0.1", "phi-3-mini-128k-instruct",
@@ -813,26 +837,28 @@ def test_sglang_still_plans_mllama():
     assert engine_plan("sglang", req("llama-3.2-11b-vision-instruct", gpu="h200")).fits
 
 
-def test_vllm_nemotron_h_state_in_float32_and_cache_mode_all():
-    # vLLM keeps Nemotron-H's SSM state in float32 (NemotronHForCausalLMConfig) and, since the
-    # model supports Mamba prefix caching, caches it in mamba_cache_mode "all": blocks are
-    # whole 128-token scan chunks holding a 16,900,096 B state (4,096 B of KV a token: 4,126
-    # tokens → 4,224), and a request keeps a state page every block. Before: bf16 state, 2
-    # pages a request, 2,080-token blocks, 141,824 tokens at 8K on an H200.
+def test_vllm_nemotron_h_state_in_float32_and_cache_mode_align():
+    # vLLM keeps Nemotron-H's SSM state in float32 (NemotronHForCausalLMConfig): a
+    # 16,900,096 B state page. 0.33.0 has no mamba_cache_mode "all" (MambaCacheMode is
+    # "align" | "none"; MambaModelConfig sets "align" under prefix caching), so the block is
+    # the smallest multiple of 16 whose 4,096 B a token hold the state:
+    # 16 × cdiv(16,900,096, 16 × 4,096) = 4,128 tokens, and a request keeps 2 state pages a
+    # Mamba group (releases with "all" mode: 4,224-token blocks, a state page a block)
     spec = load_model("nemotron-h-56b-base-8k")
-    assert spec.mamba_chunk_size == 128
     state = next(g for g in spec.groups if g.kind.is_recurrent)
     page = state.conv_state_values * 2 + (state.state_values - state.conv_state_values) * 4
     assert page == 16_900_096
     r = engine_plan("vllm", req("nemotron-h-56b-base-8k", gpu="h200"))
-    assert r.block_tokens == 4224 and r.kv_tokens == 79_579
-    # a request past one block holds one state page a block in each Mamba group
-    pool = vllm.pool(spec, 20 * GiB, F16, F16, 16)
-    groups = [g for g in pool.groups if g.state]
-    assert all(g.pages_for(3 * 4224, 8192, 0) == 3 for g in groups)
-    # with speculative decoding vLLM falls back to "align": 2 pages plus one a draft token
+    assert r.block_tokens == 4128 and r.extra["page_bytes"] == 4128 * 4096
+    # 10 attention : 54 Mamba layers: groups of 10 (one attention, cdiv(54, 10) = 6 Mamba);
+    # an 8K request holds cdiv(8192, 4128) = 2 attention blocks + 6 × 2 state pages
+    assert r.extra["group_size"] == 10 and len(r.extra["groups"]) == 7
+    assert r.blocks == r.kv_pool_bytes // (4128 * 4096) // 10
+    assert r.max_concurrency == r.blocks / 14
+    assert r.kv_tokens == int(r.blocks / 14 * 8192)
+    # speculative decoding adds a state page a draft token
     spec_pool = vllm.pool(spec, 20 * GiB, F16, F16, 16, spec_tokens=2)
-    assert all(g.pages_for(3 * 4224, 8192, 0, 2) == 4 for g in spec_pool.groups if g.state)
+    assert all(g.pages_for(3 * 4128, 8192, 0, 2) == 4 for g in spec_pool.groups if g.state)
     assert spec_pool.min_block == 4128
 
 
@@ -933,7 +959,9 @@ def test_vllm_dsa_pool_holds_latent_and_indexer_keys(model, kv, per_token):
     assert r.blocks == r.kv_pool_bytes // (64 * per_token)
     # a 10,000-token request holds cdiv(10000, 64) = 157 blocks
     assert r.max_concurrency == r.blocks / 157
-    assert f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens" in r.log_lines
+    assert r.log_lines[-1] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
+                               f"Maximum concurrency for 10,000 tokens per request: "
+                               f"{r.blocks / 157:.2f}x")
     assert f"{per_token:,} bytes a token per rank" in " ".join(r.notes)
 
 
@@ -1129,11 +1157,11 @@ def test_nemotron3_nano_state_pages_per_engine():
     spec = load_model("nemotron-3-nano-30b-a3b")
     assert spec.ssm_cache_dtype_bytes == 4
     # vLLM: a state page of 36,864 + 2,097,152 = 2,134,016 B; 6 attention layers of
-    # 2 KV heads × 256 × 2 B = 1,024 B a token each; mamba_cache_mode "all" makes the block a
-    # whole number of 128-token scan chunks holding a page: ceil(2,134,016 / 1,024) = 2,084
-    # tokens → 17 chunks = 2,176
+    # 2 KV heads × 256 × 2 B = 1,024 B a token each; mamba_cache_mode "align" (0.33.0) makes
+    # the block the smallest multiple of 16 tokens holding a page:
+    # 16 × cdiv(2,134,016, 16 × 1,024) = 2,096
     r = engine_plan("vllm", req("nemotron-3-nano-30b-a3b", gpu="h200"))
-    assert r.block_tokens == 2176 and r.extra["page_bytes"] == 2176 * 1024
+    assert r.block_tokens == 2096 and r.extra["page_bytes"] == 2096 * 1024
     # TensorRT-LLM: conv in the model dtype, SSM in mamba_ssm_cache_dtype, per slot
     from kvcore.engines import trtllm
     assert trtllm.state_bytes_per_slot(spec) == 23 * (conv * 2 + ssm * 4)
@@ -1146,10 +1174,10 @@ def test_nemotron3_nano_state_pages_per_engine():
 def test_nemotron3_super_tp8_vllm_block():
     # tp 8: 16 of the 128 Mamba heads and 1 of the 8 groups a rank; SSM 16 × 64 × 128 × 4 B +
     # conv 3 × (1024 + 2·128) × 2 B = 531,968 B; the 2 KV heads replicate to 1 a rank:
-    # 256 × 2 B = 512 B a token a layer; ceil(531,968 / 512) = 1,039 → 9 chunks of 128
+    # 256 × 2 B = 512 B a token a layer; 16 × cdiv(531,968, 16 × 512) = 1,040 tokens
     r = engine_plan("vllm", req("nemotron-3-super-120b-a12b", gpu="h200",
                                 parallel=Parallel(tp=8)))
-    assert r.block_tokens == 9 * 128
+    assert r.block_tokens == 65 * 16
 
 
 def test_nemotron3_mtp_attention_is_cached_with_mtp_only():
@@ -1340,13 +1368,14 @@ def test_vllm_kimi_k3_pages_like_kimi_linear():
     pool = vllm.pool(spec, 20 * GiB, F16, F16, 16)
     # a rank's KDA state: 12 of the 96 heads × 128 × 128 in float32 + conv 3 × (3 · 12 · 128)
     # in bf16 = 814,080 B; the MLA latent (576 × 2 B, on every rank) pages take the smallest
-    # multiple of 16 tokens that holds it: 16 × cdiv(814,080, 16 × 1,152) = 720
+    # multiple of 128 tokens (an MLA hybrid's alignment) that holds it:
+    # 128 × cdiv(814,080, 128 × 1,152) = 768
     state = 12 * 128 * 128 * 4 + 3 * 3 * 12 * 128 * 2
-    assert state == 814080 and pool.min_block == 720
-    assert pool.page == 720 * 576 * 2
+    assert state == 814080 and pool.min_block == 768
+    assert pool.page == 768 * 576 * 2
     # 24 MLA : 69 KDA layers: groups of 24, one MLA and cdiv(69, 24) = 3 state groups
     assert pool.group_size == 24 and len(pool.groups) == 4
-    assert pool.num_blocks == 20 * GiB // (720 * 1152) // 24
+    assert pool.num_blocks == 20 * GiB // (768 * 1152) // 24
 
 
 @pytest.mark.parametrize(("model", "engine", "what"), [
