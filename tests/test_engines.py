@@ -1625,3 +1625,99 @@ def test_hunyuan_cross_layer_attention_is_refused_by_engines(engine, name):
     r = EngineRequest(spec=plain, context=8192, sequences=1,
                       cache=CacheOptions(kv_k="f16", kv_v="f16"), kv_budget_bytes=4 * GiB)
     assert engine_plan(engine, r).kv_tokens > 0
+
+
+# --- vLLM 0.33.0 ---------------------------------------------------------------------------
+# Figures worked from the v0.33.0 release package: v1/kv_cache_interface.py
+# (SlidingWindowSpec.max_admission_blocks_per_request, MambaSpec.max_memory_usage_bytes),
+# config/vllm.py (max_in_flight_tokens), platforms/interface.py (_align_hybrid_block_size),
+# model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py (_resolve_gdn_prefill_backend),
+# v1/core/kv_cache_planning.py (get_kv_cache_configs, _check_enough_kv_cache_memory),
+# v1/engine/core.py (the capacity line only after the check), utils/mem_utils.py (format_gib).
+
+def test_vllm_033_sliding_window_keeps_two_batches_in_flight():
+    # gpt-oss-20b on an H200 at 128K: max_num_batched_tokens 8,192, async scheduling on the
+    # V2 model runner keeps pp + 1 = 2 batches in flight, so a 128-token window holds
+    # cdiv(min(127 + 16,384, 131,072), 16) + 1 = 1,033 blocks beside 8,192 full ones
+    r = engine_plan("vllm", req("gpt-oss-20b", ctx=131072, gpu="h200"))
+    assert r.extra["in_flight_tokens"] == 16384
+    per_request = 131072 // 16 + (-(-(127 + 16384) // 16) + 1)
+    assert per_request == 9225
+    assert r.blocks == r.kv_pool_bytes // (16 * 8 * 128 * 2) // 12
+    assert r.max_concurrency == r.blocks / per_request
+    # two pipeline stages: three batches in flight
+    r2 = engine_plan("vllm", req("gpt-oss-20b", ctx=131072, gpu="h200",
+                                 parallel=Parallel(pp=2)))
+    assert r2.extra["in_flight_tokens"] == 3 * 8192
+
+
+def test_vllm_033_batch_tier_of_160_gib_cards_widens_the_window_reserve():
+    # a B200 (over 160 GiB) defaults to 16,384 batched tokens, so 32,768 in flight
+    r = engine_plan("vllm", req("gpt-oss-20b", ctx=131072, gpu="b200"))
+    assert r.extra["in_flight_tokens"] == 32768
+    per_request = 131072 // 16 + (-(-(127 + 32768) // 16) + 1)
+    assert r.max_concurrency == r.blocks / per_request
+
+
+@pytest.mark.parametrize("gpu,block,pages", [
+    ("h200", 576, 3),   # sm90: FlashInfer GDN prefill, 64-token checkpoints, 3 state pages
+    ("b200", 576, 3),   # sm100, linear_key_head_dim 128, CUDA 13 wheels
+    ("a100", 544, 2),   # sm80: Triton/FLA prefill, 2 state pages
+])
+def test_vllm_033_gdn_prefill_checkpoint(gpu, block, pages):
+    # Qwen3-Next at tp 1: 2,048 B of attention a token, a 1,097,728 B GDN state. With
+    # FlashInfer's GDN prefill the align-mode block is a multiple of lcm(16, 64):
+    # 64 × cdiv(1,097,728, 64 × 2,048) = 576; otherwise 16 × cdiv(1,097,728, 16 × 2,048) = 544
+    r = engine_plan("vllm", req("qwen3-next-80b-a3b-instruct", ctx=32768, gpu=gpu,
+                                weights="int4", kv_budget_bytes=20 * GiB))
+    assert r.blocks == 20 * GiB // (block * 2048) // 12 > 0
+    assert r.block_tokens == block and r.extra["page_bytes"] == block * 2048
+    # 12 full : 36 GDN layers: one attention group and three state groups of 12
+    assert r.extra["group_size"] == 12 and len(r.extra["groups"]) == 4
+    per_request = -(-32768 // block) + 3 * pages
+    assert r.max_concurrency == r.blocks / per_request
+    assert any("third state page" in n for n in r.notes) == (pages == 3)
+
+
+def test_vllm_033_startup_check_keeps_the_null_block_back():
+    # Llama-3.1-8B, 32K: a request needs 2,048 blocks of 2 MiB = 4 GiB. With exactly 4 GiB
+    # the pool has 2,048 blocks (concurrency 1.00x), but the check plans against 4 GiB less
+    # one block: it fails, and the estimate is cdiv(n, 16) ≤ 2,047, n = 32,752
+    r = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, gpu=None, kv_budget_bytes=4 * GiB))
+    assert r.blocks == 2048 and r.max_concurrency == 1.0 and not r.fits
+    assert r.log_lines == (
+        "Available KV cache memory: 4.0 GiB",
+        "ValueError: To serve at least one request with the model's max seq len (32768), "
+        "(4.0 GiB KV cache is needed, which is larger than the available KV cache memory "
+        "(4.0 GiB). Based on the available memory, the estimated maximum model length is "
+        "32752.")
+    assert r.max_context == 32752
+    # one block more and it starts, printing the one capacity line
+    ok = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, gpu=None,
+                                 kv_budget_bytes=4 * GiB + 2 * MiB))
+    assert ok.fits and ok.log_lines == (
+        "Available KV cache memory: 4.0 GiB",
+        "GPU KV cache size: 32,784 tokens, Maximum concurrency for 32,768 tokens per "
+        "request: 1.00x")
+
+
+def test_vllm_033_estimate_left_out_when_no_token_fits():
+    # 1.5 blocks: 0.5 of a block left after the null block, less than one request's block
+    r = engine_plan("vllm", req("llama-3.1-8b", ctx=4096, gpu=None, kv_budget_bytes=3 * MiB))
+    assert r.log_lines[-1] == (
+        "ValueError: To serve at least one request with the model's max seq len (4096), "
+        "(0.5 GiB KV cache is needed, which is larger than the available KV cache memory "
+        "(0.0 GiB).")
+    # exactly one block: nothing left once the null block is held back
+    r = engine_plan("vllm", req("llama-3.1-8b", ctx=4096, gpu=None, kv_budget_bytes=2 * MiB))
+    assert r.log_lines[-1].startswith("ValueError: No available memory for the cache blocks.")
+    assert len(r.log_lines) == 2
+
+
+def test_vllm_033_mla_hybrid_aligns_to_128_tokens():
+    # Kimi-Linear with a 64-token --block-size: the MLA rule raises the alignment to
+    # max(16, 64, 128) = 128, so the block stays 128 × cdiv(2,170,880, 128 × 1,152) = 1,920
+    spec = load_model("kimi-linear-48b-a3b-instruct")
+    assert vllm.pool(spec, 10 * GiB, F16, F16, 64).min_block == 1920
+    # a 256-token block is the alignment itself: 256 × cdiv(2,170,880, 256 × 1,152) = 2,048
+    assert vllm.pool(spec, 10 * GiB, F16, F16, 256).min_block == 2048
