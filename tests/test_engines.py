@@ -965,11 +965,25 @@ def test_vllm_dsa_pool_holds_latent_and_indexer_keys(model, kv, per_token):
     assert f"{per_token:,} bytes a token per rank" in " ".join(r.notes)
 
 
-def test_vllm_dsa_forces_64_token_blocks_over_block_size():
+def test_vllm_dsa_blocks_are_multiples_of_64():
+    # 0.33.0 no longer forces 64 in platforms/cuda.py: the backends prefer it (the indexer's
+    # kernel block is 64, the sparse MLA backends take MultipleOf(64)). A --block-size of 128
+    # is taken (a 10,000-token request: cdiv(10000, 128) = 79 blocks); 16 leaves the indexer
+    # no backend
     r = engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
-                                parallel=Parallel(tp=8), settings=EngineSettings(block_size=16)))
+                                parallel=Parallel(tp=8), ctx=10000))
     assert r.block_tokens == 64 and "--block-size" not in r.command
     assert r.blocks == r.kv_pool_bytes // (64 * 61 * (656 + 132))
+    r = engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
+                                parallel=Parallel(tp=8), ctx=10000,
+                                settings=EngineSettings(block_size=128)))
+    assert r.block_tokens == 128 and "--block-size 128" in r.command
+    assert r.blocks == r.kv_pool_bytes // (128 * 61 * (656 + 132))
+    assert r.max_concurrency == r.blocks / 79
+    with pytest.raises(InputError, match="multiple of 64") as err:
+        engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
+                                parallel=Parallel(tp=8), settings=EngineSettings(block_size=16)))
+    assert err.value.field == "block_size"
 
 
 @pytest.mark.parametrize("kv,gpu,field", [

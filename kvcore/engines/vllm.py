@@ -194,9 +194,10 @@ GDN_CHECKPOINT_ALIGN = 64
 FP32_SSM_TYPES = frozenset({"nemotron_h"})
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
            "fp8_pth": "fp8_per_token_head", "nvfp4": "nvfp4"}
-#: DeepSeek Sparse Attention (a config with index_topk): platforms/cuda.py
-#: check_and_update_config forces the block size to 64 for the sparse MLA backend, whatever
-#: --block-size says; the indexer backend's kernels take 64 only too (mla/indexer.py)
+#: DeepSeek Sparse Attention (a config with index_topk): every kernel it runs takes blocks in
+#: multiples of 64 (0.33.0: mla/indexer.py DeepseekV32IndexerBackend [64],
+#: mla/flashmla_sparse.py and mla/flashattn_mla_sparse.py MultipleOf(64)), so 64 is the
+#: backends' preferred size and --block-size must be a multiple of it
 DSA_BLOCK = 64
 #: the kv-cache dtypes the sparse MLA backend takes (mla/flashmla_sparse.py
 #: FlashMLASparseBackend.supported_kv_cache_dtypes: auto, bfloat16, fp8 = fp8_ds_mla; its
@@ -521,7 +522,12 @@ def plan(req: EngineRequest) -> EngineReport:
     dsa = has_kind(req.spec, LayerKind.INDEXER)
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
-        block = DSA_BLOCK
+        if s.block_size and s.block_size % DSA_BLOCK:
+            # the indexer backend takes multiples of 64 only: no valid attention backend
+            raise InputError(f"vLLM's DeepSeek Sparse Attention kernels need --block-size to "
+                             f"be a multiple of {DSA_BLOCK}; got {s.block_size}",
+                             field="block_size")
+        block = s.block_size or DSA_BLOCK
     quant = req.spec.quant
     # a ModelOpt checkpoint calibrated for an FP8 KV cache turns --kv-cache-dtype auto into
     # fp8_e4m3 (utils/torch_utils.py resolve_kv_cache_dtype_string, applied in
@@ -603,7 +609,8 @@ def plan(req: EngineRequest) -> EngineReport:
                      "page per request (a prefill checkpoint for prefix caching)")
     if dsa:
         per_token = main.bytes_per_block // max(1, main.min_block)
-        notes.append(f"DeepSeek Sparse Attention: blocks of {DSA_BLOCK} tokens (forced), the "
+        notes.append(f"DeepSeek Sparse Attention: blocks of {block} tokens (its kernels take "
+                     f"multiples of {DSA_BLOCK}), the "
                      f"indexer's keys in fp8 with a scale per {INDEXER_QUANT_BLOCK} values "
                      f"beside the {'fp8_ds_mla' if k_name == 'fp8' else 'bf16'} latent; "
                      f"{per_token:,} bytes a token per rank")
@@ -614,7 +621,7 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
     cmd = serve_command(req, max_len, util, k_name, mbt)
-    if s.block_size and not dsa:
+    if s.block_size:
         cmd.append(f"--block-size {block}")
     offload_tokens = 0
     if s.offload_bytes:
