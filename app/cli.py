@@ -137,9 +137,11 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="list every KV format with whether it fits and its max context")
     g = p.add_argument_group("engine settings")
     g.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM (0.92 since v0.20.0; 0.9 before)")
-    g.add_argument("--block-size", type=int, default=None, help="vLLM block size (16)")
+    g.add_argument("--block-size", type=int, default=None,
+                   help="vLLM block size (16, or the attention backend's choice)")
     g.add_argument("--max-num-batched-tokens", type=int, default=None,
-                   help="vLLM (8192 on cards of 70 GiB or more but A100s, else 2048)")
+                   help="vLLM (16384 on cards of 160 GiB or more, 8192 from 70 GiB but A100s "
+                        "and GB10, else 2048)")
     g.add_argument("--speculative-tokens", type=int, default=0, help="vLLM speculative tokens")
     g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")

@@ -1829,6 +1829,7 @@ def spec_from_config(
     linear_state = linear_conv = 0
     linear_detail = ""
     linear_split: tuple[int, ...] = ()
+    gdn_key_dim = 0
     if any(LayerKind.LINEAR in ks for ks in kinds_per_layer):
         if isinstance(lm.get("linear_attn_config"), dict):
             linear_state, linear_conv, linear_detail = _kda_state(lm["linear_attn_config"])
@@ -1839,6 +1840,7 @@ def spec_from_config(
         else:
             linear_state, linear_conv, linear_detail = _gdn_state(r)
             linear_split = (r.get_int("linear_num_key_heads"), r.get_int("linear_num_value_heads"))
+            gdn_key_dim = r.get_int("linear_key_head_dim")
     mamba_state = mamba_detail = None
     mamba_shape = None
     mamba_split: tuple[int, ...] = ()
@@ -1988,6 +1990,7 @@ def spec_from_config(
         ssm_pinned_bytes=pinned_bytes,
         ssm_cache_dtype_bytes=cache_dtype_bytes,
         mamba_chunk_size=_chunk_size(lm),
+        gdn_key_head_dim=gdn_key_dim,
         checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
         quant=scheme,
         weight_notes=weight_notes,

@@ -271,6 +271,9 @@ class ModelSpec:
     cross_tokens_per_image: int = 0
     #: the Mamba2 scan's chunk of tokens (``chunk_size``/``mamba_chunk_size``); 0: not given
     mamba_chunk_size: int = 0
+    #: ``linear_key_head_dim`` of Qwen's Gated DeltaNet layers (Qwen3-Next, Qwen3.5); 0 for
+    #: other models
+    gdn_key_head_dim: int = 0
     #: exact checkpoint size from model.safetensors.index.json, when known
     safetensors_total_bytes: int | None = None
     #: a checkpoint's exact bytes by part, read from its tensors (a GGUF file)

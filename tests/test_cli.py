@@ -315,8 +315,10 @@ def test_counts_are_grouped_and_agree_in_number(capsys):
     assert total > 1e9 and f"({total:,.1f} total)" in decode and f"{per_seq:,.1f}" in decode
     code, out, _ = run(capsys, "llama-3.1-8b", "--ctx", "1", "--gpu", "4090", "--engine", "vllm")
     # the max context is vLLM's at that --max-model-len (its batched-token default, and so its
-    # activation peak, follows the context), not at 1 token's
-    assert "fits under vllm: 1 token × 1 sequence; max context 53,648, concurrency 3,461.00 at " \
+    # activation peak, follows the context), not at 1 token's: there 3,353 blocks, of which a
+    # request may use all but the pool's null block (vLLM 0.33.0 plans against the usable
+    # blocks): 3,352 × 16 tokens
+    assert "fits under vllm: 1 token × 1 sequence; max context 53,632, concurrency 3,461.00 at " \
            "1 token" in out
 
 
@@ -618,8 +620,10 @@ def test_engine_verdict_line_and_binding_are_the_engines(capsys):
                        "--ctx", "60000")
     assert code == 0
     assert ("does not fit under vllm: 60,000 tokens × 1 sequence on NVIDIA GeForce RTX 4090 "
-            "(the table's total is 23.1 of 24.0 GiB; vllm's budget below); max context 53,648"
+            "(the table's total is 23.1 of 24.0 GiB; vllm's budget below); max context 53,632"
             in out)
+    # the plan's max context is the length vLLM's own start-up error estimates
+    assert "the estimated maximum model length is 53632." in out
     assert "binding: kv (the KV cache for this context and sequence count exceeds the " \
            "6.55 GiB pool vllm leaves)" in out
     code, out, _ = run(capsys, "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm",

@@ -183,7 +183,9 @@ def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
     assert r.block_tokens == 64
     assert r.blocks == r.kv_pool_bytes // (64 * 61 * 576)
     assert r.max_concurrency == r.blocks / 157
-    assert f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens" in r.log_lines
+    assert r.log_lines[-1] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
+                               f"Maximum concurrency for 10,000 tokens per request: "
+                               f"{r.blocks / 157:.2f}x")
     # --block-size wins
     r16 = engine_plan("vllm", req("deepseek-v3", ctx=10000, kv="fp8", gpu="h200", weights="fp8",
                                   parallel=Parallel(tp=8),
@@ -192,11 +194,20 @@ def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
 
 
 def test_vllm_log_lines_and_command():
+    # vLLM 0.33.0: gpu_worker.py logs format_gib(available) (str(round(x, 2))), then
+    # kv_cache_utils.update_kv_cache_capacity one line; a Llama-3.1-8B page is 16 tokens ×
+    # 32 layers × 8 heads × (128 + 128) × 2 B = 2 MiB, a 32K request cdiv(32768, 16) = 2048
     r = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, seqs=4))
-    assert r.log_lines[0].startswith("Available KV cache memory: ")
-    assert f"GPU KV cache size: {r.kv_tokens:,} tokens" in r.log_lines
+    blocks = r.kv_pool_bytes // (16 * 32 * 8 * 256 * 2)
+    conc = blocks / 2048
+    assert r.blocks == blocks
+    assert r.log_lines == (
+        f"Available KV cache memory: {round(r.kv_pool_bytes / GiB, 2)} GiB",
+        f"GPU KV cache size: {int(conc * 32768):,} tokens, Maximum concurrency for 32,768 "
+        f"tokens per request: {conc:.2f}x")
     assert r.command.startswith("vllm serve meta-llama/Llama-3.1-8B --max-model-len 32768")
-    assert r.fits == (r.max_concurrency >= 4)
+    # four requests need 4 × 2048 blocks besides the pool's null block
+    assert r.fits == (blocks - 1 >= 4 * 2048)
 
 
 def test_vllm_rejects_formats_it_lacks():
@@ -582,6 +593,10 @@ def test_vllm_with_no_memory_left_says_so():
     assert r.log_lines[-1] == ("ValueError: No available memory for the cache blocks. Try "
                                "increasing `gpu_memory_utilization` when initializing the engine.")
     assert not any("To serve at least one request" in line for line in r.log_lines)
+    # 0.33.0 (v1/engine/core.py): get_kv_cache_configs raises before
+    # update_kv_cache_capacity, so no capacity line is printed at all
+    assert len(r.log_lines) == 2 and r.log_lines[0].startswith("Available KV cache memory: -")
+    assert not any("GPU KV cache size" in line for line in r.log_lines)
 
 
 def test_ranks_keep_every_cached_layer_of_a_model_with_cacheless_blocks():
@@ -626,17 +641,23 @@ def test_sglang_pools_sliding_windows_only_for_its_hybrid_architectures():
 
 
 def test_vllm_batched_tokens_default_by_card():
-    # `vllm serve`: 8192 on cards of 70 GiB or more but A100s, else 2048; at most
+    # `vllm serve` 0.33.0 (engine/arg_utils.py get_batch_defaults): 16384 on cards of 160 GiB
+    # or more, 8192 from 70 GiB but on A100s and GB10, else 2048; at most
     # max_num_seqs × max_model_len
     from kvcore.engines.vllm import default_batched_tokens
 
     assert default_batched_tokens(find_gpu("h100"), 1, 32768) == 8192
+    assert default_batched_tokens(find_gpu("h200"), 1, 32768) == 8192      # 141 GB < 160 GiB
+    assert default_batched_tokens(find_gpu("b200"), 1, 32768) == 16384
+    assert default_batched_tokens(find_gpu("gb10"), 1, 32768) == 2048      # 128 GiB, sm121
     assert default_batched_tokens(find_gpu("4090"), 1, 32768) == 2048
     assert default_batched_tokens(find_gpu("a100-80gb"), 1, 32768) == 2048
     assert default_batched_tokens(find_gpu("h100"), 2, 1000) == 2000
-    # the sliding-window reservation follows it: W − 1 + 2048 on a 4090
+    assert default_batched_tokens(None, 1, 32768) == 8192
+    # the sliding-window reservation follows it: W − 1 + 2 × 2048 in flight on a 4090
     r = engine_plan("vllm", req("gpt-oss-20b", ctx=32768, gpu="4090"))
-    assert any("max_num_batched_tokens (2,048)" in n for n in r.notes)
+    assert any("4,096 in-flight tokens (2 × max_num_batched_tokens 2,048)" in n
+               for n in r.notes)
 
 
 def test_vllm_reports_concurrency_times_length_for_a_sliding_window_model():
@@ -757,12 +778,15 @@ def test_vllm_hybrid_block_is_a_multiple_of_a_configured_block_size():
 def test_vllm_kda_state_is_float32():
     # Kimi Delta Attention: conv 3 × 12,288 in bf16 + a 32 × 128 × 128 matrix in float32
     # (kda_state_dtype), whatever the checkpoint dtype: 2,170,880 B a state page; MLA pages
-    # hold 576 × 2 B a token, so blocks of 16 × cdiv(2,170,880, 16 × 1,152) = 1,888 tokens
+    # hold 576 × 2 B a token, and an MLA hybrid aligns its block to 128 tokens (0.33.0
+    # platforms/interface.py _align_hybrid_block_size: the TRTLLM/FlashInfer MLA kernels'
+    # rule), so blocks of 128 × cdiv(2,170,880, 128 × 1,152) = 1,920 tokens (16-token
+    # alignment, before: 1,888)
     spec = load_model("kimi-linear-48b-a3b-instruct")
     assert spec.ssm_dtype_bytes == 4
     pool = vllm.pool(spec, 10 * GiB, F16, F16, 16)
-    assert pool.min_block == 1888
-    assert pool.page == 1888 * 1152
+    assert pool.min_block == 1920
+    assert pool.page == 1920 * 1152
 
 
 @pytest.mark.parametrize("model", ["mistral-7b-v0.1", "phi-3-mini-128k-instruct",
@@ -815,26 +839,28 @@ def test_sglang_still_plans_mllama():
     assert engine_plan("sglang", req("llama-3.2-11b-vision-instruct", gpu="h200")).fits
 
 
-def test_vllm_nemotron_h_state_in_float32_and_cache_mode_all():
-    # vLLM keeps Nemotron-H's SSM state in float32 (NemotronHForCausalLMConfig) and, since the
-    # model supports Mamba prefix caching, caches it in mamba_cache_mode "all": blocks are
-    # whole 128-token scan chunks holding a 16,900,096 B state (4,096 B of KV a token: 4,126
-    # tokens → 4,224), and a request keeps a state page every block. Before: bf16 state, 2
-    # pages a request, 2,080-token blocks, 141,824 tokens at 8K on an H200.
+def test_vllm_nemotron_h_state_in_float32_and_cache_mode_align():
+    # vLLM keeps Nemotron-H's SSM state in float32 (NemotronHForCausalLMConfig): a
+    # 16,900,096 B state page. 0.33.0 has no mamba_cache_mode "all" (MambaCacheMode is
+    # "align" | "none"; MambaModelConfig sets "align" under prefix caching), so the block is
+    # the smallest multiple of 16 whose 4,096 B a token hold the state:
+    # 16 × cdiv(16,900,096, 16 × 4,096) = 4,128 tokens, and a request keeps 2 state pages a
+    # Mamba group (releases with "all" mode: 4,224-token blocks, a state page a block)
     spec = load_model("nemotron-h-56b-base-8k")
-    assert spec.mamba_chunk_size == 128
     state = next(g for g in spec.groups if g.kind.is_recurrent)
     page = state.conv_state_values * 2 + (state.state_values - state.conv_state_values) * 4
     assert page == 16_900_096
     r = engine_plan("vllm", req("nemotron-h-56b-base-8k", gpu="h200"))
-    assert r.block_tokens == 4224 and r.kv_tokens == 79_579
-    # a request past one block holds one state page a block in each Mamba group
-    pool = vllm.pool(spec, 20 * GiB, F16, F16, 16)
-    groups = [g for g in pool.groups if g.state]
-    assert all(g.pages_for(3 * 4224, 8192, 0) == 3 for g in groups)
-    # with speculative decoding vLLM falls back to "align": 2 pages plus one a draft token
+    assert r.block_tokens == 4128 and r.extra["page_bytes"] == 4128 * 4096
+    # 10 attention : 54 Mamba layers: groups of 10 (one attention, cdiv(54, 10) = 6 Mamba);
+    # an 8K request holds cdiv(8192, 4128) = 2 attention blocks + 6 × 2 state pages
+    assert r.extra["group_size"] == 10 and len(r.extra["groups"]) == 7
+    assert r.blocks == r.kv_pool_bytes // (4128 * 4096) // 10
+    assert r.max_concurrency == r.blocks / 14
+    assert r.kv_tokens == int(r.blocks / 14 * 8192)
+    # speculative decoding adds a state page a draft token
     spec_pool = vllm.pool(spec, 20 * GiB, F16, F16, 16, spec_tokens=2)
-    assert all(g.pages_for(3 * 4224, 8192, 0, 2) == 4 for g in spec_pool.groups if g.state)
+    assert all(g.pages_for(3 * 4128, 8192, 0, 2) == 4 for g in spec_pool.groups if g.state)
     assert spec_pool.min_block == 4128
 
 
@@ -936,15 +962,31 @@ def test_vllm_dsa_pool_holds_latent_and_indexer_keys(model, kv, per_token):
     assert r.blocks == r.kv_pool_bytes // (64 * per_token)
     # a 10,000-token request holds cdiv(10000, 64) = 157 blocks
     assert r.max_concurrency == r.blocks / 157
-    assert f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens" in r.log_lines
+    assert r.log_lines[-1] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
+                               f"Maximum concurrency for 10,000 tokens per request: "
+                               f"{r.blocks / 157:.2f}x")
     assert f"{per_token:,} bytes a token per rank" in " ".join(r.notes)
 
 
-def test_vllm_dsa_forces_64_token_blocks_over_block_size():
+def test_vllm_dsa_blocks_are_multiples_of_64():
+    # 0.33.0 no longer forces 64 in platforms/cuda.py: the backends prefer it (the indexer's
+    # kernel block is 64, the sparse MLA backends take MultipleOf(64)). A --block-size of 128
+    # is taken (a 10,000-token request: cdiv(10000, 128) = 79 blocks); 16 leaves the indexer
+    # no backend
     r = engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
-                                parallel=Parallel(tp=8), settings=EngineSettings(block_size=16)))
+                                parallel=Parallel(tp=8), ctx=10000))
     assert r.block_tokens == 64 and "--block-size" not in r.command
     assert r.blocks == r.kv_pool_bytes // (64 * 61 * (656 + 132))
+    r = engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
+                                parallel=Parallel(tp=8), ctx=10000,
+                                settings=EngineSettings(block_size=128)))
+    assert r.block_tokens == 128 and "--block-size 128" in r.command
+    assert r.blocks == r.kv_pool_bytes // (128 * 61 * (656 + 132))
+    assert r.max_concurrency == r.blocks / 79
+    with pytest.raises(InputError, match="multiple of 64") as err:
+        engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
+                                parallel=Parallel(tp=8), settings=EngineSettings(block_size=16)))
+    assert err.value.field == "block_size"
 
 
 @pytest.mark.parametrize("kv,gpu,field", [
@@ -1132,11 +1174,11 @@ def test_nemotron3_nano_state_pages_per_engine():
     spec = load_model("nemotron-3-nano-30b-a3b")
     assert spec.ssm_cache_dtype_bytes == 4
     # vLLM: a state page of 36,864 + 2,097,152 = 2,134,016 B; 6 attention layers of
-    # 2 KV heads × 256 × 2 B = 1,024 B a token each; mamba_cache_mode "all" makes the block a
-    # whole number of 128-token scan chunks holding a page: ceil(2,134,016 / 1,024) = 2,084
-    # tokens → 17 chunks = 2,176
+    # 2 KV heads × 256 × 2 B = 1,024 B a token each; mamba_cache_mode "align" (0.33.0) makes
+    # the block the smallest multiple of 16 tokens holding a page:
+    # 16 × cdiv(2,134,016, 16 × 1,024) = 2,096
     r = engine_plan("vllm", req("nemotron-3-nano-30b-a3b", gpu="h200"))
-    assert r.block_tokens == 2176 and r.extra["page_bytes"] == 2176 * 1024
+    assert r.block_tokens == 2096 and r.extra["page_bytes"] == 2096 * 1024
     # TensorRT-LLM: conv in the model dtype, SSM in mamba_ssm_cache_dtype, per slot
     from kvcore.engines import trtllm
     assert trtllm.state_bytes_per_slot(spec) == 23 * (conv * 2 + ssm * 4)
@@ -1149,10 +1191,10 @@ def test_nemotron3_nano_state_pages_per_engine():
 def test_nemotron3_super_tp8_vllm_block():
     # tp 8: 16 of the 128 Mamba heads and 1 of the 8 groups a rank; SSM 16 × 64 × 128 × 4 B +
     # conv 3 × (1024 + 2·128) × 2 B = 531,968 B; the 2 KV heads replicate to 1 a rank:
-    # 256 × 2 B = 512 B a token a layer; ceil(531,968 / 512) = 1,039 → 9 chunks of 128
+    # 256 × 2 B = 512 B a token a layer; 16 × cdiv(531,968, 16 × 512) = 1,040 tokens
     r = engine_plan("vllm", req("nemotron-3-super-120b-a12b", gpu="h200",
                                 parallel=Parallel(tp=8)))
-    assert r.block_tokens == 9 * 128
+    assert r.block_tokens == 65 * 16
 
 
 def test_nemotron3_mtp_attention_is_cached_with_mtp_only():
@@ -1343,13 +1385,14 @@ def test_vllm_kimi_k3_pages_like_kimi_linear():
     pool = vllm.pool(spec, 20 * GiB, F16, F16, 16)
     # a rank's KDA state: 12 of the 96 heads × 128 × 128 in float32 + conv 3 × (3 · 12 · 128)
     # in bf16 = 814,080 B; the MLA latent (576 × 2 B, on every rank) pages take the smallest
-    # multiple of 16 tokens that holds it: 16 × cdiv(814,080, 16 × 1,152) = 720
+    # multiple of 128 tokens (an MLA hybrid's alignment) that holds it:
+    # 128 × cdiv(814,080, 128 × 1,152) = 768
     state = 12 * 128 * 128 * 4 + 3 * 3 * 12 * 128 * 2
-    assert state == 814080 and pool.min_block == 720
-    assert pool.page == 720 * 576 * 2
+    assert state == 814080 and pool.min_block == 768
+    assert pool.page == 768 * 576 * 2
     # 24 MLA : 69 KDA layers: groups of 24, one MLA and cdiv(69, 24) = 3 state groups
     assert pool.group_size == 24 and len(pool.groups) == 4
-    assert pool.num_blocks == 20 * GiB // (720 * 1152) // 24
+    assert pool.num_blocks == 20 * GiB // (768 * 1152) // 24
 
 
 @pytest.mark.parametrize(("model", "engine", "what"), [
@@ -1599,3 +1642,99 @@ def test_hunyuan_cross_layer_attention_is_refused_by_engines(engine, name):
     r = EngineRequest(spec=plain, context=8192, sequences=1,
                       cache=CacheOptions(kv_k="f16", kv_v="f16"), kv_budget_bytes=4 * GiB)
     assert engine_plan(engine, r).kv_tokens > 0
+
+
+# --- vLLM 0.33.0 ---------------------------------------------------------------------------
+# Figures worked from the v0.33.0 release package: v1/kv_cache_interface.py
+# (SlidingWindowSpec.max_admission_blocks_per_request, MambaSpec.max_memory_usage_bytes),
+# config/vllm.py (max_in_flight_tokens), platforms/interface.py (_align_hybrid_block_size),
+# model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py (_resolve_gdn_prefill_backend),
+# v1/core/kv_cache_planning.py (get_kv_cache_configs, _check_enough_kv_cache_memory),
+# v1/engine/core.py (the capacity line only after the check), utils/mem_utils.py (format_gib).
+
+def test_vllm_033_sliding_window_keeps_two_batches_in_flight():
+    # gpt-oss-20b on an H200 at 128K: max_num_batched_tokens 8,192, async scheduling on the
+    # V2 model runner keeps pp + 1 = 2 batches in flight, so a 128-token window holds
+    # cdiv(min(127 + 16,384, 131,072), 16) + 1 = 1,033 blocks beside 8,192 full ones
+    r = engine_plan("vllm", req("gpt-oss-20b", ctx=131072, gpu="h200"))
+    assert r.extra["in_flight_tokens"] == 16384
+    per_request = 131072 // 16 + (-(-(127 + 16384) // 16) + 1)
+    assert per_request == 9225
+    assert r.blocks == r.kv_pool_bytes // (16 * 8 * 128 * 2) // 12
+    assert r.max_concurrency == r.blocks / per_request
+    # two pipeline stages: three batches in flight
+    r2 = engine_plan("vllm", req("gpt-oss-20b", ctx=131072, gpu="h200",
+                                 parallel=Parallel(pp=2)))
+    assert r2.extra["in_flight_tokens"] == 3 * 8192
+
+
+def test_vllm_033_batch_tier_of_160_gib_cards_widens_the_window_reserve():
+    # a B200 (over 160 GiB) defaults to 16,384 batched tokens, so 32,768 in flight
+    r = engine_plan("vllm", req("gpt-oss-20b", ctx=131072, gpu="b200"))
+    assert r.extra["in_flight_tokens"] == 32768
+    per_request = 131072 // 16 + (-(-(127 + 32768) // 16) + 1)
+    assert r.max_concurrency == r.blocks / per_request
+
+
+@pytest.mark.parametrize("gpu,block,pages", [
+    ("h200", 576, 3),   # sm90: FlashInfer GDN prefill, 64-token checkpoints, 3 state pages
+    ("b200", 576, 3),   # sm100, linear_key_head_dim 128, CUDA 13 wheels
+    ("a100", 544, 2),   # sm80: Triton/FLA prefill, 2 state pages
+])
+def test_vllm_033_gdn_prefill_checkpoint(gpu, block, pages):
+    # Qwen3-Next at tp 1: 2,048 B of attention a token, a 1,097,728 B GDN state. With
+    # FlashInfer's GDN prefill the align-mode block is a multiple of lcm(16, 64):
+    # 64 × cdiv(1,097,728, 64 × 2,048) = 576; otherwise 16 × cdiv(1,097,728, 16 × 2,048) = 544
+    r = engine_plan("vllm", req("qwen3-next-80b-a3b-instruct", ctx=32768, gpu=gpu,
+                                weights="int4", kv_budget_bytes=20 * GiB))
+    assert r.blocks == 20 * GiB // (block * 2048) // 12 > 0
+    assert r.block_tokens == block and r.extra["page_bytes"] == block * 2048
+    # 12 full : 36 GDN layers: one attention group and three state groups of 12
+    assert r.extra["group_size"] == 12 and len(r.extra["groups"]) == 4
+    per_request = -(-32768 // block) + 3 * pages
+    assert r.max_concurrency == r.blocks / per_request
+    assert any("third state page" in n for n in r.notes) == (pages == 3)
+
+
+def test_vllm_033_startup_check_keeps_the_null_block_back():
+    # Llama-3.1-8B, 32K: a request needs 2,048 blocks of 2 MiB = 4 GiB. With exactly 4 GiB
+    # the pool has 2,048 blocks (concurrency 1.00x), but the check plans against 4 GiB less
+    # one block: it fails, and the estimate is cdiv(n, 16) ≤ 2,047, n = 32,752
+    r = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, gpu=None, kv_budget_bytes=4 * GiB))
+    assert r.blocks == 2048 and r.max_concurrency == 1.0 and not r.fits
+    assert r.log_lines == (
+        "Available KV cache memory: 4.0 GiB",
+        "ValueError: To serve at least one request with the model's max seq len (32768), "
+        "(4.0 GiB KV cache is needed, which is larger than the available KV cache memory "
+        "(4.0 GiB). Based on the available memory, the estimated maximum model length is "
+        "32752.")
+    assert r.max_context == 32752
+    # one block more and it starts, printing the one capacity line
+    ok = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, gpu=None,
+                                 kv_budget_bytes=4 * GiB + 2 * MiB))
+    assert ok.fits and ok.log_lines == (
+        "Available KV cache memory: 4.0 GiB",
+        "GPU KV cache size: 32,784 tokens, Maximum concurrency for 32,768 tokens per "
+        "request: 1.00x")
+
+
+def test_vllm_033_estimate_left_out_when_no_token_fits():
+    # 1.5 blocks: 0.5 of a block left after the null block, less than one request's block
+    r = engine_plan("vllm", req("llama-3.1-8b", ctx=4096, gpu=None, kv_budget_bytes=3 * MiB))
+    assert r.log_lines[-1] == (
+        "ValueError: To serve at least one request with the model's max seq len (4096), "
+        "(0.5 GiB KV cache is needed, which is larger than the available KV cache memory "
+        "(0.0 GiB).")
+    # exactly one block: nothing left once the null block is held back
+    r = engine_plan("vllm", req("llama-3.1-8b", ctx=4096, gpu=None, kv_budget_bytes=2 * MiB))
+    assert r.log_lines[-1].startswith("ValueError: No available memory for the cache blocks.")
+    assert len(r.log_lines) == 2
+
+
+def test_vllm_033_mla_hybrid_aligns_to_128_tokens():
+    # Kimi-Linear with a 64-token --block-size: the MLA rule raises the alignment to
+    # max(16, 64, 128) = 128, so the block stays 128 × cdiv(2,170,880, 128 × 1,152) = 1,920
+    spec = load_model("kimi-linear-48b-a3b-instruct")
+    assert vllm.pool(spec, 10 * GiB, F16, F16, 64).min_block == 1920
+    # a 256-token block is the alignment itself: 256 × cdiv(2,170,880, 256 × 1,152) = 2,048
+    assert vllm.pool(spec, 10 * GiB, F16, F16, 256).min_block == 2048

@@ -1,22 +1,28 @@
-"""vLLM (V1 engine) allocation rules.
+"""vLLM (V1 engine) allocation rules, as of release 0.33.0.
 
-Sources read (vllm-project/vllm): ``vllm/v1/worker/gpu_worker.py`` (budget =
-``gpu_memory_utilization`` × total memory, minus weights, the profiled activation peak and
-non-torch memory: ``Available KV cache memory``), ``vllm/v1/kv_cache_interface.py`` (page of a
-layer = block_size × KV heads × (K + V head sizes) × dtype bytes, MLA one latent; sliding
-window needs ``cdiv(min(W − 1 + max_num_batched_tokens, L), block) + 1`` pages; Mamba one
-state page), ``vllm/v1/core/kv_cache_utils.py`` (layers grouped by spec; page sizes unified by
-enlarging block sizes; groups padded to one size; ``num_blocks = available // page //
-group_size``, the minimum over workers; ``Maximum concurrency = num_blocks / Σ_groups
-cdiv(max_memory_g, page)``; ``GPU KV cache size``), ``vllm/config/model.py``
-(``get_num_kv_heads`` = max(1, heads // tp), MLA 1), ``vllm/model_executor/models/config.py``
-(hybrid attention/Mamba models: attention block size raised to a multiple of 16 so an
-attention page holds a Mamba state page, which is padded to match).
+Sources read (vllm-project/vllm, the v0.33.0 release package, ``vllm/_version.py`` commit
+g4ba787ec9): ``vllm/v1/worker/gpu_worker.py`` (budget = ``gpu_memory_utilization`` × total
+memory, minus weights, the profiled activation peak and non-torch memory: ``Available KV cache
+memory``, printed through ``format_gib``), ``vllm/v1/kv_cache_interface.py`` (page of a layer =
+block_size × KV heads × (K + V head sizes) × dtype bytes, MLA one latent; a sliding window
+needs ``cdiv(min(W − 1 + in-flight tokens, L), block) + 1`` pages, in-flight tokens being
+``max_concurrent_batches × max_num_batched_tokens`` (``vllm/config/vllm.py``); Mamba two state
+pages in "align" mode, three where FlashInfer's GDN prefill exports checkpoints),
+``vllm/v1/core/kv_cache_planning.py`` (layers grouped by spec; page sizes unified by
+enlarging block sizes or padding; ``num_blocks = available // bytes per block``, the minimum
+over workers; the start-up check against ``available − one block``), ``vllm/v1/core/
+kv_cache_utils.py`` (``Maximum concurrency = num_blocks / Σ_groups cdiv(max_memory_g, page)``;
+``GPU KV cache size`` = concurrency × max_model_len, logged with it on one line),
+``vllm/config/model.py`` (``get_num_kv_heads`` = max(1, heads // tp), MLA 1),
+``vllm/platforms/interface.py`` (hybrid attention/Mamba models: attention block size raised
+to a multiple of the kernel block so an attention page holds a Mamba state page, which is
+padded to match), ``vllm/engine/arg_utils.py`` (``get_batch_defaults``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -57,10 +63,14 @@ UNSUPPORTED = {
     "minimax": ("MiniMaxForCausalLM",
                 "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
 }
+#: the release whose rules this module follows
+RELEASE = "0.33.0"
 UTILIZATION = 0.92
 BLOCK = 16
 MAX_BATCHED_TOKENS = 8192
-#: `vllm serve`'s max_num_batched_tokens on cards under 70 GiB and on A100s
+#: `vllm serve`'s max_num_batched_tokens on cards of 160 GiB or more (B200, B300, MI300X)
+LARGE_CARD_BATCHED_TOKENS = 16384
+#: `vllm serve`'s max_num_batched_tokens on cards under 70 GiB, on A100s and on GB10
 #: (engine/arg_utils.py get_batch_defaults: OPENAI_API_SERVER)
 SMALL_CARD_BATCHED_TOKENS = 2048
 
@@ -87,37 +97,107 @@ def default_block(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> int:
     return BLOCK
 
 
+def batch_tier(gpu: GPU | None) -> int:
+    """`vllm serve`'s max_num_batched_tokens before any cap (0.33.0 engine/arg_utils.py
+    EngineArgs.get_batch_defaults, OPENAI_API_SERVER): 16,384 on cards of 160 GiB or more,
+    8,192 from 70 GiB but on A100s and GB10 (DGX Spark, compute capability 12.1), else 2,048;
+    8,192 where no card is named (a KV budget alone)."""
+    if gpu is None:
+        return MAX_BATCHED_TOKENS
+    if gpu.total_bytes >= 160 * GiB:
+        return LARGE_CARD_BATCHED_TOKENS
+    if (gpu.total_bytes >= 70 * GiB and "a100" not in gpu.name.lower()
+            and gpu.compute_capability != "12.1"):
+        return MAX_BATCHED_TOKENS
+    return SMALL_CARD_BATCHED_TOKENS
+
+
 def default_batched_tokens(gpu: GPU | None, sequences: int, max_len: int) -> int:
-    """`vllm serve`'s default max_num_batched_tokens: 8192 on cards of 70 GiB or more but
-    A100s, else 2048 (8192 where the card is not known), at most max_num_seqs × max_model_len
-    (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
-    big = gpu is None or (gpu.total_bytes >= 70 * GiB and "a100" not in gpu.name.lower())
-    return min(sequences * max(1, max_len),
-               MAX_BATCHED_TOKENS if big else SMALL_CARD_BATCHED_TOKENS)
+    """`vllm serve`'s default max_num_batched_tokens: the card's tier (batch_tier), at most
+    max_num_seqs × max_model_len (engine/arg_utils.py
+    _set_default_max_num_seqs_and_batched_tokens_args; chunked prefill is on, so
+    max_model_len does not raise it)."""
+    return min(sequences * max(1, max_len), batch_tier(gpu))
+
+
+def in_flight_tokens(mbt: int, pp: int) -> int:
+    """Tokens scheduled but not yet settled (config/vllm.py VllmConfig.max_in_flight_tokens):
+    max_concurrent_batches × max_num_batched_tokens, with pp + 1 batches in flight under
+    async scheduling on the V2 model runner (both on by default in 0.33.0). Sliding-window
+    and chunked-local layers keep this many tokens beyond their window per request."""
+    return (pp + 1) * mbt
+
+
+def format_gib(n: int) -> str:
+    """vllm/utils/mem_utils.py format_gib: str(round(bytes / GiB, 2)) ("4.5", "-2.14")."""
+    return str(round(n / GiB, 2))
+
+
+def capacity_line(tokens: int, max_len: int, conc: float) -> str:
+    """kv_cache_utils.update_kv_cache_capacity's one line (printed only once the start-up
+    check has passed)."""
+    return (f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {max_len:,} "
+            f"tokens per request: {conc:.2f}x")
+
+
+NO_MEMORY = ("ValueError: No available memory for the cache blocks. Try increasing "
+             "`gpu_memory_utilization` when initializing the engine.")
+
+
+def startup_lines(available: int, per_block: int, needed: Callable[[int], int], max_len: int,
+                  tokens: int, conc: float) -> list[str]:
+    """What vLLM 0.33.0 prints from profiling to the capacity line: ``Available KV cache
+    memory``, then either the start-up check's ValueError or the one capacity line.
+
+    The check (kv_cache_planning.get_kv_cache_configs, _check_enough_kv_cache_memory) plans
+    against ``available − one block`` (the null block the pool holds back): nothing left →
+    "No available memory"; a request of max_model_len needing more (``needed(L)`` bytes) →
+    "To serve at least one request", with the binary-searched length that fits, left out
+    when not even one token does. update_kv_cache_capacity runs only after it passes."""
+    lines = [f"Available KV cache memory: {format_gib(available)} GiB"]
+    check = available - per_block
+    if check <= 0:
+        lines.append(NO_MEMORY)
+    elif needed(max_len) > check:
+        est = largest(lambda n: n == 0 or needed(n) <= check, max_len)
+        estimate = (f" Based on the available memory, the estimated maximum model length "
+                    f"is {est}." if est else "")
+        lines.append(
+            f"ValueError: To serve at least one request with the model's max seq len "
+            f"({max_len}), ({format_gib(needed(max_len))} GiB KV cache is needed, which is "
+            f"larger than the available KV cache memory ({format_gib(check)} GiB).{estimate}")
+    else:
+        lines.append(capacity_line(tokens, max_len, conc))
+    return lines
 
 
 #: CUDA context, cuBLAS workspaces: ~0.35 GiB seen as "non_torch_memory" on one card
 NON_TORCH = int(0.35 * GiB)
 #: extra non-torch memory per rank when NCCL is up (tp or pp > 1)
 NCCL = int(0.25 * GiB)
-#: state pages a request of a hybrid model holds per Mamba/GDN group ("align" mode)
+#: state pages a request of a hybrid model holds per Mamba/GDN group: V1 turns prefix
+#: caching on, and MambaModelConfig.verify_and_update_config (model_executor/models/
+#: config.py) then sets mamba_cache_mode "align" for every hybrid model (0.33.0's
+#: MambaCacheMode has only "align" and "none"); kv_cache_interface.py
+#: MambaSpec.max_memory_usage_bytes: 2 + speculative + prefill-checkpoint pages
 MAMBA_PAGES = 2
-#: model types whose vLLM model implements SupportsMambaPrefixCaching: with prefix caching on
-#: (V1's default) MambaModelConfig.verify_and_update_config (model_executor/models/config.py)
-#: turns mamba_cache_mode "none" into "all" for them, "align" for every other hybrid model,
-#: and "align" for them too when speculative decoding is on (newer main)
-MAMBA_CACHE_ALL_TYPES = frozenset({"nemotron_h", "falcon_h1", "granitemoehybrid"})
+#: model types whose linear-attention layers are Qwen's Gated DeltaNet
+#: (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py)
+QWEN_GDN_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+                            "qwen3_5_moe_text"})
+#: FlashInfer's GDN prefill exports a mid-prefill state every 64 tokens
+#: (v1/attention/backends/gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
+GDN_CHECKPOINT_ALIGN = 64
 #: model types whose SSM state vLLM keeps in float32 unless the config names
 #: mamba_ssm_cache_dtype (NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype,
 #: model_executor/models/config.py: "only float32 is known to have no accuracy issues")
 FP32_SSM_TYPES = frozenset({"nemotron_h"})
-#: Mamba2's scan chunk where a config names none (transformers' Mamba2Config default)
-MAMBA_CHUNK = 256
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
            "fp8_pth": "fp8_per_token_head", "nvfp4": "nvfp4"}
-#: DeepSeek Sparse Attention (a config with index_topk): platforms/cuda.py
-#: check_and_update_config forces the block size to 64 for the sparse MLA backend, whatever
-#: --block-size says; the indexer backend's kernels take 64 only too (mla/indexer.py)
+#: DeepSeek Sparse Attention (a config with index_topk): every kernel it runs takes blocks in
+#: multiples of 64 (0.33.0: mla/indexer.py DeepseekV32IndexerBackend [64],
+#: mla/flashmla_sparse.py and mla/flashattn_mla_sparse.py MultipleOf(64)), so 64 is the
+#: backends' preferred size and --block-size must be a multiple of it
 DSA_BLOCK = 64
 #: the kv-cache dtypes the sparse MLA backend takes (mla/flashmla_sparse.py
 #: FlashMLASparseBackend.supported_kv_cache_dtypes: auto, bfloat16, fp8 = fp8_ds_mla; its
@@ -189,42 +269,52 @@ class Spec:
     page: int
     window: int | None = None
     state: bool = False
-    #: mamba_cache_mode "all": a state page at every block boundary of the request
-    every_block: bool = False
+    #: state pages a request keeps beyond the two of "align" mode: the prefill checkpoint
+    #: FlashInfer's GDN prefill exports (MambaSpec.num_prefill_checkpoint_blocks)
+    checkpoint_pages: int = 0
 
-    def pages_for(self, max_len: int, mbt: int, encoder_tokens: int, spec_tokens: int = 0) -> int:
-        if self.state and self.every_block:
-            return -(-max_len // self.block)
+    def pages_for(self, max_len: int, in_flight: int, encoder_tokens: int,
+                  spec_tokens: int = 0) -> int:
+        """Pages one request of ``max_len`` tokens needs (the spec's max_memory_usage_bytes
+        over its page), ``in_flight`` tokens scheduled but not settled."""
         if self.state:
-            # mamba_cache_mode "align" (V1 turns prefix caching on): two state pages, plus one
-            # per speculative token
-            return MAMBA_PAGES + spec_tokens
+            # mamba_cache_mode "align": two state pages, one per speculative token, and the
+            # prefill checkpoint where one is exported
+            return MAMBA_PAGES + spec_tokens + self.checkpoint_pages
         if self.kind is LayerKind.SLIDING:
             assert self.window is not None
-            return -(-min(self.window - 1 + mbt, max_len) // self.block) + 1
+            return -(-min(self.window - 1 + in_flight, max_len) // self.block) + 1
         if self.kind is LayerKind.CHUNKED:
             assert self.window is not None
-            return -(-min(self.window + mbt, max_len) // self.block)
+            return -(-min(self.window + in_flight, max_len) // self.block)
         if self.kind is LayerKind.CROSS:
             return -(-encoder_tokens // self.block)
         return -(-max_len // self.block)
 
 
-def cache_all_mode(spec: ModelSpec, spec_tokens: int = 0) -> bool:
-    """Whether vLLM runs this hybrid model's state cache in mamba_cache_mode "all"."""
-    return spec.model_type in MAMBA_CACHE_ALL_TYPES and spec_tokens == 0
+def gdn_checkpoints(spec: ModelSpec, gpu: GPU | None) -> bool:
+    """Whether vLLM 0.33.0 runs Qwen's Gated DeltaNet prefill on FlashInfer, whose
+    mid-prefill states become align-mode checkpoints (qwen_gdn_linear_attn.py
+    _resolve_gdn_prefill_backend: CUDA sm90, or sm10x / sm12x with linear_key_head_dim 128 on
+    a CUDA 13 runtime, the one the release's wheels are built for). Not assumed where no
+    card is named."""
+    if not spec.gdn_key_head_dim or gpu is None:
+        return False
+    family = gpu.cuda_family
+    return gpu.compute_capability == "9.0" or (family in (10, 12)
+                                                and spec.gdn_key_head_dim == 128)
 
 
 def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
-           spec_tokens: int = 0) -> list[Spec]:
+           spec_tokens: int = 0, gpu: GPU | None = None) -> list[Spec]:
     attn: list[tuple[LayerGroup, int]] = []
     states: list[tuple[LayerGroup, int]] = []
     ssm_bytes = spec.ssm_dtype_bytes
     if spec.model_type in FP32_SSM_TYPES:
         # the config's mamba_ssm_cache_dtype where it names one, else float32
         ssm_bytes = spec.ssm_cache_dtype_bytes or 4
-    every_block = cache_all_mode(spec, spec_tokens)
     dsa = has_kind(spec, LayerKind.INDEXER)
+    checkpoints = gdn_checkpoints(spec, gpu)
     for g in spec.groups_for(mtp=mtp):
         if g.kind is LayerKind.INDEXER:
             attn.append((g, indexer_row_bytes(g.head_dim_k)))
@@ -243,27 +333,41 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
             attn.append((g, g.n_kv_heads * per_head))
     if states and attn:
         # attention pages must hold a state page: the block size becomes the smallest multiple
-        # of the alignment (the larger of the kernel's 16 and the configured block size) whose
-        # page holds the state (platforms/interface.py Platform._align_hybrid_block_size)
+        # of the alignment whose page holds the state (platforms/interface.py
+        # Platform._align_hybrid_block_size). The alignment is the larger of the kernel's
+        # smallest block (16) and the block size, at least 128 for an MLA model (the
+        # TRTLLM/FlashInfer MLA kernels' 128-token rule), and in "align" mode also a
+        # multiple of the Mamba layers' prefill-checkpoint alignment (64 for FlashInfer's GDN)
         biggest_state = max(b for _, b in states)
         per_token = max(b for _, b in attn)
         align = max(BLOCK, block)
-        if every_block:
-            # "all" mode: a whole number of the Mamba scan's chunks (lcm with the alignment)
-            # that holds the state
-            chunk = math.lcm(spec.mamba_chunk_size or MAMBA_CHUNK, align)
-            tokens_per_state = -(-biggest_state // per_token)
-            block = max(block, chunk * -(-tokens_per_state // chunk))
-        else:
-            block = max(block, align * -(-biggest_state // (align * per_token)))
+        if any(g.kind is LayerKind.MLA for g, _ in attn):
+            align = max(align, 128)
+        if checkpoints:
+            align = math.lcm(align, GDN_CHECKPOINT_ALIGN)
+        block = max(block, align * -(-biggest_state // (align * per_token)))
     out = [Spec(g.kind, g.count, block, block * b, g.window) for g, b in attn]
     page = max((s.page for s in out), default=max((b for _, b in states), default=0))
-    out += [Spec(g.kind, g.count, block, page, state=True, every_block=every_block)
+    out += [Spec(g.kind, g.count, block, page, state=True,
+                 checkpoint_pages=1 if checkpoints and g.kind is LayerKind.LINEAR else 0)
             for g, _ in states]
     if len({s.page for s in out}) > 1 and not states and not dsa:
-        # different page sizes (heads differ per group): unify by enlarging block sizes
+        # different page sizes (heads differ per group): kv_cache_planning.
+        # unify_kv_cache_spec_page_size enlarges a smaller page's block size where the
+        # largest page is a whole multiple of it, and pads the page otherwise (its block
+        # size unchanged; MLA pages cannot be padded)
         top = max(s.page for s in out)
-        out = [Spec(s.kind, s.layers, s.block * (top // s.page), top, s.window) for s in out]
+        unified = []
+        for s in out:
+            if top % s.page == 0:
+                unified.append(Spec(s.kind, s.layers, s.block * (top // s.page), top, s.window))
+            elif s.kind is LayerKind.MLA:
+                raise InputError("vLLM cannot unify this model's MLA page with its other "
+                                 f"pages ({s.page:,} and {top:,} bytes a block)",
+                                 field="engine")
+            else:
+                unified.append(Spec(s.kind, s.layers, s.block, top, s.window))
+        out = unified
     return out
 
 
@@ -319,24 +423,32 @@ class Pool:
     def min_block(self) -> int:
         return min(g.block for g in self.groups)
 
-    def blocks_per_request(self, max_len: int, mbt: int, encoder_tokens: int) -> int:
-        return sum(g.pages_for(max_len, mbt, encoder_tokens, self.spec_tokens)
+    def blocks_per_request(self, max_len: int, in_flight: int, encoder_tokens: int) -> int:
+        return sum(g.pages_for(max_len, in_flight, encoder_tokens, self.spec_tokens)
                    for g in self.groups)
 
-    def concurrency(self, max_len: int, mbt: int, encoder_tokens: int) -> float:
-        return self.num_blocks / max(1, self.blocks_per_request(max_len, mbt, encoder_tokens))
+    def concurrency(self, max_len: int, in_flight: int, encoder_tokens: int) -> float:
+        return self.num_blocks / max(1, self.blocks_per_request(max_len, in_flight,
+                                                                encoder_tokens))
 
-    def reported_tokens(self, max_len: int, mbt: int, encoder_tokens: int) -> int:
+    def holds(self, sequences: int, max_len: int, in_flight: int, encoder_tokens: int) -> bool:
+        """Whether ``sequences`` requests of ``max_len`` tokens fit in the blocks left once
+        the pool holds back its null block."""
+        need = self.blocks_per_request(max_len, in_flight, encoder_tokens) * sequences
+        return self.num_blocks - 1 >= need
+
+    def reported_tokens(self, max_len: int, in_flight: int, encoder_tokens: int) -> int:
         # "GPU KV cache size": max concurrency × max_model_len for every layout
-        # (kv_cache_utils._report_kv_cache_config; a sliding-window or chunked group needs
+        # (kv_cache_utils.get_kv_cache_capacity; a sliding-window or chunked group needs
         # only its window's blocks a request, which blocks × block size would miss)
-        return int(self.concurrency(max_len, mbt, encoder_tokens) * max_len)
+        return int(self.concurrency(max_len, in_flight, encoder_tokens) * max_len)
 
 
 def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
-         mtp: bool = False, spec_tokens: int = 0) -> Pool:
-    """Blocks vLLM carves out of ``available`` bytes for one rank's layers."""
-    specs = _specs(spec, k, v, block, mtp, spec_tokens)
+         mtp: bool = False, spec_tokens: int = 0, gpu: GPU | None = None) -> Pool:
+    """Blocks vLLM carves out of ``available`` bytes for one rank's layers (the card decides
+    whether a Gated DeltaNet model keeps a prefill checkpoint page)."""
+    specs = _specs(spec, k, v, block, mtp, spec_tokens, gpu)
     if not specs:
         return Pool(0, 1, (), spec_tokens)
     size, groups = _layout(specs)
@@ -344,6 +456,8 @@ def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
         per_block = sum(s.page * s.layers for s in specs)
         blocks = max(0, available // per_block)
         return Pool(blocks, size, tuple(groups), spec_tokens, per_block)
+    # _get_kv_cache_bytes_per_block (layer-outer layout): the widest group's pages, which
+    # is group_size pages of the unified size
     blocks = max(0, available // groups[0].page // size)
     return Pool(blocks, size, tuple(groups), spec_tokens)
 
@@ -408,7 +522,12 @@ def plan(req: EngineRequest) -> EngineReport:
     dsa = has_kind(req.spec, LayerKind.INDEXER)
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
-        block = DSA_BLOCK
+        if s.block_size and s.block_size % DSA_BLOCK:
+            # the indexer backend takes multiples of 64 only: no valid attention backend
+            raise InputError(f"vLLM's DeepSeek Sparse Attention kernels need --block-size to "
+                             f"be a multiple of {DSA_BLOCK}; got {s.block_size}",
+                             field="block_size")
+        block = s.block_size or DSA_BLOCK
     quant = req.spec.quant
     # a ModelOpt checkpoint calibrated for an FP8 KV cache turns --kv-cache-dtype auto into
     # fp8_e4m3 (utils/torch_utils.py resolve_kv_cache_dtype_string, applied in
@@ -438,7 +557,8 @@ def plan(req: EngineRequest) -> EngineReport:
                      else int(sh.gpu.total_bytes * util) - sh.weights_bytes - act - non_torch  # type: ignore[union-attr]
                      for sh in shares]
             raw = [pool(sh.spec, max(0, a), opts.kv_k, opts.kv_v, block, opts.mtp,
-                        s.speculative_tokens) for sh, a in zip(shares, avail, strict=True)]
+                        s.speculative_tokens, sh.gpu)
+                   for sh, a in zip(shares, avail, strict=True)]
             tight = min(range(len(raw)), key=lambda i: raw[i].num_blocks)
             least = raw[tight].num_blocks
             sized[mbt] = (act, avail, [Pool(least, pl.group_size, pl.groups, pl.spec_tokens,
@@ -448,17 +568,19 @@ def plan(req: EngineRequest) -> EngineReport:
     def serves(sequences: int, length: int) -> bool:
         """Whether vLLM started with these --max-num-seqs and --max-model-len holds them all."""
         mbt = batched(sequences, length)
+        flight = in_flight_tokens(mbt, p.pp)
         _, avail, pls, _ = pools_for(mbt)
-        return min(avail) > 0 and all(pl.concurrency(length, mbt, encoder) >= sequences
+        return min(avail) > 0 and all(pl.holds(sequences, length, flight, encoder)
                                       for pl in pls)
 
     mbt = batched(req.sequences, req.context)
+    in_flight = in_flight_tokens(mbt, p.pp)
     act, avail, pools, binding = pools_for(mbt)
     num_blocks = pools[binding].num_blocks
     main = pools[binding]
     max_len = req.context
-    conc = min(pl.concurrency(max_len, mbt, encoder) for pl in pools)
-    tokens = main.reported_tokens(max_len, mbt, encoder)
+    conc = min(pl.concurrency(max_len, in_flight, encoder) for pl in pools)
+    tokens = main.reported_tokens(max_len, in_flight, encoder)
 
     max_ctx = (largest(lambda n: n == 0 or serves(req.sequences, n), 1 << 31)
                if main.groups else 0)
@@ -466,39 +588,29 @@ def plan(req: EngineRequest) -> EngineReport:
                 if main.groups else 0)
     fits = serves(req.sequences, max_len)
     kv_avail = avail[binding]
-    lines = [f"Available KV cache memory: {kv_avail / GiB:.2f} GiB",
-             f"GPU KV cache size: {tokens:,} tokens",
-             f"Maximum concurrency for {max_len:,} tokens per request: {conc:.2f}x"]
-    if kv_avail <= 0:
-        # check_enough_kv_cache_memory stops here, before sizing a request against the pool
-        lines.append("ValueError: No available memory for the cache blocks. Try increasing "
-                     "`gpu_memory_utilization` when initializing the engine.")
-    elif conc < 1:
-        needed = main.blocks_per_request(max_len, mbt, encoder) * main.bytes_per_block
-        est = largest(lambda n: n == 0 or all(pl.concurrency(n, mbt, encoder) >= 1
-                                              for pl in pools), 1 << 31)
-        lines.append(
-            f"ValueError: To serve at least one request with the model's max seq len "
-            f"({max_len}), ({needed / GiB:.2f} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({kv_avail / GiB:.2f} GiB). Based on the available "
-            f"memory, the estimated maximum model length is {est}.")
+    lines = startup_lines(
+        kv_avail, main.bytes_per_block,
+        lambda n: main.blocks_per_request(n, in_flight, encoder) * main.bytes_per_block,
+        max_len, tokens, conc)
     notes = []
     if pinned_16:
         notes.append("the checkpoint's kv_cache_quant_algo FP8 makes vLLM's --kv-cache-dtype "
                      "auto an fp8 cache: this 16-bit plan passes --kv-cache-dtype bfloat16 "
                      "(plan --kv fp8 for what auto gives)")
-    if any(g.kind is LayerKind.SLIDING for g in req.spec.groups):
-        notes.append(f"sliding-window layers reserve W − 1 + max_num_batched_tokens ({mbt:,}) "
-                     "tokens per request; lower --max-num-batched-tokens to fit more")
+    if any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups):
+        notes.append(f"local-attention layers reserve their window plus the {in_flight:,} "
+                     f"in-flight tokens ({p.pp + 1} × max_num_batched_tokens {mbt:,}) per "
+                     "request; lower --max-num-batched-tokens to fit more")
     if any(g.state for g in main.groups):
         notes.append(f"hybrid model: attention blocks hold {main.min_block} tokens so a page "
                      "also fits one recurrent state")
-    if any(g.every_block for g in main.groups):
-        notes.append("prefix caching keeps a recurrent state every block of a request "
-                     "(mamba_cache_mode all); --no-enable-prefix-caching keeps one")
+    if any(g.checkpoint_pages for g in main.groups):
+        notes.append("FlashInfer's Gated DeltaNet prefill on this card keeps a third state "
+                     "page per request (a prefill checkpoint for prefix caching)")
     if dsa:
         per_token = main.bytes_per_block // max(1, main.min_block)
-        notes.append(f"DeepSeek Sparse Attention: blocks of {DSA_BLOCK} tokens (forced), the "
+        notes.append(f"DeepSeek Sparse Attention: blocks of {block} tokens (its kernels take "
+                     f"multiples of {DSA_BLOCK}), the "
                      f"indexer's keys in fp8 with a scale per {INDEXER_QUANT_BLOCK} values "
                      f"beside the {'fp8_ds_mla' if k_name == 'fp8' else 'bf16'} latent; "
                      f"{per_token:,} bytes a token per rank")
@@ -509,7 +621,7 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
     cmd = serve_command(req, max_len, util, k_name, mbt)
-    if s.block_size and not dsa:
+    if s.block_size:
         cmd.append(f"--block-size {block}")
     offload_tokens = 0
     if s.offload_bytes:
@@ -541,5 +653,6 @@ def plan(req: EngineRequest) -> EngineReport:
         offload_tokens=offload_tokens,
         extra={"group_size": main.group_size, "groups": [g.kind.value for g in main.groups],
                "page_bytes": main.page, "weights": weights.format,
-               "physical_tokens": num_blocks // max(1, len(main.groups)) * main.min_block},
+               "physical_tokens": num_blocks // max(1, len(main.groups)) * main.min_block,
+               "in_flight_tokens": in_flight, "release": RELEASE},
     )

@@ -31,19 +31,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..gpus import GPU
 from ..model import ModelSpec
 from ..plan import MAX_SEQUENCES, largest
 from .base import (
     EngineReport,
     EngineRequest,
-    GiB,
     dsv4_geometry,
     need_gpu,
     rank_weights,
     single_format,
 )
-from .vllm import serve_command
+from .vllm import batch_tier, in_flight_tokens, serve_command, startup_lines
 
 NAME = "vllm"
 #: the release whose source this module follows
@@ -202,26 +200,9 @@ def bytes_per_block(gs: list[Group]) -> int:
     return max(g.bytes for g in gs)
 
 
-def default_batched_tokens(gpu: GPU) -> int:
-    """`vllm serve`'s max_num_batched_tokens (EngineArgs.get_batch_defaults, API server):
-    16,384 on cards of 160 GiB or more, 8,192 from 70 GiB but on A100s (and GB10, an sm12x
-    card this path does not reach), else 2,048; chunked prefill is on, so max_model_len does
-    not raise it."""
-    if gpu.total_bytes >= 160 * GiB:
-        return 16_384
-    if gpu.total_bytes >= 70 * GiB and "a100" not in gpu.name.lower():
-        return 8_192
-    return 2_048
-
-
 def _refuse(what: str) -> InputError:
     return InputError(f"kvplan does not model vllm's DeepSeek-V4 cache with {what}; "
                       "--engine raw sizes the cache itself", field="engine")
-
-
-def _fmt_gib(n: int) -> str:
-    # vllm.utils.mem_utils.format_gib: str(round(bytes / GiB, 2))
-    return str(round(n / GiB, 2))
 
 
 def plan(req: EngineRequest) -> EngineReport:
@@ -259,11 +240,12 @@ def plan(req: EngineRequest) -> EngineReport:
     if gpu is None and req.kv_budget_bytes is None:
         raise need_gpu()
     util = s.gpu_memory_utilization or UTILIZATION
-    # no card named (a KV budget alone): the default of the 70 to 160 GiB cards, as the other
-    # vLLM plans take it
-    mbt = s.max_num_batched_tokens or (default_batched_tokens(gpu) if gpu else 8_192)
+    # the card's default (engine/arg_utils.py get_batch_defaults: chunked prefill is on, so
+    # max_model_len does not raise it); no card named (a KV budget alone): 8,192, the default
+    # of the 70 to 160 GiB cards, as the other vLLM plans take it
+    mbt = s.max_num_batched_tokens or batch_tier(gpu)
     # async scheduling on the V2 model runner (both defaults): pp + 1 batches in flight
-    in_flight = (p.pp + 1) * mbt
+    in_flight = in_flight_tokens(mbt, p.pp)
     act = activation_peak(req.spec, p.tp, mbt)
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
     sh = shares[0]
@@ -287,23 +269,8 @@ def plan(req: EngineRequest) -> EngineReport:
     fits = avail > 0 and usable >= per_request(max_len) * req.sequences
     max_ctx = largest(lambda n: n == 0 or usable >= per_request(n) * req.sequences, 1 << 31)
     max_seqs = min(MAX_SEQUENCES, usable // per_request(max_len))
-    lines = [f"Available KV cache memory: {_fmt_gib(avail)} GiB",
-             f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {max_len:,} "
-             f"tokens per request: {conc:.2f}x"]
-    check = avail - per_block
-    if avail <= 0 or check <= 0:
-        lines.append("ValueError: No available memory for the cache blocks. Try increasing "
-                     "`gpu_memory_utilization` when initializing the engine.")
-    elif per_request(max_len) * per_block > check:
-        needed = per_request(max_len) * per_block
-        est = largest(lambda n: n == 0 or per_request(n) * per_block <= check, max_len)
-        # the estimate is left out when not even one token fits
-        estimate = (f" Based on the available memory, the estimated maximum model length "
-                    f"is {est}." if est else "")
-        lines.append(
-            f"ValueError: To serve at least one request with the model's max seq len "
-            f"({max_len}), ({_fmt_gib(needed)} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({_fmt_gib(check)} GiB).{estimate}")
+    lines = startup_lines(avail, per_block, lambda n: per_request(n) * per_block, max_len,
+                          tokens, conc)
     layout = ", ".join(f"{g.layers} layers of {g.bytes:,} B" for g in gs)
     notes = (
         f"vLLM {RELEASE}: DeepSeek-V4 runs an fp8_ds_mla cache ({ROW_BYTES}-byte rows, pages "
