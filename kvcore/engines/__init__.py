@@ -61,18 +61,13 @@ def stage_split(engine: str) -> Split:
 #: kinds whose allocation an engine profile may not model: it refuses them, raw sizes them
 _UNMODELLED = (LayerKind.COMPRESSED, LayerKind.INDEX, LayerKind.COMPRESSOR)
 #: engines that size DeepSeek-V4's compressed caches themselves (SGLang's DSV4PoolConfigurator,
-#: vLLM's packed KV cache groups)
-_SIZES_DEEPSEEK_V4 = frozenset({"sglang", "vllm"})
+#: vLLM's packed KV cache groups, llama.cpp's llama_kv_cache_dsv4)
+_SIZES_DEEPSEEK_V4 = frozenset({"sglang", "vllm", "llama.cpp"})
 
 
 #: what keeps an engine that runs DeepSeek-V4 from being sized: one clause each, cited in
 #: docs/ENGINES.md §7
 _DSV4_MISSING = {
-    "llama.cpp": ("llama.cpp runs it with LLM_ARCH_DEEPSEEK4 and llama_kv_cache_dsv4, but "
-                  "revisions of src/llama-kv-cache-dsv4.cpp size the compressed caches at "
-                  "ceil(n_ctx / ratio) cells or at that padded to 256, with or without extra "
-                  "compressor-state rows (n_rs_seq), and which one master holds is not "
-                  "established"),
     "trtllm": ("TensorRT-LLM runs it with DeepseekV4CacheManager, a KVCacheManagerV2 whose "
                "per-role pools are sized by that manager's solver over a typical step (one "
                "context request and max_batch_size - 1 generation requests), which kvplan "

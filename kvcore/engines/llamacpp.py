@@ -8,12 +8,16 @@ for K and V; the ``llama_kv_cache: size = ...`` line), ``src/llama-kv-cache-iswa
 cells unless ``--swa-full``), ``src/llama-memory-recurrent.cpp`` and ``src/llama-hparams.cpp``
 (recurrent state: R = conv, S = ssm, f32, one cell per sequence), ``common/arg.cpp`` (``--fit``
 leaves 1024 MiB free per device). DeepSeek MLA caches the 576-value latent as K and no V.
+DeepSeek Sparse Attention (``src/llama-kv-cache-dsa.cpp``, ``create_memory`` in
+``src/llama-model.cpp``) adds a K-only cache of the indexer keys; DeepSeek-V4
+(``src/llama-kv-cache-dsv4.cpp``) keeps a sliding latent, three compressed K-only caches and
+float32 compressor states (docs/ENGINES.md L5a, L5b).
 """
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..errors import InputError
 from ..formats import get_format
@@ -30,7 +34,6 @@ from .base import (
     check_format,
     mib,
     rank_weights,
-    refuse_indexer_cache,
     refuse_layout,
     stage_pools,
 )
@@ -111,14 +114,77 @@ def _row(fmt_name: str, width: int) -> int:
     return width // fmt.block_values * fmt.block_bytes
 
 
+@dataclass(frozen=True)
+class Cache:
+    """One ``llama_kv_cache`` object: its cells a stream, streams, layers and bytes."""
+
+    name: str
+    cells: int
+    streams: int
+    layers: int
+    k_bytes: int
+    v_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.k_bytes + self.v_bytes
+
+
+#: DeepSeek-V4's compression ratios and the caches llama_kv_cache_dsv4 builds for them
+#: (src/llama-kv-cache-dsv4.cpp: DSV4_CSA_RATIO, DSV4_HCA_RATIO)
+DSV4_CSA, DSV4_HCA = 4, 128
+
+
+def dsv4_entries(cells: int, ratio: int) -> int:
+    """Rows a compressed cache needs for ``cells`` tokens (at least one)."""
+    return max(1, -(-cells // ratio))
+
+
 class Memory:
     """The caches llama.cpp allocates on one device, with its log lines."""
 
     def __init__(self, spec: ModelSpec, layout: Layout, opts: CacheOptions, swa_full: bool,
                  flash: bool = True):
-        k, v = opts.kv_k.name, opts.kv_v.name
+        self.k, self.v = opts.kv_k.name, opts.kv_v.name
         self.lines: list[str] = []
+        self.caches: list[Cache] = []
         self.kv_bytes = self.k_bytes = self.v_bytes = 0
+        self.state_bytes = self.r_bytes = self.s_bytes = 0
+        self.n_seq = layout.n_seq
+        if any(g.kind is LayerKind.INDEXER for g in spec.groups):
+            self._dsa(spec, layout)
+        elif any(g.kind is LayerKind.COMPRESSED for g in spec.groups):
+            self._dsv4(spec, layout, swa_full)
+        else:
+            self._plain(spec, layout, opts, swa_full, flash)
+        self.kv_bytes = self.k_bytes + self.v_bytes
+
+    def cache(self, name: str) -> Cache:
+        return next(c for c in self.caches if c.name == name)
+
+    def _kv(self, name: str, cells: int, streams: int, members: list[LayerGroup],
+            layers: int | None = None, v_bytes: int | None = None) -> None:
+        """One llama_kv_cache over ``members``: K (and V) rows of every layer, cell and
+        stream, and its ``size = …`` line."""
+        k_bytes = v = 0
+        for g in members:
+            k_bytes += g.count * _row(self.k, g.n_kv_heads * g.head_dim_k) * cells * streams
+            if g.head_dim_v:
+                v += g.count * _row(self.v, g.n_kv_heads * g.head_dim_v) * cells * streams
+        if layers is None:
+            layers = sum(g.count for g in members)
+        if v_bytes is not None:
+            v = v_bytes
+        self.caches.append(Cache(name, cells, streams, layers, k_bytes, v))
+        self.lines.append(
+            f"llama_kv_cache: size = {mib(k_bytes + v):>7} MiB ({cells:6d} cells, "
+            f"{layers:3d} layers, {self.n_seq:2d}/{streams} seqs), "
+            f"K ({self.k}): {mib(k_bytes):>7} MiB, V ({self.v}): {mib(v):>7} MiB")
+        self.k_bytes += k_bytes
+        self.v_bytes += v
+
+    def _plain(self, spec: ModelSpec, layout: Layout, opts: CacheOptions, swa_full: bool,
+               flash: bool) -> None:
         groups = [g for g in spec.groups_for(mtp=opts.mtp) if g.kind.is_attention]
         recurrent = [g for g in spec.groups_for(mtp=opts.mtp) if g.kind.is_recurrent]
         caches: list[tuple[str, int, list[LayerGroup]]] = []
@@ -131,13 +197,7 @@ class Memory:
         else:
             caches.append(("", layout.cells, full))
         for label, cells, members in caches:
-            k_bytes = v_bytes = layers = 0
-            for g in members:
-                k_row = _row(k, g.n_kv_heads * g.head_dim_k)
-                v_row = _row(v, g.n_kv_heads * g.head_dim_v) if g.head_dim_v else 0
-                k_bytes += g.count * k_row * cells * layout.streams
-                v_bytes += g.count * v_row * cells * layout.streams
-                layers += g.count
+            layers = v_bytes = None
             if spec.model_type == "nemotron-nas":
                 # deci: every layer gets K and V tensors of n_head_kv(il) heads, a no-op or
                 # linear attention layer 0 of them (src/llama-kv-cache.cpp); without flash
@@ -146,18 +206,12 @@ class Memory:
                 layers = spec.decoder_layers
                 widths = {g.n_kv_heads * g.head_dim_v for g in members}
                 if not flash and (len(widths) > 1 or spec.cacheless_layers):
-                    v_bytes = layers * _row(v, max(widths, default=0)) * cells * layout.streams
+                    v_bytes = (layers * _row(self.v, max(widths, default=0)) * cells
+                               * layout.streams)
             if label:
                 self.lines.append(f"llama_kv_cache_iswa: creating {label:>7} KV cache, "
                                   f"size = {cells} cells")
-            self.lines.append(
-                f"llama_kv_cache: size = {mib(k_bytes + v_bytes):>7} MiB ({cells:6d} cells, "
-                f"{layers:3d} layers, {layout.n_seq:2d}/{layout.streams} seqs), "
-                f"K ({k}): {mib(k_bytes):>7} MiB, V ({v}): {mib(v_bytes):>7} MiB")
-            self.k_bytes += k_bytes
-            self.v_bytes += v_bytes
-        self.kv_bytes = self.k_bytes + self.v_bytes
-        self.state_bytes = self.r_bytes = self.s_bytes = 0
+            self._kv(label, cells, layout.streams, members, layers, v_bytes)
         if recurrent:
             cells = max(1, layout.n_seq)
             r = sum(g.count * g.conv_state_values for g in recurrent) * 4 * cells
@@ -169,6 +223,59 @@ class Memory:
                 f"{spec.decoder_layers:3d} layers, {cells:2d} seqs), R (f32): {mib(r):>7} MiB, "
                 f"S (f32): {mib(s):>7} MiB")
 
+    def _dsa(self, spec: ModelSpec, layout: Layout) -> None:
+        # llama_kv_cache_dsa (src/llama-kv-cache-dsa.cpp): the MLA latent cache of the
+        # decoder's layers (create_memory's filter_mla drops the GGUF's MTP block), then the
+        # indexer keys as a second K-only cache of one head of indexer_head_size values over
+        # the layers that run their own indexer (filter_lid), both of the main cache's cells
+        # and streams
+        groups = spec.groups_for(mtp=False)
+        for name, kind in (("main", LayerKind.MLA), ("indexer", LayerKind.INDEXER)):
+            self.lines.append(f"llama_kv_cache_dsa: creating {name} KV cache, "
+                              f"size = {layout.cells} cells")
+            self._kv(name, layout.cells, layout.streams, [g for g in groups if g.kind is kind])
+
+    def _dsv4(self, spec: ModelSpec, layout: Layout, swa_full: bool) -> None:
+        # llama_kv_cache_dsv4 (src/llama-kv-cache-dsv4.cpp): one stream a sequence whatever
+        # --kv-unified, a K-only iSWA cache of the latent (every layer sliding, so its
+        # non-SWA half holds none), K-only caches of ceil(cells / ratio) rows padded to 256
+        # for the ratio-4 latents, ratio-128 latents and ratio-4 indexer keys, and float32
+        # compressor states of kv and score rows, one plane a stream
+        groups = spec.groups_for(mtp=False)
+        streams = layout.n_seq
+        cells = layout.cells
+        sliding = [g for g in groups if g.kind is LayerKind.SLIDING]
+        window = max((g.window or 0 for g in sliding), default=0)
+        swa = cells if swa_full else pad(min(cells, window + layout.n_ubatch))
+        self.lines.append("llama_kv_cache_dsv4: creating DSV4 raw KV cache")
+        self.lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {cells} cells")
+        self._kv("non-SWA", cells, streams, [])
+        self.lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {swa} cells")
+        self._kv("SWA", swa, streams, sliding)
+        csa = [g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == DSV4_CSA]
+        hca = [g for g in groups if g.kind is LayerKind.COMPRESSED and g.ratio == DSV4_HCA]
+        lid = [g for g in groups if g.kind is LayerKind.INDEX]
+        for name, label, ratio, members in (("csa", "CSA compressed", DSV4_CSA, csa),
+                                            ("hca", "HCA compressed", DSV4_HCA, hca),
+                                            ("lid", "lightning-indexer", DSV4_CSA, lid)):
+            rows = dsv4_entries(cells, ratio)
+            self.lines.append(f"llama_kv_cache_dsv4: creating DSV4 {label} KV cache, "
+                              f"size = {rows} cells")
+            self._kv(name, pad(rows), streams, members)
+        latent = max((g.head_dim_k for g in csa + hca), default=0)
+        index = max((g.head_dim_k for g in lid), default=0)
+        states = (("csa", "CSA", DSV4_CSA, 2 * DSV4_CSA, 2 * latent, csa),
+                  ("hca", "HCA", DSV4_HCA, DSV4_HCA, latent, hca),
+                  ("lid", "lightning-indexer", DSV4_CSA, 2 * DSV4_CSA, 2 * index, lid))
+        for name, label, ratio, rows, width, members in states:
+            layers = sum(g.count for g in members)
+            size = 2 * width * rows * 4 * streams * layers
+            self.state_bytes += size
+            self.lines.append(f"llama_kv_cache_dsv4: creating DSV4 {label} compressor state")
+            self.lines.append(
+                f"llama_dsv4_comp_state: {name} ratio = {ratio}, state = {rows} x {width}, "
+                f"streams = {streams}, rs_seq = 0, layers = {layers}, size = {mib(size):>7} MiB")
+
 
 def _notes(opts: CacheOptions, flash_attn: bool) -> list[str]:
     notes = []
@@ -177,6 +284,67 @@ def _notes(opts: CacheOptions, flash_attn: bool) -> list[str]:
         notes.append("CUDA flash attention supports f16/bf16/q8_0/q4_0 with K type = V type "
                      "unless built with GGML_CUDA_FA_ALL_QUANTS; other pairs run on the CPU")
     return notes
+
+
+#: the llama.cpp revision kvplan's DeepSeek Sparse Attention and DeepSeek-V4 caches follow
+#: (docs/ENGINES.md L5a, L5b): master @3f545bec (2026-08-22)
+SPARSE_COMMIT = "3f545bec (2026-08-22)"
+
+
+def _sparse_kind(spec: ModelSpec) -> str:
+    """'dsa' for DeepSeek Sparse Attention (an indexer key cache beside the MLA latent),
+    'dsv4' for DeepSeek-V4's compressed caches, '' for anything else."""
+    kinds = {g.kind for g in spec.groups}
+    if LayerKind.INDEXER in kinds:
+        return "dsa"
+    if LayerKind.COMPRESSED in kinds:
+        return "dsv4"
+    return ""
+
+
+def _check_sparse(spec: ModelSpec, sparse: str, opts: CacheOptions) -> None:
+    """Refuse, in one line, what llama.cpp does not build for these caches."""
+    label = "DeepSeek Sparse Attention" if sparse == "dsa" else "DeepSeek-V4"
+    if opts.kv_k.name != opts.kv_v.name:
+        # llama_init_from_model refuses -ctk != -ctv where hparams.is_mla() or the arch is
+        # DEEPSEEK4 (src/llama-context.cpp, since b10217)
+        raise InputError(f"llama.cpp refuses different K ({opts.kv_k.name}) and V "
+                         f"({opts.kv_v.name}) cache types for {label} models: give -ctk and "
+                         "-ctv the same type", field="kv_v")
+    if opts.mtp:
+        raise InputError(f"llama.cpp keeps the MTP layers of {label} models in a separate draft "
+                         "context, which kvplan does not size: leave out --mtp", field="mtp")
+    if sparse == "dsv4":
+        ratios = {g.ratio for g in spec.groups if g.kind is LayerKind.COMPRESSED}
+        index = {g.ratio for g in spec.groups if g.kind is LayerKind.INDEX}
+        if not ratios <= {DSV4_CSA, DSV4_HCA} or not index <= {DSV4_CSA}:
+            raise InputError("llama.cpp's DeepSeek-V4 cache holds compression ratios 4 and 128 "
+                             f"only, this model has {sorted(ratios | index)}", field="engine")
+        if not any(g.kind is LayerKind.SLIDING for g in spec.groups_for(mtp=False)):
+            raise InputError("llama.cpp's DeepSeek-V4 cache needs the sliding-window latent "
+                             "on every layer (sliding_window)", field="engine")
+
+
+def _sparse_notes(spec: ModelSpec, sparse: str, unified: bool, n_seq: int) -> list[str]:
+    if sparse == "dsa":
+        older = ("builds before b10237 (DeepSeek-V3.2) or b10184 (GLM-5.x) also cache the GGUF's "
+                 "MTP block")
+        shared = [g for g in spec.groups_for(mtp=False) if g.kind is LayerKind.INDEXER]
+        mla = sum(g.count for g in spec.groups_for(mtp=False) if g.kind is LayerKind.MLA)
+        if sum(g.count for g in shared) < mla:
+            older += (f", and builds before b10259 keep indexer keys in all {mla} layers, not "
+                      "only those that run their own indexer")
+        return [f"llama.cpp master @{SPARSE_COMMIT}, since b10259: the indexer keys are a second "
+                f"K-only cache in the -ctk type; {older}"]
+    if sparse == "dsv4":
+        notes = [f"llama.cpp master @{SPARSE_COMMIT} (DeepSeek-V4 since b9840): compressed caches "
+                 "of ceil(cells / ratio) rows padded to 256, compressor state in f32; "
+                 "speculative decoding (n_rs_seq) adds state planes not counted here"]
+        if unified and n_seq > 1:
+            notes.append("llama.cpp's DeepSeek-V4 cache ignores --kv-unified: each of the "
+                         f"{n_seq} sequences gets a stream of all n_ctx cells")
+        return notes
+    return []
 
 
 def without_windows(spec: ModelSpec) -> ModelSpec:
@@ -191,16 +359,6 @@ def without_windows(spec: ModelSpec) -> ModelSpec:
 
 
 def plan(req: EngineRequest) -> EngineReport:
-    # llama-kv-cache-dsa keeps the indexer's keys as a second llama_kv_cache of one K-only
-    # head of indexer_head_size values in the -ctk type (hparams copied from the MLA model, so
-    # is_mla() leaves V out), with the main cache's cells and streams; but the layers it
-    # covers changed between builds (every block of the GGUF, the MTP block included, where
-    # create_memory passes no filter; only the decoder's full-indexer layers where it filters
-    # them), so the layer count cannot be pinned to one build
-    refuse_indexer_cache("llama.cpp", req.spec,
-                         "the layers its DSA cache gives indexer keys (the GGUF's MTP block, "
-                         "GLM-5.2's shared layers) differ between builds; use --engine vllm, "
-                         "trtllm or raw")
     refuse_layout(NAME, req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     own = req.spec.decoder_layers - req.spec.cacheless_layers
     if req.spec.model_type in GEMMA3N_TYPES and own != GEMMA3N_KV_LAYERS:
@@ -214,6 +372,9 @@ def plan(req: EngineRequest) -> EngineReport:
     opts = req.cache
     k = check_format(NAME, opts.kv_k, FORMATS, "kv_k")
     v = check_format(NAME, opts.kv_v, FORMATS, "kv_v")
+    sparse = _sparse_kind(req.spec)
+    if sparse:
+        _check_sparse(req.spec, sparse, opts)
     if opts.hot_format is not None or opts.keep_fraction < 1:
         raise InputError("llama.cpp has no hot/cold mix or token eviction", field="engine")
     if req.weights is not None and str(req.weights).lower() not in WEIGHTS | {"auto"}:
@@ -276,6 +437,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.spec is not windowed:
         notes.append(f"llama.cpp runs {windowed.model_type} without its sliding window: every "
                      "layer keeps the whole context")
+    notes += _sparse_notes(req.spec, sparse, unified, req.sequences)
     if max_seqs == MAX_SEQ:
         notes.append(f"{MAX_SEQ} sequences at this context is llama.cpp's most (-np); more "
                      "would fit in memory")
