@@ -125,6 +125,14 @@ def _predict(case: LogCase) -> dict[str, float]:
         out.update(kv_size_mib=mem.kv_bytes / MiB, k_mib=mem.k_bytes / MiB,
                    v_mib=mem.v_bytes / MiB, recurrent_size_mib=mem.state_bytes / MiB,
                    r_mib=mem.r_bytes / MiB, s_mib=mem.s_bytes / MiB)
+        # each named cache's own size line (iSWA halves, DSA main/indexer, DeepSeek-V4's
+        # compressed caches) and DeepSeek-V4's compressor states
+        for c in mem.caches:
+            if c.name:
+                key = c.name.lower().replace("-", "_")
+                out.update({f"{key}_size_mib": c.bytes / MiB, f"{key}_cells": c.cells,
+                            f"{key}_layers": c.layers})
+        out.update({f"{name}_state_mib": b / MiB for name, b in mem.states.items()})
         return out
     if engine == "sglang":
         rank = rank_spec(spec, par)

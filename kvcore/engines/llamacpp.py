@@ -148,6 +148,8 @@ class Memory:
         self.k, self.v = opts.kv_k.name, opts.kv_v.name
         self.lines: list[str] = []
         self.caches: list[Cache] = []
+        #: DeepSeek-V4's compressor states by name (csa, hca, lid), float32 bytes
+        self.states: dict[str, int] = {}
         self.kv_bytes = self.k_bytes = self.v_bytes = 0
         self.state_bytes = self.r_bytes = self.s_bytes = 0
         self.n_seq = layout.n_seq
@@ -271,6 +273,7 @@ class Memory:
             layers = sum(g.count for g in members)
             size = 2 * width * rows * 4 * streams * layers
             self.state_bytes += size
+            self.states[name] = size
             self.lines.append(f"llama_kv_cache_dsv4: creating DSV4 {label} compressor state")
             self.lines.append(
                 f"llama_dsv4_comp_state: {name} ratio = {ratio}, state = {rows} x {width}, "
