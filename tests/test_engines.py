@@ -1007,16 +1007,17 @@ def test_vllm_dsa_bf16_on_blackwell_is_sized():
     assert r.blocks == r.kv_pool_bytes // (64 * 78 * (1152 + 132))
 
 
-@pytest.mark.parametrize("model", ["deepseek-v3.2", "glm-5", "glm-5.1", "glm-5.2"])
-def test_llamacpp_refuses_dsa_in_one_line(model):
-    # llama-kv-cache-dsa: the layers its two caches cover (the GGUF's MTP block, GLM-5.2's
-    # shared-indexer layers) differ between builds
-    for kv in ("f16", "q8_0"):
-        with pytest.raises(InputError) as e:
-            engine_plan("llama.cpp", req(model, kv=kv, gpu="h200"))
-        assert str(e.value).startswith("llama.cpp: DeepSeek Sparse Attention")
-        assert "differ between builds" in str(e.value) and "\n" not in str(e.value)
-        assert e.value.field == "engine"
+@pytest.mark.parametrize("model,indexer", [("deepseek-v3.2", 61), ("glm-5", 78),
+                                           ("glm-5.1", 78), ("glm-5.2", 21)])
+def test_llamacpp_sizes_dsa_indexer_keys(model, indexer):
+    # llama-kv-cache-dsa @3f545bec: the latent in the decoder's layers, then a K-only cache of
+    # 128-value indexer keys in the -ctk type in the layers that run their own indexer
+    # (tests/test_llamacpp_sparse.py works the lines by hand)
+    layers = 61 if model == "deepseek-v3.2" else 78
+    for kv, lat, key in (("f16", 1152, 256), ("q8_0", 612, 136)):
+        r = engine_plan("llama.cpp", req(model, kv=kv, gpu=None, kv_budget_bytes=64 * GiB))
+        assert r.extra["kv_bytes"] == (layers * lat + indexer * key) * 8192
+        assert f"{indexer:3d} layers" in r.log_lines[3] and f"{layers:3d} layers" in r.log_lines[1]
     # the dense MLA model it sizes as before
     engine_plan("llama.cpp", req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB))
 
