@@ -255,14 +255,6 @@ def refuse_architecture(engine: str, spec: ModelSpec,
                          field="engine")
 
 
-def refuse_indexer_cache(engine: str, spec: ModelSpec, why: str) -> None:
-    """Refuse, in one line, a DeepSeek Sparse Attention model (a lightning-indexer key cache)
-    whose cache layout under ``engine`` kvplan cannot size exactly."""
-    if has_kind(spec, LayerKind.INDEXER):
-        raise InputError(f"{engine}: DeepSeek Sparse Attention ({spec.model_type}) is not "
-                         f"sized: {why}", field="engine")
-
-
 def refuse_nas_layout(engine: str, spec: ModelSpec, *, mixed_heads: bool = True,
                       linear: bool = True, always: str | None = None) -> None:
     """Refuse, in one line, a Nemotron-NAS (DeciLM) model whose per-layer blocks ``engine``
