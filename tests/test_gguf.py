@@ -564,6 +564,20 @@ def test_a_glm_dsa_gguf_reads_its_indexer_layers(tmp_path, ctx, types, catalog, 
     assert owned.count == indexers
 
 
+@pytest.mark.parametrize("ctx,indexers", [(202752, 78), (1048576, 21)])
+def test_llama_cpp_plans_a_glm_dsa_gguf_by_its_own_keys(capsys, tmp_path, ctx, indexers):
+    # llama.cpp master: the latent in the n_layer() = block_count - nextn_predict_layers = 78
+    # decoder layers, the indexer keys in the layers is_indexer_full keeps (every one below a
+    # 1,048,576 training context, GLM-5.2's 21 from it): 8,192 cells × 256 B each
+    _dsa_gguf(tmp_path, "glm-dsa", 78, ctx, {})
+    code, out, _ = run(capsys, str(tmp_path / "glm-dsa.gguf"), "--engine", "llama.cpp",
+                       "--ctx", "8192", "--kv-budget", "64GiB")
+    assert code == 0
+    assert "(  8192 cells,  78 layers,  1/1 seqs), K (f16):  702.00 MiB" in out
+    mib = indexers * 256 * 8192 / 2**20
+    assert f"(  8192 cells, {indexers:3d} layers,  1/1 seqs), K (f16): {mib:7.2f} MiB" in out
+
+
 def test_a_glm_dsa_gguf_with_a_short_indexer_list_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="indexer.types") as e:
         _dsa_gguf(tmp_path, "glm-dsa", 78, 1048576,

@@ -342,7 +342,10 @@ def _sparse_notes(spec: ModelSpec, sparse: str, unified: bool, n_seq: int) -> li
     if sparse == "dsv4":
         notes = [f"llama.cpp master @{SPARSE_COMMIT} (DeepSeek-V4 since b9840): compressed caches "
                  "of ceil(cells / ratio) rows padded to 256, compressor state in f32; "
-                 "speculative decoding (n_rs_seq) adds state planes not counted here"]
+                 "speculative decoding (n_rs_seq) adds state planes not counted here",
+                 "llama.cpp's DeepSeek-V4 compute buffer has grown with the context in some "
+                 "builds (its lightning-indexer scores: ggml-org/llama.cpp#25468, #27680); the "
+                 "compute-buffer figure here does not"]
         if unified and n_seq > 1:
             notes.append("llama.cpp's DeepSeek-V4 cache ignores --kv-unified: each of the "
                          f"{n_seq} sequences gets a stream of all n_ctx cells")
