@@ -176,3 +176,29 @@ def test_budget_counts_every_cache_and_state():
             + 12_206_080)
     assert engine_plan("llama.cpp", req("deepseek-v4-flash", 8192, budget=need)).fits
     assert not engine_plan("llama.cpp", req("deepseek-v4-flash", 8192, budget=need - 1)).fits
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-v2-lite-chat", "kimi-k2-instruct"])
+def test_every_mla_model_needs_one_cache_type(model):
+    # llama_init_from_model refuses -ctk != -ctv wherever is_mla() holds, not only for the
+    # sparse caches (b10217); the same types plan as before
+    with pytest.raises(InputError) as e:
+        engine_plan("llama.cpp", req(model, 8192, kv="q8_0", kv_v="f16"))
+    assert "different K (q8_0) and V (f16)" in str(e.value) and "MLA" in str(e.value)
+    assert "\n" not in str(e.value) and e.value.field == "kv_v"
+    assert engine_plan("llama.cpp", req(model, 8192, kv="q8_0")).fits
+
+
+def test_mixed_types_stay_allowed_without_mla():
+    r = engine_plan("llama.cpp", req("llama-3.1-8b", 8192, kv="q8_0", kv_v="q4_0"))
+    assert "-ctk q8_0 -ctv q4_0" in r.command
+
+
+def test_command_echoes_a_non_default_ubatch():
+    from kvcore.engines import EngineSettings
+
+    plain = engine_plan("llama.cpp", req("llama-3.1-8b", 8192))
+    assert "-ub" not in plain.command
+    r = engine_plan("llama.cpp", req("llama-3.1-8b", 8192,
+                                     settings=EngineSettings(n_ubatch=2048)))
+    assert " -ub 2048" in r.command

@@ -32,6 +32,7 @@ from .base import (
     MiB,
     RankShare,
     check_format,
+    has_kind,
     mib,
     rank_weights,
     refuse_layout,
@@ -305,15 +306,26 @@ def _sparse_kind(spec: ModelSpec) -> str:
     return ""
 
 
+def _check_same_types(spec: ModelSpec, sparse: str, opts: CacheOptions) -> None:
+    """llama_init_from_model refuses -ctk != -ctv where hparams.is_mla() (every model whose
+    cache is the K-only MLA latent, the sparse ones included) or the arch is DEEPSEEK4
+    (src/llama-context.cpp, since b10217): refused here in one line."""
+    if opts.kv_k.name == opts.kv_v.name:
+        return
+    if sparse:
+        label = "DeepSeek Sparse Attention" if sparse == "dsa" else "DeepSeek-V4"
+    elif has_kind(spec, LayerKind.MLA):
+        label = "MLA"
+    else:
+        return
+    raise InputError(f"llama.cpp (since b10217) refuses different K ({opts.kv_k.name}) and V "
+                     f"({opts.kv_v.name}) cache types for {label} models, whose cache is "
+                     "K only: give -ctk and -ctv the same type", field="kv_v")
+
+
 def _check_sparse(spec: ModelSpec, sparse: str, opts: CacheOptions) -> None:
     """Refuse, in one line, what llama.cpp does not build for these caches."""
     label = "DeepSeek Sparse Attention" if sparse == "dsa" else "DeepSeek-V4"
-    if opts.kv_k.name != opts.kv_v.name:
-        # llama_init_from_model refuses -ctk != -ctv where hparams.is_mla() or the arch is
-        # DEEPSEEK4 (src/llama-context.cpp, since b10217)
-        raise InputError(f"llama.cpp refuses different K ({opts.kv_k.name}) and V "
-                         f"({opts.kv_v.name}) cache types for {label} models: give -ctk and "
-                         "-ctv the same type", field="kv_v")
     if opts.mtp:
         raise InputError(f"llama.cpp keeps the MTP layers of {label} models in a separate draft "
                          "context, which kvplan does not size: leave out --mtp", field="mtp")
@@ -379,6 +391,7 @@ def plan(req: EngineRequest) -> EngineReport:
     k = check_format(NAME, opts.kv_k, FORMATS, "kv_k")
     v = check_format(NAME, opts.kv_v, FORMATS, "kv_v")
     sparse = _sparse_kind(req.spec)
+    _check_same_types(req.spec, sparse, opts)
     if sparse:
         _check_sparse(req.spec, sparse, opts)
     if opts.hot_format is not None or opts.keep_fraction < 1:
@@ -457,6 +470,8 @@ def plan(req: EngineRequest) -> EngineReport:
     cmd = [f"llama-server {load} -c {layout.n_ctx} -np {req.sequences}",
            f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}",
            f"-ngl {ngl if ngl <= req.spec.decoder_layers else 999}"]
+    if n_ubatch != N_UBATCH:
+        cmd.append(f"-ub {n_ubatch}")
     if s.swa_full:
         cmd.append("--swa-full")
     if unified:
