@@ -342,11 +342,17 @@ ARCHS: dict[str, str] = {
     "nemotron_h": "nemotron_h", "nemotron_h_moe": "nemotron_h",
     # MiniMax-M2 / M2.5 / M2.7: full attention and MoE in every layer (no draft blocks kept)
     "minimax-m2": "minimax_m2",
-    # Kimi-Linear: MLA layers among Kimi Delta Attention ones, told apart by head_count_kv
-    "kimi-linear": "kimi_linear",
+    # Kimi-Linear and Kimi-K3: MLA layers among Kimi Delta Attention ones, told apart by
+    # head_count_kv (Kimi-K3's text model is a kimi_linear config)
+    "kimi-linear": "kimi_linear", "kimi-k3": "kimi_linear",
+    # DeepSeek-V4: a sliding latent in every layer, compressed latents, indexer keys and
+    # compressor states by attention.compress_ratios
+    "deepseek4": "deepseek_v4",
 }
+#: the Kimi hybrids (src/models/kimi-linear.cpp, src/models/kimi-k3.cpp)
+_KIMI = frozenset({"kimi-linear", "kimi-k3"})
 #: architectures converted with MLA (the deepseek2 key set)
-_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa", "kimi-linear"})
+_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"}) | _KIMI
 #: GLM-5.2's indexer types where a glm-dsa GGUF lists none and its training context is at
 #: least 1,048,576 (src/models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES): layers 0 and 1 run
 #: an indexer, then one in four from layer 2, for 78 layers; 0 (shared) past them
@@ -400,7 +406,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
     names = names if names is not None else {t.name for t in g.tensors}
     heads = _uniform(k("attention.head_count", need=True))
     kv = _uniform(k("attention.head_count_kv", heads))
-    if isinstance(heads, list) and arch in _NEMOTRON_H | {"kimi-linear"}:
+    if isinstance(heads, list) and arch in _NEMOTRON_H | _KIMI:
         # query heads listed by layer, 0 on the blocks that are not attention
         heads = _uniform([h for h in heads if h]) or heads
     if isinstance(heads, list):
@@ -427,6 +433,15 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
         "torch_dtype": "bfloat16",
     }
     nextn = count("nextn_predict_layers", 0)
+    if nextn and arch in _KIMI:
+        raise ConfigError(
+            f"{g.base}: a {arch} GGUF with {arch}.nextn_predict_layers {nextn} is not read: "
+            f"llama.cpp's {arch} converter writes no next-n (MTP) blocks and its loader reads "
+            "no such key, so which of the file's blocks are draft blocks, and whether a draft "
+            "block holds an MLA latent or Kimi Delta Attention state, is not known: pass the "
+            "model's config.json", field=f"{arch}.nextn_predict_layers")
+    if arch == "deepseek4":
+        nextn = _deepseek4_nextn(g, nextn, cfg["num_hidden_layers"], names)
     if nextn and isinstance(cfg["num_hidden_layers"], int):
         # the draft (MTP) blocks are numbered after the decoder's, counted in block_count
         cfg["num_hidden_layers"] -= nextn
@@ -505,8 +520,12 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
                    v_head_dim=value_mla, q_lora_rank=k("attention.q_lora_rank") or None,
                    first_k_dense_replace=k("leading_dense_block_count", 0),
                    n_shared_experts=k("expert_shared_count", 0))
-    if arch == "kimi-linear":
+    if arch in _KIMI:
         _kimi_linear(g, cfg, kv, count)
+        if arch == "kimi-k3":
+            _kimi_k3(g, cfg, names, count)
+    if arch == "deepseek4":
+        _deepseek4(g, cfg, k, count)
     if arch in ("deepseek32", "glm-dsa"):
         cfg.update(index_n_heads=count("attention.indexer.head_count"),
                    index_head_dim=count("attention.indexer.key_length"),
@@ -577,14 +596,13 @@ def _nemotron_h(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], coun
     and ssm.inner_size (heads × head width)."""
     arch = g.arch
     n = cfg["num_hidden_layers"]
-    if cfg.get("num_nextn_predict_layers"):
-        raise ConfigError(f"{g.base}: a {arch} GGUF with next-n (MTP) blocks is not read: "
-                          "pass the model's config.json", field=f"{arch}.nextn_predict_layers")
+    nextn = cfg.get("num_nextn_predict_layers", 0)
     ffn = g.metadata.get(f"{arch}.feed_forward_length")
+    blocks = n + nextn if isinstance(n, int) else n
     if (not isinstance(n, int) or not isinstance(kv, list) or not isinstance(ffn, list)
-            or len(kv) != n or len(ffn) != n):
+            or len(kv) != blocks or len(ffn) != blocks):
         raise ConfigError(f"{g.base}: {arch}.attention.head_count_kv and feed_forward_length "
-                          f"must each list the {n} blocks (0 where a block has none)",
+                          f"must each list the {blocks} blocks (0 where a block has none)",
                           field=f"{arch}.attention.head_count_kv")
     letters = []
     for i in range(n):
@@ -593,6 +611,19 @@ def _nemotron_h(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], coun
         else:
             letters.append("E" if f"blk.{i}.ffn_gate_inp.weight" in names else "-")
     cfg["hybrid_override_pattern"] = "".join(letters)
+    if nextn:
+        # each next-n block folds one MTP step, an attention sub-layer and a MoE one, into a
+        # block after the decoder's (conversion/nemotron.py NemotronHModel; the loader's
+        # graph_mtp): its head_count_kv and feed_forward_length entries are both set
+        drafts = range(n, n + nextn)
+        if not all(kv[i] and ffn[i] and f"blk.{i}.ffn_gate_inp.weight" in names
+                   for i in drafts):
+            which = f"block {n}" if nextn == 1 else f"blocks {n} to {n + nextn - 1}"
+            raise ConfigError(f"{g.base}: {arch}'s next-n {which} must hold attention "
+                              "(head_count_kv) and a MoE (feed_forward_length, "
+                              "ffn_gate_inp.weight), as llama.cpp builds a next-n block",
+                              field=f"{arch}.nextn_predict_layers")
+        cfg["mtp_hybrid_override_pattern"] = "*E"
     attn = {v for v in kv if v}
     if len(attn) > 1:
         raise ConfigError(f"{g.base}: attention blocks of several KV head counts "
@@ -617,19 +648,17 @@ def _nemotron_h(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], coun
 
 
 def _kimi_linear(g: GgufFile, cfg: dict[str, Any], kv: Any, count: Any) -> None:
-    """Kimi-Linear's layers as llama.cpp tells them apart (LLM_ARCH_KIMI_LINEAR in
-    src/llama-model.cpp load_hparams): a layer of 0 KV heads is Kimi Delta Attention
-    (recurrent), the others MLA. The KDA heads are attention.head_count, each
-    kda.head_dim wide, with short convolutions of ssm.conv_kernel taps."""
+    """Kimi-Linear's and Kimi-K3's layers as llama.cpp tells them apart (src/models/kimi-linear.cpp
+    and kimi-k3.cpp load_arch_hparams): a layer of 0 KV heads is Kimi Delta Attention
+    (recurrent), the others MLA. The KDA heads are attention.head_count, each kda.head_dim
+    wide, with short convolutions of ssm.conv_kernel taps."""
+    arch = g.arch
     n = cfg["num_hidden_layers"]
-    if cfg.get("num_nextn_predict_layers"):
-        raise ConfigError(f"{g.base}: a kimi-linear GGUF with next-n (MTP) blocks is not read: "
-                          "pass the model's config.json", field="kimi-linear.nextn_predict_layers")
     if (not isinstance(n, int) or not isinstance(kv, list) or len(kv) != n
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in kv)):
-        raise ConfigError(f"{g.base}: kimi-linear.attention.head_count_kv must list the {n} "
+        raise ConfigError(f"{g.base}: {arch}.attention.head_count_kv must list the {n} "
                           "layers (0 on the Kimi Delta Attention ones)",
-                          field="kimi-linear.attention.head_count_kv")
+                          field=f"{arch}.attention.head_count_kv")
     heads = cfg["num_attention_heads"]
     # Kimi Linear numbers the layers of linear_attn_config from 1
     cfg["linear_attn_config"] = {
@@ -638,6 +667,84 @@ def _kimi_linear(g: GgufFile, cfg: dict[str, Any], kv: Any, count: Any) -> None:
         "num_heads": heads, "head_dim": count("kda.head_dim"),
         "short_conv_kernel_size": count("ssm.conv_kernel")}
     cfg["num_key_value_heads"] = max(kv) or heads
+
+
+def _kimi_k3(g: GgufFile, cfg: dict[str, Any], names: set[str], count: Any) -> None:
+    """What Kimi-K3 adds to the Kimi-Linear config (src/models/kimi-k3.cpp load_arch_hparams,
+    conversion/kimi_k3.py): routed experts in a latent space of expert_latent_length values,
+    a sigmoid gate on the MLA output (attn_gate.weight), one full-rank KDA gate (ssm_g.weight)
+    in place of the ssm_g_a / ssm_g_b pair. None of them holds a cache."""
+    lac = cfg["linear_attn_config"]
+    full = [i - 1 for i in lac["full_attn_layers"]]
+    kda = [i - 1 for i in lac["kda_layers"]]
+    if latent := count("expert_latent_length", 0):
+        cfg["routed_expert_hidden_size"] = latent
+    cfg["mla_use_output_gate"] = any(f"blk.{i}.attn_gate.weight" in names for i in full)
+    lac["use_full_rank_gate"] = any(f"blk.{i}.ssm_g.weight" in names for i in kda)
+
+
+#: DeepSeek-V4's compression ratios llama.cpp loads (src/models/deepseek4.cpp)
+_DSV4_RATIOS = (0, 4, 128)
+
+
+def _deepseek4_nextn(g: GgufFile, nextn: int, blocks: Any, names: set[str]) -> int:
+    """DeepSeek-V4's draft blocks as llama.cpp's loader counts them: nextn_predict_layers
+    only where the first draft block's nextn.eh_proj.weight is in the file (else every block
+    is the decoder's). A file of the draft blocks alone (no blk.0.attn_norm.weight) is the
+    draft head llama.cpp loads beside the model."""
+    if not nextn or not isinstance(blocks, int):
+        return 0
+    if nextn >= blocks:
+        raise ConfigError(f"{g.base}: deepseek4.nextn_predict_layers {nextn} is not fewer than "
+                          f"its {blocks} blocks", field="deepseek4.nextn_predict_layers")
+    if f"blk.{blocks - nextn}.nextn.eh_proj.weight" not in names:
+        return 0
+    if "blk.0.attn_norm.weight" not in names:
+        raise ConfigError(f"{g.base} holds DeepSeek-V4's draft (MTP) blocks only, the draft "
+                          "head llama-server loads beside the model: pass the model's GGUF",
+                          field="model")
+    return nextn
+
+
+def _deepseek4(g: GgufFile, cfg: dict[str, Any], k: Any, count: Any) -> None:
+    """DeepSeek-V4's numbers as llama.cpp reads them (src/models/deepseek4.cpp
+    load_arch_hparams; conversion/deepseek.py DeepseekV4Model): attention.key_length the
+    latent's width (head_dim: K and V are the same latent), attention.sliding_window, one
+    attention.compress_ratios entry a block (0, 4 or 128; the converter writes the config's
+    list, the draft layers' entries included, and llama.cpp reads the first block_count),
+    the indexer's attention.indexer.head_count / key_length / top_k, the low-rank query and
+    grouped output (attention.q_lora_rank, output_lora_rank, output_group_count), the MoE
+    (expert_shared_count, hash_layer_count) and hyper_connection.count."""
+    n = cfg["num_hidden_layers"]
+    nextn = cfg.get("num_nextn_predict_layers", 0)
+    ratios = k("attention.compress_ratios")
+    if (not isinstance(n, int) or not isinstance(ratios, list) or len(ratios) < n + nextn
+            or not all(isinstance(r, int) and not isinstance(r, bool) and r in _DSV4_RATIOS
+                       for r in ratios)):
+        raise ConfigError(f"{g.base}: deepseek4.attention.compress_ratios must list at least "
+                          f"the file's {shown(n + nextn if isinstance(n, int) else n)} blocks, "
+                          "each 0, 4 or 128", field="deepseek4.attention.compress_ratios")
+    value = count("attention.value_length", 0)
+    if value and value != cfg.get("head_dim"):
+        raise ConfigError(f"{g.base}: deepseek4.attention.value_length {value} differs from "
+                          f"key_length {shown(cfg.get('head_dim'))}; DeepSeek-V4's K and V are "
+                          "one latent", field="deepseek4.attention.value_length")
+    cfg.update(
+        num_key_value_heads=1, head_dim=count("attention.key_length"),
+        compress_ratios=list(ratios[:n + nextn]),
+        sliding_window=count("attention.sliding_window"),
+        qk_rope_head_dim=count("rope.dimension_count"),
+        q_lora_rank=count("attention.q_lora_rank"),
+        o_lora_rank=count("attention.output_lora_rank"),
+        o_groups=count("attention.output_group_count"),
+        index_n_heads=count("attention.indexer.head_count"),
+        index_head_dim=count("attention.indexer.key_length"),
+        index_topk=count("attention.indexer.top_k"),
+        n_shared_experts=count("expert_shared_count", 0),
+        num_hash_layers=count("hash_layer_count", 0),
+        hc_mult=count("hyper_connection.count", 1))
+    if isinstance(theta := k("attention.compress_rope_freq_base"), int | float):
+        cfg["compress_rope_theta"] = theta
 
 
 def _glm_dsa_pattern(g: GgufFile, types: Any, layers: Any, context: Any) -> str | None:

@@ -213,7 +213,7 @@ def test_a_truncated_download_and_an_unread_architecture_are_refused(capsys, tmp
     write_gguf(tmp_path / "next.gguf", hybrid, tensors)
     code, _, err = run(capsys, str(tmp_path / "next.gguf"))
     assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'mamba2' model; "
-                                        "kvplan reads the GGUFs of deepseek2, deepseek32, gemma2")
+                                        "kvplan reads the GGUFs of deepseek2, deepseek32, deepseek4, gemma2")
     assert "pass the model's config.json (or its Hub id) instead" in err
 
 
@@ -695,31 +695,37 @@ def test_gemma4_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, kw, what
     assert "\n" not in str(e.value)
 
 
-def _nemotron_h_gguf(tmp_path, catalog, arch="nemotron_h_moe", extra=None):
+def _nemotron_h_gguf(tmp_path, catalog, arch="nemotron_h_moe", extra=None, drafts=0):
     """A Nemotron-H GGUF as llama.cpp's converter lays it out: head_count_kv and
     feed_forward_length by block (0 where the block has none), the Mamba-2 numbers under ssm.*,
-    a router (ffn_gate_inp) in the MoE blocks only."""
+    a router (ffn_gate_inp) in the MoE blocks only; ``drafts`` next-n blocks after the
+    decoder's, each an attention and a MoE folded into one block (conversion/nemotron.py)."""
     cfg = next(e for e in kvcore.model_catalog() if e.id == catalog).config()
     pattern = cfg["hybrid_override_pattern"]
     n = len(pattern)
+    blocks = pattern + "+" * drafts
     meta, tensors = dense_model(
-        arch, layers=n, hidden=cfg["hidden_size"], heads=cfg["num_attention_heads"],
+        arch, layers=n + drafts, hidden=cfg["hidden_size"], heads=cfg["num_attention_heads"],
         kv_heads=cfg["num_key_value_heads"], head_dim=cfg["head_dim"],
         ffn=cfg["intermediate_size"], vocab=256, ctx=cfg["max_position_embeddings"],
         quant=8, head_type=8, experts=cfg["n_routed_experts"], used=cfg["num_experts_per_tok"],
         expert_ffn=cfg["moe_intermediate_size"], extra={
             f"{arch}.attention.head_count_kv": [
-                cfg["num_key_value_heads"] if c == "*" else 0 for c in pattern],
+                cfg["num_key_value_heads"] if c in "*+" else 0 for c in blocks],
             f"{arch}.feed_forward_length": [
-                cfg["moe_intermediate_size"] if c in "E-" else 0 for c in pattern],
+                cfg["moe_intermediate_size"] if c in "E-+" else 0 for c in blocks],
             f"{arch}.ssm.conv_kernel": cfg["conv_kernel"],
             f"{arch}.ssm.state_size": cfg["ssm_state_size"],
             f"{arch}.ssm.group_count": cfg["n_groups"],
             f"{arch}.ssm.time_step_rank": cfg["mamba_num_heads"],
             f"{arch}.ssm.inner_size": cfg["mamba_num_heads"] * cfg["mamba_head_dim"],
+            **({f"{arch}.nextn_predict_layers": drafts} if drafts else {}),
             **(extra or {})})
-    routers = {f"blk.{i}.ffn_gate_inp.weight" for i, c in enumerate(pattern) if c != "E"}
+    routers = {f"blk.{i}.ffn_gate_inp.weight" for i, c in enumerate(blocks) if c not in "E+"}
     tensors = [t for t in tensors if t[0] not in routers]
+    tensors += [(f"blk.{n + j}.nextn.eh_proj.weight", (2 * cfg["hidden_size"],
+                                                       cfg["hidden_size"]), 8)
+                for j in range(drafts)]
     path = tmp_path / f"{catalog}.gguf"
     write_gguf(path, meta, tensors)
     return load_model(str(path))
@@ -749,11 +755,36 @@ def test_a_nemotron_h_gguf_reads_its_blocks_from_the_per_layer_numbers(tmp_path)
     ({"nemotron_h_moe.attention.head_count_kv": [2] * 5 + [4] + [0] * 46}, "KV head counts"),
     # a scalar where the blocks must be told apart
     ({"nemotron_h_moe.feed_forward_length": 1856}, "feed_forward_length"),
-    ({"nemotron_h_moe.nextn_predict_layers": 1}, "next-n"),
+    # a next-n count that makes the decoder's last block (a MoE) a draft
+    ({"nemotron_h_moe.nextn_predict_layers": 1}, "next-n block 51 must hold attention"),
 ])
 def test_nemotron_h_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, extra, what):
     with pytest.raises(ConfigError, match=what) as e:
         _nemotron_h_gguf(tmp_path, "nemotron-3-nano-30b-a3b", extra=extra)
+    assert "\n" not in str(e.value)
+
+
+def test_a_nemotron_h_gguf_with_its_next_n_block_caches_the_draft_attention(tmp_path):
+    # Nemotron 3 Super: 88 blocks, then one next-n block (attention and MoE folded): the
+    # draft's attention caches 2 KV heads × 128 as kvcore numbers it from the config (layer 88)
+    cat = load_model("nemotron-3-super-120b-a12b")
+    spec = _nemotron_h_gguf(tmp_path, "nemotron-3-super-120b-a12b", drafts=1)
+    assert spec.has_mtp and spec.groups == cat.groups
+    assert [g.layers for g in spec.groups if g.mtp] == [(88,)]
+    for ctx, seqs in ((1000, 1), (262144, 4)):
+        a, b = kvcore.cache_size(spec, ctx, seqs), kvcore.cache_size(cat, ctx, seqs)
+        assert (a.total_bytes, a.state_bytes) == (b.total_bytes, b.state_bytes)
+    # the draft block's tensors are counted apart from the model's
+    assert spec.params.mtp > 0
+
+
+def test_a_nemotron_h_next_n_block_without_attention_is_refused(tmp_path):
+    pattern = next(e for e in kvcore.model_catalog()
+                   if e.id == "nemotron-3-super-120b-a12b").config()["hybrid_override_pattern"]
+    with pytest.raises(ConfigError, match="next-n block 88 must hold attention") as e:
+        _nemotron_h_gguf(tmp_path, "nemotron-3-super-120b-a12b", drafts=1, extra={
+            "nemotron_h_moe.attention.head_count_kv": [2 if c == "*" else 0 for c in pattern]
+            + [0]})
     assert "\n" not in str(e.value)
 
 
@@ -778,35 +809,38 @@ def test_a_minimax_m2_gguf_is_the_minimax_m2_7_config(tmp_path):
     assert spec.params.experts == 62 * 3 * 3072 * 1536 * 256
 
 
-def _kimi_linear_gguf(tmp_path, extra=None):
-    """Kimi-Linear as llama.cpp's loader reads it (LLM_ARCH_KIMI_LINEAR): head_count_kv by
-    layer (0 on the Kimi Delta Attention layers), the MLA widths under attention.*_mla,
-    kv_lora_rank and rope.dimension_count, the KDA head width under kda.head_dim and the
-    short convolutions' taps under ssm.conv_kernel."""
-    cfg = next(e for e in kvcore.model_catalog()
-               if e.id == "kimi-linear-48b-a3b-instruct").config()
+def _kimi_linear_gguf(tmp_path, extra=None, arch="kimi-linear",
+                      catalog="kimi-linear-48b-a3b-instruct", kv_heads=None, names=()):
+    """Kimi-Linear (or Kimi-K3) as llama.cpp's loader reads it (src/models/kimi-linear.cpp,
+    kimi-k3.cpp): head_count_kv by layer (0 on the Kimi Delta Attention layers), the MLA
+    widths under attention.*_mla, kv_lora_rank and rope.dimension_count, the KDA head width
+    under kda.head_dim and the short convolutions' taps under ssm.conv_kernel. ``names``:
+    tensors added to each layer (blk.N. + name)."""
+    cfg = next(e for e in kvcore.model_catalog() if e.id == catalog).config()
+    cfg = cfg.get("text_config", cfg)
     lac = cfg["linear_attn_config"]
     n = cfg["num_hidden_layers"]
+    kv_heads = kv_heads or cfg["num_attention_heads"]
     meta, tensors = dense_model(
-        "kimi-linear", layers=n, hidden=cfg["hidden_size"], heads=cfg["num_attention_heads"],
-        kv_heads=cfg["num_attention_heads"], head_dim=cfg["qk_nope_head_dim"]
+        arch, layers=n, hidden=cfg["hidden_size"], heads=cfg["num_attention_heads"],
+        kv_heads=kv_heads, head_dim=cfg["qk_nope_head_dim"]
         + cfg["qk_rope_head_dim"], ffn=cfg["intermediate_size"], vocab=256, ctx=1048576,
         quant=8, head_type=8, experts=cfg["num_experts"], used=cfg["num_experts_per_token"],
         expert_ffn=cfg["moe_intermediate_size"], extra={
-            "kimi-linear.attention.head_count_kv": [
-                cfg["num_attention_heads"] if i + 1 in lac["full_attn_layers"] else 0
-                for i in range(n)],
-            "kimi-linear.attention.key_length_mla": cfg["qk_nope_head_dim"]
+            f"{arch}.attention.head_count_kv": [
+                kv_heads if i + 1 in lac["full_attn_layers"] else 0 for i in range(n)],
+            f"{arch}.attention.key_length_mla": cfg["qk_nope_head_dim"]
             + cfg["qk_rope_head_dim"],
-            "kimi-linear.attention.value_length_mla": cfg["v_head_dim"],
-            "kimi-linear.attention.kv_lora_rank": cfg["kv_lora_rank"],
-            "kimi-linear.rope.dimension_count": cfg["qk_rope_head_dim"],
-            "kimi-linear.ssm.conv_kernel": lac["short_conv_kernel_size"],
-            "kimi-linear.kda.head_dim": lac["head_dim"],
-            "kimi-linear.expert_shared_count": cfg["num_shared_experts"],
-            "kimi-linear.leading_dense_block_count": cfg["first_k_dense_replace"],
-            "kimi-linear.expert_gating_func": 2, **(extra or {})})
-    path = tmp_path / "kimi-linear.gguf"
+            f"{arch}.attention.value_length_mla": cfg["v_head_dim"],
+            f"{arch}.attention.kv_lora_rank": cfg["kv_lora_rank"],
+            f"{arch}.rope.dimension_count": cfg["qk_rope_head_dim"],
+            f"{arch}.ssm.conv_kernel": lac["short_conv_kernel_size"],
+            f"{arch}.kda.head_dim": lac["head_dim"],
+            f"{arch}.expert_shared_count": cfg["num_shared_experts"],
+            f"{arch}.leading_dense_block_count": cfg["first_k_dense_replace"],
+            f"{arch}.expert_gating_func": 2, **(extra or {})})
+    tensors += [(f"blk.{i}.{name}", shape, 0) for i in range(n) for name, shape in names]
+    path = tmp_path / f"{arch}.gguf"
     write_gguf(path, meta, tensors)
     return load_model(str(path))
 
@@ -827,11 +861,140 @@ def test_a_kimi_linear_gguf_reads_its_mla_and_kda_layers(tmp_path):
     assert a1.state_bytes == 20 * (32 * 128 * 128 + 3 * 3 * 4096) * 4
 
 
-@pytest.mark.parametrize("extra,what", [
-    ({"kimi-linear.attention.head_count_kv": 32}, "head_count_kv"),
-    ({"kimi-linear.nextn_predict_layers": 1}, "next-n"),
+@pytest.mark.parametrize("arch,extra,what", [
+    ("kimi-linear", {"kimi-linear.attention.head_count_kv": 32}, "head_count_kv"),
+    # llama.cpp's Kimi converters write no next-n blocks and its loaders read no such key:
+    # which blocks would be drafts, and what cache they would hold, is not known
+    ("kimi-linear", {"kimi-linear.nextn_predict_layers": 1},
+     "kimi-linear.nextn_predict_layers 1 is not read: llama.cpp's kimi-linear converter "
+     "writes no next-n .MTP. blocks and its loader reads no such key, so which of the file's "
+     "blocks are draft blocks, and whether a draft block holds an MLA latent or Kimi Delta "
+     "Attention state, is not known"),
+    ("kimi-k3", {"kimi-k3.nextn_predict_layers": 1}, "kimi-k3.nextn_predict_layers 1 is not read"),
 ])
-def test_kimi_linear_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, extra, what):
+def test_kimi_linear_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, arch, extra, what):
+    catalog = "kimi-k3" if arch == "kimi-k3" else "kimi-linear-48b-a3b-instruct"
     with pytest.raises(ConfigError, match=what) as e:
-        _kimi_linear_gguf(tmp_path, extra)
+        _kimi_linear_gguf(tmp_path, extra, arch=arch, catalog=catalog)
     assert "\n" not in str(e.value)
+
+
+def test_a_kimi_k3_gguf_is_the_kimi_k3_text_config(tmp_path):
+    # conversion/kimi_k3.py: head_count_kv 1 on the MLA layers and 0 on the KDA ones,
+    # key_length kv_lora_rank + rope (576), expert_latent_length the latent MoE's width; the
+    # MLA output gate (attn_gate) and the full-rank KDA gate (ssm_g) are tensors of their own
+    cfg = next(e for e in kvcore.model_catalog() if e.id == "kimi-k3").config()["text_config"]
+    spec = _kimi_linear_gguf(
+        tmp_path, {"kimi-k3.attention.key_length": 576, "kimi-k3.attention.value_length": 512,
+                   "kimi-k3.expert_latent_length": cfg["routed_expert_hidden_size"]},
+        arch="kimi-k3", catalog="kimi-k3", kv_heads=1,
+        names=[("attn_gate.weight", (7168, 96 * 128)), ("ssm_g.weight", (7168, 96 * 128))])
+    cat = load_model("kimi-k3")
+    assert spec.model_type == cat.model_type == "kimi_linear"
+    assert spec.groups == cat.groups
+    for ctx, seqs in ((1000, 1), (1048576, 2)):
+        a, b = kvcore.cache_size(spec, ctx, seqs), kvcore.cache_size(cat, ctx, seqs)
+        assert (a.total_bytes, a.state_bytes) == (b.total_bytes, b.state_bytes)
+    # f16: 24 MLA layers (0-based 3, 7, ..., 91 and 92) × 576 × 2 bytes a token; one
+    # sequence's KDA state in float32: 96 heads × 128 × 128 + 3 convolutions' 3 taps × 96 ×
+    # 128 channels, × 69 layers
+    a1, a2 = kvcore.cache_size(spec, 1000, 1), kvcore.cache_size(spec, 2000, 1)
+    assert (a2.total_bytes - a2.state_bytes) - (a1.total_bytes - a1.state_bytes) \
+        == 24 * 576 * 2 * 1000
+    assert a1.state_bytes == 69 * (96 * 128 * 128 + 3 * 3 * 96 * 128) * 4
+
+
+# deepseek4 (DeepSeek-V4): conversion/deepseek.py DeepseekV4Model writes block_count the
+# decoder's layers (its draft layers go to a separate mtp- file), attention.key_length the
+# latent (head_dim), attention.compress_ratios the config's list (draft entries included),
+# attention.sliding_window, the indexer's head_count / key_length / top_k, q_lora_rank,
+# output_lora_rank, output_group_count, expert_shared_count, hash_layer_count and
+# hyper_connection.count; src/models/deepseek4.cpp counts nextn_predict_layers only where
+# blk.<first draft>.nextn.eh_proj.weight is in the file.
+def _deepseek4_gguf(tmp_path, catalog, *, drafts=0, trunk=True, extra=None, name=None):
+    cfg = next(e for e in kvcore.model_catalog() if e.id == catalog).config()
+    n = cfg["num_hidden_layers"]
+    meta, tensors = dense_model(
+        "deepseek4", layers=n + drafts, hidden=cfg["hidden_size"],
+        heads=cfg["num_attention_heads"], kv_heads=1, head_dim=cfg["head_dim"],
+        ffn=cfg["moe_intermediate_size"], vocab=256, ctx=cfg["max_position_embeddings"],
+        quant=8, head_type=8, extra={
+            "deepseek4.rope.dimension_count": cfg["qk_rope_head_dim"],
+            "deepseek4.attention.q_lora_rank": cfg["q_lora_rank"],
+            "deepseek4.attention.sliding_window": cfg["sliding_window"],
+            "deepseek4.expert_count": cfg["n_routed_experts"],
+            "deepseek4.expert_used_count": cfg["num_experts_per_tok"],
+            "deepseek4.expert_feed_forward_length": cfg["moe_intermediate_size"],
+            "deepseek4.expert_shared_count": cfg["n_shared_experts"],
+            "deepseek4.expert_gating_func": 4,
+            "deepseek4.attention.indexer.head_count": cfg["index_n_heads"],
+            "deepseek4.attention.indexer.key_length": cfg["index_head_dim"],
+            "deepseek4.attention.indexer.top_k": cfg["index_topk"],
+            "deepseek4.attention.output_group_count": cfg["o_groups"],
+            "deepseek4.attention.output_lora_rank": cfg["o_lora_rank"],
+            "deepseek4.attention.compress_ratios": cfg["compress_ratios"],
+            "deepseek4.attention.compress_rope_freq_base": float(cfg["compress_rope_theta"]),
+            "deepseek4.hyper_connection.count": cfg["hc_mult"],
+            "deepseek4.hash_layer_count": cfg["num_hash_layers"],
+            **({"deepseek4.nextn_predict_layers": drafts} if drafts else {}),
+            **(extra or {})})
+    tensors += [(f"blk.{n + j}.nextn.eh_proj.weight", (2 * cfg["hidden_size"],
+                                                       cfg["hidden_size"]), 8)
+                for j in range(drafts)]
+    if not trunk:
+        tensors = [t for t in tensors if not t[0].startswith("blk.")
+                   or int(t[0].split(".")[1]) >= n]
+    path = tmp_path / (name or f"{catalog}.gguf")
+    write_gguf(path, meta, tensors)
+    return load_model(str(path))
+
+
+@pytest.mark.parametrize("catalog", ["deepseek-v4-flash", "deepseek-v4-pro"])
+def test_a_deepseek4_gguf_reads_its_sliding_compressed_and_index_layers(tmp_path, catalog):
+    cat = load_model(catalog)
+    # the converter's file: no draft layer, so the catalog's groups less its MTP layer
+    spec = _deepseek4_gguf(tmp_path, catalog)
+    assert spec.model_type == "deepseek_v4" and not spec.has_mtp
+    assert spec.groups == tuple(g for g in cat.groups if not g.mtp)
+    assert {g.kind for g in spec.groups} == {"sliding", "compressed", "index", "compressor"}
+    # a file with its draft block (nextn_predict_layers and blk.N.nextn.eh_proj): all of them
+    spec = _deepseek4_gguf(tmp_path, catalog, drafts=1, name="mtp.gguf")
+    assert spec.has_mtp and spec.groups == cat.groups
+    for ctx, seqs in ((1000, 1), (262144, 3)):
+        a, b = kvcore.cache_size(spec, ctx, seqs), kvcore.cache_size(cat, ctx, seqs)
+        assert (a.total_bytes, a.state_bytes) == (b.total_bytes, b.state_bytes)
+
+
+def test_a_deepseek4_gguf_s_cache_worked_by_hand(tmp_path):
+    # Flash, f16, one sequence of 1,024 tokens: every layer a 128-token window of the
+    # 512-value latent (43 × 128 × 512), the 21 ratio-4 layers 256 compressed latents and
+    # 256 indexer keys of 128, the 20 ratio-128 layers 8 compressed latents
+    spec = _deepseek4_gguf(tmp_path, "deepseek-v4-flash")
+    c = kvcore.cache_size(spec, 1024, 1)
+    values = 43 * 128 * 512 + 21 * 256 * (512 + 128) + 20 * 8 * 512
+    # the compressors' float32 rows: 21 × (2 × 8 × 1024 + 2 × 8 × 256), 20 × 2 × 128 × 512
+    state = 21 * 20480 * 4 + 20 * 131072 * 4
+    assert (c.total_bytes - c.state_bytes, c.state_bytes) == (values * 2, state)
+
+
+@pytest.mark.parametrize("kw,what", [
+    # nextn_predict_layers without the draft block's tensors: every block is the decoder's
+    # (llama.cpp's probe), and 44 blocks need 44 ratios of 0, 4 or 128
+    ({"extra": {"deepseek4.attention.compress_ratios": [0, 4] * 20}}, "compress_ratios"),
+    ({"extra": {"deepseek4.attention.compress_ratios": [0, 0] + [4, 64] * 21}},
+     "compress_ratios"),
+    ({"extra": {"deepseek4.attention.value_length": 448}}, "one latent"),
+    ({"drafts": 1, "trunk": False}, "draft .MTP. blocks only"),
+])
+def test_deepseek4_ggufs_that_cannot_be_read_exactly_are_refused(tmp_path, kw, what):
+    with pytest.raises(ConfigError, match=what) as e:
+        _deepseek4_gguf(tmp_path, "deepseek-v4-flash", **kw)
+    assert "\n" not in str(e.value)
+
+
+def test_a_deepseek4_gguf_without_its_draft_tensors_reads_every_block_as_the_decoder_s(tmp_path):
+    # nextn_predict_layers 1 but no blk.43.nextn.eh_proj.weight: llama.cpp reads 43 layers
+    # of the 43 blocks, no draft
+    spec = _deepseek4_gguf(tmp_path, "deepseek-v4-flash",
+                           extra={"deepseek4.nextn_predict_layers": 1})
+    assert not spec.has_mtp and spec.num_layers == 43
