@@ -847,7 +847,9 @@ def spec_from_files(files: Files, name: str, source: str) -> ModelSpec:
     cfg = config_from_gguf(first, {t.name for g in parts for t in g.tensors})
     label = str(cfg.get("_name_or_path") or first.base)[:200]
     spec = spec_from_config(cfg, name=label, source=source)
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    # Nemotron-H's config names its routed experts n_routed_experts
+    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts")
+                  or cfg.get("n_routed_experts") or 0)
     layers = int(cfg["num_hidden_layers"])
     ck = _checkpoint(parts, experts, int(cfg.get("num_experts_per_tok") or 0), layers)
     # parameters counted from the tensors themselves, the draft blocks' apart

@@ -748,6 +748,8 @@ def test_a_nemotron_h_gguf_reads_its_blocks_from_the_per_layer_numbers(tmp_path)
     # 64 heads × 64 × 128 and the conv window (kernel 4 - 1) × (inner 4096 + 2 × 8 groups ×
     # 128 state): (524,288 + 18,432) × 4 = 2,170,880 bytes, × 23 blocks
     assert a1.state_bytes == 23 * (64 * 64 * 128 + 3 * (4096 + 2 * 8 * 128)) * 4
+    # a token reads 6 of the 128 routed experts (n_routed_experts, num_experts_per_tok)
+    assert spec.params.experts and spec.params.active_experts == spec.params.experts * 6 // 128
 
 
 @pytest.mark.parametrize("extra,what", [
