@@ -807,6 +807,17 @@ def _kv_shared_layers(r: _Reader, kinds: list[set[LayerKind]]) -> frozenset[int]
     return frozenset(range(first, n))
 
 
+def _kv_shared_sources(kinds: list[set[LayerKind]],
+                       shared: frozenset[int]) -> tuple[tuple[int, int], ...]:
+    """(layer, source) for each KV-shared layer: the last layer before the shared tail with
+    the same attention kinds (``_kv_shared_layers`` has checked that one exists)."""
+    if not shared:
+        return ()
+    first = min(shared)
+    return tuple((i, max(j for j in range(first) if kinds[j] == kinds[i]))
+                 for i in sorted(shared))
+
+
 class _Laguna(NamedTuple):
     """Laguna's per-layer fields: query heads, the output gate's width per query head (1: one
     scalar a head, head_dim: one a channel, 0: no gate) and which layers run the MoE block."""
@@ -1999,10 +2010,12 @@ def spec_from_config(
         defaulted=tuple(dict.fromkeys(r.defaulted)),
         cacheless_layers=sum(1 for ks in cache_kinds if not ks),
         kv_shared_layers=len(shared),
+        kv_shared_sources=(_kv_shared_sources(kinds_per_layer, shared)
+                           if model_type in GEMMA4_TYPES or model_type in GEMMA3N_TYPES else ()),
         cla_share_factor=cla_share_factor(lm) if model_type in HUNYUAN_TYPES else 1,
         linear_attention_layers=sum(1 for b in nas or () if b.attention == "linear"),
         hidden_layers=n_layers,
-        vision_encoder=_vision_encoder(vision),
+        vision_encoder=_vision_encoder(vision, _architecture(config)),
         architecture=_architecture(config),
         kda=isinstance(lm.get("linear_attn_config"), dict)
         and bool(lm["linear_attn_config"].get("kda_layers")),
@@ -2295,17 +2308,26 @@ def _quantization(config: Mapping[str, Any], lm: Mapping[str, Any],
     return scheme, tuple(notes)
 
 
-def _vision_encoder(vision: dict[str, Any] | None) -> tuple[int, int] | None:
+#: architectures whose SGLang vision config names its depth and width vt_num_hidden_layers and
+#: vt_hidden_size and aliases them as num_hidden_layers / hidden_size (configs/kimi_k3.py
+#: KimiK3VisionConfig, sglang 0.5.23)
+_VT_VISION_ARCHS = frozenset({"KimiK3ForConditionalGeneration"})
+
+
+def _vision_encoder(vision: dict[str, Any] | None,
+                    architecture: str | None = None) -> tuple[int, int] | None:
     """(layers, hidden size) of a vision encoder, as SGLang reads them (24 and 1024 where the
     config has no such key, or no usable value)."""
     if not vision:
         return None
+    vt = architecture in _VT_VISION_ARCHS
 
     def whole(key: str, default: int) -> int:
-        value = vision.get(key)
+        value = vision.get(f"vt_{key}" if vt else key)
         if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 20:
             return value
         return default
 
-    return whole("num_hidden_layers", 24), whole("hidden_size", 1024)
+    # KimiK3VisionConfig's own defaults where the vt_ keys are absent: 27 layers of 1024
+    return whole("num_hidden_layers", 27 if vt else 24), whole("hidden_size", 1024)
 

@@ -294,6 +294,9 @@ class ModelSpec:
     #: of those, the layers that attend over an earlier layer's cache (Gemma 4 / Gemma-3n
     #: ``num_kv_shared_layers``)
     kv_shared_layers: int = 0
+    #: each KV-shared layer with the earlier layer whose cache it reads, (layer, source): the
+    #: source is the last layer before the shared tail of the same attention type
+    kv_shared_sources: tuple[tuple[int, int], ...] = ()
     #: HunYuan's cross-layer attention (``use_cla``): consecutive layers sharing one K/V, the
     #: first of each group holding it (1: none)
     cla_share_factor: int = 1

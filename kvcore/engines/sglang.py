@@ -64,23 +64,32 @@ UNSUPPORTED = {
 #: text_config so the full-attention pool reads global_head_dim × num_global_key_value_heads
 #: and the swa_* fields the sliding geometry; a bare ``gemma4_text`` config is not rewritten
 #: there, and the model (models/gemma4_causal.py) builds its full layers from head_dim, so
-#: what it would load is not established. The bundled Step-3.7-Flash config names
-#: Step3p7FlashForCausalLM, while is_hybrid_swa_model (configs/model_config.py @001adf56)
-#: lists Step3p7ForConditionalGeneration; whether the token pool gives Gemma-3n's KV-shared
-#: layers (which read an earlier layer's cache) buffers of their own was not read
+#: what it would load is not established. Step-3.7 as Step3p7ForConditionalGeneration (the
+#: VLM wrapper of models/step3p7.py, hybrid SWA in configs/model_config.py
+#: is_hybrid_swa_model): its Step3p7Config builds the decoder from text_config and falls back
+#: to Step3p5Config's defaults where a config has none, which kvplan does not reproduce
 LAYOUT_UNKNOWN = {
-    "step3p7": "whether SGLang gives Step-3.7 a sliding-window pool (is_hybrid_swa_model "
-               "lists Step3p7ForConditionalGeneration, not this config's architecture)",
-    "gemma3n": "whether SGLang's pool keeps Gemma-3n's KV-shared layers (num_kv_shared_layers)",
-    "gemma3n_text": "whether SGLang's pool keeps Gemma-3n's KV-shared layers "
-                    "(num_kv_shared_layers)",
+    "step3p7": "Step-3.7's decoder geometry under Step3p7ForConditionalGeneration "
+               "(configs/step3p7.py Step3p7Config reads it from text_config, defaulting to "
+               "Step3p5Config)",
 }
-#: by architecture: Kimi-K3 runs through models/kimi_k3.py, and whether its architecture takes
-#: the Mamba extra_buffer slots (arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS lists
-#: KimiLinearForCausalLM only) is not in the source read
+#: by architecture: KimiK3LinearForCausalLM (the text-only entry of models/kimi_k3.py) is on
+#: neither arg_groups/overrides.py list, _MAMBA_RADIX_CACHE_ARCHS nor
+#: _MAMBA_EXTRA_BUFFER_ARCHS, so its mamba_radix_cache_strategy is left unresolved there
 LAYOUT_UNKNOWN_ARCH = {
-    "KimiK3ForConditionalGeneration": "how many KDA state slots SGLang gives a Kimi-K3 request "
-                                      "(extra_buffer or not)",
+    "KimiK3LinearForCausalLM": "how many KDA state slots SGLang 0.5.23 gives a "
+                               "KimiK3LinearForCausalLM request (arg_groups/overrides.py "
+                               "lists only KimiK3ForConditionalGeneration for extra_buffer)",
+}
+#: architectures SGLang 0.5.23 cannot load, by config architecture: no module in
+#: python/sglang/srt/models registers them as an EntryClass, and without an auto_map the
+#: Transformers fallback (model_loader/utils.py resolve_transformers_arch) raises
+UNREGISTERED_ARCHS = {
+    "Step3p7FlashForCausalLM": ("models/step3p7.py registers Step3p7ForConditionalGeneration "
+                                "only (and models/step3p5.py Step3p5ForCausalLM); no module "
+                                "of sglang 0.5.23 registers Step3p7FlashForCausalLM, and with "
+                                "no auto_map in the config model_loader/utils.py "
+                                "resolve_transformers_arch raises 'Cannot find model module'"),
 }
 #: --pp: the remainder of the layers goes to the last stages (distributed/utils.py get_pp_indices)
 STAGE_SPLIT = sglang_stage_layers
@@ -131,6 +140,10 @@ MULTIMODAL_ARCHS = frozenset({
     "BailingMMNativeForConditionalGeneration", "BailingMM2NativeForConditionalGeneration",
     "BailingMoeV3VLForConditionalGeneration",
 })
+#: architectures off multimodal_model_archs that 0.5.23's ModelConfig still makes multimodal:
+#: the config nests its decoder (hf_text_config is not hf_config, has_multimodal_subconfig in
+#: configs/model_config.py ModelConfig.__init__) and enable_multimodal defaults to True
+SUBCONFIG_MULTIMODAL_ARCHS = frozenset({"KimiK3ForConditionalGeneration"})
 #: multimodal architectures SGLang serves text-only unless --enable-multimodal is given
 #: (ModelConfig: enable_multimodal defaults to False for these)
 TEXT_ONLY_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
@@ -236,7 +249,7 @@ def is_multimodal(spec: ModelSpec) -> bool:
     arch = spec.architecture
     if arch in TEXT_ONLY_ARCHS:
         return False
-    if arch in MULTIMODAL_ARCHS:
+    if arch in MULTIMODAL_ARCHS or arch in SUBCONFIG_MULTIMODAL_ARCHS:
         return True
     if spec.vision_encoder is not None:
         raise InputError(f"whether SGLang serves {arch or 'this architecture'} as multimodal "
@@ -296,6 +309,9 @@ MAMBA_SSM_BYTES = 4
 EXTRA_BUFFER_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
                                 "qwen3_5_moe_text", "kimi_linear", "nemotron_h", "falcon_h1",
                                 "granitemoehybrid"})
+#: (Kimi-K3's decoder is a kimi_linear text_config: KimiK3ForConditionalGeneration is on
+#: 0.5.23's _MAMBA_EXTRA_BUFFER_ARCHS too; KimiK3LinearForCausalLM is refused,
+#: LAYOUT_UNKNOWN_ARCH)
 #: Mamba slots a running request may hold: 3, plus the two ping-pong track slots of
 #: extra_buffer with the overlap scheduler (model_runner_kv_cache_mixin
 #: _calculate_mamba_ratio)
@@ -573,23 +589,50 @@ GEMMA4_ARCH = "Gemma4ForConditionalGeneration"
 
 def refuse_gemma4(spec: ModelSpec) -> None:
     """Refuse the Gemma 4 configs whose SGLang pools are not established: a text-only
-    config (Gemma4ForCausalLM, model_type gemma4_text), which the loader does not rewrite, and
-    one with KV-shared layers (E2B/E4B), which get_hybrid_layer_ids counts in the pools' cost
-    though they write no cache (whether the pools allocate rows for them was not read)."""
+    config (Gemma4ForCausalLM, model_type gemma4_text), which the loader does not rewrite.
+    (KV-shared layers are sized: ``with_kv_shared_rows``.)"""
     if spec.architecture != GEMMA4_ARCH:
         what = (f"Gemma 4's full-attention pool for {spec.architecture or 'a text-only config'} "
                 f"(SGLang rewrites global_head_dim and num_global_key_value_heads into it only "
                 f"for a {GEMMA4_ARCH} config)")
-    elif spec.kv_shared_layers:
-        what = "whether SGLang's pools hold rows for Gemma 4's KV-shared layers"
     else:
         return
     raise InputError(f"SGLang: kvplan could not establish {what} from the engine's source, so "
                      "it does not size this model there; choose another engine", field="engine")
 
 
+def refuse_unregistered(spec: ModelSpec) -> None:
+    """Refuse, in one line, a config whose architecture SGLang 0.5.23 registers nowhere
+    (UNREGISTERED_ARCHS), naming what was searched and what is missing."""
+    why = UNREGISTERED_ARCHS.get(spec.architecture or "")
+    if why is not None:
+        raise InputError(f"SGLang does not run {spec.architecture}: {why}", field="engine")
+
+
+def with_kv_shared_rows(spec: ModelSpec) -> ModelSpec:
+    """The spec as SGLang's token pools see it: a KV-shared layer (Gemma-3n, Gemma 4's E
+    series) writes no cache and reads its source's (models/gemma3n_causal.py,
+    gemma4_causal.py: the attention's layer_id is the source's, save_kv_cache off), yet the
+    pools allocate a row for it as for any layer: the single pool spans
+    max(num_hidden_layers, num_attention_layers) layers (model_runner_components/
+    layer_setup.py _compute_model_num_layers), and the hybrid SWA pools every layer that
+    layer_types names sliding or full (configs/model_config.py get_hybrid_layer_ids). Each
+    shared layer joins its source's group, with that group's geometry."""
+    if not spec.kv_shared_sources:
+        return spec
+    source_of = dict(spec.kv_shared_sources)
+    groups = []
+    for g in spec.groups:
+        extra = [layer for layer, src in source_of.items() if not g.mtp and src in g.layers]
+        groups.append(replace(g, layers=tuple(sorted(g.layers + tuple(extra)))) if extra else g)
+    added = sum(len(g.layers) for g in groups) - sum(len(g.layers) for g in spec.groups)
+    return replace(spec, groups=tuple(groups), kv_shared_layers=0, kv_shared_sources=(),
+                   cacheless_layers=spec.cacheless_layers - added)
+
+
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("SGLang", req.spec, UNSUPPORTED)
+    refuse_unregistered(req.spec)
     # its DeciLMForCausalLM numbers attention by the decoder layer, but whether the token
     # pool then holds the no-op layers too is not established
     refuse_nas_layout("SGLang", req.spec, always="the token pool's layers for no-op blocks "
@@ -597,6 +640,8 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_layout("SGLang", req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     if req.spec.model_type in ("gemma4", "gemma4_text"):
         refuse_gemma4(req.spec)
+    shared_rows = req.spec.kv_shared_layers
+    req = replace(req, spec=with_kv_shared_rows(req.spec))
     if req.settings.speculative_tokens and not has_kind(req.spec, LayerKind.COMPRESSED):
         # EAGLE/MTP adds draft layers to the KV cell and, on Mamba/linear-attention models,
         # intermediate states jointly solved with the slots (_handle_max_mamba_cache): not sized
@@ -768,6 +813,9 @@ def plan(req: EngineRequest) -> EngineReport:
     notes = [n for n in (note_hybrid, rule_note(req, frac)) if n]
     if refused:
         notes.insert(0, f"SGLang refuses to start: {startup_reason(refused)}")
+    if shared_rows:
+        notes.append(f"SGLang's pools hold rows for the {shared_rows} KV-shared layers too "
+                     "(never written: they read an earlier layer's cache)")
     if any(router_extra):
         notes.append(f"SGLang keeps this model's MoE router in float32 "
                      f"({FP32_ROUTER_TYPES[req.spec.model_type]}): "
