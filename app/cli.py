@@ -142,7 +142,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-num-batched-tokens", type=int, default=None,
                    help="vLLM (16384 on cards of 160 GiB or more, 8192 from 70 GiB but A100s "
                         "and GB10, else 2048)")
-    g.add_argument("--speculative-tokens", type=int, default=0, help="vLLM speculative tokens")
+    g.add_argument("--speculative-tokens", type=int, default=0,
+                   help="vLLM speculative tokens; SGLang with --mtp: "
+                        "--speculative-num-draft-tokens (default 4)")
     g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
@@ -162,7 +164,8 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dtype", default="f32", choices=("f32", "f16", "bf16"),
                    help="recurrent-state dtype (f32, as llama.cpp keeps it)")
     p.add_argument("--images", default="1", help="images per sequence (cross-attention models)")
-    p.add_argument("--mtp", action="store_true", help="count MTP/draft layers and weights")
+    p.add_argument("--mtp", action="store_true",
+                   help="count MTP/draft layers and weights (SGLang: EAGLE with the MTP head)")
     p.add_argument("--overhead", default=None, help="runtime overhead instead of the estimate")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--version", action="version", version=f"kvplan {kvcore.__version__}")

@@ -62,7 +62,8 @@ class PlanIn(BaseModel):
                              description="recurrent-state dtype")
     overhead: str | None = Field(None, max_length=40, examples=["1GiB"],
                                  description="runtime overhead instead of the estimate")
-    speculative_tokens: int = Field(0, ge=0, le=64, description="vLLM speculative tokens")
+    speculative_tokens: int = Field(0, ge=0, le=64, description="vLLM speculative tokens; SGLang "
+                                    "with mtp: --speculative-num-draft-tokens")
     ubatch: int | None = Field(None, ge=1, le=1 << 24, description="llama.cpp n_ubatch")
     swa_full: bool = Field(False, description="llama.cpp full-size SWA cache")
     kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")

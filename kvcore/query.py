@@ -43,13 +43,20 @@ _ENGINE_NAMES = {"raw": "raw", "vllm": "vLLM", "llama.cpp": "llama.cpp", "sglang
                  "trtllm": "TensorRT-LLM"}
 
 
-def check_settings(engine: str, settings: EngineSettings) -> None:
-    """Raise for a setting (not at its default) that ``engine`` does not read."""
+#: settings an engine reads only with --mtp: SGLang's --speculative-num-draft-tokens for the
+#: model's own MTP head (engines/sglang_mtp.py)
+MTP_SETTINGS = {"sglang": ("speculative_tokens",)}
+
+
+def check_settings(engine: str, settings: EngineSettings, *, mtp: bool = False) -> None:
+    """Raise for a setting (not at its default) that ``engine`` does not read (with ``mtp``,
+    also the MTP_SETTINGS it reads then)."""
     default = EngineSettings()
+    reads = ENGINE_SETTINGS[engine] + (MTP_SETTINGS.get(engine, ()) if mtp else ())
     for f in fields(settings):
         if getattr(settings, f.name) == getattr(default, f.name):
             continue
-        if f.name not in ENGINE_SETTINGS[engine]:
+        if f.name not in reads:
             owners = [e for e, names in ENGINE_SETTINGS.items() if f.name in names]
             name = SETTING_NAMES.get(f.name, f.name)
             spelled = [_ENGINE_NAMES[e] for e in owners]
@@ -71,7 +78,7 @@ class Query(EngineRequest):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "engine", canonical_engine(self.engine))
-        check_settings(self.engine, self.settings)
+        check_settings(self.engine, self.settings, mtp=self.cache.mtp)
         n = len(self.gpus)
         if n > 1 and n != self.parallel.ranks_per_replica:
             raise InputError(f"{n} GPUs given but tp × pp is {self.parallel.ranks_per_replica}; "

@@ -44,6 +44,11 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
+from .sglang_mtp import draft_line as mtp_draft_line
+from .sglang_mtp import mamba_slots as mtp_mamba_slots
+from .sglang_mtp import notes as mtp_notes
+from .sglang_mtp import resolve as mtp_resolve
+from .sglang_mtp import target_cell as mtp_cell
 
 NAME = "sglang"
 #: architectures SGLang cannot load, by model_type: no module in python/sglang/srt/models
@@ -642,12 +647,6 @@ def plan(req: EngineRequest) -> EngineReport:
         refuse_gemma4(req.spec)
     shared_rows = req.spec.kv_shared_layers
     req = replace(req, spec=with_kv_shared_rows(req.spec))
-    if req.settings.speculative_tokens and not has_kind(req.spec, LayerKind.COMPRESSED):
-        # EAGLE/MTP adds draft layers to the KV cell and, on Mamba/linear-attention models,
-        # intermediate states jointly solved with the slots (_handle_max_mamba_cache): not sized
-        raise InputError("kvplan does not model SGLang's speculative decoding (draft KV layers "
-                         "in the token pool, the Mamba intermediate-state buffer); plan "
-                         "--speculative-tokens with --engine vllm", field="speculative_tokens")
     if has_kind(req.spec, LayerKind.COMPRESSED):
         from .sglang_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
@@ -662,6 +661,8 @@ def plan(req: EngineRequest) -> EngineReport:
         k_name = dsa_flag or "auto"
     sliding = (req.spec.model_type in HYBRID_SWA_TYPES
                and any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups))
+    # EAGLE/NEXTN with the model's MTP head (sglang_mtp): None without --mtp
+    sp = mtp_resolve(req, sliding=sliding)
     note_hybrid = ""
     p = req.parallel
     page = DSA_PAGE if dsa else (s.page_size or 1)
@@ -687,6 +688,11 @@ def plan(req: EngineRequest) -> EngineReport:
     kb, vb = rows[binding]
     cell = max(1, kb + vb)
     stage = shares[binding].spec
+    base_cell = cell
+    if sp is not None:
+        cell = mtp_cell(cell, len({i for g in stage.groups if not g.mtp and not g.kind.is_recurrent
+                                   for i in g.layers}), sp,
+                        indexer_row=DSA_INDEX_ROW if dsa else 0)
     recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp]
     per_running = slots_per_request(req.spec.model_type)
     ssm_bytes = req.spec.ssm_pinned_bytes or MAMBA_SSM_BYTES
@@ -709,7 +715,14 @@ def plan(req: EngineRequest) -> EngineReport:
             # the Mamba state pool takes ratio / (1 + ratio) of what is left, less the pool's
             # padding slot; KV gets what the slots and the padding slot leave
             # (kv_cache_configurator _handle_max_mamba_cache)
-            slots = mamba_slots_for(rest, per_req)
+            if sp is not None:
+                # the draft tokens' intermediate states come out of the Mamba share too
+                slots, states = mtp_mamba_slots(rest, per_req, sp, ratio=MAMBA_RATIO,
+                                                per_running=per_running, running=running)
+                rest -= states
+                total = rest
+            else:
+                slots = mamba_slots_for(rest, per_req)
             if slots > 0:
                 rest -= (slots + 1) * per_req
         if sliding:
@@ -792,6 +805,10 @@ def plan(req: EngineRequest) -> EngineReport:
                  f"{tokens}"]
     else:
         lines = [allocated(tokens, kb, vb)]
+    if sp is not None and sp.cell_layers and not recurrent:
+        # the draft worker's pool: the same token count over the draft's layers
+        lines.append(mtp_draft_line(stage, opts, tokens, page, pool_bytes=dsa_pool_bytes(
+            tokens, sp.draft_layers, row) if dsa else None))
     capped = running_cap_warning(req.sequences, tokens, mamba_slots, per_running)
     if refused:
         # it raises before the pools are built: nothing of theirs is logged
@@ -811,6 +828,9 @@ def plan(req: EngineRequest) -> EngineReport:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
     notes = [n for n in (note_hybrid, rule_note(req, frac)) if n]
+    if sp is not None:
+        cmd += sp.flags()
+        notes += mtp_notes(sp, hybrid=bool(recurrent), cell=cell, base_cell=base_cell)
     if refused:
         notes.insert(0, f"SGLang refuses to start: {startup_reason(refused)}")
     if shared_rows:

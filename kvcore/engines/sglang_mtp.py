@@ -1,0 +1,166 @@
+"""SGLang speculative decoding with the model's own MTP / next-n head (EAGLE, NEXTN), as
+release 0.5.23 sizes it.
+
+Sources read (sglang 0.5.23 wheel): ``arg_groups/speculative_hook.py`` (``_handle_eagle_family``:
+NEXTN is EAGLE; without ``--speculative-num-steps`` it picks 3 steps, top-k 1 and 4 draft
+tokens (``_auto_choose_speculative_params``), and with top-k 1 the draft tokens are always
+steps + 1; DeepSeek-V3/V3.2, GLM-4.5 and GLM-5 get their own checkpoint as the draft path),
+``model_runner_components/spec_aux_hidden_state.py · _resolve_eagle_aux_hidden_state`` (the
+draft layers the target's pool pays for: the draft config's ``num_nextn_predict_layers``, or
+for a draft without a path the target config's, which Qwen3.5's and Qwen3-Next's configs do
+not name), ``model_executor/pool_configurator.py · DefaultPoolConfigurator.__init__`` (cell +=
+int(cell × draft layers / layers); a DSA model adds the draft's latent share and 132-byte
+indexer keys in every draft layer), ``mem_cache/kv_cache_configurator.py ·
+_handle_max_mamba_cache`` (the Mamba slots and the draft tokens' intermediate states solved
+together) and ``managers/scheduler.py · init_target_memory_pool / init_memory_pools`` (the
+draft is loaded before the target's pool is profiled; the draft worker then builds its own
+pool of the same token count from the target's MemoryPoolConfig).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import InputError
+from ..kv import CacheOptions, kv_row_bytes
+from ..model import LayerKind, ModelSpec
+from .base import EngineRequest, GiB
+
+#: draft steps, top-k and draft tokens SGLang picks itself for an EAGLE/NEXTN run
+#: (speculative_hook.py _auto_choose_speculative_params: (3, 1, 4) for every built-in head)
+AUTO_STEPS, AUTO_TOPK, AUTO_DRAFT_TOKENS = 3, 1, 4
+#: model types whose config names its MTP layers ``mtp_num_hidden_layers``, a field SGLang
+#: does not read: with no draft path (speculative_hook.py sets one only for the DeepSeek / GLM
+#: / Bailing / HunYuan families) the target's num_nextn_predict_layers is None, so the
+#: target's pool adds no draft layers (spec_aux_hidden_state.py _resolve_eagle_aux_hidden_state)
+NO_NEXTN_FIELD_TYPES = frozenset({"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
+                                  "qwen3_next"})
+#: cache kinds whose SGLang draft pool kvplan sizes: MLA (with its DSA indexer keys) and
+#: full attention; recurrent layers are the target's Mamba pool
+SIZED_KINDS = frozenset({LayerKind.FULL, LayerKind.MLA, LayerKind.INDEXER})
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """An EAGLE/NEXTN launch: draft steps, top-k 1, draft tokens, and the draft layers the
+    target's pool pays for (``cell_layers``; 0 where SGLang reads none) and the draft model
+    has (``draft_layers``)."""
+
+    steps: int
+    draft_tokens: int
+    cell_layers: int
+    draft_layers: int
+
+    def flags(self) -> list[str]:
+        """The launch_server flags of this run."""
+        return ["--speculative-algorithm EAGLE", f"--speculative-num-steps {self.steps}",
+                "--speculative-eagle-topk 1",
+                f"--speculative-num-draft-tokens {self.draft_tokens}"]
+
+
+def _refuse(what: str, field: str = "mtp") -> InputError:
+    return InputError(f"SGLang with --mtp: {what}", field=field)
+
+
+def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
+    """The speculative run of this request (None without --mtp), or a one-line refusal of what
+    is not sized. ``--speculative-tokens`` sets --speculative-num-draft-tokens (top-k 1, so
+    steps = tokens − 1); without it SGLang's own 3 steps and 4 draft tokens."""
+    spec, tokens = req.spec, req.settings.speculative_tokens
+    if not req.cache.mtp:
+        if tokens:
+            raise InputError("SGLang's --speculative-tokens sets the draft tokens of the "
+                             "model's own MTP head: add --mtp (kvplan sizes SGLang's "
+                             "speculative decoding only with it)", field="speculative_tokens")
+        return None
+    if req.parallel.pp > 1:
+        raise _refuse("the draft runs on the last pipeline stage only (SGLANG_ENABLE_PP_SPEC); "
+                      "how the other stages' pools count it is not sized: use --pp 1")
+    if sliding:
+        raise _refuse("the draft layer's place in the sliding-window and full pools "
+                      "(eagle_draft_swa_num_layers of a draft without its own path) is not "
+                      "established")
+    kinds = {g.kind for g in spec.groups if not g.kind.is_recurrent}
+    if not kinds <= SIZED_KINDS:
+        raise _refuse("the draft pool of a model with "
+                      + ", ".join(sorted(k.name.lower() for k in kinds - SIZED_KINDS))
+                      + " layers is not sized")
+    draft = _draft_layers(spec)
+    if not draft:
+        raise _refuse(f"{spec.name} has no MTP / next-n layers in its config "
+                      "(num_nextn_predict_layers or mtp_num_hidden_layers) for an EAGLE draft")
+    if tokens == 1:
+        raise InputError("SGLang's EAGLE with top-k 1 drafts steps + 1 tokens: "
+                         "--speculative-tokens must be at least 2", field="speculative_tokens")
+    d = tokens or AUTO_DRAFT_TOKENS
+    cell_layers = 0 if spec.model_type in NO_NEXTN_FIELD_TYPES else draft
+    return Speculative(steps=d - 1, draft_tokens=d, cell_layers=cell_layers, draft_layers=draft)
+
+
+def _draft_layers(spec: ModelSpec) -> int:
+    """The MTP layers the config names (each once, whatever caches it holds)."""
+    return len({i for g in spec.groups if g.mtp for i in g.layers})
+
+
+def target_cell(cell: int, layers: int, sp: Speculative, *, indexer_row: int = 0) -> int:
+    """The profiler's cell with the draft's share (DefaultPoolConfigurator): ``cell`` over
+    ``layers`` KV layers gains int(cell × draft / layers); for a DSA model (``indexer_row`` the
+    indexer bytes a layer) the latent share and the draft's own indexer keys."""
+    if not sp.cell_layers or layers <= 0:
+        return cell
+    if indexer_row:
+        latent = cell - indexer_row * layers
+        return cell + latent * sp.cell_layers // layers + indexer_row * sp.cell_layers
+    return cell + cell * sp.cell_layers // layers
+
+
+def mamba_slots(rest: int, per_req: int, sp: Speculative, *, ratio: float,
+                per_running: int, running: int) -> tuple[int, int]:
+    """(max_mamba_cache_size, intermediate-state bytes) from ``rest`` bytes with draft tokens D
+    (kv_cache_configurator _handle_max_mamba_cache): the Mamba share of rest holds K slots, the
+    padding slot and the states of D draft tokens for (1 + K / slots a request) requests:
+    K = int((share − per_req (1 + D)) // (per_req (1 + D / slots a request))); the states
+    taken are per_req × (min(running, K // slots a request) + 1) × D."""
+    d = sp.draft_tokens
+    share = rest * ratio / (1 + ratio)
+    slots = math.floor((share - per_req * (1 + d)) // (per_req * (1 + d / per_running)))
+    capped = min(max(1, running), slots // per_running)
+    return slots, per_req * (capped + 1) * d
+
+
+def notes(sp: Speculative, *, hybrid: bool, cell: int, base_cell: int) -> list[str]:
+    """What a plan says about the speculative run."""
+    out = [f"EAGLE/NEXTN with the model's MTP head: {sp.steps} steps, top-k 1, "
+           f"{sp.draft_tokens} draft tokens (--speculative-tokens sets the draft tokens); the "
+           "draft's weights are loaded before the pool is profiled"]
+    if sp.cell_layers:
+        out.append(f"the pool's cell pays for {sp.cell_layers} draft layer(s): {cell:,} bytes a "
+                   f"token per rank, {cell - base_cell:,} of them the draft's")
+    else:
+        out.append("SGLang reads no num_nextn_predict_layers from this config (it names "
+                   "mtp_num_hidden_layers), so the pool's cell pays for no draft layer")
+    if hybrid:
+        out.append(f"the Mamba pool also holds intermediate states for {sp.draft_tokens} draft "
+                   "tokens a running request, solved together with the slots; the draft "
+                   "worker's own pool (same token count) is not sized here")
+    elif not sp.cell_layers:
+        out.append("the draft worker's own KV pool (same token count) comes out of the memory "
+                   "mem_fraction_static leaves, not sized here")
+    return out
+
+
+def draft_line(spec: ModelSpec, opts: CacheOptions, tokens: int, page: int, *,
+               pool_bytes: int | None = None) -> str:
+    """The line the draft worker's pool logs: ``tokens`` + one page of rows over the draft's
+    layers (its MTP layers' geometry; ``pool_bytes`` where the caller sized a DSA pool)."""
+    if pool_bytes is not None:
+        return f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool_bytes / GiB:.2f} GB"
+    k_all, v_all = kv_row_bytes(spec, opts.kv_k, opts.kv_v, mtp=True)
+    k_base, v_base = kv_row_bytes(spec, opts.kv_k, opts.kv_v)
+    k_gb = (tokens + page) * (k_all - k_base) / GiB
+    v_gb = (tokens + page) * (v_all - v_base) / GiB
+    if any(g.kind is LayerKind.MLA for g in spec.groups if g.mtp):
+        return f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_gb + v_gb:.2f} GB"
+    return (f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, "
+            f"V size: {v_gb:.2f} GB")
