@@ -68,10 +68,12 @@ _SIZES_DEEPSEEK_V4 = frozenset({"sglang", "vllm", "llama.cpp"})
 #: what keeps an engine that runs DeepSeek-V4 from being sized: one clause each, cited in
 #: docs/ENGINES.md §7
 _DSV4_MISSING = {
-    "trtllm": ("TensorRT-LLM runs it with DeepseekV4CacheManager, a KVCacheManagerV2 whose "
-               "per-role pools are sized by that manager's solver over a typical step (one "
-               "context request and max_batch_size - 1 generation requests), which kvplan "
-               "does not model"),
+    "trtllm": ("TensorRT-LLM runs it with DeepseekV4CacheManager "
+               "(attention_backend/sparse/deepseek_v4/cache_manager.py @10ce7685), a "
+               "KVCacheManagerV2 whose per-role pools share the device quota by that "
+               "manager's storage solver over a typical step (one context request and "
+               "max_batch_size - 1 generation requests) and warm-up constraints, rebalanced "
+               "while serving (kv_cache_manager_v2.py @0004396), which kvplan does not model"),
 }
 
 

@@ -9,7 +9,9 @@ latent; ``tokens_per_block`` 32), ``cpp/tensorrt_llm/batch_manager/kvCacheManage
 blocks), ``tensorrt_llm/_torch/pyexecutor/mamba_cache_manager.py``
 (``_estimate_mamba_hybrid_cache_cost``: a hybrid model's recurrent state is a fixed cost of
 max_batch_size × pp + 1 slots, taken from the KV budget before it is divided by the bytes per
-token), ``tensorrt_llm/_torch/models/_arch_index.py`` (the architectures the PyTorch backend
+token), ``tensorrt_llm/_torch/pyexecutor/config_utils.py`` @00679c66 (``is_kimi_linear``: Kimi-K3
+and Kimi-Linear take that hybrid path; ``extract_mamba_kv_cache_params``: their KDA state in
+float32 whatever the checkpoint dtype), ``tensorrt_llm/_torch/models/_arch_index.py`` (the architectures the PyTorch backend
 registers; any other stops with "Unknown architecture for AutoModelForCausalLM"),
 ``tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py`` (``DSACacheManager``:
 a DeepSeek Sparse Attention model's token costs its MLA latent at the KV dtype plus an fp8
@@ -71,24 +73,38 @@ UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEFo
 UNSUPPORTED_ARCHS = {"VoxtralForConditionalGeneration": "voxtral",
                      "Step3p7FlashForCausalLM": "step3p7"}
 #: models whose KV layout in TensorRT-LLM's PyTorch backend was not read from its source:
-#: layers of different head widths (Gemma 4: modeling_gemma4.py builds 512-wide full layers
-#: and 256-wide sliding ones; _util.py sends it to KVCacheManagerV2, whose split of the budget
-#: over its pools was not traced), Step-3.7's per-kind KV heads under its registered
-#: architectures, and Gemma-3n (no model class for it was read)
+#: Step-3.7's per-kind KV heads under its registered architectures, and Gemma-3n (no model
+#: class for it was read)
 LAYOUT_UNKNOWN = {
-    "gemma4": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
-    "gemma4_text": "a cache of Gemma 4's two head widths (512 full, 256 sliding)",
     "step3p7": "Step-3.7's sliding-window cache",
     "gemma3n": "a cache for Gemma-3n (KV-shared layers, AltUp, per-layer embeddings)",
     "gemma3n_text": "a cache for Gemma-3n (KV-shared layers, AltUp, per-layer embeddings)",
 }
 LAYOUT_UNKNOWN_ARCH = {
-    "KimiK3ForConditionalGeneration": "Kimi-K3's KDA state and MLA cache",
     # Devstral 2's text-only architecture is not in _arch_index.py MODEL_ARCH_TO_MODULE;
     # whether AutoModelForCausalLM rewrites it to a registered Mistral class was not read
     "Ministral3ForCausalLM": "whether the PyTorch backend builds Ministral3ForCausalLM (it is "
                              "not in models/_arch_index.py)",
 }
+#: Gemma 4 (31B, 26B-A4B): _util.py sends a config with two head widths
+#: (config_utils.is_gemma4_hybrid) to KVCacheManagerV2, which gives each attention window a
+#: pool group of its own (kv_cache/kv_cache_manager_v2.py @0004396, _build_base_config) and
+#: lets the runtime storage manager split the device quota between them; kvplan does not
+#: model that split (docs/ENGINES.md T0)
+VSWA_V2_TYPES = frozenset({"gemma4", "gemma4_text"})
+VSWA_V2_REASON = (
+    "TensorRT-LLM sizes Gemma 4's cache with KVCacheManagerV2 "
+    "(_torch/pyexecutor/kv_cache/kv_cache_manager_v2.py @0004396): one pool group for the "
+    "sliding layers (256-wide heads), one for the full layers (512-wide), and the device quota "
+    "split between them by its storage manager from a sample batch (kv_cache_config."
+    "avg_seq_len, else one 2,049-token sequence), rounded to the pools' granularity and "
+    "rebalanced while serving; kvplan does not model that split, so it does not size this "
+    "model there; choose another engine")
+#: model types whose recurrent state is Kimi Delta Attention: config_utils.py @00679c66
+#: (extract_mamba_kv_cache_params) keeps it in float32 whatever the checkpoint or
+#: mamba_ssm_cache_dtype says
+KDA_TYPES = frozenset({"kimi_linear", "kimi_k3"})
+KDA_STATE_BYTES = 4
 #: recurrent-state slots beyond max_batch_size × pp: the one dummy request CUDA-graph padding
 #: uses (mamba_cache_manager.py: num_reserved_dummy_slots=1)
 DUMMY_SLOTS = 1
@@ -166,8 +182,11 @@ def state_bytes_per_slot(spec: ModelSpec) -> int:
     """Recurrent state one sequence holds on a rank (``spec``: the rank's share): conv and SSM
     state both in the model's dtype, as the hybrid cache manager allocates them unless the
     config names a ``mamba_ssm_cache_dtype`` (config_utils.py get_states_bytes_per_layer; a
-    checkpoint's ``mamba_ssm_dtype`` is deliberately not honoured for the cache)."""
+    checkpoint's ``mamba_ssm_dtype`` is deliberately not honoured for the cache); a KDA state
+    (Kimi-Linear, Kimi-K3) in float32 always."""
     ssm = spec.ssm_cache_dtype_bytes or spec.dtype_bytes
+    if spec.model_type in KDA_TYPES:
+        ssm = KDA_STATE_BYTES
     return sum(g.count * (g.conv_state_values * spec.dtype_bytes
                           + (g.state_values - g.conv_state_values) * ssm)
                for g in spec.groups if g.kind.is_recurrent and not g.mtp)
@@ -186,6 +205,8 @@ def check_supported(spec: ModelSpec) -> None:
         raise InputError(f"TensorRT-LLM's PyTorch backend has no {arch} model "
                          f"({spec.model_type}); choose another engine", field="engine")
     refuse_layout("TensorRT-LLM", spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
+    if spec.model_type in VSWA_V2_TYPES:
+        raise InputError(VSWA_V2_REASON, field="engine")
     if spec.checkpoint is not None:
         raise InputError("TensorRT-LLM loads Hugging Face checkpoints, not GGUF files: plan the "
                          "model's config.json or Hub id with it, or this file with llama.cpp",

@@ -1,0 +1,92 @@
+"""TensorRT-LLM (PyTorch backend) on the newer architectures: Kimi-K3 and Kimi-Linear sized by
+the hybrid cache path, Gemma 4 and DeepSeek-V4 refused with the reason, MiMo-V2-Flash and
+Step-3.7-Flash refused for a missing model class. Expected figures are worked by hand from the
+formulas docs/ENGINES.md (§4 T0/T1) cites."""
+
+import pytest
+
+from app.cli import main
+from kvcore import CacheOptions, InputError, find_gpu, load_model
+from kvcore.engines import EngineRequest, engine_plan, trtllm
+from kvcore.parallel import Parallel, rank_spec
+
+GiB = 1 << 30
+
+
+def req(model, ctx=32768, seqs=64, gpu="h200", **kw):
+    return EngineRequest(spec=load_model(model), context=ctx, sequences=seqs,
+                         cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                         gpus=(find_gpu(gpu),) if gpu else (), **kw)
+
+
+# --- Kimi-K3 / Kimi-Linear: the hybrid path, KDA state in float32 -------------------------
+
+def test_kimi_k3_kda_state_per_slot_is_float32_on_every_rank_share():
+    # config_utils.py @00679c66 extract_mamba_kv_cache_params (is_kimi_linear): conv_dim =
+    # head_dim × heads + 2 × heads × head_dim = 3 × 96 × 128, (short_conv_kernel_size 4 − 1)
+    # columns in bf16; the delta-rule state heads × 128 × 128 forced to float32.
+    # get_states_bytes_per_layer divides both by tp. 69 KDA layers.
+    tp1 = 69 * (3 * 96 * 128 * 3 * 2 + 96 * 128 * 128 * 4)
+    assert tp1 == 449_372_160
+    assert trtllm.state_bytes_per_slot(load_model("kimi-k3")) == tp1
+    tp8 = 69 * (3 * 12 * 128 * 3 * 2 + 12 * 128 * 128 * 4)
+    assert tp8 == 56_171_520
+    assert trtllm.state_bytes_per_slot(rank_spec(load_model("kimi-k3"), Parallel(tp=8))) == tp8
+
+
+def test_kimi_linear_state_follows_the_same_float32_rule():
+    # the bf16 checkpoint's state was priced at 2 B a value before (21.4 MiB a slot);
+    # 20 KDA layers × (3 × 32 × 128 × 3 × 2 + 32 × 128 × 128 × 4) = 43,417,600 B
+    spec = load_model("kimi-linear-48b-a3b-instruct")
+    assert trtllm.state_bytes_per_slot(spec) == 43_417_600
+
+
+def test_kimi_k3_tokens_on_a_20_gib_rank_budget():
+    # tp 8, 64 sequences: 64 × pp 1 + 1 dummy = 65 slots of 56,171,520 B off the budget, then
+    # the 24 MLA layers' latent (512 + 64 values, kv_factor 1, 2 B, whole on every rank) =
+    # 27,648 B a token: (21,474,836,480 − 3,651,148,800) // 27,648 = 644,664 tokens, the
+    # primary pool rounded up to whole 32-token blocks: 644,672
+    r = engine_plan("trtllm", req("kimi-k3", gpu=None, kv_budget_bytes=20 * GiB,
+                                  parallel=Parallel(tp=8)))
+    assert r.extra["bytes_per_token"] == 27_648
+    assert r.extra["state_slots"] == 65
+    assert r.extra["state_bytes"] == 65 * 56_171_520 == 3_651_148_800
+    assert r.blocks == 20_146 and r.block_tokens == 32
+    assert r.kv_tokens == 644_672
+    assert r.log_lines[1] == ("[MemUsageChange] Allocated 16.60 GiB for max tokens in paged KV "
+                              "cache (644672).")
+    assert "--tp_size 8" in r.command and "--max_batch_size 64" in r.command
+
+
+def test_kimi_k3_cli_plans_it_with_a_budget(capsys):
+    assert main(["kimi-k3", "--engine", "trtllm", "--tp", "8", "--kv-budget", "20GiB",
+                 "--context", "32768", "--sequences", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "(644672)" in out and "65 slots" in out
+
+
+# --- refusals, one line each ---------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["gemma-4-31b-it", "gemma-4-26b-a4b"])
+def test_gemma4_refused_for_the_v2_pool_split(model):
+    with pytest.raises(InputError, match=r"KVCacheManagerV2 .*@0004396.*2,049-token") as err:
+        engine_plan("trtllm", req(model))
+    assert err.value.field == "engine" and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("model", "what"), [
+    ("deepseek-v4-flash", "DeepseekV4CacheManager .*@10ce7685"),
+    ("deepseek-v4-pro", "DeepseekV4CacheManager .*@10ce7685"),
+    ("mimo-v2-flash", "no MiMoV2FlashForCausalLM model"),
+    ("step-3.7-flash", "no Step3p7FlashForCausalLM model"),
+])
+def test_other_newer_models_refused_with_the_reason(model, what):
+    with pytest.raises(InputError, match=what) as err:
+        engine_plan("trtllm", req(model))
+    assert err.value.field == "engine"
+
+
+def test_gemma4_cli_exits_2_in_one_line(capsys):
+    assert main(["gemma-4-31b-it", "--engine", "trtllm", "--gpu", "h100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "KVCacheManagerV2" in err
