@@ -518,11 +518,10 @@ def plan(req: EngineRequest) -> EngineReport:
     dsa = has_kind(req.spec, LayerKind.INDEXER)
     # the backend vLLM picks where it decides the block (a --block-size it refuses moves
     # selection down its list: platforms/cuda.py get_attn_backend_cls)
-    backend = (None if any(g.kind.is_recurrent for g in req.spec.groups)
-               else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
-                                         s.block_size or None))
-    first = (vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k)
-             if backend is not None and s.block_size else backend)
+    choice = (None if dsa or any(g.kind.is_recurrent for g in req.spec.groups)
+              else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
+                                        s.block_size or None))
+    backend = choice.backend if choice is not None else None
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         if s.block_size and s.block_size % DSA_BLOCK:
@@ -596,10 +595,11 @@ def plan(req: EngineRequest) -> EngineReport:
         lambda n: main.blocks_per_request(n, in_flight, encoder) * main.bytes_per_block,
         max_len, tokens, conc)
     notes = []
-    if backend is not None and first is not None and backend != first:
+    if choice is not None and choice.passed_over:
         # get_attn_backend_cls's warning when --block-size passed over a preferred backend
         lines.insert(0, f"--block-size {block} precluded higher-priority backend(s) "
-                        f"{first.name}. Using {backend.name} instead, which may result in "
+                        f"{', '.join(choice.passed_over)}. Using {choice.backend.name} "
+                        "instead, which may result in "
                         "reduced performance. Consider removing --block-size to auto-select "
                         "the optimal block size.")
     elif backend is not None and not s.block_size and block != BLOCK:

@@ -60,6 +60,7 @@ FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", (16,))
 FLASHMLA = Backend("FLASHMLA", (64,))
 FLASHINFER_MLA = Backend("FLASHINFER_MLA", (32, 64))
 CUTLASS_MLA = Backend("CUTLASS_MLA", (128,))
+TOKENSPEED_MLA = Backend("TOKENSPEED_MLA", (32, 64))
 TRITON_ATTN = Backend("TRITON_ATTN", (16,))
 FLASHINFER = Backend("FLASHINFER", (16, 32, 64))
 #: TRITON_FLASHINFER (backends/triton_flashinfer.py): Triton for image-prefix batches,
@@ -86,12 +87,16 @@ def _mla_candidates(spec: ModelSpec, family: int, kv: str) -> list[tuple[Backend
     flashmla = family == 9 and heads and (kv16 or fp8)
     # triton_mla.py: any card and latent width, auto/fp16/bf16/fp8
     triton = kv16 or fp8
+    # tokenspeed_mla.py (the tokenspeed-mla package is a dependency of the release's wheel):
+    # SM10x, an fp8 cache only, DeepSeek-R1's dimensions (qk_nope 128, qk_rope 64, v 128; a
+    # 576-wide latent here, v_head_dim not checked) and FLASHINFER_MLA's kernel sizes
+    # [32, 64]: whatever it takes FLASHINFER_MLA takes first, so it never decides a block,
+    # but a --block-size both refuse names it in vLLM's warning
+    tokenspeed = family == 10 and fp8 and width == 576 and nope in (0, 128)
     if family == 10:
-        # TOKENSPEED_MLA sits between FLASHINFER_MLA and CUTLASS_MLA, but takes only an fp8
-        # cache, DeepSeek-R1's dimensions (qk_nope 128) and FLASHINFER_MLA's kernel sizes
-        # [32, 64]: whatever it takes FLASHINFER_MLA takes first, so it never decides a block
-        return [(FLASHINFER_MLA, flashinfer), (CUTLASS_MLA, cutlass), (FLASH_ATTN_MLA, False),
-                (FLASHMLA, False), (TRITON_MLA, triton)]
+        return [(FLASHINFER_MLA, flashinfer), (TOKENSPEED_MLA, tokenspeed),
+                (CUTLASS_MLA, cutlass), (FLASH_ATTN_MLA, False), (FLASHMLA, False),
+                (TRITON_MLA, triton)]
     if family == 12:
         return [(TRITON_MLA, triton)]
     return [(FLASH_ATTN_MLA, fa_mla), (FLASHMLA, flashmla), (FLASHINFER_MLA, False),
@@ -124,8 +129,11 @@ def _dense_candidates(spec: ModelSpec, family: int, kv: str) -> list[tuple[Backe
         # fp8-dequant kernel reads 64-token pages: get_preferred_block_size → 64. With image
         # prefixes TRITON_FLASH_ATTN (Triton for image batches, this FlashAttention for the
         # rest, head sizes 256/512) is tried first; it intersects to the same [64]
+        # FLASH_ATTN itself refuses an fp8 cache with image prefixes on SM90
+        # (FlashAttentionBackend.supports_combination: "requires Triton")
         fa = Backend("FLASH_ATTN", (64,))
-        out = [(fa, True), (FLASHINFER, not spec.mm_prefix and heads <= FLASHINFER_HEADS),
+        out = [(fa, not spec.mm_prefix),
+               (FLASHINFER, not spec.mm_prefix and heads <= FLASHINFER_HEADS),
                (TRITON_ATTN, True)]
         if spec.mm_prefix and heads <= {256, 512}:
             out.insert(0, (Backend("TRITON_FLASH_ATTN", (64,)), True))
@@ -138,8 +146,16 @@ def _dense_candidates(spec: ModelSpec, family: int, kv: str) -> list[tuple[Backe
     return []
 
 
+@dataclass(frozen=True)
+class Choice:
+    """The backend vLLM picks, and the higher-priority ones only the block size ruled out."""
+
+    backend: Backend
+    passed_over: tuple[str, ...] = ()
+
+
 def select(spec: ModelSpec, gpu: GPU | None, kv: KVFormat,
-           block_size: int | None = None) -> Backend | None:
+           block_size: int | None = None) -> Choice | None:
     """The backend vLLM 0.33.0 picks for ``spec`` on ``gpu`` where the block depends on it
     (None: 16-token blocks by default, any multiple of 16 taken). With ``block_size`` given, a
     backend that refuses it gives way to the next; none left is a one-line refusal."""
@@ -152,16 +168,14 @@ def select(spec: ModelSpec, gpu: GPU | None, kv: KVFormat,
         candidates = _mla_candidates(spec, family, kv.name)
     else:
         candidates = _dense_candidates(spec, family, kv.name)
-    if not candidates:
-        return None
     valid = [b for b, ok in candidates if ok]
     if not valid:
         return None
     if block_size is None:
-        return valid[0]
-    for b in valid:
+        return Choice(valid[0])
+    for i, b in enumerate(valid):
         if b.takes(block_size):
-            return b
+            return Choice(b, tuple(x.name for x in valid[:i]))
     names = ", ".join(f"{b.name} {'/'.join(map(str, b.sizes))}" for b in valid)
     raise InputError(f"no vLLM attention backend for this model on {gpu.name} takes "
                      f"--block-size {block_size} (kernel blocks: {names})", field="block_size")
@@ -169,5 +183,5 @@ def select(spec: ModelSpec, gpu: GPU | None, kv: KVFormat,
 
 def default_block(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> int:
     """The block vLLM settles on without --block-size: the chosen backend's preference."""
-    b = select(spec, gpu, kv)
-    return b.preferred() if b is not None else DEFAULT_BLOCK
+    c = select(spec, gpu, kv)
+    return c.backend.preferred() if c is not None else DEFAULT_BLOCK
