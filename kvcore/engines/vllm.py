@@ -233,8 +233,8 @@ def check_dsa(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> str:
                          field="gpu")
     if name == "fp8" and (gpu is None or gpu.cuda_family != 9):
         # Hopper has one sparse backend, FLASHMLA_SPARSE (fp8_ds_mla, 656 bytes a token);
-        # on Blackwell FLASHINFER_MLA_SPARSE may be chosen instead, whose fp8 cache is a
-        # plain 576-byte row: which one runs depends on heads per rank and the build
+        # on SM10x an fp8 cache puts FLASHINFER_MLA_SPARSE first (platforms/cuda.py
+        # _get_backend_priorities), which refuses fp8_ds_mla and keeps a layout not sized here
         raise InputError("vLLM's fp8 cache for DeepSeek Sparse Attention is sized here on "
                          "Hopper (FLASHMLA_SPARSE, fp8_ds_mla) only; give a Hopper --gpu or a "
                          "16-bit cache", field="kv_k")
