@@ -94,6 +94,10 @@ _MLA_TYPES = ("kv_lora_rank",)
 
 #: Gemma 4: full-attention layers of their own width and KV head count, KV-shared tail layers
 GEMMA4_TYPES = frozenset({"gemma4", "gemma4_text"})
+#: Gemma 4 architectures that take images (vLLM's registry: multimodal), so a config with
+#: use_bidirectional_attention "vision" runs image-prefix attention
+GEMMA4_MULTIMODAL = frozenset({"Gemma4ForConditionalGeneration",
+                               "Gemma4UnifiedForConditionalGeneration"})
 #: Gemma-3n: KV-shared tail layers, per-layer MLP widths, AltUp, LAuReL, per-layer embeddings
 GEMMA3N_TYPES = frozenset({"gemma3n", "gemma3n_text"})
 #: MiMo-V2: sliding-window and full layers of different KV heads and K/V widths
@@ -2019,6 +2023,10 @@ def spec_from_config(
         architecture=_architecture(config),
         kda=isinstance(lm.get("linear_attn_config"), dict)
         and bool(lm["linear_attn_config"].get("kda_layers")),
+        qk_nope_head_dim=(r.opt_int("qk_nope_head_dim", maximum=1 << 16) or 0) if mla_width else 0,
+        mm_prefix=(model_type in GEMMA4_TYPES
+                   and lm.get("use_bidirectional_attention") == "vision"
+                   and _architecture(config) in GEMMA4_MULTIMODAL),
         notes=_notes(lm, model_type),
     )
 

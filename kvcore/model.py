@@ -313,6 +313,13 @@ class ModelSpec:
     architecture: str = ""
     #: the linear layers are Kimi Delta Attention (``linear_attn_config`` lists ``kda_layers``)
     kda: bool = False
+    #: ``qk_nope_head_dim`` of an MLA model (the non-rotary part of a query/key head); 0 where
+    #: the config has none
+    qk_nope_head_dim: int = 0
+    #: image tokens attend to each other both ways (Gemma 4's ``use_bidirectional_attention``
+    #: "vision" in a multimodal architecture): engines route image prefills to kernels that
+    #: take such a mask
+    mm_prefix: bool = False
 
     @property
     def num_layers(self) -> int:

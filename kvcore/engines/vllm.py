@@ -31,6 +31,7 @@ from ..gpus import GPU
 from ..hf import GEMMA4_TYPES
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..plan import MAX_SEQUENCES, largest
+from . import vllm_backends
 from .base import (
     EngineReport,
     EngineRequest,
@@ -78,23 +79,18 @@ SMALL_CARD_BATCHED_TOKENS = 2048
 def default_block(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> int:
     """The block size vLLM settles on when --block-size is not given.
 
-    Since vLLM let the attention backend choose it (PR #35122: platforms/cuda.py
-    _update_block_size_for_backend, then the backend's get_preferred_block_size: 16 where the
-    backend takes it, else its smallest kernel size), an MLA model gets the first MLA backend
-    that accepts the card and the KV dtype: on Hopper FLASH_ATTN_MLA (multiples of 16) for a
-    16-bit cache, FLASHMLA (64 only) for fp8, which FLASH_ATTN_MLA refuses; on the HBM
-    Blackwell parts FLASHINFER_MLA (32 or 64: 32); elsewhere TRITON_MLA (16). Hybrid models
-    keep the block their state pages ask for (_specs), and other models 16."""
-    if gpu is None or not has_kind(spec, LayerKind.MLA):
-        return BLOCK
+    The attention backend chooses it (platforms/interface.py update_block_size_for_backend:
+    the backend's get_preferred_block_size(16), 16 where its kernels take it, else its
+    smallest kernel size); vllm_backends.select models the selection. An MLA model gets the
+    first MLA backend that accepts the card, latent and KV dtype: on Hopper FLASH_ATTN_MLA
+    (multiples of 16) for a 16-bit cache, FLASHMLA (64 only) for fp8; on SM10x FLASHINFER_MLA
+    (32 or 64: 32) where qk_nope_head_dim is 64, 128 or 192, else CUTLASS_MLA (128);
+    elsewhere TRITON_MLA (16). Gemma 4's 512-wide global heads with an fp8 cache on Hopper,
+    and its image-prefix attention on SM10x, take 64. Hybrid models keep the block their
+    state pages ask for (_specs), and other models 16."""
     if any(g.kind.is_recurrent for g in spec.groups):
         return BLOCK
-    family = gpu.cuda_family
-    if family == 9 and kv.name == "fp8_e4m3":
-        return 64
-    if family == 10:
-        return 32
-    return BLOCK
+    return vllm_backends.default_block(spec, gpu, kv)
 
 
 def batch_tier(gpu: GPU | None) -> int:
@@ -237,8 +233,8 @@ def check_dsa(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> str:
                          field="gpu")
     if name == "fp8" and (gpu is None or gpu.cuda_family != 9):
         # Hopper has one sparse backend, FLASHMLA_SPARSE (fp8_ds_mla, 656 bytes a token);
-        # on Blackwell FLASHINFER_MLA_SPARSE may be chosen instead, whose fp8 cache is a
-        # plain 576-byte row: which one runs depends on heads per rank and the build
+        # on SM10x an fp8 cache puts FLASHINFER_MLA_SPARSE first (platforms/cuda.py
+        # _get_backend_priorities), which refuses fp8_ds_mla and keeps a layout not sized here
         raise InputError("vLLM's fp8 cache for DeepSeek Sparse Attention is sized here on "
                          "Hopper (FLASHMLA_SPARSE, fp8_ds_mla) only; give a Hopper --gpu or a "
                          "16-bit cache", field="kv_k")
@@ -520,6 +516,12 @@ def plan(req: EngineRequest) -> EngineReport:
     weights, shares = rank_weights(req, f32_as="bf16")
     block = s.block_size or default_block(req.spec, shares[0].gpu, opts.kv_k)
     dsa = has_kind(req.spec, LayerKind.INDEXER)
+    # the backend vLLM picks where it decides the block (a --block-size it refuses moves
+    # selection down its list: platforms/cuda.py get_attn_backend_cls)
+    choice = (None if dsa or any(g.kind.is_recurrent for g in req.spec.groups)
+              else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
+                                        s.block_size or None))
+    backend = choice.backend if choice is not None else None
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         if s.block_size and s.block_size % DSA_BLOCK:
@@ -593,6 +595,17 @@ def plan(req: EngineRequest) -> EngineReport:
         lambda n: main.blocks_per_request(n, in_flight, encoder) * main.bytes_per_block,
         max_len, tokens, conc)
     notes = []
+    if choice is not None and choice.passed_over:
+        # get_attn_backend_cls's warning when --block-size passed over a preferred backend
+        lines.insert(0, f"--block-size {block} precluded higher-priority backend(s) "
+                        f"{', '.join(choice.passed_over)}. Using {choice.backend.name} "
+                        "instead, which may result in "
+                        "reduced performance. Consider removing --block-size to auto-select "
+                        "the optimal block size.")
+    elif backend is not None and not s.block_size and block != BLOCK:
+        # update_block_size_for_backend's info line when the preference is not 16
+        lines.insert(0, f"Setting kv cache block size to {block} for {backend.name} "
+                        "backend(s).")
     if pinned_16:
         notes.append("the checkpoint's kv_cache_quant_algo FP8 makes vLLM's --kv-cache-dtype "
                      "auto an fp8 cache: this 16-bit plan passes --kv-cache-dtype bfloat16 "
@@ -614,9 +627,10 @@ def plan(req: EngineRequest) -> EngineReport:
                      f"indexer's keys in fp8 with a scale per {INDEXER_QUANT_BLOCK} values "
                      f"beside the {'fp8_ds_mla' if k_name == 'fp8' else 'bf16'} latent; "
                      f"{per_token:,} bytes a token per rank")
-    elif not s.block_size and block != BLOCK:
-        notes.append(f"MLA on this card: vLLM's attention backend asks for blocks of {block} "
-                     "tokens")
+    elif backend is not None and (block != BLOCK or backend.sizes != (BLOCK,)):
+        sizes = "/".join(map(str, backend.sizes))
+        notes.append(f"vLLM's attention backend here is {backend.name} (kernel blocks of "
+                     f"{sizes} tokens): blocks of {block} tokens")
     if opts.kv_k.name.startswith("fp8") and opts.kv_k.name != "fp8_pth" and not dsa:
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")

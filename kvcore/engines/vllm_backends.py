@@ -1,0 +1,187 @@
+"""vLLM 0.33.0's attention backend selection, as far as it sets the KV-cache block size.
+
+Sources (the v0.33.0 release package): ``vllm/platforms/cuda.py`` (``_get_backend_priorities``:
+the order backends are tried in per compute capability; ``get_attn_backend_cls``: the first
+whose ``validate_configuration`` returns no reason wins, a ``--block-size`` a higher backend
+refuses only moves selection down the list, none left → "No valid attention backend found"),
+``vllm/platforms/interface.py`` (``update_block_size_for_backend``,
+``_preferred_block_size_for_backends``: without ``--block-size`` the block is the backends'
+``get_preferred_block_size(16)``, one size for every KV cache group),
+``vllm/v1/attention/backend.py`` (``AttentionBackend.supports_block_size``: a multiple of one
+of the kernel sizes; ``get_preferred_block_size``: 16 if taken, else the smallest kernel
+size), ``vllm/model_executor/models/config.py`` (``Gemma4Config.verify_and_update_config``),
+``vllm/v1/attention/backends/fa_utils.py`` and the backends' own files (named below).
+
+Only what changes the block is modeled: for other models every backend vLLM could pick takes
+16-token blocks, and kvplan keeps 16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InputError
+from ..formats import KVFormat
+from ..gpus import GPU
+from ..hf import GEMMA4_TYPES
+from ..model import LayerKind, ModelSpec
+
+#: vLLM's default block (CacheConfig.DEFAULT_BLOCK_SIZE)
+DEFAULT_BLOCK = 16
+#: MLACommonBackend.get_supported_head_sizes (model_executor/layers/attention/mla_attention.py):
+#: the latent widths (kv_lora_rank + qk_rope_head_dim) every MLA backend but TRITON_MLA takes
+MLA_HEADS = frozenset({320, 512, 576})
+#: FlashInferMLABackend.supports_combination (mla/flashinfer_mla.py): "FlashInfer MLA kernel
+#: requires qk_nope_head_dim in [64, 128, 192]"
+FLASHINFER_MLA_NOPE = frozenset({64, 128, 192})
+#: FlashInferBackend.get_supported_head_sizes (backends/flashinfer.py)
+FLASHINFER_HEADS = frozenset({64, 128, 256, 512})
+#: kvplan format → vLLM --kv-cache-dtype family the backends' lists name
+_16BIT = frozenset({"f16", "bf16"})
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One attention backend: its name and the kernel block sizes it takes (a block size is
+    taken when it is a multiple of one of them)."""
+
+    name: str
+    sizes: tuple[int, ...]
+
+    def takes(self, block: int) -> bool:
+        return any(block % s == 0 for s in self.sizes)
+
+    def preferred(self) -> int:
+        return DEFAULT_BLOCK if self.takes(DEFAULT_BLOCK) else min(self.sizes)
+
+
+TRITON_MLA = Backend("TRITON_MLA", (16,))
+FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", (16,))
+FLASHMLA = Backend("FLASHMLA", (64,))
+FLASHINFER_MLA = Backend("FLASHINFER_MLA", (32, 64))
+CUTLASS_MLA = Backend("CUTLASS_MLA", (128,))
+TOKENSPEED_MLA = Backend("TOKENSPEED_MLA", (32, 64))
+TRITON_ATTN = Backend("TRITON_ATTN", (16,))
+FLASHINFER = Backend("FLASHINFER", (16, 32, 64))
+#: TRITON_FLASHINFER (backends/triton_flashinfer.py): Triton for image-prefix batches,
+#: FlashInfer for the rest, kernel_block_sizes (64,), head sizes 256 and 512, SM10x only
+TRITON_FLASHINFER = Backend("TRITON_FLASHINFER", (64,))
+
+
+def _mla_candidates(spec: ModelSpec, family: int, kv: str) -> list[tuple[Backend, bool]]:
+    """The dense MLA backends in 0.33.0's priority order for ``family``, each with whether it
+    accepts the model, card and KV dtype (block size aside)."""
+    width = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.MLA)
+    heads = width in MLA_HEADS
+    kv16, fp8 = kv in _16BIT, kv == "fp8_e4m3"
+    nope = spec.qk_nope_head_dim
+    # flashinfer_mla.py: SM10x, auto/fp16/bf16/fp8; 0 = a config kvplan read no
+    # qk_nope_head_dim from (GGUF), taken as accepted
+    flashinfer = (family == 10 and heads and (kv16 or fp8)
+                  and (not nope or nope in FLASHINFER_MLA_NOPE))
+    # cutlass_mla.py: SM10x, auto/fp16/bf16/fp8, kernel block [128]
+    cutlass = family == 10 and heads and (kv16 or fp8)
+    # flashattn_mla.py: SM90 with FlashAttention 3 (flash_attn_supports_mla), 16-bit caches
+    fa_mla = family == 9 and heads and kv16
+    # flashmla.py: dense FlashMLA on Hopper only (ops/flashmla.py is_flashmla_dense_supported)
+    flashmla = family == 9 and heads and (kv16 or fp8)
+    # triton_mla.py: any card and latent width, auto/fp16/bf16/fp8
+    triton = kv16 or fp8
+    # tokenspeed_mla.py (the tokenspeed-mla package is a dependency of the release's wheel):
+    # SM10x, an fp8 cache only, DeepSeek-R1's dimensions (qk_nope 128, qk_rope 64, v 128; a
+    # 576-wide latent here, v_head_dim not checked) and FLASHINFER_MLA's kernel sizes
+    # [32, 64]: whatever it takes FLASHINFER_MLA takes first, so it never decides a block,
+    # but a --block-size both refuse names it in vLLM's warning
+    tokenspeed = family == 10 and fp8 and width == 576 and nope in (0, 128)
+    if family == 10:
+        return [(FLASHINFER_MLA, flashinfer), (TOKENSPEED_MLA, tokenspeed),
+                (CUTLASS_MLA, cutlass), (FLASH_ATTN_MLA, False), (FLASHMLA, False),
+                (TRITON_MLA, triton)]
+    if family == 12:
+        return [(TRITON_MLA, triton)]
+    return [(FLASH_ATTN_MLA, fa_mla), (FLASHMLA, flashmla), (FLASHINFER_MLA, False),
+            (TRITON_MLA, triton)]
+
+
+def _attention_heads(spec: ModelSpec) -> set[int]:
+    return {g.head_dim_k for g in spec.groups
+            if g.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED)}
+
+
+def _dense_candidates(spec: ModelSpec, family: int, kv: str) -> list[tuple[Backend, bool]]:
+    """Backends for standard (non-MLA) attention where one of them would want other than 16
+    tokens a block; empty where every backend 0.33.0 could pick takes 16 by preference."""
+    heads = _attention_heads(spec)
+    if not heads:
+        return []
+    widest = max(heads)
+    kv16, fp8 = kv in _16BIT, kv == "fp8_e4m3"
+    # flash_attn_interface.py _is_fa4_supported: compute capability 9.x, 10.x or 11.x (the
+    # release ships FlashAttention 4's CuTe sources)
+    fa4 = family in (9, 10, 11)
+    if spec.model_type in GEMMA4_TYPES and len(heads) > 1 and not (fa4 and widest <= 512):
+        # Gemma4Config.verify_and_update_config: heterogeneous head sizes without FA4 force
+        # TRITON_ATTN (multiples of 16)
+        return [(TRITON_ATTN, True)]
+    if family == 9 and widest == 512 and fp8:
+        # FlashAttentionBackend._get_sm90_fa4_fp8_kv_block_size: on SM90 with an fp8 cache
+        # and a model head size (the widest layer's) of 512, FA3 upgrades to FA4, whose
+        # fp8-dequant kernel reads 64-token pages: get_preferred_block_size → 64. With image
+        # prefixes TRITON_FLASH_ATTN (Triton for image batches, this FlashAttention for the
+        # rest, head sizes 256/512) is tried first; it intersects to the same [64]
+        # FLASH_ATTN itself refuses an fp8 cache with image prefixes on SM90
+        # (FlashAttentionBackend.supports_combination: "requires Triton")
+        fa = Backend("FLASH_ATTN", (64,))
+        out = [(fa, not spec.mm_prefix),
+               (FLASHINFER, not spec.mm_prefix and heads <= FLASHINFER_HEADS),
+               (TRITON_ATTN, True)]
+        if spec.mm_prefix and heads <= {256, 512}:
+            out.insert(0, (Backend("TRITON_FLASH_ATTN", (64,)), True))
+        return out
+    if family == 10 and spec.mm_prefix and heads <= {256, 512}:
+        # _get_backend_priorities puts TRITON_FLASHINFER first on SM10x for image-prefix
+        # models; FLASHINFER itself refuses an image-prefix mask (supports_mm_prefix False)
+        ok = kv16 or fp8 or kv == "fp8_e5m2"
+        return [(TRITON_FLASHINFER, ok), (TRITON_ATTN, True)]
+    return []
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The backend vLLM picks, and the higher-priority ones only the block size ruled out."""
+
+    backend: Backend
+    passed_over: tuple[str, ...] = ()
+
+
+def select(spec: ModelSpec, gpu: GPU | None, kv: KVFormat,
+           block_size: int | None = None) -> Choice | None:
+    """The backend vLLM 0.33.0 picks for ``spec`` on ``gpu`` where the block depends on it
+    (None: 16-token blocks by default, any multiple of 16 taken). With ``block_size`` given, a
+    backend that refuses it gives way to the next; none left is a one-line refusal."""
+    if gpu is None or gpu.cuda_family is None:
+        return None
+    if any(g.kind is LayerKind.INDEXER for g in spec.groups):
+        return None  # DeepSeek Sparse Attention: vllm.py's DSA rules
+    family = gpu.cuda_family
+    if any(g.kind is LayerKind.MLA for g in spec.groups):
+        candidates = _mla_candidates(spec, family, kv.name)
+    else:
+        candidates = _dense_candidates(spec, family, kv.name)
+    valid = [b for b, ok in candidates if ok]
+    if not valid:
+        return None
+    if block_size is None:
+        return Choice(valid[0])
+    for i, b in enumerate(valid):
+        if b.takes(block_size):
+            return Choice(b, tuple(x.name for x in valid[:i]))
+    names = ", ".join(f"{b.name} {'/'.join(map(str, b.sizes))}" for b in valid)
+    raise InputError(f"no vLLM attention backend for this model on {gpu.name} takes "
+                     f"--block-size {block_size} (kernel blocks: {names})", field="block_size")
+
+
+def default_block(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> int:
+    """The block vLLM settles on without --block-size: the chosen backend's preference."""
+    c = select(spec, gpu, kv)
+    return c.backend.preferred() if c is not None else DEFAULT_BLOCK

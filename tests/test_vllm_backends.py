@@ -1,0 +1,207 @@
+"""vLLM 0.33.0's attention backend choice where it sets the KV-cache block size.
+
+Expected figures are worked from the release's rules (docs/ENGINES.md §V4): the backend
+priority lists of platforms/cuda.py, each backend's kernel block sizes, page-size unification
+and the per-request page counts of kv_cache_interface.py.
+"""
+
+from dataclasses import replace
+
+import pytest
+
+from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model
+from kvcore.engines import EngineRequest, EngineSettings, engine_plan, vllm, vllm_backends
+from kvcore.model import LayerKind
+from kvcore.parallel import Parallel
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def plan(model, gpu, kv, ctx, tp=1, block=None, spec=None):
+    settings = EngineSettings(block_size=block) if block else EngineSettings()
+    return engine_plan("vllm", EngineRequest(
+        spec=spec or load_model(model), context=ctx, sequences=1,
+        cache=CacheOptions(kv_k=kv, kv_v=kv), gpus=(find_gpu(gpu),),
+        parallel=Parallel(tp=tp), settings=settings))
+
+
+def capacity(blocks, need, ctx):
+    return (f"GPU KV cache size: {int(blocks / need * ctx):,} tokens, Maximum concurrency "
+            f"for {ctx:,} tokens per request: {blocks / need:.2f}x")
+
+
+# --- Gemma 4: sliding layers of 256-wide heads, global layers of 512 -------------------------
+
+# Gemma 4 31B: 50 sliding layers (16 KV heads × 256), 10 global (4 KV heads × 512, V cached
+# as well), window 1024. Groups: min(50, 10) = 10 layers each → 1 global + 5 sliding groups.
+SLIDING_LAYERS, GLOBAL_LAYERS, GROUP = 50, 10, 10
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_gemma4_fp8_on_hopper_takes_64_token_blocks(gpu):
+    # SM90 + fp8 + a 512-wide model head: FA3 upgrades to FA4, whose fp8 kernel reads 64-token
+    # pages; the image-prefix composite TRITON_FLASH_ATTN intersects Triton's multiples of 16
+    # with [64]: 64. Sliding page 64 × 16 × 512 × 1 B = 524,288; the global page per token is
+    # 4 × 1024 B, half of that, so its block doubles to 128 (page-size unification)
+    r = plan("gemma-4-31b-it", gpu, "fp8", 32768)
+    page = 64 * 16 * 512
+    assert r.block_tokens == 64 and r.extra["page_bytes"] == page == 524_288
+    assert r.extra["group_size"] == GROUP
+    assert r.extra["groups"] == ["full"] + ["sliding"] * 5
+    blocks = r.kv_pool_bytes // page // GROUP
+    assert r.blocks == blocks
+    # H100 80 GB and H200 both take 8,192 batched tokens, two batches in flight: F = 16,384.
+    # Global: cdiv(32768, 128) = 256; each sliding group cdiv(1023 + 16384, 64) + 1 = 273
+    need = 256 + 5 * 273
+    assert need == 1621
+    assert r.max_concurrency == pytest.approx(blocks / need)
+    assert r.log_lines[0] == "Setting kv cache block size to 64 for TRITON_FLASH_ATTN backend(s)."
+    assert r.log_lines[-1] == capacity(blocks, need, 32768)
+    assert any("TRITON_FLASH_ATTN" in n for n in r.notes)
+
+
+def test_gemma4_bf16_on_hopper_keeps_16():
+    # a 16-bit cache: FA4 on every layer, kernel sizes multiples of 16 → 16. Sliding page
+    # 16 × 16 × 512 × 2 = 262,144; global block 32; need cdiv(32768, 32) + 5 × (cdiv(17407, 16)
+    # + 1) = 1024 + 5 × 1089
+    r = plan("gemma-4-31b-it", "h200", "bf16", 32768)
+    assert r.block_tokens == 16 and r.extra["page_bytes"] == 262_144
+    blocks = r.kv_pool_bytes // 262_144 // GROUP
+    need = 1024 + 5 * 1089
+    assert r.blocks == blocks and r.max_concurrency == pytest.approx(blocks / need)
+    assert r.log_lines[-1] == capacity(blocks, need, 32768)
+    assert not any(line.startswith("Setting kv cache block size") for line in r.log_lines)
+
+
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_gemma4_on_b200_takes_triton_flashinfer_64(kv):
+    # SM10x with image prefixes: TRITON_FLASHINFER first, kernel_block_sizes (64,), whatever
+    # the cache dtype. B200 (≥ 160 GiB): 16,384 batched tokens, F = 32,768, so a sliding group
+    # holds cdiv(min(1023 + 32768, 32768), 64) + 1 = 513 blocks, the global cdiv(32768, 128)
+    width = 2 if kv == "bf16" else 1
+    r = plan("gemma-4-31b-it", "b200", kv, 32768)
+    page = 64 * 16 * 512 * width
+    assert r.block_tokens == 64 and r.extra["page_bytes"] == page
+    blocks = r.kv_pool_bytes // page // GROUP
+    need = 256 + 5 * 513
+    assert r.blocks == blocks and r.log_lines[-1] == capacity(blocks, need, 32768)
+    assert r.log_lines[0] == "Setting kv cache block size to 64 for TRITON_FLASHINFER backend(s)."
+
+
+@pytest.mark.parametrize("gpu,kv,name,block", [
+    ("h200", "fp8", "FLASH_ATTN", 64),   # no image prefix: FLASH_ATTN's own [64]
+    ("h200", "bf16", None, 16),
+    ("b200", "fp8", None, 16),           # FLASHINFER first, takes 16
+    ("b200", "bf16", None, 16),
+])
+def test_text_only_gemma4(gpu, kv, name, block):
+    spec = replace(load_model("gemma-4-31b-it"), mm_prefix=False)
+    choice = vllm_backends.select(spec, find_gpu(gpu), get_format(kv))
+    assert (choice.backend.name if choice else None) == name
+    assert vllm.default_block(spec, find_gpu(gpu), get_format(kv)) == block
+
+
+@pytest.mark.parametrize("gpu", ["a100", "rtx-5090"])
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_gemma4_without_fa4_is_forced_to_triton(gpu, kv):
+    # no FlashAttention 4 on SM80 / SM120: Gemma4Config forces TRITON_ATTN (multiples of 16)
+    for model in ("gemma-4-31b-it", "gemma-4-26b-a4b"):
+        choice = vllm_backends.select(load_model(model), find_gpu(gpu), get_format(kv))
+        assert choice is not None and choice.backend.name == "TRITON_ATTN"
+        assert vllm.default_block(load_model(model), find_gpu(gpu), get_format(kv)) == 16
+
+
+def test_gemma4_26b_fp8_on_h200():
+    # 25 sliding layers (8 × 256), 5 global (2 × 512): groups of 5, 1 global + 5 sliding;
+    # page 64 × 8 × 512 = 262,144; need as for the 31B: 256 + 5 × 273
+    r = plan("gemma-4-26b-a4b", "h200", "fp8", 32768)
+    assert r.block_tokens == 64 and r.extra["page_bytes"] == 262_144
+    assert r.extra["group_size"] == 5
+    blocks = r.kv_pool_bytes // 262_144 // 5
+    assert r.blocks == blocks and r.log_lines[-1] == capacity(blocks, 1621, 32768)
+
+
+def test_block_size_a_backend_refuses_moves_selection_down():
+    # --block-size 16 with an fp8 cache on an H200: TRITON_FLASH_ATTN wants multiples of 64;
+    # FLASH_ATTN (fp8 + image prefix) and FLASHINFER (image prefix) are out for other
+    # reasons, so vLLM's warning names only TRITON_FLASH_ATTN, and TRITON_ATTN runs
+    r = plan("gemma-4-31b-it", "h200", "fp8", 32768, block=16)
+    assert r.block_tokens == 16 and "--block-size 16" in r.command
+    assert r.log_lines[0].startswith("--block-size 16 precluded higher-priority backend(s) "
+                                     "TRITON_FLASH_ATTN. Using TRITON_ATTN instead")
+    r = plan("gemma-4-31b-it", "h200", "fp8", 32768, block=128)
+    assert r.block_tokens == 128 and "precluded" not in r.log_lines[0]
+    with pytest.raises(InputError, match="multiple of 16"):
+        plan("gemma-4-31b-it", "h200", "fp8", 32768, block=24)
+
+
+# --- MLA on SM100 -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kv,width", [("bf16", 2), ("fp8", 1)])
+def test_deepseek_v3_on_b200_takes_flashinfer_mla_32(kv, width):
+    # qk_nope_head_dim 128 ∈ {64, 128, 192}, latent 512 + 64 = 576: FLASHINFER_MLA, kernel
+    # sizes [32, 64] → 32. 61 layers (the MTP layer not planned) × 32 × 576 × width bytes a
+    # block; a 10,000-token request holds cdiv(10000, 32) = 313 blocks
+    r = plan("deepseek-v3", "b200", kv, 10000, tp=8)
+    per_block = 61 * 32 * 576 * width
+    assert r.block_tokens == 32 and r.extra["page_bytes"] == 32 * 576 * width
+    blocks = r.kv_pool_bytes // per_block
+    assert r.blocks == blocks and r.max_concurrency == pytest.approx(blocks / 313)
+    assert r.log_lines[0] == "Setting kv cache block size to 32 for FLASHINFER_MLA backend(s)."
+    assert r.log_lines[-1] == capacity(blocks, 313, 10000)
+    assert any("FLASHINFER_MLA" in n for n in r.notes)
+
+
+def test_deepseek_v2_lite_on_b200():
+    # 27 MLA layers, fp8: 27 × 32 × 576 bytes a block; 313 blocks a 10,000-token request
+    r = plan("deepseek-v2-lite-chat", "b200", "fp8", 10000)
+    blocks = r.kv_pool_bytes // (27 * 32 * 576)
+    assert r.block_tokens == 32 and r.blocks == blocks
+    assert r.log_lines[-1] == capacity(blocks, 313, 10000)
+
+
+def test_qk_nope_head_dim_outside_flashinfer_mla_gives_cutlass_128():
+    # FlashInfer MLA refuses qk_nope_head_dim 96: CUTLASS_MLA, kernel block [128]
+    spec = replace(load_model("deepseek-v2-lite-chat"), qk_nope_head_dim=96)
+    r = plan(None, "b200", "bf16", 10000, spec=spec)
+    assert r.block_tokens == 128
+    blocks = r.kv_pool_bytes // (27 * 128 * 576 * 2)
+    assert r.blocks == blocks and r.log_lines[-1] == capacity(blocks, cdiv(10000, 128), 10000)
+    assert r.log_lines[0] == "Setting kv cache block size to 128 for CUTLASS_MLA backend(s)."
+    # on Hopper the dense backends do not read qk_nope_head_dim
+    assert vllm.default_block(spec, find_gpu("h200"), get_format("bf16")) == 16
+
+
+def test_latent_outside_the_mla_head_sizes_gives_triton_mla():
+    # MLACommonBackend takes latents of 320, 512 or 576 values; TRITON_MLA any
+    base = load_model("deepseek-v2-lite-chat")
+    spec = replace(base, groups=tuple(replace(g, head_dim_k=544) if g.kind is LayerKind.MLA
+                                      else g for g in base.groups))
+    choice = vllm_backends.select(spec, find_gpu("b200"), get_format("bf16"))
+    assert choice is not None and choice.backend.name == "TRITON_MLA"
+    assert vllm.default_block(spec, find_gpu("b200"), get_format("bf16")) == 16
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-r1", "kimi-k2-instruct",
+                                   "deepseek-v2-lite-chat"])
+@pytest.mark.parametrize("gpu", ["b200", "b300"])
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_catalog_mla_on_sm10x(model, gpu, kv):
+    assert vllm.default_block(load_model(model), find_gpu(gpu), get_format(kv)) == 32
+
+
+@pytest.mark.parametrize("kv,passed", [
+    ("bf16", "FLASHINFER_MLA, CUTLASS_MLA"),
+    # TOKENSPEED_MLA (fp8, DeepSeek-R1 dimensions) is refused by the block size alone too
+    ("fp8", "FLASHINFER_MLA, TOKENSPEED_MLA, CUTLASS_MLA"),
+])
+def test_mla_block_size_16_on_b200_falls_to_triton_mla(kv, passed):
+    r = plan("deepseek-v3", "b200", kv, 10000, tp=8, block=16)
+    assert r.block_tokens == 16
+    assert r.log_lines[0].startswith(f"--block-size 16 precluded higher-priority backend(s) "
+                                     f"{passed}. Using TRITON_MLA instead")
+    # 64 is one of FLASHINFER_MLA's sizes: no warning
+    r = plan("deepseek-v3", "b200", kv, 10000, tp=8, block=64)
+    assert r.block_tokens == 64 and not r.log_lines[0].startswith("--block-size")
