@@ -39,8 +39,17 @@ class PlanIn(BaseModel):
     weights: str | None = Field(None, max_length=40, examples=["q4_k_m"])
     engine: str = Field("raw", max_length=20, examples=["vllm"],
                         description="raw, vllm, llama.cpp, sglang or trtllm")
-    gpus: str | None = Field(None, max_length=400,
-                             description="a card count (4) or one card per rank (4090,3090)")
+    gpus: int | str | None = Field(None, examples=[4, "4090,3090"],
+                                   description="a card count (4) or one card per rank "
+                                   "(4090,3090)")
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus_text(cls, value: int | str | None) -> str | None:
+        """A count may come as a JSON number; the planner reads the CLI's text."""
+        if isinstance(value, str) and len(value) > 400:
+            raise PydanticCustomError("too_long", "at most 400 characters")
+        return None if value is None else str(value)
     tp: int | None = Field(None, ge=1, le=1024)
     pp: int | None = Field(None, ge=1, le=1024)
     dp: int = Field(1, ge=1, le=1024)

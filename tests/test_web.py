@@ -128,6 +128,17 @@ def test_engine_plan_via_api(client):
     assert data["engine_report"]["command"].startswith("vllm serve")
 
 
+def test_gpu_count_as_a_json_number(client):
+    # "gpus": 2 plans as "gpus": "2" does; a count below one or a boolean is a 422 naming gpus
+    text = {"model": "llama-3.1-70b", "gpu": "h100", "gpus": "2", "context": "32k"}
+    number = client.post("/api/v1/plan", json={**text, "gpus": 2}).json()
+    assert number == client.post("/api/v1/plan", json=text).json()
+    assert number["parallel"]["tp"] == 2
+    for bad in (0, True, "x" * 401):
+        r = client.post("/api/v1/plan", json={**text, "gpus": bad})
+        assert r.status_code == 422 and r.json()["field"] == "gpus", bad
+
+
 def test_find_endpoints(client):
     body = {"model": "qwen3.5-27b", "gpu": "4090", "context": "256k", "weights": "q4_k_m",
             "engine": "llama.cpp"}
