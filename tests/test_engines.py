@@ -904,6 +904,28 @@ def test_sglang_extra_buffer_reserves_five_slots_a_request(model, per_request):
     assert sglang.slots_per_request(load_model(model).model_type) == per_request
 
 
+def test_sglang_extra_buffer_keeps_one_track_slot_under_pipeline_parallelism():
+    # 0.5.23 resolves the strategy to extra_buffer in handle_model_specific_adjustments, with
+    # the overlap scheduler still on; _pipeline_parallel_overlap_disable turns it off later in
+    # the pipeline and nothing resolves the strategy again, so _calculate_mamba_ratio gives
+    # 3 + get_mamba_tracking_slots(extra_buffer, overlap=False) = 3 + 1 slots a request.
+    # Qwen3.5-27B at --pp 2: a stage holds 24 GDN layers, a slot 24 × (3 × 10,240 × 2 +
+    # 48 × 128 × 128 × 4) = 76,972,032 B; 19 GiB × 0.9 / 1.9 = 9 GiB holds
+    # (9,663,676,416 − 76,972,032) // 76,972,032 = 124 slots, 124 // 4 = 31 requests (not 24)
+    r = engine_plan("sglang", req("qwen3.5-27b", ctx=4096, gpu=None, kv_budget_bytes=19 * GiB,
+                                  parallel=Parallel(pp=2)))
+    assert r.extra["mamba_slots"] == 124
+    # the KV pool: 19 GiB less 125 slots, 8 full layers × 4 heads × 256 × 2 × 2 B a token
+    assert r.kv_tokens == (20_401_094_656 - 125 * 76_972_032) // 32_768 == 328_967
+    assert r.max_sequences == 31
+    assert any("(4 slots a request)" in n for n in r.notes)
+    assert sglang.slots_per_request("qwen3_5_text", pp=2) == 4
+    assert sglang.slots_per_request("kimi_linear", pp=4) == 4
+    # no_buffer (LFM2) keeps 3, and without --pp extra_buffer keeps its ping-pong pair
+    assert sglang.slots_per_request("lfm2_vl", pp=2) == 3
+    assert sglang.slots_per_request("qwen3_5_text") == 5
+
+
 def test_vllm_nemotron_h_reads_mamba_ssm_cache_dtype():
     # NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype: the config's
     # mamba_ssm_cache_dtype, else float32. Pinned to bfloat16 the state page halves its
