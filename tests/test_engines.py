@@ -705,11 +705,56 @@ def test_llamacpp_splits_layers_as_llama_cpp_does():
     assert list(llamacpp_stage_layers(32, 2, 1)) == list(range(17, 32))
     r = engine_plan("llama.cpp", req("llama-3.1-8b", ctx=32768, gpu="4090", weights="q4_k_m",
                                      parallel=Parallel(pp=2)))
-    # a buffer line a device (17 and 15 layers of 128 KiB a token), then the whole cache's line
+    # a buffer line a device (17 and 15 layers of 128 KiB a token), then the cache's line
     assert r.log_lines[0].endswith("CUDA0 KV buffer size =  2176.00 MiB")
     assert r.log_lines[1].endswith("CUDA1 KV buffer size =  1920.00 MiB")
     assert "size = 4096.00 MiB ( 32768 cells,  32 layers" in r.log_lines[2]
     assert r.extra["kv_bytes"] == 17 * 32768 * 8 * 128 * 2 * 2
+
+
+def test_llamacpp_split_logs_buffers_per_cache_object():
+    # -sm layer over 2 devices: each llama_kv_cache logs its buffer lines (one a device
+    # holding its layers, buffer types in name order) and then its own size line, before
+    # llama_kv_cache_iswa creates the next one (src/llama-kv-cache.cpp ctor,
+    # src/llama-kv-cache-iswa.cpp ctor). gpt-oss-20b: 24 layers, layer i on CUDA0 while
+    # i / 25 < 1/2, so 0..12 there (sliding 0, 2, .., 12: 7; full 1, .., 11: 6) and 13..23 on
+    # CUDA1 (sliding 14, .., 22: 5; full 13, .., 23: 6). 8 heads × 64 f16 = 1,024 B a row.
+    # non-SWA: 32,768 cells × 2,048 B = 64 MiB a layer; SWA: PAD256(128 + 512) = 768 cells,
+    # 1.5 MiB a layer
+    r = engine_plan("llama.cpp", req("gpt-oss-20b", ctx=32768, gpu="h200",
+                                     parallel=Parallel(pp=2)))
+    assert list(r.log_lines) == [
+        "llama_kv_cache_iswa: creating non-SWA KV cache, size = 32768 cells",
+        "llama_kv_cache:      CUDA0 KV buffer size =   384.00 MiB",
+        "llama_kv_cache:      CUDA1 KV buffer size =   384.00 MiB",
+        "llama_kv_cache: size =  768.00 MiB ( 32768 cells,  12 layers,  1/1 seqs), "
+        "K (f16):  384.00 MiB, V (f16):  384.00 MiB",
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells",
+        "llama_kv_cache:      CUDA0 KV buffer size =    10.50 MiB",
+        "llama_kv_cache:      CUDA1 KV buffer size =     7.50 MiB",
+        "llama_kv_cache: size =   18.00 MiB (   768 cells,  12 layers,  1/1 seqs), "
+        "K (f16):    9.00 MiB, V (f16):    9.00 MiB",
+    ]
+
+
+def test_llamacpp_split_hybrid_logs_the_recurrent_buffers_after_the_kv_cache():
+    # llama_memory_hybrid builds mem_attn (a llama_kv_cache: its buffers, its size line), then
+    # mem_recr (llama_memory_recurrent: "RS buffer size" lines, then its size line).
+    # Qwen3.5-27B: 64 layers, 0..32 on CUDA0 (i / 65 < 1/2), every 4th layer (3, 7, ..)
+    # full attention: 8 full and 25 GDN layers there, 8 and 23 on CUDA1. A GDN layer's state:
+    # (3 × 10,240 + 48 × 128 × 128) × 4 B = 3,268,608 B for one cell
+    r = engine_plan("llama.cpp", req("qwen3.5-27b", ctx=32768, gpu="h200",
+                                     parallel=Parallel(pp=2)))
+    lines = list(r.log_lines)
+    assert [ln.split(":")[0] for ln in lines] == ["llama_kv_cache"] * 3 + ["llama_memory_recurrent"] * 3
+    # full: 4 heads × 256 f16 = 2,048 B a row, K and V, 32,768 cells: 128 MiB a layer
+    assert lines[0].endswith("CUDA0 KV buffer size =  1024.00 MiB")
+    assert lines[1].endswith("CUDA1 KV buffer size =  1024.00 MiB")
+    assert lines[3] == (f"llama_memory_recurrent:      CUDA0 RS buffer size = "
+                        f"{25 * 3_268_608 / 2**20:>8.2f} MiB")
+    assert lines[4] == (f"llama_memory_recurrent:      CUDA1 RS buffer size = "
+                        f"{23 * 3_268_608 / 2**20:>8.2f} MiB")
+    assert lines[5].startswith("llama_memory_recurrent: size = ")
 
 
 def test_llamacpp_keeps_the_token_embedding_in_host_memory():
