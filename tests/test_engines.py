@@ -705,11 +705,56 @@ def test_llamacpp_splits_layers_as_llama_cpp_does():
     assert list(llamacpp_stage_layers(32, 2, 1)) == list(range(17, 32))
     r = engine_plan("llama.cpp", req("llama-3.1-8b", ctx=32768, gpu="4090", weights="q4_k_m",
                                      parallel=Parallel(pp=2)))
-    # a buffer line a device (17 and 15 layers of 128 KiB a token), then the whole cache's line
+    # a buffer line a device (17 and 15 layers of 128 KiB a token), then the cache's line
     assert r.log_lines[0].endswith("CUDA0 KV buffer size =  2176.00 MiB")
     assert r.log_lines[1].endswith("CUDA1 KV buffer size =  1920.00 MiB")
     assert "size = 4096.00 MiB ( 32768 cells,  32 layers" in r.log_lines[2]
     assert r.extra["kv_bytes"] == 17 * 32768 * 8 * 128 * 2 * 2
+
+
+def test_llamacpp_split_logs_buffers_per_cache_object():
+    # -sm layer over 2 devices: each llama_kv_cache logs its buffer lines (one a device
+    # holding its layers, buffer types in name order) and then its own size line, before
+    # llama_kv_cache_iswa creates the next one (src/llama-kv-cache.cpp ctor,
+    # src/llama-kv-cache-iswa.cpp ctor). gpt-oss-20b: 24 layers, layer i on CUDA0 while
+    # i / 25 < 1/2, so 0..12 there (sliding 0, 2, .., 12: 7; full 1, .., 11: 6) and 13..23 on
+    # CUDA1 (sliding 14, .., 22: 5; full 13, .., 23: 6). 8 heads × 64 f16 = 1,024 B a row.
+    # non-SWA: 32,768 cells × 2,048 B = 64 MiB a layer; SWA: PAD256(128 + 512) = 768 cells,
+    # 1.5 MiB a layer
+    r = engine_plan("llama.cpp", req("gpt-oss-20b", ctx=32768, gpu="h200",
+                                     parallel=Parallel(pp=2)))
+    assert list(r.log_lines) == [
+        "llama_kv_cache_iswa: creating non-SWA KV cache, size = 32768 cells",
+        "llama_kv_cache:      CUDA0 KV buffer size =   384.00 MiB",
+        "llama_kv_cache:      CUDA1 KV buffer size =   384.00 MiB",
+        "llama_kv_cache: size =  768.00 MiB ( 32768 cells,  12 layers,  1/1 seqs), "
+        "K (f16):  384.00 MiB, V (f16):  384.00 MiB",
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells",
+        "llama_kv_cache:      CUDA0 KV buffer size =    10.50 MiB",
+        "llama_kv_cache:      CUDA1 KV buffer size =     7.50 MiB",
+        "llama_kv_cache: size =   18.00 MiB (   768 cells,  12 layers,  1/1 seqs), "
+        "K (f16):    9.00 MiB, V (f16):    9.00 MiB",
+    ]
+
+
+def test_llamacpp_split_hybrid_logs_the_recurrent_buffers_after_the_kv_cache():
+    # llama_memory_hybrid builds mem_attn (a llama_kv_cache: its buffers, its size line), then
+    # mem_recr (llama_memory_recurrent: "RS buffer size" lines, then its size line).
+    # Qwen3.5-27B: 64 layers, 0..32 on CUDA0 (i / 65 < 1/2), every 4th layer (3, 7, ..)
+    # full attention: 8 full and 25 GDN layers there, 8 and 23 on CUDA1. A GDN layer's state:
+    # (3 × 10,240 + 48 × 128 × 128) × 4 B = 3,268,608 B for one cell
+    r = engine_plan("llama.cpp", req("qwen3.5-27b", ctx=32768, gpu="h200",
+                                     parallel=Parallel(pp=2)))
+    lines = list(r.log_lines)
+    assert [ln.split(":")[0] for ln in lines] == ["llama_kv_cache"] * 3 + ["llama_memory_recurrent"] * 3
+    # full: 4 heads × 256 f16 = 2,048 B a row, K and V, 32,768 cells: 128 MiB a layer
+    assert lines[0].endswith("CUDA0 KV buffer size =  1024.00 MiB")
+    assert lines[1].endswith("CUDA1 KV buffer size =  1024.00 MiB")
+    assert lines[3] == (f"llama_memory_recurrent:      CUDA0 RS buffer size = "
+                        f"{25 * 3_268_608 / 2**20:>8.2f} MiB")
+    assert lines[4] == (f"llama_memory_recurrent:      CUDA1 RS buffer size = "
+                        f"{23 * 3_268_608 / 2**20:>8.2f} MiB")
+    assert lines[5].startswith("llama_memory_recurrent: size = ")
 
 
 def test_llamacpp_keeps_the_token_embedding_in_host_memory():
@@ -902,6 +947,28 @@ def test_sglang_extra_buffer_reserves_five_slots_a_request(model, per_request):
     slots = r.extra["mamba_slots"]
     assert r.max_sequences == min(r.kv_tokens // 4096, slots // per_request)
     assert sglang.slots_per_request(load_model(model).model_type) == per_request
+
+
+def test_sglang_extra_buffer_keeps_one_track_slot_under_pipeline_parallelism():
+    # 0.5.23 resolves the strategy to extra_buffer in handle_model_specific_adjustments, with
+    # the overlap scheduler still on; _pipeline_parallel_overlap_disable turns it off later in
+    # the pipeline and nothing resolves the strategy again, so _calculate_mamba_ratio gives
+    # 3 + get_mamba_tracking_slots(extra_buffer, overlap=False) = 3 + 1 slots a request.
+    # Qwen3.5-27B at --pp 2: a stage holds 24 GDN layers, a slot 24 × (3 × 10,240 × 2 +
+    # 48 × 128 × 128 × 4) = 76,972,032 B; 19 GiB × 0.9 / 1.9 = 9 GiB holds
+    # (9,663,676,416 − 76,972,032) // 76,972,032 = 124 slots, 124 // 4 = 31 requests (not 24)
+    r = engine_plan("sglang", req("qwen3.5-27b", ctx=4096, gpu=None, kv_budget_bytes=19 * GiB,
+                                  parallel=Parallel(pp=2)))
+    assert r.extra["mamba_slots"] == 124
+    # the KV pool: 19 GiB less 125 slots, 8 full layers × 4 heads × 256 × 2 × 2 B a token
+    assert r.kv_tokens == (20_401_094_656 - 125 * 76_972_032) // 32_768 == 328_967
+    assert r.max_sequences == 31
+    assert any("(4 slots a request)" in n for n in r.notes)
+    assert sglang.slots_per_request("qwen3_5_text", pp=2) == 4
+    assert sglang.slots_per_request("kimi_linear", pp=4) == 4
+    # no_buffer (LFM2) keeps 3, and without --pp extra_buffer keeps its ping-pong pair
+    assert sglang.slots_per_request("lfm2_vl", pp=2) == 3
+    assert sglang.slots_per_request("qwen3_5_text") == 5
 
 
 def test_vllm_nemotron_h_reads_mamba_ssm_cache_dtype():

@@ -17,6 +17,7 @@ import pytest
 
 from kvcore import CacheOptions, InputError, load_model
 from kvcore.engines import EngineRequest, engine_plan, llamacpp
+from kvcore.parallel import Parallel
 
 GiB = 2**30
 
@@ -42,6 +43,48 @@ def test_glm52_f16_lines_at_128k():
     assert r.extra["kv_bytes"] == 11_777_605_632 + 704_643_072
     assert r.command.startswith("llama-server -m glm-5.2.gguf -c 131072 -np 1 -ctk f16 -ctv f16")
     assert any("b10259" in n for n in r.notes)
+
+
+def test_glm52_split_over_two_devices_logs_each_cache_after_its_buffers():
+    # -sm layer, 2 devices: layer i on CUDA0 while i / 79 < 1/2 (0..39), 40..77 on CUDA1.
+    # llama_kv_cache_dsa logs "creating main", then the main llama_kv_cache's buffer lines and
+    # size line, then "creating indexer" and the indexer cache's (src/llama-kv-cache-dsa.cpp,
+    # src/llama-kv-cache.cpp ctors). At 32,768 cells f16: main 576 × 2 B = 36 MiB a layer,
+    # 40 and 38 layers; indexer 128 × 2 B = 8 MiB a layer in the indexer types' "full"
+    # layers: 0, 1, 2, 6, .., 38 (12) on CUDA0 and 42, .., 74 (9) on CUDA1
+    r = engine_plan("llama.cpp", req("glm-5.2", 32768, parallel=Parallel(pp=2)))
+    assert list(r.log_lines) == [
+        "llama_kv_cache_dsa: creating main KV cache, size = 32768 cells",
+        "llama_kv_cache:      CUDA0 KV buffer size =  1440.00 MiB",
+        "llama_kv_cache:      CUDA1 KV buffer size =  1368.00 MiB",
+        "llama_kv_cache: size = 2808.00 MiB ( 32768 cells,  78 layers,  1/1 seqs), "
+        "K (f16): 2808.00 MiB, V (f16):    0.00 MiB",
+        "llama_kv_cache_dsa: creating indexer KV cache, size = 32768 cells",
+        "llama_kv_cache:      CUDA0 KV buffer size =    96.00 MiB",
+        "llama_kv_cache:      CUDA1 KV buffer size =    72.00 MiB",
+        "llama_kv_cache: size =  168.00 MiB ( 32768 cells,  21 layers,  1/1 seqs), "
+        "K (f16):  168.00 MiB, V (f16):    0.00 MiB",
+    ]
+
+
+def test_deepseek_v4_split_logs_no_buffer_for_an_empty_cache_and_one_per_state():
+    # DeepSeek-V4-Flash over 2 devices (43 layers: 0..21 on CUDA0, i / 44 < 1/2): the raw
+    # iSWA cache's non-SWA half holds no layer, so its ctx_map stays empty and it logs its
+    # size line alone; each compressed cache and each llama_dsv4_comp_state logs its
+    # buffers ("DSV4 <name> state buffer size") before its own line
+    r = engine_plan("llama.cpp", req("deepseek-v4-flash", 32768, parallel=Parallel(pp=2)))
+    lines = list(r.log_lines)
+    i = lines.index("llama_kv_cache_iswa: creating non-SWA KV cache, size = 32768 cells")
+    assert lines[i + 1].startswith("llama_kv_cache: size =    0.00 MiB")
+    assert lines[i + 2].startswith("llama_kv_cache_iswa: creating     SWA KV cache")
+    # SWA: PAD256(128 + 512) = 768 cells, 512 × 2 B K only = 0.75 MiB a layer: 22 and 21
+    assert lines[i + 3] == "llama_kv_cache:      CUDA0 KV buffer size =    16.50 MiB"
+    assert lines[i + 4] == "llama_kv_cache:      CUDA1 KV buffer size =    15.75 MiB"
+    j = lines.index("llama_kv_cache_dsv4: creating DSV4 HCA compressor state")
+    # HCA state: 2 (kv, score) × 512 × 128 rows × 4 B = 0.5 MiB a layer, one stream
+    assert lines[j + 1].startswith("llama_dsv4_comp_state:      CUDA0 DSV4 hca state buffer size")
+    assert lines[j + 2].startswith("llama_dsv4_comp_state:      CUDA1 DSV4 hca state buffer size")
+    assert lines[j + 3].startswith("llama_dsv4_comp_state: hca ratio = 128")
 
 
 def test_glm52_q8_four_streams():

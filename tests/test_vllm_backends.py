@@ -205,3 +205,70 @@ def test_mla_block_size_16_on_b200_falls_to_triton_mla(kv, passed):
     # 64 is one of FLASHINFER_MLA's sizes: no warning
     r = plan("deepseek-v3", "b200", kv, 10000, tp=8, block=64)
     assert r.block_tokens == 64 and not r.log_lines[0].startswith("--block-size")
+
+
+# --- an nvfp4 cache: FLASHINFER is the only backend that stores it ---------------------------
+
+def test_gemma4_nvfp4_on_b200_has_no_backend():
+    # SM10x, image-prefix model: TRITON_FLASHINFER (Triton half lists no nvfp4), FLASHINFER
+    # (supports_mm_prefix False), FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION, TURBOQUANT (no
+    # nvfp4 in their supported_kv_cache_dtypes): none valid, vLLM raises at start-up
+    with pytest.raises(InputError) as e:
+        plan("gemma-4-31b-it", "b200", "nvfp4", 32768)
+    assert e.value.field == "kv_k"
+    assert "FLASHINFER" in str(e.value) and "image-prefix" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_gemma4_nvfp4_on_hopper_has_no_backend(gpu):
+    # SM90 takes FA4 too (Gemma4Config sets flash_attn_version 4, no backend forced); the list
+    # TRITON_FLASH_ATTN, FLASH_ATTN, FLASHINFER, TRITON_ATTN, ... again leaves only FLASHINFER
+    # for nvfp4, which refuses the image prefix
+    with pytest.raises(InputError, match="image-prefix"):
+        plan("gemma-4-31b-it", gpu, "nvfp4", 32768)
+
+
+def test_gemma4_nvfp4_without_fa4_names_the_forced_triton():
+    # SM120: no FA4, Gemma4Config selects TRITON_ATTN, whose dtypes hold no nvfp4 ("Selected
+    # backend TRITON_ATTN is not valid")
+    with pytest.raises(InputError, match="TRITON_ATTN"):
+        plan("gemma-4-31b-it", "rtx-5090", "nvfp4", 8192)
+
+
+def test_text_only_gemma4_nvfp4_on_b200_runs_flashinfer_16():
+    # without the image prefix FLASHINFER (first on SM10x) takes nvfp4 on SM100 (trtllm-gen):
+    # 16 by preference. Sliding page: 16 tokens × 16 heads × (256 / 2 + 256 / 16) B × 2 (K, V)
+    # = 73,728; the global layers' 4 × (512 / 2 + 512 / 16) × 2 = 2,304 B a token is half a
+    # sliding token's 4,608, so their block doubles to 32 with the same page
+    spec = replace(load_model("gemma-4-31b-it"), mm_prefix=False)
+    assert vllm_backends.select(spec, find_gpu("b200"), get_format("nvfp4")) is None
+    r = plan(None, "b200", "nvfp4", 32768, spec=spec)
+    assert r.block_tokens == 16 and r.extra["page_bytes"] == 73_728
+
+
+@pytest.mark.parametrize("gpu", ["b200", "h100", "rtx-5090"])
+def test_dense_nvfp4_keeps_16_token_blocks(gpu):
+    # Llama-3.1-8B: 128-wide heads, no image prefix: FLASHINFER takes nvfp4 on SM10x and
+    # (its FA2 writer) on SM90 and SM12x, 16 tokens a block; page 16 × 8 × (64 + 8) × 2 = 18,432
+    assert vllm_backends.select(load_model("llama-3.1-8b"), find_gpu(gpu),
+                                get_format("nvfp4")) is None
+    r = plan("llama-3.1-8b", gpu, "nvfp4", 8192)
+    assert r.block_tokens == 16 and r.extra["page_bytes"] == 18_432
+
+
+def test_head_size_64_nvfp4_only_on_sm10x():
+    # FlashInferBackend.supports_combination on SM8x/9x/12x: "fa2 prefill misreads an NVFP4
+    # KV cache at head_size 64" (gpt-oss's heads); SM10x runs trtllm-gen and takes it
+    with pytest.raises(InputError, match="head size 64"):
+        plan("gpt-oss-20b", "h200", "nvfp4", 8192)
+    assert plan("gpt-oss-20b", "b200", "nvfp4", 8192).block_tokens == 16
+
+
+def test_nvfp4_refusal_exits_2_on_the_cli(capsys):
+    from app.cli import main
+
+    code = main(["gemma-4-31b-it", "--engine", "vllm", "--gpu", "b200", "--kv", "nvfp4",
+                 "--ctx", "32k"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "nvfp4" in err

@@ -166,6 +166,14 @@ def test_unsupported_format_is_a_4xx(client):
     assert r.status_code == 422 and r.json()["field"] == "kv_k"
 
 
+def test_vllm_nvfp4_without_a_backend_is_a_4xx(client):
+    # Gemma 4 on B200: no vLLM 0.33.0 attention backend takes an nvfp4 cache with its image
+    # prefix (tests/test_vllm_backends.py)
+    r = client.post("/api/v1/plan", json={"model": "gemma-4-31b-it", "gpu": "b200",
+                                          "engine": "vllm", "kv": "nvfp4"})
+    assert r.status_code == 422 and r.json()["field"] == "kv_k"
+
+
 def test_measure_endpoint_is_off_by_default(client):
     r = client.post("/api/v1/measure", json={"model": "qwen3-8b"})
     assert r.status_code == 403 and r.json()["ok"] is False

@@ -136,6 +136,31 @@ class Cache:
 DSV4_CSA, DSV4_HCA = 4, 128
 
 
+@dataclass(frozen=True)
+class Part:
+    """One cache object as it logs itself: the lines before it allocates (``creating …``),
+    its buffers (one a device holding any of its layers; ``what`` names them) and its
+    ``size`` line. ``per_layer``: bytes a layer, by layer number."""
+
+    head: tuple[str, ...]
+    logger: str
+    what: str
+    per_layer: dict[int, int]
+    size_line: str
+
+    def buffer_lines(self, stages: list[frozenset[int]]) -> list[str]:
+        """The buffer lines of this object with its layers on ``stages`` (device i holds
+        stage i): ggml's buffer types in name order (the ctx_map's strcmp comparator), a
+        device holding none of its layers printing nothing."""
+        out = []
+        for i in sorted(range(len(stages)), key=lambda i: f"CUDA{i}"):
+            mine = [b for layer, b in self.per_layer.items() if layer in stages[i]]
+            if mine:
+                out.append(f"{self.logger}: {f'CUDA{i}':>10} {self.what} buffer size = "
+                           f"{mib(sum(mine)):>8} MiB")
+        return out
+
+
 def dsv4_entries(cells: int, ratio: int) -> int:
     """Rows a compressed cache needs for ``cells`` tokens (at least one)."""
     return max(1, -(-cells // ratio))
@@ -149,6 +174,9 @@ class Memory:
         self.k, self.v = opts.kv_k.name, opts.kv_v.name
         self.lines: list[str] = []
         self.caches: list[Cache] = []
+        #: the cache objects in the order llama.cpp builds them (Memory.split_lines)
+        self.parts: list[Part] = []
+        self._mark = 0
         #: DeepSeek-V4's compressor states by name (csa, hca, lid), float32 bytes
         self.states: dict[str, int] = {}
         self.kv_bytes = self.k_bytes = self.v_bytes = 0
@@ -165,15 +193,34 @@ class Memory:
     def cache(self, name: str) -> Cache:
         return next(c for c in self.caches if c.name == name)
 
+    def _part(self, logger: str, what: str, per_layer: dict[int, int]) -> None:
+        """Close the cache object whose size line was just logged."""
+        self.parts.append(Part(tuple(self.lines[self._mark:-1]), logger, what, per_layer,
+                               self.lines[-1]))
+        self._mark = len(self.lines)
+
+    def split_lines(self, stages: list[frozenset[int]]) -> list[str]:
+        """The log with the layers split over devices (-sm layer): each cache object logs
+        its own buffer lines, then its size line, before the next object is created
+        (llama_kv_cache, llama_memory_recurrent and llama_dsv4_comp_state constructors)."""
+        out: list[str] = []
+        for part in self.parts:
+            out += [*part.head, *part.buffer_lines(stages), part.size_line]
+        return out + self.lines[self._mark:]
+
     def _kv(self, name: str, cells: int, streams: int, members: list[LayerGroup],
             layers: int | None = None, v_bytes: int | None = None) -> None:
         """One llama_kv_cache over ``members``: K (and V) rows of every layer, cell and
         stream, and its ``size = …`` line."""
         k_bytes = v = 0
+        per_layer: dict[int, int] = {}
         for g in members:
-            k_bytes += g.count * _row(self.k, g.n_kv_heads * g.head_dim_k) * cells * streams
-            if g.head_dim_v:
-                v += g.count * _row(self.v, g.n_kv_heads * g.head_dim_v) * cells * streams
+            k_row = _row(self.k, g.n_kv_heads * g.head_dim_k) * cells * streams
+            v_row = _row(self.v, g.n_kv_heads * g.head_dim_v) * cells * streams if g.head_dim_v else 0
+            k_bytes += g.count * k_row
+            v += g.count * v_row
+            for layer in g.layers:
+                per_layer[layer] = per_layer.get(layer, 0) + k_row + v_row
         if layers is None:
             layers = sum(g.count for g in members)
         if v_bytes is not None:
@@ -183,6 +230,7 @@ class Memory:
             f"llama_kv_cache: size = {mib(k_bytes + v):>7} MiB ({cells:6d} cells, "
             f"{layers:3d} layers, {self.n_seq:2d}/{streams} seqs), "
             f"K ({self.k}): {mib(k_bytes):>7} MiB, V ({self.v}): {mib(v):>7} MiB")
+        self._part("llama_kv_cache", "KV", per_layer)
         self.k_bytes += k_bytes
         self.v_bytes += v
 
@@ -225,6 +273,8 @@ class Memory:
                 f"llama_memory_recurrent: size = {mib(r + s):>7} MiB ({cells:6d} cells, "
                 f"{spec.decoder_layers:3d} layers, {cells:2d} seqs), R (f32): {mib(r):>7} MiB, "
                 f"S (f32): {mib(s):>7} MiB")
+            self._part("llama_memory_recurrent", "RS",
+                       {layer: g.state_values * 4 * cells for g in recurrent for layer in g.layers})
 
     def _dsa(self, spec: ModelSpec, layout: Layout) -> None:
         # llama_kv_cache_dsa (src/llama-kv-cache-dsa.cpp): the MLA latent cache of the
@@ -279,6 +329,9 @@ class Memory:
             self.lines.append(
                 f"llama_dsv4_comp_state: {name} ratio = {ratio}, state = {rows} x {width}, "
                 f"streams = {streams}, rs_seq = 0, layers = {layers}, size = {mib(size):>7} MiB")
+            self._part("llama_dsv4_comp_state", f"DSV4 {name} state",
+                       {layer: 2 * width * rows * 4 * streams for g in members
+                        for layer in g.layers})
 
 
 def _notes(opts: CacheOptions, flash_attn: bool) -> list[str]:
@@ -479,11 +532,10 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.parallel.pp > 1:
         cmd.append(f"-sm layer -ts {','.join(['1'] * req.parallel.pp)}")
     if req.parallel.pp > 1:
-        # one cache over every layer, its buffers on the devices that hold the layers: a
-        # buffer line a device, then the cache's own lines for the whole model
-        lines = [f"llama_kv_cache: {f'CUDA{i}':>10} KV buffer size = "
-                 f"{mib(memory(sh, req.context).kv_bytes):>8} MiB" for i, sh in enumerate(shares)]
-        lines += Memory(req.spec, layout, opts, s.swa_full, flash).lines
+        # each cache object over every layer, its buffers on the devices that hold its
+        # layers: its buffer lines, then its own size line, object by object
+        stages = [frozenset(i for g in sh.spec.groups for i in g.layers) for sh in shares]
+        lines = Memory(req.spec, layout, opts, s.swa_full, flash).split_lines(stages)
     else:
         lines = list(mem.lines)
     return EngineReport(

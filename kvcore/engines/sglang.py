@@ -317,11 +317,12 @@ EXTRA_BUFFER_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_
 #: (Kimi-K3's decoder is a kimi_linear text_config: KimiK3ForConditionalGeneration is on
 #: 0.5.23's _MAMBA_EXTRA_BUFFER_ARCHS too; KimiK3LinearForCausalLM is refused,
 #: LAYOUT_UNKNOWN_ARCH)
-#: Mamba slots a running request may hold: 3, plus the two ping-pong track slots of
-#: extra_buffer with the overlap scheduler (model_runner_kv_cache_mixin
-#: _calculate_mamba_ratio)
+#: Mamba slots a running request may hold: 3, plus the track slots of extra_buffer: two
+#: (ping-pong) with the overlap scheduler, one without it (kv_cache_configurator
+#: _calculate_mamba_ratio, allocation_sizing get_mamba_tracking_slots)
 SLOTS_PER_REQUEST = 3
 EXTRA_BUFFER_SLOTS = 2
+EXTRA_BUFFER_SLOTS_NO_OVERLAP = 1
 
 
 #: DeepSeek Sparse Attention: the NSA/DSA pool asserts 64-token pages on CUDA and server_args
@@ -519,10 +520,14 @@ def router_fp32_bytes(req: EngineRequest, stage: int) -> int:
     return max(0, 4 * sum(m.params for m in mods) - counted)
 
 
-def slots_per_request(model_type: str) -> int:
-    """Mamba state slots SGLang reserves per running request for this model."""
-    extra = EXTRA_BUFFER_SLOTS if model_type in EXTRA_BUFFER_TYPES else 0
-    return SLOTS_PER_REQUEST + extra
+def slots_per_request(model_type: str, pp: int = 1) -> int:
+    """Mamba state slots SGLang reserves per running request for this model. The strategy
+    resolves to extra_buffer inside handle_model_specific_adjustments, while the overlap
+    scheduler is still on; --pp > 1 turns it off later (_pipeline_parallel_overlap_disable),
+    which leaves extra_buffer in place with one track slot instead of two."""
+    if model_type not in EXTRA_BUFFER_TYPES:
+        return SLOTS_PER_REQUEST
+    return SLOTS_PER_REQUEST + (EXTRA_BUFFER_SLOTS if pp == 1 else EXTRA_BUFFER_SLOTS_NO_OVERLAP)
 
 
 def kv_budget(req: EngineRequest, shares: list[RankShare],
@@ -694,7 +699,7 @@ def plan(req: EngineRequest) -> EngineReport:
                                    for i in g.layers}), sp,
                         indexer_row=DSA_INDEX_ROW if dsa else 0)
     recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp]
-    per_running = slots_per_request(req.spec.model_type)
+    per_running = slots_per_request(req.spec.model_type, req.parallel.pp)
     ssm_bytes = req.spec.ssm_pinned_bytes or MAMBA_SSM_BYTES
     per_req = sum(g.count * (g.conv_state_values * req.spec.dtype_bytes
                              + (g.state_values - g.conv_state_values) * ssm_bytes)

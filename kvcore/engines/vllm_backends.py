@@ -13,7 +13,9 @@ size), ``vllm/model_executor/models/config.py`` (``Gemma4Config.verify_and_updat
 ``vllm/v1/attention/backends/fa_utils.py`` and the backends' own files (named below).
 
 Only what changes the block is modeled: for other models every backend vLLM could pick takes
-16-token blocks, and kvplan keeps 16.
+16-token blocks, and kvplan keeps 16. An nvfp4 cache is the exception: only FlashInfer stores
+it, and where FlashInfer refuses the model or card vLLM finds no backend at all, which kvplan
+refuses in one line (``_nvfp4_refusal``).
 """
 
 from __future__ import annotations
@@ -146,6 +148,41 @@ def _dense_candidates(spec: ModelSpec, family: int, kv: str) -> list[tuple[Backe
     return []
 
 
+#: the card families whose FlashInfer stores an nvfp4 cache (flashinfer.py
+#: FlashInferBackend.supports_kv_cache_dtype: the FA2 writer on SM8x, SM90 and SM12x, the
+#: trtllm-gen kernels on SM10x; FlashInfer's compute-capability floor is SM80)
+NVFP4_FAMILIES = frozenset({8, 9, 10, 12})
+
+
+def _nvfp4_refusal(spec: ModelSpec, family: int) -> str | None:
+    """Why vLLM 0.33.0 finds no attention backend for an nvfp4 cache of this (non-MLA)
+    model on a card of ``family`` (None: FLASHINFER takes it, 16-token blocks). FLASHINFER is
+    the only backend whose supported_kv_cache_dtypes hold nvfp4: FLASH_ATTN, TRITON_ATTN,
+    FLEX_ATTENTION and TURBOQUANT list none, and the image-prefix composites
+    (TRITON_FLASHINFER, TRITON_FLASH_ATTN) need both halves to take it (composite.py
+    supports_kv_cache_dtype)."""
+    heads = _attention_heads(spec)
+    gemma4_triton = (spec.model_type in GEMMA4_TYPES and len(heads) > 1
+                     and not (family in (9, 10, 11) and max(heads) <= 512))
+    if gemma4_triton:
+        # Gemma4Config.verify_and_update_config sets the backend to TRITON_ATTN, and
+        # get_attn_backend_cls raises on a selected backend that refuses the dtype
+        return "Gemma 4's heterogeneous heads force TRITON_ATTN there, which stores no nvfp4"
+    if family not in NVFP4_FAMILIES:
+        return "FLASHINFER, the only backend that stores nvfp4, takes it on SM8x, SM90, SM10x and SM12x only"
+    if spec.mm_prefix:
+        # FlashInferBackend keeps AttentionBackend.supports_mm_prefix → False
+        return ("FLASHINFER, the only backend that stores nvfp4, refuses the image-prefix "
+                "(bidirectional vision) attention of this model")
+    if not heads <= FLASHINFER_HEADS:
+        return (f"FLASHINFER, the only backend that stores nvfp4, takes head sizes "
+                f"{'/'.join(map(str, sorted(FLASHINFER_HEADS)))}, not {max(heads - FLASHINFER_HEADS)}")
+    if family != 10 and 64 in heads:
+        # FlashInferBackend.supports_combination on SM8x/9x/12x
+        return "FLASHINFER's FA2 prefill misreads an nvfp4 cache at head size 64 on this card"
+    return None
+
+
 @dataclass(frozen=True)
 class Choice:
     """The backend vLLM picks, and the higher-priority ones only the block size ruled out."""
@@ -166,6 +203,14 @@ def select(spec: ModelSpec, gpu: GPU | None, kv: KVFormat,
     family = gpu.cuda_family
     if any(g.kind is LayerKind.MLA for g in spec.groups):
         candidates = _mla_candidates(spec, family, kv.name)
+    elif kv.name == "nvfp4" and _attention_heads(spec):
+        why = _nvfp4_refusal(spec, family)
+        if why is not None:
+            raise InputError(f"vLLM finds no attention backend for an nvfp4 KV cache of this "
+                             f"model on {gpu.name}: {why} (\"No valid attention backend "
+                             f"found\")", field="kv_k")
+        # FLASHINFER: 16 by preference, any multiple of 16 taken (the None case)
+        return None
     else:
         candidates = _dense_candidates(spec, family, kv.name)
     valid = [b for b, ok in candidates if ok]
