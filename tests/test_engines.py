@@ -1482,7 +1482,7 @@ def test_llamacpp_kimi_k3_hybrid_k_only_latent_and_kda_state():
     assert mem.lines[0].startswith("llama_kv_cache: size = 3456.00 MiB ( 65536 cells,  24 layers,"
                                    "  2/2 seqs), K (f16): 3456.00 MiB, V (f16):    0.00 MiB")
     assert mem.lines[1] == ("llama_memory_recurrent: size =  886.22 MiB (     2 cells,  93 layers,"
-                            "  2 seqs), R (f32):   58.22 MiB, S (f32):  828.00 MiB")
+                            "  2 seqs  0 rs_seq), R (f32):   58.22 MiB, S (f32):  828.00 MiB")
     report = engine_plan("llama.cpp", req("kimi-k3", ctx=131072, gpu="h200",
                                           parallel=Parallel(pp=8)))
     assert report.extra["k_bytes"] > 0 and report.extra["state_bytes"] > 0
@@ -1796,3 +1796,23 @@ def test_vllm_033_mla_hybrid_aligns_to_128_tokens():
     assert vllm.pool(spec, 10 * GiB, F16, F16, 64).min_block == 1920
     # a 256-token block is the alignment itself: 256 × cdiv(2,170,880, 256 × 1,152) = 2,048
     assert vllm.pool(spec, 10 * GiB, F16, F16, 256).min_block == 2048
+
+
+def test_llamacpp_recurrent_line_matches_a_real_mtp_log():
+    # the recurrent size line of a current build (b9191 on: "… 3 seqs  0 rs_seq)"), with the
+    # GGUF's next-n block in hparams.n_layer (65 = 64 blocks + 1), as a real Qwen3.5-27B run
+    # with -np 3 printed it (PR #23792's thread)
+    import tomllib
+    from pathlib import Path
+
+    log = tomllib.loads((Path(__file__).parent / "data" / "engine_logs" /
+                         "llamacpp-qwen35-27b-mtp-recurrent-tp-3seq.toml").read_text())
+    real = next(line.split(" I ", 1)[1] for line in log["excerpt"].splitlines()
+                if "llama_memory_recurrent: size" in line)
+    r = engine_plan("llama.cpp", EngineRequest(
+        spec=load_model("qwen3.5-27b"), context=4096, sequences=3,
+        cache=CacheOptions(kv_k="f16", kv_v="f16", mtp=True), gpus=(find_gpu("h200"),)))
+    assert real in r.log_lines
+    plain = engine_plan("llama.cpp", req("qwen3.5-27b", ctx=4096, seqs=3, gpu="h200"))
+    line = next(x for x in plain.log_lines if x.startswith("llama_memory_recurrent: size"))
+    assert "  64 layers,  3 seqs  0 rs_seq)" in line

@@ -269,10 +269,17 @@ class Memory:
             s = sum(g.count * (g.state_values - g.conv_state_values) for g in recurrent) * 4 * cells
             self.state_bytes = r + s
             self.r_bytes, self.s_bytes = r, s
+            # hparams.n_layer: the GGUF's block_count, its next-n (MTP) blocks included when
+            # the file carries them (--mtp)
+            n_layer = spec.decoder_layers + (
+                len({i for g in spec.groups if g.mtp for i in g.layers}) if opts.mtp else 0)
+            # the size line as builds from b9191 print it (llama-memory-recurrent.cpp, MTP
+            # support #22673): the snapshot rows a sequence keeps for speculative rollback,
+            # n_rs_seq, follow the sequences; 0 without a draft
             self.lines.append(
                 f"llama_memory_recurrent: size = {mib(r + s):>7} MiB ({cells:6d} cells, "
-                f"{spec.decoder_layers:3d} layers, {cells:2d} seqs), R (f32): {mib(r):>7} MiB, "
-                f"S (f32): {mib(s):>7} MiB")
+                f"{n_layer:3d} layers, {cells:2d} seqs {0:2d} rs_seq), "
+                f"R (f32): {mib(r):>7} MiB, S (f32): {mib(s):>7} MiB")
             self._part("llama_memory_recurrent", "RS",
                        {layer: g.state_values * 4 * cells for g in recurrent for layer in g.layers})
 
