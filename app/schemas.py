@@ -21,6 +21,10 @@ _TEXT_FIELDS = ("model", "gpu", "kv", "kv_k", "kv_v", "weights", "engine", "gpus
                 "hot", "state_dtype", "overhead", "offload")
 
 
+#: fields that take a JSON number or the command line's text, with the text's longest length
+_NUMBER_OR_TEXT = {"gpus": 400, "kv_budget": 40, "overhead": 40, "offload": 40}
+
+
 class PlanIn(BaseModel):
     """A plan request. ``model`` (catalog or Hub repo id) or ``config`` (a config.json object).
 
@@ -42,19 +46,12 @@ class PlanIn(BaseModel):
     gpus: int | str | None = Field(None, examples=[4, "4090,3090"],
                                    description="a card count (4) or one card per rank "
                                    "(4090,3090)")
-
-    @field_validator("gpus")
-    @classmethod
-    def _gpus_text(cls, value: int | str | None) -> str | None:
-        """A count may come as a JSON number; the planner reads the CLI's text."""
-        if isinstance(value, str) and len(value) > 400:
-            raise PydanticCustomError("too_long", "at most 400 characters")
-        return None if value is None else str(value)
     tp: int | None = Field(None, ge=1, le=1024)
     pp: int | None = Field(None, ge=1, le=1024)
     dp: int = Field(1, ge=1, le=1024)
-    kv_budget: str | None = Field(None, max_length=40, examples=["8.11GiB"],
-                                  description="available KV memory per card an engine printed")
+    kv_budget: int | str | None = Field(None, examples=["8.11GiB", 8707134259],
+                                  description="available KV memory per card an engine printed "
+                                  "(a size, or bytes as a number)")
     hot: str | None = Field(None, max_length=40, examples=["f16:4096"])
     keep: float | None = Field(None, gt=0, le=1, description="token eviction: fraction kept")
     images: int = Field(1, ge=0, le=1000)
@@ -69,8 +66,9 @@ class PlanIn(BaseModel):
     keep_recent: int = Field(128, ge=0, le=1 << 24, description="recent tokens always kept")
     state_dtype: str = Field("f32", pattern="^(f32|f16|bf16)$",
                              description="recurrent-state dtype")
-    overhead: str | None = Field(None, max_length=40, examples=["1GiB"],
-                                 description="runtime overhead instead of the estimate")
+    overhead: int | str | None = Field(None, examples=["1GiB"],
+                                       description="runtime overhead instead of the estimate "
+                                       "(a size, or bytes as a number)")
     speculative_tokens: int = Field(0, ge=0, le=64, description="vLLM speculative tokens; SGLang "
                                     "with mtp: --speculative-num-draft-tokens")
     ubatch: int | None = Field(None, ge=1, le=1 << 24, description="llama.cpp n_ubatch")
@@ -78,10 +76,20 @@ class PlanIn(BaseModel):
     kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")
     no_flash_attn: bool = Field(False, description="llama.cpp -fa off")
     tokens_per_block: int | None = Field(None, ge=1, le=1 << 16, description="TensorRT-LLM")
-    offload: str | None = Field(None, max_length=40, examples=["64GiB"],
-                                description="CPU/disk tier for KV per card")
+    offload: int | str | None = Field(None, examples=["64GiB"],
+                                      description="CPU/disk tier for KV per card")
 
     _blank = field_validator(*_TEXT_FIELDS, mode="before")(_not_blank)
+
+    @field_validator(*_NUMBER_OR_TEXT)
+    @classmethod
+    def _as_text(cls, value: int | str | None, info: Any) -> str | None:
+        """A count or a byte size may come as a JSON number (``"gpus": 4``, ``"kv_budget":
+        8707134259``); the planner reads the command line's text either way."""
+        limit = _NUMBER_OR_TEXT[info.field_name]
+        if isinstance(value, str) and len(value) > limit:
+            raise PydanticCustomError("too_long", "at most {limit} characters", {"limit": limit})
+        return None if value is None else str(value)
 
 
 class PlanQueryIn(PlanIn):

@@ -139,6 +139,20 @@ def test_gpu_count_as_a_json_number(client):
         assert r.status_code == 422 and r.json()["field"] == "gpus", bad
 
 
+
+def test_byte_sizes_as_json_numbers(client):
+    # "kv_budget": 8707134259 is the budget "8707134259" (bytes) gives; a boolean is refused
+    text = {"model": "llama-3.1-8b", "engine": "vllm", "kv_budget": "8707134259"}
+    number = client.post("/api/v1/plan", json={**text, "kv_budget": 8707134259}).json()
+    assert number == client.post("/api/v1/plan", json=text).json()
+    assert number["fits"] is True
+    for field in ("kv_budget", "overhead", "offload"):
+        r = client.post("/api/v1/plan", json={"model": "llama-3.1-8b", field: False})
+        assert r.status_code == 422 and r.json()["field"] == field
+        r = client.post("/api/v1/plan", json={"model": "llama-3.1-8b", field: "9" * 41})
+        assert r.status_code == 422 and r.json()["field"] == field
+
+
 def test_find_endpoints(client):
     body = {"model": "qwen3.5-27b", "gpu": "4090", "context": "256k", "weights": "q4_k_m",
             "engine": "llama.cpp"}
