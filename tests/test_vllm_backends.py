@@ -272,3 +272,20 @@ def test_nvfp4_refusal_exits_2_on_the_cli(capsys):
                  "--ctx", "32k"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "nvfp4" in err
+
+
+@pytest.mark.parametrize("kv", ["nvfp4", "fp8_e5m2", "fp8_pth"])
+@pytest.mark.parametrize("gpu", ["h200", "b200", "a100"])
+def test_mla_cache_dtypes_no_backend_stores(kv, gpu):
+    # the dense MLA backends list 16-bit and fp8 (e4m3) caches only: vLLM starts with none
+    spec = load_model("deepseek-v2-lite-chat")
+    with pytest.raises(InputError) as e:
+        engine_plan("vllm", EngineRequest(spec=spec, context=8192, sequences=1,
+                                          cache=CacheOptions(kv_k=kv, kv_v=kv),
+                                          gpus=(find_gpu(gpu),)))
+    assert e.value.field == "kv_k" and "\n" not in str(e.value)
+    assert f"no MLA attention backend for the {kv} KV cache" in str(e.value)
+    for ok in ("bf16", "fp8_e4m3"):
+        assert engine_plan("vllm", EngineRequest(spec=spec, context=8192, sequences=1,
+                                                 cache=CacheOptions(kv_k=ok, kv_v=ok),
+                                                 gpus=(find_gpu(gpu),))).fits

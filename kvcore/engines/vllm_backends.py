@@ -214,6 +214,14 @@ def select(spec: ModelSpec, gpu: GPU | None, kv: KVFormat,
     else:
         candidates = _dense_candidates(spec, family, kv.name)
     valid = [b for b, ok in candidates if ok]
+    if not valid and any(g.kind is LayerKind.MLA for g in spec.groups):
+        # every dense MLA backend lists auto/float16/bfloat16 (and all but FLASH_ATTN_MLA
+        # fp8 / fp8_e4m3) in supported_kv_cache_dtypes; none lists fp8_e5m2, nvfp4 or
+        # fp8_per_token_head, so get_attn_backend_cls finds none
+        raise InputError(f"vLLM finds no MLA attention backend for the {kv.name} KV cache on "
+                         f"{gpu.name}: its MLA backends store 16-bit or fp8 (e4m3) caches only "
+                         "(\"No valid attention backend found\"); use --kv f16, bf16 or "
+                         "fp8_e4m3", field="kv_k")
     if not valid:
         return None
     if block_size is None:
