@@ -341,6 +341,11 @@ class ModelSpec:
         return tuple(g for g in self.groups if mtp or not g.mtp)
 
     @property
+    def mtp_layers(self) -> int:
+        """The MTP / next-n layers the config names, each once whatever caches it holds."""
+        return len({i for g in self.groups if g.mtp for i in g.layers})
+
+    @property
     def has_mtp(self) -> bool:
         return any(g.mtp for g in self.groups)
 

@@ -182,9 +182,10 @@ class Memory:
         self.kv_bytes = self.k_bytes = self.v_bytes = 0
         self.state_bytes = self.r_bytes = self.s_bytes = 0
         self.n_seq = layout.n_seq
-        if any(g.kind is LayerKind.INDEXER for g in spec.groups):
+        sparse = _sparse_kind(spec)
+        if sparse == "dsa":
             self._dsa(spec, layout)
-        elif any(g.kind is LayerKind.COMPRESSED for g in spec.groups):
+        elif sparse == "dsv4":
             self._dsv4(spec, layout, swa_full)
         else:
             self._plain(spec, layout, opts, swa_full, flash)
@@ -271,8 +272,7 @@ class Memory:
             self.r_bytes, self.s_bytes = r, s
             # hparams.n_layer: the GGUF's block_count, its next-n (MTP) blocks included when
             # the file carries them (--mtp)
-            n_layer = spec.decoder_layers + (
-                len({i for g in spec.groups if g.mtp for i in g.layers}) if opts.mtp else 0)
+            n_layer = spec.decoder_layers + (spec.mtp_layers if opts.mtp else 0)
             # the size line as builds from b9191 print it (llama-memory-recurrent.cpp, MTP
             # support #22673): the snapshot rows a sequence keeps for speculative rollback,
             # n_rs_seq, follow the sequences; 0 without a draft
@@ -355,6 +355,10 @@ def _notes(opts: CacheOptions, flash_attn: bool) -> list[str]:
 SPARSE_COMMIT = "3f545bec (2026-08-22)"
 
 
+#: the models each sparse cache kind (_sparse_kind) belongs to, for messages
+SPARSE_LABELS = {"dsa": "DeepSeek Sparse Attention", "dsv4": "DeepSeek-V4"}
+
+
 def _sparse_kind(spec: ModelSpec) -> str:
     """'dsa' for DeepSeek Sparse Attention (an indexer key cache beside the MLA latent),
     'dsv4' for DeepSeek-V4's compressed caches, '' for anything else."""
@@ -373,7 +377,7 @@ def _check_same_types(spec: ModelSpec, sparse: str, opts: CacheOptions) -> None:
     if opts.kv_k.name == opts.kv_v.name:
         return
     if sparse:
-        label = "DeepSeek Sparse Attention" if sparse == "dsa" else "DeepSeek-V4"
+        label = SPARSE_LABELS[sparse]
     elif has_kind(spec, LayerKind.MLA):
         label = "MLA"
     else:
@@ -385,7 +389,7 @@ def _check_same_types(spec: ModelSpec, sparse: str, opts: CacheOptions) -> None:
 
 def _check_sparse(spec: ModelSpec, sparse: str, opts: CacheOptions) -> None:
     """Refuse, in one line, what llama.cpp does not build for these caches."""
-    label = "DeepSeek Sparse Attention" if sparse == "dsa" else "DeepSeek-V4"
+    label = SPARSE_LABELS[sparse]
     if opts.mtp:
         raise InputError(f"llama.cpp keeps the MTP layers of {label} models in a separate draft "
                          "context, which kvplan does not size: leave out --mtp", field="mtp")

@@ -45,7 +45,6 @@ from .base import (
     single_format,
 )
 from .sglang_mtp import draft_line as mtp_draft_line
-from .sglang_mtp import mamba_slots as mtp_mamba_slots
 from .sglang_mtp import notes as mtp_notes
 from .sglang_mtp import resolve as mtp_resolve
 from .sglang_mtp import target_cell as mtp_cell
@@ -416,12 +415,20 @@ def swa_window(spec: ModelSpec) -> int | None:
     return window - 1 if spec.model_type in EXCLUSIVE_WINDOW_TYPES else window
 
 
-def mamba_slots_for(rest: int, per_req: int) -> int:
-    """max_mamba_cache_size from ``rest`` bytes: the Mamba share of them, less the pool's
-    padding slot, in whole slots (kv_cache_configurator _handle_max_mamba_cache:
-    int((budget − per_slot) // per_slot)); zero or less when nothing is left."""
-    budget = rest * MAMBA_RATIO / (1 + MAMBA_RATIO)
-    return math.floor((budget - per_req) / max(1, per_req))
+def mamba_slots_for(rest: int, per_req: int, *, draft_tokens: int = 0, per_running: int = 1,
+                    running: int = 1) -> tuple[int, int]:
+    """(max_mamba_cache_size, intermediate-state bytes) from ``rest`` bytes
+    (kv_cache_configurator _handle_max_mamba_cache): the Mamba share of rest holds K slots,
+    the pool's padding slot and, with D = ``draft_tokens`` (speculative decoding), the
+    states of D draft tokens for (1 + K / slots a request) requests:
+    K = int((share − per_req (1 + D)) // (per_req (1 + D / slots a request))), zero or less
+    when nothing is left; the states take per_req × (min(running, K // slots a request) + 1)
+    × D (0 without a draft)."""
+    d = draft_tokens
+    share = rest * MAMBA_RATIO / (1 + MAMBA_RATIO)
+    slots = math.floor((share - per_req * (1 + d)) // (per_req * (1 + d / per_running)))
+    capped = min(max(1, running), slots // per_running)
+    return slots, per_req * (capped + 1) * d
 
 
 def startup_error(pl: Pools, *, per_req: int, per_running: int, window: int | None,
@@ -720,14 +727,12 @@ def plan(req: EngineRequest) -> EngineReport:
             # the Mamba state pool takes ratio / (1 + ratio) of what is left, less the pool's
             # padding slot; KV gets what the slots and the padding slot leave
             # (kv_cache_configurator _handle_max_mamba_cache)
-            if sp is not None:
-                # the draft tokens' intermediate states come out of the Mamba share too
-                slots, states = mtp_mamba_slots(rest, per_req, sp, ratio=MAMBA_RATIO,
-                                                per_running=per_running, running=running)
-                rest -= states
-                total = rest
-            else:
-                slots = mamba_slots_for(rest, per_req)
+            # the draft tokens' intermediate states (--mtp) come out of the Mamba share too
+            slots, states = mamba_slots_for(
+                rest, per_req, draft_tokens=sp.draft_tokens if sp is not None else 0,
+                per_running=per_running, running=running)
+            rest -= states
+            total = rest
             if slots > 0:
                 rest -= (slots + 1) * per_req
         if sliding:

@@ -12,14 +12,13 @@ not name), ``model_executor/pool_configurator.py · DefaultPoolConfigurator.__in
 int(cell × draft layers / layers); a DSA model adds the draft's latent share and 132-byte
 indexer keys in every draft layer), ``mem_cache/kv_cache_configurator.py ·
 _handle_max_mamba_cache`` (the Mamba slots and the draft tokens' intermediate states solved
-together) and ``managers/scheduler.py · init_target_memory_pool / init_memory_pools`` (the
+together: sglang.py ``mamba_slots_for`` with the draft tokens) and ``managers/scheduler.py · init_target_memory_pool / init_memory_pools`` (the
 draft is loaded before the target's pool is profiled; the draft worker then builds its own
 pool of the same token count from the target's MemoryPoolConfig).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -86,7 +85,7 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
         raise _refuse("the draft pool of a model with "
                       + ", ".join(sorted(k.name.lower() for k in kinds - SIZED_KINDS))
                       + " layers is not sized")
-    draft = _draft_layers(spec)
+    draft = spec.mtp_layers
     if not draft:
         raise _refuse(f"{spec.name} has no MTP / next-n layers in its config "
                       "(num_nextn_predict_layers or mtp_num_hidden_layers) for an EAGLE draft")
@@ -96,11 +95,6 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
     d = tokens or AUTO_DRAFT_TOKENS
     cell_layers = 0 if spec.model_type in NO_NEXTN_FIELD_TYPES else draft
     return Speculative(steps=d - 1, draft_tokens=d, cell_layers=cell_layers, draft_layers=draft)
-
-
-def _draft_layers(spec: ModelSpec) -> int:
-    """The MTP layers the config names (each once, whatever caches it holds)."""
-    return len({i for g in spec.groups if g.mtp for i in g.layers})
 
 
 def target_cell(cell: int, layers: int, sp: Speculative, *, indexer_row: int = 0) -> int:
@@ -113,20 +107,6 @@ def target_cell(cell: int, layers: int, sp: Speculative, *, indexer_row: int = 0
         latent = cell - indexer_row * layers
         return cell + latent * sp.cell_layers // layers + indexer_row * sp.cell_layers
     return cell + cell * sp.cell_layers // layers
-
-
-def mamba_slots(rest: int, per_req: int, sp: Speculative, *, ratio: float,
-                per_running: int, running: int) -> tuple[int, int]:
-    """(max_mamba_cache_size, intermediate-state bytes) from ``rest`` bytes with draft tokens D
-    (kv_cache_configurator _handle_max_mamba_cache): the Mamba share of rest holds K slots, the
-    padding slot and the states of D draft tokens for (1 + K / slots a request) requests:
-    K = int((share − per_req (1 + D)) // (per_req (1 + D / slots a request))); the states
-    taken are per_req × (min(running, K // slots a request) + 1) × D."""
-    d = sp.draft_tokens
-    share = rest * ratio / (1 + ratio)
-    slots = math.floor((share - per_req * (1 + d)) // (per_req * (1 + d / per_running)))
-    capped = min(max(1, running), slots // per_running)
-    return slots, per_req * (capped + 1) * d
 
 
 def notes(sp: Speculative, *, hybrid: bool, cell: int, base_cell: int) -> list[str]:
