@@ -514,14 +514,21 @@ def plan(req: EngineRequest) -> EngineReport:
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, f32_as="bf16")
-    block = s.block_size or default_block(req.spec, shares[0].gpu, opts.kv_k)
     dsa = has_kind(req.spec, LayerKind.INDEXER)
+    hybrid = any(g.kind.is_recurrent for g in req.spec.groups)
     # the backend vLLM picks where it decides the block (a --block-size it refuses moves
     # selection down its list: platforms/cuda.py get_attn_backend_cls)
-    choice = (None if dsa or any(g.kind.is_recurrent for g in req.spec.groups)
+    choice = (None if dsa or hybrid
               else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
                                         s.block_size or None))
     backend = choice.backend if choice is not None else None
+    if s.block_size:
+        block = s.block_size
+    elif dsa or hybrid:
+        block = default_block(req.spec, shares[0].gpu, opts.kv_k)
+    else:
+        # the chosen backend's preference (default_block's answer, without selecting twice)
+        block = backend.preferred() if backend is not None else BLOCK
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         if s.block_size and s.block_size % DSA_BLOCK:
