@@ -114,6 +114,15 @@ class Weights:
                 else self.embedding_bytes)
 
 
+def _format(spec: ModelSpec, weight_format: str | None, auto: bool) -> WeightFormat:
+    """The format weights are priced in: the one asked for, or with ``auto`` the
+    checkpoint's (its dtype where kvplan knows it, else bf16)."""
+    if auto:
+        return get_weight_format(spec.checkpoint_weights or
+                                 (spec.dtype if spec.dtype in _BY_NAME else "bf16"))
+    return get_weight_format(str(weight_format))
+
+
 def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool = False,
                 include_encoder: bool = True) -> Weights:
     """Resident weights for ``spec`` in ``weight_format`` (None/"auto": the checkpoint)."""
@@ -142,11 +151,7 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
                        spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied,
                        replicated_bytes=int(p.replicated * ratio),
                        per_layer_embedding_bytes=int(p.per_layer_embedding * ratio))
-    if auto:
-        fmt = get_weight_format(spec.checkpoint_weights or
-                                (spec.dtype if spec.dtype in _BY_NAME else "bf16"))
-    else:
-        fmt = get_weight_format(str(weight_format))
+    fmt = _format(spec, weight_format, auto)
 
     def size(n: int, embedding: int, experts: int) -> int:
         if fmt.experts_only:
@@ -221,10 +226,7 @@ def module_bytes(spec: ModelSpec, weight_format: str | None, modules: list[Modul
         return None
     if auto and spec.quant is not None and p.modules:
         unquantized = spec.dtype_bytes if spec.dtype_bytes > 1 else 2
-        out = 0
-        for m in modules:
-            rule = spec.quant.rule_for(m)
-            out += rule.bytes(m.params, m.rows, m.matrices) if rule else m.params * unquantized
+        out = estimate(tuple(modules), spec.quant, unquantized).total_bytes
         if spec.safetensors_total_bytes:
             # scaled as _quantized scales every part to the index's total
             est = estimate(p.modules, spec.quant, unquantized)
@@ -233,9 +235,7 @@ def module_bytes(spec: ModelSpec, weight_format: str | None, modules: list[Modul
         return out
     if auto and spec.safetensors_total_bytes:
         return int(params * spec.safetensors_total_bytes / max(1, p.total + p.mtp))
-    fmt = (get_weight_format(spec.checkpoint_weights or
-                             (spec.dtype if spec.dtype in _BY_NAME else "bf16"))
-           if auto else get_weight_format(str(weight_format)))
+    fmt = _format(spec, weight_format, auto)
     # a decoder weight that is neither an embedding nor a routed expert
     bits = fmt.rest_bits if fmt.experts_only else fmt.bits_per_weight
     return int(params * bits / 8)
