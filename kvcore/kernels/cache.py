@@ -62,6 +62,8 @@ MANY_ROWS = 64
 #: q4_0 0-3%), the outputs identical to 16 rows'; f16 and q8_0 did not gain (q8_0 2-3%
 #: slower at B=8). Kernel v17 (decode-h200-v17.md): B=1 128k fp8_pth 81 → 75 µs, nvfp4
 #: 123 → 113, tbq4 130 → 118 against v16
+#: K formats whose scores are an integer product (decode(int_keys=…))
+INT_KEYS: frozenset[str] = frozenset()
 PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
 PAD_ROWS_MANY = {**PAD_ROWS, "fp8_pth": 8}
 #: the same for heads of 129-256 lanes, any number of rows: at 24/4 × 256 (Qwen3.5's
@@ -476,7 +478,8 @@ class LayerCache:
                reuse_keys: bool | None = None, parts: bool = True,
                query_rows: int | None = None, words_v: bool | None = None,
                pdl: bool | None = None, lazy: bool | None = None,
-               pad_rows: int | None = None, wide: bool | None = None) -> Any:
+               pad_rows: int | None = None, wide: bool | None = None,
+               int_keys: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, head_dim] → [B, Hq, head_dim_v] float32
         (V's width; the query and K are head_dim wide).
 
@@ -539,6 +542,12 @@ class LayerCache:
         group_launch = GROUP_LAUNCH.get((dpow, self.k.fmt)) if group > 16 else None
         row_cap = query_rows or (group_launch[3] if group_launch else max_query_rows(width))
         many = bsz * self.kv_heads >= MANY_ROWS
+        same_kv = not self.has_v and (self.k.fmt in REUSE_KEYS if reuse_keys is None
+                                      else reuse_keys)
+        if int_keys is None:
+            int_keys = self.k.fmt in INT_KEYS
+        int_keys = (int_keys and self.k.fmt in ("q8_0", "q4_0") and not tail and not same_kv
+                    and dpow >= 32)
         if pad_rows is None:
             pads = ((PAD_ROWS_MANY if many else PAD_ROWS) if dpow <= 128
                     else PAD_ROWS_256 if dpow == 256 else {})
@@ -625,8 +634,7 @@ class LayerCache:
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
             ASM=bool(asm), WORDS=bool(words), WORDS_V=bool(words_v),
             GPU=q.device.type == "cuda",
-            SAME_KV=not self.has_v and (self.k.fmt in REUSE_KEYS if reuse_keys is None
-                                        else reuse_keys),
+            SAME_KV=same_kv, IK=bool(int_keys),
             LAZY=bool(lazy), WIDE=bool(lazy and wide), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED

@@ -1,0 +1,131 @@
+"""q8_0 and q4_0 scores as an integer product on a GPU: the query quantized to int8 per
+32-value block (as q8_0 quantizes a row) and multiplied with the cache's int8 codes on the
+tensor cores (decode(int_keys=True)), against the float16 unpacking of the default path
+(int_keys=False). GQA 32/8 × 128, the shapes of decode.py; each launch replayed from a CUDA
+graph over enough cache copies that no step reads from L2 (decode.time_steps).
+
+    python bench/probes/int_keys.py [--formats q8_0,q4_0] [--shapes 1x32768,…]
+        [--configs BN/W/S/PAD,…] [--out DIR]
+
+First a check on small shapes (pages of 16, a shuffled block table, several splits): both
+paths against the torch reference and against exact attention, NaN counted. Then per format
+and shape: the default path's time, the integer path under the default launch and under each
+of --configs (block_n / warps / stages / query rows padded to), the fraction of the read bandwidth measured in the same
+run and the speed-up over torch's fp16 scaled_dot_product_attention. Writes int-keys.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+sys.path.insert(0, str(HERE.parent))
+
+import decode  # noqa: E402  (bench/decode.py)
+from decode import copies, fill, rel, sdpa_time, time_steps, write_json  # noqa: E402
+
+from kvcore.kernels import ref  # noqa: E402
+from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
+from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+SHAPES = [(1, 32768), (1, 131072), (8, 131072), (8, 32768), (64, 4096)]
+CONFIGS = [(bn, 1, st, pad) for bn, st in ((32, 3), (64, 2), (32, 2)) for pad in (4, 8, 16)]
+
+
+def check(fmt: str, fmt_v: str) -> dict[str, float]:
+    """Both paths on pages of 16 under a shuffled table, against the reference and exact."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    lens = [3000, 517, 1, 40]
+    page, hkv, d, hq = 16, 8, 128, 32
+    per = max(math.ceil(n / page) for n in lens)
+    order = torch.randperm(len(lens) * per, device="cuda", generator=g)
+    table = order.reshape(len(lens), per).to(torch.int32)
+    cache = LayerCache(fmt, fmt_v, len(lens) * per, page, hkv, d, device="cuda")
+    n = max(lens)
+    k = torch.randn(len(lens), n, hkv, d, device="cuda", generator=g).half()
+    v = torch.randn(len(lens), n, hkv, d, device="cuda", generator=g).half()
+    for b, m in enumerate(lens):
+        t = torch.arange(m, device="cuda")
+        cache.append(k[b, :m], v[b, :m], table[b, t // page].long(), t % page)
+    seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    q = torch.randn(len(lens), hq, d, device="cuda", generator=g).half()
+    plain = cache.decode(q, table, seq, int_keys=False)
+    ints = cache.decode(q, table, seq, int_keys=True)
+    want = cache.decode_ref(q.float(), table, seq)
+    exact = ref.attention_ref(q.float(), k.permute(0, 2, 1, 3).float(),
+                              v.permute(0, 2, 1, 3).float(), seq)
+    return {"plain_vs_ref": rel(plain, want), "int_vs_ref": rel(ints, want),
+            "plain_vs_exact": rel(plain, exact), "int_vs_exact": rel(ints, exact),
+            "int_vs_plain": rel(ints, plain),
+            "nan": int(torch.isnan(ints).sum() + torch.isnan(plain).sum())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--formats", default="q8_0,q4_0")
+    ap.add_argument("--shapes", default=",".join(f"{b}x{t}" for b, t in SHAPES))
+    ap.add_argument("--configs", default=",".join("/".join(map(str, c)) for c in CONFIGS))
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]
+    configs = [tuple(int(x) for x in c.split("/")) for c in a.configs.split(",") if c]
+    result: dict = {"env": environment("cuda", torch), "note": __doc__.split("\n\n")[0], "checks": {},
+                    "rows": []}
+    bw = result["read_bw"] = measure_bandwidth(torch)["read_bytes_per_s"]
+    print("read bandwidth", bw, flush=True)
+    for fmt in a.formats.split(","):
+        for fv in (fmt, "f16"):
+            try:
+                result["checks"][f"{fmt}/{fv}"] = check(fmt, fv)
+            except Exception as e:  # noqa: BLE001 (a probe records what failed)
+                result["checks"][f"{fmt}/{fv}"] = {"error": repr(e)[:2000]}
+            print("check", fmt, fv, result["checks"][f"{fmt}/{fv}"], flush=True)
+    sdpa = {}
+    for batch, tokens in shapes:
+        sdpa[(batch, tokens)] = sdpa_time(batch, tokens)
+    for fmt in a.formats.split(","):
+        for batch, tokens in shapes:
+            t0 = time.time()
+            cache = LayerCache(fmt, fmt, batch, tokens, decode.HKV, decode.D, device="cuda")
+            fill(cache, batch, tokens, torch.float16)
+            caches = copies(cache, batch, tokens)
+            row = {"format": fmt, "batch": batch, "tokens": tokens,
+                   "sdpa_us": sdpa[(batch, tokens)] * 1e6, "bytes": cache.nbytes}
+            row["plain_us"] = time_steps(caches, batch, tokens, int_keys=False) * 1e6
+            times = {"default": time_steps(caches, batch, tokens, int_keys=True) * 1e6}
+            for c in configs:
+                try:
+                    times["/".join(map(str, c))] = time_steps(
+                        caches, batch, tokens, int_keys=True, block_n=c[0], num_warps=c[1],
+                        num_stages=c[2], pad_rows=c[3] if len(c) > 3 else None) * 1e6
+                except Exception as e:  # noqa: BLE001
+                    times["/".join(map(str, c))] = repr(e)[:300]
+            row["int_us"] = times
+            best = min(v for v in times.values() if isinstance(v, float))
+            row["best_int_us"] = best
+            for key, us in (("plain", row["plain_us"]), ("int", best)):
+                row[f"{key}_vs_sdpa"] = row["sdpa_us"] / us
+                if bw:
+                    row[f"{key}_bw_frac"] = cache.nbytes / (us * 1e-6) / bw
+            result["rows"].append(row)
+            print(f"{fmt} B={batch} T={tokens}: plain {row['plain_us']:.1f} µs "
+                  f"({row['plain_vs_sdpa']:.2f}×), int best {best:.1f} µs "
+                  f"({row['int_vs_sdpa']:.2f}×) {time.time() - t0:.0f}s "
+                  + " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}=ERR"
+                             for k, v in times.items()), flush=True)
+            if a.out:
+                write_json(a.out, "int-keys.json", result)
+            del caches, cache
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
