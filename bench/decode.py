@@ -32,7 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvcore.kernels import ref  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
-from kvcore.kernels.cache import LAUNCH, LAUNCH_MANY, MANY_ROWS, LayerCache  # noqa: E402
+from kvcore.kernels.cache import (  # noqa: E402
+    INT_KEYS,
+    INT_KEYS_LAUNCH,
+    LAUNCH,
+    LAUNCH_MANY,
+    MANY_ROWS,
+    LayerCache,
+)
 from kvcore.kernels.kivi import KiviCache  # noqa: E402
 from kvcore.kv import geometry_bytes  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -52,7 +59,8 @@ FORMATS = ["f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 #: the KIVI formats (their own cache, kvcore.kernels.kivi), timed after the others
 KIVI_FORMATS = ["kivi2", "kivi4"]
 #: decode kernel launch configurations tried per shape (block_n, num_warps, num_stages), besides
-#: the format's default (kvcore.kernels.cache.LAUNCH or LAUNCH_MANY)
+#: the format's default (kvcore.kernels.cache.LAUNCH or LAUNCH_MANY; INT_KEYS_LAUNCH for a format
+#: whose scores are an integer product)
 CONFIGS = [(64, 4, 2), (128, 4, 2)]
 
 
@@ -409,7 +417,8 @@ def main() -> None:
             append_s, append_bytes = append_time(cache, batch, tokens, dtype)
             caches = copies(cache, batch, tokens)
             best = None
-            default = (LAUNCH_MANY if batch * HKV >= MANY_ROWS else LAUNCH)[fmt]
+            default = (INT_KEYS_LAUNCH if fmt in INT_KEYS else
+                       (LAUNCH_MANY if batch * HKV >= MANY_ROWS else LAUNCH)[fmt])
             for block_n, warps, stages in dict.fromkeys([default, *CONFIGS]):
                 try:
                     t_c = time_steps(caches, batch, tokens, dtype, block_n=block_n,

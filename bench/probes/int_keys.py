@@ -1,10 +1,10 @@
-"""q8_0 and q4_0 scores as an integer product on a GPU: the query quantized to int8 per
+"""q8_0 scores as an integer product on a GPU: the query quantized to int8 per
 32-value block (as q8_0 quantizes a row) and multiplied with the cache's int8 codes on the
 tensor cores (decode(int_keys=True)), against the float16 unpacking of the default path
 (int_keys=False). GQA 32/8 × 128, the shapes of decode.py; each launch replayed from a CUDA
 graph over enough cache copies that no step reads from L2 (decode.time_steps).
 
-    python bench/probes/int_keys.py [--formats q8_0,q4_0] [--shapes 1x32768,…]
+    python bench/probes/int_keys.py [--formats q8_0] [--shapes 1x32768,…]
         [--configs BN/W/S/PAD,…] [--out DIR]
 
 First a check on small shapes (pages of 16, a shuffled block table, several splits): both
@@ -12,6 +12,9 @@ paths against the torch reference and against exact attention, NaN counted. Then
 and shape: the default path's time, the integer path under the default launch and under each
 of --configs (block_n / warps / stages / query rows padded to), the fraction of the read bandwidth measured in the same
 run and the speed-up over torch's fp16 scaled_dot_product_attention. Writes int-keys.json.
+bench/results/int-keys-h200.json also holds q4_0, whose nibbles the kernel then fed the same
+product (commit 1431c2f; 13-40% slower than its float16 path, removed since: int_keys no
+longer changes a q4_0 decode).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def check(fmt: str, fmt_v: str) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--formats", default="q8_0,q4_0")
+    ap.add_argument("--formats", default="q8_0")
     ap.add_argument("--shapes", default=",".join(f"{b}x{t}" for b, t in SHAPES))
     ap.add_argument("--configs", default=",".join("/".join(map(str, c)) for c in CONFIGS))
     ap.add_argument("--out", default=None)

@@ -62,8 +62,17 @@ MANY_ROWS = 64
 #: q4_0 0-3%), the outputs identical to 16 rows'; f16 and q8_0 did not gain (q8_0 2-3%
 #: slower at B=8). Kernel v17 (decode-h200-v17.md): B=1 128k fp8_pth 81 → 75 µs, nvfp4
 #: 123 → 113, tbq4 130 → 118 against v16
-#: K formats whose scores are an integer product (decode(int_keys=…))
-INT_KEYS: frozenset[str] = frozenset()
+#: K formats whose scores are an integer product by default (decode(int_keys=…)), at head
+#: widths up to 128 lanes: the query quantized to int8 per 32-value block as q8_0 quantizes a
+#: row, the cache's codes read as stored into the tensor cores' int8 product, block scales
+#: applied to its int32 sums; with 4 query rows and (32 tokens, 1 warp, 3 stages) at any
+#: number of rows (INT_KEYS_LAUNCH). Against the float16 unpacking on an H200
+#: (bench/results/int-keys-h200.json, GQA 32/8 × 128): B=1 128k 111.5 → 103.8 µs, B=8 32k
+#: 231.7 → 199.8, B=64 4k 240.3 → 205.7, B=8 128k 812 → 770; relative error against exact
+#: attention 5.28 → 5.38·10⁻³ (q8_0 K and V). q4_0's nibbles fed the same product were 13-40%
+#: slower than its float16 path (int-keys-h200.json; the branch was removed)
+INT_KEYS = frozenset({"q8_0"})
+INT_KEYS_LAUNCH, INT_KEYS_PAD = (32, 1, 3), 4
 PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
 PAD_ROWS_MANY = {**PAD_ROWS, "fp8_pth": 8}
 #: the same for heads of 129-256 lanes, any number of rows: at 24/4 × 256 (Qwen3.5's
@@ -352,10 +361,29 @@ class LayerCache:
         x = ref.dequantize(side.fmt, planes, side.head_dim, global_scale=side.global_scale_host)
         return x.reshape(self.kv_heads, seq_len, side.head_dim)
 
-    def decode_ref(self, q: Any, block_table: Any, seq_lens: Any) -> Any:
+    def uses_int_keys(self, int_keys: bool | None = None, parts: bool = True) -> bool:
+        """Whether decode (with these arguments) takes the integer key product: a q8_0 K
+        side with a V side of its own (not a K-only latent), held in one power of two of
+        lanes (no head tail); ``int_keys`` None: the K format is in INT_KEYS and the head at
+        most 128 lanes."""
+        dpow = self._tables()["dpow"]
+        tail = (head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))[1]
+                if parts else 0)
+        if int_keys is None:
+            int_keys = self.k.fmt in INT_KEYS and dpow <= 128
+        return bool(int_keys and self.k.fmt == "q8_0" and not tail and self.has_v)
+
+    def decode_ref(self, q: Any, block_table: Any, seq_lens: Any, *,
+                   int_query: bool | None = None) -> Any:
         """Reference decode attention over the dequantized cache: q [B, Hq, head_dim] →
-        [B, Hq, head_dim_v] float64."""
+        [B, Hq, head_dim_v] float64. ``int_query`` (default: decode's default takes the
+        integer key product, uses_int_keys): the query quantized as that product quantizes
+        it (ref.int8_query)."""
         torch = _torch()
+        if int_query is None:
+            int_query = self.uses_int_keys()
+        if int_query:
+            q = ref.int8_query(q)
         outs = []
         for b in range(q.shape[0]):
             n = int(seq_lens[b])
@@ -520,7 +548,12 @@ class LayerCache:
         range, Side.wide, or nvfp4's global scale exceeds WIDE_SCALE): with ``lazy``, a tile
         whose V row scale exceeds WIDE_SCALE takes the eager step, so that its weights times
         that scale stay finite in float16 (fp8_pth: rows whose largest magnitude is above
-        about 114,000; the check costs about 4% of the loop's instructions).
+        about 114,000; the check costs about 4% of the loop's instructions). ``int_keys``
+        (default: the K format is in INT_KEYS, q8_0, at heads of up to 128 lanes; see
+        uses_int_keys for where it can apply): the scores are an integer product of the query,
+        rounded to int8 per 32-value block, with the key codes as stored, launched as
+        INT_KEYS_LAUNCH with the group padded to INT_KEYS_PAD rows unless given; decode_ref
+        rounds the query the same way (ref.int8_query).
         """
         from .triton_ops import (
             FMT_CODES,
@@ -544,16 +577,17 @@ class LayerCache:
         many = bsz * self.kv_heads >= MANY_ROWS
         same_kv = not self.has_v and (self.k.fmt in REUSE_KEYS if reuse_keys is None
                                       else reuse_keys)
-        if int_keys is None:
-            int_keys = self.k.fmt in INT_KEYS
-        int_keys = (int_keys and self.k.fmt in ("q8_0", "q4_0") and not tail and not same_kv
-                    and dpow >= 32)
+        int_keys = self.uses_int_keys(int_keys, parts)
+        if int_keys and pad_rows is None and dpow <= 128:
+            pad_rows = INT_KEYS_PAD
         if pad_rows is None:
             pads = ((PAD_ROWS_MANY if many else PAD_ROWS) if dpow <= 128
                     else PAD_ROWS_256 if dpow == 256 else {})
             pad_rows = pads.get(self.k.fmt, 16)
         qpad, qblocks = query_blocks(group, row_cap, pad_rows)
-        if dpow <= 128:
+        if dpow <= 128 and int_keys:
+            bn, nw, ns = INT_KEYS_LAUNCH
+        elif dpow <= 128:
             bn, nw, ns = (LAUNCH_MANY if many else LAUNCH).get(self.k.fmt, (64, 4, 2))
         elif group_launch:
             bn, nw, ns = group_launch[:3]

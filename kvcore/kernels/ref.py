@@ -175,6 +175,20 @@ def dequantize(fmt_name: str, planes: dict[str, Any], d: int, *, global_scale: f
     return out.reshape(*out.shape[:-2], dp)[..., :d]
 
 
+def int8_query(q: Any, block: int = 32) -> Any:
+    """The query as the integer-key decode multiplies it (decode(int_keys=…)): each row's
+    ``block``-value blocks quantized to int8 codes with scale amax / 127, round half to even
+    (q8_0's quantization of a row), and returned dequantized in float64 ([..., D])."""
+    torch = _torch()
+    d = q.shape[-1]
+    dp = -(-d // block) * block
+    x = torch.nn.functional.pad(q.to(torch.float64), (0, dp - d))
+    x = x.reshape(*q.shape[:-1], dp // block, block)
+    scale = x.abs().amax(dim=-1, keepdim=True) / 127
+    codes = torch.round(x / torch.where(scale > 0, scale, torch.ones_like(scale)))
+    return (codes * scale).reshape(*q.shape[:-1], dp)[..., :d]
+
+
 def attention_ref(q: Any, k: Any, v: Any, lens: Any, scale: float | None = None) -> Any:
     """Exact decode attention in float64. q [B, Hq, D]; k, v [B, Hkv, T, D]; lens [B]."""
     torch = _torch()

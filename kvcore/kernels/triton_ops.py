@@ -705,56 +705,32 @@ def _q(Q, qrow, qmask_rows, qk_scale, FMT: tl.constexpr, DPOW: tl.constexpr, D: 
 
 
 @triton.jit
-def _int_query(Q, qrow, qmask_rows, qk_scale, FMT: tl.constexpr, NBK: tl.constexpr,
-               D: tl.constexpr):
-    """The query rows, scaled, quantized to int8 per 32-value block of K (as q8_0 quantizes a
-    row): ([NBK, QPAD, 32] int8 codes, [NBK, QPAD, 1] float32 block scales, [NBK, QPAD, 1]
-    float32 eight times each block's code sum, which q4_0's offset of 8 takes back). The codes
-    are in the order of the key tile of _int_keys (q4_0: a block's low and high nibbles
-    interleaved)."""
-    nb = tl.arange(0, NBK)[:, None, None]
-    k = tl.arange(0, 32)[None, None, :]
-    if FMT == 3:  # noqa: SIM108 (a compile-time branch)
-        dim = nb * 32 + k // 2 + (k % 2) * 16
-    else:
-        dim = nb * 32 + k
+def _int_query(Q, qrow, qmask_rows, qk_scale, NBK: tl.constexpr, D: tl.constexpr):
+    """The query rows, scaled, quantized to int8 per 32-value block as q8_0 quantizes a row
+    (ref.int8_query): ([NBK, QPAD, 32] int8 codes, [NBK, QPAD, 1] float32 block scales)."""
+    dim = tl.arange(0, NBK)[:, None, None] * 32 + tl.arange(0, 32)[None, None, :]
     q = tl.load(Q + qrow[None, :, None] * D + dim, mask=qmask_rows[None, :, None] & (dim < D),
                 other=0.0).to(tl.float32) * qk_scale
     amax = tl.max(tl.abs(q), axis=2, keep_dims=True)
     qs = amax * (1.0 / 127.0)
     x = q / tl.where(amax > 0, qs, 1.0)
     code = tl.where(x < 0, -_round_half_even(-x), _round_half_even(x))
-    if FMT == 3:  # noqa: SIM108 (a compile-time branch)
-        z = 8.0 * tl.sum(code, axis=2, keep_dims=True)
-    else:
-        z = tl.zeros_like(qs)
-    return code.to(tl.int8), qs, z
+    return code.to(tl.int8), qs
 
 
 @triton.jit
-def _int_keys(FMT: tl.constexpr, P0, P1, r, rmask, NBK: tl.constexpr, NBV: tl.constexpr,
-              X0: tl.constexpr, X1: tl.constexpr):
-    """A q8_0 or q4_0 key tile as int8 codes for an integer product: ([NBK, 32, BN] codes, a
-    32-block's values along axis 1, q4_0's nibbles as 0…15 with low and high interleaved;
-    [NBK, 1, BN] float32 block scales, 0 on masked rows and blocks)."""
+def _int_keys(P0, P1, r, rmask, NBK: tl.constexpr, NBV: tl.constexpr, X0: tl.constexpr,
+              X1: tl.constexpr):
+    """A q8_0 key tile as the int8 operand of an integer product, read as stored: ([NBK, 32,
+    BN] codes, a 32-block's values along axis 1; [NBK, 1, BN] float32 block scales, 0 on
+    masked rows and blocks)."""
     nb = tl.arange(0, NBK)[:, None, None]
-    n = r[None, :, None]
-    m3 = rmask[None, :, None] & (nb < NBV)
-    bn: tl.constexpr = r.shape[0]
-    if FMT == 2:
-        j = tl.arange(0, 32)[None, None, :]
-        codes = tl.load(P0 + n * X0 + nb * 32 + j, mask=m3, other=0)
-    else:
-        j = tl.arange(0, 16)[None, None, :]
-        byte = tl.load(P0 + n * X0 + nb * 16 + j, mask=m3, other=0)
-        lo = (byte & 15).to(tl.int8)
-        hi = (byte >> 4).to(tl.int8)
-        # [NBK, BN, 16, 2] → [NBK, BN, 32]: the pair is the minor dimension, merged in place
-        codes = tl.reshape(tl.join(lo, hi), (NBK, bn, 32))
+    # loaded [NBK, BN, 32] (a row's bytes the minor dimension), then transposed
+    codes = tl.load(P0 + r[None, :, None] * X0 + nb * 32 + tl.arange(0, 32)[None, None, :],
+                    mask=rmask[None, :, None] & (nb < NBV), other=0)
     codes = tl.permute(codes, (0, 2, 1))
-    n = r[None, None, :]
-    m3 = rmask[None, None, :] & (nb < NBV)
-    scale = tl.load(P1 + n * X1 + nb, mask=m3, other=0.0).to(tl.float32)
+    scale = tl.load(P1 + r[None, None, :] * X1 + nb, mask=rmask[None, None, :] & (nb < NBV),
+                    other=0.0).to(tl.float32)
     return codes, scale
 
 
@@ -802,7 +778,10 @@ def decode_split_kernel(
     LAZY: softmax_lazy (the partial outputs rescaled only when the running max grows by more
     than LAZY_MARGIN; the stored max is the one they are relative to, as the merge needs).
     WIDE (with LAZY): V's row scales may exceed WIDE_SCALE; a tile where one does rescales
-    eagerly, so that no weight times its scale leaves float16's range."""
+    eagerly, so that no weight times its scale leaves float16's range. IK (q8_0 K held in one
+    part, not reused as V): the scores are an integer product, the query quantized to int8
+    per 32-value block once (_int_query) and each key tile's stored codes its other operand
+    (_int_keys); each block's int32 sums times the two block scales make the scores."""
     pdl_enter(PDL)
     b = tl.program_id(0)
     h = tl.program_id(1) // QB
@@ -827,7 +806,7 @@ def decode_split_kernel(
         KT = tl.float16
     NBK: tl.constexpr = DPOW // 32
     if IK:
-        qi, qis, qiz = _int_query(Q, qrow, qmask, qk_scale, FMT_K, NBK, D)
+        qi, qis = _int_query(Q, qrow, qmask, qk_scale, NBK, D)
         qa = qi
         qb = qi
     elif HK:
@@ -869,9 +848,9 @@ def decode_split_kernel(
         k0 = K0 + first * XK0
         k1 = K1 + first * XK1
         if IK:
-            kc, kd = _int_keys(FMT_K, k0, k1, r, nmask, NBK, DPK // 32, XK0, XK1)
-            si = tl.dot(qi, kc)
-            s = tl.sum((si.to(tl.float32) - qiz) * qis * kd, axis=0)
+            kc, kd = _int_keys(k0, k1, r, nmask, NBK, DPK // 32, XK0, XK1)
+            # [NBK, QPAD, BN] int32 block products, each times its query and key scales
+            s = tl.sum(tl.dot(qi, kc).to(tl.float32) * qis * kd, axis=0)
         elif HK:
             ka, kb, ks = _halves(FMT_K, k0, k1, KGS, CENT_K, r, nmask, BLOCK_N, DPOW, DPK, XK0,
                                  XK1, ASM, WORDS)

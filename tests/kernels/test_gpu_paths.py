@@ -77,3 +77,27 @@ def test_kivi_decode_unpacks_codes_by_their_bits(ptx: dict[str, str], bits: int)
     # no integer-to-float conversion of a code, and no float64 (the interpreter's path)
     assert not re.search(r"cvt\.rn\.f(16|32)\.[su](8|16|32)", text)
     assert ".f64" not in text
+
+
+INT_KEYS_SCRIPT = textwrap.dedent("""
+    import json
+    import sass_count
+
+    out = {}
+    for name, extra in (("int", ["--int-keys"]), ("plain", [])):
+        args = sass_count.parser().parse_args(["q8_0", "--v-fmt", "f16", "--warps", "1",
+                                               "--stages", "3", "--pad-rows", "4", *extra])
+        out[name] = sass_count.compile_decode(args)[0].asm["ptx"]
+    print(json.dumps(out))
+""")
+
+
+def test_q8_0_keys_reach_the_tensor_cores_as_int8_codes() -> None:
+    """The integer key path multiplies the stored int8 codes on the tensor cores (an s8 × s8
+    product into int32) and unpacks no key to float16; the float16 path does the opposite."""
+    ptx = compiled_ptx(INT_KEYS_SCRIPT)
+    integer = re.compile(r"mma\.sync\.aligned\.m16n8k32\.row\.col(\.satfinite)?\.s32\.s8\.s8\.s32")
+    # Q8_0_ASM's bias word: the key bytes laid into float16 mantissas
+    magic = "0x64806480"
+    assert integer.search(ptx["int"]) and magic not in ptx["int"]
+    assert not integer.search(ptx["plain"]) and magic in ptx["plain"]

@@ -247,7 +247,9 @@ def test_k_only_cache_reuses_the_key_tile_exactly(fmt, head_dim):
     lens = torch.tensor([n], dtype=torch.int32)
     q = torch.randn(1, 8, head_dim, generator=g).half()
     one = konly.decode(q, table, lens, split_tokens=16, block_n=16, reuse_keys=True)
-    two = both.decode(q, table, lens, split_tokens=16, block_n=16)
+    # the same float16 key unpacking on both sides (a cache with V would take q8_0's integer
+    # key product by default, a K-only latent never does)
+    two = both.decode(q, table, lens, split_tokens=16, block_n=16, int_keys=False)
     assert not torch.isnan(one).any()
     assert torch.equal(one, two)
 
@@ -605,3 +607,62 @@ def test_lazy_rescaling_stays_finite_for_rows_beyond_float16(fmt):
     unchecked = cache.decode(q, table, seq_lens, split_tokens=1024, block_n=32, lazy=True,
                              wide=False)
     assert not torch.isfinite(unchecked).all()
+
+
+def test_int8_query_rounds_each_block_to_127_steps_of_its_largest_magnitude():
+    q = torch.zeros(2, 70, dtype=torch.float64)
+    q[0, :32] = torch.arange(32) - 16.0
+    q[0, 32:64] = torch.linspace(-1, 1, 32)
+    q[0, 64:] = 2.5
+    got = ref.int8_query(q)
+    assert got.shape == q.shape
+    # a block whose values are already multiples of its 127th part comes back unchanged
+    step = 16 / 127
+    assert torch.allclose(got[0, :32], torch.round(q[0, :32] / step) * step)
+    # every value within half a step of its block's scale; the largest magnitude exact
+    for lo, hi in ((0, 32), (32, 64), (64, 70)):
+        s = q[0, lo:hi].abs().max() / 127
+        assert (got[0, lo:hi] - q[0, lo:hi]).abs().max() <= s / 2 + 1e-12
+        assert got[0, lo:hi].abs().max() == q[0, lo:hi].abs().max()
+    # an all-zero row and the padded tail of a short block stay 0, not NaN
+    assert (got[1] == 0).all() and not torch.isnan(got).any()
+
+
+@pytest.mark.parametrize(("fmt_v", "head_dim"), [("q8_0", 128), ("f16", 64), ("tbq4", 128),
+                                                 ("q4_0", 16)])
+def test_q8_0_integer_keys_match_the_int8_query_reference(fmt_v, head_dim):
+    lens = [37, 1, 50]
+    kernel, _, table, seq_lens, k, v = build("q8_0", fmt_v, lens, head_dim=head_dim)
+    assert kernel.uses_int_keys()
+    q = torch.randn(len(lens), 8, head_dim, generator=torch.Generator().manual_seed(5)).half()
+    q[1, 3] = 0.0  # a query row of zeros: its scales are 0, its codes must not be NaN
+    ints = kernel.decode(q, table, seq_lens, split_tokens=32, block_n=16)
+    plain = kernel.decode(q, table, seq_lens, split_tokens=32, block_n=16, int_keys=False)
+    assert not torch.isnan(ints).any()
+    want_int = kernel.decode_ref(q.float(), table, seq_lens)
+    want_plain = kernel.decode_ref(q.float(), table, seq_lens, int_query=False)
+    # each path equals the reference of its own arithmetic far more closely than the other's
+    assert rel(ints, want_int) < 6e-4 < rel(ints, want_plain)
+    assert rel(plain, want_plain) < 6e-4 < rel(plain, want_int)
+    exact = ref.attention_ref(q.float(), k.permute(0, 2, 1, 3).float(),
+                              v.permute(0, 2, 1, 3).float(), seq_lens)
+    # the query's rounding adds about as much error as q8_0's keys themselves (f16 V:
+    # 1.4·10⁻³ → 2.0·10⁻³), far inside the format's bound
+    bound = max(BOUNDS["q8_0"], BOUNDS[fmt_v])
+    assert rel(ints, exact) < bound and rel(ints, exact) < rel(plain, exact) + 1e-3
+
+
+@pytest.mark.parametrize(("fmt", "head_dim", "values", "expect"),
+                         [("q8_0", 128, True, True), ("q8_0", 32, True, True),
+                          ("q8_0", 128, False, False),
+                          ("q8_0", 256, True, False), ("q8_0", 96, True, False),
+                          ("q4_0", 128, True, False), ("f16", 128, True, False)])
+def test_integer_keys_only_where_measured(fmt, head_dim, values, expect):
+    """The integer product is the default for q8_0 keys in heads of at most 128 lanes held in
+    one part with a V side of their own (measured faster there); wider heads, head tails,
+    K-only latents and other formats keep the float16 path, and int_keys=True cannot force it
+    onto a format or a layout it cannot read."""
+    c = LayerCache(fmt, fmt, 2, 16, 1, head_dim, values=values)
+    assert c.uses_int_keys() is expect
+    assert c.uses_int_keys(True) is (fmt == "q8_0" and head_dim != 96 and values)
+    assert c.uses_int_keys(False) is False
