@@ -12,7 +12,11 @@ paths against the torch reference and against exact attention, NaN counted. Then
 and shape: the default path's time, the integer path under the default launch and under each
 of --configs (block_n / warps / stages / query rows padded to), the fraction of the read bandwidth measured in the same
 run and the speed-up over torch's fp16 scaled_dot_product_attention. Writes int-keys.json.
-bench/results/int-keys-h200.json also holds q4_0, whose nibbles the kernel then fed the same
+bench/results/int-values-h200.json is this probe's --values (commit 2975a21): q8_0's V block
+scales folded into the weights and its codes converted to float16 as they are, against the
+default; slower under the default launch (B=1 32k 32.2 → 37.9 µs, B=8 32k 193 → 251), 2-3%
+faster at B=8 and B=64 under 64-token programs, 2% slower at B=1 128k; removed since, with the
+option. bench/results/int-keys-h200.json also holds q4_0, whose nibbles the kernel then fed the same
 product (commit 1431c2f; 13-40% slower than its float16 path, removed since: int_keys no
 longer changes a q4_0 decode).
 """
@@ -43,7 +47,7 @@ SHAPES = [(1, 32768), (1, 131072), (8, 131072), (8, 32768), (64, 4096)]
 CONFIGS = [(bn, 1, st, pad) for bn, st in ((32, 3), (64, 2), (32, 2)) for pad in (4, 8, 16)]
 
 
-def check(fmt: str, fmt_v: str, values: bool = False) -> dict[str, float]:
+def check(fmt: str, fmt_v: str) -> dict[str, float]:
     """Both paths on pages of 16 under a shuffled table, against the reference and exact."""
     g = torch.Generator(device="cuda").manual_seed(0)
     lens = [3000, 517, 1, 40]
@@ -60,9 +64,9 @@ def check(fmt: str, fmt_v: str, values: bool = False) -> dict[str, float]:
         cache.append(k[b, :m], v[b, :m], table[b, t // page].long(), t % page)
     seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
     q = torch.randn(len(lens), hq, d, device="cuda", generator=g).half()
-    plain = cache.decode(q, table, seq, **({} if values else {"int_keys": False}))
-    ints = cache.decode(q, table, seq, **({"int_values": True} if values else {"int_keys": True}))
-    want = cache.decode_ref(q.float(), table, seq, int_query=values or None)
+    plain = cache.decode(q, table, seq, int_keys=False)
+    ints = cache.decode(q, table, seq, int_keys=True)
+    want = cache.decode_ref(q.float(), table, seq)
     exact = ref.attention_ref(q.float(), k.permute(0, 2, 1, 3).float(),
                               v.permute(0, 2, 1, 3).float(), seq)
     return {"plain_vs_ref": rel(plain, want), "int_vs_ref": rel(ints, want),
@@ -76,10 +80,6 @@ def main() -> None:
     ap.add_argument("--formats", default="q8_0")
     ap.add_argument("--shapes", default=",".join(f"{b}x{t}" for b, t in SHAPES))
     ap.add_argument("--configs", default=",".join("/".join(map(str, c)) for c in CONFIGS))
-    ap.add_argument("--values", action="store_true",
-                    help="time q8_0 V's block scales folded into the weights and its codes "
-                         "converted as they are (decode(int_values=True)) against the default "
-                         "instead, both with the default keys")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]
@@ -91,7 +91,7 @@ def main() -> None:
     for fmt in a.formats.split(","):
         for fv in (fmt, "f16"):
             try:
-                result["checks"][f"{fmt}/{fv}"] = check(fmt, fv, a.values)
+                result["checks"][f"{fmt}/{fv}"] = check(fmt, fv)
             except Exception as e:  # noqa: BLE001 (a probe records what failed)
                 result["checks"][f"{fmt}/{fv}"] = {"error": repr(e)[:2000]}
             print("check", fmt, fv, result["checks"][f"{fmt}/{fv}"], flush=True)
@@ -106,15 +106,12 @@ def main() -> None:
             caches = copies(cache, batch, tokens)
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "sdpa_us": sdpa[(batch, tokens)] * 1e6, "bytes": cache.nbytes}
-            base = {} if a.values else {"int_keys": False}
-            var = {"int_values": True} if a.values else {"int_keys": True}
-            row["variant"] = var
-            row["plain_us"] = time_steps(caches, batch, tokens, **base) * 1e6
-            times = {"default": time_steps(caches, batch, tokens, **var) * 1e6}
+            row["plain_us"] = time_steps(caches, batch, tokens, int_keys=False) * 1e6
+            times = {"default": time_steps(caches, batch, tokens, int_keys=True) * 1e6}
             for c in configs:
                 try:
                     times["/".join(map(str, c))] = time_steps(
-                        caches, batch, tokens, **var, block_n=c[0], num_warps=c[1],
+                        caches, batch, tokens, int_keys=True, block_n=c[0], num_warps=c[1],
                         num_stages=c[2], pad_rows=c[3] if len(c) > 3 else None) * 1e6
                 except Exception as e:  # noqa: BLE001
                     times["/".join(map(str, c))] = repr(e)[:300]

@@ -507,7 +507,7 @@ class LayerCache:
                query_rows: int | None = None, words_v: bool | None = None,
                pdl: bool | None = None, lazy: bool | None = None,
                pad_rows: int | None = None, wide: bool | None = None,
-               int_keys: bool | None = None, int_values: bool = False) -> Any:
+               int_keys: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, head_dim] → [B, Hq, head_dim_v] float32
         (V's width; the query and K are head_dim wide).
 
@@ -669,8 +669,6 @@ class LayerCache:
             ASM=bool(asm), WORDS=bool(words), WORDS_V=bool(words_v),
             GPU=q.device.type == "cuda",
             SAME_KV=same_kv, IK=bool(int_keys),
-            IV=bool(int_values and self.v.fmt == "q8_0" and self.has_v and not tail
-                    and not lazy and self.head_dim_v == self.head_dim and dpow >= 32),
             LAZY=bool(lazy), WIDE=bool(lazy and wide), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED

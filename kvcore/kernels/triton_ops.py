@@ -719,26 +719,19 @@ def _int_query(Q, qrow, qmask_rows, qk_scale, NBK: tl.constexpr, D: tl.constexpr
 
 
 @triton.jit
-def _q8_0_codes(P0, P1, r, rmask, NB: tl.constexpr, NBV: tl.constexpr, X0: tl.constexpr,
-                X1: tl.constexpr):
-    """q8_0 rows as stored: ([NB, BN, 32] int8 codes, a row's bytes the minor dimension;
-    [NB, 1, BN] float32 block scales), 0 on masked rows and on blocks from NBV on."""
-    nb = tl.arange(0, NB)[:, None, None]
-    codes = tl.load(P0 + r[None, :, None] * X0 + nb * 32 + tl.arange(0, 32)[None, None, :],
-                    mask=rmask[None, :, None] & (nb < NBV), other=0)
-    scale = tl.load(P1 + r[None, None, :] * X1 + nb, mask=rmask[None, None, :] & (nb < NBV),
-                    other=0.0).to(tl.float32)
-    return codes, scale
-
-
-@triton.jit
 def _int_keys(P0, P1, r, rmask, NBK: tl.constexpr, NBV: tl.constexpr, X0: tl.constexpr,
               X1: tl.constexpr):
     """A q8_0 key tile as the int8 operand of an integer product, read as stored: ([NBK, 32,
     BN] codes, a 32-block's values along axis 1; [NBK, 1, BN] float32 block scales, 0 on
     masked rows and blocks)."""
-    codes, scale = _q8_0_codes(P0, P1, r, rmask, NBK, NBV, X0, X1)
-    return tl.permute(codes, (0, 2, 1)), scale
+    nb = tl.arange(0, NBK)[:, None, None]
+    # loaded [NBK, BN, 32] (a row's bytes the minor dimension), then transposed
+    codes = tl.load(P0 + r[None, :, None] * X0 + nb * 32 + tl.arange(0, 32)[None, None, :],
+                    mask=rmask[None, :, None] & (nb < NBV), other=0)
+    codes = tl.permute(codes, (0, 2, 1))
+    scale = tl.load(P1 + r[None, None, :] * X1 + nb, mask=rmask[None, None, :] & (nb < NBV),
+                    other=0.0).to(tl.float32)
+    return codes, scale
 
 
 @triton.jit
@@ -756,7 +749,7 @@ def decode_split_kernel(
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
     QB: tl.constexpr = 1, GPU: tl.constexpr = False, WORDS_V: tl.constexpr = False,
     PDL: tl.constexpr = False, LAZY: tl.constexpr = False, WIDE: tl.constexpr = False,
-    IK: tl.constexpr = False, IV: tl.constexpr = False,
+    IK: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output,
@@ -835,10 +828,6 @@ def decode_split_kernel(
         if DT > 0:
             acc_ta = tl.zeros([QPAD, DT // 2], tl.float32)
             acc_tb = tl.zeros([QPAD, DT // 2], tl.float32)
-    elif IV:
-        # one [QPAD, 32] accumulator a 32-block of V, each block's scales in its weights
-        acc_a = tl.zeros([NBK, QPAD, 32], tl.float32)
-        acc_b = acc_a
     else:
         acc_a = tl.zeros([QPAD, DPOW], tl.float32)
         acc_b = acc_a
@@ -906,10 +895,7 @@ def decode_split_kernel(
                     acc_tb = acc_tb * alpha[:, None]
         v0 = V0 + first * XV0
         v1 = V1 + first * XV1
-        if IV:
-            vc, vd = _q8_0_codes(v0, v1, r, nmask, NBK, DPV // 32, XV0, XV1)
-            acc_a = tl.dot((p[None, :, :] * vd).to(tl.float16), vc.to(tl.float16), acc_a)
-        elif HV:
+        if HV:
             if SAME_KV:
                 va, vb, vs = ka, kb, ks
             else:
@@ -943,10 +929,7 @@ def decode_split_kernel(
                 acc_ta = tl.dot(pv, vt, acc_ta)
     base = qrow.to(tl.int64) * n_splits + sp
     dst = ACC + base[:, None] * DW
-    if IV:
-        dims = tl.arange(0, NBK)[:, None, None] * 32 + tl.arange(0, 32)[None, None, :]
-        tl.store(ACC + base[None, :, None] * DW + dims, acc_a, mask=qmask[None, :, None])
-    elif HV:
+    if HV:
         tl.store(dst + _tile_dims(FMT_V, DPOW, 1)[None, :], acc_a, mask=qmask[:, None])
         tl.store(dst + _tile_dims(FMT_V, DPOW, 2)[None, :], acc_b, mask=qmask[:, None])
         if DT > 0:
