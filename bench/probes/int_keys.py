@@ -5,6 +5,7 @@ tensor cores (decode(int_keys=True)), against the float16 unpacking of the defau
 graph over enough cache copies that no step reads from L2 (decode.time_steps).
 
     python bench/probes/int_keys.py [--formats q8_0] [--shapes 1x32768,…]
+        [--base int_keys=0] [--variant int_keys=1]
         [--configs BN/W/S/PAD,…] [--out DIR]
 
 First a check on small shapes (pages of 16, a shuffled block table, several splits): both
@@ -12,6 +13,8 @@ paths against the torch reference and against exact attention, NaN counted. Then
 and shape: the default path's time, the integer path under the default launch and under each
 of --configs (block_n / warps / stages / query rows padded to), the fraction of the read bandwidth measured in the same
 run and the speed-up over torch's fp16 scaled_dot_product_attention. Writes int-keys.json.
+--base and --variant (decode keyword arguments, 0 and 1 for False and True) compare other
+paths the same way.
 bench/results/int-values-h200.json is this probe's --values (commit 2975a21): q8_0's V block
 scales folded into the weights and its codes converted to float16 as they are, against the
 default; slower under the default launch (B=1 32k 32.2 → 37.9 µs, B=8 32k 193 → 251), 2-3%
@@ -47,7 +50,12 @@ SHAPES = [(1, 32768), (1, 131072), (8, 131072), (8, 32768), (64, 4096)]
 CONFIGS = [(bn, 1, st, pad) for bn, st in ((32, 3), (64, 2), (32, 2)) for pad in (4, 8, 16)]
 
 
-def check(fmt: str, fmt_v: str) -> dict[str, float]:
+def kwargs(text: str) -> dict[str, bool]:
+    """"a=1,b=0" → {"a": True, "b": False} (decode's switches)."""
+    return {k: bool(int(v)) for k, v in (kv.split("=") for kv in text.split(",") if kv)}
+
+
+def check(fmt: str, fmt_v: str, base: dict, var: dict) -> dict[str, float]:
     """Both paths on pages of 16 under a shuffled table, against the reference and exact."""
     g = torch.Generator(device="cuda").manual_seed(0)
     lens = [3000, 517, 1, 40]
@@ -64,8 +72,8 @@ def check(fmt: str, fmt_v: str) -> dict[str, float]:
         cache.append(k[b, :m], v[b, :m], table[b, t // page].long(), t % page)
     seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
     q = torch.randn(len(lens), hq, d, device="cuda", generator=g).half()
-    plain = cache.decode(q, table, seq, int_keys=False)
-    ints = cache.decode(q, table, seq, int_keys=True)
+    plain = cache.decode(q, table, seq, **base)
+    ints = cache.decode(q, table, seq, **var)
     want = cache.decode_ref(q.float(), table, seq)
     exact = ref.attention_ref(q.float(), k.permute(0, 2, 1, 3).float(),
                               v.permute(0, 2, 1, 3).float(), seq)
@@ -80,18 +88,21 @@ def main() -> None:
     ap.add_argument("--formats", default="q8_0")
     ap.add_argument("--shapes", default=",".join(f"{b}x{t}" for b, t in SHAPES))
     ap.add_argument("--configs", default=",".join("/".join(map(str, c)) for c in CONFIGS))
+    ap.add_argument("--base", default="int_keys=0")
+    ap.add_argument("--variant", default="int_keys=1")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]
     configs = [tuple(int(x) for x in c.split("/")) for c in a.configs.split(",") if c]
-    result: dict = {"env": environment("cuda", torch), "note": __doc__.split("\n\n")[0], "checks": {},
+    base, var = kwargs(a.base), kwargs(a.variant)
+    result: dict = {"base": base, "variant": var, "env": environment("cuda", torch), "note": __doc__.split("\n\n")[0], "checks": {},
                     "rows": []}
     bw = result["read_bw"] = measure_bandwidth(torch)["read_bytes_per_s"]
     print("read bandwidth", bw, flush=True)
     for fmt in a.formats.split(","):
         for fv in (fmt, "f16"):
             try:
-                result["checks"][f"{fmt}/{fv}"] = check(fmt, fv)
+                result["checks"][f"{fmt}/{fv}"] = check(fmt, fv, base, var)
             except Exception as e:  # noqa: BLE001 (a probe records what failed)
                 result["checks"][f"{fmt}/{fv}"] = {"error": repr(e)[:2000]}
             print("check", fmt, fv, result["checks"][f"{fmt}/{fv}"], flush=True)
@@ -106,12 +117,12 @@ def main() -> None:
             caches = copies(cache, batch, tokens)
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "sdpa_us": sdpa[(batch, tokens)] * 1e6, "bytes": cache.nbytes}
-            row["plain_us"] = time_steps(caches, batch, tokens, int_keys=False) * 1e6
-            times = {"default": time_steps(caches, batch, tokens, int_keys=True) * 1e6}
+            row["plain_us"] = time_steps(caches, batch, tokens, **base) * 1e6
+            times = {"default": time_steps(caches, batch, tokens, **var) * 1e6}
             for c in configs:
                 try:
                     times["/".join(map(str, c))] = time_steps(
-                        caches, batch, tokens, int_keys=True, block_n=c[0], num_warps=c[1],
+                        caches, batch, tokens, **var, block_n=c[0], num_warps=c[1],
                         num_stages=c[2], pad_rows=c[3] if len(c) > 3 else None) * 1e6
                 except Exception as e:  # noqa: BLE001
                     times["/".join(map(str, c))] = repr(e)[:300]
