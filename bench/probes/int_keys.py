@@ -14,7 +14,7 @@ and shape: the default path's time, the integer path under the default launch an
 of --configs (block_n / warps / stages / query rows padded to), the fraction of the read bandwidth measured in the same
 run and the speed-up over torch's fp16 scaled_dot_product_attention. Writes int-keys.json.
 --base and --variant (decode keyword arguments, 0 and 1 for False and True) compare other
-paths the same way.
+paths the same way; a format K/V (q8_0/f16) times a cache of two formats (no check).
 bench/results/int-values-h200.json is this probe's --values (commit 2975a21): q8_0's V block
 scales folded into the weights and its codes converted to float16 as they are, against the
 default; slower under the default launch (B=1 32k 32.2 → 37.9 µs, B=8 32k 193 → 251), 2-3%
@@ -100,6 +100,8 @@ def main() -> None:
     bw = result["read_bw"] = measure_bandwidth(torch)["read_bytes_per_s"]
     print("read bandwidth", bw, flush=True)
     for fmt in a.formats.split(","):
+        if "/" in fmt:
+            continue
         for fv in (fmt, "f16"):
             try:
                 result["checks"][f"{fmt}/{fv}"] = check(fmt, fv, base, var)
@@ -112,7 +114,8 @@ def main() -> None:
     for fmt in a.formats.split(","):
         for batch, tokens in shapes:
             t0 = time.time()
-            cache = LayerCache(fmt, fmt, batch, tokens, decode.HKV, decode.D, device="cuda")
+            fk, fv = (fmt.split("/") * 2)[:2]
+            cache = LayerCache(fk, fv, batch, tokens, decode.HKV, decode.D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
             caches = copies(cache, batch, tokens)
             row = {"format": fmt, "batch": batch, "tokens": tokens,
