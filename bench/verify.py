@@ -144,6 +144,17 @@ def render_tp(path: Path) -> list[str]:
     return lines + [""]
 
 
+def remeasured(rows: list[dict]) -> list[str]:
+    """A paragraph naming the rows measured again after the run the page is from (a row's
+    ``remeasured`` key says why; its ``env`` gives the date), or nothing."""
+    again = [r for r in rows if r.get("remeasured")]
+    if not again:
+        return []
+    return ["Measured again after that run: " + "; ".join(
+        f"{r['model']} {r['kv_k']}/{r['kv_v']} {r['context']:,} × {r['sequences']} on "
+        f"{r['env']['date']} ({r['remeasured']})" for r in again) + ".", ""]
+
+
 def render(rows: list[dict], tp_files: list[Path] | None = None) -> str:
     env = next((r["env"] for r in rows if "env" in r), {})
     device = next((r["device"] for r in rows if "device" in r), "unknown")
@@ -152,7 +163,7 @@ def render(rows: list[dict], tp_files: list[Path] | None = None) -> str:
           f"Python {env.get('python')}, {env.get('date')}. Reproduce: `python bench/verify.py` "
           "on a CUDA machine (`bash bench/gpu_verify.sh` shares the plans between two GPUs; "
           "`bench/gpu_run.sh` runs it beside the tensor-parallel check).",
-          "", *headline(rows), "",
+          "", *headline(rows), "", *remeasured(rows),
           "Tensor bytes must equal the prediction exactly; the allocator's `memory_allocated`"
           " must equal kvplan's allocator model; the driver's delta is shown against the "
           "reserved memory.", "",

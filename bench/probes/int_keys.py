@@ -1,11 +1,11 @@
 """q8_0 scores as an integer product on a GPU: the query quantized to int8 per
 32-value block (as q8_0 quantizes a row) and multiplied with the cache's int8 codes on the
 tensor cores (decode(int_keys=True)), against the float16 unpacking of the default path
-(int_keys=False). GQA 32/8 × 128, the shapes of decode.py; each launch replayed from a CUDA
+(int_keys=False). GQA 32/8 × 128 (or --heads), the shapes of decode.py; each launch replayed from a CUDA
 graph over enough cache copies that no step reads from L2 (decode.time_steps).
 
     python bench/probes/int_keys.py [--formats q8_0] [--shapes 1x32768,…]
-        [--base int_keys=0] [--variant int_keys=1]
+        [--base int_keys=0] [--variant int_keys=1] [--heads 24/4/256]
         [--configs BN/W/S/PAD,…] [--out DIR]
 
 First a check on small shapes (pages of 16, a shuffled block table, several splits): both
@@ -59,7 +59,7 @@ def check(fmt: str, fmt_v: str, base: dict, var: dict) -> dict[str, float]:
     """Both paths on pages of 16 under a shuffled table, against the reference and exact."""
     g = torch.Generator(device="cuda").manual_seed(0)
     lens = [3000, 517, 1, 40]
-    page, hkv, d, hq = 16, 8, 128, 32
+    page, hkv, d, hq = 16, decode.HKV, decode.D, decode.HQ
     per = max(math.ceil(n / page) for n in lens)
     order = torch.randperm(len(lens) * per, device="cuda", generator=g)
     table = order.reshape(len(lens), per).to(torch.int32)
@@ -88,14 +88,18 @@ def main() -> None:
     ap.add_argument("--formats", default="q8_0")
     ap.add_argument("--shapes", default=",".join(f"{b}x{t}" for b, t in SHAPES))
     ap.add_argument("--configs", default=",".join("/".join(map(str, c)) for c in CONFIGS))
+    ap.add_argument("--heads", help="query heads/KV heads/head_dim (default 32/8/128)")
     ap.add_argument("--base", default="int_keys=0")
     ap.add_argument("--variant", default="int_keys=1")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]
     configs = [tuple(int(x) for x in c.split("/")) for c in a.configs.split(",") if c]
+    if a.heads:
+        decode.set_heads(a.heads)
     base, var = kwargs(a.base), kwargs(a.variant)
-    result: dict = {"base": base, "variant": var, "env": environment("cuda", torch), "note": __doc__.split("\n\n")[0], "checks": {},
+    result: dict = {"base": base, "variant": var, "heads": [decode.HQ, decode.HKV, decode.D],
+                    "env": environment("cuda", torch), "note": __doc__.split("\n\n")[0], "checks": {},
                     "rows": []}
     bw = result["read_bw"] = measure_bandwidth(torch)["read_bytes_per_s"]
     print("read bandwidth", bw, flush=True)

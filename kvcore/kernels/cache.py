@@ -63,16 +63,20 @@ MANY_ROWS = 64
 #: slower at B=8). Kernel v17 (decode-h200-v17.md): B=1 128k fp8_pth 81 → 75 µs, nvfp4
 #: 123 → 113, tbq4 130 → 118 against v16
 #: K formats whose scores are an integer product by default (decode(int_keys=…)), at head
-#: widths up to 128 lanes: the query quantized to int8 per 32-value block as q8_0 quantizes a
+#: widths up to 256 lanes: the query quantized to int8 per 32-value block as q8_0 quantizes a
 #: row, the cache's codes read as stored into the tensor cores' int8 product, block scales
-#: applied to its int32 sums; with 4 query rows and (32 tokens, 1 warp, 3 stages) at any
-#: number of rows (INT_KEYS_LAUNCH). Against the float16 unpacking on an H200
+#: applied to its int32 sums. Heads of up to 128 lanes: 4 query rows and (32 tokens, 1 warp,
+#: 3 stages) at any number of rows (INT_KEYS_LAUNCH); 256 lanes: PAD_ROWS_256's 8 rows and
+#: (16, 1, 3) (INT_KEYS_LAUNCH_256). Against the float16 unpacking on an H200
 #: (bench/results/int-keys-h200.json, GQA 32/8 × 128): B=1 128k 111.5 → 103.8 µs, B=8 32k
-#: 231.7 → 199.8, B=64 4k 240.3 → 205.7, B=8 128k 812 → 770; relative error against exact
-#: attention 5.28 → 5.38·10⁻³ (q8_0 K and V). q4_0's nibbles fed the same product were 13-40%
-#: slower than its float16 path (int-keys-h200.json; the branch was removed)
+#: 231.7 → 199.8, B=64 4k 240.3 → 205.7, B=8 128k 812 → 770; int-keys-256-h200.json (24/4
+#: × 256, Qwen3.5's full layers): B=1 262k 306.5 → 236.9 µs, B=8 32k 306.8 → 236.5, B=1 32k
+#: 47.9 → 41.5. Relative error against exact attention 5.28 → 5.38·10⁻³ (q8_0 K and V).
+#: q4_0's nibbles fed the same product were 13-40% slower than its float16 path
+#: (int-keys-h200.json; the branch was removed)
 INT_KEYS = frozenset({"q8_0"})
 INT_KEYS_LAUNCH, INT_KEYS_PAD = (32, 1, 3), 4
+INT_KEYS_LAUNCH_256 = (16, 1, 3)
 PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
 PAD_ROWS_MANY = {**PAD_ROWS, "fp8_pth": 8}
 #: the same for heads of 129-256 lanes, any number of rows: at 24/4 × 256 (Qwen3.5's
@@ -370,7 +374,7 @@ class LayerCache:
         tail = (head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))[1]
                 if parts else 0)
         if int_keys is None:
-            int_keys = self.k.fmt in INT_KEYS and dpow <= 128
+            int_keys = self.k.fmt in INT_KEYS and dpow <= 256
         return bool(int_keys and self.k.fmt == "q8_0" and not tail and self.has_v)
 
     def decode_ref(self, q: Any, block_table: Any, seq_lens: Any, *,
@@ -549,10 +553,11 @@ class LayerCache:
         whose V row scale exceeds WIDE_SCALE takes the eager step, so that its weights times
         that scale stay finite in float16 (fp8_pth: rows whose largest magnitude is above
         about 114,000; the check costs about 4% of the loop's instructions). ``int_keys``
-        (default: the K format is in INT_KEYS, q8_0, at heads of up to 128 lanes; see
+        (default: the K format is in INT_KEYS, q8_0, at heads of up to 256 lanes; see
         uses_int_keys for where it can apply): the scores are an integer product of the query,
         rounded to int8 per 32-value block, with the key codes as stored, launched as
-        INT_KEYS_LAUNCH with the group padded to INT_KEYS_PAD rows unless given; decode_ref
+        INT_KEYS_LAUNCH with the group padded to INT_KEYS_PAD rows (heads of 256 lanes:
+        INT_KEYS_LAUNCH_256, 8 rows) unless given; decode_ref
         rounds the query the same way (ref.int8_query).
         """
         from .triton_ops import (
@@ -591,6 +596,8 @@ class LayerCache:
             bn, nw, ns = (LAUNCH_MANY if many else LAUNCH).get(self.k.fmt, (64, 4, 2))
         elif group_launch:
             bn, nw, ns = group_launch[:3]
+        elif int_keys and dpow == 256 and qpad <= 16:
+            bn, nw, ns = INT_KEYS_LAUNCH_256
         elif qpad <= 16 and dpow in WIDE_LAUNCH:
             bn, nw, ns = WIDE_FORMAT_LAUNCH.get((dpow, self.k.fmt), WIDE_LAUNCH[dpow])
         else:

@@ -629,7 +629,7 @@ def test_int8_query_rounds_each_block_to_127_steps_of_its_largest_magnitude():
 
 
 @pytest.mark.parametrize(("fmt_v", "head_dim"), [("q8_0", 128), ("f16", 64), ("tbq4", 128),
-                                                 ("q4_0", 16)])
+                                                 ("q4_0", 16), ("q8_0", 256)])
 def test_q8_0_integer_keys_match_the_int8_query_reference(fmt_v, head_dim):
     lens = [37, 1, 50]
     kernel, _, table, seq_lens, k, v = build("q8_0", fmt_v, lens, head_dim=head_dim)
@@ -655,10 +655,11 @@ def test_q8_0_integer_keys_match_the_int8_query_reference(fmt_v, head_dim):
 @pytest.mark.parametrize(("fmt", "head_dim", "values", "expect"),
                          [("q8_0", 128, True, True), ("q8_0", 32, True, True),
                           ("q8_0", 128, False, False),
-                          ("q8_0", 256, True, False), ("q8_0", 96, True, False),
+                          ("q8_0", 256, True, True), ("q8_0", 512, True, False),
+                          ("q8_0", 96, True, False),
                           ("q4_0", 128, True, False), ("f16", 128, True, False)])
 def test_integer_keys_only_where_measured(fmt, head_dim, values, expect):
-    """The integer product is the default for q8_0 keys in heads of at most 128 lanes held in
+    """The integer product is the default for q8_0 keys in heads of at most 256 lanes held in
     one part with a V side of their own (measured faster there); wider heads, head tails,
     K-only latents and other formats keep the float16 path, and int_keys=True cannot force it
     onto a format or a layout it cannot read."""
