@@ -779,7 +779,7 @@ def decode_split_kernel(
     than LAZY_MARGIN; the stored max is the one they are relative to, as the merge needs).
     WIDE (with LAZY): V's row scales may exceed WIDE_SCALE; a tile where one does rescales
     eagerly, so that no weight times its scale leaves float16's range. IK (q8_0 K held in one
-    part, not reused as V): the scores are an integer product, the query quantized to int8
+    part, with a V side of its own): the scores are an integer product, the query quantized to int8
     per 32-value block once (_int_query) and each key tile's stored codes its other operand
     (_int_keys); each block's int32 sums times the two block scales make the scores."""
     pdl_enter(PDL)
@@ -807,8 +807,6 @@ def decode_split_kernel(
     NBK: tl.constexpr = DPOW // 32
     if IK:
         qi, qis = _int_query(Q, qrow, qmask, qk_scale, NBK, D)
-        qa = qi
-        qb = qi
     elif HK:
         qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 1, KT, 0)
         qb = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 2, KT, 0)
