@@ -1,5 +1,5 @@
 """q8_0 scores as an integer product on a GPU: the query quantized to int8 per
-32-value block (as q8_0 quantizes a row) and multiplied with the cache's int8 codes on the
+32-value block (q8_0's scale rule, amax / 127) and multiplied with the cache's int8 codes on the
 tensor cores (decode(int_keys=True)), against the float16 unpacking of the default path
 (int_keys=False). GQA 32/8 × 128 (or --heads), the shapes of decode.py; each launch replayed from a CUDA
 graph over enough cache copies that no step reads from L2 (decode.time_steps).

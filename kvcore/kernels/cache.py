@@ -63,8 +63,8 @@ MANY_ROWS = 64
 #: slower at B=8). Kernel v17 (decode-h200-v17.md): B=1 128k fp8_pth 81 → 75 µs, nvfp4
 #: 123 → 113, tbq4 130 → 118 against v16
 #: K formats whose scores are an integer product by default (decode(int_keys=…)), at head
-#: widths up to 256 lanes: the query quantized to int8 per 32-value block as q8_0 quantizes a
-#: row, the cache's codes read as stored into the tensor cores' int8 product, block scales
+#: widths up to 256 lanes: the query quantized to int8 per 32-value block with q8_0's scale
+#: rule (amax / 127; the scale kept in float32, ties rounded to even), the cache's codes read as stored into the tensor cores' int8 product, block scales
 #: applied to its int32 sums. Heads of up to 128 lanes: 4 query rows and (32 tokens, 1 warp,
 #: 3 stages) at any number of rows (INT_KEYS_LAUNCH); 256 lanes: PAD_ROWS_256's 8 rows and
 #: (16, 1, 3) (INT_KEYS_LAUNCH_256). Against the float16 unpacking on an H200
@@ -366,16 +366,15 @@ class LayerCache:
         return x.reshape(self.kv_heads, seq_len, side.head_dim)
 
     def uses_int_keys(self, int_keys: bool | None = None, parts: bool = True) -> bool:
-        """Whether decode (with these arguments) takes the integer key product: a q8_0 K
-        side with a V side of its own (not a K-only latent), held in one power of two of
-        lanes (no head tail); ``int_keys`` None: the K format is in INT_KEYS and the head at
-        most 128 lanes."""
+        """Whether decode (with these arguments) takes the integer key product: a K side in
+        one of INT_KEYS with a V side of its own (not a K-only latent), held in one power of
+        two of lanes (no head tail); ``int_keys`` None: at heads of at most 256 lanes."""
         dpow = self._tables()["dpow"]
         tail = (head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))[1]
                 if parts else 0)
         if int_keys is None:
-            int_keys = self.k.fmt in INT_KEYS and dpow <= 256
-        return bool(int_keys and self.k.fmt == "q8_0" and not tail and self.has_v)
+            int_keys = dpow <= 256
+        return bool(int_keys and self.k.fmt in INT_KEYS and not tail and self.has_v)
 
     def decode_ref(self, q: Any, block_table: Any, seq_lens: Any, *,
                    int_query: bool | None = None) -> Any:
@@ -553,7 +552,7 @@ class LayerCache:
         whose V row scale exceeds WIDE_SCALE takes the eager step, so that its weights times
         that scale stay finite in float16 (fp8_pth: rows whose largest magnitude is above
         about 114,000; the check costs about 4% of the loop's instructions). ``int_keys``
-        (default: the K format is in INT_KEYS, q8_0, at heads of up to 256 lanes; see
+        (default: the K format is in INT_KEYS, q8_0, and the head at most 256 lanes; see
         uses_int_keys for where it can apply): the scores are an integer product of the query,
         rounded to int8 per 32-value block, with the key codes as stored, launched as
         INT_KEYS_LAUNCH with the group padded to INT_KEYS_PAD rows (heads of 256 lanes:

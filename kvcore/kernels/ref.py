@@ -177,8 +177,9 @@ def dequantize(fmt_name: str, planes: dict[str, Any], d: int, *, global_scale: f
 
 def int8_query(q: Any, block: int = 32) -> Any:
     """The query as the integer-key decode multiplies it (decode(int_keys=…)): each row's
-    ``block``-value blocks quantized to int8 codes with scale amax / 127, round half to even
-    (q8_0's quantization of a row), and returned dequantized in float64 ([..., D])."""
+    ``block``-value blocks quantized to int8 codes with scale amax / 127 (q8_0's rule, the scale
+    kept in float32 precision and ties rounded to even rather than away from zero), and
+    returned dequantized in float64 ([..., D])."""
     torch = _torch()
     d = q.shape[-1]
     dp = -(-d // block) * block

@@ -706,8 +706,9 @@ def _q(Q, qrow, qmask_rows, qk_scale, FMT: tl.constexpr, DPOW: tl.constexpr, D: 
 
 @triton.jit
 def _int_query(Q, qrow, qmask_rows, qk_scale, NBK: tl.constexpr, D: tl.constexpr):
-    """The query rows, scaled, quantized to int8 per 32-value block as q8_0 quantizes a row
-    (ref.int8_query): ([NBK, QPAD, 32] int8 codes, [NBK, QPAD, 1] float32 block scales)."""
+    """The query rows, scaled, quantized to int8 per 32-value block with q8_0's scale rule,
+    amax / 127, the scale kept in float32 and ties rounded to even (ref.int8_query): ([NBK,
+    QPAD, 32] int8 codes, [NBK, QPAD, 1] float32 block scales)."""
     dim = tl.arange(0, NBK)[:, None, None] * 32 + tl.arange(0, 32)[None, None, :]
     q = tl.load(Q + qrow[None, :, None] * D + dim, mask=qmask_rows[None, :, None] & (dim < D),
                 other=0.0).to(tl.float32) * qk_scale
