@@ -21,7 +21,10 @@ default; slower under the default launch (B=1 32k 32.2 → 37.9 µs, B=8 32k 193
 faster at B=8 and B=64 under 64-token programs, 2% slower at B=1 128k; removed since, with the
 option. bench/results/int-keys-h200.json also holds q4_0, whose nibbles the kernel then fed the same
 product (commit 1431c2f; 13-40% slower than its float16 path, removed since: int_keys no
-longer changes a q4_0 decode).
+longer changes a q4_0 decode). bench/results/int-keys-q4-h200.json is that q4_0 branch again
+with the nibbles masked out four to a register by PTX and the block kept in its own order
+(commit b9b2530; its loop 8-10% fewer instructions compiled for sm_90, yet 25-40% slower on
+the H200: B=1 128k 84.6 → 117.4 µs; removed again).
 """
 
 from __future__ import annotations

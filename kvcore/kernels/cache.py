@@ -75,9 +75,6 @@ MANY_ROWS = 64
 #: q4_0's nibbles fed the same product were 13-40% slower than its float16 path
 #: (int-keys-h200.json; the branch was removed)
 INT_KEYS = frozenset({"q8_0"})
-#: K formats the integer key product can read (int_keys=True): q4_0's nibbles as codes 0…15,
-#: the offset of 8 taken from each block's int32 sum
-INT_KEYS_READ = frozenset({"q8_0", "q4_0"})
 INT_KEYS_LAUNCH, INT_KEYS_PAD = (32, 1, 3), 4
 INT_KEYS_LAUNCH_256 = (16, 1, 3)
 PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
@@ -369,16 +366,15 @@ class LayerCache:
         return x.reshape(self.kv_heads, seq_len, side.head_dim)
 
     def uses_int_keys(self, int_keys: bool | None = None, parts: bool = True) -> bool:
-        """Whether decode (with these arguments) takes the integer key product: a K side the
-        product reads (INT_KEYS_READ) with a V side of its own (not a K-only latent), held in
-        one power of two of lanes (no head tail); ``int_keys`` None: a K format in INT_KEYS at
-        heads of at most 256 lanes."""
+        """Whether decode (with these arguments) takes the integer key product: a K side in
+        one of INT_KEYS with a V side of its own (not a K-only latent), held in one power of
+        two of lanes (no head tail); ``int_keys`` None: at heads of at most 256 lanes."""
         dpow = self._tables()["dpow"]
         tail = (head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))[1]
                 if parts else 0)
         if int_keys is None:
-            int_keys = dpow <= 256 and self.k.fmt in INT_KEYS
-        return bool(int_keys and self.k.fmt in INT_KEYS_READ and not tail and self.has_v)
+            int_keys = dpow <= 256
+        return bool(int_keys and self.k.fmt in INT_KEYS and not tail and self.has_v)
 
     def decode_ref(self, q: Any, block_table: Any, seq_lens: Any, *,
                    int_query: bool | None = None) -> Any:

@@ -115,15 +115,6 @@ def _q4_0_asm() -> str:
 
 Q4_0_ASM = tl.constexpr(_q4_0_asm())
 
-#: PTX for four q4_0 bytes → their low nibbles and their high nibbles as int8 codes 0…15, four
-#: to a register (the integer key product's operand): one mask and one shift-and-mask.
-Q4_0_CODES_ASM = tl.constexpr("""{
-.reg .b32 t;
-and.b32 $0, $2, 0x0F0F0F0F;
-shr.u32 t, $2, 4;
-and.b32 $1, t, 0x0F0F0F0F;
-}""")
-
 #: PTX for four q8_0 bytes → float16 times the block scale: the byte, offset by 128, becomes the
 #: low mantissa byte of 1024; subtracting 1152 leaves the signed value.
 Q8_0_ASM = tl.constexpr("""{
@@ -714,59 +705,30 @@ def _q(Q, qrow, qmask_rows, qk_scale, FMT: tl.constexpr, DPOW: tl.constexpr, D: 
 
 
 @triton.jit
-def _int_query(Q, qrow, qmask_rows, qk_scale, FMT: tl.constexpr, NBK: tl.constexpr,
-               D: tl.constexpr):
+def _int_query(Q, qrow, qmask_rows, qk_scale, NBK: tl.constexpr, D: tl.constexpr):
     """The query rows, scaled, quantized to int8 per 32-value block with q8_0's scale rule,
     amax / 127, the scale kept in float32 and ties rounded to even (ref.int8_query): ([NBK,
-    QPAD, 32] int8 codes, [NBK, QPAD, 1] float32 block scales, [NBK, QPAD, 1] int32 offsets to
-    take from each block's product: 0 for q8_0, 8 times the block's code sum for q4_0, whose
-    codes are the values plus 8). The codes are in the order of _int_keys' tile: q4_0's
-    position k of a block holds value k // 2 + 16 · (k % 2) (a byte's low and high nibble
-    side by side)."""
-    nb = tl.arange(0, NBK)[:, None, None]
-    k = tl.arange(0, 32)[None, None, :]
-    dim = nb * 32 + k
+    QPAD, 32] int8 codes, [NBK, QPAD, 1] float32 block scales)."""
+    dim = tl.arange(0, NBK)[:, None, None] * 32 + tl.arange(0, 32)[None, None, :]
     q = tl.load(Q + qrow[None, :, None] * D + dim, mask=qmask_rows[None, :, None] & (dim < D),
                 other=0.0).to(tl.float32) * qk_scale
     amax = tl.max(tl.abs(q), axis=2, keep_dims=True)
     qs = amax * (1.0 / 127.0)
     x = q / tl.where(amax > 0, qs, 1.0)
     code = tl.where(x < 0, -_round_half_even(-x), _round_half_even(x))
-    if FMT == 3:  # noqa: SIM108 (a compile-time branch)
-        z = 8 * tl.sum(code.to(tl.int32), axis=2, keep_dims=True)
-    else:
-        z = tl.zeros(qs.shape, tl.int32)
-    return code.to(tl.int8), qs, z
+    return code.to(tl.int8), qs
 
 
 @triton.jit
-def _int_keys(FMT: tl.constexpr, P0, P1, r, rmask, NBK: tl.constexpr, NBV: tl.constexpr,
-              X0: tl.constexpr, X1: tl.constexpr, ASM: tl.constexpr):
-    """A q8_0 or q4_0 key tile as the int8 operand of an integer product: ([NBK, 32, BN] codes,
-    a 32-block's values along axis 1, [NBK, 1, BN] float32 block scales, 0 on masked rows and
-    blocks). q8_0's codes as stored; q4_0's nibbles as codes 0…15 (PTX with ASM: four bytes a
-    register, no byte handled alone), a byte's low and high nibble side by side (the query's
-    order, _int_query)."""
+def _int_keys(P0, P1, r, rmask, NBK: tl.constexpr, NBV: tl.constexpr, X0: tl.constexpr,
+              X1: tl.constexpr):
+    """A q8_0 key tile as the int8 operand of an integer product, read as stored: ([NBK, 32,
+    BN] codes, a 32-block's values along axis 1; [NBK, 1, BN] float32 block scales, 0 on
+    masked rows and blocks)."""
     nb = tl.arange(0, NBK)[:, None, None]
-    m3 = rmask[None, :, None] & (nb < NBV)
-    if FMT == 3:
-        bn: tl.constexpr = r.shape[0]
-        byte = tl.load(P0 + r[None, :, None] * X0 + nb * 16 + tl.arange(0, 16)[None, None, :],
-                       mask=m3, other=0)
-        if ASM:
-            lo, hi = tl.inline_asm_elementwise(Q4_0_CODES_ASM, "=r,=r,r", [byte],
-                                               dtype=(tl.int8, tl.int8), is_pure=True, pack=4)
-        else:
-            b = byte.to(tl.int32)
-            lo = (b & 15).to(tl.int8)
-            hi = ((b >> 4) & 15).to(tl.int8)
-        # [NBK, BN, 16, 2] → [NBK, BN, 2, 16] → [NBK, BN, 32]: the low nibbles (values 0…15
-        # of the block), then the high ones (16…31), the block's own order
-        codes = tl.reshape(tl.permute(tl.join(lo, hi), (0, 1, 3, 2)), (NBK, bn, 32))
-    else:
-        # loaded [NBK, BN, 32] (a row's bytes the minor dimension)
-        codes = tl.load(P0 + r[None, :, None] * X0 + nb * 32 + tl.arange(0, 32)[None, None, :],
-                        mask=m3, other=0)
+    # loaded [NBK, BN, 32] (a row's bytes the minor dimension), then transposed
+    codes = tl.load(P0 + r[None, :, None] * X0 + nb * 32 + tl.arange(0, 32)[None, None, :],
+                    mask=rmask[None, :, None] & (nb < NBV), other=0)
     codes = tl.permute(codes, (0, 2, 1))
     scale = tl.load(P1 + r[None, None, :] * X1 + nb, mask=rmask[None, None, :] & (nb < NBV),
                     other=0.0).to(tl.float32)
@@ -817,11 +779,10 @@ def decode_split_kernel(
     LAZY: softmax_lazy (the partial outputs rescaled only when the running max grows by more
     than LAZY_MARGIN; the stored max is the one they are relative to, as the merge needs).
     WIDE (with LAZY): V's row scales may exceed WIDE_SCALE; a tile where one does rescales
-    eagerly, so that no weight times its scale leaves float16's range. IK (q8_0 or q4_0 K held
-    in one part, with a V side of its own): the scores are an integer product, the query
-    quantized to int8 per 32-value block once (_int_query) and each key tile's codes its other
-    operand (_int_keys: q8_0's as stored, q4_0's nibbles); each block's int32 sums, less q4_0's
-    offset, times the two block scales make the scores."""
+    eagerly, so that no weight times its scale leaves float16's range. IK (q8_0 K held in one
+    part, with a V side of its own): the scores are an integer product, the query quantized to int8
+    per 32-value block once (_int_query) and each key tile's stored codes its other operand
+    (_int_keys); each block's int32 sums times the two block scales make the scores."""
     pdl_enter(PDL)
     b = tl.program_id(0)
     h = tl.program_id(1) // QB
@@ -846,7 +807,7 @@ def decode_split_kernel(
         KT = tl.float16
     NBK: tl.constexpr = DPOW // 32
     if IK:
-        qi, qis, qiz = _int_query(Q, qrow, qmask, qk_scale, FMT_K, NBK, D)
+        qi, qis = _int_query(Q, qrow, qmask, qk_scale, NBK, D)
     elif HK:
         qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 1, KT, 0)
         qb = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 2, KT, 0)
@@ -886,10 +847,9 @@ def decode_split_kernel(
         k0 = K0 + first * XK0
         k1 = K1 + first * XK1
         if IK:
-            kc, kd = _int_keys(FMT_K, k0, k1, r, nmask, NBK, DPK // 32, XK0, XK1, ASM)
-            # [NBK, QPAD, BN] int32 block products less their offsets, each times its query
-            # and key scales
-            s = tl.sum((tl.dot(qi, kc) - qiz).to(tl.float32) * qis * kd, axis=0)
+            kc, kd = _int_keys(k0, k1, r, nmask, NBK, DPK // 32, XK0, XK1)
+            # [NBK, QPAD, BN] int32 block products, each times its query and key scales
+            s = tl.sum(tl.dot(qi, kc).to(tl.float32) * qis * kd, axis=0)
         elif HK:
             ka, kb, ks = _halves(FMT_K, k0, k1, KGS, CENT_K, r, nmask, BLOCK_N, DPOW, DPK, XK0,
                                  XK1, ASM, WORDS)
