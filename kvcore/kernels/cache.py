@@ -510,7 +510,7 @@ class LayerCache:
                query_rows: int | None = None, words_v: bool | None = None,
                pdl: bool | None = None, lazy: bool | None = None,
                pad_rows: int | None = None, wide: bool | None = None,
-               int_keys: bool | None = None) -> Any:
+               int_keys: bool | None = None, v_minor: bool = False) -> Any:
         """Fused split-K decode attention. q [B, Hq, head_dim] → [B, Hq, head_dim_v] float32
         (V's width; the query and K are head_dim wide).
 
@@ -653,6 +653,12 @@ class LayerCache:
             words = self.k.fmt in WORDS
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
+        if v_minor:
+            # a probe's layout: q8_0 V planes token-minor within their page ([pages, heads,
+            # width, page_size]), tiles within a page
+            if self.v.fmt != "q8_0" or page_mode != 0 or tail or not self.has_v:
+                raise ValueError("v_minor reads q8_0 V planes in tiles within a page")
+            xv0, xv1 = v0.shape[-2], v1.shape[-2]
         words = words and xk0 % 4 == 0 and xv0 % 4 == 0
         words_v = words if words_v is None else (words_v and xv0 % 4 == 0)
         decode_split_kernel[(bsz, self.kv_heads * qblocks, n_splits)](
@@ -674,7 +680,7 @@ class LayerCache:
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
             ASM=bool(asm), WORDS=bool(words), WORDS_V=bool(words_v),
             GPU=q.device.type == "cuda",
-            SAME_KV=same_kv, IK=bool(int_keys),
+            SAME_KV=same_kv, IK=bool(int_keys), VT=bool(v_minor),
             LAZY=bool(lazy), WIDE=bool(lazy and wide), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED
