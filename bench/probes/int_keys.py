@@ -6,12 +6,13 @@ graph over enough cache copies that no step reads from L2 (decode.time_steps).
 
     python bench/probes/int_keys.py [--formats q8_0] [--shapes 1x32768,…]
         [--base int_keys=0] [--variant int_keys=1] [--heads 24/4/256]
-        [--configs BN/W/S/PAD,…] [--out DIR]
+        [--configs BN/W/S/PAD[/REGS[/PER_SM]],…] [--out DIR]
 
 First a check on small shapes (pages of 16, a shuffled block table, several splits): both
 paths against the torch reference and against exact attention, NaN counted. Then per format
 and shape: the default path's time, the integer path under the default launch and under each
-of --configs (block_n / warps / stages / query rows padded to), the fraction of the read bandwidth measured in the same
+of --configs (block_n / warps / stages / query rows padded to, then optionally a cap on registers
+a thread and programs a multiprocessor, 0 for the default), the fraction of the read bandwidth measured in the same
 run and the speed-up over torch's fp16 scaled_dot_product_attention. Writes int-keys.json.
 --base and --variant (decode keyword arguments, 0 and 1 for False and True) compare other
 paths the same way; a format K/V (q8_0/f16) times a cache of two formats (no check).
@@ -152,9 +153,14 @@ def main() -> None:
             times = {"default": time_steps(caches, batch, tokens, **var) * 1e6}
             for c in configs:
                 try:
+                    extra = {}
+                    if len(c) > 4 and c[4]:
+                        extra["max_registers"] = c[4]
+                    if len(c) > 5 and c[5]:
+                        extra["programs_per_sm"] = c[5]
                     times["/".join(map(str, c))] = time_steps(
                         caches, batch, tokens, **var, block_n=c[0], num_warps=c[1],
-                        num_stages=c[2], pad_rows=c[3] if len(c) > 3 else None) * 1e6
+                        num_stages=c[2], pad_rows=c[3] if len(c) > 3 else None, **extra) * 1e6
                 except Exception as e:  # noqa: BLE001
                     times["/".join(map(str, c))] = repr(e)[:300]
             row["int_us"] = times
