@@ -67,6 +67,22 @@ def minor(cache: LayerCache) -> LayerCache:
     return cache
 
 
+def registers() -> list[list[int]]:
+    """[registers, spilled bytes, warps] of each decode kernel compiled so far in this
+    process (the last is the newest)."""
+    from kvcore.kernels.triton_ops import decode_split_kernel
+
+    out = []
+    try:
+        for binder in decode_split_kernel.device_caches.values():
+            for k in binder[0].values():
+                out.append([int(getattr(k, "n_regs", -1)), int(getattr(k, "n_spills", -1)),
+                            int(k.metadata.num_warps)])
+    except Exception:  # noqa: BLE001 (a probe records what it can)
+        return []
+    return out[-1:]
+
+
 def check(fmt: str, fmt_v: str, base: dict, var: dict) -> dict[str, float]:
     """Both paths on pages of 16 under a shuffled table (of 64 for a token-minor V, whose
     tiles stay within a page), against the reference and exact."""
@@ -158,9 +174,14 @@ def main() -> None:
                         extra["max_registers"] = c[4]
                     if len(c) > 5 and c[5]:
                         extra["programs_per_sm"] = c[5]
+                    # a 0 in the first four fields: the default launch's
+                    for key, val in zip(("block_n", "num_warps", "num_stages", "pad_rows"), c,
+                                        strict=False):
+                        if val:
+                            extra[key] = val
                     times["/".join(map(str, c))] = time_steps(
-                        caches, batch, tokens, **var, block_n=c[0], num_warps=c[1],
-                        num_stages=c[2], pad_rows=c[3] if len(c) > 3 else None, **extra) * 1e6
+                        caches, batch, tokens, **var, **extra) * 1e6
+                    row.setdefault("registers", {})["/".join(map(str, c))] = registers()
                 except Exception as e:  # noqa: BLE001
                     times["/".join(map(str, c))] = repr(e)[:300]
             row["int_us"] = times
