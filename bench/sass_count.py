@@ -210,8 +210,6 @@ def parser() -> argparse.ArgumentParser:
                     help="decode: hold the head in one power of two of lanes (no parts)")
     ap.add_argument("--int-keys", action="store_true",
                     help="decode, q8_0 K: scores as the integer product (decode(int_keys=…))")
-    ap.add_argument("--v-minor", action="store_true",
-                    help="decode, q8_0 V: its planes token-minor within a page (v_minor)")
     return ap
 
 
@@ -252,8 +250,7 @@ def compile_decode(args: argparse.Namespace):
                   WORDS_V=args.words and not args.v_bytes, PDL=args.pdl, LAZY=args.lazy,
                   WIDE=args.lazy and args.wide,
                   DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
-                  OK1=off[1], OV0=off[0], OV1=off[1], IK=args.int_keys,
-                  VT=args.v_minor)
+                  OK1=off[1], OV0=off[0], OV1=off[1], IK=args.int_keys)
     return _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),
                     {"num_warps": args.warps, "num_stages": args.stages})
 

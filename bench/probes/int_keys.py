@@ -25,7 +25,10 @@ product (commit 1431c2f; 13-40% slower than its float16 path, removed since: int
 longer changes a q4_0 decode). bench/results/int-keys-q4-h200.json is that q4_0 branch again
 with the nibbles masked out four to a register by PTX and the block kept in its own order
 (commit b9b2530; its loop 8-10% fewer instructions compiled for sm_90, yet 25-40% slower on
-the H200: B=1 128k 84.6 → 117.4 µs; removed again).
+the H200: B=1 128k 84.6 → 117.4 µs; removed again). bench/results/v-minor-h200.json: q8_0's V
+planes laid token-minor within their page (decode(v_minor=True) at commit af9110f, with
+bench/probes/v_minor_run.sh), its 32-token loop 18% fewer instructions and no shared-memory
+stores, against the default: within ±3% (B=8 128k 761 → 747 µs, B=1 128k 104 → 107); removed.
 """
 
 from __future__ import annotations
@@ -59,14 +62,6 @@ def kwargs(text: str) -> dict[str, bool]:
     return {k: bool(int(v)) for k, v in (kv.split("=") for kv in text.split(",") if kv)}
 
 
-def minor(cache: LayerCache) -> LayerCache:
-    """The cache with its V planes laid token-minor within each page ([pages, heads, width,
-    page_size], the same bytes): what decode(v_minor=True) reads."""
-    for name, t in cache.v.planes.items():
-        cache.v.planes[name] = t.transpose(-1, -2).contiguous()
-    return cache
-
-
 def registers() -> list[list[int]]:
     """[registers, spilled bytes, warps] of each decode kernel compiled so far in this
     process (the last is the newest)."""
@@ -84,11 +79,10 @@ def registers() -> list[list[int]]:
 
 
 def check(fmt: str, fmt_v: str, base: dict, var: dict) -> dict[str, float]:
-    """Both paths on pages of 16 under a shuffled table (of 64 for a token-minor V, whose
-    tiles stay within a page), against the reference and exact."""
+    """Both paths on pages of 16 under a shuffled table, against the reference and exact."""
     g = torch.Generator(device="cuda").manual_seed(0)
     lens = [3000, 517, 1, 40]
-    page, hkv, d, hq = 64 if var.get("v_minor") else 16, decode.HKV, decode.D, decode.HQ
+    page, hkv, d, hq = 16, decode.HKV, decode.D, decode.HQ
     per = max(math.ceil(n / page) for n in lens)
     order = torch.randperm(len(lens) * per, device="cuda", generator=g)
     table = order.reshape(len(lens), per).to(torch.int32)
@@ -102,12 +96,7 @@ def check(fmt: str, fmt_v: str, base: dict, var: dict) -> dict[str, float]:
     seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
     q = torch.randn(len(lens), hq, d, device="cuda", generator=g).half()
     plain = cache.decode(q, table, seq, **base)
-    if var.get("v_minor"):
-        planes = dict(cache.v.planes)
-        ints = minor(cache).decode(q, table, seq, **var)
-        cache.v.planes.update(planes)
-    else:
-        ints = cache.decode(q, table, seq, **var)
+    ints = cache.decode(q, table, seq, **var)
     # each path against the reference of its own arithmetic (the query rounded to int8 where
     # that path takes the integer product)
     want_base = cache.decode_ref(q.float(), table, seq,
@@ -164,8 +153,6 @@ def main() -> None:
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "sdpa_us": sdpa[(batch, tokens)] * 1e6, "bytes": cache.nbytes}
             row["plain_us"] = time_steps(caches, batch, tokens, **base) * 1e6
-            if var.get("v_minor"):
-                caches = [minor(c) for c in caches]
             times = {"default": time_steps(caches, batch, tokens, **var) * 1e6}
             for c in configs:
                 try:

@@ -51,6 +51,16 @@ LAUNCH_MANY = {**LAUNCH, "fp8_pth": (64, 1, 2), "q8_0": (64, 1, 2), "tbq4": (32,
 #: more (fp8_pth's 32-token programs of 4 query rows: 168 registers, 12 a multiprocessor)
 FEW_ROWS_PER_SM = 8
 FEW_ROWS_FORMAT_PER_SM = {("fp8_pth", 32): 12}
+#: the same over long contexts, where registers capped so that more programs fit make one
+#: wave of them: (K format, V format, integer keys, block_n, query rows) → (fewest tokens,
+#: programs a multiprocessor, registers a thread). q8_0 (196 registers, 10 programs fit) and
+#: q4_0 (180, 11) capped at 168 (no spills) in 12 programs a multiprocessor, at B=1 on an H200
+#: (bench/results/occupancy-b1-h200.json): q8_0 128k 104.9 → 99.5 µs, 256k 198.4 → 192.3, 1M
+#: 792 → 783, but 64k 54.6 → 55.7 and 32k 32.2 → 35.2; q4_0 64k 45.7 → 43.2, 128k 83.8 → 76.5,
+#: 256k 158.1 → 147.6, 1M 620 → 587, but 32k 26.2 → 26.9. Uncapped, 12 programs make more than
+#: one wave (q8_0 128k 123.9 µs, q4_0 102.2); nvfp4 and tbq3 capped spill and were slower.
+FEW_ROWS_LONG = {("q8_0", "q8_0", True, 32, 4): (131072, 12, 168),
+                 ("q4_0", "q4_0", False, 32, 8): (65536, 12, 168)}
 MANY_ROWS = 64
 #: query rows a decode program pads its group to at head_dim ≤ 128, by K format where not 16,
 #: over few (sequence, KV head) rows and over many (MANY_ROWS or more). A product of fewer
@@ -188,6 +198,18 @@ def max_query_rows(width: int) -> int:
     output (rows × width float32) stays near 32 KB, so that it fits the registers of the
     launch's warps without spilling."""
     return max(16, 1 << (max(1, 8192 // width).bit_length() - 1))
+
+
+def few_rows_launch(k_fmt: str, v_fmt: str, int_keys: bool, block_n: int, qpad: int,
+                    max_len: int, tail: bool = False) -> tuple[int, int | None]:
+    """(programs a multiprocessor, registers a thread or None) for a launch of one-warp
+    decode programs over fewer than MANY_ROWS rows: FEW_ROWS_LONG's where it has the launch
+    (a head in one part) and the context is long enough, else FEW_ROWS_FORMAT_PER_SM's or
+    FEW_ROWS_PER_SM, uncapped."""
+    long = None if tail else FEW_ROWS_LONG.get((k_fmt, v_fmt, int_keys, block_n, qpad))
+    if long and max_len >= long[0]:
+        return long[1], long[2]
+    return FEW_ROWS_FORMAT_PER_SM.get((k_fmt, block_n), FEW_ROWS_PER_SM), None
 
 
 def query_blocks(group: int, cap: int, least: int = 16) -> tuple[int, int]:
@@ -510,7 +532,7 @@ class LayerCache:
                query_rows: int | None = None, words_v: bool | None = None,
                pdl: bool | None = None, lazy: bool | None = None,
                pad_rows: int | None = None, wide: bool | None = None,
-               int_keys: bool | None = None, v_minor: bool = False) -> Any:
+               int_keys: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, head_dim] → [B, Hq, head_dim_v] float32
         (V's width; the query and K are head_dim wide).
 
@@ -518,7 +540,8 @@ class LayerCache:
         programs of at least 2,048 tokens each, or, for short contexts, at least one wave of
         programs of at least 256 tokens; a launch of one-warp programs over fewer than
         MANY_ROWS (sequence, KV head) rows gets FEW_ROWS_PER_SM programs per streaming
-        multiprocessor (FEW_ROWS_FORMAT_PER_SM's for its format and block_n);
+        multiprocessor (FEW_ROWS_FORMAT_PER_SM's for its format and block_n; FEW_ROWS_LONG's,
+        with its registers a thread unless ``max_registers`` is given, from its fewest tokens);
         ``programs_per_sm`` sets that number instead. Give ``max_len`` (the
         longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
         128 lanes take WIDE_LAUNCH (by the power of two of their width). A head whose width is
@@ -609,8 +632,11 @@ class LayerCache:
         if split_tokens is None:
             bh = max(1, bsz * self.kv_heads * qblocks)
             if not programs_per_sm and num_warps == 1 and bh < MANY_ROWS:
-                programs_per_sm = FEW_ROWS_FORMAT_PER_SM.get((self.k.fmt, block_n),
-                                                             FEW_ROWS_PER_SM)
+                programs_per_sm, regs = few_rows_launch(
+                    self.k.fmt, self.v.fmt, bool(int_keys), block_n, qpad, max_len,
+                    bool(tail))
+                if max_registers is None:
+                    max_registers = regs
             if programs_per_sm:
                 want = math.ceil(programs_per_sm * SMS / bh)
             else:
@@ -653,12 +679,6 @@ class LayerCache:
             words = self.k.fmt in WORDS
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
-        if v_minor:
-            # a probe's layout: q8_0 V planes token-minor within their page ([pages, heads,
-            # width, page_size]), tiles within a page
-            if self.v.fmt != "q8_0" or page_mode != 0 or tail or not self.has_v:
-                raise ValueError("v_minor reads q8_0 V planes in tiles within a page")
-            xv0, xv1 = v0.shape[-2], v1.shape[-2]
         words = words and xk0 % 4 == 0 and xv0 % 4 == 0
         words_v = words if words_v is None else (words_v and xv0 % 4 == 0)
         decode_split_kernel[(bsz, self.kv_heads * qblocks, n_splits)](
@@ -680,7 +700,7 @@ class LayerCache:
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
             ASM=bool(asm), WORDS=bool(words), WORDS_V=bool(words_v),
             GPU=q.device.type == "cuda",
-            SAME_KV=same_kv, IK=bool(int_keys), VT=bool(v_minor),
+            SAME_KV=same_kv, IK=bool(int_keys),
             LAZY=bool(lazy), WIDE=bool(lazy and wide), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED

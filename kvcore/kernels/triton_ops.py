@@ -736,31 +736,6 @@ def _int_keys(P0, P1, r, rmask, NBK: tl.constexpr, NBV: tl.constexpr, X0: tl.con
 
 
 @triton.jit
-def _tile_minor(P0, P1, PAGE, rmask, BN: tl.constexpr, DPOW: tl.constexpr, DP: tl.constexpr,
-                ASM: tl.constexpr):
-    """A q8_0 V tile from planes that lie token-minor within their page (byte c of token i at
-    P0 + c · PAGE + i, block scale b at P1 + b · PAGE + i): [BN, DPOW] values, the block
-    scales applied; masked rows read 0 with scale 0."""
-    c = tl.arange(0, DPOW)[:, None]
-    i = tl.arange(0, BN)[None, :]
-    # the codes unmasked along the tokens (a tile within a page stays inside it; a masked
-    # row's codes meet scale 0), so that a thread's tokens load as one vector
-    if DP == DPOW:
-        raw = tl.load(P0 + c * PAGE + i)
-    else:
-        raw = tl.load(P0 + c * PAGE + i, mask=c < DP, other=0)
-    nb = tl.arange(0, DPOW // 32)[:, None]
-    ds = tl.load(P1 + nb * PAGE + i, mask=rmask[None, :] & (nb < DP // 32), other=0.0)
-    ds = tl.reshape(tl.broadcast_to(ds[:, None, :], (DPOW // 32, 32, BN)), (DPOW, BN))
-    if ASM:
-        val = tl.inline_asm_elementwise(Q8_0_ASM, "=r,=r,r,r,r", [raw, ds], dtype=tl.float16,
-                                        is_pure=True, pack=4)
-    else:
-        val = raw.to(tl.float16) * ds
-    return tl.trans(val)
-
-
-@triton.jit
 def decode_split_kernel(
     Q, ACC, ML,
     K0, K1, KGS, V0, V1, VGS, CENT_K, CENT_V,
@@ -775,7 +750,7 @@ def decode_split_kernel(
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
     QB: tl.constexpr = 1, GPU: tl.constexpr = False, WORDS_V: tl.constexpr = False,
     PDL: tl.constexpr = False, LAZY: tl.constexpr = False, WIDE: tl.constexpr = False,
-    IK: tl.constexpr = False, VT: tl.constexpr = False,
+    IK: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output,
@@ -865,7 +840,6 @@ def decode_split_kernel(
     for n0 in range(start, end, BLOCK_N):
         first, r, nmask = _rows(BLOCK_TABLE, b, stride_bt, hh, n0, end, PAGE, pg, off, H_KV,
                                 BLOCK_N, PAGE_MODE, PAGE_C, GPU)
-        toff = off
         off += BLOCK_N
         wrap = off >= PAGE
         pg += wrap.to(tl.int32)
@@ -918,14 +892,8 @@ def decode_split_kernel(
                 acc_ta = acc_ta * alpha[:, None]
                 if HV:
                     acc_tb = acc_tb * alpha[:, None]
-        if VT:
-            # token-minor V planes (PAGE_MODE 0): the page's block of rows starts at first -
-            # off, and the tile's tokens are columns off … of it
-            v0 = V0 + (first - toff) * XV0 + tl.multiple_of(toff, 16)
-            v1 = V1 + (first - toff) * XV1 + tl.multiple_of(toff, 16)
-        else:
-            v0 = V0 + first * XV0
-            v1 = V1 + first * XV1
+        v0 = V0 + first * XV0
+        v1 = V1 + first * XV1
         if HV:
             if SAME_KV:
                 va, vb, vs = ka, kb, ks
@@ -946,9 +914,6 @@ def decode_split_kernel(
         else:
             if SAME_KV:
                 v, vs = k, ks
-            elif VT:
-                v = _tile_minor(v0, v1, PAGE, nmask, BLOCK_N, DPOW, DPV, ASM)
-                vs = nmask
             else:
                 v, vs = _tile(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV, XV0,
                               XV1, ASM, WORDS_V)
