@@ -111,6 +111,23 @@ def check(fmt: str, fmt_v: str, base: dict, var: dict) -> dict[str, float]:
             "nan": int(torch.isnan(ints).sum() + torch.isnan(plain).sum())}
 
 
+def long_check(fmt: str, batch: int, tokens: int) -> dict[str, float]:
+    """The default launch over a long context (where FEW_ROWS_LONG may cap its registers)
+    against the torch reference and against the uncapped launch of 8 programs a
+    multiprocessor."""
+    cache = LayerCache(fmt, fmt, batch, tokens, decode.HKV, decode.D, device="cuda")
+    fill(cache, batch, tokens, torch.float16)
+    table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
+    seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
+    seq[-1] = tokens - 77  # a shorter last sequence: a partial tile and a partial split
+    q = torch.randn(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float16)
+    out = cache.decode(q, table, seq)
+    old = cache.decode(q, table, seq, programs_per_sm=8)
+    want = cache.decode_ref(q.float(), table, seq)
+    return {"vs_ref": rel(out, want), "uncapped_vs_ref": rel(old, want),
+            "nan": int(torch.isnan(out).sum())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--formats", default="q8_0")
@@ -120,6 +137,8 @@ def main() -> None:
     ap.add_argument("--base", default="int_keys=0")
     ap.add_argument("--variant", default="int_keys=1")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--long-check", default="",
+                    help="BxTOKENS,…: long_check for each format at these shapes first")
     a = ap.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]
     configs = [tuple(int(x) for x in c.split("/")) for c in a.configs.split(",") if c]
@@ -140,6 +159,16 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 (a probe records what failed)
                 result["checks"][f"{fmt}/{fv}"] = {"error": repr(e)[:2000]}
             print("check", fmt, fv, result["checks"][f"{fmt}/{fv}"], flush=True)
+    for spec in filter(None, a.long_check.split(",")):
+        batch, tokens = (int(x) for x in spec.split("x"))
+        for fmt in a.formats.split(","):
+            key = f"long {fmt} {spec}"
+            try:
+                result["checks"][key] = long_check(fmt, batch, tokens)
+            except Exception as e:  # noqa: BLE001 (a probe records what failed)
+                result["checks"][key] = {"error": repr(e)[:2000]}
+            print("check", key, result["checks"][key], flush=True)
+            torch.cuda.empty_cache()
     sdpa = {}
     for batch, tokens in shapes:
         sdpa[(batch, tokens)] = sdpa_time(batch, tokens)
