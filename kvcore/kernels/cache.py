@@ -59,6 +59,10 @@ FEW_ROWS_FORMAT_PER_SM = {("fp8_pth", 32): 12}
 #: 792 → 783, but 64k 54.6 → 55.7 and 32k 32.2 → 35.2; q4_0 64k 45.7 → 43.2, 128k 83.8 → 76.5,
 #: 256k 158.1 → 147.6, 1M 620 → 587, but 32k 26.2 → 26.9. Uncapped, 12 programs make more than
 #: one wave (q8_0 128k 123.9 µs, q4_0 102.2); nvfp4 and tbq3 capped spill and were slower.
+#: Over at most FEW_ROWS_LONG_ROWS rows only (bench/results/fewrows-h200.json): at B=2 (16
+#: rows) 128k q4_0 160.4 → 143.7 µs, q8_0 190.3 → 187.9, but at B=4 (32 rows) q4_0 307 → 378
+#: and q8_0 370 → 468.
+FEW_ROWS_LONG_ROWS = 16
 FEW_ROWS_LONG = {("q8_0", "q8_0", True, 32, 4): (131072, 12, 168),
                  ("q4_0", "q4_0", False, 32, 8): (65536, 12, 168)}
 MANY_ROWS = 64
@@ -201,12 +205,14 @@ def max_query_rows(width: int) -> int:
 
 
 def few_rows_launch(k_fmt: str, v_fmt: str, int_keys: bool, block_n: int, qpad: int,
-                    max_len: int, tail: bool = False) -> tuple[int, int | None]:
+                    max_len: int, rows: int, tail: bool = False) -> tuple[int, int | None]:
     """(programs a multiprocessor, registers a thread or None) for a launch of one-warp
-    decode programs over fewer than MANY_ROWS rows: FEW_ROWS_LONG's where it has the launch
-    (a head in one part) and the context is long enough, else FEW_ROWS_FORMAT_PER_SM's or
-    FEW_ROWS_PER_SM, uncapped."""
-    long = None if tail else FEW_ROWS_LONG.get((k_fmt, v_fmt, int_keys, block_n, qpad))
+    decode programs over ``rows`` (sequence, KV head) rows, fewer than MANY_ROWS:
+    FEW_ROWS_LONG's where it has the launch (a head in one part), the context is long enough
+    and the rows at most FEW_ROWS_LONG_ROWS, else FEW_ROWS_FORMAT_PER_SM's or FEW_ROWS_PER_SM,
+    uncapped."""
+    long = (None if tail or rows > FEW_ROWS_LONG_ROWS
+            else FEW_ROWS_LONG.get((k_fmt, v_fmt, int_keys, block_n, qpad)))
     if long and max_len >= long[0]:
         return long[1], long[2]
     return FEW_ROWS_FORMAT_PER_SM.get((k_fmt, block_n), FEW_ROWS_PER_SM), None
@@ -633,7 +639,7 @@ class LayerCache:
             bh = max(1, bsz * self.kv_heads * qblocks)
             if not programs_per_sm and num_warps == 1 and bh < MANY_ROWS:
                 programs_per_sm, regs = few_rows_launch(
-                    self.k.fmt, self.v.fmt, bool(int_keys), block_n, qpad, max_len,
+                    self.k.fmt, self.v.fmt, bool(int_keys), block_n, qpad, max_len, bh,
                     bool(tail))
                 if max_registers is None:
                     max_registers = regs

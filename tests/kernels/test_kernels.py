@@ -671,17 +671,20 @@ def test_integer_keys_only_where_measured(fmt, head_dim, values, expect):
 
 
 def test_long_contexts_cap_registers_for_one_wave_of_more_programs():
-    """Over few rows and long contexts q8_0 (integer keys, 4 rows) and q4_0 (8 rows) run 12
-    one-warp programs a multiprocessor with registers capped at 168 (measured faster from 128k
-    and 64k); shorter contexts, other pairs of formats, other paths and head tails keep the
-    uncapped launch of 8 programs (fp8_pth: 12, its registers fitting without a cap)."""
-    assert few_rows_launch("q8_0", "q8_0", True, 32, 4, 131072) == (12, 168)
-    assert few_rows_launch("q8_0", "q8_0", True, 32, 4, 131071) == (8, None)
-    assert few_rows_launch("q4_0", "q4_0", False, 32, 8, 65536) == (12, 168)
-    assert few_rows_launch("q4_0", "q4_0", False, 32, 8, 32768) == (8, None)
-    assert few_rows_launch("q4_0", "q4_0", False, 32, 8, 1 << 20, tail=True) == (8, None)
-    assert few_rows_launch("q8_0", "f16", True, 32, 4, 1 << 20) == (8, None)
-    assert few_rows_launch("q8_0", "q8_0", False, 32, 16, 1 << 20) == (8, None)
-    assert few_rows_launch("q8_0", "q8_0", True, 32, 8, 1 << 20) == (8, None)
-    assert few_rows_launch("fp8_pth", "fp8_pth", False, 32, 4, 1 << 20) == (12, None)
-    assert few_rows_launch("nvfp4", "nvfp4", False, 64, 4, 1 << 20) == (8, None)
+    """Over at most 16 rows and long contexts q8_0 (integer keys, 4 rows) and q4_0 (8 rows)
+    run 12 one-warp programs a multiprocessor with registers capped at 168 (measured faster
+    from 128k and 64k at B=1 and 2, slower at B=4); shorter contexts, more rows, other pairs
+    of formats, other paths and head tails keep the uncapped launch of 8 programs (fp8_pth:
+    12, its registers fitting without a cap)."""
+    long = 1 << 20
+    assert few_rows_launch("q8_0", "q8_0", True, 32, 4, 131072, 8) == (12, 168)
+    assert few_rows_launch("q8_0", "q8_0", True, 32, 4, 131071, 8) == (8, None)
+    assert few_rows_launch("q4_0", "q4_0", False, 32, 8, 65536, 16) == (12, 168)
+    assert few_rows_launch("q4_0", "q4_0", False, 32, 8, long, 17) == (8, None)
+    assert few_rows_launch("q4_0", "q4_0", False, 32, 8, 32768, 8) == (8, None)
+    assert few_rows_launch("q4_0", "q4_0", False, 32, 8, long, 8, tail=True) == (8, None)
+    assert few_rows_launch("q8_0", "f16", True, 32, 4, long, 8) == (8, None)
+    assert few_rows_launch("q8_0", "q8_0", False, 32, 16, long, 8) == (8, None)
+    assert few_rows_launch("q8_0", "q8_0", True, 32, 8, long, 8) == (8, None)
+    assert few_rows_launch("fp8_pth", "fp8_pth", False, 32, 4, long, 8) == (12, None)
+    assert few_rows_launch("nvfp4", "nvfp4", False, 64, 4, long, 8) == (8, None)
