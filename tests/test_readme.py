@@ -38,9 +38,12 @@ def test_gpu_table_is_the_committed_results():
     root = Path(__file__).resolve().parent.parent
     rows = json.loads((root / "bench" / "results" / f"{name}.json").read_text())["rows"]
     got = {(r["format"], r["batch"], r["tokens"]): r for r in rows}
-    # a format measured again later: "FMT from `decode-h200-vN-FMT.md`" under the table
-    later = re.findall(r"(\w+) from `(decode-h200-v\d+-\w+)\.md`", README)
-    assert later == [("q8_0", "decode-h200-v22-q8_0")]
+    # formats measured again later: "FMT [and FMT] from `decode-h200-vN-NAME.md`" under the
+    # table
+    later = [(fmt, other) for fmts, other in
+             re.findall(r"(\w+(?: and \w+)*) from `(decode-h200-v\d+-\w+)\.md`", README)
+             for fmt in fmts.split(" and ")]
+    assert later == [("q8_0", "decode-h200-v24-fewrows"), ("q4_0", "decode-h200-v24-fewrows")]
     for fmt, other in later:
         again = json.loads((root / "bench" / "results" / f"{other}.json").read_text())["rows"]
         got.update({(r["format"], r["batch"], r["tokens"]): r for r in again
