@@ -63,6 +63,15 @@ FEW_ROWS_FORMAT_PER_SM = {("fp8_pth", 32): 12}
 #: rows) 128k q4_0 160.4 → 143.7 µs, q8_0 190.3 → 187.9, but at B=4 (32 rows) q4_0 307 → 378
 #: and q8_0 370 → 468.
 FEW_ROWS_LONG_ROWS = 16
+#: K format (V the same) → (launch, query rows, registers a thread, programs a multiprocessor)
+#: for heads of at most 128 lanes in one part, a group of at most that many rows and at most
+#: MANY_ROWS (sequence, KV head) rows: the rotated formats in 16-token one-warp programs of 3
+#: stages capped at 128 registers (tbq3 155 uncapped, no spills; tbq4 2 bytes spilled), 16 a
+#: multiprocessor, against their LAUNCH/LAUNCH_MANY on an H200
+#: (bench/results/launch-rotated-h200.json): tbq3 B=1 128k 143.4 → 135.5 µs, B=8 128k 1,017 →
+#: 963, B=1 32k 44.2 → 42.3; tbq4 118.7 → 111.1, 807 → 784, 38.2 → 36.2. nvfp4 gained in no
+#: launch tried.
+ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 16)}
 FEW_ROWS_LONG = {("q8_0", "q8_0", True, 32, 4): (131072, 12, 168),
                  ("q4_0", "q4_0", False, 32, 8): (65536, 12, 168)}
 MANY_ROWS = 64
@@ -216,6 +225,17 @@ def few_rows_launch(k_fmt: str, v_fmt: str, int_keys: bool, block_n: int, qpad: 
     if long and max_len >= long[0]:
         return long[1], long[2]
     return FEW_ROWS_FORMAT_PER_SM.get((k_fmt, block_n), FEW_ROWS_PER_SM), None
+
+
+def small_tiles(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
+                rows: int) -> tuple[tuple[int, int, int], int, int, int] | None:
+    """ROTATED_TILES' launch for a decode (K format ``k_fmt``, V ``v_fmt``, heads held in
+    ``dpow`` lanes and a ``tail`` or none, ``group`` query heads a KV head, ``rows``
+    (sequence, KV head) rows) where it applies, else None."""
+    tiles = ROTATED_TILES.get(k_fmt) if k_fmt == v_fmt else None
+    if tiles is None or dpow > 128 or tail or _pow2(group) > tiles[1] or rows > MANY_ROWS:
+        return None
+    return tiles
 
 
 def query_blocks(group: int, cap: int, least: int = 16) -> tuple[int, int]:
@@ -547,7 +567,9 @@ class LayerCache:
         programs of at least 256 tokens; a launch of one-warp programs over fewer than
         MANY_ROWS (sequence, KV head) rows gets FEW_ROWS_PER_SM programs per streaming
         multiprocessor (FEW_ROWS_FORMAT_PER_SM's for its format and block_n; FEW_ROWS_LONG's,
-        with its registers a thread unless ``max_registers`` is given, from its fewest tokens);
+        with its registers a thread unless ``max_registers`` is given, from its fewest tokens;
+        ROTATED_TILES' launch, registers and programs for tbq3 and tbq4 where small_tiles
+        applies and no launch is given);
         ``programs_per_sm`` sets that number instead. Give ``max_len`` (the
         longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
         128 lanes take WIDE_LAUNCH (by the power of two of their width). A head whose width is
@@ -613,12 +635,25 @@ class LayerCache:
         int_keys = self.uses_int_keys(int_keys, parts)
         if int_keys and pad_rows is None and dpow <= 128:
             pad_rows = INT_KEYS_PAD
+        # the rotated formats' small tiles, unless the launch is given
+        tiles = (small_tiles(self.k.fmt, self.v.fmt, dpow, bool(tail), group,
+                             bsz * self.kv_heads)
+                 if (pad_rows, block_n, num_warps, num_stages) == (None,) * 4 and self.has_v
+                 else None)
+        if tiles:
+            pad_rows = tiles[1]
+            if max_registers is None:
+                max_registers = tiles[2]
+            if programs_per_sm is None:
+                programs_per_sm = tiles[3]
         if pad_rows is None:
             pads = ((PAD_ROWS_MANY if many else PAD_ROWS) if dpow <= 128
                     else PAD_ROWS_256 if dpow == 256 else {})
             pad_rows = pads.get(self.k.fmt, 16)
         qpad, qblocks = query_blocks(group, row_cap, pad_rows)
-        if dpow <= 128 and int_keys:
+        if tiles:
+            bn, nw, ns = tiles[0]
+        elif dpow <= 128 and int_keys:
             bn, nw, ns = INT_KEYS_LAUNCH
         elif dpow <= 128:
             bn, nw, ns = (LAUNCH_MANY if many else LAUNCH).get(self.k.fmt, (64, 4, 2))

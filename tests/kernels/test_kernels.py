@@ -20,6 +20,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     few_rows_launch,
     head_parts,
     query_blocks,
+    small_tiles,
     tail_offsets,
 )
 from kvcore.kv import geometry_bytes  # noqa: E402
@@ -688,3 +689,31 @@ def test_long_contexts_cap_registers_for_one_wave_of_more_programs():
     assert few_rows_launch("q8_0", "q8_0", True, 32, 8, long, 8) == (8, None)
     assert few_rows_launch("fp8_pth", "fp8_pth", False, 32, 4, long, 8) == (12, None)
     assert few_rows_launch("nvfp4", "nvfp4", False, 64, 4, long, 8) == (8, None)
+
+
+def test_rotated_formats_take_small_tiles_where_measured():
+    """tbq3 and tbq4 (K and V alike, heads of at most 128 lanes in one part, groups of at most
+    4, at most 64 sequence-head rows) decode in 16-token one-warp programs of 3 stages, 4 rows,
+    128 registers, 16 programs a multiprocessor; anything else keeps its table's launch."""
+    assert small_tiles("tbq4", "tbq4", 128, False, 4, 64) == ((16, 1, 3), 4, 128, 16)
+    assert small_tiles("tbq3", "tbq3", 64, False, 2, 8) == ((16, 1, 3), 4, 128, 16)
+    assert small_tiles("tbq4", "tbq4", 128, False, 4, 65) is None
+    assert small_tiles("tbq4", "tbq4", 128, False, 8, 8) is None
+    assert small_tiles("tbq4", "tbq4", 256, False, 4, 8) is None
+    assert small_tiles("tbq3", "tbq3", 64, True, 4, 8) is None
+    assert small_tiles("tbq4", "q8_0", 128, False, 4, 8) is None
+    assert small_tiles("nvfp4", "nvfp4", 128, False, 4, 8) is None
+
+
+@pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
+def test_small_tiles_decode_matches_the_reference(fmt):
+    lens = [70, 33, 1]
+    kernel, _, table, seq_lens, _, _ = build(fmt, fmt, lens)
+    q = torch.randn(len(lens), 8, 128, generator=torch.Generator().manual_seed(3)).half()
+    out = kernel.decode(q, table, seq_lens)  # the small tiles (GQA 8/2: groups of 4)
+    table_launch = kernel.decode(q, table, seq_lens, block_n=64, num_warps=1, num_stages=2,
+                                 pad_rows=4)
+    want = kernel.decode_ref(q.float(), table, seq_lens)
+    assert not torch.isnan(out).any()
+    assert rel(out, want) < 1e-3 and rel(table_launch, want) < 1e-3
+    assert not torch.equal(out, table_launch)  # a different split of the context was run
