@@ -419,14 +419,17 @@ def main() -> None:
             best = None
             default = (INT_KEYS_LAUNCH if fmt in INT_KEYS else
                        (LAUNCH_MANY if batch * HKV >= MANY_ROWS else LAUNCH)[fmt])
-            for block_n, warps, stages in dict.fromkeys([default, *CONFIGS]):
+            # decode's own choice first (no launch given: ROTATED_TILES where they apply), then
+            # the table's launch given explicitly, then CONFIGS
+            for launch in dict.fromkeys([None, default, *CONFIGS]):
+                kw = {} if launch is None else dict(zip(("block_n", "num_warps", "num_stages"),
+                                                        launch, strict=True))
                 try:
-                    t_c = time_steps(caches, batch, tokens, dtype, block_n=block_n,
-                                     num_warps=warps, num_stages=stages)
+                    t_c = time_steps(caches, batch, tokens, dtype, **kw)
                 except triton.runtime.errors.OutOfResources:
                     continue
                 if best is None or t_c < best[0]:
-                    best = (t_c, block_n, warps, stages)
+                    best = (t_c, *(launch or ("default", "default", "default")))
             del caches
             t, block_n, warps, stages = best
             nbytes = geometry_bytes(fmt, fmt, layers=1, sequences=batch, kv_heads=HKV,
