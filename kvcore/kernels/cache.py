@@ -63,6 +63,8 @@ FEW_ROWS_FORMAT_PER_SM = {("fp8_pth", 32): 12}
 #: rows) 128k q4_0 160.4 → 143.7 µs, q8_0 190.3 → 187.9, but at B=4 (32 rows) q4_0 307 → 378
 #: and q8_0 370 → 468.
 FEW_ROWS_LONG_ROWS = 16
+FEW_ROWS_LONG = {("q8_0", "q8_0", True, 32, 4): (131072, 12, 168),
+                 ("q4_0", "q4_0", False, 32, 8): (65536, 12, 168)}
 #: K format (V the same) → (launch, query rows, registers a thread, programs a multiprocessor)
 #: for heads of at most 128 lanes in one part, a group of at most that many rows and at most
 #: MANY_ROWS (sequence, KV head) rows: the rotated formats in 16-token one-warp programs of 3
@@ -70,10 +72,9 @@ FEW_ROWS_LONG_ROWS = 16
 #: multiprocessor, against their LAUNCH/LAUNCH_MANY on an H200
 #: (bench/results/launch-rotated-h200.json): tbq3 B=1 128k 143.4 → 135.5 µs, B=8 128k 1,017 →
 #: 963, B=1 32k 44.2 → 42.3; tbq4 118.7 → 111.1, 807 → 784, 38.2 → 36.2. nvfp4 gained in no
-#: launch tried.
+#: launch tried. Over every B=1 and B=8 shape of bench/decode.py 3-11% faster than v19
+#: (bench/results/decode-h200-v25-tiles.md).
 ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 16)}
-FEW_ROWS_LONG = {("q8_0", "q8_0", True, 32, 4): (131072, 12, 168),
-                 ("q4_0", "q4_0", False, 32, 8): (65536, 12, 168)}
 MANY_ROWS = 64
 #: query rows a decode program pads its group to at head_dim ≤ 128, by K format where not 16,
 #: over few (sequence, KV head) rows and over many (MANY_ROWS or more). A product of fewer
