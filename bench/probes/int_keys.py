@@ -54,6 +54,9 @@ from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 SHAPES = [(1, 32768), (1, 131072), (8, 131072), (8, 32768), (64, 4096)]
+#: decode's keyword for each field of a --configs entry, in order
+LAUNCH_FIELDS = ("block_n", "num_warps", "num_stages", "pad_rows", "max_registers",
+                 "programs_per_sm")
 CONFIGS = [(bn, 1, st, pad) for bn, st in ((32, 3), (64, 2), (32, 2)) for pad in (4, 8, 16)]
 
 
@@ -185,16 +188,9 @@ def main() -> None:
             times = {"default": time_steps(caches, batch, tokens, **var) * 1e6}
             for c in configs:
                 try:
-                    extra = {}
-                    if len(c) > 4 and c[4]:
-                        extra["max_registers"] = c[4]
-                    if len(c) > 5 and c[5]:
-                        extra["programs_per_sm"] = c[5]
-                    # a 0 in the first four fields: the default launch's
-                    for key, val in zip(("block_n", "num_warps", "num_stages", "pad_rows"), c,
-                                        strict=False):
-                        if val:
-                            extra[key] = val
+                    # a 0 field (or one left out): decode's default
+                    extra = {key: val for key, val in zip(LAUNCH_FIELDS, c, strict=False)
+                             if val}
                     times["/".join(map(str, c))] = time_steps(
                         caches, batch, tokens, **var, **extra) * 1e6
                     row.setdefault("registers", {})["/".join(map(str, c))] = registers()
