@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: Qwen3-8B's tbq4 plan (128k × 4, bench/verify.py plan 5) measured again with
 # the current launches, then the swapped-products probe (bench/probes/swapped.py) against the
-# decode kernel. SWAPPED_ARGS: extra arguments for the probe; SKIP_VERIFY=1 skips the plan.
+# decode kernel. SWAPPED_ARGS: extra arguments for the probe (SWAPPED_TIMEOUT: its limit in
+# seconds, 360); SKIP_VERIFY=1 skips the plan.
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
@@ -13,5 +14,5 @@ if [ "${SKIP_VERIFY:-0}" != 1 ]; then
     | grep -v Warning | head -20
 fi
 echo "== swapped probe"
-timeout 360 python3 bench/probes/swapped.py --out "$OUT" ${SWAPPED_ARGS:-} 2>&1 \
+timeout ${SWAPPED_TIMEOUT:-360} python3 bench/probes/swapped.py --out "$OUT" ${SWAPPED_ARGS:-} 2>&1 \
   | grep -v Warning | tail -30

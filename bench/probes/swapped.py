@@ -7,7 +7,7 @@ registers a thread of a one-warp program); swapped, the heads are the product's 
 padded to 8, so that the partial output takes half the registers and more programs fit a
 multiprocessor. The question: is that faster at the launches the decode kernel uses now?
 
-    python bench/probes/swapped.py [--formats q4_0,q8_0,nvfp4,fp8_pth]
+    python bench/probes/swapped.py [--formats q4_0,q8_0,nvfp4,fp8_pth,tbq4,tbq3]
         [--shapes 1x131072,8x131072,1x32768] [--configs BN/W/S/QPAD/REGS/PER_SM,…] [--out DIR]
 
 First a check on a small paged cache (pages of 16 tokens, a shuffled block table, sequences
@@ -16,7 +16,8 @@ launch (time, registers), and the swapped kernel under each config (block_n / wa
 query heads padded to / register cap, 0 none / programs a multiprocessor), its registers and
 spills, its largest difference from decode's output on the same cache, its time (CUDA graph
 over cache copies, as bench/decode.py times). Writes swapped.json. Formats: not rotated, one
-format for K and V, heads of 128 lanes. In the interpreter (TRITON_INTERPRET=1, no GPU) only
+format for K and V, heads of 128 lanes; a rotated format's query is rotated first and its
+merged output rotated back, as decode does. In the interpreter (TRITON_INTERPRET=1, no GPU) only
 the check runs, on the CPU.
 """
 
@@ -36,6 +37,7 @@ import triton.language as tl
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent)]
 
+from kvcore.kernels.cache import ROTATED  # noqa: E402
 from kvcore.kernels.triton_ops import (  # noqa: E402
     FMT_CODES,
     _halves,
@@ -44,6 +46,7 @@ from kvcore.kernels.triton_ops import (  # noqa: E402
     _tile,
     _tile_dims,
     reduce_splits,
+    rotate_kernel,
 )
 
 LOG2E = 1.4426950408889634
@@ -153,6 +156,14 @@ def launch(cache, q, table, seq, out, max_len: int, *, block_n: int = 32, num_wa
     nsp = math.ceil(max_len / split)
     acc = cache._workspace("swapped_acc", bsz * hq * nsp * d, torch.float32, q.device)
     ml = cache._workspace("swapped_ml", bsz * hq * nsp * 2, torch.float32, q.device)
+    rot = cache._tables()["rot_pm1"] if cache.k.fmt in ROTATED else None
+    if rot is not None:
+        # the query rotated once, as decode does (rotate_kernel)
+        rows = bsz * hq
+        q_rot = cache._workspace("swapped_q", rows * d, torch.float32, q.device)
+        rotate_kernel[(math.ceil(rows / 16),)](q, q_rot, rot, rows, DIN=d, DOUT=d, DPOW=d,
+                                               BACK=False)
+        q = q_rot.view(bsz, hq, d)
     k0, k1, x0, x1 = cache.k.operands()
     v0, v1, _, _ = cache.v.operands()
     ps = cache.page_size
@@ -168,7 +179,9 @@ def launch(cache, q, table, seq, out, max_len: int, *, block_n: int = 32, num_wa
         PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1, ASM=gpu,
         WORDS=False, GPU=gpu, num_warps=num_warps, num_stages=num_stages,
         **({"maxnreg": max_registers} if max_registers else {}))
-    reduce_splits(acc, ml, out, nsp, bsz, hkv, hq // hkv, d)
+    scratch = (cache._workspace("swapped_merged", bsz * hq * d, torch.float32, q.device)
+               if rot is not None else None)
+    reduce_splits(acc, ml, out, nsp, bsz, hkv, hq // hkv, d, rot=rot, scratch=scratch)
     return kern
 
 
