@@ -210,6 +210,10 @@ def parser() -> argparse.ArgumentParser:
                     help="decode: hold the head in one power of two of lanes (no parts)")
     ap.add_argument("--int-keys", action="store_true",
                     help="decode, q8_0 K: scores as the integer product (decode(int_keys=…))")
+    ap.add_argument("--swap", action="store_true",
+                    help="decode, a 4-bit format: the products swapped (decode(swap=…))")
+    ap.add_argument("--max-registers", type=int, default=0,
+                    help="decode: cap the registers a thread (0: none)")
     return ap
 
 
@@ -250,9 +254,11 @@ def compile_decode(args: argparse.Namespace):
                   WORDS_V=args.words and not args.v_bytes, PDL=args.pdl, LAZY=args.lazy,
                   WIDE=args.lazy and args.wide,
                   DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
-                  OK1=off[1], OV0=off[0], OV1=off[1], IK=args.int_keys)
-    return _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"),
-                    {"num_warps": args.warps, "num_stages": args.stages})
+                  OK1=off[1], OV0=off[0], OV1=off[1], IK=args.int_keys, SWAP=args.swap)
+    options = {"num_warps": args.warps, "num_stages": args.stages}
+    if args.max_registers:
+        options["maxnreg"] = args.max_registers
+    return _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"), options)
 
 
 def main() -> None:
@@ -267,8 +273,9 @@ def main() -> None:
         _dump(args.dump, args.fmt, kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
     loop = _loop(sass, lines)
-    print(f"{args.fmt}: {_registers(usage)} registers, {kernel.metadata.shared} bytes of "
-          f"shared memory, {len(lines)} instructions")
+    spill = re.search(r"STACK:(\d+)", usage)
+    print(f"{args.fmt}: {_registers(usage)} registers, {spill.group(1) if spill else '?'} bytes "
+          f"of stack, {kernel.metadata.shared} bytes of shared memory, {len(lines)} instructions")
     if loop is None:
         print("no loop found")
         return

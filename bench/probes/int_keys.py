@@ -143,7 +143,7 @@ def main() -> None:
     ap.add_argument("--long-check", default="",
                     help="BxTOKENS,…: long_check for each format at these shapes first")
     a = ap.parse_args()
-    shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",")]
+    shapes = [tuple(int(x) for x in s.split("x")) for s in a.shapes.split(",") if s]
     configs = [tuple(int(x) for x in c.split("/")) for c in a.configs.split(",") if c]
     if a.heads:
         decode.set_heads(a.heads)

@@ -75,6 +75,18 @@ FEW_ROWS_LONG = {("q8_0", "q8_0", True, 32, 4): (131072, 12, 168),
 #: launch tried. Over every B=1 and B=8 shape of bench/decode.py 3-11% faster than v19
 #: (bench/results/decode-h200-v25-tiles.md).
 ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 16)}
+#: K format (V the same) → (fewest (sequence, KV head) rows, launch, query rows below
+#: SWAPPED_MANY_ROWS rows and from there, registers a thread, programs a multiprocessor) for a
+#: decode with its products swapped (decode_split_kernel's SWAP: the query heads the narrow
+#: side of the tensor-core products, padded to 8 columns, not to 16 rows), for heads of 128
+#: lanes in one part and groups of at most 8 query heads. On an H200 against the launches
+#: before (bench/results/swapped-h200.json, GQA 32/8 × 128): tbq4 9-13% faster at every
+#: shape (B=1 1M 788 → 702 µs, B=8 128k 790 → 702, B=64 32k 1,702 → 1,488); q4_0 from 32
+#: rows 3-9% (B=4 128k 309 → 282, B=8 128k 602 → 548, B=64 32k 1,314 → 1,191), but 5%
+#: slower at B=2 and 1-6% at B=1 128k. tbq3 (11-13% slower) and nvfp4, q8_0 and fp8_pth
+#: (slower or even) keep their launches.
+SWAPPED = {"tbq4": (1, (16, 1, 3), (8, 4), 128, 16), "q4_0": (32, (32, 1, 3), (8, 4), 128, 16)}
+SWAPPED_MANY_ROWS = 256
 MANY_ROWS = 64
 #: query rows a decode program pads its group to at head_dim ≤ 128, by K format where not 16,
 #: over few (sequence, KV head) rows and over many (MANY_ROWS or more). A product of fewer
@@ -237,6 +249,21 @@ def small_tiles(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
     if tiles is None or dpow > 128 or tail or _pow2(group) > tiles[1] or rows > MANY_ROWS:
         return None
     return tiles
+
+
+def swapped_launch(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
+                   rows: int, any_rows: bool = False
+                   ) -> tuple[tuple[int, int, int], int, int, int] | None:
+    """SWAPPED's (launch, query rows, registers a thread, programs a multiprocessor) for a
+    decode (K format ``k_fmt``, V ``v_fmt``, heads held in ``dpow`` lanes and a ``tail`` or
+    none, ``group`` query heads a KV head, ``rows`` (sequence, KV head) rows) where the
+    swapped products apply by default (``any_rows``: however few the rows), else None."""
+    entry = SWAPPED.get(k_fmt) if k_fmt == v_fmt else None
+    if (entry is None or dpow != 128 or tail or group > 8
+            or (rows < entry[0] and not any_rows)):
+        return None
+    _, launch, pads, regs, per_sm = entry
+    return launch, pads[rows >= SWAPPED_MANY_ROWS], regs, per_sm
 
 
 def query_blocks(group: int, cap: int, least: int = 16) -> tuple[int, int]:
@@ -559,7 +586,7 @@ class LayerCache:
                query_rows: int | None = None, words_v: bool | None = None,
                pdl: bool | None = None, lazy: bool | None = None,
                pad_rows: int | None = None, wide: bool | None = None,
-               int_keys: bool | None = None) -> Any:
+               int_keys: bool | None = None, swap: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, head_dim] → [B, Hq, head_dim_v] float32
         (V's width; the query and K are head_dim wide).
 
@@ -609,7 +636,12 @@ class LayerCache:
         rounded to int8 per 32-value block, with the key codes as stored, launched as
         INT_KEYS_LAUNCH with the group padded to INT_KEYS_PAD rows (heads of 256 lanes:
         INT_KEYS_LAUNCH_256, 8 rows) unless given; decode_ref
-        rounds the query the same way (ref.int8_query).
+        rounds the query the same way (ref.int8_query). ``swap`` (default: where swapped_launch
+        gives a launch and none is given; K and V both in a 4-bit format, q4_0, tbq4, tbq3 or
+        nvfp4, otherwise): the products swapped, the cache tile their first operand and the
+        query heads the narrow second one, padded to 8 columns (decode_split_kernel's SWAP),
+        under SWAPPED's launch, registers and programs a multiprocessor unless given (and
+        swapped_launch has one for the format and heads, however few the rows).
         """
         from .triton_ops import (
             FMT_CODES,
@@ -636,11 +668,30 @@ class LayerCache:
         int_keys = self.uses_int_keys(int_keys, parts)
         if int_keys and pad_rows is None and dpow <= 128:
             pad_rows = INT_KEYS_PAD
-        # the rotated formats' small tiles, unless the launch is given
+        given = (pad_rows, block_n, num_warps, num_stages) != (None,) * 4
+        # the swapped products, or else the rotated formats' small tiles, unless a launch is
+        # given
+        swapped = (swapped_launch(self.k.fmt, self.v.fmt, dpow, bool(tail), group,
+                                  bsz * self.kv_heads, any_rows=bool(swap))
+                   if swap is not False and self.has_v and not same_kv else None)
+        if swap is None:
+            swap = swapped is not None and not given
+        elif swap and (FMT_CODES[self.k.fmt] < 3 or FMT_CODES[self.v.fmt] < 3 or tail
+                       or same_kv):
+            raise ValueError("swap: K and V in a 4-bit format (q4_0, tbq4, tbq3, nvfp4), "
+                             "each head in one part, with a V side of its own; got "
+                             f"{self.k.fmt}/{self.v.fmt}")
+        if not swap or given:
+            swapped = None
+        if swapped:
+            pad_rows = swapped[1]
+            if max_registers is None:
+                max_registers = swapped[2]
+            if programs_per_sm is None:
+                programs_per_sm = swapped[3]
         tiles = (small_tiles(self.k.fmt, self.v.fmt, dpow, bool(tail), group,
                              bsz * self.kv_heads)
-                 if (pad_rows, block_n, num_warps, num_stages) == (None,) * 4 and self.has_v
-                 else None)
+                 if not given and not swap and self.has_v else None)
         if tiles:
             pad_rows = tiles[1]
             if max_registers is None:
@@ -652,7 +703,9 @@ class LayerCache:
                     else PAD_ROWS_256 if dpow == 256 else {})
             pad_rows = pads.get(self.k.fmt, 16)
         qpad, qblocks = query_blocks(group, row_cap, pad_rows)
-        if tiles:
+        if swapped:
+            bn, nw, ns = swapped[0]
+        elif tiles:
             bn, nw, ns = tiles[0]
         elif dpow <= 128 and int_keys:
             bn, nw, ns = INT_KEYS_LAUNCH
@@ -742,7 +795,7 @@ class LayerCache:
             BLOCK_N=block_n, PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1,
             ASM=bool(asm), WORDS=bool(words), WORDS_V=bool(words_v),
             GPU=q.device.type == "cuda",
-            SAME_KV=same_kv, IK=bool(int_keys),
+            SAME_KV=same_kv, IK=bool(int_keys), SWAP=bool(swap),
             LAZY=bool(lazy), WIDE=bool(lazy and wide), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}))
         rotated_v = self.v.fmt in ROTATED

@@ -750,7 +750,7 @@ def decode_split_kernel(
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
     QB: tl.constexpr = 1, GPU: tl.constexpr = False, WORDS_V: tl.constexpr = False,
     PDL: tl.constexpr = False, LAZY: tl.constexpr = False, WIDE: tl.constexpr = False,
-    IK: tl.constexpr = False,
+    IK: tl.constexpr = False, SWAP: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output,
@@ -782,7 +782,11 @@ def decode_split_kernel(
     eagerly, so that no weight times its scale leaves float16's range. IK (q8_0 K held in one
     part, with a V side of its own): the scores are an integer product, the query quantized to int8
     per 32-value block once (_int_query) and each key tile's stored codes its other operand
-    (_int_keys); each block's int32 sums times the two block scales make the scores."""
+    (_int_keys); each block's int32 sums times the two block scales make the scores.
+    SWAP (a 4-bit format on both sides, a head in one part): the products swapped, the cache
+    tile their first operand and the query rows the narrow second one (Sᵀ = K·Qᵀ,
+    Oᵀ = Vᵀ·Pᵀ), so that the rows pad to the tensor cores' 8 columns, not their 16 rows: the
+    partial output [DPOW, QPAD] takes half the registers (bench/results/swapped-h200.json)."""
     pdl_enter(PDL)
     b = tl.program_id(0)
     h = tl.program_id(1) // QB
@@ -811,6 +815,9 @@ def decode_split_kernel(
     elif HK:
         qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 1, KT, 0)
         qb = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 2, KT, 0)
+        if SWAP:
+            qa = tl.trans(qa)
+            qb = tl.trans(qb)
         if DKT > 0:
             qta = _q(Q, qrow, qmask, qk_scale, FMT_K, DT, D, 1, KT, DPOW)
             qtb = _q(Q, qrow, qmask, qk_scale, FMT_K, DT, D, 2, KT, DPOW)
@@ -821,7 +828,10 @@ def decode_split_kernel(
             qta = _q(Q, qrow, qmask, qk_scale, FMT_K, DT, D, 0, KT, DPOW)
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
     l_i = tl.zeros([QPAD], tl.float32)
-    if HV:
+    if SWAP:
+        acc_a = tl.zeros([DPOW // 2, QPAD], tl.float32)
+        acc_b = tl.zeros([DPOW // 2, QPAD], tl.float32)
+    elif HV:
         acc_a = tl.zeros([QPAD, DPOW // 2], tl.float32)
         acc_b = tl.zeros([QPAD, DPOW // 2], tl.float32)
         if DT > 0:
@@ -853,7 +863,10 @@ def decode_split_kernel(
         elif HK:
             ka, kb, ks = _halves(FMT_K, k0, k1, KGS, CENT_K, r, nmask, BLOCK_N, DPOW, DPK, XK0,
                                  XK1, ASM, WORDS)
-            s = tl.dot(qb, tl.trans(kb), tl.dot(qa, tl.trans(ka)))
+            if SWAP:
+                s = tl.trans(tl.dot(kb, qb, tl.dot(ka, qa)))
+            else:
+                s = tl.dot(qb, tl.trans(kb), tl.dot(qa, tl.trans(ka)))
             if DKT > 0:
                 # the tail's row scale is the head's (fp8_pth, nvfp4): not needed again
                 ta, tb, _ = _halves(FMT_K, k0 + OK0, k1 + OK1, KGS, CENT_K, r, nmask, BLOCK_N,
@@ -884,7 +897,11 @@ def decode_split_kernel(
             # WIDE_SCALE): every tile
             wide = WIDE
         p, alpha, m_i, l_i, grow = softmax_next(s, nmask, m_i, l_i, LAZY, wide)
-        if grow:
+        if SWAP:
+            if grow:
+                acc_a = acc_a * alpha[None, :]
+                acc_b = acc_b * alpha[None, :]
+        elif grow:
             acc_a = acc_a * alpha[:, None]
             if HV:
                 acc_b = acc_b * alpha[:, None]
@@ -901,8 +918,12 @@ def decode_split_kernel(
                 va, vb, vs = _halves(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV,
                                      XV0, XV1, ASM, WORDS_V)
             pv = (p * vs[None, :] if RV else p).to(va.dtype)
-            acc_a = tl.dot(pv, va, acc_a)
-            acc_b = tl.dot(pv, vb, acc_b)
+            if SWAP:
+                acc_a = tl.dot(tl.trans(va), tl.trans(pv), acc_a)
+                acc_b = tl.dot(tl.trans(vb), tl.trans(pv), acc_b)
+            else:
+                acc_a = tl.dot(pv, va, acc_a)
+                acc_b = tl.dot(pv, vb, acc_b)
             if DVT > 0:
                 if SAME_KV:
                     wa, wb = ta, tb
@@ -928,7 +949,11 @@ def decode_split_kernel(
                 acc_ta = tl.dot(pv, vt, acc_ta)
     base = qrow.to(tl.int64) * n_splits + sp
     dst = ACC + base[:, None] * DW
-    if HV:
+    if SWAP:
+        dst = ACC + base[None, :] * DW
+        tl.store(dst + _tile_dims(FMT_V, DPOW, 1)[:, None], acc_a, mask=qmask[None, :])
+        tl.store(dst + _tile_dims(FMT_V, DPOW, 2)[:, None], acc_b, mask=qmask[None, :])
+    elif HV:
         tl.store(dst + _tile_dims(FMT_V, DPOW, 1)[None, :], acc_a, mask=qmask[:, None])
         tl.store(dst + _tile_dims(FMT_V, DPOW, 2)[None, :], acc_b, mask=qmask[:, None])
         if DT > 0:

@@ -21,6 +21,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     head_parts,
     query_blocks,
     small_tiles,
+    swapped_launch,
     tail_offsets,
 )
 from kvcore.kv import geometry_bytes  # noqa: E402
@@ -710,10 +711,74 @@ def test_small_tiles_decode_matches_the_reference(fmt):
     lens = [70, 33, 1]
     kernel, _, table, seq_lens, _, _ = build(fmt, fmt, lens)
     q = torch.randn(len(lens), 8, 128, generator=torch.Generator().manual_seed(3)).half()
-    out = kernel.decode(q, table, seq_lens)  # the small tiles (GQA 8/2: groups of 4)
+    # the small tiles (GQA 8/2: groups of 4); tbq4 swaps its products by default
+    out = kernel.decode(q, table, seq_lens, swap=False)
     table_launch = kernel.decode(q, table, seq_lens, block_n=64, num_warps=1, num_stages=2,
                                  pad_rows=4)
     want = kernel.decode_ref(q.float(), table, seq_lens)
     assert not torch.isnan(out).any()
     assert rel(out, want) < 1e-3 and rel(table_launch, want) < 1e-3
     assert not torch.equal(out, table_launch)  # a different split of the context was run
+
+
+def test_swapped_products_only_where_measured():
+    """tbq4 (any number of rows) and q4_0 (from 32 sequence-head rows) swap their products by
+    default: 16- and 32-token one-warp programs of 3 stages, 8 query columns (4 from 256 rows),
+    128 registers, 16 programs a multiprocessor; heads other than 128 lanes in one part, groups
+    of more than 8, mixed formats and the other formats do not."""
+    assert swapped_launch("tbq4", "tbq4", 128, False, 4, 1) == ((16, 1, 3), 8, 128, 16)
+    assert swapped_launch("tbq4", "tbq4", 128, False, 8, 255) == ((16, 1, 3), 8, 128, 16)
+    assert swapped_launch("tbq4", "tbq4", 128, False, 4, 256) == ((16, 1, 3), 4, 128, 16)
+    assert swapped_launch("q4_0", "q4_0", 128, False, 4, 32) == ((32, 1, 3), 8, 128, 16)
+    assert swapped_launch("q4_0", "q4_0", 128, False, 4, 31) is None
+    assert swapped_launch("q4_0", "q4_0", 128, False, 4, 31, any_rows=True) is not None
+    assert swapped_launch("q4_0", "q4_0", 128, False, 16, 64) is None
+    assert swapped_launch("tbq4", "tbq4", 64, False, 4, 8) is None
+    assert swapped_launch("tbq4", "tbq4", 128, True, 4, 8) is None
+    assert swapped_launch("tbq4", "q4_0", 128, False, 4, 64) is None
+    for fmt in ("tbq3", "nvfp4", "q8_0", "fp8_pth", "f16"):
+        assert swapped_launch(fmt, fmt, 128, False, 4, 512) is None
+
+
+@pytest.mark.parametrize(("fmt_k", "fmt_v", "heads", "page"), [
+    ("q4_0", "q4_0", (8, 2), 16), ("tbq4", "tbq4", (16, 2), 12), ("tbq3", "tbq3", (8, 2), 16),
+    ("nvfp4", "nvfp4", (4, 2), 5), ("q4_0", "tbq4", (6, 2), 16)])
+def test_swapped_products_match_the_reference(fmt_k, fmt_v, heads, page):
+    """The swapped products (the cache tile first, the query heads the narrow side) give the
+    unswapped answer under the same launch and split, for groups of 2 to 8 heads, paged
+    tiles that straddle pages, mixed 4-bit formats and several splits a sequence."""
+    hq, hkv = heads
+    lens = [70, 33, 1]
+    kernel, _, table, seq_lens, _, _ = build(fmt_k, fmt_v, lens, kv_heads=hkv, page=page,
+                                             seed=5)
+    q = torch.randn(len(lens), hq, 128, generator=torch.Generator().manual_seed(8)).half()
+    launch = dict(split_tokens=32, block_n=16, num_warps=1, num_stages=2)
+    swapped = kernel.decode(q, table, seq_lens, swap=True, **launch)
+    plain = kernel.decode(q, table, seq_lens, swap=False, **launch)
+    assert not torch.isnan(swapped).any()
+    assert rel(swapped, plain) < 1e-5
+    assert rel(swapped, kernel.decode_ref(q.float(), table, seq_lens)) < 1e-3
+
+
+def test_default_decode_swaps_where_swapped_launch_applies():
+    """The default decode is the swapped launch where swapped_launch has one (tbq4 at any
+    rows; q4_0 from 32 rows), and the unswapped one elsewhere: the same output bit for bit."""
+    g = torch.Generator().manual_seed(12)
+    for fmt, hkv, swaps in (("tbq4", 2, True), ("q4_0", 8, True), ("q4_0", 2, False)):
+        lens = [40, 17, 29, 8]
+        kernel, _, table, seq_lens, _, _ = build(fmt, fmt, lens, kv_heads=hkv, seed=2)
+        q = torch.randn(len(lens), 4 * hkv, 128, generator=g).half()
+        default = kernel.decode(q, table, seq_lens)
+        assert torch.equal(default, kernel.decode(q, table, seq_lens, swap=swaps)), fmt
+        assert not torch.equal(default, kernel.decode(q, table, seq_lens, swap=not swaps))
+        assert rel(default, kernel.decode_ref(q.float(), table, seq_lens)) < 1e-3
+
+
+def test_swap_refuses_formats_and_layouts_it_cannot_read():
+    kernel, _, table, seq_lens, _, _ = build("q8_0", "q4_0", [20])
+    q = torch.zeros(1, 4, 128).half()
+    with pytest.raises(ValueError, match="4-bit format"):
+        kernel.decode(q, table, seq_lens, swap=True)
+    latent, table, lens, _ = two_page_cache("q4_0", 1, 576, [20], values=False)
+    with pytest.raises(ValueError, match="one part"):
+        latent.decode(torch.zeros(1, 4, 576).half(), table, lens, swap=True)
