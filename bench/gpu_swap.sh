@@ -2,9 +2,10 @@
 # Device calls after SWAPPED (tbq4 at any rows and q4_0 from 32 rows decode with their
 # products swapped). PART=decode (the first call): the decode benchmark for q4_0 and tbq4
 # (every shape of bench/decode.py) and the launch tables' check. PART=checks (the second):
+# the swapped defaults with and without programmatic dependent launches; the two
+# bench/verify.py plans the swap changes (Qwen3-8B tbq4 128k × 4, Llama-4-Scout tbq4 1M × 1);
 # tbq4's swapped decode reading bytes against words; decode's tbq3 byte reads in 16-token
-# tiles on the GPU against the reference; the two bench/verify.py plans the swap changes
-# (Qwen3-8B tbq4 128k × 4, Llama-4-Scout tbq4 1M × 1).
+# tiles on the GPU against the reference.
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
@@ -17,16 +18,20 @@ if [ "${PART:-decode}" = decode ]; then
   timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -4
   exit
 fi
-echo "== tbq4 swapped: words (default) against bytes"
-timeout 150 python3 bench/probes/int_keys.py --formats tbq4 --base swap=1 \
-  --variant swap=1,words=0 --configs "" --shapes 1x131072,8x131072,64x32768 \
-  --out "$OUT/words" 2>&1 | grep "^tbq\|^check\|^read\|Error"
-echo "== tbq3 byte reads, 16-token tiles"
-timeout 60 python3 bench/probes/int_keys.py --formats tbq3 --base words=1 --variant words=0 \
-  --configs "" --shapes "" --out "$OUT/tbq3" 2>&1 | grep "^check\|Error"
+echo "== swapped defaults without programmatic launches (pdl=0)"
+timeout 170 python3 bench/probes/int_keys.py --formats q4_0,tbq4 --base "" --variant pdl=0 \
+  --configs "" --shapes 8x131072,8x32768,1x4096,1x131072 --out "$OUT/pdl" 2>&1 \
+  | grep "^q4\|^tbq\|Error"
 echo "== verify plans 5 and 22"
 mkdir -p "$OUT/verify5" "$OUT/verify22"
 timeout 150 python3 bench/verify.py --start 5 --stop 6 --out "$OUT/verify5" 2>&1 \
   | grep -v Warning | head -3
 timeout 200 python3 bench/verify.py --start 22 --stop 23 --out "$OUT/verify22" 2>&1 \
   | grep -v Warning | head -3
+echo "== tbq4 swapped: words (default) against bytes"
+timeout 150 python3 bench/probes/int_keys.py --formats tbq4 --base swap=1 \
+  --variant swap=1,words=0 --configs "" --shapes 1x131072,8x131072 \
+  --out "$OUT/words" 2>&1 | grep "^tbq\|^check\|^read\|Error"
+echo "== tbq3 byte reads, 16-token tiles"
+timeout 60 python3 bench/probes/int_keys.py --formats tbq3 --base words=1 --variant words=0 \
+  --configs "" --shapes "" --out "$OUT/tbq3" 2>&1 | grep "^check\|Error"
