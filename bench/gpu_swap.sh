@@ -5,7 +5,9 @@
 # the swapped defaults with and without programmatic dependent launches; the two
 # bench/verify.py plans the swap changes (Qwen3-8B tbq4 128k × 4, Llama-4-Scout tbq4 1M × 1);
 # tbq4's swapped decode reading bytes against words; decode's tbq3 byte reads in 16-token
-# tiles on the GPU against the reference.
+# tiles on the GPU against the reference. PART=detail (a third): byte reads against word reads
+# under several launches (bench/probes/byte_reads.py); q4_0 at B=8 128k, decode's swapped
+# launch (its registers) and the probe's kernel in one call.
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
@@ -16,6 +18,16 @@ if [ "${PART:-decode}" = decode ]; then
     | grep "^q4\|^tbq\|correct\|bytes_per_s"
   echo "== launch check"
   timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -4
+  exit
+fi
+if [ "${PART}" = detail ]; then
+  echo "== byte reads against word reads"
+  timeout 150 python3 bench/probes/byte_reads.py --out "$OUT" 2>&1 | grep "^{\|Error"
+  echo "== q4_0 B=8 128k: decode's swapped launch and the probe's kernel, registers"
+  timeout 120 python3 bench/probes/int_keys.py --formats q4_0 --base "" --variant swap=1 \
+    --configs 32/1/3/8/128/16 --shapes 8x131072 --out "$OUT/regs" 2>&1 | grep "^q4\|Error"
+  timeout 120 python3 bench/probes/swapped.py --formats q4_0 --shapes 8x131072 \
+    --configs 32/1/3/8/128/16 --out "$OUT/probe" 2>&1 | grep "^q4_0 B\|Error"
   exit
 fi
 echo "== swapped defaults without programmatic launches (pdl=0)"

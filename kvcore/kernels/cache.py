@@ -84,7 +84,9 @@ ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 
 #: shape (B=1 1M 788 → 702 µs, B=8 128k 790 → 702, B=64 32k 1,702 → 1,488); q4_0 from 32
 #: rows 3-9% (B=4 128k 309 → 282, B=8 128k 602 → 548, B=64 32k 1,314 → 1,191), but 5%
 #: slower at B=2 and 1-6% at B=1 128k. tbq3 (11-13% slower) and nvfp4, q8_0 and fp8_pth
-#: (slower or even) keep their launches.
+#: (slower or even) keep their launches. The swapped launches read the planes as bytes: tbq4's
+#: words were 2% slower (B=1 128k 100.3 → 102.7 µs, B=8 128k 700 → 712;
+#: bench/results/swapped-words-h200.json).
 SWAPPED = {"tbq4": (1, (16, 1, 3), (8, 4), 128, 16), "q4_0": (32, (32, 1, 3), (8, 4), 128, 16)}
 SWAPPED_MANY_ROWS = 256
 MANY_ROWS = 64
@@ -608,8 +610,9 @@ class LayerCache:
         GPU) unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path
         runs, which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format
-        is in WORDS) reads the packed planes of fp8_pth, q8_0, q4_0, tbq4, tbq3 and nvfp4 as
-        int32 words, four bytes a load, where every row's width allows it; ``words_v`` decides
+        is in WORDS, the products not swapped) reads the packed planes of fp8_pth, q8_0,
+        q4_0, tbq4, tbq3 and nvfp4 as int32 words, four bytes a load, where every row's width
+        allows it; ``words_v`` decides
         for V's planes apart (default: as ``words``). ``reuse_keys`` (a K-only cache, V = the
         keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
         for both products instead of once for each. ``parts=False`` holds every head in one
@@ -771,7 +774,8 @@ class LayerCache:
         k0, k1, xk0, xk1 = self.k.operands()
         v0, v1, xv0, xv1 = self.v.operands()
         if words is None:
-            words = self.k.fmt in WORDS
+            # the swapped launches read bytes (tbq4 2% faster than words: SWAPPED)
+            words = self.k.fmt in WORDS and not swapped
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
         words = words and xk0 % 4 == 0 and xv0 % 4 == 0

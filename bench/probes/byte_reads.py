@@ -1,0 +1,76 @@
+"""Decode reading the packed planes as bytes (decode(words=False)) against reading them as
+int32 words and against the torch reference, on a GPU, under several launches: pages of 16
+under a shuffled block table, lengths 3000, 517, 1 and 40, GQA 32/8 × 128. Written after
+tbq3's byte reads in 16-token tiles came out wrong on an H200 (relative error 1.65, its word
+reads 3·10⁻⁴).
+
+    python bench/probes/byte_reads.py [--formats tbq3,tbq4,q4_0,nvfp4]
+        [--configs BN/W/S/PAD,…] [--out DIR]
+
+Writes byte-reads.json: per format and launch the relative error of each read against the
+reference, and whether the two reads' outputs are identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent)]
+
+from decode import rel  # noqa: E402
+
+from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--formats", default="tbq3,tbq4,q4_0,nvfp4")
+    ap.add_argument("--configs", default="16/1/3/4,16/1/2/4,16/2/2/4,16/4/2/16,16/1/3/16,"
+                                         "32/1/3/4,64/1/2/4")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    a = ap.parse_args()
+    res: dict = {"env": environment("cuda", torch), "rows": []}
+    g = torch.Generator(device="cuda").manual_seed(0)
+    lens, page, hkv, hq, d = [3000, 517, 1, 40], 16, 8, 32, 128
+    per = max(math.ceil(n / page) for n in lens)
+    table = torch.randperm(len(lens) * per, device="cuda", generator=g).reshape(
+        len(lens), per).to(torch.int32)
+    seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    k = torch.randn(len(lens), max(lens), hkv, d, device="cuda", generator=g).half()
+    v = torch.randn(len(lens), max(lens), hkv, d, device="cuda", generator=g).half()
+    q = torch.randn(len(lens), hq, d, device="cuda", generator=g).half()
+    for fmt in a.formats.split(","):
+        cache = LayerCache(fmt, fmt, len(lens) * per, page, hkv, d, device="cuda")
+        for b, m in enumerate(lens):
+            t = torch.arange(m, device="cuda")
+            cache.append(k[b, :m], v[b, :m], table[b, t // page].long(), t % page)
+        want = cache.decode_ref(q.float(), table, seq)
+        for c in a.configs.split(","):
+            bn, nw, ns, pad = (int(x) for x in c.split("/"))
+            launch = dict(block_n=bn, num_warps=nw, num_stages=ns, pad_rows=pad, swap=False)
+            row = {"format": fmt, "config": c}
+            try:
+                by_bytes = cache.decode(q, table, seq, words=False, **launch)
+                by_words = cache.decode(q, table, seq, words=True, **launch)
+                row.update(bytes_vs_ref=rel(by_bytes, want), words_vs_ref=rel(by_words, want),
+                           identical=bool(torch.equal(by_bytes, by_words)),
+                           nan=int(torch.isnan(by_bytes).sum()))
+            except Exception as e:  # noqa: BLE001 (a probe records what failed)
+                row["error"] = repr(e)[:500]
+            print(row, flush=True)
+            res["rows"].append(row)
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / "byte-reads.json").write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
