@@ -7,7 +7,9 @@
 # tbq4's swapped decode reading bytes against words; decode's tbq3 byte reads in 16-token
 # tiles on the GPU against the reference. PART=detail (a third): byte reads against word reads
 # under several launches (bench/probes/byte_reads.py); q4_0 at B=8 128k, decode's swapped
-# launch (its registers) and the probe's kernel in one call.
+# launch (its registers) and the probe's kernel in one call. PART=final: the decode benchmark
+# for tbq4 (swapped, reading bytes), the launch check, the two verify plans again, and the
+# byte-reads probe with decode's own choice of read and mixed formats in 256-lane heads.
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
@@ -18,6 +20,22 @@ if [ "${PART:-decode}" = decode ]; then
     | grep "^q4\|^tbq\|correct\|bytes_per_s"
   echo "== launch check"
   timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -4
+  exit
+fi
+if [ "${PART}" = final ]; then
+  echo "== decode tbq4"
+  timeout 200 python3 bench/decode.py --formats tbq4 --out "$OUT" 2>&1 | grep -v Warning \
+    | grep "^tbq\|bytes_per_s"
+  echo "== launch check"
+  timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
+  echo "== verify plans 5 and 22"
+  mkdir -p "$OUT/verify5" "$OUT/verify22"
+  timeout 100 python3 bench/verify.py --start 5 --stop 6 --out "$OUT/verify5" 2>&1 \
+    | grep -v Warning | head -2
+  timeout 100 python3 bench/verify.py --start 22 --stop 23 --out "$OUT/verify22" 2>&1 \
+    | grep -v Warning | head -2
+  echo "== byte reads, decode's choice, mixed formats in 256-lane heads"
+  timeout 120 python3 bench/probes/byte_reads.py --out "$OUT" 2>&1 | grep "^{\|Error"
   exit
 fi
 if [ "${PART}" = detail ]; then

@@ -5,10 +5,14 @@ tbq3's byte reads in 16-token tiles came out wrong on an H200 (relative error 1.
 reads 3·10⁻⁴).
 
     python bench/probes/byte_reads.py [--formats tbq3,tbq4,q4_0,nvfp4]
-        [--configs BN/W/S/PAD,…] [--out DIR]
+        [--configs BN/W/S/PAD,…] [--mixed K/V,…] [--out DIR]
 
 Writes byte-reads.json: per format and launch the relative error of each read against the
-reference, and whether the two reads' outputs are identical.
+reference, and whether the two reads' outputs are identical; with decode's own choice of read
+(words left to the default: SHORT_TILE_WRONG's sides take the other read) as "default_vs_ref"
+where decode accepts the launch. --mixed: caches of two formats (K/V) with heads of 256 lanes
+(GQA 24/4, Qwen3.5's full layers), whose default launch is 16-token tiles, under decode's
+defaults against the reference.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ def main() -> None:
     ap.add_argument("--formats", default="tbq3,tbq4,q4_0,nvfp4")
     ap.add_argument("--configs", default="16/1/3/4,16/1/2/4,16/2/2/4,16/4/2/16,16/1/3/16,"
                                          "32/1/3/4,64/1/2/4")
+    ap.add_argument("--mixed", default="q8_0/nvfp4,tbq4/nvfp4,nvfp4/tbq3,tbq3/nvfp4,q8_0/tbq3")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     a = ap.parse_args()
     res: dict = {"env": environment("cuda", torch), "rows": []}
@@ -58,16 +63,31 @@ def main() -> None:
             bn, nw, ns, pad = (int(x) for x in c.split("/"))
             launch = dict(block_n=bn, num_warps=nw, num_stages=ns, pad_rows=pad, swap=False)
             row = {"format": fmt, "config": c}
-            try:
-                by_bytes = cache.decode(q, table, seq, words=False, **launch)
-                by_words = cache.decode(q, table, seq, words=True, **launch)
-                row.update(bytes_vs_ref=rel(by_bytes, want), words_vs_ref=rel(by_words, want),
-                           identical=bool(torch.equal(by_bytes, by_words)),
-                           nan=int(torch.isnan(by_bytes).sum()))
-            except Exception as e:  # noqa: BLE001 (a probe records what failed)
-                row["error"] = repr(e)[:500]
+            for name, words in (("bytes", False), ("words", True), ("default", None)):
+                try:
+                    out = cache.decode(q, table, seq, words=words, **launch)
+                    row[f"{name}_vs_ref"] = rel(out, want)
+                    row[f"{name}_nan"] = int(torch.isnan(out).sum())
+                except ValueError as e:  # decode refuses a read known to be wrong
+                    row[f"{name}_refused"] = str(e)[:300]
             print(row, flush=True)
             res["rows"].append(row)
+    hq, hkv, d = 24, 4, 256
+    k = torch.randn(len(lens), max(lens), hkv, d, device="cuda", generator=g).half()
+    v = torch.randn(len(lens), max(lens), hkv, d, device="cuda", generator=g).half()
+    q = torch.randn(len(lens), hq, d, device="cuda", generator=g).half()
+    for pair in filter(None, a.mixed.split(",")):
+        fk, fv = pair.split("/")
+        cache = LayerCache(fk, fv, len(lens) * per, page, hkv, d, device="cuda")
+        for b, m in enumerate(lens):
+            t = torch.arange(m, device="cuda")
+            cache.append(k[b, :m], v[b, :m], table[b, t // page].long(), t % page)
+        out = cache.decode(q, table, seq)
+        row = {"format": pair, "heads": [hq, hkv, d], "config": "default",
+               "default_vs_ref": rel(out, cache.decode_ref(q.float(), table, seq)),
+               "default_nan": int(torch.isnan(out).sum())}
+        print(row, flush=True)
+        res["rows"].append(row)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "byte-reads.json").write_text(json.dumps(res, indent=1))
 

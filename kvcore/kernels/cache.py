@@ -268,6 +268,27 @@ def swapped_launch(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
     return launch, pads[rows >= SWAPPED_MANY_ROWS], regs, per_sm
 
 
+#: (format, planes read as int32 words) that gave wrong values in decode tiles of fewer than 32
+#: tokens on an H200 (bench/results/byte-reads-h200.json: relative error 1.0-1.65 under five
+#: 16-token launches; right from 32 tokens and in the interpreter): tbq3 read as bytes, nvfp4
+#: read as words. Such a side takes the other read (short_tile_reads)
+SHORT_TILE_WRONG = frozenset({("tbq3", False), ("nvfp4", True)})
+
+
+def short_tile_reads(fmt: str, as_words: bool, given: bool) -> bool:
+    """How a decode side in ``fmt`` reads its planes (True: as words) in tiles of fewer than 32
+    tokens: as asked, unless that read is in SHORT_TILE_WRONG; then the other one, or, where
+    the caller asked for it (``given``), a ValueError."""
+    if (fmt, as_words) not in SHORT_TILE_WRONG:
+        return as_words
+    if given:
+        read = "words" if as_words else "bytes"
+        raise ValueError(f"{fmt} planes read as {read} in decode tiles of fewer than 32 tokens "
+                         "give wrong values on a GPU; leave words/words_v to their default or "
+                         "take block_n >= 32")
+    return not as_words
+
+
 def query_blocks(group: int, cap: int, least: int = 16) -> tuple[int, int]:
     """(query rows a decode program holds, programs a KV head takes) for a query group of
     ``group`` heads, at most ``cap`` rows (a power of two, at least 16) a program and at least
@@ -613,7 +634,9 @@ class LayerCache:
         is in WORDS, the products not swapped) reads the packed planes of fp8_pth, q8_0,
         q4_0, tbq4, tbq3 and nvfp4 as int32 words, four bytes a load, where every row's width
         allows it; ``words_v`` decides
-        for V's planes apart (default: as ``words``). ``reuse_keys`` (a K-only cache, V = the
+        for V's planes apart (default: as ``words``). In tiles of fewer than 32 tokens a side
+        in tbq3 reads words and one in nvfp4 bytes (SHORT_TILE_WRONG; asked for, the other
+        read is a ValueError). ``reuse_keys`` (a K-only cache, V = the
         keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
         for both products instead of once for each. ``parts=False`` holds every head in one
         power of two of lanes (the layout before head parts, kept for comparison).
@@ -773,13 +796,20 @@ class LayerCache:
             q_in = q_rot
         k0, k1, xk0, xk1 = self.k.operands()
         v0, v1, xv0, xv1 = self.v.operands()
+        words_given = words is not None
         if words is None:
             # the swapped launches read bytes (tbq4 2% faster than words: SWAPPED)
             words = self.k.fmt in WORDS and not swapped
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
         words = words and xk0 % 4 == 0 and xv0 % 4 == 0
+        v_given = words_v is not None
         words_v = words if words_v is None else (words_v and xv0 % 4 == 0)
+        if block_n < 32:
+            # tbq3's rows are 48-byte multiples and nvfp4 reads bytes at any width: the other
+            # read is always possible
+            words = short_tile_reads(self.k.fmt, bool(words), words_given)
+            words_v = short_tile_reads(self.v.fmt, bool(words_v), v_given)
         decode_split_kernel[(bsz, self.kv_heads * qblocks, n_splits)](
             q_in, acc, ml,
             k0, k1, self.k.global_scale if self.k.global_scale is not None else k0,

@@ -20,6 +20,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     few_rows_launch,
     head_parts,
     query_blocks,
+    short_tile_reads,
     small_tiles,
     swapped_launch,
     tail_offsets,
@@ -146,8 +147,8 @@ def test_heads_held_in_two_parts(fmt_k, fmt_v, head_dim):
     kernel, _, table, seq_lens, k, v = build(fmt_k, fmt_v, [19, 33], head_dim=head_dim,
                                              seed=31)
     q = torch.randn(2, 4, head_dim, generator=torch.Generator().manual_seed(32)).half()
-    by_words = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=True)
-    by_bytes = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=False)
+    by_words = kernel.decode(q, table, seq_lens, split_tokens=32, block_n=32, words=True)
+    by_bytes = kernel.decode(q, table, seq_lens, split_tokens=32, block_n=32, words=False)
     assert not torch.isnan(by_words).any()
     assert torch.equal(by_words, by_bytes)
     assert rel(by_words, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
@@ -540,13 +541,14 @@ def test_nvfp4_append_rounds_every_midpoint_down():
 def test_word_reads_give_the_byte_reads_values(fmt, head_dim):
     # reading the packed planes as int32 words (four bytes a load, unpacked pairwise) must give
     # exactly the values of the byte-wise read, odd head dimensions and masked tails included
+    # (tiles of 32 tokens: in shorter ones decode refuses tbq3's bytes and nvfp4's words)
     kernel, _, table, seq_lens, *_ = build(fmt, fmt, [37, 1, 20], head_dim=head_dim, seed=21)
     q = torch.randn(3, 4, head_dim, generator=torch.Generator().manual_seed(22)).half()
-    by_bytes = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=False)
-    by_words = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=True)
+    launch = dict(split_tokens=32, block_n=32)
+    by_bytes = kernel.decode(q, table, seq_lens, words=False, **launch)
+    by_words = kernel.decode(q, table, seq_lens, words=True, **launch)
     # K's planes as words, V's as bytes
-    mixed = kernel.decode(q, table, seq_lens, split_tokens=16, block_n=16, words=True,
-                          words_v=False)
+    mixed = kernel.decode(q, table, seq_lens, words=True, words_v=False, **launch)
     assert not torch.isnan(by_words).any()
     assert torch.equal(by_words, by_bytes) and torch.equal(mixed, by_bytes)
 
@@ -782,3 +784,32 @@ def test_swap_refuses_formats_and_layouts_it_cannot_read():
     latent, table, lens, _ = two_page_cache("q4_0", 1, 576, [20], values=False)
     with pytest.raises(ValueError, match="one part"):
         latent.decode(torch.zeros(1, 4, 576).half(), table, lens, swap=True)
+
+
+def test_short_tiles_take_the_reads_that_are_right_on_a_gpu():
+    """In tiles of fewer than 32 tokens tbq3 reads its planes as words and nvfp4 as bytes (the
+    other reads gave wrong values on an H200); asked for explicitly, those reads are refused,
+    and from 32 tokens they stand."""
+    assert short_tile_reads("tbq3", False, False) is True
+    assert short_tile_reads("nvfp4", True, False) is False
+    assert short_tile_reads("tbq3", True, True) is True
+    assert short_tile_reads("q4_0", False, True) is False
+    with pytest.raises(ValueError, match="tbq3 planes read as bytes"):
+        short_tile_reads("tbq3", False, True)
+    kernel, _, table, seq_lens, _, _ = build("nvfp4", "nvfp4", [20, 7])
+    q = torch.randn(2, 4, 128, generator=torch.Generator().manual_seed(4)).half()
+    with pytest.raises(ValueError, match="nvfp4 planes read as words"):
+        kernel.decode(q, table, seq_lens, words=True, block_n=16)
+    want = kernel.decode_ref(q.float(), table, seq_lens)
+    assert rel(kernel.decode(q, table, seq_lens, words=True, block_n=32), want) < 1e-3
+
+
+def test_mixed_formats_in_short_tiles_decode_by_default():
+    """q8_0 keys over nvfp4 values in 256-lane heads take 16-token tiles whose V words would
+    be nvfp4's wrong read: the default takes bytes for that side and decodes."""
+    kernel, _, table, seq_lens, _, _ = build("q8_0", "nvfp4", [20, 9], kv_heads=1,
+                                             head_dim=256)
+    q = torch.randn(2, 6, 256, generator=torch.Generator().manual_seed(6)).half()
+    out = kernel.decode(q, table, seq_lens)
+    assert not torch.isnan(out).any()
+    assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
