@@ -79,12 +79,15 @@ ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 
 #: SWAPPED_MANY_ROWS rows and from there, registers a thread, programs a multiprocessor) for a
 #: decode with its products swapped (decode_split_kernel's SWAP: the query heads the narrow
 #: side of the tensor-core products, padded to 8 columns, not to 16 rows), for heads of 128
-#: lanes in one part and groups of at most 8 query heads. On an H200 against the launches
-#: before (bench/results/swapped-h200.json, GQA 32/8 × 128): tbq4 9-13% faster at every
-#: shape (B=1 1M 788 → 702 µs, B=8 128k 790 → 702, B=64 32k 1,702 → 1,488); q4_0 from 32
-#: rows 3-9% (B=4 128k 309 → 282, B=8 128k 602 → 548, B=64 32k 1,314 → 1,191), but 5%
-#: slower at B=2 and 1-6% at B=1 128k. tbq3 (11-13% slower) and nvfp4, q8_0 and fp8_pth
-#: (slower or even) keep their launches. The swapped launches read the planes as bytes: tbq4's
+#: lanes in one part and groups of at most 8 query heads. On an H200 a probe kernel with the
+#: products swapped against the launches before (bench/results/swapped-h200.json, GQA 32/8 ×
+#: 128): tbq4 9-13% faster at every shape (B=1 1M 788 → 702 µs, B=8 128k 790 → 702, B=64
+#: 32k 1,702 → 1,488); q4_0 from 32 rows 3-9% (B=4 128k 309 → 282, B=8 128k 602 → 548, B=64
+#: 32k 1,314 → 1,191), but 5% slower at B=2 and 1-6% at B=1 128k. tbq3 (11-13% slower) and
+#: nvfp4, q8_0 and fp8_pth (slower or even, swapped-formats-h200.json) keep their launches.
+#: As decode's default (decode-h200-v26-swapped.md, -q4_0.md): tbq4 7-12% faster than v25
+#: but 6% slower at B=1 4k; q4_0 1-9% (B=8 128k 593 µs: decode_split_kernel's swapped launch
+#: is slower than the probe's kernel there, swapped-gap-h200.json). The swapped launches read the planes as bytes: tbq4's
 #: words were 2% slower (B=1 128k 100.3 → 102.7 µs, B=8 128k 700 → 712;
 #: bench/results/swapped-words-h200.json).
 SWAPPED = {"tbq4": (1, (16, 1, 3), (8, 4), 128, 16), "q4_0": (32, (32, 1, 3), (8, 4), 128, 16)}
