@@ -13,12 +13,12 @@ multiprocessor. The question: is that faster at the launches the decode kernel u
 First a check on a small paged cache (pages of 16 tokens, a shuffled block table, sequences
 of different lengths) against LayerCache.decode_ref. Then per format and shape: decode's own
 launch (time, registers), and the swapped kernel under each config (block_n / warps / stages /
-query heads padded to / register cap, 0 none / programs a multiprocessor), its registers and
-spills, its largest difference from decode's output on the same cache, its time (CUDA graph
-over cache copies, as bench/decode.py times). Writes swapped.json. Formats: not rotated, one
-format for K and V, heads of 128 lanes; a rotated format's query is rotated first and its
-merged output rotated back, as decode does. In the interpreter (TRITON_INTERPRET=1, no GPU) only
-the check runs, on the CPU.
+query heads padded to / register cap, 0 none / programs a multiprocessor; --words: the planes
+read as int32 words, else as bytes), its registers and spills, its largest difference from
+decode's output on the same cache, its time (CUDA graph over cache copies, as
+bench/decode.py times). Writes swapped.json. One format for K and V, heads of 128 lanes; a
+rotated format's query is rotated first and its merged output rotated back, as decode does.
+In the interpreter (TRITON_INTERPRET=1, no GPU) only the check runs, on the CPU.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def swapped_kernel(Q, ACC, ML, K0, K1, KGS, V0, V1, VGS, CENT,
 
 def launch(cache, q, table, seq, out, max_len: int, *, block_n: int = 32, num_warps: int = 1,
            num_stages: int = 3, qpad: int = 8, max_registers: int = 0, per_sm: int = 12,
-           sms: int = 132):
+           sms: int = 132, words: bool = False):
     """One swapped decode step over ``cache`` (a LayerCache) into ``out``: the split kernel
     (its compiled kernel returned) and the decode kernel's merge."""
     import torch
@@ -177,7 +177,7 @@ def launch(cache, q, table, seq, out, max_len: int, *, block_n: int = 32, num_wa
         LOG2E / math.sqrt(d), ps, split, H_KV=hkv, GROUP=hq // hkv, QPAD=qpad, D=d, DPOW=d,
         DP=cache.k.padded_dim, FMT=FMT_CODES[fmt], X0=x0, X1=x1, BLOCK_N=block_n,
         PAGE_MODE=page_mode, PAGE_C=ps if page_mode == 1 else 1, ASM=gpu,
-        WORDS=False, GPU=gpu, num_warps=num_warps, num_stages=num_stages,
+        WORDS=words, GPU=gpu, num_warps=num_warps, num_stages=num_stages,
         **({"maxnreg": max_registers} if max_registers else {}))
     scratch = (cache._workspace("swapped_merged", bsz * hq * d, torch.float32, q.device)
                if rot is not None else None)
@@ -185,7 +185,8 @@ def launch(cache, q, table, seq, out, max_len: int, *, block_n: int = 32, num_wa
     return kern
 
 
-def check(fmt: str, device: str, configs: list[tuple[int, ...]]) -> dict[str, float]:
+def check(fmt: str, device: str, configs: list[tuple[int, ...]],
+          words: bool = False) -> dict[str, float]:
     """The swapped kernel against LayerCache.decode_ref on a small paged cache (pages of 16,
     a shuffled block table, lengths 37, 200 and 129; GQA 8/2 × 128): the largest difference
     over the output's largest magnitude, per config; NaN fails."""
@@ -213,7 +214,7 @@ def check(fmt: str, device: str, configs: list[tuple[int, ...]]) -> dict[str, fl
         out = torch.full((bsz, hq, d), float("nan"), device=device)
         bn, nw, ns, qpad = c[:4]
         launch(cache, q, table, seq, out, max(lens), block_n=bn, num_warps=nw, num_stages=ns,
-               qpad=qpad, per_sm=1, sms=4)
+               qpad=qpad, per_sm=1, sms=4, words=words)
         err = float((out - ref).abs().max() / ref.abs().max())
         res["/".join(map(str, c))] = err if not torch.isnan(out).any() else float("nan")
     return res
@@ -225,13 +226,16 @@ def main() -> None:
     ap.add_argument("--shapes", default="1x131072,8x131072,1x32768")
     ap.add_argument("--configs", default="32/1/3/8/0/12,32/1/3/8/128/16,32/1/3/8/0/16,"
                                          "16/1/3/8/0/16,16/1/3/8/128/16,32/1/3/16/0/12")
+    ap.add_argument("--words", action="store_true",
+                    help="read the packed planes as int32 words (decode's words=True)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     configs = [tuple(int(x) for x in c.split("/")) for c in args.configs.split(",")]
     formats = args.formats.split(",")
     if os.environ.get("TRITON_INTERPRET") == "1":
         for fmt in formats:
-            print(fmt, check(fmt, "cpu", [c for c in configs if c[0] <= 32][:2]), flush=True)
+            print(fmt, check(fmt, "cpu", [c for c in configs if c[0] <= 32][:2], args.words),
+                  flush=True)
         return
 
     import torch
@@ -242,12 +246,12 @@ def main() -> None:
     from kvcore.measure import environment
 
     res: dict = {"env": environment("cuda", torch), "bandwidth": measure_bandwidth(torch),
-                 "configs": args.configs, "check": {}, "rows": []}
+                 "configs": args.configs, "words": args.words, "check": {}, "rows": []}
     bw = res["bandwidth"]["read_bytes_per_s"]
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     for fmt in formats:
-        res["check"][fmt] = check(fmt, "cuda", configs)
+        res["check"][fmt] = check(fmt, "cuda", configs, args.words)
         print(fmt, res["check"][fmt], flush=True)
     for spec in args.shapes.split(","):
         bsz, tokens = (int(x) for x in spec.split("x"))
@@ -271,7 +275,7 @@ def main() -> None:
                 try:
                     kern = launch(cache, q, table, seq, out, tokens, block_n=bn, num_warps=nw,
                                   num_stages=ns, qpad=qpad, max_registers=regs, per_sm=per_sm,
-                                  sms=SMS)
+                                  sms=SMS, words=args.words)
                     torch.cuda.synchronize()
                 except Exception as exc:  # a launch the compiler cannot lay out
                     row["configs"].append({"config": "/".join(map(str, c)),
@@ -281,7 +285,8 @@ def main() -> None:
                 outs = [torch.empty_like(out) for _ in caches]
                 t = graph_time([partial(launch, cc, q, table, seq, o, tokens, block_n=bn,
                                         num_warps=nw, num_stages=ns, qpad=qpad,
-                                        max_registers=regs, per_sm=per_sm, sms=SMS)
+                                        max_registers=regs, per_sm=per_sm, sms=SMS,
+                                        words=args.words)
                                 for cc, o in zip(caches, outs, strict=True)])
                 row["configs"].append({"config": "/".join(map(str, c)), "seconds": t,
                                        "registers": kern.n_regs, "spills": kern.n_spills,
