@@ -10,6 +10,8 @@
 # launch (its registers) and the probe's kernel in one call. PART=final: the decode benchmark
 # for tbq4 (swapped, reading bytes), the launch check, the two verify plans again, and the
 # byte-reads probe with decode's own choice of read and mixed formats in 256-lane heads.
+# PART=tbq3: after tbq3 joined SWAPPED (reading words), its decode benchmark and the launch
+# check.
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
@@ -20,6 +22,14 @@ if [ "${PART:-decode}" = decode ]; then
     | grep "^q4\|^tbq\|correct\|bytes_per_s"
   echo "== launch check"
   timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -4
+  exit
+fi
+if [ "${PART}" = tbq3 ]; then
+  echo "== decode tbq3"
+  timeout 200 python3 bench/decode.py --formats tbq3 --out "$OUT" 2>&1 | grep -v Warning \
+    | grep "^tbq\|bytes_per_s"
+  echo "== launch check"
+  timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
   exit
 fi
 if [ "${PART}" = final ]; then

@@ -77,21 +77,25 @@ FEW_ROWS_LONG = {("q8_0", "q8_0", True, 32, 4): (131072, 12, 168),
 #: (unless decode(swap=False)).
 ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 16)}
 #: K format (V the same) → (fewest (sequence, KV head) rows, launch, query rows below
-#: SWAPPED_MANY_ROWS rows and from there, registers a thread, programs a multiprocessor) for a
-#: decode with its products swapped (decode_split_kernel's SWAP: the query heads the narrow
-#: side of the tensor-core products, padded to 8 columns, not to 16 rows), for heads of 128
-#: lanes in one part and groups of at most 8 query heads. On an H200 a probe kernel with the
-#: products swapped against the launches before (bench/results/swapped-h200.json, GQA 32/8 ×
-#: 128): tbq4 9-13% faster at every shape (B=1 1M 788 → 702 µs, B=8 128k 790 → 702, B=64
-#: 32k 1,702 → 1,488); q4_0 from 32 rows 3-9% (B=4 128k 309 → 282, B=8 128k 602 → 548, B=64
-#: 32k 1,314 → 1,191), but 5% slower at B=2 and 1-6% at B=1 128k. tbq3 (11-13% slower) and
-#: nvfp4, q8_0 and fp8_pth (slower or even, swapped-formats-h200.json) keep their launches.
-#: As decode's default (decode-h200-v26-swapped.md, -q4_0.md): tbq4 7-12% faster than v25
-#: but 6% slower at B=1 4k; q4_0 1-9% (B=8 128k 593 µs: decode_split_kernel's swapped launch
-#: is slower than the probe's kernel there, swapped-gap-h200.json). The swapped launches read the planes as bytes: tbq4's
-#: words were 2% slower (B=1 128k 100.3 → 102.7 µs, B=8 128k 700 → 712;
-#: bench/results/swapped-words-h200.json).
-SWAPPED = {"tbq4": (1, (16, 1, 3), (8, 4), 128, 16), "q4_0": (32, (32, 1, 3), (8, 4), 128, 16)}
+#: SWAPPED_MANY_ROWS rows and from there, registers a thread, programs a multiprocessor, planes
+#: read as int32 words) for a decode with its products swapped (decode_split_kernel's SWAP: the
+#: query heads the narrow side of the tensor-core products, padded to 8 columns, not to 16
+#: rows), for heads of 128 lanes in one part and groups of at most 8 query heads. On an H200 a
+#: probe kernel with the products swapped against the launches before
+#: (bench/results/swapped-h200.json, GQA 32/8 × 128): tbq4 9-13% faster at every shape (B=1 1M
+#: 788 → 702 µs, B=8 128k 790 → 702, B=64 32k 1,702 → 1,488); q4_0 from 32 rows 3-9% (B=4
+#: 128k 309 → 282, B=8 128k 602 → 548, B=64 32k 1,314 → 1,191), but 5% slower at B=2 and 1-6%
+#: at B=1 128k; tbq3 reading words 3-16% (swapped-tbq3-h200.json: B=1 128k 135.5 → 131.8 µs,
+#: B=8 128k 972 → 918, B=64 32k 2,346 → 1,969; reading bytes 11-13% slower). nvfp4, q8_0 and
+#: fp8_pth (slower or even, swapped-formats-h200.json) keep their launches. tbq4 reads bytes:
+#: its words were 2% slower (B=1 128k 100.3 → 102.7 µs, B=8 128k 700 → 712,
+#: swapped-words-h200.json). As decode's default (decode-h200-v26-swapped.md, -q4_0.md,
+#: -tbq3.md): tbq4 7-12% faster than v25 but 6% slower at B=1 4k; q4_0 1-9% (B=8 128k 593 µs:
+#: decode_split_kernel's swapped launch is slower than the probe's kernel there,
+#: swapped-gap-h200.json).
+SWAPPED = {"tbq4": (1, (16, 1, 3), (8, 4), 128, 16, False),
+           "q4_0": (32, (32, 1, 3), (8, 4), 128, 16, False),
+           "tbq3": (1, (16, 1, 3), (8, 8), 128, 16, True)}
 SWAPPED_MANY_ROWS = 256
 MANY_ROWS = 64
 #: query rows a decode program pads its group to at head_dim ≤ 128, by K format where not 16,
@@ -259,8 +263,8 @@ def small_tiles(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
 
 def swapped_launch(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
                    rows: int, any_rows: bool = False
-                   ) -> tuple[tuple[int, int, int], int, int, int] | None:
-    """SWAPPED's (launch, query rows, registers a thread, programs a multiprocessor) for a
+                   ) -> tuple[tuple[int, int, int], int, int, int, bool] | None:
+    """SWAPPED's (launch, query rows, registers a thread, programs a multiprocessor, words) for a
     decode (K format ``k_fmt``, V ``v_fmt``, heads held in ``dpow`` lanes and a ``tail`` or
     none, ``group`` query heads a KV head, ``rows`` (sequence, KV head) rows) where the
     swapped products apply by default (``any_rows``: however few the rows), else None."""
@@ -268,8 +272,8 @@ def swapped_launch(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
     if (entry is None or dpow != 128 or tail or group > 8
             or (rows < entry[0] and not any_rows)):
         return None
-    _, launch, pads, regs, per_sm = entry
-    return launch, pads[rows >= SWAPPED_MANY_ROWS], regs, per_sm
+    _, launch, pads, regs, per_sm, words = entry
+    return launch, pads[rows >= SWAPPED_MANY_ROWS], regs, per_sm, words
 
 
 #: (format, planes read as int32 words) that gave wrong values in decode tiles of fewer than 32
@@ -635,7 +639,7 @@ class LayerCache:
         GPU) unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path
         runs, which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format
-        is in WORDS, the products not swapped) reads the packed planes of fp8_pth, q8_0,
+        is in WORDS, or SWAPPED's for a swapped launch) reads the packed planes of fp8_pth, q8_0,
         q4_0, tbq4, tbq3 and nvfp4 as int32 words, four bytes a load, where every row's width
         allows it; ``words_v`` decides
         for V's planes apart (default: as ``words``). In tiles of fewer than 32 tokens a side
@@ -802,8 +806,8 @@ class LayerCache:
         v0, v1, xv0, xv1 = self.v.operands()
         words_given = words is not None
         if words is None:
-            # the swapped launches read bytes (tbq4 2% faster than words: SWAPPED)
-            words = self.k.fmt in WORDS and not swapped
+            # a swapped launch reads as SWAPPED says (tbq4 bytes, tbq3 words)
+            words = swapped[4] if swapped else self.k.fmt in WORDS
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
         words = words and xk0 % 4 == 0 and xv0 % 4 == 0
