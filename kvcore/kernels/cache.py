@@ -73,7 +73,7 @@ FEW_ROWS_LONG = {("q8_0", "q8_0", True, 32, 4): (131072, 12, 168),
 #: (bench/results/launch-rotated-h200.json): tbq3 B=1 128k 143.4 → 135.5 µs, B=8 128k 1,017 →
 #: 963, B=1 32k 44.2 → 42.3; tbq4 118.7 → 111.1, 807 → 784, 38.2 → 36.2. nvfp4 gained in no
 #: launch tried. Over every B=1 and B=8 shape of bench/decode.py 3-11% faster than v19
-#: (bench/results/decode-h200-v25-tiles.md). tbq4 takes SWAPPED's launch instead since v26
+#: (bench/results/decode-h200-v25-tiles.md). Both take SWAPPED's launch instead since v26
 #: (unless decode(swap=False)).
 ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 16)}
 #: K format (V the same) → (fewest (sequence, KV head) rows, launch, query rows below
