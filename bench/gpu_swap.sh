@@ -16,34 +16,34 @@ set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
 cat "$OUT/gpu.log"
-if [ "${PART:-decode}" = decode ]; then
-  echo "== decode q4_0,tbq4"
-  timeout 400 python3 bench/decode.py --formats q4_0,tbq4 --out "$OUT" 2>&1 | grep -v Warning \
+# the two bench/verify.py plans the swap changes, each within $1 seconds
+verify_plans() {
+  echo "== verify plans 5 and 22"
+  mkdir -p "$OUT/verify5" "$OUT/verify22"
+  timeout "$1" python3 bench/verify.py --start 5 --stop 6 --out "$OUT/verify5" 2>&1 \
+    | grep -v Warning | head -3
+  timeout "$1" python3 bench/verify.py --start 22 --stop 23 --out "$OUT/verify22" 2>&1 \
+    | grep -v Warning | head -3
+}
+# the decode benchmark for the formats $1 within $2 seconds, then the launch tables' check
+decode_and_check() {
+  echo "== decode $1"
+  timeout "$2" python3 bench/decode.py --formats "$1" --out "$OUT" 2>&1 | grep -v Warning \
     | grep "^q4\|^tbq\|correct\|bytes_per_s"
   echo "== launch check"
-  timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -4
+  timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
+}
+if [ "${PART:-decode}" = decode ]; then
+  decode_and_check q4_0,tbq4 400
   exit
 fi
 if [ "${PART}" = tbq3 ]; then
-  echo "== decode tbq3"
-  timeout 200 python3 bench/decode.py --formats tbq3 --out "$OUT" 2>&1 | grep -v Warning \
-    | grep "^tbq\|bytes_per_s"
-  echo "== launch check"
-  timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
+  decode_and_check tbq3 200
   exit
 fi
 if [ "${PART}" = final ]; then
-  echo "== decode tbq4"
-  timeout 200 python3 bench/decode.py --formats tbq4 --out "$OUT" 2>&1 | grep -v Warning \
-    | grep "^tbq\|bytes_per_s"
-  echo "== launch check"
-  timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
-  echo "== verify plans 5 and 22"
-  mkdir -p "$OUT/verify5" "$OUT/verify22"
-  timeout 100 python3 bench/verify.py --start 5 --stop 6 --out "$OUT/verify5" 2>&1 \
-    | grep -v Warning | head -2
-  timeout 100 python3 bench/verify.py --start 22 --stop 23 --out "$OUT/verify22" 2>&1 \
-    | grep -v Warning | head -2
+  decode_and_check tbq4 200
+  verify_plans 100
   echo "== byte reads, decode's choice, mixed formats in 256-lane heads"
   timeout 120 python3 bench/probes/byte_reads.py --out "$OUT" 2>&1 | grep "^{\|Error"
   exit
@@ -62,12 +62,7 @@ echo "== swapped defaults without programmatic launches (pdl=0)"
 timeout 170 python3 bench/probes/int_keys.py --formats q4_0,tbq4 --base "" --variant pdl=0 \
   --configs "" --shapes 8x131072,8x32768,1x4096,1x131072 --out "$OUT/pdl" 2>&1 \
   | grep "^q4\|^tbq\|Error"
-echo "== verify plans 5 and 22"
-mkdir -p "$OUT/verify5" "$OUT/verify22"
-timeout 150 python3 bench/verify.py --start 5 --stop 6 --out "$OUT/verify5" 2>&1 \
-  | grep -v Warning | head -3
-timeout 200 python3 bench/verify.py --start 22 --stop 23 --out "$OUT/verify22" 2>&1 \
-  | grep -v Warning | head -3
+verify_plans 150
 echo "== tbq4 swapped: words (default) against bytes"
 timeout 150 python3 bench/probes/int_keys.py --formats tbq4 --base swap=1 \
   --variant swap=1,words=0 --configs "" --shapes 1x131072,8x131072 \

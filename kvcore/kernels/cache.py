@@ -717,15 +717,10 @@ class LayerCache:
                              f"{self.k.fmt}/{self.v.fmt}")
         if not swap or given:
             swapped = None
-        if swapped:
-            pad_rows = swapped[1]
-            if max_registers is None:
-                max_registers = swapped[2]
-            if programs_per_sm is None:
-                programs_per_sm = swapped[3]
-        tiles = (small_tiles(self.k.fmt, self.v.fmt, dpow, bool(tail), group,
-                             bsz * self.kv_heads)
-                 if not given and not swap and self.has_v else None)
+        # a launch, rows, registers and programs a multiprocessor chosen together
+        tiles = swapped or (small_tiles(self.k.fmt, self.v.fmt, dpow, bool(tail), group,
+                                        bsz * self.kv_heads)
+                            if not given and not swap and self.has_v else None)
         if tiles:
             pad_rows = tiles[1]
             if max_registers is None:
@@ -737,9 +732,7 @@ class LayerCache:
                     else PAD_ROWS_256 if dpow == 256 else {})
             pad_rows = pads.get(self.k.fmt, 16)
         qpad, qblocks = query_blocks(group, row_cap, pad_rows)
-        if swapped:
-            bn, nw, ns = swapped[0]
-        elif tiles:
+        if tiles:
             bn, nw, ns = tiles[0]
         elif dpow <= 128 and int_keys:
             bn, nw, ns = INT_KEYS_LAUNCH
