@@ -7,7 +7,8 @@
 # tbq4's swapped decode reading bytes against words; decode's tbq3 byte reads in 16-token
 # tiles on the GPU against the reference. PART=detail (a third): byte reads against word reads
 # under several launches (bench/probes/byte_reads.py); q4_0 at B=8 128k, decode's swapped
-# launch (its registers) and the probe's kernel in one call. PART=final: the decode benchmark
+# launch (its registers) and the probe's kernel in one call (the probe had its own kernel until
+# commit 07badd5; it now times decode(swap=True), so the two sides are one kernel since). PART=final: the decode benchmark
 # for tbq4 (swapped, reading bytes), the launch check, the two verify plans again, and the
 # byte-reads probe with decode's own choice of read and mixed formats in 256-lane heads.
 # PART=tbq3: after tbq3 joined SWAPPED (reading words), its decode benchmark and the launch
