@@ -641,10 +641,10 @@ class LayerCache:
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format
         is in WORDS, or SWAPPED's for a swapped launch) reads the packed planes of fp8_pth, q8_0,
         q4_0, tbq4, tbq3 and nvfp4 as int32 words, four bytes a load, where every row's width
-        allows it; ``words_v`` decides
-        for V's planes apart (default: as ``words``). In tiles of fewer than 32 tokens a side
-        in tbq3 reads words and one in nvfp4 bytes (SHORT_TILE_WRONG; asked for, the other
-        read is a ValueError). ``reuse_keys`` (a K-only cache, V = the
+        allows it; ``words_v`` decides for V's planes apart (default: as ``words``). In tiles
+        of fewer than 32 tokens a side in tbq3 reads words and one in nvfp4 bytes
+        (SHORT_TILE_WRONG; asked for, the other read is a ValueError). ``reuse_keys`` (a
+        K-only cache, V = the
         keys; default: the K format is in REUSE_KEYS) unpacks each key tile once
         for both products instead of once for each. ``parts=False`` holds every head in one
         power of two of lanes (the layout before head parts, kept for comparison).
@@ -797,20 +797,21 @@ class LayerCache:
             q_in = q_rot
         k0, k1, xk0, xk1 = self.k.operands()
         v0, v1, xv0, xv1 = self.v.operands()
-        words_given = words is not None
+        asked, asked_v = words, words_v
         if words is None:
             # a swapped launch reads as SWAPPED says (tbq4 bytes, tbq3 words)
             words = swapped[4] if swapped else self.k.fmt in WORDS
         k_off = tail_offsets(self.k.fmt, main) if tail else (0, 0)
         v_off = tail_offsets(self.v.fmt, main) if tail else (0, 0)
         words = words and xk0 % 4 == 0 and xv0 % 4 == 0
-        v_given = words_v is not None
         words_v = words if words_v is None else (words_v and xv0 % 4 == 0)
         if block_n < 32:
             # tbq3's rows are 48-byte multiples and nvfp4 reads bytes at any width: the other
-            # read is always possible
-            words = short_tile_reads(self.k.fmt, bool(words), words_given)
-            words_v = short_tile_reads(self.v.fmt, bool(words_v), v_given)
+            # read is always possible; refused only where the caller asked for this one
+            words = short_tile_reads(self.k.fmt, bool(words),
+                                     asked is not None and bool(asked) == bool(words))
+            words_v = short_tile_reads(self.v.fmt, bool(words_v),
+                                       asked_v is not None and bool(asked_v) == bool(words_v))
         decode_split_kernel[(bsz, self.kv_heads * qblocks, n_splits)](
             q_in, acc, ml,
             k0, k1, self.k.global_scale if self.k.global_scale is not None else k0,
