@@ -66,8 +66,14 @@ def main() -> None:
             table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
             seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
             q = torch.randn(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float16)
-            outs = {r: cache.decode(q, table, seq, max_len=tokens, **{args.option: r})
-                    for r in settings}
+            try:
+                outs = {r: cache.decode(q, table, seq, max_len=tokens, **{args.option: r})
+                        for r in settings}
+            except ValueError as e:  # a setting decode refuses (a short tile's wrong read)
+                rows.append({"format": fmt, "heads": args.heads, "batch": batch,
+                             "tokens": tokens, "refused": str(e)})
+                print(fmt, args.heads, batch, tokens, "refused:", e, flush=True)
+                continue
             caches = decode.copies(cache, batch, tokens)
             seconds = {str(r): decode.time_steps(caches, batch, tokens, **{args.option: r})
                        for r in settings}
