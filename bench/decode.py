@@ -126,9 +126,7 @@ def _check(fmt: str, page: int) -> dict[str, float]:
     dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
     k = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).to(dtype)
     v = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).to(dtype)
-    for b, n in enumerate(lens):
-        t = torch.arange(n, device="cuda")
-        cache.append(k[b, :n], v[b, :n], table[b, t // page].long(), t % page)
+    fill_paged(cache, table, k, v, lens)
     q = torch.randn(len(lens), HQ, D, device="cuda", generator=g).to(dtype)
     seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
     out = cache.decode(q, table, seq)
@@ -142,6 +140,16 @@ def _check(fmt: str, page: int) -> dict[str, float]:
         "vs_exact": float((out.double() - exact).norm() / exact.norm()),
         "ptx_vs_plain": float((out.double() - plain.double()).norm() / plain.norm()),
     }
+
+
+def fill_paged(cache: LayerCache, table: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               lens: list[int]) -> None:
+    """Append the first lens[b] rows of k[b] and v[b] ([B, T, H_KV, D]) into the pages that row
+    b of the block table names, cache.page_size tokens each."""
+    page = cache.page_size
+    for b, n in enumerate(lens):
+        t = torch.arange(n, device=k.device)
+        cache.append(k[b, :n], v[b, :n], table[b, t // page].long(), t % page)
 
 
 def fill(cache: LayerCache, batch: int, tokens: int, dtype: torch.dtype) -> None:

@@ -29,7 +29,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent)]
 
-from decode import rel  # noqa: E402
+from decode import fill_paged, rel  # noqa: E402
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -55,9 +55,7 @@ def main() -> None:
     q = torch.randn(len(lens), hq, d, device="cuda", generator=g).half()
     for fmt in a.formats.split(","):
         cache = LayerCache(fmt, fmt, len(lens) * per, page, hkv, d, device="cuda")
-        for b, m in enumerate(lens):
-            t = torch.arange(m, device="cuda")
-            cache.append(k[b, :m], v[b, :m], table[b, t // page].long(), t % page)
+        fill_paged(cache, table, k, v, lens)
         want = cache.decode_ref(q.float(), table, seq)
         for c in a.configs.split(","):
             bn, nw, ns, pad = (int(x) for x in c.split("/"))
@@ -79,9 +77,7 @@ def main() -> None:
     for pair in filter(None, a.mixed.split(",")):
         fk, fv = pair.split("/")
         cache = LayerCache(fk, fv, len(lens) * per, page, hkv, d, device="cuda")
-        for b, m in enumerate(lens):
-            t = torch.arange(m, device="cuda")
-            cache.append(k[b, :m], v[b, :m], table[b, t // page].long(), t % page)
+        fill_paged(cache, table, k, v, lens)
         out = cache.decode(q, table, seq)
         row = {"format": pair, "heads": [hq, hkv, d], "config": "default",
                "default_vs_ref": rel(out, cache.decode_ref(q.float(), table, seq)),

@@ -46,7 +46,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 sys.path.insert(0, str(HERE.parent))
 
 import decode  # noqa: E402  (bench/decode.py)
-from decode import copies, fill, rel, sdpa_time, time_steps, write_json  # noqa: E402
+from decode import copies, fill, fill_paged, rel, sdpa_time, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels import ref  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
@@ -93,9 +93,7 @@ def check(fmt: str, fmt_v: str, base: dict, var: dict) -> dict[str, float]:
     n = max(lens)
     k = torch.randn(len(lens), n, hkv, d, device="cuda", generator=g).half()
     v = torch.randn(len(lens), n, hkv, d, device="cuda", generator=g).half()
-    for b, m in enumerate(lens):
-        t = torch.arange(m, device="cuda")
-        cache.append(k[b, :m], v[b, :m], table[b, t // page].long(), t % page)
+    fill_paged(cache, table, k, v, lens)
     seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
     q = torch.randn(len(lens), hq, d, device="cuda", generator=g).half()
     plain = cache.decode(q, table, seq, **base)
