@@ -707,16 +707,15 @@ class LayerCache:
         # given
         swapped = (swapped_launch(self.k.fmt, self.v.fmt, dpow, bool(tail), group,
                                   bsz * self.kv_heads, any_rows=bool(swap))
-                   if swap is not False and self.has_v and not same_kv else None)
+                   if swap is not False and not given and self.has_v and not same_kv
+                   else None)
         if swap is None:
-            swap = swapped is not None and not given
+            swap = swapped is not None
         elif swap and (FMT_CODES[self.k.fmt] < 3 or FMT_CODES[self.v.fmt] < 3 or tail
                        or same_kv):
             raise ValueError("swap: K and V in a 4-bit format (q4_0, tbq4, tbq3, nvfp4), "
                              "each head in one part, with a V side of its own; got "
                              f"{self.k.fmt}/{self.v.fmt}")
-        if not swap or given:
-            swapped = None
         # a launch, rows, registers and programs a multiprocessor chosen together
         tiles = swapped or (small_tiles(self.k.fmt, self.v.fmt, dpow, bool(tail), group,
                                         bsz * self.kv_heads)
