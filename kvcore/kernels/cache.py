@@ -660,8 +660,9 @@ class LayerCache:
         are scheduled while that one finishes (the fixed cost of a step, which short contexts
         and batch 1 feel most). ``lazy`` (default: the K format is in LAZY): rescale the
         running output only when a tile's max exceeds the running max by more than
-        LAZY_MARGIN (softmax_lazy). ``wide`` (default: V's side holds rows from outside float16's
-        range, Side.wide, or nvfp4's global scale exceeds WIDE_SCALE): with ``lazy``, a tile
+        LAZY_MARGIN (softmax_lazy). ``wide`` (default: V in fp8_pth holds rows from outside
+        float16's range, Side.wide; nvfp4's V scale multiplies the output, not the weights,
+        and needs no check): with ``lazy``, a tile
         whose V row scale exceeds WIDE_SCALE takes the eager step, so that its weights times
         that scale stay finite in float16 (fp8_pth: rows whose largest magnitude is above
         about 114,000; the check costs about 4% of the loop's instructions). ``int_keys``
@@ -679,7 +680,6 @@ class LayerCache:
         """
         from .triton_ops import (
             FMT_CODES,
-            WIDE_SCALE,
             decode_split_kernel,
             pdl_launch,
             reduce_splits,
@@ -776,8 +776,7 @@ class LayerCache:
         if lazy is None:
             lazy = self.k.fmt in LAZY
         if wide is None:
-            wide = (self.v.fmt == "fp8_pth" and self.v.wide) or (
-                self.v.fmt == "nvfp4" and self.v.global_scale_host > WIDE_SCALE.value)
+            wide = self.v.fmt == "fp8_pth" and self.v.wide
         n_splits = max(1, math.ceil(max_len / split_tokens))
         acc = self._workspace("acc", bsz * hq * n_splits * width, torch.float32, q.device)
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)

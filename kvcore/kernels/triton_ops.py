@@ -19,7 +19,6 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from .codebook import lloyd_max
-from .ref import E2M1
 
 FMT_CODES = {"f16": 0, "bf16": 0, "fp8_pth": 1, "q8_0": 2, "q4_0": 3, "tbq4": 4, "tbq3": 5,
              "nvfp4": 6}
@@ -191,31 +190,28 @@ def _tbq4_asm(words: int = 2) -> str:
 
 
 def _nvfp4_asm() -> str:
-    """PTX for four nvfp4 bytes → their low and high nibbles' e2m1 values (float16) times the
-    block scale. Every e2m1 magnitude has a zero low byte in float16, so one 8-entry table of
-    high bytes serves; bit 3 is the sign. Eight values in 20 instructions."""
-    _, _, th0, th1 = byte_tables(list(E2M1))
+    """PTX for four nvfp4 bytes → their low and high nibbles' e2m1 values times 2⁻¹⁴ (float16)
+    times the block scale. An e2m1 code's magnitude bits laid in float16's bits 9-11 (its two
+    exponent bits in the exponent's lowest two, its mantissa bit in the mantissa's highest)
+    read as the value times 2⁻¹⁴, codes 0 and 1 as subnormals included, so no table is needed:
+    each nibble becomes a float16 high byte (sign in bit 7, magnitude in bits 1-3) within its
+    byte of the word, and one permute a pair lays two such bytes over zero low bytes. Eight
+    values in 14 instructions. The caller's scale carries 2⁷ (the values come out as e2m1 ×
+    scale × 2⁻⁷, exact in float16 for every e4m3 scale) and the row scale the rest."""
+    sel = "0x0E0E0E0E"  # each byte's bits 1-3 from the first operand, the others from the second
     return f"""{{
-.reg .b32 m, mh, h0, h1, n0, n1, s0, s1, b0, b1, z;
-mov.b32 b0, {th0:#x};
-mov.b32 b1, {th1:#x};
+.reg .b32 s, a, b, c, yl, yh, z;
 mov.b32 z, 0;
-and.b32 m, $4, 0x77777777;
-shr.b32 mh, m, 16;
-prmt.b32 h0, b0, b1, m;
-prmt.b32 h1, b0, b1, mh;
-or.b32 n0, h0, 0x80808080;
-or.b32 n1, h1, 0x80808080;
-shr.b32 s0, $4, 1;
-shr.b32 s1, $4, 17;
-lop3.b32 s0, s0, 0x4444, 0x3210, 0xea;
-lop3.b32 s1, s1, 0x4444, 0x3210, 0xea;
-prmt.b32 h0, h0, n0, s0;
-prmt.b32 h1, h1, n1, s1;
-prmt.b32 $0, z, h0, 0x6040;
-prmt.b32 $1, z, h1, 0x6040;
-prmt.b32 $2, z, h0, 0x7050;
-prmt.b32 $3, z, h1, 0x7050;
+and.b32 s, $4, 0x88888888;
+shr.b32 a, $4, 3;
+lop3.b32 yh, a, s, {sel}, 0xe4;
+shl.b32 b, $4, 1;
+shl.b32 c, s, 4;
+lop3.b32 yl, b, c, {sel}, 0xe4;
+prmt.b32 $0, yl, z, 0x1404;
+prmt.b32 $1, yl, z, 0x3424;
+prmt.b32 $2, yh, z, 0x1404;
+prmt.b32 $3, yh, z, 0x3424;
 mul.rn.f16x2 $0, $0, $5;
 mul.rn.f16x2 $1, $1, $6;
 mul.rn.f16x2 $2, $2, $5;
@@ -270,14 +266,17 @@ def _tile_dims(FMT: tl.constexpr, DPOW: tl.constexpr, PART: tl.constexpr):
             return 2 * j + (PART - 1)
 
 
+#: nvfp4's unpacked values are e2m1 × block scale × 2⁻⁷ (NVFP4_ASM, _e2m1); its row scale
+#: carries the 2⁷ back
+NVFP4_UNIT = tl.constexpr(128.0)
+
+
 @triton.jit
 def _e2m1(code):
-    """4-bit e2m1 codes (sign, 2 exponent bits, 1 mantissa bit) → float16, by building the
-    float16 bit pattern: no table lookup. Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6."""
-    c = code & 7
-    # codes 2..7: exponent (c >> 1) - 1 and mantissa c & 1 land at c << 9, biased by 14 << 10
-    bits = tl.where(c >= 2, (c << 9) + (14 << 10), tl.where(c == 1, 0x3800, 0))
-    bits = bits | ((code & 8) << 12)
+    """4-bit e2m1 codes (sign, 2 exponent bits, 1 mantissa bit) → their value times 2⁻¹⁴ as
+    float16, as NVFP4_ASM lays them: the code's magnitude bits in bits 9-11, its sign in bit
+    15. Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 (times 2⁻¹⁴)."""
+    bits = ((code & 7) << 9) | ((code & 8) << 12)
     return bits.to(tl.int16).to(tl.float16, bitcast=True)
 
 
@@ -492,8 +491,8 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             scale = tl.where(rmask, 1.0, 0.0)
         else:
             word, e4 = _word_planes(P0, P1, r, rmask, DPOW // 16, 2, DP // 16, X0, X1)
-            sc = _fp8(e4)
-            scale = tl.where(rmask, tl.load(GS), 0.0)
+            sc = (_fp8(e4) * NVFP4_UNIT).to(tl.float16)
+            scale = tl.where(rmask, tl.load(GS) * NVFP4_UNIT, 0.0)
         l01, l23, h01, h23 = _unpack_words(FMT, word, sc, CENT, ASM)
         lo = _pairs(l01, l23)
         hi = _pairs(h01, h23)
@@ -551,7 +550,7 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
         scale = tl.where(rmask, 1.0, 0.0)
     else:
         byte, sc = _planes(P0, P1, r, rmask, DPOW // 16, 8, DP // 16, X0, X1)
-        s = _fp8(sc)
+        s = (_fp8(sc) * NVFP4_UNIT).to(tl.float16)
         if ASM:
             lo, hi = tl.inline_asm_elementwise(NVFP4_ASM, "=r,=r,=r,=r,r,r,r", [byte, s],
                                                dtype=(tl.float16, tl.float16), is_pure=True,
@@ -560,7 +559,7 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             b = byte.to(tl.int32)
             lo = _e2m1(b & 15) * s
             hi = _e2m1(b >> 4) * s
-        scale = tl.where(rmask, tl.load(GS), 0.0)
+        scale = tl.where(rmask, tl.load(GS) * NVFP4_UNIT, 0.0)
     return tl.reshape(lo, (BN, DPOW // 2)), tl.reshape(hi, (BN, DPOW // 2)), scale
 
 
@@ -801,9 +800,10 @@ def decode_split_kernel(
     HK: tl.constexpr = FMT_K >= 3
     HV: tl.constexpr = FMT_V >= 3
     # fp8_pth and nvfp4 (codes 1, 6) carry a scale a row; the others' row scale is only the
-    # row mask, which the softmax applies already
+    # row mask, which the softmax applies already. nvfp4's is the same for every row of a
+    # cache: V's multiplies the output once, at the end, not the weights of every tile
     RK: tl.constexpr = FMT_K == 1 or FMT_K == 6
-    RV: tl.constexpr = FMT_V == 1 or FMT_V == 6
+    RV: tl.constexpr = FMT_V == 1
     DW: tl.constexpr = DPOW + DT
     if FMT_K == 0:  # noqa: SIM108 (a compile-time branch)
         KT = K0.dtype.element_ty
@@ -893,8 +893,7 @@ def decode_split_kernel(
                 vrs = tl.load(V1 + first * XV1 + r, mask=nmask, other=0.0)
             wide = tl.max(vrs, axis=0) > WIDE_SCALE
         else:
-            # WIDE for another format (nvfp4, whose row scale is its global scale, above
-            # WIDE_SCALE): every tile
+            # WIDE for another format: every tile
             wide = WIDE
         p, alpha, m_i, l_i, grow = softmax_next(s, nmask, m_i, l_i, LAZY, wide)
         if SWAP:
@@ -947,6 +946,13 @@ def decode_split_kernel(
                     vt, _ = _tile(FMT_V, v0 + OV0, v1 + OV1, VGS, CENT_V, r, nmask, BLOCK_N,
                                   DT, DVT, XV0, XV1, ASM, WORDS_V)
                 acc_ta = tl.dot(pv, vt, acc_ta)
+    if FMT_V == 6:
+        vgs = tl.load(VGS) * NVFP4_UNIT
+        acc_a = acc_a * vgs
+        acc_b = acc_b * vgs
+        if DT > 0:
+            acc_ta = acc_ta * vgs
+            acc_tb = acc_tb * vgs
     base = qrow.to(tl.int64) * n_splits + sp
     dst = ACC + base[:, None] * DW
     if SWAP:

@@ -227,16 +227,41 @@ def test_tbq4_one_word_unpacker_matches_the_table_lookup(norm):
         assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16), hi.view(np.uint16))
 
 
+def _e2m1_table() -> np.ndarray:
+    mags = np.array(ref.E2M1, dtype=np.float64)
+    return np.concatenate([mags, -mags])  # code 8 is −0
+
+
 @pytest.mark.parametrize("scale", SCALES)
 def test_nvfp4_unpacker_matches_the_e2m1_table(scale):
-    mags = np.array(ref.E2M1, dtype=np.float32)
-    table = np.concatenate([mags, -mags])  # code 8 is −0
+    # the values come out times 2⁻¹⁴ (the caller's scale carries 2⁷, the row scale the rest)
+    table = _e2m1_table() * 2.0 ** -14
     for w in _words():
         regs = run_ptx(NVFP4_ASM.value, {"$4": w, **_scale_regs(scale)})
         b = np.array(_bytes(w))
         for got, codes in ((_out(regs, "$0", "$1"), b & 15), (_out(regs, "$2", "$3"), b >> 4)):
-            expect = (table[codes] * np.float32(scale)).astype(np.float16)
+            expect = (table[codes] * np.float64(scale)).astype(np.float16)
             assert np.array_equal(got.view(np.uint16), expect.view(np.uint16)), hex(w)
+
+
+def test_nvfp4_values_are_exact_for_every_e4m3_scale():
+    # the kernel passes each block scale times 2⁷: (e2m1 × 2⁻¹⁴) × (scale × 2⁷) must be
+    # e2m1 × scale × 2⁻⁷ with no rounding, for every finite e4m3 scale (subnormals included)
+    torch = _torch()
+    scales = ref.e4m3_value(torch.arange(0, 127, dtype=torch.uint8)).double().numpy()
+    table = _e2m1_table()
+    # every code in both nibbles: byte i holds codes i (low) and 7i + 3 mod 16 (high)
+    b16 = [i | ((7 * i + 3) % 16) << 4 for i in range(16)]
+    words = [sum(b16[4 * k + j] << (8 * j) for j in range(4)) for k in range(4)]
+    for sc in scales:
+        s128 = np.float16(sc * 128)
+        assert float(s128) == sc * 128
+        for w in words:
+            regs = run_ptx(NVFP4_ASM.value, {"$4": w, **_scale_regs(s128)})
+            b = np.array(_bytes(w))
+            for got, codes in ((_out(regs, "$0", "$1"), b & 15),
+                               (_out(regs, "$2", "$3"), b >> 4)):
+                assert np.array_equal(got.astype(np.float64), table[codes] * sc / 128), sc
 
 
 @pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(-13.5)))
