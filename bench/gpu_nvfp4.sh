@@ -4,8 +4,10 @@
 # the output once). PART=first: small block scales against the reference
 # (bench/probes/nvfp4_scales.py), the swapped products against decode's default
 # (bench/probes/swapped.py), the decode benchmark for nvfp4 and the launch tables' check.
-# PART=plan: bench/verify.py's nvfp4 plan (Qwen3-32B 32k × 4), and the byte-reads probe
-# (mixed formats in 256-lane heads, nvfp4 among them).
+# PART=plan: nvfp4's launches again (bench/probes/int_keys.py under --configs: tokens a
+# program, warps, stages, query rows, registers, programs a multiprocessor), bench/verify.py's
+# nvfp4 plan (Qwen3-32B 32k × 4), and the byte-reads probe (mixed formats in 256-lane heads,
+# nvfp4 among them).
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
@@ -25,6 +27,11 @@ if [ "${PART:-first}" = first ]; then
   timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
   exit
 fi
+echo "== nvfp4 launches"
+timeout 270 python3 bench/probes/int_keys.py --formats nvfp4 --base "" --variant "" \
+  --configs 64/1/2/4,32/1/3/4,32/1/3/8,32/1/2/4,64/1/2/8,32/1/3/4/168/12,32/1/3/8/168/12,64/1/3/4 \
+  --shapes 1x131072,8x131072,1x32768,64x32768 --out "$OUT/launches" 2>&1 \
+  | grep "^nvfp4\|^check\|Error"
 echo "== verify plan 7 (Qwen3-32B nvfp4 32k x 4)"
 mkdir -p "$OUT/verify7"
 timeout 150 python3 bench/verify.py --start 7 --stop 8 --out "$OUT/verify7" 2>&1 \
