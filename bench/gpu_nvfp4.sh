@@ -7,7 +7,8 @@
 # PART=plan: nvfp4's launches again (bench/probes/int_keys.py under --configs: tokens a
 # program, warps, stages, query rows, registers, programs a multiprocessor), bench/verify.py's
 # nvfp4 plan (Qwen3-32B 32k × 4), and the byte-reads probe (mixed formats in 256-lane heads,
-# nvfp4 among them).
+# nvfp4 among them). PART=swapped: after nvfp4 joined SWAPPED (64-token programs), the small
+# scales again, the decode benchmark for nvfp4, the launch check and the nvfp4 plan.
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
@@ -25,6 +26,20 @@ if [ "${PART:-first}" = first ]; then
     | grep "^nvfp4\|correct\|bytes_per_s"
   echo "== launch check"
   timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
+  exit
+fi
+if [ "${PART}" = swapped ]; then
+  echo "== small block scales"
+  timeout 60 python3 bench/probes/nvfp4_scales.py --out "$OUT" 2>&1 | grep "^{\|Error"
+  echo "== decode nvfp4"
+  timeout 200 python3 bench/decode.py --formats nvfp4 --out "$OUT" 2>&1 | grep -v Warning \
+    | grep "^nvfp4\|bytes_per_s"
+  echo "== launch check"
+  timeout 150 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
+  echo "== verify plan 7 (Qwen3-32B nvfp4 32k x 4)"
+  mkdir -p "$OUT/verify7"
+  timeout 150 python3 bench/verify.py --start 7 --stop 8 --out "$OUT/verify7" 2>&1 \
+    | grep -v Warning | head -3
   exit
 fi
 echo "== nvfp4 launches"

@@ -92,10 +92,17 @@ ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 
 #: swapped-words-h200.json). As decode's default (decode-h200-v26-swapped.md, -q4_0.md,
 #: -tbq3.md): tbq4 7-12% faster than v25 but 6% slower at B=1 4k; q4_0 1-9% (B=8 128k 593 µs:
 #: decode_split_kernel's swapped launch is slower than the probe's kernel there,
-#: swapped-gap-h200.json).
-SWAPPED = {"tbq4": (1, (16, 1, 3), (8, 4), 128, 16, False),
-           "q4_0": (32, (32, 1, 3), (8, 4), 128, 16, False),
-           "tbq3": (1, (16, 1, 3), (8, 8), 128, 16, True)}
+#: swapped-gap-h200.json). nvfp4 since its table-free unpacking (decode-h200-v27-nvfp4.md), in
+#: its own 64-token one-warp programs of 2 stages, registers and programs as unswapped
+#: (None: the few-row and split rules), reading bytes: B=1 128k 89.9 → 83.0 µs, B=8 128k 631 →
+#: 587, B=64 32k 1,378 → 1,212, B=1 32k 29.1 → 26.1 (swapped-nvfp4-64-h200.json; in 16- and
+#: 32-token programs it was slower, swapped-nvfp4-h200.json).
+SWAPPED: dict[str, tuple[int, tuple[int, int, int], tuple[int, int], int | None, int | None,
+                         bool]] = {
+    "tbq4": (1, (16, 1, 3), (8, 4), 128, 16, False),
+    "q4_0": (32, (32, 1, 3), (8, 4), 128, 16, False),
+    "tbq3": (1, (16, 1, 3), (8, 8), 128, 16, True),
+    "nvfp4": (1, (64, 1, 2), (8, 8), None, None, False)}
 SWAPPED_MANY_ROWS = 256
 MANY_ROWS = 64
 #: query rows a decode program pads its group to at head_dim ≤ 128, by K format where not 16,
@@ -263,8 +270,9 @@ def small_tiles(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
 
 def swapped_launch(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
                    rows: int, any_rows: bool = False
-                   ) -> tuple[tuple[int, int, int], int, int, int, bool] | None:
-    """SWAPPED's (launch, query rows, registers a thread, programs a multiprocessor, words) for a
+                   ) -> tuple[tuple[int, int, int], int, int | None, int | None, bool] | None:
+    """SWAPPED's (launch, query rows, registers a thread, programs a multiprocessor, words; None:
+    decode's rules) for a
     decode (K format ``k_fmt``, V ``v_fmt``, heads held in ``dpow`` lanes and a ``tail`` or
     none, ``group`` query heads a KV head, ``rows`` (sequence, KV head) rows) where the
     swapped products apply by default (``any_rows``: however few the rows), else None."""
