@@ -96,7 +96,8 @@ ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 
 #: its own 64-token one-warp programs of 2 stages, registers and programs as unswapped
 #: (None: the few-row and split rules), reading bytes: B=1 128k 89.9 → 83.0 µs, B=8 128k 631 →
 #: 587, B=64 32k 1,378 → 1,212, B=1 32k 29.1 → 26.1 (swapped-nvfp4-64-h200.json; in 16- and
-#: 32-token programs it was slower, swapped-nvfp4-h200.json).
+#: 32-token programs it was slower, swapped-nvfp4-h200.json); as decode's default
+#: (decode-h200-v28-nvfp4.md) every shape faster, B=1 4k 10.8 → 9.4 µs included.
 SWAPPED: dict[str, tuple[int, tuple[int, int, int], tuple[int, int], int | None, int | None,
                          bool]] = {
     "tbq4": (1, (16, 1, 3), (8, 4), 128, 16, False),
