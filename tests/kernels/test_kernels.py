@@ -383,13 +383,14 @@ def _e2m1_all(out_ptr):
 
 
 def test_e2m1_bit_construction_matches_the_table():
-    # the decode kernel builds nvfp4 values from bits; every one of the 16 codes must equal the
-    # reference table with the sign bit applied (and -0 must keep its sign)
+    # the decode kernel builds nvfp4 values from bits, each the code's value times 2⁻¹⁴ (codes
+    # 0 and 1 as float16 subnormals); every one of the 16 codes must equal the reference table
+    # with the sign bit applied, times 2⁻¹⁴ (and -0 must keep its sign)
     out = torch.full((16,), float("nan"), dtype=torch.float16)
     _e2m1_all[(1,)](out)
-    mags = torch.tensor(ref.E2M1)
-    expect = torch.cat([mags, -mags])
-    assert torch.equal(out.float(), expect)
+    mags = torch.tensor(ref.E2M1, dtype=torch.float64)
+    expect = torch.cat([mags, -mags]) * 2.0 ** -14
+    assert torch.equal(out.double(), expect)
     assert torch.signbit(out[8]) and not torch.signbit(out[0])
 
 
