@@ -382,6 +382,21 @@ def _uniform(value: Any) -> Any:
     return value
 
 
+#: the most blocks a GGUF may count (as config.json's num_hidden_layers): a larger count is a
+#: corrupt header, and per-layer lists built from it would not fit in memory
+MAX_BLOCKS = 4096
+
+
+def _layer_count(base: str, arch: str, value: Any) -> Any:
+    """``{arch}.block_count`` as read, once it is a whole number from 1 to MAX_BLOCKS (a value
+    of another type is left to the config reader, which names it)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= MAX_BLOCKS:
+        raise ConfigError(f"{base}: {arch}.block_count must be between 1 and {MAX_BLOCKS:,}, "
+                          f"got {value:,} (a corrupt or truncated header?)",
+                          field=f"{arch}.block_count")
+    return value
+
+
 def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, Any]:
     """The Hugging Face config a GGUF's architecture numbers stand for (``names``: the
     tensors of every part of a split model; else the file's own)."""
@@ -422,7 +437,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
     cfg: dict[str, Any] = {
         "model_type": ARCHS[arch],
         "_name_or_path": m.get("general.name") or g.base.removesuffix(".gguf"),
-        "num_hidden_layers": k("block_count", need=True),
+        "num_hidden_layers": _layer_count(g.base, arch, k("block_count", need=True)),
         "hidden_size": k("embedding_length", need=True),
         "intermediate_size": _uniform(k("feed_forward_length", 0)),
         "num_attention_heads": heads,

@@ -311,6 +311,23 @@ def test_corrupted_headers_give_one_clear_error(tmp_path, data):
         assert weights_for(spec).bytes >= 0
 
 
+@pytest.mark.parametrize("arch", sorted(_SMALL))
+@pytest.mark.parametrize("blocks", [0, 4097, 2**31 - 1])
+def test_a_block_count_no_model_has_is_refused_at_once(tmp_path, arch, blocks):
+    # a corrupt header's block count (its high byte changed: 2³¹ - 1 blocks) must be refused
+    # before anything is built per layer (a hybrid's layer pattern of that length filled the
+    # memory)
+    meta, tensors = dense_model(arch, layers=2, hidden=256, heads=4, kv_heads=2, head_dim=64,
+                                ffn=512, vocab=64, ctx=4096, quant=8, head_type=8,
+                                extra=_SMALL[arch])
+    meta[f"{arch}.block_count"] = blocks
+    path = tmp_path / "blocks.gguf"
+    write_gguf(path, meta, tensors)
+    with pytest.raises(ConfigError, match=rf"{arch}\.block_count must be between 1 and 4,096, "
+                                          rf"got {blocks:,}"):
+        load_model(str(path))
+
+
 # --- GGUF repositories on the Hub (llama.cpp's -hf) --------------------------------------------
 
 class _Counted(io.FileIO):
