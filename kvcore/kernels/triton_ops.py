@@ -149,9 +149,10 @@ def byte_tables(values: list[float]) -> tuple[int, int, int, int]:
     return words[0], words[1], words[2], words[3]
 
 
-def _tbq4_asm(words: int = 2) -> str:
+def _tbq4_asm(words: int = 2, scaled: bool = True) -> str:
     """PTX for 4 × ``words`` tbq4 bytes → their low and high nibbles' centroids (float16) times
-    the block norm, looked up with byte permutes. The indices are sorted centroid ranks and the
+    the block norm (without ``scaled``: the centroids alone, no norm operands), looked up with
+    byte permutes. The indices are sorted centroid ranks and the
     codebook is symmetric (c[i] = −c[15 − i]), so rank i reads magnitude (i & 7) ^ (7 if i < 8)
     from two 8-entry byte tables (the low and high bytes of c[8..15], built here from kvplan's
     codebook) and takes the sign from bit 3: eight values in 25 instructions, no memory. The
@@ -181,11 +182,12 @@ def _tbq4_asm(words: int = 2) -> str:
             "lop3.b32 s0, s0, 0x4444, 0x3210, 0xae;", "lop3.b32 s1, s1, 0x4444, 0x3210, 0xae;",
             "prmt.b32 h0, h0, n0, s0;", "prmt.b32 h1, h1, n1, s1;",
             f"prmt.b32 {lo[0][w]}, l0, h0, 0x6240;", f"prmt.b32 {lo[1][w]}, l1, h1, 0x6240;",
-            f"prmt.b32 {hi[0][w]}, l0, h0, 0x7351;", f"prmt.b32 {hi[1][w]}, l1, h1, 0x7351;",
-            f"mul.rn.f16x2 {lo[0][w]}, {lo[0][w]}, {na};",
-            f"mul.rn.f16x2 {lo[1][w]}, {lo[1][w]}, {nb};",
-            f"mul.rn.f16x2 {hi[0][w]}, {hi[0][w]}, {na};",
-            f"mul.rn.f16x2 {hi[1][w]}, {hi[1][w]}, {nb};"]
+            f"prmt.b32 {hi[0][w]}, l0, h0, 0x7351;", f"prmt.b32 {hi[1][w]}, l1, h1, 0x7351;"]
+        if scaled:
+            body += [f"mul.rn.f16x2 {lo[0][w]}, {lo[0][w]}, {na};",
+                     f"mul.rn.f16x2 {lo[1][w]}, {lo[1][w]}, {nb};",
+                     f"mul.rn.f16x2 {hi[0][w]}, {hi[0][w]}, {na};",
+                     f"mul.rn.f16x2 {hi[1][w]}, {hi[1][w]}, {nb};"]
     return "{\n" + "\n".join(body) + "\n}"
 
 
@@ -219,11 +221,11 @@ mul.rn.f16x2 $3, $3, $6;
 }}"""
 
 
-def _tbq3_asm() -> str:
+def _tbq3_asm(scaled: bool = True) -> str:
     """PTX for one tbq3 group, elementwise: $4 holds its eight 3-bit centroid indices i0…i7 at
-    bits 3k (bits above 24 ignored), $5 the block norm as a float16 pair. Out come the values
-    as float16 pairs times the norm: $0 = (i0, i2), $1 = (i4, i6), $2 = (i1, i3), $3 =
-    (i5, i7). The even and the odd indices are gathered into the nibbles of two prmt
+    bits 3k (bits above 24 ignored), $5 the block norm as a float16 pair (none without
+    ``scaled``). Out come the values as float16 pairs times the norm (without ``scaled``: the
+    centroids alone): $0 = (i0, i2), $1 = (i4, i6), $2 = (i1, i3), $3 = (i5, i7). The even and the odd indices are gathered into the nibbles of two prmt
     selectors (bits 0-3 of the selector from bits 0-3 of the word, 4-7 from the word shifted
     right by 2, …; then bit 3 of each nibble cleared), which pick the low and the high bytes
     of the eight centroids from two 8-entry byte tables."""
@@ -239,14 +241,21 @@ def _tbq3_asm() -> str:
         body.append(f"and.b32 {sel}, {sel}, 0x7777;")
     for sel, out in (("e", 0), ("o", 2)):
         body += [f"prmt.b32 l, a0, a1, {sel};", f"prmt.b32 h, b0, b1, {sel};",
-                 f"prmt.b32 ${out}, l, h, 0x5140;", f"prmt.b32 ${out + 1}, l, h, 0x7362;",
-                 f"mul.rn.f16x2 ${out}, ${out}, $5;", f"mul.rn.f16x2 ${out + 1}, ${out + 1}, $5;"]
+                 f"prmt.b32 ${out}, l, h, 0x5140;", f"prmt.b32 ${out + 1}, l, h, 0x7362;"]
+        if scaled:
+            body += [f"mul.rn.f16x2 ${out}, ${out}, $5;",
+                     f"mul.rn.f16x2 ${out + 1}, ${out + 1}, $5;"]
     return "{\n" + "\n".join(body) + "\n}"
 
 
 TBQ4_ASM = tl.constexpr(_tbq4_asm(2))
 TBQ4_WORD_ASM = tl.constexpr(_tbq4_asm(1))
 TBQ3_ASM = tl.constexpr(_tbq3_asm())
+#: the same without the norm: where a head is one 128-value block, its norm is the row's scale,
+#: applied to the scores and the weights instead of to every value (decode_split_kernel's NK, NV)
+TBQ4_RAW_ASM = tl.constexpr(_tbq4_asm(2, scaled=False))
+TBQ4_WORD_RAW_ASM = tl.constexpr(_tbq4_asm(1, scaled=False))
+TBQ3_RAW_ASM = tl.constexpr(_tbq3_asm(scaled=False))
 NVFP4_ASM = tl.constexpr(_nvfp4_asm())
 
 
@@ -400,13 +409,19 @@ def _byte(word, K: tl.constexpr):
 
 
 @triton.jit
-def _unpack_words(FMT: tl.constexpr, word, sc, CENT, ASM: tl.constexpr):
+def _unpack_words(FMT: tl.constexpr, word, sc, CENT, ASM: tl.constexpr,
+                  RAW: tl.constexpr = False):
     """Int32 words of packed bytes and their block scale (float16, the same shape) → float16
     pairs as int32 words: (w01, w23) for the 8-bit formats (the word's four values), and
     (l01, l23, h01, h23) for the 4-bit ones (the four low nibbles' values, then the four high
-    nibbles'). With ASM the PTX blocks, else the same words from plain arithmetic."""
+    nibbles'). With ASM the PTX blocks, else the same words from plain arithmetic. RAW (tbq4):
+    the centroids without their norm (the plain path is then given a scale of 1)."""
     if ASM:
-        if FMT == 1:
+        if FMT == 4 and RAW:
+            return tl.inline_asm_elementwise(
+                TBQ4_WORD_RAW_ASM, "=r,=r,=r,=r,r", [word],
+                dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
+        elif FMT == 1:
             return tl.inline_asm_elementwise(FP8_ASM, "=r,=r,r", [word],
                                              dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
         else:
@@ -475,25 +490,30 @@ def q4_0_nibbles(byte, ds, ASM: tl.constexpr):
 @triton.jit
 def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             DPOW: tl.constexpr, DP: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
-            ASM: tl.constexpr, WORDS: tl.constexpr):
+            ASM: tl.constexpr, WORDS: tl.constexpr, ROWNORM: tl.constexpr = False):
     """A K or V tile read as two [BN, DPOW // 2] halves, block scales applied, and the [BN]
     float32 per-row scale. The 4-bit formats (q4_0, tbq4, nvfp4): the low and the high nibbles
     of each byte; tbq3: the even and the odd values of each group (_tile_dims gives the halves'
     head dimensions). No value moves between lanes: each half is an elementwise unpacking of
     the loaded bytes. WORDS: the packed bytes read as int32 words (tbq3: three words hold four
-    groups)."""
+    groups). ROWNORM (tbq4, tbq3 at DPOW 128: one norm a row): the centroids alone, the norm
+    returned as the row scale."""
     if WORDS and FMT != 5:
         if FMT == 3:
             word, sc = _word_planes(P0, P1, r, rmask, DPOW // 32, 4, DP // 32, X0, X1)
             scale = tl.where(rmask, 1.0, 0.0)
         elif FMT == 4:
             word, sc = _word_planes(P0, P1, r, rmask, DPOW // 128, 16, DP // 128, X0, X1)
-            scale = tl.where(rmask, 1.0, 0.0)
+            if ROWNORM:
+                scale = tl.reshape(sc, (BN,)).to(tl.float32)
+                sc = tl.full(sc.shape, 1.0, tl.float16)
+            else:
+                scale = tl.where(rmask, 1.0, 0.0)
         else:
             word, e4 = _word_planes(P0, P1, r, rmask, DPOW // 16, 2, DP // 16, X0, X1)
             sc = (_fp8(e4) * NVFP4_UNIT).to(tl.float16)
             scale = tl.where(rmask, tl.load(GS) * NVFP4_UNIT, 0.0)
-        l01, l23, h01, h23 = _unpack_words(FMT, word, sc, CENT, ASM)
+        l01, l23, h01, h23 = _unpack_words(FMT, word, sc, CENT, ASM, ROWNORM)
         lo = _pairs(l01, l23)
         hi = _pairs(h01, h23)
     elif FMT == 3:
@@ -502,15 +522,27 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
         scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 4:
         byte, norm = _planes(P0, P1, r, rmask, DPOW // 128, 64, DP // 128, X0, X1)
-        if ASM:
-            lo, hi = tl.inline_asm_elementwise(TBQ4_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r",
-                                               [byte, norm], dtype=(tl.float16, tl.float16),
-                                               is_pure=True, pack=8)
+        if ROWNORM:
+            scale = tl.reshape(norm, (BN,)).to(tl.float32)
+            if ASM:
+                lo, hi = tl.inline_asm_elementwise(TBQ4_RAW_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r",
+                                                   [byte], dtype=(tl.float16, tl.float16),
+                                                   is_pure=True, pack=8)
+            else:
+                b = byte.to(tl.int32)
+                lo = tl.load(CENT + (b & 15))
+                hi = tl.load(CENT + (b >> 4))
         else:
-            b = byte.to(tl.int32)
-            lo = tl.load(CENT + (b & 15)) * norm
-            hi = tl.load(CENT + (b >> 4)) * norm
-        scale = tl.where(rmask, 1.0, 0.0)
+            if ASM:
+                lo, hi = tl.inline_asm_elementwise(TBQ4_ASM,
+                                                   "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r",
+                                                   [byte, norm], dtype=(tl.float16, tl.float16),
+                                                   is_pure=True, pack=8)
+            else:
+                b = byte.to(tl.int32)
+                lo = tl.load(CENT + (b & 15)) * norm
+                hi = tl.load(CENT + (b >> 4)) * norm
+            scale = tl.where(rmask, 1.0, 0.0)
     elif FMT == 5:
         # a group is three bytes: eight 3-bit indices; lo holds its even values, hi its odd
         g = tl.arange(0, DPOW // 8)[None, :]
@@ -533,8 +565,17 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             lane = (tl.load(base, mask=gm, other=0).to(tl.int32)
                     | (tl.load(base + 1, mask=gm, other=0).to(tl.int32) << 8)
                     | (tl.load(base + 2, mask=gm, other=0).to(tl.int32) << 16))
-        norm = tl.load(P1 + r[:, None] * X1 + g // 16, mask=gm, other=0.0)
-        if ASM:
+        if ROWNORM:
+            scale = tl.load(P1 + r * X1, mask=rmask, other=0.0).to(tl.float32)
+            norm = tl.full([BN, DPOW // 8], 1.0, tl.float16)
+        else:
+            norm = tl.load(P1 + r[:, None] * X1 + g // 16, mask=gm, other=0.0)
+            scale = tl.where(rmask, 1.0, 0.0)
+        if ASM and ROWNORM:
+            e01, e23, o01, o23 = tl.inline_asm_elementwise(
+                TBQ3_RAW_ASM, "=r,=r,=r,=r,r", [lane],
+                dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
+        elif ASM:
             nb = _bits(norm)
             e01, e23, o01, o23 = tl.inline_asm_elementwise(
                 TBQ3_ASM, "=r,=r,=r,=r,r,r", [lane, nb | (nb << 16)],
@@ -547,7 +588,6 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
             o23 = _tbq3_word(lane, 15, 21, CENT, norm)
         lo = _pairs(e01, e23)
         hi = _pairs(o01, o23)
-        scale = tl.where(rmask, 1.0, 0.0)
     else:
         byte, sc = _planes(P0, P1, r, rmask, DPOW // 16, 8, DP // 16, X0, X1)
         s = (_fp8(sc) * NVFP4_UNIT).to(tl.float16)
@@ -802,8 +842,15 @@ def decode_split_kernel(
     # fp8_pth and nvfp4 (codes 1, 6) carry a scale a row; the others' row scale is only the
     # row mask, which the softmax applies already. nvfp4's is the same for every row of a
     # cache: V's multiplies the output once, at the end, not the weights of every tile
-    RK: tl.constexpr = FMT_K == 1 or FMT_K == 6
-    RV: tl.constexpr = FMT_V == 1
+    # tbq4's and tbq3's norm (one a 128-value block) is a row scale too where a head is one
+    # block: the scores and the weights take it instead of every value (not with a lazy
+    # rescale, whose weights up to 2^8 times a norm could leave float16's range)
+    NK: tl.constexpr = ((FMT_K == 4 or FMT_K == 5) and DPOW == 128 and DT == 0 and not IK
+                        and not (SAME_KV and LAZY))
+    NV: tl.constexpr = (SAME_KV and NK) or (not SAME_KV and (FMT_V == 4 or FMT_V == 5)
+                                            and DPOW == 128 and DT == 0 and not LAZY)
+    RK: tl.constexpr = FMT_K == 1 or FMT_K == 6 or NK
+    RV: tl.constexpr = FMT_V == 1 or NV
     DW: tl.constexpr = DPOW + DT
     if FMT_K == 0:  # noqa: SIM108 (a compile-time branch)
         KT = K0.dtype.element_ty
@@ -862,7 +909,7 @@ def decode_split_kernel(
             s = tl.sum(tl.dot(qi, kc).to(tl.float32) * qis * kd, axis=0)
         elif HK:
             ka, kb, ks = _halves(FMT_K, k0, k1, KGS, CENT_K, r, nmask, BLOCK_N, DPOW, DPK, XK0,
-                                 XK1, ASM, WORDS)
+                                 XK1, ASM, WORDS, NK)
             if SWAP:
                 s = tl.trans(tl.dot(kb, qb, tl.dot(ka, qa)))
             else:
@@ -915,7 +962,7 @@ def decode_split_kernel(
                 va, vb, vs = ka, kb, ks
             else:
                 va, vb, vs = _halves(FMT_V, v0, v1, VGS, CENT_V, r, nmask, BLOCK_N, DPOW, DPV,
-                                     XV0, XV1, ASM, WORDS_V)
+                                     XV0, XV1, ASM, WORDS_V, NV)
             pv = (p * vs[None, :] if RV else p).to(va.dtype)
             if SWAP:
                 acc_a = tl.dot(tl.trans(va), tl.trans(pv), acc_a)

@@ -21,8 +21,11 @@ from kvcore.kernels.triton_ops import (  # noqa: E402
     Q4_0_ASM,
     Q8_0_ASM,
     TBQ3_ASM,
+    TBQ3_RAW_ASM,
     TBQ4_ASM,
+    TBQ4_RAW_ASM,
     TBQ4_WORD_ASM,
+    TBQ4_WORD_RAW_ASM,
     _tbq4_asm,
 )
 
@@ -213,6 +216,33 @@ def test_tbq4_unpacker_matches_the_table_lookup(norm):
                               hi.view(np.uint16)), hex(w0)
 
 
+def test_rotated_unpackers_without_the_norm_give_the_centroids():
+    # where a head is one 128-value block the norm is the row's scale: the blocks without it
+    # return the codebook's float16 entries, and take no norm operand
+    c16, c8 = ref.centroids(16).half().numpy(), ref.centroids(8).half().numpy()
+    ws = _words()
+    for w0, w1 in zip(ws, ws[::-1], strict=True):
+        regs = run_ptx(TBQ4_RAW_ASM.value, {"$8": w0, "$9": w1})
+        b = np.array(_bytes(w0) + _bytes(w1))
+        assert np.array_equal(_out(regs, "$0", "$1", "$2", "$3").view(np.uint16),
+                              c16[b & 15].view(np.uint16)), hex(w0)
+        assert np.array_equal(_out(regs, "$4", "$5", "$6", "$7").view(np.uint16),
+                              c16[b >> 4].view(np.uint16)), hex(w0)
+        regs = run_ptx(TBQ4_WORD_RAW_ASM.value, {"$4": w0})
+        b = np.array(_bytes(w0))
+        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16), c16[b & 15].view(np.uint16))
+        assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16), c16[b >> 4].view(np.uint16))
+        regs = run_ptx(TBQ3_RAW_ASM.value, {"$4": w0})
+        idx = np.array([(w0 >> (3 * k)) & 7 for k in range(8)])
+        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16), c8[idx[0::2]].view(np.uint16))
+        assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16), c8[idx[1::2]].view(np.uint16))
+    for asm, last in ((TBQ4_RAW_ASM.value, 9), (TBQ4_WORD_RAW_ASM.value, 4),
+                      (TBQ3_RAW_ASM.value, 4)):
+        # no float16 multiply, and no operand past the outputs and the packed words
+        assert "mul.rn" not in asm
+        assert max(int(n) for n in re.findall(r"\$(\d+)", asm)) == last
+
+
 @pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(-13.5)))
 def test_tbq4_one_word_unpacker_matches_the_table_lookup(norm):
     # the word-wise read's block: one word (four bytes) a call, the norm pair twice
@@ -282,7 +312,8 @@ def test_tbq3_unpacker_matches_the_table_lookup(norm):
 def test_the_emulator_knows_every_instruction_used():
     ops = set()
     for asm in (Q4_0_ASM.value, Q8_0_ASM.value, TBQ4_ASM.value, TBQ3_ASM.value,
-                NVFP4_ASM.value, FP8_ASM.value, TBQ4_WORD_ASM.value):
+                NVFP4_ASM.value, FP8_ASM.value, TBQ4_WORD_ASM.value, TBQ4_RAW_ASM.value,
+                TBQ4_WORD_RAW_ASM.value, TBQ3_RAW_ASM.value):
         ops |= {m.group(1) for m in re.finditer(r"^\s*([a-z][\w.]*)\s", asm, re.M)}
     assert ops - {".reg"} <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "shl.b32", "mul.lo.u32",
                               "or.b32", "and.b32", "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2",

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One device call after tbq4's and tbq3's norm became a row scale where a head is one 128-value
+# block (decode_split_kernel's NK, NV: the centroids unpacked without the norm, the scores and
+# the weights multiplied by it): mixed-format checks against the reference
+# (bench/probes/int_keys.py with no shapes), the decode benchmark for tbq4 and tbq3, the launch
+# tables' check, and the three bench/verify.py plans with such heads (Qwen3-8B tbq4 128k × 4,
+# Qwen3-8B q8_0/tbq3 128k × 1, Llama-4-Scout tbq4 1M × 1).
+set -u
+export PYTHONUNBUFFERED=1
+bash bench/gpu_env.sh
+cat "$OUT/gpu.log"
+echo "== mixed formats against the reference"
+timeout 90 python3 bench/probes/int_keys.py --formats tbq4/q4_0,q8_0/tbq3,tbq3/tbq4,f16/tbq4 \
+  --base "" --variant "" --configs "" --shapes "" --out "$OUT/mixed" 2>&1 | grep "^check\|Error"
+echo "== decode tbq4, tbq3"
+timeout 240 python3 bench/decode.py --formats tbq4,tbq3 --out "$OUT" 2>&1 | grep -v Warning \
+  | grep "^tbq\|bytes_per_s"
+echo "== launch check"
+timeout 120 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
+for plan in 5 6 22; do
+  echo "== verify plan $plan"
+  mkdir -p "$OUT/verify$plan"
+  timeout 60 python3 bench/verify.py --start $plan --stop $((plan + 1)) --out "$OUT/verify$plan" \
+    2>&1 | grep -v Warning | head -2
+done
