@@ -845,7 +845,7 @@ def decode_split_kernel(
     # tbq4's and tbq3's norm (one a 128-value block) is a row scale too where a head is one
     # block: the scores and the weights take it instead of every value (not with a lazy
     # rescale, whose weights up to 2^8 times a norm could leave float16's range)
-    NK: tl.constexpr = ((FMT_K == 4 or FMT_K == 5) and DPOW == 128 and DT == 0 and not IK
+    NK: tl.constexpr = (FMT_K == 4 and DPOW == 128 and DT == 0 and not IK
                         and not (SAME_KV and LAZY))
     NV: tl.constexpr = (SAME_KV and NK) or (not SAME_KV and (FMT_V == 4 or FMT_V == 5)
                                             and DPOW == 128 and DT == 0 and not LAZY)
