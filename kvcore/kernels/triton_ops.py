@@ -497,7 +497,7 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
     head dimensions). No value moves between lanes: each half is an elementwise unpacking of
     the loaded bytes. WORDS: the packed bytes read as int32 words (tbq3: three words hold four
     groups). ROWNORM (tbq4, tbq3 at DPOW 128: one norm a row): the centroids alone, the norm
-    returned as the row scale."""
+    returned as the row scale (decode_split_kernel's NK, NV)."""
     if WORDS and FMT != 5:
         if FMT == 3:
             word, sc = _word_planes(P0, P1, r, rmask, DPOW // 32, 4, DP // 32, X0, X1)
@@ -843,8 +843,9 @@ def decode_split_kernel(
     # row mask, which the softmax applies already. nvfp4's is the same for every row of a
     # cache: V's multiplies the output once, at the end, not the weights of every tile
     # tbq4's and tbq3's norm (one a 128-value block) is a row scale too where a head is one
-    # block: the scores and the weights take it instead of every value (not with a lazy
-    # rescale, whose weights up to 2^8 times a norm could leave float16's range)
+    # block: tbq4's scores and both formats' weights take it instead of every value (tbq3's
+    # keys keep it on their values, which was faster: decode-h200-v29-rownorm.md; never with
+    # a lazy rescale, whose weights up to 2^8 times a norm could leave float16's range)
     NK: tl.constexpr = (FMT_K == 4 and DPOW == 128 and DT == 0 and not IK
                         and not (SAME_KV and LAZY))
     NV: tl.constexpr = (SAME_KV and NK) or (not SAME_KV and (FMT_V == 4 or FMT_V == 5)
