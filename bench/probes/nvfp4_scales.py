@@ -44,6 +44,7 @@ def build(device: str, big: float, decades: int):
     """A paged nvfp4 cache whose first 8 rows of each sequence have magnitudes up to ``big`` and
     whose other rows are 16-value blocks of magnitudes 10^-u, u uniform in [0, decades]."""
     import torch
+    from decode import fill_paged
 
     from kvcore.kernels.cache import LayerCache
 
@@ -53,20 +54,18 @@ def build(device: str, big: float, decades: int):
     per = max(math.ceil(n / ps) for n in lens)
     cache = LayerCache("nvfp4", "nvfp4", bsz * per, ps, hkv, d, device=device)
     table = torch.randperm(bsz * per, generator=g).view(bsz, per).to(torch.int32).to(device)
+    k, v = (torch.zeros(bsz, max(lens), hkv, d) for _ in range(2))
     small = []
     for b, n in enumerate(lens):
-        rows = []
-        for _ in range(2):  # K, V
+        for side in (k, v):
             x = torch.randn(n, hkv, d, generator=g)
             mag = 10.0 ** (-decades * torch.rand(n, hkv, d // 16, 1, generator=g))
             x = (x.view(n, hkv, d // 16, 16) * mag).view(n, hkv, d)
             x[:8] *= big / float(x[:8].abs().max())
-            rows.append(x)
+            side[b, :n] = x
             small.append(x[8:])
-        t = torch.arange(n)
-        # the first append (the big rows of the first sequence) sets the global scale
-        cache.append(rows[0].half().to(device), rows[1].half().to(device),
-                     table[b, t // ps].long(), (t % ps).to(device))
+    # the first append (the big rows of the first sequence) sets the global scale
+    fill_paged(cache, table, k.half().to(device), v.half().to(device), lens)
     seq = torch.tensor(lens, device=device, dtype=torch.int32)
     q = (torch.randn(bsz, hq, d, generator=g) * 30).half().to(device)
     return cache, table, seq, q, torch.cat([s.reshape(-1, 16) for s in small])

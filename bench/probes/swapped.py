@@ -60,6 +60,7 @@ def check(fmt: str, device: str, configs: list[tuple[int, ...]],
     largest difference over the output's largest magnitude, per config (NaN: an output left
     unwritten; a launch decode refuses: its message)."""
     import torch
+    from decode import fill_paged
 
     from kvcore.kernels.cache import LayerCache
 
@@ -70,11 +71,12 @@ def check(fmt: str, device: str, configs: list[tuple[int, ...]],
     cache = LayerCache(fmt, fmt, bsz * per, ps, hkv, d, device=device)
     perm = torch.randperm(bsz * per, device=device)
     table = perm.view(bsz, per).to(torch.int32)
+    k, v = (torch.zeros(bsz, max(lens), hkv, d, device=device, dtype=torch.float16)
+            for _ in range(2))
     for b, n in enumerate(lens):
-        t = torch.arange(n, device=device)
-        k = torch.randn(n, hkv, d, device=device, dtype=torch.float16)
-        v = torch.randn(n, hkv, d, device=device, dtype=torch.float16)
-        cache.append(k, v, table[b, t // ps].long(), t % ps)
+        k[b, :n] = torch.randn(n, hkv, d, device=device, dtype=torch.float16)
+        v[b, :n] = torch.randn(n, hkv, d, device=device, dtype=torch.float16)
+    fill_paged(cache, table, k, v, lens)
     seq = torch.tensor(lens, device=device, dtype=torch.int32)
     q = torch.randn(bsz, hq, d, device=device, dtype=torch.float16)
     ref = cache.decode_ref(q, table, seq, int_query=False).float()
