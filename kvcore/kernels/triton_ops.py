@@ -524,25 +524,21 @@ def _halves(FMT: tl.constexpr, P0, P1, GS, CENT, r, rmask, BN: tl.constexpr,
         byte, norm = _planes(P0, P1, r, rmask, DPOW // 128, 64, DP // 128, X0, X1)
         if ROWNORM:
             scale = tl.reshape(norm, (BN,)).to(tl.float32)
-            if ASM:
-                lo, hi = tl.inline_asm_elementwise(TBQ4_RAW_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r",
-                                                   [byte], dtype=(tl.float16, tl.float16),
-                                                   is_pure=True, pack=8)
-            else:
-                b = byte.to(tl.int32)
-                lo = tl.load(CENT + (b & 15))
-                hi = tl.load(CENT + (b >> 4))
+            norm = tl.full(norm.shape, 1.0, tl.float16)
         else:
-            if ASM:
-                lo, hi = tl.inline_asm_elementwise(TBQ4_ASM,
-                                                   "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r",
-                                                   [byte, norm], dtype=(tl.float16, tl.float16),
-                                                   is_pure=True, pack=8)
-            else:
-                b = byte.to(tl.int32)
-                lo = tl.load(CENT + (b & 15)) * norm
-                hi = tl.load(CENT + (b >> 4)) * norm
             scale = tl.where(rmask, 1.0, 0.0)
+        if ASM and ROWNORM:
+            lo, hi = tl.inline_asm_elementwise(TBQ4_RAW_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r",
+                                               [byte], dtype=(tl.float16, tl.float16),
+                                               is_pure=True, pack=8)
+        elif ASM:
+            lo, hi = tl.inline_asm_elementwise(TBQ4_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r",
+                                               [byte, norm], dtype=(tl.float16, tl.float16),
+                                               is_pure=True, pack=8)
+        else:
+            b = byte.to(tl.int32)
+            lo = tl.load(CENT + (b & 15)) * norm
+            hi = tl.load(CENT + (b >> 4)) * norm
     elif FMT == 5:
         # a group is three bytes: eight 3-bit indices; lo holds its even values, hi its odd
         g = tl.arange(0, DPOW // 8)[None, :]
