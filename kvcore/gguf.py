@@ -60,6 +60,9 @@ MAX_TENSORS = 1 << 20
 MAX_KEYS = 1 << 16
 MAX_STRING = 1 << 26
 MAX_DIMS = 4
+#: the most blocks a header may count (as config.json's num_hidden_layers): per-layer lists are
+#: built from it
+MAX_BLOCKS = 4096
 #: a split model's parts: name-00001-of-00003.gguf
 SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 #: words in the name of a GGUF that is not a model of its own (llama-server -hf passes over
@@ -380,11 +383,6 @@ def _uniform(value: Any) -> Any:
             return value
         return value[0]
     return value
-
-
-#: the most blocks a GGUF may count (as config.json's num_hidden_layers): a larger count is a
-#: corrupt header, and per-layer lists built from it would not fit in memory
-MAX_BLOCKS = 4096
 
 
 def _layer_count(base: str, arch: str, value: Any) -> Any:
