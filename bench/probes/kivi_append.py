@@ -1,6 +1,7 @@
 """KIVI's append on a GPU: the flush kernel's bytes against the token-by-token torch append
 (random fp16 rows, and rows on a coarse grid, whose quotients fall exactly on the rounding
-midpoints), and its throughput (16,384 new tokens a call, as bench/decode.py times it).
+midpoints), and its throughput (16,384 new tokens a call, as bench/decode.py times it; and with
+the ring slots written by torch indexing instead of kivi_ring_kernel).
 
     python bench/probes/kivi_append.py [--out DIR] [--warps 1,2,8]
 
@@ -64,6 +65,10 @@ def main() -> None:
             s, moved = kivi_append_time(fmt, batch, tokens)
             row[f"append_b{batch}_{tokens}"] = {"seconds": s, "bytes": moved,
                                                 "fraction_of_read_bw": moved / s / bw}
+            # the ring slots by torch indexing, as before kivi_ring_kernel
+            s, moved = kivi_append_time(fmt, batch, tokens, ring_kernel=False)
+            row[f"append_b{batch}_{tokens}_torch_ring"] = {"seconds": s, "bytes": moved,
+                                                          "fraction_of_read_bw": moved / s / bw}
             for w in (int(x) for x in args.warps.split(",") if x):
                 s, moved = kivi_append_time(fmt, batch, tokens, num_warps=w)
                 row[f"append_b{batch}_{tokens}_w{w}"] = {"seconds": s, "bytes": moved,

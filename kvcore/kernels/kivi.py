@@ -122,6 +122,8 @@ KIVI_TILE = 64
 #: either way (bench/results/kivi-decode-h200-v16b.json; kivi-lazy-h200.json before the
 #: unpacking by PTX)
 KIVI_LAZY = True
+#: new tokens a program of kivi_ring_kernel copies into the residual ring (a head's)
+RING_TOKENS = 32
 #: KIVI's flush kernel (a program a group of a KV head) by bits: (warps, values loaded once
 #: the keys are stored). On an H200 (bench/results/kivi-flush-warps-h200.json; 16,384 new
 #: tokens a call, B=8 32k) kivi2 106.0 → 69.7 µs a call (17.0% → 25.9% of read bandwidth) at
@@ -268,13 +270,15 @@ class KiviCache:
         return live, g0, flushed
 
     def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int,
-                     num_warps: int | None = None, late_v: bool | None = None) -> None:
+                     num_warps: int | None = None, late_v: bool | None = None,
+                     ring_kernel: bool = True) -> None:
         """The device work of an append that plan_append booked: one kernel quantizes the
-        flushed groups (from the ring and the new tokens), then the newest tokens go to their
-        ring slots. No host-side state changes and no copy from the host, so a CUDA graph can
-        replay it. ``num_warps``, ``late_v``: the flush kernel's launch (default
-        FLUSH_LAUNCH's for the bits)."""
-        from .kivi_triton import kivi_flush_kernel
+        flushed groups (from the ring and the new tokens), then one more puts the newest tokens
+        in their ring slots. No host-side state changes and no copy from the host, so a CUDA
+        graph can replay it. ``num_warps``, ``late_v``: the flush kernel's launch (default
+        FLUSH_LAUNCH's for the bits); ``ring_kernel`` False: the ring slots written by torch
+        indexing instead (several small launches: the probe times the difference)."""
+        from .kivi_triton import kivi_flush_kernel, kivi_ring_kernel
 
         n = k.shape[0]
         if flushed:
@@ -290,10 +294,17 @@ class KiviCache:
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
         first = max(0, n - self.ring)
-        slots = (_torch().arange(first, n, device=k.device) + live) % self.ring
-        self.kr[s][:, slots] = k[first:].transpose(0, 1).to(self.kr.dtype)
-        if self.has_v:
-            self.vr[s][:, slots] = v[first:].transpose(0, 1).to(self.vr.dtype)
+        if not ring_kernel:
+            slots = (_torch().arange(first, n, device=k.device) + live) % self.ring
+            self.kr[s][:, slots] = k[first:].transpose(0, 1).to(self.kr.dtype)
+            if self.has_v:
+                self.vr[s][:, slots] = v[first:].transpose(0, 1).to(self.vr.dtype)
+        elif n > first:
+            kivi_ring_kernel[(-(-(n - first) // RING_TOKENS), self.heads)](
+                self.kr, self.vr, k.contiguous(), v.contiguous(), s, first, n, live, self.ring,
+                H=self.heads, D=self.head_dim, DV=self.head_dim_v,
+                DP=_pow2(max(self.head_dim, self.head_dim_v)), TOK=RING_TOKENS,
+                HAS_V=self.has_v, num_warps=4)
 
     def append_triton(self, s: int, k: Any, v: Any) -> None:
         """Append tokens k [n, heads, head_dim], v [n, heads, head_dim_v] to sequence ``s`` in

@@ -119,6 +119,27 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
 
 
 @triton.jit
+def kivi_ring_kernel(KR, VR, XK, XV, s, first, n, live, RING, H: tl.constexpr,
+                     D: tl.constexpr, DV: tl.constexpr, DP: tl.constexpr, TOK: tl.constexpr,
+                     HAS_V: tl.constexpr):
+    """Program (j, h): new tokens first + j·TOK … (below n) of head h, from XK [n, H, D] and
+    XV [n, H, DV], into their residual-ring slots (live + i) mod RING of sequence ``s``, as
+    float16; the one launch that follows the flush (which reads the slots first)."""
+    i = first + tl.program_id(0) * TOK + tl.arange(0, TOK)
+    h = tl.program_id(1).to(tl.int64)
+    m = i < n
+    slot = ((s * H + h) * RING + (live + i) % RING)[:, None]
+    src = (i.to(tl.int64) * H + h)[:, None]
+    d = tl.arange(0, DP)[None, :]
+    mk = m[:, None] & _below(d, D, DP == D)
+    tl.store(KR + slot * D + d, tl.load(XK + src * D + d, mask=mk).to(tl.float16), mask=mk)
+    if HAS_V:
+        mv = m[:, None] & _below(d, DV, DP == DV)
+        tl.store(VR + slot * DV + d, tl.load(XV + src * DV + d, mask=mv).to(tl.float16),
+                 mask=mv)
+
+
+@triton.jit
 def _flush_values(v, VQ, VS, VM, gbase, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
                   BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
                   HW: tl.constexpr):

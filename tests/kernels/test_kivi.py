@@ -124,6 +124,32 @@ def test_bulk_append_writes_the_token_by_token_bytes(capacity, chunks):
     assert (bulk.n_quant, bulk.n_resid) == (one.n_quant, one.n_resid)
 
 
+@pytest.mark.parametrize(("dtype", "dv", "values"), [(torch.float16, 64, True),
+                                                     (torch.bfloat16, 64, True),
+                                                     (torch.float16, 32, True),
+                                                     (torch.float16, 64, False)])
+def test_ring_kernel_writes_what_torch_indexing_writes(dtype, dv, values):
+    # the ring slots of an append come from one kernel: chunks shorter and longer than the
+    # ring, wrapping around it, bfloat16 rows (stored as float16), a narrower V and a K-only
+    # cache must leave every plane as the torch indexing leaves it
+    g = torch.Generator().manual_seed(23)
+    chunks = [5, 200, 1, 90, 400]
+    k = torch.randn(sum(chunks), 2, 64, generator=g).to(dtype)
+    v = torch.randn(sum(chunks), 2, dv, generator=g).to(dtype) if values else k
+    caches = [KiviCache("kivi4", 2, 2, 64, 800, head_dim_v=dv, values=values)
+              for _ in range(2)]
+    start = 0
+    for c in chunks:
+        for cache, kernel in zip(caches, (True, False), strict=True):
+            plan = cache.plan_append(0, c)
+            cache.write_append(0, k[start:start + c], v[start:start + c], *plan,
+                               ring_kernel=kernel)
+        start += c
+        for a, b in zip(caches[0].tensors(), caches[1].tensors(), strict=True):
+            assert torch.equal(a, b), c
+    assert bool((caches[0].kr[0] != 0).any()) and not bool((caches[0].kr[1] != 0).any())
+
+
 @pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_flush_writes_the_same_bytes_with_its_values_loaded_early_or_late(fmt, dtype):
