@@ -54,8 +54,8 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor"
-                    "[/stages[/registers[/prefetch 0 or 1]]], the rotated formats' persistent "
-                    "launch],… instead of the built-in list")
+                    "[/stages[/registers]], the rotated formats' persistent launch],… instead of the built-in "
+                    "list")
     ap.add_argument("--head-dims", help="only the bytes against the reference, for these head "
                     "widths (comma-separated), fp16 and bf16 rows; no timing")
     args = ap.parse_args()
@@ -87,10 +87,8 @@ def main() -> None:
         cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
         fill(cache, batch, tokens, dtype)
         for rows, warps, *more in configs:
-            launch = dict(zip(("programs_per_sm", "num_stages", "max_registers", "prefetch"),
-                              more, strict=False))
-            if "prefetch" in launch:
-                launch["prefetch"] = bool(launch["prefetch"])
+            launch = dict(zip(("programs_per_sm", "num_stages", "max_registers"), more,
+                              strict=False))
             s, moved = append_time(cache, batch, tokens, dtype, rows_per_program=rows,
                                    num_warps=warps, **launch)
             row = {"format": fmt, "rows_per_program": rows, "num_warps": warps, **launch,

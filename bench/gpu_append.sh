@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# One device call for the appends that miss their target: the rotated formats' persistent
-# append with and without its next block loaded ahead (rows/warps/programs a
-# multiprocessor/stages/registers/prefetch), and KIVI's append with its ring slots written by
-# kivi_ring_kernel against torch indexing (bench/probes/kivi_append.py).
+# One device call after KIVI's flush kernel walks the channels in blocks of one group (and
+# reads its rows in vectors) and its ring slots come from one kernel: the append probe (bytes
+# against the torch append, time at the default launch, at 2 and 4 warps, and with the ring by
+# torch indexing), the decode benchmark for kivi2 and kivi4 (its append column), and the four
+# bench/verify.py plans in KIVI formats through kvplan measure. (Its first version, at commit
+# 7e4ce14, timed a prefetching rotated append too: append-prefetch-h200.json.)
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
 cat "$OUT/gpu.log"
-echo "== rotated append"
-timeout 300 python3 bench/append_sweep.py --formats tbq4,tbq3 --out "$OUT" --configs \
-  "${APPEND_CONFIGS:-64/4/3/1/168/0,64/4/3/1/168/1,64/4/2/1/255/0,64/4/2/1/255/1,64/4/2/1/200/1,32/4/3/1/168/1,32/4/4/1/128/1,32/4/4/1/128/0,128/8/1/1/255/1}" \
-  2>&1 | grep -v Warning
 echo "== kivi append"
-timeout 200 python3 bench/probes/kivi_append.py --out "$OUT" 2>&1 | grep -v Warning | cut -c1-600
+timeout 200 python3 bench/probes/kivi_append.py --warps 2,4 --out "$OUT" 2>&1 | grep -v Warning \
+  | cut -c1-900
+echo "== decode kivi2, kivi4"
+timeout 300 python3 bench/decode.py --formats kivi2,kivi4 --out "$OUT" 2>&1 | grep -v Warning \
+  | grep "^kivi\|bytes_per_s"
+for plan in 19 20 24 25; do
+  echo "== verify plan $plan"
+  mkdir -p "$OUT/verify$plan"
+  timeout 90 python3 bench/verify.py --start $plan --stop $((plan + 1)) --out "$OUT/verify$plan" \
+    2>&1 | grep -v Warning | head -2
+done

@@ -89,8 +89,7 @@ def _opcodes(lines: list[str]) -> collections.Counter:
         for ln in lines)
 
 
-def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, prefetch: bool = False,
-                   max_registers: int = 0):
+def compile_append(fmt: str, rows: int, warps: int, stages: int = 1):
     """The append kernel of ``fmt`` (head_dim 128, 8 KV heads, fp16 rows, the GPU paths)
     compiled for sm_90: (kernel, SASS, resource usage)."""
     from kvcore.kernels import triton_ops as ops
@@ -101,15 +100,12 @@ def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, prefetch: b
            "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
     x0, x1 = _row_widths(fmt, 128)
     consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=x0, X1=x1,
-                  LEVELS=8 if f == 5 else 16, ROWS=rows, HW=True, PREFETCH=prefetch)
+                  LEVELS=8 if f == 5 else 16, ROWS=rows, HW=True)
     kernel = ops.rotated_append_kernel if f in (4, 5) else ops.append_kernel
-    options = {"num_warps": warps, "num_stages": stages}
-    if max_registers:
-        options["maxnreg"] = max_registers
-    return _compile(kernel, sig, consts, ("PAGE",), options)
+    return _compile(kernel, sig, consts, ("PAGE",), {"num_warps": warps, "num_stages": stages})
 
 
-def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False):
+def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: int = 3):
     """KIVI's flush kernel (head_dim 128, 8 KV heads, groups of 32 tokens, the GPU paths;
     ``late``: the values loaded once the keys are stored) compiled for sm_90: (kernel, SASS,
     resource usage)."""
@@ -121,7 +117,7 @@ def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False):
            "RING": "i32"}
     consts = dict(H=8, D=128, DV=128, DP=128, G=32, BITS=bits, PER=8 // bits, LEVELS=(1 << bits) - 1,
                   HAS_V=True, HW=True, LATE_V=late)
-    return _compile(kivi_flush_kernel, sig, consts, ("RING",), {"num_warps": warps})
+    return _compile(kivi_flush_kernel, sig, consts, ("RING",), {"num_warps": warps, "num_stages": stages})
 
 
 def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 64,
@@ -144,8 +140,7 @@ def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 6
 def _count_append(args) -> None:
     """Every instruction of the append kernel (head_dim 128, 8 KV heads), per value; for a
     rotated format (persistent programs) the loop over row blocks."""
-    kernel, sass, usage = compile_append(args.fmt, args.rows, args.warps, args.stages,
-                                         args.prefetch, args.max_registers)
+    kernel, sass, usage = compile_append(args.fmt, args.rows, args.warps, args.stages)
     if args.dump:
         _dump(args.dump, f"{args.fmt}-append", kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
@@ -188,8 +183,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--dump", help="write the kernel's ttgir, ptx and sass into this folder")
     ap.add_argument("--append", action="store_true", help="count the append kernel")
     ap.add_argument("--rows", type=int, default=32, help="append: rows per program")
-    ap.add_argument("--prefetch", action="store_true",
-                    help="append, a rotated format: load the next block during the work")
     ap.add_argument("--head-dim", type=int, default=128,
                     help="decode: head_dim (a width that is not a power of two is held in "
                          "two parts, as the decode holds it)")

@@ -205,7 +205,6 @@ APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (
 #: programs of at most 168 registers, loads not pipelined: tbq4 28.6%, tbq3 33.5% of read
 #: bandwidth; 2 programs of 255 registers 27.3% and 30.4%; 4 of 128, 28.7% and 31.1%)
 ROTATED_PER_SM, ROTATED_STAGES, ROTATED_REGS = 3, 1, 168
-ROTATED_PREFETCH = False
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -554,7 +553,7 @@ class LayerCache:
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
                rows_per_program: int | None = None, num_warps: int | None = None,
                programs_per_sm: int | None = None, num_stages: int | None = None,
-               max_registers: int | None = None, prefetch: bool | None = None) -> None:
+               max_registers: int | None = None) -> None:
         """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]: token i goes to (pages[i],
         offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
@@ -563,8 +562,7 @@ class LayerCache:
         rotated format's programs are persistent (ROTATED_PER_SM a multiprocessor, or
         ``programs_per_sm``): each loads the rotation once; ``num_stages`` (ROTATED_STAGES if
         not given) pipelines their loop's loads, and ``max_registers`` (ROTATED_REGS if not
-        given) caps their registers a thread; ``prefetch`` (ROTATED_PREFETCH if not given) loads
-        each block's rows during the work on the one before."""
+        given) caps their registers a thread."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()
@@ -600,7 +598,6 @@ class LayerCache:
                 rotated_append_kernel[grid](
                     rows, pages, offsets, p0, p1, rot, tab[f"th{levels}"],
                     self._cent(side.fmt), n, self.page_size, LEVELS=levels, **shape,
-                    PREFETCH=ROTATED_PREFETCH if prefetch is None else prefetch,
                     num_stages=num_stages or ROTATED_STAGES,
                     maxnreg=max_registers or ROTATED_REGS)
             else:

@@ -129,7 +129,7 @@ RING_TOKENS = 32
 #: tokens a call, B=8 32k) kivi2 106.0 → 69.7 µs a call (17.0% → 25.9% of read bandwidth) at
 #: one warp with the late load (81.6 µs with both loaded first: it spills), kivi4 79.6 → 65.5
 #: µs (25.0% → 30.4%) at two warps (69.3 µs with the late load); four warps were the default
-FLUSH_LAUNCH = {2: (1, True), 4: (2, False)}
+FLUSH_LAUNCH = {2: (1, True), 4: (1, True)}
 
 
 class KiviCache:

@@ -50,21 +50,16 @@ def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
 
 @triton.jit
 def _group_rows(R, X, old, rb, xb, d, dm, G: tl.constexpr, D: tl.constexpr, DP: tl.constexpr):
-    """The [G, DP] float16 rows of one group: a token below ``live`` (``old``) from the ring R
-    (row rb), a later one from the new tokens X (row xb)."""
-    if X.dtype.element_ty == R.dtype.element_ty:
-        # one load a row, from the ring or the new tokens by the row's own pointer
-        m = tl.broadcast_to(dm[None, :], (G, DP))
-        rows = tl.load(tl.where(old, R + rb * D, X + xb * D)[:, None] + d[None, :], mask=m,
-                       other=0.0)
-    else:
-        mo = old[:, None] & dm[None, :]
-        mn = ~old[:, None] & dm[None, :]
-        rows = tl.where(old[:, None],
-                        tl.load(R + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
-                        tl.load(X + xb[:, None] * D + d[None, :], mask=mn,
-                                other=0.0).to(tl.float16))
-    return rows
+    """The [G, DP] float16 rows of one group at columns d: a token below ``live`` (``old``)
+    from the ring R (row rb), a later one from the new tokens X (row xb). Two loads, each
+    masked to its rows, so that the compiler knows each row's start is aligned (a row is D
+    elements) and reads it in vectors; one load through a pointer chosen per row reads it
+    element by element, and its layout spreads a row's channels over the lanes."""
+    mo = old[:, None] & dm[None, :]
+    mn = ~old[:, None] & dm[None, :]
+    return tl.where(old[:, None],
+                    tl.load(R + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
+                    tl.load(X + xb[:, None] * D + d[None, :], mask=mn, other=0.0).to(tl.float16))
 
 
 @triton.jit
@@ -78,44 +73,60 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     slot the group table GT gives it. A token below ``live`` (the tokens held before this
     append) comes from the residual ring, a later one from the new tokens XK [n, H, D] and
     XV [n, H, DV] (token live + i at row i), read as float16 as the ring holds them. DV: the
-    width of V's rows (D but where K and V differ). DP: the wider of D and DV rounded up to a
-    power of two (the lanes past a row's width are masked). HAS_V false: a K-only cache
-    (DV = D). LATE_V: load the
-    values once the keys are stored, so that a program does not hold both (fewer registers)."""
+    width of V's rows (D but where K and V differ; both multiples of G). DP: the wider of D
+    and DV rounded up to a power of two. HAS_V false: a K-only cache (DV = D).
+
+    The program walks the channels in blocks of G: a key's scale and minimum are a channel's
+    over the group's G tokens, a value's those of a token over G channels, so each [G, G]
+    block of either is quantized and stored on its own and a thread holds only a block at a
+    time. LATE_V: a block's values loaded once its keys are stored, not with them."""
     gi = g0 + tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
     t = tl.arange(0, G)
-    d = tl.arange(0, DP)
-    dm = _below(d, D, DP == D)
-    dvm = _below(d, DV, DP == DV)
+    c = tl.arange(0, G)
     tok = gi.to(tl.int64) * G + t
     old = tok < live
     rb = (s * H + h) * RING + tok % RING
     xb = (tok - live) * H + h
-    k = _group_rows(KR, XK, old, rb, xb, d, dm, G, D, DP)
-    if HAS_V and not LATE_V:
-        v = _group_rows(VR, XV, old, rb, xb, d, dvm, G, DV, DP)
-    # keys (float16: their minimum and maximum are exact in it): per channel over the G tokens
-    lo = tl.min(k, axis=0)
-    hi = tl.max(k, axis=0)
-    ks = ((hi.to(tl.float32) - lo.to(tl.float32)) / LEVELS).to(tl.float16)
-    km = lo
-    kc = _quantize(k, km[None, :], ks[None, :], LEVELS, HW)
-    # pack along tokens: byte j of channel d holds tokens PER·j .. PER·j + PER − 1; the bytes
-    # lie [G/PER, D], channels contiguous
-    kc3 = tl.reshape(kc, (G // PER, PER, DP))
-    shifts = (tl.arange(0, PER) * BITS)[None, :, None]
-    kbytes = tl.sum(kc3 << shifts, axis=1)  # [G/per, DP]
     gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
     j = tl.arange(0, G // PER)
-    tl.store(KQ + (gbase * (G // PER) + j[:, None]) * D + d[None, :], kbytes.to(tl.uint8),
-             mask=dm[None, :])
-    tl.store(KS + gbase * D + d, ks, mask=dm)
-    tl.store(KM + gbase * D + d, km, mask=dm)
-    if HAS_V:
-        if LATE_V:
-            v = _group_rows(VR, XV, old, rb, xb, d, dvm, G, DV, DP)
-        _flush_values(v, VQ, VS, VM, gbase, DV, DP, G, BITS, PER, LEVELS, HW)
+    cj = tl.arange(0, G // PER)
+    kshift = (tl.arange(0, PER) * BITS)[None, :, None]
+    vshift = (tl.arange(0, PER) * BITS)[None, None, :]
+    for cb in range(0, (D if D > DV else DV) // G):
+        d = cb * G + c
+        # a block lies wholly inside a row or wholly past it (D, DV multiples of G)
+        dm = _below(d, D, D == DV)
+        dvm = _below(d, DV, D == DV)
+        k = _group_rows(KR, XK, old, rb, xb, d, dm, G, D, G)
+        if HAS_V and not LATE_V:
+            v = _group_rows(VR, XV, old, rb, xb, d, dvm, G, DV, G)
+        # keys (float16: their minimum and maximum are exact in it): per channel over the G
+        # tokens; packed along tokens: byte j of channel d holds tokens PER·j … PER·j + PER − 1,
+        # the bytes lie [G/PER, D], channels contiguous
+        km = tl.min(k, axis=0)
+        ks = ((tl.max(k, axis=0).to(tl.float32) - km.to(tl.float32)) / LEVELS).to(tl.float16)
+        kc = _quantize(k, km[None, :], ks[None, :], LEVELS, HW)
+        kbytes = tl.sum(tl.reshape(kc, (G // PER, PER, G)) << kshift, axis=1)  # [G/PER, G]
+        tl.store(KQ + (gbase * (G // PER) + j[:, None]) * D + d[None, :], kbytes.to(tl.uint8),
+                 mask=dm[None, :])
+        tl.store(KS + gbase * D + d, ks, mask=dm)
+        tl.store(KM + gbase * D + d, km, mask=dm)
+        if HAS_V:
+            if LATE_V:
+                v = _group_rows(VR, XV, old, rb, xb, d, dvm, G, DV, G)
+            # values: per token over the block's G channels (channel group cb); the planes lie
+            # token-minor: byte c of token t at [c, t], the scale and minimum of group cb at
+            # [cb, t]
+            vm = tl.min(v, axis=1)
+            vs = ((tl.max(v, axis=1).to(tl.float32) - vm.to(tl.float32)) / LEVELS).to(tl.float16)
+            vc = _quantize(v, vm[:, None], vs[:, None], LEVELS, HW)
+            vbytes = tl.sum(tl.reshape(vc, (G, G // PER, PER)) << vshift, axis=2)  # [G, G/PER]
+            tm = _below(cb * G + 0 * t, DV, D == DV)  # [G]: the block inside V's rows
+            tl.store(VQ + (gbase * (DV // PER) + cb * (G // PER) + cj[None, :]) * G + t[:, None],
+                     vbytes.to(tl.uint8), mask=tm[:, None])
+            tl.store(VS + (gbase * (DV // G) + cb) * G + t, vs, mask=tm)
+            tl.store(VM + (gbase * (DV // G) + cb) * G + t, vm, mask=tm)
 
 
 @triton.jit
@@ -137,33 +148,6 @@ def kivi_ring_kernel(KR, VR, XK, XV, s, first, n, live, RING, H: tl.constexpr,
         mv = m[:, None] & _below(d, DV, DP == DV)
         tl.store(VR + slot * DV + d, tl.load(XV + src * DV + d, mask=mv).to(tl.float16),
                  mask=mv)
-
-
-@triton.jit
-def _flush_values(v, VQ, VS, VM, gbase, D: tl.constexpr, DP: tl.constexpr, G: tl.constexpr,
-                  BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
-                  HW: tl.constexpr):
-    """Values [G, DP] (float16) of one group quantized per token over groups of G channels (D,
-    V's width, is a multiple of G; the groups past D are padding) into group ``gbase`` (slot · heads + head) of
-    the value planes, which lie token-minor: byte c of token t at [c, t], the scale and minimum
-    of channel group n at [n, t]."""
-    v3 = tl.reshape(v, (G, DP // G, G))
-    vlo = tl.min(v3, axis=2)
-    vhi = tl.max(v3, axis=2)
-    vs = ((vhi.to(tl.float32) - vlo.to(tl.float32)) / LEVELS).to(tl.float16)
-    vm = vlo
-    vc = _quantize(v3, vm[:, :, None], vs[:, :, None], LEVELS, HW)
-    vc3 = tl.reshape(vc, (G, DP // PER, PER))
-    vshift = (tl.arange(0, PER) * BITS)[None, None, :]
-    vbytes = tl.sum(vc3 << vshift, axis=2)  # [G, DP/per]
-    c = tl.arange(0, DP // PER)
-    t = tl.arange(0, G)[:, None]
-    tl.store(VQ + (gbase * (D // PER) + c[None, :]) * G + t, vbytes.to(tl.uint8),
-             mask=_below(c, D // PER, DP == D)[None, :])
-    ng = tl.arange(0, DP // G)
-    gm = _below(ng, D // G, DP == D)[None, :]
-    tl.store(VS + (gbase * (D // G) + ng[None, :]) * G + t, vs, mask=gm)
-    tl.store(VM + (gbase * (D // G) + ng[None, :]) * G + t, vm, mask=gm)
 
 
 def _codes_asm(bits: int) -> str:

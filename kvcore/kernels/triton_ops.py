@@ -1186,25 +1186,10 @@ def _store_codes(P0, r, rmask, idx, R: tl.constexpr, C: tl.constexpr, FMT: tl.co
 
 
 @triton.jit
-def _row_block(X, PAGES, OFFSETS, blk, n_rows, PAGE, H_KV: tl.constexpr, D: tl.constexpr,
-               DPOW: tl.constexpr, ROWS: tl.constexpr):
-    """Block ``blk`` of ROWS input rows: (mask of the rows that exist, their cache rows
-    [ROWS, 1], the rows [ROWS, DPOW], 0 past D and past n_rows)."""
-    ri = tl.arange(0, ROWS).to(tl.int64) + blk * ROWS
-    rmask = ri < n_rows
-    r = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)[:, None]
-    d = tl.arange(0, DPOW)
-    x = tl.load(X + ri[:, None] * D + d[None, :], mask=rmask[:, None] & (d[None, :] < D),
-                other=0.0)
-    return rmask, r, x
-
-
-@triton.jit
 def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE,
                           H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr,
                           DP: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr,
-                          X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr,
-                          PREFETCH: tl.constexpr = False):
+                          X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr):
     """append_kernel for the rotated formats (tbq4: FMT 4, tbq3: 5), persistent: each program
     loads the rotation (ROT, the 128 × 128 ±1 matrix, times √128; tbq3: its rows in
     lane_order) once and then quantizes every num_programs-th block of ROWS rows. Each
@@ -1212,8 +1197,7 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
     of its unit vector; its stored norm is the block's norm over the norm of its centroids,
     so the reconstruction keeps the length. ROT is float16 or bfloat16: input of its type is
     rotated as it is (one product, exact but for the float32 sums); other input (float32) by
-    _rotate_blocks, as its blocks' unit vectors. PREFETCH: each step loads the next block's
-    rows before it quantizes the current one's, so that the load overlaps the work."""
+    _rotate_blocks, as its blocks' unit vectors."""
     r128 = tl.arange(0, 128)
     rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
     H: tl.constexpr = LEVELS // 2
@@ -1234,18 +1218,14 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
     e5 = _coded(CENT, 5, H, M)
     e6 = _coded(CENT, 6, H, M)
     e7 = _coded(CENT, 7, H, M)
+    d = tl.arange(0, DPOW)
     nb = tl.arange(0, DPOW // 128)
-    step = tl.num_programs(0)
-    if PREFETCH:
-        rmask, r, x = _row_block(X, PAGES, OFFSETS, tl.program_id(0), n_rows, PAGE, H_KV, D,
-                                 DPOW, ROWS)
-    for blk in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), step):
-        if PREFETCH:
-            # past the last block every row is masked: nothing is read
-            rmask_n, r_n, x_n = _row_block(X, PAGES, OFFSETS, blk + step, n_rows, PAGE, H_KV,
-                                           D, DPOW, ROWS)
-        else:
-            rmask, r, x = _row_block(X, PAGES, OFFSETS, blk, n_rows, PAGE, H_KV, D, DPOW, ROWS)
+    for blk in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+        ri = tl.arange(0, ROWS).to(tl.int64) + blk * ROWS
+        rmask = ri < n_rows
+        r = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)[:, None]
+        x = tl.load(X + ri[:, None] * D + d[None, :], mask=rmask[:, None] & (d[None, :] < D),
+                    other=0.0)
         # y: each block rotated; the rotation keeps the length, so y / |y| is its rotated
         # unit vector, whose coordinates the thresholds code: compare |y| with the thresholds
         # times s = |y| (at least 10⁻³⁰, so that a zero block compares as zero)
@@ -1270,10 +1250,6 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
                      ROWS, DPOW, FMT, DP * (4 if FMT == 4 else 3) // 8)
         norm = (n / tl.maximum(tl.sqrt(tl.sum(c * c, axis=2)), 1e-30)).to(tl.float16)
         tl.store(P1 + r * X1 + nb[None, :], norm, mask=rmask[:, None] & (nb[None, :] < DP // 128))
-        if PREFETCH:
-            rmask = rmask_n
-            r = r_n
-            x = x_n
 
 
 @triton.jit
