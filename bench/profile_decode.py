@@ -8,7 +8,8 @@ Nsight Compute can profile it.
 
 One layer, GQA 32/8, head_dim 128, batch 8 × 32,768 tokens; each format's decode runs twice
 (the second launch is the one to read). --append: an append of 16,384 new tokens (K and V, a
-launch each) into that cache, twice (profile with --kernel-name regex:append_kernel).
+launch each) into that cache, twice (profile with --kernel-name regex:append_kernel); for
+kivi2 and kivi4, 16,384 tokens into each of two empty sequences (regex:kivi_flush_kernel).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from decode import HKV, HQ, D, fill  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.kernels.kivi import KiviCache  # noqa: E402
 
 B, T = 8, 32768
 
@@ -31,6 +33,14 @@ def main() -> None:
     append = "--append" in sys.argv
     formats = [a for a in sys.argv[1:] if a != "--append"] or ["f16", "q4_0", "tbq4"]
     for fmt in formats:
+        if append and fmt.startswith("kivi"):
+            kivi = KiviCache(fmt, B, HKV, D, T, device="cuda")
+            x = torch.randn(16384, HKV, D, device="cuda", dtype=torch.float16)
+            for s in range(2):  # two empty sequences: every group flushes
+                kivi.append_triton(s, x, x)
+            torch.cuda.synchronize()
+            print(fmt, "appended", flush=True)
+            continue
         cache = LayerCache(fmt, fmt, B, T, HKV, D, device="cuda")
         if append:
             n = 16384
