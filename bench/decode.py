@@ -306,12 +306,13 @@ def kivi_copies(cache: KiviCache) -> list[KiviCache]:
 
 
 def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = None,
-                     ring_kernel: bool = True) -> tuple[float, int]:
+                     ring_kernel: bool = True,
+                     max_registers: int | None = None) -> tuple[float, int]:
     """Seconds per append of min(APPEND_TOKENS, batch · tokens) new tokens into empty
     sequences of a KIVI cache (whole sequences, the first ones), replayed from a CUDA graph
     over input copies too large for L2, and the bytes each append moves: the input read, the
     quantized groups it flushes and the residual-ring slots it writes. ``num_warps``,
-    ``ring_kernel``: KiviCache.write_append's."""
+    ``ring_kernel``, ``max_registers``: KiviCache.write_append's."""
     n = min(APPEND_TOKENS, batch * tokens)
     cache = KiviCache(fmt, batch, HKV, D, tokens, device="cuda")
     plans = []
@@ -327,7 +328,8 @@ def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = 
 
     def step(xs: list) -> None:
         for (s, _, plan), (kx, vx) in zip(plans, xs, strict=True):
-            cache.write_append(s, kx, vx, *plan, num_warps=num_warps, ring_kernel=ring_kernel)
+            cache.write_append(s, kx, vx, *plan, num_warps=num_warps, ring_kernel=ring_kernel,
+                               max_registers=max_registers)
 
     inputs = [[(torch.randn(m, HKV, D, device="cuda", dtype=torch.float16),
                 torch.randn(m, HKV, D, device="cuda", dtype=torch.float16)) for _, m, _ in plans]

@@ -105,7 +105,8 @@ def compile_append(fmt: str, rows: int, warps: int, stages: int = 1):
     return _compile(kernel, sig, consts, ("PAGE",), {"num_warps": warps, "num_stages": stages})
 
 
-def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: int = 3):
+def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: int = 3,
+                       max_registers: int = 0):
     """KIVI's flush kernel (head_dim 128, 8 KV heads, groups of 32 tokens, the GPU paths;
     ``late``: the values loaded once the keys are stored) compiled for sm_90: (kernel, SASS,
     resource usage)."""
@@ -117,7 +118,10 @@ def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: in
            "RING": "i32"}
     consts = dict(H=8, D=128, DV=128, DP=128, G=32, BITS=bits, PER=8 // bits, LEVELS=(1 << bits) - 1,
                   HAS_V=True, HW=True, LATE_V=late)
-    return _compile(kivi_flush_kernel, sig, consts, ("RING",), {"num_warps": warps, "num_stages": stages})
+    options = {"num_warps": warps, "num_stages": stages}
+    if max_registers:
+        options["maxnreg"] = max_registers
+    return _compile(kivi_flush_kernel, sig, consts, ("RING",), options)
 
 
 def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 64,

@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--old", help="a module holding an earlier kivi_flush_kernel to time instead")
     ap.add_argument("--warps", default="", help="flush warps to time besides the default, "
                     "comma-separated")
+    ap.add_argument("--registers", default="", help="flush register caps to time besides the "
+                    "default, comma-separated")
     args = ap.parse_args()
     if args.old:
         import importlib
@@ -69,6 +71,10 @@ def main() -> None:
             s, moved = kivi_append_time(fmt, batch, tokens, ring_kernel=False)
             row[f"append_b{batch}_{tokens}_torch_ring"] = {"seconds": s, "bytes": moved,
                                                           "fraction_of_read_bw": moved / s / bw}
+            for r in (int(x) for x in args.registers.split(",") if x):
+                s, moved = kivi_append_time(fmt, batch, tokens, max_registers=r)
+                row[f"append_b{batch}_{tokens}_r{r}"] = {"seconds": s, "bytes": moved,
+                                                         "fraction_of_read_bw": moved / s / bw}
             for w in (int(x) for x in args.warps.split(",") if x):
                 s, moved = kivi_append_time(fmt, batch, tokens, num_warps=w)
                 row[f"append_b{batch}_{tokens}_w{w}"] = {"seconds": s, "bytes": moved,

@@ -130,6 +130,7 @@ RING_TOKENS = 32
 #: one warp with the late load (81.6 µs with both loaded first: it spills), kivi4 79.6 → 65.5
 #: µs (25.0% → 30.4%) at two warps (69.3 µs with the late load); four warps were the default
 FLUSH_LAUNCH = {2: (1, True), 4: (1, True)}
+FLUSH_REGS = 0
 
 
 class KiviCache:
@@ -271,13 +272,14 @@ class KiviCache:
 
     def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int,
                      num_warps: int | None = None, late_v: bool | None = None,
-                     ring_kernel: bool = True) -> None:
+                     ring_kernel: bool = True, max_registers: int | None = None) -> None:
         """The device work of an append that plan_append booked: one kernel quantizes the
         flushed groups (from the ring and the new tokens), then one more puts the newest tokens
         in their ring slots. No host-side state changes and no copy from the host, so a CUDA
         graph can replay it. ``num_warps``, ``late_v``: the flush kernel's launch (default
-        FLUSH_LAUNCH's for the bits); ``ring_kernel`` False: the ring slots written by torch
-        indexing instead (several small launches: the probe times the difference)."""
+        FLUSH_LAUNCH's for the bits), ``max_registers`` its cap of registers a thread
+        (FLUSH_REGS, 0 none); ``ring_kernel`` False: the ring slots written by torch indexing
+        instead (several small launches: the probe times the difference)."""
         from .kivi_triton import kivi_flush_kernel, kivi_ring_kernel
 
         n = k.shape[0]
@@ -290,7 +292,9 @@ class KiviCache:
                 G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
                 HAS_V=self.has_v, HW=k.is_cuda,
                 LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
-                num_warps=num_warps or FLUSH_LAUNCH[self.bits][0])
+                num_warps=num_warps or FLUSH_LAUNCH[self.bits][0],
+                **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
+                                         else max_registers) else {}))
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
         first = max(0, n - self.ring)

@@ -23,8 +23,9 @@ def _below(x, n: tl.constexpr, WHOLE: tl.constexpr):
 @triton.jit
 def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
     """The codes (int32) of x given its group's minimum ``mn`` and scale ``sc`` (float16,
-    broadcast against x), as the reference computes them: floor((x − mn) / sc + 0.5), the
-    quotient rounded to float32, clamped to 0 … LEVELS (before the rounding: the same codes),
+    broadcast against x, mn at most x), as the reference computes them:
+    floor((x − mn) / sc + 0.5), the quotient rounded to float32, clamped to LEVELS (before the
+    rounding: the same codes),
     0 where the scale is 0. HW (a GPU): the quotient from the correctly rounded reciprocal
     (one a group) and one correction by fused multiply-adds, which gives the correctly rounded
     quotient; floor and conversion by one add rounded down to 2²³ (the code is then the low
@@ -38,7 +39,9 @@ def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
         q = tl.fma(tl.fma(-q0, tl.broadcast_to(scf, y.shape), y), r, q0)
     else:
         q = tl.where(scf > 0, y / tl.where(scf > 0, scf, 1.0), 0.0)
-    q = tl.minimum(tl.maximum(q, 0.0), LEVELS * 1.0) + 0.5
+    # x ≥ mn (its group's minimum; the difference exact in float32), so q ≥ 0: only the top
+    # needs the clamp (a scale rounded down to float16 can leave q just above LEVELS)
+    q = tl.minimum(q, LEVELS * 1.0) + 0.5
     if HW:
         magic = tl.full(q.shape, 8388608.0, tl.float32)
         t = tl.inline_asm_elementwise("add.rm.f32 $0, $1, $2;", "=r,r,r", [q, magic],
