@@ -124,13 +124,19 @@ KIVI_TILE = 64
 KIVI_LAZY = True
 #: new tokens a program of kivi_ring_kernel copies into the residual ring (a head's)
 RING_TOKENS = 32
-#: KIVI's flush kernel (a program a group of a KV head) by bits: (warps, values loaded once
-#: the keys are stored). On an H200 (bench/results/kivi-flush-warps-h200.json; 16,384 new
-#: tokens a call, B=8 32k) kivi2 106.0 → 69.7 µs a call (17.0% → 25.9% of read bandwidth) at
-#: one warp with the late load (81.6 µs with both loaded first: it spills), kivi4 79.6 → 65.5
-#: µs (25.0% → 30.4%) at two warps (69.3 µs with the late load); four warps were the default
+#: KIVI's flush kernel (a program a group of a KV head) by bits: (warps, values of a channel
+#: block loaded once its keys are stored), and its cap of registers a thread. On an H200,
+#: 16,384 new tokens a call into empty sequences (B=8 32k), the whole append (flush and ring):
+#: the kernel holding the whole group, its rows read element by element, 17.0% → 25.9% of
+#: read bandwidth for kivi2 at one warp with the late load, kivi4 25.0% → 30.4% at two warps
+#: (kivi-flush-warps-h200.json); with the ring slots from one kernel kivi2 69.7 → 50.2 µs a
+#: call, kivi4 65.5 → 54.3 (kivi-append-ring-h200.json). Walking the channels in blocks of one
+#: group, rows read in vectors (sm_90: 54.6 → 24 instructions a value, no spills), one warp
+#: and the late load for both: 52.6 and 53.1 µs, faster at 128 registers (12 → 16 programs a
+#: multiprocessor): kivi2 45.3 µs (39.9%), kivi4 45.7 µs (43.6%); 96 and 80 registers spill
+#: and were slower, two and four warps too (kivi-flush-blocks-h200.json)
 FLUSH_LAUNCH = {2: (1, True), 4: (1, True)}
-FLUSH_REGS = 0
+FLUSH_REGS = 128
 
 
 class KiviCache:
