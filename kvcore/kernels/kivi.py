@@ -294,7 +294,6 @@ class KiviCache:
                 self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
                 self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
                 live, self.ring, H=self.heads, D=self.head_dim, DV=self.head_dim_v,
-                DP=_pow2(max(self.head_dim, self.head_dim_v)),
                 G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
                 HAS_V=self.has_v, HW=k.is_cuda,
                 LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,

@@ -52,8 +52,8 @@ def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
 
 
 @triton.jit
-def _group_rows(R, X, old, rb, xb, d, dm, G: tl.constexpr, D: tl.constexpr, DP: tl.constexpr):
-    """The [G, DP] float16 rows of one group at columns d: a token below ``live`` (``old``)
+def _group_rows(R, X, old, rb, xb, d, dm, D: tl.constexpr):
+    """The float16 rows [G, columns d] of one group: a token below ``live`` (``old``)
     from the ring R (row rb), a later one from the new tokens X (row xb). Two loads, each
     masked to its rows, so that the compiler knows each row's start is aligned (a row is D
     elements) and reads it in vectors; one load through a pointer chosen per row reads it
@@ -67,8 +67,7 @@ def _group_rows(R, X, old, rb, xb, d, dm, G: tl.constexpr, D: tl.constexpr, DP: 
 
 @triton.jit
 def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, live, RING,
-                      H: tl.constexpr, D: tl.constexpr, DV: tl.constexpr, DP: tl.constexpr,
-                      G: tl.constexpr,
+                      H: tl.constexpr, D: tl.constexpr, DV: tl.constexpr, G: tl.constexpr,
                       BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
                       HAS_V: tl.constexpr, HW: tl.constexpr = False,
                       LATE_V: tl.constexpr = False):
@@ -76,8 +75,8 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     slot the group table GT gives it. A token below ``live`` (the tokens held before this
     append) comes from the residual ring, a later one from the new tokens XK [n, H, D] and
     XV [n, H, DV] (token live + i at row i), read as float16 as the ring holds them. DV: the
-    width of V's rows (D but where K and V differ; both multiples of G). DP: the wider of D
-    and DV rounded up to a power of two. HAS_V false: a K-only cache (DV = D).
+    width of V's rows (D but where K and V differ; both multiples of G). HAS_V false: a
+    K-only cache (DV = D).
 
     The program walks the channels in blocks of G: a key's scale and minimum are a channel's
     over the group's G tokens, a value's those of a token over G channels, so each [G, G]
@@ -92,8 +91,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     rb = (s * H + h) * RING + tok % RING
     xb = (tok - live) * H + h
     gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
-    j = tl.arange(0, G // PER)
-    cj = tl.arange(0, G // PER)
+    j = tl.arange(0, G // PER)  # K's bytes of a channel, V's of a token in a block
     kshift = (tl.arange(0, PER) * BITS)[None, :, None]
     vshift = (tl.arange(0, PER) * BITS)[None, None, :]
     for cb in range(0, (D if D > DV else DV) // G):
@@ -101,9 +99,9 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
         # a block lies wholly inside a row or wholly past it (D, DV multiples of G)
         dm = _below(d, D, D == DV)
         dvm = _below(d, DV, D == DV)
-        k = _group_rows(KR, XK, old, rb, xb, d, dm, G, D, G)
+        k = _group_rows(KR, XK, old, rb, xb, d, dm, D)
         if HAS_V and not LATE_V:
-            v = _group_rows(VR, XV, old, rb, xb, d, dvm, G, DV, G)
+            v = _group_rows(VR, XV, old, rb, xb, d, dvm, DV)
         # keys (float16: their minimum and maximum are exact in it): per channel over the G
         # tokens; packed along tokens: byte j of channel d holds tokens PER·j … PER·j + PER − 1,
         # the bytes lie [G/PER, D], channels contiguous
@@ -117,7 +115,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
         tl.store(KM + gbase * D + d, km, mask=dm)
         if HAS_V:
             if LATE_V:
-                v = _group_rows(VR, XV, old, rb, xb, d, dvm, G, DV, G)
+                v = _group_rows(VR, XV, old, rb, xb, d, dvm, DV)
             # values: per token over the block's G channels (channel group cb); the planes lie
             # token-minor: byte c of token t at [c, t], the scale and minimum of group cb at
             # [cb, t]
@@ -126,7 +124,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
             vc = _quantize(v, vm[:, None], vs[:, None], LEVELS, HW)
             vbytes = tl.sum(tl.reshape(vc, (G, G // PER, PER)) << vshift, axis=2)  # [G, G/PER]
             tm = _below(cb * G + 0 * t, DV, D == DV)  # [G]: the block inside V's rows
-            tl.store(VQ + (gbase * (DV // PER) + cb * (G // PER) + cj[None, :]) * G + t[:, None],
+            tl.store(VQ + (gbase * (DV // PER) + cb * (G // PER) + j[None, :]) * G + t[:, None],
                      vbytes.to(tl.uint8), mask=tm[:, None])
             tl.store(VS + (gbase * (DV // G) + cb) * G + t, vs, mask=tm)
             tl.store(VM + (gbase * (DV // G) + cb) * G + t, vm, mask=tm)
