@@ -324,7 +324,8 @@ class KiviCache:
                num_stages: int | None = None, tile_tokens: int | None = None,
                query_rows: int | None = None, pdl: bool | None = None,
                lazy: bool = KIVI_LAZY, asm: bool | None = None,
-               programs_per_sm: int | None = None, max_registers: int | None = None) -> Any:
+               programs_per_sm: int | None = None, max_registers: int | None = None,
+               out: Any = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
@@ -340,7 +341,9 @@ class KiviCache:
         group is spread over several programs of its KV head. ``pdl``: as LayerCache.decode's.
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
         more than LAZY_MARGIN (softmax_lazy). q [seqs, Hq, head_dim] → [seqs, Hq, head_dim_v]
-        float32."""
+        float32: into ``out`` where given (that tensor, contiguous float32 on q's device),
+        else into a new tensor filled with NaN first, so that an unwritten element cannot pass
+        for a result (a launch more a step)."""
         from .cache import LOG2E, SMS, max_query_rows, programmatic_launch, query_blocks
         from .kivi_triton import kivi_decode_kernel, kivi_decode_keys_kernel
         from .triton_ops import pdl_launch, reduce_splits
@@ -368,8 +371,13 @@ class KiviCache:
         n_splits = max(1, -(-total // split))
         acc = torch.empty(seqs * hq * n_splits * dp, dtype=torch.float32, device=q.device)
         ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
-        out = torch.full((seqs, hq, self.head_dim_v), float("nan"), dtype=torch.float32,
-                         device=q.device)
+        shape = (seqs, hq, self.head_dim_v)
+        if out is None:
+            out = torch.full(shape, float("nan"), dtype=torch.float32, device=q.device)
+        elif (tuple(out.shape) != shape or out.dtype != torch.float32
+              or out.device != q.device or not out.is_contiguous()):
+            raise ValueError(f"out must be a contiguous float32 tensor of shape {shape} on "
+                             f"{q.device}")
         # the lengths on the device, copied again only after they change, so that a step can
         # be captured in a CUDA graph (no copy from the host inside it)
         key = (tuple(self.n_quant), tuple(self.n_resid), str(q.device))

@@ -255,6 +255,25 @@ def test_decode_sees_tokens_appended_after_an_earlier_decode():
     assert rel(again, first) > 1e-2
 
 
+def test_decode_writes_every_element_of_a_given_output():
+    # a given output is written in place (no fill each step): pre-filled with NaN, every
+    # element must be written, with the values of a decode into a new tensor
+    g = torch.Generator().manual_seed(5)
+    k = torch.randn(120, 2, 64, generator=g).half()
+    cache = KiviCache("kivi2", 2, 2, 64, 256, head_dim_v=32)
+    cache.append_triton(0, k, k[..., :32])
+    cache.append_triton(1, k[:9], k[:9, :, :32])
+    q = torch.randn(2, 4, 64, generator=g).half()
+    out = torch.full((2, 4, 32), float("nan"))
+    got = cache.decode(q, split_tokens=64, out=out)
+    assert got is out and not bool(out.isnan().any())
+    assert torch.equal(out, cache.decode(q, split_tokens=64))
+    for bad in (torch.empty(2, 4, 64), torch.empty(2, 4, 32, dtype=torch.float16),
+                torch.empty(2, 32, 4).transpose(1, 2)):
+        with pytest.raises(ValueError, match="contiguous float32 tensor of shape"):
+            cache.decode(q, out=bad)
+
+
 @pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
 def test_paged_groups_give_the_same_cache_and_attention(fmt):
     # groups flushed into slots taken in a shuffled pool order, as an engine's block table
