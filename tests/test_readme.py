@@ -45,8 +45,8 @@ def test_gpu_table_is_the_committed_results():
              for fmt in fmts.split(" and ")]
     assert later == [("q8_0", "decode-h200-v24-fewrows"), ("q4_0", "decode-h200-v26-q4_0"),
                      ("tbq4", "decode-h200-v29-rownorm"), ("tbq3", "decode-h200-v29-tbq3"),
-                     ("nvfp4", "decode-h200-v28-nvfp4"), ("kivi2", "decode-h200-v30-kivi"),
-                     ("kivi4", "decode-h200-v30-kivi")]
+                     ("nvfp4", "decode-h200-v28-nvfp4"), ("kivi2", "decode-h200-v31-kivi"),
+                     ("kivi4", "decode-h200-v31-kivi")]
     for fmt, other in later:
         again = json.loads((root / "bench" / "results" / f"{other}.json").read_text())["rows"]
         got.update({(r["format"], r["batch"], r["tokens"]): r for r in again
