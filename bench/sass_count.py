@@ -216,6 +216,9 @@ def parser() -> argparse.ArgumentParser:
                     help="decode, q8_0 K: scores as the integer product (decode(int_keys=…))")
     ap.add_argument("--swap", action="store_true",
                     help="decode, a 4-bit format: the products swapped (decode(swap=…))")
+    ap.add_argument("--rotations-apart", action="store_true",
+                    help="decode, a rotated format: the query rotated and the output rotated "
+                    "back by their own kernels (decode(rotate_in_kernel=False))")
     ap.add_argument("--max-registers", type=int, default=0,
                     help="decode: cap the registers a thread (0: none)")
     return ap
@@ -234,7 +237,7 @@ def compile_decode(args: argparse.Namespace):
            "V0": DATA.get(fv, "*u8"), "V1": SIDE.get(fv, "*u8"), "VGS": "*fp32",
            "CENT_K": "*fp16", "CENT_V": "*fp16",
            "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32", "n_splits": "i32",
-           "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32"}
+           "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32", "SIGNS": "*fp32"}
     from kvcore.kernels.cache import head_parts, tail_offsets
     from kvcore.kernels.ref import padded
 
@@ -259,6 +262,9 @@ def compile_decode(args: argparse.Namespace):
                   WIDE=args.lazy and args.wide,
                   DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
                   OK1=off[1], OV0=off[0], OV1=off[1], IK=args.int_keys, SWAP=args.swap)
+    # the rotations in the kernel, as decode does for a head of 128 lanes in one part
+    fold = main == 128 and not tail and not args.rotations_apart
+    consts.update(ROT_Q=fold and f in (4, 5), ROT_V=fold and fv in (4, 5))
     options = {"num_warps": args.warps, "num_stages": args.stages}
     if args.max_registers:
         options["maxnreg"] = args.max_registers

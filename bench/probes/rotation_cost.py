@@ -1,9 +1,10 @@
-"""A probe: what the rotated formats' two rotation launches cost a decode step. tbq4 and tbq3
-(and q4_0 beside them) at B=1 and B=8 over 4k, 32k and 128k tokens (GQA 32/8 × 128), timed
-as bench/decode.py times a step (CUDA graph over cache copies, the output given); then the
-same steps with rotate_kernel replaced by a launch that does nothing (the query not rotated,
-the merged output not rotated back: the outputs are wrong, only the time counts). The
-difference is what folding both rotations into the other two kernels could save at most.
+"""A probe: what the rotated formats' rotations cost a decode step. tbq4 and tbq3 (and q4_0
+beside them) at B=1 and B=8 over 4k, 32k and 128k tokens (GQA 32/8 × 128), timed as
+bench/decode.py times a step (CUDA graph over cache copies, the output given): by default
+(the split kernel rotates its query and partial outputs itself, decode_split_kernel's ROT_Q
+and ROT_V), with the rotations in their own launches (rotate_in_kernel=False), and with those
+launches replaced by ones that do nothing (the query not rotated, the merged output not
+rotated back: the outputs are wrong, only the time counts).
 
     python bench/probes/rotation_cost.py [--out DIR]
 
@@ -52,9 +53,12 @@ def main() -> None:
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "seconds": time_steps(caches, batch, tokens)}
             if fmt != "q4_0":
+                row["seconds_rotations_apart"] = time_steps(caches, batch, tokens,
+                                                            rotate_in_kernel=False)
                 triton_ops.rotate_kernel = _Skip()
                 try:
-                    row["seconds_without_rotations"] = time_steps(caches, batch, tokens)
+                    row["seconds_without_rotations"] = time_steps(caches, batch, tokens,
+                                                                  rotate_in_kernel=False)
                 finally:
                     triton_ops.rotate_kernel = real
             result["rows"].append(row)

@@ -522,6 +522,9 @@ class LayerCache:
                 # the 128 × 128 rotation of every 128-block of a rotated row, times √128: ±1,
                 # exact in float16 (the operand of the kernels' rotations)
                 "rot_pm1": torch.sign(ref.rotation("cpu")).half().to(self.device),
+                # its signs s1 and s2 (R = diag(s2) H diag(s1) / √128), for hadamard_rotate
+                "signs": torch.tensor(codebook.hadamard_signs(), dtype=torch.float32,
+                                      device=self.device).reshape(-1),
                 "cent16": ref.centroids(16, "cpu").to(self.device),
                 "cent8": ref.centroids(8, "cpu").to(self.device),
                 "th16": torch.tensor(codebook.thresholds(16), device=self.device),
@@ -626,7 +629,8 @@ class LayerCache:
                query_rows: int | None = None, words_v: bool | None = None,
                pdl: bool | None = None, lazy: bool | None = None,
                pad_rows: int | None = None, wide: bool | None = None,
-               int_keys: bool | None = None, swap: bool | None = None) -> Any:
+               int_keys: bool | None = None, swap: bool | None = None,
+               rotate_in_kernel: bool = True) -> Any:
         """Fused split-K decode attention. q [B, Hq, head_dim] → [B, Hq, head_dim_v] float32
         (V's width; the query and K are head_dim wide).
 
@@ -644,7 +648,10 @@ class LayerCache:
         not a power of two is held in two parts where that saves lanes (head_parts: the MLA
         latent's 576 values as 512 + 64, not 1,024). A rotated K format has the query rotated
         by one small kernel before the split kernel; a rotated V format has the merged output
-        rotated back by the same kernel after the reduction. ``asm`` (default: on a
+        rotated back by the same kernel after the reduction; where a head is 128 lanes in one
+        part (and ``rotate_in_kernel``, the default) the split kernel's programs rotate their
+        query and their partial outputs themselves (decode_split_kernel's ROT_Q, ROT_V), so
+        that the step takes no launch for them. ``asm`` (default: on a
         GPU) unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path
         runs, which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format
@@ -794,7 +801,11 @@ class LayerCache:
             out = torch.full((bsz, hq, self.head_dim_v), float("nan"), dtype=torch.float32,
                              device=q.device)
         q_in = q.contiguous()
-        if self.k.fmt in ROTATED:
+        # rotations in the split kernel: a head of 128 lanes in one part
+        fold = rotate_in_kernel and main == 128 and not tail
+        rot_q = fold and self.k.fmt in ROTATED
+        rot_v = fold and self.v.fmt in ROTATED
+        if self.k.fmt in ROTATED and not rot_q:
             rows = bsz * hq
             q_rot = self._workspace("qrot", rows * width, torch.float32, q.device).reshape(
                 bsz, hq, width)
@@ -840,8 +851,9 @@ class LayerCache:
             GPU=q.device.type == "cuda",
             SAME_KV=same_kv, IK=bool(int_keys), SWAP=bool(swap),
             LAZY=bool(lazy), WIDE=bool(lazy and wide), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
-            **({"maxnreg": max_registers} if max_registers else {}))
-        rotated_v = self.v.fmt in ROTATED
+            **({"maxnreg": max_registers} if max_registers else {}),
+            SIGNS=tab["signs"] if rot_q or rot_v else None, ROT_Q=rot_q, ROT_V=rot_v)
+        rotated_v = self.v.fmt in ROTATED and not rot_v
         reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, width,
                       rot=tab["rot_pm1"] if rotated_v else None,
                       scratch=self._workspace("merged", bsz * hq * width, torch.float32, q.device)

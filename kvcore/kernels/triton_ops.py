@@ -646,6 +646,32 @@ def rotate_kernel(X, Y, ROT, n_rows, DIN: tl.constexpr, DOUT: tl.constexpr,
 
 
 @triton.jit
+def _hadamard128(x, R: tl.constexpr):
+    """x [R, 128] float32 times the Sylvester Hadamard matrix of order 128
+    (H[i][j] = (-1)^popcount(i & j), unnormalized) along its rows: seven butterfly stages,
+    the pairs (i, i + h) of each block of 2h summed and differenced."""
+    for k in tl.static_range(7):
+        y = tl.permute(tl.reshape(x, (R, 64 >> k, 2, 1 << k)), (0, 1, 3, 2))
+        a, b = tl.split(y)
+        x = tl.reshape(tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2)), (R, 128))
+    return x
+
+
+@triton.jit
+def hadamard_rotate(x, SIGNS, R: tl.constexpr, BACK: tl.constexpr):
+    """Rows of x [R, 128] (float32) rotated by R = diag(s2) H diag(s1) / √128 (the rotated
+    formats' rotation, SIGNS holding s1 then s2 as float32), or by Rᵀ with BACK: the rotation
+    without its matrix, so a decode program can rotate its query and its partial output
+    itself."""
+    d = tl.arange(0, 128)
+    s1 = tl.load(SIGNS + d)
+    s2 = tl.load(SIGNS + 128 + d)
+    first = s2 if BACK else s1
+    last = s1 if BACK else s2
+    return _hadamard128(x * first[None, :], R) * (last * 0.08838834764831845)[None, :]
+
+
+@triton.jit
 def softmax_step(scores, valid, m_i, l_i):
     """One block of the online softmax in base 2: masked ``scores`` [R, N] against the running
     max ``m_i`` and sum ``l_i`` [R]. Returns (p, alpha, m_new, l_new); the caller rescales its
@@ -785,13 +811,16 @@ def decode_split_kernel(
     OK0: tl.constexpr = 0, OK1: tl.constexpr = 0, OV0: tl.constexpr = 0, OV1: tl.constexpr = 0,
     QB: tl.constexpr = 1, GPU: tl.constexpr = False, WORDS_V: tl.constexpr = False,
     PDL: tl.constexpr = False, LAZY: tl.constexpr = False, WIDE: tl.constexpr = False,
-    IK: tl.constexpr = False, SWAP: tl.constexpr = False,
+    IK: tl.constexpr = False, SWAP: tl.constexpr = False, SIGNS=None,
+    ROT_Q: tl.constexpr = False, ROT_V: tl.constexpr = False,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output,
     running max and sum go to ACC and ML (base-2 exponents: qk_scale carries log2 e). Q is
-    already rotated for a rotated K format (rotate_kernel); the output of a rotated V format
-    stays rotated until the reduction.
+    already rotated for a rotated K format (rotate_kernel), or with ROT_Q (a head of 128 lanes
+    in one part) the program rotates it (hadamard_rotate, SIGNS); the output of a rotated V
+    format stays rotated until the reduction, or with ROT_V the program rotates its partial
+    output back before it stores it (the merge is linear), so that neither takes a launch.
     PAGE and SPLIT are run-time values, so a new context length compiles nothing. The 4-bit
     formats are read as two half tiles (low and high nibbles), each with its own product: no
     nibble is moved between lanes. ASM: unpack with PTX (a GPU; the interpreter takes the plain
@@ -857,8 +886,18 @@ def decode_split_kernel(
     if IK:
         qi, qis = _int_query(Q, qrow, qmask, qk_scale, NBK, D)
     elif HK:
-        qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 1, KT, 0)
-        qb = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 2, KT, 0)
+        if ROT_Q:
+            # the rotated formats' halves are the even and the odd head dimensions
+            dq = tl.arange(0, DPOW)
+            qr = hadamard_rotate(tl.load(Q + qrow[:, None] * D + dq[None, :],
+                                         mask=qmask[:, None] & (dq[None, :] < D),
+                                         other=0.0).to(tl.float32), SIGNS, QPAD, False)
+            qa, qb = tl.split(tl.reshape(qr * qk_scale, (QPAD, DPOW // 2, 2)))
+            qa = qa.to(KT)
+            qb = qb.to(KT)
+        else:
+            qa = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 1, KT, 0)
+            qb = _q(Q, qrow, qmask, qk_scale, FMT_K, DPOW, D, 2, KT, 0)
         if SWAP:
             qa = tl.trans(qa)
             qb = tl.trans(qb)
@@ -999,7 +1038,16 @@ def decode_split_kernel(
             acc_tb = acc_tb * vgs
     base = qrow.to(tl.int64) * n_splits + sp
     dst = ACC + base[:, None] * DW
-    if SWAP:
+    if ROT_V:
+        # the halves (even and odd head dimensions) back in order, rotated back
+        if SWAP:  # noqa: SIM108 (a compile-time branch)
+            pairs = tl.permute(tl.join(acc_a, acc_b), (1, 0, 2))
+        else:
+            pairs = tl.join(acc_a, acc_b)
+        tl.store(dst + tl.arange(0, DPOW)[None, :],
+                 hadamard_rotate(tl.reshape(pairs, (QPAD, DPOW)), SIGNS, QPAD, True),
+                 mask=qmask[:, None])
+    elif SWAP:
         dst = ACC + base[None, :] * DW
         tl.store(dst + _tile_dims(FMT_V, DPOW, 1)[:, None], acc_a, mask=qmask[None, :])
         tl.store(dst + _tile_dims(FMT_V, DPOW, 2)[:, None], acc_b, mask=qmask[None, :])

@@ -348,7 +348,12 @@ def test_mixed_bytes_equal_kvcore():
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kvcore.kernels.triton_ops import _e2m1, e4m3_decode, e4m3_encode  # noqa: E402
+from kvcore.kernels.triton_ops import (  # noqa: E402
+    _e2m1,
+    e4m3_decode,
+    e4m3_encode,
+    hadamard_rotate,
+)
 
 
 @triton.jit
@@ -755,6 +760,58 @@ def test_small_tiles_decode_matches_the_reference(fmt):
     assert not torch.isnan(out).any()
     assert rel(out, want) < 1e-3 and rel(table_launch, want) < 1e-3
     assert not torch.equal(out, table_launch)  # a different split of the context was run
+
+
+@pytest.mark.parametrize(("fmt_k", "fmt_v", "head_dim", "swap"), [
+    ("tbq4", "tbq4", 128, True), ("tbq4", "tbq4", 128, False), ("tbq3", "tbq3", 128, True),
+    ("tbq3", "tbq3", 80, False), ("q8_0", "tbq3", 128, None), ("tbq4", "f16", 128, None),
+    ("tbq4", "tbq4", 192, None)])
+def test_rotations_in_the_split_kernel_give_the_launched_ones(monkeypatch, fmt_k, fmt_v,
+                                                            head_dim, swap):
+    """Where a head is 128 lanes in one part the split kernel rotates its query and its
+    partial outputs itself (a Walsh–Hadamard transform, no matrix), swapped or not, a rotated
+    format on one side only, heads narrower than their 128 lanes: no rotation kernel runs, and
+    the answer is that of the rotation kernels (float32 rounding apart) and the reference's. A
+    192-wide head (128 + 64 lanes) keeps the kernels."""
+    from kvcore.kernels import triton_ops
+
+    lens = [70, 33, 1]
+    kernel, _, table, seq_lens, _, _ = build(fmt_k, fmt_v, lens, head_dim=head_dim, seed=6)
+    q = torch.randn(len(lens), 8, head_dim, generator=torch.Generator().manual_seed(9)).half()
+    launch = dict(split_tokens=32, swap=swap)
+    apart = kernel.decode(q, table, seq_lens, rotate_in_kernel=False, **launch)
+    want = kernel.decode_ref(q.float(), table, seq_lens)
+
+    class Refused:
+        def __getitem__(self, grid):
+            raise AssertionError("rotate_kernel launched")
+
+    monkeypatch.setattr(triton_ops, "rotate_kernel", Refused())
+    if head_dim == 192:
+        with pytest.raises(AssertionError, match="rotate_kernel launched"):
+            kernel.decode(q, table, seq_lens, **launch)
+        return
+    inside = kernel.decode(q, table, seq_lens, **launch)
+    assert not torch.isnan(inside).any()
+    assert rel(inside, apart) < 1e-5
+    assert rel(inside, want) < 1e-3
+
+
+@triton.jit
+def _rotate16(X, Y, SIGNS, BACK: tl.constexpr):
+    r = tl.arange(0, 16)[:, None] * 128 + tl.arange(0, 128)[None, :]
+    tl.store(Y + r, hadamard_rotate(tl.load(X + r), SIGNS, 16, BACK))
+
+
+def test_hadamard_rotation_is_the_rotation_matrix():
+    # hadamard_rotate (signs, seven butterfly stages, 1/√128) against R and Rᵀ themselves
+    x = torch.randn(16, 128, generator=torch.Generator().manual_seed(2))
+    signs = torch.tensor(ref.codebook.hadamard_signs(), dtype=torch.float32).reshape(-1)
+    r = ref.rotation().double()
+    for back, want in ((False, x.double() @ r.T), (True, x.double() @ r)):
+        y = torch.full_like(x, float("nan"))
+        _rotate16[(1,)](x, y, signs, BACK=back)
+        assert (y.double() - want).abs().max() < 1e-5 * want.abs().max()
 
 
 def test_swapped_products_only_where_measured():
