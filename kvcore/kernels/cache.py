@@ -76,6 +76,14 @@ FEW_ROWS_LONG = {("q8_0", "q8_0", True, 32, 4): (131072, 12, 168),
 #: (bench/results/decode-h200-v25-tiles.md). Both take SWAPPED's launch instead since v26
 #: (unless decode(swap=False)).
 ROTATED_TILES = {"tbq3": ((16, 1, 3), 4, 128, 16), "tbq4": ((16, 1, 3), 4, 128, 16)}
+#: the longest context (max_len) at which a rotated format, where its head is 128 lanes in
+#: one part, has the split kernel rotate its query and partial outputs (decode_split_kernel's
+#: ROT_Q, ROT_V) rather than two launches of rotate_kernel; formats not listed: any. On an H200
+#: (bench/results/rotation-cost-h200-fold.json) tbq3 gained at every shape (B=1 4k 14.6 → 12.6
+#: µs, 128k 126.3 → 123.1, B=8 128k 894.8 → 885.4); tbq4 gained up to 32k (B=1 4k 14.4 → 11.7,
+#: 32k 32.4 → 31.3, B=8 4k 36.0 → 32.3) but its loop ran slower with the transform compiled in
+#: (B=1 128k 95.4 → 97.6, B=8 128k 663.7 → 691.0)
+ROTATE_IN_KERNEL_TOKENS = {"tbq4": 32768}
 #: K format (V the same) → (fewest (sequence, KV head) rows, launch, query rows below
 #: SWAPPED_MANY_ROWS rows and from there, registers a thread, programs a multiprocessor, planes
 #: read as int32 words) for a decode with its products swapped (decode_split_kernel's SWAP: the
@@ -649,9 +657,10 @@ class LayerCache:
         latent's 576 values as 512 + 64, not 1,024). A rotated K format has the query rotated
         by one small kernel before the split kernel; a rotated V format has the merged output
         rotated back by the same kernel after the reduction; where a head is 128 lanes in one
-        part (and ``rotate_in_kernel``, the default) the split kernel's programs rotate their
-        query and their partial outputs themselves (decode_split_kernel's ROT_Q, ROT_V), so
-        that the step takes no launch for them. ``asm`` (default: on a
+        part, the context is no longer than ROTATE_IN_KERNEL_TOKENS gives and
+        ``rotate_in_kernel`` (the default) the split kernel's programs rotate their query and
+        their partial outputs themselves (decode_split_kernel's ROT_Q, ROT_V), so that the
+        step takes no launch for them. ``asm`` (default: on a
         GPU) unpacks q4_0, q8_0, tbq4, tbq3 and nvfp4 with PTX; without it the plain Triton path
         runs, which gives the same values. ``max_registers`` caps the registers per thread (more
         programs resident per multiprocessor, some spilled). ``words`` (default: the K format
@@ -801,8 +810,11 @@ class LayerCache:
             out = torch.full((bsz, hq, self.head_dim_v), float("nan"), dtype=torch.float32,
                              device=q.device)
         q_in = q.contiguous()
-        # rotations in the split kernel: a head of 128 lanes in one part
-        fold = rotate_in_kernel and main == 128 and not tail
+        # rotations in the split kernel: a head of 128 lanes in one part, a context no longer
+        # than ROTATE_IN_KERNEL_TOKENS gives for each rotated side
+        fold = (rotate_in_kernel and main == 128 and not tail
+                and all(max_len <= ROTATE_IN_KERNEL_TOKENS.get(f, max_len)
+                        for f in (self.k.fmt, self.v.fmt) if f in ROTATED))
         rot_q = fold and self.k.fmt in ROTATED
         rot_v = fold and self.v.fmt in ROTATED
         if self.k.fmt in ROTATED and not rot_q:

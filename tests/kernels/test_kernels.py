@@ -16,6 +16,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     PAD_ROWS,
     PAD_ROWS_MANY,
     PAGED,
+    ROTATE_IN_KERNEL_TOKENS,
     LayerCache,
     few_rows_launch,
     head_parts,
@@ -795,6 +796,34 @@ def test_rotations_in_the_split_kernel_give_the_launched_ones(monkeypatch, fmt_k
     assert not torch.isnan(inside).any()
     assert rel(inside, apart) < 1e-5
     assert rel(inside, want) < 1e-3
+
+
+@pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
+def test_rotations_leave_the_kernel_past_their_longest_context(monkeypatch, fmt):
+    """ROTATE_IN_KERNEL_TOKENS: tbq4 (whose loop the transform slows) rotates in the split
+    kernel up to 32k tokens and by rotate_kernel beyond; tbq3 in the kernel at any length. A
+    longest sequence (max_len) above 32k decides it; the answer stays the reference's."""
+    from kvcore.kernels import triton_ops
+
+    assert ROTATE_IN_KERNEL_TOKENS == {"tbq4": 32768}
+    lens = [70, 33, 1]
+    kernel, _, table, seq_lens, _, _ = build(fmt, fmt, lens, seed=7)
+    q = torch.randn(len(lens), 8, 128, generator=torch.Generator().manual_seed(4)).half()
+    want = kernel.decode_ref(q.float(), table, seq_lens)
+    launched = []
+    real = triton_ops.rotate_kernel
+
+    class Counted:
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return real[grid]
+
+    monkeypatch.setattr(triton_ops, "rotate_kernel", Counted())
+    for max_len, kernels in ((32768, 0), (32769, 2 if fmt == "tbq4" else 0)):
+        launched.clear()
+        out = kernel.decode(q, table, seq_lens, max_len=max_len, split_tokens=16384)
+        assert len(launched) == kernels, (fmt, max_len)
+        assert rel(out, want) < 1e-3
 
 
 @triton.jit
