@@ -799,6 +799,19 @@ def test_rotations_in_the_split_kernel_give_the_launched_ones(monkeypatch, fmt_k
 
 
 @pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
+def test_k_only_rotated_cache_rotates_in_the_split_kernel(fmt):
+    # a K-only cache (V = the keys, unpacked once) of 128-lane heads: the query and the
+    # partial outputs rotated by the split kernel give the launched rotations' answer
+    cache, table, lens, g = two_page_cache(fmt, 2, 128, [40, 9], values=False)
+    q = torch.randn(2, 8, 128, generator=g).half()
+    inside = cache.decode(q, table, lens, split_tokens=16)
+    apart = cache.decode(q, table, lens, split_tokens=16, rotate_in_kernel=False)
+    assert not torch.isnan(inside).any()
+    assert rel(inside, apart) < 1e-5
+    assert rel(inside, cache.decode_ref(q.float(), table, lens)) < 1e-3
+
+
+@pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
 def test_rotations_leave_the_kernel_past_their_longest_context(monkeypatch, fmt):
     """ROTATE_IN_KERNEL_TOKENS: tbq4 (whose loop the transform slows) rotates in the split
     kernel up to 32k tokens and by rotate_kernel beyond; tbq3 in the kernel at any length. A
