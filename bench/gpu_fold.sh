@@ -11,14 +11,4 @@ bash bench/gpu_env.sh
 cat "$OUT/gpu.log"
 echo "== rotations"
 timeout 150 python3 bench/probes/rotation_cost.py --out "$OUT" 2>&1 | grep -v Warning
-echo "== decode tbq4, tbq3"
-timeout 200 python3 bench/decode.py --formats tbq4,tbq3 --out "$OUT" 2>&1 | grep -v Warning \
-  | grep "^tbq\|bytes_per_s"
-echo "== launch check"
-timeout 120 python3 bench/launch_check.py --workers 12 --out "$OUT" 2>&1 | tail -2
-for plan in 5 6 22; do
-  echo "== verify plan $plan"
-  mkdir -p "$OUT/verify$plan"
-  timeout 60 python3 bench/verify.py --start $plan --stop $((plan + 1)) --out "$OUT/verify$plan" \
-    2>&1 | grep -v Warning | head -2
-done
+bash bench/gpu_rotated_checks.sh
