@@ -646,20 +646,20 @@ def rotate_kernel(X, Y, ROT, n_rows, DIN: tl.constexpr, DOUT: tl.constexpr,
 
 
 @triton.jit
-def _hadamard128(x, R: tl.constexpr):
-    """x [R, 128] float32 times the Sylvester Hadamard matrix of order 128
+def _hadamard128(x, ROWS: tl.constexpr):
+    """x [ROWS, 128] float32 times the Sylvester Hadamard matrix of order 128
     (H[i][j] = (-1)^popcount(i & j), unnormalized) along its rows: seven butterfly stages,
     the pairs (i, i + h) of each block of 2h summed and differenced."""
     for k in tl.static_range(7):
-        y = tl.permute(tl.reshape(x, (R, 64 >> k, 2, 1 << k)), (0, 1, 3, 2))
+        y = tl.permute(tl.reshape(x, (ROWS, 64 >> k, 2, 1 << k)), (0, 1, 3, 2))
         a, b = tl.split(y)
-        x = tl.reshape(tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2)), (R, 128))
+        x = tl.reshape(tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2)), (ROWS, 128))
     return x
 
 
 @triton.jit
-def hadamard_rotate(x, SIGNS, R: tl.constexpr, BACK: tl.constexpr):
-    """Rows of x [R, 128] (float32) rotated by R = diag(s2) H diag(s1) / √128 (the rotated
+def hadamard_rotate(x, SIGNS, ROWS: tl.constexpr, BACK: tl.constexpr):
+    """Rows of x [ROWS, 128] (float32) rotated by R = diag(s2) H diag(s1) / √128 (the rotated
     formats' rotation, SIGNS holding s1 then s2 as float32), or by Rᵀ with BACK: the rotation
     without its matrix, so a decode program can rotate its query and its partial output
     itself."""
@@ -668,7 +668,7 @@ def hadamard_rotate(x, SIGNS, R: tl.constexpr, BACK: tl.constexpr):
     s2 = tl.load(SIGNS + 128 + d)
     first = s2 if BACK else s1
     last = s1 if BACK else s2
-    return _hadamard128(x * first[None, :], R) * (last * 0.08838834764831845)[None, :]
+    return _hadamard128(x * first[None, :], ROWS) * (last * 0.08838834764831845)[None, :]
 
 
 @triton.jit
