@@ -64,21 +64,15 @@ def main() -> None:
         row = {"format": fmt, "identical_random": identical(fmt, False),
                "identical_grid": identical(fmt, True)}
         for batch, tokens in ((8, 32768), (1, 4096)):
-            s, moved = kivi_append_time(fmt, batch, tokens)
-            row[f"append_b{batch}_{tokens}"] = {"seconds": s, "bytes": moved,
-                                                "fraction_of_read_bw": moved / s / bw}
-            # the ring slots by torch indexing, as before kivi_ring_kernel
-            s, moved = kivi_append_time(fmt, batch, tokens, ring_kernel=False)
-            row[f"append_b{batch}_{tokens}_torch_ring"] = {"seconds": s, "bytes": moved,
-                                                          "fraction_of_read_bw": moved / s / bw}
-            for r in (int(x) for x in args.registers.split(",") if x):
-                s, moved = kivi_append_time(fmt, batch, tokens, max_registers=r)
-                row[f"append_b{batch}_{tokens}_r{r}"] = {"seconds": s, "bytes": moved,
-                                                         "fraction_of_read_bw": moved / s / bw}
-            for w in (int(x) for x in args.warps.split(",") if x):
-                s, moved = kivi_append_time(fmt, batch, tokens, num_warps=w)
-                row[f"append_b{batch}_{tokens}_w{w}"] = {"seconds": s, "bytes": moved,
-                                                         "fraction_of_read_bw": moved / s / bw}
+            # the default launch, the ring slots by torch indexing (as before kivi_ring_kernel),
+            # then each register cap and warp count asked for
+            runs = [("", {}), ("_torch_ring", {"ring_kernel": False})]
+            runs += [(f"_r{r}", {"max_registers": int(r)}) for r in args.registers.split(",") if r]
+            runs += [(f"_w{w}", {"num_warps": int(w)}) for w in args.warps.split(",") if w]
+            for suffix, launch in runs:
+                s, moved = kivi_append_time(fmt, batch, tokens, **launch)
+                row[f"append_b{batch}_{tokens}{suffix}"] = {"seconds": s, "bytes": moved,
+                                                            "fraction_of_read_bw": moved / s / bw}
         result["rows"].append(row)
         print(row, flush=True)
     write_json(args.out, f"kivi-append{'-old' if args.old else ''}.json", result)
