@@ -424,6 +424,27 @@ def query_heads(heads: int, group: LayerGroup) -> int:
     return heads if heads >= kv and heads % kv == 0 else 4 * kv
 
 
+def decode_step(cache: Any, sequences: int, hq: int, head_dim: int, tokens: int, device: str,
+                torch: Any, *, kernel: bool) -> Callable[[], Any]:
+    """One layer's decode over ``cache`` (every sequence ``tokens`` long, ``hq`` query heads
+    of ``head_dim`` lanes), as a function of no arguments. ``kernel``: the fused kernel,
+    writing into one output allocated here, as an engine's step writes into its own buffers
+    (without it every call would fill a new output with NaN first, a launch a step does not
+    have); else the torch reference."""
+    q = torch.randn(sequences, hq, head_dim, device=device).half()
+    if hasattr(cache, "n_quant"):  # KIVI: its lengths are its own
+        if not kernel:
+            return lambda: cache.decode_ref(q.float())
+        out = torch.empty(sequences, hq, cache.head_dim_v, dtype=torch.float32, device=device)
+        return lambda: cache.decode(q, out=out)
+    table = torch.arange(sequences, device=device, dtype=torch.int32).reshape(-1, 1)
+    lens = torch.full((sequences,), tokens, device=device, dtype=torch.int32)
+    if not kernel:
+        return lambda: cache.decode_ref(q.float(), table, lens)
+    out = torch.empty(sequences, hq, cache.head_dim_v, dtype=torch.float32, device=device)
+    return lambda: cache.decode(q, table, lens, max_len=tokens, out=out)
+
+
 def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, context: int,
                  device: str, steps: int, torch: Any, progress: Any,
                  heads: int = 0) -> dict[str, Any]:
@@ -434,21 +455,10 @@ def _time_decode(caches: list[tuple[LayerGroup, Any, int]], sequences: int, cont
     heads (query_heads)."""
     # a compressed layer shorter than one block holds no entry yet: nothing to read
     timed = [(g, c, t) for g, c, t in caches if not isinstance(c, list) and t > 0]
-    steps_fns: list[tuple[LayerGroup, Callable[[], Any]]] = []
-    for group, cache, tokens in timed:
-        hq = query_heads(heads, group)
-        q = torch.randn(sequences, hq, group.head_dim_k, device=device).half()
-        table = torch.arange(sequences, device=device, dtype=torch.int32).reshape(-1, 1)
-        lens = torch.full((sequences,), tokens, device=device, dtype=torch.int32)
-
-        def step(c: Any = cache, q: Any = q, tb: Any = table, ln: Any = lens,
-                 t: int = tokens) -> Any:
-            if hasattr(c, "n_quant"):
-                return c.decode(q) if device == "cuda" else c.decode_ref(q.float())
-            if device == "cuda":
-                return c.decode(q, tb, ln, max_len=t)
-            return c.decode_ref(q.float(), tb, ln)
-        steps_fns.append((group, step))
+    steps_fns = [(group, decode_step(cache, sequences, query_heads(heads, group),
+                                     group.head_dim_k, tokens, device, torch,
+                                     kernel=device == "cuda"))
+                 for group, cache, tokens in timed]
 
     def back_to_back(fns: list[Callable[[], Any]]) -> Callable[[], None]:
         def run() -> None:

@@ -701,7 +701,10 @@ class LayerCache:
         nvfp4, otherwise): the products swapped, the cache tile their first operand and the
         query heads the narrow second one, padded to 8 columns (decode_split_kernel's SWAP),
         under SWAPPED's launch, registers and programs a multiprocessor unless given (and
-        swapped_launch has one for the format and heads, however few the rows).
+        swapped_launch has one for the format and heads, however few the rows). ``out``: the
+        output to write into (contiguous float32 [B, Hq, head_dim_v] on q's device; a step
+        replayed from a CUDA graph then takes no fill launch), else a new tensor filled with
+        NaN first, so that an unwritten element cannot pass for a result.
         """
         from .triton_ops import (
             FMT_CODES,
@@ -805,10 +808,14 @@ class LayerCache:
         n_splits = max(1, math.ceil(max_len / split_tokens))
         acc = self._workspace("acc", bsz * hq * n_splits * width, torch.float32, q.device)
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
+        shape = (bsz, hq, self.head_dim_v)
         if out is None:
             # pre-filled with NaN so that an unwritten element cannot pass for a result
-            out = torch.full((bsz, hq, self.head_dim_v), float("nan"), dtype=torch.float32,
-                             device=q.device)
+            out = torch.full(shape, float("nan"), dtype=torch.float32, device=q.device)
+        elif (tuple(out.shape) != shape or out.dtype != torch.float32
+              or out.device != q.device or not out.is_contiguous()):
+            raise ValueError(f"out must be a contiguous float32 tensor of shape {shape} on "
+                             f"{q.device}")
         q_in = q.contiguous()
         # rotations in the split kernel: a head of 128 lanes in one part, a context no longer
         # than ROTATE_IN_KERNEL_TOKENS gives for each rotated side

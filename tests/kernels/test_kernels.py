@@ -283,8 +283,13 @@ def test_rotated_formats_on_a_576_wide_latent(fmt):
     lens = torch.tensor([n], dtype=torch.int32)
     q = torch.randn(1, 8, d, generator=g).half()
     out = torch.full((1, 8, d), float("nan"))
+    given = out
     out = kernel.decode(q, table, lens, split_tokens=16, block_n=16, out=out)
-    assert not torch.isnan(out).any()
+    assert out is given and not torch.isnan(out).any()
+    for bad in (torch.empty(1, 8, d + 1), torch.empty(1, 8, d, dtype=torch.float16),
+                torch.empty(1, d, 8).transpose(1, 2)):
+        with pytest.raises(ValueError, match="contiguous float32 tensor of shape"):
+            kernel.decode(q, table, lens, split_tokens=16, block_n=16, out=bad)
     assert rel(out, kernel.decode_ref(q.float(), table, lens)) < 3e-3
     exact = ref.attention_ref(q.float(), x.permute(1, 0, 2)[None].float(),
                               x.permute(1, 0, 2)[None].float(), lens)
