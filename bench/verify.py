@@ -114,7 +114,10 @@ NOTES = """Notes on the columns:
   cache, so the CUDA libraries' lazily loaded code is not counted as cache memory.
 - *decode step*: every measured attention layer in turn, with the model's own query heads
   (DeepSeek-V3: 128 over its latent; runs before v15 used four a KV head), the whole step
-  replayed from a CUDA graph as serving engines run decode; *of read bw* is cache bytes over that time against the
+  replayed from a CUDA graph as serving engines run decode, each layer's kernel writing into
+  an output of its own (runs before 2026-12-01T17:00 filled a new output with NaN in every
+  layer, a launch more, and gave steps up to 8% longer: Qwen3-8B's q8_0/tbq3 3.978 ms, now
+  3.711); *of read bw* is cache bytes over that time against the
   read bandwidth measured in the same process; *vs fp16 SDPA* compares with torch's
   `scaled_dot_product_attention` over an fp16 cache of the same shape, timed the same way (–
   for MLA, which has no separate V). Kernel speed alone is in
@@ -133,7 +136,8 @@ def render_tp(path: Path) -> list[str]:
     d = json.loads(path.read_text())
     r0 = d["ranks"][0]
     lines = [f"**{r0['model']}**, {r0['kv_k']}/{r0['kv_v']}, {r0['context']:,} tokens × "
-             f"{r0['sequences']}, tp {d['tp']} on {d['device']}:", ""]
+             f"{r0['sequences']}, tp {d['tp']} on {d['device']}, "
+             f"{r0.get('env', {}).get('date', 'date not recorded')}:", ""]
     for r in d["ranks"]:
         same = "equal" if r["allocated_bytes"] == r["predicted_bytes"] else "DIFFERENT"
         alloc = ("equal" if r["allocator_bytes"] == r["predicted_allocator_bytes"]
@@ -161,7 +165,8 @@ def render(rows: list[dict], tp_files: list[Path] | None = None) -> str:
     md = ["# Verified on real hardware", "",
           f"{device}; torch {env.get('torch')}, triton {env.get('triton')}, "
           f"Python {env.get('python')}, {env.get('date')}. Reproduce: `python bench/verify.py` "
-          "on a CUDA machine (`bash bench/gpu_verify.sh` shares the plans between two GPUs; "
+          "on a CUDA machine (`bash bench/gpu_verify.sh` runs them all in one call, shared "
+          "between two GPUs where the machine has them; "
           "`bench/gpu_run.sh` runs it beside the tensor-parallel check).",
           "", *headline(rows), "", *remeasured(rows),
           "Tensor bytes must equal the prediction exactly; the allocator's `memory_allocated`"
