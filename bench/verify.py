@@ -116,8 +116,11 @@ NOTES = """Notes on the columns:
   (DeepSeek-V3: 128 over its latent; runs before v15 used four a KV head), the whole step
   replayed from a CUDA graph as serving engines run decode, each layer's kernel writing into
   an output of its own (runs before 2026-12-01T17:00 filled a new output with NaN in every
-  layer, a launch more, and gave steps up to 8% longer: Qwen3-8B's q8_0/tbq3 3.978 ms, now
-  3.711); *of read bw* is cache bytes over that time against the
+  layer, a launch more, and gave steps up to 8% longer: Qwen3-8B's q8_0/tbq3 3.978 ms then,
+  3.694 now; without that launch between layers, a merge that let the next layer's split
+  kernel in at its start had it placed unevenly, until the merge let it in after its last
+  store: gpt-oss-120b's q4_0 3.901 → 3.283 ms, `bench/results/step-chain-h200.json`); *of
+  read bw* is cache bytes over that time against the
   read bandwidth measured in the same process; *vs fp16 SDPA* compares with torch's
   `scaled_dot_product_attention` over an fp16 cache of the same shape, timed the same way (–
   for MLA, which has no separate V). Kernel speed alone is in

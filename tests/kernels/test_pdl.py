@@ -17,7 +17,7 @@ from .sm90 import compiled_ptx  # noqa: E402
 SCRIPT = textwrap.dedent("""
     import json
     import sass_count
-    from kvcore.kernels.triton_ops import reduce_kernel
+    from kvcore.kernels.triton_ops import reduce_kernel, rotate_kernel
 
     out = {}
     for fmt in ("f16", "q4_0"):
@@ -30,6 +30,11 @@ SCRIPT = textwrap.dedent("""
         consts = dict(GROUP=4, D=128, DPOW=128, DB=32, CM=64, CH=64, PDL=pdl)
         kernel, _, _ = sass_count._compile(reduce_kernel, sig, consts, (), {"num_warps": 4})
         out[f"reduce {pdl}"] = kernel.asm["ptx"]
+    sig = {"X": "*fp16", "Y": "*fp32", "ROT": "*fp16", "n_rows": "i32"}
+    for pdl in (True, False):
+        consts = dict(DIN=128, DOUT=128, DPOW=128, BACK=False, PDL=pdl)
+        kernel, _, _ = sass_count._compile(rotate_kernel, sig, consts, (), {"num_warps": 4})
+        out[f"rotate {pdl}"] = kernel.asm["ptx"]
     print(json.dumps(out))
 """)
 
@@ -47,7 +52,7 @@ def _first_read(text: str) -> int:
     return min(spots)
 
 
-@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce"])
+@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce", "rotate"])
 def test_programmatic_launch_waits_before_the_first_read(ptx: dict[str, str],
                                                          kernel: str) -> None:
     text = ptx[f"{kernel} True"]
@@ -58,9 +63,26 @@ def test_programmatic_launch_waits_before_the_first_read(ptx: dict[str, str],
     assert wait < text.find("griddepcontrol.launch_dependents")
 
 
-@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce"])
+@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce", "rotate"])
 def test_plain_launch_compiles_no_grid_dependency(ptx: dict[str, str], kernel: str) -> None:
     assert "griddepcontrol" not in ptx[f"{kernel} False"]
+
+
+@pytest.mark.parametrize("kernel", ["reduce", "rotate"])
+def test_a_kernel_before_a_split_kernel_lets_it_in_after_its_last_store(
+        ptx: dict[str, str], kernel: str) -> None:
+    # the merge and the rotations precede a split kernel (the next layer's, or their own
+    # layer's): let in at their start, its programs were placed while they ran, unevenly
+    # (bench/results/step-chain-h200.json)
+    text = ptx[f"{kernel} True"]
+    assert text.rfind("st.global") < text.find("griddepcontrol.launch_dependents")
+
+
+@pytest.mark.parametrize("fmt", ["f16", "q4_0"])
+def test_the_split_kernel_lets_its_merge_in_at_its_start(ptx: dict[str, str], fmt: str) -> None:
+    # the merge's programs are small and the split's are all placed by then
+    text = ptx[f"decode {fmt} True"]
+    assert text.find("griddepcontrol.launch_dependents") < _first_read(text)
 
 
 def test_programmatic_launch_only_on_hopper_cuda() -> None:
