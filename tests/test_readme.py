@@ -43,10 +43,8 @@ def test_gpu_table_is_the_committed_results():
     later = [(fmt, other) for fmts, other in
              re.findall(r"(\w+(?: and \w+)*) from `(decode-h200-v\d+-\w+)\.md`", README)
              for fmt in fmts.split(" and ")]
-    assert later == [("q8_0", "decode-h200-v24-fewrows"), ("q4_0", "decode-h200-v26-q4_0"),
-                     ("tbq4", "decode-h200-v32-tbq4"), ("tbq3", "decode-h200-v32-fold"),
-                     ("nvfp4", "decode-h200-v28-nvfp4"), ("kivi2", "decode-h200-v31-kivi"),
-                     ("kivi4", "decode-h200-v31-kivi")]
+    # (none since v33: every format in one run)
+    assert later == []
     for fmt, other in later:
         again = json.loads((root / "bench" / "results" / f"{other}.json").read_text())["rows"]
         got.update({(r["format"], r["batch"], r["tokens"]): r for r in again

@@ -38,3 +38,18 @@ def test_every_results_file_is_indexed_and_every_indexed_name_exists():
     files = {p.name for p in RESULTS.iterdir() if p.is_file() and p.name != "README.md"}
     assert not [f for f in sorted(files) if not any(fnmatch.fnmatch(f, n) for n in names)]
     assert not [n for n in sorted(names) if not any(fnmatch.fnmatch(f, n) for f in files)]
+
+
+def test_every_results_file_the_docs_name_exists():
+    # the README and docs/ cite measurements by file name: each must be a committed result
+    root = RESULTS.parent.parent
+    cited = set()
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        cited |= {(doc.name, n) for n in re.findall(
+            r"`(?:bench/results/)?((?:decode|verify|launch|step|append|kivi|ncu|fewrows|"
+            r"words|parts|lazy|wide|pdl|byte|rotation|catalog)[\w.-]*\.(?:json|md|txt))`",
+            text)}
+    assert len(cited) > 40
+    files = {p.name for p in RESULTS.iterdir()}
+    assert not sorted((doc, n) for doc, n in cited if n not in files)
