@@ -105,13 +105,21 @@ ROTATE_IN_KERNEL_TOKENS = {"tbq4": 32768}
 #: (None: the few-row and split rules), reading bytes: B=1 128k 89.9 → 83.0 µs, B=8 128k 631 →
 #: 587, B=64 32k 1,378 → 1,212, B=1 32k 29.1 → 26.1 (swapped-nvfp4-64-h200.json; in 16- and
 #: 32-token programs it was slower, swapped-nvfp4-h200.json); as decode's default
-#: (decode-h200-v28-nvfp4.md) every shape faster, B=1 4k 10.8 → 9.4 µs included.
+#: (decode-h200-v28-nvfp4.md) every shape faster, B=1 4k 10.8 → 9.4 µs included. Kernel v34:
+#: q4_0, nvfp4 and tbq3 load their tiles in one stage, straight into registers, not through
+#: shared memory: q4_0 and nvfp4 had run at 84% and 81% of the L1/shared-memory throughput
+#: and 41% and 39% of DRAM's (ncu-decode-h200-v33.txt); in one stage q4_0's 32-token loop
+#: issues 18 shared-memory loads instead of 87 (sm_90, bench/sass_count.py). Swapped in
+#: 32-token programs of one stage (swapped-stages-h200.json): q4_0 B=8 128k 566 → 472 µs,
+#: B=1 128k 75.3 → 66.8 (so it swaps at any rows now, not from 32), nvfp4 591 → 557 and
+#: 83.9 → 80.4 (4 bytes spilled); tbq3 in 16-token programs of one stage 886 → 871 and
+#: 123.7 → 120.8; tbq4 within 2%, keeps its launch.
 SWAPPED: dict[str, tuple[int, tuple[int, int, int], tuple[int, int], int | None, int | None,
                          bool]] = {
     "tbq4": (1, (16, 1, 3), (8, 4), 128, 16, False),
-    "q4_0": (32, (32, 1, 3), (8, 4), 128, 16, False),
-    "tbq3": (1, (16, 1, 3), (8, 8), 128, 16, True),
-    "nvfp4": (1, (64, 1, 2), (8, 8), None, None, False)}
+    "q4_0": (1, (32, 1, 1), (8, 4), 128, 16, False),
+    "tbq3": (1, (16, 1, 1), (8, 8), 128, 16, True),
+    "nvfp4": (1, (32, 1, 1), (8, 8), 128, 16, False)}
 SWAPPED_MANY_ROWS = 256
 MANY_ROWS = 64
 #: query rows a decode program pads its group to at head_dim ≤ 128, by K format where not 16,
