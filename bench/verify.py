@@ -129,6 +129,10 @@ NOTES = """Notes on the columns:
   same plans with decode kernel v5 (`bench/results/verify-h200.json`) launched every step from
   Python and gave SDPA one tensor for K and V (V's tiles then came from L2, so the baseline read
   half the bytes): its *vs fp16 SDPA* figures were too low by up to half.
+- Since this run, kernel v34 loads q4_0's, nvfp4's and tbq3's swapped tiles in one stage
+  (`bench/results/decode-h200-v34-stages.md`: q4_0 11-17% faster at 128k): of the plans
+  here, Llama-3.1-8B's q4_0 and Qwen3-32B's nvfp4 take that launch; they have not been
+  measured again (their bytes do not change).
 - *attention share of a token*: the whole model's attention time (the measured step scaled by
   the whole cache over the measured part) against that plus the checkpoint's active weights
   read once at the measured bandwidth: how much of a generated token's time the cache costs.

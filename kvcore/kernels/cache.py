@@ -113,7 +113,10 @@ ROTATE_IN_KERNEL_TOKENS = {"tbq4": 32768}
 #: 32-token programs of one stage (swapped-stages-h200.json): q4_0 B=8 128k 566 → 472 µs,
 #: B=1 128k 75.3 → 66.8 (so it swaps at any rows now, not from 32), nvfp4 591 → 557 and
 #: 83.9 → 80.4 (4 bytes spilled); tbq3 in 16-token programs of one stage 886 → 871 and
-#: 123.7 → 120.8; tbq4 within 2%, keeps its launch.
+#: 123.7 → 120.8; tbq4 within 2%, keeps its launch. As decode's default (decode-h200-v34.md)
+#: every shape of q4_0 and tbq3 faster but q4_0 B=64 4k (1% slower), nvfp4 1-9% faster to B=8
+#: and 7-13% slower at B=64 (512 rows): from SWAPPED_MANY_ROWS rows nvfp4 keeps its v33 launch
+#: (SWAPPED_MANY).
 SWAPPED: dict[str, tuple[int, tuple[int, int, int], tuple[int, int], int | None, int | None,
                          bool]] = {
     "tbq4": (1, (16, 1, 3), (8, 4), 128, 16, False),
@@ -121,6 +124,10 @@ SWAPPED: dict[str, tuple[int, tuple[int, int, int], tuple[int, int], int | None,
     "tbq3": (1, (16, 1, 1), (8, 8), 128, 16, True),
     "nvfp4": (1, (32, 1, 1), (8, 8), 128, 16, False)}
 SWAPPED_MANY_ROWS = 256
+#: K format → (launch, registers a thread, programs a multiprocessor) from SWAPPED_MANY_ROWS
+#: rows, where not SWAPPED's
+SWAPPED_MANY: dict[str, tuple[tuple[int, int, int], int | None, int | None]] = {
+    "nvfp4": ((64, 1, 2), None, None)}
 MANY_ROWS = 64
 #: query rows a decode program pads its group to at head_dim ≤ 128, by K format where not 16,
 #: over few (sequence, KV head) rows and over many (MANY_ROWS or more). A product of fewer
@@ -289,7 +296,8 @@ def swapped_launch(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
                    rows: int, any_rows: bool = False
                    ) -> tuple[tuple[int, int, int], int, int | None, int | None, bool] | None:
     """SWAPPED's (launch, query rows, registers a thread, programs a multiprocessor, words; None:
-    decode's rules) for a
+    decode's rules; SWAPPED_MANY's launch, registers and programs from SWAPPED_MANY_ROWS rows)
+    for a
     decode (K format ``k_fmt``, V ``v_fmt``, heads held in ``dpow`` lanes and a ``tail`` or
     none, ``group`` query heads a KV head, ``rows`` (sequence, KV head) rows) where the
     swapped products apply by default (``any_rows``: however few the rows), else None."""
@@ -298,7 +306,10 @@ def swapped_launch(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
             or (rows < entry[0] and not any_rows)):
         return None
     _, launch, pads, regs, per_sm, words = entry
-    return launch, pads[rows >= SWAPPED_MANY_ROWS], regs, per_sm, words
+    many = rows >= SWAPPED_MANY_ROWS
+    if many and k_fmt in SWAPPED_MANY:
+        launch, regs, per_sm = SWAPPED_MANY[k_fmt]
+    return launch, pads[many], regs, per_sm, words
 
 
 #: (format, planes read as int32 words) that gave wrong values in decode tiles of fewer than 32

@@ -862,23 +862,26 @@ def test_hadamard_rotation_is_the_rotation_matrix():
 
 
 def test_swapped_products_only_where_measured():
-    """tbq4, tbq3 and nvfp4 (any number of rows) and q4_0 (from 32 sequence-head rows) swap
-    their products by default: 16- and 32-token one-warp programs of 3 stages, 8 query columns
-    (tbq4 and q4_0 4 from 256 rows), 128 registers, 16 programs a multiprocessor, tbq3 reading
-    words; nvfp4 in 64-token programs of 2 stages, its registers and programs left to decode's
-    rules (None); heads other than 128 lanes in one part, groups of more than 8, mixed formats
-    and the other formats do not."""
+    """tbq4, tbq3, q4_0 and nvfp4 swap their products by default at any number of rows:
+    tbq4 in 16-token one-warp programs of 3 stages, tbq3 in 16-token and q4_0 and nvfp4 in
+    32-token ones of one stage (kernel v34), 8 query columns (tbq4 and q4_0 4 from 256 rows),
+    128 registers, 16 programs a multiprocessor, tbq3 reading words; from 256 rows nvfp4 in
+    64-token programs of 2 stages, its registers and programs left to decode's rules (None);
+    heads other than 128 lanes in one part, groups of more than 8, mixed formats and the other
+    formats do not."""
     assert swapped_launch("tbq4", "tbq4", 128, False, 4, 1) == ((16, 1, 3), 8, 128, 16, False)
     assert swapped_launch("tbq4", "tbq4", 128, False, 8, 255) == ((16, 1, 3), 8, 128, 16, False)
     assert swapped_launch("tbq4", "tbq4", 128, False, 4, 256) == ((16, 1, 3), 4, 128, 16, False)
-    assert swapped_launch("tbq3", "tbq3", 128, False, 4, 512) == ((16, 1, 3), 8, 128, 16, True)
-    assert swapped_launch("q4_0", "q4_0", 128, False, 4, 32) == ((32, 1, 3), 8, 128, 16, False)
-    assert swapped_launch("nvfp4", "nvfp4", 128, False, 4, 1) == ((64, 1, 2), 8, None, None,
+    assert swapped_launch("tbq3", "tbq3", 128, False, 4, 512) == ((16, 1, 1), 8, 128, 16, True)
+    assert swapped_launch("q4_0", "q4_0", 128, False, 4, 1) == ((32, 1, 1), 8, 128, 16, False)
+    assert swapped_launch("q4_0", "q4_0", 128, False, 4, 32) == ((32, 1, 1), 8, 128, 16, False)
+    assert swapped_launch("q4_0", "q4_0", 128, False, 4, 512) == ((32, 1, 1), 4, 128, 16, False)
+    assert swapped_launch("nvfp4", "nvfp4", 128, False, 4, 1) == ((32, 1, 1), 8, 128, 16,
                                                                  False)
-    assert swapped_launch("nvfp4", "nvfp4", 128, False, 4, 512) == ((64, 1, 2), 8, None, None,
+    assert swapped_launch("nvfp4", "nvfp4", 128, False, 4, 255) == ((32, 1, 1), 8, 128, 16,
                                                                    False)
-    assert swapped_launch("q4_0", "q4_0", 128, False, 4, 31) is None
-    assert swapped_launch("q4_0", "q4_0", 128, False, 4, 31, any_rows=True) is not None
+    assert swapped_launch("nvfp4", "nvfp4", 128, False, 4, 256) == ((64, 1, 2), 8, None, None,
+                                                                   False)
     assert swapped_launch("q4_0", "q4_0", 128, False, 16, 64) is None
     assert swapped_launch("tbq4", "tbq4", 64, False, 4, 8) is None
     assert swapped_launch("tbq4", "tbq4", 128, True, 4, 8) is None
@@ -910,12 +913,12 @@ def test_swapped_products_match_the_reference(fmt_k, fmt_v, heads, page):
 
 
 def test_default_decode_swaps_where_swapped_launch_applies():
-    """The default decode is the swapped launch where swapped_launch has one (tbq4, tbq3 and
-    nvfp4 at any rows; q4_0 from 32 rows), and the unswapped one elsewhere: the same output
-    bit for bit."""
+    """The default decode is the swapped launch where swapped_launch has one (tbq4, tbq3,
+    q4_0 and nvfp4 at any rows, each head one 128-lane part, groups of at most 8): the same
+    output bit for bit, and another output with the products not swapped."""
     g = torch.Generator().manual_seed(12)
     for fmt, hkv, swaps in (("tbq4", 2, True), ("tbq3", 2, True), ("q4_0", 8, True),
-                            ("q4_0", 2, False), ("nvfp4", 2, True)):
+                            ("q4_0", 2, True), ("nvfp4", 2, True)):
         lens = [40, 17, 29, 8]
         kernel, _, table, seq_lens, _, _ = build(fmt, fmt, lens, kv_heads=hkv, seed=2)
         q = torch.randn(len(lens), 4 * hkv, 128, generator=g).half()
