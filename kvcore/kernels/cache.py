@@ -113,10 +113,10 @@ ROTATE_IN_KERNEL_TOKENS = {"tbq4": 32768}
 #: 32-token programs of one stage (swapped-stages-h200.json): q4_0 B=8 128k 566 → 472 µs,
 #: B=1 128k 75.3 → 66.8 (so it swaps at any rows now, not from 32), nvfp4 591 → 557 and
 #: 83.9 → 80.4 (4 bytes spilled); tbq3 in 16-token programs of one stage 886 → 871 and
-#: 123.7 → 120.8; tbq4 within 2%, keeps its launch. As decode's default (decode-h200-v34.md)
-#: every shape of q4_0 and tbq3 faster but q4_0 B=64 4k (1% slower), nvfp4 1-9% faster to B=8
-#: and 7-13% slower at B=64 (512 rows): from SWAPPED_MANY_ROWS rows nvfp4 keeps its v33 launch
-#: (SWAPPED_MANY).
+#: 123.7 → 120.8; tbq4 within 2%, keeps its launch. As decode's default
+#: (decode-h200-v34-stages.md) every shape of q4_0 and tbq3 faster but q4_0 B=64 4k (1%
+#: slower), nvfp4 1-9% faster to B=8 and 7-13% slower at B=64 (512 rows): from
+#: SWAPPED_MANY_ROWS rows nvfp4 keeps its v33 launch (SWAPPED_MANY).
 SWAPPED: dict[str, tuple[int, tuple[int, int, int], tuple[int, int], int | None, int | None,
                          bool]] = {
     "tbq4": (1, (16, 1, 3), (8, 4), 128, 16, False),
