@@ -292,6 +292,20 @@ def small_tiles(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
     return tiles
 
 
+def decode_output(out: Any, shape: tuple[int, ...], device: Any) -> Any:
+    """The float32 tensor a decode writes into: ``out`` where given (refused unless it is a
+    contiguous float32 tensor of ``shape`` on ``device``), else a new one filled with NaN, so
+    that an unwritten element cannot pass for a result."""
+    torch = _torch()
+    if out is None:
+        return torch.full(shape, float("nan"), dtype=torch.float32, device=device)
+    if (tuple(out.shape) != shape or out.dtype != torch.float32 or out.device != device
+            or not out.is_contiguous()):
+        raise ValueError(f"out must be a contiguous float32 tensor of shape {shape} on "
+                         f"{device}")
+    return out
+
+
 def swapped_launch(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
                    rows: int, any_rows: bool = False
                    ) -> tuple[tuple[int, int, int], int, int | None, int | None, bool] | None:
@@ -827,14 +841,7 @@ class LayerCache:
         n_splits = max(1, math.ceil(max_len / split_tokens))
         acc = self._workspace("acc", bsz * hq * n_splits * width, torch.float32, q.device)
         ml = self._workspace("ml", bsz * hq * n_splits * 2, torch.float32, q.device)
-        shape = (bsz, hq, self.head_dim_v)
-        if out is None:
-            # pre-filled with NaN so that an unwritten element cannot pass for a result
-            out = torch.full(shape, float("nan"), dtype=torch.float32, device=q.device)
-        elif (tuple(out.shape) != shape or out.dtype != torch.float32
-              or out.device != q.device or not out.is_contiguous()):
-            raise ValueError(f"out must be a contiguous float32 tensor of shape {shape} on "
-                             f"{q.device}")
+        out = decode_output(out, (bsz, hq, self.head_dim_v), q.device)
         q_in = q.contiguous()
         # rotations in the split kernel: a head of 128 lanes in one part, a context no longer
         # than ROTATE_IN_KERNEL_TOKENS gives for each rotated side

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..formats import get_format
-from .cache import _pow2, wide_head_warps
+from .cache import _pow2, decode_output, wide_head_warps
 
 __all__ = ["KiviCache", "dequantize_group_keys", "dequantize_values", "quantize_group_keys",
            "quantize_values"]
@@ -371,13 +371,7 @@ class KiviCache:
         n_splits = max(1, -(-total // split))
         acc = torch.empty(seqs * hq * n_splits * dp, dtype=torch.float32, device=q.device)
         ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
-        shape = (seqs, hq, self.head_dim_v)
-        if out is None:
-            out = torch.full(shape, float("nan"), dtype=torch.float32, device=q.device)
-        elif (tuple(out.shape) != shape or out.dtype != torch.float32
-              or out.device != q.device or not out.is_contiguous()):
-            raise ValueError(f"out must be a contiguous float32 tensor of shape {shape} on "
-                             f"{q.device}")
+        out = decode_output(out, (seqs, hq, self.head_dim_v), q.device)
         # the lengths on the device, copied again only after they change, so that a step can
         # be captured in a CUDA graph (no copy from the host inside it)
         key = (tuple(self.n_quant), tuple(self.n_resid), str(q.device))
