@@ -30,9 +30,8 @@ def pdl_enter(PDL: tl.constexpr):
     stream, on Hopper or later): wait until that kernel has finished and its writes are
     visible, then let the next kernel be launched, so that its programs are scheduled while
     this one runs instead of after it. Nothing is read before the wait."""
-    if PDL:
-        gdc_wait()
-        gdc_launch_dependents()
+    pdl_wait(PDL)
+    pdl_release(PDL)
 
 
 @triton.jit
