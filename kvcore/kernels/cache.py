@@ -144,7 +144,7 @@ MANY_ROWS = 64
 #: rule (amax / 127; the scale kept in float32, ties rounded to even), the cache's codes read as stored into the tensor cores' int8 product, block scales
 #: applied to its int32 sums. Heads of up to 128 lanes: 4 query rows and (32 tokens, 1 warp,
 #: 3 stages) at any number of rows (INT_KEYS_LAUNCH); 256 lanes: PAD_ROWS_256's 8 rows and
-#: (16, 1, 3) (INT_KEYS_LAUNCH_256). Against the float16 unpacking on an H200
+#: (16, 1, 3), one stage since (INT_KEYS_LAUNCH_256). Against the float16 unpacking on an H200
 #: (bench/results/int-keys-h200.json, GQA 32/8 × 128): B=1 128k 111.5 → 103.8 µs, B=8 32k
 #: 231.7 → 199.8, B=64 4k 240.3 → 205.7, B=8 128k 812 → 770; int-keys-256-h200.json (24/4
 #: × 256, Qwen3.5's full layers): B=1 262k 306.5 → 236.9 µs, B=8 32k 306.8 → 236.5, B=1 32k
@@ -153,7 +153,9 @@ MANY_ROWS = 64
 #: (int-keys-h200.json; the branch was removed)
 INT_KEYS = frozenset({"q8_0"})
 INT_KEYS_LAUNCH, INT_KEYS_PAD = (32, 1, 3), 4
-INT_KEYS_LAUNCH_256 = (16, 1, 3)
+#: 256 lanes in one stage (the tiles straight into registers): 237 → 227 µs at 24/4 × 256, B=1
+#: 262k and B=8 32k, against 3 stages (decode-sweep-stages-wide-h200.json)
+INT_KEYS_LAUNCH_256 = (16, 1, 1)
 PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
 PAD_ROWS_MANY = {**PAD_ROWS, "fp8_pth": 8}
 #: the same for heads of 129-256 lanes, any number of rows: at 24/4 × 256 (Qwen3.5's
@@ -175,8 +177,17 @@ PAD_ROWS_256 = {"fp8_pth": 8, "q8_0": 8, "tbq4": 8, "tbq3": 8, "nvfp4": 8}
 #: (decode-sweep-512-h200.json)
 WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 2, 2), 1024: (16, 2, 2)}
 #: (power of two, K format) → launch, where a format's best differs from WIDE_LAUNCH's: on the
-#: MLA latent 32 tokens and 4 warps, tbq4 214 → 169 µs and fp8_pth 75 → 72 µs (B=1 128k)
-WIDE_FORMAT_LAUNCH = {(1024, "tbq4"): (32, 4, 2), (1024, "fp8_pth"): (32, 4, 2)}
+#: MLA latent 32 tokens and 4 warps, tbq4 214 → 169 µs and fp8_pth 75 → 72 µs (B=1 128k).
+#: One stage (the tiles loaded straight into registers, no shared-memory ring), on an H200
+#: (decode-sweep-stages-wide-h200.json): at 24/4 × 256 (B=1 262k and B=8 32k) nvfp4 in 32-token
+#: programs 312 → 224 µs, tbq4 in 16-token ones 271 → 239, q4_0 in 32-token ones 190 → 179;
+#: on DeepSeek-V2-Lite's latent (16 heads, B=1 128k) q4_0 86 → 77 µs and q8_0 127 → 120 in
+#: 16-token, two-warp programs. fp8_pth lost in one stage at 256 lanes (151 → 214 µs); f16
+#: and fp8_pth on the latent (56 → 78 µs, 72 → 77)
+WIDE_FORMAT_LAUNCH = {(1024, "tbq4"): (32, 4, 2), (1024, "fp8_pth"): (32, 4, 2),
+                      (256, "q4_0"): (32, 1, 1), (256, "nvfp4"): (32, 1, 1),
+                      (256, "tbq4"): (16, 1, 1), (1024, "q4_0"): (16, 2, 1),
+                      (1024, "q8_0"): (16, 2, 1)}
 #: (power of two, K format) → (block_n, warps, stages, query rows a program) for a query group
 #: of more than 16 heads: on DeepSeek-V3's latent (128 heads, B=1 128k, H200,
 #: decode-sweep-mla-v3-h200.json) 32 rows took f16 from 267 to 250 µs, fp8_pth 410 → 352,
@@ -290,6 +301,18 @@ def small_tiles(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
     if tiles is None or dpow > 128 or tail or _pow2(group) > tiles[1] or rows > MANY_ROWS:
         return None
     return tiles
+
+
+def wide_launch(k_fmt: str, dpow: int, qpad: int, int_keys: bool) -> tuple[int, int, int]:
+    """The decode's (block_n, warps, stages) for heads held in ``dpow`` lanes wider than 128,
+    K format ``k_fmt``, ``qpad`` query rows a program and integer key products or not, where no
+    GROUP_LAUNCH applies: INT_KEYS_LAUNCH_256, WIDE_FORMAT_LAUNCH's or WIDE_LAUNCH's for groups
+    of up to 16 rows, else tiles of 8,192 values in wide_head_warps' warps, two stages."""
+    if int_keys and dpow == 256 and qpad <= 16:
+        return INT_KEYS_LAUNCH_256
+    if qpad <= 16 and dpow in WIDE_LAUNCH:
+        return WIDE_FORMAT_LAUNCH.get((dpow, k_fmt), WIDE_LAUNCH[dpow])
+    return max(16, 8192 // dpow), wide_head_warps(dpow), 2
 
 
 def decode_output(out: Any, shape: tuple[int, ...], device: Any) -> Any:
@@ -800,12 +823,8 @@ class LayerCache:
             bn, nw, ns = (LAUNCH_MANY if many else LAUNCH).get(self.k.fmt, (64, 4, 2))
         elif group_launch:
             bn, nw, ns = group_launch[:3]
-        elif int_keys and dpow == 256 and qpad <= 16:
-            bn, nw, ns = INT_KEYS_LAUNCH_256
-        elif qpad <= 16 and dpow in WIDE_LAUNCH:
-            bn, nw, ns = WIDE_FORMAT_LAUNCH.get((dpow, self.k.fmt), WIDE_LAUNCH[dpow])
         else:
-            bn, nw, ns = max(16, 8192 // dpow), wide_head_warps(dpow), 2
+            bn, nw, ns = wide_launch(self.k.fmt, dpow, qpad, bool(int_keys))
         block_n = bn if block_n is None else block_n
         num_warps = nw if num_warps is None else num_warps
         num_stages = ns if num_stages is None else num_stages

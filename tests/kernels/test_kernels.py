@@ -25,6 +25,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     small_tiles,
     swapped_launch,
     tail_offsets,
+    wide_launch,
 )
 from kvcore.kv import geometry_bytes  # noqa: E402
 
@@ -965,3 +966,26 @@ def test_mixed_formats_in_short_tiles_decode_by_default():
     out = kernel.decode(q, table, seq_lens)
     assert not torch.isnan(out).any()
     assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
+
+
+def test_wide_heads_take_one_stage_where_measured():
+    """On 256-wide heads q4_0 and nvfp4 run 32-token programs of one stage, tbq4 and q8_0's
+    integer keys 16-token ones; on the MLA latent (held in 1,024 lanes) q4_0 and q8_0 run
+    16-token two-warp programs of one stage. fp8_pth, f16 and tbq3 keep WIDE_LAUNCH's two
+    stages; the latent's tbq4 and fp8_pth their 32-token 4-warp launch; groups of more than 16
+    rows and other widths tiles of 8,192 values."""
+    assert wide_launch("q4_0", 256, 8, False) == (32, 1, 1)
+    assert wide_launch("nvfp4", 256, 8, False) == (32, 1, 1)
+    assert wide_launch("tbq4", 256, 8, False) == (16, 1, 1)
+    assert wide_launch("q8_0", 256, 8, True) == (16, 1, 1)
+    assert wide_launch("q8_0", 256, 8, False) == (16, 1, 2)
+    for fmt in ("fp8_pth", "f16", "tbq3"):
+        assert wide_launch(fmt, 256, 8, False) == (16, 1, 2)
+    assert wide_launch("q4_0", 1024, 16, False) == (16, 2, 1)
+    assert wide_launch("q8_0", 1024, 16, False) == (16, 2, 1)
+    assert wide_launch("tbq4", 1024, 16, False) == (32, 4, 2)
+    assert wide_launch("f16", 1024, 16, False) == (16, 2, 2)
+    assert wide_launch("q4_0", 512, 16, False) == (16, 2, 2)
+    assert wide_launch("q4_0", 256, 32, False) == (32, 4, 2)
+    assert wide_launch("q8_0", 256, 32, True) == (32, 4, 2)
+    assert wide_launch("f16", 2048, 16, False) == (16, 8, 2)
