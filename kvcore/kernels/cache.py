@@ -153,9 +153,12 @@ MANY_ROWS = 64
 #: (int-keys-h200.json; the branch was removed)
 INT_KEYS = frozenset({"q8_0"})
 INT_KEYS_LAUNCH, INT_KEYS_PAD = (32, 1, 3), 4
-#: 256 lanes in one stage (the tiles straight into registers): 237 → 227 µs at 24/4 × 256, B=1
-#: 262k and B=8 32k, against 3 stages (decode-sweep-stages-wide-h200.json)
+#: 256 lanes in one stage (the tiles straight into registers), against 3 stages at 24/4 × 256:
+#: B=1 262k and B=8 32k 237 → 227 µs (decode-sweep-stages-wide-h200.json), B=1 32k 41.3 → 38.8;
+#: but B=64 4k (256 rows) 268 → 283 (decode-sweep-wide-v35-h200.json): from MANY_ROWS rows it
+#: keeps 3 stages (INT_KEYS_LAUNCH_256_MANY)
 INT_KEYS_LAUNCH_256 = (16, 1, 1)
+INT_KEYS_LAUNCH_256_MANY = (16, 1, 3)
 PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
 PAD_ROWS_MANY = {**PAD_ROWS, "fp8_pth": 8}
 #: the same for heads of 129-256 lanes, any number of rows: at 24/4 × 256 (Qwen3.5's
@@ -183,11 +186,18 @@ WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 2, 2), 1024: (16, 2, 2)}
 #: programs 312 → 224 µs, tbq4 in 16-token ones 271 → 239, q4_0 in 32-token ones 190 → 179;
 #: on DeepSeek-V2-Lite's latent (16 heads, B=1 128k) q4_0 86 → 77 µs and q8_0 127 → 120 in
 #: 16-token, two-warp programs. fp8_pth lost in one stage at 256 lanes (151 → 214 µs); f16
-#: and fp8_pth on the latent (56 → 78 µs, 72 → 77)
-WIDE_FORMAT_LAUNCH = {(1024, "tbq4"): (32, 4, 2), (1024, "fp8_pth"): (32, 4, 2),
+#: and fp8_pth on the latent (56 → 78 µs, 72 → 77). Confirmed at more shapes
+#: (decode-sweep-wide-v35-h200.json): at 256 lanes, B=1 32k, nvfp4 51.8 → 38.8 µs, tbq4 49.2 →
+#: 45.3, q4_0 33.4 → 31.4; B=64 4k nvfp4 342 → 281, tbq4 338 → 319, q4_0 within 1% (232 →
+#: 235); tbq3 in 16-token programs 278 → 268 (B=1 262k), 50.2 → 48.4 (B=1 32k), f16 within 1%
+#: (kept). On the latent (B=1 128k and B=4 32k) nvfp4 152 → 112 and tbq4 172 → 159 in 32-token
+#: 4-warp programs of one stage, tbq3 188 → 166 in 16-token 2-warp ones; q4_0 and q8_0 as at
+#: B=1
+WIDE_FORMAT_LAUNCH = {(1024, "fp8_pth"): (32, 4, 2), (1024, "tbq4"): (32, 4, 1),
+                      (1024, "nvfp4"): (32, 4, 1), (1024, "tbq3"): (16, 2, 1),
+                      (1024, "q4_0"): (16, 2, 1), (1024, "q8_0"): (16, 2, 1),
                       (256, "q4_0"): (32, 1, 1), (256, "nvfp4"): (32, 1, 1),
-                      (256, "tbq4"): (16, 1, 1), (1024, "q4_0"): (16, 2, 1),
-                      (1024, "q8_0"): (16, 2, 1)}
+                      (256, "tbq4"): (16, 1, 1), (256, "tbq3"): (16, 1, 1)}
 #: (power of two, K format) → (block_n, warps, stages, query rows a program) for a query group
 #: of more than 16 heads: on DeepSeek-V3's latent (128 heads, B=1 128k, H200,
 #: decode-sweep-mla-v3-h200.json) 32 rows took f16 from 267 to 250 µs, fp8_pth 410 → 352,
@@ -303,13 +313,15 @@ def small_tiles(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
     return tiles
 
 
-def wide_launch(k_fmt: str, dpow: int, qpad: int, int_keys: bool) -> tuple[int, int, int]:
+def wide_launch(k_fmt: str, dpow: int, qpad: int, int_keys: bool,
+                many: bool = False) -> tuple[int, int, int]:
     """The decode's (block_n, warps, stages) for heads held in ``dpow`` lanes wider than 128,
-    K format ``k_fmt``, ``qpad`` query rows a program and integer key products or not, where no
-    GROUP_LAUNCH applies: INT_KEYS_LAUNCH_256, WIDE_FORMAT_LAUNCH's or WIDE_LAUNCH's for groups
-    of up to 16 rows, else tiles of 8,192 values in wide_head_warps' warps, two stages."""
+    K format ``k_fmt``, ``qpad`` query rows a program, integer key products or not and
+    ``many`` (sequence, KV head) rows (MANY_ROWS or more) or not, where no GROUP_LAUNCH
+    applies: INT_KEYS_LAUNCH_256 (_MANY), WIDE_FORMAT_LAUNCH's or WIDE_LAUNCH's for groups of
+    up to 16 rows, else tiles of 8,192 values in wide_head_warps' warps, two stages."""
     if int_keys and dpow == 256 and qpad <= 16:
-        return INT_KEYS_LAUNCH_256
+        return INT_KEYS_LAUNCH_256_MANY if many else INT_KEYS_LAUNCH_256
     if qpad <= 16 and dpow in WIDE_LAUNCH:
         return WIDE_FORMAT_LAUNCH.get((dpow, k_fmt), WIDE_LAUNCH[dpow])
     return max(16, 8192 // dpow), wide_head_warps(dpow), 2
@@ -824,7 +836,7 @@ class LayerCache:
         elif group_launch:
             bn, nw, ns = group_launch[:3]
         else:
-            bn, nw, ns = wide_launch(self.k.fmt, dpow, qpad, bool(int_keys))
+            bn, nw, ns = wide_launch(self.k.fmt, dpow, qpad, bool(int_keys), many)
         block_n = bn if block_n is None else block_n
         num_warps = nw if num_warps is None else num_warps
         num_stages = ns if num_stages is None else num_stages
