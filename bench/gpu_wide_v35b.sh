@@ -13,7 +13,7 @@ timeout 100 python3 bench/decode_sweep.py --heads 24/4/256 --formats tbq3,q4_0 \
     --no-split --shapes 64x4096,64x32768 --configs 16/1/2,16/1/1,32/1/1 \
     --out "$OUT/many" 2>&1 | grep -v Warn | grep "best\|SDPA"
 timeout 150 python3 bench/decode_sweep.py --heads 128/1/576/k \
-    --formats f16,fp8_pth,q8_0,tbq3,tbq4,nvfp4,q4_0 --no-split --shapes 1x131072 \
+    --formats f16,fp8_pth,q8_0,tbq3,tbq4,nvfp4 --no-split --shapes 1x131072 \
     --configs 32/4/1/0/0/32,32/8/1/0/0/64,32/4/2/0/0/32 \
     --out "$OUT/group" 2>&1 | grep -v Warn | grep "best\|SDPA"
 timeout 100 python3 bench/launch_check.py --workers 12 --out "$OUT/lc" 2>&1 | tail -2
