@@ -209,11 +209,14 @@ WIDE_FORMAT_LAUNCH = {(1024, "fp8_pth"): (32, 4, 2), (1024, "tbq4"): (32, 4, 1),
 #: memory address in the tail part's key product (the latent's 64-lane tail as two 32-lane
 #: nibble halves), with 8 warps or 4; 32 rows run (rows64-sanitizer-h200.txt), not timed.
 #: Tiles of 32 tokens over pages of 16 read the block scales misaligned until _rows hid the
-#: looked-up rows from the compiler (launch-h200-before.json, catalog-h200.json)
+#: looked-up rows from the compiler (launch-h200-before.json, catalog-h200.json). One stage
+#: (the tiles straight into registers; decode-sweep-wide-v35b-h200.json, B=1 128k): q8_0 597
+#: → 580 µs, tbq3 970 → 831, tbq4 in 32 rows and 4 warps 853 → 804, nvfp4 750 → 717 (its
+#: 32-row launches 5-11 ms); f16 and fp8_pth slower (248 → 330, 345 → 385)
 GROUP_LAUNCH = {(1024, "f16"): (32, 4, 2, 32), (1024, "bf16"): (32, 4, 2, 32),
-                (1024, "fp8_pth"): (32, 4, 2, 32), (1024, "q8_0"): (32, 4, 2, 32),
-                (1024, "tbq4"): (32, 8, 2, 64), (1024, "tbq3"): (32, 4, 2, 32),
-                (1024, "nvfp4"): (32, 8, 2, 64)}
+                (1024, "fp8_pth"): (32, 4, 2, 32), (1024, "q8_0"): (32, 4, 1, 32),
+                (1024, "tbq4"): (32, 4, 1, 32), (1024, "tbq3"): (32, 4, 1, 32),
+                (1024, "nvfp4"): (32, 8, 1, 64)}
 #: K formats whose K-only (MLA) decode unpacks each key tile once for both products (V = the
 #: keys) by default: faster on the H200 for f16 (121 → 113 µs on DeepSeek's latent, B=1 128k),
 #: tbq4 and nvfp4 (5%); slower for fp8_pth (147 → 231 µs), q8_0, q4_0 and tbq3 (3-7%), whose
