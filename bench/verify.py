@@ -124,15 +124,17 @@ NOTES = """Notes on the columns:
   read bandwidth measured in the same process; *vs fp16 SDPA* compares with torch's
   `scaled_dot_product_attention` over an fp16 cache of the same shape, timed the same way (–
   for MLA, which has no separate V). Kernel speed alone is in
-  `bench/results/decode-h200-v17.md` (the same kernel and launches; 256-wide heads' groups
-  padded to 8 rows since, `decode-sweep-pad256-h200.json`). An earlier run of the
+  `bench/results/decode-h200-v33.md` and `decode-h200-v34-stages.md` (GQA 32/8 × 128, the
+  same kernel and launches). An earlier run of the
   same plans with decode kernel v5 (`bench/results/verify-h200.json`) launched every step from
   Python and gave SDPA one tensor for K and V (V's tiles then came from L2, so the baseline read
   half the bytes): its *vs fp16 SDPA* figures were too low by up to half.
-- Since this run, kernel v34 loads q4_0's, nvfp4's and tbq3's swapped tiles in one stage
-  (`bench/results/decode-h200-v34-stages.md`: q4_0 11-17% faster at 128k): of the plans
-  here, Llama-3.1-8B's q4_0 and Qwen3-32B's nvfp4 take that launch; they have not been
-  measured again (their bytes do not change).
+- This run is kernel v35: q4_0, nvfp4 and tbq3 swapped in one-stage programs since v34
+  (Llama-3.1-8B's q4_0 2.407 → 2.151 ms, Qwen3-32B's nvfp4 5.556 → 5.328 against v33's run),
+  and one stage on heads wider than 128 lanes where it was faster
+  (`bench/results/decode-sweep-wide-v35-h200.json`, -v35b-, -v35c-: Qwen3.5-27B's tbq4 at
+  262k 4.375 → 3.857 ms, its q8_0 3.801 → 3.647; DeepSeek-V2-Lite's tbq4 2.670 → 2.439;
+  DeepSeek-V3's q8_0 over 128 query heads 4.753 → 4.676).
 - *attention share of a token*: the whole model's attention time (the measured step scaled by
   the whole cache over the measured part) against that plus the checkpoint's active weights
   read once at the measured bandwidth: how much of a generated token's time the cache costs.

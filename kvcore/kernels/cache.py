@@ -154,11 +154,16 @@ MANY_ROWS = 64
 INT_KEYS = frozenset({"q8_0"})
 INT_KEYS_LAUNCH, INT_KEYS_PAD = (32, 1, 3), 4
 #: 256 lanes in one stage (the tiles straight into registers), against 3 stages at 24/4 × 256:
-#: B=1 262k and B=8 32k 237 → 227 µs (decode-sweep-stages-wide-h200.json), B=1 32k 41.3 → 38.8;
-#: but B=64 4k (256 rows) 268 → 283 (decode-sweep-wide-v35-h200.json): from MANY_ROWS rows it
-#: keeps 3 stages (INT_KEYS_LAUNCH_256_MANY)
+#: B=1 262k and B=8 32k 237 → 227 µs (decode-sweep-stages-wide-h200.json), B=1 32k 41.3 → 38.8,
+#: B=8 4k 42.6 → 39.8; but from MANY_ROWS (sequence, KV head) rows over fewer than
+#: INT_KEYS_256_STAGED row-tokens (rows × the longest sequence) 3 stages were faster: B=64 4k
+#: (256 rows) 268 vs 283 µs, B=32 4k 148 vs 163, B=16 4k, 8k and 16k 85 vs 93, 160 vs 177, 304
+#: vs 339 (INT_KEYS_LAUNCH_256_MANY); from 2²¹ one stage again: B=16 32k 443 vs 463, B=64 8k
+#: 455 vs 472, B=64 16k 885 vs 920, B=64 32k within 1% (decode-sweep-wide-v35-h200.json,
+#: -v35b-, -v35c-)
 INT_KEYS_LAUNCH_256 = (16, 1, 1)
 INT_KEYS_LAUNCH_256_MANY = (16, 1, 3)
+INT_KEYS_256_STAGED = 1 << 21
 PAD_ROWS = {"fp8_pth": 4, "q4_0": 8, "tbq4": 8, "tbq3": 4, "nvfp4": 4}
 PAD_ROWS_MANY = {**PAD_ROWS, "fp8_pth": 8}
 #: the same for heads of 129-256 lanes, any number of rows: at 24/4 × 256 (Qwen3.5's
@@ -316,15 +321,18 @@ def small_tiles(k_fmt: str, v_fmt: str, dpow: int, tail: bool, group: int,
     return tiles
 
 
-def wide_launch(k_fmt: str, dpow: int, qpad: int, int_keys: bool,
-                many: bool = False) -> tuple[int, int, int]:
+def wide_launch(k_fmt: str, dpow: int, qpad: int, int_keys: bool, rows: int = 1,
+                max_len: int = 0) -> tuple[int, int, int]:
     """The decode's (block_n, warps, stages) for heads held in ``dpow`` lanes wider than 128,
-    K format ``k_fmt``, ``qpad`` query rows a program, integer key products or not and
-    ``many`` (sequence, KV head) rows (MANY_ROWS or more) or not, where no GROUP_LAUNCH
-    applies: INT_KEYS_LAUNCH_256 (_MANY), WIDE_FORMAT_LAUNCH's or WIDE_LAUNCH's for groups of
-    up to 16 rows, else tiles of 8,192 values in wide_head_warps' warps, two stages."""
+    K format ``k_fmt``, ``qpad`` query rows a program, integer key products or not, ``rows``
+    (sequence, KV head) rows and ``max_len`` the longest sequence, where no GROUP_LAUNCH
+    applies: INT_KEYS_LAUNCH_256 (INT_KEYS_LAUNCH_256_MANY from MANY_ROWS rows under
+    INT_KEYS_256_STAGED row-tokens), WIDE_FORMAT_LAUNCH's or WIDE_LAUNCH's for groups of up to
+    16 rows, else tiles of 8,192 values in wide_head_warps' warps, two stages."""
     if int_keys and dpow == 256 and qpad <= 16:
-        return INT_KEYS_LAUNCH_256_MANY if many else INT_KEYS_LAUNCH_256
+        if rows >= MANY_ROWS and rows * max_len < INT_KEYS_256_STAGED:
+            return INT_KEYS_LAUNCH_256_MANY
+        return INT_KEYS_LAUNCH_256
     if qpad <= 16 and dpow in WIDE_LAUNCH:
         return WIDE_FORMAT_LAUNCH.get((dpow, k_fmt), WIDE_LAUNCH[dpow])
     return max(16, 8192 // dpow), wide_head_warps(dpow), 2
@@ -839,7 +847,10 @@ class LayerCache:
         elif group_launch:
             bn, nw, ns = group_launch[:3]
         else:
-            bn, nw, ns = wide_launch(self.k.fmt, dpow, qpad, bool(int_keys), many)
+            if max_len is None:
+                max_len = int(seq_lens.max()) if bsz else 0
+            bn, nw, ns = wide_launch(self.k.fmt, dpow, qpad, bool(int_keys),
+                                     bsz * self.kv_heads, max_len)
         block_n = bn if block_n is None else block_n
         num_warps = nw if num_warps is None else num_warps
         num_stages = ns if num_stages is None else num_stages

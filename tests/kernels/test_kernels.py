@@ -970,17 +970,21 @@ def test_mixed_formats_in_short_tiles_decode_by_default():
 
 def test_wide_heads_take_one_stage_where_measured():
     """On 256-wide heads q4_0 and nvfp4 run 32-token programs of one stage, tbq4, tbq3 and
-    q8_0's integer keys 16-token ones (the integer keys 3 stages from MANY_ROWS rows); on the
-    MLA latent (held in 1,024 lanes) q4_0, q8_0 and tbq3 run 16-token two-warp programs of one
-    stage, tbq4 and nvfp4 32-token 4-warp ones. fp8_pth and f16 keep WIDE_LAUNCH's two stages
-    (the latent's fp8_pth its 32-token 4-warp launch); groups of more than 16 rows and other
-    widths tiles of 8,192 values."""
+    q8_0's integer keys 16-token ones (the integer keys 3 stages from MANY_ROWS rows under 2²¹
+    row-tokens); on the MLA latent (held in 1,024 lanes) q4_0, q8_0 and tbq3 run 16-token
+    two-warp programs of one stage, tbq4 and nvfp4 32-token 4-warp ones. fp8_pth and f16 keep
+    WIDE_LAUNCH's two stages (the latent's fp8_pth its 32-token 4-warp launch); groups of more
+    than 16 rows and other widths tiles of 8,192 values."""
     assert wide_launch("q4_0", 256, 8, False) == (32, 1, 1)
-    assert wide_launch("nvfp4", 256, 8, False, many=True) == (32, 1, 1)
+    assert wide_launch("nvfp4", 256, 8, False, rows=256, max_len=4096) == (32, 1, 1)
     assert wide_launch("tbq4", 256, 8, False) == (16, 1, 1)
     assert wide_launch("tbq3", 256, 8, False) == (16, 1, 1)
-    assert wide_launch("q8_0", 256, 8, True) == (16, 1, 1)
-    assert wide_launch("q8_0", 256, 8, True, many=True) == (16, 1, 3)
+    assert wide_launch("q8_0", 256, 8, True, rows=4, max_len=262144) == (16, 1, 1)
+    assert wide_launch("q8_0", 256, 8, True, rows=32, max_len=4096) == (16, 1, 1)
+    assert wide_launch("q8_0", 256, 8, True, rows=64, max_len=16384) == (16, 1, 3)
+    assert wide_launch("q8_0", 256, 8, True, rows=256, max_len=4096) == (16, 1, 3)
+    assert wide_launch("q8_0", 256, 8, True, rows=64, max_len=32768) == (16, 1, 1)
+    assert wide_launch("q8_0", 256, 8, True, rows=256, max_len=8192) == (16, 1, 1)
     assert wide_launch("q8_0", 256, 8, False) == (16, 1, 2)
     for fmt in ("fp8_pth", "f16"):
         assert wide_launch(fmt, 256, 8, False) == (16, 1, 2)
