@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -16,7 +17,7 @@ from typing import Any
 from .errors import ConfigError, InputError, UnknownNameError, shown
 from .gguf import SPLIT_NAME, is_gguf, is_model_file, spec_from_gguf
 from .hf import spec_from_config
-from .hub import MissingFile, fetch_config, gguf_spec, is_repo_id, split_tag
+from .hub import HubUnavailable, MissingFile, fetch_config, gguf_spec, is_repo_id, split_tag
 from .model import ModelSpec
 
 __all__ = ["CatalogEntry", "load_model", "model_catalog", "parse_config_text"]
@@ -182,6 +183,35 @@ def _local(path: Path) -> ModelSpec:
                             quant_config=_sidecar(path))
 
 
+#: words a repository's name adds for one variant of a model (instruction or chat tuned, base,
+#: pretrained, converted for transformers), and the "Meta-" before Llama 3 and 3.1 names
+_VARIANT_WORDS = re.compile(r"-(?:instruct|it|chat|base|hf|pt)(?=-|$)")
+
+
+def _stem(name: str) -> str:
+    """A model name without its owner and its variant words: ``meta-llama/Meta-Llama-3.1-8B-
+    Instruct`` → ``llama-3.1-8b``, ``google/gemma-2-9b-it`` → ``gemma-2-9b``."""
+    n = name.strip().lower().rsplit("/", 1)[-1]
+    n = re.sub(r"^meta-(?=llama)", "", n)
+    return _VARIANT_WORDS.sub("", n)
+
+
+def variants(name: str) -> list[CatalogEntry]:
+    """The catalog entries for the model ``name`` names in another variant (base for instruct,
+    instruct for base, …): the same name once owner and variant words are left out. Their
+    configs may differ (context length, vocabulary); they are suggestions, not stand-ins."""
+    stem = _stem(name)
+    return [e for e in model_catalog() if stem in (_stem(e.id), _stem(e.repo))]
+
+
+def _variant_note(name: str) -> str:
+    found = variants(name)
+    if not found:
+        return ""
+    listed = " or ".join(f"'{e.id}' ({e.repo})" for e in found[:3])
+    return f"; the bundled catalog has {listed}, another variant of it"
+
+
 def _known_names() -> dict[str, str]:
     """Every spelling a catalog model is found by, mapped to its id (for suggestions)."""
     return {k: e.id for k, e in _by_key().items()}
@@ -233,7 +263,9 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         except MissingFile:
             # no config.json: a repository of GGUF files, read as llama.cpp's -hf reads it
             return gguf_spec(text, None)
+        except HubUnavailable as exc:
+            raise HubUnavailable(f"{exc}{_variant_note(text)}", field="model") from None
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,
                                 safetensors_total_bytes=total, quant_config=quant)
-    raise UnknownNameError("model", text, _known_names(),
-                           field="model")
+    raise UnknownNameError("model", text, _known_names(), field="model",
+                           first=[e.id for e in variants(text)])

@@ -91,7 +91,8 @@ class UnknownNameError(InputError):
     ``known`` is what the name is compared with; when it maps each key to the name to show
     (several spellings of one GPU to its id), suggestions are the shown names, each once.
     ``choices`` lists the valid names in the message for a short list that has no
-    ``kvplan`` command of its own (engines, weight formats)."""
+    ``kvplan`` command of its own (engines, weight formats). ``first`` names keys of
+    ``known`` suggested before the closest spellings."""
 
     def __init__(
         self,
@@ -102,6 +103,7 @@ class UnknownNameError(InputError):
         field: str | None = None,
         choices: Sequence[str] = (),
         query: str | None = None,
+        first: Sequence[str] = (),
     ) -> None:
         names = dict(known) if isinstance(known, Mapping) else {k: k for k in known}
         self.kind = kind
@@ -109,7 +111,9 @@ class UnknownNameError(InputError):
         self.suggestions: list[str] = []
         matches = difflib.get_close_matches(query if query is not None else name.lower(),
                                             list(names), n=12, cutoff=0.5)
-        for key in matches:
+        # ``first``: keys of ``known`` to suggest before the closest spellings (the same model
+        # in another variant)
+        for key in [*first, *matches]:
             if names[key] not in self.suggestions and len(self.suggestions) < 3:
                 self.suggestions.append(names[key])
         message = f"{shown(name, NAME_CHARS)} is not a known {kind}"

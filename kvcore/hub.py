@@ -17,7 +17,7 @@ from typing import Any
 from .errors import HubError, InputError
 from .model import ModelSpec
 
-__all__ = ["REPO_ID", "MissingFile", "fetch_config", "gguf_spec", "is_repo_id", "split_tag"]
+__all__ = ["REPO_ID", "HubUnavailable", "MissingFile", "fetch_config", "gguf_spec", "is_repo_id", "split_tag"]
 
 #: owner/name as the Hub spells repository ids
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
@@ -35,6 +35,11 @@ def is_repo_id(text: str) -> bool:
 
 class MissingFile(HubError):
     """The repository has no such file (a GGUF repository has no config.json)."""
+
+
+class HubUnavailable(HubError):
+    """The Hub could not be asked: no network, the file not in the HF cache, or no
+    huggingface_hub."""
 
 
 #: hosts a Hub fetch may reach, redirects included
@@ -177,12 +182,12 @@ def _hub_errors(repo: str, what: str, revision: str | None = None) -> Any:
         raise HubError(f"'{repo}' has no revision '{revision}'", field="model") from None
     # before EntryNotFoundError: huggingface_hub derives LocalEntryNotFoundError from it
     except hf_errors.LocalEntryNotFoundError:
-        raise HubError(f"the Hub could not be reached and '{repo}/{what}' is not in the HF "
+        raise HubUnavailable(f"the Hub could not be reached and '{repo}/{what}' is not in the HF "
                        "cache (offline?)", field="model") from None
     except (hf_errors.EntryNotFoundError, FileNotFoundError):
         raise MissingFile(f"'{repo}' has no {what}", field="model") from None
     except OSError as exc:
-        raise HubError(f"fetching '{repo}/{what}' failed: {exc}", field="model") from None
+        raise HubUnavailable(f"fetching '{repo}/{what}' failed: {exc}", field="model") from None
 
 
 def _hf(repo: str) -> Any:
@@ -190,7 +195,7 @@ def _hf(repo: str) -> Any:
     try:
         import huggingface_hub as hf
     except ImportError:
-        raise HubError(f"'{repo}' is not in the bundled catalog and reading it from the Hub "
+        raise HubUnavailable(f"'{repo}' is not in the bundled catalog and reading it from the Hub "
                        "needs huggingface_hub: pip install 'kvplan[hub]'", field="model") from None
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", TIMEOUT_S)
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", TIMEOUT_S)

@@ -8,7 +8,7 @@ import pytest
 
 import kvcore
 from kvcore import HubError, UnknownNameError, load_model, model_catalog
-from kvcore.catalog import MAX_CONFIG_BYTES, parse_config_text
+from kvcore.catalog import MAX_CONFIG_BYTES, parse_config_text, variants
 from kvcore.errors import ConfigError
 
 FAMILIES = ["Llama 3.1", "Llama 3.2", "Llama 4", "Mistral", "Mixtral", "Qwen2.5", "Qwen3",
@@ -136,6 +136,48 @@ def test_hub_unreachable_is_offline_not_missing_file(monkeypatch):
     monkeypatch.setattr(hf, "hf_hub_download", unreachable)
     with pytest.raises(HubError, match="could not be reached"):
         load_model("someone/offline-model")
+
+
+@pytest.mark.parametrize(("name", "ids"), [
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct", ["llama-3.1-8b"]),
+    ("meta-llama/Llama-3.1-70B", ["llama-3.1-70b", "llama-3.1-70b-instruct"]),
+    ("google/gemma-2-9b-it", ["gemma-2-9b"]),
+    ("google/gemma-3-27b-pt", ["gemma-3-27b-it"]),
+    ("Qwen/Qwen2.5-7B-Instruct", ["qwen2.5-7b"]),
+    ("mistralai/Mistral-7B-Instruct-v0.1", ["mistral-7b-v0.1"]),
+    ("meta-llama/Llama-2-7b-chat-hf", ["llama-2-7b-hf"]),
+    ("deepseek-ai/DeepSeek-V2-Lite", ["deepseek-v2-lite-chat"]),
+    # another size, another version or another model is no variant
+    ("meta-llama/Llama-3.1-13B-Instruct", []), ("Qwen/Qwen3-14B", []),
+    ("microsoft/Phi-3-mini-8k-instruct", []), ("someone/offline-model", [])])
+def test_variants_are_the_same_model_named_with_other_variant_words(name, ids):
+    assert [e.id for e in variants(name)] == ids
+
+
+def test_an_unknown_name_suggests_its_bundled_variant_first():
+    for name, first in (("llama-3.1-8b-instruct", "llama-3.1-8b"), ("gemma-2-9b-it", "gemma-2-9b"),
+                        ("qwen3-8b-base", "qwen3-8b")):
+        with pytest.raises(UnknownNameError) as info:
+            load_model(name)
+        assert info.value.suggestions[0] == first
+
+
+def test_hub_unreachable_names_the_bundled_variant(monkeypatch, tmp_path):
+    fake_hub(monkeypatch, tmp_path, error="LocalEntryNotFoundError")
+    with pytest.raises(HubError) as info:
+        load_model("meta-llama/Meta-Llama-3.1-8B-Instruct")
+    assert str(info.value) == (
+        "the Hub could not be reached and 'meta-llama/Meta-Llama-3.1-8B-Instruct/config.json' "
+        "is not in the HF cache (offline?); the bundled catalog has 'llama-3.1-8b' "
+        "(meta-llama/Llama-3.1-8B), another variant of it")
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(HubError, match=r"kvplan\[hub\]'; the bundled catalog has 'qwen2.5-7b'"):
+        load_model("Qwen/Qwen2.5-7B-Instruct")
+    # a repository the Hub answered for gets no such note: the Hub was asked
+    fake_hub(monkeypatch, tmp_path, error="RepositoryNotFoundError")
+    with pytest.raises(HubError, match="is not a Hub repository") as info:
+        load_model("Qwen/Qwen2.5-7B-Instruct")
+    assert "bundled" not in str(info.value)
 
 
 def test_hub_retry_warnings_stay_off_the_cli_error():
