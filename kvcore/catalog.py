@@ -4,6 +4,7 @@ or pasted JSON. The bundled catalog (``data/models/``) answers without network.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import re
@@ -20,7 +21,7 @@ from .hf import spec_from_config
 from .hub import HubUnavailable, MissingFile, fetch_config, gguf_spec, is_repo_id, split_tag
 from .model import ModelSpec
 
-__all__ = ["CatalogEntry", "load_model", "model_catalog", "parse_config_text"]
+__all__ = ["Alias", "CatalogEntry", "load_model", "model_catalog", "parse_config_text"]
 
 #: largest config.json accepted (bytes), pasted, uploaded, read from disk or from the Hub.
 #: Real configs reach 3.1 MB (nvidia/MiniMax-M3-NVFP4 lists every quantized layer in its
@@ -28,6 +29,17 @@ __all__ = ["CatalogEntry", "load_model", "model_catalog", "parse_config_text"]
 MAX_CONFIG_BYTES = 16 << 20
 #: deepest JSON nesting accepted in a config
 MAX_JSON_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Another Hub repository whose config.json equals a catalog entry's in every field kvplan
+    reads (``differs``: the fields it does not, such as eos_token_id), checked against the
+    copy named in ``source``; its checkpoint holds the same tensors."""
+
+    repo: str
+    differs: str
+    source: str
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,7 @@ class CatalogEntry:
     #: the entry stands for the unquantized original of the checkpoint its config was copied
     #: from (index.toml weights = "original"): that config's quantization_config is not read
     original_weights: bool = False
+    aliases: tuple[Alias, ...] = ()
 
     def config(self) -> dict[str, Any]:
         return self._read(self.config_file)
@@ -68,6 +81,8 @@ def model_catalog() -> tuple[CatalogEntry, ...]:
             safetensors_total_bytes=e.get("safetensors_total_bytes"),
             quant_file=e.get("quant_config"),
             original_weights=e.get("weights") == "original",
+            aliases=tuple(Alias(a["repo"], a.get("differs", ""), a["source"])
+                          for a in e.get("aliases", ())),
         )
         for e in tomllib.loads(index)["model"]
     )
@@ -81,6 +96,28 @@ def _by_key() -> dict[str, CatalogEntry]:
         keys.setdefault(entry.repo.lower(), entry)
         keys.setdefault(entry.repo.split("/")[-1].lower(), entry)
     return keys
+
+
+@cache
+def _alias_keys() -> dict[str, tuple[CatalogEntry, Alias]]:
+    keys: dict[str, tuple[CatalogEntry, Alias]] = {}
+    for entry in model_catalog():
+        for alias in entry.aliases:
+            keys.setdefault(alias.repo.lower(), (entry, alias))
+            keys.setdefault(alias.repo.split("/")[-1].lower(), (entry, alias))
+    return keys
+
+
+@cache
+def _alias_spec(entry_id: str, repo: str) -> ModelSpec:
+    """The catalog entry's spec, named for the alias repository ``repo``."""
+    entry = next(e for e in model_catalog() if e.id == entry_id)
+    alias = next(a for a in entry.aliases if a.repo == repo)
+    but = f" but {alias.differs}" if alias.differs else ""
+    return dataclasses.replace(
+        _catalog_spec(entry_id), hub_repo=alias.repo,
+        source=f"catalog ({entry.id}'s config, equal to {alias.repo}'s in every field{but}: "
+               f"{alias.source})")
 
 
 @cache
@@ -236,6 +273,9 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
     entry = _by_key().get(text.lower())
     if entry is not None:
         return _catalog_spec(entry.id)
+    aliased = _alias_keys().get(text.lower())
+    if aliased is not None:
+        return _alias_spec(aliased[0].id, aliased[1].repo)
     if allow_local:
         path = Path(text).expanduser()
         try:

@@ -1,5 +1,6 @@
 import json
 import logging
+import re
 import subprocess
 import sys
 import types
@@ -138,6 +139,34 @@ def test_hub_unreachable_is_offline_not_missing_file(monkeypatch):
         load_model("someone/offline-model")
 
 
+def test_aliases_resolve_offline_to_their_entry(monkeypatch):
+    # another repository whose config.json is the entry's but for fields kvplan does not read
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    import dataclasses
+
+    for repo, entry_id in (("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+                           ("meta-llama/Llama-3.2-1B", "llama-3.2-1b-instruct"),
+                           ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b-v0.1"),
+                           ("deepseek-ai/DeepSeek-V2-Lite", "deepseek-v2-lite-chat")):
+        for spelling in (repo, repo.lower(), repo.split("/")[1]):
+            spec = load_model(spelling)
+            assert spec.hub_repo == repo
+            assert spec.source.startswith(f"catalog ({entry_id}'s config, equal to {repo}'s")
+            entry = load_model(entry_id)
+            assert dataclasses.replace(spec, hub_repo=entry.hub_repo, source=entry.source) == entry
+
+
+def test_every_alias_is_sourced_and_names_no_other_entry():
+    repos = {e.repo.lower() for e in model_catalog()} | {e.id for e in model_catalog()}
+    aliases = [a for e in model_catalog() for a in e.aliases]
+    assert len(aliases) >= 4
+    for alias in aliases:
+        assert alias.repo.lower() not in repos
+        assert re.match(r"github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+config\.json ",
+                        alias.source), alias.source
+    assert len({a.repo.lower() for a in aliases}) == len(aliases)
+
+
 @pytest.mark.parametrize(("name", "ids"), [
     ("meta-llama/Meta-Llama-3.1-8B-Instruct", ["llama-3.1-8b"]),
     ("meta-llama/Llama-3.1-70B", ["llama-3.1-70b", "llama-3.1-70b-instruct"]),
@@ -155,7 +184,7 @@ def test_variants_are_the_same_model_named_with_other_variant_words(name, ids):
 
 
 def test_an_unknown_name_suggests_its_bundled_variant_first():
-    for name, first in (("llama-3.1-8b-instruct", "llama-3.1-8b"), ("gemma-2-9b-it", "gemma-2-9b"),
+    for name, first in (("llama-3.1-405b-instruct", "llama-3.1-405b"), ("gemma-2-9b-it", "gemma-2-9b"),
                         ("qwen3-8b-base", "qwen3-8b")):
         with pytest.raises(UnknownNameError) as info:
             load_model(name)
