@@ -137,8 +137,8 @@ def api_router() -> APIRouter:
 
     @api.get("/models")
     def models() -> list[dict[str, Any]]:
-        return [{"id": e.id, "repo": e.repo, "family": e.family, "source": e.source}
-                for e in kvcore.model_catalog()]
+        return [{"id": e.id, "repo": e.repo, "family": e.family, "source": e.source,
+                 "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
 
     @api.get("/models/{model_id:path}")
     def model(model_id: str) -> dict[str, Any]:

@@ -395,7 +395,8 @@ def render_plan(data: dict[str, Any]) -> str:
 
 def _list(cmd: str, as_json: bool) -> str:
     if cmd == "models":
-        items = [{"id": e.id, "repo": e.repo, "family": e.family} for e in kvcore.model_catalog()]
+        items = [{"id": e.id, "repo": e.repo, "family": e.family,
+                  "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
         rows = [["id", "repo", "family"]] + [[i["id"], i["repo"], i["family"]] for i in items]
     elif cmd == "gpus":
         items = [{"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes,

@@ -53,7 +53,13 @@ def test_error_shape(client, body, field):
 
 
 def test_lists(client):
-    assert len(client.get("/api/v1/models").json()) >= 40
+    listed = client.get("/api/v1/models").json()
+    assert len(listed) >= 40
+    # the twins that resolve to an entry offline are listed with it, and resolve
+    llama = next(m for m in listed if m["id"] == "llama-3.1-8b")
+    assert llama["aliases"] == ["meta-llama/Llama-3.1-8B-Instruct"]
+    resolved = client.get("/api/v1/models/meta-llama/Llama-3.1-8B-Instruct")
+    assert resolved.status_code == 200
     assert len(client.get("/api/v1/gpus").json()) >= 40
     assert {f["name"] for f in client.get("/api/v1/formats").json()} >= {"q8_0", "tbq4"}
     m = client.get("/api/v1/models/deepseek-v3").json()
