@@ -6,7 +6,10 @@ interpreter in CI checks the kernel's arithmetic; this checks what the GPU compi
 each launch.
 
     python bench/launch_check.py [--out DIR] [--workers 16] [--formats f16,q4_0,…]
-        [--heads 32/8/128,16/1/576/k,…]
+        [--heads 32/8/128,16/1/576/k,…] [--launches 16/2/1,32/2/1,…]
+
+--launches checks the given launches (block_n/warps/stages) instead of the tables', each case
+once a launch: a launch can be checked on the GPU in the same call that times it.
 
 A process a case (a fault poisons its CUDA context, not the next case). Writes launch.json:
 per case the relative error against the reference, NaNs, or the error.
@@ -30,8 +33,8 @@ HEADS = ["32/8/128", "64/8/128", "32/32/96", "32/8/80", "24/4/256", "8/2/512", "
 SHAPES = [((300, 151), 16), ((5000, 2049), 5000), ((40, 1), 32)]
 
 
-def _case(job: tuple[str, str]) -> dict:
-    fmt, heads = job
+def _case(job: tuple[str, str, str]) -> dict:
+    fmt, heads, launch = job
     import math
 
     import torch
@@ -41,6 +44,11 @@ def _case(job: tuple[str, str]) -> dict:
     hq, hkv, d, *konly = heads.split("/")
     hq, hkv, d = int(hq), int(hkv), int(d)
     row: dict = {"format": fmt, "heads": heads, "errors": []}
+    given = {}
+    if launch:
+        row["launch"] = launch
+        given = dict(zip(("block_n", "num_warps", "num_stages"),
+                         (int(x) for x in launch.split("/")), strict=True))
     try:
         g = torch.Generator(device="cuda").manual_seed(5)
         for lens, page in SHAPES:
@@ -59,7 +67,7 @@ def _case(job: tuple[str, str]) -> dict:
                 cache.append(k, v, table[s, t // page].long(), t % page)
             seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
             q = torch.randn(len(lens), hq, d, device="cuda", generator=g).half()
-            out = cache.decode(q, table, seq)
+            out = cache.decode(q, table, seq, **given)
             torch.cuda.synchronize()
             ref = cache.decode_ref(q.float(), table, seq)
             err = float((out.double() - ref.double()).norm() / ref.double().norm())
@@ -76,6 +84,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--formats")
     ap.add_argument("--heads", default=",".join(HEADS))
+    ap.add_argument("--launches", help="block_n/warps/stages,… to check instead of the tables'")
     args = ap.parse_args()
     import torch
 
@@ -84,16 +93,18 @@ def main() -> None:
 
     env = environment("cuda", torch)
     formats = args.formats.split(",") if args.formats else PAGED
-    jobs = [(f, h) for h in args.heads.split(",") for f in formats]
+    launches = args.launches.split(",") if args.launches else [""]
+    jobs = [(f, h, la) for la in launches for h in args.heads.split(",") for f in formats]
     rows = []
     with gpu_pool(args.workers, torch.cuda.device_count()) as pool:
         for row in pool.imap_unordered(_case, jobs):
             rows.append(row)
             worst = max((e["rel"] for e in row["errors"]), default=float("nan"))
             bad = row.get("error") or any(e["nan"] for e in row["errors"]) or worst > 3e-3
-            print(f"{row['format']:8s} {row['heads']:12s} worst {worst:.1e}"
+            print(f"{row['format']:8s} {row['heads']:12s} {row.get('launch', ''):8s} "
+                  f"worst {worst:.1e}"
                   + (f"  FAILED {row.get('error', '')}" if bad else ""), flush=True)
-    rows.sort(key=lambda r: (r["heads"], r["format"]))
+    rows.sort(key=lambda r: (r.get("launch", ""), r["heads"], r["format"]))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "launch.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
