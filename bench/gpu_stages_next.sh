@@ -5,6 +5,7 @@
 # too); then KIVI's decode and tbq4's swapped launch in one stage. Compiled for sm_90, one
 # stage drops q8_0's shared-memory loads from 140 to 18 a 32-token step, but takes 246
 # registers instead of 168.
+# Its results: bench/results/stages-next-h200.json (2026-12-01).
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh

@@ -3,6 +3,7 @@
 # registers) on heads wider than 128 lanes, against WIDE_LAUNCH's (bench/decode_sweep.py; the
 # decode's own launch is timed too): Qwen3.5's 24/4 × 256 full-attention heads at B=1 262k and
 # B=8 32k, and DeepSeek-V2-Lite's 576-wide latent (16 heads, K only) at B=1 128k.
+# Its results: bench/results/decode-sweep-stages-wide-h200.json (2026-12-01).
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
