@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -154,6 +155,30 @@ def test_aliases_resolve_offline_to_their_entry(monkeypatch):
             assert spec.source.startswith(f"catalog ({entry_id}'s config, equal to {repo}'s")
             entry = load_model(entry_id)
             assert dataclasses.replace(spec, hub_repo=entry.hub_repo, source=entry.source) == entry
+
+
+ALIAS_COPIES = Path(__file__).resolve().parent / "data" / "aliases"
+#: fields of a config.json that name tokens or tooling, not the model's shape
+UNREAD = {"eos_token_id", "bos_token_id", "pad_token_id", "transformers_version", "_name_or_path"}
+
+
+@pytest.mark.parametrize("entry_alias", [(e, a) for e in model_catalog() for a in e.aliases],
+                         ids=lambda ea: ea[1].repo)
+def test_an_alias_config_is_its_entry_config_but_for_the_fields_it_names(entry_alias):
+    # the copy each alias was checked against (tests/data/aliases) differs from the entry's
+    # bundled config only in the fields it names, and kvplan reads both into one model
+    entry, alias = entry_alias
+    copy = json.loads((ALIAS_COPIES / (alias.repo.replace("/", "--") + ".json")).read_text())
+    bundled = entry.config()
+    differ = {k for k in set(copy) | set(bundled) if copy.get(k) != bundled.get(k)}
+    assert differ <= UNREAD
+    named = set(re.findall(r"\w+", alias.differs)) - {"and"}
+    assert differ == named
+    from kvcore.hf import spec_from_config
+
+    mine = spec_from_config(copy, name=entry.id, source="copy")
+    theirs = spec_from_config(bundled, name=entry.id, source="copy")
+    assert mine == theirs
 
 
 def test_every_alias_is_sourced_and_names_no_other_entry():
