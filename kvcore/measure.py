@@ -432,16 +432,15 @@ def decode_step(cache: Any, sequences: int, hq: int, head_dim: int, tokens: int,
     (without it every call would fill a new output with NaN first, a launch a step does not
     have); else the torch reference."""
     q = torch.randn(sequences, hq, head_dim, device=device).half()
+    out = torch.empty(sequences, hq, cache.head_dim_v, dtype=torch.float32, device=device)
     if hasattr(cache, "n_quant"):  # KIVI: its lengths are its own
         if not kernel:
             return lambda: cache.decode_ref(q.float())
-        out = torch.empty(sequences, hq, cache.head_dim_v, dtype=torch.float32, device=device)
         return lambda: cache.decode(q, out=out)
     table = torch.arange(sequences, device=device, dtype=torch.int32).reshape(-1, 1)
     lens = torch.full((sequences,), tokens, device=device, dtype=torch.int32)
     if not kernel:
         return lambda: cache.decode_ref(q.float(), table, lens)
-    out = torch.empty(sequences, hq, cache.head_dim_v, dtype=torch.float32, device=device)
     return lambda: cache.decode(q, table, lens, max_len=tokens, out=out)
 
 

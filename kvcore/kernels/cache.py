@@ -838,6 +838,8 @@ class LayerCache:
                     else PAD_ROWS_256 if dpow == 256 else {})
             pad_rows = pads.get(self.k.fmt, 16)
         qpad, qblocks = query_blocks(group, row_cap, pad_rows)
+        if max_len is None:
+            max_len = int(seq_lens.max()) if bsz else 0
         if tiles:
             bn, nw, ns = tiles[0]
         elif dpow <= 128 and int_keys:
@@ -847,15 +849,11 @@ class LayerCache:
         elif group_launch:
             bn, nw, ns = group_launch[:3]
         else:
-            if max_len is None:
-                max_len = int(seq_lens.max()) if bsz else 0
             bn, nw, ns = wide_launch(self.k.fmt, dpow, qpad, bool(int_keys),
                                      bsz * self.kv_heads, max_len)
         block_n = bn if block_n is None else block_n
         num_warps = nw if num_warps is None else num_warps
         num_stages = ns if num_stages is None else num_stages
-        if max_len is None:
-            max_len = int(seq_lens.max()) if bsz else 0
         if split_tokens is None:
             bh = max(1, bsz * self.kv_heads * qblocks)
             if not programs_per_sm and num_warps == 1 and bh < MANY_ROWS:
