@@ -109,13 +109,11 @@ def _alias_keys() -> dict[str, tuple[CatalogEntry, Alias]]:
 
 
 @cache
-def _alias_spec(entry_id: str, repo: str) -> ModelSpec:
-    """The catalog entry's spec, named for the alias repository ``repo``."""
-    entry = next(e for e in model_catalog() if e.id == entry_id)
-    alias = next(a for a in entry.aliases if a.repo == repo)
+def _alias_spec(entry: CatalogEntry, alias: Alias) -> ModelSpec:
+    """The catalog entry's spec, named for its alias repository."""
     but = f" but {alias.differs}" if alias.differs else ""
     return dataclasses.replace(
-        _catalog_spec(entry_id), hub_repo=alias.repo,
+        _catalog_spec(entry.id), hub_repo=alias.repo,
         source=f"catalog ({entry.id}'s config, equal to {alias.repo}'s in every field{but}: "
                f"{alias.source})")
 
@@ -275,7 +273,7 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         return _catalog_spec(entry.id)
     aliased = _alias_keys().get(text.lower())
     if aliased is not None:
-        return _alias_spec(aliased[0].id, aliased[1].repo)
+        return _alias_spec(*aliased)
     if allow_local:
         path = Path(text).expanduser()
         try:
