@@ -432,7 +432,8 @@ def decode_step(cache: Any, sequences: int, hq: int, head_dim: int, tokens: int,
     (without it every call would fill a new output with NaN first, a launch a step does not
     have); else the torch reference."""
     q = torch.randn(sequences, hq, head_dim, device=device).half()
-    out = torch.empty(sequences, hq, cache.head_dim_v, dtype=torch.float32, device=device)
+    out = (torch.empty(sequences, hq, cache.head_dim_v, dtype=torch.float32, device=device)
+           if kernel else None)
     if hasattr(cache, "n_quant"):  # KIVI: its lengths are its own
         if not kernel:
             return lambda: cache.decode_ref(q.float())
