@@ -11,6 +11,9 @@ import contextlib
 import json
 import os
 import re
+import socket
+import threading
+import time
 from functools import lru_cache
 from typing import Any
 
@@ -81,10 +84,68 @@ def _guard_client(hf: Any) -> bool:
     return True
 
 
+#: seconds a probe's answer is kept (a server that comes back online tries the Hub again)
+PROBE_TTL_S = 60.0
+#: seconds the host-name lookup of a probe may take
+PROBE_TIMEOUT_S = 5.0
+_probed: dict[str, tuple[float, bool]] = {}
+
+
+def _endpoint_host() -> str:
+    from urllib.parse import urlsplit
+
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    return urlsplit(endpoint).hostname or "huggingface.co"
+
+
+def _resolves(host: str) -> bool:
+    """Whether ``host`` has an address, asked in a thread so a dead resolver cannot hold the
+    caller past PROBE_TIMEOUT_S."""
+    answer: list[bool] = []
+
+    def ask() -> None:
+        try:
+            socket.getaddrinfo(host, 443, type=socket.SOCK_STREAM)
+            answer.append(True)
+        except OSError:
+            answer.append(False)
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    thread.join(PROBE_TIMEOUT_S)
+    return bool(answer and answer[0])
+
+
+def _behind_proxy() -> bool:
+    return any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"))
+
+
+def hub_reachable() -> bool:
+    """Whether the Hub's host name resolves. Without it huggingface_hub retries each request
+    five times over 22 s before it falls back to its cache; kvplan reads the cache at once
+    instead. Always True behind a proxy (the proxy resolves names) and under HF_HUB_OFFLINE
+    (huggingface_hub reads only its cache then). Kept PROBE_TTL_S seconds."""
+    if _behind_proxy() or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    host = _endpoint_host()
+    now = time.monotonic()
+    seen = _probed.get(host)
+    if seen is None or now - seen[0] > PROBE_TTL_S:
+        seen = _probed[host] = (now, _resolves(host))
+    return seen[1]
+
+
+def _offline_error(repo: str, what: str) -> HubUnavailable:
+    return HubUnavailable(f"the Hub could not be reached ({_endpoint_host()} does not resolve: "
+                          f"offline?) to read the {what} of '{repo}'", field="model")
+
+
 def _download(repo: str, filename: str, revision: str | None) -> str:
     hf = _hf(repo)
+    # offline: the HF cache answers at once, or LocalEntryNotFoundError says it cannot
+    cached_only = {} if hub_reachable() else {"local_files_only": True}
     with _hub_errors(repo, filename, revision):
-        path = hf.hf_hub_download(repo, filename, revision=revision)
+        path = hf.hf_hub_download(repo, filename, revision=revision, **cached_only)
     return str(path)
 
 
@@ -211,6 +272,8 @@ def gguf_names(repo: str) -> list[str]:
     from .gguf import is_model_file
 
     hf = _hf(repo)
+    if not hub_reachable():
+        raise _offline_error(repo, "file list")
     with _hub_errors(repo, "file list"):
         names = hf.HfApi().list_repo_files(repo)
     return sorted(n for n in names if is_model_file(n))

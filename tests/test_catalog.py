@@ -140,6 +140,85 @@ def test_hub_unreachable_is_offline_not_missing_file(monkeypatch):
         load_model("someone/offline-model")
 
 
+@pytest.fixture
+def no_route(monkeypatch):
+    """A machine whose resolver does not know the Hub, with no proxy and no HF_HUB_OFFLINE;
+    returns the hosts probed."""
+    from kvcore import hub
+
+    for var in ("HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
+                "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    probed = []
+    monkeypatch.setattr(hub, "_resolves", lambda host: probed.append(host) or False)
+    monkeypatch.setattr(hub, "_probed", {})
+    hub._fetch.cache_clear()
+    yield probed
+    hub._fetch.cache_clear()
+
+
+def test_unresolvable_hub_reads_only_the_cache(monkeypatch, tmp_path, no_route):
+    # no retries against a Hub that cannot be reached: the HF cache is asked, once per file
+    config = next(e for e in model_catalog() if e.id == "qwen3-8b").config()
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    asked = []
+    fake_hub(monkeypatch, tmp_path, {})
+    errors = sys.modules["huggingface_hub.errors"]
+
+    def cached(repo, filename, revision=None, local_files_only=False):
+        asked.append((repo, filename, local_files_only))
+        if repo == "someone/cached" and filename == "config.json":
+            return str(tmp_path / "config.json")
+        raise errors.LocalEntryNotFoundError()
+
+    monkeypatch.setattr(sys.modules["huggingface_hub"], "hf_hub_download", cached)
+    assert load_model("someone/cached").name == "someone/cached"
+    with pytest.raises(HubError, match="could not be reached .* not in the HF cache"):
+        load_model("someone/not-cached")
+    assert asked and all(only for _, _, only in asked)
+    assert no_route == ["huggingface.co"]  # one probe, kept for the next lookup
+
+
+def test_unresolvable_hub_lists_no_gguf_repo(monkeypatch, tmp_path, no_route):
+    fake_hub(monkeypatch, tmp_path, {})
+
+    def never(*args, **kwargs):
+        raise AssertionError("the Hub was asked")
+
+    monkeypatch.setattr(sys.modules["huggingface_hub"], "HfApi", never, raising=False)
+    with pytest.raises(HubError, match=r"huggingface\.co does not resolve.*file list of 'someone/M-GGUF'"):
+        load_model("someone/M-GGUF:Q4_K_M")
+
+
+def test_probe_follows_endpoint_and_skips_proxies(monkeypatch, no_route):
+    from kvcore import hub
+
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.org:8443/")
+    assert not hub.hub_reachable() and no_route == ["hub.example.org"]
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example.org:3128")
+    assert hub.hub_reachable() and no_route == ["hub.example.org"]  # the proxy resolves names
+
+
+def test_resolver_failures_and_silence_read_as_unresolved(monkeypatch):
+    import socket
+    import threading
+
+    from kvcore import hub
+
+    def unknown(*args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unknown)
+    assert hub._resolves("huggingface.co") is False
+    release = threading.Event()
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: release.wait(5) and [])
+    monkeypatch.setattr(hub, "PROBE_TIMEOUT_S", 0.05)
+    assert hub._resolves("huggingface.co") is False  # no answer in time
+    release.set()
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: [("addr",)])
+    assert hub._resolves("huggingface.co") is True
+
+
 def test_aliases_resolve_offline_to_their_entry(monkeypatch):
     # another repository whose config.json is the entry's but for fields kvplan does not read
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
