@@ -120,11 +120,13 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-v", default=None, help="KV format for values")
     p.add_argument("--weights", default=None,
                    help="weight format: auto (the checkpoint), bf16, fp8, int4, q4_k_m, ...")
-    p.add_argument("--gpu", default=None, help="catalog GPU (4090, h100, mi300x) or a size (24GiB)")
+    p.add_argument("--gpu", default=None, help="catalog GPU (4090, h100, mi300x) or a size "
+                   "(24GiB), after a card count for several (2x4090)")
     p.add_argument("--engine", default="raw",
                    help="allocation rules: raw (physics only), vllm, llama.cpp, sglang, trtllm")
     p.add_argument("--gpus", default=None,
-                   help="number of cards (4) or a list of cards, one per rank (4090,3090)")
+                   help="number of cards (4) or a list of cards, one per rank (4090,3090 "
+                        "or 2x4090,3090)")
     p.add_argument("--tp", default=None, help="tensor-parallel ranks")
     p.add_argument("--pp", default=None, help="pipeline-parallel stages")
     p.add_argument("--dp", default="1", help="data-parallel replicas")

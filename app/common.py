@@ -8,6 +8,7 @@ from typing import Any
 from kvcore import (
     CacheOptions,
     InputError,
+    counted_gpu,
     find_gpu,
     get_format,
     parse_bytes,
@@ -44,33 +45,56 @@ def _count(value: Any, field: str, minimum: int = 1, maximum: int = 1024) -> int
     return parse_count(value, field=field, minimum=minimum, maximum=maximum)
 
 
-def _gpus(gpu: str | None, gpus: str | None) -> tuple[int, list[Any], bool]:
-    """(card count, GPUs named, whether a list was given)."""
+def _cards(text: str, field: str) -> tuple[int, Any]:
+    """(count, card) of one name: ``4090`` one card, ``2x4090`` two."""
+    rig = counted_gpu(text, field=field)
+    return rig if rig is not None else (1, find_gpu(text))
+
+
+def _gpus(gpu: str | None, gpus: str | None
+          ) -> tuple[int, list[Any], bool, tuple[str, str, str] | None]:
+    """(card count, GPUs named, whether a list was given, and where a count was given, in gpus
+    or before the card in gpu (``2x4090``): (what says it, the field, what to leave out))."""
     named: list[Any] = []
     count = 1
     listed = False
+    counted: tuple[str, str, str] | None = None
     if gpus:
         text = str(gpus).strip()
         if text.lstrip("-").isdigit():
             # a count; a negative one fails parse_count's range check
             count = parse_count(text, field="gpus", maximum=1024)
+            counted = (f"gpus is {count}", "gpus", "gpus")
         else:
             try:
-                named = [find_gpu(n) for n in text.split(",") if n.strip()]
+                for name in (n for n in text.split(",") if n.strip()):
+                    n, card = _cards(name, "gpus")
+                    named += [card] * n
             except InputError as exc:
                 # the name at fault came in the card list
                 exc.field = "gpus"
                 raise
             if not named:
                 raise InputError("gpus must be a card count (4) or the cards, one per rank "
-                                 f"(4090,3090); got {shown(gpus)}", field="gpus")
+                                 f"(4090,3090 or 2x4090); got {shown(gpus)}", field="gpus")
+            if len(named) > 1024:
+                raise InputError(f"gpus lists {len(named):,} cards; at most 1024", field="gpus")
             count, listed = len(named), True
     if gpu:
         if listed:
             raise InputError("give gpu NAME with gpus N, or gpus NAME,NAME, not both",
                              field="gpus")
-        named = [find_gpu(gpu)]
-    return count, named, listed
+        rig = counted_gpu(gpu, field="gpu")
+        named = [rig[1] if rig else find_gpu(gpu)]
+        if rig is not None:
+            n = rig[0]
+            if counted and n != count:
+                raise InputError(f"gpu {shown(gpu)} is {n} cards but gpus is {count}; give the "
+                                 "count once", field="gpus")
+            count = n
+            counted = counted or (f"gpu {shown(gpu)} is {n} cards", "gpu",
+                                  "the count before the card")
+    return count, named, listed, counted
 
 
 def check_find_gpu(*, gpu: Any, gpus: Any, tp: Any, pp: Any, kv_budget: Any = None,
@@ -151,14 +175,13 @@ def make_query(
         images=parse_count(images, field="images", minimum=0, maximum=1000),
         mtp=bool(mtp),
     )
-    count, named, listed = _gpus(gpu, gpus)
+    count, named, listed, counted = _gpus(gpu, gpus)
     tp_n, pp_n = _count(tp, "tp"), _count(pp, "pp")
     dp_n = _count(dp, "dp") or 1
-    counted = bool(gpus) and not listed
     if tp_n is None and pp_n is None:
         if counted and count % dp_n:
-            raise InputError(f"gpus is {count} but dp is {dp_n}: each replica needs its own "
-                             "cards, so gpus must be a multiple of dp", field="gpus")
+            raise InputError(f"{counted[0]} but dp is {dp_n}: each replica needs its own "
+                             "cards, so the card count must be a multiple of dp", field=counted[1])
         # one replica over all the cards: layers split for llama.cpp, heads for the others
         per_replica = max(1, count // dp_n)
         tp_n, pp_n = (1, per_replica) if engine == "llama.cpp" else (per_replica, 1)
@@ -167,8 +190,8 @@ def make_query(
         raise InputError(f"gpus lists {count} cards but tp × pp is {parallel.ranks_per_replica}",
                          field="gpus")
     if counted and count != parallel.gpus:
-        raise InputError(f"gpus is {count} but tp × pp × dp is {parallel.gpus}: give one card "
-                         "per rank, or leave out gpus", field="gpus")
+        raise InputError(f"{counted[0]} but tp × pp × dp is {parallel.gpus}: give one card "
+                         f"per rank, or leave out {counted[2]}", field=counted[1])
     return Query(
         spec=spec,
         context=parse_tokens(context),

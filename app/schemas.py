@@ -34,7 +34,9 @@ class PlanIn(BaseModel):
 
     model: str | None = Field(None, max_length=200, examples=["qwen3.5-27b"])
     config: dict[str, Any] | None = Field(None, description="a config.json object")
-    gpu: str | None = Field(None, max_length=100, examples=["4090"])
+    gpu: str | None = Field(None, max_length=100, examples=["4090", "2x4090"],
+                            description="a catalog GPU (4090, h100), a size (24GiB), or "
+                            "either after a card count (2x4090: gpu 4090, gpus 2)")
     context: int | str = Field("8k", examples=["128k", 262144])
     sequences: int | str = Field(1, examples=[4])
     kv: str | None = Field(None, max_length=40, examples=["q8_0"])
@@ -45,7 +47,7 @@ class PlanIn(BaseModel):
                         description="raw, vllm, llama.cpp, sglang or trtllm")
     gpus: int | str | None = Field(None, examples=[4, "4090,3090"],
                                    description="a card count (4) or one card per rank "
-                                   "(4090,3090)")
+                                   "(4090,3090 or 2x4090,3090)")
     tp: int | None = Field(None, ge=1, le=1024)
     pp: int | None = Field(None, ge=1, le=1024)
     dp: int = Field(1, ge=1, le=1024)

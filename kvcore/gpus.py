@@ -15,7 +15,7 @@ from importlib import resources
 from .errors import InputError, UnknownNameError, shown
 from .units import parse_bytes
 
-__all__ = ["GPU", "find_gpu", "gpu_catalog"]
+__all__ = ["GPU", "counted_gpu", "find_gpu", "gpu_catalog"]
 
 
 @dataclass(frozen=True)
@@ -154,3 +154,32 @@ def find_gpu(name: str) -> GPU:
         raise UnknownNameError("GPU", text, {key: g.id for key, g in _index().items()},
                                field="gpu", query=_norm(text))
     return gpu
+
+
+#: a card count before a card, as a rig is written: 2x4090, 4×H100, 8 x h100-sxm, 2*24GiB
+_COUNTED = re.compile(r"^\s*([0-9]+)\s*[x×*]\s*(\S.*)$", re.IGNORECASE)
+
+
+def counted_gpu(name: str, field: str = "gpu") -> tuple[int, GPU] | None:
+    """``(count, card)`` of a name with a card count before it (``2x4090``), or None where the
+    name is one card (a catalog name or a size: ``rx-7900-xtx`` and ``7900xtx`` are cards,
+    not 7900 of some 'tx'). A count before a name that is no card is no rig either: the
+    caller's error for the whole name stands."""
+    text = str(name).strip()
+    m = _COUNTED.match(text)
+    if m is None:
+        return None
+    try:
+        find_gpu(text)
+        return None
+    except InputError:
+        pass
+    try:
+        card = find_gpu(m.group(2))
+    except InputError:
+        return None
+    count = int(m.group(1))
+    if not 1 <= count <= 1024:
+        raise InputError(f"the card count in {shown(text)} must be between 1 and 1,024",
+                         field=field)
+    return count, card

@@ -435,10 +435,39 @@ def test_verified_line_only_for_the_measured_cache(capsys):
 @pytest.mark.parametrize(("flags", "words"), [
     (["--gpus", "2", "--tp", "4"], "gpus is 2 but tp × pp × dp is 4"),
     (["--gpus", "8", "--tp", "2"], "gpus is 8 but tp × pp × dp is 2"),
-    (["--gpus", "2", "--dp", "3"], "gpus must be a multiple of dp"),
+    (["--gpus", "2", "--dp", "3"], "card count must be a multiple of dp"),
 ])
 def test_a_card_count_that_contradicts_the_layout_is_refused(capsys, flags, words):
     code, out, err = run(capsys, "qwen3-8b", "--gpu", "h100", *flags)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and words in err
+
+
+@pytest.mark.parametrize(("flags", "parallel", "cards"), [
+    (["--gpu", "2x4090"], {"tp": 2, "pp": 1, "dp": 1, "gpus": 2}, ["rtx-4090"]),
+    (["--gpu", "4×h100", "--dp", "2"], {"tp": 2, "pp": 1, "dp": 2, "gpus": 4}, ["h100-sxm"]),
+    (["--gpu", "2x4090", "--gpus", "2"], {"tp": 2, "pp": 1, "dp": 1, "gpus": 2}, ["rtx-4090"]),
+    (["--gpus", "2x4090,3090", "--engine", "llama.cpp"], {"tp": 1, "pp": 3, "dp": 1, "gpus": 3},
+     ["rtx-4090", "rtx-4090", "rtx-3090"]),
+])
+def test_a_rig_spelled_with_its_count(capsys, flags, parallel, cards):
+    # 2x4090 is --gpu 4090 --gpus 2, as a rig is written
+    code, out, _ = run(capsys, "qwen3-8b", *flags, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["parallel"] == parallel and data["gpus"] == cards
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (["--gpu", "2x4090", "--gpus", "4"], "gpu '2x4090' is 2 cards but gpus is 4"),
+    (["--gpu", "2x4090", "--tp", "4"], "gpu '2x4090' is 2 cards but tp × pp × dp is 4"),
+    (["--gpu", "2x4090", "--dp", "4"], "card count must be a multiple of dp"),
+    (["--gpu", "0x4090"], "card count in '0x4090' must be between 1 and 1,024"),
+    (["--gpu", "2xfoo"], "'2xfoo' is not a known GPU"),
+    (["--gpu", "2x4090", "--gpus", "4090,4090"], "not both"),
+])
+def test_a_rig_that_contradicts_itself_is_refused(capsys, flags, words):
+    code, out, err = run(capsys, "qwen3-8b", *flags)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and words in err
 
@@ -574,7 +603,7 @@ def test_a_context_past_the_trained_positions_is_noted_without_a_card(capsys):
      "'1e30GiB' is no memory size: write it without an exponent, like 24GiB or 80GB (a catalog "
      "GPU is a name, like 4090 or h100)"),
     (["qwen3-8b", "--gpus", ",,"],
-     "gpus must be a card count (4) or the cards, one per rank (4090,3090); got ',,'"),
+     "gpus must be a card count (4) or the cards, one per rank (4090,3090 or 2x4090); got ',,'"),
     (["/nonexistent/config.json"],
      "no such file or folder: '/nonexistent/config.json' (a model is a catalog id, a Hub repo "
      "id, a config.json or GGUF path or JSON)"),

@@ -3,7 +3,7 @@ from importlib import resources
 
 import pytest
 
-from kvcore import InputError, UnknownNameError, find_gpu, gpu_catalog
+from kvcore import InputError, UnknownNameError, counted_gpu, find_gpu, gpu_catalog
 
 
 def test_catalog_size_and_fields():
@@ -220,3 +220,38 @@ def test_driver_totals_of_the_variants():
     assert find_gpu("h100 nvl").driver_total_bytes == 95830 * 2**20
     assert find_gpu("h20").driver_total_bytes == 97871 * 2**20
     assert find_gpu("mi300x").driver_total_bytes == 206141652992
+
+
+@pytest.mark.parametrize(("text", "count", "gpu_id"), [
+    ("2x4090", 2, "rtx-4090"), ("4×H100", 4, "h100-sxm"), ("8 x h100-sxm", 8, "h100-sxm"),
+    ("2*3090", 2, "rtx-3090"), ("2X RTX 4090", 2, "rtx-4090"), ("3x24GiB", 3, None),
+    ("1x4090", 1, "rtx-4090"),
+])
+def test_a_rig_is_a_count_and_a_card(text, count, gpu_id):
+    n, card = counted_gpu(text)
+    assert n == count
+    assert card.id == gpu_id if gpu_id else card.memory_bytes == 24 * 2**30
+
+
+def test_every_catalog_name_is_one_card_not_a_rig():
+    # 7900xtx is a card, not 7900 of some 'tx'
+    raw = tomllib.loads(resources.files("kvcore").joinpath("data/gpus.toml").read_text())
+    names = [n for g in raw["gpu"] for n in (g["id"], g["name"], *g.get("aliases", []))]
+    for name in [*names, "7900xtx", "7900 xtx", "rx7900xt"]:
+        assert counted_gpu(name) is None, name
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("0x4090", "card count in '0x4090' must be between 1 and 1,024"),
+    ("2000x4090", "between 1 and 1,024"),
+])
+def test_a_rig_count_out_of_range_is_refused(text, words):
+    with pytest.raises(InputError, match=words):
+        counted_gpu(text)
+
+
+def test_a_count_before_no_card_is_no_rig():
+    # the caller's error for the whole name stands ('2xfoo' is not a known GPU)
+    assert counted_gpu("2xfoo") is None
+    with pytest.raises(UnknownNameError):
+        find_gpu("2xfoo")

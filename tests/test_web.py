@@ -146,6 +146,17 @@ def test_gpu_count_as_a_json_number(client):
 
 
 
+def test_a_rig_spelled_with_its_count_via_api(client):
+    # "gpu": "2x4090" plans as "gpu": "4090", "gpus": 2; a count that contradicts it is a 422
+    base = {"model": "llama-3.1-70b", "context": "32k", "engine": "vllm"}
+    rig = client.post("/api/v1/plan", json={**base, "gpu": "2x4090"}).json()
+    assert rig == client.post("/api/v1/plan", json={**base, "gpu": "4090", "gpus": 2}).json()
+    assert rig["parallel"]["tp"] == 2
+    r = client.post("/api/v1/plan", json={**base, "gpu": "2x4090", "gpus": 4})
+    assert r.status_code == 422 and r.json()["field"] == "gpus"
+    assert "2 cards but gpus is 4" in r.json()["error"]
+
+
 def test_byte_sizes_as_json_numbers(client):
     # "kv_budget": 8707134259 is the budget "8707134259" (bytes) gives; a boolean is refused
     text = {"model": "llama-3.1-8b", "engine": "vllm", "kv_budget": "8707134259"}
