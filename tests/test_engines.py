@@ -3,7 +3,15 @@
 import pytest
 from test_hf import _ernie45_21b, _gemma3n, _gemma4_e2b, _hunyuan_large, _lfm2_8b
 
-from kvcore import CacheOptions, InputError, find_gpu, get_format, load_model, spec_from_config
+from kvcore import (
+    CacheOptions,
+    InputError,
+    find_gpu,
+    get_format,
+    gpu_catalog,
+    load_model,
+    spec_from_config,
+)
 from kvcore.engines import (
     EngineRequest,
     EngineSettings,
@@ -786,7 +794,7 @@ def _answer(model, engine, **kw):
     ("qwen3.5-9b", "llama.cpp", dict(gpu="4090", context="32k", sequences=2)),
     # vLLM's default max_num_batched_tokens follows max-num-seqs × max-model-len: the activation
     # peak of the longer context or more sequences leaves less KV memory
-    ("mistral-nemo-instruct-2407", "vllm", dict(gpu="m3 max", context=4096, kv="nvfp4")),
+    ("mistral-nemo-instruct-2407", "vllm", dict(gpu="rtx-pro-6000", context=4096, kv="nvfp4")),
     ("llama-3.1-8b", "vllm", dict(gpu="l4", context=1024)),
     # data parallel: sequences are per replica (--max-num-seqs), and so is the most that fit
     ("llama-3.1-8b", "vllm", dict(gpu="h100", gpus="2", dp=2, context="32k", sequences=4)),
@@ -1816,3 +1824,40 @@ def test_llamacpp_recurrent_line_matches_a_real_mtp_log():
     plain = engine_plan("llama.cpp", req("qwen3.5-27b", ctx=4096, seqs=3, gpu="h200"))
     line = next(x for x in plain.log_lines if x.startswith("llama_memory_recurrent: size"))
     assert "  64 layers,  3 seqs  0 rs_seq)" in line
+
+
+@pytest.mark.parametrize(("engine", "gpu", "runs"), [
+    ("vllm", "m2 ultra", "NVIDIA, AMD and Intel"), ("sglang", "m4 max", "NVIDIA, AMD and Intel"),
+    ("trtllm", "mi300x", "NVIDIA"), ("trtllm", "7900 xtx", "NVIDIA"),
+    ("trtllm", "arc a770", "NVIDIA"),
+])
+def test_an_engine_is_not_planned_on_a_card_it_does_not_run_on(engine, gpu, runs):
+    # vLLM builds for the CPU on macOS, TensorRT-LLM for CUDA only: their rules would size a
+    # pool the card never gets
+    with pytest.raises(InputError, match=f"does not run on .*: its GPU build runs on {runs} "
+                                         r"cards( \(.*\))?; plan it with --engine llama.cpp "
+                                         "or raw") as info:
+        _answer("llama-3.1-8b", engine, gpu=gpu)
+    assert info.value.field == "engine"
+
+
+@pytest.mark.parametrize(("engine", "gpu"), [
+    ("vllm", "mi300x"), ("vllm", "arc a770"), ("sglang", "mi300x"), ("trtllm", "24GiB"),
+    ("llama.cpp", "m2 ultra"), ("raw", "m2 ultra"),
+])
+def test_an_engine_is_planned_on_the_cards_it_runs_on(engine, gpu):
+    # SGLang's own fraction is sized for CUDA cards only: given here
+    settings = EngineSettings(mem_fraction_static=0.85 if engine == "sglang" else None)
+    assert _answer("llama-3.1-8b", engine, gpu=gpu, settings=settings)["engine"] == engine
+
+
+def test_find_gpu_leaves_out_cards_the_engine_does_not_run_on():
+    from app.common import make_query
+
+    rows = find_gpu_for(make_query(load_model("llama-3.1-70b"), engine="vllm", context="32k",
+                                   sequences=4), limit=100)
+    vendors = {g.id: g.vendor for g in gpu_catalog()}
+    assert rows and all(vendors[r["gpu"]] != "apple" for r in rows)
+    raw = find_gpu_for(make_query(load_model("llama-3.1-70b"), context="32k", sequences=4),
+                       limit=100)
+    assert any(vendors[r["gpu"]] == "apple" for r in raw)

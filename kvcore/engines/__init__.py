@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import InputError, UnknownNameError
+from ..gpus import GPU
 from ..model import LayerKind
 from ..parallel import Split, stage_layers
 from . import llamacpp, raw, sglang, trtllm, vllm
@@ -86,6 +87,31 @@ _MINIMAX_M3_MISSING = {
 }
 
 
+#: the GPU makers whose cards each engine's GPU build runs on (llama.cpp and raw: any; a card
+#: given as a size has no maker and is taken as it is): vLLM on CUDA, ROCm and Intel XPU (on
+#: macOS it builds for the CPU only), SGLang on CUDA, ROCm and Intel XPU, TensorRT-LLM on CUDA
+_VENDORS = {"vllm": ("nvidia", "amd", "intel"), "sglang": ("nvidia", "amd", "intel"),
+            "trtllm": ("nvidia",)}
+_ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+_MAKERS = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple silicon"}
+#: how the engine does run there, where it does at all
+_ELSEWHERE = {("vllm", "apple"): " (on a Mac it runs on the CPU, or through the vllm-metal "
+                                 "plugin on MLX, whose memory rules kvplan does not model)"}
+
+
+def check_platform(name: str, gpus: tuple[GPU, ...]) -> None:
+    """Refuse a plan for an engine on a card its GPU build does not run on: its rules would
+    size a pool it cannot allocate."""
+    makers = _VENDORS.get(name, ())
+    for gpu in gpus if makers else ():
+        if gpu.vendor not in (*makers, "custom", ""):
+            runs = " and ".join(", ".join(_MAKERS[m] for m in makers).rsplit(", ", 1))
+            aside = _ELSEWHERE.get((name, gpu.vendor), "")
+            raise InputError(f"{_ENGINE_NAMES[name]} does not run on {gpu.name}: its GPU build "
+                             f"runs on {runs} cards{aside}; plan it with --engine llama.cpp or "
+                             "raw", field="engine")
+
+
 def _scheme(request: EngineRequest) -> str:
     if request.spec.model_type.startswith("minimax"):
         return "MiniMax-M3's block-sparse attention index cache (sparse_attention_config)"
@@ -95,6 +121,7 @@ def _scheme(request: EngineRequest) -> str:
 
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     name = canonical(engine)
+    check_platform(name, request.gpus)
     minimax = request.spec.model_type.startswith("minimax")
     if (name != "raw" and has_kind(request.spec, *_UNMODELLED)
             and (minimax or name not in _SIZES_DEEPSEEK_V4)):
