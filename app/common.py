@@ -20,6 +20,7 @@ from kvcore.errors import shown
 from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
+from kvcore.units import format_quantity
 
 __all__ = ["check_find_format", "check_find_gpu", "decode_text", "make_query", "model_line", "repeated_field", "verified"]
 
@@ -89,10 +90,10 @@ def _gpus(gpu: str | None, gpus: str | None
         if rig is not None:
             n = rig[0]
             if counted and n != count:
-                raise InputError(f"gpu {shown(gpu)} is {n} cards but gpus is {count}; give the "
-                                 "count once", field="gpus")
+                raise InputError(f"gpu {shown(gpu)} is {format_quantity(n, 'card')} but gpus is "
+                                 f"{count}; give the count once", field="gpus")
             count = n
-            counted = counted or (f"gpu {shown(gpu)} is {n} cards", "gpu",
+            counted = counted or (f"gpu {shown(gpu)} is {format_quantity(n, 'card')}", "gpu",
                                   "the count before the card")
     return count, named, listed, counted
 
@@ -261,8 +262,6 @@ def decode_text(data: dict[str, Any]) -> str | None:
 def model_line(data: dict[str, Any]) -> str:
     """A plan's model in one line: its repo, type and layers by kind (what the CLI prints
     first)."""
-    from kvcore.units import format_quantity
-
     m = data["model"]
     mtp = sum(g["layers"] for g in data["breakdown"] if g["mtp"])
     # KV-shared layers (Gemma 4, Gemma-3n) attend over another layer's cache; the rest of the
