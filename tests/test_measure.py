@@ -188,6 +188,12 @@ def test_measure_command(tmp_path, capsys):
     assert out["allocated_bytes"] == out["predicted_bytes"] and out["device"] == "cpu"
     rows = sqlite3.connect(db).execute("SELECT model FROM measurements").fetchall()
     assert rows == [("gpt-oss-20b",)]
+    # off a GPU the torch reference is timed, and the line says so instead of a bandwidth
+    assert out["decode"]["timing"] == "reference"
+    from app.cli import render_measurement
+
+    line = next(ln for ln in render_measurement(out).splitlines() if ln.startswith("decode step"))
+    assert "in the torch reference on cpu" in line and "GB/s" not in line
 
 
 def test_measure_command_errors(capsys):
