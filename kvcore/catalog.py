@@ -98,6 +98,24 @@ def _by_key() -> dict[str, CatalogEntry]:
     return keys
 
 
+def _loose(name: str) -> str:
+    """A name as typed loosely: case, spaces, dashes, underscores and colons dropped, dots
+    kept (``qwen3 8b``, ``Qwen3_8B`` and ``qwen3:8b`` → ``qwen38b``; ``qwen3.5`` stays apart
+    from ``qwen35``)."""
+    return re.sub(r"[^a-z0-9.]", "", name.strip().lower())
+
+
+@cache
+def _loose_keys() -> dict[str, CatalogEntry]:
+    """Catalog ids and repo names by their loose spelling, where exactly one entry has it."""
+    found: dict[str, set[str]] = {}
+    for entry in model_catalog():
+        for key in (entry.id, entry.repo.split("/")[-1]):
+            found.setdefault(_loose(key), set()).add(entry.id)
+    by_id = {e.id: e for e in model_catalog()}
+    return {k: by_id[next(iter(ids))] for k, ids in found.items() if k and len(ids) == 1}
+
+
 @cache
 def _alias_keys() -> dict[str, tuple[CatalogEntry, Alias]]:
     keys: dict[str, tuple[CatalogEntry, Alias]] = {}
@@ -305,5 +323,11 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
             raise HubUnavailable(f"{exc}{_variant_note(text)}", field="model") from None
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,
                                 safetensors_total_bytes=total, quant_config=quant)
+    if "/" not in text:
+        # the same name spelled with spaces, underscores or another case (qwen3 8b, Qwen3_8B,
+        # qwen3:8b): one catalog entry has it, so it is that entry, not a guess
+        loose = _loose_keys().get(_loose(text))
+        if loose is not None:
+            return _catalog_spec(loose.id)
     raise UnknownNameError("model", text, _known_names(), field="model",
                            first=[e.id for e in variants(text)])

@@ -219,6 +219,44 @@ def test_resolver_failures_and_silence_read_as_unresolved(monkeypatch):
     assert hub._resolves("huggingface.co") is True
 
 
+@pytest.mark.parametrize(("typed", "entry_id"), [
+    ("qwen3 8b", "qwen3-8b"), ("Qwen3_8B", "qwen3-8b"), ("qwen3:8b", "qwen3-8b"),
+    ("llama3.1-8b", "llama-3.1-8b"), ("deepseek v3", "deepseek-v3"), ("gptoss-120b", "gpt-oss-120b"),
+    ("Qwen3.5 27B", "qwen3.5-27b"),
+])
+def test_a_name_typed_loosely_is_its_one_entry(monkeypatch, typed, entry_id):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    expected = load_model(entry_id)
+    spec = load_model(typed)
+    assert spec.name == expected.name and spec.source == expected.source
+
+
+@pytest.mark.parametrize("typed", ["qwen35-27b", "qwen3-8", "gemma3:27b", "llama 3 8b"])
+def test_a_loose_name_of_no_entry_is_still_unknown(typed):
+    # dots count (qwen3.5 is not qwen35), and nothing is guessed beyond spelling
+    with pytest.raises(UnknownNameError):
+        load_model(typed, allow_hub=False)
+
+
+def test_a_loose_spelling_two_entries_share_names_neither(monkeypatch):
+    import dataclasses
+
+    import kvcore.catalog as catalog
+
+    real = next(e for e in model_catalog() if e.id == "qwen3-8b")
+    twins = (dataclasses.replace(real, id="foo-1b", repo="x/Foo-1B"),
+             dataclasses.replace(real, id="foo_1b", repo="y/Foo_1B"),
+             dataclasses.replace(real, id="bar-2b", repo="z/Bar-2B"))
+    monkeypatch.setattr(catalog, "model_catalog", lambda: twins)
+    catalog._loose_keys.cache_clear()
+    try:
+        keys = catalog._loose_keys()
+        assert "foo1b" not in keys and keys["bar2b"].id == "bar-2b"
+    finally:
+        monkeypatch.undo()
+        catalog._loose_keys.cache_clear()
+
+
 def test_aliases_resolve_offline_to_their_entry(monkeypatch):
     # another repository whose config.json is the entry's but for fields kvplan does not read
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
