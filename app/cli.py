@@ -273,8 +273,10 @@ def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
          f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", _ctx(r["max_context"])]
         for r in rows]
     best = rows[0]
+    flag = best["gpu"] if best["count"] == 1 else f"{best['count']}x{best['gpu']}"
     return "\n".join([_table(table, right=(1, 2, 3, 4)), "",
-                      f"smallest: {best['count']} × {best['name']} for {_ask(q)} {assumed}",
+                      f"smallest: {best['count']} × {best['name']} (--gpu {flag}) for {_ask(q)} "
+                      f"{assumed}",
                       *_find_notes(q, rows)])
 
 

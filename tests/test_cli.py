@@ -127,6 +127,19 @@ def test_find_gpu_and_format(capsys):
                           "RTX 4090 under llama.cpp, weights q4_k_m: q5_1") in out
 
 
+def test_find_gpu_names_the_flag_that_plans_its_answer(capsys):
+    # the smallest rig, spelled as --gpu takes it (4xh200), plans as fitting
+    ask = ("qwen3-235b-a22b", "--ctx", "32k", "--seqs", "8", "--engine", "vllm")
+    code, out, _ = run(capsys, *ask, "--find-gpu")
+    m = re.search(r"^smallest: (\d+) × .* \(--gpu (\S+)\) for ", out, re.M)
+    assert code == 0 and m is not None
+    count, flag = int(m.group(1)), m.group(2)
+    assert count > 1 and flag.startswith(f"{count}x")
+    code, out, _ = run(capsys, *ask, "--gpu", flag, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["fits"] and data["parallel"]["gpus"] == count
+
+
 def test_find_tables_say_what_they_assumed_and_note_the_trained_context(capsys):
     # find-gpu named neither the weights nor the KV format it sized, nor said that 1M is past
     # what qwen3-8b was trained for
