@@ -261,6 +261,13 @@ def _find_notes(q: Query, rows: list[dict[str, Any]]) -> list[str]:
     return [f"note: {n}" for n in notes]
 
 
+def _card_labels(data: dict[str, Any]) -> list[str]:
+    """The cards of a plan by catalog id, a card given as a size by what was typed (custom
+    24GB, not custom-24000000000)."""
+    names = data.get("gpu_names") or data["gpus"]
+    return [n if i.startswith("custom-") else i for i, n in zip(data["gpus"], names, strict=True)]
+
+
 def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
     kv = (q.cache.kv_k.name if q.cache.kv_k == q.cache.kv_v
           else f"K {q.cache.kv_k.name} / V {q.cache.kv_v.name}")
@@ -297,7 +304,7 @@ def render_engine(data: dict[str, Any]) -> list[str]:
     r = data["engine_report"]
     par = data["parallel"]
     out = ["", f"engine {r['engine']}, tp {par['tp']} × pp {par['pp']} × dp {par['dp']}"
-           + (f" on {', '.join(data.get('gpus', []))}" if data.get("gpus") else "")]
+           + (f" on {', '.join(_card_labels(data))}" if data.get("gpus") else "")]
     rows = [["", "bytes per card"]]
     if data.get("gpus"):
         if r["budget_bytes"] is not None:

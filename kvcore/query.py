@@ -126,6 +126,7 @@ def answer(q: Query) -> dict[str, Any]:
         out["max_sequences"] = report.sequences_max
         if q.gpus:
             out["gpus"] = [g.id for g in q.gpus]
+            out["gpu_names"] = [g.name for g in q.gpus]
             if q.multi:
                 out["decode"] = parallel_decode(q)
     out["notes"] = context_notes(q, out.get("max_context"))

@@ -140,6 +140,15 @@ def test_find_gpu_names_the_flag_that_plans_its_answer(capsys):
     assert code == 0 and data["fits"] and data["parallel"]["gpus"] == count
 
 
+def test_cards_given_as_sizes_are_named_as_typed(capsys):
+    code, out, _ = run(capsys, "llama-3.1-70b", "--ctx", "32k", "--gpus", "4090,48GiB",
+                       "--engine", "llama.cpp")
+    assert code == 0 and "engine llama.cpp, tp 1 × pp 2 × dp 1 on rtx-4090, custom 48GiB\n" in out
+    code, out, _ = run(capsys, "llama-3.1-70b", "--ctx", "32k", "--gpu", "2x24GB", "--json")
+    data = json.loads(out)
+    assert data["gpus"] == ["custom-24000000000"] and data["gpu_names"] == ["custom 24GB"]
+
+
 def test_find_tables_say_what_they_assumed_and_note_the_trained_context(capsys):
     # find-gpu named neither the weights nor the KV format it sized, nor said that 1M is past
     # what qwen3-8b was trained for
