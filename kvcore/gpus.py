@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
@@ -41,6 +41,10 @@ class GPU:
     memory_type: str = ""
     #: NVIDIA's CUDA compute capability, "9.0", "10.3", ... ("" for other vendors)
     compute_capability: str = ""
+    #: unified-memory sizes (GB as Apple counts them: GiB) the chip was sold with (Apple)
+    memory_options_gb: tuple[int, ...] = ()
+    #: (sizes sold only with the cut-down chip, its bandwidth, its GPU cores), where one is
+    lower_bin: tuple[tuple[int, ...], int, int] | None = None
 
     @property
     def cuda_family(self) -> int | None:
@@ -90,6 +94,10 @@ def gpu_catalog() -> tuple[GPU, ...]:
             architecture=entry.get("architecture", ""),
             memory_type=entry.get("memory_type", ""),
             compute_capability=entry.get("compute_capability", ""),
+            memory_options_gb=tuple(entry.get("memory_options_gb", ())),
+            lower_bin=((tuple(entry["lower_bin"]["memory_gb"]),
+                        int(entry["lower_bin"]["bandwidth_bytes_per_s"]),
+                        int(entry["lower_bin"]["gpu_cores"])) if "lower_bin" in entry else None),
         ))
     return tuple(gpus)
 
@@ -151,9 +159,46 @@ def find_gpu(name: str) -> GPU:
                          "GB, TB, KiB, MiB, GiB or TiB, like 24GiB (a catalog GPU is a name, "
                          "like 4090 or h100)", field="gpu")
     if gpu is None:
+        gpu = _memory_option(text)
+    if gpu is None:
         raise UnknownNameError("GPU", text, {key: g.id for key, g in _index().items()},
                                field="gpu", query=_norm(text))
     return gpu
+
+
+#: a chip and a memory size after it: m3 max 36gb, M4-Pro-24GB, apple m2 ultra (64 GB)
+_WITH_MEMORY = re.compile(r"^(?P<chip>.*?[a-z].*?)[\s_\-(]*(?P<gb>[0-9]{1,4})\s*(?:gb|gib|g)\)?$",
+                          re.IGNORECASE)
+
+
+def _memory_option(text: str) -> GPU | None:
+    """A chip of the catalog sold in several memory sizes (Apple's), in one of them: its
+    memory that size, its bandwidth and GPU cores the cut-down bin's where only that bin came
+    with it. None where ``text`` names no such chip; an error for a size it was not sold
+    with."""
+    m = _WITH_MEMORY.match(text)
+    chip = _index().get(_norm(m.group("chip"))) if m else None
+    if m is None or chip is None or not chip.memory_options_gb:
+        return None
+    gb = int(m.group("gb"))
+    if gb not in chip.memory_options_gb:
+        sizes = ", ".join(str(o) for o in chip.memory_options_gb[:-1])
+        raise InputError(f"{chip.name.split(' (')[0]} was sold with {sizes} or "
+                         f"{chip.memory_options_gb[-1]} GB of memory, not {gb} GB; give one "
+                         "of those", field="gpu")
+    base = chip.name.split(" (")[0]
+    bandwidth, cores = chip.bandwidth_bytes_per_s, None
+    if chip.lower_bin is not None:
+        low_sizes, low_bandwidth, low_cores = chip.lower_bin
+        if gb in low_sizes:
+            bandwidth, cores = low_bandwidth, low_cores
+        else:
+            full = re.search(r"(\d+)-core GPU", chip.name)
+            cores = int(full.group(1)) if full else None
+    label = f"{gb}GB" + (f", {cores}-core GPU" if cores else "")
+    return replace(chip, id=f"{chip.id}-{gb}gb", name=f"{base} ({label})",
+                   memory_bytes=gb << 30, bandwidth_bytes_per_s=bandwidth, aliases=(),
+                   driver_total_bytes=None)
 
 
 #: a card count before a card, as a rig is written: 2x4090, 4×H100, 8 x h100-sxm, 2*24GiB

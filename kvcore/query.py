@@ -162,6 +162,12 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
     if q.cache.kv_k.name.startswith("fp8"):
         # the plan already keeps the cache the checkpoint was calibrated for
         weights = [n for n in weights if "FP8 KV cache" not in n]
+    unified = next((g for g in q.gpus if g.vendor == "apple"), None)
+    if unified is not None:
+        weights.append(f"{unified.name.split(' (')[0]}: the GPU may use "
+                       f"{unified.usable_fraction:.0%} of unified memory, macOS's default limit "
+                       "on large-memory Macs (less on smaller ones, and it varies by macOS "
+                       "version); `sudo sysctl iogpu.wired_limit_mb=N` raises it")
     limit = q.spec.max_position_embeddings
     if not limit:
         return weights

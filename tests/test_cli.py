@@ -149,6 +149,15 @@ def test_cards_given_as_sizes_are_named_as_typed(capsys):
     assert data["gpus"] == ["custom-24000000000"] and data["gpu_names"] == ["custom 24GB"]
 
 
+def test_a_mac_in_its_memory_size_plans_on_what_metal_may_wire(capsys):
+    code, out, _ = run(capsys, "qwen3-8b", "--gpu", "m3 max 36gb", "--engine", "llama.cpp",
+                       "--json")
+    data = json.loads(out)
+    assert code == 0 and data["gpu"]["id"] == "m3-max-36gb"
+    assert data["gpu"]["usable_bytes"] == 27 << 30
+    assert any("may use 75% of unified memory" in n for n in data["notes"])
+
+
 def test_find_tables_say_what_they_assumed_and_note_the_trained_context(capsys):
     # find-gpu named neither the weights nor the KV format it sized, nor said that 1M is past
     # what qwen3-8b was trained for

@@ -255,3 +255,38 @@ def test_a_count_before_no_card_is_no_rig():
     assert counted_gpu("2xfoo") is None
     with pytest.raises(UnknownNameError):
         find_gpu("2xfoo")
+
+
+@pytest.mark.parametrize(("text", "gpu_id", "gib", "gbps", "cores"), [
+    ("m3 max 36gb", "m3-max-36gb", 36, 300, 30), ("M3-Max-96GB", "m3-max-96gb", 96, 300, 30),
+    ("m3max64gb", "m3-max-64gb", 64, 400, 40), ("apple m4 max 36 GB", "m4-max-36gb", 36, 410, 32),
+    ("m4 max 48gb", "m4-max-48gb", 48, 546, 40), ("m4 pro 24gb", "m4-pro-24gb", 24, 273, None),
+    ("m2 ultra (64 GB)", "m2-ultra-64gb", 64, 800, None), ("m1 max 32gb", "m1-max-32gb", 32, 400, None),
+])
+def test_an_apple_chip_in_one_of_its_memory_sizes(text, gpu_id, gib, gbps, cores):
+    # the size sold only with the cut-down chip takes its bandwidth (M3 Max 14/30: 300 GB/s)
+    gpu = find_gpu(text)
+    assert (gpu.id, gpu.memory_bytes, gpu.bandwidth_bytes_per_s) == (gpu_id, gib << 30, gbps * 10**9)
+    assert gpu.usable_bytes == int((gib << 30) * 0.75) and gpu.vendor == "apple"
+    assert (f"{cores}-core GPU" in gpu.name) if cores else "core" not in gpu.name
+    assert find_gpu(gpu.id) == gpu  # the id it prints plans it again
+
+
+def test_an_apple_chip_in_a_size_it_was_not_sold_with_is_refused():
+    with pytest.raises(InputError, match="Apple M3 Max was sold with 36, 48, 64, 96 or 128 GB of "
+                                         "memory, not 40 GB"):
+        find_gpu("m3 max 40gb")
+    # the top size is the catalog entry itself; a size after a card sold in one size is unknown
+    assert find_gpu("m3 max 128gb").id == "m3-max"
+    with pytest.raises(UnknownNameError):
+        find_gpu("rtx 4090 24gb")
+
+
+def test_every_memory_option_of_every_chip_resolves():
+    for chip in gpu_catalog():
+        for gb in chip.memory_options_gb:
+            gpu = find_gpu(f"{chip.id} {gb}gb")
+            assert gpu.memory_bytes == gb << 30 and gpu.max_cards == chip.max_cards
+        if chip.memory_options_gb:
+            # the catalog entry is the chip's largest configuration
+            assert chip.memory_bytes == max(chip.memory_options_gb) << 30, chip.id
