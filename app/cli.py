@@ -411,7 +411,8 @@ def _list(cmd: str, as_json: bool) -> str:
         rows = [["id", "repo", "family"]] + [[i["id"], i["repo"], i["family"]] for i in items]
     elif cmd == "gpus":
         items = [{"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes,
-                  "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "vendor": g.vendor}
+                  "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "vendor": g.vendor,
+                  "memory_options_gb": list(g.memory_options_gb)}
                  for g in kvcore.gpu_catalog()]
         rows = [["id", "name", "memory", "bandwidth"]] + [
             [i["id"], i["name"], format_bytes(i["memory_bytes"], 1),

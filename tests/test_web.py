@@ -60,7 +60,13 @@ def test_lists(client):
     assert llama["aliases"] == ["meta-llama/Llama-3.1-8B-Instruct"]
     resolved = client.get("/api/v1/models/meta-llama/Llama-3.1-8B-Instruct")
     assert resolved.status_code == 200
-    assert len(client.get("/api/v1/gpus").json()) >= 40
+    gpus = client.get("/api/v1/gpus").json()
+    assert len(gpus) >= 40
+    # an Apple chip lists the sizes it was sold with, each of which plans
+    m3 = next(g for g in gpus if g["id"] == "m3-max")
+    assert m3["memory_options_gb"] == [36, 48, 64, 96, 128]
+    r = client.post("/api/v1/plan", json={"model": "qwen3-8b", "gpu": "m3 max 36gb"})
+    assert r.status_code == 200 and r.json()["gpu"]["memory_bytes"] == 36 << 30
     assert {f["name"] for f in client.get("/api/v1/formats").json()} >= {"q8_0", "tbq4"}
     m = client.get("/api/v1/models/deepseek-v3").json()
     assert m["bytes_per_token"]["f16"] == 61 * 576 * 2
