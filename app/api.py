@@ -15,8 +15,9 @@ import kvcore
 from kvcore import CacheOptions, load_model, parse_bytes
 from kvcore.engines import EngineSettings
 from kvcore.formats import quality_note
+from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
-from kvcore.query import answer, find_format, find_gpu_for
+from kvcore.query import answer, find_format, find_gpu_for, find_model
 
 from .common import check_find_format, check_find_gpu, make_query, repeated_field, verified
 from .schemas import ErrorOut, MeasureIn, PlanIn, PlanQueryIn
@@ -37,20 +38,21 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 _MEASURE_LOCK = threading.Lock()
 
 
-def to_query(body: PlanIn) -> PlanQuery:
-    """The kvcore Query of an API body. Never reads a local path."""
+def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
+    """The kvcore Query of an API body (of ``spec`` instead of the body's model, where one is
+    given). Never reads a local path."""
     if body.config is not None and body.model:
         raise kvcore.InputError("give a model or a config, not both", field="config")
-    if body.config is not None:
+    if spec is None and body.config is not None:
         try:
             spec = load_model(body.config)
         except kvcore.KvplanError as exc:
             # the fault is in the config object: its key is in the message
             exc.field = "config"
             raise
-    elif body.model:
+    elif spec is None and body.model:
         spec = load_model(body.model, allow_local=False)
-    else:
+    elif spec is None:
         raise kvcore.InputError("give a model (catalog or Hub repo id) or a config object",
                                 field="model")
     settings = EngineSettings(
@@ -106,6 +108,20 @@ def api_router() -> APIRouter:
         check_find_gpu(gpu=body.gpu, gpus=body.gpus, tp=body.tp, pp=body.pp,
                        kv_budget=body.kv_budget, dp=body.dp)
         return find_gpu_for(to_query(body))
+
+    @api.post("/find-model")
+    def post_find_model(body: PlanIn) -> dict[str, Any]:
+        """Every catalog model on the body's card: those that fit (most parameters first),
+        those trained for fewer positions, those that fit a shorter context, those too big,
+        and those refused with the reason."""
+        if body.model or body.config is not None:
+            raise kvcore.InputError("find-model tries every catalog model; leave out "
+                                    + ("model" if body.model else "config"),
+                                    field="model" if body.model else "config")
+        if not body.gpu and not body.gpus and not body.kv_budget:
+            raise kvcore.InputError("find-model needs a gpu or a kv_budget to fit the models on",
+                                    field="gpu")
+        return find_model(lambda spec: to_query(body, spec))
 
     @api.post("/find-format")
     def post_find_format(body: PlanIn) -> list[dict[str, Any]]:

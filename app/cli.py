@@ -23,6 +23,8 @@ from typing import Any, NoReturn
 import kvcore
 from kvcore import (
     KvplanError,
+    counted_gpu,
+    find_gpu,
     format_bytes,
     load_model,
     parse_bytes,
@@ -32,7 +34,8 @@ from kvcore import (
 from kvcore.engines import EngineSettings
 from kvcore.errors import shown
 from kvcore.formats import quality_note
-from kvcore.query import Query, answer, context_notes, find_format, find_gpu_for
+from kvcore.model import ModelSpec
+from kvcore.query import Query, answer, context_notes, find_format, find_gpu_for, find_model
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
 from .common import (
@@ -107,7 +110,8 @@ def _plan_parser() -> argparse.ArgumentParser:
         "(allocate the predicted cache on this machine's GPU and compare; kvplan measure -h); "
         "kvplan serve.",
     )
-    p.add_argument("model", help="catalog id (kvplan models), Hub repo id (a GGUF repo as REPO:QUANT), "
+    p.add_argument("model", nargs="?",
+                   help="catalog id (kvplan models), Hub repo id (a GGUF repo as REPO:QUANT), "
                    "config.json or GGUF path, "
                    "model folder or JSON text")
     p.add_argument("--ctx", "--context", dest="ctx", default="8k",
@@ -135,6 +139,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                         "the tokens, blocks and concurrency it gives")
     p.add_argument("--find-gpu", action="store_true",
                    help="list the smallest catalog GPUs (and how many) that fit")
+    p.add_argument("--find-model", action="store_true",
+                   help="without MODEL: list the catalog models that fit on the GPU, largest "
+                        "first")
     p.add_argument("--find-format", action="store_true",
                    help="list every KV format with whether it fits and its max context")
     g = p.add_argument_group("engine settings")
@@ -195,7 +202,7 @@ VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", 
                "images", "overhead")
 
 
-def build_query(args: argparse.Namespace) -> Query:
+def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Query:
     for name in VALUE_FLAGS:
         value = getattr(args, name)
         if value is not None and not str(value).strip():
@@ -219,7 +226,7 @@ def build_query(args: argparse.Namespace) -> Query:
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
     )
     return make_query(
-        load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,
+        spec or load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,
         kv_k=args.kv_k, kv_v=args.kv_v, weights=args.weights, gpu=args.gpu, gpus=args.gpus,
         tp=args.tp, pp=args.pp, dp=args.dp, engine=args.engine, hot=args.hot,
         keep=float(args.keep) if args.keep is not None else None, keep_first=args.keep_first,
@@ -285,6 +292,55 @@ def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
                       f"smallest: {best['count']} × {best['name']} (--gpu {flag}) for {_ask(q)} "
                       f"{assumed}",
                       *_find_notes(q, rows)])
+
+
+def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
+    """The catalog models that fit, largest first, then one line for each other kind."""
+    fits = found["fits"]
+    total = sum(len(v) for v in found.values())
+    kv = args.kv or "f16"
+    if args.kv_k or args.kv_v:
+        kv = f"K {args.kv_k or kv} / V {args.kv_v or kv}"
+    where = f"in a KV budget of {args.kv_budget} a card"
+    if args.gpu:
+        rig = counted_gpu(args.gpu)
+        count, card = rig if rig else (1, find_gpu(args.gpu))
+        if args.gpus and str(args.gpus).strip().isdigit():
+            count = int(args.gpus)
+        where = "on " + (f"{count} × " if count > 1 else "") + card.name
+    elif args.gpus:
+        where = f"on {args.gpus}"
+    ask = (f"{format_quantity(parse_tokens(args.ctx), 'token')} × "
+           f"{format_quantity(parse_count(args.seqs, field='sequences'), 'sequence')}")
+    weights = args.weights or "each checkpoint's own"
+    lines = []
+    if fits:
+        rows = [["model", "params", "weights", "KV + state", "max context"]] + [
+            [r["model"], f"{(r['params'] or 0) / 1e9:,.1f}B",
+             f"{format_bytes(r['weights_bytes'], 1)} {r['weights']}",
+             format_bytes(r["kv_bytes"], 1), _ctx(r["max_context"])] for r in fits]
+        lines += [_table(rows, right=(1, 2, 3, 4)), ""]
+    lines.append(f"{len(fits)} of {total} catalog models fit {ask} {where} under {args.engine}, "
+                 f"weights {weights}, KV {kv}")
+
+    def some(rows: list[dict[str, Any]], what: str) -> str:
+        named = ", ".join(f"{r['model']} ({r[what]:,})" if what else r["model"]
+                          for r in rows[:4])
+        return named + (", ..." if len(rows) > 4 else "")
+
+    if found["untrained"]:
+        lines.append(f"{len(found['untrained'])} more fit in memory but were trained for fewer "
+                     f"positions: {some(found['untrained'], 'trained_positions')}")
+    if found["shorter"]:
+        lines.append(f"{len(found['shorter'])} more fit a shorter context: "
+                     f"{some(found['shorter'], 'max_context')}")
+    if found["too_big"]:
+        lines.append(f"{len(found['too_big'])} do not fit at any context (weights and runtime "
+                     "alone)")
+    if found["refused"]:
+        lines.append(f"{len(found['refused'])} refused by {args.engine} or the layout: "
+                     f"{some(found['refused'], '')} (--json gives every model and reason)")
+    return "\n".join(lines)
 
 
 def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
@@ -598,8 +654,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_list(cmd, args.json))
             return 0
         args = _plan_parser().parse_args(argv)
-        if args.find_gpu and args.find_format:
-            raise UsageError("give --find-gpu or --find-format, not both")
+        finds = [f for f in ("find_gpu", "find_format", "find_model") if getattr(args, f)]
+        if len(finds) > 1:
+            raise UsageError(" and ".join("--" + f.replace("_", "-") for f in finds)
+                             + " ask different questions; give one")
+        if args.find_model:
+            if args.model is not None:
+                raise UsageError("--find-model tries every catalog model; leave out MODEL "
+                                 f"({shown(args.model)})")
+            if not args.gpu and not args.gpus and not args.kv_budget:
+                raise UsageError("--find-model needs a GPU (--gpu) or a KV budget (--kv-budget) "
+                                 "to fit the models on")
+            found = find_model(lambda spec: build_query(args, spec))
+            print(json.dumps(found, indent=2) if args.json
+                  else render_find_model(args, found))
+            return 0
+        if args.model is None:
+            raise UsageError("a model is required: a catalog id (kvplan models), a Hub repo id, "
+                             "a config.json or GGUF path, or JSON text (or --find-model)")
         if args.find_gpu:
             check_find_gpu(gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp,
                            kv_budget=args.kv_budget, dp=args.dp, prefix="--")

@@ -8,13 +8,15 @@ for a KV budget it printed (``kv_budget``).
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from .engines import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, engine_plan
 from .engines import canonical as canonical_engine
 from .engines.base import SETTING_NAMES
-from .errors import InputError
+from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, quality_note
 from .gpus import gpu_catalog
 from .kv import CacheOptions, bytes_per_token
@@ -23,7 +25,7 @@ from .parallel import Parallel
 from .plan import PlanRequest, plan
 from .report import engine_to_dict, plan_to_dict
 
-__all__ = ["Query", "answer", "find_format", "find_gpu_for"]
+__all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model"]
 
 #: card counts tried by find_gpu
 GPU_COUNTS = (1, 2, 4, 8)
@@ -262,6 +264,47 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
 
 def _candidates() -> list[KVFormat]:
     return sorted((f for f in FORMATS if f.name != "f32"), key=lambda f: -f.bits_per_value)
+
+
+def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
+    """Every catalog model asked the same question (``build`` makes its query: the same card,
+    context, sequences, formats and engine), in five lists: ``fits``, the models that fit,
+    most parameters first; ``untrained``, those that fit in memory but were trained for fewer
+    positions than the context asked; ``shorter``, those that fit a shorter context only
+    (longest first); ``too_big``, those whose weights and runtime alone do not fit;
+    ``refused``, those the engine or the layout refuses, with the reason."""
+    from .catalog import load_model, model_catalog
+
+    found: dict[str, list[dict[str, Any]]] = {"fits": [], "untrained": [], "shorter": [],
+                                              "too_big": [], "refused": []}
+    errors: list[KvplanError] = []
+    for entry in model_catalog():
+        try:
+            data = answer(build(load_model(entry.id)))
+        except KvplanError as exc:
+            errors.append(exc)
+            found["refused"].append({"model": entry.id, "repo": entry.repo, "reason": str(exc)})
+            continue
+        trained = data["model"]["max_position_embeddings"]
+        row = {"model": entry.id, "repo": entry.repo, "params": data["weights"]["params"],
+               "weights": data["weights"]["format"], "weights_bytes": data["weights_bytes"],
+               "kv_bytes": data["kv_bytes"] + data["state_bytes"],
+               "total_bytes": data["total_bytes"], "max_context": data["max_context"],
+               "max_sequences": data["max_sequences"], "fits": data["fits"],
+               "trained_positions": trained}
+        kind = ("too_big" if not data["max_context"] else "shorter" if not data["fits"]
+                else "untrained" if trained and data["context"] > trained else "fits")
+        found[kind].append(row)
+    if errors and len(errors) == len(model_catalog()):
+        # no model planned: the question is at fault (an unknown card, a KV format the engine
+        # lacks), and its error is the one most models gave
+        reasons = Counter(str(e) for e in errors)
+        raise next(e for e in errors if str(e) == reasons.most_common(1)[0][0])
+    for kind in ("fits", "untrained"):
+        found[kind].sort(key=lambda r: (-int(r["params"] or 0), r["model"]))
+    found["shorter"].sort(key=lambda r: (-int(r["max_context"]), r["model"]))
+    found["too_big"].sort(key=lambda r: (int(r["weights_bytes"]), r["model"]))
+    return found
 
 
 def find_format(q: Query) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+import kvcore
 from app.cli import main
 
 
@@ -158,6 +159,45 @@ def test_a_mac_in_its_memory_size_plans_on_what_metal_may_wire(capsys):
     assert any("may use 75% of unified memory" in n for n in data["notes"])
 
 
+def test_find_model_lists_what_fits_largest_first_and_each_plans_as_listed(capsys):
+    ask = ("--gpu", "4090", "--ctx", "32k", "--weights", "q4_k_m", "--engine", "llama.cpp")
+    code, out, _ = run(capsys, "--find-model", *ask, "--json")
+    found = json.loads(out)
+    assert code == 0 and set(found) == {"fits", "untrained", "shorter", "too_big", "refused"}
+    assert sum(len(v) for v in found.values()) == len(kvcore.model_catalog())
+    fits = found["fits"]
+    assert fits and [r["params"] for r in fits] == sorted((r["params"] for r in fits), reverse=True)
+    # every row is the plan of that model: it fits, and its max context is the plan's
+    for row in (fits[0], fits[-1], *found["shorter"][:1], *found["too_big"][:1]):
+        code, out, _ = run(capsys, row["model"], *ask, "--json")
+        plan = json.loads(out)
+        assert (plan["fits"], plan["max_context"]) == (row["fits"], row["max_context"]), row
+    # trained for fewer positions than asked: listed apart, not among those that fit
+    assert all(r["trained_positions"] < 32768 for r in found["untrained"])
+    assert all(not r["trained_positions"] or r["trained_positions"] >= 32768 for r in fits)
+    assert {r["model"] for r in found["refused"]} >= {"llama-3.2-11b-vision-instruct"}
+    code, out, _ = run(capsys, "--find-model", *ask)
+    lines = out.strip().splitlines()
+    assert lines[0].split()[:2] == ["model", "params"] and lines[1].split()[0] == fits[0]["model"]
+    assert (f"{len(fits)} of {len(kvcore.model_catalog())} catalog models fit 32,768 tokens × 1 "
+            "sequence on NVIDIA GeForce RTX 4090 under llama.cpp, weights q4_k_m, KV f16") in out
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (["qwen3-8b", "--find-model", "--gpu", "4090"], "leave out MODEL ('qwen3-8b')"),
+    (["--find-model"], "--find-model needs a GPU (--gpu) or a KV budget"),
+    (["--find-model", "--find-gpu", "--gpu", "4090"], "ask different questions; give one"),
+    (["--find-model", "--gpu", "4099"], "'4099' is not a known GPU"),
+    (["--find-model", "--gpu", "4090", "--engine", "llama.cpp", "--kv", "nvfp4"],
+     "llama.cpp has no nvfp4 KV cache"),
+    ([], "a model is required"),
+])
+def test_find_model_refuses_what_it_cannot_ask(capsys, flags, words):
+    code, out, err = run(capsys, *flags)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and words in err
+
+
 def test_find_tables_say_what_they_assumed_and_note_the_trained_context(capsys):
     # find-gpu named neither the weights nor the KV format it sized, nor said that 1M is past
     # what qwen3-8b was trained for
@@ -278,7 +318,7 @@ def test_engine_refusal_without_a_card(capsys, args, line, extra):
 
 
 @pytest.mark.parametrize(("args", "line"), [
-    (["--find-gpu", "--find-format", "--gpu", "4090"], "give --find-gpu or --find-format, not both"),
+    (["--find-gpu", "--find-format", "--gpu", "4090"], "--find-gpu and --find-format ask different questions; give one"),
     (["--find-gpu", "--gpu", "4090"],
      "--find-gpu chooses the card, how many and their layout, and sizes the KV pool on each; "
      "leave out --gpu"),

@@ -163,6 +163,18 @@ def test_a_rig_spelled_with_its_count_via_api(client):
     assert "2 cards but gpus is 4" in r.json()["error"]
 
 
+def test_find_model_via_api(client):
+    body = {"gpu": "4090", "context": "32k", "weights": "q4_k_m", "engine": "llama.cpp"}
+    found = client.post("/api/v1/find-model", json=body).json()
+    assert found["fits"] and found["fits"][0]["fits"]
+    plan = client.post("/api/v1/plan", json={**body, "model": found["fits"][0]["model"]}).json()
+    assert plan["max_context"] == found["fits"][0]["max_context"]
+    for bad, field in (({**body, "model": "qwen3-8b"}, "model"), ({"context": "32k"}, "gpu"),
+                       ({**body, "kv": "nvfp4"}, "kv_k")):
+        r = client.post("/api/v1/find-model", json=bad)
+        assert r.status_code == 422 and r.json()["field"] == field, bad
+
+
 def test_byte_sizes_as_json_numbers(client):
     # "kv_budget": 8707134259 is the budget "8707134259" (bytes) gives; a boolean is refused
     text = {"model": "llama-3.1-8b", "engine": "vllm", "kv_budget": "8707134259"}
