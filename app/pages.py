@@ -99,6 +99,34 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
                                         status_code=200 if partial else status)
 
 
+#: the /models page's question: which catalog models fit this card (its fields and defaults)
+FIT_DEFAULTS = {"gpu": "", "context": "8k", "sequences": "1", "kv": "f16", "weights": "auto",
+                "engine": "raw"}
+
+
+def _fit_form(request: Request) -> dict[str, str]:
+    return {k: str(request.query_params.get(k, v)).strip() or v
+            for k, v in FIT_DEFAULTS.items()}
+
+
+def _find_model(fit: dict[str, str]) -> dict[str, Any]:
+    """The /models page's answer: kvcore.query.find_model under the page's fields, each row
+    with a link to its plan on the planner page."""
+    from kvcore.query import find_model
+
+    weights = None if fit["weights"] == "auto" else fit["weights"]
+    found = find_model(lambda spec: make_query(
+        spec, context=fit["context"], sequences=fit["sequences"], kv=fit["kv"],
+        weights=weights, gpu=fit["gpu"], engine=fit["engine"]))
+    link = {"gpu": fit["gpu"], "context": fit["context"], "sequences": fit["sequences"],
+            "kv_k": fit["kv"], "kv_v": fit["kv"], "weights": fit["weights"],
+            "engine": fit["engine"]}
+    for rows in found.values():
+        for r in rows:
+            r["link"] = "/?" + urlencode({"model": r["model"], **link})
+    return found
+
+
 def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None:
     """The same plan from /api/v1/plan: the form's fields, blanks left out (the API refuses
     an empty field); None for a pasted config, which a link cannot carry."""
@@ -205,7 +233,16 @@ def pages_router() -> APIRouter:
                          "kinds": ", ".join(k.value for k in spec.kinds),
                          "bytes_per_token": kvcore.bytes_per_token(spec),
                          "params": spec.params.total})
-        return templates().TemplateResponse(request, "models.html", {"rows": rows})
+        fit, found, error = _fit_form(request), None, None
+        if fit["gpu"]:
+            try:
+                found = _find_model(fit)
+            except KvplanError as exc:
+                error = str(exc)
+        return templates().TemplateResponse(
+            request, "models.html",
+            {"rows": rows, "fit": fit, "found": found, "error": error, **_choices()},
+            status_code=422 if error else 200)
 
     @router.get("/models/{model_id:path}", response_class=HTMLResponse)
     def model(request: Request, model_id: str) -> HTMLResponse:

@@ -175,6 +175,26 @@ def test_find_model_via_api(client):
         assert r.status_code == 422 and r.json()["field"] == field, bad
 
 
+def test_models_page_lists_the_models_that_fit_a_card(client):
+    import re
+
+    ask = {"gpu": "4090", "context": "32k", "weights": "q4_k_m", "engine": "llama.cpp"}
+    page = client.get("/models", params=ask)
+    found = client.post("/api/v1/find-model", json=ask).json()
+    assert page.status_code == 200
+    listed = re.findall(r'<tr><td><a href="/\?model=([^&"]+)&', page.text.split('id="fits"')[1]
+                        .split("</table>")[0])
+    assert listed == [r["model"] for r in found["fits"]]
+    # each row links to its own plan on the planner page, which fits
+    plan = client.get("/", params={"model": listed[0], "gpu": "4090", "context": "32k",
+                                   "kv_k": "f16", "kv_v": "f16", "weights": "q4_k_m",
+                                   "engine": "llama.cpp"})
+    assert plan.status_code == 200 and "Fits" in plan.text
+    bad = client.get("/models", params={"gpu": "4099"})
+    assert bad.status_code == 422 and "is not a known GPU" in bad.text
+    assert 'id="fits"' not in client.get("/models").text
+
+
 def test_byte_sizes_as_json_numbers(client):
     # "kv_budget": 8707134259 is the budget "8707134259" (bytes) gives; a boolean is refused
     text = {"model": "llama-3.1-8b", "engine": "vllm", "kv_budget": "8707134259"}
