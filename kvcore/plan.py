@@ -34,12 +34,19 @@ class Overhead:
     detail: str
 
 
-def raw_overhead(spec: ModelSpec) -> Overhead:
-    """CUDA context + compute buffers for one ubatch (logits in f32, activations in f32)."""
+#: what the runtime's fixed reserve is called on each maker's cards (the bytes are the same
+#: estimate: CUDA_CONTEXT_BYTES)
+RUNTIME_NAMES = {"amd": "HIP runtime", "apple": "Metal runtime", "intel": "Level Zero runtime"}
+
+
+def raw_overhead(spec: ModelSpec, vendor: str = "nvidia") -> Overhead:
+    """The runtime's context (CUDA's on an NVIDIA card, named for the maker's runtime on
+    others) + compute buffers for one ubatch (logits in f32, activations in f32)."""
     width = 2 * spec.hidden_size + 2 * max(spec.intermediate_size, spec.hidden_size)
     compute = UBATCH_TOKENS * (spec.vocab_size * 4 + width * 4)
+    runtime = RUNTIME_NAMES.get(vendor, "CUDA context")
     return Overhead(CUDA_CONTEXT_BYTES + compute,
-                    f"CUDA context 512 MiB + compute buffers for {UBATCH_TOKENS}-token batches")
+                    f"{runtime} 512 MiB + compute buffers for {UBATCH_TOKENS}-token batches")
 
 
 @dataclass(frozen=True)
@@ -160,7 +167,7 @@ def plan(req: PlanRequest) -> Plan:
     cache = cache_size(spec, req.context, req.sequences, opts)
     weights = weights_for(spec, req.weights, mtp=opts.mtp)
     overhead = (Overhead(req.overhead_bytes, "given") if req.overhead_bytes is not None
-                else raw_overhead(spec))
+                else raw_overhead(spec, req.gpu.vendor if req.gpu is not None else "nvidia"))
     per_token = bytes_per_token(spec, opts)
     marginal = marginal_bytes_per_token(spec, opts)
     result = Plan(req, cache, weights, overhead, per_token, marginal)

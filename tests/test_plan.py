@@ -173,3 +173,14 @@ def test_auto_weights_follow_quantization_config():
     assert w.bytes == int(p.experts * 4.25 / 8) + (p.total - p.experts) * 2
     assert weights_for(load_model("deepseek-v3")).format == "fp8"
     assert weights_for(load_model("qwen3-8b")).format == "bf16"
+
+
+@pytest.mark.parametrize(("gpu", "runtime"), [
+    ("4090", "CUDA context"), ("mi300x", "HIP runtime"), ("m4 max", "Metal runtime"),
+    ("arc a770", "Level Zero runtime"), ("24GiB", "CUDA context"), (None, "CUDA context"),
+])
+def test_the_runtime_reserve_is_named_for_the_cards_maker(gpu, runtime):
+    # the same bytes on every card; the line names the runtime that holds them
+    p = plan(request(gpu=gpu))
+    assert p.overhead.detail.startswith(f"{runtime} 512 MiB + compute buffers")
+    assert p.overhead.bytes == plan(request(gpu="4090")).overhead.bytes
