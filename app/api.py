@@ -118,7 +118,8 @@ def api_router() -> APIRouter:
             raise kvcore.InputError("find-model tries every catalog model; leave out "
                                     + ("model" if body.model else "config"),
                                     field="model" if body.model else "config")
-        if not body.gpu and not body.gpus and not body.kv_budget:
+        named = body.gpus is not None and not str(body.gpus).strip().isdigit()
+        if not body.gpu and not named and not body.kv_budget:
             raise kvcore.InputError("find-model needs a gpu or a kv_budget to fit the models on",
                                     field="gpu")
         return find_model(lambda spec: to_query(body, spec))

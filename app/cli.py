@@ -662,7 +662,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.model is not None:
                 raise UsageError("--find-model tries every catalog model; leave out MODEL "
                                  f"({shown(args.model)})")
-            if not args.gpu and not args.gpus and not args.kv_budget:
+            named = args.gpus and not str(args.gpus).strip().isdigit()
+            if not args.gpu and not named and not args.kv_budget:
                 raise UsageError("--find-model needs a GPU (--gpu) or a KV budget (--kv-budget) "
                                  "to fit the models on")
             found = find_model(lambda spec: build_query(args, spec))

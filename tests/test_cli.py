@@ -186,6 +186,7 @@ def test_find_model_lists_what_fits_largest_first_and_each_plans_as_listed(capsy
 @pytest.mark.parametrize(("flags", "words"), [
     (["qwen3-8b", "--find-model", "--gpu", "4090"], "leave out MODEL ('qwen3-8b')"),
     (["--find-model"], "--find-model needs a GPU (--gpu) or a KV budget"),
+    (["--find-model", "--gpus", "2"], "--find-model needs a GPU (--gpu) or a KV budget"),
     (["--find-model", "--find-gpu", "--gpu", "4090"], "ask different questions; give one"),
     (["--find-model", "--gpu", "4099"], "'4099' is not a known GPU"),
     (["--find-model", "--gpu", "4090", "--engine", "llama.cpp", "--kv", "nvfp4"],
