@@ -15,7 +15,7 @@ from importlib import resources
 from .errors import InputError, UnknownNameError, shown
 from .units import parse_bytes
 
-__all__ = ["GPU", "counted_gpu", "find_gpu", "gpu_catalog"]
+__all__ = ["GPU", "counted_gpu", "find_gpu", "gpu_catalog", "memory_variants"]
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,14 @@ def find_gpu(name: str) -> GPU:
 #: a chip and a memory size after it: m3 max 36gb, M4-Pro-24GB, apple m2 ultra (64 GB)
 _WITH_MEMORY = re.compile(r"^(?P<chip>.*?[a-z].*?)[\s_\-(]*(?P<gb>[0-9]{1,4})\s*(?:gb|gib|g)\)?$",
                           re.IGNORECASE)
+
+
+def memory_variants(chip: GPU) -> list[GPU]:
+    """``chip`` in each memory size it was sold with, smallest first (the catalog entry, its
+    largest, last); just the entry where it came in one size."""
+    if not chip.memory_options_gb:
+        return [chip]
+    return [find_gpu(f"{chip.id} {gb}gb") for gb in chip.memory_options_gb]
 
 
 def _memory_option(text: str) -> GPU | None:

@@ -18,7 +18,7 @@ from .engines import canonical as canonical_engine
 from .engines.base import SETTING_NAMES
 from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, quality_note
-from .gpus import gpu_catalog
+from .gpus import gpu_catalog, memory_variants
 from .kv import CacheOptions, bytes_per_token
 from .model import ModelSpec
 from .parallel import Parallel
@@ -243,7 +243,8 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
     # an engine that cannot run this plan on any card says why, rather than "no GPU fits"
     check_engine(replace(q, parallel=_layout(q, 1)))
     found: list[dict[str, Any]] = []
-    for gpu in gpu_catalog():
+    # an Apple chip in each memory size it was sold with: the smallest Mac that fits
+    for gpu in (v for chip in gpu_catalog() for v in memory_variants(chip)):
         for count in GPU_COUNTS:
             if count > gpu.max_cards:
                 break

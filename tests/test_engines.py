@@ -21,6 +21,7 @@ from kvcore.engines import (
     sglang,
     vllm,
 )
+from kvcore.gpus import memory_variants
 from kvcore.parallel import Parallel, pp_layer_counts, rank_spec
 from kvcore.query import Query, find_format, find_gpu_for
 from kvcore.weights import weights_for
@@ -1857,7 +1858,19 @@ def test_find_gpu_leaves_out_cards_the_engine_does_not_run_on():
     rows = find_gpu_for(make_query(load_model("llama-3.1-70b"), engine="vllm", context="32k",
                                    sequences=4), limit=100)
     vendors = {g.id: g.vendor for g in gpu_catalog()}
+    vendors.update({v.id: v.vendor for g in gpu_catalog() for v in memory_variants(g)})
     assert rows and all(vendors[r["gpu"]] != "apple" for r in rows)
     raw = find_gpu_for(make_query(load_model("llama-3.1-70b"), context="32k", sequences=4),
                        limit=100)
     assert any(vendors[r["gpu"]] == "apple" for r in raw)
+
+
+def test_find_gpu_tries_each_mac_in_the_memory_sizes_it_was_sold_with():
+    from app.common import make_query
+
+    q = make_query(load_model("qwen3-8b"), engine="llama.cpp", context="32k", weights="q4_k_m")
+    rows = {r["gpu"]: r for r in find_gpu_for(q, limit=1000)}
+    # the 24 GB M4 Pro fits (18 GiB Metal may wire) and is listed at its own size
+    assert rows["m4-pro-24gb"]["total_memory_bytes"] == 24 << 30
+    assert find_gpu("m4-pro-24gb").usable_bytes == 18 << 30
+    assert {"m4-pro-48gb", "m4-pro"} <= set(rows)
