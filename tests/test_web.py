@@ -124,6 +124,10 @@ def test_catalog_pages(client):
     assert client.get("/models/nosuch").status_code == 404
     gpus = client.get("/gpus")
     assert gpus.status_code == 200 and "RTX 4090" in gpus.text
+    # a Mac's other memory sizes link to plans on them
+    assert '<a href="/?gpu=m3-max-36gb">36GB</a>' in gpus.text
+    assert "Apple M3 Max (36GB, 30-core GPU)" in client.get("/", params={
+        "model": "qwen3-8b", "gpu": "m3-max-36gb"}).text
     assert client.get("/static/vendor/htmx-2.0.4.min.js").status_code == 200
     assert client.get("/docs").status_code == 200
 
