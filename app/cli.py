@@ -309,7 +309,12 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
             count = int(args.gpus)
         where = "on " + (f"{count} × " if count > 1 else "") + card.name
     elif args.gpus:
-        where = f"on {args.gpus}"
+        cards = []
+        for name in (n for n in str(args.gpus).split(",") if n.strip()):
+            rig = counted_gpu(name)
+            count, card = rig if rig else (1, find_gpu(name))
+            cards.append((f"{count} × " if count > 1 else "") + card.name)
+        where = "on " + " + ".join(cards)
     ask = (f"{format_quantity(parse_tokens(args.ctx), 'token')} × "
            f"{format_quantity(parse_count(args.seqs, field='sequences'), 'sequence')}")
     weights = args.weights or "each checkpoint's own"

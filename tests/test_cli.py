@@ -183,6 +183,15 @@ def test_find_model_lists_what_fits_largest_first_and_each_plans_as_listed(capsy
             "sequence on NVIDIA GeForce RTX 4090 under llama.cpp, weights q4_k_m, KV f16") in out
 
 
+def test_find_model_names_the_cards_it_fitted_on(capsys):
+    code, out, _ = run(capsys, "--find-model", "--gpus", "2x4090,3090", "--engine", "llama.cpp",
+                       "--weights", "q4_k_m")
+    assert code == 0 and ("on 2 × NVIDIA GeForce RTX 4090 + NVIDIA GeForce RTX 3090 under "
+                          "llama.cpp") in out
+    code, out, _ = run(capsys, "--find-model", "--gpu", "m3 max 36gb", "--engine", "llama.cpp")
+    assert code == 0 and "on Apple M3 Max (36GB, 30-core GPU) under llama.cpp" in out
+
+
 @pytest.mark.parametrize(("flags", "words"), [
     (["qwen3-8b", "--find-model", "--gpu", "4090"], "leave out MODEL ('qwen3-8b')"),
     (["--find-model"], "--find-model needs a GPU (--gpu) or a KV budget"),
