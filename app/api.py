@@ -61,6 +61,7 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         speculative_tokens=body.speculative_tokens, n_ubatch=body.ubatch,
         swa_full=body.swa_full, kv_unified=body.kv_unified or None,
         flash_attn=False if body.no_flash_attn else None,
+        prefix_caching=not body.no_prefix_caching,
         mem_fraction_static=body.mem_fraction_static,
         free_gpu_memory_fraction=body.free_gpu_memory_fraction,
         tokens_per_block=body.tokens_per_block,

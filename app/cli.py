@@ -154,6 +154,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--speculative-tokens", type=int, default=0,
                    help="vLLM speculative tokens; SGLang with --mtp: "
                         "--speculative-num-draft-tokens (default 4)")
+    g.add_argument("--no-prefix-caching", action="store_true",
+                   help="vLLM --no-enable-prefix-caching (a hybrid model keeps one state page "
+                        "a request, not two)")
     g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
@@ -224,6 +227,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         free_gpu_memory_fraction=args.free_gpu_memory_fraction,
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
+        prefix_caching=not args.no_prefix_caching,
     )
     return make_query(
         spec or load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,

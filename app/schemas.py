@@ -73,6 +73,8 @@ class PlanIn(BaseModel):
                                        "(a size, or bytes as a number)")
     speculative_tokens: int = Field(0, ge=0, le=64, description="vLLM speculative tokens; SGLang "
                                     "with mtp: --speculative-num-draft-tokens")
+    no_prefix_caching: bool = Field(False, description="vLLM --no-enable-prefix-caching: a "
+                                    "hybrid model keeps one state page a request, not two")
     ubatch: int | None = Field(None, ge=1, le=1 << 24, description="llama.cpp n_ubatch")
     swa_full: bool = Field(False, description="llama.cpp full-size SWA cache")
     kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")

@@ -35,7 +35,7 @@ GPU_COUNTS = (1, 2, 4, 8)
 ENGINE_SETTINGS = {
     "raw": (),
     "vllm": ("gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs",
-             "speculative_tokens", "offload_bytes"),
+             "speculative_tokens", "offload_bytes", "prefix_caching"),
     # llama.cpp keeps no KV tier beyond the device
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),

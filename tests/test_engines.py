@@ -1874,3 +1874,36 @@ def test_find_gpu_tries_each_mac_in_the_memory_sizes_it_was_sold_with():
     assert rows["m4-pro-24gb"]["total_memory_bytes"] == 24 << 30
     assert find_gpu("m4-pro-24gb").usable_bytes == 18 << 30
     assert {"m4-pro-48gb", "m4-pro"} <= set(rows)
+
+
+@pytest.mark.parametrize(("gpu", "pages_on"), [("h200", 3), ("a100-80gb-sxm", 2)])
+def test_prefix_caching_off_keeps_one_state_page_a_request(gpu, pages_on):
+    # vLLM turns prefix caching on and with it mamba_cache_mode "align": two state pages a
+    # request per recurrent group, three where FlashInfer's GDN prefill exports a checkpoint
+    # (Hopper); --no-enable-prefix-caching runs "none": one
+    from kvcore.engines import vllm
+
+    spec, f16 = load_model("qwen3.5-27b"), get_format("f16")
+    on = vllm.pool(spec, 40 << 30, f16, f16, 16, gpu=find_gpu(gpu))
+    off = vllm.pool(spec, 40 << 30, f16, f16, 16, gpu=find_gpu(gpu), prefix_caching=False)
+    states = [g for g in on.groups if g.state]
+    assert states and all(g.pages_for(262144, 2048, 0) == pages_on for g in states)
+    assert all(g.pages_for(262144, 2048, 0) == 1 for g in off.groups if g.state)
+    for pl, pages in ((on, pages_on), (off, 1)):
+        attention = sum(g.pages_for(262144, 2048, 0) for g in pl.groups if not g.state)
+        assert pl.blocks_per_request(262144, 2048, 0) == attention + len(states) * pages
+    # "align" mode also aligns the block to the GDN checkpoint's 64 tokens; "none" does not
+    if pages_on == 3:
+        assert on.min_block % 64 == 0 and off.min_block % 64 != 0
+    else:
+        assert on.min_block == off.min_block
+    # the planned command says so, and a dense model's plan is the same either way
+    q = dict(gpu="h200", context="256k")
+    plain = _answer("qwen3.5-27b", "vllm", **q)["engine_report"]
+    settings = EngineSettings(prefix_caching=False)
+    off_plan = _answer("qwen3.5-27b", "vllm", **q, settings=settings)["engine_report"]
+    assert off_plan["command"].endswith("--no-enable-prefix-caching")
+    assert off_plan["max_concurrency"] > plain["max_concurrency"]
+    dense = [_answer("llama-3.1-8b", "vllm", gpu="h200", settings=x)["engine_report"]
+             for x in (EngineSettings(), settings)]
+    assert dense[0]["max_concurrency"] == dense[1]["max_concurrency"]

@@ -43,7 +43,8 @@ class UnsupportedFormat(InputError):
 
 
 #: a setting's name as the CLI and the API spell it, where it differs from EngineSettings'
-SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload"}
+SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
+                 "prefix_caching": "no_prefix_caching"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class EngineSettings:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     speculative_tokens: int = 0
+    #: V1's default; off (--no-enable-prefix-caching) a hybrid model's Mamba/GDN groups run
+    #: mamba_cache_mode "none": one state page a request (and one per speculative token)
+    prefix_caching: bool = True
     # llama.cpp
     n_ubatch: int | None = None
     swa_full: bool = False

@@ -268,6 +268,8 @@ class Spec:
     #: state pages a request keeps beyond the two of "align" mode: the prefill checkpoint
     #: FlashInfer's GDN prefill exports (MambaSpec.num_prefill_checkpoint_blocks)
     checkpoint_pages: int = 0
+    #: mamba_cache_mode "align" (prefix caching on, V1's default); False: "none"
+    align: bool = True
 
     def pages_for(self, max_len: int, in_flight: int, encoder_tokens: int,
                   spec_tokens: int = 0) -> int:
@@ -275,7 +277,10 @@ class Spec:
         over its page), ``in_flight`` tokens scheduled but not settled."""
         if self.state:
             # mamba_cache_mode "align": two state pages, one per speculative token, and the
-            # prefill checkpoint where one is exported
+            # prefill checkpoint where one is exported; "none" (prefix caching off): the
+            # running state and one per speculative token
+            if not self.align:
+                return 1 + spec_tokens
             return MAMBA_PAGES + spec_tokens + self.checkpoint_pages
         if self.kind is LayerKind.SLIDING:
             assert self.window is not None
@@ -302,7 +307,8 @@ def gdn_checkpoints(spec: ModelSpec, gpu: GPU | None) -> bool:
 
 
 def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
-           spec_tokens: int = 0, gpu: GPU | None = None) -> list[Spec]:
+           spec_tokens: int = 0, gpu: GPU | None = None,
+           prefix_caching: bool = True) -> list[Spec]:
     attn: list[tuple[LayerGroup, int]] = []
     states: list[tuple[LayerGroup, int]] = []
     ssm_bytes = spec.ssm_dtype_bytes
@@ -310,7 +316,8 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
         # the config's mamba_ssm_cache_dtype where it names one, else float32
         ssm_bytes = spec.ssm_cache_dtype_bytes or 4
     dsa = has_kind(spec, LayerKind.INDEXER)
-    checkpoints = gdn_checkpoints(spec, gpu)
+    # prefill checkpoints are "align" mode's, which prefix caching turns on
+    checkpoints = prefix_caching and gdn_checkpoints(spec, gpu)
     for g in spec.groups_for(mtp=mtp):
         if g.kind is LayerKind.INDEXER:
             attn.append((g, indexer_row_bytes(g.head_dim_k)))
@@ -345,7 +352,8 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
     out = [Spec(g.kind, g.count, block, block * b, g.window) for g, b in attn]
     page = max((s.page for s in out), default=max((b for _, b in states), default=0))
     out += [Spec(g.kind, g.count, block, page, state=True,
-                 checkpoint_pages=1 if checkpoints and g.kind is LayerKind.LINEAR else 0)
+                 checkpoint_pages=1 if checkpoints and g.kind is LayerKind.LINEAR else 0,
+                 align=prefix_caching)
             for g, _ in states]
     if len({s.page for s in out}) > 1 and not states and not dsa:
         # different page sizes (heads differ per group): kv_cache_planning.
@@ -441,10 +449,12 @@ class Pool:
 
 
 def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
-         mtp: bool = False, spec_tokens: int = 0, gpu: GPU | None = None) -> Pool:
+         mtp: bool = False, spec_tokens: int = 0, gpu: GPU | None = None,
+         prefix_caching: bool = True) -> Pool:
     """Blocks vLLM carves out of ``available`` bytes for one rank's layers (the card decides
-    whether a Gated DeltaNet model keeps a prefill checkpoint page)."""
-    specs = _specs(spec, k, v, block, mtp, spec_tokens, gpu)
+    whether a Gated DeltaNet model keeps a prefill checkpoint page; prefix caching, how many
+    state pages a request of a hybrid model keeps)."""
+    specs = _specs(spec, k, v, block, mtp, spec_tokens, gpu, prefix_caching)
     if not specs:
         return Pool(0, 1, (), spec_tokens)
     size, groups = _layout(specs)
@@ -482,6 +492,8 @@ def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
                           "--data-parallel-size")
     if req.settings.max_num_batched_tokens:
         cmd.append(f"--max-num-batched-tokens {mbt}")
+    if not req.settings.prefix_caching:
+        cmd.append("--no-enable-prefix-caching")
     return cmd
 
 
@@ -566,7 +578,7 @@ def plan(req: EngineRequest) -> EngineReport:
                      else int(sh.gpu.total_bytes * util) - sh.weights_bytes - act - non_torch  # type: ignore[union-attr]
                      for sh in shares]
             raw = [pool(sh.spec, max(0, a), opts.kv_k, opts.kv_v, block, opts.mtp,
-                        s.speculative_tokens, sh.gpu)
+                        s.speculative_tokens, sh.gpu, s.prefix_caching)
                    for sh, a in zip(shares, avail, strict=True)]
             tight = min(range(len(raw)), key=lambda i: raw[i].num_blocks)
             least = raw[tight].num_blocks
@@ -624,6 +636,9 @@ def plan(req: EngineRequest) -> EngineReport:
     if any(g.state for g in main.groups):
         notes.append(f"hybrid model: attention blocks hold {main.min_block} tokens so a page "
                      "also fits one recurrent state")
+    if any(g.state for g in main.groups) and not s.prefix_caching:
+        notes.append("prefix caching off: mamba_cache_mode \"none\", one state page a request "
+                     "per recurrent group (two with it on), and no prefix reuse")
     if any(g.checkpoint_pages for g in main.groups):
         notes.append("FlashInfer's Gated DeltaNet prefill on this card keeps a third state "
                      "page per request (a prefill checkpoint for prefix caching)")
