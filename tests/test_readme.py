@@ -43,8 +43,7 @@ def test_gpu_table_is_the_committed_results():
     later = [(fmt, other) for fmts, other in
              re.findall(r"(\w+(?: and \w+)*) from `(decode-h200-v\d+-\w+)\.md`", README)
              for fmt in fmts.split(" and ")]
-    assert later == [("q4_0", "decode-h200-v34-stages"), ("tbq3", "decode-h200-v34-stages"),
-                     ("nvfp4", "decode-h200-v35-nvfp4")]
+    assert later == []  # every format from the one run the README names
     for fmt, other in later:
         again = json.loads((root / "bench" / "results" / f"{other}.json").read_text())["rows"]
         got.update({(r["format"], r["batch"], r["tokens"]): r for r in again

@@ -198,9 +198,20 @@ WIDE_LAUNCH = {256: (16, 1, 2), 512: (16, 2, 2), 1024: (16, 2, 2)}
 #: (kept). On the latent (B=1 128k and B=4 32k) nvfp4 152 → 112 and tbq4 172 → 159 in 32-token
 #: 4-warp programs of one stage, tbq3 188 → 166 in 16-token 2-warp ones; q4_0 and q8_0 as at
 #: B=1
+#: At 512 lanes (Gemma 4's global layers, 32/4 and 8/2 heads × 512) one stage, against
+#: WIDE_LAUNCH[512]'s two: nvfp4, q8_0's integer keys and tbq4 in 32-token two-warp programs,
+#: tbq3 in 16-token ones, faster at all six shapes timed (decode-sweep-wide512-h200.json,
+#: -wide512b-, -wide512c-): 32/4 B=1 128k nvfp4 462 → 325 µs, q8_0 411 → 330, tbq4 425 → 346,
+#: tbq3 423 → 393; B=8 32k 1,399 → 897, 1,392 → 927, 1,254 → 975, 1,218 → 1,160; B=1 32k and
+#: B=64 4k likewise, and on 8/2 heads (B=1 128k 242 → 168, 214 → 173, 225 → 183, 225 → 209).
+#: f16 and fp8_pth lost in one stage (247 → 268, 181 → 256 µs); q4_0 in 32-token programs
+#: was 6% faster at B=8 32k but 5% slower at B=1 128k (kept). The three launches passed the
+#: GPU check on both head shapes (launch-h200-wide512.json, 48 of 48)
 WIDE_FORMAT_LAUNCH = {(1024, "fp8_pth"): (32, 4, 2), (1024, "tbq4"): (32, 4, 1),
                       (1024, "nvfp4"): (32, 4, 1), (1024, "tbq3"): (16, 2, 1),
                       (1024, "q4_0"): (16, 2, 1), (1024, "q8_0"): (16, 2, 1),
+                      (512, "nvfp4"): (32, 2, 1), (512, "q8_0"): (32, 2, 1),
+                      (512, "tbq4"): (32, 2, 1), (512, "tbq3"): (16, 2, 1),
                       (256, "q4_0"): (32, 1, 1), (256, "nvfp4"): (32, 1, 1),
                       (256, "tbq4"): (16, 1, 1), (256, "tbq3"): (16, 1, 1)}
 #: (power of two, K format) → (block_n, warps, stages, query rows a program) for a query group

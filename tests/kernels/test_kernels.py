@@ -972,7 +972,9 @@ def test_wide_heads_take_one_stage_where_measured():
     """On 256-wide heads q4_0 and nvfp4 run 32-token programs of one stage, tbq4, tbq3 and
     q8_0's integer keys 16-token ones (the integer keys 3 stages from MANY_ROWS rows under 2²¹
     row-tokens); on the MLA latent (held in 1,024 lanes) q4_0, q8_0 and tbq3 run 16-token
-    two-warp programs of one stage, tbq4 and nvfp4 32-token 4-warp ones. fp8_pth and f16 keep
+    two-warp programs of one stage, tbq4 and nvfp4 32-token 4-warp ones; on 512 lanes nvfp4,
+    tbq4 and q8_0's integer keys 32-token two-warp programs of one stage, tbq3 16-token ones.
+    fp8_pth and f16 keep
     WIDE_LAUNCH's two stages (the latent's fp8_pth its 32-token 4-warp launch); groups of more
     than 16 rows and other widths tiles of 8,192 values."""
     assert wide_launch("q4_0", 256, 8, False) == (32, 1, 1)
@@ -995,7 +997,13 @@ def test_wide_heads_take_one_stage_where_measured():
     assert wide_launch("nvfp4", 1024, 16, False) == (32, 4, 1)
     assert wide_launch("fp8_pth", 1024, 16, False) == (32, 4, 2)
     assert wide_launch("f16", 1024, 16, False) == (16, 2, 2)
-    assert wide_launch("q4_0", 512, 16, False) == (16, 2, 2)
+    # 512 lanes (Gemma 4's global layers): nvfp4, q8_0's integer keys and tbq4 in 32-token
+    # programs of one stage, tbq3 in 16-token ones; q4_0, f16 and fp8_pth keep two stages
+    for fmt, int_keys in (("nvfp4", False), ("q8_0", True), ("tbq4", False)):
+        assert wide_launch(fmt, 512, 8, int_keys, rows=32, max_len=131072) == (32, 2, 1)
+    assert wide_launch("tbq3", 512, 8, False) == (16, 2, 1)
+    for fmt in ("q4_0", "f16", "fp8_pth"):
+        assert wide_launch(fmt, 512, 16, False) == (16, 2, 2)
     assert wide_launch("q4_0", 256, 32, False) == (32, 4, 2)
     assert wide_launch("q8_0", 256, 32, True) == (32, 4, 2)
     assert wide_launch("f16", 2048, 16, False) == (16, 8, 2)
