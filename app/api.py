@@ -19,7 +19,14 @@ from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
 from kvcore.query import answer, find_format, find_gpu_for, find_model
 
-from .common import check_find_format, check_find_gpu, make_query, repeated_field, verified
+from .common import (
+    check_find_format,
+    check_find_gpu,
+    check_find_model,
+    make_query,
+    repeated_field,
+    verified,
+)
 from .schemas import ErrorOut, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
 
@@ -115,14 +122,9 @@ def api_router() -> APIRouter:
         """Every catalog model on the body's card: those that fit (most parameters first),
         those trained for fewer positions, those that fit a shorter context, those too big,
         and those refused with the reason."""
-        if body.model or body.config is not None:
-            raise kvcore.InputError("find-model tries every catalog model; leave out "
-                                    + ("model" if body.model else "config"),
-                                    field="model" if body.model else "config")
-        named = body.gpus is not None and not str(body.gpus).strip().isdigit()
-        if not body.gpu and not named and not body.kv_budget:
-            raise kvcore.InputError("find-model needs a gpu or a kv_budget to fit the models on",
-                                    field="gpu")
+        given = "model" if body.model else "config" if body.config is not None else None
+        check_find_model(given=given, gpu=body.gpu, gpus=body.gpus, kv_budget=body.kv_budget,
+                         field=given or "model")
         return find_model(lambda spec: to_query(body, spec))
 
     @api.post("/find-format")

@@ -23,8 +23,6 @@ from typing import Any, NoReturn
 import kvcore
 from kvcore import (
     KvplanError,
-    counted_gpu,
-    find_gpu,
     format_bytes,
     load_model,
     parse_bytes,
@@ -39,8 +37,10 @@ from kvcore.query import Query, answer, context_notes, find_format, find_gpu_for
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
 from .common import (
+    cards_of,
     check_find_format,
     check_find_gpu,
+    check_find_model,
     decode_text,
     make_query,
     model_line,
@@ -307,18 +307,14 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
         kv = f"K {args.kv_k or kv} / V {args.kv_v or kv}"
     where = f"in a KV budget of {args.kv_budget} a card"
     if args.gpu:
-        rig = counted_gpu(args.gpu)
-        count, card = rig if rig else (1, find_gpu(args.gpu))
+        count, card = cards_of(args.gpu, "gpu")
         if args.gpus and str(args.gpus).strip().isdigit():
             count = int(args.gpus)
         where = "on " + (f"{count} × " if count > 1 else "") + card.name
     elif args.gpus:
-        cards = []
-        for name in (n for n in str(args.gpus).split(",") if n.strip()):
-            rig = counted_gpu(name)
-            count, card = rig if rig else (1, find_gpu(name))
-            cards.append((f"{count} × " if count > 1 else "") + card.name)
-        where = "on " + " + ".join(cards)
+        named = (cards_of(n, "gpus") for n in str(args.gpus).split(",") if n.strip())
+        where = "on " + " + ".join((f"{count} × " if count > 1 else "") + card.name
+                                   for count, card in named)
     ask = (f"{format_quantity(parse_tokens(args.ctx), 'token')} × "
            f"{format_quantity(parse_count(args.seqs, field='sequences'), 'sequence')}")
     weights = args.weights or "each checkpoint's own"
@@ -668,13 +664,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(" and ".join("--" + f.replace("_", "-") for f in finds)
                              + " ask different questions; give one")
         if args.find_model:
-            if args.model is not None:
-                raise UsageError("--find-model tries every catalog model; leave out MODEL "
-                                 f"({shown(args.model)})")
-            named = args.gpus and not str(args.gpus).strip().isdigit()
-            if not args.gpu and not named and not args.kv_budget:
-                raise UsageError("--find-model needs a GPU (--gpu) or a KV budget (--kv-budget) "
-                                 "to fit the models on")
+            check_find_model(given=args.model and f"MODEL ({shown(args.model)})", gpu=args.gpu,
+                             gpus=args.gpus, kv_budget=args.kv_budget, prefix="--")
             found = find_model(lambda spec: build_query(args, spec))
             print(json.dumps(found, indent=2) if args.json
                   else render_find_model(args, found))

@@ -22,7 +22,7 @@ from kvcore.parallel import Parallel
 from kvcore.query import Query
 from kvcore.units import format_quantity
 
-__all__ = ["check_find_format", "check_find_gpu", "decode_text", "make_query", "model_line", "repeated_field", "verified"]
+__all__ = ["cards_of", "check_find_format", "check_find_gpu", "check_find_model", "decode_text", "make_query", "model_line", "repeated_field", "verified"]
 
 
 def repeated_field(pairs: Any) -> InputError | None:
@@ -46,7 +46,7 @@ def _count(value: Any, field: str, minimum: int = 1, maximum: int = 1024) -> int
     return parse_count(value, field=field, minimum=minimum, maximum=maximum)
 
 
-def _cards(text: str, field: str) -> tuple[int, Any]:
+def cards_of(text: str, field: str) -> tuple[int, Any]:
     """(count, card) of one name: ``4090`` one card, ``2x4090`` two."""
     rig = counted_gpu(text, field=field)
     return rig if rig is not None else (1, find_gpu(text))
@@ -69,7 +69,7 @@ def _gpus(gpu: str | None, gpus: str | None
         else:
             try:
                 for name in (n for n in text.split(",") if n.strip()):
-                    n, card = _cards(name, "gpus")
+                    n, card = cards_of(name, "gpus")
                     named += [card] * n
             except InputError as exc:
                 # the name at fault came in the card list
@@ -124,6 +124,21 @@ def check_find_format(*, kv: Any, kv_k: Any, kv_v: Any, prefix: str = "") -> Non
                           for name in given)
         raise InputError(f"{prefix}find-format tries every KV format for K and V; leave out "
                          f"{names}", field=given[0])
+
+
+def check_find_model(*, given: str | None, gpu: Any, gpus: Any, kv_budget: Any,
+                     field: str = "model", prefix: str = "") -> None:
+    """find-model plans every catalog model on one card: a model named beside it (``given``,
+    as the caller spells it, in ``field``) is a conflict, and it needs a card to fit them on
+    (``gpu``, or ``gpus`` naming cards: a count alone names none) or a KV budget. ``prefix``
+    spells the names as flags (``--``)."""
+    if given:
+        raise InputError(f"{prefix}find-model tries every catalog model; leave out {given}",
+                         field=field)
+    named = gpus is not None and not str(gpus).strip().isdigit()
+    if not gpu and not named and not kv_budget:
+        need = "a GPU (--gpu) or a KV budget (--kv-budget)" if prefix else "a gpu or a kv_budget"
+        raise InputError(f"{prefix}find-model needs {need} to fit the models on", field="gpu")
 
 
 def make_query(

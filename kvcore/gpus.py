@@ -57,6 +57,12 @@ class GPU:
         return int(self.compute_capability.split(".")[0])
 
     @property
+    def chip(self) -> str:
+        """The name without its configuration in parentheses (``Apple M3 Max`` of
+        ``Apple M3 Max (36GB, 30-core GPU)``)."""
+        return self.name.split(" (")[0]
+
+    @property
     def total_bytes(self) -> int:
         """Total memory as the driver reports it when a reading is known, else the datasheet's."""
         return self.driver_total_bytes or self.memory_bytes
@@ -174,9 +180,8 @@ _WITH_MEMORY = re.compile(r"^(?P<chip>.*?[a-z].*?)[\s_\-(]*(?P<gb>[0-9]{1,4})\s*
 def memory_variants(chip: GPU) -> list[GPU]:
     """``chip`` in each memory size it was sold with, smallest first (the catalog entry, its
     largest, last); just the entry where it came in one size."""
-    if not chip.memory_options_gb:
-        return [chip]
-    return [find_gpu(f"{chip.id} {gb}gb") for gb in chip.memory_options_gb]
+    return [chip if gb << 30 == chip.memory_bytes else _sized(chip, gb)
+            for gb in chip.memory_options_gb] or [chip]
 
 
 def _memory_option(text: str) -> GPU | None:
@@ -191,10 +196,15 @@ def _memory_option(text: str) -> GPU | None:
     gb = int(m.group("gb"))
     if gb not in chip.memory_options_gb:
         sizes = ", ".join(str(o) for o in chip.memory_options_gb[:-1])
-        raise InputError(f"{chip.name.split(' (')[0]} was sold with {sizes} or "
+        raise InputError(f"{chip.chip} was sold with {sizes} or "
                          f"{chip.memory_options_gb[-1]} GB of memory, not {gb} GB; give one "
                          "of those", field="gpu")
-    base = chip.name.split(" (")[0]
+    return _sized(chip, gb)
+
+
+def _sized(chip: GPU, gb: int) -> GPU:
+    """``chip`` with ``gb`` GiB of memory, one of the sizes it was sold with: the cut-down
+    bin's bandwidth and GPU cores where only that bin came with it."""
     bandwidth, cores = chip.bandwidth_bytes_per_s, None
     if chip.lower_bin is not None:
         low_sizes, low_bandwidth, low_cores = chip.lower_bin
@@ -204,7 +214,7 @@ def _memory_option(text: str) -> GPU | None:
             full = re.search(r"(\d+)-core GPU", chip.name)
             cores = int(full.group(1)) if full else None
     label = f"{gb}GB" + (f", {cores}-core GPU" if cores else "")
-    return replace(chip, id=f"{chip.id}-{gb}gb", name=f"{base} ({label})",
+    return replace(chip, id=f"{chip.id}-{gb}gb", name=f"{chip.chip} ({label})",
                    memory_bytes=gb << 30, bandwidth_bytes_per_s=bandwidth, aliases=(),
                    driver_total_bytes=None)
 

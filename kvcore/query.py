@@ -13,7 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .engines import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, engine_plan
+from .engines import (
+    ENGINE_TITLES,
+    EngineReport,
+    EngineRequest,
+    EngineSettings,
+    UnsupportedFormat,
+    engine_plan,
+)
 from .engines import canonical as canonical_engine
 from .engines.base import SETTING_NAMES
 from .errors import InputError, KvplanError
@@ -41,8 +48,6 @@ ENGINE_SETTINGS = {
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
-_ENGINE_NAMES = {"raw": "raw", "vllm": "vLLM", "llama.cpp": "llama.cpp", "sglang": "SGLang",
-                 "trtllm": "TensorRT-LLM"}
 
 
 #: settings an engine reads only with --mtp: SGLang's --speculative-num-draft-tokens for the
@@ -61,10 +66,10 @@ def check_settings(engine: str, settings: EngineSettings, *, mtp: bool = False) 
         if f.name not in reads:
             owners = [e for e, names in ENGINE_SETTINGS.items() if f.name in names]
             name = SETTING_NAMES.get(f.name, f.name)
-            spelled = [_ENGINE_NAMES[e] for e in owners]
+            spelled = [ENGINE_TITLES[e] for e in owners]
             who = spelled[0] if len(spelled) == 1 else (", ".join(spelled[:-1]) + " and "
                                                          + spelled[-1])
-            raise InputError(f"{name} is a setting of {who}, not of {_ENGINE_NAMES[engine]}: "
+            raise InputError(f"{name} is a setting of {who}, not of {ENGINE_TITLES[engine]}: "
                              f"choose {'that engine' if len(owners) == 1 else 'one of them'} "
                              f"(--engine {owners[0]}) or leave out {name}",
                              field=name)
@@ -166,7 +171,7 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
         weights = [n for n in weights if "FP8 KV cache" not in n]
     unified = next((g for g in q.gpus if g.vendor == "apple"), None)
     if unified is not None:
-        weights.append(f"{unified.name.split(' (')[0]}: the GPU may use "
+        weights.append(f"{unified.chip}: the GPU may use "
                        f"{unified.usable_fraction:.0%} of unified memory, macOS's default limit "
                        "on large-memory Macs (less on smaller ones, and it varies by macOS "
                        "version); `sudo sysctl iogpu.wired_limit_mb=N` raises it")

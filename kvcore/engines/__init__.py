@@ -15,7 +15,7 @@ from ..parallel import Split, stage_layers
 from . import llamacpp, raw, sglang, trtllm, vllm
 from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, has_kind
 
-__all__ = ["ENGINES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
+__all__ = ["ENGINES", "ENGINE_TITLES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
            "engine_plan", "engine_names", "stage_split", "supported_formats"]
 
 ENGINES: dict[str, Callable[[EngineRequest], EngineReport]] = {
@@ -25,6 +25,9 @@ ENGINES: dict[str, Callable[[EngineRequest], EngineReport]] = {
     "sglang": sglang.plan,
     "trtllm": trtllm.plan,
 }
+#: each engine as its project spells it, for messages
+ENGINE_TITLES = {"raw": "raw", "vllm": "vLLM", "llama.cpp": "llama.cpp", "sglang": "SGLang",
+                 "trtllm": "TensorRT-LLM"}
 _ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "llama_cpp": "llama.cpp",
             "llama-server": "llama.cpp", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm",
             "trt-llm": "trtllm", "trt": "trtllm"}
@@ -92,7 +95,6 @@ _MINIMAX_M3_MISSING = {
 #: macOS it builds for the CPU only), SGLang on CUDA, ROCm and Intel XPU, TensorRT-LLM on CUDA
 _VENDORS = {"vllm": ("nvidia", "amd", "intel"), "sglang": ("nvidia", "amd", "intel"),
             "trtllm": ("nvidia",)}
-_ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 _MAKERS = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple silicon"}
 #: how the engine does run there, where it does at all
 _ELSEWHERE = {("vllm", "apple"): " (on a Mac it runs on the CPU, or through the vllm-metal "
@@ -107,7 +109,7 @@ def check_platform(name: str, gpus: tuple[GPU, ...]) -> None:
         if gpu.vendor not in (*makers, "custom", ""):
             runs = " and ".join(", ".join(_MAKERS[m] for m in makers).rsplit(", ", 1))
             aside = _ELSEWHERE.get((name, gpu.vendor), "")
-            raise InputError(f"{_ENGINE_NAMES[name]} does not run on {gpu.name}: its GPU build "
+            raise InputError(f"{ENGINE_TITLES[name]} does not run on {gpu.name}: its GPU build "
                              f"runs on {runs} cards{aside}; plan it with --engine llama.cpp or "
                              "raw", field="engine")
 
