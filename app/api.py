@@ -178,6 +178,8 @@ def api_router() -> APIRouter:
         # memory_options_gb: the sizes an Apple chip was sold with (gpu "m3 max 36gb")
         return [{"id": g.id, "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
                  "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "source": g.source,
+                 "matmul_flops_per_s": g.matmul_flops_per_s,
+                 "matmul_flops_source": g.matmul_flops_source,
                  "memory_options_gb": list(g.memory_options_gb)}
                 for g in kvcore.gpu_catalog()]
 

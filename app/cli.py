@@ -473,11 +473,13 @@ def _list(cmd: str, as_json: bool) -> str:
     elif cmd == "gpus":
         items = [{"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes,
                   "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "vendor": g.vendor,
+                  "matmul_flops_per_s": g.matmul_flops_per_s,
                   "memory_options_gb": list(g.memory_options_gb)}
                  for g in kvcore.gpu_catalog()]
-        rows = [["id", "name", "memory", "bandwidth"]] + [
+        rows = [["id", "name", "memory", "bandwidth", "FP16 matrix"]] + [
             [i["id"], i["name"], format_bytes(i["memory_bytes"], 1),
-             f"{i['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s"] for i in items]
+             f"{i['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s",
+             f"{i['matmul_flops_per_s'] / 1e12:,.1f} TFLOPS"] for i in items]
     else:
         items = [{"name": f.name, "aliases": list(f.aliases), "block_values": f.block_values,
                   "block_bytes": f.block_bytes, "bits_per_value": f.bits_per_value,

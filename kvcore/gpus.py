@@ -45,6 +45,12 @@ class GPU:
     memory_options_gb: tuple[int, ...] = ()
     #: (sizes sold only with the cut-down chip, its bandwidth, its GPU cores), where one is
     lower_bin: tuple[tuple[int, ...], int, int] | None = None
+    #: peak dense FP16/BF16 matrix throughput (FLOP/s) from the datasheet; None where unknown
+    matmul_flops_per_s: int | None = None
+    #: where that figure comes from (the datasheet, or how it was derived)
+    matmul_flops_source: str = ""
+    #: GPU cores of the configuration listed (Apple), 0 where not given
+    gpu_cores: int = 0
 
     @property
     def cuda_family(self) -> int | None:
@@ -104,6 +110,10 @@ def gpu_catalog() -> tuple[GPU, ...]:
             lower_bin=((tuple(entry["lower_bin"]["memory_gb"]),
                         int(entry["lower_bin"]["bandwidth_bytes_per_s"]),
                         int(entry["lower_bin"]["gpu_cores"])) if "lower_bin" in entry else None),
+            matmul_flops_per_s=(int(entry["matmul_flops_per_s"])
+                                if "matmul_flops_per_s" in entry else None),
+            matmul_flops_source=entry.get("matmul_flops_source", ""),
+            gpu_cores=int(entry.get("gpu_cores", 0)),
         ))
     return tuple(gpus)
 
@@ -205,18 +215,19 @@ def _memory_option(text: str) -> GPU | None:
 def _sized(chip: GPU, gb: int) -> GPU:
     """``chip`` with ``gb`` GiB of memory, one of the sizes it was sold with: the cut-down
     bin's bandwidth and GPU cores where only that bin came with it."""
-    bandwidth, cores = chip.bandwidth_bytes_per_s, None
+    bandwidth, cores, flops = chip.bandwidth_bytes_per_s, None, chip.matmul_flops_per_s
     if chip.lower_bin is not None:
         low_sizes, low_bandwidth, low_cores = chip.lower_bin
+        cores = chip.gpu_cores or None
         if gb in low_sizes:
+            # the cut-down bin: its bandwidth, and its share of the full chip's cores
+            if flops is not None and chip.gpu_cores:
+                flops = flops * low_cores // chip.gpu_cores
             bandwidth, cores = low_bandwidth, low_cores
-        else:
-            full = re.search(r"(\d+)-core GPU", chip.name)
-            cores = int(full.group(1)) if full else None
     label = f"{gb}GB" + (f", {cores}-core GPU" if cores else "")
     return replace(chip, id=f"{chip.id}-{gb}gb", name=f"{chip.chip} ({label})",
                    memory_bytes=gb << 30, bandwidth_bytes_per_s=bandwidth, aliases=(),
-                   driver_total_bytes=None)
+                   driver_total_bytes=None, matmul_flops_per_s=flops, gpu_cores=cores or 0)
 
 
 #: a card count before a card, as a rig is written: 2x4090, 4×H100, 8 x h100-sxm, 2*24GiB

@@ -151,6 +151,12 @@ def test_entry_has_source_units_and_plausible_bandwidth(entry):
     assert ("gpu_usable_fraction" in entry) == (entry["vendor"] == "apple")
     if entry["vendor"] == "apple" or entry["id"].startswith("jetson"):
         assert entry["max_cards"] == 1
+    # the matrix peak: a basis for every figure, and a plausible ratio to the bandwidth (FLOPs a
+    # byte: about 26 for the M1 Max, 295 for the H100 SXM, 948 for Jetson Thor's LPDDR5X)
+    assert entry["matmul_flops_source"].strip(), "every figure needs a source"
+    ratio = entry["matmul_flops_per_s"] / entry["bandwidth_bytes_per_s"]
+    assert 10 <= ratio <= 1000, (entry["id"], ratio)
+    assert ("gpu_cores" in entry) == (entry["vendor"] == "apple")
 
 
 def _comment_figures():
@@ -159,13 +165,14 @@ def _comment_figures():
     for line in resources.files("kvcore").joinpath("data/gpus.toml").read_text().splitlines():
         if line.startswith("id = "):
             entry_id = line.split('"')[1]
-        for field in ("memory_bytes", "driver_total_bytes", "bandwidth_bytes_per_s"):
+        for field in ("memory_bytes", "driver_total_bytes", "bandwidth_bytes_per_s",
+                      "matmul_flops_per_s"):
             if line.startswith(f"{field} = ") and "#" in line:
                 value, comment = line.split("=", 1)[1].split("#", 1)
                 yield entry_id, field, int(value), comment.strip()
 
 
-UNITS = {"GiB": 2**30, "MiB": 2**20, "GB/s": 10**9, "TB/s": 10**12}
+UNITS = {"GiB": 2**30, "MiB": 2**20, "GB/s": 10**9, "TB/s": 10**12, "TFLOPS,": 10**12}
 
 
 @pytest.mark.parametrize(("entry_id", "field", "value", "comment"), list(_comment_figures()),
@@ -270,6 +277,17 @@ def test_an_apple_chip_in_one_of_its_memory_sizes(text, gpu_id, gib, gbps, cores
     assert gpu.usable_bytes == int((gib << 30) * 0.75) and gpu.vendor == "apple"
     assert (f"{cores}-core GPU" in gpu.name) if cores else "core" not in gpu.name
     assert find_gpu(gpu.id) == gpu  # the id it prints plans it again
+
+
+def test_a_cut_down_bin_computes_with_its_cores():
+    # M3 Max 36 GB is the 30-core bin of the 40-core chip: three quarters of its FP16 peak;
+    # the sizes of the full chip keep the entry's figure
+    full = find_gpu("m3 max")
+    assert full.gpu_cores == 40
+    assert find_gpu("m3 max 36gb").matmul_flops_per_s == full.matmul_flops_per_s * 30 // 40
+    assert find_gpu("m3 max 48gb").matmul_flops_per_s == full.matmul_flops_per_s
+    assert find_gpu("m3 max 36gb").gpu_cores == 30
+    assert find_gpu("h100").matmul_flops_per_s == 989_500 * 10**9
 
 
 def test_an_apple_chip_in_a_size_it_was_not_sold_with_is_refused():
