@@ -257,20 +257,39 @@ def _rate(x: float) -> str:
     return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
 
 
+def _experts_text(share: float | None, sequences: int) -> str:
+    """What a step of a mixture of experts reads of its routed experts (empty for a dense
+    model, or for one sequence, which reads its top-k)."""
+    if share is None or sequences <= 1:
+        return ""
+    return (f"; the {sequences:,} sequences' tokens route to ≈ {share:.0%} of the routed experts' "
+            "bytes each step (uniform routing)")
+
+
 def decode_text(data: dict[str, Any]) -> str | None:
     """A plan's decode estimate in words, after "decode" (None without one): on one card at
-    its bandwidth, or over several (the interconnect not counted); a plan that does not fit
-    says the figure is what it would read."""
+    its bandwidth or, where the step is compute-bound, its matrix peak, or over several (the
+    interconnect not counted); what a mixture of experts' batch reads of its experts; a plan
+    that does not fit says the figure is what it would take."""
     d = data.get("decode")
     if not d:
         return None
     cards = data["parallel"]["gpus"]
-    where = (f"on {cards} cards (interconnect not counted)" if cards > 1 or not data.get("gpu")
-             else f"at {data['gpu']['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s")
+    compute = d.get("bound") == "compute"
+    gpu = data.get("gpu")
+    if cards > 1 or not gpu:
+        where = f"on {cards} cards (interconnect not counted)"
+    elif compute:
+        where = (f"at {gpu['matmul_flops_per_s'] / 1e12:,.1f} TFLOPS (its dense FP16/BF16 "
+                 "peak)")
+    else:
+        where = f"at {gpu['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s"
+    bound = "compute-bound" if compute else "bandwidth-bound"
     text = (f"≈ {_rate(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
-            f"({_rate(d['tokens_per_s_total'])} total) at full context, bandwidth-bound {where}; "
+            f"({_rate(d['tokens_per_s_total'])} total) at full context, {bound} {where}; "
             f"KV is {d['kv_share'] * 100:.0f}% of bytes read"
-            + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else ""))
+            + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else "")
+            + _experts_text(d.get("expert_share"), data["sequences"]))
     return text + (" (if it fit)" if data["fits"] is False else "")
 
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from .errors import InputError
 from .gpus import GPU
 from .kv import CacheOptions, CacheSize, bytes_per_token, cache_size, marginal_bytes_per_token
-from .model import ModelSpec
+from .model import LayerKind, ModelSpec
 from .units import MAX_CONTEXT_TOKENS
 from .weights import Weights, weights_for
 
-__all__ = ["Decode", "Overhead", "Plan", "PlanRequest", "Workload", "plan"]
+__all__ = ["Decode", "Overhead", "Plan", "PlanRequest", "Workload", "plan", "step_flops"]
 
 #: CUDA context and library workspaces (cuBLAS, NCCL-less single card), bytes
 CUDA_CONTEXT_BYTES = 512 * 1024**2
@@ -77,11 +77,43 @@ class PlanRequest(Workload):
     overhead_bytes: int | None = None
 
 
+#: layer kinds whose decode step multiplies the query heads with cached entries (the indexer's
+#: scores and the recurrent layers' state updates are not counted)
+_ATTENDING = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.MLA,
+              LayerKind.CROSS, LayerKind.COMPRESSED)
+
+
+def attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> int:
+    """FLOPs of one decode step's attention products on one of ``tp`` ranks (each holds
+    1/tp of the query heads): 2 a query head a value of every entry read, for the scores
+    (K's width) and the weighted sum (V's width; a latent layer's latent is read as both)."""
+    heads = spec.num_attention_heads
+    total = 0
+    for g in cache.groups:
+        lg = g.group
+        if lg.kind not in _ATTENDING or not g.tokens:
+            continue
+        read = min(g.tokens, lg.read_limit) if lg.read_limit is not None else g.tokens
+        width = lg.head_dim_k + (lg.head_dim_v or lg.head_dim_k)
+        total += 2 * heads * width * read * lg.count * cache.sequences
+    return total // tp
+
+
+def step_flops(spec: ModelSpec, cache: CacheSize) -> int:
+    """FLOPs of one decode step of ``cache.sequences`` sequences (a token each): 2 a weight
+    read by a token (the active parameters: a mixture of experts computes only the experts a
+    token routes to) and the attention products (attention_flops)."""
+    return 2 * spec.params.active * cache.sequences + attention_flops(spec, cache)
+
+
 @dataclass(frozen=True)
 class Decode:
-    """Bandwidth-bound decode estimate at full context: every step reads the active weights
-    and the cache of every sequence (all of it, but only the selected top-k entries of a
-    sparse-attention layer), and reads and writes the recurrent state."""
+    """Decode estimate at full context, bound by the card's bandwidth or, where the catalog
+    gives its matrix peak, its compute, whichever takes longer: every step reads the active
+    weights
+    (of a mixture of experts, the experts any of the step's tokens routes to:
+    Weights.step_bytes) and the cache of every sequence (all of it, but only the selected
+    top-k entries of a sparse-attention layer), and reads and writes the recurrent state."""
 
     bytes_per_step: int
     seconds_per_step: float
@@ -90,6 +122,21 @@ class Decode:
     kv_share: float
     #: a sparse-attention layer reads only its top-k entries (less than the cache it holds)
     sparse: bool = False
+    #: share of the routed experts' bytes a step reads (None: no routed experts)
+    expert_share: float | None = None
+    #: FLOPs of a step's matrix products (step_flops)
+    flops_per_step: int = 0
+    #: the step's bytes at the card's bandwidth, and its FLOPs at the card's dense FP16/BF16
+    #: matrix peak (None where the catalog has no figure); seconds_per_step is the larger
+    bandwidth_seconds: float = 0.0
+    compute_seconds: float | None = None
+
+    @property
+    def bound(self) -> str:
+        """"compute" where the FLOPs at the card's peak take longer than the bytes at its
+        bandwidth, else "bandwidth"."""
+        return ("compute" if self.compute_seconds is not None
+                and self.compute_seconds > self.bandwidth_seconds else "bandwidth")
 
 
 @dataclass(frozen=True)
@@ -191,10 +238,14 @@ def plan(req: PlanRequest) -> Plan:
         reason = f"{binding} is the largest share of the card"
     decode = None
     if req.gpu.bandwidth_bytes_per_s:
-        step = weights.active_bytes + cache.read_bytes + 2 * cache.state_bytes
-        seconds = step / req.gpu.bandwidth_bytes_per_s
+        step = weights.step_bytes(req.sequences) + cache.read_bytes + 2 * cache.state_bytes
+        memory = step / req.gpu.bandwidth_bytes_per_s
+        flops = step_flops(spec, cache)
+        compute = flops / req.gpu.matmul_flops_per_s if req.gpu.matmul_flops_per_s else None
+        seconds = max(memory, compute or 0.0)
         decode = Decode(step, seconds, 1 / seconds, req.sequences / seconds,
                         (cache.read_bytes + 2 * cache.state_bytes) / step,
-                        cache.read_bytes < cache.kv_bytes)
+                        cache.read_bytes < cache.kv_bytes,
+                        weights.expert_share(req.sequences), flops, memory, compute)
     return Plan(req, cache, weights, overhead, per_token, marginal, budget, fits, ctx, seqs, binding,
                 reason, decode)

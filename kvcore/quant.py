@@ -192,17 +192,24 @@ class WeightEstimate:
     head_bytes: int
     encoder_bytes: int
     replicated_bytes: int
+    #: routed experts, all of them, and the share of them read per token
+    expert_bytes: int = 0
+    active_expert_bytes: int = 0
 
 
 def estimate(modules: tuple[Module, ...], scheme: QuantScheme, dtype_bytes: int) -> WeightEstimate:
     """Bytes of ``modules`` under ``scheme``; unquantized weights in ``dtype_bytes`` each."""
-    total = active = embed = head = encoder = replicated = 0
+    total = active = embed = head = encoder = replicated = experts = active_experts = 0
     for m in modules:
         rule = scheme.rule_for(m)
         size = rule.bytes(m.params, m.rows, m.matrices) if rule else m.params * dtype_bytes
         total += size
-        active += size * m.active // m.params if m.params else 0
-        if m.role == "embed":
+        read = size * m.active // m.params if m.params else 0
+        active += read
+        if m.role == "experts":
+            experts += size
+            active_experts += read
+        elif m.role == "embed":
             embed += size
         elif m.role == "head":
             head += size
@@ -210,7 +217,8 @@ def estimate(modules: tuple[Module, ...], scheme: QuantScheme, dtype_bytes: int)
             encoder += size
         elif m.role == "replicated":
             replicated += size
-    return WeightEstimate(total, active, embed, head, encoder, replicated)
+    return WeightEstimate(total, active, embed, head, encoder, replicated, experts,
+                          active_experts)
 
 
 def _algo(info: Any) -> str:

@@ -29,7 +29,7 @@ from .gpus import gpu_catalog, memory_variants
 from .kv import CacheOptions, bytes_per_token
 from .model import ModelSpec
 from .parallel import Parallel
-from .plan import PlanRequest, plan
+from .plan import PlanRequest, attention_flops, plan
 from .report import engine_to_dict, plan_to_dict
 
 __all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model"]
@@ -187,11 +187,12 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
 
 
 def parallel_decode(q: Query) -> dict[str, Any] | None:
-    """The bandwidth-bound decode estimate of a plan over several cards, at full context: a
-    step reads, on each card of each pipeline stage, its share of the active weights and of
-    the cache; the ranks of a stage read theirs side by side, the stages one after another
-    (no overlap of stages, and the interconnect is not counted). None where a card's
-    bandwidth is unknown."""
+    """The decode estimate of a plan over several cards, at full context: a step reads, on
+    each card of each pipeline stage, its share of the active weights (of a mixture of
+    experts, those the step's tokens route to) and of the cache, or computes its share of the
+    step's FLOPs at the card's matrix peak where that takes longer; the ranks of a stage work
+    side by side, the stages one after another (no overlap of stages, and the interconnect is
+    not counted). None where a card's bandwidth is unknown."""
     from .engines import stage_split
     from .engines.base import rank_weights
 
@@ -199,32 +200,52 @@ def parallel_decode(q: Query) -> dict[str, Any] | None:
     weights, parts = rank_weights(q, split)
     if not parts or any(sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s for sh in parts):
         return None
-    # read every token: the layers' active weights, and the lm_head on the last stage (the
-    # input embedding only a row a token)
+    # read every step: the layers' active weights (of a mixture of experts, those any of the
+    # step's tokens routes to), and the lm_head on the last stage (the input embedding only a
+    # row a token)
     head = weights.head_bytes
-    body = max(0, weights.active_bytes - head)
+    body = max(0, weights.step_bytes(q.sequences) - head)
     n, p = q.spec.decoder_layers, q.parallel
-    seconds = 0.0
-    step = kv = 0
+    # the matrix products: 2 FLOPs a weight a token (the lm_head's on the last stage)
+    head_params = q.spec.vocab_size * q.spec.hidden_size
+    body_params = max(0, q.spec.params.active - head_params)
+    seconds = memory = compute = 0.0
+    step = kv = flops = 0
     sparse = False
+    peaks = all(sh.gpu.matmul_flops_per_s for sh in parts)  # type: ignore[union-attr]
     for sh in parts:
         size = sh.cache(q.context, q.sequences, q.cache)
         cache_read = size.read_bytes + 2 * size.state_bytes
         sparse = sparse or size.read_bytes < size.kv_bytes
         layers = len(split(n, p.pp, sh.stage))
-        read = (body * layers // n + (head if sh.stage == p.pp - 1 else 0)) // p.tp
+        last = sh.stage == p.pp - 1
+        read = (body * layers // n + (head if last else 0)) // p.tp
         card = read + cache_read
-        seconds += card / sh.gpu.bandwidth_bytes_per_s  # type: ignore[union-attr,operator]
+        card_flops = (2 * q.sequences * (body_params * layers // n + (head_params if last else 0))
+                      // p.tp + attention_flops(q.spec, size, p.tp))
+        card_memory = card / sh.gpu.bandwidth_bytes_per_s  # type: ignore[union-attr,operator]
+        card_compute = (card_flops / sh.gpu.matmul_flops_per_s  # type: ignore[union-attr,operator]
+                        if peaks else 0.0)
+        seconds += max(card_memory, card_compute)
+        memory += card_memory
+        compute += card_compute
         step += card * q.parallel.tp
         kv += cache_read * q.parallel.tp
+        flops += card_flops * q.parallel.tp
     return {"bytes_per_step": step, "seconds_per_step": seconds,
             "tokens_per_s_per_sequence": 1 / seconds,
             "tokens_per_s_total": q.sequences * q.parallel.dp / seconds,
             "kv_share": kv / step if step else 0.0,
             "sparse_read": sparse,
+            "expert_share": weights.expert_share(q.sequences),
+            "flops_per_step": flops,
+            "bandwidth_seconds_per_step": memory,
+            "compute_seconds_per_step": compute if peaks else None,
+            "bound": "compute" if peaks and compute > memory else "bandwidth",
             "basis": "per card: its share of the active weights and of the cache at its "
-                     "bandwidth; stages in turn, the ranks of a stage side by side; "
-                     "interconnect not counted"}
+                     "bandwidth, or its share of the step's FLOPs at its dense FP16/BF16 "
+                     "matrix peak where that takes longer; stages in turn, the ranks of a "
+                     "stage side by side; interconnect not counted"}
 
 
 def _fits(q: Query) -> tuple[bool, int]:

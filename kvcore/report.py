@@ -103,7 +103,8 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
     if gpu is not None:
         out["gpu"] = {"id": gpu.id, "name": gpu.name, "memory_bytes": gpu.memory_bytes,
                       "usable_bytes": gpu.usable_bytes,
-                      "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s}
+                      "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
+                      "matmul_flops_per_s": gpu.matmul_flops_per_s}
     if p.decode is not None:
         d = p.decode
         out["decode"] = {
@@ -113,6 +114,11 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
             "tokens_per_s_total": d.tokens_per_s_total,
             "kv_share": d.kv_share,
             "sparse_read": d.sparse,
+            "expert_share": d.expert_share,
+            "flops_per_step": d.flops_per_step,
+            "bandwidth_seconds_per_step": d.bandwidth_seconds,
+            "compute_seconds_per_step": d.compute_seconds,
+            "bound": d.bound,
         }
     return out
 

@@ -96,6 +96,33 @@ class Weights:
     #: bytes of the per-layer embedding tables within ``bytes`` (ParamCount.per_layer_embedding):
     #: an input-side lookup that engines place like the input embedding
     per_layer_embedding_bytes: int = 0
+    #: routed-expert bytes within ``bytes`` (all experts) and within ``active_bytes`` (the
+    #: top-k share one token reads)
+    expert_bytes: int = 0
+    active_expert_bytes: int = 0
+
+    def step_bytes(self, tokens: int) -> int:
+        """Weight bytes one decode step of ``tokens`` tokens (one a sequence) reads: the
+        active bytes, but of the routed experts those any of the tokens routes to. A token
+        routes to a given expert with probability active_expert_bytes / expert_bytes (k of E);
+        with routing uniform and independent across tokens, a step reads the expected share
+        1 - (1 - k/E)^tokens of every layer's experts, each once (engines group a step's
+        tokens by expert). Skewed routing reads fewer distinct experts, so this is the most a
+        step reads in expectation."""
+        if tokens <= 1 or not self.expert_bytes or not self.active_expert_bytes:
+            return self.active_bytes
+        share = min(1.0, self.active_expert_bytes / self.expert_bytes)
+        touched = round(self.expert_bytes * (1.0 - (1.0 - share) ** tokens))
+        return self.active_bytes - self.active_expert_bytes + max(touched,
+                                                                  self.active_expert_bytes)
+
+    def expert_share(self, tokens: int) -> float | None:
+        """The share of the routed experts' bytes one step of ``tokens`` tokens reads
+        (step_bytes); None for a model without routed experts."""
+        if not self.expert_bytes or not self.active_expert_bytes:
+            return None
+        routed = self.step_bytes(tokens) - self.active_bytes + self.active_expert_bytes
+        return routed / self.expert_bytes
 
     @property
     def head_bytes(self) -> int:
@@ -139,7 +166,9 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
         return Weights(ck.total_bytes + draft, active + draft,
                        ck.format, ck.source, params,
                        ck.input_bytes + (ck.head_bytes if ck.head_separate else 0),
-                       ck.head_separate, lm_head_bytes=ck.head_bytes)
+                       ck.head_separate, lm_head_bytes=ck.head_bytes,
+                       expert_bytes=ck.expert_bytes,
+                       active_expert_bytes=ck.active_expert_bytes)
     if auto and spec.quant is not None and p.modules:
         return _quantized(spec, spec.quant, params, mtp=mtp, include_encoder=include_encoder)
     if auto and spec.safetensors_total_bytes:
@@ -150,7 +179,9 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
         return Weights(stored, int(p.active * ratio),
                        spec.dtype, "safetensors index", params, int(p.embedding * ratio), untied,
                        replicated_bytes=int(p.replicated * ratio),
-                       per_layer_embedding_bytes=int(p.per_layer_embedding * ratio))
+                       per_layer_embedding_bytes=int(p.per_layer_embedding * ratio),
+                       expert_bytes=int(p.experts * ratio),
+                       active_expert_bytes=int(p.active_experts * ratio))
     fmt = _format(spec, weight_format, auto)
 
     def size(n: int, embedding: int, experts: int) -> int:
@@ -176,7 +207,9 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
     return Weights(total, active, fmt.name, "config estimate", params, embedding, untied,
                    replicated_bytes=size(p.replicated, 0, 0),
                    per_layer_embedding_bytes=size(p.per_layer_embedding, p.per_layer_embedding,
-                                                  0))
+                                                  0),
+                   expert_bytes=int(p.experts * fmt.bits_per_weight / 8),
+                   active_expert_bytes=int(p.active_experts * fmt.bits_per_weight / 8))
 
 
 def _quantized(spec: ModelSpec, scheme: QuantScheme, params: int, *, mtp: bool,
@@ -193,6 +226,7 @@ def _quantized(spec: ModelSpec, scheme: QuantScheme, params: int, *, mtp: bool,
     embedding = est.embed_bytes + est.head_bytes
     head = est.head_bytes if untied else est.embed_bytes
     active, replicated = est.active_bytes, est.replicated_bytes
+    experts, active_experts = est.expert_bytes, est.active_expert_bytes
     source = "config estimate"
     if spec.safetensors_total_bytes:
         # the index is exact; the split between parts stays the estimate's
@@ -201,6 +235,7 @@ def _quantized(spec: ModelSpec, scheme: QuantScheme, params: int, *, mtp: bool,
         total, active = stored, int(active * ratio)
         embedding, head = int(embedding * ratio), int(head * ratio)
         replicated = int(replicated * ratio)
+        experts, active_experts = int(experts * ratio), int(active_experts * ratio)
         source = "safetensors index"
     elif mtp:
         total += draft
@@ -211,7 +246,8 @@ def _quantized(spec: ModelSpec, scheme: QuantScheme, params: int, *, mtp: bool,
         per_layer = int(per_layer * ratio)
     return Weights(total, active, scheme.label, source, params, embedding, untied,
                    lm_head_bytes=head, replicated_bytes=replicated,
-                   per_layer_embedding_bytes=per_layer)
+                   per_layer_embedding_bytes=per_layer, expert_bytes=experts,
+                   active_expert_bytes=active_experts)
 
 
 def module_bytes(spec: ModelSpec, weight_format: str | None, modules: list[Module], *,

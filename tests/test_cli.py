@@ -670,6 +670,27 @@ def test_several_cards_get_a_decode_estimate(capsys):
     assert "bandwidth-bound on 2 cards (interconnect not counted)" in out
 
 
+def test_several_cards_read_the_experts_a_step_routes_to(capsys):
+    # Qwen3-30B-A3B over two H100s: 16 sequences' tokens route to 1 - (120/128)^16 of the
+    # experts; each card reads half of what the step reads
+    code, out, _ = run(capsys, "qwen3-30b-a3b", "--gpu", "h100", "--tp", "2", "--ctx", "8k",
+                       "--seqs", "16", "--json")
+    data = json.loads(out)
+    d = data["decode"]
+    share = 1 - (120 / 128) ** 16
+    assert code == 0 and d["expert_share"] == pytest.approx(share)
+    w = kvcore.weights_for(kvcore.load_model("qwen3-30b-a3b"))
+    assert w.active_bytes == data["weights"]["active_bytes"]
+    assert d["bytes_per_step"] == pytest.approx(w.step_bytes(16) + data["kv_bytes"], rel=1e-6)
+    assert d["seconds_per_step"] == pytest.approx(d["bytes_per_step"] / 2 / 3.35e12, rel=1e-3)
+    code, out, _ = run(capsys, "qwen3-30b-a3b", "--gpu", "h100", "--tp", "2", "--ctx", "8k",
+                       "--seqs", "16")
+    assert f"the 16 sequences' tokens route to ≈ {share:.0%} of the routed experts" in out
+    # one sequence reads its top-k: nothing to say
+    code, out, _ = run(capsys, "qwen3-30b-a3b", "--gpu", "h100", "--ctx", "8k")
+    assert code == 0 and "route to" not in out
+
+
 def test_a_context_past_the_trained_positions_is_noted_without_a_card(capsys):
     code, out, _ = run(capsys, "qwen3-8b", "--ctx", "1M")
     assert code == 0
@@ -774,6 +795,8 @@ def test_gpu_listing_lines_numbers_up(capsys):
     code, out, _ = run(capsys, "gpus")
     lines = out.splitlines()
     assert code == 0
-    assert lines[0].endswith("memory   bandwidth")
+    assert lines[0].endswith("memory   bandwidth  FP16 matrix")
     row = next(line for line in lines if line.startswith("rtx-3090 "))
-    assert row.endswith("24 GiB    936 GB/s") and len(row) == len(lines[0])
+    assert row.endswith("24 GiB    936 GB/s  71.0 TFLOPS") and len(row) == len(lines[0])
+    h100 = next(line for line in lines if line.startswith("h100-sxm "))
+    assert h100.endswith("3,350 GB/s  989.5 TFLOPS")

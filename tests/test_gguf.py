@@ -69,6 +69,10 @@ def test_a_moe_gguf_reads_only_the_routed_share_per_token(tmp_path):
     assert experts == 4 * 3 * nbytes((2048, 768, 128), 12)
     assert w.bytes == total
     assert w.active_bytes == total - experts + experts * 8 // 128 - nbytes((2048, 1000), 12)
+    # a step of several tokens reads the experts any of them routes to
+    assert (w.expert_bytes, w.active_expert_bytes) == (experts, experts * 8 // 128)
+    assert w.step_bytes(3) == (w.active_bytes - experts * 8 // 128
+                               + round(experts * (1 - (1 - (experts * 8 // 128) / experts) ** 3)))
 
 
 @pytest.mark.parametrize("arch,catalog,extra", [

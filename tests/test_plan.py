@@ -13,6 +13,7 @@ from kvcore import (
     plan_to_dict,
     weights_for,
 )
+from kvcore.plan import attention_flops, step_flops
 
 GiB = 2**30
 
@@ -116,6 +117,32 @@ def test_moe_decode_reads_active_experts_only():
     assert w.active_bytes < w.bytes / 5
 
 
+def test_a_moe_step_reads_the_experts_its_tokens_route_to():
+    # Qwen3-30B-A3B: 8 of 128 experts a token. A step of n tokens reads each expert that any
+    # of them routes to, once: with routing uniform, 1 - (120/128)^n of the experts' bytes
+    spec = load_model("qwen3-30b-a3b")
+    w = weights_for(spec, "bf16")
+    assert w.expert_bytes == 2 * spec.params.experts
+    assert w.active_expert_bytes == 2 * spec.params.active_experts
+    assert w.expert_bytes * 8 == w.active_expert_bytes * 128
+    dense = w.active_bytes - w.active_expert_bytes
+    assert w.step_bytes(1) == w.active_bytes
+    for n in (2, 32, 256):
+        assert w.step_bytes(n) == dense + round(w.expert_bytes * (1 - (120 / 128) ** n))
+        assert w.expert_share(n) == pytest.approx(1 - (120 / 128) ** n)
+    assert w.step_bytes(32) > 2.5 * w.active_bytes  # 87% of the experts, not 6%
+    assert w.step_bytes(1_000_000) == dense + w.expert_bytes < w.bytes
+    p = plan(request("qwen3-30b-a3b", ctx=4096, seqs=32, kv="f16", gpu="h100", weights="bf16"))
+    assert p.decode.bytes_per_step == w.step_bytes(32) + p.kv_bytes
+    assert p.decode.expert_share == pytest.approx(0.8732, abs=1e-4)
+    assert plan_to_dict(p)["decode"]["expert_share"] == p.decode.expert_share
+    # a dense model reads its weights whole whatever the batch, and has no expert share
+    d = weights_for(load_model("qwen3-8b"), "bf16")
+    assert d.expert_bytes == 0 and d.step_bytes(64) == d.active_bytes
+    assert d.expert_share(64) is None
+    assert plan(request(seqs=4)).decode.expert_share is None
+
+
 def test_custom_size_gpu_has_no_decode():
     p = plan(request(gpu="24GiB"))
     assert p.fits is not None and p.decode is None
@@ -184,3 +211,46 @@ def test_the_runtime_reserve_is_named_for_the_cards_maker(gpu, runtime):
     p = plan(request(gpu=gpu))
     assert p.overhead.detail.startswith(f"{runtime} 512 MiB + compute buffers")
     assert p.overhead.bytes == plan(request(gpu="4090")).overhead.bytes
+
+
+def test_decode_is_compute_bound_where_the_flops_take_longer():
+    # Qwen3-8B (36 layers, 32 query heads of 128 over 8 KV heads) at 512 tokens × 16 on an
+    # M4 Max 36 GB, the 32-core bin: 2 FLOPs a weight a token, and each query head's scores
+    # and weighted sum over 512 entries of 128 + 128 values
+    spec = load_model("qwen3-8b")
+    p = plan(request("qwen3-8b", ctx=512, seqs=16, kv="f16", gpu="m4 max 36gb"))
+    attention = 2 * 32 * 256 * 512 * 36 * 16
+    assert attention_flops(spec, p.cache) == attention
+    assert p.decode.flops_per_step == 2 * spec.params.active * 16 + attention
+    peak = find_gpu("m4 max").matmul_flops_per_s * 32 // 40
+    assert find_gpu("m4 max 36gb").matmul_flops_per_s == peak
+    assert p.decode.compute_seconds == pytest.approx(p.decode.flops_per_step / peak)
+    assert p.decode.bandwidth_seconds == pytest.approx(p.decode.bytes_per_step / 410e9)
+    assert p.decode.bound == "compute" and p.decode.compute_seconds > p.decode.bandwidth_seconds
+    assert p.decode.seconds_per_step == p.decode.compute_seconds
+    d = plan_to_dict(p)["decode"]
+    assert d["bound"] == "compute" and d["flops_per_step"] == p.decode.flops_per_step
+    # one sequence at a long context reads far more than it computes
+    one = plan(request("qwen3-8b", ctx=32_768, seqs=1, kv="f16", gpu="m4 max 36gb"))
+    assert one.decode.bound == "bandwidth"
+    assert one.decode.seconds_per_step == one.decode.bandwidth_seconds
+
+
+def test_attention_flops_follow_what_each_layer_reads():
+    # DeepSeek-V3: 61 MLA layers, 128 heads over one 576-wide latent read as K and as V
+    v3 = load_model("deepseek-v3")
+    size = cache_size(v3, 131_072, 1, CacheOptions(kv_k="f16", kv_v="f16"))
+    assert attention_flops(v3, size) == 2 * 128 * 1152 * 131_072 * 61
+    assert attention_flops(v3, size, tp=8) == 2 * 128 * 1152 * 131_072 * 61 // 8
+    # DeepSeek-V3.2's sparse layers attend over the indexer's 2,048 selected rows; the
+    # indexer's own scores are not counted
+    v32 = load_model("deepseek-v3.2")
+    size = cache_size(v32, 131_072, 2, CacheOptions(kv_k="f16", kv_v="f16"))
+    assert attention_flops(v32, size) == 2 * 128 * 1152 * 2048 * 61 * 2
+    # gpt-oss-20b: 12 full layers over every token, 12 sliding ones over their 128 (64 heads
+    # of 64)
+    oss = load_model("gpt-oss-20b")
+    size = cache_size(oss, 4096, 3, CacheOptions())
+    assert attention_flops(oss, size) == 2 * 64 * 128 * (12 * 4096 + 12 * 128) * 3
+    # a step's FLOPs: the weights' and attention's, for each sequence
+    assert step_flops(oss, size) == 2 * oss.params.active * 3 + attention_flops(oss, size)

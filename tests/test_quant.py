@@ -11,6 +11,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.cli import main
 from kvcore import load_model, model_catalog, weights_for
 from kvcore.quant import NVFP4, W4A16_NVFP4, parse_quant
@@ -78,6 +80,12 @@ def test_qwen3_235b_nvfp4_from_hf_quant_config(tmp_path):
     # the same pair named as aiconfigurator names it, side by side
     named = load_model(str(DATA / f"{QWEN3_235B}_config.json"))
     assert weights_for(named).bytes == w.bytes
+    # the routed experts in NVFP4, 8 of 128 read a token: a step of 16 tokens reads the
+    # share of them any token routes to
+    assert w.expert_bytes == 94 * 1_358_957_568
+    assert w.active_expert_bytes == pytest.approx(w.expert_bytes * 8 / 128, rel=1e-6)
+    assert w.step_bytes(16) - w.active_bytes == pytest.approx(
+        w.expert_bytes * (1 - (120 / 128) ** 16) - w.active_expert_bytes, rel=1e-6)
 
 
 def test_config_alone_says_nothing_of_the_quantization(tmp_path):

@@ -67,6 +67,13 @@ def test_lists(client):
     assert m3["memory_options_gb"] == [36, 48, 64, 96, 128]
     r = client.post("/api/v1/plan", json={"model": "qwen3-8b", "gpu": "m3 max 36gb"})
     assert r.status_code == 200 and r.json()["gpu"]["memory_bytes"] == 36 << 30
+    # the 30-core bin's share of the 40-core chip's FP16 peak, and the decode's two ceilings
+    assert r.json()["gpu"]["matmul_flops_per_s"] == m3["matmul_flops_per_s"] * 30 // 40
+    decode = r.json()["decode"]
+    assert decode["seconds_per_step"] == max(decode["bandwidth_seconds_per_step"],
+                                             decode["compute_seconds_per_step"])
+    h100 = next(g for g in gpus if g["id"] == "h100-sxm")
+    assert h100["matmul_flops_per_s"] == 989_500 * 10**9 and "sparsity" in h100["matmul_flops_source"]
     assert {f["name"] for f in client.get("/api/v1/formats").json()} >= {"q8_0", "tbq4"}
     m = client.get("/api/v1/models/deepseek-v3").json()
     assert m["bytes_per_token"]["f16"] == 61 * 576 * 2
@@ -124,6 +131,7 @@ def test_catalog_pages(client):
     assert client.get("/models/nosuch").status_code == 404
     gpus = client.get("/gpus")
     assert gpus.status_code == 200 and "RTX 4090" in gpus.text
+    assert "<td>165.2 TFLOPS</td>" in gpus.text  # the 4090's FP16 peak with FP32 accumulate
     # a Mac's other memory sizes link to plans on them
     assert '<a href="/?gpu=m3-max-36gb">36GB</a>' in gpus.text
     assert "Apple M3 Max (36GB, 30-core GPU)" in client.get("/", params={
