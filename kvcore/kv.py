@@ -17,7 +17,7 @@ those once per layer. Engines add paging and padding on top (see ``engines``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from .errors import InputError, shown
@@ -109,6 +109,14 @@ class GroupCache:
     state_bytes: int
     #: per-layer tensor scales (do not grow with tokens or sequences)
     scale_bytes: int
+    #: reads of this group's layers' caches by other layers (KV-shared and cross-layer
+    #: attention: ModelSpec.cache_readers), beside each layer's own
+    rereads: int = 0
+
+    @property
+    def layer_reads(self) -> int:
+        """Layers whose decode step reads this group's caches: its own and the readers'."""
+        return self.group.count + self.rereads
 
     @property
     def total_bytes(self) -> int:
@@ -138,13 +146,17 @@ class CacheSize:
     def read_bytes(self) -> int:
         """The K + V bytes one decode step reads: every entry held, but at most a group's
         ``read_limit`` entries a sequence where sparse attention selects its top-k (pro rata
-        of the group's bytes; tensor scales whole)."""
+        of the group's bytes; tensor scales whole), once for each layer that attends over it
+        (a KV-shared or cross-layer-attention layer reads an earlier layer's again)."""
         total = 0
         for g in self.groups:
             kv = g.k_bytes + g.v_bytes
             limit = g.group.read_limit
             if limit is not None and g.tokens > limit:
                 kv = kv * limit // g.tokens
+            # a layer that attends over another's cache reads it again
+            if g.rereads:
+                kv = kv * g.layer_reads // g.group.count
             total += kv + g.scale_bytes
         return total
 
@@ -192,8 +204,12 @@ def cache_size(spec: ModelSpec, context: int, sequences: int = 1,
     opts = opts or CacheOptions()
     if context < 0 or sequences < 0:
         raise InputError("context and sequences must not be negative")
+    readers = spec.cache_readers()
     groups = tuple(group_cache(g, spec, context, sequences, opts)
                    for g in spec.groups_for(mtp=opts.mtp))
+    if readers:
+        groups = tuple(replace(g, rereads=sum(readers.get(i, 0) for i in g.group.layers))
+                       if g.tokens else g for g in groups)
     return CacheSize(context, sequences, groups)
 
 

@@ -336,6 +336,21 @@ class ModelSpec:
         numbers = [i for g in self.groups if not g.mtp for i in g.layers]
         return max(numbers) + 1 if numbers else 0
 
+    def cache_readers(self) -> dict[int, int]:
+        """Layers that attend over another layer's cache, counted by that layer: Gemma 4's
+        and Gemma-3n's KV-shared layers (kv_shared_sources), and HunYuan's cross-layer
+        attention, where layer i reads layer i - i % cla_share_factor's. A decode step reads
+        such a cache once for its own layer and once for each of these."""
+        readers: dict[int, int] = {}
+        for _, source in self.kv_shared_sources:
+            readers[source] = readers.get(source, 0) + 1
+        factor = self.cla_share_factor
+        if factor > 1:
+            for i in range(self.decoder_layers):
+                if i % factor:
+                    readers[i - i % factor] = readers.get(i - i % factor, 0) + 1
+        return readers
+
     def groups_for(self, *, mtp: bool = False) -> tuple[LayerGroup, ...]:
         """The layer groups a plan counts (MTP/draft layers only when asked)."""
         return tuple(g for g in self.groups if mtp or not g.mtp)

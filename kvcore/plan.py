@@ -86,7 +86,8 @@ _ATTENDING = (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.ML
 def attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> int:
     """FLOPs of one decode step's attention products on one of ``tp`` ranks (each holds
     1/tp of the query heads): 2 a query head a value of every entry read, for the scores
-    (K's width) and the weighted sum (V's width; a latent layer's latent is read as both)."""
+    (K's width) and the weighted sum (V's width; a latent layer's latent is read as both),
+    in every layer that attends over a group's caches (GroupCache.layer_reads)."""
     heads = spec.num_attention_heads
     total = 0
     for g in cache.groups:
@@ -95,7 +96,7 @@ def attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> int:
             continue
         read = min(g.tokens, lg.read_limit) if lg.read_limit is not None else g.tokens
         width = lg.head_dim_k + (lg.head_dim_v or lg.head_dim_k)
-        total += 2 * heads * width * read * lg.count * cache.sequences
+        total += 2 * heads * width * read * g.layer_reads * cache.sequences
     return total // tp
 
 

@@ -9,6 +9,7 @@ from kvcore import (
     ConfigError,
     LayerKind,
     bytes_per_token,
+    cache_size,
     load_model,
     model_catalog,
     spec_from_config,
@@ -679,6 +680,27 @@ def test_gemma4_kv_shared_layers_hold_no_cache():
     assert no_ple.params.per_layer_embedding == 0
 
 
+def test_a_layer_that_attends_over_another_layers_cache_reads_it_again():
+    # Gemma 4 E2B: of the 20 KV-shared layers 4 are full (they read layer 14's cache) and 16
+    # sliding (layer 13's). A decode step reads the 3 full layers' caches 7 times over and the
+    # 12 sliding layers' 28 times; the cache held is the same
+    from kvcore.plan import attention_flops
+
+    spec = spec_from_config(_gemma4_e2b(), name="e2b", source="test")
+    assert spec.cache_readers() == {14: 4, 13: 16}
+    size = cache_size(spec, 8192, 2)
+    full = 2 * 8192 * (512 + 512) * 2  # a full layer's K + V, two sequences
+    sliding = 2 * 512 * (256 + 256) * 2
+    assert size.kv_bytes == 3 * full + 12 * sliding
+    assert size.read_bytes == 7 * full + 28 * sliding
+    # and each of those layers' 8 query heads multiplies the entries it reads
+    assert attention_flops(spec, size) == 2 * 8 * 2 * (7 * 8192 * 1024 + 28 * 512 * 512)
+    # without sharing, a step reads what is held
+    plain = spec_from_config(_gemma4_e2b(num_kv_shared_layers=0), name="x", source="t")
+    held = cache_size(plain, 8192, 2)
+    assert plain.cache_readers() == {} and held.read_bytes == held.kv_bytes
+
+
 def test_gemma4_audio_tower_is_named_as_not_counted():
     config = _gemma4_e2b()
     assert spec_from_config(config, name="x", source="t").notes == ()
@@ -1204,6 +1226,10 @@ def test_hunyuan_large_cross_layer_attention_caches_every_other_layer():
     # use_cla false: all 64 layers cache (cla_share_factor alone changes nothing)
     plain = spec(_hunyuan_large(use_cla=False))
     assert bytes_per_token(plain) == 2 * 81_920 and plain.cla_share_factor == 1
+    # a decode step reads each cached layer twice: for itself and for the layer after it
+    size = cache_size(s, 4096, 1)
+    assert s.cache_readers() == {i: 1 for i in range(0, 64, 2)}
+    assert size.read_bytes == 2 * size.kv_bytes == 2 * 4096 * 81_920
 
 
 def test_hunyuan_dense_qk_norm_and_tied_embedding():
