@@ -44,6 +44,7 @@ from .common import (
     decode_text,
     make_query,
     model_line,
+    rate_text,
     verified,
 )
 
@@ -320,11 +321,12 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
     weights = args.weights or "each checkpoint's own"
     lines = []
     if fits:
-        rows = [["model", "params", "weights", "KV + state", "max context"]] + [
+        rows = [["model", "params", "weights", "KV + state", "max context", "tok/s/seq"]] + [
             [r["model"], f"{(r['params'] or 0) / 1e9:,.1f}B",
              f"{format_bytes(r['weights_bytes'], 1)} {r['weights']}",
-             format_bytes(r["kv_bytes"], 1), _ctx(r["max_context"])] for r in fits]
-        lines += [_table(rows, right=(1, 2, 3, 4)), ""]
+             format_bytes(r["kv_bytes"], 1), _ctx(r["max_context"]),
+             rate_text(r["tokens_per_s_per_sequence"])] for r in fits]
+        lines += [_table(rows, right=(1, 2, 3, 4, 5)), ""]
     lines.append(f"{len(fits)} of {total} catalog models fit {ask} {where} under {args.engine}, "
                  f"weights {weights}, KV {kv}")
 

@@ -22,7 +22,7 @@ from kvcore.parallel import Parallel
 from kvcore.query import Query
 from kvcore.units import format_quantity
 
-__all__ = ["cards_of", "check_find_format", "check_find_gpu", "check_find_model", "decode_text", "make_query", "model_line", "repeated_field", "verified"]
+__all__ = ["cards_of", "check_find_format", "check_find_gpu", "check_find_model", "decode_text", "make_query", "model_line", "rate_text", "repeated_field", "verified"]
 
 
 def repeated_field(pairs: Any) -> InputError | None:
@@ -252,8 +252,11 @@ def verified(query: Query, db_path: Any = None) -> dict[str, Any] | None:
             "line": line}
 
 
-def _rate(x: float) -> str:
-    """Tokens a second: one decimal, or three significant digits below 10 (never 0.0)."""
+def rate_text(x: float | None) -> str:
+    """Tokens a second: one decimal, or three significant digits below 10 (never 0.0); a
+    dash where there is no estimate."""
+    if x is None:
+        return "–"
     return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
 
 
@@ -285,8 +288,8 @@ def decode_text(data: dict[str, Any]) -> str | None:
     else:
         where = f"at {gpu['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s"
     bound = "compute-bound" if compute else "bandwidth-bound"
-    text = (f"≈ {_rate(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
-            f"({_rate(d['tokens_per_s_total'])} total) at full context, {bound} {where}; "
+    text = (f"≈ {rate_text(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
+            f"({rate_text(d['tokens_per_s_total'])} total) at full context, {bound} {where}; "
             f"KV is {d['kv_share'] * 100:.0f}% of bytes read"
             + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else "")
             + _experts_text(d.get("expert_share"), data["sequences"]))

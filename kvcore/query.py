@@ -297,7 +297,8 @@ def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
     """Every catalog model asked the same question (``build`` makes its query: the same card,
     context, sequences, formats and engine), in five lists: ``fits``, the models that fit,
     most parameters first; ``untrained``, those that fit in memory but were trained for fewer
-    positions than the context asked; ``shorter``, those that fit a shorter context only
+    positions than the context asked (each with its decode estimate, tokens a second a
+    sequence); ``shorter``, those that fit a shorter context only
     (longest first); ``too_big``, those whose weights and runtime alone do not fit;
     ``refused``, those the engine or the layout refuses, with the reason."""
     from .catalog import load_model, model_catalog
@@ -318,7 +319,11 @@ def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
                "kv_bytes": data["kv_bytes"] + data["state_bytes"],
                "total_bytes": data["total_bytes"], "max_context": data["max_context"],
                "max_sequences": data["max_sequences"], "fits": data["fits"],
-               "trained_positions": trained}
+               "trained_positions": trained,
+               # the decode estimate at the context and sequences asked (None without a
+               # card's bandwidth)
+               "tokens_per_s_per_sequence": (data.get("decode") or {}).get(
+                   "tokens_per_s_per_sequence")}
         kind = ("too_big" if not data["max_context"] else "shorter" if not data["fits"]
                 else "untrained" if trained and data["context"] > trained else "fits")
         found[kind].append(row)

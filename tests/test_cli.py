@@ -172,6 +172,8 @@ def test_find_model_lists_what_fits_largest_first_and_each_plans_as_listed(capsy
         code, out, _ = run(capsys, row["model"], *ask, "--json")
         plan = json.loads(out)
         assert (plan["fits"], plan["max_context"]) == (row["fits"], row["max_context"]), row
+        # and its speed the plan's decode estimate
+        assert row["tokens_per_s_per_sequence"] == plan["decode"]["tokens_per_s_per_sequence"]
     # trained for fewer positions than asked: listed apart, not among those that fit
     assert all(r["trained_positions"] < 32768 for r in found["untrained"])
     assert all(not r["trained_positions"] or r["trained_positions"] >= 32768 for r in fits)
@@ -179,6 +181,8 @@ def test_find_model_lists_what_fits_largest_first_and_each_plans_as_listed(capsy
     code, out, _ = run(capsys, "--find-model", *ask)
     lines = out.strip().splitlines()
     assert lines[0].split()[:2] == ["model", "params"] and lines[1].split()[0] == fits[0]["model"]
+    assert lines[0].split()[-1] == "tok/s/seq"
+    assert lines[1].split()[-1] == f"{fits[0]['tokens_per_s_per_sequence']:,.1f}"
     assert (f"{len(fits)} of {len(kvcore.model_catalog())} catalog models fit 32,768 tokens × 1 "
             "sequence on NVIDIA GeForce RTX 4090 under llama.cpp, weights q4_k_m, KV f16") in out
 

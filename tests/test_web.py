@@ -197,6 +197,9 @@ def test_models_page_lists_the_models_that_fit_a_card(client):
     listed = re.findall(r'<tr><td><a href="/\?model=([^&"]+)&', page.text.split('id="fits"')[1]
                         .split("</table>")[0])
     assert listed == [r["model"] for r in found["fits"]]
+    # with each one's decode estimate, a sequence
+    first = page.text.split('id="fits"')[1].split("</tr>")[1]
+    assert f"<td>{found['fits'][0]['tokens_per_s_per_sequence']:,.1f}</td>" in first
     # each row links to its own plan on the planner page, which fits
     plan = client.get("/", params={"model": listed[0], "gpu": "4090", "context": "32k",
                                    "kv_k": "f16", "kv_v": "f16", "weights": "q4_k_m",
