@@ -44,6 +44,7 @@ from .common import (
     decode_text,
     make_query,
     model_line,
+    prefill_text,
     rate_text,
     verified,
 )
@@ -440,6 +441,8 @@ def render_plan(data: dict[str, Any]) -> str:
             lines = out[:-1] + render_engine(data)
             if data["decode"]:
                 lines.append(f"decode {decode_text(data)}")
+            if data.get("prefill"):
+                lines.append(f"prefill {prefill_text(data)}")
             return "\n".join(lines + notes + tail)
         out.append(f"needs {format_gib(data['total_bytes'])} GiB for {ctx} "
                    "(give --gpu to check the fit)")
@@ -464,6 +467,8 @@ def render_plan(data: dict[str, Any]) -> str:
         out += render_engine(data)
     if d:
         out.append(f"decode {decode_text(data)}")
+    if data.get("prefill"):
+        out.append(f"prefill {prefill_text(data)}")
     return "\n".join(out + tail)
 
 

@@ -22,7 +22,7 @@ from kvcore.parallel import Parallel
 from kvcore.query import Query
 from kvcore.units import format_quantity
 
-__all__ = ["cards_of", "check_find_format", "check_find_gpu", "check_find_model", "decode_text", "make_query", "model_line", "rate_text", "repeated_field", "verified"]
+__all__ = ["cards_of", "check_find_format", "check_find_gpu", "check_find_model", "decode_text", "make_query", "model_line", "prefill_text", "rate_text", "repeated_field", "verified"]
 
 
 def repeated_field(pairs: Any) -> InputError | None:
@@ -293,6 +293,30 @@ def decode_text(data: dict[str, Any]) -> str | None:
             f"KV is {d['kv_share'] * 100:.0f}% of bytes read"
             + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else "")
             + _experts_text(d.get("expert_share"), data["sequences"]))
+    return text + (" (if it fit)" if data["fits"] is False else "")
+
+
+def prefill_text(data: dict[str, Any]) -> str | None:
+    """A plan's prefill estimate in words, after "prefill" (None without one): one
+    sequence's prompt of the full context at the card's matrix peak, or over several."""
+    p = data.get("prefill")
+    if not p:
+        return None
+    cards = data["parallel"]["gpus"]
+    gpu = data.get("gpu")
+    if cards > 1 or not gpu:
+        where = f"on {cards} cards (interconnect not counted)"
+    elif p["bound"] == "bandwidth":
+        where = f"at {gpu['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s (the weights read once)"
+    else:
+        where = f"at {gpu['matmul_flops_per_s'] / 1e12:,.1f} TFLOPS (its dense FP16/BF16 peak)"
+    seconds = p["seconds"]
+    took = f"{seconds:,.1f} s" if seconds >= 1 else f"{seconds * 1e3:,.0f} ms"
+    share = p["attention_flops"] / p["flops"] if p["flops"] else 0.0
+    text = (f"≈ {took} for a prompt of {p['tokens']:,} tokens ({rate_text(p['tokens_per_s'])} "
+            f"tokens/s), {p['bound']}-bound {where}; attention is {share:.0%} of its FLOPs")
+    if any(g["kind"] == "indexer" for g in data.get("breakdown", ())):
+        text += " (the indexer's scores not counted)"
     return text + (" (if it fit)" if data["fits"] is False else "")
 
 

@@ -13,7 +13,7 @@ from kvcore.query import Query, answer, quality_here
 from kvcore.units import format_bytes, format_quantity
 
 from .charts import memory_chart
-from .common import decode_text, model_line
+from .common import decode_text, model_line, prefill_text
 
 __all__ = ["plan_view"]
 
@@ -133,6 +133,8 @@ def plan_view(q: Query) -> dict[str, Any]:
                             "log_lines": (data.get("engine_report") or {}).get("log_lines", [])}
     text = decode_text(data)
     view["decode"] = f"Decode {text}." if text else None
+    text = prefill_text(data)
+    view["prefill"] = f"Prefill {text}." if text else None
     # what the CLI prints besides: the model, the weights and overhead it assumed, what binds
     w = data["weights"]
     view["model_line"] = model_line(data)

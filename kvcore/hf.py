@@ -2024,6 +2024,10 @@ def spec_from_config(
         kda=isinstance(lm.get("linear_attn_config"), dict)
         and bool(lm["linear_attn_config"].get("kda_layers")),
         qk_nope_head_dim=(r.opt_int("qk_nope_head_dim", maximum=1 << 16) or 0) if mla_width else 0,
+        mla_qk_head_dim=((r.opt_int("qk_nope_head_dim", maximum=1 << 16) or 0)
+                         + (r.opt_int("qk_rope_head_dim", maximum=1 << 16) or 0)
+                         if mla_width else 0),
+        mla_v_head_dim=(r.opt_int("v_head_dim", maximum=1 << 16) or 0) if mla_width else 0,
         mm_prefix=(model_type in GEMMA4_TYPES
                    and lm.get("use_bidirectional_attention") == "vision"
                    and _architecture(config) in GEMMA4_MULTIMODAL),

@@ -316,6 +316,11 @@ class ModelSpec:
     #: ``qk_nope_head_dim`` of an MLA model (the non-rotary part of a query/key head); 0 where
     #: the config has none
     qk_nope_head_dim: int = 0
+    #: an MLA model's query/key head (``qk_nope_head_dim + qk_rope_head_dim``) and value head
+    #: (``v_head_dim``) as a prefill computes them, before the latent is absorbed; 0 where
+    #: the config has none
+    mla_qk_head_dim: int = 0
+    mla_v_head_dim: int = 0
     #: image tokens attend to each other both ways (Gemma 4's ``use_bidirectional_attention``
     #: "vision" in a multimodal architecture): engines route image prefills to kernels that
     #: take such a mask

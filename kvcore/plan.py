@@ -16,7 +16,8 @@ from .model import LayerKind, ModelSpec
 from .units import MAX_CONTEXT_TOKENS
 from .weights import Weights, weights_for
 
-__all__ = ["Decode", "Overhead", "Plan", "PlanRequest", "Workload", "plan", "step_flops"]
+__all__ = ["Decode", "Overhead", "Plan", "PlanRequest", "Prefill", "Workload", "plan",
+           "step_flops"]
 
 #: CUDA context and library workspaces (cuBLAS, NCCL-less single card), bytes
 CUDA_CONTEXT_BYTES = 512 * 1024**2
@@ -100,6 +101,46 @@ def attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> int:
     return total // tp
 
 
+def _causal_pairs(n: int, limit: int | None = None) -> int:
+    """(query, entry) pairs a causal prefill of ``n`` tokens scores: token i (from 1) attends
+    to its i latest entries, at most ``limit`` of them."""
+    if limit is None or n <= limit:
+        return n * (n + 1) // 2
+    return limit * (limit + 1) // 2 + (n - limit) * limit
+
+
+def prefill_attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> int:
+    """FLOPs of the attention products of a prefill of ``cache.context`` tokens in each of
+    ``cache.sequences`` sequences, on one of ``tp`` ranks: 2 a query head a value of every
+    (query, entry) pair the causal mask keeps (a sliding layer's window, a chunked layer's
+    chunk, a sparse layer's top-k, every encoder token of a cross-attention layer), for the
+    scores and the weighted sum. An MLA layer computes its heads unabsorbed
+    (qk_nope + qk_rope and v_head_dim wide) where the config gives them. The indexer's scores
+    and the recurrent layers' state updates are not counted."""
+    heads = spec.num_attention_heads
+    n = cache.context
+    total = 0
+    for g in cache.groups:
+        lg = g.group
+        if lg.kind not in _ATTENDING or not g.tokens:
+            continue
+        if lg.kind is LayerKind.SLIDING:
+            pairs = _causal_pairs(n, lg.window)
+        elif lg.kind is LayerKind.CHUNKED and lg.window:
+            whole, rest = divmod(n, lg.window)
+            pairs = whole * _causal_pairs(lg.window) + _causal_pairs(rest)
+        elif lg.kind is LayerKind.CROSS:
+            pairs = n * g.tokens
+        else:
+            pairs = lg.ratio * _causal_pairs(n // lg.ratio, lg.read_limit)
+        if lg.kind is LayerKind.MLA and spec.mla_qk_head_dim and spec.mla_v_head_dim:
+            width = spec.mla_qk_head_dim + spec.mla_v_head_dim
+        else:
+            width = lg.head_dim_k + (lg.head_dim_v or lg.head_dim_k)
+        total += 2 * heads * width * pairs * g.layer_reads * cache.sequences
+    return total // tp
+
+
 def step_flops(spec: ModelSpec, cache: CacheSize) -> int:
     """FLOPs of one decode step of ``cache.sequences`` sequences (a token each): 2 a weight
     read by a token (the active parameters: a mixture of experts computes only the experts a
@@ -141,6 +182,42 @@ class Decode:
 
 
 @dataclass(frozen=True)
+class Prefill:
+    """The prompt of one sequence, ``tokens`` long, at the card's dense FP16/BF16 matrix
+    peak: 2 FLOPs a weight a token (the lm_head's for the last token only) and the causal
+    attention's products
+    (prefill_attention_flops), or the weights read once at its bandwidth where that takes
+    longer. A ceiling, as the decode estimate: real GEMMs reach part of the peak."""
+
+    tokens: int
+    flops: int
+    attention_flops: int
+    seconds: float
+    #: "compute", or "bandwidth" where reading the weights once takes longer (a short prompt)
+    bound: str = "compute"
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+
+def prefill_estimate(spec: ModelSpec, opts: CacheOptions, context: int, weights: Weights,
+                     gpu: GPU) -> Prefill | None:
+    """Prefill of one ``context``-token prompt on ``gpu`` (None where the catalog gives no
+    matrix peak, or there is no prompt)."""
+    if not gpu.matmul_flops_per_s or not gpu.bandwidth_bytes_per_s or context < 1:
+        return None
+    attention = prefill_attention_flops(spec, cache_size(spec, context, 1, opts))
+    # the lm_head runs on the last token only: a prefill's logits are the next token's
+    head = spec.vocab_size * spec.hidden_size
+    flops = 2 * (spec.params.active - head) * context + 2 * head + attention
+    compute = flops / gpu.matmul_flops_per_s
+    memory = weights.bytes / gpu.bandwidth_bytes_per_s
+    return Prefill(context, flops, attention, max(compute, memory),
+                   "compute" if compute >= memory else "bandwidth")
+
+
+@dataclass(frozen=True)
 class Plan:
     request: PlanRequest
     cache: CacheSize
@@ -156,6 +233,7 @@ class Plan:
     binding: str | None = None
     binding_reason: str = ""
     decode: Decode | None = None
+    prefill: Prefill | None = None
 
     @property
     def kv_bytes(self) -> int:
@@ -248,5 +326,6 @@ def plan(req: PlanRequest) -> Plan:
                         (cache.read_bytes + 2 * cache.state_bytes) / step,
                         cache.read_bytes < cache.kv_bytes,
                         weights.expert_share(req.sequences), flops, memory, compute)
+    prefill = prefill_estimate(spec, opts, req.context, weights, req.gpu)
     return Plan(req, cache, weights, overhead, per_token, marginal, budget, fits, ctx, seqs, binding,
-                reason, decode)
+                reason, decode, prefill)

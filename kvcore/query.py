@@ -29,8 +29,8 @@ from .gpus import gpu_catalog, memory_variants
 from .kv import CacheOptions, bytes_per_token
 from .model import ModelSpec
 from .parallel import Parallel
-from .plan import PlanRequest, attention_flops, plan
-from .report import engine_to_dict, plan_to_dict
+from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
+from .report import engine_to_dict, plan_to_dict, prefill_to_dict
 
 __all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model"]
 
@@ -135,7 +135,7 @@ def answer(q: Query) -> dict[str, Any]:
             out["gpus"] = [g.id for g in q.gpus]
             out["gpu_names"] = [g.name for g in q.gpus]
             if q.multi:
-                out["decode"] = parallel_decode(q)
+                out["decode"], out["prefill"] = parallel_estimates(q)
     out["notes"] = context_notes(q, out.get("max_context"))
     return out
 
@@ -186,7 +186,17 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
     return weights
 
 
-def parallel_decode(q: Query) -> dict[str, Any] | None:
+def parallel_estimates(q: Query) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(decode, prefill) of a plan over several cards (parallel_decode); the prefill of one
+    sequence's prompt of the full context: on each stage's cards their share of its FLOPs
+    at their matrix peak, or of its weights read once where that takes longer, the stages in
+    turn. None where a card's bandwidth or peak is unknown."""
+    prefill: dict[str, Any] = {}
+    decode = parallel_decode(q, prefill)
+    return decode, prefill or None
+
+
+def parallel_decode(q: Query, prefill: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The decode estimate of a plan over several cards, at full context: a step reads, on
     each card of each pipeline stage, its share of the active weights (of a mixture of
     experts, those the step's tokens route to) and of the cache, or computes its share of the
@@ -209,8 +219,9 @@ def parallel_decode(q: Query) -> dict[str, Any] | None:
     # the matrix products: 2 FLOPs a weight a token (the lm_head's on the last stage)
     head_params = q.spec.vocab_size * q.spec.hidden_size
     body_params = max(0, q.spec.params.active - head_params)
-    seconds = memory = compute = 0.0
-    step = kv = flops = 0
+    seconds = memory = compute = prompt_seconds = 0.0
+    prompt_bound = False  # a stage whose weights, read once, take longer than its FLOPs
+    step = kv = flops = prompt_flops = prompt_attention = 0
     sparse = False
     peaks = all(sh.gpu.matmul_flops_per_s for sh in parts)  # type: ignore[union-attr]
     for sh in parts:
@@ -232,6 +243,22 @@ def parallel_decode(q: Query) -> dict[str, Any] | None:
         step += card * q.parallel.tp
         kv += cache_read * q.parallel.tp
         flops += card_flops * q.parallel.tp
+        if peaks and q.context:
+            # the prompt: this stage's share of 2 FLOPs a weight a token, and its attention
+            # (the lm_head's for the last token only)
+            attention = prefill_attention_flops(q.spec, sh.cache(q.context, 1, q.cache), p.tp)
+            card_prompt = (2 * (q.context * body_params * layers // n
+                                + (head_params if last else 0)) // p.tp + attention)
+            prompt_compute = card_prompt / sh.gpu.matmul_flops_per_s  # type: ignore[union-attr,operator]
+            prompt_memory = sh.weights_bytes / sh.gpu.bandwidth_bytes_per_s  # type: ignore[union-attr,operator]
+            prompt_seconds += max(prompt_compute, prompt_memory)
+            prompt_bound = prompt_bound or prompt_memory > prompt_compute
+            prompt_flops += card_prompt * p.tp
+            prompt_attention += attention * p.tp
+    if prefill is not None and peaks and q.context:
+        prefill.update(prefill_to_dict(q.context, prompt_flops, prompt_attention,
+                                       prompt_seconds,
+                                       "bandwidth" if prompt_bound else "compute"))
     return {"bytes_per_step": step, "seconds_per_step": seconds,
             "tokens_per_s_per_sequence": 1 / seconds,
             "tokens_per_s_total": q.sequences * q.parallel.dp / seconds,

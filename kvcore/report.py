@@ -78,6 +78,7 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
         "binding": p.binding,
         "binding_reason": p.binding_reason or None,
         "decode": None,
+        "prefill": None,
         "breakdown": [
             {
                 "kind": g.group.kind.value,
@@ -120,7 +121,18 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
             "compute_seconds_per_step": d.compute_seconds,
             "bound": d.bound,
         }
+    if p.prefill is not None:
+        out["prefill"] = prefill_to_dict(p.prefill.tokens, p.prefill.flops,
+                                         p.prefill.attention_flops, p.prefill.seconds,
+                                         p.prefill.bound)
     return out
+
+
+def prefill_to_dict(tokens: int, flops: int, attention: int, seconds: float,
+                    bound: str) -> dict[str, Any]:
+    """A prefill estimate as JSON: one sequence's prompt of ``tokens`` tokens."""
+    return {"tokens": tokens, "flops": flops, "attention_flops": attention,
+            "seconds": seconds, "tokens_per_s": tokens / seconds, "bound": bound}
 
 
 def engine_to_dict(r: Any) -> dict[str, Any]:

@@ -674,6 +674,24 @@ def test_several_cards_get_a_decode_estimate(capsys):
     assert "bandwidth-bound on 2 cards (interconnect not counted)" in out
 
 
+def test_a_prompt_over_several_cards_splits_its_flops(capsys):
+    # Llama-3.1-70B's 32k prompt: the same FLOPs over two H100s in tensor parallel, each
+    # computing half; two pipeline stages compute theirs in turn
+    ask = ("llama-3.1-70b", "--gpu", "h100", "--ctx", "32k", "--kv", "fp8", "--json")
+    one = json.loads(run(capsys, *ask)[1])["prefill"]
+    tp = json.loads(run(capsys, *ask, "--tp", "2")[1])["prefill"]
+    pp = json.loads(run(capsys, *ask, "--pp", "2")[1])["prefill"]
+    assert one["bound"] == tp["bound"] == pp["bound"] == "compute"
+    assert tp["flops"] == pytest.approx(one["flops"], rel=1e-6)
+    assert tp["seconds"] == pytest.approx(one["seconds"] / 2, rel=1e-3)
+    assert pp["seconds"] == pytest.approx(one["seconds"], rel=1e-3)
+    code, out, _ = run(capsys, *ask[:-1], "--tp", "2")
+    assert (f"prefill ≈ {tp['seconds']:,.1f} s for a prompt of 32,768 tokens "
+            f"({tp['tokens_per_s']:,.1f} tokens/s), compute-bound on 2 cards") in out
+    code, out, _ = run(capsys, *ask[:-1])
+    assert "compute-bound at 989.5 TFLOPS (its dense FP16/BF16 peak)" in out
+
+
 def test_several_cards_read_the_experts_a_step_routes_to(capsys):
     # Qwen3-30B-A3B over two H100s: 16 sequences' tokens route to 1 - (120/128)^16 of the
     # experts; each card reads half of what the step reads

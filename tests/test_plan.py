@@ -13,7 +13,7 @@ from kvcore import (
     plan_to_dict,
     weights_for,
 )
-from kvcore.plan import attention_flops, step_flops
+from kvcore.plan import _causal_pairs, attention_flops, prefill_attention_flops, step_flops
 
 GiB = 2**30
 
@@ -254,3 +254,66 @@ def test_attention_flops_follow_what_each_layer_reads():
     assert attention_flops(oss, size) == 2 * 64 * 128 * (12 * 4096 + 12 * 128) * 3
     # a step's FLOPs: the weights' and attention's, for each sequence
     assert step_flops(oss, size) == 2 * oss.params.active * 3 + attention_flops(oss, size)
+
+
+def test_causal_pairs_count_what_each_token_attends_to():
+    assert [_causal_pairs(n) for n in (0, 1, 2, 5)] == [0, 1, 3, 15]
+    # at most `limit` entries a token: 1 + 2 + 3 + 3 + 3
+    assert _causal_pairs(5, 3) == 12 == sum(min(i, 3) for i in range(1, 6))
+    assert _causal_pairs(3, 8) == 6
+
+
+def test_prefill_attention_follows_each_layers_mask():
+    f16 = CacheOptions(kv_k="f16", kv_v="f16")
+    # Qwen3-8B, 36 full layers of 32 query heads of 128 (K) + 128 (V)
+    q3 = load_model("qwen3-8b")
+    n = 10_000
+    assert prefill_attention_flops(q3, cache_size(q3, n, 1, f16)) == \
+        2 * 32 * 256 * (n * (n + 1) // 2) * 36
+    # Llama 4 Scout: 12 full layers, 36 chunked ones attending within chunks of 8,192
+    # (40 query heads); 20,000 tokens are two whole chunks and 3,616 more
+    scout = load_model("llama-4-scout-17b-16e-instruct")
+    n = 20_000
+    chunked = 2 * _causal_pairs(8192) + _causal_pairs(n - 2 * 8192)
+    assert prefill_attention_flops(scout, cache_size(scout, n, 1, f16)) == \
+        2 * 40 * 256 * (12 * _causal_pairs(n) + 36 * chunked)
+    # gpt-oss-20b: 12 sliding layers over 128 tokens, 12 full (64 heads of 64 + 64)
+    oss = load_model("gpt-oss-20b")
+    assert prefill_attention_flops(oss, cache_size(oss, 4096, 2, f16)) == \
+        2 * 64 * 128 * (12 * _causal_pairs(4096) + 12 * _causal_pairs(4096, 128)) * 2
+    # an MLA prefill computes its heads unabsorbed: DeepSeek-V3's 128 heads of 192 + 128;
+    # V3.2's sparse layers attend to at most the indexer's 2,048 selected rows
+    v3 = load_model("deepseek-v3")
+    assert (v3.mla_qk_head_dim, v3.mla_v_head_dim) == (192, 128)
+    assert prefill_attention_flops(v3, cache_size(v3, 8192, 1, f16)) == \
+        2 * 128 * 320 * _causal_pairs(8192) * 61
+    v32 = load_model("deepseek-v3.2")
+    assert prefill_attention_flops(v32, cache_size(v32, 8192, 1, f16)) == \
+        2 * 128 * 320 * _causal_pairs(8192, 2048) * 61
+    # cross-attention layers attend from every prompt token to the image's tokens
+    mllama = load_model("llama-3.2-11b-vision-instruct")
+    size = cache_size(mllama, 1000, 1, f16)
+    image = next(g.tokens for g in size.groups if g.group.kind.value == "cross")
+    assert prefill_attention_flops(mllama, size) == \
+        2 * 32 * 256 * (32 * _causal_pairs(1000) + 8 * 1000 * image)
+
+
+def test_prefill_estimate_at_the_cards_peak():
+    # Qwen3-8B's 32,768-token prompt on a 4090: 2 FLOPs a weight a token and the attention,
+    # at 165.2 TFLOPS; a 64-token prompt is bound by reading the weights once
+    p = plan(request("qwen3-8b", ctx=32_768, kv="f16", weights="bf16"))
+    spec = load_model("qwen3-8b")
+    attention = prefill_attention_flops(spec, cache_size(spec, 32_768, 1))
+    assert p.prefill.attention_flops == attention
+    head = spec.vocab_size * spec.hidden_size  # the lm_head: the last token's logits only
+    assert p.prefill.flops == 2 * (spec.params.active - head) * 32_768 + 2 * head + attention
+    assert p.prefill.seconds == pytest.approx(p.prefill.flops / 165.2e12)
+    assert p.prefill.bound == "compute"
+    assert p.prefill.tokens_per_s == pytest.approx(32_768 / p.prefill.seconds)
+    d = plan_to_dict(p)["prefill"]
+    assert (d["tokens"], d["bound"], d["flops"]) == (32_768, "compute", p.prefill.flops)
+    short = plan(request("qwen3-8b", ctx=64, kv="f16", weights="bf16"))
+    assert short.prefill.bound == "bandwidth"
+    assert short.prefill.seconds == pytest.approx(short.weights.bytes / 1008e9)
+    # a card of a bare size has no peak and no prefill
+    assert plan(request(gpu="24GiB")).prefill is None

@@ -72,6 +72,11 @@ def test_lists(client):
     decode = r.json()["decode"]
     assert decode["seconds_per_step"] == max(decode["bandwidth_seconds_per_step"],
                                              decode["compute_seconds_per_step"])
+    # and the prompt's time at that peak, on the planner page too
+    prefill = r.json()["prefill"]
+    assert prefill["seconds"] == prefill["flops"] / r.json()["gpu"]["matmul_flops_per_s"]
+    page = client.get("/", params={"model": "qwen3-8b", "gpu": "m3 max 36gb"}).text
+    assert 'id="prefill">Prefill ≈' in page and "tokens/s), compute-bound at 10.6 TFLOPS" in page
     h100 = next(g for g in gpus if g["id"] == "h100-sxm")
     assert h100["matmul_flops_per_s"] == 989_500 * 10**9 and "sparsity" in h100["matmul_flops_source"]
     assert {f["name"] for f in client.get("/api/v1/formats").json()} >= {"q8_0", "tbq4"}
@@ -614,12 +619,17 @@ def test_the_page_gives_every_line_the_cli_gives(client, capsys):
            "(CUDA context 512 MiB + compute buffers for 512-token batches)." in text
     start = cli.index("engine llama.cpp, tp 1 × pp 1 × dp 1 on rtx-4090")
     engine = [line for line in cli[start:] if not line.startswith(("command: ", "note: ",
-                                                                   "decode ", "verified "))]
+                                                                   "decode ", "prefill ",
+                                                                   "verified "))]
     assert '<pre class="log" id="engine">' + "\n".join(engine) + "\n</pre>" in text
     assert next(line for line in cli if line.startswith("command: ")).removeprefix(
         "command: ") in text
     assert "1.9 GiB over the card's 23 GiB budget" in text
     assert "<td>q8_0 (chosen)</td><td>no</td>" in text
+    # the decode and prefill estimates, as sentences
+    for kind in ("decode", "prefill"):
+        line = next(line for line in cli if line.startswith(f"{kind} "))
+        assert f'id="{kind}">{kind.title()} {line.removeprefix(kind + " ")}.</p>' in text
 
 
 def test_config_form_is_labelled_and_works_without_javascript(client):
