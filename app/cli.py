@@ -288,13 +288,14 @@ def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "\n".join([f"no catalog GPU fits {_ask(q)} with up to 8 cards {assumed}",
                           *_find_notes(q, rows)])
-    table = [["gpu", "cards", "memory", "bandwidth", "max context"]] + [
+    table = [["gpu", "cards", "memory", "bandwidth", "max context", "tok/s/seq"]] + [
         [r["name"], str(r["count"]), format_bytes(r["total_memory_bytes"], 1),
-         f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", _ctx(r["max_context"])]
+         f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", _ctx(r["max_context"]),
+         rate_text(r["tokens_per_s_per_sequence"])]
         for r in rows]
     best = rows[0]
     flag = best["gpu"] if best["count"] == 1 else f"{best['count']}x{best['gpu']}"
-    return "\n".join([_table(table, right=(1, 2, 3, 4)), "",
+    return "\n".join([_table(table, right=(1, 2, 3, 4, 5)), "",
                       f"smallest: {best['count']} × {best['name']} (--gpu {flag}) for {_ask(q)} "
                       f"{assumed}",
                       *_find_notes(q, rows)])

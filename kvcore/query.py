@@ -292,7 +292,8 @@ def _layout(q: Query, count: int) -> Parallel:
 
 
 def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
-    """Catalog GPUs that fit the query, fewest total memory first, with the card count."""
+    """Catalog GPUs that fit the query, fewest total memory first, with the card count and
+    the decode estimate there (tokens a second a sequence)."""
     # an engine that cannot run this plan on any card says why, rather than "no GPU fits"
     check_engine(replace(q, parallel=_layout(q, 1)))
     found: list[dict[str, Any]] = []
@@ -310,10 +311,16 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
                 found.append({"gpu": gpu.id, "name": gpu.name, "count": count,
                               "total_memory_bytes": gpu.memory_bytes * count,
                               "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
-                              "max_context": max_ctx, "notes": context_notes(q, max_ctx)})
+                              "max_context": max_ctx, "notes": context_notes(q, max_ctx),
+                              "query": trial})
                 break
     found.sort(key=lambda r: (int(r["total_memory_bytes"]), -int(r["bandwidth_bytes_per_s"] or 0)))
-    return found[:limit]
+    rows = found[:limit]
+    for r in rows:
+        # the plan's decode estimate on this rig, a sequence at the context asked
+        decode = answer(r.pop("query")).get("decode") or {}
+        r["tokens_per_s_per_sequence"] = decode.get("tokens_per_s_per_sequence")
+    return rows
 
 
 def _candidates() -> list[KVFormat]:

@@ -139,6 +139,13 @@ def test_find_gpu_names_the_flag_that_plans_its_answer(capsys):
     code, out, _ = run(capsys, *ask, "--gpu", flag, "--json")
     data = json.loads(out)
     assert code == 0 and data["fits"] and data["parallel"]["gpus"] == count
+    # each rig with the decode estimate its plan gives
+    code, out, _ = run(capsys, *ask, "--find-gpu", "--json")
+    rows = json.loads(out)
+    first = rows[0]
+    assert first["tokens_per_s_per_sequence"] == pytest.approx(
+        data["decode"]["tokens_per_s_per_sequence"])
+    assert "query" not in first
 
 
 def test_cards_given_as_sizes_are_named_as_typed(capsys):
