@@ -353,16 +353,17 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
 
 
 def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
-    table = [["format", "bits/value", "fits", "max context", "quality"]] + [
+    table = [["format", "bits/value", "fits", "max context", "tok/s/seq", "quality"]] + [
         [r["format"], f"{r['bits_per_value']:g}", "yes" if r["fits"] else "no",
-         _ctx(r["max_context"]), r["quality"]] for r in rows]
+         _ctx(r["max_context"]), rate_text(r["tokens_per_s_per_sequence"]), r["quality"]]
+        for r in rows]
     best = next((r for r in rows if r["fits"]), None)
     card = (f"{q.parallel.ranks_per_replica} × " if q.parallel.ranks_per_replica > 1 else "") \
         + (q.gpus[0].name if q.gpus else "the KV budget given")
     where = f"on {card} {_assumed(q)}"
     verdict = (f"best format that fits {_ask(q)} {where}: {best['format']}" if best
                else f"no KV format fits {_ask(q)} {where}; see --find-gpu")
-    return "\n".join([_table(table, right=(1, 3)), "", verdict, *_find_notes(q, rows)])
+    return "\n".join([_table(table, right=(1, 3, 4)), "", verdict, *_find_notes(q, rows)])
 
 
 def render_engine(data: dict[str, Any]) -> list[str]:

@@ -374,7 +374,8 @@ def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
 
 
 def find_format(q: Query) -> list[dict[str, Any]]:
-    """Every KV format (K = V) the engine offers, highest precision first, with its fit."""
+    """Every KV format (K = V) the engine offers, highest precision first, with its fit and
+    the decode estimate in it (tokens a second a sequence; None without a card)."""
     if not q.gpus and q.kv_budget_bytes is None:
         raise InputError("find-format needs a GPU or a KV budget to fit the cache in", field="gpu")
     rows = []
@@ -391,8 +392,11 @@ def find_format(q: Query) -> list[dict[str, Any]]:
             refused = refused or exc
             continue
         here, quality = quality_here(q.spec, trial.cache)
+        # the decode estimate in this format (what it would read where it does not fit)
+        decode = (answer(trial).get("decode") or {}) if q.gpus else {}
         rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value,
                      "bits_per_value_here": here, "fits": ok, "max_context": max_ctx,
+                     "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
                      "quality": quality, "notes": context_notes(q, max_ctx)})
     if not rows and refused is not None:
         raise refused

@@ -126,6 +126,15 @@ def test_find_gpu_and_format(capsys):
                        "q4_k_m", "--engine", "llama.cpp", "--find-format")
     assert code == 0 and ("best format that fits 262,144 tokens × 1 sequence on NVIDIA GeForce "
                           "RTX 4090 under llama.cpp, weights q4_k_m: q5_1") in out
+    # each format with the decode estimate its own plan gives: fewer bytes, more tokens/s
+    ask = ("qwen3.5-27b", "--ctx", "256k", "--gpu", "4090", "--weights", "q4_k_m", "--engine",
+           "llama.cpp")
+    rows = json.loads(run(capsys, *ask, "--find-format", "--json")[1])
+    q4 = next(r for r in rows if r["format"] == "q4_0")
+    plan = json.loads(run(capsys, *ask, "--kv", "q4_0", "--json")[1])
+    assert q4["tokens_per_s_per_sequence"] == plan["decode"]["tokens_per_s_per_sequence"]
+    f16 = next(r for r in rows if r["format"] == "f16")
+    assert f16["tokens_per_s_per_sequence"] < q4["tokens_per_s_per_sequence"]
 
 
 def test_find_gpu_names_the_flag_that_plans_its_answer(capsys):
