@@ -68,13 +68,19 @@ def step(weights: list, head: torch.Tensor, ins: dict, outs: dict, logits: torch
     torch.matmul(ins[head.shape[1]], head.t(), out=logits)
 
 
-def main() -> None:
+def roofline_args(tokens: list[int]) -> argparse.Namespace:
+    """The command line of a roofline benchmark: the model, the catalog's card to estimate
+    with, the token counts and the output folder."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="qwen3-8b")
     ap.add_argument("--gpu", default="h200", help="the catalog's card to estimate with")
-    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
+    ap.add_argument("--tokens", default=",".join(map(str, tokens)))
     ap.add_argument("--out", default="bench/results/out")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = roofline_args(TOKENS)
     layer, vocab, layers = shapes(args.model)
     spec = load_model(args.model)
     gpu = find_gpu(args.gpu)

@@ -13,7 +13,6 @@ the estimate reached, with the time the attention alone took.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from functools import partial
@@ -26,7 +25,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from decode import write_json  # noqa: E402  (bench/decode.py, beside this file)
-from decode_roofline import gemm_peak, shapes  # noqa: E402
+from decode_roofline import gemm_peak, roofline_args, shapes  # noqa: E402
 
 from kvcore import CacheOptions, PlanRequest, find_gpu, load_model, plan  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -82,12 +81,7 @@ def prompt(weights: list, head: torch.Tensor, x: torch.Tensor, heads: int, kv: i
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="qwen3-8b")
-    ap.add_argument("--gpu", default="h200", help="the catalog's card to estimate with")
-    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
-    ap.add_argument("--out", default="bench/results/out")
-    args = ap.parse_args()
+    args = roofline_args(TOKENS)
     layer, vocab, layers = shapes(args.model)
     spec = load_model(args.model)
     gpu = find_gpu(args.gpu)

@@ -11,8 +11,15 @@ from dataclasses import dataclass, field
 
 from .errors import InputError
 from .gpus import GPU
-from .kv import CacheOptions, CacheSize, bytes_per_token, cache_size, marginal_bytes_per_token
-from .model import LayerKind, ModelSpec
+from .kv import (
+    CacheOptions,
+    CacheSize,
+    GroupCache,
+    bytes_per_token,
+    cache_size,
+    marginal_bytes_per_token,
+)
+from .model import LayerGroup, LayerKind, ModelSpec
 from .units import MAX_CONTEXT_TOKENS
 from .weights import Weights, weights_for
 
@@ -89,16 +96,18 @@ def attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> int:
     1/tp of the query heads): 2 a query head a value of every entry read, for the scores
     (K's width) and the weighted sum (V's width; a latent layer's latent is read as both),
     in every layer that attends over a group's caches (GroupCache.layer_reads)."""
-    heads = spec.num_attention_heads
     total = 0
-    for g in cache.groups:
-        lg = g.group
-        if lg.kind not in _ATTENDING or not g.tokens:
-            continue
+    for g, lg in _attending(cache):
         read = min(g.tokens, lg.read_limit) if lg.read_limit is not None else g.tokens
         width = lg.head_dim_k + (lg.head_dim_v or lg.head_dim_k)
-        total += 2 * heads * width * read * g.layer_reads * cache.sequences
+        total += 2 * spec.num_attention_heads * width * read * g.layer_reads * cache.sequences
     return total // tp
+
+
+def _attending(cache: CacheSize) -> list[tuple[GroupCache, LayerGroup]]:
+    """The groups of ``cache`` whose layers attend over entries they hold, with their
+    geometry."""
+    return [(g, g.group) for g in cache.groups if g.group.kind in _ATTENDING and g.tokens]
 
 
 def _causal_pairs(n: int, limit: int | None = None) -> int:
@@ -117,13 +126,9 @@ def prefill_attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> i
     scores and the weighted sum. An MLA layer computes its heads unabsorbed
     (qk_nope + qk_rope and v_head_dim wide) where the config gives them. The indexer's scores
     and the recurrent layers' state updates are not counted."""
-    heads = spec.num_attention_heads
     n = cache.context
     total = 0
-    for g in cache.groups:
-        lg = g.group
-        if lg.kind not in _ATTENDING or not g.tokens:
-            continue
+    for g, lg in _attending(cache):
         if lg.kind is LayerKind.SLIDING:
             pairs = _causal_pairs(n, lg.window)
         elif lg.kind is LayerKind.CHUNKED and lg.window:
@@ -137,7 +142,7 @@ def prefill_attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> i
             width = spec.mla_qk_head_dim + spec.mla_v_head_dim
         else:
             width = lg.head_dim_k + (lg.head_dim_v or lg.head_dim_k)
-        total += 2 * heads * width * pairs * g.layer_reads * cache.sequences
+        total += 2 * spec.num_attention_heads * width * pairs * g.layer_reads * cache.sequences
     return total // tp
 
 
