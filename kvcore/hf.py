@@ -2028,6 +2028,8 @@ def spec_from_config(
                          + (r.opt_int("qk_rope_head_dim", maximum=1 << 16) or 0)
                          if mla_width else 0),
         mla_v_head_dim=(r.opt_int("v_head_dim", maximum=1 << 16) or 0) if mla_width else 0,
+        q_heads_per_layer=(tuple(g.q_heads for g in geometry)
+                           if len({g.q_heads for g in geometry}) > 1 else ()),
         mm_prefix=(model_type in GEMMA4_TYPES
                    and lm.get("use_bidirectional_attention") == "vision"
                    and _architecture(config) in GEMMA4_MULTIMODAL),

@@ -321,6 +321,15 @@ class ModelSpec:
     #: the config has none
     mla_qk_head_dim: int = 0
     mla_v_head_dim: int = 0
+    #: query heads of each decoder layer where they differ between layers (Laguna's
+    #: num_attention_heads_per_layer, MiMo-V2's sliding layers); empty where every layer has
+    #: num_attention_heads
+    q_heads_per_layer: tuple[int, ...] = ()
+
+    def q_heads(self, layer: int) -> int:
+        """Query heads of decoder layer ``layer`` (num_attention_heads where not given)."""
+        heads = self.q_heads_per_layer
+        return heads[layer] if layer < len(heads) else self.num_attention_heads
     #: image tokens attend to each other both ways (Gemma 4's ``use_bidirectional_attention``
     #: "vision" in a multimodal architecture): engines route image prefills to kernels that
     #: take such a mask

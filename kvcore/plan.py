@@ -97,17 +97,26 @@ def attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> int:
     (K's width) and the weighted sum (V's width; a latent layer's latent is read as both),
     in every layer that attends over a group's caches (GroupCache.layer_reads)."""
     total = 0
-    for g, lg in _attending(cache):
+    for g, lg, heads in _attending(spec, cache):
         read = min(g.tokens, lg.read_limit) if lg.read_limit is not None else g.tokens
         width = lg.head_dim_k + (lg.head_dim_v or lg.head_dim_k)
-        total += 2 * spec.num_attention_heads * width * read * g.layer_reads * cache.sequences
+        total += 2 * heads * width * read * cache.sequences
     return total // tp
 
 
-def _attending(cache: CacheSize) -> list[tuple[GroupCache, LayerGroup]]:
+def _attending(spec: ModelSpec, cache: CacheSize) -> list[tuple[GroupCache, LayerGroup, int]]:
     """The groups of ``cache`` whose layers attend over entries they hold, with their
-    geometry."""
-    return [(g, g.group) for g in cache.groups if g.group.kind in _ATTENDING and g.tokens]
+    geometry and the query heads that read them, summed over the layers: each layer's own,
+    and as many again for each layer that reads its cache (GroupCache.rereads, at the group's
+    mean)."""
+    out = []
+    for g in cache.groups:
+        lg = g.group
+        if lg.kind not in _ATTENDING or not g.tokens:
+            continue
+        own = sum(spec.q_heads(i) for i in lg.layers)
+        out.append((g, lg, own * g.layer_reads // lg.count))
+    return out
 
 
 def _causal_pairs(n: int, limit: int | None = None) -> int:
@@ -128,7 +137,7 @@ def prefill_attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> i
     and the recurrent layers' state updates are not counted."""
     n = cache.context
     total = 0
-    for g, lg in _attending(cache):
+    for g, lg, heads in _attending(spec, cache):
         if lg.kind is LayerKind.SLIDING:
             pairs = _causal_pairs(n, lg.window)
         elif lg.kind is LayerKind.CHUNKED and lg.window:
@@ -142,7 +151,7 @@ def prefill_attention_flops(spec: ModelSpec, cache: CacheSize, tp: int = 1) -> i
             width = spec.mla_qk_head_dim + spec.mla_v_head_dim
         else:
             width = lg.head_dim_k + (lg.head_dim_v or lg.head_dim_k)
-        total += 2 * spec.num_attention_heads * width * pairs * g.layer_reads * cache.sequences
+        total += 2 * heads * width * pairs * cache.sequences
     return total // tp
 
 

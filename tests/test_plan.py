@@ -298,6 +298,24 @@ def test_prefill_attention_follows_each_layers_mask():
         2 * 32 * 256 * (32 * _causal_pairs(1000) + 8 * 1000 * image)
 
 
+def test_attention_counts_each_layers_own_query_heads():
+    # Laguna XS.2: its 10 full layers have 48 query heads, its 30 sliding layers 64
+    # (num_attention_heads_per_layer); num_attention_heads alone (48) would undercount them
+    spec = load_model("laguna-xs.2")
+    full, sliding = spec.groups
+    assert (full.count, sliding.count) == (10, 30)
+    assert {spec.q_heads(i) for i in full.layers} == {48}
+    assert {spec.q_heads(i) for i in sliding.layers} == {64}
+    size = cache_size(spec, 65_536, 1, CacheOptions(kv_k="f16", kv_v="f16"))
+    w_full = full.head_dim_k + full.head_dim_v
+    w_sliding = sliding.head_dim_k + sliding.head_dim_v
+    assert attention_flops(spec, size) == 2 * (10 * 48 * w_full * 65_536
+                                                + 30 * 64 * w_sliding * sliding.window)
+    assert prefill_attention_flops(spec, size) == 2 * (
+        10 * 48 * w_full * _causal_pairs(65_536)
+        + 30 * 64 * w_sliding * _causal_pairs(65_536, sliding.window))
+
+
 def test_prefill_estimate_at_the_cards_peak():
     # Qwen3-8B's 32,768-token prompt on a 4090: 2 FLOPs a weight a token and the attention,
     # at 165.2 TFLOPS; a 64-token prompt is bound by reading the weights once
