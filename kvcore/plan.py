@@ -166,10 +166,10 @@ def step_flops(spec: ModelSpec, cache: CacheSize) -> int:
 class Decode:
     """Decode estimate at full context, bound by the card's bandwidth or, where the catalog
     gives its matrix peak, its compute, whichever takes longer: every step reads the active
-    weights
-    (of a mixture of experts, the experts any of the step's tokens routes to:
+    weights (of a mixture of experts, the experts any of the step's tokens routes to:
     Weights.step_bytes) and the cache of every sequence (all of it, but only the selected
-    top-k entries of a sparse-attention layer), and reads and writes the recurrent state."""
+    top-k entries of a sparse-attention layer), and reads and writes the recurrent state;
+    it computes step_flops."""
 
     bytes_per_step: int
     seconds_per_step: float
@@ -199,9 +199,9 @@ class Decode:
 class Prefill:
     """The prompt of one sequence, ``tokens`` long, at the card's dense FP16/BF16 matrix
     peak: 2 FLOPs a weight a token (the lm_head's for the last token only) and the causal
-    attention's products
-    (prefill_attention_flops), or the weights read once at its bandwidth where that takes
-    longer. A ceiling, as the decode estimate: real GEMMs reach part of the peak."""
+    attention's products (prefill_attention_flops), or the weights read once at its
+    bandwidth where that takes longer. A ceiling, as the decode estimate: real GEMMs reach
+    part of the peak."""
 
     tokens: int
     flops: int
