@@ -140,12 +140,14 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="KV memory per card an engine printed as available (8.11GiB): report "
                         "the tokens, blocks and concurrency it gives")
     p.add_argument("--find-gpu", action="store_true",
-                   help="list the smallest catalog GPUs (and how many) that fit")
+                   help="list the smallest catalog GPUs (and how many) that fit, each with "
+                        "its decode tokens/s")
     p.add_argument("--find-model", action="store_true",
                    help="without MODEL: list the catalog models that fit on the GPU, largest "
-                        "first")
+                        "first, each with its decode tokens/s")
     p.add_argument("--find-format", action="store_true",
-                   help="list every KV format with whether it fits and its max context")
+                   help="list every KV format with whether it fits, its max context and its "
+                        "decode tokens/s")
     g = p.add_argument_group("engine settings")
     g.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM (0.92 since v0.20.0; 0.9 before)")
     g.add_argument("--block-size", type=int, default=None,
