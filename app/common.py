@@ -315,7 +315,7 @@ def prefill_text(data: dict[str, Any]) -> str | None:
     share = p["attention_flops"] / p["flops"] if p["flops"] else 0.0
     text = (f"≈ {took} for a prompt of {p['tokens']:,} tokens ({rate_text(p['tokens_per_s'])} "
             f"tokens/s), {p['bound']}-bound {where}; attention is {share:.0%} of its FLOPs")
-    if any(g["kind"] == "indexer" for g in data.get("breakdown", ())):
+    if any(g["kind"] in ("indexer", "index") for g in data.get("breakdown", ())):
         text += " (the indexer's scores not counted)"
     return text + (" (if it fit)" if data["fits"] is False else "")
 

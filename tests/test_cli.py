@@ -708,6 +708,15 @@ def test_a_prompt_over_several_cards_splits_its_flops(capsys):
     assert "compute-bound at 989.5 TFLOPS (its dense FP16/BF16 peak)" in out
 
 
+@pytest.mark.parametrize("model", ["deepseek-v3.2", "deepseek-v4-flash"])
+def test_a_prefill_says_the_indexers_scores_are_not_counted(capsys, model):
+    code, out, _ = run(capsys, model, "--gpu", "h200", "--ctx", "32k")
+    line = next(x for x in out.splitlines() if x.startswith("prefill "))
+    assert "(the indexer's scores not counted)" in line
+    code, out, _ = run(capsys, "deepseek-v3", "--gpu", "h200", "--ctx", "32k")
+    assert "indexer" not in next(x for x in out.splitlines() if x.startswith("prefill "))
+
+
 def test_several_cards_read_the_experts_a_step_routes_to(capsys):
     # Qwen3-30B-A3B over two H100s: 16 sequences' tokens route to 1 - (120/128)^16 of the
     # experts; each card reads half of what the step reads
