@@ -269,6 +269,21 @@ def _experts_text(share: float | None, sequences: int) -> str:
             "bytes each step (uniform routing)")
 
 
+def _bound_where(data: dict[str, Any], bound: str, read: str = "") -> str:
+    """What binds an estimate and at what: "bandwidth-bound at 1,008 GB/s" (and ``read``, what
+    is read), "compute-bound at 165.2 TFLOPS (its dense FP16/BF16 peak)", or over several
+    cards "… on 2 cards (interconnect not counted)"."""
+    cards = data["parallel"]["gpus"]
+    gpu = data.get("gpu")
+    if cards > 1 or not gpu:
+        where = f"on {cards} cards (interconnect not counted)"
+    elif bound == "compute":
+        where = f"at {gpu['matmul_flops_per_s'] / 1e12:,.1f} TFLOPS (its dense FP16/BF16 peak)"
+    else:
+        where = f"at {gpu['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s{read}"
+    return f"{bound}-bound {where}"
+
+
 def decode_text(data: dict[str, Any]) -> str | None:
     """A plan's decode estimate in words, after "decode" (None without one): on one card at
     its bandwidth or, where the step is compute-bound, its matrix peak, or over several (the
@@ -277,19 +292,9 @@ def decode_text(data: dict[str, Any]) -> str | None:
     d = data.get("decode")
     if not d:
         return None
-    cards = data["parallel"]["gpus"]
-    compute = d.get("bound") == "compute"
-    gpu = data.get("gpu")
-    if cards > 1 or not gpu:
-        where = f"on {cards} cards (interconnect not counted)"
-    elif compute:
-        where = (f"at {gpu['matmul_flops_per_s'] / 1e12:,.1f} TFLOPS (its dense FP16/BF16 "
-                 "peak)")
-    else:
-        where = f"at {gpu['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s"
-    bound = "compute-bound" if compute else "bandwidth-bound"
     text = (f"≈ {rate_text(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
-            f"({rate_text(d['tokens_per_s_total'])} total) at full context, {bound} {where}; "
+            f"({rate_text(d['tokens_per_s_total'])} total) at full context, "
+            f"{_bound_where(data, d.get('bound') or 'bandwidth')}; "
             f"KV is {d['kv_share'] * 100:.0f}% of bytes read"
             + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else "")
             + _experts_text(d.get("expert_share"), data["sequences"]))
@@ -302,19 +307,12 @@ def prefill_text(data: dict[str, Any]) -> str | None:
     p = data.get("prefill")
     if not p:
         return None
-    cards = data["parallel"]["gpus"]
-    gpu = data.get("gpu")
-    if cards > 1 or not gpu:
-        where = f"on {cards} cards (interconnect not counted)"
-    elif p["bound"] == "bandwidth":
-        where = f"at {gpu['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s (the weights read once)"
-    else:
-        where = f"at {gpu['matmul_flops_per_s'] / 1e12:,.1f} TFLOPS (its dense FP16/BF16 peak)"
     seconds = p["seconds"]
     took = f"{seconds:,.1f} s" if seconds >= 1 else f"{seconds * 1e3:,.0f} ms"
     share = p["attention_flops"] / p["flops"] if p["flops"] else 0.0
     text = (f"≈ {took} for a prompt of {p['tokens']:,} tokens ({rate_text(p['tokens_per_s'])} "
-            f"tokens/s), {p['bound']}-bound {where}; attention is {share:.0%} of its FLOPs")
+            f"tokens/s), {_bound_where(data, p['bound'], ' (the weights read once)')}; "
+            f"attention is {share:.0%} of its FLOPs")
     if any(g["kind"] in ("indexer", "index") for g in data.get("breakdown", ())):
         text += " (the indexer's scores not counted)"
     return text + (" (if it fit)" if data["fits"] is False else "")

@@ -325,11 +325,6 @@ class ModelSpec:
     #: num_attention_heads_per_layer, MiMo-V2's sliding layers); empty where every layer has
     #: num_attention_heads
     q_heads_per_layer: tuple[int, ...] = ()
-
-    def q_heads(self, layer: int) -> int:
-        """Query heads of decoder layer ``layer`` (num_attention_heads where not given)."""
-        heads = self.q_heads_per_layer
-        return heads[layer] if layer < len(heads) else self.num_attention_heads
     #: image tokens attend to each other both ways (Gemma 4's ``use_bidirectional_attention``
     #: "vision" in a multimodal architecture): engines route image prefills to kernels that
     #: take such a mask
@@ -349,6 +344,11 @@ class ModelSpec:
             return self.hidden_layers
         numbers = [i for g in self.groups if not g.mtp for i in g.layers]
         return max(numbers) + 1 if numbers else 0
+
+    def q_heads(self, layer: int) -> int:
+        """Query heads of decoder layer ``layer`` (num_attention_heads where not given)."""
+        heads = self.q_heads_per_layer
+        return heads[layer] if layer < len(heads) else self.num_attention_heads
 
     def cache_readers(self) -> dict[int, int]:
         """Layers that attend over another layer's cache, counted by that layer: Gemma 4's
