@@ -22,15 +22,16 @@ from .engines import (
     engine_plan,
 )
 from .engines import canonical as canonical_engine
-from .engines.base import SETTING_NAMES
+from .engines.base import SETTING_NAMES, RankShare
 from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, quality_note
-from .gpus import gpu_catalog, memory_variants
+from .gpus import GPU, gpu_catalog, memory_variants
 from .kv import CacheOptions, bytes_per_token
 from .model import ModelSpec
 from .parallel import Parallel
 from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
 from .report import engine_to_dict, plan_to_dict, prefill_to_dict
+from .weights import Weights
 
 __all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model"]
 
@@ -187,81 +188,80 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
 
 
 def parallel_estimates(q: Query) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(decode, prefill) of a plan over several cards (parallel_decode); the prefill of one
-    sequence's prompt of the full context: on each stage's cards their share of its FLOPs
-    at their matrix peak, or of its weights read once where that takes longer, the stages in
-    turn. None where a card's bandwidth or peak is unknown."""
-    prefill: dict[str, Any] = {}
-    decode = parallel_decode(q, prefill)
-    return decode, prefill or None
-
-
-def parallel_decode(q: Query, prefill: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The decode estimate of a plan over several cards, at full context: a step reads, on
-    each card of each pipeline stage, its share of the active weights (of a mixture of
-    experts, those the step's tokens route to) and of the cache, or computes its share of the
-    step's FLOPs at the card's matrix peak where that takes longer; the ranks of a stage work
-    side by side, the stages one after another (no overlap of stages, and the interconnect is
-    not counted). None where a card's bandwidth is unknown."""
+    """(decode, prefill) of a plan over several cards, from each pipeline stage's share of
+    the weights (parallel_decode, parallel_prefill); None where a card's bandwidth is
+    unknown, and no prefill where a card's matrix peak is."""
     from .engines import stage_split
     from .engines.base import rank_weights
 
     split = stage_split(q.engine)
     weights, parts = rank_weights(q, split)
     if not parts or any(sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s for sh in parts):
-        return None
+        return None, None
+    stages = [_Stage(sh, len(split(q.spec.decoder_layers, q.parallel.pp, sh.stage)),
+                     sh.stage == q.parallel.pp - 1) for sh in parts]
+    peaks = all(st.share.gpu.matmul_flops_per_s for st in stages)  # type: ignore[union-attr]
+    return (parallel_decode(q, weights, stages, peaks),
+            parallel_prefill(q, stages) if peaks and q.context else None)
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One pipeline stage of a plan over several cards: a rank's share, the stage's decoder
+    layers, and whether it is the last (which holds the lm_head)."""
+
+    share: RankShare
+    layers: int
+    last: bool
+
+    @property
+    def gpu(self) -> GPU:
+        return self.share.gpu  # type: ignore[return-value]
+
+
+def _matmul_params(q: Query) -> tuple[int, int]:
+    """(the decoder's active parameters, the lm_head's): 2 FLOPs each a token."""
+    head = q.spec.vocab_size * q.spec.hidden_size
+    return max(0, q.spec.params.active - head), head
+
+
+def parallel_decode(q: Query, weights: Weights, stages: list[_Stage],
+                    peaks: bool) -> dict[str, Any]:
+    """The decode estimate of a plan over several cards, at full context: a step reads, on
+    each card of each pipeline stage, its share of the active weights (of a mixture of
+    experts, those the step's tokens route to) and of the cache, or computes its share of the
+    step's FLOPs at the card's matrix peak (where all ``peaks`` are known) where that takes
+    longer; the ranks of a stage work side by side, the stages one after another (no overlap
+    of stages, and the interconnect is not counted)."""
     # read every step: the layers' active weights (of a mixture of experts, those any of the
     # step's tokens routes to), and the lm_head on the last stage (the input embedding only a
     # row a token)
     head = weights.head_bytes
     body = max(0, weights.step_bytes(q.sequences) - head)
     n, p = q.spec.decoder_layers, q.parallel
-    # the matrix products: 2 FLOPs a weight a token (the lm_head's on the last stage)
-    head_params = q.spec.vocab_size * q.spec.hidden_size
-    body_params = max(0, q.spec.params.active - head_params)
-    seconds = memory = compute = prompt_seconds = 0.0
-    prompt_bound = False  # a stage whose weights, read once, take longer than its FLOPs
-    step = kv = flops = prompt_flops = prompt_attention = 0
+    body_params, head_params = _matmul_params(q)
+    seconds = memory = compute = 0.0
+    step = kv = flops = 0
     sparse = False
-    peaks = all(sh.gpu.matmul_flops_per_s for sh in parts)  # type: ignore[union-attr]
-    for sh in parts:
-        size = sh.cache(q.context, q.sequences, q.cache)
+    for st in stages:
+        size = st.share.cache(q.context, q.sequences, q.cache)
         cache_read = size.read_bytes + 2 * size.state_bytes
         sparse = sparse or size.read_bytes < size.kv_bytes
-        layers = len(split(n, p.pp, sh.stage))
-        last = sh.stage == p.pp - 1
-        read = (body * layers // n + (head if last else 0)) // p.tp
-        card = read + cache_read
-        card_flops = (2 * q.sequences * (body_params * layers // n + (head_params if last else 0))
+        card = (body * st.layers // n + (head if st.last else 0)) // p.tp + cache_read
+        card_flops = (2 * q.sequences * (body_params * st.layers // n
+                                         + (head_params if st.last else 0))
                       // p.tp + attention_flops(q.spec, size, p.tp))
-        card_memory = card / sh.gpu.bandwidth_bytes_per_s  # type: ignore[union-attr,operator]
-        card_compute = (card_flops / sh.gpu.matmul_flops_per_s  # type: ignore[union-attr,operator]
-                        if peaks else 0.0)
+        card_memory = card / st.gpu.bandwidth_bytes_per_s  # type: ignore[operator]
+        card_compute = card_flops / st.gpu.matmul_flops_per_s if peaks else 0.0  # type: ignore[operator]
         seconds += max(card_memory, card_compute)
         memory += card_memory
         compute += card_compute
-        step += card * q.parallel.tp
-        kv += cache_read * q.parallel.tp
-        flops += card_flops * q.parallel.tp
-        if peaks and q.context:
-            # the prompt: this stage's share of 2 FLOPs a weight a token, and its attention
-            # (the lm_head's for the last token only)
-            attention = prefill_attention_flops(q.spec, sh.cache(q.context, 1, q.cache), p.tp)
-            card_prompt = (2 * (q.context * body_params * layers // n
-                                + (head_params if last else 0)) // p.tp + attention)
-            prompt_compute = card_prompt / sh.gpu.matmul_flops_per_s  # type: ignore[union-attr,operator]
-            prompt_memory = sh.weights_bytes / sh.gpu.bandwidth_bytes_per_s  # type: ignore[union-attr,operator]
-            prompt_seconds += max(prompt_compute, prompt_memory)
-            prompt_bound = prompt_bound or prompt_memory > prompt_compute
-            prompt_flops += card_prompt * p.tp
-            prompt_attention += attention * p.tp
-    if prefill is not None and peaks and q.context:
-        prefill.update(prefill_to_dict(q.context, prompt_flops, prompt_attention,
-                                       prompt_seconds,
-                                       "bandwidth" if prompt_bound else "compute"))
+        step += card * p.tp
+        kv += cache_read * p.tp
+        flops += card_flops * p.tp
     return {"bytes_per_step": step, "seconds_per_step": seconds,
             "tokens_per_s_per_sequence": 1 / seconds,
-            "tokens_per_s_total": q.sequences * q.parallel.dp / seconds,
+            "tokens_per_s_total": q.sequences * p.dp / seconds,
             "kv_share": kv / step if step else 0.0,
             "sparse_read": sparse,
             "expert_share": weights.expert_share(q.sequences),
@@ -273,6 +273,30 @@ def parallel_decode(q: Query, prefill: dict[str, Any] | None = None) -> dict[str
                      "bandwidth, or its share of the step's FLOPs at its dense FP16/BF16 "
                      "matrix peak where that takes longer; stages in turn, the ranks of a "
                      "stage side by side; interconnect not counted"}
+
+
+def parallel_prefill(q: Query, stages: list[_Stage]) -> dict[str, Any]:
+    """The prefill of one sequence's prompt of the full context over several cards: on each
+    stage's cards their share of its FLOPs (2 a weight a token, the lm_head's for the last
+    token only, and the attention's) at their matrix peak, or of their weights read once
+    where that takes longer, the stages in turn."""
+    n, p = q.spec.decoder_layers, q.parallel
+    body_params, head_params = _matmul_params(q)
+    seconds = 0.0
+    flops = attention_total = 0
+    bandwidth_bound = False
+    for st in stages:
+        attention = prefill_attention_flops(q.spec, st.share.cache(q.context, 1, q.cache), p.tp)
+        card = (2 * (q.context * body_params * st.layers // n
+                     + (head_params if st.last else 0)) // p.tp + attention)
+        card_compute = card / st.gpu.matmul_flops_per_s  # type: ignore[operator]
+        card_memory = st.share.weights_bytes / st.gpu.bandwidth_bytes_per_s  # type: ignore[operator]
+        seconds += max(card_compute, card_memory)
+        bandwidth_bound = bandwidth_bound or card_memory > card_compute
+        flops += card * p.tp
+        attention_total += attention * p.tp
+    return prefill_to_dict(q.context, flops, attention_total, seconds,
+                           "bandwidth" if bandwidth_bound else "compute")
 
 
 def _fits(q: Query) -> tuple[bool, int]:
