@@ -407,7 +407,9 @@ def find_format(q: Query) -> list[dict[str, Any]]:
     for fmt in _candidates():
         trial = replace(q, cache=replace(q.cache, kv_k=fmt, kv_v=fmt))
         try:
-            ok, max_ctx = _fits(trial)
+            # the plan in this format: its fit, and its decode estimate (what it would read
+            # where it does not fit; none without a card)
+            data = answer(trial)
         except UnsupportedFormat:
             continue
         except InputError as exc:
@@ -416,10 +418,10 @@ def find_format(q: Query) -> list[dict[str, Any]]:
             refused = refused or exc
             continue
         here, quality = quality_here(q.spec, trial.cache)
-        # the decode estimate in this format (what it would read where it does not fit)
-        decode = (answer(trial).get("decode") or {}) if q.gpus else {}
+        max_ctx = data["max_context"] or 0
+        decode = data.get("decode") or {}
         rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value,
-                     "bits_per_value_here": here, "fits": ok, "max_context": max_ctx,
+                     "bits_per_value_here": here, "fits": data["fits"], "max_context": max_ctx,
                      "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
                      "quality": quality, "notes": context_notes(q, max_ctx)})
     if not rows and refused is not None:
