@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 import kvcore
 from kvcore import CacheOptions, load_model, parse_bytes
-from kvcore.engines import EngineSettings
+from kvcore.engines import CPU_MOE, EngineSettings
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
@@ -72,7 +72,10 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         mem_fraction_static=body.mem_fraction_static,
         free_gpu_memory_fraction=body.free_gpu_memory_fraction,
         tokens_per_block=body.tokens_per_block,
-        offload_bytes=parse_bytes(body.offload, field="offload") if body.offload else 0)
+        offload_bytes=parse_bytes(body.offload, field="offload") if body.offload else 0,
+        n_gpu_layers=body.ngl, n_cpu_moe=CPU_MOE if body.cpu_moe else body.n_cpu_moe,
+        host_bandwidth_bytes_per_s=(body.host_bandwidth * 1e9
+                                    if body.host_bandwidth is not None else None))
     return make_query(
         spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
         kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,

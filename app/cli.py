@@ -29,7 +29,7 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
-from kvcore.engines import EngineSettings
+from kvcore.engines import CPU_MOE, EngineSettings
 from kvcore.errors import shown
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
@@ -165,6 +165,14 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
     g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")
+    g.add_argument("--ngl", type=int, default=None,
+                   help="llama.cpp -ngl: layers on the card, the output layer first (all)")
+    g.add_argument("--n-cpu-moe", type=int, default=None,
+                   help="llama.cpp: routed experts of the first N blocks in host memory")
+    g.add_argument("--cpu-moe", action="store_true",
+                   help="llama.cpp: every block's routed experts in host memory")
+    g.add_argument("--host-bandwidth", type=float, default=None, metavar="GB/S",
+                   help="host memory bandwidth for layers llama.cpp keeps there (89.6)")
     g.add_argument("--mem-fraction-static", type=float, default=None, help="SGLang (auto)")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,
                    help="TensorRT-LLM (0.9)")
@@ -232,6 +240,9 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
         prefix_caching=not args.no_prefix_caching,
+        n_gpu_layers=args.ngl, n_cpu_moe=CPU_MOE if args.cpu_moe else args.n_cpu_moe,
+        host_bandwidth_bytes_per_s=(args.host_bandwidth * 1e9 if args.host_bandwidth is not None
+                                    else None),
     )
     return make_query(
         spec or load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,

@@ -284,6 +284,24 @@ def _bound_where(data: dict[str, Any], bound: str, read: str = "") -> str:
     return f"{bound}-bound {where}"
 
 
+def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
+    """Where a decode step with part of the model in host memory spends its time: the share
+    the CPU's reads take at host memory's bandwidth (given, or the assumed default), and
+    what binds the card's part."""
+    bw = d["host_bandwidth_bytes_per_s"] / 1e9
+    given = "" if d.get("host_bandwidth_given") else " (assumed: dual-channel DDR5-5600; give --host-bandwidth)"
+    card = d["seconds_per_step"] - d["host_seconds_per_step"]
+    card_bound = "compute" if (d.get("compute_seconds_per_step") or 0) > \
+        d["bandwidth_seconds_per_step"] else "bandwidth"
+    text = (f"{d['host_seconds_per_step'] / d['seconds_per_step']:.0%} of a step reading "
+            f"{d['host_bytes_per_step'] / 1e9:,.2f} GB from host memory at {bw:,.1f} GB/s{given}, "
+            f"the card's part ({card * 1e3:,.2f} ms) {_bound_where(data, card_bound)}")
+    if d.get("op_offload"):
+        text += ("; from 32 tokens a step llama.cpp copies host-held weights to the card "
+                 "instead (op offload), over PCIe, which is not counted")
+    return text
+
+
 def decode_text(data: dict[str, Any]) -> str | None:
     """A plan's decode estimate in words, after "decode" (None without one): on one card at
     its bandwidth or, where the step is compute-bound, its matrix peak, or over several (the
@@ -292,9 +310,12 @@ def decode_text(data: dict[str, Any]) -> str | None:
     d = data.get("decode")
     if not d:
         return None
+    if d.get("host_bytes_per_step") is not None:
+        where = _host_where(data, d)
+    else:
+        where = _bound_where(data, d.get("bound") or "bandwidth")
     text = (f"≈ {rate_text(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
-            f"({rate_text(d['tokens_per_s_total'])} total) at full context, "
-            f"{_bound_where(data, d.get('bound') or 'bandwidth')}; "
+            f"({rate_text(d['tokens_per_s_total'])} total) at full context, {where}; "
             f"KV is {d['kv_share'] * 100:.0f}% of bytes read"
             + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else "")
             + _experts_text(d.get("expert_share"), data["sequences"]))

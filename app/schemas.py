@@ -79,6 +79,15 @@ class PlanIn(BaseModel):
     swa_full: bool = Field(False, description="llama.cpp full-size SWA cache")
     kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")
     no_flash_attn: bool = Field(False, description="llama.cpp -fa off")
+    ngl: int | None = Field(None, ge=0, le=1 << 16, description="llama.cpp -ngl: layers on the "
+                            "card, the output layer counted first (default: all)")
+    n_cpu_moe: int | None = Field(None, ge=0, le=1 << 16, description="llama.cpp --n-cpu-moe: "
+                                  "routed experts of the first N blocks in host memory")
+    cpu_moe: bool = Field(False, description="llama.cpp --cpu-moe: every block's routed "
+                          "experts in host memory")
+    host_bandwidth: float | None = Field(None, gt=0, le=100000, description="host memory "
+                                         "bandwidth in GB/s for what llama.cpp keeps there "
+                                         "(89.6)")
     tokens_per_block: int | None = Field(None, ge=1, le=1 << 16, description="TensorRT-LLM")
     offload: int | str | None = Field(None, examples=["64GiB"],
                                       description="CPU/disk tier for KV per card")

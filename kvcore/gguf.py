@@ -815,11 +815,13 @@ def _checkpoint(parts: list[GgufFile], experts: int, used: int, layers: int) -> 
     fmt = FILE_TYPES.get(ftype, "gguf") if isinstance(ftype, int) else "gguf"
     active = exp * used // experts if experts else 0
     files = f"{len(parts)} files" if len(parts) > 1 else first.base
+    from .engines.llamacpp_offload import gguf_blocks
+    blocks = gguf_blocks(((t.name, t.nbytes) for g in parts for t in g.tensors), layers)
     return Checkpoint(total, inp, head if separate else inp, exp, active, fmt,
                       f"GGUF tensors ({files})", separate,
                       tuple(sorted(types.items(), key=lambda kv: -kv[1])),
                       first.files.locate(first.name),
-                      draft, len(parts))
+                      draft, len(parts), blocks)
 
 
 #: general.type values of GGUFs that are not models → what they are

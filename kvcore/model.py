@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .units import format_quantity
 
 if TYPE_CHECKING:
+    from .engines.llamacpp_offload import Block
     from .quant import QuantScheme
 
 __all__ = ["LayerGroup", "LayerKind", "ModelSpec", "Module", "ParamCount"]
@@ -237,6 +238,9 @@ class Checkpoint:
     draft_bytes: int = 0
     #: files of a split model
     parts: int = 1
+    #: each decoder block's bytes by the tensor patterns llama.cpp places by
+    #: (kvcore.engines.llamacpp_offload.Block)
+    blocks: tuple[Block, ...] = ()
 
 
 @dataclass(frozen=True)

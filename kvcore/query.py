@@ -45,7 +45,8 @@ ENGINE_SETTINGS = {
     "vllm": ("gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs",
              "speculative_tokens", "offload_bytes", "prefix_caching"),
     # llama.cpp keeps no KV tier beyond the device
-    "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes"),
+    "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
+                  "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
@@ -130,6 +131,12 @@ def answer(q: Query) -> dict[str, Any]:
         if out.get("binding") is not None and report.fits != out["fits"]:
             out["binding"], out["binding_reason"] = engine_binding(report, out)
         out["fits"] = report.fits
+        placed = report.extra.get("placement")
+        if placed is not None:
+            # part of the model in host memory (llama.cpp's -ngl, --n-cpu-moe): the CPU reads
+            # it each step; a prompt's batches copy it to the card, which is not estimated
+            out["decode"] = placed["decode"]
+            out.pop("prefill", None)
         out["max_context"] = report.max_context
         out["max_sequences"] = report.sequences_max
         if q.gpus:

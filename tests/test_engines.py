@@ -276,8 +276,10 @@ def test_llamacpp_rejects_hf_weights_and_unknown_formats():
 def test_llamacpp_offload_when_too_big():
     r = engine_plan("llama.cpp", req("llama-3.1-70b", ctx=8192, gpu="4090", weights="q4_k_m"))
     assert not r.fits
-    ngl = int(r.command.split("-ngl ")[1].split()[0])
-    assert 0 < ngl < 80
+    # -ngl left to --fit, which keeps the output layer and the last blocks on the card
+    assert "-ngl" not in r.command
+    fit = r.extra["fit"]
+    assert 0 < fit["blocks_on_card"] < 80 and fit["output_on_card"]
 
 
 def test_llamacpp_max_context_edge():

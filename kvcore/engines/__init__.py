@@ -13,9 +13,9 @@ from ..gpus import GPU
 from ..model import LayerKind
 from ..parallel import Split, stage_layers
 from . import llamacpp, raw, sglang, trtllm, vllm
-from .base import EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, has_kind
+from .base import CPU_MOE, EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, has_kind
 
-__all__ = ["ENGINES", "ENGINE_TITLES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
+__all__ = ["CPU_MOE", "ENGINES", "ENGINE_TITLES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
            "engine_plan", "engine_names", "stage_split", "supported_formats"]
 
 ENGINES: dict[str, Callable[[EngineRequest], EngineReport]] = {

@@ -34,6 +34,8 @@ __all__ = [
 
 GiB = 1024**3
 MiB = 1024**2
+#: n_cpu_moe for --cpu-moe: past any model's block count, so every block's experts
+CPU_MOE = 1 << 16
 #: most draft tokens per step a plan takes (speculative decoding proposes a handful)
 MAX_SPECULATIVE_TOKENS = 64
 
@@ -44,7 +46,8 @@ class UnsupportedFormat(InputError):
 
 #: a setting's name as the CLI and the API spell it, where it differs from EngineSettings'
 SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
-                 "prefix_caching": "no_prefix_caching"}
+                 "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
+                 "host_bandwidth_bytes_per_s": "host_bandwidth"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,12 @@ class EngineSettings:
     kv_unified: bool | None = None
     flash_attn: bool | None = None
     fit_margin_bytes: int | None = None
+    #: -ngl: layers on the card, the output layer counted first (None: all, or --fit's choice)
+    n_gpu_layers: int | None = None
+    #: --n-cpu-moe: blocks (from the first) whose routed experts stay in host memory
+    n_cpu_moe: int | None = None
+    #: host memory's read bandwidth, for the part of a decode step the CPU computes
+    host_bandwidth_bytes_per_s: float | None = None
     # SGLang
     mem_fraction_static: float | None = None
     page_size: int | None = None
@@ -93,6 +102,16 @@ class EngineSettings:
                              f"got {shown(self.speculative_tokens)}", field="speculative_tokens")
         if self.offload_bytes < 0:
             raise InputError("offload size must not be negative", field="offload")
+        for name in ("n_gpu_layers", "n_cpu_moe"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1 << 16:
+                shown_as = SETTING_NAMES.get(name, name)
+                raise InputError(f"{shown_as} must be a whole number from 0 to {1 << 16:,}, got "
+                                 f"{shown(value)}", field=shown_as)
+        bw = self.host_bandwidth_bytes_per_s
+        if bw is not None and not (1e9 <= bw <= 1e14 and math.isfinite(bw)):
+            raise InputError(f"host_bandwidth must be from 1 to 100,000 GB/s, got "
+                             f"{shown(bw / 1e9)}", field="host_bandwidth")
 
 
 @dataclass(frozen=True)

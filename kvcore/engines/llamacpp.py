@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..errors import InputError
 from ..formats import get_format
@@ -26,6 +27,8 @@ from ..kv import CacheOptions
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import llamacpp_stage_layers
 from ..plan import largest, raw_overhead
+from ..units import format_bytes
+from ..weights import Weights
 from .base import (
     EngineReport,
     EngineRequest,
@@ -37,6 +40,14 @@ from .base import (
     rank_weights,
     refuse_layout,
     stage_pools,
+)
+from .llamacpp_offload import (
+    Block,
+    Placement,
+    blocks_for,
+    fit_placement,
+    offload_decode,
+    requested,
 )
 
 NAME = "llama.cpp"
@@ -152,11 +163,16 @@ class Part:
         """The buffer lines of this object with its layers on ``stages`` (device i holds
         stage i): ggml's buffer types in name order (the ctx_map's strcmp comparator), a
         device holding none of its layers printing nothing."""
+        return self.named_lines([(f"CUDA{i}", layers) for i, layers in enumerate(stages)])
+
+    def named_lines(self, devices: list[tuple[str, frozenset[int]]]) -> list[str]:
+        """The buffer lines of this object with its layers on the named buffer types
+        (``CUDA0``, ``CPU``), in name order."""
         out = []
-        for i in sorted(range(len(stages)), key=lambda i: f"CUDA{i}"):
-            mine = [b for layer, b in self.per_layer.items() if layer in stages[i]]
+        for name, layers in sorted(devices):
+            mine = [b for layer, b in self.per_layer.items() if layer in layers]
             if mine:
-                out.append(f"{self.logger}: {f'CUDA{i}':>10} {self.what} buffer size = "
+                out.append(f"{self.logger}: {name:>10} {self.what} buffer size = "
                            f"{mib(sum(mine)):>8} MiB")
         return out
 
@@ -200,6 +216,12 @@ class Memory:
                                self.lines[-1]))
         self._mark = len(self.lines)
 
+    def bytes_of(self, layers: frozenset[int]) -> int:
+        """Bytes of every cache object's buffers that ``layers`` hold (a block's cache lives
+        where the block does)."""
+        return sum(b for part in self.parts for layer, b in part.per_layer.items()
+                   if layer in layers)
+
     def split_lines(self, stages: list[frozenset[int]]) -> list[str]:
         """The log with the layers split over devices (-sm layer): each cache object logs
         its own buffer lines, then its size line, before the next object is created
@@ -207,6 +229,16 @@ class Memory:
         out: list[str] = []
         for part in self.parts:
             out += [*part.head, *part.buffer_lines(stages), part.size_line]
+        return out + self.lines[self._mark:]
+
+    def placed_lines(self, card: frozenset[int]) -> list[str]:
+        """The log with some blocks' caches in host memory (-ngl): each object's CPU and
+        CUDA0 buffers, then its size line."""
+        host = frozenset(i for part in self.parts for i in part.per_layer) - card
+        out: list[str] = []
+        for part in self.parts:
+            out += [*part.head, *part.named_lines([("CUDA0", card), ("CPU", host)]),
+                    part.size_line]
         return out + self.lines[self._mark:]
 
     def _kv(self, name: str, cells: int, streams: int, members: list[LayerGroup],
@@ -500,6 +532,23 @@ def plan(req: EngineRequest) -> EngineReport:
     # a given pool is every stage's budget for its own cache
     pools = stage_pools(req, shares, margin + compute)
 
+    blocks, blocks_from = blocks_for(req.spec, weights)
+    n_blocks = req.spec.decoder_layers
+    output_bytes = max(0, shares[0].weights_bytes - sum(b.total for b in blocks))
+    place = requested(n_blocks, s.n_gpu_layers, s.n_cpu_moe, bool(weights.expert_bytes))
+    if place is not None and req.parallel.pp > 1:
+        raise InputError("ngl and n_cpu_moe place layers on one card; over several (-sm "
+                         "layer) kvplan keeps every layer on a card", field="ngl")
+    if place is not None and place.everything:
+        place = None
+    if place is not None:
+        on_card = place.gpu_blocks
+        shares = [replace(shares[0], weights_bytes=place.split(blocks, output_bytes)[0])]
+        pools = stage_pools(req, shares, margin + compute)
+
+        def cache_bytes(share: RankShare, ctx: int, n_seq: int | None = None) -> int:
+            return memory(share, ctx, n_seq).bytes_of(on_card)
+
     def ok(ctx: int, n_seq: int | None = None) -> bool:
         return ctx == 0 or all(cache_bytes(sh, ctx, n_seq) <= pool
                                for sh, pool in zip(shares, pools, strict=True))
@@ -524,16 +573,48 @@ def plan(req: EngineRequest) -> EngineReport:
     if max_seqs == MAX_SEQ:
         notes.append(f"{MAX_SEQ} sequences at this context is llama.cpp's most (-np); more "
                      "would fit in memory")
-    ngl = req.spec.decoder_layers + 1
-    if budget_bytes is not None and not fits and req.parallel.pp == 1:
-        ngl = _offload_layers(share, mem, budget_bytes, compute, req.spec.decoder_layers)
-        notes.append(f"everything does not fit: -ngl {ngl} keeps {ngl} of "
-                     f"{req.spec.decoder_layers} layers on the GPU, the rest run on the CPU")
+    extra: dict[str, Any] = {}
+    fit = None
+    if (place is None and budget_bytes is not None and not fits and req.parallel.pp == 1
+            and share.gpu is not None and share.gpu.vendor != "apple"):
+        def card_need(p: Placement) -> int:
+            return (p.split(blocks, output_bytes)[0] + mem.bytes_of(p.gpu_blocks)
+                    + compute)
+
+        fit = fit_placement(n_blocks, blocks, card_need, budget_bytes)
+        if fit is None:
+            notes.append("llama-server's --fit (on by default) would find no placement: the "
+                         "card's compute buffers and target alone exceed it")
+        else:
+            card, host = fit.split(blocks, output_bytes)
+            extra["fit"] = _placement_dict(req, fit, blocks, output_bytes, mem, weights,
+                                           blocks_from)
+            decode = extra["fit"]["decode"]
+            rate = (f", decoding ≈ {decode['tokens_per_s_per_sequence']:,.1f} tokens/s per "
+                    f"sequence with host memory at {decode['host_bandwidth_bytes_per_s'] / 1e9:g}"
+                    " GB/s" if decode else "")
+            notes.append(f"everything does not fit: llama-server's --fit (on by default) keeps "
+                         f"{fit.describe()} in host memory ({format_bytes(host, 2)} of weights "
+                         f"beside the input embedding), {format_bytes(card, 2)} of weights on "
+                         f"the card{rate}; plan such a split with ngl or n_cpu_moe")
+    if place is not None:
+        extra["placement"] = _placement_dict(req, place, blocks, output_bytes, mem, weights,
+                                             blocks_from)
+        card, host = place.split(blocks, output_bytes)
+        host_cache = mem.kv_bytes + mem.state_bytes - mem.bytes_of(place.gpu_blocks)
+        notes.append(f"{place.how} keeps {place.describe()} in host memory: "
+                     f"{format_bytes(host, 2)} of weights and {format_bytes(host_cache, 2)} of "
+                     "cache there, beside the input embedding")
     ck = req.spec.checkpoint
     load = ck.load if ck is not None and ck.load else f"-m {shlex.quote(req.spec.name)}.gguf"
     cmd = [f"llama-server {load} -c {layout.n_ctx} -np {req.sequences}",
-           f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}",
-           f"-ngl {ngl if ngl <= req.spec.decoder_layers else 999}"]
+           f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}"]
+    # with everything on the card -ngl 999; where it does not fit, -ngl left unset so that
+    # --fit places the layers (a set -ngl turns its layer search off)
+    if place is not None:
+        cmd += list(place.flags)
+    elif fit is None:
+        cmd.append("-ngl 999")
     if n_ubatch != N_UBATCH:
         cmd.append(f"-ub {n_ubatch}")
     if s.swa_full:
@@ -547,6 +628,8 @@ def plan(req: EngineRequest) -> EngineReport:
         # layers: its buffer lines, then its own size line, object by object
         stages = [frozenset(i for g in sh.spec.groups for i in g.layers) for sh in shares]
         lines = Memory(req.spec, layout, opts, s.swa_full, flash).split_lines(stages)
+    elif place is not None and place.gpu_blocks != frozenset(range(n_blocks)):
+        lines = mem.placed_lines(place.gpu_blocks)
     else:
         lines = list(mem.lines)
     return EngineReport(
@@ -569,14 +652,29 @@ def plan(req: EngineRequest) -> EngineReport:
         extra={"n_ctx": layout.n_ctx, "cells_per_stream": layout.cells,
                "streams": layout.streams, "kv_bytes": mem.kv_bytes, "k_bytes": mem.k_bytes,
                "v_bytes": mem.v_bytes, "state_bytes": mem.state_bytes,
-               "weights": weights.format},
+               "weights": weights.format, **extra},
     )
 
 
-def _offload_layers(share: RankShare, mem: Memory, budget: int, compute: int, n_layers: int) -> int:
-    per_layer = (share.weights_bytes + mem.kv_bytes + mem.state_bytes) // max(1, n_layers)
-    room = budget - compute
-    return max(0, min(n_layers, room // max(1, per_layer)))
+def _placement_dict(req: EngineRequest, p: Placement, blocks: tuple[Block, ...],
+                    output_bytes: int, mem: Memory, weights: Weights,
+                    blocks_from: str) -> dict[str, Any]:
+    """A placement as the JSON gives it: what the card and host memory hold, the layers'
+    numbers and the decode estimate (the report's ``placement`` or ``fit``)."""
+    card, host = p.split(blocks, output_bytes)
+    cache_card = mem.bytes_of(p.gpu_blocks)
+    gpu = req.gpu_for(0)
+    decode = (offload_decode(req.spec, req.cache, req.context, req.sequences, weights, blocks,
+                             output_bytes, p, gpu, req.settings.host_bandwidth_bytes_per_s)
+              if gpu is not None and gpu.bandwidth_bytes_per_s else None)
+    return {"decode": decode, "how": p.how, "ngl": p.ngl, "blocks_on_card": len(p.gpu_blocks),
+            "output_on_card": p.output_on_gpu,
+            "cpu_expert_blocks": sorted(p.cpu_experts & p.gpu_blocks),
+            "partial_block": list(p.partial) if p.partial is not None else None,
+            "card_weights_bytes": card, "host_weights_bytes": host + weights.input_bytes,
+            "card_cache_bytes": cache_card,
+            "host_cache_bytes": mem.kv_bytes + mem.state_bytes - cache_card,
+            "host_holds": p.describe(), "block_bytes_from": blocks_from}
 
 
 def kv_bytes(spec: ModelSpec, ctx: int, n_seq: int, k: str, v: str, *, unified: bool = False,
