@@ -1,0 +1,279 @@
+"""llama.cpp with part of a model in host memory: -ngl, --n-cpu-moe / --cpu-moe and --fit's own
+placement, the caches of host-held blocks, and the decode step that reads them from host
+memory."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from ggufmake import dense_model, nbytes, write_gguf
+
+from app.common import make_query
+from kvcore import CacheOptions, InputError, find_gpu, load_model
+from kvcore.engines import CPU_MOE, EngineRequest, EngineSettings, engine_plan
+from kvcore.engines.llamacpp_offload import (
+    DEFAULT_HOST_BANDWIDTH,
+    Block,
+    Placement,
+    blocks_for,
+    fit_placement,
+    gguf_blocks,
+)
+from kvcore.query import answer
+from kvcore.weights import weights_for
+
+GiB = 1024**3
+
+
+def req(model, ctx=8192, seqs=1, gpu="4090", weights="q4_k_m", **settings):
+    return EngineRequest(spec=load_model(model), context=ctx, sequences=seqs,
+                         cache=CacheOptions(), gpus=(find_gpu(gpu),), weights=weights,
+                         settings=EngineSettings(**settings))
+
+
+def test_ngl_offloads_the_output_layer_first_then_the_last_blocks():
+    # llama-model.cpp: i_gpu_start = max(n_layer + 1 - ngl, 0), the output layer is n_layer
+    assert Placement(80, 40).gpu_range == range(41, 80)
+    assert Placement(80, 1).gpu_range == range(80, 80) and Placement(80, 1).output_on_gpu
+    assert not Placement(80, 0).output_on_gpu and not Placement(80, 0).gpu_blocks
+    assert Placement(80, 80).gpu_range == range(1, 80)
+    assert Placement(80, 81).everything and not Placement(80, 80).everything
+
+
+@pytest.mark.parametrize("name,where,family", [
+    ("ffn_gate_exps.weight", "exps", 0), ("ffn_up_exps.weight", "exps", 1),
+    ("ffn_down_exps.weight", "exps", 2), ("ffn_gate_up_exps.weight", "exps", 0),
+    ("ffn_up_chexps.weight", "exps", 1), ("ffn_gate_inp.weight", "ffn", 0),
+    ("ffn_gate_shexp.weight", "ffn", 0), ("ffn_up_shexp.weight", "ffn", 1),
+    ("ffn_down_shexp.weight", "ffn", 2), ("ffn_down.weight", "ffn", 2),
+    ("ffn_norm.weight", "other", None), ("attn_q.weight", "other", None),
+    ("exp_probs_b.bias", "other", None),
+])
+def test_gguf_tensors_sort_into_the_patterns_llama_cpp_places_by(name, where, family):
+    (blk,) = gguf_blocks([(f"blk.0.{name}", 1000), ("token_embd.weight", 7),
+                          ("blk.1.attn_q.weight", 5)], 1)
+    if where == "other":
+        assert blk == Block(other=1000)
+    else:
+        parts = [0, 0, 0]
+        parts[family] = 1000
+        assert getattr(blk, where) == tuple(parts) and blk.total == 1000
+
+
+def _moe_gguf(tmp_path, layers=6):
+    meta, tensors = dense_model("qwen3moe", layers=layers, hidden=2048, heads=32, kv_heads=4,
+                                head_dim=128, ffn=6144, vocab=1000, ctx=40960, experts=128,
+                                used=8, expert_ffn=768)
+    path = tmp_path / "moe.gguf"
+    total = write_gguf(path, meta, tensors)
+    return load_model(str(path)), tensors, total
+
+
+def test_a_gguf_s_blocks_are_its_tensors(tmp_path):
+    spec, tensors, total = _moe_gguf(tmp_path)
+    w = weights_for(spec)
+    blocks, source = blocks_for(spec, w)
+    assert source == "the GGUF's tensors" and len(blocks) == 6
+    expert = nbytes((2048, 768, 128), 12)
+    for blk in blocks:
+        assert blk.exps == (expert, expert, expert)
+        assert blk.ffn == (nbytes((2048, 128), 0), 0, 0)  # the router
+    outside = sum(nbytes(s, t) for n, s, t in tensors if not n.startswith("blk."))
+    assert sum(b.total for b in blocks) + outside == total
+
+
+def test_config_blocks_add_up_to_the_decoder_s_bytes():
+    spec = load_model("qwen3-30b-a3b")
+    w = weights_for(spec, "q8_0")
+    blocks, source = blocks_for(spec, w)
+    assert "modules" in source and len(blocks) == 48
+    body = w.bytes - w.embedding_bytes
+    assert abs(sum(b.total for b in blocks) - body) <= 48 * 4
+    assert abs(sum(b.experts for b in blocks) - w.expert_bytes) <= 48 * 4
+    # DeepSeek-V3's first three blocks are dense: no routed experts there
+    ds = load_model("deepseek-v3")
+    dblocks, _ = blocks_for(ds, weights_for(ds, "q4_k_m"))
+    assert [b.experts > 0 for b in dblocks[:4]] == [False, False, False, True]
+
+
+def _need(r, place):
+    """What a placement puts on the card, from the plan's own pieces (weights, the blocks'
+    caches, compute buffers), as --fit compares it with the card less its target."""
+    blocks, _ = blocks_for(r.spec, weights_for(r.spec, r.weights))
+    # everything on the card: all but the input embedding, which llama.cpp keeps in host memory
+    card_all = engine_plan("llama.cpp", replace(r, settings=EngineSettings())).weights_bytes
+    output = card_all - sum(b.total for b in blocks)
+    return blocks, output, place.split(blocks, output)[0]
+
+
+def test_fit_keeps_the_most_blocks_of_a_dense_model_the_card_takes():
+    q = req("llama-3.1-70b")
+    r = engine_plan("llama.cpp", q)
+    fit = r.extra["fit"]
+    assert not r.fits and "-ngl" not in r.command
+    k = fit["ngl"]
+    compute = dict(r.overheads)["compute buffers"]
+    budget = r.budget_bytes
+    per_block_cache = 8192 * 8 * 128 * 2 * 2  # f16 K and V, 8 KV heads of 128, a block
+    blocks, output, card = _need(q, Placement(80, k))
+    assert card == fit["card_weights_bytes"]
+    assert fit["card_cache_bytes"] == (k - 1) * per_block_cache
+    assert card + fit["card_cache_bytes"] + compute <= budget
+    _, _, more = _need(q, Placement(80, k + 1))
+    assert more + k * per_block_cache + compute > budget
+    # the blocks on the card are the last ones; the host holds the first
+    assert fit["host_holds"] == f"blocks 0–{80 - k}"
+    assert fit["blocks_on_card"] == k - 1
+
+
+def test_fit_moves_a_mixture_of_experts_experts_last_blocks_first():
+    q = req("qwen3-30b-a3b", ctx=32768, weights="q8_0")
+    r = engine_plan("llama.cpp", q)
+    fit = r.extra["fit"]
+    n = 48
+    assert fit["blocks_on_card"] == n and fit["output_on_card"]
+    full = fit["partial_block"][0]
+    # the experts of the blocks after the partial one stay in host memory
+    assert fit["cpu_expert_blocks"] == list(range(full + 1, n))
+    compute = dict(r.overheads)["compute buffers"]
+    cache = 32768 * 48 * 4 * 128 * 2 * 2
+    assert fit["card_cache_bytes"] == cache
+    rest = frozenset(range(full + 1, n))
+    for frac in ("up", "gate", "attn"):
+        _need(q, Placement(n, n + 1, rest, (full, frac)))
+    # what it chose fits; the block before it whole on the card and the next fraction up
+    # would not
+    _, _, chosen = _need(q, Placement(n, n + 1, rest, (full, fit["partial_block"][1])))
+    assert chosen + cache + compute <= r.budget_bytes
+    _, _, whole = _need(q, Placement(n, n + 1, rest))
+    assert whole + cache + compute > r.budget_bytes
+    if fit["partial_block"][1] == "up":
+        _, _, gate = _need(q, Placement(n, n + 1, rest, (full, "gate")))
+        assert gate + cache + compute > r.budget_bytes
+
+
+def test_fit_search_follows_llama_cpp_s_order_on_a_toy_model():
+    # four blocks of 10 (other) + 3 × 10 (experts); the card takes need ≤ room
+    blocks = tuple(Block(10, (1, 0, 0), (10, 10, 10)) for _ in range(4))
+
+    def need(p):
+        return p.split(blocks, 5)[0]
+
+    # everything but experts: 4 × 11 + 5 = 49; each block's experts 30 more
+    # block 0 whole (79); block 1's up projections (+9: its experts' up on, its router off)
+    p = fit_placement(4, blocks, need, 49 + 30 + 15)
+    assert (p.cpu_experts, p.partial) == (frozenset({2, 3}), (1, "up"))
+    # and its gate projections as well (+20)
+    p = fit_placement(4, blocks, need, 49 + 30 + 20)
+    assert (p.cpu_experts, p.partial) == (frozenset({2, 3}), (1, "gate"))
+    p = fit_placement(4, blocks, need, 49 + 30 + 5)
+    assert p.partial == (1, "attn")  # the up ones do not fit: its attention alone (−1)
+    p = fit_placement(4, blocks, need, 48)
+    assert p.cpu_experts == frozenset(range(4)) and p.ngl == 4  # output + 3 dense-only blocks
+    assert fit_placement(4, blocks, need, -1) is None
+    dense = tuple(Block(10) for _ in range(4))
+    p = fit_placement(4, dense, lambda p: p.split(dense, 5)[0], 25)
+    assert (p.ngl, p.output_on_gpu, p.gpu_range) == (3, True, range(2, 4))
+
+
+def test_n_cpu_moe_keeps_the_first_blocks_experts_in_host_memory():
+    q = req("qwen3-30b-a3b", ctx=32768, weights="q8_0", n_cpu_moe=20)
+    r = engine_plan("llama.cpp", q)
+    placed = r.extra["placement"]
+    assert r.fits and "--n-cpu-moe 20" in r.command and "-ngl" not in r.command
+    assert placed["cpu_expert_blocks"] == list(range(20))
+    w = weights_for(q.spec, "q8_0")
+    blocks, _ = blocks_for(q.spec, w)
+    assert placed["host_weights_bytes"] == sum(b.experts for b in blocks[:20]) + w.input_bytes
+    assert r.weights_bytes == w.bytes - placed["host_weights_bytes"]
+    every = engine_plan("llama.cpp", replace(q, settings=EngineSettings(n_cpu_moe=CPU_MOE)))
+    assert "--cpu-moe" in every.command
+    assert every.extra["placement"]["cpu_expert_blocks"] == list(range(48))
+    assert every.max_context > r.max_context
+
+
+def test_ngl_puts_the_first_blocks_and_their_caches_in_host_memory():
+    q = req("llama-3.1-70b", n_gpu_layers=40)
+    r = engine_plan("llama.cpp", q)
+    per_block = 8192 * 8 * 128 * 2 * 2
+    assert r.fits and "-ngl 40" in r.command
+    assert r.extra["placement"]["host_cache_bytes"] == 41 * per_block
+    lines = [line for line in r.log_lines if "buffer size" in line]
+    assert lines == [f"llama_kv_cache:        CPU KV buffer size = {41 * per_block / 2**20:8.2f} MiB",
+                     f"llama_kv_cache:      CUDA0 KV buffer size = {39 * per_block / 2**20:8.2f} MiB"]
+    # the card's pool is what is left beside its share of the weights
+    assert r.kv_pool_bytes == r.budget_bytes - r.weights_bytes - dict(r.overheads)["compute buffers"]
+
+
+def test_a_step_reads_the_host_part_at_host_bandwidth():
+    q = make_query(load_model("qwen3-30b-a3b"), context=32768, sequences=1, weights="q8_0",
+                   gpu="4090", engine="llama.cpp",
+                   settings=EngineSettings(n_cpu_moe=CPU_MOE, host_bandwidth_bytes_per_s=60e9))
+    out = answer(q)
+    d = out["decode"]
+    w = weights_for(q.spec, "q8_0")
+    blocks, _ = blocks_for(q.spec, w)
+    experts = sum(b.experts for b in blocks)
+    # every expert in host memory, one token reading its top 8 of 128
+    assert d["host_bytes_per_step"] == round(experts * 8 / 128)
+    assert d["host_seconds_per_step"] == pytest.approx(d["host_bytes_per_step"] / 60e9)
+    card = d["bytes_per_step"] - d["host_bytes_per_step"]
+    assert d["bandwidth_seconds_per_step"] == pytest.approx(card / find_gpu("4090")
+                                                           .bandwidth_bytes_per_s)
+    assert d["seconds_per_step"] == pytest.approx(d["host_seconds_per_step"] + max(
+        d["bandwidth_seconds_per_step"], d["compute_seconds_per_step"]))
+    assert d["bound"] == "host" and d["host_bandwidth_given"]
+    assert "prefill" not in out
+    # without a figure, dual-channel DDR5-5600
+    q2 = replace(q, settings=EngineSettings(n_cpu_moe=CPU_MOE))
+    assert answer(q2)["decode"]["host_bandwidth_bytes_per_s"] == DEFAULT_HOST_BANDWIDTH
+
+
+def test_a_dense_step_reads_host_blocks_and_their_caches():
+    q = make_query(load_model("llama-3.1-70b"), context=8192, sequences=1, weights="q4_k_m",
+                   gpu="4090", engine="llama.cpp", settings=EngineSettings(n_gpu_layers=40))
+    d = answer(q)["decode"]
+    w = weights_for(q.spec, "q4_k_m")
+    blocks, _ = blocks_for(q.spec, w)
+    per_block = 8192 * 8 * 128 * 2 * 2
+    assert d["host_bytes_per_step"] == sum(b.total for b in blocks[:41]) + 41 * per_block
+
+
+@pytest.mark.parametrize("settings,match", [
+    ({"n_cpu_moe": 4}, "this model has none"),
+    ({"n_gpu_layers": -1}, "ngl must be a whole number"),
+    ({"n_cpu_moe": -2}, "n_cpu_moe must be a whole number"),
+    ({"host_bandwidth_bytes_per_s": 0.5e9}, "host_bandwidth must be"),
+])
+def test_bad_placements_are_refused(settings, match):
+    with pytest.raises(InputError, match=match):
+        engine_plan("llama.cpp", req("llama-3.1-8b", **settings))
+
+
+def test_placements_are_for_one_card_and_llama_cpp_only():
+    from kvcore.parallel import Parallel
+    with pytest.raises(InputError, match="over several"):
+        engine_plan("llama.cpp", replace(req("llama-3.1-70b", n_gpu_layers=40), parallel=Parallel(pp=2),
+                                         gpus=(find_gpu("4090"),) * 2))
+    with pytest.raises(InputError, match="ngl is a setting of llama.cpp"):
+        make_query(load_model("llama-3.1-8b"), context=8192, gpu="4090", engine="vllm",
+                   settings=EngineSettings(n_gpu_layers=10))
+
+
+def test_the_cli_plans_an_offload(capsys):
+    from app.cli import main
+    assert main(["llama-3.1-70b", "--gpu", "4090", "--engine", "llama.cpp", "--weights",
+                 "q4_k_m", "--ctx", "8k", "--ngl", "40", "--host-bandwidth", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "-ngl 40 keeps blocks 0–40 in host memory" in out
+    assert "of a step reading" in out and "from host memory at 60.0 GB/s," in out
+    assert main(["qwen3-30b-a3b", "--gpu", "4090", "--engine", "llama.cpp", "--weights", "q8_0",
+                 "--ctx", "32k", "--cpu-moe", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engine_report"]["extra"]["placement"]["how"] == "--cpu-moe"
+    assert main(["llama-3.1-8b", "--gpu", "4090", "--engine", "llama.cpp", "--n-cpu-moe",
+                 "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "routed experts" in err[0]
