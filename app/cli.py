@@ -468,8 +468,10 @@ def render_plan(data: dict[str, Any]) -> str:
         # the verdict is the engine's; the table's total is weights + cache + the runtime
         # estimate, which the engine's own budget (below) replaces
         engine = data["engine_report"]["engine"]
+        placed = data["engine_report"]["extra"].get("placement")
+        host = (f", part of it in host memory ({placed['how']})" if placed else "")
         head = (f"{verdict} under {engine}: {ctx} on {gpu['name']} (the table's total is "
-                f"{used} of {cap} GiB; {engine}'s budget below)")
+                f"{used} of {cap} GiB{host}; {engine}'s budget below)")
     else:
         head = f"{verdict}: {ctx} uses {used} of {cap} GiB on {gpu['name']}"
     out.append(f"{head}; max context {_ctx(data['max_context'])}, max sequences at "
