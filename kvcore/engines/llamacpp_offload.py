@@ -36,6 +36,7 @@ from ..errors import InputError
 from ..gpus import GPU
 from ..kv import CacheOptions
 from ..model import ModelSpec
+from ..plan import largest
 from ..weights import Weights
 
 __all__ = ["DEFAULT_HOST_BANDWIDTH", "Block", "Placement", "blocks_for", "fit_placement",
@@ -336,19 +337,7 @@ def fit_placement(n_layers: int, blocks: tuple[Block, ...],
 
 def _largest(ok: Callable[[int], bool], hi: int) -> int | None:
     """Largest k in [0, hi] with ok(k) (monotone), None if not even 0."""
-    if not ok(0):
-        return None
-    lo = 0
-    if ok(hi):
-        return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
+    return largest(ok, hi) if ok(0) else None
 
 
 #: host memory's read bandwidth where none is given: dual-channel DDR5-5600, 2 × 8 bytes ×
