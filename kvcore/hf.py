@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from .errors import ConfigError, shown
-from .model import LayerGroup, LayerKind, ModelSpec, Module, ParamCount
+from .model import LayerGroup, LayerKind, ModelSpec, Module, ParamCount, cla_followers
 from .quant import QuantScheme, parse_quant, quant_notes
 
 __all__ = ["language_config", "spec_from_config"]
@@ -745,11 +745,9 @@ def cla_share_factor(cfg: Mapping[str, Any]) -> int:
 
 
 def _cla_followers(r: _Reader, n_layers: int) -> frozenset[int]:
-    """The layers of a cross-layer-attention group after its first: layer i with
-    i % cla_share_factor != 0 reuses the K and V layer i - i % factor projected (vLLM
-    hunyuan_v1.py HunYuanDecoderLayer builds them as HunYuanCrossAttention, q_proj only)."""
-    factor = cla_share_factor(r.cfg)
-    return frozenset(i for i in range(n_layers) if i % factor)
+    """The layers of a cross-layer-attention group after its first, which reuse the K and V
+    of the group's first layer (model.cla_followers)."""
+    return cla_followers(n_layers, cla_share_factor(r.cfg))
 
 
 class _HunYuanMoE(NamedTuple):

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .engines.llamacpp_offload import Block
     from .quant import QuantScheme
 
-__all__ = ["LayerGroup", "LayerKind", "ModelSpec", "Module", "ParamCount"]
+__all__ = ["LayerGroup", "LayerKind", "ModelSpec", "Module", "ParamCount", "cla_followers", "cla_source"]
 
 
 class LayerKind(StrEnum):
@@ -158,6 +158,18 @@ class LayerGroup:
         if self.window is not None:
             text += f", window {self.window:,}"
         return text
+
+
+def cla_source(layer: int, factor: int) -> int:
+    """The layer whose K and V a layer of HunYuan's cross-layer attention reads: the first of
+    its group of ``factor`` (cla_share_factor), i − i % factor (vLLM hunyuan_v1.py)."""
+    return layer - layer % factor if factor > 1 else layer
+
+
+def cla_followers(n_layers: int, factor: int) -> frozenset[int]:
+    """The layers of a cross-layer-attention group after its first, which project no K or V
+    of their own (HunYuanCrossAttention: q_proj only)."""
+    return frozenset(i for i in range(n_layers) if cla_source(i, factor) != i)
 
 
 @dataclass(frozen=True)
@@ -362,11 +374,9 @@ class ModelSpec:
         readers: dict[int, int] = {}
         for _, source in self.kv_shared_sources:
             readers[source] = readers.get(source, 0) + 1
-        factor = self.cla_share_factor
-        if factor > 1:
-            for i in range(self.decoder_layers):
-                if i % factor:
-                    readers[i - i % factor] = readers.get(i - i % factor, 0) + 1
+        for i in cla_followers(self.decoder_layers, self.cla_share_factor):
+            source = cla_source(i, self.cla_share_factor)
+            readers[source] = readers.get(source, 0) + 1
         return readers
 
     def groups_for(self, *, mtp: bool = False) -> tuple[LayerGroup, ...]:
