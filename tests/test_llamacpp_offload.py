@@ -257,6 +257,8 @@ def test_placements_are_for_one_card_and_llama_cpp_only():
     with pytest.raises(InputError, match="over several"):
         engine_plan("llama.cpp", replace(req("llama-3.1-70b", n_gpu_layers=40), parallel=Parallel(pp=2),
                                          gpus=(find_gpu("4090"),) * 2))
+    with pytest.raises(InputError, match="share one memory"):
+        engine_plan("llama.cpp", req("llama-3.1-70b", gpu="m3 max 36gb", n_gpu_layers=40))
     with pytest.raises(InputError, match="ngl is a setting of llama.cpp"):
         make_query(load_model("llama-3.1-8b"), context=8192, gpu="4090", engine="vllm",
                    settings=EngineSettings(n_gpu_layers=10))

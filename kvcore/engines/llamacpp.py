@@ -539,6 +539,9 @@ def plan(req: EngineRequest) -> EngineReport:
     if place is not None and req.parallel.pp > 1:
         raise InputError("ngl and n_cpu_moe place layers on one card; over several (-sm "
                          "layer) kvplan keeps every layer on a card", field="ngl")
+    if place is not None and any(g.vendor == "apple" for g in req.gpus):
+        raise InputError("on Apple silicon the CPU and the GPU share one memory, so ngl and "
+                         "n_cpu_moe free none of it: plan without them", field="ngl")
     if place is not None and place.everything:
         place = None
     if place is not None:
