@@ -96,6 +96,13 @@ def test_config_blocks_add_up_to_the_decoder_s_bytes():
     ds = load_model("deepseek-v3")
     dblocks, _ = blocks_for(ds, weights_for(ds, "q4_k_m"))
     assert [b.experts > 0 for b in dblocks[:4]] == [False, False, False, True]
+    # its shared experts (one module) split over gate, up and down; the router is a gate
+    gate, up, down = dblocks[-1].ffn
+    assert up == down and gate > up
+    # an ungated MLP (Nemotron-H's relu² experts) has no gate projections
+    nh = load_model("nemotron-3-nano-30b-a3b")
+    nblocks, _ = blocks_for(nh, weights_for(nh, "q4_k_m"))
+    assert all(b.exps[0] == 0 for b in nblocks) and any(b.exps[1] for b in nblocks)
 
 
 def _need(r, place):

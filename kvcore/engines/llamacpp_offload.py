@@ -114,19 +114,23 @@ def gguf_blocks(tensors: Iterable[tuple[str, int]], n_layers: int) -> tuple[Bloc
     return tuple(_freeze(p) for p in parts)
 
 
-def _module_family(path: str) -> str | None:
-    """The FFN family of a checkpoint module path, as the GGUF converter would name it."""
-    leaf = path.rsplit(".", 1)[-1]
-    if leaf in ("gate", "router", "w1", "gate_proj", "gate_up_proj", "c_fc2") or \
-            leaf.startswith("gate_"):
-        return "gate"
-    if leaf in ("up_proj", "w3", "c_fc", "fc1", "dense_h_to_4h"):
-        return "up"
-    if leaf in ("down_proj", "w2", "c_proj", "fc2", "dense_4h_to_h"):
-        return "down" if any(b in path for b in (".mlp.", ".feed_forward.", ".moe.",
-                                                 ".block_sparse_moe.", "shared_expert"))\
-            else None
-    return None
+#: module leaves (a checkpoint's names) of each FFN family, as the GGUF converter renames them
+#: (gate_proj → ffn_gate, the router gate → ffn_gate_inp, gate_up_proj → ffn_gate_up)
+_LEAVES = {"gate": ("gate_proj", "gate_up_proj", "gate", "router", "w1"),
+           "up": ("up_proj", "w3"), "down": ("down_proj", "w2")}
+#: modules that hold a whole MLP's matrices (shared experts as one module)
+_WHOLE_MLP = ("shared_experts", "shared_expert", "shared_mlp")
+
+
+def _module_families(path: str, fams: tuple[str, ...]) -> tuple[str, ...]:
+    """The FFN families a checkpoint module's weights fall in (empty: attention, norms and
+    the rest, which llama.cpp's FFN patterns do not match)."""
+    block, _, leaf = path.rpartition(".")
+    if "attn" in block:
+        return ()
+    if leaf in _WHOLE_MLP:
+        return fams
+    return next(((f,) for f, leaves in _LEAVES.items() if leaf in leaves), ())
 
 
 def blocks_for(spec: ModelSpec, weights: Weights) -> tuple[tuple[Block, ...], str]:
@@ -164,11 +168,11 @@ def blocks_for(spec: ModelSpec, weights: Weights) -> tuple[tuple[Block, ...], st
         parts = _empty()
         for path, p, role in layer:
             size = round(p * ratio)
-            if role == "experts":
-                for f in fams:
-                    _add(parts, "exps", f, size // len(fams))
-            else:
-                _add(parts, "ffn", _module_family(path), size)
+            into = fams if role == "experts" else _module_families(path, fams)
+            if not into:
+                _add(parts, "ffn", None, size)
+            for f in into:
+                _add(parts, "exps" if role == "experts" else "ffn", f, size // len(into))
         out.append(_freeze(parts))
     return tuple(out), "the config's modules at the plan's bytes per parameter"
 
