@@ -17,7 +17,7 @@ from starlette.datastructures import UploadFile
 import kvcore
 from kvcore import CacheOptions, InputError, KvplanError, load_model, parse_config_text
 from kvcore.catalog import MAX_CONFIG_BYTES
-from kvcore.engines import engine_names, supported_formats
+from kvcore.engines import CPU_MOE, EngineSettings, engine_names, supported_formats
 from kvcore.errors import shown
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
@@ -31,11 +31,14 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the bare page (no query string) opens on this worked example
 DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k",
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
-            "engine": "raw"}
+            "engine": "raw", "ngl": "", "n_cpu_moe": "", "host_bandwidth": ""}
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
-                 "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw"}
+                 "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
+                 "n_cpu_moe": "", "host_bandwidth": ""}
+#: llama.cpp's placement fields (blank: llama.cpp's default, everything on the card)
+PLACEMENT_FIELDS = ("ngl", "n_cpu_moe", "host_bandwidth")
 FIELDS = tuple(DEFAULTS)
 #: what a link may name: the form's fields and the API's one format for K and V
 LINK_FIELDS = (*FIELDS, "kv")
@@ -84,7 +87,7 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
                            weights=None if form["weights"] in ("", "auto") else form["weights"],
                            gpu=form["gpu"] or None,
                            gpus=form["gpus"] if form["gpus"] not in ("", "1") else None,
-                           engine=form["engine"])
+                           engine=form["engine"], settings=_placement(form))
         view = plan_view(query)
         view["verified"] = _verified(query)
     except KvplanError as exc:
@@ -127,12 +130,45 @@ def _find_model(fit: dict[str, str]) -> dict[str, Any]:
     return found
 
 
+def _whole(form: dict[str, str], name: str, what: str) -> int | None:
+    text = form[name].strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise InputError(f"{name} must be a whole number of {what}, got {shown(text)}",
+                         field=name)
+    return int(text)
+
+
+def _placement(form: dict[str, str]) -> EngineSettings:
+    """llama.cpp's placement fields as engine settings: ngl (layers on the card), n_cpu_moe
+    (blocks whose experts stay in host memory, or "all": --cpu-moe), host bandwidth in GB/s."""
+    cpu_moe = form["n_cpu_moe"].strip().lower()
+    bw = form["host_bandwidth"].strip()
+    try:
+        gbps = float(bw) if bw else None
+    except ValueError:
+        raise InputError(f"host_bandwidth must be a number of GB/s, got {shown(bw)}",
+                         field="host_bandwidth") from None
+    if gbps is not None and not math.isfinite(gbps):
+        raise InputError(f"host_bandwidth must be a number of GB/s, got {shown(bw)}",
+                         field="host_bandwidth")
+    return EngineSettings(
+        n_gpu_layers=_whole(form, "ngl", "layers"),
+        n_cpu_moe=CPU_MOE if cpu_moe == "all" else _whole(form, "n_cpu_moe", "blocks (or all)"),
+        host_bandwidth_bytes_per_s=gbps * 1e9 if gbps is not None else None)
+
+
 def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None:
     """The same plan from /api/v1/plan: the form's fields, blanks left out (the API refuses
-    an empty field); None for a pasted config, which a link cannot carry."""
+    an empty field; its cpu_moe is the page's n_cpu_moe "all"); None for a pasted config,
+    which a link cannot carry."""
     if config is not None:
         return None
     fields = {k: v for k, v in form.items() if v.strip() and not (k == "gpus" and v == "1")}
+    if fields.get("n_cpu_moe", "").strip().lower() == "all":
+        del fields["n_cpu_moe"]
+        fields["cpu_moe"] = "true"
     return "/api/v1/plan?" + urlencode(fields)
 
 

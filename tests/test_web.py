@@ -688,3 +688,35 @@ def test_page_takes_a_pasted_config_over_a_mebibyte(client):
     page = client.post("/", data={"config": text, "gpu": "4090", "context": "32k"},
                        headers={"HX-Request": "true"})
     assert page.status_code == 200 and "Fits:" in page.text
+
+
+def test_the_page_plans_llama_cpp_s_host_memory_placement(client):
+    r = client.get("/", params={"model": "gpt-oss-120b", "gpu": "4090", "engine": "llama.cpp",
+                                "context": "64k", "n_cpu_moe": "all", "host_bandwidth": "80"})
+    assert r.status_code == 200
+    text = r.text.replace("&#39;", "'")
+    assert "--cpu-moe keeps the routed experts of blocks 0–35 in host memory" in text
+    assert "from host memory at 80.0 GB/s," in text
+    # the API link asks the same: the page's "all" is the API's cpu_moe
+    assert "cpu_moe=true" in text and "n_cpu_moe=" not in text.split("/api/v1/plan?")[1][:300]
+    api = client.get("/api/v1/plan", params={"model": "gpt-oss-120b", "gpu": "4090",
+                                             "engine": "llama.cpp", "context": "64k",
+                                             "cpu_moe": "true", "host_bandwidth": "80"}).json()
+    rate = f"{api['decode']['tokens_per_s_per_sequence']:,.1f} tokens/s per sequence"
+    assert rate in text
+    r = client.get("/", params={"model": "llama-3.1-70b", "gpu": "4090", "engine": "llama.cpp",
+                                "weights": "q4_k_m", "ngl": "40"})
+    assert r.status_code == 200 and "-ngl 40 keeps blocks 0–40 in host memory" in r.text
+
+
+@pytest.mark.parametrize("params,field,message", [
+    ({"ngl": "lots", "engine": "llama.cpp"}, "ngl", "ngl must be a whole number of layers"),
+    ({"n_cpu_moe": "some", "engine": "llama.cpp"}, "n_cpu_moe", "whole number of blocks"),
+    ({"host_bandwidth": "fast", "engine": "llama.cpp"}, "host_bandwidth", "number of GB/s"),
+    ({"ngl": "10"}, "ngl", "ngl is a setting of llama.cpp"),
+])
+def test_the_page_names_a_bad_placement_field(client, params, message, field):
+    r = client.get("/", params={"model": "llama-3.1-8b", "gpu": "4090", **params})
+    assert r.status_code == 422
+    err = r.text.split(f'id="err-{field}">')[1].split("</span>")[0]
+    assert message in err.replace("&#39;", "'")
