@@ -173,6 +173,8 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="llama.cpp: every block's routed experts in host memory")
     g.add_argument("--host-bandwidth", type=float, default=None, metavar="GB/S",
                    help="host memory bandwidth for layers llama.cpp keeps there (89.6)")
+    g.add_argument("--host-memory", default=None, metavar="SIZE",
+                   help="host memory llama.cpp may fill with what it keeps there (64GiB)")
     g.add_argument("--mem-fraction-static", type=float, default=None, help="SGLang (auto)")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,
                    help="TensorRT-LLM (0.9)")
@@ -214,7 +216,7 @@ def _serve_parser() -> argparse.ArgumentParser:
 #: the default
 VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", "gpus", "tp",
                "pp", "dp", "kv_budget", "offload", "hot", "keep", "keep_first", "keep_recent",
-               "images", "overhead")
+               "images", "overhead", "host_memory")
 
 
 def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Query:
@@ -243,6 +245,8 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         n_gpu_layers=args.ngl, n_cpu_moe=CPU_MOE if args.cpu_moe else args.n_cpu_moe,
         host_bandwidth_bytes_per_s=(args.host_bandwidth * 1e9 if args.host_bandwidth is not None
                                     else None),
+        host_memory_bytes=(parse_bytes(args.host_memory, field="host_memory")
+                           if args.host_memory else None),
     )
     return make_query(
         spec or load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,

@@ -18,11 +18,11 @@ def _not_blank(value: Any) -> Any:
 
 #: the text fields of a plan request
 _TEXT_FIELDS = ("model", "gpu", "kv", "kv_k", "kv_v", "weights", "engine", "gpus", "kv_budget",
-                "hot", "state_dtype", "overhead", "offload")
+                "hot", "state_dtype", "overhead", "offload", "host_memory")
 
 
 #: fields that take a JSON number or the command line's text, with the text's longest length
-_NUMBER_OR_TEXT = {"gpus": 400, "kv_budget": 40, "overhead": 40, "offload": 40}
+_NUMBER_OR_TEXT = {"gpus": 400, "kv_budget": 40, "overhead": 40, "offload": 40, "host_memory": 40}
 
 
 class PlanIn(BaseModel):
@@ -85,6 +85,9 @@ class PlanIn(BaseModel):
                                   "routed experts of the first N blocks in host memory")
     cpu_moe: bool = Field(False, description="llama.cpp --cpu-moe: every block's routed "
                           "experts in host memory")
+    host_memory: int | str | None = Field(None, examples=["64GiB"], description="host memory "
+                                          "llama.cpp may fill with what it keeps there (a "
+                                          "size, or bytes as a number)")
     host_bandwidth: float | None = Field(None, gt=0, le=100000, description="host memory "
                                          "bandwidth in GB/s for what llama.cpp keeps there "
                                          "(89.6)")

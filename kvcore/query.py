@@ -46,7 +46,7 @@ ENGINE_SETTINGS = {
              "speculative_tokens", "offload_bytes", "prefix_caching"),
     # llama.cpp keeps no KV tier beyond the device
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
-                  "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s"),
+                  "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
@@ -137,6 +137,12 @@ def answer(q: Query) -> dict[str, Any]:
             # it each step; a prompt's batches copy it to the card, which is not estimated
             out["decode"] = placed["decode"]
             out.pop("prefill", None)
+            cap = q.settings.host_memory_bytes
+            if not report.fits and cap is not None and placed.get("host_bytes", 0) > cap:
+                from .units import format_bytes
+                out["binding"], out["binding_reason"] = "host", (
+                    f"what llama.cpp keeps in host memory ({format_bytes(placed['host_bytes'], 2)}"
+                    f") exceeds the {format_bytes(cap, 2)} given")
         out["max_context"] = report.max_context
         out["max_sequences"] = report.sequences_max
         if q.gpus:

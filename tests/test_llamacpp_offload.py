@@ -286,3 +286,25 @@ def test_the_cli_plans_an_offload(capsys):
                  "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "routed experts" in err[0]
+
+
+def test_host_memory_bounds_what_llama_cpp_keeps_there():
+    base = req("llama-3.1-70b", n_gpu_layers=0)
+    r = engine_plan("llama.cpp", base)
+    per_block = 8192 * 8 * 128 * 2 * 2
+    w = weights_for(base.spec, "q4_k_m")
+    # everything but the compute buffers in host memory: the context is bound by it alone
+    need = r.extra["placement"]["host_weights_bytes"] + 80 * per_block
+    assert abs(r.extra["placement"]["host_weights_bytes"] - w.bytes) <= 1  # integer shares
+    capped = replace(base, settings=EngineSettings(n_gpu_layers=0, host_memory_bytes=need))
+    r = engine_plan("llama.cpp", capped)
+    assert r.fits and r.extra["placement"]["host_bytes"] == need
+    # one more 256-cell step of context needs 80 blocks × 256 cells more than is there
+    assert r.max_context == 8192
+    short = replace(capped, settings=EngineSettings(n_gpu_layers=0, host_memory_bytes=need - 1))
+    assert not engine_plan("llama.cpp", short).fits
+    q = make_query(load_model("gpt-oss-120b"), context=65536, gpu="4090", engine="llama.cpp",
+                   settings=EngineSettings(n_cpu_moe=CPU_MOE, host_memory_bytes=48 * GiB))
+    out = answer(q)
+    assert out["fits"] is False and out["binding"] == "host"
+    assert "exceeds the 48 GiB given" in out["binding_reason"]

@@ -47,7 +47,8 @@ class UnsupportedFormat(InputError):
 #: a setting's name as the CLI and the API spell it, where it differs from EngineSettings'
 SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
                  "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
-                 "host_bandwidth_bytes_per_s": "host_bandwidth"}
+                 "host_bandwidth_bytes_per_s": "host_bandwidth",
+                 "host_memory_bytes": "host_memory"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class EngineSettings:
     n_cpu_moe: int | None = None
     #: host memory's read bandwidth, for the part of a decode step the CPU computes
     host_bandwidth_bytes_per_s: float | None = None
+    #: host memory llama.cpp may fill with the weights and caches it keeps there
+    host_memory_bytes: int | None = None
     # SGLang
     mem_fraction_static: float | None = None
     page_size: int | None = None
@@ -108,6 +111,9 @@ class EngineSettings:
                 shown_as = SETTING_NAMES.get(name, name)
                 raise InputError(f"{shown_as} must be a whole number from 0 to {1 << 16:,}, got "
                                  f"{shown(value)}", field=shown_as)
+        if self.host_memory_bytes is not None and self.host_memory_bytes <= 0:
+            raise InputError("host_memory must be a positive size, got "
+                             f"{shown(self.host_memory_bytes)}", field="host_memory")
         bw = self.host_bandwidth_bytes_per_s
         if bw is not None and not (1e9 <= bw <= 1e14 and math.isfinite(bw)):
             raise InputError(f"host_bandwidth must be from 1 to 100,000 GB/s, got "

@@ -552,9 +552,23 @@ def plan(req: EngineRequest) -> EngineReport:
         def cache_bytes(share: RankShare, ctx: int, n_seq: int | None = None) -> int:
             return memory(share, ctx, n_seq).bytes_of(on_card)
 
+    host_cap = s.host_memory_bytes if place is not None else None
+
+    def host_need(ctx: int, n_seq: int | None = None) -> int:
+        """Host memory a placement fills: its weights there, the input embedding and the
+        caches of the blocks it keeps there."""
+        assert place is not None
+        m = memory(shares[0], ctx, n_seq)
+        return (place.split(blocks, output_bytes)[1] + weights.input_bytes
+                + m.kv_bytes + m.state_bytes - m.bytes_of(place.gpu_blocks))
+
     def ok(ctx: int, n_seq: int | None = None) -> bool:
-        return ctx == 0 or all(cache_bytes(sh, ctx, n_seq) <= pool
-                               for sh, pool in zip(shares, pools, strict=True))
+        if ctx == 0:
+            return True
+        if host_cap is not None and host_need(ctx, n_seq) > host_cap:
+            return False
+        return all(cache_bytes(sh, ctx, n_seq) <= pool
+                   for sh, pool in zip(shares, pools, strict=True))
 
     fits = ok(req.context)
     max_ctx = largest(ok, 1 << 31)
@@ -608,6 +622,13 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append(f"{place.how} keeps {place.describe()} in host memory: "
                      f"{format_bytes(host, 2)} of weights and {format_bytes(host_cache, 2)} of "
                      "cache there, beside the input embedding")
+        if host_cap is not None:
+            need = host_need(req.context)
+            extra["placement"]["host_bytes"] = need
+            notes.append(f"host memory: {format_bytes(need, 2)} of the "
+                         f"{format_bytes(host_cap, 2)} given"
+                         + ("" if need <= host_cap else " — too little: llama.cpp would page "
+                            "the weights from disk or fail to allocate the caches"))
     ck = req.spec.checkpoint
     load = ck.load if ck is not None and ck.load else f"-m {shlex.quote(req.spec.name)}.gguf"
     cmd = [f"llama-server {load} -c {layout.n_ctx} -np {req.sequences}",
