@@ -308,3 +308,42 @@ def test_host_memory_bounds_what_llama_cpp_keeps_there():
     out = answer(q)
     assert out["fits"] is False and out["binding"] == "host"
     assert "exceeds the 48 GiB given" in out["binding_reason"]
+
+
+def test_fit_chooses_what_a_real_llama_server_chose(tmp_path):
+    """A public llama-server log (2026-06, run by Ollama): Hermes 3 Llama 3.1 8B in Q4_0 on an
+    RTX 2060 with 5,141 MiB free, -c 32768, -ngl left to --fit (target 1,024 MiB). The log's
+    test allocations: compute buffers 248 MiB; 15 layers use 2049 + 1792 + 248 = 4,089 MiB,
+    16 layers 4,334 MiB. It kept 15 (the output layer and 14 blocks): "CUDA0 model buffer size
+    = 2049.43 MiB", KV "CPU 2304.00 MiB", "CUDA0 1792.00 MiB"; host memory held 2,388 MiB of
+    weights (the input embedding and 18 blocks)."""
+    from kvcore.engines import llamacpp
+
+    meta, tensors = dense_model("llama", layers=32, hidden=4096, heads=32, kv_heads=8,
+                                head_dim=128, ffn=14336, vocab=128256, ctx=131072, quant=2,
+                                head_type=14)
+    tensors.append(("rope_freqs.weight", (64,), 0))
+    path = tmp_path / "hermes-3-llama-3.1-8b-q4_0.gguf"
+    total = write_gguf(path, meta, tensors)
+    spec = load_model(str(path))
+    w = weights_for(spec)
+    blocks, _ = blocks_for(spec, w)
+    output = total - w.input_bytes - sum(b.total for b in blocks)
+    mem = llamacpp.Memory(spec, llamacpp.Layout(32768, 1, False, 512), CacheOptions(), False)
+    MiB = 2**20
+
+    def need(p):
+        return p.split(blocks, output)[0] + mem.bytes_of(p.gpu_blocks) + 248 * MiB
+
+    # the log's first projection (whole MiB, rounded down), everything on the card: model
+    # 4,155 MiB, host 281 (the input embedding), context 4,096
+    assert Placement(32, 33).split(blocks, output)[0] // MiB == 4155
+    assert w.input_bytes // MiB == 281 and mem.kv_bytes == 4096 * MiB
+    fit = fit_placement(32, blocks, need, (5141 - 1024) * MiB)
+    assert fit.ngl == 15 and fit.gpu_range == range(18, 32) and fit.output_on_gpu
+    card, host = fit.split(blocks, output)
+    assert f"{card / MiB:.2f}" == "2049.43"
+    assert (host + w.input_bytes) // MiB == 2388
+    assert mem.bytes_of(fit.gpu_blocks) == 1792 * MiB
+    assert mem.kv_bytes - mem.bytes_of(fit.gpu_blocks) == 2304 * MiB
+    assert need(fit) // MiB == 4089 and need(Placement(32, 16)) // MiB == 4334
