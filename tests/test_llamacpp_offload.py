@@ -347,3 +347,17 @@ def test_fit_chooses_what_a_real_llama_server_chose(tmp_path):
     assert mem.bytes_of(fit.gpu_blocks) == 1792 * MiB
     assert mem.kv_bytes - mem.bytes_of(fit.gpu_blocks) == 2304 * MiB
     assert need(fit) // MiB == 4089 and need(Placement(32, 16)) // MiB == 4334
+
+
+def test_ngl_splits_a_hybrid_model_s_caches_as_a_real_log_does():
+    """A public llama-server log (build 8586): Qwen3.5-27B Q4_K_S, -c 131072 -ngl 26 -ub 1024
+    on an RTX 4070 printed "offloading output layer to GPU", "offloading 25 repeating layers"
+    and these buffers (its 16 full-attention layers hold KV, its 48 GDN layers state)."""
+    r = engine_plan("llama.cpp", req("qwen3.5-27b", ctx=131072, gpu="4070", n_gpu_layers=26,
+                                     n_ubatch=1024))
+    printed = ["llama_kv_cache:        CPU KV buffer size =  4608.00 MiB",
+               "llama_kv_cache:      CUDA0 KV buffer size =  3584.00 MiB",
+               "llama_memory_recurrent:        CPU RS buffer size =    93.52 MiB",
+               "llama_memory_recurrent:      CUDA0 RS buffer size =    56.11 MiB"]
+    assert [line for line in r.log_lines if "buffer size" in line] == printed
+    assert r.extra["placement"]["blocks_on_card"] == 25
