@@ -33,7 +33,15 @@ from kvcore.engines import CPU_MOE, EngineSettings
 from kvcore.errors import shown
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
-from kvcore.query import Query, answer, context_notes, find_format, find_gpu_for, find_model
+from kvcore.query import (
+    Query,
+    answer,
+    context_notes,
+    find_format,
+    find_gpu_for,
+    find_model,
+    host_runnable,
+)
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
 from .common import (
@@ -363,6 +371,15 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
     if found["too_big"]:
         lines.append(f"{len(found['too_big'])} do not fit at any context (weights and runtime "
                      "alone)")
+    host = host_runnable(found)
+    if host:
+        named = ", ".join(
+            f"{r['model']} ({format_bytes(r['host_fit']['host_weights_bytes'], 1)} there, "
+            f"{rate_text(r['host_fit']['tokens_per_s_per_sequence'])} tok/s)"
+            for r in host[:4])
+        lines.append(f"{len(host)} of those that do not fit run with llama-server's --fit, part "
+                     f"in host memory (89.6 GB/s unless --host-bandwidth): {named}"
+                     + (", ..." if len(host) > 4 else ""))
     if found["refused"]:
         lines.append(f"{len(found['refused'])} refused by {args.engine} or the layout: "
                      f"{some(found['refused'], '')} (--json gives every model and reason)")

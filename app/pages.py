@@ -115,7 +115,7 @@ def _fit_form(request: Request) -> dict[str, str]:
 def _find_model(fit: dict[str, str]) -> dict[str, Any]:
     """The /models page's answer: kvcore.query.find_model under the page's fields, each row
     with a link to its plan on the planner page."""
-    from kvcore.query import find_model
+    from kvcore.query import find_model, host_runnable
 
     weights = None if fit["weights"] == "auto" else fit["weights"]
     found = find_model(lambda spec: make_query(
@@ -127,7 +127,7 @@ def _find_model(fit: dict[str, str]) -> dict[str, Any]:
     for rows in found.values():
         for r in rows:
             r["link"] = "/?" + urlencode({"model": r["model"], **link})
-    return found
+    return {**found, "host": host_runnable(found)}
 
 
 def _whole(form: dict[str, str], name: str, what: str) -> int | None:

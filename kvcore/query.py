@@ -371,7 +371,9 @@ def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
     positions than the context asked (each with its decode estimate, tokens a second a
     sequence); ``shorter``, those that fit a shorter context only
     (longest first); ``too_big``, those whose weights and runtime alone do not fit;
-    ``refused``, those the engine or the layout refuses, with the reason."""
+    ``refused``, those the engine or the layout refuses, with the reason. A row of ``shorter``
+    or ``too_big`` that llama-server's --fit runs with part of the model in host memory has
+    ``host_fit``: what it keeps there, and the decode estimate (host_runnable lists them)."""
     from .catalog import load_model, model_catalog
 
     found: dict[str, list[dict[str, Any]]] = {"fits": [], "untrained": [], "shorter": [],
@@ -395,6 +397,13 @@ def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
                # card's bandwidth)
                "tokens_per_s_per_sequence": (data.get("decode") or {}).get(
                    "tokens_per_s_per_sequence")}
+        fit = (data.get("engine_report") or {}).get("extra", {}).get("fit")
+        if fit is not None and fit.get("decode"):
+            # llama-server's --fit would run it with part in host memory
+            row["host_fit"] = {"host_holds": fit["host_holds"],
+                               "host_weights_bytes": fit["host_weights_bytes"],
+                               "tokens_per_s_per_sequence":
+                                   fit["decode"]["tokens_per_s_per_sequence"]}
         kind = ("too_big" if not data["max_context"] else "shorter" if not data["fits"]
                 else "untrained" if trained and data["context"] > trained else "fits")
         found[kind].append(row)
@@ -408,6 +417,13 @@ def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
     found["shorter"].sort(key=lambda r: (-int(r["max_context"]), r["model"]))
     found["too_big"].sort(key=lambda r: (int(r["weights_bytes"]), r["model"]))
     return found
+
+
+def host_runnable(found: dict[str, Any]) -> list[dict[str, Any]]:
+    """Of find_model's models that do not fit the card, those llama-server's --fit runs with
+    part of the model in host memory (rows with ``host_fit``), fastest first."""
+    return sorted((r for kind in ("shorter", "too_big") for r in found[kind] if "host_fit" in r),
+                  key=lambda r: (-r["host_fit"]["tokens_per_s_per_sequence"], r["model"]))
 
 
 def find_format(q: Query) -> list[dict[str, Any]]:

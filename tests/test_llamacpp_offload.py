@@ -361,3 +361,25 @@ def test_ngl_splits_a_hybrid_model_s_caches_as_a_real_log_does():
                "llama_memory_recurrent:      CUDA0 RS buffer size =    56.11 MiB"]
     assert [line for line in r.log_lines if "buffer size" in line] == printed
     assert r.extra["placement"]["blocks_on_card"] == 25
+
+
+def test_find_model_lists_what_fit_runs_with_part_in_host_memory(capsys):
+    from app.cli import main
+    from kvcore.query import find_model, host_runnable
+
+    found = find_model(lambda spec: make_query(spec, context="32k", weights="q4_k_m",
+                                               gpu="4090", engine="llama.cpp"))
+    runnable = host_runnable(found)
+    host = {r["model"]: r for r in runnable}
+    assert "gpt-oss-120b" in host and "llama-3.1-70b" in host
+    assert all(r["model"] not in host for r in found["fits"])
+    # each row is its plan's --fit note: the same placement and speed
+    one = answer(make_query(load_model("gpt-oss-120b"), context="32k", weights="q4_k_m",
+                            gpu="4090", engine="llama.cpp"))["engine_report"]["extra"]["fit"]
+    assert host["gpt-oss-120b"]["host_fit"]["host_weights_bytes"] == one["host_weights_bytes"]
+    rates = [r["host_fit"]["tokens_per_s_per_sequence"] for r in runnable]
+    assert rates == sorted(rates, reverse=True)
+    assert main(["--find-model", "--gpu", "4090", "--ctx", "32k", "--weights", "q4_k_m",
+                 "--engine", "llama.cpp"]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(host)} of those that do not fit run with llama-server's --fit" in out

@@ -720,3 +720,13 @@ def test_the_page_names_a_bad_placement_field(client, params, message, field):
     assert r.status_code == 422
     err = r.text.split(f'id="err-{field}">')[1].split("</span>")[0]
     assert message in err.replace("&#39;", "'")
+
+
+def test_the_models_page_lists_what_fit_runs_with_host_memory(client):
+    r = client.get("/models", params={"gpu": "4090", "context": "32k", "weights": "q4_k_m",
+                                      "engine": "llama.cpp"})
+    assert r.status_code == 200
+    para = r.text.split('id="host-fit">')[1].split("</p>")[0]
+    assert "gpt-oss-120b</a>" in para and "tok/s)" in para
+    r = client.get("/models", params={"gpu": "4090", "context": "32k", "engine": "vllm"})
+    assert 'id="host-fit"' not in r.text
