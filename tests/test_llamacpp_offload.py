@@ -383,3 +383,15 @@ def test_find_model_lists_what_fit_runs_with_part_in_host_memory(capsys):
                  "--engine", "llama.cpp"]) == 0
     out = capsys.readouterr().out
     assert f"{len(host)} of those that do not fit run with llama-server's --fit" in out
+
+
+def test_a_set_ngl_turns_fit_off():
+    # -ngl all on a model that does not fit: llama.cpp's --fit aborts its layer search, so no
+    # --fit placement is offered, and the command keeps the flag
+    r = engine_plan("llama.cpp", req("llama-3.1-70b", n_gpu_layers=999))
+    assert not r.fits and "fit" not in r.extra and "placement" not in r.extra
+    assert "-ngl 999" in r.command
+    assert not any("--fit" in n for n in r.notes)
+    # --n-cpu-moe 0 overrides nothing: --fit still places the layers
+    r = engine_plan("llama.cpp", req("qwen3-30b-a3b", ctx=32768, weights="q8_0", n_cpu_moe=0))
+    assert "fit" in r.extra and "-ngl" not in r.command and "--n-cpu-moe" not in r.command

@@ -536,6 +536,8 @@ def plan(req: EngineRequest) -> EngineReport:
     n_blocks = req.spec.decoder_layers
     output_bytes = max(0, shares[0].weights_bytes - sum(b.total for b in blocks))
     place = requested(n_blocks, s.n_gpu_layers, s.n_cpu_moe, bool(weights.expert_bytes))
+    # a command that sets -ngl or a tensor override turns --fit's layer search off
+    asked = place.flags if place is not None else ()
     if place is not None and req.parallel.pp > 1:
         raise InputError("ngl and n_cpu_moe place layers on one card; over several (-sm "
                          "layer) kvplan keeps every layer on a card", field="ngl")
@@ -592,7 +594,7 @@ def plan(req: EngineRequest) -> EngineReport:
                      "would fit in memory")
     extra: dict[str, Any] = {}
     fit = None
-    if (place is None and budget_bytes is not None and not fits and req.parallel.pp == 1
+    if (not asked and budget_bytes is not None and not fits and req.parallel.pp == 1
             and share.gpu is not None and share.gpu.vendor != "apple"):
         def card_need(p: Placement) -> int:
             return (p.split(blocks, output_bytes)[0] + mem.bytes_of(p.gpu_blocks)
@@ -635,8 +637,8 @@ def plan(req: EngineRequest) -> EngineReport:
            f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}"]
     # with everything on the card -ngl 999; where it does not fit, -ngl left unset so that
     # --fit places the layers (a set -ngl turns its layer search off)
-    if place is not None:
-        cmd += list(place.flags)
+    if asked:
+        cmd += list(asked)
     elif fit is None:
         cmd.append("-ngl 999")
     if n_ubatch != N_UBATCH:
