@@ -122,6 +122,14 @@ def answer(q: Query) -> dict[str, Any]:
                             gpu=single if not q.multi and q.kv_budget_bytes is None else None,
                             overhead_bytes=q.overhead_bytes))
     out = plan_to_dict(base)
+    if q.engine == "llama.cpp" and base.request.gpu is not None:
+        # llama.cpp runs some architectures without their sliding window (every layer keeps
+        # and attends over the whole context): its decode and prefill read that
+        from .engines.llamacpp import without_windows
+        whole = without_windows(q.spec)
+        if whole is not q.spec:
+            seen = plan_to_dict(plan(replace(base.request, spec=whole)))
+            out["decode"], out["prefill"] = seen.get("decode"), seen.get("prefill")
     out["engine"] = q.engine
     out["parallel"] = {"tp": q.parallel.tp, "pp": q.parallel.pp, "dp": q.parallel.dp,
                        "gpus": q.parallel.gpus}

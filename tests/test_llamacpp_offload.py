@@ -395,3 +395,22 @@ def test_a_set_ngl_turns_fit_off():
     # --n-cpu-moe 0 overrides nothing: --fit still places the layers
     r = engine_plan("llama.cpp", req("qwen3-30b-a3b", ctx=32768, weights="q8_0", n_cpu_moe=0))
     assert "fit" in r.extra and "-ngl" not in r.command and "--n-cpu-moe" not in r.command
+
+
+def test_llama_cpp_s_decode_reads_the_whole_context_where_it_drops_the_window():
+    # Mistral-7B-v0.1 (window 4,096) converts to llama.cpp's llama architecture, which keeps
+    # and attends over every token: a step at 32k reads 28,672 more tokens a layer
+    def step(engine):
+        return answer(make_query(load_model("mistral-7b-v0.1"), context="32k",
+                                 weights="q4_k_m", gpu="4090", engine=engine))
+
+    raw, cpp = step("raw"), step("llama.cpp")
+    per_token_layer = 8 * 128 * 2 * 2  # 8 KV heads of 128, K and V in f16
+    assert (cpp["decode"]["bytes_per_step"] - raw["decode"]["bytes_per_step"]
+            == (32768 - 4096) * 32 * per_token_layer)
+    assert cpp["prefill"]["attention_flops"] > raw["prefill"]["attention_flops"]
+    # a model that keeps its window under llama.cpp reads the same either way
+    g_raw, g_cpp = (answer(make_query(load_model("gemma-3-27b-it"), context="32k",
+                                      weights="q4_k_m", gpu="h100", engine=e))
+                    for e in ("raw", "llama.cpp"))
+    assert g_raw["decode"]["bytes_per_step"] == g_cpp["decode"]["bytes_per_step"]
