@@ -77,7 +77,8 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         host_bandwidth_bytes_per_s=(body.host_bandwidth * 1e9
                                     if body.host_bandwidth is not None else None),
         host_memory_bytes=(parse_bytes(body.host_memory, field="host_memory")
-                           if body.host_memory is not None else None))
+                           if body.host_memory is not None else None),
+        host_link_bytes_per_s=body.host_link * 1e9 if body.host_link is not None else None)
     return make_query(
         spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
         kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,

@@ -181,6 +181,8 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="llama.cpp: every block's routed experts in host memory")
     g.add_argument("--host-bandwidth", type=float, default=None, metavar="GB/S",
                    help="host memory bandwidth for layers llama.cpp keeps there (89.6)")
+    g.add_argument("--host-link", type=float, default=None, metavar="GB/S",
+                   help="card-to-host link for weights llama.cpp copies over (31.5: PCIe 4 x16)")
     g.add_argument("--host-memory", default=None, metavar="SIZE",
                    help="host memory llama.cpp may fill with what it keeps there (64GiB)")
     g.add_argument("--mem-fraction-static", type=float, default=None, help="SGLang (auto)")
@@ -255,6 +257,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
                                     else None),
         host_memory_bytes=(parse_bytes(args.host_memory, field="host_memory")
                            if args.host_memory else None),
+        host_link_bytes_per_s=args.host_link * 1e9 if args.host_link is not None else None,
     )
     return make_query(
         spec or load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,

@@ -286,20 +286,30 @@ def _bound_where(data: dict[str, Any], bound: str, read: str = "") -> str:
 
 def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     """Where a decode step with part of the model in host memory spends its time: the share
-    the CPU's reads take at host memory's bandwidth (given, or the assumed default), and
-    what binds the card's part."""
+    the host's part takes (the CPU reading it at host memory's bandwidth or, from 32
+    sequences, its weights copied to the card over the host link), each figure given or the
+    assumed default, and what binds the card's part."""
     bw = d["host_bandwidth_bytes_per_s"] / 1e9
-    given = "" if d.get("host_bandwidth_given") else " (assumed: dual-channel DDR5-5600; give --host-bandwidth)"
+    assumed_bw = "" if d.get("host_bandwidth_given") else \
+        " (assumed: dual-channel DDR5-5600; give --host-bandwidth)"
     card = d["seconds_per_step"] - d["host_seconds_per_step"]
     card_bound = "compute" if (d.get("compute_seconds_per_step") or 0) > \
         d["bandwidth_seconds_per_step"] else "bandwidth"
-    text = (f"{d['host_seconds_per_step'] / d['seconds_per_step']:.0%} of a step reading "
-            f"{d['host_bytes_per_step'] / 1e9:,.2f} GB from host memory at {bw:,.1f} GB/s{given}, "
-            f"the card's part ({card * 1e3:,.2f} ms) {_bound_where(data, card_bound)}")
+    share = f"{d['host_seconds_per_step'] / d['seconds_per_step']:.0%} of a step"
     if d.get("op_offload"):
-        text += ("; from 32 tokens a step llama.cpp copies host-held weights to the card "
-                 "instead (op offload), over PCIe, which is not counted")
-    return text
+        link = d["host_link_bytes_per_s"] / 1e9
+        assumed_link = "" if d.get("host_link_given") else \
+            " (assumed: PCIe 4.0 x16; give --host-link)"
+        host = (f"{share} copying {d['host_weight_bytes_per_step'] / 1e9:,.2f} GB of host-held "
+                f"weights to the card at {link:,.1f} GB/s{assumed_link}, as llama.cpp does "
+                "from 32 sequences")
+        if d.get("host_cache_bytes_per_step"):
+            host += (f", and reading {d['host_cache_bytes_per_step'] / 1e9:,.2f} GB of "
+                     f"host-held caches at {bw:,.1f} GB/s{assumed_bw}")
+    else:
+        host = (f"{share} reading {d['host_bytes_per_step'] / 1e9:,.2f} GB from host memory at "
+                f"{bw:,.1f} GB/s{assumed_bw}")
+    return f"{host}, the card's part ({card * 1e3:,.2f} ms) {_bound_where(data, card_bound)}"
 
 
 def decode_text(data: dict[str, Any]) -> str | None:
@@ -331,9 +341,18 @@ def prefill_text(data: dict[str, Any]) -> str | None:
     seconds = p["seconds"]
     took = f"{seconds:,.1f} s" if seconds >= 1 else f"{seconds * 1e3:,.0f} ms"
     share = p["attention_flops"] / p["flops"] if p["flops"] else 0.0
+    if p.get("host_link_bytes") is not None:
+        link = p["host_link_bytes_per_s"] / 1e9
+        given = "" if p.get("host_link_given") else ", assumed: PCIe 4.0 x16; give --host-link"
+        where = (f"{p['host_link_seconds'] / p['seconds']:.0%} of it copying the host-held "
+                 f"weights to the card for each of {p['batches']:,} batches of "
+                 f"{p['n_ubatch']:,} tokens ({p['host_link_bytes'] / 1e9:,.1f} GB at "
+                 f"{link:,.1f} GB/s{given}), the rest "
+                 f"{_bound_where(data, 'compute' if p['bound'] == 'host link' else p['bound'])}")
+    else:
+        where = _bound_where(data, p["bound"], " (the weights read once)")
     text = (f"≈ {took} for a prompt of {p['tokens']:,} tokens ({rate_text(p['tokens_per_s'])} "
-            f"tokens/s), {_bound_where(data, p['bound'], ' (the weights read once)')}; "
-            f"attention is {share:.0%} of its FLOPs")
+            f"tokens/s), {where}; attention is {share:.0%} of its FLOPs")
     if any(g["kind"] in ("indexer", "index") for g in data.get("breakdown", ())):
         text += " (the indexer's scores not counted)"
     return text + (" (if it fit)" if data["fits"] is False else "")

@@ -88,6 +88,9 @@ class PlanIn(BaseModel):
     host_memory: int | str | None = Field(None, examples=["64GiB"], description="host memory "
                                           "llama.cpp may fill with what it keeps there (a "
                                           "size, or bytes as a number)")
+    host_link: float | None = Field(None, gt=0, le=100000, description="GB/s of the link "
+                                    "llama.cpp copies host-held weights to the card over "
+                                    "(31.5: PCIe 4.0 x16)")
     host_bandwidth: float | None = Field(None, gt=0, le=100000, description="host memory "
                                          "bandwidth in GB/s for what llama.cpp keeps there "
                                          "(89.6)")

@@ -46,7 +46,8 @@ ENGINE_SETTINGS = {
              "speculative_tokens", "offload_bytes", "prefix_caching"),
     # llama.cpp keeps no KV tier beyond the device
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
-                  "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes"),
+                  "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes",
+                  "host_link_bytes_per_s"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
@@ -145,6 +146,8 @@ def answer(q: Query) -> dict[str, Any]:
             # it each step; a prompt's batches copy it to the card, which is not estimated
             out["decode"] = placed["decode"]
             out.pop("prefill", None)
+            if placed.get("prefill") is not None:
+                out["prefill"] = placed["prefill"]
             cap = q.settings.host_memory_bytes
             if not report.fits and cap is not None and placed.get("host_bytes", 0) > cap:
                 from .units import format_bytes

@@ -15,6 +15,7 @@ from kvcore import CacheOptions, InputError, find_gpu, load_model
 from kvcore.engines import CPU_MOE, EngineRequest, EngineSettings, engine_plan
 from kvcore.engines.llamacpp_offload import (
     DEFAULT_HOST_BANDWIDTH,
+    DEFAULT_HOST_LINK,
     Block,
     Placement,
     blocks_for,
@@ -232,7 +233,17 @@ def test_a_step_reads_the_host_part_at_host_bandwidth():
     assert d["seconds_per_step"] == pytest.approx(d["host_seconds_per_step"] + max(
         d["bandwidth_seconds_per_step"], d["compute_seconds_per_step"]))
     assert d["bound"] == "host" and d["host_bandwidth_given"]
-    assert "prefill" not in out
+    # the prompt: 64 batches of 512 tokens, each copying the experts it routes to (all but
+    # a 0.9375^512 sliver) over PCIe 4.0 x16, beside the card's own compute-bound prefill
+    p = out["prefill"]
+    share = 1 - (1 - 8 / 128) ** 512
+    assert p["batches"] == 64 and p["n_ubatch"] == 512
+    assert p["host_link_bytes"] == pytest.approx(64 * experts * share, rel=1e-9)
+    assert p["host_link_bytes_per_s"] == DEFAULT_HOST_LINK == pytest.approx(16e9 * 16 * 128 / 130 / 8)
+    whole = answer(make_query(load_model("qwen3-30b-a3b"), context=32768, weights="q8_0",
+                              gpu="4090"))["prefill"]
+    assert p["seconds"] == pytest.approx(whole["seconds"] + p["host_link_bytes"] / DEFAULT_HOST_LINK)
+    assert p["bound"] == "host link"
     # without a figure, dual-channel DDR5-5600
     q2 = replace(q, settings=EngineSettings(n_cpu_moe=CPU_MOE))
     assert answer(q2)["decode"]["host_bandwidth_bytes_per_s"] == DEFAULT_HOST_BANDWIDTH
@@ -414,3 +425,27 @@ def test_llama_cpp_s_decode_reads_the_whole_context_where_it_drops_the_window():
                                       weights="q4_k_m", gpu="h100", engine=e))
                     for e in ("raw", "llama.cpp"))
     assert g_raw["decode"]["bytes_per_step"] == g_cpp["decode"]["bytes_per_step"]
+
+
+def test_from_32_sequences_host_weights_cross_the_link():
+    def step(seqs, link=None):
+        q = make_query(load_model("qwen3-30b-a3b"), context="8k", sequences=seqs,
+                       weights="q4_k_m", gpu="4090", engine="llama.cpp",
+                       settings=EngineSettings(n_cpu_moe=CPU_MOE, host_link_bytes_per_s=link))
+        return answer(q)["decode"]
+
+    few, many = step(31), step(32, link=16e9)
+    assert not few["op_offload"] and few["host_link_bytes_per_s"] is None
+    assert few["host_seconds_per_step"] == pytest.approx(few["host_bytes_per_step"] / 89.6e9)
+    # every block is on the card, so the host part is its experts alone, copied at 16 GB/s
+    assert many["op_offload"] and many["host_cache_bytes_per_step"] == 0
+    assert many["host_seconds_per_step"] == pytest.approx(
+        many["host_weight_bytes_per_step"] / 16e9)
+
+
+def test_no_prefill_estimate_with_whole_blocks_in_host_memory():
+    q = make_query(load_model("llama-3.1-70b"), context="8k", weights="q4_k_m", gpu="4090",
+                   engine="llama.cpp", settings=EngineSettings(n_gpu_layers=40))
+    out = answer(q)
+    # where llama.cpp runs their attention in a large batch was not traced
+    assert "prefill" not in out and out["decode"]["host_bytes_per_step"] > 0

@@ -48,7 +48,7 @@ class UnsupportedFormat(InputError):
 SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
                  "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
-                 "host_memory_bytes": "host_memory"}
+                 "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ class EngineSettings:
     host_bandwidth_bytes_per_s: float | None = None
     #: host memory llama.cpp may fill with the weights and caches it keeps there
     host_memory_bytes: int | None = None
+    #: the link host-held weights cross to the card (PCIe) when the card computes with them
+    host_link_bytes_per_s: float | None = None
     # SGLang
     mem_fraction_static: float | None = None
     page_size: int | None = None
@@ -114,10 +116,12 @@ class EngineSettings:
         if self.host_memory_bytes is not None and self.host_memory_bytes <= 0:
             raise InputError("host_memory must be a positive size, got "
                              f"{shown(self.host_memory_bytes)}", field="host_memory")
-        bw = self.host_bandwidth_bytes_per_s
-        if bw is not None and not (1e9 <= bw <= 1e14 and math.isfinite(bw)):
-            raise InputError(f"host_bandwidth must be from 1 to 100,000 GB/s, got "
-                             f"{shown(bw / 1e9)}", field="host_bandwidth")
+        for name in ("host_bandwidth_bytes_per_s", "host_link_bytes_per_s"):
+            bw = getattr(self, name)
+            if bw is not None and not (1e9 <= bw <= 1e14 and math.isfinite(bw)):
+                shown_as = SETTING_NAMES[name]
+                raise InputError(f"{shown_as} must be from 1 to 100,000 GB/s, got "
+                                 f"{shown(bw / 1e9)}", field=shown_as)
 
 
 @dataclass(frozen=True)

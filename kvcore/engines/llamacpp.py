@@ -47,6 +47,7 @@ from .llamacpp_offload import (
     blocks_for,
     fit_placement,
     offload_decode,
+    offload_prefill,
     requested,
 )
 
@@ -690,10 +691,16 @@ def _placement_dict(req: EngineRequest, p: Placement, blocks: tuple[Block, ...],
     card, host = p.split(blocks, output_bytes)
     cache_card = mem.bytes_of(p.gpu_blocks)
     gpu = req.gpu_for(0)
-    decode = (offload_decode(req.spec, req.cache, req.context, req.sequences, weights, blocks,
-                             output_bytes, p, gpu, req.settings.host_bandwidth_bytes_per_s)
-              if gpu is not None and gpu.bandwidth_bytes_per_s else None)
-    return {"decode": decode, "how": p.how, "ngl": p.ngl, "blocks_on_card": len(p.gpu_blocks),
+    s = req.settings
+    decode = prefill = None
+    if gpu is not None and gpu.bandwidth_bytes_per_s:
+        decode = offload_decode(req.spec, req.cache, req.context, req.sequences, weights,
+                                blocks, output_bytes, p, gpu, s.host_bandwidth_bytes_per_s,
+                                s.host_link_bytes_per_s)
+        prefill = offload_prefill(req.spec, req.cache, req.context, weights, blocks,
+                                  output_bytes, p, gpu, s.n_ubatch or N_UBATCH,
+                                  s.host_link_bytes_per_s)
+    return {"decode": decode, "prefill": prefill, "how": p.how, "ngl": p.ngl, "blocks_on_card": len(p.gpu_blocks),
             "output_on_card": p.output_on_gpu,
             "cpu_expert_blocks": sorted(p.cpu_experts & p.gpu_blocks),
             "partial_block": list(p.partial) if p.partial is not None else None,

@@ -39,8 +39,8 @@ from ..model import ModelSpec
 from ..plan import largest
 from ..weights import Weights
 
-__all__ = ["DEFAULT_HOST_BANDWIDTH", "Block", "Placement", "blocks_for", "fit_placement",
-           "offload_decode", "requested"]
+__all__ = ["DEFAULT_HOST_BANDWIDTH", "DEFAULT_HOST_LINK", "Block", "Placement", "blocks_for",
+           "fit_placement", "offload_decode", "offload_prefill", "requested"]
 
 #: routed experts' tensors as --cpu-moe's pattern names them (common.h LLM_FFN_EXPS_REGEX)
 EXPS = re.compile(r"ffn_(up|down|gate_up|gate)_(ch|)exps")
@@ -350,22 +350,39 @@ DEFAULT_HOST_BANDWIDTH = 89.6e9
 #: the batch from which llama.cpp's CUDA backend computes a host-held weight on the card,
 #: copying it over for the batch (GGML_OP_OFFLOAD_MIN_BATCH's default)
 OP_OFFLOAD_MIN_BATCH = 32
+#: the host link where none is given: PCIe 4.0 x16, 16 GT/s × 16 lanes × 128/130 / 8
+DEFAULT_HOST_LINK = 16e9 * 16 * 128 / 130 / 8
+
+
+def _copied(place: Placement, blocks: tuple[Block, ...], output_bytes: int,
+            weights: Weights, batch: int) -> int:
+    """Host-held weight bytes a batch of ``batch`` tokens copies to the card (op offload):
+    all of them, but of the routed experts those its tokens route to (MUL_MAT_ID copies
+    only the experts used)."""
+    share = weights.expert_share(batch)
+    return place.split(blocks, output_bytes, 1.0 if share is None else share)[1]
 
 
 def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences: int,
                    weights: Weights, blocks: tuple[Block, ...], output_bytes: int,
-                   place: Placement, gpu: GPU, host_bandwidth: float | None) -> dict[str, Any]:
+                   place: Placement, gpu: GPU, host_bandwidth: float | None,
+                   host_link: float | None = None) -> dict[str, Any]:
     """A decode step at full context with part of the model in host memory: the card reads
     what it holds (its weights, of the routed experts the share the step's tokens route to,
     and its blocks' caches) at its bandwidth, or computes its share of the step's FLOPs at
     its matrix peak where that takes longer; then the CPU reads the rest at host memory's
-    bandwidth (its compute not counted). The two run one after the other."""
+    bandwidth (its compute not counted). The two run one after the other. From 32
+    sequences (op offload) the card computes the host-held weights as well, copied over the
+    host link each step; the host blocks' caches are still counted at host bandwidth."""
     from ..kv import cache_size
     from ..parallel import Parallel, rank_spec
     from ..plan import attention_flops
 
     share = weights.expert_share(sequences)
     card_w, host_w = place.split(blocks, output_bytes, 1.0 if share is None else share)
+    # from 32 sequences the card computes the host-held weights too, copied over the link
+    offload = sequences >= OP_OFFLOAD_MIN_BATCH
+    link = host_link or DEFAULT_HOST_LINK
     on = place.gpu_range
     whole = cache_size(spec, context, sequences, opts)
     card_spec = rank_spec(spec, Parallel(), 0, lambda n, pp, stage: on)
@@ -383,7 +400,8 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
     card_seconds = max(card_memory, card_compute or 0.0)
     bw = host_bandwidth or DEFAULT_HOST_BANDWIDTH
     host_bytes = host_w + host_kv
-    host_seconds = host_bytes / bw
+    # the host-held blocks' caches at host bandwidth either way
+    host_seconds = (host_w / link + host_kv / bw) if offload else host_bytes / bw
     seconds = card_seconds + host_seconds
     step = card_w + card_kv + host_bytes
     if host_seconds > card_seconds:
@@ -401,7 +419,43 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
             "compute_seconds_per_step": card_compute,
             "bound": bound,
             "host_bytes_per_step": host_bytes,
+            "host_weight_bytes_per_step": host_w,
+            "host_cache_bytes_per_step": host_kv,
             "host_seconds_per_step": host_seconds,
             "host_bandwidth_bytes_per_s": bw,
             "host_bandwidth_given": host_bandwidth is not None,
-            "op_offload": sequences >= OP_OFFLOAD_MIN_BATCH}
+            "op_offload": offload,
+            "host_link_bytes_per_s": link if offload else None,
+            "host_link_given": host_link is not None}
+
+
+def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: Weights,
+                    blocks: tuple[Block, ...], output_bytes: int, place: Placement, gpu: GPU,
+                    n_ubatch: int, host_link: float | None) -> dict[str, Any] | None:
+    """The prompt of one sequence where every block is on the card and only (part of) their
+    FFN weights are in host memory: the card computes all of it at its matrix peak, and each
+    batch of ``n_ubatch`` tokens first copies the host-held weights over the host link (of
+    the routed experts, those the batch routes to). None where whole blocks are in host
+    memory: where llama.cpp's scheduler runs their attention in a large batch (the CPU, or
+    the card with the cache copied over) was not traced."""
+    from ..plan import prefill_estimate
+
+    if len(place.gpu_blocks) < place.n_layers or not place.output_on_gpu or context < 1:
+        return None
+    base = prefill_estimate(spec, opts, context, weights, gpu)
+    if base is None:
+        return None
+    link = host_link or DEFAULT_HOST_LINK
+    batches = -(-context // n_ubatch)
+    full, last = divmod(context, n_ubatch)
+    copied = full * _copied(place, blocks, output_bytes, weights, n_ubatch)
+    if last:
+        copied += _copied(place, blocks, output_bytes, weights, last)
+    copy_seconds = copied / link
+    seconds = base.seconds + copy_seconds
+    return {"tokens": context, "flops": base.flops, "attention_flops": base.attention_flops,
+            "seconds": seconds, "tokens_per_s": context / seconds,
+            "bound": "host link" if copy_seconds > base.seconds else base.bound,
+            "batches": batches, "n_ubatch": n_ubatch, "host_link_bytes": copied,
+            "host_link_seconds": copy_seconds, "host_link_bytes_per_s": link,
+            "host_link_given": host_link is not None}
