@@ -609,10 +609,13 @@ def plan(req: EngineRequest) -> EngineReport:
             card, host = fit.split(blocks, output_bytes)
             extra["fit"] = _placement_dict(req, fit, blocks, output_bytes, mem, weights,
                                            blocks_from)
-            decode = extra["fit"]["decode"]
+            decode, prefill = extra["fit"]["decode"], extra["fit"]["prefill"]
             rate = (f", decoding ≈ {decode['tokens_per_s_per_sequence']:,.1f} tokens/s per "
                     f"sequence with host memory at {decode['host_bandwidth_bytes_per_s'] / 1e9:g}"
                     " GB/s" if decode else "")
+            if prefill:
+                rate += (f", prefilling ≈ {prefill['tokens_per_s']:,.0f} tokens/s over a "
+                         f"{prefill['host_link_bytes_per_s'] / 1e9:.1f} GB/s host link")
             notes.append(f"everything does not fit: llama-server's --fit (on by default) keeps "
                          f"{fit.describe()} in host memory ({format_bytes(host, 2)} of weights "
                          f"beside the input embedding), {format_bytes(card, 2)} of weights on "
