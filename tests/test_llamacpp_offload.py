@@ -157,6 +157,10 @@ def test_fit_moves_a_mixture_of_experts_experts_last_blocks_first():
     assert chosen + cache + compute <= r.budget_bytes
     _, _, whole = _need(q, Placement(n, n + 1, rest))
     assert whole + cache + compute > r.budget_bytes
+    # every block stays on the card: the prompt's batches copy the host-held weights
+    assert fit["prefill"]["batches"] == 64 and fit["prefill"]["host_link_bytes"] > 0
+    note = next(n for n in r.notes if "--fit" in n)
+    assert f"prefilling ≈ {fit['prefill']['tokens_per_s']:,.0f} tokens/s" in note
     if fit["partial_block"][1] == "up":
         _, _, gate = _need(q, Placement(n, n + 1, rest, (full, "gate")))
         assert gate + cache + compute > r.budget_bytes
