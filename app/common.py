@@ -284,6 +284,17 @@ def _bound_where(data: dict[str, Any], bound: str, read: str = "") -> str:
     return f"{bound}-bound {where}"
 
 
+def _link_basis(d: dict[str, Any]) -> str:
+    """What a host-link figure is: nothing where it was given, " (its PCIe 4.0 x8)" where it is
+    the card's own, " (assumed: PCIe 4.0 x16; give --host-link)" where the catalog has none."""
+    basis = d.get("host_link_from") or ("given" if d.get("host_link_given") else "assumed")
+    if basis == "given":
+        return ""
+    if basis == "assumed":
+        return " (assumed: PCIe 4.0 x16; give --host-link)"
+    return f" (its {basis})"
+
+
 def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     """Where a decode step with part of the model in host memory spends its time: the share
     the host's part takes (the CPU reading it at host memory's bandwidth or, from 32
@@ -298,8 +309,7 @@ def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     share = f"{d['host_seconds_per_step'] / d['seconds_per_step']:.0%} of a step"
     if d.get("op_offload"):
         link = d["host_link_bytes_per_s"] / 1e9
-        assumed_link = "" if d.get("host_link_given") else \
-            " (assumed: PCIe 4.0 x16; give --host-link)"
+        assumed_link = _link_basis(d)
         host = (f"{share} copying {d['host_weight_bytes_per_step'] / 1e9:,.2f} GB of host-held "
                 f"weights to the card at {link:,.1f} GB/s{assumed_link}, as llama.cpp does "
                 "from 32 sequences")
@@ -343,7 +353,7 @@ def prefill_text(data: dict[str, Any]) -> str | None:
     share = p["attention_flops"] / p["flops"] if p["flops"] else 0.0
     if p.get("host_link_bytes") is not None:
         link = p["host_link_bytes_per_s"] / 1e9
-        given = "" if p.get("host_link_given") else ", assumed: PCIe 4.0 x16; give --host-link"
+        given = _link_basis(p).replace(" (", ", ").rstrip(")")
         where = (f"{p['host_link_seconds'] / p['seconds']:.0%} of it copying the host-held "
                  f"weights to the card for each of {p['batches']:,} batches of "
                  f"{p['n_ubatch']:,} tokens ({p['host_link_bytes'] / 1e9:,.1f} GB at "

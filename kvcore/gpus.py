@@ -51,6 +51,11 @@ class GPU:
     matmul_flops_source: str = ""
     #: GPU cores of the configuration listed (Apple), 0 where not given
     gpu_cores: int = 0
+    #: the card's link to the host ("PCIe 4.0 x16", "NVLink-C2C"; "" for unified memory) and
+    #: its one-direction rate, what weights held in host memory cross to reach the card
+    host_link: str = ""
+    host_link_bytes_per_s: int | None = None
+    host_link_source: str = ""
 
     @property
     def cuda_family(self) -> int | None:
@@ -114,6 +119,10 @@ def gpu_catalog() -> tuple[GPU, ...]:
                                 if "matmul_flops_per_s" in entry else None),
             matmul_flops_source=entry.get("matmul_flops_source", ""),
             gpu_cores=int(entry.get("gpu_cores", 0)),
+            host_link=entry.get("host_link", ""),
+            host_link_bytes_per_s=(int(entry["host_link_bytes_per_s"])
+                                   if "host_link_bytes_per_s" in entry else None),
+            host_link_source=entry.get("host_link_source", ""),
         ))
     return tuple(gpus)
 

@@ -354,6 +354,16 @@ OP_OFFLOAD_MIN_BATCH = 32
 DEFAULT_HOST_LINK = 16e9 * 16 * 128 / 130 / 8
 
 
+def host_link_of(gpu: GPU, given: float | None) -> tuple[float, str]:
+    """The host link's rate and what it is: the one given ("given"), the card's own from the
+    catalog (its name, "PCIe 4.0 x8"), or PCIe 4.0 x16 assumed ("assumed")."""
+    if given is not None:
+        return given, "given"
+    if gpu.host_link_bytes_per_s:
+        return float(gpu.host_link_bytes_per_s), gpu.host_link
+    return DEFAULT_HOST_LINK, "assumed"
+
+
 def _copied(place: Placement, blocks: tuple[Block, ...], output_bytes: int,
             weights: Weights, batch: int) -> int:
     """Host-held weight bytes a batch of ``batch`` tokens copies to the card (op offload):
@@ -382,7 +392,7 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
     card_w, host_w = place.split(blocks, output_bytes, 1.0 if share is None else share)
     # from 32 sequences the card computes the host-held weights too, copied over the link
     offload = sequences >= OP_OFFLOAD_MIN_BATCH
-    link = host_link or DEFAULT_HOST_LINK
+    link, link_from = host_link_of(gpu, host_link)
     on = place.gpu_range
     whole = cache_size(spec, context, sequences, opts)
     card_spec = rank_spec(spec, Parallel(), 0, lambda n, pp, stage: on)
@@ -426,7 +436,7 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
             "host_bandwidth_given": host_bandwidth is not None,
             "op_offload": offload,
             "host_link_bytes_per_s": link if offload else None,
-            "host_link_given": host_link is not None}
+            "host_link_given": host_link is not None, "host_link_from": link_from}
 
 
 def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: Weights,
@@ -445,7 +455,7 @@ def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: 
     base = prefill_estimate(spec, opts, context, weights, gpu)
     if base is None:
         return None
-    link = host_link or DEFAULT_HOST_LINK
+    link, link_from = host_link_of(gpu, host_link)
     batches = -(-context // n_ubatch)
     full, last = divmod(context, n_ubatch)
     copied = full * _copied(place, blocks, output_bytes, weights, n_ubatch)
@@ -458,4 +468,4 @@ def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: 
             "bound": "host link" if copy_seconds > base.seconds else base.bound,
             "batches": batches, "n_ubatch": n_ubatch, "host_link_bytes": copied,
             "host_link_seconds": copy_seconds, "host_link_bytes_per_s": link,
-            "host_link_given": host_link is not None}
+            "host_link_given": host_link is not None, "host_link_from": link_from}
