@@ -186,6 +186,9 @@ def api_router() -> APIRouter:
                  "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "source": g.source,
                  "matmul_flops_per_s": g.matmul_flops_per_s,
                  "matmul_flops_source": g.matmul_flops_source,
+                 "host_link": g.host_link or None,
+                 "host_link_bytes_per_s": g.host_link_bytes_per_s,
+                 "host_link_source": g.host_link_source or None,
                  "memory_options_gb": list(g.memory_options_gb)}
                 for g in kvcore.gpu_catalog()]
 

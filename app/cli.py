@@ -522,6 +522,8 @@ def _list(cmd: str, as_json: bool) -> str:
         items = [{"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes,
                   "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "vendor": g.vendor,
                   "matmul_flops_per_s": g.matmul_flops_per_s,
+                  "host_link": g.host_link or None,
+                  "host_link_bytes_per_s": g.host_link_bytes_per_s,
                   "memory_options_gb": list(g.memory_options_gb)}
                  for g in kvcore.gpu_catalog()]
         rows = [["id", "name", "memory", "bandwidth", "FP16 matrix"]] + [

@@ -353,7 +353,9 @@ def prefill_text(data: dict[str, Any]) -> str | None:
     share = p["attention_flops"] / p["flops"] if p["flops"] else 0.0
     if p.get("host_link_bytes") is not None:
         link = p["host_link_bytes_per_s"] / 1e9
-        given = _link_basis(p).replace(" (", ", ").rstrip(")")
+        basis = _link_basis(p)
+        given = (f" over {basis[2:-1]}" if basis.startswith(" (its ")
+                 else basis.replace(" (", ", ").rstrip(")"))
         where = (f"{p['host_link_seconds'] / p['seconds']:.0%} of it copying the host-held "
                  f"weights to the card for each of {p['batches']:,} batches of "
                  f"{p['n_ubatch']:,} tokens ({p['host_link_bytes'] / 1e9:,.1f} GB at "

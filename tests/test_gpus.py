@@ -1,3 +1,4 @@
+import re
 import tomllib
 from importlib import resources
 
@@ -308,3 +309,34 @@ def test_every_memory_option_of_every_chip_resolves():
         if chip.memory_options_gb:
             # the catalog entry is the chip's largest configuration
             assert chip.memory_bytes == max(chip.memory_options_gb) << 30, chip.id
+
+
+#: one-direction lane rate of each PCIe generation, after 128b/130b line coding (bytes/s)
+PCIE_LANE = {3: 8e9 * 128 / 130 / 8, 4: 16e9 * 128 / 130 / 8, 5: 32e9 * 128 / 130 / 8}
+
+
+@pytest.mark.parametrize("entry", _raw_entries(), ids=lambda e: e["id"])
+def test_a_host_link_is_its_generation_times_its_lanes(entry):
+    unified = entry["vendor"] == "apple" or entry["id"].startswith(("jetson", "dgx-spark"))
+    if "host_link" not in entry:
+        # unified memory has no link to cross; a card without a cited interface is assumed
+        # PCIe 4.0 x16 where it is used, and says so
+        assert "host_link_bytes_per_s" not in entry and "host_link_source" not in entry
+        return
+    assert not unified, "a unified-memory device has no host link"
+    assert entry["host_link_source"].strip(), "every figure needs a source"
+    link, rate = entry["host_link"], entry["host_link_bytes_per_s"]
+    m = re.fullmatch(r"PCIe ([345])\.0 x(8|16)", link)
+    if m:
+        assert rate == int(PCIE_LANE[int(m.group(1))] * int(m.group(2)))
+    else:
+        # Grace superchips: NVLink-C2C, 900 GB/s both ways
+        assert link == "NVLink-C2C" and rate == 450 * 10**9
+        assert entry["id"].startswith(("gh200", "gb200"))
+
+
+def test_the_cards_people_offload_on_have_their_links():
+    assert find_gpu("4090").host_link == "PCIe 4.0 x16"
+    assert find_gpu("rtx 4060").host_link == "PCIe 4.0 x8"
+    assert find_gpu("5090").host_link_bytes_per_s - 2 * find_gpu("4090").host_link_bytes_per_s <= 1
+    assert find_gpu("m3 max 36gb").host_link_bytes_per_s is None

@@ -243,10 +243,13 @@ def test_a_step_reads_the_host_part_at_host_bandwidth():
     share = 1 - (1 - 8 / 128) ** 512
     assert p["batches"] == 64 and p["n_ubatch"] == 512
     assert p["host_link_bytes"] == pytest.approx(64 * experts * share, rel=1e-9)
-    assert p["host_link_bytes_per_s"] == DEFAULT_HOST_LINK == pytest.approx(16e9 * 16 * 128 / 130 / 8)
+    # the RTX 4090's own link: PCIe 4.0 x16
+    link = find_gpu("4090").host_link_bytes_per_s
+    assert p["host_link_bytes_per_s"] == link and p["host_link_from"] == "PCIe 4.0 x16"
+    assert link == int(DEFAULT_HOST_LINK) == int(16e9 * 16 * 128 / 130 / 8)
     whole = answer(make_query(load_model("qwen3-30b-a3b"), context=32768, weights="q8_0",
                               gpu="4090"))["prefill"]
-    assert p["seconds"] == pytest.approx(whole["seconds"] + p["host_link_bytes"] / DEFAULT_HOST_LINK)
+    assert p["seconds"] == pytest.approx(whole["seconds"] + p["host_link_bytes"] / link)
     assert p["bound"] == "host link"
     # without a figure, dual-channel DDR5-5600
     q2 = replace(q, settings=EngineSettings(n_cpu_moe=CPU_MOE))
@@ -453,3 +456,19 @@ def test_no_prefill_estimate_with_whole_blocks_in_host_memory():
     out = answer(q)
     # where llama.cpp runs their attention in a large batch was not traced
     assert "prefill" not in out and out["decode"]["host_bytes_per_step"] > 0
+
+
+def test_the_host_link_is_the_card_s_own_or_assumed():
+    def prefill(gpu, link=None):
+        q = make_query(load_model("qwen3-30b-a3b"), context="8k", weights="q4_k_m", gpu=gpu,
+                       engine="llama.cpp",
+                       settings=EngineSettings(n_cpu_moe=CPU_MOE, host_link_bytes_per_s=link))
+        return answer(q)["prefill"]
+
+    x8 = prefill("rtx 4060")
+    assert x8["host_link_from"] == "PCIe 4.0 x8"
+    assert x8["host_link_seconds"] == pytest.approx(x8["host_link_bytes"] / (16e9 * 8 / 8 * 128 / 130), rel=1e-9)
+    # a card whose link the catalog does not give (the A30): PCIe 4.0 x16, said to be assumed
+    a30 = prefill("a30")
+    assert a30["host_link_from"] == "assumed" and a30["host_link_bytes_per_s"] == DEFAULT_HOST_LINK
+    assert prefill("rtx 4060", 25e9)["host_link_from"] == "given"
