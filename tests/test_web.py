@@ -730,3 +730,11 @@ def test_the_models_page_lists_what_fit_runs_with_host_memory(client):
     assert "gpt-oss-120b</a>" in para and "tok/s)" in para
     r = client.get("/models", params={"gpu": "4090", "context": "32k", "engine": "vllm"})
     assert 'id="host-fit"' not in r.text
+
+
+def test_the_gpus_page_gives_each_card_s_host_link(client):
+    r = client.get("/gpus")
+    row = r.text.split('href="/?gpu=rtx-4060"')[1].split("</tr>")[0]
+    assert "PCIe 4.0 x8<br><small>15.8 GB/s</small>" in row
+    mac = r.text.split('href="/?gpu=m3-max"')[1].split("</tr>")[0]
+    assert "<td>–</td>" in mac
