@@ -472,3 +472,16 @@ def test_the_host_link_is_the_card_s_own_or_assumed():
     a30 = prefill("a30")
     assert a30["host_link_from"] == "assumed" and a30["host_link_bytes_per_s"] == DEFAULT_HOST_LINK
     assert prefill("rtx 4060", 25e9)["host_link_from"] == "given"
+
+
+def test_weights_in_host_memory_are_pinned():
+    # op offload copies host-held weights at the link's rate from pinned memory only: the
+    # command keeps them out of mmap'd pages, and says why
+    placed = engine_plan("llama.cpp", req("qwen3-30b-a3b", ctx=32768, weights="q8_0",
+                                          n_cpu_moe=20))
+    fitted = engine_plan("llama.cpp", req("llama-3.1-70b"))
+    whole = engine_plan("llama.cpp", req("llama-3.1-8b"))
+    assert placed.command.endswith("--n-cpu-moe 20 --no-mmap")
+    assert fitted.command.endswith("--no-mmap") and "--no-mmap" not in whole.command
+    assert any(n.startswith("--no-mmap keeps the host-held weights in pinned memory")
+               for n in placed.notes)

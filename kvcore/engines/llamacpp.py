@@ -645,6 +645,15 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd += list(asked)
     elif fit is None:
         cmd.append("-ngl 999")
+    if place is not None or fit is not None:
+        # host-held weights in pinned memory (CUDA_Host buffers) rather than mmap'd pageable
+        # pages: the card copies them for each batch of 32 tokens or more at its link's rate,
+        # pageable ones through a bounce buffer at a fraction of it
+        cmd.append("--no-mmap")
+        notes.append("--no-mmap keeps the host-held weights in pinned memory, which the card "
+                     "copies at its link's rate for every batch of 32 tokens or more; mmap'd "
+                     "weights are pageable and copy at a fraction of it (on the H200 machine "
+                     "7 GB/s against 55: bench/results/host-link-h200.json)")
     if n_ubatch != N_UBATCH:
         cmd.append(f"-ub {n_ubatch}")
     if s.swa_full:
