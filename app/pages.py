@@ -31,14 +31,15 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the bare page (no query string) opens on this worked example
 DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k",
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
-            "engine": "raw", "ngl": "", "n_cpu_moe": "", "host_bandwidth": ""}
+            "engine": "raw", "ngl": "", "n_cpu_moe": "", "host_bandwidth": "", "host_link": "",
+            "host_memory": ""}
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
                  "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
-                 "n_cpu_moe": "", "host_bandwidth": ""}
+                 "n_cpu_moe": "", "host_bandwidth": "", "host_link": "", "host_memory": ""}
 #: llama.cpp's placement fields (blank: llama.cpp's default, everything on the card)
-PLACEMENT_FIELDS = ("ngl", "n_cpu_moe", "host_bandwidth")
+PLACEMENT_FIELDS = ("ngl", "n_cpu_moe", "host_bandwidth", "host_link", "host_memory")
 FIELDS = tuple(DEFAULTS)
 #: what a link may name: the form's fields and the API's one format for K and V
 LINK_FIELDS = (*FIELDS, "kv")
@@ -144,19 +145,27 @@ def _placement(form: dict[str, str]) -> EngineSettings:
     """llama.cpp's placement fields as engine settings: ngl (layers on the card), n_cpu_moe
     (blocks whose experts stay in host memory, or "all": --cpu-moe), host bandwidth in GB/s."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
-    bw = form["host_bandwidth"].strip()
-    try:
-        gbps = float(bw) if bw else None
-    except ValueError:
-        raise InputError(f"host_bandwidth must be a number of GB/s, got {shown(bw)}",
-                         field="host_bandwidth") from None
-    if gbps is not None and not math.isfinite(gbps):
-        raise InputError(f"host_bandwidth must be a number of GB/s, got {shown(bw)}",
-                         field="host_bandwidth")
+    memory = form["host_memory"].strip()
     return EngineSettings(
         n_gpu_layers=_whole(form, "ngl", "layers"),
         n_cpu_moe=CPU_MOE if cpu_moe == "all" else _whole(form, "n_cpu_moe", "blocks (or all)"),
-        host_bandwidth_bytes_per_s=gbps * 1e9 if gbps is not None else None)
+        host_bandwidth_bytes_per_s=_rate(form, "host_bandwidth"),
+        host_link_bytes_per_s=_rate(form, "host_link"),
+        host_memory_bytes=kvcore.parse_bytes(memory, field="host_memory") if memory else None)
+
+
+def _rate(form: dict[str, str], name: str) -> float | None:
+    """A GB/s field as bytes a second (None where blank)."""
+    text = form[name].strip()
+    if not text:
+        return None
+    try:
+        gbps = float(text)
+    except ValueError:
+        gbps = math.nan
+    if not math.isfinite(gbps):
+        raise InputError(f"{name} must be a number of GB/s, got {shown(text)}", field=name)
+    return gbps * 1e9
 
 
 def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None:

@@ -738,3 +738,16 @@ def test_the_gpus_page_gives_each_card_s_host_link(client):
     assert "PCIe 4.0 x8<br><small>15.8 GB/s</small>" in row
     mac = r.text.split('href="/?gpu=m3-max"')[1].split("</tr>")[0]
     assert "<td>–</td>" in mac
+
+
+def test_the_page_takes_the_host_link_and_host_memory(client):
+    params = {"model": "gpt-oss-120b", "gpu": "4090", "engine": "llama.cpp", "context": "64k",
+              "n_cpu_moe": "all", "host_link": "16", "host_memory": "48GiB"}
+    r = client.get("/", params=params)
+    text = r.text.replace("&#39;", "'")
+    assert "(7,977.6 GB at 16.0 GB/s)" in text
+    assert "what llama.cpp keeps in host memory (59.12 GiB) exceeds the 48 GiB given" in text
+    assert "host_link=16" in text and "host_memory=48GiB" in text
+    r = client.get("/", params={**params, "host_memory": "lots"})
+    assert r.status_code == 422
+    assert r.text.split('id="err-host_memory">')[1].split("</span>")[0].strip()
