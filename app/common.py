@@ -285,14 +285,15 @@ def _bound_where(data: dict[str, Any], bound: str, read: str = "") -> str:
 
 
 def _link_basis(d: dict[str, Any]) -> str:
-    """What a host-link figure is: nothing where it was given, " (its PCIe 4.0 x8)" where it is
-    the card's own, " (assumed: PCIe 4.0 x16; give --host-link)" where the catalog has none."""
-    basis = d.get("host_link_from") or ("given" if d.get("host_link_given") else "assumed")
+    """What a host-link figure is, in words: "" where it was given, "its PCIe 4.0 x8" where
+    it is the card's own, "assumed: PCIe 4.0 x16; give --host-link" where the catalog has
+    none."""
+    basis = d["host_link_from"]
     if basis == "given":
         return ""
     if basis == "assumed":
-        return " (assumed: PCIe 4.0 x16; give --host-link)"
-    return f" (its {basis})"
+        return "assumed: PCIe 4.0 x16; give --host-link"
+    return f"its {basis}"
 
 
 def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
@@ -309,7 +310,8 @@ def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     share = f"{d['host_seconds_per_step'] / d['seconds_per_step']:.0%} of a step"
     if d.get("op_offload"):
         link = d["host_link_bytes_per_s"] / 1e9
-        assumed_link = _link_basis(d)
+        basis = _link_basis(d)
+        assumed_link = f" ({basis})" if basis else ""
         host = (f"{share} copying {d['host_weight_bytes_per_step'] / 1e9:,.2f} GB of host-held "
                 f"weights to the card at {link:,.1f} GB/s{assumed_link}, as llama.cpp does "
                 "from 32 sequences")
@@ -354,8 +356,8 @@ def prefill_text(data: dict[str, Any]) -> str | None:
     if p.get("host_link_bytes") is not None:
         link = p["host_link_bytes_per_s"] / 1e9
         basis = _link_basis(p)
-        given = (f" over {basis[2:-1]}" if basis.startswith(" (its ")
-                 else basis.replace(" (", ", ").rstrip(")"))
+        given = (f" over {basis}" if basis.startswith("its ")
+                 else f", {basis}" if basis else "")
         where = (f"{p['host_link_seconds'] / p['seconds']:.0%} of it copying the host-held "
                  f"weights to the card for each of {p['batches']:,} batches of "
                  f"{p['n_ubatch']:,} tokens ({p['host_link_bytes'] / 1e9:,.1f} GB at "

@@ -160,15 +160,10 @@ class Part:
     per_layer: dict[int, int]
     size_line: str
 
-    def buffer_lines(self, stages: list[frozenset[int]]) -> list[str]:
-        """The buffer lines of this object with its layers on ``stages`` (device i holds
-        stage i): ggml's buffer types in name order (the ctx_map's strcmp comparator), a
-        device holding none of its layers printing nothing."""
-        return self.named_lines([(f"CUDA{i}", layers) for i, layers in enumerate(stages)])
-
-    def named_lines(self, devices: list[tuple[str, frozenset[int]]]) -> list[str]:
+    def buffer_lines(self, devices: list[tuple[str, frozenset[int]]]) -> list[str]:
         """The buffer lines of this object with its layers on the named buffer types
-        (``CUDA0``, ``CPU``), in name order."""
+        (``CUDA0``, ``CPU``): in name order (the ctx_map's strcmp comparator), a buffer type
+        holding none of its layers printing nothing."""
         out = []
         for name, layers in sorted(devices):
             mine = [b for layer, b in self.per_layer.items() if layer in layers]
@@ -224,22 +219,21 @@ class Memory:
                    if layer in layers)
 
     def split_lines(self, stages: list[frozenset[int]]) -> list[str]:
-        """The log with the layers split over devices (-sm layer): each cache object logs
-        its own buffer lines, then its size line, before the next object is created
+        """The log with the layers split over devices (-sm layer; device i holds stage i)."""
+        return self.device_lines([(f"CUDA{i}", layers) for i, layers in enumerate(stages)])
+
+    def placed_lines(self, card: frozenset[int]) -> list[str]:
+        """The log with some blocks' caches in host memory (-ngl): CPU and CUDA0 buffers."""
+        host = frozenset(i for part in self.parts for i in part.per_layer) - card
+        return self.device_lines([("CUDA0", card), ("CPU", host)])
+
+    def device_lines(self, devices: list[tuple[str, frozenset[int]]]) -> list[str]:
+        """The log with the layers on the named buffer types: each cache object logs its own
+        buffer lines, then its size line, before the next object is created
         (llama_kv_cache, llama_memory_recurrent and llama_dsv4_comp_state constructors)."""
         out: list[str] = []
         for part in self.parts:
-            out += [*part.head, *part.buffer_lines(stages), part.size_line]
-        return out + self.lines[self._mark:]
-
-    def placed_lines(self, card: frozenset[int]) -> list[str]:
-        """The log with some blocks' caches in host memory (-ngl): each object's CPU and
-        CUDA0 buffers, then its size line."""
-        host = frozenset(i for part in self.parts for i in part.per_layer) - card
-        out: list[str] = []
-        for part in self.parts:
-            out += [*part.head, *part.named_lines([("CUDA0", card), ("CPU", host)]),
-                    part.size_line]
+            out += [*part.head, *part.buffer_lines(devices), part.size_line]
         return out + self.lines[self._mark:]
 
     def _kv(self, name: str, cells: int, streams: int, members: list[LayerGroup],
@@ -556,14 +550,16 @@ def plan(req: EngineRequest) -> EngineReport:
             return memory(share, ctx, n_seq).bytes_of(on_card)
 
     host_cap = s.host_memory_bytes if place is not None else None
+    # the placement's weights in host memory, the input embedding among them
+    host_weights = (place.split(blocks, output_bytes)[1] + weights.input_bytes
+                    if place is not None else 0)
 
     def host_need(ctx: int, n_seq: int | None = None) -> int:
-        """Host memory a placement fills: its weights there, the input embedding and the
-        caches of the blocks it keeps there."""
+        """Host memory a placement fills: its weights there and the caches of the blocks it
+        keeps there."""
         assert place is not None
         m = memory(shares[0], ctx, n_seq)
-        return (place.split(blocks, output_bytes)[1] + weights.input_bytes
-                + m.kv_bytes + m.state_bytes - m.bytes_of(place.gpu_blocks))
+        return host_weights + m.kv_bytes + m.state_bytes - m.bytes_of(place.gpu_blocks)
 
     def ok(ctx: int, n_seq: int | None = None) -> bool:
         if ctx == 0:
@@ -606,9 +602,10 @@ def plan(req: EngineRequest) -> EngineReport:
             notes.append("llama-server's --fit (on by default) would find no placement: the "
                          "card's compute buffers and target alone exceed it")
         else:
-            card, host = fit.split(blocks, output_bytes)
             extra["fit"] = _placement_dict(req, fit, blocks, output_bytes, mem, weights,
                                            blocks_from)
+            card = extra["fit"]["card_weights_bytes"]
+            host = extra["fit"]["host_weights_bytes"] - weights.input_bytes
             decode, prefill = extra["fit"]["decode"], extra["fit"]["prefill"]
             rate = (f", decoding ≈ {decode['tokens_per_s_per_sequence']:,.1f} tokens/s per "
                     f"sequence with host memory at {decode['host_bandwidth_bytes_per_s'] / 1e9:g}"
@@ -623,10 +620,10 @@ def plan(req: EngineRequest) -> EngineReport:
     if place is not None:
         extra["placement"] = _placement_dict(req, place, blocks, output_bytes, mem, weights,
                                              blocks_from)
-        card, host = place.split(blocks, output_bytes)
-        host_cache = mem.kv_bytes + mem.state_bytes - mem.bytes_of(place.gpu_blocks)
+        placed = extra["placement"]
         notes.append(f"{place.how} keeps {place.describe()} in host memory: "
-                     f"{format_bytes(host, 2)} of weights and {format_bytes(host_cache, 2)} of "
+                     f"{format_bytes(placed['host_weights_bytes'] - weights.input_bytes, 2)} "
+                     f"of weights and {format_bytes(placed['host_cache_bytes'], 2)} of "
                      "cache there, beside the input embedding")
         if host_cap is not None:
             need = host_need(req.context)

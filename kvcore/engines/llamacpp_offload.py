@@ -189,9 +189,13 @@ class Placement:
     ngl: int
     cpu_experts: frozenset[int] = frozenset()
     partial: tuple[int, str] | None = None
-    #: how the command asks for it ("-ngl 30", "--n-cpu-moe 12", "--fit")
-    how: str = ""
+    #: the command's flags that ask for it (none: --fit chose it)
     flags: tuple[str, ...] = field(default=())
+
+    @property
+    def how(self) -> str:
+        """How the command asks for it: "-ngl 30", "--n-cpu-moe 12", or "--fit"."""
+        return " ".join(self.flags) or "--fit"
 
     @property
     def gpu_range(self) -> range:
@@ -297,7 +301,7 @@ def requested(n_layers: int, ngl: int | None, n_cpu_moe: int | None,
         flags.append(f"-ngl {ngl}")
     if n_cpu_moe:
         flags.append("--cpu-moe" if n_cpu_moe >= n_layers else f"--n-cpu-moe {n_cpu_moe}")
-    return Placement(n_layers, layers, cpu, None, " ".join(flags), tuple(flags))
+    return Placement(n_layers, layers, cpu, None, tuple(flags))
 
 
 def fit_placement(n_layers: int, blocks: tuple[Block, ...],
@@ -310,17 +314,14 @@ def fit_placement(n_layers: int, blocks: tuple[Block, ...],
     def fits(p: Placement) -> bool:
         return card_need(p) <= room
 
-    def tag(p: Placement) -> Placement:
-        return Placement(p.n_layers, p.ngl, p.cpu_experts, p.partial, "--fit")
-
     everything = n_layers + 1
     if not moe:
         best = _largest(lambda k: fits(Placement(n_layers, k)), everything)
-        return tag(Placement(n_layers, best)) if best is not None else None
+        return Placement(n_layers, best) if best is not None else None
     all_cpu = frozenset(range(n_layers))
     if not fits(Placement(n_layers, everything, all_cpu)):
         best = _largest(lambda k: fits(Placement(n_layers, k, all_cpu)), everything)
-        return tag(Placement(n_layers, best, all_cpu)) if best is not None else None
+        return Placement(n_layers, best, all_cpu) if best is not None else None
     # experts back on the card, the first blocks first
     full = _largest(lambda f: fits(Placement(n_layers, everything,
                                              frozenset(range(f, n_layers)))), n_layers)
@@ -328,15 +329,15 @@ def fit_placement(n_layers: int, blocks: tuple[Block, ...],
     rest = frozenset(range(full, n_layers))
     base = Placement(n_layers, everything, rest)
     if full == n_layers:
-        return tag(base)
+        return base
     # one more block in part: its up projections on the card, then its gate ones as well;
     # where the up ones do not fit, its attention alone
     tail = rest - {full}
     up = Placement(n_layers, everything, tail, (full, "up"))
     if fits(up):
         gate = Placement(n_layers, everything, tail, (full, "gate"))
-        return tag(gate if fits(gate) else up)
-    return tag(Placement(n_layers, everything, tail, (full, "attn")))
+        return gate if fits(gate) else up
+    return Placement(n_layers, everything, tail, (full, "attn"))
 
 
 def _largest(ok: Callable[[int], bool], hi: int) -> int | None:
@@ -435,8 +436,7 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
             "host_bandwidth_bytes_per_s": bw,
             "host_bandwidth_given": host_bandwidth is not None,
             "op_offload": offload,
-            "host_link_bytes_per_s": link if offload else None,
-            "host_link_given": host_link is not None, "host_link_from": link_from}
+            "host_link_bytes_per_s": link if offload else None, "host_link_from": link_from}
 
 
 def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: Weights,
@@ -468,4 +468,4 @@ def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: 
             "bound": "host link" if copy_seconds > base.seconds else base.bound,
             "batches": batches, "n_ubatch": n_ubatch, "host_link_bytes": copied,
             "host_link_seconds": copy_seconds, "host_link_bytes_per_s": link,
-            "host_link_given": host_link is not None, "host_link_from": link_from}
+            "host_link_from": link_from}
