@@ -38,8 +38,6 @@ DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
                  "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
                  "n_cpu_moe": "", "host_bandwidth": "", "host_link": "", "host_memory": ""}
-#: llama.cpp's placement fields (blank: llama.cpp's default, everything on the card)
-PLACEMENT_FIELDS = ("ngl", "n_cpu_moe", "host_bandwidth", "host_link", "host_memory")
 FIELDS = tuple(DEFAULTS)
 #: what a link may name: the form's fields and the API's one format for K and V
 LINK_FIELDS = (*FIELDS, "kv")
@@ -142,8 +140,9 @@ def _whole(form: dict[str, str], name: str, what: str) -> int | None:
 
 
 def _placement(form: dict[str, str]) -> EngineSettings:
-    """llama.cpp's placement fields as engine settings: ngl (layers on the card), n_cpu_moe
-    (blocks whose experts stay in host memory, or "all": --cpu-moe), host bandwidth in GB/s."""
+    """llama.cpp's placement fields as engine settings (blank: llama.cpp's default): ngl
+    (layers on the card), n_cpu_moe (blocks whose experts stay in host memory, or "all":
+    --cpu-moe), the host's bandwidth and link in GB/s, its memory as a size."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
     memory = form["host_memory"].strip()
     return EngineSettings(

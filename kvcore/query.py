@@ -142,12 +142,13 @@ def answer(q: Query) -> dict[str, Any]:
         out["fits"] = report.fits
         placed = report.extra.get("placement")
         if placed is not None:
-            # part of the model in host memory (llama.cpp's -ngl, --n-cpu-moe): the CPU reads
-            # it each step; a prompt's batches copy it to the card, which is not estimated
+            # part of the model in host memory (llama.cpp's -ngl, --n-cpu-moe): the placement's
+            # own estimates (no prefill where whole blocks stay in host memory)
             out["decode"] = placed["decode"]
-            out.pop("prefill", None)
-            if placed.get("prefill") is not None:
+            if placed["prefill"] is not None:
                 out["prefill"] = placed["prefill"]
+            else:
+                out.pop("prefill", None)
             cap = q.settings.host_memory_bytes
             if not report.fits and cap is not None and placed.get("host_bytes", 0) > cap:
                 from .units import format_bytes
