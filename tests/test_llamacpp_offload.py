@@ -167,7 +167,7 @@ def test_fit_moves_a_mixture_of_experts_experts_last_blocks_first():
 
 
 def test_fit_search_follows_llama_cpp_s_order_on_a_toy_model():
-    # four blocks of 10 (other) + 3 × 10 (experts); the card takes need ≤ room
+    # four blocks of 10 (other) + 1 (router) + 3 × 10 (experts); the card takes need ≤ room
     blocks = tuple(Block(10, (1, 0, 0), (10, 10, 10)) for _ in range(4))
 
     def need(p):
@@ -176,14 +176,30 @@ def test_fit_search_follows_llama_cpp_s_order_on_a_toy_model():
     # everything but experts: 4 × 11 + 5 = 49; each block's experts 30 more
     # block 0 whole (79); block 1's up projections (+9: its experts' up on, its router off)
     p = fit_placement(4, blocks, need, 49 + 30 + 15)
-    assert (p.cpu_experts, p.partial) == (frozenset({2, 3}), (1, "up"))
-    # and its gate projections as well (+20)
+    assert (p.ngl, p.cpu_experts, p.partial) == (5, frozenset({2, 3}), (1, "up"))
+    # and its gate projections as well (+20: 99), each fraction's test strict as --fit's
     p = fit_placement(4, blocks, need, 49 + 30 + 20)
+    assert p.partial == (1, "up")
+    p = fit_placement(4, blocks, need, 49 + 30 + 21)
     assert (p.cpu_experts, p.partial) == (frozenset({2, 3}), (1, "gate"))
     p = fit_placement(4, blocks, need, 49 + 30 + 5)
     assert p.partial == (1, "attn")  # the up ones do not fit: its attention alone (−1)
+    # the lowest block on the card keeps its experts (the overrides are laid from the first
+    # layer on the card): with room for every expert in host memory (49) but not for block
+    # 0 whole (79), --fit drops layers: blocks 2 and 3 and the output (57), block 2 whole,
+    # then block 3's attention alone (56; its up projections would make it 66)
+    p = fit_placement(4, blocks, need, 60)
+    assert (p.ngl, p.gpu_range, p.cpu_experts, p.partial) == (3, range(2, 4), frozenset(),
+                                                               (3, "attn"))
+    assert need(p) == 41 + 10 + 5
+    # too little for every expert in host memory: the most layers from the back, the
+    # lowest of them whole (block 3: 41 + 5), the others' experts in host memory
     p = fit_placement(4, blocks, need, 48)
-    assert p.cpu_experts == frozenset(range(4)) and p.ngl == 4  # output + 3 dense-only blocks
+    assert (p.ngl, p.gpu_range, p.cpu_experts, p.partial) == (2, range(3, 4), frozenset(), None)
+    # room for block 1 whole and blocks 2, 3 dense-only (68): then block 2's attention alone
+    p = fit_placement(4, blocks, need, 68)
+    assert (p.ngl, p.cpu_experts, p.partial) == (4, frozenset({3}), (2, "attn"))
+    assert need(p) == 41 + 10 + 11 + 5
     assert fit_placement(4, blocks, need, -1) is None
     dense = tuple(Block(10) for _ in range(4))
     p = fit_placement(4, dense, lambda p: p.split(dense, 5)[0], 25)

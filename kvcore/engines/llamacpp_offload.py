@@ -16,10 +16,11 @@ The rules, from llama.cpp's source (``src/llama-model.cpp · load_tensors``,
 - ``--fit`` (on by default) changes only what the command leaves unset (``-ngl``, tensor
   overrides; the context only where ``-c`` is not given). With everything on the card over
   its target (1,024 MiB free by default) it keeps the most layers the card takes:
-  a dense model's output layer and last blocks; a mixture of experts first every block with
-  its experts in host memory, then, where that leaves room, the experts of the first blocks
-  on the card, front to back, and one more block in part (its up projections, then its gate
-  projections too, or its attention alone; ``common_params_fit_impl``'s layer fractions).
+  a dense model's output layer and last blocks; a mixture of experts the most layers with
+  their experts in host memory (the lowest of them whole), then, where every expert in host
+  memory leaves room, the experts of the first blocks on the card, front to back, and one
+  more block in part (its up projections, then its gate projections too, or its attention
+  alone; ``common_params_fit_impl``'s layer fractions).
 - A weight in host memory is computed on by the CPU in a step of fewer than 32 tokens
   (``GGML_OP_OFFLOAD_MIN_BATCH``), so a decode step reads it at host memory bandwidth; from
   32 tokens (a prompt's batches) the CUDA backend copies it to the card for each batch.
@@ -308,36 +309,55 @@ def fit_placement(n_layers: int, blocks: tuple[Block, ...],
                   card_need: Callable[[Placement], int], room: int) -> Placement | None:
     """The placement llama-server's ``--fit`` chooses where everything does not fit in
     ``room`` (the card's memory less its target), given ``card_need(placement)``: the bytes
-    a placement puts on the card. None where even nothing on the card is too much."""
+    a placement puts on the card. None where even nothing on the card is too much.
+
+    ``common_params_fit_impl`` counts a device's layers as ``n_layer`` of which ``n_part``
+    are partial, and lays the tensor overrides from the first layer on the card: its
+    ``n_layer − n_part`` whole layers first, then the partial ones, the output layer (the
+    last, which no block pattern matches) among them. So the lowest block on the card always
+    keeps its experts, where --fit meant the output layer to be the whole one."""
+    n = n_layers
     moe = any(b.experts for b in blocks)
 
-    def fits(p: Placement) -> bool:
-        return card_need(p) <= room
+    def fits(p: Placement, strict: bool = False) -> bool:
+        need = card_need(p)
+        return need < room if strict else need <= room
 
-    everything = n_layers + 1
-    if not moe:
-        best = _largest(lambda k: fits(Placement(n_layers, k)), everything)
-        return Placement(n_layers, best) if best is not None else None
-    all_cpu = frozenset(range(n_layers))
-    if not fits(Placement(n_layers, everything, all_cpu)):
-        best = _largest(lambda k: fits(Placement(n_layers, k, all_cpu)), everything)
-        return Placement(n_layers, best, all_cpu) if best is not None else None
-    # experts back on the card, the first blocks first
-    full = _largest(lambda f: fits(Placement(n_layers, everything,
-                                             frozenset(range(f, n_layers)))), n_layers)
-    assert full is not None
-    rest = frozenset(range(full, n_layers))
-    base = Placement(n_layers, everything, rest)
-    if full == n_layers:
+    def dense_only(k: int) -> Placement:
+        """Step 3: k layers counted from the output layer; of a mixture of experts the
+        lowest block whole, the others' experts in host memory."""
+        on = range(max(n + 1 - k, 0), n)
+        return Placement(n, k, frozenset(on[1:]) if moe else frozenset())
+
+    best = _largest(lambda k: fits(dense_only(k)), n + 1)
+    if best is None:
+        return None
+    # a mixture of experts goes on to step 4 only where every expert in host memory leaves
+    # a surplus (free − used − target > 0)
+    if not moe or not fits(Placement(n, n + 1, frozenset(range(n))), strict=True):
+        return dense_only(best)
+    on = range(max(n + 1 - best, 0), n)
+    if len(on) < 2:
+        return dense_only(best)
+
+    def whole(f: int) -> frozenset[int]:
+        """the blocks on the card past the first f keep their experts in host memory"""
+        return frozenset(on[f:])
+
+    # the experts of the first blocks on the card back on it, front to back
+    f = largest(lambda f: f <= 1 or fits(Placement(n, best, whole(f))), len(on))
+    base = Placement(n, best, whole(f))
+    if f == len(on):
         return base
     # one more block in part: its up projections on the card, then its gate ones as well;
-    # where the up ones do not fit, its attention alone
-    tail = rest - {full}
-    up = Placement(n_layers, everything, tail, (full, "up"))
-    if fits(up):
-        gate = Placement(n_layers, everything, tail, (full, "gate"))
-        return gate if fits(gate) else up
-    return Placement(n_layers, everything, tail, (full, "attn"))
+    # where the up ones do not fit, its attention alone (each test strict, as --fit's)
+    i, tail = on[f], whole(f + 1)
+    up = Placement(n, best, tail, (i, "up"))
+    if fits(up, strict=True):
+        gate = Placement(n, best, tail, (i, "gate"))
+        return gate if fits(gate, strict=True) else up
+    attn = Placement(n, best, tail, (i, "attn"))
+    return attn if fits(attn, strict=True) else base
 
 
 def _largest(ok: Callable[[int], bool], hi: int) -> int | None:
