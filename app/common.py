@@ -321,7 +321,8 @@ def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     else:
         host = (f"{share} reading {d['host_bytes_per_step'] / 1e9:,.2f} GB from host memory at "
                 f"{bw:,.1f} GB/s{assumed_bw}")
-    return f"{host}, the card's part ({card * 1e3:,.2f} ms) {_bound_where(data, card_bound)}"
+    part = "the cards' part" if data["parallel"]["gpus"] > 1 else "the card's part"
+    return f"{host}, {part} ({card * 1e3:,.2f} ms) {_bound_where(data, card_bound)}"
 
 
 def decode_text(data: dict[str, Any]) -> str | None:

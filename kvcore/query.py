@@ -160,7 +160,7 @@ def answer(q: Query) -> dict[str, Any]:
         if q.gpus:
             out["gpus"] = [g.id for g in q.gpus]
             out["gpu_names"] = [g.name for g in q.gpus]
-            if q.multi:
+            if q.multi and placed is None:
                 out["decode"], out["prefill"] = parallel_estimates(q)
     out["notes"] = context_notes(q, out.get("max_context"))
     return out

@@ -19,6 +19,7 @@ from kvcore.engines.llamacpp_offload import (
     Block,
     Placement,
     blocks_for,
+    even_split,
     fit_placement,
     gguf_blocks,
 )
@@ -150,10 +151,10 @@ def test_fit_moves_a_mixture_of_experts_experts_last_blocks_first():
     assert fit["card_cache_bytes"] == cache
     rest = frozenset(range(full + 1, n))
     for frac in ("up", "gate", "attn"):
-        _need(q, Placement(n, n + 1, rest, (full, frac)))
+        _need(q, Placement(n, n + 1, rest, ((full, frac, None),)))
     # what it chose fits; the block before it whole on the card and the next fraction up
     # would not
-    _, _, chosen = _need(q, Placement(n, n + 1, rest, (full, fit["partial_block"][1])))
+    _, _, chosen = _need(q, Placement(n, n + 1, rest, ((full, fit["partial_block"][1], None),)))
     assert chosen + cache + compute <= r.budget_bytes
     _, _, whole = _need(q, Placement(n, n + 1, rest))
     assert whole + cache + compute > r.budget_bytes
@@ -175,34 +176,34 @@ def test_fit_search_follows_llama_cpp_s_order_on_a_toy_model():
 
     # everything but experts: 4 × 11 + 5 = 49; each block's experts 30 more
     # block 0 whole (79); block 1's up projections (+9: its experts' up on, its router off)
-    p = fit_placement(4, blocks, need, 49 + 30 + 15)
+    p = fit_placement(4, blocks, lambda p: [need(p)], [49 + 30 + 15])
     assert (p.ngl, p.cpu_experts, p.partial) == (5, frozenset({2, 3}), (1, "up"))
     # and its gate projections as well (+20: 99), each fraction's test strict as --fit's
-    p = fit_placement(4, blocks, need, 49 + 30 + 20)
+    p = fit_placement(4, blocks, lambda p: [need(p)], [49 + 30 + 20])
     assert p.partial == (1, "up")
-    p = fit_placement(4, blocks, need, 49 + 30 + 21)
+    p = fit_placement(4, blocks, lambda p: [need(p)], [49 + 30 + 21])
     assert (p.cpu_experts, p.partial) == (frozenset({2, 3}), (1, "gate"))
-    p = fit_placement(4, blocks, need, 49 + 30 + 5)
+    p = fit_placement(4, blocks, lambda p: [need(p)], [49 + 30 + 5])
     assert p.partial == (1, "attn")  # the up ones do not fit: its attention alone (−1)
     # the lowest block on the card keeps its experts (the overrides are laid from the first
     # layer on the card): with room for every expert in host memory (49) but not for block
     # 0 whole (79), --fit drops layers: blocks 2 and 3 and the output (57), block 2 whole,
     # then block 3's attention alone (56; its up projections would make it 66)
-    p = fit_placement(4, blocks, need, 60)
+    p = fit_placement(4, blocks, lambda p: [need(p)], [60])
     assert (p.ngl, p.gpu_range, p.cpu_experts, p.partial) == (3, range(2, 4), frozenset(),
                                                                (3, "attn"))
     assert need(p) == 41 + 10 + 5
     # too little for every expert in host memory: the most layers from the back, the
     # lowest of them whole (block 3: 41 + 5), the others' experts in host memory
-    p = fit_placement(4, blocks, need, 48)
+    p = fit_placement(4, blocks, lambda p: [need(p)], [48])
     assert (p.ngl, p.gpu_range, p.cpu_experts, p.partial) == (2, range(3, 4), frozenset(), None)
     # room for block 1 whole and blocks 2, 3 dense-only (68): then block 2's attention alone
-    p = fit_placement(4, blocks, need, 68)
+    p = fit_placement(4, blocks, lambda p: [need(p)], [68])
     assert (p.ngl, p.cpu_experts, p.partial) == (4, frozenset({3}), (2, "attn"))
     assert need(p) == 41 + 10 + 11 + 5
-    assert fit_placement(4, blocks, need, -1) is None
+    assert fit_placement(4, blocks, lambda p: [need(p)], [-1]) is None
     dense = tuple(Block(10) for _ in range(4))
-    p = fit_placement(4, dense, lambda p: p.split(dense, 5)[0], 25)
+    p = fit_placement(4, dense, lambda p: [p.split(dense, 5)[0]], [25])
     assert (p.ngl, p.output_on_gpu, p.gpu_range) == (3, True, range(2, 4))
 
 
@@ -293,11 +294,89 @@ def test_bad_placements_are_refused(settings, match):
         engine_plan("llama.cpp", req("llama-3.1-8b", **settings))
 
 
-def test_placements_are_for_one_card_and_llama_cpp_only():
+def test_an_even_split_gives_each_card_its_share_of_the_offloaded_layers():
+    from kvcore.parallel import llamacpp_stage_layers
+    # every layer offloaded: the stage split llama.cpp's -sm layer makes (the output counted)
+    assert even_split(33, 2) == (17, 16)
+    assert [len(llamacpp_stage_layers(32, 2, i)) for i in range(2)] == [17, 15]
+    assert even_split(17, 2) == (9, 8)  # the Snapdragon OLMoE log: 16 blocks as 9 and 7
+    assert even_split(60, 3) == (20, 20, 20) and even_split(7, 3) == (3, 2, 2)
+    assert even_split(60, 1) == ()
+    p = Placement(80, 60, tensor_split=even_split(60, 2))
+    assert p.device_ranges() == [range(21, 51), range(51, 80)] and p.output_device == 1
+
+
+def test_ngl_over_two_cards_splits_the_offloaded_layers_evenly():
     from kvcore.parallel import Parallel
-    with pytest.raises(InputError, match="over several"):
-        engine_plan("llama.cpp", replace(req("llama-3.1-70b", n_gpu_layers=40), parallel=Parallel(pp=2),
-                                         gpus=(find_gpu("4090"),) * 2))
+    q = replace(req("llama-3.1-70b", ctx=32768, n_gpu_layers=60, weights="q4_k_m"),
+                parallel=Parallel(pp=2), gpus=(find_gpu("4090"),) * 2)
+    r = engine_plan("llama.cpp", q)
+    placed = r.extra["placement"]
+    assert "-ngl 60" in r.command and "-sm layer -ts 1,1" in r.command
+    assert placed["tensor_split"] == [30, 30]
+    assert [c["blocks"] for c in placed["cards"]] == [[21, 50], [51, 79]]
+    assert [c["output_layer"] for c in placed["cards"]] == [False, True]
+    # 8 KV heads × 128 × 2 bytes, K and V, 32,768 cells: 128 MiB a block
+    per_block = 8 * 128 * 2 * 2 * 32768
+    assert [c["cache_bytes"] for c in placed["cards"]] == [30 * per_block, 29 * per_block]
+    assert placed["host_cache_bytes"] == 21 * per_block
+    assert r.log_lines[:3] == (
+        "llama_kv_cache:        CPU KV buffer size =  2688.00 MiB",
+        "llama_kv_cache:      CUDA0 KV buffer size =  3840.00 MiB",
+        "llama_kv_cache:      CUDA1 KV buffer size =  3712.00 MiB")
+    # each card's weights are its blocks (the second's the output layer too); the binding
+    # card is the one with the least room left
+    blocks, output, _ = _need(req("llama-3.1-70b", weights="q4_k_m"), Placement(80, 81))
+    w0 = sum(b.total for b in blocks[21:51])
+    w1 = sum(b.total for b in blocks[51:80]) + output
+    assert [c["weights_bytes"] for c in placed["cards"]] == [w0, w1]
+    assert r.weights_bytes == (w0 if w0 + 30 * per_block >= w1 + 29 * per_block else w1)
+    # the decode reads both cards' parts and the host's
+    d = placed["decode"]
+    assert d["host_cache_bytes_per_step"] == 21 * per_block
+    card_bw = find_gpu("4090").bandwidth_bytes_per_s
+    card_part = (w0 + w1 + 59 * per_block) / card_bw
+    assert d["bandwidth_seconds_per_step"] == pytest.approx(card_part, rel=1e-3)
+    assert d["seconds_per_step"] == pytest.approx(card_part + d["host_seconds_per_step"])
+
+
+def test_fit_over_two_cards_follows_llama_cpp_s_order_on_a_toy_model():
+    blocks = tuple(Block(10, (1, 0, 0), (10, 10, 10)) for _ in range(4))
+
+    def fit(rooms):
+        return fit_placement(4, blocks, lambda p: p.place_bytes(blocks, 5)[0], rooms)
+
+    # a dense model: the last card takes the most layers from the back, then the first
+    dense = tuple(Block(10) for _ in range(4))
+    p = fit_placement(4, dense, lambda p: p.place_bytes(dense, 5)[0], [15, 25])
+    assert (p.ngl, p.tensor_split, p.device_ranges()) == (4, (1, 3), [range(1, 2), range(2, 4)])
+    # the second card takes every layer with only its dense weights (79: block 0 whole, the
+    # lowest on it); then the first card takes block 0 whole (41; blocks 0 and 1, 82, would
+    # not fit), and block 1 in part: its up projections on it (61), its gate and down
+    # projections on the next card (21 more there: 78); the second card then keeps block 2
+    # whole and block 3's up projections, its gate and down projections in host memory
+    p = fit([65, 90])
+    assert (p.ngl, p.tensor_split) == (5, (2, 3))
+    assert p.partials == ((1, "up", 1), (3, "up", None)) and not p.cpu_experts
+    assert p.place_bytes(blocks, 5) == ([41 + 20, 41 + 21 + 20 + 5], 21)
+    assert p.describe_devices() == ("CUDA0 blocks 0–1; CUDA1 blocks 2–3 and the output layer; "
+                                    "block 1's gate and down projections on CUDA1")
+    assert p.describe() == "block 3's gate and down projections"
+    # no room on the second card for what the first would pass it: the first keeps block 0
+    # whole; the second block 1 whole, block 2's up and gate projections, block 3's dense
+    # weights
+    p = fit([50, 90])
+    assert (p.tensor_split, p.cpu_experts, p.partials) == ((1, 4), frozenset({3}),
+                                                           ((2, "gate", None),))
+    assert p.place_bytes(blocks, 5)[0] == [41, 41 + 31 + 11 + 5]
+    # step 3 leaves both cards dense-only layers (the second 57: block 2 whole, the lowest
+    # on it); block 0 whole would not fit the first card, nor a fraction passed on
+    p = fit([50, 60])
+    assert (p.tensor_split, p.cpu_experts, p.partials) == ((2, 3), frozenset({0, 1, 3}), ())
+    assert p.place_bytes(blocks, 5)[0] == [22, 57]
+
+
+def test_placements_are_for_llama_cpp_and_cards_of_their_own():
     with pytest.raises(InputError, match="share one memory"):
         engine_plan("llama.cpp", req("llama-3.1-70b", gpu="m3 max 36gb", n_gpu_layers=40))
     with pytest.raises(InputError, match="ngl is a setting of llama.cpp"):
@@ -373,7 +452,7 @@ def test_fit_chooses_what_a_real_llama_server_chose(tmp_path):
     # 4,155 MiB, host 281 (the input embedding), context 4,096
     assert Placement(32, 33).split(blocks, output)[0] // MiB == 4155
     assert w.input_bytes // MiB == 281 and mem.kv_bytes == 4096 * MiB
-    fit = fit_placement(32, blocks, need, (5141 - 1024) * MiB)
+    fit = fit_placement(32, blocks, lambda p: [need(p)], [(5141 - 1024) * MiB])
     assert fit.ngl == 15 and fit.gpu_range == range(18, 32) and fit.output_on_gpu
     card, host = fit.split(blocks, output)
     assert f"{card / MiB:.2f}" == "2049.43"

@@ -222,11 +222,6 @@ class Memory:
         """The log with the layers split over devices (-sm layer; device i holds stage i)."""
         return self.device_lines([(f"CUDA{i}", layers) for i, layers in enumerate(stages)])
 
-    def placed_lines(self, card: frozenset[int]) -> list[str]:
-        """The log with some blocks' caches in host memory (-ngl): CPU and CUDA0 buffers."""
-        host = frozenset(i for part in self.parts for i in part.per_layer) - card
-        return self.device_lines([("CUDA0", card), ("CPU", host)])
-
     def device_lines(self, devices: list[tuple[str, frozenset[int]]]) -> list[str]:
         """The log with the layers on the named buffer types: each cache object logs its own
         buffer lines, then its size line, before the next object is created
@@ -529,25 +524,34 @@ def plan(req: EngineRequest) -> EngineReport:
 
     blocks, blocks_from = blocks_for(req.spec, weights)
     n_blocks = req.spec.decoder_layers
-    output_bytes = max(0, shares[0].weights_bytes - sum(b.total for b in blocks))
-    place = requested(n_blocks, s.n_gpu_layers, s.n_cpu_moe, bool(weights.expert_bytes))
+    nd = req.parallel.pp
+    # what the cards hold with every layer offloaded: all but the input embedding
+    card_total = (shares[0].weights_bytes if nd == 1 else
+                  weights.bytes - weights.embedding_bytes - weights.per_layer_embedding_bytes
+                  + weights.head_bytes)
+    output_bytes = max(0, card_total - sum(b.total for b in blocks))
+    place = requested(n_blocks, s.n_gpu_layers, s.n_cpu_moe, bool(weights.expert_bytes), nd)
     # a command that sets -ngl or a tensor override turns --fit's layer search off
     asked = place.flags if place is not None else ()
-    if place is not None and req.parallel.pp > 1:
-        raise InputError("ngl and n_cpu_moe place layers on one card; over several (-sm "
-                         "layer) kvplan keeps every layer on a card", field="ngl")
     if place is not None and any(g.vendor == "apple" for g in req.gpus):
         raise InputError("on Apple silicon the CPU and the GPU share one memory, so ngl and "
                          "n_cpu_moe free none of it: plan without them", field="ngl")
     if place is not None and place.everything:
         place = None
+
+    def whole_memory(ctx: int, n_seq: int | None = None) -> Memory:
+        """Every layer's caches (where a placement puts them is its business)."""
+        return Memory(req.spec, Layout(ctx, n_seq or req.sequences, unified, n_ubatch), opts,
+                      s.swa_full, flash)
+
     if place is not None:
-        on_card = place.gpu_blocks
-        shares = [replace(shares[0], weights_bytes=place.split(blocks, output_bytes)[0])]
+        card_bytes, _ = place.place_bytes(blocks, output_bytes)
+        held = [frozenset(r) for r in place.device_ranges()]
+        shares = [RankShare(d, req.spec, card_bytes[d], req.gpu_for(d)) for d in range(nd)]
         pools = stage_pools(req, shares, margin + compute)
 
         def cache_bytes(share: RankShare, ctx: int, n_seq: int | None = None) -> int:
-            return memory(share, ctx, n_seq).bytes_of(on_card)
+            return whole_memory(ctx, n_seq).bytes_of(held[share.stage])
 
     host_cap = s.host_memory_bytes if place is not None else None
     # the placement's weights in host memory, the input embedding among them
@@ -558,7 +562,7 @@ def plan(req: EngineRequest) -> EngineReport:
         """Host memory a placement fills: its weights there and the caches of the blocks it
         keeps there."""
         assert place is not None
-        m = memory(shares[0], ctx, n_seq)
+        m = whole_memory(ctx, n_seq)
         return host_weights + m.kv_bytes + m.state_bytes - m.bytes_of(place.gpu_blocks)
 
     def ok(ctx: int, n_seq: int | None = None) -> bool:
@@ -591,18 +595,25 @@ def plan(req: EngineRequest) -> EngineReport:
                      "would fit in memory")
     extra: dict[str, Any] = {}
     fit = None
-    if (not asked and budget_bytes is not None and not fits and req.parallel.pp == 1
-            and share.gpu is not None and share.gpu.vendor != "apple"):
-        def card_need(p: Placement) -> int:
-            return (p.split(blocks, output_bytes)[0] + mem.bytes_of(p.gpu_blocks)
-                    + compute)
+    whole = whole_memory(req.context)
+    gpus = [req.gpu_for(d) for d in range(nd)]
+    if (not asked and req.kv_budget_bytes is None and not fits
+            and all(g is not None and g.vendor != "apple" for g in gpus)):
+        def card_need(p: Placement) -> list[int]:
+            cards, _ = p.place_bytes(blocks, output_bytes)
+            return [c + whole.bytes_of(frozenset(r)) + compute
+                    for c, r in zip(cards, p.device_ranges(), strict=True)]
 
-        fit = fit_placement(n_blocks, blocks, card_need, budget_bytes)
+        fit = fit_placement(n_blocks, blocks, card_need,
+                            [g.usable_bytes - margin for g in gpus if g is not None])
+        cards = "card" if nd == 1 else "cards"
         if fit is None:
-            notes.append("llama-server's --fit (on by default) would find no placement: the "
-                         "card's compute buffers and target alone exceed it")
+            notes.append(f"llama-server's --fit (on by default) would find no placement: the "
+                         f"{cards}' compute buffers and targets alone exceed them" if nd > 1
+                         else "llama-server's --fit (on by default) would find no placement: "
+                         "the card's compute buffers and target alone exceed it")
         else:
-            extra["fit"] = _placement_dict(req, fit, blocks, output_bytes, mem, weights,
+            extra["fit"] = _placement_dict(req, fit, blocks, output_bytes, whole, weights,
                                            blocks_from)
             card = extra["fit"]["card_weights_bytes"]
             host = extra["fit"]["host_weights_bytes"] - weights.input_bytes
@@ -613,18 +624,20 @@ def plan(req: EngineRequest) -> EngineReport:
             if prefill:
                 rate += (f", prefilling ≈ {prefill['tokens_per_s']:,.0f} tokens/s over a "
                          f"{prefill['host_link_bytes_per_s'] / 1e9:.1f} GB/s host link")
+            split = f" ({fit.describe_devices()})" if nd > 1 else ""
             notes.append(f"everything does not fit: llama-server's --fit (on by default) keeps "
                          f"{fit.describe()} in host memory ({format_bytes(host, 2)} of weights "
                          f"beside the input embedding), {format_bytes(card, 2)} of weights on "
-                         f"the card{rate}; plan such a split with ngl or n_cpu_moe")
+                         f"the {cards}{split}{rate}; plan such a split with ngl or n_cpu_moe")
     if place is not None:
-        extra["placement"] = _placement_dict(req, place, blocks, output_bytes, mem, weights,
-                                             blocks_from)
+        extra["placement"] = _placement_dict(req, place, blocks, output_bytes, whole,
+                                             weights, blocks_from)
         placed = extra["placement"]
         notes.append(f"{place.how} keeps {place.describe()} in host memory: "
                      f"{format_bytes(placed['host_weights_bytes'] - weights.input_bytes, 2)} "
                      f"of weights and {format_bytes(placed['host_cache_bytes'], 2)} of "
-                     "cache there, beside the input embedding")
+                     "cache there, beside the input embedding"
+                     + (f"; over the cards, {place.describe_devices()}" if nd > 1 else ""))
         if host_cap is not None:
             need = host_need(req.context)
             extra["placement"]["host_bytes"] = need
@@ -657,15 +670,20 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append("--swa-full")
     if unified:
         cmd.append("--kv-unified")
-    if req.parallel.pp > 1:
-        cmd.append(f"-sm layer -ts {','.join(['1'] * req.parallel.pp)}")
-    if req.parallel.pp > 1:
+    if nd > 1:
+        # an even split, unless --fit chooses it (a set -ts turns --fit's search off)
+        cmd.append("-sm layer" if fit is not None else f"-sm layer -ts {','.join(['1'] * nd)}")
+    if place is not None and (nd > 1 or place.gpu_blocks != frozenset(range(n_blocks))):
+        # each cache object's buffers on the cards that hold its layers and in host memory
+        host_blocks = frozenset(range(n_blocks)) - place.gpu_blocks
+        lines = whole.device_lines([(f"CUDA{d}", frozenset(r))
+                                    for d, r in enumerate(place.device_ranges())]
+                                   + [("CPU", host_blocks)])
+    elif nd > 1:
         # each cache object over every layer, its buffers on the devices that hold its
         # layers: its buffer lines, then its own size line, object by object
         stages = [frozenset(i for g in sh.spec.groups for i in g.layers) for sh in shares]
         lines = Memory(req.spec, layout, opts, s.swa_full, flash).split_lines(stages)
-    elif place is not None and place.gpu_blocks != frozenset(range(n_blocks)):
-        lines = mem.placed_lines(place.gpu_blocks)
     else:
         lines = list(mem.lines)
     return EngineReport(
@@ -695,28 +713,43 @@ def plan(req: EngineRequest) -> EngineReport:
 def _placement_dict(req: EngineRequest, p: Placement, blocks: tuple[Block, ...],
                     output_bytes: int, mem: Memory, weights: Weights,
                     blocks_from: str) -> dict[str, Any]:
-    """A placement as the JSON gives it: what the card and host memory hold, the layers'
-    numbers and the decode estimate (the report's ``placement`` or ``fit``)."""
-    card, host = p.split(blocks, output_bytes)
-    cache_card = mem.bytes_of(p.gpu_blocks)
-    gpu = req.gpu_for(0)
+    """A placement as the JSON gives it: what the cards and host memory hold, the layers'
+    numbers and the decode estimate (the report's ``placement`` or ``fit``). ``mem``: every
+    layer's caches."""
+    cards, host = p.place_bytes(blocks, output_bytes)
+    ranges = p.device_ranges()
+    caches = [mem.bytes_of(frozenset(r)) for r in ranges]
+    gpus = [req.gpu_for(d) for d in range(len(ranges))]
     s = req.settings
     decode = prefill = None
-    if gpu is not None and gpu.bandwidth_bytes_per_s:
+    known = [g for g in gpus if g is not None and g.bandwidth_bytes_per_s]
+    if len(known) == len(gpus):
         decode = offload_decode(req.spec, req.cache, req.context, req.sequences, weights,
-                                blocks, output_bytes, p, gpu, s.host_bandwidth_bytes_per_s,
+                                blocks, output_bytes, p, known, s.host_bandwidth_bytes_per_s,
                                 s.host_link_bytes_per_s)
         prefill = offload_prefill(req.spec, req.cache, req.context, weights, blocks,
-                                  output_bytes, p, gpu, s.n_ubatch or N_UBATCH,
+                                  output_bytes, p, known, s.n_ubatch or N_UBATCH,
                                   s.host_link_bytes_per_s)
-    return {"decode": decode, "prefill": prefill, "how": p.how, "ngl": p.ngl, "blocks_on_card": len(p.gpu_blocks),
-            "output_on_card": p.output_on_gpu,
-            "cpu_expert_blocks": sorted(p.cpu_experts & p.gpu_blocks),
-            "partial_block": list(p.partial) if p.partial is not None else None,
-            "card_weights_bytes": card, "host_weights_bytes": host + weights.input_bytes,
-            "card_cache_bytes": cache_card,
-            "host_cache_bytes": mem.kv_bytes + mem.state_bytes - cache_card,
-            "host_holds": p.describe(), "block_bytes_from": blocks_from}
+    out: dict[str, Any] = {
+        "decode": decode, "prefill": prefill, "how": p.how, "ngl": p.ngl,
+        "blocks_on_card": len(p.gpu_blocks), "output_on_card": p.output_on_gpu,
+        "cpu_expert_blocks": sorted(p.cpu_experts & p.gpu_blocks),
+        "partial_block": list(p.partial) if p.partial is not None else None,
+        "card_weights_bytes": sum(cards), "host_weights_bytes": host + weights.input_bytes,
+        "card_cache_bytes": sum(caches),
+        "host_cache_bytes": mem.kv_bytes + mem.state_bytes - sum(caches),
+        "host_holds": p.describe(), "block_bytes_from": blocks_from}
+    if len(ranges) > 1:
+        # each card's part (-sm layer): its blocks, its weights and caches
+        out["tensor_split"] = list(p.tensor_split)
+        out["cards"] = [{"device": f"CUDA{d}", "blocks": [r.start, r.stop - 1] if len(r) else [],
+                         "output_layer": p.output_device == d, "weights_bytes": cards[d],
+                         "cache_bytes": caches[d]} for d, r in enumerate(ranges)]
+        out["partial_blocks"] = [{"block": i, "fraction": f,
+                                  "rest_on": f"CUDA{to}" if to is not None else "host"}
+                                 for i, f, to in p.partials]
+        out["cards_hold"] = p.describe_devices()
+    return out
 
 
 def kv_bytes(spec: ModelSpec, ctx: int, n_seq: int, k: str, v: str, *, unified: bool = False,

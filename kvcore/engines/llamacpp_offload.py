@@ -28,9 +28,11 @@ The rules, from llama.cpp's source (``src/llama-model.cpp · load_tensors``,
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from ..errors import InputError
@@ -40,7 +42,7 @@ from ..model import ModelSpec
 from ..plan import largest
 from ..weights import Weights
 
-__all__ = ["DEFAULT_HOST_BANDWIDTH", "DEFAULT_HOST_LINK", "Block", "Placement", "blocks_for",
+__all__ = ["DEFAULT_HOST_BANDWIDTH", "DEFAULT_HOST_LINK", "Block", "Placement", "blocks_for", "even_split",
            "fit_placement", "offload_decode", "offload_prefill", "requested"]
 
 #: routed experts' tensors as --cpu-moe's pattern names them (common.h LLM_FFN_EXPS_REGEX)
@@ -180,18 +182,22 @@ def blocks_for(spec: ModelSpec, weights: Weights) -> tuple[tuple[Block, ...], st
 
 @dataclass(frozen=True)
 class Placement:
-    """Which of a model's weights llama.cpp keeps on the card.
+    """Which of a model's weights llama.cpp keeps on the cards.
 
     ``ngl``: the layers offloaded (the output layer counted as one, offloaded first);
-    ``cpu_experts``: blocks whose routed experts stay in host memory; ``partial``: one block
-    (number, fraction: "up", "gate" or "attn") whose FFN the card holds in part."""
+    ``cpu_experts``: blocks whose routed experts stay in host memory; ``partials``: blocks
+    whose FFN a card holds in part, each (number, fraction "up" | "gate" | "attn", where the
+    rest goes: the next card's index, or None for host memory); ``tensor_split``: the layers
+    on each card, first to last, the output layer counted on the last that holds any (-ts
+    or --fit's split; empty: one card)."""
 
     n_layers: int
     ngl: int
     cpu_experts: frozenset[int] = frozenset()
-    partial: tuple[int, str] | None = None
+    partials: tuple[tuple[int, str, int | None], ...] = ()
     #: the command's flags that ask for it (none: --fit chose it)
     flags: tuple[str, ...] = field(default=())
+    tensor_split: tuple[int, ...] = ()
 
     @property
     def how(self) -> str:
@@ -199,13 +205,40 @@ class Placement:
         return " ".join(self.flags) or "--fit"
 
     @property
+    def partial(self) -> tuple[int, str] | None:
+        """The first partly held block and its fraction."""
+        return self.partials[0][:2] if self.partials else None
+
+    @property
+    def n_devices(self) -> int:
+        return max(1, len(self.tensor_split))
+
+    @property
     def gpu_range(self) -> range:
-        """The blocks on the card: the last ngl − 1 (the output layer is offloaded first)."""
+        """The blocks on the cards: the last ngl − 1 (the output layer is offloaded first)."""
         return range(max(self.n_layers + 1 - self.ngl, 0), self.n_layers)
 
     @property
     def gpu_blocks(self) -> frozenset[int]:
         return frozenset(self.gpu_range)
+
+    def device_ranges(self) -> list[range]:
+        """The blocks on each card: contiguous slices of the offloaded layers, first to last
+        (the output layer, which no range holds, is the last offloaded layer)."""
+        start = self.gpu_range.start
+        out = []
+        for count in self.tensor_split or (self.ngl,):
+            out.append(range(min(start, self.n_layers), min(start + count, self.n_layers)))
+            start += count
+        return out
+
+    @property
+    def output_device(self) -> int | None:
+        """The card holding the output layer (None: host memory)."""
+        if self.ngl < 1:
+            return None
+        counts = self.tensor_split or (self.ngl,)
+        return max(d for d, c in enumerate(counts) if c)
 
     @property
     def output_on_gpu(self) -> bool:
@@ -214,39 +247,51 @@ class Placement:
     @property
     def everything(self) -> bool:
         return (len(self.gpu_blocks) == self.n_layers and self.output_on_gpu
-                and not self.cpu_experts and self.partial is None)
+                and not self.cpu_experts and not self.partials)
 
-    def card_bytes(self, blk: Block, i: int, experts_share: float = 1.0) -> tuple[float, float]:
-        """(bytes of block ``i`` on the card, in host memory), its routed experts counted at
-        ``experts_share`` (the share a decode step reads)."""
-        exps = [e * experts_share for e in blk.exps]
-        whole = blk.other + sum(blk.ffn) + sum(exps)
-        if i not in self.gpu_blocks:
-            return 0.0, whole
-        if self.partial is not None and self.partial[0] == i:
-            keep = FRACTION_KEEPS[self.partial[1]]
-            card = blk.other + sum(blk.ffn[k] + exps[k] for k, f in enumerate(FAMILIES)
-                                   if f in keep)
-            return card, whole - card
-        if i in self.cpu_experts:
-            card = blk.other + sum(blk.ffn)
-            return card, whole - card
-        return whole, 0.0
+    def place_bytes(self, blocks: tuple[Block, ...], output_bytes: int,
+                    experts_share: float = 1.0) -> tuple[list[int], int]:
+        """(bytes on each card, in host memory) of the blocks and the output layer (the input
+        embedding apart), routed experts counted at ``experts_share`` (the share a decode
+        step reads)."""
+        cards = [0.0] * self.n_devices
+        host = 0.0
+        where = {i: d for d, r in enumerate(self.device_ranges()) for i in r}
+        parts = {i: (frac, to) for i, frac, to in self.partials}
+        for i, blk in enumerate(blocks):
+            exps = [e * experts_share for e in blk.exps]
+            whole = blk.other + sum(blk.ffn) + sum(exps)
+            d = where.get(i)
+            if d is None:
+                host += whole
+                continue
+            if i in parts:
+                frac, to = parts[i]
+                keep = FRACTION_KEEPS[frac]
+                card = blk.other + sum(blk.ffn[k] + exps[k] for k, f in enumerate(FAMILIES)
+                                       if f in keep)
+            elif i in self.cpu_experts:
+                card, to = blk.other + sum(blk.ffn), None
+            else:
+                card, to = whole, None
+            cards[d] += card
+            if to is None:
+                host += whole - card
+            else:
+                cards[to] += whole - card
+        out = self.output_device
+        if out is None:
+            host += output_bytes
+        else:
+            cards[out] += output_bytes
+        return [round(c) for c in cards], round(host)
 
     def split(self, blocks: tuple[Block, ...], output_bytes: int,
               experts_share: float = 1.0) -> tuple[int, int]:
-        """(bytes on the card, in host memory) of the blocks and the output layer (the input
-        embedding apart)."""
-        card = host = 0.0
-        for i, blk in enumerate(blocks):
-            c, h = self.card_bytes(blk, i, experts_share)
-            card += c
-            host += h
-        if self.output_on_gpu:
-            card += output_bytes
-        else:
-            host += output_bytes
-        return round(card), round(host)
+        """(bytes on the cards together, in host memory) of the blocks and the output layer
+        (the input embedding apart)."""
+        cards, host = self.place_bytes(blocks, output_bytes, experts_share)
+        return sum(cards), host
 
     def describe(self) -> str:
         """The placement in words: what host memory holds."""
@@ -260,12 +305,40 @@ class Placement:
         experts = sorted(self.cpu_experts & self.gpu_blocks)
         if experts:
             parts.append(f"the routed experts of {_ranges(experts)}")
-        if self.partial is not None:
-            i, frac = self.partial
-            moved = {"up": "gate and down projections", "gate": "down projections",
-                     "attn": "feed-forward"}[frac]
-            parts.append(f"block {i}'s {moved}")
+        for i, frac, to in self.partials:
+            if to is None:
+                parts.append(f"block {i}'s {MOVED[frac]}")
         return ", ".join(parts) if parts else "nothing"
+
+    def describe_devices(self) -> str:
+        """The split over several cards in words: each card's blocks, the output layer's
+        card, and the fractions one card passes to the next."""
+        words = []
+        for d, r in enumerate(self.device_ranges()):
+            held = ([f"{_ranges(list(r))}"] if len(r) else [])
+            if self.output_device == d:
+                held.append("the output layer")
+            words.append(f"CUDA{d} {' and '.join(held) if held else 'nothing'}")
+        moved = [f"block {i}'s {MOVED[frac]} on CUDA{to}" for i, frac, to in self.partials
+                 if to is not None]
+        return "; ".join(words + moved)
+
+
+#: what a partly held block's fraction moves off its card
+MOVED = {"up": "gate and down projections", "gate": "down projections", "attn": "feed-forward"}
+
+
+def even_split(layers: int, devices: int) -> tuple[int, ...]:
+    """The layers each of ``devices`` cards takes of ``layers`` offloaded ones under an even
+    ``-ts``: layer j goes to the first card whose cumulative share exceeds j / layers
+    (llama-model.cpp load_tensors, ``(il − i_gpu_start) / act_gpu_layers``)."""
+    if devices <= 1:
+        return ()
+    splits = [(d + 1) / devices for d in range(devices)]
+    counts = [0] * devices
+    for j in range(layers):
+        counts[bisect.bisect_right(splits, j / layers)] += 1
+    return tuple(counts)
 
 
 def _ranges(items: list[int]) -> str:
@@ -281,9 +354,9 @@ def _ranges(items: list[int]) -> str:
 
 
 def requested(n_layers: int, ngl: int | None, n_cpu_moe: int | None,
-              has_experts: bool) -> Placement | None:
-    """The placement a command's -ngl / --n-cpu-moe ask for (None: neither given).
-    ``n_cpu_moe`` past the block count is --cpu-moe."""
+              has_experts: bool, devices: int = 1) -> Placement | None:
+    """The placement a command's -ngl / --n-cpu-moe ask for (None: neither given), over
+    ``devices`` cards with an even -ts. ``n_cpu_moe`` past the block count is --cpu-moe."""
     if ngl is None and n_cpu_moe is None:
         return None
     if ngl is not None and ngl < 0:
@@ -302,67 +375,170 @@ def requested(n_layers: int, ngl: int | None, n_cpu_moe: int | None,
         flags.append(f"-ngl {ngl}")
     if n_cpu_moe:
         flags.append("--cpu-moe" if n_cpu_moe >= n_layers else f"--n-cpu-moe {n_cpu_moe}")
-    return Placement(n_layers, layers, cpu, None, tuple(flags))
+    return Placement(n_layers, layers, cpu, (), tuple(flags), even_split(layers, devices))
+
+
+@dataclass
+class _Card:
+    """One card's share in --fit's search (common_params_fit_impl's ngl_t): ``layers``
+    offloaded, ``part`` of them partial, the first partial one's ``fraction`` and where its
+    rest goes (``to``: the next card, or None for host memory)."""
+
+    layers: int = 0
+    part: int = 0
+    fraction: str = "moe"
+    to: int | None = None
+
+    @property
+    def whole(self) -> int:
+        return self.layers - self.part
+
+
+def _as_placement(n: int, cards: list[_Card]) -> Placement:
+    """The placement --fit's per-card counts make: the overrides are laid from each card's
+    first layer, its whole layers first, then the partial ones (the first with the card's
+    fraction, the others with their routed experts in host memory); the output layer is the
+    last offloaded layer, and no block's pattern matches it."""
+    ngl = sum(c.layers for c in cards)
+    il = n + 1 - ngl
+    cpu: set[int] = set()
+    partials = []
+    for c in cards:
+        il += c.whole
+        for j in range(il, il + c.part):
+            if j >= n:
+                continue
+            if j == il and c.fraction != "moe":
+                partials.append((j, c.fraction, c.to))
+            else:
+                cpu.add(j)
+        il += c.part
+    split = tuple(c.layers for c in cards) if len(cards) > 1 else ()
+    return Placement(n, ngl, frozenset(cpu), tuple(partials), (), split)
+
+
+def _copy(cards: list[_Card]) -> list[_Card]:
+    return [replace(c) for c in cards]
+
+
+def _with_layers(cards: list[_Card], d: int, k: int, moe: bool) -> list[_Card]:
+    """--fit's step 3 on card ``d``: k layers, of a mixture of experts all partial (their
+    experts in host memory) but, on the last card, one counted whole for the output layer."""
+    out = _copy(cards)
+    out[d].layers = k
+    out[d].part = (k if d < len(cards) - 1 else max(k - 1, 0)) if moe else 0
+    return out
+
+
+def _convert(cards: list[_Card], start: int, d: int, c: int) -> tuple[list[_Card], int]:
+    """--fit's step 4 on card ``d``: c partial layers of the cards from ``start`` become whole
+    ones on card d; with the first card still holding partial ones."""
+    out, s, done = _copy(cards), start, 0
+    while s < len(out):
+        take = min(c - done, out[s].part)
+        out[s].layers -= take
+        out[s].part -= take
+        out[d].layers += take
+        done += take
+        if out[s].part > 0:
+            break
+        s += 1
+    return out, s
 
 
 def fit_placement(n_layers: int, blocks: tuple[Block, ...],
-                  card_need: Callable[[Placement], int], room: int) -> Placement | None:
-    """The placement llama-server's ``--fit`` chooses where everything does not fit in
-    ``room`` (the card's memory less its target), given ``card_need(placement)``: the bytes
-    a placement puts on the card. None where even nothing on the card is too much.
+                  card_need: Callable[[Placement], list[int]],
+                  rooms: list[int]) -> Placement | None:
+    """The placement llama-server's ``--fit`` chooses where everything does not fit, given
+    ``rooms`` (each card's memory less its target) and ``card_need(placement)``: the bytes a
+    placement puts on each card. None where even nothing on the cards is too much.
 
-    ``common_params_fit_impl`` counts a device's layers as ``n_layer`` of which ``n_part``
-    are partial, and lays the tensor overrides from the first layer on the card: its
-    ``n_layer − n_part`` whole layers first, then the partial ones, the output layer (the
-    last, which no block pattern matches) among them. So the lowest block on the card always
-    keeps its experts, where --fit meant the output layer to be the whole one."""
+    ``common_params_fit_impl``, step 3: card by card from the last, the most layers from
+    the back that the card takes (of a mixture of experts only their dense weights). Step 4,
+    for a mixture of experts where every expert in host memory leaves a surplus over all
+    cards: card by card from the first, the layers whose experts stay in host memory become
+    whole ones on it, front to back, and one more layer in part (its up projections, then
+    its gate ones as well, else its attention alone), the rest of it on the next card (on
+    the last, in host memory). A card's whole layers come first: the search counts the
+    output layer as the last card's whole one, but the output layer is the last index, which
+    no block pattern matches, so the lowest block on that card always keeps its experts."""
     n = n_layers
+    nd = len(rooms)
     moe = any(b.experts for b in blocks)
 
-    def fits(p: Placement, strict: bool = False) -> bool:
-        need = card_need(p)
-        return need < room if strict else need <= room
+    def need(cards: list[_Card]) -> list[int]:
+        return card_need(_as_placement(n, cards))
 
-    def dense_only(k: int) -> Placement:
-        """Step 3: k layers counted from the output layer; of a mixture of experts the
-        lowest block whole, the others' experts in host memory."""
-        on = range(max(n + 1 - k, 0), n)
-        return Placement(n, k, frozenset(on[1:]) if moe else frozenset())
+    def fits_layers(cards: list[_Card], d: int, k: int) -> bool:
+        return k == 0 or need(_with_layers(cards, d, k, moe))[d] <= rooms[d]
 
-    best = _largest(lambda k: fits(dense_only(k)), n + 1)
-    if best is None:
+    def fits_converted(cards: list[_Card], start: int, d: int, c: int) -> bool:
+        return c == 0 or need(_convert(cards, start, d, c)[0])[d] <= rooms[d]
+
+    cards = [_Card() for _ in range(nd)]
+    # step 3: dense(-only) layers, back to front
+    for d in reversed(range(nd)):
+        free = n + 1 - sum(c.layers for c in cards[d + 1:])
+        k = largest(partial(fits_layers, cards, d), free)
+        cards = _with_layers(cards, d, k, moe)
+    if not sum(c.layers for c in cards) and any(
+            m > r for m, r in zip(need(cards), rooms, strict=True)):
         return None
-    # a mixture of experts goes on to step 4 only where every expert in host memory leaves
-    # a surplus (free − used − target > 0)
-    if not moe or not fits(Placement(n, n + 1, frozenset(range(n))), strict=True):
-        return dense_only(best)
-    on = range(max(n + 1 - best, 0), n)
-    if len(on) < 2:
-        return dense_only(best)
+    if not moe:
+        return _as_placement(n, cards)
+    everything = n + 1
+    spread = Placement(n, everything, frozenset(range(n)), (), (), even_split(everything, nd))
+    if sum(rooms) - sum(card_need(spread)) <= 0:
+        return _as_placement(n, cards)
+    # step 4: whole layers front to back
+    start = nd
+    for d in reversed(range(nd)):
+        if not cards[d].layers:
+            break
+        start = d
+    d = 0
+    while d <= start < nd:
+        high = _copy(cards)
+        for j in range(start, nd):
+            move = high[j].layers if j < nd - 1 else high[j].layers - 1
+            high[d].layers += move
+            high[j].layers -= move
+            high[j].part = 0
+        if need(high)[d] <= rooms[d]:
+            cards, start = high, nd - 1
+        else:
+            most = high[d].whole - cards[d].whole
+            c = largest(partial(fits_converted, cards, start, d), max(most - 1, 0))
+            cards, start = _convert(cards, start, d, c)
+        # one more layer in part, the rest of it on the next card (in host memory from the
+        # last); each test strict, on this card and the next
+        if start < nd and cards[start].layers > (0 if d < nd - 1 else 1) and cards[start].part:
+            test = _copy(cards)
+            s = start
+            test[s].layers -= 1
+            test[s].part -= 1
+            test[d].layers += 1
+            test[d].part += 1
+            if test[s].part == 0:
+                s += 1
+            test[d].to = d + 1 if d < nd - 1 else None
 
-    def whole(f: int) -> frozenset[int]:
-        """the blocks on the card past the first f keep their experts in host memory"""
-        return frozenset(on[f:])
+            def room_for(t: list[_Card], d: int = d) -> bool:
+                m = need(t)
+                return m[d] < rooms[d] and (d + 1 == nd or m[d + 1] < rooms[d + 1])
 
-    # the experts of the first blocks on the card back on it, front to back
-    f = largest(lambda f: f <= 1 or fits(Placement(n, best, whole(f))), len(on))
-    base = Placement(n, best, whole(f))
-    if f == len(on):
-        return base
-    # one more block in part: its up projections on the card, then its gate ones as well;
-    # where the up ones do not fit, its attention alone (each test strict, as --fit's)
-    i, tail = on[f], whole(f + 1)
-    up = Placement(n, best, tail, (i, "up"))
-    if fits(up, strict=True):
-        gate = Placement(n, best, tail, (i, "gate"))
-        return gate if fits(gate, strict=True) else up
-    attn = Placement(n, best, tail, (i, "attn"))
-    return attn if fits(attn, strict=True) else base
-
-
-def _largest(ok: Callable[[int], bool], hi: int) -> int | None:
-    """Largest k in [0, hi] with ok(k) (monotone), None if not even 0."""
-    return largest(ok, hi) if ok(0) else None
+            test[d].fraction = "up"
+            if room_for(test):
+                cards, start = _copy(test), s
+                test[d].fraction = "gate"
+                if room_for(test):
+                    cards = test
+            else:
+                test[d].fraction = "attn"
+                if room_for(test):
+                    cards, start = test, s
+        d += 1
+    return _as_placement(n, cards)
 
 
 #: host memory's read bandwidth where none is given: dual-channel DDR5-5600, 2 × 8 bytes ×
@@ -394,47 +570,66 @@ def _copied(place: Placement, blocks: tuple[Block, ...], output_bytes: int,
     return place.split(blocks, output_bytes, 1.0 if share is None else share)[1]
 
 
+def _holding(on: range) -> Callable[[int, int, int], range]:
+    """A layer split that gives a card the blocks ``on``."""
+    def split(n: int, pp: int, stage: int) -> range:
+        return on
+    return split
+
+
 def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences: int,
                    weights: Weights, blocks: tuple[Block, ...], output_bytes: int,
-                   place: Placement, gpu: GPU, host_bandwidth: float | None,
+                   place: Placement, gpus: list[GPU], host_bandwidth: float | None,
                    host_link: float | None = None) -> dict[str, Any]:
-    """A decode step at full context with part of the model in host memory: the card reads
-    what it holds (its weights, of the routed experts the share the step's tokens route to,
-    and its blocks' caches) at its bandwidth, or computes its share of the step's FLOPs at
-    its matrix peak where that takes longer; then the CPU reads the rest at host memory's
-    bandwidth (its compute not counted). The two run one after the other. From 32
-    sequences (op offload) the card computes the host-held weights as well, copied over the
-    host link each step; the host blocks' caches are still counted at host bandwidth."""
+    """A decode step at full context with part of the model in host memory: each card
+    (``gpus``, one a device of the placement) reads what it holds (its weights, of the
+    routed experts the share the step's tokens route to, and its blocks' caches) at its
+    bandwidth, or computes its share of the step's FLOPs at its matrix peak where that
+    takes longer; the CPU reads the rest at host memory's bandwidth (its compute not
+    counted). The cards and the CPU run one after the other, layer by layer. From 32
+    sequences (op offload) the first card computes the host-held weights as well, copied
+    over its host link each step; the host blocks' caches are still counted at host
+    bandwidth."""
     from ..kv import cache_size
     from ..parallel import Parallel, rank_spec
     from ..plan import attention_flops
 
     share = weights.expert_share(sequences)
-    card_w, host_w = place.split(blocks, output_bytes, 1.0 if share is None else share)
+    cards_w, host_w = place.place_bytes(blocks, output_bytes, 1.0 if share is None else share)
     # from 32 sequences the card computes the host-held weights too, copied over the link
     offload = sequences >= OP_OFFLOAD_MIN_BATCH
-    link, link_from = host_link_of(gpu, host_link)
-    on = place.gpu_range
+    link, link_from = host_link_of(gpus[0], host_link)
     whole = cache_size(spec, context, sequences, opts)
-    card_spec = rank_spec(spec, Parallel(), 0, lambda n, pp, stage: on)
-    card_cache = cache_size(card_spec, context, sequences, opts)
-    card_kv = card_cache.read_bytes + 2 * card_cache.state_bytes
+    weight_read = sum(cards_w) + host_w
+    card_memory = card_seconds = 0.0
+    card_compute: float | None = 0.0
+    card_kv = card_flops = 0
+    for gpu, card_w, on in zip(gpus, cards_w, place.device_ranges(), strict=True):
+        card_spec = rank_spec(spec, Parallel(), 0, _holding(on))
+        cache = cache_size(card_spec, context, sequences, opts)
+        kv = cache.read_bytes + 2 * cache.state_bytes
+        params = spec.params.active * card_w / weight_read if weight_read else 0.0
+        flops = int(2 * sequences * params) + attention_flops(card_spec, cache)
+        assert gpu.bandwidth_bytes_per_s
+        memory = (card_w + kv) / gpu.bandwidth_bytes_per_s
+        compute = flops / gpu.matmul_flops_per_s if gpu.matmul_flops_per_s else None
+        card_memory += memory
+        card_compute = (card_compute + compute if card_compute is not None
+                        and compute is not None else None)
+        card_seconds += max(memory, compute or 0.0)
+        card_kv += kv
+        card_flops += flops
     host_kv = whole.read_bytes + 2 * whole.state_bytes - card_kv
-    weight_read = card_w + host_w
-    card_params = spec.params.active * card_w / weight_read if weight_read else 0.0
-    card_flops = int(2 * sequences * card_params) + attention_flops(card_spec, card_cache)
+    card_params = spec.params.active * sum(cards_w) / weight_read if weight_read else 0.0
     host_flops = (int(2 * sequences * (spec.params.active - card_params))
-                  + attention_flops(spec, whole) - attention_flops(card_spec, card_cache))
-    assert gpu.bandwidth_bytes_per_s
-    card_memory = (card_w + card_kv) / gpu.bandwidth_bytes_per_s
-    card_compute = card_flops / gpu.matmul_flops_per_s if gpu.matmul_flops_per_s else None
-    card_seconds = max(card_memory, card_compute or 0.0)
+                  + max(0, attention_flops(spec, whole) - (card_flops
+                                                          - int(2 * sequences * card_params))))
     bw = host_bandwidth or DEFAULT_HOST_BANDWIDTH
     host_bytes = host_w + host_kv
     # the host-held blocks' caches at host bandwidth either way
     host_seconds = (host_w / link + host_kv / bw) if offload else host_bytes / bw
     seconds = card_seconds + host_seconds
-    step = card_w + card_kv + host_bytes
+    step = sum(cards_w) + card_kv + host_bytes
     if host_seconds > card_seconds:
         bound = "host"
     else:
@@ -460,32 +655,38 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
 
 
 def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: Weights,
-                    blocks: tuple[Block, ...], output_bytes: int, place: Placement, gpu: GPU,
-                    n_ubatch: int, host_link: float | None) -> dict[str, Any] | None:
-    """The prompt of one sequence where every block is on the card and only (part of) their
-    FFN weights are in host memory: the card computes all of it at its matrix peak, and each
-    batch of ``n_ubatch`` tokens first copies the host-held weights over the host link (of
-    the routed experts, those the batch routes to). None where whole blocks are in host
-    memory: where llama.cpp's scheduler runs their attention in a large batch (the CPU, or
-    the card with the cache copied over) was not traced."""
+                    blocks: tuple[Block, ...], output_bytes: int, place: Placement,
+                    gpus: list[GPU], n_ubatch: int,
+                    host_link: float | None) -> dict[str, Any] | None:
+    """The prompt of one sequence where every block is on a card and only (part of) their
+    FFN weights are in host memory: the cards compute all of it at their matrix peaks (each
+    its blocks' share), and each batch of ``n_ubatch`` tokens first copies the host-held
+    weights over the first card's host link (of the routed experts, those the batch routes
+    to). None where whole blocks are in host memory: where llama.cpp's scheduler runs their
+    attention in a large batch (the CPU, or the card with the cache copied over) was not
+    traced."""
     from ..plan import prefill_estimate
 
     if len(place.gpu_blocks) < place.n_layers or not place.output_on_gpu or context < 1:
         return None
-    base = prefill_estimate(spec, opts, context, weights, gpu)
-    if base is None:
+    bases = [prefill_estimate(spec, opts, context, weights, g) for g in gpus]
+    if any(b is None for b in bases):
         return None
-    link, link_from = host_link_of(gpu, host_link)
+    shares = [len(r) / place.n_layers for r in place.device_ranges()]
+    compute_seconds = sum(b.seconds * f for b, f in zip(bases, shares, strict=True) if b)
+    base = bases[0]
+    assert base is not None
+    link, link_from = host_link_of(gpus[0], host_link)
     batches = -(-context // n_ubatch)
     full, last = divmod(context, n_ubatch)
     copied = full * _copied(place, blocks, output_bytes, weights, n_ubatch)
     if last:
         copied += _copied(place, blocks, output_bytes, weights, last)
     copy_seconds = copied / link
-    seconds = base.seconds + copy_seconds
+    seconds = compute_seconds + copy_seconds
     return {"tokens": context, "flops": base.flops, "attention_flops": base.attention_flops,
             "seconds": seconds, "tokens_per_s": context / seconds,
-            "bound": "host link" if copy_seconds > base.seconds else base.bound,
+            "bound": "host link" if copy_seconds > compute_seconds else base.bound,
             "batches": batches, "n_ubatch": n_ubatch, "host_link_bytes": copied,
             "host_link_seconds": copy_seconds, "host_link_bytes_per_s": link,
             "host_link_from": link_from}
