@@ -13,7 +13,8 @@ from fastapi.responses import JSONResponse
 
 import kvcore
 from kvcore import CacheOptions, load_model, parse_bytes
-from kvcore.engines import CPU_MOE, EngineSettings
+from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
+from kvcore.engines.base import check_tensor_split
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
@@ -78,7 +79,8 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
                                     if body.host_bandwidth is not None else None),
         host_memory_bytes=(parse_bytes(body.host_memory, field="host_memory")
                            if body.host_memory is not None else None),
-        host_link_bytes_per_s=body.host_link * 1e9 if body.host_link is not None else None)
+        host_link_bytes_per_s=body.host_link * 1e9 if body.host_link is not None else None,
+        tensor_split=_tensor_split(body.tensor_split))
     return make_query(
         spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
         kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,
@@ -86,6 +88,15 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         keep_first=body.keep_first, keep_recent=body.keep_recent, state_dtype=body.state_dtype,
         images=body.images, mtp=body.mtp, kv_budget=body.kv_budget, overhead=body.overhead,
         settings=settings)
+
+
+def _tensor_split(value: list[float] | str | None) -> tuple[float, ...] | None:
+    """-ts shares as a list of numbers or the command line's text ("3,1")."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_tensor_split(value)
+    return check_tensor_split(tuple(float(x) for x in value))
 
 
 def run_plan(body: PlanIn) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
-from kvcore.engines import CPU_MOE, EngineSettings
+from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.errors import shown
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
@@ -175,6 +175,8 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")
     g.add_argument("--ngl", type=int, default=None,
                    help="llama.cpp -ngl: layers on the card, the output layer first (all)")
+    g.add_argument("--tensor-split", "--ts", default=None, metavar="SHARES",
+                   help="llama.cpp -ts over --pp cards: each card's share of the layers (3,1)")
     g.add_argument("--n-cpu-moe", type=int, default=None,
                    help="llama.cpp: routed experts of the first N blocks in host memory")
     g.add_argument("--cpu-moe", action="store_true",
@@ -258,6 +260,8 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         host_memory_bytes=(parse_bytes(args.host_memory, field="host_memory")
                            if args.host_memory else None),
         host_link_bytes_per_s=args.host_link * 1e9 if args.host_link is not None else None,
+        tensor_split=(parse_tensor_split(args.tensor_split)
+                      if args.tensor_split is not None else None),
     )
     return make_query(
         spec or load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,

@@ -17,7 +17,13 @@ from starlette.datastructures import UploadFile
 import kvcore
 from kvcore import CacheOptions, InputError, KvplanError, load_model, parse_config_text
 from kvcore.catalog import MAX_CONFIG_BYTES
-from kvcore.engines import CPU_MOE, EngineSettings, engine_names, supported_formats
+from kvcore.engines import (
+    CPU_MOE,
+    EngineSettings,
+    engine_names,
+    parse_tensor_split,
+    supported_formats,
+)
 from kvcore.errors import shown
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
@@ -31,13 +37,14 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the bare page (no query string) opens on this worked example
 DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k",
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
-            "engine": "raw", "ngl": "", "n_cpu_moe": "", "host_bandwidth": "", "host_link": "",
-            "host_memory": ""}
+            "engine": "raw", "ngl": "", "n_cpu_moe": "", "tensor_split": "", "host_bandwidth": "",
+            "host_link": "", "host_memory": ""}
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
                  "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
-                 "n_cpu_moe": "", "host_bandwidth": "", "host_link": "", "host_memory": ""}
+                 "n_cpu_moe": "", "tensor_split": "", "host_bandwidth": "", "host_link": "",
+                 "host_memory": ""}
 FIELDS = tuple(DEFAULTS)
 #: what a link may name: the form's fields and the API's one format for K and V
 LINK_FIELDS = (*FIELDS, "kv")
@@ -142,10 +149,12 @@ def _whole(form: dict[str, str], name: str, what: str) -> int | None:
 def _placement(form: dict[str, str]) -> EngineSettings:
     """llama.cpp's placement fields as engine settings (blank: llama.cpp's default): ngl
     (layers on the card), n_cpu_moe (blocks whose experts stay in host memory, or "all":
-    --cpu-moe), the host's bandwidth and link in GB/s, its memory as a size."""
+    --cpu-moe), tensor_split (-ts: each card's share of the layers), the host's bandwidth and link in GB/s, its memory as a size."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
     memory = form["host_memory"].strip()
+    shares = form["tensor_split"].strip()
     return EngineSettings(
+        tensor_split=parse_tensor_split(shares) if shares else None,
         n_gpu_layers=_whole(form, "ngl", "layers"),
         n_cpu_moe=CPU_MOE if cpu_moe == "all" else _whole(form, "n_cpu_moe", "blocks (or all)"),
         host_bandwidth_bytes_per_s=_rate(form, "host_bandwidth"),

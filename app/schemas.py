@@ -85,6 +85,9 @@ class PlanIn(BaseModel):
                                   "routed experts of the first N blocks in host memory")
     cpu_moe: bool = Field(False, description="llama.cpp --cpu-moe: every block's routed "
                           "experts in host memory")
+    tensor_split: list[float] | str | None = Field(
+        None, examples=[[3, 1], "3,1"], description="llama.cpp -ts over pp cards: each card's "
+        "share of the offloaded layers (default: an even split, or --fit's)")
     host_memory: int | str | None = Field(None, examples=["64GiB"], description="host memory "
                                           "llama.cpp may fill with what it keeps there (a "
                                           "size, or bytes as a number)")
@@ -112,9 +115,14 @@ class PlanIn(BaseModel):
 
 
 class PlanQueryIn(PlanIn):
-    """The same fields as query parameters (strings converted as usual)."""
+    """The same fields as query parameters (strings converted as usual; -ts shares as the
+    command line's text, "3,1")."""
 
     model_config = ConfigDict(extra="forbid", strict=False)
+
+    tensor_split: str | None = Field(  # type: ignore[assignment]
+        None, max_length=400, examples=["3,1"], description="llama.cpp -ts over several cards: "
+        "each card's share of the offloaded layers")
 
 
 class ErrorOut(BaseModel):

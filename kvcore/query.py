@@ -47,7 +47,7 @@ ENGINE_SETTINGS = {
     # llama.cpp keeps no KV tier beyond the device
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
                   "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes",
-                  "host_link_bytes_per_s"),
+                  "host_link_bytes_per_s", "tensor_split"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
@@ -141,6 +141,9 @@ def answer(q: Query) -> dict[str, Any]:
             out["binding"], out["binding_reason"] = engine_binding(report, out)
         out["fits"] = report.fits
         placed = report.extra.get("placement")
+        if placed is not None and not placed["host_held"]:
+            # -ts alone: every layer on the cards, split as given
+            placed = None
         if placed is not None:
             # part of the model in host memory (llama.cpp's -ngl, --n-cpu-moe): the placement's
             # own estimates (no prefill where whole blocks stay in host memory)

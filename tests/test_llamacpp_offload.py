@@ -22,6 +22,7 @@ from kvcore.engines.llamacpp_offload import (
     even_split,
     fit_placement,
     gguf_blocks,
+    ts_split,
 )
 from kvcore.query import answer
 from kvcore.weights import weights_for
@@ -338,6 +339,47 @@ def test_ngl_over_two_cards_splits_the_offloaded_layers_evenly():
     card_part = (w0 + w1 + 59 * per_block) / card_bw
     assert d["bandwidth_seconds_per_step"] == pytest.approx(card_part, rel=1e-3)
     assert d["seconds_per_step"] == pytest.approx(card_part + d["host_seconds_per_step"])
+
+
+def test_a_tensor_split_shares_the_layers_as_llama_cpp_does():
+    assert ts_split(60, (3, 1)) == (45, 15) and ts_split(81, (3, 1)) == (61, 20)
+    assert ts_split(81, (1, 0, 1)) == (41, 0, 40)
+    assert ts_split(9, (1, 1, 1)) == (3, 3, 3) and ts_split(10, (1, 2)) == (4, 6)
+    assert ts_split(60, (1, 1)) == even_split(60, 2)
+    from kvcore.engines import parse_tensor_split
+    assert parse_tensor_split("3, 1") == (3.0, 1.0) and parse_tensor_split("2/1") == (2.0, 1.0)
+    for bad in ("3,x", "0,0", "-1,2", "", "nan,1"):
+        with pytest.raises(InputError, match="tensor_split"):
+            parse_tensor_split(bad)
+
+
+def test_ts_alone_splits_every_layer_over_the_cards_as_given():
+    from kvcore.parallel import Parallel
+    two = {"parallel": Parallel(pp=2), "gpus": (find_gpu("4090"),) * 2}
+    q = replace(req("llama-3.1-70b", ctx=8192, weights="q4_k_m", tensor_split=(3, 1)), **two)
+    r = engine_plan("llama.cpp", q)
+    placed = r.extra["placement"]
+    assert not placed["host_held"] and "--no-mmap" not in r.command
+    assert "-ngl" not in r.command and r.command.endswith("-ts 3,1 -sm layer")
+    assert [c["blocks"] for c in placed["cards"]] == [[0, 60], [61, 79]]
+    assert any("-ts 3,1 splits the layers over the cards: CUDA0 blocks 0–60; CUDA1 blocks "
+               "61–79 and the output layer" in n for n in r.notes)
+    # the first card takes three quarters of the weights: it binds
+    assert r.binding_stage == 0 and not r.fits
+    even = engine_plan("llama.cpp", replace(q, settings=EngineSettings()))
+    assert even.fits and "-ts 1,1" in even.command
+    # a -ts turns --fit's search off: no --fit note
+    assert "fit" not in r.extra
+    # the answer keeps the plain decode estimate (nothing in host memory)
+    out = answer(make_query(load_model("llama-3.1-70b"), context=8192, gpu="4090", gpus="2",
+                            engine="llama.cpp", weights="q4_k_m",
+                            settings=EngineSettings(tensor_split=(1, 1))))
+    assert "host_bytes_per_step" not in out["decode"]
+    with pytest.raises(InputError, match="tensor_split gives 2 shares for 1 card"):
+        engine_plan("llama.cpp", req("llama-3.1-8b", tensor_split=(1, 1)))
+    with pytest.raises(InputError, match="tensor_split is a setting of llama.cpp"):
+        make_query(load_model("llama-3.1-8b"), context=8192, gpu="4090", engine="vllm",
+                   settings=EngineSettings(tensor_split=(1, 1)))
 
 
 def test_fit_over_two_cards_follows_llama_cpp_s_order_on_a_toy_model():

@@ -707,6 +707,28 @@ def test_the_page_plans_llama_cpp_s_host_memory_placement(client):
     r = client.get("/", params={"model": "llama-3.1-70b", "gpu": "4090", "engine": "llama.cpp",
                                 "weights": "q4_k_m", "ngl": "40"})
     assert r.status_code == 200 and "-ngl 40 keeps blocks 0–40 in host memory" in r.text
+    # over two cards, split 3:1 (the API link carries the split)
+    r = client.get("/", params={"model": "llama-3.1-70b", "gpu": "4090", "gpus": "2",
+                                "engine": "llama.cpp", "weights": "q4_k_m", "ngl": "60",
+                                "tensor_split": "3,1"})
+    assert r.status_code == 200 and "tensor_split=3%2C1" in r.text
+    assert "-ngl 60 -ts 3,1 keeps blocks 0–20 in host memory" in r.text
+    assert "CUDA0 blocks 21–65; CUDA1 blocks 66–79 and the output layer" in r.text
+
+
+def test_the_api_takes_a_tensor_split_as_numbers_or_text(client):
+    body = {"model": "llama-3.1-70b", "gpu": "4090", "gpus": 2, "engine": "llama.cpp",
+            "weights": "q4_k_m", "ngl": 60}
+    posted = client.post("/api/v1/plan", json={**body, "tensor_split": [3, 1]}).json()
+    got = client.get("/api/v1/plan", params={**body, "tensor_split": "3,1"}).json()
+    placed = posted["engine_report"]["extra"]["placement"]
+    assert placed["tensor_split"] == [45, 15] and got["engine_report"] == posted["engine_report"]
+    assert "-ngl 60 -ts 3,1" in posted["engine_report"]["command"]
+    for bad in ([0, 0], [1e300, 1], [-1, 1], "3;1"):
+        r = client.post("/api/v1/plan", json={**body, "tensor_split": bad})
+        assert r.status_code == 422 and r.json()["field"] == "tensor_split", bad
+    r = client.post("/api/v1/plan", json={**body, "tensor_split": [1, 1, 1]})
+    assert r.status_code == 422 and "3 shares for 2 cards" in r.json()["error"]
 
 
 @pytest.mark.parametrize("params,field,message", [
@@ -714,6 +736,10 @@ def test_the_page_plans_llama_cpp_s_host_memory_placement(client):
     ({"n_cpu_moe": "some", "engine": "llama.cpp"}, "n_cpu_moe", "whole number of blocks"),
     ({"host_bandwidth": "fast", "engine": "llama.cpp"}, "host_bandwidth", "number of GB/s"),
     ({"ngl": "10"}, "ngl", "ngl is a setting of llama.cpp"),
+    ({"tensor_split": "3,x", "engine": "llama.cpp", "gpus": "2"}, "tensor_split",
+     "tensor_split must be shares separated by commas"),
+    ({"tensor_split": "3,1,1", "engine": "llama.cpp", "gpus": "2"}, "tensor_split",
+     "tensor_split gives 3 shares for 2 cards"),
 ])
 def test_the_page_names_a_bad_placement_field(client, params, message, field):
     r = client.get("/", params={"model": "llama-3.1-8b", "gpu": "4090", **params})

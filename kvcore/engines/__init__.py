@@ -13,10 +13,18 @@ from ..gpus import GPU
 from ..model import LayerKind
 from ..parallel import Split, stage_layers
 from . import llamacpp, raw, sglang, trtllm, vllm
-from .base import CPU_MOE, EngineReport, EngineRequest, EngineSettings, UnsupportedFormat, has_kind
+from .base import (
+    CPU_MOE,
+    EngineReport,
+    EngineRequest,
+    EngineSettings,
+    UnsupportedFormat,
+    has_kind,
+    parse_tensor_split,
+)
 
 __all__ = ["CPU_MOE", "ENGINES", "ENGINE_TITLES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
-           "engine_plan", "engine_names", "stage_split", "supported_formats"]
+           "engine_plan", "engine_names", "parse_tensor_split", "stage_split", "supported_formats"]
 
 ENGINES: dict[str, Callable[[EngineRequest], EngineReport]] = {
     "raw": raw.plan,

@@ -9,6 +9,7 @@ is the tightest card's answer (memory is never summed across cards).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -51,6 +52,27 @@ SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_b
                  "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link"}
 
 
+def parse_tensor_split(text: str) -> tuple[float, ...]:
+    """llama.cpp's -ts: shares separated by commas (or slashes), "3,1"."""
+    parts = [p.strip() for p in re.split(r"[,/]", str(text))]
+    try:
+        shares = tuple(float(p) for p in parts)
+    except ValueError:
+        raise InputError(f"tensor_split must be shares separated by commas (3,1), got "
+                         f"{shown(text)}", field="tensor_split") from None
+    return check_tensor_split(shares)
+
+
+def check_tensor_split(shares: tuple[float, ...]) -> tuple[float, ...]:
+    """-ts shares: 1 to 64 of them, each from 0 to a million, together at least 10⁻⁶."""
+    if not 1 <= len(shares) <= 64 or not all(0 <= x <= 1e6 for x in shares) \
+            or sum(shares) < 1e-6:
+        raise InputError("tensor_split must be 1 to 64 shares from 0 to 1,000,000, not all 0 "
+                         f"(3,1), got {shown(','.join(f'{x:g}' for x in shares))}",
+                         field="tensor_split")
+    return shares
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     """Engine knobs. ``None`` means the engine's own default (documented per profile)."""
@@ -80,6 +102,8 @@ class EngineSettings:
     host_memory_bytes: int | None = None
     #: the link host-held weights cross to the card (PCIe) when the card computes with them
     host_link_bytes_per_s: float | None = None
+    #: -ts: each card's share of the offloaded layers (None: an even split, or --fit's)
+    tensor_split: tuple[float, ...] | None = None
     # SGLang
     mem_fraction_static: float | None = None
     page_size: int | None = None
@@ -116,6 +140,8 @@ class EngineSettings:
         if self.host_memory_bytes is not None and self.host_memory_bytes <= 0:
             raise InputError("host_memory must be a positive size, got "
                              f"{shown(self.host_memory_bytes)}", field="host_memory")
+        if self.tensor_split is not None:
+            check_tensor_split(self.tensor_split)
         for name in ("host_bandwidth_bytes_per_s", "host_link_bytes_per_s"):
             bw = getattr(self, name)
             if bw is not None and not (1e9 <= bw <= 1e14 and math.isfinite(bw)):

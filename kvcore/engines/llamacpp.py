@@ -530,13 +530,14 @@ def plan(req: EngineRequest) -> EngineReport:
                   weights.bytes - weights.embedding_bytes - weights.per_layer_embedding_bytes
                   + weights.head_bytes)
     output_bytes = max(0, card_total - sum(b.total for b in blocks))
-    place = requested(n_blocks, s.n_gpu_layers, s.n_cpu_moe, bool(weights.expert_bytes), nd)
+    place = requested(n_blocks, s.n_gpu_layers, s.n_cpu_moe, bool(weights.expert_bytes), nd,
+                      s.tensor_split)
     # a command that sets -ngl or a tensor override turns --fit's layer search off
     asked = place.flags if place is not None else ()
     if place is not None and any(g.vendor == "apple" for g in req.gpus):
         raise InputError("on Apple silicon the CPU and the GPU share one memory, so ngl and "
                          "n_cpu_moe free none of it: plan without them", field="ngl")
-    if place is not None and place.everything:
+    if place is not None and place.everything and s.tensor_split is None:
         place = None
 
     def whole_memory(ctx: int, n_seq: int | None = None) -> Memory:
@@ -624,20 +625,26 @@ def plan(req: EngineRequest) -> EngineReport:
             if prefill:
                 rate += (f", prefilling ≈ {prefill['tokens_per_s']:,.0f} tokens/s over a "
                          f"{prefill['host_link_bytes_per_s'] / 1e9:.1f} GB/s host link")
-            split = f" ({fit.describe_devices()})" if nd > 1 else ""
+            split = (f" ({fit.describe_devices()}: -ts "
+                     f"{','.join(str(c) for c in fit.tensor_split)})" if nd > 1 else "")
             notes.append(f"everything does not fit: llama-server's --fit (on by default) keeps "
                          f"{fit.describe()} in host memory ({format_bytes(host, 2)} of weights "
                          f"beside the input embedding), {format_bytes(card, 2)} of weights on "
-                         f"the {cards}{split}{rate}; plan such a split with ngl or n_cpu_moe")
+                         f"the {cards}{split}{rate}; plan such a split with ngl or n_cpu_moe"
+                         + (" and tensor_split" if nd > 1 else ""))
     if place is not None:
         extra["placement"] = _placement_dict(req, place, blocks, output_bytes, whole,
                                              weights, blocks_from)
         placed = extra["placement"]
-        notes.append(f"{place.how} keeps {place.describe()} in host memory: "
-                     f"{format_bytes(placed['host_weights_bytes'] - weights.input_bytes, 2)} "
-                     f"of weights and {format_bytes(placed['host_cache_bytes'], 2)} of "
-                     "cache there, beside the input embedding"
-                     + (f"; over the cards, {place.describe_devices()}" if nd > 1 else ""))
+        if place.on_cards:
+            notes.append(f"{place.how} splits the layers over the cards: "
+                         f"{place.describe_devices()}")
+        else:
+            notes.append(f"{place.how} keeps {place.describe()} in host memory: "
+                         f"{format_bytes(placed['host_weights_bytes'] - weights.input_bytes, 2)}"
+                         f" of weights and {format_bytes(placed['host_cache_bytes'], 2)} of "
+                         "cache there, beside the input embedding"
+                         + (f"; over the cards, {place.describe_devices()}" if nd > 1 else ""))
         if host_cap is not None:
             need = host_need(req.context)
             extra["placement"]["host_bytes"] = need
@@ -655,7 +662,7 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd += list(asked)
     elif fit is None:
         cmd.append("-ngl 999")
-    if place is not None or fit is not None:
+    if (place is not None and not place.on_cards) or fit is not None:
         # host-held weights in pinned memory (CUDA_Host buffers) rather than mmap'd pageable
         # pages: the card copies them for each batch of 32 tokens or more at its link's rate,
         # pageable ones through a bounce buffer at a fraction of it
@@ -672,7 +679,8 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append("--kv-unified")
     if nd > 1:
         # an even split, unless --fit chooses it (a set -ts turns --fit's search off)
-        cmd.append("-sm layer" if fit is not None else f"-sm layer -ts {','.join(['1'] * nd)}")
+        cmd.append("-sm layer" if fit is not None or s.tensor_split is not None
+                   else f"-sm layer -ts {','.join(['1'] * nd)}")
     if place is not None and (nd > 1 or place.gpu_blocks != frozenset(range(n_blocks))):
         # each cache object's buffers on the cards that hold its layers and in host memory
         host_blocks = frozenset(range(n_blocks)) - place.gpu_blocks
@@ -738,7 +746,8 @@ def _placement_dict(req: EngineRequest, p: Placement, blocks: tuple[Block, ...],
         "card_weights_bytes": sum(cards), "host_weights_bytes": host + weights.input_bytes,
         "card_cache_bytes": sum(caches),
         "host_cache_bytes": mem.kv_bytes + mem.state_bytes - sum(caches),
-        "host_holds": p.describe(), "block_bytes_from": blocks_from}
+        "host_holds": p.describe(), "host_held": not p.on_cards,
+        "block_bytes_from": blocks_from}
     if len(ranges) > 1:
         # each card's part (-sm layer): its blocks, its weights and caches
         out["tensor_split"] = list(p.tensor_split)

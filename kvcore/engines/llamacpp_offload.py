@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -42,8 +43,9 @@ from ..model import ModelSpec
 from ..plan import largest
 from ..weights import Weights
 
-__all__ = ["DEFAULT_HOST_BANDWIDTH", "DEFAULT_HOST_LINK", "Block", "Placement", "blocks_for", "even_split",
-           "fit_placement", "offload_decode", "offload_prefill", "requested"]
+__all__ = ["DEFAULT_HOST_BANDWIDTH", "DEFAULT_HOST_LINK", "Block", "Placement", "blocks_for",
+           "even_split", "fit_placement", "offload_decode", "offload_prefill", "requested",
+           "ts_split"]
 
 #: routed experts' tensors as --cpu-moe's pattern names them (common.h LLM_FFN_EXPS_REGEX)
 EXPS = re.compile(r"ffn_(up|down|gate_up|gate)_(ch|)exps")
@@ -245,9 +247,14 @@ class Placement:
         return self.ngl >= 1
 
     @property
-    def everything(self) -> bool:
+    def on_cards(self) -> bool:
+        """Nothing but the input embedding in host memory."""
         return (len(self.gpu_blocks) == self.n_layers and self.output_on_gpu
-                and not self.cpu_experts and not self.partials)
+                and not self.cpu_experts and all(to is not None for _, _, to in self.partials))
+
+    @property
+    def everything(self) -> bool:
+        return self.on_cards and not self.partials
 
     def place_bytes(self, blocks: tuple[Block, ...], output_bytes: int,
                     experts_share: float = 1.0) -> tuple[list[int], int]:
@@ -328,17 +335,32 @@ class Placement:
 MOVED = {"up": "gate and down projections", "gate": "down projections", "attn": "feed-forward"}
 
 
+def _f32(x: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", x))[0])
+
+
+def ts_split(layers: int, shares: tuple[float, ...]) -> tuple[int, ...]:
+    """The layers each card takes of ``layers`` offloaded ones under ``-ts shares``: the
+    shares summed into split points and divided by their sum, layer j on the first card whose
+    split point exceeds j / layers (llama-model.cpp load_tensors, ``(il − i_gpu_start) /
+    act_gpu_layers``, in float32 as there). One card: ()."""
+    if len(shares) <= 1:
+        return ()
+    points, total = [], 0.0
+    for x in shares:
+        total = _f32(total + _f32(x))
+        points.append(total)
+    points = [_f32(p / total) for p in points]
+    counts = [0] * len(shares)
+    for j in range(layers):
+        counts[bisect.bisect_right(points, _f32(_f32(j) / layers))] += 1
+    return tuple(counts)
+
+
 def even_split(layers: int, devices: int) -> tuple[int, ...]:
     """The layers each of ``devices`` cards takes of ``layers`` offloaded ones under an even
-    ``-ts``: layer j goes to the first card whose cumulative share exceeds j / layers
-    (llama-model.cpp load_tensors, ``(il − i_gpu_start) / act_gpu_layers``)."""
-    if devices <= 1:
-        return ()
-    splits = [(d + 1) / devices for d in range(devices)]
-    counts = [0] * devices
-    for j in range(layers):
-        counts[bisect.bisect_right(splits, j / layers)] += 1
-    return tuple(counts)
+    ``-ts`` (one card: ())."""
+    return ts_split(layers, (1.0,) * devices)
 
 
 def _ranges(items: list[int]) -> str:
@@ -354,10 +376,12 @@ def _ranges(items: list[int]) -> str:
 
 
 def requested(n_layers: int, ngl: int | None, n_cpu_moe: int | None,
-              has_experts: bool, devices: int = 1) -> Placement | None:
-    """The placement a command's -ngl / --n-cpu-moe ask for (None: neither given), over
-    ``devices`` cards with an even -ts. ``n_cpu_moe`` past the block count is --cpu-moe."""
-    if ngl is None and n_cpu_moe is None:
+              has_experts: bool, devices: int = 1,
+              shares: tuple[float, ...] | None = None) -> Placement | None:
+    """The placement a command's -ngl / --n-cpu-moe / -ts ask for (None: none given), over
+    ``devices`` cards (-ts ``shares``, or an even split). ``n_cpu_moe`` past the block count
+    is --cpu-moe."""
+    if ngl is None and n_cpu_moe is None and shares is None:
         return None
     if ngl is not None and ngl < 0:
         raise InputError(f"ngl must be 0 or more layers, got {ngl}", field="ngl")
@@ -368,6 +392,10 @@ def requested(n_layers: int, ngl: int | None, n_cpu_moe: int | None,
         if n_cpu_moe and not has_experts:
             raise InputError("n_cpu_moe keeps routed experts in host memory; this model has "
                              "none (use ngl)", field="n_cpu_moe")
+    if shares is not None and len(shares) != devices:
+        raise InputError(f"tensor_split gives {len(shares)} shares for {devices} "
+                         f"card{'s' if devices > 1 else ''}: give one share a card, over two "
+                         "cards or more", field="tensor_split")
     layers = n_layers + 1 if ngl is None else min(ngl, n_layers + 1)
     cpu = frozenset(range(min(n_cpu_moe or 0, n_layers)))
     flags = []
@@ -375,7 +403,10 @@ def requested(n_layers: int, ngl: int | None, n_cpu_moe: int | None,
         flags.append(f"-ngl {ngl}")
     if n_cpu_moe:
         flags.append("--cpu-moe" if n_cpu_moe >= n_layers else f"--n-cpu-moe {n_cpu_moe}")
-    return Placement(n_layers, layers, cpu, (), tuple(flags), even_split(layers, devices))
+    if shares is not None and devices > 1:
+        flags.append(f"-ts {','.join(f'{x:g}' for x in shares)}")
+    split = ts_split(layers, shares if shares is not None else (1.0,) * devices)
+    return Placement(n_layers, layers, cpu, (), tuple(flags), split)
 
 
 @dataclass
