@@ -359,10 +359,16 @@ def prefill_text(data: dict[str, Any]) -> str | None:
         basis = _link_basis(p)
         given = (f" over {basis}" if basis.startswith("its ")
                  else f", {basis}" if basis else "")
+        caches = ""
+        if p.get("host_cache_copy_bytes") is not None:
+            caches = (f", {p['host_cache_copy_seconds'] / p['seconds']:.0%} copying the "
+                      f"host-held blocks' caches ({p['host_cache_copy_bytes'] / 1e9:,.1f} GB "
+                      f"from pageable memory at {p['host_cache_copy_bytes_per_s'] / 1e9:,.1f} "
+                      "GB/s, assumed: the H200 machine's rate)")
         where = (f"{p['host_link_seconds'] / p['seconds']:.0%} of it copying the host-held "
                  f"weights to the card for each of {p['batches']:,} batches of "
                  f"{p['n_ubatch']:,} tokens ({p['host_link_bytes'] / 1e9:,.1f} GB at "
-                 f"{link:,.1f} GB/s{given}), the rest "
+                 f"{link:,.1f} GB/s{given}){caches}, the rest "
                  f"{_bound_where(data, 'compute' if p['bound'] == 'host link' else p['bound'])}")
     else:
         where = _bound_where(data, p["bound"], " (the weights read once)")

@@ -587,12 +587,32 @@ def test_from_32_sequences_host_weights_cross_the_link():
         many["host_weight_bytes_per_step"] / 16e9)
 
 
-def test_no_prefill_estimate_with_whole_blocks_in_host_memory():
+def test_the_prefill_with_whole_blocks_in_host_memory_copies_their_caches_too():
     q = make_query(load_model("llama-3.1-70b"), context="8k", weights="q4_k_m", gpu="4090",
                    engine="llama.cpp", settings=EngineSettings(n_gpu_layers=40))
     out = answer(q)
-    # where llama.cpp runs their attention in a large batch was not traced
-    assert "prefill" not in out and out["decode"]["host_bytes_per_step"] > 0
+    p = out["prefill"]
+    # blocks 0–40 in host memory; a batch of 512 tokens runs every op on the card, copying
+    # their weights and, from pageable memory, their K and V over the cells in use (256-padded):
+    # 512, 1,024, … 8,192 cells over 16 batches, and the batch's new rows back
+    per_cell = 8 * 128 * 2 * 2
+    cells = sum(min(8192, -(-(i + 1) * 512 // 256) * 256) for i in range(16)) + 8192
+    assert p["host_cache_copy_bytes"] == 41 * per_cell * cells
+    assert p["host_cache_copy_bytes_per_s"] == 7e9
+    assert p["host_cache_copy_seconds"] == pytest.approx(p["host_cache_copy_bytes"] / 7e9)
+    # every host-held weight once a batch (the input embedding stays in host memory)
+    w = weights_for(q.spec, "q4_k_m")
+    blocks, _ = blocks_for(q.spec, w)
+    assert p["host_link_bytes"] == 16 * sum(b.total for b in blocks[:41])
+    # the card computes every layer at its peak
+    card = find_gpu("4090")
+    compute = p["seconds"] - p["host_link_seconds"] - p["host_cache_copy_seconds"]
+    assert compute == pytest.approx(p["flops"] / card.matmul_flops_per_s, rel=0.05)
+    assert p["host_link_seconds"] == pytest.approx(p["host_link_bytes"] / card.host_link_bytes_per_s)
+    # a block whose caches' views were not traced (DeepSeek's sparse attention): no estimate
+    dsa = make_query(load_model("deepseek-v3.2"), context="8k", weights="q4_k_m", gpu="h200",
+                     engine="llama.cpp", settings=EngineSettings(n_gpu_layers=30))
+    assert "prefill" not in answer(dsa)
 
 
 def test_the_host_link_is_the_card_s_own_or_assumed():

@@ -159,6 +159,9 @@ class Part:
     what: str
     per_layer: dict[int, int]
     size_line: str
+    #: cells a stream holds (a recurrent state: one a sequence) and the streams
+    cells: int = 1
+    streams: int = 1
 
     def buffer_lines(self, devices: list[tuple[str, frozenset[int]]]) -> list[str]:
         """The buffer lines of this object with its layers on the named buffer types
@@ -195,6 +198,7 @@ class Memory:
         self.state_bytes = self.r_bytes = self.s_bytes = 0
         self.n_seq = layout.n_seq
         sparse = _sparse_kind(spec)
+        self.sparse = bool(sparse)
         if sparse == "dsa":
             self._dsa(spec, layout)
         elif sparse == "dsv4":
@@ -206,11 +210,39 @@ class Memory:
     def cache(self, name: str) -> Cache:
         return next(c for c in self.caches if c.name == name)
 
-    def _part(self, logger: str, what: str, per_layer: dict[int, int]) -> None:
+    def _part(self, logger: str, what: str, per_layer: dict[int, int], cells: int = 1,
+              streams: int = 1) -> None:
         """Close the cache object whose size line was just logged."""
         self.parts.append(Part(tuple(self.lines[self._mark:-1]), logger, what, per_layer,
-                               self.lines[-1]))
+                               self.lines[-1], cells, streams))
         self._mark = len(self.lines)
+
+    def prompt_copies(self, layers: frozenset[int], context: int,
+                      n_ubatch: int) -> int | None:
+        """Bytes one sequence's prompt of ``context`` tokens moves between host memory and
+        the card for the caches of ``layers`` when those blocks stay in host memory and the
+        card computes their attention (a batch of 32 tokens or more offloads every op of a
+        host-held block, and the scheduler's expansion puts its attention beside them;
+        ggml-backend.cpp ggml_backend_sched_split_graph): each batch of ``n_ubatch`` tokens
+        copies the K and V views over the cells in use (padded to 256) to the card, and the
+        batch's new rows back; a recurrent block copies its state each batch. None where
+        those blocks hold DeepSeek's sparse caches, whose views were not traced."""
+        batches = range(0, context, n_ubatch)
+        total = 0
+        for part in self.parts:
+            mine = sum(b for layer, b in part.per_layer.items() if layer in layers)
+            if not mine:
+                continue
+            if self.sparse or part.what not in ("KV", "RS"):
+                return None
+            per_cell = mine // (part.cells * part.streams)
+            if part.what == "RS":
+                total += per_cell * len(batches)
+                continue
+            total += sum(per_cell * min(part.cells, pad(min(context, start + n_ubatch)))
+                         for start in batches)
+            total += per_cell * context
+        return total
 
     def bytes_of(self, layers: frozenset[int]) -> int:
         """Bytes of every cache object's buffers that ``layers`` hold (a block's cache lives
@@ -253,7 +285,7 @@ class Memory:
             f"llama_kv_cache: size = {mib(k_bytes + v):>7} MiB ({cells:6d} cells, "
             f"{layers:3d} layers, {self.n_seq:2d}/{streams} seqs), "
             f"K ({self.k}): {mib(k_bytes):>7} MiB, V ({self.v}): {mib(v):>7} MiB")
-        self._part("llama_kv_cache", "KV", per_layer)
+        self._part("llama_kv_cache", "KV", per_layer, cells, streams)
         self.k_bytes += k_bytes
         self.v_bytes += v
 
@@ -303,7 +335,8 @@ class Memory:
                 f"{n_layer:3d} layers, {cells:2d} seqs {0:2d} rs_seq), "
                 f"R (f32): {mib(r):>7} MiB, S (f32): {mib(s):>7} MiB")
             self._part("llama_memory_recurrent", "RS",
-                       {layer: g.state_values * 4 * cells for g in recurrent for layer in g.layers})
+                       {layer: g.state_values * 4 * cells for g in recurrent for layer in g.layers},
+                       cells)
 
     def _dsa(self, spec: ModelSpec, layout: Layout) -> None:
         # llama_kv_cache_dsa (src/llama-kv-cache-dsa.cpp): the MLA latent cache of the
@@ -735,9 +768,11 @@ def _placement_dict(req: EngineRequest, p: Placement, blocks: tuple[Block, ...],
         decode = offload_decode(req.spec, req.cache, req.context, req.sequences, weights,
                                 blocks, output_bytes, p, known, s.host_bandwidth_bytes_per_s,
                                 s.host_link_bytes_per_s)
+        n_ubatch = s.n_ubatch or N_UBATCH
+        host_blocks = frozenset(range(p.n_layers)) - p.gpu_blocks
         prefill = offload_prefill(req.spec, req.cache, req.context, weights, blocks,
-                                  output_bytes, p, known, s.n_ubatch or N_UBATCH,
-                                  s.host_link_bytes_per_s)
+                                  output_bytes, p, known, n_ubatch, s.host_link_bytes_per_s,
+                                  mem.prompt_copies(host_blocks, req.context, n_ubatch))
     out: dict[str, Any] = {
         "decode": decode, "prefill": prefill, "how": p.how, "ngl": p.ngl,
         "blocks_on_card": len(p.gpu_blocks), "output_on_card": p.output_on_gpu,

@@ -578,6 +578,10 @@ DEFAULT_HOST_BANDWIDTH = 89.6e9
 #: the batch from which llama.cpp's CUDA backend computes a host-held weight on the card,
 #: copying it over for the batch (GGML_OP_OFFLOAD_MIN_BATCH's default)
 OP_OFFLOAD_MIN_BATCH = 32
+#: copies from pageable host memory (a block's KV cache in host memory is a plain CPU buffer,
+#: not pinned): as measured on the H200 machine, 6.6–7.4 GB/s against 55.4 from pinned memory
+#: (bench/results/host-link-h200.json)
+PAGEABLE_COPY = 7e9
 #: the host link where none is given: PCIe 4.0 x16, 16 GT/s × 16 lanes × 128/130 / 8
 DEFAULT_HOST_LINK = 16e9 * 16 * 128 / 130 / 8
 
@@ -687,37 +691,50 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
 
 def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: Weights,
                     blocks: tuple[Block, ...], output_bytes: int, place: Placement,
-                    gpus: list[GPU], n_ubatch: int,
-                    host_link: float | None) -> dict[str, Any] | None:
-    """The prompt of one sequence where every block is on a card and only (part of) their
-    FFN weights are in host memory: the cards compute all of it at their matrix peaks (each
-    its blocks' share), and each batch of ``n_ubatch`` tokens first copies the host-held
-    weights over the first card's host link (of the routed experts, those the batch routes
-    to). None where whole blocks are in host memory: where llama.cpp's scheduler runs their
-    attention in a large batch (the CPU, or the card with the cache copied over) was not
-    traced."""
+                    gpus: list[GPU], n_ubatch: int, host_link: float | None,
+                    cache_copies: int | None = 0) -> dict[str, Any] | None:
+    """The prompt of one sequence with part of the model in host memory. Each batch of
+    ``n_ubatch`` tokens (32 or more) offloads every op on a host-held weight: the cards
+    compute all of it at their matrix peaks (each its blocks' share, the first card the
+    host-held blocks'), and each batch first copies the host-held weights over the first
+    card's host link (of the routed experts, those the batch routes to; the output layer,
+    which a prompt runs for its last token alone, not). Blocks whole in host memory also
+    copy their caches (``cache_copies`` bytes, Memory.prompt_copies) from pageable host
+    memory at PAGEABLE_COPY. None where those caches' copies were not traced."""
     from ..plan import prefill_estimate
 
-    if len(place.gpu_blocks) < place.n_layers or not place.output_on_gpu or context < 1:
+    whole = len(place.gpu_blocks) < place.n_layers
+    if context < 1 or cache_copies is None:
         return None
     bases = [prefill_estimate(spec, opts, context, weights, g) for g in gpus]
     if any(b is None for b in bases):
         return None
     shares = [len(r) / place.n_layers for r in place.device_ranges()]
+    shares[0] += (place.n_layers - len(place.gpu_blocks)) / place.n_layers
     compute_seconds = sum(b.seconds * f for b, f in zip(bases, shares, strict=True) if b)
     base = bases[0]
     assert base is not None
     link, link_from = host_link_of(gpus[0], host_link)
     batches = -(-context // n_ubatch)
     full, last = divmod(context, n_ubatch)
-    copied = full * _copied(place, blocks, output_bytes, weights, n_ubatch)
+    # the output layer in host memory runs on the CPU, for the prompt's last token only
+    kept = 0 if place.output_on_gpu else output_bytes
+    copied = full * (_copied(place, blocks, output_bytes, weights, n_ubatch) - kept)
     if last:
-        copied += _copied(place, blocks, output_bytes, weights, last)
+        copied += _copied(place, blocks, output_bytes, weights, last) - kept
     copy_seconds = copied / link
-    seconds = compute_seconds + copy_seconds
-    return {"tokens": context, "flops": base.flops, "attention_flops": base.attention_flops,
-            "seconds": seconds, "tokens_per_s": context / seconds,
-            "bound": "host link" if copy_seconds > compute_seconds else base.bound,
-            "batches": batches, "n_ubatch": n_ubatch, "host_link_bytes": copied,
-            "host_link_seconds": copy_seconds, "host_link_bytes_per_s": link,
-            "host_link_from": link_from}
+    pageable = min(link, PAGEABLE_COPY)
+    cache_seconds = cache_copies / pageable
+    seconds = compute_seconds + copy_seconds + cache_seconds
+    out = {"tokens": context, "flops": base.flops, "attention_flops": base.attention_flops,
+           "seconds": seconds, "tokens_per_s": context / seconds,
+           "bound": ("host link" if copy_seconds + cache_seconds > compute_seconds
+                     else base.bound),
+           "batches": batches, "n_ubatch": n_ubatch, "host_link_bytes": copied,
+           "host_link_seconds": copy_seconds, "host_link_bytes_per_s": link,
+           "host_link_from": link_from}
+    if whole:
+        out.update({"host_cache_copy_bytes": cache_copies,
+                    "host_cache_copy_seconds": cache_seconds,
+                    "host_cache_copy_bytes_per_s": pageable})
+    return out
