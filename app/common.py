@@ -316,8 +316,10 @@ def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
                 f"weights to the card at {link:,.1f} GB/s{assumed_link}, as llama.cpp does "
                 "from 32 sequences")
         if d.get("host_cache_bytes_per_step"):
-            host += (f", and reading {d['host_cache_bytes_per_step'] / 1e9:,.2f} GB of "
-                     f"host-held caches at {bw:,.1f} GB/s{assumed_bw}")
+            host += (f", and {d['host_cache_bytes_per_step'] / 1e9:,.2f} GB of host-held "
+                     "caches from pageable memory at "
+                     f"{d['host_cache_copy_bytes_per_s'] / 1e9:,.1f} GB/s (assumed: the H200 "
+                     "machine's rate)")
     else:
         host = (f"{share} reading {d['host_bytes_per_step'] / 1e9:,.2f} GB from host memory at "
                 f"{bw:,.1f} GB/s{assumed_bw}")

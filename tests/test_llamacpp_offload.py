@@ -585,6 +585,16 @@ def test_from_32_sequences_host_weights_cross_the_link():
     assert many["op_offload"] and many["host_cache_bytes_per_step"] == 0
     assert many["host_seconds_per_step"] == pytest.approx(
         many["host_weight_bytes_per_step"] / 16e9)
+    # whole blocks in host memory: from 32 sequences the card runs their attention too, their
+    # caches copied from pageable memory (7 GB/s) instead of read at host bandwidth
+    q = make_query(load_model("llama-3.1-8b"), context="8k", sequences=32, weights="q4_k_m",
+                   gpu="4090", engine="llama.cpp", settings=EngineSettings(n_gpu_layers=20))
+    d = answer(q)["decode"]
+    assert d["op_offload"] and d["host_cache_copy_bytes_per_s"] == 7e9
+    assert d["host_cache_bytes_per_step"] > 0
+    assert d["host_seconds_per_step"] == pytest.approx(
+        d["host_weight_bytes_per_step"] / d["host_link_bytes_per_s"]
+        + d["host_cache_bytes_per_step"] / 7e9)
 
 
 def test_the_prefill_with_whole_blocks_in_host_memory_copies_their_caches_too():

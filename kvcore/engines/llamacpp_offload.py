@@ -622,9 +622,9 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
     bandwidth, or computes its share of the step's FLOPs at its matrix peak where that
     takes longer; the CPU reads the rest at host memory's bandwidth (its compute not
     counted). The cards and the CPU run one after the other, layer by layer. From 32
-    sequences (op offload) the first card computes the host-held weights as well, copied
-    over its host link each step; the host blocks' caches are still counted at host
-    bandwidth."""
+    sequences (op offload) the first card computes the host-held blocks as well, their
+    weights copied over its host link each step and their caches from pageable memory at
+    PAGEABLE_COPY."""
     from ..kv import cache_size
     from ..parallel import Parallel, rank_spec
     from ..plan import attention_flops
@@ -662,7 +662,10 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
     bw = host_bandwidth or DEFAULT_HOST_BANDWIDTH
     host_bytes = host_w + host_kv
     # the host-held blocks' caches at host bandwidth either way
-    host_seconds = (host_w / link + host_kv / bw) if offload else host_bytes / bw
+    # from 32 sequences the card runs the host-held blocks' attention too, their caches
+    # copied from pageable memory (Memory.prompt_copies says why)
+    pageable = min(link, PAGEABLE_COPY)
+    host_seconds = (host_w / link + host_kv / pageable) if offload else host_bytes / bw
     seconds = card_seconds + host_seconds
     step = sum(cards_w) + card_kv + host_bytes
     if host_seconds > card_seconds:
@@ -686,7 +689,8 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
             "host_bandwidth_bytes_per_s": bw,
             "host_bandwidth_given": host_bandwidth is not None,
             "op_offload": offload,
-            "host_link_bytes_per_s": link if offload else None, "host_link_from": link_from}
+            "host_link_bytes_per_s": link if offload else None, "host_link_from": link_from,
+            "host_cache_copy_bytes_per_s": pageable if offload and host_kv else None}
 
 
 def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: Weights,
