@@ -375,8 +375,10 @@ def test_ts_alone_splits_every_layer_over_the_cards_as_given():
                             engine="llama.cpp", weights="q4_k_m",
                             settings=EngineSettings(tensor_split=(1, 1))))
     assert "host_bytes_per_step" not in out["decode"]
-    with pytest.raises(InputError, match="tensor_split gives 2 shares for 1 card"):
+    with pytest.raises(InputError, match="tensor_split shares the layers over several cards"):
         engine_plan("llama.cpp", req("llama-3.1-8b", tensor_split=(1, 1)))
+    with pytest.raises(InputError, match="over several cards"):
+        engine_plan("llama.cpp", req("llama-3.1-8b", tensor_split=(1,)))
     with pytest.raises(InputError, match="tensor_split is a setting of llama.cpp"):
         make_query(load_model("llama-3.1-8b"), context=8192, gpu="4090", engine="vllm",
                    settings=EngineSettings(tensor_split=(1, 1)))

@@ -392,6 +392,9 @@ def requested(n_layers: int, ngl: int | None, n_cpu_moe: int | None,
         if n_cpu_moe and not has_experts:
             raise InputError("n_cpu_moe keeps routed experts in host memory; this model has "
                              "none (use ngl)", field="n_cpu_moe")
+    if shares is not None and devices == 1:
+        raise InputError("tensor_split shares the layers over several cards: plan two or "
+                         "more (--gpus 2x4090)", field="tensor_split")
     if shares is not None and len(shares) != devices:
         raise InputError(f"tensor_split gives {len(shares)} shares for {devices} "
                          f"card{'s' if devices > 1 else ''}: give one share a card, over two "
