@@ -420,6 +420,19 @@ def render_engine(data: dict[str, Any]) -> list[str]:
         rows += [[o["name"], format_bytes(o["bytes"], 2)] for o in r["overheads"]]
     rows.append(["KV pool", format_bytes(max(0, r["kv_pool_bytes"]), 2)])
     out.append(_table(rows, right=(1,)))
+    placed = r["extra"].get("placement") or {}
+    if placed.get("cards"):
+        # llama.cpp's layers over several cards: what each holds (the table above is the
+        # card that binds)
+        split = [["card", "blocks", "weights", "cache"]]
+        for c in placed["cards"]:
+            blocks = f"{c['blocks'][0]}–{c['blocks'][1]}" if c["blocks"] else "none"
+            split.append([c["device"], blocks + (", output" if c["output_layer"] else ""),
+                          format_bytes(c["weights_bytes"], 2), format_bytes(c["cache_bytes"], 2)])
+        split.append(["host", placed["host_holds"],
+                      format_bytes(placed["host_weights_bytes"], 2),
+                      format_bytes(placed["host_cache_bytes"], 2)])
+        out.append(_table(split, right=(2, 3)))
     if r["log_lines"]:
         # raw is no program: its lines are the stage that binds, in its own words
         out.append("binding stage:" if r["engine"] == "raw" else f"{r['engine']} would print:")

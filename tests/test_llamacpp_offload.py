@@ -384,6 +384,20 @@ def test_ts_alone_splits_every_layer_over_the_cards_as_given():
                    settings=EngineSettings(tensor_split=(1, 1)))
 
 
+def test_the_cli_gives_each_card_s_share(capsys):
+    from app.cli import main
+    assert main(["llama-3.1-70b", "--gpus", "2x4090", "--engine", "llama.cpp", "--weights",
+                 "q4_k_m", "--ctx", "32k", "--ngl", "60", "--ts", "3,1"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.startswith(("CUDA0 ", "CUDA1 ", "host "))}
+    # -ts 3,1 of 60 layers: 45 (blocks 21–65) and 15 (blocks 66–79 and the output layer);
+    # 128 MiB of f16 cache a block at 32k
+    assert rows["CUDA0"][1] == "21–65" and rows["CUDA0"][-2:] == ["5.62", "GiB"]
+    assert rows["CUDA1"][1:3] == ["66–79,", "output"] and rows["CUDA1"][-2:] == ["1.75", "GiB"]
+    assert rows["host"][1:3] == ["blocks", "0–20"] and rows["host"][-2:] == ["2.62", "GiB"]
+
+
 def test_fit_over_two_cards_follows_llama_cpp_s_order_on_a_toy_model():
     blocks = tuple(Block(10, (1, 0, 0), (10, 10, 10)) for _ in range(4))
 
