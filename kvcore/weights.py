@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import UnknownNameError
+from .gguf_mix import MIXES, module_types
 from .model import ModelSpec, Module
 from .quant import QuantScheme, estimate
 
@@ -183,6 +184,8 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
                        expert_bytes=int(p.experts * ratio),
                        active_expert_bytes=int(p.active_experts * ratio))
     fmt = _format(spec, weight_format, auto)
+    if fmt.name in MIXES and p.modules and not p.per_layer_embedding:
+        return _gguf_mix(spec, fmt, params, mtp=mtp, include_encoder=include_encoder)
 
     def size(n: int, embedding: int, experts: int) -> int:
         if fmt.experts_only:
@@ -210,6 +213,32 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
                                                   0),
                    expert_bytes=int(p.experts * fmt.bits_per_weight / 8),
                    active_expert_bytes=int(p.active_experts * fmt.bits_per_weight / 8))
+
+
+def _gguf_mix(spec: ModelSpec, fmt: WeightFormat, params: int, *, mtp: bool,
+              include_encoder: bool) -> Weights:
+    """Weights of a llama-quantize mix (Q4_K_M …) tensor by tensor, each in the type the
+    quantizer gives it (gguf_mix); draft (MTP) layers, which no module lists, at the mix's
+    average."""
+    p = spec.params
+    sizes = module_types(spec, fmt.name)
+    by_role: dict[str, int] = {}
+    for m, b in zip(p.modules, sizes, strict=True):
+        by_role[m.role] = by_role.get(m.role, 0) + b
+    embed, head = by_role.get("embed", 0), by_role.get("head", 0)
+    encoder = by_role.get("encoder", 0)
+    draft = int(p.mtp * fmt.bits_per_weight / 8) if mtp else 0
+    total = sum(sizes) - (0 if include_encoder else encoder) + draft
+    untied = head > 0
+    experts = by_role.get("experts", 0)
+    active_experts = int(experts * p.active_experts / p.experts) if p.experts else 0
+    # read per token: all but the experts not routed to and an untied input embedding
+    active = (total - experts + active_experts - (embed if untied else 0)
+              - (encoder if include_encoder else 0))
+    return Weights(total, active, fmt.name, "config, llama-quantize's tensor types", params,
+                   embed + head, untied, lm_head_bytes=head if untied else embed,
+                   replicated_bytes=by_role.get("replicated", 0),
+                   expert_bytes=experts, active_expert_bytes=active_experts)
 
 
 def _quantized(spec: ModelSpec, scheme: QuantScheme, params: int, *, mtp: bool,

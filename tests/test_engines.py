@@ -777,7 +777,9 @@ def test_llamacpp_keeps_the_token_embedding_in_host_memory():
     w = weights_for(spec, "q4_k_m")
     assert w.lm_head_separate
     r = engine_plan("llama.cpp", req("llama-3.1-8b", gpu="4090", weights="q4_k_m"))
-    assert r.weights_bytes == w.bytes - w.embedding_bytes // 2
+    # Q4_K_M: the output matrix in Q6_K, the token embedding in Q4_K
+    assert r.weights_bytes == w.bytes - w.input_bytes
+    assert w.input_bytes * 210 == w.head_bytes * 144
     v = engine_plan("vllm", req("llama-3.1-8b", gpu="4090", weights="int4"))
     wi = weights_for(spec, "int4")
     assert v.weights_bytes == wi.bytes

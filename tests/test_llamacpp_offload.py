@@ -99,9 +99,15 @@ def test_config_blocks_add_up_to_the_decoder_s_bytes():
     ds = load_model("deepseek-v3")
     dblocks, _ = blocks_for(ds, weights_for(ds, "q4_k_m"))
     assert [b.experts > 0 for b in dblocks[:4]] == [False, False, False, True]
-    # its shared experts (one module) split over gate, up and down; the router is a gate
+    # its shared experts (one module) split over gate, up and down; the router (float32) is
+    # a gate; in Q4_K_M the last block's down projections are Q6_K (210 bytes a 256-value
+    # block against Q4_K's 144), its routed experts' too
     gate, up, down = dblocks[-1].ffn
-    assert up == down and gate > up
+    router = 256 * 7168 * 4
+    assert gate == up + router and down * 144 == up * 210
+    assert dblocks[-1].exps[2] * 144 == dblocks[-1].exps[1] * 210
+    # a block use_more_bits passes over keeps its down projections in Q4_K
+    assert dblocks[10].exps[2] == dblocks[10].exps[1]
     # an ungated MLP (Nemotron-H's relu² experts) has no gate projections
     nh = load_model("nemotron-3-nano-30b-a3b")
     nblocks, _ = blocks_for(nh, weights_for(nh, "q4_k_m"))

@@ -149,16 +149,25 @@ def test_custom_size_gpu_has_no_decode():
 
 
 def test_weights_source_is_reported():
-    assert plan(request(weights="q4_k_m")).weights.source == "config estimate"
+    assert plan(request(weights="int4")).weights.source == "config estimate"
+    assert plan(request(weights="q4_k_m")).weights.source == "config, llama-quantize's tensor types"
     mm = plan(request(model="minimax-m1-80k", weights=None, gpu="h200"))
     assert mm.weights.source == "safetensors index"
     assert mm.weights.bytes == 912_210_767_872
 
 
-@pytest.mark.parametrize(("fmt", "bits"), [("bf16", 16), ("q8_0", 8.5), ("q4_k_m", 4.84)])
+@pytest.mark.parametrize(("fmt", "bits"), [("bf16", 16), ("f16", 16), ("f32", 32)])
 def test_weight_formats_scale_with_bits(fmt, bits):
     spec = load_model("llama-3.1-8b")
     assert weights_for(spec, fmt).bytes == int(spec.params.total * bits / 8)
+
+
+def test_q8_0_is_q8_0_but_for_its_float32_vectors():
+    # llama-quantize's Q8_0: every matrix 34 bytes a 32-value block, the norms float32
+    spec = load_model("llama-3.1-8b")
+    matrices = sum(m.params for m in spec.params.modules if m.matrices or m.role == "embed")
+    vectors = spec.params.total - matrices
+    assert weights_for(spec, "q8_0").bytes == matrices // 32 * 34 + vectors * 4
 
 
 def test_hf_quantization_keeps_embeddings_16bit():

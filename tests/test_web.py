@@ -624,7 +624,7 @@ def test_the_page_gives_every_line_the_cli_gives(client, capsys):
     assert '<pre class="log" id="engine">' + "\n".join(engine) + "\n</pre>" in text
     assert next(line for line in cli if line.startswith("command: ")).removeprefix(
         "command: ") in text
-    assert "1.9 GiB over the card's 23 GiB budget" in text
+    assert "2.8 GiB over the card's 23 GiB budget" in text
     assert "<td>q8_0 (chosen)</td><td>no</td>" in text
     # the decode and prefill estimates, as sentences
     for kind in ("decode", "prefill"):

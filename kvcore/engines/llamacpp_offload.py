@@ -37,6 +37,7 @@ from functools import partial
 from typing import Any
 
 from ..errors import InputError
+from ..gguf_mix import MIXES, module_parts
 from ..gpus import GPU
 from ..kv import CacheOptions
 from ..model import ModelSpec
@@ -140,23 +141,30 @@ def _module_families(path: str, fams: tuple[str, ...]) -> tuple[str, ...]:
 
 def blocks_for(spec: ModelSpec, weights: Weights) -> tuple[tuple[Block, ...], str]:
     """Each decoder block's weight bytes and where they come from: the GGUF's own tensors
-    (exact), or the config's modules priced at the plan's weight bytes (each block's share of
-    the decoder's bytes by its parameters; routed experts split evenly over their gate, up
-    and down projections, or over up and down for an ungated MLP)."""
+    (exact), the config's modules in a llama-quantize mix's tensor types (gguf_mix), or the
+    config's modules priced at the plan's weight bytes (each block's share of the decoder's
+    bytes by its parameters; routed experts split evenly over their gate, up and down
+    projections, or over up and down for an ungated MLP)."""
     n = spec.decoder_layers
     ck = spec.checkpoint
     if weights.source.startswith("GGUF") and ck is not None and ck.blocks:
         return ck.blocks, "the GGUF's tensors"
     body = max(0, weights.bytes - weights.embedding_bytes - weights.per_layer_embedding_bytes)
-    by_layer: list[list[tuple[str, int, str]]] = [[] for _ in range(n)]
-    for m in spec.params.modules:
+    # a llama-quantize mix gives each module its own tensor types (gguf_mix): its bytes as
+    # they are, else the module's parameters at the plan's bytes per parameter
+    mixed = weights.source.startswith("config, llama-quantize") and weights.format in MIXES
+    exact = module_parts(spec, weights.format) if mixed else None
+    by_layer: list[list[tuple[str, int, str, dict[str, int]]]] = [[] for _ in range(n)]
+    for k, m in enumerate(spec.params.modules):
         if m.role in ("embed", "head", "encoder"):
             continue
         hit = _LAYER.search(m.names[0])
         if hit is None or int(hit.group(1)) >= n:
             continue
-        by_layer[int(hit.group(1))].append((m.names[0], m.params, m.role))
-    params = sum(p for layer in by_layer for _, p, _ in layer)
+        parts_k = exact[k] if exact else {}
+        by_layer[int(hit.group(1))].append(
+            (m.names[0], sum(parts_k.values()) if exact else m.params, m.role, parts_k))
+    params = sum(p for layer in by_layer for _, p, _, _ in layer)
     from ..hf import _UNGATED_MLP
     fams = ("up", "down") if spec.model_type in _UNGATED_MLP else FAMILIES
     if not params:
@@ -167,18 +175,27 @@ def blocks_for(spec: ModelSpec, weights: Weights) -> tuple[tuple[Block, ...], st
         exps = tuple(share // len(fams) if f in fams else 0 for f in FAMILIES)
         blocks = [Block(per, (0, 0, 0), (exps[0], exps[1], exps[2])) for _ in range(n)]
         return tuple(blocks), "the decoder's bytes spread evenly over its blocks (no module list)"
-    ratio = body / params
+    ratio = 1.0 if exact else body / params
     out = []
     for layer in by_layer:
         parts = _empty()
-        for path, p, role in layer:
+        for path, p, role, cats in layer:
             size = round(p * ratio)
             into = fams if role == "experts" else _module_families(path, fams)
+            where = "exps" if role == "experts" else "ffn"
             if not into:
                 _add(parts, "ffn", None, size)
-            for f in into:
-                _add(parts, "exps" if role == "experts" else "ffn", f, size // len(into))
+            elif cats and len(into) > 1:
+                # the mix's own bytes of each projection (a down projection can be a type up)
+                for f in into:
+                    _add(parts, where, f, cats.get(f"ffn_{f}", 0))
+                _add(parts, where, None, size - sum(cats.get(f"ffn_{f}", 0) for f in into))
+            else:
+                for f in into:
+                    _add(parts, where, f, size // len(into))
         out.append(_freeze(parts))
+    if exact:
+        return tuple(out), "the config's modules in llama-quantize's tensor types"
     return tuple(out), "the config's modules at the plan's bytes per parameter"
 
 

@@ -1,0 +1,283 @@
+"""The tensor types llama.cpp's quantizer gives a model's weights in a K-quant mix.
+
+``llama-quantize`` does not store every tensor of a ``Q4_K_M`` file in Q4_K: it picks a type a
+tensor by its role, its layer and the model (``src/llama-quant.cpp · llama_tensor_get_type``,
+``llama_tensor_get_type_impl``, ``tensor_type_fallback``, ``tensor_allows_quantization``):
+
+- the output matrix (and a tied token embedding) in Q6_K, or Q8_0 where its rows are not whole
+  256-value blocks;
+- attention V (and fused QKV, and MLA's ``attn_kv_b``) and the FFN's down projections one
+  type up on the layers ``use_more_bits`` picks: the first and last eighth of them and every
+  third between (Q6_K in Q4_K_M and Q5_K_M); Q3_K_M and Q2_K raise them otherwise;
+- 70B-class models (80 layers of a Llama or Qwen2) take attention V in Q5_K at least, models
+  of 8 experts attention K and V in Q8_0 and the attention output in Q5_K;
+- a tensor whose rows are not whole blocks of its type falls back to a 32-value type (Q4_K
+  to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, Q2_K and Q3_K to Q4_0), or to F16;
+- norms, biases, convolutions and the expert router stay float32 (the converter writes them
+  so, and the quantizer leaves them), and routed experts a checkpoint ships in MXFP4 (gpt-oss,
+  DeepSeek-V4) stay MXFP4.
+
+Each of a config's modules is given the type its GGUF tensor would get, from the module's
+name: exact for the architectures whose tensors map one to one (an 8B Llama's Q4_K_M: 193
+Q4_K, 33 Q6_K, 65 F32, as its logs print). Modules no rule names (linear-attention gates,
+MLA's low-rank projections) take the mix's base type, as ``llama-quantize`` gives them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .hf import _UNGATED_MLP
+from .model import ModelSpec, Module
+
+__all__ = ["MIXES", "TensorType", "module_parts", "module_types", "tensor_types"]
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A ggml type: bytes a block of ``block`` values."""
+
+    name: str
+    block: int
+    block_bytes: int
+
+    def nbytes(self, values: int) -> int:
+        return values // self.block * self.block_bytes
+
+
+TYPES = {t.name: t for t in (
+    TensorType("F32", 1, 4), TensorType("F16", 1, 2),
+    TensorType("Q4_0", 32, 18), TensorType("Q5_0", 32, 22), TensorType("Q5_1", 32, 24),
+    TensorType("Q8_0", 32, 34), TensorType("Q2_K", 256, 84), TensorType("Q3_K", 256, 110),
+    TensorType("Q4_K", 256, 144), TensorType("Q5_K", 256, 176), TensorType("Q6_K", 256, 210),
+    TensorType("MXFP4", 32, 17),
+)}
+
+#: kvplan's weight formats that name a llama-quantize mix, and the mix's base type
+MIXES = {"q2_k": "Q2_K", "q3_k_m": "Q3_K", "q4_k_m": "Q4_K", "q5_k_m": "Q5_K",
+         "q6_k": "Q6_K", "q8_0": "Q8_0"}
+#: where a type's rows are not whole blocks (tensor_type_fallback)
+FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+#: module leaves by the GGUF tensor category llama-quant.cpp's rules name
+_LEAVES = {"attn_q": ("q_proj", "wq"), "attn_k": ("k_proj", "wk"), "attn_v": ("v_proj", "wv"),
+           "attn_qkv": ("qkv_proj", "query_key_value", "Wqkv", "c_attn", "in_proj_qkv"),
+           "attn_output": ("o_proj", "wo", "dense"),
+           "ffn_gate": ("gate_proj", "w1"), "ffn_up": ("up_proj", "w3", "gate_up_proj"),
+           "ffn_down": ("down_proj", "w2")}
+_ATTENTION = ("self_attn", "attn", "attention", "mixer")
+#: architectures whose GGUF fuses Q, K and V into one attn_qkv (phi3: and gate with up)
+_FUSED_QKV = frozenset({"phi3", "chatglm", "glm"})
+#: model modules holding a whole MLP (gate, up, down) as one
+_WHOLE_MLP = ("shared_experts", "shared_expert", "shared_mlp")
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    module: int
+    category: str
+    layer: int
+    values: int
+    ncols: int
+
+
+def _use_more_bits(i: int, n: int) -> bool:
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def _category(path: str, role: str, model_type: str) -> str:
+    parent, _, leaf = path.rpartition(".")
+    if role == "embed":
+        return "token_embd"
+    if role == "head":
+        return "output"
+    if model_type in _FUSED_QKV and leaf in ("q_proj", "k_proj", "v_proj"):
+        return "attn_qkv"
+    if model_type == "phi3" and leaf == "gate_proj":
+        return "ffn_up"
+    for cat, leaves in _LEAVES.items():
+        if leaf in leaves:
+            if cat == "attn_output" and not parent.endswith(_ATTENTION):
+                return "other"
+            if cat.startswith("attn") and "linear_attn" in parent and cat != "attn_qkv":
+                return "other"
+            return cat
+    return "other"
+
+
+def _tensors(spec: ModelSpec, modules: tuple[Module, ...]) -> list[_Tensor]:
+    """The quantizable tensors of a config's modules, in file order (layer by layer), each
+    with its category, layer, values and row length (ne[0])."""
+    out = []
+    hidden = spec.hidden_size
+    gated = spec.model_type not in _UNGATED_MLP
+    for k, m in enumerate(modules):
+        path = m.names[0]
+        hit = _LAYER.search(path)
+        layer = int(hit.group(1)) if hit else -1
+        if m.role == "experts" or path.rpartition(".")[2] in _WHOLE_MLP:
+            # gate, up, down of every expert: E × (2 I H) + E × (H I) (or up and down alone)
+            parts = 3 if gated else 2
+            experts = max(1, m.matrices // parts)
+            inter = ((m.rows // experts) - hidden) // (parts - 1) if m.rows else 0
+            if inter <= 0 or hidden <= 0:
+                out.append(_Tensor(k, "other", layer, m.params, hidden or 1))
+                continue
+            for cat in ("ffn_gate", "ffn_up") if gated else ("ffn_up",):
+                out.append(_Tensor(k, cat, layer, experts * inter * hidden, hidden))
+            out.append(_Tensor(k, "ffn_down", layer, experts * inter * hidden, inter))
+            continue
+        ncols = m.params // m.rows if m.rows else hidden
+        if m.role == "head" and not m.rows:
+            ncols = hidden
+        out.append(_Tensor(k, _category(path, m.role, spec.model_type), layer, m.params,
+                           ncols or 1))
+    return out
+
+
+def _routing_or_plain(m: Module) -> bool:
+    """Tensors llama-quantize leaves in float32: 1-D ones (norms, biases, convolutions) and
+    the expert router (ffn_gate_inp)."""
+    leaf = m.names[0].rpartition(".")[2]
+    if m.role in ("embed", "head"):
+        return False
+    return not m.matrices or (m.role == "replicated" and leaf in ("gate", "router"))
+
+
+def module_types(spec: ModelSpec, weight_format: str,
+                 modules: tuple[Module, ...] | None = None) -> list[int]:
+    """Each module's bytes in ``weight_format`` (one of MIXES) as llama-quantize stores its
+    tensors (encoder modules in float16, as the projector file beside the GGUF holds them)."""
+    return [sum(parts.values()) for parts in module_parts(spec, weight_format, modules)]
+
+
+def module_parts(spec: ModelSpec, weight_format: str,
+                 modules: tuple[Module, ...] | None = None) -> list[dict[str, int]]:
+    """module_types by tensor category ("ffn_gate", "ffn_up", "ffn_down", "attn_v", …): a
+    routed-expert module's gate, up and down projections apart."""
+    mods = spec.params.modules if modules is None else modules
+    out: list[dict[str, int]] = [{} for _ in mods]
+    for k, cat, name, values in tensor_types(spec, weight_format, mods):
+        out[k][cat] = out[k].get(cat, 0) + TYPES[name].nbytes(values)
+    return out
+
+
+def tensor_types(spec: ModelSpec, weight_format: str, modules: tuple[Module, ...] | None = None
+                 ) -> list[tuple[int, str, str, int]]:
+    """Every tensor the modules make, in file order: (module index, category, ggml type,
+    values)."""
+    mods = spec.params.modules if modules is None else modules
+    out = []
+    tensors = []
+    for t in _tensors(spec, mods):
+        m = mods[t.module]
+        if m.role == "encoder":
+            # the vision or audio tower: a projector file of its own (--mmproj), in float16
+            out.append((t.module, t.category, "F16", t.values))
+        elif _routing_or_plain(m):
+            out.append((t.module, t.category, "F32", t.values))
+        else:
+            tensors.append(t)
+    rules = _Rules.of(spec, weight_format, mods, tensors)
+    # routed experts shipped in MXFP4 (gpt-oss, DeepSeek-V4) are written so by the converter
+    # and left so by the quantizer, whatever the mix
+    mxfp4 = spec.checkpoint_weights in ("mxfp4_moe", "fp8_mxfp4_moe")
+    # a GGUF that fuses Q, K and V holds one attn_qkv a layer: one choice for its parts
+    fused: dict[int, str] = {}
+    for t in tensors:
+        if mxfp4 and mods[t.module].role == "experts":
+            out.append((t.module, t.category, "MXFP4", t.values))
+            if t.category == "ffn_down":
+                rules.i_down += 1
+            continue
+        if t.category == "attn_qkv" and spec.model_type in _FUSED_QKV:
+            if t.layer not in fused:
+                fused[t.layer] = rules.pick(t)
+            new = fused[t.layer]
+        else:
+            new = rules.pick(t)
+        out.append((t.module, t.category, new, t.values))
+    return out
+
+
+@dataclass
+class _Rules:
+    """llama_tensor_get_type_impl for one model and mix, with its running counters (attention
+    V tensors and FFN down projections seen so far)."""
+
+    fmt: str
+    base: str
+    n_layer: int
+    n_gqa: int
+    n_expert: int
+    seventy: bool
+    tied: bool
+    n_wv: int
+    i_wv: int = 0
+    i_down: int = 0
+
+    @classmethod
+    def of(cls, spec: ModelSpec, fmt: str, mods: tuple[Module, ...],
+           tensors: list[_Tensor]) -> _Rules:
+        groups = [g for g in spec.groups if g.kind.is_attention and g.n_kv_heads]
+        kv_heads = groups[0].n_kv_heads if groups else 0
+        parts = 3 if spec.model_type not in _UNGATED_MLP else 2
+        qkv = {t.layer for t in tensors if t.category == "attn_qkv"}
+        fused = spec.model_type in _FUSED_QKV
+        return cls(fmt, MIXES[fmt], spec.decoder_layers,
+                   spec.num_attention_heads // kv_heads if kv_heads else 1,
+                   max((m.matrices // parts for m in mods if m.role == "experts"), default=1),
+                   spec.model_type in ("llama", "qwen2") and spec.decoder_layers == 80,
+                   not any(t.category == "output" for t in tensors),
+                   sum(t.category in ("attn_v", "attn_qkv") for t in tensors)
+                   if not fused else len(qkv))
+
+    def pick(self, t: _Tensor) -> str:
+        """The type of tensor ``t``, after the fallback for rows that are not whole blocks."""
+        new = self._rule(t)
+        if t.ncols % TYPES[new].block:
+            new = FALLBACK.get(new, new)
+            if t.ncols % TYPES[new].block:
+                new = "F16"
+        return new
+
+    def _rule(self, t: _Tensor) -> str:
+        fmt, new = self.fmt, self.base
+        cat = "output" if self.tied and t.category == "token_embd" else t.category
+        if cat == "output":
+            # rows not whole blocks of the base type: Q8_0
+            return "Q8_0" if t.ncols % TYPES[new].block or new == "Q8_0" else "Q6_K"
+        if cat in ("attn_v", "attn_qkv"):
+            if fmt == "q2_k":
+                new = "Q4_K" if self.n_gqa >= 4 else "Q3_K"
+            elif fmt == "q3_k_m":
+                new = "Q5_K" if self.i_wv < 2 else "Q4_K"
+            elif fmt in ("q4_k_m", "q5_k_m") and _use_more_bits(self.i_wv, self.n_wv):
+                new = "Q6_K"
+            if self.seventy and new in ("Q3_K", "Q4_K"):
+                new = "Q5_K"
+            if self.n_expert == 8:
+                new = "Q8_0"
+            self.i_wv += 1
+        elif cat == "attn_k" and self.n_expert == 8:
+            new = "Q8_0"
+        elif cat == "ffn_down":
+            # a mixture of experts' layer from the tensor's name, else the count so far
+            i = t.layer if self.n_expert > 1 and t.layer >= 0 else self.i_down
+            if fmt == "q2_k":
+                new = "Q3_K"
+            elif fmt == "q3_k_m":
+                new = "Q5_K" if i < self.n_layer // 16 else "Q4_K"
+            elif fmt in ("q4_k_m", "q5_k_m") and _use_more_bits(i, self.n_layer):
+                new = "Q6_K"
+            self.i_down += 1
+        elif cat == "attn_output":
+            if self.n_expert == 8:
+                new = "Q5_K" if fmt in ("q2_k", "q3_k_m", "q4_k_m") else new
+            elif fmt == "q2_k":
+                new = "Q3_K"
+            elif fmt == "q3_k_m":
+                new = "Q4_K"
+        return new
