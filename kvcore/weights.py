@@ -235,7 +235,10 @@ def _gguf_mix(spec: ModelSpec, fmt: WeightFormat, params: int, *, mtp: bool,
     # read per token: all but the experts not routed to and an untied input embedding
     active = (total - experts + active_experts - (embed if untied else 0)
               - (encoder if include_encoder else 0))
-    return Weights(total, active, fmt.name, "config, llama-quantize's tensor types", params,
+    source = "config, llama-quantize's tensor types"
+    if encoder and include_encoder:
+        source += ", vision tower in f16 (mmproj)"
+    return Weights(total, active, fmt.name, source, params,
                    embed + head, untied, lm_head_bytes=head if untied else embed,
                    replicated_bytes=by_role.get("replicated", 0),
                    expert_bytes=experts, active_expert_bytes=active_experts)

@@ -150,7 +150,11 @@ def test_custom_size_gpu_has_no_decode():
 
 def test_weights_source_is_reported():
     assert plan(request(weights="int4")).weights.source == "config estimate"
-    assert plan(request(weights="q4_k_m")).weights.source == "config, llama-quantize's tensor types"
+    # a vision-language model's tower in float16, as its projector file
+    assert plan(request(weights="q4_k_m")).weights.source == \
+        "config, llama-quantize's tensor types, vision tower in f16 (mmproj)"
+    assert plan(request(model="qwen3-8b", weights="q4_k_m")).weights.source == \
+        "config, llama-quantize's tensor types"
     mm = plan(request(model="minimax-m1-80k", weights=None, gpu="h200"))
     assert mm.weights.source == "safetensors index"
     assert mm.weights.bytes == 912_210_767_872
