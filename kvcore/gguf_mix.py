@@ -107,31 +107,48 @@ def _category(path: str, role: str, model_type: str) -> str:
     return "other"
 
 
+def _expert_dims(m: Module, parts: int, widths: list[int]) -> tuple[int, int] | None:
+    """(input width, intermediate width) of one expert of a module of ``parts`` projections
+    a expert (gate, up, down; or up, down): the input width is the model's hidden size, or a
+    latent MoE's latent size (``widths``, in that order), whichever the module's rows and
+    parameters agree with."""
+    experts = max(1, m.matrices // parts)
+    per, rows = m.params // experts, m.rows // experts
+    for width in widths:
+        if width and rows > width and (rows - width) % (parts - 1) == 0:
+            inter = (rows - width) // (parts - 1)
+            if inter * width * parts == per:
+                return width, inter
+    return None
+
+
 def _tensors(spec: ModelSpec, modules: tuple[Module, ...]) -> list[_Tensor]:
     """The quantizable tensors of a config's modules, in file order (layer by layer), each
     with its category, layer, values and row length (ne[0])."""
     out = []
     hidden = spec.hidden_size
     gated = spec.model_type not in _UNGATED_MLP
+    # a latent MoE's experts work in the latent width its fc1_latent_proj projects to
+    latent = {int(h.group(1)): m.rows for m in modules
+              if m.names[0].endswith("fc1_latent_proj") and (h := _LAYER.search(m.names[0]))}
     for k, m in enumerate(modules):
         path = m.names[0]
         hit = _LAYER.search(path)
         layer = int(hit.group(1)) if hit else -1
         if m.role == "experts" or path.rpartition(".")[2] in _WHOLE_MLP:
-            # gate, up, down of every expert: E × (2 I H) + E × (H I) (or up and down alone)
+            # gate, up and down of every expert, a third of the module each (or up and down)
             parts = 3 if gated else 2
-            experts = max(1, m.matrices // parts)
-            inter = ((m.rows // experts) - hidden) // (parts - 1) if m.rows else 0
-            if inter <= 0 or hidden <= 0:
+            dims = _expert_dims(m, parts, [hidden, latent.get(layer, 0)])
+            if dims is None:
                 out.append(_Tensor(k, "other", layer, m.params, hidden or 1))
                 continue
+            width, inter = dims
             for cat in ("ffn_gate", "ffn_up") if gated else ("ffn_up",):
-                out.append(_Tensor(k, cat, layer, experts * inter * hidden, hidden))
-            out.append(_Tensor(k, "ffn_down", layer, experts * inter * hidden, inter))
+                out.append(_Tensor(k, cat, layer, m.params // parts, width))
+            out.append(_Tensor(k, "ffn_down", layer, m.params // parts, inter))
             continue
-        ncols = m.params // m.rows if m.rows else hidden
-        if m.role == "head" and not m.rows:
-            ncols = hidden
+        # one matrix: its input width; several (an aggregate of projections): the hidden size
+        ncols = m.params // m.rows if m.rows and m.matrices == 1 else hidden
         out.append(_Tensor(k, _category(path, m.role, spec.model_type), layer, m.params,
                            ncols or 1))
     return out

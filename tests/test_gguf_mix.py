@@ -125,3 +125,19 @@ def test_every_mix_sums_its_tensors(fmt):
     bits = w.bytes * 8 / w.params
     assert {"q2_k": (2.6, 4.0), "q3_k_m": (3.4, 4.4), "q4_k_m": (4.5, 5.2),
             "q5_k_m": (5.5, 6.1), "q6_k": (6.5, 6.7), "q8_0": (8.4, 8.6)}[fmt][0] < bits
+
+
+def test_a_latent_moe_s_experts_and_aggregate_modules_keep_their_widths():
+    from kvcore.gguf_mix import _tensors
+    k3 = load_model("kimi-k3")
+    mods = k3.params.modules
+    experts = next(i for i, m in enumerate(mods) if m.role == "experts")
+    parts = [t for t in _tensors(k3, mods) if t.module == experts]
+    # the experts work in the 3,584-wide latent fc1_latent_proj projects to, 3,072 wide inside
+    assert [(t.category, t.ncols) for t in parts] == [("ffn_gate", 3584), ("ffn_up", 3584),
+                                                      ("ffn_down", 3072)]
+    assert sum(t.values for t in parts) == mods[experts].params
+    # an aggregate of several projections (Kimi's linear-attention projections) reads the
+    # hidden state: whole blocks, the mix's own type (not a float16 fall back)
+    agg = next(i for i, m in enumerate(mods) if m.names[0].endswith("projections"))
+    assert {t for k, _, t, _ in tensor_types(k3, "q4_k_m") if k == agg} == {"Q4_K"}
