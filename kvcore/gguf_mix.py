@@ -6,9 +6,9 @@ tensor by its role, its layer and the model (``src/llama-quant.cpp · llama_tens
 
 - the output matrix (and a tied token embedding) in Q6_K, or Q8_0 where its rows are not whole
   256-value blocks;
-- attention V (and fused QKV, and MLA's ``attn_kv_b``) and the FFN's down projections one
-  type up on the layers ``use_more_bits`` picks: the first and last eighth of them and every
-  third between (Q6_K in Q4_K_M and Q5_K_M); Q3_K_M and Q2_K raise them otherwise;
+- attention V (and a fused QKV) and the FFN's down projections one type up on the layers
+  ``use_more_bits`` picks: the first and last eighth of them and every third between (Q6_K in
+  Q4_K_M and Q5_K_M); Q3_K_M and Q2_K raise them otherwise;
 - 70B-class models (80 layers of a Llama or Qwen2) take attention V in Q5_K at least, models
   of 8 experts attention K and V in Q8_0 and the attention output in Q5_K;
 - a tensor whose rows are not whole blocks of its type falls back to a 32-value type (Q4_K
@@ -19,8 +19,9 @@ tensor by its role, its layer and the model (``src/llama-quant.cpp · llama_tens
 
 Each of a config's modules is given the type its GGUF tensor would get, from the module's
 name: exact for the architectures whose tensors map one to one (an 8B Llama's Q4_K_M: 193
-Q4_K, 33 Q6_K, 65 F32, as its logs print). Modules no rule names (linear-attention gates,
-MLA's low-rank projections) take the mix's base type, as ``llama-quantize`` gives them.
+Q4_K and 33 Q6_K, as its logs print). Modules no rule names (linear-attention gates, MLA's
+low-rank projections and its ``kv_b``, which the converter writes as ``attn_k_b`` and
+``attn_v_b``) take the mix's base type, as ``llama-quantize`` gives them.
 """
 
 from __future__ import annotations
