@@ -11,6 +11,9 @@ tensor by its role, its layer and the model (``src/llama-quant.cpp · llama_tens
   Q4_K_M and Q5_K_M); Q3_K_M and Q2_K raise them otherwise;
 - 70B-class models (80 layers of a Llama or Qwen2) take attention V in Q5_K at least, models
   of 8 experts attention K and V in Q8_0 and the attention output in Q5_K;
+- IQ4_XS raises attention V to Q5_K where four or more query heads share a KV head; its
+  first eighth of FFN down projections go to Q5_K only without an importance matrix, and an
+  IQ4_XS file is taken as made with one (as the published ones are);
 - a tensor whose rows are not whole blocks of its type falls back to a 32-value type (Q4_K
   to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, Q2_K and Q3_K to Q4_0), or to F16;
 - norms, biases, convolutions and the expert router stay float32 (the converter writes them
@@ -52,14 +55,15 @@ TYPES = {t.name: t for t in (
     TensorType("Q4_0", 32, 18), TensorType("Q5_0", 32, 22), TensorType("Q5_1", 32, 24),
     TensorType("Q8_0", 32, 34), TensorType("Q2_K", 256, 84), TensorType("Q3_K", 256, 110),
     TensorType("Q4_K", 256, 144), TensorType("Q5_K", 256, 176), TensorType("Q6_K", 256, 210),
-    TensorType("MXFP4", 32, 17),
+    TensorType("MXFP4", 32, 17), TensorType("IQ4_NL", 32, 18), TensorType("IQ4_XS", 256, 136),
 )}
 
 #: kvplan's weight formats that name a llama-quantize mix, and the mix's base type
 MIXES = {"q2_k": "Q2_K", "q3_k_m": "Q3_K", "q4_k_m": "Q4_K", "q5_k_m": "Q5_K",
-         "q6_k": "Q6_K", "q8_0": "Q8_0"}
+         "q6_k": "Q6_K", "q8_0": "Q8_0", "iq4_xs": "IQ4_XS"}
 #: where a type's rows are not whole blocks (tensor_type_fallback)
-FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0",
+            "IQ4_XS": "IQ4_NL"}
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 #: module leaves by the GGUF tensor category llama-quant.cpp's rules name
@@ -268,7 +272,9 @@ class _Rules:
             # rows not whole blocks of the base type: Q8_0
             return "Q8_0" if t.ncols % TYPES[new].block or new == "Q8_0" else "Q6_K"
         if cat in ("attn_v", "attn_qkv"):
-            if fmt == "q2_k":
+            if fmt == "iq4_xs" and self.n_gqa >= 4:
+                new = "Q5_K"
+            elif fmt == "q2_k":
                 new = "Q4_K" if self.n_gqa >= 4 else "Q3_K"
             elif fmt == "q3_k_m":
                 new = "Q5_K" if self.i_wv < 2 else "Q4_K"
@@ -293,7 +299,7 @@ class _Rules:
             self.i_down += 1
         elif cat == "attn_output":
             if self.n_expert == 8:
-                new = "Q5_K" if fmt in ("q2_k", "q3_k_m", "q4_k_m") else new
+                new = "Q5_K" if fmt in ("q2_k", "q3_k_m", "q4_k_m", "iq4_xs") else new
             elif fmt == "q2_k":
                 new = "Q3_K"
             elif fmt == "q3_k_m":

@@ -112,7 +112,8 @@ def test_seventy_b_fused_qkv_and_tied_embeddings():
     assert weights_for(gemma, "q4_k_m").bytes - text.bytes == 2 * gemma.params.encoder
 
 
-@pytest.mark.parametrize("fmt", ["q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "q8_0"])
+@pytest.mark.parametrize("fmt", ["q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "q8_0",
+                                 "iq4_xs"])
 def test_every_mix_sums_its_tensors(fmt):
     spec = load_model("qwen3-30b-a3b")
     w = weights_for(spec, fmt)
@@ -124,7 +125,8 @@ def test_every_mix_sums_its_tensors(fmt):
     assert w.active_expert_bytes == w.expert_bytes * 8 // 128
     bits = w.bytes * 8 / w.params
     assert {"q2_k": (2.6, 4.0), "q3_k_m": (3.4, 4.4), "q4_k_m": (4.5, 5.2),
-            "q5_k_m": (5.5, 6.1), "q6_k": (6.5, 6.7), "q8_0": (8.4, 8.6)}[fmt][0] < bits
+            "q5_k_m": (5.5, 6.1), "q6_k": (6.5, 6.7), "q8_0": (8.4, 8.6),
+            "iq4_xs": (4.25, 4.6)}[fmt][0] < bits
 
 
 def test_a_latent_moe_s_experts_and_aggregate_modules_keep_their_widths():
@@ -141,3 +143,14 @@ def test_a_latent_moe_s_experts_and_aggregate_modules_keep_their_widths():
     # hidden state: whole blocks, the mix's own type (not a float16 fall back)
     agg = next(i for i, m in enumerate(mods) if m.names[0].endswith("projections"))
     assert {t for k, _, t, _ in tensor_types(k3, "q4_k_m") if k == agg} == {"Q4_K"}
+
+
+def test_iq4_xs_raises_attention_v_where_four_query_heads_share_one():
+    # Llama-3.1-8B: 32 query heads over 8 KV heads; attention V in Q5_K, the output in Q6_K,
+    # every other matrix IQ4_XS (136 bytes a 256-value block), its FFN down projections too
+    # (the first eighth goes to Q5_K only without an importance matrix)
+    spec = load_model("llama-3.1-8b")
+    assert set(types(spec, "iq4_xs", "attn_v")) == {"Q5_K"}
+    assert set(types(spec, "iq4_xs", "output")) == {"Q6_K"}
+    assert set(types(spec, "iq4_xs", "ffn_down")) == {"IQ4_XS"}
+    assert TYPES["IQ4_XS"].nbytes(512) == 272
