@@ -65,7 +65,8 @@ MIXES = {"q2_k": "Q2_K", "q3_k_m": "Q3_K", "q4_k_m": "Q4_K", "q5_k_m": "Q5_K",
 FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0",
             "IQ4_XS": "IQ4_NL"}
 
-_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+#: a module path's layer number (``layers.12.mlp.experts``)
+MODULE_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 #: module leaves by the GGUF tensor category llama-quant.cpp's rules name
 _LEAVES = {"attn_q": ("q_proj", "wq"), "attn_k": ("k_proj", "wk"), "attn_v": ("v_proj", "wv"),
            "attn_qkv": ("qkv_proj", "query_key_value", "Wqkv", "c_attn", "in_proj_qkv"),
@@ -76,7 +77,7 @@ _ATTENTION = ("self_attn", "attn", "attention", "mixer")
 #: architectures whose GGUF fuses Q, K and V into one attn_qkv (phi3: and gate with up)
 _FUSED_QKV = frozenset({"phi3", "chatglm", "glm"})
 #: model modules holding a whole MLP (gate, up, down) as one
-_WHOLE_MLP = ("shared_experts", "shared_expert", "shared_mlp")
+WHOLE_MLP = ("shared_experts", "shared_expert", "shared_mlp")
 
 
 @dataclass(frozen=True)
@@ -135,12 +136,12 @@ def _tensors(spec: ModelSpec, modules: tuple[Module, ...]) -> list[_Tensor]:
     gated = spec.model_type not in _UNGATED_MLP
     # a latent MoE's experts work in the latent width its fc1_latent_proj projects to
     latent = {int(h.group(1)): m.rows for m in modules
-              if m.names[0].endswith("fc1_latent_proj") and (h := _LAYER.search(m.names[0]))}
+              if m.names[0].endswith("fc1_latent_proj") and (h := MODULE_LAYER.search(m.names[0]))}
     for k, m in enumerate(modules):
         path = m.names[0]
-        hit = _LAYER.search(path)
+        hit = MODULE_LAYER.search(path)
         layer = int(hit.group(1)) if hit else -1
-        if m.role == "experts" or path.rpartition(".")[2] in _WHOLE_MLP:
+        if m.role == "experts" or path.rpartition(".")[2] in WHOLE_MLP:
             # gate, up and down of every expert, a third of the module each (or up and down)
             parts = 3 if gated else 2
             dims = _expert_dims(m, parts, [hidden, latent.get(layer, 0)])

@@ -22,13 +22,14 @@ Memory is per card and never summed across cards.
 from __future__ import annotations
 
 import bisect
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .errors import InputError, shown
 from .model import LayerGroup, ModelSpec
 
-__all__ = ["Parallel", "Split", "check_tp", "llamacpp_stage_layers", "pp_layer_counts",
+__all__ = ["Parallel", "Split", "check_tp", "llamacpp_stage_layers", "pp_layer_counts", "ts_split",
            "rank_spec", "sglang_stage_layers", "stage_layers", "trtllm_stage_layers"]
 
 
@@ -94,17 +95,38 @@ def trtllm_stage_layers(num_layers: int, pp: int, stage: int) -> range:
     return _split_extra(num_layers, pp, stage, list(range(num_layers % pp)))
 
 
+def _f32(x: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", x))[0])
+
+
+def ts_split(layers: int, shares: tuple[float, ...]) -> tuple[int, ...]:
+    """The layers each device takes of ``layers`` offloaded ones under ``-ts shares``: the
+    shares summed into split points and divided by their sum, layer j on the first device
+    whose split point exceeds j / layers (llama-model.cpp load_tensors, ``(il − i_gpu_start)
+    / act_gpu_layers``, in float32 as there). One device: ()."""
+    if len(shares) <= 1:
+        return ()
+    points, total = [], 0.0
+    for x in shares:
+        total = _f32(total + _f32(x))
+        points.append(total)
+    points = [_f32(p / total) for p in points]
+    counts = [0] * len(shares)
+    for j in range(layers):
+        counts[bisect.bisect_right(points, _f32(_f32(j) / layers))] += 1
+    return tuple(counts)
+
+
 def llamacpp_stage_layers(num_layers: int, pp: int, stage: int) -> range:
     """Layers llama.cpp puts on device ``stage`` of ``pp`` under ``-sm layer`` with an even
-    ``-ts``: layer i goes to the first device whose share of the cumulative split exceeds
-    i / (num_layers + 1), the output layer counting as one more (llama-model.cpp
-    load_tensors: 32 layers over 2 devices are 17 and 15, the output on the second)."""
+    ``-ts``: every layer offloaded, the output layer counting as one more, split by ts_split
+    (llama-model.cpp load_tensors: 32 layers over 2 devices are 17 and 15, the output on the
+    second)."""
     if pp > num_layers:
         raise InputError(f"pp {pp} is larger than the model's {num_layers} layers", field="pp")
-    splits = [(k + 1) / pp for k in range(pp)]
-    owned = [i for i in range(num_layers) if bisect.bisect_right(splits, i / (num_layers + 1))
-             == stage]
-    return range(owned[0], owned[-1] + 1) if owned else range(0)
+    counts = ts_split(num_layers + 1, (1.0,) * pp) or (num_layers + 1,)
+    start = sum(counts[:stage])
+    return range(start, min(start + counts[stage], num_layers))
 
 
 def _shard_group(group: LayerGroup, tp: int, layers: tuple[int, ...]) -> LayerGroup:

@@ -642,10 +642,9 @@ def plan(req: EngineRequest) -> EngineReport:
                             [g.usable_bytes - margin for g in gpus if g is not None])
         cards = "card" if nd == 1 else "cards"
         if fit is None:
-            notes.append(f"llama-server's --fit (on by default) would find no placement: the "
-                         f"{cards}' compute buffers and targets alone exceed them" if nd > 1
-                         else "llama-server's --fit (on by default) would find no placement: "
-                         "the card's compute buffers and target alone exceed it")
+            alone = ("the cards' compute buffers and targets alone exceed them" if nd > 1
+                     else "the card's compute buffers and target alone exceed it")
+            notes.append(f"llama-server's --fit (on by default) would find no placement: {alone}")
         else:
             extra["fit"] = _placement_dict(req, fit, blocks, output_bytes, whole, weights,
                                            blocks_from)

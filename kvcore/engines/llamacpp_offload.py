@@ -28,19 +28,18 @@ The rules, from llama.cpp's source (``src/llama-model.cpp · load_tensors``,
 
 from __future__ import annotations
 
-import bisect
 import re
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 from ..errors import InputError
-from ..gguf_mix import MIXES, module_parts
+from ..gguf_mix import MIXES, MODULE_LAYER, WHOLE_MLP, module_parts
 from ..gpus import GPU
 from ..kv import CacheOptions
 from ..model import ModelSpec
+from ..parallel import ts_split
 from ..plan import largest
 from ..weights import Weights
 
@@ -50,8 +49,6 @@ __all__ = ["DEFAULT_HOST_BANDWIDTH", "DEFAULT_HOST_LINK", "Block", "Placement", 
 
 #: routed experts' tensors as --cpu-moe's pattern names them (common.h LLM_FFN_EXPS_REGEX)
 EXPS = re.compile(r"ffn_(up|down|gate_up|gate)_(ch|)exps")
-#: a module path's layer number (``layers.12.mlp.experts``)
-_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 #: a GGUF tensor's block number (``blk.12.ffn_up_exps.weight``)
 _BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
 #: the FFN tensor families the layer fractions of --fit move: gate (gate_up, the router
@@ -124,8 +121,6 @@ def gguf_blocks(tensors: Iterable[tuple[str, int]], n_layers: int) -> tuple[Bloc
 #: (gate_proj → ffn_gate, the router gate → ffn_gate_inp, gate_up_proj → ffn_gate_up)
 _LEAVES = {"gate": ("gate_proj", "gate_up_proj", "gate", "router", "w1"),
            "up": ("up_proj", "w3"), "down": ("down_proj", "w2")}
-#: modules that hold a whole MLP's matrices (shared experts as one module)
-_WHOLE_MLP = ("shared_experts", "shared_expert", "shared_mlp")
 
 
 def _module_families(path: str, fams: tuple[str, ...]) -> tuple[str, ...]:
@@ -134,7 +129,7 @@ def _module_families(path: str, fams: tuple[str, ...]) -> tuple[str, ...]:
     block, _, leaf = path.rpartition(".")
     if "attn" in block:
         return ()
-    if leaf in _WHOLE_MLP:
+    if leaf in WHOLE_MLP:
         return fams
     return next(((f,) for f, leaves in _LEAVES.items() if leaf in leaves), ())
 
@@ -158,7 +153,7 @@ def blocks_for(spec: ModelSpec, weights: Weights) -> tuple[tuple[Block, ...], st
     for k, m in enumerate(spec.params.modules):
         if m.role in ("embed", "head", "encoder"):
             continue
-        hit = _LAYER.search(m.names[0])
+        hit = MODULE_LAYER.search(m.names[0])
         if hit is None or int(hit.group(1)) >= n:
             continue
         parts_k = exact[k] if exact else {}
@@ -350,28 +345,6 @@ class Placement:
 
 #: what a partly held block's fraction moves off its card
 MOVED = {"up": "gate and down projections", "gate": "down projections", "attn": "feed-forward"}
-
-
-def _f32(x: float) -> float:
-    return float(struct.unpack("f", struct.pack("f", x))[0])
-
-
-def ts_split(layers: int, shares: tuple[float, ...]) -> tuple[int, ...]:
-    """The layers each card takes of ``layers`` offloaded ones under ``-ts shares``: the
-    shares summed into split points and divided by their sum, layer j on the first card whose
-    split point exceeds j / layers (llama-model.cpp load_tensors, ``(il − i_gpu_start) /
-    act_gpu_layers``, in float32 as there). One card: ()."""
-    if len(shares) <= 1:
-        return ()
-    points, total = [], 0.0
-    for x in shares:
-        total = _f32(total + _f32(x))
-        points.append(total)
-    points = [_f32(p / total) for p in points]
-    counts = [0] * len(shares)
-    for j in range(layers):
-        counts[bisect.bisect_right(points, _f32(_f32(j) / layers))] += 1
-    return tuple(counts)
 
 
 def even_split(layers: int, devices: int) -> tuple[int, ...]:
