@@ -1,21 +1,29 @@
-"""The tensor types llama.cpp's quantizer gives a model's weights in a K-quant mix.
+"""The tensor types llama.cpp's quantizer gives a model's weights in each of its mixes.
 
 ``llama-quantize`` does not store every tensor of a ``Q4_K_M`` file in Q4_K: it picks a type a
 tensor by its role, its layer and the model (``src/llama-quant.cpp · llama_tensor_get_type``,
-``llama_tensor_get_type_impl``, ``tensor_type_fallback``, ``tensor_allows_quantization``):
+``llama_tensor_get_type_impl``, ``llama_ftype_get_default_type``, ``tensor_type_fallback``,
+``tensor_allows_quantization``):
 
-- the output matrix (and a tied token embedding) in Q6_K, or Q8_0 where its rows are not whole
-  256-value blocks;
+- the output matrix (and a tied token embedding) in Q6_K, or Q5_K in the 1- and 2-bit
+  importance mixes and IQ3_XXS, or Q8_0 where its rows are not whole blocks;
 - attention V (and a fused QKV) and the FFN's down projections one type up on the layers
   ``use_more_bits`` picks: the first and last eighth of them and every third between (Q6_K in
-  Q4_K_M and Q5_K_M); Q3_K_M and Q2_K raise them otherwise;
+  Q4_K_M and Q5_K_M); the _S, _L and 3-bit mixes raise them by rules of their own (Q4_K_S:
+  the first four attention V and the first eighth of FFN down in Q5_K; Q3_K_L: both and the
+  attention output in Q5_K; IQ3_M: Q4_K);
 - 70B-class models (80 layers of a Llama or Qwen2) take attention V in Q5_K at least, models
   of 8 experts attention K and V in Q8_0 and the attention output in Q5_K;
-- IQ4_XS raises attention V to Q5_K where four or more query heads share a KV head; its
-  first eighth of FFN down projections go to Q5_K only without an importance matrix, and an
-  IQ4_XS file is taken as made with one (as the published ones are);
+- the 1- and 2-bit importance mixes (IQ2_XXS … IQ1_M) have a branch of their own: attention
+  V in Q4_K where four query heads share a KV head (or four or more experts), the first
+  eighth of the FFN down tensors (counted in file order) and the token embedding in Q2_K or
+  IQ3_S; IQ3_XXS and IQ3_XS lower attention Q and K (IQ2_S, IQ3_XXS), IQ3_XS the middle
+  three quarters of the gate and up projections (IQ3_XXS);
+- the files are taken as made with an importance matrix, as the published ones are: IQ4's
+  first FFN down projections stay in its type, Q4_0's and Q5_0's go to Q4_1 and Q5_1;
 - a tensor whose rows are not whole blocks of its type falls back to a 32-value type (Q4_K
-  to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, Q2_K and Q3_K to Q4_0), or to F16;
+  to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, Q2_K and Q3_K to Q4_0, the IQ types to IQ4_NL), or to
+  F16;
 - norms, biases, convolutions and the expert router stay float32 (the converter writes them
   so, and the quantizer leaves them), and routed experts a checkpoint ships in MXFP4 (gpt-oss,
   DeepSeek-V4) stay MXFP4.
@@ -35,7 +43,7 @@ from dataclasses import dataclass
 from .hf import _UNGATED_MLP
 from .model import ModelSpec, Module
 
-__all__ = ["MIXES", "TensorType", "module_parts", "module_types", "tensor_types"]
+__all__ = ["MIXES", "PERPLEXITY", "TensorType", "module_parts", "module_types", "tensor_types"]
 
 
 @dataclass(frozen=True)
@@ -55,15 +63,48 @@ TYPES = {t.name: t for t in (
     TensorType("Q4_0", 32, 18), TensorType("Q5_0", 32, 22), TensorType("Q5_1", 32, 24),
     TensorType("Q8_0", 32, 34), TensorType("Q2_K", 256, 84), TensorType("Q3_K", 256, 110),
     TensorType("Q4_K", 256, 144), TensorType("Q5_K", 256, 176), TensorType("Q6_K", 256, 210),
-    TensorType("MXFP4", 32, 17), TensorType("IQ4_NL", 32, 18), TensorType("IQ4_XS", 256, 136),
+    TensorType("Q4_1", 32, 20), TensorType("MXFP4", 32, 17), TensorType("IQ4_NL", 32, 18),
+    TensorType("IQ4_XS", 256, 136), TensorType("IQ3_S", 256, 110),
+    TensorType("IQ3_XXS", 256, 98), TensorType("IQ2_S", 256, 82), TensorType("IQ2_XS", 256, 74),
+    TensorType("IQ2_XXS", 256, 66), TensorType("IQ1_M", 256, 56), TensorType("IQ1_S", 256, 50),
 )}
 
 #: kvplan's weight formats that name a llama-quantize mix, and the mix's base type
-MIXES = {"q2_k": "Q2_K", "q3_k_m": "Q3_K", "q4_k_m": "Q4_K", "q5_k_m": "Q5_K",
-         "q6_k": "Q6_K", "q8_0": "Q8_0", "iq4_xs": "IQ4_XS"}
+#: (llama_ftype_get_default_type)
+MIXES = {"q2_k": "Q2_K", "q2_k_s": "Q2_K", "q3_k_s": "Q3_K", "q3_k_m": "Q3_K", "q3_k_l": "Q3_K",
+         "q4_k_s": "Q4_K", "q4_k_m": "Q4_K", "q5_k_s": "Q5_K", "q5_k_m": "Q5_K", "q6_k": "Q6_K",
+         "q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1", "q8_0": "Q8_0",
+         "iq4_xs": "IQ4_XS", "iq4_nl": "IQ4_NL", "iq3_m": "IQ3_S", "iq3_s": "IQ3_S",
+         "iq3_xs": "IQ3_S", "iq3_xxs": "IQ3_XXS", "iq2_m": "IQ2_S", "iq2_s": "IQ2_XS",
+         "iq2_xs": "IQ2_XS", "iq2_xxs": "IQ2_XXS", "iq1_m": "IQ1_M", "iq1_s": "IQ1_S"}
+#: the perplexity each mix adds to Llama-3-8B's, as llama-quantize's list of types gives it
+#: (tools/quantize/quantize.cpp, QUANT_OPTIONS); the IQ mixes are listed there by bits alone
+PERPLEXITY = {"q8_0": 0.0026, "q6_k": 0.0217, "q5_k_m": 0.0569, "q5_k_s": 0.1049,
+              "q5_1": 0.1062, "q5_0": 0.1316, "q4_k_m": 0.1754, "q4_k_s": 0.2689,
+              "q4_1": 0.4511, "q4_0": 0.4685, "q3_k_l": 0.5562, "q3_k_m": 0.6569,
+              "q3_k_s": 1.6321, "q2_k_s": 3.1836, "q2_k": 3.5199}
 #: where a type's rows are not whole blocks (tensor_type_fallback)
 FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0",
-            "IQ4_XS": "IQ4_NL"}
+            **{t: "IQ4_NL" for t in ("IQ4_XS", "IQ3_S", "IQ3_XXS", "IQ2_S", "IQ2_XS", "IQ2_XXS",
+                                     "IQ1_M", "IQ1_S")}}
+#: the files are taken as made with an importance matrix, as the published ones are (the
+#: 1- and 2-bit types and IQ3_XXS need one): it keeps IQ3_XXS's attention V (where fewer than
+#: four query heads share a KV head) and IQ4's first FFN down projections in the mix's type,
+#: and raises Q4_0's and Q5_0's to Q4_1 and Q5_1
+IMATRIX = True
+#: the 1- and 2-bit importance mixes, typed by a branch of their own
+_IQ_LOW = frozenset({"iq2_xxs", "iq2_xs", "iq2_s", "iq2_m", "iq1_s", "iq1_m"})
+#: mixes whose output matrix is Q5_K (the others': Q6_K)
+_OUTPUT_Q5_K = _IQ_LOW | {"iq3_xxs"}
+#: the token embedding's type where a mix gives it one of its own
+_EMBED = {"iq2_xxs": "Q2_K", "iq2_xs": "Q2_K", "iq1_s": "Q2_K", "iq1_m": "Q2_K",
+          "iq2_s": "IQ3_S", "iq2_m": "IQ3_S", "iq3_xxs": "IQ3_S"}
+#: the attention output's type (models of other than eight experts)
+_ATTN_OUT = {"q2_k": "Q3_K", "iq3_xxs": "IQ3_S", "q3_k_m": "Q4_K", "q3_k_l": "Q5_K",
+             "iq3_m": "Q4_K"}
+#: mixes whose attention output is Q5_K in a model of eight experts
+_ATTN_OUT_8X = frozenset({"q2_k", "iq3_xs", "iq3_xxs", "q3_k_s", "q3_k_m", "iq4_nl", "q4_k_s",
+                          "q4_k_m", "iq3_s", "iq3_m", "iq4_xs"})
 
 #: a module path's layer number (``layers.12.mlp.experts``)
 MODULE_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
@@ -203,6 +244,9 @@ def tensor_types(spec: ModelSpec, weight_format: str, modules: tuple[Module, ...
             out.append((t.module, t.category, "F32", t.values))
         else:
             tensors.append(t)
+    # the quantizer walks the tensors by layer, and a layer's by name (ffn_down_exps before
+    # ffn_down_shexp): its counters count in that order
+    tensors.sort(key=lambda t: (t.layer, mods[t.module].names[0].rpartition(".")[2] in WHOLE_MLP))
     rules = _Rules.of(spec, weight_format, mods, tensors)
     # routed experts shipped in MXFP4 (gpt-oss, DeepSeek-V4) are written so by the converter
     # and left so by the quantizer, whatever the mix
@@ -228,7 +272,7 @@ def tensor_types(spec: ModelSpec, weight_format: str, modules: tuple[Module, ...
 @dataclass
 class _Rules:
     """llama_tensor_get_type_impl for one model and mix, with its running counters (attention
-    V tensors and FFN down projections seen so far)."""
+    V tensors, FFN down, gate and up projections seen so far, in file order)."""
 
     fmt: str
     base: str
@@ -236,10 +280,14 @@ class _Rules:
     n_gqa: int
     n_expert: int
     seventy: bool
+    falcon: bool
     tied: bool
     n_wv: int
+    imatrix: bool = IMATRIX
     i_wv: int = 0
     i_down: int = 0
+    i_gate: int = 0
+    i_up: int = 0
 
     @classmethod
     def of(cls, spec: ModelSpec, fmt: str, mods: tuple[Module, ...],
@@ -253,6 +301,7 @@ class _Rules:
                    spec.num_attention_heads // kv_heads if kv_heads else 1,
                    max((m.matrices // parts for m in mods if m.role == "experts"), default=1),
                    spec.model_type in ("llama", "qwen2") and spec.decoder_layers == 80,
+                   spec.model_type == "falcon",
                    not any(t.category == "output" for t in tensors),
                    sum(t.category in ("attn_v", "attn_qkv") for t in tensors)
                    if not fused else len(qkv))
@@ -266,43 +315,130 @@ class _Rules:
                 new = "F16"
         return new
 
+    def _layer(self, t: _Tensor, count: int) -> int:
+        """The layer a rule reads: a mixture of experts' from the tensor's name, else the
+        count of its kind so far (llama-quant.cpp's layer_info)."""
+        return t.layer if self.n_expert > 1 and t.layer >= 0 else count
+
     def _rule(self, t: _Tensor) -> str:
-        fmt, new = self.fmt, self.base
+        fmt, new, n = self.fmt, self.base, self.n_layer
         cat = "output" if self.tied and t.category == "token_embd" else t.category
         if cat == "output":
-            # rows not whole blocks of the base type: Q8_0
-            return "Q8_0" if t.ncols % TYPES[new].block or new == "Q8_0" else "Q6_K"
+            if self.falcon or t.ncols % TYPES[new].block:
+                return "Q8_0"
+            if fmt in _OUTPUT_Q5_K:
+                return "Q5_K"
+            return new if new == "Q8_0" else "Q6_K"
+        if cat == "token_embd":
+            return _EMBED.get(fmt, new)
+        if fmt in _IQ_LOW:
+            return self._low_bits(t, cat)
         if cat in ("attn_v", "attn_qkv"):
-            if fmt == "iq4_xs" and self.n_gqa >= 4:
-                new = "Q5_K"
-            elif fmt == "q2_k":
-                new = "Q4_K" if self.n_gqa >= 4 else "Q3_K"
-            elif fmt == "q3_k_m":
-                new = "Q5_K" if self.i_wv < 2 else "Q4_K"
-            elif fmt in ("q4_k_m", "q5_k_m") and _use_more_bits(self.i_wv, self.n_wv):
-                new = "Q6_K"
+            new = self._attn_v(new)
             if self.seventy and new in ("Q3_K", "Q4_K"):
                 new = "Q5_K"
             if self.n_expert == 8:
                 new = "Q8_0"
             self.i_wv += 1
-        elif cat == "attn_k" and self.n_expert == 8:
-            new = "Q8_0"
+        elif cat == "attn_k":
+            if self.n_expert == 8:
+                new = "Q8_0"
+            elif fmt in ("iq3_xs", "iq3_xxs"):
+                new = "IQ3_XXS" if fmt == "iq3_xs" else "IQ2_S"
+        elif cat == "attn_q":
+            if fmt in ("iq3_xs", "iq3_xxs"):
+                new = "IQ3_XXS" if fmt == "iq3_xs" else "IQ2_S"
         elif cat == "ffn_down":
-            # a mixture of experts' layer from the tensor's name, else the count so far
-            i = t.layer if self.n_expert > 1 and t.layer >= 0 else self.i_down
-            if fmt == "q2_k":
-                new = "Q3_K"
-            elif fmt == "q3_k_m":
-                new = "Q5_K" if i < self.n_layer // 16 else "Q4_K"
-            elif fmt in ("q4_k_m", "q5_k_m") and _use_more_bits(i, self.n_layer):
-                new = "Q6_K"
+            new = self._ffn_down(self._layer(t, self.i_down), new)
             self.i_down += 1
         elif cat == "attn_output":
+            if self.falcon:
+                new = "Q4_K" if fmt == "q3_k_l" else new
+            elif self.n_expert == 8:
+                new = "Q5_K" if fmt in _ATTN_OUT_8X else new
+            else:
+                new = _ATTN_OUT.get(fmt, new)
+        elif cat in ("ffn_gate", "ffn_up"):
+            i = self._layer(t, self.i_gate if cat == "ffn_gate" else self.i_up)
+            if fmt == "iq3_xs" and n // 8 <= i < 7 * n // 8:
+                new = "IQ3_XXS"
+            if cat == "ffn_gate":
+                self.i_gate += 1
+            else:
+                self.i_up += 1
+        return new
+
+    def _attn_v(self, new: str) -> str:
+        fmt, gqa4 = self.fmt, self.n_gqa >= 4
+        if fmt == "q2_k":
+            return "Q4_K" if gqa4 else "Q3_K"
+        if fmt == "q2_k_s":
+            return "Q4_K" if gqa4 else new
+        if fmt == "iq3_xxs":
+            return "Q4_K" if gqa4 else "IQ3_XXS" if self.imatrix else "IQ3_S"
+        if fmt in ("iq3_xs", "iq3_s"):
+            return "Q4_K" if gqa4 else new
+        if fmt == "iq3_m":
+            return "Q4_K"
+        if fmt == "q3_k_m":
+            return "Q5_K" if self.i_wv < 2 else "Q4_K"
+        if fmt == "q3_k_l":
+            return "Q5_K"
+        if fmt in ("iq4_nl", "iq4_xs"):
+            return "Q5_K" if gqa4 else new
+        if fmt in ("q4_k_m", "q5_k_m"):
+            return "Q6_K" if _use_more_bits(self.i_wv, self.n_wv) else new
+        if fmt == "q4_k_s":
+            return "Q5_K" if self.i_wv < 4 else new
+        return new
+
+    def _ffn_down(self, i: int, new: str) -> str:
+        fmt, n = self.fmt, self.n_layer
+        more = _use_more_bits(i, n)
+        if fmt == "q2_k":
+            return "Q3_K"
+        if fmt == "q2_k_s":
+            return "Q4_K" if i < n // 8 else new
+        if fmt == "iq3_xxs" and not self.imatrix:
+            return "Q4_K" if i < n // 8 else "Q3_K"
+        if fmt == "q3_k_m":
+            return "Q5_K" if i < n // 16 else "Q4_K" if not self.falcon or more else "Q3_K"
+        if fmt == "iq3_m":
+            return "Q4_K" if i < n // 8 or (self.n_expert == 8 and more) else new
+        if fmt == "q3_k_l":
+            return "Q4_K" if self.falcon else "Q5_K"
+        if fmt == "q4_k_m":
+            if self.falcon:
+                return "Q6_K" if i < n // 16 else "Q5_K" if more else "Q4_K"
+            return "Q6_K" if more else new
+        if fmt in ("iq4_nl", "iq4_xs"):
+            return "Q5_K" if i < n // 8 and not self.imatrix else new
+        if fmt == "q5_k_m":
+            return "Q6_K" if more else new
+        if fmt == "q4_k_s":
+            return "Q5_K" if not self.falcon and i < n // 8 else new
+        if fmt in ("q4_0", "q5_0") and self.imatrix and i < n // 8:
+            return "Q4_1" if fmt == "q4_0" else "Q5_1"
+        return new
+
+    def _low_bits(self, t: _Tensor, cat: str) -> str:
+        """The 1- and 2-bit importance mixes' own branch: attention V at Q4_K where four
+        query heads share a KV head (or four or more experts), the first eighth of the FFN
+        down projections (counted, not by layer) and the attention output raised."""
+        fmt, new = self.fmt, self.base
+        raised = "IQ3_S" if fmt in ("iq2_s", "iq2_m") else "Q2_K"
+        if cat in ("attn_v", "attn_qkv"):
+            self.i_wv += 1
+            return "Q4_K" if self.n_gqa >= 4 or self.n_expert >= 4 else raised
+        if cat == "attn_k" and self.n_expert == 8:
+            return "Q4_K"
+        if cat == "ffn_down":
+            self.i_down += 1
+            return raised if self.i_down - 1 < self.n_layer // 8 else new
+        if cat == "attn_output":
             if self.n_expert == 8:
-                new = "Q5_K" if fmt in ("q2_k", "q3_k_m", "q4_k_m", "iq4_xs") else new
-            elif fmt == "q2_k":
-                new = "Q3_K"
-            elif fmt == "q3_k_m":
-                new = "Q4_K"
+                return "Q5_K"
+            if fmt in ("iq1_s", "iq1_m"):
+                return "IQ2_XXS"
+            return "IQ3_S" if fmt in ("iq2_s", "iq2_m") else new
         return new

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from kvcore import load_model
-from kvcore.gguf_mix import TYPES, module_types, tensor_types
+from kvcore.gguf_mix import MIXES, TYPES, module_types, tensor_types
 from kvcore.weights import weights_for
 
 GiB = 2**30
@@ -112,8 +112,7 @@ def test_seventy_b_fused_qkv_and_tied_embeddings():
     assert weights_for(gemma, "q4_k_m").bytes - text.bytes == 2 * gemma.params.encoder
 
 
-@pytest.mark.parametrize("fmt", ["q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "q8_0",
-                                 "iq4_xs"])
+@pytest.mark.parametrize("fmt", sorted(MIXES))
 def test_every_mix_sums_its_tensors(fmt):
     spec = load_model("qwen3-30b-a3b")
     w = weights_for(spec, fmt)
@@ -123,10 +122,11 @@ def test_every_mix_sums_its_tensors(fmt):
                                                    module_types(spec, fmt), strict=True)
                                  if m.role == "experts")
     assert w.active_expert_bytes == w.expert_bytes * 8 // 128
+    # the mix between its type's bits and a bit over them (the output, embeddings and raised
+    # tensors); IQ3_XS lowers most gate and up projections to IQ3_XXS
+    base = TYPES["IQ3_XXS" if fmt == "iq3_xs" else MIXES[fmt]]
     bits = w.bytes * 8 / w.params
-    assert {"q2_k": (2.6, 4.0), "q3_k_m": (3.4, 4.4), "q4_k_m": (4.5, 5.2),
-            "q5_k_m": (5.5, 6.1), "q6_k": (6.5, 6.7), "q8_0": (8.4, 8.6),
-            "iq4_xs": (4.25, 4.6)}[fmt][0] < bits
+    assert base.block_bytes * 8 / base.block < bits < base.block_bytes * 8 / base.block + 1.1
 
 
 def test_a_latent_moe_s_experts_and_aggregate_modules_keep_their_widths():
@@ -154,3 +154,135 @@ def test_iq4_xs_raises_attention_v_where_four_query_heads_share_one():
     assert set(types(spec, "iq4_xs", "output")) == {"Q6_K"}
     assert set(types(spec, "iq4_xs", "ffn_down")) == {"IQ4_XS"}
     assert TYPES["IQ4_XS"].nbytes(512) == 272
+
+
+# bartowski's GGUFs of Llama-3.1-Nemotron-70B-Instruct (Llama-3.1-70B's shapes), made with an
+# importance matrix: file sizes in GB as its model card lists them
+# (https://ozeki.chat/p_8590-understanding-ai-model-files.html quotes the table)
+PUBLISHED_70B = {"q8_0": 74.98, "q6_k": 57.89, "q5_k_m": 49.95, "q5_k_s": 48.66,
+                 "q4_k_m": 42.52, "q4_k_s": 40.35, "q4_0": 40.12, "iq4_xs": 37.90,
+                 "q3_k_l": 37.14, "q3_k_m": 34.27, "iq3_m": 31.94, "q3_k_s": 30.91}
+
+
+@pytest.mark.parametrize("fmt", sorted(PUBLISHED_70B))
+def test_a_70b_s_published_files_are_its_tensors_and_a_header(fmt):
+    # a file is its tensors and a header (the tokenizer's 128k tokens and 280k merges, some
+    # 8 MB): kvcore's tensors lie within 20 MB under each file, never over it. Q4_0's first
+    # ten FFN down projections in Q4_1 (an importance matrix) are 147 MB of it.
+    spec = load_model("llama-3.1-70b")
+    tensors = sum(module_types(spec, fmt)) / 1e9
+    assert PUBLISHED_70B[fmt] - 0.02 < tensors < PUBLISHED_70B[fmt]
+
+
+def test_llama_quantize_s_help_sizes_of_llama_3_8b():
+    # llama-quantize's list of types (tools/quantize/quantize.cpp) gives each mix's size for
+    # Llama-3-8B in GiB, its header (about 0.008 GiB) included; Q4_0 and Q5_0 there without an
+    # importance matrix (their first four FFN down projections not raised: 0.0137 GiB less)
+    spec = load_model("llama-3.1-8b")
+    help_gib = {"q2_k": 2.96, "q3_k_s": 3.41, "q3_k_m": 3.74, "q3_k_l": 4.03, "q4_k_s": 4.37,
+                "q4_k_m": 4.58, "q5_k_s": 5.21, "q5_k_m": 5.33, "q6_k": 6.14, "q8_0": 7.96,
+                "q4_1": 4.78, "q5_1": 5.65, "q4_0": 4.34, "q5_0": 5.21}
+    raised = 4 * 4096 * 14336 * 2 // 32
+    for fmt, gib in help_gib.items():
+        size = sum(module_types(spec, fmt)) - (raised if fmt in ("q4_0", "q5_0") else 0)
+        assert gib - 0.015 < size / GiB < gib + 0.005, fmt
+
+
+def _by_layer(spec, fmt, category):
+    mods = spec.params.modules
+    out = {}
+    for k, cat, t, _ in tensor_types(spec, fmt):
+        if cat == category:
+            out.setdefault(int(mods[k].names[0].split(".")[1]), set()).add(t)
+    return {i: "/".join(sorted(v)) for i, v in sorted(out.items())}
+
+
+def test_the_k_quant_s_and_l_mixes():
+    spec = load_model("llama-3.1-8b")
+    # Q4_K_S: the first four attention V tensors and the first eighth of FFN down in Q5_K
+    v = _by_layer(spec, "q4_k_s", "attn_v")
+    assert [i for i, t in v.items() if t == "Q5_K"] == [0, 1, 2, 3]
+    assert set(v.values()) == {"Q5_K", "Q4_K"}
+    down = _by_layer(spec, "q4_k_s", "ffn_down")
+    assert [i for i, t in down.items() if t == "Q5_K"] == [0, 1, 2, 3]
+    # Q3_K_L: attention V, its output and FFN down in Q5_K; Q3_K_S: Q3_K throughout
+    for cat in ("attn_v", "attn_output", "ffn_down"):
+        assert set(types(spec, "q3_k_l", cat)) == {"Q5_K"}
+        assert set(types(spec, "q3_k_s", cat)) == {"Q3_K"}
+    assert set(types(spec, "q3_k_s", "output")) == {"Q6_K"}
+    # on a 70B, Q3_K_S's attention V is Q5_K; Q5_K_S is Q5_K but the output
+    assert set(types(load_model("llama-3.1-70b"), "q3_k_s", "attn_v")) == {"Q5_K"}
+    assert types(spec, "q5_k_s") == Counter({"Q5_K": 225, "Q6_K": 1, "F32": 32})
+    # Q2_K_S: attention V in Q4_K (four query heads a KV head), the first eighth of FFN down
+    # in Q4_K, the rest Q2_K
+    assert set(types(spec, "q2_k_s", "attn_v")) == {"Q4_K"}
+    assert Counter(_by_layer(spec, "q2_k_s", "ffn_down").values()) == Counter(
+        {"Q4_K": 4, "Q2_K": 28})
+
+
+def test_the_legacy_types_keep_their_type_but_the_output():
+    spec = load_model("llama-3.1-8b")
+    # Q4_0 with an importance matrix: the first eighth of FFN down in Q4_1; the token
+    # embedding Q4_0, the output Q6_K
+    down = _by_layer(spec, "q4_0", "ffn_down")
+    assert [i for i, t in down.items() if t == "Q4_1"] == [0, 1, 2, 3]
+    assert set(types(spec, "q4_0", "token_embd")) == {"Q4_0"}
+    assert set(types(spec, "q4_0", "output")) == {"Q6_K"}
+    assert set(types(spec, "q5_0", "ffn_down")) == {"Q5_0", "Q5_1"}
+    assert types(spec, "q4_1") == Counter({"Q4_1": 225, "Q6_K": 1, "F32": 32})
+    assert types(spec, "iq4_nl", "attn_v") == Counter({"Q5_K": 32})
+
+
+def test_the_three_bit_importance_mixes():
+    spec = load_model("llama-3.1-8b")
+    # IQ3_XXS: Q and K in IQ2_S, V in Q4_K, the attention output in IQ3_S, the token
+    # embedding IQ3_S, the output Q5_K
+    assert set(types(spec, "iq3_xxs", "attn_q")) == {"IQ2_S"}
+    assert set(types(spec, "iq3_xxs", "attn_k")) == {"IQ2_S"}
+    assert set(types(spec, "iq3_xxs", "attn_v")) == {"Q4_K"}
+    assert set(types(spec, "iq3_xxs", "attn_output")) == {"IQ3_S"}
+    assert set(types(spec, "iq3_xxs", "token_embd")) == {"IQ3_S"}
+    assert set(types(spec, "iq3_xxs", "output")) == {"Q5_K"}
+    assert set(types(spec, "iq3_xxs", "ffn_down")) == {"IQ3_XXS"}
+    # IQ3_XS: gate and up in IQ3_XXS on the middle three quarters of the layers (4 to 27)
+    for cat in ("ffn_gate", "ffn_up"):
+        mid = [i for i, t in _by_layer(spec, "iq3_xs", cat).items() if t == "IQ3_XXS"]
+        assert mid == list(range(4, 28))
+    assert set(types(spec, "iq3_xs", "attn_k")) == {"IQ3_XXS"}
+    assert set(types(spec, "iq3_xs", "ffn_down")) == {"IQ3_S"}
+    # IQ3_M: V and the attention output in Q4_K, the first eighth of FFN down too
+    assert set(types(spec, "iq3_m", "attn_v")) == {"Q4_K"}
+    assert set(types(spec, "iq3_m", "attn_output")) == {"Q4_K"}
+    assert Counter(_by_layer(spec, "iq3_m", "ffn_down").values()) == Counter(
+        {"Q4_K": 4, "IQ3_S": 28})
+
+
+def test_the_one_and_two_bit_mixes():
+    spec = load_model("llama-3.1-8b")
+    # IQ2_XXS: attention V in Q4_K (four query heads a KV head), the first eighth of FFN down
+    # and the token embedding in Q2_K, the output Q5_K, the rest IQ2_XXS
+    assert set(types(spec, "iq2_xxs", "attn_v")) == {"Q4_K"}
+    assert Counter(_by_layer(spec, "iq2_xxs", "ffn_down").values()) == Counter(
+        {"Q2_K": 4, "IQ2_XXS": 28})
+    assert set(types(spec, "iq2_xxs", "token_embd")) == {"Q2_K"}
+    assert set(types(spec, "iq2_xxs", "output")) == {"Q5_K"}
+    assert set(types(spec, "iq2_xxs", "attn_output")) == {"IQ2_XXS"}
+    # IQ2_M (IQ2_S tensors) raises to IQ3_S; IQ1_S's attention output is IQ2_XXS
+    assert set(types(spec, "iq2_m", "token_embd")) == {"IQ3_S"}
+    assert set(types(spec, "iq2_m", "attn_output")) == {"IQ3_S"}
+    assert set(types(spec, "iq2_m", "attn_q")) == {"IQ2_S"}
+    assert set(types(spec, "iq2_s", "attn_q")) == {"IQ2_XS"}
+    assert set(types(spec, "iq1_s", "attn_output")) == {"IQ2_XXS"}
+    assert set(types(spec, "iq1_m", "ffn_up")) == {"IQ1_M"}
+    assert TYPES["IQ2_XXS"].nbytes(256) == 66 and TYPES["IQ1_S"].nbytes(256) == 50
+    # this branch counts FFN down projections in file order, not by layer: DeepSeek-V3's 61
+    # layers raise the first seven tensors, its three dense layers' and layers 3 and 4's
+    # routed and shared ones
+    ds = load_model("deepseek-v3")
+    down = _by_layer(ds, "iq2_xxs", "ffn_down")
+    assert [i for i, t in down.items() if t != "IQ2_XXS"] == [0, 1, 2, 3, 4]
+    assert down[4] == "Q2_K"
+    # Mixtral's eight experts: attention K in Q4_K, its output in Q5_K
+    mix = load_model("mixtral-8x7b-v0.1")
+    assert set(types(mix, "iq2_xs", "attn_k")) == {"Q4_K"}
+    assert set(types(mix, "iq2_xs", "attn_output")) == {"Q5_K"}

@@ -22,13 +22,14 @@ from typing import Any
 
 from ..errors import InputError
 from ..formats import get_format
+from ..gguf_mix import MIXES
 from ..hf import GEMMA3N_TYPES
 from ..kv import CacheOptions
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import llamacpp_stage_layers
 from ..plan import largest, raw_overhead
 from ..units import format_bytes
-from ..weights import Weights
+from ..weights import Weights, get_weight_format
 from .base import (
     EngineReport,
     EngineRequest,
@@ -89,8 +90,7 @@ LAYOUT_UNKNOWN_ARCH: dict[str, str] = {}
 #: cache of the last earlier layer of their kind (hparams.has_kv)
 GEMMA3N_KV_LAYERS = 20
 #: GGUF weight types kvplan can price
-WEIGHTS = {"f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k", "iq4_xs",
-           "mxfp4"}
+WEIGHTS = {"f32", "f16", "bf16", "mxfp4", *MIXES}
 
 
 def pad(n: int, to: int = PAD) -> int:
@@ -515,7 +515,8 @@ def plan(req: EngineRequest) -> EngineReport:
         _check_sparse(req.spec, sparse, opts)
     if opts.hot_format is not None or opts.keep_fraction < 1:
         raise InputError("llama.cpp has no hot/cold mix or token eviction", field="engine")
-    if req.weights is not None and str(req.weights).lower() not in WEIGHTS | {"auto"}:
+    if (req.weights is not None and str(req.weights).strip().lower() != "auto"
+            and get_weight_format(req.weights).name not in WEIGHTS):
         raise InputError(f"llama.cpp loads GGUF weights; choose one of {', '.join(sorted(WEIGHTS))}",
                          field="weights")
     if any(g.kind is LayerKind.CROSS for g in req.spec.groups):
