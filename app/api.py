@@ -18,12 +18,13 @@ from kvcore.engines.base import check_tensor_split
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
-from kvcore.query import answer, find_format, find_gpu_for, find_model
+from kvcore.query import answer, find_format, find_gpu_for, find_model, find_weights
 
 from .common import (
     check_find_format,
     check_find_gpu,
     check_find_model,
+    check_find_weights,
     make_query,
     repeated_field,
     verified,
@@ -148,6 +149,15 @@ def api_router() -> APIRouter:
     def post_find_format(body: PlanIn) -> list[dict[str, Any]]:
         check_find_format(kv=body.kv, kv_k=body.kv_k, kv_v=body.kv_v)
         return find_format(to_query(body))
+
+    @api.post("/find-weights")
+    def post_find_weights(body: PlanIn) -> list[dict[str, Any]]:
+        """Every weight format the engine loads (llama.cpp: each llama-quantize type),
+        largest first: its bytes on this model, fit, max context, decode estimate, the
+        perplexity llama-quantize lists for it, and under llama.cpp what --fit would keep in
+        host memory where it does not fit the card."""
+        check_find_weights(weights=body.weights)
+        return find_weights(to_query(body))
 
     @api.get("/measurements")
     def measurements() -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ from kvcore.query import (
     find_format,
     find_gpu_for,
     find_model,
+    find_weights,
     host_runnable,
 )
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
@@ -49,6 +50,7 @@ from .common import (
     check_find_format,
     check_find_gpu,
     check_find_model,
+    check_find_weights,
     decode_text,
     make_query,
     model_line,
@@ -156,6 +158,10 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--find-format", action="store_true",
                    help="list every KV format with whether it fits, its max context and its "
                         "decode tokens/s")
+    p.add_argument("--find-weights", action="store_true",
+                   help="list every weight format the engine loads (llama.cpp: each "
+                        "llama-quantize type) with its size, whether it fits, its max context "
+                        "and its decode tokens/s")
     g = p.add_argument_group("engine settings")
     g.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM (0.92 since v0.20.0; 0.9 before)")
     g.add_argument("--block-size", type=int, default=None,
@@ -405,6 +411,51 @@ def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
     verdict = (f"best format that fits {_ask(q)} {where}: {best['format']}" if best
                else f"no KV format fits {_ask(q)} {where}; see --find-gpu")
     return "\n".join([_table(table, right=(1, 3, 4)), "", verdict, *_find_notes(q, rows)])
+
+
+def render_find_weights(q: Query, rows: list[dict[str, Any]]) -> str:
+    """Every weight format, largest first; a row that does not fit the card but that
+    llama-server's --fit runs gives that decode rate and what host memory holds."""
+    def rate(r: dict[str, Any]) -> str:
+        if r["fits"]:
+            return rate_text(r["tokens_per_s_per_sequence"])
+        host = r.get("host_fit")
+        return rate_text(host["tokens_per_s_per_sequence"]) + " (--fit)" if host else "–"
+
+    def held(r: dict[str, Any]) -> str:
+        host = r.get("host_fit")
+        return format_bytes(host["host_weights_bytes"], 1) if host else "–"
+
+    def ppl(r: dict[str, Any]) -> str:
+        return "0" if r["quality"] == "baseline" else (
+            f"{r['perplexity_added']:+.4f}" if r["perplexity_added"] is not None else "–")
+
+    table = [["weights", "bits/weight", "size", "fits", "max context", "tok/s/seq", "in host",
+              "+PPL"]] + [
+        [r["weights"], f"{r['bits_per_weight']:.2f}" if r["bits_per_weight"] else "–",
+         format_bytes(r["weights_bytes"], 1), "yes" if r["fits"] else "no",
+         _ctx(r["max_context"]) if r["max_context"] else "–", rate(r), held(r), ppl(r)]
+        for r in rows]
+    if not any(r.get("host_fit") for r in rows):
+        table = [row[:6] + row[7:] for row in table]
+    best = next((r for r in rows if r["fits"]), None)
+    kv = (q.cache.kv_k.name if q.cache.kv_k == q.cache.kv_v
+          else f"K {q.cache.kv_k.name} / V {q.cache.kv_v.name}")
+    card = (f"{q.parallel.ranks_per_replica} × " if q.parallel.ranks_per_replica > 1 else "") \
+        + (q.gpus[0].name if q.gpus else "the KV budget given")
+    where = f"on {card} under {q.engine}, KV {kv}"
+    verdict = (f"largest weights that fit {_ask(q)} {where}: {best['weights']} "
+               f"({format_bytes(best['weights_bytes'], 1)})" if best
+               else f"no weight format fits {_ask(q)} {where}; see --find-gpu")
+    lines = [_table(table, right=(1, 2, 4, 5, 6, 7) if len(table[0]) == 8 else (1, 2, 4, 5, 6)),
+             "", verdict]
+    if any(r["perplexity_added"] is not None for r in rows):
+        lines.append("+PPL: the perplexity each type adds to Llama-3-8B's, as llama-quantize "
+                     "lists its types (the IQ types by their bits alone)")
+    if any(r.get("host_fit") for r in rows):
+        lines.append("tok/s/seq (--fit): llama-server's --fit keeps the rest in host memory "
+                     "(89.6 GB/s unless --host-bandwidth)")
+    return "\n".join([*lines, *_find_notes(q, rows)])
 
 
 def render_engine(data: dict[str, Any]) -> list[str]:
@@ -728,7 +779,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_list(cmd, args.json))
             return 0
         args = _plan_parser().parse_args(argv)
-        finds = [f for f in ("find_gpu", "find_format", "find_model") if getattr(args, f)]
+        finds = [f for f in ("find_gpu", "find_format", "find_weights", "find_model")
+                 if getattr(args, f)]
         if len(finds) > 1:
             raise UsageError(" and ".join("--" + f.replace("_", "-") for f in finds)
                              + " ask different questions; give one")
@@ -747,6 +799,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            kv_budget=args.kv_budget, dp=args.dp, prefix="--")
         if args.find_format:
             check_find_format(kv=args.kv, kv_k=args.kv_k, kv_v=args.kv_v, prefix="--")
+        if args.find_weights:
+            check_find_weights(weights=args.weights, prefix="--")
         query = build_query(args)
         if args.find_gpu:
             rows = find_gpu_for(query)
@@ -755,6 +809,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.find_format:
             rows = find_format(query)
             print(json.dumps(rows, indent=2) if args.json else render_find_format(query, rows))
+            return 0
+        if args.find_weights:
+            rows = find_weights(query)
+            print(json.dumps(rows, indent=2) if args.json else render_find_weights(query, rows))
             return 0
         data = answer(query)
         found = verified(query)

@@ -22,7 +22,7 @@ from kvcore.parallel import Parallel
 from kvcore.query import Query
 from kvcore.units import format_quantity
 
-__all__ = ["cards_of", "check_find_format", "check_find_gpu", "check_find_model", "decode_text", "make_query", "model_line", "prefill_text", "rate_text", "repeated_field", "verified"]
+__all__ = ["cards_of", "check_find_format", "check_find_gpu", "check_find_model", "check_find_weights", "decode_text", "make_query", "model_line", "prefill_text", "rate_text", "repeated_field", "verified"]
 
 
 def repeated_field(pairs: Any) -> InputError | None:
@@ -124,6 +124,14 @@ def check_find_format(*, kv: Any, kv_k: Any, kv_v: Any, prefix: str = "") -> Non
                           for name in given)
         raise InputError(f"{prefix}find-format tries every KV format for K and V; leave out "
                          f"{names}", field=given[0])
+
+
+def check_find_weights(*, weights: Any, prefix: str = "") -> None:
+    """find-weights tries every weight format the engine loads: one named beside it would be
+    dropped without a word, so naming one is a conflict."""
+    if weights not in (None, ""):
+        raise InputError(f"{prefix}find-weights tries every weight format; leave out "
+                         f"{prefix}weights", field="weights")
 
 
 def check_find_model(*, given: str | None, gpu: Any, gpus: Any, kv_budget: Any,

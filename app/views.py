@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kvcore import FORMATS, InputError, cache_size
+from kvcore import FORMATS, InputError, KvplanError, cache_size
 from kvcore.engines import UnsupportedFormat, engine_plan, supported_formats
 from kvcore.parallel import rank_spec
 from kvcore.plan import PlanRequest, plan, raw_overhead
@@ -155,5 +155,18 @@ def plan_view(q: Query) -> dict[str, Any]:
         view["bar"] = _per_card(q, data)
         view["chart"] = _chart(q, data)
         view["formats"] = _format_rows(q)
+        view["weight_rows"] = _weight_rows(q, data)
     return view
 
+
+def _weight_rows(q: Query, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """find_weights under the page's fields, the plan's own weights marked."""
+    from kvcore.query import find_weights
+
+    try:
+        rows = find_weights(q)
+    except KvplanError:
+        return []
+    for r in rows:
+        r["chosen"] = r["weights"] == data["weights"]["format"]
+    return rows

@@ -2,7 +2,8 @@
 
 A query is a plan (model, context, sequences, formats, weights) on one or more cards under an
 engine's rules, or one of the inverse questions: the smallest catalog GPU that fits
-(``find_gpu``), the best KV format that fits (``find_format``), or what an engine would report
+(``find_gpu``), the best KV format that fits (``find_format``), the largest weights that fit
+(``find_weights``), or what an engine would report
 for a KV budget it printed (``kv_budget``).
 """
 
@@ -25,15 +26,16 @@ from .engines import canonical as canonical_engine
 from .engines.base import SETTING_NAMES, RankShare
 from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, quality_note
+from .gguf_mix import MIXES, PERPLEXITY
 from .gpus import GPU, gpu_catalog, memory_variants
 from .kv import CacheOptions, bytes_per_token
 from .model import ModelSpec
 from .parallel import Parallel
 from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
 from .report import engine_to_dict, plan_to_dict, prefill_to_dict
-from .weights import Weights
+from .weights import WEIGHT_FORMATS, WeightFormat, Weights
 
-__all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model"]
+__all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model", "find_weights"]
 
 #: card counts tried by find_gpu
 GPU_COUNTS = (1, 2, 4, 8)
@@ -487,3 +489,75 @@ def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, st
                if fmt.block_values > 1 else "its per-row scales on short rows")
         quality += f"; {here:.3g} bits a value on this model ({why})"
     return here, quality
+
+
+def _weight_candidates(q: Query) -> list[WeightFormat]:
+    """The weight formats find_weights tries under the query's engine: llama.cpp loads GGUF
+    (16-bit and llama-quantize's mixes), the serving engines the checkpoint formats; raw
+    (no engine) tries both. A format only some checkpoints ship in (gpt-oss's MXFP4 experts,
+    DeepSeek-V4's) is tried for such a checkpoint alone; float32 and float16 are left out (no
+    model ships in the one, and the other is bfloat16's size)."""
+    from .engines.llamacpp import WEIGHTS as GGUF_WEIGHTS
+
+    own = {"mxfp4_moe", "fp8_mxfp4_moe"}
+    out = []
+    for f in WEIGHT_FORMATS:
+        if f.name in ("f32", "f16") or (f.name in own and q.spec.checkpoint_weights != f.name):
+            continue
+        gguf = f.name in MIXES
+        if q.engine == "llama.cpp" and (f.name not in GGUF_WEIGHTS or f.name == "mxfp4"):
+            continue
+        if q.engine not in ("llama.cpp", "raw") and gguf:
+            continue
+        out.append(f)
+    return out
+
+
+def find_weights(q: Query) -> list[dict[str, Any]]:
+    """Every weight format the engine loads (_weight_candidates), largest first, with the
+    weights' bytes on this model, its fit, the decode estimate in it (tokens a second a
+    sequence; None without a card) and what is known of its quality. Under llama.cpp a format
+    that does not fit the card but that llama-server's --fit runs with part of the model in
+    host memory carries ``host_fit``, as find_model's rows do."""
+    if not q.gpus and q.kv_budget_bytes is None:
+        raise InputError("find-weights needs a GPU or a KV budget to fit the weights in",
+                         field="gpu")
+    rows = []
+    refused: InputError | None = None
+    for fmt in _weight_candidates(q):
+        try:
+            data = answer(replace(q, weights=fmt.name))
+        except InputError as exc:
+            refused = refused or exc
+            continue
+        params = data["weights"]["params"] or 0
+        decode = data.get("decode") or {}
+        row = {"weights": fmt.name, "description": fmt.description,
+               "weights_bytes": data["weights_bytes"],
+               "bits_per_weight": round(data["weights_bytes"] * 8 / params, 3) if params else None,
+               "source": data["weights"]["source"], "fits": data["fits"],
+               "max_context": data["max_context"] or 0,
+               "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+               "quality": weight_quality(fmt.name),
+               "perplexity_added": PERPLEXITY.get(fmt.name),
+               "notes": context_notes(q, data["max_context"] or 0)}
+        fit = (data.get("engine_report") or {}).get("extra", {}).get("fit")
+        if not data["fits"] and fit is not None and fit.get("decode"):
+            row["host_fit"] = {"host_holds": fit["host_holds"],
+                               "host_weights_bytes": fit["host_weights_bytes"],
+                               "tokens_per_s_per_sequence":
+                                   fit["decode"]["tokens_per_s_per_sequence"]}
+        rows.append(row)
+    if not rows and refused is not None:
+        raise refused
+    rows.sort(key=lambda r: (-int(r["weights_bytes"]), r["weights"]))
+    return rows
+
+
+def weight_quality(name: str) -> str:
+    """What is known of a weight format's quality: for llama-quantize's mixes the perplexity
+    its list of types gives on Llama-3-8B (gguf_mix.PERPLEXITY); 16-bit is the baseline."""
+    if name in ("bf16", "f16"):
+        return "baseline"
+    ppl = PERPLEXITY.get(name)
+    return f"{ppl:+.4f} perplexity on Llama-3-8B (llama-quantize)" if ppl is not None else ""

@@ -137,6 +137,30 @@ def test_find_gpu_and_format(capsys):
     assert f16["tokens_per_s_per_sequence"] < q4["tokens_per_s_per_sequence"]
 
 
+def test_find_weights_table(capsys):
+    ask = ("llama-3.1-70b-instruct", "--ctx", "16k", "--gpu", "4090", "--kv", "q8_0",
+           "--engine", "llama.cpp")
+    code, out, _ = run(capsys, *ask, "--find-weights")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["weights", "bits/weight", "size", "fits", "max", "context",
+                                "tok/s/seq", "in", "host", "+PPL"]
+    assert ("largest weights that fit 16,384 tokens × 1 sequence on NVIDIA GeForce RTX 4090 "
+            "under llama.cpp, KV q8_0: iq2_xs (19.7 GiB)") in out
+    # a row that does not fit gives the rate llama-server's --fit reaches, and what it keeps
+    # in host memory; a row that fits, its own rate and none there
+    q4 = next(line for line in lines if line.startswith("q4_k_m "))
+    assert "(--fit)" in q4 and q4.split()[-1] == "+0.1754" and q4.split()[4] == "no"
+    iq2 = next(line for line in lines if line.startswith("iq2_xs "))
+    assert "(--fit)" not in iq2 and iq2.split()[4] == "yes" and iq2.split()[-2:] == ["–", "–"]
+    # each row is the plan under those weights: its decode rate is the plan's
+    rows = json.loads(run(capsys, *ask, "--find-weights", "--json")[1])
+    row = next(r for r in rows if r["weights"] == "iq2_xxs")
+    plan = json.loads(run(capsys, *ask, "--weights", "iq2_xxs", "--json")[1])
+    assert row["tokens_per_s_per_sequence"] == plan["decode"]["tokens_per_s_per_sequence"]
+    assert row["weights_bytes"] == plan["weights_bytes"] and row["fits"] is plan["fits"]
+
+
 def test_find_gpu_names_the_flag_that_plans_its_answer(capsys):
     # the smallest rig, spelled as --gpu takes it (4xh200), plans as fitting
     ask = ("qwen3-235b-a22b", "--ctx", "32k", "--seqs", "8", "--engine", "vllm")
@@ -260,6 +284,11 @@ def test_find_format_refuses_a_kv_format_it_would_drop(capsys, flags, named):
     (["qwen3-8b", "--engine", "llama.cpp", "--gpu", "4090", "--weights", "awq"], "GGUF"),
     (["qwen3-8b", "--tp", "0"], "tp"),
     (["qwen3-8b", "--find-format"], "needs a GPU"),
+    (["qwen3-8b", "--find-weights"], "needs a GPU"),
+    (["qwen3-8b", "--find-weights", "--gpu", "4090", "--weights", "q4_k_m"],
+     "--find-weights tries every weight format; leave out --weights"),
+    (["qwen3-8b", "--find-weights", "--find-format", "--gpu", "4090"],
+     "--find-format and --find-weights ask different questions; give one"),
 ])
 def test_engine_errors(capsys, args, needle):
     code, out, err = run(capsys, *args)

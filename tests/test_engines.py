@@ -1911,3 +1911,55 @@ def test_prefix_caching_off_keeps_one_state_page_a_request(gpu, pages_on):
     dense = [_answer("llama-3.1-8b", "vllm", gpu="h200", settings=x)["engine_report"]
              for x in (EngineSettings(), settings)]
     assert dense[0]["max_concurrency"] == dense[1]["max_concurrency"]
+
+
+def test_find_weights_orders_by_size_and_says_what_fit_keeps_in_host_memory():
+    from kvcore.query import find_weights
+    from kvcore.weights import weights_for
+
+    spec = load_model("llama-3.1-70b-instruct")
+    q = Query(spec=spec, context=16384, engine="llama.cpp", gpus=(find_gpu("4090"),),
+              cache=CacheOptions(kv_k=get_format("q8_0"), kv_v=get_format("q8_0")))
+    rows = find_weights(q)
+    names = [r["weights"] for r in rows]
+    # llama.cpp loads 16-bit GGUF and every llama-quantize mix, largest first
+    assert names[0] == "bf16" and len(names) == 28 and "fp8" not in names and "f16" not in names
+    sizes = [r["weights_bytes"] for r in rows]
+    assert sizes == sorted(sizes, reverse=True)
+    assert next(r for r in rows if r["weights"] == "q4_k_m")["weights_bytes"] == \
+        weights_for(spec, "q4_k_m").bytes
+    # less weight, more context: the largest that fits 16k on a 24 GB card is IQ2_XS
+    contexts = [r["max_context"] for r in rows]
+    assert contexts == sorted(contexts)
+    assert next(r for r in rows if r["fits"])["weights"] == "iq2_xs"
+    assert all(r["max_context"] >= 16384 for r in rows if r["fits"])
+    # a type that does not fit runs under --fit with part of the model in host memory: the
+    # smaller the weights, the less there and the faster its decode
+    held = [r for r in rows if not r["fits"]]
+    assert all("host_fit" in r for r in held)
+    host = [r["host_fit"]["host_weights_bytes"] for r in held]
+    rates = [r["host_fit"]["tokens_per_s_per_sequence"] for r in held]
+    assert host == sorted(host, reverse=True) and rates == sorted(rates)
+    assert all(h < r["weights_bytes"] for h, r in zip(host, held, strict=True))
+    assert all("host_fit" not in r for r in rows if r["fits"])
+    # llama-quantize's perplexity figures where its list gives one
+    q4 = next(r for r in rows if r["weights"] == "q4_k_m")
+    assert q4["perplexity_added"] == 0.1754 and "Llama-3-8B" in q4["quality"]
+    assert next(r for r in rows if r["weights"] == "iq2_xs")["perplexity_added"] is None
+
+
+def test_find_weights_under_a_serving_engine_tries_the_checkpoint_formats():
+    from kvcore.query import find_weights
+
+    q = Query(spec=load_model("qwen3-8b"), context=32768, engine="vllm",
+              gpus=(find_gpu("4090"),))
+    names = [r["weights"] for r in find_weights(q)]
+    assert names[0] == "bf16" and {"fp8", "int8", "int4", "nvfp4"} <= set(names)
+    assert not any(n.startswith(("q4_k", "iq")) for n in names)
+    # gpt-oss ships its experts in MXFP4: that format is tried for it, not for others
+    assert "mxfp4_moe" not in names
+    oss = Query(spec=load_model("gpt-oss-20b"), context=32768, engine="vllm",
+                gpus=(find_gpu("4090"),))
+    assert "mxfp4_moe" in [r["weights"] for r in find_weights(oss)]
+    with pytest.raises(InputError, match="needs a GPU or a KV budget"):
+        find_weights(Query(spec=q.spec, context=32768, engine="vllm"))

@@ -235,6 +235,18 @@ def test_find_endpoints(client):
     assert formats[0]["format"] in ("f16", "bf16")
     gpus = client.post("/api/v1/find-gpu", json={"model": "llama-3.1-8b", "context": "128k"}).json()
     assert gpus and gpus[0]["count"] >= 1
+    body = {"model": "llama-3.1-70b-instruct", "gpu": "4090", "context": "16k", "kv": "q8_0",
+            "engine": "llama.cpp"}
+    weights = client.post("/api/v1/find-weights", json=body).json()
+    assert weights[0]["weights"] == "bf16"
+    assert next(r for r in weights if r["fits"])["weights"] == "iq2_xs"
+    r = client.post("/api/v1/find-weights", json={**body, "weights": "q4_k_m"})
+    assert r.status_code == 422 and r.json()["field"] == "weights"
+    # the page's table of weight formats, the plan's own marked
+    page = client.get("/", params={**body, "weights": "iq2_xs"}, headers={"HX-Request": "true"})
+    assert "Every weight format on this card" in page.text
+    assert "<td>iq2_xs (chosen)</td><td>yes</td>" in page.text
+    assert "<td>q4_k_m</td><td>no</td>" in page.text
 
 
 def test_format_table_says_when_a_models_rows_cost_more_bits(client):
