@@ -156,6 +156,7 @@ def plan_view(q: Query) -> dict[str, Any]:
         view["chart"] = _chart(q, data)
         view["formats"] = _format_rows(q)
         view["weight_rows"] = _weight_rows(q, data)
+        view["weight_host"] = any("host_fit" in r for r in view["weight_rows"])
     return view
 
 
