@@ -219,6 +219,12 @@ def api_router() -> APIRouter:
                  "block_bytes": f.block_bytes, "bits_per_value": f.bits_per_value,
                  "layout": f.layout, "quality": quality_note(f)} for f in kvcore.FORMATS]
 
+    @api.get("/weights")
+    def weights() -> list[dict[str, Any]]:
+        from kvcore.weights import weight_format_list
+
+        return weight_format_list()
+
     return api
 
 

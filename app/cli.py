@@ -59,7 +59,7 @@ from .common import (
     verified,
 )
 
-SUBCOMMANDS = ("models", "gpus", "formats", "serve", "measure")
+SUBCOMMANDS = ("models", "gpus", "formats", "weights", "serve", "measure")
 
 
 class UsageError(Exception):
@@ -118,7 +118,7 @@ def _plan_parser() -> argparse.ArgumentParser:
         prog="kvplan",
         description="Will MODEL fit, at this context and this many parallel sequences, on this "
         "GPU, and in which KV-cache format? Byte-exact per layer kind.",
-        epilog="Other commands: kvplan models|gpus|formats [--json]; kvplan measure MODEL "
+        epilog="Other commands: kvplan models|gpus|formats|weights [--json]; kvplan measure MODEL "
         "(allocate the predicted cache on this machine's GPU and compare; kvplan measure -h); "
         "kvplan serve.",
     )
@@ -217,7 +217,8 @@ def _plan_parser() -> argparse.ArgumentParser:
 
 
 def _list_parser(cmd: str) -> argparse.ArgumentParser:
-    what = {"models": "model configs", "gpus": "GPUs", "formats": "KV-cache formats"}[cmd]
+    what = {"models": "model configs", "gpus": "GPUs", "formats": "KV-cache formats",
+            "weights": "weight formats"}[cmd]
     p = _Parser(prog=f"kvplan {cmd}", description=f"List the catalog's {what}.")
     p.add_argument("--json", action="store_true", help="print JSON")
     return p
@@ -598,6 +599,15 @@ def _list(cmd: str, as_json: bool) -> str:
             [i["id"], i["name"], format_bytes(i["memory_bytes"], 1),
              f"{i['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s",
              f"{i['matmul_flops_per_s'] / 1e12:,.1f} TFLOPS"] for i in items]
+    elif cmd == "weights":
+        from kvcore.weights import weight_format_list
+
+        items = weight_format_list()
+        # a llama-quantize mix is priced tensor by tensor in the types it gives them; the
+        # bits a weight are its average on an 80-layer Llama
+        rows = [["name", "bits/weight", "llama-quantize mix", "description"]] + [
+            [str(i["name"]), f"{i['bits_per_weight']:.2f}", "yes" if i["gguf_mix"] else "–",
+             str(i["description"])] for i in items]
     else:
         items = [{"name": f.name, "aliases": list(f.aliases), "block_values": f.block_values,
                   "block_bytes": f.block_bytes, "bits_per_value": f.bits_per_value,
@@ -608,7 +618,8 @@ def _list(cmd: str, as_json: bool) -> str:
     if as_json:
         return json.dumps(items, indent=2)
     # numbers line up on their last digit
-    return _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3)}[cmd])
+    return _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3),
+                               "weights": (1,)}[cmd])
 
 
 def _measure_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,8 @@ from .gguf_mix import MIXES, module_types
 from .model import ModelSpec, Module
 from .quant import QuantScheme, estimate
 
-__all__ = ["WEIGHT_FORMATS", "WeightFormat", "Weights", "get_weight_format", "weights_for"]
+__all__ = ["WEIGHT_FORMATS", "WeightFormat", "Weights", "get_weight_format", "weight_format_list",
+           "weights_for"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,15 @@ WEIGHT_FORMATS: tuple[WeightFormat, ...] = (
 )
 
 _BY_NAME = {key: f for f in WEIGHT_FORMATS for key in (f.name, *f.aliases)}
+
+
+def weight_format_list() -> list[dict[str, object]]:
+    """Every weight format as ``kvplan weights --json`` and ``/api/v1/weights`` list it: its
+    name, aliases, description, the average bits a weight it is priced at where a config lists
+    no modules, and whether it is a llama-quantize mix (priced tensor by tensor)."""
+    return [{"name": f.name, "aliases": list(f.aliases), "description": f.description,
+             "bits_per_weight": f.bits_per_weight, "gguf_mix": f.name in MIXES,
+             "experts_only": f.experts_only} for f in WEIGHT_FORMATS]
 
 
 def get_weight_format(name: str) -> WeightFormat:

@@ -46,12 +46,22 @@ def test_json_without_gpu(capsys):
     assert code == 0 and data["fits"] is None and data["gpu"] is None
 
 
-@pytest.mark.parametrize("cmd", ["models", "gpus", "formats"])
+@pytest.mark.parametrize("cmd", ["models", "gpus", "formats", "weights"])
 def test_lists(capsys, cmd):
     code, out, _ = run(capsys, cmd)
     assert code == 0 and len(out.splitlines()) > 15
     code, out, _ = run(capsys, cmd, "--json")
     assert code == 0 and len(json.loads(out)) > 15
+
+
+def test_the_weight_formats_list_says_which_are_llama_quantize_mixes(capsys):
+    from kvcore.gguf_mix import MIXES
+
+    items = json.loads(run(capsys, "weights", "--json")[1])
+    assert {i["name"] for i in items if i["gguf_mix"]} == set(MIXES)
+    assert next(i for i in items if i["name"] == "q4_k_m")["aliases"] == ["q4_k"]
+    line = next(x for x in run(capsys, "weights")[1].splitlines() if x.startswith("iq2_xs "))
+    assert line.split()[:3] == ["iq2_xs", "2.40", "yes"]
 
 
 @pytest.mark.parametrize(("args", "needle"), [

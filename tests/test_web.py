@@ -80,6 +80,8 @@ def test_lists(client):
     h100 = next(g for g in gpus if g["id"] == "h100-sxm")
     assert h100["matmul_flops_per_s"] == 989_500 * 10**9 and "sparsity" in h100["matmul_flops_source"]
     assert {f["name"] for f in client.get("/api/v1/formats").json()} >= {"q8_0", "tbq4"}
+    weights = {w["name"]: w for w in client.get("/api/v1/weights").json()}
+    assert weights["iq2_xs"]["gguf_mix"] and not weights["fp8"]["gguf_mix"]
     m = client.get("/api/v1/models/deepseek-v3").json()
     assert m["bytes_per_token"]["f16"] == 61 * 576 * 2
 
