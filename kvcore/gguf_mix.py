@@ -297,10 +297,14 @@ class _Rules:
         parts = 3 if spec.model_type not in _UNGATED_MLP else 2
         qkv = {t.layer for t in tensors if t.category == "attn_qkv"}
         fused = spec.model_type in _FUSED_QKV
-        return cls(fmt, MIXES[fmt], spec.decoder_layers,
-                   spec.num_attention_heads // kv_heads if kv_heads else 1,
+        gqa = spec.num_attention_heads // kv_heads if kv_heads else 1
+        # llama.cpp's LLM_TYPE_70B: an 80-layer Qwen2, or an 80-layer Llama whose query heads
+        # share KV heads (one that does not is a 65B)
+        seventy = spec.decoder_layers == 80 and (spec.model_type == "qwen2" or (
+            spec.model_type == "llama" and gqa > 1))
+        return cls(fmt, MIXES[fmt], spec.decoder_layers, gqa,
                    max((m.matrices // parts for m in mods if m.role == "experts"), default=1),
-                   spec.model_type in ("llama", "qwen2") and spec.decoder_layers == 80,
+                   seventy,
                    spec.model_type == "falcon",
                    not any(t.category == "output" for t in tensors),
                    sum(t.category in ("attn_v", "attn_qkv") for t in tensors)

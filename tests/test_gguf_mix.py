@@ -98,6 +98,14 @@ def test_rows_that_are_not_whole_blocks_fall_back():
 def test_seventy_b_fused_qkv_and_tied_embeddings():
     # an 80-layer Llama is a 70B to llama.cpp: attention V in Q5_K at least
     assert set(types(load_model("llama-3.1-70b"), "q4_k_m", "attn_v")) == {"Q5_K", "Q6_K"}
+    # an 80-layer Llama whose heads each have their own K and V is a 65B to llama.cpp: its
+    # attention V keeps the mix's types
+    sixty_five = json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                             "hidden_size": 8192, "intermediate_size": 22016,
+                             "num_hidden_layers": 80, "num_attention_heads": 64,
+                             "num_key_value_heads": 64, "vocab_size": 32000,
+                             "max_position_embeddings": 2048, "torch_dtype": "float16"})
+    assert set(types(load_model(sixty_five), "q4_k_m", "attn_v")) == {"Q4_K", "Q6_K"}
     # Phi-3's GGUF fuses Q, K and V: one choice a layer, over 32 layers
     phi = load_model("phi-3-mini-4k-instruct")
     qkv = [t for _, cat, t, _ in tensor_types(phi, "q4_k_m") if cat == "attn_qkv"]
