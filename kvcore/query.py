@@ -519,9 +519,13 @@ def find_weights(q: Query) -> list[dict[str, Any]]:
     sequence; None without a card) and what is known of its quality. Under llama.cpp a format
     that does not fit the card but that llama-server's --fit runs with part of the model in
     host memory carries ``host_fit``, as find_model's rows do."""
-    if not q.gpus and q.kv_budget_bytes is None:
-        raise InputError("find-weights needs a GPU or a KV budget to fit the weights in",
-                         field="gpu")
+    if not q.gpus:
+        raise InputError("find-weights needs a GPU to fit the weights on (a KV budget is the "
+                         "cache's alone: every weight format fits it alike)", field="gpu")
+    if q.kv_budget_bytes is not None:
+        raise InputError("find-weights fits the weights on the card: leave out the KV budget "
+                         "(the cache's alone, which every weight format fits alike)",
+                         field="kv_budget")
     rows = []
     refused: InputError | None = None
     for fmt in _weight_candidates(q):

@@ -1961,5 +1961,5 @@ def test_find_weights_under_a_serving_engine_tries_the_checkpoint_formats():
     oss = Query(spec=load_model("gpt-oss-20b"), context=32768, engine="vllm",
                 gpus=(find_gpu("4090"),))
     assert "mxfp4_moe" in [r["weights"] for r in find_weights(oss)]
-    with pytest.raises(InputError, match="needs a GPU or a KV budget"):
+    with pytest.raises(InputError, match="needs a GPU to fit the weights on"):
         find_weights(Query(spec=q.spec, context=32768, engine="vllm"))
