@@ -11,10 +11,11 @@ from app.cli import main
 
 WORDS = ["qwen3-8b", "deepseek-v3", "gpt-oss-20b", "nosuch", "{", "--ctx", "--seqs", "--kv",
          "--kv-k", "--kv-v", "--gpu", "--gpus", "--tp", "--pp", "--dp", "--engine", "--weights",
-         "--hot", "--keep", "--images", "--json", "--find-format", "--kv-budget", "4090", "h100",
+         "--hot", "--keep", "--images", "--json", "--find-format", "--find-weights", "--kv-budget",
+         "4090", "h100", "iq2_xs", "q4_k_s",
          "24GiB", "-1", "0", "1", "128k", "1M", "9e99", "nan", "q8_0", "tbq4", "kivi2", "fp8",
          "vllm", "llama.cpp", "sglang", "trtllm", "q4_k_m", "int4", "f16:4096", "0.5", "3,4",
-         "4090,3090", "", " ", "models", "gpus", "formats"]
+         "4090,3090", "", " ", "models", "gpus", "formats", "weights"]
 
 
 @settings(max_examples=300, deadline=None)
