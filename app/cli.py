@@ -442,8 +442,8 @@ def render_find_weights(q: Query, rows: list[dict[str, Any]]) -> str:
     best = next((r for r in rows if r["fits"]), None)
     kv = (q.cache.kv_k.name if q.cache.kv_k == q.cache.kv_v
           else f"K {q.cache.kv_k.name} / V {q.cache.kv_v.name}")
-    card = (f"{q.parallel.ranks_per_replica} × " if q.parallel.ranks_per_replica > 1 else "") \
-        + (q.gpus[0].name if q.gpus else "the KV budget given")
+    card = (f"{q.parallel.ranks_per_replica} × " if q.parallel.ranks_per_replica > 1
+            else "") + q.gpus[0].name
     where = f"on {card} under {q.engine}, KV {kv}"
     verdict = (f"largest weights that fit {_ask(q)} {where}: {best['weights']} "
                f"({format_bytes(best['weights_bytes'], 1)})" if best

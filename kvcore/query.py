@@ -414,13 +414,10 @@ def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
                # card's bandwidth)
                "tokens_per_s_per_sequence": (data.get("decode") or {}).get(
                    "tokens_per_s_per_sequence")}
-        fit = (data.get("engine_report") or {}).get("extra", {}).get("fit")
-        if fit is not None and fit.get("decode"):
+        host = _host_fit(data)
+        if host is not None:
             # llama-server's --fit would run it with part in host memory
-            row["host_fit"] = {"host_holds": fit["host_holds"],
-                               "host_weights_bytes": fit["host_weights_bytes"],
-                               "tokens_per_s_per_sequence":
-                                   fit["decode"]["tokens_per_s_per_sequence"]}
+            row["host_fit"] = host
         kind = ("too_big" if not data["max_context"] else "shorter" if not data["fits"]
                 else "untrained" if trained and data["context"] > trained else "fits")
         found[kind].append(row)
@@ -434,6 +431,16 @@ def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
     found["shorter"].sort(key=lambda r: (-int(r["max_context"]), r["model"]))
     found["too_big"].sort(key=lambda r: (int(r["weights_bytes"]), r["model"]))
     return found
+
+
+def _host_fit(data: dict[str, Any]) -> dict[str, Any] | None:
+    """What llama-server's --fit keeps in host memory for a plan that does not fit its card,
+    and the decode estimate then (None: no such placement, or another engine)."""
+    fit = (data.get("engine_report") or {}).get("extra", {}).get("fit")
+    if fit is None or not fit.get("decode"):
+        return None
+    return {"host_holds": fit["host_holds"], "host_weights_bytes": fit["host_weights_bytes"],
+            "tokens_per_s_per_sequence": fit["decode"]["tokens_per_s_per_sequence"]}
 
 
 def host_runnable(found: dict[str, Any]) -> list[dict[str, Any]]:
@@ -545,12 +552,9 @@ def find_weights(q: Query) -> list[dict[str, Any]]:
                "quality": weight_quality(fmt.name),
                "perplexity_added": PERPLEXITY.get(fmt.name),
                "notes": context_notes(q, data["max_context"] or 0)}
-        fit = (data.get("engine_report") or {}).get("extra", {}).get("fit")
-        if not data["fits"] and fit is not None and fit.get("decode"):
-            row["host_fit"] = {"host_holds": fit["host_holds"],
-                               "host_weights_bytes": fit["host_weights_bytes"],
-                               "tokens_per_s_per_sequence":
-                                   fit["decode"]["tokens_per_s_per_sequence"]}
+        host = _host_fit(data)
+        if not data["fits"] and host is not None:
+            row["host_fit"] = host
         rows.append(row)
     if not rows and refused is not None:
         raise refused
