@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -190,7 +191,11 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--host-bandwidth", type=float, default=None, metavar="GB/S",
                    help="host memory bandwidth for layers llama.cpp keeps there (89.6)")
     g.add_argument("--host-link", type=float, default=None, metavar="GB/S",
-                   help="card-to-host link for weights llama.cpp copies over (31.5: PCIe 4 x16)")
+                   help="card-to-host link host-held weights cross (llama.cpp, vLLM's "
+                        "--cpu-offload-gb; the card's, or 31.5: PCIe 4 x16)")
+    g.add_argument("--cpu-offload-gb", type=float, default=None, metavar="GIB",
+                   help="vLLM: GiB of each rank's weights in pinned host memory, read over "
+                        "the host link every forward pass")
     g.add_argument("--host-memory", default=None, metavar="SIZE",
                    help="host memory llama.cpp may fill with what it keeps there (64GiB)")
     g.add_argument("--mem-fraction-static", type=float, default=None, help="SGLang (auto)")
@@ -214,6 +219,16 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--version", action="version", version=f"kvplan {kvcore.__version__}")
     return p
+
+
+def _gib(value: float | None, field: str) -> int:
+    """GiB as vLLM takes them (--cpu-offload-gb 10: 10 × 2³⁰ bytes), 0 where not given."""
+    if value is None:
+        return 0
+    if not (math.isfinite(value) and 0 <= value <= 1 << 20):
+        raise kvcore.InputError(f"{field} must be GiB from 0 to 1,048,576, got {value:g}",
+                                field=field)
+    return int(value * 2**30)
 
 
 def _list_parser(cmd: str) -> argparse.ArgumentParser:
@@ -267,6 +282,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         host_memory_bytes=(parse_bytes(args.host_memory, field="host_memory")
                            if args.host_memory else None),
         host_link_bytes_per_s=args.host_link * 1e9 if args.host_link is not None else None,
+        cpu_offload_bytes=_gib(args.cpu_offload_gb, "cpu_offload_gb"),
         tensor_split=(parse_tensor_split(args.tensor_split)
                       if args.tensor_split is not None else None),
     )
@@ -469,6 +485,10 @@ def render_engine(data: dict[str, Any]) -> list[str]:
         if r["budget_bytes"] is not None:
             rows.append(["budget", format_bytes(r["budget_bytes"], 2)])
         rows.append(["weights", format_bytes(r["weights_bytes"], 2)])
+        moved = r["extra"].get("cpu_offload")
+        if moved is not None:
+            rows.append(["weights in host (--cpu-offload-gb)",
+                         format_bytes(moved["bytes_per_rank"][r["binding_stage"]], 2)])
         rows += [[o["name"], format_bytes(o["bytes"], 2)] for o in r["overheads"]]
     rows.append(["KV pool", format_bytes(max(0, r["kv_pool_bytes"]), 2)])
     out.append(_table(rows, right=(1,)))

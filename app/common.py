@@ -304,6 +304,25 @@ def _link_basis(d: dict[str, Any]) -> str:
     return f"its {basis}"
 
 
+def _offload_where(data: dict[str, Any], d: dict[str, Any]) -> str:
+    """Where a decode step with vLLM's --cpu-offload-gb spends its time: the share reading
+    the host-held weights over the host link (the card's, given, or assumed), and what binds
+    the card's part."""
+    link = d["offload_link_bytes_per_s"] / 1e9
+    basis = _link_basis({"host_link_from": d["offload_link_from"]})
+    over = f"over {basis} ({link:,.1f} GB/s)" if basis.startswith("its ") else (
+        f"at {link:,.1f} GB/s" + (f" ({basis})" if basis else ""))
+    share = d["offload_seconds_per_step"] / d["seconds_per_step"]
+    card = d["seconds_per_step"] - d["offload_seconds_per_step"]
+    card_bound = "compute" if (d.get("compute_seconds_per_step") or 0) > \
+        d["bandwidth_seconds_per_step"] else "bandwidth"
+    part = "the cards' part" if data["parallel"]["gpus"] > 1 else "the card's part"
+    each = " on each card" if data["parallel"]["tp"] > 1 else ""
+    return (f"{share:.0%} of a step reading {d['offload_bytes_per_step'] / 1e9:,.2f} GB of "
+            f"--cpu-offload-gb weights{each} from host memory {over}, {part} "
+            f"({card * 1e3:,.2f} ms) {_bound_where(data, card_bound)}")
+
+
 def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     """Where a decode step with part of the model in host memory spends its time: the share
     the host's part takes (the CPU reading it at host memory's bandwidth or, from 32
@@ -345,6 +364,8 @@ def decode_text(data: dict[str, Any]) -> str | None:
         return None
     if d.get("host_bytes_per_step") is not None:
         where = _host_where(data, d)
+    elif d.get("offload_bytes_per_step") is not None:
+        where = _offload_where(data, d)
     else:
         where = _bound_where(data, d.get("bound") or "bandwidth")
     text = (f"≈ {rate_text(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
@@ -380,6 +401,11 @@ def prefill_text(data: dict[str, Any]) -> str | None:
                  f"{p['n_ubatch']:,} tokens ({p['host_link_bytes'] / 1e9:,.1f} GB at "
                  f"{link:,.1f} GB/s{given}){caches}, the rest "
                  f"{_bound_where(data, 'compute' if p['bound'] == 'host link' else p['bound'])}")
+    elif p.get("offload_seconds") is not None:
+        where = (f"at least {p['offload_seconds'] / p['seconds']:.0%} of it reading the "
+                 f"--cpu-offload-gb weights over the host link once in each of "
+                 f"{p['offload_forwards']:,} forward passes, the rest "
+                 f"{_bound_where(data, p['bound'], ' (the weights read once)')}")
     else:
         where = _bound_where(data, p["bound"], " (the weights read once)")
     text = (f"≈ {took} for a prompt of {p['tokens']:,} tokens ({rate_text(p['tokens_per_s'])} "

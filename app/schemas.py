@@ -92,8 +92,11 @@ class PlanIn(BaseModel):
                                           "llama.cpp may fill with what it keeps there (a "
                                           "size, or bytes as a number)")
     host_link: float | None = Field(None, gt=0, le=100000, description="GB/s of the link "
-                                    "llama.cpp copies host-held weights to the card over "
-                                    "(31.5: PCIe 4.0 x16)")
+                                    "host-held weights cross to the card (llama.cpp, vLLM's "
+                                    "cpu_offload_gb; the card's, or 31.5: PCIe 4.0 x16)")
+    cpu_offload_gb: float | None = Field(None, ge=0, le=1 << 20, description="vLLM "
+                                         "--cpu-offload-gb: GiB of each rank's weights in "
+                                         "pinned host memory")
     host_bandwidth: float | None = Field(None, gt=0, le=100000, description="host memory "
                                          "bandwidth in GB/s for what llama.cpp keeps there "
                                          "(89.6)")

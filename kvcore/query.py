@@ -45,7 +45,8 @@ GPU_COUNTS = (1, 2, 4, 8)
 ENGINE_SETTINGS = {
     "raw": (),
     "vllm": ("gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs",
-             "speculative_tokens", "offload_bytes", "prefix_caching"),
+             "speculative_tokens", "offload_bytes", "prefix_caching", "cpu_offload_bytes",
+             "host_link_bytes_per_s"),
     # llama.cpp keeps no KV tier beyond the device
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
                   "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes",
@@ -139,7 +140,9 @@ def answer(q: Query) -> dict[str, Any]:
     if q.gpus and (q.multi or q.engine != "raw") or q.kv_budget_bytes is not None:
         report = engine_plan(q.engine, q.engine_request())
         out["engine_report"] = engine_to_dict(report)
-        if out.get("binding") is not None and report.fits != out["fits"]:
+        if out.get("binding") is not None and (report.fits != out["fits"]
+                                               or "cpu_offload" in report.extra):
+            # the engine's verdict differs, or its weights on the card do (--cpu-offload-gb)
             out["binding"], out["binding_reason"] = engine_binding(report, out)
         out["fits"] = report.fits
         placed = report.extra.get("placement")
@@ -167,6 +170,15 @@ def answer(q: Query) -> dict[str, Any]:
             out["gpu_names"] = [g.name for g in q.gpus]
             if q.multi and placed is None:
                 out["decode"], out["prefill"] = parallel_estimates(q)
+        moved = report.extra.get("cpu_offload")
+        if moved is not None and out.get("decode"):
+            # vLLM's --cpu-offload-gb: the moved weights read over the host link
+            from .engines.vllm_offload import with_offload_decode, with_offload_prefill
+            out["decode"] = with_offload_decode(out["decode"], moved["stages"],
+                                                out["decode"].get("expert_share"))
+            if out.get("prefill"):
+                out["prefill"] = with_offload_prefill(out["prefill"], moved["stages"],
+                                                      moved["forwards"])
     out["notes"] = context_notes(q, out.get("max_context"))
     return out
 

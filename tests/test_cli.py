@@ -171,6 +171,27 @@ def test_find_weights_table(capsys):
     assert row["weights_bytes"] == plan["weights_bytes"] and row["fits"] is plan["fits"]
 
 
+def test_vllm_cpu_offload(capsys):
+    ask = ("llama-3.1-8b", "--engine", "vllm", "--gpu", "3060", "--ctx", "12k")
+    code, out, _ = run(capsys, *ask)
+    assert code == 0 and "does not fit under vllm" in out
+    code, out, _ = run(capsys, *ask, "--cpu-offload-gb", "6")
+    assert code == 0 and "\nfits under vllm: 12,288 tokens × 1 sequence;" in out
+    assert "--cpu-offload-gb 6\n" in out
+    row = next(line for line in out.splitlines()
+               if line.startswith("weights in host (--cpu-offload-gb)"))
+    assert row.split()[-2:] == ["6.09", "GiB"]
+    assert ("note: --cpu-offload-gb 6: 6.09 GiB of the weights (layers 0–14, whole parameters "
+            "from the first on) in pinned host memory") in out
+    decode = next(line for line in out.splitlines() if line.startswith("decode ≈"))
+    assert "of --cpu-offload-gb weights from host memory over its PCIe 4.0 x16 (31.5 GB/s)" \
+        in decode
+    code, _, err = run(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--cpu-offload-gb", "6")
+    assert code == 2 and "cpu_offload_gb is a setting of vLLM" in err
+    code, _, err = run(capsys, *ask, "--cpu-offload-gb", "-1")
+    assert code == 2 and err.startswith("kvplan: error: cpu_offload_gb must be GiB from 0")
+
+
 def test_find_gpu_names_the_flag_that_plans_its_answer(capsys):
     # the smallest rig, spelled as --gpu takes it (4xh200), plans as fitting
     ask = ("qwen3-235b-a22b", "--ctx", "32k", "--seqs", "8", "--engine", "vllm")

@@ -1963,3 +1963,86 @@ def test_find_weights_under_a_serving_engine_tries_the_checkpoint_formats():
     assert "mxfp4_moe" in [r["weights"] for r in find_weights(oss)]
     with pytest.raises(InputError, match="needs a GPU to fit the weights on"):
         find_weights(Query(spec=q.spec, context=32768, engine="vllm"))
+
+
+def test_vllm_cpu_offload_moves_whole_parameters_from_the_first_layer():
+    from kvcore.engines.vllm_offload import _layer_params, offloaded
+
+    spec = load_model("llama-3.1-8b")
+    weights = weights_for(spec, "bf16")
+    params = _layer_params(spec, weights, 1)
+    # a Llama layer as vLLM holds it: qkv_proj, o_proj, gate_up_proj, down_proj, the norms
+    assert [b for b, _ in params[0][:4]] == [(4096 + 2 * 1024) * 4096 * 2, 4096 * 4096 * 2,
+                                            2 * 14336 * 4096 * 2, 14336 * 4096 * 2]
+    budget = 6 * GiB
+    m = offloaded(spec, weights, 1, range(32), budget)
+    order = [b for layer in range(32) for b, _ in params[layer]]
+    # the walk stops at the first parameter that takes it to the budget or past it
+    k = next(i for i in range(len(order)) if sum(order[:i + 1]) >= budget)
+    assert m.bytes == sum(order[:k + 1]) and m.bytes - order[k] < budget <= m.bytes
+    assert (m.first_layer, m.last_layer, m.expert_bytes) == (0, 14, 0)
+    # tensor parallelism: each rank walks its own shard, twice the layers for the budget
+    half = offloaded(spec, weights, 2, range(32), budget)
+    assert half.last_layer > 14 and budget <= half.bytes
+    assert offloaded(spec, weights, 1, range(32), 0) is None
+
+
+def test_vllm_cpu_offload_frees_the_card_and_reads_over_the_host_link():
+    spec = load_model("llama-3.1-8b")
+    ask = dict(spec=spec, context=12288, engine="vllm", gpus=(find_gpu("3060"),))
+    plain = Query(**ask)
+    off = Query(**ask, settings=EngineSettings(cpu_offload_bytes=6 * GiB))
+    base, moved = engine_plan("vllm", plain), engine_plan("vllm", off)
+    held = moved.extra["cpu_offload"]["bytes_per_rank"][0]
+    # the KV pool gains exactly what the card no longer holds
+    assert base.weights_bytes - moved.weights_bytes == held >= 6 * GiB
+    assert moved.kv_pool_bytes - base.kv_pool_bytes == held
+    assert not base.fits and moved.fits
+    assert "--cpu-offload-gb 6" in moved.command
+    from kvcore.query import answer
+    plan_off, plan_base = answer(off), answer(plain)
+    d = plan_off["decode"]
+    link = find_gpu("3060").host_link_bytes_per_s
+    # a dense model reads every moved byte over the link each step, the rest from the card
+    assert d["offload_bytes_per_step"] == held
+    assert d["offload_seconds_per_step"] == pytest.approx(held / link)
+    card = d["seconds_per_step"] - d["offload_seconds_per_step"]
+    assert card == pytest.approx(plan_base["decode"]["seconds_per_step"]
+                                 - held / find_gpu("3060").bandwidth_bytes_per_s)
+    # a prompt of 12,288 tokens in chunks of 2,048: six passes, each reading them once
+    p = plan_off["prefill"]
+    assert p["offload_forwards"] == 6
+    assert p["seconds"] == pytest.approx(plan_base["prefill"]["seconds"] + 6 * held / link)
+    # a given link replaces the card's
+    slow = answer(Query(**ask, settings=EngineSettings(cpu_offload_bytes=6 * GiB,
+                                                       host_link_bytes_per_s=8e9)))
+    assert slow["decode"]["offload_seconds_per_step"] == pytest.approx(held / 8e9)
+
+
+def test_vllm_cpu_offload_of_routed_experts_reads_the_routed_share():
+    from kvcore.query import answer
+
+    spec = load_model("qwen3-30b-a3b")
+    q = Query(spec=spec, context=8192, engine="vllm", gpus=(find_gpu("4090"),),
+              settings=EngineSettings(cpu_offload_bytes=40 * GiB))
+    report = engine_plan("vllm", q)
+    stage = report.extra["cpu_offload"]["stages"][0]
+    assert stage["expert_bytes"] > 0.9 * stage["bytes"]
+    d = answer(q)["decode"]
+    share = d["expert_share"]
+    assert d["offload_bytes_per_step"] == (stage["bytes"] - stage["expert_bytes"]
+                                           + int(stage["expert_bytes"] * share))
+    assert d["offload_bytes_per_step"] < stage["bytes"] * 0.2
+
+
+def test_vllm_cpu_offload_over_pipeline_stages_starts_at_each_stage_s_first_layer():
+    spec = load_model("llama-3.1-70b")
+    q = Query(spec=spec, context=8192, engine="vllm", gpus=(find_gpu("4090"),) * 2,
+              parallel=Parallel(pp=2), settings=EngineSettings(cpu_offload_bytes=30 * GiB))
+    stages = engine_plan("vllm", q).extra["cpu_offload"]["stages"]
+    assert [s["first_layer"] for s in stages] == [0, 40]
+    assert all(s["bytes"] >= 30 * GiB for s in stages)
+    # the setting is vLLM's
+    with pytest.raises(InputError, match="cpu_offload_gb is a setting of vLLM"):
+        Query(spec=spec, context=8192, engine="llama.cpp",
+              settings=EngineSettings(cpu_offload_bytes=GiB))

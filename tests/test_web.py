@@ -251,6 +251,21 @@ def test_find_endpoints(client):
     assert "<td>q4_k_m</td><td>no</td>" in page.text
 
 
+def test_api_cpu_offload_gb(client):
+    body = {"model": "llama-3.1-8b", "gpu": "3060", "context": "12k", "engine": "vllm"}
+    plain = client.post("/api/v1/plan", json=body).json()
+    moved = client.post("/api/v1/plan", json={**body, "cpu_offload_gb": 6}).json()
+    assert not plain["fits"] and moved["fits"]
+    held = moved["engine_report"]["extra"]["cpu_offload"]["bytes_per_rank"][0]
+    assert plain["engine_report"]["weights_bytes"] - moved["engine_report"]["weights_bytes"] \
+        == held
+    assert moved["decode"]["offload_bytes_per_step"] == held
+    r = client.post("/api/v1/plan", json={**body, "cpu_offload_gb": -1})
+    assert r.status_code == 422 and r.json()["field"] == "cpu_offload_gb"
+    r = client.post("/api/v1/plan", json={**body, "engine": "sglang", "cpu_offload_gb": 6})
+    assert r.status_code == 422 and "setting of vLLM" in r.json()["error"]
+
+
 def test_format_table_says_when_a_models_rows_cost_more_bits(client):
     # gpt-oss-20b's 64-wide heads take tbq4's 128-value blocks: the page's format table and
     # the API's find-format both give the 8.25 bits a value it costs there

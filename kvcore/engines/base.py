@@ -49,7 +49,8 @@ class UnsupportedFormat(InputError):
 SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
                  "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
-                 "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link"}
+                 "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link",
+                 "cpu_offload_bytes": "cpu_offload_gb"}
 
 
 def parse_tensor_split(text: str) -> tuple[float, ...]:
@@ -113,6 +114,8 @@ class EngineSettings:
     tokens_per_block: int | None = None
     # CPU/disk tiers that hold KV beyond the GPU pool (bytes per rank)
     offload_bytes: int = 0
+    #: vLLM --cpu-offload-gb: weights each rank keeps in pinned host memory (bytes)
+    cpu_offload_bytes: int = 0
 
     def __post_init__(self) -> None:
         for name in ("gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction"):
@@ -131,6 +134,9 @@ class EngineSettings:
                              f"got {shown(self.speculative_tokens)}", field="speculative_tokens")
         if self.offload_bytes < 0:
             raise InputError("offload size must not be negative", field="offload")
+        if not 0 <= self.cpu_offload_bytes <= 1 << 50:
+            raise InputError("cpu_offload_gb must be from 0 to 1,048,576 GiB, got "
+                             f"{shown(self.cpu_offload_bytes / 2**30)}", field="cpu_offload_gb")
         for name in ("n_gpu_layers", "n_cpu_moe"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1 << 16:

@@ -23,19 +23,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ..errors import InputError
 from ..formats import KVFormat
 from ..gpus import GPU
 from ..hf import GEMMA4_TYPES
 from ..model import LayerGroup, LayerKind, ModelSpec
+from ..parallel import stage_layers
 from ..plan import MAX_SEQUENCES, largest
 from . import vllm_backends
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
+    RankShare,
     has_kind,
     model_ref,
     need_gpu,
@@ -46,6 +49,7 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
+from .vllm_offload import Offloaded, offloaded
 
 NAME = "vllm"
 #: architectures current vLLM refuses to load, by model_type: its model registry
@@ -505,6 +509,9 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_nas_layout("vLLM", req.spec)
     refuse_layout("vLLM", req.spec, {})
     if has_kind(req.spec, LayerKind.COMPRESSED):
+        if req.settings.cpu_offload_bytes:
+            raise InputError("kvplan does not plan --cpu-offload-gb for DeepSeek-V4's "
+                             "compressed caches under vLLM", field="cpu_offload_gb")
         from .vllm_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
@@ -526,6 +533,12 @@ def plan(req: EngineRequest) -> EngineReport:
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, f32_as="bf16")
+    moved = [offloaded(req.spec, weights, p.tp, stage_layers(req.spec.decoder_layers, p.pp,
+                                                             sh.stage), s.cpu_offload_bytes)
+             for sh in shares]
+    # --cpu-offload-gb: what each rank moves to host memory is not on its card
+    shares = [replace(sh, weights_bytes=max(0, sh.weights_bytes - (m.bytes if m else 0)))
+              for sh, m in zip(shares, moved, strict=True)]
     dsa = has_kind(req.spec, LayerKind.INDEXER)
     hybrid = any(g.kind.is_recurrent for g in req.spec.groups)
     # the backend vLLM picks where it decides the block (a --block-size it refuses moves
@@ -664,6 +677,11 @@ def plan(req: EngineRequest) -> EngineReport:
         offload_tokens = int(s.offload_bytes // max(1, main.bytes_per_block)) * main.min_block
         cmd.append(f"--kv-offloading-size {s.offload_bytes * p.tp / GiB:g}")
         notes.append(f"CPU offload tier holds about {offload_tokens:,} more tokens per replica")
+    extra: dict[str, Any] = {}
+    if s.cpu_offload_bytes:
+        cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
+        extra["cpu_offload"] = _offload_extra(req, moved, shares, mbt)
+        notes.append(_offload_note(s.cpu_offload_bytes, moved, p.tp * p.dp))
     total = None
     if req.kv_budget_bytes is None and shares[binding].gpu is not None:
         gpu = shares[binding].gpu
@@ -690,5 +708,49 @@ def plan(req: EngineRequest) -> EngineReport:
         extra={"group_size": main.group_size, "groups": [g.kind.value for g in main.groups],
                "page_bytes": main.page, "weights": weights.format,
                "physical_tokens": num_blocks // max(1, len(main.groups)) * main.min_block,
-               "in_flight_tokens": in_flight, "release": RELEASE},
+               "in_flight_tokens": in_flight, "release": RELEASE, **extra},
     )
+
+
+def _offload_extra(req: EngineRequest, moved: list[Offloaded | None], shares: list[RankShare],
+                   mbt: int) -> dict[str, Any]:
+    """What --cpu-offload-gb keeps in host memory, per stage (a rank's bytes, of them the
+    routed experts', its layers, its card's bandwidth and host link), as answer() applies it
+    to the decode and prefill estimates; ``forwards``: the passes a prompt of the context
+    takes in chunks of --max-num-batched-tokens."""
+    from .llamacpp_offload import host_link_of
+
+    stages = []
+    for m, sh in zip(moved, shares, strict=True):
+        if m is None or sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s:
+            continue
+        link, link_from = host_link_of(sh.gpu, req.settings.host_link_bytes_per_s)
+        stages.append({"stage": sh.stage, "bytes": m.bytes, "expert_bytes": m.expert_bytes,
+                       "first_layer": m.first_layer, "last_layer": m.last_layer,
+                       "bandwidth_bytes_per_s": sh.gpu.bandwidth_bytes_per_s,
+                       "link_bytes_per_s": link, "link_from": link_from})
+    p = req.parallel
+    host = sum(m.bytes for m in moved if m is not None) * p.tp * p.dp
+    return {"stages": stages, "host_bytes": host, "forwards": -(-req.context // mbt),
+            "bytes_per_rank": [m.bytes if m else 0 for m in moved]}
+
+
+def _offload_note(budget: int, moved: list[Offloaded | None], ranks: int) -> str:
+    from ..units import format_bytes
+
+    held = [(i, m) for i, m in enumerate(moved) if m is not None]
+    flag = f"--cpu-offload-gb {budget / GiB:g}"
+    if not held:
+        return f"{flag}: nothing to move (no decoder-layer weights)"
+    reads = "the card reads them over its host link in every forward pass"
+    if len(moved) == 1 and ranks == 1:
+        m = held[0][1]
+        return (f"{flag}: {format_bytes(m.bytes, 2)} of the weights (layers {m.first_layer}–"
+                f"{m.last_layer}, whole parameters from the first on) in pinned host memory; "
+                f"{reads}")
+    parts = "; ".join(f"stage {i}: {format_bytes(m.bytes, 2)}, layers {m.first_layer}–"
+                      f"{m.last_layer}" for i, m in held)
+    total = sum(m.bytes for _, m in held) * ranks // len(moved)
+    return (f"{flag}: each rank keeps part of its weights in pinned host memory ({parts}; "
+            f"whole parameters from the stage's first layer on), {format_bytes(total, 2)} in "
+            f"all; {reads}")
