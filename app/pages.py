@@ -38,13 +38,13 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k",
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
             "engine": "raw", "ngl": "", "n_cpu_moe": "", "tensor_split": "", "host_bandwidth": "",
-            "host_link": "", "host_memory": ""}
+            "host_link": "", "host_memory": "", "cpu_offload_gb": ""}
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
                  "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
                  "n_cpu_moe": "", "tensor_split": "", "host_bandwidth": "", "host_link": "",
-                 "host_memory": ""}
+                 "host_memory": "", "cpu_offload_gb": ""}
 FIELDS = tuple(DEFAULTS)
 #: what a link may name: the form's fields and the API's one format for K and V
 LINK_FIELDS = (*FIELDS, "kv")
@@ -147,19 +147,36 @@ def _whole(form: dict[str, str], name: str, what: str) -> int | None:
 
 
 def _placement(form: dict[str, str]) -> EngineSettings:
-    """llama.cpp's placement fields as engine settings (blank: llama.cpp's default): ngl
+    """The placement fields as engine settings (blank: the engine's default): llama.cpp's ngl
     (layers on the card), n_cpu_moe (blocks whose experts stay in host memory, or "all":
-    --cpu-moe), tensor_split (-ts: each card's share of the layers), the host's bandwidth and link in GB/s, its memory as a size."""
+    --cpu-moe), tensor_split (-ts: each card's share of the layers), the host's bandwidth and
+    link in GB/s, its memory as a size; vLLM's cpu_offload_gb (GiB of each rank's weights in
+    host memory)."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
     memory = form["host_memory"].strip()
     shares = form["tensor_split"].strip()
     return EngineSettings(
+        cpu_offload_bytes=_gib(form, "cpu_offload_gb"),
         tensor_split=parse_tensor_split(shares) if shares else None,
         n_gpu_layers=_whole(form, "ngl", "layers"),
         n_cpu_moe=CPU_MOE if cpu_moe == "all" else _whole(form, "n_cpu_moe", "blocks (or all)"),
         host_bandwidth_bytes_per_s=_rate(form, "host_bandwidth"),
         host_link_bytes_per_s=_rate(form, "host_link"),
         host_memory_bytes=kvcore.parse_bytes(memory, field="host_memory") if memory else None)
+
+
+def _gib(form: dict[str, str], name: str) -> int:
+    """A GiB field (vLLM's --cpu-offload-gb) as bytes (0 where blank)."""
+    text = form[name].strip()
+    if not text:
+        return 0
+    try:
+        gib = float(text)
+    except ValueError:
+        gib = math.nan
+    if not (math.isfinite(gib) and 0 <= gib <= 1 << 20):
+        raise InputError(f"{name} must be a number of GiB from 0, got {shown(text)}", field=name)
+    return int(gib * 2**30)
 
 
 def _rate(form: dict[str, str], name: str) -> float | None:

@@ -294,3 +294,14 @@ def test_the_one_and_two_bit_mixes():
     mix = load_model("mixtral-8x7b-v0.1")
     assert set(types(mix, "iq2_xs", "attn_k")) == {"Q4_K"}
     assert set(types(mix, "iq2_xs", "attn_output")) == {"Q5_K"}
+
+
+def test_each_mix_s_flat_bits_are_its_average_on_a_70b_llama():
+    # where a config lists no modules (and for draft layers) a mix is priced at one average:
+    # an 80-layer Llama's, to the hundredth
+    from kvcore.weights import get_weight_format
+
+    spec = load_model("llama-3.1-70b")
+    for fmt in MIXES:
+        bits = sum(module_types(spec, fmt)) * 8 / spec.params.total
+        assert get_weight_format(fmt).bits_per_weight == pytest.approx(bits, abs=0.006), fmt

@@ -806,3 +806,20 @@ def test_the_page_takes_the_host_link_and_host_memory(client):
     r = client.get("/", params={**params, "host_memory": "lots"})
     assert r.status_code == 422
     assert r.text.split('id="err-host_memory">')[1].split("</span>")[0].strip()
+
+
+def test_the_page_takes_vllm_s_cpu_offload_gb(client):
+    params = {"model": "llama-3.1-8b", "gpu": "3060", "engine": "vllm", "context": "12k"}
+    plain = client.get("/", params=params, headers={"HX-Request": "true"}).text
+    assert "Does not fit" in plain
+    r = client.get("/", params={**params, "cpu_offload_gb": "6"}, headers={"HX-Request": "true"})
+    text = r.text.replace("&#39;", "'")
+    assert r.status_code == 200 and "Fits: 12,288 tokens" in text
+    assert "weights in host (--cpu-offload-gb)" in text and "--cpu-offload-gb 6" in text
+    r = client.get("/", params={**params, "cpu_offload_gb": "lots"})
+    assert r.status_code == 422
+    assert "cpu_offload_gb must be a number of GiB" in \
+        r.text.split('id="err-cpu_offload_gb">')[1].split("</span>")[0]
+    # a setting of vLLM's: under llama.cpp the field says so
+    r = client.get("/", params={**params, "engine": "llama.cpp", "cpu_offload_gb": "6"})
+    assert r.status_code == 422 and "setting of vLLM" in r.text
