@@ -191,11 +191,11 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--host-bandwidth", type=float, default=None, metavar="GB/S",
                    help="host memory bandwidth for layers llama.cpp keeps there (89.6)")
     g.add_argument("--host-link", type=float, default=None, metavar="GB/S",
-                   help="card-to-host link host-held weights cross (llama.cpp, vLLM's "
+                   help="card-to-host link host-held weights cross (llama.cpp, "
                         "--cpu-offload-gb; the card's, or 31.5: PCIe 4 x16)")
     g.add_argument("--cpu-offload-gb", type=float, default=None, metavar="GIB",
-                   help="vLLM: GiB of each rank's weights in pinned host memory, read over "
-                        "the host link every forward pass")
+                   help="vLLM, SGLang: GiB of each rank's weights in pinned host memory, "
+                        "read over the host link every forward pass")
     g.add_argument("--host-memory", default=None, metavar="SIZE",
                    help="host memory llama.cpp may fill with what it keeps there (64GiB)")
     g.add_argument("--mem-fraction-static", type=float, default=None, help="SGLang (auto)")

@@ -92,11 +92,11 @@ class PlanIn(BaseModel):
                                           "llama.cpp may fill with what it keeps there (a "
                                           "size, or bytes as a number)")
     host_link: float | None = Field(None, gt=0, le=100000, description="GB/s of the link "
-                                    "host-held weights cross to the card (llama.cpp, vLLM's "
+                                    "host-held weights cross to the card (llama.cpp, "
                                     "cpu_offload_gb; the card's, or 31.5: PCIe 4.0 x16)")
-    cpu_offload_gb: float | None = Field(None, ge=0, le=1 << 20, description="vLLM "
-                                         "--cpu-offload-gb: GiB of each rank's weights in "
-                                         "pinned host memory")
+    cpu_offload_gb: float | None = Field(None, ge=0, le=1 << 20, description="vLLM and "
+                                         "SGLang --cpu-offload-gb: GiB of each rank's weights "
+                                         "in pinned host memory")
     host_bandwidth: float | None = Field(None, gt=0, le=100000, description="host memory "
                                          "bandwidth in GB/s for what llama.cpp keeps there "
                                          "(89.6)")

@@ -51,7 +51,8 @@ ENGINE_SETTINGS = {
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
                   "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes",
                   "host_link_bytes_per_s", "tensor_split"),
-    "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes"),
+    "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "offload_bytes",
+               "cpu_offload_bytes", "host_link_bytes_per_s"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
 
@@ -171,14 +172,13 @@ def answer(q: Query) -> dict[str, Any]:
             if q.multi and placed is None:
                 out["decode"], out["prefill"] = parallel_estimates(q)
         moved = report.extra.get("cpu_offload")
-        if moved is not None and out.get("decode"):
-            # vLLM's --cpu-offload-gb: the moved weights read over the host link
+        if moved is not None and moved["stages"] and out.get("decode"):
+            # vLLM's and SGLang's --cpu-offload-gb: the moved weights cross the host link
             from .engines.vllm_offload import with_offload_decode, with_offload_prefill
-            out["decode"] = with_offload_decode(out["decode"], moved["stages"],
+            out["decode"] = with_offload_decode(out["decode"], moved,
                                                 out["decode"].get("expert_share"))
             if out.get("prefill"):
-                out["prefill"] = with_offload_prefill(out["prefill"], moved["stages"],
-                                                      moved["forwards"])
+                out["prefill"] = with_offload_prefill(out["prefill"], moved)
     out["notes"] = context_notes(q, out.get("max_context"))
     return out
 

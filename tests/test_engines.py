@@ -1,5 +1,7 @@
 """Engine profiles: paging, padding, sharding and reporting rules, each checked by hand."""
 
+from dataclasses import replace
+
 import pytest
 from test_hf import _ernie45_21b, _gemma3n, _gemma4_e2b, _hunyuan_large, _lfm2_8b
 
@@ -2046,3 +2048,23 @@ def test_vllm_cpu_offload_over_pipeline_stages_starts_at_each_stage_s_first_laye
     with pytest.raises(InputError, match="cpu_offload_gb is a setting of vLLM"):
         Query(spec=spec, context=8192, engine="llama.cpp",
               settings=EngineSettings(cpu_offload_bytes=GiB))
+
+
+def test_sglang_cpu_offload_copies_every_moved_byte_each_pass():
+    from kvcore.query import answer
+
+    spec = load_model("qwen3-30b-a3b")
+    ask = dict(spec=spec, context=8192, engine="sglang", gpus=(find_gpu("4090"),))
+    plain = engine_plan("sglang", Query(**ask))
+    q = Query(**ask, settings=EngineSettings(cpu_offload_bytes=20 * GiB,
+                                             mem_fraction_static=0.85))
+    report = engine_plan("sglang", q)
+    held = report.extra["cpu_offload"]["bytes_per_rank"][0]
+    assert plain.weights_bytes - report.weights_bytes == held >= 20 * GiB
+    assert "--cpu-offload-gb 20" in report.command
+    # OffloaderV1 copies a layer's moved parameters whole, the experts no token routes to
+    # as well, and the card then reads the copies from its own memory
+    d = answer(q)["decode"]
+    assert d["offload_bytes_per_step"] == held
+    base = answer(replace(q, settings=EngineSettings(mem_fraction_static=0.85)))["decode"]
+    assert d["bandwidth_seconds_per_step"] == pytest.approx(base["bandwidth_seconds_per_step"])

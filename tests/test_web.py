@@ -262,8 +262,8 @@ def test_api_cpu_offload_gb(client):
     assert moved["decode"]["offload_bytes_per_step"] == held
     r = client.post("/api/v1/plan", json={**body, "cpu_offload_gb": -1})
     assert r.status_code == 422 and r.json()["field"] == "cpu_offload_gb"
-    r = client.post("/api/v1/plan", json={**body, "engine": "sglang", "cpu_offload_gb": 6})
-    assert r.status_code == 422 and "setting of vLLM" in r.json()["error"]
+    r = client.post("/api/v1/plan", json={**body, "engine": "llama.cpp", "cpu_offload_gb": 6})
+    assert r.status_code == 422 and "setting of vLLM and SGLang" in r.json()["error"]
 
 
 def test_format_table_says_when_a_models_rows_cost_more_bits(client):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import InputError
 from ..gpus import GPU
@@ -48,6 +48,7 @@ from .sglang_mtp import draft_line as mtp_draft_line
 from .sglang_mtp import notes as mtp_notes
 from .sglang_mtp import resolve as mtp_resolve
 from .sglang_mtp import target_cell as mtp_cell
+from .vllm_offload import offload_extra, offload_note, offloaded
 
 NAME = "sglang"
 #: architectures SGLang cannot load, by model_type: no module in python/sglang/srt/models
@@ -685,6 +686,13 @@ def plan(req: EngineRequest) -> EngineReport:
     router_extra = [router_fp32_bytes(req, sh.stage) for sh in shares]
     shares = [replace(sh, weights_bytes=sh.weights_bytes + x)
               for sh, x in zip(shares, router_extra, strict=True)]
+    # --cpu-offload-gb: OffloaderV1 walks each stage's decoder layers as vLLM's UVA offloader
+    # does (vllm_offload), and what it moves leaves the card
+    moved = [offloaded(req.spec, weights, p.tp,
+                       STAGE_SPLIT(req.spec.decoder_layers, p.pp, sh.stage),
+                       s.cpu_offload_bytes) for sh in shares]
+    shares = [replace(sh, weights_bytes=max(0, sh.weights_bytes - (m.bytes if m else 0)))
+              for sh, m in zip(shares, moved, strict=True)]
     # every rank sizes its pool from the free memory of the most loaded rank (a world-group
     # minimum) over its own layers' cell; the pipeline keeps the smallest pool, the stage
     # with the most KV layers (model_runner_kv_cache_mixin profile_max_num_token)
@@ -864,6 +872,16 @@ def plan(req: EngineRequest) -> EngineReport:
         if dsa_flag is None:
             notes.append("--kv-cache-dtype auto: SGLang runs a DSA model in bfloat16 on this "
                          "card (fp8_e4m3 from SM100)")
+    extra: dict[str, Any] = {}
+    if s.cpu_offload_bytes:
+        cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
+        gpu0 = shares[0].gpu
+        chunk = s.chunked_prefill_size or (
+            _table(gpu0.total_bytes / MiB, p.tp)[0] if gpu0 is not None else 8192)
+        # OffloaderV1 copies a layer's moved parameters to the card whole in each forward
+        # pass, the experts no step routes to as well
+        extra["cpu_offload"] = offload_extra(req, moved, shares, chunk, whole=True)
+        notes.append(offload_note(s.cpu_offload_bytes, moved, p.tp * p.dp, copies=True))
     offload_tokens = 0
     if s.offload_bytes:
         offload_tokens = s.offload_bytes // cell
@@ -888,5 +906,6 @@ def plan(req: EngineRequest) -> EngineReport:
         notes=tuple(notes),
         binding_stage=binding,
         offload_tokens=offload_tokens,
-        extra={"mem_fraction_static": frac, "swa_tokens": swa_tokens, "mamba_slots": mamba_slots, "cell_bytes": cell, "weights": weights.format},
+        extra={"mem_fraction_static": frac, "swa_tokens": swa_tokens, "mamba_slots": mamba_slots,
+               "cell_bytes": cell, "weights": weights.format, **extra},
     )

@@ -38,7 +38,6 @@ from .base import (
     EngineReport,
     EngineRequest,
     GiB,
-    RankShare,
     has_kind,
     model_ref,
     need_gpu,
@@ -49,7 +48,7 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
-from .vllm_offload import Offloaded, offloaded
+from .vllm_offload import offload_extra, offload_note, offloaded
 
 NAME = "vllm"
 #: architectures current vLLM refuses to load, by model_type: its model registry
@@ -680,8 +679,8 @@ def plan(req: EngineRequest) -> EngineReport:
     extra: dict[str, Any] = {}
     if s.cpu_offload_bytes:
         cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
-        extra["cpu_offload"] = _offload_extra(req, moved, shares, mbt)
-        notes.append(_offload_note(s.cpu_offload_bytes, moved, p.tp * p.dp))
+        extra["cpu_offload"] = offload_extra(req, moved, shares, mbt)
+        notes.append(offload_note(s.cpu_offload_bytes, moved, p.tp * p.dp))
     total = None
     if req.kv_budget_bytes is None and shares[binding].gpu is not None:
         gpu = shares[binding].gpu
@@ -711,46 +710,3 @@ def plan(req: EngineRequest) -> EngineReport:
                "in_flight_tokens": in_flight, "release": RELEASE, **extra},
     )
 
-
-def _offload_extra(req: EngineRequest, moved: list[Offloaded | None], shares: list[RankShare],
-                   mbt: int) -> dict[str, Any]:
-    """What --cpu-offload-gb keeps in host memory, per stage (a rank's bytes, of them the
-    routed experts', its layers, its card's bandwidth and host link), as answer() applies it
-    to the decode and prefill estimates; ``forwards``: the passes a prompt of the context
-    takes in chunks of --max-num-batched-tokens."""
-    from .llamacpp_offload import host_link_of
-
-    stages = []
-    for m, sh in zip(moved, shares, strict=True):
-        if m is None or sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s:
-            continue
-        link, link_from = host_link_of(sh.gpu, req.settings.host_link_bytes_per_s)
-        stages.append({"stage": sh.stage, "bytes": m.bytes, "expert_bytes": m.expert_bytes,
-                       "first_layer": m.first_layer, "last_layer": m.last_layer,
-                       "bandwidth_bytes_per_s": sh.gpu.bandwidth_bytes_per_s,
-                       "link_bytes_per_s": link, "link_from": link_from})
-    p = req.parallel
-    host = sum(m.bytes for m in moved if m is not None) * p.tp * p.dp
-    return {"stages": stages, "host_bytes": host, "forwards": -(-req.context // mbt),
-            "bytes_per_rank": [m.bytes if m else 0 for m in moved]}
-
-
-def _offload_note(budget: int, moved: list[Offloaded | None], ranks: int) -> str:
-    from ..units import format_bytes
-
-    held = [(i, m) for i, m in enumerate(moved) if m is not None]
-    flag = f"--cpu-offload-gb {budget / GiB:g}"
-    if not held:
-        return f"{flag}: nothing to move (no decoder-layer weights)"
-    reads = "the card reads them over its host link in every forward pass"
-    if len(moved) == 1 and ranks == 1:
-        m = held[0][1]
-        return (f"{flag}: {format_bytes(m.bytes, 2)} of the weights (layers {m.first_layer}–"
-                f"{m.last_layer}, whole parameters from the first on) in pinned host memory; "
-                f"{reads}")
-    parts = "; ".join(f"stage {i}: {format_bytes(m.bytes, 2)}, layers {m.first_layer}–"
-                      f"{m.last_layer}" for i, m in held)
-    total = sum(m.bytes for _, m in held) * ranks // len(moved)
-    return (f"{flag}: each rank keeps part of its weights in pinned host memory ({parts}; "
-            f"whole parameters from the stage's first layer on), {format_bytes(total, 2)} in "
-            f"all; {reads}")

@@ -21,14 +21,20 @@ A layer's parameters here are its config modules as vLLM fuses them (Q, K and V 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..gguf_mix import MIXES, MODULE_LAYER, module_types
 from ..hf import _UNGATED_MLP
 from ..model import ModelSpec
 from ..weights import Weights
 
-__all__ = ["Offloaded", "offloaded", "with_offload_decode", "with_offload_prefill"]
+if TYPE_CHECKING:
+    from .base import EngineRequest, RankShare
+
+__all__ = ["Offloaded", "offload_extra", "offload_note", "offloaded", "with_offload_decode",
+           "with_offload_prefill"]
+
+GiB = 1 << 30
 
 _FUSED = ({"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"})
 
@@ -126,38 +132,93 @@ def offloaded(spec: ModelSpec, weights: Weights, tp: int, layers: range,
     return Offloaded(moved, experts, first, last)
 
 
-def with_offload_decode(decode: dict[str, Any], stages: list[dict[str, Any]],
+def offload_extra(req: EngineRequest, moved: list[Offloaded | None], shares: list[RankShare],
+                  chunk: int, *, whole: bool = False) -> dict[str, Any]:
+    """What --cpu-offload-gb keeps in host memory, per stage (a rank's bytes, of them the
+    routed experts', its layers, its card's bandwidth and host link), as answer() applies it
+    to the decode and prefill estimates; ``forwards``: the passes a prompt of the context
+    takes in chunks of ``chunk`` tokens. ``whole``: each pass copies every moved byte (SGLang's
+    OffloaderV1), not the routed experts alone (vLLM's UVA views)."""
+    from .llamacpp_offload import host_link_of
+
+    stages = []
+    for m, sh in zip(moved, shares, strict=True):
+        if m is None or sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s:
+            continue
+        link, link_from = host_link_of(sh.gpu, req.settings.host_link_bytes_per_s)
+        stages.append({"stage": sh.stage, "bytes": m.bytes,
+                       "expert_bytes": 0 if whole else m.expert_bytes,
+                       "first_layer": m.first_layer, "last_layer": m.last_layer,
+                       "bandwidth_bytes_per_s": sh.gpu.bandwidth_bytes_per_s,
+                       "link_bytes_per_s": link, "link_from": link_from})
+    p = req.parallel
+    host = sum(m.bytes for m in moved if m is not None) * p.tp * p.dp
+    return {"stages": stages, "host_bytes": host, "forwards": -(-req.context // chunk),
+            "bytes_per_rank": [m.bytes if m else 0 for m in moved], "copies_whole": whole}
+
+
+def offload_note(budget: int, moved: list[Offloaded | None], ranks: int, *,
+                 copies: bool = False) -> str:
+    """The plan's note on --cpu-offload-gb: what moved, from which layers, and how the card
+    reads it (``copies``: copied whole each pass, as SGLang does)."""
+    from ..units import format_bytes
+
+    held = [(i, m) for i, m in enumerate(moved) if m is not None]
+    flag = f"--cpu-offload-gb {budget / GiB:g}"
+    if not held:
+        return f"{flag}: nothing to move (no decoder-layer weights)"
+    reads = ("the card copies a layer's share to itself in every forward pass" if copies
+             else "the card reads them over its host link in every forward pass")
+    if len(moved) == 1 and ranks == 1:
+        m = held[0][1]
+        return (f"{flag}: {format_bytes(m.bytes, 2)} of the weights (layers {m.first_layer}–"
+                f"{m.last_layer}, whole parameters from the first on) in pinned host memory; "
+                f"{reads}")
+    parts = "; ".join(f"stage {i}: {format_bytes(m.bytes, 2)}, layers {m.first_layer}–"
+                      f"{m.last_layer}" for i, m in held)
+    total = sum(m.bytes for _, m in held) * ranks // len(moved)
+    return (f"{flag}: each rank keeps part of its weights in pinned host memory ({parts}; "
+            f"whole parameters from the stage's first layer on), {format_bytes(total, 2)} in "
+            f"all; {reads}")
+
+
+def with_offload_decode(decode: dict[str, Any], extra: dict[str, Any],
                         expert_share: float | None) -> dict[str, Any]:
     """A decode estimate with each stage's offloaded parameters read over its host link
-    instead of from the card's memory (``stages``: per stage the offloaded bytes and expert
-    bytes, the card's bandwidth and the link's rate); the stages in turn."""
+    (``extra``: offload_extra's, per stage the moved bytes and expert bytes, the card's
+    bandwidth and the link's rate); the stages in turn. Read through UVA views they are not
+    read from the card's memory; copied to the card first (``copies_whole``), they are read
+    there as well."""
     out = dict(decode)
     host_bytes = host_seconds = card_saved = 0.0
-    for st in stages:
+    for st in extra["stages"]:
         read = Offloaded(st["bytes"], st["expert_bytes"], 0, 0).read_per_step(expert_share)
         host_bytes += read
         host_seconds += read / st["link_bytes_per_s"]
-        card_saved += read / st["bandwidth_bytes_per_s"]
+        if not extra.get("copies_whole"):
+            card_saved += read / st["bandwidth_bytes_per_s"]
     memory = max(0.0, decode["bandwidth_seconds_per_step"] - card_saved)
     compute = decode.get("compute_seconds_per_step")
     card = max(memory, compute or 0.0)
     seconds = card + host_seconds
     sequences = decode["tokens_per_s_total"] / decode["tokens_per_s_per_sequence"]
+    first = extra["stages"][0] if extra["stages"] else {}
     out.update(seconds_per_step=seconds, tokens_per_s_per_sequence=1 / seconds,
                tokens_per_s_total=sequences / seconds, bandwidth_seconds_per_step=memory,
                offload_bytes_per_step=int(host_bytes), offload_seconds_per_step=host_seconds,
-               offload_link_bytes_per_s=stages[0]["link_bytes_per_s"],
-               offload_link_from=stages[0]["link_from"],
+               offload_link_bytes_per_s=first.get("link_bytes_per_s"),
+               offload_link_from=first.get("link_from"),
                bound="host link" if host_seconds > card else decode["bound"])
     return out
 
 
-def with_offload_prefill(prefill: dict[str, Any], stages: list[dict[str, Any]],
-                         forwards: int) -> dict[str, Any]:
-    """A prefill estimate with each of its ``forwards`` passes (chunks of the prompt) reading
-    every stage's offloaded parameters over the host link once: the least that takes (a
-    matrix product that reads a weight more than once reads it over the link again)."""
-    link = sum(st["bytes"] / st["link_bytes_per_s"] for st in stages) * forwards
+def with_offload_prefill(prefill: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """A prefill estimate with each of its passes (``extra["forwards"]``, chunks of the
+    prompt) reading every stage's offloaded parameters over the host link once: the least that
+    takes (a matrix product that reads a weight more than once through a UVA view reads it
+    over the link again)."""
+    forwards = extra["forwards"]
+    link = sum(st["bytes"] / st["link_bytes_per_s"] for st in extra["stages"]) * forwards
     seconds = prefill["seconds"] + link
     out = dict(prefill)
     out.update(seconds=seconds, tokens_per_s=prefill["tokens"] / seconds,
