@@ -2068,3 +2068,14 @@ def test_sglang_cpu_offload_copies_every_moved_byte_each_pass():
     assert d["offload_bytes_per_step"] == held
     base = answer(replace(q, settings=EngineSettings(mem_fraction_static=0.85)))["decode"]
     assert d["bandwidth_seconds_per_step"] == pytest.approx(base["bandwidth_seconds_per_step"])
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_cpu_offload_is_refused_where_not_planned(engine):
+    # DeepSeek-V4's compressed caches take their own plan, which does not move weights: a
+    # silent drop would give the plan without the offload
+    q = Query(spec=load_model("deepseek-v4-flash"), context=8192, engine=engine,
+              gpus=(find_gpu("h200"),) * 8, parallel=Parallel(tp=8),
+              settings=EngineSettings(cpu_offload_bytes=4 * GiB))
+    with pytest.raises(InputError, match="does not plan --cpu-offload-gb for DeepSeek-V4"):
+        engine_plan(engine, q)

@@ -661,6 +661,9 @@ def plan(req: EngineRequest) -> EngineReport:
     shared_rows = req.spec.kv_shared_layers
     req = replace(req, spec=with_kv_shared_rows(req.spec))
     if has_kind(req.spec, LayerKind.COMPRESSED):
+        if req.settings.cpu_offload_bytes:
+            raise InputError("kvplan does not plan --cpu-offload-gb for DeepSeek-V4's "
+                             "compressed caches under SGLang", field="cpu_offload_gb")
         from .sglang_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
