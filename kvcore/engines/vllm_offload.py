@@ -66,12 +66,12 @@ def _module_bytes(spec: ModelSpec, weights: Weights) -> list[int]:
         return module_types(spec, weights.format)
     p = spec.params
     expert_rate = weights.expert_bytes / p.experts if p.experts else 0.0
-    layered = [m for m in mods if m.role not in ("experts", "embed", "head", "encoder")
-               and MODULE_LAYER.search(m.names[0])]
-    rest = sum(m.params for m in layered)
+    # the bytes beside the embeddings and the routed experts over their parameters (a vision
+    # tower's among them)
+    rest = p.total - p.embedding - p.per_layer_embedding - p.experts
     body = (weights.bytes - weights.embedding_bytes - weights.per_layer_embedding_bytes
             - weights.expert_bytes)
-    rate = body / rest if rest else 0.0
+    rate = body / rest if rest > 0 else 0.0
     return [int(m.params * (expert_rate if m.role == "experts" else rate)) for m in mods]
 
 
