@@ -310,15 +310,17 @@ def _offload_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     the card's part."""
     link = d["offload_link_bytes_per_s"] / 1e9
     basis = _link_basis({"host_link_from": d["offload_link_from"]})
-    over = f"over {basis} ({link:,.1f} GB/s)" if basis.startswith("its ") else (
-        f"at {link:,.1f} GB/s" + (f" ({basis})" if basis else ""))
-    share = d["offload_seconds_per_step"] / d["seconds_per_step"]
+    share = d.get("offload_link_share") or 1.0
+    measured = (f" ({share:.0%} of the link's rate, as an H200 measured)" if share < 1 else "")
+    over = (f"over {basis} at {link:,.1f} GB/s{measured}" if basis.startswith("its ")
+            else f"at {link:,.1f} GB/s" + (f" ({basis}){measured}" if basis else ""))
+    part_share = d["offload_seconds_per_step"] / d["seconds_per_step"]
     card = d["seconds_per_step"] - d["offload_seconds_per_step"]
     card_bound = "compute" if (d.get("compute_seconds_per_step") or 0) > \
         d["bandwidth_seconds_per_step"] else "bandwidth"
     part = "the cards' part" if data["parallel"]["gpus"] > 1 else "the card's part"
     each = " on each card" if data["parallel"]["tp"] > 1 else ""
-    return (f"{share:.0%} of a step reading {d['offload_bytes_per_step'] / 1e9:,.2f} GB of "
+    return (f"{part_share:.0%} of a step reading {d['offload_bytes_per_step'] / 1e9:,.2f} GB of "
             f"--cpu-offload-gb weights{each} from host memory {over}, {part} "
             f"({card * 1e3:,.2f} ms) {_bound_where(data, card_bound)}")
 
@@ -402,8 +404,10 @@ def prefill_text(data: dict[str, Any]) -> str | None:
                  f"{link:,.1f} GB/s{given}){caches}, the rest "
                  f"{_bound_where(data, 'compute' if p['bound'] == 'host link' else p['bound'])}")
     elif p.get("offload_seconds") is not None:
-        where = (f"at least {p['offload_seconds'] / p['seconds']:.0%} of it reading the "
-                 f"--cpu-offload-gb weights over the host link once in each of "
+        reads = p["offload_reads_per_forward"]
+        times = "once" if reads == 1 else f"{reads:,} times"
+        where = (f"{p['offload_seconds'] / p['seconds']:.0%} of it reading the "
+                 f"--cpu-offload-gb weights over the host link {times} in each of "
                  f"{p['offload_forwards']:,} forward passes, the rest "
                  f"{_bound_where(data, p['bound'], ' (the weights read once)')}")
     else:

@@ -2004,17 +2004,21 @@ def test_vllm_cpu_offload_frees_the_card_and_reads_over_the_host_link():
     from kvcore.query import answer
     plan_off, plan_base = answer(off), answer(plain)
     d = plan_off["decode"]
-    link = find_gpu("3060").host_link_bytes_per_s
+    # through a UVA view the card reads host memory at 80.6% of its link's rate (an H200's
+    # PCIe 5.0 x16 measured: 50.8 of 63.0 GB/s)
+    link = find_gpu("3060").host_link_bytes_per_s * 0.806
     # a dense model reads every moved byte over the link each step, the rest from the card
     assert d["offload_bytes_per_step"] == held
     assert d["offload_seconds_per_step"] == pytest.approx(held / link)
     card = d["seconds_per_step"] - d["offload_seconds_per_step"]
     assert card == pytest.approx(plan_base["decode"]["seconds_per_step"]
                                  - held / find_gpu("3060").bandwidth_bytes_per_s)
-    # a prompt of 12,288 tokens in chunks of 2,048: six passes, each reading them once
+    # a prompt of 12,288 tokens in chunks of 2,048: six passes, each product reading them
+    # once every 256 rows (8 times a chunk: 2,048 rows took 8.03 single reads measured)
     p = plan_off["prefill"]
-    assert p["offload_forwards"] == 6
-    assert p["seconds"] == pytest.approx(plan_base["prefill"]["seconds"] + 6 * held / link)
+    assert (p["offload_forwards"], p["offload_reads_per_forward"]) == (6, 8)
+    assert p["seconds"] == pytest.approx(plan_base["prefill"]["seconds"]
+                                         + 6 * 8 * held / link)
     # a given link replaces the card's
     slow = answer(Query(**ask, settings=EngineSettings(cpu_offload_bytes=6 * GiB,
                                                        host_link_bytes_per_s=8e9)))

@@ -35,6 +35,14 @@ __all__ = ["Offloaded", "offload_extra", "offload_note", "offloaded", "with_offl
            "with_offload_prefill"]
 
 GiB = 1 << 30
+#: a card reads pinned host memory through a UVA view at this share of its host link's rate:
+#: 50.8 of the H200's 63.0 GB/s (PCIe 5.0 x16), a sum and 1–64-row products alike
+#: (bench/results/uva-read-h200.json); a pinned copy runs at 55.1 (0.874)
+UVA_READ_SHARE = 0.806
+PINNED_COPY_SHARE = 0.874
+#: a matrix product over a UVA view reads the weights once every this many rows of
+#: activations: 1–64 rows once, 2,048 rows 8.03 times (uva-read-h200.json)
+UVA_ROWS_PER_READ = 256
 
 _FUSED = ({"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"})
 
@@ -146,14 +154,23 @@ def offload_extra(req: EngineRequest, moved: list[Offloaded | None], shares: lis
         if m is None or sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s:
             continue
         link, link_from = host_link_of(sh.gpu, req.settings.host_link_bytes_per_s)
+        # a link given is the rate the reads run at; the card's own (or PCIe 4.0 x16
+        # assumed) at the share measured
+        share = 1.0 if link_from == "given" else PINNED_COPY_SHARE if whole else UVA_READ_SHARE
         stages.append({"stage": sh.stage, "bytes": m.bytes,
                        "expert_bytes": 0 if whole else m.expert_bytes,
                        "first_layer": m.first_layer, "last_layer": m.last_layer,
                        "bandwidth_bytes_per_s": sh.gpu.bandwidth_bytes_per_s,
-                       "link_bytes_per_s": link, "link_from": link_from})
+                       "link_bytes_per_s": link * share, "link_from": link_from,
+                       "link_share": share})
     p = req.parallel
     host = sum(m.bytes for m in moved if m is not None) * p.tp * p.dp
-    return {"stages": stages, "host_bytes": host, "forwards": -(-req.context // chunk),
+    forwards = -(-req.context // chunk)
+    # a chunk's products read a UVA view once every UVA_ROWS_PER_READ rows; a copy is made
+    # once a pass
+    reads = 1 if whole else -(-min(chunk, req.context) // UVA_ROWS_PER_READ)
+    return {"stages": stages, "host_bytes": host, "forwards": forwards,
+            "reads_per_forward": reads,
             "bytes_per_rank": [m.bytes if m else 0 for m in moved], "copies_whole": whole}
 
 
@@ -208,19 +225,20 @@ def with_offload_decode(decode: dict[str, Any], extra: dict[str, Any],
                offload_bytes_per_step=int(host_bytes), offload_seconds_per_step=host_seconds,
                offload_link_bytes_per_s=first.get("link_bytes_per_s"),
                offload_link_from=first.get("link_from"),
+               offload_link_share=first.get("link_share"),
                bound="host link" if host_seconds > card else decode["bound"])
     return out
 
 
 def with_offload_prefill(prefill: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """A prefill estimate with each of its passes (``extra["forwards"]``, chunks of the
-    prompt) reading every stage's offloaded parameters over the host link once: the least that
-    takes (a matrix product that reads a weight more than once through a UVA view reads it
-    over the link again)."""
-    forwards = extra["forwards"]
-    link = sum(st["bytes"] / st["link_bytes_per_s"] for st in extra["stages"]) * forwards
+    prompt) reading every stage's offloaded parameters over the host link
+    ``extra["reads_per_forward"]`` times (through a UVA view a product reads them once every
+    UVA_ROWS_PER_READ rows of the chunk; a copy is made once), on top of the compute."""
+    forwards, reads = extra["forwards"], extra["reads_per_forward"]
+    link = sum(st["bytes"] / st["link_bytes_per_s"] for st in extra["stages"]) * forwards * reads
     seconds = prefill["seconds"] + link
     out = dict(prefill)
     out.update(seconds=seconds, tokens_per_s=prefill["tokens"] / seconds,
-               offload_seconds=link, offload_forwards=forwards)
+               offload_seconds=link, offload_forwards=forwards, offload_reads_per_forward=reads)
     return out
