@@ -9,9 +9,12 @@ and leaves the card a view of it (unified virtual addressing). The last paramete
 take the total past the budget; the embeddings, the lm_head and anything outside the layer
 stack stay on the card.
 
-The card reads those parameters over its host link in every forward pass: a decode step reads
-the dense ones whole and, of the routed experts, those the step's tokens route to; each chunk
-of a prefill reads them all.
+The card reads those parameters over its host link in every forward pass, at the share of the
+link's rate an H200 measured for such reads: a decode step reads the dense ones whole and, of
+the routed experts, those the step's tokens route to; each chunk of a prefill reads them all,
+once every UVA_ROWS_PER_READ of its rows. SGLang's ``--cpu-offload-gb``
+(``srt/utils/offloader.py · OffloaderV1``) makes the same walk but copies a layer's moved
+parameters to the card whole in each pass.
 
 A layer's parameters here are its config modules as vLLM fuses them (Q, K and V in one
 ``qkv_proj``, gate and up in one ``gate_up_proj``, a mixture of experts' ``w13_weight`` and
