@@ -24,6 +24,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cuda_timing import timed  # noqa: E402  (bench/cuda_timing.py, beside this file)
 from decode import write_json  # noqa: E402  (bench/decode.py, beside this file)
 from decode_roofline import gemm_peak, roofline_args, shapes  # noqa: E402
 
@@ -33,20 +34,6 @@ from kvcore.measure import environment  # noqa: E402
 TOKENS = [4096, 16384, 32768, 65536, 131072]
 #: the attention kernels a prefill may use: fused ones, never the math fallback
 FUSED = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
-
-
-def timed(fn, repeats: int = 2) -> float:
-    """Seconds of ``fn`` on the GPU, the best of ``repeats`` runs after one warm-up."""
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        best = min(best, a.elapsed_time(b) / 1e3)
-    return best
 
 
 def prompt(weights: list, head: torch.Tensor, x: torch.Tensor, heads: int, kv: int, hd: int,
@@ -102,8 +89,8 @@ def main() -> None:
         est = plan(PlanRequest(spec=spec, context=n, cache=CacheOptions(kv_k="bf16", kv_v="bf16"),
                                weights="bf16", gpu=gpu)).prefill
         x = torch.randn(n, spec.hidden_size, device="cuda", dtype=torch.bfloat16)
-        seconds = timed(partial(prompt, weights, head, x, heads, kv, hd))
-        attention = timed(partial(prompt, weights, head, x, heads, kv, hd, products=False))
+        seconds = timed(partial(prompt, weights, head, x, heads, kv, hd), repeats=2)
+        attention = timed(partial(prompt, weights, head, x, heads, kv, hd, products=False), repeats=2)
         row = {"tokens": n, "seconds": seconds, "attention_seconds": attention,
                "estimate_seconds": est.seconds, "estimate_flops": est.flops,
                "estimate_attention_flops": est.attention_flops,

@@ -25,6 +25,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cuda_timing import timed  # noqa: E402  (bench/cuda_timing.py, beside this file)
+
 from kvcore import find_gpu  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
@@ -42,21 +44,6 @@ class _Device:
         self.__cuda_array_interface__ = {
             "shape": tuple(t.shape), "typestr": "<f2", "data": (t.data_ptr(), False),
             "version": 3, "strides": None}
-
-
-def timed(fn: Any, repeats: int = 5) -> float:
-    """Seconds of ``fn`` on the card, the best of ``repeats`` after one warm-up."""
-    fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        best = min(best, a.elapsed_time(b) / 1e3)
-    return best
 
 
 def triton_sum(host: torch.Tensor) -> float | None:
