@@ -16,6 +16,7 @@ from kvcore import (
     parse_tokens,
 )
 from kvcore.engines import EngineSettings, canonical
+from kvcore.engines.llamacpp_offload import PINNED_COPY_SHARE
 from kvcore.errors import shown
 from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
@@ -304,6 +305,18 @@ def _link_basis(d: dict[str, Any]) -> str:
     return f"its {basis}"
 
 
+def _copy_basis(d: dict[str, Any]) -> str:
+    """What a pinned copy's rate is, in words: "" where the link was given (the rate itself),
+    else the link it is a share of and that share (PINNED_COPY_SHARE, measured)."""
+    basis = _link_basis(d)
+    if not basis:
+        return ""
+    share = f"{PINNED_COPY_SHARE:.0%} of"
+    if basis.startswith("its "):
+        return f"{share} {basis}, as an H200 copies from pinned memory"
+    return f"{share} PCIe 4.0 x16, as an H200 copies from pinned memory (assumed; give --host-link)"
+
+
 def _offload_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     """Where a decode step with vLLM's --cpu-offload-gb spends its time: the share reading
     the host-held weights over the host link (the card's, given, or assumed), and what binds
@@ -339,7 +352,7 @@ def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     share = f"{d['host_seconds_per_step'] / d['seconds_per_step']:.0%} of a step"
     if d.get("op_offload"):
         link = d["host_link_bytes_per_s"] / 1e9
-        basis = _link_basis(d)
+        basis = _copy_basis(d)
         assumed_link = f" ({basis})" if basis else ""
         host = (f"{share} copying {d['host_weight_bytes_per_step'] / 1e9:,.2f} GB of host-held "
                 f"weights to the card at {link:,.1f} GB/s{assumed_link}, as llama.cpp does "
@@ -389,9 +402,8 @@ def prefill_text(data: dict[str, Any]) -> str | None:
     share = p["attention_flops"] / p["flops"] if p["flops"] else 0.0
     if p.get("host_link_bytes") is not None:
         link = p["host_link_bytes_per_s"] / 1e9
-        basis = _link_basis(p)
-        given = (f" over {basis}" if basis.startswith("its ")
-                 else f", {basis}" if basis else "")
+        basis = _copy_basis(p)
+        given = f", {basis}" if basis else ""
         caches = ""
         if p.get("host_cache_copy_bytes") is not None:
             caches = (f", {p['host_cache_copy_seconds'] / p['seconds']:.0%} copying the "

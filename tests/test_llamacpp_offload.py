@@ -267,10 +267,12 @@ def test_a_step_reads_the_host_part_at_host_bandwidth():
     share = 1 - (1 - 8 / 128) ** 512
     assert p["batches"] == 64 and p["n_ubatch"] == 512
     assert p["host_link_bytes"] == pytest.approx(64 * experts * share, rel=1e-9)
-    # the RTX 4090's own link: PCIe 4.0 x16
-    link = find_gpu("4090").host_link_bytes_per_s
+    # the RTX 4090's own link, PCIe 4.0 x16, at the 87.4% of it a pinned copy ran at on the
+    # H200 machine (55.1 of 63.0 GB/s)
+    link = find_gpu("4090").host_link_bytes_per_s * 0.874
     assert p["host_link_bytes_per_s"] == link and p["host_link_from"] == "PCIe 4.0 x16"
-    assert link == int(DEFAULT_HOST_LINK) == int(16e9 * 16 * 128 / 130 / 8)
+    assert find_gpu("4090").host_link_bytes_per_s == int(DEFAULT_HOST_LINK) \
+        == int(16e9 * 16 * 128 / 130 / 8)
     whole = answer(make_query(load_model("qwen3-30b-a3b"), context=32768, weights="q8_0",
                               gpu="4090"))["prefill"]
     assert p["seconds"] == pytest.approx(whole["seconds"] + p["host_link_bytes"] / link)
@@ -640,7 +642,8 @@ def test_the_prefill_with_whole_blocks_in_host_memory_copies_their_caches_too():
     card = find_gpu("4090")
     compute = p["seconds"] - p["host_link_seconds"] - p["host_cache_copy_seconds"]
     assert compute == pytest.approx(p["flops"] / card.matmul_flops_per_s, rel=0.05)
-    assert p["host_link_seconds"] == pytest.approx(p["host_link_bytes"] / card.host_link_bytes_per_s)
+    assert p["host_link_seconds"] == pytest.approx(
+        p["host_link_bytes"] / (card.host_link_bytes_per_s * 0.874))
     # a block whose caches' views were not traced (DeepSeek's sparse attention): no estimate
     dsa = make_query(load_model("deepseek-v3.2"), context="8k", weights="q4_k_m", gpu="h200",
                      engine="llama.cpp", settings=EngineSettings(n_gpu_layers=30))
@@ -656,11 +659,16 @@ def test_the_host_link_is_the_card_s_own_or_assumed():
 
     x8 = prefill("rtx 4060")
     assert x8["host_link_from"] == "PCIe 4.0 x8"
-    assert x8["host_link_seconds"] == pytest.approx(x8["host_link_bytes"] / (16e9 * 8 / 8 * 128 / 130), rel=1e-9)
+    # pinned copies at 87.4% of the link
+    assert x8["host_link_seconds"] == pytest.approx(
+        x8["host_link_bytes"] / (16e9 * 8 / 8 * 128 / 130 * 0.874), rel=1e-9)
     # a card whose link the catalog does not give (the A30): PCIe 4.0 x16, said to be assumed
     a30 = prefill("a30")
-    assert a30["host_link_from"] == "assumed" and a30["host_link_bytes_per_s"] == DEFAULT_HOST_LINK
-    assert prefill("rtx 4060", 25e9)["host_link_from"] == "given"
+    assert a30["host_link_from"] == "assumed"
+    assert a30["host_link_bytes_per_s"] == DEFAULT_HOST_LINK * 0.874
+    # a link given is the rate the copies run at
+    given = prefill("rtx 4060", 25e9)
+    assert given["host_link_from"] == "given" and given["host_link_bytes_per_s"] == 25e9
 
 
 def test_weights_in_host_memory_are_pinned():

@@ -656,8 +656,8 @@ def plan(req: EngineRequest) -> EngineReport:
                     f"sequence with host memory at {decode['host_bandwidth_bytes_per_s'] / 1e9:g}"
                     " GB/s" if decode else "")
             if prefill:
-                rate += (f", prefilling ≈ {prefill['tokens_per_s']:,.0f} tokens/s over a "
-                         f"{prefill['host_link_bytes_per_s'] / 1e9:.1f} GB/s host link")
+                rate += (f", prefilling ≈ {prefill['tokens_per_s']:,.0f} tokens/s copying over "
+                         f"the host link at {prefill['host_link_bytes_per_s'] / 1e9:.1f} GB/s")
             split = (f" ({fit.describe_devices()}: -ts "
                      f"{','.join(str(c) for c in fit.tensor_split)})" if nd > 1 else "")
             notes.append(f"everything does not fit: llama-server's --fit (on by default) keeps "

@@ -577,6 +577,17 @@ OP_OFFLOAD_MIN_BATCH = 32
 PAGEABLE_COPY = 7e9
 #: the host link where none is given: PCIe 4.0 x16, 16 GT/s × 16 lanes × 128/130 / 8
 DEFAULT_HOST_LINK = 16e9 * 16 * 128 / 130 / 8
+#: copies from pinned host memory run at this share of the link's rate: 55.1–55.4 of the H200's
+#: 63.0 GB/s (PCIe 5.0 x16; bench/results/host-link-h200.json, uva-read-h200.json); a link
+#: given is taken as the rate itself
+PINNED_COPY_SHARE = 0.874
+
+
+def pinned_copy_rate(gpu: GPU, given: float | None) -> tuple[float, str]:
+    """The rate pinned host-to-card copies run at, and what the link is (host_link_of): the
+    rate given, or the card's own link (or PCIe 4.0 x16 assumed) at PINNED_COPY_SHARE."""
+    link, link_from = host_link_of(gpu, given)
+    return (link if link_from == "given" else link * PINNED_COPY_SHARE), link_from
 
 
 def host_link_of(gpu: GPU, given: float | None) -> tuple[float, str]:
@@ -626,7 +637,7 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
     cards_w, host_w = place.place_bytes(blocks, output_bytes, 1.0 if share is None else share)
     # from 32 sequences the card computes the host-held weights too, copied over the link
     offload = sequences >= OP_OFFLOAD_MIN_BATCH
-    link, link_from = host_link_of(gpus[0], host_link)
+    link, link_from = pinned_copy_rate(gpus[0], host_link)
     whole = cache_size(spec, context, sequences, opts)
     weight_read = sum(cards_w) + host_w
     card_memory = card_seconds = 0.0
@@ -711,7 +722,7 @@ def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: 
     compute_seconds = sum(b.seconds * f for b, f in zip(bases, shares, strict=True) if b)
     base = bases[0]
     assert base is not None
-    link, link_from = host_link_of(gpus[0], host_link)
+    link, link_from = pinned_copy_rate(gpus[0], host_link)
     batches = -(-context // n_ubatch)
     full, last = divmod(context, n_ubatch)
     # the output layer in host memory runs on the CPU, for the prompt's last token only

@@ -42,7 +42,6 @@ GiB = 1 << 30
 #: 50.8 of the H200's 63.0 GB/s (PCIe 5.0 x16), a sum and 1–64-row products alike
 #: (bench/results/uva-read-h200.json); a pinned copy runs at 55.1 (0.874)
 UVA_READ_SHARE = 0.806
-PINNED_COPY_SHARE = 0.874
 #: a matrix product over a UVA view reads the weights once every this many rows of
 #: activations: 1–64 rows once, 2,048 rows 8.03 times (uva-read-h200.json)
 UVA_ROWS_PER_READ = 256
@@ -150,7 +149,7 @@ def offload_extra(req: EngineRequest, moved: list[Offloaded | None], shares: lis
     to the decode and prefill estimates; ``forwards``: the passes a prompt of the context
     takes in chunks of ``chunk`` tokens. ``whole``: each pass copies every moved byte (SGLang's
     OffloaderV1), not the routed experts alone (vLLM's UVA views)."""
-    from .llamacpp_offload import host_link_of
+    from .llamacpp_offload import PINNED_COPY_SHARE, host_link_of
 
     stages = []
     for m, sh in zip(moved, shares, strict=True):
