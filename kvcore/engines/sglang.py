@@ -48,7 +48,7 @@ from .sglang_mtp import draft_line as mtp_draft_line
 from .sglang_mtp import notes as mtp_notes
 from .sglang_mtp import resolve as mtp_resolve
 from .sglang_mtp import target_cell as mtp_cell
-from .vllm_offload import offload_extra, offload_note, offloaded
+from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
 
 NAME = "sglang"
 #: architectures SGLang cannot load, by model_type: no module in python/sglang/srt/models
@@ -208,6 +208,11 @@ def vision_factor(layers: int, hidden: int) -> float:
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
+def prefill_chunk(gpu_bytes: int, tp: int, chunked: int | None) -> int:
+    """--chunked-prefill-size: the one given, else the default for the card's size (_table)."""
+    return chunked or _table(gpu_bytes / MiB, tp)[0]
+
+
 def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = None, *,
                       running: int | None = None, mla: bool = False,
                       prefill_graph: bool = True, llama2: bool = False,
@@ -228,8 +233,8 @@ def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = No
     survives (it is off with --pp > 1 and for some models); ``llama2``: a model path naming
     Llama-2, whose prefill graphs stop at 4096 tokens."""
     gpu_mib = gpu_bytes / MiB
-    default_chunk, graph_bs = _table(gpu_mib, tp)
-    chunk = chunked or default_chunk
+    _, graph_bs = _table(gpu_mib, tp)
+    chunk = prefill_chunk(gpu_bytes, tp, chunked)
     if running is not None and graph_bs > running:
         graph_bs = running
     if (expand_to_running and gpu_mib >= 60 * 1024 and running is not None
@@ -661,9 +666,7 @@ def plan(req: EngineRequest) -> EngineReport:
     shared_rows = req.spec.kv_shared_layers
     req = replace(req, spec=with_kv_shared_rows(req.spec))
     if has_kind(req.spec, LayerKind.COMPRESSED):
-        if req.settings.cpu_offload_bytes:
-            raise InputError("kvplan does not plan --cpu-offload-gb for DeepSeek-V4's "
-                             "compressed caches under SGLang", field="cpu_offload_gb")
+        refuse_compressed(req, "SGLang")
         from .sglang_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
@@ -691,11 +694,7 @@ def plan(req: EngineRequest) -> EngineReport:
               for sh, x in zip(shares, router_extra, strict=True)]
     # --cpu-offload-gb: OffloaderV1 walks each stage's decoder layers as vLLM's UVA offloader
     # does (vllm_offload), and what it moves leaves the card
-    moved = [offloaded(req.spec, weights, p.tp,
-                       STAGE_SPLIT(req.spec.decoder_layers, p.pp, sh.stage),
-                       s.cpu_offload_bytes) for sh in shares]
-    shares = [replace(sh, weights_bytes=max(0, sh.weights_bytes - (m.bytes if m else 0)))
-              for sh, m in zip(shares, moved, strict=True)]
+    moved, shares = offload_shares(req, weights, shares, STAGE_SPLIT)
     # every rank sizes its pool from the free memory of the most loaded rank (a world-group
     # minimum) over its own layers' cell; the pipeline keeps the smallest pool, the stage
     # with the most KV layers (model_runner_kv_cache_mixin profile_max_num_token)
@@ -879,8 +878,8 @@ def plan(req: EngineRequest) -> EngineReport:
     if s.cpu_offload_bytes:
         cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
         gpu0 = shares[0].gpu
-        chunk = s.chunked_prefill_size or (
-            _table(gpu0.total_bytes / MiB, p.tp)[0] if gpu0 is not None else 8192)
+        chunk = (prefill_chunk(gpu0.total_bytes, p.tp, s.chunked_prefill_size)
+                 if gpu0 is not None else s.chunked_prefill_size or 8192)
         # OffloaderV1 copies a layer's moved parameters to the card whole in each forward
         # pass, the experts no step routes to as well
         extra["cpu_offload"] = offload_extra(req, moved, shares, chunk, whole=True)

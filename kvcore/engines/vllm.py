@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
@@ -48,7 +48,7 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
-from .vllm_offload import offload_extra, offload_note, offloaded
+from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
 
 NAME = "vllm"
 #: architectures current vLLM refuses to load, by model_type: its model registry
@@ -508,9 +508,7 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_nas_layout("vLLM", req.spec)
     refuse_layout("vLLM", req.spec, {})
     if has_kind(req.spec, LayerKind.COMPRESSED):
-        if req.settings.cpu_offload_bytes:
-            raise InputError("kvplan does not plan --cpu-offload-gb for DeepSeek-V4's "
-                             "compressed caches under vLLM", field="cpu_offload_gb")
+        refuse_compressed(req, "vLLM")
         from .vllm_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
@@ -532,12 +530,8 @@ def plan(req: EngineRequest) -> EngineReport:
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, f32_as="bf16")
-    moved = [offloaded(req.spec, weights, p.tp, stage_layers(req.spec.decoder_layers, p.pp,
-                                                             sh.stage), s.cpu_offload_bytes)
-             for sh in shares]
     # --cpu-offload-gb: what each rank moves to host memory is not on its card
-    shares = [replace(sh, weights_bytes=max(0, sh.weights_bytes - (m.bytes if m else 0)))
-              for sh, m in zip(shares, moved, strict=True)]
+    moved, shares = offload_shares(req, weights, shares, stage_layers)
     dsa = has_kind(req.spec, LayerKind.INDEXER)
     hybrid = any(g.kind.is_recurrent for g in req.spec.groups)
     # the backend vLLM picks where it decides the block (a --block-size it refuses moves

@@ -23,19 +23,21 @@ A layer's parameters here are its config modules as vLLM fuses them (Q, K and V 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InputError
 from ..gguf_mix import MIXES, MODULE_LAYER, module_types
 from ..hf import _UNGATED_MLP
 from ..model import ModelSpec
 from ..weights import Weights
 
 if TYPE_CHECKING:
+    from ..parallel import Split
     from .base import EngineRequest, RankShare
 
-__all__ = ["Offloaded", "offload_extra", "offload_note", "offloaded", "with_offload_decode",
-           "with_offload_prefill"]
+__all__ = ["Offloaded", "offload_extra", "offload_note", "offload_shares", "offloaded",
+           "refuse_compressed", "with_offload_decode", "with_offload_prefill"]
 
 GiB = 1 << 30
 #: a card reads pinned host memory through a UVA view at this share of its host link's rate:
@@ -60,11 +62,6 @@ class Offloaded:
     first_layer: int
     last_layer: int
 
-    def read_per_step(self, expert_share: float | None) -> int:
-        """Bytes a decode step reads of them: the dense ones, and of the experts the share the
-        step's tokens route to."""
-        share = 1.0 if expert_share is None else expert_share
-        return self.bytes - self.expert_bytes + int(self.expert_bytes * share)
 
 
 def _module_bytes(spec: ModelSpec, weights: Weights) -> list[int]:
@@ -124,7 +121,13 @@ def offloaded(spec: ModelSpec, weights: Weights, tp: int, layers: range,
     ``layers``, with a budget of ``budget`` bytes (None: nothing)."""
     if budget <= 0:
         return None
-    per_layer = _layer_params(spec, weights, tp)
+    return _walk(_layer_params(spec, weights, tp), layers, budget)
+
+
+def _walk(per_layer: dict[int, list[tuple[int, bool]]], layers: range,
+          budget: int) -> Offloaded | None:
+    """The offloader's walk over ``layers`` (their parameters as _layer_params lists them):
+    whole parameters while the bytes moved are under ``budget``."""
     moved = experts = 0
     first = last = -1
     for layer in layers:
@@ -140,6 +143,29 @@ def offloaded(spec: ModelSpec, weights: Weights, tp: int, layers: range,
     if not moved:
         return None
     return Offloaded(moved, experts, first, last)
+
+
+def offload_shares(req: EngineRequest, weights: Weights, shares: list[RankShare],
+                   split: Split) -> tuple[list[Offloaded | None], list[RankShare]]:
+    """--cpu-offload-gb on each stage (``split``: the engine's layers of a stage): what one
+    of its ranks moves to host memory, and the shares with that off their cards. Refused for
+    DeepSeek-V4's compressed caches, whose plans do not move weights."""
+    budget = req.settings.cpu_offload_bytes
+    if budget <= 0:
+        return [None] * len(shares), shares
+    p, n = req.parallel, req.spec.decoder_layers
+    per_layer = _layer_params(req.spec, weights, p.tp)
+    moved = [_walk(per_layer, split(n, p.pp, sh.stage), budget) for sh in shares]
+    return moved, [replace(sh, weights_bytes=max(0, sh.weights_bytes - (m.bytes if m else 0)))
+                   for sh, m in zip(shares, moved, strict=True)]
+
+
+def refuse_compressed(req: EngineRequest, engine: str) -> None:
+    """Refuse --cpu-offload-gb for DeepSeek-V4's compressed caches, whose plans (under
+    ``engine``) do not move weights: dropping it would give the plan without the offload."""
+    if req.settings.cpu_offload_bytes:
+        raise InputError(f"kvplan does not plan --cpu-offload-gb for DeepSeek-V4's "
+                         f"compressed caches under {engine}", field="cpu_offload_gb")
 
 
 def offload_extra(req: EngineRequest, moved: list[Offloaded | None], shares: list[RankShare],
@@ -211,7 +237,9 @@ def with_offload_decode(decode: dict[str, Any], extra: dict[str, Any],
     out = dict(decode)
     host_bytes = host_seconds = card_saved = 0.0
     for st in extra["stages"]:
-        read = Offloaded(st["bytes"], st["expert_bytes"], 0, 0).read_per_step(expert_share)
+        # the dense bytes, and of the experts the share the step's tokens route to
+        share = 1.0 if expert_share is None else expert_share
+        read = st["bytes"] - st["expert_bytes"] + int(st["expert_bytes"] * share)
         host_bytes += read
         host_seconds += read / st["link_bytes_per_s"]
         if not extra.get("copies_whole"):
