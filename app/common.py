@@ -318,9 +318,9 @@ def _copy_basis(d: dict[str, Any]) -> str:
 
 
 def _offload_where(data: dict[str, Any], d: dict[str, Any]) -> str:
-    """Where a decode step with vLLM's --cpu-offload-gb spends its time: the share reading
-    the host-held weights over the host link (the card's, given, or assumed), and what binds
-    the card's part."""
+    """Where a decode step with --cpu-offload-gb (vLLM, SGLang) spends its time: the share
+    reading the host-held weights over the host link (the card's, given, or assumed), and what
+    binds the card's part."""
     link = d["offload_link_bytes_per_s"] / 1e9
     basis = _link_basis({"host_link_from": d["offload_link_from"]})
     share = d.get("offload_link_share") or 1.0

@@ -150,8 +150,8 @@ def _placement(form: dict[str, str]) -> EngineSettings:
     """The placement fields as engine settings (blank: the engine's default): llama.cpp's ngl
     (layers on the card), n_cpu_moe (blocks whose experts stay in host memory, or "all":
     --cpu-moe), tensor_split (-ts: each card's share of the layers), the host's bandwidth and
-    link in GB/s, its memory as a size; vLLM's cpu_offload_gb (GiB of each rank's weights in
-    host memory)."""
+    link in GB/s, its memory as a size; vLLM's and SGLang's cpu_offload_gb (GiB of each rank's
+    weights in host memory)."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
     memory = form["host_memory"].strip()
     shares = form["tensor_split"].strip()
@@ -166,7 +166,7 @@ def _placement(form: dict[str, str]) -> EngineSettings:
 
 
 def _gib(form: dict[str, str], name: str) -> int:
-    """A GiB field (vLLM's --cpu-offload-gb) as bytes (0 where blank)."""
+    """A GiB field (--cpu-offload-gb) as bytes (0 where blank)."""
     text = form[name].strip()
     if not text:
         return 0
