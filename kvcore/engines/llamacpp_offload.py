@@ -583,11 +583,14 @@ DEFAULT_HOST_LINK = 16e9 * 16 * 128 / 130 / 8
 PINNED_COPY_SHARE = 0.874
 
 
-def pinned_copy_rate(gpu: GPU, given: float | None) -> tuple[float, str]:
-    """The rate pinned host-to-card copies run at, and what the link is (host_link_of): the
-    rate given, or the card's own link (or PCIe 4.0 x16 assumed) at PINNED_COPY_SHARE."""
+def link_rate(gpu: GPU, given: float | None,
+              share: float = PINNED_COPY_SHARE) -> tuple[float, str, float]:
+    """The rate a transfer over the host link runs at, what the link is (host_link_of), and
+    the share of it taken: a rate given is the rate itself; the card's own link (or PCIe 4.0
+    x16 assumed) runs at ``share`` of its rate, as measured (a pinned copy's by default)."""
     link, link_from = host_link_of(gpu, given)
-    return (link if link_from == "given" else link * PINNED_COPY_SHARE), link_from
+    taken = 1.0 if link_from == "given" else share
+    return link * taken, link_from, taken
 
 
 def host_link_of(gpu: GPU, given: float | None) -> tuple[float, str]:
@@ -637,7 +640,7 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
     cards_w, host_w = place.place_bytes(blocks, output_bytes, 1.0 if share is None else share)
     # from 32 sequences the card computes the host-held weights too, copied over the link
     offload = sequences >= OP_OFFLOAD_MIN_BATCH
-    link, link_from = pinned_copy_rate(gpus[0], host_link)
+    link, link_from, _ = link_rate(gpus[0], host_link)
     whole = cache_size(spec, context, sequences, opts)
     weight_read = sum(cards_w) + host_w
     card_memory = card_seconds = 0.0
@@ -722,7 +725,7 @@ def offload_prefill(spec: ModelSpec, opts: CacheOptions, context: int, weights: 
     compute_seconds = sum(b.seconds * f for b, f in zip(bases, shares, strict=True) if b)
     base = bases[0]
     assert base is not None
-    link, link_from = pinned_copy_rate(gpus[0], host_link)
+    link, link_from, _ = link_rate(gpus[0], host_link)
     batches = -(-context // n_ubatch)
     full, last = divmod(context, n_ubatch)
     # the output layer in host memory runs on the CPU, for the prompt's last token only

@@ -175,21 +175,20 @@ def offload_extra(req: EngineRequest, moved: list[Offloaded | None], shares: lis
     to the decode and prefill estimates; ``forwards``: the passes a prompt of the context
     takes in chunks of ``chunk`` tokens. ``whole``: each pass copies every moved byte (SGLang's
     OffloaderV1), not the routed experts alone (vLLM's UVA views)."""
-    from .llamacpp_offload import PINNED_COPY_SHARE, host_link_of
+    from .llamacpp_offload import PINNED_COPY_SHARE, link_rate
 
     stages = []
     for m, sh in zip(moved, shares, strict=True):
         if m is None or sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s:
             continue
-        link, link_from = host_link_of(sh.gpu, req.settings.host_link_bytes_per_s)
-        # a link given is the rate the reads run at; the card's own (or PCIe 4.0 x16
-        # assumed) at the share measured
-        share = 1.0 if link_from == "given" else PINNED_COPY_SHARE if whole else UVA_READ_SHARE
+        # copied whole at a pinned copy's share of the link, read through UVA at its own
+        rate, link_from, share = link_rate(sh.gpu, req.settings.host_link_bytes_per_s,
+                                           PINNED_COPY_SHARE if whole else UVA_READ_SHARE)
         stages.append({"stage": sh.stage, "bytes": m.bytes,
                        "expert_bytes": 0 if whole else m.expert_bytes,
                        "first_layer": m.first_layer, "last_layer": m.last_layer,
                        "bandwidth_bytes_per_s": sh.gpu.bandwidth_bytes_per_s,
-                       "link_bytes_per_s": link * share, "link_from": link_from,
+                       "link_bytes_per_s": rate, "link_from": link_from,
                        "link_share": share})
     p = req.parallel
     host = sum(m.bytes for m in moved if m is not None) * p.tp * p.dp
