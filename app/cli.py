@@ -324,6 +324,19 @@ def _assumed(q: Query) -> str:
     return f"under {q.engine}, {weights}"
 
 
+def _kv(q: Query) -> str:
+    """The plan's KV format: one name, or K's and V's."""
+    return (q.cache.kv_k.name if q.cache.kv_k == q.cache.kv_v
+            else f"K {q.cache.kv_k.name} / V {q.cache.kv_v.name}")
+
+
+def _card(q: Query) -> str:
+    """The card a find table fits on, with its count (or the KV budget where none)."""
+    count = q.parallel.ranks_per_replica
+    return (f"{count} × " if count > 1 else "") + (q.gpus[0].name if q.gpus
+                                                   else "the KV budget given")
+
+
 def _find_notes(q: Query, rows: list[dict[str, Any]]) -> list[str]:
     notes = context_notes(q, max((r["max_context"] for r in rows), default=None))
     return [f"note: {n}" for n in notes]
@@ -337,9 +350,7 @@ def _card_labels(data: dict[str, Any]) -> list[str]:
 
 
 def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
-    kv = (q.cache.kv_k.name if q.cache.kv_k == q.cache.kv_v
-          else f"K {q.cache.kv_k.name} / V {q.cache.kv_v.name}")
-    assumed = f"{_assumed(q)}, KV {kv}"
+    assumed = f"{_assumed(q)}, KV {_kv(q)}"
     if not rows:
         return "\n".join([f"no catalog GPU fits {_ask(q)} with up to 8 cards {assumed}",
                           *_find_notes(q, rows)])
@@ -422,9 +433,7 @@ def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
          _ctx(r["max_context"]), rate_text(r["tokens_per_s_per_sequence"]), r["quality"]]
         for r in rows]
     best = next((r for r in rows if r["fits"]), None)
-    card = (f"{q.parallel.ranks_per_replica} × " if q.parallel.ranks_per_replica > 1 else "") \
-        + (q.gpus[0].name if q.gpus else "the KV budget given")
-    where = f"on {card} {_assumed(q)}"
+    where = f"on {_card(q)} {_assumed(q)}"
     verdict = (f"best format that fits {_ask(q)} {where}: {best['format']}" if best
                else f"no KV format fits {_ask(q)} {where}; see --find-gpu")
     return "\n".join([_table(table, right=(1, 3, 4)), "", verdict, *_find_notes(q, rows)])
@@ -453,23 +462,19 @@ def render_find_weights(q: Query, rows: list[dict[str, Any]]) -> str:
          format_bytes(r["weights_bytes"], 1), "yes" if r["fits"] else "no",
          _ctx(r["max_context"]) if r["max_context"] else "–", rate(r), held(r), ppl(r)]
         for r in rows]
-    if not any(r.get("host_fit") for r in rows):
+    host = any(r.get("host_fit") for r in rows)
+    if not host:
         table = [row[:6] + row[7:] for row in table]
     best = next((r for r in rows if r["fits"]), None)
-    kv = (q.cache.kv_k.name if q.cache.kv_k == q.cache.kv_v
-          else f"K {q.cache.kv_k.name} / V {q.cache.kv_v.name}")
-    card = (f"{q.parallel.ranks_per_replica} × " if q.parallel.ranks_per_replica > 1
-            else "") + q.gpus[0].name
-    where = f"on {card} under {q.engine}, KV {kv}"
+    where = f"on {_card(q)} under {q.engine}, KV {_kv(q)}"
     verdict = (f"largest weights that fit {_ask(q)} {where}: {best['weights']} "
                f"({format_bytes(best['weights_bytes'], 1)})" if best
                else f"no weight format fits {_ask(q)} {where}; see --find-gpu")
-    lines = [_table(table, right=(1, 2, 4, 5, 6, 7) if len(table[0]) == 8 else (1, 2, 4, 5, 6)),
-             "", verdict]
+    lines = [_table(table, right=(1, 2, 4, 5, 6, 7) if host else (1, 2, 4, 5, 6)), "", verdict]
     if any(r["perplexity_added"] is not None for r in rows):
         lines.append("+PPL: the perplexity each type adds to Llama-3-8B's, as llama-quantize "
                      "lists its types (the IQ types by their bits alone)")
-    if any(r.get("host_fit") for r in rows):
+    if host:
         lines.append("tok/s/seq (--fit): llama-server's --fit keeps the rest in host memory "
                      "(89.6 GB/s unless --host-bandwidth)")
     return "\n".join([*lines, *_find_notes(q, rows)])
