@@ -608,6 +608,8 @@ def render_plan(data: dict[str, Any]) -> str:
 
 
 def _list(cmd: str, as_json: bool) -> str:
+    items: list[dict[str, Any]]
+    rows: list[list[str]]
     if cmd == "models":
         items = [{"id": e.id, "repo": e.repo, "family": e.family,
                   "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
