@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .gguf import GGML_TYPES
 from .hf import _UNGATED_MLP
 from .model import ModelSpec, Module
 
@@ -58,16 +59,8 @@ class TensorType:
         return values // self.block * self.block_bytes
 
 
-TYPES = {t.name: t for t in (
-    TensorType("F32", 1, 4), TensorType("F16", 1, 2),
-    TensorType("Q4_0", 32, 18), TensorType("Q5_0", 32, 22), TensorType("Q5_1", 32, 24),
-    TensorType("Q8_0", 32, 34), TensorType("Q2_K", 256, 84), TensorType("Q3_K", 256, 110),
-    TensorType("Q4_K", 256, 144), TensorType("Q5_K", 256, 176), TensorType("Q6_K", 256, 210),
-    TensorType("Q4_1", 32, 20), TensorType("MXFP4", 32, 17), TensorType("IQ4_NL", 32, 18),
-    TensorType("IQ4_XS", 256, 136), TensorType("IQ3_S", 256, 110),
-    TensorType("IQ3_XXS", 256, 98), TensorType("IQ2_S", 256, 82), TensorType("IQ2_XS", 256, 74),
-    TensorType("IQ2_XXS", 256, 66), TensorType("IQ1_M", 256, 56), TensorType("IQ1_S", 256, 50),
-)}
+#: every ggml type with its block (gguf.GGML_TYPES, the one table of them)
+TYPES = {name: TensorType(name, block, size) for name, block, size in GGML_TYPES.values()}
 
 #: kvplan's weight formats that name a llama-quantize mix, and the mix's base type
 #: (llama_ftype_get_default_type)
