@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .gguf import GGML_TYPES
 from .hf import _UNGATED_MLP
@@ -214,7 +215,25 @@ def module_parts(spec: ModelSpec, weight_format: str,
                  modules: tuple[Module, ...] | None = None) -> list[dict[str, int]]:
     """module_types by tensor category ("ffn_gate", "ffn_up", "ffn_down", "attn_v", …): a
     routed-expert module's gate, up and down projections apart."""
-    mods = spec.params.modules if modules is None else modules
+    if modules is None:
+        # a plan prices the same model in one mix several times (the weights, the layers an
+        # offload places, a weights table of every mix): the config's own modules are priced
+        # once a model and mix
+        try:
+            return [dict(parts) for parts in _config_parts(spec, weight_format)]
+        except TypeError:   # a spec holding an unhashable field: priced afresh
+            pass
+    return _module_parts(spec, weight_format, spec.params.modules if modules is None else modules)
+
+
+@lru_cache(maxsize=256)
+def _config_parts(spec: ModelSpec, weight_format: str) -> tuple[tuple[tuple[str, int], ...], ...]:
+    return tuple(tuple(parts.items())
+                 for parts in _module_parts(spec, weight_format, spec.params.modules))
+
+
+def _module_parts(spec: ModelSpec, weight_format: str,
+                  mods: tuple[Module, ...]) -> list[dict[str, int]]:
     out: list[dict[str, int]] = [{} for _ in mods]
     for k, cat, name, values in tensor_types(spec, weight_format, mods):
         out[k][cat] = out[k].get(cat, 0) + TYPES[name].nbytes(values)
