@@ -10,9 +10,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 import kvcore
 from kvcore import CacheOptions, load_model, parse_bytes
+from kvcore.command import Launch, cli_line, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.base import check_tensor_split
 from kvcore.formats import quality_note
@@ -29,10 +31,10 @@ from .common import (
     repeated_field,
     verified,
 )
-from .schemas import ErrorOut, MeasureIn, PlanIn, PlanQueryIn
+from .schemas import CommandIn, ErrorOut, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
 
-__all__ = ["api_router", "run_plan", "to_query"]
+__all__ = ["api_router", "command_query", "run_plan", "to_query"]
 
 #: every error answers in one shape
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -90,6 +92,28 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         keep_first=body.keep_first, keep_recent=body.keep_recent, state_dtype=body.state_dtype,
         images=body.images, mtp=body.mtp, kv_budget=body.kv_budget, overhead=body.overhead,
         settings=settings)
+
+
+def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, str]:
+    """The Query of a launch command (its fields, the body's own fields winning), the
+    command as read, and the kvplan command line it reads as."""
+    launch = read_command(body.command)
+    spec, fields = resolve(launch, body.model, allow_local=False)
+    given = body.model_fields_set - {"command", "model"}
+    if "kv" in given:
+        # the body's kv is both formats: the command's per-format choices give way
+        fields.pop("kv_k", None)
+        fields.pop("kv_v", None)
+    fields.update({k: getattr(body, k) for k in given})
+    launch.given(given)
+    try:
+        plan = PlanIn.model_validate(fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err.get("loc") else "command"
+        raise kvcore.InputError(f"{name} read from the command: {err['msg']}",
+                                field="command") from None
+    return to_query(plan, spec), launch, cli_line(fields)
 
 
 def _tensor_split(value: list[float] | str | None) -> tuple[float, ...] | None:
@@ -159,6 +183,21 @@ def api_router() -> APIRouter:
         host memory where it does not fit the card."""
         check_find_weights(weights=body.weights)
         return find_weights(to_query(body))
+
+    @api.post("/command")
+    def post_command(body: CommandIn) -> dict[str, Any]:
+        """A serving engine's launch command planned as given (llama-server, vllm serve,
+        python -m sglang.launch_server, trtllm-serve): the plan's JSON, as ``/plan`` answers
+        it, with ``command``: the engine, the kvplan command line it reads as, notes on
+        what was assumed, and the flags left unread."""
+        query, launch, read_as = command_query(body)
+        data = answer(query)
+        found = verified(query, get_settings().db_path)
+        if found:
+            data["verified"] = found
+        data["command"] = {"engine": launch.engine, "read_as": read_as, "notes": launch.notes,
+                           "unread": launch.unread}
+        return data
 
     @api.get("/measurements")
     def measurements() -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
+from kvcore.command import Launch, cli_line, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.errors import shown
 from kvcore.formats import quality_note
@@ -127,6 +128,10 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="catalog id (kvplan models), Hub repo id (a GGUF repo as REPO:QUANT), "
                    "config.json or GGUF path, "
                    "model folder or JSON text")
+    p.add_argument("--command", "--cmd", dest="command", default=None, metavar="'LAUNCH'",
+                   help="plan an engine's launch command as given (llama-server …, vllm serve "
+                   "…, python -m sglang.launch_server …, trtllm-serve …): its model, context, "
+                   "sequences, KV dtype and settings; MODEL and flags given beside it win")
     p.add_argument("--ctx", "--context", dest="ctx", default="8k",
                    help="context per sequence: 8192, 128k, 1M (k = 1024; default 8k)")
     p.add_argument("--seqs", "--sequences", dest="seqs", default="1",
@@ -799,6 +804,48 @@ def _serve(argv: list[str]) -> int:
     return 0
 
 
+def _given(argv: list[str]) -> set[str]:
+    """The plan flags (their dests) that ``argv`` sets itself, defaults aside."""
+    p = _plan_parser()
+    for action in p._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(p.parse_args(argv)))
+
+
+def _from_command(args: argparse.Namespace, argv: list[str]) -> tuple[Launch, ModelSpec, str]:
+    """--command read into ``args``: the command's model and fields where the user's own
+    MODEL and flags do not set them; the launch, its model and the kvplan line it reads as."""
+    launch = read_command(args.command)
+    spec, fields = resolve(launch, args.model)
+    given = _given(argv)
+    if args.kv is not None:
+        # the user's --kv is both formats: the command's per-format choices give way
+        fields.pop("kv_k", None)
+        fields.pop("kv_v", None)
+    own = set()
+    for name, value in fields.items():
+        dest = {"context": "ctx", "sequences": "seqs"}.get(name, name)
+        if name == "model":
+            continue
+        if dest not in given:
+            setattr(args, dest, value)
+        else:
+            own.add(name)
+    launch.given(own)
+    args.model = fields["model"]
+    read = {k: getattr(args, {"context": "ctx", "sequences": "seqs"}.get(k, k))
+            for k in fields}
+    return launch, spec, cli_line(read)
+
+
+def render_command(launch: Launch, read_as: str) -> str:
+    lines = [f"command ({launch.engine}) read as: {read_as}"]
+    lines += [f"note: {n}" for n in launch.notes]
+    if launch.unread:
+        lines.append("not read (no memory kvplan plans): " + ", ".join(launch.unread))
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # huggingface_hub logs each retry of an unreachable Hub; the error line says what failed.
@@ -829,6 +876,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(found, indent=2) if args.json
                   else render_find_model(args, found))
             return 0
+        launch = None
+        if args.command is not None:
+            if args.find_model:
+                raise UsageError("--command names a model and --find-model lists models; give "
+                                 "one")
+            launch, command_spec, read_as = _from_command(args, argv)
         if args.model is None:
             raise UsageError("a model is required: a catalog id (kvplan models), a Hub repo id, "
                              "a config.json or GGUF path, or JSON text (or --find-model)")
@@ -839,7 +892,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_find_format(kv=args.kv, kv_k=args.kv_k, kv_v=args.kv_v, prefix="--")
         if args.find_weights:
             check_find_weights(weights=args.weights, prefix="--")
-        query = build_query(args)
+        query = build_query(args, command_spec if launch is not None else None)
+        if launch is not None and not args.json:
+            print(render_command(launch, read_as))
         if args.find_gpu:
             rows = find_gpu_for(query)
             print(json.dumps(rows, indent=2) if args.json else render_find_gpu(query, rows))
@@ -856,6 +911,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = verified(query)
         if found:
             data["verified"] = found
+        if launch is not None:
+            data["command"] = {"engine": launch.engine, "read_as": read_as,
+                               "notes": launch.notes, "unread": launch.unread}
         print(json.dumps(data, indent=2) if args.json else render_plan(data))
         return 0
     except (KvplanError, UsageError) as exc:

@@ -128,6 +128,19 @@ class PlanQueryIn(PlanIn):
         "each card's share of the offloaded layers")
 
 
+class CommandIn(PlanIn):
+    """A launch command planned as given: ``command`` is the engine's command line; ``model``
+    stands for the model it loads, and any plan field given beside it wins over what the
+    command sets (``gpu`` names the card, which no command does)."""
+
+    command: str = Field(..., max_length=16_000, examples=[
+        "llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M -c 32768 -np 4 -ctk q8_0 -ctv q8_0"],
+        description="llama-server …, vllm serve …, python -m sglang.launch_server … or "
+        "trtllm-serve …")
+    model: str | None = Field(None, max_length=200, description="the model, where the "
+                              "command names a file that is not a catalog model's")
+
+
 class ErrorOut(BaseModel):
     ok: bool = False
     error: str

@@ -1,0 +1,788 @@
+"""A serving engine's launch command read as a plan.
+
+``llama-server …``, ``vllm serve …``, ``python -m sglang.launch_server …`` and
+``trtllm-serve …`` name the model, the context and the sequences they serve, the KV-cache
+dtype, the parallel layout and the memory settings. ``read_command`` turns those flags into
+kvplan's own fields (the REST API's names: ``context``, ``sequences``, ``kv_k``, ``tp``,
+``gpu_memory_utilization``, …), with the engine's defaults where a flag is left out, and says
+what it did not read. ``Launch.fields`` then completes the context a command leaves to the
+model (its trained context), which needs the model's config.
+
+Every flag is read as the engine reads it:
+
+- llama-server: ``-c`` is the context of all slots together, each of ``-np`` slots holding
+  ``-c / -np`` tokens; ``-c 0`` or no ``-c`` is the trained context; no ``-np`` is 4 slots
+  sharing one unified KV cache (``server.cpp``: ``n_parallel < 0`` → 4 and ``kv_unified``),
+  and an explicit ``-np`` turns that unification off unless ``-kvu`` is given.
+- vLLM: ``--max-model-len`` takes ``32k`` (1,000s) or ``32K`` (1,024s), as vLLM's
+  ``human_readable_int`` does; no ``--max-model-len`` is the model's own maximum.
+  ``--max-num-seqs``, where given, is the number of full-length sequences planned; else one
+  (the request vLLM checks at start-up), the plan then reporting how many fit.
+- SGLang: ``--context-length`` and ``--max-running-requests`` likewise.
+- trtllm-serve: ``--max_seq_len`` and ``--max_batch_size``.
+
+A flag that changes memory in a way kvplan does not plan (llama.cpp's ``-ot`` tensor
+overrides, ``-sm row``, vLLM's in-flight bitsandbytes quantization) is refused in one line
+rather than read as something else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from .errors import InputError, shown
+from .hub import HubUnavailable
+from .model import ModelSpec
+
+__all__ = ["ENGINES", "Launch", "cli_line", "read_command", "resolve"]
+
+#: the engines a command is recognised for, as kvplan names them
+ENGINES = ("llama.cpp", "vllm", "sglang", "trtllm")
+#: the longest command read
+MAX_COMMAND = 16_000
+#: llama-server's slots where -np is not given (server.cpp: auto is 4, with a unified cache)
+AUTO_SLOTS = 4
+#: -ngl all (or -2 and below), as llama.cpp's own commands spell every layer
+ALL_LAYERS = 999
+#: llama.cpp's KV cache types (-ctk/-ctv) and their kvplan formats
+LLAMA_KV = {n: n for n in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
+                           "q5_1")}
+#: vLLM's --kv-cache-dtype and SGLang's: kvplan's format, None for the model's own dtype
+VLLM_KV: dict[str, str | None] = {
+    "auto": None, "float16": "f16", "half": "f16", "bfloat16": "bf16", "fp8": "fp8_e4m3",
+    "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "fp8_per_token_head": "fp8_pth",
+    "nvfp4": "nvfp4"}
+SGLANG_KV: dict[str, str | None] = {
+    "auto": None, "bf16": "bf16", "bfloat16": "bf16", "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2"}
+#: GGUF file-name tags of llama-quantize's types (…-Q4_K_M.gguf, ….IQ4_XS.gguf, …-BF16.gguf)
+_QUANT_TAG = re.compile(r"(?:^|[-._])((?:UD-)?I?Q\d(?:_[A-Z0-9]+)+|BF16|F16|F32|MXFP4(?:_MOE)?)"
+                        r"(?=$|[-._])", re.IGNORECASE)
+_SPLIT = re.compile(r"-\d{5}-of-\d{5}$")
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+@dataclass
+class Launch:
+    """A launch command as kvplan reads it."""
+
+    engine: str
+    #: what the command loads, as kvplan's MODEL takes it (a Hub repo, REPO:QUANT, a path, a
+    #: catalog name); None where it names nothing kvplan can load here
+    model: str | None
+    #: kvplan's fields (the REST API's names) the command sets
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: what was assumed or left out, one sentence each
+    notes: list[str] = field(default_factory=list)
+    #: flags read and left aside: they change no memory kvplan plans (ports, sampling, threads)
+    unread: list[str] = field(default_factory=list)
+    #: the field each note is about, where one is: a plan that sets the field itself drops it
+    about: dict[str, str] = field(default_factory=dict)
+    #: the flag and value that named the model (-m ./x.gguf), for messages
+    model_flag: str = ""
+    #: where the command leaves the context to the model: how many sequences share its
+    #: trained context (llama-server's slots), else 0
+    trained_share: int = 0
+
+    def given(self, names: set[str]) -> None:
+        """Drop the notes about fields the plan sets itself (a context given beside the
+        command makes "no -c: the trained context" moot)."""
+        self.notes = [n for n in self.notes if self.about.get(n) not in names]
+
+    def fields(self, trained: int | None) -> dict[str, Any]:
+        """The settings with the context completed from the model's trained context (its
+        ``max_position_embeddings``) where the command leaves it to the model."""
+        out = dict(self.settings)
+        if self.trained_share:
+            if not trained:
+                raise InputError("the command leaves the context to the model, whose config "
+                                 "gives no max_position_embeddings: set it in the command "
+                                 f"({_CONTEXT_FLAG[self.engine]})", field="command")
+            out["context"] = max(1, trained // self.trained_share)
+        return out
+
+
+_CONTEXT_FLAG = {"llama.cpp": "-c", "vllm": "--max-model-len", "sglang": "--context-length",
+                 "trtllm": "--max_seq_len"}
+
+
+def _int(flag: str, value: str, low: int = 0) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise InputError(f"{flag} takes a whole number, got {shown(value)}",
+                         field="command") from None
+    if n < low:
+        raise InputError(f"{flag} must be at least {low}, got {n}", field="command")
+    return n
+
+
+def _float(flag: str, value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise InputError(f"{flag} takes a number, got {shown(value)}", field="command") from None
+    return x
+
+
+def human_int(flag: str, value: str) -> int:
+    """vLLM's ``human_readable_int``: 32k = 32,000, 32K = 32,768 (k, m, g decimal; K, M, G
+    binary); a decimal fraction only with a decimal suffix (25.6k)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([kmgKMG]?)\s*", value)
+    if m is None:
+        raise InputError(f"{flag} takes a whole number (or 32k = 32,000, 32K = 32,768), got "
+                         f"{shown(value)}", field="command")
+    number, suffix = m.groups()
+    if suffix in "KMG" and suffix and "." in number:
+        raise InputError(f"{flag} takes no decimals with a binary suffix like {suffix} (vLLM "
+                         f"refuses them), got {shown(value)}: write {number}{suffix.lower()} "
+                         f"for {suffix.lower()} = 1,000s", field="command")
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 1 << 10, "M": 1 << 20,
+             "G": 1 << 30}[suffix]
+    if not suffix and "." in number:
+        raise InputError(f"{flag} takes a whole number, got {shown(value)}", field="command")
+    # a decimal suffix's fraction is cut, as vLLM's int(float(number) * multiplier) cuts it
+    return int(Decimal(number) * scale)
+
+
+@dataclass(frozen=True)
+class _Flag:
+    names: tuple[str, ...]
+    #: "value": takes one; "none": takes none; "maybe": takes one where it looks like one of
+    #: ``accepts`` (llama.cpp's -fa, once a switch, now on|off|auto)
+    arity: str
+    read: Callable[[_Reader, str, str], None]
+    accepts: tuple[str, ...] = ()
+
+
+class _Reader:
+    """One command's flags, read into a Launch."""
+
+    def __init__(self, engine: str) -> None:
+        self.launch = Launch(engine, None)
+        self.set = self.launch.settings
+        self.positional: list[str] = []
+        self.seen: dict[str, Any] = {}
+
+    def note(self, text: str, about: str | None = None) -> None:
+        if text not in self.launch.notes:
+            self.launch.notes.append(text)
+        if about is not None:
+            self.launch.about[text] = about
+
+
+# --- llama-server -------------------------------------------------------------------------
+
+def _llama_model(r: _Reader, flag: str, value: str) -> None:
+    r.seen["model"] = value
+    r.launch.model_flag = f"{flag} {value}"
+
+
+def _llama_hf(r: _Reader, flag: str, value: str) -> None:
+    repo, _, tag = value.partition(":")
+    # llama.cpp's -hf without a tag takes the repository's Q4_K_M (else its first file)
+    r.seen["hf"] = f"{repo}:{tag or 'Q4_K_M'}"
+    r.launch.model_flag = f"{flag} {value}"
+    if not tag:
+        r.note(f"{flag} {value} names no quantization: llama.cpp takes the repository's "
+               "Q4_K_M")
+
+
+def _llama_kv(which: str) -> Callable[[_Reader, str, str], None]:
+    def read(r: _Reader, flag: str, value: str) -> None:
+        name = value.strip().lower()
+        if name not in LLAMA_KV:
+            raise InputError(f"{flag} takes one of llama.cpp's cache types "
+                             f"({', '.join(LLAMA_KV)}), got {shown(value)}", field="command")
+        r.set[which] = LLAMA_KV[name]
+    return read
+
+
+def _llama_ngl(r: _Reader, flag: str, value: str) -> None:
+    v = value.strip().lower()
+    if v == "auto" or v == "-1":
+        return      # --fit places the layers: kvplan's default
+    if v == "all":
+        r.set["ngl"] = ALL_LAYERS
+        return
+    n = _int(flag, v, low=-(1 << 30))
+    # <= -2: every layer (common.h)
+    r.set["ngl"] = ALL_LAYERS if n <= -2 else n
+
+
+def _llama_fa(r: _Reader, flag: str, value: str) -> None:
+    v = value.strip().lower()
+    if v in ("off", "0", "false", "disabled"):
+        r.set["no_flash_attn"] = True
+    elif v in ("on", "auto", "1", "true", "enabled", ""):
+        r.set.pop("no_flash_attn", None)
+    else:
+        raise InputError(f"{flag} takes on, off or auto, got {shown(value)}", field="command")
+
+
+def _llama_ts(r: _Reader, flag: str, value: str) -> None:
+    shares = [s for s in re.split(r"[,/]", value) if s.strip()]
+    r.set["tensor_split"] = ",".join(s.strip() for s in shares)
+
+
+def _llama_sm(r: _Reader, flag: str, value: str) -> None:
+    v = value.strip().lower()
+    if v == "row":
+        raise InputError(f"{flag} row splits each matrix's rows over the cards, which kvplan "
+                         "does not plan: plan -sm layer (the default) or one card",
+                         field="command")
+    if v == "none":
+        r.set["gpus"] = 1
+    elif v != "layer":
+        raise InputError(f"{flag} takes none, layer or row, got {shown(value)}", field="command")
+
+
+def _llama_dev(r: _Reader, flag: str, value: str) -> None:
+    devices = [d for d in value.split(",") if d.strip() and d.strip().lower() != "none"]
+    if devices:
+        r.set["gpus"] = len(devices)
+        r.note(f"{flag} {value}: {len(devices)} card{'s' if len(devices) > 1 else ''}; give "
+               "the card with --gpu")
+
+
+def _llama_ot(r: _Reader, flag: str, value: str) -> None:
+    patterns = [p for p in value.split(",") if p.strip()]
+    # the one override kvplan plans is every block's routed experts in host memory: that is
+    # --cpu-moe (-ot "exps=CPU" and its spellings)
+    if patterns and all(re.fullmatch(r"[^=]*exps[^=]*=CPU", p.strip()) and not
+                        re.search(r"blk|\d", p.split("=")[0]) for p in patterns):
+        r.set["cpu_moe"] = True
+        r.note(f"{flag} {value} keeps every block's routed experts in host memory: read as "
+               "--cpu-moe")
+        return
+    raise InputError(f"{flag} {shown(value)}: kvplan plans no tensor overrides but every "
+                     "block's routed experts in host memory (-ot exps=CPU, --cpu-moe) and the "
+                     "first N blocks' (--n-cpu-moe N); rewrite the command with those",
+                     field="command")
+
+
+def _llama_draft(r: _Reader, flag: str, value: str) -> None:
+    r.note(f"{flag} {value}: the draft model's weights and cache are not counted")
+
+
+def _llama_mmproj(r: _Reader, flag: str, value: str) -> None:
+    r.note(f"{flag} {value}: the projector is counted as the model's vision tower where its "
+           "config has one")
+
+
+def _set(name: str, conv: Callable[[str, str], Any]) -> Callable[[_Reader, str, str], None]:
+    def read(r: _Reader, flag: str, value: str) -> None:
+        r.set[name] = conv(flag, value)
+    return read
+
+
+def _on(name: str, value: Any = True) -> Callable[[_Reader, str, str], None]:
+    def read(r: _Reader, flag: str, _: str) -> None:
+        if value is None:
+            r.set.pop(name, None)
+        else:
+            r.set[name] = value
+    return read
+
+
+def _seen(name: str, conv: Callable[[str, str], Any] | None = None
+          ) -> Callable[[_Reader, str, str], None]:
+    def read(r: _Reader, flag: str, value: str) -> None:
+        r.seen[name] = conv(flag, value) if conv else value
+    return read
+
+
+def _refuse(why: str) -> Callable[[_Reader, str, str], None]:
+    def read(r: _Reader, flag: str, value: str) -> None:
+        raise InputError(f"{flag}{' ' + value if value else ''}: {why}", field="command")
+    return read
+
+
+_LLAMA = (
+    _Flag(("-m", "--model"), "value", _llama_model),
+    _Flag(("-hf", "-hfr", "--hf-repo"), "value", _llama_hf),
+    _Flag(("-hff", "--hf-file"), "value", _seen("hf_file")),
+    _Flag(("-mu", "--model-url"), "value", _llama_model),
+    _Flag(("-c", "--ctx-size"), "value", _seen("ctx", lambda f, v: _int(f, v))),
+    _Flag(("-np", "--parallel"), "value", _seen("np", lambda f, v: _int(f, v, low=-1))),
+    _Flag(("-ctk", "--cache-type-k"), "value", _llama_kv("kv_k")),
+    _Flag(("-ctv", "--cache-type-v"), "value", _llama_kv("kv_v")),
+    _Flag(("-ngl", "--gpu-layers", "--n-gpu-layers"), "value", _llama_ngl),
+    _Flag(("-ts", "--tensor-split"), "value", _llama_ts),
+    _Flag(("-sm", "--split-mode"), "value", _llama_sm),
+    _Flag(("-dev", "--device"), "value", _llama_dev),
+    _Flag(("-ub", "--ubatch-size"), "value", _set("ubatch", lambda f, v: _int(f, v, low=1))),
+    _Flag(("-fa", "--flash-attn"), "maybe", _llama_fa,
+          ("on", "off", "auto", "0", "1", "true", "false", "enabled", "disabled")),
+    _Flag(("--swa-full",), "none", _on("swa_full")),
+    _Flag(("-kvu", "--kv-unified"), "none", _seen("kvu", lambda f, v: True)),
+    _Flag(("-no-kvu", "--no-kv-unified"), "none", _seen("kvu", lambda f, v: False)),
+    _Flag(("-cmoe", "--cpu-moe"), "none", _on("cpu_moe")),
+    _Flag(("-ncmoe", "--n-cpu-moe"), "value", _set("n_cpu_moe", lambda f, v: _int(f, v))),
+    _Flag(("-ot", "--override-tensor"), "value", _llama_ot),
+    _Flag(("-md", "--model-draft", "-hfd", "-hfrd", "--hf-repo-draft"), "value", _llama_draft),
+    _Flag(("-mm", "--mmproj", "-mmu", "--mmproj-url"), "value", _llama_mmproj),
+    _Flag(("-nkvo", "--no-kv-offload"), "none",
+          _refuse("the KV cache in host memory is not planned: leave the flag out")),
+)
+
+
+def _llama_finish(r: _Reader) -> None:
+    launch, seen = r.launch, r.seen
+    hf = seen.get("hf")
+    if hf and seen.get("hf_file"):
+        tag = _quant_tag(seen["hf_file"])
+        hf = f"{hf.partition(':')[0]}:{tag}" if tag else hf
+    if hf:
+        launch.model = hf
+    elif "model" in seen:
+        launch.model = seen["model"]
+    slots = seen.get("np", -1)
+    if slots == 0:
+        raise InputError("-np must be at least 1 (or -1 for llama-server's automatic 4 slots)",
+                         field="command")
+    unified = seen.get("kvu")
+    if slots < 0:
+        slots = AUTO_SLOTS
+        if unified is None:
+            unified = True
+            r.note(f"no -np: llama-server's {AUTO_SLOTS} slots share one unified KV cache of "
+                   "-c cells", "sequences")
+    r.set["sequences"] = slots
+    if unified:
+        r.set["kv_unified"] = True
+    n_ctx = seen.get("ctx", 0)
+    if n_ctx:
+        if n_ctx % slots:
+            r.note(f"-c {n_ctx} over {slots} slots: {n_ctx // slots:,} tokens each", "context")
+        r.set["context"] = max(1, n_ctx // slots)
+    else:
+        launch.trained_share = slots
+        if "ctx" not in seen:
+            r.note("no -c: the trained context over the slots; where it does not fit, "
+                   "llama-server's --fit may also shorten it (to no fewer than 4,096 tokens), "
+                   "which -c 0 forbids", "context")
+        else:
+            r.note("-c 0: the trained context over the slots", "context")
+
+
+def _quant_tag(name: str) -> str | None:
+    stem = PurePosixPath(name.replace("\\", "/")).name
+    stem = re.sub(r"\.gguf$", "", stem, flags=re.IGNORECASE)
+    stem = _SPLIT.sub("", stem)
+    found = _QUANT_TAG.findall(stem)
+    return found[-1] if found else None
+
+
+def gguf_file_model(path: str) -> tuple[str, str | None]:
+    """A GGUF file name's model name and llama-quantize type, as the common naming spells
+    them (``Qwen3-8B-Q4_K_M.gguf`` → ``Qwen3-8B``, ``q4_k_m``; split parts' suffixes
+    dropped)."""
+    win = "\\" in path
+    stem = (PureWindowsPath(path) if win else PurePath(path)).name
+    stem = re.sub(r"\.gguf$", "", stem, flags=re.IGNORECASE)
+    stem = _SPLIT.sub("", stem)
+    hits = list(_QUANT_TAG.finditer(stem))
+    if not hits:
+        return stem, None
+    last = hits[-1]
+    return stem[:last.start(1)].rstrip("-._ "), last.group(1).lower()
+
+
+# --- vLLM ---------------------------------------------------------------------------------
+
+def _vllm_kv(r: _Reader, flag: str, value: str) -> None:
+    name = value.strip().lower()
+    if name not in VLLM_KV:
+        raise InputError(f"{flag} takes one of {', '.join(VLLM_KV)} (kvplan's vLLM formats), "
+                         f"got {shown(value)}", field="command")
+    fmt = VLLM_KV[name]
+    if fmt is None:
+        r.set.pop("kv", None)
+    else:
+        r.set["kv"] = fmt
+
+
+def _vllm_quant(r: _Reader, flag: str, value: str) -> None:
+    name = value.strip().lower()
+    if name in ("fp8", "mxfp4"):
+        r.set["weights"] = name
+    elif name in ("bitsandbytes", "bnb"):
+        raise InputError(f"{flag} {value}: in-flight bitsandbytes quantization is not priced; "
+                         "plan the checkpoint as given or another --weights", field="command")
+    else:
+        r.note(f"{flag} {value}: the weights as the checkpoint's quantization_config gives "
+               "them")
+
+
+def _vllm_max_len(r: _Reader, flag: str, value: str) -> None:
+    v = value.strip().lower()
+    if v in ("auto", "-1"):
+        r.seen["auto_len"] = True
+        return
+    r.set["context"] = human_int(flag, value)
+
+
+def _vllm_spec(r: _Reader, flag: str, value: str) -> None:
+    try:
+        config = json.loads(value)
+    except json.JSONDecodeError:
+        raise InputError(f"{flag} takes a JSON object, got {shown(value)}",
+                         field="command") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{flag} takes a JSON object, got {shown(value)}", field="command")
+    n = config.get("num_speculative_tokens")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        r.set["speculative_tokens"] = n
+    method = str(config.get("method") or "")
+    if "mtp" in method:
+        r.set["mtp"] = True
+    elif config.get("model"):
+        r.note(f"{flag}: the draft model {config['model']}'s weights and cache are not counted")
+
+
+def _vllm_model(r: _Reader, flag: str, value: str) -> None:
+    r.seen["model"] = value
+    r.launch.model_flag = f"{flag} {value}"
+
+
+_VLLM = (
+    _Flag(("--model",), "value", _vllm_model),
+    _Flag(("--max-model-len",), "value", _vllm_max_len),
+    _Flag(("--max-num-seqs",), "value", _set("sequences", human_int)),
+    _Flag(("--kv-cache-dtype",), "value", _vllm_kv),
+    _Flag(("--tensor-parallel-size", "-tp"), "value", _set("tp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--pipeline-parallel-size", "-pp"), "value", _set("pp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--data-parallel-size", "-dp"), "value", _set("dp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--gpu-memory-utilization",), "value", _set("gpu_memory_utilization", _float)),
+    _Flag(("--block-size",), "value", _set("block_size", lambda f, v: _int(f, v, 1))),
+    _Flag(("--max-num-batched-tokens",), "value", _set("max_num_batched_tokens", human_int)),
+    _Flag(("--no-enable-prefix-caching",), "none", _on("no_prefix_caching")),
+    _Flag(("--enable-prefix-caching",), "none", _on("no_prefix_caching", None)),
+    _Flag(("--cpu-offload-gb",), "value", _set("cpu_offload_gb", _float)),
+    _Flag(("--quantization", "-q"), "value", _vllm_quant),
+    _Flag(("--speculative-config",), "value", _vllm_spec),
+    _Flag(("--kv-cache-memory-bytes",), "value",
+          _set("kv_budget", lambda f, v: human_int(f, v))),
+)
+
+
+def _vllm_finish(r: _Reader) -> None:
+    if r.positional:
+        r.launch.model = r.positional[0]
+        r.launch.model_flag = r.launch.model_flag or r.positional[0]
+    if "model" in r.seen:
+        r.launch.model = r.seen["model"]
+    _server_finish(r, "--max-model-len", "--max-num-seqs", "vLLM")
+    if r.seen.get("auto_len"):
+        r.note("--max-model-len auto: vLLM takes the longest context that fits, the plan's "
+               "max context; planned here at the model's own", "context")
+
+
+def _server_finish(r: _Reader, ctx_flag: str, seqs_flag: str, engine: str) -> None:
+    if "context" not in r.set:
+        r.launch.trained_share = 1
+        r.note(f"no {ctx_flag}: the model's own maximum (max_position_embeddings)", "context")
+    if "sequences" not in r.set:
+        r.set["sequences"] = 1
+        check = (", the request vLLM checks at start-up" if engine == "vLLM" else "")
+        r.note(f"no {seqs_flag}: planned for one full-length sequence{check}; the plan gives "
+               "how many fit", "sequences")
+
+
+# --- SGLang -------------------------------------------------------------------------------
+
+def _sglang_kv(r: _Reader, flag: str, value: str) -> None:
+    name = value.strip().lower()
+    if name not in SGLANG_KV:
+        raise InputError(f"{flag} takes one of {', '.join(SGLANG_KV)} (kvplan's SGLang "
+                         f"formats), got {shown(value)}", field="command")
+    fmt = SGLANG_KV[name]
+    if fmt is None:
+        r.set.pop("kv", None)
+    else:
+        r.set["kv"] = fmt
+
+
+def _sglang_spec(r: _Reader, flag: str, value: str) -> None:
+    r.seen["spec_algo"] = value.strip().upper()
+
+
+_SGLANG = (
+    _Flag(("--model-path", "--model"), "value", _vllm_model),
+    _Flag(("--context-length",), "value", _set("context", lambda f, v: _int(f, v, 1))),
+    _Flag(("--max-running-requests",), "value", _set("sequences", lambda f, v: _int(f, v, 1))),
+    _Flag(("--kv-cache-dtype",), "value", _sglang_kv),
+    _Flag(("--tp-size", "--tp", "--tensor-parallel-size"), "value",
+          _set("tp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--pp-size", "--pp", "--pipeline-parallel-size"), "value",
+          _set("pp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--dp-size", "--dp", "--data-parallel-size"), "value",
+          _set("dp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--mem-fraction-static",), "value", _set("mem_fraction_static", _float)),
+    _Flag(("--cpu-offload-gb",), "value", _set("cpu_offload_gb", _float)),
+    _Flag(("--quantization",), "value", _vllm_quant),
+    _Flag(("--speculative-algorithm",), "value", _sglang_spec),
+    _Flag(("--speculative-num-draft-tokens",), "value",
+          _set("speculative_tokens", lambda f, v: _int(f, v, 1))),
+    _Flag(("--speculative-draft-model-path",), "value", _seen("draft")),
+)
+
+
+def _sglang_finish(r: _Reader) -> None:
+    if "model" in r.seen:
+        r.launch.model = r.seen["model"]
+    algo = r.seen.get("spec_algo")
+    if algo:
+        if r.seen.get("draft"):
+            r.note(f"--speculative-draft-model-path {r.seen['draft']}: the draft model's "
+                   "weights and cache are not counted")
+        else:
+            # EAGLE or NEXTN without a draft model drafts with the model's own MTP head
+            r.set["mtp"] = True
+    elif "speculative_tokens" in r.set:
+        r.set.pop("speculative_tokens")
+    _server_finish(r, "--context-length", "--max-running-requests", "SGLang")
+
+
+# --- trtllm-serve -------------------------------------------------------------------------
+
+_TRTLLM = (
+    _Flag(("--max-seq-len",), "value", _set("context", lambda f, v: _int(f, v, 1))),
+    _Flag(("--max-batch-size",), "value", _set("sequences", lambda f, v: _int(f, v, 1))),
+    _Flag(("--tp-size",), "value", _set("tp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--pp-size",), "value", _set("pp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--kv-cache-free-gpu-memory-fraction",), "value",
+          _set("free_gpu_memory_fraction", _float)),
+)
+
+
+def _trtllm_finish(r: _Reader) -> None:
+    if r.positional:
+        r.launch.model = r.positional[0]
+        r.launch.model_flag = r.positional[0]
+    _server_finish(r, "--max_seq_len", "--max_batch_size", "TensorRT-LLM")
+
+
+_TABLES = {"llama.cpp": (_LLAMA, _llama_finish), "vllm": (_VLLM, _vllm_finish),
+           "sglang": (_SGLANG, _sglang_finish), "trtllm": (_TRTLLM, _trtllm_finish)}
+
+
+def _engine(tokens: list[str]) -> tuple[str, list[str]]:
+    """The engine a command starts and the arguments after its program."""
+    for i, tok in enumerate(tokens):
+        base = PurePath(tok.replace("\\", "/")).name.lower().removesuffix(".exe")
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if base in ("llama-server", "llama-cli") or re.match(r"(?:[\w.-]+/)*llama\.cpp:"
+                                                             r"(?:server|full)", tok):
+            rest = tokens[i + 1:]
+            return "llama.cpp", [t for t in rest if t not in ("--server", "--run")]
+        if base == "vllm" and nxt == "serve":
+            return "vllm", tokens[i + 2:]
+        if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server") or (
+                re.match(r"(?:[\w.-]+/)*vllm/vllm-openai(?::|$)", tok)):
+            return "vllm", tokens[i + 1:]
+        if tok == "sglang.launch_server" or (base == "sglang" and nxt == "serve"):
+            return "sglang", tokens[i + (2 if nxt == "serve" else 1):]
+        if base == "trtllm-serve":
+            return "trtllm", tokens[i + (2 if nxt == "serve" else 1):]
+    raise InputError("expected a launch command of llama-server, vllm serve, python -m "
+                     "sglang.launch_server or trtllm-serve, got "
+                     f"{shown(' '.join(tokens)[:120])}", field="command")
+
+
+def _is_flag(tok: str) -> bool:
+    return tok.startswith("-") and len(tok) > 1 and not _NUMBER.match(tok)
+
+
+def read_command(text: str) -> Launch:
+    """Read a launch command (``llama-server -m x.gguf -c 32768 -np 4 …``) as kvplan's fields.
+
+    Raises InputError (field ``command``) for a command of no known engine, a flag's bad
+    value, or a flag whose memory kvplan does not plan."""
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("command must be a launch command line (llama-server …, vllm serve …)",
+                         field="command")
+    if len(text) > MAX_COMMAND:
+        raise InputError(f"command must be at most {MAX_COMMAND:,} characters, got "
+                         f"{len(text):,}", field="command")
+    # shell line continuations, then the words as the shell splits them
+    joined = re.sub(r"\\\r?\n", " ", text)
+    try:
+        tokens = shlex.split(joined, comments=True)
+    except ValueError as exc:
+        raise InputError(f"command could not be split into words: {exc}",
+                         field="command") from None
+    engine, args = _engine(tokens)
+    flags, finish = _TABLES[engine]
+    by_name = {n: flag for flag in flags for n in flag.names}
+    r = _Reader(engine)
+    i = 0
+    if engine in ("vllm", "trtllm") and args and not _is_flag(args[0]):
+        # vllm serve MODEL …, trtllm-serve MODEL …
+        r.positional.append(args[0])
+        i = 1
+    while i < len(args):
+        tok = args[i]
+        i += 1
+        if not _is_flag(tok):
+            r.positional.append(tok)
+            continue
+        name, eq, inline = tok.partition("=") if tok.startswith("--") else (tok, "", "")
+        key = name
+        if engine != "llama.cpp" and name.startswith("--"):
+            # vLLM, SGLang and TensorRT-LLM take --max_model_len as --max-model-len
+            key = "--" + name[2:].replace("_", "-")
+        f = by_name.get(key)
+        if f is None:
+            # a flag kvplan does not read: its value with it, where it has one
+            if not eq and i < len(args) and not _is_flag(args[i]):
+                r.launch.unread.append(f"{tok} {args[i]}")
+                i += 1
+            else:
+                r.launch.unread.append(tok)
+            continue
+        if f.arity == "none":
+            if eq:
+                raise InputError(f"{name} takes no value, got {shown(inline)}", field="command")
+            f.read(r, name, "")
+            continue
+        if eq:
+            value = inline
+        elif f.arity == "maybe":
+            if i < len(args) and args[i].strip().lower() in f.accepts:
+                value = args[i]
+                i += 1
+            else:
+                value = ""
+        elif i < len(args):
+            value = args[i]
+            i += 1
+        else:
+            raise InputError(f"{name} needs a value", field="command")
+        f.read(r, name, value)
+    finish(r)
+    if engine == "llama.cpp" and r.positional:
+        r.launch.unread.extend(r.positional)
+    elif engine != "llama.cpp" and r.positional[1:]:
+        r.launch.unread.extend(r.positional[1:])
+    return r.launch
+
+
+# --- the model a command loads ------------------------------------------------------------
+
+def _hf_url(url: str) -> str | None:
+    """REPO:QUANT of a Hugging Face file URL (…/owner/name/resolve/main/x-Q4_K_M.gguf)."""
+    m = re.match(r"https?://(?:www\.)?(?:huggingface\.co|hf\.co)/([\w.-]+/[\w.-]+)/"
+                 r"(?:resolve|blob)/[^/]+/(.+\.gguf)$", url.strip(), re.IGNORECASE)
+    if m is None:
+        return None
+    tag = _quant_tag(m.group(2))
+    return f"{m.group(1)}:{tag}" if tag else None
+
+
+def resolve(launch: Launch, model: str | None = None, *, allow_local: bool = True
+            ) -> tuple[ModelSpec, dict[str, Any]]:
+    """The model a launch command loads and the plan's fields (``engine`` and ``model``
+    among them). ``model`` (kvplan's MODEL) stands for the command's where given: a GGUF
+    file the command names by path is read where it exists here, else by its name (a
+    catalog model, the type its name carries)."""
+    from .catalog import load_model
+    from .engines.llamacpp import WEIGHTS
+
+    weights = None
+    ref = model
+    named = launch.model if launch.engine == "llama.cpp" else None
+    if named is not None and re.match(r"https?://", named):
+        # -mu URL: a Hugging Face file as REPO:QUANT, any other by its file name
+        named = _hf_url(named) or named.rsplit("/", 1)[-1]
+    if named is not None and named.lower().endswith(".gguf"):
+        name, weights = gguf_file_model(named)
+        if ref is None:
+            exists = False
+            if allow_local:
+                try:
+                    exists = Path(named).expanduser().exists()
+                except OSError:
+                    exists = False
+            if exists:
+                ref, weights = named, None    # the file itself: its header is exact
+            else:
+                try:
+                    load_model(name, allow_local=False, allow_hub=False)
+                except InputError:
+                    raise InputError(
+                        f"the command's model file {shown(launch.model_flag or named)} is not "
+                        f"on this machine and its name {shown(name)} is no catalog model: give "
+                        "the model beside the command (a catalog id or Hub repo id)",
+                        field="model") from None
+                ref = name
+        elif ref.lower().endswith(".gguf"):
+            weights = None                    # MODEL is the file: its header is exact
+    elif ref is None:
+        ref = named if named is not None else launch.model
+    if ref is None:
+        raise InputError("the command names no model: give the model beside it (a catalog "
+                         "id or Hub repo id)", field="model")
+    if weights is not None:
+        weights = {"mxfp4_moe": "mxfp4"}.get(weights, weights)
+        if weights not in WEIGHTS:
+            raise InputError(
+                f"the command's file is quantized as {weights.upper()}, none of "
+                "llama-quantize's types kvplan prices: give the weights as --weights (the "
+                "nearest type) or the GGUF file itself", field="weights")
+    try:
+        spec = load_model(ref, allow_local=allow_local)
+    except HubUnavailable:
+        # offline, llama.cpp's -hf REPO:QUANT read as the catalog model the repository holds
+        # (…/Qwen3-8B-GGUF:Q4_K_M → qwen3-8b in Q4_K_M), where it is one
+        repo, _, tag = ref.partition(":")
+        base = re.sub(r"[-_.]gguf$", "", repo.rsplit("/", 1)[-1], flags=re.IGNORECASE)
+        if launch.engine != "llama.cpp" or model is not None or not tag:
+            raise
+        try:
+            spec = load_model(base, allow_local=False, allow_hub=False)
+        except InputError:
+            raise HubUnavailable(f"the Hub could not be reached to read {shown(ref)}, and "
+                                 f"{shown(base)} is no catalog model: give the model beside the "
+                                 "command",
+                                 field="model") from None
+        weights = {"mxfp4_moe": "mxfp4"}.get(tag.lower(), tag.lower())
+        if weights not in WEIGHTS:
+            raise
+        launch.notes.append(f"the Hub could not be reached: {ref} read as the catalog's "
+                            f"{base} in llama-quantize's {tag.upper()} tensor types, not from "
+                            "the file's header")
+        ref = base
+    fields = {"model": ref, "engine": launch.engine, **launch.fields(spec.max_position_embeddings)}
+    if weights is not None and "weights" not in fields:
+        fields["weights"] = weights
+    return spec, fields
+
+
+#: kvplan's CLI flags for the fields a command sets, in the order they are written
+_CLI = {"context": "--ctx", "sequences": "--seqs"}
+_CLI_ORDER = ("engine", "context", "sequences", "kv", "kv_k", "kv_v", "weights", "gpus", "tp",
+              "pp", "dp")
+
+
+def cli_line(fields: dict[str, Any]) -> str:
+    """The kvplan command line of a command's fields (``kvplan MODEL --engine vllm …``)."""
+    words = ["kvplan", shlex.quote(str(fields["model"]))]
+    keys = [k for k in _CLI_ORDER if k in fields] + sorted(
+        k for k in fields if k not in _CLI_ORDER and k != "model")
+    for k in keys:
+        flag = _CLI.get(k, "--" + k.replace("_", "-"))
+        value = fields[k]
+        if value is True:
+            words.append(flag)
+        elif value is not False and value is not None:
+            words += [flag, shlex.quote(f"{value:g}" if isinstance(value, float) else str(value))]
+    return " ".join(words)
