@@ -98,7 +98,8 @@ def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, str]:
     """The Query of a launch command (its fields, the body's own fields winning), the
     command as read, and the kvplan command line it reads as."""
     launch = read_command(body.command)
-    spec, fields = resolve(launch, body.model, allow_local=False)
+    spec, fields = resolve(launch, body.model, allow_local=False,
+                           weights_given="weights" in body.model_fields_set)
     given = body.model_fields_set - {"command", "model"}
     if "kv" in given:
         # the body's kv is both formats: the command's per-format choices give way

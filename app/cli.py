@@ -816,7 +816,7 @@ def _from_command(args: argparse.Namespace, argv: list[str]) -> tuple[Launch, Mo
     """--command read into ``args``: the command's model and fields where the user's own
     MODEL and flags do not set them; the launch, its model and the kvplan line it reads as."""
     launch = read_command(args.command)
-    spec, fields = resolve(launch, args.model)
+    spec, fields = resolve(launch, args.model, weights_given=args.weights is not None)
     given = _given(argv)
     if args.kv is not None:
         # the user's --kv is both formats: the command's per-format choices give way
@@ -869,6 +869,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(finds) > 1:
             raise UsageError(" and ".join("--" + f.replace("_", "-") for f in finds)
                              + " ask different questions; give one")
+        launch = None
+        if args.command is not None:
+            if args.find_model:
+                raise UsageError("--command names a model and --find-model lists models; give "
+                                 "one")
+            launch, command_spec, read_as = _from_command(args, argv)
         if args.find_model:
             check_find_model(given=args.model and f"MODEL ({shown(args.model)})", gpu=args.gpu,
                              gpus=args.gpus, kv_budget=args.kv_budget, prefix="--")
@@ -876,12 +882,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(found, indent=2) if args.json
                   else render_find_model(args, found))
             return 0
-        launch = None
-        if args.command is not None:
-            if args.find_model:
-                raise UsageError("--command names a model and --find-model lists models; give "
-                                 "one")
-            launch, command_spec, read_as = _from_command(args, argv)
         if args.model is None:
             raise UsageError("a model is required: a catalog id (kvplan models), a Hub repo id, "
                              "a config.json or GGUF path, or JSON text (or --find-model)")

@@ -49,8 +49,13 @@ ENGINES = ("llama.cpp", "vllm", "sglang", "trtllm")
 MAX_COMMAND = 16_000
 #: llama-server's slots where -np is not given (server.cpp: auto is 4, with a unified cache)
 AUTO_SLOTS = 4
+#: llama.cpp's programs whose flags are read (llama-server's slot defaults apart)
+LLAMA_PROGRAMS = ("llama-server", "llama-cli", "llama-completion", "llama-mtmd-cli",
+                  "llama-run")
 #: -ngl all (or -2 and below), as llama.cpp's own commands spell every layer
 ALL_LAYERS = 999
+#: llama.cpp's n_ubatch where -ub is not given
+DEFAULT_UBATCH = 512
 #: llama.cpp's KV cache types (-ctk/-ctv) and their kvplan formats
 LLAMA_KV = {n: n for n in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
                            "q5_1")}
@@ -155,11 +160,10 @@ def human_int(flag: str, value: str) -> int:
 @dataclass(frozen=True)
 class _Flag:
     names: tuple[str, ...]
-    #: "value": takes one; "none": takes none; "maybe": takes one where it looks like one of
-    #: ``accepts`` (llama.cpp's -fa, once a switch, now on|off|auto)
+    #: "value": takes one; "none": takes none; "maybe": takes one where a word follows
+    #: (llama.cpp's -fa, once a switch, now on|off|auto)
     arity: str
     read: Callable[[_Reader, str, str], None]
-    accepts: tuple[str, ...] = ()
 
 
 class _Reader:
@@ -318,9 +322,9 @@ _LLAMA = (
     _Flag(("-ts", "--tensor-split"), "value", _llama_ts),
     _Flag(("-sm", "--split-mode"), "value", _llama_sm),
     _Flag(("-dev", "--device"), "value", _llama_dev),
+    _Flag(("-b", "--batch-size"), "value", _seen("batch", lambda f, v: _int(f, v, low=1))),
     _Flag(("-ub", "--ubatch-size"), "value", _set("ubatch", lambda f, v: _int(f, v, low=1))),
-    _Flag(("-fa", "--flash-attn"), "maybe", _llama_fa,
-          ("on", "off", "auto", "0", "1", "true", "false", "enabled", "disabled")),
+    _Flag(("-fa", "--flash-attn"), "maybe", _llama_fa),
     _Flag(("--swa-full",), "none", _on("swa_full")),
     _Flag(("-kvu", "--kv-unified"), "none", _seen("kvu", lambda f, v: True)),
     _Flag(("-no-kvu", "--no-kv-unified"), "none", _seen("kvu", lambda f, v: False)),
@@ -344,7 +348,8 @@ def _llama_finish(r: _Reader) -> None:
         launch.model = hf
     elif "model" in seen:
         launch.model = seen["model"]
-    slots = seen.get("np", -1)
+    # llama-server's -np defaults to automatic (-1); the other programs' to one sequence
+    slots = seen.get("np", -1 if seen["server"] else 1)
     if slots == 0:
         raise InputError("-np must be at least 1 (or -1 for llama-server's automatic 4 slots)",
                          field="command")
@@ -358,6 +363,11 @@ def _llama_finish(r: _Reader) -> None:
     r.set["sequences"] = slots
     if unified:
         r.set["kv_unified"] = True
+    if "batch" in seen:
+        # llama_context takes n_ubatch = min(n_batch, n_ubatch)
+        ubatch = min(seen["batch"], r.set.get("ubatch", DEFAULT_UBATCH))
+        if ubatch != DEFAULT_UBATCH:
+            r.set["ubatch"] = ubatch
     n_ctx = seen.get("ctx", 0)
     if n_ctx:
         if n_ctx % slots:
@@ -580,10 +590,13 @@ def _engine(tokens: list[str]) -> tuple[str, list[str]]:
     for i, tok in enumerate(tokens):
         base = PurePath(tok.replace("\\", "/")).name.lower().removesuffix(".exe")
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if base in ("llama-server", "llama-cli") or re.match(r"(?:[\w.-]+/)*llama\.cpp:"
+        if base in LLAMA_PROGRAMS or re.match(r"(?:[\w.-]+/)*llama\.cpp:"
                                                              r"(?:server|full)", tok):
             rest = tokens[i + 1:]
-            return "llama.cpp", [t for t in rest if t not in ("--server", "--run")]
+            # llama-server's slots default to automatic; every other program runs one sequence
+            server = base == "llama-server" or "--server" in rest or ":server" in tok
+            return ("llama.cpp" if server else "llama.cpp-cli"), [
+                t for t in rest if t not in ("--server", "--run")]
         if base == "vllm" and nxt == "serve":
             return "vllm", tokens[i + 2:]
         if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server") or (
@@ -621,9 +634,12 @@ def read_command(text: str) -> Launch:
         raise InputError(f"command could not be split into words: {exc}",
                          field="command") from None
     engine, args = _engine(tokens)
+    server = engine != "llama.cpp-cli"
+    engine = "llama.cpp" if engine == "llama.cpp-cli" else engine
     flags, finish = _TABLES[engine]
     by_name = {n: flag for flag in flags for n in flag.names}
     r = _Reader(engine)
+    r.seen["server"] = server
     i = 0
     if engine in ("vllm", "trtllm") and args and not _is_flag(args[0]):
         # vllm serve MODEL …, trtllm-serve MODEL …
@@ -657,7 +673,7 @@ def read_command(text: str) -> Launch:
         if eq:
             value = inline
         elif f.arity == "maybe":
-            if i < len(args) and args[i].strip().lower() in f.accepts:
+            if i < len(args) and not _is_flag(args[i]):
                 value = args[i]
                 i += 1
             else:
@@ -688,12 +704,13 @@ def _hf_url(url: str) -> str | None:
     return f"{m.group(1)}:{tag}" if tag else None
 
 
-def resolve(launch: Launch, model: str | None = None, *, allow_local: bool = True
-            ) -> tuple[ModelSpec, dict[str, Any]]:
+def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = False,
+            allow_local: bool = True) -> tuple[ModelSpec, dict[str, Any]]:
     """The model a launch command loads and the plan's fields (``engine`` and ``model``
     among them). ``model`` (kvplan's MODEL) stands for the command's where given: a GGUF
     file the command names by path is read where it exists here, else by its name (a
-    catalog model, the type its name carries)."""
+    catalog model, the type its name carries, unless ``weights_given``: the plan names its
+    own)."""
     from .catalog import load_model
     from .engines.llamacpp import WEIGHTS
 
@@ -728,6 +745,8 @@ def resolve(launch: Launch, model: str | None = None, *, allow_local: bool = Tru
             weights = None                    # MODEL is the file: its header is exact
     elif ref is None:
         ref = named if named is not None else launch.model
+    if weights_given:
+        weights = None
     if ref is None:
         raise InputError("the command names no model: give the model beside it (a catalog "
                          "id or Hub repo id)", field="model")

@@ -41,7 +41,7 @@ def test_glm52_f16_lines_at_128k():
         "K (f16):  672.00 MiB, V (f16):    0.00 MiB",
     ]
     assert r.extra["kv_bytes"] == 11_777_605_632 + 704_643_072
-    assert r.command.startswith("llama-server -m glm-5.2.gguf -c 131072 -np 1 -ctk f16 -ctv f16")
+    assert r.command.startswith("llama-server -m glm-5.2-BF16.gguf -c 131072 -np 1 -ctk f16 -ctv f16")
     assert any("b10259" in n for n in r.notes)
 
 

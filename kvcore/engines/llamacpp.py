@@ -686,7 +686,10 @@ def plan(req: EngineRequest) -> EngineReport:
                          + ("" if need <= host_cap else " — too little: llama.cpp would page "
                             "the weights from disk or fail to allocate the caches"))
     ck = req.spec.checkpoint
-    load = ck.load if ck is not None and ck.load else f"-m {shlex.quote(req.spec.name)}.gguf"
+    # a file of the model's name and its type, as GGUF files are named (Qwen3-8B-Q4_K_M.gguf)
+    tag = f"-{weights.format.upper()}" if weights.format in WEIGHTS else ""
+    load = ck.load if ck is not None and ck.load else (
+        f"-m {shlex.quote(f'{req.spec.name}{tag}.gguf')}")
     cmd = [f"llama-server {load} -c {layout.n_ctx} -np {req.sequences}",
            f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}"]
     # with everything on the card -ngl 999; where it does not fit, -ngl left unset so that

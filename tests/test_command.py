@@ -1,0 +1,362 @@
+"""A launch command read as a plan: each engine's flags as the engine reads them, the
+commands kvplan itself prints read back to the same plan, and bad commands refused in one
+line."""
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+import kvcore
+import kvcore.catalog
+from app.cli import main
+from app.common import make_query
+from app.web import create_app
+from kvcore.command import cli_line, gguf_file_model, human_int, read_command, resolve
+from kvcore.engines import EngineSettings
+from kvcore.hub import HubUnavailable
+from kvcore.query import answer
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- llama-server ---------------------------------------------------------------------------
+
+def test_llama_server_context_is_all_slots_together():
+    launch = read_command("llama-server -m qwen3-8b.gguf -c 32768 -np 4 -ctk q8_0 -ctv q4_0 "
+                          "-fa on -ub 1024 --port 8080 --temp 0.7 --jinja")
+    assert launch.engine == "llama.cpp"
+    assert launch.settings == {"context": 8192, "sequences": 4, "kv_k": "q8_0", "kv_v": "q4_0",
+                               "ubatch": 1024}
+    # an explicit -np is four streams of their own, not one unified cache
+    assert "kv_unified" not in launch.settings
+    assert launch.unread == ["--port 8080", "--temp 0.7", "--jinja"]
+
+
+def test_llama_server_without_np_is_four_slots_sharing_one_unified_cache():
+    launch = read_command("llama-server -m qwen3-8b.gguf -c 16384")
+    assert launch.settings["sequences"] == 4
+    assert launch.settings["kv_unified"] is True
+    assert launch.settings["context"] == 4096
+    # -np 1 given is one slot and no unified cache; -kvu turns it on again
+    assert "kv_unified" not in read_command("llama-server -m x.gguf -np 1").settings
+    assert read_command("llama-server -m x.gguf -np 2 -kvu").settings["kv_unified"] is True
+
+
+def test_llama_server_without_c_takes_the_trained_context_over_its_slots():
+    spec = kvcore.load_model("qwen3-30b-a3b")
+    launch = read_command("llama-server -m Qwen3-30B-A3B-Q4_K_M.gguf -np 2")
+    assert launch.fields(spec.max_position_embeddings)["context"] == \
+        spec.max_position_embeddings // 2
+    assert any("--fit may also shorten it" in n for n in launch.notes)
+    zero = read_command("llama-server -m Qwen3-30B-A3B-Q4_K_M.gguf -c 0 -np 1")
+    assert zero.fields(40960)["context"] == 40960
+    assert not any("--fit may" in n for n in zero.notes)
+    with pytest.raises(kvcore.InputError, match="no max_position_embeddings"):
+        zero.fields(None)
+
+
+@pytest.mark.parametrize(("flags", "settings"), [
+    ("-ngl 20", {"ngl": 20}), ("-ngl all", {"ngl": 999}), ("-ngl -2", {"ngl": 999}),
+    ("-ngl auto", {}), ("-ngl -1", {}),
+    ("-fa off", {"no_flash_attn": True}), ("-fa", {}), ("--flash-attn auto", {}),
+    ("--swa-full", {"swa_full": True}), ("-cmoe", {"cpu_moe": True}),
+    ("--n-cpu-moe 12", {"n_cpu_moe": 12}), ("-ts 3,1", {"tensor_split": "3,1"}),
+    ("-ot .ffn_.*_exps.=CPU", {"cpu_moe": True}), ("-ot exps=CPU", {"cpu_moe": True}),
+    ("-dev CUDA0,CUDA1", {"gpus": 2}), ("-sm none", {"gpus": 1}),
+])
+def test_llama_server_placement_flags(flags, settings):
+    got = read_command(f"llama-server -m x.gguf -c 4096 -np 1 {flags}").settings
+    assert {k: v for k, v in got.items() if k not in ("context", "sequences")} == settings
+
+
+@pytest.mark.parametrize(("command", "needle"), [
+    ("llama-server -m x.gguf -ot blk.1[0-9].ffn_.*_exps.=CPU", "plans no tensor overrides"),
+    ("llama-server -m x.gguf -sm row", "splits each matrix's rows"),
+    ("llama-server -m x.gguf -ctk q3_k", "one of llama.cpp's cache types"),
+    ("llama-server -m x.gguf -c 32k", "-c takes a whole number"),
+    ("llama-server -m x.gguf -np 0", "-np must be at least 1"),
+    ("llama-server -m x.gguf -c", "-c needs a value"),
+    ("llama-server -m x.gguf -fa maybe", "on, off or auto"),
+    ("llama-server -m x.gguf -nkvo", "host memory is not planned"),
+    ("ollama run llama3", "expected a launch command of llama-server"),
+    ("llama-server -m 'x.gguf", "could not be split into words"),
+    ("", "must be a launch command line"),
+    ("vllm serve x --max-model-len 3.5K", "no decimals with a binary suffix"),
+    ("vllm serve x --kv-cache-dtype q4_0", "kvplan's vLLM formats"),
+    ("vllm serve x --quantization bitsandbytes", "bitsandbytes"),
+    ("vllm serve x --speculative-config notjson", "takes a JSON object"),
+    ("vllm serve x --swa-full=1 --enable-prefix-caching=yes", "takes no value"),
+    ("python -m sglang.launch_server --model-path x --kv-cache-dtype fp8", "kvplan's SGLang"),
+])
+def test_bad_commands_are_refused_naming_what_was_expected(command, needle):
+    with pytest.raises(kvcore.InputError, match=None) as exc:
+        read_command(command)
+    assert needle in str(exc.value)
+    assert exc.value.field == "command"
+
+
+# --- vLLM, SGLang, TensorRT-LLM -----------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("32768", 32768), ("32k", 32000), ("32K", 32768), ("25.6k", 25600), ("1M", 1 << 20),
+    ("1m", 10**6), ("1.0005k", 1000),
+])
+def test_vllm_reads_token_counts_as_its_human_readable_int(text, tokens):
+    assert human_int("--max-model-len", text) == tokens
+
+
+def test_vllm_serve_flags():
+    launch = read_command(
+        "CUDA_VISIBLE_DEVICES=0,1 vllm serve meta-llama/Llama-3.1-70B-Instruct "
+        "--tensor-parallel-size 2 --max_model_len 32K --kv-cache-dtype fp8 "
+        "--gpu-memory-utilization 0.95 --max-num-seqs 16 --no-enable-prefix-caching "
+        "--block-size 32 --cpu-offload-gb 4 --port 8000 "
+        "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'")
+    assert launch.engine == "vllm"
+    assert launch.model == "meta-llama/Llama-3.1-70B-Instruct"
+    assert launch.settings == {
+        "tp": 2, "context": 32768, "kv": "fp8_e4m3", "gpu_memory_utilization": 0.95,
+        "sequences": 16, "no_prefix_caching": True, "block_size": 32, "cpu_offload_gb": 4.0,
+        "speculative_tokens": 2, "mtp": True}
+    assert launch.unread == ["--port 8000"]
+
+
+def test_vllm_without_length_or_sequences_plans_one_request_at_the_models_maximum():
+    launch = read_command("python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B")
+    spec, fields = resolve(launch)
+    assert fields["context"] == spec.max_position_embeddings == 40960
+    assert fields["sequences"] == 1
+    assert any("the request vLLM checks at start-up" in n for n in launch.notes)
+
+
+def test_docker_images_and_line_continuations():
+    vllm = read_command("docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest \\\n"
+                        "  --model Qwen/Qwen3-8B \\\n  --max-model-len 16k")
+    assert (vllm.engine, vllm.model, vllm.settings["context"]) == ("vllm", "Qwen/Qwen3-8B",
+                                                                   16000)
+    llama = read_command("docker run --gpus all ghcr.io/ggml-org/llama.cpp:server-cuda "
+                         "-hf unsloth/Qwen3-8B-GGUF -c 8192 -np 1")
+    assert llama.engine == "llama.cpp"
+    assert llama.fields(None)["context"] == 8192
+
+
+def test_sglang_and_trtllm_flags():
+    sg = read_command("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
+                      "--tp 8 --context-length 65536 --max-running-requests 32 "
+                      "--mem-fraction-static 0.85 --kv-cache-dtype fp8_e4m3 "
+                      "--speculative-algorithm NEXTN --speculative-num-draft-tokens 4 "
+                      "--host 0.0.0.0")
+    assert (sg.engine, sg.model) == ("sglang", "deepseek-ai/DeepSeek-V3")
+    assert sg.settings == {"tp": 8, "context": 65536, "sequences": 32,
+                           "mem_fraction_static": 0.85, "kv": "fp8_e4m3",
+                           "speculative_tokens": 4, "mtp": True}
+    trt = read_command("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --max_batch_size 8 "
+                       "--max_seq_len 8192 --tp_size 1 --kv_cache_free_gpu_memory_fraction 0.8")
+    assert trt.settings == {"sequences": 8, "context": 8192, "tp": 1,
+                            "free_gpu_memory_fraction": 0.8}
+
+
+# --- the model a command loads --------------------------------------------------------------
+
+@pytest.mark.parametrize(("path", "name", "weights"), [
+    ("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "Meta-Llama-3.1-8B-Instruct", "q4_k_m"),
+    ("/models/Qwen3-235B-A22B-Q4_K_M-00001-of-00003.gguf", "Qwen3-235B-A22B", "q4_k_m"),
+    ("gpt-oss-20b-mxfp4.gguf", "gpt-oss-20b", "mxfp4"),
+    ("Qwen3-8B.IQ4_XS.gguf", "Qwen3-8B", "iq4_xs"),
+    ("C:\\models\\Qwen3-8B-BF16.gguf", "Qwen3-8B", "bf16"),
+    ("Qwen3-8B-UD-Q4_K_XL.gguf", "Qwen3-8B", "ud-q4_k_xl"),
+    ("qwen3-8b.gguf", "qwen3-8b", None),
+])
+def test_gguf_file_names(path, name, weights):
+    assert gguf_file_model(path) == (name, weights)
+
+
+def test_a_gguf_file_not_here_is_read_by_its_name_and_type():
+    spec, fields = resolve(read_command("llama-server -m /srv/Qwen3-8B-Q5_K_M.gguf -c 8192 -np 1"))
+    assert spec.name == kvcore.load_model("qwen3-8b").name
+    assert (fields["model"], fields["weights"]) == ("Qwen3-8B", "q5_k_m")
+    with pytest.raises(kvcore.InputError, match="none of llama-quantize's types") as exc:
+        resolve(read_command("llama-server -m Qwen3-8B-UD-Q4_K_XL.gguf"))
+    assert exc.value.field == "weights"
+    with pytest.raises(kvcore.InputError, match="is no catalog model: give the model beside"):
+        resolve(read_command("llama-server -m /srv/my-finetune-Q4_K_M.gguf"))
+    # the model given beside the command stands for the file, whose name still gives its type
+    spec, fields = resolve(read_command("llama-server -m /srv/my-finetune-Q4_K_M.gguf"),
+                           "qwen3-8b")
+    assert (fields["model"], fields["weights"]) == ("qwen3-8b", "q4_k_m")
+
+
+def test_a_hub_gguf_offline_is_read_as_the_catalog_model_it_holds(monkeypatch):
+    real = kvcore.catalog.load_model
+
+    def offline(ref, **kw):
+        if ":" in str(ref):
+            raise HubUnavailable("the Hub could not be reached", field="model")
+        return real(ref, **kw)
+
+    monkeypatch.setattr(kvcore.catalog, "load_model", offline)
+    launch = read_command("llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M -c 8192 -np 1")
+    spec, fields = resolve(launch)
+    assert (fields["model"], fields["weights"]) == ("Qwen3-8B", "q4_k_m")
+    assert any("not from the file's header" in n for n in launch.notes)
+    with pytest.raises(HubUnavailable, match="no catalog model"):
+        resolve(read_command("llama-server -hf someone/private-model-GGUF:Q4_K_M"))
+
+
+# --- the commands kvplan prints read back to the same plan ----------------------------------
+
+ROUND_TRIPS = [
+    ("qwen3-8b", "llama.cpp", "8k", 4, {"kv": "q8_0", "weights": "q4_k_m"}, {}),
+    ("qwen3-8b", "llama.cpp", "16k", 1, {"weights": "q4_k_m"}, {"kv_unified": True}),
+    ("qwen3-30b-a3b", "llama.cpp", "32k", 2, {"kv": "q4_0", "weights": "q4_k_m"},
+     {"n_ubatch": 1024, "swa_full": False}),
+    ("llama-3.1-8b", "vllm", "32k", 8, {"kv": "fp8_e4m3"}, {"gpu_memory_utilization": 0.85}),
+    ("qwen3-32b", "vllm", "16k", 4, {}, {"prefix_caching": False}),
+    ("qwen3-32b", "sglang", "32k", 16, {"kv": "fp8_e5m2"}, {}),
+]
+
+
+@pytest.mark.parametrize(("model", "engine", "ctx", "seqs", "kv", "settings"), ROUND_TRIPS)
+def test_the_command_a_plan_prints_reads_back_to_the_same_plan(model, engine, ctx, seqs, kv,
+                                                                settings):
+    query = make_query(kvcore.load_model(model), context=ctx, sequences=seqs, engine=engine,
+                       gpu="4090" if engine == "llama.cpp" else "h100",
+                       tp=2 if engine != "llama.cpp" else None,
+                       settings=EngineSettings(**settings), **kv)
+    before = answer(query)
+    printed = before["engine_report"]["command"]
+    spec, fields = resolve(read_command(printed), model)
+    fields.pop("model")
+    again = answer(make_query(spec, gpu="4090" if engine == "llama.cpp" else "h100",
+                              settings=EngineSettings(
+                                  gpu_memory_utilization=fields.pop("gpu_memory_utilization",
+                                                                    None),
+                                  prefix_caching=not fields.pop("no_prefix_caching", False),
+                                  n_ubatch=fields.pop("ubatch", None),
+                                  kv_unified=fields.pop("kv_unified", None),
+                                  n_gpu_layers=fields.pop("ngl", None)),
+                              **fields))
+    assert again["engine_report"]["command"] == printed
+    for key in ("context", "sequences", "kv_bytes", "fits", "max_context", "max_sequences"):
+        assert again[key] == before[key], key
+
+
+# --- the CLI and the API --------------------------------------------------------------------
+
+def test_cli_plans_a_command_and_says_how_it_read_it(capsys):
+    code, out, _ = run(capsys, "--command", "llama-server -m /srv/Qwen3-8B-Q4_K_M.gguf -c 32768 "
+                       "-np 4 -ctk q8_0 -ctv q8_0 --port 8080", "--gpu", "4090")
+    assert code == 0
+    assert out.splitlines()[0] == ("command (llama.cpp) read as: kvplan Qwen3-8B --engine "
+                                   "llama.cpp --ctx 8192 --seqs 4 --kv-k q8_0 --kv-v q8_0 "
+                                   "--weights q4_k_m")
+    assert "not read (no memory kvplan plans): --port 8080" in out
+    assert "llama-server -m qwen3-8b-Q4_K_M.gguf -c 32768 -np 4 -ctk q8_0 -ctv q8_0" in out
+
+
+def test_cli_flags_beside_the_command_win(capsys):
+    code, out, _ = run(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-model-len 32768",
+                       "--ctx", "8k", "--kv", "fp8_e4m3", "--gpu", "4090", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert (data["context"], data["engine"]) == (8192, "vllm")
+    assert data["kv_k"] == data["kv_v"] == "fp8_e4m3"
+    assert data["command"]["read_as"].startswith("kvplan Qwen/Qwen3-8B --engine vllm --ctx 8k")
+    # the note about the model's own maximum is moot once --ctx is given
+    assert not any("max-model-len" in n for n in data["command"]["notes"])
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--command", "ollama run llama3"), "expected a launch command"),
+    (("--command", "llama-server -m /srv/unknown-model-Q4_K_M.gguf"), "no catalog model"),
+    (("--command", "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 1.5", "--gpu", "4090"),
+     "gpu_memory_utilization must be in (0, 1]"),
+    (("--command", "vllm serve Qwen/Qwen3-8B", "--find-model", "--gpu", "4090"),
+     "--command names a model and --find-model lists models"),
+])
+def test_cli_bad_commands_are_one_line_exit_2(capsys, args, needle):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert needle in err
+
+
+def test_api_plans_a_command():
+    c = TestClient(create_app())
+    r = c.post("/api/v1/command", json={
+        "command": "python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 2 "
+                   "--context-length 32768 --max-running-requests 4", "gpu": "h100"})
+    assert r.status_code == 200
+    data = r.json()
+    assert (data["engine"], data["context"], data["sequences"]) == ("sglang", 32768, 4)
+    assert data["command"]["read_as"] == ("kvplan Qwen/Qwen3-32B --engine sglang --ctx 32768 "
+                                          "--seqs 4 --tp 2 --gpu h100")
+    same = c.post("/api/v1/plan", json={"model": "Qwen/Qwen3-32B", "engine": "sglang",
+                                        "context": 32768, "sequences": 4, "tp": 2,
+                                        "gpu": "h100"}).json()
+    assert data["kv_bytes"] == same["kv_bytes"]
+    assert data["max_context"] == same["max_context"]
+
+
+@pytest.mark.parametrize(("body", "field", "needle"), [
+    ({"command": "ollama run x"}, "command", "expected a launch command"),
+    ({"command": "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 1.5"}, "command",
+     "gpu_memory_utilization read from the command"),
+    ({"command": "llama-server -m ./local-Q4_K_M.gguf"}, "model", "no catalog model"),
+    ({"command": "vllm serve Qwen/Qwen3-8B", "gpu": "nope"}, "gpu", "nope"),
+    ({}, "command", "command"),
+])
+def test_api_bad_commands_are_json_4xx(body, field, needle):
+    r = TestClient(create_app()).post("/api/v1/command", json=body)
+    assert 400 <= r.status_code < 500
+    data = r.json()
+    assert data["field"] == field
+    assert needle in data["error"]
+
+
+def test_api_fields_beside_the_command_win():
+    r = TestClient(create_app()).post("/api/v1/command", json={
+        "command": "vllm serve Qwen/Qwen3-8B --max-model-len 32768 --max-num-seqs 64",
+        "sequences": 2, "gpu": "4090"})
+    data = r.json()
+    assert (data["context"], data["sequences"]) == (32768, 2)
+    assert cli_line({"model": "m", "engine": "vllm", "context": 1, "no_prefix_caching": True,
+                     "gpu_memory_utilization": 0.9}) == (
+        "kvplan m --engine vllm --ctx 1 --gpu-memory-utilization 0.9 --no-prefix-caching")
+
+
+# --- the commands of real engine logs read as their logs' replays ---------------------------
+
+LOGGED = ["llamacpp-glm52-dsa-131072-4gpu", "llamacpp-gptoss-20b-iswa-131072-metal",
+          "llamacpp-gptoss-20b-iswa-4seq-unified-metal",
+          "llamacpp-gptoss-20b-iswa-hexagon-q8kv-ub128", "vllm-gemma3-27b-rocm-4096-padding"]
+
+
+@pytest.mark.parametrize("name", LOGGED)
+def test_logged_commands_read_as_the_settings_their_logs_printed(name):
+    """Each log's command line (its flags, the annotation after them left out) read as the
+    replay tests/test_engine_logs.py checks against the log's printed cache: the context a
+    sequence, the sequences, the unified cache, the KV format, n_ubatch and TP."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    log = tomllib.loads((Path(__file__).parent / "data" / "engine_logs" / f"{name}.toml")
+                        .read_text())
+    command = re.split(r"\s{2,}\(| \(non-default", log["flags"])[0]
+    replay = log["replay"]
+    launch = read_command(command)
+    fields = launch.fields(kvcore.load_model(replay["model"]).max_position_embeddings)
+    kv = fields.get("kv") or fields.get("kv_k") or "f16"
+    got = {"context": fields["context"], "sequences": fields["sequences"],
+           "kv_unified": fields.get("kv_unified", False), "kv": kv,
+           "n_ubatch": fields.get("ubatch", 512), "tp": fields.get("tp", 1)}
+    for key in got:
+        if key in replay:
+            assert got[key] == replay[key], key
