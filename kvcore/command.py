@@ -359,7 +359,8 @@ def _llama_finish(r: _Reader) -> None:
         if unified is None:
             unified = True
             r.note(f"no -np: llama-server's {AUTO_SLOTS} slots share one unified KV cache of "
-                   "-c cells", "sequences")
+                   f"-c cells, planned as {AUTO_SLOTS} sequences of -c / {AUTO_SLOTS} (one slot "
+                   "alone may fill them all)", "sequences")
     r.set["sequences"] = slots
     if unified:
         r.set["kv_unified"] = True
