@@ -94,9 +94,9 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         settings=settings)
 
 
-def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, str]:
+def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:
     """The Query of a launch command (its fields, the body's own fields winning), the
-    command as read, and the kvplan command line it reads as."""
+    command as read, and the plan's fields (``cli_line`` writes them as a kvplan command)."""
     launch = read_command(body.command)
     spec, fields = resolve(launch, body.model, allow_local=False,
                            weights_given="weights" in body.model_fields_set)
@@ -114,7 +114,7 @@ def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, str]:
         name = str(err["loc"][0]) if err.get("loc") else "command"
         raise kvcore.InputError(f"{name} read from the command: {err['msg']}",
                                 field="command") from None
-    return to_query(plan, spec), launch, cli_line(fields)
+    return to_query(plan, spec), launch, fields
 
 
 def _tensor_split(value: list[float] | str | None) -> tuple[float, ...] | None:
@@ -191,13 +191,13 @@ def api_router() -> APIRouter:
         python -m sglang.launch_server, trtllm-serve): the plan's JSON, as ``/plan`` answers
         it, with ``command``: the engine, the kvplan command line it reads as, notes on
         what was assumed, and the flags left unread."""
-        query, launch, read_as = command_query(body)
+        query, launch, fields = command_query(body)
         data = answer(query)
         found = verified(query, get_settings().db_path)
         if found:
             data["verified"] = found
-        data["command"] = {"engine": launch.engine, "read_as": read_as, "notes": launch.notes,
-                           "unread": launch.unread}
+        data["command"] = {"engine": launch.engine, "read_as": cli_line(fields),
+                           "notes": launch.notes, "unread": launch.unread}
         return data
 
     @api.get("/measurements")

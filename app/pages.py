@@ -46,8 +46,9 @@ LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequence
                  "n_cpu_moe": "", "tensor_split": "", "host_bandwidth": "", "host_link": "",
                  "host_memory": "", "cpu_offload_gb": ""}
 FIELDS = tuple(DEFAULTS)
-#: what a link may name: the form's fields and the API's one format for K and V
-LINK_FIELDS = (*FIELDS, "kv")
+#: what a link may name: the form's fields, the API's one format for K and V, and a launch
+#: command
+LINK_FIELDS = (*FIELDS, "kv", "command")
 
 
 @cache
@@ -106,6 +107,55 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
     # htmx swaps only 2xx responses by default: a bad field is shown, not dropped
     return templates().TemplateResponse(request, name, context,
                                         status_code=200 if partial else status)
+
+
+def _render_command(request: Request, params: Any) -> HTMLResponse:
+    """The page planning a launch command (?command=llama-server …&gpu=4090): the plan
+    /api/v1/command answers, the form filled with what the command sets, and how the
+    command was read."""
+    from pydantic import ValidationError
+
+    from kvcore.command import cli_line
+
+    from .api import command_query
+    from .schemas import CommandIn
+
+    command = str(params["command"])
+    form = {k: str(params.get(k, v))[:200] for k, v in LINK_DEFAULTS.items()}
+    errors: dict[str, str] = {}
+    view = None
+    status = 200
+    try:
+        fault = _link_fault(params)
+        if fault is not None:
+            raise fault
+        # the card is the page's; everything else is the command's
+        given = {k: str(params[k]) for k in ("gpu", "gpus") if str(params.get(k, "")).strip()
+                 and str(params[k]) != LINK_DEFAULTS[k]}
+        try:
+            body = CommandIn(command=command, **given)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise InputError(f"{err['loc'][0]}: {err['msg']}", field=str(err["loc"][0])
+                             ) from None
+        query, launch, fields = command_query(body)
+        form.update({k: str(fields[k]) for k in LINK_DEFAULTS if k in fields})
+        if "kv" in fields:
+            form["kv_k"] = form["kv_v"] = str(fields["kv"])
+        form["weights"] = str(fields.get("weights", "auto"))
+        view = plan_view(query)
+        view["verified"] = _verified(query)
+        view["launch"] = {"read_as": cli_line(fields), "notes": launch.notes,
+                          "unread": launch.unread}
+    except KvplanError as exc:
+        errors[_form_field(exc.field)] = str(exc)
+        status = 422
+    partial = request.headers.get("HX-Request") == "true"
+    context = {"form": form, "view": view, "api_link": None, "errors": errors,
+               "slider": _slider(form["context"]), "custom": False, "partial": partial,
+               "command": command, **_choices()}
+    return templates().TemplateResponse(request, "_result.html" if partial else "index.html",
+                                        context, status_code=200 if partial else status)
 
 
 #: the /models page's question: which catalog models fit this card (its fields and defaults)
@@ -246,7 +296,7 @@ def _verified(query: Any) -> str | None:
 
 def _form_field(field: str | None) -> str:
     mapping = {"kv": "kv_k", "hot": "kv_k", "tp": "gpus", "pp": "gpus", "dp": "gpus",
-               "config": "model", None: "model"}
+               "config": "model", None: "model", "command": "command"}
     return mapping.get(field, field or "model")
 
 
@@ -260,6 +310,8 @@ def pages_router() -> APIRouter:
             form = dict(DEFAULTS)
             form["kv_k"] = form["kv_v"] = _default_format(form["engine"])
             return _render(request, form, None)
+        if str(params.get("command", "")).strip():
+            return _render_command(request, params)
         form = {k: str(params.get(k, v))[:200] for k, v in LINK_DEFAULTS.items()}
         if "kv" in params:
             # the API's and the CLI's one format for K and V; kv_k or kv_v beside it wins

@@ -360,3 +360,32 @@ def test_logged_commands_read_as_the_settings_their_logs_printed(name):
     for key in got:
         if key in replay:
             assert got[key] == replay[key], key
+
+
+# --- the web page ---------------------------------------------------------------------------
+
+def test_the_page_plans_a_launch_command_and_fills_its_form():
+    c = TestClient(create_app())
+    r = c.get("/", params={"command": "llama-server -m /srv/Qwen3-8B-Q4_K_M.gguf -c 32768 "
+                                      "-np 4 -ctk q8_0 -ctv q8_0 --port 8080", "gpu": "4090"})
+    assert r.status_code == 200
+    assert ("Read as <code>kvplan Qwen3-8B --engine llama.cpp --ctx 8192 --seqs 4 --kv-k q8_0 "
+            "--kv-v q8_0 --weights q4_k_m --gpu 4090</code>") in r.text
+    assert "Not read (no memory kvplan plans): --port 8080" in r.text
+    assert 'id="context" name="context" value="8192"' in r.text
+    # the same plan as the page's own form gives for those fields
+    same = c.get("/", params={"model": "Qwen3-8B", "engine": "llama.cpp", "context": "8192",
+                              "sequences": "4", "kv": "q8_0", "weights": "q4_k_m",
+                              "gpu": "4090"})
+    verdict = 'id="verdict">'
+    assert r.text.split(verdict)[1].split("<")[0] == same.text.split(verdict)[1].split("<")[0]
+
+
+def test_the_page_shows_a_bad_command_as_an_error_not_a_plan():
+    c = TestClient(create_app())
+    r = c.get("/", params={"command": "ollama run llama3", "gpu": "4090"})
+    assert r.status_code == 422
+    assert "expected a launch command of llama-server" in r.text
+    partial = c.get("/", params={"command": "ollama run llama3"}, headers={"HX-Request": "true"})
+    assert partial.status_code == 200
+    assert 'class="verdict error"' in partial.text
