@@ -234,6 +234,9 @@ def _llama_fa(r: _Reader, flag: str, value: str) -> None:
 def _llama_ts(r: _Reader, flag: str, value: str) -> None:
     shares = [s for s in re.split(r"[,/]", value) if s.strip()]
     r.set["tensor_split"] = ",".join(s.strip() for s in shares)
+    if len(shares) > 1:
+        # a share a card: as many cards (-dev, where given, names them)
+        r.set.setdefault("gpus", len(shares))
 
 
 def _llama_sm(r: _Reader, flag: str, value: str) -> None:
@@ -251,7 +254,7 @@ def _llama_sm(r: _Reader, flag: str, value: str) -> None:
 def _llama_dev(r: _Reader, flag: str, value: str) -> None:
     devices = [d for d in value.split(",") if d.strip() and d.strip().lower() != "none"]
     if devices:
-        r.set["gpus"] = len(devices)
+        r.set["gpus"] = len(devices)   # over any -ts count
         r.note(f"{flag} {value}: {len(devices)} card{'s' if len(devices) > 1 else ''}; give "
                "the card with --gpu")
 
@@ -371,9 +374,11 @@ def _llama_finish(r: _Reader) -> None:
             r.set["ubatch"] = ubatch
     n_ctx = seen.get("ctx", 0)
     if n_ctx:
+        # a sequence's share rounded up, so that the cells padded from it are -c's
+        r.set["context"] = -(-n_ctx // slots)
         if n_ctx % slots:
-            r.note(f"-c {n_ctx} over {slots} slots: {n_ctx // slots:,} tokens each", "context")
-        r.set["context"] = max(1, n_ctx // slots)
+            r.note(f"-c {n_ctx} over {slots} slots: planned as {slots} × "
+                   f"{r.set['context']:,} tokens, padded as llama.cpp pads -c", "context")
     else:
         launch.trained_share = slots
         if "ctx" not in seen:

@@ -37,6 +37,19 @@ def test_llama_server_context_is_all_slots_together():
     assert launch.unread == ["--port 8080", "--temp 0.7", "--jinja"]
 
 
+def test_a_context_that_does_not_divide_pads_as_llama_cpp_pads_it():
+    """-c 10241 -np 2: llama.cpp pads n_ctx to 10,496, each stream's 5,248 cells to 5,376,
+    10,752 in all. A sequence of 5,121 tokens (the share rounded up) pads the same; 5,120
+    would give 10,240."""
+    launch = read_command("llama-server -m x.gguf -c 10241 -np 2")
+    assert launch.settings["context"] == 5121
+    spec = kvcore.load_model("qwen3-8b")
+    for ctx, cells in ((5121, 10752), (5120, 10240)):
+        query = make_query(spec, context=ctx, sequences=2, engine="llama.cpp",
+                           weights="q4_k_m", gpu="4090")
+        assert f" -c {cells} -np 2 " in answer(query)["engine_report"]["command"]
+
+
 def test_llama_server_without_np_is_four_slots_sharing_one_unified_cache():
     launch = read_command("llama-server -m qwen3-8b.gguf -c 16384")
     assert launch.settings["sequences"] == 4
@@ -65,7 +78,8 @@ def test_llama_server_without_c_takes_the_trained_context_over_its_slots():
     ("-ngl auto", {}), ("-ngl -1", {}),
     ("-fa off", {"no_flash_attn": True}), ("-fa", {}), ("--flash-attn auto", {}),
     ("--swa-full", {"swa_full": True}), ("-cmoe", {"cpu_moe": True}),
-    ("--n-cpu-moe 12", {"n_cpu_moe": 12}), ("-ts 3,1", {"tensor_split": "3,1"}),
+    ("--n-cpu-moe 12", {"n_cpu_moe": 12}), ("-ts 3,1", {"tensor_split": "3,1", "gpus": 2}),
+    ("-dev CUDA0,CUDA1,CUDA2 -ts 2,1,1", {"tensor_split": "2,1,1", "gpus": 3}),
     ("-ot .ffn_.*_exps.=CPU", {"cpu_moe": True}), ("-ot exps=CPU", {"cpu_moe": True}),
     ("-dev CUDA0,CUDA1", {"gpus": 2}), ("-sm none", {"gpus": 1}),
 ])
