@@ -804,6 +804,11 @@ def _serve(argv: list[str]) -> int:
     return 0
 
 
+#: what each find question lists, which a launch command's own choice gives way to
+FIND_LISTS = {"find_format": ("kv", "kv_k", "kv_v"), "find_weights": ("weights",),
+              "find_gpu": ("gpus", "tp", "pp", "tensor_split")}
+
+
 def _given(argv: list[str]) -> set[str]:
     """The plan flags (their dests) that ``argv`` sets itself, defaults aside."""
     p = _plan_parser()
@@ -822,6 +827,11 @@ def _from_command(args: argparse.Namespace, argv: list[str]) -> tuple[Launch, Mo
         # the user's --kv is both formats: the command's per-format choices give way
         fields.pop("kv_k", None)
         fields.pop("kv_v", None)
+    # a find question lists what the command chose: the choice gives way to the list
+    for find, names in FIND_LISTS.items():
+        if getattr(args, find):
+            for name in names:
+                fields.pop(name, None)
     own = set()
     for name, value in fields.items():
         dest = {"context": "ctx", "sequences": "seqs"}.get(name, name)

@@ -403,3 +403,26 @@ def test_the_page_shows_a_bad_command_as_an_error_not_a_plan():
     partial = c.get("/", params={"command": "ollama run llama3"}, headers={"HX-Request": "true"})
     assert partial.status_code == 200
     assert 'class="verdict error"' in partial.text
+
+
+def test_a_find_question_lists_what_the_command_chose(capsys):
+    """--find-format beside a command that sets -ctk/-ctv lists every format (the command's
+    choice gives way), --find-weights every weight format, --find-gpu every card count."""
+    command = "llama-server -m /x/Qwen3-30B-A3B-Q4_K_M.gguf -c 65536 -np 2 -ctk q8_0 -ctv q8_0"
+    code, out, _ = run(capsys, "--command", command, "--gpu", "4090", "--find-format", "--json")
+    rows = json.loads(out)
+    assert code == 0
+    assert {"f16", "q8_0", "q4_0"} <= {r["format"] for r in rows}
+    # planned at the command's 2 × 32,768 tokens: f16 does not fit the card, q8_0 does
+    fits = {r["format"]: r["fits"] for r in rows}
+    assert (fits["f16"], fits["q8_0"]) == (False, True)
+    code, out, _ = run(capsys, "--command", command, "--gpu", "4090", "--find-weights", "--json")
+    assert code == 0
+    assert {"bf16", "q4_k_m", "iq2_xs"} <= {r["weights"] for r in json.loads(out)}
+    code, out, _ = run(capsys, "--command", "vllm serve Qwen/Qwen3-32B -tp 2 --max-model-len "
+                       "32k", "--find-gpu", "--json")
+    rows = json.loads(out)
+    assert code == 0
+    # the smallest rigs for one 32,000-token sequence of the 64 GiB checkpoint
+    assert rows and all(r["max_context"] >= 32000 for r in rows)
+    assert min(r["count"] * r["total_memory_bytes"] for r in rows) > 64 * 2**30
