@@ -90,7 +90,8 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,
         pp=body.pp, dp=body.dp, engine=body.engine, hot=body.hot, keep=body.keep,
         keep_first=body.keep_first, keep_recent=body.keep_recent, state_dtype=body.state_dtype,
-        images=body.images, mtp=body.mtp, kv_budget=body.kv_budget, overhead=body.overhead,
+        images=body.images, mtp=body.mtp, no_mmproj=body.no_mmproj, kv_budget=body.kv_budget,
+        overhead=body.overhead,
         settings=settings)
 
 

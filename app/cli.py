@@ -218,6 +218,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dtype", default="f32", choices=("f32", "f16", "bf16"),
                    help="recurrent-state dtype (f32, as llama.cpp keeps it)")
     p.add_argument("--images", default="1", help="images per sequence (cross-attention models)")
+    p.add_argument("--no-mmproj", action="store_true",
+                   help="llama.cpp: the vision tower not loaded (no --mmproj): its weights "
+                   "not counted")
     p.add_argument("--mtp", action="store_true",
                    help="count MTP/draft layers and weights (SGLang: EAGLE with the MTP head)")
     p.add_argument("--overhead", default=None, help="runtime overhead instead of the estimate")
@@ -297,7 +300,8 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         tp=args.tp, pp=args.pp, dp=args.dp, engine=args.engine, hot=args.hot,
         keep=float(args.keep) if args.keep is not None else None, keep_first=args.keep_first,
         keep_recent=args.keep_recent, state_dtype=args.state_dtype, images=args.images,
-        mtp=args.mtp, kv_budget=args.kv_budget, overhead=args.overhead, settings=settings)
+        mtp=args.mtp, no_mmproj=args.no_mmproj, kv_budget=args.kv_budget,
+        overhead=args.overhead, settings=settings)
 
 
 def _table(rows: list[list[str]], right: Sequence[int] = ()) -> str:

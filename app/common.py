@@ -172,6 +172,7 @@ def make_query(
     state_dtype: str = "f32",
     images: Any = 1,
     mtp: bool = False,
+    no_mmproj: bool = False,
     kv_budget: str | None = None,
     overhead: str | None = None,
     settings: EngineSettings | None = None,
@@ -199,6 +200,7 @@ def make_query(
         state_bytes_per_value=4 if state_dtype == "f32" else 2,
         images=parse_count(images, field="images", minimum=0, maximum=1000),
         mtp=bool(mtp),
+        encoder=not no_mmproj,
     )
     count, named, listed, counted = _gpus(gpu, gpus)
     tp_n, pp_n = _count(tp, "tp"), _count(pp, "pp")
@@ -217,6 +219,10 @@ def make_query(
     if counted and count != parallel.gpus:
         raise InputError(f"{counted[0]} but tp × pp × dp is {parallel.gpus}: give one card "
                          f"per rank, or leave out {counted[2]}", field=counted[1])
+    if no_mmproj and engine not in ("llama.cpp", "raw"):
+        raise InputError(f"no_mmproj is llama.cpp's: it loads the vision tower from a file of "
+                         f"its own (--mmproj); {engine} loads it with the model",
+                         field="no_mmproj")
     return Query(
         spec=spec,
         context=parse_tokens(context),

@@ -58,6 +58,8 @@ class PlanIn(BaseModel):
     keep: float | None = Field(None, gt=0, le=1, description="token eviction: fraction kept")
     images: int = Field(1, ge=0, le=1000)
     mtp: bool = False
+    no_mmproj: bool = Field(False, description="llama.cpp: the vision tower not loaded (no "
+                            "--mmproj), its weights not counted")
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1 << 24)
     block_size: int | None = Field(None, ge=1, le=1 << 16)

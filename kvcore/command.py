@@ -13,7 +13,8 @@ Every flag is read as the engine reads it:
 - llama-server: ``-c`` is the context of all slots together, each of ``-np`` slots holding
   ``-c / -np`` tokens; ``-c 0`` or no ``-c`` is the trained context; no ``-np`` is 4 slots
   sharing one unified KV cache (``server.cpp``: ``n_parallel < 0`` → 4 and ``kv_unified``),
-  and an explicit ``-np`` turns that unification off unless ``-kvu`` is given.
+  and an explicit ``-np`` turns that unification off unless ``-kvu`` is given. llama-cli,
+  llama-completion and the other programs run one sequence. ``-b`` lowers n_ubatch to it.
 - vLLM: ``--max-model-len`` takes ``32k`` (1,000s) or ``32K`` (1,024s), as vLLM's
   ``human_readable_int`` does; no ``--max-model-len`` is the model's own maximum.
   ``--max-num-seqs``, where given, is the number of full-length sequences planned; else one
@@ -29,6 +30,7 @@ rather than read as something else.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Callable
@@ -41,10 +43,8 @@ from .errors import InputError, shown
 from .hub import HubUnavailable
 from .model import ModelSpec
 
-__all__ = ["ENGINES", "Launch", "cli_line", "read_command", "resolve"]
+__all__ = ["Launch", "cli_line", "gguf_file_model", "human_int", "read_command", "resolve"]
 
-#: the engines a command is recognised for, as kvplan names them
-ENGINES = ("llama.cpp", "vllm", "sglang", "trtllm")
 #: the longest command read
 MAX_COMMAND = 16_000
 #: llama-server's slots where -np is not given (server.cpp: auto is 4, with a unified cache)
@@ -92,6 +92,8 @@ class Launch:
     about: dict[str, str] = field(default_factory=dict)
     #: the flag and value that named the model (-m ./x.gguf), for messages
     model_flag: str = ""
+    #: whether the card holds the vision tower (llama.cpp: a projector file, --mmproj)
+    mmproj: bool = True
     #: where the command leaves the context to the model: how many sequences share its
     #: trained context (llama-server's slots), else 0
     trained_share: int = 0
@@ -110,7 +112,8 @@ class Launch:
                 raise InputError("the command leaves the context to the model, whose config "
                                  "gives no max_position_embeddings: set it in the command "
                                  f"({_CONTEXT_FLAG[self.engine]})", field="command")
-            out["context"] = max(1, trained // self.trained_share)
+            # rounded up as -c's share is: the cells pad from it as llama.cpp pads n_ctx
+            out["context"] = -(-trained // self.trained_share)
         return out
 
 
@@ -133,7 +136,9 @@ def _float(flag: str, value: str) -> float:
     try:
         x = float(value)
     except ValueError:
-        raise InputError(f"{flag} takes a number, got {shown(value)}", field="command") from None
+        x = math.nan
+    if not math.isfinite(x):
+        raise InputError(f"{flag} takes a number, got {shown(value)}", field="command")
     return x
 
 
@@ -280,8 +285,11 @@ def _llama_draft(r: _Reader, flag: str, value: str) -> None:
 
 
 def _llama_mmproj(r: _Reader, flag: str, value: str) -> None:
-    r.note(f"{flag} {value}: the projector is counted as the model's vision tower where its "
-           "config has one")
+    r.seen["mmproj"] = True
+    tag = _quant_tag(value)
+    if tag and tag.lower() not in ("f16", "bf16"):
+        r.note(f"{flag} {value}: the vision tower is counted in f16, not as this file's "
+               f"{tag.upper()}")
 
 
 def _set(name: str, conv: Callable[[str, str], Any]) -> Callable[[_Reader, str, str], None]:
@@ -336,6 +344,8 @@ _LLAMA = (
     _Flag(("-ot", "--override-tensor"), "value", _llama_ot),
     _Flag(("-md", "--model-draft", "-hfd", "-hfrd", "--hf-repo-draft"), "value", _llama_draft),
     _Flag(("-mm", "--mmproj", "-mmu", "--mmproj-url"), "value", _llama_mmproj),
+    _Flag(("--no-mmproj",), "none", _seen("no_mmproj", lambda f, v: True)),
+    _Flag(("--no-mmproj-offload",), "none", _seen("mmproj_on_host", lambda f, v: True)),
     _Flag(("-nkvo", "--no-kv-offload"), "none",
           _refuse("the KV cache in host memory is not planned: leave the flag out")),
 )
@@ -351,6 +361,16 @@ def _llama_finish(r: _Reader) -> None:
         launch.model = hf
     elif "model" in seen:
         launch.model = seen["model"]
+    # the vision tower: a projector file, loaded with --mmproj, or with -hf from the same
+    # repository unless --no-mmproj; --no-mmproj-offload keeps it in host memory
+    loaded = seen.get("mmproj", False) or (bool(hf) and not seen.get("no_mmproj"))
+    if seen.get("no_mmproj") and not seen.get("mmproj"):
+        loaded = False
+    if loaded and seen.get("mmproj_on_host"):
+        r.note("--no-mmproj-offload keeps the vision tower in host memory: not counted",
+               "no_mmproj")
+        loaded = False
+    launch.mmproj = loaded
     # llama-server's -np defaults to automatic (-1); the other programs' to one sequence
     slots = seen.get("np", -1 if seen["server"] else 1)
     if slots == 0:
@@ -787,6 +807,11 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
                             "the file's header")
         ref = base
     fields = {"model": ref, "engine": launch.engine, **launch.fields(spec.max_position_embeddings)}
+    if launch.engine == "llama.cpp" and spec.params.encoder and not launch.mmproj:
+        fields["no_mmproj"] = True
+        if not any(launch.about.get(n) == "no_mmproj" for n in launch.notes):
+            launch.notes.append("no --mmproj: the model's vision tower is not loaded")
+            launch.about[launch.notes[-1]] = "no_mmproj"
     if weights is not None and "weights" not in fields:
         fields["weights"] = weights
     return spec, fields

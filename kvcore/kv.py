@@ -56,6 +56,9 @@ class CacheOptions:
     images: int = 1
     #: count multi-token-prediction / draft layers too
     mtp: bool = False
+    #: count the vision/audio tower's weights (False: llama.cpp without --mmproj, which loads
+    #: the tower from a file of its own)
+    encoder: bool = True
 
     def __post_init__(self) -> None:
         for name in ("kv_k", "kv_v", "hot_format"):

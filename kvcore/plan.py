@@ -305,7 +305,7 @@ def max_sequences(req: PlanRequest, weights: Weights, overhead: Overhead, budget
 def plan(req: PlanRequest) -> Plan:
     spec, opts = req.spec, req.cache
     cache = cache_size(spec, req.context, req.sequences, opts)
-    weights = weights_for(spec, req.weights, mtp=opts.mtp)
+    weights = weights_for(spec, req.weights, mtp=opts.mtp, include_encoder=opts.encoder)
     overhead = (Overhead(req.overhead_bytes, "given") if req.overhead_bytes is not None
                 else raw_overhead(spec, req.gpu.vendor if req.gpu is not None else "nvidia"))
     per_token = bytes_per_token(spec, opts)

@@ -101,6 +101,8 @@ def test_llama_server_placement_flags(flags, settings):
     ("llama-server -m 'x.gguf", "could not be split into words"),
     ("", "must be a launch command line"),
     ("vllm serve x --max-model-len 3.5K", "no decimals with a binary suffix"),
+    ("vllm serve x --gpu-memory-utilization nan", "takes a number"),
+    ("vllm serve x --max-num-seqs lots", "takes a whole number"),
     ("vllm serve x --kv-cache-dtype q4_0", "kvplan's vLLM formats"),
     ("vllm serve x --quantization bitsandbytes", "bitsandbytes"),
     ("vllm serve x --speculative-config notjson", "takes a JSON object"),
@@ -426,3 +428,32 @@ def test_a_find_question_lists_what_the_command_chose(capsys):
     # the smallest rigs for one 32,000-token sequence of the 64 GiB checkpoint
     assert rows and all(r["max_context"] >= 32000 for r in rows)
     assert min(r["count"] * r["total_memory_bytes"] for r in rows) > 64 * 2**30
+
+
+@pytest.mark.parametrize(("flags", "tower"), [
+    ("-m /x/Qwen3.5-27B-Q4_K_M.gguf", False),
+    ("-m /x/Qwen3.5-27B-Q4_K_M.gguf --mmproj /x/mmproj-F16.gguf", True),
+    ("-m /x/Qwen3.5-27B-Q4_K_M.gguf --mmproj /x/mmproj-F16.gguf --no-mmproj-offload", False),
+])
+def test_llama_server_counts_the_vision_tower_only_where_it_loads_a_projector(flags, tower):
+    spec, fields = resolve(read_command(f"llama-server {flags} -c 8192 -np 1"))
+    assert fields.get("no_mmproj", False) is not tower
+    query = make_query(spec, **{k: v for k, v in fields.items() if k != "model"}, gpu="4090")
+    with_tower = make_query(spec, engine="llama.cpp", context=8192, weights="q4_k_m",
+                            gpu="4090")
+    got, full = answer(query)["weights_bytes"], answer(with_tower)["weights_bytes"]
+    # Qwen3.5-27B's vision tower in f16: 0.46B parameters
+    assert (full - got) == (0 if tower else 2 * spec.params.encoder)
+
+
+def test_the_vision_tower_is_llama_cpps_to_leave_out(capsys):
+    code, _, err = run(capsys, "qwen3.5-27b", "--engine", "vllm", "--no-mmproj")
+    assert code == 2
+    assert "no_mmproj is llama.cpp's" in err
+    code, out, _ = run(capsys, "qwen3.5-27b", "--engine", "llama.cpp", "--weights", "q4_k_m",
+                       "--gpu", "4090")
+    assert "--mmproj qwen3.5-27b-mmproj-F16.gguf" in out
+    code, out, _ = run(capsys, "qwen3.5-27b", "--engine", "llama.cpp", "--weights", "q4_k_m",
+                       "--no-mmproj", "--gpu", "4090")
+    assert "--mmproj" not in out
+    assert "vision tower" not in out

@@ -282,7 +282,7 @@ def rank_weights(req: EngineRequest, split: Split = stage_layers,
     if (f32_as and auto and req.spec.dtype == "float32"
             and req.spec.checkpoint_weights is None):
         fmt = f32_as
-    weights = weights_for(req.spec, fmt, mtp=req.cache.mtp)
+    weights = weights_for(req.spec, fmt, mtp=req.cache.mtp, include_encoder=req.cache.encoder)
     out = shares(req, weights, split, input_on_cpu)
     if req.weights_bytes is not None:
         out = [replace(sh, weights_bytes=req.weights_bytes) for sh in out]

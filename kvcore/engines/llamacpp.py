@@ -690,6 +690,10 @@ def plan(req: EngineRequest) -> EngineReport:
     tag = f"-{weights.format.upper()}" if weights.format in WEIGHTS else ""
     load = ck.load if ck is not None and ck.load else (
         f"-m {shlex.quote(f'{req.spec.name}{tag}.gguf')}")
+    if (req.spec.params.encoder and req.cache.encoder
+            and not weights.source.startswith("GGUF")):
+        # the vision tower the plan counts: the projector file beside the model's
+        load += f" --mmproj {shlex.quote(f'{req.spec.name}-mmproj-F16.gguf')}"
     cmd = [f"llama-server {load} -c {layout.n_ctx} -np {req.sequences}",
            f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}"]
     # with everything on the card -ngl 999; where it does not fit, -ngl left unset so that
