@@ -195,13 +195,10 @@ def _llama_model(r: _Reader, flag: str, value: str) -> None:
 
 
 def _llama_hf(r: _Reader, flag: str, value: str) -> None:
-    repo, _, tag = value.partition(":")
-    # llama.cpp's -hf without a tag takes the repository's Q4_K_M (else its first file)
-    r.seen["hf"] = f"{repo}:{tag or 'Q4_K_M'}"
+    # without a tag llama.cpp takes the repository's Q4_K_M, else its Q8_0, else its first
+    # file: kvplan reads the repository the same way
+    r.seen["hf"] = value.strip()
     r.launch.model_flag = f"{flag} {value}"
-    if not tag:
-        r.note(f"{flag} {value} names no quantization: llama.cpp takes the repository's "
-               "Q4_K_M")
 
 
 def _llama_kv(which: str) -> Callable[[_Reader, str, str], None]:
