@@ -504,6 +504,7 @@ _VLLM = (
     _Flag(("--speculative-config",), "value", _vllm_spec),
     _Flag(("--kv-cache-memory-bytes",), "value",
           _set("kv_budget", lambda f, v: human_int(f, v))),
+    _Flag(("--enable-expert-parallel", "-ep"), "none", _seen("ep", lambda f, v: True)),
 )
 
 
@@ -513,6 +514,15 @@ def _vllm_finish(r: _Reader) -> None:
         r.launch.model_flag = r.launch.model_flag or r.positional[0]
     if "model" in r.seen:
         r.launch.model = r.seen["model"]
+    if r.seen.get("ep"):
+        if r.set.get("dp", 1) > 1:
+            raise InputError("--enable-expert-parallel with --data-parallel-size shards the "
+                             "experts over every data-parallel rank, which kvplan does not plan "
+                             "(it plans each replica with its own experts): plan it without "
+                             "-dp, or as tensor parallel", field="command")
+        r.note("--enable-expert-parallel: the experts spread over the tensor-parallel ranks "
+               "whole instead of sliced, about the same bytes a rank; planned as tensor "
+               "parallel")
     _server_finish(r, "--max-model-len", "--max-num-seqs", "vLLM")
     if r.seen.get("auto_len"):
         r.note("--max-model-len auto: vLLM takes the longest context that fits, the plan's "
@@ -566,6 +576,9 @@ _SGLANG = (
     _Flag(("--speculative-num-draft-tokens",), "value",
           _set("speculative_tokens", lambda f, v: _int(f, v, 1))),
     _Flag(("--speculative-draft-model-path",), "value", _seen("draft")),
+    _Flag(("--enable-dp-attention",), "none",
+          _refuse("SGLang's data-parallel attention (each DP rank's requests and cache inside "
+                  "the TP group) is not planned: plan the command without it")),
 )
 
 
