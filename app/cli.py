@@ -204,6 +204,10 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--host-memory", default=None, metavar="SIZE",
                    help="host memory llama.cpp may fill with what it keeps there (64GiB)")
     g.add_argument("--mem-fraction-static", type=float, default=None, help="SGLang (auto)")
+    g.add_argument("--chunked-prefill-size", type=int, default=None,
+                   help="SGLang (by card size: 2048 under 20 GiB, 4096, 8192, 16384 from "
+                        "160 GiB)")
+    g.add_argument("--page-size", type=int, default=None, help="SGLang tokens a page (1)")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,
                    help="TensorRT-LLM (0.9)")
     g.add_argument("--tokens-per-block", type=int, default=None, help="TensorRT-LLM (32)")
@@ -280,6 +284,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         swa_full=args.swa_full, kv_unified=args.kv_unified or None,
         flash_attn=False if args.no_flash_attn else None,
         mem_fraction_static=args.mem_fraction_static,
+        chunked_prefill_size=args.chunked_prefill_size, page_size=args.page_size,
         free_gpu_memory_fraction=args.free_gpu_memory_fraction,
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,

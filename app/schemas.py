@@ -64,6 +64,8 @@ class PlanIn(BaseModel):
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1 << 24)
     block_size: int | None = Field(None, ge=1, le=1 << 16)
     mem_fraction_static: float | None = Field(None, gt=0, le=1)
+    chunked_prefill_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang")
+    page_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang tokens a page")
     free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
     # the rest of the CLI's knobs, under the CLI's names
     keep_first: int = Field(4, ge=0, le=1 << 20, description="tokens always kept at the start")

@@ -9,8 +9,10 @@ from fastapi.testclient import TestClient
 
 import kvcore
 import kvcore.catalog
+from app.api import to_query
 from app.cli import main
 from app.common import make_query
+from app.schemas import PlanIn
 from app.web import create_app
 from kvcore.command import cli_line, gguf_file_model, human_int, read_command, resolve
 from kvcore.engines import EngineSettings
@@ -169,11 +171,12 @@ def test_sglang_and_trtllm_flags():
                       "--tp 8 --context-length 65536 --max-running-requests 32 "
                       "--mem-fraction-static 0.85 --kv-cache-dtype fp8_e4m3 "
                       "--speculative-algorithm NEXTN --speculative-num-draft-tokens 4 "
-                      "--host 0.0.0.0")
+                      "--chunked-prefill-size 8192 --page-size 32 --host 0.0.0.0")
     assert (sg.engine, sg.model) == ("sglang", "deepseek-ai/DeepSeek-V3")
     assert sg.settings == {"tp": 8, "context": 65536, "sequences": 32,
                            "mem_fraction_static": 0.85, "kv": "fp8_e4m3",
-                           "speculative_tokens": 4, "mtp": True}
+                           "speculative_tokens": 4, "chunked_prefill_size": 8192,
+                           "page_size": 32, "mtp": True}
     trt = read_command("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --max_batch_size 8 "
                        "--max_seq_len 8192 --tp_size 1 --kv_cache_free_gpu_memory_fraction 0.8")
     assert trt.settings == {"sequences": 8, "context": 8192, "tp": 1,
@@ -237,6 +240,8 @@ ROUND_TRIPS = [
     ("llama-3.1-8b", "vllm", "32k", 8, {"kv": "fp8_e4m3"}, {"gpu_memory_utilization": 0.85}),
     ("qwen3-32b", "vllm", "16k", 4, {}, {"prefix_caching": False}),
     ("qwen3-32b", "sglang", "32k", 16, {"kv": "fp8_e5m2"}, {}),
+    ("qwen3-32b", "sglang", "16k", 8, {}, {"page_size": 64, "chunked_prefill_size": 4096,
+                                          "mem_fraction_static": 0.8}),
 ]
 
 
@@ -250,16 +255,9 @@ def test_the_command_a_plan_prints_reads_back_to_the_same_plan(model, engine, ct
     before = answer(query)
     printed = before["engine_report"]["command"]
     spec, fields = resolve(read_command(printed), model)
-    fields.pop("model")
-    again = answer(make_query(spec, gpu="4090" if engine == "llama.cpp" else "h100",
-                              settings=EngineSettings(
-                                  gpu_memory_utilization=fields.pop("gpu_memory_utilization",
-                                                                    None),
-                                  prefix_caching=not fields.pop("no_prefix_caching", False),
-                                  n_ubatch=fields.pop("ubatch", None),
-                                  kv_unified=fields.pop("kv_unified", None),
-                                  n_gpu_layers=fields.pop("ngl", None)),
-                              **fields))
+    # planned as the API plans the fields
+    fields["gpu"] = "4090" if engine == "llama.cpp" else "h100"
+    again = answer(to_query(PlanIn.model_validate(fields), spec))
     assert again["engine_report"]["command"] == printed
     for key in ("context", "sequences", "kv_bytes", "fits", "max_context", "max_sequences"):
         assert again[key] == before[key], key

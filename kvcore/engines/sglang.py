@@ -601,6 +601,8 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
     cmd += parallel_flags(req.parallel, "--tp", "--pp", "--dp")
     if s.chunked_prefill_size:
         cmd.append(f"--chunked-prefill-size {s.chunked_prefill_size}")
+    if s.page_size:
+        cmd.append(f"--page-size {s.page_size}")
     if s.mem_fraction_static:
         cmd.append(f"--mem-fraction-static {frac}")
     return cmd
