@@ -36,7 +36,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
 from .errors import InputError, shown
@@ -283,8 +283,8 @@ def _llama_draft(r: _Reader, flag: str, value: str) -> None:
 
 def _llama_mmproj(r: _Reader, flag: str, value: str) -> None:
     r.seen["mmproj"] = True
-    tag = _quant_tag(value)
-    if tag and tag.lower() not in ("f16", "bf16"):
+    tag = gguf_file_model(value)[1]
+    if tag and tag not in ("f16", "bf16"):
         r.note(f"{flag} {value}: the vision tower is counted in f16, not as this file's "
                f"{tag.upper()}")
 
@@ -352,8 +352,8 @@ def _llama_finish(r: _Reader) -> None:
     launch, seen = r.launch, r.seen
     hf = seen.get("hf")
     if hf and seen.get("hf_file"):
-        tag = _quant_tag(seen["hf_file"])
-        hf = f"{hf.partition(':')[0]}:{tag}" if tag else hf
+        tag = gguf_file_model(seen["hf_file"])[1]
+        hf = f"{hf.partition(':')[0]}:{tag.upper()}" if tag else hf
     if hf:
         launch.model = hf
     elif "model" in seen:
@@ -404,14 +404,6 @@ def _llama_finish(r: _Reader) -> None:
                    "which -c 0 forbids", "context")
         else:
             r.note("-c 0: the trained context over the slots", "context")
-
-
-def _quant_tag(name: str) -> str | None:
-    stem = PurePosixPath(name.replace("\\", "/")).name
-    stem = re.sub(r"\.gguf$", "", stem, flags=re.IGNORECASE)
-    stem = _SPLIT.sub("", stem)
-    found = _QUANT_TAG.findall(stem)
-    return found[-1] if found else None
 
 
 def gguf_file_model(path: str) -> tuple[str, str | None]:
@@ -530,6 +522,10 @@ def _vllm_finish(r: _Reader) -> None:
 
 
 def _server_finish(r: _Reader, ctx_flag: str, seqs_flag: str, engine: str) -> None:
+    if r.set.get("sequences", 1) > 1:
+        r.note(f"{seqs_flag} {r.set['sequences']}: planned as that many full-length sequences "
+               f"at once; {engine} starts where one fits and runs as many as its pool holds",
+               "sequences")
     if "context" not in r.set:
         r.launch.trained_share = 1
         r.note(f"no {ctx_flag}: the model's own maximum (max_position_embeddings)", "context")
@@ -739,8 +735,8 @@ def _hf_url(url: str) -> str | None:
                  r"(?:resolve|blob)/[^/]+/(.+\.gguf)$", url.strip(), re.IGNORECASE)
     if m is None:
         return None
-    tag = _quant_tag(m.group(2))
-    return f"{m.group(1)}:{tag}" if tag else None
+    tag = gguf_file_model(m.group(2))[1]
+    return f"{m.group(1)}:{tag.upper()}" if tag else None
 
 
 def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = False,
