@@ -79,6 +79,8 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         tokens_per_block=body.tokens_per_block,
         offload_bytes=parse_bytes(body.offload, field="offload") if body.offload else 0,
         n_gpu_layers=body.ngl, n_cpu_moe=CPU_MOE if body.cpu_moe else body.n_cpu_moe,
+        override_tensor=tuple(p.strip() for g in body.override_tensor or () for p in
+                              g.split(",") if p.strip()),
         host_bandwidth_bytes_per_s=(body.host_bandwidth * 1e9
                                     if body.host_bandwidth is not None else None),
         host_memory_bytes=(parse_bytes(body.host_memory, field="host_memory")

@@ -191,6 +191,10 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="llama.cpp -ts over --pp cards: each card's share of the layers (3,1)")
     g.add_argument("--n-cpu-moe", type=int, default=None,
                    help="llama.cpp: routed experts of the first N blocks in host memory")
+    g.add_argument("--override-tensor", "-ot", action="append", default=None,
+                   metavar="PATTERN=CPU",
+                   help="llama.cpp -ot: the routed experts of the blocks PATTERN matches "
+                        "(blk\\.(1[0-9])\\.ffn_.*_exps\\.=CPU) in host memory; again for more")
     g.add_argument("--cpu-moe", action="store_true",
                    help="llama.cpp: every block's routed experts in host memory")
     g.add_argument("--host-bandwidth", type=float, default=None, metavar="GB/S",
@@ -265,6 +269,11 @@ VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", 
                "images", "overhead", "host_memory")
 
 
+def _overrides(given: list[str] | None) -> tuple[str, ...]:
+    """-ot values, each split at its commas as llama.cpp splits them."""
+    return tuple(p.strip() for g in given or () for p in g.split(",") if p.strip())
+
+
 def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Query:
     for name in VALUE_FLAGS:
         value = getattr(args, name)
@@ -290,6 +299,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
         prefix_caching=not args.no_prefix_caching,
         n_gpu_layers=args.ngl, n_cpu_moe=CPU_MOE if args.cpu_moe else args.n_cpu_moe,
+        override_tensor=_overrides(args.override_tensor),
         host_bandwidth_bytes_per_s=(args.host_bandwidth * 1e9 if args.host_bandwidth is not None
                                     else None),
         host_memory_bytes=(parse_bytes(args.host_memory, field="host_memory")

@@ -85,6 +85,10 @@ class PlanIn(BaseModel):
     no_flash_attn: bool = Field(False, description="llama.cpp -fa off")
     ngl: int | None = Field(None, ge=0, le=1 << 16, description="llama.cpp -ngl: layers on the "
                             "card, the output layer counted first (default: all)")
+    override_tensor: list[str] | None = Field(
+        None, max_length=64, examples=[["blk\\.(1[0-9])\\.ffn_.*_exps\\.=CPU"]],
+        description="llama.cpp -ot PATTERN=CPU: the routed experts of the blocks each pattern "
+        "matches in host memory")
     n_cpu_moe: int | None = Field(None, ge=0, le=1 << 16, description="llama.cpp --n-cpu-moe: "
                                   "routed experts of the first N blocks in host memory")
     cpu_moe: bool = Field(False, description="llama.cpp --cpu-moe: every block's routed "

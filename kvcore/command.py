@@ -262,19 +262,10 @@ def _llama_dev(r: _Reader, flag: str, value: str) -> None:
 
 
 def _llama_ot(r: _Reader, flag: str, value: str) -> None:
-    patterns = [p for p in value.split(",") if p.strip()]
-    # the one override kvplan plans is every block's routed experts in host memory: that is
-    # --cpu-moe (-ot "exps=CPU" and its spellings)
-    if patterns and all(re.fullmatch(r"[^=]*exps[^=]*=CPU", p.strip()) and not
-                        re.search(r"blk|\d", p.split("=")[0]) for p in patterns):
-        r.set["cpu_moe"] = True
-        r.note(f"{flag} {value} keeps every block's routed experts in host memory: read as "
-               "--cpu-moe")
-        return
-    raise InputError(f"{flag} {shown(value)}: kvplan plans no tensor overrides but every "
-                     "block's routed experts in host memory (-ot exps=CPU, --cpu-moe) and the "
-                     "first N blocks' (--n-cpu-moe N); rewrite the command with those",
-                     field="command")
+    # each PATTERN=BUFFER, at the commas as llama.cpp splits them; the plan checks them
+    # against the model's tensors
+    r.set.setdefault("override_tensor", []).extend(
+        p.strip() for p in value.split(",") if p.strip())
 
 
 def _llama_draft(r: _Reader, flag: str, value: str) -> None:
@@ -842,6 +833,9 @@ def cli_line(fields: dict[str, Any]) -> str:
         value = fields[k]
         if value is True:
             words.append(flag)
+        elif isinstance(value, list):
+            for item in value:
+                words += [flag, shlex.quote(str(item))]
         elif value is not False and value is not None:
             words += [flag, shlex.quote(f"{value:g}" if isinstance(value, float) else str(value))]
     return " ".join(words)

@@ -82,7 +82,8 @@ def test_llama_server_without_c_takes_the_trained_context_over_its_slots():
     ("--swa-full", {"swa_full": True}), ("-cmoe", {"cpu_moe": True}),
     ("--n-cpu-moe 12", {"n_cpu_moe": 12}), ("-ts 3,1", {"tensor_split": "3,1", "gpus": 2}),
     ("-dev CUDA0,CUDA1,CUDA2 -ts 2,1,1", {"tensor_split": "2,1,1", "gpus": 3}),
-    ("-ot .ffn_.*_exps.=CPU", {"cpu_moe": True}), ("-ot exps=CPU", {"cpu_moe": True}),
+    ("-ot .ffn_.*_exps.=CPU", {"override_tensor": [".ffn_.*_exps.=CPU"]}),
+    ("-ot a=CPU,b=CPU -ot c=CPU", {"override_tensor": ["a=CPU", "b=CPU", "c=CPU"]}),
     ("-dev CUDA0,CUDA1", {"gpus": 2}), ("-sm none", {"gpus": 1}),
 ])
 def test_llama_server_placement_flags(flags, settings):
@@ -91,7 +92,6 @@ def test_llama_server_placement_flags(flags, settings):
 
 
 @pytest.mark.parametrize(("command", "needle"), [
-    ("llama-server -m x.gguf -ot blk.1[0-9].ffn_.*_exps.=CPU", "plans no tensor overrides"),
     ("llama-server -m x.gguf -sm row", "splits each matrix's rows"),
     ("llama-server -m x.gguf -ctk q3_k", "one of llama.cpp's cache types"),
     ("llama-server -m x.gguf -c 32k", "-c takes a whole number"),
@@ -458,3 +458,23 @@ def test_the_vision_tower_is_llama_cpps_to_leave_out(capsys):
                        "--no-mmproj", "--gpu", "4090")
     assert "--mmproj" not in out
     assert "vision tower" not in out
+
+
+def test_api_plans_tensor_overrides_and_names_a_bad_one():
+    c = TestClient(create_app())
+    body = {"model": "qwen3-30b-a3b", "engine": "llama.cpp", "weights": "q4_k_m", "gpu": "4090",
+            "override_tensor": [r"blk\.(1[0-9]|2[0-9])\.ffn_.*_exps\.=CPU"]}
+    r = c.post("/api/v1/plan", json=body)
+    assert r.status_code == 200
+    assert r.json()["engine_report"]["extra"]["placement"]["host_holds"] == \
+        "the routed experts of blocks 10–29"
+    r = c.post("/api/v1/plan", json={**body, "override_tensor": [".ffn_.*=CPU"]})
+    assert r.status_code == 422
+    assert r.json()["field"] == "override_tensor"
+    # a launch command's -ot reaches the plan the same way
+    r = c.post("/api/v1/command", json={"command": "llama-server -m /x/Qwen3-30B-A3B-Q4_K_M.gguf "
+                                        "-np 1 -c 8192 -ot 'blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps"
+                                        "\\.=CPU'", "gpu": "4090"})
+    assert r.status_code == 200
+    assert r.json()["engine_report"]["extra"]["placement"]["host_holds"] == \
+        "the routed experts of blocks 10–29"

@@ -5,11 +5,13 @@ memory."""
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import replace
 
 import pytest
 from ggufmake import dense_model, nbytes, write_gguf
 
+import kvcore
 from app.common import make_query
 from kvcore import CacheOptions, InputError, find_gpu, load_model
 from kvcore.engines import CPU_MOE, EngineRequest, EngineSettings, engine_plan
@@ -682,3 +684,74 @@ def test_weights_in_host_memory_are_pinned():
     assert fitted.command.endswith("--no-mmap") and "--no-mmap" not in whole.command
     assert any(n.startswith("--no-mmap keeps the host-held weights in pinned memory")
                for n in placed.notes)
+
+
+# --- -ot PATTERN=CPU: the routed experts of the blocks a pattern matches ---------------------
+
+def _ot_plan(**settings):
+    from app.common import make_query
+    from kvcore.engines import EngineSettings
+    from kvcore.query import answer
+
+    return answer(make_query(kvcore.load_model("qwen3-30b-a3b"), engine="llama.cpp",
+                             weights="q4_k_m", gpu="4090", context="32k",
+                             settings=EngineSettings(**settings)))
+
+
+@pytest.mark.parametrize(("pattern", "n_cpu_moe"), [
+    (r"blk\.([0-9]|1[01])\.ffn_.*_exps\.=CPU", 12),
+    (r"blk\.\d\.ffn_(up|down|gate)_exps=CPU", 10),
+    ("exps=CPU", 1 << 16),
+])
+def test_an_override_of_the_first_blocks_experts_is_n_cpu_moe(pattern, n_cpu_moe):
+    """-ot over blocks 0–N−1's routed experts places exactly what --n-cpu-moe N places (and
+    exps=CPU what --cpu-moe does): the same bytes on the card and in host memory, the same
+    max context and decode rate."""
+    ot, moe = _ot_plan(override_tensor=(pattern,)), _ot_plan(n_cpu_moe=n_cpu_moe)
+    a, b = ot["engine_report"]["extra"]["placement"], moe["engine_report"]["extra"]["placement"]
+    for key in ("card_weights_bytes", "host_weights_bytes", "blocks_on_card", "host_holds"):
+        assert a[key] == b[key], key
+    assert ot["max_context"] == moe["max_context"]
+    assert ot["decode"]["tokens_per_s_per_sequence"] == moe["decode"]["tokens_per_s_per_sequence"]
+    assert f"-ot {shlex.quote(pattern)}" in ot["engine_report"]["command"]
+
+
+def test_an_override_of_blocks_anywhere_moves_those_blocks_experts():
+    middle = _ot_plan(override_tensor=(r"blk\.(1[0-9]|2[0-9])\.ffn_.*_exps\.=CPU",))
+    placed = middle["engine_report"]["extra"]["placement"]
+    assert placed["host_holds"] == "the routed experts of blocks 10–29"
+
+    def host(n):
+        return _ot_plan(n_cpu_moe=n)["engine_report"]["extra"]["placement"]["host_weights_bytes"]
+
+    # two patterns, and --n-cpu-moe beside them, add up
+    both = _ot_plan(override_tensor=(r"blk\.1[0-9]\.ffn_.*_exps=CPU",
+                                     r"blk\.2[0-9]\.ffn_.*_exps=CPU"), n_cpu_moe=2)
+    held = both["engine_report"]["extra"]["placement"]
+    assert held["host_holds"] == "the routed experts of blocks 0–1, 10–29"
+    # blocks 10–29's experts two ways: those of 0–29 less those of 0–9, and the two
+    # patterns' plan less blocks 0–1's (Q4_K_M gives some blocks' down projections a type
+    # up, so blocks are not alike); beside them host memory holds the input embedding only
+    tail = host(30) - host(10)
+    assert held["host_weights_bytes"] - host(2) == tail
+    # the middle blocks' plan holds them and the input embedding, which is less than the
+    # embedding and blocks 0–1's experts
+    embedding = placed["host_weights_bytes"] - tail
+    assert 0 < embedding < host(2)
+
+
+@pytest.mark.parametrize(("pattern", "needle"), [
+    (r"blk\.1\.ffn_up_exps=CPU", "moves block 1's up experts and not its others"),
+    (".ffn_.*=CPU", "moves blk.0.ffn_norm.weight (and"),
+    ("token_embd=CPU", "moves token_embd.weight"),
+    ("exps=CUDA1", "not to another device (CUDA1)"),
+    ("(=CPU", "is not a regular expression"),
+    ("nothing=CPU", "matches no routed-expert tensor of this model's 48 blocks"),
+    ("exps", "must be PATTERN=BUFFER"),
+])
+def test_overrides_kvplan_does_not_plan_are_refused(pattern, needle):
+    with pytest.raises(kvcore.InputError) as exc:
+        _ot_plan(override_tensor=(pattern,))
+    assert needle in str(exc.value)
+    assert exc.value.field == "override_tensor"
+    assert f"'{pattern}'" in str(exc.value) or "override_tensor keeps" in str(exc.value)

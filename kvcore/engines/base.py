@@ -97,6 +97,8 @@ class EngineSettings:
     n_gpu_layers: int | None = None
     #: --n-cpu-moe: blocks (from the first) whose routed experts stay in host memory
     n_cpu_moe: int | None = None
+    #: -ot PATTERN=CPU: the routed experts of the blocks the patterns match in host memory
+    override_tensor: tuple[str, ...] = ()
     #: host memory's read bandwidth, for the part of a decode step the CPU computes
     host_bandwidth_bytes_per_s: float | None = None
     #: host memory llama.cpp may fill with the weights and caches it keeps there

@@ -564,8 +564,10 @@ def plan(req: EngineRequest) -> EngineReport:
                   weights.bytes - weights.embedding_bytes - weights.per_layer_embedding_bytes
                   + weights.head_bytes)
     output_bytes = max(0, card_total - sum(b.total for b in blocks))
+    from ..hf import _UNGATED_MLP
     place = requested(n_blocks, s.n_gpu_layers, s.n_cpu_moe, bool(weights.expert_bytes), nd,
-                      s.tensor_split)
+                      s.tensor_split, s.override_tensor,
+                      gated=req.spec.model_type not in _UNGATED_MLP)
     # a command that sets -ngl or a tensor override turns --fit's layer search off
     asked = place.flags if place is not None else ()
     if place is not None and any(g.vendor == "apple" for g in req.gpus):

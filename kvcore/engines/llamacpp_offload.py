@@ -29,6 +29,7 @@ The rules, from llama.cpp's source (``src/llama-model.cpp · load_tensors``,
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -365,14 +366,81 @@ def _ranges(items: list[int]) -> str:
     return ("blocks " if len(items) > 1 else "block ") + text
 
 
+#: the tensors of a block that are not routed experts, as GGUF names them: what an -ot pattern
+#: must leave alone (attention, norms, the router, dense and shared-expert FFN, SSM)
+_NOT_EXPERTS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output",
+                "attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_kv_b", "attn_q_norm",
+                "attn_k_norm", "ffn_norm", "ffn_gate_inp", "exp_probs_b", "ffn_gate", "ffn_up",
+                "ffn_down", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ssm_in",
+                "ssm_out", "ssm_conv1d")
+_GLOBAL = ("token_embd.weight", "output.weight", "output_norm.weight")
+
+
+def _q(pattern: str) -> str:
+    """A pattern as typed (its backslashes kept), quoted and cut to a line's length."""
+    return "'" + (pattern if len(pattern) <= 120 else pattern[:117] + "...") + "'"
+
+
+def override_blocks(patterns: tuple[str, ...], n_layers: int, gated: bool) -> frozenset[int]:
+    """The blocks whose routed experts llama.cpp's -ot overrides (``PATTERN=CPU``, each
+    PATTERN searched in every tensor name as llama.cpp searches it) keep in host memory.
+    Only whole blocks' routed experts are planned: a pattern that matches any other tensor,
+    or some of a block's expert projections and not the rest, is refused in one line."""
+    families = ("gate", "up", "down") if gated else ("up", "down")
+    blocks: set[int] = set()
+    for given in patterns:
+        pattern, eq, target = given.rpartition("=")
+        if not eq or not pattern:
+            raise InputError(f"override_tensor {_q(given)} must be PATTERN=BUFFER, as llama.cpp's "
+                             "-ot takes it (blk\\.(1[0-9])\\.ffn_.*_exps\\.=CPU)",
+                             field="override_tensor")
+        if target != "CPU":
+            raise InputError(f"override_tensor {_q(given)}: kvplan plans tensors moved to host "
+                             f"memory (=CPU), not to another device ({target})",
+                             field="override_tensor")
+        try:
+            rx = re.compile(pattern)
+        except re.error as exc:
+            raise InputError(f"override_tensor {_q(given)} is not a regular expression: {exc}",
+                             field="override_tensor") from None
+        other = [n for n in _GLOBAL if rx.search(n)] + [
+            f"blk.{i}.{t}.weight" for i in range(n_layers) for t in _NOT_EXPERTS
+            if rx.search(f"blk.{i}.{t}.weight")]
+        if other:
+            raise InputError(f"override_tensor {_q(given)} moves {other[0]} (and "
+                             f"{len(other) - 1:,} other tensors) that are not routed experts; "
+                             "kvplan plans only whole blocks' routed experts in host memory",
+                             field="override_tensor")
+        for i in range(n_layers):
+            hit = [f for f in families if rx.search(f"blk.{i}.ffn_{f}_exps.weight")
+                   or rx.search(f"blk.{i}.ffn_gate_up_exps.weight") and f != "down"]
+            if hit and len(hit) < len(families):
+                raise InputError(f"override_tensor {_q(given)} moves block {i}'s "
+                                 f"{', '.join(hit)} experts and not its others; kvplan plans "
+                                 "only whole blocks' routed experts in host memory",
+                                 field="override_tensor")
+            if hit:
+                blocks.add(i)
+        if not any(rx.search(f"blk.{i}.ffn_{f}_exps.weight") for i in range(n_layers)
+                   for f in families):
+            raise InputError(f"override_tensor {_q(given)} matches no routed-expert tensor of "
+                             f"this model's {n_layers} blocks (blk.N.ffn_up_exps.weight …)",
+                             field="override_tensor")
+    return frozenset(blocks)
+
+
 def requested(n_layers: int, ngl: int | None, n_cpu_moe: int | None,
               has_experts: bool, devices: int = 1,
-              shares: tuple[float, ...] | None = None) -> Placement | None:
-    """The placement a command's -ngl / --n-cpu-moe / -ts ask for (None: none given), over
-    ``devices`` cards (-ts ``shares``, or an even split). ``n_cpu_moe`` past the block count
-    is --cpu-moe."""
-    if ngl is None and n_cpu_moe is None and shares is None:
+              shares: tuple[float, ...] | None = None, overrides: tuple[str, ...] = (),
+              gated: bool = True) -> Placement | None:
+    """The placement a command's -ngl / --n-cpu-moe / -ot / -ts ask for (None: none given),
+    over ``devices`` cards (-ts ``shares``, or an even split). ``n_cpu_moe`` past the block
+    count is --cpu-moe; ``overrides`` are -ot's PATTERN=CPU (override_blocks)."""
+    if ngl is None and n_cpu_moe is None and shares is None and not overrides:
         return None
+    if overrides and not has_experts:
+        raise InputError("override_tensor keeps routed experts in host memory; this model has "
+                         "none (use ngl)", field="override_tensor")
     if ngl is not None and ngl < 0:
         raise InputError(f"ngl must be 0 or more layers, got {ngl}", field="ngl")
     if n_cpu_moe is not None:
@@ -391,11 +459,13 @@ def requested(n_layers: int, ngl: int | None, n_cpu_moe: int | None,
                          "cards or more", field="tensor_split")
     layers = n_layers + 1 if ngl is None else min(ngl, n_layers + 1)
     cpu = frozenset(range(min(n_cpu_moe or 0, n_layers)))
+    cpu |= override_blocks(overrides, n_layers, gated)
     flags = []
     if ngl is not None:
         flags.append(f"-ngl {ngl}")
     if n_cpu_moe:
         flags.append("--cpu-moe" if n_cpu_moe >= n_layers else f"--n-cpu-moe {n_cpu_moe}")
+    flags += [f"-ot {shlex.quote(o)}" for o in overrides]
     if shares is not None and devices > 1:
         flags.append(f"-ts {','.join(f'{x:g}' for x in shares)}")
     split = ts_split(layers, shares if shares is not None else (1.0,) * devices)
