@@ -748,6 +748,8 @@ def test_an_override_of_blocks_anywhere_moves_those_blocks_experts():
     ("(=CPU", "is not a regular expression"),
     ("nothing=CPU", "matches no routed-expert tensor of this model's 48 blocks"),
     ("exps", "must be PATTERN=BUFFER"),
+    ("(a+)+x=CPU", "no repeated group that repeats inside"),
+    (".*" * 5 + "x=CPU", "4 unbounded repeats"),
 ])
 def test_overrides_kvplan_does_not_plan_are_refused(pattern, needle):
     with pytest.raises(kvcore.InputError) as exc:

@@ -376,6 +376,13 @@ _NOT_EXPERTS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_out
 _GLOBAL = ("token_embd.weight", "output.weight", "output_norm.weight")
 
 
+#: the longest -ot pattern searched, and nested repetition, which it may not hold
+MAX_PATTERN = 300
+MAX_REPEATS = 4
+_UNBOUNDED = re.compile(r"(?<!\\)(?:[*+]|,\})")
+_NESTED = re.compile(r"\((?:[^()\\]|\\.)*[*+}](?:[^()\\]|\\.)*\)\s*[*+{?]")
+
+
 def _q(pattern: str) -> str:
     """A pattern as typed (its backslashes kept), quoted and cut to a line's length."""
     return "'" + (pattern if len(pattern) <= 120 else pattern[:117] + "...") + "'"
@@ -398,6 +405,14 @@ def override_blocks(patterns: tuple[str, ...], n_layers: int, gated: bool) -> fr
             raise InputError(f"override_tensor {_q(given)}: kvplan plans tensors moved to host "
                              f"memory (=CPU), not to another device ({target})",
                              field="override_tensor")
+        repeats = len(_UNBOUNDED.findall(pattern))
+        if len(pattern) > MAX_PATTERN or _NESTED.search(pattern) or repeats > MAX_REPEATS:
+            # a repeated group that repeats inside, or many unbounded repeats, can take
+            # exponential or high-power time to search: no tensor pattern needs them
+            raise InputError(f"override_tensor {_q(given)}: a pattern of at most "
+                             f"{MAX_PATTERN} characters, {MAX_REPEATS} unbounded repeats (*, +) "
+                             "and no repeated group that repeats inside ((a+)+), as tensor "
+                             "patterns are", field="override_tensor")
         try:
             rx = re.compile(pattern)
         except re.error as exc:
