@@ -20,7 +20,7 @@ from kvcore.engines.base import check_tensor_split
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
-from kvcore.query import answer, find_format, find_gpu_for, find_model, find_weights
+from kvcore.query import answer, find_format, find_gpu_for, find_model, find_weights, to_fit
 
 from .common import (
     check_find_format,
@@ -134,10 +134,19 @@ def run_plan(body: PlanIn) -> dict[str, Any]:
     """Same request, same JSON as ``kvplan --json`` (with ``verified`` when this exact plan
     was measured)."""
     query = to_query(body)
+    return _answered(query)
+
+
+def _answered(query: PlanQuery) -> dict[str, Any]:
+    """The plan's JSON as ``kvplan --json`` prints it: with ``verified`` where this exact plan
+    was measured, and ``to_fit`` where it does not fit."""
     data = answer(query)
     found = verified(query, get_settings().db_path)
     if found:
         data["verified"] = found
+    fix = to_fit(query, data)
+    if fix:
+        data["to_fit"] = fix
     return data
 
 
@@ -196,10 +205,7 @@ def api_router() -> APIRouter:
         it, with ``command``: the engine, the kvplan command line it reads as, notes on
         what was assumed, and the flags left unread."""
         query, launch, fields = command_query(body)
-        data = answer(query)
-        found = verified(query, get_settings().db_path)
-        if found:
-            data["verified"] = found
+        data = _answered(query)
         data["command"] = {"engine": launch.engine, "read_as": cli_line(fields),
                            "notes": launch.notes, "unread": launch.unread}
         return data

@@ -44,6 +44,7 @@ from kvcore.query import (
     find_model,
     find_weights,
     host_runnable,
+    to_fit,
 )
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
@@ -58,6 +59,7 @@ from .common import (
     model_line,
     prefill_text,
     rate_text,
+    to_fit_text,
     verified,
 )
 
@@ -620,6 +622,8 @@ def render_plan(data: dict[str, Any]) -> str:
                f"{tokens} {data['max_sequences']:,}")
     if not data["fits"]:
         out.append(f"binding: {data['binding']} ({data['binding_reason']})")
+    if data.get("to_fit"):
+        out.append(f"to fit: {to_fit_text(data['to_fit'])}")
     out += notes
     d = data["decode"]
     if "engine_report" in data:
@@ -940,6 +944,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = verified(query)
         if found:
             data["verified"] = found
+        fix = to_fit(query, data)
+        if fix:
+            data["to_fit"] = fix
         if launch is not None:
             data["command"] = {"engine": launch.engine, "read_as": read_as,
                                "notes": launch.notes, "unread": launch.unread}

@@ -454,3 +454,12 @@ def model_line(data: dict[str, Any]) -> str:
             + (f"; {shared:,} more reading an earlier layer's cache" if shared else "")
             + (f"; {own_less:,} more with no cache, MLP or MoE only" if own_less else "")
             + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")
+
+
+def to_fit_text(fix: dict[str, Any]) -> str:
+    """The "to fit" line of a plan that does not fit (kvcore.query.to_fit)."""
+    what = f"--kv {fix['kv']}" if "kv" in fix else f"--weights {fix['weights']}"
+    rate = fix.get("tokens_per_s_per_sequence")
+    speed = f", ≈ {rate:,.1f} tokens/s per sequence" if rate else ""
+    quality = f"; {fix['quality']}" if fix.get("quality") else ""
+    return f"{what} fits (max context {fix['max_context']:,}{speed}{quality})"

@@ -9,11 +9,11 @@ from kvcore import FORMATS, InputError, KvplanError, cache_size
 from kvcore.engines import UnsupportedFormat, engine_plan, supported_formats
 from kvcore.parallel import rank_spec
 from kvcore.plan import PlanRequest, plan, raw_overhead
-from kvcore.query import Query, answer, quality_here
+from kvcore.query import Query, answer, quality_here, to_fit
 from kvcore.units import format_bytes, format_quantity
 
 from .charts import memory_chart
-from .common import decode_text, model_line, prefill_text
+from .common import decode_text, model_line, prefill_text, to_fit_text
 
 __all__ = ["plan_view"]
 
@@ -144,6 +144,8 @@ def plan_view(q: Query) -> dict[str, Any]:
                        f"({data['overhead']['detail']}).")
     view["binding"] = (f"Binding: {data['binding']} ({data['binding_reason']})."
                        if data["fits"] is False and data.get("binding") else None)
+    fix = to_fit(q, data)
+    view["to_fit"] = f"To fit: {to_fit_text(fix)}." if fix else None
     if data.get("engine_report"):
         from .cli import render_engine
 

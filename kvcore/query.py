@@ -35,7 +35,8 @@ from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
 from .report import engine_to_dict, plan_to_dict, prefill_to_dict
 from .weights import WEIGHT_FORMATS, WeightFormat, Weights
 
-__all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model", "find_weights"]
+__all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model", "find_weights",
+           "to_fit"]
 
 #: card counts tried by find_gpu
 GPU_COUNTS = (1, 2, 4, 8)
@@ -492,6 +493,35 @@ def find_format(q: Query) -> list[dict[str, Any]]:
     if not rows and refused is not None:
         raise refused
     return rows
+
+
+def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
+    """What makes a plan that does not fit its card fit, changing one choice: the
+    highest-precision KV format (K = V, find_format's first that fits this context and these
+    sequences), else, where no format's cache fits beside the weights, the largest weight
+    format that fits with the plan's cache (find_weights). None where the plan fits, has no
+    card, or no such change fits."""
+    if data.get("fits") is not False or not q.gpus:
+        return None
+    try:
+        fit = next((r for r in find_format(q) if r["fits"]), None)
+    except InputError:
+        fit = None
+    if fit is not None:
+        return {"kv": fit["format"], "max_context": fit["max_context"],
+                "tokens_per_s_per_sequence": fit["tokens_per_s_per_sequence"],
+                "quality": fit["quality"]}
+    if q.kv_budget_bytes is not None:
+        return None
+    try:
+        weights = next((r for r in find_weights(q) if r["fits"]), None)
+    except InputError:
+        weights = None
+    if weights is None:
+        return None
+    return {"weights": weights["weights"], "max_context": weights["max_context"],
+            "tokens_per_s_per_sequence": weights["tokens_per_s_per_sequence"],
+            "quality": weights["quality"]}
 
 
 def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, str]:

@@ -1,0 +1,69 @@
+"""A plan that does not fit says what one change makes it fit: the highest-precision KV
+format that does, else the largest weight format."""
+
+import json
+from dataclasses import replace
+
+from fastapi.testclient import TestClient
+
+import kvcore
+from app.cli import main
+from app.common import make_query
+from app.web import create_app
+from kvcore.query import answer, find_format, to_fit
+
+
+def _query(model, **kw):
+    return make_query(kvcore.load_model(model), **kw)
+
+
+def test_the_kv_format_to_fit_is_the_most_precise_that_fits():
+    q = _query("qwen3-30b-a3b", engine="llama.cpp", weights="q4_k_m", gpu="4090",
+               context="96k")
+    data = answer(q)
+    assert data["fits"] is False and data["binding"] == "kv"
+    fix = to_fit(q, data)
+    rows = find_format(q)
+    chosen = [r["format"] for r in rows].index(fix["kv"])
+    assert all(not r["fits"] for r in rows[:chosen])
+    fmt = kvcore.get_format(fix["kv"])
+    again = answer(replace(q, cache=replace(q.cache, kv_k=fmt, kv_v=fmt)))
+    assert again["fits"] is True
+    assert fix["max_context"] == again["max_context"]
+
+
+def test_where_no_cache_fits_beside_the_weights_the_weights_to_fit():
+    q = _query("llama-3.1-70b", engine="llama.cpp", gpu="4090", context="8k")
+    data = answer(q)
+    assert data["binding"] == "weights"
+    fix = to_fit(q, data)
+    assert "kv" not in fix
+    again = answer(replace(q, weights=fix["weights"]))
+    assert again["fits"] is True
+    # the largest that fits: the next larger llama-quantize type does not
+    bigger = answer(replace(q, weights="iq2_m"))
+    assert bigger["weights_bytes"] > again["weights_bytes"] and bigger["fits"] is False
+
+
+def test_a_plan_that_fits_or_has_no_card_gets_no_change(capsys):
+    q = _query("qwen3-8b", gpu="4090", context="8k")
+    assert to_fit(q, answer(q)) is None
+    q = _query("qwen3-8b", context="1M")
+    assert to_fit(q, answer(q)) is None
+    main(["qwen3-8b", "--gpu", "4090", "--json"])
+    assert "to_fit" not in json.loads(capsys.readouterr().out)
+
+
+def test_cli_api_and_page_say_it(capsys):
+    args = ["qwen3-30b-a3b", "--engine", "llama.cpp", "--weights", "q4_k_m", "--gpu", "4090",
+            "--ctx", "96k"]
+    main(args)
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("to fit: "))
+    assert line.startswith("to fit: --kv q8_0 fits (max context 114,176")
+    c = TestClient(create_app())
+    body = {"model": "qwen3-30b-a3b", "engine": "llama.cpp", "weights": "q4_k_m",
+            "gpu": "4090", "context": "96k"}
+    assert c.post("/api/v1/plan", json=body).json()["to_fit"]["kv"] == "q8_0"
+    page = c.get("/", params=body).text
+    assert 'id="to-fit">To fit: --kv q8_0 fits (max context 114,176' in page
