@@ -654,8 +654,19 @@ def read_command(text: str) -> Launch:
                          f"{len(text):,}", field="command")
     # shell line continuations, then the words as the shell splits them
     joined = re.sub(r"\\\r?\n", " ", text)
+    # a Windows command line (C:\models\x.gguf, a ^ or ` continuation): its backslashes
+    # are path separators, not escapes
+    windows = bool(re.search(r"(?:^|[\s\"'=])[A-Za-z]:\\", joined))
+    if windows:
+        joined = re.sub(r"[\^`]\r?\n", " ", joined)
     try:
-        tokens = shlex.split(joined, comments=True)
+        if windows:
+            lexer = shlex.shlex(joined, posix=False, punctuation_chars=False)
+            lexer.whitespace_split = True
+            tokens = [t[1:-1] if len(t) > 1 and t[0] == t[-1] and t[0] in "\"'" else t
+                      for t in lexer]
+        else:
+            tokens = shlex.split(joined, comments=True)
     except ValueError as exc:
         raise InputError(f"command could not be split into words: {exc}",
                          field="command") from None

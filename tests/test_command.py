@@ -478,3 +478,12 @@ def test_api_plans_tensor_overrides_and_names_a_bad_one():
     assert r.status_code == 200
     assert r.json()["engine_report"]["extra"]["placement"]["host_holds"] == \
         "the routed experts of blocks 10–29"
+
+
+def test_a_windows_command_line_keeps_its_backslashes():
+    launch = read_command('llama-server.exe -m "C:\\My Models\\Qwen3-8B-Q4_K_M.gguf" -c 8192 ^\n'
+                          " -np 2 -ctk q8_0")
+    assert launch.model == "C:\\My Models\\Qwen3-8B-Q4_K_M.gguf"
+    assert launch.settings == {"kv_k": "q8_0", "sequences": 2, "context": 4096}
+    spec, fields = resolve(launch)
+    assert (fields["model"], fields["weights"]) == ("Qwen3-8B", "q4_k_m")
