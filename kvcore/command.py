@@ -414,16 +414,19 @@ def gguf_file_model(path: str) -> tuple[str, str | None]:
 
 # --- vLLM ---------------------------------------------------------------------------------
 
-def _vllm_kv(r: _Reader, flag: str, value: str) -> None:
-    name = value.strip().lower()
-    if name not in VLLM_KV:
-        raise InputError(f"{flag} takes one of {', '.join(VLLM_KV)} (kvplan's vLLM formats), "
-                         f"got {shown(value)}", field="command")
-    fmt = VLLM_KV[name]
-    if fmt is None:
-        r.set.pop("kv", None)
-    else:
-        r.set["kv"] = fmt
+def _server_kv(engine: str, table: dict[str, str | None]) -> Callable[[_Reader, str, str], None]:
+    """--kv-cache-dtype of vLLM or SGLang: kvplan's format, or the model's own dtype (auto)."""
+    def read(r: _Reader, flag: str, value: str) -> None:
+        name = value.strip().lower()
+        if name not in table:
+            raise InputError(f"{flag} takes one of {', '.join(table)} (kvplan's {engine} "
+                             f"formats), got {shown(value)}", field="command")
+        fmt = table[name]
+        if fmt is None:
+            r.set.pop("kv", None)
+        else:
+            r.set["kv"] = fmt
+    return read
 
 
 def _vllm_quant(r: _Reader, flag: str, value: str) -> None:
@@ -473,7 +476,7 @@ _VLLM = (
     _Flag(("--model",), "value", _vllm_model),
     _Flag(("--max-model-len",), "value", _vllm_max_len),
     _Flag(("--max-num-seqs",), "value", _set("sequences", human_int)),
-    _Flag(("--kv-cache-dtype",), "value", _vllm_kv),
+    _Flag(("--kv-cache-dtype",), "value", _server_kv("vLLM", VLLM_KV)),
     _Flag(("--tensor-parallel-size", "-tp"), "value", _set("tp", lambda f, v: _int(f, v, 1))),
     _Flag(("--pipeline-parallel-size", "-pp"), "value", _set("pp", lambda f, v: _int(f, v, 1))),
     _Flag(("--data-parallel-size", "-dp"), "value", _set("dp", lambda f, v: _int(f, v, 1))),
@@ -529,18 +532,6 @@ def _server_finish(r: _Reader, ctx_flag: str, seqs_flag: str, engine: str) -> No
 
 # --- SGLang -------------------------------------------------------------------------------
 
-def _sglang_kv(r: _Reader, flag: str, value: str) -> None:
-    name = value.strip().lower()
-    if name not in SGLANG_KV:
-        raise InputError(f"{flag} takes one of {', '.join(SGLANG_KV)} (kvplan's SGLang "
-                         f"formats), got {shown(value)}", field="command")
-    fmt = SGLANG_KV[name]
-    if fmt is None:
-        r.set.pop("kv", None)
-    else:
-        r.set["kv"] = fmt
-
-
 def _sglang_spec(r: _Reader, flag: str, value: str) -> None:
     r.seen["spec_algo"] = value.strip().upper()
 
@@ -549,7 +540,7 @@ _SGLANG = (
     _Flag(("--model-path", "--model"), "value", _vllm_model),
     _Flag(("--context-length",), "value", _set("context", lambda f, v: _int(f, v, 1))),
     _Flag(("--max-running-requests",), "value", _set("sequences", lambda f, v: _int(f, v, 1))),
-    _Flag(("--kv-cache-dtype",), "value", _sglang_kv),
+    _Flag(("--kv-cache-dtype",), "value", _server_kv("SGLang", SGLANG_KV)),
     _Flag(("--tp-size", "--tp", "--tensor-parallel-size"), "value",
           _set("tp", lambda f, v: _int(f, v, 1))),
     _Flag(("--pp-size", "--pp", "--pipeline-parallel-size"), "value",
