@@ -17,6 +17,7 @@ from kvcore import CacheOptions, load_model, parse_bytes
 from kvcore.command import Launch, cli_line, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.base import check_tensor_split
+from kvcore.engines.llamacpp_offload import split_overrides
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
@@ -79,8 +80,7 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         tokens_per_block=body.tokens_per_block,
         offload_bytes=parse_bytes(body.offload, field="offload") if body.offload else 0,
         n_gpu_layers=body.ngl, n_cpu_moe=CPU_MOE if body.cpu_moe else body.n_cpu_moe,
-        override_tensor=tuple(p.strip() for g in body.override_tensor or () for p in
-                              g.split(",") if p.strip()),
+        override_tensor=split_overrides(body.override_tensor),
         host_bandwidth_bytes_per_s=(body.host_bandwidth * 1e9
                                     if body.host_bandwidth is not None else None),
         host_memory_bytes=(parse_bytes(body.host_memory, field="host_memory")

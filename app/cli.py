@@ -32,6 +32,7 @@ from kvcore import (
 )
 from kvcore.command import Launch, cli_line, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
+from kvcore.engines.llamacpp_offload import split_overrides
 from kvcore.errors import shown
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
@@ -271,11 +272,6 @@ VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", 
                "images", "overhead", "host_memory")
 
 
-def _overrides(given: list[str] | None) -> tuple[str, ...]:
-    """-ot values, each split at its commas as llama.cpp splits them."""
-    return tuple(p.strip() for g in given or () for p in g.split(",") if p.strip())
-
-
 def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Query:
     for name in VALUE_FLAGS:
         value = getattr(args, name)
@@ -301,7 +297,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
         prefix_caching=not args.no_prefix_caching,
         n_gpu_layers=args.ngl, n_cpu_moe=CPU_MOE if args.cpu_moe else args.n_cpu_moe,
-        override_tensor=_overrides(args.override_tensor),
+        override_tensor=split_overrides(args.override_tensor),
         host_bandwidth_bytes_per_s=(args.host_bandwidth * 1e9 if args.host_bandwidth is not None
                                     else None),
         host_memory_bytes=(parse_bytes(args.host_memory, field="host_memory")

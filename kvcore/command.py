@@ -264,8 +264,9 @@ def _llama_dev(r: _Reader, flag: str, value: str) -> None:
 def _llama_ot(r: _Reader, flag: str, value: str) -> None:
     # each PATTERN=BUFFER, at the commas as llama.cpp splits them; the plan checks them
     # against the model's tensors
-    r.set.setdefault("override_tensor", []).extend(
-        p.strip() for p in value.split(",") if p.strip())
+    from .engines.llamacpp_offload import split_overrides
+
+    r.set.setdefault("override_tensor", []).extend(split_overrides([value]))
 
 
 def _llama_draft(r: _Reader, flag: str, value: str) -> None:

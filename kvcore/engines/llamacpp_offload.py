@@ -383,6 +383,12 @@ _UNBOUNDED = re.compile(r"(?<!\\)(?:[*+]|,\})")
 _NESTED = re.compile(r"\((?:[^()\\]|\\.)*[*+}](?:[^()\\]|\\.)*\)\s*[*+{?]")
 
 
+def split_overrides(given: Iterable[str] | None) -> tuple[str, ...]:
+    """-ot values as llama.cpp takes them: each split at its commas into PATTERN=BUFFER
+    overrides, in order."""
+    return tuple(p.strip() for g in given or () for p in g.split(",") if p.strip())
+
+
 def _q(pattern: str) -> str:
     """A pattern as typed (its backslashes kept), quoted and cut to a line's length."""
     return "'" + (pattern if len(pattern) <= 120 else pattern[:117] + "...") + "'"
