@@ -24,6 +24,7 @@ from kvcore.engines import (
     parse_tensor_split,
     supported_formats,
 )
+from kvcore.engines.llamacpp_offload import split_overrides
 from kvcore.errors import shown
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
@@ -37,14 +38,14 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the bare page (no query string) opens on this worked example
 DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k",
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
-            "engine": "raw", "ngl": "", "n_cpu_moe": "", "tensor_split": "", "host_bandwidth": "",
-            "host_link": "", "host_memory": "", "cpu_offload_gb": ""}
+            "engine": "raw", "ngl": "", "n_cpu_moe": "", "override_tensor": "", "tensor_split": "",
+            "host_bandwidth": "", "host_link": "", "host_memory": "", "cpu_offload_gb": ""}
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
                  "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
-                 "n_cpu_moe": "", "tensor_split": "", "host_bandwidth": "", "host_link": "",
-                 "host_memory": "", "cpu_offload_gb": ""}
+                 "n_cpu_moe": "", "override_tensor": "", "tensor_split": "", "host_bandwidth": "",
+                 "host_link": "", "host_memory": "", "cpu_offload_gb": ""}
 FIELDS = tuple(DEFAULTS)
 #: what a link may name: the form's fields, the API's one format for K and V, and a launch
 #: command
@@ -139,7 +140,8 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
             raise InputError(f"{err['loc'][0]}: {err['msg']}", field=str(err["loc"][0])
                              ) from None
         query, launch, fields = command_query(body)
-        form.update({k: str(fields[k]) for k in LINK_DEFAULTS if k in fields})
+        form.update({k: ",".join(fields[k]) if isinstance(fields[k], list) else str(fields[k])
+                     for k in LINK_DEFAULTS if k in fields})
         if "kv" in fields:
             form["kv_k"] = form["kv_v"] = str(fields["kv"])
         form["weights"] = str(fields.get("weights", "auto"))
@@ -199,7 +201,7 @@ def _whole(form: dict[str, str], name: str, what: str) -> int | None:
 def _placement(form: dict[str, str]) -> EngineSettings:
     """The placement fields as engine settings (blank: the engine's default): llama.cpp's ngl
     (layers on the card), n_cpu_moe (blocks whose experts stay in host memory, or "all":
-    --cpu-moe), tensor_split (-ts: each card's share of the layers), the host's bandwidth and
+    --cpu-moe), override_tensor (-ot PATTERN=CPU, several at commas), tensor_split (-ts: each card's share of the layers), the host's bandwidth and
     link in GB/s, its memory as a size; vLLM's and SGLang's cpu_offload_gb (GiB of each rank's
     weights in host memory)."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
@@ -210,6 +212,7 @@ def _placement(form: dict[str, str]) -> EngineSettings:
         tensor_split=parse_tensor_split(shares) if shares else None,
         n_gpu_layers=_whole(form, "ngl", "layers"),
         n_cpu_moe=CPU_MOE if cpu_moe == "all" else _whole(form, "n_cpu_moe", "blocks (or all)"),
+        override_tensor=split_overrides([form["override_tensor"]]),
         host_bandwidth_bytes_per_s=_rate(form, "host_bandwidth"),
         host_link_bytes_per_s=_rate(form, "host_link"),
         host_memory_bytes=kvcore.parse_bytes(memory, field="host_memory") if memory else None)

@@ -487,3 +487,21 @@ def test_a_windows_command_line_keeps_its_backslashes():
     assert launch.settings == {"kv_k": "q8_0", "sequences": 2, "context": 4096}
     spec, fields = resolve(launch)
     assert (fields["model"], fields["weights"]) == ("Qwen3-8B", "q4_k_m")
+
+
+def test_the_page_plans_an_override_and_its_api_link_the_same():
+    import html
+    import re
+
+    c = TestClient(create_app())
+    params = {"model": "qwen3-30b-a3b", "engine": "llama.cpp", "weights": "q4_k_m",
+              "gpu": "4090", "override_tensor": r"blk\.(1[0-9]|2[0-9])\.ffn_.*_exps\.=CPU"}
+    page = c.get("/", params=params)
+    assert "keeps the routed experts of blocks 10–29 in host memory" in page.text
+    link = html.unescape(re.search(r'href="(/api/v1/plan\?[^"]*)"', page.text).group(1))
+    placed = c.get(link).json()["engine_report"]["extra"]["placement"]
+    assert placed["host_holds"] == "the routed experts of blocks 10–29"
+    bad = c.get("/", params={**params, "override_tensor": ".ffn_.*=CPU"})
+    assert bad.status_code == 422
+    assert re.search(r'id="err-override_tensor">override_tensor &#39;.ffn_.\*=CPU&#39; moves',
+                     bad.text)
