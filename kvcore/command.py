@@ -603,6 +603,37 @@ _TABLES = {"llama.cpp": (_LLAMA, _llama_finish), "vllm": (_VLLM, _vllm_finish),
            "sglang": (_SGLANG, _sglang_finish), "trtllm": (_TRTLLM, _trtllm_finish)}
 
 
+#: the LLAMA_ARG_* environment variables llama.cpp reads for the flags kvplan reads
+LLAMA_ENV = {"CTX_SIZE": "-c", "N_PARALLEL": "-np", "N_GPU_LAYERS": "-ngl",
+             "CACHE_TYPE_K": "-ctk", "CACHE_TYPE_V": "-ctv", "FLASH_ATTN": "-fa",
+             "UBATCH": "-ub", "BATCH": "-b", "MODEL": "-m", "HF_REPO": "-hf",
+             "HF_FILE": "-hff", "MODEL_URL": "-mu", "N_CPU_MOE": "--n-cpu-moe",
+             "CPU_MOE": "--cpu-moe", "SWA_FULL": "--swa-full", "KV_UNIFIED": "-kvu",
+             "MMPROJ": "--mmproj", "TENSOR_SPLIT": "-ts", "SPLIT_MODE": "-sm",
+             "DEVICE": "-dev"}
+#: the switches among them, which an environment value turns on or off
+_SWITCHES = {"--cpu-moe", "--swa-full", "-kvu"}
+
+
+def _llama_env(words: list[str]) -> list[str]:
+    """The flags of the LLAMA_ARG_* assignments among ``words`` (the shell's NAME=VALUE
+    before a program, docker's -e NAME=VALUE)."""
+    out: list[str] = []
+    for word in words:
+        name, eq, value = word.partition("=")
+        if not eq or not name.startswith("LLAMA_ARG_"):
+            continue
+        flag = LLAMA_ENV.get(name.removeprefix("LLAMA_ARG_"))
+        if flag is None:
+            continue
+        if flag in _SWITCHES:
+            if value.strip().lower() in ("1", "true", "on", "enabled"):
+                out.append(flag)
+        else:
+            out += [flag, value]
+    return out
+
+
 def _engine(tokens: list[str]) -> tuple[str, list[str]]:
     """The engine a command starts and the arguments after its program."""
     for i, tok in enumerate(tokens):
@@ -613,7 +644,9 @@ def _engine(tokens: list[str]) -> tuple[str, list[str]]:
             rest = tokens[i + 1:]
             # llama-server's slots default to automatic; every other program runs one sequence
             server = base == "llama-server" or "--server" in rest or ":server" in tok
-            return ("llama.cpp" if server else "llama.cpp-cli"), [
+            # LLAMA_ARG_* settings given before the program (NAME=VALUE, docker's -e NAME=VALUE)
+            # read first, so that the flags after it win, as llama.cpp lets them
+            return ("llama.cpp" if server else "llama.cpp-cli"), _llama_env(tokens[:i]) + [
                 t for t in rest if t not in ("--server", "--run")]
         if base == "vllm" and nxt == "serve":
             return "vllm", tokens[i + 2:]

@@ -505,3 +505,16 @@ def test_the_page_plans_an_override_and_its_api_link_the_same():
     assert bad.status_code == 422
     assert re.search(r'id="err-override_tensor">override_tensor &#39;.ffn_.\*=CPU&#39; moves',
                      bad.text)
+
+
+def test_llama_arg_variables_are_read_and_flags_after_the_program_win():
+    launch = read_command("LLAMA_ARG_CTX_SIZE=16384 LLAMA_ARG_N_PARALLEL=2 "
+                          "LLAMA_ARG_CACHE_TYPE_K=q8_0 LLAMA_ARG_SWA_FULL=0 "
+                          "llama-server -m x.gguf -c 8192")
+    assert launch.settings == {"kv_k": "q8_0", "sequences": 2, "context": 4096}
+    docker = read_command("docker run --gpus all -e LLAMA_ARG_CTX_SIZE=32768 "
+                          "-e LLAMA_ARG_N_PARALLEL=1 -e LLAMA_ARG_KV_UNIFIED=true "
+                          "-e LLAMA_ARG_HF_REPO=unsloth/Qwen3-8B-GGUF:Q4_K_M "
+                          "ghcr.io/ggml-org/llama.cpp:server-cuda --port 8080")
+    assert docker.model == "unsloth/Qwen3-8B-GGUF:Q4_K_M"
+    assert docker.settings == {"sequences": 1, "kv_unified": True, "context": 32768}
