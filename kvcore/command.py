@@ -15,6 +15,8 @@ Every flag is read as the engine reads it:
   sharing one unified KV cache (``server.cpp``: ``n_parallel < 0`` → 4 and ``kv_unified``),
   and an explicit ``-np`` turns that unification off unless ``-kvu`` is given. llama-cli,
   llama-completion and the other programs run one sequence. ``-b`` lowers n_ubatch to it.
+  ``LLAMA_ARG_*`` variables set before the program (or with docker's ``-e``) are read as their
+  flags, the flags after the program winning.
 - vLLM: ``--max-model-len`` takes ``32k`` (1,000s) or ``32K`` (1,024s), as vLLM's
   ``human_readable_int`` does; no ``--max-model-len`` is the model's own maximum.
   ``--max-num-seqs``, where given, is the number of full-length sequences planned; else one
