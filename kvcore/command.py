@@ -659,6 +659,11 @@ def _engine(tokens: list[str]) -> tuple[str, list[str]]:
             return "sglang", tokens[i + (2 if nxt == "serve" else 1):]
         if base == "trtllm-serve":
             return "trtllm", tokens[i + (2 if nxt == "serve" else 1):]
+    if any(PurePath(t).name.lower().removesuffix(".exe") == "ollama" for t in tokens):
+        raise InputError("Ollama's commands name no context or cache settings kvplan can read "
+                         "(they live in its Modelfile and OLLAMA_* variables): plan the model "
+                         "under --engine llama.cpp, its num_ctx (OLLAMA_CONTEXT_LENGTH) as --ctx, "
+                         "OLLAMA_NUM_PARALLEL as --seqs and OLLAMA_KV_CACHE_TYPE as --kv", field="command")
     raise InputError("expected a launch command of llama-server, vllm serve, python -m "
                      "sglang.launch_server or trtllm-serve, got "
                      f"{shown(' '.join(tokens)[:120])}", field="command")

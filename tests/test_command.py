@@ -99,7 +99,8 @@ def test_llama_server_placement_flags(flags, settings):
     ("llama-server -m x.gguf -c", "-c needs a value"),
     ("llama-server -m x.gguf -fa maybe", "on, off or auto"),
     ("llama-server -m x.gguf -nkvo", "host memory is not planned"),
-    ("ollama run llama3", "expected a launch command of llama-server"),
+    ("ollama run llama3", "plan the model under --engine llama.cpp, its num_ctx"),
+    ("docker run --gpus all lmcache/vllm-openai:x", "expected a launch command of llama-server"),
     ("llama-server -m 'x.gguf", "could not be split into words"),
     ("", "must be a launch command line"),
     ("vllm serve x --max-model-len 3.5K", "no decimals with a binary suffix"),
@@ -289,7 +290,7 @@ def test_cli_flags_beside_the_command_win(capsys):
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (("--command", "ollama run llama3"), "expected a launch command"),
+    (("--command", "python train.py --epochs 3"), "expected a launch command"),
     (("--command", "llama-server -m /srv/unknown-model-Q4_K_M.gguf"), "no catalog model"),
     (("--command", "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 1.5", "--gpu", "4090"),
      "gpu_memory_utilization must be in (0, 1]"),
@@ -322,7 +323,7 @@ def test_api_plans_a_command():
 
 
 @pytest.mark.parametrize(("body", "field", "needle"), [
-    ({"command": "ollama run x"}, "command", "expected a launch command"),
+    ({"command": "python train.py"}, "command", "expected a launch command"),
     ({"command": "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 1.5"}, "command",
      "gpu_memory_utilization read from the command"),
     ({"command": "llama-server -m ./local-Q4_K_M.gguf"}, "model", "no catalog model"),
@@ -400,10 +401,10 @@ def test_the_page_plans_a_launch_command_and_fills_its_form():
 
 def test_the_page_shows_a_bad_command_as_an_error_not_a_plan():
     c = TestClient(create_app())
-    r = c.get("/", params={"command": "ollama run llama3", "gpu": "4090"})
+    r = c.get("/", params={"command": "python train.py", "gpu": "4090"})
     assert r.status_code == 422
     assert "expected a launch command of llama-server" in r.text
-    partial = c.get("/", params={"command": "ollama run llama3"}, headers={"HX-Request": "true"})
+    partial = c.get("/", params={"command": "python train.py"}, headers={"HX-Request": "true"})
     assert partial.status_code == 200
     assert 'class="verdict error"' in partial.text
 
