@@ -29,3 +29,32 @@ def test_random_command_lines(argv):
     if code == 2:
         assert err.startswith("kvplan: error: ") and len(err.strip().splitlines()) == 1, argv
     assert "Traceback" not in err
+
+
+PROGRAMS = ["llama-server -m /x/Qwen3-8B-Q4_K_M.gguf", "llama-cli -hf x/y-GGUF:Q4_K_M",
+            "vllm serve Qwen/Qwen3-8B", "python -m sglang.launch_server --model-path qwen3-8b",
+            "trtllm-serve qwen3-8b", "docker run vllm/vllm-openai --model qwen3-8b", "ollama run"]
+LAUNCH_WORDS = ["-c", "-np", "-ctk", "-ctv", "-ngl", "-ts", "-sm", "-dev", "-ub", "-b", "-fa",
+                "--swa-full", "-kvu", "-cmoe", "--n-cpu-moe", "-ot", "--mmproj", "--no-mmproj",
+                "--max-model-len", "--max-num-seqs", "--kv-cache-dtype", "-tp", "-pp", "-dp",
+                "--gpu-memory-utilization", "--cpu-offload-gb", "--quantization",
+                "--speculative-config", "--context-length", "--max-running-requests",
+                "--mem-fraction-static", "--page-size", "--max_seq_len", "--enable-dp-attention",
+                "0", "1", "-1", "-2", "8192", "32k", "32K", "1.5", "nan", "q8_0", "fp8", "auto",
+                "all", "off", "x.gguf", "3,1", "exps=CPU", "(=CPU", "{}", "'", "\\", "C:\\x", "="]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(PROGRAMS), st.lists(st.sampled_from(LAUNCH_WORDS), max_size=8),
+       st.lists(st.sampled_from(["--gpu", "4090", "--ctx", "8k", "--json", "--find-format"]),
+                max_size=3))
+def test_random_launch_commands(program, words, beside):
+    """--command with any flags and values: a plan or one line, exit 2."""
+    out_buf, err_buf = io.StringIO(), io.StringIO()
+    argv = ["--command", " ".join([program, *words]), *beside]
+    with contextlib.redirect_stdout(out_buf), contextlib.redirect_stderr(err_buf):
+        code = main(argv)
+    err = err_buf.getvalue()
+    assert code in (0, 2), (argv, code)
+    if code == 2:
+        assert err.startswith("kvplan: error: ") and len(err.strip().splitlines()) == 1, argv
