@@ -201,7 +201,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--cpu-moe", action="store_true",
                    help="llama.cpp: every block's routed experts in host memory")
     g.add_argument("--host-bandwidth", type=float, default=None, metavar="GB/S",
-                   help="host memory bandwidth for layers llama.cpp keeps there (89.6)")
+                   help="host memory bandwidth for layers llama.cpp keeps there (89.6: "
+                        "dual-channel DDR5; 307.2 beside a data-center card; a Grace CPU's "
+                        "512)")
     g.add_argument("--host-link", type=float, default=None, metavar="GB/S",
                    help="card-to-host link host-held weights cross (llama.cpp, "
                         "--cpu-offload-gb; the card's, or 31.5: PCIe 4 x16)")
@@ -389,6 +391,12 @@ def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
                       *_find_notes(q, rows)])
 
 
+def _host_rate(rows: list[dict[str, Any]]) -> str:
+    """Host memory's bandwidth the find tables' --fit rates were read at."""
+    rate = rows[0]["host_fit"]["host_bandwidth_bytes_per_s"] / 1e9
+    return f"{rate:g} GB/s unless --host-bandwidth"
+
+
 def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
     """The catalog models that fit, largest first, then one line for each other kind."""
     fits = found["fits"]
@@ -441,7 +449,7 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
             f"{rate_text(r['host_fit']['tokens_per_s_per_sequence'])} tok/s)"
             for r in host[:4])
         lines.append(f"{len(host)} of those that do not fit run with llama-server's --fit, part "
-                     f"in host memory (89.6 GB/s unless --host-bandwidth): {named}"
+                     f"in host memory ({_host_rate(host)}): {named}"
                      + (", ..." if len(host) > 4 else ""))
     if found["refused"]:
         lines.append(f"{len(found['refused'])} refused by {args.engine} or the layout: "
@@ -498,7 +506,7 @@ def render_find_weights(q: Query, rows: list[dict[str, Any]]) -> str:
                      "lists its types (the IQ types by their bits alone)")
     if host:
         lines.append("tok/s/seq (--fit): llama-server's --fit keeps the rest in host memory "
-                     "(89.6 GB/s unless --host-bandwidth)")
+                     f"({_host_rate([r for r in rows if 'host_fit' in r])})")
     return "\n".join([*lines, *_find_notes(q, rows)])
 
 

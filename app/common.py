@@ -350,8 +350,12 @@ def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     sequences, its weights copied to the card over the host link), each figure given or the
     assumed default, and what binds the card's part."""
     bw = d["host_bandwidth_bytes_per_s"] / 1e9
-    assumed_bw = "" if d.get("host_bandwidth_given") else \
-        " (assumed: dual-channel DDR5-5600; give --host-bandwidth)"
+    came = d.get("host_bandwidth_from", "assumed")
+    assumed_bw = {"given": "",
+                  "assumed": " (assumed: dual-channel DDR5-5600; give --host-bandwidth)",
+                  "assumed server": " (assumed for a data-center card: a server socket's "
+                                    "8-channel DDR5-4800; give --host-bandwidth)",
+                  }.get(came, f" ({came}; give --host-bandwidth)")
     card = d["seconds_per_step"] - d["host_seconds_per_step"]
     card_bound = "compute" if (d.get("compute_seconds_per_step") or 0) > \
         d["bandwidth_seconds_per_step"] else "bandwidth"

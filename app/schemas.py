@@ -107,7 +107,8 @@ class PlanIn(BaseModel):
                                          "in pinned host memory")
     host_bandwidth: float | None = Field(None, gt=0, le=100000, description="host memory "
                                          "bandwidth in GB/s for what llama.cpp keeps there "
-                                         "(89.6)")
+                                         "(89.6: dual-channel DDR5; 307.2 beside a data-center "
+                                         "card; a Grace CPU's 512)")
     tokens_per_block: int | None = Field(None, ge=1, le=1 << 16, description="TensorRT-LLM")
     offload: int | str | None = Field(None, examples=["64GiB"],
                                       description="CPU/disk tier for KV per card")

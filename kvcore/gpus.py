@@ -56,6 +56,12 @@ class GPU:
     host_link: str = ""
     host_link_bytes_per_s: int | None = None
     host_link_source: str = ""
+    #: the host memory's read bandwidth where the card's host is known (a Grace CPU's
+    #: LPDDR5X), else None: llama.cpp's host-held layers are read at it
+    host_bandwidth_bytes_per_s: int | None = None
+    host_bandwidth_source: str = ""
+    #: what that host memory is ("Grace LPDDR5X")
+    host_memory: str = ""
 
     @property
     def cuda_family(self) -> int | None:
@@ -123,6 +129,9 @@ def gpu_catalog() -> tuple[GPU, ...]:
             host_link_bytes_per_s=(int(entry["host_link_bytes_per_s"])
                                    if "host_link_bytes_per_s" in entry else None),
             host_link_source=entry.get("host_link_source", ""),
+            host_bandwidth_bytes_per_s=entry.get("host_bandwidth_bytes_per_s"),
+            host_bandwidth_source=entry.get("host_bandwidth_source", ""),
+            host_memory=entry.get("host_memory", ""),
         ))
     return tuple(gpus)
 

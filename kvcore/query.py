@@ -453,7 +453,8 @@ def _host_fit(data: dict[str, Any]) -> dict[str, Any] | None:
     if fit is None or not fit.get("decode"):
         return None
     return {"host_holds": fit["host_holds"], "host_weights_bytes": fit["host_weights_bytes"],
-            "tokens_per_s_per_sequence": fit["decode"]["tokens_per_s_per_sequence"]}
+            "tokens_per_s_per_sequence": fit["decode"]["tokens_per_s_per_sequence"],
+            "host_bandwidth_bytes_per_s": fit["decode"]["host_bandwidth_bytes_per_s"]}
 
 
 def host_runnable(found: dict[str, Any]) -> list[dict[str, Any]]:

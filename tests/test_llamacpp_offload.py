@@ -757,3 +757,25 @@ def test_overrides_kvplan_does_not_plan_are_refused(pattern, needle):
     assert needle in str(exc.value)
     assert exc.value.field == "override_tensor"
     assert f"'{pattern}'" in str(exc.value) or "override_tensor keeps" in str(exc.value)
+
+
+@pytest.mark.parametrize(("gpu", "rate", "said"), [
+    ("4090", 89.6e9, "assumed: dual-channel DDR5-5600"),
+    ("h200", 307.2e9, "assumed for a data-center card: a server socket's 8-channel DDR5-4800"),
+    ("gh200", 512e9, "its Grace CPU's LPDDR5X"),
+])
+def test_host_memory_is_read_at_the_cards_hosts_bandwidth(gpu, rate, said, capsys):
+    """Without --host-bandwidth, host-held layers are read at the card's host's rate: a Grace
+    CPU's LPDDR5X where the catalog gives it, a server socket's DDR5 beside a data-center
+    card, dual-channel DDR5 beside the rest; the line says which."""
+    from app.cli import main
+
+    args = ["deepseek-v3", "--engine", "llama.cpp", "--weights", "q4_k_m", "--gpu", gpu,
+            "--ctx", "32k", "--cpu-moe"]
+    main([*args, "--json"])
+    d = json.loads(capsys.readouterr().out)["decode"]
+    assert d["host_bandwidth_bytes_per_s"] == rate
+    main(args)
+    assert f"at {rate / 1e9:.1f} GB/s ({said}; give --host-bandwidth)" in capsys.readouterr().out
+    main([*args, "--host-bandwidth", "200", "--json"])
+    assert json.loads(capsys.readouterr().out)["decode"]["host_bandwidth_bytes_per_s"] == 200e9

@@ -659,6 +659,24 @@ def fit_placement(n_layers: int, blocks: tuple[Block, ...],
 #: host memory's read bandwidth where none is given: dual-channel DDR5-5600, 2 × 8 bytes ×
 #: 5,600 MT/s (a datasheet figure, as the cards' are)
 DEFAULT_HOST_BANDWIDTH = 89.6e9
+#: the same for a data-center card, which sits in a server: one socket's eight channels of
+#: DDR5-4800, 8 × 8 bytes × 4,800 MT/s
+SERVER_HOST_BANDWIDTH = 307.2e9
+
+
+def host_bandwidth_of(gpus: list[GPU | None], given: float | None) -> tuple[float, str]:
+    """Host memory's read bandwidth and where it comes from: the rate given ("given"), the
+    card's host as the catalog gives it (a Grace CPU's LPDDR5X: its name), else assumed by
+    the card's segment: a server socket's for a data-center card ("assumed server"),
+    dual-channel DDR5 for the rest ("assumed")."""
+    if given:
+        return given, "given"
+    known = next((g for g in gpus if g is not None and g.host_bandwidth_bytes_per_s), None)
+    if known is not None and known.host_bandwidth_bytes_per_s:
+        return float(known.host_bandwidth_bytes_per_s), known.host_memory or "catalog"
+    if any(g is not None and g.segment == "datacenter" for g in gpus):
+        return SERVER_HOST_BANDWIDTH, "assumed server"
+    return DEFAULT_HOST_BANDWIDTH, "assumed"
 #: the batch from which llama.cpp's CUDA backend computes a host-held weight on the card,
 #: copying it over for the batch (GGML_OP_OFFLOAD_MIN_BATCH's default)
 OP_OFFLOAD_MIN_BATCH = 32
@@ -757,7 +775,7 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
     host_flops = (int(2 * sequences * (spec.params.active - card_params))
                   + max(0, attention_flops(spec, whole) - (card_flops
                                                           - int(2 * sequences * card_params))))
-    bw = host_bandwidth or DEFAULT_HOST_BANDWIDTH
+    bw, bw_from = host_bandwidth_of(list(gpus), host_bandwidth)
     host_bytes = host_w + host_kv
     # the host-held blocks' caches at host bandwidth either way
     # from 32 sequences the card runs the host-held blocks' attention too, their caches
@@ -786,6 +804,7 @@ def offload_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences:
             "host_seconds_per_step": host_seconds,
             "host_bandwidth_bytes_per_s": bw,
             "host_bandwidth_given": host_bandwidth is not None,
+            "host_bandwidth_from": bw_from,
             "op_offload": offload,
             "host_link_bytes_per_s": link if offload else None, "host_link_from": link_from,
             "host_cache_copy_bytes_per_s": pageable if offload and host_kv else None}
