@@ -525,7 +525,9 @@ def _server_finish(r: _Reader, ctx_flag: str, seqs_flag: str, engine: str) -> No
                "sequences")
     if "context" not in r.set:
         r.launch.trained_share = 1
-        r.note(f"no {ctx_flag}: the model's own maximum (max_position_embeddings)", "context")
+        own = ("the length vLLM derives from the config" if engine == "vLLM" else
+               "the model's own maximum (max_position_embeddings)")
+        r.note(f"no {ctx_flag}: {own}", "context")
     if "sequences" not in r.set:
         r.set["sequences"] = 1
         check = (", the request vLLM checks at start-up" if engine == "vLLM" else "")
@@ -849,7 +851,10 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
                             f"{base} in llama-quantize's {tag.upper()} tensor types, not from "
                             "the file's header")
         ref = base
-    fields = {"model": ref, "engine": launch.engine, **launch.fields(spec.max_position_embeddings)}
+    # vLLM's own default is the length it derives from the config (hf.vllm_max_len)
+    own = spec.vllm_max_len if launch.engine == "vllm" else None
+    fields = {"model": ref, "engine": launch.engine,
+              **launch.fields(own or spec.max_position_embeddings)}
     if launch.engine == "llama.cpp" and spec.params.encoder and not launch.mmproj:
         fields["no_mmproj"] = True
         if not any(launch.about.get(n) == "no_mmproj" for n in launch.notes):

@@ -2032,7 +2032,52 @@ def spec_from_config(
                    and lm.get("use_bidirectional_attention") == "vision"
                    and _architecture(config) in GEMMA4_MULTIMODAL),
         notes=_notes(lm, model_type),
+        vllm_max_len=vllm_max_len(lm, str(config.get("model_type") or model_type), max_pos),
     )
+
+
+#: the config keys vLLM derives a default max_model_len from (the least of those present;
+#: vllm/transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key, 0.33.0)
+_VLLM_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                  "model_max_length", "max_target_positions", "max_sequence_length",
+                  "max_seq_length", "seq_len")
+#: RoPE types whose factor vLLM does not multiply the derived length by (their
+#: max_position_embeddings is taken as already scaled)
+_VLLM_UNSCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn",
+                       "deepseek_llama_scaling"}
+
+
+def vllm_max_len(lm: Mapping[str, Any], model_type: str,
+                 known: int | None = None) -> int | None:
+    """The max_model_len vLLM derives from a (text) config, as 0.33.0's
+    _get_and_verify_max_len does: the least of _VLLM_LEN_KEYS present, model_max_length over
+    them where set, times the factor of a RoPE scaling whose type is not in
+    _VLLM_UNSCALED_ROPE (linear, dynamic; not for Gemma 3). Where the config names none of the
+    keys, the length its class defaults to (``known``: transformers' default, which vLLM's
+    config object carries), else None (vLLM then defaults to 2048, which kvplan does not
+    check)."""
+    found = [int(lm[k]) for k in _VLLM_LEN_KEYS
+             if isinstance(lm.get(k), int | float) and not isinstance(lm.get(k), bool)]
+    if not found:
+        if known is None:
+            return None
+        found = [known]
+    derived = float(min(found))
+    if isinstance(lm.get("model_max_length"), int | float) and lm["model_max_length"]:
+        derived = float(lm["model_max_length"])
+    rope = lm.get("rope_parameters") or lm.get("rope_scaling")
+    if isinstance(rope, dict) and "gemma3" not in model_type:
+        # per-layer-type parameters (Gemma's full / sliding) nest a dict a type
+        nested = [v for v in rope.values() if isinstance(v, dict)]
+        factor = 1.0
+        for params in nested or [rope]:
+            kind = str(params.get("rope_type", params.get("type")))
+            kind = {"su": "longrope", "mrope": "default"}.get(kind, kind)
+            if kind not in _VLLM_UNSCALED_ROPE:
+                value = params.get("factor", factor)
+                factor = float(value) if isinstance(value, int | float) else 1.0
+        derived *= factor
+    return int(derived)
 
 
 def _architecture(config: Mapping[str, Any]) -> str:
@@ -2285,6 +2330,7 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
         intermediate_size=r.opt_int("moe_intermediate_size", 0) or 0,
         num_attention_heads=r.get_int("num_attention_heads"),
         max_position_embeddings=r.opt_int("max_position_embeddings"),
+        vllm_max_len=vllm_max_len(lm, r.model_type, r.opt_int("max_position_embeddings")),
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2), dtype=dtype,
         ssm_dtype_bytes=4,
         checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),

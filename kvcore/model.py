@@ -271,6 +271,8 @@ class ModelSpec:
     intermediate_size: int = 0
     num_attention_heads: int = 0
     max_position_embeddings: int | None = None
+    #: the max_model_len vLLM derives from the config (hf.vllm_max_len; None: not known)
+    vllm_max_len: int | None = None
     #: bytes per weight of the checkpoint's own dtype (2 for bf16)
     dtype_bytes: int = 2
     dtype: str = "bfloat16"

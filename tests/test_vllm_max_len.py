@@ -1,0 +1,59 @@
+"""The max_model_len vLLM derives from a config, and a plan past it."""
+
+import pytest
+
+import kvcore
+from app.common import make_query
+from kvcore.command import read_command, resolve
+from kvcore.hf import vllm_max_len
+from kvcore.query import answer
+
+
+@pytest.mark.parametrize(("config", "model_type", "length"), [
+    ({"max_position_embeddings": 40960}, "qwen3", 40960),
+    # the least of the keys present; model_max_length over them where set
+    ({"max_position_embeddings": 8192, "seq_length": 4096}, "x", 4096),
+    ({"max_position_embeddings": 8192, "model_max_length": 131072}, "cohere", 131072),
+    # a linear or dynamic RoPE factor scales it; llama3, yarn and longrope are taken as scaled
+    ({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 4.0}},
+     "llama", 16384),
+    ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "dynamic", "factor": 2}},
+     "llama", 8192),
+    ({"max_position_embeddings": 131072,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "llama", 131072),
+    ({"max_position_embeddings": 163840,
+      "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096}},
+     "deepseek_v3", 163840),
+    ({"max_position_embeddings": 131072, "rope_scaling": {"type": "su", "factor": 32}},
+     "phi3", 131072),
+    # newer transformers' rope_parameters, per layer type; Gemma 3 is never scaled
+    ({"max_position_embeddings": 8192, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 8.0},
+        "sliding_attention": {"rope_type": "default"}}}, "x", 65536),
+    ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+     "gemma3_text", 131072),
+    ({}, "x", None),
+])
+def test_the_length_vllm_derives(config, model_type, length):
+    assert vllm_max_len(config, model_type) == length
+
+
+def test_the_catalogs_configs_give_their_trained_length():
+    assert kvcore.load_model("qwen3-8b").vllm_max_len == 40960
+    assert kvcore.load_model("llama-3.1-8b").vllm_max_len == 131072
+    # Gemma 3's text config leaves the length to its class default
+    assert kvcore.load_model("gemma-3-27b-it").vllm_max_len == 131072
+
+
+def test_a_vllm_plan_past_the_derived_length_says_vllm_refuses_it_and_sets_the_variable():
+    spec = kvcore.load_model("qwen3-8b")
+    long = answer(make_query(spec, engine="vllm", gpu="h100", context="64k"))["engine_report"]
+    assert long["command"].startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve Qwen/Qwen3-8B "
+                                      "--max-model-len 65536")
+    assert any("above the 40,960 it derives from the config" in n for n in long["notes"])
+    within = answer(make_query(spec, engine="vllm", gpu="h100", context="40k"))["engine_report"]
+    assert within["command"].startswith("vllm serve")
+    assert not any("derives from the config" in n for n in within["notes"])
+    # the printed command reads back to the same plan
+    _, fields = resolve(read_command(long["command"]), "qwen3-8b")
+    assert fields["context"] == 65536
