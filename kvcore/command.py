@@ -164,6 +164,20 @@ def human_int(flag: str, value: str) -> int:
     return int(Decimal(number) * scale)
 
 
+def sglang_int(flag: str, value: str) -> int:
+    """SGLang's --context-length: a whole number, or one with k (1,000s) or Ki (1,024s),
+    M or Mi."""
+    m = re.fullmatch(r"\s*(\d+)(k|Ki|M|Mi)?\s*", value)
+    if m is None:
+        raise InputError(f"{flag} takes a whole number (or 128k = 128,000, 128Ki = 131,072), "
+                         f"got {shown(value)}", field="command")
+    number, suffix = m.groups()
+    scale = {None: 1, "k": 1000, "Ki": 1024, "M": 1000**2, "Mi": 1024**2}[suffix]
+    if int(number) * scale < 1:
+        raise InputError(f"{flag} must be at least 1, got {shown(value)}", field="command")
+    return int(number) * scale
+
+
 @dataclass(frozen=True)
 class _Flag:
     names: tuple[str, ...]
@@ -525,8 +539,8 @@ def _server_finish(r: _Reader, ctx_flag: str, seqs_flag: str, engine: str) -> No
                "sequences")
     if "context" not in r.set:
         r.launch.trained_share = 1
-        own = ("the length vLLM derives from the config" if engine == "vLLM" else
-               "the model's own maximum (max_position_embeddings)")
+        own = (f"the length {engine} derives from the config" if engine in ("vLLM", "SGLang")
+               else "the model's own maximum (max_position_embeddings)")
         r.note(f"no {ctx_flag}: {own}", "context")
     if "sequences" not in r.set:
         r.set["sequences"] = 1
@@ -543,7 +557,7 @@ def _sglang_spec(r: _Reader, flag: str, value: str) -> None:
 
 _SGLANG = (
     _Flag(("--model-path", "--model"), "value", _vllm_model),
-    _Flag(("--context-length",), "value", _set("context", lambda f, v: _int(f, v, 1))),
+    _Flag(("--context-length",), "value", _set("context", lambda f, v: sglang_int(f, v))),
     _Flag(("--max-running-requests",), "value", _set("sequences", lambda f, v: _int(f, v, 1))),
     _Flag(("--kv-cache-dtype",), "value", _server_kv("SGLang", SGLANG_KV)),
     _Flag(("--tp-size", "--tp", "--tensor-parallel-size"), "value",
@@ -851,8 +865,8 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
                             f"{base} in llama-quantize's {tag.upper()} tensor types, not from "
                             "the file's header")
         ref = base
-    # vLLM's own default is the length it derives from the config (hf.vllm_max_len)
-    own = spec.vllm_max_len if launch.engine == "vllm" else None
+    # vLLM's and SGLang's own default is the length each derives from the config
+    own = {"vllm": spec.vllm_max_len, "sglang": spec.sglang_context_len}.get(launch.engine)
     fields = {"model": ref, "engine": launch.engine,
               **launch.fields(own or spec.max_position_embeddings)}
     if launch.engine == "llama.cpp" and spec.params.encoder and not launch.mmproj:

@@ -2033,6 +2033,8 @@ def spec_from_config(
                    and _architecture(config) in GEMMA4_MULTIMODAL),
         notes=_notes(lm, model_type),
         vllm_max_len=vllm_max_len(lm, str(config.get("model_type") or model_type), max_pos),
+        sglang_context_len=sglang_context_len(lm, str(config.get("model_type") or model_type),
+                                              max_pos),
     )
 
 
@@ -2078,6 +2080,42 @@ def vllm_max_len(lm: Mapping[str, Any], model_type: str,
                 factor = float(value) if isinstance(value, int | float) else 1.0
         derived *= factor
     return int(derived)
+
+
+#: the config keys SGLang reads its context length from, the first present winning
+#: (srt/utils/hf_transformers/common.py CONTEXT_LENGTH_KEYS, 0.5.23)
+_SGLANG_LEN_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+                    "max_position_embeddings")
+
+
+def sglang_context_len(lm: Mapping[str, Any], model_type: str = "",
+                       known: int | None = None) -> int | None:
+    """The context length SGLang 0.5.23 derives from a (text) config (get_context_length):
+    the first of _SGLANG_LEN_KEYS present, times a RoPE scaling's factor unless the scaling
+    names original_max_position_embeddings or is llama3 (transformers 5 adds that key to
+    yarn and longrope scalings, so only linear and dynamic factors count). Where the config
+    names none of the keys, the class default ``known``, else None (SGLang's 2048, which
+    kvplan does not check)."""
+    value = next((lm[k] for k in _SGLANG_LEN_KEYS
+                  if isinstance(lm.get(k), int | float) and not isinstance(lm.get(k), bool)),
+                 known)
+    if value is None:
+        return None
+    rope = lm.get("rope_parameters") or lm.get("rope_scaling")
+    factor: Any = 1
+    if isinstance(rope, dict) and rope:
+        kind = {"su": "longrope"}.get(str(rope.get("rope_type", rope.get("type"))),
+                                      str(rope.get("rope_type", rope.get("type"))))
+        factor = rope.get("factor", 1)
+        # Gemma 3's global and local RoPE become per-layer parameters under transformers 5,
+        # whose top level has no factor (as a config that nests them already)
+        if ("original_max_position_embeddings" in rope
+                or kind in ("llama3", "yarn", "longrope")
+                or "gemma3" in model_type
+                or any(isinstance(v, dict) for v in rope.values())
+                or not isinstance(factor, int | float)):
+            factor = 1
+    return int(factor * value)
 
 
 def _architecture(config: Mapping[str, Any]) -> str:
@@ -2331,6 +2369,8 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
         num_attention_heads=r.get_int("num_attention_heads"),
         max_position_embeddings=r.opt_int("max_position_embeddings"),
         vllm_max_len=vllm_max_len(lm, r.model_type, r.opt_int("max_position_embeddings")),
+        sglang_context_len=sglang_context_len(lm, r.model_type,
+                                              r.opt_int("max_position_embeddings")),
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2), dtype=dtype,
         ssm_dtype_bytes=4,
         checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),

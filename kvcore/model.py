@@ -273,6 +273,8 @@ class ModelSpec:
     max_position_embeddings: int | None = None
     #: the max_model_len vLLM derives from the config (hf.vllm_max_len; None: not known)
     vllm_max_len: int | None = None
+    #: the context length SGLang derives from the config (hf.sglang_context_len)
+    sglang_context_len: int | None = None
     #: bytes per weight of the checkpoint's own dtype (2 for bf16)
     dtype_bytes: int = 2
     dtype: str = "bfloat16"

@@ -57,3 +57,45 @@ def test_a_vllm_plan_past_the_derived_length_says_vllm_refuses_it_and_sets_the_v
     # the printed command reads back to the same plan
     _, fields = resolve(read_command(long["command"]), "qwen3-8b")
     assert fields["context"] == 65536
+
+
+@pytest.mark.parametrize(("config", "model_type", "length"), [
+    ({"max_position_embeddings": 40960}, "qwen3", 40960),
+    # the first key present, not the least
+    ({"seq_length": 8192, "max_position_embeddings": 4096}, "x", 8192),
+    # a linear or dynamic factor scales it; llama3, yarn, longrope and a scaling that names
+    # original_max_position_embeddings do not; nor Gemma 3's, nor per-layer parameters
+    ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "linear", "factor": 2}},
+     "llama", 8192),
+    ({"max_position_embeddings": 32768, "rope_scaling": {"type": "yarn", "factor": 4}},
+     "qwen2", 32768),
+    ({"max_position_embeddings": 4096, "rope_scaling": {
+        "type": "dynamic", "factor": 2, "original_max_position_embeddings": 4096}}, "x", 4096),
+    ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "linear", "factor": 8}},
+     "gemma3_text", 131072),
+    ({"max_position_embeddings": 8192, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 8.0}}}, "x", 8192),
+    ({}, "x", None),
+])
+def test_the_length_sglang_derives(config, model_type, length):
+    from kvcore.hf import sglang_context_len
+
+    assert sglang_context_len(config, model_type) == length
+
+
+def test_an_sglang_plan_past_the_derived_length_sets_its_variable():
+    spec = kvcore.load_model("gemma-3-27b-it")
+    report = answer(make_query(spec, engine="sglang", gpu="h200",
+                               context="256k"))["engine_report"]
+    assert report["command"].startswith("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 python -m "
+                                        "sglang.launch_server")
+    assert any("above the 131,072 it derives from the config" in n for n in report["notes"])
+    _, fields = resolve(read_command(report["command"]), "gemma-3-27b-it")
+    assert fields["context"] == 262144
+
+
+@pytest.mark.parametrize(("text", "tokens"), [("131072", 131072), ("128k", 128000),
+                                              ("128Ki", 131072), ("1Mi", 1 << 20)])
+def test_sglang_context_length_suffixes(text, tokens):
+    launch = read_command(f"python -m sglang.launch_server --model-path x --context-length {text}")
+    assert launch.settings["context"] == tokens

@@ -590,11 +590,24 @@ def fraction_depends_on_running(req: EngineRequest) -> bool:
 
 
 
+def long_context_note(req: EngineRequest) -> str | None:
+    """Past the context length SGLang derives from the config (hf.sglang_context_len), its
+    ModelConfig raises a ValueError unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set:
+    the note saying so (the command sets it), else None."""
+    derived = req.spec.sglang_context_len
+    if derived is None or req.context <= derived:
+        return None
+    return (f"SGLang refuses --context-length {req.context} above the {derived:,} it derives "
+            "from the config (a ValueError at start-up) unless "
+            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which the command sets")
+
+
 def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[str]:
     """The launch_server command line of a plan: the flags it sets (a fraction only where the
     plan gives one; the rest left to SGLang's defaults)."""
     s = req.settings
-    cmd = [f"python -m sglang.launch_server --model-path {model_ref(req.spec)}",
+    allow = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 " if long_context_note(req) else ""
+    cmd = [f"{allow}python -m sglang.launch_server --model-path {model_ref(req.spec)}",
            f"--context-length {req.context}", f"--max-running-requests {req.sequences}"]
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
@@ -849,7 +862,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
-    notes = [n for n in (note_hybrid, rule_note(req, frac)) if n]
+    notes = [n for n in (note_hybrid, rule_note(req, frac), long_context_note(req)) if n]
     if sp is not None:
         cmd += sp.flags()
         notes += mtp_notes(sp, hybrid=bool(recurrent), cell=cell, base_cell=base_cell)

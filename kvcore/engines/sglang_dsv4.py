@@ -37,6 +37,7 @@ from .sglang import (
     fraction_depends_on_running,
     kv_budget,
     launch_command,
+    long_context_note,
     rule_note,
 )
 
@@ -162,7 +163,8 @@ def plan(req: EngineRequest) -> EngineReport:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
     rule = rule_note(req, frac)
-    notes = (*((rule,) if rule else ()),
+    long = long_context_note(req)
+    notes = (*((rule,) if rule else ()), *((long,) if long else ()),
              f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(dsv4_geometry(req.spec)[3], 64)} B: fp8 + bf16 RoPE + scales) "
              "whatever the KV format named; the sliding-window pool holds "
              f"{sizes['swa']:,} tokens (swa_full_tokens_ratio {SWA_RATIO})",)
