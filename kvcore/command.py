@@ -789,6 +789,11 @@ def _hf_url(url: str) -> str | None:
     return f"{m.group(1)}:{tag.upper()}" if tag else None
 
 
+def _gguf_weights(tag: str) -> str:
+    """kvplan's weight format of a GGUF file's type tag (gpt-oss's MXFP4_MOE files: mxfp4)."""
+    return {"mxfp4_moe": "mxfp4"}.get(tag.lower(), tag.lower())
+
+
 def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = False,
             allow_local: bool = True) -> tuple[ModelSpec, dict[str, Any]]:
     """The model a launch command loads and the plan's fields (``engine`` and ``model``
@@ -836,7 +841,7 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
         raise InputError("the command names no model: give the model beside it (a catalog "
                          "id or Hub repo id)", field="model")
     if weights is not None:
-        weights = {"mxfp4_moe": "mxfp4"}.get(weights, weights)
+        weights = _gguf_weights(weights)
         if weights not in WEIGHTS:
             raise InputError(
                 f"the command's file is quantized as {weights.upper()}, none of "
@@ -858,8 +863,8 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
                                  f"{shown(base)} is no catalog model: give the model beside the "
                                  "command",
                                  field="model") from None
-        weights = {"mxfp4_moe": "mxfp4"}.get(tag.lower(), tag.lower())
-        if weights not in WEIGHTS:
+        weights = None if weights_given else _gguf_weights(tag)
+        if weights is not None and weights not in WEIGHTS:
             raise
         launch.notes.append(f"the Hub could not be reached: {ref} read as the catalog's "
                             f"{base} in llama-quantize's {tag.upper()} tensor types, not from "
