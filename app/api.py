@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 import kvcore
 from kvcore import CacheOptions, load_model, parse_bytes
-from kvcore.command import Launch, cli_line, read_command, resolve
+from kvcore.command import Launch, cli_line, fit_shortened, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.base import check_tensor_split
 from kvcore.engines.llamacpp_offload import split_overrides
@@ -118,7 +118,7 @@ def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:
         name = str(err["loc"][0]) if err.get("loc") else "command"
         raise kvcore.InputError(f"{name} read from the command: {err['msg']}",
                                 field="command") from None
-    return to_query(plan, spec), launch, fields
+    return fit_shortened(launch, to_query(plan, spec)), launch, fields
 
 
 def _tensor_split(value: list[float] | str | None) -> tuple[float, ...] | None:

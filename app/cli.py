@@ -30,7 +30,7 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
-from kvcore.command import Launch, cli_line, read_command, resolve
+from kvcore.command import Launch, cli_line, fit_shortened, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.llamacpp_offload import split_overrides
 from kvcore.errors import shown
@@ -930,6 +930,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.find_weights:
             check_find_weights(weights=args.weights, prefix="--")
         query = build_query(args, command_spec if launch is not None else None)
+        if launch is not None and not (args.find_gpu or args.find_format or args.find_weights):
+            query = fit_shortened(launch, query)
         if launch is not None and not args.json:
             print(render_command(launch, read_as))
         if args.find_gpu:

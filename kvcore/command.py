@@ -12,7 +12,8 @@ Every flag is read as the engine reads it:
 
 - llama-server: ``-c`` is the context of all slots together, each of ``-np`` slots holding
   ``-c / -np`` tokens; ``-c 0`` or no ``-c`` is the trained context; no ``-np`` is 4 slots
-  sharing one unified KV cache (``server.cpp``: ``n_parallel < 0`` → 4 and ``kv_unified``),
+  sharing one unified KV cache (``server.cpp``: ``n_parallel < 0`` → 4 and ``kv_unified``);
+  a context left unset that does not fit is shortened by --fit first (``fit_shortened``),
   and an explicit ``-np`` turns that unification off unless ``-kvu`` is given. llama-cli,
   llama-completion and the other programs run one sequence. ``-b`` lowers n_ubatch to it.
   ``LLAMA_ARG_*`` variables set before the program (or with docker's ``-e``) are read as their
@@ -45,7 +46,8 @@ from .errors import InputError, shown
 from .hub import HubUnavailable
 from .model import ModelSpec
 
-__all__ = ["Launch", "cli_line", "gguf_file_model", "human_int", "read_command", "resolve"]
+__all__ = ["Launch", "cli_line", "fit_shortened", "gguf_file_model", "human_int", "read_command",
+           "resolve"]
 
 #: the longest command read
 MAX_COMMAND = 16_000
@@ -56,6 +58,10 @@ LLAMA_PROGRAMS = ("llama-server", "llama-cli", "llama-completion", "llama-mtmd-c
                   "llama-run")
 #: -ngl all (or -2 and below), as llama.cpp's own commands spell every layer
 ALL_LAYERS = 999
+#: llama.cpp's --fit shortens a context left unset to no less than this a stream
+#: (fit_params_min_ctx), and to a multiple of FIT_ROUND a stream
+FIT_MIN_CTX = 4096
+FIT_ROUND = 256
 #: llama.cpp's n_ubatch where -ub is not given
 DEFAULT_UBATCH = 512
 #: llama.cpp's KV cache types (-ctk/-ctv) and their kvplan formats
@@ -99,11 +105,33 @@ class Launch:
     #: where the command leaves the context to the model: how many sequences share its
     #: trained context (llama-server's slots), else 0
     trained_share: int = 0
+    #: llama.cpp with -c left out and --fit on: the fit may shorten the context; the streams
+    #: its minimum and rounding count (1 with a unified cache, else the sequences); 0: no
+    fit_streams: int = 0
+
+    def fitted(self, plan: dict[str, Any]) -> int | None:
+        """The context a sequence gets where llama.cpp's --fit, with -c left out, shortens
+        the context to fit the card (common/fit.cpp: before it moves any layer to host
+        memory, to the largest total that fits, a multiple of 256 a stream, and no less than
+        4,096 a stream: where not even that fits, it keeps the least and moves layers);
+        None where the plan fits."""
+        if not self.fit_streams or plan.get("fits") is not False:
+            return None
+        seqs, streams = plan["sequences"], self.fit_streams
+        least = FIT_MIN_CTX * streams
+        total = (plan.get("max_context") or 0) * seqs // (FIT_ROUND * streams) * FIT_ROUND \
+            * streams
+        total = max(total, least)
+        if total >= plan["context"] * seqs:
+            return None
+        return int(total // seqs)
 
     def given(self, names: set[str]) -> None:
         """Drop the notes about fields the plan sets itself (a context given beside the
-        command makes "no -c: the trained context" moot)."""
+        command makes "no -c: the trained context" moot, and --fit's shortening of it)."""
         self.notes = [n for n in self.notes if self.about.get(n) not in names]
+        if "context" in names:
+            self.fit_streams = 0
 
     def fields(self, trained: int | None) -> dict[str, Any]:
         """The settings with the context completed from the model's trained context (its
@@ -285,6 +313,15 @@ def _llama_ot(r: _Reader, flag: str, value: str) -> None:
     r.set.setdefault("override_tensor", []).extend(split_overrides([value]))
 
 
+def _switch(flag: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("on", "1", "true", "enabled"):
+        return True
+    if v in ("off", "0", "false", "disabled"):
+        return False
+    raise InputError(f"{flag} takes on or off, got {shown(value)}", field="command")
+
+
 def _llama_draft(r: _Reader, flag: str, value: str) -> None:
     r.note(f"{flag} {value}: the draft model's weights and cache are not counted")
 
@@ -351,6 +388,7 @@ _LLAMA = (
     _Flag(("-mm", "--mmproj", "-mmu", "--mmproj-url"), "value", _llama_mmproj),
     _Flag(("--no-mmproj",), "none", _seen("no_mmproj", lambda f, v: True)),
     _Flag(("--no-mmproj-offload",), "none", _seen("mmproj_on_host", lambda f, v: True)),
+    _Flag(("-fit", "--fit"), "value", _seen("fit", lambda f, v: _switch(f, v))),
     _Flag(("-nkvo", "--no-kv-offload"), "none",
           _refuse("the KV cache in host memory is not planned: leave the flag out")),
 )
@@ -407,9 +445,9 @@ def _llama_finish(r: _Reader) -> None:
     else:
         launch.trained_share = slots
         if "ctx" not in seen:
-            r.note("no -c: the trained context over the slots; where it does not fit, "
-                   "llama-server's --fit may also shorten it (to no fewer than 4,096 tokens), "
-                   "which -c 0 forbids", "context")
+            r.note("no -c: the trained context over the slots", "context")
+            if seen.get("fit", True):
+                launch.fit_streams = 1 if unified else slots
         else:
             r.note("-c 0: the trained context over the slots", "context")
 
@@ -906,3 +944,28 @@ def cli_line(fields: dict[str, Any]) -> str:
         elif value is not False and value is not None:
             words += [flag, shlex.quote(f"{value:g}" if isinstance(value, float) else str(value))]
     return " ".join(words)
+
+
+def fit_shortened(launch: Launch, query: Any) -> Any:
+    """``query`` (a kvcore Query planned from ``launch``) at the context llama.cpp's --fit
+    starts it with where -c is left out and the trained context does not fit (Launch.fitted),
+    with a note saying so; else ``query`` itself."""
+    from dataclasses import replace
+
+    from .query import answer
+
+    if not launch.fit_streams:
+        return query
+    fitted = launch.fitted(answer(query))
+    if fitted is None:
+        return query
+    seqs = query.sequences
+    least = fitted * seqs <= FIT_MIN_CTX * launch.fit_streams
+    launch.notes.append(
+        f"-c not set: llama.cpp's --fit shortens the context from {query.context * seqs:,} to "
+        f"{fitted * seqs:,} tokens" + (f" ({seqs} × {fitted:,})" if seqs > 1 else "")
+        + (", its least, and then moves layers to host memory" if least else
+           " to fit the card, before it would move any layer to host memory")
+        + "; planned at that")
+    launch.about[launch.notes[-1]] = "context"
+    return replace(query, context=fitted)

@@ -67,10 +67,11 @@ def test_llama_server_without_c_takes_the_trained_context_over_its_slots():
     launch = read_command("llama-server -m Qwen3-30B-A3B-Q4_K_M.gguf -np 2")
     assert launch.fields(spec.max_position_embeddings)["context"] == \
         spec.max_position_embeddings // 2
-    assert any("--fit may also shorten it" in n for n in launch.notes)
+    # --fit may shorten a context left unset, not one of -c 0
+    assert launch.fit_streams == 2
     zero = read_command("llama-server -m Qwen3-30B-A3B-Q4_K_M.gguf -c 0 -np 1")
     assert zero.fields(40960)["context"] == 40960
-    assert not any("--fit may" in n for n in zero.notes)
+    assert zero.fit_streams == 0
     with pytest.raises(kvcore.InputError, match="no max_position_embeddings"):
         zero.fields(None)
 
@@ -519,3 +520,54 @@ def test_llama_arg_variables_are_read_and_flags_after_the_program_win():
                           "ghcr.io/ggml-org/llama.cpp:server-cuda --port 8080")
     assert docker.model == "unsloth/Qwen3-8B-GGUF:Q4_K_M"
     assert docker.settings == {"sequences": 1, "kv_unified": True, "context": 32768}
+
+
+def _command_plan(command, **beside):
+    from kvcore.command import fit_shortened
+
+    launch = read_command(command)
+    spec, fields = resolve(launch)
+    fields.update(beside)
+    launch.given(set(beside))
+    query = fit_shortened(launch, to_query(PlanIn.model_validate(fields), spec))
+    return launch, query, answer(query)
+
+
+def test_without_c_llamas_fit_shortens_the_context_before_moving_layers():
+    """llama-server with -c left out starts at the trained context; where that does not fit
+    the card, --fit shortens it (to the largest total that fits, a multiple of 256) before
+    it moves any layer to host memory."""
+    launch, query, data = _command_plan("llama-server -m /x/Qwen3.5-27B-Q4_K_M.gguf",
+                                        gpu="4090")
+    total = query.context * query.sequences
+    assert data["fits"] is True
+    assert total % 256 == 0 and 4096 <= total < 262144
+    # the next 256 tokens would not fit
+    _, _, longer = _command_plan("llama-server -m /x/Qwen3.5-27B-Q4_K_M.gguf", gpu="4090",
+                                 context=(total + 256) // 4)
+    assert longer["fits"] is False
+    assert any(n.startswith(f"-c not set: llama.cpp's --fit shortens the context from 262,144 "
+                            f"to {total:,} tokens (4 × {total // 4:,}) to fit the card")
+               for n in launch.notes)
+
+
+@pytest.mark.parametrize("flags", ["-c 0", "--fit off", "-c 262144"])
+def test_a_context_set_or_the_fit_off_is_kept(flags):
+    launch, query, data = _command_plan(f"llama-server -m /x/Qwen3.5-27B-Q4_K_M.gguf {flags}",
+                                        gpu="4090")
+    assert query.context * query.sequences == 262144
+    assert data["fits"] is False
+    assert not any("--fit shortens" in n for n in launch.notes)
+
+
+def test_where_not_even_the_least_fits_the_fit_keeps_the_least_and_moves_layers():
+    launch, query, data = _command_plan("llama-server -m /x/Llama-3.1-70B-Instruct-Q4_K_M.gguf",
+                                        gpu="4090")
+    assert (query.context, query.sequences) == (1024, 4)
+    assert any("to 4,096 tokens (4 × 1,024), its least, and then moves layers" in n
+               for n in launch.notes)
+    assert data["engine_report"]["extra"]["fit"]["host_weights_bytes"] > 0
+    # a context given beside the command is the plan's
+    _, query, _ = _command_plan("llama-server -m /x/Llama-3.1-70B-Instruct-Q4_K_M.gguf",
+                                gpu="4090", context=8192)
+    assert query.context == 8192
