@@ -11,23 +11,26 @@ model (its trained context), which needs the model's config.
 Every flag is read as the engine reads it:
 
 - llama-server: ``-c`` is the context of all slots together, each of ``-np`` slots holding
-  ``-c / -np`` tokens; ``-c 0`` or no ``-c`` is the trained context; no ``-np`` is 4 slots
+  ``-c / -np`` tokens; ``-c 0`` or no ``-c`` is the trained context, which --fit shortens
+  first where it does not fit (``fit_shortened``; not ``-c 0``'s). No ``-np`` is 4 slots
   sharing one unified KV cache (``server.cpp``: ``n_parallel < 0`` → 4 and ``kv_unified``);
-  a context left unset that does not fit is shortened by --fit first (``fit_shortened``),
-  and an explicit ``-np`` turns that unification off unless ``-kvu`` is given. llama-cli,
+  an explicit ``-np`` turns that unification off unless ``-kvu`` is given. llama-cli,
   llama-completion and the other programs run one sequence. ``-b`` lowers n_ubatch to it.
   ``LLAMA_ARG_*`` variables set before the program (or with docker's ``-e``) are read as their
   flags, the flags after the program winning.
 - vLLM: ``--max-model-len`` takes ``32k`` (1,000s) or ``32K`` (1,024s), as vLLM's
-  ``human_readable_int`` does; no ``--max-model-len`` is the model's own maximum.
-  ``--max-num-seqs``, where given, is the number of full-length sequences planned; else one
-  (the request vLLM checks at start-up), the plan then reporting how many fit.
-- SGLang: ``--context-length`` and ``--max-running-requests`` likewise.
+  ``human_readable_int`` does; no ``--max-model-len`` is the length vLLM derives from the
+  config (``hf.vllm_max_len``). ``--max-num-seqs``, where given, is the number of full-length
+  sequences planned; else one (the request vLLM checks at start-up), the plan then reporting
+  how many fit.
+- SGLang: ``--context-length`` (``128k``, ``128Ki``) and ``--max-running-requests`` likewise
+  (``hf.sglang_context_len``).
 - trtllm-serve: ``--max_seq_len`` and ``--max_batch_size``.
 
-A flag that changes memory in a way kvplan does not plan (llama.cpp's ``-ot`` tensor
-overrides, ``-sm row``, vLLM's in-flight bitsandbytes quantization) is refused in one line
-rather than read as something else.
+A flag that changes memory in a way kvplan does not plan (llama.cpp's ``-sm row`` and ``-ot``
+overrides other than whole blocks' routed experts to the CPU, SGLang's DP attention, vLLM's
+in-flight bitsandbytes quantization) is refused in one line rather than read as something
+else.
 """
 
 from __future__ import annotations
