@@ -11,8 +11,10 @@ model (its trained context), which needs the model's config.
 Every flag is read as the engine reads it:
 
 - llama-server: ``-c`` is the context of all slots together, each of ``-np`` slots holding
-  ``-c / -np`` tokens; ``-c 0`` or no ``-c`` is the trained context, which --fit shortens
-  first where it does not fit (``fit_shortened``; not ``-c 0``'s). No ``-np`` is 4 slots
+  ``-c / -np`` tokens; ``-c 0`` or no ``-c`` is the trained context a stream (--fit sets it
+  so: one stream with a unified cache, else one a slot; the trained context in all with
+  --fit off), which --fit shortens first where it does not fit (``fit_shortened``; not
+  ``-c 0``'s). No ``-np`` is 4 slots
   sharing one unified KV cache (``server.cpp``: ``n_parallel < 0`` → 4 and ``kv_unified``);
   an explicit ``-np`` turns that unification off unless ``-kvu`` is given. llama-cli,
   llama-completion and the other programs run one sequence. ``-b`` lowers n_ubatch to it.
@@ -446,13 +448,20 @@ def _llama_finish(r: _Reader) -> None:
             r.note(f"-c {n_ctx} over {slots} slots: planned as {slots} × "
                    f"{r.set['context']:,} tokens, padded as llama.cpp pads -c", "context")
     else:
-        launch.trained_share = slots
-        if "ctx" not in seen:
-            r.note("no -c: the trained context over the slots", "context")
-            if seen.get("fit", True):
-                launch.fit_streams = 1 if unified else slots
+        # llama_context takes n_ctx 0 as the trained context in all; --fit (on by default)
+        # sets it first to the trained context a stream (common/fit.cpp: n_ctx_train ×
+        # n_streams), so that each of several slots without a unified cache gets all of it
+        fit = seen.get("fit", True)
+        streams = 1 if unified else slots
+        launch.trained_share = slots // streams if fit else slots
+        flag = "no -c" if "ctx" not in seen else "-c 0"
+        if launch.trained_share == 1 and slots > 1:
+            r.note(f"{flag}: the trained context for each of the {slots} slots (--fit sets -c "
+                   "to that times the slots where their cache is not unified)", "context")
         else:
-            r.note("-c 0: the trained context over the slots", "context")
+            r.note(f"{flag}: the trained context over the slots", "context")
+        if "ctx" not in seen and fit:
+            launch.fit_streams = streams
 
 
 def gguf_file_model(path: str) -> tuple[str, str | None]:

@@ -62,11 +62,19 @@ def test_llama_server_without_np_is_four_slots_sharing_one_unified_cache():
     assert read_command("llama-server -m x.gguf -np 2 -kvu").settings["kv_unified"] is True
 
 
-def test_llama_server_without_c_takes_the_trained_context_over_its_slots():
+def test_llama_server_without_c_takes_the_trained_context_a_stream():
+    """With -c left out (or 0), --fit sets n_ctx to the trained context a stream: slots that
+    share a unified cache share it, slots with caches of their own get it each; with --fit off,
+    llama_context gives the trained context in all."""
     spec = kvcore.load_model("qwen3-30b-a3b")
+    trained = spec.max_position_embeddings
     launch = read_command("llama-server -m Qwen3-30B-A3B-Q4_K_M.gguf -np 2")
-    assert launch.fields(spec.max_position_embeddings)["context"] == \
-        spec.max_position_embeddings // 2
+    assert launch.fields(trained)["context"] == trained
+    assert read_command("llama-server -m x.gguf -np 2 -kvu").fields(trained)["context"] == \
+        trained // 2
+    assert read_command("llama-server -m x.gguf").fields(trained)["context"] == trained // 4
+    assert read_command("llama-server -m x.gguf -np 2 -fit off").fields(trained)["context"] == \
+        trained // 2
     # --fit may shorten a context left unset, not one of -c 0
     assert launch.fit_streams == 2
     zero = read_command("llama-server -m Qwen3-30B-A3B-Q4_K_M.gguf -c 0 -np 1")
