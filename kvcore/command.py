@@ -47,6 +47,10 @@ from decimal import Decimal
 from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
+from .engines import llamacpp as _llamacpp
+from .engines import sglang as _sglang
+from .engines import vllm as _vllm
+from .engines.llamacpp_offload import split_overrides
 from .errors import InputError, shown
 from .hub import HubUnavailable
 from .model import ModelSpec
@@ -67,19 +71,20 @@ ALL_LAYERS = 999
 #: (fit_params_min_ctx), and to a multiple of FIT_ROUND a stream
 FIT_MIN_CTX = 4096
 FIT_ROUND = 256
-#: llama.cpp's n_ubatch where -ub is not given
-DEFAULT_UBATCH = 512
-#: llama.cpp's KV cache types (-ctk/-ctv) and their kvplan formats
-LLAMA_KV = {n: n for n in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
-                           "q5_1")}
+#: llama.cpp's KV cache types (-ctk/-ctv), as its profile names them
+LLAMA_KV = _llamacpp.FORMATS
+
+
+def _inverse(formats: dict[str, str], aliases: dict[str, str | None]) -> dict[str, str | None]:
+    """An engine's --kv-cache-dtype names to kvplan's formats: its profile's table inverted
+    (auto: the model's own dtype, None), with the other spellings it takes."""
+    return {"auto": None, **aliases, **{v: k for k, v in formats.items() if v != "auto"}}
+
+
 #: vLLM's --kv-cache-dtype and SGLang's: kvplan's format, None for the model's own dtype
-VLLM_KV: dict[str, str | None] = {
-    "auto": None, "float16": "f16", "half": "f16", "bfloat16": "bf16", "fp8": "fp8_e4m3",
-    "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "fp8_per_token_head": "fp8_pth",
-    "nvfp4": "nvfp4"}
-SGLANG_KV: dict[str, str | None] = {
-    "auto": None, "bf16": "bf16", "bfloat16": "bf16", "fp8_e4m3": "fp8_e4m3",
-    "fp8_e5m2": "fp8_e5m2"}
+VLLM_KV = _inverse(_vllm.FORMATS, {"float16": "f16", "half": "f16", "bfloat16": "bf16",
+                                   "fp8_e4m3": "fp8_e4m3"})
+SGLANG_KV = _inverse(_sglang.FORMATS, {"bf16": "bf16", "bfloat16": "bf16"})
 #: GGUF file-name tags of llama-quantize's types (…-Q4_K_M.gguf, ….IQ4_XS.gguf, …-BF16.gguf)
 _QUANT_TAG = re.compile(r"(?:^|[-._])((?:UD-)?I?Q\d(?:_[A-Z0-9]+)+|BF16|F16|F32|MXFP4(?:_MOE)?)"
                         r"(?=$|[-._])", re.IGNORECASE)
@@ -238,7 +243,7 @@ class _Reader:
 
 # --- llama-server -------------------------------------------------------------------------
 
-def _llama_model(r: _Reader, flag: str, value: str) -> None:
+def _model(r: _Reader, flag: str, value: str) -> None:
     r.seen["model"] = value
     r.launch.model_flag = f"{flag} {value}"
 
@@ -313,8 +318,6 @@ def _llama_dev(r: _Reader, flag: str, value: str) -> None:
 def _llama_ot(r: _Reader, flag: str, value: str) -> None:
     # each PATTERN=BUFFER, at the commas as llama.cpp splits them; the plan checks them
     # against the model's tensors
-    from .engines.llamacpp_offload import split_overrides
-
     r.set.setdefault("override_tensor", []).extend(split_overrides([value]))
 
 
@@ -368,10 +371,10 @@ def _refuse(why: str) -> Callable[[_Reader, str, str], None]:
 
 
 _LLAMA = (
-    _Flag(("-m", "--model"), "value", _llama_model),
+    _Flag(("-m", "--model"), "value", _model),
     _Flag(("-hf", "-hfr", "--hf-repo"), "value", _llama_hf),
     _Flag(("-hff", "--hf-file"), "value", _seen("hf_file")),
-    _Flag(("-mu", "--model-url"), "value", _llama_model),
+    _Flag(("-mu", "--model-url"), "value", _model),
     _Flag(("-c", "--ctx-size"), "value", _seen("ctx", lambda f, v: _int(f, v))),
     _Flag(("-np", "--parallel"), "value", _seen("np", lambda f, v: _int(f, v, low=-1))),
     _Flag(("-ctk", "--cache-type-k"), "value", _llama_kv("kv_k")),
@@ -437,8 +440,8 @@ def _llama_finish(r: _Reader) -> None:
         r.set["kv_unified"] = True
     if "batch" in seen:
         # llama_context takes n_ubatch = min(n_batch, n_ubatch)
-        ubatch = min(seen["batch"], r.set.get("ubatch", DEFAULT_UBATCH))
-        if ubatch != DEFAULT_UBATCH:
+        ubatch = min(seen["batch"], r.set.get("ubatch", _llamacpp.N_UBATCH))
+        if ubatch != _llamacpp.N_UBATCH:
             r.set["ubatch"] = ubatch
     n_ctx = seen.get("ctx", 0)
     if n_ctx:
@@ -534,13 +537,8 @@ def _vllm_spec(r: _Reader, flag: str, value: str) -> None:
         r.note(f"{flag}: the draft model {config['model']}'s weights and cache are not counted")
 
 
-def _vllm_model(r: _Reader, flag: str, value: str) -> None:
-    r.seen["model"] = value
-    r.launch.model_flag = f"{flag} {value}"
-
-
 _VLLM = (
-    _Flag(("--model",), "value", _vllm_model),
+    _Flag(("--model",), "value", _model),
     _Flag(("--max-model-len",), "value", _vllm_max_len),
     _Flag(("--max-num-seqs",), "value", _set("sequences", human_int)),
     _Flag(("--kv-cache-dtype",), "value", _server_kv("vLLM", VLLM_KV)),
@@ -606,7 +604,7 @@ def _sglang_spec(r: _Reader, flag: str, value: str) -> None:
 
 
 _SGLANG = (
-    _Flag(("--model-path", "--model"), "value", _vllm_model),
+    _Flag(("--model-path", "--model"), "value", _model),
     _Flag(("--context-length",), "value", _set("context", lambda f, v: sglang_int(f, v))),
     _Flag(("--max-running-requests",), "value", _set("sequences", lambda f, v: _int(f, v, 1))),
     _Flag(("--kv-cache-dtype",), "value", _server_kv("SGLang", SGLANG_KV)),
@@ -852,7 +850,6 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
     catalog model, the type its name carries, unless ``weights_given``: the plan names its
     own)."""
     from .catalog import load_model
-    from .engines.llamacpp import WEIGHTS
 
     weights = None
     ref = model
@@ -892,7 +889,7 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
                          "id or Hub repo id)", field="model")
     if weights is not None:
         weights = _gguf_weights(weights)
-        if weights not in WEIGHTS:
+        if weights not in _llamacpp.WEIGHTS:
             raise InputError(
                 f"the command's file is quantized as {weights.upper()}, none of "
                 "llama-quantize's types kvplan prices: give the weights as --weights (the "
@@ -914,7 +911,7 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
                                  "command",
                                  field="model") from None
         weights = None if weights_given else _gguf_weights(tag)
-        if weights is not None and weights not in WEIGHTS:
+        if weights is not None and weights not in _llamacpp.WEIGHTS:
             raise
         launch.notes.append(f"the Hub could not be reached: {ref} read as the catalog's "
                             f"{base} in llama-quantize's {tag.upper()} tensor types, not from "
