@@ -432,6 +432,7 @@ def override_blocks(patterns: tuple[str, ...], n_layers: int, gated: bool) -> fr
                              f"{len(other) - 1:,} other tensors) that are not routed experts; "
                              "kvplan plans only whole blocks' routed experts in host memory",
                              field="override_tensor")
+        matched = False
         for i in range(n_layers):
             hit = [f for f in families if rx.search(f"blk.{i}.ffn_{f}_exps.weight")
                    or rx.search(f"blk.{i}.ffn_gate_up_exps.weight") and f != "down"]
@@ -442,8 +443,8 @@ def override_blocks(patterns: tuple[str, ...], n_layers: int, gated: bool) -> fr
                                  field="override_tensor")
             if hit:
                 blocks.add(i)
-        if not any(rx.search(f"blk.{i}.ffn_{f}_exps.weight") for i in range(n_layers)
-                   for f in families):
+                matched = True
+        if not matched:
             raise InputError(f"override_tensor {_q(given)} matches no routed-expert tensor of "
                              f"this model's {n_layers} blocks (blk.N.ffn_up_exps.weight …)",
                              field="override_tensor")
