@@ -397,6 +397,17 @@ def single_format(engine: str, opts: CacheOptions, supported: dict[str, str]) ->
     return name
 
 
+def past_derived(engine: str, flag: str, context: int, derived: int | None,
+                 variable: str) -> str | None:
+    """Past the length an engine derives from the config (vLLM's max_model_len, SGLang's
+    context length), its start-up raises a ValueError unless ``variable`` allows it: the note
+    saying so (the plan's command sets the variable), else None."""
+    if derived is None or context <= derived:
+        return None
+    return (f"{engine} refuses {flag} {context} above the {derived:,} it derives from the "
+            f"config (a ValueError at start-up) unless {variable}=1, which the command sets")
+
+
 def model_ref(spec: ModelSpec) -> str:
     """What a serving command loads: the Hub repo, else the local checkpoint folder a
     config.json was read from (a server loads the folder, not the folder's name), else the

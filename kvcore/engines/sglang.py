@@ -38,6 +38,7 @@ from .base import (
     model_ref,
     need_gpu,
     parallel_flags,
+    past_derived,
     rank_weights,
     refuse_architecture,
     refuse_layout,
@@ -594,12 +595,8 @@ def long_context_note(req: EngineRequest) -> str | None:
     """Past the context length SGLang derives from the config (hf.sglang_context_len), its
     ModelConfig raises a ValueError unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set:
     the note saying so (the command sets it), else None."""
-    derived = req.spec.sglang_context_len
-    if derived is None or req.context <= derived:
-        return None
-    return (f"SGLang refuses --context-length {req.context} above the {derived:,} it derives "
-            "from the config (a ValueError at start-up) unless "
-            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which the command sets")
+    return past_derived("SGLang", "--context-length", req.context, req.spec.sglang_context_len,
+                        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
 
 
 def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[str]:

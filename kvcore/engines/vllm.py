@@ -42,6 +42,7 @@ from .base import (
     model_ref,
     need_gpu,
     parallel_flags,
+    past_derived,
     rank_weights,
     refuse_architecture,
     refuse_layout,
@@ -663,14 +664,13 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
     cmd = serve_command(req, max_len, util, k_name, mbt)
-    derived = req.spec.vllm_max_len
-    if derived is not None and max_len > derived:
-        # config/model.py _get_and_verify_max_len: a longer --max-model-len is a ValueError
-        # unless the variable allows it (then a warning)
+    # config/model.py _get_and_verify_max_len: a longer --max-model-len is a ValueError unless
+    # the variable allows it (then a warning)
+    long = past_derived("vLLM", "--max-model-len", max_len, req.spec.vllm_max_len,
+                        "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    if long:
         cmd[0] = f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 {cmd[0]}"
-        notes.append(f"vLLM refuses --max-model-len {max_len} above the {derived:,} it derives "
-                     "from the config (a ValueError at start-up) unless "
-                     "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which the command sets")
+        notes.append(long)
     if s.block_size:
         cmd.append(f"--block-size {block}")
     offload_tokens = 0
