@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 import kvcore
 from kvcore import CacheOptions, load_model, parse_bytes
-from kvcore.command import Launch, cli_line, fit_shortened, read_command, resolve
+from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.base import check_tensor_split
 from kvcore.engines.llamacpp_offload import split_overrides
@@ -105,12 +105,8 @@ def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:
     spec, fields = resolve(launch, body.model, allow_local=False,
                            weights_given="weights" in body.model_fields_set)
     given = body.model_fields_set - {"command", "model"}
-    if "kv" in given:
-        # the body's kv is both formats: the command's per-format choices give way
-        fields.pop("kv_k", None)
-        fields.pop("kv_v", None)
+    give_way(launch, fields, given)
     fields.update({k: getattr(body, k) for k in given})
-    launch.given(given)
     try:
         plan = PlanIn.model_validate(fields)
     except ValidationError as exc:

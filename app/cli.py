@@ -30,7 +30,7 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
-from kvcore.command import Launch, cli_line, fit_shortened, read_command, resolve
+from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.llamacpp_offload import split_overrides
 from kvcore.errors import shown
@@ -831,6 +831,9 @@ def _serve(argv: list[str]) -> int:
     return 0
 
 
+#: the plan flags' dests whose field names (the API's) differ, and back
+_DEST = {"context": "ctx", "sequences": "seqs"}
+_FIELD = {d: f for f, d in _DEST.items()}
 #: what each find question lists, which a launch command's own choice gives way to
 FIND_LISTS = {"find_format": ("kv", "kv_k", "kv_v"), "find_weights": ("weights",),
               "find_gpu": ("gpus", "tp", "pp", "tensor_split")}
@@ -850,28 +853,17 @@ def _from_command(args: argparse.Namespace, argv: list[str]) -> tuple[Launch, Mo
     launch = read_command(args.command)
     spec, fields = resolve(launch, args.model, weights_given=args.weights is not None)
     given = _given(argv)
-    if args.kv is not None:
-        # the user's --kv is both formats: the command's per-format choices give way
-        fields.pop("kv_k", None)
-        fields.pop("kv_v", None)
+    give_way(launch, fields, {_FIELD.get(d, d) for d in given})
     # a find question lists what the command chose: the choice gives way to the list
     for find, names in FIND_LISTS.items():
         if getattr(args, find):
             for name in names:
                 fields.pop(name, None)
-    own = set()
     for name, value in fields.items():
-        dest = {"context": "ctx", "sequences": "seqs"}.get(name, name)
-        if name == "model":
-            continue
-        if dest not in given:
-            setattr(args, dest, value)
-        else:
-            own.add(name)
-    launch.given(own)
+        if name != "model" and _DEST.get(name, name) not in given:
+            setattr(args, _DEST.get(name, name), value)
     args.model = fields["model"]
-    read = {k: getattr(args, {"context": "ctx", "sequences": "seqs"}.get(k, k))
-            for k in fields}
+    read = {k: getattr(args, _DEST.get(k, k)) for k in fields}
     return launch, spec, cli_line(read)
 
 

@@ -55,8 +55,8 @@ from .errors import InputError, shown
 from .hub import HubUnavailable
 from .model import ModelSpec
 
-__all__ = ["Launch", "cli_line", "fit_shortened", "gguf_file_model", "human_int", "read_command",
-           "resolve"]
+__all__ = ["Launch", "cli_line", "fit_shortened", "give_way", "gguf_file_model", "human_int",
+           "read_command", "resolve"]
 
 #: the longest command read
 MAX_COMMAND = 16_000
@@ -953,6 +953,16 @@ def cli_line(fields: dict[str, Any]) -> str:
         elif value is not False and value is not None:
             words += [flag, shlex.quote(f"{value:g}" if isinstance(value, float) else str(value))]
     return " ".join(words)
+
+
+def give_way(launch: Launch, fields: dict[str, Any], given: set[str]) -> None:
+    """The fields a plan sets beside the command (``given``, kvplan's names) win: the
+    command's kv_k and kv_v leave ``fields`` where a kv (both formats) is given, and its notes
+    about the fields given are dropped (Launch.given)."""
+    if "kv" in given:
+        fields.pop("kv_k", None)
+        fields.pop("kv_v", None)
+    launch.given(given)
 
 
 def fit_shortened(launch: Launch, query: Any) -> Any:
