@@ -21,16 +21,16 @@ from kvcore.engines.llamacpp_offload import split_overrides
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
-from kvcore.query import answer, find_format, find_gpu_for, find_model, find_weights, to_fit
+from kvcore.query import find_format, find_gpu_for, find_model, find_weights
 
 from .common import (
+    answered,
     check_find_format,
     check_find_gpu,
     check_find_model,
     check_find_weights,
     make_query,
     repeated_field,
-    verified,
 )
 from .schemas import CommandIn, ErrorOut, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
@@ -129,21 +129,7 @@ def _tensor_split(value: list[float] | str | None) -> tuple[float, ...] | None:
 def run_plan(body: PlanIn) -> dict[str, Any]:
     """Same request, same JSON as ``kvplan --json`` (with ``verified`` when this exact plan
     was measured)."""
-    query = to_query(body)
-    return _answered(query)
-
-
-def _answered(query: PlanQuery) -> dict[str, Any]:
-    """The plan's JSON as ``kvplan --json`` prints it: with ``verified`` where this exact plan
-    was measured, and ``to_fit`` where it does not fit."""
-    data = answer(query)
-    found = verified(query, get_settings().db_path)
-    if found:
-        data["verified"] = found
-    fix = to_fit(query, data)
-    if fix:
-        data["to_fit"] = fix
-    return data
+    return answered(to_query(body), get_settings().db_path)
 
 
 def api_router() -> APIRouter:
@@ -201,7 +187,7 @@ def api_router() -> APIRouter:
         it, with ``command``: the engine, the kvplan command line it reads as, notes on
         what was assumed, and the flags left unread."""
         query, launch, fields = command_query(body)
-        data = _answered(query)
+        data = answered(query, get_settings().db_path)
         data["command"] = {"engine": launch.engine, "read_as": cli_line(fields),
                            "notes": launch.notes, "unread": launch.unread}
         return data

@@ -38,18 +38,17 @@ from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import (
     Query,
-    answer,
     context_notes,
     find_format,
     find_gpu_for,
     find_model,
     find_weights,
     host_runnable,
-    to_fit,
 )
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
 from .common import (
+    answered,
     cards_of,
     check_find_format,
     check_find_gpu,
@@ -61,7 +60,6 @@ from .common import (
     prefill_text,
     rate_text,
     to_fit_text,
-    verified,
 )
 
 SUBCOMMANDS = ("models", "gpus", "formats", "weights", "serve", "measure")
@@ -938,13 +936,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = find_weights(query)
             print(json.dumps(rows, indent=2) if args.json else render_find_weights(query, rows))
             return 0
-        data = answer(query)
-        found = verified(query)
-        if found:
-            data["verified"] = found
-        fix = to_fit(query, data)
-        if fix:
-            data["to_fit"] = fix
+        data = answered(query)
         if launch is not None:
             data["command"] = {"engine": launch.engine, "read_as": read_as,
                                "notes": launch.notes, "unread": launch.unread}

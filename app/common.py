@@ -239,6 +239,21 @@ def make_query(
     )
 
 
+def answered(query: Query, db_path: Any = None) -> dict[str, Any]:
+    """The plan's JSON as ``kvplan --json`` and /api/v1/plan give it: with ``verified`` where
+    this exact plan was measured (verified), and ``to_fit`` where it does not fit."""
+    from kvcore.query import answer, to_fit
+
+    data = answer(query)
+    found = verified(query, db_path)
+    if found:
+        data["verified"] = found
+    fix = to_fit(query, data)
+    if fix:
+        data["to_fit"] = fix
+    return data
+
+
 def verified(query: Query, db_path: Any = None) -> dict[str, Any] | None:
     """The measurement of exactly this plan (local database first, then the ones shipped with
     kvplan) as {device, predicted_bytes, allocated_bytes, date, source, line}, or None: the
