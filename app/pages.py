@@ -134,7 +134,7 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
         given = {k: str(params[k]) for k in ("gpu", "gpus") if str(params.get(k, "")).strip()
                  and str(params[k]) != LINK_DEFAULTS[k]}
         try:
-            body = CommandIn(command=command, **given)
+            body = CommandIn.model_validate({"command": command, **given})
         except ValidationError as exc:
             err = exc.errors()[0]
             raise InputError(f"{err['loc'][0]}: {err['msg']}", field=str(err["loc"][0])
