@@ -2049,6 +2049,24 @@ _VLLM_UNSCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn",
                        "deepseek_llama_scaling"}
 
 
+def _lengths(lm: Mapping[str, Any], keys: tuple[str, ...]) -> list[float]:
+    """The length keys of a config that hold a number, in the order of ``keys``."""
+    return [lm[k] for k in keys
+            if isinstance(lm.get(k), int | float) and not isinstance(lm.get(k), bool)]
+
+
+def _rope(lm: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A config's RoPE scaling (transformers 5's rope_parameters, or rope_scaling)."""
+    rope = lm.get("rope_parameters") or lm.get("rope_scaling")
+    return rope if isinstance(rope, dict) else None
+
+
+def _rope_kind(params: Mapping[str, Any]) -> str:
+    """A RoPE parameter set's type, its legacy names as transformers renames them."""
+    kind = str(params.get("rope_type", params.get("type")))
+    return {"su": "longrope", "mrope": "default"}.get(kind, kind)
+
+
 def vllm_max_len(lm: Mapping[str, Any], model_type: str,
                  known: int | None = None) -> int | None:
     """The max_model_len vLLM derives from a (text) config, as 0.33.0's
@@ -2058,8 +2076,7 @@ def vllm_max_len(lm: Mapping[str, Any], model_type: str,
     keys, the length its class defaults to (``known``: transformers' default, which vLLM's
     config object carries), else None (vLLM then defaults to 2048, which kvplan does not
     check)."""
-    found = [int(lm[k]) for k in _VLLM_LEN_KEYS
-             if isinstance(lm.get(k), int | float) and not isinstance(lm.get(k), bool)]
+    found = [int(n) for n in _lengths(lm, _VLLM_LEN_KEYS)]
     if not found:
         if known is None:
             return None
@@ -2067,15 +2084,13 @@ def vllm_max_len(lm: Mapping[str, Any], model_type: str,
     derived = float(min(found))
     if isinstance(lm.get("model_max_length"), int | float) and lm["model_max_length"]:
         derived = float(lm["model_max_length"])
-    rope = lm.get("rope_parameters") or lm.get("rope_scaling")
-    if isinstance(rope, dict) and "gemma3" not in model_type:
+    rope = _rope(lm)
+    if rope is not None and "gemma3" not in model_type:
         # per-layer-type parameters (Gemma's full / sliding) nest a dict a type
         nested = [v for v in rope.values() if isinstance(v, dict)]
         factor = 1.0
         for params in nested or [rope]:
-            kind = str(params.get("rope_type", params.get("type")))
-            kind = {"su": "longrope", "mrope": "default"}.get(kind, kind)
-            if kind not in _VLLM_UNSCALED_ROPE:
+            if _rope_kind(params) not in _VLLM_UNSCALED_ROPE:
                 value = params.get("factor", factor)
                 factor = float(value) if isinstance(value, int | float) else 1.0
         derived *= factor
@@ -2096,16 +2111,13 @@ def sglang_context_len(lm: Mapping[str, Any], model_type: str = "",
     yarn and longrope scalings, so only linear and dynamic factors count). Where the config
     names none of the keys, the class default ``known``, else None (SGLang's 2048, which
     kvplan does not check)."""
-    value = next((lm[k] for k in _SGLANG_LEN_KEYS
-                  if isinstance(lm.get(k), int | float) and not isinstance(lm.get(k), bool)),
-                 known)
+    value = next(iter(_lengths(lm, _SGLANG_LEN_KEYS)), known)
     if value is None:
         return None
-    rope = lm.get("rope_parameters") or lm.get("rope_scaling")
+    rope = _rope(lm)
     factor: Any = 1
-    if isinstance(rope, dict) and rope:
-        kind = {"su": "longrope"}.get(str(rope.get("rope_type", rope.get("type"))),
-                                      str(rope.get("rope_type", rope.get("type"))))
+    if rope:
+        kind = _rope_kind(rope)
         factor = rope.get("factor", 1)
         # Gemma 3's global and local RoPE become per-layer parameters under transformers 5,
         # whose top level has no factor (as a config that nests them already)
