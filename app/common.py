@@ -338,6 +338,14 @@ def _copy_basis(d: dict[str, Any]) -> str:
     return f"{share} PCIe 4.0 x16, as an H200 copies from pinned memory (assumed; give --host-link)"
 
 
+def _card_part(d: dict[str, Any], host_seconds: float) -> tuple[float, str]:
+    """The seconds of a decode step the cards take beside the host's part, and what binds
+    them (their compute or their memory bandwidth)."""
+    bound = "compute" if (d.get("compute_seconds_per_step") or 0) > \
+        d["bandwidth_seconds_per_step"] else "bandwidth"
+    return d["seconds_per_step"] - host_seconds, bound
+
+
 def _offload_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     """Where a decode step with --cpu-offload-gb (vLLM, SGLang) spends its time: the share
     reading the host-held weights over the host link (the card's, given, or assumed), and what
@@ -349,9 +357,7 @@ def _offload_where(data: dict[str, Any], d: dict[str, Any]) -> str:
     over = (f"over {basis} at {link:,.1f} GB/s{measured}" if basis.startswith("its ")
             else f"at {link:,.1f} GB/s" + (f" ({basis}){measured}" if basis else ""))
     part_share = d["offload_seconds_per_step"] / d["seconds_per_step"]
-    card = d["seconds_per_step"] - d["offload_seconds_per_step"]
-    card_bound = "compute" if (d.get("compute_seconds_per_step") or 0) > \
-        d["bandwidth_seconds_per_step"] else "bandwidth"
+    card, card_bound = _card_part(d, d["offload_seconds_per_step"])
     part = "the cards' part" if data["parallel"]["gpus"] > 1 else "the card's part"
     each = " on each card" if data["parallel"]["tp"] > 1 else ""
     return (f"{part_share:.0%} of a step reading {d['offload_bytes_per_step'] / 1e9:,.2f} GB of "
@@ -371,9 +377,7 @@ def _host_where(data: dict[str, Any], d: dict[str, Any]) -> str:
                   "assumed server": " (assumed for a data-center card: a server socket's "
                                     "8-channel DDR5-4800; give --host-bandwidth)",
                   }.get(came, f" ({came}; give --host-bandwidth)")
-    card = d["seconds_per_step"] - d["host_seconds_per_step"]
-    card_bound = "compute" if (d.get("compute_seconds_per_step") or 0) > \
-        d["bandwidth_seconds_per_step"] else "bandwidth"
+    card, card_bound = _card_part(d, d["host_seconds_per_step"])
     share = f"{d['host_seconds_per_step'] / d['seconds_per_step']:.0%} of a step"
     if d.get("op_offload"):
         link = d["host_link_bytes_per_s"] / 1e9
