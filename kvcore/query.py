@@ -508,21 +508,18 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         fit = next((r for r in find_format(q) if r["fits"]), None)
     except InputError:
         fit = None
-    if fit is not None:
-        return {"kv": fit["format"], "max_context": fit["max_context"],
-                "tokens_per_s_per_sequence": fit["tokens_per_s_per_sequence"],
-                "quality": fit["quality"]}
-    if q.kv_budget_bytes is not None:
+    # the change (the plan's option) and the row's name for it
+    option, named = "kv", "format"
+    if fit is None and q.kv_budget_bytes is None:
+        try:
+            fit = next((r for r in find_weights(q) if r["fits"]), None)
+        except InputError:
+            fit = None
+        option, named = "weights", "weights"
+    if fit is None:
         return None
-    try:
-        weights = next((r for r in find_weights(q) if r["fits"]), None)
-    except InputError:
-        weights = None
-    if weights is None:
-        return None
-    return {"weights": weights["weights"], "max_context": weights["max_context"],
-            "tokens_per_s_per_sequence": weights["tokens_per_s_per_sequence"],
-            "quality": weights["quality"]}
+    return {option: fit[named],
+            **{k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality")}}
 
 
 def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, str]:
