@@ -7,6 +7,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from kvcore.command import MAX_COMMAND
+
 
 def _not_blank(value: Any) -> Any:
     """A text field given as "" (or spaces) is an error naming it, as the CLI refuses
@@ -142,7 +144,7 @@ class CommandIn(PlanIn):
     stands for the model it loads, and any plan field given beside it wins over what the
     command sets (``gpu`` names the card, which no command does)."""
 
-    command: str = Field(..., max_length=16_000, examples=[
+    command: str = Field(..., max_length=MAX_COMMAND, examples=[
         "llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M -c 32768 -np 4 -ctk q8_0 -ctv q8_0"],
         description="llama-server …, vllm serve …, python -m sglang.launch_server … or "
         "trtllm-serve …")
