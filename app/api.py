@@ -76,6 +76,7 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         prefix_caching=not body.no_prefix_caching,
         mem_fraction_static=body.mem_fraction_static,
         chunked_prefill_size=body.chunked_prefill_size, page_size=body.page_size,
+        max_total_tokens=body.max_total_tokens,
         free_gpu_memory_fraction=body.free_gpu_memory_fraction,
         tokens_per_block=body.tokens_per_block,
         offload_bytes=parse_bytes(body.offload, field="offload") if body.offload else 0,

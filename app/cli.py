@@ -215,6 +215,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="SGLang (by card size: 2048 under 20 GiB, 4096, 8192, 16384 from "
                         "160 GiB)")
     g.add_argument("--page-size", type=int, default=None, help="SGLang tokens a page (1)")
+    g.add_argument("--max-total-tokens", type=int, default=None, metavar="TOKENS",
+                   help="SGLang: the most tokens its KV pool holds (what the memory profile "
+                        "gives)")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,
                    help="TensorRT-LLM (0.9)")
     g.add_argument("--tokens-per-block", type=int, default=None, help="TensorRT-LLM (32)")
@@ -292,6 +295,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         flash_attn=False if args.no_flash_attn else None,
         mem_fraction_static=args.mem_fraction_static,
         chunked_prefill_size=args.chunked_prefill_size, page_size=args.page_size,
+        max_total_tokens=args.max_total_tokens,
         free_gpu_memory_fraction=args.free_gpu_memory_fraction,
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,

@@ -68,6 +68,8 @@ class PlanIn(BaseModel):
     mem_fraction_static: float | None = Field(None, gt=0, le=1)
     chunked_prefill_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang")
     page_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang tokens a page")
+    max_total_tokens: int | None = Field(None, ge=1, le=1 << 40,
+                                         description="SGLang: the most tokens its KV pool holds")
     free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
     # the rest of the CLI's knobs, under the CLI's names
     keep_first: int = Field(4, ge=0, le=1 << 20, description="tokens always kept at the start")

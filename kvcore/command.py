@@ -618,6 +618,7 @@ _SGLANG = (
     _Flag(("--chunked-prefill-size",), "value",
           _set("chunked_prefill_size", lambda f, v: _int(f, v, 1))),
     _Flag(("--page-size",), "value", _set("page_size", lambda f, v: _int(f, v, 1))),
+    _Flag(("--max-total-tokens",), "value", _set("max_total_tokens", lambda f, v: _int(f, v, 1))),
     _Flag(("--cpu-offload-gb",), "value", _set("cpu_offload_gb", _float)),
     _Flag(("--quantization",), "value", _vllm_quant),
     _Flag(("--speculative-algorithm",), "value", _sglang_spec),

@@ -123,6 +123,29 @@ def test_engine_json_top_level_follows_engine(capsys):
     assert data["max_context"] == data["engine_report"]["max_context"]
 
 
+def test_sglang_max_total_tokens_from_the_cli_and_the_api(capsys):
+    code, out, _ = run(capsys, "qwen3-8b", "--ctx", "8k", "--gpu", "h100", "--engine", "sglang",
+                       "--max-total-tokens", "20000", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["engine_report"]["kv_tokens"] == 20000
+    assert data["max_sequences"] == 2
+    assert "--max-total-tokens 20000" in data["engine_report"]["command"]
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+
+    c = TestClient(create_app())
+    body = {"model": "qwen3-8b", "context": 8192, "gpu": "h100", "engine": "sglang",
+            "max_total_tokens": 20000}
+    assert c.post("/api/v1/plan", json=body).json()["engine_report"]["kv_tokens"] == 20000
+    r = c.post("/api/v1/plan", json={**body, "max_total_tokens": 0})
+    assert r.status_code == 422 and "max_total_tokens" in r.text
+    # another engine does not read it: an error, not a setting dropped without a word
+    code, _, err = run(capsys, "qwen3-8b", "--gpu", "4090", "--engine", "vllm",
+                       "--max-total-tokens", "20000")
+    assert code == 2 and "max_total_tokens" in err and len(err.strip().splitlines()) == 1
+
+
 def test_kv_budget(capsys):
     code, out, _ = run(capsys, "qwen3-235b-a22b", "--tp", "4", "--engine", "vllm",
                        "--kv-budget", "8.11GiB", "--ctx", "40960")

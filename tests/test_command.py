@@ -181,12 +181,13 @@ def test_sglang_and_trtllm_flags():
                       "--tp 8 --context-length 65536 --max-running-requests 32 "
                       "--mem-fraction-static 0.85 --kv-cache-dtype fp8_e4m3 "
                       "--speculative-algorithm NEXTN --speculative-num-draft-tokens 4 "
-                      "--chunked-prefill-size 8192 --page-size 32 --host 0.0.0.0")
+                      "--chunked-prefill-size 8192 --page-size 32 --max-total-tokens 500000 "
+                      "--host 0.0.0.0")
     assert (sg.engine, sg.model) == ("sglang", "deepseek-ai/DeepSeek-V3")
     assert sg.settings == {"tp": 8, "context": 65536, "sequences": 32,
                            "mem_fraction_static": 0.85, "kv": "fp8_e4m3",
                            "speculative_tokens": 4, "chunked_prefill_size": 8192,
-                           "page_size": 32, "mtp": True}
+                           "page_size": 32, "max_total_tokens": 500000, "mtp": True}
     trt = read_command("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --max_batch_size 8 "
                        "--max_seq_len 8192 --tp_size 1 --kv_cache_free_gpu_memory_fraction 0.8")
     assert trt.settings == {"sequences": 8, "context": 8192, "tp": 1,
@@ -252,6 +253,7 @@ ROUND_TRIPS = [
     ("qwen3-32b", "sglang", "32k", 16, {"kv": "fp8_e5m2"}, {}),
     ("qwen3-32b", "sglang", "16k", 8, {}, {"page_size": 64, "chunked_prefill_size": 4096,
                                           "mem_fraction_static": 0.8}),
+    ("qwen3-32b", "sglang", "16k", 4, {}, {"max_total_tokens": 200_000}),
 ]
 
 

@@ -634,6 +634,59 @@ def test_ranks_keep_every_cached_layer_of_a_model_with_cacheless_blocks():
     assert tokens[1] > tokens[0]
 
 
+def test_sglang_max_total_tokens_caps_the_pool_never_raises_it():
+    per_token = 36 * 8 * 256 * 2  # Qwen3-8B: 36 layers × 8 KV heads × (128 + 128) × 2 B
+    profiled = 4 * GiB // per_token
+    base = dict(gpu=None, kv_budget_bytes=4 * GiB, ctx=8192)
+    r = engine_plan("sglang", req("qwen3-8b", settings=EngineSettings(max_total_tokens=20_000),
+                                  **base))
+    assert r.kv_tokens == 20_000 and r.max_sequences == 20_000 // 8192
+    assert "--max-total-tokens 20000" in r.command
+    # the rest of the budget is not allocated: the pool reported is what the cap holds
+    assert r.kv_pool_bytes == 4 * GiB - (profiled - 20_000) * per_token
+    assert any(f"caps the KV pool at 20,000 tokens of the {profiled:,}" in n for n in r.notes)
+    assert r.log_lines[0].startswith("KV Cache is allocated. #tokens: 20000, ")
+    # rounded down to the page
+    r = engine_plan("sglang", req("qwen3-8b", settings=EngineSettings(
+        max_total_tokens=20_000, page_size=64), **base))
+    assert r.kv_tokens == 20_000 // 64 * 64
+    # a cap under one request does not fit it, and says why
+    r = engine_plan("sglang", req("qwen3-8b", settings=EngineSettings(max_total_tokens=5000),
+                                  **base))
+    assert not r.fits and r.max_context == 5000
+    # a cap above the profile: SGLang warns and keeps the profiled count
+    r = engine_plan("sglang", req("qwen3-8b", settings=EngineSettings(
+        max_total_tokens=10 ** 7), **base))
+    assert r.kv_tokens == profiled and r.kv_pool_bytes == 4 * GiB
+    assert r.log_lines[0] == (f"max_total_tokens=10000000 is larger than the profiled value "
+                              f"{profiled}. Use the profiled value instead.")
+    # a cap of less than a page leaves an empty pool: SGLang refuses to start
+    r = engine_plan("sglang", req("qwen3-8b", settings=EngineSettings(
+        max_total_tokens=10, page_size=64), **base))
+    assert not r.fits and "Not enough memory" in r.refusal
+    with pytest.raises(InputError, match="max_total_tokens must be a whole number"):
+        EngineSettings(max_total_tokens=0)
+
+
+def test_sglang_max_total_tokens_caps_the_full_pool_of_sliding_window_models():
+    # gpt-oss: the cap is the full pool's; the window pool is sized again from it
+    r = engine_plan("sglang", req("gpt-oss-20b", gpu=None, kv_budget_bytes=4 * GiB,
+                                  settings=EngineSettings(max_total_tokens=50_000)))
+    assert r.kv_tokens == 50_000 and r.extra["swa_tokens"] == 40_000
+    per_layer = 8 * 64 * 2 * 2
+    profiled = int(4 * GiB / (12 * per_layer + 0.8 * 12 * per_layer))
+    assert r.log_lines[0] == (f"Use sliding window memory pool. full_layer_tokens={profiled}, "
+                              f"swa_layer_tokens={int(profiled * 0.8)}")
+    assert r.log_lines[1] == ("Use sliding window memory pool. full_layer_tokens=50000, "
+                              "swa_layer_tokens=40000")
+    unused = (profiled - 50_000 + int(profiled * 0.8) - 40_000) * 12 * per_layer
+    assert r.kv_pool_bytes == 4 * GiB - unused
+    # the window pool sized from the cap can refuse the window's admission floor
+    r = engine_plan("sglang", req("gpt-oss-20b", gpu=None, kv_budget_bytes=4 * GiB, ctx=64,
+                                  settings=EngineSettings(max_total_tokens=128)))
+    assert not r.fits and "SWA pool (102 tokens) cannot hold even one request" in r.refusal
+
+
 def test_sglang_pools_sliding_windows_only_for_its_hybrid_architectures():
     # gpt-oss: two pools, and the sizes printed are each pool's own layers
     r = engine_plan("sglang", req("gpt-oss-20b", gpu=None, kv_budget_bytes=4 * GiB))

@@ -247,6 +247,7 @@ def test_sglang_v4_on_an_h200_budget():
     (("--dp", "2"), "data parallelism"),
     (("--kv", "fp8_e5m2"), "fp8_e5m2"),
     (("--kv", "q8_0"), "q8_0"),
+    (("--max-total-tokens", "100000"), "--max-total-tokens"),
 ])
 def test_sglang_v4_refuses_what_it_does_not_size(args, words, capsys):
     code, out, err = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",

@@ -111,6 +111,8 @@ class EngineSettings:
     mem_fraction_static: float | None = None
     page_size: int | None = None
     chunked_prefill_size: int | None = None
+    #: --max-total-tokens: the most tokens the KV pool holds, below what the profile gives
+    max_total_tokens: int | None = None
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None
@@ -131,6 +133,9 @@ class EngineSettings:
                 shown_as = SETTING_NAMES.get(name, name)
                 raise InputError(f"{shown_as} must be a whole number from 1 to {1 << 24:,}, got "
                                  f"{shown(value)}", field=shown_as)
+        if self.max_total_tokens is not None and not 1 <= self.max_total_tokens <= 1 << 40:
+            raise InputError(f"max_total_tokens must be a whole number from 1 to {1 << 40:,}, "
+                             f"got {shown(self.max_total_tokens)}", field="max_total_tokens")
         if not 0 <= self.speculative_tokens <= MAX_SPECULATIVE_TOKENS:
             raise InputError(f"speculative_tokens must be between 0 and {MAX_SPECULATIVE_TOKENS}, "
                              f"got {shown(self.speculative_tokens)}", field="speculative_tokens")

@@ -394,7 +394,7 @@ class Pools(NamedTuple):
     """What SGLang's memory profile gives one launch: bytes left for the pools (``total``
     before the Mamba state pool, ``rest`` after it), the weights + KV budget and fraction,
     full-pool tokens, window-pool tokens and Mamba state slots (None where the model has no
-    such pool)."""
+    such pool), and the full-pool tokens the profile gave before --max-total-tokens."""
 
     total: int
     rest: int
@@ -403,6 +403,7 @@ class Pools(NamedTuple):
     tokens: int
     swa: int | None
     slots: int | None
+    profiled: int
 
 
 #: architectures whose model module gives SGLang's sliding_window_size itself, as the
@@ -613,6 +614,8 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
         cmd.append(f"--chunked-prefill-size {s.chunked_prefill_size}")
     if s.page_size:
         cmd.append(f"--page-size {s.page_size}")
+    if s.max_total_tokens:
+        cmd.append(f"--max-total-tokens {s.max_total_tokens}")
     if s.mem_fraction_static:
         cmd.append(f"--mem-fraction-static {frac}")
     return cmd
@@ -762,10 +765,17 @@ def plan(req: EngineRequest) -> EngineReport:
             # holds swa_full_tokens_ratio as many tokens (pool_configurator
             # HybridSWAPoolConfigurator)
             n = int(max(0, rest) / ((fk + fv) + SWA_RATIO * (sk + sv))) // page * page
-            swa = int(n * SWA_RATIO) // page * page
         else:
             n = max(0, rest) // cell // page * page
-        return Pools(total, rest, budget, frac, n, swa, slots)
+        profiled = n
+        if s.max_total_tokens is not None and s.max_total_tokens < n:
+            # --max-total-tokens lowers the profiled count, never raises it; the pools are
+            # then sized again from it, to the page (_apply_token_constraints,
+            # calculate_pool_sizes_from_max_tokens)
+            n = s.max_total_tokens // page * page
+        if sliding:
+            swa = int(n * SWA_RATIO) // page * page
+        return Pools(total, rest, budget, frac, n, swa, slots, profiled)
 
     def refusal(pl: Pools) -> str | None:
         """What SGLang raises at start-up with these pools (None: it starts)."""
@@ -846,9 +856,21 @@ def plan(req: EngineRequest) -> EngineReport:
         # it raises before the pools are built: nothing of theirs is logged
         lines = [refused]
     else:
+        at = 1 if swa_tokens is not None else 0
+        cap = s.max_total_tokens
+        if cap is not None and cap > pl.profiled:
+            # _apply_token_constraints warns and keeps the profiled count
+            lines.insert(at, f"max_total_tokens={cap} is larger than the profiled value "
+                             f"{pl.profiled}. Use the profiled value instead.")
+            at += 1
+        elif swa_tokens is not None and tokens < pl.profiled:
+            # the pools were split once from the profile, then again from the cap
+            lines.insert(0, f"Use sliding window memory pool. full_layer_tokens={pl.profiled}, "
+                            f"swa_layer_tokens={int(pl.profiled * SWA_RATIO) // page * page}")
+            at += 1
         if capped:
             # resolve_max_num_reqs warns before the pools are built
-            lines.insert(1 if swa_tokens is not None else 0, capped)
+            lines.insert(at, capped)
         if tokens < req.context:
             # tp_worker get_worker_info, once the pools are built
             lines.append(f"KV pool holds {tokens} tokens, fewer than --context-length "
@@ -860,6 +882,18 @@ def plan(req: EngineRequest) -> EngineReport:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
     notes = [n for n in (note_hybrid, rule_note(req, frac), long_context_note(req)) if n]
+    # what --max-total-tokens leaves unallocated of the budget the profile gave the pools
+    unused = 0
+    if not refused and tokens < pl.profiled:
+        if swa_tokens is not None:
+            swa_profiled = int(pl.profiled * SWA_RATIO) // page * page
+            unused = ((pl.profiled - tokens) * (fk + fv)
+                      + (swa_profiled - swa_tokens) * (sk + sv))
+        else:
+            unused = (pl.profiled - tokens) * cell
+        notes.append(f"--max-total-tokens {s.max_total_tokens:,} caps the KV pool at "
+                     f"{tokens:,} tokens of the {pl.profiled:,} its budget holds: "
+                     f"{unused / GiB:.2f} GiB a rank stays free")
     if sp is not None:
         cmd += sp.flags()
         notes += mtp_notes(sp, hybrid=bool(recurrent), cell=cell, base_cell=base_cell)
@@ -906,7 +940,7 @@ def plan(req: EngineRequest) -> EngineReport:
         budget_bytes=budget,
         weights_bytes=max(sh.weights_bytes for sh in shares),
         overheads=(("CUDA context before load", PRELOAD),),
-        kv_pool_bytes=max(0, rest),
+        kv_pool_bytes=max(0, rest) - unused,
         kv_tokens=tokens * p.dp,
         blocks=tokens // page,
         block_tokens=page,

@@ -127,6 +127,8 @@ def plan(req: EngineRequest) -> EngineReport:
         raise _refuse("speculative decoding (rings of 16 and 256 rows, a draft share)")
     if s.offload_bytes:
         raise _refuse("HiCache offload")
+    if s.max_total_tokens is not None:
+        raise _refuse("--max-total-tokens (the compressed pools sized again from a cap)")
     if s.page_size not in (None, PAGE_TOKENS):
         raise InputError(f"SGLang serves DeepSeek-V4 in pages of {PAGE_TOKENS} tokens; "
                          f"--page-size {s.page_size} is not taken", field="page_size")
