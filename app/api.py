@@ -29,6 +29,7 @@ from .common import (
     check_find_gpu,
     check_find_model,
     check_find_weights,
+    gib_bytes,
     make_query,
     repeated_field,
 )
@@ -87,7 +88,7 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         host_memory_bytes=(parse_bytes(body.host_memory, field="host_memory")
                            if body.host_memory is not None else None),
         host_link_bytes_per_s=body.host_link * 1e9 if body.host_link is not None else None,
-        cpu_offload_bytes=int(body.cpu_offload_gb * 2**30) if body.cpu_offload_gb else 0,
+        cpu_offload_bytes=gib_bytes(body.cpu_offload_gb, "cpu_offload_gb"),
         tensor_split=_tensor_split(body.tensor_split))
     return make_query(
         spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import re
 import sys
@@ -55,6 +54,7 @@ from .common import (
     check_find_model,
     check_find_weights,
     decode_text,
+    gib_bytes,
     make_query,
     model_line,
     prefill_text,
@@ -243,16 +243,6 @@ def _plan_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _gib(value: float | None, field: str) -> int:
-    """GiB as vLLM takes them (--cpu-offload-gb 10: 10 × 2³⁰ bytes), 0 where not given."""
-    if value is None:
-        return 0
-    if not (math.isfinite(value) and 0 <= value <= 1 << 20):
-        raise kvcore.InputError(f"{field} must be GiB from 0 to 1,048,576, got {value:g}",
-                                field=field)
-    return int(value * 2**30)
-
-
 def _list_parser(cmd: str) -> argparse.ArgumentParser:
     what = {"models": "model configs", "gpus": "GPUs", "formats": "KV-cache formats",
             "weights": "weight formats"}[cmd]
@@ -307,7 +297,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         host_memory_bytes=(parse_bytes(args.host_memory, field="host_memory")
                            if args.host_memory else None),
         host_link_bytes_per_s=args.host_link * 1e9 if args.host_link is not None else None,
-        cpu_offload_bytes=_gib(args.cpu_offload_gb, "cpu_offload_gb"),
+        cpu_offload_bytes=gib_bytes(args.cpu_offload_gb, "cpu_offload_gb"),
         tensor_split=(parse_tensor_split(args.tensor_split)
                       if args.tensor_split is not None else None),
     )

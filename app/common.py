@@ -3,6 +3,7 @@ both faces, so the CLI and the API answer the same question the same way."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kvcore import (
@@ -477,6 +478,21 @@ def model_line(data: dict[str, Any]) -> str:
             + (f"; {shared:,} more reading an earlier layer's cache" if shared else "")
             + (f"; {own_less:,} more with no cache, MLP or MoE only" if own_less else "")
             + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")
+
+
+def gib_bytes(value: float | str | None, field: str) -> int:
+    """GiB as vLLM and SGLang take them (--cpu-offload-gb 10: 10 × 2³⁰ bytes) from a number or
+    a form's text; 0 where not given (None or blank)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return 0
+    try:
+        gib = float(value)
+    except ValueError:
+        gib = math.nan
+    if not (math.isfinite(gib) and 0 <= gib <= 1 << 20):
+        raise InputError(f"{field} must be GiB from 0 to 1,048,576, got {shown(value)}",
+                         field=field)
+    return int(gib * 2**30)
 
 
 def to_fit_text(fix: dict[str, Any]) -> str:

@@ -29,7 +29,7 @@ from kvcore.errors import shown
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
 
-from .common import make_query, repeated_field
+from .common import gib_bytes, make_query, repeated_field
 from .views import plan_view
 
 __all__ = ["DEFAULTS", "LINK_DEFAULTS", "pages_router", "templates"]
@@ -208,7 +208,7 @@ def _placement(form: dict[str, str]) -> EngineSettings:
     memory = form["host_memory"].strip()
     shares = form["tensor_split"].strip()
     return EngineSettings(
-        cpu_offload_bytes=_gib(form, "cpu_offload_gb"),
+        cpu_offload_bytes=gib_bytes(form["cpu_offload_gb"], "cpu_offload_gb"),
         tensor_split=parse_tensor_split(shares) if shares else None,
         n_gpu_layers=_whole(form, "ngl", "layers"),
         n_cpu_moe=CPU_MOE if cpu_moe == "all" else _whole(form, "n_cpu_moe", "blocks (or all)"),
@@ -216,20 +216,6 @@ def _placement(form: dict[str, str]) -> EngineSettings:
         host_bandwidth_bytes_per_s=_rate(form, "host_bandwidth"),
         host_link_bytes_per_s=_rate(form, "host_link"),
         host_memory_bytes=kvcore.parse_bytes(memory, field="host_memory") if memory else None)
-
-
-def _gib(form: dict[str, str], name: str) -> int:
-    """A GiB field (--cpu-offload-gb) as bytes (0 where blank)."""
-    text = form[name].strip()
-    if not text:
-        return 0
-    try:
-        gib = float(text)
-    except ValueError:
-        gib = math.nan
-    if not (math.isfinite(gib) and 0 <= gib <= 1 << 20):
-        raise InputError(f"{name} must be a number of GiB from 0, got {shown(text)}", field=name)
-    return int(gib * 2**30)
 
 
 def _rate(form: dict[str, str], name: str) -> float | None:
