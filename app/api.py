@@ -87,6 +87,7 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
                                     if body.host_bandwidth is not None else None),
         host_memory_bytes=(parse_bytes(body.host_memory, field="host_memory")
                            if body.host_memory is not None else None),
+        cache_ram_mib=body.cache_ram, ctx_checkpoints=body.ctx_checkpoints,
         host_link_bytes_per_s=body.host_link * 1e9 if body.host_link is not None else None,
         cpu_offload_bytes=gib_bytes(body.cpu_offload_gb, "cpu_offload_gb"),
         tensor_split=_tensor_split(body.tensor_split))

@@ -210,6 +210,11 @@ def _plan_parser() -> argparse.ArgumentParser:
                         "read over the host link every forward pass")
     g.add_argument("--host-memory", default=None, metavar="SIZE",
                    help="host memory llama.cpp may fill with what it keeps there (64GiB)")
+    g.add_argument("--cache-ram", type=int, default=None, metavar="MIB",
+                   help="llama-server's prompt cache in host memory, MiB (8192; 0 none, -1 no "
+                        "limit)")
+    g.add_argument("--ctx-checkpoints", type=int, default=None, metavar="N",
+                   help="llama-server's context checkpoints a slot in host memory (32)")
     g.add_argument("--mem-fraction-static", type=float, default=None, help="SGLang (auto)")
     g.add_argument("--chunked-prefill-size", type=int, default=None,
                    help="SGLang (by card size: 2048 under 20 GiB, 4096, 8192, 16384 from "
@@ -296,6 +301,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
                                     else None),
         host_memory_bytes=(parse_bytes(args.host_memory, field="host_memory")
                            if args.host_memory else None),
+        cache_ram_mib=args.cache_ram, ctx_checkpoints=args.ctx_checkpoints,
         host_link_bytes_per_s=args.host_link * 1e9 if args.host_link is not None else None,
         cpu_offload_bytes=gib_bytes(args.cpu_offload_gb, "cpu_offload_gb"),
         tensor_split=(parse_tensor_split(args.tensor_split)

@@ -103,6 +103,12 @@ class PlanIn(BaseModel):
     host_memory: int | str | None = Field(None, examples=["64GiB"], description="host memory "
                                           "llama.cpp may fill with what it keeps there (a "
                                           "size, or bytes as a number)")
+    cache_ram: int | None = Field(None, ge=-1, le=1 << 30, description="llama-server "
+                                  "--cache-ram: MiB of host memory its prompt cache may hold "
+                                  "(default 8192; 0 none, -1 no byte limit)")
+    ctx_checkpoints: int | None = Field(None, ge=0, le=1 << 16, description="llama-server "
+                                        "--ctx-checkpoints: context checkpoints a slot keeps "
+                                        "in host memory (default 32)")
     host_link: float | None = Field(None, gt=0, le=100000, description="GB/s of the link "
                                     "host-held weights cross to the card (llama.cpp, "
                                     "cpu_offload_gb; the card's, or 31.5: PCIe 4.0 x16)")

@@ -397,6 +397,10 @@ _LLAMA = (
     _Flag(("--no-mmproj",), "none", _seen("no_mmproj", lambda f, v: True)),
     _Flag(("--no-mmproj-offload",), "none", _seen("mmproj_on_host", lambda f, v: True)),
     _Flag(("-fit", "--fit"), "value", _seen("fit", lambda f, v: _switch(f, v))),
+    _Flag(("-cram", "--cache-ram"), "value",
+          _set("cache_ram", lambda f, v: _int(f, v, low=-1))),
+    _Flag(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), "value",
+          _set("ctx_checkpoints", lambda f, v: _int(f, v, low=0))),
     _Flag(("-nkvo", "--no-kv-offload"), "none",
           _refuse("the KV cache in host memory is not planned: leave the flag out")),
 )
@@ -677,7 +681,8 @@ LLAMA_ENV = {"CTX_SIZE": "-c", "N_PARALLEL": "-np", "N_GPU_LAYERS": "-ngl",
              "HF_FILE": "-hff", "MODEL_URL": "-mu", "N_CPU_MOE": "--n-cpu-moe",
              "CPU_MOE": "--cpu-moe", "SWA_FULL": "--swa-full", "KV_UNIFIED": "-kvu",
              "MMPROJ": "--mmproj", "TENSOR_SPLIT": "-ts", "SPLIT_MODE": "-sm",
-             "DEVICE": "-dev"}
+             "DEVICE": "-dev", "CACHE_RAM": "--cache-ram",
+             "CTX_CHECKPOINTS": "--ctx-checkpoints"}
 #: the switches among them, which an environment value turns on or off
 _SWITCHES = {"--cpu-moe", "--swa-full", "-kvu"}
 

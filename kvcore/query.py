@@ -51,7 +51,8 @@ ENGINE_SETTINGS = {
     # llama.cpp keeps no KV tier beyond the device
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
                   "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes",
-                  "host_link_bytes_per_s", "tensor_split", "override_tensor"),
+                  "host_link_bytes_per_s", "tensor_split", "override_tensor", "cache_ram_mib",
+                  "ctx_checkpoints"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "max_total_tokens",
                "offload_bytes", "cpu_offload_bytes", "host_link_bytes_per_s"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),

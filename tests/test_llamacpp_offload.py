@@ -474,16 +474,25 @@ def test_host_memory_bounds_what_llama_cpp_keeps_there():
     r = engine_plan("llama.cpp", base)
     per_block = 8192 * 8 * 128 * 2 * 2
     w = weights_for(base.spec, "q4_k_m")
-    # everything but the compute buffers in host memory: the context is bound by it alone
-    need = r.extra["placement"]["host_weights_bytes"] + 80 * per_block
+    # everything but the compute buffers in host memory, and llama-server's prompt cache up
+    # to its 8 GiB: the context is bound by it alone
+    need = r.extra["placement"]["host_weights_bytes"] + 80 * per_block + 8 * GiB
     assert abs(r.extra["placement"]["host_weights_bytes"] - w.bytes) <= 1  # integer shares
     capped = replace(base, settings=EngineSettings(n_gpu_layers=0, host_memory_bytes=need))
     r = engine_plan("llama.cpp", capped)
     assert r.fits and r.extra["placement"]["host_bytes"] == need
+    assert any("(llama-server's prompt cache and checkpoints 8 GiB of it)" in n for n in r.notes)
     # one more 256-cell step of context needs 80 blocks × 256 cells more than is there
     assert r.max_context == 8192
     short = replace(capped, settings=EngineSettings(n_gpu_layers=0, host_memory_bytes=need - 1))
     assert not engine_plan("llama.cpp", short).fits
+    # without the prompt cache (--cache-ram 0) the same memory holds 8 GiB more of cache
+    off = replace(capped, settings=EngineSettings(n_gpu_layers=0, host_memory_bytes=need,
+                                                  cache_ram_mib=0))
+    r = engine_plan("llama.cpp", off)
+    assert r.extra["placement"]["host_bytes"] == need - 8 * GiB
+    assert r.max_context == 8192 + 8 * GiB // (80 * per_block // 8192) // 256 * 256
+    assert "--cache-ram 0" in r.command
     q = make_query(load_model("gpt-oss-120b"), context=65536, gpu="4090", engine="llama.cpp",
                    settings=EngineSettings(n_cpu_moe=CPU_MOE, host_memory_bytes=48 * GiB))
     out = answer(q)

@@ -801,7 +801,7 @@ def test_the_page_takes_the_host_link_and_host_memory(client):
     r = client.get("/", params=params)
     text = r.text.replace("&#39;", "'")
     assert "(7,977.6 GB at 16.0 GB/s)" in text
-    assert "what llama.cpp keeps in host memory (59.12 GiB) exceeds the 48 GiB given" in text
+    assert "what llama.cpp keeps in host memory (67.97 GiB) exceeds the 48 GiB given" in text
     assert "host_link=16" in text and "host_memory=48GiB" in text
     r = client.get("/", params={**params, "host_memory": "lots"})
     assert r.status_code == 422

@@ -50,7 +50,7 @@ SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_b
                  "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
                  "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link",
-                 "cpu_offload_bytes": "cpu_offload_gb"}
+                 "cpu_offload_bytes": "cpu_offload_gb", "cache_ram_mib": "cache_ram"}
 
 
 def parse_tensor_split(text: str) -> tuple[float, ...]:
@@ -107,6 +107,11 @@ class EngineSettings:
     host_link_bytes_per_s: float | None = None
     #: -ts: each card's share of the offloaded layers (None: an even split, or --fit's)
     tensor_split: tuple[float, ...] | None = None
+    #: --cache-ram: MiB of host memory llama-server's prompt cache may hold (None: 8192; 0:
+    #: none; -1: no byte limit)
+    cache_ram_mib: int | None = None
+    #: --ctx-checkpoints: context checkpoints a slot keeps in host memory (None: 32)
+    ctx_checkpoints: int | None = None
     # SGLang
     mem_fraction_static: float | None = None
     page_size: int | None = None
@@ -136,6 +141,13 @@ class EngineSettings:
         if self.max_total_tokens is not None and not 1 <= self.max_total_tokens <= 1 << 40:
             raise InputError(f"max_total_tokens must be a whole number from 1 to {1 << 40:,}, "
                              f"got {shown(self.max_total_tokens)}", field="max_total_tokens")
+        if self.cache_ram_mib is not None and not -1 <= self.cache_ram_mib <= 1 << 30:
+            raise InputError("cache_ram is MiB of host memory for llama-server's prompt cache, "
+                             f"from -1 (no limit) and 0 (none) to {1 << 30:,}, got "
+                             f"{shown(self.cache_ram_mib)}", field="cache_ram")
+        if self.ctx_checkpoints is not None and not 0 <= self.ctx_checkpoints <= 1 << 16:
+            raise InputError(f"ctx_checkpoints must be a whole number from 0 to {1 << 16:,}, "
+                             f"got {shown(self.ctx_checkpoints)}", field="ctx_checkpoints")
         if not 0 <= self.speculative_tokens <= MAX_SPECULATIVE_TOKENS:
             raise InputError(f"speculative_tokens must be between 0 and {MAX_SPECULATIVE_TOKENS}, "
                              f"got {shown(self.speculative_tokens)}", field="speculative_tokens")

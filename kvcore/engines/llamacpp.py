@@ -42,6 +42,7 @@ from .base import (
     refuse_layout,
     stage_pools,
 )
+from .llamacpp_host import ServerHost, server_host
 from .llamacpp_offload import (
     Block,
     Placement,
@@ -591,16 +592,37 @@ def plan(req: EngineRequest) -> EngineReport:
             return whole_memory(ctx, n_seq).bytes_of(held[share.stage])
 
     host_cap = s.host_memory_bytes if place is not None else None
+
+    def server(ctx: int, n_seq: int | None = None) -> ServerHost:
+        """What llama-server itself keeps in host memory (llamacpp_host): its prompt cache
+        and its slots' context checkpoints."""
+        n = n_seq or req.sequences
+        per_token = sum(g.count * (_row(k, g.n_kv_heads * g.head_dim_k)
+                                   + (_row(v, g.n_kv_heads * g.head_dim_v) if g.head_dim_v else 0))
+                        for g in req.spec.groups_for(mtp=False) if g.kind.is_attention)
+        lay = Layout(ctx, n, unified, n_ubatch)
+        window = max((g.window or 0 for g in req.spec.groups
+                      if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)), default=0)
+        # a sequence's cells in the window layers' cache: up to a stream's, and its tokens
+        cells = 0 if s.swa_full or not window else min(ctx, lay.swa_cells(window, False))
+        return server_host(req.spec, opts, swa_cells=cells, slots=n, n_ctx=lay.n_ctx,
+                           cache_ram_mib=s.cache_ram_mib,
+                           # DeepSeek-V4's compressed caches' partial states are not traced
+                           ctx_checkpoints=0 if sparse == "dsv4" else s.ctx_checkpoints,
+                           kv_bytes_per_token=per_token, row=_row)
     # the placement's weights in host memory, the input embedding among them
     host_weights = (place.split(blocks, output_bytes)[1] + weights.input_bytes
                     if place is not None else 0)
 
     def host_need(ctx: int, n_seq: int | None = None) -> int:
-        """Host memory a placement fills: its weights there and the caches of the blocks it
-        keeps there."""
+        """Host memory a placement fills: its weights there, the caches of the blocks it
+        keeps there and llama-server's prompt cache and context checkpoints (server)."""
         assert place is not None
         m = whole_memory(ctx, n_seq)
-        return host_weights + m.kv_bytes + m.state_bytes - m.bytes_of(place.gpu_blocks)
+        # the prompt cache fills to its limit as conversations are saved, and a long
+        # conversation fills its slot's checkpoints (public logs print "32 of 32")
+        return (host_weights + m.kv_bytes + m.state_bytes - m.bytes_of(place.gpu_blocks)
+                + server(ctx, n_seq).total_bytes)
 
     def ok(ctx: int, n_seq: int | None = None) -> bool:
         if ctx == 0:
@@ -683,10 +705,23 @@ def plan(req: EngineRequest) -> EngineReport:
         if host_cap is not None:
             need = host_need(req.context)
             extra["placement"]["host_bytes"] = need
+            cache = server(req.context).total_bytes
             notes.append(f"host memory: {format_bytes(need, 2)} of the "
                          f"{format_bytes(host_cap, 2)} given"
-                         + ("" if need <= host_cap else " — too little: llama.cpp would page "
-                            "the weights from disk or fail to allocate the caches"))
+                         + (f" (llama-server's prompt cache and checkpoints "
+                            f"{format_bytes(cache, 2)} of it)" if cache else "")
+                         + ("" if need <= host_cap else
+                            " — too little once the prompt cache and checkpoints fill: the "
+                            "system would swap (--cache-ram and --ctx-checkpoints lower them)"
+                            if need - cache <= host_cap else
+                            " — too little: llama.cpp would page the weights from disk or fail "
+                            "to allocate the caches"))
+    srv = server(req.context)
+    extra["server_host"] = srv.as_dict()
+    said = srv.note()
+    if said:
+        notes.append(said + (" (DeepSeek-V4's context checkpoints not sized)"
+                             if sparse == "dsv4" else ""))
     ck = req.spec.checkpoint
     # a file of the model's name and its type, as GGUF files are named (Qwen3-8B-Q4_K_M.gguf)
     tag = f"-{weights.format.upper()}" if weights.format in WEIGHTS else ""
@@ -719,6 +754,10 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append("--swa-full")
     if unified:
         cmd.append("--kv-unified")
+    if s.cache_ram_mib is not None:
+        cmd.append(f"--cache-ram {s.cache_ram_mib}")
+    if s.ctx_checkpoints is not None:
+        cmd.append(f"--ctx-checkpoints {s.ctx_checkpoints}")
     if nd > 1:
         # an even split, unless --fit chooses it (a set -ts turns --fit's search off)
         cmd.append("-sm layer" if fit is not None or s.tensor_split is not None
