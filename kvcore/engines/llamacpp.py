@@ -42,7 +42,7 @@ from .base import (
     refuse_layout,
     stage_pools,
 )
-from .llamacpp_host import ServerHost, server_host
+from .llamacpp_host import ServerHost, server_host, token_bytes
 from .llamacpp_offload import (
     Block,
     Placement,
@@ -597,9 +597,8 @@ def plan(req: EngineRequest) -> EngineReport:
         """What llama-server itself keeps in host memory (llamacpp_host): its prompt cache
         and its slots' context checkpoints."""
         n = n_seq or req.sequences
-        per_token = sum(g.count * (_row(k, g.n_kv_heads * g.head_dim_k)
-                                   + (_row(v, g.n_kv_heads * g.head_dim_v) if g.head_dim_v else 0))
-                        for g in req.spec.groups_for(mtp=False) if g.kind.is_attention)
+        per_token = token_bytes((g for g in req.spec.groups_for(mtp=False)
+                                 if g.kind.is_attention), opts, _row)
         lay = Layout(ctx, n, unified, n_ubatch)
         window = max((g.window or 0 for g in req.spec.groups
                       if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)), default=0)

@@ -20,11 +20,11 @@ common/arg.cpp, src/llama-kv-cache.cpp ``state_write``, src/llama-memory-recurre
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..kv import CacheOptions
-from ..model import LayerKind, ModelSpec
+from ..model import LayerGroup, LayerKind, ModelSpec
 from ..units import format_bytes
 from .base import MiB
 
@@ -89,6 +89,15 @@ class ServerHost:
         return "llama-server keeps in host memory, beside the model: " + " and ".join(parts)
 
 
+def token_bytes(groups: Iterable[LayerGroup], opts: CacheOptions,
+                row: Callable[[str, int], int]) -> int:
+    """Bytes a token (a cell) takes in the K and V rows of these attention layers."""
+    return sum(g.count * (row(opts.kv_k.name, g.n_kv_heads * g.head_dim_k)
+                          + (row(opts.kv_v.name, g.n_kv_heads * g.head_dim_v)
+                             if g.head_dim_v else 0))
+               for g in groups)
+
+
 def checkpoint(spec: ModelSpec, opts: CacheOptions, cells: int,
                row: Callable[[str, int], int]) -> tuple[int, str]:
     """(bytes, what it holds) of one context checkpoint of a sequence: the ``cells`` it holds
@@ -100,10 +109,7 @@ def checkpoint(spec: ModelSpec, opts: CacheOptions, cells: int,
     recurrent = [g for g in groups if g.kind.is_recurrent]
     total, what = 0, []
     if window and cells:
-        per_cell = sum(g.count * (row(opts.kv_k.name, g.n_kv_heads * g.head_dim_k)
-                                  + (row(opts.kv_v.name, g.n_kv_heads * g.head_dim_v)
-                                     if g.head_dim_v else 0))
-                       for g in window)
+        per_cell = token_bytes(window, opts, row)
         layers = sum(g.count for g in window)
         total += STATE_HEADER + cells * (per_cell + CELL_META) + 2 * layers * LAYER_HEADER
         what.append(f"{cells:,} cells of the window layers")
