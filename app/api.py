@@ -74,7 +74,7 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         speculative_tokens=body.speculative_tokens, n_ubatch=body.ubatch,
         swa_full=body.swa_full, kv_unified=body.kv_unified or None,
         flash_attn=False if body.no_flash_attn else None,
-        prefix_caching=not body.no_prefix_caching,
+        prefix_caching=not body.no_prefix_caching, enforce_eager=body.enforce_eager,
         mem_fraction_static=body.mem_fraction_static,
         chunked_prefill_size=body.chunked_prefill_size, page_size=body.page_size,
         max_total_tokens=body.max_total_tokens,

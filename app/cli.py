@@ -182,6 +182,8 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-prefix-caching", action="store_true",
                    help="vLLM --no-enable-prefix-caching (a hybrid model keeps one state page "
                         "a request, not two)")
+    g.add_argument("--enforce-eager", action="store_true",
+                   help="vLLM --enforce-eager (no CUDA graphs, no graph memory set aside)")
     g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
@@ -294,7 +296,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         free_gpu_memory_fraction=args.free_gpu_memory_fraction,
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
-        prefix_caching=not args.no_prefix_caching,
+        prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager,
         n_gpu_layers=args.ngl, n_cpu_moe=CPU_MOE if args.cpu_moe else args.n_cpu_moe,
         override_tensor=split_overrides(args.override_tensor),
         host_bandwidth_bytes_per_s=(args.host_bandwidth * 1e9 if args.host_bandwidth is not None

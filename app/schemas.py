@@ -83,6 +83,8 @@ class PlanIn(BaseModel):
                                     "with mtp: --speculative-num-draft-tokens")
     no_prefix_caching: bool = Field(False, description="vLLM --no-enable-prefix-caching: a "
                                     "hybrid model keeps one state page a request, not two")
+    enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs, no "
+                                "graph memory set aside")
     ubatch: int | None = Field(None, ge=1, le=1 << 24, description="llama.cpp n_ubatch")
     swa_full: bool = Field(False, description="llama.cpp full-size SWA cache")
     kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")

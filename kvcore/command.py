@@ -554,6 +554,7 @@ _VLLM = (
     _Flag(("--max-num-batched-tokens",), "value", _set("max_num_batched_tokens", human_int)),
     _Flag(("--no-enable-prefix-caching",), "none", _on("no_prefix_caching")),
     _Flag(("--enable-prefix-caching",), "none", _on("no_prefix_caching", None)),
+    _Flag(("--enforce-eager",), "none", _on("enforce_eager")),
     _Flag(("--cpu-offload-gb",), "value", _set("cpu_offload_gb", _float)),
     _Flag(("--quantization", "-q"), "value", _vllm_quant),
     _Flag(("--speculative-config",), "value", _vllm_spec),

@@ -14,6 +14,7 @@ from kvcore import (
     load_model,
     spec_from_config,
 )
+from kvcore.command import read_command
 from kvcore.engines import (
     EngineRequest,
     EngineSettings,
@@ -25,7 +26,7 @@ from kvcore.engines import (
 )
 from kvcore.gpus import memory_variants
 from kvcore.parallel import Parallel, pp_layer_counts, rank_spec
-from kvcore.query import Query, find_format, find_gpu_for
+from kvcore.query import Query, check_settings, find_format, find_gpu_for
 from kvcore.weights import weights_for
 
 GiB, MiB = 2**30, 2**20
@@ -632,6 +633,22 @@ def test_ranks_keep_every_cached_layer_of_a_model_with_cacheless_blocks():
     tokens = [engine_plan("vllm", req("nemotron-h-56b-base-8k", gpu="h200", ctx=32768,
                                       parallel=Parallel(tp=tp))).kv_tokens for tp in (1, 2)]
     assert tokens[1] > tokens[0]
+
+
+def test_vllm_says_the_cuda_graph_memory_it_sets_aside_is_not_subtracted():
+    said = "sets aside the CUDA-graph memory it measures at start-up"
+    r = engine_plan("vllm", req("qwen3-8b"))
+    assert any(said in n for n in r.notes) and "--enforce-eager" not in r.command
+    # --enforce-eager: no graphs, nothing set aside, and the command says so; a given KV
+    # budget is the pool whatever the graphs took
+    r = engine_plan("vllm", req("qwen3-8b", settings=EngineSettings(enforce_eager=True)))
+    assert not any(said in n for n in r.notes) and r.command.endswith("--enforce-eager")
+    r = engine_plan("vllm", req("qwen3-8b", gpu=None, kv_budget_bytes=4 * GiB))
+    assert not any(said in n for n in r.notes)
+    launch = read_command("vllm serve Qwen/Qwen3-8B --enforce-eager --max-model-len 8192")
+    assert launch.settings["enforce_eager"] is True and not launch.unread
+    with pytest.raises(InputError, match="enforce_eager is a setting of vLLM"):
+        check_settings("sglang", EngineSettings(enforce_eager=True))
 
 
 def test_sglang_max_total_tokens_caps_the_pool_never_raises_it():

@@ -87,6 +87,8 @@ class EngineSettings:
     #: V1's default; off (--no-enable-prefix-caching) a hybrid model's Mamba/GDN groups run
     #: mamba_cache_mode "none": one state page a request (and one per speculative token)
     prefix_caching: bool = True
+    #: --enforce-eager: no CUDA graphs, so no graph memory set aside
+    enforce_eager: bool = False
     # llama.cpp
     n_ubatch: int | None = None
     swa_full: bool = False

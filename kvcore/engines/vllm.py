@@ -498,6 +498,8 @@ def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
         cmd.append(f"--max-num-batched-tokens {mbt}")
     if not req.settings.prefix_caching:
         cmd.append("--no-enable-prefix-caching")
+    if req.settings.enforce_eager:
+        cmd.append("--enforce-eager")
     return cmd
 
 
@@ -663,6 +665,16 @@ def plan(req: EngineRequest) -> EngineReport:
     if opts.kv_k.name.startswith("fp8") and opts.kv_k.name != "fp8_pth" and not dsa:
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
+    if req.kv_budget_bytes is None and not s.enforce_eager:
+        # gpu_worker.py determine_available_memory: from 0.20 the CUDA-graph estimate
+        # (profile_cudagraph_memory: graphs captured or extrapolated from the two largest,
+        # measured as free memory) comes off the budget; a measurement, not a formula
+        notes.append("vLLM (from 0.20) also sets aside the CUDA-graph memory it measures at "
+                     "start-up (\"Estimated CUDA graph memory: X GiB total\"), which kvplan "
+                     "does not subtract: public logs print 0.1–0.8 GiB a card for models up to "
+                     "35B and several GiB for large MoE models under tensor parallelism, and "
+                     "the KV pool is that much smaller (--enforce-eager sets none aside; "
+                     "--kv-cache-memory-bytes, kvplan's --kv-budget, pins the pool)")
     cmd = serve_command(req, max_len, util, k_name, mbt)
     # config/model.py _get_and_verify_max_len: a longer --max-model-len is a ValueError unless
     # the variable allows it (then a warning)
