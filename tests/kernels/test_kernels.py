@@ -224,13 +224,16 @@ def test_query_rows_are_padded_to_at_least_pad_rows():
 @pytest.mark.parametrize("fmt", INTERP)
 def test_padding_the_query_group_does_not_change_the_answer(fmt):
     # a group of 3 query heads (GQA 6/2) held in 4, 8 or 16 rows a program: the padding rows
-    # are masked, the real rows' products and softmax the same
+    # are masked, the real rows' products and softmax the same. The same up to float32
+    # rounding: the interpreter's products are numpy matmuls, whose BLAS may sum a 4-row and
+    # a 16-row product in different orders (1e-7 apart on some CPUs); a padding row leaking
+    # into the softmax would move the answer by far more
     kernel, table, lens, g = two_page_cache(fmt, 2, 64, [35, 20], seed=41)
     q = torch.randn(2, 6, 64, generator=g).half()
     outs = {p: kernel.decode(q, table, lens, split_tokens=16, block_n=16, pad_rows=p)
             for p in (4, 8, 16)}
     assert not torch.isnan(outs[4]).any()
-    assert torch.equal(outs[4], outs[16]) and torch.equal(outs[8], outs[16]), fmt
+    assert rel(outs[4], outs[16]) < 1e-6 and rel(outs[8], outs[16]) < 1e-6, fmt
     assert rel(outs[4], kernel.decode_ref(q.float(), table, lens)) < 3e-3
 
 
