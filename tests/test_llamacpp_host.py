@@ -67,6 +67,21 @@ def test_a_window_checkpoint_holds_the_cells_the_sequence_keeps_in_the_window_ca
     assert h["checkpoint_bytes"] == 16 + 1536 * (52 * 16 * 128 // 32 * 34 * 2 + 12) + 2 * 52 * 12
 
 
+def test_the_public_gemma_4_log_s_command_plans_its_checkpoint(capsys):
+    # kyuz0/amd-strix-halo-toolboxes issue 89 (build b9124): this command, "n_parallel is set
+    # to auto, using n_parallel = 4 and kv_unified = true", then "created context checkpoint
+    # 4 of 32 (pos_min = 13703, pos_max = 18310, n_tokens = 18311, size = 3600.054 MiB)"
+    command = ("llama-server -m models/gemma-4-31B-it/gemma-4-31B-it-UD-Q8_K_XL.gguf "
+               "-c 262144 -ngl 999 -fa 1 --no-mmap --temp 0.6 --top-p 0.95 --top-k 20 "
+               "--min-p 0.0 --log-file llama-server.log")
+    assert main(["--cmd", command, "--weights", "q8_0", "--gpu", "h200", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "--ctx 65536 --seqs 4 --kv-unified" in data["command"]["read_as"]
+    h = data["engine_report"]["extra"]["server_host"]
+    assert f"{h['checkpoint_bytes'] / MiB:.3f}" == "3600.054"
+    assert 18310 - 13703 + 1 == 4608 == int(h["checkpoint_holds"].split()[0].replace(",", ""))
+
+
 def test_full_attention_takes_no_checkpoint_and_the_prompt_cache_is_its_limit():
     h, data = host("qwen3-8b", context=32768, sequences=2)
     assert h["checkpoints_bytes"] == 0
