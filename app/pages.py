@@ -39,13 +39,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k",
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
             "engine": "raw", "ngl": "", "n_cpu_moe": "", "override_tensor": "", "tensor_split": "",
-            "host_bandwidth": "", "host_link": "", "host_memory": "", "cpu_offload_gb": ""}
+            "host_bandwidth": "", "host_link": "", "host_memory": "", "cpu_offload_gb": "",
+            "cache_ram": "", "ctx_checkpoints": ""}
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
                  "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
                  "n_cpu_moe": "", "override_tensor": "", "tensor_split": "", "host_bandwidth": "",
-                 "host_link": "", "host_memory": "", "cpu_offload_gb": ""}
+                 "host_link": "", "host_memory": "", "cpu_offload_gb": "", "cache_ram": "",
+                 "ctx_checkpoints": ""}
 FIELDS = tuple(DEFAULTS)
 #: what a link may name: the form's fields, the API's one format for K and V, and a launch
 #: command
@@ -202,8 +204,9 @@ def _placement(form: dict[str, str]) -> EngineSettings:
     """The placement fields as engine settings (blank: the engine's default): llama.cpp's ngl
     (layers on the card), n_cpu_moe (blocks whose experts stay in host memory, or "all":
     --cpu-moe), override_tensor (-ot PATTERN=CPU, several at commas), tensor_split (-ts: each card's share of the layers), the host's bandwidth and
-    link in GB/s, its memory as a size; vLLM's and SGLang's cpu_offload_gb (GiB of each rank's
-    weights in host memory)."""
+    link in GB/s, its memory as a size, llama-server's cache_ram (MiB; -1 no limit) and
+    ctx_checkpoints; vLLM's and SGLang's cpu_offload_gb (GiB of each rank's weights in host
+    memory)."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
     memory = form["host_memory"].strip()
     shares = form["tensor_split"].strip()
@@ -215,7 +218,10 @@ def _placement(form: dict[str, str]) -> EngineSettings:
         override_tensor=split_overrides([form["override_tensor"]]),
         host_bandwidth_bytes_per_s=_rate(form, "host_bandwidth"),
         host_link_bytes_per_s=_rate(form, "host_link"),
-        host_memory_bytes=kvcore.parse_bytes(memory, field="host_memory") if memory else None)
+        host_memory_bytes=kvcore.parse_bytes(memory, field="host_memory") if memory else None,
+        cache_ram_mib=(-1 if form["cache_ram"].strip() == "-1"
+                       else _whole(form, "cache_ram", "MiB (or -1: no limit)")),
+        ctx_checkpoints=_whole(form, "ctx_checkpoints", "checkpoints a slot"))
 
 
 def _rate(form: dict[str, str], name: str) -> float | None:

@@ -808,6 +808,31 @@ def test_the_page_takes_the_host_link_and_host_memory(client):
     assert r.text.split('id="err-host_memory">')[1].split("</span>")[0].strip()
 
 
+def test_the_page_takes_llama_server_s_cache_ram_and_ctx_checkpoints(client):
+    params = {"model": "gemma-3-27b-it", "gpu": "3090", "engine": "llama.cpp",
+              "weights": "q4_k_m", "context": "32k"}
+    text = client.get("/", params=params).text
+    assert "a prompt cache of up to 8 GiB (--cache-ram 8192" in text
+    assert "up to 32 context checkpoints a slot of 624.02 MiB each" in text
+    r = client.get("/", params={**params, "cache_ram": "0", "ctx_checkpoints": "4"})
+    text = r.text.replace("&#39;", "'")
+    assert r.status_code == 200 and "--cache-ram 0 --ctx-checkpoints 4" in text
+    assert "prompt cache of up" not in text
+    assert "up to 4 context checkpoints a slot of 624.02 MiB each" in text
+    assert "cache_ram=0" in text and "ctx_checkpoints=4" in text  # the API link carries them
+    api = client.get("/api/v1/plan", params={**params, "cache_ram": "-1"}).json()
+    assert api["engine_report"]["extra"]["server_host"]["cache_ram_mib"] == -1
+    assert client.get("/", params={**params, "cache_ram": "-1"}).status_code == 200
+    r = client.get("/", params={**params, "cache_ram": "lots"})
+    assert r.status_code == 422
+    assert "cache_ram must be a whole number" in r.text.split('id="err-cache_ram">')[1]
+    # a setting of llama.cpp's: under vLLM the field says so
+    r = client.get("/", params={**params, "engine": "vllm", "weights": "auto",
+                                "ctx_checkpoints": "4"})
+    assert r.status_code == 422
+    assert "setting of llama.cpp" in r.text.split('id="err-ctx_checkpoints">')[1]
+
+
 def test_the_page_takes_vllm_s_cpu_offload_gb(client):
     params = {"model": "llama-3.1-8b", "gpu": "3060", "engine": "vllm", "context": "12k"}
     plain = client.get("/", params=params, headers={"HX-Request": "true"}).text
