@@ -16,6 +16,7 @@ from typing import Any
 
 from .catalog import load_model
 from .engines import EngineRequest, EngineSettings, engine_plan, llamacpp, vllm
+from .engines.llamacpp_host import checkpoint
 from .formats import get_format
 from .gpus import find_gpu
 from .hf import spec_from_config
@@ -120,8 +121,9 @@ def _predict(case: LogCase) -> dict[str, float]:
     out: dict[str, float] = {}
     if engine == "llama.cpp":
         ubatch = int(r.get("n_ubatch", llamacpp.N_UBATCH))
-        mem = llamacpp.Memory(spec, llamacpp.Layout(ctx, seqs, bool(r.get("kv_unified", False)),
-                                                    ubatch), opts, bool(r.get("swa_full", False)))
+        layout = llamacpp.Layout(ctx, seqs, bool(r.get("kv_unified", False)), ubatch)
+        swa_full = bool(r.get("swa_full", False))
+        mem = llamacpp.Memory(spec, layout, opts, swa_full)
         out.update(kv_size_mib=mem.kv_bytes / MiB, k_mib=mem.k_bytes / MiB,
                    v_mib=mem.v_bytes / MiB, recurrent_size_mib=mem.state_bytes / MiB,
                    r_mib=mem.r_bytes / MiB, s_mib=mem.s_bytes / MiB)
@@ -133,6 +135,9 @@ def _predict(case: LogCase) -> dict[str, float]:
                 out.update({f"{key}_size_mib": c.bytes / MiB, f"{key}_cells": c.cells,
                             f"{key}_layers": c.layers})
         out.update({f"{name}_state_mib": b / MiB for name, b in mem.states.items()})
+        # one context checkpoint of a long sequence (llamacpp_host)
+        out["checkpoint_mib"] = checkpoint(spec, opts, llamacpp.window_cells(spec, layout, swa_full),
+                                           llamacpp.row_bytes)[0] / MiB
         return out
     if engine == "sglang":
         rank = rank_spec(spec, par)

@@ -120,7 +120,20 @@ class Layout:
         return pad(min(self.cells, window * (self.n_seq if self.unified else 1) + self.n_ubatch))
 
 
-def _row(fmt_name: str, width: int) -> int:
+def window_cells(spec: ModelSpec, layout: Layout, swa_full: bool) -> int:
+    """Cells a long sequence holds in the window layers' cache (0 under --swa-full or without
+    window layers): a stream's cells, at most its own context; what a context checkpoint of
+    it saves (llamacpp_host)."""
+    window = max((g.window or 0 for g in spec.groups
+                  if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)), default=0)
+    if swa_full or not window:
+        return 0
+    return min(layout.cells if not layout.unified else layout.n_ctx // layout.n_seq,
+               layout.swa_cells(window, False))
+
+
+def row_bytes(fmt_name: str, width: int) -> int:
+    """A cache row's bytes: ``width`` values in ``fmt_name``'s whole blocks (ggml_row_size)."""
     fmt = get_format(fmt_name)
     if width % fmt.block_values:
         raise InputError(f"llama.cpp needs rows that are whole {fmt.name} blocks: "
@@ -271,8 +284,8 @@ class Memory:
         k_bytes = v = 0
         per_layer: dict[int, int] = {}
         for g in members:
-            k_row = _row(self.k, g.n_kv_heads * g.head_dim_k) * cells * streams
-            v_row = _row(self.v, g.n_kv_heads * g.head_dim_v) * cells * streams if g.head_dim_v else 0
+            k_row = row_bytes(self.k, g.n_kv_heads * g.head_dim_k) * cells * streams
+            v_row = row_bytes(self.v, g.n_kv_heads * g.head_dim_v) * cells * streams if g.head_dim_v else 0
             k_bytes += g.count * k_row
             v += g.count * v_row
             for layer in g.layers:
@@ -313,7 +326,7 @@ class Memory:
                 layers = spec.decoder_layers
                 widths = {g.n_kv_heads * g.head_dim_v for g in members}
                 if not flash and (len(widths) > 1 or spec.cacheless_layers):
-                    v_bytes = (layers * _row(self.v, max(widths, default=0)) * cells
+                    v_bytes = (layers * row_bytes(self.v, max(widths, default=0)) * cells
                                * layout.streams)
             if label:
                 self.lines.append(f"llama_kv_cache_iswa: creating {label:>7} KV cache, "
@@ -598,17 +611,14 @@ def plan(req: EngineRequest) -> EngineReport:
         and its slots' context checkpoints."""
         n = n_seq or req.sequences
         per_token = token_bytes((g for g in req.spec.groups_for(mtp=False)
-                                 if g.kind.is_attention), opts, _row)
+                                 if g.kind.is_attention), opts, row_bytes)
         lay = Layout(ctx, n, unified, n_ubatch)
-        window = max((g.window or 0 for g in req.spec.groups
-                      if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)), default=0)
-        # a sequence's cells in the window layers' cache: up to a stream's, and its tokens
-        cells = 0 if s.swa_full or not window else min(ctx, lay.swa_cells(window, False))
-        return server_host(req.spec, opts, swa_cells=cells, slots=n, n_ctx=lay.n_ctx,
+        return server_host(req.spec, opts, swa_cells=window_cells(req.spec, lay, s.swa_full),
+                           slots=n, n_ctx=lay.n_ctx,
                            cache_ram_mib=s.cache_ram_mib,
                            # DeepSeek-V4's compressed caches' partial states are not traced
                            ctx_checkpoints=0 if sparse == "dsv4" else s.ctx_checkpoints,
-                           kv_bytes_per_token=per_token, row=_row)
+                           kv_bytes_per_token=per_token, row=row_bytes)
     # the placement's weights in host memory, the input embedding among them
     host_weights = (place.split(blocks, output_bytes)[1] + weights.input_bytes
                     if place is not None else 0)
