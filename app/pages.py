@@ -70,6 +70,8 @@ def _choices() -> dict[str, Any]:
         "formats": kvcore.format_names(),
         "weight_formats": ["auto"] + [w.name for w in WEIGHT_FORMATS],
         "engines": engine_names(),
+        # the form's fields a pasted config's post carries beside it (its own model aside)
+        "carried_fields": tuple(k for k in FIELDS if k != "model"),
     }
 
 
