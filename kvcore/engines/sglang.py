@@ -414,6 +414,12 @@ class Pools(NamedTuple):
 EXCLUSIVE_WINDOW_TYPES = frozenset({"gpt_oss", "gemma4", "gemma4_text"})
 
 
+def swa_pool_tokens(full: int, page: int) -> int:
+    """The window layers' pool for ``full`` tokens in the full layers' pool: swa_full_tokens_ratio
+    as many, to the page (HybridSWAPoolConfigurator._solve_pool_sizes)."""
+    return int(full * SWA_RATIO) // page * page
+
+
 def swa_window(spec: ModelSpec) -> int | None:
     """The sliding_window_size SGLang's hybrid pools check the window pool against."""
     window = max((g.window or 0 for g in spec.groups
@@ -774,7 +780,7 @@ def plan(req: EngineRequest) -> EngineReport:
             # calculate_pool_sizes_from_max_tokens)
             n = s.max_total_tokens // page * page
         if sliding:
-            swa = int(n * SWA_RATIO) // page * page
+            swa = swa_pool_tokens(n, page)
         return Pools(total, rest, budget, frac, n, swa, slots, profiled)
 
     def refusal(pl: Pools) -> str | None:
@@ -866,7 +872,7 @@ def plan(req: EngineRequest) -> EngineReport:
         elif swa_tokens is not None and tokens < pl.profiled:
             # the pools were split once from the profile, then again from the cap
             lines.insert(0, f"Use sliding window memory pool. full_layer_tokens={pl.profiled}, "
-                            f"swa_layer_tokens={int(pl.profiled * SWA_RATIO) // page * page}")
+                            f"swa_layer_tokens={swa_pool_tokens(pl.profiled, page)}")
             at += 1
         if capped:
             # resolve_max_num_reqs warns before the pools are built
@@ -886,9 +892,8 @@ def plan(req: EngineRequest) -> EngineReport:
     unused = 0
     if not refused and tokens < pl.profiled:
         if swa_tokens is not None:
-            swa_profiled = int(pl.profiled * SWA_RATIO) // page * page
             unused = ((pl.profiled - tokens) * (fk + fv)
-                      + (swa_profiled - swa_tokens) * (sk + sv))
+                      + (swa_pool_tokens(pl.profiled, page) - swa_tokens) * (sk + sv))
         else:
             unused = (pl.profiled - tokens) * cell
         notes.append(f"--max-total-tokens {s.max_total_tokens:,} caps the KV pool at "
