@@ -136,8 +136,8 @@ def _predict(case: LogCase) -> dict[str, float]:
                             f"{key}_layers": c.layers})
         out.update({f"{name}_state_mib": b / MiB for name, b in mem.states.items()})
         # one context checkpoint of a long sequence (llamacpp_host)
-        out["checkpoint_mib"] = checkpoint(spec, opts, llamacpp.window_cells(spec, layout, swa_full),
-                                           llamacpp.row_bytes)[0] / MiB
+        out["checkpoint_mib"] = checkpoint(spec, opts, llamacpp.window_cells(spec, layout,
+                                                                             swa_full))[0] / MiB
         return out
     if engine == "sglang":
         rank = rank_spec(spec, par)

@@ -42,7 +42,7 @@ from .base import (
     refuse_layout,
     stage_pools,
 )
-from .llamacpp_host import ServerHost, server_host, token_bytes
+from .llamacpp_host import ServerHost, row_bytes, server_host, token_bytes
 from .llamacpp_offload import (
     Block,
     Placement,
@@ -130,15 +130,6 @@ def window_cells(spec: ModelSpec, layout: Layout, swa_full: bool) -> int:
         return 0
     return min(layout.cells if not layout.unified else layout.n_ctx // layout.n_seq,
                layout.swa_cells(window, False))
-
-
-def row_bytes(fmt_name: str, width: int) -> int:
-    """A cache row's bytes: ``width`` values in ``fmt_name``'s whole blocks (ggml_row_size)."""
-    fmt = get_format(fmt_name)
-    if width % fmt.block_values:
-        raise InputError(f"llama.cpp needs rows that are whole {fmt.name} blocks: "
-                         f"{width} values is not a multiple of {fmt.block_values}", field="kv")
-    return width // fmt.block_values * fmt.block_bytes
 
 
 @dataclass(frozen=True)
@@ -606,19 +597,21 @@ def plan(req: EngineRequest) -> EngineReport:
 
     host_cap = s.host_memory_bytes if place is not None else None
 
+    # a token's rows in every attention layer: what an unlimited prompt cache holds a token
+    per_token = token_bytes((g for g in req.spec.groups_for(mtp=False) if g.kind.is_attention),
+                            opts)
+
     def server(ctx: int, n_seq: int | None = None) -> ServerHost:
         """What llama-server itself keeps in host memory (llamacpp_host): its prompt cache
         and its slots' context checkpoints."""
         n = n_seq or req.sequences
-        per_token = token_bytes((g for g in req.spec.groups_for(mtp=False)
-                                 if g.kind.is_attention), opts, row_bytes)
         lay = Layout(ctx, n, unified, n_ubatch)
         return server_host(req.spec, opts, swa_cells=window_cells(req.spec, lay, s.swa_full),
                            slots=n, n_ctx=lay.n_ctx,
                            cache_ram_mib=s.cache_ram_mib,
                            # DeepSeek-V4's compressed caches' partial states are not traced
                            ctx_checkpoints=0 if sparse == "dsv4" else s.ctx_checkpoints,
-                           kv_bytes_per_token=per_token, row=row_bytes)
+                           kv_bytes_per_token=per_token)
     # the placement's weights in host memory, the input embedding among them
     host_weights = (place.split(blocks, output_bytes)[1] + weights.input_bytes
                     if place is not None else 0)
@@ -698,6 +691,8 @@ def plan(req: EngineRequest) -> EngineReport:
                          f"beside the input embedding), {format_bytes(card, 2)} of weights on "
                          f"the {cards}{split}{rate}; plan such a split with ngl or n_cpu_moe"
                          + (" and tensor_split" if nd > 1 else ""))
+    # what llama-server keeps in host memory at the plan's context and sequences
+    srv = server(req.context)
     if place is not None:
         extra["placement"] = _placement_dict(req, place, blocks, output_bytes, whole,
                                              weights, blocks_from)
@@ -714,7 +709,7 @@ def plan(req: EngineRequest) -> EngineReport:
         if host_cap is not None:
             need = host_need(req.context)
             extra["placement"]["host_bytes"] = need
-            cache = server(req.context).total_bytes
+            cache = srv.total_bytes
             notes.append(f"host memory: {format_bytes(need, 2)} of the "
                          f"{format_bytes(host_cap, 2)} given"
                          + (f" (llama-server's prompt cache and checkpoints "
@@ -725,7 +720,6 @@ def plan(req: EngineRequest) -> EngineReport:
                             if need - cache <= host_cap else
                             " — too little: llama.cpp would page the weights from disk or fail "
                             "to allocate the caches"))
-    srv = server(req.context)
     extra["server_host"] = srv.as_dict()
     said = srv.note()
     if said:

@@ -20,9 +20,11 @@ common/arg.cpp, src/llama-kv-cache.cpp ``state_write``, src/llama-memory-recurre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..errors import InputError
+from ..formats import get_format
 from ..kv import CacheOptions
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..units import format_bytes
@@ -89,27 +91,35 @@ class ServerHost:
         return "llama-server keeps in host memory, beside the model: " + " and ".join(parts)
 
 
-def token_bytes(groups: Iterable[LayerGroup], opts: CacheOptions,
-                row: Callable[[str, int], int]) -> int:
+def row_bytes(fmt_name: str, width: int) -> int:
+    """A llama.cpp cache row's bytes: ``width`` values in ``fmt_name``'s whole blocks
+    (ggml_row_size)."""
+    fmt = get_format(fmt_name)
+    if width % fmt.block_values:
+        raise InputError(f"llama.cpp needs rows that are whole {fmt.name} blocks: "
+                         f"{width} values is not a multiple of {fmt.block_values}", field="kv")
+    return width // fmt.block_values * fmt.block_bytes
+
+
+def token_bytes(groups: Iterable[LayerGroup], opts: CacheOptions) -> int:
     """Bytes a token (a cell) takes in the K and V rows of these attention layers."""
-    return sum(g.count * (row(opts.kv_k.name, g.n_kv_heads * g.head_dim_k)
-                          + (row(opts.kv_v.name, g.n_kv_heads * g.head_dim_v)
+    return sum(g.count * (row_bytes(opts.kv_k.name, g.n_kv_heads * g.head_dim_k)
+                          + (row_bytes(opts.kv_v.name, g.n_kv_heads * g.head_dim_v)
                              if g.head_dim_v else 0))
                for g in groups)
 
 
-def checkpoint(spec: ModelSpec, opts: CacheOptions, cells: int,
-               row: Callable[[str, int], int]) -> tuple[int, str]:
+def checkpoint(spec: ModelSpec, opts: CacheOptions, cells: int) -> tuple[int, str]:
     """(bytes, what it holds) of one context checkpoint of a sequence: the ``cells`` it holds
     in the window layers' cache (0 under --swa-full), in their K and V rows, each cell's
     metadata and the layer headers, and the recurrent state; (0, "") where the model takes
-    none. ``row(format, width)`` is a cache row's bytes (llama.cpp's ggml_row_size)."""
+    none."""
     groups = spec.groups_for(mtp=False)
     window = [g for g in groups if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)]
     recurrent = [g for g in groups if g.kind.is_recurrent]
     total, what = 0, []
     if window and cells:
-        per_cell = token_bytes(window, opts, row)
+        per_cell = token_bytes(window, opts)
         layers = sum(g.count for g in window)
         total += STATE_HEADER + cells * (per_cell + CELL_META) + 2 * layers * LAYER_HEADER
         what.append(f"{cells:,} cells of the window layers")
@@ -123,7 +133,7 @@ def checkpoint(spec: ModelSpec, opts: CacheOptions, cells: int,
 
 def server_host(spec: ModelSpec, opts: CacheOptions, *, swa_cells: int, slots: int, n_ctx: int,
                 cache_ram_mib: int | None, ctx_checkpoints: int | None,
-                kv_bytes_per_token: float, row: Callable[[str, int], int]) -> ServerHost:
+                kv_bytes_per_token: float) -> ServerHost:
     """llama-server's prompt cache and context checkpoints for ``slots`` sequences (``n_ctx``
     cells in all), a checkpoint holding ``swa_cells`` cells of the window layers' cache. With
     --cache-ram -1 the prompt cache is bounded by n_ctx tokens of saved prompts, counted at
@@ -131,5 +141,5 @@ def server_host(spec: ModelSpec, opts: CacheOptions, *, swa_cells: int, slots: i
     ram = CACHE_RAM_MIB if cache_ram_mib is None else cache_ram_mib
     n = CTX_CHECKPOINTS if ctx_checkpoints is None else ctx_checkpoints
     cache = ram * MiB if ram > 0 else int(n_ctx * kv_bytes_per_token) if ram < 0 else 0
-    each, holds = checkpoint(spec, opts, swa_cells, row) if n else (0, "")
+    each, holds = checkpoint(spec, opts, swa_cells) if n else (0, "")
     return ServerHost(cache, ram, each, n if each else 0, slots, holds)
