@@ -75,6 +75,7 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         swa_full=body.swa_full, kv_unified=body.kv_unified or None,
         flash_attn=False if body.no_flash_attn else None,
         prefix_caching=not body.no_prefix_caching, enforce_eager=body.enforce_eager,
+        language_model_only=body.language_model_only,
         mem_fraction_static=body.mem_fraction_static,
         chunked_prefill_size=body.chunked_prefill_size, page_size=body.page_size,
         max_total_tokens=body.max_total_tokens,

@@ -184,6 +184,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                         "a request, not two)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="vLLM --enforce-eager (no CUDA graphs, no graph memory set aside)")
+    g.add_argument("--language-model-only", action="store_true",
+                   help="vLLM --language-model-only (text only: the vision/audio towers not "
+                        "built, their weights not counted, the encoder not profiled)")
     g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
@@ -297,6 +300,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
         prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager,
+        language_model_only=args.language_model_only,
         n_gpu_layers=args.ngl, n_cpu_moe=CPU_MOE if args.cpu_moe else args.n_cpu_moe,
         override_tensor=split_overrides(args.override_tensor),
         host_bandwidth_bytes_per_s=(args.host_bandwidth * 1e9 if args.host_bandwidth is not None

@@ -201,7 +201,7 @@ def make_query(
         state_bytes_per_value=4 if state_dtype == "f32" else 2,
         images=parse_count(images, field="images", minimum=0, maximum=1000),
         mtp=bool(mtp),
-        encoder=not no_mmproj,
+        encoder=not (no_mmproj or (settings is not None and settings.language_model_only)),
     )
     count, named, listed, counted = _gpus(gpu, gpus)
     tp_n, pp_n = _count(tp, "tp"), _count(pp, "pp")

@@ -85,6 +85,9 @@ class PlanIn(BaseModel):
                                     "hybrid model keeps one state page a request, not two")
     enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs, no "
                                 "graph memory set aside")
+    language_model_only: bool = Field(False, description="vLLM --language-model-only: text "
+                                      "only, the vision/audio towers not built (their weights "
+                                      "not counted) and the encoder not profiled")
     ubatch: int | None = Field(None, ge=1, le=1 << 24, description="llama.cpp n_ubatch")
     swa_full: bool = Field(False, description="llama.cpp full-size SWA cache")
     kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")

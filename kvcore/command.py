@@ -541,6 +541,57 @@ def _vllm_spec(r: _Reader, flag: str, value: str) -> None:
         r.note(f"{flag}: the draft model {config['model']}'s weights and cache are not counted")
 
 
+def _vllm_mm_limits(r: _Reader, flag: str, value: str) -> None:
+    """--limit-mm-per-prompt: a JSON object of counts (or {"count": n, ...} options), or the
+    older image=0,video=0 form; read at the end (_vllm_towers), several given merged."""
+    text = value.strip()
+    limits: dict[str, Any] = {}
+    wanted = (f"{flag} takes a JSON object of counts, such as '{{\"image\": 0, \"video\": 0}}', "
+              f"got {shown(value)}")
+    if text.startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise InputError(wanted, field="command")
+        limits = parsed
+    else:
+        for part in filter(None, text.split(",")):
+            key, eq, count = part.partition("=")
+            if not eq or not key.strip():
+                raise InputError(wanted, field="command")
+            limits[key.strip()] = count.strip()
+    counts = r.seen.setdefault("mm_limits", {})
+    for key, item in limits.items():
+        n = item.get("count", 999) if isinstance(item, dict) else item
+        try:
+            counts[key] = int(n)
+        except (TypeError, ValueError):
+            raise InputError(f"{flag}: {key}'s count must be a whole number, got {shown(n)}",
+                             field="command") from None
+
+
+def _vllm_towers(r: _Reader) -> None:
+    """vLLM builds no tower whose modalities are all at 0 (_mark_tower_model); kvplan reads
+    every count at 0, image and video among them, as --language-model-only."""
+    counts = r.seen.get("mm_limits")
+    if counts is None or r.set.get("language_model_only"):
+        return
+    if counts and not any(counts.values()) and {"image", "video"} <= counts.keys():
+        r.set["language_model_only"] = True
+        r.note("--limit-mm-per-prompt: every modality at 0, so vLLM builds no tower: planned "
+               "as --language-model-only")
+    else:
+        r.note("--limit-mm-per-prompt: a tower is built unless all its modalities are at 0 "
+               "(image and video for a vision tower): planned with the towers")
+
+
+#: vLLM's flags that take a JSON object also take its keys dotted (--limit-mm-per-prompt.image
+#: 0 is --limit-mm-per-prompt '{"image": 0}'; FlexibleArgumentParser)
+_VLLM_DOTTED = ("--limit-mm-per-prompt", "--speculative-config")
+
+
 _VLLM = (
     _Flag(("--model",), "value", _model),
     _Flag(("--max-model-len",), "value", _vllm_max_len),
@@ -555,6 +606,8 @@ _VLLM = (
     _Flag(("--no-enable-prefix-caching",), "none", _on("no_prefix_caching")),
     _Flag(("--enable-prefix-caching",), "none", _on("no_prefix_caching", None)),
     _Flag(("--enforce-eager",), "none", _on("enforce_eager")),
+    _Flag(("--language-model-only",), "none", _on("language_model_only")),
+    _Flag(("--limit-mm-per-prompt",), "value", _vllm_mm_limits),
     _Flag(("--cpu-offload-gb",), "value", _set("cpu_offload_gb", _float)),
     _Flag(("--quantization", "-q"), "value", _vllm_quant),
     _Flag(("--speculative-config",), "value", _vllm_spec),
@@ -570,6 +623,7 @@ def _vllm_finish(r: _Reader) -> None:
         r.launch.model_flag = r.launch.model_flag or r.positional[0]
     if "model" in r.seen:
         r.launch.model = r.seen["model"]
+    _vllm_towers(r)
     if r.seen.get("ep"):
         if r.set.get("dp", 1) > 1:
             raise InputError("--enable-expert-parallel with --data-parallel-size shards the "
@@ -797,6 +851,24 @@ def read_command(text: str) -> Launch:
             # vLLM, SGLang and TensorRT-LLM take --max_model_len as --max-model-len
             key = "--" + name[2:].replace("_", "-")
         f = by_name.get(key)
+        # the JSON keys after the dot keep their own spelling
+        base, dot, path = key.partition(".")[0], *name.partition(".")[1:]
+        if f is None and engine == "vllm" and dot and base in _VLLM_DOTTED and path:
+            if eq:
+                word = inline
+            elif i < len(args):
+                word = args[i]
+                i += 1
+            else:
+                raise InputError(f"{name} needs a value", field="command")
+            try:
+                leaf: Any = json.loads(word)
+            except json.JSONDecodeError:
+                leaf = word
+            for part in reversed(path.split(".")):
+                leaf = {part: leaf}
+            by_name[base].read(r, base, json.dumps(leaf))
+            continue
         if f is None:
             # a flag kvplan does not read: its value with it, where it has one
             if not eq and i < len(args) and not _is_flag(args[i]):

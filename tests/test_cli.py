@@ -935,3 +935,33 @@ def test_gpu_listing_lines_numbers_up(capsys):
     assert row.endswith("24 GiB    936 GB/s  71.0 TFLOPS") and len(row) == len(lines[0])
     h100 = next(line for line in lines if line.startswith("h100-sxm "))
     assert h100.endswith("3,350 GB/s  989.5 TFLOPS")
+
+
+def test_vllm_language_model_only_from_the_cli_and_the_api(capsys):
+    args = ("qwen2.5-vl-7b-instruct", "--ctx", "32k", "--gpu", "4090", "--engine", "vllm",
+            "--json")
+    full = json.loads(run(capsys, *args)[1])
+    code, out, _ = run(capsys, *args, "--language-model-only")
+    text = json.loads(out)
+    assert code == 0 and text["engine_report"]["command"].endswith("--language-model-only")
+    # the table and the engine both leave the vision tower out, by the same bytes
+    saved = full["weights_bytes"] - text["weights_bytes"]
+    assert saved > 1 << 30
+    assert (full["engine_report"]["weights_bytes"] - text["engine_report"]["weights_bytes"]
+            == saved)
+    assert text["max_context"] > full["max_context"]
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+
+    c = TestClient(create_app())
+    body = {"model": "qwen2.5-vl-7b-instruct", "context": 32768, "gpu": "4090",
+            "engine": "vllm", "language_model_only": True}
+    api = c.post("/api/v1/plan", json=body).json()
+    assert api["weights_bytes"] == text["weights_bytes"]
+    assert api["max_context"] == text["max_context"]
+    r = c.post("/api/v1/plan", json={**body, "engine": "llama.cpp"})
+    assert r.status_code == 422 and "language_model_only" in r.text
+    code, _, err = run(capsys, "qwen3-8b", "--gpu", "4090", "--engine", "sglang",
+                       "--language-model-only")
+    assert code == 2 and "language_model_only" in err and len(err.strip().splitlines()) == 1

@@ -2153,3 +2153,66 @@ def test_cpu_offload_is_refused_where_not_planned(engine):
               settings=EngineSettings(cpu_offload_bytes=4 * GiB))
     with pytest.raises(InputError, match="does not plan --cpu-offload-gb for DeepSeek-V4"):
         engine_plan(engine, q)
+
+
+def test_vllm_language_model_only_leaves_the_towers_off_the_card():
+    spec = load_model("qwen2.5-vl-7b-instruct")
+    with_tower = weights_for(spec, None).bytes
+    text_only = weights_for(spec, None, include_encoder=False).bytes
+    tower = with_tower - text_only
+    assert spec.params.encoder > 0 and tower > GiB  # Qwen2.5-VL's 32-block ViT in bf16
+    base = engine_plan("vllm", req("qwen2.5-vl-7b-instruct", gpu="rtx-4090"))
+    assert base.weights_bytes == with_tower
+    assert any("profiles the vision/audio encoder at start-up" in n
+               and f"{tower / GiB:.2f} GiB less weights" in n for n in base.notes)
+    assert "--language-model-only" not in base.command
+    lm = engine_plan("vllm", req("qwen2.5-vl-7b-instruct", gpu="rtx-4090",
+                                 settings=EngineSettings(language_model_only=True)))
+    # the tower's bytes move to the pool, nothing else changes (the activation is the
+    # language model's)
+    assert lm.weights_bytes == text_only
+    assert lm.kv_pool_bytes - base.kv_pool_bytes == tower
+    assert lm.command.endswith("--language-model-only")
+    assert not any("profiles the vision/audio encoder" in n for n in lm.notes)
+    assert any(n.startswith("--language-model-only: the towers") for n in lm.notes)
+    # a text model: nothing to leave out, and the plan says so
+    text = engine_plan("vllm", req("qwen3-8b", settings=EngineSettings(language_model_only=True)))
+    assert engine_plan("vllm", req("qwen3-8b")).kv_pool_bytes == text.kv_pool_bytes
+    assert any("no vision or audio tower" in n for n in text.notes)
+    assert not any("vision/audio encoder" in n for n in engine_plan("vllm", req("qwen3-8b")).notes)
+    with pytest.raises(InputError, match="language_model_only is a setting of vLLM"):
+        check_settings("llama.cpp", EngineSettings(language_model_only=True))
+
+
+@pytest.mark.parametrize(("flags", "text_only"), [
+    ("--language-model-only", True),
+    ("--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}'", True),
+    ("--limit-mm-per-prompt image=0,video=0", True),
+    ("--limit-mm-per-prompt.image 0 --limit-mm-per-prompt.video=0", True),
+    ("--limit-mm-per-prompt '{\"image\": {\"count\": 0, \"width\": 512}, \"video\": 0}'", True),
+    # video still allowed: Qwen2.5-VL's vision tower serves both, so it is built
+    ("--limit-mm-per-prompt.image 0", False),
+    ("--limit-mm-per-prompt '{\"image\": 2, \"video\": 0}'", False),
+    ("--language-model-only --limit-mm-per-prompt image=2", True),
+])
+def test_vllm_command_reads_which_towers_are_built(flags, text_only):
+    launch = read_command(f"vllm serve Qwen/Qwen2.5-VL-7B-Instruct {flags}")
+    assert bool(launch.settings.get("language_model_only")) is text_only
+    assert not launch.unread
+
+
+@pytest.mark.parametrize("flags", [
+    "--limit-mm-per-prompt '[0, 0]'",
+    "--limit-mm-per-prompt image",
+    "--limit-mm-per-prompt image=none",
+    "--limit-mm-per-prompt.image",
+])
+def test_vllm_command_refuses_a_malformed_modality_limit(flags):
+    with pytest.raises(InputError, match="--limit-mm-per-prompt"):
+        read_command(f"vllm serve Qwen/Qwen2.5-VL-7B-Instruct {flags}")
+
+
+def test_vllm_command_reads_dotted_speculative_config():
+    launch = read_command("vllm serve Qwen/Qwen3.5-27B --speculative-config.method mtp "
+                          "--speculative_config.num_speculative_tokens 3")
+    assert launch.settings["mtp"] is True and launch.settings["speculative_tokens"] == 3

@@ -89,6 +89,9 @@ class EngineSettings:
     prefix_caching: bool = True
     #: --enforce-eager: no CUDA graphs, so no graph memory set aside
     enforce_eager: bool = False
+    #: --language-model-only: every modality's limit 0, so the vision/audio towers are not
+    #: built (their weights stay off the card) and the encoder is not profiled
+    language_model_only: bool = False
     # llama.cpp
     n_ubatch: int | None = None
     swa_full: bool = False
@@ -292,18 +295,26 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
     return out
 
 
+def loaded_weights(req: EngineRequest, f32_as: str | None = None,
+                   encoder: bool | None = None) -> Weights:
+    """The weights an engine loads (``f32_as``: the format its ``--dtype auto`` loads a float32
+    checkpoint in; ``encoder``: with the vision/audio towers, the request's choice if None)."""
+    fmt = req.weights
+    auto = fmt is None or str(fmt).lower() in ("auto", "")
+    if (f32_as and auto and req.spec.dtype == "float32"
+            and req.spec.checkpoint_weights is None):
+        fmt = f32_as
+    return weights_for(req.spec, fmt, mtp=req.cache.mtp,
+                       include_encoder=req.cache.encoder if encoder is None else encoder)
+
+
 def rank_weights(req: EngineRequest, split: Split = stage_layers,
                  input_on_cpu: bool = False, f32_as: str | None = None,
                  ) -> tuple[Weights, list[RankShare]]:
     """The weights and each stage's share of them (``split`` and ``input_on_cpu`` as shares
     takes them), refusing a KV budget that does not fit beside a share (check_budget).
     ``f32_as``: the format an engine's ``--dtype auto`` loads a float32 checkpoint in."""
-    fmt = req.weights
-    auto = fmt is None or str(fmt).lower() in ("auto", "")
-    if (f32_as and auto and req.spec.dtype == "float32"
-            and req.spec.checkpoint_weights is None):
-        fmt = f32_as
-    weights = weights_for(req.spec, fmt, mtp=req.cache.mtp, include_encoder=req.cache.encoder)
+    weights = loaded_weights(req, f32_as)
     out = shares(req, weights, split, input_on_cpu)
     if req.weights_bytes is not None:
         out = [replace(sh, weights_bytes=req.weights_bytes) for sh in out]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InputError
@@ -39,6 +39,7 @@ from .base import (
     EngineRequest,
     GiB,
     has_kind,
+    loaded_weights,
     model_ref,
     need_gpu,
     parallel_flags,
@@ -484,6 +485,30 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
 
 
 
+def tower_note(req: EngineRequest) -> str | None:
+    """What vLLM does with a multimodal model's towers that the plan does not count, or what
+    --language-model-only leaves out."""
+    if not req.spec.params.encoder:
+        return ("the model has no vision or audio tower: --language-model-only changes nothing"
+                if req.settings.language_model_only else None)
+    tower = (loaded_weights(req, "bf16", encoder=True).bytes
+             - loaded_weights(req, "bf16", encoder=False).bytes)
+    if req.settings.language_model_only:
+        # config/multimodal.py: every modality's limit 0; interfaces.py _mark_tower_model
+        # builds no tower whose modalities are all at 0, and profile_run skips the encoder
+        return (f"--language-model-only: the towers ({tower / GiB:.2f} GiB of weights) are "
+                "not built and the encoder is not profiled; the server takes text only")
+    # gpu_model_runner.py profile_run: with any modality allowed, the encoder runs first on
+    # dummy items of the largest size, its outputs kept in the encoder cache while the
+    # language model's dummy batch runs
+    return ("vLLM profiles the vision/audio encoder at start-up on its largest inputs (\"Encoder "
+            "cache will be initialized with a budget of N tokens, and profiled with M items of "
+            "the maximum feature size\"): that activation peak and the encoder outputs it keeps "
+            "are not counted here, and the KV pool is smaller by them; serving text only, "
+            f"--language-model-only builds no tower: "
+            f"{tower / GiB:.2f} GiB less weights and no encoder profile")
+
+
 def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
                   mbt: int) -> list[str]:
     """The `vllm serve` command line of a plan: the flags it sets (a batch-token budget only
@@ -500,11 +525,16 @@ def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
         cmd.append("--no-enable-prefix-caching")
     if req.settings.enforce_eager:
         cmd.append("--enforce-eager")
+    if req.settings.language_model_only:
+        cmd.append("--language-model-only")
     return cmd
 
 
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("vLLM", req.spec, UNSUPPORTED)
+    if req.settings.language_model_only and req.cache.encoder:
+        # no tower is built: its weights are not on any card
+        req = replace(req, cache=replace(req.cache, encoder=False))
     # DeciLMForCausalLM (models/nemotron_nas.py) builds attention (num_attention_heads //
     # n_heads_in_group KV heads) only where block_configs' attention is not a no-op, so only
     # those layers get a cache; replace_with_linear it does not build
@@ -675,6 +705,9 @@ def plan(req: EngineRequest) -> EngineReport:
                      "35B and several GiB for large MoE models under tensor parallelism, and "
                      "the KV pool is that much smaller (--enforce-eager sets none aside; "
                      "--kv-cache-memory-bytes, kvplan's --kv-budget, pins the pool)")
+    tower = tower_note(req)
+    if tower:
+        notes.append(tower)
     cmd = serve_command(req, max_len, util, k_name, mbt)
     # config/model.py _get_and_verify_max_len: a longer --max-model-len is a ValueError unless
     # the variable allows it (then a warning)
