@@ -127,6 +127,17 @@ def _alias_keys() -> dict[str, tuple[CatalogEntry, Alias]]:
 
 
 @cache
+def _loose_alias_keys() -> dict[str, tuple[CatalogEntry, Alias]]:
+    """Alias repository names by their loose spelling, where exactly one alias has it and no
+    catalog entry does."""
+    found: dict[str, list[tuple[CatalogEntry, Alias]]] = {}
+    for entry, alias in {a.repo: (e, a) for e, a in _alias_keys().values()}.values():
+        found.setdefault(_loose(alias.repo.split("/")[-1]), []).append((entry, alias))
+    entries = {_loose(k) for e in model_catalog() for k in (e.id, e.repo.split("/")[-1])}
+    return {k: v[0] for k, v in found.items() if k and len(v) == 1 and k not in entries}
+
+
+@cache
 def _alias_spec(entry: CatalogEntry, alias: Alias) -> ModelSpec:
     """The catalog entry's spec, named for its alias repository."""
     but = f" but {alias.differs}" if alias.differs else ""
@@ -266,8 +277,21 @@ def _variant_note(name: str) -> str:
 
 
 def _known_names() -> dict[str, str]:
-    """Every spelling a catalog model is found by, mapped to its id (for suggestions)."""
-    return {k: e.id for k, e in _by_key().items()}
+    """Every spelling a catalog model is found by, mapped to its id (for suggestions); an
+    alias's repository name to itself."""
+    names = {k: e.id for k, e in _by_key().items()}
+    for _, alias in _alias_keys().values():
+        name = alias.repo.split("/")[-1].lower()
+        names.setdefault(name, name)
+    return names
+
+
+def _variant_keys(name: str) -> list[str]:
+    """Keys of _known_names for the model ``name`` names in another variant: catalog ids,
+    then alias repository names."""
+    stem = _stem(name)
+    aliases = {a.repo.split("/")[-1].lower() for _, a in _alias_keys().values()}
+    return [e.id for e in variants(name)] + sorted(a for a in aliases if _stem(a) == stem)
 
 
 def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
@@ -329,5 +353,8 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         loose = _loose_keys().get(_loose(text))
         if loose is not None:
             return _catalog_spec(loose.id)
+        loose_alias = _loose_alias_keys().get(_loose(text))
+        if loose_alias is not None:
+            return _alias_spec(*loose_alias)
     raise UnknownNameError("model", text, _known_names(), field="model",
-                           first=[e.id for e in variants(text)])
+                           first=_variant_keys(text))

@@ -265,13 +265,25 @@ def test_aliases_resolve_offline_to_their_entry(monkeypatch):
     for repo, entry_id in (("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
                            ("meta-llama/Llama-3.2-1B", "llama-3.2-1b-instruct"),
                            ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b-v0.1"),
-                           ("deepseek-ai/DeepSeek-V2-Lite", "deepseek-v2-lite-chat")):
-        for spelling in (repo, repo.lower(), repo.split("/")[1]):
+                           ("deepseek-ai/DeepSeek-V2-Lite", "deepseek-v2-lite-chat"),
+                           ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b-instruct")):
+        loosely = repo.split("/")[1].replace("-", " ").replace("_", " ")
+        for spelling in (repo, repo.lower(), repo.split("/")[1], loosely):
             spec = load_model(spelling)
             assert spec.hub_repo == repo
             assert spec.source.startswith(f"catalog ({entry_id}'s config, equal to {repo}'s")
             entry = load_model(entry_id)
             assert dataclasses.replace(spec, hub_repo=entry.hub_repo, source=entry.source) == entry
+
+
+def test_an_alias_is_suggested_for_its_variant_and_a_loose_spelling_of_an_entry_wins():
+    # no base Llama-3.3-70B is bundled: its instruct alias is the first suggestion
+    with pytest.raises(UnknownNameError) as info:
+        load_model("llama-3.3-70b")
+    assert info.value.suggestions[0] == "llama-3.3-70b-instruct"
+    # a loose spelling an entry has is the entry's, not an alias's
+    assert load_model("Llama 3.1 8B").hub_repo == "meta-llama/Llama-3.1-8B"
+    assert load_model("llama 3.1 8b instruct").hub_repo == "meta-llama/Llama-3.1-8B-Instruct"
 
 
 ALIAS_COPIES = Path(__file__).resolve().parent / "data" / "aliases"
