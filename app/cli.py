@@ -681,8 +681,14 @@ def _list(cmd: str, as_json: bool) -> str:
     if as_json:
         return json.dumps(items, indent=2)
     # numbers line up on their last digit
-    return _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3),
-                               "weights": (1,)}[cmd])
+    table = _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3),
+                                "weights": (1,)}[cmd])
+    if cmd == "models":
+        twins = [(a, i["id"]) for i in items for a in i["aliases"]]
+        width = max((len(a) for a, _ in twins), default=0)
+        table += ("\n\nalso found by name, the config of an entry but for fields kvplan does "
+                  "not read:\n" + "\n".join(f"{a:<{width}}  = {e}" for a, e in twins))
+    return table
 
 
 def _measure_parser() -> argparse.ArgumentParser:

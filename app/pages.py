@@ -348,6 +348,7 @@ def pages_router() -> APIRouter:
         for entry in kvcore.model_catalog():
             spec = load_model(entry.id)
             rows.append({"id": entry.id, "repo": entry.repo, "family": entry.family,
+                         "twins": [a.repo for a in entry.aliases],
                          "layers": spec.num_layers,
                          "kinds": ", ".join(k.value for k in spec.kinds),
                          "bytes_per_token": kvcore.bytes_per_token(spec),

@@ -965,3 +965,14 @@ def test_vllm_language_model_only_from_the_cli_and_the_api(capsys):
     code, _, err = run(capsys, "qwen3-8b", "--gpu", "4090", "--engine", "sglang",
                        "--language-model-only")
     assert code == 2 and "language_model_only" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_models_list_names_each_twin_and_its_entry(capsys):
+    code, out, _ = run(capsys, "models")
+    twins = out.split("not read:\n")[1].splitlines()
+    assert code == 0 and len(twins) == sum(len(e.aliases) for e in kvcore.model_catalog())
+    assert any(re.fullmatch(r"meta-llama/Llama-3\.3-70B-Instruct +  = llama-3\.1-70b-instruct",
+                            line) for line in twins)
+    code, out, _ = run(capsys, "models", "--json")
+    entry = next(i for i in json.loads(out) if i["id"] == "llama-3.1-70b-instruct")
+    assert entry["aliases"] == ["meta-llama/Llama-3.3-70B-Instruct"]

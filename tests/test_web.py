@@ -848,3 +848,11 @@ def test_the_page_takes_vllm_s_cpu_offload_gb(client):
     # a setting of vLLM's: under llama.cpp the field says so
     r = client.get("/", params={**params, "engine": "llama.cpp", "cpu_offload_gb": "6"})
     assert r.status_code == 422 and "setting of vLLM" in r.text
+
+
+def test_the_models_page_lists_each_entry_s_twins_and_links_their_page(client):
+    text = client.get("/models").text
+    row = text.split('href="/models/llama-3.1-70b-instruct">')[1].split("</td>")[0]
+    assert 'also <a href="/models/meta-llama/Llama-3.3-70B-Instruct">' in row
+    page = client.get("/models/meta-llama/Llama-3.3-70B-Instruct")
+    assert page.status_code == 200 and "Llama-3.3-70B-Instruct" in page.text
