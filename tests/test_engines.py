@@ -2216,3 +2216,14 @@ def test_vllm_command_reads_dotted_speculative_config():
     launch = read_command("vllm serve Qwen/Qwen3.5-27B --speculative-config.method mtp "
                           "--speculative_config.num_speculative_tokens 3")
     assert launch.settings["mtp"] is True and launch.settings["speculative_tokens"] == 3
+
+
+def test_llamacpp_says_the_projector_s_compute_buffer_is_not_counted():
+    said = "the projector (--mmproj) also reserves a compute buffer"
+    r = engine_plan("llama.cpp", req("gemma-3-27b-it", gpu="rtx-4090", weights="q4_k_m"))
+    assert "--mmproj" in r.command and any(said in n for n in r.notes)
+    # no tower loaded, or none to load: nothing to say
+    text = req("gemma-3-27b-it", gpu="rtx-4090", weights="q4_k_m")
+    text = replace(text, cache=replace(text.cache, encoder=False))
+    assert not any(said in n for n in engine_plan("llama.cpp", text).notes)
+    assert not any(said in n for n in engine_plan("llama.cpp", req("qwen3-8b")).notes)

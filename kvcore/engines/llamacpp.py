@@ -734,6 +734,12 @@ def plan(req: EngineRequest) -> EngineReport:
             and not weights.source.startswith("GGUF")):
         # the vision tower the plan counts: the projector file beside the model's
         load += f" --mmproj {shlex.quote(f'{req.spec.name}-mmproj-F16.gguf')}"
+    if req.spec.params.encoder and req.cache.encoder:
+        # tools/mtmd/clip.cpp: the projector's warmup reserves its compute buffer for the
+        # largest image it takes (alloc_compute_meta), a graph kvplan does not size
+        notes.append("the projector (--mmproj) also reserves a compute buffer at start-up for "
+                     "the largest image it takes (\"alloc_compute_meta: … compute buffer "
+                     "size\"), which kvplan does not count; --no-mmproj serves text only")
     cmd = [f"llama-server {load} -c {layout.n_ctx} -np {req.sequences}",
            f"-ctk {k} -ctv {v}", f"-fa {'on' if flash else 'off'}"]
     # with everything on the card -ngl 999; where it does not fit, -ngl left unset so that
