@@ -154,3 +154,22 @@ def test_launch_commands_cli_and_api_take_them(capsys):
     assert h["prompt_cache_bytes"] == 0 and h["checkpoints_per_slot"] == 1
     r = c.post("/api/v1/plan", json={**body, "cache_ram": -5})
     assert r.status_code == 422 and "cache_ram" in r.text
+
+
+def test_on_a_mac_the_note_says_they_share_the_unified_memory():
+    # M4 Max 36 GB: the GPU may take 75% of it, 9 GiB left beside it
+    h, data = host("qwen3-32b", gpu="m4 max 36gb", weights="q4_k_m", context=16384)
+    note = next(n for n in data["engine_report"]["notes"]
+                if n.startswith("llama-server keeps in host memory"))
+    assert h["prompt_cache_bytes"] == 8 * GiB
+    assert "the GPU may take 27 GiB, which leaves 9 GiB for macOS" in note
+    assert "too little" not in note
+    # an unbounded prompt cache over a long context outgrows what the GPU leaves
+    h, data = host("qwen3-32b", gpu="m4 max 36gb", weights="q4_k_m", context=65536,
+                   settings={"cache_ram_mib": -1})
+    note = next(n for n in data["engine_report"]["notes"]
+                if n.startswith("llama-server keeps in host memory"))
+    assert h["prompt_cache_bytes"] > 9 * GiB and note.endswith("the system would swap")
+    # a discrete card's host memory is its own: nothing to add
+    _, data = host("qwen3-32b", gpu="4090", weights="q4_k_m", context=16384)
+    assert not any("unified memory" in n for n in data["engine_report"]["notes"])

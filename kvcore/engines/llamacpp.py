@@ -722,6 +722,16 @@ def plan(req: EngineRequest) -> EngineReport:
                             "to allocate the caches"))
     extra["server_host"] = srv.as_dict()
     said = srv.note()
+    apple = next((g for g in req.gpus if g is not None and g.vendor == "apple"), None)
+    if said and apple is not None:
+        # one pool: what the GPU may wire and what the process keeps beside it
+        rest = apple.total_bytes - apple.usable_bytes
+        said += (f"; on a Mac that is the same unified memory as the GPU's: of its "
+                 f"{format_bytes(apple.total_bytes, 2)} the GPU may take "
+                 f"{format_bytes(apple.usable_bytes, 2)}, which leaves "
+                 f"{format_bytes(rest, 2)} for macOS, the apps and these"
+                 + (" — too little once they fill: the system would swap"
+                    if srv.total_bytes > rest else ""))
     if said:
         notes.append(said + (" (DeepSeek-V4's context checkpoints not sized)"
                              if sparse == "dsv4" else ""))
