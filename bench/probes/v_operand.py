@@ -8,7 +8,9 @@ while the cache keeps a token's bytes together. ``stored`` is the loop as the ke
 transposed into the first operand. ``pairs`` lays the bytes out as token pairs (a byte's low
 nibble token 2p, its high one token 2p + 1, the same head dimension), so that unpacking a byte
 gives the two tokens a register pairs, and joins the halves back into [head dim, BLOCK_N] for
-one product. The values are not checked: this counts the loop's instructions by opcode,
+one product. ``fixed`` is ``stored`` with an unpacking Triton may not move (is_pure=False), so
+that the layout conversion falls on the unpacked float16 values instead of the bytes. The
+values are not checked: this counts the loop's instructions by opcode,
 compiled for sm_90 with the tools in the installed triton wheel.
 
     python bench/probes/v_operand.py [--block-n 32] [--dump DIR]
@@ -26,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kvcore.kernels.triton_ops import q4_0_nibbles  # noqa: E402
+from kvcore.kernels.triton_ops import Q4_0_ASM, q4_0_nibbles  # noqa: E402
 
 
 @triton.jit
 def value_product(V, VS, P, OUT, n_tokens, BN: tl.constexpr, QP: tl.constexpr,
-                  PAIRS: tl.constexpr):
+                  PAIRS: tl.constexpr, FIXED: tl.constexpr):
     acc_a = tl.zeros([64, QP], tl.float32)
     acc_b = tl.zeros([64, QP], tl.float32)
     acc = tl.zeros([128, QP], tl.float32)
@@ -55,7 +57,13 @@ def value_product(V, VS, P, OUT, n_tokens, BN: tl.constexpr, QP: tl.constexpr,
             # [BLOCK_N, 4 blocks, 16 bytes] as q4_0 stores a token: 4 blocks, its scales beside
             r3 = (n0 + rows)[:, None, None]
             byte = tl.load(V + r3 * 64 + nb * 16 + tl.arange(0, 16)[None, None, :])
-            lo, hi = q4_0_nibbles(byte, tl.load(VS + r3 * 4 + nb), True)
+            ds = tl.load(VS + r3 * 4 + nb)
+            if FIXED:
+                lo, hi = tl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [byte, ds],
+                                                   dtype=(tl.float16, tl.float16),
+                                                   is_pure=False, pack=4)
+            else:
+                lo, hi = q4_0_nibbles(byte, ds, True)
             acc_a = tl.dot(tl.trans(tl.reshape(lo, (BN, 64))), p, acc_a)
             acc_b = tl.dot(tl.trans(tl.reshape(hi, (BN, 64))), p, acc_b)
     d = tl.arange(0, 64)[:, None] * QP + tl.arange(0, QP)[None, :]
@@ -74,10 +82,11 @@ def main() -> None:
     ap.add_argument("--dump")
     args = ap.parse_args()
     sig = {"V": "*u8", "VS": "*fp16", "P": "*fp16", "OUT": "*fp32", "n_tokens": "i32"}
-    for pairs in (False, True):
-        name = "pairs" if pairs else "stored"
+    for name, pairs, fixed in (("stored", False, False), ("pairs", True, False),
+                               ("fixed", False, True)):
         kernel, sass, usage = sass_count._compile(
-            value_product, sig, {"BN": args.block_n, "QP": 8, "PAIRS": pairs}, ("n_tokens",),
+            value_product, sig, {"BN": args.block_n, "QP": 8, "PAIRS": pairs, "FIXED": fixed},
+            ("n_tokens",),
             {"num_warps": 1, "num_stages": 1})
         if args.dump:
             sass_count._dump(args.dump, name, kernel, sass)
