@@ -266,7 +266,8 @@ def test_aliases_resolve_offline_to_their_entry(monkeypatch):
                            ("meta-llama/Llama-3.2-1B", "llama-3.2-1b-instruct"),
                            ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b-v0.1"),
                            ("deepseek-ai/DeepSeek-V2-Lite", "deepseek-v2-lite-chat"),
-                           ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b-instruct")):
+                           ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b-instruct"),
+                           ("Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b-instruct")):
         loosely = repo.split("/")[1].replace("-", " ").replace("_", " ")
         for spelling in (repo, repo.lower(), repo.split("/")[1], loosely):
             spec = load_model(spelling)
