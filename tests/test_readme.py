@@ -55,3 +55,15 @@ def test_gpu_table_is_the_committed_results():
         for shown, key in ((b1, (1, 131072)), (b8, (8, 131072)), (m1, (1, 1 << 20))):
             assert int(shown.replace(",", "")) == round(got[(fmt, *key)]["seconds"] * 1e6), (fmt, key)
         assert int(app) == round(got[(fmt, 8, 32768)]["append_fraction_of_bw"] * 100), fmt
+
+
+def test_catalog_counts_are_the_catalogs():
+    import kvcore
+
+    entries = kvcore.model_catalog()
+    models, twins, gpus = re.search(
+        r"Catalogs: (\d+) real `config.json` files.*?; (\d+) more repositories whose "
+        r"config.json\s+equals an entry's.*?\) and (\d+) GPUs", README, re.S).groups()
+    assert int(models) == len(entries)
+    assert int(twins) == sum(len(e.aliases) for e in entries)
+    assert int(gpus) == len(kvcore.gpu_catalog())
