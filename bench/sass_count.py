@@ -69,6 +69,22 @@ def _compile(fn, sig: dict, consts: dict, ints16: tuple[str, ...], options: dict
     return kernel, sass, usage
 
 
+def probe_line(name: str, fn, sig: dict, consts: dict, ints16: tuple[str, ...] = ("n_tokens",),
+               dump: str | None = None) -> str:
+    """A probe's line: ``fn`` compiled for sm_90 in one one-warp stage (_compile), its
+    registers and its loop's instructions by opcode, the twelve most frequent."""
+    import triton
+
+    kernel, sass, usage = _compile(fn, sig, consts, ints16, {"num_warps": 1, "num_stages": 1})
+    if dump:
+        _dump(dump, name, kernel, sass)
+    lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
+    first, last = _loop(sass, lines)
+    top = ", ".join(f"{k} {v}" for k, v in _opcodes(lines[first:last + 1]).most_common(12))
+    return (f"{name:8} triton {triton.__version__} regs {_registers(usage)} "
+            f"loop {last - first + 1} instructions: {top}")
+
+
 def _dump(folder: str, name: str, kernel, sass: str) -> None:
     """The kernel's ttgir, ptx and sass as NAME.ttgir, NAME.ptx and NAME.sass in FOLDER."""
     out = Path(folder)

@@ -64,19 +64,9 @@ def main() -> None:
     args = ap.parse_args()
     sig = {"K": "*u8", "KS": "*fp16", "Q": "*fp16", "S": "*fp32", "n_tokens": "i32"}
     for operand in (False, True):
-        name = "operand" if operand else "plain"
-        kernel, sass, usage = sass_count._compile(
-            key_product, sig, {"BN": args.block_n, "QP": 8, "OPERAND": operand}, ("n_tokens",),
-            {"num_warps": 1, "num_stages": 1})
-        if args.dump:
-            sass_count._dump(args.dump, name, kernel, sass)
-        lines = [ln for ln in sass.splitlines() if sass_count.INSTRUCTION.match(ln)]
-        first, last = sass_count._loop(sass, lines)
-        ops = sass_count._opcodes(lines[first:last + 1])
-        top = ", ".join(f"{k} {v}" for k, v in ops.most_common(12))
-        print(f"{name:8} triton {triton.__version__} regs {sass_count._registers(usage)} "
-              f"loop {last - first + 1} instructions: {top}")
-
+        print(sass_count.probe_line("operand" if operand else "plain", key_product, sig,
+                                    {"BN": args.block_n, "QP": 8, "OPERAND": operand},
+                                    dump=args.dump))
 
 if __name__ == "__main__":
     main()

@@ -84,19 +84,9 @@ def main() -> None:
     sig = {"V": "*u8", "VS": "*fp16", "P": "*fp16", "OUT": "*fp32", "n_tokens": "i32"}
     for name, pairs, fixed in (("stored", False, False), ("pairs", True, False),
                                ("fixed", False, True)):
-        kernel, sass, usage = sass_count._compile(
-            value_product, sig, {"BN": args.block_n, "QP": 8, "PAIRS": pairs, "FIXED": fixed},
-            ("n_tokens",),
-            {"num_warps": 1, "num_stages": 1})
-        if args.dump:
-            sass_count._dump(args.dump, name, kernel, sass)
-        lines = [ln for ln in sass.splitlines() if sass_count.INSTRUCTION.match(ln)]
-        first, last = sass_count._loop(sass, lines)
-        ops = sass_count._opcodes(lines[first:last + 1])
-        top = ", ".join(f"{k} {v}" for k, v in ops.most_common(12))
-        print(f"{name:6} triton {triton.__version__} regs {sass_count._registers(usage)} "
-              f"loop {last - first + 1} instructions: {top}")
-
+        print(sass_count.probe_line(name, value_product, sig,
+                                    {"BN": args.block_n, "QP": 8, "PAIRS": pairs,
+                                     "FIXED": fixed}, dump=args.dump))
 
 if __name__ == "__main__":
     main()
