@@ -397,6 +397,12 @@ class ModelSpec:
         return any(g.mtp for g in self.groups)
 
     @property
+    def widest_window(self) -> int:
+        """The widest window of its sliding-window and chunked layers (0: it has none)."""
+        return max((g.window or 0 for g in self.groups
+                    if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)), default=0)
+
+    @property
     def kinds(self) -> tuple[LayerKind, ...]:
         seen: list[LayerKind] = []
         for g in self.groups:

@@ -124,8 +124,7 @@ def window_cells(spec: ModelSpec, layout: Layout, swa_full: bool) -> int:
     """Cells a long sequence holds in the window layers' cache (0 under --swa-full or without
     window layers): a stream's cells, at most its own context; what a context checkpoint of
     it saves (llamacpp_host)."""
-    window = max((g.window or 0 for g in spec.groups
-                  if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)), default=0)
+    window = spec.widest_window
     if swa_full or not window:
         return 0
     return min(layout.cells if not layout.unified else layout.n_ctx // layout.n_seq,

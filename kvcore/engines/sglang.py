@@ -422,8 +422,7 @@ def swa_pool_tokens(full: int, page: int) -> int:
 
 def swa_window(spec: ModelSpec) -> int | None:
     """The sliding_window_size SGLang's hybrid pools check the window pool against."""
-    window = max((g.window or 0 for g in spec.groups
-                  if g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED)), default=0)
+    window = spec.widest_window
     if not window:
         return None
     return window - 1 if spec.model_type in EXCLUSIVE_WINDOW_TYPES else window
