@@ -523,14 +523,32 @@ def _vllm_max_len(r: _Reader, flag: str, value: str) -> None:
     r.set["context"] = human_int(flag, value)
 
 
-def _vllm_spec(r: _Reader, flag: str, value: str) -> None:
+def _dotted_json(path: str, value: str) -> str:
+    """``--flag.a.b value`` as ``--flag``'s JSON object {"a": {"b": value}} (the value read as
+    JSON where it is, else as a string)."""
     try:
-        config = json.loads(value)
+        leaf: Any = json.loads(value)
     except json.JSONDecodeError:
-        raise InputError(f"{flag} takes a JSON object, got {shown(value)}",
-                         field="command") from None
-    if not isinstance(config, dict):
-        raise InputError(f"{flag} takes a JSON object, got {shown(value)}", field="command")
+        leaf = value
+    for part in reversed(path.split(".")):
+        leaf = {part: leaf}
+    return json.dumps(leaf)
+
+
+def _json_object(flag: str, value: str, example: str = "") -> dict[str, Any]:
+    """``value`` read as the JSON object ``flag`` takes, or a one-line error."""
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise InputError(f"{flag} takes a JSON object{example}, got {shown(value)}",
+                         field="command")
+    return parsed
+
+
+def _vllm_spec(r: _Reader, flag: str, value: str) -> None:
+    config = _json_object(flag, value)
     n = config.get("num_speculative_tokens")
     if isinstance(n, int) and not isinstance(n, bool) and n > 0:
         r.set["speculative_tokens"] = n
@@ -545,22 +563,16 @@ def _vllm_mm_limits(r: _Reader, flag: str, value: str) -> None:
     """--limit-mm-per-prompt: a JSON object of counts (or {"count": n, ...} options), or the
     older image=0,video=0 form; read at the end (_vllm_towers), several given merged."""
     text = value.strip()
+    example = " of counts, such as '{\"image\": 0, \"video\": 0}'"
     limits: dict[str, Any] = {}
-    wanted = (f"{flag} takes a JSON object of counts, such as '{{\"image\": 0, \"video\": 0}}', "
-              f"got {shown(value)}")
     if text.startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise InputError(wanted, field="command")
-        limits = parsed
+        limits = _json_object(flag, value, example)
     else:
         for part in filter(None, text.split(",")):
             key, eq, count = part.partition("=")
             if not eq or not key.strip():
-                raise InputError(wanted, field="command")
+                raise InputError(f"{flag} takes a JSON object{example}, got {shown(value)}",
+                                 field="command")
             limits[key.strip()] = count.strip()
     counts = r.seen.setdefault("mm_limits", {})
     for key, item in limits.items():
@@ -851,24 +863,11 @@ def read_command(text: str) -> Launch:
             # vLLM, SGLang and TensorRT-LLM take --max_model_len as --max-model-len
             key = "--" + name[2:].replace("_", "-")
         f = by_name.get(key)
-        # the JSON keys after the dot keep their own spelling
+        # a JSON flag's keys given dotted (the keys after the dot keep their own spelling)
         base, dot, path = key.partition(".")[0], *name.partition(".")[1:]
-        if f is None and engine == "vllm" and dot and base in _VLLM_DOTTED and path:
-            if eq:
-                word = inline
-            elif i < len(args):
-                word = args[i]
-                i += 1
-            else:
-                raise InputError(f"{name} needs a value", field="command")
-            try:
-                leaf: Any = json.loads(word)
-            except json.JSONDecodeError:
-                leaf = word
-            for part in reversed(path.split(".")):
-                leaf = {part: leaf}
-            by_name[base].read(r, base, json.dumps(leaf))
-            continue
+        dotted = f is None and engine == "vllm" and bool(dot and path) and base in _VLLM_DOTTED
+        if dotted:
+            f = by_name[base]
         if f is None:
             # a flag kvplan does not read: its value with it, where it has one
             if not eq and i < len(args) and not _is_flag(args[i]):
@@ -895,7 +894,10 @@ def read_command(text: str) -> Launch:
             i += 1
         else:
             raise InputError(f"{name} needs a value", field="command")
-        f.read(r, name, value)
+        if dotted:
+            f.read(r, base, _dotted_json(path, value))
+        else:
+            f.read(r, name, value)
     finish(r)
     if engine == "llama.cpp" and r.positional:
         r.launch.unread.extend(r.positional)
