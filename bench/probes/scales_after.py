@@ -49,8 +49,12 @@ def _block_query(Q, b: tl.constexpr, half: tl.constexpr, QP: tl.constexpr):
 
 
 @triton.jit
-def _offset(Q, b: tl.constexpr, QP: tl.constexpr):
-    return tl.load(Q + 128 * QP + b * QP + tl.arange(0, QP))
+def _block_score(lo, hi, KS, Q, r, b: tl.constexpr, QP: tl.constexpr):
+    """Block b's part of the scores: its scale times its codes' product with the query's block
+    less the query block's offsets."""
+    m = tl.dot(hi, _block_query(Q, b, 1, QP), tl.dot(lo, _block_query(Q, b, 0, QP)))
+    offset = tl.load(Q + 128 * QP + b * QP + tl.arange(0, QP))
+    return tl.load(KS + r * 4 + b).to(tl.float32)[:, None] * (m - offset[None, :])
 
 
 @triton.jit
@@ -87,18 +91,10 @@ def key_product(K, KS, Q, S, n_tokens, BN: tl.constexpr, QP: tl.constexpr,
                 l2, l3 = tl.split(l23)
                 h0, h1 = tl.split(h01)
                 h2, h3 = tl.split(h23)
-                acc += tl.load(KS + r * 4 + 0).to(tl.float32)[:, None] * (
-                    tl.dot(h0, _block_query(Q, 0, 1, QP), tl.dot(l0, _block_query(Q, 0, 0, QP)))
-                    - _offset(Q, 0, QP)[None, :])
-                acc += tl.load(KS + r * 4 + 1).to(tl.float32)[:, None] * (
-                    tl.dot(h1, _block_query(Q, 1, 1, QP), tl.dot(l1, _block_query(Q, 1, 0, QP)))
-                    - _offset(Q, 1, QP)[None, :])
-                acc += tl.load(KS + r * 4 + 2).to(tl.float32)[:, None] * (
-                    tl.dot(h2, _block_query(Q, 2, 1, QP), tl.dot(l2, _block_query(Q, 2, 0, QP)))
-                    - _offset(Q, 2, QP)[None, :])
-                acc += tl.load(KS + r * 4 + 3).to(tl.float32)[:, None] * (
-                    tl.dot(h3, _block_query(Q, 3, 1, QP), tl.dot(l3, _block_query(Q, 3, 0, QP)))
-                    - _offset(Q, 3, QP)[None, :])
+                acc += _block_score(l0, h0, KS, Q, r, 0, QP)
+                acc += _block_score(l1, h1, KS, Q, r, 1, QP)
+                acc += _block_score(l2, h2, KS, Q, r, 2, QP)
+                acc += _block_score(l3, h3, KS, Q, r, 3, QP)
             else:
                 m = tl.dot(tl.permute(hi, (1, 0, 2)), qb3, tl.dot(tl.permute(lo, (1, 0, 2)), qa3))
                 ds = tl.permute(tl.load(KS + r3 * 4 + nb), (1, 0, 2)).to(tl.float32)
