@@ -21,48 +21,51 @@ def _below(x, n: tl.constexpr, WHOLE: tl.constexpr):
 
 
 @triton.jit
+def _scale(lo, hi, LEVELS: tl.constexpr):
+    """A group's scale, as the reference computes it: (hi − lo) times 1/LEVELS rounded to
+    float32 (a constant: a division here compiles to an approximate reciprocal), then rounded
+    to float16."""
+    return ((hi.to(tl.float32) - lo.to(tl.float32)) * (1.0 / LEVELS)).to(tl.float16)
+
+
+@triton.jit
 def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
-    """The codes (int32) of x given its group's minimum ``mn`` and scale ``sc`` (float16,
-    broadcast against x, mn at most x), as the reference computes them:
-    floor((x − mn) / sc + 0.5), the quotient rounded to float32, clamped to LEVELS (before the
-    rounding: the same codes),
-    0 where the scale is 0. HW (a GPU): the quotient from the correctly rounded reciprocal
-    (one a group) and one correction by fused multiply-adds, which gives the correctly rounded
-    quotient; floor and conversion by one add rounded down to 2²³ (the code is then the low
-    bits). Otherwise a division and a floor."""
-    y = x.to(tl.float32) - mn.to(tl.float32)
+    """The codes (int32, in the low bits: the caller masks them) of x given its group's minimum
+    ``mn`` and scale ``sc`` (float16, broadcast against x, mn at most x), as the reference
+    computes them: (x − mn) times the correctly rounded reciprocal of the scale (0 where the
+    scale is 0), clamped to LEVELS and rounded to the nearest integer, ties to even, all in
+    float32. The rounding is one add of 2²³ (the code is then the low bits of the sum); on a
+    GPU (HW) through PTX, so that the compiler cannot fuse it with the product."""
     scf = sc.to(tl.float32)
-    if HW:
-        r = tl.broadcast_to(tl.where(scf > 0, tl.math.div_rn(1.0, tl.where(scf > 0, scf, 1.0)),
-                                     0.0), y.shape)
-        q0 = y * r
-        q = tl.fma(tl.fma(-q0, tl.broadcast_to(scf, y.shape), y), r, q0)
-    else:
-        q = tl.where(scf > 0, y / tl.where(scf > 0, scf, 1.0), 0.0)
-    # x ≥ mn (its group's minimum; the difference exact in float32), so q ≥ 0: only the top
-    # needs the clamp (a scale rounded down to float16 can leave q just above LEVELS)
-    q = tl.minimum(q, LEVELS * 1.0) + 0.5
+    r = tl.where(scf > 0, tl.math.div_rn(1.0, tl.where(scf > 0, scf, 1.0)), 0.0)
+    q = tl.minimum((x.to(tl.float32) - mn.to(tl.float32)) * r, LEVELS * 1.0)
     if HW:
         magic = tl.full(q.shape, 8388608.0, tl.float32)
-        t = tl.inline_asm_elementwise("add.rm.f32 $0, $1, $2;", "=r,r,r", [q, magic],
+        t = tl.inline_asm_elementwise("add.rn.f32 $0, $1, $2;", "=r,r,r", [q, magic],
                                       dtype=tl.float32, is_pure=True, pack=1)
-        return t.to(tl.int32, bitcast=True) & 0xFF
     else:
-        return tl.floor(q).to(tl.int32)
+        t = q + 8388608.0
+    return t.to(tl.int32, bitcast=True)
 
 
 @triton.jit
 def _group_rows(R, X, old, rb, xb, d, dm, D: tl.constexpr):
     """The float16 rows [G, columns d] of one group: a token below ``live`` (``old``)
-    from the ring R (row rb), a later one from the new tokens X (row xb). Two loads, each
-    masked to its rows, so that the compiler knows each row's start is aligned (a row is D
-    elements) and reads it in vectors; one load through a pointer chosen per row reads it
-    element by element, and its layout spreads a row's channels over the lanes."""
-    mo = old[:, None] & dm[None, :]
-    mn = ~old[:, None] & dm[None, :]
-    return tl.where(old[:, None],
-                    tl.load(R + rb[:, None] * D + d[None, :], mask=mo, other=0.0),
-                    tl.load(X + xb[:, None] * D + d[None, :], mask=mn, other=0.0).to(tl.float16))
+    from the ring R (row rb), a later one from the new tokens X (row xb). New tokens in float16
+    (as the ring): one load through a pointer chosen per row, the same choice along a row, so
+    that the compiler still knows each row starts aligned (a row is D elements) and reads it in
+    vectors. In another type: two loads, each masked to its rows."""
+    m = dm[None, :] & (old[:, None] | True)
+    if X.dtype.element_ty == tl.float16:
+        p = tl.where(old[:, None], R + rb[:, None] * D + d[None, :],
+                     X + xb[:, None] * D + d[None, :])
+        return tl.load(p, mask=m, other=0.0)
+    else:
+        return tl.where(old[:, None],
+                        tl.load(R + rb[:, None] * D + d[None, :], mask=m & old[:, None],
+                                other=0.0),
+                        tl.load(X + xb[:, None] * D + d[None, :], mask=m & ~old[:, None],
+                                other=0.0).to(tl.float16))
 
 
 @triton.jit
@@ -106,8 +109,8 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
         # tokens; packed along tokens: byte j of channel d holds tokens PER·j … PER·j + PER − 1,
         # the bytes lie [G/PER, D], channels contiguous
         km = tl.min(k, axis=0)
-        ks = ((tl.max(k, axis=0).to(tl.float32) - km.to(tl.float32)) / LEVELS).to(tl.float16)
-        kc = _quantize(k, km[None, :], ks[None, :], LEVELS, HW)
+        ks = _scale(km, tl.max(k, axis=0), LEVELS)
+        kc = _quantize(k, km[None, :], ks[None, :], LEVELS, HW) & LEVELS
         kbytes = tl.sum(tl.reshape(kc, (G // PER, PER, G)) << kshift, axis=1)  # [G/PER, G]
         tl.store(KQ + (gbase * (G // PER) + j[:, None]) * D + d[None, :], kbytes.to(tl.uint8),
                  mask=dm[None, :])
@@ -120,8 +123,8 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
             # token-minor: byte c of token t at [c, t], the scale and minimum of group cb at
             # [cb, t]
             vm = tl.min(v, axis=1)
-            vs = ((tl.max(v, axis=1).to(tl.float32) - vm.to(tl.float32)) / LEVELS).to(tl.float16)
-            vc = _quantize(v, vm[:, None], vs[:, None], LEVELS, HW)
+            vs = _scale(vm, tl.max(v, axis=1), LEVELS)
+            vc = _quantize(v, vm[:, None], vs[:, None], LEVELS, HW) & LEVELS
             vbytes = tl.sum(tl.reshape(vc, (G, G // PER, PER)) << vshift, axis=2)  # [G, G/PER]
             tm = _below(cb * G + 0 * t, DV, D == DV)  # [G]: the block inside V's rows
             tl.store(VQ + (gbase * (DV // PER) + cb * (G // PER) + j[None, :]) * G + t[:, None],

@@ -1,7 +1,8 @@
 """The GPU-only paths of the append kernels, compiled for sm_90 without a GPU (the triton
 wheel's own compiler; the interpreter cannot run inline PTX): q4_0's reciprocal and product
-rounded as the reference rounds them, KIVI's quotient from the correctly rounded reciprocal
-and its floor by an add rounded down (no float-to-integer conversion), tbq3's codes stored as
+rounded as the reference rounds them, KIVI's scale times a constant reciprocal of its levels,
+its codes from the correctly rounded reciprocal of the scale, rounded by an add of 2**23 (no
+float-to-integer conversion), tbq3's codes stored as
 whole words, KIVI's decode unpacking its codes by their bits (tests/kernels/sm90.py compiles
 them)."""
 
@@ -45,9 +46,13 @@ def test_q4_0_rounds_its_reciprocal_and_product_as_the_reference(ptx: dict[str, 
 @pytest.mark.parametrize("bits", [2, 4])
 def test_kivi_flush_rounds_without_conversions(ptx: dict[str, str], bits: int) -> None:
     text = ptx[f"kivi{bits}"]
-    assert "div.rn.f32" in text and "fma.rn.f32" in text  # reciprocal, then the correction
-    assert "add.rm.f32" in text  # floor and conversion in one add
-    assert "cvt.rmi" not in text and "cvt.rzi" not in text
+    # the scales' reciprocals correctly rounded, and nothing else divided: (hi - lo) / levels
+    # compiles to an approximate reciprocal of the levels, which the reference does not have
+    assert "div.rn.f32" in text
+    assert "div.approx" not in text and "div.full" not in text
+    # rounding and conversion in one add that cannot be fused with the product before it
+    assert "add.rn.f32" in text and "fma.rn.f32" not in text
+    assert "cvt.rni" not in text and "cvt.rmi" not in text and "cvt.rzi" not in text
 
 
 def test_tbq3_stores_whole_words(ptx: dict[str, str]) -> None:
