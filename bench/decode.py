@@ -17,6 +17,7 @@ unpacking against the plain Triton path, and three page sizes.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -81,18 +82,31 @@ def check_correctness() -> dict[str, dict[str, float]]:
     return errs
 
 
-def kivi_appended(fmt: str, k: torch.Tensor, v: torch.Tensor,
-                  lens: list[int]) -> tuple[KiviCache, dict[str, float]]:
+def kivi_appended(fmt: str, k: torch.Tensor, v: torch.Tensor, lens: list[int],
+                  writers_first: bool = False) -> tuple[KiviCache, dict[str, float]]:
     """A KIVI cache of sequences k, v [S, T, HKV, D] (lens[s] tokens of sequence s) filled by
-    the Triton append, and the share of each plane's elements that it writes as the
-    token-by-token torch append does."""
+    the Triton append in chunks of CHUNKS' sizes in turn (each after the first flushes tokens
+    from the ring while its newest go into the ring), and the share of each plane's elements
+    that it writes as the token-by-token torch append does. ``writers_first``: each append's
+    launch in two, the ring-writing programs first (KiviCache.write_append)."""
     cache = KiviCache(fmt, len(lens), HKV, D, max(lens), device=k.device)
     one = KiviCache(fmt, len(lens), HKV, D, max(lens), device=k.device)
     for s, n in enumerate(lens):
-        cache.append_triton(s, k[s, :n], v[s, :n])
+        a = 0
+        for c in itertools.cycle(CHUNKS):
+            if a >= n:
+                break
+            b = min(n, a + c)
+            cache.write_append(s, k[s, a:b], v[s, a:b], *cache.plan_append(s, b - a),
+                               writers_first=writers_first)
+            a = b
         one.append(s, k[s, :n], v[s, :n])
     return cache, {n: float((getattr(cache, n) == getattr(one, n)).double().mean())
                    for n in ("kq", "ks", "km", "vq", "vs", "vm", "kr", "vr")}
+
+
+#: sizes of the appends kivi_appended makes, in turn
+CHUNKS = (300, 37, 159, 1, 200)
 
 
 def _check_kivi(fmt: str) -> dict[str, float]:
@@ -306,13 +320,13 @@ def kivi_copies(cache: KiviCache) -> list[KiviCache]:
 
 
 def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = None,
-                     ring_kernel: bool = True,
-                     max_registers: int | None = None) -> tuple[float, int]:
+                     ring_kernel: bool = True, max_registers: int | None = None,
+                     writers_first: bool = False) -> tuple[float, int]:
     """Seconds per append of min(APPEND_TOKENS, batch · tokens) new tokens into empty
     sequences of a KIVI cache (whole sequences, the first ones), replayed from a CUDA graph
     over input copies too large for L2, and the bytes each append moves: the input read, the
     quantized groups it flushes and the residual-ring slots it writes. ``num_warps``,
-    ``ring_kernel``, ``max_registers``: KiviCache.write_append's."""
+    ``ring_kernel``, ``max_registers``, ``writers_first``: KiviCache.write_append's."""
     n = min(APPEND_TOKENS, batch * tokens)
     cache = KiviCache(fmt, batch, HKV, D, tokens, device="cuda")
     plans = []
@@ -329,7 +343,7 @@ def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = 
     def step(xs: list) -> None:
         for (s, _, plan), (kx, vx) in zip(plans, xs, strict=True):
             cache.write_append(s, kx, vx, *plan, num_warps=num_warps, ring_kernel=ring_kernel,
-                               max_registers=max_registers)
+                               max_registers=max_registers, writers_first=writers_first)
 
     inputs = [[(torch.randn(m, HKV, D, device="cuda", dtype=torch.float16),
                 torch.randn(m, HKV, D, device="cuda", dtype=torch.float16)) for _, m, _ in plans]

@@ -8,7 +8,8 @@
 #     | sed 's/^from .triton_ops import/from kvcore.kernels.triton_ops import/' \
 #     > bench/probes/kivi_flush_v35.py
 # its bytes differ from the new reference's by design), and the decode benchmark for kivi2
-# and kivi4 (its append column).
+# and kivi4 (its append column). Ran at commit dc42388; since v37 the kernel takes more arguments,
+# so the old kernel can no longer stand in for it.
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh

@@ -1,7 +1,8 @@
-"""KIVI's append on a GPU: the flush kernel's bytes against the token-by-token torch append
+"""KIVI's append on a GPU: the append kernel's bytes against the token-by-token torch append
 (random fp16 rows, and rows on a coarse grid, whose quotients fall exactly on the rounding
-midpoints), and its throughput (16,384 new tokens a call, as bench/decode.py times it; and with
-the ring slots written by torch indexing instead of kivi_ring_kernel).
+midpoints; in one launch, and in two with the ring-writing programs first), and its throughput
+(16,384 new tokens a call, as bench/decode.py times it; in one launch, in two, and with the
+ring slots written by torch indexing after the launch).
 
     python bench/probes/kivi_append.py [--out DIR] [--warps 1,2,8]
 
@@ -26,7 +27,7 @@ from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 
-def identical(fmt: str, grid: bool) -> dict[str, float]:
+def identical(fmt: str, grid: bool, writers_first: bool = False) -> dict[str, float]:
     """Share of each plane's elements the kernel's append writes as the torch append does."""
     g = torch.Generator(device="cuda").manual_seed(1)
     lens = [1000, 1, 777]
@@ -34,13 +35,14 @@ def identical(fmt: str, grid: bool) -> dict[str, float]:
     v = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g)
     if grid:
         k, v = torch.round(k * 4) / 4, torch.round(v * 4) / 4
-    return kivi_appended(fmt, k.half(), v.half(), lens)[1]
+    return kivi_appended(fmt, k.half(), v.half(), lens, writers_first=writers_first)[1]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--old", help="a module holding an earlier kivi_flush_kernel to time instead")
+    ap.add_argument("--old", help="a module holding an earlier kivi_flush_kernel (of the same "
+                    "arguments) to time instead")
     ap.add_argument("--warps", default="", help="flush warps to time besides the default, "
                     "comma-separated")
     ap.add_argument("--registers", default="", help="flush register caps to time besides the "
@@ -66,11 +68,13 @@ def main() -> None:
     result: dict = {"env": environment("cuda", torch), "read_bytes_per_s": bw, "rows": []}
     for fmt in ("kivi2", "kivi4"):
         row = {"format": fmt, "identical_random": identical(fmt, False),
-               "identical_grid": identical(fmt, True)}
+               "identical_grid": identical(fmt, True),
+               "identical_grid_two_launches": identical(fmt, True, writers_first=True)}
         for batch, tokens in ((8, 32768), (1, 4096)):
-            # the default launch, the ring slots by torch indexing (as before kivi_ring_kernel),
-            # then each register cap and warp count asked for
-            runs = [("", {}), ("_torch_ring", {"ring_kernel": False})]
+            # the default launch, the same in two launches (the ring-writing programs first),
+            # the ring slots by torch indexing, then each register cap and warp count asked for
+            runs = [("", {}), ("_two_launches", {"writers_first": True}),
+                    ("_torch_ring", {"ring_kernel": False})]
             runs += [(f"_r{r}", {"max_registers": int(r)}) for r in args.registers.split(",") if r]
             runs += [(f"_w{w}", {"num_warps": int(w)}) for w in args.warps.split(",") if w]
             for suffix, launch in runs:

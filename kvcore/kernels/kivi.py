@@ -125,7 +125,8 @@ KIVI_TILE = 64
 #: either way (bench/results/kivi-decode-h200-v16b.json; kivi-lazy-h200.json before the
 #: unpacking by PTX)
 KIVI_LAZY = True
-#: new tokens a program of kivi_ring_kernel copies into the residual ring (a head's)
+#: new tokens a ring-writing program of the append's launch copies into the residual ring
+#: (a head's)
 RING_TOKENS = 32
 #: KIVI's flush kernel (a program a group of a KV head) by bits: (warps, values of a channel
 #: block loaded once its keys are stored), and its cap of registers a thread. On an H200,
@@ -140,7 +141,9 @@ RING_TOKENS = 32
 #: and were slower, two and four warps too (kivi-flush-blocks-h200.json). One load a row
 #: (through a pointer chosen per row) and the codes from the scale's reciprocal, rounded by one
 #: add (about 26 → 19 instructions a value): kivi2 45.3 → 38.4 µs, kivi4 45.7 → 39.1 µs in one
-#: call; 96 registers still slower (kivi-append-h200-v36.json, kivi-append-h200-v36-old.json)
+#: call; 96 registers still slower (kivi-append-h200-v36.json, kivi-append-h200-v36-old.json).
+#: The ring slots written in the same launch: 38.5 → 35.5 and 39.1 → 36.4 µs
+#: (kivi-append-h200-v37.json)
 FLUSH_LAUNCH = {2: (1, True), 4: (1, True)}
 FLUSH_REGS = 128
 
@@ -284,42 +287,46 @@ class KiviCache:
 
     def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int,
                      num_warps: int | None = None, late_v: bool | None = None,
-                     ring_kernel: bool = True, max_registers: int | None = None) -> None:
-        """The device work of an append that plan_append booked: one kernel quantizes the
-        flushed groups (from the ring and the new tokens), then one more puts the newest tokens
-        in their ring slots. No host-side state changes and no copy from the host, so a CUDA
-        graph can replay it. ``num_warps``, ``late_v``: the flush kernel's launch (default
-        FLUSH_LAUNCH's for the bits), ``max_registers`` its cap of registers a thread
-        (FLUSH_REGS, 0 none); ``ring_kernel`` False: the ring slots written by torch indexing
-        instead (several small launches: the probe times the difference)."""
-        from .kivi_triton import kivi_flush_kernel, kivi_ring_kernel
+                     ring_kernel: bool = True, max_registers: int | None = None,
+                     writers_first: bool = False) -> None:
+        """The device work of an append that plan_append booked, in one launch: its programs
+        quantize the flushed groups (from the ring and the new tokens) and put the newest
+        tokens in their ring slots, each slot that a flushed token is read from written by the
+        program that reads it. No host-side state changes and no copy from the host, so a CUDA
+        graph can replay it. ``num_warps``, ``late_v``: the launch (default FLUSH_LAUNCH's for
+        the bits), ``max_registers`` its cap of registers a thread (FLUSH_REGS, 0 none);
+        ``ring_kernel`` False: the ring slots written by torch indexing after the launch
+        instead (several small launches: the probe times the difference); ``writers_first``:
+        the launch in two, the ring-writing programs before the flushing ones (the order in
+        which a writer that touched a slot still to be read would show)."""
+        from .kivi_triton import kivi_flush_kernel
 
         n = k.shape[0]
-        if flushed:
-            kivi_flush_kernel[(flushed, self.heads)](
+        # every token passes through the ring in the token-by-token append; the last ``ring``
+        # of them are what it holds afterwards
+        first = max(0, n - self.ring)
+        writers = -(-(n - first) // RING_TOKENS) if ring_kernel else 0
+        parts = ([(flushed, writers), (0, flushed)] if writers_first
+                 else [(0, flushed + writers)])
+        for j_first, programs in parts:
+            if not programs:
+                continue
+            kivi_flush_kernel[(programs, self.heads)](
                 self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
                 self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
-                live, self.ring, H=self.heads, D=self.head_dim, DV=self.head_dim_v,
-                G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
-                HAS_V=self.has_v, HW=k.is_cuda,
+                flushed, live, first, n, self.ring, j_first, H=self.heads, D=self.head_dim,
+                DV=self.head_dim_v, G=self.group, BITS=self.bits, PER=8 // self.bits,
+                LEVELS=(1 << self.bits) - 1, HAS_V=self.has_v, TOK=RING_TOKENS,
+                RING_SLOTS=ring_kernel, HW=k.is_cuda,
                 LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
                 num_warps=num_warps or FLUSH_LAUNCH[self.bits][0],
                 **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
                                          else max_registers) else {}))
-        # every token passes through the ring in the token-by-token append; the last ``ring``
-        # of them are what it holds afterwards
-        first = max(0, n - self.ring)
         if not ring_kernel:
             slots = (_torch().arange(first, n, device=k.device) + live) % self.ring
             self.kr[s][:, slots] = k[first:].transpose(0, 1).to(self.kr.dtype)
             if self.has_v:
                 self.vr[s][:, slots] = v[first:].transpose(0, 1).to(self.vr.dtype)
-        elif n > first:
-            kivi_ring_kernel[(-(-(n - first) // RING_TOKENS), self.heads)](
-                self.kr, self.vr, k.contiguous(), v.contiguous(), s, first, n, live, self.ring,
-                H=self.heads, D=self.head_dim, DV=self.head_dim_v,
-                DP=_pow2(max(self.head_dim, self.head_dim_v)), TOK=RING_TOKENS,
-                HAS_V=self.has_v, num_warps=4)
 
     def append_triton(self, s: int, k: Any, v: Any) -> None:
         """Append tokens k [n, heads, head_dim], v [n, heads, head_dim_v] to sequence ``s`` in

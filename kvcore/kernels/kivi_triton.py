@@ -69,89 +69,114 @@ def _group_rows(R, X, old, rb, xb, d, dm, D: tl.constexpr):
 
 
 @triton.jit
-def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, live, RING,
-                      H: tl.constexpr, D: tl.constexpr, DV: tl.constexpr, G: tl.constexpr,
-                      BITS: tl.constexpr, PER: tl.constexpr, LEVELS: tl.constexpr,
-                      HAS_V: tl.constexpr, HW: tl.constexpr = False,
-                      LATE_V: tl.constexpr = False):
-    """Program (j, h): quantize group g0 + j of sequence ``s`` (tokens (g0 + j)·G …) into the
-    slot the group table GT gives it. A token below ``live`` (the tokens held before this
-    append) comes from the residual ring, a later one from the new tokens XK [n, H, D] and
-    XV [n, H, DV] (token live + i at row i), read as float16 as the ring holds them. DV: the
-    width of V's rows (D but where K and V differ; both multiples of G). HAS_V false: a
-    K-only cache (DV = D).
-
-    The program walks the channels in blocks of G: a key's scale and minimum are a channel's
-    over the group's G tokens, a value's those of a token over G channels, so each [G, G]
-    block of either is quantized and stored on its own and a thread holds only a block at a
-    time. LATE_V: a block's values loaded once its keys are stored, not with them."""
-    gi = g0 + tl.program_id(0)
-    h = tl.program_id(1).to(tl.int64)
-    t = tl.arange(0, G)
-    c = tl.arange(0, G)
-    tok = gi.to(tl.int64) * G + t
-    old = tok < live
-    rb = (s * H + h) * RING + tok % RING
-    xb = (tok - live) * H + h
-    gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
-    j = tl.arange(0, G // PER)  # K's bytes of a channel, V's of a token in a block
-    kshift = (tl.arange(0, PER) * BITS)[None, :, None]
-    vshift = (tl.arange(0, PER) * BITS)[None, None, :]
-    for cb in range(0, (D if D > DV else DV) // G):
-        d = cb * G + c
-        # a block lies wholly inside a row or wholly past it (D, DV multiples of G)
-        dm = _below(d, D, D == DV)
-        dvm = _below(d, DV, D == DV)
-        k = _group_rows(KR, XK, old, rb, xb, d, dm, D)
-        if HAS_V and not LATE_V:
-            v = _group_rows(VR, XV, old, rb, xb, d, dvm, DV)
-        # keys (float16: their minimum and maximum are exact in it): per channel over the G
-        # tokens; packed along tokens: byte j of channel d holds tokens PER·j … PER·j + PER − 1,
-        # the bytes lie [G/PER, D], channels contiguous
-        km = tl.min(k, axis=0)
-        ks = _scale(km, tl.max(k, axis=0), LEVELS)
-        kc = _quantize(k, km[None, :], ks[None, :], LEVELS, HW) & LEVELS
-        kbytes = tl.sum(tl.reshape(kc, (G // PER, PER, G)) << kshift, axis=1)  # [G/PER, G]
-        tl.store(KQ + (gbase * (G // PER) + j[:, None]) * D + d[None, :], kbytes.to(tl.uint8),
-                 mask=dm[None, :])
-        tl.store(KS + gbase * D + d, ks, mask=dm)
-        tl.store(KM + gbase * D + d, km, mask=dm)
-        if HAS_V:
-            if LATE_V:
-                v = _group_rows(VR, XV, old, rb, xb, d, dvm, DV)
-            # values: per token over the block's G channels (channel group cb); the planes lie
-            # token-minor: byte c of token t at [c, t], the scale and minimum of group cb at
-            # [cb, t]
-            vm = tl.min(v, axis=1)
-            vs = _scale(vm, tl.max(v, axis=1), LEVELS)
-            vc = _quantize(v, vm[:, None], vs[:, None], LEVELS, HW) & LEVELS
-            vbytes = tl.sum(tl.reshape(vc, (G, G // PER, PER)) << vshift, axis=2)  # [G, G/PER]
-            tm = _below(cb * G + 0 * t, DV, D == DV)  # [G]: the block inside V's rows
-            tl.store(VQ + (gbase * (DV // PER) + cb * (G // PER) + j[None, :]) * G + t[:, None],
-                     vbytes.to(tl.uint8), mask=tm[:, None])
-            tl.store(VS + (gbase * (DV // G) + cb) * G + t, vs, mask=tm)
-            tl.store(VM + (gbase * (DV // G) + cb) * G + t, vm, mask=tm)
+def _ring_block(KR, VR, XK, XV, slot, src, m, d, dm, dvm, D: tl.constexpr, DV: tl.constexpr,
+                HAS_V: tl.constexpr):
+    """Columns d of the new tokens' rows ``src`` (rows of XK [n, H, D], XV [n, H, DV]) into
+    the residual ring's rows ``slot``, as float16, where ``m`` ([T] rows; dm, dvm: the columns
+    inside K's and V's rows)."""
+    mk = m[:, None] & dm[None, :]
+    tl.store(KR + slot[:, None] * D + d[None, :],
+             tl.load(XK + src[:, None] * D + d[None, :], mask=mk).to(tl.float16), mask=mk)
+    if HAS_V:
+        mv = m[:, None] & dvm[None, :]
+        tl.store(VR + slot[:, None] * DV + d[None, :],
+                 tl.load(XV + src[:, None] * DV + d[None, :], mask=mv).to(tl.float16), mask=mv)
 
 
 @triton.jit
-def kivi_ring_kernel(KR, VR, XK, XV, s, first, n, live, RING, H: tl.constexpr,
-                     D: tl.constexpr, DV: tl.constexpr, DP: tl.constexpr, TOK: tl.constexpr,
-                     HAS_V: tl.constexpr):
-    """Program (j, h): new tokens first + j·TOK … (below n) of head h, from XK [n, H, D] and
-    XV [n, H, DV], into their residual-ring slots (live + i) mod RING of sequence ``s``, as
-    float16; the one launch that follows the flush (which reads the slots first)."""
-    i = first + tl.program_id(0) * TOK + tl.arange(0, TOK)
+def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, g0, nflush,
+                      live, first, n, RING, j_first, H: tl.constexpr, D: tl.constexpr,
+                      DV: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr, PER: tl.constexpr,
+                      LEVELS: tl.constexpr, HAS_V: tl.constexpr, TOK: tl.constexpr = 32,
+                      RING_SLOTS: tl.constexpr = True, HW: tl.constexpr = False,
+                      LATE_V: tl.constexpr = False):
+    """An append to sequence ``s`` of the new tokens XK [n, H, D] and XV [n, H, DV] (token
+    live + i at row i; ``live``: the tokens held before it) in one launch. DV: the width of
+    V's rows (D but where K and V differ; both multiples of G). HAS_V false: a K-only cache
+    (DV = D).
+
+    Program (j, h), j < nflush: quantize group g0 + j into the slot the group table GT gives
+    it. A token below ``live`` comes from the residual ring, a later one from the new tokens,
+    read as float16 as the ring holds them. The program walks the channels in blocks of G: a
+    key's scale and minimum are a channel's over the group's G tokens, a value's those of a
+    token over G channels, so each [G, G] block of either is quantized and stored on its own
+    and a thread holds only a block at a time. LATE_V: a block's values loaded once its keys
+    are stored, not with them.
+
+    RING_SLOTS: the last of the new tokens (i from ``first`` to n) also go into their ring
+    slots (live + i) mod RING. A slot that a flushed token is read from takes its new token
+    from the program that reads it, once it has (after the group's loop); the programs
+    j ≥ nflush write the other slots, TOK new tokens each, and can run at any time.
+    ``j_first``: the launch's first program j (0; a launch in parts puts the writers first)."""
+    j0 = j_first + tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
-    m = i < n
-    slot = ((s * H + h) * RING + (live + i) % RING)[:, None]
-    src = (i.to(tl.int64) * H + h)[:, None]
-    d = tl.arange(0, DP)[None, :]
-    mk = m[:, None] & _below(d, D, DP == D)
-    tl.store(KR + slot * D + d, tl.load(XK + src * D + d, mask=mk).to(tl.float16), mask=mk)
-    if HAS_V:
-        mv = m[:, None] & _below(d, DV, DP == DV)
-        tl.store(VR + slot * DV + d, tl.load(XV + src * DV + d, mask=mv).to(tl.float16),
-                 mask=mv)
+    c = tl.arange(0, G)
+    WIDE: tl.constexpr = D if D > DV else DV
+    if j0 < nflush:
+        gi = g0 + j0
+        t = tl.arange(0, G)
+        tok = gi.to(tl.int64) * G + t
+        old = tok < live
+        rb = (s * H + h) * RING + tok % RING
+        xb = (tok - live) * H + h
+        gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
+        j = tl.arange(0, G // PER)  # K's bytes of a channel, V's of a token in a block
+        kshift = (tl.arange(0, PER) * BITS)[None, :, None]
+        vshift = (tl.arange(0, PER) * BITS)[None, None, :]
+        for cb in range(0, WIDE // G):
+            d = cb * G + c
+            # a block lies wholly inside a row or wholly past it (D, DV multiples of G)
+            dm = _below(d, D, D == DV)
+            dvm = _below(d, DV, D == DV)
+            k = _group_rows(KR, XK, old, rb, xb, d, dm, D)
+            if HAS_V and not LATE_V:
+                v = _group_rows(VR, XV, old, rb, xb, d, dvm, DV)
+            # keys (float16: their minimum and maximum are exact in it): per channel over the
+            # G tokens; packed along tokens: byte j of channel d holds tokens PER·j …
+            # PER·j + PER − 1, the bytes lie [G/PER, D], channels contiguous
+            km = tl.min(k, axis=0)
+            ks = _scale(km, tl.max(k, axis=0), LEVELS)
+            kc = _quantize(k, km[None, :], ks[None, :], LEVELS, HW) & LEVELS
+            kbytes = tl.sum(tl.reshape(kc, (G // PER, PER, G)) << kshift, axis=1)  # [G/PER, G]
+            tl.store(KQ + (gbase * (G // PER) + j[:, None]) * D + d[None, :],
+                     kbytes.to(tl.uint8), mask=dm[None, :])
+            tl.store(KS + gbase * D + d, ks, mask=dm)
+            tl.store(KM + gbase * D + d, km, mask=dm)
+            if HAS_V:
+                if LATE_V:
+                    v = _group_rows(VR, XV, old, rb, xb, d, dvm, DV)
+                # values: per token over the block's G channels (channel group cb); the planes
+                # lie token-minor: byte c of token t at [c, t], the scale and minimum of group
+                # cb at [cb, t]
+                vm = tl.min(v, axis=1)
+                vs = _scale(vm, tl.max(v, axis=1), LEVELS)
+                vc = _quantize(v, vm[:, None], vs[:, None], LEVELS, HW) & LEVELS
+                vbytes = tl.sum(tl.reshape(vc, (G, G // PER, PER)) << vshift, axis=2)
+                tm = _below(cb * G + 0 * t, DV, D == DV)  # [G]: the block inside V's rows
+                tl.store(VQ + (gbase * (DV // PER) + cb * (G // PER) + j[None, :]) * G
+                         + t[:, None], vbytes.to(tl.uint8), mask=tm[:, None])
+                tl.store(VS + (gbase * (DV // G) + cb) * G + t, vs, mask=tm)
+                tl.store(VM + (gbase * (DV // G) + cb) * G + t, vm, mask=tm)
+        if RING_SLOTS and gi * G < live:
+            # the slot of each token read from the ring takes the new token i ≡ tok − live
+            # (mod RING) among first … n − 1, if there is one (tok − live ≥ −RING: every
+            # operand of a remainder is kept non-negative)
+            a = (tok - live + RING) % RING
+            i = first + (a - first % RING + RING) % RING
+            for cb in range(0, WIDE // G):
+                d = cb * G + c
+                _ring_block(KR, VR, XK, XV, rb, i * H + h, old & (i < n), d,
+                            _below(d, D, D == DV), _below(d, DV, D == DV), D, DV, HAS_V)
+    else:
+        i = first + (j0 - nflush) * TOK + tl.arange(0, TOK)
+        # the token the slot held: a flushed one's slot is written by the program that reads it
+        prev = live + i % RING - RING
+        m = (i < n) & ~((prev >= g0 * G) & (prev < (g0 + nflush) * G))
+        slot = (s * H + h) * RING + (live + i) % RING
+        for cb in range(0, WIDE // G):
+            d = cb * G + c
+            _ring_block(KR, VR, XK, XV, slot, i.to(tl.int64) * H + h, m, d,
+                        _below(d, D, D == DV), _below(d, DV, D == DV), D, DV, HAS_V)
 
 
 def _codes_asm(bits: int) -> str:

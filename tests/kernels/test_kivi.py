@@ -101,9 +101,12 @@ def test_query_groups_spread_over_programs():
     (600, [600]),                                     # one append flushes 14 groups
     (100, [7, 93]),                                   # capacity below R + G - 1: no group
 ])
-def test_bulk_append_writes_the_token_by_token_bytes(capacity, chunks):
+@pytest.mark.parametrize("writers_first", [False, True])
+def test_bulk_append_writes_the_token_by_token_bytes(capacity, chunks, writers_first):
     # append_triton books a whole chunk at once (the groups it flushes, the ring slots it
-    # fills); every byte and the lengths must be those of appending one token at a time
+    # fills); every byte and the lengths must be those of appending one token at a time.
+    # writers_first: the ring-writing programs run before the flushing ones, so that a writer
+    # that touched a slot a flushed token is still to be read from would change the bytes
     g = torch.Generator().manual_seed(9)
     n = sum(chunks)
     k = torch.randn(n, 2, 64, generator=g).half()
@@ -113,7 +116,8 @@ def test_bulk_append_writes_the_token_by_token_bytes(capacity, chunks):
     for c in chunks:
         for i in range(start, start + c):
             one.append(1, k[i:i + 1], v[i:i + 1])
-        bulk.append_triton(1, k[start:start + c], v[start:start + c])
+        bulk.write_append(1, k[start:start + c], v[start:start + c],
+                          *bulk.plan_append(1, c), writers_first=writers_first)
         start += c
         assert (bulk.n_quant, bulk.n_resid) == (one.n_quant, one.n_resid)
     for a, b in zip(bulk.tensors(), one.tensors(), strict=True):
