@@ -133,7 +133,7 @@ def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: in
            "GT": "*i32", "s": "i32", "stride_gt": "i32", "g0": "i32", "nflush": "i32",
            "live": "i32", "first": "i32", "n": "i32", "RING": "i32", "j_first": "i32"}
     consts = dict(H=8, D=128, DV=128, G=32, BITS=bits, PER=8 // bits, LEVELS=(1 << bits) - 1,
-                  HAS_V=True, TOK=32, RING_SLOTS=True, HW=True, LATE_V=late)
+                  HAS_V=True, TOK=32, RING_SLOTS=True, HW=True, LATE_V=late, STAGES=3)
     options = {"num_warps": warps, "num_stages": stages}
     if max_registers:
         options["maxnreg"] = max_registers

@@ -6,7 +6,7 @@ ring slots written by torch indexing after the launch).
 
     python bench/probes/kivi_append.py [--out DIR] [--warps 1,2,8]
 
-Writes kivi-append.json.
+Writes kivi-append.json (with --old MODULE: kivi-append-NAME.json, NAME the module's last part).
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def main() -> None:
                                                             "fraction_of_read_bw": moved / s / bw}
         result["rows"].append(row)
         print(row, flush=True)
-    write_json(args.out, f"kivi-append{'-old' if args.old else ''}.json", result)
+    write_json(args.out, f"kivi-append{'-' + args.old.split('.')[-1] if args.old else ''}.json",
+               result)
 
 
 if __name__ == "__main__":

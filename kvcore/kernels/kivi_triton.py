@@ -29,16 +29,22 @@ def _scale(lo, hi, LEVELS: tl.constexpr):
 
 
 @triton.jit
-def _quantize(x, mn, sc, LEVELS: tl.constexpr, HW: tl.constexpr):
-    """The codes (int32, in the low bits: the caller masks them) of x given its group's minimum
-    ``mn`` and scale ``sc`` (float16, broadcast against x, mn at most x), as the reference
-    computes them: (x − mn) times the correctly rounded reciprocal of the scale (0 where the
-    scale is 0), clamped to LEVELS and rounded to the nearest integer, ties to even, all in
-    float32. The rounding is one add of 2²³ (the code is then the low bits of the sum); on a
-    GPU (HW) through PTX, so that the compiler cannot fuse it with the product."""
+def _quantize(x, mn, sc, HW: tl.constexpr):
+    """The codes of x given its group's minimum ``mn`` and scale ``sc`` (float16, broadcast
+    against x, mn at most x), as the reference computes them: (x − mn) times the correctly
+    rounded reciprocal of the scale, rounded to the nearest integer, ties to even, all in
+    float32; the reciprocal 0 where the scale is 0, and that of the scale plus 2⁻²⁴ where the
+    scale is below float16's normal range. No code passes LEVELS, so none is clamped: a normal
+    scale is at most 2⁻¹¹ below (max − min) / LEVELS, which moves the top quotient by less
+    than a half; a smaller one is rounded by up to 2⁻²⁵, and one unit (2⁻²⁴) more makes it no
+    smaller than that quotient's scale. Returned as int32 whose low bits are the code (one add
+    of 2²³ rounds and converts: the bits above are dropped where the codes are packed into
+    bytes); on a GPU (HW) the add goes through PTX, so that it cannot be fused with the
+    product."""
     scf = sc.to(tl.float32)
-    r = tl.where(scf > 0, tl.math.div_rn(1.0, tl.where(scf > 0, scf, 1.0)), 0.0)
-    q = tl.minimum((x.to(tl.float32) - mn.to(tl.float32)) * r, LEVELS * 1.0)
+    up = tl.where(scf < 0.00006103515625, scf + 5.960464477539063e-08, scf)
+    r = tl.where(scf > 0, tl.math.div_rn(1.0, tl.where(scf > 0, up, 1.0)), 0.0)
+    q = (x.to(tl.float32) - mn.to(tl.float32)) * r
     if HW:
         magic = tl.full(q.shape, 8388608.0, tl.float32)
         t = tl.inline_asm_elementwise("add.rn.f32 $0, $1, $2;", "=r,r,r", [q, magic],
@@ -89,7 +95,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                       DV: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr, PER: tl.constexpr,
                       LEVELS: tl.constexpr, HAS_V: tl.constexpr, TOK: tl.constexpr = 32,
                       RING_SLOTS: tl.constexpr = True, HW: tl.constexpr = False,
-                      LATE_V: tl.constexpr = False):
+                      LATE_V: tl.constexpr = False, STAGES: tl.constexpr = 3):
     """An append to sequence ``s`` of the new tokens XK [n, H, D] and XV [n, H, DV] (token
     live + i at row i; ``live``: the tokens held before it) in one launch. DV: the width of
     V's rows (D but where K and V differ; both multiples of G). HAS_V false: a K-only cache
@@ -101,7 +107,8 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     key's scale and minimum are a channel's over the group's G tokens, a value's those of a
     token over G channels, so each [G, G] block of either is quantized and stored on its own
     and a thread holds only a block at a time. LATE_V: a block's values loaded once its keys
-    are stored, not with them.
+    are stored, not with them. STAGES: the channel blocks whose rows are in flight at once (the
+    next ones' loads issued, through shared memory, before a block is quantized).
 
     RING_SLOTS: the last of the new tokens (i from ``first`` to n) also go into their ring
     slots (live + i) mod RING. A slot that a flushed token is read from takes its new token
@@ -123,7 +130,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
         j = tl.arange(0, G // PER)  # K's bytes of a channel, V's of a token in a block
         kshift = (tl.arange(0, PER) * BITS)[None, :, None]
         vshift = (tl.arange(0, PER) * BITS)[None, None, :]
-        for cb in range(0, WIDE // G):
+        for cb in tl.range(0, WIDE // G, num_stages=STAGES):
             d = cb * G + c
             # a block lies wholly inside a row or wholly past it (D, DV multiples of G)
             dm = _below(d, D, D == DV)
@@ -136,7 +143,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
             # PER·j + PER − 1, the bytes lie [G/PER, D], channels contiguous
             km = tl.min(k, axis=0)
             ks = _scale(km, tl.max(k, axis=0), LEVELS)
-            kc = _quantize(k, km[None, :], ks[None, :], LEVELS, HW) & LEVELS
+            kc = _quantize(k, km[None, :], ks[None, :], HW)
             kbytes = tl.sum(tl.reshape(kc, (G // PER, PER, G)) << kshift, axis=1)  # [G/PER, G]
             tl.store(KQ + (gbase * (G // PER) + j[:, None]) * D + d[None, :],
                      kbytes.to(tl.uint8), mask=dm[None, :])
@@ -150,7 +157,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                 # cb at [cb, t]
                 vm = tl.min(v, axis=1)
                 vs = _scale(vm, tl.max(v, axis=1), LEVELS)
-                vc = _quantize(v, vm[:, None], vs[:, None], LEVELS, HW) & LEVELS
+                vc = _quantize(v, vm[:, None], vs[:, None], HW)
                 vbytes = tl.sum(tl.reshape(vc, (G, G // PER, PER)) << vshift, axis=2)
                 tm = _below(cb * G + 0 * t, DV, D == DV)  # [G]: the block inside V's rows
                 tl.store(VQ + (gbase * (DV // PER) + cb * (G // PER) + j[None, :]) * G

@@ -377,3 +377,54 @@ def test_planes_lie_as_the_decode_reads_them(fmt):
         assert torch.equal(cache.ks[slot, 0], torch.ones(64).half())
         assert torch.equal(cache.vs[slot, 0], torch.ones(2, 32).half())
         assert not cache.km[slot, 0].any() and not cache.vm[slot, 0].any()
+
+
+@pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
+def test_scales_below_float16_normal_range_keep_every_code_within_its_levels(fmt):
+    # values a few units of 2**-24 apart give groups whose float16 scale lies below the normal
+    # range, rounded by up to half a unit: no code may pass the top level (packed, it would
+    # carry into a neighbour's bits), every value must come back within half a step of the
+    # scale one unit up (plus what that unit adds over the levels), and the kernel must write
+    # the reference's bytes. Spans up to 20,000 units give normal scales too.
+    from kvcore.kernels.kivi import (
+        _minmax_quant,
+        dequantize_group_keys,
+        dequantize_values,
+        quantize_group_keys,
+        quantize_values,
+    )
+
+    bits = int(fmt[-1])
+    levels = (1 << bits) - 1
+    g = torch.Generator().manual_seed(5)
+    groups, heads, dim = 12, 2, 64
+    n = 32 * groups
+    span = torch.randint(1, 2000, (n, heads, 1), generator=g) * torch.randint(
+        1, 11, (1, heads, dim), generator=g)
+    x = (torch.rand(n, heads, dim, generator=g) * span).round() - span // 2
+    x = (x * 2.0 ** -24).half()
+    assert (x.float().abs() < 2.0 ** -14).float().mean() > 0.5
+    k, v = x, x.flip(0)
+    for dim_q, y in ((-2, k.float().reshape(groups, 32, heads, dim)),
+                     (-1, v.float().reshape(n, heads, 2, 32))):
+        codes, scale, _ = _minmax_quant(y, bits, dim_q)
+        assert int(codes.max()) <= levels
+        assert bool((scale.float() < 2.0 ** -14).any())
+    unit = 2.0 ** -24
+    kp = quantize_group_keys(k.reshape(groups, 32, heads, dim).transpose(1, 2), bits)
+    back = dequantize_group_keys(kp, bits).transpose(1, 2).reshape(n, heads, dim)
+    step = kp["scale"].float()  # [groups, heads, dim]
+    bound = (step + unit) / 2 + levels * unit
+    err = (back - k.float()).abs().reshape(groups, 32, heads, dim)
+    assert bool((err <= bound[:, None] * (1 + 2.0 ** -20)).all())
+    vp = quantize_values(v, bits, 32)
+    back = dequantize_values(vp, bits, 32)
+    step = vp["scale"].float().repeat_interleave(32, dim=-1)
+    assert bool(((back - v.float()).abs() <= ((step + unit) / 2 + levels * unit)
+                 * (1 + 2.0 ** -20)).all())
+    one, bulk = KiviCache(fmt, 1, heads, dim, n), KiviCache(fmt, 1, heads, dim, n)
+    one.append(0, k, v)
+    bulk.append_triton(0, k, v)
+    assert bulk.n_quant == one.n_quant and bulk.n_quant[0] >= 32 * 7
+    for a, b in zip(bulk.tensors(), one.tensors(), strict=True):
+        assert torch.equal(a, b)
