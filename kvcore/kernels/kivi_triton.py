@@ -61,7 +61,7 @@ def _group_rows(R, X, old, rb, xb, d, dm, D: tl.constexpr):
     (as the ring): one load through a pointer chosen per row, the same choice along a row, so
     that the compiler still knows each row starts aligned (a row is D elements) and reads it in
     vectors. In another type: two loads, each masked to its rows."""
-    m = dm[None, :] & (old[:, None] | True)
+    m = dm[None, :] & (old[:, None] | True)  # the columns inside the row, on every row
     if X.dtype.element_ty == tl.float16:
         p = tl.where(old[:, None], R + rb[:, None] * D + d[None, :],
                      X + xb[:, None] * D + d[None, :])
