@@ -112,6 +112,9 @@ class Launch:
     model_flag: str = ""
     #: whether the card holds the vision tower (llama.cpp: a projector file, --mmproj)
     mmproj: bool = True
+    #: vLLM's --limit-mm-per-prompt: the modalities it sets to 0 (None: not given); resolve
+    #: leaves out the towers whose modalities are all among them
+    mm_zero: frozenset[str] | None = None
     #: where the command leaves the context to the model: how many sequences share its
     #: trained context (llama-server's slots), else 0
     trained_share: int = 0
@@ -585,18 +588,11 @@ def _vllm_mm_limits(r: _Reader, flag: str, value: str) -> None:
 
 
 def _vllm_towers(r: _Reader) -> None:
-    """vLLM builds no tower whose modalities are all at 0 (_mark_tower_model); kvplan reads
-    every count at 0, image and video among them, as --language-model-only."""
+    """The modalities --limit-mm-per-prompt sets to 0, for resolve to weigh against the model's
+    towers (vLLM builds no tower whose modalities are all at 0, _mark_tower_model)."""
     counts = r.seen.get("mm_limits")
-    if counts is None or r.set.get("language_model_only"):
-        return
-    if counts and not any(counts.values()) and {"image", "video"} <= counts.keys():
-        r.set["language_model_only"] = True
-        r.note("--limit-mm-per-prompt: every modality at 0, so vLLM builds no tower: planned "
-               "as --language-model-only")
-    else:
-        r.note("--limit-mm-per-prompt: a tower is built unless all its modalities are at 0 "
-               "(image and video for a vision tower): planned with the towers")
+    if counts is not None and not r.set.get("language_model_only"):
+        r.launch.mm_zero = frozenset(k for k, n in counts.items() if n == 0)
 
 
 #: vLLM's flags that take a JSON object also take its keys dotted (--limit-mm-per-prompt.image
@@ -1002,6 +998,8 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
     own = {"vllm": spec.vllm_max_len, "sglang": spec.sglang_context_len}.get(launch.engine)
     fields = {"model": ref, "engine": launch.engine,
               **launch.fields(own or spec.max_position_embeddings)}
+    if launch.engine == "vllm" and launch.mm_zero is not None and spec.params.encoder:
+        _vllm_mm_towers(launch, spec, fields)
     if launch.engine == "llama.cpp" and spec.params.encoder and not launch.mmproj:
         fields["no_mmproj"] = True
         if not any(launch.about.get(n) == "no_mmproj" for n in launch.notes):
@@ -1010,6 +1008,28 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
     if weights is not None and "weights" not in fields:
         fields["weights"] = weights
     return spec, fields
+
+
+def _vllm_mm_towers(launch: Launch, spec: ModelSpec, fields: dict[str, Any]) -> None:
+    """--limit-mm-per-prompt against the model's towers: with every tower's modalities at 0,
+    vLLM builds none (planned as --language-model-only); else the towers stay, all of them
+    (kvplan weighs a model's towers together), and the note says which modality keeps one."""
+    zero = launch.mm_zero or frozenset()
+    # a model whose towers kvplan cannot tell apart: one vision tower of images and videos
+    towers = spec.towers or (("image", "video"),)
+    kept = [t for t in towers if not set(t) <= zero]
+    if not kept:
+        fields["language_model_only"] = True
+        note = ("--limit-mm-per-prompt: every modality of the model's towers ("
+                + ", ".join(m for t in towers for m in t) + ") at 0, so vLLM builds no tower: "
+                "planned as --language-model-only")
+    else:
+        missing = sorted({m for t in kept for m in t} - zero)
+        note = ("--limit-mm-per-prompt: vLLM builds a tower unless all its modalities are at 0, "
+                f"and {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: "
+                "planned with the towers")
+    launch.notes.append(note)
+    launch.about[note] = "language_model_only"
 
 
 #: kvplan's CLI flags for the fields a command sets, in the order they are written

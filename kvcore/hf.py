@@ -2018,6 +2018,7 @@ def spec_from_config(
         linear_attention_layers=sum(1 for b in nas or () if b.attention == "linear"),
         hidden_layers=n_layers,
         vision_encoder=_vision_encoder(vision, _architecture(config)),
+        towers=_towers(config, vision, params.encoder),
         architecture=_architecture(config),
         kda=isinstance(lm.get("linear_attn_config"), dict)
         and bool(lm["linear_attn_config"].get("kda_layers")),
@@ -2422,6 +2423,22 @@ def _quantization(config: Mapping[str, Any], lm: Mapping[str, Any],
 #: vt_hidden_size and aliases them as num_hidden_layers / hidden_size (configs/kimi_k3.py
 #: KimiK3VisionConfig, sglang 0.5.23)
 _VT_VISION_ARCHS = frozenset({"KimiK3ForConditionalGeneration"})
+
+
+def _towers(config: Mapping[str, Any], vision: Any,
+            encoder: int) -> tuple[tuple[str, ...], ...]:
+    """The modalities of each tower of a model whose encoder kvplan weighs (``encoder``
+    parameters), as vLLM's models mark them: a vision tower serves images, and videos too where
+    the config names a video token; an audio tower serves audio."""
+    if not encoder:
+        return ()
+    out: list[tuple[str, ...]] = []
+    if isinstance(vision, Mapping):
+        video = any(k in config for k in ("video_token_id", "video_token_index"))
+        out.append(("image", "video") if video else ("image",))
+    if isinstance(config.get("audio_config"), Mapping):
+        out.append(("audio",))
+    return tuple(out)
 
 
 def _vision_encoder(vision: dict[str, Any] | None,

@@ -326,6 +326,10 @@ class ModelSpec:
     #: the vision encoder's (layers, hidden size) as a server reads them from
     #: ``vision_config`` (24 and 1024 where absent); None: no vision encoder
     vision_encoder: tuple[int, int] | None = None
+    #: the modalities each vision/audio tower serves, as vLLM marks its towers
+    #: (``_mark_tower_model``): ("image",) or ("image", "video") for a vision tower, ("audio",)
+    #: for an audio tower; () where the model has none
+    towers: tuple[tuple[str, ...], ...] = ()
     #: the decoder's layers as the config counts them (``num_hidden_layers``), those without a
     #: cache included; 0: as many as the groups' layer numbers reach
     hidden_layers: int = 0

@@ -14,7 +14,7 @@ from kvcore import (
     load_model,
     spec_from_config,
 )
-from kvcore.command import read_command
+from kvcore.command import read_command, resolve
 from kvcore.engines import (
     EngineRequest,
     EngineSettings,
@@ -2184,21 +2184,35 @@ def test_vllm_language_model_only_leaves_the_towers_off_the_card():
         check_settings("llama.cpp", EngineSettings(language_model_only=True))
 
 
-@pytest.mark.parametrize(("flags", "text_only"), [
-    ("--language-model-only", True),
-    ("--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}'", True),
-    ("--limit-mm-per-prompt image=0,video=0", True),
-    ("--limit-mm-per-prompt.image 0 --limit-mm-per-prompt.video=0", True),
-    ("--limit-mm-per-prompt '{\"image\": {\"count\": 0, \"width\": 512}, \"video\": 0}'", True),
+@pytest.mark.parametrize(("model", "flags", "text_only"), [
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "--language-model-only", True),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}'", True),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "--limit-mm-per-prompt image=0,video=0", True),
+    ("Qwen/Qwen2.5-VL-7B-Instruct",
+     "--limit-mm-per-prompt.image 0 --limit-mm-per-prompt.video=0", True),
+    ("Qwen/Qwen2.5-VL-7B-Instruct",
+     "--limit-mm-per-prompt '{\"image\": {\"count\": 0, \"width\": 512}, \"video\": 0}'", True),
     # video still allowed: Qwen2.5-VL's vision tower serves both, so it is built
-    ("--limit-mm-per-prompt.image 0", False),
-    ("--limit-mm-per-prompt '{\"image\": 2, \"video\": 0}'", False),
-    ("--language-model-only --limit-mm-per-prompt image=2", True),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "--limit-mm-per-prompt.image 0", False),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "--limit-mm-per-prompt '{\"image\": 2, \"video\": 0}'",
+     False),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "--language-model-only --limit-mm-per-prompt image=2", True),
+    # Gemma 3's and Llama 4's towers serve images alone (their configs name no video token)
+    ("google/gemma-3-27b-it", "--limit-mm-per-prompt '{\"image\": 0}'", True),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "--limit-mm-per-prompt.image 0", True),
+    ("google/gemma-3-27b-it", "--limit-mm-per-prompt '{\"video\": 0}'", False),
+    # an audio model's tower serves audio
+    ("mistralai/Voxtral-Mini-3B-2507", "--limit-mm-per-prompt '{\"image\": 0}'", False),
+    ("mistralai/Voxtral-Mini-3B-2507", "--limit-mm-per-prompt audio=0", True),
 ])
-def test_vllm_command_reads_which_towers_are_built(flags, text_only):
-    launch = read_command(f"vllm serve Qwen/Qwen2.5-VL-7B-Instruct {flags}")
-    assert bool(launch.settings.get("language_model_only")) is text_only
+def test_vllm_command_reads_which_towers_are_built(model, flags, text_only):
+    launch = read_command(f"vllm serve {model} {flags}")
     assert not launch.unread
+    _, fields = resolve(launch)
+    assert bool(fields.get("language_model_only")) is text_only
+    if "--limit-mm-per-prompt" in flags and "--language-model-only" not in flags:
+        said = [n for n in launch.notes if n.startswith("--limit-mm-per-prompt")]
+        assert len(said) == 1 and ("builds no tower" in said[0]) is text_only
 
 
 @pytest.mark.parametrize("flags", [
