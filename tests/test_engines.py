@@ -2241,3 +2241,27 @@ def test_llamacpp_says_the_projector_s_compute_buffer_is_not_counted():
     text = replace(text, cache=replace(text.cache, encoder=False))
     assert not any(said in n for n in engine_plan("llama.cpp", text).notes)
     assert not any(said in n for n in engine_plan("llama.cpp", req("qwen3-8b")).notes)
+
+
+def test_vllm_builds_the_towers_on_the_first_pipeline_stage_only():
+    # interfaces.py _mark_tower_model skips a tower on the pipeline stages after the first:
+    # Qwen3.5-27B's vision tower (0.86 GiB in bf16) sits whole on stage 0, not split with the
+    # decoder's layers; with no tower, both stages are as before
+    from kvcore.engines.base import rank_weights
+
+    r = req("qwen3.5-27b", gpu="a100-80gb", parallel=Parallel(tp=1, pp=2))
+    text = replace(r, cache=replace(r.cache, encoder=False))
+    tower = (vllm.loaded_weights(r, "bf16", encoder=True).bytes
+             - vllm.loaded_weights(r, "bf16", encoder=False).bytes)
+    assert 0.8 * GiB < tower < 0.9 * GiB
+    spread = rank_weights(r, f32_as="bf16")[1]
+    placed = vllm.towers_on_first_stage(r, spread)
+    alone = rank_weights(text, f32_as="bf16")[1]
+    assert abs(placed[0].weights_bytes - alone[0].weights_bytes - tower) <= 2
+    assert abs(placed[1].weights_bytes - alone[1].weights_bytes) <= 2
+    # the spread shares had put about half of it on each stage
+    assert abs(spread[1].weights_bytes - alone[1].weights_bytes - tower // 2) < 0.01 * tower
+    assert vllm.towers_on_first_stage(text, alone) == alone
+    # and the plan's tightest stage is the first, its weights carrying the whole tower
+    report = engine_plan("vllm", r)
+    assert report.binding_stage == 0

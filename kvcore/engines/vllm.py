@@ -38,6 +38,8 @@ from .base import (
     EngineReport,
     EngineRequest,
     GiB,
+    RankShare,
+    check_budget,
     has_kind,
     loaded_weights,
     model_ref,
@@ -509,6 +511,26 @@ def tower_note(req: EngineRequest) -> str | None:
             f"{tower / GiB:.2f} GiB less weights and no encoder profile")
 
 
+def towers_on_first_stage(req: EngineRequest, shares: list[RankShare]) -> list[RankShare]:
+    """The stages' shares with the vision/audio towers on the first stage alone: vLLM builds a
+    tower on the first pipeline stage only, where the encoders run (interfaces.py
+    _mark_tower_model skips it "on pipeline stages after the first"), not spread with the
+    decoder's layers as the shares place every other weight."""
+    p = req.parallel
+    if p.pp == 1 or not req.cache.encoder or req.weights_bytes is not None:
+        return shares
+    tower = (loaded_weights(req, "bf16", encoder=True).bytes
+             - loaded_weights(req, "bf16", encoder=False).bytes)
+    if tower <= 0:
+        return shares
+    n = req.spec.decoder_layers
+    out = [replace(sh, weights_bytes=sh.weights_bytes
+                   - tower * len(stage_layers(n, p.pp, sh.stage)) // n // p.tp
+                   + (tower // p.tp if sh.stage == 0 else 0)) for sh in shares]
+    check_budget(req, out)
+    return out
+
+
 def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
                   mbt: int) -> list[str]:
     """The `vllm serve` command line of a plan: the flags it sets (a batch-token budget only
@@ -563,6 +585,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, f32_as="bf16")
+    shares = towers_on_first_stage(req, shares)
     # --cpu-offload-gb: what each rank moves to host memory is not on its card
     moved, shares = offload_shares(req, weights, shares, stage_layers)
     dsa = has_kind(req.spec, LayerKind.INDEXER)
