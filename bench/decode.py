@@ -92,14 +92,7 @@ def kivi_appended(fmt: str, k: torch.Tensor, v: torch.Tensor, lens: list[int],
     cache = KiviCache(fmt, len(lens), HKV, D, max(lens), device=k.device)
     one = KiviCache(fmt, len(lens), HKV, D, max(lens), device=k.device)
     for s, n in enumerate(lens):
-        a = 0
-        for c in itertools.cycle(CHUNKS):
-            if a >= n:
-                break
-            b = min(n, a + c)
-            cache.write_append(s, k[s, a:b], v[s, a:b], *cache.plan_append(s, b - a),
-                               writers_first=writers_first)
-            a = b
+        append_in_chunks(cache, s, k[s, :n], v[s, :n], writers_first)
         one.append(s, k[s, :n], v[s, :n])
     return cache, {n: float((getattr(cache, n) == getattr(one, n)).double().mean())
                    for n in ("kq", "ks", "km", "vq", "vs", "vm", "kr", "vr")}
@@ -107,6 +100,20 @@ def kivi_appended(fmt: str, k: torch.Tensor, v: torch.Tensor, lens: list[int],
 
 #: sizes of the appends kivi_appended makes, in turn
 CHUNKS = (300, 37, 159, 1, 200)
+
+
+def append_in_chunks(cache: KiviCache, s: int, k: torch.Tensor, v: torch.Tensor,
+                     writers_first: bool = False) -> None:
+    """Tokens k, v [n, heads, width] appended to sequence ``s`` of ``cache`` by the Triton
+    append in chunks of CHUNKS' sizes in turn. ``writers_first``: KiviCache.write_append's."""
+    a, n = 0, k.shape[0]
+    for c in itertools.cycle(CHUNKS):
+        if a >= n:
+            break
+        b = min(n, a + c)
+        cache.write_append(s, k[a:b], v[a:b], *cache.plan_append(s, b - a),
+                           writers_first=writers_first)
+        a = b
 
 
 def _check_kivi(fmt: str) -> dict[str, float]:

@@ -2,7 +2,7 @@
 (an MLA latent of 576 and of 512 lanes), K and V of different widths (192 and 128) and a narrow
 head (64), kivi2 and kivi4: the share of each plane's elements that the Triton append writes as
 the token-by-token torch append does, over appends in chunks that flush ring tokens while new
-tokens take their slots (bench/decode.py CHUNKS), in one launch and with the ring-writing
+tokens take their slots (bench/decode.py append_in_chunks), in one launch and with the ring-writing
 programs first.
 
     python bench/probes/kivi_append_widths.py [--out DIR]
@@ -13,7 +13,6 @@ Writes kivi-append-widths.json.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from decode import CHUNKS, write_json  # noqa: E402
+from decode import append_in_chunks, write_json  # noqa: E402
 
 from kvcore.kernels.kivi import KiviCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -40,14 +39,7 @@ def agreement(fmt: str, d: int, dv: int, values: bool, writers_first: bool) -> d
     caches = [KiviCache(fmt, 1, heads, d, n, head_dim_v=dv, values=values, device="cuda")
               for _ in range(2)]
     bulk, one = caches
-    a = 0
-    for c in itertools.cycle(CHUNKS):
-        if a >= n:
-            break
-        b = min(n, a + c)
-        bulk.write_append(0, k[a:b], v[a:b], *bulk.plan_append(0, b - a),
-                          writers_first=writers_first)
-        a = b
+    append_in_chunks(bulk, 0, k, v, writers_first)
     one.append(0, k, v)
     assert bulk.n_quant == one.n_quant and bulk.n_quant[0] > 0
     # the cache's tensors in its own order (KiviCache.tensors), each's share of equal elements

@@ -487,14 +487,20 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
 
 
 
+def tower_bytes(req: EngineRequest) -> int:
+    """The bytes of a model's vision/audio towers as vLLM loads them (0 where it has none, or
+    where the weights come whole from a checkpoint's tensors)."""
+    return (loaded_weights(req, "bf16", encoder=True).bytes
+            - loaded_weights(req, "bf16", encoder=False).bytes)
+
+
 def tower_note(req: EngineRequest) -> str | None:
     """What vLLM does with a multimodal model's towers that the plan does not count, or what
     --language-model-only leaves out."""
     if not req.spec.params.encoder:
         return ("the model has no vision or audio tower: --language-model-only changes nothing"
                 if req.settings.language_model_only else None)
-    tower = (loaded_weights(req, "bf16", encoder=True).bytes
-             - loaded_weights(req, "bf16", encoder=False).bytes)
+    tower = tower_bytes(req)
     if req.settings.language_model_only:
         # config/multimodal.py: every modality's limit 0; interfaces.py _mark_tower_model
         # builds no tower whose modalities are all at 0, and profile_run skips the encoder
@@ -519,8 +525,7 @@ def towers_on_first_stage(req: EngineRequest, shares: list[RankShare]) -> list[R
     p = req.parallel
     if p.pp == 1 or not req.cache.encoder or req.weights_bytes is not None:
         return shares
-    tower = (loaded_weights(req, "bf16", encoder=True).bytes
-             - loaded_weights(req, "bf16", encoder=False).bytes)
+    tower = tower_bytes(req)
     if tower <= 0:
         return shares
     n = req.spec.decoder_layers
