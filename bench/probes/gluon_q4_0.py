@@ -79,6 +79,29 @@ mul.rn.f16x2 $2, $2, $5;
 mul.rn.f16x2 $3, $3, $6;
 }""")
 
+# K_ASM: Q4_0_ASM without its byte permutes: the low nibbles of bytes 0 and 2 of the word
+# are already 16 bits apart, and those of bytes 1 and 3 after one shift. $0 = (b0, b2) and
+# $1 = (b1, b3), low nibbles; $2, $3 the high ones; so element i of four holds byte
+# [0, 2, 1, 3][i] (the async kernel's query columns follow)
+K_ASM = gl.constexpr("""{
+.reg .b32 t1, m;
+shr.b32 t1, $4, 8;
+mov.b32 m, 0x64086408;
+lop3.b32 $0, $4, 0x000F000F, 0x64006400, 0xea;
+lop3.b32 $1, t1, 0x000F000F, 0x64006400, 0xea;
+sub.rn.f16x2 $0, $0, m;
+sub.rn.f16x2 $1, $1, m;
+mul.rn.f16x2 $0, $0, $5;
+mul.rn.f16x2 $1, $1, $6;
+mov.b32 m, 0x54805480;
+lop3.b32 $2, $4, 0x00F000F0, 0x54005400, 0xea;
+lop3.b32 $3, t1, 0x00F000F0, 0x54005400, 0xea;
+sub.rn.f16x2 $2, $2, m;
+sub.rn.f16x2 $3, $3, m;
+mul.rn.f16x2 $2, $2, $5;
+mul.rn.f16x2 $3, $3, $6;
+}""")
+
 # two tokens' four bytes a, b → (a_i, b_i) pairs: $0 $1 low nibbles of bytes 0, 1; $2 $3 of
 # bytes 2, 3; $4 … $7 the high nibbles likewise. $8 a, $9 b, $10 $11 a's scale, $12 $13 b's
 V_ASM = gl.constexpr("""{
@@ -345,7 +368,7 @@ def q4_0_split_async_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, s
     QL: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [1, 1], [1, 0])
     qi = gl.arange(0, 16, layout=gl.SliceLayout(1, QL))
     kk = gl.arange(0, 64, layout=gl.SliceLayout(0, QL))
-    dlo = 32 * ((kk >> 1) & 3) + (kk & 1) + 2 * (kk >> 3)
+    dlo = 32 * ((kk >> 1) & 3) + ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
     qrow = (b * H_KV + h) * GROUP + qi
     qm = (qi < GROUP)[:, None]
     qlo = gl.load(Q + qrow[:, None] * D + dlo[None, :], mask=qm, other=0.0).to(gl.float32)
@@ -379,7 +402,7 @@ def q4_0_split_async_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, s
         kb = kbuf.index(st).load(KB)
         ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
         ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
-        klo, khi = gl.inline_asm_elementwise(Q4_0_ASM, "=r,=r,=r,=r,r,r,r", [kb, ks],
+        klo, khi = gl.inline_asm_elementwise(K_ASM, "=r,=r,=r,=r,r,r,r", [kb, ks],
                                              dtype=(gl.float16, gl.float16), is_pure=True,
                                              pack=4)
         s = gl.zeros([16, BN], gl.float32, layout=MMA)
