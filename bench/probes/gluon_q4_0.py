@@ -303,40 +303,57 @@ SH3 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, orde
 
 
 @gluon.jit
-def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
-           H_KV: gl.constexpr):
-    """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
-    past the end copies nothing and zero-fills), as one commit group."""
+def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr):
+    """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
+    first ``left`` tokens (the others zero-filled), else all 32."""
     cp: gl.constexpr = gl.nvidia.ampere.async_copy
-    left = end - n0
-    page = gl.load(BT + bt0 + n0 // PAGE, mask=left > 0, other=0).to(gl.int64)
-    first = (page * H_KV + h) * PAGE + n0 % PAGE
     KC: gl.constexpr = gl.SliceLayout(0, KB)
     tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
     col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
            + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
-    cp.async_copy_global_to_shared(kbuf.index(st), K0 + first * 64 + tok[:, None, None] * 64
-                                   + col[None, :, :], mask=(tok < left)[:, None, None])
+    kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
     stok = gl.arange(0, 32, layout=gl.SliceLayout(1, KSC))
     sblk = gl.arange(0, 4, layout=gl.SliceLayout(0, KSC))
-    cp.async_copy_global_to_shared(ksbuf.index(st), K1 + first * 4 + stok[:, None] * 4
-                                   + sblk[None, :], mask=(stok < left)[:, None])
+    ksp = K1 + first * 4 + stok[:, None] * 4 + sblk[None, :]
     VL: gl.constexpr = gl.SliceLayout(0, VC)
     pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
     chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
     vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
-    chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
-    vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
-    cp.async_copy_global_to_shared(vbuf.index(st), V0 + first * 64 + pair[:, None, None] * 128
-                                   + vcol[None, :, :], mask=(vtok < left)[:, :, None])
+    vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
     spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
-    sblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
-    soff = V1 + first * 4 + spair[:, None] * 8 + sblk[None, :]
-    cp.async_copy_global_to_shared(vsbuf.index(2 * st), soff,
-                                   mask=(2 * spair < left)[:, None])
-    cp.async_copy_global_to_shared(vsbuf.index(2 * st + 1), soff + 4,
-                                   mask=(2 * spair + 1 < left)[:, None])
-    cp.commit_group()
+    vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
+    vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
+    if MASKED:
+        chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
+        vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
+        cp.async_copy_global_to_shared(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
+        cp.async_copy_global_to_shared(ksbuf.index(st), ksp, mask=(stok < left)[:, None])
+        cp.async_copy_global_to_shared(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
+        cp.async_copy_global_to_shared(vsbuf.index(2 * st), vsp,
+                                       mask=(2 * spair < left)[:, None])
+        cp.async_copy_global_to_shared(vsbuf.index(2 * st + 1), vsp + 4,
+                                       mask=(2 * spair + 1 < left)[:, None])
+    else:
+        cp.async_copy_global_to_shared(kbuf.index(st), kp)
+        cp.async_copy_global_to_shared(ksbuf.index(st), ksp)
+        cp.async_copy_global_to_shared(vbuf.index(st), vp)
+        cp.async_copy_global_to_shared(vsbuf.index(2 * st), vsp)
+        cp.async_copy_global_to_shared(vsbuf.index(2 * st + 1), vsp + 4)
+
+
+@gluon.jit
+def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
+           H_KV: gl.constexpr):
+    """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
+    past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
+    left = end - n0
+    page = gl.load(BT + bt0 + n0 // PAGE, mask=left > 0, other=0).to(gl.int64)
+    first = (page * H_KV + h) * PAGE + n0 % PAGE
+    if left >= 32:
+        _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False)
+    else:
+        _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, True)
+    gl.nvidia.ampere.async_copy.commit_group()
 
 
 @gluon.jit
@@ -408,7 +425,8 @@ def q4_0_split_async_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, s
         s = gl.zeros([16, BN], gl.float32, layout=MMA)
         s = gl.nvidia.ampere.mma_v2(qa, _k_operand(klo), s)
         s = gl.nvidia.ampere.mma_v2(qb, _k_operand(khi), s)
-        s = gl.where((stok < left)[None, :], s, float("-inf"))
+        if left < BN:
+            s = gl.where((stok < left)[None, :], s, float("-inf"))
         m_t = gl.max(s, axis=1)
         if LAZY:  # noqa: SIM108 (a compile-time branch)
             m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
