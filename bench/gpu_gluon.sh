@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
 cat "$OUT/gpu.log"
 timeout 500 python3 bench/probes/gluon_q4_0.py --out "$OUT" --shapes "${SHAPES:-1x131072,8x131072,1x32768}" \
-  --per-sm "${PER_SM:-8,10}" --regs 0 2>&1 | grep -v Warning | grep -v "^sync-\|per_sm1 " | tail -40
+  --per-sm "${PER_SM:-8,10,12}" --regs "${REGS:-0,168}" 2>&1 | grep -v Warning | grep -v "^sync-\|per_sm1 " | tail -40
 python3 - <<'PY'
 import json, os
 r = json.load(open(os.environ["OUT"] + "/gluon-q4_0.json"))
@@ -15,6 +15,6 @@ bad = {k: v for k, v in r["check"].items() if v["nan"] or v["vs_ref"] > 2 * v["d
 print("check cases", len(r["check"]), "bad", bad)
 for row in r["rows"]:
     for c in row["configs"]:
-        print(row["batch"], row["tokens"], c["variant"], c["per_sm"], f'{c["seconds"] * 1e6:.1f}us',
+        print(row["batch"], row["tokens"], c["variant"], c["per_sm"], c["regs"], f'{c["seconds"] * 1e6:.1f}us',
               f'{c["vs_sdpa"]:.2f}x', f'{c["fraction_of_read_bw"]:.0%}', f'{c["diff_vs_decode"]:.1e}')
 PY
