@@ -478,6 +478,139 @@ def q4_0_split_async_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, s
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
 
+
+@gluon.jit
+def _k_rows(x):
+    """A K half [32 tokens, 4, 16] (K_ASM's element order) → the first operand [32, 64] of the
+    swapped score product, its columns as _k_operand's rows."""
+    x = gl.reshape(x, [32, 2, 2, 2, 2, 2, 2])  # tok, blk1, blk0, r3, r2, r1, r0
+    x = gl.permute(x, [0, 3, 4, 5, 1, 2, 6])
+    return gl.convert_layout(gl.reshape(x, [32, 64]), OPA)
+
+
+@gluon.jit
+def _v_rows(x):
+    """A V output of V_ASM [16 pairs, 8, 8] → the first operand [32 columns, 32 tokens] of the
+    swapped value product (_v_operand's columns and tokens)."""
+    x = gl.reshape(x, [2, 2, 2, 2, 8, 2, 2, 2])  # p3 p2 p1 p0 g q i1 i0
+    x = gl.permute(x, [5, 6, 4, 0, 1, 2, 3, 7])  # column (q, i1, g); token (p, i0)
+    return gl.convert_layout(gl.reshape(x, [32, 32]), OPA)
+
+
+@gluon.jit
+def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, stride_bt,
+                        n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
+                        GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
+                        LAZY: gl.constexpr = False, QN: gl.constexpr = 8):
+    """q4_0_split_async_kernel with the products swapped: Sᵀ = K·Qᵀ and Oᵀ = Vᵀ·Pᵀ, the cache
+    tiles the first operand and the QN query rows (8 or 16) the narrow second one, so that
+    the partial output [128, QN] takes half the registers of [16, 128]. The weights go from
+    the score product's accumulator to the value product's second operand through one layout
+    conversion (a transpose of [32, QN])."""
+    BN: gl.constexpr = 32
+    cp: gl.constexpr = gl.nvidia.ampere.async_copy
+    b = gl.program_id(0)
+    h = gl.program_id(1)
+    sp = gl.program_id(2)
+    seq_len = gl.load(SEQ_LENS + b)
+    start = sp * SPLIT
+    end = gl.minimum(start + SPLIT, seq_len)
+    QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
+    kk = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
+    qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
+    dlo = 32 * ((kk >> 1) & 3) + ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
+    qrow = (b * H_KV + h) * GROUP + qi
+    qm = (qi < GROUP)[None, :]
+    qlo = gl.load(Q + qrow[None, :] * D + dlo[:, None], mask=qm, other=0.0).to(gl.float32)
+    qhi = gl.load(Q + qrow[None, :] * D + dlo[:, None] + 16, mask=qm, other=0.0).to(gl.float32)
+    qa = gl.convert_layout((qlo * qk_scale).to(gl.float16), OPB)
+    qb = gl.convert_layout((qhi * qk_scale).to(gl.float16), OPB)
+    kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
+    ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
+    vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
+    vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
+    bt0 = b * stride_bt
+    for i in gl.static_range(STAGES - 1):
+        _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
+               start + i * BN, end, PAGE, H_KV)
+    m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
+    l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
+    acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
+    acc1 = gl.zeros([32, QN], gl.float32, layout=MMA)
+    acc2 = gl.zeros([32, QN], gl.float32, layout=MMA)
+    acc3 = gl.zeros([32, QN], gl.float32, layout=MMA)
+    stok = gl.arange(0, BN, layout=gl.SliceLayout(1, MMA))
+    it = 0
+    for n0 in range(start, end, BN):
+        st = it % STAGES
+        gl.thread_barrier()
+        _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
+               BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV)
+        cp.wait_group(STAGES - 1)
+        gl.thread_barrier()
+        left = end - n0
+        kb = kbuf.index(st).load(KB)
+        ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
+        ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
+        klo, khi = gl.inline_asm_elementwise(K_ASM, "=r,=r,=r,=r,r,r,r", [kb, ks],
+                                             dtype=(gl.float16, gl.float16), is_pure=True,
+                                             pack=4)
+        s = gl.zeros([BN, QN], gl.float32, layout=MMA)
+        s = gl.nvidia.ampere.mma_v2(_k_rows(klo), qa, s)
+        s = gl.nvidia.ampere.mma_v2(_k_rows(khi), qb, s)
+        if left < BN:
+            s = gl.where((stok < left)[:, None], s, float("-inf"))
+        m_t = gl.max(s, axis=0)
+        if LAZY:  # noqa: SIM108 (a compile-time branch)
+            m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
+        else:
+            m_new = gl.maximum(m_i, m_t)
+        alpha = gl.exp2(m_i - m_new)
+        p = gl.exp2(s - m_new[None, :])
+        l_i = l_i * alpha + gl.sum(p, axis=0)
+        if LAZY:
+            if gl.max(m_new - m_i, axis=0) > 0:
+                acc0 = acc0 * alpha[None, :]
+                acc1 = acc1 * alpha[None, :]
+                acc2 = acc2 * alpha[None, :]
+                acc3 = acc3 * alpha[None, :]
+        else:
+            acc0 = acc0 * alpha[None, :]
+            acc1 = acc1 * alpha[None, :]
+            acc2 = acc2 * alpha[None, :]
+            acc3 = acc3 * alpha[None, :]
+        m_i = m_new
+        pt = gl.convert_layout(p.to(gl.float16), OPB)
+        vt = vbuf.index(st)
+        va = vt.slice(0, 8, dim=1).load(VB)
+        vb = vt.slice(8, 8, dim=1).load(VB)
+        sa = _v_scales(vsbuf, st, 0, va)
+        sb = _v_scales(vsbuf, st, 1, va)
+        o0, o1, o2, o3 = gl.inline_asm_elementwise(
+            V_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r", [va, vb, sa, sb],
+            dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+        acc0 = gl.nvidia.ampere.mma_v2(_v_rows(o0), pt, acc0)
+        acc1 = gl.nvidia.ampere.mma_v2(_v_rows(o1), pt, acc1)
+        acc2 = gl.nvidia.ampere.mma_v2(_v_rows(o2), pt, acc2)
+        acc3 = gl.nvidia.ampere.mma_v2(_v_rows(o3), pt, acc3)
+        it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
+    cp.wait_group(0)
+    oc = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
+    oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
+    g = oc & 7
+    dcol = 32 * (g >> 1) + 8 * (g & 1) + 4 * (oc >> 4) + ((oc >> 3) & 1)
+    orow = (b * H_KV + h) * GROUP + oi
+    base = orow.to(gl.int64) * n_splits + sp
+    om = (oi < GROUP)[None, :]
+    dst = ACC + base[None, :] * D + dcol[:, None]
+    gl.store(dst, acc0, mask=om)
+    gl.store(dst + 2, acc1, mask=om)
+    gl.store(dst + 16, acc2, mask=om)
+    gl.store(dst + 18, acc3, mask=om)
+    gl.store(ML + base * 2, m_i, mask=oi < GROUP)
+    gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
+
+
 def launch(kernel, cache, q, table, seq, out, max_len: int, per_sm: int = 12, regs: int = 0,
            **consts):
     """One decode step: the Gluon split kernel, then decode's merge (reduce_splits)."""
@@ -496,6 +629,8 @@ def launch(kernel, cache, q, table, seq, out, max_len: int, per_sm: int = 12, re
     k0, k1, _, _ = cache.k.operands()
     v0, v1, _, _ = cache.v.operands()
     extra = {"maxnreg": regs} if regs else {}
+    if kernel is q4_0_swapped_kernel:
+        consts = {**consts, "QN": 8 if hq // hkv <= 8 else 16}
     kernel[(bsz, hkv, n_splits)](q, acc, ml, k0, k1, v0, v1, table, seq, table.stride(0),
                                  n_splits, LOG2E / math.sqrt(d), cache.page_size, split,
                                  H_KV=hkv, GROUP=hq // hkv, D=d, num_warps=1, **consts,
@@ -509,7 +644,9 @@ def variants() -> dict:
     return {"sync": (q4_0_split_kernel, {}),
             "async3": (q4_0_split_async_kernel, {"STAGES": 3}),
             "async3-lazy": (q4_0_split_async_kernel, {"STAGES": 3, "LAZY": True}),
-            "async4": (q4_0_split_async_kernel, {"STAGES": 4})}
+            "async4": (q4_0_split_async_kernel, {"STAGES": 4}),
+            "swapped3": (q4_0_swapped_kernel, {"STAGES": 3}),
+            "swapped3-lazy": (q4_0_swapped_kernel, {"STAGES": 3, "LAZY": True})}
 
 
 def check(device: str = "cuda") -> dict:
