@@ -14,6 +14,10 @@ shared memory and no byte moved between lanes.
   no conversion.
 - A tile is 32 tokens of one page (pages of a multiple of 32 tokens); one warp a program; the
   splits are merged by decode's reduce_splits.
+- Variants: ``sync`` loads each tile at the top of its iteration; ``async3``/``async4`` copy
+  tiles into shared memory 2 or 3 ahead (cp.async); ``swapped3`` swaps the products as well:
+  that one is kvcore.kernels.gluon_q4_0.q4_0_swapped_kernel, which decode runs for q4_0
+  (LayerCache.decode's ``gluon``). The probe's baseline is decode with ``gluon=False``.
 
     python bench/probes/gluon_q4_0.py [--shapes 1x131072,8x131072,1x32768,8x32768]
         [--per-sm 8,12,16] [--regs 0,168] [--out DIR]
@@ -42,102 +46,22 @@ from triton.experimental.gluon import language as gl
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent), str(HERE)]
 
-
-MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8]))
-OPA = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=MMA.value, k_width=2))
-OPB = gl.constexpr(gl.DotOperandLayout(operand_index=1, parent=MMA.value, k_width=2))
-# K bytes [BN=32 tokens, 64 bytes]: a lane (g, t) holds tokens g, g+8, g+16, g+24, bytes 16 t … 16 t + 15
-KB = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [8, 0, 0], [16, 0, 0]],
-    lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]], warp_bases=[],
-    block_bases=[], shape=[32, 4, 16]))
-# V bytes of the even (or odd) tokens [16 token pairs, 64 bytes]: lane (g, t) holds pairs t, t+4
-# (tokens 2t, 2t+8: lanes t0 t1 → pair bits 0,1), pair bits 2,3 in registers, bytes 8 g … 8 g + 7
-VB = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [4, 0, 0], [8, 0, 0]],
-    lane_bases=[[1, 0, 0], [2, 0, 0], [0, 1, 0], [0, 2, 0], [0, 4, 0]], warp_bases=[],
-    block_bases=[], shape=[16, 8, 8]))
-
-Q4_0_ASM = gl.constexpr("""{
-.reg .b32 z, t0, t1, m;
-mov.b32 z, 0;
-prmt.b32 t0, $4, z, 0x4140;
-prmt.b32 t1, $4, z, 0x4342;
-mov.b32 m, 0x64086408;
-lop3.b32 $0, t0, 0x000F000F, 0x64006400, 0xea;
-lop3.b32 $1, t1, 0x000F000F, 0x64006400, 0xea;
-sub.rn.f16x2 $0, $0, m;
-sub.rn.f16x2 $1, $1, m;
-mul.rn.f16x2 $0, $0, $5;
-mul.rn.f16x2 $1, $1, $6;
-mov.b32 m, 0x54805480;
-lop3.b32 $2, t0, 0x00F000F0, 0x54005400, 0xea;
-lop3.b32 $3, t1, 0x00F000F0, 0x54005400, 0xea;
-sub.rn.f16x2 $2, $2, m;
-sub.rn.f16x2 $3, $3, m;
-mul.rn.f16x2 $2, $2, $5;
-mul.rn.f16x2 $3, $3, $6;
-}""")
-
-# K_ASM: Q4_0_ASM without its byte permutes: the low nibbles of bytes 0 and 2 of the word
-# are already 16 bits apart, and those of bytes 1 and 3 after one shift. $0 = (b0, b2) and
-# $1 = (b1, b3), low nibbles; $2, $3 the high ones; so element i of four holds byte
-# [0, 2, 1, 3][i] (the async kernel's query columns follow)
-K_ASM = gl.constexpr("""{
-.reg .b32 t1, m;
-shr.b32 t1, $4, 8;
-mov.b32 m, 0x64086408;
-lop3.b32 $0, $4, 0x000F000F, 0x64006400, 0xea;
-lop3.b32 $1, t1, 0x000F000F, 0x64006400, 0xea;
-sub.rn.f16x2 $0, $0, m;
-sub.rn.f16x2 $1, $1, m;
-mul.rn.f16x2 $0, $0, $5;
-mul.rn.f16x2 $1, $1, $6;
-mov.b32 m, 0x54805480;
-lop3.b32 $2, $4, 0x00F000F0, 0x54005400, 0xea;
-lop3.b32 $3, t1, 0x00F000F0, 0x54005400, 0xea;
-sub.rn.f16x2 $2, $2, m;
-sub.rn.f16x2 $3, $3, m;
-mul.rn.f16x2 $2, $2, $5;
-mul.rn.f16x2 $3, $3, $6;
-}""")
-
-# two tokens' four bytes a, b → (a_i, b_i) pairs: $0 $1 low nibbles of bytes 0, 1; $2 $3 of
-# bytes 2, 3; $4 … $7 the high nibbles likewise. $8 a, $9 b, $10 $11 a's scale, $12 $13 b's
-V_ASM = gl.constexpr("""{
-.reg .b32 x, y, u, v, s, m, n;
-prmt.b32 x, $8, $9, 0x5410;
-prmt.b32 u, $8, $9, 0x7632;
-shr.b32 y, x, 8;
-shr.b32 v, u, 8;
-prmt.b32 s, $10, $12, 0x5410;
-mov.b32 m, 0x64086408;
-mov.b32 n, 0x54805480;
-lop3.b32 $0, x, 0x000F000F, 0x64006400, 0xea;
-lop3.b32 $1, y, 0x000F000F, 0x64006400, 0xea;
-lop3.b32 $2, u, 0x000F000F, 0x64006400, 0xea;
-lop3.b32 $3, v, 0x000F000F, 0x64006400, 0xea;
-lop3.b32 $4, x, 0x00F000F0, 0x54005400, 0xea;
-lop3.b32 $5, y, 0x00F000F0, 0x54005400, 0xea;
-lop3.b32 $6, u, 0x00F000F0, 0x54005400, 0xea;
-lop3.b32 $7, v, 0x00F000F0, 0x54005400, 0xea;
-sub.rn.f16x2 $0, $0, m;
-sub.rn.f16x2 $1, $1, m;
-sub.rn.f16x2 $2, $2, m;
-sub.rn.f16x2 $3, $3, m;
-sub.rn.f16x2 $4, $4, n;
-sub.rn.f16x2 $5, $5, n;
-sub.rn.f16x2 $6, $6, n;
-sub.rn.f16x2 $7, $7, n;
-mul.rn.f16x2 $0, $0, s;
-mul.rn.f16x2 $1, $1, s;
-mul.rn.f16x2 $2, $2, s;
-mul.rn.f16x2 $3, $3, s;
-mul.rn.f16x2 $4, $4, s;
-mul.rn.f16x2 $5, $5, s;
-mul.rn.f16x2 $6, $6, s;
-mul.rn.f16x2 $7, $7, s;
-}""")
+from kvcore.kernels.gluon_q4_0 import (  # noqa: E402 (after the path)
+    BARRIER,
+    K_ASM,
+    KB,
+    MMA,
+    OPA,
+    OPB,
+    SH2,
+    SH3,
+    V_ASM,
+    VB,
+    _issue,
+    _v_scales,
+    q4_0_swapped_kernel,
+)
+from kvcore.kernels.triton_ops import Q4_0_ASM  # noqa: E402
 
 
 @gluon.jit
@@ -288,84 +212,6 @@ def q4_0_split_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, stride_
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
 
-# V's bytes [16 pairs, 4 blocks, 2, 8]: VB with a pair's 8-byte chunk g split as (g >> 1, g & 1)
-VB4 = gl.constexpr(gl.DistributedLinearLayout(
-    reg_bases=[[0, 0, 0, 1], [0, 0, 0, 2], [0, 0, 0, 4], [4, 0, 0, 0], [8, 0, 0, 0]],
-    lane_bases=[[1, 0, 0, 0], [2, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0], [0, 2, 0, 0]],
-    warp_bases=[], block_bases=[], shape=[16, 4, 2, 8]))
-# copies: K's scales 8 bytes a token, V's bytes 8 at a time, V's scales 8 bytes a token
-KSC = gl.constexpr(gl.BlockedLayout([1, 4], [32, 1], [1, 1], [1, 0]))
-VC = gl.constexpr(gl.BlockedLayout([1, 1, 8], [2, 16, 1], [1, 1, 1], [2, 1, 0]))
-VSC = gl.constexpr(gl.BlockedLayout([1, 4], [16, 2], [1, 1], [1, 0]))  # 8 bytes a pair
-# unswizzled: each read below takes the fewest wavefronts as it is
-SH2 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
-SH3 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[2, 1, 0]))
-
-
-@gluon.jit
-def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr):
-    """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
-    first ``left`` tokens (the others zero-filled), else all 32."""
-    cp: gl.constexpr = gl.nvidia.ampere.async_copy
-    KC: gl.constexpr = gl.SliceLayout(0, KB)
-    tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
-    col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
-           + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
-    kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
-    stok = gl.arange(0, 32, layout=gl.SliceLayout(1, KSC))
-    sblk = gl.arange(0, 4, layout=gl.SliceLayout(0, KSC))
-    ksp = K1 + first * 4 + stok[:, None] * 4 + sblk[None, :]
-    VL: gl.constexpr = gl.SliceLayout(0, VC)
-    pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
-    chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
-    vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
-    vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
-    spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
-    vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
-    vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
-    if MASKED:
-        chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
-        vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
-        cp.async_copy_global_to_shared(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
-        cp.async_copy_global_to_shared(ksbuf.index(st), ksp, mask=(stok < left)[:, None])
-        cp.async_copy_global_to_shared(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
-        cp.async_copy_global_to_shared(vsbuf.index(2 * st), vsp,
-                                       mask=(2 * spair < left)[:, None])
-        cp.async_copy_global_to_shared(vsbuf.index(2 * st + 1), vsp + 4,
-                                       mask=(2 * spair + 1 < left)[:, None])
-    else:
-        cp.async_copy_global_to_shared(kbuf.index(st), kp)
-        cp.async_copy_global_to_shared(ksbuf.index(st), ksp)
-        cp.async_copy_global_to_shared(vbuf.index(st), vp)
-        cp.async_copy_global_to_shared(vsbuf.index(2 * st), vsp)
-        cp.async_copy_global_to_shared(vsbuf.index(2 * st + 1), vsp + 4)
-
-
-@gluon.jit
-def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
-           H_KV: gl.constexpr):
-    """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
-    past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
-    left = end - n0
-    page = gl.load(BT + bt0 + n0 // PAGE, mask=left > 0, other=0).to(gl.int64)
-    first = (page * H_KV + h) * PAGE + n0 % PAGE
-    if left >= 32:
-        _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False)
-    else:
-        _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, True)
-    gl.nvidia.ampere.async_copy.commit_group()
-
-
-@gluon.jit
-def _v_scales(vsbuf, st, half: gl.constexpr, va):
-    """The scales of the even (half 0) or odd (half 1) tokens' V bytes of stage ``st``,
-    broadcast to va's shape and layout."""
-    s4 = vsbuf.index(2 * st + half).load(gl.SliceLayout(2, gl.SliceLayout(3, VB4)))
-    s4 = gl.expand_dims(gl.expand_dims(s4, 2), 3)
-    s4 = gl.broadcast(s4, gl.reshape(va, [16, 4, 2, 8]))[0]
-    return gl.convert_layout(gl.reshape(s4, [16, 8, 8]), VB, assert_trivial=True)
-
-
 @gluon.jit
 def q4_0_split_async_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, stride_bt,
                             n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
@@ -410,11 +256,11 @@ def q4_0_split_async_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, s
     it = 0
     for n0 in range(start, end, BN):
         st = it % STAGES
-        gl.thread_barrier()
+        BARRIER()
         _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
                BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV)
         cp.wait_group(STAGES - 1)
-        gl.thread_barrier()
+        BARRIER()
         left = end - n0
         kb = kbuf.index(st).load(KB)
         ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
@@ -479,136 +325,6 @@ def q4_0_split_async_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, s
 
 
 
-@gluon.jit
-def _k_rows(x):
-    """A K half [32 tokens, 4, 16] (K_ASM's element order) → the first operand [32, 64] of the
-    swapped score product, its columns as _k_operand's rows."""
-    x = gl.reshape(x, [32, 2, 2, 2, 2, 2, 2])  # tok, blk1, blk0, r3, r2, r1, r0
-    x = gl.permute(x, [0, 3, 4, 5, 1, 2, 6])
-    return gl.convert_layout(gl.reshape(x, [32, 64]), OPA)
-
-
-@gluon.jit
-def _v_rows(x):
-    """A V output of V_ASM [16 pairs, 8, 8] → the first operand [32 columns, 32 tokens] of the
-    swapped value product (_v_operand's columns and tokens)."""
-    x = gl.reshape(x, [2, 2, 2, 2, 8, 2, 2, 2])  # p3 p2 p1 p0 g q i1 i0
-    x = gl.permute(x, [5, 6, 4, 0, 1, 2, 3, 7])  # column (q, i1, g); token (p, i0)
-    return gl.convert_layout(gl.reshape(x, [32, 32]), OPA)
-
-
-@gluon.jit
-def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, stride_bt,
-                        n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
-                        GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
-                        LAZY: gl.constexpr = False, QN: gl.constexpr = 8):
-    """q4_0_split_async_kernel with the products swapped: Sᵀ = K·Qᵀ and Oᵀ = Vᵀ·Pᵀ, the cache
-    tiles the first operand and the QN query rows (8 or 16) the narrow second one, so that
-    the partial output [128, QN] takes half the registers of [16, 128]. The weights go from
-    the score product's accumulator to the value product's second operand through one layout
-    conversion (a transpose of [32, QN])."""
-    BN: gl.constexpr = 32
-    cp: gl.constexpr = gl.nvidia.ampere.async_copy
-    b = gl.program_id(0)
-    h = gl.program_id(1)
-    sp = gl.program_id(2)
-    seq_len = gl.load(SEQ_LENS + b)
-    start = sp * SPLIT
-    end = gl.minimum(start + SPLIT, seq_len)
-    QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
-    kk = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
-    qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
-    dlo = 32 * ((kk >> 1) & 3) + ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
-    qrow = (b * H_KV + h) * GROUP + qi
-    qm = (qi < GROUP)[None, :]
-    qlo = gl.load(Q + qrow[None, :] * D + dlo[:, None], mask=qm, other=0.0).to(gl.float32)
-    qhi = gl.load(Q + qrow[None, :] * D + dlo[:, None] + 16, mask=qm, other=0.0).to(gl.float32)
-    qa = gl.convert_layout((qlo * qk_scale).to(gl.float16), OPB)
-    qb = gl.convert_layout((qhi * qk_scale).to(gl.float16), OPB)
-    kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
-    ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
-    vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
-    vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
-    bt0 = b * stride_bt
-    for i in gl.static_range(STAGES - 1):
-        _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
-               start + i * BN, end, PAGE, H_KV)
-    m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
-    l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
-    acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
-    acc1 = gl.zeros([32, QN], gl.float32, layout=MMA)
-    acc2 = gl.zeros([32, QN], gl.float32, layout=MMA)
-    acc3 = gl.zeros([32, QN], gl.float32, layout=MMA)
-    stok = gl.arange(0, BN, layout=gl.SliceLayout(1, MMA))
-    it = 0
-    for n0 in range(start, end, BN):
-        st = it % STAGES
-        gl.thread_barrier()
-        _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
-               BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV)
-        cp.wait_group(STAGES - 1)
-        gl.thread_barrier()
-        left = end - n0
-        kb = kbuf.index(st).load(KB)
-        ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
-        ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
-        klo, khi = gl.inline_asm_elementwise(K_ASM, "=r,=r,=r,=r,r,r,r", [kb, ks],
-                                             dtype=(gl.float16, gl.float16), is_pure=True,
-                                             pack=4)
-        s = gl.zeros([BN, QN], gl.float32, layout=MMA)
-        s = gl.nvidia.ampere.mma_v2(_k_rows(klo), qa, s)
-        s = gl.nvidia.ampere.mma_v2(_k_rows(khi), qb, s)
-        if left < BN:
-            s = gl.where((stok < left)[:, None], s, float("-inf"))
-        m_t = gl.max(s, axis=0)
-        if LAZY:  # noqa: SIM108 (a compile-time branch)
-            m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
-        else:
-            m_new = gl.maximum(m_i, m_t)
-        alpha = gl.exp2(m_i - m_new)
-        p = gl.exp2(s - m_new[None, :])
-        l_i = l_i * alpha + gl.sum(p, axis=0)
-        if LAZY:
-            if gl.max(m_new - m_i, axis=0) > 0:
-                acc0 = acc0 * alpha[None, :]
-                acc1 = acc1 * alpha[None, :]
-                acc2 = acc2 * alpha[None, :]
-                acc3 = acc3 * alpha[None, :]
-        else:
-            acc0 = acc0 * alpha[None, :]
-            acc1 = acc1 * alpha[None, :]
-            acc2 = acc2 * alpha[None, :]
-            acc3 = acc3 * alpha[None, :]
-        m_i = m_new
-        pt = gl.convert_layout(p.to(gl.float16), OPB)
-        vt = vbuf.index(st)
-        va = vt.slice(0, 8, dim=1).load(VB)
-        vb = vt.slice(8, 8, dim=1).load(VB)
-        sa = _v_scales(vsbuf, st, 0, va)
-        sb = _v_scales(vsbuf, st, 1, va)
-        o0, o1, o2, o3 = gl.inline_asm_elementwise(
-            V_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r", [va, vb, sa, sb],
-            dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
-        acc0 = gl.nvidia.ampere.mma_v2(_v_rows(o0), pt, acc0)
-        acc1 = gl.nvidia.ampere.mma_v2(_v_rows(o1), pt, acc1)
-        acc2 = gl.nvidia.ampere.mma_v2(_v_rows(o2), pt, acc2)
-        acc3 = gl.nvidia.ampere.mma_v2(_v_rows(o3), pt, acc3)
-        it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
-    cp.wait_group(0)
-    oc = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
-    oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
-    g = oc & 7
-    dcol = 32 * (g >> 1) + 8 * (g & 1) + 4 * (oc >> 4) + ((oc >> 3) & 1)
-    orow = (b * H_KV + h) * GROUP + oi
-    base = orow.to(gl.int64) * n_splits + sp
-    om = (oi < GROUP)[None, :]
-    dst = ACC + base[None, :] * D + dcol[:, None]
-    gl.store(dst, acc0, mask=om)
-    gl.store(dst + 2, acc1, mask=om)
-    gl.store(dst + 16, acc2, mask=om)
-    gl.store(dst + 18, acc3, mask=om)
-    gl.store(ML + base * 2, m_i, mask=oi < GROUP)
-    gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
 
 def launch(kernel, cache, q, table, seq, out, max_len: int, per_sm: int = 12, regs: int = 0,
@@ -672,7 +388,7 @@ def check(device: str = "cuda") -> dict:
         seq = torch.tensor(lens, device=device, dtype=torch.int32)
         q = torch.randn(bsz, hq, d, device=device, dtype=torch.float16)
         ref = cache.decode_ref(q, table, seq).float()
-        base = cache.decode(q, table, seq, max_len=max(lens))
+        base = cache.decode(q, table, seq, max_len=max(lens), gluon=False)
         for (vname, (kernel, consts)), per_sm in itertools.product(variants().items(), (1, 12)):
             out = torch.full((bsz, hq, d), float("nan"), device=device)
             launch(kernel, cache, q, table, seq, out, max(lens), per_sm, 0, **consts)
@@ -717,8 +433,8 @@ def main() -> None:
         table = torch.arange(bsz, device="cuda", dtype=torch.int32).reshape(bsz, 1)
         seq = torch.full((bsz,), tokens, device="cuda", dtype=torch.int32)
         q = torch.randn(bsz, HQ, D, device="cuda", dtype=torch.float16)
-        ref = cache.decode(q, table, seq, max_len=tokens)
-        t_dec = time_steps(caches, bsz, tokens, torch.float16)
+        ref = cache.decode(q, table, seq, max_len=tokens, gluon=False)
+        t_dec = time_steps(caches, bsz, tokens, torch.float16, gluon=False)
         row = {"batch": bsz, "tokens": tokens, "sdpa_f16_seconds": t_sdpa,
                "decode_seconds": t_dec, "decode_vs_sdpa": t_sdpa / t_dec,
                "decode_fraction_of_read_bw": cache.nbytes / t_dec / bw, "configs": []}

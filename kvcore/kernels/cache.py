@@ -424,6 +424,31 @@ def head_parts(width: int) -> tuple[int, int]:
     return (main, tail) if tail < main else (2 * main, 0)
 
 
+#: programs a multiprocessor of the Gluon q4_0 kernel (kernels/gluon_q4_0.py): under
+#: GLUON_MANY_ROWS (sequence, KV head) rows, and from there (bench/results/
+#: gluon-q4_0-swapped-h200.json: B=1 best at 12, B=8 and B=64 at 16 or 24)
+GLUON_PER_SM = (12, 16)
+GLUON_MANY_ROWS = 32
+#: under GLUON_MANY_ROWS rows the Gluon kernel takes contexts longer than this (B=1 32k: 23.3
+#: against decode_split_kernel's 22.1 µs; 128k: 53.3 against 67.2)
+GLUON_FEW_ROWS_FROM = 32768
+
+
+def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: int,
+                 page_size: int, rows: int, max_len: int, device_type: str,
+                 capability: tuple[int, int] = (9, 0)) -> int | None:
+    """Programs a multiprocessor for the Gluon q4_0 kernel where it applies and was measured
+    faster (K and V in q4_0, 128-lane heads, groups of at most 16 query heads, pages of a
+    multiple of its 32-token tiles, an sm_80+ GPU), else None."""
+    if (k_fmt, v_fmt) != ("q4_0", "q4_0") or head_dim != 128 or head_dim_v != 128:
+        return None
+    if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
+        return None
+    if rows < GLUON_MANY_ROWS:
+        return GLUON_PER_SM[0] if max_len > GLUON_FEW_ROWS_FROM else None
+    return GLUON_PER_SM[1]
+
+
 def tail_offsets(fmt: str, main: int) -> tuple[int, int]:
     """Elements of a format's two planes before a row's head dimension ``main`` (a multiple of
     the format's block): where a head's tail part starts. A per-row scale (fp8_pth) has none."""
@@ -718,6 +743,31 @@ class LayerCache:
             self._ws[name] = buf
         return buf[:numel]
 
+    def _gluon_launch(self, q: Any, group: int, max_len: int | None, seq_lens: Any,
+                      forced: bool, given: tuple[Any, ...]) -> int | None:
+        """decode's ``gluon``: the Gluon q4_0 kernel's programs a multiprocessor, or None
+        (forced: the launch wherever the kernel applies, a ValueError where it does not)."""
+        torch = _torch()
+        if q.device.type == "cuda":
+            cap = tuple(torch.cuda.get_device_capability(q.device))
+        else:
+            cap = (0, 0)
+        fits = self.has_v and self.k.padded_dim == 128
+        if not forced and (group > 8 or any(x is not None for x in given)):
+            return None  # a launch given, or 9-16 heads (222 registers, not timed)
+        if max_len is None:
+            max_len = int(seq_lens.max()) if q.shape[0] else 0
+        rows = q.shape[0] * self.kv_heads
+        launch = gluon_launch(self.k.fmt, self.v.fmt, self.head_dim, self.head_dim_v, group,
+                              self.page_size, max(rows, GLUON_MANY_ROWS) if forced else rows,
+                              max_len, q.device.type, cap) if fits else None
+        if forced and launch is None:
+            raise ValueError("gluon: K and V in q4_0, 128-lane heads, at most 16 query heads a "
+                             "KV head, pages of a multiple of 32 tokens, on an sm_80+ GPU; got "
+                             f"{self.k.fmt}/{self.v.fmt}, head_dim {self.head_dim}, group "
+                             f"{group}, pages of {self.page_size} on {q.device.type}")
+        return launch
+
     def decode(self, q: Any, block_table: Any, seq_lens: Any, *, max_len: int | None = None,
                split_tokens: int | None = None, block_n: int | None = None,
                num_warps: int | None = None, num_stages: int | None = None, out: Any = None,
@@ -728,7 +778,7 @@ class LayerCache:
                pdl: bool | None = None, lazy: bool | None = None,
                pad_rows: int | None = None, wide: bool | None = None,
                int_keys: bool | None = None, swap: bool | None = None,
-               rotate_in_kernel: bool = True) -> Any:
+               rotate_in_kernel: bool = True, gluon: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, head_dim] → [B, Hq, head_dim_v] float32
         (V's width; the query and K are head_dim wide).
 
@@ -791,7 +841,10 @@ class LayerCache:
         nvfp4, otherwise): the products swapped, the cache tile their first operand and the
         query heads the narrow second one, padded to 8 columns (decode_split_kernel's SWAP),
         under SWAPPED's launch, registers and programs a multiprocessor unless given (and
-        swapped_launch has one for the format and heads, however few the rows). ``out``: the
+        swapped_launch has one for the format and heads, however few the rows). ``gluon``
+        (default: where gluon_launch gives a launch and no launch is given; True forces it
+        where the kernel applies, else a ValueError; False: never): K and V in q4_0 by the
+        kernel that states its layouts (kernels/gluon_q4_0.py). ``out``: the
         output to write into (contiguous float32 [B, Hq, head_dim_v] on q's device; a step
         replayed from a CUDA graph then takes no fill launch), else a new tensor filled with
         NaN first, so that an unwritten element cannot pass for a result.
@@ -809,6 +862,22 @@ class LayerCache:
         bsz, hq, d = q.shape
         group = hq // self.kv_heads
         dpow = tab["dpow"]
+        if gluon is not False:
+            per_sm = self._gluon_launch(q, group, max_len, seq_lens, bool(gluon), (
+                split_tokens, block_n, num_warps, num_stages, programs_per_sm, max_registers,
+                words, query_rows, words_v, pad_rows, int_keys, swap))
+            if per_sm:
+                from .gluon_q4_0 import decode_q4_0, splits_for
+
+                if max_len is None:
+                    max_len = int(seq_lens.max()) if bsz else 0
+                n = splits_for(bsz * self.kv_heads, max_len, per_sm)[1]
+                return decode_q4_0(
+                    self, q.contiguous(), block_table, seq_lens,
+                    decode_output(out, (bsz, hq, self.head_dim_v), q.device), max_len, per_sm,
+                    self._workspace("acc", bsz * hq * n * d, torch.float32, q.device),
+                    self._workspace("ml", bsz * hq * n * 2, torch.float32, q.device),
+                    pdl=programmatic_launch(q.device) if pdl is None else bool(pdl))
         main, tail = (head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
                       if parts else (dpow, 0))
         width = main + tail
