@@ -77,6 +77,10 @@ def check_correctness() -> dict[str, dict[str, float]]:
         errs[fmt] = _check(fmt, 16)
         for page in (64, 50):
             errs[fmt][f"page_{page}_vs_reference"] = _check(fmt, page)["vs_reference"]
+    for page in (32, 64):
+        # q4_0 by the Gluon kernel (decode's default only at batch ≥ 4 or past 32k): forced
+        errs["q4_0"][f"gluon_page_{page}_vs_reference"] = _check(
+            "q4_0", page, gluon=True)["vs_reference"]
     for fmt in KIVI_FORMATS:
         errs[fmt] = _check_kivi(fmt)
     return errs
@@ -136,8 +140,9 @@ def _check_kivi(fmt: str) -> dict[str, float]:
             **same}
 
 
-def _check(fmt: str, page: int) -> dict[str, float]:
-    """One format with pages of ``page`` tokens under a shuffled block table."""
+def _check(fmt: str, page: int, **launch: object) -> dict[str, float]:
+    """One format with pages of ``page`` tokens under a shuffled block table (``launch`` goes
+    to the decode checked)."""
     g = torch.Generator(device="cuda").manual_seed(0)
     lens = [1000, 1, 777]
     pages_per = math.ceil(max(lens) / page)
@@ -150,7 +155,7 @@ def _check(fmt: str, page: int) -> dict[str, float]:
     fill_paged(cache, table, k, v, lens)
     q = torch.randn(len(lens), HQ, D, device="cuda", generator=g).to(dtype)
     seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
-    out = cache.decode(q, table, seq)
+    out = cache.decode(q, table, seq, **launch)
     assert not torch.isnan(out).any(), fmt
     plain = cache.decode(q, table, seq, asm=False)
     expect = cache.decode_ref(q.float(), table, seq)

@@ -865,7 +865,7 @@ class LayerCache:
         if gluon is not False:
             per_sm = self._gluon_launch(q, group, max_len, seq_lens, bool(gluon), (
                 split_tokens, block_n, num_warps, num_stages, programs_per_sm, max_registers,
-                words, query_rows, words_v, pad_rows, int_keys, swap))
+                words, query_rows, words_v, pad_rows, int_keys, swap, asm, lazy, reuse_keys))
             if per_sm:
                 from .gluon_q4_0 import decode_q4_0, splits_for
 
