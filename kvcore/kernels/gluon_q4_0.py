@@ -24,9 +24,9 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
-#: the cp.async copy: ``async_load`` from triton 3.7, ``async_copy_global_to_shared`` before
+#: the cp.async copy: ``async_copy_global_to_shared`` in triton 3.6, ``async_load`` by 3.9
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
-#: the barrier of a program's threads: ``barrier`` from triton 3.7, ``thread_barrier`` before
+#: the barrier of a program's threads: ``thread_barrier`` in triton 3.6, ``barrier`` by 3.9
 BARRIER = getattr(gl, "thread_barrier", None) or gl.barrier
 
 MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8]))
