@@ -434,6 +434,18 @@ GLUON_MANY_ROWS = 32
 GLUON_FEW_ROWS_FROM = 32768
 
 
+def gluon_available() -> bool:
+    """Whether the installed triton compiles kernels/gluon_q4_0.py (its Gluon dialect with the
+    layouts, copies and barrier the kernel uses; ``kvplan[gpu]`` allows triton from 3.2)."""
+    import importlib
+
+    try:
+        importlib.import_module(f"{__package__}.gluon_q4_0")
+    except (ImportError, AttributeError):
+        return False
+    return True
+
+
 def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: int,
                  page_size: int, rows: int, max_len: int, device_type: str,
                  capability: tuple[int, int] = (9, 0)) -> int | None:
@@ -761,6 +773,11 @@ class LayerCache:
         launch = gluon_launch(self.k.fmt, self.v.fmt, self.head_dim, self.head_dim_v, group,
                               self.page_size, max(rows, GLUON_MANY_ROWS) if forced else rows,
                               max_len, q.device.type, cap) if fits else None
+        if launch is not None and not gluon_available():
+            if forced:
+                raise ValueError("gluon: this triton has no Gluon dialect (or not the parts the "
+                                 "q4_0 kernel uses: 3.6 and 3.9 have them)")
+            return None
         if forced and launch is None:
             raise ValueError("gluon: K and V in q4_0, 128-lane heads, at most 16 query heads a "
                              "KV head, pages of a multiple of 32 tokens, on an sm_80+ GPU; got "

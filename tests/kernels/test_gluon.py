@@ -106,3 +106,16 @@ def test_decode_refuses_gluon_where_it_cannot_run():
     other = LayerCache("tbq4", "tbq4", 2, 32, 2, 128)
     with pytest.raises(ValueError, match="got tbq4/tbq4"):
         other.decode(q, table, seq, gluon=True)
+
+
+def test_gluon_available_follows_the_installed_triton(monkeypatch):
+    # the wheel CI installs has the dialect; a triton without it (kvplan[gpu] allows 3.2)
+    # makes decode keep its split kernel instead of failing on the import
+    import sys
+
+    from kvcore.kernels.cache import gluon_available
+
+    pytest.importorskip("triton.experimental.gluon")
+    assert gluon_available()
+    monkeypatch.setitem(sys.modules, "kvcore.kernels.gluon_q4_0", None)
+    assert not gluon_available()
