@@ -317,11 +317,14 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
 
 
 def decode_q4_0(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, max_len: int,
-                per_sm: int, acc: Any, ml: Any, pdl: bool = False) -> Any:
+                per_sm: int, acc: Any, ml: Any, pdl: bool = False, max_registers: int = 0,
+                **consts: Any) -> Any:
     """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0, pages of a
     multiple of 32 tokens) into ``out`` [B, Hq, 128] float32: q4_0_swapped_kernel over
     per_sm programs a multiprocessor, then reduce_splits. ``acc`` and ``ml``: float32 scratch
-    of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements (splits_for)."""
+    of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements (splits_for).
+    ``max_registers`` caps the kernel's registers a thread; ``consts`` go to the kernel
+    (STAGES, LAZY)."""
     from .cache import LOG2E
     from .triton_ops import reduce_splits
 
@@ -334,7 +337,8 @@ def decode_q4_0(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, m
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d,
-        QN=8 if group <= 8 else 16, num_warps=1)
+        QN=8 if group <= 8 else 16, num_warps=1, **consts,
+        **({"maxnreg": max_registers} if max_registers else {}))
     reduce_splits(acc, ml, out, n_splits, bsz, hkv, group, d, pdl=pdl)
     return out
 
