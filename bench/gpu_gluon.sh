@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: the Gluon q4_0 decode probe (bench/probes/gluon_q4_0.py): its check against
 # decode_ref on small paged caches, then decode's Gluon q4_0 kernel under several launches against
-# decode's default q4_0 kernel and torch's fp16 SDPA, and a summary line per config.
+# decode's split kernel (gluon=False) and torch's fp16 SDPA, and a summary line per config.
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
