@@ -424,14 +424,16 @@ def head_parts(width: int) -> tuple[int, int]:
     return (main, tail) if tail < main else (2 * main, 0)
 
 
-#: programs a multiprocessor of the Gluon q4_0 kernel (kernels/gluon_q4_0.py): under
-#: GLUON_MANY_ROWS (sequence, KV head) rows, and from there (bench/results/
-#: gluon-q4_0-swapped-h200.json: B=1 best at 12, B=8 and B=64 at 16 or 24)
+#: programs a multiprocessor of the Gluon q4_0 kernel (kernels/gluon_q4_0.py): up to
+#: GLUON_MANY_ROWS (sequence, KV head) rows, and past them (bench/results/
+#: gluon-q4_0-swapped-h200.json, gluon-q4_0-few-rows-h200.json: B=1, 2 and 4 best at 12, B=4
+#: 32k 53.6 against 63.1 µs at 16; B=8 and B=64 at 16 or 24, B=8 128k 372.8 against 454.4)
 GLUON_PER_SM = (12, 16)
 GLUON_MANY_ROWS = 32
-#: under GLUON_MANY_ROWS rows the Gluon kernel takes contexts longer than this (B=1 32k: 23.3
-#: against decode_split_kernel's 22.1 µs; 128k: 53.3 against 67.2)
-GLUON_FEW_ROWS_FROM = 32768
+#: the rows × tokens past which the Gluon kernel was faster than decode_split_kernel (B=1 at
+#: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
+#: 34.0 against 37.0 and 37.2)
+GLUON_LEAST_WORK = 8 * 32768
 
 
 def gluon_available() -> bool:
@@ -448,17 +450,18 @@ def gluon_available() -> bool:
 
 def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: int,
                  page_size: int, rows: int, max_len: int, device_type: str,
-                 capability: tuple[int, int] = (9, 0)) -> int | None:
-    """Programs a multiprocessor for the Gluon q4_0 kernel where it applies and was measured
-    faster (K and V in q4_0, 128-lane heads, groups of at most 16 query heads, pages of a
-    multiple of its 32-token tiles, an sm_80+ GPU), else None."""
+                 capability: tuple[int, int] = (9, 0), faster_only: bool = True) -> int | None:
+    """Programs a multiprocessor for the Gluon q4_0 kernel where it applies (K and V in q4_0,
+    128-lane heads, groups of at most 16 query heads, pages of a multiple of its 32-token
+    tiles, an sm_80+ GPU) and, with ``faster_only``, was measured faster (more than
+    GLUON_LEAST_WORK rows × tokens), else None."""
     if (k_fmt, v_fmt) != ("q4_0", "q4_0") or head_dim != 128 or head_dim_v != 128:
         return None
     if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
         return None
-    if rows < GLUON_MANY_ROWS:
-        return GLUON_PER_SM[0] if max_len > GLUON_FEW_ROWS_FROM else None
-    return GLUON_PER_SM[1]
+    if faster_only and rows * max_len <= GLUON_LEAST_WORK:
+        return None
+    return GLUON_PER_SM[0] if rows <= GLUON_MANY_ROWS else GLUON_PER_SM[1]
 
 
 def tail_offsets(fmt: str, main: int) -> tuple[int, int]:
@@ -771,8 +774,8 @@ class LayerCache:
             max_len = int(seq_lens.max()) if q.shape[0] else 0
         rows = q.shape[0] * self.kv_heads
         launch = gluon_launch(self.k.fmt, self.v.fmt, self.head_dim, self.head_dim_v, group,
-                              self.page_size, max(rows, GLUON_MANY_ROWS) if forced else rows,
-                              max_len, q.device.type, cap) if fits else None
+                              self.page_size, rows, max_len, q.device.type, cap,
+                              faster_only=not forced) if fits else None
         if launch is not None and not gluon_available():
             if forced:
                 raise ValueError("gluon: this triton has no Gluon dialect (or not the parts the "

@@ -77,7 +77,11 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
 @pytest.mark.parametrize(("kwargs", "expect"), [
     ({}, GLUON_PER_SM[1]),
     ({"rows": 8, "max_len": 131072}, GLUON_PER_SM[0]),
+    ({"rows": 8, "max_len": 65536}, GLUON_PER_SM[0]),
+    ({"rows": 16, "max_len": 32768}, GLUON_PER_SM[0]),
+    ({"rows": 32, "max_len": 32768}, GLUON_PER_SM[0]),  # B=4 32k: 12 a multiprocessor
     ({"rows": 8, "max_len": 32768}, None),  # batch 1 at 32k: the split kernel was faster
+    ({"rows": 8, "max_len": 32768, "faster_only": False}, GLUON_PER_SM[0]),
     ({"device_type": "cpu"}, None),
     ({"capability": (7, 5)}, None),
     ({"group": 32}, None),
