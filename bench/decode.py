@@ -78,7 +78,7 @@ def check_correctness() -> dict[str, dict[str, float]]:
         for page in (64, 50):
             errs[fmt][f"page_{page}_vs_reference"] = _check(fmt, page)["vs_reference"]
     for page in (32, 64):
-        # q4_0 by the Gluon kernel (decode's default only at batch ≥ 4 or past 32k): forced
+        # q4_0 by the Gluon kernel (decode's default only past GLUON_LEAST_WORK): forced
         errs["q4_0"][f"gluon_page_{page}_vs_reference"] = _check(
             "q4_0", page, gluon=True)["vs_reference"]
     for fmt in KIVI_FORMATS:

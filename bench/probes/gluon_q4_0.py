@@ -45,20 +45,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent), str(HERE)]
 
-from kvcore.kernels.gluon_q4_0 import (  # noqa: E402 (after the path)
-    q4_0_swapped_kernel,
-)
 
 
-def launch(kernel, cache, q, table, seq, out, max_len: int, per_sm: int = 12, regs: int = 0,
+def launch(cache, q, table, seq, out, max_len: int, per_sm: int = 12, regs: int = 0,
            **consts):
     """One decode step: decode's Gluon path (kvcore.kernels.gluon_q4_0.decode_q4_0: the split
-    kernel, then reduce_splits) under this launch; ``kernel`` is the one it runs."""
+    kernel, then reduce_splits) under this launch; ``consts`` go to the kernel."""
     import torch
 
     from kvcore.kernels.gluon_q4_0 import decode_q4_0, splits_for
 
-    assert kernel is q4_0_swapped_kernel
     bsz, hq, d = q.shape
     n = splits_for(bsz * cache.kv_heads, max_len, per_sm)[1]
     acc = torch.empty(bsz * hq * n * d, device=q.device, dtype=torch.float32)
@@ -67,9 +63,8 @@ def launch(kernel, cache, q, table, seq, out, max_len: int, per_sm: int = 12, re
                        max_registers=regs, **consts)
 
 def variants() -> dict:
-    """The kernels the probe runs: name → (kernel, compile-time arguments)."""
-    return {"swapped3": (q4_0_swapped_kernel, {"STAGES": 3}),
-            "swapped3-lazy": (q4_0_swapped_kernel, {"STAGES": 3, "LAZY": True})}
+    """The variants the probe runs: name → the kernel's compile-time arguments."""
+    return {"swapped3": {"STAGES": 3}, "swapped3-lazy": {"STAGES": 3, "LAZY": True}}
 
 
 def check(device: str = "cuda") -> dict:
@@ -96,9 +91,9 @@ def check(device: str = "cuda") -> dict:
         q = torch.randn(bsz, hq, d, device=device, dtype=torch.float16)
         ref = cache.decode_ref(q, table, seq).float()
         base = cache.decode(q, table, seq, max_len=max(lens), gluon=False)
-        for (vname, (kernel, consts)), per_sm in itertools.product(variants().items(), (1, 12)):
+        for (vname, consts), per_sm in itertools.product(variants().items(), (1, 12)):
             out = torch.full((bsz, hq, d), float("nan"), device=device)
-            launch(kernel, cache, q, table, seq, out, max(lens), per_sm, 0, **consts)
+            launch(cache, q, table, seq, out, max(lens), per_sm, 0, **consts)
             torch.cuda.synchronize()
             name = (f"{vname}-page{ps}-group{group}-lens{'/'.join(map(str, lens))}"
                     f"-per_sm{per_sm}")
@@ -145,24 +140,23 @@ def main() -> None:
         row = {"batch": bsz, "tokens": tokens, "sdpa_f16_seconds": t_sdpa,
                "decode_seconds": t_dec, "decode_vs_sdpa": t_sdpa / t_dec,
                "decode_fraction_of_read_bw": cache.nbytes / t_dec / bw, "configs": []}
-        for (vname, (kernel, consts)), per_sm, regs in itertools.product(
+        for (vname, consts), per_sm, regs in itertools.product(
                 variants().items(), (int(x) for x in args.per_sm.split(",")),
                 (int(x) for x in args.regs.split(","))):
             if vname not in args.variants.split(","):
                 continue
-            if True:  # noqa: SIM102
-                out = torch.empty(bsz, HQ, D, device="cuda")
-                launch(kernel, cache, q, table, seq, out, tokens, per_sm, regs, **consts)
-                diff = float((out - ref).abs().max() / ref.abs().max())
-                outs = [torch.empty_like(out) for _ in caches]
-                t = graph_time([partial(launch, kernel, c, q, table, seq, o, tokens, per_sm,
-                                        regs, **consts)
-                                for c, o in zip(caches, outs, strict=True)])
-                row["configs"].append({"variant": vname, "per_sm": per_sm, "regs": regs,
-                                       "seconds": t,
-                                       "diff_vs_decode": diff, "vs_decode": t_dec / t,
-                                       "vs_sdpa": t_sdpa / t,
-                                       "fraction_of_read_bw": cache.nbytes / t / bw})
+            out = torch.empty(bsz, HQ, D, device="cuda")
+            launch(cache, q, table, seq, out, tokens, per_sm, regs, **consts)
+            diff = float((out - ref).abs().max() / ref.abs().max())
+            outs = [torch.empty_like(out) for _ in caches]
+            t = graph_time([partial(launch, c, q, table, seq, o, tokens, per_sm,
+                                    regs, **consts)
+                            for c, o in zip(caches, outs, strict=True)])
+            row["configs"].append({"variant": vname, "per_sm": per_sm, "regs": regs,
+                                   "seconds": t,
+                                   "diff_vs_decode": diff, "vs_decode": t_dec / t,
+                                   "vs_sdpa": t_sdpa / t,
+                                   "fraction_of_read_bw": cache.nbytes / t / bw})
         best = min(row["configs"], key=lambda x: x["seconds"])
         print(f"B={bsz} T={tokens}: sdpa {t_sdpa * 1e6:.1f} us, decode {t_dec * 1e6:.1f} us "
               f"({t_sdpa / t_dec:.2f}x); gluon best {best['variant']} {best['per_sm']}/{best['regs']} "

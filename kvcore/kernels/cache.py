@@ -758,8 +758,8 @@ class LayerCache:
             self._ws[name] = buf
         return buf[:numel]
 
-    def _gluon_launch(self, q: Any, group: int, max_len: int | None, seq_lens: Any,
-                      forced: bool, given: tuple[Any, ...]) -> int | None:
+    def _gluon_launch(self, q: Any, group: int, max_len: int, forced: bool,
+                      given: tuple[Any, ...]) -> int | None:
         """decode's ``gluon``: the Gluon q4_0 kernel's programs a multiprocessor, or None
         (forced: the launch wherever the kernel applies, a ValueError where it does not)."""
         torch = _torch()
@@ -770,8 +770,6 @@ class LayerCache:
         fits = self.has_v and self.k.padded_dim == 128
         if not forced and (group > 8 or any(x is not None for x in given)):
             return None  # a launch given, or 9-16 heads (222 registers, not timed)
-        if max_len is None:
-            max_len = int(seq_lens.max()) if q.shape[0] else 0
         rows = q.shape[0] * self.kv_heads
         launch = gluon_launch(self.k.fmt, self.v.fmt, self.head_dim, self.head_dim_v, group,
                               self.page_size, rows, max_len, q.device.type, cap,
@@ -882,15 +880,15 @@ class LayerCache:
         bsz, hq, d = q.shape
         group = hq // self.kv_heads
         dpow = tab["dpow"]
+        if max_len is None:
+            max_len = int(seq_lens.max()) if bsz else 0
         if gluon is not False:
-            per_sm = self._gluon_launch(q, group, max_len, seq_lens, bool(gluon), (
+            per_sm = self._gluon_launch(q, group, max_len, bool(gluon), (
                 split_tokens, block_n, num_warps, num_stages, programs_per_sm, max_registers,
                 words, query_rows, words_v, pad_rows, int_keys, swap, asm, lazy, reuse_keys))
             if per_sm:
                 from .gluon_q4_0 import decode_q4_0, splits_for
 
-                if max_len is None:
-                    max_len = int(seq_lens.max()) if bsz else 0
                 n = splits_for(bsz * self.kv_heads, max_len, per_sm)[1]
                 return decode_q4_0(
                     self, q.contiguous(), block_table, seq_lens,
@@ -938,8 +936,6 @@ class LayerCache:
                     else PAD_ROWS_256 if dpow == 256 else {})
             pad_rows = pads.get(self.k.fmt, 16)
         qpad, qblocks = query_blocks(group, row_cap, pad_rows)
-        if max_len is None:
-            max_len = int(seq_lens.max()) if bsz else 0
         if tiles:
             bn, nw, ns = tiles[0]
         elif dpow <= 128 and int_keys:

@@ -24,6 +24,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
+from .triton_ops import _q4_0_asm
+
 #: the cp.async copy: ``async_copy_global_to_shared`` in triton 3.6, ``async_load`` by 3.9
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
 #: the barrier of a program's threads: ``thread_barrier`` in triton 3.6, ``barrier`` by 3.9
@@ -32,40 +34,21 @@ BARRIER = getattr(gl, "thread_barrier", None) or gl.barrier
 MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8]))
 OPA = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=MMA.value, k_width=2))
 OPB = gl.constexpr(gl.DotOperandLayout(operand_index=1, parent=MMA.value, k_width=2))
-# K bytes [BN=32 tokens, 64 bytes]: a lane (g, t) holds tokens g, g+8, g+16, g+24, bytes 16 t … 16 t + 15
+# K bytes [32 tokens, 4 blocks, 16 bytes]: lane (g, t) holds tokens g, g+8, g+16, g+24, block t
 KB = gl.constexpr(gl.DistributedLinearLayout(
     reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8], [8, 0, 0], [16, 0, 0]],
     lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]], warp_bases=[],
     block_bases=[], shape=[32, 4, 16]))
-# V bytes of the even (or odd) tokens [16 token pairs, 64 bytes]: lane (g, t) holds pairs t, t+4
+# V bytes of the even (or odd) tokens [16 token pairs, 8 chunks, 8 bytes]: lane (g, t) holds pairs t, t+4
 # (tokens 2t, 2t+8: lanes t0 t1 → pair bits 0,1), pair bits 2,3 in registers, bytes 8 g … 8 g + 7
 VB = gl.constexpr(gl.DistributedLinearLayout(
     reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [4, 0, 0], [8, 0, 0]],
     lane_bases=[[1, 0, 0], [2, 0, 0], [0, 1, 0], [0, 2, 0], [0, 4, 0]], warp_bases=[],
     block_bases=[], shape=[16, 8, 8]))
 
-# K_ASM: Q4_0_ASM without its byte permutes: the low nibbles of bytes 0 and 2 of the word
-# are already 16 bits apart, and those of bytes 1 and 3 after one shift. $0 = (b0, b2) and
-# $1 = (b1, b3), low nibbles; $2, $3 the high ones; so element i of four holds byte
-# [0, 2, 1, 3][i] (the async kernel's query columns follow)
-K_ASM = gl.constexpr("""{
-.reg .b32 t1, m;
-shr.b32 t1, $4, 8;
-mov.b32 m, 0x64086408;
-lop3.b32 $0, $4, 0x000F000F, 0x64006400, 0xea;
-lop3.b32 $1, t1, 0x000F000F, 0x64006400, 0xea;
-sub.rn.f16x2 $0, $0, m;
-sub.rn.f16x2 $1, $1, m;
-mul.rn.f16x2 $0, $0, $5;
-mul.rn.f16x2 $1, $1, $6;
-mov.b32 m, 0x54805480;
-lop3.b32 $2, $4, 0x00F000F0, 0x54005400, 0xea;
-lop3.b32 $3, t1, 0x00F000F0, 0x54005400, 0xea;
-sub.rn.f16x2 $2, $2, m;
-sub.rn.f16x2 $3, $3, m;
-mul.rn.f16x2 $2, $2, $5;
-mul.rn.f16x2 $3, $3, $6;
-}""")
+#: a q4_0 word's nibbles as float16 pairs of bytes (0, 2) and (1, 3): element i of four holds
+#: byte [0, 2, 1, 3][i], which the query's gathered columns follow
+K_ASM = gl.constexpr(_q4_0_asm(shifted=True))
 
 # two tokens' four bytes a, b → (a_i, b_i) pairs: $0 $1 low nibbles of bytes 0, 1; $2 $3 of
 # bytes 2, 3; $4 … $7 the high nibbles likewise. $8 a, $9 b, $10 $11 a's scale, $12 $13 b's
@@ -184,8 +167,10 @@ def _v_scales(vsbuf, st, half: gl.constexpr, va):
 
 @gluon.jit
 def _k_rows(x):
-    """A K half [32 tokens, 4, 16] (K_ASM's element order) → the first operand [32, 64] of the
-    swapped score product, its columns as _k_operand's rows."""
+    """A K half [32 tokens, 4 blocks, 16] (K_ASM's element order) → the first operand [32, 64]
+    of the swapped score product: the same registers relabelled, column
+    k = r0 + 2 blk0 + 4 blk1 + 8 r1 + 16 r2 + 32 r3 (r = K_ASM's element index in a block), the
+    head dimension the query's gathered column k holds."""
     x = gl.reshape(x, [32, 2, 2, 2, 2, 2, 2])  # tok, blk1, blk0, r3, r2, r1, r0
     x = gl.permute(x, [0, 3, 4, 5, 1, 2, 6])
     return gl.convert_layout(gl.reshape(x, [32, 64]), OPA)
@@ -193,8 +178,9 @@ def _k_rows(x):
 
 @gluon.jit
 def _v_rows(x):
-    """A V output of V_ASM [16 pairs, 8, 8] → the first operand [32 columns, 32 tokens] of the
-    swapped value product (_v_operand's columns and tokens)."""
+    """A V output of V_ASM [16 pairs, 8 chunks g, 8] → the first operand [32 rows, 32 tokens]
+    of the swapped value product: token 2 pair + i0, row 16 q + 8 i1 + g for V_ASM's element
+    4 q + 2 i1 + i0 of a chunk (the stores map the rows back to head dimensions)."""
     x = gl.reshape(x, [2, 2, 2, 2, 8, 2, 2, 2])  # p3 p2 p1 p0 g q i1 i0
     x = gl.permute(x, [5, 6, 4, 0, 1, 2, 3, 7])  # column (q, i1, g); token (p, i0)
     return gl.convert_layout(gl.reshape(x, [32, 32]), OPA)
