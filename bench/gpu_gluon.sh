@@ -8,7 +8,7 @@ bash bench/gpu_env.sh
 cat "$OUT/gpu.log"
 timeout 500 python3 bench/probes/gluon_q4_0.py --out "$OUT" --shapes "${SHAPES:-1x131072,8x131072,1x32768}" \
   --per-sm "${PER_SM:-8,10,12}" --regs "${REGS:-0,168}" \
-  --variants "${VARIANTS:-swapped3,swapped3-lazy}" 2>&1 | grep -v Warning | grep -v "^sync-\|per_sm1 " | tail -40
+  --variants "${VARIANTS:-swapped3,k-after,v-after,after}" 2>&1 | grep -v Warning | grep -v "^sync-\|per_sm1 " | tail -40
 python3 - <<'PY'
 import json, os
 r = json.load(open(os.environ["OUT"] + "/gluon-q4_0.json"))

@@ -64,7 +64,11 @@ def launch(cache, q, table, seq, out, max_len: int, per_sm: int = 12, regs: int 
 
 def variants() -> dict:
     """The variants the probe runs: name → the kernel's compile-time arguments."""
-    return {"swapped3": {"STAGES": 3}, "swapped3-lazy": {"STAGES": 3, "LAZY": True}}
+    return {"swapped3": {"STAGES": 3, "K_AFTER": False, "V_AFTER": False},
+            "swapped3-lazy": {"STAGES": 3, "LAZY": True, "K_AFTER": False, "V_AFTER": False},
+            "k-after": {"STAGES": 3, "K_AFTER": True, "V_AFTER": False},
+            "v-after": {"STAGES": 3, "K_AFTER": False, "V_AFTER": True},
+            "after": {"STAGES": 3, "K_AFTER": True, "V_AFTER": True}}
 
 
 def check(device: str = "cuda") -> dict:

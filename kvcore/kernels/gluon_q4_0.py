@@ -49,6 +49,43 @@ VB = gl.constexpr(gl.DistributedLinearLayout(
 #: a q4_0 word's nibbles as float16 pairs of bytes (0, 2) and (1, 3): element i of four holds
 #: byte [0, 2, 1, 3][i], which the query's gathered columns follow
 K_ASM = gl.constexpr(_q4_0_asm(shifted=True))
+#: the same nibbles as 1024 + n (low) and 64 + n (high) alone: the kernel's K_AFTER form
+#: subtracts the offsets and applies the block scales after the product
+K_RAW_ASM = gl.constexpr(_q4_0_asm(shifted=True, scaled=False))
+
+# K_AFTER: K bytes [32 tokens, 64]: lane (g, t) holds word t (bytes 4t … 4t + 3) of each of the
+# four blocks of tokens g, g+8, g+16, g+24, so that a product's 16 columns are one block's
+KW = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [0, 16], [0, 32], [8, 0], [16, 0]],
+    lane_bases=[[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]], warp_bases=[],
+    block_bases=[], shape=[32, 64]))
+# its copies, 16 bytes a lane, into rows whose 16-byte blocks are xor'ed with bits 1-2 of the
+# token, so that the word reads of the 32 lanes fall in 32 banks
+KWC = gl.constexpr(gl.BlockedLayout([1, 16], [8, 4], [1, 1], [1, 0]))
+SHK = gl.constexpr(gl.SwizzledSharedLayout(vec=16, per_phase=2, max_phase=4, order=[1, 0]))
+# the K scales [32 tokens, 4 blocks] in the score accumulator's rows (lanes of a row alike)
+KS4 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [8, 0], [16, 0]],
+    lane_bases=[[0, 0], [0, 0], [1, 0], [2, 0], [4, 0]], warp_bases=[],
+    block_bases=[], shape=[32, 4]))
+# V_AFTER: V bytes as 16-bit words [32 tokens, 32]: lane (g, t) holds word g (bytes 2g, 2g + 1)
+# of each block of the token pairs (2t, 2t + 1), +8, +16, +24, a pair in one register (the
+# layout of a transposing matrix load)
+VW = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[1, 0], [8, 0], [16, 0], [0, 8], [0, 16]],
+    lane_bases=[[2, 0], [4, 0], [0, 1], [0, 2], [0, 4]], warp_bases=[],
+    block_bases=[], shape=[32, 32]))
+VWC = gl.constexpr(gl.BlockedLayout([1, 8], [8, 4], [1, 1], [1, 0]))
+SHV = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=2, max_phase=4, order=[1, 0]))
+
+# the V scales [32 tokens, 4 blocks] in the weight operand's token order (lanes of a token alike)
+VS4 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0], [16, 0]],
+    lane_bases=[[2, 0], [4, 0], [0, 0], [0, 0], [0, 0]], warp_bases=[],
+    block_bases=[], shape=[32, 4]))
+#: the offsets of the raw codes: 1024 + 8 (low nibbles), 64 + 8 (high)
+LOW_OFFSET = gl.constexpr(1032.0)
+HIGH_OFFSET = gl.constexpr(72.0)
 
 # two tokens' four bytes a, b → (a_i, b_i) pairs: $0 $1 low nibbles of bytes 0, 1; $2 $3 of
 # bytes 2, 3; $4 … $7 the high nibbles likewise. $8 a, $9 b, $10 $11 a's scale, $12 $13 b's
@@ -103,55 +140,92 @@ SH3 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, orde
 
 
 @gluon.jit
-def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr):
+def _rows_copy(buf, st, P0, first, left, MASKED: gl.constexpr):
+    """The copy of a tile's 32 rows of 64 bytes (K or V codes) into ``buf`` [STAGES, 32, 64],
+    16 bytes a lane (the AFTER forms)."""
+    tok = gl.arange(0, 32, layout=gl.SliceLayout(1, KWC))
+    ptr = (P0 + first * 64 + tok[:, None] * 64
+           + gl.arange(0, 64, layout=gl.SliceLayout(0, KWC))[None, :])
+    if MASKED:
+        ASYNC_LOAD(buf.index(st), ptr, mask=(tok < left)[:, None])
+    else:
+        ASYNC_LOAD(buf.index(st), ptr)
+
+
+@gluon.jit
+def _scales_copy(buf, st, P1, first, left, MASKED: gl.constexpr):
+    """The copy of a tile's 32 rows of 4 block scales into ``buf`` [STAGES, 32, 4]."""
+    stok = gl.arange(0, 32, layout=gl.SliceLayout(1, KSC))
+    ptr = (P1 + first * 4 + stok[:, None] * 4
+           + gl.arange(0, 4, layout=gl.SliceLayout(0, KSC))[None, :])
+    if MASKED:
+        ASYNC_LOAD(buf.index(st), ptr, mask=(stok < left)[:, None])
+    else:
+        ASYNC_LOAD(buf.index(st), ptr)
+
+
+@gluon.jit
+def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr,
+            K_AFTER: gl.constexpr, V_AFTER: gl.constexpr):
     """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
     first ``left`` tokens (the others zero-filled), else all 32."""
-    KC: gl.constexpr = gl.SliceLayout(0, KB)
-    tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
-    col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
-           + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
-    kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
-    stok = gl.arange(0, 32, layout=gl.SliceLayout(1, KSC))
-    sblk = gl.arange(0, 4, layout=gl.SliceLayout(0, KSC))
-    ksp = K1 + first * 4 + stok[:, None] * 4 + sblk[None, :]
-    VL: gl.constexpr = gl.SliceLayout(0, VC)
-    pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
-    chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
-    vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
-    vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
-    spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
-    vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
-    vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
-    if MASKED:
-        chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
-        vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
-        ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
-        ASYNC_LOAD(ksbuf.index(st), ksp, mask=(stok < left)[:, None])
-        ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
-        ASYNC_LOAD(vsbuf.index(2 * st), vsp,
-                                       mask=(2 * spair < left)[:, None])
-        ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4,
-                                       mask=(2 * spair + 1 < left)[:, None])
+    if K_AFTER:
+        _rows_copy(kbuf, st, K0, first, left, MASKED)
     else:
-        ASYNC_LOAD(kbuf.index(st), kp)
-        ASYNC_LOAD(ksbuf.index(st), ksp)
-        ASYNC_LOAD(vbuf.index(st), vp)
-        ASYNC_LOAD(vsbuf.index(2 * st), vsp)
-        ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4)
+        KC: gl.constexpr = gl.SliceLayout(0, KB)
+        tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
+        col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
+               + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
+        kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
+        if MASKED:
+            ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
+        else:
+            ASYNC_LOAD(kbuf.index(st), kp)
+    _scales_copy(ksbuf, st, K1, first, left, MASKED)
+    if V_AFTER:
+        tok = gl.arange(0, 32, layout=gl.SliceLayout(1, VWC))
+        vp = (V0.to(gl.pointer_type(gl.int16)) + first * 32 + tok[:, None] * 32
+              + gl.arange(0, 32, layout=gl.SliceLayout(0, VWC))[None, :])
+        if MASKED:
+            ASYNC_LOAD(vbuf.index(st), vp, mask=(tok < left)[:, None])
+        else:
+            ASYNC_LOAD(vbuf.index(st), vp)
+        _scales_copy(vsbuf, st, V1, first, left, MASKED)
+    else:
+        VL: gl.constexpr = gl.SliceLayout(0, VC)
+        pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
+        chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
+        vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
+        vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
+        spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
+        vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
+        vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
+        if MASKED:
+            chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
+            vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
+            ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
+            ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
+            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4, mask=(2 * spair + 1 < left)[:, None])
+        else:
+            ASYNC_LOAD(vbuf.index(st), vp)
+            ASYNC_LOAD(vsbuf.index(2 * st), vsp)
+            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4)
 
 
 @gluon.jit
 def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
-           H_KV: gl.constexpr):
+           H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr):
     """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
     past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
     left = end - n0
     page = gl.load(BT + bt0 + n0 // PAGE, mask=left > 0, other=0).to(gl.int64)
     first = (page * H_KV + h) * PAGE + n0 % PAGE
     if left >= 32:
-        _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False)
+        _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False, K_AFTER,
+                V_AFTER)
     else:
-        _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, True)
+        _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, True, K_AFTER,
+                V_AFTER)
     _cp.commit_group()
 
 
@@ -177,6 +251,114 @@ def _k_rows(x):
 
 
 @gluon.jit
+def _k_blocks(x):
+    """K_AFTER: a K half [32 tokens, 64] (KW, K_RAW_ASM's element order) → the four blocks'
+    first operands [32, 16] of the score product, registers relabelled: column
+    k = i0 + 2 t + 8 i1 of block b holds the element 2 i1 + i0 of lane t's word (_q_block)."""
+    x = gl.reshape(x, [32, 2, 2, 4, 2, 2])  # tok, b1, b0, t, i1, i0
+    x = gl.permute(x, [0, 4, 3, 5, 1, 2])
+    x = gl.reshape(x, [32, 16, 2, 2])
+    e, o = gl.split(x)
+    x0, x2 = gl.split(e)
+    x1, x3 = gl.split(o)
+    return (gl.convert_layout(x0, OPA, assert_trivial=True),
+            gl.convert_layout(x1, OPA, assert_trivial=True),
+            gl.convert_layout(x2, OPA, assert_trivial=True),
+            gl.convert_layout(x3, OPA, assert_trivial=True))
+
+
+@gluon.jit
+def _k_scales(ks):
+    """K_AFTER: the K scales [32 tokens, 4 blocks] (KS4) → four float32 columns in the score
+    accumulator's row layout."""
+    RL: gl.constexpr = gl.SliceLayout(1, MMA)
+    x = gl.reshape(ks.to(gl.float32), [32, 2, 2])  # tok, b1, b0
+    e, o = gl.split(x)
+    s0, s2 = gl.split(e)
+    s1, s3 = gl.split(o)
+    return (gl.convert_layout(s0, RL, assert_trivial=True),
+            gl.convert_layout(s1, RL, assert_trivial=True),
+            gl.convert_layout(s2, RL, assert_trivial=True),
+            gl.convert_layout(s3, RL, assert_trivial=True))
+
+
+@gluon.jit
+def _q_block(Q, row0, GROUP: gl.constexpr, qk_scale, b: gl.constexpr, D: gl.constexpr,
+             QN: gl.constexpr):
+    """K_AFTER: the query's second operands [16, QN] of block ``b`` (its low nibbles' and its
+    high nibbles' head dimensions, in _k_blocks' column order), and −(the codes' offsets times
+    those columns' sums) [QN] as the product's initial accumulator wants it: a token's score
+    is then the block's product times its scale."""
+    QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
+    kk = gl.arange(0, 16, layout=gl.SliceLayout(1, QL))
+    qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
+    dim = 32 * b + 4 * ((kk >> 1) & 3) + (kk >> 3) + 2 * (kk & 1)
+    ptr = Q + (row0 + qi)[None, :] * D + dim[:, None]
+    qm = (qi < GROUP)[None, :]
+    lo = (gl.load(ptr, mask=qm, other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
+    hi = (gl.load(ptr + 16, mask=qm, other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
+    off = (gl.sum(lo.to(gl.float32), axis=0) * LOW_OFFSET
+           + gl.sum(hi.to(gl.float32), axis=0) * HIGH_OFFSET)
+    c = gl.zeros([32, QN], gl.float32, layout=MMA) - gl.convert_layout(
+        off, gl.SliceLayout(0, MMA))[None, :]
+    return gl.convert_layout(lo, OPB), gl.convert_layout(hi, OPB), c
+
+
+@gluon.jit
+def _v_blocks(l0, l1, h0, h1):
+    """V_AFTER: a V tile's raw codes (VW loaded, through K_RAW_ASM, which takes a register's
+    two words, two tokens' bytes 2g, 2g + 1, to the tokens' pairs of byte 2g's low nibbles,
+    byte 2g + 1's, then their high nibbles) → the four blocks' first operands [32 rows,
+    32 tokens] of the value product: row g + 8 j + 16 h of block b holds byte 2g + j of the
+    block, its low (h 0) or high (h 1) nibble, head dimension 32 b + 2g + j + 16 h."""
+    x = gl.join(gl.join(l0, h0), gl.join(l1, h1))  # [32 tokens, 32 words, h, j]
+    x = gl.reshape(x, [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2])  # k4 k3 t1 t0 e | b1 b0 g2 g1 g0 | h j
+    x = gl.permute(x, [10, 11, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6])  # h j g | k4 k3 t e | b1 b0
+    x = gl.reshape(x, [32, 32, 2, 2])
+    e, o = gl.split(x)
+    x0, x2 = gl.split(e)
+    x1, x3 = gl.split(o)
+    return (gl.convert_layout(x0, OPA, assert_trivial=True),
+            gl.convert_layout(x1, OPA, assert_trivial=True),
+            gl.convert_layout(x2, OPA, assert_trivial=True),
+            gl.convert_layout(x3, OPA, assert_trivial=True))
+
+
+@gluon.jit
+def _v_weights(pt, vs):
+    """V_AFTER: the weights operand pt [32 tokens, QN] times each block's V scales (VS4) →
+    the four blocks' second operands of the value product."""
+    WL: gl.constexpr = gl.SliceLayout(1, OPB)
+    x = gl.reshape(vs, [32, 2, 2])  # tok, b1, b0
+    e, o = gl.split(x)
+    s0, s2 = gl.split(e)
+    s1, s3 = gl.split(o)
+    return (pt * gl.convert_layout(s0, WL, assert_trivial=True)[:, None],
+            pt * gl.convert_layout(s1, WL, assert_trivial=True)[:, None],
+            pt * gl.convert_layout(s2, WL, assert_trivial=True)[:, None],
+            pt * gl.convert_layout(s3, WL, assert_trivial=True)[:, None])
+
+
+@gluon.jit
+def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3):
+    """The value product of stage ``st`` with the V codes scaled as they are unpacked
+    (V_ASM): the partial outputs after it."""
+    vt = vbuf.index(st)
+    va = vt.slice(0, 8, dim=1).load(VB)
+    vb = vt.slice(8, 8, dim=1).load(VB)
+    sa = _v_scales(vsbuf, st, 0, va)
+    sb = _v_scales(vsbuf, st, 1, va)
+    o0, o1, o2, o3 = gl.inline_asm_elementwise(
+        V_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r", [va, vb, sa, sb],
+        dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+    acc0 = gl.nvidia.ampere.mma_v2(_v_rows(o0), pt, acc0)
+    acc1 = gl.nvidia.ampere.mma_v2(_v_rows(o1), pt, acc1)
+    acc2 = gl.nvidia.ampere.mma_v2(_v_rows(o2), pt, acc2)
+    acc3 = gl.nvidia.ampere.mma_v2(_v_rows(o3), pt, acc3)
+    return acc0, acc1, acc2, acc3
+
+
+@gluon.jit
 def _v_rows(x):
     """A V output of V_ASM [16 pairs, 8 chunks g, 8] → the first operand [32 rows, 32 tokens]
     of the swapped value product: token 2 pair + i0, row 16 q + 8 i1 + g for V_ASM's element
@@ -190,7 +372,8 @@ def _v_rows(x):
 def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, stride_bt,
                         n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
-                        LAZY: gl.constexpr = False, QN: gl.constexpr = 8):
+                        LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
+                        K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -216,14 +399,32 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     qhi = gl.load(Q + qrow[None, :] * D + dlo[:, None] + 16, mask=qm, other=0.0).to(gl.float32)
     qa = gl.convert_layout((qlo * qk_scale).to(gl.float16), OPB)
     qb = gl.convert_layout((qhi * qk_scale).to(gl.float16), OPB)
-    kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
+    row0 = (b * H_KV + h) * GROUP
+    if K_AFTER:
+        q0l, q0h, c0 = _q_block(Q, row0, GROUP, qk_scale, 0, D, QN)
+        q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN)
+        q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN)
+        q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN)
+        kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 64], SHK)
+    else:
+        kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
-    vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
-    vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
+    if V_AFTER:
+        vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 32], SHV)
+        vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
+        # the value product's offsets: −1032 on the low nibbles' rows, −72 on the high ones'
+        AR: gl.constexpr = gl.BlockedLayout([1, 32], [32, 1], [1, 1], [1, 0])
+        arow = gl.arange(0, 32, layout=gl.SliceLayout(1, AR))
+        aoff = gl.where(arow < 16, -LOW_OFFSET, -HIGH_OFFSET)
+        aoff = gl.convert_layout(
+            (gl.zeros([32, 32], gl.float32, layout=AR) + aoff[:, None]).to(gl.float16), OPA)
+    else:
+        vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
+        vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
     bt0 = b * stride_bt
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
-               start + i * BN, end, PAGE, H_KV)
+               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -236,19 +437,36 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         st = it % STAGES
         BARRIER()
         _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
-               BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV)
+               BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV, K_AFTER, V_AFTER)
         _cp.wait_group(STAGES - 1)
         BARRIER()
         left = end - n0
-        kb = kbuf.index(st).load(KB)
-        ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
-        ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
-        klo, khi = gl.inline_asm_elementwise(K_ASM, "=r,=r,=r,=r,r,r,r", [kb, ks],
-                                             dtype=(gl.float16, gl.float16), is_pure=True,
-                                             pack=4)
-        s = gl.zeros([BN, QN], gl.float32, layout=MMA)
-        s = gl.nvidia.ampere.mma_v2(_k_rows(klo), qa, s)
-        s = gl.nvidia.ampere.mma_v2(_k_rows(khi), qb, s)
+        if K_AFTER:
+            kb = kbuf.index(st).load(KW)
+            klo, khi = gl.inline_asm_elementwise(K_RAW_ASM, "=r,=r,=r,=r,r", [kb],
+                                                 dtype=(gl.float16, gl.float16), is_pure=True,
+                                                 pack=4)
+            k0, k1, k2, k3 = _k_scales(ksbuf.index(st).load(KS4))
+            l0, l1, l2, l3 = _k_blocks(klo)
+            h0, h1, h2, h3 = _k_blocks(khi)
+            d = gl.nvidia.ampere.mma_v2(l0, q0l, c0)
+            s = k0[:, None] * gl.nvidia.ampere.mma_v2(h0, q0h, d)
+            d = gl.nvidia.ampere.mma_v2(l1, q1l, c1)
+            s += k1[:, None] * gl.nvidia.ampere.mma_v2(h1, q1h, d)
+            d = gl.nvidia.ampere.mma_v2(l2, q2l, c2)
+            s += k2[:, None] * gl.nvidia.ampere.mma_v2(h2, q2h, d)
+            d = gl.nvidia.ampere.mma_v2(l3, q3l, c3)
+            s += k3[:, None] * gl.nvidia.ampere.mma_v2(h3, q3h, d)
+        else:
+            kb = kbuf.index(st).load(KB)
+            ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
+            ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
+            klo, khi = gl.inline_asm_elementwise(K_ASM, "=r,=r,=r,=r,r,r,r", [kb, ks],
+                                                 dtype=(gl.float16, gl.float16), is_pure=True,
+                                                 pack=4)
+            s = gl.zeros([BN, QN], gl.float32, layout=MMA)
+            s = gl.nvidia.ampere.mma_v2(_k_rows(klo), qa, s)
+            s = gl.nvidia.ampere.mma_v2(_k_rows(khi), qb, s)
         if left < BN:
             s = gl.where((stok < left)[:, None], s, float("-inf"))
         m_t = gl.max(s, axis=0)
@@ -272,32 +490,42 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
             acc3 = acc3 * alpha[None, :]
         m_i = m_new
         pt = gl.convert_layout(p.to(gl.float16), OPB)
-        vt = vbuf.index(st)
-        va = vt.slice(0, 8, dim=1).load(VB)
-        vb = vt.slice(8, 8, dim=1).load(VB)
-        sa = _v_scales(vsbuf, st, 0, va)
-        sb = _v_scales(vsbuf, st, 1, va)
-        o0, o1, o2, o3 = gl.inline_asm_elementwise(
-            V_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r", [va, vb, sa, sb],
-            dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
-        acc0 = gl.nvidia.ampere.mma_v2(_v_rows(o0), pt, acc0)
-        acc1 = gl.nvidia.ampere.mma_v2(_v_rows(o1), pt, acc1)
-        acc2 = gl.nvidia.ampere.mma_v2(_v_rows(o2), pt, acc2)
-        acc3 = gl.nvidia.ampere.mma_v2(_v_rows(o3), pt, acc3)
+        if V_AFTER:
+            vw = vbuf.index(st).load(VW)
+            x0, x1, y0, y1 = gl.inline_asm_elementwise(
+                K_RAW_ASM, "=r,=r,=r,=r,r", [vw], is_pure=True, pack=2,
+                dtype=(gl.float16, gl.float16, gl.float16, gl.float16))
+            a0, a1, a2, a3 = _v_blocks(x0, x1, y0, y1)
+            w0, w1, w2, w3 = _v_weights(pt, vsbuf.index(st).load(VS4))
+            acc0 = gl.nvidia.ampere.mma_v2(aoff, w0, gl.nvidia.ampere.mma_v2(a0, w0, acc0))
+            acc1 = gl.nvidia.ampere.mma_v2(aoff, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
+            acc2 = gl.nvidia.ampere.mma_v2(aoff, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
+            acc3 = gl.nvidia.ampere.mma_v2(aoff, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
+        else:
+            acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2,
+                                                      acc3)
         it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
     oc = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
     oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
     g = oc & 7
-    dcol = 32 * (g >> 1) + 8 * (g & 1) + 4 * (oc >> 4) + ((oc >> 3) & 1)
     orow = (b * H_KV + h) * GROUP + oi
     base = orow.to(gl.int64) * n_splits + sp
     om = (oi < GROUP)[None, :]
-    dst = ACC + base[None, :] * D + dcol[:, None]
-    gl.store(dst, acc0, mask=om)
-    gl.store(dst + 2, acc1, mask=om)
-    gl.store(dst + 16, acc2, mask=om)
-    gl.store(dst + 18, acc3, mask=om)
+    if V_AFTER:
+        dcol = 2 * g + ((oc >> 3) & 1) + 16 * (oc >> 4)
+        dst = ACC + base[None, :] * D + dcol[:, None]
+        gl.store(dst, acc0, mask=om)
+        gl.store(dst + 32, acc1, mask=om)
+        gl.store(dst + 64, acc2, mask=om)
+        gl.store(dst + 96, acc3, mask=om)
+    else:
+        dcol = 32 * (g >> 1) + 8 * (g & 1) + 4 * (oc >> 4) + ((oc >> 3) & 1)
+        dst = ACC + base[None, :] * D + dcol[:, None]
+        gl.store(dst, acc0, mask=om)
+        gl.store(dst + 2, acc1, mask=om)
+        gl.store(dst + 16, acc2, mask=om)
+        gl.store(dst + 18, acc3, mask=om)
     gl.store(ML + base * 2, m_i, mask=oi < GROUP)
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 

@@ -116,11 +116,13 @@ def _fp8(bits):
 #: block scale: each nibble is laid into the mantissa of 1024 (low) or 64 (high, 16× finer), and
 #: one subtraction per pair removes the bias. Two values per instruction, no integer-to-float
 #: conversion.
-def _q4_0_asm(shifted: bool = False) -> str:
+def _q4_0_asm(shifted: bool = False, scaled: bool = True) -> str:
     """The q4_0 block: operands $0, $1 the low nibbles' float16 pairs, $2, $3 the high ones',
     $4 the four bytes, $5, $6 the scale pairs. The pairs are bytes (0, 1) and (2, 3), spread
     by byte permutes; ``shifted``: bytes (0, 2) and (1, 3), which are 16 bits apart already
-    and after one shift (no permute; the Gluon kernel's query columns follow that order)."""
+    and after one shift (no permute; the Gluon kernel's query columns follow that order).
+    Not ``scaled``: the codes as 1024 + n (low nibbles) and 64 + n (high) only, no scale
+    operands; the kernel subtracts the offsets and applies the scale after its product."""
     if shifted:
         body = [".reg .b32 t1, m;", "shr.b32 t1, $4, 8;"]
         src = ("$4", "t1")
@@ -131,11 +133,13 @@ def _q4_0_asm(shifted: bool = False) -> str:
     # (mask, magic, magic + 8): a low nibble in 1024's units, a high one in 64's (1/16 steps)
     for out, (mask, magic, bias) in ((0, (0x000F000F, 0x64006400, 0x64086408)),
                                      (2, (0x00F000F0, 0x54005400, 0x54805480))):
-        body.append(f"mov.b32 m, 0x{bias:08X};")
+        if scaled:
+            body.append(f"mov.b32 m, 0x{bias:08X};")
         body += [f"lop3.b32 ${out + k}, {src[k]}, 0x{mask:08X}, 0x{magic:08X}, 0xea;"
                  for k in (0, 1)]
-        body += [f"sub.rn.f16x2 ${out + k}, ${out + k}, m;" for k in (0, 1)]
-        body += [f"mul.rn.f16x2 ${out + k}, ${out + k}, ${5 + k};" for k in (0, 1)]
+        if scaled:
+            body += [f"sub.rn.f16x2 ${out + k}, ${out + k}, m;" for k in (0, 1)]
+            body += [f"mul.rn.f16x2 ${out + k}, ${out + k}, ${5 + k};" for k in (0, 1)]
     return "{\n" + "\n".join(body) + "\n}"
 
 

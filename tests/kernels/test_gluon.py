@@ -25,7 +25,8 @@ sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": "*u8", "K1": "*fp16", 
        "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32"}
 out = {}
 for qn, group in ((8, 4), (16, 16)):
-    consts = {"H_KV": 8, "GROUP": group, "D": 128, "STAGES": 3, "LAZY": False, "QN": qn}
+    consts = {"H_KV": 8, "GROUP": group, "D": 128, "STAGES": 3, "LAZY": False, "QN": qn,
+              "K_AFTER": False, "V_AFTER": False}
     full = {**sig, **{k: "constexpr" for k in consts}}
     names = list(full)
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in full.items()
