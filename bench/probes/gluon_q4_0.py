@@ -68,7 +68,9 @@ def variants() -> dict:
             "swapped3-lazy": {"STAGES": 3, "LAZY": True, "K_AFTER": False, "V_AFTER": False},
             "k-after": {"STAGES": 3, "K_AFTER": True, "V_AFTER": False},
             "v-after": {"STAGES": 3, "K_AFTER": False, "V_AFTER": True},
-            "after": {"STAGES": 3, "K_AFTER": True, "V_AFTER": True}}
+            "after": {"STAGES": 3, "K_AFTER": True, "V_AFTER": True},
+            "after-lazy": {"STAGES": 3, "LAZY": True, "K_AFTER": True, "V_AFTER": True},
+            "after-s2": {"STAGES": 2, "K_AFTER": True, "V_AFTER": True}}
 
 
 def check(device: str = "cuda") -> dict:

@@ -2,14 +2,25 @@
 for K and V in q4_0, heads of 128 lanes, groups of at most 16 query heads and pages of a multiple
 of 32 tokens, on an sm_80+ GPU.
 
-Each lane loads whole q4_0 blocks (keys: one 16-byte block of a token; values: 8 bytes of each
-of its tokens), copied into shared memory two tiles ahead (cp.async) and read back in the same
-layouts, and PTX unpacks them straight into the registers the tensor cores read: no byte moves
-between lanes. The products are swapped (the cache tile the first operand, the query rows the
-narrow second one), so that the partial output [128, 8 or 16] stays in 168 registers. The
-operands' head-dimension orders are the ones the nibbles fall into: the query is gathered and
-the output stored in those orders. bench/results/gluon-q4_0-swapped-h200.json measured it
-against decode_split_kernel; docs/KERNELS.md says how it works.
+Tiles of 32 tokens are copied into shared memory two ahead (cp.async). The products are swapped
+(the cache tile the first operand, the query rows the narrow second one), so that the partial
+output [128, 8 or 16] stays in 168 registers. Two forms of each side:
+
+- AFTER (K_AFTER, V_AFTER; decode's for groups of up to 8): PTX unpacks each code to 1024 + n
+  (low nibbles) or 64 + n (high) with one lop3 a pair, and the −8 offset and the block scale
+  come after the tensor-core products. Keys: each block is a product of its own, whose initial
+  accumulator is −(the offsets times the query block's sums), and its scale multiplies the
+  block's scores. Values: the weights times a block's scales are that block's second operand,
+  and a second product by a constant operand subtracts the offsets. The words reach the
+  operands' registers by matrix loads (ldmatrix, transposed for the values: a token pair a
+  register). About 18.5 instructions a cached token (compiled for sm_90).
+- Scaled as unpacked (the 16-column form, which the AFTER forms make spill): each lane loads
+  whole q4_0 blocks, and PTX applies the offset and the scale in float16 as it unpacks them
+  straight into the operands' registers (about 26 instructions a token).
+
+The operands' head-dimension orders are the ones the nibbles fall into: the query is gathered
+and the output stored in those orders. bench/results/gluon-q4_0-after-h200.json and
+gluon-q4_0-swapped-h200.json measured the forms; docs/KERNELS.md says how they work.
 
 Gluon has no interpreter: CI compiles this kernel for sm_90 (tests/kernels/test_gluon.py), and
 bench/probes/gluon_q4_0.py checks its output on a GPU against LayerCache.decode_ref.
@@ -548,6 +559,9 @@ def decode_q4_0(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, m
     k0, k1, _, _ = cache.k.operands()
     v0, v1, _, _ = cache.v.operands()
     group = hq // hkv
+    # offsets and scales after the products where the query rows fit 8 columns (at 16 the
+    # AFTER forms spill)
+    consts = {"K_AFTER": group <= 8, "V_AFTER": group <= 8, **consts}
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d,

@@ -24,9 +24,12 @@ sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": "*u8", "K1": "*fp16", 
        "V1": "*fp16", "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32",
        "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32"}
 out = {}
-for qn, group in ((8, 4), (16, 16)):
+# what decode launches: groups of up to 8 with the offsets and scales after the products,
+# groups of 9-16 (16 columns) without; and the 8-column form without, for comparison
+for name, qn, group, after in (("8", 8, 4, True), ("16", 16, 16, False),
+                               ("8-unpacked-scaled", 8, 4, False)):
     consts = {"H_KV": 8, "GROUP": group, "D": 128, "STAGES": 3, "LAZY": False, "QN": qn,
-              "K_AFTER": False, "V_AFTER": False}
+              "K_AFTER": after, "V_AFTER": after}
     full = {**sig, **{k: "constexpr" for k in consts}}
     names = list(full)
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in full.items()
@@ -40,7 +43,7 @@ for qn, group in ((8, 4), (16, 16)):
         fh.flush()
         usage = subprocess.run([str(bindir / "cuobjdump"), "--dump-resource-usage", fh.name],
                                capture_output=True, text=True, check=True).stdout
-    out[str(qn)] = {"ptx": k.asm["ptx"], "usage": usage}
+    out[name] = {"ptx": k.asm["ptx"], "usage": usage}
 print(json.dumps(out))
 '''
 
@@ -62,15 +65,27 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     # kernel must keep its tiles in 16- and 8-byte shared-memory reads (no byte read: a
     # byte-by-byte operand conversion would show as ld.shared.u8), copy them with cp.async,
     # and not spill
-    for qn, c in compiled.items():
+    for name, c in compiled.items():
         ptx, usage = c["ptx"], c["usage"]
-        assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") == 0, (qn, usage)
-        assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, qn
-        assert ptx.count("ld.shared.v4") >= 1 and ptx.count("ld.shared.v2") >= 2, qn
-        assert "cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx, qn
-        # 32 tokens × 128 lanes × QN rows: 16 products of 16×8×16 a side for 8 rows, twice
-        # as many for 16
-        assert ptx.count("mma.sync.aligned.m16n8k16") == 32 * int(qn) // 8, qn
+        qn = int(name.split("-")[0])
+        assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") == 0, (name, usage)
+        assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
+        assert "cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx, name
+        products = ptx.count("mma.sync.aligned.m16n8k16")
+        if name == "8":
+            # the words of K by matrix loads, V's transposed (a token pair a register); the
+            # codes unpacked by one lop3 a pair, with no float16 subtraction or scaling
+            assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx, name
+            assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx, name
+            assert "sub.rn.f16x2" not in ptx and "mul.rn.f16x2" not in ptx, name
+            # 16 key products (a block's two 16-column steps, two 16-token halves), 16 value
+            # products and 16 more for the offsets
+            assert products == 48, name
+        else:
+            assert ptx.count("ld.shared.v4") >= 1 and ptx.count("ld.shared.v2") >= 2, name
+            # 32 tokens × 128 lanes × QN rows: 16 products of 16×8×16 a side for 8 rows,
+            # twice as many for 16
+            assert products == 32 * qn // 8, name
     # the 8-row program fits the 12 a multiprocessor decode launches at batch 1
     assert _usage(compiled["8"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM[0])
 
