@@ -384,7 +384,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
                         n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
-                        K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False):
+                        K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
+                        PDL: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -397,6 +398,11 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     b = gl.program_id(0)
     h = gl.program_id(1)
     sp = gl.program_id(2)
+    if PDL:  # as pdl_enter: the step before may still read ACC; then let the merge be placed
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0 $1", "=r,r", [sp],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0 $1", "=r,r", [sp],
+                                  dtype=gl.int32, is_pure=False, pack=1)
     seq_len = gl.load(SEQ_LENS + b)
     start = sp * SPLIT
     end = gl.minimum(start + SPLIT, seq_len)
@@ -566,6 +572,7 @@ def decode_q4_0(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, m
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d,
         QN=8 if group <= 8 else 16, num_warps=1, **consts,
+        **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     reduce_splits(acc, ml, out, n_splits, bsz, hkv, group, d, pdl=pdl)
     return out

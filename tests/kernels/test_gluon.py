@@ -14,7 +14,7 @@ from kvcore.kernels.cache import GLUON_PER_SM, gluon_launch
 from .sm90 import compiled_ptx
 
 SCRIPT = '''
-import json, subprocess, tempfile
+import inspect, json, subprocess, tempfile
 from pathlib import Path
 import triton
 from triton.backends.compiler import GPUTarget
@@ -28,9 +28,10 @@ out = {}
 # groups of 9-16 (16 columns) without; and the 8-column form without, for comparison
 for name, qn, group, after in (("8", 8, 4, True), ("16", 16, 16, False),
                                ("8-unpacked-scaled", 8, 4, False)):
-    consts = {"H_KV": 8, "GROUP": group, "D": 128, "STAGES": 3, "LAZY": False, "QN": qn,
-              "K_AFTER": after, "V_AFTER": after}
+    consts = {"H_KV": 8, "GROUP": group, "D": 128, "STAGES": 3, "LAZY": False,
+              "QN": qn, "K_AFTER": after, "V_AFTER": after, "PDL": name == "8"}
     full = {**sig, **{k: "constexpr" for k in consts}}
+    full = {k: full[k] for k in inspect.signature(fn.fn).parameters}
     names = list(full)
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in full.items()
              if t.startswith("*") or n in ("PAGE", "SPLIT", "stride_bt")}
@@ -78,6 +79,8 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
             assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx, name
             assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx, name
             assert "sub.rn.f16x2" not in ptx and "mul.rn.f16x2" not in ptx, name
+            # launched as a programmatic dependent, as decode launches it on a Hopper GPU
+            assert ptx.index("griddepcontrol.wait") < ptx.index("griddepcontrol.launch_dep"), name
             # 16 key products (a block's two 16-column steps, two 16-token halves), 16 value
             # products and 16 more for the offsets
             assert products == 48, name
