@@ -62,18 +62,24 @@ def launch(cache, q, table, seq, out, max_len: int, per_sm: int = 12, regs: int 
     return decode_q4_0(cache, q, table, seq, out, max_len, per_sm, acc, ml,
                        max_registers=regs, **consts)
 
-def variants() -> dict:
-    """The variants the probe runs: name → the kernel's compile-time arguments."""
+def variants(fmt: str = "q4_0") -> dict:
+    """The variants the probe runs for ``fmt``: name → the kernel's compile-time arguments."""
+    if fmt == "q8_0":
+        return {"q8-s2": {"STAGES": 2, "K_AFTER": True, "V_AFTER": True, "Q8": True},
+                "q8-s2-unshifted": {"STAGES": 2, "K_AFTER": True, "V_AFTER": True, "Q8": True,
+                                    "V_SHIFT": False}}
     return {"swapped3": {"STAGES": 3, "K_AFTER": False, "V_AFTER": False},
             "swapped3-lazy": {"STAGES": 3, "LAZY": True, "K_AFTER": False, "V_AFTER": False},
             "k-after": {"STAGES": 3, "K_AFTER": True, "V_AFTER": False},
             "v-after": {"STAGES": 3, "K_AFTER": False, "V_AFTER": True},
             "after": {"STAGES": 3, "K_AFTER": True, "V_AFTER": True},
+            "after-unshifted": {"STAGES": 3, "K_AFTER": True, "V_AFTER": True,
+                                "V_SHIFT": False},
             "after-lazy": {"STAGES": 3, "LAZY": True, "K_AFTER": True, "V_AFTER": True},
             "after-s2": {"STAGES": 2, "K_AFTER": True, "V_AFTER": True}}
 
 
-def check(device: str = "cuda") -> dict:
+def check(device: str = "cuda", fmt: str = "q4_0", names: tuple[str, ...] = ()) -> dict:
     """Largest difference from decode_ref over the output's largest magnitude, per case."""
     import torch
     from decode import fill_paged
@@ -81,28 +87,36 @@ def check(device: str = "cuda") -> dict:
     from kvcore.kernels.cache import LayerCache
 
     res = {}
-    for ps, group, lens in ((32, 4, [37, 200, 129, 1]), (64, 8, [300, 64, 65]),
-                            (32, 16, [95, 33]), (64, 4, [2048, 1000])):
+    # (page, group, lengths, V's magnitude, the query's): the last case has small values and
+    # a flat softmax over long rows, so that the weights times the V scales are small
+    for ps, group, lens, vmag, qmag in ((32, 4, [37, 200, 129, 1], 1, 1),
+                                        (64, 8, [300, 64, 65], 1, 1), (32, 16, [95, 33], 1, 1),
+                                        (64, 4, [2048, 1000], 1, 1),
+                                        (32, 4, [16384, 5000], 0.01, 0.05)):
         torch.manual_seed(ps + group)
         hkv, d = 2, 128
         hq = hkv * group
         bsz = len(lens)
         per = max(math.ceil(n / ps) for n in lens)
-        cache = LayerCache("q4_0", "q4_0", bsz * per, ps, hkv, d, device=device)
+        if fmt == "q8_0" and group > 8:
+            continue  # the AFTER forms (q8_0's only) take groups of up to 8
+        cache = LayerCache(fmt, fmt, bsz * per, ps, hkv, d, device=device)
         table = torch.randperm(bsz * per, device=device).view(bsz, per).to(torch.int32)
         k, v = (torch.randn(bsz, max(lens), hkv, d, device=device, dtype=torch.float16)
                 for _ in range(2))
-        fill_paged(cache, table, k, v, lens)
+        fill_paged(cache, table, k, v * vmag, lens)
         seq = torch.tensor(lens, device=device, dtype=torch.int32)
-        q = torch.randn(bsz, hq, d, device=device, dtype=torch.float16)
+        q = torch.randn(bsz, hq, d, device=device, dtype=torch.float16) * qmag
         ref = cache.decode_ref(q, table, seq).float()
         base = cache.decode(q, table, seq, max_len=max(lens), gluon=False)
-        for (vname, consts), per_sm in itertools.product(variants().items(), (1, 12)):
+        for (vname, consts), per_sm in itertools.product(variants(fmt).items(), (1, 12)):
+            if names and vname not in names:
+                continue
             out = torch.full((bsz, hq, d), float("nan"), device=device)
             launch(cache, q, table, seq, out, max(lens), per_sm, 0, **consts)
             torch.cuda.synchronize()
             name = (f"{vname}-page{ps}-group{group}-lens{'/'.join(map(str, lens))}"
-                    f"-per_sm{per_sm}")
+                    f"{f'-v{vmag}-q{qmag}' if vmag != 1 else ''}-per_sm{per_sm}")
             res[name] = {
                 "vs_ref": float((out - ref).abs().max() / ref.abs().max()),
                 "decode_vs_ref": float((base - ref).abs().max() / ref.abs().max()),
@@ -118,6 +132,7 @@ def main() -> None:
     ap.add_argument("--regs", default="0,168")
     ap.add_argument("--variants", default="swapped3,swapped3-lazy")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--format", default="q4_0", choices=("q4_0", "q8_0"))
     args = ap.parse_args()
 
     import torch
@@ -127,15 +142,17 @@ def main() -> None:
     from kvcore.kernels.cache import LayerCache
     from kvcore.measure import environment
 
+    names = tuple(args.variants.split(","))
     res: dict = {"env": environment("cuda", torch), "bandwidth": measure_bandwidth(torch),
-                 "check": check(), "rows": []}
+                 "format": args.format, "check": check(fmt=args.format, names=names),
+                 "rows": []}
     bw = res["bandwidth"]["read_bytes_per_s"]
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     for spec in args.shapes.split(","):
         bsz, tokens = (int(x) for x in spec.split("x"))
         t_sdpa = sdpa_time(bsz, tokens)
-        cache = LayerCache("q4_0", "q4_0", bsz, tokens, HKV, D, device="cuda")
+        cache = LayerCache(args.format, args.format, bsz, tokens, HKV, D, device="cuda")
         fill(cache, bsz, tokens, torch.float16)
         caches = copies(cache, bsz, tokens)
         table = torch.arange(bsz, device="cuda", dtype=torch.int32).reshape(bsz, 1)
@@ -147,7 +164,7 @@ def main() -> None:
                "decode_seconds": t_dec, "decode_vs_sdpa": t_sdpa / t_dec,
                "decode_fraction_of_read_bw": cache.nbytes / t_dec / bw, "configs": []}
         for (vname, consts), per_sm, regs in itertools.product(
-                variants().items(), (int(x) for x in args.per_sm.split(",")),
+                variants(args.format).items(), (int(x) for x in args.per_sm.split(",")),
                 (int(x) for x in args.regs.split(","))):
             if vname not in args.variants.split(","):
                 continue
@@ -170,7 +187,7 @@ def main() -> None:
               f"{best['fraction_of_read_bw']:.0%} bw, diff {best['diff_vs_decode']:.1e})",
               flush=True)
         res["rows"].append(row)
-        (out_dir / "gluon-q4_0.json").write_text(json.dumps(res, indent=1))
+        (out_dir / f"gluon-{args.format}.json").write_text(json.dumps(res, indent=1))
         del caches, cache
         torch.cuda.empty_cache()
 

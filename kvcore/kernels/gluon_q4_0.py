@@ -94,6 +94,43 @@ VS4 = gl.constexpr(gl.DistributedLinearLayout(
     reg_bases=[[0, 1], [0, 2], [1, 0], [8, 0], [16, 0]],
     lane_bases=[[2, 0], [4, 0], [0, 0], [0, 0], [0, 0]], warp_bases=[],
     block_bases=[], shape=[32, 4]))
+# Q8 (q8_0, AFTER forms): K bytes [32 tokens, 128]: lane (g, t) holds word t of each 16-byte
+# chunk (half a block) of tokens g, g+8, g+16, g+24 (a matrix load)
+KW8 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [0, 16], [0, 32], [0, 64], [8, 0], [16, 0]],
+    lane_bases=[[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]], warp_bases=[],
+    block_bases=[], shape=[32, 128]))
+KWC8 = gl.constexpr(gl.BlockedLayout([1, 16], [4, 8], [1, 1], [1, 0]))
+# rows of 128 bytes: each 16-byte chunk xor'ed with the token's low 3 bits (8 rows, 32 banks)
+SHK8 = gl.constexpr(gl.SwizzledSharedLayout(vec=16, per_phase=1, max_phase=8, order=[1, 0]))
+# V as 16-bit words [32 tokens, 64]: lane (g, t) holds word g of each chunk of the token pairs
+# (2t, 2t + 1), +8, +16, +24 (a transposing matrix load)
+VW8 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[1, 0], [8, 0], [16, 0], [0, 8], [0, 16], [0, 32]],
+    lane_bases=[[2, 0], [4, 0], [0, 1], [0, 2], [0, 4]], warp_bases=[],
+    block_bases=[], shape=[32, 64]))
+VWC8 = gl.constexpr(gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0]))
+SHV8 = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[1, 0]))
+#: four q8_0 bytes → float16 1152 + b, in order: the byte, offset by 128, is the low mantissa
+#: byte of 1024 (Q8_0_ASM without its subtraction and scaling)
+K8_RAW_ASM = gl.constexpr("""{
+.reg .b32 x, t;
+xor.b32 x, $2, 0x80808080;
+mov.b32 t, 0x64646464;
+prmt.b32 $0, x, t, 0x5140;
+prmt.b32 $1, x, t, 0x7362;
+}""")
+#: a V word pair (two tokens' bytes 2g, 2g + 1) → the tokens' pairs of byte 2g ($0) and of
+#: byte 2g + 1 ($1), as 1152 + b
+V8_RAW_ASM = gl.constexpr("""{
+.reg .b32 x, t;
+xor.b32 x, $2, 0x80808080;
+mov.b32 t, 0x64646464;
+prmt.b32 $0, x, t, 0x5240;
+prmt.b32 $1, x, t, 0x5341;
+}""")
+#: the offset of q8_0's raw codes
+Q8_OFFSET = gl.constexpr(1152.0)
 #: the offsets of the raw codes: 1024 + 8 (low nibbles), 64 + 8 (high)
 LOW_OFFSET = gl.constexpr(1032.0)
 HIGH_OFFSET = gl.constexpr(72.0)
@@ -151,12 +188,13 @@ SH3 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, orde
 
 
 @gluon.jit
-def _rows_copy(buf, st, P0, first, left, MASKED: gl.constexpr):
-    """The copy of a tile's 32 rows of 64 bytes (K or V codes) into ``buf`` [STAGES, 32, 64],
-    16 bytes a lane (the AFTER forms)."""
-    tok = gl.arange(0, 32, layout=gl.SliceLayout(1, KWC))
-    ptr = (P0 + first * 64 + tok[:, None] * 64
-           + gl.arange(0, 64, layout=gl.SliceLayout(0, KWC))[None, :])
+def _wide_copy(buf, st, P0, first, left, MASKED: gl.constexpr, LAYOUT: gl.constexpr,
+               WIDTH: gl.constexpr):
+    """The copy of a tile's 32 rows of WIDTH elements (the AFTER forms' codes) into ``buf``
+    [STAGES, 32, WIDTH], 16 bytes a copy."""
+    tok = gl.arange(0, 32, layout=gl.SliceLayout(1, LAYOUT))
+    ptr = (P0 + first * WIDTH + tok[:, None] * WIDTH
+           + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, LAYOUT))[None, :])
     if MASKED:
         ASYNC_LOAD(buf.index(st), ptr, mask=(tok < left)[:, None])
     else:
@@ -177,55 +215,56 @@ def _scales_copy(buf, st, P1, first, left, MASKED: gl.constexpr):
 
 @gluon.jit
 def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr,
-            K_AFTER: gl.constexpr, V_AFTER: gl.constexpr):
+            K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr):
     """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
     first ``left`` tokens (the others zero-filled), else all 32."""
-    if K_AFTER:
-        _rows_copy(kbuf, st, K0, first, left, MASKED)
-    else:
-        KC: gl.constexpr = gl.SliceLayout(0, KB)
-        tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
-        col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
-               + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
-        kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
-        if MASKED:
-            ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
-        else:
-            ASYNC_LOAD(kbuf.index(st), kp)
-    _scales_copy(ksbuf, st, K1, first, left, MASKED)
-    if V_AFTER:
-        tok = gl.arange(0, 32, layout=gl.SliceLayout(1, VWC))
-        vp = (V0.to(gl.pointer_type(gl.int16)) + first * 32 + tok[:, None] * 32
-              + gl.arange(0, 32, layout=gl.SliceLayout(0, VWC))[None, :])
-        if MASKED:
-            ASYNC_LOAD(vbuf.index(st), vp, mask=(tok < left)[:, None])
-        else:
-            ASYNC_LOAD(vbuf.index(st), vp)
+    if Q8:
+        _wide_copy(kbuf, st, K0, first, left, MASKED, KWC8, 128)
+        _scales_copy(ksbuf, st, K1, first, left, MASKED)
+        _wide_copy(vbuf, st, V0.to(gl.pointer_type(gl.int16)), first, left, MASKED, VWC8, 64)
         _scales_copy(vsbuf, st, V1, first, left, MASKED)
     else:
-        VL: gl.constexpr = gl.SliceLayout(0, VC)
-        pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
-        chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
-        vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
-        vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
-        spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
-        vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
-        vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
-        if MASKED:
-            chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
-            vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
-            ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
-            ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
-            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4, mask=(2 * spair + 1 < left)[:, None])
+        if K_AFTER:
+            _wide_copy(kbuf, st, K0, first, left, MASKED, KWC, 64)
         else:
-            ASYNC_LOAD(vbuf.index(st), vp)
-            ASYNC_LOAD(vsbuf.index(2 * st), vsp)
-            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4)
+            KC: gl.constexpr = gl.SliceLayout(0, KB)
+            tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
+            col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
+                   + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
+            kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
+            if MASKED:
+                ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
+            else:
+                ASYNC_LOAD(kbuf.index(st), kp)
+        _scales_copy(ksbuf, st, K1, first, left, MASKED)
+        if V_AFTER:
+            _wide_copy(vbuf, st, V0.to(gl.pointer_type(gl.int16)), first, left, MASKED, VWC, 32)
+            _scales_copy(vsbuf, st, V1, first, left, MASKED)
+        else:
+            VL: gl.constexpr = gl.SliceLayout(0, VC)
+            pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
+            chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
+            vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
+            vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
+            spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
+            vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
+            vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
+            if MASKED:
+                chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
+                vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
+                ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
+                ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
+                ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4, mask=(2 * spair + 1 < left)[:, None])
+            else:
+                ASYNC_LOAD(vbuf.index(st), vp)
+                ASYNC_LOAD(vsbuf.index(2 * st), vsp)
+                ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4)
 
 
 @gluon.jit
 def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
-           H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr):
+           H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr,
+           Q8: gl.constexpr):
     """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
     past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
     left = end - n0
@@ -233,10 +272,10 @@ def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PA
     first = (page * H_KV + h) * PAGE + n0 % PAGE
     if left >= 32:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False, K_AFTER,
-                V_AFTER)
+                V_AFTER, Q8)
     else:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, True, K_AFTER,
-                V_AFTER)
+                V_AFTER, Q8)
     _cp.commit_group()
 
 
@@ -295,7 +334,7 @@ def _k_scales(ks):
 
 @gluon.jit
 def _q_block(Q, row0, GROUP: gl.constexpr, qk_scale, b: gl.constexpr, D: gl.constexpr,
-             QN: gl.constexpr):
+             QN: gl.constexpr, Q8: gl.constexpr = False):
     """K_AFTER: the query's second operands [16, QN] of block ``b`` (its low nibbles' and its
     high nibbles' head dimensions, in _k_blocks' column order), and −(the codes' offsets times
     those columns' sums) [QN] as the product's initial accumulator wants it: a token's score
@@ -303,13 +342,19 @@ def _q_block(Q, row0, GROUP: gl.constexpr, qk_scale, b: gl.constexpr, D: gl.cons
     QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
     kk = gl.arange(0, 16, layout=gl.SliceLayout(1, QL))
     qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
-    dim = 32 * b + 4 * ((kk >> 1) & 3) + (kk >> 3) + 2 * (kk & 1)
+    if Q8:  # a block's halves (16 bytes each), _k8_blocks' column order
+        dim = 32 * b + 4 * ((kk >> 1) & 3) + (kk & 1) + 2 * (kk >> 3)
+    else:  # its low and high nibbles, _k_blocks' column order
+        dim = 32 * b + 4 * ((kk >> 1) & 3) + (kk >> 3) + 2 * (kk & 1)
     ptr = Q + (row0 + qi)[None, :] * D + dim[:, None]
     qm = (qi < GROUP)[None, :]
     lo = (gl.load(ptr, mask=qm, other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
     hi = (gl.load(ptr + 16, mask=qm, other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
-    off = (gl.sum(lo.to(gl.float32), axis=0) * LOW_OFFSET
-           + gl.sum(hi.to(gl.float32), axis=0) * HIGH_OFFSET)
+    if Q8:
+        off = (gl.sum(lo.to(gl.float32), axis=0) + gl.sum(hi.to(gl.float32), axis=0)) * Q8_OFFSET
+    else:
+        off = (gl.sum(lo.to(gl.float32), axis=0) * LOW_OFFSET
+               + gl.sum(hi.to(gl.float32), axis=0) * HIGH_OFFSET)
     c = gl.zeros([32, QN], gl.float32, layout=MMA) - gl.convert_layout(
         off, gl.SliceLayout(0, MMA))[None, :]
     return gl.convert_layout(lo, OPB), gl.convert_layout(hi, OPB), c
@@ -325,6 +370,50 @@ def _v_blocks(l0, l1, h0, h1):
     x = gl.join(gl.join(l0, h0), gl.join(l1, h1))  # [32 tokens, 32 words, h, j]
     x = gl.reshape(x, [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2])  # k4 k3 t1 t0 e | b1 b0 g2 g1 g0 | h j
     x = gl.permute(x, [10, 11, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6])  # h j g | k4 k3 t e | b1 b0
+    x = gl.reshape(x, [32, 32, 2, 2])
+    e, o = gl.split(x)
+    x0, x2 = gl.split(e)
+    x1, x3 = gl.split(o)
+    return (gl.convert_layout(x0, OPA, assert_trivial=True),
+            gl.convert_layout(x1, OPA, assert_trivial=True),
+            gl.convert_layout(x2, OPA, assert_trivial=True),
+            gl.convert_layout(x3, OPA, assert_trivial=True))
+
+
+@gluon.jit
+def _k8_blocks(x):
+    """Q8: K's raw codes [32 tokens, 128] (KW8, in byte order) → the four blocks' first
+    operands [32, 16] of the score product, low and high half: column k of chunk c holds
+    byte 16 c + 4 t + i of the row, k = 2 t + i0 + 8 i1 (i = 2 i1 + i0; _q_block)."""
+    x = gl.reshape(x, [32, 2, 2, 2, 4, 2, 2])  # tok, c2, c1, c0, t, i1, i0
+    x = gl.permute(x, [0, 5, 4, 6, 1, 2, 3])  # tok, i1, t, i0 | c2 c1 c0
+    x = gl.reshape(x, [32, 16, 2, 2, 2])
+    e, o = gl.split(x)  # c0: a block's first or second half
+    e0, e2 = gl.split(e)
+    o0, o2 = gl.split(o)
+    b0l, b2l = gl.split(e0)
+    b1l, b3l = gl.split(e2)
+    b0h, b2h = gl.split(o0)
+    b1h, b3h = gl.split(o2)
+    return (gl.convert_layout(b0l, OPA, assert_trivial=True),
+            gl.convert_layout(b0h, OPA, assert_trivial=True),
+            gl.convert_layout(b1l, OPA, assert_trivial=True),
+            gl.convert_layout(b1h, OPA, assert_trivial=True),
+            gl.convert_layout(b2l, OPA, assert_trivial=True),
+            gl.convert_layout(b2h, OPA, assert_trivial=True),
+            gl.convert_layout(b3l, OPA, assert_trivial=True),
+            gl.convert_layout(b3h, OPA, assert_trivial=True))
+
+
+@gluon.jit
+def _v8_blocks(l0, l1):
+    """Q8: V's raw codes (VW8 loaded, through V8_RAW_ASM: the token pairs of each word's byte 0
+    and byte 1) → the four blocks' first operands [32 rows, 32 tokens] of the value product:
+    row g + 8 j + 16 c0 of block b holds byte 2g + j of the block's half c0, head dimension
+    32 b + 16 c0 + 2g + j (as the q4_0 form's rows, the half in place of the nibble)."""
+    x = gl.join(l0, l1)  # [32 tokens, 64 words, j]
+    x = gl.reshape(x, [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2])  # k4 k3 t1 t0 e | c2 c1 c0 g2 g1 g0 | j
+    x = gl.permute(x, [7, 11, 8, 9, 10, 0, 1, 2, 3, 4, 5, 6])  # c0 j g | k4 k3 t e | c2 c1
     x = gl.reshape(x, [32, 32, 2, 2])
     e, o = gl.split(x)
     x0, x2 = gl.split(e)
@@ -385,7 +474,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
-                        PDL: gl.constexpr = False):
+                        PDL: gl.constexpr = False, Q8: gl.constexpr = False,
+                        V_SHIFT: gl.constexpr = True):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -418,21 +508,31 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     qb = gl.convert_layout((qhi * qk_scale).to(gl.float16), OPB)
     row0 = (b * H_KV + h) * GROUP
     if K_AFTER:
-        q0l, q0h, c0 = _q_block(Q, row0, GROUP, qk_scale, 0, D, QN)
-        q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN)
-        q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN)
-        q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN)
-        kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 64], SHK)
+        q0l, q0h, c0 = _q_block(Q, row0, GROUP, qk_scale, 0, D, QN, Q8)
+        q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN, Q8)
+        q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN, Q8)
+        q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN, Q8)
+        if Q8:
+            kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 128], SHK8)
+        else:
+            kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 64], SHK)
     else:
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
     if V_AFTER:
-        vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 32], SHV)
+        if Q8:
+            vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 64], SHV8)
+        else:
+            vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 32], SHV)
         vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
         # the value product's offsets: −1032 on the low nibbles' rows, −72 on the high ones'
+        # (q8_0: −1152 on every row)
         AR: gl.constexpr = gl.BlockedLayout([1, 32], [32, 1], [1, 1], [1, 0])
         arow = gl.arange(0, 32, layout=gl.SliceLayout(1, AR))
-        aoff = gl.where(arow < 16, -LOW_OFFSET, -HIGH_OFFSET)
+        if Q8:
+            aoff = gl.where(arow < 16, -Q8_OFFSET, -Q8_OFFSET)
+        else:
+            aoff = gl.where(arow < 16, -LOW_OFFSET, -HIGH_OFFSET)
         aoff = gl.convert_layout(
             (gl.zeros([32, 32], gl.float32, layout=AR) + aoff[:, None]).to(gl.float16), OPA)
     else:
@@ -441,7 +541,9 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     bt0 = b * stride_bt
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
-               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER)
+               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8)
+    # V_AFTER: the exponent (a power of two) that the partial outputs carry, the last tile's
+    kacc = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -454,18 +556,24 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         st = it % STAGES
         BARRIER()
         _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
-               BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV, K_AFTER, V_AFTER)
+               BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8)
         _cp.wait_group(STAGES - 1)
         BARRIER()
         left = end - n0
         if K_AFTER:
-            kb = kbuf.index(st).load(KW)
-            klo, khi = gl.inline_asm_elementwise(K_RAW_ASM, "=r,=r,=r,=r,r", [kb],
-                                                 dtype=(gl.float16, gl.float16), is_pure=True,
-                                                 pack=4)
+            if Q8:
+                kb = kbuf.index(st).load(KW8)
+                kx = gl.inline_asm_elementwise(K8_RAW_ASM, "=r,=r,r", [kb], dtype=gl.float16,
+                                               is_pure=True, pack=4)
+                l0, h0, l1, h1, l2, h2, l3, h3 = _k8_blocks(kx)
+            else:
+                kb = kbuf.index(st).load(KW)
+                klo, khi = gl.inline_asm_elementwise(K_RAW_ASM, "=r,=r,=r,=r,r", [kb],
+                                                     dtype=(gl.float16, gl.float16),
+                                                     is_pure=True, pack=4)
+                l0, l1, l2, l3 = _k_blocks(klo)
+                h0, h1, h2, h3 = _k_blocks(khi)
             k0, k1, k2, k3 = _k_scales(ksbuf.index(st).load(KS4))
-            l0, l1, l2, l3 = _k_blocks(klo)
-            h0, h1, h2, h3 = _k_blocks(khi)
             d = gl.nvidia.ampere.mma_v2(l0, q0l, c0)
             s = k0[:, None] * gl.nvidia.ampere.mma_v2(h0, q0h, d)
             d = gl.nvidia.ampere.mma_v2(l1, q1l, c1)
@@ -492,9 +600,24 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         else:
             m_new = gl.maximum(m_i, m_t)
         alpha = gl.exp2(m_i - m_new)
-        p = gl.exp2(s - m_new[None, :])
-        l_i = l_i * alpha + gl.sum(p, axis=0)
-        if LAZY:
+        if V_AFTER and V_SHIFT:
+            # the weights times the V scales are float16: the weights are taken times 2^kt,
+            # so that the tile's largest product lies in [2^14, 2^15) (below 2^15 in any
+            # case), and small scales do not push them out of float16's normal range; the
+            # partial outputs carry the factor. kt from the largest scale's float32 exponent
+            # bits e: min(141 − e, 15)
+            vsc = vsbuf.index(st).load(KSC)  # a token's four scales a lane
+            vmax = gl.max(gl.max(vsc, axis=1), axis=0).to(gl.float32)
+            e = (vmax.to(gl.int32, bitcast=True) >> 23) & 255
+            kt = gl.minimum(141 - e, 15).to(gl.float32)
+            p = gl.exp2(s - (m_new - kt)[None, :])
+            l_i = l_i * alpha + gl.sum(p, axis=0) * gl.exp2(-kt)
+            alpha = alpha * gl.exp2(kt - kacc)
+            kacc = kacc * 0.0 + kt
+        else:
+            p = gl.exp2(s - m_new[None, :])
+            l_i = l_i * alpha + gl.sum(p, axis=0)
+        if LAZY and not V_AFTER:
             if gl.max(m_new - m_i, axis=0) > 0:
                 acc0 = acc0 * alpha[None, :]
                 acc1 = acc1 * alpha[None, :]
@@ -508,11 +631,17 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         m_i = m_new
         pt = gl.convert_layout(p.to(gl.float16), OPB)
         if V_AFTER:
-            vw = vbuf.index(st).load(VW)
-            x0, x1, y0, y1 = gl.inline_asm_elementwise(
-                K_RAW_ASM, "=r,=r,=r,=r,r", [vw], is_pure=True, pack=2,
-                dtype=(gl.float16, gl.float16, gl.float16, gl.float16))
-            a0, a1, a2, a3 = _v_blocks(x0, x1, y0, y1)
+            if Q8:
+                vw = vbuf.index(st).load(VW8)
+                x0, x1 = gl.inline_asm_elementwise(V8_RAW_ASM, "=r,=r,r", [vw], is_pure=True,
+                                                   pack=2, dtype=(gl.float16, gl.float16))
+                a0, a1, a2, a3 = _v8_blocks(x0, x1)
+            else:
+                vw = vbuf.index(st).load(VW)
+                x0, x1, y0, y1 = gl.inline_asm_elementwise(
+                    K_RAW_ASM, "=r,=r,=r,=r,r", [vw], is_pure=True, pack=2,
+                    dtype=(gl.float16, gl.float16, gl.float16, gl.float16))
+                a0, a1, a2, a3 = _v_blocks(x0, x1, y0, y1)
             w0, w1, w2, w3 = _v_weights(pt, vsbuf.index(st).load(VS4))
             acc0 = gl.nvidia.ampere.mma_v2(aoff, w0, gl.nvidia.ampere.mma_v2(a0, w0, acc0))
             acc1 = gl.nvidia.ampere.mma_v2(aoff, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
@@ -532,10 +661,11 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     if V_AFTER:
         dcol = 2 * g + ((oc >> 3) & 1) + 16 * (oc >> 4)
         dst = ACC + base[None, :] * D + dcol[:, None]
-        gl.store(dst, acc0, mask=om)
-        gl.store(dst + 32, acc1, mask=om)
-        gl.store(dst + 64, acc2, mask=om)
-        gl.store(dst + 96, acc3, mask=om)
+        unshift = gl.exp2(-kacc)[None, :]
+        gl.store(dst, acc0 * unshift, mask=om)
+        gl.store(dst + 32, acc1 * unshift, mask=om)
+        gl.store(dst + 64, acc2 * unshift, mask=om)
+        gl.store(dst + 96, acc3 * unshift, mask=om)
     else:
         dcol = 32 * (g >> 1) + 8 * (g & 1) + 4 * (oc >> 4) + ((oc >> 3) & 1)
         dst = ACC + base[None, :] * D + dcol[:, None]
@@ -567,7 +697,8 @@ def decode_q4_0(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, m
     group = hq // hkv
     # offsets and scales after the products where the query rows fit 8 columns (at 16 the
     # AFTER forms spill)
-    consts = {"K_AFTER": group <= 8, "V_AFTER": group <= 8, **consts}
+    consts = {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": cache.k.fmt == "q8_0",
+              **consts}
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d,
