@@ -78,9 +78,11 @@ def check_correctness() -> dict[str, dict[str, float]]:
         for page in (64, 50):
             errs[fmt][f"page_{page}_vs_reference"] = _check(fmt, page)["vs_reference"]
     for page in (32, 64):
-        # q4_0 by the Gluon kernel (decode's default only past GLUON_LEAST_WORK): forced
-        errs["q4_0"][f"gluon_page_{page}_vs_reference"] = _check(
-            "q4_0", page, gluon=True)["vs_reference"]
+        # q4_0 and q8_0 by the Gluon kernel (decode's default only past GLUON_LEAST_WORK):
+        # forced, q8_0 against the reference with the float16 query, which its form multiplies
+        for fmt in ("q4_0", "q8_0"):
+            errs[fmt][f"gluon_page_{page}_vs_reference"] = _check(
+                fmt, page, gluon=True)["vs_reference"]
     for fmt in KIVI_FORMATS:
         errs[fmt] = _check_kivi(fmt)
     return errs
@@ -158,7 +160,8 @@ def _check(fmt: str, page: int, **launch: object) -> dict[str, float]:
     out = cache.decode(q, table, seq, **launch)
     assert not torch.isnan(out).any(), fmt
     plain = cache.decode(q, table, seq, asm=False)
-    expect = cache.decode_ref(q.float(), table, seq)
+    expect = cache.decode_ref(q.float(), table, seq,
+                              **({"int_query": False} if launch.get("gluon") else {}))
     exact = ref.attention_ref(q.float(), k.permute(0, 2, 1, 3).float(),
                               v.permute(0, 2, 1, 3).float(), seq)
     return {

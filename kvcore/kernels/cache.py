@@ -430,6 +430,10 @@ def head_parts(width: int) -> tuple[int, int]:
 #: 32k 53.6 against 63.1 µs at 16; B=8 and B=64 at 16 or 24, B=8 128k 372.8 against 454.4)
 GLUON_PER_SM = (12, 16)
 GLUON_MANY_ROWS = 32
+#: the same for its q8_0 form (180 registers and 17 KiB of shared memory a program in two
+#: stages; bench/results/gluon-q8_0-h200.json: B=1 128k 77.1 µs at 8 against 83.8 at 12, B=8
+#: 128k 617.1 at 12 against 760.2 at 8)
+GLUON_PER_SM_Q8 = (8, 12)
 #: the rows × tokens past which the Gluon kernel was faster than decode_split_kernel (B=1 at
 #: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
 #: 34.0 against 37.0 and 37.2)
@@ -451,17 +455,20 @@ def gluon_available() -> bool:
 def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: int,
                  page_size: int, rows: int, max_len: int, device_type: str,
                  capability: tuple[int, int] = (9, 0), faster_only: bool = True) -> int | None:
-    """Programs a multiprocessor for the Gluon q4_0 kernel where it applies (K and V in q4_0,
-    128-lane heads, groups of at most 16 query heads, pages of a multiple of its 32-token
-    tiles, an sm_80+ GPU) and, with ``faster_only``, was measured faster (more than
-    GLUON_LEAST_WORK rows × tokens), else None."""
-    if (k_fmt, v_fmt) != ("q4_0", "q4_0") or head_dim != 128 or head_dim_v != 128:
+    """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, or
+    both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
+    pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with ``faster_only``, was
+    measured faster (more than GLUON_LEAST_WORK rows × tokens), else None."""
+    if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0")):
+        return None
+    if head_dim != 128 or head_dim_v != 128 or (k_fmt == "q8_0" and group > 8):
         return None
     if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
         return None
     if faster_only and rows * max_len <= GLUON_LEAST_WORK:
         return None
-    return GLUON_PER_SM[0] if rows <= GLUON_MANY_ROWS else GLUON_PER_SM[1]
+    per_sm = GLUON_PER_SM_Q8 if k_fmt == "q8_0" else GLUON_PER_SM
+    return per_sm[0] if rows <= GLUON_MANY_ROWS else per_sm[1]
 
 
 def tail_offsets(fmt: str, main: int) -> tuple[int, int]:
@@ -634,11 +641,12 @@ class LayerCache:
                    int_query: bool | None = None) -> Any:
         """Reference decode attention over the dequantized cache: q [B, Hq, head_dim] →
         [B, Hq, head_dim_v] float64. ``int_query`` (default: decode's default takes the
-        integer key product, uses_int_keys): the query quantized as that product quantizes
-        it (ref.int8_query)."""
+        integer key product, uses_int_keys, and not the Gluon kernel, whose q8_0 form
+        multiplies the float16 query, takes_gluon): the query quantized as that product
+        quantizes it (ref.int8_query)."""
         torch = _torch()
         if int_query is None:
-            int_query = self.uses_int_keys()
+            int_query = self.uses_int_keys() and not self.takes_gluon(q, seq_lens)
         if int_query:
             q = ref.int8_query(q)
         outs = []
@@ -758,9 +766,16 @@ class LayerCache:
             self._ws[name] = buf
         return buf[:numel]
 
+    def takes_gluon(self, q: Any, seq_lens: Any, max_len: int | None = None) -> bool:
+        """Whether decode's default launch for this query takes the Gluon kernel."""
+        if max_len is None:
+            max_len = int(seq_lens.max()) if q.shape[0] else 0
+        return self._gluon_launch(q, q.shape[1] // self.kv_heads, max_len, False,
+                                  ()) is not None
+
     def _gluon_launch(self, q: Any, group: int, max_len: int, forced: bool,
                       given: tuple[Any, ...]) -> int | None:
-        """decode's ``gluon``: the Gluon q4_0 kernel's programs a multiprocessor, or None
+        """decode's ``gluon``: the Gluon kernel's programs a multiprocessor, or None
         (forced: the launch wherever the kernel applies, a ValueError where it does not)."""
         torch = _torch()
         if q.device.type == "cuda":
@@ -780,8 +795,9 @@ class LayerCache:
                                  "q4_0 kernel uses: 3.6 and 3.9 have them)")
             return None
         if forced and launch is None:
-            raise ValueError("gluon: K and V in q4_0, 128-lane heads, at most 16 query heads a "
-                             "KV head, pages of a multiple of 32 tokens, on an sm_80+ GPU; got "
+            raise ValueError("gluon: K and V in q4_0 (or both in q8_0, at most 8 query heads a "
+                             "KV head), 128-lane heads, at most 16 query heads a KV head, pages "
+                             "of a multiple of 32 tokens, on an sm_80+ GPU; got "
                              f"{self.k.fmt}/{self.v.fmt}, head_dim {self.head_dim}, group "
                              f"{group}, pages of {self.page_size} on {q.device.type}")
         return launch
@@ -887,10 +903,10 @@ class LayerCache:
                 split_tokens, block_n, num_warps, num_stages, programs_per_sm, max_registers,
                 words, query_rows, words_v, pad_rows, int_keys, swap, asm, lazy, reuse_keys))
             if per_sm:
-                from .gluon_q4_0 import decode_q4_0, splits_for
+                from .gluon_q4_0 import decode_gluon, splits_for
 
                 n = splits_for(bsz * self.kv_heads, max_len, per_sm)[1]
-                return decode_q4_0(
+                return decode_gluon(
                     self, q.contiguous(), block_table, seq_lens,
                     decode_output(out, (bsz, hq, self.head_dim_v), q.device), max_len, per_sm,
                     self._workspace("acc", bsz * hq * n * d, torch.float32, q.device),

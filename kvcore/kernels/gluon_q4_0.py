@@ -474,8 +474,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
-                        PDL: gl.constexpr = False, Q8: gl.constexpr = False,
-                        V_SHIFT: gl.constexpr = True):
+                        PDL: gl.constexpr = False, Q8: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -542,8 +541,6 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
                start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8)
-    # V_AFTER: the exponent (a power of two) that the partial outputs carry, the last tile's
-    kacc = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -600,24 +597,9 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         else:
             m_new = gl.maximum(m_i, m_t)
         alpha = gl.exp2(m_i - m_new)
-        if V_AFTER and V_SHIFT:
-            # the weights times the V scales are float16: the weights are taken times 2^kt,
-            # so that the tile's largest product lies in [2^14, 2^15) (below 2^15 in any
-            # case), and small scales do not push them out of float16's normal range; the
-            # partial outputs carry the factor. kt from the largest scale's float32 exponent
-            # bits e: min(141 − e, 15)
-            vsc = vsbuf.index(st).load(KSC)  # a token's four scales a lane
-            vmax = gl.max(gl.max(vsc, axis=1), axis=0).to(gl.float32)
-            e = (vmax.to(gl.int32, bitcast=True) >> 23) & 255
-            kt = gl.minimum(141 - e, 15).to(gl.float32)
-            p = gl.exp2(s - (m_new - kt)[None, :])
-            l_i = l_i * alpha + gl.sum(p, axis=0) * gl.exp2(-kt)
-            alpha = alpha * gl.exp2(kt - kacc)
-            kacc = kacc * 0.0 + kt
-        else:
-            p = gl.exp2(s - m_new[None, :])
-            l_i = l_i * alpha + gl.sum(p, axis=0)
-        if LAZY and not V_AFTER:
+        p = gl.exp2(s - m_new[None, :])
+        l_i = l_i * alpha + gl.sum(p, axis=0)
+        if LAZY:
             if gl.max(m_new - m_i, axis=0) > 0:
                 acc0 = acc0 * alpha[None, :]
                 acc1 = acc1 * alpha[None, :]
@@ -661,11 +643,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     if V_AFTER:
         dcol = 2 * g + ((oc >> 3) & 1) + 16 * (oc >> 4)
         dst = ACC + base[None, :] * D + dcol[:, None]
-        unshift = gl.exp2(-kacc)[None, :]
-        gl.store(dst, acc0 * unshift, mask=om)
-        gl.store(dst + 32, acc1 * unshift, mask=om)
-        gl.store(dst + 64, acc2 * unshift, mask=om)
-        gl.store(dst + 96, acc3 * unshift, mask=om)
+        gl.store(dst, acc0, mask=om)
+        gl.store(dst + 32, acc1, mask=om)
+        gl.store(dst + 64, acc2, mask=om)
+        gl.store(dst + 96, acc3, mask=om)
     else:
         dcol = 32 * (g >> 1) + 8 * (g & 1) + 4 * (oc >> 4) + ((oc >> 3) & 1)
         dst = ACC + base[None, :] * D + dcol[:, None]
@@ -677,15 +658,15 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
 
-def decode_q4_0(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, max_len: int,
+def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, max_len: int,
                 per_sm: int, acc: Any, ml: Any, pdl: bool = False, max_registers: int = 0,
                 **consts: Any) -> Any:
-    """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0, pages of a
-    multiple of 32 tokens) into ``out`` [B, Hq, 128] float32: q4_0_swapped_kernel over
-    per_sm programs a multiprocessor, then reduce_splits. ``acc`` and ``ml``: float32 scratch
-    of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements (splits_for).
-    ``max_registers`` caps the kernel's registers a thread; ``consts`` go to the kernel
-    (STAGES, LAZY)."""
+    """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0, or in q8_0 with
+    groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128] float32:
+    q4_0_swapped_kernel over per_sm programs a multiprocessor, then reduce_splits. ``acc`` and
+    ``ml``: float32 scratch of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements
+    (splits_for). ``max_registers`` caps the kernel's registers a thread; ``consts`` go to the
+    kernel (STAGES, LAZY, the forms)."""
     from .cache import LOG2E
     from .triton_ops import reduce_splits
 
@@ -696,8 +677,12 @@ def decode_q4_0(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, m
     v0, v1, _, _ = cache.v.operands()
     group = hq // hkv
     # offsets and scales after the products where the query rows fit 8 columns (at 16 the
-    # AFTER forms spill)
-    consts = {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": cache.k.fmt == "q8_0",
+    # AFTER forms spill; q8_0 has only them); q8_0 in two stages (17 KiB a program)
+    q8 = cache.k.fmt == "q8_0"
+    if q8 and group > 8:
+        raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
+                         f"got {group}")
+    consts = {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "STAGES": 2 if q8 else 3,
               **consts}
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,

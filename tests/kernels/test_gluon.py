@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from kvcore.kernels.cache import GLUON_PER_SM, gluon_launch
+from kvcore.kernels.cache import GLUON_PER_SM, GLUON_PER_SM_Q8, gluon_launch
 
 from .sm90 import compiled_ptx
 
@@ -26,11 +26,14 @@ sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": "*u8", "K1": "*fp16", 
 out = {}
 # what decode launches: groups of up to 8 with the offsets and scales after the products,
 # groups of 9-16 (16 columns) without; and the 8-column form without, for comparison
+# and q8_0's (in two stages)
 for name, qn, group, after in (("8", 8, 4, True), ("16", 16, 16, False),
-                               ("8-unpacked-scaled", 8, 4, False)):
-    consts = {"H_KV": 8, "GROUP": group, "D": 128, "STAGES": 3, "LAZY": False,
-              "QN": qn, "K_AFTER": after, "V_AFTER": after, "PDL": name == "8"}
-    full = {**sig, **{k: "constexpr" for k in consts}}
+                               ("8-unpacked-scaled", 8, 4, False), ("8-q8_0", 8, 4, True)):
+    q8 = name == "8-q8_0"
+    consts = {"H_KV": 8, "GROUP": group, "D": 128, "STAGES": 2 if q8 else 3, "LAZY": False,
+              "QN": qn, "K_AFTER": after, "V_AFTER": after, "PDL": after, "Q8": q8}
+    codes = {"K0": "*i8", "V0": "*i8"} if q8 else {}  # q8_0's planes are signed bytes
+    full = {**sig, **codes, **{k: "constexpr" for k in consts}}
     full = {k: full[k] for k in inspect.signature(fn.fn).parameters}
     names = list(full)
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in full.items()
@@ -73,9 +76,10 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
         assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
         assert "cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx, name
         products = ptx.count("mma.sync.aligned.m16n8k16")
-        if name == "8":
+        if name in ("8", "8-q8_0"):
             # the words of K by matrix loads, V's transposed (a token pair a register); the
-            # codes unpacked by one lop3 a pair, with no float16 subtraction or scaling
+            # codes unpacked by one lop3 (q4_0) or prmt (q8_0) a pair, with no float16
+            # subtraction or scaling
             assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx, name
             assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx, name
             assert "sub.rn.f16x2" not in ptx and "mul.rn.f16x2" not in ptx, name
@@ -89,8 +93,10 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
             # 32 tokens × 128 lanes × QN rows: 16 products of 16×8×16 a side for 8 rows,
             # twice as many for 16
             assert products == 32 * qn // 8, name
-    # the 8-row program fits the 12 a multiprocessor decode launches at batch 1
+    # the 8-row programs fit the 12 (q4_0) and 8 (q8_0) a multiprocessor decode launches at
+    # batch 1
     assert _usage(compiled["8"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM[0])
+    assert _usage(compiled["8-q8_0"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_Q8[0])
 
 
 @pytest.mark.parametrize(("kwargs", "expect"), [
@@ -107,6 +113,11 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     ({"page_size": 16}, None),
     ({"k_fmt": "tbq4"}, None),
     ({"v_fmt": "q8_0"}, None),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0"}, GLUON_PER_SM_Q8[1]),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 131072}, GLUON_PER_SM_Q8[0]),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768}, None),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "group": 16}, None),  # its form: 8 query rows
+    ({"k_fmt": "q8_0", "v_fmt": "q4_0"}, None),
     ({"head_dim": 96}, None),
     ({"head_dim_v": 64}, None),
 ])
