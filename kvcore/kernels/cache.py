@@ -458,14 +458,16 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, or
     both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
     pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with ``faster_only``, was
-    measured faster (more than GLUON_LEAST_WORK rows × tokens), else None."""
+    measured faster (more than GLUON_LEAST_WORK rows × tokens) and checked (q4_0: q8_0's
+    form is faster, but has not been checked on a GPU against the reference with the float16
+    query it multiplies: decode takes it only when forced), else None."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0")):
         return None
     if head_dim != 128 or head_dim_v != 128 or (k_fmt == "q8_0" and group > 8):
         return None
     if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
         return None
-    if faster_only and rows * max_len <= GLUON_LEAST_WORK:
+    if faster_only and (rows * max_len <= GLUON_LEAST_WORK or k_fmt == "q8_0"):
         return None
     per_sm = GLUON_PER_SM_Q8 if k_fmt == "q8_0" else GLUON_PER_SM
     return per_sm[0] if rows <= GLUON_MANY_ROWS else per_sm[1]

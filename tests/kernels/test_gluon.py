@@ -113,10 +113,12 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     ({"page_size": 16}, None),
     ({"k_fmt": "tbq4"}, None),
     ({"v_fmt": "q8_0"}, None),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0"}, GLUON_PER_SM_Q8[1]),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 131072}, GLUON_PER_SM_Q8[0]),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768}, None),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "group": 16}, None),  # its form: 8 query rows
+    # q8_0's form only where forced (not yet checked on a GPU against its reference)
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0"}, None),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "faster_only": False}, GLUON_PER_SM_Q8[1]),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 131072, "faster_only": False},
+     GLUON_PER_SM_Q8[0]),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "group": 16, "faster_only": False}, None),
     ({"k_fmt": "q8_0", "v_fmt": "q4_0"}, None),
     ({"head_dim": 96}, None),
     ({"head_dim_v": 64}, None),
