@@ -14,6 +14,10 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
   and a second product by a constant operand subtracts the offsets. The words reach the
   operands' registers by matrix loads (ldmatrix, transposed for the values: a token pair a
   register). About 18.5 instructions a cached token (compiled for sm_90).
+- Q8: the AFTER forms for K and V in q8_0 (each byte, offset by 128, the low mantissa byte of
+  1024: 1152 + b, one prmt a pair; a block's halves take the nibbles' places), two stages,
+  180 registers. Decode takes it only when forced (``decode(gluon=True)``) until the decode
+  benchmark's GPU check has compared it with the float16-query reference.
 - Scaled as unpacked (the 16-column form, which the AFTER forms make spill): each lane loads
   whole q4_0 blocks, and PTX applies the offset and the scale in float16 as it unpacks them
   straight into the operands' registers (about 26 instructions a token).
