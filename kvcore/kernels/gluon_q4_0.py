@@ -305,6 +305,19 @@ def _k_rows(x):
 
 
 @gluon.jit
+def _four_blocks(x, LAYOUT: gl.constexpr):
+    """x [..., 2 (b1), 2 (b0)] → its four blocks b = 2 b1 + b0 in order, each relabelled to
+    LAYOUT (registers only)."""
+    e, o = gl.split(x)
+    x0, x2 = gl.split(e)
+    x1, x3 = gl.split(o)
+    return (gl.convert_layout(x0, LAYOUT, assert_trivial=True),
+            gl.convert_layout(x1, LAYOUT, assert_trivial=True),
+            gl.convert_layout(x2, LAYOUT, assert_trivial=True),
+            gl.convert_layout(x3, LAYOUT, assert_trivial=True))
+
+
+@gluon.jit
 def _k_blocks(x):
     """K_AFTER: a K half [32 tokens, 64] (KW, K_RAW_ASM's element order) → the four blocks'
     first operands [32, 16] of the score product, registers relabelled: column
@@ -312,28 +325,14 @@ def _k_blocks(x):
     x = gl.reshape(x, [32, 2, 2, 4, 2, 2])  # tok, b1, b0, t, i1, i0
     x = gl.permute(x, [0, 4, 3, 5, 1, 2])
     x = gl.reshape(x, [32, 16, 2, 2])
-    e, o = gl.split(x)
-    x0, x2 = gl.split(e)
-    x1, x3 = gl.split(o)
-    return (gl.convert_layout(x0, OPA, assert_trivial=True),
-            gl.convert_layout(x1, OPA, assert_trivial=True),
-            gl.convert_layout(x2, OPA, assert_trivial=True),
-            gl.convert_layout(x3, OPA, assert_trivial=True))
+    return _four_blocks(x, OPA)
 
 
 @gluon.jit
 def _k_scales(ks):
     """K_AFTER: the K scales [32 tokens, 4 blocks] (KS4) → four float32 columns in the score
     accumulator's row layout."""
-    RL: gl.constexpr = gl.SliceLayout(1, MMA)
-    x = gl.reshape(ks.to(gl.float32), [32, 2, 2])  # tok, b1, b0
-    e, o = gl.split(x)
-    s0, s2 = gl.split(e)
-    s1, s3 = gl.split(o)
-    return (gl.convert_layout(s0, RL, assert_trivial=True),
-            gl.convert_layout(s1, RL, assert_trivial=True),
-            gl.convert_layout(s2, RL, assert_trivial=True),
-            gl.convert_layout(s3, RL, assert_trivial=True))
+    return _four_blocks(gl.reshape(ks.to(gl.float32), [32, 2, 2]), gl.SliceLayout(1, MMA))
 
 
 @gluon.jit
@@ -375,13 +374,7 @@ def _v_blocks(l0, l1, h0, h1):
     x = gl.reshape(x, [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2])  # k4 k3 t1 t0 e | b1 b0 g2 g1 g0 | h j
     x = gl.permute(x, [10, 11, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6])  # h j g | k4 k3 t e | b1 b0
     x = gl.reshape(x, [32, 32, 2, 2])
-    e, o = gl.split(x)
-    x0, x2 = gl.split(e)
-    x1, x3 = gl.split(o)
-    return (gl.convert_layout(x0, OPA, assert_trivial=True),
-            gl.convert_layout(x1, OPA, assert_trivial=True),
-            gl.convert_layout(x2, OPA, assert_trivial=True),
-            gl.convert_layout(x3, OPA, assert_trivial=True))
+    return _four_blocks(x, OPA)
 
 
 @gluon.jit
@@ -392,21 +385,10 @@ def _k8_blocks(x):
     x = gl.reshape(x, [32, 2, 2, 2, 4, 2, 2])  # tok, c2, c1, c0, t, i1, i0
     x = gl.permute(x, [0, 5, 4, 6, 1, 2, 3])  # tok, i1, t, i0 | c2 c1 c0
     x = gl.reshape(x, [32, 16, 2, 2, 2])
-    e, o = gl.split(x)  # c0: a block's first or second half
-    e0, e2 = gl.split(e)
-    o0, o2 = gl.split(o)
-    b0l, b2l = gl.split(e0)
-    b1l, b3l = gl.split(e2)
-    b0h, b2h = gl.split(o0)
-    b1h, b3h = gl.split(o2)
-    return (gl.convert_layout(b0l, OPA, assert_trivial=True),
-            gl.convert_layout(b0h, OPA, assert_trivial=True),
-            gl.convert_layout(b1l, OPA, assert_trivial=True),
-            gl.convert_layout(b1h, OPA, assert_trivial=True),
-            gl.convert_layout(b2l, OPA, assert_trivial=True),
-            gl.convert_layout(b2h, OPA, assert_trivial=True),
-            gl.convert_layout(b3l, OPA, assert_trivial=True),
-            gl.convert_layout(b3h, OPA, assert_trivial=True))
+    lo, hi = gl.split(x)  # c0: a block's first or second half
+    b0l, b1l, b2l, b3l = _four_blocks(lo, OPA)
+    b0h, b1h, b2h, b3h = _four_blocks(hi, OPA)
+    return b0l, b0h, b1l, b1h, b2l, b2h, b3l, b3h
 
 
 @gluon.jit
@@ -419,28 +401,15 @@ def _v8_blocks(l0, l1):
     x = gl.reshape(x, [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2])  # k4 k3 t1 t0 e | c2 c1 c0 g2 g1 g0 | j
     x = gl.permute(x, [7, 11, 8, 9, 10, 0, 1, 2, 3, 4, 5, 6])  # c0 j g | k4 k3 t e | c2 c1
     x = gl.reshape(x, [32, 32, 2, 2])
-    e, o = gl.split(x)
-    x0, x2 = gl.split(e)
-    x1, x3 = gl.split(o)
-    return (gl.convert_layout(x0, OPA, assert_trivial=True),
-            gl.convert_layout(x1, OPA, assert_trivial=True),
-            gl.convert_layout(x2, OPA, assert_trivial=True),
-            gl.convert_layout(x3, OPA, assert_trivial=True))
+    return _four_blocks(x, OPA)
 
 
 @gluon.jit
 def _v_weights(pt, vs):
     """V_AFTER: the weights operand pt [32 tokens, QN] times each block's V scales (VS4) →
     the four blocks' second operands of the value product."""
-    WL: gl.constexpr = gl.SliceLayout(1, OPB)
-    x = gl.reshape(vs, [32, 2, 2])  # tok, b1, b0
-    e, o = gl.split(x)
-    s0, s2 = gl.split(e)
-    s1, s3 = gl.split(o)
-    return (pt * gl.convert_layout(s0, WL, assert_trivial=True)[:, None],
-            pt * gl.convert_layout(s1, WL, assert_trivial=True)[:, None],
-            pt * gl.convert_layout(s2, WL, assert_trivial=True)[:, None],
-            pt * gl.convert_layout(s3, WL, assert_trivial=True)[:, None])
+    s0, s1, s2, s3 = _four_blocks(gl.reshape(vs, [32, 2, 2]), gl.SliceLayout(1, OPB))
+    return pt * s0[:, None], pt * s1[:, None], pt * s2[:, None], pt * s3[:, None]
 
 
 @gluon.jit
