@@ -424,7 +424,7 @@ def head_parts(width: int) -> tuple[int, int]:
     return (main, tail) if tail < main else (2 * main, 0)
 
 
-#: programs a multiprocessor of the Gluon q4_0 kernel (kernels/gluon_q4_0.py): up to
+#: programs a multiprocessor of the Gluon kernel's q4_0 (kernels/gluon_q4_0.py): up to
 #: GLUON_MANY_ROWS (sequence, KV head) rows, and past them (bench/results/
 #: gluon-q4_0-swapped-h200.json, gluon-q4_0-few-rows-h200.json: B=1, 2 and 4 best at 12, B=4
 #: 32k 53.6 against 63.1 µs at 16; B=8 and B=64 at 16 or 24, B=8 128k 372.8 against 454.4)
@@ -794,7 +794,7 @@ class LayerCache:
         if launch is not None and not gluon_available():
             if forced:
                 raise ValueError("gluon: this triton has no Gluon dialect (or not the parts the "
-                                 "q4_0 kernel uses: 3.6 and 3.9 have them)")
+                                 "kernel uses: 3.6 and 3.9 have them)")
             return None
         if forced and launch is None:
             raise ValueError("gluon: K and V in q4_0 (or both in q8_0, at most 8 query heads a "
@@ -879,8 +879,9 @@ class LayerCache:
         under SWAPPED's launch, registers and programs a multiprocessor unless given (and
         swapped_launch has one for the format and heads, however few the rows). ``gluon``
         (default: where gluon_launch gives a launch and no launch is given; True forces it
-        where the kernel applies, else a ValueError; False: never): K and V in q4_0 by the
-        kernel that states its layouts (kernels/gluon_q4_0.py). ``out``: the
+        where the kernel applies, else a ValueError; False: never): K and V in q4_0 (q8_0:
+        forced only; it multiplies the float16 query, not an int8 one) by the kernel that
+        states its layouts (kernels/gluon_q4_0.py). ``out``: the
         output to write into (contiguous float32 [B, Hq, head_dim_v] on q's device; a step
         replayed from a CUDA graph then takes no fill launch), else a new tensor filled with
         NaN first, so that an unwritten element cannot pass for a result.

@@ -455,7 +455,9 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     QN query rows (8 or 16) the narrow second one, so that the partial output [128, QN] takes
     half the registers of [16, 128]; the weights reach the value product through one layout
     conversion (a transpose of [32, QN]). LAZY: the running output is rescaled only when a
-    tile raises the max by more than 2⁸."""
+    tile raises the max by more than 2⁸. K_AFTER, V_AFTER: each side's offsets and scales
+    after its products (QN 8); Q8: K and V in q8_0 (with both AFTER forms); PDL: launched as a
+    programmatic dependent (as pdl_enter)."""
     BN: gl.constexpr = 32
     b = gl.program_id(0)
     h = gl.program_id(1)
