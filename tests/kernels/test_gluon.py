@@ -155,3 +155,27 @@ def test_gluon_available_follows_the_installed_triton(monkeypatch):
     assert gluon_available()
     monkeypatch.setitem(sys.modules, "kvcore.kernels.gluon_q4_0", None)
     assert not gluon_available()
+
+
+def test_decode_ref_query_follows_the_path_decode_takes(monkeypatch):
+    # q8_0's split kernel multiplies an int8 query, the Gluon form the float16 one: the
+    # reference's default quantizes the query only where decode's default would
+    torch = pytest.importorskip("torch")
+    from kvcore.kernels.cache import LayerCache
+
+    torch.manual_seed(0)
+    cache = LayerCache("q8_0", "q8_0", 2, 32, 2, 128)
+    k, v = (torch.randn(40, 2, 128, dtype=torch.float16) for _ in range(2))
+    t = torch.arange(40)
+    cache.append(k, v, t // 32, t % 32)
+    table = torch.tensor([[0, 1]], dtype=torch.int32)
+    seq = torch.tensor([40], dtype=torch.int32)
+    q = torch.randn(1, 8, 128, dtype=torch.float16)
+    as_int8 = cache.decode_ref(q, table, seq, int_query=True)
+    as_f16 = cache.decode_ref(q, table, seq, int_query=False)
+    assert (as_int8 - as_f16).abs().max() > 1e-5  # the two references differ
+    assert not cache.takes_gluon(q, seq)  # on the CPU: the split kernel
+    assert torch.equal(cache.decode_ref(q, table, seq), as_int8)
+    monkeypatch.setattr(LayerCache, "_gluon_launch", lambda self, *a: 8)
+    assert cache.takes_gluon(q, seq)
+    assert torch.equal(cache.decode_ref(q, table, seq), as_f16)
