@@ -6,6 +6,7 @@ instead (straight-line code: every instruction, per value a thread quantizes).
     python bench/sass_count.py FORMAT [--block-n 32] [--warps 4] [--stages 2] [--src DIR]
         [--dump DIR] [--words] [--head-dim 576 --k-only [--whole]]
     python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4]
+    python bench/sass_count.py q4_0|q8_0 --gluon [after|scaled] [--group 4]
 
 Prints registers, the loop's warp instructions per iteration and thread instructions per cached
 value (K and V). --src takes the kvcore package from another checkout (to compare versions).
@@ -38,15 +39,19 @@ def _row_widths(fmt: str, d: int) -> tuple[int, int]:
     return widths[0], widths[1] if len(widths) > 1 else 1
 
 
-def _compile(fn, sig: dict, consts: dict, ints16: tuple[str, ...], options: dict):
+def _compile(fn, sig: dict, consts: dict, ints16: tuple[str, ...], options: dict,
+             gluon: bool = False):
     """``fn`` compiled for sm_90 with the tools in the triton wheel: (kernel, SASS, resource
     usage). Pointers are 16-byte aligned and the ``ints16`` multiples of 16, as the launcher
-    specialises them at run time."""
+    specialises them at run time. ``gluon``: a kernel of the Gluon dialect."""
     import inspect
 
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    if gluon:
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
+    else:
+        from triton.compiler import ASTSource
 
     params = list(inspect.signature(fn.fn).parameters)
     consts = {k: v for k, v in consts.items() if k in params}
@@ -237,6 +242,9 @@ def parser() -> argparse.ArgumentParser:
                     "back by their own kernels (decode(rotate_in_kernel=False))")
     ap.add_argument("--max-registers", type=int, default=0,
                     help="decode: cap the registers a thread (0: none)")
+    ap.add_argument("--gluon", nargs="?", const="default", choices=("default", "after", "scaled"),
+                    help="the Gluon kernel (q4_0, q8_0) as decode launches it (with --group), "
+                         "or in its AFTER or scaled-as-unpacked form")
     return ap
 
 
@@ -287,13 +295,41 @@ def compile_decode(args: argparse.Namespace):
     return _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"), options)
 
 
+def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
+                  stages: int | None = None, pdl: bool = True):
+    """The Gluon kernel (kvcore/kernels/gluon_q4_0.py) for K and V in ``fmt`` (q4_0 or q8_0)
+    compiled for sm_90 as decode launches it for ``group`` query heads a KV head (``after``
+    None: the AFTER forms where the group fits 8 columns; ``stages`` None: decode's): (kernel,
+    SASS, resource usage)."""
+    from kvcore.kernels.gluon_q4_0 import q4_0_swapped_kernel
+
+    q8 = fmt == "q8_0"
+    codes = "*i8" if q8 else "*u8"
+    sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": codes, "K1": "*fp16",
+           "V0": codes, "V1": "*fp16", "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32",
+           "stride_bt": "i32", "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32",
+           "SPLIT": "i32"}
+    after = group <= 8 if after is None else after
+    consts = {"H_KV": 8, "GROUP": group, "D": 128, "LAZY": False, "QN": 8 if group <= 8 else 16,
+              "STAGES": stages or (2 if q8 else 3), "K_AFTER": after, "V_AFTER": after,
+              "PDL": pdl, "Q8": q8}
+    return _compile(q4_0_swapped_kernel, sig, consts, ("PAGE", "SPLIT", "stride_bt"),
+                    {"num_warps": 1}, gluon=True)
+
+
 def main() -> None:
     args = parser().parse_args()
     sys.path.insert(0, args.src)
     if args.append:
         _count_append(args)
         return
-    kernel, sass, usage = compile_decode(args)
+    if args.gluon:
+        kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,
+                                            {"after": True, "scaled": False}.get(args.gluon),
+                                            None, True)
+        args.block_n, args.warps, args.k_only = 32, 1, False
+    else:
+        kernel, sass, usage = compile_decode(args)
     d = args.head_dim
     if args.dump:
         _dump(args.dump, args.fmt, kernel, sass)

@@ -1,7 +1,8 @@
-"""The Gluon q4_0 kernel (kvcore.kernels.gluon_q4_0). Gluon has no interpreter, so CI compiles
-it for sm_90 with the triton wheel's compiler and checks what the compiled kernel holds; its
-output is checked on a GPU against LayerCache.decode_ref by bench/probes/gluon_q4_0.py
-(bench/results/gluon-q4_0-h200.json, 48 paged cases). Here also: where decode takes it."""
+"""The Gluon kernel (kvcore.kernels.gluon_q4_0: q4_0, and q8_0's form). Gluon has no
+interpreter, so CI compiles it for sm_90 with the triton wheel's compiler (bench/sass_count.py's
+compile_gluon) and checks what the compiled kernel holds; its output is checked on a GPU against
+LayerCache.decode_ref by bench/probes/gluon_q4_0.py and bench/decode.py's check. Here also:
+where decode takes it, and which query its reference multiplies."""
 
 from __future__ import annotations
 
@@ -14,40 +15,16 @@ from kvcore.kernels.cache import GLUON_PER_SM, GLUON_PER_SM_Q8, gluon_launch
 from .sm90 import compiled_ptx
 
 SCRIPT = '''
-import inspect, json, subprocess, tempfile
-from pathlib import Path
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
-from kvcore.kernels.gluon_q4_0 import q4_0_swapped_kernel as fn
-sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": "*u8", "K1": "*fp16", "V0": "*u8",
-       "V1": "*fp16", "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32",
-       "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32"}
+import json
+import sass_count
 out = {}
-# what decode launches: groups of up to 8 with the offsets and scales after the products,
-# groups of 9-16 (16 columns) without; and the 8-column form without, for comparison
-# and q8_0's (in two stages)
-for name, qn, group, after in (("8", 8, 4, True), ("16", 16, 16, False),
-                               ("8-unpacked-scaled", 8, 4, False), ("8-q8_0", 8, 4, True)):
-    q8 = name == "8-q8_0"
-    consts = {"H_KV": 8, "GROUP": group, "D": 128, "STAGES": 2 if q8 else 3, "LAZY": False,
-              "QN": qn, "K_AFTER": after, "V_AFTER": after, "PDL": after, "Q8": q8}
-    codes = {"K0": "*i8", "V0": "*i8"} if q8 else {}  # q8_0's planes are signed bytes
-    full = {**sig, **codes, **{k: "constexpr" for k in consts}}
-    full = {k: full[k] for k in inspect.signature(fn.fn).parameters}
-    names = list(full)
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, t in full.items()
-             if t.startswith("*") or n in ("PAGE", "SPLIT", "stride_bt")}
-    src = GluonASTSource(fn=fn, signature=full, attrs=attrs,
-                         constexprs={(names.index(k),): v for k, v in consts.items()})
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
-    bindir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as fh:
-        fh.write(k.asm["cubin"])
-        fh.flush()
-        usage = subprocess.run([str(bindir / "cuobjdump"), "--dump-resource-usage", fh.name],
-                               capture_output=True, text=True, check=True).stdout
-    out[name] = {"ptx": k.asm["ptx"], "usage": usage}
+# what decode launches: q4_0 groups of up to 8 with the offsets and scales after the products,
+# groups of 9-16 (16 columns) without; the 8-column form without, for comparison; q8_0's form
+for name, fmt, group, after in (("8", "q4_0", 4, True), ("16", "q4_0", 16, False),
+                                ("8-unpacked-scaled", "q4_0", 4, False),
+                                ("8-q8_0", "q8_0", 4, True)):
+    kernel, _, usage = sass_count.compile_gluon(fmt, group, after, pdl=after)
+    out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
 print(json.dumps(out))
 '''
 
