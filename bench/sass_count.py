@@ -301,18 +301,19 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
     compiled for sm_90 as decode launches it for ``group`` query heads a KV head (``after``
     None: the AFTER forms where the group fits 8 columns; ``stages`` None: decode's): (kernel,
     SASS, resource usage)."""
-    from kvcore.kernels.gluon_q4_0 import q4_0_swapped_kernel
+    from kvcore.kernels.gluon_q4_0 import launch_consts, q4_0_swapped_kernel
 
-    q8 = fmt == "q8_0"
-    codes = "*i8" if q8 else "*u8"
+    codes = "*i8" if fmt == "q8_0" else "*u8"
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": codes, "K1": "*fp16",
            "V0": codes, "V1": "*fp16", "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32",
            "stride_bt": "i32", "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32",
            "SPLIT": "i32"}
-    after = group <= 8 if after is None else after
-    consts = {"H_KV": 8, "GROUP": group, "D": 128, "LAZY": False, "QN": 8 if group <= 8 else 16,
-              "STAGES": stages or (2 if q8 else 3), "K_AFTER": after, "V_AFTER": after,
-              "PDL": pdl, "Q8": q8}
+    consts = {"H_KV": 8, "GROUP": group, "D": 128, "LAZY": False, "PDL": pdl,
+              **launch_consts(fmt, group)}
+    if after is not None:
+        consts.update(K_AFTER=after, V_AFTER=after)
+    if stages:
+        consts["STAGES"] = stages
     return _compile(q4_0_swapped_kernel, sig, consts, ("PAGE", "SPLIT", "stride_bt"),
                     {"num_warps": 1}, gluon=True)
 

@@ -222,47 +222,47 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
             K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr):
     """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
     first ``left`` tokens (the others zero-filled), else all 32."""
-    if Q8:
+    if K_AFTER and Q8:
         _wide_copy(kbuf, st, K0, first, left, MASKED, KWC8, 128)
-        _scales_copy(ksbuf, st, K1, first, left, MASKED)
-        _wide_copy(vbuf, st, V0.to(gl.pointer_type(gl.int16)), first, left, MASKED, VWC8, 64)
+    elif K_AFTER:
+        _wide_copy(kbuf, st, K0, first, left, MASKED, KWC, 64)
+    else:
+        KC: gl.constexpr = gl.SliceLayout(0, KB)
+        tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
+        col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
+               + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
+        kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
+        if MASKED:
+            ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
+        else:
+            ASYNC_LOAD(kbuf.index(st), kp)
+    _scales_copy(ksbuf, st, K1, first, left, MASKED)
+    if V_AFTER:
+        vw = V0.to(gl.pointer_type(gl.int16))
+        if Q8:
+            _wide_copy(vbuf, st, vw, first, left, MASKED, VWC8, 64)
+        else:
+            _wide_copy(vbuf, st, vw, first, left, MASKED, VWC, 32)
         _scales_copy(vsbuf, st, V1, first, left, MASKED)
     else:
-        if K_AFTER:
-            _wide_copy(kbuf, st, K0, first, left, MASKED, KWC, 64)
+        VL: gl.constexpr = gl.SliceLayout(0, VC)
+        pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
+        chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
+        vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
+        vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
+        spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
+        vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
+        vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
+        if MASKED:
+            chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
+            vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
+            ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
+            ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
+            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4, mask=(2 * spair + 1 < left)[:, None])
         else:
-            KC: gl.constexpr = gl.SliceLayout(0, KB)
-            tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
-            col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
-                   + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
-            kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
-            if MASKED:
-                ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
-            else:
-                ASYNC_LOAD(kbuf.index(st), kp)
-        _scales_copy(ksbuf, st, K1, first, left, MASKED)
-        if V_AFTER:
-            _wide_copy(vbuf, st, V0.to(gl.pointer_type(gl.int16)), first, left, MASKED, VWC, 32)
-            _scales_copy(vsbuf, st, V1, first, left, MASKED)
-        else:
-            VL: gl.constexpr = gl.SliceLayout(0, VC)
-            pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
-            chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
-            vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
-            vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
-            spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
-            vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
-            vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
-            if MASKED:
-                chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
-                vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
-                ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
-                ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
-                ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4, mask=(2 * spair + 1 < left)[:, None])
-            else:
-                ASYNC_LOAD(vbuf.index(st), vp)
-                ASYNC_LOAD(vsbuf.index(2 * st), vsp)
-                ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4)
+            ASYNC_LOAD(vbuf.index(st), vp)
+            ASYNC_LOAD(vsbuf.index(2 * st), vsp)
+            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4)
 
 
 @gluon.jit
@@ -337,7 +337,7 @@ def _k_scales(ks):
 
 @gluon.jit
 def _q_block(Q, row0, GROUP: gl.constexpr, qk_scale, b: gl.constexpr, D: gl.constexpr,
-             QN: gl.constexpr, Q8: gl.constexpr = False):
+             QN: gl.constexpr, Q8: gl.constexpr, OFF_LO: gl.constexpr, OFF_HI: gl.constexpr):
     """K_AFTER: the query's second operands [16, QN] of block ``b`` (its low nibbles' and its
     high nibbles' head dimensions, in _k_blocks' column order), and −(the codes' offsets times
     those columns' sums) [QN] as the product's initial accumulator wants it: a token's score
@@ -353,11 +353,11 @@ def _q_block(Q, row0, GROUP: gl.constexpr, qk_scale, b: gl.constexpr, D: gl.cons
     qm = (qi < GROUP)[None, :]
     lo = (gl.load(ptr, mask=qm, other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
     hi = (gl.load(ptr + 16, mask=qm, other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
-    if Q8:
-        off = (gl.sum(lo.to(gl.float32), axis=0) + gl.sum(hi.to(gl.float32), axis=0)) * Q8_OFFSET
+    if OFF_LO == OFF_HI:  # q8_0's: the two halves summed first
+        off = (gl.sum(lo.to(gl.float32), axis=0) + gl.sum(hi.to(gl.float32), axis=0)) * OFF_LO
     else:
-        off = (gl.sum(lo.to(gl.float32), axis=0) * LOW_OFFSET
-               + gl.sum(hi.to(gl.float32), axis=0) * HIGH_OFFSET)
+        off = (gl.sum(lo.to(gl.float32), axis=0) * OFF_LO
+               + gl.sum(hi.to(gl.float32), axis=0) * OFF_HI)
     c = gl.zeros([32, QN], gl.float32, layout=MMA) - gl.convert_layout(
         off, gl.SliceLayout(0, MMA))[None, :]
     return gl.convert_layout(lo, OPB), gl.convert_layout(hi, OPB), c
@@ -470,27 +470,34 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     seq_len = gl.load(SEQ_LENS + b)
     start = sp * SPLIT
     end = gl.minimum(start + SPLIT, seq_len)
-    QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
-    kk = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
-    qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
-    dlo = 32 * ((kk >> 1) & 3) + ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
-    qrow = (b * H_KV + h) * GROUP + qi
-    qm = (qi < GROUP)[None, :]
-    qlo = gl.load(Q + qrow[None, :] * D + dlo[:, None], mask=qm, other=0.0).to(gl.float32)
-    qhi = gl.load(Q + qrow[None, :] * D + dlo[:, None] + 16, mask=qm, other=0.0).to(gl.float32)
-    qa = gl.convert_layout((qlo * qk_scale).to(gl.float16), OPB)
-    qb = gl.convert_layout((qhi * qk_scale).to(gl.float16), OPB)
     row0 = (b * H_KV + h) * GROUP
+    # the raw codes' offsets on a block's first and second 16 columns (rows of the values)
+    if Q8:
+        OFF_LO: gl.constexpr = Q8_OFFSET
+        OFF_HI: gl.constexpr = Q8_OFFSET
+    else:
+        OFF_LO: gl.constexpr = LOW_OFFSET
+        OFF_HI: gl.constexpr = HIGH_OFFSET
     if K_AFTER:
-        q0l, q0h, c0 = _q_block(Q, row0, GROUP, qk_scale, 0, D, QN, Q8)
-        q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN, Q8)
-        q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN, Q8)
-        q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN, Q8)
+        q0l, q0h, c0 = _q_block(Q, row0, GROUP, qk_scale, 0, D, QN, Q8, OFF_LO, OFF_HI)
+        q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN, Q8, OFF_LO, OFF_HI)
+        q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN, Q8, OFF_LO, OFF_HI)
+        q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN, Q8, OFF_LO, OFF_HI)
         if Q8:
             kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 128], SHK8)
         else:
             kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 64], SHK)
-    else:
+    else:  # the query gathered in K_ASM's column order, for the scaled keys
+        QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
+        kk = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
+        qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
+        dlo = 32 * ((kk >> 1) & 3) + ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
+        qp = Q + (row0 + qi)[None, :] * D + dlo[:, None]
+        qm = (qi < GROUP)[None, :]
+        qlo = gl.load(qp, mask=qm, other=0.0).to(gl.float32)
+        qhi = gl.load(qp + 16, mask=qm, other=0.0).to(gl.float32)
+        qa = gl.convert_layout((qlo * qk_scale).to(gl.float16), OPB)
+        qb = gl.convert_layout((qhi * qk_scale).to(gl.float16), OPB)
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
     if V_AFTER:
@@ -503,10 +510,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         # (q8_0: −1152 on every row)
         AR: gl.constexpr = gl.BlockedLayout([1, 32], [32, 1], [1, 1], [1, 0])
         arow = gl.arange(0, 32, layout=gl.SliceLayout(1, AR))
-        if Q8:
-            aoff = gl.where(arow < 16, -Q8_OFFSET, -Q8_OFFSET)
-        else:
-            aoff = gl.where(arow < 16, -LOW_OFFSET, -HIGH_OFFSET)
+        aoff = gl.where(arow < 16, -OFF_LO, -OFF_HI)
         aoff = gl.convert_layout(
             (gl.zeros([32, 32], gl.float32, layout=AR) + aoff[:, None]).to(gl.float16), OPA)
     else:
@@ -651,22 +655,28 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     k0, k1, _, _ = cache.k.operands()
     v0, v1, _, _ = cache.v.operands()
     group = hq // hkv
-    # offsets and scales after the products where the query rows fit 8 columns (at 16 the
-    # AFTER forms spill; q8_0 has only them); q8_0 in two stages (17 KiB a program)
-    q8 = cache.k.fmt == "q8_0"
-    if q8 and group > 8:
-        raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
-                         f"got {group}")
-    consts = {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "STAGES": 2 if q8 else 3,
-              **consts}
+    consts = {**launch_consts(cache.k.fmt, group), **consts}
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
-        LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d,
-        QN=8 if group <= 8 else 16, num_warps=1, **consts,
+        LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d, num_warps=1,
+        **consts,
         **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     reduce_splits(acc, ml, out, n_splits, bsz, hkv, group, d, pdl=pdl)
     return out
+
+
+def launch_consts(fmt: str, group: int) -> dict[str, Any]:
+    """The kernel's compile-time arguments decode launches it with for K and V in ``fmt``
+    (q4_0 or q8_0) and ``group`` query heads a KV head: the offsets and scales after the
+    products where the query rows fit 8 columns (at 16 the AFTER forms spill; q8_0 has only
+    them), q8_0 in two stages (17 KiB a program)."""
+    q8 = fmt == "q8_0"
+    if q8 and group > 8:
+        raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
+                         f"got {group}")
+    return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "STAGES": 2 if q8 else 3,
+            "QN": 8 if group <= 8 else 16}
 
 
 def splits_for(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
