@@ -242,6 +242,9 @@ def parser() -> argparse.ArgumentParser:
                     "back by their own kernels (decode(rotate_in_kernel=False))")
     ap.add_argument("--max-registers", type=int, default=0,
                     help="decode: cap the registers a thread (0: none)")
+    ap.add_argument("--pipe", action="store_true",
+                    help="gluon: each tile's scores beside the tile before's value product")
+    ap.add_argument("--gluon-stages", type=int, default=0, help="gluon: stages (0: decode's)")
     ap.add_argument("--gluon", nargs="?", const="default", choices=("default", "after", "scaled"),
                     help="the Gluon kernel (q4_0, q8_0) as decode launches it (with --group), "
                          "or in its AFTER or scaled-as-unpacked form")
@@ -296,7 +299,7 @@ def compile_decode(args: argparse.Namespace):
 
 
 def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
-                  stages: int | None = None, pdl: bool = True):
+                  stages: int | None = None, pdl: bool = True, pipe: bool = False):
     """The Gluon kernel (kvcore/kernels/gluon_q4_0.py) for K and V in ``fmt`` (q4_0 or q8_0)
     compiled for sm_90 as decode launches it for ``group`` query heads a KV head (``after``
     None: the AFTER forms where the group fits 8 columns; ``stages`` None: decode's): (kernel,
@@ -314,6 +317,7 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
         consts.update(K_AFTER=after, V_AFTER=after)
     if stages:
         consts["STAGES"] = stages
+    consts["PIPE"] = pipe
     return _compile(q4_0_swapped_kernel, sig, consts, ("PAGE", "SPLIT", "stride_bt"),
                     {"num_warps": 1}, gluon=True)
 
@@ -327,7 +331,7 @@ def main() -> None:
     if args.gluon:
         kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,
                                             {"after": True, "scaled": False}.get(args.gluon),
-                                            None, True)
+                                            args.gluon_stages or None, True, args.pipe)
         args.block_n, args.warps, args.k_only = 32, 1, False
     else:
         kernel, sass, usage = compile_decode(args)

@@ -442,12 +442,105 @@ def _v_rows(x):
 
 
 @gluon.jit
+def _tile_scores(kbuf, ksbuf, st, qa, qb, q0l, q0h, q1l, q1h, q2l, q2h, q3l, q3h, c0, c1, c2,
+                 c3, K_AFTER: gl.constexpr, Q8: gl.constexpr, QN: gl.constexpr):
+    """The scores Sᵀ [32 tokens, QN] of stage ``st``'s keys (the query rows' operands: qa, qb
+    in the scaled form; q0l … q3h and the initial accumulators c0 … c3 in the AFTER forms)."""
+    if K_AFTER:
+        if Q8:
+            kb = kbuf.index(st).load(KW8)
+            kx = gl.inline_asm_elementwise(K8_RAW_ASM, "=r,=r,r", [kb], dtype=gl.float16,
+                                           is_pure=True, pack=4)
+            l0, h0, l1, h1, l2, h2, l3, h3 = _k8_blocks(kx)
+        else:
+            kb = kbuf.index(st).load(KW)
+            klo, khi = gl.inline_asm_elementwise(K_RAW_ASM, "=r,=r,=r,=r,r", [kb],
+                                                 dtype=(gl.float16, gl.float16),
+                                                 is_pure=True, pack=4)
+            l0, l1, l2, l3 = _k_blocks(klo)
+            h0, h1, h2, h3 = _k_blocks(khi)
+        k0, k1, k2, k3 = _k_scales(ksbuf.index(st).load(KS4))
+        d = gl.nvidia.ampere.mma_v2(l0, q0l, c0)
+        s = k0[:, None] * gl.nvidia.ampere.mma_v2(h0, q0h, d)
+        d = gl.nvidia.ampere.mma_v2(l1, q1l, c1)
+        s += k1[:, None] * gl.nvidia.ampere.mma_v2(h1, q1h, d)
+        d = gl.nvidia.ampere.mma_v2(l2, q2l, c2)
+        s += k2[:, None] * gl.nvidia.ampere.mma_v2(h2, q2h, d)
+        d = gl.nvidia.ampere.mma_v2(l3, q3l, c3)
+        s += k3[:, None] * gl.nvidia.ampere.mma_v2(h3, q3h, d)
+    else:
+        kb = kbuf.index(st).load(KB)
+        ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
+        ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
+        klo, khi = gl.inline_asm_elementwise(K_ASM, "=r,=r,=r,=r,r,r,r", [kb, ks],
+                                             dtype=(gl.float16, gl.float16), is_pure=True,
+                                             pack=4)
+        s = gl.zeros([32, QN], gl.float32, layout=MMA)
+        s = gl.nvidia.ampere.mma_v2(_k_rows(klo), qa, s)
+        s = gl.nvidia.ampere.mma_v2(_k_rows(khi), qb, s)
+    return s
+
+
+@gluon.jit
+def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
+                 st, aoff, LAZY: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr):
+    """The online softmax of one tile's scores ``s`` (MASKED: only its first ``left`` tokens
+    count) and its value product from stage ``st``: the running max, sum and partial outputs
+    after it."""
+    if MASKED:  # noqa: SIM102 (a compile-time branch around a run-time one)
+        if left < 32:
+            stok = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
+            s = gl.where((stok < left)[:, None], s, float("-inf"))
+    m_t = gl.max(s, axis=0)
+    if LAZY:  # noqa: SIM108 (a compile-time branch)
+        m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
+    else:
+        m_new = gl.maximum(m_i, m_t)
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s - m_new[None, :])
+    l_i = l_i * alpha + gl.sum(p, axis=0)
+    if LAZY:
+        if gl.max(m_new - m_i, axis=0) > 0:
+            acc0 = acc0 * alpha[None, :]
+            acc1 = acc1 * alpha[None, :]
+            acc2 = acc2 * alpha[None, :]
+            acc3 = acc3 * alpha[None, :]
+    else:
+        acc0 = acc0 * alpha[None, :]
+        acc1 = acc1 * alpha[None, :]
+        acc2 = acc2 * alpha[None, :]
+        acc3 = acc3 * alpha[None, :]
+    pt = gl.convert_layout(p.to(gl.float16), OPB)
+    if V_AFTER:
+        if Q8:
+            vw = vbuf.index(st).load(VW8)
+            x0, x1 = gl.inline_asm_elementwise(V8_RAW_ASM, "=r,=r,r", [vw], is_pure=True,
+                                               pack=2, dtype=(gl.float16, gl.float16))
+            a0, a1, a2, a3 = _v8_blocks(x0, x1)
+        else:
+            vw = vbuf.index(st).load(VW)
+            x0, x1, y0, y1 = gl.inline_asm_elementwise(
+                K_RAW_ASM, "=r,=r,=r,=r,r", [vw], is_pure=True, pack=2,
+                dtype=(gl.float16, gl.float16, gl.float16, gl.float16))
+            a0, a1, a2, a3 = _v_blocks(x0, x1, y0, y1)
+        w0, w1, w2, w3 = _v_weights(pt, vsbuf.index(st).load(VS4))
+        acc0 = gl.nvidia.ampere.mma_v2(aoff, w0, gl.nvidia.ampere.mma_v2(a0, w0, acc0))
+        acc1 = gl.nvidia.ampere.mma_v2(aoff, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
+        acc2 = gl.nvidia.ampere.mma_v2(aoff, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
+        acc3 = gl.nvidia.ampere.mma_v2(aoff, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
+    else:
+        acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3)
+    return m_new, l_i, acc0, acc1, acc2, acc3
+
+
+@gluon.jit
 def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, stride_bt,
                         n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
-                        PDL: gl.constexpr = False, Q8: gl.constexpr = False):
+                        PDL: gl.constexpr = False, Q8: gl.constexpr = False,
+                        PIPE: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -457,8 +550,11 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     conversion (a transpose of [32, QN]). LAZY: the running output is rescaled only when a
     tile raises the max by more than 2⁸. K_AFTER, V_AFTER: each side's offsets and scales
     after its products (QN 8); Q8: K and V in q8_0 (with both AFTER forms); PDL: launched as a
-    programmatic dependent (as pdl_enter)."""
+    programmatic dependent (as pdl_enter). PIPE: each tile's softmax and value product beside
+    the next tile's scores (two stages read at once: STAGES of at least 3, copies STAGES − 2
+    ahead of the scores), so that the two chains overlap; the last tile after the loop."""
     BN: gl.constexpr = 32
+    gl.static_assert(not PIPE or STAGES >= 3, "PIPE reads two stages while a third fills")
     b = gl.program_id(0)
     h = gl.program_id(1)
     sp = gl.program_id(2)
@@ -483,6 +579,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN, Q8, OFF_LO, OFF_HI)
         q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN, Q8, OFF_LO, OFF_HI)
         q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN, Q8, OFF_LO, OFF_HI)
+        qa = q0l  # the scaled form's operands, unused here
+        qb = q0h
         if Q8:
             kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 128], SHK8)
         else:
@@ -498,6 +596,18 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         qhi = gl.load(qp + 16, mask=qm, other=0.0).to(gl.float32)
         qa = gl.convert_layout((qlo * qk_scale).to(gl.float16), OPB)
         qb = gl.convert_layout((qhi * qk_scale).to(gl.float16), OPB)
+        q0l = qa  # the AFTER form's operands, unused here
+        q0h = qa
+        q1l = qa
+        q1h = qa
+        q2l = qa
+        q2h = qa
+        q3l = qa
+        q3h = qa
+        c0 = 0.0
+        c1 = 0.0
+        c2 = 0.0
+        c3 = 0.0
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
     if V_AFTER:
@@ -516,6 +626,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     else:
         vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
         vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
+        aoff = 0.0  # the AFTER form's offsets, unused here
     bt0 = b * stride_bt
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
@@ -526,92 +637,47 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     acc1 = gl.zeros([32, QN], gl.float32, layout=MMA)
     acc2 = gl.zeros([32, QN], gl.float32, layout=MMA)
     acc3 = gl.zeros([32, QN], gl.float32, layout=MMA)
-    stok = gl.arange(0, BN, layout=gl.SliceLayout(1, MMA))
     it = 0
-    for n0 in range(start, end, BN):
-        st = it % STAGES
+    if PIPE:  # tile 0's scores first; then each tile's softmax and value product beside the
+        # next tile's scores, the last tile (which alone can be partial) after the loop
+        _cp.wait_group(STAGES - 2)
         BARRIER()
-        _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
-               BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8)
-        _cp.wait_group(STAGES - 1)
-        BARRIER()
-        left = end - n0
-        if K_AFTER:
-            if Q8:
-                kb = kbuf.index(st).load(KW8)
-                kx = gl.inline_asm_elementwise(K8_RAW_ASM, "=r,=r,r", [kb], dtype=gl.float16,
-                                               is_pure=True, pack=4)
-                l0, h0, l1, h1, l2, h2, l3, h3 = _k8_blocks(kx)
-            else:
-                kb = kbuf.index(st).load(KW)
-                klo, khi = gl.inline_asm_elementwise(K_RAW_ASM, "=r,=r,=r,=r,r", [kb],
-                                                     dtype=(gl.float16, gl.float16),
-                                                     is_pure=True, pack=4)
-                l0, l1, l2, l3 = _k_blocks(klo)
-                h0, h1, h2, h3 = _k_blocks(khi)
-            k0, k1, k2, k3 = _k_scales(ksbuf.index(st).load(KS4))
-            d = gl.nvidia.ampere.mma_v2(l0, q0l, c0)
-            s = k0[:, None] * gl.nvidia.ampere.mma_v2(h0, q0h, d)
-            d = gl.nvidia.ampere.mma_v2(l1, q1l, c1)
-            s += k1[:, None] * gl.nvidia.ampere.mma_v2(h1, q1h, d)
-            d = gl.nvidia.ampere.mma_v2(l2, q2l, c2)
-            s += k2[:, None] * gl.nvidia.ampere.mma_v2(h2, q2h, d)
-            d = gl.nvidia.ampere.mma_v2(l3, q3l, c3)
-            s += k3[:, None] * gl.nvidia.ampere.mma_v2(h3, q3h, d)
-        else:
-            kb = kbuf.index(st).load(KB)
-            ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
-            ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
-            klo, khi = gl.inline_asm_elementwise(K_ASM, "=r,=r,=r,=r,r,r,r", [kb, ks],
-                                                 dtype=(gl.float16, gl.float16), is_pure=True,
-                                                 pack=4)
-            s = gl.zeros([BN, QN], gl.float32, layout=MMA)
-            s = gl.nvidia.ampere.mma_v2(_k_rows(klo), qa, s)
-            s = gl.nvidia.ampere.mma_v2(_k_rows(khi), qb, s)
-        if left < BN:
-            s = gl.where((stok < left)[:, None], s, float("-inf"))
-        m_t = gl.max(s, axis=0)
-        if LAZY:  # noqa: SIM108 (a compile-time branch)
-            m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
-        else:
-            m_new = gl.maximum(m_i, m_t)
-        alpha = gl.exp2(m_i - m_new)
-        p = gl.exp2(s - m_new[None, :])
-        l_i = l_i * alpha + gl.sum(p, axis=0)
-        if LAZY:
-            if gl.max(m_new - m_i, axis=0) > 0:
-                acc0 = acc0 * alpha[None, :]
-                acc1 = acc1 * alpha[None, :]
-                acc2 = acc2 * alpha[None, :]
-                acc3 = acc3 * alpha[None, :]
-        else:
-            acc0 = acc0 * alpha[None, :]
-            acc1 = acc1 * alpha[None, :]
-            acc2 = acc2 * alpha[None, :]
-            acc3 = acc3 * alpha[None, :]
-        m_i = m_new
-        pt = gl.convert_layout(p.to(gl.float16), OPB)
-        if V_AFTER:
-            if Q8:
-                vw = vbuf.index(st).load(VW8)
-                x0, x1 = gl.inline_asm_elementwise(V8_RAW_ASM, "=r,=r,r", [vw], is_pure=True,
-                                                   pack=2, dtype=(gl.float16, gl.float16))
-                a0, a1, a2, a3 = _v8_blocks(x0, x1)
-            else:
-                vw = vbuf.index(st).load(VW)
-                x0, x1, y0, y1 = gl.inline_asm_elementwise(
-                    K_RAW_ASM, "=r,=r,=r,=r,r", [vw], is_pure=True, pack=2,
-                    dtype=(gl.float16, gl.float16, gl.float16, gl.float16))
-                a0, a1, a2, a3 = _v_blocks(x0, x1, y0, y1)
-            w0, w1, w2, w3 = _v_weights(pt, vsbuf.index(st).load(VS4))
-            acc0 = gl.nvidia.ampere.mma_v2(aoff, w0, gl.nvidia.ampere.mma_v2(a0, w0, acc0))
-            acc1 = gl.nvidia.ampere.mma_v2(aoff, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
-            acc2 = gl.nvidia.ampere.mma_v2(aoff, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
-            acc3 = gl.nvidia.ampere.mma_v2(aoff, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
-        else:
-            acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2,
-                                                      acc3)
-        it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
+        s = _tile_scores(kbuf, ksbuf, 0, qa, qb, q0l, q0h, q1l, q1h, q2l, q2h, q3l, q3h, c0,
+                         c1, c2, c3, K_AFTER, Q8, QN)
+        for n0 in range(start, end - BN, BN):
+            st = it % STAGES
+            BARRIER()
+            _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
+                   BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV, K_AFTER,
+                   V_AFTER, Q8)
+            _cp.wait_group(STAGES - 2)
+            BARRIER()
+            s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qa, qb, q0l, q0h, q1l, q1h,
+                                  q2l, q2h, q3l, q3h, c0, c1, c2, c3, K_AFTER, Q8, QN)
+            m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
+                s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff, LAZY,
+                V_AFTER, Q8)
+            s = s_next
+            it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
+        if end > start:
+            m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
+                s, end - start - it * BN, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
+                it % STAGES, aoff, LAZY, V_AFTER, Q8)
+    else:
+        for n0 in range(start, end, BN):
+            st = it % STAGES
+            BARRIER()
+            _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
+                   BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV, K_AFTER,
+                   V_AFTER, Q8)
+            _cp.wait_group(STAGES - 1)
+            BARRIER()
+            s = _tile_scores(kbuf, ksbuf, st, qa, qb, q0l, q0h, q1l, q1h, q2l, q2h, q3l, q3h,
+                             c0, c1, c2, c3, K_AFTER, Q8, QN)
+            m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
+                s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff,
+                LAZY, V_AFTER, Q8)
+            it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
     oc = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
     oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
