@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: the decode benchmark for the formats the Gluon kernel takes (FORMATS, default
-# q4_0; q8_0's form is forced only until this has checked it). Its GPU check forces the kernel at
+# q4_0; also q8_0). Its GPU check forces the kernel at
 # pages of 32 and 64 (q4_0 and q8_0, q8_0 against the float16-query reference); each shape times
 # decode's own choice and the split kernel's launches, the best kept.
 set -u

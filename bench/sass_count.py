@@ -299,7 +299,7 @@ def compile_decode(args: argparse.Namespace):
 
 
 def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
-                  stages: int | None = None, pdl: bool = True, pipe: bool = False):
+                  stages: int | None = None, pdl: bool = True, pipe: bool | None = None):
     """The Gluon kernel (kvcore/kernels/gluon_q4_0.py) for K and V in ``fmt`` (q4_0 or q8_0)
     compiled for sm_90 as decode launches it for ``group`` query heads a KV head (``after``
     None: the AFTER forms where the group fits 8 columns; ``stages`` None: decode's): (kernel,
@@ -317,7 +317,8 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
         consts.update(K_AFTER=after, V_AFTER=after)
     if stages:
         consts["STAGES"] = stages
-    consts["PIPE"] = pipe
+    if pipe is not None:
+        consts["PIPE"] = pipe
     return _compile(q4_0_swapped_kernel, sig, consts, ("PAGE", "SPLIT", "stride_bt"),
                     {"num_warps": 1}, gluon=True)
 
@@ -331,7 +332,7 @@ def main() -> None:
     if args.gluon:
         kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,
                                             {"after": True, "scaled": False}.get(args.gluon),
-                                            args.gluon_stages or None, True, args.pipe)
+                                            args.gluon_stages or None, True, args.pipe or None)
         args.block_n, args.warps, args.k_only = 32, 1, False
     else:
         kernel, sass, usage = compile_decode(args)

@@ -64,8 +64,8 @@ def launch(cache, q, table, seq, out, max_len: int, per_sm: int = 12, regs: int 
 
 def variants(fmt: str = "q4_0") -> dict:
     """The variants the probe runs for ``fmt``: name → the kernel's compile-time arguments."""
-    if fmt == "q8_0":  # its form as decode_gluon takes it from the cache, in 2 or 3 stages
-        return {"q8-s2": {"STAGES": 2}, "q8-s3": {"STAGES": 3},
+    if fmt == "q8_0":  # its form as decode_gluon takes it from the cache, without and with PIPE
+        return {"q8-s2": {"STAGES": 2, "PIPE": False}, "q8-s3": {"STAGES": 3, "PIPE": False},
                 "q8-pipe": {"STAGES": 3, "PIPE": True}, "q8-pipe-s4": {"STAGES": 4, "PIPE": True}}
     return {"swapped3": {"STAGES": 3, "K_AFTER": False, "V_AFTER": False},
             "swapped3-lazy": {"STAGES": 3, "LAZY": True, "K_AFTER": False, "V_AFTER": False},

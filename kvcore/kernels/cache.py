@@ -430,9 +430,9 @@ def head_parts(width: int) -> tuple[int, int]:
 #: 32k 53.6 against 63.1 µs at 16; B=8 and B=64 at 16 or 24, B=8 128k 372.8 against 454.4)
 GLUON_PER_SM = (12, 16)
 GLUON_MANY_ROWS = 32
-#: the same for its q8_0 form (180 registers and 17 KiB of shared memory a program in two
-#: stages; bench/results/gluon-q8_0-h200.json: B=1 128k 77.1 µs at 8 against 83.8 at 12, B=8
-#: 128k 617.1 at 12 against 760.2 at 8)
+#: the same for its q8_0 form (bench/results/gluon-q8_0-h200.json, in two stages: B=1 128k
+#: 77.1 µs at 8 against 83.8 at 12, B=8 128k 617.1 at 12 against 760.2 at 8; with PIPE,
+#: gluon-q8_0-pipe-h200.json: B=1 75.4 at 8 against 79.8 at 12, B=8 583.2 at 12 against 637.6)
 GLUON_PER_SM_Q8 = (8, 12)
 #: the rows × tokens past which the Gluon kernel was faster than decode_split_kernel (B=1 at
 #: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
@@ -458,16 +458,14 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, or
     both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
     pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with ``faster_only``, was
-    measured faster (more than GLUON_LEAST_WORK rows × tokens) and checked (q4_0: q8_0's
-    form is faster, but has not been checked on a GPU against the reference with the float16
-    query it multiplies: decode takes it only when forced), else None."""
+    measured faster (more than GLUON_LEAST_WORK rows × tokens), else None."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0")):
         return None
     if head_dim != 128 or head_dim_v != 128 or (k_fmt == "q8_0" and group > 8):
         return None
     if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
         return None
-    if faster_only and (rows * max_len <= GLUON_LEAST_WORK or k_fmt == "q8_0"):
+    if faster_only and rows * max_len <= GLUON_LEAST_WORK:
         return None
     per_sm = GLUON_PER_SM_Q8 if k_fmt == "q8_0" else GLUON_PER_SM
     return per_sm[0] if rows <= GLUON_MANY_ROWS else per_sm[1]
@@ -879,9 +877,9 @@ class LayerCache:
         under SWAPPED's launch, registers and programs a multiprocessor unless given (and
         swapped_launch has one for the format and heads, however few the rows). ``gluon``
         (default: where gluon_launch gives a launch and no launch is given; True forces it
-        where the kernel applies, else a ValueError; False: never): K and V in q4_0 (q8_0:
-        forced only; it multiplies the float16 query, not an int8 one) by the kernel that
-        states its layouts (kernels/gluon_q4_0.py). ``out``: the
+        where the kernel applies, else a ValueError; False: never): K and V in q4_0, or both in q8_0 with
+        groups of up to 8 (whose form multiplies the float16 query, not an int8 one), by the
+        kernel that states its layouts (kernels/gluon_q4_0.py). ``out``: the
         output to write into (contiguous float32 [B, Hq, head_dim_v] on q's device; a step
         replayed from a CUDA graph then takes no fill launch), else a new tensor filled with
         NaN first, so that an unwritten element cannot pass for a result.

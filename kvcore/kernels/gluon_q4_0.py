@@ -15,9 +15,9 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
   operands' registers by matrix loads (ldmatrix, transposed for the values: a token pair a
   register). About 18.5 instructions a cached token (compiled for sm_90).
 - Q8: the AFTER forms for K and V in q8_0 (each byte, offset by 128, the low mantissa byte of
-  1024: 1152 + b, one prmt a pair; a block's halves take the nibbles' places), two stages,
-  180 registers. Decode takes it only when forced (``decode(gluon=True)``) until the decode
-  benchmark's GPU check has compared it with the float16-query reference.
+  1024: 1152 + b, one prmt a pair; a block's halves take the nibbles' places), decode's for
+  q8_0 with groups of up to 8. Decode launches it with PIPE: each tile's scores are computed
+  beside the softmax and value product of the tile before, in three stages.
 - Scaled as unpacked (the 16-column form, which the AFTER forms make spill): each lane loads
   whole q4_0 blocks, and PTX applies the offset and the scale in float16 as it unpacks them
   straight into the operands' registers (about 26 instructions a token).
@@ -736,13 +736,14 @@ def launch_consts(fmt: str, group: int) -> dict[str, Any]:
     """The kernel's compile-time arguments decode launches it with for K and V in ``fmt``
     (q4_0 or q8_0) and ``group`` query heads a KV head: the offsets and scales after the
     products where the query rows fit 8 columns (at 16 the AFTER forms spill; q8_0 has only
-    them), q8_0 in two stages (17 KiB a program)."""
+    them); q8_0 with each tile's scores beside the value product of the tile before (PIPE, in
+    three stages: 26 KiB a program)."""
     q8 = fmt == "q8_0"
     if q8 and group > 8:
         raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
                          f"got {group}")
-    return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "STAGES": 2 if q8 else 3,
-            "QN": 8 if group <= 8 else 16}
+    return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "STAGES": 3,
+            "QN": 8 if group <= 8 else 16, "PIPE": q8}
 
 
 def splits_for(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
