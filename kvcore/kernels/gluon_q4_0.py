@@ -284,6 +284,20 @@ def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PA
 
 
 @gluon.jit
+def _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
+             H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
+             STAGES: gl.constexpr, PENDING: gl.constexpr):
+    """Iteration ``it`` (its tile at n0) of the loop: once every lane is done with the stage the
+    next copy fills, start copying the tile STAGES − 1 ahead into it, then wait until at most
+    PENDING copies are still in flight and every lane sees the arrived ones."""
+    BARRIER()
+    _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1, BT, bt0, h,
+           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8)
+    _cp.wait_group(PENDING)
+    BARRIER()
+
+
+@gluon.jit
 def _v_scales(vsbuf, st, half: gl.constexpr, va):
     """The scales of the even (half 0) or odd (half 1) tokens' V bytes of stage ``st``,
     broadcast to va's shape and layout."""
@@ -646,12 +660,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
                          c1, c2, c3, K_AFTER, Q8, QN)
         for n0 in range(start, end - BN, BN):
             st = it % STAGES
-            BARRIER()
-            _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
-                   BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV, K_AFTER,
-                   V_AFTER, Q8)
-            _cp.wait_group(STAGES - 2)
-            BARRIER()
+            _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, STAGES, STAGES - 2)
             s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qa, qb, q0l, q0h, q1l, q1h,
                                   q2l, q2h, q3l, q3h, c0, c1, c2, c3, K_AFTER, Q8, QN)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
@@ -666,12 +676,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     else:
         for n0 in range(start, end, BN):
             st = it % STAGES
-            BARRIER()
-            _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1,
-                   BLOCK_TABLE, bt0, h, n0 + (STAGES - 1) * BN, end, PAGE, H_KV, K_AFTER,
-                   V_AFTER, Q8)
-            _cp.wait_group(STAGES - 1)
-            BARRIER()
+            _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, STAGES, STAGES - 1)
             s = _tile_scores(kbuf, ksbuf, st, qa, qb, q0l, q0h, q1l, q1h, q2l, q2h, q3l, q3h,
                              c0, c1, c2, c3, K_AFTER, Q8, QN)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
