@@ -92,7 +92,9 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     ({"k_fmt": "tbq4"}, None),
     ({"v_fmt": "q8_0"}, None),
     # q8_0's form: its own programs a multiprocessor, the same least work as q4_0's
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0"}, GLUON_PER_SM_Q8[1]),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0"}, GLUON_PER_SM_Q8[1]),  # B=8: 64 rows
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 512}, GLUON_PER_SM_Q8[2]),  # B=64
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 65}, GLUON_PER_SM_Q8[2]),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 131072}, GLUON_PER_SM_Q8[0]),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768}, None),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768, "faster_only": False},
