@@ -881,9 +881,9 @@ class LayerCache:
         under SWAPPED's launch, registers and programs a multiprocessor unless given (and
         swapped_launch has one for the format and heads, however few the rows). ``gluon``
         (default: where gluon_launch gives a launch and no launch is given; True forces it
-        where the kernel applies, else a ValueError; False: never): K and V in q4_0, or both in q8_0 with
-        groups of up to 8 (whose form multiplies the float16 query, not an int8 one), by the
-        kernel that states its layouts (kernels/gluon_q4_0.py). ``out``: the
+        where the kernel applies, else a ValueError; False: never): K and V in q4_0, or both
+        in q8_0 with groups of up to 8 (whose form multiplies the float16 query, not an int8
+        one), by the kernel that states its layouts (kernels/gluon_q4_0.py). ``out``: the
         output to write into (contiguous float32 [B, Hq, head_dim_v] on q's device; a step
         replayed from a CUDA graph then takes no fill launch), else a new tensor filled with
         NaN first, so that an unwritten element cannot pass for a result.
