@@ -456,11 +456,13 @@ def _v_rows(x):
 
 
 @gluon.jit
-def _tile_scores(kbuf, ksbuf, st, qa, qb, q0l, q0h, q1l, q1h, q2l, q2h, q3l, q3h, c0, c1, c2,
-                 c3, K_AFTER: gl.constexpr, Q8: gl.constexpr, QN: gl.constexpr):
-    """The scores Sᵀ [32 tokens, QN] of stage ``st``'s keys (the query rows' operands: qa, qb
-    in the scaled form; q0l … q3h and the initial accumulators c0 … c3 in the AFTER forms)."""
+def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
+                 QN: gl.constexpr):
+    """The scores Sᵀ [32 tokens, QN] of stage ``st``'s keys; ``qops``: the query rows' operands
+    (qa, qb in the scaled form; q0l, q0h, c0, … q3l, q3h, c3 with the products' initial
+    accumulators in the AFTER forms)."""
     if K_AFTER:
+        q0l, q0h, c0, q1l, q1h, c1, q2l, q2h, c2, q3l, q3h, c3 = qops
         if Q8:
             kb = kbuf.index(st).load(KW8)
             kx = gl.inline_asm_elementwise(K8_RAW_ASM, "=r,=r,r", [kb], dtype=gl.float16,
@@ -483,6 +485,7 @@ def _tile_scores(kbuf, ksbuf, st, qa, qb, q0l, q0h, q1l, q1h, q2l, q2h, q3l, q3h
         d = gl.nvidia.ampere.mma_v2(l3, q3l, c3)
         s += k3[:, None] * gl.nvidia.ampere.mma_v2(h3, q3h, d)
     else:
+        qa, qb = qops
         kb = kbuf.index(st).load(KB)
         ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
         ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
@@ -593,8 +596,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN, Q8, OFF_LO, OFF_HI)
         q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN, Q8, OFF_LO, OFF_HI)
         q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN, Q8, OFF_LO, OFF_HI)
-        qa = q0l  # the scaled form's operands, unused here
-        qb = q0h
+        qops = (q0l, q0h, c0, q1l, q1h, c1, q2l, q2h, c2, q3l, q3h, c3)
         if Q8:
             kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 128], SHK8)
         else:
@@ -610,18 +612,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         qhi = gl.load(qp + 16, mask=qm, other=0.0).to(gl.float32)
         qa = gl.convert_layout((qlo * qk_scale).to(gl.float16), OPB)
         qb = gl.convert_layout((qhi * qk_scale).to(gl.float16), OPB)
-        q0l = qa  # the AFTER form's operands, unused here
-        q0h = qa
-        q1l = qa
-        q1h = qa
-        q2l = qa
-        q2h = qa
-        q3l = qa
-        q3h = qa
-        c0 = 0.0
-        c1 = 0.0
-        c2 = 0.0
-        c3 = 0.0
+        qops = (qa, qb)
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
     if V_AFTER:
@@ -656,14 +647,12 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         # next tile's scores, the last tile (which alone can be partial) after the loop
         _cp.wait_group(STAGES - 2)
         BARRIER()
-        s = _tile_scores(kbuf, ksbuf, 0, qa, qb, q0l, q0h, q1l, q1h, q2l, q2h, q3l, q3h, c0,
-                         c1, c2, c3, K_AFTER, Q8, QN)
+        s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, Q8, QN)
         for n0 in range(start, end - BN, BN):
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
                      PAGE, H_KV, K_AFTER, V_AFTER, Q8, STAGES, STAGES - 2)
-            s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qa, qb, q0l, q0h, q1l, q1h,
-                                  q2l, q2h, q3l, q3h, c0, c1, c2, c3, K_AFTER, Q8, QN)
+            s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, Q8, QN)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff, LAZY,
                 V_AFTER, Q8)
@@ -678,8 +667,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
                      PAGE, H_KV, K_AFTER, V_AFTER, Q8, STAGES, STAGES - 1)
-            s = _tile_scores(kbuf, ksbuf, st, qa, qb, q0l, q0h, q1l, q1h, q2l, q2h, q3l, q3h,
-                             c0, c1, c2, c3, K_AFTER, Q8, QN)
+            s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, Q8, QN)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff,
                 LAZY, V_AFTER, Q8)
