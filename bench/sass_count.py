@@ -302,8 +302,8 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
                   stages: int | None = None, pdl: bool = True, pipe: bool | None = None):
     """The Gluon kernel (kvcore/kernels/gluon_q4_0.py) for K and V in ``fmt`` (q4_0 or q8_0)
     compiled for sm_90 as decode launches it for ``group`` query heads a KV head (``after``
-    None: the AFTER forms where the group fits 8 columns; ``stages`` None: decode's): (kernel,
-    SASS, resource usage)."""
+    None: the AFTER forms where the group fits 8 columns; ``stages`` and ``pipe`` None:
+    decode's): (kernel, SASS, resource usage)."""
     from kvcore.kernels.gluon_q4_0 import launch_consts, q4_0_swapped_kernel
 
     codes = "*i8" if fmt == "q8_0" else "*u8"
