@@ -699,13 +699,14 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
 
 def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, max_len: int,
                 per_sm: int, acc: Any, ml: Any, pdl: bool = False, max_registers: int = 0,
-                **consts: Any) -> Any:
+                merge: bool = True, **consts: Any) -> Any:
     """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0, or in q8_0 with
     groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128] float32:
     q4_0_swapped_kernel over per_sm programs a multiprocessor, then reduce_splits. ``acc`` and
     ``ml``: float32 scratch of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements
-    (splits_for). ``max_registers`` caps the kernel's registers a thread; ``consts`` go to the
-    kernel (STAGES, LAZY, the forms)."""
+    (splits_for). ``max_registers`` caps the kernel's registers a thread; ``merge`` false leaves
+    the partial results in ``acc`` and ``ml`` unmerged; ``consts`` go to the kernel (STAGES, LAZY,
+    the forms)."""
     from .cache import LOG2E
     from .triton_ops import reduce_splits
 
@@ -722,7 +723,8 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
         **consts,
         **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
-    reduce_splits(acc, ml, out, n_splits, bsz, hkv, group, d, pdl=pdl)
+    if merge:
+        reduce_splits(acc, ml, out, n_splits, bsz, hkv, group, d, pdl=pdl)
     return out
 
 
