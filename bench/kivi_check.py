@@ -1,15 +1,15 @@
 """KIVI decode launches: warps a program, pipeline stages and tokens a program (the split),
 against the default.
 
-    python bench/kivi_check.py [--out DIR] [--configs W/S/SPLIT[/T[/L[/P[/R]]]],…] [--no-check]
+    python bench/kivi_check.py [--out DIR] [--configs W/S/SPLIT[/T[/L[/P[/R[/X]]]]],…] [--no-check]
 
 kivi2 and kivi4, 8 KV heads, head_dim 128, GQA 4: (1 sequence, 32k), (1, 128k), (8, 32k) or
 --shapes; each
 step replayed from a CUDA graph over enough caches that none is read from L2. SPLIT 0: the
 default split; T: quantized tokens a step (decode(tile_tokens=T), 0 the default); L 1: the
 lazy rescale (decode(lazy=True)); P: programs a multiprocessor the split aims at
-(decode(programs_per_sm=P)); R: registers a thread at most (decode(max_registers=R)); 0 the
-defaults. First, on the GPU: the PTX unpacking against the plain path
+(decode(programs_per_sm=P)); R: registers a thread at most (decode(max_registers=R)); X 1:
+the products swapped (decode(swap=True)), 2: not swapped; 0 the defaults. First, on the GPU: the PTX unpacking against the plain path
 (asm=False) and both against exact attention over the dequantized cache (``correctness``).
 Writes kivi.json.
 """
@@ -37,7 +37,7 @@ D = 128
 def correctness(dims: tuple[int, ...] = (128, 96)) -> list[dict]:
     """The PTX unpacking against the plain path and both against exact attention, on the GPU:
     kivi2 and kivi4, K and V or K only, at head widths ``dims``, a quantized region of an odd
-    number of groups plus the ring."""
+    number of groups plus the ring; with K and V the swapped products against both too."""
     out = []
     g = torch.Generator(device="cuda").manual_seed(5)
     for fmt in ("kivi2", "kivi4"):
@@ -57,6 +57,11 @@ def correctness(dims: tuple[int, ...] = (128, 96)) -> list[dict]:
                        "ptx_vs_plain_max_abs": float((ptx - plain).abs().max()),
                        "ptx_vs_exact_rel": rel(ptx, ref), "plain_vs_exact_rel": rel(plain, ref),
                        "nan": bool(torch.isnan(ptx).any())}
+                if values:  # the swapped products (K and V only)
+                    swapped = cache.decode(q, 256, swap=True)
+                    row |= {"swapped_vs_ptx_max_abs": float((swapped - ptx).abs().max()),
+                            "swapped_vs_exact_rel": rel(swapped, ref),
+                            "swapped_nan": bool(torch.isnan(swapped).any())}
                 print(row, flush=True)
                 out.append(row)
     return out
@@ -77,7 +82,7 @@ def main() -> None:
     if args.check_only:
         write_json(args.out, "kivi.json", {"env": env, "correctness": checks})
         return
-    default = (KIVI_WARPS, KIVI_STAGES, 0, 0, int(KIVI_LAZY), 0, 0)
+    default = (KIVI_WARPS, KIVI_STAGES, 0, 0, int(KIVI_LAZY), 0, 0, 0)
     configs = [default] + [
         tuple(int(x) for x in c.split("/")) + default[len(c.split("/")):]
         for c in args.configs.split(",")]
@@ -89,20 +94,22 @@ def main() -> None:
             q = torch.randn(seqs, HQ, D, device="cuda").half()
             row = {"format": fmt, "sequences": seqs, "tokens": tokens,
                    "bytes": caches[0].nbytes, "seconds": {}}
-            for w, st, split, tok, lazy, per_sm, regs in dict.fromkeys(configs):
-                row["seconds"][f"{w}/{st}/{split}/{tok}/{lazy}/{per_sm}/{regs}"] = graph_time(
-                    [partial(c.decode, q, split or None, num_warps=w, num_stages=st,
-                             tile_tokens=tok or None, lazy=bool(lazy),
-                             programs_per_sm=per_sm or None, max_registers=regs or None)
-                     for c in caches])
+            for w, st, split, tok, lazy, per_sm, regs, swap in dict.fromkeys(configs):
+                row["seconds"][f"{w}/{st}/{split}/{tok}/{lazy}/{per_sm}/{regs}/{swap}"] = \
+                    graph_time([partial(c.decode, q, split or None, num_warps=w, num_stages=st,
+                                        tile_tokens=tok or None, lazy=bool(lazy),
+                                        programs_per_sm=per_sm or None,
+                                        max_registers=regs or None,
+                                        swap=None if swap == 0 else swap == 1)
+                                for c in caches])
             rows.append(row)
             print(fmt, seqs, tokens, {k: f"{v * 1e6:.1f} us" for k, v in row["seconds"].items()},
                   flush=True)
             del caches
             torch.cuda.empty_cache()
     write_json(args.out, "kivi.json", {"env": env, "note": "configs: warps/stages/split/tile "
-                                       "tokens/lazy/programs a multiprocessor/registers (0: "
-                                       "the defaults)",
+                                       "tokens/lazy/programs a multiprocessor/registers/swapped "
+                                       "(1) or not (2) (0: the defaults)",
                                        "correctness": checks, "rows": rows})
 
 

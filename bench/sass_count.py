@@ -146,18 +146,19 @@ def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: in
 
 
 def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 64,
-                        lazy: bool = True, values: bool = True):
-    """KIVI's decode kernel (head_dim 128, GQA 32/8, groups of 32 tokens, the GPU paths)
-    compiled for sm_90: (kernel, SASS, resource usage)."""
+                        lazy: bool = True, values: bool = True, swap: bool = False):
+    """KIVI's decode kernel (head_dim 128, GQA 32/8, groups of 32 tokens, the GPU paths;
+    ``swap``: its swapped products, the query rows padded to 8) compiled for sm_90: (kernel,
+    SASS, resource usage)."""
     from kvcore.kernels.kivi_triton import kivi_decode_kernel
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",
            "VR": "*fp16", "NQ": "*i32", "NR": "*i32", "GT": "*i32", "stride_gt": "i32",
            "RING": "i32", "n_splits": "i32", "qk_scale": "fp32"}
-    consts = dict(H=8, GROUP=4, QPAD=16, D=128, DV=128, DP=128, G=32, BITS=bits, PER=8 // bits,
-                  LEVELS=(1 << bits) - 1, SPLIT=1024, HAS_V=values, TOK=tok, ASM=True, QB=1,
-                  PDL=False, LAZY=lazy)
+    consts = dict(H=8, GROUP=4, QPAD=8 if swap else 16, D=128, DV=128, DP=128, G=32, BITS=bits,
+                  PER=8 // bits, LEVELS=(1 << bits) - 1, SPLIT=1024, HAS_V=values, TOK=tok,
+                  ASM=True, QB=1, PDL=False, LAZY=lazy, SWAP=swap)
     return _compile(kivi_decode_kernel, sig, consts, ("RING",),
                     {"num_warps": warps, "num_stages": stages})
 

@@ -128,6 +128,10 @@ KIVI_TILE = 64
 #: either way (bench/results/kivi-decode-h200-v16b.json; kivi-lazy-h200.json before the
 #: unpacking by PTX)
 KIVI_LAZY = True
+#: KIVI's decode takes its products swapped (kivi_decode_kernel's SWAP: the cache tile the
+#: first operand, the query rows, padded to 8 instead of 16, the second) by default, where it
+#: applies (K and V, heads under 512 lanes)
+KIVI_SWAP = False
 #: new tokens a ring-writing program of the append's launch copies into the residual ring
 #: (a head's)
 RING_TOKENS = 32
@@ -345,7 +349,7 @@ class KiviCache:
                query_rows: int | None = None, pdl: bool | None = None,
                lazy: bool = KIVI_LAZY, asm: bool | None = None,
                programs_per_sm: int | None = None, max_registers: int | None = None,
-               out: Any = None) -> Any:
+               swap: bool | None = None, out: Any = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
         fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
@@ -358,7 +362,9 @@ class KiviCache:
         the default split aims at (KIVI_PER_SM); ``max_registers``: a cap on the registers a
         thread. ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
-        group is spread over several programs of its KV head. ``pdl``: as LayerCache.decode's.
+        group is spread over several programs of its KV head. ``swap``: the products swapped
+        (default KIVI_SWAP; only with K and V and heads under 512 lanes), the query rows then
+        padded to 8 instead of 16. ``pdl``: as LayerCache.decode's.
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
         more than LAZY_MARGIN (softmax_lazy). q [seqs, Hq, head_dim] → [seqs, Hq, head_dim_v]
         float32: into ``out`` where given (that tensor, contiguous float32 on q's device),
@@ -372,7 +378,12 @@ class KiviCache:
         seqs, hq, d = q.shape
         group = hq // self.heads
         dp = _pow2(max(d, self.head_dim_v))
-        qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp))
+        can_swap = self.has_v and dp < 512
+        if swap and not can_swap:
+            raise ValueError("swapped products need K and V and heads under 512 lanes")
+        swap = can_swap and (KIVI_SWAP if swap is None else swap)
+        qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp),
+                                     least=8 if swap else 16)
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
         if split_tokens is None:
             per_sm = programs_per_sm or KIVI_PER_SM
@@ -420,7 +431,7 @@ class KiviCache:
                 q.contiguous(), acc, ml, self.kq, self.ks, self.km, self.vq, self.vs, self.vm,
                 self.kr, self.vr, nq, nr, self.group_table, self.group_table.stride(0),
                 self.ring, n_splits, LOG2E / d ** 0.5, DV=self.head_dim_v, HAS_V=self.has_v,
-                TOK=tok,
+                TOK=tok, SWAP=swap,
                 ASM=q.is_cuda if asm is None else asm,
                 num_warps=num_warps or (KIVI_WARPS if dp <= 128 else wide_head_warps(dp)),
                 **common)

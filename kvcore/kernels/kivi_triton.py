@@ -278,14 +278,44 @@ def _store_partial(ACC, ML, out, m_i, l_i, s, h, sp, rows, n_splits, H: tl.const
 
 
 @triton.jit
-def _rescaled(alpha, grow, acc0, acc1, acc2, acc3):
-    """The output blocks times the rescale factor ``alpha`` of their rows, where ``grow``."""
+def _rescaled(alpha, grow, acc0, acc1, acc2, acc3, SWAP: tl.constexpr = False):
+    """The output blocks times the rescale factor ``alpha`` of their query rows, where
+    ``grow`` (SWAP: the blocks transposed, a query row a column)."""
     if grow:
-        acc0 = acc0 * alpha[:, None]
-        acc1 = acc1 * alpha[:, None]
-        acc2 = acc2 * alpha[:, None]
-        acc3 = acc3 * alpha[:, None]
+        if SWAP:
+            acc0 = acc0 * alpha[None, :]
+            acc1 = acc1 * alpha[None, :]
+            acc2 = acc2 * alpha[None, :]
+            acc3 = acc3 * alpha[None, :]
+        else:
+            acc0 = acc0 * alpha[:, None]
+            acc1 = acc1 * alpha[:, None]
+            acc2 = acc2 * alpha[:, None]
+            acc3 = acc3 * alpha[:, None]
     return acc0, acc1, acc2, acc3
+
+
+@triton.jit
+def _scores(q, qt, k, SWAP: tl.constexpr):
+    """The scores [QPAD, n] of the query rows q [QPAD, DP] against the key tile k [DP, n];
+    SWAP: as the product kᵀ·qᵀ (qt = qᵀ), the key tile the first operand and the query rows
+    the narrow second one, transposed back."""
+    if SWAP:  # noqa: SIM108 (a compile-time branch)
+        s = tl.trans(tl.dot(tl.trans(k), qt))
+    else:
+        s = tl.dot(q, k)
+    return s
+
+
+@triton.jit
+def _weighed(p, pt, v, acc, SWAP: tl.constexpr):
+    """acc plus the weights p [QPAD, n] times the value tile v [n, W]; SWAP: the transposed
+    output block [W, QPAD] plus vᵀ·pᵀ (pt = pᵀ)."""
+    if SWAP:  # noqa: SIM108 (a compile-time branch)
+        acc = tl.dot(tl.trans(v), pt, acc)
+    else:
+        acc = tl.dot(p, v, acc)
+    return acc
 
 
 @triton.jit
@@ -297,7 +327,7 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                        SPLIT: tl.constexpr, HAS_V: tl.constexpr, TOK: tl.constexpr,
                        ASM: tl.constexpr,
                        QB: tl.constexpr = 1, PDL: tl.constexpr = False,
-                       LAZY: tl.constexpr = False):
+                       LAZY: tl.constexpr = False, SWAP: tl.constexpr = False):
     """One (sequence, KV head, split) program over quantized groups, TOK tokens (TOK / G
     groups) a step, then over the residual ring; partial output, running max and sum go to
     ACC and ML as decode_split_kernel's do. D: the query's and K's width, DV: V's (D but where
@@ -315,7 +345,12 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
 
     A group of more query heads than QPAD is spread over QB programs of a KV head (program id
     1: KV head · QB + query block). ASM (a GPU): the PTX unpacking; the interpreter takes the
-    float64 path, which gives the same float16 values. PDL: pdl_enter. LAZY: softmax_lazy."""
+    float64 path, which gives the same float16 values. PDL: pdl_enter. LAZY: softmax_lazy.
+    SWAP (K and V, heads under 512 lanes): every product swapped, the cache tile the first
+    operand and the query rows (QPAD of 8 suffices) the narrow second one, the output blocks
+    kept transposed [DP / PER, QPAD]: half the padded product work and output registers of 16
+    rows for a group of up to 8."""
+    tl.static_assert(not SWAP or (HAS_V and DP < 512), "SWAP: K and V, heads under 512 lanes")
     pdl_enter(PDL)
     s, h, sp, nq, start, end, rows, q32 = _program(Q, NQ, NR, qk_scale, SPLIT, H, GROUP, QPAD,
                                                    QB, D, DP)
@@ -323,6 +358,7 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     d = tl.arange(0, DP)
     dm = _below(d, D, DP == D)
     q = q32.to(tl.float16)
+    qt = tl.trans(q)
     # V's output blocks (one for a K-only cache: V is the keys, in channel order)
     NA: tl.constexpr = PER if HAS_V else 1
     m_i = tl.full([QPAD], float("-inf"), tl.float32)
@@ -330,10 +366,16 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
     # (blocks a format does not use are one column wide)
     W2: tl.constexpr = DP // NA if NA >= 2 else 1
     W4: tl.constexpr = DP // NA if NA == 4 else 1
-    acc0 = tl.zeros([QPAD, DP // NA], tl.float32)
-    acc1 = tl.zeros([QPAD, W2], tl.float32)
-    acc2 = tl.zeros([QPAD, W4], tl.float32)
-    acc3 = tl.zeros([QPAD, W4], tl.float32)
+    if SWAP:
+        acc0 = tl.zeros([DP // NA, QPAD], tl.float32)
+        acc1 = tl.zeros([W2, QPAD], tl.float32)
+        acc2 = tl.zeros([W4, QPAD], tl.float32)
+        acc3 = tl.zeros([W4, QPAD], tl.float32)
+    else:
+        acc0 = tl.zeros([QPAD, DP // NA], tl.float32)
+        acc1 = tl.zeros([QPAD, W2], tl.float32)
+        acc2 = tl.zeros([QPAD, W4], tl.float32)
+        acc3 = tl.zeros([QPAD, W4], tl.float32)
     # heads of 512 lanes or more take one group a step and their keys by shifts (below): a
     # product of 16 tokens holds a wide key tile in every warp (a K-only cache of wide heads,
     # an MLA latent, takes kivi_decode_keys_kernel)
@@ -373,20 +415,21 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
                 + tl.sum(q32 * km1[None, :], axis=1)[:, None]
         elif PER == 4:
             k0, k1, k2, k3 = _code_values(kb, ksc, kmn, BITS, ASM)
-            s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
-            s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
-            s2 = tl.dot(q, tl.reshape(k2, (DP, NG * GB)))
-            s3 = tl.dot(q, tl.reshape(k3, (DP, NG * GB)))
+            s0 = _scores(q, qt, tl.reshape(k0, (DP, NG * GB)), SWAP)
+            s1 = _scores(q, qt, tl.reshape(k1, (DP, NG * GB)), SWAP)
+            s2 = _scores(q, qt, tl.reshape(k2, (DP, NG * GB)), SWAP)
+            s3 = _scores(q, qt, tl.reshape(k3, (DP, NG * GB)), SWAP)
             scores = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (QPAD, TOK))
         else:
             k0, k1 = _code_values(kb, ksc, kmn, BITS, ASM)
-            s0 = tl.dot(q, tl.reshape(k0, (DP, NG * GB)))
-            s1 = tl.dot(q, tl.reshape(k1, (DP, NG * GB)))
+            s0 = _scores(q, qt, tl.reshape(k0, (DP, NG * GB)), SWAP)
+            s1 = _scores(q, qt, tl.reshape(k1, (DP, NG * GB)), SWAP)
             scores = tl.reshape(tl.join(s0, s1), (QPAD, TOK))
         tmask = t0 + c < qend
         p, alpha, m_i, l_i, grow = softmax_next(scores, tmask, m_i, l_i, LAZY)
-        acc0, acc1, acc2, acc3 = _rescaled(alpha, grow, acc0, acc1, acc2, acc3)
+        acc0, acc1, acc2, acc3 = _rescaled(alpha, grow, acc0, acc1, acc2, acc3, SWAP)
         p = p.to(tl.float16)
+        pt = tl.trans(p)
         if HAS_V:
             # V: the tile's groups, bytes [NG, NC, GB, G] (they lie token-minor: the tokens a
             # product pairs are neighbouring bytes), a scale and a minimum a token and group of
@@ -403,14 +446,20 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
             vmn = tl.load(VM + sbase, mask=vm3, other=0.0)[:, :, None, :]
             if PER == 4:
                 v0, v1, v2, v3 = _code_values(vb, vsc, vmn, BITS, ASM)
-                acc0 = tl.dot(p, tl.reshape(tl.permute(v0, (0, 3, 1, 2)), (TOK, DP // 4)), acc0)
-                acc1 = tl.dot(p, tl.reshape(tl.permute(v1, (0, 3, 1, 2)), (TOK, DP // 4)), acc1)
-                acc2 = tl.dot(p, tl.reshape(tl.permute(v2, (0, 3, 1, 2)), (TOK, DP // 4)), acc2)
-                acc3 = tl.dot(p, tl.reshape(tl.permute(v3, (0, 3, 1, 2)), (TOK, DP // 4)), acc3)
+                acc0 = _weighed(p, pt, tl.reshape(tl.permute(v0, (0, 3, 1, 2)), (TOK, DP // 4)),
+                                acc0, SWAP)
+                acc1 = _weighed(p, pt, tl.reshape(tl.permute(v1, (0, 3, 1, 2)), (TOK, DP // 4)),
+                                acc1, SWAP)
+                acc2 = _weighed(p, pt, tl.reshape(tl.permute(v2, (0, 3, 1, 2)), (TOK, DP // 4)),
+                                acc2, SWAP)
+                acc3 = _weighed(p, pt, tl.reshape(tl.permute(v3, (0, 3, 1, 2)), (TOK, DP // 4)),
+                                acc3, SWAP)
             else:
                 v0, v1 = _code_values(vb, vsc, vmn, BITS, ASM)
-                acc0 = tl.dot(p, tl.reshape(tl.permute(v0, (0, 3, 1, 2)), (TOK, DP // 2)), acc0)
-                acc1 = tl.dot(p, tl.reshape(tl.permute(v1, (0, 3, 1, 2)), (TOK, DP // 2)), acc1)
+                acc0 = _weighed(p, pt, tl.reshape(tl.permute(v0, (0, 3, 1, 2)), (TOK, DP // 2)),
+                                acc0, SWAP)
+                acc1 = _weighed(p, pt, tl.reshape(tl.permute(v1, (0, 3, 1, 2)), (TOK, DP // 2)),
+                                acc1, SWAP)
         else:
             # V is the keys: the weights of tokens PER·j + k (column PER·j + k of p) against
             # the key tile of code k
@@ -437,10 +486,11 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
         if WIDE:  # noqa: SIM108 (a compile-time branch; a wide head's query is float32 only)
             scores = tl.dot(q32.to(tl.float16), tl.trans(krow))
         else:
-            scores = tl.dot(q, tl.trans(krow))
+            scores = _scores(q, qt, tl.trans(krow), SWAP)
         p, alpha, m_i, l_i, grow = softmax_next(scores, tmask, m_i, l_i, LAZY)
-        acc0, acc1, acc2, acc3 = _rescaled(alpha, grow, acc0, acc1, acc2, acc3)
+        acc0, acc1, acc2, acc3 = _rescaled(alpha, grow, acc0, acc1, acc2, acc3, SWAP)
         p = p.to(tl.float16)
+        pt = tl.trans(p)
         if HAS_V:
             vrow = tl.load(VR + rb[:, None] * DV + d[None, :],
                            mask=tmask[:, None] & _below(d, DV, DP == DV)[None, :], other=0.0)
@@ -451,16 +501,21 @@ def kivi_decode_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, s
             ve, vo = tl.split(tl.reshape(vrow, (G, DP // 4, 2, 2)))
             v0, v2 = tl.split(ve)
             v1, v3 = tl.split(vo)
-            acc0 = tl.dot(p, v0, acc0)
-            acc1 = tl.dot(p, v1, acc1)
-            acc2 = tl.dot(p, v2, acc2)
-            acc3 = tl.dot(p, v3, acc3)
+            acc0 = _weighed(p, pt, v0, acc0, SWAP)
+            acc1 = _weighed(p, pt, v1, acc1, SWAP)
+            acc2 = _weighed(p, pt, v2, acc2, SWAP)
+            acc3 = _weighed(p, pt, v3, acc3, SWAP)
         elif NA == 2:
             v0, v1 = tl.split(tl.reshape(vrow, (G, DP // 2, 2)))
-            acc0 = tl.dot(p, v0, acc0)
-            acc1 = tl.dot(p, v1, acc1)
+            acc0 = _weighed(p, pt, v0, acc0, SWAP)
+            acc1 = _weighed(p, pt, v1, acc1, SWAP)
         else:
             acc0 = tl.dot(p, vrow, acc0)
+    if SWAP:
+        acc0 = tl.trans(acc0)
+        acc1 = tl.trans(acc1)
+        acc2 = tl.trans(acc2)
+        acc3 = tl.trans(acc3)
     # the output blocks interleaved back into head order (block k holds PER·c + k)
     if NA == 4:
         out = tl.reshape(tl.join(tl.join(acc0, acc2), tl.join(acc1, acc3)), (QPAD, DP))

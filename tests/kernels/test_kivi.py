@@ -79,6 +79,32 @@ def test_triton_flush_and_decode_match_reference(fmt, dim):
     assert rel(out, exact) < (0.9 if fmt == "kivi2" else 0.2)
 
 
+@pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
+@pytest.mark.parametrize(("dim", "hq"), [(64, 8), (96, 4), (64, 24)])
+def test_swapped_products_give_the_unswapped_answer(fmt, dim, hq):
+    # swap: the cache tile the first operand, the query rows (4 or 2 a KV head: 8 columns;
+    # 12: 16) the second, the output blocks transposed; quantized groups, a partial tile and
+    # the ring, over several splits, must give what the unswapped kernel gives
+    g = torch.Generator().manual_seed(6)
+    lens = [300, 161, 20]
+    cache = KiviCache(fmt, 3, 2, dim, 400)
+    for s, n in enumerate(lens):
+        cache.append_triton(s, torch.randn(n, 2, dim, generator=g).half(),
+                            torch.randn(n, 2, dim, generator=g).half())
+    q = torch.randn(3, hq, dim, generator=g).half()
+    swapped = cache.decode(q, split_tokens=128, swap=True)
+    plain = cache.decode(q, split_tokens=128, swap=False)
+    assert not torch.isnan(swapped).any()
+    assert rel(swapped, plain) < 1e-5
+    assert rel(swapped, cache.decode_ref(q.float())) < 3e-3
+
+
+def test_swapped_products_refuse_a_k_only_cache():
+    cache = KiviCache("kivi4", 1, 1, 64, 100, values=False)
+    with pytest.raises(ValueError, match="swapped products need K and V"):
+        cache.decode(torch.zeros(1, 2, 64).half(), swap=True)
+
+
 def test_query_groups_spread_over_programs():
     # 20 query heads a KV head, 16 a program: two query blocks, the second partly masked,
     # give the answer of one program for the whole group
