@@ -146,11 +146,14 @@ def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: in
 
 
 def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 64,
-                        lazy: bool = True, values: bool = True, swap: bool = False):
+                        lazy: bool = True, values: bool = True, swap: bool | None = None):
     """KIVI's decode kernel (head_dim 128, GQA 32/8, groups of 32 tokens, the GPU paths;
-    ``swap``: its swapped products, the query rows padded to 8) compiled for sm_90: (kernel,
-    SASS, resource usage)."""
+    ``swap``: its swapped products, the query rows padded to 8, by default as decode takes
+    them) compiled for sm_90: (kernel, SASS, resource usage)."""
+    from kvcore.kernels.kivi import KIVI_SWAP
     from kvcore.kernels.kivi_triton import kivi_decode_kernel
+
+    swap = values and (KIVI_SWAP if swap is None else swap)
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",

@@ -130,8 +130,11 @@ KIVI_TILE = 64
 KIVI_LAZY = True
 #: KIVI's decode takes its products swapped (kivi_decode_kernel's SWAP: the cache tile the
 #: first operand, the query rows, padded to 8 instead of 16, the second) by default, where it
-#: applies (K and V, heads under 512 lanes)
-KIVI_SWAP = False
+#: applies (K and V, heads under 512 lanes). On an H200 (bench/results/kivi-swap-h200.json,
+#: GQA 32/8): kivi2 B=1 128k 78.0 → 62.7 µs, B=8 128k 531.0 → 404.1, B=8 32k 146.0 → 115.2;
+#: kivi4 82.5 → 70.2, 557.5 → 485.1, 154.6 → 131.0 (sm_90: kivi2 255 → 188 registers a thread,
+#: half the tensor-core instructions)
+KIVI_SWAP = True
 #: new tokens a ring-writing program of the append's launch copies into the residual ring
 #: (a head's)
 RING_TOKENS = 32

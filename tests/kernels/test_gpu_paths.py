@@ -27,6 +27,8 @@ SCRIPT = textwrap.dedent("""
     for bits in (2, 4):
         out[f"kivi{bits}"] = sass_count.compile_kivi_flush(bits)[0].asm["ptx"]
         out[f"kivi{bits}-decode"] = sass_count.compile_kivi_decode(bits)[0].asm["ptx"]
+        out[f"kivi{bits}-decode-unswapped"] = sass_count.compile_kivi_decode(
+            bits, swap=False)[0].asm["ptx"]
     print(json.dumps(out))
 """)
 
@@ -82,6 +84,16 @@ def test_kivi_decode_unpacks_codes_by_their_bits(ptx: dict[str, str], bits: int)
     # no integer-to-float conversion of a code, and no float64 (the interpreter's path)
     assert not re.search(r"cvt\.rn\.f(16|32)\.[su](8|16|32)", text)
     assert ".f64" not in text
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+def test_kivi_decode_swaps_its_products(ptx: dict[str, str], bits: int) -> None:
+    # decode's default form: the cache tile the first operand and the 4 query rows padded to
+    # 8 columns, not 16 rows, so half the tensor-core products of the unswapped form (a step
+    # of 64 tokens, K and V 128 wide, the ring's 32-token step: kivi4 32 + 32 + 16 + 16)
+    swapped = ptx[f"kivi{bits}-decode"].count("mma.sync.aligned.m16n8k16")
+    plain = ptx[f"kivi{bits}-decode-unswapped"].count("mma.sync.aligned.m16n8k16")
+    assert swapped == plain // 2 == 96
 
 
 INT_KEYS_SCRIPT = textwrap.dedent("""
