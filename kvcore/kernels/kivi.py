@@ -135,6 +135,11 @@ KIVI_LAZY = True
 #: kivi4 82.5 → 70.2, 557.5 → 485.1, 154.6 → 131.0 (sm_90: kivi2 255 → 188 registers a thread,
 #: half the tensor-core instructions)
 KIVI_SWAP = True
+#: the swapped form's launch at heads of up to 128 lanes: at least KIVI_SWAP_PER_SM programs a
+#: multiprocessor, capped at KIVI_SWAP_REGS registers a thread (bench/results/
+#: kivi-swap-launches-h200.json, against 8 uncapped: kivi2 B=1 128k 62.1 → 54.2 µs, B=8 128k
+#: 403.7 → 364.8; kivi4 69.5 → 64.0, 476.1 → 450.8; 10 uncapped was slower)
+KIVI_SWAP_PER_SM, KIVI_SWAP_REGS = 12, 168
 #: new tokens a ring-writing program of the append's launch copies into the residual ring
 #: (a head's)
 RING_TOKENS = 32
@@ -362,8 +367,9 @@ class KiviCache:
         the program takes (whole groups, default KIVI_TILE; a split is a multiple of it; heads
         of 512 lanes or more take one group). ``asm``: unpack the codes with PTX (default: on a
         GPU; the interpreter cannot). ``programs_per_sm``: the fewest programs a multiprocessor
-        the default split aims at (KIVI_PER_SM); ``max_registers``: a cap on the registers a
-        thread. ``query_rows``: the query
+        the default split aims at (KIVI_PER_SM; KIVI_SWAP_PER_SM swapped at heads of up to 128
+        lanes); ``max_registers``: a cap on the registers a thread (0 none; default
+        KIVI_SWAP_REGS where KIVI_SWAP_PER_SM applies, else none). ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head. ``swap``: the products swapped
         (default KIVI_SWAP; only with K and V and heads under 512 lanes), the query rows then
@@ -388,8 +394,11 @@ class KiviCache:
         qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp),
                                      least=8 if swap else 16)
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
+        capped = swap and dp <= 128
+        if max_registers is None and capped:
+            max_registers = KIVI_SWAP_REGS
         if split_tokens is None:
-            per_sm = programs_per_sm or KIVI_PER_SM
+            per_sm = programs_per_sm or (KIVI_SWAP_PER_SM if capped else KIVI_PER_SM)
             want = max(1, math.ceil(per_sm * SMS / max(1, seqs * self.heads * qblocks)))
             split_tokens = min(KIVI_SPLIT, -(-total // want))
         wide = dp >= 512
