@@ -146,14 +146,18 @@ def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: in
 
 
 def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 64,
-                        lazy: bool = True, values: bool = True, swap: bool | None = None):
+                        lazy: bool = True, values: bool = True, swap: bool | None = None,
+                        max_registers: int | None = None):
     """KIVI's decode kernel (head_dim 128, GQA 32/8, groups of 32 tokens, the GPU paths;
-    ``swap``: its swapped products, the query rows padded to 8, by default as decode takes
-    them) compiled for sm_90: (kernel, SASS, resource usage)."""
-    from kvcore.kernels.kivi import KIVI_SWAP
+    ``swap``: its swapped products, the query rows padded to 8; ``max_registers``: a cap on the
+    registers a thread, 0 none; both by default as decode takes them) compiled for sm_90:
+    (kernel, SASS, resource usage)."""
+    from kvcore.kernels.kivi import KIVI_SWAP, KIVI_SWAP_REGS
     from kvcore.kernels.kivi_triton import kivi_decode_kernel
 
     swap = values and (KIVI_SWAP if swap is None else swap)
+    if max_registers is None:
+        max_registers = KIVI_SWAP_REGS if swap else 0
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",
@@ -163,7 +167,8 @@ def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 6
                   PER=8 // bits, LEVELS=(1 << bits) - 1, SPLIT=1024, HAS_V=values, TOK=tok,
                   ASM=True, QB=1, PDL=False, LAZY=lazy, SWAP=swap)
     return _compile(kivi_decode_kernel, sig, consts, ("RING",),
-                    {"num_warps": warps, "num_stages": stages})
+                    {"num_warps": warps, "num_stages": stages,
+                     **({"maxnreg": max_registers} if max_registers else {})})
 
 
 def _count_append(args) -> None:
