@@ -157,7 +157,7 @@ def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 6
 
     swap = values and (KIVI_SWAP if swap is None else swap)
     if max_registers is None:
-        max_registers = KIVI_SWAP_REGS if swap else 0
+        max_registers = KIVI_SWAP_REGS if swap and bits == 2 else 0
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",

@@ -135,10 +135,13 @@ KIVI_LAZY = True
 #: kivi4 82.5 → 70.2, 557.5 → 485.1, 154.6 → 131.0 (sm_90: kivi2 255 → 188 registers a thread,
 #: half the tensor-core instructions)
 KIVI_SWAP = True
-#: the swapped form's launch at heads of up to 128 lanes: at least KIVI_SWAP_PER_SM programs a
+#: kivi2's swapped launch at heads of up to 128 lanes: at least KIVI_SWAP_PER_SM programs a
 #: multiprocessor, capped at KIVI_SWAP_REGS registers a thread (bench/results/
-#: kivi-swap-launches-h200.json, against 8 uncapped: kivi2 B=1 128k 62.1 → 54.2 µs, B=8 128k
-#: 403.7 → 364.8; kivi4 69.5 → 64.0, 476.1 → 450.8; 10 uncapped was slower)
+#: kivi-swap-launches-h200.json, against 8 uncapped: B=1 128k 62.1 → 54.2 µs, B=8 128k
+#: 403.7 → 364.8; 10 uncapped was slower; in the decode benchmark, decode-h200-v47-kivi-partial:
+#: 61.7 → 52.8 and 405.4 → 367.4). kivi4 keeps KIVI_PER_SM uncapped: the same launch gave
+#: 69.5 → 64.0 and 476.1 → 450.8 there, but in the decode benchmark B=8 32k 129.2 → 148.0
+#: and B=64 4k 137.3 → 156.5
 KIVI_SWAP_PER_SM, KIVI_SWAP_REGS = 12, 168
 #: new tokens a ring-writing program of the append's launch copies into the residual ring
 #: (a head's)
@@ -367,8 +370,8 @@ class KiviCache:
         the program takes (whole groups, default KIVI_TILE; a split is a multiple of it; heads
         of 512 lanes or more take one group). ``asm``: unpack the codes with PTX (default: on a
         GPU; the interpreter cannot). ``programs_per_sm``: the fewest programs a multiprocessor
-        the default split aims at (KIVI_PER_SM; KIVI_SWAP_PER_SM swapped at heads of up to 128
-        lanes); ``max_registers``: a cap on the registers a thread (0 none; default
+        the default split aims at (KIVI_PER_SM; kivi2 swapped at heads of up to 128 lanes
+        KIVI_SWAP_PER_SM); ``max_registers``: a cap on the registers a thread (0 none; default
         KIVI_SWAP_REGS where KIVI_SWAP_PER_SM applies, else none). ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head. ``swap``: the products swapped
@@ -394,7 +397,7 @@ class KiviCache:
         qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp),
                                      least=8 if swap else 16)
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
-        capped = swap and dp <= 128
+        capped = swap and dp <= 128 and self.bits == 2
         if max_registers is None and capped:
             max_registers = KIVI_SWAP_REGS
         if split_tokens is None:
