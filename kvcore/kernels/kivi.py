@@ -129,8 +129,8 @@ KIVI_TILE = 64
 #: unpacking by PTX)
 KIVI_LAZY = True
 #: KIVI's decode takes its products swapped (kivi_decode_kernel's SWAP: the cache tile the
-#: first operand, the query rows, padded to 8 instead of 16, the second) by default, where it
-#: applies (K and V, heads under 512 lanes). On an H200 (bench/results/kivi-swap-h200.json,
+#: first operand, the query rows, padded to 8 instead of 16, the second) by default at heads of
+#: up to 128 lanes with K and V (it applies up to 511, where it is not yet measured). On an H200 (bench/results/kivi-swap-h200.json,
 #: GQA 32/8): kivi2 B=1 128k 78.0 → 62.7 µs, B=8 128k 531.0 → 404.1, B=8 32k 146.0 → 115.2;
 #: kivi4 82.5 → 70.2, 557.5 → 485.1, 154.6 → 131.0 (sm_90: kivi2 255 → 188 registers a thread,
 #: half the tensor-core instructions)
@@ -375,7 +375,8 @@ class KiviCache:
         KIVI_SWAP_REGS where KIVI_SWAP_PER_SM applies, else none). ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head. ``swap``: the products swapped
-        (default KIVI_SWAP; only with K and V and heads under 512 lanes), the query rows then
+        (default KIVI_SWAP at heads of up to 128 lanes; only with K and V and heads under 512
+        lanes), the query rows then
         padded to 8 instead of 16. ``pdl``: as LayerCache.decode's.
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
         more than LAZY_MARGIN (softmax_lazy). q [seqs, Hq, head_dim] → [seqs, Hq, head_dim_v]
@@ -393,7 +394,7 @@ class KiviCache:
         can_swap = self.has_v and dp < 512
         if swap and not can_swap:
             raise ValueError("swapped products need K and V and heads under 512 lanes")
-        swap = can_swap and (KIVI_SWAP if swap is None else swap)
+        swap = can_swap and (KIVI_SWAP and dp <= 128 if swap is None else swap)
         qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp),
                                      least=8 if swap else 16)
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))

@@ -80,7 +80,7 @@ def test_triton_flush_and_decode_match_reference(fmt, dim):
 
 
 @pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
-@pytest.mark.parametrize(("dim", "hq"), [(64, 8), (96, 4), (64, 24)])
+@pytest.mark.parametrize(("dim", "hq"), [(64, 8), (96, 4), (64, 24), (256, 8)])
 def test_swapped_products_give_the_unswapped_answer(fmt, dim, hq):
     # swap: the cache tile the first operand, the query rows (4 or 2 a KV head: 8 columns;
     # 12: 16) the second, the output blocks transposed; quantized groups, a partial tile and
