@@ -152,12 +152,12 @@ def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 6
     ``swap``: its swapped products, the query rows padded to 8; ``max_registers``: a cap on the
     registers a thread, 0 none; both by default as decode takes them) compiled for sm_90:
     (kernel, SASS, resource usage)."""
-    from kvcore.kernels.kivi import KIVI_SWAP, KIVI_SWAP_REGS
+    from kvcore.kernels.kivi import decode_form
     from kvcore.kernels.kivi_triton import kivi_decode_kernel
 
-    swap = values and (KIVI_SWAP if swap is None else swap)
+    swap, cap = decode_form(bits, 128, values, swap)
     if max_registers is None:
-        max_registers = KIVI_SWAP_REGS if swap and bits == 2 else 0
+        max_registers = cap
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",

@@ -28,8 +28,8 @@ from typing import Any
 from ..formats import get_format
 from .cache import _pow2, decode_output, wide_head_warps
 
-__all__ = ["KiviCache", "dequantize_group_keys", "dequantize_values", "quantize_group_keys",
-           "quantize_values"]
+__all__ = ["KiviCache", "decode_form", "dequantize_group_keys", "dequantize_values",
+           "quantize_group_keys", "quantize_values"]
 
 
 def _torch() -> Any:
@@ -143,6 +143,18 @@ KIVI_SWAP = True
 #: 69.5 → 64.0 and 476.1 → 450.8 there, but in the decode benchmark B=8 32k 129.2 → 148.0
 #: and B=64 4k 137.3 → 156.5
 KIVI_SWAP_PER_SM, KIVI_SWAP_REGS = 12, 168
+
+
+def decode_form(bits: int, width: int, has_v: bool, swap: bool | None = None) -> tuple[bool, int]:
+    """(products swapped, registers a thread at most or 0) of KIVI's decode at heads held in
+    ``width`` lanes (a power of two): ``swap`` None takes KIVI_SWAP at up to 128 lanes; the
+    cap is KIVI_SWAP_REGS for kivi2 swapped at up to 128 lanes (with KIVI_SWAP_PER_SM programs
+    a multiprocessor), else none. Swapped products need K and V and heads under 512 lanes."""
+    can_swap = has_v and width < 512
+    if swap and not can_swap:
+        raise ValueError("swapped products need K and V and heads under 512 lanes")
+    swap = can_swap and (KIVI_SWAP and width <= 128 if swap is None else swap)
+    return swap, KIVI_SWAP_REGS if swap and width <= 128 and bits == 2 else 0
 #: new tokens a ring-writing program of the append's launch copies into the residual ring
 #: (a head's)
 RING_TOKENS = 32
@@ -391,18 +403,14 @@ class KiviCache:
         seqs, hq, d = q.shape
         group = hq // self.heads
         dp = _pow2(max(d, self.head_dim_v))
-        can_swap = self.has_v and dp < 512
-        if swap and not can_swap:
-            raise ValueError("swapped products need K and V and heads under 512 lanes")
-        swap = can_swap and (KIVI_SWAP and dp <= 128 if swap is None else swap)
+        swap, cap = decode_form(self.bits, dp, self.has_v, swap)
         qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp),
                                      least=8 if swap else 16)
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))
-        capped = swap and dp <= 128 and self.bits == 2
-        if max_registers is None and capped:
-            max_registers = KIVI_SWAP_REGS
+        if max_registers is None:
+            max_registers = cap
         if split_tokens is None:
-            per_sm = programs_per_sm or (KIVI_SWAP_PER_SM if capped else KIVI_PER_SM)
+            per_sm = programs_per_sm or (KIVI_SWAP_PER_SM if cap else KIVI_PER_SM)
             want = max(1, math.ceil(per_sm * SMS / max(1, seqs * self.heads * qblocks)))
             split_tokens = min(KIVI_SPLIT, -(-total // want))
         wide = dp >= 512

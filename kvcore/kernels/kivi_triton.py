@@ -282,16 +282,14 @@ def _rescaled(alpha, grow, acc0, acc1, acc2, acc3, SWAP: tl.constexpr = False):
     """The output blocks times the rescale factor ``alpha`` of their query rows, where
     ``grow`` (SWAP: the blocks transposed, a query row a column)."""
     if grow:
-        if SWAP:
-            acc0 = acc0 * alpha[None, :]
-            acc1 = acc1 * alpha[None, :]
-            acc2 = acc2 * alpha[None, :]
-            acc3 = acc3 * alpha[None, :]
+        if SWAP:  # noqa: SIM108 (a compile-time branch)
+            a = alpha[None, :]
         else:
-            acc0 = acc0 * alpha[:, None]
-            acc1 = acc1 * alpha[:, None]
-            acc2 = acc2 * alpha[:, None]
-            acc3 = acc3 * alpha[:, None]
+            a = alpha[:, None]
+        acc0 = acc0 * a
+        acc1 = acc1 * a
+        acc2 = acc2 * a
+        acc3 = acc3 * a
     return acc0, acc1, acc2, acc3
 
 

@@ -83,8 +83,9 @@ def test_triton_flush_and_decode_match_reference(fmt, dim):
 @pytest.mark.parametrize(("dim", "hq"), [(64, 8), (96, 4), (64, 24), (256, 8)])
 def test_swapped_products_give_the_unswapped_answer(fmt, dim, hq):
     # swap: the cache tile the first operand, the query rows (4 or 2 a KV head: 8 columns;
-    # 12: 16; at 256 lanes only when asked for) the second, the output blocks transposed; quantized groups, a partial tile and
-    # the ring, over several splits, must give what the unswapped kernel gives
+    # 12: 16; at 256 lanes only when asked for) the second, the output blocks transposed;
+    # quantized groups, a partial tile and the ring, over several splits, must give what the
+    # unswapped kernel gives
     g = torch.Generator().manual_seed(6)
     lens = [300, 161, 20]
     cache = KiviCache(fmt, 3, 2, dim, 400)
