@@ -147,15 +147,15 @@ def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: in
 
 def compile_kivi_decode(bits: int, warps: int = 1, stages: int = 2, tok: int = 64,
                         lazy: bool = True, values: bool = True, swap: bool | None = None,
-                        max_registers: int | None = None):
+                        max_registers: int | None = None, rows: int = 64):
     """KIVI's decode kernel (head_dim 128, GQA 32/8, groups of 32 tokens, the GPU paths;
     ``swap``: its swapped products, the query rows padded to 8; ``max_registers``: a cap on the
-    registers a thread, 0 none; both by default as decode takes them) compiled for sm_90:
-    (kernel, SASS, resource usage)."""
+    registers a thread, 0 none; both by default as decode takes them over ``rows``
+    sequence-head rows, 64 being B=8) compiled for sm_90: (kernel, SASS, resource usage)."""
     from kvcore.kernels.kivi import decode_form
     from kvcore.kernels.kivi_triton import kivi_decode_kernel
 
-    swap, cap = decode_form(bits, 128, values, swap)
+    swap, cap = decode_form(bits, 128, values, swap, rows)
     if max_registers is None:
         max_registers = cap
 

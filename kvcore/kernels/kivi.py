@@ -141,20 +141,26 @@ KIVI_SWAP = True
 #: 403.7 → 364.8; 10 uncapped was slower; in the decode benchmark, decode-h200-v47-kivi-partial:
 #: 61.7 → 52.8 and 405.4 → 367.4). kivi4 keeps KIVI_PER_SM uncapped: the same launch gave
 #: 69.5 → 64.0 and 476.1 → 450.8 there, but in the decode benchmark B=8 32k 129.2 → 148.0
-#: and B=64 4k 137.3 → 156.5
+#: and B=64 4k 137.3 → 156.5, while B=1 gained (32k 30.6 → 27.1, 128k 70.0 → 62.7): kivi4
+#: takes it over at most KIVI4_CAP_ROWS sequence-head rows
 KIVI_SWAP_PER_SM, KIVI_SWAP_REGS = 12, 168
+KIVI4_CAP_ROWS = 8
 
 
-def decode_form(bits: int, width: int, has_v: bool, swap: bool | None = None) -> tuple[bool, int]:
+def decode_form(bits: int, width: int, has_v: bool, swap: bool | None = None,
+                rows: int = 0) -> tuple[bool, int]:
     """(products swapped, registers a thread at most or 0) of KIVI's decode at heads held in
-    ``width`` lanes (a power of two): ``swap`` None takes KIVI_SWAP at up to 128 lanes; the
-    cap is KIVI_SWAP_REGS for kivi2 swapped at up to 128 lanes (with KIVI_SWAP_PER_SM programs
-    a multiprocessor), else none. Swapped products need K and V and heads under 512 lanes."""
+    ``width`` lanes (a power of two) over ``rows`` sequence-head rows (0: not known):
+    ``swap`` None takes KIVI_SWAP at up to 128 lanes; the cap is KIVI_SWAP_REGS (with
+    KIVI_SWAP_PER_SM programs a multiprocessor) swapped at up to 128 lanes for kivi2, and for
+    kivi4 over 1 to KIVI4_CAP_ROWS rows, else none. Swapped products need K and V and heads
+    under 512 lanes."""
     can_swap = has_v and width < 512
     if swap and not can_swap:
         raise ValueError("swapped products need K and V and heads under 512 lanes")
     swap = can_swap and (KIVI_SWAP and width <= 128 if swap is None else swap)
-    return swap, KIVI_SWAP_REGS if swap and width <= 128 and bits == 2 else 0
+    capped = bits == 2 or 0 < rows <= KIVI4_CAP_ROWS
+    return swap, KIVI_SWAP_REGS if swap and width <= 128 and capped else 0
 #: new tokens a ring-writing program of the append's launch copies into the residual ring
 #: (a head's)
 RING_TOKENS = 32
@@ -382,8 +388,8 @@ class KiviCache:
         the program takes (whole groups, default KIVI_TILE; a split is a multiple of it; heads
         of 512 lanes or more take one group). ``asm``: unpack the codes with PTX (default: on a
         GPU; the interpreter cannot). ``programs_per_sm``: the fewest programs a multiprocessor
-        the default split aims at (KIVI_PER_SM; kivi2 swapped at heads of up to 128 lanes
-        KIVI_SWAP_PER_SM); ``max_registers``: a cap on the registers a thread (0 none; default
+        the default split aims at (KIVI_PER_SM; KIVI_SWAP_PER_SM where decode_form caps the
+        registers); ``max_registers``: a cap on the registers a thread (0 none; default
         KIVI_SWAP_REGS where KIVI_SWAP_PER_SM applies, else none). ``query_rows``: the query
         heads a program takes at most (default max_query_rows of the head's lanes); a larger
         group is spread over several programs of its KV head. ``swap``: the products swapped
@@ -403,7 +409,7 @@ class KiviCache:
         seqs, hq, d = q.shape
         group = hq // self.heads
         dp = _pow2(max(d, self.head_dim_v))
-        swap, cap = decode_form(self.bits, dp, self.has_v, swap)
+        swap, cap = decode_form(self.bits, dp, self.has_v, swap, seqs * self.heads)
         qpad, qblocks = query_blocks(group, query_rows or max_query_rows(dp),
                                      least=8 if swap else 16)
         total = max(a + b for a, b in zip(self.n_quant, self.n_resid, strict=True))

@@ -29,6 +29,7 @@ SCRIPT = textwrap.dedent("""
         out[f"kivi{bits}-decode"] = sass_count.compile_kivi_decode(bits)[0].asm["ptx"]
         out[f"kivi{bits}-decode-unswapped"] = sass_count.compile_kivi_decode(
             bits, swap=False)[0].asm["ptx"]
+    out["kivi4-decode-b1"] = sass_count.compile_kivi_decode(4, rows=8)[0].asm["ptx"]
     print(json.dumps(out))
 """)
 
@@ -95,8 +96,10 @@ def test_kivi_decode_swaps_its_products(ptx: dict[str, str], bits: int) -> None:
     plain = ptx[f"kivi{bits}-decode-unswapped"].count("mma.sync.aligned.m16n8k16")
     assert swapped == plain // 2 == 96
     # kivi2's swapped launch caps its registers (KIVI_SWAP_REGS, 12 programs a
-    # multiprocessor); kivi4's and the unswapped one are uncapped
+    # multiprocessor); kivi4's only over at most 8 sequence-head rows (B=1 here, B=8 above);
+    # the unswapped one is uncapped
     assert (".maxnreg 168" in ptx[f"kivi{bits}-decode"]) == (bits == 2)
+    assert ".maxnreg 168" in ptx["kivi4-decode-b1"]
     assert ".maxnreg" not in ptx[f"kivi{bits}-decode-unswapped"]
 
 

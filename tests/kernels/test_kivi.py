@@ -5,7 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from kvcore.kernels.kivi import KiviCache  # noqa: E402
+from kvcore.kernels.kivi import KiviCache, decode_form  # noqa: E402
 from kvcore.kernels.ref import attention_ref  # noqa: E402
 from kvcore.kv import geometry_bytes  # noqa: E402
 
@@ -104,6 +104,17 @@ def test_swapped_products_refuse_a_k_only_cache():
     cache = KiviCache("kivi4", 1, 1, 64, 100, values=False)
     with pytest.raises(ValueError, match="swapped products need K and V"):
         cache.decode(torch.zeros(1, 2, 64).half(), swap=True)
+
+
+@pytest.mark.parametrize("bits, width, rows, form", [
+    (2, 128, 64, (True, 168)), (2, 128, 0, (True, 168)), (2, 256, 8, (False, 0)),
+    (4, 128, 8, (True, 168)), (4, 128, 9, (True, 0)), (4, 128, 0, (True, 0)),
+    (4, 64, 1, (True, 168)), (4, 256, 8, (False, 0))])
+def test_decode_form_caps_registers_where_measured(bits, width, rows, form):
+    # kivi2 swapped at heads of up to 128 lanes always; kivi4 only over 1 to 8 sequence-head
+    # rows (B=1 at 8 KV heads), where the capped launch was faster on an H200
+    assert decode_form(bits, width, True, rows=rows) == form
+    assert decode_form(bits, width, True, swap=False, rows=rows) == (False, 0)
 
 
 def test_query_groups_spread_over_programs():
