@@ -142,7 +142,8 @@ KIVI_SWAP = True
 #: 61.7 → 52.8 and 405.4 → 367.4). kivi4 keeps KIVI_PER_SM uncapped: the same launch gave
 #: 69.5 → 64.0 and 476.1 → 450.8 there, but in the decode benchmark B=8 32k 129.2 → 148.0
 #: and B=64 4k 137.3 → 156.5, while B=1 gained (32k 30.6 → 27.1, 128k 70.0 → 62.7): kivi4
-#: takes it over at most KIVI4_CAP_ROWS sequence-head rows
+#: takes it over at most KIVI4_CAP_ROWS sequence-head rows (decode-h200-v48-kivi: kivi4 B=1
+#: 128k 62.6 µs, 1M 452.8 against v46's 473.6, its other rows as v46's)
 KIVI_SWAP_PER_SM, KIVI_SWAP_REGS = 12, 168
 KIVI4_CAP_ROWS = 8
 
