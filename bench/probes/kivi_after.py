@@ -30,34 +30,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kvcore.kernels.kivi_triton import _program  # noqa: E402
+from kvcore.kernels.kivi_triton import _codes_asm, _program  # noqa: E402
 from kvcore.kernels.triton_ops import pdl_enter, softmax_next  # noqa: E402
 
-
-def _units_asm(bits: int) -> str:
-    """PTX for four bytes of BITS-bit codes → 2^(10 − BITS·k) + c for each code k of them, as
-    float16 pairs (output pair 2k: code k of bytes 0 and 1, pair 2k + 1 of bytes 2 and 3): code
-    k masked into the mantissa of the float16 whose units are 1 at its bits, one lop3 a pair,
-    nothing subtracted or scaled (_codes_asm's first step alone)."""
-    src = 2 * (8 // bits)
-    body = [".reg .b32 t0, t1, z;", "mov.b32 z, 0;",
-            f"prmt.b32 t0, ${src}, z, 0x4140;", f"prmt.b32 t1, ${src}, z, 0x4342;"]
-    for k in range(8 // bits):
-        unit = ((25 - bits * k) << 10) * 0x10001
-        mask = (((1 << bits) - 1) << (bits * k)) * 0x10001
-        for h in (0, 1):
-            body.append(f"lop3.b32 ${2 * k + h}, t{h}, 0x{mask:08X}, 0x{unit:08X}, 0xea;")
-    return "{\n" + "\n".join(body) + "\n}"
-
-
-UNITS2_ASM = tl.constexpr(_units_asm(2))
-UNITS4_ASM = tl.constexpr(_units_asm(4))
+#: code k of each byte as 2^(10 − BITS·k) + c: _codes_asm's first step alone
+UNITS2_ASM = tl.constexpr(_codes_asm(2, scaled=False))
+UNITS4_ASM = tl.constexpr(_codes_asm(4, scaled=False))
 
 
 @triton.jit
 def _code_units(byte, BITS: tl.constexpr, ASM: tl.constexpr):
     """Bytes of packed BITS-bit codes → 8 / BITS float16 tensors of their shape: code k of every
-    byte as 2^(10 − BITS·k) + c, exact (ASM: _units_asm; else integer arithmetic, the
+    byte as 2^(10 − BITS·k) + c, exact (ASM: UNITS*_ASM; else integer arithmetic, the
     interpreter's path)."""
     if ASM:
         if BITS == 2:

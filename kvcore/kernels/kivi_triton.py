@@ -186,13 +186,14 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                         _below(d, D, D == DV), _below(d, DV, D == DV), D, DV, HAS_V)
 
 
-def _codes_asm(bits: int) -> str:
+def _codes_asm(bits: int, scaled: bool = True) -> str:
     """PTX for four bytes of BITS-bit codes → the values c·s + m of their 8/BITS codes as
     float16 pairs: output pair 2k holds code k of bytes 0 and 1, pair 2k + 1 of bytes 2 and 3. Operands: the outputs, the four bytes, then the bytes' scales and minimums as float16
     pairs (bytes 0 and 1, bytes 2 and 3). The bytes are spread into the low halves of two
     words; code k is then masked into the mantissa of the float16 whose units are 1 at that
     position (2^(10 − BITS·k)), that power of two is subtracted (exact), and one fused
-    multiply-add rounds c·s + m once."""
+    multiply-add rounds c·s + m once. Without ``scaled``: 2^(10 − BITS·k) + c, no subtraction,
+    no scale or minimum operands."""
     src = 2 * (8 // bits)
     body = [".reg .b32 t0, t1, z, u;", "mov.b32 z, 0;",
             f"prmt.b32 t0, ${src}, z, 0x4140;", f"prmt.b32 t1, ${src}, z, 0x4342;"]
@@ -202,9 +203,10 @@ def _codes_asm(bits: int) -> str:
         body.append(f"mov.b32 u, 0x{unit:08X};")
         for h in (0, 1):
             out = f"${2 * k + h}"
-            body += [f"lop3.b32 {out}, t{h}, 0x{mask:08X}, u, 0xea;",
-                     f"sub.rn.f16x2 {out}, {out}, u;",
-                     f"fma.rn.f16x2 {out}, {out}, ${src + 1 + h}, ${src + 3 + h};"]
+            body.append(f"lop3.b32 {out}, t{h}, 0x{mask:08X}, u, 0xea;")
+            if scaled:
+                body += [f"sub.rn.f16x2 {out}, {out}, u;",
+                         f"fma.rn.f16x2 {out}, {out}, ${src + 1 + h}, ${src + 3 + h};"]
     return "{\n" + "\n".join(body) + "\n}"
 
 
