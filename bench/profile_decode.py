@@ -4,10 +4,11 @@ Nsight Compute can profile it.
     ncu --clock-control none --kernel-name regex:decode_split_kernel --launch-count 6 \\
         --section SpeedOfLight --section WarpStateStats --section InstructionStats \\
         --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \\
-        python bench/profile_decode.py [FORMATS...]
+        python bench/profile_decode.py [FORMATS...] [--tokens N]
 
-One layer, GQA 32/8, head_dim 128, batch 8 × 32,768 tokens; each format's decode runs twice
-(the second launch is the one to read). --append: an append of 16,384 new tokens (K and V, a
+One layer, GQA 32/8, head_dim 128, batch 8 × 32,768 tokens (--tokens: another length); each
+format's decode runs twice (the second launch is the one to read; kivi2 and kivi4 by
+kivi_decode_kernel, the others by decode_split_kernel or, q4_0 and q8_0, q4_0_swapped_kernel). --append: an append of 16,384 new tokens (K and V, a
 launch each) into that cache, twice (profile with --kernel-name regex:append_kernel); for
 kivi2 and kivi4, 16,384 tokens into each of two empty sequences (regex:kivi_flush_kernel).
 """
@@ -21,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, HQ, D, fill  # noqa: E402  (bench/decode.py, beside this file)
+from decode import HKV, HQ, D, fill, kivi_fill  # noqa: E402  (bench/decode.py, beside this file)
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.kernels.kivi import KiviCache  # noqa: E402
@@ -30,8 +31,14 @@ B, T = 8, 32768
 
 
 def main() -> None:
-    append = "--append" in sys.argv
-    formats = [a for a in sys.argv[1:] if a != "--append"] or ["f16", "q4_0", "tbq4"]
+    global T
+    args = sys.argv[1:]
+    append = "--append" in args
+    if "--tokens" in args:
+        i = args.index("--tokens")
+        T = int(args[i + 1])
+        del args[i:i + 2]
+    formats = [a for a in args if a != "--append"] or ["f16", "q4_0", "tbq4"]
     for fmt in formats:
         if append and fmt.startswith("kivi"):
             kivi = KiviCache(fmt, B, HKV, D, T, device="cuda")
@@ -40,6 +47,16 @@ def main() -> None:
                 kivi.append_triton(s, x, x)
             torch.cuda.synchronize()
             print(fmt, "appended", flush=True)
+            continue
+        if fmt.startswith("kivi"):
+            kivi = kivi_fill(fmt, B, T)
+            q = torch.randn(B, HQ, D, device="cuda", dtype=torch.float16)
+            for _ in range(2):
+                kivi.decode(q)
+            torch.cuda.synchronize()
+            print(fmt, "done", flush=True)
+            del kivi
+            torch.cuda.empty_cache()
             continue
         cache = LayerCache(fmt, fmt, B, T, HKV, D, device="cuda")
         if append:
