@@ -21,7 +21,6 @@ planes in this order.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -106,10 +105,11 @@ def dequantize_values(planes: dict[str, Any], bits: int, group: int) -> Any:
     return x.reshape(*codes.shape[:-1], d)
 
 
-#: the most tokens a KIVI decode program takes by default
-KIVI_SPLIT = 1024
-#: decode launch: programs of one warp, two pipeline stages, at least KIVI_PER_SM programs a
-#: multiprocessor (at most KIVI_SPLIT tokens each). On an H200 (bench/results/
+#: decode launch: programs of one warp, two pipeline stages, KIVI_PER_SM programs a
+#: multiprocessor in one wave (v49: the splits are as few as fill it; until then a program
+#: took at most 1,024 tokens, 5 to 16 waves at B=8 128k, B=1 1M and B=64 32k, 1.3 at B=8 32k:
+#: bench/results/kivi-split-h200.json, kivi2 B=8 32k 114.0 → 97.7 µs, B=1 1M 369.7 → 349.9,
+#: kivi4 B=8 128k 477.3 → 451.7). On an H200 (bench/results/
 #: kivi-launch-h200.json) against the former four warps and one wave: kivi2 one sequence of
 #: 32k 114 → 59 µs, of 128k 432 → 211 µs, eight of 32k 849 → 414 µs. With the unpacking by
 #: PTX (kivi-decode-h200-v16.json) still the best at batch 1: two warps 106 → 130 µs and three
@@ -146,6 +146,14 @@ KIVI_SWAP = True
 #: 128k 62.6 µs, 1M 452.8 against v46's 473.6, its other rows as v46's)
 KIVI_SWAP_PER_SM, KIVI_SWAP_REGS = 12, 168
 KIVI4_CAP_ROWS = 8
+
+
+def kivi_splits(rows: int, per_sm: int) -> int:
+    """Splits a (sequence, KV head, query block) row of KIVI's decode takes by default: as many
+    as ``per_sm`` programs a multiprocessor hold in one wave over ``rows`` rows, at least one."""
+    from .cache import SMS
+
+    return max(1, per_sm * SMS // max(1, rows))
 
 
 def decode_form(bits: int, width: int, has_v: bool, swap: bool | None = None,
@@ -381,8 +389,8 @@ class KiviCache:
                programs_per_sm: int | None = None, max_registers: int | None = None,
                swap: bool | None = None, out: Any = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
-        ``split_tokens`` a program takes at most KIVI_SPLIT tokens, fewer when that leaves
-        fewer than KIVI_PER_SM programs a multiprocessor (at least one group each);
+        ``split_tokens`` the splits are as many as KIVI_PER_SM programs a multiprocessor hold
+        in one wave (at least one);
         ``num_warps`` and ``num_stages`` override KIVI_WARPS (more warps for heads wider than
         128; KIVI_KEYS_WARPS for a K-only cache of heads of 512 lanes or more, which takes
         kivi_decode_keys_kernel) and KIVI_STAGES. ``tile_tokens``: quantized tokens a step of
@@ -402,7 +410,7 @@ class KiviCache:
         float32: into ``out`` where given (that tensor, contiguous float32 on q's device),
         else into a new tensor filled with NaN first, so that an unwritten element cannot pass
         for a result (a launch more a step)."""
-        from .cache import LOG2E, SMS, max_query_rows, programmatic_launch, query_blocks
+        from .cache import LOG2E, max_query_rows, programmatic_launch, query_blocks
         from .kivi_triton import kivi_decode_kernel, kivi_decode_keys_kernel
         from .triton_ops import pdl_launch, reduce_splits
 
@@ -418,8 +426,7 @@ class KiviCache:
             max_registers = cap
         if split_tokens is None:
             per_sm = programs_per_sm or (KIVI_SWAP_PER_SM if cap else KIVI_PER_SM)
-            want = max(1, math.ceil(per_sm * SMS / max(1, seqs * self.heads * qblocks)))
-            split_tokens = min(KIVI_SPLIT, -(-total // want))
+            split_tokens = -(-total // kivi_splits(seqs * self.heads * qblocks, per_sm))
         wide = dp >= 512
         if wide:
             # wide heads (an MLA latent) take one group a step, their keys by shifts
