@@ -1,11 +1,12 @@
 """Context split of the decode kernel: LayerCache.decode's default split against fixed numbers
 of splits.
 
-    python bench/split_check.py [--out DIR]
+    python bench/split_check.py [--out DIR] [--formats F,…] [--shapes BxT,…] [--splits N,…]
 
-For f16, q4_0 and tbq4 at batch 1 (32k, 128k and 1M tokens) and batch 8 (32k): the step time
-with the default split and with 64, 128 and 256 splits a sequence (the merge reads the splits
-in chunks, so more splits cost it little). Writes split.json.
+For f16, q4_0 and tbq4 at batch 1 (32k, 128k and 1M tokens) and batch 8 (32k), or the formats
+and shapes given: the step time with the default split and with 64, 128 and 256 splits a
+sequence, or the numbers given (the merge reads the splits in chunks, so more splits cost it
+little). Writes split.json.
 """
 
 from __future__ import annotations
@@ -29,17 +30,21 @@ from kvcore.measure import environment  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--formats", default="f16,q4_0,tbq4")
+    ap.add_argument("--shapes", default="1x32768,1x131072,1x1048576,8x32768",
+                    help="sequences x tokens, comma-separated")
+    ap.add_argument("--splits", default="64,128,256", help="splits a sequence to time")
     args = ap.parse_args()
     env = environment("cuda", torch)
     rows = []
-    for batch, tokens in ((1, 32768), (1, 131072), (1, 1 << 20), (8, 32768)):
-        for fmt in ("f16", "q4_0", "tbq4"):
+    for batch, tokens in (tuple(int(x) for x in sh.split("x")) for sh in args.shapes.split(",")):
+        for fmt in args.formats.split(","):
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
             caches = copies(cache, batch, tokens)
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "default": time_steps(caches, batch, tokens)}
-            for n in (64, 128, 256):
+            for n in (int(x) for x in args.splits.split(",")):
                 row[f"splits_{n}"] = time_steps(caches, batch, tokens,
                                                 split_tokens=math.ceil(tokens / n))
             rows.append(row)
