@@ -296,6 +296,24 @@ def one_wave_splits(rows: int, tokens: int) -> int:
     return min(math.ceil(WAVE_PER_SM * SMS / max(1, rows)), tokens // SHORT_SPLIT)
 
 
+#: the rotated formats' swapped launch over MANY_ROWS or more (sequence, KV head) rows: splits
+#: for ROTATED_WAVES whole waves of its programs, none shorter than ROTATED_MIN_SPLIT tokens
+#: (bench/results/split-many-rows-h200.json: one wave rounded up had left a second wave of
+#: a few programs, tbq4 B=16 128k 17 splits 1,652 µs against 32 splits 1,299, B=32 32k
+#: 9 splits 788 against 32 splits 642, B=64 32k 5 splits 1,418 against 4 splits 1,359; and more
+#: waves were faster: B=8 128k 33 splits 664 µs, 132 splits 635; tbq3 alike)
+ROTATED_WAVES, ROTATED_MIN_SPLIT = 4, 512
+
+
+def rotated_many_splits(rows: int, tokens: int, per_sm: int) -> int:
+    """Splits a sequence of ``tokens`` tokens takes under the rotated formats' swapped launch
+    of ``per_sm`` programs a multiprocessor over ``rows`` (sequence, KV head) rows, MANY_ROWS
+    or more: ROTATED_WAVES waves that no program past them spills over, at least
+    ROTATED_MIN_SPLIT tokens a split, at least one split."""
+    waves = ROTATED_WAVES * max(1, per_sm * SMS // max(1, rows))
+    return max(1, min(waves, tokens // ROTATED_MIN_SPLIT))
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -979,13 +997,15 @@ class LayerCache:
                     bool(tail))
                 if max_registers is None:
                     max_registers = regs
-            if programs_per_sm:
+            if programs_per_sm and swapped and self.k.fmt in ROTATED and bh >= MANY_ROWS:
+                want = rotated_many_splits(bh, max_len, programs_per_sm)
+            elif programs_per_sm:
                 want = math.ceil(programs_per_sm * SMS / bh)
             else:
                 several = min(math.ceil(WAVES_PER_SM * SMS / bh), max_len // LONG_SPLIT,
                               MAX_SPLITS)
                 want = max(1, several, one_wave_splits(bh, max_len))
-            split_tokens = max_len / want
+            split_tokens = math.ceil(max_len / want)
         # a split is whole tiles, so that no tile straddles two splits
         split_tokens = max(block_n, math.ceil(split_tokens / block_n) * block_n)
         ps = self.page_size

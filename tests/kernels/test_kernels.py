@@ -21,6 +21,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     few_rows_launch,
     head_parts,
     query_blocks,
+    rotated_many_splits,
     short_tile_reads,
     small_tiles,
     swapped_launch,
@@ -721,6 +722,42 @@ def test_integer_keys_only_where_measured(fmt, head_dim, values, expect):
     assert c.uses_int_keys() is expect
     assert c.uses_int_keys(True) is (fmt == "q8_0" and head_dim != 96 and values)
     assert c.uses_int_keys(False) is False
+
+
+def test_rotated_formats_over_many_rows_split_into_whole_waves():
+    """tbq4 and tbq3 swapped over 64 rows or more (16 programs a multiprocessor, 2,112 a
+    wave): four waves that no program spills past, splits of at least 512 tokens; measured
+    best on an H200 at B=8 128k (132), B=32 32k and 128k (32), B=64 4k (8)."""
+    assert rotated_many_splits(64, 131072, 16) == 132
+    assert rotated_many_splits(256, 32768, 16) == rotated_many_splits(256, 131072, 16) == 32
+    assert rotated_many_splits(512, 4096, 16) == 8
+    assert rotated_many_splits(64, 32768, 16) == 64  # 512 tokens a split at most
+    assert rotated_many_splits(4096, 1 << 20, 16) == 4  # more rows than a wave: one each
+    assert rotated_many_splits(64, 300, 16) == 1
+    for rows in (64, 100, 128, 333, 512):
+        n = rotated_many_splits(rows, 1 << 20, 16)
+        assert n * rows <= 4 * 16 * 132 < (n + 4) * rows
+
+
+def test_rotated_decode_over_many_rows_takes_whole_waves(monkeypatch):
+    # 32 sequences × 2 KV heads: the swapped tbq4 launch's split rule for many rows, and the
+    # answer the reference gives
+    import kvcore.kernels.cache as cache_mod
+
+    calls = []
+
+    def spy(rows, tokens, per_sm):
+        calls.append((rows, tokens, per_sm))
+        return rotated_many_splits(rows, tokens, per_sm)
+
+    monkeypatch.setattr(cache_mod, "rotated_many_splits", spy)
+    lens = [40 - s % 7 for s in range(32)]
+    kernel, table, seq_lens, g = two_page_cache("tbq4", 2, 128, lens, seed=41)
+    q = torch.randn(32, 8, 128, generator=g).half()
+    out = kernel.decode(q, table, seq_lens)
+    assert calls == [(64, 40, 16)]
+    assert not torch.isnan(out).any()
+    assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
 
 
 def test_long_contexts_cap_registers_for_one_wave_of_more_programs():
