@@ -1,0 +1,87 @@
+"""q4_0's and q8_0's Gluon decode kernel at split counts that make whole waves of programs,
+against its default (splits_for: ceil(per_sm · 132 / rows) splits a row, which at 12 programs
+resident a multiprocessor leaves part of a wave: 1.33 waves at B=8 for q4_0's 16).
+
+    python bench/probes/gluon_waves.py [--out DIR] [--shapes BxT,…] [--waves 1,2,4]
+        [--resident 12,8]
+
+For each shape and format: the default step time, then one at floor(w · r · 132 / rows)
+splits a row for each wave count w and resident programs r, with the largest difference of
+its output from the default's. Needs a GPU; writes gluon-waves.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+from decode import HKV, HQ, D, copies, fill, time_steps, write_json  # noqa: E402
+
+from kvcore.kernels import gluon_q4_0  # noqa: E402
+from kvcore.kernels.cache import SMS, LayerCache  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+
+def fixed(n: int):
+    """A splits_for that makes ``n`` splits a row (whole 32-token tiles)."""
+    def splits(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
+        split = max(32, math.ceil(max_len / n / 32) * 32)
+        return split, max(1, math.ceil(max_len / split))
+    return splits
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--shapes", default="8x131072,16x131072,64x32768")
+    ap.add_argument("--waves", default="1,2,4")
+    ap.add_argument("--resident", default="12,8")
+    ap.add_argument("--formats", default="q4_0,q8_0")
+    args = ap.parse_args()
+    env = environment("cuda", torch)
+    default_splits = gluon_q4_0.splits_for
+    rows_out = []
+    for batch, tokens in (tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")):
+        rows = batch * HKV
+        counts = sorted({max(1, w * r * SMS // rows) for w in map(int, args.waves.split(","))
+                         for r in map(int, args.resident.split(","))})
+        for fmt in args.formats.split(","):
+            cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
+            fill(cache, batch, tokens, torch.float16)
+            caches = copies(cache, batch, tokens)
+            table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
+            seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
+            q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.float16)
+            assert cache.takes_gluon(q, seq, tokens), "not the Gluon kernel's launch"
+            base = cache.decode(q, table, seq, max_len=tokens).clone()
+            row = {"format": fmt, "batch": batch, "tokens": tokens,
+                   "default": time_steps(caches, batch, tokens), "splits": {}, "max_abs": {}}
+            for n in counts:
+                gluon_q4_0.splits_for = fixed(n)
+                try:
+                    out = cache.decode(q, table, seq, max_len=tokens)
+                    row["max_abs"][n] = float((out - base).abs().max())
+                    row["splits"][n] = time_steps(caches, batch, tokens)
+                finally:
+                    gluon_q4_0.splits_for = default_splits
+            rows_out.append(row)
+            print(fmt, batch, tokens, f"default {row['default'] * 1e6:.1f} us",
+                  {n: f"{t * 1e6:.1f} us" for n, t in row["splits"].items()}, flush=True)
+            del cache, caches
+            torch.cuda.empty_cache()
+    write_json(args.out, "gluon-waves.json", {
+        "env": env, "note": "seconds a decode step; splits: fixed splits a (sequence, KV head) "
+        "row; max_abs: the largest difference of the output from the default split's",
+        "rows": rows_out})
+
+
+if __name__ == "__main__":
+    main()
