@@ -275,13 +275,20 @@ def copies(cache: LayerCache, batch: int, tokens: int) -> list[LayerCache]:
     return [cache] + [clone(cache, batch, tokens) for _ in range(copies_for(cache.nbytes) - 1)]
 
 
+def step_inputs(batch: int, tokens: int, dtype: torch.dtype = torch.float16
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A decode step's block table (one page per sequence), lengths (``tokens`` each) and
+    random query [batch, HQ, D]."""
+    table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
+    seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
+    return table, seq, torch.randn(batch, HQ, D, device="cuda", dtype=dtype)
+
+
 def time_steps(caches: list[LayerCache], batch: int, tokens: int,
                dtype: torch.dtype = torch.float16, **launch: object) -> float:
     """Seconds per decode step over ``caches`` (one page per sequence, every sequence holding
     ``tokens``), cycling through them; ``launch`` goes to LayerCache.decode."""
-    table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
-    seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
-    q = torch.randn(batch, HQ, D, device="cuda", dtype=dtype)
+    table, seq, q = step_inputs(batch, tokens, dtype)
     out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
     return graph_time([partial(c.decode, q, table, seq, max_len=tokens, out=out, **launch)
                        for c in caches])

@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from decode import HKV, HQ, D, copies, fill, time_steps, write_json  # noqa: E402
+from decode import HKV, D, copies, fill, step_inputs, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels import gluon_q4_0  # noqa: E402
 from kvcore.kernels.cache import SMS, LayerCache  # noqa: E402
@@ -57,9 +57,7 @@ def main() -> None:
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
             caches = copies(cache, batch, tokens)
-            table = torch.arange(batch, device="cuda", dtype=torch.int32).reshape(batch, 1)
-            seq = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
-            q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.float16)
+            table, seq, q = step_inputs(batch, tokens)
             assert cache.takes_gluon(q, seq, tokens), "not the Gluon kernel's launch"
             base = cache.decode(q, table, seq, max_len=tokens).clone()
             row = {"format": fmt, "batch": batch, "tokens": tokens,
