@@ -296,6 +296,12 @@ def one_wave_splits(rows: int, tokens: int) -> int:
     return min(math.ceil(WAVE_PER_SM * SMS / max(1, rows)), tokens // SHORT_SPLIT)
 
 
+def wave_splits(rows: int, per_sm: int) -> int:
+    """Splits a row takes so that ``rows`` rows of programs fill one wave of ``per_sm``
+    programs a multiprocessor with none past it (at least one split)."""
+    return max(1, per_sm * SMS // max(1, rows))
+
+
 #: the rotated formats' swapped launch over MANY_ROWS or more (sequence, KV head) rows: splits
 #: for ROTATED_WAVES whole waves of its programs, none shorter than ROTATED_MIN_SPLIT tokens
 #: (bench/results/split-many-rows-h200.json: one wave rounded up had left a second wave of
@@ -310,8 +316,7 @@ def rotated_many_splits(rows: int, tokens: int, per_sm: int) -> int:
     of ``per_sm`` programs a multiprocessor over ``rows`` (sequence, KV head) rows, MANY_ROWS
     or more: ROTATED_WAVES waves that no program past them spills over, at least
     ROTATED_MIN_SPLIT tokens a split, at least one split."""
-    waves = ROTATED_WAVES * max(1, per_sm * SMS // max(1, rows))
-    return max(1, min(waves, tokens // ROTATED_MIN_SPLIT))
+    return max(1, min(ROTATED_WAVES * wave_splits(rows, per_sm), tokens // ROTATED_MIN_SPLIT))
 
 
 def _pow2(n: int) -> int:

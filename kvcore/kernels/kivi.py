@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..formats import get_format
-from .cache import _pow2, decode_output, wide_head_warps
+from .cache import _pow2, decode_output, wave_splits, wide_head_warps
 
 __all__ = ["KiviCache", "decode_form", "dequantize_group_keys", "dequantize_values",
            "quantize_group_keys", "quantize_values"]
@@ -146,14 +146,6 @@ KIVI_SWAP = True
 #: 128k 62.6 µs, 1M 452.8 against v46's 473.6, its other rows as v46's)
 KIVI_SWAP_PER_SM, KIVI_SWAP_REGS = 12, 168
 KIVI4_CAP_ROWS = 8
-
-
-def kivi_splits(rows: int, per_sm: int) -> int:
-    """Splits a (sequence, KV head, query block) row of KIVI's decode takes by default: as many
-    as ``per_sm`` programs a multiprocessor hold in one wave over ``rows`` rows, at least one."""
-    from .cache import SMS
-
-    return max(1, per_sm * SMS // max(1, rows))
 
 
 def decode_form(bits: int, width: int, has_v: bool, swap: bool | None = None,
@@ -426,7 +418,7 @@ class KiviCache:
             max_registers = cap
         if split_tokens is None:
             per_sm = programs_per_sm or (KIVI_SWAP_PER_SM if cap else KIVI_PER_SM)
-            split_tokens = -(-total // kivi_splits(seqs * self.heads * qblocks, per_sm))
+            split_tokens = -(-total // wave_splits(seqs * self.heads * qblocks, per_sm))
         wide = dp >= 512
         if wide:
             # wide heads (an MLA latent) take one group a step, their keys by shifts

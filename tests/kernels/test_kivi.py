@@ -5,7 +5,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from kvcore.kernels.kivi import KiviCache, decode_form, kivi_splits  # noqa: E402
+from kvcore.kernels.cache import wave_splits  # noqa: E402
+from kvcore.kernels.kivi import KiviCache, decode_form  # noqa: E402
 from kvcore.kernels.ref import attention_ref  # noqa: E402
 from kvcore.kv import geometry_bytes  # noqa: E402
 
@@ -121,10 +122,10 @@ def test_default_splits_fill_one_wave():
     # as many splits as one wave of programs holds (132 multiprocessors), no program past it:
     # B=8 at 8 KV heads 24 splits at 12 programs a multiprocessor, 16 at 8; more rows than a
     # wave, one split each
-    assert kivi_splits(64, 12) == 24 and kivi_splits(64, 8) == 16
-    assert kivi_splits(8, 12) == 198 and kivi_splits(4096, 8) == 1
+    assert wave_splits(64, 12) == 24 and wave_splits(64, 8) == 16
+    assert wave_splits(8, 12) == 198 and wave_splits(4096, 8) == 1
     for rows in (1, 7, 64, 100, 513, 1584):
-        n = kivi_splits(rows, 12)
+        n = wave_splits(rows, 12)
         assert n * rows <= 12 * 132 < (n + 1) * rows
 
 
