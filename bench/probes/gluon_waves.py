@@ -13,7 +13,6 @@ its output from the default's. Needs a GPU; writes gluon-waves.json.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
@@ -33,8 +32,7 @@ from kvcore.measure import environment  # noqa: E402
 def fixed(n: int):
     """A splits_for that makes ``n`` splits a row (whole 32-token tiles)."""
     def splits(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
-        split = max(32, math.ceil(max_len / n / 32) * 32)
-        return split, max(1, math.ceil(max_len / split))
+        return gluon_q4_0.tiled_splits(max_len, n)
     return splits
 
 

@@ -747,6 +747,11 @@ def splits_for(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
     tokens at ``per_sm`` programs a multiprocessor: whole 32-token tiles."""
     from .cache import SMS
 
-    want = max(1, math.ceil(per_sm * SMS / max(1, rows)))
+    return tiled_splits(max_len, max(1, math.ceil(per_sm * SMS / max(1, rows))))
+
+
+def tiled_splits(max_len: int, want: int) -> tuple[int, int]:
+    """(tokens a split, splits) for about ``want`` splits of up to ``max_len`` tokens: whole
+    32-token tiles, so never more than ``want``."""
     split = max(32, math.ceil(max_len / want / 32) * 32)
     return split, max(1, math.ceil(max_len / split))
