@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, HQ, D, fill, kivi_fill  # noqa: E402  (bench/decode.py, beside this file)
+from decode import HKV, HQ, D, fill, kivi_fill, step_inputs  # noqa: E402  (bench/decode.py)
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.kernels.kivi import KiviCache  # noqa: E402
@@ -31,17 +31,17 @@ B, T = 8, 32768
 
 
 def main() -> None:
-    global T
     args = sys.argv[1:]
     append = "--append" in args
+    tokens = T
     if "--tokens" in args:
         i = args.index("--tokens")
-        T = int(args[i + 1])
+        tokens = int(args[i + 1])
         del args[i:i + 2]
     formats = [a for a in args if a != "--append"] or ["f16", "q4_0", "tbq4"]
     for fmt in formats:
         if append and fmt.startswith("kivi"):
-            kivi = KiviCache(fmt, B, HKV, D, T, device="cuda")
+            kivi = KiviCache(fmt, B, HKV, D, tokens, device="cuda")
             x = torch.randn(16384, HKV, D, device="cuda", dtype=torch.float16)
             for s in range(2):  # two empty sequences: every group flushes
                 kivi.append_triton(s, x, x)
@@ -49,7 +49,7 @@ def main() -> None:
             print(fmt, "appended", flush=True)
             continue
         if fmt.startswith("kivi"):
-            kivi = kivi_fill(fmt, B, T)
+            kivi = kivi_fill(fmt, B, tokens)
             q = torch.randn(B, HQ, D, device="cuda", dtype=torch.float16)
             for _ in range(2):
                 kivi.decode(q)
@@ -58,22 +58,20 @@ def main() -> None:
             del kivi
             torch.cuda.empty_cache()
             continue
-        cache = LayerCache(fmt, fmt, B, T, HKV, D, device="cuda")
+        cache = LayerCache(fmt, fmt, B, tokens, HKV, D, device="cuda")
         if append:
             n = 16384
             t = torch.arange(n, device="cuda")
             x = torch.randn(n, HKV, D, device="cuda", dtype=torch.float16)
             for _ in range(2):
-                cache.append(x, x, t // T, t % T)
+                cache.append(x, x, t // tokens, t % tokens)
             torch.cuda.synchronize()
             print(fmt, "appended", flush=True)
             continue
-        fill(cache, B, T, torch.float16)
-        table = torch.arange(B, device="cuda", dtype=torch.int32).reshape(B, 1)
-        seq = torch.full((B,), T, device="cuda", dtype=torch.int32)
-        q = torch.randn(B, HQ, D, device="cuda", dtype=torch.float16)
+        fill(cache, B, tokens, torch.float16)
+        table, seq, q = step_inputs(B, tokens)
         for _ in range(2):
-            cache.decode(q, table, seq, max_len=T)
+            cache.decode(q, table, seq, max_len=tokens)
         torch.cuda.synchronize()
         print(fmt, "done", flush=True)
         del cache
