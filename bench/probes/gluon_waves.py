@@ -1,13 +1,13 @@
 """q4_0's and q8_0's Gluon decode kernel at split counts that make whole waves of programs,
-against its default (splits_for: ceil(per_sm · 132 / rows) splits a row, which at 12 programs
-resident a multiprocessor leaves part of a wave: 1.33 waves at B=8 for q4_0's 16).
+against its default (splits_for).
 
     python bench/probes/gluon_waves.py [--out DIR] [--shapes BxT,…] [--waves 1,2,4]
-        [--resident 12,8]
+        [--resident 12,8] [--ceil 12,16] [--name gluon-waves.json]
 
 For each shape and format: the default step time, then one at floor(w · r · 132 / rows)
-splits a row for each wave count w and resident programs r, with the largest difference of
-its output from the default's. Needs a GPU; writes gluon-waves.json.
+splits a row for each wave count w and resident programs r, and at ceil(p · 132 / rows) for
+each p of --ceil (the rule before v51, which rounded the wave up), with the largest difference
+of its output from the default's. Needs a GPU.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--waves", default="1,2,4")
     ap.add_argument("--resident", default="12,8")
     ap.add_argument("--formats", default="q4_0,q8_0")
+    ap.add_argument("--ceil", default="")
+    ap.add_argument("--name", default="gluon-waves.json")
     args = ap.parse_args()
     env = environment("cuda", torch)
     default_splits = gluon_q4_0.splits_for
@@ -50,7 +52,9 @@ def main() -> None:
     for batch, tokens in (tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")):
         rows = batch * HKV
         counts = sorted({max(1, w * r * SMS // rows) for w in map(int, args.waves.split(","))
-                         for r in map(int, args.resident.split(","))})
+                         for r in map(int, args.resident.split(","))}
+                        | {-(-p * SMS // rows) for p in map(int, filter(None,
+                                                                         args.ceil.split(",")))})
         for fmt in args.formats.split(","):
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
@@ -73,7 +77,7 @@ def main() -> None:
                   {n: f"{t * 1e6:.1f} us" for n, t in row["splits"].items()}, flush=True)
             del cache, caches
             torch.cuda.empty_cache()
-    write_json(args.out, "gluon-waves.json", {
+    write_json(args.out, args.name, {
         "env": env, "note": "seconds a decode step; splits: fixed splits a (sequence, KV head) "
         "row; max_abs: the largest difference of the output from the default split's",
         "rows": rows_out})

@@ -447,18 +447,14 @@ def head_parts(width: int) -> tuple[int, int]:
     return (main, tail) if tail < main else (2 * main, 0)
 
 
-#: programs a multiprocessor of the Gluon kernel's q4_0 (kernels/gluon_q4_0.py): up to
-#: GLUON_MANY_ROWS (sequence, KV head) rows, and past them (bench/results/
-#: gluon-q4_0-swapped-h200.json, gluon-q4_0-few-rows-h200.json: B=1, 2 and 4 best at 12, B=4
-#: 32k 53.6 against 63.1 µs at 16; B=8 and B=64 at 16 or 24, B=8 128k 372.8 against 454.4)
-GLUON_PER_SM = (12, 16)
-GLUON_MANY_ROWS = 32
-#: the same for its q8_0 form: up to GLUON_MANY_ROWS rows, up to GLUON_Q8_MID_ROWS, and beyond
-#: (bench/results/gluon-q8_0-per-sm-h200.json, with PIPE: B=1 128k 74.5 µs at 8, 78.8 at 12;
-#: B=8 128k, 64 rows, 513.9 at 16 against 558.0 at 12 and 615.1 at 8; decode-h200-v43-q8_0 and
-#: -v44-q8_0: B=64 32k, 512 rows, 1,056.0 at 12 against 1,109.3 at 16)
-GLUON_PER_SM_Q8 = (8, 16, 12)
-GLUON_Q8_MID_ROWS = 64
+#: programs a multiprocessor of the Gluon kernel (kernels/gluon_q4_0.py) in q4_0 and in q8_0:
+#: the programs that reside at once (q4_0 at 168 registers, q8_0 at up to 256), so that its
+#: splits (splits_for) fill one whole wave. Rounding the wave up had left a second wave of a few
+#: programs (bench/results/gluon-waves-h200.json): q4_0 B=16 128k 17 splits 762.3 µs against
+#: 681.8 at 12, q8_0 13 splits 1,131.7 against 1,053.6 at 8; the sweeps before it
+#: (gluon-q4_0-few-rows-h200.json, gluon-q8_0-per-sm-h200.json) had found the same tails.
+GLUON_PER_SM = 12
+GLUON_PER_SM_Q8 = 8
 #: the rows × tokens past which the Gluon kernel was faster than decode_split_kernel (B=1 at
 #: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
 #: 34.0 against 37.0 and 37.2)
@@ -492,10 +488,7 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         return None
     if faster_only and rows * max_len <= GLUON_LEAST_WORK:
         return None
-    if k_fmt == "q8_0":
-        few, mid, many = GLUON_PER_SM_Q8
-        return few if rows <= GLUON_MANY_ROWS else mid if rows <= GLUON_Q8_MID_ROWS else many
-    return GLUON_PER_SM[0] if rows <= GLUON_MANY_ROWS else GLUON_PER_SM[1]
+    return GLUON_PER_SM_Q8 if k_fmt == "q8_0" else GLUON_PER_SM
 
 
 def tail_offsets(fmt: str, main: int) -> tuple[int, int]:

@@ -744,10 +744,11 @@ def launch_consts(fmt: str, group: int) -> dict[str, Any]:
 
 def splits_for(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
     """(tokens a split, splits) for ``rows`` (sequence, KV head) rows of up to ``max_len``
-    tokens at ``per_sm`` programs a multiprocessor: whole 32-token tiles."""
-    from .cache import SMS
+    tokens at ``per_sm`` programs a multiprocessor: one wave with no program past it, in whole
+    32-token tiles."""
+    from .cache import wave_splits
 
-    return tiled_splits(max_len, max(1, math.ceil(per_sm * SMS / max(1, rows))))
+    return tiled_splits(max_len, wave_splits(rows, per_sm))
 
 
 def tiled_splits(max_len: int, want: int) -> tuple[int, int]:

@@ -71,20 +71,20 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
             # 32 tokens × 128 lanes × QN rows: 16 products of 16×8×16 a side for 8 rows,
             # twice as many for 16
             assert products == 32 * qn // 8, name
-    # the 8-row programs fit the 12 (q4_0) and 8 (q8_0) a multiprocessor decode launches at
-    # batch 1
-    assert _usage(compiled["8"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM[0])
-    assert _usage(compiled["8-q8_0"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_Q8[0])
+    # the 8-row programs fit the 12 (q4_0) and 8 (q8_0) a multiprocessor whose whole waves
+    # decode's splits fill
+    assert _usage(compiled["8"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM)
+    assert _usage(compiled["8-q8_0"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_Q8)
 
 
 @pytest.mark.parametrize(("kwargs", "expect"), [
-    ({}, GLUON_PER_SM[1]),
-    ({"rows": 8, "max_len": 131072}, GLUON_PER_SM[0]),
-    ({"rows": 8, "max_len": 65536}, GLUON_PER_SM[0]),
-    ({"rows": 16, "max_len": 32768}, GLUON_PER_SM[0]),
-    ({"rows": 32, "max_len": 32768}, GLUON_PER_SM[0]),  # B=4 32k: 12 a multiprocessor
+    ({}, GLUON_PER_SM),
+    ({"rows": 8, "max_len": 131072}, GLUON_PER_SM),
+    ({"rows": 8, "max_len": 65536}, GLUON_PER_SM),
+    ({"rows": 16, "max_len": 32768}, GLUON_PER_SM),
+    ({"rows": 32, "max_len": 32768}, GLUON_PER_SM),  # B=4 32k: 12 a multiprocessor
     ({"rows": 8, "max_len": 32768}, None),  # batch 1 at 32k: the split kernel was faster
-    ({"rows": 8, "max_len": 32768, "faster_only": False}, GLUON_PER_SM[0]),
+    ({"rows": 8, "max_len": 32768, "faster_only": False}, GLUON_PER_SM),
     ({"device_type": "cpu"}, None),
     ({"capability": (7, 5)}, None),
     ({"group": 32}, None),
@@ -92,13 +92,13 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     ({"k_fmt": "tbq4"}, None),
     ({"v_fmt": "q8_0"}, None),
     # q8_0's form: its own programs a multiprocessor, the same least work as q4_0's
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0"}, GLUON_PER_SM_Q8[1]),  # B=8: 64 rows
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 512}, GLUON_PER_SM_Q8[2]),  # B=64
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 65}, GLUON_PER_SM_Q8[2]),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 131072}, GLUON_PER_SM_Q8[0]),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0"}, GLUON_PER_SM_Q8),  # B=8: 64 rows
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 512}, GLUON_PER_SM_Q8),  # B=64
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 65}, GLUON_PER_SM_Q8),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 131072}, GLUON_PER_SM_Q8),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768}, None),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768, "faster_only": False},
-     GLUON_PER_SM_Q8[0]),
+     GLUON_PER_SM_Q8),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "group": 16, "faster_only": False}, None),
     ({"k_fmt": "q8_0", "v_fmt": "q4_0"}, None),
     ({"head_dim": 96}, None),
@@ -108,6 +108,29 @@ def test_gluon_launch_only_where_it_applies_and_was_faster(kwargs, expect):
     base = dict(k_fmt="q4_0", v_fmt="q4_0", head_dim=128, head_dim_v=128, group=4,
                 page_size=32, rows=64, max_len=32768, device_type="cuda", capability=(9, 0))
     assert gluon_launch(**{**base, **kwargs}) == expect
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("rows", [8, 16, 32, 64, 96, 128, 256, 384, 512, 1600])
+@pytest.mark.parametrize("max_len", [65536, 131072, 1 << 20])
+def test_gluon_splits_fill_one_whole_wave(fmt, rows, max_len):
+    pytest.importorskip("triton.experimental.gluon")
+    from kvcore.kernels.cache import SMS
+    from kvcore.kernels.gluon_q4_0 import splits_for
+
+    per_sm = gluon_launch(fmt, fmt, 128, 128, 4, 32, rows, max_len, "cuda")
+    split, n = splits_for(rows, max_len, per_sm)
+    assert split % 32 == 0 and n == -(-max_len // split)
+    # one wave of the programs that reside at once, none left over for a second (the 17 splits
+    # at B=16 that had made 1.37 waves of q4_0's 12 a multiprocessor); and the shortest whole
+    # tiles that do so: a tile less a split would spill past the wave
+    most = max(1, per_sm * SMS // rows)
+    assert n <= most
+    assert split == 32 or -(-max_len // (split - 32)) > most
+    if (fmt, rows, max_len) == ("q4_0", 128, 131072):
+        assert (per_sm, n) == (12, 12)
+    if (fmt, rows, max_len) == ("q8_0", 128, 131072):
+        assert (per_sm, n) == (8, 8)
 
 
 def test_decode_refuses_gluon_where_it_cannot_run():
