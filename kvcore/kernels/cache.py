@@ -302,6 +302,21 @@ def wave_splits(rows: int, per_sm: int) -> int:
     return max(1, per_sm * SMS // max(1, rows))
 
 
+#: K and V formats whose split over MANY_ROWS or more (sequence, KV head) rows fills one wave
+#: of their programs rounded down (wave_count), not up, which had left a second wave of a few
+#: programs (bench/results/split-rows-fp8-nvfp4-h200.json, one run): at B=16 128k (128 rows,
+#: 17 splits) fp8_pth 1,295 µs against 1,155 at 16 splits, nvfp4 1,609 against 1,125; B=32 32k
+#: (256 rows, 9) 627 against 581 and 677 against 600 at 8; B=48 32k (384 rows, 6) 935 against
+#: 905 and 1,007 against 941 at 5; at 96 and 192 rows, where the two roundings meet, the same
+WHOLE_WAVES = frozenset({"fp8_pth", "nvfp4"})
+
+
+def wave_count(rows: int, per_sm: int, whole: bool) -> int:
+    """Splits a row for one wave of ``per_sm`` programs a multiprocessor over ``rows`` rows:
+    with ``whole``, none past the wave (wave_splits), else the wave rounded up."""
+    return wave_splits(rows, per_sm) if whole else math.ceil(per_sm * SMS / max(1, rows))
+
+
 #: the rotated formats' swapped launch over MANY_ROWS or more (sequence, KV head) rows: splits
 #: for ROTATED_WAVES whole waves of its programs, none shorter than ROTATED_MIN_SPLIT tokens
 #: (bench/results/split-many-rows-h200.json: one wave rounded up had left a second wave of
@@ -995,12 +1010,13 @@ class LayerCache:
                     bool(tail))
                 if max_registers is None:
                     max_registers = regs
+            whole = self.k.fmt == self.v.fmt in WHOLE_WAVES and bh >= MANY_ROWS
             if programs_per_sm and swapped and self.k.fmt in ROTATED and bh >= MANY_ROWS:
                 want = rotated_many_splits(bh, max_len, programs_per_sm)
             elif programs_per_sm:
-                want = math.ceil(programs_per_sm * SMS / bh)
+                want = wave_count(bh, programs_per_sm, whole)
             else:
-                several = min(math.ceil(WAVES_PER_SM * SMS / bh), max_len // LONG_SPLIT,
+                several = min(wave_count(bh, WAVES_PER_SM, whole), max_len // LONG_SPLIT,
                               MAX_SPLITS)
                 want = max(1, several, one_wave_splits(bh, max_len))
             split_tokens = math.ceil(max_len / want)

@@ -26,6 +26,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     small_tiles,
     swapped_launch,
     tail_offsets,
+    wave_count,
     wide_launch,
 )
 from kvcore.kv import geometry_bytes  # noqa: E402
@@ -756,6 +757,45 @@ def test_rotated_decode_over_many_rows_takes_whole_waves(monkeypatch):
     q = torch.randn(32, 8, 128, generator=g).half()
     out = kernel.decode(q, table, seq_lens)
     assert calls == [(64, 40, 16)]
+    assert not torch.isnan(out).any()
+    assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
+
+
+def test_wave_count_rounds_down_to_a_whole_wave_or_up():
+    """16 programs a multiprocessor, 2,112 a wave: 128 rows take 16 splits whole (2,048
+    programs) and 17 rounded up (2,176: a second wave of 64); where rows divide the wave both
+    agree; more rows than a wave take one split either way."""
+    assert wave_count(128, 16, True) == 16 and wave_count(128, 16, False) == 17
+    assert wave_count(256, 16, True) == 8 and wave_count(256, 16, False) == 9
+    assert wave_count(384, 16, True) == 5 and wave_count(384, 16, False) == 6
+    assert wave_count(96, 16, True) == wave_count(96, 16, False) == 22
+    assert wave_count(4096, 16, True) == wave_count(4096, 16, False) == 1
+    for rows in range(64, 2113, 7):
+        n = wave_count(rows, 16, True)
+        assert n * rows <= 16 * 132 < (n + 1) * rows
+        assert wave_count(rows, 16, False) - n in (0, 1)
+
+
+@pytest.mark.parametrize(("fmt", "batch", "whole"), [
+    ("fp8_pth", 32, True), ("nvfp4", 32, True), ("fp8_pth", 16, False), ("q8_0", 32, False)])
+def test_fp8_and_nvfp4_decode_over_many_rows_fill_whole_waves(monkeypatch, fmt, batch, whole):
+    # sequences × 2 KV heads: fp8_pth (its split rule's waves) and nvfp4 (its swapped launch's
+    # 16 programs a multiprocessor) over 64 rows round the wave down; 32 rows, or another
+    # format, round it up; and the answer is the reference's
+    import kvcore.kernels.cache as cache_mod
+
+    calls = []
+
+    def spy(rows, per_sm, whole):
+        calls.append((rows, per_sm, whole))
+        return wave_count(rows, per_sm, whole)
+
+    monkeypatch.setattr(cache_mod, "wave_count", spy)
+    lens = [40 - s % 7 for s in range(batch)]
+    kernel, table, seq_lens, g = two_page_cache(fmt, 2, 128, lens, seed=43)
+    q = torch.randn(batch, 8, 128, generator=g).half()
+    out = kernel.decode(q, table, seq_lens)
+    assert [(rows, w) for rows, _, w in calls] == [(2 * batch, whole)]
     assert not torch.isnan(out).any()
     assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
 
