@@ -97,7 +97,10 @@ def test_swapped_products_give_the_unswapped_answer(fmt, dim, hq):
     swapped = cache.decode(q, split_tokens=128, swap=True)
     plain = cache.decode(q, split_tokens=128, swap=False)
     assert not torch.isnan(swapped).any()
-    assert rel(swapped, plain) < 1e-5
+    # float32 sums of other shapes in another order; the interpreter's products go through
+    # numpy's BLAS, whose kernels (and so its sums' order) follow the CPU: 1.15e-5 at kivi4,
+    # 96 lanes on one; a tile or row out of place gives 1e-2 and more
+    assert rel(swapped, plain) < 5e-5
     assert rel(swapped, cache.decode_ref(q.float())) < 3e-3
 
 
