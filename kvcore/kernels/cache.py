@@ -858,7 +858,9 @@ class LayerCache:
         multiprocessor (FEW_ROWS_FORMAT_PER_SM's for its format and block_n; FEW_ROWS_LONG's,
         with its registers a thread unless ``max_registers`` is given, from its fewest tokens;
         ROTATED_TILES' launch, registers and programs for tbq3 and tbq4 where small_tiles
-        applies and no launch is given);
+        applies and no launch is given); over MANY_ROWS rows or more, the rotated formats'
+        swapped launch takes rotated_many_splits' whole waves, and fp8_pth and nvfp4
+        (WHOLE_WAVES) round their wave down instead of up (wave_count);
         ``programs_per_sm`` sets that number instead. Give ``max_len`` (the
         longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
         128 lanes take WIDE_LAUNCH (by the power of two of their width). A head whose width is
