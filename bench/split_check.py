@@ -1,12 +1,14 @@
 """Context split of the decode kernel: LayerCache.decode's default split against fixed numbers
 of splits.
 
-    python bench/split_check.py [--out DIR] [--formats F,…] [--shapes BxT,…] [--splits N,…]
+    python bench/split_check.py [--out DIR] [--formats F,…] [--shapes BxT[@N/N…],…]
+        [--splits N,…]
 
 For f16, q4_0 and tbq4 at batch 1 (32k, 128k and 1M tokens) and batch 8 (32k), or the formats
 and shapes given: the step time with the default split and with 64, 128 and 256 splits a
-sequence, or the numbers given (the merge reads the splits in chunks, so more splits cost it
-little). Writes split.json.
+sequence, or the numbers given (a shape's own after its "@", else --splits; the merge reads
+the splits in chunks, so more splits cost it little). Each row also records the registers,
+spilled bytes and warps of the split kernels first compiled for it. Writes split.json.
 """
 
 from __future__ import annotations
@@ -24,6 +26,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from decode import HKV, D, copies, fill, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.kernels.triton_ops import decode_split_kernel  # noqa: E402
+
+
+def compiled() -> dict[object, list[int]]:
+    """Each split kernel compiled so far in this process → [registers, spilled bytes, warps]
+    (empty where this triton keeps its compiled kernels elsewhere)."""
+    out: dict[object, list[int]] = {}
+    try:
+        for device, binder in decode_split_kernel.device_caches.items():
+            for key, k in binder[0].items():
+                out[(device, key)] = [int(getattr(k, "n_regs", -1)),
+                                      int(getattr(k, "n_spills", -1)),
+                                      int(k.metadata.num_warps)]
+    except (AttributeError, IndexError, TypeError):
+        return {}
+    return out
 from kvcore.measure import environment  # noqa: E402
 
 
@@ -37,16 +55,21 @@ def main() -> None:
     args = ap.parse_args()
     env = environment("cuda", torch)
     rows = []
-    for batch, tokens in (tuple(int(x) for x in sh.split("x")) for sh in args.shapes.split(",")):
+    for shape in args.shapes.split(","):
+        size, _, own = shape.partition("@")
+        batch, tokens = (int(x) for x in size.split("x"))
+        counts = [int(x) for x in (own.split("/") if own else args.splits.split(","))]
         for fmt in args.formats.split(","):
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
             caches = copies(cache, batch, tokens)
+            before = compiled()
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "default": time_steps(caches, batch, tokens)}
-            for n in (int(x) for x in args.splits.split(",")):
+            for n in counts:
                 row[f"splits_{n}"] = time_steps(caches, batch, tokens,
                                                 split_tokens=math.ceil(tokens / n))
+            row["kernels"] = [v for k, v in compiled().items() if k not in before]
             rows.append(row)
             print({k: (f"{v * 1e6:.1f} us" if isinstance(v, float) else v)
                    for k, v in row.items()}, flush=True)

@@ -302,19 +302,48 @@ def wave_splits(rows: int, per_sm: int) -> int:
     return max(1, per_sm * SMS // max(1, rows))
 
 
-#: K and V formats whose split over MANY_ROWS or more (sequence, KV head) rows fills one wave
-#: of their programs rounded down (wave_count), not up, which had left a second wave of a few
-#: programs (bench/results/split-rows-fp8-nvfp4-h200.json, one run): at B=16 128k (128 rows,
-#: 17 splits) fp8_pth 1,295 µs against 1,155 at 16 splits, nvfp4 1,609 against 1,125; B=32 32k
-#: (256 rows, 9) 627 against 581 and 677 against 600 at 8; B=48 32k (384 rows, 6) 935 against
-#: 905 and 1,007 against 941 at 5; at 96 and 192 rows, where the two roundings meet, the same
+#: K and V formats whose split over MANY_ROWS or more (sequence, KV head) rows fills whole
+#: waves of the programs that reside (fullest_waves), not one wave of WAVES_PER_SM rounded up,
+#: which had left a second wave of a few programs (bench/results/split-rows-fp8-nvfp4-h200.json,
+#: one run: at B=16 128k, 128 rows, 17 splits, fp8_pth 1,295 µs against 1,155 at 16, nvfp4
+#: 1,609 against 1,125; B=32 32k, 256 rows, 9 splits, 627 against 581 and 677 against 600 at 8)
 WHOLE_WAVES = frozenset({"fp8_pth", "nvfp4"})
+#: programs of fp8_pth's many-rows launch and of nvfp4's from SWAPPED_MANY_ROWS rows (64-token
+#: one-warp programs, registers uncapped) that reside on a multiprocessor at once. The split
+#: sweeps over 96-512 rows (split-rows-fp8-nvfp4-h200.json, split-rows-v52-h200.json,
+#: split-rows-waves-h200.json) time as waves of 8, not 16: counts whose programs just pass a
+#: whole number of waves of 8 are the slow ones (384 rows: 6 splits, 2.2 waves, 946 µs and
+#: 1,003; 9 splits, 3.3 waves, 902 and 932; 11 splits, 4.0 waves, 869 and 867; fp8_pth, nvfp4)
+WHOLE_RESIDENT = 8
+#: fill within which fewer waves are kept (fullest_waves)
+FILL_TIE = 0.01
 
 
-def wave_count(rows: int, per_sm: int, whole: bool) -> int:
-    """Splits a row for one wave of ``per_sm`` programs a multiprocessor over ``rows`` rows:
-    with ``whole``, none past the wave (wave_splits), else the wave rounded up."""
-    return wave_splits(rows, per_sm) if whole else math.ceil(per_sm * SMS / max(1, rows))
+def fullest_waves(rows: int, resident: int, tokens: int, most: int | None = None) -> int:
+    """Splits a sequence of ``tokens`` tokens takes so that ``rows`` (sequence, KV head) rows of
+    programs, ``resident`` of which reside on a multiprocessor at once, fill whole waves: of
+    WAVES_PER_SM to twice that many programs a multiprocessor, in whole waves of ``resident``,
+    the count whose last wave is fullest (fewer waves where the fill is within FILL_TIE), none
+    past its waves. The fewest waves are taken at any length (at most ``most`` splits where
+    given); more waves only while each split keeps LONG_SPLIT tokens and MAX_SPLITS splits."""
+    wave = resident * SMS
+    best, fill = 0, 0.0
+    for k in range(max(1, WAVES_PER_SM // resident), 2 * WAVES_PER_SM // resident + 1):
+        n = max(1, k * wave // max(1, rows))
+        if best and n > min(tokens // LONG_SPLIT, MAX_SPLITS):
+            break
+        if not best and most is not None:
+            n = max(1, min(n, most))
+        f = n * rows / (math.ceil(n * rows / wave) * wave)
+        if f > fill + FILL_TIE:
+            best, fill = n, f
+    return best
+
+
+def wave_up(rows: int, per_sm: int) -> int:
+    """Splits a row for one wave of ``per_sm`` programs a multiprocessor over ``rows`` rows,
+    the wave rounded up."""
+    return math.ceil(per_sm * SMS / max(1, rows))
 
 
 #: the rotated formats' swapped launch over MANY_ROWS or more (sequence, KV head) rows: splits
@@ -860,7 +889,8 @@ class LayerCache:
         ROTATED_TILES' launch, registers and programs for tbq3 and tbq4 where small_tiles
         applies and no launch is given); over MANY_ROWS rows or more, the rotated formats'
         swapped launch takes rotated_many_splits' whole waves, and fp8_pth and nvfp4
-        (WHOLE_WAVES) round their wave down instead of up (wave_count);
+        (WHOLE_WAVES) the whole waves of their resident programs that fill most fully
+        (fullest_waves) instead of one wave rounded up;
         ``programs_per_sm`` sets that number instead. Give ``max_len`` (the
         longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
         128 lanes take WIDE_LAUNCH (by the power of two of their width). A head whose width is
@@ -1016,10 +1046,12 @@ class LayerCache:
             if programs_per_sm and swapped and self.k.fmt in ROTATED and bh >= MANY_ROWS:
                 want = rotated_many_splits(bh, max_len, programs_per_sm)
             elif programs_per_sm:
-                want = wave_count(bh, programs_per_sm, whole)
+                want = (fullest_waves(bh, programs_per_sm, max_len) if whole
+                        else wave_up(bh, programs_per_sm))
             else:
-                several = min(wave_count(bh, WAVES_PER_SM, whole), max_len // LONG_SPLIT,
-                              MAX_SPLITS)
+                most = min(max_len // LONG_SPLIT, MAX_SPLITS)
+                several = min(fullest_waves(bh, WHOLE_RESIDENT, max_len, most) if whole
+                              else wave_up(bh, WAVES_PER_SM), most)
                 want = max(1, several, one_wave_splits(bh, max_len))
             split_tokens = math.ceil(max_len / want)
         # a split is whole tiles, so that no tile straddles two splits
