@@ -309,11 +309,15 @@ def wave_splits(rows: int, per_sm: int) -> int:
 #: 1,609 against 1,125; B=32 32k, 256 rows, 9 splits, 627 against 581 and 677 against 600 at 8)
 WHOLE_WAVES = frozenset({"fp8_pth", "nvfp4"})
 #: programs of fp8_pth's many-rows launch and of nvfp4's from SWAPPED_MANY_ROWS rows (64-token
-#: one-warp programs, registers uncapped) that reside on a multiprocessor at once. The split
-#: sweeps over 96-512 rows (split-rows-fp8-nvfp4-h200.json, split-rows-v52-h200.json,
-#: split-rows-waves-h200.json) time as waves of 8, not 16: counts whose programs just pass a
-#: whole number of waves of 8 are the slow ones (384 rows: 6 splits, 2.2 waves, 946 µs and
-#: 1,003; 9 splits, 3.3 waves, 902 and 932; 11 splits, 4.0 waves, 869 and 867; fp8_pth, nvfp4)
+#: one-warp programs, registers uncapped: 243 and 198 a thread on an H200) that reside on a
+#: multiprocessor at once. The split sweeps over 96-800 rows time as waves of 8: counts whose
+#: programs just pass a whole number of waves of 8 are the slow ones (384 rows, fp8_pth and
+#: nvfp4: 6 splits, 2.2 waves, 946 and 1,003 µs; 9, 3.3 waves, 902 and 932; 11, 4.0 waves, 869
+#: and 867; split-rows-v52-h200.json). Under fullest_waves (split-rows-fill-h200.json, one
+#: run, against one wave of 16 rounded down): nvfp4 B=56 32k 1,174 → 1,017 µs, B=100 32k
+#: 2,209 → 1,867, B=56 128k 4,612 → 3,965; fp8_pth 4,283 → 3,938 at B=56 128k, 1-7% at
+#: 32k but B=36 (625 → 646). nvfp4's swapped launch under SWAPPED_MANY_ROWS rows fits 16
+#: (128 registers) and takes its programs_per_sm
 WHOLE_RESIDENT = 8
 #: fill within which fewer waves are kept (fullest_waves)
 FILL_TIE = 0.01

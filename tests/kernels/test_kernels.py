@@ -19,6 +19,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     ROTATE_IN_KERNEL_TOKENS,
     LayerCache,
     few_rows_launch,
+    fullest_waves,
     head_parts,
     query_blocks,
     rotated_many_splits,
@@ -26,7 +27,7 @@ from kvcore.kernels.cache import (  # noqa: E402
     small_tiles,
     swapped_launch,
     tail_offsets,
-    wave_count,
+    wave_up,
     wide_launch,
 )
 from kvcore.kv import geometry_bytes  # noqa: E402
@@ -761,41 +762,65 @@ def test_rotated_decode_over_many_rows_takes_whole_waves(monkeypatch):
     assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
 
 
-def test_wave_count_rounds_down_to_a_whole_wave_or_up():
-    """16 programs a multiprocessor, 2,112 a wave: 128 rows take 16 splits whole (2,048
-    programs) and 17 rounded up (2,176: a second wave of 64); where rows divide the wave both
-    agree; more rows than a wave take one split either way."""
-    assert wave_count(128, 16, True) == 16 and wave_count(128, 16, False) == 17
-    assert wave_count(256, 16, True) == 8 and wave_count(256, 16, False) == 9
-    assert wave_count(384, 16, True) == 5 and wave_count(384, 16, False) == 6
-    assert wave_count(96, 16, True) == wave_count(96, 16, False) == 22
-    assert wave_count(4096, 16, True) == wave_count(4096, 16, False) == 1
-    for rows in range(64, 2113, 7):
-        n = wave_count(rows, 16, True)
-        assert n * rows <= 16 * 132 < (n + 1) * rows
-        assert wave_count(rows, 16, False) - n in (0, 1)
+def _last_wave_fill(rows: int, splits: int, resident: int) -> float:
+    wave = resident * 132
+    return splits * rows / (math.ceil(splits * rows / wave) * wave)
 
 
-@pytest.mark.parametrize(("fmt", "batch", "whole"), [
-    ("fp8_pth", 32, True), ("nvfp4", 32, True), ("fp8_pth", 16, False), ("q8_0", 32, False)])
-def test_fp8_and_nvfp4_decode_over_many_rows_fill_whole_waves(monkeypatch, fmt, batch, whole):
-    # sequences × 2 KV heads: fp8_pth (its split rule's waves) and nvfp4 (its swapped launch's
-    # 16 programs a multiprocessor) over 64 rows round the wave down; 32 rows, or another
-    # format, round it up; and the answer is the reference's
+def test_fullest_waves_fill_whole_waves_of_the_resident_programs():
+    """8 programs a multiprocessor reside, 1,056 a wave: 384 rows take 11 splits (4,224
+    programs, four whole waves) where one wave of 16 rounded down gave 5 (1.82 waves); 448 take
+    7 (2.97 waves, not 4 at 1.70); where two waves fill within 1% (512 rows, 4 splits, 1.94
+    waves) they are kept; more waves only while a split keeps 2,048 tokens."""
+    assert fullest_waves(384, 8, 32768, 16) == 11
+    assert fullest_waves(320, 8, 32768, 16) == 13
+    assert fullest_waves(448, 8, 32768, 16) == 7
+    assert fullest_waves(512, 8, 32768, 16) == 4
+    assert fullest_waves(256, 8, 32768, 16) == 8
+    assert fullest_waves(192, 8, 32768, 16) == 11
+    assert fullest_waves(768, 8, 32768, 16) == 4
+    assert fullest_waves(4096, 8, 32768, 16) == 1
+    # 16 resident (nvfp4's swapped launch under 256 rows): one wave or two
+    assert fullest_waves(128, 16, 131072) == 33
+    assert fullest_waves(128, 16, 32768) == 16
+    assert fullest_waves(64, 16, 131072) == fullest_waves(64, 16, 32768) == 33
+    for tokens in (32768, 131072, 1 << 20):
+        most = min(tokens // 2048, 64)
+        for rows in range(64, 1200, 5):
+            n = fullest_waves(rows, 8, tokens, most)
+            base = max(1, min(2 * 8 * 132 // rows, most))
+            assert n * rows <= 4 * 8 * 132 or n == base
+            if n != base:
+                assert base < n <= most
+                assert _last_wave_fill(rows, n, 8) > _last_wave_fill(rows, base, 8) + 0.01
+
+
+def test_wave_up_rounds_one_wave_up():
+    assert wave_up(128, 16) == 17 and wave_up(256, 16) == 9 and wave_up(96, 16) == 22
+    assert wave_up(4096, 16) == 1
+
+
+@pytest.mark.parametrize(("fmt", "batch", "resident"), [
+    ("fp8_pth", 32, 8), ("nvfp4", 32, 16), ("fp8_pth", 16, None), ("q8_0", 32, None)])
+def test_fp8_and_nvfp4_decode_over_many_rows_fill_whole_waves(monkeypatch, fmt, batch,
+                                                              resident):
+    # sequences × 2 KV heads: fp8_pth (8 programs of its many-rows launch reside) and nvfp4
+    # (its swapped launch's 16) over 64 rows fill whole waves; 32 rows, or another format,
+    # round one wave up; and the answer is the reference's
     import kvcore.kernels.cache as cache_mod
 
     calls = []
 
-    def spy(rows, per_sm, whole):
-        calls.append((rows, per_sm, whole))
-        return wave_count(rows, per_sm, whole)
+    def spy(rows, per_sm, tokens, most=None):
+        calls.append((rows, per_sm))
+        return fullest_waves(rows, per_sm, tokens, most)
 
-    monkeypatch.setattr(cache_mod, "wave_count", spy)
+    monkeypatch.setattr(cache_mod, "fullest_waves", spy)
     lens = [40 - s % 7 for s in range(batch)]
     kernel, table, seq_lens, g = two_page_cache(fmt, 2, 128, lens, seed=43)
     q = torch.randn(batch, 8, 128, generator=g).half()
     out = kernel.decode(q, table, seq_lens)
-    assert [(rows, w) for rows, _, w in calls] == [(2 * batch, whole)]
+    assert calls == ([(2 * batch, resident)] if resident else [])
     assert not torch.isnan(out).any()
     assert rel(out, kernel.decode_ref(q.float(), table, seq_lens)) < 3e-3
 
