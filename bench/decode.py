@@ -25,6 +25,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 import triton
@@ -263,6 +264,21 @@ def write_json(out: str | Path, name: str, result: object) -> None:
     that a run stopped at its time limit keeps what it finished."""
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / name).write_text(json.dumps(result, indent=2))
+
+
+def compiled(kernel: Any) -> dict[object, list[int]]:
+    """Each variant of the Triton ``kernel`` compiled so far in this process → [registers,
+    spilled bytes, warps] (empty where this triton keeps its compiled kernels elsewhere)."""
+    out: dict[object, list[int]] = {}
+    try:
+        for device, binder in kernel.device_caches.items():
+            for key, k in binder[0].items():
+                out[(device, key)] = [int(getattr(k, "n_regs", -1)),
+                                      int(getattr(k, "n_spills", -1)),
+                                      int(k.metadata.num_warps)]
+    except (AttributeError, IndexError, TypeError):
+        return {}
+    return out
 
 
 def copies_for(nbytes: int) -> int:

@@ -9,7 +9,8 @@ step replayed from a CUDA graph over enough caches that none is read from L2. SP
 default split; T: quantized tokens a step (decode(tile_tokens=T), 0 the default); L 1: the
 lazy rescale (decode(lazy=True)); P: programs a multiprocessor the split aims at
 (decode(programs_per_sm=P)); R: registers a thread at most (decode(max_registers=R)); X 1:
-the products swapped (decode(swap=True)), 2: not swapped; 0 the defaults. First, on the GPU: the PTX unpacking against the plain path
+the products swapped (decode(swap=True)), 2: not swapped; 0 the defaults. Each row records
+the registers, spilled bytes and warps of the decode kernels first compiled for it. First, on the GPU: the PTX unpacking against the plain path
 (asm=False) and both against exact attention over the dequantized cache (``correctness``).
 Writes kivi.json.
 """
@@ -26,9 +27,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HQ, graph_time, kivi_copies, kivi_fill, rel, write_json  # noqa: E402
+from decode import HQ, compiled, graph_time, kivi_copies, kivi_fill, rel, write_json  # noqa: E402
 
 from kvcore.kernels.kivi import KIVI_LAZY, KIVI_STAGES, KIVI_WARPS, KiviCache  # noqa: E402
+from kvcore.kernels.kivi_triton import kivi_decode_kernel  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 D = 128
@@ -94,6 +96,7 @@ def main() -> None:
             q = torch.randn(seqs, HQ, D, device="cuda").half()
             row = {"format": fmt, "sequences": seqs, "tokens": tokens,
                    "bytes": caches[0].nbytes, "seconds": {}}
+            before = compiled(kivi_decode_kernel)
             for w, st, split, tok, lazy, per_sm, regs, swap in dict.fromkeys(configs):
                 row["seconds"][f"{w}/{st}/{split}/{tok}/{lazy}/{per_sm}/{regs}/{swap}"] = \
                     graph_time([partial(c.decode, q, split or None, num_warps=w, num_stages=st,
@@ -102,8 +105,10 @@ def main() -> None:
                                         max_registers=regs or None,
                                         swap=None if swap == 0 else swap == 1)
                                 for c in caches])
+            row["kernels"] = [v for k, v in compiled(kivi_decode_kernel).items()
+                              if k not in before]
             rows.append(row)
-            print(fmt, seqs, tokens, {k: f"{v * 1e6:.1f} us" for k, v in row["seconds"].items()},
+            print(fmt, seqs, tokens, row["kernels"], {k: f"{v * 1e6:.1f} us" for k, v in row["seconds"].items()},
                   flush=True)
             del caches
             torch.cuda.empty_cache()

@@ -23,25 +23,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, D, copies, fill, time_steps, write_json  # noqa: E402
+from decode import HKV, D, compiled, copies, fill, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.kernels.triton_ops import decode_split_kernel  # noqa: E402
-
-
-def compiled() -> dict[object, list[int]]:
-    """Each split kernel compiled so far in this process → [registers, spilled bytes, warps]
-    (empty where this triton keeps its compiled kernels elsewhere)."""
-    out: dict[object, list[int]] = {}
-    try:
-        for device, binder in decode_split_kernel.device_caches.items():
-            for key, k in binder[0].items():
-                out[(device, key)] = [int(getattr(k, "n_regs", -1)),
-                                      int(getattr(k, "n_spills", -1)),
-                                      int(k.metadata.num_warps)]
-    except (AttributeError, IndexError, TypeError):
-        return {}
-    return out
 from kvcore.measure import environment  # noqa: E402
 
 
@@ -63,13 +48,14 @@ def main() -> None:
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
             caches = copies(cache, batch, tokens)
-            before = compiled()
+            before = compiled(decode_split_kernel)
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "default": time_steps(caches, batch, tokens)}
             for n in counts:
                 row[f"splits_{n}"] = time_steps(caches, batch, tokens,
                                                 split_tokens=math.ceil(tokens / n))
-            row["kernels"] = [v for k, v in compiled().items() if k not in before]
+            row["kernels"] = [v for k, v in compiled(decode_split_kernel).items()
+                              if k not in before]
             rows.append(row)
             print({k: (f"{v * 1e6:.1f} us" if isinstance(v, float) else v)
                    for k, v in row.items()}, flush=True)
