@@ -1,7 +1,8 @@
 """fp8_pth and nvfp4 decode on the GPU at the split counts fullest_waves gives over many rows:
 the default against the reference (LayerCache.decode_ref) and against the count the rule
-before it took (one wave of 16 rounded down), which only the order of the float32 sums may
-change.
+before it took (one wave of 16 rounded down). Between counts only the order of the float32
+sums and the float16 rounding of the weights, taken against each split's own running max,
+may differ.
 
     python bench/probes/fill_check.py [--out DIR]
 
