@@ -316,8 +316,9 @@ WHOLE_WAVES = frozenset({"fp8_pth", "nvfp4"})
 #: and 867; split-rows-v52-h200.json). Under fullest_waves (split-rows-fill-h200.json, one
 #: run, against one wave of 16 rounded down): nvfp4 B=56 32k 1,174 → 1,017 µs, B=100 32k
 #: 2,209 → 1,867, B=56 128k 4,612 → 3,965; fp8_pth 4,283 → 3,938 at B=56 128k, 1-7% at
-#: 32k but B=36 (625 → 646). nvfp4's swapped launch under SWAPPED_MANY_ROWS rows fits 16
-#: (128 registers) and takes its programs_per_sm
+#: 32k but B=36 (625 → 646 there, 655 → 628 and 650 → 627 in both passes of
+#: split-rows-fill-again-h200.json). nvfp4's swapped launch under SWAPPED_MANY_ROWS rows fits
+#: 16 (128 registers) and takes its programs_per_sm
 WHOLE_RESIDENT = 8
 #: fill within which fewer waves are kept (fullest_waves)
 FILL_TIE = 0.01
@@ -327,9 +328,9 @@ def fullest_waves(rows: int, resident: int, tokens: int, most: int | None = None
     """Splits a sequence of ``tokens`` tokens takes so that ``rows`` (sequence, KV head) rows of
     programs, ``resident`` of which reside on a multiprocessor at once, fill whole waves: of
     WAVES_PER_SM to twice that many programs a multiprocessor, in whole waves of ``resident``,
-    the count whose last wave is fullest (fewer waves where the fill is within FILL_TIE), none
-    past its waves. The fewest waves are taken at any length (at most ``most`` splits where
-    given); more waves only while each split keeps LONG_SPLIT tokens and MAX_SPLITS splits."""
+    the count whose last wave is fullest (fewer waves where the fill is within FILL_TIE). The
+    fewest waves are taken at any length (at most ``most`` splits where given); more waves only
+    while each split keeps LONG_SPLIT tokens and there are at most MAX_SPLITS splits."""
     wave = resident * SMS
     best, fill = 0, 0.0
     for k in range(max(1, WAVES_PER_SM // resident), 2 * WAVES_PER_SM // resident + 1):
@@ -895,7 +896,8 @@ class LayerCache:
         swapped launch takes rotated_many_splits' whole waves, and fp8_pth and nvfp4
         (WHOLE_WAVES) the whole waves of their resident programs that fill most fully
         (fullest_waves) instead of one wave rounded up;
-        ``programs_per_sm`` sets that number instead. Give ``max_len`` (the
+        ``programs_per_sm`` sets that number instead (for fp8_pth and nvfp4 over MANY_ROWS
+        rows or more: the programs that reside, of which fullest_waves fills whole waves). Give ``max_len`` (the
         longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
         128 lanes take WIDE_LAUNCH (by the power of two of their width). A head whose width is
         not a power of two is held in two parts where that saves lanes (head_parts: the MLA
