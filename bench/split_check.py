@@ -2,12 +2,14 @@
 of splits.
 
     python bench/split_check.py [--out DIR] [--formats F,…] [--shapes BxT[@N/N…],…]
-        [--splits N,…]
+        [--splits N,…] [--launches R/P,…]
 
 For f16, q4_0 and tbq4 at batch 1 (32k, 128k and 1M tokens) and batch 8 (32k), or the formats
 and shapes given: the step time with the default split and with 64, 128 and 256 splits a
 sequence, or the numbers given (a shape's own after its "@", else --splits; the merge reads
-the splits in chunks, so more splits cost it little). Each row also records the registers,
+the splits in chunks, so more splits cost it little). --launches: the default split with registers a thread capped at R and P
+programs a multiprocessor (decode(max_registers=R, programs_per_sm=P)). Each row also records
+the registers,
 spilled bytes and warps of the split kernels first compiled for it. Writes split.json.
 """
 
@@ -37,13 +39,15 @@ def main() -> None:
     ap.add_argument("--shapes", default="1x32768,1x131072,1x1048576,8x32768",
                     help="sequences x tokens, comma-separated")
     ap.add_argument("--splits", default="64,128,256", help="splits a sequence to time")
+    ap.add_argument("--launches", default="", help="R/P,…: registers capped at R, P programs "
+                    "a multiprocessor")
     args = ap.parse_args()
     env = environment("cuda", torch)
     rows = []
     for shape in args.shapes.split(","):
         size, _, own = shape.partition("@")
         batch, tokens = (int(x) for x in size.split("x"))
-        counts = [int(x) for x in (own.split("/") if own else args.splits.split(","))]
+        counts = [int(x) for x in (own.split("/") if own else args.splits.split(",")) if x]
         for fmt in args.formats.split(","):
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
@@ -54,6 +58,10 @@ def main() -> None:
             for n in counts:
                 row[f"splits_{n}"] = time_steps(caches, batch, tokens,
                                                 split_tokens=math.ceil(tokens / n))
+            for launch in filter(None, args.launches.split(",")):
+                regs, per_sm = (int(x) for x in launch.split("/"))
+                row[f"regs_{regs}_per_sm_{per_sm}"] = time_steps(
+                    caches, batch, tokens, max_registers=regs, programs_per_sm=per_sm)
             row["kernels"] = [v for k, v in compiled(decode_split_kernel).items()
                               if k not in before]
             rows.append(row)
