@@ -268,14 +268,16 @@ def write_json(out: str | Path, name: str, result: object) -> None:
 
 def compiled(kernel: Any) -> dict[object, list[int]]:
     """Each variant of the Triton ``kernel`` compiled so far in this process → [registers,
-    spilled bytes, warps] (empty where this triton keeps its compiled kernels elsewhere)."""
+    spilled bytes, warps, shared-memory bytes] (empty where this triton keeps its compiled
+    kernels elsewhere)."""
     out: dict[object, list[int]] = {}
     try:
         for device, binder in kernel.device_caches.items():
             for key, k in binder[0].items():
                 out[(device, key)] = [int(getattr(k, "n_regs", -1)),
                                       int(getattr(k, "n_spills", -1)),
-                                      int(k.metadata.num_warps)]
+                                      int(k.metadata.num_warps),
+                                      int(getattr(k.metadata, "shared", -1))]
     except (AttributeError, IndexError, TypeError):
         return {}
     return out

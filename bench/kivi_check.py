@@ -10,7 +10,8 @@ default split; T: quantized tokens a step (decode(tile_tokens=T), 0 the default)
 lazy rescale (decode(lazy=True)); P: programs a multiprocessor the split aims at
 (decode(programs_per_sm=P)); R: registers a thread at most (decode(max_registers=R)); X 1:
 the products swapped (decode(swap=True)), 2: not swapped; 0 the defaults. Each row records
-the registers, spilled bytes and warps of the decode kernels first compiled for it. First, on the GPU: the PTX unpacking against the plain path
+the registers, spilled bytes, warps and shared-memory bytes of the decode kernels first
+compiled for it. First, on the GPU: the PTX unpacking against the plain path
 (asm=False) and both against exact attention over the dequantized cache (``correctness``).
 Writes kivi.json.
 """

@@ -10,7 +10,7 @@ sequence, or the numbers given (a shape's own after its "@", else --splits; the 
 the splits in chunks, so more splits cost it little). --launches: the default split with registers a thread capped at R and P
 programs a multiprocessor (decode(max_registers=R, programs_per_sm=P)). Each row also records
 the registers,
-spilled bytes and warps of the split kernels first compiled for it. Writes split.json.
+spilled bytes, warps and shared-memory bytes of the split kernels first compiled for it. Writes split.json.
 """
 
 from __future__ import annotations
