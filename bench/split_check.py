@@ -7,10 +7,10 @@ of splits.
 For f16, q4_0 and tbq4 at batch 1 (32k, 128k and 1M tokens) and batch 8 (32k), or the formats
 and shapes given: the step time with the default split and with 64, 128 and 256 splits a
 sequence, or the numbers given (a shape's own after its "@", else --splits; the merge reads
-the splits in chunks, so more splits cost it little). --launches: the default split with registers a thread capped at R and P
-programs a multiprocessor (decode(max_registers=R, programs_per_sm=P)). Each row also records
-the registers,
-spilled bytes, warps and shared-memory bytes of the split kernels first compiled for it. Writes split.json.
+the splits in chunks, so more splits cost it little). --launches: the default split with
+registers a thread capped at R and P programs a multiprocessor (decode(max_registers=R,
+programs_per_sm=P)). Each row also records the registers, spilled bytes, warps and
+shared-memory bytes of the split kernels first compiled for it. Writes split.json.
 """
 
 from __future__ import annotations
