@@ -53,9 +53,9 @@ FEW_ROWS_PER_SM = 8
 FEW_ROWS_FORMAT_PER_SM = {("fp8_pth", 32): 12}
 #: the same over long contexts, where registers capped so that more programs fit make one
 #: wave of them: (K format, V format, integer keys, block_n, query rows) → (fewest tokens,
-#: programs a multiprocessor, registers a thread). q8_0 (196 registers, 10 programs fit) and
-#: q4_0 (180, 11) capped at 168 (no spills) in 12 programs a multiprocessor, at B=1 on an H200
-#: (bench/results/occupancy-b1-h200.json): q8_0 128k 104.9 → 99.5 µs, 256k 198.4 → 192.3, 1M
+#: programs a multiprocessor, registers a thread). q8_0 (196 registers) and q4_0 (180), 8
+#: programs a multiprocessor (WHOLE_RESIDENT's note), capped at 168 (no spills) in 12, at B=1
+#: on an H200 (bench/results/occupancy-b1-h200.json): q8_0 128k 104.9 → 99.5 µs, 256k 198.4 → 192.3, 1M
 #: 792 → 783, but 64k 54.6 → 55.7 and 32k 32.2 → 35.2; q4_0 64k 45.7 → 43.2, 128k 83.8 → 76.5,
 #: 256k 158.1 → 147.6, 1M 620 → 587, but 32k 26.2 → 26.9. Uncapped, 12 programs make more than
 #: one wave (q8_0 128k 123.9 µs, q4_0 102.2); nvfp4 and tbq3 capped spill and were slower.
@@ -310,7 +310,12 @@ def wave_splits(rows: int, per_sm: int) -> int:
 WHOLE_WAVES = frozenset({"fp8_pth", "nvfp4"})
 #: programs of fp8_pth's many-rows launch and of nvfp4's from SWAPPED_MANY_ROWS rows (64-token
 #: one-warp programs, registers uncapped: 243 and 198 a thread on an H200) that reside on a
-#: multiprocessor at once. The split sweeps over 96-800 rows time as waves of 8: counts whose
+#: multiprocessor at once. A multiprocessor's 65,536 registers are four quarters of 16,384, one
+#: to each scheduler, and a warp takes its registers from one quarter (in units of 8 a
+#: thread): at 169 to 256 registers two warps fit a quarter, 8 a multiprocessor (at 129 to 168,
+#: 12; at 128, 16), not the 10 the whole file would hold at 198 (their shared memory, 18,944
+#: and 12,288 bytes, would allow 11 and 17: resident-h200.json). The split sweeps over 96-800
+#: rows time as waves of 8: counts whose
 #: programs just pass a whole number of waves of 8 are the slow ones (384 rows, fp8_pth and
 #: nvfp4: 6 splits, 2.2 waves, 946 and 1,003 µs; 9, 3.3 waves, 902 and 932; 11, 4.0 waves, 869
 #: and 867; split-rows-v52-h200.json). Under fullest_waves (split-rows-fill-h200.json, one
