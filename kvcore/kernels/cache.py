@@ -325,6 +325,21 @@ WHOLE_WAVES = frozenset({"fp8_pth", "nvfp4"})
 #: split-rows-fill-again-h200.json). nvfp4's swapped launch under SWAPPED_MANY_ROWS rows fits
 #: 16 (128 registers) and takes its programs_per_sm
 WHOLE_RESIDENT = 8
+#: registers in each quarter of a multiprocessor's file (one quarter to each scheduler; a warp
+#: takes all its registers from one), the unit a thread's registers are allocated in, and the
+#: most warps and programs a multiprocessor holds, sm_80 to sm_90 (sm_80 itself holds 64 warps
+#: and 32 programs too)
+QUARTER_REGISTERS, REGISTER_UNIT, SM_WARPS, SM_PROGRAMS = 16384, 8, 64, 32
+
+
+def resident_programs(registers: int, warps: int = 1) -> int:
+    """Programs of ``warps`` warps at ``registers`` registers a thread that one multiprocessor
+    holds at once as far as registers, warps and programs limit them (not shared memory): whole
+    warps in each of its four register quarters. 243 and 198 (fp8_pth's and nvfp4's many-rows
+    launches) give WHOLE_RESIDENT, 8; 168 (the capped launches) 12; 128, 16."""
+    per_warp = math.ceil(registers / REGISTER_UNIT) * REGISTER_UNIT * 32
+    held_warps = min(4 * (QUARTER_REGISTERS // per_warp), SM_WARPS)
+    return min(held_warps // warps, SM_PROGRAMS)
 #: fill within which fewer waves are kept (fullest_waves)
 FILL_TIE = 0.01
 

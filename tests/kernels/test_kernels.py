@@ -17,11 +17,13 @@ from kvcore.kernels.cache import (  # noqa: E402
     PAD_ROWS_MANY,
     PAGED,
     ROTATE_IN_KERNEL_TOKENS,
+    WHOLE_RESIDENT,
     LayerCache,
     few_rows_launch,
     fullest_waves,
     head_parts,
     query_blocks,
+    resident_programs,
     rotated_many_splits,
     short_tile_reads,
     small_tiles,
@@ -793,6 +795,25 @@ def test_fullest_waves_fill_whole_waves_of_the_resident_programs():
             if n != base:
                 assert base < n <= most
                 assert _last_wave_fill(rows, n, 8) > _last_wave_fill(rows, base, 8) + 0.01
+
+
+def test_resident_programs_fill_whole_quarters_of_the_register_file():
+    """A warp's registers come from one quarter (16,384) of the file, in units of 8 a thread:
+    at 169 to 256 registers two one-warp programs fit a quarter, at 129 to 168 three, at 128
+    four; the whole file alone would give 10 at 198 and 13 at 144 (bench/results/
+    kivi-waves-h200.json: 10 kivi4 programs at 191 registers ran as 1.25 waves of 8)."""
+    assert resident_programs(243) == resident_programs(198) == WHOLE_RESIDENT == 8
+    assert resident_programs(191) == resident_programs(169) == resident_programs(256) == 8
+    assert resident_programs(168) == resident_programs(144) == resident_programs(129) == 12
+    assert resident_programs(128) == 16
+    assert resident_programs(110, warps=4) == 4
+    # past the registers, 64 warps and 32 programs a multiprocessor
+    assert resident_programs(24) == 32 and resident_programs(32, warps=4) == 16
+    for regs in range(24, 257):
+        n = resident_programs(regs)
+        warp = -(-regs // 8) * 8 * 32
+        assert n % 4 == 0 and n // 4 * warp <= 16384
+        assert (n // 4 + 1) * warp > 16384 or n == 32
 
 
 def test_wave_up_rounds_one_wave_up():
