@@ -327,8 +327,7 @@ WHOLE_WAVES = frozenset({"fp8_pth", "nvfp4"})
 WHOLE_RESIDENT = 8
 #: registers in each quarter of a multiprocessor's file (one quarter to each scheduler; a warp
 #: takes all its registers from one), the unit a thread's registers are allocated in, and the
-#: most warps and programs a multiprocessor holds, sm_80 to sm_90 (sm_80 itself holds 64 warps
-#: and 32 programs too)
+#: most warps and programs a multiprocessor holds, on sm_80 and sm_90 (A100, H100, H200)
 QUARTER_REGISTERS, REGISTER_UNIT, SM_WARPS, SM_PROGRAMS = 16384, 8, 64, 32
 
 
@@ -340,6 +339,8 @@ def resident_programs(registers: int, warps: int = 1) -> int:
     per_warp = math.ceil(registers / REGISTER_UNIT) * REGISTER_UNIT * 32
     held_warps = min(4 * (QUARTER_REGISTERS // per_warp), SM_WARPS)
     return min(held_warps // warps, SM_PROGRAMS)
+
+
 #: fill within which fewer waves are kept (fullest_waves)
 FILL_TIE = 0.01
 
