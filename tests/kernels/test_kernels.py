@@ -816,6 +816,23 @@ def test_resident_programs_fill_whole_quarters_of_the_register_file():
         assert (n // 4 + 1) * warp > 16384 or n == 32
 
 
+def test_capped_launches_ask_for_the_programs_their_registers_hold():
+    """Every launch table that caps registers and sets programs a multiprocessor sets the
+    number resident_programs gives for that cap: a split rule counts waves of those programs,
+    and a cap changed without them would leave waves part empty or spilling over."""
+    from kvcore.kernels import cache as c
+    from kvcore.kernels.kivi import KIVI_SWAP_PER_SM, KIVI_SWAP_REGS
+
+    pairs = [(per_sm, regs, launch[1]) for _, launch, _, regs, per_sm, _ in c.SWAPPED.values()
+             if regs is not None and per_sm is not None]
+    pairs += [(per_sm, regs, 1) for _, per_sm, regs in c.FEW_ROWS_LONG.values()]
+    pairs += [(per_sm, regs, launch[1]) for launch, _, regs, per_sm in c.ROTATED_TILES.values()]
+    pairs += [(KIVI_SWAP_PER_SM, KIVI_SWAP_REGS, 1)]
+    assert len(pairs) == 9
+    for per_sm, regs, warps in pairs:
+        assert per_sm == resident_programs(regs, warps), (per_sm, regs, warps)
+
+
 def test_wave_up_rounds_one_wave_up():
     assert wave_up(128, 16) == 17 and wave_up(256, 16) == 9 and wave_up(96, 16) == 22
     assert wave_up(4096, 16) == 1
