@@ -55,8 +55,8 @@ FEW_ROWS_FORMAT_PER_SM = {("fp8_pth", 32): 12}
 #: wave of them: (K format, V format, integer keys, block_n, query rows) → (fewest tokens,
 #: programs a multiprocessor, registers a thread). q8_0 (196 registers) and q4_0 (180), 8
 #: programs a multiprocessor (WHOLE_RESIDENT's note), capped at 168 (no spills) in 12, at B=1
-#: on an H200 (bench/results/occupancy-b1-h200.json): q8_0 128k 104.9 → 99.5 µs, 256k 198.4 → 192.3, 1M
-#: 792 → 783, but 64k 54.6 → 55.7 and 32k 32.2 → 35.2; q4_0 64k 45.7 → 43.2, 128k 83.8 → 76.5,
+#: on an H200 (bench/results/occupancy-b1-h200.json): q8_0 128k 104.9 → 99.5 µs, 256k
+#: 198.4 → 192.3, 1M 792 → 783, but 64k 54.6 → 55.7 and 32k 32.2 → 35.2; q4_0 64k 45.7 → 43.2, 128k 83.8 → 76.5,
 #: 256k 158.1 → 147.6, 1M 620 → 587, but 32k 26.2 → 26.9. Uncapped, 12 programs make more than
 #: one wave (q8_0 128k 123.9 µs, q4_0 102.2); nvfp4 and tbq3 capped spill and were slower.
 #: Over at most FEW_ROWS_LONG_ROWS rows only (bench/results/fewrows-h200.json): at B=2 (16
@@ -290,10 +290,16 @@ def wide_head_warps(dpow: int) -> int:
     return 4 if dpow <= 256 else 8
 
 
+def wave_up(rows: int, per_sm: int) -> int:
+    """Splits a row for one wave of ``per_sm`` programs a multiprocessor over ``rows`` rows,
+    the wave rounded up."""
+    return math.ceil(per_sm * SMS / max(1, rows))
+
+
 def one_wave_splits(rows: int, tokens: int) -> int:
     """Splits of a ``tokens``-long context that give ``rows`` (sequence, KV head) rows one wave
     of programs (WAVE_PER_SM a multiprocessor), none shorter than SHORT_SPLIT tokens."""
-    return min(math.ceil(WAVE_PER_SM * SMS / max(1, rows)), tokens // SHORT_SPLIT)
+    return min(wave_up(rows, WAVE_PER_SM), tokens // SHORT_SPLIT)
 
 
 def wave_splits(rows: int, per_sm: int) -> int:
@@ -355,7 +361,7 @@ def fullest_waves(rows: int, resident: int, tokens: int, most: int | None = None
     wave = resident * SMS
     best, fill = 0, 0.0
     for k in range(max(1, WAVES_PER_SM // resident), 2 * WAVES_PER_SM // resident + 1):
-        n = max(1, k * wave // max(1, rows))
+        n = wave_splits(rows, k * resident)
         if best and n > min(tokens // LONG_SPLIT, MAX_SPLITS):
             break
         if not best and most is not None:
@@ -364,12 +370,6 @@ def fullest_waves(rows: int, resident: int, tokens: int, most: int | None = None
         if f > fill + FILL_TIE:
             best, fill = n, f
     return best
-
-
-def wave_up(rows: int, per_sm: int) -> int:
-    """Splits a row for one wave of ``per_sm`` programs a multiprocessor over ``rows`` rows,
-    the wave rounded up."""
-    return math.ceil(per_sm * SMS / max(1, rows))
 
 
 #: the rotated formats' swapped launch over MANY_ROWS or more (sequence, KV head) rows: splits
@@ -918,8 +918,8 @@ class LayerCache:
         (WHOLE_WAVES) the whole waves of their resident programs that fill most fully
         (fullest_waves) instead of one wave rounded up;
         ``programs_per_sm`` sets that number instead (for fp8_pth and nvfp4 over MANY_ROWS
-        rows or more: the programs that reside, of which fullest_waves fills whole waves). Give ``max_len`` (the
-        longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
+        rows or more: the programs that reside, of which fullest_waves fills whole waves).
+        Give ``max_len`` (the longest sequence) to avoid reading ``seq_lens`` back from the device. Heads wider than
         128 lanes take WIDE_LAUNCH (by the power of two of their width). A head whose width is
         not a power of two is held in two parts where that saves lanes (head_parts: the MLA
         latent's 576 values as 512 + 64, not 1,024). A rotated K format has the query rotated
