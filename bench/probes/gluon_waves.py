@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 from decode import HKV, D, copies, fill, step_inputs, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels import gluon_q4_0  # noqa: E402
-from kvcore.kernels.cache import SMS, LayerCache  # noqa: E402
+from kvcore.kernels.cache import LayerCache, wave_splits, wave_up  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 
@@ -51,10 +51,9 @@ def main() -> None:
     rows_out = []
     for batch, tokens in (tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")):
         rows = batch * HKV
-        counts = sorted({max(1, w * r * SMS // rows) for w in map(int, args.waves.split(","))
+        counts = sorted({wave_splits(rows, w * r) for w in map(int, args.waves.split(","))
                          for r in map(int, args.resident.split(","))}
-                        | {-(-p * SMS // rows) for p in map(int, filter(None,
-                                                                         args.ceil.split(",")))})
+                        | {wave_up(rows, p) for p in map(int, filter(None, args.ceil.split(",")))})
         for fmt in args.formats.split(","):
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             fill(cache, batch, tokens, torch.float16)
