@@ -253,9 +253,6 @@ def parser() -> argparse.ArgumentParser:
                     help="decode: cap the registers a thread (0: none)")
     ap.add_argument("--pipe", action="store_true",
                     help="gluon: each tile's scores beside the tile before's value product")
-    ap.add_argument("--prefetch", type=int, default=0,
-                    help="decode (with --pdl), gluon: tokens a program asks L2 for before "
-                    "its wait (PF)")
     ap.add_argument("--gluon-stages", type=int, default=0, help="gluon: stages (0: decode's)")
     ap.add_argument("--gluon", nargs="?", const="default", choices=("default", "after", "scaled"),
                     help="the Gluon kernel (q4_0, q8_0) as decode launches it (with --group), "
@@ -278,7 +275,7 @@ def compile_decode(args: argparse.Namespace):
            "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32", "n_splits": "i32",
            "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32", "SIGNS": "*fp32"}
     from kvcore.kernels.cache import head_parts, tail_offsets
-    from kvcore.kernels.ref import padded, plane_widths
+    from kvcore.kernels.ref import padded
 
     d = args.head_dim
     x0, x1 = _row_widths(args.fmt, d)
@@ -301,11 +298,6 @@ def compile_decode(args: argparse.Namespace):
                   WIDE=args.lazy and args.wide,
                   DKT=dp - main if tail else 0, DVT=dp - main if tail else 0, OK0=off[0],
                   OK1=off[1], OV0=off[0], OV1=off[1], IK=args.int_keys, SWAP=args.swap)
-    two_k, two_v = (len(plane_widths(fm, d)) > 1 for fm in (args.fmt, vfmt))
-    consts.update(prefetch_args(args.prefetch, [
-        (sig["K0"], x0), (sig["K1"], x1) if two_k else None,
-        None if args.k_only else (sig["V0"], xv0),
-        (sig["V1"], xv1) if two_v and not args.k_only else None]))
     # the rotations in the kernel, as decode does for a head of 128 lanes in one part
     fold = main == 128 and not tail and not args.rotations_apart
     consts.update(ROT_Q=fold and f in (4, 5), ROT_V=fold and fv in (4, 5))
@@ -315,23 +307,8 @@ def compile_decode(args: argparse.Namespace):
     return _compile(decode_split_kernel, sig, consts, ("PAGE", "SPLIT"), options)
 
 
-#: bytes an element of a pointer type of the signatures
-ELEMENT_BYTES = {"*fp16": 2, "*fp32": 4, "*i8": 1, "*u8": 1}
-
-
-def prefetch_args(tokens: int, planes: list[tuple[str, int] | None]) -> dict[str, int]:
-    """PF and the lines of each plane (LK0, LK1, LV0, LV1) for ``tokens`` prefetched tokens
-    over ``planes``, (pointer type, elements a row) for K0, K1, V0, V1, None for a plane that
-    repeats another (no lines, as cache.prefetch_consts gives them); all 0 for no tokens."""
-    from kvcore.kernels.triton_ops import prefetch_lines
-
-    lines = [prefetch_lines(p[1] * ELEMENT_BYTES[p[0]], tokens) if p else 0 for p in planes]
-    return {"PF": tokens, **dict(zip(("LK0", "LK1", "LV0", "LV1"), lines, strict=True))}
-
-
 def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
-                  stages: int | None = None, pdl: bool = True, pipe: bool | None = None,
-                  prefetch: int = 0):
+                  stages: int | None = None, pdl: bool = True, pipe: bool | None = None):
     """The Gluon kernel (kvcore/kernels/gluon_q4_0.py) for K and V in ``fmt`` (q4_0 or q8_0)
     compiled for sm_90 as decode launches it for ``group`` query heads a KV head (``after``
     None: the AFTER forms where the group fits 8 columns; ``stages`` and ``pipe`` None:
@@ -351,9 +328,6 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
         consts["STAGES"] = stages
     if pipe is not None:
         consts["PIPE"] = pipe
-    x0 = 128 if fmt == "q8_0" else 64
-    consts.update(XK0=x0, XK1=4, XV0=x0, XV1=4, **prefetch_args(
-        prefetch, [(codes, x0), ("*fp16", 4), (codes, x0), ("*fp16", 4)]))
     return _compile(q4_0_swapped_kernel, sig, consts, ("PAGE", "SPLIT", "stride_bt"),
                     {"num_warps": 1}, gluon=True)
 
@@ -367,8 +341,7 @@ def main() -> None:
     if args.gluon:
         kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,
                                             {"after": True, "scaled": False}.get(args.gluon),
-                                            args.gluon_stages or None, True, args.pipe or None,
-                                            args.prefetch)
+                                            args.gluon_stages or None, True, args.pipe or None)
         args.block_n, args.warps, args.k_only = 32, 1, False
     else:
         kernel, sass, usage = compile_decode(args)

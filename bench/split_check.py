@@ -2,17 +2,14 @@
 of splits.
 
     python bench/split_check.py [--out DIR] [--formats F,…] [--shapes BxT[@N/N…],…]
-        [--splits N,…] [--launches R/P,…] [--prefetch N,…]
+        [--splits N,…] [--launches R/P,…]
 
 For f16, q4_0 and tbq4 at batch 1 (32k, 128k and 1M tokens) and batch 8 (32k), or the formats
 and shapes given: the step time with the default split and with 64, 128 and 256 splits a
 sequence, or the numbers given (a shape's own after its "@", else --splits; the merge reads
 the splits in chunks, so more splits cost it little). --launches: the default split with
 registers a thread capped at R and P programs a multiprocessor (decode(max_registers=R,
-programs_per_sm=P)). --prefetch: the default launch with each program asking L2 for its
-first N tokens before it waits on the step before (decode(prefetch=N); a count given twice is
-timed twice, the second as prefetch_N_again), and whether its output is the same as the
-default's to the bit. Each row also records the registers, spilled bytes, warps and
+programs_per_sm=P)). Each row also records the registers, spilled bytes, warps and
 shared-memory bytes of the split kernels (and Gluon kernels) first compiled for it. Writes
 split.json after every row.
 """
@@ -29,36 +26,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import (  # noqa: E402
-    HKV,
-    HQ,
-    D,
-    compiled,
-    copies,
-    fill,
-    step_inputs,
-    time_steps,
-    write_json,
-)
+from decode import HKV, D, compiled, copies, fill, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.kernels.gluon_q4_0 import q4_0_swapped_kernel  # noqa: E402
 from kvcore.kernels.triton_ops import decode_split_kernel  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
-
-
-def same_output(cache: LayerCache, batch: int, tokens: int, **launch: object) -> bool:
-    """Whether a step with ``launch`` writes the same output as the default launch, bit for
-    bit (each launched as a programmatic dependent where the GPU has it, after a step)."""
-    table, seq, q = step_inputs(batch, tokens)
-    outs = []
-    for given in ({}, launch):
-        out = torch.full((batch, HQ, D), float("nan"), device="cuda")
-        cache.decode(q, table, seq, max_len=tokens)
-        cache.decode(q, table, seq, max_len=tokens, out=out, **given)
-        outs.append(out)
-    torch.cuda.synchronize()
-    return bool(torch.equal(*outs))
 
 
 def main() -> None:
@@ -70,8 +43,6 @@ def main() -> None:
     ap.add_argument("--splits", default="64,128,256", help="splits a sequence to time")
     ap.add_argument("--launches", default="", help="R/P,…: registers capped at R, P programs "
                     "a multiprocessor")
-    ap.add_argument("--prefetch", default="", help="N,…: tokens a program asks L2 for before "
-                    "its wait")
     args = ap.parse_args()
     env = environment("cuda", torch)
     rows = []
@@ -93,10 +64,6 @@ def main() -> None:
                 regs, per_sm = (int(x) for x in launch.split("/"))
                 row[f"regs_{regs}_per_sm_{per_sm}"] = time_steps(
                     caches, batch, tokens, max_registers=regs, programs_per_sm=per_sm)
-            for n in (int(x) for x in args.prefetch.split(",") if x):
-                key = f"prefetch_{n}" + ("_again" if f"prefetch_{n}" in row else "")
-                row[key] = time_steps(caches, batch, tokens, prefetch=n)
-                row[f"{key}_same"] = same_output(caches[0], batch, tokens, prefetch=n)
             row["kernels"] = [v for k, v in {**compiled(decode_split_kernel),
                                              **compiled(q4_0_swapped_kernel)}.items()
                               if k not in before]

@@ -350,25 +350,6 @@ def resident_programs(registers: int, warps: int = 1) -> int:
 #: fill within which fewer waves are kept (fullest_waves)
 FILL_TIE = 0.01
 
-#: tokens of its context a decode program asks L2 for before it waits on the kernel before it
-#: (launched as a programmatic dependent; prefetch_tokens): 0, none
-PREFETCH_TOKENS = 0
-
-
-def prefetch_consts(planes: list[tuple[Any, int]], tokens: int) -> dict[str, int]:
-    """The split kernel's PF and LK0, LK1, LV0, LV1 (prefetch_tokens) for ``tokens`` tokens
-    a program over ``planes``, (tensor, elements a row) for K0, K1, V0 and V1 in that order: a
-    plane that repeats one before it (a format without a scale plane, a K-only cache's V) takes
-    no lines."""
-    from .triton_ops import prefetch_lines
-
-    lines = {}
-    for i, (name, (plane, width)) in enumerate(zip(("LK0", "LK1", "LV0", "LV1"), planes,
-                                                   strict=True)):
-        again = any(plane is other for other, _ in planes[:i])
-        lines[name] = 0 if again else prefetch_lines(width * plane.element_size(), tokens)
-    return {"PF": tokens if any(lines.values()) else 0, **lines}
-
 
 def fullest_waves(rows: int, resident: int, tokens: int, most: int | None = None) -> int:
     """Splits a sequence of ``tokens`` tokens takes so that ``rows`` (sequence, KV head) rows of
@@ -921,8 +902,7 @@ class LayerCache:
                pdl: bool | None = None, lazy: bool | None = None,
                pad_rows: int | None = None, wide: bool | None = None,
                int_keys: bool | None = None, swap: bool | None = None,
-               rotate_in_kernel: bool = True, gluon: bool | None = None,
-               prefetch: int | None = None) -> Any:
+               rotate_in_kernel: bool = True, gluon: bool | None = None) -> Any:
         """Fused split-K decode attention. q [B, Hq, head_dim] → [B, Hq, head_dim_v] float32
         (V's width; the query and K are head_dim wide).
 
@@ -996,10 +976,7 @@ class LayerCache:
         one), by the kernel that states its layouts (kernels/gluon_q4_0.py). ``out``: the
         output to write into (contiguous float32 [B, Hq, head_dim_v] on q's device; a step
         replayed from a CUDA graph then takes no fill launch), else a new tensor filled with
-        NaN first, so that an unwritten element cannot pass for a result. ``prefetch``
-        (default PREFETCH_TOKENS; with ``pdl`` only): each program of the split kernel asks L2
-        for the rows of its first ``prefetch`` tokens before it waits on the kernel before it
-        (prefetch_tokens), a hint that changes no value.
+        NaN first, so that an unwritten element cannot pass for a result.
         """
         from .triton_ops import (
             FMT_CODES,
@@ -1029,8 +1006,7 @@ class LayerCache:
                     decode_output(out, (bsz, hq, self.head_dim_v), q.device), max_len, per_sm,
                     self._workspace("acc", bsz * hq * n * d, torch.float32, q.device),
                     self._workspace("ml", bsz * hq * n * 2, torch.float32, q.device),
-                    pdl=programmatic_launch(q.device) if pdl is None else bool(pdl),
-                    prefetch=PREFETCH_TOKENS if prefetch is None else prefetch)
+                    pdl=programmatic_launch(q.device) if pdl is None else bool(pdl))
         main, tail = (head_parts(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
                       if parts else (dpow, 0))
         width = main + tail
@@ -1176,10 +1152,7 @@ class LayerCache:
             SAME_KV=same_kv, IK=bool(int_keys), SWAP=bool(swap),
             LAZY=bool(lazy), WIDE=bool(lazy and wide), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}),
-            SIGNS=tab["signs"] if rot_q or rot_v else None, ROT_Q=rot_q, ROT_V=rot_v,
-            **(prefetch_consts([(k0, xk0), (k1, xk1), (v0, xv0), (v1, xv1)],
-                               PREFETCH_TOKENS if prefetch is None else prefetch)
-               if pdl else {}))
+            SIGNS=tab["signs"] if rot_q or rot_v else None, ROT_Q=rot_q, ROT_V=rot_v)
         rotated_v = self.v.fmt in ROTATED and not rot_v
         reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, width,
                       rot=tab["rot_pm1"] if rotated_v else None,

@@ -217,46 +217,6 @@ def _scales_copy(buf, st, P1, first, left, MASKED: gl.constexpr):
         ASYNC_LOAD(buf.index(st), ptr)
 
 
-#: the lines one warp asks L2 for, one a lane (prefetch_tokens)
-LINE_LANES = gl.constexpr(gl.BlockedLayout([1], [32], [1], [0]))
-
-
-@gluon.jit
-def _l2_prefetch(P, first, count, LINES: gl.constexpr):
-    """triton_ops.l2_prefetch in this dialect: ask L2 for elements first … first + count of
-    plane P, at most LINES 128-byte lines."""
-    STEP: gl.constexpr = 128 // (P.dtype.element_ty.primitive_bitwidth // 8)
-    lo = first - first % STEP
-    at = lo + gl.arange(0, LINES, layout=LINE_LANES).to(gl.int64) * STEP
-    gl.inline_asm_elementwise("prefetch.global.L2 [$1]; // $0", "=r,l",
-                              [P + gl.where(at < first + count, at, lo)], dtype=gl.int32,
-                              is_pure=False, pack=1)
-
-
-@gluon.jit
-def _prefetch_tokens(K0, K1, V0, V1, BT, SEQ_LENS, b, bt0, h, start, PAGE, H_KV: gl.constexpr,
-                     XK0: gl.constexpr, XK1: gl.constexpr, XV0: gl.constexpr,
-                     XV1: gl.constexpr, PF: gl.constexpr, LK0: gl.constexpr,
-                     LK1: gl.constexpr, LV0: gl.constexpr, LV1: gl.constexpr):
-    """triton_ops.prefetch_tokens in this dialect: the rows of a program's first PF tokens,
-    page by page, LK0 … LV1 lines a plane, before the program waits on the kernel before it."""
-    stop = gl.minimum(start + PF, gl.load(SEQ_LENS + b))
-    t0 = start
-    while t0 < stop:
-        pg = t0 // PAGE
-        seg = gl.minimum(stop, (pg + 1) * PAGE) - t0
-        row = (gl.load(BT + bt0 + pg).to(gl.int64) * H_KV + h) * PAGE + t0 % PAGE
-        if LK0 > 0:
-            _l2_prefetch(K0, row * XK0, seg * XK0, LK0)
-        if LK1 > 0:
-            _l2_prefetch(K1, row * XK1, seg * XK1, LK1)
-        if LV0 > 0:
-            _l2_prefetch(V0, row * XV0, seg * XV0, LV0)
-        if LV1 > 0:
-            _l2_prefetch(V1, row * XV1, seg * XV1, LV1)
-        t0 += seg
-
-
 @gluon.jit
 def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr,
             K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr):
@@ -597,10 +557,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
                         PDL: gl.constexpr = False, Q8: gl.constexpr = False,
-                        PIPE: gl.constexpr = False, XK0: gl.constexpr = 0,
-                        XK1: gl.constexpr = 0, XV0: gl.constexpr = 0, XV1: gl.constexpr = 0,
-                        PF: gl.constexpr = 0, LK0: gl.constexpr = 0, LK1: gl.constexpr = 0,
-                        LV0: gl.constexpr = 0, LV1: gl.constexpr = 0):
+                        PIPE: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -612,18 +569,12 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     after its products (QN 8); Q8: K and V in q8_0 (with both AFTER forms); PDL: launched as a
     programmatic dependent (as pdl_enter). PIPE: each tile's softmax and value product beside
     the next tile's scores (two stages read at once: STAGES of at least 3, copies STAGES − 2
-    ahead of the scores), so that the two chains overlap; the last tile after the loop. PF
-    (with PDL): before the wait, ask L2 for the rows of the program's first PF tokens
-    (_prefetch_tokens; XK0 … XV1 elements a row of each plane, LK0 … LV1 lines of each)."""
+    ahead of the scores), so that the two chains overlap; the last tile after the loop."""
     BN: gl.constexpr = 32
     gl.static_assert(not PIPE or STAGES >= 3, "PIPE reads two stages while a third fills")
     b = gl.program_id(0)
     h = gl.program_id(1)
     sp = gl.program_id(2)
-    if PDL and PF > 0:
-        _prefetch_tokens(K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, b, b * stride_bt,
-                         h.to(gl.int64), sp * SPLIT, PAGE, H_KV, XK0, XK1, XV0, XV1, PF, LK0,
-                         LK1, LV0, LV1)
     if PDL:  # as pdl_enter: the step before may still read ACC; then let the merge be placed
         gl.inline_asm_elementwise("griddepcontrol.wait; // $0 $1", "=r,r", [sp],
                                   dtype=gl.int32, is_pure=False, pack=1)
@@ -748,29 +699,24 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
 
 def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, max_len: int,
                 per_sm: int, acc: Any, ml: Any, pdl: bool = False, max_registers: int = 0,
-                merge: bool = True, prefetch: int = 0, **consts: Any) -> Any:
+                merge: bool = True, **consts: Any) -> Any:
     """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0, or in q8_0 with
     groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128] float32:
     q4_0_swapped_kernel over per_sm programs a multiprocessor, then reduce_splits. ``acc`` and
     ``ml``: float32 scratch of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements
     (splits_for). ``max_registers`` caps the kernel's registers a thread; ``merge`` false leaves
-    the partial results in ``acc`` and ``ml`` unmerged; ``prefetch`` (with ``pdl``): the tokens
-    each program asks L2 for before its wait (PF); ``consts`` go to the kernel (STAGES, LAZY,
+    the partial results in ``acc`` and ``ml`` unmerged; ``consts`` go to the kernel (STAGES, LAZY,
     the forms)."""
-    from .cache import LOG2E, prefetch_consts
+    from .cache import LOG2E
     from .triton_ops import reduce_splits
 
     bsz, hq, d = q.shape
     hkv = cache.kv_heads
     split, n_splits = splits_for(bsz * hkv, max_len, per_sm)
-    k0, k1, xk0, xk1 = cache.k.operands()
-    v0, v1, xv0, xv1 = cache.v.operands()
+    k0, k1, _, _ = cache.k.operands()
+    v0, v1, _, _ = cache.v.operands()
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group), **consts}
-    if pdl and prefetch:
-        consts.update(XK0=xk0, XK1=xk1, XV0=xv0, XV1=xv1,
-                      **prefetch_consts([(k0, xk0), (k1, xk1), (v0, xv0), (v1, xv1)],
-                                        prefetch))
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d, num_warps=1,

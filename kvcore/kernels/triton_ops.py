@@ -12,7 +12,6 @@ elements it is given, however the compiler packs them.
 
 from __future__ import annotations
 
-import math
 import struct
 
 import triton
@@ -53,60 +52,6 @@ def pdl_release(PDL: tl.constexpr):
     uneven (gpt-oss-120b q4_0 128k × 4, a model's whole step: 3.32 → 4.73 ms)."""
     if PDL:
         gdc_launch_dependents()
-
-
-@triton.jit
-def l2_prefetch(P, first, count, LINES: tl.constexpr):
-    """Ask L2 for elements ``first`` … ``first + count`` of plane P: at most LINES 128-byte
-    lines from the one that holds ``first`` (the plane's base 128-byte aligned, as torch
-    allocates). A hint: it returns nothing, waits on nothing and cannot make a later read see
-    old bytes (L2 is where every multiprocessor's writes meet), so a program may give it
-    before pdl_wait. A GPU only (inline PTX)."""
-    STEP: tl.constexpr = 128 // (P.dtype.element_ty.primitive_bitwidth // 8)
-    lo = first - first % STEP
-    at = lo + tl.arange(0, LINES).to(tl.int64) * STEP
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // $0", "=r,l",
-                              [P + tl.where(at < first + count, at, lo)], dtype=tl.int32,
-                              is_pure=False, pack=1)
-
-
-@triton.jit
-def prefetch_tokens(K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, b, stride_bt, h, start, PAGE,
-                    H_KV: tl.constexpr, XK0: tl.constexpr, XK1: tl.constexpr,
-                    XV0: tl.constexpr, XV1: tl.constexpr, PF: tl.constexpr,
-                    LK0: tl.constexpr, LK1: tl.constexpr, LV0: tl.constexpr,
-                    LV1: tl.constexpr):
-    """Ask L2 for the rows of a program's first PF tokens (from ``start``, up to the
-    sequence's end) in each plane (K0 … V1, XK0 … XV1 elements a row), page by page through
-    the block table: LK0 … LV1 lines of each (prefetch_lines; 0 skips a plane). Given before
-    pdl_wait, the cache's first reads are under way while the kernel before finishes. The
-    lengths and block table read here only aim the hint: the program reads them again after
-    the wait."""
-    stop = tl.minimum(start + PF, tl.load(SEQ_LENS + b))
-    t0 = start
-    while t0 < stop:
-        pg = t0 // PAGE
-        seg = tl.minimum(stop, (pg + 1) * PAGE) - t0
-        page = tl.load(BLOCK_TABLE + b * stride_bt + pg).to(tl.int64)
-        row = (page * H_KV + h) * PAGE + t0 % PAGE
-        if LK0 > 0:
-            l2_prefetch(K0, row * XK0, seg * XK0, LK0)
-        if LK1 > 0:
-            l2_prefetch(K1, row * XK1, seg * XK1, LK1)
-        if LV0 > 0:
-            l2_prefetch(V0, row * XV0, seg * XV0, LV0)
-        if LV1 > 0:
-            l2_prefetch(V1, row * XV1, seg * XV1, LV1)
-        t0 += seg
-
-
-def prefetch_lines(row_bytes: int, tokens: int) -> int:
-    """The 128-byte lines prefetch_tokens asks for in a plane of ``row_bytes`` a token to
-    cover ``tokens`` consecutive tokens from any byte (one more than the span's whole lines,
-    for a start inside a line), as a power of two; 0 for no tokens or no bytes."""
-    if tokens <= 0 or row_bytes <= 0:
-        return 0
-    return 1 << math.ceil(tokens * row_bytes / 128).bit_length()
 
 
 @triton.jit
@@ -900,8 +845,6 @@ def decode_split_kernel(
     PDL: tl.constexpr = False, LAZY: tl.constexpr = False, WIDE: tl.constexpr = False,
     IK: tl.constexpr = False, SWAP: tl.constexpr = False, SIGNS=None,
     ROT_Q: tl.constexpr = False, ROT_V: tl.constexpr = False,
-    PF: tl.constexpr = 0, LK0: tl.constexpr = 0, LK1: tl.constexpr = 0,
-    LV0: tl.constexpr = 0, LV1: tl.constexpr = 0,
 ):
     """One (sequence, KV head, split) program: the GROUP query heads that share the KV head
     (or QPAD of them, below) attend over SPLIT tokens (a multiple of BLOCK_N); partial output,
@@ -939,18 +882,13 @@ def decode_split_kernel(
     SWAP (a 4-bit format on both sides, a head in one part): the products swapped, the cache
     tile their first operand and the query rows the narrow second one (Sᵀ = K·Qᵀ,
     Oᵀ = Vᵀ·Pᵀ), so that the rows pad to the tensor cores' 8 columns, not their 16 rows: the
-    partial output [DPOW, QPAD] takes half the registers (bench/results/swapped-h200.json).
-    PF (with PDL): before the wait, ask L2 for the rows of the program's first PF tokens
-    (prefetch_tokens, LK0 … LV1 lines a plane)."""
+    partial output [DPOW, QPAD] takes half the registers (bench/results/swapped-h200.json)."""
+    pdl_enter(PDL)
     b = tl.program_id(0)
     h = tl.program_id(1) // QB
     sp = tl.program_id(2)
-    start = sp * SPLIT
-    if PDL and PF > 0:
-        prefetch_tokens(K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, b, stride_bt, h.to(tl.int64),
-                        start, PAGE, H_KV, XK0, XK1, XV0, XV1, PF, LK0, LK1, LV0, LV1)
-    pdl_enter(PDL)
     seq_len = tl.load(SEQ_LENS + b)
+    start = sp * SPLIT
     end = tl.minimum(start + SPLIT, seq_len)
     rows = (tl.program_id(1) % QB) * QPAD + tl.arange(0, QPAD)
     qrow = (b * H_KV + h) * GROUP + rows
