@@ -525,6 +525,14 @@ def head_parts(width: int) -> tuple[int, int]:
 #: (gluon-q4_0-few-rows-h200.json, gluon-q8_0-per-sm-h200.json) had found the same tails.
 GLUON_PER_SM = 12
 GLUON_PER_SM_Q8 = 8
+#: q8_0's programs a multiprocessor where one wave of GLUON_PER_SM_Q8 would cut the context into
+#: splits of at most GLUON_SHORT_SPLIT tokens: fewer, longer programs, so that each one's start
+#: and end weigh less (gluon-few-h200.json, two passes: B=1 128k and B=4 32k, 1,024-token
+#: splits, 78.3 → 74.9-75.3 µs and 79.4 → 76.4-77.4; B=1 64k and B=2 32k, 512 tokens, 1.4-1.9%
+#: faster; at 2,048 tokens, B=1 256k and B=2 128k, 0.8-1.4% slower, and at B=1 1M up to 3%).
+#: q4_0's 10 and 11 were slower than its 12 at every shape.
+GLUON_PER_SM_Q8_SHORT = 6
+GLUON_SHORT_SPLIT = 1024
 #: the rows × tokens past which the Gluon kernel was faster than decode_split_kernel (B=1 at
 #: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
 #: 34.0 against 37.0 and 37.2)
@@ -549,7 +557,9 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, or
     both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
     pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with ``faster_only``, was
-    measured faster (more than GLUON_LEAST_WORK rows × tokens), else None."""
+    measured faster (more than GLUON_LEAST_WORK rows × tokens), else None: GLUON_PER_SM for
+    q4_0; for q8_0 GLUON_PER_SM_Q8, or GLUON_PER_SM_Q8_SHORT where a wave of that many would
+    make splits of GLUON_SHORT_SPLIT tokens or fewer."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0")):
         return None
     if head_dim != 128 or head_dim_v != 128 or (k_fmt == "q8_0" and group > 8):
@@ -558,7 +568,17 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         return None
     if faster_only and rows * max_len <= GLUON_LEAST_WORK:
         return None
-    return GLUON_PER_SM_Q8 if k_fmt == "q8_0" else GLUON_PER_SM
+    if k_fmt != "q8_0":
+        return GLUON_PER_SM
+    short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_Q8))[0] <= GLUON_SHORT_SPLIT
+    return GLUON_PER_SM_Q8_SHORT if short else GLUON_PER_SM_Q8
+
+
+def tiled_splits(max_len: int, want: int) -> tuple[int, int]:
+    """(tokens a split, splits) for about ``want`` splits of up to ``max_len`` tokens: whole
+    32-token tiles (the Gluon kernel's), so never more than ``want``."""
+    split = max(32, math.ceil(max_len / want / 32) * 32)
+    return split, max(1, math.ceil(max_len / split))
 
 
 def tail_offsets(fmt: str, main: int) -> tuple[int, int]:

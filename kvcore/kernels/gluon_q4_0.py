@@ -39,6 +39,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
+from .cache import tiled_splits, wave_splits
 from .triton_ops import _q4_0_asm
 
 #: the cp.async copy: ``async_copy_global_to_shared`` in triton 3.6, ``async_load`` by 3.9
@@ -746,13 +747,4 @@ def splits_for(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
     """(tokens a split, splits) for ``rows`` (sequence, KV head) rows of up to ``max_len``
     tokens at ``per_sm`` programs a multiprocessor: one wave with no program past it, in whole
     32-token tiles."""
-    from .cache import wave_splits
-
     return tiled_splits(max_len, wave_splits(rows, per_sm))
-
-
-def tiled_splits(max_len: int, want: int) -> tuple[int, int]:
-    """(tokens a split, splits) for about ``want`` splits of up to ``max_len`` tokens: whole
-    32-token tiles, so never more than ``want``."""
-    split = max(32, math.ceil(max_len / want / 32) * 32)
-    return split, max(1, math.ceil(max_len / split))
