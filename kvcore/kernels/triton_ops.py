@@ -1102,7 +1102,7 @@ def decode_split_kernel(
 @triton.jit
 def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
                   DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr,
-                  PDL: tl.constexpr = False):
+                  PDL: tl.constexpr = False, ONE: tl.constexpr = False):
     """Merge the splits of one query row at DB of the head dimensions (of the DPOW a partial
     output holds): OUT = Σ w_s acc_s / Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids:
     (sequence · H_KV + KV head, query row of its GROUP, block of DB dimensions). The splits are
@@ -1110,27 +1110,41 @@ def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
     takes a few round trips to memory however many splits there are; rows and dimensions are
     spread over programs, so that one sequence's merge is not left to a few programs (a rotated
     V format's merged rows are rotated back by rotate_kernel after it). PDL: pdl_wait, and
-    pdl_release after its store."""
+    pdl_release after its store. ONE (every split in one chunk of CH): the maxima, sums and
+    partial outputs are loaded together, one round trip instead of one for the maxima and one
+    for the rest."""
     pdl_wait(PDL)
     row = tl.program_id(0).to(tl.int64) * GROUP + tl.program_id(1)
-    big = tl.full([], float("-inf"), tl.float32)
-    for s0 in range(0, n_splits, CM):
-        sm = s0 + tl.arange(0, CM)
-        m_s = tl.load(ML + (row * n_splits + sm) * 2, mask=sm < n_splits, other=float("-inf"))
-        big = tl.maximum(big, tl.max(m_s, axis=0))
-    total = tl.zeros([], tl.float32)
-    acc = tl.zeros([DB], tl.float32)
     dq = tl.program_id(2) * DB + tl.arange(0, DB)
-    for s0 in range(0, n_splits, CH):
-        sc = s0 + tl.arange(0, CH)
+    if ONE:
+        sc = tl.arange(0, CH)
         base = row * n_splits + sc
         cm = sc < n_splits
         m_s = tl.load(ML + base * 2, mask=cm, other=float("-inf"))
         l_s = tl.load(ML + base * 2 + 1, mask=cm, other=0.0)
-        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - big))
-        total += tl.sum(w * l_s, axis=0)
         a = tl.load(ACC + base[:, None] * DPOW + dq[None, :], mask=cm[:, None], other=0.0)
-        acc += tl.sum(w[:, None] * a, axis=0)
+        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - tl.max(m_s, axis=0)))
+        total = tl.sum(w * l_s, axis=0)
+        acc = tl.sum(w[:, None] * a, axis=0)
+    else:
+        big = tl.full([], float("-inf"), tl.float32)
+        for s0 in range(0, n_splits, CM):
+            sm = s0 + tl.arange(0, CM)
+            m_s = tl.load(ML + (row * n_splits + sm) * 2, mask=sm < n_splits,
+                          other=float("-inf"))
+            big = tl.maximum(big, tl.max(m_s, axis=0))
+        total = tl.zeros([], tl.float32)
+        acc = tl.zeros([DB], tl.float32)
+        for s0 in range(0, n_splits, CH):
+            sc = s0 + tl.arange(0, CH)
+            base = row * n_splits + sc
+            cm = sc < n_splits
+            m_s = tl.load(ML + base * 2, mask=cm, other=float("-inf"))
+            l_s = tl.load(ML + base * 2 + 1, mask=cm, other=0.0)
+            w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - big))
+            total += tl.sum(w * l_s, axis=0)
+            a = tl.load(ACC + base[:, None] * DPOW + dq[None, :], mask=cm[:, None], other=0.0)
+            acc += tl.sum(w[:, None] * a, axis=0)
     out = acc / tl.where(total > 0, total, 1.0)
     tl.store(OUT + row * D + dq, out, mask=dq < D)
     pdl_release(PDL)
@@ -1138,6 +1152,8 @@ def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
 
 #: head dimensions a merge program takes
 REDUCE_DIMS = 32
+#: whether a merge whose splits fit one chunk loads them in one round trip (reduce_kernel's ONE)
+MERGE_ONE_PASS = True
 
 
 def pdl_launch(pdl: bool) -> dict:
@@ -1155,7 +1171,8 @@ def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: 
     below). With ``rot`` (the ±1 rotation, float16) the merged rows go to ``scratch`` (float32,
     seqs · kv_heads · group · width values) and rotate_kernel rotates them back into ``out``.
     ``chunks``: the splits read at a time (maxima, partial outputs), powers of two, if not the
-    largest that keep a program's loads near 8K values. ``pdl``: launch the kernels as
+    largest that keep a program's loads near 8K values; where one chunk holds every split
+    (and MERGE_ONE_PASS), they are loaded in one round trip. ``pdl``: launch the kernels as
     programmatic dependents of the kernel before them (a GPU of compute capability 9 or
     later; pdl_enter)."""
     splits = 1 << (n_splits - 1).bit_length()
@@ -1165,7 +1182,7 @@ def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: 
     merged = out if rot is None else scratch[:rows * width].view(rows, width)
     reduce_kernel[(seqs * kv_heads, group, width // db)](
         acc, ml, merged, n_splits, GROUP=group, D=merged.shape[-1], DPOW=width, DB=db, CM=cm,
-        CH=ch, **pdl_launch(pdl))
+        CH=ch, ONE=MERGE_ONE_PASS and ch >= n_splits, **pdl_launch(pdl))
     if rot is not None:
         rotate_kernel[(triton.cdiv(rows, 16),)](merged, out, rot, rows, DIN=width,
                                                 DOUT=out.shape[-1],

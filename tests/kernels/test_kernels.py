@@ -305,12 +305,17 @@ def test_rotated_formats_on_a_576_wide_latent(fmt):
     assert rel(out, exact) < BOUNDS[fmt] + 0.05
 
 
+@pytest.mark.parametrize("one_pass", [True, False])
 @pytest.mark.parametrize("chunks", [None, (2, 2), (4, 8)])
-def test_merge_of_splits_against_torch(chunks):
+def test_merge_of_splits_against_torch(chunks, one_pass, monkeypatch):
     # 3 sequences x 2 KV heads x 5 query heads, 7 splits of partial outputs over 64 padded
     # head dimensions (40 real), some splits empty (max -inf, sum 0) as a short sequence's
-    # last splits are; read in one chunk or in several, the merge is the softmax-weighted mean
+    # last splits are; read in one chunk (loaded at once, or maxima first) or in several, the
+    # merge is the softmax-weighted mean
+    from kvcore.kernels import triton_ops
     from kvcore.kernels.triton_ops import reduce_splits
+
+    monkeypatch.setattr(triton_ops, "MERGE_ONE_PASS", one_pass)
 
     g = torch.Generator().manual_seed(5)
     seqs, hkv, group, n, dpow, d = 3, 2, 5, 7, 64, 40
