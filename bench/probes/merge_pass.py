@@ -3,7 +3,7 @@ round trip where one chunk holds every split (ONE, the default) against the maxi
 the rest after (the form before), in whole decode steps and alone.
 
     python bench/probes/merge_pass.py [--out DIR] [--formats F,…] [--shapes BxT,…]
-        [--passes 3]
+        [--passes 2]
 
 Each pass times each format and shape with the flag on and off, in turns, so that a card that
 slows within a run counts against both. ``merge_alone`` times reduce_splits by itself over
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default="f16,q8_0,q4_0,fp8_pth")
     ap.add_argument("--shapes", default="1x32768,1x131072,8x32768")
-    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--passes", type=int, default=2)
     args = ap.parse_args()
     env = environment("cuda", torch)
     rows = []
@@ -51,7 +51,7 @@ def main() -> None:
                 for one in (True, False):
                     triton_ops.MERGE_ONE_PASS = one
                     row["one" if one else "two"].append(time_steps(caches, batch, tokens))
-                    for n in (64, 128):  # the merge alone over n splits of partial results
+                    for n in (128,):  # the merge alone over n splits of partial results
                         acc = torch.randn(batch * HQ * n * D, device="cuda")
                         ml = torch.randn(batch * HQ * n * 2, device="cuda")
                         out = torch.empty(batch, HQ, D, device="cuda")
