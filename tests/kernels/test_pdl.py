@@ -27,9 +27,11 @@ SCRIPT = textwrap.dedent("""
             out[f"decode {fmt} {pdl}"] = kernel.asm["ptx"]
     sig = {"ACC": "*fp32", "ML": "*fp32", "OUT": "*fp32", "n_splits": "i32"}
     for pdl in (True, False):
-        consts = dict(GROUP=4, D=128, DPOW=128, DB=32, CM=64, CH=64, PDL=pdl)
-        kernel, _, _ = sass_count._compile(reduce_kernel, sig, consts, (), {"num_warps": 4})
-        out[f"reduce {pdl}"] = kernel.asm["ptx"]
+        for one, name in ((True, "reduce"), (False, "reduce chunks")):
+            consts = dict(GROUP=4, D=128, DPOW=128, DB=32, CM=64, CH=64, PDL=pdl, ONE=one)
+            kernel, _, _ = sass_count._compile(reduce_kernel, sig, consts, (),
+                                               {"num_warps": 4})
+            out[f"{name} {pdl}"] = kernel.asm["ptx"]
     sig = {"X": "*fp16", "Y": "*fp32", "ROT": "*fp16", "n_rows": "i32"}
     for pdl in (True, False):
         consts = dict(DIN=128, DOUT=128, DPOW=128, BACK=False, PDL=pdl)
@@ -52,7 +54,8 @@ def _first_read(text: str) -> int:
     return min(spots)
 
 
-@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce", "rotate"])
+@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce", "reduce chunks",
+                                    "rotate"])
 def test_programmatic_launch_waits_before_the_first_read(ptx: dict[str, str],
                                                          kernel: str) -> None:
     text = ptx[f"{kernel} True"]
@@ -63,12 +66,13 @@ def test_programmatic_launch_waits_before_the_first_read(ptx: dict[str, str],
     assert wait < text.find("griddepcontrol.launch_dependents")
 
 
-@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce", "rotate"])
+@pytest.mark.parametrize("kernel", ["decode f16", "decode q4_0", "reduce", "reduce chunks",
+                                    "rotate"])
 def test_plain_launch_compiles_no_grid_dependency(ptx: dict[str, str], kernel: str) -> None:
     assert "griddepcontrol" not in ptx[f"{kernel} False"]
 
 
-@pytest.mark.parametrize("kernel", ["reduce", "rotate"])
+@pytest.mark.parametrize("kernel", ["reduce", "reduce chunks", "rotate"])
 def test_a_kernel_before_a_split_kernel_lets_it_in_after_its_last_store(
         ptx: dict[str, str], kernel: str) -> None:
     # the merge and the rotations precede a split kernel (the next layer's, or their own
