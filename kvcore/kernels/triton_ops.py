@@ -1100,6 +1100,27 @@ def decode_split_kernel(
 
 
 @triton.jit
+def _splits_chunk(ACC, ML, row, n_splits, s0, dq, CH: tl.constexpr, DPOW: tl.constexpr):
+    """The maxima, sums and partial outputs at head dimensions ``dq`` of splits s0 … s0 + CH of
+    merge row ``row`` (those past n_splits: max −inf, sum and output 0), loaded together."""
+    sc = s0 + tl.arange(0, CH)
+    base = row * n_splits + sc
+    cm = sc < n_splits
+    m_s = tl.load(ML + base * 2, mask=cm, other=float("-inf"))
+    l_s = tl.load(ML + base * 2 + 1, mask=cm, other=0.0)
+    a = tl.load(ACC + base[:, None] * DPOW + dq[None, :], mask=cm[:, None], other=0.0)
+    return m_s, l_s, a
+
+
+@triton.jit
+def _weighted(m_s, l_s, a, big):
+    """Σ w_s l_s and Σ w_s a_s over a chunk of splits, w_s = 2^(m_s − big) (0 for an empty
+    split)."""
+    w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - big))
+    return tl.sum(w * l_s, axis=0), tl.sum(w[:, None] * a, axis=0)
+
+
+@triton.jit
 def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
                   DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr,
                   PDL: tl.constexpr = False, ONE: tl.constexpr = False):
@@ -1117,15 +1138,8 @@ def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
     row = tl.program_id(0).to(tl.int64) * GROUP + tl.program_id(1)
     dq = tl.program_id(2) * DB + tl.arange(0, DB)
     if ONE:
-        sc = tl.arange(0, CH)
-        base = row * n_splits + sc
-        cm = sc < n_splits
-        m_s = tl.load(ML + base * 2, mask=cm, other=float("-inf"))
-        l_s = tl.load(ML + base * 2 + 1, mask=cm, other=0.0)
-        a = tl.load(ACC + base[:, None] * DPOW + dq[None, :], mask=cm[:, None], other=0.0)
-        w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - tl.max(m_s, axis=0)))
-        total = tl.sum(w * l_s, axis=0)
-        acc = tl.sum(w[:, None] * a, axis=0)
+        m_s, l_s, a = _splits_chunk(ACC, ML, row, n_splits, 0, dq, CH, DPOW)
+        total, acc = _weighted(m_s, l_s, a, tl.max(m_s, axis=0))
     else:
         big = tl.full([], float("-inf"), tl.float32)
         for s0 in range(0, n_splits, CM):
@@ -1136,15 +1150,10 @@ def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
         total = tl.zeros([], tl.float32)
         acc = tl.zeros([DB], tl.float32)
         for s0 in range(0, n_splits, CH):
-            sc = s0 + tl.arange(0, CH)
-            base = row * n_splits + sc
-            cm = sc < n_splits
-            m_s = tl.load(ML + base * 2, mask=cm, other=float("-inf"))
-            l_s = tl.load(ML + base * 2 + 1, mask=cm, other=0.0)
-            w = tl.where(m_s == float("-inf"), 0.0, tl.exp2(m_s - big))
-            total += tl.sum(w * l_s, axis=0)
-            a = tl.load(ACC + base[:, None] * DPOW + dq[None, :], mask=cm[:, None], other=0.0)
-            acc += tl.sum(w[:, None] * a, axis=0)
+            m_s, l_s, a = _splits_chunk(ACC, ML, row, n_splits, s0, dq, CH, DPOW)
+            t, x = _weighted(m_s, l_s, a, big)
+            total += t
+            acc += x
     out = acc / tl.where(total > 0, total, 1.0)
     tl.store(OUT + row * D + dq, out, mask=dq < D)
     pdl_release(PDL)
