@@ -293,6 +293,15 @@ def copies(cache: LayerCache, batch: int, tokens: int) -> list[LayerCache]:
     return [cache] + [clone(cache, batch, tokens) for _ in range(copies_for(cache.nbytes) - 1)]
 
 
+def filled_copies(fmt: str, batch: int, tokens: int, dtype: torch.dtype = torch.float16,
+                  fmt_v: str | None = None) -> list[LayerCache]:
+    """A cache of K in ``fmt`` and V in ``fmt_v`` (``fmt`` if not given), ``batch`` sequences of
+    ``tokens`` random ``dtype`` rows, and its copies (copies)."""
+    cache = LayerCache(fmt, fmt_v or fmt, batch, tokens, HKV, D, device="cuda")
+    fill(cache, batch, tokens, dtype)
+    return copies(cache, batch, tokens)
+
+
 def step_inputs(batch: int, tokens: int, dtype: torch.dtype = torch.float16
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A decode step's block table (one page per sequence), lengths (``tokens`` each) and

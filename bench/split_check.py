@@ -26,9 +26,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, D, compiled, copies, fill, time_steps, write_json  # noqa: E402
+from decode import compiled, filled_copies, time_steps, write_json  # noqa: E402
 
-from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.kernels.gluon_q4_0 import q4_0_swapped_kernel  # noqa: E402
 from kvcore.kernels.triton_ops import decode_split_kernel  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -51,9 +50,7 @@ def main() -> None:
         batch, tokens = (int(x) for x in size.split("x"))
         counts = [int(x) for x in (own.split("/") if own else args.splits.split(",")) if x]
         for fmt in args.formats.split(","):
-            cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
-            fill(cache, batch, tokens, torch.float16)
-            caches = copies(cache, batch, tokens)
+            caches = filled_copies(fmt, batch, tokens)
             before = {**compiled(decode_split_kernel), **compiled(q4_0_swapped_kernel)}
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "default": time_steps(caches, batch, tokens)}
@@ -71,7 +68,7 @@ def main() -> None:
             write_json(args.out, "split.json", {"env": env, "rows": rows})
             print({k: (f"{v * 1e6:.1f} us" if isinstance(v, float) else v)
                    for k, v in row.items()}, flush=True)
-            del cache, caches
+            del caches
             torch.cuda.empty_cache()
 
 

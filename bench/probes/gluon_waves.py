@@ -22,10 +22,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from decode import HKV, D, copies, fill, step_inputs, time_steps, write_json  # noqa: E402
+from decode import HKV, filled_copies, step_inputs, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels import gluon_q4_0  # noqa: E402
-from kvcore.kernels.cache import LayerCache, wave_splits, wave_up  # noqa: E402
+from kvcore.kernels.cache import wave_splits, wave_up  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 
@@ -55,9 +55,8 @@ def main() -> None:
                          for r in map(int, args.resident.split(","))}
                         | {wave_up(rows, p) for p in map(int, filter(None, args.ceil.split(",")))})
         for fmt in args.formats.split(","):
-            cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
-            fill(cache, batch, tokens, torch.float16)
-            caches = copies(cache, batch, tokens)
+            caches = filled_copies(fmt, batch, tokens)
+            cache = caches[0]
             table, seq, q = step_inputs(batch, tokens)
             assert cache.takes_gluon(q, seq, tokens), "not the Gluon kernel's launch"
             base = cache.decode(q, table, seq, max_len=tokens).clone()

@@ -46,7 +46,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 sys.path.insert(0, str(HERE.parent))
 
 import decode  # noqa: E402  (bench/decode.py)
-from decode import copies, fill, fill_paged, rel, sdpa_time, time_steps, write_json  # noqa: E402
+from decode import fill, fill_paged, filled_copies, rel, sdpa_time, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels import ref  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
@@ -169,9 +169,8 @@ def main() -> None:
         for batch, tokens in shapes:
             t0 = time.time()
             fk, fv = (fmt.split("/") * 2)[:2]
-            cache = LayerCache(fk, fv, batch, tokens, decode.HKV, decode.D, device="cuda")
-            fill(cache, batch, tokens, torch.float16)
-            caches = copies(cache, batch, tokens)
+            caches = filled_copies(fk, batch, tokens, fmt_v=fv)
+            cache = caches[0]
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "sdpa_us": sdpa[(batch, tokens)] * 1e6, "bytes": cache.nbytes}
             row["plain_us"] = time_steps(caches, batch, tokens, **base) * 1e6

@@ -23,10 +23,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from decode import HKV, HQ, D, copies, fill, graph_time, time_steps, write_json  # noqa: E402
+from decode import HKV, HQ, D, filled_copies, graph_time, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels import triton_ops  # noqa: E402
-from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 
@@ -42,9 +41,7 @@ def main() -> None:
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))
         for fmt in args.formats.split(","):
-            cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
-            fill(cache, batch, tokens, torch.float16)
-            caches = copies(cache, batch, tokens)
+            caches = filled_copies(fmt, batch, tokens)
             row = {"format": fmt, "batch": batch, "tokens": tokens, "one": [], "two": [],
                    "merge_one": [], "merge_two": []}
             for _ in range(args.passes):
@@ -65,7 +62,7 @@ def main() -> None:
                   [f"{n}:{t * 1e6:.2f}" for n, t in row["merge_one"]], "two",
                   [f"{n}:{t * 1e6:.2f}" for n, t in row["merge_two"]], flush=True)
             write_json(args.out, "merge-pass.json", {"env": env, "rows": rows})
-            del cache, caches
+            del caches
             torch.cuda.empty_cache()
 
 

@@ -18,9 +18,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from decode import HKV, D, copies, fill, sdpa_time, time_steps, write_json  # noqa: E402
+from decode import filled_copies, sdpa_time, time_steps, write_json  # noqa: E402
 
-from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 
@@ -32,9 +31,7 @@ def main() -> None:
     ap.add_argument("--format", default="q8_0")
     args = ap.parse_args()
     batch, tokens = (int(x) for x in args.shape.split("x"))
-    cache = LayerCache(args.format, args.format, batch, tokens, HKV, D, device="cuda")
-    fill(cache, batch, tokens, torch.float16)
-    caches = copies(cache, batch, tokens)
+    caches = filled_copies(args.format, batch, tokens)
     rounds = []
     for _ in range(args.rounds):
         step = time_steps(caches, batch, tokens)

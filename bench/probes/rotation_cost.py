@@ -23,10 +23,9 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent)]
 
-from decode import HKV, D, copies, fill, time_steps, write_json  # noqa: E402
+from decode import filled_copies, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels import triton_ops  # noqa: E402
-from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 SHAPES = [(1, 4096), (1, 32768), (1, 131072), (8, 4096), (8, 131072)]
@@ -47,9 +46,7 @@ def main() -> None:
     real = triton_ops.rotate_kernel
     for fmt in ("q4_0", "tbq4", "tbq3"):
         for batch, tokens in SHAPES:
-            cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
-            fill(cache, batch, tokens, torch.float16)
-            caches = copies(cache, batch, tokens)
+            caches = filled_copies(fmt, batch, tokens)
             row = {"format": fmt, "batch": batch, "tokens": tokens,
                    "seconds": time_steps(caches, batch, tokens)}
             if fmt != "q4_0":
@@ -64,7 +61,7 @@ def main() -> None:
             result["rows"].append(row)
             print(fmt, batch, tokens, {k: round(v * 1e6, 1) for k, v in row.items()
                                        if k.startswith("seconds")}, flush=True)
-            del cache, caches
+            del caches
             torch.cuda.empty_cache()
     write_json(args.out, "rotation-cost.json", result)
 

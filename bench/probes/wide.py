@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from decode import HKV, HQ, D, copies, fill, rel, time_steps, write_json  # noqa: E402
+from decode import HKV, HQ, D, filled_copies, rel, time_steps, write_json  # noqa: E402
 
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -64,9 +64,8 @@ def main() -> None:
         print(row, flush=True)
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))
-        cache = LayerCache("fp8_pth", "fp8_pth", batch, tokens, HKV, D, device="cuda")
-        fill(cache, batch, tokens, torch.bfloat16)
-        caches = copies(cache, batch, tokens)
+        caches = filled_copies("fp8_pth", batch, tokens, torch.bfloat16)
+        cache = caches[0]
         row = {"format": "fp8_pth", "batch": batch, "tokens": tokens, "wide": cache.v.wide}
         for wide in (False, True):
             row[f"seconds_wide_{wide}"] = time_steps(caches, batch, tokens, torch.bfloat16,
@@ -74,7 +73,7 @@ def main() -> None:
         row["cost"] = row["seconds_wide_True"] / row["seconds_wide_False"] - 1
         result["timing"].append(row)
         print(row, flush=True)
-        del caches, cache
+        del cache, caches
         torch.cuda.empty_cache()
     write_json(args.out, "wide.json", result)
 
