@@ -2,12 +2,13 @@
 against its default (splits_for).
 
     python bench/probes/gluon_waves.py [--out DIR] [--shapes BxT,…] [--waves 1,2,4]
-        [--resident 12,8] [--ceil 12,16] [--name gluon-waves.json]
+        [--resident 12,8] [--ceil 12,16] [--name gluon-waves.json] [--rounds 1]
 
 For each shape and format: the default step time, then one at floor(w · r · 132 / rows)
 splits a row for each wave count w and resident programs r, and at ceil(p · 132 / rows) for
 each p of --ceil (the rule before v51, which rounded the wave up), with the largest difference
-of its output from the default's. Needs a GPU.
+of its output from the default's; with --rounds, that many times each, alternating the order.
+Needs a GPU.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def fixed(n: int):
     return splits
 
 
+def _us(t: float | list[float]) -> str:
+    """Seconds (or a list of them) as microseconds."""
+    return " ".join(f"{x * 1e6:.1f}" for x in (t if isinstance(t, list) else [t])) + " us"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -45,6 +51,10 @@ def main() -> None:
     ap.add_argument("--formats", default="q4_0,q8_0")
     ap.add_argument("--ceil", default="")
     ap.add_argument("--name", default="gluon-waves.json")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time the default and the counts this many times, the counts in "
+                         "reverse order every other round (a card that slows within a run "
+                         "then counts against each)")
     args = ap.parse_args()
     env = environment("cuda", torch)
     default_splits = gluon_q4_0.splits_for
@@ -60,19 +70,24 @@ def main() -> None:
             table, seq, q = step_inputs(batch, tokens)
             assert cache.takes_gluon(q, seq, tokens), "not the Gluon kernel's launch"
             base = cache.decode(q, table, seq, max_len=tokens).clone()
-            row = {"format": fmt, "batch": batch, "tokens": tokens,
-                   "default": time_steps(caches, batch, tokens), "splits": {}, "max_abs": {}}
-            for n in counts:
-                gluon_q4_0.splits_for = fixed(n)
-                try:
-                    out = cache.decode(q, table, seq, max_len=tokens)
-                    row["max_abs"][n] = float((out - base).abs().max())
-                    row["splits"][n] = time_steps(caches, batch, tokens)
-                finally:
-                    gluon_q4_0.splits_for = default_splits
+            row = {"format": fmt, "batch": batch, "tokens": tokens, "default": [],
+                   "splits": {n: [] for n in counts}, "max_abs": {}}
+            for r in range(args.rounds):
+                row["default"].append(time_steps(caches, batch, tokens))
+                for n in counts if r % 2 == 0 else counts[::-1]:
+                    gluon_q4_0.splits_for = fixed(n)
+                    try:
+                        out = cache.decode(q, table, seq, max_len=tokens)
+                        row["max_abs"][n] = float((out - base).abs().max())
+                        row["splits"][n].append(time_steps(caches, batch, tokens))
+                    finally:
+                        gluon_q4_0.splits_for = default_splits
+            if args.rounds == 1:  # one time a count, as the files before --rounds hold them
+                row["default"] = row["default"][0]
+                row["splits"] = {n: t[0] for n, t in row["splits"].items()}
             rows_out.append(row)
-            print(fmt, batch, tokens, f"default {row['default'] * 1e6:.1f} us",
-                  {n: f"{t * 1e6:.1f} us" for n, t in row["splits"].items()}, flush=True)
+            print(fmt, batch, tokens, "default", _us(row["default"]),
+                  {n: _us(t) for n, t in row["splits"].items()}, flush=True)
             del cache, caches
             torch.cuda.empty_cache()
     write_json(args.out, args.name, {

@@ -49,12 +49,12 @@ def main() -> None:
             row: dict = {"format": fmt, "batch": batch, "tokens": tokens, "shift": [],
                          "division": []}
             outs = {}
+            table, seq, q = step_inputs(batch, tokens, torch.float16)
             for _ in range(args.passes):
                 for shift in (True, False):
                     gluon_q4_0.PAGE_SHIFTS = shift
                     row["shift" if shift else "division"].append(
                         time_steps(caches, batch, tokens))
-                    table, seq, q = step_inputs(batch, tokens, torch.float16)
                     out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
                     caches[0].decode(q, table, seq, max_len=tokens, out=out)
                     outs[shift] = out
