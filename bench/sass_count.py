@@ -273,7 +273,7 @@ def compile_decode(args: argparse.Namespace):
            "V0": DATA.get(fv, "*u8"), "V1": SIDE.get(fv, "*u8"), "VGS": "*fp32",
            "CENT_K": "*fp16", "CENT_V": "*fp16",
            "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32", "stride_bt": "i32", "n_splits": "i32",
-           "qk_scale": "fp32", "PAGE": "i32", "PAGE_SHIFT": "i32", "SPLIT": "i32", "SIGNS": "*fp32"}
+           "qk_scale": "fp32", "PAGE": "i32", "SPLIT": "i32", "SIGNS": "*fp32"}
     from kvcore.kernels.cache import head_parts, tail_offsets
     from kvcore.kernels.ref import padded
 
@@ -318,9 +318,9 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
     codes = "*i8" if fmt == "q8_0" else "*u8"
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": codes, "K1": "*fp16",
            "V0": codes, "V1": "*fp16", "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32",
-           "stride_bt": "i32", "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32", "PAGE_SHIFT": "i32",
+           "stride_bt": "i32", "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32",
            "SPLIT": "i32"}
-    consts = {"H_KV": 8, "GROUP": group, "D": 128, "LAZY": False, "PDL": pdl, "POW2": True,
+    consts = {"H_KV": 8, "GROUP": group, "D": 128, "LAZY": False, "PDL": pdl,
               **launch_consts(fmt, group)}
     if after is not None:
         consts.update(K_AFTER=after, V_AFTER=after)

@@ -46,9 +46,6 @@ from .triton_ops import _q4_0_asm
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
 #: the barrier of a program's threads: ``thread_barrier`` in triton 3.6, ``barrier`` by 3.9
 BARRIER = getattr(gl, "thread_barrier", None) or gl.barrier
-#: pages of a power of two tokens: the copies find a tile's page by a shift, not a division
-#: (bench/probes/page_shift.py sets it off to time the division)
-PAGE_SHIFTS = True
 
 MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8]))
 OPA = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=MMA.value, k_width=2))
@@ -196,13 +193,13 @@ SH3 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, orde
 
 
 @gluon.jit
-def _wide_copy(buf, st, base, left, MASKED: gl.constexpr, LAYOUT: gl.constexpr,
+def _wide_copy(buf, st, P0, first, left, MASKED: gl.constexpr, LAYOUT: gl.constexpr,
                WIDTH: gl.constexpr):
-    """The copy of a tile's 32 rows of WIDTH elements (the AFTER forms' codes) from ``base``
-    (its first row) into ``buf`` [STAGES, 32, WIDTH], 16 bytes a copy."""
+    """The copy of a tile's 32 rows of WIDTH elements (the AFTER forms' codes) into ``buf``
+    [STAGES, 32, WIDTH], 16 bytes a copy."""
     tok = gl.arange(0, 32, layout=gl.SliceLayout(1, LAYOUT))
-    ptr = base + (tok[:, None] * WIDTH
-                  + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, LAYOUT))[None, :])
+    ptr = (P0 + first * WIDTH + tok[:, None] * WIDTH
+           + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, LAYOUT))[None, :])
     if MASKED:
         ASYNC_LOAD(buf.index(st), ptr, mask=(tok < left)[:, None])
     else:
@@ -210,11 +207,11 @@ def _wide_copy(buf, st, base, left, MASKED: gl.constexpr, LAYOUT: gl.constexpr,
 
 
 @gluon.jit
-def _scales_copy(buf, st, base, left, MASKED: gl.constexpr):
-    """The copy of a tile's 32 rows of 4 block scales from ``base`` into ``buf``
-    [STAGES, 32, 4]."""
+def _scales_copy(buf, st, P1, first, left, MASKED: gl.constexpr):
+    """The copy of a tile's 32 rows of 4 block scales into ``buf`` [STAGES, 32, 4]."""
     stok = gl.arange(0, 32, layout=gl.SliceLayout(1, KSC))
-    ptr = base + (stok[:, None] * 4 + gl.arange(0, 4, layout=gl.SliceLayout(0, KSC))[None, :])
+    ptr = (P1 + first * 4 + stok[:, None] * 4
+           + gl.arange(0, 4, layout=gl.SliceLayout(0, KSC))[None, :])
     if MASKED:
         ASYNC_LOAD(buf.index(st), ptr, mask=(stok < left)[:, None])
     else:
@@ -225,39 +222,38 @@ def _scales_copy(buf, st, base, left, MASKED: gl.constexpr):
 def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr,
             K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr):
     """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
-    first ``left`` tokens (the others zero-filled), else all 32. Each plane's address is the
-    tile's first row (one scalar a plane) plus offsets that do not change from tile to tile."""
+    first ``left`` tokens (the others zero-filled), else all 32."""
     if K_AFTER and Q8:
-        _wide_copy(kbuf, st, K0 + first * 128, left, MASKED, KWC8, 128)
+        _wide_copy(kbuf, st, K0, first, left, MASKED, KWC8, 128)
     elif K_AFTER:
-        _wide_copy(kbuf, st, K0 + first * 64, left, MASKED, KWC, 64)
+        _wide_copy(kbuf, st, K0, first, left, MASKED, KWC, 64)
     else:
         KC: gl.constexpr = gl.SliceLayout(0, KB)
         tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
         col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
                + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
-        kp = (K0 + first * 64) + (tok[:, None, None] * 64 + col[None, :, :])
+        kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
         if MASKED:
             ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
         else:
             ASYNC_LOAD(kbuf.index(st), kp)
-    _scales_copy(ksbuf, st, K1 + first * 4, left, MASKED)
+    _scales_copy(ksbuf, st, K1, first, left, MASKED)
     if V_AFTER:
         vw = V0.to(gl.pointer_type(gl.int16))
         if Q8:
-            _wide_copy(vbuf, st, vw + first * 64, left, MASKED, VWC8, 64)
+            _wide_copy(vbuf, st, vw, first, left, MASKED, VWC8, 64)
         else:
-            _wide_copy(vbuf, st, vw + first * 32, left, MASKED, VWC, 32)
-        _scales_copy(vsbuf, st, V1 + first * 4, left, MASKED)
+            _wide_copy(vbuf, st, vw, first, left, MASKED, VWC, 32)
+        _scales_copy(vsbuf, st, V1, first, left, MASKED)
     else:
         VL: gl.constexpr = gl.SliceLayout(0, VC)
         pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
         chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
         vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
-        vp = (V0 + first * 64) + (pair[:, None, None] * 128 + vcol[None, :, :])
+        vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
         spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
         vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
-        vsp = (V1 + first * 4) + (spair[:, None] * 8 + vblk[None, :])
+        vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
         if MASKED:
             chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
             vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
@@ -271,22 +267,14 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
 
 
 @gluon.jit
-def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, n, left, PAGE, PAGE_SHIFT,
-           H_KV: gl.constexpr, h, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr,
-           Q8: gl.constexpr, POW2: gl.constexpr):
-    """Start copying the tile of tokens n … n + 32 (``left`` tokens to the split's end, at most
-    32 copied) into stage ``st`` of the buffers (a tile past the end copies nothing and
-    zero-fills), as one commit group; a whole tile unmasked. POW2: pages of
-    PAGE = 2^PAGE_SHIFT tokens, the page and the token in it by a shift and a mask instead of
-    a division."""
-    if POW2:
-        idx = n >> PAGE_SHIFT
-        within = n & (PAGE - 1)
-    else:
-        idx = n // PAGE
-        within = n % PAGE
-    page = gl.load(BT + bt0 + idx, mask=left > 0, other=0).to(gl.int64)
-    first = (page * H_KV + h) * PAGE + within
+def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
+           H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr,
+           Q8: gl.constexpr):
+    """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
+    past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
+    left = end - n0
+    page = gl.load(BT + bt0 + n0 // PAGE, mask=left > 0, other=0).to(gl.int64)
+    first = (page * H_KV + h) * PAGE + n0 % PAGE
     if left >= 32:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False, K_AFTER,
                 V_AFTER, Q8)
@@ -297,17 +285,15 @@ def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, n, left, PAGE,
 
 
 @gluon.jit
-def _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BT, bt0, n0, end, PAGE, PAGE_SHIFT,
-             H_KV: gl.constexpr, h, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr,
-             Q8: gl.constexpr, POW2: gl.constexpr, STAGES: gl.constexpr,
-             PENDING: gl.constexpr):
+def _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
+             H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
+             STAGES: gl.constexpr, PENDING: gl.constexpr):
     """Iteration ``it`` (its tile at n0) of the loop: once every lane is done with the stage the
     next copy fills, start copying the tile STAGES − 1 ahead into it, then wait until at most
     PENDING copies are still in flight and every lane sees the arrived ones."""
     BARRIER()
-    n = n0 + (STAGES - 1) * 32
-    _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1, BT, bt0, n,
-           end - n, PAGE, PAGE_SHIFT, H_KV, h, K_AFTER, V_AFTER, Q8, POW2)
+    _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1, BT, bt0, h,
+           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8)
     _cp.wait_group(PENDING)
     BARRIER()
 
@@ -567,12 +553,12 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
 
 @gluon.jit
 def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, stride_bt,
-                        n_splits, qk_scale, PAGE, PAGE_SHIFT, SPLIT, H_KV: gl.constexpr,
+                        n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
                         PDL: gl.constexpr = False, Q8: gl.constexpr = False,
-                        PIPE: gl.constexpr = False, POW2: gl.constexpr = False):
+                        PIPE: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -649,8 +635,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         aoff = 0.0  # the AFTER form's offsets, unused here
     bt0 = b * stride_bt
     for i in gl.static_range(STAGES - 1):
-        _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, start + i * BN,
-               end - start - i * BN, PAGE, PAGE_SHIFT, H_KV, h, K_AFTER, V_AFTER, Q8, POW2)
+        _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
+               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -665,8 +651,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, Q8, QN)
         for n0 in range(start, end - BN, BN):
             st = it % STAGES
-            _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, n0, end,
-                     PAGE, PAGE_SHIFT, H_KV, h, K_AFTER, V_AFTER, Q8, POW2, STAGES, STAGES - 2)
+            _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, STAGES, STAGES - 2)
             s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, Q8, QN)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff, LAZY,
@@ -680,8 +666,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     else:
         for n0 in range(start, end, BN):
             st = it % STAGES
-            _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, n0, end,
-                     PAGE, PAGE_SHIFT, H_KV, h, K_AFTER, V_AFTER, Q8, POW2, STAGES, STAGES - 1)
+            _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, STAGES, STAGES - 1)
             s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, Q8, QN)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff,
@@ -732,12 +718,10 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     v0, v1, _, _ = cache.v.operands()
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group), **consts}
-    page = cache.page_size
-    pow2 = PAGE_SHIFTS and (page & (page - 1)) == 0
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
-        LOG2E / math.sqrt(d), page, page.bit_length() - 1, split, H_KV=hkv, GROUP=group, D=d,
-        num_warps=1, POW2=pow2, **consts,
+        LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d, num_warps=1,
+        **consts,
         **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     if merge:
