@@ -525,13 +525,22 @@ def head_parts(width: int) -> tuple[int, int]:
 #: (gluon-q4_0-few-rows-h200.json, gluon-q8_0-per-sm-h200.json) had found the same tails.
 GLUON_PER_SM = 12
 GLUON_PER_SM_Q8 = 8
-#: q8_0's programs a multiprocessor where one wave of GLUON_PER_SM_Q8 would cut the context into
-#: splits of at most GLUON_SHORT_SPLIT tokens: fewer, longer programs, so that each one's start
-#: and end weigh less (gluon-few-h200.json, two passes: B=1 128k and B=4 32k, 1,024-token
-#: splits, 78.3 → 74.9-75.3 µs and 79.4 → 76.4-77.4; B=1 64k and B=2 32k, 512 tokens, 1.4-1.9%
-#: faster; at 2,048 tokens, B=1 256k and B=2 128k, 0.8-1.4% slower, and at B=1 1M up to 3%).
-#: q4_0's 10 and 11 were slower than its 12 at every shape.
-GLUON_PER_SM_Q8_SHORT = 6
+#: fewer programs where the work is small, in whole programs a scheduler (a multiprocessor's
+#: four schedulers each hold one warp of q8_0's, two of q4_0's; 5, 6, 10 and 11 leave them
+#: uneven). q8_0 over at most GLUON_FEW_ROWS (sequence, KV head) rows: one wave of 4
+#: (q8_0-few-rounds-h200.json, three rounds in turns: B=1 128k 74.7–74.9 → 72.1–72.3 µs against
+#: 6 a multiprocessor, B=1 64k 42.3–42.8 → 40.2–40.6, B=2 32k −5%, B=1 256k −2.5%;
+#: q8_0-four-h200.json: B=1 1M 519 → 509–512, B=8 32k 144.4 → 137.3–137.9, B=8 128k 521.3 →
+#: 513.3–514.5; 3 a multiprocessor within 1% of the old count, 5 and 2 slower). Over 128 rows
+#: and more 4 was within 1% either way, 0.5–1% slower at 256 and 512 rows by 32k
+#: (q8_0-four-many-h200.json), so those keep 8. q4_0 where one wave of 8 would make splits of
+#: at most GLUON_SHORT_SPLIT tokens: 8 (q4_0-four-h200.json, q4_0-eight-h200.json: B=1 128k
+#: 47.0–47.3 → 44.7–44.9 µs, B=1 64k 28.4–28.7 → 26.2–26.5, B=4 32k 47.3–47.5 → 46.2–46.5);
+#: at 2,048-token splits and more 12 was as fast or faster (B=1 256k 85.2–85.6 against 87.3,
+#: B=1 1M 333–336 against 340–342, B=8 32k within 1%).
+GLUON_PER_SM_Q8_FEW = 4
+GLUON_FEW_ROWS = 64
+GLUON_PER_SM_SHORT = 8
 GLUON_SHORT_SPLIT = 1024
 #: the rows × tokens past which the Gluon kernel was faster than decode_split_kernel (B=1 at
 #: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
@@ -557,9 +566,10 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, or
     both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
     pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with ``faster_only``, was
-    measured faster (more than GLUON_LEAST_WORK rows × tokens), else None: GLUON_PER_SM for
-    q4_0; for q8_0 GLUON_PER_SM_Q8, or GLUON_PER_SM_Q8_SHORT where a wave of that many would
-    make splits of GLUON_SHORT_SPLIT tokens or fewer."""
+    measured faster (more than GLUON_LEAST_WORK rows × tokens), else None. q4_0: GLUON_PER_SM,
+    or GLUON_PER_SM_SHORT where a wave of that many would make splits of GLUON_SHORT_SPLIT
+    tokens or fewer; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
+    GLUON_PER_SM_Q8."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0")):
         return None
     if head_dim != 128 or head_dim_v != 128 or (k_fmt == "q8_0" and group > 8):
@@ -568,10 +578,10 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         return None
     if faster_only and rows * max_len <= GLUON_LEAST_WORK:
         return None
-    if k_fmt != "q8_0":
-        return GLUON_PER_SM
-    short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_Q8))[0] <= GLUON_SHORT_SPLIT
-    return GLUON_PER_SM_Q8_SHORT if short else GLUON_PER_SM_Q8
+    if k_fmt == "q8_0":
+        return GLUON_PER_SM_Q8_FEW if rows <= GLUON_FEW_ROWS else GLUON_PER_SM_Q8
+    short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_SHORT))[0] <= GLUON_SHORT_SPLIT
+    return GLUON_PER_SM_SHORT if short else GLUON_PER_SM
 
 
 def tiled_splits(max_len: int, want: int) -> tuple[int, int]:

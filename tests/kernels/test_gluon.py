@@ -11,9 +11,11 @@ import re
 import pytest
 
 from kvcore.kernels.cache import (
+    GLUON_FEW_ROWS,
     GLUON_PER_SM,
     GLUON_PER_SM_Q8,
-    GLUON_PER_SM_Q8_SHORT,
+    GLUON_PER_SM_Q8_FEW,
+    GLUON_PER_SM_SHORT,
     GLUON_SHORT_SPLIT,
     SMS,
     gluon_launch,
@@ -86,38 +88,36 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
 
 
 @pytest.mark.parametrize(("kwargs", "expect"), [
-    ({}, GLUON_PER_SM),
-    ({"rows": 8, "max_len": 131072}, GLUON_PER_SM),
-    ({"rows": 8, "max_len": 65536}, GLUON_PER_SM),
-    ({"rows": 16, "max_len": 32768}, GLUON_PER_SM),
-    ({"rows": 32, "max_len": 32768}, GLUON_PER_SM),  # B=4 32k: 12 a multiprocessor
+    ({}, GLUON_PER_SM),  # B=8 32k: a wave of 8 makes 2,048-token splits, 12 a multiprocessor
+    # q4_0 where a wave of 8 makes splits of at most 1,024 tokens: 8, two a scheduler
+    ({"rows": 8, "max_len": 131072}, GLUON_PER_SM_SHORT),  # B=1 128k, 993 tokens
+    ({"rows": 8, "max_len": 65536}, GLUON_PER_SM_SHORT),
+    ({"rows": 16, "max_len": 32768}, GLUON_PER_SM_SHORT),
+    ({"rows": 32, "max_len": 32768}, GLUON_PER_SM_SHORT),  # B=4 32k
+    ({"rows": 8, "max_len": 262144}, GLUON_PER_SM),  # B=1 256k, 1,986 tokens: 12
+    ({"rows": 16, "max_len": 131072}, GLUON_PER_SM),  # B=2 128k
+    ({"rows": 8, "max_len": 1 << 20}, GLUON_PER_SM),
     ({"rows": 8, "max_len": 32768}, None),  # batch 1 at 32k: the split kernel was faster
-    ({"rows": 8, "max_len": 32768, "faster_only": False}, GLUON_PER_SM),
+    ({"rows": 8, "max_len": 32768, "faster_only": False}, GLUON_PER_SM_SHORT),
     ({"device_type": "cpu"}, None),
     ({"capability": (7, 5)}, None),
     ({"group": 32}, None),
     ({"page_size": 16}, None),
     ({"k_fmt": "tbq4"}, None),
     ({"v_fmt": "q8_0"}, None),
-    # q8_0's form: its own programs a multiprocessor, the same least work as q4_0's
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0"}, GLUON_PER_SM_Q8),  # B=8: 64 rows
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 512}, GLUON_PER_SM_Q8),  # B=64
+    # q8_0's form: one program a scheduler over at most 64 rows, 8 a multiprocessor past them
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0"}, GLUON_PER_SM_Q8_FEW),  # B=8: 64 rows
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 131072}, GLUON_PER_SM_Q8_FEW),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 1 << 20}, GLUON_PER_SM_Q8_FEW),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 32, "max_len": 131072}, GLUON_PER_SM_Q8_FEW),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 65}, GLUON_PER_SM_Q8),
-    # q8_0 where a wave of 8 would make splits of at most 1,024 tokens: 6, longer programs
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 131072}, GLUON_PER_SM_Q8_SHORT),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 65536}, GLUON_PER_SM_Q8_SHORT),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 32, "max_len": 32768}, GLUON_PER_SM_Q8_SHORT),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 16, "max_len": 32768}, GLUON_PER_SM_Q8_SHORT),
-    # 2,048-token splits and longer keep 8 (B=1 256k, B=2 128k, B=1 1M)
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 262144}, GLUON_PER_SM_Q8),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 16, "max_len": 131072}, GLUON_PER_SM_Q8),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 1 << 20}, GLUON_PER_SM_Q8),
-    # q4_0 keeps its 12 however short the splits (10 and 11 were slower)
-    ({"rows": 8, "max_len": 131072}, GLUON_PER_SM),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 128, "max_len": 131072}, GLUON_PER_SM_Q8),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 512}, GLUON_PER_SM_Q8),  # B=64
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768}, None),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768, "faster_only": False},
-     GLUON_PER_SM_Q8_SHORT),
+     GLUON_PER_SM_Q8_FEW),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "group": 16, "faster_only": False}, None),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768}, None),
     ({"k_fmt": "q8_0", "v_fmt": "q4_0"}, None),
     ({"head_dim": 96}, None),
     ({"head_dim_v": 64}, None),
@@ -128,20 +128,24 @@ def test_gluon_launch_only_where_it_applies_and_was_faster(kwargs, expect):
     assert gluon_launch(**{**base, **kwargs}) == expect
 
 
-@pytest.mark.parametrize("rows", [8, 16, 24, 32, 64, 100, 512])
+@pytest.mark.parametrize("rows", [8, 16, 24, 32, 64, 65, 100, 512])
 @pytest.mark.parametrize("max_len", [40000, 65536, 131072, 139264, 262144, 1 << 20])
-def test_gluon_q8_0_takes_fewer_programs_only_where_a_wave_of_8_makes_short_splits(rows,
-                                                                                     max_len):
-    # splits of a wave of 8 a multiprocessor, in whole 32-token tiles, stated here again
+def test_gluon_takes_fewer_programs_only_over_few_rows_or_short_splits(rows, max_len):
+    # q4_0: splits of a wave of 8 a multiprocessor, in whole 32-token tiles, stated here again
     want = max(1, 8 * SMS // rows)
     split8 = max(32, -(-max_len // (want * 32)) * 32)
+    per_sm = gluon_launch("q4_0", "q4_0", 128, 128, 4, 32, rows, max_len, "cuda",
+                          faster_only=False)
+    assert per_sm == (GLUON_PER_SM_SHORT if split8 <= GLUON_SHORT_SPLIT else GLUON_PER_SM)
+    # fewer programs make longer splits than the 12's, never shorter ones
+    split12 = max(32, -(-max_len // (max(1, 12 * SMS // rows) * 32)) * 32)
+    assert tiled_splits(max_len, max(1, per_sm * SMS // rows))[0] >= split12
+    # q8_0: by rows alone
     per_sm = gluon_launch("q8_0", "q8_0", 128, 128, 4, 32, rows, max_len, "cuda",
                           faster_only=False)
-    assert per_sm == (GLUON_PER_SM_Q8_SHORT if split8 <= GLUON_SHORT_SPLIT else GLUON_PER_SM_Q8)
-    # fewer programs make longer splits, never shorter ones
-    assert tiled_splits(max_len, max(1, per_sm * SMS // rows))[0] >= split8
-    assert gluon_launch("q4_0", "q4_0", 128, 128, 4, 32, rows, max_len, "cuda",
-                        faster_only=False) == GLUON_PER_SM
+    assert per_sm == (GLUON_PER_SM_Q8_FEW if rows <= GLUON_FEW_ROWS else GLUON_PER_SM_Q8)
+    # every count a multiple of a multiprocessor's four schedulers: none holds a warp more
+    assert per_sm % 4 == 0
 
 
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
@@ -164,8 +168,10 @@ def test_gluon_splits_fill_one_whole_wave(fmt, rows, max_len):
         assert (per_sm, n) == (12, 12)
     if (fmt, rows, max_len) == ("q8_0", 128, 131072):
         assert (per_sm, n) == (8, 8)
-    if (fmt, rows, max_len) == ("q8_0", 8, 131072):  # B=1 128k: 98 splits of 1,344 tokens
-        assert (per_sm, split, n) == (6, 1344, 98)
+    if (fmt, rows, max_len) == ("q8_0", 8, 131072):  # B=1 128k: 66 splits of 2,016 tokens
+        assert (per_sm, split, n) == (4, 2016, 66)
+    if (fmt, rows, max_len) == ("q4_0", 8, 131072):  # B=1 128k: 128 splits of 1,024 tokens
+        assert (per_sm, split, n) == (8, 1024, 128)
 
 
 def test_decode_refuses_gluon_where_it_cannot_run():
