@@ -308,12 +308,14 @@ def compile_decode(args: argparse.Namespace):
 
 
 def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
-                  stages: int | None = None, pdl: bool = True, pipe: bool | None = None):
+                  stages: int | None = None, pdl: bool = True, pipe: bool | None = None,
+                  per_sm: int = 0):
     """The Gluon kernel (kvcore/kernels/gluon_q4_0.py) for K and V in ``fmt`` (q4_0 or q8_0)
-    compiled for sm_90 as decode launches it for ``group`` query heads a KV head (``after``
-    None: the AFTER forms where the group fits 8 columns; ``stages`` and ``pipe`` None:
-    decode's): (kernel, SASS, resource usage)."""
-    from kvcore.kernels.gluon_q4_0 import launch_consts, q4_0_swapped_kernel
+    compiled for sm_90 as decode launches it for ``group`` query heads a KV head at ``per_sm``
+    programs a multiprocessor (0: as at the most; ``after`` None: the AFTER forms where the
+    group fits 8 columns; ``stages`` and ``pipe`` None: decode's), q4_0's PIPE form with
+    decode's cap on its registers: (kernel, SASS, resource usage)."""
+    from kvcore.kernels.gluon_q4_0 import Q4_PIPE_REGISTERS, launch_consts, q4_0_swapped_kernel
 
     codes = "*i8" if fmt == "q8_0" else "*u8"
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": codes, "K1": "*fp16",
@@ -321,15 +323,18 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
            "stride_bt": "i32", "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32",
            "SPLIT": "i32"}
     consts = {"H_KV": 8, "GROUP": group, "D": 128, "LAZY": False, "PDL": pdl,
-              **launch_consts(fmt, group)}
+              **launch_consts(fmt, group, per_sm)}
     if after is not None:
         consts.update(K_AFTER=after, V_AFTER=after)
     if stages:
         consts["STAGES"] = stages
     if pipe is not None:
         consts["PIPE"] = pipe
-    return _compile(q4_0_swapped_kernel, sig, consts, ("PAGE", "SPLIT", "stride_bt"),
-                    {"num_warps": 1}, gluon=True)
+    options = {"num_warps": 1}
+    if fmt == "q4_0" and consts["PIPE"]:
+        options["maxnreg"] = Q4_PIPE_REGISTERS
+    return _compile(q4_0_swapped_kernel, sig, consts, ("PAGE", "SPLIT", "stride_bt"), options,
+                    gluon=True)
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
-"""A probe: q4_0's Gluon kernel where v55 runs 8 programs a multiprocessor (short splits), as
-it runs (no PIPE, 168 registers) against its PIPE form (each tile's scores beside the tile
+"""A probe: q4_0's Gluon kernel where v55 runs 8 programs a multiprocessor (short splits),
+without PIPE (168 registers; decode's launch until v56) against its PIPE form (each tile's scores beside the tile
 before's value product), which needs more than 168 registers without spilling and may take up
 to 256 where only 8 reside (``maxnreg`` 232: 204 registers, no stack, under triton 3.6).
 
@@ -32,17 +32,19 @@ from kvcore.measure import environment  # noqa: E402
 PLAIN = (gluon_q4_0.decode_gluon, gluon_q4_0.launch_consts)
 
 
-def pipe(on: bool, regs: int) -> None:
-    """Decode's q4_0 Gluon launch with PIPE and ``regs`` registers at most (on), or as it is."""
-    if not on:
-        gluon_q4_0.decode_gluon, gluon_q4_0.launch_consts = PLAIN
+def pipe(on: bool | None, regs: int) -> None:
+    """Decode's q4_0 Gluon launch with PIPE and ``regs`` registers at most (on), without PIPE
+    (off: v55's launch), or as decode launches it (None)."""
+    gluon_q4_0.decode_gluon, gluon_q4_0.launch_consts = PLAIN
+    if on is None:
         return
 
-    def consts(fmt: str, group: int) -> dict:
-        return {**PLAIN[1](fmt, group), "PIPE": True}
+    def consts(fmt: str, group: int, per_sm: int = 0) -> dict:
+        return {**PLAIN[1](fmt, group, per_sm), "PIPE": on}
 
     gluon_q4_0.launch_consts = consts
-    gluon_q4_0.decode_gluon = functools.partial(PLAIN[0], max_registers=regs)
+    if on:
+        gluon_q4_0.decode_gluon = functools.partial(PLAIN[0], max_registers=regs)
 
 
 def main() -> None:
@@ -58,7 +60,9 @@ def main() -> None:
         caches = filled_copies("q4_0", batch, tokens)
         table, seq, q = step_inputs(batch, tokens)
         assert caches[0].takes_gluon(q, seq, tokens), "not the Gluon kernel's launch"
+        pipe(False, 0)
         base = caches[0].decode(q, table, seq, max_len=tokens).clone()
+        pipe(None, 0)
         row: dict = {"format": "q4_0", "batch": batch, "tokens": tokens, "default": [],
                      "pipe": []}
         for r in range(args.rounds):
@@ -70,7 +74,7 @@ def main() -> None:
                         row["max_abs"] = float((out - base).abs().max())
                     row["pipe" if on else "default"].append(time_steps(caches, batch, tokens))
                 finally:
-                    pipe(False, 0)
+                    pipe(None, 0)
         doc["rows"].append(row)
         doc["compiled"] = list(compiled(gluon_q4_0.q4_0_swapped_kernel).values())
         print(batch, tokens, "default", [f"{t * 1e6:.1f}" for t in row["default"]], "pipe",

@@ -17,7 +17,8 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
 - Q8: the AFTER forms for K and V in q8_0 (each byte, offset by 128, the low mantissa byte of
   1024: 1152 + b, one prmt a pair; a block's halves take the nibbles' places), decode's for
   q8_0 with groups of up to 8. Decode launches it with PIPE: each tile's scores are computed
-  beside the softmax and value product of the tile before, in three stages.
+  beside the softmax and value product of the tile before, in three stages. q4_0 takes PIPE
+  too where decode runs 8 programs a multiprocessor, its registers capped at 232.
 - Scaled as unpacked (the 16-column form, which the AFTER forms make spill): each lane loads
   whole q4_0 blocks, and PTX applies the offset and the scale in float16 as it unpacks them
   straight into the operands' registers (about 26 instructions a token).
@@ -46,6 +47,15 @@ from .triton_ops import _q4_0_asm
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
 #: the barrier of a program's threads: ``thread_barrier`` in triton 3.6, ``barrier`` by 3.9
 BARRIER = getattr(gl, "thread_barrier", None) or gl.barrier
+#: q4_0's PIPE form where at most this many programs a multiprocessor run (decode's 8 over short
+#: splits, two a scheduler), its registers capped at Q4_PIPE_REGISTERS: 204 under triton 3.6,
+#: no spill, and 8 reside at up to 256. At 12 a multiprocessor it had to fit 168 and spilled
+#: (gluon-q4_0-pipe-h200.json: slower); at 8, 4–6% faster at every shape that takes 8
+#: (q4_0-pipe8-h200.json, three rounds in turns: B=1 128k 45.8–46.6 → 44.1–44.4 µs, B=1 64k
+#: 26.3–26.6 → 25.1–25.3, B=4 32k 46.5–46.7 → 44.7–45.0, B=2 32k 26.6–26.8 → 25.1–25.2), the
+#: outputs the same to the bit.
+Q4_PIPE_PER_SM = 8
+Q4_PIPE_REGISTERS = 232
 
 MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8]))
 OPA = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=MMA.value, k_width=2))
@@ -705,7 +715,8 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128] float32:
     q4_0_swapped_kernel over per_sm programs a multiprocessor, then reduce_splits. ``acc`` and
     ``ml``: float32 scratch of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements
-    (splits_for). ``max_registers`` caps the kernel's registers a thread; ``merge`` false leaves
+    (splits_for). ``max_registers`` caps the kernel's registers a thread (q4_0's PIPE form:
+    Q4_PIPE_REGISTERS if not given); ``merge`` false leaves
     the partial results in ``acc`` and ``ml`` unmerged; ``consts`` go to the kernel (STAGES, LAZY,
     the forms)."""
     from .cache import LOG2E
@@ -717,7 +728,9 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     k0, k1, _, _ = cache.k.operands()
     v0, v1, _, _ = cache.v.operands()
     group = hq // hkv
-    consts = {**launch_consts(cache.k.fmt, group), **consts}
+    consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
+    if not max_registers and cache.k.fmt == "q4_0" and consts.get("PIPE"):
+        max_registers = Q4_PIPE_REGISTERS
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d, num_warps=1,
@@ -729,18 +742,21 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     return out
 
 
-def launch_consts(fmt: str, group: int) -> dict[str, Any]:
+def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
     """The kernel's compile-time arguments decode launches it with for K and V in ``fmt``
-    (q4_0 or q8_0) and ``group`` query heads a KV head: the offsets and scales after the
-    products where the query rows fit 8 columns (at 16 the AFTER forms spill; q8_0 has only
-    them); q8_0 with each tile's scores beside the value product of the tile before (PIPE, in
-    three stages: 26 KiB a program)."""
+    (q4_0 or q8_0), ``group`` query heads a KV head and ``per_sm`` programs a multiprocessor
+    (0: not given): the offsets and scales after the products where the query rows fit 8
+    columns (at 16 the AFTER forms spill; q8_0 has only them); each tile's scores beside the
+    value product of the tile before (PIPE, in three stages) for q8_0, and for q4_0 where at
+    most Q4_PIPE_PER_SM programs a multiprocessor run (its registers past 168, up to
+    Q4_PIPE_REGISTERS)."""
     q8 = fmt == "q8_0"
     if q8 and group > 8:
         raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
                          f"got {group}")
+    pipe = q8 or (group <= 8 and 0 < per_sm <= Q4_PIPE_PER_SM)
     return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "STAGES": 3,
-            "QN": 8 if group <= 8 else 16, "PIPE": q8}
+            "QN": 8 if group <= 8 else 16, "PIPE": pipe}
 
 
 def splits_for(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:

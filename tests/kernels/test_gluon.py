@@ -30,10 +30,12 @@ import sass_count
 out = {}
 # what decode launches: q4_0 groups of up to 8 with the offsets and scales after the products,
 # groups of 9-16 (16 columns) without; the 8-column form without, for comparison; q8_0's form
-for name, fmt, group, after in (("8", "q4_0", 4, True), ("16", "q4_0", 16, False),
-                                ("8-unpacked-scaled", "q4_0", 4, False),
-                                ("8-q8_0", "q8_0", 4, True)):
-    kernel, _, usage = sass_count.compile_gluon(fmt, group, after, pdl=after)
+# the 8-column q4_0 form at 8 programs a multiprocessor takes PIPE, its registers capped
+for name, fmt, group, after, per_sm in (("8", "q4_0", 4, True, 12), ("16", "q4_0", 16, False, 12),
+                                        ("8-unpacked-scaled", "q4_0", 4, False, 12),
+                                        ("8-q8_0", "q8_0", 4, True, 8),
+                                        ("8-pipe", "q4_0", 4, True, 8)):
+    kernel, _, usage = sass_count.compile_gluon(fmt, group, after, pdl=after, per_sm=per_sm)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
 print(json.dumps(out))
 '''
@@ -63,7 +65,7 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
         assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
         assert "cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx, name
         products = ptx.count("mma.sync.aligned.m16n8k16")
-        if name in ("8", "8-q8_0"):
+        if name in ("8", "8-q8_0", "8-pipe"):
             # the words of K by matrix loads, V's transposed (a token pair a register); the
             # codes unpacked by one lop3 (q4_0) or prmt (q8_0) a pair, with no float16
             # subtraction or scaling
@@ -73,9 +75,10 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
             # launched as a programmatic dependent, as decode launches it on a Hopper GPU
             assert ptx.index("griddepcontrol.wait") < ptx.index("griddepcontrol.launch_dep"), name
             # 16 key products (a block's two 16-column steps, two 16-token halves), 16 value
-            # products and 16 more for the offsets; q8_0's PIPE form has them twice, the
-            # first tile's scores before its loop and the last tile's values after it
-            assert products == (96 if name == "8-q8_0" else 48), name
+            # products and 16 more for the offsets; the PIPE forms (q8_0's, q4_0's at 8 a
+            # multiprocessor) have them twice, the first tile's scores before its loop and the
+            # last tile's values after it
+            assert products == (48 if name == "8" else 96), name
         else:
             assert ptx.count("ld.shared.v4") >= 1 and ptx.count("ld.shared.v2") >= 2, name
             # 32 tokens × 128 lanes × QN rows: 16 products of 16×8×16 a side for 8 rows,
@@ -85,6 +88,9 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     # decode's splits fill
     assert _usage(compiled["8"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM)
     assert _usage(compiled["8-q8_0"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_Q8)
+    assert _usage(compiled["8-pipe"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_SHORT)
+    # the PIPE form needs more than the 12's 168 registers: at 12 it had spilled
+    assert _usage(compiled["8-pipe"]["usage"], "REG") > 65536 // (32 * GLUON_PER_SM)
 
 
 @pytest.mark.parametrize(("kwargs", "expect"), [
@@ -224,3 +230,36 @@ def test_decode_ref_query_follows_the_path_decode_takes(monkeypatch):
     monkeypatch.setattr(LayerCache, "_gluon_launch", lambda self, *a: 8)
     assert cache.takes_gluon(q, seq)
     assert torch.equal(cache.decode_ref(q, table, seq), as_f16)
+
+
+@pytest.mark.parametrize(("fmt", "group", "per_sm", "pipe"), [
+    ("q4_0", 4, 8, True), ("q4_0", 4, 12, False), ("q4_0", 16, 8, False),
+    ("q8_0", 4, 4, True), ("q8_0", 8, 8, True)])
+def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_capped(
+        monkeypatch, fmt, group, per_sm, pipe):
+    pytest.importorskip("triton.experimental.gluon")
+    torch = pytest.importorskip("torch")
+    from kvcore.kernels import gluon_q4_0
+    from kvcore.kernels.cache import LayerCache
+
+    launched = {}
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launched.update(kwargs)
+            return launch
+
+    monkeypatch.setattr(gluon_q4_0, "q4_0_swapped_kernel", Recorder())
+    cache = LayerCache(fmt, fmt, 1, 4096, 8, 128)
+    q = torch.zeros(1, 8 * group, 128, dtype=torch.float16)
+    table = torch.zeros(1, 1, dtype=torch.int32)
+    seq = torch.full((1,), 4096, dtype=torch.int32)
+    scratch = torch.empty(1 << 22)
+    gluon_q4_0.decode_gluon(cache, q, table, seq, None, 4096, per_sm, scratch, scratch,
+                            merge=False)
+    assert launched["PIPE"] is pipe
+    capped = pipe and fmt == "q4_0"
+    assert launched.get("maxnreg") == (gluon_q4_0.Q4_PIPE_REGISTERS if capped else None)
+    # programs a multiprocessor not given: q4_0 as at the most, without PIPE
+    assert gluon_q4_0.launch_consts(fmt, group)["PIPE"] is (fmt == "q8_0")
