@@ -315,7 +315,11 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
     programs a multiprocessor (0: as at the most; ``after`` None: the AFTER forms where the
     group fits 8 columns; ``stages`` and ``pipe`` None: decode's), q4_0's PIPE form with
     decode's cap on its registers: (kernel, SASS, resource usage)."""
-    from kvcore.kernels.gluon_q4_0 import Q4_PIPE_REGISTERS, launch_consts, q4_0_swapped_kernel
+    from kvcore.kernels.gluon_q4_0 import (
+        launch_consts,
+        launch_registers,
+        q4_0_swapped_kernel,
+    )
 
     codes = "*i8" if fmt == "q8_0" else "*u8"
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": codes, "K1": "*fp16",
@@ -331,8 +335,8 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
     if pipe is not None:
         consts["PIPE"] = pipe
     options = {"num_warps": 1}
-    if fmt == "q4_0" and consts["PIPE"]:
-        options["maxnreg"] = Q4_PIPE_REGISTERS
+    if launch_registers(fmt, consts):
+        options["maxnreg"] = launch_registers(fmt, consts)
     return _compile(q4_0_swapped_kernel, sig, consts, ("PAGE", "SPLIT", "stride_bt"), options,
                     gluon=True)
 

@@ -1,7 +1,8 @@
 """A probe: q4_0's Gluon kernel where v55 runs 8 programs a multiprocessor (short splits),
-without PIPE (168 registers; decode's launch until v56) against its PIPE form (each tile's scores beside the tile
-before's value product), which needs more than 168 registers without spilling and may take up
-to 256 where only 8 reside (``maxnreg`` 232: 204 registers, no stack, under triton 3.6).
+without PIPE (168 registers; decode's launch until v56) against its PIPE form (each tile's
+scores beside the tile before's value product), which needs more than 168 registers without
+spilling and may take up to 256 where only 8 reside (``maxnreg`` 232: 204 registers, no
+stack, under triton 3.6).
 
     python bench/probes/q4_0_pipe8.py [--out DIR] [--shapes BxT,…] [--rounds 3]
 

@@ -532,7 +532,7 @@ GLUON_PER_SM_Q8 = 8
 #: 6 a multiprocessor, B=1 64k 42.3–42.8 → 40.2–40.6, B=2 32k −5%, B=1 256k −2.5%;
 #: q8_0-four-h200.json: B=1 1M 519 → 509–512, B=8 32k 144.4 → 137.3–137.9, B=8 128k 521.3 →
 #: 513.3–514.5; 3 a multiprocessor within 1% of the old count, 5 and 2 slower). Over 128 rows
-#: and more 4 was within 1% either way, 0.5–1% slower at 256 and 512 rows by 32k
+#: and more 4 was within 2% either way, 0.5–1% slower at 256 and 512 rows by 32k
 #: (q8_0-four-many-h200.json), so those keep 8. q4_0 where one wave of 8 would make splits of
 #: at most GLUON_SHORT_SPLIT tokens: 8 (q4_0-four-h200.json, q4_0-eight-h200.json: B=1 128k
 #: 47.0–47.3 → 44.7–44.9 µs, B=1 64k 28.4–28.7 → 26.2–26.5, B=4 32k 47.3–47.5 → 46.2–46.5);

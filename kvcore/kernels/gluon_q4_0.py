@@ -729,8 +729,7 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     v0, v1, _, _ = cache.v.operands()
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
-    if not max_registers and cache.k.fmt == "q4_0" and consts.get("PIPE"):
-        max_registers = Q4_PIPE_REGISTERS
+    max_registers = max_registers or launch_registers(cache.k.fmt, consts)
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d, num_warps=1,
@@ -757,6 +756,12 @@ def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
     pipe = q8 or (group <= 8 and 0 < per_sm <= Q4_PIPE_PER_SM)
     return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "STAGES": 3,
             "QN": 8 if group <= 8 else 16, "PIPE": pipe}
+
+
+def launch_registers(fmt: str, consts: dict[str, Any]) -> int:
+    """The cap on registers a thread decode launches the kernel with for K and V in ``fmt``
+    under ``consts`` (launch_consts'): Q4_PIPE_REGISTERS for q4_0's PIPE form, else none (0)."""
+    return Q4_PIPE_REGISTERS if fmt == "q4_0" and consts.get("PIPE") else 0
 
 
 def splits_for(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
