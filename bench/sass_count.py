@@ -322,8 +322,10 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
     )
 
     codes = "*i8" if fmt == "q8_0" else "*u8"
-    sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": codes, "K1": "*fp16",
-           "V0": codes, "V1": "*fp16", "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32",
+    scales = "*u8" if fmt == "nvfp4" else "*fp16"
+    sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "K0": codes, "K1": scales,
+           "V0": codes, "V1": scales, "GSK": "*fp32", "GSV": "*fp32",
+           "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32",
            "stride_bt": "i32", "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32",
            "SPLIT": "i32"}
     consts = {"H_KV": 8, "GROUP": group, "D": 128, "LAZY": False, "PDL": pdl,

@@ -546,6 +546,9 @@ GLUON_SHORT_SPLIT = 1024
 #: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
 #: 34.0 against 37.0 and 37.2)
 GLUON_LEAST_WORK = 8 * 32768
+#: programs a multiprocessor of the Gluon kernel's nvfp4 form (its scaled forms: 162
+#: registers under triton 3.6, so 12 reside)
+GLUON_PER_SM_FP4 = 12
 
 
 def gluon_available() -> bool:
@@ -563,14 +566,14 @@ def gluon_available() -> bool:
 def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: int,
                  page_size: int, rows: int, max_len: int, device_type: str,
                  capability: tuple[int, int] = (9, 0), faster_only: bool = True) -> int | None:
-    """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, or
-    both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
+    """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0 or in
+    nvfp4, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
     pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with ``faster_only``, was
     measured faster (more than GLUON_LEAST_WORK rows × tokens), else None. q4_0: GLUON_PER_SM,
     or GLUON_PER_SM_SHORT where a wave of that many would make splits of GLUON_SHORT_SPLIT
     tokens or fewer; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
     GLUON_PER_SM_Q8."""
-    if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0")):
+    if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4")):
         return None
     if head_dim != 128 or head_dim_v != 128 or (k_fmt == "q8_0" and group > 8):
         return None
@@ -580,6 +583,8 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         return None
     if k_fmt == "q8_0":
         return GLUON_PER_SM_Q8_FEW if rows <= GLUON_FEW_ROWS else GLUON_PER_SM_Q8
+    if k_fmt == "nvfp4":
+        return GLUON_PER_SM_FP4
     short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_SHORT))[0] <= GLUON_SHORT_SPLIT
     return GLUON_PER_SM_SHORT if short else GLUON_PER_SM
 
@@ -915,8 +920,8 @@ class LayerCache:
                                  "kernel uses: 3.6 and 3.9 have them)")
             return None
         if forced and launch is None:
-            raise ValueError("gluon: K and V in q4_0 (or both in q8_0, at most 8 query heads a "
-                             "KV head), 128-lane heads, at most 16 query heads a KV head, pages "
+            raise ValueError("gluon: K and V in q4_0 or nvfp4 (or both in q8_0, at most 8 "
+                             "query heads a KV head), 128-lane heads, at most 16 query heads a KV head, pages "
                              "of a multiple of 32 tokens, on an sm_80+ GPU; got "
                              f"{self.k.fmt}/{self.v.fmt}, head_dim {self.head_dim}, group "
                              f"{group}, pages of {self.page_size} on {q.device.type}")

@@ -201,6 +201,84 @@ VSC = gl.constexpr(gl.BlockedLayout([1, 4], [16, 2], [1, 1], [1, 0]))  # 8 bytes
 SH2 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
 SH3 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[2, 1, 0]))
 
+# FP4 (nvfp4 K and V, the scaled forms): a code's magnitude bits laid in float16's bits 9-11 and
+# its sign in bit 15 read as its e2m1 value times 2⁻¹⁴ (codes 0 and 1 as subnormals), so each
+# nibble becomes a float16 high byte within its byte of the word (the magnitude in bits 1-3,
+# the sign in bit 7) and one permute lays two such bytes over zero low bytes; the block scale,
+# e4m3 × 2⁷ in float16, brings the values to e2m1 × scale × 2⁻⁷ (exact in float16), and the
+# global scale times 2⁷ goes to the query and to the output.
+#: four nvfp4 bytes of one 16-value block and their scale pair ($5) → float16 pairs in K_ASM's
+#: element order: $0 (byte 0, byte 2) and $1 (1, 3) of the low nibbles (values 2j), $2 $3 of the
+#: high ones (values 2j + 1)
+FP4_K_ASM = gl.constexpr("""{
+.reg .b32 s, a, b, c, yl, yh, z;
+mov.b32 z, 0;
+and.b32 s, $4, 0x88888888;
+shr.b32 a, $4, 3;
+lop3.b32 yh, a, s, 0x0E0E0E0E, 0xe4;
+shl.b32 b, $4, 1;
+shl.b32 c, s, 4;
+lop3.b32 yl, b, c, 0x0E0E0E0E, 0xe4;
+prmt.b32 $0, yl, z, 0x2404;
+prmt.b32 $1, yl, z, 0x3414;
+prmt.b32 $2, yh, z, 0x2404;
+prmt.b32 $3, yh, z, 0x3414;
+mul.rn.f16x2 $0, $0, $5;
+mul.rn.f16x2 $1, $1, $5;
+mul.rn.f16x2 $2, $2, $5;
+mul.rn.f16x2 $3, $3, $5;
+}""")
+#: two tokens' four nvfp4 bytes a ($8), b ($9) of one block, a's scales ($10 $11) and b's ($12
+#: $13) → V_ASM's outputs: the (a, b) pairs of bytes 0 … 3's low nibbles ($0 … $3), then of
+#: their high nibbles ($4 … $7), times the tokens' scales
+FP4_V_ASM = gl.constexpr("""{
+.reg .b32 x, u, sc, z, s, a, b, c, xl, xh, ul, uh;
+prmt.b32 x, $8, $9, 0x5410;
+prmt.b32 u, $8, $9, 0x7632;
+prmt.b32 sc, $10, $12, 0x5410;
+mov.b32 z, 0;
+and.b32 s, x, 0x88888888;
+shr.b32 a, x, 3;
+lop3.b32 xh, a, s, 0x0E0E0E0E, 0xe4;
+shl.b32 b, x, 1;
+shl.b32 c, s, 4;
+lop3.b32 xl, b, c, 0x0E0E0E0E, 0xe4;
+and.b32 s, u, 0x88888888;
+shr.b32 a, u, 3;
+lop3.b32 uh, a, s, 0x0E0E0E0E, 0xe4;
+shl.b32 b, u, 1;
+shl.b32 c, s, 4;
+lop3.b32 ul, b, c, 0x0E0E0E0E, 0xe4;
+prmt.b32 $0, xl, z, 0x2404;
+prmt.b32 $1, xl, z, 0x3414;
+prmt.b32 $2, ul, z, 0x2404;
+prmt.b32 $3, ul, z, 0x3414;
+prmt.b32 $4, xh, z, 0x2404;
+prmt.b32 $5, xh, z, 0x3414;
+prmt.b32 $6, uh, z, 0x2404;
+prmt.b32 $7, uh, z, 0x3414;
+mul.rn.f16x2 $0, $0, sc;
+mul.rn.f16x2 $1, $1, sc;
+mul.rn.f16x2 $2, $2, sc;
+mul.rn.f16x2 $3, $3, sc;
+mul.rn.f16x2 $4, $4, sc;
+mul.rn.f16x2 $5, $5, sc;
+mul.rn.f16x2 $6, $6, sc;
+mul.rn.f16x2 $7, $7, sc;
+}""")
+#: e4m3 block scales are taken times 2⁷ (FP4_K_ASM's note)
+FP4_UNIT = gl.constexpr(128.0)
+# FP4: K bytes as KB with each span's 16 bytes split (8-byte block, byte): lane (g, t) holds
+# the two blocks of span t
+KB4 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 0, 0, 1], [0, 0, 0, 2], [0, 0, 0, 4], [0, 0, 1, 0], [8, 0, 0, 0],
+               [16, 0, 0, 0]],
+    lane_bases=[[0, 1, 0, 0], [0, 2, 0, 0], [1, 0, 0, 0], [2, 0, 0, 0], [4, 0, 0, 0]],
+    warp_bases=[], block_bases=[], shape=[32, 4, 2, 8]))
+# FP4 copies: K's 8 scale bytes a token [32, 8]; V's [16 pairs, 8 blocks] of one parity
+KSC4 = gl.constexpr(gl.BlockedLayout([1, 8], [32, 1], [1, 1], [1, 0]))
+VSC8 = gl.constexpr(gl.BlockedLayout([1, 4], [16, 2], [1, 1], [1, 0]))
+
 
 @gluon.jit
 def _wide_copy(buf, st, P0, first, left, MASKED: gl.constexpr, LAYOUT: gl.constexpr,
@@ -229,10 +307,25 @@ def _scales_copy(buf, st, P1, first, left, MASKED: gl.constexpr):
 
 
 @gluon.jit
+def _fp4_scales_copy(buf, st, P1, first, left, MASKED: gl.constexpr):
+    """FP4: the copy of a tile's 32 rows of 8 nvfp4 block scales into ``buf`` [STAGES, 32, 8],
+    8 bytes a lane."""
+    stok = gl.arange(0, 32, layout=gl.SliceLayout(1, KSC4))
+    ptr = (P1 + first * 8 + stok[:, None] * 8
+           + gl.arange(0, 8, layout=gl.SliceLayout(0, KSC4))[None, :])
+    if MASKED:
+        ASYNC_LOAD(buf.index(st), ptr, mask=(stok < left)[:, None])
+    else:
+        ASYNC_LOAD(buf.index(st), ptr)
+
+
+@gluon.jit
 def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr,
-            K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr):
+            K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
+            FP4: gl.constexpr):
     """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
-    first ``left`` tokens (the others zero-filled), else all 32."""
+    first ``left`` tokens (the others zero-filled), else all 32. FP4: nvfp4's scales (8 bytes
+    a token) in place of q4_0's."""
     if K_AFTER and Q8:
         _wide_copy(kbuf, st, K0, first, left, MASKED, KWC8, 128)
     elif K_AFTER:
@@ -247,7 +340,10 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
             ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
         else:
             ASYNC_LOAD(kbuf.index(st), kp)
-    _scales_copy(ksbuf, st, K1, first, left, MASKED)
+    if FP4:
+        _fp4_scales_copy(ksbuf, st, K1, first, left, MASKED)
+    else:
+        _scales_copy(ksbuf, st, K1, first, left, MASKED)
     if V_AFTER:
         vw = V0.to(gl.pointer_type(gl.int16))
         if Q8:
@@ -261,25 +357,32 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
         chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
         vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
         vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
-        spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
-        vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
-        vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
+        if FP4:  # a pair's 16 scale bytes, 8 a token
+            spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC8))
+            vsp = (V1 + first * 8 + spair[:, None] * 16
+                   + gl.arange(0, 8, layout=gl.SliceLayout(0, VSC8))[None, :])
+            odd: gl.constexpr = 8
+        else:
+            spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
+            vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
+            vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
+            odd: gl.constexpr = 4
         if MASKED:
             chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
             vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
             ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
             ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
-            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4, mask=(2 * spair + 1 < left)[:, None])
+            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd, mask=(2 * spair + 1 < left)[:, None])
         else:
             ASYNC_LOAD(vbuf.index(st), vp)
             ASYNC_LOAD(vsbuf.index(2 * st), vsp)
-            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + 4)
+            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd)
 
 
 @gluon.jit
 def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
            H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr,
-           Q8: gl.constexpr):
+           Q8: gl.constexpr, FP4: gl.constexpr):
     """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
     past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
     left = end - n0
@@ -287,23 +390,23 @@ def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PA
     first = (page * H_KV + h) * PAGE + n0 % PAGE
     if left >= 32:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False, K_AFTER,
-                V_AFTER, Q8)
+                V_AFTER, Q8, FP4)
     else:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, True, K_AFTER,
-                V_AFTER, Q8)
+                V_AFTER, Q8, FP4)
     _cp.commit_group()
 
 
 @gluon.jit
 def _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
              H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-             STAGES: gl.constexpr, PENDING: gl.constexpr):
+             FP4: gl.constexpr, STAGES: gl.constexpr, PENDING: gl.constexpr):
     """Iteration ``it`` (its tile at n0) of the loop: once every lane is done with the stage the
     next copy fills, start copying the tile STAGES − 1 ahead into it, then wait until at most
     PENDING copies are still in flight and every lane sees the arrived ones."""
     BARRIER()
     _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1, BT, bt0, h,
-           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8)
+           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4)
     _cp.wait_group(PENDING)
     BARRIER()
 
@@ -316,6 +419,29 @@ def _v_scales(vsbuf, st, half: gl.constexpr, va):
     s4 = gl.expand_dims(gl.expand_dims(s4, 2), 3)
     s4 = gl.broadcast(s4, gl.reshape(va, [16, 4, 2, 8]))[0]
     return gl.convert_layout(gl.reshape(s4, [16, 8, 8]), VB, assert_trivial=True)
+
+
+@gluon.jit
+def _fp4_scales(raw):
+    """FP4: e4m3 scale bytes → float16 scales times 2⁷ (FP4_UNIT)."""
+    return raw.to(gl.float8e4nv, bitcast=True).to(gl.float16) * FP4_UNIT
+
+
+@gluon.jit
+def _fp4_v_scales(vsbuf, st, half: gl.constexpr, va):
+    """FP4: the scales of the even (half 0) or odd (half 1) tokens' V bytes of stage ``st``
+    (chunk g of a token is its block g), broadcast to va's shape and layout."""
+    s8 = _fp4_scales(vsbuf.index(2 * st + half).load(gl.SliceLayout(2, VB)))
+    return gl.broadcast(gl.expand_dims(s8, 2), va)[0]
+
+
+@gluon.jit
+def _fp4_k_scales(ksbuf, st, kb):
+    """FP4: the K scales of stage ``st`` (each lane's two blocks of a 16-byte span), broadcast
+    to kb's shape and layout (KB)."""
+    s = _fp4_scales(ksbuf.index(st).reshape([32, 4, 2]).load(gl.SliceLayout(3, KB4)))
+    s = gl.broadcast(gl.expand_dims(s, 3), gl.reshape(kb, [32, 4, 2, 8]))[0]
+    return gl.convert_layout(gl.reshape(s, [32, 4, 16]), KB, assert_trivial=True)
 
 
 @gluon.jit
@@ -438,16 +564,22 @@ def _v_weights(pt, vs):
 
 
 @gluon.jit
-def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3):
+def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3, FP4: gl.constexpr):
     """The value product of stage ``st`` with the V codes scaled as they are unpacked
-    (V_ASM): the partial outputs after it."""
+    (V_ASM; FP4: FP4_V_ASM): the partial outputs after it."""
     vt = vbuf.index(st)
     va = vt.slice(0, 8, dim=1).load(VB)
     vb = vt.slice(8, 8, dim=1).load(VB)
-    sa = _v_scales(vsbuf, st, 0, va)
-    sb = _v_scales(vsbuf, st, 1, va)
+    if FP4:
+        sa = _fp4_v_scales(vsbuf, st, 0, va)
+        sb = _fp4_v_scales(vsbuf, st, 1, va)
+        text: gl.constexpr = FP4_V_ASM
+    else:
+        sa = _v_scales(vsbuf, st, 0, va)
+        sb = _v_scales(vsbuf, st, 1, va)
+        text: gl.constexpr = V_ASM
     o0, o1, o2, o3 = gl.inline_asm_elementwise(
-        V_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r", [va, vb, sa, sb],
+        text, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r", [va, vb, sa, sb],
         dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
     acc0 = gl.nvidia.ampere.mma_v2(_v_rows(o0), pt, acc0)
     acc1 = gl.nvidia.ampere.mma_v2(_v_rows(o1), pt, acc1)
@@ -468,7 +600,7 @@ def _v_rows(x):
 
 @gluon.jit
 def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
-                 QN: gl.constexpr):
+                 QN: gl.constexpr, FP4: gl.constexpr):
     """The scores Sᵀ [32 tokens, QN] of stage ``st``'s keys; ``qops``: the query rows' operands
     (qa, qb in the scaled form; q0l, q0h, c0, … q3l, q3h, c3 with the products' initial
     accumulators in the AFTER forms)."""
@@ -498,9 +630,14 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
     else:
         qa, qb = qops
         kb = kbuf.index(st).load(KB)
-        ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
-        ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
-        klo, khi = gl.inline_asm_elementwise(K_ASM, "=r,=r,=r,=r,r,r,r", [kb, ks],
+        if FP4:
+            ks = _fp4_k_scales(ksbuf, st, kb)
+            text: gl.constexpr = FP4_K_ASM
+        else:
+            ks = ksbuf.index(st).load(gl.SliceLayout(2, KB))
+            ks = gl.broadcast(gl.expand_dims(ks, 2), kb)[0]
+            text: gl.constexpr = K_ASM
+        klo, khi = gl.inline_asm_elementwise(text, "=r,=r,=r,=r,r,r,r", [kb, ks],
                                              dtype=(gl.float16, gl.float16), is_pure=True,
                                              pack=4)
         s = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -511,7 +648,8 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
 
 @gluon.jit
 def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
-                 st, aoff, LAZY: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr):
+                 st, aoff, LAZY: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
+                 FP4: gl.constexpr):
     """The online softmax of one tile's scores ``s`` (MASKED: only its first ``left`` tokens
     count) and its value product from stage ``st``: the running max, sum and partial outputs
     after it."""
@@ -557,18 +695,19 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         acc2 = gl.nvidia.ampere.mma_v2(aoff, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
         acc3 = gl.nvidia.ampere.mma_v2(aoff, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
     else:
-        acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3)
+        acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3,
+                                                  FP4)
     return m_new, l_i, acc0, acc1, acc2, acc3
 
 
 @gluon.jit
-def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, stride_bt,
+def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_LENS, stride_bt,
                         n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
                         PDL: gl.constexpr = False, Q8: gl.constexpr = False,
-                        PIPE: gl.constexpr = False):
+                        PIPE: gl.constexpr = False, FP4: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -580,7 +719,9 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
     after its products (QN 8); Q8: K and V in q8_0 (with both AFTER forms); PDL: launched as a
     programmatic dependent (as pdl_enter). PIPE: each tile's softmax and value product beside
     the next tile's scores (two stages read at once: STAGES of at least 3, copies STAGES − 2
-    ahead of the scores), so that the two chains overlap; the last tile after the loop."""
+    ahead of the scores), so that the two chains overlap; the last tile after the loop. FP4:
+    K and V in nvfp4 (the scaled forms, FP4_K_ASM and FP4_V_ASM), their global scales read
+    from GSK and GSV (unread otherwise)."""
     BN: gl.constexpr = 32
     gl.static_assert(not PIPE or STAGES >= 3, "PIPE reads two stages while a third fills")
     b = gl.program_id(0)
@@ -616,16 +757,27 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
         kk = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
         qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
-        dlo = 32 * ((kk >> 1) & 3) + ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
+        byte = ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
+        if FP4:  # byte j of a span holds values 2j (low nibble) and 2j + 1; the global scale
+            dlo = 32 * ((kk >> 1) & 3) + 2 * byte
+            HI: gl.constexpr = 1
+            q_scale = qk_scale * gl.load(GSK) * FP4_UNIT
+        else:  # byte j of a block holds values j and j + 16
+            dlo = 32 * ((kk >> 1) & 3) + byte
+            HI: gl.constexpr = 16
+            q_scale = qk_scale
         qp = Q + (row0 + qi)[None, :] * D + dlo[:, None]
         qm = (qi < GROUP)[None, :]
         qlo = gl.load(qp, mask=qm, other=0.0).to(gl.float32)
-        qhi = gl.load(qp + 16, mask=qm, other=0.0).to(gl.float32)
-        qa = gl.convert_layout((qlo * qk_scale).to(gl.float16), OPB)
-        qb = gl.convert_layout((qhi * qk_scale).to(gl.float16), OPB)
+        qhi = gl.load(qp + HI, mask=qm, other=0.0).to(gl.float32)
+        qa = gl.convert_layout((qlo * q_scale).to(gl.float16), OPB)
+        qb = gl.convert_layout((qhi * q_scale).to(gl.float16), OPB)
         qops = (qa, qb)
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
-    ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
+    if FP4:
+        ksbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 8], SH2)
+    else:
+        ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
     if V_AFTER:
         if Q8:
             vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 64], SHV8)
@@ -641,12 +793,15 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
             (gl.zeros([32, 32], gl.float32, layout=AR) + aoff[:, None]).to(gl.float16), OPA)
     else:
         vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
-        vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
+        if FP4:
+            vsbuf = gl.allocate_shared_memory(gl.uint8, [2 * STAGES, 16, 8], SH2)
+        else:
+            vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
         aoff = 0.0  # the AFTER form's offsets, unused here
     bt0 = b * stride_bt
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
-               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8)
+               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -658,30 +813,30 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         # next tile's scores, the last tile (which alone can be partial) after the loop
         _cp.wait_group(STAGES - 2)
         BARRIER()
-        s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, Q8, QN)
+        s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, Q8, QN, FP4)
         for n0 in range(start, end - BN, BN):
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, STAGES, STAGES - 2)
-            s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, Q8, QN)
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, STAGES, STAGES - 2)
+            s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, Q8, QN, FP4)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff, LAZY,
-                V_AFTER, Q8)
+                V_AFTER, Q8, FP4)
             s = s_next
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
         if end > start:
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - start - it * BN, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
-                it % STAGES, aoff, LAZY, V_AFTER, Q8)
+                it % STAGES, aoff, LAZY, V_AFTER, Q8, FP4)
     else:
         for n0 in range(start, end, BN):
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, STAGES, STAGES - 1)
-            s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, Q8, QN)
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, STAGES, STAGES - 1)
+            s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, Q8, QN, FP4)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff,
-                LAZY, V_AFTER, Q8)
+                LAZY, V_AFTER, Q8, FP4)
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
     oc = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
@@ -697,6 +852,14 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, BLOCK_TABLE, SEQ_LENS, strid
         gl.store(dst + 32, acc1, mask=om)
         gl.store(dst + 64, acc2, mask=om)
         gl.store(dst + 96, acc3, mask=om)
+    elif FP4:  # the rows' head dimensions (byte j of block g: 16 g + 2 j, + 1 high), scaled
+        dcol = 16 * g + 8 * (oc >> 4) + 2 * ((oc >> 3) & 1)
+        dst = ACC + base[None, :] * D + dcol[:, None]
+        vgs = gl.load(GSV) * FP4_UNIT
+        gl.store(dst, acc0 * vgs, mask=om)
+        gl.store(dst + 4, acc1 * vgs, mask=om)
+        gl.store(dst + 1, acc2 * vgs, mask=om)
+        gl.store(dst + 5, acc3 * vgs, mask=om)
     else:
         dcol = 32 * (g >> 1) + 8 * (g & 1) + 4 * (oc >> 4) + ((oc >> 3) & 1)
         dst = ACC + base[None, :] * D + dcol[:, None]
@@ -727,11 +890,14 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     split, n_splits = splits_for(bsz * hkv, max_len, per_sm)
     k0, k1, _, _ = cache.k.operands()
     v0, v1, _, _ = cache.v.operands()
+    gsk = k0 if cache.k.global_scale is None else cache.k.global_scale
+    gsv = v0 if cache.v.global_scale is None else cache.v.global_scale
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
     max_registers = max_registers or launch_registers(cache.k.fmt, consts)
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
-        q, acc, ml, k0, k1, v0, v1, block_table, seq_lens, block_table.stride(0), n_splits,
+        q, acc, ml, k0, k1, v0, v1, gsk, gsv, block_table, seq_lens, block_table.stride(0),
+        n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d, num_warps=1,
         **consts,
         **({"PDL": True, "launch_pdl": True} if pdl else {}),
@@ -743,19 +909,23 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
 
 def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
     """The kernel's compile-time arguments decode launches it with for K and V in ``fmt``
-    (q4_0 or q8_0), ``group`` query heads a KV head and ``per_sm`` programs a multiprocessor
-    (0: not given): the offsets and scales after the products where the query rows fit 8
-    columns (at 16 the AFTER forms spill; q8_0 has only them); each tile's scores beside the
-    value product of the tile before (PIPE, in three stages) for q8_0, and for q4_0 where at
-    most Q4_PIPE_PER_SM programs a multiprocessor run (its registers past 168, up to
-    Q4_PIPE_REGISTERS)."""
+    (q4_0, q8_0 or nvfp4), ``group`` query heads a KV head and ``per_sm`` programs a
+    multiprocessor (0: not given): the offsets and scales after the products where the query
+    rows fit 8 columns (at 16 the AFTER forms spill; q8_0 has only them); each tile's scores
+    beside the value product of the tile before (PIPE, in three stages) for q8_0, and for q4_0
+    where at most Q4_PIPE_PER_SM programs a multiprocessor run (its registers past 168, up to
+    Q4_PIPE_REGISTERS). nvfp4: the scaled forms (its scale a 16-value block, which no 16-column
+    product's columns share), without PIPE."""
+    if fmt == "nvfp4":
+        return {"K_AFTER": False, "V_AFTER": False, "Q8": False, "FP4": True, "STAGES": 3,
+                "QN": 8 if group <= 8 else 16, "PIPE": False}
     q8 = fmt == "q8_0"
     if q8 and group > 8:
         raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
                          f"got {group}")
     pipe = q8 or (group <= 8 and 0 < per_sm <= Q4_PIPE_PER_SM)
-    return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "STAGES": 3,
-            "QN": 8 if group <= 8 else 16, "PIPE": pipe}
+    return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "FP4": False,
+            "STAGES": 3, "QN": 8 if group <= 8 else 16, "PIPE": pipe}
 
 
 def launch_registers(fmt: str, consts: dict[str, Any]) -> int:

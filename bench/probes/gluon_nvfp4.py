@@ -1,0 +1,90 @@
+"""A probe: the Gluon kernel's nvfp4 form (K and V in nvfp4, the scaled forms) on a GPU.
+
+    python bench/probes/gluon_nvfp4.py [--out DIR] [--shapes BxT,…] [--per-sm 8,12]
+        [--rounds 2]
+
+First decode's GPU check with the Gluon kernel forced (three sequences of 1,000, 1 and 777
+tokens under a shuffled block table, pages of 32, 64 and 96 tokens) at 4, 8 and 16 query heads a
+KV head, against LayerCache.decode_ref, exact attention and the split kernel. Then, at each
+shape (GQA 32/8, head_dim 128), decode_split_kernel (decode without the Gluon kernel) and the
+Gluon kernel at each count of programs a multiprocessor, timed in turns (the order reversed
+every other round), fp16 SDPA once; the largest difference of each Gluon output from the split
+kernel's. Writes gluon-nvfp4.json after every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+import decode  # noqa: E402
+from decode import (  # noqa: E402
+    _check,
+    compiled,
+    filled_copies,
+    sdpa_time,
+    step_inputs,
+    time_steps,
+    write_json,
+)
+
+from kvcore.kernels import cache as kcache  # noqa: E402
+from kvcore.kernels import gluon_q4_0  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--shapes", default="1x131072,8x32768,1x32768,8x131072,1x1048576,64x4096")
+    ap.add_argument("--per-sm", default="8,12")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    doc: dict = {"env": environment("cuda", torch), "check": {}, "rows": []}
+    for heads in ("32/8/128", "32/4/128", "32/2/128"):
+        decode.set_heads(heads)
+        for page in (32, 64, 96):
+            doc["check"][f"{heads}-page-{page}"] = _check("nvfp4", page, gluon=True)
+    decode.set_heads("32/8/128")
+    print("check", {k: round(v["vs_reference"], 7) for k, v in doc["check"].items()}, flush=True)
+    write_json(args.out, "gluon-nvfp4.json", doc)
+    counts = [int(x) for x in args.per_sm.split(",")]
+    for shape in args.shapes.split(","):
+        batch, tokens = (int(x) for x in shape.split("x"))
+        caches = filled_copies("nvfp4", batch, tokens)
+        table, seq, q = step_inputs(batch, tokens)
+        base = caches[0].decode(q, table, seq, max_len=tokens, gluon=False).clone()
+        row: dict = {"format": "nvfp4", "batch": batch, "tokens": tokens,
+                     "sdpa_f16_seconds": sdpa_time(batch, tokens), "split": [],
+                     **{f"gluon{n}": [] for n in counts}, "max_abs": {}}
+        variants = ["split"] + [f"gluon{n}" for n in counts]
+        for r in range(args.rounds):
+            for name in (variants if r % 2 == 0 else variants[::-1]):
+                if name == "split":
+                    row[name].append(time_steps(caches, batch, tokens, gluon=False))
+                    continue
+                kcache.GLUON_PER_SM_FP4 = int(name[5:])
+                out = caches[0].decode(q, table, seq, max_len=tokens, gluon=True)
+                row["max_abs"][name] = float((out - base).abs().max())
+                row[name].append(time_steps(caches, batch, tokens, gluon=True))
+        doc["rows"].append(row)
+        doc["compiled"] = list(compiled(gluon_q4_0.q4_0_swapped_kernel).values())
+        sdpa = row["sdpa_f16_seconds"]
+        print(batch, tokens, f"sdpa {sdpa * 1e6:.1f}",
+              *(f"{v} {[round(t * 1e6, 1) for t in row[v]]} {sdpa / min(row[v]):.2f}x"
+                for v in variants), row["max_abs"], flush=True)
+        write_json(args.out, "gluon-nvfp4.json", doc)
+        del caches
+        torch.cuda.empty_cache()
+    print("compiled [registers, spilled bytes, warps, shared]", doc["compiled"])
+
+
+if __name__ == "__main__":
+    main()
