@@ -1,14 +1,15 @@
 """A probe: the Gluon kernel's nvfp4 form (K and V in nvfp4, the scaled forms) on a GPU.
 
-    python bench/probes/gluon_nvfp4.py [--out DIR] [--shapes BxT,…] [--per-sm 8,12]
-        [--rounds 2]
+    python bench/probes/gluon_nvfp4.py [--out DIR] [--shapes BxT,…] [--per-sm 8,12,8p]
+        [--rounds 2] [--no-check]
 
 First decode's GPU check with the Gluon kernel forced (three sequences of 1,000, 1 and 777
 tokens under a shuffled block table, pages of 32, 64 and 96 tokens) at 4, 8 and 16 query heads a
 KV head, against LayerCache.decode_ref, exact attention and the split kernel. Then, at each
 shape (GQA 32/8, head_dim 128), decode_split_kernel (decode without the Gluon kernel) and the
-Gluon kernel at each count of programs a multiprocessor, timed in turns (the order reversed
-every other round), fp16 SDPA once; the largest difference of each Gluon output from the split
+Gluon kernel at each count of programs a multiprocessor (a trailing p: with PIPE, each tile's
+scores beside the tile before's value product), timed in turns (the order reversed every other
+round), fp16 SDPA once; the largest difference of each Gluon output from the split
 kernel's. Writes gluon-nvfp4.json after every row.
 """
 
@@ -39,6 +40,20 @@ from kvcore.kernels import cache as kcache  # noqa: E402
 from kvcore.kernels import gluon_q4_0  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
+PLAIN = gluon_q4_0.launch_consts
+
+
+def launch(name: str) -> None:
+    """Decode's Gluon launch for variant ``name`` ("gluon12", "gluon8p": programs a
+    multiprocessor, p for PIPE)."""
+    kcache.GLUON_PER_SM_FP4 = int(name[5:].rstrip("p"))
+    pipe = name.endswith("p")
+
+    def consts(fmt: str, group: int, per_sm: int = 0) -> dict:
+        return {**PLAIN(fmt, group, per_sm), "PIPE": pipe}
+
+    gluon_q4_0.launch_consts = consts
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -46,16 +61,19 @@ def main() -> None:
     ap.add_argument("--shapes", default="1x131072,8x32768,1x32768,8x131072,1x1048576,64x4096")
     ap.add_argument("--per-sm", default="8,12")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-check", action="store_true")
     args = ap.parse_args()
+    counts = args.per_sm.split(",")
     doc: dict = {"env": environment("cuda", torch), "check": {}, "rows": []}
-    for heads in ("32/8/128", "32/4/128", "32/2/128"):
+    for heads in () if args.no_check else ("32/8/128", "32/4/128", "32/2/128"):
         decode.set_heads(heads)
         for page in (32, 64, 96):
-            doc["check"][f"{heads}-page-{page}"] = _check("nvfp4", page, gluon=True)
+            for n in counts:
+                launch(f"gluon{n}")
+                doc["check"][f"{heads}-page-{page}-{n}"] = _check("nvfp4", page, gluon=True)
     decode.set_heads("32/8/128")
     print("check", {k: round(v["vs_reference"], 7) for k, v in doc["check"].items()}, flush=True)
     write_json(args.out, "gluon-nvfp4.json", doc)
-    counts = [int(x) for x in args.per_sm.split(",")]
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))
         caches = filled_copies("nvfp4", batch, tokens)
@@ -70,7 +88,7 @@ def main() -> None:
                 if name == "split":
                     row[name].append(time_steps(caches, batch, tokens, gluon=False))
                     continue
-                kcache.GLUON_PER_SM_FP4 = int(name[5:])
+                launch(name)
                 out = caches[0].decode(q, table, seq, max_len=tokens, gluon=True)
                 row["max_abs"][name] = float((out - base).abs().max())
                 row[name].append(time_steps(caches, batch, tokens, gluon=True))
