@@ -41,13 +41,15 @@ from kvcore.kernels import gluon_q4_0  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 PLAIN = gluon_q4_0.launch_consts
+PLAIN_LAUNCH = kcache.gluon_launch
 
 
 def launch(name: str) -> None:
     """Decode's Gluon launch for variant ``name`` ("gluon12", "gluon8p": programs a
     multiprocessor, p for PIPE)."""
-    kcache.GLUON_PER_SM_FP4 = int(name[5:].rstrip("p"))
+    per_sm = int(name[5:].rstrip("p"))
     pipe = name.endswith("p")
+    kcache.gluon_launch = lambda *a, **k: per_sm if PLAIN_LAUNCH(*a, **k) else None
 
     def consts(fmt: str, group: int, per_sm: int = 0) -> dict:
         return {**PLAIN(fmt, group, per_sm), "PIPE": pipe}

@@ -546,9 +546,10 @@ GLUON_SHORT_SPLIT = 1024
 #: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
 #: 34.0 against 37.0 and 37.2)
 GLUON_LEAST_WORK = 8 * 32768
-#: programs a multiprocessor of the Gluon kernel's nvfp4 form (its scaled forms: 162
-#: registers under triton 3.6, so 12 reside)
-GLUON_PER_SM_FP4 = 12
+#: the same for the nvfp4 form, whose split kernel takes longer: past 8 rows × 8,192 tokens
+#: (gluon-nvfp4-pipe-h200.json: B=1 16k 16.4 against 16.6–16.9 µs, B=2 8k 16.3 against 17.3,
+#: B=1 32k 21.0 against 25.9; B=1 8k 13.9 against 12.3, B=1 4k 11.9 against 8.7)
+GLUON_LEAST_WORK_FP4 = 8 * 8192
 
 
 def gluon_available() -> bool:
@@ -569,9 +570,9 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0 or in
     nvfp4, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
     pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with ``faster_only``, was
-    measured faster (more than GLUON_LEAST_WORK rows × tokens), else None. q4_0: GLUON_PER_SM,
-    or GLUON_PER_SM_SHORT where a wave of that many would make splits of GLUON_SHORT_SPLIT
-    tokens or fewer; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
+    measured faster (more than GLUON_LEAST_WORK rows × tokens, GLUON_LEAST_WORK_FP4 in nvfp4),
+    else None. q4_0 and nvfp4: GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave of that many
+    would make splits of GLUON_SHORT_SPLIT tokens or fewer; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
     GLUON_PER_SM_Q8."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4")):
         return None
@@ -579,12 +580,11 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         return None
     if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
         return None
-    if faster_only and rows * max_len <= GLUON_LEAST_WORK:
+    if faster_only and rows * max_len <= (GLUON_LEAST_WORK_FP4 if k_fmt == "nvfp4"
+                                          else GLUON_LEAST_WORK):
         return None
     if k_fmt == "q8_0":
         return GLUON_PER_SM_Q8_FEW if rows <= GLUON_FEW_ROWS else GLUON_PER_SM_Q8
-    if k_fmt == "nvfp4":
-        return GLUON_PER_SM_FP4
     short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_SHORT))[0] <= GLUON_SHORT_SPLIT
     return GLUON_PER_SM_SHORT if short else GLUON_PER_SM
 
