@@ -43,8 +43,9 @@ def test_gpu_table_is_the_committed_results():
     later = [(fmt, other) for fmts, other in
              re.findall(r"(\w+(?: and \w+)*) from `(decode-h200-v\d+-\w+)\.md`", README)
              for fmt in fmts.split(" and ")]
-    # v54's run holds every format, on one card: no row is taken from a later file
-    assert later == []
+    # the rows of the kernels changed since v54 come from their later runs, and only those
+    assert later == [("q8_0", "decode-h200-v56-gluon"), ("q4_0", "decode-h200-v56-gluon"),
+                     ("nvfp4", "decode-h200-v57-nvfp4")]
     for fmt, other in later:
         again = json.loads((root / "bench" / "results" / f"{other}.json").read_text())["rows"]
         got.update({(r["format"], r["batch"], r["tokens"]): r for r in again
