@@ -1,4 +1,4 @@
-"""The Gluon kernel (kvcore.kernels.gluon_q4_0: q4_0, and q8_0's form). Gluon has no
+"""The Gluon kernel (kvcore.kernels.gluon_q4_0: q4_0, and q8_0's and nvfp4's forms). Gluon has no
 interpreter, so CI compiles it for sm_90 with the triton wheel's compiler (bench/sass_count.py's
 compile_gluon) and checks what the compiled kernel holds; its output is checked on a GPU against
 LayerCache.decode_ref by bench/probes/gluon_q4_0.py and bench/decode.py's check. Here also:
@@ -30,11 +30,14 @@ import sass_count
 out = {}
 # what decode launches: q4_0 groups of up to 8 with the offsets and scales after the products,
 # groups of 9-16 (16 columns) without; the 8-column form without, for comparison; q8_0's form
-# the 8-column q4_0 form at 8 programs a multiprocessor takes PIPE, its registers capped
+# the 8-column q4_0 form at 8 programs a multiprocessor takes PIPE, its registers capped;
+# nvfp4's scaled forms, with PIPE in 8 columns
 for name, fmt, group, after, per_sm in (("8", "q4_0", 4, True, 12), ("16", "q4_0", 16, False, 12),
                                         ("8-unpacked-scaled", "q4_0", 4, False, 12),
                                         ("8-q8_0", "q8_0", 4, True, 8),
-                                        ("8-pipe", "q4_0", 4, True, 8)):
+                                        ("8-pipe", "q4_0", 4, True, 8),
+                                        ("8-nvfp4", "nvfp4", 4, False, 12),
+                                        ("16-nvfp4", "nvfp4", 16, False, 12)):
     kernel, _, usage = sass_count.compile_gluon(fmt, group, after, pdl=after, per_sm=per_sm)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
 print(json.dumps(out))
@@ -62,6 +65,17 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
         ptx, usage = c["ptx"], c["usage"]
         qn = int(name.split("-")[0])
         assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") == 0, (name, usage)
+        if "nvfp4" in name:
+            # only its e4m3 scales by byte (V's, a byte a token a block) or by pair (K's two
+            # blocks of a span), converted two at a time; its codes as q4_0's scaled form's
+            assert "ld.shared.u8" not in ptx and ptx.count("ld.shared.b8") <= 16, name
+            assert "cvt.rn.f16x2.e4m3x2" in ptx, name
+            assert ptx.count("ld.shared.v4") >= 1 and ptx.count("ld.shared.v2") >= 2, name
+            # 16 products a side for 8 columns, 32 for 16; the 8-column form with PIPE has
+            # them twice (the first tile's scores before its loop, the last tile's values
+            # after it)
+            assert ptx.count("mma.sync.aligned.m16n8k16") == 64, name
+            continue
         assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
         assert "cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx, name
         products = ptx.count("mma.sync.aligned.m16n8k16")
@@ -89,6 +103,8 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     assert _usage(compiled["8"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM)
     assert _usage(compiled["8-q8_0"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_Q8)
     assert _usage(compiled["8-pipe"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_SHORT)
+    # nvfp4's PIPE form fits the 12, capped (under triton 3.9's ptxas it would take 190)
+    assert _usage(compiled["8-nvfp4"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM)
     # the PIPE form needs more than the 12's 168 registers: at 12 it had spilled
     assert _usage(compiled["8-pipe"]["usage"], "REG") > 65536 // (32 * GLUON_PER_SM)
 
@@ -126,6 +142,16 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     ({"k_fmt": "q8_0", "v_fmt": "q4_0"}, None),
     ({"head_dim": 96}, None),
     ({"head_dim_v": 64}, None),
+    # nvfp4: q4_0's counts, from less work (its split kernel is slower than q4_0's)
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4"}, GLUON_PER_SM),  # B=8 32k
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 131072}, GLUON_PER_SM_SHORT),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 1 << 20}, GLUON_PER_SM),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 32768}, GLUON_PER_SM_SHORT),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 8192}, GLUON_PER_SM_SHORT),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 8192}, None),  # B=1 8k
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 4096}, None),
+    ({"k_fmt": "nvfp4", "v_fmt": "q4_0"}, None),
+    ({"k_fmt": "q4_0", "v_fmt": "nvfp4"}, None),
 ])
 def test_gluon_launch_only_where_it_applies_and_was_faster(kwargs, expect):
     base = dict(k_fmt="q4_0", v_fmt="q4_0", head_dim=128, head_dim_v=128, group=4,
@@ -142,6 +168,8 @@ def test_gluon_takes_fewer_programs_only_over_few_rows_or_short_splits(rows, max
     per_sm = gluon_launch("q4_0", "q4_0", 128, 128, 4, 32, rows, max_len, "cuda",
                           faster_only=False)
     assert per_sm == (GLUON_PER_SM_SHORT if split8 <= GLUON_SHORT_SPLIT else GLUON_PER_SM)
+    assert gluon_launch("nvfp4", "nvfp4", 128, 128, 4, 32, rows, max_len, "cuda",
+                        faster_only=False) == per_sm
     # fewer programs make longer splits than the 12's, never shorter ones
     split12 = max(32, -(-max_len // (max(1, 12 * SMS // rows) * 32)) * 32)
     assert tiled_splits(max_len, max(1, per_sm * SMS // rows))[0] >= split12
@@ -153,7 +181,7 @@ def test_gluon_takes_fewer_programs_only_over_few_rows_or_short_splits(rows, max
     assert per_sm % 4 == 0
 
 
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0", "nvfp4"])
 @pytest.mark.parametrize("rows", [8, 16, 32, 64, 96, 128, 256, 384, 512, 1600])
 @pytest.mark.parametrize("max_len", [65536, 131072, 1 << 20])
 def test_gluon_splits_fill_one_whole_wave(fmt, rows, max_len):
@@ -233,7 +261,8 @@ def test_decode_ref_query_follows_the_path_decode_takes(monkeypatch):
 
 @pytest.mark.parametrize(("fmt", "group", "per_sm", "pipe"), [
     ("q4_0", 4, 8, True), ("q4_0", 4, 12, False), ("q4_0", 16, 8, False),
-    ("q8_0", 4, 4, True), ("q8_0", 8, 8, True)])
+    ("q8_0", 4, 4, True), ("q8_0", 8, 8, True),
+    ("nvfp4", 4, 8, True), ("nvfp4", 4, 12, True), ("nvfp4", 16, 12, False)])
 def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_capped(
         monkeypatch, fmt, group, per_sm, pipe):
     pytest.importorskip("triton.experimental.gluon")
@@ -242,11 +271,13 @@ def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_cap
     from kvcore.kernels.cache import LayerCache
 
     launched = {}
+    launched_args = []
 
     class Recorder:
         def __getitem__(self, grid):
             def launch(*args, **kwargs):
                 launched.update(kwargs)
+                launched_args.extend(args)
             return launch
 
     monkeypatch.setattr(gluon_q4_0, "q4_0_swapped_kernel", Recorder())
@@ -258,7 +289,15 @@ def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_cap
     gluon_q4_0.decode_gluon(cache, q, table, seq, None, 4096, per_sm, scratch, scratch,
                             merge=False)
     assert launched["PIPE"] is pipe
+    fp4 = fmt == "nvfp4"
     capped = pipe and fmt == "q4_0"
-    assert launched.get("maxnreg") == (gluon_q4_0.Q4_PIPE_REGISTERS if capped else None)
+    assert launched.get("maxnreg") == (gluon_q4_0.Q4_PIPE_REGISTERS if capped else
+                                       gluon_q4_0.FP4_REGISTERS if fp4 and group <= 8 else None)
+    # nvfp4: its scaled forms, its global scales passed (K's, then V's)
+    assert launched["FP4"] is fp4
+    assert launched["K_AFTER"] is launched["V_AFTER"] is (not fp4 and group <= 8)
+    if fp4:
+        assert launched_args[7] is cache.k.global_scale
+        assert launched_args[8] is cache.v.global_scale
     # programs a multiprocessor not given: q4_0 as at the most, without PIPE
-    assert gluon_q4_0.launch_consts(fmt, group)["PIPE"] is (fmt == "q8_0")
+    assert gluon_q4_0.launch_consts(fmt, group)["PIPE"] is (fmt == "q8_0" or (fp4 and group <= 8))

@@ -318,3 +318,56 @@ def test_the_emulator_knows_every_instruction_used():
     assert ops - {".reg"} <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "shl.b32", "mul.lo.u32",
                               "or.b32", "and.b32", "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2",
                               "cvt.rn.f16x2.e4m3x2"}
+
+
+def _gluon():
+    pytest.importorskip("triton.experimental.gluon")
+    from kvcore.kernels import gluon_q4_0
+
+    return gluon_q4_0
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_gluon_nvfp4_key_unpacker_matches_the_e2m1_table_in_k_asm_order(scale):
+    # the Gluon kernel's nvfp4 keys: four bytes of one block, in the element order of the
+    # q4_0 form's K_ASM (bytes 0, 2 then 1, 3), the low nibbles' values, then the high ones'
+    g = _gluon()
+    table = _e2m1_table() * 2.0 ** -14
+    for w in _words():
+        regs = run_ptx(g.FP4_K_ASM.value, {"$4": w, **_scale_regs(scale)})
+        b = np.array(_bytes(w))[[0, 2, 1, 3]]
+        for got, codes in ((_out(regs, "$0", "$1"), b & 15), (_out(regs, "$2", "$3"), b >> 4)):
+            expect = (table[codes] * np.float64(scale)).astype(np.float16)
+            assert np.array_equal(got.view(np.uint16), expect.view(np.uint16)), hex(w)
+
+
+@pytest.mark.parametrize(("sa", "sb"), [(SCALES[0], SCALES[1]), (SCALES[2], np.float16(448.0))])
+def test_gluon_nvfp4_value_unpacker_pairs_two_tokens_each_by_its_scale(sa, sb):
+    # two tokens' words a, b of one block → for each byte k, the pair (a's value, b's value)
+    # of its low nibble ($k) and of its high nibble ($4 + k), each times its token's scale
+    g = _gluon()
+    table = _e2m1_table() * 2.0 ** -14
+    rng = np.random.default_rng(1)
+    ra, rb = _scale_regs(sa)["$5"], _scale_regs(sb)["$5"]
+    for wa in _words():
+        wb = int(rng.integers(0, 1 << 32))
+        for x, y in ((wa, wb), (wb, wa)):
+            regs = run_ptx(g.FP4_V_ASM.value, {"$8": x, "$9": y, "$10": ra, "$11": ra,
+                                               "$12": rb, "$13": rb})
+            bx, by = np.array(_bytes(x)), np.array(_bytes(y))
+            for k in range(4):
+                for reg, shift in ((f"${k}", 0), (f"${4 + k}", 4)):
+                    expect = np.array([table[(bx[k] >> shift) & 15] * np.float64(sa),
+                                       table[(by[k] >> shift) & 15] * np.float64(sb)])
+                    assert np.array_equal(_halves(regs[reg]).view(np.uint16),
+                                          expect.astype(np.float16).view(np.uint16)), hex(x)
+
+
+def test_the_emulator_knows_every_instruction_of_the_gluon_kernel():
+    g = _gluon()
+    ops = set()
+    for asm in (g.FP4_K_ASM.value, g.FP4_V_ASM.value, g.K8_RAW_ASM.value, g.V8_RAW_ASM.value,
+                g.V_ASM.value):
+        ops |= {m.group(1) for m in re.finditer(r"^\s*([a-z][\w.]*)\s", asm, re.M)}
+    assert ops <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "shl.b32", "and.b32",
+                   "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2"}
