@@ -1,6 +1,6 @@
 """A probe: the Gluon kernel's nvfp4 form (K and V in nvfp4, the scaled forms) on a GPU.
 
-    python bench/probes/gluon_nvfp4.py [--out DIR] [--shapes BxT,…] [--per-sm 8,12,8p]
+    python bench/probes/gluon_nvfp4.py [--out DIR] [--shapes BxT,…] [--per-sm 8,12,8p,12pu]
         [--rounds 2] [--no-check]
 
 First decode's GPU check with the Gluon kernel forced (three sequences of 1,000, 1 and 777
@@ -8,7 +8,7 @@ tokens under a shuffled block table, pages of 32, 64 and 96 tokens) at 4, 8 and 
 KV head, against LayerCache.decode_ref, exact attention and the split kernel. Then, at each
 shape (GQA 32/8, head_dim 128), decode_split_kernel (decode without the Gluon kernel) and the
 Gluon kernel at each count of programs a multiprocessor (a trailing p: with PIPE, each tile's
-scores beside the tile before's value product), timed in turns (the order reversed every other
+scores beside the tile before's value product; u: its registers not capped), timed in turns (the order reversed every other
 round), fp16 SDPA once; the largest difference of each Gluon output from the split
 kernel's. Writes gluon-nvfp4.json after every row.
 """
@@ -42,13 +42,16 @@ from kvcore.measure import environment  # noqa: E402
 
 PLAIN = gluon_q4_0.launch_consts
 PLAIN_LAUNCH = kcache.gluon_launch
+PLAIN_REGISTERS = gluon_q4_0.launch_registers
 
 
 def launch(name: str) -> None:
-    """Decode's Gluon launch for variant ``name`` ("gluon12", "gluon8p": programs a
-    multiprocessor, p for PIPE)."""
-    per_sm = int(name[5:].rstrip("p"))
-    pipe = name.endswith("p")
+    """Decode's Gluon launch for variant ``name`` ("gluon12", "gluon8p", "gluon12pu":
+    programs a multiprocessor, p for PIPE, u for no cap on the registers)."""
+    per_sm = int(name[5:].rstrip("pu"))
+    pipe = "p" in name[5:]
+    gluon_q4_0.launch_registers = ((lambda fmt, consts: 0) if name.endswith("u")
+                                   else PLAIN_REGISTERS)
     kcache.gluon_launch = lambda *a, **k: per_sm if PLAIN_LAUNCH(*a, **k) else None
 
     def consts(fmt: str, group: int, per_sm: int = 0) -> dict:
