@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -46,16 +47,20 @@ PLAIN_REGISTERS = gluon_q4_0.launch_registers
 
 
 def launch(name: str) -> None:
-    """Decode's Gluon launch for variant ``name`` ("gluon12", "gluon8p", "gluon12pu":
-    programs a multiprocessor, p for PIPE, u for no cap on the registers)."""
-    per_sm = int(name[5:].rstrip("pu"))
-    pipe = "p" in name[5:]
-    gluon_q4_0.launch_registers = ((lambda fmt, consts: 0) if name.endswith("u")
-                                   else PLAIN_REGISTERS)
+    """Decode's Gluon launch for variant ``name`` ("gluon12", "gluon8p", "gluon12pu",
+    "gluon12pl4": programs a multiprocessor, then p for PIPE, u for no cap on the registers,
+    l for LAZY, a digit for STAGES)."""
+    m = re.fullmatch(r"gluon(\d+)(p?)(u?)(l?)(\d?)", name)
+    assert m, name
+    per_sm = int(m.group(1))
+    more = {"PIPE": bool(m.group(2)), "LAZY": bool(m.group(4))}
+    if m.group(5):
+        more["STAGES"] = int(m.group(5))
+    gluon_q4_0.launch_registers = ((lambda fmt, consts: 0) if m.group(3) else PLAIN_REGISTERS)
     kcache.gluon_launch = lambda *a, **k: per_sm if PLAIN_LAUNCH(*a, **k) else None
 
     def consts(fmt: str, group: int, per_sm: int = 0) -> dict:
-        return {**PLAIN(fmt, group, per_sm), "PIPE": pipe}
+        return {**PLAIN(fmt, group, per_sm), **more}
 
     gluon_q4_0.launch_consts = consts
 
