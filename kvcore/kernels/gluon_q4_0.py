@@ -1,6 +1,6 @@
 """q4_0 decode attention by a split kernel that states its layouts (Triton's Gluon dialect),
-for K and V in q4_0, heads of 128 lanes, groups of at most 16 query heads and pages of a multiple
-of 32 tokens, on an sm_80+ GPU.
+for K and V in q4_0 (or both in q8_0, or both in nvfp4), heads of 128 lanes, groups of at most
+16 query heads and pages of a multiple of 32 tokens, on an sm_80+ GPU.
 
 Tiles of 32 tokens are copied into shared memory two ahead (cp.async). The products are swapped
 (the cache tile the first operand, the query rows the narrow second one), so that the partial
@@ -22,6 +22,10 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
 - Scaled as unpacked (the 16-column form, which the AFTER forms make spill): each lane loads
   whole q4_0 blocks, and PTX applies the offset and the scale in float16 as it unpacks them
   straight into the operands' registers (about 26 instructions a token).
+- FP4: the scaled forms for K and V in nvfp4 (whose 16-value blocks no 16-column product's
+  columns share), decode's for nvfp4 with groups of up to 8, with PIPE: e2m1 codes become
+  float16 by byte, times their block's e4m3 scale (FP4_K_ASM, FP4_V_ASM); the global scales go
+  to the query and to the output.
 
 The operands' head-dimension orders are the ones the nibbles fall into: the query is gathered
 and the output stored in those orders. bench/results/gluon-q4_0-after-h200.json and
@@ -878,8 +882,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
 def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, max_len: int,
                 per_sm: int, acc: Any, ml: Any, pdl: bool = False, max_registers: int = 0,
                 merge: bool = True, **consts: Any) -> Any:
-    """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0, or in q8_0 with
-    groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128] float32:
+    """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0 or nvfp4, or in
+    q8_0 with groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128] float32:
     q4_0_swapped_kernel over per_sm programs a multiprocessor, then reduce_splits. ``acc`` and
     ``ml``: float32 scratch of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements
     (splits_for). ``max_registers`` caps the kernel's registers a thread (q4_0's PIPE form:
