@@ -1,4 +1,5 @@
-"""A probe: the Gluon kernel's nvfp4 form (K and V in nvfp4, the scaled forms) on a GPU.
+"""A probe: the Gluon kernel's nvfp4 form (K and V in nvfp4, the scaled forms) on a GPU, or
+with --format tbq4 its tbq4 form.
 
     python bench/probes/gluon_nvfp4.py [--out DIR] [--shapes BxT,…] [--per-sm 8,12,8p,12pu]
         [--rounds 2] [--no-check]
@@ -10,7 +11,7 @@ shape (GQA 32/8, head_dim 128), decode_split_kernel (decode without the Gluon ke
 Gluon kernel at each count of programs a multiprocessor (a trailing p: with PIPE, each tile's
 scores beside the tile before's value product; u: its registers not capped), timed in turns (the order reversed every other
 round), fp16 SDPA once; the largest difference of each Gluon output from the split
-kernel's. Writes gluon-nvfp4.json after every row.
+kernel's. Writes gluon-FORMAT.json after every row.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def main() -> None:
     ap.add_argument("--per-sm", default="8,12")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--format", default="nvfp4", choices=("nvfp4", "tbq4"))
     args = ap.parse_args()
     counts = args.per_sm.split(",")
     doc: dict = {"env": environment("cuda", torch), "check": {}, "rows": []}
@@ -80,16 +82,17 @@ def main() -> None:
         for page in (32, 64, 96):
             for n in counts:
                 launch(f"gluon{n}")
-                doc["check"][f"{heads}-page-{page}-{n}"] = _check("nvfp4", page, gluon=True)
+                doc["check"][f"{heads}-page-{page}-{n}"] = _check(args.format, page, gluon=True)
     decode.set_heads("32/8/128")
     print("check", {k: round(v["vs_reference"], 7) for k, v in doc["check"].items()}, flush=True)
-    write_json(args.out, "gluon-nvfp4.json", doc)
+    name = f"gluon-{args.format}.json"
+    write_json(args.out, name, doc)
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))
-        caches = filled_copies("nvfp4", batch, tokens)
+        caches = filled_copies(args.format, batch, tokens)
         table, seq, q = step_inputs(batch, tokens)
         base = caches[0].decode(q, table, seq, max_len=tokens, gluon=False).clone()
-        row: dict = {"format": "nvfp4", "batch": batch, "tokens": tokens,
+        row: dict = {"format": args.format, "batch": batch, "tokens": tokens,
                      "sdpa_f16_seconds": sdpa_time(batch, tokens), "split": [],
                      **{f"gluon{n}": [] for n in counts}, "max_abs": {}}
         variants = ["split"] + [f"gluon{n}" for n in counts]
@@ -108,7 +111,7 @@ def main() -> None:
         print(batch, tokens, f"sdpa {sdpa * 1e6:.1f}",
               *(f"{v} {[round(t * 1e6, 1) for t in row[v]]} {sdpa / min(row[v]):.2f}x"
                 for v in variants), row["max_abs"], flush=True)
-        write_json(args.out, "gluon-nvfp4.json", doc)
+        write_json(args.out, name, doc)
         del caches
         torch.cuda.empty_cache()
     print("compiled [registers, spilled bytes, warps, shared]", doc["compiled"])

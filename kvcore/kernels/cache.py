@@ -574,14 +574,15 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     else None. q4_0 and nvfp4: GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave of that many
     would make splits of GLUON_SHORT_SPLIT tokens or fewer; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
     GLUON_PER_SM_Q8."""
-    if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4")):
+    if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4"),
+                              ("tbq4", "tbq4")):
         return None
     if head_dim != 128 or head_dim_v != 128 or (k_fmt == "q8_0" and group > 8):
         return None
     if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
         return None
-    if faster_only and rows * max_len <= (GLUON_LEAST_WORK_FP4 if k_fmt == "nvfp4"
-                                          else GLUON_LEAST_WORK):
+    if faster_only and (k_fmt == "tbq4" or rows * max_len <= (
+            GLUON_LEAST_WORK_FP4 if k_fmt == "nvfp4" else GLUON_LEAST_WORK)):
         return None
     if k_fmt == "q8_0":
         return GLUON_PER_SM_Q8_FEW if rows <= GLUON_FEW_ROWS else GLUON_PER_SM_Q8

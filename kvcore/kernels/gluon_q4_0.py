@@ -45,12 +45,15 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
 from .cache import tiled_splits, wave_splits
-from .triton_ops import _q4_0_asm
+from .codebook import lloyd_max
+from .triton_ops import _q4_0_asm, _tbq4_asm, byte_tables
 
 #: the cp.async copy: ``async_copy_global_to_shared`` in triton 3.6, ``async_load`` by 3.9
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
 #: the barrier of a program's threads: ``thread_barrier`` in triton 3.6, ``barrier`` by 3.9
 BARRIER = getattr(gl, "thread_barrier", None) or gl.barrier
+#: whether a shared-memory view's other type is ``reinterpret`` (by 3.9) or ``_reinterpret``
+REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
 #: q4_0's PIPE form where at most this many programs a multiprocessor run (decode's 8 over short
 #: splits, two a scheduler), its registers capped at Q4_PIPE_REGISTERS: 204 under triton 3.6,
 #: no spill, and 8 reside at up to 256. At 12 a multiprocessor it had to fit 168 and spilled
@@ -276,6 +279,49 @@ mul.rn.f16x2 $7, $7, sc;
 }""")
 #: e4m3 block scales are taken times 2⁷ (FP4_K_ASM's note)
 FP4_UNIT = gl.constexpr(128.0)
+
+
+def _tbq4_pairs_asm() -> str:
+    """PTX for two tokens' four tbq4 bytes a ($8), b ($9) → V_ASM's outputs, the centroids
+    alone (the norms go to the weights): the (a, b) pairs of bytes 0 … 3's low nibbles ($0 …
+    $3), then of their high nibbles ($4 … $7). The words are interleaved by byte pairs, each
+    half's four codes looked up as _tbq4_asm looks them up (magnitude from two byte tables, the
+    sign from bit 3), the values paired per token, then the two tokens' pairs interleaved."""
+    tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(16)[8:]))
+    body = [".reg .b32 w, f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1, a0, a1, b0, b1, p, q, r, t;",
+            f"mov.b32 a0, {tl0:#x};", f"mov.b32 a1, {tl1:#x};",
+            f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};"]
+    for sel, lo, hi in (("0x5410", ("$0", "$1"), ("$4", "$5")),
+                        ("0x7632", ("$2", "$3"), ("$6", "$7"))):
+        body += [
+            f"prmt.b32 w, $8, $9, {sel};",  # bytes k, k + 1 of a, then of b
+            "shr.b32 f, w, 3;", "lop3.b32 f, f, 0x11111111, 0, 0x0c;", "mul.lo.u32 f, f, 7;",
+            "lop3.b32 m, w, f, 0x77777777, 0x28;", "shr.b32 mh, m, 16;",
+            "prmt.b32 l0, a0, a1, m;", "prmt.b32 h0, b0, b1, m;",
+            "prmt.b32 l1, a0, a1, mh;", "prmt.b32 h1, b0, b1, mh;",
+            "or.b32 n0, h0, 0x80808080;", "or.b32 n1, h1, 0x80808080;",
+            "shr.b32 s0, w, 1;", "shr.b32 s1, w, 17;",
+            "lop3.b32 s0, s0, 0x4444, 0x3210, 0xae;", "lop3.b32 s1, s1, 0x4444, 0x3210, 0xae;",
+            "prmt.b32 h0, h0, n0, s0;", "prmt.b32 h1, h1, n1, s1;",
+            # a's values (byte k low, high), (byte k + 1 low, high); b's likewise
+            "prmt.b32 p, l0, h0, 0x5140;", "prmt.b32 q, l0, h0, 0x7362;",
+            "prmt.b32 r, l1, h1, 0x5140;", "prmt.b32 t, l1, h1, 0x7362;",
+            f"prmt.b32 {lo[0]}, p, r, 0x5410;", f"prmt.b32 {hi[0]}, p, r, 0x7632;",
+            f"prmt.b32 {lo[1]}, q, t, 0x5410;", f"prmt.b32 {hi[1]}, q, t, 0x7632;"]
+    return "{\n" + "\n".join(body) + "\n}"
+
+
+# TBQ4 (tbq4 K and V, the scaled forms without scales: a row's norm multiplies its scores and
+# its weights)
+#: four tbq4 bytes → their low nibbles' centroids ($0 $1, bytes 0 … 3 in order) and their high
+#: nibbles' ($2 $3)
+TBQ4_K_ASM = gl.constexpr(_tbq4_asm(1, scaled=False))
+#: two tokens' bytes → the pairs of their centroids (_tbq4_pairs_asm)
+TBQ4_V_ASM = gl.constexpr(_tbq4_pairs_asm())
+# a tile's 32 norms (float16) copied as 16 words (lanes 16-31 repeat lanes 0-15)
+NC = gl.constexpr(gl.BlockedLayout([1], [32], [1], [0]))
+NH = gl.constexpr(gl.BlockedLayout([2], [32], [1], [0]))
+SH1 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
 # FP4: K bytes as KB with each span's 16 bytes split (8-byte block, byte): lane (g, t) holds
 # the two blocks of span t
 KB4 = gl.constexpr(gl.DistributedLinearLayout(
@@ -328,12 +374,37 @@ def _fp4_scales_copy(buf, st, P1, first, left, MASKED: gl.constexpr):
 
 
 @gluon.jit
+def _norms_copy(buf, st, P1, first, left, MASKED: gl.constexpr):
+    """TBQ4: the copy of a tile's 32 row norms (float16) into ``buf`` [STAGES, 16] (words), a
+    pair of norms a copy; MASKED (a split's last tile): loaded and stored, the norms past
+    ``left`` zero (a copy of two norms cannot mask one), seen after the barrier before the
+    tile is read."""
+    row = P1 + gl.multiple_of(first, 32)  # a tile's first row: a multiple of 32
+    if MASKED:
+        tok = gl.arange(0, 32, layout=NH)
+        _norms_view(buf, st).store(gl.load(row + tok, mask=tok < left, other=0.0))
+    else:
+        ASYNC_LOAD(buf.index(st),
+                   row.to(gl.pointer_type(gl.int32)) + gl.arange(0, 16, layout=NC))
+
+
+@gluon.jit
+def _norms_view(buf, st):
+    """TBQ4: stage ``st`` of a norms buffer (words) as its 32 float16 norms."""
+    if REINTERPRET:
+        view = buf.index(st).reinterpret(gl.float16, [32], SH1)
+    else:
+        view = buf.index(st)._reinterpret(gl.float16, [32], SH1)
+    return view
+
+
+@gluon.jit
 def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr,
             K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-            FP4: gl.constexpr):
+            FP4: gl.constexpr, TBQ4: gl.constexpr):
     """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
     first ``left`` tokens (the others zero-filled), else all 32. FP4: nvfp4's scales (8 bytes
-    a token) in place of q4_0's."""
+    a token) in place of q4_0's; TBQ4: tbq4's norms (one a token)."""
     if K_AFTER and Q8:
         _wide_copy(kbuf, st, K0, first, left, MASKED, KWC8, 128)
     elif K_AFTER:
@@ -350,6 +421,8 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
             ASYNC_LOAD(kbuf.index(st), kp)
     if FP4:
         _fp4_scales_copy(ksbuf, st, K1, first, left, MASKED)
+    elif TBQ4:
+        _norms_copy(ksbuf, st, K1, first, left, MASKED)
     else:
         _scales_copy(ksbuf, st, K1, first, left, MASKED)
     if V_AFTER:
@@ -365,7 +438,9 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
         chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
         vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
         vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
-        if FP4:  # a pair's 16 scale bytes, 8 a token
+        if TBQ4:
+            _norms_copy(vsbuf, st, V1, first, left, MASKED)
+        elif FP4:  # a pair's 16 scale bytes, 8 a token
             spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC8))
             vsp = (V1 + first * 8 + spair[:, None] * 16
                    + gl.arange(0, 8, layout=gl.SliceLayout(0, VSC8))[None, :])
@@ -379,18 +454,21 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
             chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
             vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
             ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
-            ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
-            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd, mask=(2 * spair + 1 < left)[:, None])
+            if not TBQ4:
+                ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
+                ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd,
+                           mask=(2 * spair + 1 < left)[:, None])
         else:
             ASYNC_LOAD(vbuf.index(st), vp)
-            ASYNC_LOAD(vsbuf.index(2 * st), vsp)
-            ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd)
+            if not TBQ4:
+                ASYNC_LOAD(vsbuf.index(2 * st), vsp)
+                ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd)
 
 
 @gluon.jit
 def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
            H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr,
-           Q8: gl.constexpr, FP4: gl.constexpr):
+           Q8: gl.constexpr, FP4: gl.constexpr, TBQ4: gl.constexpr):
     """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
     past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
     left = end - n0
@@ -398,23 +476,24 @@ def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PA
     first = (page * H_KV + h) * PAGE + n0 % PAGE
     if left >= 32:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False, K_AFTER,
-                V_AFTER, Q8, FP4)
+                V_AFTER, Q8, FP4, TBQ4)
     else:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, True, K_AFTER,
-                V_AFTER, Q8, FP4)
+                V_AFTER, Q8, FP4, TBQ4)
     _cp.commit_group()
 
 
 @gluon.jit
 def _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
              H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-             FP4: gl.constexpr, STAGES: gl.constexpr, PENDING: gl.constexpr):
+             FP4: gl.constexpr, TBQ4: gl.constexpr, STAGES: gl.constexpr,
+             PENDING: gl.constexpr):
     """Iteration ``it`` (its tile at n0) of the loop: once every lane is done with the stage the
     next copy fills, start copying the tile STAGES − 1 ahead into it, then wait until at most
     PENDING copies are still in flight and every lane sees the arrived ones."""
     BARRIER()
     _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1, BT, bt0, h,
-           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4)
+           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4)
     _cp.wait_group(PENDING)
     BARRIER()
 
@@ -572,23 +651,30 @@ def _v_weights(pt, vs):
 
 
 @gluon.jit
-def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3, FP4: gl.constexpr):
+def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3, FP4: gl.constexpr,
+                     TBQ4: gl.constexpr):
     """The value product of stage ``st`` with the V codes scaled as they are unpacked
-    (V_ASM; FP4: FP4_V_ASM): the partial outputs after it."""
+    (V_ASM; FP4: FP4_V_ASM; TBQ4: TBQ4_V_ASM, unscaled, the norms in ``pt``): the partial
+    outputs after it."""
     vt = vbuf.index(st)
     va = vt.slice(0, 8, dim=1).load(VB)
     vb = vt.slice(8, 8, dim=1).load(VB)
-    if FP4:
-        sa = _fp4_v_scales(vsbuf, st, 0, va)
-        sb = _fp4_v_scales(vsbuf, st, 1, va)
-        text: gl.constexpr = FP4_V_ASM
+    if TBQ4:
+        o0, o1, o2, o3 = gl.inline_asm_elementwise(
+            TBQ4_V_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r", [va, vb],
+            dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
     else:
-        sa = _v_scales(vsbuf, st, 0, va)
-        sb = _v_scales(vsbuf, st, 1, va)
-        text: gl.constexpr = V_ASM
-    o0, o1, o2, o3 = gl.inline_asm_elementwise(
-        text, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r", [va, vb, sa, sb],
-        dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+        if FP4:
+            sa = _fp4_v_scales(vsbuf, st, 0, va)
+            sb = _fp4_v_scales(vsbuf, st, 1, va)
+            text: gl.constexpr = FP4_V_ASM
+        else:
+            sa = _v_scales(vsbuf, st, 0, va)
+            sb = _v_scales(vsbuf, st, 1, va)
+            text: gl.constexpr = V_ASM
+        o0, o1, o2, o3 = gl.inline_asm_elementwise(
+            text, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r", [va, vb, sa, sb],
+            dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
     acc0 = gl.nvidia.ampere.mma_v2(_v_rows(o0), pt, acc0)
     acc1 = gl.nvidia.ampere.mma_v2(_v_rows(o1), pt, acc1)
     acc2 = gl.nvidia.ampere.mma_v2(_v_rows(o2), pt, acc2)
@@ -608,7 +694,7 @@ def _v_rows(x):
 
 @gluon.jit
 def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
-                 QN: gl.constexpr, FP4: gl.constexpr):
+                 QN: gl.constexpr, FP4: gl.constexpr, TBQ4: gl.constexpr):
     """The scores Sᵀ [32 tokens, QN] of stage ``st``'s keys; ``qops``: the query rows' operands
     (qa, qb in the scaled form; q0l, q0h, c0, … q3l, q3h, c3 with the products' initial
     accumulators in the AFTER forms)."""
@@ -635,6 +721,17 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
         s += k2[:, None] * gl.nvidia.ampere.mma_v2(h2, q2h, d)
         d = gl.nvidia.ampere.mma_v2(l3, q3l, c3)
         s += k3[:, None] * gl.nvidia.ampere.mma_v2(h3, q3h, d)
+    elif TBQ4:  # the centroids' products, then each token's norm
+        qa, qb = qops
+        kb = kbuf.index(st).load(KB)
+        klo, khi = gl.inline_asm_elementwise(TBQ4_K_ASM, "=r,=r,=r,=r,r", [kb],
+                                             dtype=(gl.float16, gl.float16), is_pure=True,
+                                             pack=4)
+        s = gl.zeros([32, QN], gl.float32, layout=MMA)
+        s = gl.nvidia.ampere.mma_v2(_k_rows(klo), qa, s)
+        s = gl.nvidia.ampere.mma_v2(_k_rows(khi), qb, s)
+        kn = _norms_view(ksbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
+        s = s * kn[:, None]
     else:
         qa, qb = qops
         kb = kbuf.index(st).load(KB)
@@ -657,7 +754,7 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
 @gluon.jit
 def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
                  st, aoff, LAZY: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-                 FP4: gl.constexpr):
+                 FP4: gl.constexpr, TBQ4: gl.constexpr):
     """The online softmax of one tile's scores ``s`` (MASKED: only its first ``left`` tokens
     count) and its value product from stage ``st``: the running max, sum and partial outputs
     after it."""
@@ -684,7 +781,11 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         acc1 = acc1 * alpha[None, :]
         acc2 = acc2 * alpha[None, :]
         acc3 = acc3 * alpha[None, :]
-    pt = gl.convert_layout(p.to(gl.float16), OPB)
+    if TBQ4:  # each token's V norm joins its weight
+        vn = _norms_view(vsbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
+        pt = gl.convert_layout((p * vn[:, None]).to(gl.float16), OPB)
+    else:
+        pt = gl.convert_layout(p.to(gl.float16), OPB)
     if V_AFTER:
         if Q8:
             vw = vbuf.index(st).load(VW8)
@@ -704,7 +805,7 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         acc3 = gl.nvidia.ampere.mma_v2(aoff, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
     else:
         acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3,
-                                                  FP4)
+                                                  FP4, TBQ4)
     return m_new, l_i, acc0, acc1, acc2, acc3
 
 
@@ -715,7 +816,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
                         PDL: gl.constexpr = False, Q8: gl.constexpr = False,
-                        PIPE: gl.constexpr = False, FP4: gl.constexpr = False):
+                        PIPE: gl.constexpr = False, FP4: gl.constexpr = False,
+                        TBQ4: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -729,7 +831,9 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
     the next tile's scores (two stages read at once: STAGES of at least 3, copies STAGES − 2
     ahead of the scores), so that the two chains overlap; the last tile after the loop. FP4:
     K and V in nvfp4 (the scaled forms, FP4_K_ASM and FP4_V_ASM), their global scales read
-    from GSK and GSV (unread otherwise)."""
+    from GSK and GSV (unread otherwise). TBQ4: K and V in tbq4, Q the rotated query (the output
+    is rotated back after the merge): the centroids unscaled (TBQ4_K_ASM, TBQ4_V_ASM), each
+    token's K norm on its scores and its V norm on its weights."""
     BN: gl.constexpr = 32
     gl.static_assert(not PIPE or STAGES >= 3, "PIPE reads two stages while a third fills")
     b = gl.program_id(0)
@@ -770,6 +874,11 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
             dlo = 32 * ((kk >> 1) & 3) + 2 * byte
             HI: gl.constexpr = 1
             q_scale = qk_scale * gl.load(GSK) * FP4_UNIT
+        elif TBQ4:  # the same pairs, TBQ4_K_ASM's bytes in order
+            byte = (kk & 1) + 2 * ((kk >> 3) & 1) + 4 * (kk >> 4)
+            dlo = 32 * ((kk >> 1) & 3) + 2 * byte
+            HI: gl.constexpr = 1
+            q_scale = qk_scale
         else:  # byte j of a block holds values j and j + 16
             dlo = 32 * ((kk >> 1) & 3) + byte
             HI: gl.constexpr = 16
@@ -784,6 +893,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     if FP4:
         ksbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 8], SH2)
+    elif TBQ4:
+        ksbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
     else:
         ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
     if V_AFTER:
@@ -803,13 +914,15 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
         vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
         if FP4:
             vsbuf = gl.allocate_shared_memory(gl.uint8, [2 * STAGES, 16, 8], SH2)
+        elif TBQ4:
+            vsbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
         else:
             vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
         aoff = 0.0  # the AFTER form's offsets, unused here
     bt0 = b * stride_bt
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
-               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4)
+               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -821,30 +934,31 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
         # next tile's scores, the last tile (which alone can be partial) after the loop
         _cp.wait_group(STAGES - 2)
         BARRIER()
-        s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, Q8, QN, FP4)
+        s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, Q8, QN, FP4, TBQ4)
         for n0 in range(start, end - BN, BN):
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, STAGES, STAGES - 2)
-            s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, Q8, QN, FP4)
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, STAGES, STAGES - 2)
+            s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, Q8, QN, FP4,
+                                  TBQ4)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff, LAZY,
-                V_AFTER, Q8, FP4)
+                V_AFTER, Q8, FP4, TBQ4)
             s = s_next
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
         if end > start:
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - start - it * BN, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
-                it % STAGES, aoff, LAZY, V_AFTER, Q8, FP4)
+                it % STAGES, aoff, LAZY, V_AFTER, Q8, FP4, TBQ4)
     else:
         for n0 in range(start, end, BN):
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, STAGES, STAGES - 1)
-            s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, Q8, QN, FP4)
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, STAGES, STAGES - 1)
+            s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, Q8, QN, FP4, TBQ4)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff,
-                LAZY, V_AFTER, Q8, FP4)
+                LAZY, V_AFTER, Q8, FP4, TBQ4)
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
     oc = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
@@ -860,10 +974,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
         gl.store(dst + 32, acc1, mask=om)
         gl.store(dst + 64, acc2, mask=om)
         gl.store(dst + 96, acc3, mask=om)
-    elif FP4:  # the rows' head dimensions (byte j of block g: 16 g + 2 j, + 1 high), scaled
+    elif FP4 or TBQ4:  # the rows' head dimensions (byte j of chunk g: 16 g + 2 j, + 1 high)
         dcol = 16 * g + 8 * (oc >> 4) + 2 * ((oc >> 3) & 1)
         dst = ACC + base[None, :] * D + dcol[:, None]
-        vgs = gl.load(GSV) * FP4_UNIT
+        vgs = gl.load(GSV) * FP4_UNIT if FP4 else 1.0  # nvfp4's global scale
         gl.store(dst, acc0 * vgs, mask=om)
         gl.store(dst + 4, acc1 * vgs, mask=om)
         gl.store(dst + 1, acc2 * vgs, mask=om)
@@ -890,8 +1004,10 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     Q4_PIPE_REGISTERS if not given); ``merge`` false leaves
     the partial results in ``acc`` and ``ml`` unmerged; ``consts`` go to the kernel (STAGES, LAZY,
     the forms)."""
+    import torch
+
     from .cache import LOG2E
-    from .triton_ops import reduce_splits
+    from .triton_ops import pdl_launch, reduce_splits, rotate_kernel
 
     bsz, hq, d = q.shape
     hkv = cache.kv_heads
@@ -903,6 +1019,13 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
     max_registers = max_registers or launch_registers(cache.k.fmt, consts)
+    rot = None
+    if consts.get("TBQ4"):  # the query rotated first (float32), the output rotated back
+        rot = cache._tables()["rot_pm1"]
+        q_rot = cache._workspace("qrot", bsz * hq * d, torch.float32, q.device)
+        rotate_kernel[(math.ceil(bsz * hq / 16),)](q, q_rot, rot, bsz * hq, DIN=d, DOUT=d,
+                                                   DPOW=d, BACK=False, **pdl_launch(pdl))
+        q = q_rot.reshape(bsz, hq, d)
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, gsk, gsv, block_table, seq_lens, block_table.stride(0),
         n_splits,
@@ -911,38 +1034,42 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
         **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     if merge:
-        reduce_splits(acc, ml, out, n_splits, bsz, hkv, group, d, pdl=pdl)
+        reduce_splits(acc, ml, out, n_splits, bsz, hkv, group, d, rot=rot,
+                      scratch=None if rot is None else cache._workspace(
+                          "merged", bsz * hq * d, torch.float32, q.device), pdl=pdl)
     return out
+
 
 
 def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
     """The kernel's compile-time arguments decode launches it with for K and V in ``fmt``
-    (q4_0, q8_0 or nvfp4), ``group`` query heads a KV head and ``per_sm`` programs a
+    (q4_0, q8_0, nvfp4 or tbq4), ``group`` query heads a KV head and ``per_sm`` programs a
     multiprocessor (0: not given): the offsets and scales after the products where the query
     rows fit 8 columns (at 16 the AFTER forms spill; q8_0 has only them); each tile's scores
     beside the value product of the tile before (PIPE, in three stages) for q8_0, and for q4_0
     where at most Q4_PIPE_PER_SM programs a multiprocessor run (its registers past 168, up to
     Q4_PIPE_REGISTERS). nvfp4: the scaled forms (its scale a 16-value block, which no 16-column
     product's columns share), with PIPE for groups of up to 8 at any count (167 registers under
-    triton 3.6, no spill:
-    gluon-nvfp4-pipe-h200.json, B=1 128k 53.6–54.1 → 52.7–53.1 µs, B=1 32k 21.7 → 21.0)."""
-    if fmt == "nvfp4":
-        return {"K_AFTER": False, "V_AFTER": False, "Q8": False, "FP4": True, "STAGES": 3,
-                "QN": 8 if group <= 8 else 16, "PIPE": group <= 8}
+    triton 3.6, no spill: gluon-nvfp4-pipe-h200.json, B=1 128k 53.6–54.1 → 52.7–53.1 µs, B=1 32k
+    21.7 → 21.0). tbq4: the same forms unscaled (TBQ4), its norms on the scores and weights."""
+    if fmt in ("nvfp4", "tbq4"):
+        return {"K_AFTER": False, "V_AFTER": False, "Q8": False, "FP4": fmt == "nvfp4",
+                "TBQ4": fmt == "tbq4", "STAGES": 3, "QN": 8 if group <= 8 else 16,
+                "PIPE": group <= 8}
     q8 = fmt == "q8_0"
     if q8 and group > 8:
         raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
                          f"got {group}")
     pipe = q8 or (group <= 8 and 0 < per_sm <= Q4_PIPE_PER_SM)
     return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "FP4": False,
-            "STAGES": 3, "QN": 8 if group <= 8 else 16, "PIPE": pipe}
+            "TBQ4": False, "STAGES": 3, "QN": 8 if group <= 8 else 16, "PIPE": pipe}
 
 
 def launch_registers(fmt: str, consts: dict[str, Any]) -> int:
     """The cap on registers a thread decode launches the kernel with for K and V in ``fmt``
     under ``consts`` (launch_consts'): Q4_PIPE_REGISTERS for q4_0's PIPE form, FP4_REGISTERS
     for nvfp4's 8-column form, else none (0)."""
-    if fmt == "nvfp4":
+    if fmt in ("nvfp4", "tbq4"):
         return FP4_REGISTERS if consts.get("QN") == 8 else 0
     return Q4_PIPE_REGISTERS if fmt == "q4_0" and consts.get("PIPE") else 0
 

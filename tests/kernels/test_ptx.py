@@ -367,7 +367,37 @@ def test_the_emulator_knows_every_instruction_of_the_gluon_kernel():
     g = _gluon()
     ops = set()
     for asm in (g.FP4_K_ASM.value, g.FP4_V_ASM.value, g.K8_RAW_ASM.value, g.V8_RAW_ASM.value,
-                g.V_ASM.value):
+                g.V_ASM.value, g.TBQ4_K_ASM.value, g.TBQ4_V_ASM.value):
         ops |= {m.group(1) for m in re.finditer(r"^\s*([a-z][\w.]*)\s", asm, re.M)}
     assert ops <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "shl.b32", "and.b32",
-                   "xor.b32", "sub.rn.f16x2", "mul.rn.f16x2"}
+                   "xor.b32", "or.b32", "mul.lo.u32", "sub.rn.f16x2", "mul.rn.f16x2"}
+
+
+def test_gluon_tbq4_value_unpacker_pairs_two_tokens_centroids():
+    # two tokens' words a, b → for each byte k, the pair (a's centroid, b's centroid) of its
+    # low nibble ($k) and of its high nibble ($4 + k), as the kernel's value operand takes them
+    g = _gluon()
+    cent = ref.centroids(16).half().numpy()
+    rng = np.random.default_rng(2)
+    for wa in _words():
+        wb = int(rng.integers(0, 1 << 32))
+        for x, y in ((wa, wb), (wb, wa)):
+            regs = run_ptx(g.TBQ4_V_ASM.value, {"$8": x, "$9": y})
+            bx, by = np.array(_bytes(x)), np.array(_bytes(y))
+            for k in range(4):
+                for reg, shift in ((f"${k}", 0), (f"${4 + k}", 4)):
+                    expect = np.array([cent[(bx[k] >> shift) & 15], cent[(by[k] >> shift) & 15]])
+                    assert np.array_equal(_halves(regs[reg]).view(np.uint16),
+                                          expect.view(np.uint16)), hex(x)
+
+
+def test_gluon_tbq4_key_unpacker_gives_centroids_in_byte_order():
+    g = _gluon()
+    cent = ref.centroids(16).half().numpy()
+    for w in _words():
+        regs = run_ptx(g.TBQ4_K_ASM.value, {"$4": w})
+        b = np.array(_bytes(w))
+        assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16),
+                              cent[b & 15].view(np.uint16)), hex(w)
+        assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16),
+                              cent[b >> 4].view(np.uint16)), hex(w)
