@@ -550,6 +550,12 @@ GLUON_LEAST_WORK = 8 * 32768
 #: (gluon-nvfp4-pipe-h200.json: B=1 16k 16.4 against 16.6–16.9 µs, B=2 8k 16.3 against 17.3,
 #: B=1 32k 21.0 against 25.9; B=1 8k 13.9 against 12.3, B=1 4k 11.9 against 8.7)
 GLUON_LEAST_WORK_FP4 = 8 * 8192
+#: the tbq4 form's programs a multiprocessor (213 registers under triton 3.6, so two a
+#: scheduler): within 1% of the best of 8 and 12, capped at 168 or not, at every shape timed
+#: (gluon-tbq4-h200.json: B=1 128k 82.9 µs against 96.5 by the split kernel, B=8 32k 150.4
+#: against 183–186, B=8 128k 554.5 against 551.2 at 12 and 635–641 split); the split kernel
+#: stays faster at B=1 32k (30.6 against 31.2)
+GLUON_PER_SM_TBQ4 = 8
 
 
 def gluon_available() -> bool:
@@ -567,12 +573,12 @@ def gluon_available() -> bool:
 def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: int,
                  page_size: int, rows: int, max_len: int, device_type: str,
                  capability: tuple[int, int] = (9, 0), faster_only: bool = True) -> int | None:
-    """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0 or in
-    nvfp4, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
+    """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, nvfp4
+    or tbq4, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
     pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with ``faster_only``, was
     measured faster (more than GLUON_LEAST_WORK rows × tokens, GLUON_LEAST_WORK_FP4 in nvfp4),
     else None. q4_0 and nvfp4: GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave of that many
-    would make splits of GLUON_SHORT_SPLIT tokens or fewer; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
+    would make splits of GLUON_SHORT_SPLIT tokens or fewer; tbq4: GLUON_PER_SM_TBQ4; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
     GLUON_PER_SM_Q8."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4"),
                               ("tbq4", "tbq4")):
@@ -581,11 +587,13 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         return None
     if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
         return None
-    if faster_only and (k_fmt == "tbq4" or rows * max_len <= (
-            GLUON_LEAST_WORK_FP4 if k_fmt == "nvfp4" else GLUON_LEAST_WORK)):
+    if faster_only and rows * max_len <= (GLUON_LEAST_WORK_FP4 if k_fmt == "nvfp4"
+                                          else GLUON_LEAST_WORK):
         return None
     if k_fmt == "q8_0":
         return GLUON_PER_SM_Q8_FEW if rows <= GLUON_FEW_ROWS else GLUON_PER_SM_Q8
+    if k_fmt == "tbq4":
+        return GLUON_PER_SM_TBQ4
     short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_SHORT))[0] <= GLUON_SHORT_SPLIT
     return GLUON_PER_SM_SHORT if short else GLUON_PER_SM
 

@@ -67,6 +67,9 @@ Q4_PIPE_REGISTERS = 232
 #: uncapped under triton 3.6, but 190 under 3.9's ptxas (166 capped, no spill there either);
 #: its 16-column form (216 registers) is not capped
 FP4_REGISTERS = 168
+#: tbq4's 8-column form, at 8 programs a multiprocessor, capped at 232 (213 under triton 3.6):
+#: capped at 168 it was 3-5% slower (gluon-tbq4-h200.json)
+TBQ4_REGISTERS = 232
 
 MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8]))
 OPA = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=MMA.value, k_width=2))
@@ -1068,8 +1071,10 @@ def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
 def launch_registers(fmt: str, consts: dict[str, Any]) -> int:
     """The cap on registers a thread decode launches the kernel with for K and V in ``fmt``
     under ``consts`` (launch_consts'): Q4_PIPE_REGISTERS for q4_0's PIPE form, FP4_REGISTERS
-    for nvfp4's 8-column form, else none (0)."""
-    if fmt in ("nvfp4", "tbq4"):
+    for nvfp4's 8-column form, TBQ4_REGISTERS for tbq4's, else none (0)."""
+    if fmt == "tbq4":
+        return TBQ4_REGISTERS if consts.get("QN") == 8 else 0
+    if fmt == "nvfp4":
         return FP4_REGISTERS if consts.get("QN") == 8 else 0
     return Q4_PIPE_REGISTERS if fmt == "q4_0" and consts.get("PIPE") else 0
 
