@@ -16,6 +16,7 @@ from kvcore.kernels.cache import (
     GLUON_PER_SM_Q8,
     GLUON_PER_SM_Q8_FEW,
     GLUON_PER_SM_SHORT,
+    GLUON_PER_SM_TBQ4,
     GLUON_SHORT_SPLIT,
     SMS,
     gluon_launch,
@@ -37,7 +38,8 @@ for name, fmt, group, after, per_sm in (("8", "q4_0", 4, True, 12), ("16", "q4_0
                                         ("8-q8_0", "q8_0", 4, True, 8),
                                         ("8-pipe", "q4_0", 4, True, 8),
                                         ("8-nvfp4", "nvfp4", 4, False, 12),
-                                        ("16-nvfp4", "nvfp4", 16, False, 12)):
+                                        ("16-nvfp4", "nvfp4", 16, False, 12),
+                                        ("8-tbq4", "tbq4", 4, False, 8)):
     kernel, _, usage = sass_count.compile_gluon(fmt, group, after, pdl=after, per_sm=per_sm)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
 print(json.dumps(out))
@@ -65,11 +67,15 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
         ptx, usage = c["ptx"], c["usage"]
         qn = int(name.split("-")[0])
         assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") == 0, (name, usage)
-        if "nvfp4" in name:
-            # only its e4m3 scales by byte (V's, a byte a token a block) or by pair (K's two
-            # blocks of a span), converted two at a time; its codes as q4_0's scaled form's
-            assert "ld.shared.u8" not in ptx and ptx.count("ld.shared.b8") <= 16, name
-            assert "cvt.rn.f16x2.e4m3x2" in ptx, name
+        if "nvfp4" in name or "tbq4" in name:
+            if "nvfp4" in name:
+                # only its e4m3 scales by byte (V's, a byte a token a block) or by pair (K's
+                # two blocks of a span), converted two at a time
+                assert "ld.shared.u8" not in ptx and ptx.count("ld.shared.b8") <= 16, name
+                assert "cvt.rn.f16x2.e4m3x2" in ptx, name
+            else:  # tbq4: its norms copied in pairs, read as float16
+                assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
+            # their codes as q4_0's scaled form's
             assert ptx.count("ld.shared.v4") >= 1 and ptx.count("ld.shared.v2") >= 2, name
             # 16 products a side for 8 columns, 32 for 16; the 8-column form with PIPE has
             # them twice (the first tile's scores before its loop, the last tile's values
@@ -103,6 +109,8 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     assert _usage(compiled["8"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM)
     assert _usage(compiled["8-q8_0"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_Q8)
     assert _usage(compiled["8-pipe"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_SHORT)
+    # tbq4's fits the 8 it runs (two a scheduler), capped
+    assert _usage(compiled["8-tbq4"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_TBQ4)
     # nvfp4's PIPE form fits the 12, capped (under triton 3.9's ptxas it would take 190)
     assert _usage(compiled["8-nvfp4"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM)
     # the PIPE form needs more than the 12's 168 registers: at 12 it had spilled
@@ -152,6 +160,13 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 4096}, None),
     ({"k_fmt": "nvfp4", "v_fmt": "q4_0"}, None),
     ({"k_fmt": "q4_0", "v_fmt": "nvfp4"}, None),
+    # tbq4: 8 a multiprocessor past q4_0's least work (B=1 32k: the split kernel)
+    ({"k_fmt": "tbq4", "v_fmt": "tbq4"}, GLUON_PER_SM_TBQ4),
+    ({"k_fmt": "tbq4", "v_fmt": "tbq4", "rows": 8, "max_len": 131072}, GLUON_PER_SM_TBQ4),
+    ({"k_fmt": "tbq4", "v_fmt": "tbq4", "rows": 512, "max_len": 1 << 20}, GLUON_PER_SM_TBQ4),
+    ({"k_fmt": "tbq4", "v_fmt": "tbq4", "rows": 8, "max_len": 32768}, None),
+    ({"k_fmt": "tbq4", "v_fmt": "tbq3"}, None),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3"}, None),
 ])
 def test_gluon_launch_only_where_it_applies_and_was_faster(kwargs, expect):
     base = dict(k_fmt="q4_0", v_fmt="q4_0", head_dim=128, head_dim_v=128, group=4,
@@ -181,7 +196,7 @@ def test_gluon_takes_fewer_programs_only_over_few_rows_or_short_splits(rows, max
     assert per_sm % 4 == 0
 
 
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0", "nvfp4"])
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0", "nvfp4", "tbq4"])
 @pytest.mark.parametrize("rows", [8, 16, 32, 64, 96, 128, 256, 384, 512, 1600])
 @pytest.mark.parametrize("max_len", [65536, 131072, 1 << 20])
 def test_gluon_splits_fill_one_whole_wave(fmt, rows, max_len):
@@ -262,7 +277,8 @@ def test_decode_ref_query_follows_the_path_decode_takes(monkeypatch):
 @pytest.mark.parametrize(("fmt", "group", "per_sm", "pipe"), [
     ("q4_0", 4, 8, True), ("q4_0", 4, 12, False), ("q4_0", 16, 8, False),
     ("q8_0", 4, 4, True), ("q8_0", 8, 8, True),
-    ("nvfp4", 4, 8, True), ("nvfp4", 4, 12, True), ("nvfp4", 16, 12, False)])
+    ("nvfp4", 4, 8, True), ("nvfp4", 4, 12, True), ("nvfp4", 16, 12, False),
+    ("tbq4", 4, 8, True), ("tbq4", 16, 8, False)])
 def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_capped(
         monkeypatch, fmt, group, per_sm, pipe):
     pytest.importorskip("triton.experimental.gluon")
@@ -282,7 +298,7 @@ def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_cap
 
     monkeypatch.setattr(gluon_q4_0, "q4_0_swapped_kernel", Recorder())
     cache = LayerCache(fmt, fmt, 1, 4096, 8, 128)
-    q = torch.zeros(1, 8 * group, 128, dtype=torch.float16)
+    q = torch.randn(1, 8 * group, 128, generator=torch.Generator().manual_seed(0)).half()
     table = torch.zeros(1, 1, dtype=torch.int32)
     seq = torch.full((1,), 4096, dtype=torch.int32)
     scratch = torch.empty(1 << 22)
@@ -292,12 +308,22 @@ def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_cap
     fp4 = fmt == "nvfp4"
     capped = pipe and fmt == "q4_0"
     assert launched.get("maxnreg") == (gluon_q4_0.Q4_PIPE_REGISTERS if capped else
-                                       gluon_q4_0.FP4_REGISTERS if fp4 and group <= 8 else None)
+                                       gluon_q4_0.FP4_REGISTERS if fp4 and group <= 8 else
+                                       gluon_q4_0.TBQ4_REGISTERS if fmt == "tbq4" and group <= 8
+                                       else None)
+    # tbq4: its scaled forms unscaled, fed the rotated query (float32, each row's length kept)
+    assert launched["TBQ4"] is (fmt == "tbq4")
+    if fmt == "tbq4":
+        qr = launched_args[0]
+        assert qr.dtype == torch.float32 and qr.shape == q.shape
+        assert torch.allclose(qr.norm(dim=-1), q.float().norm(dim=-1), rtol=1e-3, atol=1e-3)
+        assert not torch.allclose(qr, q.float(), atol=1e-2)
     # nvfp4: its scaled forms, its global scales passed (K's, then V's)
     assert launched["FP4"] is fp4
-    assert launched["K_AFTER"] is launched["V_AFTER"] is (not fp4 and group <= 8)
+    assert launched["K_AFTER"] is launched["V_AFTER"] is (fmt in ("q4_0", "q8_0") and group <= 8)
     if fp4:
         assert launched_args[7] is cache.k.global_scale
         assert launched_args[8] is cache.v.global_scale
     # programs a multiprocessor not given: q4_0 as at the most, without PIPE
-    assert gluon_q4_0.launch_consts(fmt, group)["PIPE"] is (fmt == "q8_0" or (fp4 and group <= 8))
+    assert gluon_q4_0.launch_consts(fmt, group)["PIPE"] is (
+        fmt == "q8_0" or (fmt in ("nvfp4", "tbq4") and group <= 8))
