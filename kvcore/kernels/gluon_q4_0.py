@@ -1,5 +1,5 @@
 """q4_0 decode attention by a split kernel that states its layouts (Triton's Gluon dialect),
-for K and V in q4_0 (or both in q8_0, or both in nvfp4), heads of 128 lanes, groups of at most
+for K and V in q4_0 (or both in q8_0, nvfp4 or tbq4), heads of 128 lanes, groups of at most
 16 query heads and pages of a multiple of 32 tokens, on an sm_80+ GPU.
 
 Tiles of 32 tokens are copied into shared memory two ahead (cp.async). The products are swapped
@@ -26,6 +26,9 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
   columns share), decode's for nvfp4 with groups of up to 8, with PIPE: e2m1 codes become
   float16 by byte, times their block's e4m3 scale (FP4_K_ASM, FP4_V_ASM); the global scales go
   to the query and to the output.
+- TBQ4: the same forms for K and V in tbq4, unscaled: the centroids looked up from byte tables
+  (TBQ4_K_ASM, TBQ4_V_ASM), each token's norm on its scores and its weights, the query rotated
+  before the kernel and the output after the merge; decode's for tbq4 with groups of up to 8.
 
 The operands' head-dimension orders are the ones the nibbles fall into: the query is gathered
 and the output stored in those orders. bench/results/gluon-q4_0-after-h200.json and
@@ -999,9 +1002,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
 def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, max_len: int,
                 per_sm: int, acc: Any, ml: Any, pdl: bool = False, max_registers: int = 0,
                 merge: bool = True, **consts: Any) -> Any:
-    """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0 or nvfp4, or in
-    q8_0 with groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128] float32:
-    q4_0_swapped_kernel over per_sm programs a multiprocessor, then reduce_splits. ``acc`` and
+    """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0, nvfp4 or tbq4,
+    or in q8_0 with groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128] float32:
+    q4_0_swapped_kernel over per_sm programs a multiprocessor (tbq4: after rotate_kernel), then
+    reduce_splits (tbq4: rotating back). ``acc`` and
     ``ml``: float32 scratch of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements
     (splits_for). ``max_registers`` caps the kernel's registers a thread (q4_0's PIPE form:
     Q4_PIPE_REGISTERS if not given); ``merge`` false leaves
