@@ -1002,15 +1002,14 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
 def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, max_len: int,
                 per_sm: int, acc: Any, ml: Any, pdl: bool = False, max_registers: int = 0,
                 merge: bool = True, **consts: Any) -> Any:
-    """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0, nvfp4 or tbq4,
-    or in q8_0 with groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128] float32:
-    q4_0_swapped_kernel over per_sm programs a multiprocessor (tbq4: after rotate_kernel), then
-    reduce_splits (tbq4: rotating back). ``acc`` and
-    ``ml``: float32 scratch of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements
-    (splits_for). ``max_registers`` caps the kernel's registers a thread (q4_0's PIPE form:
-    Q4_PIPE_REGISTERS if not given); ``merge`` false leaves
-    the partial results in ``acc`` and ``ml`` unmerged; ``consts`` go to the kernel (STAGES, LAZY,
-    the forms)."""
+    """One decode step of q [B, Hq, 128] over ``cache`` (a LayerCache in q4_0, nvfp4 or tbq4, or
+    in q8_0 with groups of up to 8; pages of a multiple of 32 tokens) into ``out`` [B, Hq, 128]
+    float32: q4_0_swapped_kernel over per_sm programs a multiprocessor (tbq4: after
+    rotate_kernel), then reduce_splits (tbq4: rotating back). ``acc`` and ``ml``: float32
+    scratch of at least B · Hq · splits · 128 and B · Hq · splits · 2 elements (splits_for).
+    ``max_registers`` caps the kernel's registers a thread (q4_0's PIPE form: Q4_PIPE_REGISTERS
+    if not given); ``merge`` false leaves the partial results in ``acc`` and ``ml`` unmerged;
+    ``consts`` go to the kernel (STAGES, LAZY, the forms)."""
     import torch
 
     from .cache import LOG2E
