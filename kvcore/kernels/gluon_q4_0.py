@@ -49,7 +49,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
 from .cache import tiled_splits, wave_splits
 from .codebook import lloyd_max
-from .triton_ops import _q4_0_asm, _tbq4_asm, byte_tables
+from .triton_ops import _nvfp4_asm, _q4_0_asm, _tbq4_asm, byte_tables, e2m1_high_bytes
 
 #: the cp.async copy: ``async_copy_global_to_shared`` in triton 3.6, ``async_load`` by 3.9
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
@@ -227,62 +227,18 @@ SH3 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, orde
 #: four nvfp4 bytes of one 16-value block and their scale pair ($5) → float16 pairs in K_ASM's
 #: element order: $0 (byte 0, byte 2) and $1 (1, 3) of the low nibbles (values 2j), $2 $3 of the
 #: high ones (values 2j + 1)
-FP4_K_ASM = gl.constexpr("""{
-.reg .b32 s, a, b, c, yl, yh, z;
-mov.b32 z, 0;
-and.b32 s, $4, 0x88888888;
-shr.b32 a, $4, 3;
-lop3.b32 yh, a, s, 0x0E0E0E0E, 0xe4;
-shl.b32 b, $4, 1;
-shl.b32 c, s, 4;
-lop3.b32 yl, b, c, 0x0E0E0E0E, 0xe4;
-prmt.b32 $0, yl, z, 0x2404;
-prmt.b32 $1, yl, z, 0x3414;
-prmt.b32 $2, yh, z, 0x2404;
-prmt.b32 $3, yh, z, 0x3414;
-mul.rn.f16x2 $0, $0, $5;
-mul.rn.f16x2 $1, $1, $5;
-mul.rn.f16x2 $2, $2, $5;
-mul.rn.f16x2 $3, $3, $5;
-}""")
+FP4_K_ASM = gl.constexpr(_nvfp4_asm(("0x2404", "0x3414"), ("$5", "$5")))
 #: two tokens' four nvfp4 bytes a ($8), b ($9) of one block, a's scales ($10 $11) and b's ($12
 #: $13) → V_ASM's outputs: the (a, b) pairs of bytes 0 … 3's low nibbles ($0 … $3), then of
 #: their high nibbles ($4 … $7), times the tokens' scales
-FP4_V_ASM = gl.constexpr("""{
-.reg .b32 x, u, sc, z, s, a, b, c, xl, xh, ul, uh;
-prmt.b32 x, $8, $9, 0x5410;
-prmt.b32 u, $8, $9, 0x7632;
-prmt.b32 sc, $10, $12, 0x5410;
-mov.b32 z, 0;
-and.b32 s, x, 0x88888888;
-shr.b32 a, x, 3;
-lop3.b32 xh, a, s, 0x0E0E0E0E, 0xe4;
-shl.b32 b, x, 1;
-shl.b32 c, s, 4;
-lop3.b32 xl, b, c, 0x0E0E0E0E, 0xe4;
-and.b32 s, u, 0x88888888;
-shr.b32 a, u, 3;
-lop3.b32 uh, a, s, 0x0E0E0E0E, 0xe4;
-shl.b32 b, u, 1;
-shl.b32 c, s, 4;
-lop3.b32 ul, b, c, 0x0E0E0E0E, 0xe4;
-prmt.b32 $0, xl, z, 0x2404;
-prmt.b32 $1, xl, z, 0x3414;
-prmt.b32 $2, ul, z, 0x2404;
-prmt.b32 $3, ul, z, 0x3414;
-prmt.b32 $4, xh, z, 0x2404;
-prmt.b32 $5, xh, z, 0x3414;
-prmt.b32 $6, uh, z, 0x2404;
-prmt.b32 $7, uh, z, 0x3414;
-mul.rn.f16x2 $0, $0, sc;
-mul.rn.f16x2 $1, $1, sc;
-mul.rn.f16x2 $2, $2, sc;
-mul.rn.f16x2 $3, $3, sc;
-mul.rn.f16x2 $4, $4, sc;
-mul.rn.f16x2 $5, $5, sc;
-mul.rn.f16x2 $6, $6, sc;
-mul.rn.f16x2 $7, $7, sc;
-}""")
+FP4_V_ASM = gl.constexpr("{\n" + "\n".join([
+    ".reg .b32 x, u, sc, z, s, a, b, c, xl, xh, ul, uh;",
+    "prmt.b32 x, $8, $9, 0x5410;", "prmt.b32 u, $8, $9, 0x7632;",
+    "prmt.b32 sc, $10, $12, 0x5410;", "mov.b32 z, 0;",
+    *e2m1_high_bytes("x", "xl", "xh"), *e2m1_high_bytes("u", "ul", "uh"),
+    *(f"prmt.b32 ${k}, {y}, z, {sel};" for k, (y, sel) in enumerate(
+        (y, sel) for y in ("xl", "ul", "xh", "uh") for sel in ("0x2404", "0x3414"))),
+    *(f"mul.rn.f16x2 ${k}, ${k}, sc;" for k in range(8))]) + "\n}")
 #: e4m3 block scales are taken times 2⁷ (FP4_K_ASM's note)
 FP4_UNIT = gl.constexpr(128.0)
 

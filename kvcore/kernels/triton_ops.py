@@ -222,34 +222,35 @@ def _tbq4_asm(words: int = 2, scaled: bool = True) -> str:
     return "{\n" + "\n".join(body) + "\n}"
 
 
-def _nvfp4_asm() -> str:
+def e2m1_high_bytes(src: str, lo: str, hi: str) -> list[str]:
+    """PTX lines that make each e2m1 nibble of word ``src`` a float16 high byte within its own
+    byte (sign in bit 7, magnitude in bits 1-3): the low nibbles' bytes in ``lo``, the high
+    nibbles' in ``hi`` (the caller declares s, a, b and c)."""
+    sel = "0x0E0E0E0E"  # each byte's bits 1-3 from the first operand, the others from the second
+    return [f"and.b32 s, {src}, 0x88888888;", f"shr.b32 a, {src}, 3;",
+            f"lop3.b32 {hi}, a, s, {sel}, 0xe4;", f"shl.b32 b, {src}, 1;", "shl.b32 c, s, 4;",
+            f"lop3.b32 {lo}, b, c, {sel}, 0xe4;"]
+
+
+def _nvfp4_asm(pairs: tuple[str, str] = ("0x1404", "0x3424"),
+               scales: tuple[str, str] = ("$5", "$6")) -> str:
     """PTX for four nvfp4 bytes → their low and high nibbles' e2m1 values times 2⁻¹⁴ (float16)
     times the block scale. An e2m1 code's magnitude bits laid in float16's bits 9-11 (its two
     exponent bits in the exponent's lowest two, its mantissa bit in the mantissa's highest)
     read as the value times 2⁻¹⁴, codes 0 and 1 as subnormals included, so no table is needed:
     each nibble becomes a float16 high byte (sign in bit 7, magnitude in bits 1-3) within its
-    byte of the word, and one permute a pair lays two such bytes over zero low bytes. Eight
-    values in 14 instructions. The caller's scale carries 2⁷ (the values come out as e2m1 ×
-    scale × 2⁻⁷, exact in float16 for every e4m3 scale) and the row scale the rest."""
-    sel = "0x0E0E0E0E"  # each byte's bits 1-3 from the first operand, the others from the second
-    return f"""{{
-.reg .b32 s, a, b, c, yl, yh, z;
-mov.b32 z, 0;
-and.b32 s, $4, 0x88888888;
-shr.b32 a, $4, 3;
-lop3.b32 yh, a, s, {sel}, 0xe4;
-shl.b32 b, $4, 1;
-shl.b32 c, s, 4;
-lop3.b32 yl, b, c, {sel}, 0xe4;
-prmt.b32 $0, yl, z, 0x1404;
-prmt.b32 $1, yl, z, 0x3424;
-prmt.b32 $2, yh, z, 0x1404;
-prmt.b32 $3, yh, z, 0x3424;
-mul.rn.f16x2 $0, $0, $5;
-mul.rn.f16x2 $1, $1, $6;
-mul.rn.f16x2 $2, $2, $5;
-mul.rn.f16x2 $3, $3, $6;
-}}"""
+    byte of the word (e2m1_high_bytes), and one permute a pair lays two such bytes over zero
+    low bytes. Eight values in 14 instructions. The caller's scale carries 2⁷ (the values come
+    out as e2m1 × scale × 2⁻⁷, exact in float16 for every e4m3 scale) and the row scale the
+    rest. ``pairs``: the permutes' selectors, bytes (0, 1) and (2, 3) by default; ``scales``:
+    the operands that scale them."""
+    body = [".reg .b32 s, a, b, c, yl, yh, z;", "mov.b32 z, 0;",
+            *e2m1_high_bytes("$4", "yl", "yh")]
+    for out, (y, sel) in enumerate([("yl", pairs[0]), ("yl", pairs[1]), ("yh", pairs[0]),
+                                    ("yh", pairs[1])]):
+        body.append(f"prmt.b32 ${out}, {y}, z, {sel};")
+    body += [f"mul.rn.f16x2 ${out}, ${out}, {scales[out % 2]};" for out in range(4)]
+    return "{\n" + "\n".join(body) + "\n}"
 
 
 def _tbq3_asm(scaled: bool = True) -> str:
