@@ -517,8 +517,8 @@ def head_parts(width: int) -> tuple[int, int]:
     return (main, tail) if tail < main else (2 * main, 0)
 
 
-#: programs a multiprocessor of the Gluon kernel (kernels/gluon_q4_0.py) in q4_0 (and nvfp4) and in q8_0:
-#: the programs that reside at once (q4_0 at 168 registers, q8_0 at up to 256), so that its
+#: programs a multiprocessor of the Gluon kernel (kernels/gluon_q4_0.py) in q4_0 (and nvfp4)
+#: and in q8_0: the programs that reside at once (q4_0 at 168 registers, q8_0 at up to 256), so that its
 #: splits (splits_for) fill one whole wave. Rounding the wave up had left a second wave of a few
 #: programs (bench/results/gluon-waves-h200.json): q4_0 B=16 128k 17 splits 762.3 µs against
 #: 681.8 at 12, q8_0 13 splits 1,131.7 against 1,053.6 at 8; the sweeps before it
@@ -574,12 +574,13 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
                  page_size: int, rows: int, max_len: int, device_type: str,
                  capability: tuple[int, int] = (9, 0), faster_only: bool = True) -> int | None:
     """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, nvfp4
-    or tbq4, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16 query heads,
-    pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with ``faster_only``, was
-    measured faster (more than GLUON_LEAST_WORK rows × tokens, GLUON_LEAST_WORK_FP4 in nvfp4),
-    else None. q4_0 and nvfp4: GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave of that many
-    would make splits of GLUON_SHORT_SPLIT tokens or fewer; tbq4: GLUON_PER_SM_TBQ4; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
-    GLUON_PER_SM_Q8."""
+    or tbq4, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16
+    query heads, pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with
+    ``faster_only``, was measured faster (more than GLUON_LEAST_WORK rows × tokens,
+    GLUON_LEAST_WORK_FP4 in nvfp4), else None. q4_0 and nvfp4: GLUON_PER_SM, or
+    GLUON_PER_SM_SHORT where a wave of that many would make splits of GLUON_SHORT_SPLIT tokens
+    or fewer; tbq4: GLUON_PER_SM_TBQ4; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS
+    rows, else GLUON_PER_SM_Q8."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4"),
                               ("tbq4", "tbq4")):
         return None
@@ -929,9 +930,9 @@ class LayerCache:
                                  "kernel uses: 3.6 and 3.9 have them)")
             return None
         if forced and launch is None:
-            raise ValueError("gluon: K and V in q4_0 or nvfp4 (or both in q8_0, at most 8 "
-                             "query heads a KV head), 128-lane heads, at most 16 query heads a KV head, pages "
-                             "of a multiple of 32 tokens, on an sm_80+ GPU; got "
+            raise ValueError("gluon: K and V in q4_0, nvfp4 or tbq4 (or both in q8_0, at most "
+                             "8 query heads a KV head), 128-lane heads, at most 16 query heads "
+                             "a KV head, pages of a multiple of 32 tokens, on an sm_80+ GPU; got "
                              f"{self.k.fmt}/{self.v.fmt}, head_dim {self.head_dim}, group "
                              f"{group}, pages of {self.page_size} on {q.device.type}")
         return launch
@@ -1026,8 +1027,6 @@ class LayerCache:
             FMT_CODES,
             decode_split_kernel,
             pdl_launch,
-            reduce_splits,
-            rotate_kernel,
         )
 
         torch = _torch()
@@ -1150,13 +1149,7 @@ class LayerCache:
         rot_q = fold and self.k.fmt in ROTATED
         rot_v = fold and self.v.fmt in ROTATED
         if self.k.fmt in ROTATED and not rot_q:
-            rows = bsz * hq
-            q_rot = self._workspace("qrot", rows * width, torch.float32, q.device).reshape(
-                bsz, hq, width)
-            rotate_kernel[(math.ceil(rows / 16),)](q_in, q_rot, tab["rot_pm1"], rows, DIN=d,
-                                                   DOUT=width, DPOW=dpow, BACK=False,
-                                                   **pdl_launch(pdl))
-            q_in = q_rot
+            q_in = self.rotated_query(q_in, width, dpow, pdl)
         k0, k1, xk0, xk1 = self.k.operands()
         v0, v1, xv0, xv1 = self.v.operands()
         asked, asked_v = words, words_v
@@ -1197,9 +1190,36 @@ class LayerCache:
             LAZY=bool(lazy), WIDE=bool(lazy and wide), num_warps=num_warps, num_stages=num_stages, **pdl_launch(pdl),
             **({"maxnreg": max_registers} if max_registers else {}),
             SIGNS=tab["signs"] if rot_q or rot_v else None, ROT_Q=rot_q, ROT_V=rot_v)
-        rotated_v = self.v.fmt in ROTATED and not rot_v
-        reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, group, width,
-                      rot=tab["rot_pm1"] if rotated_v else None,
-                      scratch=self._workspace("merged", bsz * hq * width, torch.float32, q.device)
-                      if rotated_v else None, pdl=pdl)
+        self.merge(acc, ml, out, n_splits, width, self.v.fmt in ROTATED and not rot_v, pdl)
         return out
+
+    def rotated_query(self, q: Any, width: int, dpow: int, pdl: bool) -> Any:
+        """q [B, Hq, D] rotated (rotate_kernel, the ±1 rotation of each 128-block) into the
+        "qrot" workspace: float32 [B, Hq, width], the query a rotated K format multiplies."""
+        import torch
+
+        from .triton_ops import pdl_launch, rotate_kernel
+
+        bsz, hq, d = q.shape
+        rows = bsz * hq
+        q_rot = self._workspace("qrot", rows * width, torch.float32, q.device).reshape(
+            bsz, hq, width)
+        rotate_kernel[(math.ceil(rows / 16),)](q, q_rot, self._tables()["rot_pm1"], rows,
+                                               DIN=d, DOUT=width, DPOW=dpow, BACK=False,
+                                               **pdl_launch(pdl))
+        return q_rot
+
+    def merge(self, acc: Any, ml: Any, out: Any, n_splits: int, width: int, rotate_back: bool,
+              pdl: bool) -> None:
+        """reduce_splits of a decode step's partial results into ``out`` [B, Hq, ·], with
+        ``rotate_back`` (a rotated V format) the merged rows rotated back through the "merged"
+        workspace."""
+        import torch
+
+        from .triton_ops import reduce_splits
+
+        bsz, hq = out.shape[0], out.shape[1]
+        reduce_splits(acc, ml, out, n_splits, bsz, self.kv_heads, hq // self.kv_heads, width,
+                      rot=self._tables()["rot_pm1"] if rotate_back else None,
+                      scratch=self._workspace("merged", bsz * hq * width, torch.float32,
+                                              out.device) if rotate_back else None, pdl=pdl)

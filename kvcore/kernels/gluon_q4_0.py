@@ -831,8 +831,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
         QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
         kk = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
         qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
-        byte = ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
         if FP4:  # byte j of a span holds values 2j (low nibble) and 2j + 1; the global scale
+            byte = ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
             dlo = 32 * ((kk >> 1) & 3) + 2 * byte
             HI: gl.constexpr = 1
             q_scale = qk_scale * gl.load(GSK) * FP4_UNIT
@@ -842,7 +842,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
             HI: gl.constexpr = 1
             q_scale = qk_scale
         else:  # byte j of a block holds values j and j + 16
-            dlo = 32 * ((kk >> 1) & 3) + byte
+            dlo = 32 * ((kk >> 1) & 3) + ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
             HI: gl.constexpr = 16
             q_scale = qk_scale
         qp = Q + (row0 + qi)[None, :] * D + dlo[:, None]
@@ -966,10 +966,7 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     ``max_registers`` caps the kernel's registers a thread (q4_0's PIPE form: Q4_PIPE_REGISTERS
     if not given); ``merge`` false leaves the partial results in ``acc`` and ``ml`` unmerged;
     ``consts`` go to the kernel (STAGES, LAZY, the forms)."""
-    import torch
-
     from .cache import LOG2E
-    from .triton_ops import pdl_launch, reduce_splits, rotate_kernel
 
     bsz, hq, d = q.shape
     hkv = cache.kv_heads
@@ -981,13 +978,8 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
     max_registers = max_registers or launch_registers(cache.k.fmt, consts)
-    rot = None
-    if consts.get("TBQ4"):  # the query rotated first (float32), the output rotated back
-        rot = cache._tables()["rot_pm1"]
-        q_rot = cache._workspace("qrot", bsz * hq * d, torch.float32, q.device)
-        rotate_kernel[(math.ceil(bsz * hq / 16),)](q, q_rot, rot, bsz * hq, DIN=d, DOUT=d,
-                                                   DPOW=d, BACK=False, **pdl_launch(pdl))
-        q = q_rot.reshape(bsz, hq, d)
+    if consts.get("TBQ4"):  # the query rotated first (float32), the output back after
+        q = cache.rotated_query(q, d, d, pdl)
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, gsk, gsv, block_table, seq_lens, block_table.stride(0),
         n_splits,
@@ -996,11 +988,8 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
         **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     if merge:
-        reduce_splits(acc, ml, out, n_splits, bsz, hkv, group, d, rot=rot,
-                      scratch=None if rot is None else cache._workspace(
-                          "merged", bsz * hq * d, torch.float32, q.device), pdl=pdl)
+        cache.merge(acc, ml, out, n_splits, d, bool(consts.get("TBQ4")), pdl)
     return out
-
 
 
 def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
