@@ -85,8 +85,8 @@ def main() -> None:
                 doc["check"][f"{heads}-page-{page}-{n}"] = _check(args.format, page, gluon=True)
     decode.set_heads("32/8/128")
     print("check", {k: round(v["vs_reference"], 7) for k, v in doc["check"].items()}, flush=True)
-    name = f"gluon-{args.format}.json"
-    write_json(args.out, name, doc)
+    out_name = f"gluon-{args.format}.json"
+    write_json(args.out, out_name, doc)
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))
         caches = filled_copies(args.format, batch, tokens)
@@ -111,7 +111,7 @@ def main() -> None:
         print(batch, tokens, f"sdpa {sdpa * 1e6:.1f}",
               *(f"{v} {[round(t * 1e6, 1) for t in row[v]]} {sdpa / min(row[v]):.2f}x"
                 for v in variants), row["max_abs"], flush=True)
-        write_json(args.out, name, doc)
+        write_json(args.out, out_name, doc)
         del caches
         torch.cuda.empty_cache()
     print("compiled [registers, spilled bytes, warps, shared]", doc["compiled"])
