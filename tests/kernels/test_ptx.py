@@ -327,6 +327,26 @@ def _gluon():
     return gluon_q4_0
 
 
+def _assert_token_pairs(asm: str, scale_regs: dict[str, int], a_value, b_value,
+                        seed: int) -> None:
+    """A value unpacker of two tokens' words a ($8), b ($9): every byte in every position of
+    one word, the other random, both ways round; for each byte k, $k must hold the pair
+    (a_value(a's code), b_value(b's code)) of its low nibble and $(4 + k) of its high nibble,
+    as float16 to the bit."""
+    rng = np.random.default_rng(seed)
+    for wa in _words():
+        wb = int(rng.integers(0, 1 << 32))
+        for x, y in ((wa, wb), (wb, wa)):
+            regs = run_ptx(asm, {"$8": x, "$9": y, **scale_regs})
+            bx, by = np.array(_bytes(x)), np.array(_bytes(y))
+            for k in range(4):
+                for reg, shift in ((f"${k}", 0), (f"${4 + k}", 4)):
+                    expect = np.array([a_value((bx[k] >> shift) & 15),
+                                       b_value((by[k] >> shift) & 15)]).astype(np.float16)
+                    assert np.array_equal(_halves(regs[reg]).view(np.uint16),
+                                          expect.view(np.uint16)), hex(x)
+
+
 @pytest.mark.parametrize("scale", SCALES)
 def test_gluon_nvfp4_key_unpacker_matches_the_e2m1_table_in_k_asm_order(scale):
     # the Gluon kernel's nvfp4 keys: four bytes of one block, in the element order of the
@@ -347,20 +367,10 @@ def test_gluon_nvfp4_value_unpacker_pairs_two_tokens_each_by_its_scale(sa, sb):
     # of its low nibble ($k) and of its high nibble ($4 + k), each times its token's scale
     g = _gluon()
     table = _e2m1_table() * 2.0 ** -14
-    rng = np.random.default_rng(1)
     ra, rb = _scale_regs(sa)["$5"], _scale_regs(sb)["$5"]
-    for wa in _words():
-        wb = int(rng.integers(0, 1 << 32))
-        for x, y in ((wa, wb), (wb, wa)):
-            regs = run_ptx(g.FP4_V_ASM.value, {"$8": x, "$9": y, "$10": ra, "$11": ra,
-                                               "$12": rb, "$13": rb})
-            bx, by = np.array(_bytes(x)), np.array(_bytes(y))
-            for k in range(4):
-                for reg, shift in ((f"${k}", 0), (f"${4 + k}", 4)):
-                    expect = np.array([table[(bx[k] >> shift) & 15] * np.float64(sa),
-                                       table[(by[k] >> shift) & 15] * np.float64(sb)])
-                    assert np.array_equal(_halves(regs[reg]).view(np.uint16),
-                                          expect.astype(np.float16).view(np.uint16)), hex(x)
+    _assert_token_pairs(g.FP4_V_ASM.value, {"$10": ra, "$11": ra, "$12": rb, "$13": rb},
+                        lambda c: table[c] * np.float64(sa), lambda c: table[c] * np.float64(sb),
+                        seed=1)
 
 
 def test_the_emulator_knows_every_instruction_of_the_gluon_kernel():
@@ -378,17 +388,7 @@ def test_gluon_tbq4_value_unpacker_pairs_two_tokens_centroids():
     # low nibble ($k) and of its high nibble ($4 + k), as the kernel's value operand takes them
     g = _gluon()
     cent = ref.centroids(16).half().numpy()
-    rng = np.random.default_rng(2)
-    for wa in _words():
-        wb = int(rng.integers(0, 1 << 32))
-        for x, y in ((wa, wb), (wb, wa)):
-            regs = run_ptx(g.TBQ4_V_ASM.value, {"$8": x, "$9": y})
-            bx, by = np.array(_bytes(x)), np.array(_bytes(y))
-            for k in range(4):
-                for reg, shift in ((f"${k}", 0), (f"${4 + k}", 4)):
-                    expect = np.array([cent[(bx[k] >> shift) & 15], cent[(by[k] >> shift) & 15]])
-                    assert np.array_equal(_halves(regs[reg]).view(np.uint16),
-                                          expect.view(np.uint16)), hex(x)
+    _assert_token_pairs(g.TBQ4_V_ASM.value, {}, cent.__getitem__, cent.__getitem__, seed=2)
 
 
 def test_gluon_tbq4_key_unpacker_gives_centroids_in_byte_order():
