@@ -323,9 +323,9 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
 
     codes = "*i8" if fmt == "q8_0" else "*u8"
     scales = "*u8" if fmt == "nvfp4" else "*fp16"
-    query = "*fp32" if fmt == "tbq4" else "*fp16"  # tbq4's query comes rotated, in float32
+    query = "*fp32" if fmt in ("tbq4", "tbq3") else "*fp16"  # rotated, in float32
     sig = {"Q": query, "ACC": "*fp32", "ML": "*fp32", "K0": codes, "K1": scales,
-           "V0": codes, "V1": scales, "GSK": "*fp32", "GSV": "*fp32",
+           "V0": codes, "V1": scales, "GSK": "*fp32", "GSV": "*fp32", "TAB": "*i32",
            "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32",
            "stride_bt": "i32", "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32",
            "SPLIT": "i32"}

@@ -1,5 +1,5 @@
 """A probe: the Gluon kernel's nvfp4 form (K and V in nvfp4, the scaled forms) on a GPU, or
-with --format tbq4 its tbq4 form.
+with --format tbq4 (tbq3) its tbq4 (tbq3) form.
 
     python bench/probes/gluon_nvfp4.py [--out DIR] [--shapes BxT,…] [--per-sm 8,12,8p,12pu]
         [--rounds 2] [--no-check]
@@ -49,15 +49,17 @@ PLAIN_REGISTERS = gluon_q4_0.launch_registers
 
 def launch(name: str) -> None:
     """Decode's Gluon launch for variant ``name`` ("gluon12", "gluon8p", "gluon12pu",
-    "gluon12pl4": programs a multiprocessor, then p for PIPE, u for no cap on the registers,
-    l for LAZY, a digit for STAGES)."""
-    m = re.fullmatch(r"gluon(\d+)(p?)(u?)(l?)(\d?)", name)
+    "gluon12pl4", "gluon12pc168": programs a multiprocessor, then p for PIPE, u for no cap on
+    the registers, l for LAZY, a digit for STAGES, c and a number for that cap)."""
+    m = re.fullmatch(r"gluon(\d+)(p?)(u?)(l?)(\d?)(?:c(\d+))?", name)
     assert m, name
     per_sm = int(m.group(1))
     more = {"PIPE": bool(m.group(2)), "LAZY": bool(m.group(4))}
     if m.group(5):
         more["STAGES"] = int(m.group(5))
-    gluon_q4_0.launch_registers = ((lambda fmt, consts: 0) if m.group(3) else PLAIN_REGISTERS)
+    cap = 0 if m.group(3) else int(m.group(6) or 0)
+    gluon_q4_0.launch_registers = (PLAIN_REGISTERS if not (m.group(3) or m.group(6))
+                                   else lambda fmt, consts: cap)
     kcache.gluon_launch = lambda *a, **k: per_sm if PLAIN_LAUNCH(*a, **k) else None
 
     def consts(fmt: str, group: int, per_sm: int = 0) -> dict:
@@ -73,7 +75,7 @@ def main() -> None:
     ap.add_argument("--per-sm", default="8,12")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--format", default="nvfp4", choices=("nvfp4", "tbq4"))
+    ap.add_argument("--format", default="nvfp4", choices=("nvfp4", "tbq4", "tbq3"))
     args = ap.parse_args()
     counts = args.per_sm.split(",")
     doc: dict = {"env": environment("cuda", torch), "check": {}, "rows": []}

@@ -556,6 +556,15 @@ GLUON_LEAST_WORK_FP4 = 8 * 8192
 #: against 183–186, B=8 128k 554.5 against 551.2 at 12 and 635–641 split); the split kernel
 #: stays faster at B=1 32k (30.6 against 31.2)
 GLUON_PER_SM_TBQ4 = 8
+#: the tbq3 form's programs a multiprocessor (176 registers under triton 3.6, 175 under 3.9,
+#: capped at 232): at 12, capped at 168 (142), as fast from 128k tokens and slower below
+#: (gluon-tbq3-h200.json: B=1 128k 75.1 µs at 8, 74.5–75.7 at 12, 120.2 by the split kernel;
+#: B=1 32k 29.8 against 31.0; B=8 128k 490.2 against 487.8)
+GLUON_PER_SM_TBQ3 = 8
+#: the tbq3 form past 8 rows × 16,384 tokens (gluon-tbq3-h200.json: B=1 16k 22.3–22.6 µs
+#: against 22.3–22.4 by the split kernel, B=2 16k 29.6 against 36.3, B=1 32k 29.8 against
+#: 36.2; B=1 8k 19.1 against 15.3)
+GLUON_LEAST_WORK_TBQ3 = 8 * 16384
 
 
 def gluon_available() -> bool:
@@ -573,28 +582,30 @@ def gluon_available() -> bool:
 def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: int,
                  page_size: int, rows: int, max_len: int, device_type: str,
                  capability: tuple[int, int] = (9, 0), faster_only: bool = True) -> int | None:
-    """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, nvfp4
-    or tbq4, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16
+    """Programs a multiprocessor for the Gluon kernel where it applies (K and V in q4_0, nvfp4,
+    tbq4 or tbq3, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16
     query heads, pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with
     ``faster_only``, was measured faster (more than GLUON_LEAST_WORK rows × tokens,
-    GLUON_LEAST_WORK_FP4 in nvfp4), else None. q4_0 and nvfp4: GLUON_PER_SM, or
+    GLUON_LEAST_WORK_FP4 in nvfp4, GLUON_LEAST_WORK_TBQ3 in tbq3), else None. q4_0 and nvfp4: GLUON_PER_SM, or
     GLUON_PER_SM_SHORT where a wave of that many would make splits of GLUON_SHORT_SPLIT tokens
-    or fewer; tbq4: GLUON_PER_SM_TBQ4; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS
+    or fewer; tbq4: GLUON_PER_SM_TBQ4; tbq3: GLUON_PER_SM_TBQ3; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS
     rows, else GLUON_PER_SM_Q8."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4"),
-                              ("tbq4", "tbq4")):
+                              ("tbq4", "tbq4"), ("tbq3", "tbq3")):
         return None
     if head_dim != 128 or head_dim_v != 128 or (k_fmt == "q8_0" and group > 8):
         return None
     if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
         return None
-    if faster_only and rows * max_len <= (GLUON_LEAST_WORK_FP4 if k_fmt == "nvfp4"
-                                          else GLUON_LEAST_WORK):
+    least = {"nvfp4": GLUON_LEAST_WORK_FP4, "tbq3": GLUON_LEAST_WORK_TBQ3}
+    if faster_only and rows * max_len <= least.get(k_fmt, GLUON_LEAST_WORK):
         return None
     if k_fmt == "q8_0":
         return GLUON_PER_SM_Q8_FEW if rows <= GLUON_FEW_ROWS else GLUON_PER_SM_Q8
     if k_fmt == "tbq4":
         return GLUON_PER_SM_TBQ4
+    if k_fmt == "tbq3":
+        return GLUON_PER_SM_TBQ3
     short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_SHORT))[0] <= GLUON_SHORT_SPLIT
     return GLUON_PER_SM_SHORT if short else GLUON_PER_SM
 
@@ -930,7 +941,7 @@ class LayerCache:
                                  "kernel uses: 3.6 and 3.9 have them)")
             return None
         if forced and launch is None:
-            raise ValueError("gluon: K and V in q4_0, nvfp4 or tbq4 (or both in q8_0, at most "
+            raise ValueError("gluon: K and V in q4_0, nvfp4, tbq4 or tbq3 (or both in q8_0, at most "
                              "8 query heads a KV head), 128-lane heads, at most 16 query heads "
                              "a KV head, pages of a multiple of 32 tokens, on an sm_80+ GPU; got "
                              f"{self.k.fmt}/{self.v.fmt}, head_dim {self.head_dim}, group "
@@ -1193,9 +1204,23 @@ class LayerCache:
         self.merge(acc, ml, out, n_splits, width, self.v.fmt in ROTATED and not rot_v, pdl)
         return out
 
-    def rotated_query(self, q: Any, width: int, dpow: int, pdl: bool) -> Any:
+    def byte_tables(self, words: tuple[int, ...]) -> Any:
+        """``words`` (32-bit) as an int32 tensor on the cache's device, made once."""
+        import torch
+
+        tab = self._tables()
+        key = f"words {words}"
+        if key not in tab:
+            tab[key] = torch.tensor([w - (1 << 32) if w >= 1 << 31 else w for w in words],
+                                    dtype=torch.int32, device=self.device)
+        return tab[key]
+
+    def rotated_query(self, q: Any, width: int, dpow: int, pdl: bool,
+                      order: tuple[int, ...] | None = None) -> Any:
         """q [B, Hq, D] rotated (rotate_kernel, the ±1 rotation of each 128-block) into the
-        "qrot" workspace: float32 [B, Hq, width], the query a rotated K format multiplies."""
+        "qrot" workspace: float32 [B, Hq, width], the query a rotated K format multiplies;
+        with ``order`` (a 128-block's dimensions) its dimensions in that order (the rotation's
+        rows permuted)."""
         import torch
 
         from .triton_ops import pdl_launch, rotate_kernel
@@ -1204,7 +1229,14 @@ class LayerCache:
         rows = bsz * hq
         q_rot = self._workspace("qrot", rows * width, torch.float32, q.device).reshape(
             bsz, hq, width)
-        rotate_kernel[(math.ceil(rows / 16),)](q, q_rot, self._tables()["rot_pm1"], rows,
+        tab = self._tables()
+        rot = tab["rot_pm1"]
+        if order is not None:
+            key = f"rot_pm1 order {hash(order)}"
+            if key not in tab:
+                tab[key] = rot[list(order), :].contiguous()
+            rot = tab[key]
+        rotate_kernel[(math.ceil(rows / 16),)](q, q_rot, rot, rows,
                                                DIN=d, DOUT=width, DPOW=dpow, BACK=False,
                                                **pdl_launch(pdl))
         return q_rot

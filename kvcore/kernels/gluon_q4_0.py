@@ -73,6 +73,8 @@ FP4_REGISTERS = 168
 #: tbq4's 8-column form, at 8 programs a multiprocessor, capped at 232 (213 under triton 3.6):
 #: capped at 168 it was 3-5% slower (gluon-tbq4-h200.json)
 TBQ4_REGISTERS = 232
+#: tbq3's 8-column form, capped likewise
+TBQ3_REGISTERS = 232
 
 MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8]))
 OPA = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=MMA.value, k_width=2))
@@ -273,6 +275,121 @@ def _tbq4_pairs_asm() -> str:
     return "{\n" + "\n".join(body) + "\n}"
 
 
+def _nibble_lines(dst: str, picks: list[tuple[str, int, int]]) -> list[str]:
+    """PTX lines that gather 3-bit codes into the nibbles of ``dst`` (bits 0-2 of each, bit 3
+    clear, as prmt selectors): ``picks`` (register, bit, nibble) puts the code at bits
+    bit … bit + 2 of the register into that nibble. The codes of one register at one shift
+    (bit − 4 · nibble) take one shift and one masked merge together (the caller declares t)."""
+    groups: dict[tuple[str, int], int] = {}
+    for reg, bit, nib in picks:
+        groups[reg, bit - 4 * nib] = groups.get((reg, bit - 4 * nib), 0) | 7 << 4 * nib
+    lines: list[str] = []
+    for n, ((reg, shift), mask) in enumerate(sorted(groups.items(), key=lambda g: g[0][1] != 0)):
+        src = reg
+        if shift:
+            lines.append(f"{'shr' if shift > 0 else 'shl'}.b32 t, {reg}, {abs(shift)};")
+            src = "t"
+        # the first: the masked bits alone; then dst | (src & mask)
+        lines.append(f"and.b32 {dst}, {src}, {mask:#x};" if n == 0
+                     else f"lop3.b32 {dst}, {dst}, {src}, {mask:#x}, 0xf8;")
+    return lines
+
+
+#: the codes of a tbq3 group of 32 (three words, code k at bits 3k … 3k + 2) gathered into four
+#: selectors of 8 nibbles: three from 32-bit windows at bits 0, 30 and 60 (ten codes each, eight
+#: in three shifts), the fourth the eight left (each selector: its register, the windows'
+#: codes as (register, bit, nibble))
+TBQ3_K_SELECTORS = (
+    [("$16", 3 * k, n) for n, k in enumerate((0, 1, 2, 4, 5, 6, 8, 9))],
+    [("f30", 3 * k - 30, n) for n, k in enumerate((10, 11, 12, 14, 15, 16, 18, 19))],
+    [("f60", 3 * k - 60, n) for n, k in enumerate((20, 21, 22, 24, 25, 26, 28, 29))],
+    [("$16", 9, 0), ("$19", 5, 1), ("$17", 7, 2), ("$16", 21, 3), ("$19", 17, 4),
+     ("$17", 19, 5), ("$19", 26, 6), ("$19", 29, 7)])
+#: the code each selector's nibble holds (the codes of TBQ3_K_SELECTORS by their bits)
+TBQ3_K_CODES = ([0, 1, 2, 4, 5, 6, 8, 9], [10, 11, 12, 14, 15, 16, 18, 19],
+                [20, 21, 22, 24, 25, 26, 28, 29], [3, 23, 13, 7, 27, 17, 30, 31])
+
+
+def tbq3_tables() -> tuple[int, int, int, int]:
+    """The byte tables of tbq3's eight centroids (float16), as the tbq3 form's unpackers take
+    them: low bytes (two words), then high bytes (two words)."""
+    return byte_tables(list(lloyd_max(8)))
+
+
+def _tbq3_k_asm() -> str:
+    """PTX for one token's tbq3 group of 32 codes (words $16, $17, $19; $18 a copy of $17) and
+    the byte tables (tbq3_tables: $20, $24, $28, $32, each operand packed four times) → 16
+    float16 pairs of centroids, $0 … $15: register 4 q + 2 u + v holds the codes of nibbles
+    4 u + 2 v and 4 u + 2 v + 1 of selector q (TBQ3_K_CODES). Each half selector's four codes
+    are looked up in the low-byte and the high-byte tables (one prmt each) and the bytes
+    paired by two more. The tables come as operands, loaded by the kernel: as constants in
+    the text, each lookup copied them into registers anew."""
+    a0, a1, b0, b1 = "$20", "$24", "$28", "$32"
+    body = [".reg .b32 t, s, u, l, h, f30, f60;",
+            "shf.r.clamp.b32 f30, $16, $17, 30;", "shf.r.clamp.b32 f60, $17, $19, 28;"]
+    for q, picks in enumerate(TBQ3_K_SELECTORS):
+        body += _nibble_lines("s", picks)
+        for u, sel in ((0, "s"), (1, "u")):
+            if u:
+                body.append("shr.b32 u, s, 16;")
+            body += [f"prmt.b32 l, {a0}, {a1}, {sel};", f"prmt.b32 h, {b0}, {b1}, {sel};",
+                     f"prmt.b32 ${4 * q + 2 * u}, l, h, 0x5140;",
+                     f"prmt.b32 ${4 * q + 2 * u + 1}, l, h, 0x7362;"]
+    return "{\n" + "\n".join(body) + "\n}"
+
+
+#: a token's 16 codes of a value window (bits 0-47 of lo, hi): the first selector's eight codes
+#: in three shifts of lo, the second's eight from lo and the window at bit 30
+TBQ3_V_CODES = ([0, 1, 2, 4, 5, 6, 8, 9], [10, 11, 3, 14, 15, 7, 12, 13])
+
+
+def _tbq3_v_asm() -> str:
+    """PTX for two tokens' tbq3 value windows → 16 float16 pairs (token a's centroid, token
+    b's), $κ for code κ of the window. Each token's two words ($16 $17: a; $18 $19: b) hold
+    its window at bit $20 (0 or 16: a lane's half of the group): 48 bits, 16 codes; the byte
+    tables are $24, $28, $32, $36 (as _tbq3_k_asm's, each operand packed four times). Each
+    token's codes are gathered into two selectors (TBQ3_V_CODES) and looked up by halves; the
+    two tokens' bytes are then paired, low bytes with low bytes, high with high, and each
+    code's (low, high) bytes of a and of b joined."""
+    a0, a1, b0, b1 = "$24", "$28", "$32", "$36"
+    body = [".reg .b32 t, s, u, l0, h0, l1, h1, x, y, lo, hi, f30;",
+            ".reg .b32 sa0, sa1, sb0, sb1;"]
+    sels = {}
+    for tok, (w0, w1) in (("a", ("$16", "$17")), ("b", ("$18", "$19"))):
+        body += [f"shf.r.clamp.b32 lo, {w0}, {w1}, $20;", f"shr.b32 hi, {w1}, $20;",
+                 "shf.r.clamp.b32 f30, lo, hi, 30;"]
+        for q, codes in enumerate(TBQ3_V_CODES):
+            picks = [("lo", 3 * k, n) if 3 * k + 3 <= 32 else ("f30", 3 * k - 30, n)
+                     for n, k in enumerate(codes)]
+            body += _nibble_lines(f"s{tok}{q}", picks)
+            sels[tok, q] = f"s{tok}{q}"
+    for q, codes in enumerate(TBQ3_V_CODES):
+        for u in (0, 1):
+            sa, sb = sels["a", q], sels["b", q]
+            if u:
+                body += [f"shr.b32 {sa}, {sa}, 16;", f"shr.b32 {sb}, {sb}, 16;"]
+            body += [f"prmt.b32 l0, {a0}, {a1}, {sa};", f"prmt.b32 h0, {b0}, {b1}, {sa};",
+                     f"prmt.b32 l1, {a0}, {a1}, {sb};", f"prmt.b32 h1, {b0}, {b1}, {sb};"]
+            for half, sel in ((0, "0x5140"), (1, "0x7362")):
+                # x: (a, b) low bytes of two codes, y: their high bytes → (a, b) pairs
+                body += [f"prmt.b32 x, l0, l1, {sel};", f"prmt.b32 y, h0, h1, {sel};"]
+                k0 = codes[4 * u + 2 * half]
+                k1 = codes[4 * u + 2 * half + 1]
+                body += [f"prmt.b32 ${k0}, x, y, 0x5140;", f"prmt.b32 ${k1}, x, y, 0x7362;"]
+    return "{\n" + "\n".join(body) + "\n}"
+
+
+def tbq3_query_order() -> list[int]:
+    """The (rotated) head dimension of each column k of the tbq3 form's key operand
+    (_k3_rows: k = 16 p + 8 j1 + 2 t + j0 holds half j0 of TBQ3_K_ASM's register 2 p + j1 of
+    lane t's group): the order decode rotates the query into."""
+    out = []
+    for k in range(128):
+        reg, t, half = 2 * (k >> 4) + ((k >> 3) & 1), (k >> 1) & 3, k & 1
+        out.append(32 * t + TBQ3_K_CODES[reg >> 2][4 * ((reg >> 1) & 1) + 2 * (reg & 1) + half])
+    return out
+
+
 # TBQ4 (tbq4 K and V, the scaled forms without scales: a row's norm multiplies its scores and
 # its weights)
 #: four tbq4 bytes → their low nibbles' centroids ($0 $1, bytes 0 … 3 in order) and their high
@@ -280,6 +397,34 @@ def _tbq4_pairs_asm() -> str:
 TBQ4_K_ASM = gl.constexpr(_tbq4_asm(1, scaled=False))
 #: two tokens' bytes → the pairs of their centroids (_tbq4_pairs_asm)
 TBQ4_V_ASM = gl.constexpr(_tbq4_pairs_asm())
+# TBQ3 (tbq3 K and V, unscaled as TBQ4): a row's 12 words in four groups of three (32 codes
+# each), copied into 16 words: group m's w0, w1, w1, w2 at words 4 m … 4 m + 3
+#: a token's group (w0, w1, w1, w2) → its 32 centroids as 16 float16 pairs (_tbq3_k_asm)
+TBQ3_K_ASM = gl.constexpr(_tbq3_k_asm())
+#: two tokens' value windows → the (a, b) pairs of their 16 centroids (_tbq3_v_asm)
+TBQ3_V_ASM = gl.constexpr(_tbq3_v_asm())
+# their operands: 16 outputs; the keys' words and four tables, the values' words, window
+# shifts and four tables, each packed four times
+TBQ3_K_OPERANDS = gl.constexpr(",".join(["=r"] * 16 + ["r"] * 20))
+TBQ3_V_OPERANDS = gl.constexpr(",".join(["=r"] * 16 + ["r"] * 24))
+# the copies: 16 words a row, one word a copy
+CT3 = gl.constexpr(gl.BlockedLayout([1, 4], [8, 4], [1, 1], [1, 0]))
+# rows of 64 bytes, each 16-byte group xor'ed with bits 1-2 of the token: a key read (two
+# rows of four groups a quarter warp) and a value read (four even or odd rows of two groups a
+# half warp, two ways at most) take the fewest wavefronts
+SHT3 = gl.constexpr(gl.SwizzledSharedLayout(vec=4, per_phase=2, max_phase=4, order=[1, 0]))
+# keys [32 tokens, 16 words]: lane (g, t) holds group t (4 words) of tokens g, g+8, g+16, g+24
+KT3 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [8, 0], [16, 0]],
+    lane_bases=[[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]], warp_bases=[],
+    block_bases=[], shape=[32, 16]))
+# values [32 tokens, 16 words]: lane (g, t) holds the two words of half g & 1 of group g >> 1
+# (words 0, 1 of the group or words 2, 3: w0 w1 or w1 w2) of the token pairs (2t, 2t + 1),
+# +8, +16, +24: a lane's 16 codes are the window of bits 48 (g & 1) … of its group
+VT3 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [1, 0], [8, 0], [16, 0]],
+    lane_bases=[[2, 0], [4, 0], [0, 2], [0, 4], [0, 8]], warp_bases=[],
+    block_bases=[], shape=[32, 16]))
 # a tile's 32 norms (float16) copied as 16 words (lanes 16-31 repeat lanes 0-15)
 NC = gl.constexpr(gl.BlockedLayout([1], [32], [1], [0]))
 NH = gl.constexpr(gl.BlockedLayout([2], [32], [1], [0]))
@@ -361,76 +506,97 @@ def _norms_view(buf, st):
 
 
 @gluon.jit
+def _tbq3_copy(buf, st, P0, first, left, MASKED: gl.constexpr):
+    """TBQ3: the copy of a tile's 32 rows of 12 words (48 bytes) into ``buf`` [STAGES, 32, 16]
+    (words), group m's w0, w1, w1, w2 at words 4 m … 4 m + 3, a word a copy."""
+    tok = gl.arange(0, 32, layout=gl.SliceLayout(1, CT3))
+    c = gl.arange(0, 16, layout=gl.SliceLayout(0, CT3))
+    word = 3 * (c >> 2) + (((c & 3) + 1) >> 1)
+    ptr = P0.to(gl.pointer_type(gl.int32)) + (first + tok)[:, None] * 12 + word[None, :]
+    if MASKED:
+        ASYNC_LOAD(buf.index(st), ptr, mask=(tok < left)[:, None])
+    else:
+        ASYNC_LOAD(buf.index(st), ptr)
+
+
+@gluon.jit
 def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr,
             K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-            FP4: gl.constexpr, TBQ4: gl.constexpr):
+            FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr):
     """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
     first ``left`` tokens (the others zero-filled), else all 32. FP4: nvfp4's scales (8 bytes
-    a token) in place of q4_0's; TBQ4: tbq4's norms (one a token)."""
-    if K_AFTER and Q8:
-        _wide_copy(kbuf, st, K0, first, left, MASKED, KWC8, 128)
-    elif K_AFTER:
-        _wide_copy(kbuf, st, K0, first, left, MASKED, KWC, 64)
-    else:
-        KC: gl.constexpr = gl.SliceLayout(0, KB)
-        tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
-        col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
-               + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
-        kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
-        if MASKED:
-            ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
-        else:
-            ASYNC_LOAD(kbuf.index(st), kp)
-    if FP4:
-        _fp4_scales_copy(ksbuf, st, K1, first, left, MASKED)
-    elif TBQ4:
+    a token) in place of q4_0's; TBQ4: tbq4's norms (one a token); TBQ3: tbq3's codes
+    (_tbq3_copy) and norms."""
+    if TBQ3:
+        _tbq3_copy(kbuf, st, K0, first, left, MASKED)
         _norms_copy(ksbuf, st, K1, first, left, MASKED)
+        _tbq3_copy(vbuf, st, V0, first, left, MASKED)
+        _norms_copy(vsbuf, st, V1, first, left, MASKED)
     else:
-        _scales_copy(ksbuf, st, K1, first, left, MASKED)
-    if V_AFTER:
-        vw = V0.to(gl.pointer_type(gl.int16))
-        if Q8:
-            _wide_copy(vbuf, st, vw, first, left, MASKED, VWC8, 64)
+        if K_AFTER and Q8:
+            _wide_copy(kbuf, st, K0, first, left, MASKED, KWC8, 128)
+        elif K_AFTER:
+            _wide_copy(kbuf, st, K0, first, left, MASKED, KWC, 64)
         else:
-            _wide_copy(vbuf, st, vw, first, left, MASKED, VWC, 32)
-        _scales_copy(vsbuf, st, V1, first, left, MASKED)
-    else:
-        VL: gl.constexpr = gl.SliceLayout(0, VC)
-        pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
-        chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
-        vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
-        vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
-        if TBQ4:
-            _norms_copy(vsbuf, st, V1, first, left, MASKED)
-        elif FP4:  # a pair's 16 scale bytes, 8 a token
-            spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC8))
-            vsp = (V1 + first * 8 + spair[:, None] * 16
-                   + gl.arange(0, 8, layout=gl.SliceLayout(0, VSC8))[None, :])
-            odd: gl.constexpr = 8
+            KC: gl.constexpr = gl.SliceLayout(0, KB)
+            tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
+            col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
+                   + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
+            kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
+            if MASKED:
+                ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
+            else:
+                ASYNC_LOAD(kbuf.index(st), kp)
+        if FP4:
+            _fp4_scales_copy(ksbuf, st, K1, first, left, MASKED)
+        elif TBQ4:
+            _norms_copy(ksbuf, st, K1, first, left, MASKED)
         else:
-            spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
-            vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
-            vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
-            odd: gl.constexpr = 4
-        if MASKED:
-            chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
-            vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
-            ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
-            if not TBQ4:
-                ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
-                ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd,
-                           mask=(2 * spair + 1 < left)[:, None])
+            _scales_copy(ksbuf, st, K1, first, left, MASKED)
+        if V_AFTER:
+            vw = V0.to(gl.pointer_type(gl.int16))
+            if Q8:
+                _wide_copy(vbuf, st, vw, first, left, MASKED, VWC8, 64)
+            else:
+                _wide_copy(vbuf, st, vw, first, left, MASKED, VWC, 32)
+            _scales_copy(vsbuf, st, V1, first, left, MASKED)
         else:
-            ASYNC_LOAD(vbuf.index(st), vp)
-            if not TBQ4:
-                ASYNC_LOAD(vsbuf.index(2 * st), vsp)
-                ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd)
+            VL: gl.constexpr = gl.SliceLayout(0, VC)
+            pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
+            chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
+            vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
+            vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
+            if TBQ4:
+                _norms_copy(vsbuf, st, V1, first, left, MASKED)
+            elif FP4:  # a pair's 16 scale bytes, 8 a token
+                spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC8))
+                vsp = (V1 + first * 8 + spair[:, None] * 16
+                       + gl.arange(0, 8, layout=gl.SliceLayout(0, VSC8))[None, :])
+                odd: gl.constexpr = 8
+            else:
+                spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
+                vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
+                vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
+                odd: gl.constexpr = 4
+            if MASKED:
+                chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
+                vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
+                ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
+                if not TBQ4:
+                    ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
+                    ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd,
+                               mask=(2 * spair + 1 < left)[:, None])
+            else:
+                ASYNC_LOAD(vbuf.index(st), vp)
+                if not TBQ4:
+                    ASYNC_LOAD(vsbuf.index(2 * st), vsp)
+                    ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd)
 
 
 @gluon.jit
 def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
            H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr,
-           Q8: gl.constexpr, FP4: gl.constexpr, TBQ4: gl.constexpr):
+           Q8: gl.constexpr, FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr):
     """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
     past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
     left = end - n0
@@ -438,24 +604,24 @@ def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PA
     first = (page * H_KV + h) * PAGE + n0 % PAGE
     if left >= 32:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False, K_AFTER,
-                V_AFTER, Q8, FP4, TBQ4)
+                V_AFTER, Q8, FP4, TBQ4, TBQ3)
     else:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, True, K_AFTER,
-                V_AFTER, Q8, FP4, TBQ4)
+                V_AFTER, Q8, FP4, TBQ4, TBQ3)
     _cp.commit_group()
 
 
 @gluon.jit
 def _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
              H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-             FP4: gl.constexpr, TBQ4: gl.constexpr, STAGES: gl.constexpr,
+             FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr, STAGES: gl.constexpr,
              PENDING: gl.constexpr):
     """Iteration ``it`` (its tile at n0) of the loop: once every lane is done with the stage the
     next copy fills, start copying the tile STAGES − 1 ahead into it, then wait until at most
     PENDING copies are still in flight and every lane sees the arrived ones."""
     BARRIER()
     _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1, BT, bt0, h,
-           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4)
+           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, TBQ3)
     _cp.wait_group(PENDING)
     BARRIER()
 
@@ -645,6 +811,59 @@ def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3, FP4: gl.conste
 
 
 @gluon.jit
+def _eight(o0, o1, o2, o3, o4, o5, o6, o7):
+    """Eight tensors of one shape joined along three new last axes: [..., p0, p1, p2] holds
+    o_p, p = p0 + 2 p1 + 4 p2."""
+    return gl.join(gl.join(gl.join(o0, o1), gl.join(o2, o3)),
+                   gl.join(gl.join(o4, o5), gl.join(o6, o7)))
+
+
+@gluon.jit
+def _k3_rows(o0, o1, o2, o3, o4, o5, o6, o7):
+    """TBQ3: TBQ3_K_ASM's outputs (register 2 p + j1 of output p, half j0, of lane t's group)
+    → the first operand [32 tokens, 128] of the swapped score product, registers relabelled:
+    column k = 16 p + 8 j1 + 2 t + j0 (tbq3_query_order gives its head dimension)."""
+    x = gl.reshape(_eight(o0, o1, o2, o3, o4, o5, o6, o7),
+                   [32, 2, 2, 2, 2, 2, 2, 2])  # tok, t1 t0 j1 j0, p0 p1 p2
+    x = gl.permute(x, [0, 7, 6, 5, 3, 1, 2, 4])  # tok | p2 p1 p0 j1 t1 t0 j0
+    return gl.convert_layout(gl.reshape(x, [32, 128]), OPA, assert_trivial=True)
+
+
+@gluon.jit
+def _v3_block(oa, ob):
+    """TBQ3: two of TBQ3_V_ASM's outputs (p = 2 blk + mt, register e holds code 2 p + e of
+    lane g's window, the token pair's (a, b) halves) → block blk's first operand [32 rows,
+    32 tokens] of the value product: row 16 mt + 8 e + g holds head dimension
+    16 g + 4 blk + 2 mt + e (the stores map it back), token 8 i + 2 t + j0."""
+    x = gl.reshape(gl.join(oa, ob), [2, 2, 2, 2, 2, 2, 2, 2, 2, 2])  # i1 i0 t1 t0 e | m1 m0 h j0 | mt
+    x = gl.permute(x, [9, 4, 5, 6, 7, 0, 1, 2, 3, 8])  # mt e m1 m0 h | i1 i0 t1 t0 j0
+    return gl.convert_layout(gl.reshape(x, [32, 32]), OPA, assert_trivial=True)
+
+
+@gluon.jit
+def _v3_product(vbuf, st, pt, acc0, acc1, acc2, acc3, tables):
+    """TBQ3: the value product of stage ``st`` (TBQ3_V_ASM, the centroids unscaled, the norms
+    in ``pt``; ``tables`` the four byte tables): the partial outputs after it."""
+    vw = vbuf.index(st).load(VT3)
+    # each lane's window: bit 0 of its group's words 0, 1, or bit 16 of words 2, 3 (w1 w2)
+    word = gl.arange(0, 16, layout=gl.SliceLayout(0, VT3))
+    sh = gl.broadcast((((word >> 1) & 1) * 16)[None, :], vw)[0]
+    ta, tb, tc, td = tables
+    o0, o1, o2, o3, o4, o5, o6, o7 = gl.inline_asm_elementwise(
+        TBQ3_V_ASM, TBQ3_V_OPERANDS,
+        [vw, sh, gl.full([32, 16], ta, gl.int32, layout=VT3),
+         gl.full([32, 16], tb, gl.int32, layout=VT3), gl.full([32, 16], tc, gl.int32, layout=VT3),
+         gl.full([32, 16], td, gl.int32, layout=VT3)],
+        dtype=(gl.float16, gl.float16, gl.float16, gl.float16, gl.float16, gl.float16,
+               gl.float16, gl.float16), is_pure=True, pack=4)
+    acc0 = gl.nvidia.ampere.mma_v2(_v3_block(o0, o1), pt, acc0)
+    acc1 = gl.nvidia.ampere.mma_v2(_v3_block(o2, o3), pt, acc1)
+    acc2 = gl.nvidia.ampere.mma_v2(_v3_block(o4, o5), pt, acc2)
+    acc3 = gl.nvidia.ampere.mma_v2(_v3_block(o6, o7), pt, acc3)
+    return acc0, acc1, acc2, acc3
+
+
+@gluon.jit
 def _v_rows(x):
     """A V output of V_ASM [16 pairs, 8 chunks g, 8] → the first operand [32 rows, 32 tokens]
     of the swapped value product: token 2 pair + i0, row 16 q + 8 i1 + g for V_ASM's element
@@ -656,7 +875,7 @@ def _v_rows(x):
 
 @gluon.jit
 def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
-                 QN: gl.constexpr, FP4: gl.constexpr, TBQ4: gl.constexpr):
+                 QN: gl.constexpr, FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr):
     """The scores Sᵀ [32 tokens, QN] of stage ``st``'s keys; ``qops``: the query rows' operands
     (qa, qb in the scaled form; q0l, q0h, c0, … q3l, q3h, c3 with the products' initial
     accumulators in the AFTER forms)."""
@@ -683,6 +902,21 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
         s += k2[:, None] * gl.nvidia.ampere.mma_v2(h2, q2h, d)
         d = gl.nvidia.ampere.mma_v2(l3, q3l, c3)
         s += k3[:, None] * gl.nvidia.ampere.mma_v2(h3, q3h, d)
+    elif TBQ3:  # the centroids' product, then each token's norm
+        q3, ta, tb, tc, td = qops
+        kw = kbuf.index(st).load(KT3)
+        o0, o1, o2, o3, o4, o5, o6, o7 = gl.inline_asm_elementwise(
+            TBQ3_K_ASM, TBQ3_K_OPERANDS,
+            [kw, gl.full([32, 16], ta, gl.int32, layout=KT3),
+             gl.full([32, 16], tb, gl.int32, layout=KT3),
+             gl.full([32, 16], tc, gl.int32, layout=KT3),
+             gl.full([32, 16], td, gl.int32, layout=KT3)],
+            dtype=(gl.float16, gl.float16, gl.float16, gl.float16, gl.float16, gl.float16,
+                   gl.float16, gl.float16), is_pure=True, pack=4)
+        s = gl.nvidia.ampere.mma_v2(_k3_rows(o0, o1, o2, o3, o4, o5, o6, o7), q3,
+                                    gl.zeros([32, QN], gl.float32, layout=MMA))
+        kn = _norms_view(ksbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
+        s = s * kn[:, None]
     elif TBQ4:  # the centroids' products, then each token's norm
         qa, qb = qops
         kb = kbuf.index(st).load(KB)
@@ -716,7 +950,7 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
 @gluon.jit
 def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
                  st, aoff, LAZY: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-                 FP4: gl.constexpr, TBQ4: gl.constexpr):
+                 FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr):
     """The online softmax of one tile's scores ``s`` (MASKED: only its first ``left`` tokens
     count) and its value product from stage ``st``: the running max, sum and partial outputs
     after it."""
@@ -743,7 +977,7 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         acc1 = acc1 * alpha[None, :]
         acc2 = acc2 * alpha[None, :]
         acc3 = acc3 * alpha[None, :]
-    if TBQ4:  # each token's V norm joins its weight
+    if TBQ4 or TBQ3:  # each token's V norm joins its weight
         vn = _norms_view(vsbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
         pt = gl.convert_layout((p * vn[:, None]).to(gl.float16), OPB)
     else:
@@ -765,6 +999,8 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         acc1 = gl.nvidia.ampere.mma_v2(aoff, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
         acc2 = gl.nvidia.ampere.mma_v2(aoff, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
         acc3 = gl.nvidia.ampere.mma_v2(aoff, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
+    elif TBQ3:
+        acc0, acc1, acc2, acc3 = _v3_product(vbuf, st, pt, acc0, acc1, acc2, acc3, aoff)
     else:
         acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3,
                                                   FP4, TBQ4)
@@ -772,14 +1008,15 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
 
 
 @gluon.jit
-def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_LENS, stride_bt,
+def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, SEQ_LENS, stride_bt,
                         n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
                         PDL: gl.constexpr = False, Q8: gl.constexpr = False,
                         PIPE: gl.constexpr = False, FP4: gl.constexpr = False,
-                        TBQ4: gl.constexpr = False):
+                        TBQ4: gl.constexpr = False,
+                        TBQ3: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -795,7 +1032,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
     K and V in nvfp4 (the scaled forms, FP4_K_ASM and FP4_V_ASM), their global scales read
     from GSK and GSV (unread otherwise). TBQ4: K and V in tbq4, Q the rotated query (the output
     is rotated back after the merge): the centroids unscaled (TBQ4_K_ASM, TBQ4_V_ASM), each
-    token's K norm on its scores and its V norm on its weights."""
+    token's K norm on its scores and its V norm on its weights. TBQ3: K and V in tbq3 likewise
+    (TBQ3_K_ASM, TBQ3_V_ASM), Q rotated into the key operand's column order
+    (tbq3_query_order), the centroids' byte tables read from TAB (four int32, tbq3_tables;
+    unread otherwise)."""
     BN: gl.constexpr = 32
     gl.static_assert(not PIPE or STAGES >= 3, "PIPE reads two stages while a third fills")
     b = gl.program_id(0)
@@ -827,6 +1067,19 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
             kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 128], SHK8)
         else:
             kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 64], SHK)
+    elif TBQ3:  # the query comes in the key operand's column order (tbq3_query_order)
+        QL3: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
+        kk = gl.arange(0, 128, layout=gl.SliceLayout(1, QL3))
+        qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL3))
+        q3 = gl.load(Q + (row0 + qi)[None, :] * D + kk[:, None], mask=(qi < GROUP)[None, :],
+                     other=0.0).to(gl.float32)
+        # the centroids' byte tables, loaded once (tbq3_tables), with the query's operand
+        ta = gl.load(TAB)
+        tb = gl.load(TAB + 1)
+        tc = gl.load(TAB + 2)
+        td = gl.load(TAB + 3)
+        qops = (gl.convert_layout((q3 * qk_scale).to(gl.float16), OPB), ta, tb, tc, td)
+        kbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
     else:  # the query gathered in K_ASM's column order, for the scaled keys
         QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
         kk = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
@@ -855,7 +1108,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     if FP4:
         ksbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 8], SH2)
-    elif TBQ4:
+    elif TBQ4 or TBQ3:
         ksbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
     else:
         ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
@@ -873,18 +1126,24 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
         aoff = gl.convert_layout(
             (gl.zeros([32, 32], gl.float32, layout=AR) + aoff[:, None]).to(gl.float16), OPA)
     else:
-        vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
+        if TBQ3:
+            vbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
+        else:
+            vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
         if FP4:
             vsbuf = gl.allocate_shared_memory(gl.uint8, [2 * STAGES, 16, 8], SH2)
-        elif TBQ4:
+        elif TBQ4 or TBQ3:
             vsbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
         else:
             vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
-        aoff = 0.0  # the AFTER form's offsets, unused here
+        if TBQ3:  # noqa: SIM108 (a compile-time branch): the value product's byte tables
+            aoff = (qops[1], qops[2], qops[3], qops[4])
+        else:
+            aoff = 0.0  # the AFTER form's offsets, unused here
     bt0 = b * stride_bt
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
-               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4)
+               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, TBQ3)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -896,31 +1155,31 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
         # next tile's scores, the last tile (which alone can be partial) after the loop
         _cp.wait_group(STAGES - 2)
         BARRIER()
-        s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, Q8, QN, FP4, TBQ4)
+        s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, Q8, QN, FP4, TBQ4, TBQ3)
         for n0 in range(start, end - BN, BN):
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, STAGES, STAGES - 2)
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, TBQ3, STAGES, STAGES - 2)
             s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, Q8, QN, FP4,
-                                  TBQ4)
+                                  TBQ4, TBQ3)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff, LAZY,
-                V_AFTER, Q8, FP4, TBQ4)
+                V_AFTER, Q8, FP4, TBQ4, TBQ3)
             s = s_next
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
         if end > start:
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - start - it * BN, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
-                it % STAGES, aoff, LAZY, V_AFTER, Q8, FP4, TBQ4)
+                it % STAGES, aoff, LAZY, V_AFTER, Q8, FP4, TBQ4, TBQ3)
     else:
         for n0 in range(start, end, BN):
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, STAGES, STAGES - 1)
-            s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, Q8, QN, FP4, TBQ4)
+                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, TBQ3, STAGES, STAGES - 1)
+            s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, Q8, QN, FP4, TBQ4, TBQ3)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff,
-                LAZY, V_AFTER, Q8, FP4, TBQ4)
+                LAZY, V_AFTER, Q8, FP4, TBQ4, TBQ3)
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
     oc = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
@@ -936,6 +1195,13 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, BLOCK_TABLE, SEQ_L
         gl.store(dst + 32, acc1, mask=om)
         gl.store(dst + 64, acc2, mask=om)
         gl.store(dst + 96, acc3, mask=om)
+    elif TBQ3:  # block b's row 16 mt + 8 e + g: 16 g + 4 b + 2 mt + e (_v3_block)
+        dcol = 16 * g + 2 * (oc >> 4) + ((oc >> 3) & 1)
+        dst = ACC + base[None, :] * D + dcol[:, None]
+        gl.store(dst, acc0, mask=om)
+        gl.store(dst + 4, acc1, mask=om)
+        gl.store(dst + 8, acc2, mask=om)
+        gl.store(dst + 12, acc3, mask=om)
     elif FP4 or TBQ4:  # the rows' head dimensions (byte j of chunk g: 16 g + 2 j, + 1 high)
         dcol = 16 * g + 8 * (oc >> 4) + 2 * ((oc >> 3) & 1)
         dst = ACC + base[None, :] * D + dcol[:, None]
@@ -975,20 +1241,23 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     v0, v1, _, _ = cache.v.operands()
     gsk = k0 if cache.k.global_scale is None else cache.k.global_scale
     gsv = v0 if cache.v.global_scale is None else cache.v.global_scale
+    tab = cache.byte_tables(tbq3_tables()) if cache.k.fmt == "tbq3" else k0
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
     max_registers = max_registers or launch_registers(cache.k.fmt, consts)
-    if consts.get("TBQ4"):  # the query rotated first (float32), the output back after
-        q = cache.rotated_query(q, d, d, pdl)
+    rotated = bool(consts.get("TBQ4") or consts.get("TBQ3"))
+    if rotated:  # the query rotated first (float32; tbq3's in its key operand's column order)
+        q = cache.rotated_query(q, d, d, pdl,
+                                order=tuple(tbq3_query_order()) if consts.get("TBQ3") else None)
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
-        q, acc, ml, k0, k1, v0, v1, gsk, gsv, block_table, seq_lens, block_table.stride(0),
+        q, acc, ml, k0, k1, v0, v1, gsk, gsv, tab, block_table, seq_lens, block_table.stride(0),
         n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d, num_warps=1,
         **consts,
         **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     if merge:
-        cache.merge(acc, ml, out, n_splits, d, bool(consts.get("TBQ4")), pdl)
+        cache.merge(acc, ml, out, n_splits, d, rotated, pdl)
     return out
 
 
@@ -1002,26 +1271,29 @@ def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
     Q4_PIPE_REGISTERS). nvfp4: the scaled forms (its scale a 16-value block, which no 16-column
     product's columns share), with PIPE for groups of up to 8 at any count (167 registers under
     triton 3.6, no spill: gluon-nvfp4-pipe-h200.json, B=1 128k 53.6–54.1 → 52.7–53.1 µs, B=1 32k
-    21.7 → 21.0). tbq4: the same forms unscaled (TBQ4), its norms on the scores and weights."""
-    if fmt in ("nvfp4", "tbq4"):
+    21.7 → 21.0). tbq4: the same forms unscaled (TBQ4), its norms on the scores and weights;
+    tbq3: its own (TBQ3), likewise."""
+    if fmt in ("nvfp4", "tbq4", "tbq3"):
         return {"K_AFTER": False, "V_AFTER": False, "Q8": False, "FP4": fmt == "nvfp4",
-                "TBQ4": fmt == "tbq4", "STAGES": 3, "QN": 8 if group <= 8 else 16,
-                "PIPE": group <= 8}
+                "TBQ4": fmt == "tbq4", "TBQ3": fmt == "tbq3", "STAGES": 3,
+                "QN": 8 if group <= 8 else 16, "PIPE": group <= 8}
     q8 = fmt == "q8_0"
     if q8 and group > 8:
         raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
                          f"got {group}")
     pipe = q8 or (group <= 8 and 0 < per_sm <= Q4_PIPE_PER_SM)
     return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "FP4": False,
-            "TBQ4": False, "STAGES": 3, "QN": 8 if group <= 8 else 16, "PIPE": pipe}
+            "TBQ4": False, "TBQ3": False, "STAGES": 3, "QN": 8 if group <= 8 else 16, "PIPE": pipe}
 
 
 def launch_registers(fmt: str, consts: dict[str, Any]) -> int:
     """The cap on registers a thread decode launches the kernel with for K and V in ``fmt``
     under ``consts`` (launch_consts'): Q4_PIPE_REGISTERS for q4_0's PIPE form, FP4_REGISTERS
-    for nvfp4's 8-column form, TBQ4_REGISTERS for tbq4's, else none (0)."""
-    if fmt == "tbq4":
-        return TBQ4_REGISTERS if consts.get("QN") == 8 else 0
+    for nvfp4's 8-column form, TBQ4_REGISTERS for tbq4's, TBQ3_REGISTERS for tbq3's, else
+    none (0)."""
+    if fmt in ("tbq4", "tbq3"):
+        cap = TBQ4_REGISTERS if fmt == "tbq4" else TBQ3_REGISTERS
+        return cap if consts.get("QN") == 8 else 0
     if fmt == "nvfp4":
         return FP4_REGISTERS if consts.get("QN") == 8 else 0
     return Q4_PIPE_REGISTERS if fmt == "q4_0" and consts.get("PIPE") else 0

@@ -16,6 +16,7 @@ from kvcore.kernels.cache import (
     GLUON_PER_SM_Q8,
     GLUON_PER_SM_Q8_FEW,
     GLUON_PER_SM_SHORT,
+    GLUON_PER_SM_TBQ3,
     GLUON_PER_SM_TBQ4,
     GLUON_SHORT_SPLIT,
     SMS,
@@ -39,7 +40,9 @@ for name, fmt, group, after, per_sm in (("8", "q4_0", 4, True, 12), ("16", "q4_0
                                         ("8-pipe", "q4_0", 4, True, 8),
                                         ("8-nvfp4", "nvfp4", 4, False, 12),
                                         ("16-nvfp4", "nvfp4", 16, False, 12),
-                                        ("8-tbq4", "tbq4", 4, False, 8)):
+                                        ("8-tbq4", "tbq4", 4, False, 8),
+                                        ("8-tbq3", "tbq3", 4, False, 8),
+                                        ("16-tbq3", "tbq3", 16, False, 8)):
     kernel, _, usage = sass_count.compile_gluon(fmt, group, after, pdl=after, per_sm=per_sm)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
 print(json.dumps(out))
@@ -82,6 +85,16 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
             # after it)
             assert ptx.count("mma.sync.aligned.m16n8k16") == 64, name
             continue
+        if "tbq3" in name:
+            # its codes copied a word at a time; read as 16 bytes a key token (a group's
+            # w0 w1 w1 w2) and 8 bytes a value token (a window's two words), no byte read; its
+            # centroids looked up by prmt from tables loaded once, not rebuilt in the loop
+            assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
+            assert "cp.async.ca.shared.global" in ptx, name
+            assert ptx.count("ld.shared.v4") >= 1 and ptx.count("ld.shared.v2") >= 1, name
+            assert "mov.b32 a0" not in ptx and ptx.count("shf.r.clamp.b32") >= 4, name
+            assert ptx.count("mma.sync.aligned.m16n8k16") == 64, name
+            continue
         assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
         assert "cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx, name
         products = ptx.count("mma.sync.aligned.m16n8k16")
@@ -109,8 +122,9 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     assert _usage(compiled["8"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM)
     assert _usage(compiled["8-q8_0"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_Q8)
     assert _usage(compiled["8-pipe"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_SHORT)
-    # tbq4's fits the 8 it runs (two a scheduler), capped
+    # tbq4's and tbq3's fit the 8 they run (two a scheduler), capped
     assert _usage(compiled["8-tbq4"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_TBQ4)
+    assert _usage(compiled["8-tbq3"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_TBQ3)
     # nvfp4's PIPE form fits the 12, capped (under triton 3.9's ptxas it would take 190)
     assert _usage(compiled["8-nvfp4"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM)
     # the PIPE form needs more than the 12's 168 registers: at 12 it had spilled
@@ -166,7 +180,16 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     ({"k_fmt": "tbq4", "v_fmt": "tbq4", "rows": 512, "max_len": 1 << 20}, GLUON_PER_SM_TBQ4),
     ({"k_fmt": "tbq4", "v_fmt": "tbq4", "rows": 8, "max_len": 32768}, None),
     ({"k_fmt": "tbq4", "v_fmt": "tbq3"}, None),
-    ({"k_fmt": "tbq3", "v_fmt": "tbq3"}, None),
+    # tbq3: 8 a multiprocessor past 8 rows × 16,384 tokens (B=1 16k: a tie)
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3"}, GLUON_PER_SM_TBQ3),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 32768}, GLUON_PER_SM_TBQ3),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 16, "max_len": 16384}, GLUON_PER_SM_TBQ3),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 16384}, None),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 8192}, None),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 8192, "faster_only": False},
+     GLUON_PER_SM_TBQ3),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq4"}, None),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "head_dim": 96}, None),
 ])
 def test_gluon_launch_only_where_it_applies_and_was_faster(kwargs, expect):
     base = dict(k_fmt="q4_0", v_fmt="q4_0", head_dim=128, head_dim_v=128, group=4,
@@ -196,7 +219,7 @@ def test_gluon_takes_fewer_programs_only_over_few_rows_or_short_splits(rows, max
     assert per_sm % 4 == 0
 
 
-@pytest.mark.parametrize("fmt", ["q4_0", "q8_0", "nvfp4", "tbq4"])
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0", "nvfp4", "tbq4", "tbq3"])
 @pytest.mark.parametrize("rows", [8, 16, 32, 64, 96, 128, 256, 384, 512, 1600])
 @pytest.mark.parametrize("max_len", [65536, 131072, 1 << 20])
 def test_gluon_splits_fill_one_whole_wave(fmt, rows, max_len):
@@ -278,7 +301,7 @@ def test_decode_ref_query_follows_the_path_decode_takes(monkeypatch):
     ("q4_0", 4, 8, True), ("q4_0", 4, 12, False), ("q4_0", 16, 8, False),
     ("q8_0", 4, 4, True), ("q8_0", 8, 8, True),
     ("nvfp4", 4, 8, True), ("nvfp4", 4, 12, True), ("nvfp4", 16, 12, False),
-    ("tbq4", 4, 8, True), ("tbq4", 16, 8, False)])
+    ("tbq4", 4, 8, True), ("tbq4", 16, 8, False), ("tbq3", 4, 8, True), ("tbq3", 16, 8, False)])
 def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_capped(
         monkeypatch, fmt, group, per_sm, pipe):
     pytest.importorskip("triton.experimental.gluon")
@@ -310,14 +333,25 @@ def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_cap
     assert launched.get("maxnreg") == (gluon_q4_0.Q4_PIPE_REGISTERS if capped else
                                        gluon_q4_0.FP4_REGISTERS if fp4 and group <= 8 else
                                        gluon_q4_0.TBQ4_REGISTERS if fmt == "tbq4" and group <= 8
-                                       else None)
+                                       else gluon_q4_0.TBQ3_REGISTERS if fmt == "tbq3"
+                                       and group <= 8 else None)
     # tbq4: its scaled forms unscaled, fed the rotated query (float32, each row's length kept)
     assert launched["TBQ4"] is (fmt == "tbq4")
-    if fmt == "tbq4":
+    assert launched["TBQ3"] is (fmt == "tbq3")
+    if fmt in ("tbq4", "tbq3"):
         qr = launched_args[0]
         assert qr.dtype == torch.float32 and qr.shape == q.shape
         assert torch.allclose(qr.norm(dim=-1), q.float().norm(dim=-1), rtol=1e-3, atol=1e-3)
         assert not torch.allclose(qr, q.float(), atol=1e-2)
+        # tbq4's in the rotation's order, tbq3's in its key operand's column order
+        from kvcore.kernels import ref
+
+        rotated = q.float() @ ref.rotation("cpu").T
+        order = gluon_q4_0.tbq3_query_order() if fmt == "tbq3" else list(range(128))
+        assert torch.allclose(qr, rotated[..., order], atol=1e-3)
+    if fmt == "tbq3":  # the centroids' byte tables, as int32
+        tab = launched_args[9]
+        assert [w & 0xFFFFFFFF for w in tab.tolist()] == list(gluon_q4_0.tbq3_tables())
     # nvfp4: its scaled forms, its global scales passed (K's, then V's)
     assert launched["FP4"] is fp4
     assert launched["K_AFTER"] is launched["V_AFTER"] is (fmt in ("q4_0", "q8_0") and group <= 8)
@@ -326,4 +360,4 @@ def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_cap
         assert launched_args[8] is cache.v.global_scale
     # programs a multiprocessor not given: q4_0 as at the most, without PIPE
     assert gluon_q4_0.launch_consts(fmt, group)["PIPE"] is (
-        fmt == "q8_0" or (fmt in ("nvfp4", "tbq4") and group <= 8))
+        fmt == "q8_0" or (fmt in ("nvfp4", "tbq4", "tbq3") and group <= 8))

@@ -93,9 +93,12 @@ def run_ptx(asm: str, regs: dict[str, int]) -> dict[str, int]:
         elif op == "lop3.b32":
             r = _lop3(*srcs)
         elif op == "shr.b32":
-            r = srcs[0] >> srcs[1]
+            r = srcs[0] >> min(srcs[1], 32)
         elif op == "shl.b32":
             r = srcs[0] << srcs[1]
+        elif op == "shf.r.clamp.b32":
+            # the 64-bit (b:a) shifted right by at most 32, its low word
+            r = ((srcs[1] << 32) | srcs[0]) >> min(srcs[2], 32)
         elif op == "mul.lo.u32":
             r = (srcs[0] * srcs[1]) & M32
         elif op == "or.b32":
@@ -377,10 +380,12 @@ def test_the_emulator_knows_every_instruction_of_the_gluon_kernel():
     g = _gluon()
     ops = set()
     for asm in (g.FP4_K_ASM.value, g.FP4_V_ASM.value, g.K8_RAW_ASM.value, g.V8_RAW_ASM.value,
-                g.V_ASM.value, g.TBQ4_K_ASM.value, g.TBQ4_V_ASM.value):
+                g.V_ASM.value, g.TBQ4_K_ASM.value, g.TBQ4_V_ASM.value, g.TBQ3_K_ASM.value,
+                g.TBQ3_V_ASM.value):
         ops |= {m.group(1) for m in re.finditer(r"^\s*([a-z][\w.]*)\s", asm, re.M)}
     assert ops <= {"mov.b32", "prmt.b32", "lop3.b32", "shr.b32", "shl.b32", "and.b32",
-                   "xor.b32", "or.b32", "mul.lo.u32", "sub.rn.f16x2", "mul.rn.f16x2"}
+                   "xor.b32", "or.b32", "mul.lo.u32", "sub.rn.f16x2", "mul.rn.f16x2",
+                   "shf.r.clamp.b32"}
 
 
 def test_gluon_tbq4_value_unpacker_pairs_two_tokens_centroids():
@@ -401,3 +406,89 @@ def test_gluon_tbq4_key_unpacker_gives_centroids_in_byte_order():
                               cent[b & 15].view(np.uint16)), hex(w)
         assert np.array_equal(_out(regs, "$2", "$3").view(np.uint16),
                               cent[b >> 4].view(np.uint16)), hex(w)
+
+
+def _tbq3_group(rng) -> tuple[int, list[int]]:
+    """A random tbq3 group of 32 codes: its 96-bit string (code k at bits 3k) and its words."""
+    s = int(rng.integers(0, 1 << 48)) | int(rng.integers(0, 1 << 48)) << 48
+    return s, [(s >> (32 * i)) & M32 for i in range(3)]
+
+
+def _tbq3_table_regs(*names: str) -> dict[str, int]:
+    return dict(zip(names, _gluon().tbq3_tables(), strict=True))
+
+
+def test_gluon_tbq3_key_unpacker_gives_each_registers_two_centroids():
+    # one token's group (w0, w1, w1, w2) → register 4 q + 2 u + v holds the centroids of the
+    # codes at nibbles 4 u + 2 v and + 1 of selector q (TBQ3_K_CODES), every code of 32 once
+    g = _gluon()
+    cent = ref.centroids(8).half().numpy()
+    codes = [k for sel in g.TBQ3_K_CODES for k in sel]
+    assert sorted(codes) == list(range(32))
+    rng = np.random.default_rng(3)
+    tables = _tbq3_table_regs("$20", "$24", "$28", "$32")
+    for patterned in range(520):
+        s, w = _tbq3_group(rng)
+        if patterned < 256:  # every code value in every position, by a repeated byte
+            s = int.from_bytes(bytes([patterned]) * 12, "little")
+            w = [(s >> (32 * i)) & M32 for i in range(3)]
+        regs = run_ptx(g.TBQ3_K_ASM.value,
+                       {"$16": w[0], "$17": w[1], "$18": w[1], "$19": w[2], **tables})
+        for q in range(4):
+            for r in range(4):
+                pair = g.TBQ3_K_CODES[q][2 * r: 2 * r + 2]
+                expect = cent[[(s >> (3 * k)) & 7 for k in pair]]
+                assert np.array_equal(_halves(regs[f"${4 * q + r}"]).view(np.uint16),
+                                      expect.view(np.uint16)), (hex(s), q, r)
+
+
+def test_gluon_tbq3_value_unpacker_pairs_two_tokens_centroids_per_window_half():
+    # two tokens' two words (w0 w1 at shift 0: codes 0-15; w1 w2 at shift 16: codes 16-31) →
+    # $k holds (a's centroid, b's centroid) of the window's code k
+    g = _gluon()
+    cent = ref.centroids(8).half().numpy()
+    rng = np.random.default_rng(4)
+    tables = _tbq3_table_regs("$24", "$28", "$32", "$36")
+    for patterned in range(300):
+        sa, wa = _tbq3_group(rng)
+        sb, wb = _tbq3_group(rng)
+        if patterned < 256:
+            sa = int.from_bytes(bytes([patterned]) * 12, "little")
+            wa = [(sa >> (32 * i)) & M32 for i in range(3)]
+        for half in (0, 1):
+            regs = run_ptx(g.TBQ3_V_ASM.value,
+                           {"$16": wa[half], "$17": wa[half + 1], "$18": wb[half],
+                            "$19": wb[half + 1], "$20": 16 * half, **tables})
+            for k in range(16):
+                code = 16 * half + k
+                expect = cent[[(sa >> (3 * code)) & 7, (sb >> (3 * code)) & 7]]
+                assert np.array_equal(_halves(regs[f"${k}"]).view(np.uint16),
+                                      expect.view(np.uint16)), (hex(sa), half, k)
+
+
+def test_gluon_tbq3_query_order_is_each_lane_groups_codes_once():
+    # the key operand's column k = 16 p + 8 j1 + 2 t + j0 holds half j0 of the key unpacker's
+    # register 2 p + j1 of lane t's group (codes 32 t …): a permutation of the 128 dimensions
+    g = _gluon()
+    order = g.tbq3_query_order()
+    assert sorted(order) == list(range(128))
+    for k, dim in enumerate(order):
+        assert dim // 32 == (k >> 1) & 3
+    # the first columns: lane 0's register 0 (selector 0's nibbles 0, 1: codes 0, 1), lane 1's
+    assert order[:4] == [0, 1, 32, 33]
+
+
+def test_nibble_gatherer_shares_one_shift_per_register_and_offset():
+    # codes of one register whose bit − 4 · nibble agree take one shift and one merge
+    g = _gluon()
+    lines = g._nibble_lines("s", [("x", 0, 0), ("x", 12, 3), ("x", 3, 1), ("x", 15, 4),
+                                  ("y", 5, 2)])
+    assert lines == ["and.b32 s, x, 0x7007;", "shl.b32 t, x, 1;",
+                     "lop3.b32 s, s, t, 0x70070, 0xf8;", "shl.b32 t, y, 3;",
+                     "lop3.b32 s, s, t, 0x700, 0xf8;"]
+    for x in (0x12345678, 0xFFFFFFFF, 0):
+        y = 0xDEADBEEF
+        got = run_ptx("{" + ";".join(lines) + ";}", {"x": x, "y": y})["s"]
+        expect = ((x & 7) | ((x >> 3) & 7) << 4 | ((y >> 5) & 7) << 8 | ((x >> 12) & 7) << 12
+                  | ((x >> 15) & 7) << 16)
+        assert got == expect
