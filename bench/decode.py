@@ -79,10 +79,10 @@ def check_correctness() -> dict[str, dict[str, float]]:
         for page in (64, 50):
             errs[fmt][f"page_{page}_vs_reference"] = _check(fmt, page)["vs_reference"]
     for page in (32, 64):
-        # q4_0, q8_0, nvfp4 and tbq4 by the Gluon kernel (decode's default past
+        # q4_0, q8_0, nvfp4, tbq4 and tbq3 by the Gluon kernel (decode's default past
         # GLUON_LEAST_WORK): forced, q8_0 against the reference with the float16 query, which
         # its form multiplies
-        for fmt in ("q4_0", "q8_0", "nvfp4", "tbq4"):
+        for fmt in ("q4_0", "q8_0", "nvfp4", "tbq4", "tbq3"):
             errs[fmt][f"gluon_page_{page}_vs_reference"] = _check(
                 fmt, page, gluon=True)["vs_reference"]
     for fmt in KIVI_FORMATS:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: the decode benchmark for the formats given (default nvfp4), their fp16 SDPA,
-# read bandwidth and decode's GPU checks (the Gluon kernel forced for q4_0, q8_0, nvfp4 and
-# tbq4) in the same run: `bash bench/probes/decode_run.sh tbq4`.
+# read bandwidth and decode's GPU checks (the Gluon kernel forced for q4_0, q8_0, nvfp4, tbq4
+# and tbq3) in the same run: `bash bench/probes/decode_run.sh tbq4`.
 set -u
 export PYTHONUNBUFFERED=1
 formats=${1:-nvfp4}

@@ -49,7 +49,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
 from .cache import tiled_splits, wave_splits
 from .codebook import lloyd_max
-from .triton_ops import _nvfp4_asm, _q4_0_asm, _tbq4_asm, byte_tables, e2m1_high_bytes
+from .triton_ops import _nvfp4_asm, _q4_0_asm, _tbq4_asm, byte_tables, e2m1_high_bytes, tbq4_tables
 
 #: the cp.async copy: ``async_copy_global_to_shared`` in triton 3.6, ``async_load`` by 3.9
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
@@ -250,19 +250,19 @@ def _tbq4_pairs_asm() -> str:
     alone (the norms go to the weights): the (a, b) pairs of bytes 0 … 3's low nibbles ($0 …
     $3), then of their high nibbles ($4 … $7). The words are interleaved by byte pairs, each
     half's four codes looked up as _tbq4_asm looks them up (magnitude from two byte tables, the
-    sign from bit 3), the values paired per token, then the two tokens' pairs interleaved."""
-    tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(16)[8:]))
-    body = [".reg .b32 w, f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1, a0, a1, b0, b1, p, q, r, t;",
-            f"mov.b32 a0, {tl0:#x};", f"mov.b32 a1, {tl1:#x};",
-            f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};"]
+    sign from bit 3), the values paired per token, then the two tokens' pairs interleaved. The
+    byte tables (tbq4_tables) are operands $10, $14, $18, $22 (each packed four times), loaded
+    by the kernel: as constants in the text, each lookup copied them into registers anew."""
+    a0, a1, b0, b1 = "$10", "$14", "$18", "$22"
+    body = [".reg .b32 w, f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1, p, q, r, t;"]
     for sel, lo, hi in (("0x5410", ("$0", "$1"), ("$4", "$5")),
                         ("0x7632", ("$2", "$3"), ("$6", "$7"))):
         body += [
             f"prmt.b32 w, $8, $9, {sel};",  # bytes k, k + 1 of a, then of b
             "shr.b32 f, w, 3;", "lop3.b32 f, f, 0x11111111, 0, 0x0c;", "mul.lo.u32 f, f, 7;",
             "lop3.b32 m, w, f, 0x77777777, 0x28;", "shr.b32 mh, m, 16;",
-            "prmt.b32 l0, a0, a1, m;", "prmt.b32 h0, b0, b1, m;",
-            "prmt.b32 l1, a0, a1, mh;", "prmt.b32 h1, b0, b1, mh;",
+            f"prmt.b32 l0, {a0}, {a1}, m;", f"prmt.b32 h0, {b0}, {b1}, m;",
+            f"prmt.b32 l1, {a0}, {a1}, mh;", f"prmt.b32 h1, {b0}, {b1}, mh;",
             "or.b32 n0, h0, 0x80808080;", "or.b32 n1, h1, 0x80808080;",
             "shr.b32 s0, w, 1;", "shr.b32 s1, w, 17;",
             "lop3.b32 s0, s0, 0x4444, 0x3210, 0xae;", "lop3.b32 s1, s1, 0x4444, 0x3210, 0xae;",
@@ -393,8 +393,9 @@ def tbq3_query_order() -> list[int]:
 # TBQ4 (tbq4 K and V, the scaled forms without scales: a row's norm multiplies its scores and
 # its weights)
 #: four tbq4 bytes → their low nibbles' centroids ($0 $1, bytes 0 … 3 in order) and their high
-#: nibbles' ($2 $3)
-TBQ4_K_ASM = gl.constexpr(_tbq4_asm(1, scaled=False))
+#: nibbles' ($2 $3); the byte tables (tbq4_tables) operands $5, $9, $13, $17, loaded by the
+#: kernel (each packed four times)
+TBQ4_K_ASM = gl.constexpr(_tbq4_asm(1, scaled=False, tables=("$5", "$9", "$13", "$17")))
 #: two tokens' bytes → the pairs of their centroids (_tbq4_pairs_asm)
 TBQ4_V_ASM = gl.constexpr(_tbq4_pairs_asm())
 # TBQ3 (tbq3 K and V, unscaled as TBQ4): a row's 12 words in four groups of three (32 codes
@@ -406,6 +407,9 @@ TBQ3_V_ASM = gl.constexpr(_tbq3_v_asm())
 # their operands: 16 outputs; the keys' words and four tables, the values' words, window
 # shifts and four tables, each packed four times
 TBQ3_K_OPERANDS = gl.constexpr(",".join(["=r"] * 16 + ["r"] * 20))
+# tbq4's: four outputs and a word (keys) or eight and two words (values), and four tables
+TBQ4_K_OPERANDS = gl.constexpr(",".join(["=r"] * 4 + ["r"] * 17))
+TBQ4_V_OPERANDS = gl.constexpr(",".join(["=r"] * 8 + ["r"] * 18))
 TBQ3_V_OPERANDS = gl.constexpr(",".join(["=r"] * 16 + ["r"] * 24))
 # the copies: 16 words a row, one word a copy
 CT3 = gl.constexpr(gl.BlockedLayout([1, 4], [8, 4], [1, 1], [1, 0]))
@@ -780,16 +784,21 @@ def _v_weights(pt, vs):
 
 @gluon.jit
 def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3, FP4: gl.constexpr,
-                     TBQ4: gl.constexpr):
+                     TBQ4: gl.constexpr, tables):
     """The value product of stage ``st`` with the V codes scaled as they are unpacked
-    (V_ASM; FP4: FP4_V_ASM; TBQ4: TBQ4_V_ASM, unscaled, the norms in ``pt``): the partial
-    outputs after it."""
+    (V_ASM; FP4: FP4_V_ASM; TBQ4: TBQ4_V_ASM, unscaled, the norms in ``pt``, ``tables`` its
+    byte tables): the partial outputs after it."""
     vt = vbuf.index(st)
     va = vt.slice(0, 8, dim=1).load(VB)
     vb = vt.slice(8, 8, dim=1).load(VB)
     if TBQ4:
+        ta, tb, tc, td = tables
         o0, o1, o2, o3 = gl.inline_asm_elementwise(
-            TBQ4_V_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r", [va, vb],
+            TBQ4_V_ASM, TBQ4_V_OPERANDS,
+            [va, vb, gl.full([16, 8, 8], ta, gl.int32, layout=VB),
+             gl.full([16, 8, 8], tb, gl.int32, layout=VB),
+             gl.full([16, 8, 8], tc, gl.int32, layout=VB),
+             gl.full([16, 8, 8], td, gl.int32, layout=VB)],
             dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
     else:
         if FP4:
@@ -918,11 +927,15 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
         kn = _norms_view(ksbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
         s = s * kn[:, None]
     elif TBQ4:  # the centroids' products, then each token's norm
-        qa, qb = qops
+        qa, qb, ta, tb, tc, td = qops
         kb = kbuf.index(st).load(KB)
-        klo, khi = gl.inline_asm_elementwise(TBQ4_K_ASM, "=r,=r,=r,=r,r", [kb],
-                                             dtype=(gl.float16, gl.float16), is_pure=True,
-                                             pack=4)
+        klo, khi = gl.inline_asm_elementwise(
+            TBQ4_K_ASM, TBQ4_K_OPERANDS,
+            [kb, gl.full([32, 4, 16], ta, gl.int32, layout=KB),
+             gl.full([32, 4, 16], tb, gl.int32, layout=KB),
+             gl.full([32, 4, 16], tc, gl.int32, layout=KB),
+             gl.full([32, 4, 16], td, gl.int32, layout=KB)],
+            dtype=(gl.float16, gl.float16), is_pure=True, pack=4)
         s = gl.zeros([32, QN], gl.float32, layout=MMA)
         s = gl.nvidia.ampere.mma_v2(_k_rows(klo), qa, s)
         s = gl.nvidia.ampere.mma_v2(_k_rows(khi), qb, s)
@@ -1003,7 +1016,7 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         acc0, acc1, acc2, acc3 = _v3_product(vbuf, st, pt, acc0, acc1, acc2, acc3, aoff)
     else:
         acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3,
-                                                  FP4, TBQ4)
+                                                  FP4, TBQ4, aoff)
     return m_new, l_i, acc0, acc1, acc2, acc3
 
 
@@ -1034,8 +1047,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     is rotated back after the merge): the centroids unscaled (TBQ4_K_ASM, TBQ4_V_ASM), each
     token's K norm on its scores and its V norm on its weights. TBQ3: K and V in tbq3 likewise
     (TBQ3_K_ASM, TBQ3_V_ASM), Q rotated into the key operand's column order
-    (tbq3_query_order), the centroids' byte tables read from TAB (four int32, tbq3_tables;
-    unread otherwise)."""
+    (tbq3_query_order). TBQ4 and TBQ3 read their centroids' byte tables from TAB (four int32,
+    tbq4_tables or tbq3_tables; unread otherwise)."""
     BN: gl.constexpr = 32
     gl.static_assert(not PIPE or STAGES >= 3, "PIPE reads two stages while a third fills")
     b = gl.program_id(0)
@@ -1104,7 +1117,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         qhi = gl.load(qp + HI, mask=qm, other=0.0).to(gl.float32)
         qa = gl.convert_layout((qlo * q_scale).to(gl.float16), OPB)
         qb = gl.convert_layout((qhi * q_scale).to(gl.float16), OPB)
-        qops = (qa, qb)
+        if TBQ4:  # with the centroids' byte tables, loaded once (tbq4_tables)
+            qops = (qa, qb, gl.load(TAB), gl.load(TAB + 1), gl.load(TAB + 2), gl.load(TAB + 3))
+        else:
+            qops = (qa, qb)
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     if FP4:
         ksbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 8], SH2)
@@ -1136,8 +1152,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
             vsbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
         else:
             vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
-        if TBQ3:  # noqa: SIM108 (a compile-time branch): the value product's byte tables
+        if TBQ3:  # the value product's byte tables
             aoff = (qops[1], qops[2], qops[3], qops[4])
+        elif TBQ4:
+            aoff = (qops[2], qops[3], qops[4], qops[5])
         else:
             aoff = 0.0  # the AFTER form's offsets, unused here
     bt0 = b * stride_bt
@@ -1241,7 +1259,8 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     v0, v1, _, _ = cache.v.operands()
     gsk = k0 if cache.k.global_scale is None else cache.k.global_scale
     gsv = v0 if cache.v.global_scale is None else cache.v.global_scale
-    tab = cache.byte_tables(tbq3_tables()) if cache.k.fmt == "tbq3" else k0
+    tables = {"tbq3": tbq3_tables, "tbq4": tbq4_tables}.get(cache.k.fmt)
+    tab = cache.byte_tables(tables()) if tables else k0
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
     max_registers = max_registers or launch_registers(cache.k.fmt, consts)

@@ -180,7 +180,8 @@ def byte_tables(values: list[float]) -> tuple[int, int, int, int]:
     return words[0], words[1], words[2], words[3]
 
 
-def _tbq4_asm(words: int = 2, scaled: bool = True) -> str:
+def _tbq4_asm(words: int = 2, scaled: bool = True,
+              tables: tuple[str, str, str, str] | None = None) -> str:
     """PTX for 4 × ``words`` tbq4 bytes → their low and high nibbles' centroids (float16) times
     the block norm (without ``scaled``: the centroids alone, no norm operands), looked up with
     byte permutes. The indices are sorted centroid ranks and the
@@ -188,16 +189,21 @@ def _tbq4_asm(words: int = 2, scaled: bool = True) -> str:
     from two 8-entry byte tables (the low and high bytes of c[8..15], built here from kvplan's
     codebook) and takes the sign from bit 3: eight values in 25 instructions, no memory. The
     tables are set once per call; a call takes several words so that they are set seldom.
-    Operands: outputs low halves $0…, high halves next, then the words, then the norms."""
+    Operands: outputs low halves $0…, high halves next, then the words, then the norms.
+    ``tables``: the operands that hold the four tables (tbq4_tables), not set here."""
     tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(16)[8:]))
     lo = [f"${2 * w}" for w in range(words)], [f"${2 * w + 1}" for w in range(words)]
     hi = ([f"${2 * words + 2 * w}" for w in range(words)],
           [f"${2 * words + 2 * w + 1}" for w in range(words)])
     data = [f"${4 * words + w}" for w in range(words)]
     norm = [(f"${5 * words + 2 * w}", f"${5 * words + 2 * w + 1}") for w in range(words)]
-    body = [".reg .b32 f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1, a0, a1, b0, b1;",
-            f"mov.b32 a0, {tl0:#x};", f"mov.b32 a1, {tl1:#x};",
-            f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};"]
+    body = [".reg .b32 f, m, mh, l0, h0, l1, h1, n0, n1, s0, s1;"]
+    if tables:
+        a0, a1, b0, b1 = tables
+    else:
+        a0, a1, b0, b1 = "a0", "a1", "b0", "b1"
+        body += [".reg .b32 a0, a1, b0, b1;", f"mov.b32 a0, {tl0:#x};",
+                 f"mov.b32 a1, {tl1:#x};", f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};"]
     for w in range(words):
         x, (na, nb) = data[w], norm[w]
         body += [
@@ -206,8 +212,8 @@ def _tbq4_asm(words: int = 2, scaled: bool = True) -> str:
             "mul.lo.u32 f, f, 7;",
             f"lop3.b32 m, {x}, f, 0x77777777, 0x28;",
             "shr.b32 mh, m, 16;",
-            "prmt.b32 l0, a0, a1, m;", "prmt.b32 h0, b0, b1, m;",
-            "prmt.b32 l1, a0, a1, mh;", "prmt.b32 h1, b0, b1, mh;",
+            f"prmt.b32 l0, {a0}, {a1}, m;", f"prmt.b32 h0, {b0}, {b1}, m;",
+            f"prmt.b32 l1, {a0}, {a1}, mh;", f"prmt.b32 h1, {b0}, {b1}, mh;",
             "or.b32 n0, h0, 0x80808080;", "or.b32 n1, h1, 0x80808080;",
             f"shr.b32 s0, {x}, 1;", f"shr.b32 s1, {x}, 17;",
             "lop3.b32 s0, s0, 0x4444, 0x3210, 0xae;", "lop3.b32 s1, s1, 0x4444, 0x3210, 0xae;",
@@ -220,6 +226,12 @@ def _tbq4_asm(words: int = 2, scaled: bool = True) -> str:
                      f"mul.rn.f16x2 {hi[0][w]}, {hi[0][w]}, {na};",
                      f"mul.rn.f16x2 {hi[1][w]}, {hi[1][w]}, {nb};"]
     return "{\n" + "\n".join(body) + "\n}"
+
+
+def tbq4_tables() -> tuple[int, int, int, int]:
+    """The byte tables of tbq4's eight positive centroids (float16), as _tbq4_asm takes them:
+    low bytes (two words), then high bytes (two words)."""
+    return byte_tables(list(lloyd_max(16)[8:]))
 
 
 def e2m1_high_bytes(src: str, lo: str, hi: str) -> list[str]:

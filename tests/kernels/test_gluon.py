@@ -76,8 +76,10 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
                 # two blocks of a span), converted two at a time
                 assert "ld.shared.u8" not in ptx and ptx.count("ld.shared.b8") <= 16, name
                 assert "cvt.rn.f16x2.e4m3x2" in ptx, name
-            else:  # tbq4: its norms copied in pairs, read as float16
+            else:  # tbq4: its norms copied in pairs, read as float16; its byte tables loaded
+                # once, not set in each lookup's text
                 assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
+                assert "mov.b32 a0" not in ptx, name
             # their codes as q4_0's scaled form's
             assert ptx.count("ld.shared.v4") >= 1 and ptx.count("ld.shared.v2") >= 2, name
             # 16 products a side for 8 columns, 32 for 16; the 8-column form with PIPE has
@@ -349,9 +351,11 @@ def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_cap
         rotated = q.float() @ ref.rotation("cpu").T
         order = gluon_q4_0.tbq3_query_order() if fmt == "tbq3" else list(range(128))
         assert torch.allclose(qr, rotated[..., order], atol=1e-3)
-    if fmt == "tbq3":  # the centroids' byte tables, as int32
-        tab = launched_args[9]
-        assert [w & 0xFFFFFFFF for w in tab.tolist()] == list(gluon_q4_0.tbq3_tables())
+    if fmt in ("tbq3", "tbq4"):  # the centroids' byte tables, as int32
+        from kvcore.kernels.triton_ops import tbq4_tables
+
+        tables = gluon_q4_0.tbq3_tables() if fmt == "tbq3" else tbq4_tables()
+        assert [w & 0xFFFFFFFF for w in launched_args[9].tolist()] == list(tables)
     # nvfp4: its scaled forms, its global scales passed (K's, then V's)
     assert launched["FP4"] is fp4
     assert launched["K_AFTER"] is launched["V_AFTER"] is (fmt in ("q4_0", "q8_0") and group <= 8)

@@ -27,6 +27,7 @@ from kvcore.kernels.triton_ops import (  # noqa: E402
     TBQ4_WORD_ASM,
     TBQ4_WORD_RAW_ASM,
     _tbq4_asm,
+    tbq4_tables,
 )
 
 M32 = 0xFFFFFFFF
@@ -393,14 +394,17 @@ def test_gluon_tbq4_value_unpacker_pairs_two_tokens_centroids():
     # low nibble ($k) and of its high nibble ($4 + k), as the kernel's value operand takes them
     g = _gluon()
     cent = ref.centroids(16).half().numpy()
-    _assert_token_pairs(g.TBQ4_V_ASM.value, {}, cent.__getitem__, cent.__getitem__, seed=2)
+    tables = dict(zip(("$10", "$14", "$18", "$22"), tbq4_tables(), strict=True))
+    _assert_token_pairs(g.TBQ4_V_ASM.value, tables, cent.__getitem__, cent.__getitem__, seed=2)
 
 
 def test_gluon_tbq4_key_unpacker_gives_centroids_in_byte_order():
     g = _gluon()
     cent = ref.centroids(16).half().numpy()
     for w in _words():
-        regs = run_ptx(g.TBQ4_K_ASM.value, {"$4": w})
+        regs = run_ptx(g.TBQ4_K_ASM.value,
+                       {"$4": w, **dict(zip(("$5", "$9", "$13", "$17"), tbq4_tables(),
+                                            strict=True))})
         b = np.array(_bytes(w))
         assert np.array_equal(_out(regs, "$0", "$1").view(np.uint16),
                               cent[b & 15].view(np.uint16)), hex(w)
