@@ -1,5 +1,5 @@
 """q4_0 decode attention by a split kernel that states its layouts (Triton's Gluon dialect),
-for K and V in q4_0 (or both in q8_0, nvfp4 or tbq4), heads of 128 lanes, groups of at most
+for K and V in q4_0 (or both in q8_0, nvfp4, tbq4 or tbq3), heads of 128 lanes, groups of at most
 16 query heads and pages of a multiple of 32 tokens, on an sm_80+ GPU.
 
 Tiles of 32 tokens are copied into shared memory two ahead (cp.async). The products are swapped
@@ -29,6 +29,10 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
 - TBQ4: the same forms for K and V in tbq4, unscaled: the centroids looked up from byte tables
   (TBQ4_K_ASM, TBQ4_V_ASM), each token's norm on its scores and its weights, the query rotated
   before the kernel and the output after the merge; decode's for tbq4 with groups of up to 8.
+- TBQ3: tbq3's own form: each row's 48 bytes copied as four groups of three words, the 3-bit
+  codes gathered into byte-permute selectors (_nibble_lines) and looked up in the centroids'
+  byte tables (TBQ3_K_ASM, TBQ3_V_ASM), the norms, rotations and merge as tbq4's (the query in
+  the keys' column order, tbq3_query_order); decode's for tbq3 with groups of up to 8.
 
 The operands' head-dimension orders are the ones the nibbles fall into: the query is gathered
 and the output stored in those orders. bench/results/gluon-q4_0-after-h200.json and
