@@ -2,7 +2,7 @@
 with --format tbq4 (tbq3) its tbq4 (tbq3) form.
 
     python bench/probes/gluon_nvfp4.py [--out DIR] [--shapes BxT,…] [--per-sm 8,12,8p,12pu]
-        [--rounds 2] [--no-check]
+        [--rounds 2] [--no-check] [--format nvfp4|tbq4|tbq3|q4_0] [--heads 32/8/128]
 
 First decode's GPU check with the Gluon kernel forced (three sequences of 1,000, 1 and 777
 tokens under a shuffled block table, pages of 32, 64 and 96 tokens) at 4, 8 and 16 query heads a
@@ -75,7 +75,9 @@ def main() -> None:
     ap.add_argument("--per-sm", default="8,12")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--format", default="nvfp4", choices=("nvfp4", "tbq4", "tbq3"))
+    ap.add_argument("--format", default="nvfp4", choices=("nvfp4", "tbq4", "tbq3", "q4_0"))
+    ap.add_argument("--heads", default="32/8/128",
+                    help="the timed shapes' query heads/KV heads/head_dim (the checks: their own)")
     args = ap.parse_args()
     counts = args.per_sm.split(",")
     doc: dict = {"env": environment("cuda", torch), "check": {}, "rows": []}
@@ -85,9 +87,10 @@ def main() -> None:
             for n in counts:
                 launch(f"gluon{n}")
                 doc["check"][f"{heads}-page-{page}-{n}"] = _check(args.format, page, gluon=True)
-    decode.set_heads("32/8/128")
+    decode.set_heads(args.heads)
     print("check", {k: round(v["vs_reference"], 7) for k, v in doc["check"].items()}, flush=True)
     out_name = f"gluon-{args.format}.json"
+    doc["heads"] = args.heads
     write_json(args.out, out_name, doc)
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))

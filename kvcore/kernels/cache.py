@@ -565,6 +565,17 @@ GLUON_PER_SM_TBQ3 = 8
 #: against 22.3–22.4 by the split kernel, B=2 16k 29.6 against 36.3, B=1 32k 29.8 against
 #: 36.2; B=1 8k 19.1 against 15.3)
 GLUON_LEAST_WORK_TBQ3 = 8 * 16384
+#: groups of 9-16 query heads a KV head (the 16-column forms: q4_0's scaled as unpacked, no
+#: PIPE, 207-243 registers uncapped): 8 programs a multiprocessor, faster than 12 at every
+#: shape, past these rows × tokens (gluon-group16-*-h200.json, 64/4 heads: at 16 × 32,768 the
+#: split kernel was faster for q4_0 (49.5 against 58.8 µs) and tbq4 (69.5 against 76.8), the
+#: Gluon kernel for nvfp4 (65.1 → 59.1) and tbq3 (81.4 → 68.8); at 8 × 32,768 the split
+#: kernel for all four; at 32 × 32,768 the Gluon kernel for all four (q4_0 88.5 → 84.7,
+#: tbq4 129.4 → 117.4); at 32 × 131,072 q4_0 325.5 → 253.1, nvfp4 362.9 → 245.4, tbq4 492.7 →
+#: 349.0, tbq3 520.7 → 301.5)
+GLUON_PER_SM_16 = 8
+GLUON_LEAST_WORK_16 = {"q4_0": 16 * 32768, "nvfp4": 8 * 32768, "tbq4": 16 * 32768,
+                       "tbq3": 8 * 32768}
 
 
 def gluon_available() -> bool:
@@ -586,10 +597,11 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     tbq4 or tbq3, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16
     query heads, pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with
     ``faster_only``, was measured faster (more than GLUON_LEAST_WORK rows × tokens,
-    GLUON_LEAST_WORK_FP4 in nvfp4, GLUON_LEAST_WORK_TBQ3 in tbq3), else None. q4_0 and nvfp4: GLUON_PER_SM, or
-    GLUON_PER_SM_SHORT where a wave of that many would make splits of GLUON_SHORT_SPLIT tokens
-    or fewer; tbq4: GLUON_PER_SM_TBQ4; tbq3: GLUON_PER_SM_TBQ3; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS
-    rows, else GLUON_PER_SM_Q8."""
+    GLUON_LEAST_WORK_FP4 in nvfp4, GLUON_LEAST_WORK_TBQ3 in tbq3, GLUON_LEAST_WORK_16's for
+    groups of 9-16), else None. Groups of 9-16: GLUON_PER_SM_16. Else q4_0 and nvfp4:
+    GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave of that many would make splits of
+    GLUON_SHORT_SPLIT tokens or fewer; tbq4: GLUON_PER_SM_TBQ4; tbq3: GLUON_PER_SM_TBQ3; q8_0:
+    GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else GLUON_PER_SM_Q8."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4"),
                               ("tbq4", "tbq4"), ("tbq3", "tbq3")):
         return None
@@ -597,6 +609,10 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         return None
     if device_type != "cuda" or capability < (8, 0) or group > 16 or page_size % 32:
         return None
+    if group > 8:  # the 16-column forms
+        if faster_only and rows * max_len <= GLUON_LEAST_WORK_16[k_fmt]:
+            return None
+        return GLUON_PER_SM_16
     least = {"nvfp4": GLUON_LEAST_WORK_FP4, "tbq3": GLUON_LEAST_WORK_TBQ3}
     if faster_only and rows * max_len <= least.get(k_fmt, GLUON_LEAST_WORK):
         return None
@@ -929,8 +945,8 @@ class LayerCache:
         else:
             cap = (0, 0)
         fits = self.has_v and self.k.padded_dim == 128
-        if not forced and (group > 8 or any(x is not None for x in given)):
-            return None  # a launch given, or 9-16 heads (222 registers, not timed)
+        if not forced and any(x is not None for x in given):
+            return None  # a launch given
         rows = q.shape[0] * self.kv_heads
         launch = gluon_launch(self.k.fmt, self.v.fmt, self.head_dim, self.head_dim_v, group,
                               self.page_size, rows, max_len, q.device.type, cap,

@@ -21,7 +21,9 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
   too where decode runs 8 programs a multiprocessor, its registers capped at 232.
 - Scaled as unpacked (the 16-column form, which the AFTER forms make spill): each lane loads
   whole q4_0 blocks, and PTX applies the offset and the scale in float16 as it unpacks them
-  straight into the operands' registers (about 26 instructions a token).
+  straight into the operands' registers (about 26 instructions a token); decode's for groups
+  of 9-16 in q4_0 (and the other formats' 16-column forms), 8 programs a multiprocessor past
+  cache.GLUON_LEAST_WORK_16.
 - FP4: the scaled forms for K and V in nvfp4 (whose 16-value blocks no 16-column product's
   columns share), decode's for nvfp4 with groups of up to 8, with PIPE: e2m1 codes become
   float16 by byte, times their block's e4m3 scale (FP4_K_ASM, FP4_V_ASM); the global scales go

@@ -13,6 +13,7 @@ import pytest
 from kvcore.kernels.cache import (
     GLUON_FEW_ROWS,
     GLUON_PER_SM,
+    GLUON_PER_SM_16,
     GLUON_PER_SM_Q8,
     GLUON_PER_SM_Q8_FEW,
     GLUON_PER_SM_SHORT,
@@ -192,6 +193,21 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
      GLUON_PER_SM_TBQ3),
     ({"k_fmt": "tbq3", "v_fmt": "tbq4"}, None),
     ({"k_fmt": "tbq3", "v_fmt": "tbq3", "head_dim": 96}, None),
+    # groups of 9-16: the 16-column forms, 8 a multiprocessor past each format's least work
+    ({"group": 16, "rows": 16, "max_len": 32768}, None),  # q4_0: the split kernel at 16 × 32k
+    ({"group": 16, "rows": 32, "max_len": 32768}, GLUON_PER_SM_16),
+    ({"group": 12, "rows": 64, "max_len": 131072}, GLUON_PER_SM_16),
+    ({"group": 16, "rows": 16, "max_len": 32768, "k_fmt": "nvfp4", "v_fmt": "nvfp4"},
+     GLUON_PER_SM_16),
+    ({"group": 16, "rows": 8, "max_len": 32768, "k_fmt": "nvfp4", "v_fmt": "nvfp4"}, None),
+    ({"group": 16, "rows": 16, "max_len": 32768, "k_fmt": "tbq4", "v_fmt": "tbq4"}, None),
+    ({"group": 16, "rows": 32, "max_len": 32768, "k_fmt": "tbq4", "v_fmt": "tbq4"},
+     GLUON_PER_SM_16),
+    ({"group": 16, "rows": 16, "max_len": 32768, "k_fmt": "tbq3", "v_fmt": "tbq3"},
+     GLUON_PER_SM_16),
+    ({"group": 16, "rows": 4, "max_len": 65536, "k_fmt": "tbq3", "v_fmt": "tbq3"}, None),
+    ({"group": 16, "rows": 4, "max_len": 8192, "faster_only": False}, GLUON_PER_SM_16),
+    ({"group": 17, "rows": 512, "max_len": 131072}, None),
 ])
 def test_gluon_launch_only_where_it_applies_and_was_faster(kwargs, expect):
     base = dict(k_fmt="q4_0", v_fmt="q4_0", head_dim=128, head_dim_v=128, group=4,
