@@ -55,15 +55,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
 from .cache import tiled_splits, wave_splits
 from .codebook import lloyd_max
-from .triton_ops import (
-    _nvfp4_asm,
-    _q4_0_asm,
-    _tbq4_asm,
-    byte_tables,
-    e2m1_high_bytes,
-    shr_lines,
-    tbq4_tables,
-)
+from .triton_ops import _nvfp4_asm, _q4_0_asm, _tbq4_asm, byte_tables, e2m1_high_bytes, tbq4_tables
 
 #: the cp.async copy: ``async_copy_global_to_shared`` in triton 3.6, ``async_load`` by 3.9
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
@@ -273,13 +265,12 @@ def _tbq4_pairs_asm() -> str:
                         ("0x7632", ("$2", "$3"), ("$6", "$7"))):
         body += [
             f"prmt.b32 w, $8, $9, {sel};",  # bytes k, k + 1 of a, then of b
-            shr_lines("f", "w", 3, True), "lop3.b32 f, f, 0x11111111, 0, 0x0c;",
-            "mul.lo.u32 f, f, 7;", "lop3.b32 m, w, f, 0x77777777, 0x28;",
-            shr_lines("mh", "m", 16, True),
+            "shr.b32 f, w, 3;", "lop3.b32 f, f, 0x11111111, 0, 0x0c;", "mul.lo.u32 f, f, 7;",
+            "lop3.b32 m, w, f, 0x77777777, 0x28;", "shr.b32 mh, m, 16;",
             f"prmt.b32 l0, {a0}, {a1}, m;", f"prmt.b32 h0, {b0}, {b1}, m;",
             f"prmt.b32 l1, {a0}, {a1}, mh;", f"prmt.b32 h1, {b0}, {b1}, mh;",
             "or.b32 n0, h0, 0x80808080;", "or.b32 n1, h1, 0x80808080;",
-            shr_lines("s0", "w", 1, True), shr_lines("s1", "w", 17, True),
+            "shr.b32 s0, w, 1;", "shr.b32 s1, w, 17;",
             "lop3.b32 s0, s0, 0x4444, 0x3210, 0xae;", "lop3.b32 s1, s1, 0x4444, 0x3210, 0xae;",
             "prmt.b32 h0, h0, n0, s0;", "prmt.b32 h1, h1, n1, s1;",
             # a's values (byte k low, high), (byte k + 1 low, high); b's likewise
@@ -301,9 +292,8 @@ def _nibble_lines(dst: str, picks: list[tuple[str, int, int]]) -> list[str]:
     lines: list[str] = []
     for n, ((reg, shift), mask) in enumerate(sorted(groups.items(), key=lambda g: g[0][1] != 0)):
         src = reg
-        if shift:  # on the multiply pipe (shr_lines), leaving the logic pipe to the lookups
-            lines.append(shr_lines("t", reg, shift, True) if shift > 0
-                         else f"mul.lo.u32 t, {reg}, {1 << -shift:#x};")
+        if shift:
+            lines.append(f"{'shr' if shift > 0 else 'shl'}.b32 t, {reg}, {abs(shift)};")
             src = "t"
         # the first: the masked bits alone; then dst | (src & mask)
         lines.append(f"and.b32 {dst}, {src}, {mask:#x};" if n == 0
@@ -347,7 +337,7 @@ def _tbq3_k_asm() -> str:
         body += _nibble_lines("s", picks)
         for u, sel in ((0, "s"), (1, "u")):
             if u:
-                body.append(shr_lines("u", "s", 16, True))
+                body.append("shr.b32 u, s, 16;")
             body += [f"prmt.b32 l, {a0}, {a1}, {sel};", f"prmt.b32 h, {b0}, {b1}, {sel};",
                      f"prmt.b32 ${4 * q + 2 * u}, l, h, 0x5140;",
                      f"prmt.b32 ${4 * q + 2 * u + 1}, l, h, 0x7362;"]
@@ -383,7 +373,7 @@ def _tbq3_v_asm() -> str:
         for u in (0, 1):
             sa, sb = sels["a", q], sels["b", q]
             if u:
-                body += [shr_lines(sa, sa, 16, True), shr_lines(sb, sb, 16, True)]
+                body += [f"shr.b32 {sa}, {sa}, 16;", f"shr.b32 {sb}, {sb}, 16;"]
             body += [f"prmt.b32 l0, {a0}, {a1}, {sa};", f"prmt.b32 h0, {b0}, {b1}, {sa};",
                      f"prmt.b32 l1, {a0}, {a1}, {sb};", f"prmt.b32 h1, {b0}, {b1}, {sb};"]
             for half, sel in ((0, "0x5140"), (1, "0x7362")):
@@ -411,8 +401,7 @@ def tbq3_query_order() -> list[int]:
 #: four tbq4 bytes → their low nibbles' centroids ($0 $1, bytes 0 … 3 in order) and their high
 #: nibbles' ($2 $3); the byte tables (tbq4_tables) operands $5, $9, $13, $17, loaded by the
 #: kernel (each packed four times)
-TBQ4_K_ASM = gl.constexpr(_tbq4_asm(1, scaled=False, tables=("$5", "$9", "$13", "$17"),
-                                    multiply_shifts=True))
+TBQ4_K_ASM = gl.constexpr(_tbq4_asm(1, scaled=False, tables=("$5", "$9", "$13", "$17")))
 #: two tokens' bytes → the pairs of their centroids (_tbq4_pairs_asm)
 TBQ4_V_ASM = gl.constexpr(_tbq4_pairs_asm())
 # TBQ3 (tbq3 K and V, unscaled as TBQ4): a row's 12 words in four groups of three (32 codes

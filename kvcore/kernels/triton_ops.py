@@ -180,18 +180,8 @@ def byte_tables(values: list[float]) -> tuple[int, int, int, int]:
     return words[0], words[1], words[2], words[3]
 
 
-def shr_lines(dst: str, src: str, k: int, multiply: bool) -> str:
-    """PTX for dst = src >> k (unsigned, 0 < k < 32): a shift, or with ``multiply`` the high
-    word of src · 2^(32 − k), which the GPU issues to its multiply pipe instead of the integer
-    logic pipe that the lookups' permutes and merges fill."""
-    if multiply:
-        return f"mul.hi.u32 {dst}, {src}, {1 << (32 - k):#x};"
-    return f"shr.b32 {dst}, {src}, {k};"
-
-
 def _tbq4_asm(words: int = 2, scaled: bool = True,
-              tables: tuple[str, str, str, str] | None = None,
-              multiply_shifts: bool = False) -> str:
+              tables: tuple[str, str, str, str] | None = None) -> str:
     """PTX for 4 × ``words`` tbq4 bytes → their low and high nibbles' centroids (float16) times
     the block norm (without ``scaled``: the centroids alone, no norm operands), looked up with
     byte permutes. The indices are sorted centroid ranks and the
@@ -200,8 +190,7 @@ def _tbq4_asm(words: int = 2, scaled: bool = True,
     codebook) and takes the sign from bit 3: eight values in 25 instructions, no memory. The
     tables are set once per call; a call takes several words so that they are set seldom.
     Operands: outputs low halves $0…, high halves next, then the words, then the norms.
-    ``tables``: the operands that hold the four tables (tbq4_tables), not set here;
-    ``multiply_shifts``: the right shifts as multiplies (shr_lines)."""
+    ``tables``: the operands that hold the four tables (tbq4_tables), not set here."""
     tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(16)[8:]))
     lo = [f"${2 * w}" for w in range(words)], [f"${2 * w + 1}" for w in range(words)]
     hi = ([f"${2 * words + 2 * w}" for w in range(words)],
@@ -218,15 +207,15 @@ def _tbq4_asm(words: int = 2, scaled: bool = True,
     for w in range(words):
         x, (na, nb) = data[w], norm[w]
         body += [
-            shr_lines("f", x, 3, multiply_shifts),
+            f"shr.b32 f, {x}, 3;",
             "lop3.b32 f, f, 0x11111111, 0, 0x0c;",
             "mul.lo.u32 f, f, 7;",
             f"lop3.b32 m, {x}, f, 0x77777777, 0x28;",
-            shr_lines("mh", "m", 16, multiply_shifts),
+            "shr.b32 mh, m, 16;",
             f"prmt.b32 l0, {a0}, {a1}, m;", f"prmt.b32 h0, {b0}, {b1}, m;",
             f"prmt.b32 l1, {a0}, {a1}, mh;", f"prmt.b32 h1, {b0}, {b1}, mh;",
             "or.b32 n0, h0, 0x80808080;", "or.b32 n1, h1, 0x80808080;",
-            shr_lines("s0", x, 1, multiply_shifts), shr_lines("s1", x, 17, multiply_shifts),
+            f"shr.b32 s0, {x}, 1;", f"shr.b32 s1, {x}, 17;",
             "lop3.b32 s0, s0, 0x4444, 0x3210, 0xae;", "lop3.b32 s1, s1, 0x4444, 0x3210, 0xae;",
             "prmt.b32 h0, h0, n0, s0;", "prmt.b32 h1, h1, n1, s1;",
             f"prmt.b32 {lo[0][w]}, l0, h0, 0x6240;", f"prmt.b32 {lo[1][w]}, l1, h1, 0x6240;",
