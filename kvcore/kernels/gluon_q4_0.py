@@ -14,7 +14,7 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
   and a second product by a constant operand subtracts the offsets. The words reach the
   operands' registers by matrix loads (ldmatrix, transposed for the values: a token pair a
   register). About 18.5 instructions a cached token (compiled for sm_90).
-- Q8: the AFTER forms for K and V in q8_0 (each byte, offset by 128, the low mantissa byte of
+- q8_0 (FMT "q8_0"): the AFTER forms for K and V in q8_0 (each byte, offset by 128, the low mantissa byte of
   1024: 1152 + b, one prmt a pair; a block's halves take the nibbles' places), decode's for
   q8_0 with groups of up to 8. Decode launches it with PIPE: each tile's scores are computed
   beside the softmax and value product of the tile before, in three stages. q4_0 takes PIPE
@@ -24,14 +24,14 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
   straight into the operands' registers (about 26 instructions a token); decode's for groups
   of 9-16 in q4_0 (and the other formats' 16-column forms), 8 programs a multiprocessor past
   cache.GLUON_LEAST_WORK_16.
-- FP4: the scaled forms for K and V in nvfp4 (whose 16-value blocks no 16-column product's
+- nvfp4 (FMT "nvfp4"): the scaled forms for K and V in nvfp4 (whose 16-value blocks no 16-column product's
   columns share), decode's for nvfp4 with groups of up to 8, with PIPE: e2m1 codes become
   float16 by byte, times their block's e4m3 scale (FP4_K_ASM, FP4_V_ASM); the global scales go
   to the query and to the output.
-- TBQ4: the same forms for K and V in tbq4, unscaled: the centroids looked up from byte tables
+- tbq4 (FMT "tbq4"): the same forms for K and V in tbq4, unscaled: the centroids looked up from byte tables
   (TBQ4_K_ASM, TBQ4_V_ASM), each token's norm on its scores and its weights, the query rotated
   before the kernel and the output after the merge; decode's for tbq4 with groups of up to 8.
-- TBQ3: tbq3's own form: each row's 48 bytes copied as four groups of three words, the 3-bit
+- tbq3 (FMT "tbq3"): its own form: each row's 48 bytes copied as four groups of three words, the 3-bit
   codes gathered into byte-permute selectors (_nibble_lines) and looked up in the centroids'
   byte tables (TBQ3_K_ASM, TBQ3_V_ASM), the norms, rotations and merge as tbq4's (the query in
   the keys' column order, tbq3_query_order); decode's for tbq3 with groups of up to 8.
@@ -531,19 +531,18 @@ def _tbq3_copy(buf, st, P0, first, left, MASKED: gl.constexpr):
 
 @gluon.jit
 def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: gl.constexpr,
-            K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-            FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr):
+            K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr):
     """The copies of one tile whose rows start at ``first`` into stage ``st``; MASKED: only its
-    first ``left`` tokens (the others zero-filled), else all 32. FP4: nvfp4's scales (8 bytes
-    a token) in place of q4_0's; TBQ4: tbq4's norms (one a token); TBQ3: tbq3's codes
-    (_tbq3_copy) and norms."""
-    if TBQ3:
+    first ``left`` tokens (the others zero-filled), else all 32. nvfp4: its scales (8 bytes a
+    token) in place of q4_0's; tbq4: its norms (one a token); tbq3: its codes (_tbq3_copy) and
+    norms."""
+    if FMT == "tbq3":
         _tbq3_copy(kbuf, st, K0, first, left, MASKED)
         _norms_copy(ksbuf, st, K1, first, left, MASKED)
         _tbq3_copy(vbuf, st, V0, first, left, MASKED)
         _norms_copy(vsbuf, st, V1, first, left, MASKED)
     else:
-        if K_AFTER and Q8:
+        if K_AFTER and FMT == "q8_0":
             _wide_copy(kbuf, st, K0, first, left, MASKED, KWC8, 128)
         elif K_AFTER:
             _wide_copy(kbuf, st, K0, first, left, MASKED, KWC, 64)
@@ -557,15 +556,15 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
                 ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
             else:
                 ASYNC_LOAD(kbuf.index(st), kp)
-        if FP4:
+        if FMT == "nvfp4":
             _fp4_scales_copy(ksbuf, st, K1, first, left, MASKED)
-        elif TBQ4:
+        elif FMT == "tbq4":
             _norms_copy(ksbuf, st, K1, first, left, MASKED)
         else:
             _scales_copy(ksbuf, st, K1, first, left, MASKED)
         if V_AFTER:
             vw = V0.to(gl.pointer_type(gl.int16))
-            if Q8:
+            if FMT == "q8_0":
                 _wide_copy(vbuf, st, vw, first, left, MASKED, VWC8, 64)
             else:
                 _wide_copy(vbuf, st, vw, first, left, MASKED, VWC, 32)
@@ -576,9 +575,9 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
             chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
             vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
             vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
-            if TBQ4:
+            if FMT == "tbq4":
                 _norms_copy(vsbuf, st, V1, first, left, MASKED)
-            elif FP4:  # a pair's 16 scale bytes, 8 a token
+            elif FMT == "nvfp4":  # a pair's 16 scale bytes, 8 a token
                 spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC8))
                 vsp = (V1 + first * 8 + spair[:, None] * 16
                        + gl.arange(0, 8, layout=gl.SliceLayout(0, VSC8))[None, :])
@@ -592,13 +591,13 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
                 chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
                 vtok = 2 * pair[:, None] + (chunk2 >> 3)[None, :]
                 ASYNC_LOAD(vbuf.index(st), vp, mask=(vtok < left)[:, :, None])
-                if not TBQ4:
+                if FMT != "tbq4":
                     ASYNC_LOAD(vsbuf.index(2 * st), vsp, mask=(2 * spair < left)[:, None])
                     ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd,
                                mask=(2 * spair + 1 < left)[:, None])
             else:
                 ASYNC_LOAD(vbuf.index(st), vp)
-                if not TBQ4:
+                if FMT != "tbq4":
                     ASYNC_LOAD(vsbuf.index(2 * st), vsp)
                     ASYNC_LOAD(vsbuf.index(2 * st + 1), vsp + odd)
 
@@ -606,7 +605,7 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
 @gluon.jit
 def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
            H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr,
-           Q8: gl.constexpr, FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr):
+           FMT: gl.constexpr):
     """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
     past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
     left = end - n0
@@ -614,24 +613,24 @@ def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PA
     first = (page * H_KV + h) * PAGE + n0 % PAGE
     if left >= 32:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False, K_AFTER,
-                V_AFTER, Q8, FP4, TBQ4, TBQ3)
+                V_AFTER, FMT)
     else:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, True, K_AFTER,
-                V_AFTER, Q8, FP4, TBQ4, TBQ3)
+                V_AFTER, FMT)
     _cp.commit_group()
 
 
 @gluon.jit
 def _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
-             H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-             FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr, STAGES: gl.constexpr,
+             H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr,
+             STAGES: gl.constexpr,
              PENDING: gl.constexpr):
     """Iteration ``it`` (its tile at n0) of the loop: once every lane is done with the stage the
     next copy fills, start copying the tile STAGES − 1 ahead into it, then wait until at most
     PENDING copies are still in flight and every lane sees the arrived ones."""
     BARRIER()
     _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1, BT, bt0, h,
-           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, TBQ3)
+           n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT)
     _cp.wait_group(PENDING)
     BARRIER()
 
@@ -713,7 +712,7 @@ def _k_scales(ks):
 
 @gluon.jit
 def _q_block(Q, row0, GROUP: gl.constexpr, qk_scale, b: gl.constexpr, D: gl.constexpr,
-             QN: gl.constexpr, Q8: gl.constexpr, OFF_LO: gl.constexpr, OFF_HI: gl.constexpr):
+             QN: gl.constexpr, FMT: gl.constexpr, OFF_LO: gl.constexpr, OFF_HI: gl.constexpr):
     """K_AFTER: the query's second operands [16, QN] of block ``b`` (its low nibbles' and its
     high nibbles' head dimensions, in _k_blocks' column order), and −(the codes' offsets times
     those columns' sums) [QN] as the product's initial accumulator wants it: a token's score
@@ -721,7 +720,7 @@ def _q_block(Q, row0, GROUP: gl.constexpr, qk_scale, b: gl.constexpr, D: gl.cons
     QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
     kk = gl.arange(0, 16, layout=gl.SliceLayout(1, QL))
     qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
-    if Q8:  # a block's halves (16 bytes each), _k8_blocks' column order
+    if FMT == "q8_0":  # a block's halves (16 bytes each), _k8_blocks' column order
         dim = 32 * b + 4 * ((kk >> 1) & 3) + (kk & 1) + 2 * (kk >> 3)
     else:  # its low and high nibbles, _k_blocks' column order
         dim = 32 * b + 4 * ((kk >> 1) & 3) + (kk >> 3) + 2 * (kk & 1)
@@ -789,15 +788,15 @@ def _v_weights(pt, vs):
 
 
 @gluon.jit
-def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3, FP4: gl.constexpr,
-                     TBQ4: gl.constexpr, tables):
+def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3, FMT: gl.constexpr,
+                     tables):
     """The value product of stage ``st`` with the V codes scaled as they are unpacked
-    (V_ASM; FP4: FP4_V_ASM; TBQ4: TBQ4_V_ASM, unscaled, the norms in ``pt``, ``tables`` its
+    (V_ASM; nvfp4: FP4_V_ASM; tbq4: TBQ4_V_ASM, unscaled, the norms in ``pt``, ``tables`` its
     byte tables): the partial outputs after it."""
     vt = vbuf.index(st)
     va = vt.slice(0, 8, dim=1).load(VB)
     vb = vt.slice(8, 8, dim=1).load(VB)
-    if TBQ4:
+    if FMT == "tbq4":
         ta, tb, tc, td = tables
         o0, o1, o2, o3 = gl.inline_asm_elementwise(
             TBQ4_V_ASM, TBQ4_V_OPERANDS,
@@ -807,7 +806,7 @@ def _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3, FP4: gl.conste
              gl.full([16, 8, 8], td, gl.int32, layout=VB)],
             dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
     else:
-        if FP4:
+        if FMT == "nvfp4":
             sa = _fp4_v_scales(vsbuf, st, 0, va)
             sb = _fp4_v_scales(vsbuf, st, 1, va)
             text: gl.constexpr = FP4_V_ASM
@@ -889,14 +888,14 @@ def _v_rows(x):
 
 
 @gluon.jit
-def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
-                 QN: gl.constexpr, FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr):
+def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, QN: gl.constexpr,
+                 FMT: gl.constexpr):
     """The scores Sᵀ [32 tokens, QN] of stage ``st``'s keys; ``qops``: the query rows' operands
     (qa, qb in the scaled form; q0l, q0h, c0, … q3l, q3h, c3 with the products' initial
     accumulators in the AFTER forms)."""
     if K_AFTER:
         q0l, q0h, c0, q1l, q1h, c1, q2l, q2h, c2, q3l, q3h, c3 = qops
-        if Q8:
+        if FMT == "q8_0":
             kb = kbuf.index(st).load(KW8)
             kx = gl.inline_asm_elementwise(K8_RAW_ASM, "=r,=r,r", [kb], dtype=gl.float16,
                                            is_pure=True, pack=4)
@@ -917,7 +916,7 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
         s += k2[:, None] * gl.nvidia.ampere.mma_v2(h2, q2h, d)
         d = gl.nvidia.ampere.mma_v2(l3, q3l, c3)
         s += k3[:, None] * gl.nvidia.ampere.mma_v2(h3, q3h, d)
-    elif TBQ3:  # the centroids' product, then each token's norm
+    elif FMT == "tbq3":  # the centroids' product, then each token's norm
         q3, ta, tb, tc, td = qops
         kw = kbuf.index(st).load(KT3)
         o0, o1, o2, o3, o4, o5, o6, o7 = gl.inline_asm_elementwise(
@@ -932,7 +931,7 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
                                     gl.zeros([32, QN], gl.float32, layout=MMA))
         kn = _norms_view(ksbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
         s = s * kn[:, None]
-    elif TBQ4:  # the centroids' products, then each token's norm
+    elif FMT == "tbq4":  # the centroids' products, then each token's norm
         qa, qb, ta, tb, tc, td = qops
         kb = kbuf.index(st).load(KB)
         klo, khi = gl.inline_asm_elementwise(
@@ -950,7 +949,7 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
     else:
         qa, qb = qops
         kb = kbuf.index(st).load(KB)
-        if FP4:
+        if FMT == "nvfp4":
             ks = _fp4_k_scales(ksbuf, st, kb)
             text: gl.constexpr = FP4_K_ASM
         else:
@@ -968,8 +967,7 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, Q8: gl.constexpr,
 
 @gluon.jit
 def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
-                 st, aoff, LAZY: gl.constexpr, V_AFTER: gl.constexpr, Q8: gl.constexpr,
-                 FP4: gl.constexpr, TBQ4: gl.constexpr, TBQ3: gl.constexpr):
+                 st, aoff, LAZY: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr):
     """The online softmax of one tile's scores ``s`` (MASKED: only its first ``left`` tokens
     count) and its value product from stage ``st``: the running max, sum and partial outputs
     after it."""
@@ -996,13 +994,13 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         acc1 = acc1 * alpha[None, :]
         acc2 = acc2 * alpha[None, :]
         acc3 = acc3 * alpha[None, :]
-    if TBQ4 or TBQ3:  # each token's V norm joins its weight
+    if FMT == "tbq4" or FMT == "tbq3":  # each token's V norm joins its weight
         vn = _norms_view(vsbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
         pt = gl.convert_layout((p * vn[:, None]).to(gl.float16), OPB)
     else:
         pt = gl.convert_layout(p.to(gl.float16), OPB)
     if V_AFTER:
-        if Q8:
+        if FMT == "q8_0":
             vw = vbuf.index(st).load(VW8)
             x0, x1 = gl.inline_asm_elementwise(V8_RAW_ASM, "=r,=r,r", [vw], is_pure=True,
                                                pack=2, dtype=(gl.float16, gl.float16))
@@ -1018,24 +1016,22 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         acc1 = gl.nvidia.ampere.mma_v2(aoff, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
         acc2 = gl.nvidia.ampere.mma_v2(aoff, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
         acc3 = gl.nvidia.ampere.mma_v2(aoff, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
-    elif TBQ3:
+    elif FMT == "tbq3":
         acc0, acc1, acc2, acc3 = _v3_product(vbuf, st, pt, acc0, acc1, acc2, acc3, aoff)
     else:
         acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3,
-                                                  FP4, TBQ4, aoff)
+                                                  FMT, aoff)
     return m_new, l_i, acc0, acc1, acc2, acc3
 
 
 @gluon.jit
-def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, SEQ_LENS, stride_bt,
-                        n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
+def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, SEQ_LENS,
+                        stride_bt, n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
-                        PDL: gl.constexpr = False, Q8: gl.constexpr = False,
-                        PIPE: gl.constexpr = False, FP4: gl.constexpr = False,
-                        TBQ4: gl.constexpr = False,
-                        TBQ3: gl.constexpr = False):
+                        PDL: gl.constexpr = False, PIPE: gl.constexpr = False,
+                        FMT: gl.constexpr = "q4_0"):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -1044,17 +1040,17 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     half the registers of [16, 128]; the weights reach the value product through one layout
     conversion (a transpose of [32, QN]). LAZY: the running output is rescaled only when a
     tile raises the max by more than 2⁸. K_AFTER, V_AFTER: each side's offsets and scales
-    after its products (QN 8); Q8: K and V in q8_0 (with both AFTER forms); PDL: launched as a
-    programmatic dependent (as pdl_enter). PIPE: each tile's softmax and value product beside
-    the next tile's scores (two stages read at once: STAGES of at least 3, copies STAGES − 2
-    ahead of the scores), so that the two chains overlap; the last tile after the loop. FP4:
-    K and V in nvfp4 (the scaled forms, FP4_K_ASM and FP4_V_ASM), their global scales read
-    from GSK and GSV (unread otherwise). TBQ4: K and V in tbq4, Q the rotated query (the output
-    is rotated back after the merge): the centroids unscaled (TBQ4_K_ASM, TBQ4_V_ASM), each
-    token's K norm on its scores and its V norm on its weights. TBQ3: K and V in tbq3 likewise
-    (TBQ3_K_ASM, TBQ3_V_ASM), Q rotated into the key operand's column order
-    (tbq3_query_order). TBQ4 and TBQ3 read their centroids' byte tables from TAB (four int32,
-    tbq4_tables or tbq3_tables; unread otherwise)."""
+    after its products (QN 8); PDL: launched as a programmatic dependent (as pdl_enter). PIPE:
+    each tile's softmax and value product beside the next tile's scores (two stages read at
+    once: STAGES of at least 3, copies STAGES − 2 ahead of the scores), so that the two chains
+    overlap; the last tile after the loop. FMT, the format of K and V: "q4_0"; "q8_0" (with
+    both AFTER forms); "nvfp4" (the scaled forms, FP4_K_ASM and FP4_V_ASM; the global scales
+    read from GSK and GSV, unread otherwise); "tbq4", Q the rotated query (the output is
+    rotated back after the merge), the centroids unscaled (TBQ4_K_ASM, TBQ4_V_ASM), each
+    token's K norm on its scores and its V norm on its weights; "tbq3" likewise (TBQ3_K_ASM,
+    TBQ3_V_ASM), Q rotated into the key operand's column order (tbq3_query_order). tbq4 and
+    tbq3 read their centroids' byte tables from TAB (four int32, tbq4_tables or tbq3_tables;
+    unread otherwise)."""
     BN: gl.constexpr = 32
     gl.static_assert(not PIPE or STAGES >= 3, "PIPE reads two stages while a third fills")
     b = gl.program_id(0)
@@ -1070,23 +1066,23 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     end = gl.minimum(start + SPLIT, seq_len)
     row0 = (b * H_KV + h) * GROUP
     # the raw codes' offsets on a block's first and second 16 columns (rows of the values)
-    if Q8:
+    if FMT == "q8_0":
         OFF_LO: gl.constexpr = Q8_OFFSET
         OFF_HI: gl.constexpr = Q8_OFFSET
     else:
         OFF_LO: gl.constexpr = LOW_OFFSET
         OFF_HI: gl.constexpr = HIGH_OFFSET
     if K_AFTER:
-        q0l, q0h, c0 = _q_block(Q, row0, GROUP, qk_scale, 0, D, QN, Q8, OFF_LO, OFF_HI)
-        q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN, Q8, OFF_LO, OFF_HI)
-        q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN, Q8, OFF_LO, OFF_HI)
-        q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN, Q8, OFF_LO, OFF_HI)
+        q0l, q0h, c0 = _q_block(Q, row0, GROUP, qk_scale, 0, D, QN, FMT, OFF_LO, OFF_HI)
+        q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN, FMT, OFF_LO, OFF_HI)
+        q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN, FMT, OFF_LO, OFF_HI)
+        q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN, FMT, OFF_LO, OFF_HI)
         qops = (q0l, q0h, c0, q1l, q1h, c1, q2l, q2h, c2, q3l, q3h, c3)
-        if Q8:
+        if FMT == "q8_0":
             kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 128], SHK8)
         else:
             kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 64], SHK)
-    elif TBQ3:  # the query comes in the key operand's column order (tbq3_query_order)
+    elif FMT == "tbq3":  # the query comes in the keys' column order (tbq3_query_order)
         QL3: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
         kk = gl.arange(0, 128, layout=gl.SliceLayout(1, QL3))
         qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL3))
@@ -1103,12 +1099,13 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
         kk = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
         qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
-        if FP4:  # byte j of a span holds values 2j (low nibble) and 2j + 1; the global scale
+        if FMT == "nvfp4":  # byte j of a span holds values 2j (low nibble) and 2j + 1; its
+            # global scale on the query
             byte = ((kk >> 3) & 1) + 2 * (kk & 1) + 4 * (kk >> 4)
             dlo = 32 * ((kk >> 1) & 3) + 2 * byte
             HI: gl.constexpr = 1
             q_scale = qk_scale * gl.load(GSK) * FP4_UNIT
-        elif TBQ4:  # the same pairs, TBQ4_K_ASM's bytes in order
+        elif FMT == "tbq4":  # the same pairs, TBQ4_K_ASM's bytes in order
             byte = (kk & 1) + 2 * ((kk >> 3) & 1) + 4 * (kk >> 4)
             dlo = 32 * ((kk >> 1) & 3) + 2 * byte
             HI: gl.constexpr = 1
@@ -1123,19 +1120,19 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         qhi = gl.load(qp + HI, mask=qm, other=0.0).to(gl.float32)
         qa = gl.convert_layout((qlo * q_scale).to(gl.float16), OPB)
         qb = gl.convert_layout((qhi * q_scale).to(gl.float16), OPB)
-        if TBQ4:  # with the centroids' byte tables, loaded once (tbq4_tables)
+        if FMT == "tbq4":  # with the centroids' byte tables, loaded once (tbq4_tables)
             qops = (qa, qb, gl.load(TAB), gl.load(TAB + 1), gl.load(TAB + 2), gl.load(TAB + 3))
         else:
             qops = (qa, qb)
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
-    if FP4:
+    if FMT == "nvfp4":
         ksbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 8], SH2)
-    elif TBQ4 or TBQ3:
+    elif FMT == "tbq4" or FMT == "tbq3":
         ksbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
     else:
         ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
     if V_AFTER:
-        if Q8:
+        if FMT == "q8_0":
             vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 64], SHV8)
         else:
             vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 32], SHV)
@@ -1148,26 +1145,26 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         aoff = gl.convert_layout(
             (gl.zeros([32, 32], gl.float32, layout=AR) + aoff[:, None]).to(gl.float16), OPA)
     else:
-        if TBQ3:
+        if FMT == "tbq3":
             vbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
         else:
             vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
-        if FP4:
+        if FMT == "nvfp4":
             vsbuf = gl.allocate_shared_memory(gl.uint8, [2 * STAGES, 16, 8], SH2)
-        elif TBQ4 or TBQ3:
+        elif FMT == "tbq4" or FMT == "tbq3":
             vsbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
         else:
             vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
-        if TBQ3:  # the value product's byte tables
+        if FMT == "tbq3":  # the value product's byte tables
             aoff = (qops[1], qops[2], qops[3], qops[4])
-        elif TBQ4:
+        elif FMT == "tbq4":
             aoff = (qops[2], qops[3], qops[4], qops[5])
         else:
             aoff = 0.0  # the AFTER form's offsets, unused here
     bt0 = b * stride_bt
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
-               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, TBQ3)
+               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -1179,31 +1176,30 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         # next tile's scores, the last tile (which alone can be partial) after the loop
         _cp.wait_group(STAGES - 2)
         BARRIER()
-        s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, Q8, QN, FP4, TBQ4, TBQ3)
+        s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, QN, FMT)
         for n0 in range(start, end - BN, BN):
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, TBQ3, STAGES, STAGES - 2)
-            s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, Q8, QN, FP4,
-                                  TBQ4, TBQ3)
+                     PAGE, H_KV, K_AFTER, V_AFTER, FMT, STAGES, STAGES - 2)
+            s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, QN, FMT)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff, LAZY,
-                V_AFTER, Q8, FP4, TBQ4, TBQ3)
+                V_AFTER, FMT)
             s = s_next
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
         if end > start:
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - start - it * BN, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
-                it % STAGES, aoff, LAZY, V_AFTER, Q8, FP4, TBQ4, TBQ3)
+                it % STAGES, aoff, LAZY, V_AFTER, FMT)
     else:
         for n0 in range(start, end, BN):
             st = it % STAGES
             _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, Q8, FP4, TBQ4, TBQ3, STAGES, STAGES - 1)
-            s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, Q8, QN, FP4, TBQ4, TBQ3)
+                     PAGE, H_KV, K_AFTER, V_AFTER, FMT, STAGES, STAGES - 1)
+            s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, QN, FMT)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff,
-                LAZY, V_AFTER, Q8, FP4, TBQ4, TBQ3)
+                LAZY, V_AFTER, FMT)
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
     oc = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
@@ -1219,17 +1215,18 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         gl.store(dst + 32, acc1, mask=om)
         gl.store(dst + 64, acc2, mask=om)
         gl.store(dst + 96, acc3, mask=om)
-    elif TBQ3:  # block b's row 16 mt + 8 e + g: 16 g + 4 b + 2 mt + e (_v3_block)
+    elif FMT == "tbq3":  # block b's row 16 mt + 8 e + g: 16 g + 4 b + 2 mt + e (_v3_block)
         dcol = 16 * g + 2 * (oc >> 4) + ((oc >> 3) & 1)
         dst = ACC + base[None, :] * D + dcol[:, None]
         gl.store(dst, acc0, mask=om)
         gl.store(dst + 4, acc1, mask=om)
         gl.store(dst + 8, acc2, mask=om)
         gl.store(dst + 12, acc3, mask=om)
-    elif FP4 or TBQ4:  # the rows' head dimensions (byte j of chunk g: 16 g + 2 j, + 1 high)
+    elif FMT == "nvfp4" or FMT == "tbq4":  # the rows' head dimensions (byte j of chunk g:
+        # 16 g + 2 j, + 1 high)
         dcol = 16 * g + 8 * (oc >> 4) + 2 * ((oc >> 3) & 1)
         dst = ACC + base[None, :] * D + dcol[:, None]
-        vgs = gl.load(GSV) * FP4_UNIT if FP4 else 1.0  # nvfp4's global scale
+        vgs = gl.load(GSV) * FP4_UNIT if FMT == "nvfp4" else 1.0  # nvfp4's global scale
         gl.store(dst, acc0 * vgs, mask=om)
         gl.store(dst + 4, acc1 * vgs, mask=om)
         gl.store(dst + 1, acc2 * vgs, mask=om)
@@ -1270,10 +1267,11 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
     max_registers = max_registers or launch_registers(cache.k.fmt, consts)
-    rotated = bool(consts.get("TBQ4") or consts.get("TBQ3"))
+    rotated = consts["FMT"] in ("tbq4", "tbq3")
     if rotated:  # the query rotated first (float32; tbq3's in its key operand's column order)
         q = cache.rotated_query(q, d, d, pdl,
-                                order=tuple(tbq3_query_order()) if consts.get("TBQ3") else None)
+                                order=tuple(tbq3_query_order()) if consts["FMT"] == "tbq3"
+                                else None)
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, gsk, gsv, tab, block_table, seq_lens, block_table.stride(0),
         n_splits,
@@ -1299,16 +1297,15 @@ def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
     21.7 → 21.0). tbq4: the same forms unscaled (TBQ4), its norms on the scores and weights;
     tbq3: its own (TBQ3), likewise."""
     if fmt in ("nvfp4", "tbq4", "tbq3"):
-        return {"K_AFTER": False, "V_AFTER": False, "Q8": False, "FP4": fmt == "nvfp4",
-                "TBQ4": fmt == "tbq4", "TBQ3": fmt == "tbq3", "STAGES": 3,
+        return {"K_AFTER": False, "V_AFTER": False, "FMT": fmt, "STAGES": 3,
                 "QN": 8 if group <= 8 else 16, "PIPE": group <= 8}
     q8 = fmt == "q8_0"
     if q8 and group > 8:
         raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
                          f"got {group}")
     pipe = q8 or (group <= 8 and 0 < per_sm <= Q4_PIPE_PER_SM)
-    return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "Q8": q8, "FP4": False,
-            "TBQ4": False, "TBQ3": False, "STAGES": 3, "QN": 8 if group <= 8 else 16, "PIPE": pipe}
+    return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "FMT": fmt, "STAGES": 3,
+            "QN": 8 if group <= 8 else 16, "PIPE": pipe}
 
 
 def launch_registers(fmt: str, consts: dict[str, Any]) -> int:
