@@ -957,9 +957,9 @@ class LayerCache:
                                  "kernel uses: 3.6 and 3.9 have them)")
             return None
         if forced and launch is None:
-            raise ValueError("gluon: K and V in q4_0, nvfp4, tbq4 or tbq3 (or both in q8_0, at most "
-                             "8 query heads a KV head), 128-lane heads, at most 16 query heads "
-                             "a KV head, pages of a multiple of 32 tokens, on an sm_80+ GPU; got "
+            raise ValueError("gluon: K and V in q4_0, nvfp4, tbq4 or tbq3 (or both in q8_0, "
+                             "at most 8 query heads a KV head), 128-lane heads, at most 16 query "
+                             "heads a KV head, pages of a multiple of 32 tokens, on an sm_80+ GPU; got "
                              f"{self.k.fmt}/{self.v.fmt}, head_dim {self.head_dim}, group "
                              f"{group}, pages of {self.page_size} on {q.device.type}")
         return launch
@@ -1248,7 +1248,7 @@ class LayerCache:
         tab = self._tables()
         rot = tab["rot_pm1"]
         if order is not None:
-            key = f"rot_pm1 order {hash(order)}"
+            key = f"rot_pm1 order {order}"
             if key not in tab:
                 tab[key] = rot[list(order), :].contiguous()
             rot = tab[key]
