@@ -1,6 +1,7 @@
 """q4_0 decode attention by a split kernel that states its layouts (Triton's Gluon dialect),
-for K and V in q4_0 (or both in q8_0, nvfp4, tbq4 or tbq3), heads of 128 lanes, groups of at most
-16 query heads and pages of a multiple of 32 tokens, on an sm_80+ GPU.
+for K and V in q4_0 (or both in q8_0, nvfp4, tbq4 or tbq3: the compile-time format code FMT),
+heads of 128 lanes, groups of at most 16 query heads and pages of a multiple of 32 tokens, on
+an sm_80+ GPU.
 
 Tiles of 32 tokens are copied into shared memory two ahead (cp.async). The products are swapped
 (the cache tile the first operand, the query rows the narrow second one), so that the partial
@@ -14,8 +15,8 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
   and a second product by a constant operand subtracts the offsets. The words reach the
   operands' registers by matrix loads (ldmatrix, transposed for the values: a token pair a
   register). About 18.5 instructions a cached token (compiled for sm_90).
-- q8_0 (FMT "q8_0"): the AFTER forms for K and V in q8_0 (each byte, offset by 128, the low mantissa byte of
-  1024: 1152 + b, one prmt a pair; a block's halves take the nibbles' places), decode's for
+- q8_0: the AFTER forms for K and V in q8_0 (each byte, offset by 128, the low mantissa byte
+  of 1024: 1152 + b, one prmt a pair; a block's halves take the nibbles' places), decode's for
   q8_0 with groups of up to 8. Decode launches it with PIPE: each tile's scores are computed
   beside the softmax and value product of the tile before, in three stages. q4_0 takes PIPE
   too where decode runs 8 programs a multiprocessor, its registers capped at 232.
@@ -24,14 +25,14 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
   straight into the operands' registers (about 26 instructions a token); decode's for groups
   of 9-16 in q4_0 (and the other formats' 16-column forms), 8 programs a multiprocessor past
   cache.GLUON_LEAST_WORK_16.
-- nvfp4 (FMT "nvfp4"): the scaled forms for K and V in nvfp4 (whose 16-value blocks no 16-column product's
+- nvfp4: the scaled forms for K and V in nvfp4 (whose 16-value blocks no 16-column product's
   columns share), decode's for nvfp4 with groups of up to 8, with PIPE: e2m1 codes become
   float16 by byte, times their block's e4m3 scale (FP4_K_ASM, FP4_V_ASM); the global scales go
   to the query and to the output.
-- tbq4 (FMT "tbq4"): the same forms for K and V in tbq4, unscaled: the centroids looked up from byte tables
+- tbq4: the same forms for K and V in tbq4, unscaled: the centroids looked up from byte tables
   (TBQ4_K_ASM, TBQ4_V_ASM), each token's norm on its scores and its weights, the query rotated
   before the kernel and the output after the merge; decode's for tbq4 with groups of up to 8.
-- tbq3 (FMT "tbq3"): its own form: each row's 48 bytes copied as four groups of three words, the 3-bit
+- tbq3: its own form: each row's 48 bytes copied as four groups of three words, the 3-bit
   codes gathered into byte-permute selectors (_nibble_lines) and looked up in the centroids'
   byte tables (TBQ3_K_ASM, TBQ3_V_ASM), the norms, rotations and merge as tbq4's (the query in
   the keys' column order, tbq3_query_order); decode's for tbq3 with groups of up to 8.
@@ -302,18 +303,22 @@ def _nibble_lines(dst: str, picks: list[tuple[str, int, int]]) -> list[str]:
 
 
 #: the codes of a tbq3 group of 32 (three words, code k at bits 3k … 3k + 2) gathered into four
-#: selectors of 8 nibbles: three from 32-bit windows at bits 0, 30 and 60 (ten codes each, eight
-#: in three shifts), the fourth the eight left (each selector: its register, the windows'
-#: codes as (register, bit, nibble))
-TBQ3_K_SELECTORS = (
-    [("$16", 3 * k, n) for n, k in enumerate((0, 1, 2, 4, 5, 6, 8, 9))],
-    [("f30", 3 * k - 30, n) for n, k in enumerate((10, 11, 12, 14, 15, 16, 18, 19))],
-    [("f60", 3 * k - 60, n) for n, k in enumerate((20, 21, 22, 24, 25, 26, 28, 29))],
-    [("$16", 9, 0), ("$19", 5, 1), ("$17", 7, 2), ("$16", 21, 3), ("$19", 17, 4),
-     ("$17", 19, 5), ("$19", 26, 6), ("$19", 29, 7)])
-#: the code each selector's nibble holds (the codes of TBQ3_K_SELECTORS by their bits)
+#: selectors of 8 nibbles, the code each nibble holds: three from 32-bit windows at bits 0, 30
+#: and 60 (ten codes each, eight of them in three shifts: k, k + 4 and k + 8 share one), the
+#: fourth the eight left, each from the word that holds it whole (_tbq3_k_picks)
 TBQ3_K_CODES = ([0, 1, 2, 4, 5, 6, 8, 9], [10, 11, 12, 14, 15, 16, 18, 19],
                 [20, 21, 22, 24, 25, 26, 28, 29], [3, 23, 13, 7, 27, 17, 30, 31])
+
+
+def _tbq3_k_picks(q: int) -> list[tuple[str, int, int]]:
+    """Selector q's (register, bit, nibble) picks (_nibble_lines) of TBQ3_K_CODES[q]: the
+    windows at bits 0, 30 and 60 ($16, f30, f60) for the first three, the group's words ($16,
+    $17, $19) for the fourth."""
+    codes = TBQ3_K_CODES[q]
+    if q < 3:
+        return [(("$16", "f30", "f60")[q], 3 * k - 30 * q, n) for n, k in enumerate(codes)]
+    assert all(3 * k % 32 <= 29 for k in codes), "a code of the fourth selector straddles words"
+    return [(("$16", "$17", "$19")[3 * k // 32], 3 * k % 32, n) for n, k in enumerate(codes)]
 
 
 def tbq3_tables() -> tuple[int, int, int, int]:
@@ -333,8 +338,8 @@ def _tbq3_k_asm() -> str:
     a0, a1, b0, b1 = "$20", "$24", "$28", "$32"
     body = [".reg .b32 t, s, u, l, h, f30, f60;",
             "shf.r.clamp.b32 f30, $16, $17, 30;", "shf.r.clamp.b32 f60, $17, $19, 28;"]
-    for q, picks in enumerate(TBQ3_K_SELECTORS):
-        body += _nibble_lines("s", picks)
+    for q in range(4):
+        body += _nibble_lines("s", _tbq3_k_picks(q))
         for u, sel in ((0, "s"), (1, "u")):
             if u:
                 body.append("shr.b32 u, s, 16;")
