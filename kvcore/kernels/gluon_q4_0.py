@@ -55,8 +55,14 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
 from .cache import tiled_splits, wave_splits
-from .codebook import lloyd_max
-from .triton_ops import _nvfp4_asm, _q4_0_asm, _tbq4_asm, byte_tables, e2m1_high_bytes, tbq4_tables
+from .triton_ops import (
+    _nvfp4_asm,
+    _q4_0_asm,
+    _tbq4_asm,
+    e2m1_high_bytes,
+    tbq3_tables,
+    tbq4_tables,
+)
 
 #: the cp.async copy: ``async_copy_global_to_shared`` in triton 3.6, ``async_load`` by 3.9
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
@@ -321,12 +327,6 @@ def _tbq3_k_picks(q: int) -> list[tuple[str, int, int]]:
     return [(("$16", "$17", "$19")[3 * k // 32], 3 * k % 32, n) for n, k in enumerate(codes)]
 
 
-def tbq3_tables() -> tuple[int, int, int, int]:
-    """The byte tables of tbq3's eight centroids (float16), as the tbq3 form's unpackers take
-    them: low bytes (two words), then high bytes (two words)."""
-    return byte_tables(list(lloyd_max(8)))
-
-
 def _tbq3_k_asm() -> str:
     """PTX for one token's tbq3 group of 32 codes (words $16, $17, $19; $18 a copy of $17) and
     the byte tables (tbq3_tables: $20, $24, $28, $32, each operand packed four times) → 16
@@ -518,6 +518,13 @@ def _norms_view(buf, st):
     else:
         view = buf.index(st)._reinterpret(gl.float16, [32], SH1)
     return view
+
+
+@gluon.jit
+def _byte_tables(TAB):
+    """tbq4 and tbq3: the four words of their centroids' byte tables (tbq4_tables,
+    tbq3_tables), loaded once a program."""
+    return gl.load(TAB), gl.load(TAB + 1), gl.load(TAB + 2), gl.load(TAB + 3)
 
 
 @gluon.jit
@@ -922,7 +929,8 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, QN: gl.constexpr,
         d = gl.nvidia.ampere.mma_v2(l3, q3l, c3)
         s += k3[:, None] * gl.nvidia.ampere.mma_v2(h3, q3h, d)
     elif FMT == "tbq3":  # the centroids' product, then each token's norm
-        q3, ta, tb, tc, td = qops
+        q3, tables = qops
+        ta, tb, tc, td = tables
         kw = kbuf.index(st).load(KT3)
         o0, o1, o2, o3, o4, o5, o6, o7 = gl.inline_asm_elementwise(
             TBQ3_K_ASM, TBQ3_K_OPERANDS,
@@ -937,7 +945,8 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, QN: gl.constexpr,
         kn = _norms_view(ksbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
         s = s * kn[:, None]
     elif FMT == "tbq4":  # the centroids' products, then each token's norm
-        qa, qb, ta, tb, tc, td = qops
+        qa, qb, tables = qops
+        ta, tb, tc, td = tables
         kb = kbuf.index(st).load(KB)
         klo, khi = gl.inline_asm_elementwise(
             TBQ4_K_ASM, TBQ4_K_OPERANDS,
@@ -972,7 +981,7 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, QN: gl.constexpr,
 
 @gluon.jit
 def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
-                 st, aoff, LAZY: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr):
+                 st, vops, LAZY: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr):
     """The online softmax of one tile's scores ``s`` (MASKED: only its first ``left`` tokens
     count) and its value product from stage ``st``: the running max, sum and partial outputs
     after it."""
@@ -1017,15 +1026,15 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
                 dtype=(gl.float16, gl.float16, gl.float16, gl.float16))
             a0, a1, a2, a3 = _v_blocks(x0, x1, y0, y1)
         w0, w1, w2, w3 = _v_weights(pt, vsbuf.index(st).load(VS4))
-        acc0 = gl.nvidia.ampere.mma_v2(aoff, w0, gl.nvidia.ampere.mma_v2(a0, w0, acc0))
-        acc1 = gl.nvidia.ampere.mma_v2(aoff, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
-        acc2 = gl.nvidia.ampere.mma_v2(aoff, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
-        acc3 = gl.nvidia.ampere.mma_v2(aoff, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
+        acc0 = gl.nvidia.ampere.mma_v2(vops, w0, gl.nvidia.ampere.mma_v2(a0, w0, acc0))
+        acc1 = gl.nvidia.ampere.mma_v2(vops, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
+        acc2 = gl.nvidia.ampere.mma_v2(vops, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
+        acc3 = gl.nvidia.ampere.mma_v2(vops, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
     elif FMT == "tbq3":
-        acc0, acc1, acc2, acc3 = _v3_product(vbuf, st, pt, acc0, acc1, acc2, acc3, aoff)
+        acc0, acc1, acc2, acc3 = _v3_product(vbuf, st, pt, acc0, acc1, acc2, acc3, vops)
     else:
         acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3,
-                                                  FMT, aoff)
+                                                  FMT, vops)
     return m_new, l_i, acc0, acc1, acc2, acc3
 
 
@@ -1093,12 +1102,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL3))
         q3 = gl.load(Q + (row0 + qi)[None, :] * D + kk[:, None], mask=(qi < GROUP)[None, :],
                      other=0.0).to(gl.float32)
-        # the centroids' byte tables, loaded once (tbq3_tables), with the query's operand
-        ta = gl.load(TAB)
-        tb = gl.load(TAB + 1)
-        tc = gl.load(TAB + 2)
-        td = gl.load(TAB + 3)
-        qops = (gl.convert_layout((q3 * qk_scale).to(gl.float16), OPB), ta, tb, tc, td)
+        tables = _byte_tables(TAB)  # with the centroids' byte tables
+        qops = (gl.convert_layout((q3 * qk_scale).to(gl.float16), OPB), tables)
         kbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
     else:  # the query gathered in K_ASM's column order, for the scaled keys
         QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
@@ -1125,8 +1130,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         qhi = gl.load(qp + HI, mask=qm, other=0.0).to(gl.float32)
         qa = gl.convert_layout((qlo * q_scale).to(gl.float16), OPB)
         qb = gl.convert_layout((qhi * q_scale).to(gl.float16), OPB)
-        if FMT == "tbq4":  # with the centroids' byte tables, loaded once (tbq4_tables)
-            qops = (qa, qb, gl.load(TAB), gl.load(TAB + 1), gl.load(TAB + 2), gl.load(TAB + 3))
+        if FMT == "tbq4":  # noqa: SIM108 (a compile-time branch): with the byte tables
+            qops = (qa, qb, _byte_tables(TAB))
         else:
             qops = (qa, qb)
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
@@ -1142,13 +1147,14 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         else:
             vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 32], SHV)
         vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
-        # the value product's offsets: −1032 on the low nibbles' rows, −72 on the high ones'
-        # (q8_0: −1152 on every row)
+        # the value product's constant operand (vops: the AFTER form's offsets; the rotated
+        # forms' byte tables): −1032 on the low nibbles' rows, −72 on the high ones' (q8_0:
+        # −1152 on every row)
         AR: gl.constexpr = gl.BlockedLayout([1, 32], [32, 1], [1, 1], [1, 0])
         arow = gl.arange(0, 32, layout=gl.SliceLayout(1, AR))
-        aoff = gl.where(arow < 16, -OFF_LO, -OFF_HI)
-        aoff = gl.convert_layout(
-            (gl.zeros([32, 32], gl.float32, layout=AR) + aoff[:, None]).to(gl.float16), OPA)
+        vops = gl.where(arow < 16, -OFF_LO, -OFF_HI)
+        vops = gl.convert_layout(
+            (gl.zeros([32, 32], gl.float32, layout=AR) + vops[:, None]).to(gl.float16), OPA)
     else:
         if FMT == "tbq3":
             vbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
@@ -1160,12 +1166,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
             vsbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
         else:
             vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
-        if FMT == "tbq3":  # the value product's byte tables
-            aoff = (qops[1], qops[2], qops[3], qops[4])
-        elif FMT == "tbq4":
-            aoff = (qops[2], qops[3], qops[4], qops[5])
+        if FMT == "tbq4" or FMT == "tbq3":  # noqa: SIM108 (a compile-time branch)
+            vops = qops[len(qops) - 1]  # the byte tables, the query operands' last
         else:
-            aoff = 0.0  # the AFTER form's offsets, unused here
+            vops = 0.0  # unused
     bt0 = b * stride_bt
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
@@ -1188,14 +1192,14 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
                      PAGE, H_KV, K_AFTER, V_AFTER, FMT, STAGES, STAGES - 2)
             s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, QN, FMT)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
-                s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff, LAZY,
+                s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops, LAZY,
                 V_AFTER, FMT)
             s = s_next
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
         if end > start:
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - start - it * BN, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
-                it % STAGES, aoff, LAZY, V_AFTER, FMT)
+                it % STAGES, vops, LAZY, V_AFTER, FMT)
     else:
         for n0 in range(start, end, BN):
             st = it % STAGES
@@ -1203,7 +1207,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
                      PAGE, H_KV, K_AFTER, V_AFTER, FMT, STAGES, STAGES - 1)
             s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, QN, FMT)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
-                s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, aoff,
+                s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops,
                 LAZY, V_AFTER, FMT)
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)

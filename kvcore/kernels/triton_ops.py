@@ -191,7 +191,6 @@ def _tbq4_asm(words: int = 2, scaled: bool = True,
     tables are set once per call; a call takes several words so that they are set seldom.
     Operands: outputs low halves $0…, high halves next, then the words, then the norms.
     ``tables``: the operands that hold the four tables (tbq4_tables), not set here."""
-    tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(16)[8:]))
     lo = [f"${2 * w}" for w in range(words)], [f"${2 * w + 1}" for w in range(words)]
     hi = ([f"${2 * words + 2 * w}" for w in range(words)],
           [f"${2 * words + 2 * w + 1}" for w in range(words)])
@@ -202,6 +201,7 @@ def _tbq4_asm(words: int = 2, scaled: bool = True,
         a0, a1, b0, b1 = tables
     else:
         a0, a1, b0, b1 = "a0", "a1", "b0", "b1"
+        tl0, tl1, th0, th1 = tbq4_tables()
         body += [".reg .b32 a0, a1, b0, b1;", f"mov.b32 a0, {tl0:#x};",
                  f"mov.b32 a1, {tl1:#x};", f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};"]
     for w in range(words):
@@ -232,6 +232,12 @@ def tbq4_tables() -> tuple[int, int, int, int]:
     """The byte tables of tbq4's eight positive centroids (float16), as _tbq4_asm takes them:
     low bytes (two words), then high bytes (two words)."""
     return byte_tables(list(lloyd_max(16)[8:]))
+
+
+def tbq3_tables() -> tuple[int, int, int, int]:
+    """The byte tables of tbq3's eight centroids (float16), as _tbq3_asm and the Gluon kernel's
+    tbq3 form take them: low bytes (two words), then high bytes (two words)."""
+    return byte_tables(list(lloyd_max(8)))
 
 
 def e2m1_high_bytes(src: str, lo: str, hi: str) -> list[str]:
@@ -273,7 +279,7 @@ def _tbq3_asm(scaled: bool = True) -> str:
     selectors (bits 0-3 of the selector from bits 0-3 of the word, 4-7 from the word shifted
     right by 2, …; then bit 3 of each nibble cleared), which pick the low and the high bytes
     of the eight centroids from two 8-entry byte tables."""
-    tl0, tl1, th0, th1 = byte_tables(list(lloyd_max(8)))
+    tl0, tl1, th0, th1 = tbq3_tables()
     body = [".reg .b32 v, e, o, t, l, h, a0, a1, b0, b1;",
             f"mov.b32 a0, {tl0:#x};", f"mov.b32 a1, {tl1:#x};",
             f"mov.b32 b0, {th0:#x};", f"mov.b32 b1, {th1:#x};", "shr.b32 v, $4, 3;"]
