@@ -822,11 +822,13 @@ class LayerCache:
 
     # ---- Triton path -----------------------------------------------------------------------
 
-    def _tables(self) -> dict[str, Any]:
+    def _tables(self) -> dict[Any, Any]:
+        """The cache's constant tensors by name (made once), and tensors derived from them by
+        (name, parameters) keys."""
         torch = _torch()
         dpow = _pow2(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
         if not hasattr(self, "_tab"):
-            self._tab = {
+            self._tab: dict[Any, Any] = {
                 # the 128 × 128 rotation of every 128-block of a rotated row, times √128: ±1,
                 # exact in float16 (the operand of the kernels' rotations)
                 "rot_pm1": torch.sign(ref.rotation("cpu")).half().to(self.device),
@@ -1225,7 +1227,7 @@ class LayerCache:
         import torch
 
         tab = self._tables()
-        key = f"words {words}"
+        key = ("words", words)
         if key not in tab:
             tab[key] = torch.tensor([w - (1 << 32) if w >= 1 << 31 else w for w in words],
                                     dtype=torch.int32, device=self.device)
@@ -1248,7 +1250,7 @@ class LayerCache:
         tab = self._tables()
         rot = tab["rot_pm1"]
         if order is not None:
-            key = f"rot_pm1 order {order}"
+            key = ("rot_pm1 order", order)
             if key not in tab:
                 tab[key] = rot[list(order), :].contiguous()
             rot = tab[key]

@@ -401,6 +401,11 @@ def tbq3_query_order() -> list[int]:
     return out
 
 
+#: what decode passes each step, made once: tbq3's query order and the rotated forms' byte tables
+TBQ3_QUERY_ORDER = tuple(tbq3_query_order())
+BYTE_TABLES = {"tbq3": tbq3_tables(), "tbq4": tbq4_tables()}
+
+
 # TBQ4 (tbq4 K and V, the scaled forms without scales: a row's norm multiplies its scores and
 # its weights)
 #: four tbq4 bytes → their low nibbles' centroids ($0 $1, bytes 0 … 3 in order) and their high
@@ -1271,16 +1276,15 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     v0, v1, _, _ = cache.v.operands()
     gsk = k0 if cache.k.global_scale is None else cache.k.global_scale
     gsv = v0 if cache.v.global_scale is None else cache.v.global_scale
-    tables = {"tbq3": tbq3_tables, "tbq4": tbq4_tables}.get(cache.k.fmt)
-    tab = cache.byte_tables(tables()) if tables else k0
+    tables = BYTE_TABLES.get(cache.k.fmt)
+    tab = cache.byte_tables(tables) if tables else k0
     group = hq // hkv
     consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
     max_registers = max_registers or launch_registers(cache.k.fmt, consts)
     rotated = consts["FMT"] in ("tbq4", "tbq3")
     if rotated:  # the query rotated first (float32; tbq3's in its key operand's column order)
         q = cache.rotated_query(q, d, d, pdl,
-                                order=tuple(tbq3_query_order()) if consts["FMT"] == "tbq3"
-                                else None)
+                                order=TBQ3_QUERY_ORDER if consts["FMT"] == "tbq3" else None)
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, gsk, gsv, tab, block_table, seq_lens, block_table.stride(0),
         n_splits,
