@@ -2,7 +2,8 @@
 # One device call: the Gluon kernel's 16-column forms (groups of 9-16 query heads a KV head,
 # which decode leaves to decode_split_kernel) against the split kernel at 64/4 heads (a group
 # of 16), 8 and 12 programs a multiprocessor, for q4_0, nvfp4, tbq4 and tbq3
-# (bench/probes/gluon_nvfp4.py --heads 64/4/128 --no-check; each into its own folder).
+# (bench/probes/gluon_nvfp4.py --heads ${HEADS:-64/4/128} --no-check; each into its own folder). HEADS
+# takes other heads (96/8/128: a group of 12), SHAPES other shapes.
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
