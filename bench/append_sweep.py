@@ -7,7 +7,8 @@ launch configurations.
 Each format first appends 3,000 tokens × 8 KV heads (head_dim 128) with the kernel and with the
 torch reference and reports the share of identical bytes per plane; then a filled 8 × 32,768
 token cache takes appends of 16,384 new tokens (fp16 in), replayed from a CUDA graph
-(decode.append_time), under each (rows per program, warps). Bytes moved per call: the input
+(decode.append_time), under each (rows per program, warps, …), with --rounds in turns. Bytes
+moved per call: the input
 read plus the cache bytes written. Writes append-sweep.json and prints a table. With
 --head-dims, only the bytes against the reference at those head widths (fp16 and bf16 rows),
 into append-agreement.json.
@@ -54,8 +55,10 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor"
-                    "[/stages[/registers]], the rotated formats' persistent launch],… instead of the built-in "
-                    "list")
+                    "[/stages[/registers[/one launch: 1 K and V together, 0 a side at a time]]], "
+                    "the rotated formats' persistent launch],… instead of the built-in list")
+    ap.add_argument("--rounds", type=int, default=1, help="time the configs this many times in "
+                    "turns, the order reversed every other round")
     ap.add_argument("--head-dims", help="only the bytes against the reference, for these head "
                     "widths (comma-separated), fp16 and bf16 rows; no timing")
     args = ap.parse_args()
@@ -86,9 +89,13 @@ def main() -> None:
         dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
         cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
         fill(cache, batch, tokens, dtype)
-        for rows, warps, *more in configs:
-            launch = dict(zip(("programs_per_sm", "num_stages", "max_registers"), more,
-                              strict=False))
+        turns = [c for r in range(args.rounds) for c in (configs if r % 2 == 0
+                                                          else configs[::-1])]
+        for rows, warps, *more in turns:
+            launch = dict(zip(("programs_per_sm", "num_stages", "max_registers", "one_launch"),
+                              more, strict=False))
+            if "one_launch" in launch:
+                launch["one_launch"] = bool(launch["one_launch"])
             s, moved = append_time(cache, batch, tokens, dtype, rows_per_program=rows,
                                    num_warps=warps, **launch)
             row = {"format": fmt, "rows_per_program": rows, "num_warps": warps, **launch,

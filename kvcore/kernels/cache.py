@@ -866,12 +866,14 @@ class LayerCache:
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
                rows_per_program: int | None = None, num_warps: int | None = None,
                programs_per_sm: int | None = None, num_stages: int | None = None,
-               max_registers: int | None = None) -> None:
+               max_registers: int | None = None, one_launch: bool = True) -> None:
         """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]: token i goes to (pages[i],
         offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
         fit shared memory; at least 16 rows for a rotated format, whose rotation is a tensor-core
-        product). The destination rows are computed in the kernel: one launch per side. A
+        product). The destination rows are computed in the kernel: one launch per side, or one
+        for both where K and V are in the same rotated format and shape (unless not
+        ``one_launch``). A
         rotated format's programs are persistent (ROTATED_PER_SM a multiprocessor, or
         ``programs_per_sm``): each loads the rotation once; ``num_stages`` (ROTATED_STAGES if
         not given) pipelines their loop's loads, and ``max_registers`` (ROTATED_REGS if not
@@ -881,6 +883,7 @@ class LayerCache:
         torch = _torch()
         tab = self._tables()
         pages, offsets = pages.contiguous(), offsets.contiguous()
+        launches: list[tuple[Side, dict[str, Any], list[Any], list[Any]]] = []
         for side, x in ((self.k, k), (self.v, v))[: 2 if self.has_v else 1]:
             rows_a, warps = APPEND_LAUNCH.get(side.fmt, (32, 4))
             rotated = side.fmt in ROTATED
@@ -894,30 +897,40 @@ class LayerCache:
             side.wide = side.wide or rows.dtype != torch.float16
             p0, p1, x0, x1 = side.operands()
             n = rows.shape[0]
-            blocks = math.ceil(n / rows_p)
             shape = dict(H_KV=self.kv_heads, FMT=FMT_CODES[side.fmt], D=side.head_dim,
                          DP=side.padded_dim, DPOW=dpow, X0=x0, X1=x1, ROWS=rows_p,
                          num_warps=num_warps or warps)
-            if rotated:
-                levels = 8 if side.fmt == "tbq3" else 16
-                grid = (min(blocks, SMS * (programs_per_sm or ROTATED_PER_SM)),)
-                # the rotation in the input's type where it is bfloat16 on a GPU (Triton's
-                # interpreter multiplies bfloat16 wrongly), or float16: other inputs than
-                # float16 then take the kernel's float32 path
-                exact = rows.dtype == torch.float16 or (rows.dtype == torch.bfloat16
-                                                        and rows.is_cuda)
-                rot = self._rotation(rows.dtype if exact else torch.float16,
-                                     lanes=side.fmt == "tbq3")
-                rotated_append_kernel[grid](
-                    rows, pages, offsets, p0, p1, rot, tab[f"th{levels}"],
-                    self._cent(side.fmt), n, self.page_size, LEVELS=levels, **shape,
-                    num_stages=num_stages or ROTATED_STAGES,
-                    maxnreg=max_registers or ROTATED_REGS)
-            else:
-                append_kernel[(blocks,)](
+            if not rotated:
+                append_kernel[(math.ceil(n / rows_p),)](
                     rows, pages, offsets, p0, p1,
                     side.global_scale if side.global_scale is not None else p0, n,
                     self.page_size, HW=rows.device.type == "cuda", **shape)
+                continue
+            last = launches[-1] if launches else None
+            if one_launch and last and last[1] == shape and last[0].fmt == side.fmt and (
+                    last[2][0].dtype == rows.dtype):
+                # V as K: one launch writes both sides (SIDES 2)
+                last[2].append(rows)
+                last[3].extend((p0, p1))
+            else:
+                launches.append((side, shape, [rows], [p0, p1]))
+        for side, shape, xs, planes in launches:
+            rows, n = xs[0], xs[0].shape[0]
+            levels = 8 if side.fmt == "tbq3" else 16
+            blocks = math.ceil(n / shape["ROWS"]) * len(xs)
+            grid = (min(blocks, SMS * (programs_per_sm or ROTATED_PER_SM)),)
+            # the rotation in the input's type where it is bfloat16 on a GPU (Triton's
+            # interpreter multiplies bfloat16 wrongly), or float16: other inputs than float16
+            # then take the kernel's float32 path
+            exact = rows.dtype == torch.float16 or (rows.dtype == torch.bfloat16
+                                                    and rows.is_cuda)
+            rot = self._rotation(rows.dtype if exact else torch.float16,
+                                 lanes=side.fmt == "tbq3")
+            rotated_append_kernel[grid](
+                rows, xs[-1], pages, offsets, *planes[:2], *planes[-2:], rot,
+                tab[f"th{levels}"], self._cent(side.fmt), n, self.page_size, LEVELS=levels,
+                SIDES=len(xs), **shape, num_stages=num_stages or ROTATED_STAGES,
+                maxnreg=max_registers or ROTATED_REGS)
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
         """A reusable scratch buffer (no allocation on the decode hot path)."""

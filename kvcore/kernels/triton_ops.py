@@ -1313,13 +1313,17 @@ def _store_codes(P0, r, rmask, idx, R: tl.constexpr, C: tl.constexpr, FMT: tl.co
 
 
 @triton.jit
-def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE,
-                          H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr,
+def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT, n_rows,
+                          PAGE, H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr,
                           DP: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr,
-                          X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr):
+                          X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr,
+                          SIDES: tl.constexpr = 1):
     """append_kernel for the rotated formats (tbq4: FMT 4, tbq3: 5), persistent: each program
     loads the rotation (ROT, the 128 × 128 ±1 matrix, times √128; tbq3: its rows in
-    lane_order) once and then quantizes every num_programs-th block of ROWS rows. Each
+    lane_order) once and then quantizes every num_programs-th block of ROWS rows. SIDES 2:
+    K's rows X into planes P0, P1 and V's rows XV (the same tokens, format and widths) into
+    P0V, P1V in one launch, V's blocks numbered after K's, so that the programs share out
+    both sides' blocks (SIDES 1: X into P0, P1 only; XV, P0V, P1V unread). Each
     128-block of a row is rotated and coded by the Lloyd–Max thresholds TH (centroids CENT)
     of its unit vector; its stored norm is the block's norm over the norm of its centroids,
     so the reconstruction keeps the length. ROT is float16 or bfloat16: input of its type is
@@ -1347,11 +1351,20 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
     e7 = _coded(CENT, 7, H, M)
     d = tl.arange(0, DPOW)
     nb = tl.arange(0, DPOW // 128)
-    for blk in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+    blocks = tl.cdiv(n_rows, ROWS)
+    for it in range(tl.program_id(0), blocks * SIDES, tl.num_programs(0)):
+        if SIDES == 2:
+            second = it >= blocks
+            xs = tl.where(second, XV, X)
+            q0 = tl.where(second, P0V, P0)
+            q1 = tl.where(second, P1V, P1)
+            blk = tl.where(second, it - blocks, it)
+        else:
+            xs, q0, q1, blk = X, P0, P1, it
         ri = tl.arange(0, ROWS).to(tl.int64) + blk * ROWS
         rmask = ri < n_rows
         r = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)[:, None]
-        x = tl.load(X + ri[:, None] * D + d[None, :], mask=rmask[:, None] & (d[None, :] < D),
+        x = tl.load(xs + ri[:, None] * D + d[None, :], mask=rmask[:, None] & (d[None, :] < D),
                     other=0.0)
         # y: each block rotated; the rotation keeps the length, so y / |y| is its rotated
         # unit vector, whose coordinates the thresholds code: compare |y| with the thresholds
@@ -1372,11 +1385,11 @@ def rotated_append_kernel(X, PAGES, OFFSETS, P0, P1, ROT, TH, CENT, n_rows, PAGE
         c, flip = _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
                           LEVELS)
         # y ≤ 0 takes the mirrored code, M minus the positive one (its complement)
-        _store_codes(P0, r * X0, rmask,
+        _store_codes(q0, r * X0, rmask,
                      tl.reshape((c.to(tl.int32, bitcast=True) ^ flip) & M, (ROWS, DPOW)),
                      ROWS, DPOW, FMT, DP * (4 if FMT == 4 else 3) // 8)
         norm = (n / tl.maximum(tl.sqrt(tl.sum(c * c, axis=2)), 1e-30)).to(tl.float16)
-        tl.store(P1 + r * X1 + nb[None, :], norm, mask=rmask[:, None] & (nb[None, :] < DP // 128))
+        tl.store(q1 + r * X1 + nb[None, :], norm, mask=rmask[:, None] & (nb[None, :] < DP // 128))
 
 
 @triton.jit

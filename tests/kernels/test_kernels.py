@@ -485,18 +485,26 @@ def test_rotated_append_writes_the_reference_bytes(fmt, head_dim, dtype):
 @pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
 @pytest.mark.parametrize(("head_dim", "dtype"), [(128, torch.float16), (256, torch.float32)])
 def test_one_rotated_program_walks_every_block(monkeypatch, fmt, head_dim, dtype):
-    # the persistent programs step over the row blocks; with one program for 9 blocks (the
-    # last one short), each step must land in its own rows and write the reference's bytes
+    # the persistent programs step over the row blocks; with one program for K's 9 blocks
+    # (the last one short) and then V's, which one launch writes, each step must land in its
+    # own side and rows and write the reference's bytes; launched a side at a time, the same
     import kvcore.kernels.cache as cache_mod
 
     monkeypatch.setattr(cache_mod, "SMS", 1)
     g = torch.Generator().manual_seed(head_dim)
     x = (torch.randn(70, 2, head_dim, generator=g) * 3).to(dtype)
+    xv = (torch.randn(70, 2, head_dim, generator=g) * 0.5).to(dtype)
     kernel = LayerCache(fmt, fmt, 1, 128, 2, head_dim)
+    apart = LayerCache(fmt, fmt, 1, 128, 2, head_dim)
     refc = LayerCache(fmt, fmt, 1, 128, 2, head_dim)
     t = torch.arange(70)
-    kernel.append(x, x, torch.zeros_like(t), t, rows_per_program=16, programs_per_sm=1)
-    refc.append_ref(x, x, torch.zeros_like(t), t)
+    kernel.append(x, xv, torch.zeros_like(t), t, rows_per_program=16, programs_per_sm=1)
+    apart.append(x, xv, torch.zeros_like(t), t, rows_per_program=16, programs_per_sm=1,
+                 one_launch=False)
+    refc.append_ref(x, xv, torch.zeros_like(t), t)
+    for one, two in ((kernel.k, apart.k), (kernel.v, apart.v)):
+        for name in one.planes:
+            assert torch.equal(one.planes[name], two.planes[name]), name
     for side_k, side_r in ((kernel.k, refc.k), (kernel.v, refc.v)):
         qs, qs_ref = side_k.planes["qs"], side_r.planes["qs"]
         assert (qs == qs_ref).float().mean() > 0.999, fmt
