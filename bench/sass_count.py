@@ -111,16 +111,16 @@ def _opcodes(lines: list[str]) -> collections.Counter:
 
 
 def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int = 2):
-    """The append kernel of ``fmt`` (head_dim 128, 8 KV heads, fp16 rows, the GPU paths; a
-    rotated format's K and V in one launch, ``sides`` 2, as append launches it) compiled for
-    sm_90: (kernel, SASS, resource usage)."""
+    """The append kernel of ``fmt`` (head_dim 128, 8 KV heads, fp16 rows, the GPU paths; K
+    and V in one launch, ``sides`` 2, as append launches them) compiled for sm_90: (kernel,
+    SASS, resource usage)."""
     from kvcore.kernels import triton_ops as ops
 
     f = ops.FMT_CODES[fmt]
     sig = {"X": "*fp16", "XV": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64",
            "P0": DATA.get(f, "*u8"), "P1": SIDE.get(f, "*u8"), "P0V": DATA.get(f, "*u8"),
-           "P1V": SIDE.get(f, "*u8"), "GS": "*fp32", "ROT": "*fp16", "TH": "*fp32",
-           "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
+           "P1V": SIDE.get(f, "*u8"), "GS": "*fp32", "GSV": "*fp32", "ROT": "*fp16",
+           "TH": "*fp32", "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
     x0, x1 = _row_widths(fmt, 128)
     consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=x0, X1=x1,
                   LEVELS=8 if f == 5 else 16, ROWS=rows, HW=True, SIDES=sides)

@@ -871,9 +871,9 @@ class LayerCache:
         offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
         fit shared memory; at least 16 rows for a rotated format, whose rotation is a tensor-core
-        product). The destination rows are computed in the kernel: one launch per side, or one
-        for both where K and V are in the same rotated format and shape (unless not
-        ``one_launch``). A
+        product). The destination rows are computed in the kernel: one launch for both sides
+        where K and V are in the same format and shape (unless not ``one_launch``), else one
+        a side. A
         rotated format's programs are persistent (ROTATED_PER_SM a multiprocessor, or
         ``programs_per_sm``): each loads the rotation once; ``num_stages`` (ROTATED_STAGES if
         not given) pipelines their loop's loads, and ``max_registers`` (ROTATED_REGS if not
@@ -896,28 +896,31 @@ class LayerCache:
             self._fix_global_scale(side, rows)
             side.wide = side.wide or rows.dtype != torch.float16
             p0, p1, x0, x1 = side.operands()
-            n = rows.shape[0]
+            # the planes and nvfp4's global scale (the data plane again where there is none)
+            operands = [p0, p1, side.global_scale if side.global_scale is not None else p0]
             shape = dict(H_KV=self.kv_heads, FMT=FMT_CODES[side.fmt], D=side.head_dim,
                          DP=side.padded_dim, DPOW=dpow, X0=x0, X1=x1, ROWS=rows_p,
                          num_warps=num_warps or warps)
-            if not rotated:
-                append_kernel[(math.ceil(n / rows_p),)](
-                    rows, pages, offsets, p0, p1,
-                    side.global_scale if side.global_scale is not None else p0, n,
-                    self.page_size, HW=rows.device.type == "cuda", **shape)
-                continue
             last = launches[-1] if launches else None
             if one_launch and last and last[1] == shape and last[0].fmt == side.fmt and (
                     last[2][0].dtype == rows.dtype):
                 # V as K: one launch writes both sides (SIDES 2)
                 last[2].append(rows)
-                last[3].extend((p0, p1))
+                last[3].extend(operands)
             else:
-                launches.append((side, shape, [rows], [p0, p1]))
-        for side, shape, xs, planes in launches:
+                launches.append((side, shape, [rows], operands))
+        for side, shape, xs, ops in launches:
             rows, n = xs[0], xs[0].shape[0]
-            levels = 8 if side.fmt == "tbq3" else 16
+            # K's and V's operands: (rows, planes, global scale) a side, the same twice where
+            # one side is launched
+            first, second = ops[:3], ops[-3:]
             blocks = math.ceil(n / shape["ROWS"]) * len(xs)
+            if side.fmt not in ROTATED:
+                append_kernel[(blocks,)](
+                    rows, xs[-1], pages, offsets, *first[:2], *second[:2], first[2], second[2],
+                    n, self.page_size, HW=rows.device.type == "cuda", SIDES=len(xs), **shape)
+                continue
+            levels = 8 if side.fmt == "tbq3" else 16
             grid = (min(blocks, SMS * (programs_per_sm or ROTATED_PER_SM)),)
             # the rotation in the input's type where it is bfloat16 on a GPU (Triton's
             # interpreter multiplies bfloat16 wrongly), or float16: other inputs than float16
@@ -927,7 +930,7 @@ class LayerCache:
             rot = self._rotation(rows.dtype if exact else torch.float16,
                                  lanes=side.fmt == "tbq3")
             rotated_append_kernel[grid](
-                rows, xs[-1], pages, offsets, *planes[:2], *planes[-2:], rot,
+                rows, xs[-1], pages, offsets, *first[:2], *second[:2], rot,
                 tab[f"th{levels}"], self._cent(side.fmt), n, self.page_size, LEVELS=levels,
                 SIDES=len(xs), **shape, num_stages=num_stages or ROTATED_STAGES,
                 maxnreg=max_registers or ROTATED_REGS)

@@ -1405,29 +1405,41 @@ def _mul_rn(a, b, HW: tl.constexpr):
 
 
 @triton.jit
-def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, n_rows, PAGE,
+def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE,
                   H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr,
                   DPOW: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
-                  ROWS: tl.constexpr, HW: tl.constexpr):
+                  ROWS: tl.constexpr, HW: tl.constexpr, SIDES: tl.constexpr = 1):
     """Quantize ``n_rows`` rows of X [n_rows, D] (token-major, H_KV heads a token) into the
     planes of a format that is not rotated (those have rotated_append_kernel): token i goes
     to (page PAGES[i], row OFFSETS[i]) of each head's PAGE rows. GS: nvfp4's global scale.
-    HW: float8 conversions in hardware (a GPU)."""
-    ri = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    HW: float8 conversions in hardware (a GPU). SIDES 2: K's rows X into P0, P1 (global
+    scale GS) and V's rows XV (the same tokens, format and widths) into P0V, P1V (GSV) in one
+    launch, V's blocks after K's (SIDES 1: XV, P0V, P1V and GSV unread)."""
+    blk = tl.program_id(0)
+    if SIDES == 2:
+        second = blk >= tl.cdiv(n_rows, ROWS)
+        xs = tl.where(second, XV, X)
+        q0 = tl.where(second, P0V, P0)
+        q1 = tl.where(second, P1V, P1)
+        gsp = tl.where(second, GSV, GS)
+        blk = tl.where(second, blk - tl.cdiv(n_rows, ROWS), blk)
+    else:
+        xs, q0, q1, gsp = X, P0, P1, GS
+    ri = blk.to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = ri < n_rows
     dst = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)
     d = tl.arange(0, DPOW)
     m = rmask[:, None] & (d[None, :] < D)
-    x = tl.load(X + ri[:, None] * D + d[None, :], mask=m, other=0.0).to(tl.float32)
+    x = tl.load(xs + ri[:, None] * D + d[None, :], mask=m, other=0.0).to(tl.float32)
     r = dst[:, None]
     wm = rmask[:, None] & (d[None, :] < DP)
     if FMT == 0:
-        tl.store(P0 + r * X0 + d[None, :], x.to(P0.dtype.element_ty), mask=m)
+        tl.store(q0 + r * X0 + d[None, :], x.to(q0.dtype.element_ty), mask=m)
     elif FMT == 1:
         amax = tl.max(tl.abs(x), axis=1)
         scale = tl.maximum(amax, 1e-12) / 448.0
-        tl.store(P0 + r * X0 + d[None, :], _e4m3(x / scale[:, None], HW), mask=m)
-        tl.store(P1 + dst, scale, mask=rmask)
+        tl.store(q0 + r * X0 + d[None, :], _e4m3(x / scale[:, None], HW), mask=m)
+        tl.store(q1 + dst, scale, mask=rmask)
     elif FMT == 2:
         xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
         amax = tl.max(tl.abs(xb), axis=2)
@@ -1436,9 +1448,9 @@ def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, n_rows, PAGE,
         v = xb * inv[:, :, None]
         q = tl.where(v >= 0, tl.floor(v + 0.5), -tl.floor(-v + 0.5))
         q = tl.reshape(tl.minimum(tl.maximum(q, -127.0), 127.0), (ROWS, DPOW))
-        tl.store(P0 + r * X0 + d[None, :], q.to(tl.int8), mask=wm)
+        tl.store(q0 + r * X0 + d[None, :], q.to(tl.int8), mask=wm)
         nb = tl.arange(0, DPOW // 32)
-        tl.store(P1 + r * X1 + nb[None, :], ds, mask=rmask[:, None] & (nb[None, :] < DP // 32))
+        tl.store(q1 + r * X1 + nb[None, :], ds, mask=rmask[:, None] & (nb[None, :] < DP // 32))
     elif FMT == 3:
         xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
         amax = tl.max(tl.abs(xb), axis=2)
@@ -1456,11 +1468,11 @@ def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, n_rows, PAGE,
         lo, hi = tl.split(q4)
         packed = tl.reshape((lo | (hi << 4)).to(tl.uint8), (ROWS, DPOW // 2))
         dd = tl.arange(0, DPOW // 2)
-        tl.store(P0 + r * X0 + dd[None, :], packed, mask=rmask[:, None] & (dd[None, :] < DP // 2))
+        tl.store(q0 + r * X0 + dd[None, :], packed, mask=rmask[:, None] & (dd[None, :] < DP // 2))
         nb = tl.arange(0, DPOW // 32)
-        tl.store(P1 + r * X1 + nb[None, :], ds, mask=rmask[:, None] & (nb[None, :] < DP // 32))
+        tl.store(q1 + r * X1 + nb[None, :], ds, mask=rmask[:, None] & (nb[None, :] < DP // 32))
     else:
-        gs = tl.load(GS)
+        gs = tl.load(gsp)
         xb = tl.reshape(x, (ROWS, DPOW // 16, 16))
         amax = tl.max(tl.abs(xb), axis=2)
         # the block scales (one per 16 values) in software: converted in hardware, these
@@ -1479,7 +1491,7 @@ def append_kernel(X, PAGES, OFFSETS, P0, P1, GS, n_rows, PAGE,
         code = tl.reshape(mag | ((xb < 0).to(tl.int32) << 3), (ROWS, DPOW))
         even, odd = tl.split(tl.reshape(code, (ROWS, DPOW // 2, 2)))
         dd = tl.arange(0, DPOW // 2)
-        tl.store(P0 + r * X0 + dd[None, :], (even | (odd << 4)).to(tl.uint8),
+        tl.store(q0 + r * X0 + dd[None, :], (even | (odd << 4)).to(tl.uint8),
                  mask=rmask[:, None] & (dd[None, :] < DP // 2))
         nb = tl.arange(0, DPOW // 16)
-        tl.store(P1 + r * X1 + nb[None, :], sc, mask=rmask[:, None] & (nb[None, :] < DP // 16))
+        tl.store(q1 + r * X1 + nb[None, :], sc, mask=rmask[:, None] & (nb[None, :] < DP // 16))
