@@ -8,8 +8,9 @@ Nsight Compute can profile it.
 
 One layer, GQA 32/8, head_dim 128, batch 8 × 32,768 tokens (--tokens: another length); each
 format's decode runs twice (the second launch is the one to read; kivi2 and kivi4 by
-kivi_decode_kernel, the others by decode_split_kernel or, q4_0 and q8_0, q4_0_swapped_kernel). --append: an append of 16,384 new tokens (K and V, a
-launch each) into that cache, twice (profile with --kernel-name regex:append_kernel); for
+kivi_decode_kernel, the others by decode_split_kernel or, q4_0 and q8_0, q4_0_swapped_kernel). --append: an append of 16,384 new tokens (K and V, one
+launch since v62) into that cache, twice (profile with --kernel-name regex:append_kernel
+--launch-skip 1); for
 kivi2 and kivi4, 16,384 tokens into each of two empty sequences (regex:kivi_flush_kernel).
 """
 

@@ -15,8 +15,9 @@ SECTIONS="--section SpeedOfLight --section WarpStateStats --section SchedulerSta
       | grep -v "^==PROF==\|Warning"
   done
   for fmt in ${APPEND:-tbq4 tbq3}; do
-    echo "=== $fmt append: ncu --clock-control none --kernel-name regex:rotated_append_kernel --launch-skip 2 --launch-count 1 $SECTIONS python3 bench/profile_decode.py --append $fmt"
-    timeout 150 ncu --clock-control none --kernel-name regex:rotated_append_kernel --launch-skip 2 \
+    # one launch an append since v62 (two before: --launch-skip 2 in the v60 run)
+    echo "=== $fmt append: ncu --clock-control none --kernel-name regex:rotated_append_kernel --launch-skip 1 --launch-count 1 $SECTIONS python3 bench/profile_decode.py --append $fmt"
+    timeout 150 ncu --clock-control none --kernel-name regex:rotated_append_kernel --launch-skip 1 \
       --launch-count 1 $SECTIONS python3 bench/profile_decode.py --append "$fmt" 2>&1 \
       | grep -v "^==PROF==\|Warning"
   done
