@@ -825,9 +825,9 @@ class LayerCache:
     def _tables(self) -> dict[Any, Any]:
         """The cache's constant tensors by name (made once), and tensors derived from them by
         (name, parameters) keys."""
-        torch = _torch()
-        dpow = _pow2(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
         if not hasattr(self, "_tab"):
+            torch = _torch()
+            dpow = _pow2(max(self.head_dim, self.k.padded_dim, self.v.padded_dim))
             self._tab: dict[Any, Any] = {
                 # the 128 × 128 rotation of every 128-block of a rotated row, times √128: ±1,
                 # exact in float16 (the operand of the kernels' rotations)
