@@ -542,6 +542,16 @@ GLUON_PER_SM_Q8_FEW = 4
 GLUON_FEW_ROWS = 64
 GLUON_PER_SM_SHORT = 8
 GLUON_SHORT_SPLIT = 1024
+#: q4_0 at every count of rows and tokens (v62): 8 a multiprocessor, with PIPE (Q4_PIPE_PER_SM),
+#: also where splits are long. Against 12 without PIPE, in three rounds in turns
+#: (gluon-q4_0-per-sm-h200.json, gluon-q4_0-per-sm-long-h200.json): B=2 128k 85.1–86.8 against
+#: 89.0–89.3 µs, B=4 128k 169.6–172.4 against 173.7–178.3, B=8 32k 88.4–89.5 against
+#: 90.5–91.4, B=16 32k 171.1–172.1 against 175.8–176.4, B=8 64k 171.6–173.0 against
+#: 174.6–175.0, B=1 256k 86.3–87.2 against 88.0–88.9, B=1 1M 329.8–346.3 against 346.5–353.6;
+#: level at B=8 128k (348.7–355.7 against 346.3–354.8) and B=64 32k (673–709 against 686–690).
+#: nvfp4 keeps GLUON_PER_SM past short splits (B=8 128k: 355 µs at 12 against 369–374 at 8,
+#: gluon-stages-nvfp4-h200.json)
+GLUON_PER_SM_Q4 = 8
 #: the rows × tokens past which the Gluon kernel was faster than decode_split_kernel (B=1 at
 #: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
 #: 34.0 against 37.0 and 37.2)
@@ -598,8 +608,8 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     query heads, pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with
     ``faster_only``, was measured faster (more than GLUON_LEAST_WORK rows × tokens,
     GLUON_LEAST_WORK_FP4 in nvfp4, GLUON_LEAST_WORK_TBQ3 in tbq3, GLUON_LEAST_WORK_16's for
-    groups of 9-16), else None. Groups of 9-16: GLUON_PER_SM_16. Else q4_0 and nvfp4:
-    GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave of that many would make splits of
+    groups of 9-16), else None. Groups of 9-16: GLUON_PER_SM_16. Else q4_0: GLUON_PER_SM_Q4;
+    nvfp4: GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave of that many would make splits of
     GLUON_SHORT_SPLIT tokens or fewer; tbq4: GLUON_PER_SM_TBQ4; tbq3: GLUON_PER_SM_TBQ3; q8_0:
     GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else GLUON_PER_SM_Q8."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4"),
@@ -622,6 +632,8 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         return GLUON_PER_SM_TBQ4
     if k_fmt == "tbq3":
         return GLUON_PER_SM_TBQ3
+    if k_fmt == "q4_0":
+        return GLUON_PER_SM_Q4
     short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_SHORT))[0] <= GLUON_SHORT_SPLIT
     return GLUON_PER_SM_SHORT if short else GLUON_PER_SM
 

@@ -13,6 +13,7 @@ import pytest
 from kvcore.kernels.cache import (
     GLUON_FEW_ROWS,
     GLUON_PER_SM,
+    GLUON_PER_SM_Q4,
     GLUON_PER_SM_16,
     GLUON_PER_SM_Q8,
     GLUON_PER_SM_Q8_FEW,
@@ -135,17 +136,18 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
 
 
 @pytest.mark.parametrize(("kwargs", "expect"), [
-    ({}, GLUON_PER_SM),  # B=8 32k: a wave of 8 makes 2,048-token splits, 12 a multiprocessor
-    # q4_0 where a wave of 8 makes splits of at most 1,024 tokens: 8, two a scheduler
-    ({"rows": 8, "max_len": 131072}, GLUON_PER_SM_SHORT),  # B=1 128k, 993 tokens
-    ({"rows": 8, "max_len": 65536}, GLUON_PER_SM_SHORT),
-    ({"rows": 16, "max_len": 32768}, GLUON_PER_SM_SHORT),
-    ({"rows": 32, "max_len": 32768}, GLUON_PER_SM_SHORT),  # B=4 32k
-    ({"rows": 8, "max_len": 262144}, GLUON_PER_SM),  # B=1 256k, 1,986 tokens: 12
-    ({"rows": 16, "max_len": 131072}, GLUON_PER_SM),  # B=2 128k
-    ({"rows": 8, "max_len": 1 << 20}, GLUON_PER_SM),
+    # q4_0: 8 a multiprocessor (two a scheduler, with PIPE) at every length since v62
+    ({}, GLUON_PER_SM_Q4),  # B=8 32k: a wave of 8 makes 2,048-token splits
+    ({"rows": 8, "max_len": 131072}, GLUON_PER_SM_Q4),  # B=1 128k, 993 tokens
+    ({"rows": 8, "max_len": 65536}, GLUON_PER_SM_Q4),
+    ({"rows": 16, "max_len": 32768}, GLUON_PER_SM_Q4),
+    ({"rows": 32, "max_len": 32768}, GLUON_PER_SM_Q4),  # B=4 32k
+    ({"rows": 8, "max_len": 262144}, GLUON_PER_SM_Q4),  # B=1 256k, 1,986 tokens
+    ({"rows": 16, "max_len": 131072}, GLUON_PER_SM_Q4),  # B=2 128k
+    ({"rows": 8, "max_len": 1 << 20}, GLUON_PER_SM_Q4),
+    ({"rows": 512, "max_len": 32768}, GLUON_PER_SM_Q4),  # B=64 32k
     ({"rows": 8, "max_len": 32768}, None),  # batch 1 at 32k: the split kernel was faster
-    ({"rows": 8, "max_len": 32768, "faster_only": False}, GLUON_PER_SM_SHORT),
+    ({"rows": 8, "max_len": 32768, "faster_only": False}, GLUON_PER_SM_Q4),
     ({"device_type": "cpu"}, None),
     ({"capability": (7, 5)}, None),
     ({"group": 32}, None),
@@ -218,14 +220,15 @@ def test_gluon_launch_only_where_it_applies_and_was_faster(kwargs, expect):
 @pytest.mark.parametrize("rows", [8, 16, 24, 32, 64, 65, 100, 512])
 @pytest.mark.parametrize("max_len", [40000, 65536, 131072, 139264, 262144, 1 << 20])
 def test_gluon_takes_fewer_programs_only_over_few_rows_or_short_splits(rows, max_len):
-    # q4_0: splits of a wave of 8 a multiprocessor, in whole 32-token tiles, stated here again
+    # nvfp4: splits of a wave of 8 a multiprocessor, in whole 32-token tiles, stated here again
     want = max(1, 8 * SMS // rows)
     split8 = max(32, -(-max_len // (want * 32)) * 32)
-    per_sm = gluon_launch("q4_0", "q4_0", 128, 128, 4, 32, rows, max_len, "cuda",
+    per_sm = gluon_launch("nvfp4", "nvfp4", 128, 128, 4, 32, rows, max_len, "cuda",
                           faster_only=False)
     assert per_sm == (GLUON_PER_SM_SHORT if split8 <= GLUON_SHORT_SPLIT else GLUON_PER_SM)
-    assert gluon_launch("nvfp4", "nvfp4", 128, 128, 4, 32, rows, max_len, "cuda",
-                        faster_only=False) == per_sm
+    # q4_0: 8 at every length (v62)
+    assert gluon_launch("q4_0", "q4_0", 128, 128, 4, 32, rows, max_len, "cuda",
+                        faster_only=False) == GLUON_PER_SM_Q4 == GLUON_PER_SM_SHORT
     # fewer programs make longer splits than the 12's, never shorter ones
     split12 = max(32, -(-max_len // (max(1, 12 * SMS // rows) * 32)) * 32)
     assert tiled_splits(max_len, max(1, per_sm * SMS // rows))[0] >= split12
@@ -253,8 +256,10 @@ def test_gluon_splits_fill_one_whole_wave(fmt, rows, max_len):
     most = max(1, per_sm * SMS // rows)
     assert n <= most
     assert split == 32 or -(-max_len // (split - 32)) > most
-    if (fmt, rows, max_len) == ("q4_0", 128, 131072):
+    if (fmt, rows, max_len) == ("nvfp4", 128, 131072):
         assert (per_sm, n) == (12, 12)
+    if (fmt, rows, max_len) == ("q4_0", 128, 131072):  # B=16 128k: 8 splits since v62
+        assert (per_sm, n) == (8, 8)
     if (fmt, rows, max_len) == ("q8_0", 128, 131072):
         assert (per_sm, n) == (8, 8)
     if (fmt, rows, max_len) == ("q8_0", 8, 131072):  # B=1 128k: 66 splits of 2,016 tokens
