@@ -13,8 +13,8 @@ import pytest
 from kvcore.kernels.cache import (
     GLUON_FEW_ROWS,
     GLUON_PER_SM,
-    GLUON_PER_SM_Q4,
     GLUON_PER_SM_16,
+    GLUON_PER_SM_Q4,
     GLUON_PER_SM_Q8,
     GLUON_PER_SM_Q8_FEW,
     GLUON_PER_SM_SHORT,
