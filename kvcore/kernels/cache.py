@@ -517,7 +517,7 @@ def head_parts(width: int) -> tuple[int, int]:
     return (main, tail) if tail < main else (2 * main, 0)
 
 
-#: programs a multiprocessor of the Gluon kernel (kernels/gluon_q4_0.py) in q4_0 (and nvfp4)
+#: programs a multiprocessor of the Gluon kernel (kernels/gluon_q4_0.py) in nvfp4 (q4_0 until v62)
 #: and in q8_0: the programs that reside at once (q4_0 at 168 registers, q8_0 at up to 256), so that its
 #: splits (splits_for) fill one whole wave. Rounding the wave up had left a second wave of a few
 #: programs (bench/results/gluon-waves-h200.json): q4_0 B=16 128k 17 splits 762.3 µs against
