@@ -915,7 +915,7 @@ class LayerCache:
                          num_warps=num_warps or warps)
             last = launches[-1] if launches else None
             if one_launch and last and last[1] == shape and last[0].fmt == side.fmt and (
-                    last[2][0].dtype == rows.dtype):
+                    last[2][0].dtype == rows.dtype and last[2][0].shape == rows.shape):
                 # V as K: one launch writes both sides (SIDES 2)
                 last[2].append(rows)
                 last[3].extend(operands)
