@@ -3,6 +3,7 @@ with --format tbq4 (tbq3) its tbq4 (tbq3) form.
 
     python bench/probes/gluon_nvfp4.py [--out DIR] [--shapes BxT,…] [--per-sm 8,12,8p,12pu]
         [--rounds 2] [--no-check] [--format nvfp4|tbq4|tbq3|q4_0] [--heads 32/8/128]
+        [--like-decode]
 
 First decode's GPU check with the Gluon kernel forced (three sequences of 1,000, 1 and 777
 tokens under a shuffled block table, pages of 32, 64 and 96 tokens) at 4, 8 and 16 query heads a
@@ -78,6 +79,9 @@ def main() -> None:
     ap.add_argument("--format", default="nvfp4", choices=("nvfp4", "tbq4", "tbq3", "q4_0"))
     ap.add_argument("--heads", default="32/8/128",
                     help="the timed shapes' query heads/KV heads/head_dim (the checks: their own)")
+    ap.add_argument("--like-decode", action="store_true",
+                    help="build each shape's caches as bench/decode.py does: filled, then an "
+                    "append timed into it, then its copies")
     args = ap.parse_args()
     counts = args.per_sm.split(",")
     doc: dict = {"env": environment("cuda", torch), "check": {}, "rows": []}
@@ -94,7 +98,14 @@ def main() -> None:
     write_json(args.out, out_name, doc)
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))
-        caches = filled_copies(args.format, batch, tokens)
+        if args.like_decode:
+            cache = kcache.LayerCache(args.format, args.format, batch, tokens, decode.HKV,
+                                      decode.D, device="cuda")
+            decode.fill(cache, batch, tokens, torch.float16)
+            decode.append_time(cache, batch, tokens, torch.float16)
+            caches = decode.copies(cache, batch, tokens)
+        else:
+            caches = filled_copies(args.format, batch, tokens)
         table, seq, q = step_inputs(batch, tokens)
         base = caches[0].decode(q, table, seq, max_len=tokens, gluon=False).clone()
         row: dict = {"format": args.format, "batch": batch, "tokens": tokens,
