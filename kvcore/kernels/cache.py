@@ -878,7 +878,8 @@ class LayerCache:
     def append(self, k: Any, v: Any, pages: Any, offsets: Any,
                rows_per_program: int | None = None, num_warps: int | None = None,
                programs_per_sm: int | None = None, num_stages: int | None = None,
-               max_registers: int | None = None, one_launch: bool = True) -> None:
+               max_registers: int | None = None, one_launch: bool = True,
+               fma_search: bool = False) -> None:
         """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]: token i goes to (pages[i],
         offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
@@ -889,7 +890,9 @@ class LayerCache:
         rotated format's programs are persistent (ROTATED_PER_SM a multiprocessor, or
         ``programs_per_sm``): each loads the rotation once; ``num_stages`` (ROTATED_STAGES if
         not given) pipelines their loop's loads, and ``max_registers`` (ROTATED_REGS if not
-        given) caps their registers a thread."""
+        given) caps their registers a thread. ``fma_search``: the rotated formats' centroid
+        search with its selects on the FMA pipes (triton_ops._search's FMA form; a probe, not
+        yet timed)."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()
@@ -944,8 +947,8 @@ class LayerCache:
             rotated_append_kernel[grid](
                 rows, xs[-1], pages, offsets, *first[:2], *second[:2], rot,
                 tab[f"th{levels}"], self._cent(side.fmt), n, self.page_size, LEVELS=levels,
-                SIDES=len(xs), **shape, num_stages=num_stages or ROTATED_STAGES,
-                maxnreg=max_registers or ROTATED_REGS)
+                SIDES=len(xs), FMA=fma_search, HW=rows.device.type == "cuda", **shape,
+                num_stages=num_stages or ROTATED_STAGES, maxnreg=max_registers or ROTATED_REGS)
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
         """A reusable scratch buffer (no allocation on the decode hot path)."""

@@ -1242,27 +1242,65 @@ def _threshold(TH, k: tl.constexpr, H: tl.constexpr):
 
 
 @triton.jit
-def _coded(CENT, k: tl.constexpr, H: tl.constexpr, M: tl.constexpr):
-    """Positive centroid k, CENT[H + k] (past the last, H - 1, the last), with its code in the
-    low bits of its mantissa (a change of at most M units in the last place, 2⁻¹⁹ of its
-    value), so the search that selects it also gives the code."""
+def _coded(CENT, k: tl.constexpr, H: tl.constexpr, M: tl.constexpr, BIAS: tl.constexpr = 0.0):
+    """Positive centroid k, CENT[H + k] (past the last, H - 1, the last), plus BIAS, with its
+    code in the low bits of its mantissa (a change of at most M units in the last place, 2⁻¹⁹
+    of its value; with BIAS 0.25, M · 2⁻²⁵), so the search that selects it also gives the
+    code. BIAS 0.25 puts every centroid (all below 0.25) in the binade [0.25, 0.5), where the
+    difference of any two is a float32: a select written as a + m · (b − a), m 0 or 1, is
+    then exact (_search's FMA form)."""
     j: tl.constexpr = k if k < H else H - 1
-    bits = tl.load(CENT + H + j).to(tl.int32, bitcast=True)
+    cent = tl.load(CENT + H + j)
+    if BIAS != 0.0:
+        cent = cent + BIAS
+    bits = cent.to(tl.int32, bitcast=True)
     return ((bits & ~M) | (H + j)).to(tl.float32, bitcast=True)
 
 
 @triton.jit
+def _above(a, b, HW: tl.constexpr):
+    """1.0 where a > b, else 0.0 (on a GPU one set.gt, a float result with no predicate)."""
+    b = tl.broadcast_to(b, a.shape)
+    if HW:
+        return tl.inline_asm_elementwise("set.gt.f32.f32 $0, $1, $2;", "=r,r,r", [a, b],
+                                         dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        return (a > b).to(tl.float32)
+
+
+@triton.jit
+def _pick(a, b, m):
+    """b where m is 1.0, a where it is 0.0: a + m · (b − a), on the FMA pipes (exact where
+    b − a is a float32, as for _coded's biased centroids)."""
+    return a + m * (b - a)
+
+
+@triton.jit
 def _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
-            LEVELS: tl.constexpr):
+            LEVELS: tl.constexpr, FMA: tl.constexpr = False, HW: tl.constexpr = False):
     """The coded centroid (_coded) of each rotated value y [R, C] of a block whose length is
     s [R, 1] (the thresholds t0 < t1 < … are those of its unit vector: y / s), and the mask
-    that mirrors its code where y ≤ 0 (all ones, or none)."""
+    that mirrors its code where y ≤ 0 (all ones, or none). FMA: the comparisons as 1.0 or 0.0
+    and every select as _pick, off the logic pipe, over centroids coded with BIAS 0.25 (the
+    centroid returned with its bias; a threshold picked so may be an ulp off)."""
     # torch.bucketize counts the thresholds below y: for y > 0 those below |y|, for y ≤ 0
     # those at or below |y|, which are those below the next float above |y|
     flip = tl.where(y > 0, 0, -1)
     key = ((y.to(tl.int32, bitcast=True) & 0x7FFFFFFF) - flip).to(tl.float32, bitcast=True)
     # binary search for the centroid of |y|, and with it the code H + (thresholds below)
-    if LEVELS == 16:
+    if FMA:
+        if LEVELS == 16:
+            m4 = _above(key, t3 * s, HW)
+            m2 = _above(key, _pick(t1 * s, t5 * s, m4), HW)
+            last = _pick(_pick(t0 * s, t2 * s, m2), _pick(t4 * s, t6 * s, m2), m4)
+            m1 = _above(key, last, HW)
+            c = _pick(_pick(_pick(e0, e1, m1), _pick(e2, e3, m1), m2),
+                      _pick(_pick(e4, e5, m1), _pick(e6, e7, m1), m2), m4)
+        else:
+            m2 = _above(key, t1 * s, HW)
+            m1 = _above(key, _pick(t0 * s, t2 * s, m2), HW)
+            c = _pick(_pick(e0, e1, m1), _pick(e2, e3, m1), m2)
+    elif LEVELS == 16:
         c4 = key > t3 * s
         c2 = key > tl.where(c4, t5 * s, t1 * s)
         # the last threshold and the two centroids around it, chosen before the last
@@ -1317,13 +1355,15 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
                           PAGE, H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr,
                           DP: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr,
                           X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr,
-                          SIDES: tl.constexpr = 1):
+                          SIDES: tl.constexpr = 1, FMA: tl.constexpr = False,
+                          HW: tl.constexpr = False):
     """append_kernel for the rotated formats (tbq4: FMT 4, tbq3: 5), persistent: each program
     loads the rotation (ROT, the 128 × 128 ±1 matrix, times √128; tbq3: its rows in
     lane_order) once and then quantizes every num_programs-th block of ROWS rows. SIDES 2:
     K's rows X into planes P0, P1 and V's rows XV (the same tokens, format and widths) into
     P0V, P1V in one launch, V's blocks numbered after K's, so that the programs share out
-    both sides' blocks (SIDES 1: X into P0, P1 only; XV, P0V, P1V unread). Each
+    both sides' blocks (SIDES 1: X into P0, P1 only; XV, P0V, P1V unread). FMA: _search's
+    FMA form (HW: its comparisons by set.gt on a GPU). Each
     128-block of a row is rotated and coded by the Lloyd–Max thresholds TH (centroids CENT)
     of its unit vector; its stored norm is the block's norm over the norm of its centroids,
     so the reconstruction keeps the length. ROT is float16 or bfloat16: input of its type is
@@ -1333,6 +1373,7 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
     rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
     H: tl.constexpr = LEVELS // 2
     M: tl.constexpr = LEVELS - 1
+    BIAS: tl.constexpr = 0.25 if FMA else 0.0
     # the codebook and its thresholds are symmetric: the positive thresholds and centroids
     t0 = _threshold(TH, 0, H)
     t1 = _threshold(TH, 1, H)
@@ -1341,14 +1382,14 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
     t4 = _threshold(TH, 4, H)
     t5 = _threshold(TH, 5, H)
     t6 = _threshold(TH, 6, H)
-    e0 = _coded(CENT, 0, H, M)
-    e1 = _coded(CENT, 1, H, M)
-    e2 = _coded(CENT, 2, H, M)
-    e3 = _coded(CENT, 3, H, M)
-    e4 = _coded(CENT, 4, H, M)
-    e5 = _coded(CENT, 5, H, M)
-    e6 = _coded(CENT, 6, H, M)
-    e7 = _coded(CENT, 7, H, M)
+    e0 = _coded(CENT, 0, H, M, BIAS)
+    e1 = _coded(CENT, 1, H, M, BIAS)
+    e2 = _coded(CENT, 2, H, M, BIAS)
+    e3 = _coded(CENT, 3, H, M, BIAS)
+    e4 = _coded(CENT, 4, H, M, BIAS)
+    e5 = _coded(CENT, 5, H, M, BIAS)
+    e6 = _coded(CENT, 6, H, M, BIAS)
+    e7 = _coded(CENT, 7, H, M, BIAS)
     d = tl.arange(0, DPOW)
     nb = tl.arange(0, DPOW // 128)
     blocks = tl.cdiv(n_rows, ROWS)
@@ -1383,12 +1424,15 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
             y = tl.reshape(_rotate_blocks(u, rot, SCALED=False), (ROWS, DPOW // 128, 128))
             s = tl.full((ROWS, DPOW // 128, 1), 11.313708498984761, tl.float32)  # √128
         c, flip = _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
-                          LEVELS)
+                          LEVELS, FMA, HW)
         # y ≤ 0 takes the mirrored code, M minus the positive one (its complement)
         _store_codes(q0, r * X0, rmask,
                      tl.reshape((c.to(tl.int32, bitcast=True) ^ flip) & M, (ROWS, DPOW)),
                      ROWS, DPOW, FMT, DP * (4 if FMT == 4 else 3) // 8)
-        norm = (n / tl.maximum(tl.sqrt(tl.sum(c * c, axis=2)), 1e-30)).to(tl.float16)
+        u = c
+        if FMA:
+            u = c - BIAS  # the centroid (exact: BIAS and c share a binade)
+        norm = (n / tl.maximum(tl.sqrt(tl.sum(u * u, axis=2)), 1e-30)).to(tl.float16)
         tl.store(q1 + r * X1 + nb[None, :], norm, mask=rmask[:, None] & (nb[None, :] < DP // 128))
 
 

@@ -517,6 +517,37 @@ def test_one_rotated_program_walks_every_block(monkeypatch, fmt, head_dim, dtype
         assert bool(((norm[0, :, :70] > 0)).all())
 
 
+@pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_rotated_append_fma_search_writes_the_reference_bytes(fmt, dtype):
+    # the search's FMA form picks thresholds and centroids as a + m (b - a): its centroids,
+    # biased into one binade, must come out exact (their codes are their low bits, their
+    # squares the norm's divisor), so the codes are the reference's and the norms too; zero
+    # and one-hot rows exactly
+    g = torch.Generator().manual_seed(7)
+    x = (torch.randn(70, 2, 128, generator=g) * 3).to(dtype)
+    x[3] = 0
+    x[5] = 0
+    x[5, 0, 9] = -2.0
+    kernel = LayerCache(fmt, fmt, 1, 128, 2, 128)
+    plain = LayerCache(fmt, fmt, 1, 128, 2, 128)
+    refc = LayerCache(fmt, fmt, 1, 128, 2, 128)
+    t = torch.arange(70)
+    kernel.append(x, x.flip(0), torch.zeros_like(t), t, fma_search=True)
+    plain.append(x, x.flip(0), torch.zeros_like(t), t)
+    refc.append_ref(x, x.flip(0), torch.zeros_like(t), t)
+    for side_k, side_p, side_r in ((kernel.k, plain.k, refc.k), (kernel.v, plain.v, refc.v)):
+        qs, qs_ref = side_k.planes["qs"], side_r.planes["qs"]
+        assert (qs == qs_ref).float().mean() > 0.999, (fmt, dtype)
+        assert torch.equal(qs[0, :, 3], qs_ref[0, :, 3]) or side_k is kernel.v
+        assert (qs == side_p.planes["qs"]).float().mean() > 0.999
+        norm, norm_ref = side_k.planes["norm"].float(), side_r.planes["norm"].float()
+        same = (qs == qs_ref).reshape(*norm.shape, -1).all(-1)
+        assert same.float().mean() > 0.99
+        assert torch.allclose(norm[same], norm_ref[same], rtol=1e-3, atol=0), (fmt, dtype)
+    assert torch.equal(kernel.k.planes["qs"][0, :, 5], refc.k.planes["qs"][0, :, 5])
+
+
 def test_q4_0_append_takes_the_first_of_two_equal_magnitudes():
     # ggml scales a q4_0 block by its value of largest magnitude, the first one on a tie:
     # -4 before +4 gives the scale +0.5 (-4 maps to -8), +4 before -4 gives -0.5. The
