@@ -55,7 +55,8 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor"
-                    "[/stages[/registers[/one launch: 1 K and V together, 0 a side at a time]]], "
+                    "[/stages[/registers[/one launch: 1 K and V together, 0 a side at a time"
+                    "[/fma search: 1 the rotated formats' search on the FMA pipes]]]], "
                     "the rotated formats' persistent launch],… instead of the built-in list")
     ap.add_argument("--rounds", type=int, default=1, help="time the configs this many times in "
                     "turns, the order reversed every other round")
@@ -92,10 +93,11 @@ def main() -> None:
         turns = [c for r in range(args.rounds) for c in (configs if r % 2 == 0
                                                           else configs[::-1])]
         for rows, warps, *more in turns:
-            launch = dict(zip(("programs_per_sm", "num_stages", "max_registers", "one_launch"),
-                              more, strict=False))
-            if "one_launch" in launch:
-                launch["one_launch"] = bool(launch["one_launch"])
+            launch = dict(zip(("programs_per_sm", "num_stages", "max_registers", "one_launch",
+                               "fma_search"), more, strict=False))
+            for flag in ("one_launch", "fma_search"):
+                if flag in launch:
+                    launch[flag] = bool(launch[flag])
             s, moved = append_time(cache, batch, tokens, dtype, rows_per_program=rows,
                                    num_warps=warps, **launch)
             row = {"format": fmt, "rows_per_program": rows, "num_warps": warps, **launch,
