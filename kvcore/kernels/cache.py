@@ -891,8 +891,8 @@ class LayerCache:
         ``programs_per_sm``): each loads the rotation once; ``num_stages`` (ROTATED_STAGES if
         not given) pipelines their loop's loads, and ``max_registers`` (ROTATED_REGS if not
         given) caps their registers a thread. ``fma_search``: the rotated formats' centroid
-        search with its selects on the FMA pipes (triton_ops._search's FMA form; a probe, not
-        yet timed)."""
+        search as a staircase on the FMA pipes (triton_ops._search's FMA form; not yet
+        timed)."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()

@@ -1247,8 +1247,8 @@ def _coded(CENT, k: tl.constexpr, H: tl.constexpr, M: tl.constexpr, BIAS: tl.con
     code in the low bits of its mantissa (a change of at most M units in the last place, 2⁻¹⁹
     of its value; with BIAS 0.25, M · 2⁻²⁵), so the search that selects it also gives the
     code. BIAS 0.25 puts every centroid (all below 0.25) in the binade [0.25, 0.5), where the
-    difference of any two is a float32: a select written as a + m · (b − a), m 0 or 1, is
-    then exact (_search's FMA form)."""
+    difference of any two is a float32: a centroid plus 1.0 or 0.0 times the step to the next
+    is then exactly one of them (_search's FMA form)."""
     j: tl.constexpr = k if k < H else H - 1
     cent = tl.load(CENT + H + j)
     if BIAS != 0.0:
@@ -1269,10 +1269,13 @@ def _above(a, b, HW: tl.constexpr):
 
 
 @triton.jit
-def _pick(a, b, m):
-    """b where m is 1.0, a where it is 0.0: a + m · (b − a), on the FMA pipes (exact where
-    b − a is a float32, as for _coded's biased centroids)."""
-    return a + m * (b - a)
+def _sign_mask(y, HW: tl.constexpr):
+    """-1 (all ones) where y ≤ 0, else 0 (on a GPU one set.le, no predicate)."""
+    if HW:
+        return tl.inline_asm_elementwise("set.le.s32.f32 $0, $1, 0f00000000;", "=r,r", [y],
+                                         dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        return tl.where(y > 0, 0, -1)
 
 
 @triton.jit
@@ -1280,27 +1283,39 @@ def _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
             LEVELS: tl.constexpr, FMA: tl.constexpr = False, HW: tl.constexpr = False):
     """The coded centroid (_coded) of each rotated value y [R, C] of a block whose length is
     s [R, 1] (the thresholds t0 < t1 < … are those of its unit vector: y / s), and the mask
-    that mirrors its code where y ≤ 0 (all ones, or none). FMA: the comparisons as 1.0 or 0.0
-    and every select as _pick, off the logic pipe, over centroids coded with BIAS 0.25 (the
-    centroid returned with its bias; a threshold picked so may be an ulp off)."""
+    that mirrors its code where y ≤ 0 (all ones, or none). FMA: no selects but a staircase on
+    the FMA pipes: the smallest centroid plus, for each threshold below |y| (each comparison
+    1.0 or 0.0), the step to the next centroid, over centroids coded with BIAS 0.25 so that
+    every partial sum is exactly a coded centroid (returned with its bias); |y| on a
+    threshold counts as below it on either side (torch.bucketize counts it on the negative
+    side only)."""
+    if FMA:
+        flip = _sign_mask(y, HW)
+        a = tl.abs(y)
+        c = e0 + _above(a, t0 * s, HW) * (e1 - e0)
+        c = c + _above(a, t1 * s, HW) * (e2 - e1)
+        c = c + _above(a, t2 * s, HW) * (e3 - e2)
+        if LEVELS == 16:
+            c = c + _above(a, t3 * s, HW) * (e4 - e3)
+            c = c + _above(a, t4 * s, HW) * (e5 - e4)
+            c = c + _above(a, t5 * s, HW) * (e6 - e5)
+            c = c + _above(a, t6 * s, HW) * (e7 - e6)
+    else:
+        c, flip = _binary_search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5,
+                                 e6, e7, LEVELS)
+    return c, flip
+
+
+@triton.jit
+def _binary_search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
+                   LEVELS: tl.constexpr):
+    """_search by selects (on the logic pipe), with torch.bucketize's ties."""
     # torch.bucketize counts the thresholds below y: for y > 0 those below |y|, for y ≤ 0
     # those at or below |y|, which are those below the next float above |y|
     flip = tl.where(y > 0, 0, -1)
     key = ((y.to(tl.int32, bitcast=True) & 0x7FFFFFFF) - flip).to(tl.float32, bitcast=True)
     # binary search for the centroid of |y|, and with it the code H + (thresholds below)
-    if FMA:
-        if LEVELS == 16:
-            m4 = _above(key, t3 * s, HW)
-            m2 = _above(key, _pick(t1 * s, t5 * s, m4), HW)
-            last = _pick(_pick(t0 * s, t2 * s, m2), _pick(t4 * s, t6 * s, m2), m4)
-            m1 = _above(key, last, HW)
-            c = _pick(_pick(_pick(e0, e1, m1), _pick(e2, e3, m1), m2),
-                      _pick(_pick(e4, e5, m1), _pick(e6, e7, m1), m2), m4)
-        else:
-            m2 = _above(key, t1 * s, HW)
-            m1 = _above(key, _pick(t0 * s, t2 * s, m2), HW)
-            c = _pick(_pick(e0, e1, m1), _pick(e2, e3, m1), m2)
-    elif LEVELS == 16:
+    if LEVELS == 16:
         c4 = key > t3 * s
         c2 = key > tl.where(c4, t5 * s, t1 * s)
         # the last threshold and the two centroids around it, chosen before the last

@@ -520,10 +520,10 @@ def test_one_rotated_program_walks_every_block(monkeypatch, fmt, head_dim, dtype
 @pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_rotated_append_fma_search_writes_the_reference_bytes(fmt, dtype):
-    # the search's FMA form picks thresholds and centroids as a + m (b - a): its centroids,
-    # biased into one binade, must come out exact (their codes are their low bits, their
-    # squares the norm's divisor), so the codes are the reference's and the norms too; zero
-    # and one-hot rows exactly
+    # the search's FMA form climbs from the smallest centroid by one step a threshold below
+    # |y|: its centroids, biased into one binade, must come out exact (their codes are their
+    # low bits, their squares the norm's divisor), so the codes are the reference's and the
+    # norms too; zero and one-hot rows exactly
     g = torch.Generator().manual_seed(7)
     x = (torch.randn(70, 2, 128, generator=g) * 3).to(dtype)
     x[3] = 0
