@@ -3,7 +3,7 @@ wheel's own compiler; the interpreter cannot run inline PTX): q4_0's reciprocal 
 rounded as the reference rounds them, KIVI's scale times a constant reciprocal of its levels,
 its codes from the correctly rounded reciprocal of the scale, rounded by an add of 2**23 (no
 float-to-integer conversion), tbq3's codes stored as
-whole words, KIVI's decode unpacking its codes by their bits (tests/kernels/sm90.py compiles
+whole words, the rotated formats' FMA search by float comparisons, KIVI's decode unpacking its codes by their bits (tests/kernels/sm90.py compiles
 them)."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ SCRIPT = textwrap.dedent("""
     out = {}
     for fmt, rows, warps in (("q4_0", 8, 1), ("tbq4", 64, 4), ("tbq3", 64, 4)):
         out[fmt] = sass_count.compile_append(fmt, rows, warps)[0].asm["ptx"]
+    for fmt in ("tbq4", "tbq3"):
+        out[fmt + "-fma"] = sass_count.compile_append(fmt, 64, 4, fma=True)[0].asm["ptx"]
     for bits in (2, 4):
         out[f"kivi{bits}"] = sass_count.compile_kivi_flush(bits)[0].asm["ptx"]
         out[f"kivi{bits}-decode"] = sass_count.compile_kivi_decode(bits)[0].asm["ptx"]
@@ -125,3 +127,14 @@ def test_q8_0_keys_reach_the_tensor_cores_as_int8_codes() -> None:
     magic = "0x64806480"
     assert integer.search(ptx["int"]) and magic not in ptx["int"]
     assert not integer.search(ptx["plain"]) and magic in ptx["plain"]
+
+
+@pytest.mark.parametrize(("fmt", "steps"), [("tbq4", 7), ("tbq3", 3)])
+def test_rotated_append_fma_search_climbs_without_selects(ptx: dict[str, str], fmt: str,
+                                                          steps: int) -> None:
+    # the FMA form: one float comparison a threshold a value (64 values a thread, K and V in
+    # one program body), one sign mask a value, and no select of a centroid or threshold
+    text = ptx[fmt + "-fma"]
+    assert text.count("set.gt.f32.f32") == 64 * steps
+    assert text.count("set.le.s32.f32") == 64
+    assert text.count("selp.f32") == 0 < ptx[fmt].count("selp.f32")
