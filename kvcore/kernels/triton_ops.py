@@ -1366,6 +1366,19 @@ def _store_codes(P0, r, rmask, idx, R: tl.constexpr, C: tl.constexpr, FMT: tl.co
 
 
 @triton.jit
+def _side(it, blocks, X, XV, P0, P0V, P1, P1V, GS, GSV, SIDES: tl.constexpr):
+    """Row block ``it`` of an append launch over SIDES sides of ``blocks`` blocks each: its
+    rows, planes, global scale and block within its side; with SIDES 2, V's (XV, P0V, P1V,
+    GSV) past K's blocks."""
+    if SIDES == 2:
+        second = it >= blocks
+        return (tl.where(second, XV, X), tl.where(second, P0V, P0), tl.where(second, P1V, P1),
+                tl.where(second, GSV, GS), tl.where(second, it - blocks, it))
+    else:
+        return X, P0, P1, GS, it
+
+
+@triton.jit
 def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT, n_rows,
                           PAGE, H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr,
                           DP: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr,
@@ -1409,14 +1422,7 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
     nb = tl.arange(0, DPOW // 128)
     blocks = tl.cdiv(n_rows, ROWS)
     for it in range(tl.program_id(0), blocks * SIDES, tl.num_programs(0)):
-        if SIDES == 2:
-            second = it >= blocks
-            xs = tl.where(second, XV, X)
-            q0 = tl.where(second, P0V, P0)
-            q1 = tl.where(second, P1V, P1)
-            blk = tl.where(second, it - blocks, it)
-        else:
-            xs, q0, q1, blk = X, P0, P1, it
+        xs, q0, q1, _, blk = _side(it, blocks, X, XV, P0, P0V, P1, P1V, P0, P0V, SIDES)
         ri = tl.arange(0, ROWS).to(tl.int64) + blk * ROWS
         rmask = ri < n_rows
         r = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)[:, None]
@@ -1474,16 +1480,8 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
     HW: float8 conversions in hardware (a GPU). SIDES 2: K's rows X into P0, P1 (global
     scale GS) and V's rows XV (the same tokens, format and widths) into P0V, P1V (GSV) in one
     launch, V's blocks after K's (SIDES 1: XV, P0V, P1V and GSV unread)."""
-    blk = tl.program_id(0)
-    if SIDES == 2:
-        second = blk >= tl.cdiv(n_rows, ROWS)
-        xs = tl.where(second, XV, X)
-        q0 = tl.where(second, P0V, P0)
-        q1 = tl.where(second, P1V, P1)
-        gsp = tl.where(second, GSV, GS)
-        blk = tl.where(second, blk - tl.cdiv(n_rows, ROWS), blk)
-    else:
-        xs, q0, q1, gsp = X, P0, P1, GS
+    xs, q0, q1, gsp, blk = _side(tl.program_id(0), tl.cdiv(n_rows, ROWS), X, XV, P0, P0V,
+                                 P1, P1V, GS, GSV, SIDES)
     ri = blk.to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = ri < n_rows
     dst = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)
