@@ -56,7 +56,8 @@ def main() -> None:
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor"
                     "[/stages[/registers[/one launch: 1 K and V together, 0 a side at a time"
-                    "[/fma search: 1 the rotated formats' search on the FMA pipes]]]], "
+                    "[/fma search: 1 the rotated formats' search on the FMA pipes, 0 by "
+                    "selects[/fma bias in quarters: 1 is 0.25]]]]], "
                     "the rotated formats' persistent launch],… instead of the built-in list")
     ap.add_argument("--rounds", type=int, default=1, help="time the configs this many times in "
                     "turns, the order reversed every other round")
@@ -94,10 +95,12 @@ def main() -> None:
                                                           else configs[::-1])]
         for rows, warps, *more in turns:
             launch = dict(zip(("programs_per_sm", "num_stages", "max_registers", "one_launch",
-                               "fma_search"), more, strict=False))
+                               "fma_search", "fma_bias"), more, strict=False))
             for flag in ("one_launch", "fma_search"):
                 if flag in launch:
                     launch[flag] = bool(launch[flag])
+            if "fma_bias" in launch:
+                launch["fma_bias"] = launch["fma_bias"] / 4
             s, moved = append_time(cache, batch, tokens, dtype, rows_per_program=rows,
                                    num_warps=warps, **launch)
             row = {"format": fmt, "rows_per_program": rows, "num_warps": warps, **launch,

@@ -5,7 +5,7 @@ instead (straight-line code: every instruction, per value a thread quantizes).
 
     python bench/sass_count.py FORMAT [--block-n 32] [--warps 4] [--stages 2] [--src DIR]
         [--dump DIR] [--words] [--head-dim 576 --k-only [--whole]]
-    python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4] [--fma-search]
+    python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4] [--selects]
     python bench/sass_count.py q4_0|q8_0 --gluon [after|scaled] [--group 4]
 
 Prints registers, the loop's warp instructions per iteration and thread instructions per cached
@@ -111,10 +111,13 @@ def _opcodes(lines: list[str]) -> collections.Counter:
 
 
 def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int = 2,
-                   fma: bool = False):
+                   fma: bool = True, bias: float | None = None):
     """The append kernel of ``fmt`` (head_dim 128, 8 KV heads, fp16 rows, the GPU paths; K
-    and V in one launch, ``sides`` 2, as append launches them) compiled for sm_90: (kernel,
-    SASS, resource usage)."""
+    and V in one launch, ``sides`` 2, and a rotated format's search in its FMA form with
+    the codebook's bias, or ``bias``, as append launches them; ``fma`` False: the search by
+    selects)
+    compiled for sm_90: (kernel, SASS, resource usage)."""
+    from kvcore.kernels import codebook
     from kvcore.kernels import triton_ops as ops
 
     f = ops.FMT_CODES[fmt]
@@ -124,7 +127,8 @@ def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int 
            "TH": "*fp32", "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
     x0, x1 = _row_widths(fmt, 128)
     consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=x0, X1=x1,
-                  LEVELS=8 if f == 5 else 16, ROWS=rows, HW=True, SIDES=sides, FMA=fma)
+                  LEVELS=8 if f == 5 else 16, ROWS=rows, HW=True, SIDES=sides, FMA=fma,
+                  BIAS=codebook.staircase_bias(8 if f == 5 else 16) if bias is None else bias)
     kernel = ops.rotated_append_kernel if f in (4, 5) else ops.append_kernel
     return _compile(kernel, sig, consts, ("PAGE",), {"num_warps": warps, "num_stages": stages})
 
@@ -178,7 +182,7 @@ def _count_append(args) -> None:
     """Every instruction of the append kernel (head_dim 128, 8 KV heads), per value; for a
     rotated format (persistent programs) the loop over row blocks."""
     kernel, sass, usage = compile_append(args.fmt, args.rows, args.warps, args.stages,
-                                         fma=args.fma_search)
+                                         fma=not args.selects)
     if args.dump:
         _dump(args.dump, f"{args.fmt}-append", kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
@@ -221,8 +225,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--dump", help="write the kernel's ttgir, ptx and sass into this folder")
     ap.add_argument("--append", action="store_true", help="count the append kernel")
     ap.add_argument("--rows", type=int, default=32, help="append: rows per program")
-    ap.add_argument("--fma-search", action="store_true",
-                    help="append: the rotated formats' search with its selects on the FMA pipes")
+    ap.add_argument("--selects", action="store_true",
+                    help="append: the rotated formats' search by selects (before v63; the FMA "
+                    "staircase by default, as append launches it)")
     ap.add_argument("--head-dim", type=int, default=128,
                     help="decode: head_dim (a width that is not a power of two is held in "
                          "two parts, as the decode holds it)")

@@ -264,10 +264,14 @@ LAZY = ("fp8_pth",)
 APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (8, 2),
                  "q4_0": (8, 1), "nvfp4": (8, 1)}
 #: a rotated format's append: persistent programs a multiprocessor, the stages of their loop
-#: and their registers a thread (append-sweep-h200-v15-rotated.json: 64 rows, 4 warps, 3
-#: programs of at most 168 registers, loads not pipelined: tbq4 28.6%, tbq3 33.5% of read
-#: bandwidth; 2 programs of 255 registers 27.3% and 30.4%; 4 of 128, 28.7% and 31.1%)
-ROTATED_PER_SM, ROTATED_STAGES, ROTATED_REGS = 3, 1, 168
+#: and their registers a thread, by the form of its centroid search. The FMA staircase (v63)
+#: needs 128 registers, so 4 programs fit (append-fma-launch-h200.json, K and V in one
+#: launch: tbq4 34.4%, tbq3 41.3% of read bandwidth; 3 programs of 168, 33.1% and 39.9%; by
+#: selects 30.5% and 37.4%); the selects need more (append-sweep-h200-v15-rotated.json: 3
+#: programs of at most 168 registers, loads not pipelined: tbq4 28.6%, tbq3 33.5%; 2
+#: programs of 255 registers 27.3% and 30.4%; 4 of 128, 28.7% and 31.1%)
+ROTATED_LAUNCH = {True: (4, 128), False: (3, 168)}
+ROTATED_STAGES = 1
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -879,7 +883,7 @@ class LayerCache:
                rows_per_program: int | None = None, num_warps: int | None = None,
                programs_per_sm: int | None = None, num_stages: int | None = None,
                max_registers: int | None = None, one_launch: bool = True,
-               fma_search: bool = False) -> None:
+               fma_search: bool = True, fma_bias: float | None = None) -> None:
         """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]: token i goes to (pages[i],
         offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
@@ -887,12 +891,13 @@ class LayerCache:
         product). The destination rows are computed in the kernel: one launch for both sides
         where K and V are in the same format and shape (unless not ``one_launch``), else one
         a side. A
-        rotated format's programs are persistent (ROTATED_PER_SM a multiprocessor, or
-        ``programs_per_sm``): each loads the rotation once; ``num_stages`` (ROTATED_STAGES if
-        not given) pipelines their loop's loads, and ``max_registers`` (ROTATED_REGS if not
-        given) caps their registers a thread. ``fma_search``: the rotated formats' centroid
-        search as a staircase on the FMA pipes (triton_ops._search's FMA form; not yet
-        timed)."""
+        rotated format's programs are persistent (ROTATED_LAUNCH's count a multiprocessor for
+        the form of its search, or ``programs_per_sm``): each loads the rotation once;
+        ``num_stages`` (ROTATED_STAGES if not given) pipelines their loop's loads, and
+        ``max_registers`` (ROTATED_LAUNCH's if not given) caps their registers a thread. ``fma_search``: the rotated formats' centroid
+        search as a staircase on the FMA pipes (triton_ops._search's FMA form, faster on the
+        H200 than its selects), over the centroids plus ``fma_bias`` (if not given,
+        codebook.staircase_bias: 0.0 where the staircase is exact as it is)."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()
@@ -936,7 +941,8 @@ class LayerCache:
                     n, self.page_size, HW=rows.device.type == "cuda", SIDES=len(xs), **shape)
                 continue
             levels = 8 if side.fmt == "tbq3" else 16
-            grid = (min(blocks, SMS * (programs_per_sm or ROTATED_PER_SM)),)
+            per_sm, regs = ROTATED_LAUNCH[fma_search]
+            grid = (min(blocks, SMS * (programs_per_sm or per_sm)),)
             # the rotation in the input's type where it is bfloat16 on a GPU (Triton's
             # interpreter multiplies bfloat16 wrongly), or float16: other inputs than float16
             # then take the kernel's float32 path
@@ -947,8 +953,10 @@ class LayerCache:
             rotated_append_kernel[grid](
                 rows, xs[-1], pages, offsets, *first[:2], *second[:2], rot,
                 tab[f"th{levels}"], self._cent(side.fmt), n, self.page_size, LEVELS=levels,
-                SIDES=len(xs), FMA=fma_search, HW=rows.device.type == "cuda", **shape,
-                num_stages=num_stages or ROTATED_STAGES, maxnreg=max_registers or ROTATED_REGS)
+                SIDES=len(xs), FMA=fma_search,
+                BIAS=codebook.staircase_bias(levels) if fma_bias is None else fma_bias,
+                HW=rows.device.type == "cuda", **shape,
+                num_stages=num_stages or ROTATED_STAGES, maxnreg=max_registers or regs)
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
         """A reusable scratch buffer (no allocation on the decode hot path)."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 from functools import cache
 
-__all__ = ["hadamard_signs", "lloyd_max", "rotation_matrix", "thresholds"]
+__all__ = ["hadamard_signs", "lloyd_max", "rotation_matrix", "staircase_bias", "staircase_exact",
+           "thresholds"]
 
 BLOCK = 128
 SEED = 42
@@ -62,6 +64,35 @@ def thresholds(levels: int) -> tuple[float, ...]:
     """Decision boundaries between consecutive centroids (levels − 1 of them)."""
     c = lloyd_max(levels)
     return tuple((a + b) / 2 for a, b in zip(c, c[1:], strict=False))
+
+
+def _f32(x: float) -> float:
+    """x rounded to float32 (to nearest, ties to even)."""
+    return float(struct.unpack("<f", struct.pack("<f", x))[0])
+
+
+def _coded(c: float, code: int, mask: int) -> float:
+    """The float32 c with ``code`` in the low bits ``mask`` of its mantissa (the append
+    kernels' coded centroid)."""
+    bits = struct.unpack("<I", struct.pack("<f", c))[0]
+    return float(struct.unpack("<f", struct.pack("<I", (bits & ~mask) | code))[0])
+
+
+def staircase_exact(cent: list[float]) -> bool:
+    """Whether the float32 staircase over the ascending float32 values ``cent`` is exact:
+    each value plus the float32 step to the next is the next, bit for bit."""
+    return all(_f32(a + _f32(b - a)) == b for a, b in zip(cent, cent[1:], strict=False))
+
+
+@cache
+def staircase_bias(levels: int, bias: float = 0.25) -> float:
+    """The bias the rotated append's FMA search adds to the positive centroids: 0.0 where the
+    staircase over the coded centroids as they are is exact (staircase_exact), else ``bias``
+    (which puts them all in one binade, where every step is exact)."""
+    half, mask = levels // 2, levels - 1
+    pos = lloyd_max(levels)[half:]
+    cent = [_coded(_f32(c), half + j, mask) for j, c in enumerate(pos)]
+    return 0.0 if staircase_exact(cent) else bias
 
 
 @cache

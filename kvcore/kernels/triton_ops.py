@@ -1285,8 +1285,9 @@ def _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
     s [R, 1] (the thresholds t0 < t1 < … are those of its unit vector: y / s), and the mask
     that mirrors its code where y ≤ 0 (all ones, or none). FMA: no selects but a staircase on
     the FMA pipes: the smallest centroid plus, for each threshold below |y| (each comparison
-    1.0 or 0.0), the step to the next centroid, over centroids coded with BIAS 0.25 so that
-    every partial sum is exactly a coded centroid (returned with its bias); |y| on a
+    1.0 or 0.0), the step to the next centroid, over coded centroids (biased where needed:
+    rotated_append_kernel's BIAS) whose every partial sum is exactly a coded centroid
+    (returned with its bias); |y| on a
     threshold counts as below it on either side (torch.bucketize counts it on the negative
     side only)."""
     if FMA:
@@ -1384,14 +1385,16 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
                           DP: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr,
                           X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr,
                           SIDES: tl.constexpr = 1, FMA: tl.constexpr = False,
-                          HW: tl.constexpr = False):
+                          BIAS: tl.constexpr = 0.25, HW: tl.constexpr = False):
     """append_kernel for the rotated formats (tbq4: FMT 4, tbq3: 5), persistent: each program
     loads the rotation (ROT, the 128 × 128 ±1 matrix, times √128; tbq3: its rows in
     lane_order) once and then quantizes every num_programs-th block of ROWS rows. SIDES 2:
     K's rows X into planes P0, P1 and V's rows XV (the same tokens, format and widths) into
     P0V, P1V in one launch, V's blocks numbered after K's, so that the programs share out
     both sides' blocks (SIDES 1: X into P0, P1 only; XV, P0V, P1V unread). FMA: _search's
-    FMA form (HW: its comparisons by set.gt on a GPU). Each
+    FMA form (HW: its comparisons by set.gt on a GPU) over the centroids plus BIAS (0.25
+    makes every step exact; 0.0 where codebook.staircase_bias found them exact as they are,
+    one add a value fewer). Each
     128-block of a row is rotated and coded by the Lloyd–Max thresholds TH (centroids CENT)
     of its unit vector; its stored norm is the block's norm over the norm of its centroids,
     so the reconstruction keeps the length. ROT is float16 or bfloat16: input of its type is
@@ -1401,7 +1404,7 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
     rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
     H: tl.constexpr = LEVELS // 2
     M: tl.constexpr = LEVELS - 1
-    BIAS: tl.constexpr = 0.25 if FMA else 0.0
+    B: tl.constexpr = BIAS if FMA else 0.0
     # the codebook and its thresholds are symmetric: the positive thresholds and centroids
     t0 = _threshold(TH, 0, H)
     t1 = _threshold(TH, 1, H)
@@ -1410,14 +1413,14 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
     t4 = _threshold(TH, 4, H)
     t5 = _threshold(TH, 5, H)
     t6 = _threshold(TH, 6, H)
-    e0 = _coded(CENT, 0, H, M, BIAS)
-    e1 = _coded(CENT, 1, H, M, BIAS)
-    e2 = _coded(CENT, 2, H, M, BIAS)
-    e3 = _coded(CENT, 3, H, M, BIAS)
-    e4 = _coded(CENT, 4, H, M, BIAS)
-    e5 = _coded(CENT, 5, H, M, BIAS)
-    e6 = _coded(CENT, 6, H, M, BIAS)
-    e7 = _coded(CENT, 7, H, M, BIAS)
+    e0 = _coded(CENT, 0, H, M, B)
+    e1 = _coded(CENT, 1, H, M, B)
+    e2 = _coded(CENT, 2, H, M, B)
+    e3 = _coded(CENT, 3, H, M, B)
+    e4 = _coded(CENT, 4, H, M, B)
+    e5 = _coded(CENT, 5, H, M, B)
+    e6 = _coded(CENT, 6, H, M, B)
+    e7 = _coded(CENT, 7, H, M, B)
     d = tl.arange(0, DPOW)
     nb = tl.arange(0, DPOW // 128)
     blocks = tl.cdiv(n_rows, ROWS)
@@ -1451,8 +1454,8 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
                      tl.reshape((c.to(tl.int32, bitcast=True) ^ flip) & M, (ROWS, DPOW)),
                      ROWS, DPOW, FMT, DP * (4 if FMT == 4 else 3) // 8)
         u = c
-        if FMA:
-            u = c - BIAS  # the centroid (exact: BIAS and c share a binade)
+        if B != 0.0:
+            u = c - B  # the centroid (exact: B and c share a binade)
         norm = (n / tl.maximum(tl.sqrt(tl.sum(u * u, axis=2)), 1e-30)).to(tl.float16)
         tl.store(q1 + r * X1 + nb[None, :], norm, mask=rmask[:, None] & (nb[None, :] < DP // 128))
 

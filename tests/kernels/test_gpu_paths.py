@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("triton")
 
+from kvcore.kernels import codebook  # noqa: E402
+
 from .sm90 import compiled_ptx  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
@@ -25,7 +27,8 @@ SCRIPT = textwrap.dedent("""
     for fmt, rows, warps in (("q4_0", 8, 1), ("tbq4", 64, 4), ("tbq3", 64, 4)):
         out[fmt] = sass_count.compile_append(fmt, rows, warps)[0].asm["ptx"]
     for fmt in ("tbq4", "tbq3"):
-        out[fmt + "-fma"] = sass_count.compile_append(fmt, 64, 4, fma=True)[0].asm["ptx"]
+        out[fmt + "-selects"] = sass_count.compile_append(fmt, 64, 4, fma=False)[0].asm["ptx"]
+        out[fmt + "-biased"] = sass_count.compile_append(fmt, 64, 4, bias=0.25)[0].asm["ptx"]
     for bits in (2, 4):
         out[f"kivi{bits}"] = sass_count.compile_kivi_flush(bits)[0].asm["ptx"]
         out[f"kivi{bits}-decode"] = sass_count.compile_kivi_decode(bits)[0].asm["ptx"]
@@ -134,7 +137,12 @@ def test_rotated_append_fma_search_climbs_without_selects(ptx: dict[str, str], f
                                                           steps: int) -> None:
     # the FMA form: one float comparison a threshold a value (64 values a thread, K and V in
     # one program body), one sign mask a value, and no select of a centroid or threshold
-    text = ptx[fmt + "-fma"]
+    text = ptx[fmt]
     assert text.count("set.gt.f32.f32") == 64 * steps
     assert text.count("set.le.s32.f32") == 64
-    assert text.count("selp.f32") == 0 < ptx[fmt].count("selp.f32")
+    assert text.count("selp.f32") == 0 < ptx[fmt + "-selects"].count("selp.f32")
+    # the present codebook's staircase is exact unbiased: no bias added to a centroid, or
+    # taken off each value for the norm, as where the bias is 0.25
+    assert codebook.staircase_bias(2 * steps + 2) == 0.0
+    assert "0f3E800000" not in text and "0fBE800000" not in text
+    assert ptx[fmt + "-biased"].count("0fBE800000") == 64

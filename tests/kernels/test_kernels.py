@@ -523,30 +523,37 @@ def test_one_rotated_program_walks_every_block(monkeypatch, fmt, head_dim, dtype
 @pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_rotated_append_fma_search_writes_the_reference_bytes(fmt, dtype):
-    # the search's FMA form climbs from the smallest centroid by one step a threshold below
-    # |y|: its centroids, biased into one binade, must come out exact (their codes are their
-    # low bits, their squares the norm's divisor), so the codes are the reference's and the
-    # norms too; zero and one-hot rows exactly
+    # the search's FMA form (append's default) climbs from the smallest centroid by one step
+    # a threshold below |y|: its centroids, as they are or biased into one binade, must come
+    # out exact (their codes are their low bits, their squares the norm's divisor), so the
+    # codes are the reference's and the selects', and the norms too; zero and one-hot rows
+    # exactly
     g = torch.Generator().manual_seed(7)
     x = (torch.randn(70, 2, 128, generator=g) * 3).to(dtype)
     x[3] = 0
     x[5] = 0
     x[5, 0, 9] = -2.0
-    kernel = LayerCache(fmt, fmt, 1, 128, 2, 128)
-    plain = LayerCache(fmt, fmt, 1, 128, 2, 128)
-    refc = LayerCache(fmt, fmt, 1, 128, 2, 128)
+    caches = [LayerCache(fmt, fmt, 1, 128, 2, 128) for _ in range(4)]
+    kernel, biased, plain, refc = caches
     t = torch.arange(70)
-    kernel.append(x, x.flip(0), torch.zeros_like(t), t, fma_search=True)
-    plain.append(x, x.flip(0), torch.zeros_like(t), t)
+    kernel.append(x, x.flip(0), torch.zeros_like(t), t)  # FMA, unbiased (the codebook's)
+    biased.append(x, x.flip(0), torch.zeros_like(t), t, fma_bias=0.25)
+    plain.append(x, x.flip(0), torch.zeros_like(t), t, fma_search=False)
     refc.append_ref(x, x.flip(0), torch.zeros_like(t), t)
     # K holds the zero row at token 3 and the one-hot row at 5, V (the rows reversed) at 66
     # and 64
-    for side_k, side_p, side_r, rows in ((kernel.k, plain.k, refc.k, [3, 5]),
-                                         (kernel.v, plain.v, refc.v, [66, 64])):
+    for side_k, side_b, side_p, side_r, rows in (
+            (kernel.k, biased.k, plain.k, refc.k, [3, 5]),
+            (kernel.v, biased.v, plain.v, refc.v, [66, 64])):
         qs, qs_ref, same = reference_codes_and_norms(side_k, side_r)
         assert same.float().mean() > 0.99
         assert torch.equal(qs[0, :, rows], qs_ref[0, :, rows])
         assert (qs == side_p.planes["qs"]).float().mean() > 0.999
+        # the bias changes no code; a norm by at most its float16 rounding (the coded low
+        # bits sit in a biased centroid's mantissa, off its value by up to 2⁻¹⁴ of it)
+        assert torch.equal(qs, side_b.planes["qs"])
+        torch.testing.assert_close(side_k.planes["norm"], side_b.planes["norm"], rtol=1e-3,
+                                   atol=0)
 
 
 def test_q4_0_append_takes_the_first_of_two_equal_magnitudes():

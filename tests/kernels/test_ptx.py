@@ -198,6 +198,34 @@ def test_tbq4_codebook_is_exactly_symmetric():
         assert np.array_equal(h, -h[::-1])
 
 
+def _coded32(c: float, code: int, mask: int) -> np.float32:
+    bits = np.array([c], dtype=np.float32).view(np.uint32)
+    return ((bits & np.uint32(~mask & 0xFFFFFFFF)) | np.uint32(code)).view(np.float32)[0]
+
+
+def _staircase_numpy(cent) -> bool:
+    cent = np.asarray(cent, dtype=np.float32)
+    return bool(np.array_equal(cent[:-1] + (cent[1:] - cent[:-1]), cent[1:]))
+
+
+def test_fma_search_staircase_needs_no_bias_for_the_codebooks():
+    # the append's FMA search climbs the coded positive centroids in float32 steps; for the
+    # codebooks in use each step lands exactly on the next (checked here in numpy float32),
+    # so no bias is added; a pair whose rounded step misses its target takes the bias 0.25,
+    # after which every step lands
+    for levels in (8, 16):
+        half = levels // 2
+        cent = [_coded32(c, half + j, levels - 1)
+                for j, c in enumerate(codebook.lloyd_max(levels)[half:])]
+        assert _staircase_numpy(cent)
+        assert codebook.staircase_exact([float(c) for c in cent])
+        assert codebook.staircase_bias(levels) == 0.0
+    a, b = float.fromhex("0x1.0dbf24p-5"), float.fromhex("0x1.6e549ep-3")
+    assert not _staircase_numpy([a, b]) and not codebook.staircase_exact([a, b])
+    biased = [float(np.float32(a) + np.float32(0.25)), float(np.float32(b) + np.float32(0.25))]
+    assert _staircase_numpy(biased) and codebook.staircase_exact(biased)
+
+
 @pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(13.5)))
 def test_tbq4_unpacker_matches_the_table_lookup(norm):
     # the decode path's table: torch's float16 rounding of the codebook; the kernel's block
