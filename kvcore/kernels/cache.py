@@ -264,14 +264,17 @@ LAZY = ("fp8_pth",)
 APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (8, 2),
                  "q4_0": (8, 1), "nvfp4": (8, 1)}
 #: a rotated format's append: persistent programs a multiprocessor, the stages of their loop
-#: and their registers a thread, by the form of its centroid search. The FMA staircase (v63)
-#: needs 128 registers, so 4 programs fit (append-fma-launch-h200.json, K and V in one
-#: launch: tbq4 34.4%, tbq3 41.3% of read bandwidth; 3 programs of 168, 33.1% and 39.9%; by
-#: selects 30.5% and 37.4%); the selects need more (append-sweep-h200-v15-rotated.json: 3
-#: programs of at most 168 registers, loads not pipelined: tbq4 28.6%, tbq3 33.5%; 2
-#: programs of 255 registers 27.3% and 30.4%; 4 of 128, 28.7% and 31.1%)
-ROTATED_LAUNCH = {True: (4, 128), False: (3, 168)}
-ROTATED_STAGES = 1
+#: and their registers a thread, by format for the FMA form of the centroid search (v64:
+#: saturated fused multiply-adds for the comparisons; append-sat-h200.json and
+#: append-sat-launch-h200.json, K and V in one launch: tbq4 at 3 programs of 168 registers
+#: with two stages 49.3-49.6 µs, 38.5% of read bandwidth, against 51.1 at 128 registers,
+#: 51.4 in one stage and 52.1 at 4 programs; tbq3 at 4 of 128 in one stage 42.7-43.0 µs,
+#: 42.2%, against 44.4 at 3 with two stages), and for the search by selects (SELECTS_LAUNCH:
+#: append-sweep-h200-v15-rotated.json, 3 programs of at most 168 registers, one stage: tbq4
+#: 28.6%, tbq3 33.5%; v63's staircase by set.gt at 4 of 128, append-fma-launch-h200.json:
+#: 34.4% and 41.3%)
+ROTATED_LAUNCH = {"tbq4": (3, 2, 168), "tbq3": (4, 1, 128)}
+SELECTS_LAUNCH = (3, 1, 168)
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -890,14 +893,13 @@ class LayerCache:
         fit shared memory; at least 16 rows for a rotated format, whose rotation is a tensor-core
         product). The destination rows are computed in the kernel: one launch for both sides
         where K and V are in the same format and shape (unless not ``one_launch``), else one
-        a side. A
-        rotated format's programs are persistent (ROTATED_LAUNCH's count a multiprocessor for
-        the form of its search, or ``programs_per_sm``): each loads the rotation once;
-        ``num_stages`` (ROTATED_STAGES if not given) pipelines their loop's loads, and
-        ``max_registers`` (ROTATED_LAUNCH's if not given) caps their registers a thread. ``fma_search``: the rotated formats' centroid
-        search as a staircase on the FMA pipes (triton_ops._search's FMA form, faster on the
-        H200 than its selects), over the centroids plus ``fma_bias`` (if not given,
-        codebook.staircase_bias: 0.0 where the staircase is exact as it is)."""
+        a side. A rotated format's programs are persistent, each loading the rotation once:
+        ``programs_per_sm`` of them a multiprocessor, ``num_stages`` pipelining their loop's
+        loads and ``max_registers`` capping their registers a thread (where not given, the
+        format's ROTATED_LAUNCH, or SELECTS_LAUNCH). ``fma_search``: the rotated formats'
+        centroid search as a staircase on the FMA pipes (triton_ops._search's FMA form,
+        faster on the H200 than its selects), over the centroids plus ``fma_bias`` (if not
+        given, codebook.staircase_bias: 0.0 where the staircase is exact as it is)."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()
@@ -941,7 +943,7 @@ class LayerCache:
                     n, self.page_size, HW=rows.device.type == "cuda", SIDES=len(xs), **shape)
                 continue
             levels = 8 if side.fmt == "tbq3" else 16
-            per_sm, regs = ROTATED_LAUNCH[fma_search]
+            per_sm, stages, regs = ROTATED_LAUNCH[side.fmt] if fma_search else SELECTS_LAUNCH
             grid = (min(blocks, SMS * (programs_per_sm or per_sm)),)
             # the rotation in the input's type where it is bfloat16 on a GPU (Triton's
             # interpreter multiplies bfloat16 wrongly), or float16: other inputs than float16
@@ -956,7 +958,7 @@ class LayerCache:
                 SIDES=len(xs), FMA=fma_search,
                 BIAS=codebook.staircase_bias(levels) if fma_bias is None else fma_bias,
                 HW=rows.device.type == "cuda", **shape,
-                num_stages=num_stages or ROTATED_STAGES, maxnreg=max_registers or regs)
+                num_stages=num_stages or stages, maxnreg=max_registers or regs)
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
         """A reusable scratch buffer (no allocation on the decode hot path)."""

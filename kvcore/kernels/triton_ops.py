@@ -1258,14 +1258,19 @@ def _coded(CENT, k: tl.constexpr, H: tl.constexpr, M: tl.constexpr, BIAS: tl.con
 
 
 @triton.jit
-def _above(a, b, HW: tl.constexpr):
-    """1.0 where a > b, else 0.0 (on a GPU one set.gt, a float result with no predicate)."""
-    b = tl.broadcast_to(b, a.shape)
+def _sat_above(y, k, pk, HW: tl.constexpr):
+    """1.0 where |y| > p, else 0.0, for p > 0 given as k and pk = p · k, k being a power of
+    two that makes a step of p's float grid at least 1 (and keeps |y| · k finite): |y| · k −
+    pk, exact but for one rounding, is then ≥ 1 or ≤ 0, clamped to [0, 1] (on a GPU one
+    fma.rn.sat on the FMA pipes, the absolute value an operand's modifier)."""
+    k = tl.broadcast_to(k, y.shape)
+    pk = tl.broadcast_to(pk, y.shape)
     if HW:
-        return tl.inline_asm_elementwise("set.gt.f32.f32 $0, $1, $2;", "=r,r,r", [a, b],
-                                         dtype=tl.float32, is_pure=True, pack=1)
+        return tl.inline_asm_elementwise(
+            "{ .reg .f32 a; abs.f32 a, $1; fma.rn.sat.f32 $0, a, $2, $3; }", "=r,r,r,r",
+            [y, k, -pk], dtype=tl.float32, is_pure=True, pack=1)
     else:
-        return (a > b).to(tl.float32)
+        return tl.minimum(tl.maximum(tl.abs(y) * k - pk, 0.0), 1.0)
 
 
 @triton.jit
@@ -1285,22 +1290,26 @@ def _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
     s [R, 1] (the thresholds t0 < t1 < … are those of its unit vector: y / s), and the mask
     that mirrors its code where y ≤ 0 (all ones, or none). FMA: no selects but a staircase on
     the FMA pipes: the smallest centroid plus, for each threshold below |y| (each comparison
-    1.0 or 0.0), the step to the next centroid, over coded centroids (biased where needed:
-    rotated_append_kernel's BIAS) whose every partial sum is exactly a coded centroid
-    (returned with its bias); |y| on a
-    threshold counts as below it on either side (torch.bucketize counts it on the negative
-    side only)."""
+    a saturated fused multiply-add, _sat_above: 1.0 or 0.0), the step to the next centroid,
+    over coded centroids (biased where needed: rotated_append_kernel's BIAS) whose every
+    partial sum is exactly a coded centroid (returned with its bias); |y| on a threshold
+    counts as below it on either side (torch.bucketize counts it on the negative side
+    only)."""
     if FMA:
         flip = _sign_mask(y, HW)
-        a = tl.abs(y)
-        c = e0 + _above(a, t0 * s, HW) * (e1 - e0)
-        c = c + _above(a, t1 * s, HW) * (e2 - e1)
-        c = c + _above(a, t2 * s, HW) * (e3 - e2)
+        # k: the power of two that scales a step of the float grid at the smallest threshold
+        # (and so at every larger one) to 1: 2^(23 - e) for t0 · s in [2^e, 2^(e + 1))
+        p0 = t0 * s
+        k = ((277 - ((p0.to(tl.int32, bitcast=True) >> 23) & 0xFF)) << 23).to(
+            tl.float32, bitcast=True)
+        c = e0 + _sat_above(y, k, p0 * k, HW) * (e1 - e0)
+        c = c + _sat_above(y, k, (t1 * s) * k, HW) * (e2 - e1)
+        c = c + _sat_above(y, k, (t2 * s) * k, HW) * (e3 - e2)
         if LEVELS == 16:
-            c = c + _above(a, t3 * s, HW) * (e4 - e3)
-            c = c + _above(a, t4 * s, HW) * (e5 - e4)
-            c = c + _above(a, t5 * s, HW) * (e6 - e5)
-            c = c + _above(a, t6 * s, HW) * (e7 - e6)
+            c = c + _sat_above(y, k, (t3 * s) * k, HW) * (e4 - e3)
+            c = c + _sat_above(y, k, (t4 * s) * k, HW) * (e5 - e4)
+            c = c + _sat_above(y, k, (t5 * s) * k, HW) * (e6 - e5)
+            c = c + _sat_above(y, k, (t6 * s) * k, HW) * (e7 - e6)
     else:
         c, flip = _binary_search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5,
                                  e6, e7, LEVELS)
@@ -1392,7 +1401,7 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
     K's rows X into planes P0, P1 and V's rows XV (the same tokens, format and widths) into
     P0V, P1V in one launch, V's blocks numbered after K's, so that the programs share out
     both sides' blocks (SIDES 1: X into P0, P1 only; XV, P0V, P1V unread). FMA: _search's
-    FMA form (HW: its comparisons by set.gt on a GPU) over the centroids plus BIAS (0.25
+    FMA form (HW: its comparisons by fma.rn.sat on a GPU) over the centroids plus BIAS (0.25
     makes every step exact; 0.0 where codebook.staircase_bias found them exact as they are,
     one add a value fewer). Each
     128-block of a row is rotated and coded by the Lloyd–Max thresholds TH (centroids CENT)
@@ -1433,13 +1442,15 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
                     other=0.0)
         # y: each block rotated; the rotation keeps the length, so y / |y| is its rotated
         # unit vector, whose coordinates the thresholds code: compare |y| with the thresholds
-        # times s = |y| (at least 10⁻³⁰, so that a zero block compares as zero)
+        # times s = |y| (at least 10⁻²⁰, so that a zero block compares as zero and the FMA
+        # form's scale of the smallest threshold stays a float32; a block that small stores
+        # the norm 0 in float16 whatever its codes)
         if X.dtype.element_ty == ROT.dtype.element_ty:
             y = tl.reshape(tl.dot(tl.reshape(x, (ROWS * (DPOW // 128), 128)), rot),
                            (ROWS, DPOW // 128, 128))
             s = tl.sqrt(tl.sum(y * y, axis=2))
             n = s * 0.08838834764831845  # the block's norm, |y| / √128
-            s = tl.maximum(s, 1e-30)[:, :, None]
+            s = tl.maximum(s, 1e-20)[:, :, None]
         else:
             xb = tl.reshape(x.to(tl.float32), (ROWS, DPOW // 128, 128))
             n = tl.sqrt(tl.sum(xb * xb, axis=2))

@@ -3,7 +3,7 @@ wheel's own compiler; the interpreter cannot run inline PTX): q4_0's reciprocal 
 rounded as the reference rounds them, KIVI's scale times a constant reciprocal of its levels,
 its codes from the correctly rounded reciprocal of the scale, rounded by an add of 2**23 (no
 float-to-integer conversion), tbq3's codes stored as
-whole words, the rotated formats' FMA search by float comparisons, KIVI's decode unpacking its codes by their bits (tests/kernels/sm90.py compiles
+whole words, the rotated formats' FMA search by saturated fused multiply-adds, KIVI's decode unpacking its codes by their bits (tests/kernels/sm90.py compiles
 them)."""
 
 from __future__ import annotations
@@ -135,10 +135,11 @@ def test_q8_0_keys_reach_the_tensor_cores_as_int8_codes() -> None:
 @pytest.mark.parametrize(("fmt", "steps"), [("tbq4", 7), ("tbq3", 3)])
 def test_rotated_append_fma_search_climbs_without_selects(ptx: dict[str, str], fmt: str,
                                                           steps: int) -> None:
-    # the FMA form: one float comparison a threshold a value (64 values a thread, K and V in
-    # one program body), one sign mask a value, and no select of a centroid or threshold
+    # the FMA form: one saturated fused multiply-add a threshold a value, on |y| (64 values
+    # a thread, K and V in one program body), one sign mask a value, and no select of a
+    # centroid or threshold
     text = ptx[fmt]
-    assert text.count("set.gt.f32.f32") == 64 * steps
+    assert text.count("fma.rn.sat.f32") == text.count("abs.f32 a, ") == 64 * steps
     assert text.count("set.le.s32.f32") == 64
     assert text.count("selp.f32") == 0 < ptx[fmt + "-selects"].count("selp.f32")
     # the present codebook's staircase is exact unbiased: no bias added to a centroid, or

@@ -369,11 +369,64 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from kvcore.kernels.triton_ops import (  # noqa: E402
+    _coded,
     _e2m1,
+    _search,
+    _threshold,
     e4m3_decode,
     e4m3_encode,
     hadamard_rotate,
 )
+
+
+@triton.jit
+def _search_codes(Y, S, TH, CENT, OUT, LEVELS: tl.constexpr, FMA: tl.constexpr):
+    """The codes _search gives 4 rows of 128 values, each row's length S[row]."""
+    H: tl.constexpr = LEVELS // 2
+    M: tl.constexpr = LEVELS - 1
+    r = tl.arange(0, 4)[:, None] * 128 + tl.arange(0, 128)[None, :]
+    y = tl.load(Y + r)
+    s = tl.load(S + tl.arange(0, 4))[:, None]
+    c, flip = _search(y, s, _threshold(TH, 0, H), _threshold(TH, 1, H), _threshold(TH, 2, H),
+                      _threshold(TH, 3, H), _threshold(TH, 4, H), _threshold(TH, 5, H),
+                      _threshold(TH, 6, H), _coded(CENT, 0, H, M), _coded(CENT, 1, H, M),
+                      _coded(CENT, 2, H, M), _coded(CENT, 3, H, M), _coded(CENT, 4, H, M),
+                      _coded(CENT, 5, H, M), _coded(CENT, 6, H, M), _coded(CENT, 7, H, M),
+                      LEVELS, FMA, False)
+    tl.store(OUT + r, (c.to(tl.int32, bitcast=True) ^ flip) & M)
+
+
+@pytest.mark.parametrize("levels", [16, 8])
+def test_fma_search_decides_on_the_threshold_and_either_side(levels):
+    # the FMA form compares |y| with each threshold times the block's length, p, by a
+    # saturated |y| · k − p · k (k a power of two per block): exactly on p, one float above
+    # and one below, on either sign, must give the codes of a float32 comparison |y| > p,
+    # at lengths from the kernel's floor (10⁻²⁰) to large; the selects agree except on a
+    # negative value exactly on a threshold (bucketize's tie, counted above there)
+    half = levels // 2
+    th = torch.tensor(ref.codebook.thresholds(levels), dtype=torch.float32)
+    cent = ref.centroids(levels)
+    lengths = torch.tensor([1e-20, 1.0, 11.3, 3.0e5], dtype=torch.float32)
+    g = torch.Generator().manual_seed(3)
+    y = torch.randn(4, 128, generator=g) * (lengths[:, None] / 11.3)
+    for row, s in enumerate(lengths):
+        p = th[half:] * s  # the positive thresholds times the length, rounded as the kernel's
+        near = torch.stack([p, torch.nextafter(p, p * 2), torch.nextafter(p, p * 0)]).reshape(-1)
+        vals = torch.cat([near, -near, torch.tensor([0.0, -0.0]), s.reshape(1), -s.reshape(1)])
+        y[row, : len(vals)] = vals
+    a = y.abs()
+    above = (a[:, :, None] > (th[half:][None, None, :] * lengths[:, None, None])).sum(-1)
+    want = torch.where(y > 0, half + above, half - 1 - above).int()
+    for fma in (True, False):
+        out = torch.full((4, 128), -1, dtype=torch.int32)
+        _search_codes[(1,)](y, lengths, th, cent, out, levels, fma)
+        if fma:
+            assert torch.equal(out, want)
+        else:
+            tie = (y <= 0) & (a[:, :, None] == th[half:][None, None, :]
+                              * lengths[:, None, None]).any(-1)
+            assert torch.equal(out[~tie], want[~tie])
+            assert bool(tie.any()) and torch.equal(out[tie], want[tie] - 1)
 
 
 @triton.jit
