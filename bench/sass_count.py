@@ -113,10 +113,9 @@ def _opcodes(lines: list[str]) -> collections.Counter:
 def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int = 2,
                    fma: bool = True, bias: float | None = None):
     """The append kernel of ``fmt`` (head_dim 128, 8 KV heads, fp16 rows, the GPU paths; K
-    and V in one launch, ``sides`` 2, and a rotated format's search in its FMA form with
-    the codebook's bias, or ``bias``, as append launches them; ``fma`` False: the search by
-    selects)
-    compiled for sm_90: (kernel, SASS, resource usage)."""
+    and V in one launch, ``sides`` 2, and a rotated format's search in its FMA form with the
+    codebook's bias, or ``bias``, as append launches them; ``fma`` False: the search by
+    selects) compiled for sm_90: (kernel, SASS, resource usage)."""
     from kvcore.kernels import codebook
     from kvcore.kernels import triton_ops as ops
 
