@@ -3,6 +3,7 @@ launch configurations.
 
     python bench/append_sweep.py [--out DIR] [--formats f16,q4_0,…] [--configs ROWS/WARPS,…]
     python bench/append_sweep.py --head-dims 64,96,256,512,576 [--formats tbq4,tbq3]
+    python bench/append_sweep.py --heads 128/1/576/k --formats tbq4,tbq3 --configs 16/4,…
 
 Each format first appends 3,000 tokens × 8 KV heads (head_dim 128) with the kernel and with the
 torch reference and reports the share of identical bytes per plane; then a filled 8 × 32,768
@@ -11,7 +12,9 @@ token cache takes appends of 16,384 new tokens (fp16 in), replayed from a CUDA g
 moved per call: the input
 read plus the cache bytes written. Writes append-sweep.json and prints a table. With
 --head-dims, only the bytes against the reference at those head widths (fp16 and bf16 rows),
-into append-agreement.json.
+into append-agreement.json. With --heads (query heads/KV heads/head_dim[/k], as
+bench/decode.py's scripts take it; /k a K-only cache, an MLA latent), the timed cache has those
+heads (the bytes against the reference stay at 8 heads of 128).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from decode import HKV, D, append_time, fill, write_json  # noqa: E402  (bench/decode.py, beside this file)
+import decode  # noqa: E402  (bench/decode.py, beside this file)
+from decode import HKV, append_time, fill, write_json  # noqa: E402
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LayerCache  # noqa: E402
@@ -36,7 +40,7 @@ FORMATS = ["f16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4"]
 CONFIGS = [(16, 2), (32, 2), (32, 4), (64, 4), (128, 4), (64, 8), (128, 8)]
 
 
-def agreement(fmt: str, dtype=torch.float16, head_dim: int = D) -> dict[str, float]:
+def agreement(fmt: str, dtype=torch.float16, head_dim: int = decode.D) -> dict[str, float]:
     """Share of identical bytes, per plane, between the kernel's and the reference's append
     (input rows of ``dtype``, heads ``head_dim`` wide)."""
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -63,6 +67,8 @@ def main() -> None:
                     "turns, the order reversed every other round")
     ap.add_argument("--head-dims", help="only the bytes against the reference, for these head "
                     "widths (comma-separated), fp16 and bf16 rows; no timing")
+    ap.add_argument("--heads", help="the timed cache's query heads/KV heads/head_dim[/k] "
+                    "(32/8/128 by default; /k: K only)")
     args = ap.parse_args()
     if args.head_dims:
         env = environment("cuda", torch)
@@ -80,7 +86,9 @@ def main() -> None:
     env = environment("cuda", torch)
     bw = measure_bandwidth(torch)
     print(env, {k: f"{v / 1e12:.2f} TB/s" for k, v in bw.items()}, flush=True)
-    result: dict = {"env": env, "bandwidth": bw, "agreement": {}, "rows": []}
+    values = decode.set_heads(args.heads) if args.heads else True
+    result: dict = {"env": env, "bandwidth": bw, "agreement": {}, "rows": [],
+                    "heads": {"kv_heads": decode.HKV, "head_dim": decode.D, "values": values}}
     batch, tokens = 8, 32768
     for fmt in args.formats.split(","):
         result["agreement"][fmt] = agreement(fmt)
@@ -89,7 +97,8 @@ def main() -> None:
             result.setdefault("agreement_bf16", {})[fmt] = agreement(fmt, torch.bfloat16)
             print(fmt, "bfloat16 in:", result["agreement_bf16"][fmt], flush=True)
         dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
-        cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
+        cache = LayerCache(fmt, fmt, batch, tokens, decode.HKV, decode.D, device="cuda",
+                           values=values)
         fill(cache, batch, tokens, dtype)
         turns = [c for r in range(args.rounds) for c in (configs if r % 2 == 0
                                                           else configs[::-1])]

@@ -202,11 +202,13 @@ APPEND_TOKENS = 16384
 def append_time(cache: LayerCache, batch: int, tokens: int, dtype: torch.dtype,
                 **launch: object) -> tuple[float, int]:
     """Seconds per append call of min(APPEND_TOKENS, batch · tokens) new tokens into a filled
-    cache (K and V, fp16 or bf16 in), replayed from a CUDA graph over input copies too large
-    for L2, and the bytes each call moves: the input read plus the cache bytes written.
+    cache (K and V, or K alone in a K-only cache; fp16 or bf16 in), replayed from a CUDA graph
+    over input copies too large for L2, and the bytes each call moves: the input read plus the
+    cache bytes written.
     ``launch`` goes to LayerCache.append."""
     n = min(APPEND_TOKENS, batch * tokens)
-    moved = 2 * n * HKV * D * dtype.itemsize + cache.nbytes * n // (batch * tokens)
+    sides = 2 if cache.has_v else 1
+    moved = sides * n * HKV * D * dtype.itemsize + cache.nbytes * n // (batch * tokens)
     t = torch.arange(n, device="cuda")
     b, off = t // tokens, t % tokens
     inputs = [(torch.randn(n, HKV, D, device="cuda", dtype=dtype),
