@@ -272,7 +272,12 @@ APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (
 #: 42.2%, against 44.4 at 3 with two stages), and for the search by selects (SELECTS_LAUNCH:
 #: append-sweep-h200-v15-rotated.json, 3 programs of at most 168 registers, one stage: tbq4
 #: 28.6%, tbq3 33.5%; v63's staircase by set.gt at 4 of 128, append-fma-launch-h200.json:
-#: 34.4% and 41.3%)
+#: 34.4% and 41.3%). Those are 128-lane rows' launches; wider rows (more values a thread)
+#: take SELECTS_LAUNCH's with the FMA search too (append-wide-256-h200.json, 8 heads of 256:
+#: tbq4 96.9-97.2 µs at 3 of 168 in one stage, 95.7-95.8 at 4 of 128, 119.7-119.9 at 3 of
+#: 168 in two stages, 117.6-118.2 by selects; tbq3 87.3-88.0, 90.3-90.8, 112.0-112.1, 95.8;
+#: append-wide-mla-h200.json, one K-only latent of 576: tbq4 32.7, 36.5-36.7, 35.2-35.3,
+#: 37.4; tbq3 26.9-27.1, 31.5-31.7, 32.4-32.6, 40.7)
 ROTATED_LAUNCH = {"tbq4": (3, 2, 168), "tbq3": (4, 1, 128)}
 SELECTS_LAUNCH = (3, 1, 168)
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
@@ -896,7 +901,8 @@ class LayerCache:
         a side. A rotated format's programs are persistent, each loading the rotation once:
         ``programs_per_sm`` of them a multiprocessor, ``num_stages`` pipelining their loop's
         loads and ``max_registers`` capping their registers a thread (where not given, the
-        format's ROTATED_LAUNCH, or SELECTS_LAUNCH). ``fma_search``: the rotated formats'
+        format's ROTATED_LAUNCH for 128-lane rows, else SELECTS_LAUNCH). ``fma_search``: the
+        rotated formats'
         centroid search as a staircase on the FMA pipes (triton_ops._search's FMA form,
         faster on the H200 than its selects), over the centroids plus ``fma_bias`` (if not
         given, codebook.staircase_bias: 0.0 where the staircase is exact as it is)."""
@@ -943,7 +949,9 @@ class LayerCache:
                     n, self.page_size, HW=rows.device.type == "cuda", SIDES=len(xs), **shape)
                 continue
             levels = 8 if side.fmt == "tbq3" else 16
-            per_sm, stages, regs = ROTATED_LAUNCH[side.fmt] if fma_search else SELECTS_LAUNCH
+            narrow = shape["DPOW"] == 128  # ROTATED_LAUNCH's rows
+            per_sm, stages, regs = (ROTATED_LAUNCH[side.fmt] if fma_search and narrow
+                                    else SELECTS_LAUNCH)
             grid = (min(blocks, SMS * (programs_per_sm or per_sm)),)
             # the rotation in the input's type where it is bfloat16 on a GPU (Triton's
             # interpreter multiplies bfloat16 wrongly), or float16: other inputs than float16

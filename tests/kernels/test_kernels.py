@@ -542,6 +542,33 @@ def test_rotated_append_writes_the_reference_bytes(fmt, head_dim, dtype):
         assert same.float().mean() > 0.99
 
 
+@pytest.mark.parametrize(("fmt", "head_dim", "fma", "want"), [
+    ("tbq4", 128, True, (3, 2, 168)), ("tbq3", 128, True, (4, 1, 128)),
+    ("tbq4", 256, True, (3, 1, 168)), ("tbq3", 576, True, (3, 1, 168)),
+    ("tbq4", 128, False, (3, 1, 168)), ("tbq3", 128, False, (3, 1, 168))])
+def test_rotated_append_launch_by_format_width_and_search(monkeypatch, fmt, head_dim, fma,
+                                                          want):
+    # the FMA search's launches were measured for 128-lane rows (ROTATED_LAUNCH: tbq4 three
+    # programs a multiprocessor in two stages, tbq3 four of 128 registers); wider rows, and
+    # the selects, take three of 168 in one stage, faster there
+    import kvcore.kernels.cache as cache_mod
+    import kvcore.kernels.triton_ops as ops
+
+    seen = []
+
+    class Launch:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((grid[0], kw["num_stages"], kw["maxnreg"]))
+
+    monkeypatch.setattr(cache_mod, "SMS", 1)  # the grid is then the programs a multiprocessor
+    monkeypatch.setattr(ops, "rotated_append_kernel", Launch())
+    cache = LayerCache(fmt, fmt, 1, 4096, 2, head_dim)
+    t = torch.arange(1000)
+    x = torch.randn(1000, 2, head_dim, dtype=torch.float16)
+    cache.append(x, x, torch.zeros_like(t), t, fma_search=fma)
+    assert seen == [want]
+
+
 @pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
 @pytest.mark.parametrize(("head_dim", "dtype"), [(128, torch.float16), (256, torch.float32)])
 def test_one_rotated_program_walks_every_block(monkeypatch, fmt, head_dim, dtype):
