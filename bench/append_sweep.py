@@ -9,8 +9,8 @@ Each format first appends 3,000 tokens × 8 KV heads (head_dim 128) with the ker
 torch reference and reports the share of identical bytes per plane; then a filled 8 × 32,768
 token cache takes appends of 16,384 new tokens (fp16 in), replayed from a CUDA graph
 (decode.append_time), under each (rows per program, warps, …), with --rounds in turns. Bytes
-moved per call: the input
-read plus the cache bytes written. Writes append-sweep.json and prints a table. With
+moved per call: the input read plus the cache bytes written. Writes append-sweep.json and
+prints a table. With
 --head-dims, only the bytes against the reference at those head widths (fp16 and bf16 rows),
 into append-agreement.json. With --heads (query heads/KV heads/head_dim[/k], as
 bench/decode.py's scripts take it; /k a K-only cache, an MLA latent), the timed cache has those

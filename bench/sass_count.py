@@ -120,14 +120,15 @@ def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int 
     from kvcore.kernels import triton_ops as ops
 
     f = ops.FMT_CODES[fmt]
+    levels = 8 if f == 5 else 16
     sig = {"X": "*fp16", "XV": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64",
            "P0": DATA.get(f, "*u8"), "P1": SIDE.get(f, "*u8"), "P0V": DATA.get(f, "*u8"),
            "P1V": SIDE.get(f, "*u8"), "GS": "*fp32", "GSV": "*fp32", "ROT": "*fp16",
            "TH": "*fp32", "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
     x0, x1 = _row_widths(fmt, 128)
     consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=x0, X1=x1,
-                  LEVELS=8 if f == 5 else 16, ROWS=rows, HW=True, SIDES=sides, FMA=fma,
-                  BIAS=codebook.staircase_bias(8 if f == 5 else 16) if bias is None else bias)
+                  LEVELS=levels, ROWS=rows, HW=True, SIDES=sides, FMA=fma,
+                  BIAS=codebook.staircase_bias(levels) if bias is None else bias)
     kernel = ops.rotated_append_kernel if f in (4, 5) else ops.append_kernel
     return _compile(kernel, sig, consts, ("PAGE",), {"num_warps": warps, "num_stages": stages})
 

@@ -902,10 +902,9 @@ class LayerCache:
         ``programs_per_sm`` of them a multiprocessor, ``num_stages`` pipelining their loop's
         loads and ``max_registers`` capping their registers a thread (where not given, the
         format's ROTATED_LAUNCH for 128-lane rows, else SELECTS_LAUNCH). ``fma_search``: the
-        rotated formats'
-        centroid search as a staircase on the FMA pipes (triton_ops._search's FMA form,
-        faster on the H200 than its selects), over the centroids plus ``fma_bias`` (if not
-        given, codebook.staircase_bias: 0.0 where the staircase is exact as it is)."""
+        rotated formats' centroid search as a staircase on the FMA pipes (triton_ops._search's
+        FMA form, faster on the H200 than its selects), over the centroids plus ``fma_bias``
+        (if not given, codebook.staircase_bias: 0.0 where the staircase is exact as it is)."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()
