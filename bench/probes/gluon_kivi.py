@@ -1,0 +1,127 @@
+"""A probe: kivi2 decode by the Gluon kernel (kernels/gluon_kivi.py) on a GPU.
+
+    python bench/probes/gluon_kivi.py [--out DIR] [--shapes BxT,…] [--launches 12c168,16c128]
+        [--rounds 2] [--no-check]
+
+First a check: sequences of 1,000, 1, 777, 64 and 159 tokens (every mix of quantized groups
+and residual ring, groups in a shuffled slot order) at 1, 4 and 8 query heads a KV head: the
+Gluon kernel's output against KiviCache.decode (the Triton kernel) and decode_ref (float64).
+Then, at each shape (GQA 32/8, head_dim 128), the Triton decode and the Gluon kernel at each
+launch (programs a multiprocessor, c and a cap of registers a thread, u uncapped; s and a
+digit for STAGES), timed in turns from CUDA graphs (the order reversed every other round),
+fp16 SDPA once, and the largest difference of the Gluon output from the Triton kernel's.
+Writes gluon-kivi.json after every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from functools import partial
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+import decode  # noqa: E402
+from decode import graph_time, kivi_copies, kivi_fill, sdpa_time, write_json  # noqa: E402
+
+from kvcore.kernels import gluon_kivi  # noqa: E402
+from kvcore.kernels.kivi import KiviCache  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+
+def parse_launch(name: str) -> dict:
+    """"12c168": 12 programs a multiprocessor capped at 168 registers; "8u": 8, uncapped;
+    "12c168s4": four stages."""
+    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?", name)
+    assert m, name
+    out = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0)}
+    if m.group(3):
+        out["STAGES"] = int(m.group(3))
+    return out
+
+
+def check() -> dict:
+    """Largest differences of the Gluon output from the Triton kernel's and from decode_ref."""
+    torch.manual_seed(1)
+    lens = [1000, 1, 777, 64, 159]
+    heads = 8
+    cache = KiviCache("kivi2", len(lens), heads, 128, 1024, device="cuda",
+                      slot_order=torch.randperm(len(lens) * (1024 // 32 - 4)).tolist())
+    for s, n in enumerate(lens):
+        # keys with outlier channels, as KIVI expects them
+        k = torch.randn(n, heads, 128, device="cuda") * (1 + 4 * (torch.arange(128,
+                                                                             device="cuda") % 17 == 0))
+        cache.append_triton(s, k.half(), torch.randn(n, heads, 128, device="cuda").half())
+    res = {"lens": lens, "n_quant": list(cache.n_quant), "n_resid": list(cache.n_resid)}
+    for group in (1, 4, 8):
+        q = torch.randn(len(lens), heads * group, 128, device="cuda", dtype=torch.float16)
+        ref = cache.decode_ref(q).float()
+        tri = cache.decode(q)
+        for launch in ("12c168", "8u"):
+            out = torch.full_like(tri, float("nan"))
+            gluon_kivi.decode_kivi_gluon(cache, q, out, **parse_launch(launch))
+            res[f"group{group}_{launch}"] = {
+                "max_abs_vs_triton": (out - tri).abs().max().item(),
+                "max_abs_vs_ref": (out - ref).abs().max().item(),
+                "triton_max_abs_vs_ref": (tri - ref).abs().max().item(),
+                "nan": bool(out.isnan().any().item())}
+        # splits of one tile: every program's start and end inside the ring and the groups
+        out = torch.full_like(tri, float("nan"))
+        gluon_kivi.decode_kivi_gluon(cache, q, out, split_tokens=32)
+        res[f"group{group}_split32"] = {"max_abs_vs_triton": (out - tri).abs().max().item(),
+                                        "nan": bool(out.isnan().any().item())}
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--shapes", default="1x131072,8x131072,8x32768,1x32768")
+    ap.add_argument("--launches", default="12c168,16c128,8u")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-check", action="store_true")
+    args = ap.parse_args()
+    result: dict = {"env": environment(), "check": None, "rows": []}
+    if not args.no_check:
+        result["check"] = check()
+        print("check", result["check"], flush=True)
+        write_json(args.out, "gluon-kivi", result)
+    for shape in args.shapes.split(","):
+        batch, tokens = (int(x) for x in shape.split("x"))
+        cache = kivi_fill("kivi2", batch, tokens)
+        caches = kivi_copies(cache)
+        q = torch.randn(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float16)
+        tri_out = torch.empty(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float32)
+        ref = cache.decode(q)
+        variants = {"triton": [partial(c.decode, q, out=tri_out) for c in caches]}
+        diffs = {}
+        for name in args.launches.split(","):
+            kw = parse_launch(name)
+            out = torch.empty_like(tri_out)
+            variants[name] = [partial(gluon_kivi.decode_kivi_gluon, c, q, out, **kw)
+                              for c in caches]
+            check_out = torch.full_like(tri_out, float("nan"))
+            gluon_kivi.decode_kivi_gluon(cache, q, check_out, **kw)
+            diffs[name] = (check_out - ref).abs().max().item()
+        times: dict = {k: [] for k in variants}
+        for r in range(args.rounds):
+            order = list(variants) if r % 2 == 0 else list(variants)[::-1]
+            for name in order:
+                times[name].append(graph_time(variants[name]) * 1e6)
+        row = {"batch": batch, "tokens": tokens, "us": times, "max_abs_vs_triton": diffs,
+               "cache_bytes": cache.nbytes, "sdpa_f16_us": sdpa_time(batch, tokens) * 1e6}
+        print(row, flush=True)
+        result["rows"].append(row)
+        write_json(args.out, "gluon-kivi", result)
+        del cache, caches, variants
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

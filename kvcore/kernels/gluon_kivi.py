@@ -1,0 +1,308 @@
+"""kivi2 decode attention by a split kernel that states its layouts (Triton's Gluon dialect), for
+K and V in kivi2 (groups of 32 tokens, heads of 128 lanes, at most 8 query heads a KV head), on
+an sm_80+ GPU.
+
+A program (sequence, KV head, split) walks its split's quantized groups, one group a 32-token
+tile copied into shared memory two ahead (cp.async: the key codes, scales and minimums, the
+value codes, scales and minimums, 3 KB a tile), then the split's part of the float16 residual
+ring. Both products are swapped, as in kernels/gluon_q4_0.py: the cache tile is the tensor
+cores' first operand and the query rows (padded to 8) the narrow second one, so that the
+partial output [128, 8] stays in 32 registers a thread.
+
+Each lane reads its bytes where the operands want them, so that no code moves between lanes:
+
+- Keys: lane (g, t) reads byte row g of channels 32 t … 32 t + 31 (tokens 4 g … 4 g + 3: byte
+  j of a channel holds tokens 4 j + k), and unpacks code k of each byte (CODES2_ASM: the code
+  masked into a float16 mantissa, one exact subtraction, c·s + m in one fused multiply-add,
+  the values of kivi_triton's decode) into row 16 k1 + 8 k0 + g (k = k0 + 2 k1) of the score
+  product's first operand, whose column order is the channels' relabelled (key_channel): the
+  query is gathered in that order.
+- Values: lane (g, t) reads byte rows g, g + 8, g + 16, g + 24 (channel groups q = 0 … 3) of
+  tokens 8 t … 8 t + 7, code k of byte row c being channel 4 c + k: row 32 q + 16 k1 + 8 k0 + g
+  of the value product's first operand holds channel 32 q + 4 g + k (value_channel), its
+  columns the tokens relabelled (token 8 t + 4 κ + 2 f + e at column 16 κ + 8 f + 2 t + e); the
+  weights reach that order through one layout conversion.
+
+The residual ring's float16 rows go through layout conversions into the same operands (a ring
+holds at most R + G − 1 tokens, in a sequence's last split).
+
+Gluon has no interpreter: CI compiles this kernel for sm_90 (tests/kernels/test_gluon.py), and
+bench/probes/gluon_kivi.py checks its output on a GPU against KiviCache's Triton decode and
+decode_ref.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
+
+from .cache import tiled_splits, wave_splits
+from .gluon_q4_0 import ASYNC_LOAD, BARRIER, MMA, OPA, OPB
+from .kivi_triton import _codes_asm
+
+#: four bytes of 2-bit codes, their scales and minimums → code k of each byte as c·s + m
+CODES2 = gl.constexpr(_codes_asm(2))
+#: programs a multiprocessor and the cap of registers a thread (12 one-warp programs fit 168)
+KIVI_GLUON_PER_SM = 12
+KIVI_GLUON_REGISTERS = 168
+
+# key codes [8 byte rows, 128 channels]: lane (g, t) holds row g, channels 32 t … 32 t + 31
+KL = gl.constexpr(gl.BlockedLayout([1, 32], [8, 4], [1, 1], [1, 0]))
+# value codes [4 channel groups q, 8, 32 tokens] (byte row 8 q + g): lane (g, t) holds rows g of
+# every group, tokens 8 t … 8 t + 7
+VL = gl.constexpr(gl.BlockedLayout([1, 1, 8], [1, 8, 4], [1, 1, 1], [2, 1, 0]))
+# copies, 16 bytes (codes) or 8 bytes (scales, minimums) a lane
+CPK = gl.constexpr(gl.BlockedLayout([1, 16], [4, 8], [1, 1], [1, 0]))    # [8, 128] bytes
+CPS = gl.constexpr(gl.BlockedLayout([4], [32], [1], [0]))                # [128] float16
+CPV = gl.constexpr(gl.BlockedLayout([1, 16], [16, 2], [1, 1], [1, 0]))   # [32, 32] bytes
+CPVS = gl.constexpr(gl.BlockedLayout([1, 4], [4, 8], [1, 1], [1, 0]))    # [4, 32] float16
+# the ring's float16 rows [32 tokens, 128], 16 bytes a lane
+RL = gl.constexpr(gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0]))
+# key rows of 128 bytes, each 16-byte chunk xor'ed with the row (8 rows, 32 banks)
+SHK = gl.constexpr(gl.SwizzledSharedLayout(vec=16, per_phase=1, max_phase=8, order=[1, 0]))
+SH1 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
+SH2 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
+
+
+def key_channel(k: int) -> int:
+    """The channel column k of the score product's first operand holds (k = 16 J + 8 f + 2 t +
+    e: lane t's columns are its channels 32 t + 4 J + 2 f + e)."""
+    return 32 * ((k >> 1) & 3) + 4 * (k >> 4) + 2 * ((k >> 3) & 1) + (k & 1)
+
+
+def value_channel(r: int) -> int:
+    """The channel row r of the value product's first operand (and of the partial output)
+    holds: row 32 q + 16 k1 + 8 k0 + g holds channel 32 q + 4 g + 2 k1 + k0."""
+    return 32 * (r >> 5) + 4 * (r & 7) + 2 * ((r >> 4) & 1) + ((r >> 3) & 1)
+
+
+@gluon.jit
+def _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, row):
+    """Start copying the group whose planes are at ``row`` (slot · H + head) into stage st."""
+    j = gl.arange(0, 8, layout=gl.SliceLayout(1, CPK))
+    ch = gl.arange(0, 128, layout=gl.SliceLayout(0, CPK))
+    ASYNC_LOAD(kbuf.index(st), KQ + row * 1024 + j[:, None] * 128 + ch[None, :])
+    cs = gl.arange(0, 128, layout=CPS)
+    ASYNC_LOAD(ksbuf.index(st), KS + row * 128 + cs)
+    ASYNC_LOAD(kmbuf.index(st), KM + row * 128 + cs)
+    c = gl.arange(0, 32, layout=gl.SliceLayout(1, CPV))
+    tok = gl.arange(0, 32, layout=gl.SliceLayout(0, CPV))
+    ASYNC_LOAD(vbuf.index(st), VQ + row * 1024 + c[:, None] * 32 + tok[None, :])
+    q = gl.arange(0, 4, layout=gl.SliceLayout(1, CPVS))
+    vt = gl.arange(0, 32, layout=gl.SliceLayout(0, CPVS))
+    ASYNC_LOAD(vsbuf.index(st), VS + row * 128 + q[:, None] * 32 + vt[None, :])
+    ASYNC_LOAD(vmbuf.index(st), VM + row * 128 + q[:, None] * 32 + vt[None, :])
+
+
+@gluon.jit
+def _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, GT, gt0, h,
+           n0, qend, H: gl.constexpr):
+    """The copies of the group at token n0 into stage st (none past qend), one commit group."""
+    if n0 < qend:
+        slot = gl.load(GT + gt0 + n0 // 32).to(gl.int64)
+        _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, slot * H + h)
+    _cp.commit_group()
+
+
+@gluon.jit
+def _key_operand(kbuf, ksbuf, kmbuf, st):
+    """Stage st's keys → the score product's first operand [32, 128]: row 16 k1 + 8 k0 + g holds
+    token 4 g + k0 + 2 k1, column k channel key_channel(k)."""
+    kb = kbuf.index(st).load(KL)
+    ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, KL)), 0), kb)[0]
+    km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, KL)), 0), kb)[0]
+    o0, o1, o2, o3 = gl.inline_asm_elementwise(
+        CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km],
+        dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+    x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [g, ch, k0, k1]
+    x = gl.reshape(x, [8, 4, 8, 2, 2, 2, 2])  # g | t J f e | k0 k1
+    x = gl.permute(x, [6, 5, 0, 2, 3, 1, 4])  # k1 k0 g | J f t e
+    return gl.convert_layout(gl.reshape(x, [32, 128]), OPA)
+
+
+@gluon.jit
+def _value_operand(vbuf, vsbuf, vmbuf, st):
+    """Stage st's values → the value product's first operand [128, 32]: row
+    32 q + 16 k1 + 8 k0 + g holds channel value_channel(row), column 16 κ + 8 f + 2 t + e token
+    8 t + 4 κ + 2 f + e."""
+    vb = vbuf.index(st).reshape([4, 8, 32]).load(VL)
+    SL: gl.constexpr = gl.SliceLayout(1, VL)
+    vs = gl.broadcast(gl.expand_dims(vsbuf.index(st).load(SL), 1), vb)[0]
+    vm = gl.broadcast(gl.expand_dims(vmbuf.index(st).load(SL), 1), vb)[0]
+    o0, o1, o2, o3 = gl.inline_asm_elementwise(
+        CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [vb, vs, vm],
+        dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+    x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [q, g, tok, k0, k1]
+    x = gl.reshape(x, [4, 8, 4, 2, 2, 2, 2, 2])  # q g | t κ f e | k0 k1
+    x = gl.permute(x, [0, 7, 6, 1, 3, 4, 2, 5])  # q k1 k0 g | κ f t e
+    return gl.convert_layout(gl.reshape(x, [128, 32]), OPA)
+
+
+@gluon.jit
+def _weights_operand(p):
+    """A quantized tile's weights [32 score rows, 8] (row 16 k1 + 8 k0 + g: token 4 g + k0 +
+    2 k1) → the value product's second operand in its token order (_value_operand)."""
+    x = gl.reshape(p.to(gl.float16), [2, 2, 4, 2, 8])  # k1 (f) k0 (e) | t κ (g) | n
+    x = gl.permute(x, [3, 0, 2, 1, 4])  # κ f t e | n
+    return gl.convert_layout(gl.reshape(x, [32, 8]), OPB)
+
+
+@gluon.jit
+def _softmax(s, m_i, l_i, acc, LAZY: gl.constexpr):
+    """The online softmax of a tile's scores s [32, 8]: (weights, max, sum, rescaled output)."""
+    m_t = gl.max(s, axis=0)
+    if LAZY:  # noqa: SIM108 (a compile-time branch)
+        m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
+    else:
+        m_new = gl.maximum(m_i, m_t)
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s - m_new[None, :])
+    l_i = l_i * alpha + gl.sum(p, axis=0)
+    if LAZY:
+        if gl.max(m_new - m_i, axis=0) > 0:
+            acc = acc * alpha[None, :]
+    else:
+        acc = acc * alpha[None, :]
+    return p, m_new, l_i, acc
+
+
+@gluon.jit
+def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, stride_gt, RING,
+                         n_splits, qk_scale, SPLIT, H: gl.constexpr, GROUP: gl.constexpr,
+                         STAGES: gl.constexpr = 3, LAZY: gl.constexpr = True,
+                         PDL: gl.constexpr = False):
+    """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a kivi2
+    cache (KiviCache's planes, 128-lane heads, G = 32): partial output, running max and sum to
+    ACC and ML as kivi_decode_kernel writes them (reduce_splits merges them). LAZY: the running
+    output is rescaled only when a tile raises the max by more than 2⁸. PDL: launched as a
+    programmatic dependent."""
+    QN: gl.constexpr = 8
+    b = gl.program_id(0)
+    h = gl.program_id(1)
+    sp = gl.program_id(2)
+    if PDL:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0 $1", "=r,r", [sp],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0 $1", "=r,r", [sp],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+    nq = gl.load(NQ + b)
+    n = nq + gl.load(NR + b)
+    start = sp * SPLIT
+    end = gl.minimum(start + SPLIT, n)
+    qend = gl.minimum(end, nq)
+    row0 = (b * H + h) * GROUP
+    # the query rows as the score product's second operand [128, 8], in key_channel's order
+    QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
+    kk = gl.arange(0, 128, layout=gl.SliceLayout(1, QL))
+    qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
+    kch = 32 * ((kk >> 1) & 3) + 4 * (kk >> 4) + 2 * ((kk >> 3) & 1) + (kk & 1)
+    qv = gl.load(Q + (row0 + qi)[None, :] * 128 + kch[:, None], mask=(qi < GROUP)[None, :],
+                 other=0.0).to(gl.float32)
+    qb = gl.convert_layout((qv * qk_scale).to(gl.float16), OPB)
+    kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 8, 128], SHK)
+    ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 128], SH1)
+    kmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 128], SH1)
+    vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 32], SH2)
+    vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 4, 32], SH2)
+    vmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 4, 32], SH2)
+    gt0 = b * stride_gt
+    for i in gl.static_range(STAGES - 1):
+        _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, i, KQ, KS, KM, VQ, VS, VM, GT, gt0, h,
+               start + i * 32, qend, H)
+    m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
+    l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
+    acc = gl.zeros([128, QN], gl.float32, layout=MMA)
+    it = 0
+    for n0 in range(start, qend, 32):
+        st = it % STAGES
+        BARRIER()  # every lane is done with the stage the next copy fills
+        _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, (it + STAGES - 1) % STAGES, KQ, KS, KM,
+               VQ, VS, VM, GT, gt0, h, n0 + (STAGES - 1) * 32, qend, H)
+        _cp.wait_group(STAGES - 1)
+        BARRIER()
+        s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st), qb,
+                                    gl.zeros([32, QN], gl.float32, layout=MMA))
+        p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
+        acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st),
+                                      _weights_operand(p), acc)
+        it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
+    _cp.wait_group(0)
+    # the residual ring: float16 rows, token i at ring row i mod RING
+    rt = gl.arange(0, 32, layout=gl.SliceLayout(1, RL))
+    rc = gl.arange(0, 128, layout=gl.SliceLayout(0, RL))
+    ring0 = (b * H + h).to(gl.int64) * RING
+    stok = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
+    for n0 in range(gl.maximum(start, nq), end, 32):
+        tok = n0 + rt
+        rows = ring0 + tok % RING
+        rm = (tok < end)[:, None]
+        kr = gl.load(KR + rows[:, None] * 128 + rc[None, :], mask=rm, other=0.0)
+        kx = gl.permute(gl.reshape(kr, [32, 4, 8, 2, 2]), [0, 2, 3, 1, 4])  # tok | J f t e
+        s = gl.nvidia.ampere.mma_v2(gl.convert_layout(gl.reshape(kx, [32, 128]), OPA), qb,
+                                    gl.zeros([32, QN], gl.float32, layout=MMA))
+        s = gl.where((n0 + stok < end)[:, None], s, float("-inf"))
+        p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
+        vr = gl.load(VR + rows[:, None] * 128 + rc[None, :], mask=rm, other=0.0)
+        vx = gl.reshape(gl.permute(vr, [1, 0]), [4, 8, 2, 2, 32])  # q g k1 k0 | tok
+        vx = gl.reshape(gl.permute(vx, [0, 2, 3, 1, 4]), [128, 32])  # q k1 k0 g | tok
+        acc = gl.nvidia.ampere.mma_v2(gl.convert_layout(vx, OPA),
+                                      gl.convert_layout(p.to(gl.float16), OPB), acc)
+    oc = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
+    oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
+    dcol = 32 * (oc >> 5) + 4 * (oc & 7) + 2 * ((oc >> 4) & 1) + ((oc >> 3) & 1)
+    base = ((b * H + h) * GROUP + oi).to(gl.int64) * n_splits + sp
+    om = (oi < GROUP)[None, :]
+    gl.store(ACC + base[None, :] * 128 + dcol[:, None], acc, mask=om)
+    gl.store(ML + base * 2, m_i, mask=oi < GROUP)
+    gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
+
+
+def applies(cache: Any, q: Any) -> bool:
+    """Whether the kernel takes this decode: kivi2 K and V, 128-lane heads, groups of 32 tokens
+    and at most 8 query heads a KV head, on a GPU."""
+    return (cache.bits == 2 and cache.has_v and cache.head_dim == 128
+            and cache.head_dim_v == 128 and cache.group == 32 and q.is_cuda
+            and q.shape[-1] == 128 and q.shape[1] % cache.heads == 0
+            and q.shape[1] // cache.heads <= 8)
+
+
+def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int = KIVI_GLUON_PER_SM,
+                      max_registers: int = KIVI_GLUON_REGISTERS, pdl: bool = False,
+                      split_tokens: int | None = None, **consts: Any) -> Any:
+    """One decode step of q [B, Hq, 128] over ``cache`` (a kivi2 KiviCache, applies()) into
+    ``out`` [B, Hq, 128] float32: kivi2_swapped_kernel over one wave of ``per_sm`` programs a
+    multiprocessor (or splits of ``split_tokens``), then reduce_splits. ``consts`` go to the
+    kernel (STAGES, LAZY)."""
+    import torch
+
+    from .cache import LOG2E
+    from .triton_ops import reduce_splits
+
+    seqs, hq, d = q.shape
+    group = hq // cache.heads
+    total = max(a + b for a, b in zip(cache.n_quant, cache.n_resid, strict=True))
+    if split_tokens is None:
+        split, n_splits = tiled_splits(total, wave_splits(seqs * cache.heads, per_sm))
+    else:
+        split = max(32, -(-split_tokens // 32) * 32)
+        n_splits = max(1, -(-total // split))
+    acc = torch.empty(seqs * hq * n_splits * d, dtype=torch.float32, device=q.device)
+    ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
+    key = (tuple(cache.n_quant), tuple(cache.n_resid), str(q.device))
+    if cache._lens is None or cache._lens_key != key:
+        cache._lens = (torch.tensor(cache.n_quant, dtype=torch.int32, device=q.device),
+                       torch.tensor(cache.n_resid, dtype=torch.int32, device=q.device))
+        cache._lens_key = key
+    nq, nr = cache._lens
+    kivi2_swapped_kernel[(seqs, cache.heads, n_splits)](
+        q.contiguous(), acc, ml, cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm,
+        cache.kr, cache.vr, nq, nr, cache.group_table, cache.group_table.stride(0), cache.ring,
+        n_splits, LOG2E / math.sqrt(d), split, H=cache.heads, GROUP=group, num_warps=1,
+        **consts, **({"PDL": True, "launch_pdl": True} if pdl else {}),
+        **({"maxnreg": max_registers} if max_registers else {}))
+    reduce_splits(acc, ml, out, n_splits, seqs, cache.heads, group, d, pdl=pdl)
+    return out
