@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-check", action="store_true")
     args = ap.parse_args()
-    result: dict = {"env": environment(), "check": None, "rows": []}
+    result: dict = {"env": environment("cuda", torch), "check": None, "rows": []}
     if not args.no_check:
         result["check"] = check()
         print("check", result["check"], flush=True)
