@@ -37,12 +37,15 @@ from kvcore.measure import environment  # noqa: E402
 
 def parse_launch(name: str) -> dict:
     """"12c168": 12 programs a multiprocessor capped at 168 registers; "8u": 8, uncapped;
-    "12c168s4": four stages."""
-    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?", name)
+    "12c168s4": four stages; a trailing k: K_AFTER, a trailing a: not K_AFTER (else the
+    kernel's default)."""
+    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)", name)
     assert m, name
-    out = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0)}
+    out: dict = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0)}
     if m.group(3):
         out["STAGES"] = int(m.group(3))
+    if m.group(4):
+        out["K_AFTER"] = m.group(4) == "k"
     return out
 
 
@@ -63,7 +66,7 @@ def check() -> dict:
         q = torch.randn(len(lens), heads * group, 128, device="cuda", dtype=torch.float16)
         ref = cache.decode_ref(q).float()
         tri = cache.decode(q)
-        for launch in ("12c168", "8u"):
+        for launch in ("12c168a", "12c168k", "8uk"):
             out = torch.full_like(tri, float("nan"))
             gluon_kivi.decode_kivi_gluon(cache, q, out, **parse_launch(launch))
             res[f"group{group}_{launch}"] = {

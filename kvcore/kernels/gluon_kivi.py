@@ -46,6 +46,8 @@ from .kivi_triton import _codes_asm
 
 #: four bytes of 2-bit codes, their scales and minimums → code k of each byte as c·s + m
 CODES2 = gl.constexpr(_codes_asm(2))
+#: the same codes unscaled: code k of each byte as 2^(10 − 2k) + c (K_AFTER's keys)
+UNITS2 = gl.constexpr(_codes_asm(2, scaled=False))
 #: programs a multiprocessor and the cap of registers a thread (12 one-warp programs fit 168)
 KIVI_GLUON_PER_SM = 12
 KIVI_GLUON_REGISTERS = 168
@@ -125,6 +127,57 @@ def _key_operand(kbuf, ksbuf, kmbuf, st):
 
 
 @gluon.jit
+def _key_rows(kbuf, ksbuf, kmbuf, st, qb):
+    """K_AFTER: stage st's keys as raw codes (UNITS2: 2^(10 − 2k) + c) → the two first operands
+    [16, 128] of the score product (rows 8 k0 + g of product k1: token 4 g + k0 + 2 k1, columns
+    in key_channel's order), the second operand qs = the query times the channels' scales, and
+    the two products' initial accumulators [16, 8]: Σ q·m − 2^(10 − 2k) Σ qs, so that a
+    product's scores are Σ q·(c·s + m) (the sums by products whose first operand is
+    constant rows of ones)."""
+    kb = kbuf.index(st).load(KL)
+    o0, o1, o2, o3 = gl.inline_asm_elementwise(
+        UNITS2, "=r,=r,=r,=r,=r,=r,=r,=r,r", [kb],
+        dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+    ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, KL)), 0), kb)[0]
+    km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, KL)), 0), kb)[0]
+    # the scales and minimums [g, ch] as second operands [128, 8] (lane (g, t) holds column g,
+    # its channels): the query times each
+    sk = gl.permute(gl.reshape(ks, [8, 4, 8, 2, 2]), [2, 3, 1, 4, 0])  # J f t e | g
+    qs = qb * gl.convert_layout(gl.reshape(sk, [128, 8]), OPB)
+    mk = gl.permute(gl.reshape(km, [8, 4, 8, 2, 2]), [2, 3, 1, 4, 0])
+    qm = qb * gl.convert_layout(gl.reshape(mk, [128, 8]), OPB)
+    # rows of ones sum them (every row of a product the same sums)
+    ones = gl.full([16, 128], 1.0, gl.float16, layout=OPA)
+    zero = gl.zeros([16, 8], gl.float32, layout=MMA)
+    sm = gl.nvidia.ampere.mma_v2(ones, qm, zero)
+    sq = gl.nvidia.ampere.mma_v2(ones, qs, zero)
+    r = gl.arange(0, 16, layout=gl.SliceLayout(1, MMA))
+    u = gl.where(r < 8, 1024.0, 256.0)[:, None]  # the units of codes 0 and 1 (rows 8 k0 + g)
+    c0 = sm - u * sq
+    c1 = sm - (u * 0.0625) * sq  # codes 2 and 3: 64 and 16
+    return (_half_rows(o0, o1), _half_rows(o2, o3), qs, c0, c1)
+
+
+@gluon.jit
+def _half_rows(a, b):
+    """Two codes' tiles [g, ch] (code k0 = 0, 1 of a product) → its first operand [16, 128]: row
+    8 k0 + g, columns in key_channel's order."""
+    x = gl.permute(gl.join(a, b), [2, 0, 1])  # k0 | g ch
+    x = gl.permute(gl.reshape(x, [2, 8, 4, 8, 2, 2]), [0, 1, 3, 4, 2, 5])  # k0 g | J f t e
+    return gl.convert_layout(gl.reshape(x, [16, 128]), OPA)
+
+
+@gluon.jit
+def _weights_after(p0, p1):
+    """K_AFTER: a tile's weights from its two products [16, 8] (row 8 k0 + g of product k1:
+    token 4 g + k0 + 2 k1) → the value product's second operand in its token order."""
+    x = gl.join(p0.to(gl.float16), p1.to(gl.float16))  # [k0 t κ, n, k1]
+    x = gl.reshape(x, [2, 4, 2, 8, 2])  # k0 (e) t κ | n | k1 (f)
+    x = gl.permute(x, [2, 4, 1, 0, 3])  # κ f t e | n
+    return gl.convert_layout(gl.reshape(x, [32, 8]), OPB)
+
+
+@gluon.jit
 def _value_operand(vbuf, vsbuf, vmbuf, st):
     """Stage st's values → the value product's first operand [128, 32]: row
     32 q + 16 k1 + 8 k0 + g holds channel value_channel(row), column 16 κ + 8 f + 2 t + e token
@@ -171,15 +224,36 @@ def _softmax(s, m_i, l_i, acc, LAZY: gl.constexpr):
 
 
 @gluon.jit
+def _softmax2(s0, s1, m_i, l_i, acc, LAZY: gl.constexpr):
+    """_softmax over a tile's scores in two halves [16, 8]."""
+    m_t = gl.max(gl.maximum(s0, s1), axis=0)
+    if LAZY:  # noqa: SIM108 (a compile-time branch)
+        m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
+    else:
+        m_new = gl.maximum(m_i, m_t)
+    alpha = gl.exp2(m_i - m_new)
+    p0 = gl.exp2(s0 - m_new[None, :])
+    p1 = gl.exp2(s1 - m_new[None, :])
+    l_i = l_i * alpha + gl.sum(p0 + p1, axis=0)
+    if LAZY:
+        if gl.max(m_new - m_i, axis=0) > 0:
+            acc = acc * alpha[None, :]
+    else:
+        acc = acc * alpha[None, :]
+    return p0, p1, m_new, l_i, acc
+
+
+@gluon.jit
 def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, stride_gt, RING,
                          n_splits, qk_scale, SPLIT, H: gl.constexpr, GROUP: gl.constexpr,
                          STAGES: gl.constexpr = 3, LAZY: gl.constexpr = True,
-                         PDL: gl.constexpr = False):
+                         PDL: gl.constexpr = False, K_AFTER: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a kivi2
     cache (KiviCache's planes, 128-lane heads, G = 32): partial output, running max and sum to
     ACC and ML as kivi_decode_kernel writes them (reduce_splits merges them). LAZY: the running
     output is rescaled only when a tile raises the max by more than 2⁸. PDL: launched as a
-    programmatic dependent."""
+    programmatic dependent. K_AFTER: the keys' scales and minimums after the unpacking
+    (_key_rows), not in it."""
     QN: gl.constexpr = 8
     b = gl.program_id(0)
     h = gl.program_id(1)
@@ -224,11 +298,18 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                VQ, VS, VM, GT, gt0, h, n0 + (STAGES - 1) * 32, qend, H)
         _cp.wait_group(STAGES - 1)
         BARRIER()
-        s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st), qb,
-                                    gl.zeros([32, QN], gl.float32, layout=MMA))
-        p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
-        acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st),
-                                      _weights_operand(p), acc)
+        if K_AFTER:
+            ka, kb2, qs, c0, c1 = _key_rows(kbuf, ksbuf, kmbuf, st, qb)
+            s0 = gl.nvidia.ampere.mma_v2(ka, qs, c0)
+            s1 = gl.nvidia.ampere.mma_v2(kb2, qs, c1)
+            p0, p1, m_i, l_i, acc = _softmax2(s0, s1, m_i, l_i, acc, LAZY)
+            pt = _weights_after(p0, p1)
+        else:
+            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st), qb,
+                                        gl.zeros([32, QN], gl.float32, layout=MMA))
+            p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
+            pt = _weights_operand(p)
+        acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st), pt, acc)
         it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
     # the residual ring: float16 rows, token i at ring row i mod RING
