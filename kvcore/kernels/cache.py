@@ -600,13 +600,14 @@ GLUON_LEAST_WORK_16 = {"q4_0": 16 * 32768, "nvfp4": 8 * 32768, "tbq4": 16 * 3276
                        "tbq3": 8 * 32768}
 
 
-def gluon_available() -> bool:
-    """Whether the installed triton compiles kernels/gluon_q4_0.py (its Gluon dialect with the
-    layouts, copies and barrier the kernel uses; ``kvplan[gpu]`` allows triton from 3.2)."""
+def gluon_available(module: str = "gluon_q4_0") -> bool:
+    """Whether the installed triton compiles kernels/gluon_q4_0.py (or ``module``, another
+    Gluon kernel: gluon_kivi) (its Gluon dialect with the layouts, copies and barrier the
+    kernel uses; ``kvplan[gpu]`` allows triton from 3.2)."""
     import importlib
 
     try:
-        importlib.import_module(f"{__package__}.gluon_q4_0")
+        importlib.import_module(f"{__package__}.{module}")
     except (ImportError, AttributeError):
         return False
     return True

@@ -62,8 +62,15 @@ CPK = gl.constexpr(gl.BlockedLayout([1, 16], [4, 8], [1, 1], [1, 0]))    # [8, 1
 CPS = gl.constexpr(gl.BlockedLayout([4], [32], [1], [0]))                # [128] float16
 CPV = gl.constexpr(gl.BlockedLayout([1, 16], [16, 2], [1, 1], [1, 0]))   # [32, 32] bytes
 CPVS = gl.constexpr(gl.BlockedLayout([1, 4], [4, 8], [1, 1], [1, 0]))    # [4, 32] float16
-# the ring's float16 rows [32 tokens, 128], 16 bytes a lane
-RL = gl.constexpr(gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0]))
+# the ring's key rows [32 tokens, 128] as the quantized keys lie: lane (g, t) holds tokens g,
+# g + 8, g + 16, g + 24, channels 32 t … 32 t + 31
+RK = gl.constexpr(gl.BlockedLayout([1, 32], [8, 4], [1, 1], [1, 0]))
+# its value rows [32 tokens, 128] as the value product wants them: lane (g, t) holds tokens
+# 8 t … 8 t + 7, channels 32 q + 4 g … 32 q + 4 g + 3 of each group q
+RV = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [4, 0], [0, 32], [0, 64]],
+    lane_bases=[[8, 0], [16, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[],
+    block_bases=[], shape=[32, 128]))
 # key rows of 128 bytes, each 16-byte chunk xor'ed with the row (8 rows, 32 banks)
 SHK = gl.constexpr(gl.SwizzledSharedLayout(vec=16, per_phase=1, max_phase=8, order=[1, 0]))
 SH1 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
@@ -312,26 +319,40 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
         acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st), pt, acc)
         it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
-    # the residual ring: float16 rows, token i at ring row i mod RING
-    rt = gl.arange(0, 32, layout=gl.SliceLayout(1, RL))
-    rc = gl.arange(0, 128, layout=gl.SliceLayout(0, RL))
+    # the residual ring: float16 rows, token i at ring row i mod RING, in the quantized
+    # tiles' operand orders
     ring0 = (b * H + h).to(gl.int64) * RING
+    kt = gl.arange(0, 32, layout=gl.SliceLayout(1, RK))
+    kc = gl.arange(0, 128, layout=gl.SliceLayout(0, RK))
+    vt = gl.arange(0, 32, layout=gl.SliceLayout(1, RV))
+    vc = gl.arange(0, 128, layout=gl.SliceLayout(0, RV))
     stok = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
     for n0 in range(gl.maximum(start, nq), end, 32):
-        tok = n0 + rt
-        rows = ring0 + tok % RING
-        rm = (tok < end)[:, None]
-        kr = gl.load(KR + rows[:, None] * 128 + rc[None, :], mask=rm, other=0.0)
-        kx = gl.permute(gl.reshape(kr, [32, 4, 8, 2, 2]), [0, 2, 3, 1, 4])  # tok | J f t e
-        s = gl.nvidia.ampere.mma_v2(gl.convert_layout(gl.reshape(kx, [32, 128]), OPA), qb,
+        # token n0 + i at ring row (n0 mod RING) + i, wrapped once: the ring holds every token
+        # from nq to the end, so a tile's tokens before the end span at most RING rows
+        first = n0 % RING
+        # keys: score row r is token n0 + 4 (r mod 8) + r // 8, as a quantized tile's
+        ktok = 4 * (kt & 7) + (kt >> 3)
+        at = first + ktok
+        krow = ring0 + gl.where(at >= RING, at - RING, at)
+        kr = gl.load(KR + krow[:, None] * 128 + kc[None, :], mask=(n0 + ktok < end)[:, None],
+                     other=0.0)
+        kx = gl.reshape(kr, [4, 8, 4, 8, 2, 2])  # k g | t J f e  (row 8 k + g)
+        kx = gl.reshape(gl.permute(kx, [0, 1, 3, 4, 2, 5]), [32, 128])  # k g | J f t e
+        s = gl.nvidia.ampere.mma_v2(gl.convert_layout(kx, OPA), qb,
                                     gl.zeros([32, QN], gl.float32, layout=MMA))
-        s = gl.where((n0 + stok < end)[:, None], s, float("-inf"))
+        s = gl.where((n0 + 4 * (stok & 7) + (stok >> 3) < end)[:, None], s, float("-inf"))
         p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
-        vr = gl.load(VR + rows[:, None] * 128 + rc[None, :], mask=rm, other=0.0)
-        vx = gl.reshape(gl.permute(vr, [1, 0]), [4, 8, 2, 2, 32])  # q g k1 k0 | tok
-        vx = gl.reshape(gl.permute(vx, [0, 2, 3, 1, 4]), [128, 32])  # q k1 k0 g | tok
-        acc = gl.nvidia.ampere.mma_v2(gl.convert_layout(vx, OPA),
-                                      gl.convert_layout(p.to(gl.float16), OPB), acc)
+        at = first + vt
+        vrow = ring0 + gl.where(at >= RING, at - RING, at)
+        vr = gl.load(VR + vrow[:, None] * 128 + vc[None, :], mask=(n0 + vt < end)[:, None],
+                     other=0.0)
+        # [tok, ch] → rows 32 q + 16 k1 + 8 k0 + g (channel 32 q + 4 g + 2 k1 + k0), columns
+        # in the quantized tiles' token order
+        vx = gl.reshape(vr, [4, 2, 2, 2, 4, 8, 2, 2])  # t κ f e | q g k1 k0
+        vx = gl.permute(vx, [4, 6, 7, 5, 1, 2, 0, 3])  # q k1 k0 g | κ f t e
+        acc = gl.nvidia.ampere.mma_v2(gl.convert_layout(gl.reshape(vx, [128, 32]), OPA),
+                                      _weights_operand(p), acc)
     oc = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
     oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
     dcol = 32 * (oc >> 5) + 4 * (oc & 7) + 2 * ((oc >> 4) & 1) + ((oc >> 3) & 1)
@@ -342,22 +363,15 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
 
-def applies(cache: Any, q: Any) -> bool:
-    """Whether the kernel takes this decode: kivi2 K and V, 128-lane heads, groups of 32 tokens
-    and at most 8 query heads a KV head, on a GPU."""
-    return (cache.bits == 2 and cache.has_v and cache.head_dim == 128
-            and cache.head_dim_v == 128 and cache.group == 32 and q.is_cuda
-            and q.shape[-1] == 128 and q.shape[1] % cache.heads == 0
-            and q.shape[1] // cache.heads <= 8)
-
-
 def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int = KIVI_GLUON_PER_SM,
                       max_registers: int = KIVI_GLUON_REGISTERS, pdl: bool = False,
-                      split_tokens: int | None = None, **consts: Any) -> Any:
-    """One decode step of q [B, Hq, 128] over ``cache`` (a kivi2 KiviCache, applies()) into
-    ``out`` [B, Hq, 128] float32: kivi2_swapped_kernel over one wave of ``per_sm`` programs a
-    multiprocessor (or splits of ``split_tokens``), then reduce_splits. ``consts`` go to the
-    kernel (STAGES, LAZY)."""
+                      split_tokens: int | None = None, lazy: bool = True,
+                      **consts: Any) -> Any:
+    """One decode step of q [B, Hq, 128] over ``cache`` (a kivi2 KiviCache) into
+    ``out`` [B, Hq, 128] float32 (KiviCache._takes_gluon says where it applies):
+    kivi2_swapped_kernel over one wave of ``per_sm`` programs a
+    multiprocessor (or splits of ``split_tokens``), then reduce_splits. ``lazy``: the kernel's
+    LAZY; ``consts`` go to the kernel (STAGES, K_AFTER)."""
     import torch
 
     from .cache import LOG2E
@@ -382,7 +396,8 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int = KIVI_GLUON_PER
     kivi2_swapped_kernel[(seqs, cache.heads, n_splits)](
         q.contiguous(), acc, ml, cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm,
         cache.kr, cache.vr, nq, nr, cache.group_table, cache.group_table.stride(0), cache.ring,
-        n_splits, LOG2E / math.sqrt(d), split, H=cache.heads, GROUP=group, num_warps=1,
+        n_splits, LOG2E / math.sqrt(d), split, H=cache.heads, GROUP=group, LAZY=bool(lazy),
+        num_warps=1,
         **consts, **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     reduce_splits(acc, ml, out, n_splits, seqs, cache.heads, group, d, pdl=pdl)

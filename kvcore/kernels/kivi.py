@@ -379,7 +379,7 @@ class KiviCache:
                query_rows: int | None = None, pdl: bool | None = None,
                lazy: bool = KIVI_LAZY, asm: bool | None = None,
                programs_per_sm: int | None = None, max_registers: int | None = None,
-               swap: bool | None = None, out: Any = None) -> Any:
+               swap: bool | None = None, out: Any = None, gluon: bool | None = None) -> Any:
         """Fused decode attention over quantized groups and the residual ring. Without
         ``split_tokens`` the splits are as many as KIVI_PER_SM programs a multiprocessor hold
         in one wave (at least one);
@@ -396,7 +396,10 @@ class KiviCache:
         group is spread over several programs of its KV head. ``swap``: the products swapped
         (default KIVI_SWAP at heads of up to 128 lanes; only with K and V and heads under 512
         lanes), the query rows then
-        padded to 8 instead of 16. ``pdl``: as LayerCache.decode's.
+        padded to 8 instead of 16. ``pdl``: as LayerCache.decode's. ``gluon`` (default: where
+        gluon_kivi.applies and none of the Triton kernel's launch arguments is given; True
+        forces it, False never): kivi2 by the kernel that states its layouts
+        (kernels/gluon_kivi.py), KIVI_GLUON_PER_SM programs a multiprocessor.
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
         more than LAZY_MARGIN (softmax_lazy). q [seqs, Hq, head_dim] → [seqs, Hq, head_dim_v]
         float32: into ``out`` where given (that tensor, contiguous float32 on q's device),
@@ -408,6 +411,16 @@ class KiviCache:
 
         torch = _torch()
         seqs, hq, d = q.shape
+        if gluon is not False:
+            triton_args = (num_warps, num_stages, tile_tokens, query_rows, asm, programs_per_sm,
+                           max_registers, swap)
+            if self._takes_gluon(q, bool(gluon), any(a is not None for a in triton_args)):
+                from .gluon_kivi import decode_kivi_gluon
+
+                out = decode_output(out, (seqs, hq, self.head_dim_v), q.device)
+                return decode_kivi_gluon(self, q, out, split_tokens=split_tokens, lazy=lazy,
+                                         pdl=programmatic_launch(q.device) if pdl is None
+                                         else pdl)
         group = hq // self.heads
         dp = _pow2(max(d, self.head_dim_v))
         swap, cap = decode_form(self.bits, dp, self.has_v, swap, seqs * self.heads)
@@ -467,6 +480,26 @@ class KiviCache:
                 **common)
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp, pdl=pdl)
         return out
+
+    def _takes_gluon(self, q: Any, forced: bool, other_launch: bool) -> bool:
+        """decode's ``gluon``: whether the step takes the Gluon kernel (forced: it must, or a
+        ValueError says why it cannot)."""
+        from .cache import gluon_available
+
+        why = None
+        if not (self.bits == 2 and self.has_v and self.head_dim == self.head_dim_v == 128
+                and self.group == 32):
+            why = "kivi2 K and V with 128-lane heads"
+        elif not (q.is_cuda and q.shape[-1] == 128 and q.shape[1] % self.heads == 0
+                  and q.shape[1] // self.heads <= 8):
+            why = "a query on a GPU with at most 8 heads a KV head"
+        elif not gluon_available("gluon_kivi"):
+            why = "a triton with the Gluon dialect"
+        elif other_launch and not forced:
+            return False
+        if why is not None and forced:
+            raise ValueError(f"gluon: the Gluon kernel needs {why}")
+        return why is None
 
     def dequantize(self, s: int) -> tuple[Any, Any]:
         """Float32 K [heads, tokens, head_dim], V [heads, tokens, head_dim_v] of sequence ``s``

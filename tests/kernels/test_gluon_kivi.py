@@ -1,0 +1,103 @@
+"""kivi2's Gluon kernel (kvcore.kernels.gluon_kivi). Gluon has no interpreter, so CI compiles it
+for sm_90 with the triton wheel's compiler (bench/sass_count.py's compile_kivi_gluon) and checks
+what the compiled kernel holds; its output is checked on a GPU against the Triton kernel and
+KiviCache.decode_ref by bench/probes/gluon_kivi.py and bench/decode.py's check. Here also: where
+KiviCache.decode takes it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .sm90 import compiled_ptx
+
+SCRIPT = '''
+import json
+import sass_count
+out = {}
+for name, group, after in (("scaled", 4, False), ("after", 8, True)):
+    kernel, _, usage = sass_count.compile_kivi_gluon(group, after)
+    out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, dict[str, str]]:
+    pytest.importorskip("triton.experimental.gluon")
+    return compiled_ptx(SCRIPT)  # type: ignore[return-value]
+
+
+def _usage(text: str, key: str) -> int:
+    m = re.search(rf"{key}:(\d+)", text)
+    assert m, text
+    return int(m.group(1))
+
+
+def test_kivi2_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
+    from kvcore.kernels.gluon_kivi import KIVI_GLUON_PER_SM
+
+    for name, c in compiled.items():
+        ptx, usage = c["ptx"], c["usage"]
+        # no spill, and 12 one-warp programs fit a multiprocessor's registers
+        assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") == 0, (name, usage)
+        assert _usage(usage, "REG") <= 65536 // (32 * KIVI_GLUON_PER_SM), (name, usage)
+        # the six planes of a group copied by cp.async (16-byte copies of the codes), read in
+        # 16- and 8-byte vectors, never byte by byte
+        assert "cp.async.cg.shared.global" in ptx and "cp.async.ca.shared.global" in ptx, name
+        assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
+        assert ptx.count("ld.shared.v4.b32") >= 8 and ptx.count("ld.shared.v2.b32") >= 2, name
+        # launched as a programmatic dependent
+        assert ptx.index("griddepcontrol.wait") < ptx.index("griddepcontrol.launch_dep"), name
+        products = ptx.count("mma.sync.aligned.m16n8k16")
+        unscaled = ptx.count("fma.rn.f16x2")
+        if name == "scaled":
+            # 16 score and 16 value products a quantized tile, as many a ring tile; each code
+            # pair one subtraction and one fused multiply-add, keys and values
+            assert products == 64, name
+            assert unscaled == 128 and ptx.count("sub.rn.f16x2") == 128, name
+        else:
+            # K_AFTER: 16 more a quantized tile for the sums of the minimums' and the units'
+            # terms; only the values' codes are scaled as they are unpacked
+            assert products == 80, name
+            assert unscaled == 64 and ptx.count("sub.rn.f16x2") == 64, name
+
+
+def test_operand_orders_are_permutations_that_keep_a_lanes_channels_together():
+    from kvcore.kernels.gluon_kivi import key_channel, value_channel
+
+    assert sorted(key_channel(k) for k in range(128)) == list(range(128))
+    assert sorted(value_channel(r) for r in range(128)) == list(range(128))
+    for t in range(4):
+        # the columns lane t holds in every 16-column step (2t, 2t + 1, 2t + 8, 2t + 9) are
+        # its 32 channels, whose key bytes it reads in two 16-byte reads
+        cols = [16 * j + 8 * f + 2 * t + e for j in range(8) for f in (0, 1) for e in (0, 1)]
+        assert sorted(key_channel(k) for k in cols) == list(range(32 * t, 32 * t + 32))
+    for g in range(8):
+        # the rows lane group g holds (g + 8 i) are channels 4 c … 4 c + 3 of its byte rows
+        # c = g + 8 q: code k of byte row c is channel 4 c + k
+        rows = [g + 8 * i for i in range(16)]
+        assert sorted(value_channel(r) for r in rows) == sorted(
+            4 * (g + 8 * q) + k for q in range(4) for k in range(4))
+
+
+@pytest.mark.parametrize(("fmt", "kwargs", "why"), [
+    ("kivi4", {}, "kivi2 K and V"),
+    ("kivi2", {"values": False}, "kivi2 K and V"),
+    ("kivi2", {"head_dim": 64}, "128-lane heads"),
+    ("kivi2", {}, "a query on a GPU"),  # the query on the CPU
+])
+def test_decode_takes_the_gluon_kernel_only_where_it_applies(fmt, kwargs, why):
+    torch = pytest.importorskip("torch")
+    from kvcore.kernels.kivi import KiviCache
+
+    d = kwargs.pop("head_dim", 128)
+    cache = KiviCache(fmt, 1, 2, d, 64, **kwargs)
+    q = torch.zeros(1, 4, d, dtype=torch.float16)
+    # by default such a step goes to the Triton kernel; forced, it says what the kernel needs
+    assert cache._takes_gluon(q, forced=False, other_launch=False) is False
+    with pytest.raises(ValueError, match=why):
+        cache._takes_gluon(q, forced=True, other_launch=False)
+    with pytest.raises(ValueError, match="gluon: the Gluon kernel needs"):
+        cache.decode(q, gluon=True)
