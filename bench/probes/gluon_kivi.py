@@ -6,9 +6,10 @@
 First a check: sequences of 1,000, 1, 777, 64 and 159 tokens (every mix of quantized groups
 and residual ring, groups in a shuffled slot order) at 1, 4 and 8 query heads a KV head: the
 Gluon kernel's output against KiviCache.decode (the Triton kernel) and decode_ref (float64).
-Then, at each shape (GQA 32/8, head_dim 128), the Triton decode and the Gluon kernel at each
-launch (programs a multiprocessor, c and a cap of registers a thread, u uncapped; s and a
-digit for STAGES), timed in turns from CUDA graphs (the order reversed every other round),
+Then, at each shape (GQA 32/8, head_dim 128), the Triton decode (gluon=False), decode as it
+launches by default, and the Gluon kernel at each launch (programs a multiprocessor, c and a
+cap of registers a thread, u uncapped; s and a digit for STAGES; launched as a programmatic
+dependent, as decode launches it on a Hopper GPU), timed in turns from CUDA graphs (the order reversed every other round),
 fp16 SDPA once, and the largest difference of the Gluon output from the Triton kernel's.
 Writes gluon-kivi.json after every row.
 """
@@ -41,7 +42,8 @@ def parse_launch(name: str) -> dict:
     kernel's default)."""
     m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)", name)
     assert m, name
-    out: dict = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0)}
+    out: dict = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0),
+                 "pdl": True}
     if m.group(3):
         out["STAGES"] = int(m.group(3))
     if m.group(4):
@@ -65,7 +67,7 @@ def check() -> dict:
     for group in (1, 4, 8):
         q = torch.randn(len(lens), heads * group, 128, device="cuda", dtype=torch.float16)
         ref = cache.decode_ref(q).float()
-        tri = cache.decode(q)
+        tri = cache.decode(q, gluon=False)
         for launch in ("12c168a", "12c168k", "8uk"):
             out = torch.full_like(tri, float("nan"))
             gluon_kivi.decode_kivi_gluon(cache, q, out, **parse_launch(launch))
@@ -101,8 +103,9 @@ def main() -> None:
         caches = kivi_copies(cache)
         q = torch.randn(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float16)
         tri_out = torch.empty(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float32)
-        ref = cache.decode(q)
-        variants = {"triton": [partial(c.decode, q, out=tri_out) for c in caches]}
+        ref = cache.decode(q, gluon=False)
+        variants = {"triton": [partial(c.decode, q, out=tri_out, gluon=False) for c in caches],
+                    "decode": [partial(c.decode, q, out=tri_out) for c in caches]}
         diffs = {}
         for name in args.launches.split(","):
             kw = parse_launch(name)
