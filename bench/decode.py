@@ -414,10 +414,13 @@ def kivi_row(fmt: str, batch: int, tokens: int, t_sdpa: float | None, read_bw: f
     # the output given, as time_steps gives it (no fill of a new one each step)
     out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
     t = graph_time([partial(c.decode, q, out=out) for c in caches])
+    # the kernel decode took: kivi2's Gluon kernel where it applies, else the Triton one
+    kernel = ("kivi2_swapped_kernel" if cache._takes_gluon(q, False, False)
+              else "kivi_decode_kernel")
     del cache, caches
     append_s, append_bytes = kivi_append_time(fmt, batch, tokens)
     return {"format": fmt, "batch": batch, "tokens": tokens, "seconds": t,
-            "config": {"kernel": "kivi_decode_kernel", "split": "default"},
+            "config": {"kernel": kernel, "split": "default"},
             "cache_bytes": nbytes, "read_bytes_per_s": nbytes / t,
             "fraction_of_read_bw": nbytes / t / read_bw, "sdpa_f16_seconds": t_sdpa,
             "speedup_vs_sdpa": (t_sdpa / t) if t_sdpa else None,
