@@ -7,7 +7,7 @@ instead (straight-line code: every instruction, per value a thread quantizes).
         [--dump DIR] [--words] [--head-dim 576 --k-only [--whole]]
     python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4] [--selects]
     python bench/sass_count.py q4_0|q8_0 --gluon [after|scaled] [--group 4]
-    python bench/sass_count.py kivi2 --gluon [after] [--group 4]
+    python bench/sass_count.py kivi2|kivi4 --gluon [after] [--group 4]
 
 Prints registers, the loop's warp instructions per iteration and thread instructions per cached
 value (K and V). --src takes the kvcore package from another checkout (to compare versions).
@@ -356,17 +356,18 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
                     gluon=True)
 
 
-def compile_kivi_gluon(group: int = 4, k_after: bool = False):
-    """kivi2's Gluon kernel (kvcore/kernels/gluon_kivi.py) compiled for sm_90 as KiviCache.decode
-    launches it for ``group`` query heads a KV head (K_AFTER: ``k_after``): (kernel, SASS,
-    resource usage)."""
+def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2):
+    """KIVI's Gluon kernel (kvcore/kernels/gluon_kivi.py) compiled for sm_90 as KiviCache.decode
+    launches it for ``group`` query heads a KV head in kivi2 (``bits`` 4: kivi4; K_AFTER:
+    ``k_after``): (kernel, SASS, resource usage)."""
     from kvcore.kernels.gluon_kivi import KIVI_GLUON_REGISTERS, kivi2_swapped_kernel
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",
            "VR": "*fp16", "NQ": "*i32", "NR": "*i32", "GT": "*i32", "stride_gt": "i32",
            "RING": "i32", "n_splits": "i32", "qk_scale": "fp32", "SPLIT": "i32"}
-    consts = {"H": 8, "GROUP": group, "STAGES": 3, "LAZY": True, "PDL": True, "K_AFTER": k_after}
+    consts = {"H": 8, "GROUP": group, "STAGES": 3, "LAZY": True, "PDL": True, "K_AFTER": k_after,
+              "BITS": bits}
     return _compile(kivi2_swapped_kernel, sig, consts, ("SPLIT",),
                     {"num_warps": 1, "maxnreg": KIVI_GLUON_REGISTERS}, gluon=True)
 
@@ -377,8 +378,9 @@ def main() -> None:
     if args.append:
         _count_append(args)
         return
-    if args.gluon and args.fmt == "kivi2":
-        kernel, sass, usage = compile_kivi_gluon(args.group or 4, args.gluon == "after")
+    if args.gluon and args.fmt in ("kivi2", "kivi4"):
+        kernel, sass, usage = compile_kivi_gluon(args.group or 4, args.gluon == "after",
+                                                 int(args.fmt[-1]))
         args.block_n, args.warps, args.k_only = 32, 1, False
     elif args.gluon:
         kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,

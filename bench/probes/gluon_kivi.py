@@ -1,7 +1,7 @@
-"""A probe: kivi2 decode by the Gluon kernel (kernels/gluon_kivi.py) on a GPU.
+"""A probe: KIVI decode by the Gluon kernel (kernels/gluon_kivi.py) on a GPU.
 
     python bench/probes/gluon_kivi.py [--out DIR] [--shapes BxT,…] [--launches 12c168,16c128]
-        [--rounds 2] [--no-check]
+        [--rounds 2] [--no-check] [--format kivi2|kivi4]
 
 First a check: sequences of 1,000, 1, 777, 64 and 159 tokens (every mix of quantized groups
 and residual ring, groups in a shuffled slot order) at 1, 4 and 8 query heads a KV head: the
@@ -11,7 +11,7 @@ launches by default, and the Gluon kernel at each launch (programs a multiproces
 cap of registers a thread, u uncapped; s and a digit for STAGES; launched as a programmatic
 dependent, as decode launches it on a Hopper GPU), timed in turns from CUDA graphs (the order reversed every other round),
 fp16 SDPA once, and the largest difference of the Gluon output from the Triton kernel's.
-Writes gluon-kivi.json after every row.
+Writes gluon-kivi (kivi4: gluon-kivi4) after every row.
 """
 
 from __future__ import annotations
@@ -51,12 +51,12 @@ def parse_launch(name: str) -> dict:
     return out
 
 
-def check() -> dict:
+def check(fmt: str) -> dict:
     """Largest differences of the Gluon output from the Triton kernel's and from decode_ref."""
     torch.manual_seed(1)
     lens = [1000, 1, 777, 64, 159]
     heads = 8
-    cache = KiviCache("kivi2", len(lens), heads, 128, 1024, device="cuda",
+    cache = KiviCache(fmt, len(lens), heads, 128, 1024, device="cuda",
                       slot_order=torch.randperm(len(lens) * (1024 // 32 - 4)).tolist())
     for s, n in enumerate(lens):
         # keys with outlier channels, as KIVI expects them
@@ -68,7 +68,7 @@ def check() -> dict:
         q = torch.randn(len(lens), heads * group, 128, device="cuda", dtype=torch.float16)
         ref = cache.decode_ref(q).float()
         tri = cache.decode(q, gluon=False)
-        for launch in ("12c168a", "12c168k", "8uk"):
+        for launch in (("12c168a", "12c168k", "8uk") if fmt == "kivi2" else ("12c168", "8u")):
             out = torch.full_like(tri, float("nan"))
             gluon_kivi.decode_kivi_gluon(cache, q, out, **parse_launch(launch))
             res[f"group{group}_{launch}"] = {
@@ -91,15 +91,17 @@ def main() -> None:
     ap.add_argument("--launches", default="12c168,16c128,8u")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--format", default="kivi2", choices=("kivi2", "kivi4"))
     args = ap.parse_args()
+    out_name = "gluon-kivi" if args.format == "kivi2" else f"gluon-{args.format}"
     result: dict = {"env": environment("cuda", torch), "check": None, "rows": []}
     if not args.no_check:
-        result["check"] = check()
+        result["check"] = check(args.format)
         print("check", result["check"], flush=True)
-        write_json(args.out, "gluon-kivi", result)
+        write_json(args.out, out_name, result)
     for shape in args.shapes.split(","):
         batch, tokens = (int(x) for x in shape.split("x"))
-        cache = kivi_fill("kivi2", batch, tokens)
+        cache = kivi_fill(args.format, batch, tokens)
         caches = kivi_copies(cache)
         q = torch.randn(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float16)
         tri_out = torch.empty(batch, decode.HQ, decode.D, device="cuda", dtype=torch.float32)
@@ -124,7 +126,7 @@ def main() -> None:
                "cache_bytes": cache.nbytes, "sdpa_f16_us": sdpa_time(batch, tokens) * 1e6}
         print(row, flush=True)
         result["rows"].append(row)
-        write_json(args.out, "gluon-kivi", result)
+        write_json(args.out, out_name, result)
         del cache, caches, variants
         torch.cuda.empty_cache()
 

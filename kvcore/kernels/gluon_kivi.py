@@ -44,8 +44,9 @@ from .cache import tiled_splits, wave_splits
 from .gluon_q4_0 import ASYNC_LOAD, BARRIER, MMA, OPA, OPB
 from .kivi_triton import _codes_asm
 
-#: four bytes of 2-bit codes, their scales and minimums → code k of each byte as c·s + m
+#: four bytes of 2-bit (4-bit) codes, their scales and minimums → code k of each byte as c·s + m
 CODES2 = gl.constexpr(_codes_asm(2))
+CODES4 = gl.constexpr(_codes_asm(4))
 #: the same codes unscaled: code k of each byte as 2^(10 − 2k) + c (K_AFTER's keys)
 UNITS2 = gl.constexpr(_codes_asm(2, scaled=False))
 #: programs a multiprocessor and the cap of registers a thread (12 one-warp programs fit 168)
@@ -54,13 +55,16 @@ KIVI_GLUON_REGISTERS = 168
 
 # key codes [8 byte rows, 128 channels]: lane (g, t) holds row g, channels 32 t … 32 t + 31
 KL = gl.constexpr(gl.BlockedLayout([1, 32], [8, 4], [1, 1], [1, 0]))
+# (kivi4's [16 byte rows, 128]: rows g and g + 8)
 # value codes [4 channel groups q, 8, 32 tokens] (byte row 8 q + g): lane (g, t) holds rows g of
 # every group, tokens 8 t … 8 t + 7
 VL = gl.constexpr(gl.BlockedLayout([1, 1, 8], [1, 8, 4], [1, 1, 1], [2, 1, 0]))
+# kivi4's [4 groups q, 2, 8, 32 tokens] (byte row 16 q + 8 i + g): rows g of each half group
+VL4 = gl.constexpr(gl.BlockedLayout([1, 1, 1, 8], [1, 1, 8, 4], [1, 1, 1, 1], [3, 2, 1, 0]))
 # copies, 16 bytes (codes) or 8 bytes (scales, minimums) a lane
-CPK = gl.constexpr(gl.BlockedLayout([1, 16], [4, 8], [1, 1], [1, 0]))    # [8, 128] bytes
+CPK = gl.constexpr(gl.BlockedLayout([1, 16], [4, 8], [1, 1], [1, 0]))    # [8 or 16, 128] bytes
 CPS = gl.constexpr(gl.BlockedLayout([4], [32], [1], [0]))                # [128] float16
-CPV = gl.constexpr(gl.BlockedLayout([1, 16], [16, 2], [1, 1], [1, 0]))   # [32, 32] bytes
+CPV = gl.constexpr(gl.BlockedLayout([1, 16], [16, 2], [1, 1], [1, 0]))   # [32 or 64, 32] bytes
 CPVS = gl.constexpr(gl.BlockedLayout([1, 4], [4, 8], [1, 1], [1, 0]))    # [4, 32] float16
 # the ring's key rows [32 tokens, 128] as the quantized keys lie: lane (g, t) holds tokens g,
 # g + 8, g + 16, g + 24, channels 32 t … 32 t + 31
@@ -71,10 +75,24 @@ RV = gl.constexpr(gl.DistributedLinearLayout(
     reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [4, 0], [0, 32], [0, 64]],
     lane_bases=[[8, 0], [16, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[],
     block_bases=[], shape=[32, 128]))
+# kivi4's: channels 32 q + 16 i + 2 g, + 1 of each group q and half i
+RV4 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [1, 0], [2, 0], [4, 0], [0, 16], [0, 32], [0, 64]],
+    lane_bases=[[8, 0], [16, 0], [0, 2], [0, 4], [0, 8]], warp_bases=[],
+    block_bases=[], shape=[32, 128]))
 # key rows of 128 bytes, each 16-byte chunk xor'ed with the row (8 rows, 32 banks)
 SHK = gl.constexpr(gl.SwizzledSharedLayout(vec=16, per_phase=1, max_phase=8, order=[1, 0]))
 SH1 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
 SH2 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
+
+
+def key_token(r: int, bits: int = 2) -> int:
+    """The token (of a 32-token tile) score row r holds: kivi2's row 16 k1 + 8 k0 + g holds
+    token 4 g + k0 + 2 k1 (code k of byte row g); kivi4's row 16 h + 8 k + g token
+    16 h + 2 g + k (code k of byte row 8 h + g)."""
+    if bits == 2:
+        return 4 * (r & 7) + (r >> 3)
+    return 16 * (r >> 4) + 2 * (r & 7) + ((r >> 3) & 1)
 
 
 def key_channel(k: int) -> int:
@@ -83,24 +101,30 @@ def key_channel(k: int) -> int:
     return 32 * ((k >> 1) & 3) + 4 * (k >> 4) + 2 * ((k >> 3) & 1) + (k & 1)
 
 
-def value_channel(r: int) -> int:
+def value_channel(r: int, bits: int = 2) -> int:
     """The channel row r of the value product's first operand (and of the partial output)
-    holds: row 32 q + 16 k1 + 8 k0 + g holds channel 32 q + 4 g + 2 k1 + k0."""
-    return 32 * (r >> 5) + 4 * (r & 7) + 2 * ((r >> 4) & 1) + ((r >> 3) & 1)
+    holds: kivi2's row 32 q + 16 k1 + 8 k0 + g channel 32 q + 4 g + 2 k1 + k0 (code k of byte
+    row 8 q + g); kivi4's row 32 q + 16 i + 8 k + g channel 32 q + 16 i + 2 g + k (code k of
+    byte row 16 q + 8 i + g)."""
+    if bits == 2:
+        return 32 * (r >> 5) + 4 * (r & 7) + 2 * ((r >> 4) & 1) + ((r >> 3) & 1)
+    return 32 * (r >> 5) + 16 * ((r >> 4) & 1) + 2 * (r & 7) + ((r >> 3) & 1)
 
 
 @gluon.jit
-def _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, row):
+def _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, row,
+          BITS: gl.constexpr):
     """Start copying the group whose planes are at ``row`` (slot · H + head) into stage st."""
-    j = gl.arange(0, 8, layout=gl.SliceLayout(1, CPK))
+    KB: gl.constexpr = 4 * BITS  # byte rows of a group's key codes (and 32-byte rows of V's)
+    j = gl.arange(0, KB, layout=gl.SliceLayout(1, CPK))
     ch = gl.arange(0, 128, layout=gl.SliceLayout(0, CPK))
-    ASYNC_LOAD(kbuf.index(st), KQ + row * 1024 + j[:, None] * 128 + ch[None, :])
+    ASYNC_LOAD(kbuf.index(st), KQ + row * (KB * 128) + j[:, None] * 128 + ch[None, :])
     cs = gl.arange(0, 128, layout=CPS)
     ASYNC_LOAD(ksbuf.index(st), KS + row * 128 + cs)
     ASYNC_LOAD(kmbuf.index(st), KM + row * 128 + cs)
-    c = gl.arange(0, 32, layout=gl.SliceLayout(1, CPV))
+    c = gl.arange(0, 4 * KB, layout=gl.SliceLayout(1, CPV))
     tok = gl.arange(0, 32, layout=gl.SliceLayout(0, CPV))
-    ASYNC_LOAD(vbuf.index(st), VQ + row * 1024 + c[:, None] * 32 + tok[None, :])
+    ASYNC_LOAD(vbuf.index(st), VQ + row * (KB * 128) + c[:, None] * 32 + tok[None, :])
     q = gl.arange(0, 4, layout=gl.SliceLayout(1, CPVS))
     vt = gl.arange(0, 32, layout=gl.SliceLayout(0, CPVS))
     ASYNC_LOAD(vsbuf.index(st), VS + row * 128 + q[:, None] * 32 + vt[None, :])
@@ -109,27 +133,37 @@ def _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, ro
 
 @gluon.jit
 def _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, GT, gt0, h,
-           n0, qend, H: gl.constexpr):
+           n0, qend, H: gl.constexpr, BITS: gl.constexpr):
     """The copies of the group at token n0 into stage st (none past qend), one commit group."""
     if n0 < qend:
         slot = gl.load(GT + gt0 + n0 // 32).to(gl.int64)
-        _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, slot * H + h)
+        _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, slot * H + h,
+              BITS)
     _cp.commit_group()
 
 
 @gluon.jit
-def _key_operand(kbuf, ksbuf, kmbuf, st):
-    """Stage st's keys → the score product's first operand [32, 128]: row 16 k1 + 8 k0 + g holds
-    token 4 g + k0 + 2 k1, column k channel key_channel(k)."""
+def _key_operand(kbuf, ksbuf, kmbuf, st, BITS: gl.constexpr):
+    """Stage st's keys → the score product's first operand [32, 128]: row r holds token
+    key_token(r) (kivi2: row 16 k1 + 8 k0 + g, token 4 g + k0 + 2 k1; kivi4: row 16 h + 8 k +
+    g, token 16 h + 2 g + k), column k channel key_channel(k)."""
     kb = kbuf.index(st).load(KL)
     ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, KL)), 0), kb)[0]
     km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, KL)), 0), kb)[0]
-    o0, o1, o2, o3 = gl.inline_asm_elementwise(
-        CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km],
-        dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
-    x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [g, ch, k0, k1]
-    x = gl.reshape(x, [8, 4, 8, 2, 2, 2, 2])  # g | t J f e | k0 k1
-    x = gl.permute(x, [6, 5, 0, 2, 3, 1, 4])  # k1 k0 g | J f t e
+    if BITS == 2:
+        o0, o1, o2, o3 = gl.inline_asm_elementwise(
+            CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km],
+            dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+        x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [g, ch, k0, k1]
+        x = gl.reshape(x, [8, 4, 8, 2, 2, 2, 2])  # g | t J f e | k0 k1
+        x = gl.permute(x, [6, 5, 0, 2, 3, 1, 4])  # k1 k0 g | J f t e
+    else:
+        o0, o1 = gl.inline_asm_elementwise(
+            CODES4, "=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km], dtype=(gl.float16, gl.float16),
+            is_pure=True, pack=4)
+        x = gl.join(o0, o1)  # [h g, ch, k]
+        x = gl.reshape(x, [2, 8, 4, 8, 2, 2, 2])  # h g | t J f e | k
+        x = gl.permute(x, [0, 6, 1, 3, 4, 2, 5])  # h k g | J f t e
     return gl.convert_layout(gl.reshape(x, [32, 128]), OPA)
 
 
@@ -185,29 +219,46 @@ def _weights_after(p0, p1):
 
 
 @gluon.jit
-def _value_operand(vbuf, vsbuf, vmbuf, st):
-    """Stage st's values → the value product's first operand [128, 32]: row
-    32 q + 16 k1 + 8 k0 + g holds channel value_channel(row), column 16 κ + 8 f + 2 t + e token
-    8 t + 4 κ + 2 f + e."""
-    vb = vbuf.index(st).reshape([4, 8, 32]).load(VL)
-    SL: gl.constexpr = gl.SliceLayout(1, VL)
-    vs = gl.broadcast(gl.expand_dims(vsbuf.index(st).load(SL), 1), vb)[0]
-    vm = gl.broadcast(gl.expand_dims(vmbuf.index(st).load(SL), 1), vb)[0]
-    o0, o1, o2, o3 = gl.inline_asm_elementwise(
-        CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [vb, vs, vm],
-        dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
-    x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [q, g, tok, k0, k1]
-    x = gl.reshape(x, [4, 8, 4, 2, 2, 2, 2, 2])  # q g | t κ f e | k0 k1
-    x = gl.permute(x, [0, 7, 6, 1, 3, 4, 2, 5])  # q k1 k0 g | κ f t e
+def _value_operand(vbuf, vsbuf, vmbuf, st, BITS: gl.constexpr):
+    """Stage st's values → the value product's first operand [128, 32]: row r holds channel
+    value_channel(r), column 16 κ + 8 f + 2 t + e token 8 t + 4 κ + 2 f + e."""
+    if BITS == 2:
+        vb = vbuf.index(st).reshape([4, 8, 32]).load(VL)
+        SL: gl.constexpr = gl.SliceLayout(1, VL)
+        vs = gl.broadcast(gl.expand_dims(vsbuf.index(st).load(SL), 1), vb)[0]
+        vm = gl.broadcast(gl.expand_dims(vmbuf.index(st).load(SL), 1), vb)[0]
+        o0, o1, o2, o3 = gl.inline_asm_elementwise(
+            CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [vb, vs, vm],
+            dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+        x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [q, g, tok, k0, k1]
+        x = gl.reshape(x, [4, 8, 4, 2, 2, 2, 2, 2])  # q g | t κ f e | k0 k1
+        x = gl.permute(x, [0, 7, 6, 1, 3, 4, 2, 5])  # q k1 k0 g | κ f t e
+    else:
+        vb = vbuf.index(st).reshape([4, 2, 8, 32]).load(VL4)
+        SL4: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, VL4))
+        vs = gl.broadcast(gl.expand_dims(gl.expand_dims(vsbuf.index(st).load(SL4), 1), 2),
+                          vb)[0]
+        vm = gl.broadcast(gl.expand_dims(gl.expand_dims(vmbuf.index(st).load(SL4), 1), 2),
+                          vb)[0]
+        o0, o1 = gl.inline_asm_elementwise(
+            CODES4, "=r,=r,=r,=r,r,r,r,r,r", [vb, vs, vm], dtype=(gl.float16, gl.float16),
+            is_pure=True, pack=4)
+        x = gl.join(o0, o1)  # [q, i, g, tok, k]
+        x = gl.reshape(x, [4, 2, 8, 4, 2, 2, 2, 2])  # q i g | t κ f e | k
+        x = gl.permute(x, [0, 1, 7, 2, 4, 5, 3, 6])  # q i k g | κ f t e
     return gl.convert_layout(gl.reshape(x, [128, 32]), OPA)
 
 
 @gluon.jit
-def _weights_operand(p):
-    """A quantized tile's weights [32 score rows, 8] (row 16 k1 + 8 k0 + g: token 4 g + k0 +
-    2 k1) → the value product's second operand in its token order (_value_operand)."""
-    x = gl.reshape(p.to(gl.float16), [2, 2, 4, 2, 8])  # k1 (f) k0 (e) | t κ (g) | n
-    x = gl.permute(x, [3, 0, 2, 1, 4])  # κ f t e | n
+def _weights_operand(p, BITS: gl.constexpr):
+    """A tile's weights [32 score rows, 8] (row r: token key_token(r)) → the value product's
+    second operand in its token order (_value_operand)."""
+    if BITS == 2:
+        x = gl.reshape(p.to(gl.float16), [2, 2, 4, 2, 8])  # k1 (f) k0 (e) | t κ (g) | n
+        x = gl.permute(x, [3, 0, 2, 1, 4])  # κ f t e | n
+    else:  # row 16 h + 8 k + g, token 16 h + 2 g + k: t = 2 h + g2, κ = g1, f = g0, e = k
+        x = gl.reshape(p.to(gl.float16), [2, 2, 2, 2, 2, 8])  # h k | g2 g1 g0 | n
+        x = gl.permute(x, [3, 4, 0, 2, 1, 5])  # κ f t1 t0 e | n
     return gl.convert_layout(gl.reshape(x, [32, 8]), OPB)
 
 
@@ -254,13 +305,16 @@ def _softmax2(s0, s1, m_i, l_i, acc, LAZY: gl.constexpr):
 def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT, stride_gt, RING,
                          n_splits, qk_scale, SPLIT, H: gl.constexpr, GROUP: gl.constexpr,
                          STAGES: gl.constexpr = 3, LAZY: gl.constexpr = True,
-                         PDL: gl.constexpr = False, K_AFTER: gl.constexpr = False):
+                         PDL: gl.constexpr = False, K_AFTER: gl.constexpr = False,
+                         BITS: gl.constexpr = 2):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a kivi2
     cache (KiviCache's planes, 128-lane heads, G = 32): partial output, running max and sum to
     ACC and ML as kivi_decode_kernel writes them (reduce_splits merges them). LAZY: the running
     output is rescaled only when a tile raises the max by more than 2⁸. PDL: launched as a
     programmatic dependent. K_AFTER: the keys' scales and minimums after the unpacking
-    (_key_rows), not in it."""
+    (_key_rows), not in it (kivi2 only). BITS 4: a kivi4 cache (its own row and column
+    orders: key_token, value_channel)."""
+    gl.static_assert(BITS == 2 or not K_AFTER, "K_AFTER: kivi2 only")
     QN: gl.constexpr = 8
     b = gl.program_id(0)
     h = gl.program_id(1)
@@ -284,16 +338,16 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     qv = gl.load(Q + (row0 + qi)[None, :] * 128 + kch[:, None], mask=(qi < GROUP)[None, :],
                  other=0.0).to(gl.float32)
     qb = gl.convert_layout((qv * qk_scale).to(gl.float16), OPB)
-    kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 8, 128], SHK)
+    kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 4 * BITS, 128], SHK)
     ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 128], SH1)
     kmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 128], SH1)
-    vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 32], SH2)
+    vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32 * BITS // 2, 32], SH2)
     vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 4, 32], SH2)
     vmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 4, 32], SH2)
     gt0 = b * stride_gt
     for i in gl.static_range(STAGES - 1):
         _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, i, KQ, KS, KM, VQ, VS, VM, GT, gt0, h,
-               start + i * 32, qend, H)
+               start + i * 32, qend, H, BITS)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc = gl.zeros([128, QN], gl.float32, layout=MMA)
@@ -302,7 +356,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
         st = it % STAGES
         BARRIER()  # every lane is done with the stage the next copy fills
         _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, (it + STAGES - 1) % STAGES, KQ, KS, KM,
-               VQ, VS, VM, GT, gt0, h, n0 + (STAGES - 1) * 32, qend, H)
+               VQ, VS, VM, GT, gt0, h, n0 + (STAGES - 1) * 32, qend, H, BITS)
         _cp.wait_group(STAGES - 1)
         BARRIER()
         if K_AFTER:
@@ -312,11 +366,11 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
             p0, p1, m_i, l_i, acc = _softmax2(s0, s1, m_i, l_i, acc, LAZY)
             pt = _weights_after(p0, p1)
         else:
-            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st), qb,
+            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS), qb,
                                         gl.zeros([32, QN], gl.float32, layout=MMA))
             p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
-            pt = _weights_operand(p)
-        acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st), pt, acc)
+            pt = _weights_operand(p, BITS)
+        acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st, BITS), pt, acc)
         it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
     # the residual ring: float16 rows, token i at ring row i mod RING, in the quantized
@@ -324,38 +378,56 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     ring0 = (b * H + h).to(gl.int64) * RING
     kt = gl.arange(0, 32, layout=gl.SliceLayout(1, RK))
     kc = gl.arange(0, 128, layout=gl.SliceLayout(0, RK))
-    vt = gl.arange(0, 32, layout=gl.SliceLayout(1, RV))
-    vc = gl.arange(0, 128, layout=gl.SliceLayout(0, RV))
+    if BITS == 2:
+        RVL: gl.constexpr = RV
+    else:
+        RVL: gl.constexpr = RV4
+    vt = gl.arange(0, 32, layout=gl.SliceLayout(1, RVL))
+    vc = gl.arange(0, 128, layout=gl.SliceLayout(0, RVL))
     stok = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
     for n0 in range(gl.maximum(start, nq), end, 32):
         # token n0 + i at ring row (n0 mod RING) + i, wrapped once: the ring holds every token
         # from nq to the end, so a tile's tokens before the end span at most RING rows
         first = n0 % RING
-        # keys: score row r is token n0 + 4 (r mod 8) + r // 8, as a quantized tile's
-        ktok = 4 * (kt & 7) + (kt >> 3)
+        # keys: score row r is token n0 + key_token(r), as a quantized tile's
+        if BITS == 2:
+            ktok = 4 * (kt & 7) + (kt >> 3)
+        else:
+            ktok = 16 * (kt >> 4) + 2 * (kt & 7) + ((kt >> 3) & 1)
         at = first + ktok
         krow = ring0 + gl.where(at >= RING, at - RING, at)
         kr = gl.load(KR + krow[:, None] * 128 + kc[None, :], mask=(n0 + ktok < end)[:, None],
                      other=0.0)
-        kx = gl.reshape(kr, [4, 8, 4, 8, 2, 2])  # k g | t J f e  (row 8 k + g)
-        kx = gl.reshape(gl.permute(kx, [0, 1, 3, 4, 2, 5]), [32, 128])  # k g | J f t e
+        kx = gl.reshape(kr, [4, 8, 4, 8, 2, 2])  # row | t J f e
+        kx = gl.reshape(gl.permute(kx, [0, 1, 3, 4, 2, 5]), [32, 128])  # row | J f t e
         s = gl.nvidia.ampere.mma_v2(gl.convert_layout(kx, OPA), qb,
                                     gl.zeros([32, QN], gl.float32, layout=MMA))
-        s = gl.where((n0 + 4 * (stok & 7) + (stok >> 3) < end)[:, None], s, float("-inf"))
+        if BITS == 2:
+            srow = 4 * (stok & 7) + (stok >> 3)
+        else:
+            srow = 16 * (stok >> 4) + 2 * (stok & 7) + ((stok >> 3) & 1)
+        s = gl.where((n0 + srow < end)[:, None], s, float("-inf"))
         p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
         at = first + vt
         vrow = ring0 + gl.where(at >= RING, at - RING, at)
         vr = gl.load(VR + vrow[:, None] * 128 + vc[None, :], mask=(n0 + vt < end)[:, None],
                      other=0.0)
-        # [tok, ch] → rows 32 q + 16 k1 + 8 k0 + g (channel 32 q + 4 g + 2 k1 + k0), columns
-        # in the quantized tiles' token order
-        vx = gl.reshape(vr, [4, 2, 2, 2, 4, 8, 2, 2])  # t κ f e | q g k1 k0
-        vx = gl.permute(vx, [4, 6, 7, 5, 1, 2, 0, 3])  # q k1 k0 g | κ f t e
+        # [tok, ch] → rows in value_channel's order, columns in the quantized tiles' token
+        # order
+        if BITS == 2:  # row 32 q + 16 k1 + 8 k0 + g: channel 32 q + 4 g + 2 k1 + k0
+            vx = gl.reshape(vr, [4, 2, 2, 2, 4, 8, 2, 2])  # t κ f e | q g k1 k0
+            vx = gl.permute(vx, [4, 6, 7, 5, 1, 2, 0, 3])  # q k1 k0 g | κ f t e
+        else:  # row 32 q + 16 i + 8 k + g: channel 32 q + 16 i + 2 g + k
+            vx = gl.reshape(vr, [4, 2, 2, 2, 4, 2, 8, 2])  # t κ f e | q i g k
+            vx = gl.permute(vx, [4, 5, 7, 6, 1, 2, 0, 3])  # q i k g | κ f t e
         acc = gl.nvidia.ampere.mma_v2(gl.convert_layout(gl.reshape(vx, [128, 32]), OPA),
-                                      _weights_operand(p), acc)
+                                      _weights_operand(p, BITS), acc)
     oc = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
     oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
-    dcol = 32 * (oc >> 5) + 4 * (oc & 7) + 2 * ((oc >> 4) & 1) + ((oc >> 3) & 1)
+    if BITS == 2:  # value_channel
+        dcol = 32 * (oc >> 5) + 4 * (oc & 7) + 2 * ((oc >> 4) & 1) + ((oc >> 3) & 1)
+    else:
+        dcol = 32 * (oc >> 5) + 16 * ((oc >> 4) & 1) + 2 * (oc & 7) + ((oc >> 3) & 1)
     base = ((b * H + h) * GROUP + oi).to(gl.int64) * n_splits + sp
     om = (oi < GROUP)[None, :]
     gl.store(ACC + base[None, :] * 128 + dcol[:, None], acc, mask=om)
@@ -397,7 +469,7 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int = KIVI_GLUON_PER
         q.contiguous(), acc, ml, cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm,
         cache.kr, cache.vr, nq, nr, cache.group_table, cache.group_table.stride(0), cache.ring,
         n_splits, LOG2E / math.sqrt(d), split, H=cache.heads, GROUP=group, LAZY=bool(lazy),
-        num_warps=1,
+        BITS=cache.bits, num_warps=1,
         **consts, **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     reduce_splits(acc, ml, out, n_splits, seqs, cache.heads, group, d, pdl=pdl)

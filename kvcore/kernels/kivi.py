@@ -397,8 +397,8 @@ class KiviCache:
         (default KIVI_SWAP at heads of up to 128 lanes; only with K and V and heads under 512
         lanes), the query rows then
         padded to 8 instead of 16. ``pdl``: as LayerCache.decode's. ``gluon`` (default: where
-        gluon_kivi.applies and none of the Triton kernel's launch arguments is given; True
-        forces it, False never): kivi2 by the kernel that states its layouts
+        _takes_gluon finds it applies and none of the Triton kernel's launch arguments is
+        given; True forces it, False never): the kernel that states its layouts
         (kernels/gluon_kivi.py), KIVI_GLUON_PER_SM programs a multiprocessor.
         ``lazy`` (default KIVI_LAZY): rescale the running output only when the max grows by
         more than LAZY_MARGIN (softmax_lazy). q [seqs, Hq, head_dim] → [seqs, Hq, head_dim_v]
@@ -487,9 +487,8 @@ class KiviCache:
         from .cache import gluon_available
 
         why = None
-        if not (self.bits == 2 and self.has_v and self.head_dim == self.head_dim_v == 128
-                and self.group == 32):
-            why = "kivi2 K and V with 128-lane heads"
+        if not (self.has_v and self.head_dim == self.head_dim_v == 128 and self.group == 32):
+            why = "K and V with 128-lane heads"
         elif not (q.is_cuda and q.shape[-1] == 128 and q.shape[1] % self.heads == 0
                   and q.shape[1] // self.heads <= 8):
             why = "a query on a GPU with at most 8 heads a KV head"

@@ -1,4 +1,4 @@
-"""kivi2's Gluon kernel (kvcore.kernels.gluon_kivi). Gluon has no interpreter, so CI compiles it
+"""KIVI's Gluon kernel (kvcore.kernels.gluon_kivi, kivi2 and kivi4). Gluon has no interpreter, so CI compiles it
 for sm_90 with the triton wheel's compiler (bench/sass_count.py's compile_kivi_gluon) and checks
 what the compiled kernel holds; its output is checked on a GPU against the Triton kernel and
 KiviCache.decode_ref by bench/probes/gluon_kivi.py and bench/decode.py's check. Here also: where
@@ -16,8 +16,9 @@ SCRIPT = '''
 import json
 import sass_count
 out = {}
-for name, group, after in (("scaled", 4, False), ("after", 8, True)):
-    kernel, _, usage = sass_count.compile_kivi_gluon(group, after)
+for name, group, after, bits in (("scaled", 4, False, 2), ("after", 8, True, 2),
+                                 ("kivi4", 4, False, 4)):
+    kernel, _, usage = sass_count.compile_kivi_gluon(group, after, bits)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
 print(json.dumps(out))
 '''
@@ -52,9 +53,10 @@ def test_kivi2_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
         assert ptx.index("griddepcontrol.wait") < ptx.index("griddepcontrol.launch_dep"), name
         products = ptx.count("mma.sync.aligned.m16n8k16")
         unscaled = ptx.count("fma.rn.f16x2")
-        if name == "scaled":
+        if name in ("scaled", "kivi4"):
             # 16 score and 16 value products a quantized tile, as many a ring tile; each code
-            # pair one subtraction and one fused multiply-add, keys and values
+            # pair one subtraction and one fused multiply-add, keys and values (kivi4 as many:
+            # a tile holds as many codes, two a byte)
             assert products == 64, name
             assert unscaled == 128 and ptx.count("sub.rn.f16x2") == 128, name
         else:
@@ -65,10 +67,23 @@ def test_kivi2_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
 
 
 def test_operand_orders_are_permutations_that_keep_a_lanes_channels_together():
-    from kvcore.kernels.gluon_kivi import key_channel, value_channel
+    from kvcore.kernels.gluon_kivi import key_channel, key_token, value_channel
 
     assert sorted(key_channel(k) for k in range(128)) == list(range(128))
-    assert sorted(value_channel(r) for r in range(128)) == list(range(128))
+    for bits in (2, 4):
+        assert sorted(value_channel(r, bits) for r in range(128)) == list(range(128))
+        assert sorted(key_token(r, bits) for r in range(32)) == list(range(32))
+    for g in range(8):
+        # a lane group's score rows (g, g + 8, g + 16, g + 24) are the tokens of the key byte
+        # rows it reads: kivi2's row g (tokens 4 g …), kivi4's rows g and g + 8 (2 j, 2 j + 1)
+        rows = [g + 8 * i for i in range(4)]
+        assert sorted(key_token(r, 2) for r in rows) == [4 * g + k for k in range(4)]
+        assert sorted(key_token(r, 4) for r in rows) == sorted(
+            2 * j + k for j in (g, g + 8) for k in (0, 1))
+        # and kivi4's value rows are the channels of its byte rows 16 q + 8 i + g (2 c, 2 c + 1)
+        vrows = [g + 8 * i for i in range(16)]
+        assert sorted(value_channel(r, 4) for r in vrows) == sorted(
+            2 * (16 * q + 8 * i + g) + k for q in range(4) for i in (0, 1) for k in (0, 1))
     for t in range(4):
         # the columns lane t holds in every 16-column step (2t, 2t + 1, 2t + 8, 2t + 9) are
         # its 32 channels, whose key bytes it reads in two 16-byte reads
@@ -83,10 +98,11 @@ def test_operand_orders_are_permutations_that_keep_a_lanes_channels_together():
 
 
 @pytest.mark.parametrize(("fmt", "kwargs", "why"), [
-    ("kivi4", {}, "kivi2 K and V"),
-    ("kivi2", {"values": False}, "kivi2 K and V"),
+    ("kivi2", {"values": False}, "K and V with 128-lane heads"),
+    ("kivi4", {"values": False}, "K and V with 128-lane heads"),
     ("kivi2", {"head_dim": 64}, "128-lane heads"),
     ("kivi2", {}, "a query on a GPU"),  # the query on the CPU
+    ("kivi4", {}, "a query on a GPU"),
 ])
 def test_decode_takes_the_gluon_kernel_only_where_it_applies(fmt, kwargs, why):
     torch = pytest.importorskip("torch")
