@@ -38,9 +38,9 @@ from kvcore.measure import environment  # noqa: E402
 
 def parse_launch(name: str) -> dict:
     """"12c168": 12 programs a multiprocessor capped at 168 registers; "8u": 8, uncapped;
-    "12c168s4": four stages; a trailing k: K_AFTER, a trailing a: not K_AFTER (else the
-    kernel's default)."""
-    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)", name)
+    "12c168s4": four stages; then k: K_AFTER, a: not K_AFTER (else the kernel's default);
+    a trailing p: PAIRS (two groups a step, four stages)."""
+    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)", name)
     assert m, name
     out: dict = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0),
                  "pdl": True}
@@ -48,6 +48,8 @@ def parse_launch(name: str) -> dict:
         out["STAGES"] = int(m.group(3))
     if m.group(4):
         out["K_AFTER"] = m.group(4) == "k"
+    if m.group(5):
+        out.update(PAIRS=True, STAGES=4)
     return out
 
 
@@ -68,7 +70,8 @@ def check(fmt: str) -> dict:
         q = torch.randn(len(lens), heads * group, 128, device="cuda", dtype=torch.float16)
         ref = cache.decode_ref(q).float()
         tri = cache.decode(q, gluon=False)
-        for launch in (("12c168a", "12c168k", "8uk") if fmt == "kivi2" else ("12c168", "8u")):
+        for launch in (("12c168a", "12c168k", "12c168p") if fmt == "kivi2"
+                       else ("12c168", "8u", "11c168p")):
             out = torch.full_like(tri, float("nan"))
             gluon_kivi.decode_kivi_gluon(cache, q, out, **parse_launch(launch))
             res[f"group{group}_{launch}"] = {

@@ -306,15 +306,17 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                          n_splits, qk_scale, SPLIT, H: gl.constexpr, GROUP: gl.constexpr,
                          STAGES: gl.constexpr = 3, LAZY: gl.constexpr = True,
                          PDL: gl.constexpr = False, K_AFTER: gl.constexpr = False,
-                         BITS: gl.constexpr = 2):
+                         BITS: gl.constexpr = 2, PAIRS: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a kivi2
     cache (KiviCache's planes, 128-lane heads, G = 32): partial output, running max and sum to
     ACC and ML as kivi_decode_kernel writes them (reduce_splits merges them). LAZY: the running
     output is rescaled only when a tile raises the max by more than 2⁸. PDL: launched as a
     programmatic dependent. K_AFTER: the keys' scales and minimums after the unpacking
-    (_key_rows), not in it (kivi2 only). BITS 4: a kivi4 cache (its own row and column
+    (_key_rows), not in it (kivi2 only). PAIRS: two groups a step (four stages, the next two
+    copied while a step computes), one softmax over both. BITS 4: a kivi4 cache (its own row and column
     orders: key_token, value_channel)."""
     gl.static_assert(BITS == 2 or not K_AFTER, "K_AFTER: kivi2 only")
+    gl.static_assert(not PAIRS or (STAGES == 4 and not K_AFTER), "PAIRS: four stages")
     QN: gl.constexpr = 8
     b = gl.program_id(0)
     h = gl.program_id(1)
@@ -345,14 +347,45 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 4, 32], SH2)
     vmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 4, 32], SH2)
     gt0 = b * stride_gt
-    for i in gl.static_range(STAGES - 1):
+    AHEAD: gl.constexpr = 2 if PAIRS else STAGES - 1  # groups copied before the loop
+    for i in gl.static_range(AHEAD):
         _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, i, KQ, KS, KM, VQ, VS, VM, GT, gt0, h,
                start + i * 32, qend, H, BITS)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc = gl.zeros([128, QN], gl.float32, layout=MMA)
     it = 0
-    for n0 in range(start, qend, 32):
+    if PAIRS:
+        for n0 in range(start, qend - 32, 64):  # both groups of the step quantized
+            sa = (2 * it) % STAGES
+            sb = (2 * it + 1) % STAGES
+            BARRIER()  # every lane is done with the stages the next copies fill
+            _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, (sa + 2) % STAGES, KQ, KS, KM, VQ, VS,
+                   VM, GT, gt0, h, n0 + 64, qend, H, BITS)
+            _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, (sa + 3) % STAGES, KQ, KS, KM, VQ, VS,
+                   VM, GT, gt0, h, n0 + 96, qend, H, BITS)
+            _cp.wait_group(2)
+            BARRIER()
+            s0 = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, sa, BITS), qb,
+                                         gl.zeros([32, QN], gl.float32, layout=MMA))
+            s1 = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, sb, BITS), qb,
+                                         gl.zeros([32, QN], gl.float32, layout=MMA))
+            p0, p1, m_i, l_i, acc = _softmax2(s0, s1, m_i, l_i, acc, LAZY)
+            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sa, BITS),
+                                          _weights_operand(p0, BITS), acc)
+            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sb, BITS),
+                                          _weights_operand(p1, BITS), acc)
+            it += 1
+        if start + 64 * it < qend:  # one group left
+            _cp.wait_group(0)
+            BARRIER()
+            sa = (2 * it) % STAGES
+            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, sa, BITS), qb,
+                                        gl.zeros([32, QN], gl.float32, layout=MMA))
+            p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
+            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sa, BITS),
+                                          _weights_operand(p, BITS), acc)
+    for n0 in range(start, qend if not PAIRS else start, 32):
         st = it % STAGES
         BARRIER()  # every lane is done with the stage the next copy fills
         _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, (it + STAGES - 1) % STAGES, KQ, KS, KM,
