@@ -61,7 +61,8 @@ def main() -> None:
     ap.add_argument("--configs", help="rows per program/warps[/programs per multiprocessor"
                     "[/stages[/registers[/one launch: 1 K and V together, 0 a side at a time"
                     "[/fma search: 1 the rotated formats' search on the FMA pipes, 0 by "
-                    "selects[/fma bias in quarters: 1 is 0.25]]]]], "
+                    "selects[/fma bias in quarters: 1 is 0.25[/prefetch: 1 the rotated "
+                    "formats' next rows loaded a block ahead]]]]]], "
                     "the rotated formats' persistent launch],… instead of the built-in list")
     ap.add_argument("--rounds", type=int, default=1, help="time the configs this many times in "
                     "turns, the order reversed every other round")
@@ -104,8 +105,8 @@ def main() -> None:
                                                           else configs[::-1])]
         for rows, warps, *more in turns:
             launch = dict(zip(("programs_per_sm", "num_stages", "max_registers", "one_launch",
-                               "fma_search", "fma_bias"), more, strict=False))
-            for flag in ("one_launch", "fma_search"):
+                               "fma_search", "fma_bias", "prefetch"), more, strict=False))
+            for flag in ("one_launch", "fma_search", "prefetch"):
                 if flag in launch:
                     launch[flag] = bool(launch[flag])
             if "fma_bias" in launch:

@@ -112,11 +112,13 @@ def _opcodes(lines: list[str]) -> collections.Counter:
 
 
 def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int = 2,
-                   fma: bool = True, bias: float | None = None):
+                   fma: bool = True, bias: float | None = None, prefetch: bool = False,
+                   max_registers: int = 0):
     """The append kernel of ``fmt`` (head_dim 128, 8 KV heads, fp16 rows, the GPU paths; K
     and V in one launch, ``sides`` 2, and a rotated format's search in its FMA form with the
     codebook's bias, or ``bias``, as append launches them; ``fma`` False: the search by
-    selects) compiled for sm_90: (kernel, SASS, resource usage)."""
+    selects; ``prefetch``: the rotated kernel's PREFETCH; ``max_registers``: a cap, 0 none)
+    compiled for sm_90: (kernel, SASS, resource usage)."""
     from kvcore.kernels import codebook
     from kvcore.kernels import triton_ops as ops
 
@@ -129,9 +131,13 @@ def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int 
     x0, x1 = _row_widths(fmt, 128)
     consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=x0, X1=x1,
                   LEVELS=levels, ROWS=rows, HW=True, SIDES=sides, FMA=fma,
-                  BIAS=codebook.staircase_bias(levels) if bias is None else bias)
+                  BIAS=codebook.staircase_bias(levels) if bias is None else bias,
+                  PREFETCH=prefetch)
     kernel = ops.rotated_append_kernel if f in (4, 5) else ops.append_kernel
-    return _compile(kernel, sig, consts, ("PAGE",), {"num_warps": warps, "num_stages": stages})
+    options = {"num_warps": warps, "num_stages": stages}
+    if max_registers:
+        options["maxnreg"] = max_registers
+    return _compile(kernel, sig, consts, ("PAGE",), options)
 
 
 def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: int = 3,

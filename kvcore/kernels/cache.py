@@ -892,7 +892,8 @@ class LayerCache:
                rows_per_program: int | None = None, num_warps: int | None = None,
                programs_per_sm: int | None = None, num_stages: int | None = None,
                max_registers: int | None = None, one_launch: bool = True,
-               fma_search: bool = True, fma_bias: float | None = None) -> None:
+               fma_search: bool = True, fma_bias: float | None = None,
+               prefetch: bool = False) -> None:
         """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]: token i goes to (pages[i],
         offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
@@ -905,7 +906,10 @@ class LayerCache:
         format's ROTATED_LAUNCH for 128-lane rows, else SELECTS_LAUNCH). ``fma_search``: the
         rotated formats' centroid search as a staircase on the FMA pipes (triton_ops._search's
         FMA form, faster on the H200 than its selects), over the centroids plus ``fma_bias``
-        (if not given, codebook.staircase_bias: 0.0 where the staircase is exact as it is)."""
+        (if not given, codebook.staircase_bias: 0.0 where the staircase is exact as it is).
+        ``prefetch``: each rotated program loads its next block's rows into registers before
+        coding the block it holds (rotated_append_kernel's PREFETCH; one stage unless
+        ``num_stages`` says otherwise)."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()
@@ -965,8 +969,9 @@ class LayerCache:
                 tab[f"th{levels}"], self._cent(side.fmt), n, self.page_size, LEVELS=levels,
                 SIDES=len(xs), FMA=fma_search,
                 BIAS=codebook.staircase_bias(levels) if fma_bias is None else fma_bias,
-                HW=rows.device.type == "cuda", **shape,
-                num_stages=num_stages or stages, maxnreg=max_registers or regs)
+                HW=rows.device.type == "cuda", PREFETCH=prefetch, **shape,
+                num_stages=num_stages or (1 if prefetch else stages),
+                maxnreg=max_registers or regs)
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
         """A reusable scratch buffer (no allocation on the decode hot path)."""

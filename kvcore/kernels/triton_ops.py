@@ -1389,12 +1389,25 @@ def _side(it, blocks, X, XV, P0, P0V, P1, P1V, GS, GSV, SIDES: tl.constexpr):
 
 
 @triton.jit
+def _block_rows(it, blocks, X, XV, n_rows, d, D: tl.constexpr, ROWS: tl.constexpr,
+                SIDES: tl.constexpr):
+    """The input rows [ROWS, DPOW] of row block ``it`` (_side's numbering; zero past the last
+    block and past each row's D lanes)."""
+    xs, _, _, _, blk = _side(it, blocks, X, XV, X, XV, X, XV, X, XV, SIDES)
+    ri = tl.arange(0, ROWS).to(tl.int64) + blk * ROWS
+    m = ri < tl.where(it < blocks * SIDES, n_rows, 0)
+    return tl.load(xs + ri[:, None] * D + d[None, :], mask=m[:, None] & (d[None, :] < D),
+                   other=0.0)
+
+
+@triton.jit
 def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT, n_rows,
                           PAGE, H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr,
                           DP: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr,
                           X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr,
                           SIDES: tl.constexpr = 1, FMA: tl.constexpr = False,
-                          BIAS: tl.constexpr = 0.25, HW: tl.constexpr = False):
+                          BIAS: tl.constexpr = 0.25, HW: tl.constexpr = False,
+                          PREFETCH: tl.constexpr = False):
     """append_kernel for the rotated formats (tbq4: FMT 4, tbq3: 5), persistent: each program
     loads the rotation (ROT, the 128 × 128 ±1 matrix, times √128; tbq3: its rows in
     lane_order) once and then quantizes every num_programs-th block of ROWS rows. SIDES 2:
@@ -1408,7 +1421,9 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
     of its unit vector; its stored norm is the block's norm over the norm of its centroids,
     so the reconstruction keeps the length. ROT is float16 or bfloat16: input of its type is
     rotated as it is (one product, exact but for the float32 sums); other input (float32) by
-    _rotate_blocks, as its blocks' unit vectors."""
+    _rotate_blocks, as its blocks' unit vectors. PREFETCH: each program loads its next block's
+    rows into registers before it codes the block it holds (launched in one stage, so that the
+    compiler's own pipelining, which issues the next copy at the loop's end, is not added)."""
     r128 = tl.arange(0, 128)
     rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
     H: tl.constexpr = LEVELS // 2
@@ -1433,13 +1448,20 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
     d = tl.arange(0, DPOW)
     nb = tl.arange(0, DPOW // 128)
     blocks = tl.cdiv(n_rows, ROWS)
+    if PREFETCH:  # the first block's rows
+        x_next = _block_rows(tl.program_id(0), blocks, X, XV, n_rows, d, D, ROWS, SIDES)
     for it in range(tl.program_id(0), blocks * SIDES, tl.num_programs(0)):
         xs, q0, q1, _, blk = _side(it, blocks, X, XV, P0, P0V, P1, P1V, P0, P0V, SIDES)
         ri = tl.arange(0, ROWS).to(tl.int64) + blk * ROWS
         rmask = ri < n_rows
         r = _destination(PAGES, OFFSETS, ri, rmask, H_KV, PAGE)[:, None]
-        x = tl.load(xs + ri[:, None] * D + d[None, :], mask=rmask[:, None] & (d[None, :] < D),
-                    other=0.0)
+        if PREFETCH:  # this block's rows, loaded a block ago; the next block's now
+            x = x_next
+            x_next = _block_rows(it + tl.num_programs(0), blocks, X, XV, n_rows, d, D, ROWS,
+                                 SIDES)
+        else:
+            x = tl.load(xs + ri[:, None] * D + d[None, :],
+                        mask=rmask[:, None] & (d[None, :] < D), other=0.0)
         # y: each block rotated; the rotation keeps the length, so y / |y| is its rotated
         # unit vector, whose coordinates the thresholds code: compare |y| with the thresholds
         # times s = |y| (at least 10⁻²⁰, so that a zero block compares as zero and the FMA

@@ -574,7 +574,8 @@ def test_rotated_append_launch_by_format_width_and_search(monkeypatch, fmt, head
 def test_one_rotated_program_walks_every_block(monkeypatch, fmt, head_dim, dtype):
     # the persistent programs step over the row blocks; with one program for K's 9 blocks
     # (the last one short) and then V's, which one launch writes, each step must land in its
-    # own side and rows and write the reference's bytes; launched a side at a time, the same
+    # own side and rows and write the reference's bytes; launched a side at a time, the same;
+    # with each block's rows loaded a block ahead (prefetch), the same again
     import kvcore.kernels.cache as cache_mod
 
     monkeypatch.setattr(cache_mod, "SMS", 1)
@@ -588,10 +589,14 @@ def test_one_rotated_program_walks_every_block(monkeypatch, fmt, head_dim, dtype
     kernel.append(x, xv, torch.zeros_like(t), t, rows_per_program=16, programs_per_sm=1)
     apart.append(x, xv, torch.zeros_like(t), t, rows_per_program=16, programs_per_sm=1,
                  one_launch=False)
+    ahead = LayerCache(fmt, fmt, 1, 128, 2, head_dim)
+    ahead.append(x, xv, torch.zeros_like(t), t, rows_per_program=16, programs_per_sm=1,
+                 prefetch=True)
     refc.append_ref(x, xv, torch.zeros_like(t), t)
-    for one, two in ((kernel.k, apart.k), (kernel.v, apart.v)):
-        for name in one.planes:
-            assert torch.equal(one.planes[name], two.planes[name]), name
+    for other in (apart, ahead):
+        for one, two in ((kernel.k, other.k), (kernel.v, other.v)):
+            for name in one.planes:
+                assert torch.equal(one.planes[name], two.planes[name]), name
     for side_k, side_r in ((kernel.k, refc.k), (kernel.v, refc.v)):
         qs, qs_ref, _ = reference_codes_and_norms(side_k, side_r)
         assert torch.equal(qs[0, 0, 70:], qs_ref[0, 0, 70:])
