@@ -112,15 +112,20 @@ def _opcodes(lines: list[str]) -> collections.Counter:
 
 
 def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int = 2,
-                   fma: bool = True, bias: float | None = None, prefetch: bool = False,
+                   fma: bool = True, bias: float | None = None, prefetch: bool | None = None,
                    max_registers: int = 0):
     """The append kernel of ``fmt`` (head_dim 128, 8 KV heads, fp16 rows, the GPU paths; K
     and V in one launch, ``sides`` 2, and a rotated format's search in its FMA form with the
     codebook's bias, or ``bias``, as append launches them; ``fma`` False: the search by
-    selects; ``prefetch``: the rotated kernel's PREFETCH; ``max_registers``: a cap, 0 none)
-    compiled for sm_90: (kernel, SASS, resource usage)."""
+    selects; ``prefetch``: the rotated kernel's PREFETCH, by default the launch's,
+    ROTATED_LAUNCH's for the FMA form; ``max_registers``: a cap, 0 none) compiled for sm_90:
+    (kernel, SASS, resource usage)."""
     from kvcore.kernels import codebook
     from kvcore.kernels import triton_ops as ops
+    from kvcore.kernels.cache import ROTATED_LAUNCH
+
+    if prefetch is None:
+        prefetch = fma and ROTATED_LAUNCH.get(fmt, (0, 0, 0, False))[3]
 
     f = ops.FMT_CODES[fmt]
     levels = 8 if f == 5 else 16

@@ -263,8 +263,9 @@ LAZY = ("fp8_pth",)
 #: it follows ggml's tie rule, append-q4_0-ties-h200.json)
 APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (8, 2),
                  "q4_0": (8, 1), "nvfp4": (8, 1)}
-#: a rotated format's append: persistent programs a multiprocessor, the stages of their loop
-#: and their registers a thread, by format for the FMA form of the centroid search (v64:
+#: a rotated format's append: persistent programs a multiprocessor, the stages of their loop,
+#: their registers a thread and whether each loads its next rows a block ahead (PREFETCH), by
+#: format for the FMA form of the centroid search (v64:
 #: saturated fused multiply-adds for the comparisons; append-sat-h200.json and
 #: append-sat-launch-h200.json, K and V in one launch: tbq4 at 3 programs of 168 registers
 #: with two stages 49.3-49.6 µs, 38.5% of read bandwidth, against 51.1 at 128 registers,
@@ -277,9 +278,12 @@ APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (
 #: tbq4 96.9-97.2 µs at 3 of 168 in one stage, 95.7-95.8 at 4 of 128, 119.7-119.9 at 3 of
 #: 168 in two stages, 117.6-118.2 by selects; tbq3 87.3-88.0, 90.3-90.8, 112.0-112.1, 95.8;
 #: append-wide-mla-h200.json, one K-only latent of 576: tbq4 32.7, 36.5-36.7, 35.2-35.3,
-#: 37.4; tbq3 26.9-27.1, 31.5-31.7, 32.4-32.6, 40.7)
-ROTATED_LAUNCH = {"tbq4": (3, 2, 168), "tbq3": (4, 1, 128)}
-SELECTS_LAUNCH = (3, 1, 168)
+#: 37.4; tbq3 26.9-27.1, 31.5-31.7, 32.4-32.6, 40.7). v65: tbq3 loads its next rows a block
+#: ahead (append-prefetch-tbq3-h200.json, three rounds in turns: 42.4-42.8 µs, 42.3-42.6%,
+#: against 43.8-44.5), tbq4 not (append-prefetch-tbq4-h200.json: 50.1 against 49.2-49.3 in
+#: its two stages)
+ROTATED_LAUNCH = {"tbq4": (3, 2, 168, False), "tbq3": (4, 1, 128, True)}
+SELECTS_LAUNCH = (3, 1, 168, False)
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
 
@@ -893,7 +897,7 @@ class LayerCache:
                programs_per_sm: int | None = None, num_stages: int | None = None,
                max_registers: int | None = None, one_launch: bool = True,
                fma_search: bool = True, fma_bias: float | None = None,
-               prefetch: bool = False) -> None:
+               prefetch: bool | None = None) -> None:
         """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]: token i goes to (pages[i],
         offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
@@ -908,8 +912,8 @@ class LayerCache:
         FMA form, faster on the H200 than its selects), over the centroids plus ``fma_bias``
         (if not given, codebook.staircase_bias: 0.0 where the staircase is exact as it is).
         ``prefetch``: each rotated program loads its next block's rows into registers before
-        coding the block it holds (rotated_append_kernel's PREFETCH; one stage unless
-        ``num_stages`` says otherwise)."""
+        coding the block it holds (rotated_append_kernel's PREFETCH; where not given, the
+        launch's; one stage unless ``num_stages`` says otherwise)."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()
@@ -954,8 +958,10 @@ class LayerCache:
                 continue
             levels = 8 if side.fmt == "tbq3" else 16
             narrow = shape["DPOW"] == 128  # ROTATED_LAUNCH's rows
-            per_sm, stages, regs = (ROTATED_LAUNCH[side.fmt] if fma_search and narrow
-                                    else SELECTS_LAUNCH)
+            per_sm, stages, regs, ahead = (ROTATED_LAUNCH[side.fmt] if fma_search and narrow
+                                           else SELECTS_LAUNCH)
+            if prefetch is not None:
+                ahead = prefetch
             grid = (min(blocks, SMS * (programs_per_sm or per_sm)),)
             # the rotation in the input's type where it is bfloat16 on a GPU (Triton's
             # interpreter multiplies bfloat16 wrongly), or float16: other inputs than float16
@@ -969,8 +975,8 @@ class LayerCache:
                 tab[f"th{levels}"], self._cent(side.fmt), n, self.page_size, LEVELS=levels,
                 SIDES=len(xs), FMA=fma_search,
                 BIAS=codebook.staircase_bias(levels) if fma_bias is None else fma_bias,
-                HW=rows.device.type == "cuda", PREFETCH=prefetch, **shape,
-                num_stages=num_stages or (1 if prefetch else stages),
+                HW=rows.device.type == "cuda", PREFETCH=ahead, **shape,
+                num_stages=num_stages or (1 if ahead else stages),
                 maxnreg=max_registers or regs)
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:

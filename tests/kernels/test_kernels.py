@@ -543,14 +543,15 @@ def test_rotated_append_writes_the_reference_bytes(fmt, head_dim, dtype):
 
 
 @pytest.mark.parametrize(("fmt", "head_dim", "fma", "want"), [
-    ("tbq4", 128, True, (3, 2, 168)), ("tbq3", 128, True, (4, 1, 128)),
-    ("tbq4", 256, True, (3, 1, 168)), ("tbq3", 576, True, (3, 1, 168)),
-    ("tbq4", 128, False, (3, 1, 168)), ("tbq3", 128, False, (3, 1, 168))])
+    ("tbq4", 128, True, (3, 2, 168, False)), ("tbq3", 128, True, (4, 1, 128, True)),
+    ("tbq4", 256, True, (3, 1, 168, False)), ("tbq3", 576, True, (3, 1, 168, False)),
+    ("tbq4", 128, False, (3, 1, 168, False)), ("tbq3", 128, False, (3, 1, 168, False))])
 def test_rotated_append_launch_by_format_width_and_search(monkeypatch, fmt, head_dim, fma,
                                                           want):
     # the FMA search's launches were measured for 128-lane rows (ROTATED_LAUNCH: tbq4 three
-    # programs a multiprocessor in two stages, tbq3 four of 128 registers); wider rows, and
-    # the selects, take three of 168 in one stage, faster there
+    # programs a multiprocessor in two stages, tbq3 four of 128 registers, each loading its
+    # next rows a block ahead); wider rows, and the selects, take three of 168 in one stage,
+    # faster there
     import kvcore.kernels.cache as cache_mod
     import kvcore.kernels.triton_ops as ops
 
@@ -558,7 +559,8 @@ def test_rotated_append_launch_by_format_width_and_search(monkeypatch, fmt, head
 
     class Launch:
         def __getitem__(self, grid):
-            return lambda *args, **kw: seen.append((grid[0], kw["num_stages"], kw["maxnreg"]))
+            return lambda *args, **kw: seen.append((grid[0], kw["num_stages"], kw["maxnreg"],
+                                                    kw["PREFETCH"]))
 
     monkeypatch.setattr(cache_mod, "SMS", 1)  # the grid is then the programs a multiprocessor
     monkeypatch.setattr(ops, "rotated_append_kernel", Launch())
