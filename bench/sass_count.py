@@ -378,7 +378,7 @@ def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2):
            "VR": "*fp16", "NQ": "*i32", "NR": "*i32", "GT": "*i32", "stride_gt": "i32",
            "RING": "i32", "n_splits": "i32", "qk_scale": "fp32", "SPLIT": "i32"}
     consts = {"H": 8, "GROUP": group, "STAGES": 3, "LAZY": True, "PDL": True, "K_AFTER": k_after,
-              "BITS": bits}
+              "BITS": bits, "PAIRS": False}
     return _compile(kivi2_swapped_kernel, sig, consts, ("SPLIT",),
                     {"num_warps": 1, "maxnreg": KIVI_GLUON_REGISTERS}, gluon=True)
 
