@@ -41,7 +41,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
 from .cache import tiled_splits, wave_splits
-from .gluon_q4_0 import ASYNC_LOAD, BARRIER, MMA, OPA, OPB
+from .gluon_q4_0 import ASYNC_LOAD, BARRIER, MMA, OPA, OPB, next_max
 from .kivi_triton import _codes_asm
 
 #: four bytes of 2-bit (4-bit) codes, their scales and minimums → code k of each byte as c·s + m
@@ -263,42 +263,32 @@ def _weights_operand(p, BITS: gl.constexpr):
 
 
 @gluon.jit
-def _softmax(s, m_i, l_i, acc, LAZY: gl.constexpr):
-    """The online softmax of a tile's scores s [32, 8]: (weights, max, sum, rescaled output)."""
-    m_t = gl.max(s, axis=0)
-    if LAZY:  # noqa: SIM108 (a compile-time branch)
-        m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
-    else:
-        m_new = gl.maximum(m_i, m_t)
-    alpha = gl.exp2(m_i - m_new)
-    p = gl.exp2(s - m_new[None, :])
-    l_i = l_i * alpha + gl.sum(p, axis=0)
+def _rescaled(acc, alpha, m_new, m_i, LAZY: gl.constexpr):
+    """The partial output under the new running max (LAZY: only where it rose)."""
     if LAZY:
         if gl.max(m_new - m_i, axis=0) > 0:
             acc = acc * alpha[None, :]
     else:
         acc = acc * alpha[None, :]
-    return p, m_new, l_i, acc
+    return acc
+
+
+@gluon.jit
+def _softmax(s, m_i, l_i, acc, LAZY: gl.constexpr):
+    """The online softmax of a tile's scores s [32, 8]: (weights, max, sum, rescaled output)."""
+    m_new, alpha = next_max(gl.max(s, axis=0), m_i, LAZY)
+    p = gl.exp2(s - m_new[None, :])
+    return p, m_new, l_i * alpha + gl.sum(p, axis=0), _rescaled(acc, alpha, m_new, m_i, LAZY)
 
 
 @gluon.jit
 def _softmax2(s0, s1, m_i, l_i, acc, LAZY: gl.constexpr):
-    """_softmax over a tile's scores in two halves [16, 8]."""
-    m_t = gl.max(gl.maximum(s0, s1), axis=0)
-    if LAZY:  # noqa: SIM108 (a compile-time branch)
-        m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
-    else:
-        m_new = gl.maximum(m_i, m_t)
-    alpha = gl.exp2(m_i - m_new)
+    """_softmax over the scores of two halves of a tile, or of two tiles, [16 or 32, 8] each."""
+    m_new, alpha = next_max(gl.max(gl.maximum(s0, s1), axis=0), m_i, LAZY)
     p0 = gl.exp2(s0 - m_new[None, :])
     p1 = gl.exp2(s1 - m_new[None, :])
-    l_i = l_i * alpha + gl.sum(p0 + p1, axis=0)
-    if LAZY:
-        if gl.max(m_new - m_i, axis=0) > 0:
-            acc = acc * alpha[None, :]
-    else:
-        acc = acc * alpha[None, :]
-    return p0, p1, m_new, l_i, acc
+    return (p0, p1, m_new, l_i * alpha + gl.sum(p0 + p1, axis=0),
+            _rescaled(acc, alpha, m_new, m_i, LAZY))
 
 
 @gluon.jit
@@ -492,12 +482,7 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int = KIVI_GLUON_PER
         n_splits = max(1, -(-total // split))
     acc = torch.empty(seqs * hq * n_splits * d, dtype=torch.float32, device=q.device)
     ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
-    key = (tuple(cache.n_quant), tuple(cache.n_resid), str(q.device))
-    if cache._lens is None or cache._lens_key != key:
-        cache._lens = (torch.tensor(cache.n_quant, dtype=torch.int32, device=q.device),
-                       torch.tensor(cache.n_resid, dtype=torch.int32, device=q.device))
-        cache._lens_key = key
-    nq, nr = cache._lens
+    nq, nr = cache.device_lengths(q.device)
     kivi2_swapped_kernel[(seqs, cache.heads, n_splits)](
         q.contiguous(), acc, ml, cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm,
         cache.kr, cache.vr, nq, nr, cache.group_table, cache.group_table.stride(0), cache.ring,

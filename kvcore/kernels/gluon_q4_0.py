@@ -985,6 +985,18 @@ def _tile_scores(kbuf, ksbuf, st, qops, K_AFTER: gl.constexpr, QN: gl.constexpr,
 
 
 @gluon.jit
+def next_max(m_t, m_i, LAZY: gl.constexpr):
+    """The running max after a tile whose max is m_t (LAZY: raised only when the tile passes
+    the current one by more than 2⁸) and the factor that rescales what was summed under the
+    one before."""
+    if LAZY:  # noqa: SIM108 (a compile-time branch)
+        m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
+    else:
+        m_new = gl.maximum(m_i, m_t)
+    return m_new, gl.exp2(m_i - m_new)
+
+
+@gluon.jit
 def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
                  st, vops, LAZY: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr):
     """The online softmax of one tile's scores ``s`` (MASKED: only its first ``left`` tokens
@@ -994,12 +1006,7 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         if left < 32:
             stok = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
             s = gl.where((stok < left)[:, None], s, float("-inf"))
-    m_t = gl.max(s, axis=0)
-    if LAZY:  # noqa: SIM108 (a compile-time branch)
-        m_new = gl.where(m_t > m_i + 8.0, m_t, m_i)
-    else:
-        m_new = gl.maximum(m_i, m_t)
-    alpha = gl.exp2(m_i - m_new)
+    m_new, alpha = next_max(gl.max(s, axis=0), m_i, LAZY)
     p = gl.exp2(s - m_new[None, :])
     l_i = l_i * alpha + gl.sum(p, axis=0)
     if LAZY:

@@ -446,14 +446,7 @@ class KiviCache:
         acc = torch.empty(seqs * hq * n_splits * dp, dtype=torch.float32, device=q.device)
         ml = torch.empty(seqs * hq * n_splits * 2, dtype=torch.float32, device=q.device)
         out = decode_output(out, (seqs, hq, self.head_dim_v), q.device)
-        # the lengths on the device, copied again only after they change, so that a step can
-        # be captured in a CUDA graph (no copy from the host inside it)
-        key = (tuple(self.n_quant), tuple(self.n_resid), str(q.device))
-        if self._lens is None or self._lens_key != key:
-            self._lens = (torch.tensor(self.n_quant, dtype=torch.int32, device=q.device),
-                          torch.tensor(self.n_resid, dtype=torch.int32, device=q.device))
-            self._lens_key = key
-        nq, nr = self._lens
+        nq, nr = self.device_lengths(q.device)
         if pdl is None:
             pdl = programmatic_launch(q.device)
         grid = (seqs, self.heads * qblocks, n_splits)
@@ -480,6 +473,18 @@ class KiviCache:
                 **common)
         reduce_splits(acc, ml, out, n_splits, seqs, self.heads, group, dp, pdl=pdl)
         return out
+
+    def device_lengths(self, device: Any) -> tuple[Any, Any]:
+        """Each sequence's quantized and residual token counts as int32 tensors on ``device``,
+        copied again only after they change, so that a decode step can be captured in a CUDA
+        graph (no copy from the host inside it)."""
+        torch = _torch()
+        key = (tuple(self.n_quant), tuple(self.n_resid), str(device))
+        if self._lens is None or self._lens_key != key:
+            self._lens = (torch.tensor(self.n_quant, dtype=torch.int32, device=device),
+                          torch.tensor(self.n_resid, dtype=torch.int32, device=device))
+            self._lens_key = key
+        return self._lens
 
     def _takes_gluon(self, q: Any, forced: bool, other_launch: bool) -> bool:
         """decode's ``gluon``: whether the step takes the Gluon kernel (forced: it must, or a

@@ -26,3 +26,12 @@ def compiled_ptx(script: str) -> dict[str, str]:
         pytest.skip("this triton wheel ships no ptxas")
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def usage_value(text: str, key: str) -> int:
+    """A value of cuobjdump's resource usage line (``REG``, ``STACK``, ``LOCAL``, …)."""
+    import re
+
+    m = re.search(rf"{key}:(\d+)", text)
+    assert m, text
+    return int(m.group(1))

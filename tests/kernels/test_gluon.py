@@ -6,8 +6,6 @@ where decode takes it, and which query its reference multiplies."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from kvcore.kernels.cache import (
@@ -27,6 +25,7 @@ from kvcore.kernels.cache import (
 )
 
 from .sm90 import compiled_ptx
+from .sm90 import usage_value as _usage
 
 SCRIPT = '''
 import json
@@ -55,12 +54,6 @@ print(json.dumps(out))
 def compiled() -> dict[str, dict[str, str]]:
     pytest.importorskip("triton.experimental.gluon")
     return compiled_ptx(SCRIPT)  # type: ignore[return-value]
-
-
-def _usage(text: str, key: str) -> int:
-    m = re.search(rf"{key}:(\d+)", text)
-    assert m, text
-    return int(m.group(1))
 
 
 def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):

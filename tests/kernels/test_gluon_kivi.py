@@ -1,16 +1,15 @@
-"""KIVI's Gluon kernel (kvcore.kernels.gluon_kivi, kivi2 and kivi4). Gluon has no interpreter, so CI compiles it
-for sm_90 with the triton wheel's compiler (bench/sass_count.py's compile_kivi_gluon) and checks
-what the compiled kernel holds; its output is checked on a GPU against the Triton kernel and
-KiviCache.decode_ref by bench/probes/gluon_kivi.py and bench/decode.py's check. Here also: where
-KiviCache.decode takes it."""
+"""KIVI's Gluon kernel (kvcore.kernels.gluon_kivi, kivi2 and kivi4). Gluon has no interpreter,
+so CI compiles it for sm_90 with the triton wheel's compiler (bench/sass_count.py's
+compile_kivi_gluon) and checks what the compiled kernel holds; its output is checked on a GPU
+against the Triton kernel and KiviCache.decode_ref by bench/probes/gluon_kivi.py and
+bench/decode.py's check. Here also: where KiviCache.decode takes it."""
 
 from __future__ import annotations
-
-import re
 
 import pytest
 
 from .sm90 import compiled_ptx
+from .sm90 import usage_value as _usage
 
 SCRIPT = '''
 import json
@@ -28,12 +27,6 @@ print(json.dumps(out))
 def compiled() -> dict[str, dict[str, str]]:
     pytest.importorskip("triton.experimental.gluon")
     return compiled_ptx(SCRIPT)  # type: ignore[return-value]
-
-
-def _usage(text: str, key: str) -> int:
-    m = re.search(rf"{key}:(\d+)", text)
-    assert m, text
-    return int(m.group(1))
 
 
 def test_kivi2_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
