@@ -1,33 +1,33 @@
-"""kivi2 decode attention by a split kernel that states its layouts (Triton's Gluon dialect), for
-K and V in kivi2 (groups of 32 tokens, heads of 128 lanes, at most 8 query heads a KV head), on
-an sm_80+ GPU.
+"""KIVI decode attention by a split kernel that states its layouts (Triton's Gluon dialect), for
+K and V in kivi2 or kivi4 (BITS; groups of 32 tokens, heads of 128 lanes, at most 8 query heads
+a KV head), on an sm_80+ GPU. KiviCache.decode takes it there (_takes_gluon).
 
 A program (sequence, KV head, split) walks its split's quantized groups, one group a 32-token
 tile copied into shared memory two ahead (cp.async: the key codes, scales and minimums, the
-value codes, scales and minimums, 3 KB a tile), then the split's part of the float16 residual
-ring. Both products are swapped, as in kernels/gluon_q4_0.py: the cache tile is the tensor
-cores' first operand and the query rows (padded to 8) the narrow second one, so that the
-partial output [128, 8] stays in 32 registers a thread.
+value codes, scales and minimums; 3 KB a kivi2 tile, 5 KB a kivi4 one), then the split's part
+of the float16 residual ring. Both products are swapped, as in kernels/gluon_q4_0.py: the cache
+tile is the tensor cores' first operand and the query rows (padded to 8) the narrow second
+one, so that the partial output [128, 8] stays in 32 registers a thread.
 
 Each lane reads its bytes where the operands want them, so that no code moves between lanes:
 
-- Keys: lane (g, t) reads byte row g of channels 32 t … 32 t + 31 (tokens 4 g … 4 g + 3: byte
-  j of a channel holds tokens 4 j + k), and unpacks code k of each byte (CODES2_ASM: the code
-  masked into a float16 mantissa, one exact subtraction, c·s + m in one fused multiply-add,
-  the values of kivi_triton's decode) into row 16 k1 + 8 k0 + g (k = k0 + 2 k1) of the score
-  product's first operand, whose column order is the channels' relabelled (key_channel): the
-  query is gathered in that order.
-- Values: lane (g, t) reads byte rows g, g + 8, g + 16, g + 24 (channel groups q = 0 … 3) of
-  tokens 8 t … 8 t + 7, code k of byte row c being channel 4 c + k: row 32 q + 16 k1 + 8 k0 + g
-  of the value product's first operand holds channel 32 q + 4 g + k (value_channel), its
-  columns the tokens relabelled (token 8 t + 4 κ + 2 f + e at column 16 κ + 8 f + 2 t + e); the
-  weights reach that order through one layout conversion.
+- Keys: kivi2's lane (g, t) reads byte row g of channels 32 t … 32 t + 31 (byte j of a channel
+  holds tokens 4 j + k) and unpacks code k of each byte (CODES2: the code masked into a float16
+  mantissa, one exact subtraction, c·s + m in one fused multiply-add, the values of
+  kivi_triton's decode) into score row 16 k1 + 8 k0 + g (k = k0 + 2 k1); kivi4's reads byte
+  rows g and g + 8 (two tokens a byte) into rows 16 h + 8 k + g (key_token). The columns are
+  the channels relabelled (key_channel); the query is gathered in that order once a program.
+- Values: a byte row c holds channels PER·c + k of a token. Lane (g, t) reads its byte rows of
+  tokens 8 t … 8 t + 7 into the output rows value_channel gives; the columns are the tokens
+  relabelled (token 8 t + 4 κ + 2 f + e at column 16 κ + 8 f + 2 t + e), which the weights
+  reach through one layout conversion, and the output is stored back in head order.
+- The ring's float16 rows are loaded straight into the same operand orders.
 
-The residual ring's float16 rows go through layout conversions into the same operands (a ring
-holds at most R + G − 1 tokens, in a sequence's last split).
+Options measured and not taken by decode (docs/KERNELS.md): K_AFTER (kivi2's keys scaled after
+their product) and PAIRS (two groups a step).
 
-Gluon has no interpreter: CI compiles this kernel for sm_90 (tests/kernels/test_gluon.py), and
-bench/probes/gluon_kivi.py checks its output on a GPU against KiviCache's Triton decode and
+Gluon has no interpreter: CI compiles this kernel for sm_90 (tests/kernels/test_gluon_kivi.py),
+and bench/probes/gluon_kivi.py checks its output on a GPU against KiviCache's Triton decode and
 decode_ref.
 """
 
@@ -115,7 +115,7 @@ def value_channel(r: int, bits: int = 2) -> int:
 def _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, row,
           BITS: gl.constexpr):
     """Start copying the group whose planes are at ``row`` (slot · H + head) into stage st."""
-    KB: gl.constexpr = 4 * BITS  # byte rows of a group's key codes (and 32-byte rows of V's)
+    KB: gl.constexpr = 4 * BITS  # byte rows of a group's key codes (V's 32-byte rows: 4 · KB)
     j = gl.arange(0, KB, layout=gl.SliceLayout(1, CPK))
     ch = gl.arange(0, 128, layout=gl.SliceLayout(0, CPK))
     ASYNC_LOAD(kbuf.index(st), KQ + row * (KB * 128) + j[:, None] * 128 + ch[None, :])
@@ -298,13 +298,14 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                          PDL: gl.constexpr = False, K_AFTER: gl.constexpr = False,
                          BITS: gl.constexpr = 2, PAIRS: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a kivi2
-    cache (KiviCache's planes, 128-lane heads, G = 32): partial output, running max and sum to
-    ACC and ML as kivi_decode_kernel writes them (reduce_splits merges them). LAZY: the running
-    output is rescaled only when a tile raises the max by more than 2⁸. PDL: launched as a
-    programmatic dependent. K_AFTER: the keys' scales and minimums after the unpacking
-    (_key_rows), not in it (kivi2 only). PAIRS: two groups a step (four stages, the next two
-    copied while a step computes), one softmax over both. BITS 4: a kivi4 cache (its own row and column
-    orders: key_token, value_channel)."""
+    cache, or with BITS 4 of a kivi4 one (its own row and column orders: key_token,
+    value_channel; the kernel keeps the name of its first format), KiviCache's planes with
+    128-lane heads and G = 32: partial output, running max and sum to ACC and ML as
+    kivi_decode_kernel writes them (reduce_splits merges them). LAZY: the running output is
+    rescaled only when a tile raises the max by more than 2⁸. PDL: launched as a programmatic
+    dependent. K_AFTER: the keys' scales and minimums after the unpacking (_key_rows), not in
+    it (kivi2 only). PAIRS: two groups a step (four stages, the next two copied while a step
+    computes), one softmax over both."""
     gl.static_assert(BITS == 2 or not K_AFTER, "K_AFTER: kivi2 only")
     gl.static_assert(not PAIRS or (STAGES == 4 and not K_AFTER), "PAIRS: four stages")
     QN: gl.constexpr = 8

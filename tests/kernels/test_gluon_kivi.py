@@ -29,7 +29,7 @@ def compiled() -> dict[str, dict[str, str]]:
     return compiled_ptx(SCRIPT)  # type: ignore[return-value]
 
 
-def test_kivi2_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
+def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
     from kvcore.kernels.gluon_kivi import KIVI_GLUON_PER_SM
 
     for name, c in compiled.items():
