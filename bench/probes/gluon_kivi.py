@@ -39,8 +39,9 @@ from kvcore.measure import environment  # noqa: E402
 def parse_launch(name: str) -> dict:
     """"12c168": 12 programs a multiprocessor capped at 168 registers; "8u": 8, uncapped;
     "12c168s4": four stages; then k: K_AFTER, a: not K_AFTER (else the kernel's default);
-    a trailing p: PAIRS (two groups a step, four stages)."""
-    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)", name)
+    then p: PAIRS (two groups a step, four stages); a trailing t and a number: splits of that
+    many tokens (else one wave of the programs a multiprocessor)."""
+    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)(?:t(\d+))?", name)
     assert m, name
     out: dict = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0),
                  "pdl": True}
@@ -50,6 +51,8 @@ def parse_launch(name: str) -> dict:
         out["K_AFTER"] = m.group(4) == "k"
     if m.group(5):
         out.update(PAIRS=True, STAGES=4)
+    if m.group(6):
+        out["split_tokens"] = int(m.group(6))
     return out
 
 
