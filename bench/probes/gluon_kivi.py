@@ -56,7 +56,7 @@ def parse_launch(name: str) -> dict:
     return out
 
 
-def check(fmt: str) -> dict:
+def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8)) -> dict:
     """Largest differences of the Gluon output from the Triton kernel's and from decode_ref."""
     torch.manual_seed(1)
     lens = [1000, 1, 777, 64, 159]
@@ -69,12 +69,17 @@ def check(fmt: str) -> dict:
                                                                              device="cuda") % 17 == 0))
         cache.append_triton(s, k.half(), torch.randn(n, heads, 128, device="cuda").half())
     res = {"lens": lens, "n_quant": list(cache.n_quant), "n_resid": list(cache.n_resid)}
-    for group in (1, 4, 8):
+    for group in groups:
         q = torch.randn(len(lens), heads * group, 128, device="cuda", dtype=torch.float16)
         ref = cache.decode_ref(q).float()
         tri = cache.decode(q, gluon=False)
-        for launch in (("12c168a", "12c168k", "12c168p") if fmt == "kivi2"
-                       else ("12c168", "8u", "11c168p")):
+        if group > 8:  # the 16-column form
+            launches: tuple[str, ...] = ("8c232", "8u")
+        elif fmt == "kivi2":
+            launches = ("12c168a", "12c168k", "12c168p")
+        else:
+            launches = ("12c168", "8u", "11c168p")
+        for launch in launches:
             out = torch.full_like(tri, float("nan"))
             gluon_kivi.decode_kivi_gluon(cache, q, out, **parse_launch(launch))
             res[f"group{group}_{launch}"] = {
@@ -98,11 +103,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--format", default="kivi2", choices=("kivi2", "kivi4"))
+    ap.add_argument("--heads", help="query heads/KV heads/head_dim of the timed caches "
+                    "(32/8/128 by default)")
+    ap.add_argument("--groups", default="1,4,8", help="the check's query heads a KV head")
     args = ap.parse_args()
+    if args.heads:
+        decode.set_heads(args.heads)
     out_name = "gluon-kivi" if args.format == "kivi2" else f"gluon-{args.format}"
     result: dict = {"env": environment("cuda", torch), "check": None, "rows": []}
     if not args.no_check:
-        result["check"] = check(args.format)
+        result["check"] = check(args.format, tuple(int(g) for g in args.groups.split(",")))
         print("check", result["check"], flush=True)
         write_json(args.out, out_name, result)
     for shape in args.shapes.split(","):

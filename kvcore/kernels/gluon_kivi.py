@@ -52,6 +52,9 @@ UNITS2 = gl.constexpr(_codes_asm(2, scaled=False))
 #: programs a multiprocessor and the cap of registers a thread (12 one-warp programs fit 168)
 KIVI_GLUON_PER_SM = 12
 KIVI_GLUON_REGISTERS = 168
+#: the same for 9-16 query heads a KV head (16 columns: 231 registers unspilled, 8 programs)
+KIVI_GLUON_PER_SM_16 = 8
+KIVI_GLUON_REGISTERS_16 = 232
 
 # key codes [8 byte rows, 128 channels]: lane (g, t) holds row g, channels 32 t … 32 t + 31
 KL = gl.constexpr(gl.BlockedLayout([1, 32], [8, 4], [1, 1], [1, 0]))
@@ -250,16 +253,16 @@ def _value_operand(vbuf, vsbuf, vmbuf, st, BITS: gl.constexpr):
 
 
 @gluon.jit
-def _weights_operand(p, BITS: gl.constexpr):
-    """A tile's weights [32 score rows, 8] (row r: token key_token(r)) → the value product's
+def _weights_operand(p, BITS: gl.constexpr, QN: gl.constexpr = 8):
+    """A tile's weights [32 score rows, QN] (row r: token key_token(r)) → the value product's
     second operand in its token order (_value_operand)."""
     if BITS == 2:
-        x = gl.reshape(p.to(gl.float16), [2, 2, 4, 2, 8])  # k1 (f) k0 (e) | t κ (g) | n
+        x = gl.reshape(p.to(gl.float16), [2, 2, 4, 2, QN])  # k1 (f) k0 (e) | t κ (g) | n
         x = gl.permute(x, [3, 0, 2, 1, 4])  # κ f t e | n
     else:  # row 16 h + 8 k + g, token 16 h + 2 g + k: t = 2 h + g2, κ = g1, f = g0, e = k
-        x = gl.reshape(p.to(gl.float16), [2, 2, 2, 2, 2, 8])  # h k | g2 g1 g0 | n
+        x = gl.reshape(p.to(gl.float16), [2, 2, 2, 2, 2, QN])  # h k | g2 g1 g0 | n
         x = gl.permute(x, [3, 4, 0, 2, 1, 5])  # κ f t1 t0 e | n
-    return gl.convert_layout(gl.reshape(x, [32, 8]), OPB)
+    return gl.convert_layout(gl.reshape(x, [32, QN]), OPB)
 
 
 @gluon.jit
@@ -296,7 +299,8 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                          n_splits, qk_scale, SPLIT, H: gl.constexpr, GROUP: gl.constexpr,
                          STAGES: gl.constexpr = 3, LAZY: gl.constexpr = True,
                          PDL: gl.constexpr = False, K_AFTER: gl.constexpr = False,
-                         BITS: gl.constexpr = 2, PAIRS: gl.constexpr = False):
+                         BITS: gl.constexpr = 2, PAIRS: gl.constexpr = False,
+                         QN: gl.constexpr = 8):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a kivi2
     cache, or with BITS 4 of a kivi4 one (its own row and column orders: key_token,
     value_channel; the kernel keeps the name of its first format), KiviCache's planes with
@@ -305,10 +309,11 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     rescaled only when a tile raises the max by more than 2⁸. PDL: launched as a programmatic
     dependent. K_AFTER: the keys' scales and minimums after the unpacking (_key_rows), not in
     it (kivi2 only). PAIRS: two groups a step (four stages, the next two copied while a step
-    computes), one softmax over both."""
+    computes), one softmax over both. QN: the query rows' columns, 8 for up to 8 query heads a
+    KV head, 16 for 9-16."""
     gl.static_assert(BITS == 2 or not K_AFTER, "K_AFTER: kivi2 only")
     gl.static_assert(not PAIRS or (STAGES == 4 and not K_AFTER), "PAIRS: four stages")
-    QN: gl.constexpr = 8
+    gl.static_assert(QN == 8 or not K_AFTER, "K_AFTER: 8 columns")
     b = gl.program_id(0)
     h = gl.program_id(1)
     sp = gl.program_id(2)
@@ -363,9 +368,9 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                                          gl.zeros([32, QN], gl.float32, layout=MMA))
             p0, p1, m_i, l_i, acc = _softmax2(s0, s1, m_i, l_i, acc, LAZY)
             acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sa, BITS),
-                                          _weights_operand(p0, BITS), acc)
+                                          _weights_operand(p0, BITS, QN), acc)
             acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sb, BITS),
-                                          _weights_operand(p1, BITS), acc)
+                                          _weights_operand(p1, BITS, QN), acc)
             it += 1
         if start + 64 * it < qend:  # one group left
             _cp.wait_group(0)
@@ -375,7 +380,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                                         gl.zeros([32, QN], gl.float32, layout=MMA))
             p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
             acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sa, BITS),
-                                          _weights_operand(p, BITS), acc)
+                                          _weights_operand(p, BITS, QN), acc)
     for n0 in range(start, qend if not PAIRS else start, 32):
         st = it % STAGES
         BARRIER()  # every lane is done with the stage the next copy fills
@@ -393,7 +398,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
             s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS), qb,
                                         gl.zeros([32, QN], gl.float32, layout=MMA))
             p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
-            pt = _weights_operand(p, BITS)
+            pt = _weights_operand(p, BITS, QN)
         acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st, BITS), pt, acc)
         it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
@@ -445,7 +450,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
             vx = gl.reshape(vr, [4, 2, 2, 2, 4, 2, 8, 2])  # t κ f e | q i g k
             vx = gl.permute(vx, [4, 5, 7, 6, 1, 2, 0, 3])  # q i k g | κ f t e
         acc = gl.nvidia.ampere.mma_v2(gl.convert_layout(gl.reshape(vx, [128, 32]), OPA),
-                                      _weights_operand(p, BITS), acc)
+                                      _weights_operand(p, BITS, QN), acc)
     oc = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
     oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
     if BITS == 2:  # value_channel
@@ -459,15 +464,17 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
 
-def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int = KIVI_GLUON_PER_SM,
-                      max_registers: int = KIVI_GLUON_REGISTERS, pdl: bool = False,
+def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
+                      max_registers: int | None = None, pdl: bool = False,
                       split_tokens: int | None = None, lazy: bool = True,
                       **consts: Any) -> Any:
     """One decode step of q [B, Hq, 128] over ``cache`` (a kivi2 KiviCache) into
     ``out`` [B, Hq, 128] float32 (KiviCache._takes_gluon says where it applies):
     kivi2_swapped_kernel over one wave of ``per_sm`` programs a
-    multiprocessor (or splits of ``split_tokens``), then reduce_splits. ``lazy``: the kernel's
-    LAZY; ``consts`` go to the kernel (STAGES, K_AFTER)."""
+    multiprocessor (or splits of ``split_tokens``), then reduce_splits; ``per_sm`` and
+    ``max_registers`` by default KIVI_GLUON_PER_SM and KIVI_GLUON_REGISTERS, for 9-16 query
+    heads a KV head (16 columns) the _16 ones. ``lazy``: the kernel's LAZY; ``consts`` go to
+    the kernel (STAGES, K_AFTER, PAIRS)."""
     import torch
 
     from .cache import LOG2E
@@ -475,6 +482,11 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int = KIVI_GLUON_PER
 
     seqs, hq, d = q.shape
     group = hq // cache.heads
+    wide = group > 8  # the 16-column form
+    if per_sm is None:
+        per_sm = KIVI_GLUON_PER_SM_16 if wide else KIVI_GLUON_PER_SM
+    if max_registers is None:
+        max_registers = KIVI_GLUON_REGISTERS_16 if wide else KIVI_GLUON_REGISTERS
     total = max(a + b for a, b in zip(cache.n_quant, cache.n_resid, strict=True))
     if split_tokens is None:
         split, n_splits = tiled_splits(total, wave_splits(seqs * cache.heads, per_sm))
@@ -488,7 +500,7 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int = KIVI_GLUON_PER
         q.contiguous(), acc, ml, cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm,
         cache.kr, cache.vr, nq, nr, cache.group_table, cache.group_table.stride(0), cache.ring,
         n_splits, LOG2E / math.sqrt(d), split, H=cache.heads, GROUP=group, LAZY=bool(lazy),
-        BITS=cache.bits, num_warps=1,
+        BITS=cache.bits, QN=16 if wide else 8, num_warps=1,
         **consts, **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     reduce_splits(acc, ml, out, n_splits, seqs, cache.heads, group, d, pdl=pdl)
