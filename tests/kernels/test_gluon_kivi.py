@@ -16,7 +16,8 @@ import json
 import sass_count
 out = {}
 for name, group, after, bits in (("scaled", 4, False, 2), ("after", 8, True, 2),
-                                 ("kivi4", 4, False, 4)):
+                                 ("kivi4", 4, False, 4), ("16", 16, False, 2),
+                                 ("16-kivi4", 12, False, 4)):
     kernel, _, usage = sass_count.compile_kivi_gluon(group, after, bits)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
 print(json.dumps(out))
@@ -30,13 +31,15 @@ def compiled() -> dict[str, dict[str, str]]:
 
 
 def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
-    from kvcore.kernels.gluon_kivi import KIVI_GLUON_PER_SM
+    from kvcore.kernels.gluon_kivi import KIVI_GLUON_PER_SM, KIVI_GLUON_PER_SM_16
 
     for name, c in compiled.items():
         ptx, usage = c["ptx"], c["usage"]
-        # no spill, and 12 one-warp programs fit a multiprocessor's registers
+        # no spill, and 12 one-warp programs (8 of the 16-column form) fit a multiprocessor's
+        # registers
+        per_sm = KIVI_GLUON_PER_SM_16 if name.startswith("16") else KIVI_GLUON_PER_SM
         assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") == 0, (name, usage)
-        assert _usage(usage, "REG") <= 65536 // (32 * KIVI_GLUON_PER_SM), (name, usage)
+        assert _usage(usage, "REG") <= 65536 // (32 * per_sm), (name, usage)
         # the six planes of a group copied by cp.async (16-byte copies of the codes), read in
         # 16- and 8-byte vectors, never byte by byte
         assert "cp.async.cg.shared.global" in ptx and "cp.async.ca.shared.global" in ptx, name
@@ -46,11 +49,11 @@ def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
         assert ptx.index("griddepcontrol.wait") < ptx.index("griddepcontrol.launch_dep"), name
         products = ptx.count("mma.sync.aligned.m16n8k16")
         unscaled = ptx.count("fma.rn.f16x2")
-        if name in ("scaled", "kivi4"):
-            # 16 score and 16 value products a quantized tile, as many a ring tile; each code
-            # pair one subtraction and one fused multiply-add, keys and values (kivi4 as many:
-            # a tile holds as many codes, two a byte)
-            assert products == 64, name
+        if name in ("scaled", "kivi4", "16", "16-kivi4"):
+            # 16 score and 16 value products a quantized tile, as many a ring tile (twice as
+            # many in 16 columns); each code pair one subtraction and one fused multiply-add,
+            # keys and values (kivi4 as many: a tile holds as many codes, two a byte)
+            assert products == (128 if name.startswith("16") else 64), name
             assert unscaled == 128 and ptx.count("sub.rn.f16x2") == 128, name
         else:
             # K_AFTER: 16 more a quantized tile for the sums of the minimums' and the units'
