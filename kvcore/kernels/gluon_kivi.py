@@ -1,6 +1,7 @@
 """KIVI decode attention by a split kernel that states its layouts (Triton's Gluon dialect), for
-K and V in kivi2 or kivi4 (BITS; groups of 32 tokens, heads of 128 lanes, at most 8 query heads
-a KV head), on an sm_80+ GPU. KiviCache.decode takes it there (_takes_gluon).
+K and V in kivi2 or kivi4 (BITS; groups of 32 tokens, heads of 128 lanes, at most 16 query
+heads a KV head: 8 columns for up to 8, 16 for 9-16), on an sm_80+ GPU. KiviCache.decode takes
+it there (_takes_gluon).
 
 A program (sequence, KV head, split) walks its split's quantized groups, one group a 32-token
 tile copied into shared memory two ahead (cp.async: the key codes, scales and minimums, the
@@ -52,7 +53,9 @@ UNITS2 = gl.constexpr(_codes_asm(2, scaled=False))
 #: programs a multiprocessor and the cap of registers a thread (12 one-warp programs fit 168)
 KIVI_GLUON_PER_SM = 12
 KIVI_GLUON_REGISTERS = 168
-#: the same for 9-16 query heads a KV head (16 columns: 231 registers unspilled, 8 programs)
+#: the same for 9-16 query heads a KV head (16 columns: 231 registers unspilled, 8 programs;
+#: 168 spilled 208 bytes and was slower: gluon-kivi2-group16-h200.json, GQA 64/4, B=1 128k
+#: 39.8-40.1 µs against 46.1)
 KIVI_GLUON_PER_SM_16 = 8
 KIVI_GLUON_REGISTERS_16 = 232
 

@@ -495,8 +495,8 @@ class KiviCache:
         if not (self.has_v and self.head_dim == self.head_dim_v == 128 and self.group == 32):
             why = "K and V with 128-lane heads"
         elif not (q.is_cuda and q.shape[-1] == 128 and q.shape[1] % self.heads == 0
-                  and q.shape[1] // self.heads <= 8):
-            why = "a query on a GPU with at most 8 heads a KV head"
+                  and q.shape[1] // self.heads <= 16):
+            why = "a query on a GPU with at most 16 heads a KV head"
         elif not gluon_available("gluon_kivi"):
             why = "a triton with the Gluon dialect"
         elif other_launch and not forced:

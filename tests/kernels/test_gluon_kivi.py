@@ -99,14 +99,16 @@ def test_operand_orders_are_permutations_that_keep_a_lanes_channels_together():
     ("kivi2", {"head_dim": 64}, "128-lane heads"),
     ("kivi2", {}, "a query on a GPU"),  # the query on the CPU
     ("kivi4", {}, "a query on a GPU"),
+    ("kivi2", {"group": 32}, "at most 16 heads a KV head"),
 ])
 def test_decode_takes_the_gluon_kernel_only_where_it_applies(fmt, kwargs, why):
     torch = pytest.importorskip("torch")
     from kvcore.kernels.kivi import KiviCache
 
     d = kwargs.pop("head_dim", 128)
+    group = kwargs.pop("group", 2)
     cache = KiviCache(fmt, 1, 2, d, 64, **kwargs)
-    q = torch.zeros(1, 4, d, dtype=torch.float16)
+    q = torch.zeros(1, 2 * group, d, dtype=torch.float16)
     # by default such a step goes to the Triton kernel; forced, it says what the kernel needs
     assert cache._takes_gluon(q, forced=False, other_launch=False) is False
     with pytest.raises(ValueError, match=why):
