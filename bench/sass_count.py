@@ -367,10 +367,11 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
                     gluon=True)
 
 
-def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2):
+def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2, lanes: int = 128):
     """KIVI's Gluon kernel (kvcore/kernels/gluon_kivi.py) compiled for sm_90 as KiviCache.decode
     launches it for ``group`` query heads a KV head (past 8: the 16-column form) in kivi2
-    (``bits`` 4: kivi4; K_AFTER: ``k_after``): (kernel, SASS, resource usage)."""
+    (``bits`` 4: kivi4; K_AFTER: ``k_after``) with heads of ``lanes`` (128 or 64): (kernel,
+    SASS, resource usage)."""
     from kvcore.kernels.gluon_kivi import (
         KIVI_GLUON_REGISTERS,
         KIVI_GLUON_REGISTERS_16,
@@ -382,7 +383,7 @@ def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2):
            "VR": "*fp16", "NQ": "*i32", "NR": "*i32", "GT": "*i32", "stride_gt": "i32",
            "RING": "i32", "n_splits": "i32", "qk_scale": "fp32", "SPLIT": "i32"}
     consts = {"H": 8, "GROUP": group, "STAGES": 3, "LAZY": True, "PDL": True, "K_AFTER": k_after,
-              "BITS": bits, "PAIRS": False, "QN": 8 if group <= 8 else 16}
+              "BITS": bits, "PAIRS": False, "QN": 8 if group <= 8 else 16, "D": lanes}
     return _compile(kivi2_swapped_kernel, sig, consts, ("SPLIT",),
                     {"num_warps": 1, "maxnreg": KIVI_GLUON_REGISTERS if group <= 8
                      else KIVI_GLUON_REGISTERS_16}, gluon=True)

@@ -56,25 +56,27 @@ def parse_launch(name: str) -> dict:
     return out
 
 
-def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8)) -> dict:
+def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8), dim: int = 128) -> dict:
     """Largest differences of the Gluon output from the Triton kernel's and from decode_ref."""
     torch.manual_seed(1)
     lens = [1000, 1, 777, 64, 159]
     heads = 8
-    cache = KiviCache(fmt, len(lens), heads, 128, 1024, device="cuda",
+    cache = KiviCache(fmt, len(lens), heads, dim, 1024, device="cuda",
                       slot_order=torch.randperm(len(lens) * (1024 // 32 - 4)).tolist())
     for s, n in enumerate(lens):
         # keys with outlier channels, as KIVI expects them
-        k = torch.randn(n, heads, 128, device="cuda") * (1 + 4 * (torch.arange(128,
+        k = torch.randn(n, heads, dim, device="cuda") * (1 + 4 * (torch.arange(dim,
                                                                              device="cuda") % 17 == 0))
-        cache.append_triton(s, k.half(), torch.randn(n, heads, 128, device="cuda").half())
+        cache.append_triton(s, k.half(), torch.randn(n, heads, dim, device="cuda").half())
     res = {"lens": lens, "n_quant": list(cache.n_quant), "n_resid": list(cache.n_resid)}
     for group in groups:
-        q = torch.randn(len(lens), heads * group, 128, device="cuda", dtype=torch.float16)
+        q = torch.randn(len(lens), heads * group, dim, device="cuda", dtype=torch.float16)
         ref = cache.decode_ref(q).float()
         tri = cache.decode(q, gluon=False)
         if group > 8:  # the 16-column form
             launches: tuple[str, ...] = ("8c232", "8u")
+        elif dim != 128:
+            launches = ("12c168",)
         elif fmt == "kivi2":
             launches = ("12c168a", "12c168k", "12c168p")
         else:
@@ -105,14 +107,16 @@ def main() -> None:
     ap.add_argument("--format", default="kivi2", choices=("kivi2", "kivi4"))
     ap.add_argument("--heads", help="query heads/KV heads/head_dim of the timed caches "
                     "(32/8/128 by default)")
-    ap.add_argument("--groups", default="1,4,8", help="the check's query heads a KV head")
+    ap.add_argument("--groups", default="1,4,8", help="the check's query heads a KV head (its "
+                    "heads as wide as --heads')")
     args = ap.parse_args()
     if args.heads:
         decode.set_heads(args.heads)
     out_name = "gluon-kivi" if args.format == "kivi2" else f"gluon-{args.format}"
     result: dict = {"env": environment("cuda", torch), "check": None, "rows": []}
     if not args.no_check:
-        result["check"] = check(args.format, tuple(int(g) for g in args.groups.split(",")))
+        result["check"] = check(args.format, tuple(int(g) for g in args.groups.split(",")),
+                                decode.D)
         print("check", result["check"], flush=True)
         write_json(args.out, out_name, result)
     for shape in args.shapes.split(","):

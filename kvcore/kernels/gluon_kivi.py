@@ -1,7 +1,8 @@
 """KIVI decode attention by a split kernel that states its layouts (Triton's Gluon dialect), for
-K and V in kivi2 or kivi4 (BITS; groups of 32 tokens, heads of 128 lanes, at most 16 query
-heads a KV head: 8 columns for up to 8, 16 for 9-16), on an sm_80+ GPU. KiviCache.decode takes
-it there (_takes_gluon).
+K and V in kivi2 or kivi4 (BITS; groups of 32 tokens, heads of 128 or 64 lanes (D), at most 16
+query heads a KV head: 8 columns for up to 8, 16 for 9-16), on an sm_80+ GPU. KiviCache.decode
+takes it there (_takes_gluon; on heads of 64 lanes up to 8 query heads a KV head, where it was
+timed).
 
 A program (sequence, KV head, split) walks its split's quantized groups, one group a 32-token
 tile copied into shared memory two ahead (cp.async: the key codes, scales and minimums, the
@@ -86,6 +87,20 @@ RV4 = gl.constexpr(gl.DistributedLinearLayout(
     reg_bases=[[0, 1], [1, 0], [2, 0], [4, 0], [0, 16], [0, 32], [0, 64]],
     lane_bases=[[8, 0], [16, 0], [0, 2], [0, 4], [0, 8]], warp_bases=[],
     block_bases=[], shape=[32, 128]))
+# 64-lane heads: key codes [8 or 16, 64] (lane (g, t): channels 16 t … 16 t + 15), their copies
+# and ring rows, and the value rows of the ring (channels 32 q + 4 g … and 32 q + 16 i + 2 g …)
+KL64 = gl.constexpr(gl.BlockedLayout([1, 16], [8, 4], [1, 1], [1, 0]))
+CPK64 = gl.constexpr(gl.BlockedLayout([1, 16], [8, 4], [1, 1], [1, 0]))   # [8 or 16, 64] bytes
+CPS64 = gl.constexpr(gl.BlockedLayout([2], [32], [1], [0]))               # [64] float16
+CPVS64 = gl.constexpr(gl.BlockedLayout([1, 2], [2, 16], [1, 1], [1, 0]))  # [2, 32] float16
+RV64 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [1, 0], [2, 0], [4, 0], [0, 32]],
+    lane_bases=[[8, 0], [16, 0], [0, 4], [0, 8], [0, 16]], warp_bases=[],
+    block_bases=[], shape=[32, 64]))
+RV4_64 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [1, 0], [2, 0], [4, 0], [0, 16], [0, 32]],
+    lane_bases=[[8, 0], [16, 0], [0, 2], [0, 4], [0, 8]], warp_bases=[],
+    block_bases=[], shape=[32, 64]))
 # key rows of 128 bytes, each 16-byte chunk xor'ed with the row (8 rows, 32 banks)
 SHK = gl.constexpr(gl.SwizzledSharedLayout(vec=16, per_phase=1, max_phase=8, order=[1, 0]))
 SH1 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
@@ -101,10 +116,10 @@ def key_token(r: int, bits: int = 2) -> int:
     return 16 * (r >> 4) + 2 * (r & 7) + ((r >> 3) & 1)
 
 
-def key_channel(k: int) -> int:
+def key_channel(k: int, lanes: int = 128) -> int:
     """The channel column k of the score product's first operand holds (k = 16 J + 8 f + 2 t +
-    e: lane t's columns are its channels 32 t + 4 J + 2 f + e)."""
-    return 32 * ((k >> 1) & 3) + 4 * (k >> 4) + 2 * ((k >> 3) & 1) + (k & 1)
+    e: lane t's columns are its channels lanes/4 · t + 4 J + 2 f + e)."""
+    return lanes // 4 * ((k >> 1) & 3) + 4 * (k >> 4) + 2 * ((k >> 3) & 1) + (k & 1)
 
 
 def value_channel(r: int, bits: int = 2) -> int:
@@ -119,58 +134,71 @@ def value_channel(r: int, bits: int = 2) -> int:
 
 @gluon.jit
 def _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, row,
-          BITS: gl.constexpr):
+          BITS: gl.constexpr, D: gl.constexpr):
     """Start copying the group whose planes are at ``row`` (slot · H + head) into stage st."""
-    KB: gl.constexpr = 4 * BITS  # byte rows of a group's key codes (V's 32-byte rows: 4 · KB)
-    j = gl.arange(0, KB, layout=gl.SliceLayout(1, CPK))
-    ch = gl.arange(0, 128, layout=gl.SliceLayout(0, CPK))
-    ASYNC_LOAD(kbuf.index(st), KQ + row * (KB * 128) + j[:, None] * 128 + ch[None, :])
-    cs = gl.arange(0, 128, layout=CPS)
-    ASYNC_LOAD(ksbuf.index(st), KS + row * 128 + cs)
-    ASYNC_LOAD(kmbuf.index(st), KM + row * 128 + cs)
-    c = gl.arange(0, 4 * KB, layout=gl.SliceLayout(1, CPV))
+    KB: gl.constexpr = 4 * BITS  # byte rows of a group's key codes
+    VB: gl.constexpr = D * BITS // 8  # 32-byte rows of its value codes
+    if D == 128:
+        CK: gl.constexpr = CPK
+        CS: gl.constexpr = CPS
+        CVS: gl.constexpr = CPVS
+    else:
+        CK: gl.constexpr = CPK64
+        CS: gl.constexpr = CPS64
+        CVS: gl.constexpr = CPVS64
+    j = gl.arange(0, KB, layout=gl.SliceLayout(1, CK))
+    ch = gl.arange(0, D, layout=gl.SliceLayout(0, CK))
+    ASYNC_LOAD(kbuf.index(st), KQ + row * (KB * D) + j[:, None] * D + ch[None, :])
+    cs = gl.arange(0, D, layout=CS)
+    ASYNC_LOAD(ksbuf.index(st), KS + row * D + cs)
+    ASYNC_LOAD(kmbuf.index(st), KM + row * D + cs)
+    c = gl.arange(0, VB, layout=gl.SliceLayout(1, CPV))
     tok = gl.arange(0, 32, layout=gl.SliceLayout(0, CPV))
-    ASYNC_LOAD(vbuf.index(st), VQ + row * (KB * 128) + c[:, None] * 32 + tok[None, :])
-    q = gl.arange(0, 4, layout=gl.SliceLayout(1, CPVS))
-    vt = gl.arange(0, 32, layout=gl.SliceLayout(0, CPVS))
-    ASYNC_LOAD(vsbuf.index(st), VS + row * 128 + q[:, None] * 32 + vt[None, :])
-    ASYNC_LOAD(vmbuf.index(st), VM + row * 128 + q[:, None] * 32 + vt[None, :])
+    ASYNC_LOAD(vbuf.index(st), VQ + row * (VB * 32) + c[:, None] * 32 + tok[None, :])
+    q = gl.arange(0, D // 32, layout=gl.SliceLayout(1, CVS))
+    vt = gl.arange(0, 32, layout=gl.SliceLayout(0, CVS))
+    ASYNC_LOAD(vsbuf.index(st), VS + row * D + q[:, None] * 32 + vt[None, :])
+    ASYNC_LOAD(vmbuf.index(st), VM + row * D + q[:, None] * 32 + vt[None, :])
 
 
 @gluon.jit
 def _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, GT, gt0, h,
-           n0, qend, H: gl.constexpr, BITS: gl.constexpr):
+           n0, qend, H: gl.constexpr, BITS: gl.constexpr, D: gl.constexpr):
     """The copies of the group at token n0 into stage st (none past qend), one commit group."""
     if n0 < qend:
         slot = gl.load(GT + gt0 + n0 // 32).to(gl.int64)
         _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, slot * H + h,
-              BITS)
+              BITS, D)
     _cp.commit_group()
 
 
 @gluon.jit
-def _key_operand(kbuf, ksbuf, kmbuf, st, BITS: gl.constexpr):
+def _key_operand(kbuf, ksbuf, kmbuf, st, BITS: gl.constexpr, D: gl.constexpr = 128):
     """Stage st's keys → the score product's first operand [32, 128]: row r holds token
     key_token(r) (kivi2: row 16 k1 + 8 k0 + g, token 4 g + k0 + 2 k1; kivi4: row 16 h + 8 k +
-    g, token 16 h + 2 g + k), column k channel key_channel(k)."""
-    kb = kbuf.index(st).load(KL)
-    ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, KL)), 0), kb)[0]
-    km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, KL)), 0), kb)[0]
+    g, token 16 h + 2 g + k), column k channel key_channel(k, D)."""
+    if D == 128:
+        L: gl.constexpr = KL
+    else:
+        L: gl.constexpr = KL64
+    kb = kbuf.index(st).load(L)
+    ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, L)), 0), kb)[0]
+    km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, L)), 0), kb)[0]
     if BITS == 2:
         o0, o1, o2, o3 = gl.inline_asm_elementwise(
             CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km],
             dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
         x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [g, ch, k0, k1]
-        x = gl.reshape(x, [8, 4, 8, 2, 2, 2, 2])  # g | t J f e | k0 k1
+        x = gl.reshape(x, [8, 4, D // 16, 2, 2, 2, 2])  # g | t J f e | k0 k1
         x = gl.permute(x, [6, 5, 0, 2, 3, 1, 4])  # k1 k0 g | J f t e
     else:
         o0, o1 = gl.inline_asm_elementwise(
             CODES4, "=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km], dtype=(gl.float16, gl.float16),
             is_pure=True, pack=4)
         x = gl.join(o0, o1)  # [h g, ch, k]
-        x = gl.reshape(x, [2, 8, 4, 8, 2, 2, 2])  # h g | t J f e | k
+        x = gl.reshape(x, [2, 8, 4, D // 16, 2, 2, 2])  # h g | t J f e | k
         x = gl.permute(x, [0, 6, 1, 3, 4, 2, 5])  # h k g | J f t e
-    return gl.convert_layout(gl.reshape(x, [32, 128]), OPA)
+    return gl.convert_layout(gl.reshape(x, [32, D]), OPA)
 
 
 @gluon.jit
@@ -225,11 +253,11 @@ def _weights_after(p0, p1):
 
 
 @gluon.jit
-def _value_operand(vbuf, vsbuf, vmbuf, st, BITS: gl.constexpr):
+def _value_operand(vbuf, vsbuf, vmbuf, st, BITS: gl.constexpr, D: gl.constexpr = 128):
     """Stage st's values → the value product's first operand [128, 32]: row r holds channel
     value_channel(r), column 16 κ + 8 f + 2 t + e token 8 t + 4 κ + 2 f + e."""
     if BITS == 2:
-        vb = vbuf.index(st).reshape([4, 8, 32]).load(VL)
+        vb = vbuf.index(st).reshape([D // 32, 8, 32]).load(VL)
         SL: gl.constexpr = gl.SliceLayout(1, VL)
         vs = gl.broadcast(gl.expand_dims(vsbuf.index(st).load(SL), 1), vb)[0]
         vm = gl.broadcast(gl.expand_dims(vmbuf.index(st).load(SL), 1), vb)[0]
@@ -237,10 +265,10 @@ def _value_operand(vbuf, vsbuf, vmbuf, st, BITS: gl.constexpr):
             CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [vb, vs, vm],
             dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
         x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [q, g, tok, k0, k1]
-        x = gl.reshape(x, [4, 8, 4, 2, 2, 2, 2, 2])  # q g | t κ f e | k0 k1
+        x = gl.reshape(x, [D // 32, 8, 4, 2, 2, 2, 2, 2])  # q g | t κ f e | k0 k1
         x = gl.permute(x, [0, 7, 6, 1, 3, 4, 2, 5])  # q k1 k0 g | κ f t e
     else:
-        vb = vbuf.index(st).reshape([4, 2, 8, 32]).load(VL4)
+        vb = vbuf.index(st).reshape([D // 32, 2, 8, 32]).load(VL4)
         SL4: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, VL4))
         vs = gl.broadcast(gl.expand_dims(gl.expand_dims(vsbuf.index(st).load(SL4), 1), 2),
                           vb)[0]
@@ -250,9 +278,9 @@ def _value_operand(vbuf, vsbuf, vmbuf, st, BITS: gl.constexpr):
             CODES4, "=r,=r,=r,=r,r,r,r,r,r", [vb, vs, vm], dtype=(gl.float16, gl.float16),
             is_pure=True, pack=4)
         x = gl.join(o0, o1)  # [q, i, g, tok, k]
-        x = gl.reshape(x, [4, 2, 8, 4, 2, 2, 2, 2])  # q i g | t κ f e | k
+        x = gl.reshape(x, [D // 32, 2, 8, 4, 2, 2, 2, 2])  # q i g | t κ f e | k
         x = gl.permute(x, [0, 1, 7, 2, 4, 5, 3, 6])  # q i k g | κ f t e
-    return gl.convert_layout(gl.reshape(x, [128, 32]), OPA)
+    return gl.convert_layout(gl.reshape(x, [D, 32]), OPA)
 
 
 @gluon.jit
@@ -303,7 +331,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                          STAGES: gl.constexpr = 3, LAZY: gl.constexpr = True,
                          PDL: gl.constexpr = False, K_AFTER: gl.constexpr = False,
                          BITS: gl.constexpr = 2, PAIRS: gl.constexpr = False,
-                         QN: gl.constexpr = 8):
+                         QN: gl.constexpr = 8, D: gl.constexpr = 128):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a kivi2
     cache, or with BITS 4 of a kivi4 one (its own row and column orders: key_token,
     value_channel; the kernel keeps the name of its first format), KiviCache's planes with
@@ -313,10 +341,11 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     dependent. K_AFTER: the keys' scales and minimums after the unpacking (_key_rows), not in
     it (kivi2 only). PAIRS: two groups a step (four stages, the next two copied while a step
     computes), one softmax over both. QN: the query rows' columns, 8 for up to 8 query heads a
-    KV head, 16 for 9-16."""
+    KV head, 16 for 9-16. D: the heads' lanes, 128 or 64."""
     gl.static_assert(BITS == 2 or not K_AFTER, "K_AFTER: kivi2 only")
     gl.static_assert(not PAIRS or (STAGES == 4 and not K_AFTER), "PAIRS: four stages")
     gl.static_assert(QN == 8 or not K_AFTER, "K_AFTER: 8 columns")
+    gl.static_assert(D == 128 or (D == 64 and not K_AFTER), "heads of 128 or 64 lanes")
     b = gl.program_id(0)
     h = gl.program_id(1)
     sp = gl.program_id(2)
@@ -331,28 +360,31 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     end = gl.minimum(start + SPLIT, n)
     qend = gl.minimum(end, nq)
     row0 = (b * H + h) * GROUP
-    # the query rows as the score product's second operand [128, 8], in key_channel's order
+    # the query rows as the score product's second operand [D, QN], in key_channel's order
     QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
-    kk = gl.arange(0, 128, layout=gl.SliceLayout(1, QL))
+    kk = gl.arange(0, D, layout=gl.SliceLayout(1, QL))
     qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
-    kch = 32 * ((kk >> 1) & 3) + 4 * (kk >> 4) + 2 * ((kk >> 3) & 1) + (kk & 1)
-    qv = gl.load(Q + (row0 + qi)[None, :] * 128 + kch[:, None], mask=(qi < GROUP)[None, :],
+    kch = (D // 4) * ((kk >> 1) & 3) + 4 * (kk >> 4) + 2 * ((kk >> 3) & 1) + (kk & 1)
+    qv = gl.load(Q + (row0 + qi)[None, :] * D + kch[:, None], mask=(qi < GROUP)[None, :],
                  other=0.0).to(gl.float32)
     qb = gl.convert_layout((qv * qk_scale).to(gl.float16), OPB)
-    kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 4 * BITS, 128], SHK)
-    ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 128], SH1)
-    kmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 128], SH1)
-    vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32 * BITS // 2, 32], SH2)
-    vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 4, 32], SH2)
-    vmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 4, 32], SH2)
+    if D == 128:
+        kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 4 * BITS, D], SHK)
+    else:  # 64-byte rows: the lanes' 16-byte reads fall in different banks as they lie
+        kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 4 * BITS, D], SH2)
+    ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, D], SH1)
+    kmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, D], SH1)
+    vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, D * BITS // 8, 32], SH2)
+    vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, D // 32, 32], SH2)
+    vmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, D // 32, 32], SH2)
     gt0 = b * stride_gt
     AHEAD: gl.constexpr = 2 if PAIRS else STAGES - 1  # groups copied before the loop
     for i in gl.static_range(AHEAD):
         _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, i, KQ, KS, KM, VQ, VS, VM, GT, gt0, h,
-               start + i * 32, qend, H, BITS)
+               start + i * 32, qend, H, BITS, D)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
-    acc = gl.zeros([128, QN], gl.float32, layout=MMA)
+    acc = gl.zeros([D, QN], gl.float32, layout=MMA)
     it = 0
     if PAIRS:
         for n0 in range(start, qend - 32, 64):  # both groups of the step quantized
@@ -360,35 +392,35 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
             sb = (2 * it + 1) % STAGES
             BARRIER()  # every lane is done with the stages the next copies fill
             _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, (sa + 2) % STAGES, KQ, KS, KM, VQ, VS,
-                   VM, GT, gt0, h, n0 + 64, qend, H, BITS)
+                   VM, GT, gt0, h, n0 + 64, qend, H, BITS, D)
             _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, (sa + 3) % STAGES, KQ, KS, KM, VQ, VS,
-                   VM, GT, gt0, h, n0 + 96, qend, H, BITS)
+                   VM, GT, gt0, h, n0 + 96, qend, H, BITS, D)
             _cp.wait_group(2)
             BARRIER()
-            s0 = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, sa, BITS), qb,
+            s0 = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, sa, BITS, D), qb,
                                          gl.zeros([32, QN], gl.float32, layout=MMA))
-            s1 = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, sb, BITS), qb,
+            s1 = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, sb, BITS, D), qb,
                                          gl.zeros([32, QN], gl.float32, layout=MMA))
             p0, p1, m_i, l_i, acc = _softmax2(s0, s1, m_i, l_i, acc, LAZY)
-            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sa, BITS),
+            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sa, BITS, D),
                                           _weights_operand(p0, BITS, QN), acc)
-            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sb, BITS),
+            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sb, BITS, D),
                                           _weights_operand(p1, BITS, QN), acc)
             it += 1
         if start + 64 * it < qend:  # one group left
             _cp.wait_group(0)
             BARRIER()
             sa = (2 * it) % STAGES
-            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, sa, BITS), qb,
+            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, sa, BITS, D), qb,
                                         gl.zeros([32, QN], gl.float32, layout=MMA))
             p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
-            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sa, BITS),
+            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, sa, BITS, D),
                                           _weights_operand(p, BITS, QN), acc)
     for n0 in range(start, qend if not PAIRS else start, 32):
         st = it % STAGES
         BARRIER()  # every lane is done with the stage the next copy fills
         _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, (it + STAGES - 1) % STAGES, KQ, KS, KM,
-               VQ, VS, VM, GT, gt0, h, n0 + (STAGES - 1) * 32, qend, H, BITS)
+               VQ, VS, VM, GT, gt0, h, n0 + (STAGES - 1) * 32, qend, H, BITS, D)
         _cp.wait_group(STAGES - 1)
         BARRIER()
         if K_AFTER:
@@ -398,24 +430,32 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
             p0, p1, m_i, l_i, acc = _softmax2(s0, s1, m_i, l_i, acc, LAZY)
             pt = _weights_after(p0, p1)
         else:
-            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS), qb,
+            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS, D), qb,
                                         gl.zeros([32, QN], gl.float32, layout=MMA))
             p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
             pt = _weights_operand(p, BITS, QN)
-        acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st, BITS), pt, acc)
+        acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st, BITS, D), pt, acc)
         it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
     # the residual ring: float16 rows, token i at ring row i mod RING, in the quantized
     # tiles' operand orders
     ring0 = (b * H + h).to(gl.int64) * RING
-    kt = gl.arange(0, 32, layout=gl.SliceLayout(1, RK))
-    kc = gl.arange(0, 128, layout=gl.SliceLayout(0, RK))
-    if BITS == 2:
-        RVL: gl.constexpr = RV
+    if D == 128:
+        RKL: gl.constexpr = RK
+        if BITS == 2:
+            RVL: gl.constexpr = RV
+        else:
+            RVL: gl.constexpr = RV4
     else:
-        RVL: gl.constexpr = RV4
+        RKL: gl.constexpr = KL64
+        if BITS == 2:
+            RVL: gl.constexpr = RV64
+        else:
+            RVL: gl.constexpr = RV4_64
+    kt = gl.arange(0, 32, layout=gl.SliceLayout(1, RKL))
+    kc = gl.arange(0, D, layout=gl.SliceLayout(0, RKL))
     vt = gl.arange(0, 32, layout=gl.SliceLayout(1, RVL))
-    vc = gl.arange(0, 128, layout=gl.SliceLayout(0, RVL))
+    vc = gl.arange(0, D, layout=gl.SliceLayout(0, RVL))
     stok = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
     for n0 in range(gl.maximum(start, nq), end, 32):
         # token n0 + i at ring row (n0 mod RING) + i, wrapped once: the ring holds every token
@@ -428,10 +468,10 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
             ktok = 16 * (kt >> 4) + 2 * (kt & 7) + ((kt >> 3) & 1)
         at = first + ktok
         krow = ring0 + gl.where(at >= RING, at - RING, at)
-        kr = gl.load(KR + krow[:, None] * 128 + kc[None, :], mask=(n0 + ktok < end)[:, None],
+        kr = gl.load(KR + krow[:, None] * D + kc[None, :], mask=(n0 + ktok < end)[:, None],
                      other=0.0)
-        kx = gl.reshape(kr, [4, 8, 4, 8, 2, 2])  # row | t J f e
-        kx = gl.reshape(gl.permute(kx, [0, 1, 3, 4, 2, 5]), [32, 128])  # row | J f t e
+        kx = gl.reshape(kr, [4, 8, 4, D // 16, 2, 2])  # row | t J f e
+        kx = gl.reshape(gl.permute(kx, [0, 1, 3, 4, 2, 5]), [32, D])  # row | J f t e
         s = gl.nvidia.ampere.mma_v2(gl.convert_layout(kx, OPA), qb,
                                     gl.zeros([32, QN], gl.float32, layout=MMA))
         if BITS == 2:
@@ -442,19 +482,19 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
         p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
         at = first + vt
         vrow = ring0 + gl.where(at >= RING, at - RING, at)
-        vr = gl.load(VR + vrow[:, None] * 128 + vc[None, :], mask=(n0 + vt < end)[:, None],
+        vr = gl.load(VR + vrow[:, None] * D + vc[None, :], mask=(n0 + vt < end)[:, None],
                      other=0.0)
         # [tok, ch] → rows in value_channel's order, columns in the quantized tiles' token
         # order
         if BITS == 2:  # row 32 q + 16 k1 + 8 k0 + g: channel 32 q + 4 g + 2 k1 + k0
-            vx = gl.reshape(vr, [4, 2, 2, 2, 4, 8, 2, 2])  # t κ f e | q g k1 k0
+            vx = gl.reshape(vr, [4, 2, 2, 2, D // 32, 8, 2, 2])  # t κ f e | q g k1 k0
             vx = gl.permute(vx, [4, 6, 7, 5, 1, 2, 0, 3])  # q k1 k0 g | κ f t e
         else:  # row 32 q + 16 i + 8 k + g: channel 32 q + 16 i + 2 g + k
-            vx = gl.reshape(vr, [4, 2, 2, 2, 4, 2, 8, 2])  # t κ f e | q i g k
+            vx = gl.reshape(vr, [4, 2, 2, 2, D // 32, 2, 8, 2])  # t κ f e | q i g k
             vx = gl.permute(vx, [4, 5, 7, 6, 1, 2, 0, 3])  # q i k g | κ f t e
-        acc = gl.nvidia.ampere.mma_v2(gl.convert_layout(gl.reshape(vx, [128, 32]), OPA),
+        acc = gl.nvidia.ampere.mma_v2(gl.convert_layout(gl.reshape(vx, [D, 32]), OPA),
                                       _weights_operand(p, BITS, QN), acc)
-    oc = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
+    oc = gl.arange(0, D, layout=gl.SliceLayout(1, MMA))
     oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
     if BITS == 2:  # value_channel
         dcol = 32 * (oc >> 5) + 4 * (oc & 7) + 2 * ((oc >> 4) & 1) + ((oc >> 3) & 1)
@@ -462,7 +502,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
         dcol = 32 * (oc >> 5) + 16 * ((oc >> 4) & 1) + 2 * (oc & 7) + ((oc >> 3) & 1)
     base = ((b * H + h) * GROUP + oi).to(gl.int64) * n_splits + sp
     om = (oi < GROUP)[None, :]
-    gl.store(ACC + base[None, :] * 128 + dcol[:, None], acc, mask=om)
+    gl.store(ACC + base[None, :] * D + dcol[:, None], acc, mask=om)
     gl.store(ML + base * 2, m_i, mask=oi < GROUP)
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
@@ -503,7 +543,7 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
         q.contiguous(), acc, ml, cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm,
         cache.kr, cache.vr, nq, nr, cache.group_table, cache.group_table.stride(0), cache.ring,
         n_splits, LOG2E / math.sqrt(d), split, H=cache.heads, GROUP=group, LAZY=bool(lazy),
-        BITS=cache.bits, QN=16 if wide else 8, num_warps=1,
+        BITS=cache.bits, QN=16 if wide else 8, D=d, num_warps=1,
         **consts, **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     reduce_splits(acc, ml, out, n_splits, seqs, cache.heads, group, d, pdl=pdl)

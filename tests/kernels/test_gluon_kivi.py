@@ -15,10 +15,11 @@ SCRIPT = '''
 import json
 import sass_count
 out = {}
-for name, group, after, bits in (("scaled", 4, False, 2), ("after", 8, True, 2),
-                                 ("kivi4", 4, False, 4), ("16", 16, False, 2),
-                                 ("16-kivi4", 12, False, 4)):
-    kernel, _, usage = sass_count.compile_kivi_gluon(group, after, bits)
+for name, group, after, bits, lanes in (
+        ("scaled", 4, False, 2, 128), ("after", 8, True, 2, 128), ("kivi4", 4, False, 4, 128),
+        ("16", 16, False, 2, 128), ("16-kivi4", 12, False, 4, 128),
+        ("64", 8, False, 2, 64), ("64-kivi4", 4, False, 4, 64)):
+    kernel, _, usage = sass_count.compile_kivi_gluon(group, after, bits, lanes)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
 print(json.dumps(out))
 '''
@@ -49,12 +50,15 @@ def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
         assert ptx.index("griddepcontrol.wait") < ptx.index("griddepcontrol.launch_dep"), name
         products = ptx.count("mma.sync.aligned.m16n8k16")
         unscaled = ptx.count("fma.rn.f16x2")
-        if name in ("scaled", "kivi4", "16", "16-kivi4"):
+        if name != "after":
             # 16 score and 16 value products a quantized tile, as many a ring tile (twice as
-            # many in 16 columns); each code pair one subtraction and one fused multiply-add,
-            # keys and values (kivi4 as many: a tile holds as many codes, two a byte)
-            assert products == (128 if name.startswith("16") else 64), name
-            assert unscaled == 128 and ptx.count("sub.rn.f16x2") == 128, name
+            # many in 16 columns, half as many on 64-lane heads); each code pair one
+            # subtraction and one fused multiply-add, keys and values (kivi4 as many: a tile
+            # holds as many codes, two a byte; half as many on 64 lanes)
+            want = {"16": 128, "64": 32}.get(name.split("-")[0], 64)
+            assert products == want, name
+            pairs = 64 if name.startswith("64") else 128
+            assert unscaled == pairs and ptx.count("sub.rn.f16x2") == pairs, name
         else:
             # K_AFTER: 16 more a quantized tile for the sums of the minimums' and the units'
             # terms; only the values' codes are scaled as they are unpacked
@@ -66,6 +70,7 @@ def test_operand_orders_are_permutations_that_keep_a_lanes_channels_together():
     from kvcore.kernels.gluon_kivi import key_channel, key_token, value_channel
 
     assert sorted(key_channel(k) for k in range(128)) == list(range(128))
+    assert sorted(key_channel(k, 64) for k in range(64)) == list(range(64))
     for bits in (2, 4):
         assert sorted(value_channel(r, bits) for r in range(128)) == list(range(128))
         assert sorted(key_token(r, bits) for r in range(32)) == list(range(32))
@@ -94,9 +99,10 @@ def test_operand_orders_are_permutations_that_keep_a_lanes_channels_together():
 
 
 @pytest.mark.parametrize(("fmt", "kwargs", "why"), [
-    ("kivi2", {"values": False}, "K and V with 128-lane heads"),
-    ("kivi4", {"values": False}, "K and V with 128-lane heads"),
-    ("kivi2", {"head_dim": 64}, "128-lane heads"),
+    ("kivi2", {"values": False}, "K and V with heads of 128 or 64 lanes"),
+    ("kivi4", {"values": False}, "K and V with heads of 128 or 64 lanes"),
+    ("kivi2", {"head_dim": 96}, "heads of 128 or 64 lanes"),
+    ("kivi2", {"head_dim": 64}, "a query on a GPU"),
     ("kivi2", {}, "a query on a GPU"),  # the query on the CPU
     ("kivi4", {}, "a query on a GPU"),
     ("kivi2", {"group": 32}, "at most 16 heads a KV head"),
