@@ -121,3 +121,26 @@ def test_decode_takes_the_gluon_kernel_only_where_it_applies(fmt, kwargs, why):
         cache._takes_gluon(q, forced=True, other_launch=False)
     with pytest.raises(ValueError, match="gluon: the Gluon kernel needs"):
         cache.decode(q, gluon=True)
+
+
+@pytest.mark.parametrize(("head_dim", "group", "takes"), [
+    (128, 4, True), (128, 16, True), (128, 17, False),
+    (64, 8, True), (64, 16, False),  # the 16-column form on 64 lanes: checked, not timed
+])
+def test_decode_takes_the_gluon_kernel_where_it_was_timed_faster(head_dim, group, takes):
+    # a query on a GPU (stood in for by its shape and device): 128-lane heads take the kernel
+    # for up to 16 query heads a KV head, 64-lane ones for up to 8
+    from types import SimpleNamespace
+
+    pytest.importorskip("triton.experimental.gluon")
+    pytest.importorskip("torch")
+    from kvcore.kernels.kivi import KiviCache
+
+    cache = KiviCache("kivi2", 1, 2, head_dim, 64)
+    q = SimpleNamespace(is_cuda=True, shape=(1, 2 * group, head_dim))
+    assert cache._takes_gluon(q, forced=False, other_launch=False) is takes
+    # a launch argument of the Triton kernel keeps the default on it
+    assert cache._takes_gluon(q, forced=False, other_launch=True) is False
+    if not takes:
+        with pytest.raises(ValueError, match="at most 16 heads a KV head"):
+            cache._takes_gluon(q, forced=True, other_launch=False)
