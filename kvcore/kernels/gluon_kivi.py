@@ -107,29 +107,49 @@ SH1 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, orde
 SH2 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
 
 
-def key_token(r: int, bits: int = 2) -> int:
+# The operands' orders, used by the kernel on index tensors; their plain functions (``.fn``)
+# take ints, as the tests call them.
+
+
+@gluon.jit
+def key_token(r, BITS: gl.constexpr = 2):
     """The token (of a 32-token tile) score row r holds: kivi2's row 16 k1 + 8 k0 + g holds
     token 4 g + k0 + 2 k1 (code k of byte row g); kivi4's row 16 h + 8 k + g token
     16 h + 2 g + k (code k of byte row 8 h + g)."""
-    if bits == 2:
-        return 4 * (r & 7) + (r >> 3)
-    return 16 * (r >> 4) + 2 * (r & 7) + ((r >> 3) & 1)
+    if BITS == 2:  # noqa: SIM108 (a compile-time branch)
+        t = 4 * (r & 7) + (r >> 3)
+    else:
+        t = 16 * (r >> 4) + 2 * (r & 7) + ((r >> 3) & 1)
+    return t
 
 
-def key_channel(k: int, lanes: int = 128) -> int:
+@gluon.jit
+def key_channel(k, D: gl.constexpr = 128):
     """The channel column k of the score product's first operand holds (k = 16 J + 8 f + 2 t +
-    e: lane t's columns are its channels lanes/4 · t + 4 J + 2 f + e)."""
-    return lanes // 4 * ((k >> 1) & 3) + 4 * (k >> 4) + 2 * ((k >> 3) & 1) + (k & 1)
+    e: lane t's columns are its channels D/4 · t + 4 J + 2 f + e)."""
+    return (D // 4) * ((k >> 1) & 3) + 4 * (k >> 4) + 2 * ((k >> 3) & 1) + (k & 1)
 
 
-def value_channel(r: int, bits: int = 2) -> int:
+@gluon.jit
+def value_channel(r, BITS: gl.constexpr = 2):
     """The channel row r of the value product's first operand (and of the partial output)
     holds: kivi2's row 32 q + 16 k1 + 8 k0 + g channel 32 q + 4 g + 2 k1 + k0 (code k of byte
     row 8 q + g); kivi4's row 32 q + 16 i + 8 k + g channel 32 q + 16 i + 2 g + k (code k of
     byte row 16 q + 8 i + g)."""
-    if bits == 2:
-        return 32 * (r >> 5) + 4 * (r & 7) + 2 * ((r >> 4) & 1) + ((r >> 3) & 1)
-    return 32 * (r >> 5) + 16 * ((r >> 4) & 1) + 2 * (r & 7) + ((r >> 3) & 1)
+    if BITS == 2:  # noqa: SIM108 (a compile-time branch)
+        c = 32 * (r >> 5) + 4 * (r & 7) + 2 * ((r >> 4) & 1) + ((r >> 3) & 1)
+    else:
+        c = 32 * (r >> 5) + 16 * ((r >> 4) & 1) + 2 * (r & 7) + ((r >> 3) & 1)
+    return c
+
+
+@gluon.jit
+def _ring_rows(ring0, first, i, RING):
+    """The ring rows of a tile's tokens n0 + i, n0 mod RING being ``first``: wrapped once (the
+    ring holds every token from nq to the end, so a tile's tokens before the end span at most
+    RING rows)."""
+    at = first + i
+    return ring0 + gl.where(at >= RING, at - RING, at)
 
 
 @gluon.jit
@@ -364,8 +384,8 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
     kk = gl.arange(0, D, layout=gl.SliceLayout(1, QL))
     qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
-    kch = (D // 4) * ((kk >> 1) & 3) + 4 * (kk >> 4) + 2 * ((kk >> 3) & 1) + (kk & 1)
-    qv = gl.load(Q + (row0 + qi)[None, :] * D + kch[:, None], mask=(qi < GROUP)[None, :],
+    qv = gl.load(Q + (row0 + qi)[None, :] * D + key_channel(kk, D)[:, None],
+                 mask=(qi < GROUP)[None, :],
                  other=0.0).to(gl.float32)
     qb = gl.convert_layout((qv * qk_scale).to(gl.float16), OPB)
     if D == 128:
@@ -458,30 +478,19 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     vc = gl.arange(0, D, layout=gl.SliceLayout(0, RVL))
     stok = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
     for n0 in range(gl.maximum(start, nq), end, 32):
-        # token n0 + i at ring row (n0 mod RING) + i, wrapped once: the ring holds every token
-        # from nq to the end, so a tile's tokens before the end span at most RING rows
         first = n0 % RING
         # keys: score row r is token n0 + key_token(r), as a quantized tile's
-        if BITS == 2:
-            ktok = 4 * (kt & 7) + (kt >> 3)
-        else:
-            ktok = 16 * (kt >> 4) + 2 * (kt & 7) + ((kt >> 3) & 1)
-        at = first + ktok
-        krow = ring0 + gl.where(at >= RING, at - RING, at)
+        ktok = key_token(kt, BITS)
+        krow = _ring_rows(ring0, first, ktok, RING)
         kr = gl.load(KR + krow[:, None] * D + kc[None, :], mask=(n0 + ktok < end)[:, None],
                      other=0.0)
         kx = gl.reshape(kr, [4, 8, 4, D // 16, 2, 2])  # row | t J f e
         kx = gl.reshape(gl.permute(kx, [0, 1, 3, 4, 2, 5]), [32, D])  # row | J f t e
         s = gl.nvidia.ampere.mma_v2(gl.convert_layout(kx, OPA), qb,
                                     gl.zeros([32, QN], gl.float32, layout=MMA))
-        if BITS == 2:
-            srow = 4 * (stok & 7) + (stok >> 3)
-        else:
-            srow = 16 * (stok >> 4) + 2 * (stok & 7) + ((stok >> 3) & 1)
-        s = gl.where((n0 + srow < end)[:, None], s, float("-inf"))
+        s = gl.where((n0 + key_token(stok, BITS) < end)[:, None], s, float("-inf"))
         p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
-        at = first + vt
-        vrow = ring0 + gl.where(at >= RING, at - RING, at)
+        vrow = _ring_rows(ring0, first, vt, RING)
         vr = gl.load(VR + vrow[:, None] * D + vc[None, :], mask=(n0 + vt < end)[:, None],
                      other=0.0)
         # [tok, ch] → rows in value_channel's order, columns in the quantized tiles' token
@@ -496,10 +505,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                                       _weights_operand(p, BITS, QN), acc)
     oc = gl.arange(0, D, layout=gl.SliceLayout(1, MMA))
     oi = gl.arange(0, QN, layout=gl.SliceLayout(0, MMA))
-    if BITS == 2:  # value_channel
-        dcol = 32 * (oc >> 5) + 4 * (oc & 7) + 2 * ((oc >> 4) & 1) + ((oc >> 3) & 1)
-    else:
-        dcol = 32 * (oc >> 5) + 16 * ((oc >> 4) & 1) + 2 * (oc & 7) + ((oc >> 3) & 1)
+    dcol = value_channel(oc, BITS)
     base = ((b * H + h) * GROUP + oi).to(gl.int64) * n_splits + sp
     om = (oi < GROUP)[None, :]
     gl.store(ACC + base[None, :] * D + dcol[:, None], acc, mask=om)
