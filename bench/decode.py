@@ -414,7 +414,7 @@ def kivi_row(fmt: str, batch: int, tokens: int, t_sdpa: float | None, read_bw: f
     # the output given, as time_steps gives it (no fill of a new one each step)
     out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
     t = graph_time([partial(c.decode, q, out=out) for c in caches])
-    # the kernel decode took: kivi2's Gluon kernel where it applies, else the Triton one
+    # the kernel decode took: KIVI's Gluon kernel where it applies, else the Triton one
     kernel = ("kivi2_swapped_kernel" if cache._takes_gluon(q, False, False)
               else "kivi_decode_kernel")
     del cache, caches

@@ -372,21 +372,18 @@ def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2, lan
     launches it for ``group`` query heads a KV head (past 8: the 16-column form) in kivi2
     (``bits`` 4: kivi4; K_AFTER: ``k_after``) with heads of ``lanes`` (128 or 64): (kernel,
     SASS, resource usage)."""
-    from kvcore.kernels.gluon_kivi import (
-        KIVI_GLUON_REGISTERS,
-        KIVI_GLUON_REGISTERS_16,
-        kivi2_swapped_kernel,
-    )
+    from kvcore.kernels.gluon_kivi import kivi2_swapped_kernel, launch_for
+
+    _, registers, qn = launch_for(group)
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",
            "VR": "*fp16", "NQ": "*i32", "NR": "*i32", "GT": "*i32", "stride_gt": "i32",
            "RING": "i32", "n_splits": "i32", "qk_scale": "fp32", "SPLIT": "i32"}
     consts = {"H": 8, "GROUP": group, "STAGES": 3, "LAZY": True, "PDL": True, "K_AFTER": k_after,
-              "BITS": bits, "PAIRS": False, "QN": 8 if group <= 8 else 16, "D": lanes}
+              "BITS": bits, "PAIRS": False, "QN": qn, "D": lanes}
     return _compile(kivi2_swapped_kernel, sig, consts, ("SPLIT",),
-                    {"num_warps": 1, "maxnreg": KIVI_GLUON_REGISTERS if group <= 8
-                     else KIVI_GLUON_REGISTERS_16}, gluon=True)
+                    {"num_warps": 1, "maxnreg": registers}, gluon=True)
 
 
 def main() -> None:

@@ -513,6 +513,14 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
 
+def launch_for(group: int) -> tuple[int, int, int]:
+    """(programs a multiprocessor, cap of registers a thread, query columns QN) of the kernel
+    for ``group`` query heads a KV head: 8 columns up to 8, else the 16-column form's launch."""
+    if group > 8:
+        return KIVI_GLUON_PER_SM_16, KIVI_GLUON_REGISTERS_16, 16
+    return KIVI_GLUON_PER_SM, KIVI_GLUON_REGISTERS, 8
+
+
 def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
                       max_registers: int | None = None, pdl: bool = False,
                       split_tokens: int | None = None, lazy: bool = True,
@@ -521,8 +529,7 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
     ``out`` [B, Hq, 128] float32 (KiviCache._takes_gluon says where it applies):
     kivi2_swapped_kernel over one wave of ``per_sm`` programs a
     multiprocessor (or splits of ``split_tokens``), then reduce_splits; ``per_sm`` and
-    ``max_registers`` by default KIVI_GLUON_PER_SM and KIVI_GLUON_REGISTERS, for 9-16 query
-    heads a KV head (16 columns) the _16 ones. ``lazy``: the kernel's LAZY; ``consts`` go to
+    ``max_registers`` by default launch_for's. ``lazy``: the kernel's LAZY; ``consts`` go to
     the kernel (STAGES, K_AFTER, PAIRS)."""
     import torch
 
@@ -531,11 +538,11 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
 
     seqs, hq, d = q.shape
     group = hq // cache.heads
-    wide = group > 8  # the 16-column form
+    launch_per_sm, launch_registers, qn = launch_for(group)
     if per_sm is None:
-        per_sm = KIVI_GLUON_PER_SM_16 if wide else KIVI_GLUON_PER_SM
+        per_sm = launch_per_sm
     if max_registers is None:
-        max_registers = KIVI_GLUON_REGISTERS_16 if wide else KIVI_GLUON_REGISTERS
+        max_registers = launch_registers
     total = max(a + b for a, b in zip(cache.n_quant, cache.n_resid, strict=True))
     if split_tokens is None:
         split, n_splits = tiled_splits(total, wave_splits(seqs * cache.heads, per_sm))
@@ -549,7 +556,7 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
         q.contiguous(), acc, ml, cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm,
         cache.kr, cache.vr, nq, nr, cache.group_table, cache.group_table.stride(0), cache.ring,
         n_splits, LOG2E / math.sqrt(d), split, H=cache.heads, GROUP=group, LAZY=bool(lazy),
-        BITS=cache.bits, QN=16 if wide else 8, D=d, num_warps=1,
+        BITS=cache.bits, QN=qn, D=d, num_warps=1,
         **consts, **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     reduce_splits(acc, ml, out, n_splits, seqs, cache.heads, group, d, pdl=pdl)

@@ -32,13 +32,13 @@ def compiled() -> dict[str, dict[str, str]]:
 
 
 def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
-    from kvcore.kernels.gluon_kivi import KIVI_GLUON_PER_SM, KIVI_GLUON_PER_SM_16
+    from kvcore.kernels.gluon_kivi import launch_for
 
     for name, c in compiled.items():
         ptx, usage = c["ptx"], c["usage"]
         # no spill, and 12 one-warp programs (8 of the 16-column form) fit a multiprocessor's
         # registers
-        per_sm = KIVI_GLUON_PER_SM_16 if name.startswith("16") else KIVI_GLUON_PER_SM
+        per_sm = launch_for(16 if name.startswith("16") else 8)[0]
         assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") == 0, (name, usage)
         assert _usage(usage, "REG") <= 65536 // (32 * per_sm), (name, usage)
         # the six planes of a group copied by cp.async (16-byte copies of the codes), read in
