@@ -39,9 +39,10 @@ from kvcore.measure import environment  # noqa: E402
 def parse_launch(name: str) -> dict:
     """"12c168": 12 programs a multiprocessor capped at 168 registers; "8u": 8, uncapped;
     "12c168s4": four stages; then k: K_AFTER, a: not K_AFTER (else the kernel's default);
-    then p: PAIRS (two groups a step, four stages); a trailing t and a number: splits of that
-    many tokens (else one wave of the programs a multiprocessor)."""
-    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)(?:t(\d+))?", name)
+    then p: PAIRS (two groups a step, four stages); v: V_AFTER (the values' scales on the
+    weights); a trailing t and a number: splits of that many tokens (else one wave of the
+    programs a multiprocessor)."""
+    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)(v?)(?:t(\d+))?", name)
     assert m, name
     out: dict = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0),
                  "pdl": True}
@@ -52,7 +53,9 @@ def parse_launch(name: str) -> dict:
     if m.group(5):
         out.update(PAIRS=True, STAGES=4)
     if m.group(6):
-        out["split_tokens"] = int(m.group(6))
+        out["V_AFTER"] = True
+    if m.group(7):
+        out["split_tokens"] = int(m.group(7))
     return out
 
 
@@ -74,13 +77,13 @@ def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8), dim: int = 128) -> dict
         ref = cache.decode_ref(q).float()
         tri = cache.decode(q, gluon=False)
         if group > 8:  # the 16-column form
-            launches: tuple[str, ...] = ("8c232", "8u")
+            launches: tuple[str, ...] = ("8c232", "8u", "8c232v")
         elif dim != 128:
-            launches = ("12c168",)
+            launches = ("12c168", "12c168v")
         elif fmt == "kivi2":
-            launches = ("12c168a", "12c168k", "12c168p")
+            launches = ("12c168a", "12c168k", "12c168p", "12c168v")
         else:
-            launches = ("12c168", "8u", "11c168p")
+            launches = ("12c168", "8u", "11c168p", "12c168v")
         for launch in launches:
             out = torch.full_like(tri, float("nan"))
             gluon_kivi.decode_kivi_gluon(cache, q, out, **parse_launch(launch))
@@ -94,6 +97,25 @@ def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8), dim: int = 128) -> dict
         gluon_kivi.decode_kivi_gluon(cache, q, out, split_tokens=32)
         res[f"group{group}_split32"] = {"max_abs_vs_triton": (out - tri).abs().max().item(),
                                         "nan": bool(out.isnan().any().item())}
+        out = torch.full_like(tri, float("nan"))
+        gluon_kivi.decode_kivi_gluon(cache, q, out, split_tokens=32, V_AFTER=True)
+        res[f"group{group}_split32v"] = {"max_abs_vs_triton": (out - tri).abs().max().item(),
+                                         "nan": bool(out.isnan().any().item())}
+    # values of a small spread about a large offset (scales near 1e-3, minimums near 2): the
+    # V_AFTER weights times scales run into float16's subnormals
+    small = KiviCache(fmt, len(lens), heads, dim, 1024, device="cuda")
+    for s, n in enumerate(lens):
+        small.append_triton(s, torch.randn(n, heads, dim, device="cuda").half(),
+                            (2 + 1e-3 * torch.randn(n, heads, dim, device="cuda")).half())
+    q = torch.randn(len(lens), heads * 4, dim, device="cuda", dtype=torch.float16)
+    ref = small.decode_ref(q).float()
+    tri = small.decode(q, gluon=False)
+    for launch in ("12c168", "12c168v"):
+        out = torch.full_like(tri, float("nan"))
+        gluon_kivi.decode_kivi_gluon(small, q, out, **parse_launch(launch))
+        res[f"small_values_{launch}"] = {"max_abs_vs_triton": (out - tri).abs().max().item(),
+                                         "max_abs_vs_ref": (out - ref).abs().max().item(),
+                                         "triton_max_abs_vs_ref": (tri - ref).abs().max().item()}
     return res
 
 

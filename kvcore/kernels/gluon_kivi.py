@@ -51,6 +51,25 @@ CODES2 = gl.constexpr(_codes_asm(2))
 CODES4 = gl.constexpr(_codes_asm(4))
 #: the same codes unscaled: code k of each byte as 2^(10 − 2k) + c (K_AFTER's keys)
 UNITS2 = gl.constexpr(_codes_asm(2, scaled=False))
+
+
+def _subnormal_asm(bits: int) -> str:
+    """PTX for four bytes of BITS-bit codes → code k of each byte as the float16 c · 2^(BITS·k −
+    24), pairs ordered as _codes_asm orders them: the bytes spread into the low halves of two
+    words, code k masked in place, under a zero exponent (a subnormal, exact) by one AND a
+    pair. V_AFTER's values: their scales go on the weights, 2^(24 − BITS·k) on the output's
+    rows, the minimums into a product of their own."""
+    src = 2 * (8 // bits)
+    body = [".reg .b32 t0, t1, z;", "mov.b32 z, 0;",
+            f"prmt.b32 t0, ${src}, z, 0x4140;", f"prmt.b32 t1, ${src}, z, 0x4342;"]
+    for k in range(8 // bits):
+        mask = (((1 << bits) - 1) << (bits * k)) * 0x10001
+        body += [f"and.b32 ${2 * k + h}, t{h}, 0x{mask:08X};" for h in (0, 1)]
+    return "{\n" + "\n".join(body) + "\n}"
+
+
+SUBNORMAL2 = gl.constexpr(_subnormal_asm(2))
+SUBNORMAL4 = gl.constexpr(_subnormal_asm(4))
 #: programs a multiprocessor and the cap of registers a thread (12 one-warp programs fit 168)
 KIVI_GLUON_PER_SM = 12
 KIVI_GLUON_REGISTERS = 168
@@ -68,6 +87,23 @@ KL = gl.constexpr(gl.BlockedLayout([1, 32], [8, 4], [1, 1], [1, 0]))
 VL = gl.constexpr(gl.BlockedLayout([1, 1, 8], [1, 8, 4], [1, 1, 1], [2, 1, 0]))
 # kivi4's [4 groups q, 2, 8, 32 tokens] (byte row 16 q + 8 i + g): rows g of each half group
 VL4 = gl.constexpr(gl.BlockedLayout([1, 1, 1, 8], [1, 1, 8, 4], [1, 1, 1, 1], [3, 2, 1, 0]))
+# V_AFTER: a channel group's value codes [8 byte rows, 32 tokens] (kivi4 [2, 8, 32]) as VL's
+VLQ = gl.constexpr(gl.BlockedLayout([1, 8], [8, 4], [1, 1], [1, 0]))
+# the tokens' scales [groups, 32 tokens]: lane (g, t) holds tokens 8 t … 8 t + 7 of every group,
+# the weights' order (SliceLayout(1, OPB)) once the tokens are relabelled as columns
+SVS = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [0, 4], [1, 0], [2, 0]],
+    lane_bases=[[0, 8], [0, 16], [0, 0], [0, 0], [0, 0]], warp_bases=[], block_bases=[],
+    shape=[4, 32]))
+SVS64 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [0, 4], [1, 0]],
+    lane_bases=[[0, 8], [0, 16], [0, 0], [0, 0], [0, 0]], warp_bases=[], block_bases=[],
+    shape=[2, 32]))
+# the minimums [8 rows (a group each, the rest zero), 32 tokens]: lane (g, t) holds row g,
+# tokens 8 t … 8 t + 7 (the first operand's order once relabelled)
+SVM = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[0, 1], [0, 2], [0, 4]], lane_bases=[[0, 8], [0, 16], [1, 0], [2, 0], [4, 0]],
+    warp_bases=[], block_bases=[], shape=[8, 32]))
 # copies, 16 bytes (codes) or 8 bytes (scales, minimums) a lane
 CPK = gl.constexpr(gl.BlockedLayout([1, 16], [4, 8], [1, 1], [1, 0]))    # [8 or 16, 128] bytes
 CPS = gl.constexpr(gl.BlockedLayout([4], [32], [1], [0]))                # [128] float16
@@ -178,7 +214,8 @@ def _copy(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, ro
     q = gl.arange(0, D // 32, layout=gl.SliceLayout(1, CVS))
     vt = gl.arange(0, 32, layout=gl.SliceLayout(0, CVS))
     ASYNC_LOAD(vsbuf.index(st), VS + row * D + q[:, None] * 32 + vt[None, :])
-    ASYNC_LOAD(vmbuf.index(st), VM + row * D + q[:, None] * 32 + vt[None, :])
+    # (V_AFTER's buffer has 8 rows, those past the groups zero)
+    ASYNC_LOAD(vmbuf.index(st).slice(0, D // 32), VM + row * D + q[:, None] * 32 + vt[None, :])
 
 
 @gluon.jit
@@ -317,6 +354,116 @@ def _weights_operand(p, BITS: gl.constexpr, QN: gl.constexpr = 8):
 
 
 @gluon.jit
+def _value_codes(vbuf, st, q: gl.constexpr, BITS: gl.constexpr, D: gl.constexpr):
+    """V_AFTER: stage st's value codes of channel group q → [32, 32], the first operand of the
+    group's rows (_value_operand's rows 32 q …, its columns), each code c as the subnormal
+    c · 2^(BITS·k − 24) (SUBNORMAL*)."""
+    if BITS == 2:
+        vb = vbuf.index(st).slice(8 * q, 8).load(VLQ)
+        o0, o1, o2, o3 = gl.inline_asm_elementwise(
+            SUBNORMAL2, "=r,=r,=r,=r,=r,=r,=r,=r,r", [vb],
+            dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+        x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [g, tok, k0, k1]
+        x = gl.reshape(x, [8, 4, 2, 2, 2, 2, 2])  # g | t κ f e | k0 k1
+        x = gl.permute(x, [6, 5, 0, 2, 3, 1, 4])  # k1 k0 g | κ f t e
+    else:
+        vb = vbuf.index(st).reshape([D // 16, 8, 32]).slice(2 * q, 2).load(VL)
+        o0, o1 = gl.inline_asm_elementwise(
+            SUBNORMAL4, "=r,=r,=r,=r,r", [vb], dtype=(gl.float16, gl.float16), is_pure=True,
+            pack=4)
+        x = gl.join(o0, o1)  # [i, g, tok, k]
+        x = gl.reshape(x, [2, 8, 4, 2, 2, 2, 2])  # i g | t κ f e | k
+        x = gl.permute(x, [0, 6, 1, 3, 4, 2, 5])  # i k g | κ f t e
+    return gl.convert_layout(gl.reshape(x, [32, 32]), OPA)
+
+
+@gluon.jit
+def _group_parts(x, D: gl.constexpr):
+    """[D, QN] in 32-row groups → its D // 32 groups [32, QN] (with D 64, the last two zero
+    and unused)."""
+    QN: gl.constexpr = x.shape[1]
+    if D == 128:
+        y = gl.permute(gl.reshape(x, [2, 2, 32, QN]), [2, 3, 0, 1])  # r n | a b (q = 2 a + b)
+        y0, y1 = gl.split(y)
+        x0, x2 = gl.split(y0)
+        x1, x3 = gl.split(y1)
+    else:
+        x0, x1 = gl.split(gl.permute(gl.reshape(x, [2, 32, QN]), [1, 2, 0]))
+        x2 = gl.zeros_like(x0)
+        x3 = gl.zeros_like(x0)
+    return (gl.convert_layout(x0, MMA), gl.convert_layout(x1, MMA), gl.convert_layout(x2, MMA),
+            gl.convert_layout(x3, MMA))
+
+
+@gluon.jit
+def _groups_joined(x0, x1, x2, x3, D: gl.constexpr):
+    """_group_parts undone."""
+    QN: gl.constexpr = x0.shape[1]
+    if D == 128:
+        y = gl.join(gl.join(x0, x2), gl.join(x1, x3))  # r n | a b
+        y = gl.reshape(gl.permute(y, [2, 3, 0, 1]), [D, QN])
+    else:
+        y = gl.reshape(gl.permute(gl.join(x0, x1), [2, 0, 1]), [D, QN])
+    return gl.convert_layout(y, MMA)
+
+
+@gluon.jit
+def _scaled_weights(pt, s):
+    """The weights pt [32, QN] (OPB) times one group's token scales s [32] (in pt's row order)."""
+    return pt * gl.expand_dims(gl.convert_layout(s, gl.SliceLayout(1, OPB)), 1)
+
+
+@gluon.jit
+def _value_after(vbuf, vsbuf, vmbuf, st, pt, acc, am, BITS: gl.constexpr, D: gl.constexpr):
+    """V_AFTER: a tile's value product from its codes alone. Each channel group's rows of acc
+    take its codes (_value_codes) times the weights pt scaled by the group's token scales (the
+    values' c·s, each row short of 2^(24 − BITS·k): _values_after_end); am's row q takes the
+    weights times group q's token minimums (a product whose first operand is the minimums'
+    rows, zero past the groups)."""
+    SL: gl.constexpr = SVS if D == 128 else SVS64
+    sc = gl.reshape(vsbuf.index(st).load(SL), [D // 32, 4, 2, 2, 2])  # q | t κ f e
+    sc = gl.reshape(gl.permute(sc, [0, 2, 3, 1, 4]), [D // 32, 32])  # q | κ f t e (pt's rows)
+    mn = gl.reshape(vmbuf.index(st).load(SVM), [8, 4, 2, 2, 2])
+    mn = gl.reshape(gl.permute(mn, [0, 2, 3, 1, 4]), [8, 32])  # row | κ f t e
+    mn = gl.reshape(gl.permute(gl.join(mn, gl.zeros_like(mn)), [2, 0, 1]), [16, 32])
+    am = gl.nvidia.ampere.mma_v2(gl.convert_layout(mn, OPA), pt, am)
+    a0, a1, a2, a3 = _group_parts(acc, D)
+    if D == 128:
+        y0, y1 = gl.split(gl.reshape(gl.permute(sc, [1, 0]), [32, 2, 2]))  # k a | b
+        s0, s2 = gl.split(y0)
+        s1, s3 = gl.split(y1)
+        a2 = gl.nvidia.ampere.mma_v2(_value_codes(vbuf, st, 2, BITS, D),
+                                     _scaled_weights(pt, s2), a2)
+        a3 = gl.nvidia.ampere.mma_v2(_value_codes(vbuf, st, 3, BITS, D),
+                                     _scaled_weights(pt, s3), a3)
+    else:
+        s0, s1 = gl.split(gl.permute(sc, [1, 0]))
+    a0 = gl.nvidia.ampere.mma_v2(_value_codes(vbuf, st, 0, BITS, D), _scaled_weights(pt, s0),
+                                 a0)
+    a1 = gl.nvidia.ampere.mma_v2(_value_codes(vbuf, st, 1, BITS, D), _scaled_weights(pt, s1),
+                                 a1)
+    return _groups_joined(a0, a1, a2, a3, D), am
+
+
+@gluon.jit
+def _values_after_end(acc, am, BITS: gl.constexpr, D: gl.constexpr):
+    """V_AFTER's partial output as the values' would be: each row times 2^(24 − BITS·k) (its
+    codes' place k in a byte), plus its group's row of am."""
+    r = gl.arange(0, D, layout=gl.SliceLayout(1, MMA))
+    # kivi2's row 32 q + 16 k1 + 8 k0 + g holds code k0 + 2 k1, kivi4's 32 q + 16 i + 8 k + g k
+    k = (r >> 3) & (8 // BITS - 1)
+    acc = acc * gl.exp2((24 - BITS * k).to(gl.float32))[:, None]
+    a0, a1, a2, a3 = _group_parts(acc, D)
+    ra = gl.arange(0, 16, layout=gl.SliceLayout(1, MMA))
+    a0 = a0 + gl.sum(gl.where((ra == 0)[:, None], am, 0.0), axis=0)[None, :]
+    a1 = a1 + gl.sum(gl.where((ra == 1)[:, None], am, 0.0), axis=0)[None, :]
+    if D == 128:
+        a2 = a2 + gl.sum(gl.where((ra == 2)[:, None], am, 0.0), axis=0)[None, :]
+        a3 = a3 + gl.sum(gl.where((ra == 3)[:, None], am, 0.0), axis=0)[None, :]
+    return _groups_joined(a0, a1, a2, a3, D)
+
+
+@gluon.jit
 def _rescaled(acc, alpha, m_new, m_i, LAZY: gl.constexpr):
     """The partial output under the new running max (LAZY: only where it rose)."""
     if LAZY:
@@ -336,6 +483,15 @@ def _softmax(s, m_i, l_i, acc, LAZY: gl.constexpr):
 
 
 @gluon.jit
+def _softmax_m(s, m_i, l_i, acc, am, LAZY: gl.constexpr):
+    """_softmax, V_AFTER's minimums' product am rescaled with the output."""
+    m_new, alpha = next_max(gl.max(s, axis=0), m_i, LAZY)
+    p = gl.exp2(s - m_new[None, :])
+    return (p, m_new, l_i * alpha + gl.sum(p, axis=0), _rescaled(acc, alpha, m_new, m_i, LAZY),
+            _rescaled(am, alpha, m_new, m_i, LAZY))
+
+
+@gluon.jit
 def _softmax2(s0, s1, m_i, l_i, acc, LAZY: gl.constexpr):
     """_softmax over the scores of two halves of a tile, or of two tiles, [16 or 32, 8] each."""
     m_new, alpha = next_max(gl.max(gl.maximum(s0, s1), axis=0), m_i, LAZY)
@@ -351,7 +507,8 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                          STAGES: gl.constexpr = 3, LAZY: gl.constexpr = True,
                          PDL: gl.constexpr = False, K_AFTER: gl.constexpr = False,
                          BITS: gl.constexpr = 2, PAIRS: gl.constexpr = False,
-                         QN: gl.constexpr = 8, D: gl.constexpr = 128):
+                         QN: gl.constexpr = 8, D: gl.constexpr = 128,
+                         V_AFTER: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a kivi2
     cache, or with BITS 4 of a kivi4 one (its own row and column orders: key_token,
     value_channel; the kernel keeps the name of its first format), KiviCache's planes with
@@ -361,11 +518,14 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     dependent. K_AFTER: the keys' scales and minimums after the unpacking (_key_rows), not in
     it (kivi2 only). PAIRS: two groups a step (four stages, the next two copied while a step
     computes), one softmax over both. QN: the query rows' columns, 8 for up to 8 query heads a
-    KV head, 16 for 9-16. D: the heads' lanes, 128 or 64."""
+    KV head, 16 for 9-16. D: the heads' lanes, 128 or 64. V_AFTER: the values' scales on the
+    weights and their minimums in a product of their own (_value_after), not in the
+    unpacking."""
     gl.static_assert(BITS == 2 or not K_AFTER, "K_AFTER: kivi2 only")
     gl.static_assert(not PAIRS or (STAGES == 4 and not K_AFTER), "PAIRS: four stages")
     gl.static_assert(QN == 8 or not K_AFTER, "K_AFTER: 8 columns")
     gl.static_assert(D == 128 or (D == 64 and not K_AFTER), "heads of 128 or 64 lanes")
+    gl.static_assert(not (V_AFTER and (PAIRS or K_AFTER)), "V_AFTER: one group a step")
     b = gl.program_id(0)
     h = gl.program_id(1)
     sp = gl.program_id(2)
@@ -396,7 +556,13 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     kmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, D], SH1)
     vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, D * BITS // 8, 32], SH2)
     vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, D // 32, 32], SH2)
-    vmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, D // 32, 32], SH2)
+    if V_AFTER:  # 8 rows, those past the groups zero (the minimums' product's first operand)
+        vmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 8, 32], SH2)
+        for i in gl.static_range(STAGES):
+            vmbuf.index(i).store(gl.zeros([8, 32], gl.float16, layout=SVM))
+        BARRIER()
+    else:
+        vmbuf = gl.allocate_shared_memory(gl.float16, [STAGES, D // 32, 32], SH2)
     gt0 = b * stride_gt
     AHEAD: gl.constexpr = 2 if PAIRS else STAGES - 1  # groups copied before the loop
     for i in gl.static_range(AHEAD):
@@ -405,6 +571,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc = gl.zeros([D, QN], gl.float32, layout=MMA)
+    am = gl.zeros([16, QN], gl.float32, layout=MMA)  # V_AFTER's minimums' product
     it = 0
     if PAIRS:
         for n0 in range(start, qend - 32, 64):  # both groups of the step quantized
@@ -449,14 +616,25 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
             s1 = gl.nvidia.ampere.mma_v2(kb2, qs, c1)
             p0, p1, m_i, l_i, acc = _softmax2(s0, s1, m_i, l_i, acc, LAZY)
             pt = _weights_after(p0, p1)
+        elif V_AFTER:
+            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS, D), qb,
+                                        gl.zeros([32, QN], gl.float32, layout=MMA))
+            p, m_i, l_i, acc, am = _softmax_m(s, m_i, l_i, acc, am, LAZY)
+            pt = _weights_operand(p, BITS, QN)
         else:
             s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS, D), qb,
                                         gl.zeros([32, QN], gl.float32, layout=MMA))
             p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
             pt = _weights_operand(p, BITS, QN)
-        acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st, BITS, D), pt, acc)
+        if V_AFTER:
+            acc, am = _value_after(vbuf, vsbuf, vmbuf, st, pt, acc, am, BITS, D)
+        else:
+            acc = gl.nvidia.ampere.mma_v2(_value_operand(vbuf, vsbuf, vmbuf, st, BITS, D), pt,
+                                          acc)
         it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     _cp.wait_group(0)
+    if V_AFTER:
+        acc = _values_after_end(acc, am, BITS, D)
     # the residual ring: float16 rows, token i at ring row i mod RING, in the quantized
     # tiles' operand orders
     ring0 = (b * H + h).to(gl.int64) * RING
