@@ -415,13 +415,16 @@ def kivi_row(fmt: str, batch: int, tokens: int, t_sdpa: float | None, read_bw: f
     out = torch.empty(batch, HQ, D, device="cuda", dtype=torch.float32)
     t = graph_time([partial(c.decode, q, out=out) for c in caches])
     # the kernel decode took: KIVI's Gluon kernel where it applies, else the Triton one
-    kernel = ("kivi2_swapped_kernel" if cache._takes_gluon(q, False, False)
-              else "kivi_decode_kernel")
+    gluon = cache._takes_gluon(q, False, False)
+    kernel = "kivi2_swapped_kernel" if gluon else "kivi_decode_kernel"
+    config: dict = {"kernel": kernel, "split": "default"}
+    if gluon:  # and whether in its V_AFTER form
+        from kvcore.kernels.gluon_kivi import launch_for
+        config["v_after"] = launch_for(HQ // HKV, D)[3]
     del cache, caches
     append_s, append_bytes = kivi_append_time(fmt, batch, tokens)
     return {"format": fmt, "batch": batch, "tokens": tokens, "seconds": t,
-            "config": {"kernel": kernel, "split": "default"},
-            "cache_bytes": nbytes, "read_bytes_per_s": nbytes / t,
+            "config": config, "cache_bytes": nbytes, "read_bytes_per_s": nbytes / t,
             "fraction_of_read_bw": nbytes / t / read_bw, "sdpa_f16_seconds": t_sdpa,
             "speedup_vs_sdpa": (t_sdpa / t) if t_sdpa else None,
             "append_seconds": append_s, "append_bytes": append_bytes,

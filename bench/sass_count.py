@@ -276,8 +276,9 @@ def parser() -> argparse.ArgumentParser:
                     help="decode: cap the registers a thread (0: none)")
     ap.add_argument("--pipe", action="store_true",
                     help="gluon: each tile's scores beside the tile before's value product")
-    ap.add_argument("--v-after", action="store_true",
-                    help="gluon, KIVI: the values' scales on the weights (V_AFTER)")
+    ap.add_argument("--v-after", type=int, choices=(0, 1), default=None,
+                    help="gluon, KIVI: the values' scales on the weights (V_AFTER) or not "
+                    "(default: as decode launches it)")
     ap.add_argument("--gluon-stages", type=int, default=0, help="gluon: stages (0: decode's)")
     ap.add_argument("--gluon", nargs="?", const="default", choices=("default", "after", "scaled"),
                     help="the Gluon kernel (q4_0, q8_0) as decode launches it (with --group), "
@@ -370,14 +371,16 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
 
 
 def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2, lanes: int = 128,
-                       v_after: bool = False):
+                       v_after: bool | None = None):
     """KIVI's Gluon kernel (kvcore/kernels/gluon_kivi.py) compiled for sm_90 as KiviCache.decode
     launches it for ``group`` query heads a KV head (past 8: the 16-column form) in kivi2
     (``bits`` 4: kivi4; K_AFTER: ``k_after``) with heads of ``lanes`` (128 or 64): (kernel,
     SASS, resource usage)."""
     from kvcore.kernels.gluon_kivi import kivi2_swapped_kernel, launch_for
 
-    _, registers, qn = launch_for(group)
+    _, registers, qn, launch_v_after = launch_for(group, lanes)
+    if v_after is None:
+        v_after = launch_v_after and not k_after
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",
@@ -397,7 +400,9 @@ def main() -> None:
         return
     if args.gluon and args.fmt in ("kivi2", "kivi4"):
         kernel, sass, usage = compile_kivi_gluon(args.group or 4, args.gluon == "after",
-                                                 int(args.fmt[-1]), v_after=args.v_after)
+                                                 int(args.fmt[-1]),
+                                                 v_after=None if args.v_after is None
+                                                 else bool(args.v_after))
         args.block_n, args.warps, args.k_only = 32, 1, False
     elif args.gluon:
         kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,

@@ -40,9 +40,9 @@ def parse_launch(name: str) -> dict:
     """"12c168": 12 programs a multiprocessor capped at 168 registers; "8u": 8, uncapped;
     "12c168s4": four stages; then k: K_AFTER, a: not K_AFTER (else the kernel's default);
     then p: PAIRS (two groups a step, four stages); v: V_AFTER (the values' scales on the
-    weights); a trailing t and a number: splits of that many tokens (else one wave of the
+    weights), n: not V_AFTER (else decode's choice); a trailing t and a number: splits of that many tokens (else one wave of the
     programs a multiprocessor)."""
-    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)(v?)(?:t(\d+))?", name)
+    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)([vn]?)(?:t(\d+))?", name)
     assert m, name
     out: dict = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0),
                  "pdl": True}
@@ -53,7 +53,7 @@ def parse_launch(name: str) -> dict:
     if m.group(5):
         out.update(PAIRS=True, STAGES=4)
     if m.group(6):
-        out["V_AFTER"] = True
+        out["V_AFTER"] = m.group(6) == "v"
     if m.group(7):
         out["split_tokens"] = int(m.group(7))
     return out
@@ -79,11 +79,11 @@ def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8), dim: int = 128) -> dict
         if group > 8:  # the 16-column form
             launches: tuple[str, ...] = ("8c232", "8u", "8c232v")
         elif dim != 128:
-            launches = ("12c168", "12c168v")
+            launches = ("12c168n", "12c168v")
         elif fmt == "kivi2":
-            launches = ("12c168a", "12c168k", "12c168p", "12c168v")
+            launches = ("12c168an", "12c168k", "12c168p", "12c168v")
         else:
-            launches = ("12c168", "8u", "11c168p", "12c168v")
+            launches = ("12c168n", "8un", "11c168p", "12c168v")
         for launch in launches:
             out = torch.full_like(tri, float("nan"))
             gluon_kivi.decode_kivi_gluon(cache, q, out, **parse_launch(launch))
@@ -94,7 +94,7 @@ def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8), dim: int = 128) -> dict
                 "nan": bool(out.isnan().any().item())}
         # splits of one tile: every program's start and end inside the ring and the groups
         out = torch.full_like(tri, float("nan"))
-        gluon_kivi.decode_kivi_gluon(cache, q, out, split_tokens=32)
+        gluon_kivi.decode_kivi_gluon(cache, q, out, split_tokens=32, V_AFTER=False)
         res[f"group{group}_split32"] = {"max_abs_vs_triton": (out - tri).abs().max().item(),
                                         "nan": bool(out.isnan().any().item())}
         out = torch.full_like(tri, float("nan"))
@@ -110,7 +110,7 @@ def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8), dim: int = 128) -> dict
     q = torch.randn(len(lens), heads * 4, dim, device="cuda", dtype=torch.float16)
     ref = small.decode_ref(q).float()
     tri = small.decode(q, gluon=False)
-    for launch in ("12c168", "12c168v"):
+    for launch in ("12c168n", "12c168v"):
         out = torch.full_like(tri, float("nan"))
         gluon_kivi.decode_kivi_gluon(small, q, out, **parse_launch(launch))
         res[f"small_values_{launch}"] = {"max_abs_vs_triton": (out - tri).abs().max().item(),

@@ -691,24 +691,27 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
 
-def launch_for(group: int) -> tuple[int, int, int]:
-    """(programs a multiprocessor, cap of registers a thread, query columns QN) of the kernel
-    for ``group`` query heads a KV head: 8 columns up to 8, else the 16-column form's launch."""
+def launch_for(group: int, lanes: int = 128) -> tuple[int, int, int, bool]:
+    """(programs a multiprocessor, cap of registers a thread, query columns QN, V_AFTER) of the
+    kernel for ``group`` query heads a KV head on heads of ``lanes``: 8 columns up to 8, else
+    the 16-column form's launch; V_AFTER where it was timed faster (8 columns, 128 lanes:
+    gluon-kivi*-vafter-h200.json)."""
     if group > 8:
-        return KIVI_GLUON_PER_SM_16, KIVI_GLUON_REGISTERS_16, 16
-    return KIVI_GLUON_PER_SM, KIVI_GLUON_REGISTERS, 8
+        return KIVI_GLUON_PER_SM_16, KIVI_GLUON_REGISTERS_16, 16, False
+    return KIVI_GLUON_PER_SM, KIVI_GLUON_REGISTERS, 8, lanes == 128
 
 
 def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
                       max_registers: int | None = None, pdl: bool = False,
                       split_tokens: int | None = None, lazy: bool = True,
                       **consts: Any) -> Any:
-    """One decode step of q [B, Hq, 128] over ``cache`` (a kivi2 KiviCache) into
-    ``out`` [B, Hq, 128] float32 (KiviCache._takes_gluon says where it applies):
+    """One decode step of q [B, Hq, D] over ``cache`` (a kivi2 or kivi4 KiviCache) into
+    ``out`` [B, Hq, D] float32 (KiviCache._takes_gluon says where it applies):
     kivi2_swapped_kernel over one wave of ``per_sm`` programs a
-    multiprocessor (or splits of ``split_tokens``), then reduce_splits; ``per_sm`` and
-    ``max_registers`` by default launch_for's. ``lazy``: the kernel's LAZY; ``consts`` go to
-    the kernel (STAGES, K_AFTER, PAIRS)."""
+    multiprocessor (or splits of ``split_tokens``), then reduce_splits; ``per_sm``,
+    ``max_registers`` and V_AFTER (unless K_AFTER or PAIRS is asked) by default launch_for's.
+    ``lazy``: the kernel's LAZY; ``consts`` go to the kernel (STAGES, K_AFTER, PAIRS,
+    V_AFTER)."""
     import torch
 
     from .cache import LOG2E
@@ -716,7 +719,9 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
 
     seqs, hq, d = q.shape
     group = hq // cache.heads
-    launch_per_sm, launch_registers, qn = launch_for(group)
+    launch_per_sm, launch_registers, qn, v_after = launch_for(group, d)
+    if not (consts.get("K_AFTER") or consts.get("PAIRS")):
+        consts.setdefault("V_AFTER", v_after)
     if per_sm is None:
         per_sm = launch_per_sm
     if max_registers is None:
