@@ -207,11 +207,10 @@ def _count_append(args) -> None:
     print(", ".join(f"{op} {n}" for op, n in _opcodes(lines).most_common(16)))
 
 
-def _loop(sass: str, lines: list[str]) -> tuple[int, int] | None:
-    """The longest loop of the listing: (first, last) line of the block a backward branch
-    closes."""
+def loops(sass: str, lines: list[str]) -> list[tuple[int, int]]:
+    """Every loop of the listing: (first, last) line of each block a backward branch closes."""
     at = {int(INSTRUCTION.match(ln).group(1), 16): i for i, ln in enumerate(lines)}
-    loop = None
+    found = []
     for i, ln in enumerate(lines):
         m = re.search(r"BRA `\((\.L_x_\d+)\)", ln)
         if not m:
@@ -219,10 +218,21 @@ def _loop(sass: str, lines: list[str]) -> tuple[int, int] | None:
         after = sass[sass.find(m.group(1) + ":"):].splitlines()[1]
         a = INSTRUCTION.match(after)
         if a and at.get(int(a.group(1), 16), len(lines)) < i:
-            start = at[int(a.group(1), 16)]
-            if loop is None or i - start > loop[1] - loop[0]:
-                loop = (start, i)
-    return loop
+            found.append((at[int(a.group(1), 16)], i))
+    return found
+
+
+def _loop(sass: str, lines: list[str]) -> tuple[int, int] | None:
+    """The longest loop of the listing: (first, last) line of the block a backward branch
+    closes."""
+    return max(loops(sass, lines), key=lambda x: x[1] - x[0], default=None)
+
+
+def local_in_loops(sass: str) -> int:
+    """Local-memory loads and stores (spill traffic) inside the listing's loops."""
+    lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
+    return sum(1 for a, b in loops(sass, lines) for ln in lines[a:b + 1]
+               if re.search(r"\b(STL|LDL)\b", ln))
 
 
 def parser() -> argparse.ArgumentParser:

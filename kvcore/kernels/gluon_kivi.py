@@ -423,10 +423,6 @@ def _value_after(vbuf, vsbuf, vmbuf, st, pt, acc, am, BITS: gl.constexpr, D: gl.
     SL: gl.constexpr = SVS if D == 128 else SVS64
     sc = gl.reshape(vsbuf.index(st).load(SL), [D // 32, 4, 2, 2, 2])  # q | t κ f e
     sc = gl.reshape(gl.permute(sc, [0, 2, 3, 1, 4]), [D // 32, 32])  # q | κ f t e (pt's rows)
-    mn = gl.reshape(vmbuf.index(st).load(SVM), [8, 4, 2, 2, 2])
-    mn = gl.reshape(gl.permute(mn, [0, 2, 3, 1, 4]), [8, 32])  # row | κ f t e
-    mn = gl.reshape(gl.permute(gl.join(mn, gl.zeros_like(mn)), [2, 0, 1]), [16, 32])
-    am = gl.nvidia.ampere.mma_v2(gl.convert_layout(mn, OPA), pt, am)
     a0, a1, a2, a3 = _group_parts(acc, D)
     if D == 128:
         y0, y1 = gl.split(gl.reshape(gl.permute(sc, [1, 0]), [32, 2, 2]))  # k a | b
@@ -442,6 +438,10 @@ def _value_after(vbuf, vsbuf, vmbuf, st, pt, acc, am, BITS: gl.constexpr, D: gl.
                                  a0)
     a1 = gl.nvidia.ampere.mma_v2(_value_codes(vbuf, st, 1, BITS, D), _scaled_weights(pt, s1),
                                  a1)
+    mn = gl.reshape(vmbuf.index(st).load(SVM), [8, 4, 2, 2, 2])
+    mn = gl.reshape(gl.permute(mn, [0, 2, 3, 1, 4]), [8, 32])  # row | κ f t e
+    mn = gl.reshape(gl.permute(gl.join(mn, gl.zeros_like(mn)), [2, 0, 1]), [16, 32])
+    am = gl.nvidia.ampere.mma_v2(gl.convert_layout(mn, OPA), pt, am)
     return _groups_joined(a0, a1, a2, a3, D), am
 
 
@@ -487,8 +487,14 @@ def _softmax_m(s, m_i, l_i, acc, am, LAZY: gl.constexpr):
     """_softmax, V_AFTER's minimums' product am rescaled with the output."""
     m_new, alpha = next_max(gl.max(s, axis=0), m_i, LAZY)
     p = gl.exp2(s - m_new[None, :])
-    return (p, m_new, l_i * alpha + gl.sum(p, axis=0), _rescaled(acc, alpha, m_new, m_i, LAZY),
-            _rescaled(am, alpha, m_new, m_i, LAZY))
+    if LAZY:
+        if gl.max(m_new - m_i, axis=0) > 0:
+            acc = acc * alpha[None, :]
+            am = am * alpha[None, :]
+    else:
+        acc = acc * alpha[None, :]
+        am = am * alpha[None, :]
+    return p, m_new, l_i * alpha + gl.sum(p, axis=0), acc, am
 
 
 @gluon.jit
@@ -693,12 +699,14 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
 
 def launch_for(group: int, lanes: int = 128) -> tuple[int, int, int, bool]:
     """(programs a multiprocessor, cap of registers a thread, query columns QN, V_AFTER) of the
-    kernel for ``group`` query heads a KV head on heads of ``lanes``: 8 columns up to 8, else
-    the 16-column form's launch; V_AFTER where it was timed faster (8 columns, 128 lanes:
-    gluon-kivi*-vafter-h200.json)."""
+    kernel for ``group`` query heads a KV head on heads of ``lanes`` (128 or 64): 8 columns up
+    to 8, else the 16-column form's launch; V_AFTER in every form, each timed faster with it
+    (gluon-kivi*-vafter-h200.json, -group16-vafter, -lanes64-vafter)."""
+    if lanes not in (64, 128):
+        raise ValueError(f"heads of 128 or 64 lanes, not {lanes}")
     if group > 8:
-        return KIVI_GLUON_PER_SM_16, KIVI_GLUON_REGISTERS_16, 16, False
-    return KIVI_GLUON_PER_SM, KIVI_GLUON_REGISTERS, 8, lanes == 128
+        return KIVI_GLUON_PER_SM_16, KIVI_GLUON_REGISTERS_16, 16, True
+    return KIVI_GLUON_PER_SM, KIVI_GLUON_REGISTERS, 8, True
 
 
 def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,

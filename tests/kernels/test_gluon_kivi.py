@@ -6,6 +6,8 @@ bench/decode.py's check. Here also: where KiviCache.decode takes it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from .sm90 import compiled_ptx
@@ -15,12 +17,16 @@ SCRIPT = '''
 import json
 import sass_count
 out = {}
-for name, group, after, bits, lanes in (
-        ("scaled", 4, False, 2, 128), ("after", 8, True, 2, 128), ("kivi4", 4, False, 4, 128),
-        ("16", 16, False, 2, 128), ("16-kivi4", 12, False, 4, 128),
-        ("64", 8, False, 2, 64), ("64-kivi4", 4, False, 4, 64)):
-    kernel, _, usage = sass_count.compile_kivi_gluon(group, after, bits, lanes)
-    out[name] = {"ptx": kernel.asm["ptx"], "usage": usage}
+# (name, query heads a KV head, K_AFTER, bits, lanes, V_AFTER: None as decode launches it)
+for name, group, after, bits, lanes, v_after in (
+        ("scaled", 4, False, 2, 128, False), ("v", 4, False, 2, 128, None),
+        ("after", 8, True, 2, 128, False), ("kivi4", 4, False, 4, 128, False),
+        ("kivi4-v", 8, False, 4, 128, None), ("16-v", 16, False, 2, 128, None),
+        ("16-kivi4-v", 12, False, 4, 128, None), ("64-v", 8, False, 2, 64, None),
+        ("64-kivi4-v", 4, False, 4, 64, None)):
+    kernel, sass, usage = sass_count.compile_kivi_gluon(group, after, bits, lanes, v_after)
+    out[name] = {"ptx": kernel.asm["ptx"], "usage": usage,
+                 "local_in_loops": sass_count.local_in_loops(sass)}
 print(json.dumps(out))
 '''
 
@@ -36,10 +42,12 @@ def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
 
     for name, c in compiled.items():
         ptx, usage = c["ptx"], c["usage"]
-        # no spill, and 12 one-warp programs (8 of the 16-column form) fit a multiprocessor's
-        # registers
+        # no spill inside the loops, and 12 one-warp programs (8 of the 16-column form) fit a
+        # multiprocessor's registers; at most two words spilled outside them (triton 3.9's
+        # V_AFTER form keeps two output indices across the ring's loop; 3.6's none)
         per_sm = launch_for(16 if name.startswith("16") else 8)[0]
-        assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") == 0, (name, usage)
+        assert c["local_in_loops"] == 0, (name, usage)
+        assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") <= 8, (name, usage)
         assert _usage(usage, "REG") <= 65536 // (32 * per_sm), (name, usage)
         # the six planes of a group copied by cp.async (16-byte copies of the codes), read in
         # 16- and 8-byte vectors, never byte by byte
@@ -50,20 +58,30 @@ def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
         assert ptx.index("griddepcontrol.wait") < ptx.index("griddepcontrol.launch_dep"), name
         products = ptx.count("mma.sync.aligned.m16n8k16")
         unscaled = ptx.count("fma.rn.f16x2")
-        if name != "after":
-            # 16 score and 16 value products a quantized tile, as many a ring tile (twice as
-            # many in 16 columns, half as many on 64-lane heads); each code pair one
-            # subtraction and one fused multiply-add, keys and values (kivi4 as many: a tile
-            # holds as many codes, two a byte; half as many on 64 lanes)
-            want = {"16": 128, "64": 32}.get(name.split("-")[0], 64)
-            assert products == want, name
-            pairs = 64 if name.startswith("64") else 128
-            assert unscaled == pairs and ptx.count("sub.rn.f16x2") == pairs, name
-        else:
+        subnormals = len(re.findall(r"and\.b32 %r\d+, t[01], 0x", ptx))
+        # code pairs a thread unpacks a tile, keys or values (kivi4 as many: a tile holds as
+        # many codes, two a byte; half as many on 64 lanes)
+        pairs = 32 if name.startswith("64") else 64
+        # 16 score and 16 value products a quantized tile, as many a ring tile (twice as many
+        # in 16 columns, half as many on 64-lane heads)
+        plain = {"16": 128, "64": 32}.get(name.split("-")[0], 64)
+        if name == "after":
             # K_AFTER: 16 more a quantized tile for the sums of the minimums' and the units'
             # terms; only the values' codes are scaled as they are unpacked
             assert products == 80, name
-            assert unscaled == 64 and ptx.count("sub.rn.f16x2") == 64, name
+            assert unscaled == pairs and ptx.count("sub.rn.f16x2") == pairs, name
+        elif name.endswith("-v") or name == "v":
+            # V_AFTER: the minimums' product a quantized tile more (2 or 4 products); the
+            # keys' pairs one subtraction and one fused multiply-add each, the values' one AND
+            # (subnormals), nothing more
+            assert products == plain + 2 * (2 if name.startswith("16") else 1), name
+            assert unscaled == pairs and ptx.count("sub.rn.f16x2") == pairs, name
+            assert subnormals == pairs, name
+        else:
+            # each code pair one subtraction and one fused multiply-add, keys and values
+            assert products == plain, name
+            assert unscaled == 2 * pairs and ptx.count("sub.rn.f16x2") == 2 * pairs, name
+            assert subnormals == 0, name
 
 
 def test_operand_orders_are_permutations_that_keep_a_lanes_channels_together():
@@ -149,3 +167,37 @@ def test_decode_takes_the_gluon_kernel_where_it_was_timed_faster(head_dim, group
     if not takes:
         with pytest.raises(ValueError, match="at most 16 heads a KV head"):
             cache._takes_gluon(q, forced=True, other_launch=False)
+
+
+@pytest.mark.parametrize(("consts", "v_after"), [
+    ({}, True), ({"V_AFTER": False}, False), ({"K_AFTER": True}, None),
+    ({"PAIRS": True, "STAGES": 4}, None),
+])
+@pytest.mark.parametrize(("head_dim", "group", "qn"), [(128, 4, 8), (128, 12, 16), (64, 8, 8)])
+def test_decode_launches_the_v_after_form_unless_told_or_keys_after(monkeypatch, consts,
+                                                                     v_after, head_dim, group,
+                                                                     qn):
+    # the launch decode_kivi_gluon makes, the kernel and the merge stood in for (no GPU):
+    # V_AFTER by default in every form (each timed faster with it), off when asked, and never
+    # beside K_AFTER or PAIRS, which it cannot join
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton.experimental.gluon")
+    from kvcore.kernels import gluon_kivi, triton_ops
+    from kvcore.kernels.kivi import KiviCache
+
+    launches: list[dict] = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: launches.append({"grid": grid, **kw})
+
+    monkeypatch.setattr(gluon_kivi, "kivi2_swapped_kernel", Kernel())
+    monkeypatch.setattr(triton_ops, "reduce_splits", lambda *a, **k: None)
+    cache = KiviCache("kivi2", 1, 2, head_dim, 64)
+    q = torch.zeros(1, 2 * group, head_dim, dtype=torch.float16)
+    gluon_kivi.decode_kivi_gluon(cache, q, torch.empty(1, 2 * group, head_dim), **consts)
+    (launch,) = launches
+    assert launch.get("V_AFTER") is v_after
+    assert launch["QN"] == qn and launch["D"] == head_dim and launch["GROUP"] == group
+    with pytest.raises(ValueError, match="heads of 128 or 64 lanes"):
+        gluon_kivi.launch_for(4, 96)
