@@ -22,11 +22,16 @@ Each lane reads its bytes where the operands want them, so that no code moves be
 - Values: a byte row c holds channels PER·c + k of a token. Lane (g, t) reads its byte rows of
   tokens 8 t … 8 t + 7 into the output rows value_channel gives; the columns are the tokens
   relabelled (token 8 t + 4 κ + 2 f + e at column 16 κ + 8 f + 2 t + e), which the weights
-  reach through one layout conversion, and the output is stored back in head order.
+  reach through one layout conversion, and the output is stored back in head order. V_AFTER
+  (decode's, since it was timed faster in every form): the value codes unpacked as float16
+  subnormals c · 2^(BITS·k − 24) by one AND a pair, a channel group's product taking the
+  weights times its token scales, the rows' powers of two and the minimums (a product of their
+  own) applied once a program (_value_after, _values_after_end); else the codes scaled as
+  unpacked (CODES2/CODES4).
 - The ring's float16 rows are loaded straight into the same operand orders.
 
 Options measured and not taken by decode (docs/KERNELS.md): K_AFTER (kivi2's keys scaled after
-their product) and PAIRS (two groups a step).
+their product) and PAIRS (two groups a step), neither with V_AFTER.
 
 Gluon has no interpreter: CI compiles this kernel for sm_90 (tests/kernels/test_gluon_kivi.py),
 and bench/probes/gluon_kivi.py checks its output on a GPU against KiviCache's Triton decode and
