@@ -289,6 +289,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--v-after", type=int, choices=(0, 1), default=None,
                     help="gluon, KIVI: the values' scales on the weights (V_AFTER) or not "
                     "(default: as decode launches it)")
+    ap.add_argument("--k-sub", action="store_true",
+                    help="gluon, KIVI: the keys' codes as subnormals (K_SUB)")
     ap.add_argument("--gluon-stages", type=int, default=0, help="gluon: stages (0: decode's)")
     ap.add_argument("--gluon", nargs="?", const="default", choices=("default", "after", "scaled"),
                     help="the Gluon kernel (q4_0, q8_0) as decode launches it (with --group), "
@@ -381,7 +383,7 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
 
 
 def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2, lanes: int = 128,
-                       v_after: bool | None = None):
+                       v_after: bool | None = None, k_sub: bool = False):
     """KIVI's Gluon kernel (kvcore/kernels/gluon_kivi.py) compiled for sm_90 as KiviCache.decode
     launches it for ``group`` query heads a KV head (past 8: the 16-column form) in kivi2
     (``bits`` 4: kivi4; K_AFTER: ``k_after``) with heads of ``lanes`` (128 or 64): (kernel,
@@ -397,7 +399,8 @@ def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2, lan
            "VR": "*fp16", "NQ": "*i32", "NR": "*i32", "GT": "*i32", "stride_gt": "i32",
            "RING": "i32", "n_splits": "i32", "qk_scale": "fp32", "SPLIT": "i32"}
     consts = {"H": 8, "GROUP": group, "STAGES": 3, "LAZY": True, "PDL": True, "K_AFTER": k_after,
-              "BITS": bits, "PAIRS": False, "QN": qn, "D": lanes, "V_AFTER": v_after}
+              "BITS": bits, "PAIRS": False, "QN": qn, "D": lanes, "V_AFTER": v_after,
+              "K_SUB": k_sub}
     return _compile(kivi2_swapped_kernel, sig, consts, ("SPLIT",),
                     {"num_warps": 1, "maxnreg": registers}, gluon=True)
 
@@ -412,7 +415,8 @@ def main() -> None:
         kernel, sass, usage = compile_kivi_gluon(args.group or 4, args.gluon == "after",
                                                  int(args.fmt[-1]),
                                                  v_after=None if args.v_after is None
-                                                 else bool(args.v_after))
+                                                 else bool(args.v_after),
+                                                 k_sub=args.k_sub)
         args.block_n, args.warps, args.k_only = 32, 1, False
     elif args.gluon:
         kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,

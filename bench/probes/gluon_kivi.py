@@ -40,9 +40,10 @@ def parse_launch(name: str) -> dict:
     """"12c168": 12 programs a multiprocessor capped at 168 registers; "8u": 8, uncapped;
     "12c168s4": four stages; then k: K_AFTER, a: not K_AFTER (else the kernel's default);
     then p: PAIRS (two groups a step, four stages); v: V_AFTER (the values' scales on the
-    weights), n: not V_AFTER (else decode's choice); a trailing t and a number: splits of that many tokens (else one wave of the
+    weights), n: not V_AFTER (else decode's choice); z: K_SUB (the keys' codes as subnormals);
+    a trailing t and a number: splits of that many tokens (else one wave of the
     programs a multiprocessor)."""
-    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)([vn]?)(?:t(\d+))?", name)
+    m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)([vn]?)(z?)(?:t(\d+))?", name)
     assert m, name
     out: dict = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0),
                  "pdl": True}
@@ -55,7 +56,9 @@ def parse_launch(name: str) -> dict:
     if m.group(6):
         out["V_AFTER"] = m.group(6) == "v"
     if m.group(7):
-        out["split_tokens"] = int(m.group(7))
+        out["K_SUB"] = True
+    if m.group(8):
+        out["split_tokens"] = int(m.group(8))
     return out
 
 
@@ -77,13 +80,13 @@ def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8), dim: int = 128) -> dict
         ref = cache.decode_ref(q).float()
         tri = cache.decode(q, gluon=False)
         if group > 8:  # the 16-column form
-            launches: tuple[str, ...] = ("8c232", "8u", "8c232v")
+            launches: tuple[str, ...] = ("8c232", "8u", "8c232v", "8c232vz")
         elif dim != 128:
-            launches = ("12c168n", "12c168v")
+            launches = ("12c168n", "12c168v", "12c168vz")
         elif fmt == "kivi2":
-            launches = ("12c168an", "12c168k", "12c168p", "12c168v")
+            launches = ("12c168an", "12c168k", "12c168p", "12c168v", "12c168vz")
         else:
-            launches = ("12c168n", "8un", "11c168p", "12c168v")
+            launches = ("12c168n", "8un", "11c168p", "12c168v", "12c168vz")
         for launch in launches:
             out = torch.full_like(tri, float("nan"))
             gluon_kivi.decode_kivi_gluon(cache, q, out, **parse_launch(launch))
@@ -101,6 +104,10 @@ def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8), dim: int = 128) -> dict
         gluon_kivi.decode_kivi_gluon(cache, q, out, split_tokens=32, V_AFTER=True)
         res[f"group{group}_split32v"] = {"max_abs_vs_triton": (out - tri).abs().max().item(),
                                          "nan": bool(out.isnan().any().item())}
+        out = torch.full_like(tri, float("nan"))
+        gluon_kivi.decode_kivi_gluon(cache, q, out, split_tokens=32, V_AFTER=True, K_SUB=True)
+        res[f"group{group}_split32vz"] = {"max_abs_vs_triton": (out - tri).abs().max().item(),
+                                          "nan": bool(out.isnan().any().item())}
     # values of a small spread about a large offset (scales near 1e-3, minimums near 2): the
     # V_AFTER weights times scales run into float16's subnormals
     small = KiviCache(fmt, len(lens), heads, dim, 1024, device="cuda")
@@ -110,7 +117,7 @@ def check(fmt: str, groups: tuple[int, ...] = (1, 4, 8), dim: int = 128) -> dict
     q = torch.randn(len(lens), heads * 4, dim, device="cuda", dtype=torch.float16)
     ref = small.decode_ref(q).float()
     tri = small.decode(q, gluon=False)
-    for launch in ("12c168n", "12c168v"):
+    for launch in ("12c168n", "12c168v", "12c168vz"):
         out = torch.full_like(tri, float("nan"))
         gluon_kivi.decode_kivi_gluon(small, q, out, **parse_launch(launch))
         res[f"small_values_{launch}"] = {"max_abs_vs_triton": (out - tri).abs().max().item(),

@@ -104,6 +104,14 @@ SVS64 = gl.constexpr(gl.DistributedLinearLayout(
     reg_bases=[[0, 1], [0, 2], [0, 4], [1, 0]],
     lane_bases=[[0, 8], [0, 16], [0, 0], [0, 0], [0, 0]], warp_bases=[], block_bases=[],
     shape=[2, 32]))
+# K_SUB: a group's key scales or minimums [D channels]: lane (g, t) holds channels D/4 · t …
+# D/4 · t + D/4 − 1, the query operand's rows (SliceLayout(1, OPB)) once relabelled
+SKS = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[1], [2], [4], [8], [16]], lane_bases=[[32], [64], [0], [0], [0]], warp_bases=[],
+    block_bases=[], shape=[128]))
+SKS64 = gl.constexpr(gl.DistributedLinearLayout(
+    reg_bases=[[1], [2], [4], [8]], lane_bases=[[16], [32], [0], [0], [0]], warp_bases=[],
+    block_bases=[], shape=[64]))
 # the minimums [8 rows (a group each, the rest zero), 32 tokens]: lane (g, t) holds row g,
 # tokens 8 t … 8 t + 7 (the first operand's order once relabelled)
 SVM = gl.constexpr(gl.DistributedLinearLayout(
@@ -235,7 +243,8 @@ def _issue(kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, st, KQ, KS, KM, VQ, VS, VM, G
 
 
 @gluon.jit
-def _key_operand(kbuf, ksbuf, kmbuf, st, BITS: gl.constexpr, D: gl.constexpr = 128):
+def _key_operand(kbuf, ksbuf, kmbuf, st, BITS: gl.constexpr, D: gl.constexpr = 128,
+                 SUB: gl.constexpr = False):
     """Stage st's keys → the score product's first operand [32, 128]: row r holds token
     key_token(r) (kivi2: row 16 k1 + 8 k0 + g, token 4 g + k0 + 2 k1; kivi4: row 16 h + 8 k +
     g, token 16 h + 2 g + k), column k channel key_channel(k, D)."""
@@ -244,23 +253,75 @@ def _key_operand(kbuf, ksbuf, kmbuf, st, BITS: gl.constexpr, D: gl.constexpr = 1
     else:
         L: gl.constexpr = KL64
     kb = kbuf.index(st).load(L)
-    ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, L)), 0), kb)[0]
-    km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, L)), 0), kb)[0]
     if BITS == 2:
-        o0, o1, o2, o3 = gl.inline_asm_elementwise(
-            CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km],
-            dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+        if SUB:
+            o0, o1, o2, o3 = gl.inline_asm_elementwise(
+                SUBNORMAL2, "=r,=r,=r,=r,=r,=r,=r,=r,r", [kb],
+                dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
+        else:
+            ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, L)), 0),
+                              kb)[0]
+            km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, L)), 0),
+                              kb)[0]
+            o0, o1, o2, o3 = gl.inline_asm_elementwise(
+                CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km],
+                dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
         x = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [g, ch, k0, k1]
         x = gl.reshape(x, [8, 4, D // 16, 2, 2, 2, 2])  # g | t J f e | k0 k1
         x = gl.permute(x, [6, 5, 0, 2, 3, 1, 4])  # k1 k0 g | J f t e
     else:
-        o0, o1 = gl.inline_asm_elementwise(
-            CODES4, "=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km], dtype=(gl.float16, gl.float16),
-            is_pure=True, pack=4)
+        if SUB:
+            o0, o1 = gl.inline_asm_elementwise(
+                SUBNORMAL4, "=r,=r,=r,=r,r", [kb], dtype=(gl.float16, gl.float16),
+                is_pure=True, pack=4)
+        else:
+            ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, L)), 0),
+                              kb)[0]
+            km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, L)), 0),
+                              kb)[0]
+            o0, o1 = gl.inline_asm_elementwise(
+                CODES4, "=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km], dtype=(gl.float16, gl.float16),
+                is_pure=True, pack=4)
         x = gl.join(o0, o1)  # [h g, ch, k]
         x = gl.reshape(x, [2, 8, 4, D // 16, 2, 2, 2])  # h g | t J f e | k
         x = gl.permute(x, [0, 6, 1, 3, 4, 2, 5])  # h k g | J f t e
     return gl.convert_layout(gl.reshape(x, [32, D]), OPA)
+
+
+@gluon.jit
+def _scores(kbuf, ksbuf, kmbuf, st, qb, BITS: gl.constexpr, D: gl.constexpr,
+            K_SUB: gl.constexpr):
+    """A quantized tile's scores [32, QN] (rows in key_token's order). K_SUB: the key codes as
+    subnormals c · 2^(BITS·k − 24) (as V_AFTER's values), the query times the group's channel
+    scales as the second operand, each row times 2^(24 − BITS·k) after, and the minimums' term
+    Σ q·m from a product of its own (every row of its first operand the minimums, so every row
+    of its result the term) added after, its products independent of the scores'."""
+    QN: gl.constexpr = qb.shape[1]
+    if K_SUB:
+        if D == 128:
+            SL: gl.constexpr = SKS
+        else:
+            SL: gl.constexpr = SKS64
+        # channel 4 J + 2 f + e + D/4 · t → the operands' column 16 J + 8 f + 2 t + e
+        sc = gl.reshape(ksbuf.index(st).load(SL), [4, D // 16, 2, 2])  # t J f e
+        sc = gl.reshape(gl.permute(sc, [1, 2, 0, 3]), [D])
+        mn = gl.reshape(kmbuf.index(st).load(SL), [4, D // 16, 2, 2])
+        mn = gl.reshape(gl.permute(mn, [1, 2, 0, 3]), [D])
+        qs = qb * gl.expand_dims(gl.convert_layout(sc, gl.SliceLayout(1, OPB)), 1)
+        mrows = gl.expand_dims(gl.convert_layout(mn, gl.SliceLayout(0, OPA)), 0)
+        mrows = gl.broadcast(mrows, gl.zeros([16, D], gl.float16, layout=OPA))[0]
+        bias = gl.nvidia.ampere.mma_v2(mrows, qb, gl.zeros([16, QN], gl.float32, layout=MMA))
+        s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS, D, True), qs,
+                                    gl.zeros([32, QN], gl.float32, layout=MMA))
+        r = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
+        rs = gl.exp2((24 - BITS * ((r >> 3) & (8 // BITS - 1))).to(gl.float32))
+        bias = gl.convert_layout(gl.reshape(gl.permute(gl.join(bias, bias), [2, 0, 1]),
+                                            [32, QN]), MMA)
+        s = s * rs[:, None] + bias
+    else:
+        s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS, D), qb,
+                                    gl.zeros([32, QN], gl.float32, layout=MMA))
+    return s
 
 
 @gluon.jit
@@ -519,7 +580,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
                          PDL: gl.constexpr = False, K_AFTER: gl.constexpr = False,
                          BITS: gl.constexpr = 2, PAIRS: gl.constexpr = False,
                          QN: gl.constexpr = 8, D: gl.constexpr = 128,
-                         V_AFTER: gl.constexpr = False):
+                         V_AFTER: gl.constexpr = False, K_SUB: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a kivi2
     cache, or with BITS 4 of a kivi4 one (its own row and column orders: key_token,
     value_channel; the kernel keeps the name of its first format), KiviCache's planes with
@@ -537,6 +598,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     gl.static_assert(QN == 8 or not K_AFTER, "K_AFTER: 8 columns")
     gl.static_assert(D == 128 or (D == 64 and not K_AFTER), "heads of 128 or 64 lanes")
     gl.static_assert(not (V_AFTER and (PAIRS or K_AFTER)), "V_AFTER: one group a step")
+    gl.static_assert(not (K_SUB and (PAIRS or K_AFTER)), "K_SUB: one group a step")
     b = gl.program_id(0)
     h = gl.program_id(1)
     sp = gl.program_id(2)
@@ -628,13 +690,11 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
             p0, p1, m_i, l_i, acc = _softmax2(s0, s1, m_i, l_i, acc, LAZY)
             pt = _weights_after(p0, p1)
         elif V_AFTER:
-            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS, D), qb,
-                                        gl.zeros([32, QN], gl.float32, layout=MMA))
+            s = _scores(kbuf, ksbuf, kmbuf, st, qb, BITS, D, K_SUB)
             p, m_i, l_i, acc, am = _softmax_m(s, m_i, l_i, acc, am, LAZY)
             pt = _weights_operand(p, BITS, QN)
         else:
-            s = gl.nvidia.ampere.mma_v2(_key_operand(kbuf, ksbuf, kmbuf, st, BITS, D), qb,
-                                        gl.zeros([32, QN], gl.float32, layout=MMA))
+            s = _scores(kbuf, ksbuf, kmbuf, st, qb, BITS, D, K_SUB)
             p, m_i, l_i, acc = _softmax(s, m_i, l_i, acc, LAZY)
             pt = _weights_operand(p, BITS, QN)
         if V_AFTER:
