@@ -418,9 +418,10 @@ def kivi_row(fmt: str, batch: int, tokens: int, t_sdpa: float | None, read_bw: f
     gluon = cache._takes_gluon(q, False, False)
     kernel = "kivi2_swapped_kernel" if gluon else "kivi_decode_kernel"
     config: dict = {"kernel": kernel, "split": "default"}
-    if gluon:  # and whether in its V_AFTER form
+    if gluon:  # and whether in its V_AFTER and K_SUB forms
         from kvcore.kernels.gluon_kivi import launch_for
-        config["v_after"] = launch_for(HQ // HKV, D)[3]
+        launch = launch_for(HQ // HKV, D, cache.bits)
+        config.update(v_after=launch.v_after, k_sub=launch.k_sub)
     del cache, caches
     append_s, append_bytes = kivi_append_time(fmt, batch, tokens)
     return {"format": fmt, "batch": batch, "tokens": tokens, "seconds": t,

@@ -289,8 +289,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--v-after", type=int, choices=(0, 1), default=None,
                     help="gluon, KIVI: the values' scales on the weights (V_AFTER) or not "
                     "(default: as decode launches it)")
-    ap.add_argument("--k-sub", action="store_true",
-                    help="gluon, KIVI: the keys' codes as subnormals (K_SUB)")
+    ap.add_argument("--k-sub", type=int, choices=(0, 1), default=None,
+                    help="gluon, KIVI: the keys' codes as subnormals (K_SUB) or not (default: "
+                    "as decode launches it)")
     ap.add_argument("--gluon-stages", type=int, default=0, help="gluon: stages (0: decode's)")
     ap.add_argument("--gluon", nargs="?", const="default", choices=("default", "after", "scaled"),
                     help="the Gluon kernel (q4_0, q8_0) as decode launches it (with --group), "
@@ -383,16 +384,19 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
 
 
 def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2, lanes: int = 128,
-                       v_after: bool | None = None, k_sub: bool = False):
+                       v_after: bool | None = None, k_sub: bool | None = None):
     """KIVI's Gluon kernel (kvcore/kernels/gluon_kivi.py) compiled for sm_90 as KiviCache.decode
     launches it for ``group`` query heads a KV head (past 8: the 16-column form) in kivi2
     (``bits`` 4: kivi4; K_AFTER: ``k_after``) with heads of ``lanes`` (128 or 64): (kernel,
     SASS, resource usage)."""
     from kvcore.kernels.gluon_kivi import kivi2_swapped_kernel, launch_for
 
-    _, registers, qn, launch_v_after = launch_for(group, lanes)
+    launch = launch_for(group, lanes, bits)
+    registers, qn = launch.registers, launch.qn
     if v_after is None:
-        v_after = launch_v_after and not k_after
+        v_after = launch.v_after and not k_after
+    if k_sub is None:
+        k_sub = launch.k_sub and not k_after
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",
@@ -416,7 +420,8 @@ def main() -> None:
                                                  int(args.fmt[-1]),
                                                  v_after=None if args.v_after is None
                                                  else bool(args.v_after),
-                                                 k_sub=args.k_sub)
+                                                 k_sub=None if args.k_sub is None
+                                                 else bool(args.k_sub))
         args.block_n, args.warps, args.k_only = 32, 1, False
     elif args.gluon:
         kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,

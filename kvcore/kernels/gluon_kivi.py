@@ -41,7 +41,7 @@ decode_ref.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -762,16 +762,27 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
 
 
-def launch_for(group: int, lanes: int = 128) -> tuple[int, int, int, bool]:
-    """(programs a multiprocessor, cap of registers a thread, query columns QN, V_AFTER) of the
-    kernel for ``group`` query heads a KV head on heads of ``lanes`` (128 or 64): 8 columns up
-    to 8, else the 16-column form's launch; V_AFTER in every form, each timed faster with it
-    (gluon-kivi*-vafter-h200.json, -group16-vafter, -lanes64-vafter)."""
+class Launch(NamedTuple):
+    """How decode launches the kernel for a head shape (launch_for)."""
+
+    per_sm: int  # programs a multiprocessor
+    registers: int  # the cap of registers a thread
+    qn: int  # query columns QN
+    v_after: bool  # V_AFTER
+    k_sub: bool  # K_SUB
+
+
+def launch_for(group: int, lanes: int = 128, bits: int = 2) -> Launch:
+    """The launch of the kernel for ``group`` query heads a KV head on heads of ``lanes`` (128
+    or 64) in kivi``bits``: 8 columns up to 8, else the 16-column form's launch; V_AFTER in
+    every form, each timed faster with it (gluon-kivi*-vafter-h200.json, -group16-vafter,
+    -lanes64-vafter); K_SUB where it was timed faster, kivi2's 8 columns on 128 lanes
+    (gluon-kivi2-ksub-h200.json; kivi4 within 1.5% either way, gluon-kivi4-ksub-h200.json)."""
     if lanes not in (64, 128):
         raise ValueError(f"heads of 128 or 64 lanes, not {lanes}")
     if group > 8:
-        return KIVI_GLUON_PER_SM_16, KIVI_GLUON_REGISTERS_16, 16, True
-    return KIVI_GLUON_PER_SM, KIVI_GLUON_REGISTERS, 8, True
+        return Launch(KIVI_GLUON_PER_SM_16, KIVI_GLUON_REGISTERS_16, 16, True, False)
+    return Launch(KIVI_GLUON_PER_SM, KIVI_GLUON_REGISTERS, 8, True, lanes == 128 and bits == 2)
 
 
 def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
@@ -782,9 +793,9 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
     ``out`` [B, Hq, D] float32 (KiviCache._takes_gluon says where it applies):
     kivi2_swapped_kernel over one wave of ``per_sm`` programs a
     multiprocessor (or splits of ``split_tokens``), then reduce_splits; ``per_sm``,
-    ``max_registers`` and V_AFTER (unless K_AFTER or PAIRS is asked) by default launch_for's.
-    ``lazy``: the kernel's LAZY; ``consts`` go to the kernel (STAGES, K_AFTER, PAIRS,
-    V_AFTER)."""
+    ``max_registers``, V_AFTER and K_SUB (unless K_AFTER or PAIRS is asked) by default
+    launch_for's. ``lazy``: the kernel's LAZY; ``consts`` go to the kernel (STAGES, K_AFTER,
+    PAIRS, V_AFTER, K_SUB)."""
     import torch
 
     from .cache import LOG2E
@@ -792,9 +803,11 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
 
     seqs, hq, d = q.shape
     group = hq // cache.heads
-    launch_per_sm, launch_registers, qn, v_after = launch_for(group, d)
+    launch = launch_for(group, d, cache.bits)
+    launch_per_sm, launch_registers, qn = launch.per_sm, launch.registers, launch.qn
     if not (consts.get("K_AFTER") or consts.get("PAIRS")):
-        consts.setdefault("V_AFTER", v_after)
+        consts.setdefault("V_AFTER", launch.v_after)
+        consts.setdefault("K_SUB", launch.k_sub)
     if per_sm is None:
         per_sm = launch_per_sm
     if max_registers is None:

@@ -17,14 +17,16 @@ SCRIPT = '''
 import json
 import sass_count
 out = {}
-# (name, query heads a KV head, K_AFTER, bits, lanes, V_AFTER: None as decode launches it)
-for name, group, after, bits, lanes, v_after in (
-        ("scaled", 4, False, 2, 128, False), ("v", 4, False, 2, 128, None),
-        ("after", 8, True, 2, 128, False), ("kivi4", 4, False, 4, 128, False),
-        ("kivi4-v", 8, False, 4, 128, None), ("16-v", 16, False, 2, 128, None),
-        ("16-kivi4-v", 12, False, 4, 128, None), ("64-v", 8, False, 2, 64, None),
-        ("64-kivi4-v", 4, False, 4, 64, None)):
-    kernel, sass, usage = sass_count.compile_kivi_gluon(group, after, bits, lanes, v_after)
+# (name, query heads a KV head, K_AFTER, bits, lanes, V_AFTER, K_SUB: None as decode launches
+# them)
+for name, group, after, bits, lanes, v_after, k_sub in (
+        ("scaled", 4, False, 2, 128, False, False), ("v", 4, False, 2, 128, True, False),
+        ("vz", 4, False, 2, 128, None, None), ("after", 8, True, 2, 128, False, False),
+        ("kivi4", 4, False, 4, 128, False, False), ("kivi4-v", 8, False, 4, 128, None, None),
+        ("16-v", 16, False, 2, 128, None, None), ("16-kivi4-v", 12, False, 4, 128, None, None),
+        ("64-v", 8, False, 2, 64, None, None), ("64-kivi4-v", 4, False, 4, 64, None, None)):
+    kernel, sass, usage = sass_count.compile_kivi_gluon(group, after, bits, lanes, v_after,
+                                                        k_sub)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage,
                  "local_in_loops": sass_count.local_in_loops(sass)}
 print(json.dumps(out))
@@ -43,11 +45,12 @@ def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
     for name, c in compiled.items():
         ptx, usage = c["ptx"], c["usage"]
         # no spill inside the loops, and 12 one-warp programs (8 of the 16-column form) fit a
-        # multiprocessor's registers; at most two words spilled outside them (triton 3.9's
-        # V_AFTER form keeps two output indices across the ring's loop; 3.6's none)
+        # multiprocessor's registers; at most four words spilled outside them (triton 3.9's
+        # V_AFTER and K_SUB forms keep output indices across the ring's loop, stored once and
+        # read once; 3.6's none)
         per_sm = launch_for(16 if name.startswith("16") else 8)[0]
         assert c["local_in_loops"] == 0, (name, usage)
-        assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") <= 8, (name, usage)
+        assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") <= 16, (name, usage)
         assert _usage(usage, "REG") <= 65536 // (32 * per_sm), (name, usage)
         # the six planes of a group copied by cp.async (16-byte copies of the codes), read in
         # 16- and 8-byte vectors, never byte by byte
@@ -70,6 +73,13 @@ def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
             # terms; only the values' codes are scaled as they are unpacked
             assert products == 80, name
             assert unscaled == pairs and ptx.count("sub.rn.f16x2") == pairs, name
+        elif name == "vz":
+            # kivi2's default on 128 lanes, K_SUB too: the keys' codes also one AND a pair,
+            # the minimums' term one [16, 128] product (8) a tile more; no float16
+            # subtraction or fused multiply-add left
+            assert products == plain + 2 + 8, name
+            assert unscaled == 0 and ptx.count("sub.rn.f16x2") == 0, name
+            assert subnormals == 2 * pairs, name
         elif name.endswith("-v") or name == "v":
             # V_AFTER: the minimums' product a quantized tile more (2 or 4 products); the
             # keys' pairs one subtraction and one fused multiply-add each, the values' one AND
@@ -169,17 +179,19 @@ def test_decode_takes_the_gluon_kernel_where_it_was_timed_faster(head_dim, group
             cache._takes_gluon(q, forced=True, other_launch=False)
 
 
-@pytest.mark.parametrize(("consts", "v_after"), [
-    ({}, True), ({"V_AFTER": False}, False), ({"K_AFTER": True}, None),
-    ({"PAIRS": True, "STAGES": 4}, None),
+@pytest.mark.parametrize(("consts", "v_after", "k_sub"), [
+    ({}, True, True), ({"V_AFTER": False}, False, True), ({"K_SUB": False}, True, False),
+    ({"K_AFTER": True}, None, None), ({"PAIRS": True, "STAGES": 4}, None, None),
 ])
-@pytest.mark.parametrize(("head_dim", "group", "qn"), [(128, 4, 8), (128, 12, 16), (64, 8, 8)])
-def test_decode_launches_the_v_after_form_unless_told_or_keys_after(monkeypatch, consts,
-                                                                     v_after, head_dim, group,
-                                                                     qn):
+@pytest.mark.parametrize(("fmt", "head_dim", "group", "qn"), [
+    ("kivi2", 128, 4, 8), ("kivi4", 128, 4, 8), ("kivi2", 128, 12, 16), ("kivi2", 64, 8, 8)])
+def test_decode_launches_the_after_forms_unless_told_or_keys_after(monkeypatch, consts, v_after,
+                                                                  k_sub, fmt, head_dim, group,
+                                                                  qn):
     # the launch decode_kivi_gluon makes, the kernel and the merge stood in for (no GPU):
-    # V_AFTER by default in every form (each timed faster with it), off when asked, and never
-    # beside K_AFTER or PAIRS, which it cannot join
+    # V_AFTER by default in every form (each timed faster with it), K_SUB in kivi2's 8-column
+    # form on 128 lanes (the one it was timed faster in), either off when asked, and neither
+    # beside K_AFTER or PAIRS, which they cannot join
     torch = pytest.importorskip("torch")
     pytest.importorskip("triton.experimental.gluon")
     from kvcore.kernels import gluon_kivi, triton_ops
@@ -193,11 +205,13 @@ def test_decode_launches_the_v_after_form_unless_told_or_keys_after(monkeypatch,
 
     monkeypatch.setattr(gluon_kivi, "kivi2_swapped_kernel", Kernel())
     monkeypatch.setattr(triton_ops, "reduce_splits", lambda *a, **k: None)
-    cache = KiviCache("kivi2", 1, 2, head_dim, 64)
+    cache = KiviCache(fmt, 1, 2, head_dim, 64)
     q = torch.zeros(1, 2 * group, head_dim, dtype=torch.float16)
     gluon_kivi.decode_kivi_gluon(cache, q, torch.empty(1, 2 * group, head_dim), **consts)
     (launch,) = launches
     assert launch.get("V_AFTER") is v_after
+    timed = fmt == "kivi2" and qn == 8 and head_dim == 128
+    assert launch.get("K_SUB") is (k_sub and timed if k_sub is not None else None)
     assert launch["QN"] == qn and launch["D"] == head_dim and launch["GROUP"] == group
     with pytest.raises(ValueError, match="heads of 128 or 64 lanes"):
         gluon_kivi.launch_for(4, 96)
