@@ -30,8 +30,13 @@ Each lane reads its bytes where the operands want them, so that no code moves be
   unpacked (CODES2/CODES4).
 - The ring's float16 rows are loaded straight into the same operand orders.
 
+- K_SUB (decode's for kivi2's 8-column form on 128 lanes, where it was timed faster): the key
+  codes unpacked as subnormals too, the query times the group's channel scales as the second
+  operand, the score rows times 2^(24 − BITS·k) and the minimums' term (a product of its own)
+  added after (_scores).
+
 Options measured and not taken by decode (docs/KERNELS.md): K_AFTER (kivi2's keys scaled after
-their product) and PAIRS (two groups a step), neither with V_AFTER.
+their product) and PAIRS (two groups a step), neither with V_AFTER or K_SUB.
 
 Gluon has no interpreter: CI compiles this kernel for sm_90 (tests/kernels/test_gluon_kivi.py),
 and bench/probes/gluon_kivi.py checks its output on a GPU against KiviCache's Triton decode and
@@ -592,7 +597,7 @@ def kivi2_swapped_kernel(Q, ACC, ML, KQ, KS, KM, VQ, VS, VM, KR, VR, NQ, NR, GT,
     computes), one softmax over both. QN: the query rows' columns, 8 for up to 8 query heads a
     KV head, 16 for 9-16. D: the heads' lanes, 128 or 64. V_AFTER: the values' scales on the
     weights and their minimums in a product of their own (_value_after), not in the
-    unpacking."""
+    unpacking. K_SUB: the keys' likewise (_scores)."""
     gl.static_assert(BITS == 2 or not K_AFTER, "K_AFTER: kivi2 only")
     gl.static_assert(not PAIRS or (STAGES == 4 and not K_AFTER), "PAIRS: four stages")
     gl.static_assert(QN == 8 or not K_AFTER, "K_AFTER: 8 columns")
