@@ -28,12 +28,11 @@ Each lane reads its bytes where the operands want them, so that no code moves be
   weights times its token scales, the rows' powers of two and the minimums (a product of their
   own) applied once a program (_value_after, _values_after_end); else the codes scaled as
   unpacked (CODES2/CODES4).
-- The ring's float16 rows are loaded straight into the same operand orders.
-
 - K_SUB (decode's for kivi2's 8-column form on 128 lanes, where it was timed faster): the key
   codes unpacked as subnormals too, the query times the group's channel scales as the second
   operand, the score rows times 2^(24 − BITS·k) and the minimums' term (a product of its own)
   added after (_scores).
+- The ring's float16 rows are loaded straight into the same operand orders.
 
 Options measured and not taken by decode (docs/KERNELS.md): K_AFTER (kivi2's keys scaled after
 their product) and PAIRS (two groups a step), neither with V_AFTER or K_SUB.
