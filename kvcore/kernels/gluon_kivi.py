@@ -28,7 +28,7 @@ Each lane reads its bytes where the operands want them, so that no code moves be
   weights times its token scales, the rows' powers of two and the minimums (a product of their
   own) applied once a program (_value_after, _values_after_end); else the codes scaled as
   unpacked (CODES2/CODES4).
-- K_SUB (decode's for kivi2's 8-column form on 128 lanes, where it was timed faster): the key
+- K_SUB (decode's for kivi2's 8-column forms, where it was timed faster): the key
   codes unpacked as subnormals too, the query times the group's channel scales as the second
   operand, the score rows times 2^(24 − BITS·k) and the minimums' term (a product of its own)
   added after (_scores).
@@ -780,13 +780,15 @@ def launch_for(group: int, lanes: int = 128, bits: int = 2) -> Launch:
     """The launch of the kernel for ``group`` query heads a KV head on heads of ``lanes`` (128
     or 64) in kivi``bits``: 8 columns up to 8, else the 16-column form's launch; V_AFTER in
     every form, each timed faster with it (gluon-kivi*-vafter-h200.json, -group16-vafter,
-    -lanes64-vafter); K_SUB where it was timed faster, kivi2's 8 columns on 128 lanes
-    (gluon-kivi2-ksub-h200.json; kivi4 within 1.5% either way, gluon-kivi4-ksub-h200.json)."""
+    -lanes64-vafter); K_SUB where it was timed faster, kivi2's 8 columns on 128 or 64 lanes
+    (gluon-kivi2-ksub-h200.json, gluon-kivi2-lanes64-ksub-h200.json; kivi4 within 1.5% either
+    way, gluon-kivi4-ksub-h200.json; the 16-column form 1-2% slower,
+    gluon-kivi2-group16-ksub-h200.json)."""
     if lanes not in (64, 128):
         raise ValueError(f"heads of 128 or 64 lanes, not {lanes}")
     if group > 8:
         return Launch(KIVI_GLUON_PER_SM_16, KIVI_GLUON_REGISTERS_16, 16, True, False)
-    return Launch(KIVI_GLUON_PER_SM, KIVI_GLUON_REGISTERS, 8, True, lanes == 128 and bits == 2)
+    return Launch(KIVI_GLUON_PER_SM, KIVI_GLUON_REGISTERS, 8, True, bits == 2)
 
 
 def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,

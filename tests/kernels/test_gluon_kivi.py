@@ -24,7 +24,8 @@ for name, group, after, bits, lanes, v_after, k_sub in (
         ("vz", 4, False, 2, 128, None, None), ("after", 8, True, 2, 128, False, False),
         ("kivi4", 4, False, 4, 128, False, False), ("kivi4-v", 8, False, 4, 128, None, None),
         ("16-v", 16, False, 2, 128, None, None), ("16-kivi4-v", 12, False, 4, 128, None, None),
-        ("64-v", 8, False, 2, 64, None, None), ("64-kivi4-v", 4, False, 4, 64, None, None)):
+        ("64-v", 8, False, 2, 64, True, False), ("64-vz", 8, False, 2, 64, None, None),
+        ("64-kivi4-v", 4, False, 4, 64, None, None)):
     kernel, sass, usage = sass_count.compile_kivi_gluon(group, after, bits, lanes, v_after,
                                                         k_sub)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage,
@@ -73,11 +74,11 @@ def test_kivi_gluon_kernel_compiles_to_its_copies_reads_and_products(compiled):
             # terms; only the values' codes are scaled as they are unpacked
             assert products == 80, name
             assert unscaled == pairs and ptx.count("sub.rn.f16x2") == pairs, name
-        elif name == "vz":
-            # kivi2's default on 128 lanes, K_SUB too: the keys' codes also one AND a pair,
-            # the minimums' term one [16, 128] product (8) a tile more; no float16
-            # subtraction or fused multiply-add left
-            assert products == plain + 2 + 8, name
+        elif name.endswith("vz"):
+            # kivi2's default in 8 columns, K_SUB too: the keys' codes also one AND a pair, the
+            # minimums' term one [16, D] product (8 on 128 lanes, 4 on 64) a tile more; no
+            # float16 subtraction or fused multiply-add left
+            assert products == plain + 2 + (4 if name.startswith("64") else 8), name
             assert unscaled == 0 and ptx.count("sub.rn.f16x2") == 0, name
             assert subnormals == 2 * pairs, name
         elif name.endswith("-v") or name == "v":
@@ -190,8 +191,8 @@ def test_decode_launches_the_after_forms_unless_told_or_keys_after(monkeypatch, 
                                                                   qn):
     # the launch decode_kivi_gluon makes, the kernel and the merge stood in for (no GPU):
     # V_AFTER by default in every form (each timed faster with it), K_SUB in kivi2's 8-column
-    # form on 128 lanes (the one it was timed faster in), either off when asked, and neither
-    # beside K_AFTER or PAIRS, which they cannot join
+    # forms (on 128 and 64 lanes, where it was timed faster; the 16-column form was slower with
+    # it), either off when asked, and neither beside K_AFTER or PAIRS, which they cannot join
     torch = pytest.importorskip("torch")
     pytest.importorskip("triton.experimental.gluon")
     from kvcore.kernels import gluon_kivi, triton_ops
@@ -210,7 +211,7 @@ def test_decode_launches_the_after_forms_unless_told_or_keys_after(monkeypatch, 
     gluon_kivi.decode_kivi_gluon(cache, q, torch.empty(1, 2 * group, head_dim), **consts)
     (launch,) = launches
     assert launch.get("V_AFTER") is v_after
-    timed = fmt == "kivi2" and qn == 8 and head_dim == 128
+    timed = fmt == "kivi2" and qn == 8
     assert launch.get("K_SUB") is (k_sub and timed if k_sub is not None else None)
     assert launch["QN"] == qn and launch["D"] == head_dim and launch["GROUP"] == group
     with pytest.raises(ValueError, match="heads of 128 or 64 lanes"):
