@@ -7,7 +7,8 @@ instead (straight-line code: every instruction, per value a thread quantizes).
         [--dump DIR] [--words] [--head-dim 576 --k-only [--whole]]
     python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4] [--selects]
     python bench/sass_count.py q4_0|q8_0 --gluon [after|scaled] [--group 4]
-    python bench/sass_count.py kivi2|kivi4 --gluon [after] [--group 4]
+    python bench/sass_count.py kivi2|kivi4 --gluon [after] [--group 4] [--v-after 0|1]
+        [--k-sub 0|1]
 
 Prints registers, the loop's warp instructions per iteration and thread instructions per cached
 value (K and V). --src takes the kvcore package from another checkout (to compare versions).
@@ -389,8 +390,9 @@ def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2, lan
                        v_after: bool | None = None, k_sub: bool | None = None):
     """KIVI's Gluon kernel (kvcore/kernels/gluon_kivi.py) compiled for sm_90 as KiviCache.decode
     launches it for ``group`` query heads a KV head (past 8: the 16-column form) in kivi2
-    (``bits`` 4: kivi4; K_AFTER: ``k_after``) with heads of ``lanes`` (128 or 64): (kernel,
-    SASS, resource usage)."""
+    (``bits`` 4: kivi4; K_AFTER: ``k_after``) with heads of ``lanes`` (128 or 64), V_AFTER and
+    K_SUB as ``v_after`` and ``k_sub`` say (None: as decode launches it, never beside
+    K_AFTER): (kernel, SASS, resource usage)."""
     from kvcore.kernels.gluon_kivi import kivi2_swapped_kernel, launch_for
 
     launch = launch_for(group, lanes, bits)
