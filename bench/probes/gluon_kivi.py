@@ -40,9 +40,9 @@ def parse_launch(name: str) -> dict:
     """"12c168": 12 programs a multiprocessor capped at 168 registers; "8u": 8, uncapped;
     "12c168s4": four stages; then k: K_AFTER, a: not K_AFTER (else the kernel's default);
     then p: PAIRS (two groups a step, four stages); v: V_AFTER (the values' scales on the
-    weights), n: not V_AFTER (else decode's choice); z/y: K_SUB (the keys' codes as subnormals) or not;
-    a trailing t and a number: splits of that many tokens (else one wave of the
-    programs a multiprocessor)."""
+    weights), n: not V_AFTER; z: K_SUB (the keys' codes as subnormals), y: not K_SUB (each
+    else decode's choice); a trailing t and a number: splits of that many tokens (else one
+    wave of the programs a multiprocessor)."""
     m = re.fullmatch(r"(\d+)(?:c(\d+)|u)(?:s(\d))?([ka]?)(p?)([vn]?)([zy]?)(?:t(\d+))?", name)
     assert m, name
     out: dict = {"per_sm": int(m.group(1)), "max_registers": int(m.group(2) or 0),
