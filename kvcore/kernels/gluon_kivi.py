@@ -257,16 +257,15 @@ def _key_operand(kbuf, ksbuf, kmbuf, st, BITS: gl.constexpr, D: gl.constexpr = 1
     else:
         L: gl.constexpr = KL64
     kb = kbuf.index(st).load(L)
+    if not SUB:  # each code's channel scale and minimum
+        ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, L)), 0), kb)[0]
+        km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, L)), 0), kb)[0]
     if BITS == 2:
         if SUB:
             o0, o1, o2, o3 = gl.inline_asm_elementwise(
                 SUBNORMAL2, "=r,=r,=r,=r,=r,=r,=r,=r,r", [kb],
                 dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
         else:
-            ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, L)), 0),
-                              kb)[0]
-            km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, L)), 0),
-                              kb)[0]
             o0, o1, o2, o3 = gl.inline_asm_elementwise(
                 CODES2, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km],
                 dtype=(gl.float16, gl.float16, gl.float16, gl.float16), is_pure=True, pack=4)
@@ -279,10 +278,6 @@ def _key_operand(kbuf, ksbuf, kmbuf, st, BITS: gl.constexpr, D: gl.constexpr = 1
                 SUBNORMAL4, "=r,=r,=r,=r,r", [kb], dtype=(gl.float16, gl.float16),
                 is_pure=True, pack=4)
         else:
-            ks = gl.broadcast(gl.expand_dims(ksbuf.index(st).load(gl.SliceLayout(0, L)), 0),
-                              kb)[0]
-            km = gl.broadcast(gl.expand_dims(kmbuf.index(st).load(gl.SliceLayout(0, L)), 0),
-                              kb)[0]
             o0, o1 = gl.inline_asm_elementwise(
                 CODES4, "=r,=r,=r,=r,r,r,r,r,r", [kb, ks, km], dtype=(gl.float16, gl.float16),
                 is_pure=True, pack=4)
@@ -290,6 +285,24 @@ def _key_operand(kbuf, ksbuf, kmbuf, st, BITS: gl.constexpr, D: gl.constexpr = 1
         x = gl.reshape(x, [2, 8, 4, D // 16, 2, 2, 2])  # h g | t J f e | k
         x = gl.permute(x, [0, 6, 1, 3, 4, 2, 5])  # h k g | J f t e
     return gl.convert_layout(gl.reshape(x, [32, D]), OPA)
+
+
+@gluon.jit
+def _by_column(x):
+    """A group's per-channel plane [D] (channel D/4 · t + 4 J + 2 f + e) in the score product's
+    column order (16 J + 8 f + 2 t + e: key_channel's inverse)."""
+    D: gl.constexpr = x.shape[0]
+    x = gl.reshape(x, [4, D // 16, 2, 2])  # t J f e
+    return gl.reshape(gl.permute(x, [1, 2, 0, 3]), [D])
+
+
+@gluon.jit
+def _by_token_column(x):
+    """Per-token planes [R, 32] (token 8 t + 4 κ + 2 f + e) in the value product's column order
+    (16 κ + 8 f + 2 t + e)."""
+    R: gl.constexpr = x.shape[0]
+    x = gl.reshape(x, [R, 4, 2, 2, 2])  # r | t κ f e
+    return gl.reshape(gl.permute(x, [0, 2, 3, 1, 4]), [R, 32])
 
 
 @gluon.jit
@@ -306,11 +319,8 @@ def _scores(kbuf, ksbuf, kmbuf, st, qb, BITS: gl.constexpr, D: gl.constexpr,
             SL: gl.constexpr = SKS
         else:
             SL: gl.constexpr = SKS64
-        # channel 4 J + 2 f + e + D/4 · t → the operands' column 16 J + 8 f + 2 t + e
-        sc = gl.reshape(ksbuf.index(st).load(SL), [4, D // 16, 2, 2])  # t J f e
-        sc = gl.reshape(gl.permute(sc, [1, 2, 0, 3]), [D])
-        mn = gl.reshape(kmbuf.index(st).load(SL), [4, D // 16, 2, 2])
-        mn = gl.reshape(gl.permute(mn, [1, 2, 0, 3]), [D])
+        sc = _by_column(ksbuf.index(st).load(SL))
+        mn = _by_column(kmbuf.index(st).load(SL))
         qs = qb * gl.expand_dims(gl.convert_layout(sc, gl.SliceLayout(1, OPB)), 1)
         mrows = gl.expand_dims(gl.convert_layout(mn, gl.SliceLayout(0, OPA)), 0)
         mrows = gl.broadcast(mrows, gl.zeros([16, D], gl.float16, layout=OPA))[0]
@@ -491,8 +501,7 @@ def _value_after(vbuf, vsbuf, vmbuf, st, pt, acc, am, BITS: gl.constexpr, D: gl.
     weights times group q's token minimums (a product whose first operand is the minimums'
     rows, zero past the groups)."""
     SL: gl.constexpr = SVS if D == 128 else SVS64
-    sc = gl.reshape(vsbuf.index(st).load(SL), [D // 32, 4, 2, 2, 2])  # q | t κ f e
-    sc = gl.reshape(gl.permute(sc, [0, 2, 3, 1, 4]), [D // 32, 32])  # q | κ f t e (pt's rows)
+    sc = _by_token_column(vsbuf.index(st).load(SL))  # [groups q, pt's rows]
     a0, a1, a2, a3 = _group_parts(acc, D)
     if D == 128:
         y0, y1 = gl.split(gl.reshape(gl.permute(sc, [1, 0]), [32, 2, 2]))  # k a | b
@@ -508,8 +517,7 @@ def _value_after(vbuf, vsbuf, vmbuf, st, pt, acc, am, BITS: gl.constexpr, D: gl.
                                  a0)
     a1 = gl.nvidia.ampere.mma_v2(_value_codes(vbuf, st, 1, BITS, D), _scaled_weights(pt, s1),
                                  a1)
-    mn = gl.reshape(vmbuf.index(st).load(SVM), [8, 4, 2, 2, 2])
-    mn = gl.reshape(gl.permute(mn, [0, 2, 3, 1, 4]), [8, 32])  # row | κ f t e
+    mn = _by_token_column(vmbuf.index(st).load(SVM))  # [8 rows, the value columns]
     mn = gl.reshape(gl.permute(gl.join(mn, gl.zeros_like(mn)), [2, 0, 1]), [16, 32])
     am = gl.nvidia.ampere.mma_v2(gl.convert_layout(mn, OPA), pt, am)
     return _groups_joined(a0, a1, a2, a3, D), am
@@ -810,14 +818,13 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
     seqs, hq, d = q.shape
     group = hq // cache.heads
     launch = launch_for(group, d, cache.bits)
-    launch_per_sm, launch_registers, qn = launch.per_sm, launch.registers, launch.qn
     if not (consts.get("K_AFTER") or consts.get("PAIRS")):
         consts.setdefault("V_AFTER", launch.v_after)
         consts.setdefault("K_SUB", launch.k_sub)
     if per_sm is None:
-        per_sm = launch_per_sm
+        per_sm = launch.per_sm
     if max_registers is None:
-        max_registers = launch_registers
+        max_registers = launch.registers
     total = max(a + b for a, b in zip(cache.n_quant, cache.n_resid, strict=True))
     if split_tokens is None:
         split, n_splits = tiled_splits(total, wave_splits(seqs * cache.heads, per_sm))
@@ -831,7 +838,7 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
         q.contiguous(), acc, ml, cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm,
         cache.kr, cache.vr, nq, nr, cache.group_table, cache.group_table.stride(0), cache.ring,
         n_splits, LOG2E / math.sqrt(d), split, H=cache.heads, GROUP=group, LAZY=bool(lazy),
-        BITS=cache.bits, QN=qn, D=d, num_warps=1,
+        BITS=cache.bits, QN=launch.qn, D=d, num_warps=1,
         **consts, **({"PDL": True, "launch_pdl": True} if pdl else {}),
         **({"maxnreg": max_registers} if max_registers else {}))
     reduce_splits(acc, ml, out, n_splits, seqs, cache.heads, group, d, pdl=pdl)
