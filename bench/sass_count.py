@@ -397,10 +397,11 @@ def compile_kivi_gluon(group: int = 4, k_after: bool = False, bits: int = 2, lan
 
     launch = launch_for(group, lanes, bits)
     registers, qn = launch.registers, launch.qn
+    forms = launch.forms(k_after)
     if v_after is None:
-        v_after = launch.v_after and not k_after
+        v_after = forms.get("V_AFTER", False)
     if k_sub is None:
-        k_sub = launch.k_sub and not k_after
+        k_sub = forms.get("K_SUB", False)
 
     sig = {"Q": "*fp16", "ACC": "*fp32", "ML": "*fp32", "KQ": "*u8", "KS": "*fp16",
            "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16", "KR": "*fp16",

@@ -783,6 +783,13 @@ class Launch(NamedTuple):
     v_after: bool  # V_AFTER
     k_sub: bool  # K_SUB
 
+    def forms(self, k_after: bool = False, pairs: bool = False) -> dict[str, bool]:
+        """The kernel's V_AFTER and K_SUB for this launch: none beside K_AFTER or PAIRS, which
+        they cannot join (the kernel's defaults, off, stand)."""
+        if k_after or pairs:
+            return {}
+        return {"V_AFTER": self.v_after, "K_SUB": self.k_sub}
+
 
 def launch_for(group: int, lanes: int = 128, bits: int = 2) -> Launch:
     """The launch of the kernel for ``group`` query heads a KV head on heads of ``lanes`` (128
@@ -818,9 +825,9 @@ def decode_kivi_gluon(cache: Any, q: Any, out: Any, per_sm: int | None = None,
     seqs, hq, d = q.shape
     group = hq // cache.heads
     launch = launch_for(group, d, cache.bits)
-    if not (consts.get("K_AFTER") or consts.get("PAIRS")):
-        consts.setdefault("V_AFTER", launch.v_after)
-        consts.setdefault("K_SUB", launch.k_sub)
+    for name, on in launch.forms(consts.get("K_AFTER", False),
+                                 consts.get("PAIRS", False)).items():
+        consts.setdefault(name, on)
     if per_sm is None:
         per_sm = launch.per_sm
     if max_registers is None:
