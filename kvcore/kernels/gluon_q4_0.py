@@ -465,14 +465,24 @@ VSC8 = gl.constexpr(gl.BlockedLayout([1, 4], [16, 2], [1, 1], [1, 0]))
 def _wide_copy(buf, st, P0, first, left, MASKED: gl.constexpr, LAYOUT: gl.constexpr,
                WIDTH: gl.constexpr):
     """The copy of a tile's 32 rows of WIDTH elements (the AFTER forms' codes) into ``buf``
-    [STAGES, 32, WIDTH], 16 bytes a copy."""
+    [STAGES, 32, WIDTH], 16 bytes a copy. Each lane's offsets are 64-bit from the start
+    (_lane_offsets), so that its four copies share one address and their rows' distances are
+    immediates."""
     tok = gl.arange(0, 32, layout=gl.SliceLayout(1, LAYOUT))
-    ptr = (P0 + first * WIDTH + tok[:, None] * WIDTH
-           + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, LAYOUT))[None, :])
+    ptr = (P0 + first * WIDTH) + _lane_offsets(
+        tok, gl.arange(0, WIDTH, layout=gl.SliceLayout(0, LAYOUT)), WIDTH)
     if MASKED:
         ASYNC_LOAD(buf.index(st), ptr, mask=(tok < left)[:, None])
     else:
         ASYNC_LOAD(buf.index(st), ptr)
+
+
+@gluon.jit
+def _lane_offsets(tok, col, ROW: gl.constexpr):
+    """[32, columns] offsets ``tok`` · ROW + ``col``, in 64 bits from the start: a lane's rows
+    differ by constants then, which the compiler folds into its copies' addresses (in 32 bits
+    each row's sum is widened on its own)."""
+    return tok.to(gl.int64)[:, None] * ROW + col.to(gl.int64)[None, :]
 
 
 @gluon.jit
@@ -492,8 +502,8 @@ def _fp4_scales_copy(buf, st, P1, first, left, MASKED: gl.constexpr):
     """FP4: the copy of a tile's 32 rows of 8 nvfp4 block scales into ``buf`` [STAGES, 32, 8],
     8 bytes a lane."""
     stok = gl.arange(0, 32, layout=gl.SliceLayout(1, KSC4))
-    ptr = (P1 + first * 8 + stok[:, None] * 8
-           + gl.arange(0, 8, layout=gl.SliceLayout(0, KSC4))[None, :])
+    ptr = (P1 + first * 8) + _lane_offsets(stok, gl.arange(0, 8, layout=gl.SliceLayout(0, KSC4)),
+                                           8)
     if MASKED:
         ASYNC_LOAD(buf.index(st), ptr, mask=(stok < left)[:, None])
     else:
@@ -539,7 +549,7 @@ def _tbq3_copy(buf, st, P0, first, left, MASKED: gl.constexpr):
     tok = gl.arange(0, 32, layout=gl.SliceLayout(1, CT3))
     c = gl.arange(0, 16, layout=gl.SliceLayout(0, CT3))
     word = 3 * (c >> 2) + (((c & 3) + 1) >> 1)
-    ptr = P0.to(gl.pointer_type(gl.int32)) + (first + tok)[:, None] * 12 + word[None, :]
+    ptr = (P0.to(gl.pointer_type(gl.int32)) + first * 12) + _lane_offsets(tok, word, 12)
     if MASKED:
         ASYNC_LOAD(buf.index(st), ptr, mask=(tok < left)[:, None])
     else:
@@ -568,7 +578,8 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
             tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
             col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
                    + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
-            kp = K0 + first * 64 + tok[:, None, None] * 64 + col[None, :, :]
+            kp = (K0 + first * 64) + (tok.to(gl.int64)[:, None, None] * 64
+                                      + col.to(gl.int64)[None, :, :])
             if MASKED:
                 ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
             else:
@@ -591,18 +602,19 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
             pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
             chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
             vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
-            vp = V0 + first * 64 + pair[:, None, None] * 128 + vcol[None, :, :]
+            vp = (V0 + first * 64) + (pair.to(gl.int64)[:, None, None] * 128
+                                      + vcol.to(gl.int64)[None, :, :])
             if FMT == "tbq4":
                 _norms_copy(vsbuf, st, V1, first, left, MASKED)
             elif FMT == "nvfp4":  # a pair's 16 scale bytes, 8 a token
                 spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC8))
-                vsp = (V1 + first * 8 + spair[:, None] * 16
-                       + gl.arange(0, 8, layout=gl.SliceLayout(0, VSC8))[None, :])
+                vsp = (V1 + first * 8) + _lane_offsets(
+                    spair, gl.arange(0, 8, layout=gl.SliceLayout(0, VSC8)), 16)
                 odd: gl.constexpr = 8
             else:
                 spair = gl.arange(0, 16, layout=gl.SliceLayout(1, VSC))
                 vblk = gl.arange(0, 4, layout=gl.SliceLayout(0, VSC))
-                vsp = V1 + first * 4 + spair[:, None] * 8 + vblk[None, :]
+                vsp = (V1 + first * 4) + _lane_offsets(spair, vblk, 8)
                 odd: gl.constexpr = 4
             if MASKED:
                 chunk2 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, VC)))
@@ -620,14 +632,38 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
 
 
 @gluon.jit
-def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
+def _cursor(BT, bt0, n0, end, PAGE):
+    """The page cursor of the tile at token n0 (a split's first): the tile's page index in the
+    block table, its first row within the page, the page and the block table's next page
+    (each 0 past the end). _next_tile moves it a tile on with no division."""
+    pg = n0 // PAGE
+    page = gl.load(BT + bt0 + pg, mask=n0 < end, other=0)
+    nxt = gl.load(BT + bt0 + pg + 1, mask=(pg + 1) * PAGE < end, other=0)
+    return pg, n0 - pg * PAGE, page, nxt
+
+
+@gluon.jit
+def _next_tile(pg, off, page, nxt, BT, bt0, end, PAGE):
+    """The cursor of the tile after (pg, off, page, nxt): within the page, or at the next one's
+    first row (pages hold whole tiles: a multiple of 32 tokens), the page after that read from
+    the block table then, a tile or more before it is needed."""
+    off = off + 32
+    wrap = off == PAGE
+    pg = gl.where(wrap, pg + 1, pg)
+    page = gl.where(wrap, nxt, page)
+    nxt = gl.load(BT + bt0 + pg + 1, mask=wrap & ((pg + 1) * PAGE < end), other=nxt)
+    return pg, gl.where(wrap, 0, off), page, nxt
+
+
+@gluon.jit
+def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, page, off, h, n0, end, PAGE,
            H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr,
            FMT: gl.constexpr):
-    """Start copying the tile of tokens n0 … n0 + 32 into stage ``st`` of the buffers (a tile
-    past the end copies nothing and zero-fills), as one commit group; a whole tile unmasked."""
+    """Start copying the tile of tokens n0 … n0 + 32, at row ``off`` of ``page``, into stage
+    ``st`` of the buffers (a tile past the end copies nothing and zero-fills), as one commit
+    group; a whole tile unmasked."""
     left = end - n0
-    page = gl.load(BT + bt0 + n0 // PAGE, mask=left > 0, other=0).to(gl.int64)
-    first = (page * H_KV + h) * PAGE + n0 % PAGE
+    first = (page.to(gl.int64) * H_KV + h) * PAGE + off
     if left >= 32:
         _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, False, K_AFTER,
                 V_AFTER, FMT)
@@ -638,18 +674,21 @@ def _issue(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, BT, bt0, h, n0, end, PA
 
 
 @gluon.jit
-def _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BT, bt0, h, n0, end, PAGE,
+def _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BT, bt0, cur, h, n0, end, PAGE,
              H_KV: gl.constexpr, K_AFTER: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr,
              STAGES: gl.constexpr,
              PENDING: gl.constexpr):
     """Iteration ``it`` (its tile at n0) of the loop: once every lane is done with the stage the
-    next copy fills, start copying the tile STAGES − 1 ahead into it, then wait until at most
-    PENDING copies are still in flight and every lane sees the arrived ones."""
+    next copy fills, start copying the tile STAGES − 1 ahead (at the page cursor ``cur``) into
+    it, then wait until at most PENDING copies are still in flight and every lane sees the
+    arrived ones; the cursor of the tile after."""
+    pg, off, page, nxt = cur
     BARRIER()
-    _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1, BT, bt0, h,
+    _issue(kbuf, ksbuf, vbuf, vsbuf, (it + STAGES - 1) % STAGES, K0, K1, V0, V1, page, off, h,
            n0 + (STAGES - 1) * 32, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT)
     _cp.wait_group(PENDING)
     BARRIER()
+    return _next_tile(pg, off, page, nxt, BT, bt0, end, PAGE)
 
 
 @gluon.jit
@@ -1183,9 +1222,11 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         else:
             vops = 0.0  # unused
     bt0 = b * stride_bt
+    pg, off, page, nxt = _cursor(BLOCK_TABLE, bt0, start, end, PAGE)
     for i in gl.static_range(STAGES - 1):
-        _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, BLOCK_TABLE, bt0, h,
-               start + i * BN, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT)
+        _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, page, off, h, start + i * BN, end,
+               PAGE, H_KV, K_AFTER, V_AFTER, FMT)
+        pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([QN], gl.float32, layout=gl.SliceLayout(0, MMA))
     acc0 = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -1200,8 +1241,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         s = _tile_scores(kbuf, ksbuf, 0, qops, K_AFTER, QN, FMT)
         for n0 in range(start, end - BN, BN):
             st = it % STAGES
-            _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, FMT, STAGES, STAGES - 2)
+            pg, off, page, nxt = _advance(
+                kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0,
+                (pg, off, page, nxt), h, n0, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT, STAGES,
+                STAGES - 2)
             s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, QN, FMT)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops, LAZY,
@@ -1215,8 +1258,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     else:
         for n0 in range(start, end, BN):
             st = it % STAGES
-            _advance(kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0, h, n0, end,
-                     PAGE, H_KV, K_AFTER, V_AFTER, FMT, STAGES, STAGES - 1)
+            pg, off, page, nxt = _advance(
+                kbuf, ksbuf, vbuf, vsbuf, it, K0, K1, V0, V1, BLOCK_TABLE, bt0,
+                (pg, off, page, nxt), h, n0, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT, STAGES,
+                STAGES - 1)
             s = _tile_scores(kbuf, ksbuf, st, qops, K_AFTER, QN, FMT)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops,
