@@ -4,6 +4,7 @@ file from an earlier commit (the base), in turns on one card, for each format it
     git show COMMIT:kvcore/kernels/gluon_q4_0.py > .base/gluon_q4_0.py
     python bench/probes/base_turns.py --base .base/gluon_q4_0.py [--formats q4_0,q8_0,…]
         [--shapes 1x131072,8x131072,…] [--rounds 3] [--out DIR]
+        [--launches "NAME:SETTING,…;NAME:…"]
 
 The base file is loaded as a module of kvcore.kernels beside this tree's (its relative imports
 are this tree's cache and ops: only the kernel file differs). First a check on small paged
@@ -14,13 +15,21 @@ LayerCache.decode_ref and against the other tree's (a change to how tiles are ad
 should be equal). Then per format and shape each round times decode under the base kernel and
 under this tree's in turns (the order reversed every other round), as bench/decode.py times a
 step (CUDA graph over cache copies). Writes base-turns.json after every row. Needs a GPU.
+
+``--launches`` names launches of this tree's kernel to time in the same turns (default: one,
+``new``, as decode launches it). A setting is ``cache.ATTR=N`` or ``gluon.ATTR=N`` (a constant
+of kvcore.kernels.cache or of this tree's gluon_q4_0, set while the launch runs: programs a
+multiprocessor, register caps) or ``consts.NAME=N`` (a compile-time argument added to
+launch_consts'), e.g. ``p12:cache.GLUON_PER_SM_Q4=12,gluon.Q4_PIPE_PER_SM=12,
+gluon.Q4_PIPE_REGISTERS=168``. The check runs each launch too, at its GLUON_PER_SM_* setting
+where it has one.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
-import itertools
 import math
 import os
 import sys
@@ -45,6 +54,46 @@ from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 NEW = gluon_q4_0.decode_gluon
+CONSTS = gluon_q4_0.launch_consts
+
+
+def parse_launches(text: str) -> dict[str, list[tuple[str, str, int]]]:
+    """``NAME:SETTING,…;…`` → name → [(scope, attribute, value)]; scope cache, gluon or
+    consts."""
+    out: dict[str, list[tuple[str, str, int]]] = {}
+    for part in filter(None, text.split(";")):
+        name, _, settings = part.partition(":")
+        out[name] = []
+        for item in filter(None, settings.split(",")):
+            key, _, value = item.partition("=")
+            scope, _, attr = key.partition(".")
+            if scope not in ("cache", "gluon", "consts") or not attr or not value:
+                raise SystemExit(f"--launches: expected cache.ATTR=N, gluon.ATTR=N or "
+                                 f"consts.NAME=N, got {item!r}")
+            out[name].append((scope, attr, int(value)))
+    return out
+
+
+@contextlib.contextmanager
+def launched(settings: list[tuple[str, str, int]]):
+    """This tree's kernel under ``settings`` (parse_launches'), restored after."""
+    from kvcore.kernels import cache as cache_module
+
+    modules = {"cache": cache_module, "gluon": gluon_q4_0}
+    saved = [(modules[s], a, getattr(modules[s], a)) for s, a, _ in settings if s != "consts"]
+    extra = {a: v for s, a, v in settings if s == "consts"}
+    for s, a, v in settings:
+        if s != "consts":
+            setattr(modules[s], a, v)
+    if extra:
+        gluon_q4_0.launch_consts = lambda fmt, group, per_sm=0: {**CONSTS(fmt, group, per_sm),
+                                                                 **extra}
+    try:
+        yield
+    finally:
+        for module, a, v in saved:
+            setattr(module, a, v)
+        gluon_q4_0.launch_consts = CONSTS
 
 
 def load_base(path: str):
@@ -64,9 +113,23 @@ def use(decode) -> None:
     gluon_q4_0.decode_gluon = decode
 
 
-def check(fmt: str, base) -> dict:
+def run(decode, case: tuple, per_sm: int) -> torch.Tensor:
+    """``decode`` (a decode_gluon) over ``case`` (cache, query, block table, lengths, longest)
+    at ``per_sm`` programs a multiprocessor, into an output filled with NaN first."""
+    cache, q, table, seq, longest = case
+    bsz, hq, d = q.shape
+    n = gluon_q4_0.splits_for(bsz * cache.kv_heads, longest, per_sm)[1]
+    acc = torch.empty(bsz * hq * n * d, device="cuda")
+    ml = torch.empty(bsz * hq * n * 2, device="cuda")
+    out = torch.full((bsz, hq, d), float("nan"), device="cuda")
+    return decode(cache, q, table, seq, out, longest, per_sm, acc, ml).float()
+
+
+def check(fmt: str, base, launches: dict[str, list[tuple[str, str, int]]]) -> dict:
     """Per paged case: each tree's largest difference from decode_ref over the reference's
-    largest magnitude, and the largest difference between the two trees' outputs."""
+    largest magnitude (the base at 1 and 8 programs a multiprocessor, each launch of this tree
+    at its own count where it sets one, else at both), and the largest difference between the
+    two trees' outputs at the same count."""
     res = {}
     for ps, group, lens in ((32, 4, [37, 200, 129, 1]), (64, 8, [300, 64, 65]),
                             (96, 4, [2000, 97, 33]), (32, 16, [95, 33]),
@@ -84,23 +147,22 @@ def check(fmt: str, base) -> dict:
         seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
         q = torch.randn(bsz, hkv * group, d, device="cuda", dtype=torch.float16)
         ref = cache.decode_ref(q, table, seq, int_query=False).float()
-        outs = {}
-        for (tree, module), per_sm in itertools.product(
-                (("base", base), ("new", gluon_q4_0)), (1, 8)):
-            n = module.splits_for(bsz * hkv, max(lens), per_sm)[1]
-            acc = torch.empty(bsz * hkv * group * n * d, device="cuda")
-            ml = torch.empty(bsz * hkv * group * n * 2, device="cuda")
-            out = torch.full((bsz, hkv * group, d), float("nan"), device="cuda")
-            decode = module.decode_gluon if module is base else NEW
-            outs[f"{tree}-per_sm{per_sm}"] = decode(cache, q, table, seq, out, max(lens), per_sm,
-                                                   acc, ml).float()
+
+        case = (cache, q, table, seq, max(lens))
+        outs = {f"base-per_sm{p}": run(base.decode_gluon, case, p) for p in (1, 8)}
+        for lname, settings in launches.items():
+            counts = [v for _, a, v in settings if a.startswith("GLUON_PER_SM")] or [1, 8]
+            with launched(settings):
+                for p in counts:
+                    outs[f"{lname}-per_sm{p}"] = run(NEW, case, p)
         scale = ref.abs().max()
         name = f"page{ps}-group{group}-lens{'/'.join(map(str, lens))}"
         res[name] = {f"{t}_vs_ref": float((o - ref).abs().max() / scale)
                      for t, o in outs.items()}
-        for per_sm in (1, 8):
-            res[name][f"new_vs_base-per_sm{per_sm}"] = float(
-                (outs[f"new-per_sm{per_sm}"] - outs[f"base-per_sm{per_sm}"]).abs().max())
+        for t, o in outs.items():
+            p = t.rsplit("-", 1)[1]
+            if not t.startswith("base") and f"base-{p}" in outs:
+                res[name][f"{t}_vs_base"] = float((o - outs[f"base-{p}"]).abs().max())
         res[name]["nan"] = any(bool(torch.isnan(o).any()) for o in outs.values())
         print(fmt, name, res[name], flush=True)
     return res
@@ -113,12 +175,14 @@ def main() -> None:
     ap.add_argument("--shapes", default="1x131072,8x131072,1x32768,8x32768,64x32768")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--launches", default="new:")
     args = ap.parse_args()
+    launches = parse_launches(args.launches)
     base = load_base(args.base)
     doc: dict = {"env": environment("cuda", torch), "base": args.base, "checks": {},
                  "rows": []}
     for fmt in args.formats.split(","):
-        doc["checks"][fmt] = check(fmt, base)
+        doc["checks"][fmt] = check(fmt, base, launches)
         write_json(args.out, "base-turns.json", doc)
     for fmt in args.formats.split(","):
         for shape in args.shapes.split(","):
@@ -129,17 +193,22 @@ def main() -> None:
                 print(fmt, shape, "not the Gluon kernel's launch: skipped", flush=True)
                 continue
             row: dict = {"format": fmt, "batch": batch, "tokens": tokens, "base": [],
-                         "new": []}
+                         **{name: [] for name in launches}}
             for r in range(args.rounds):
-                for tree in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                    use(base.decode_gluon if tree == "base" else NEW)
-                    try:
-                        row[tree].append(time_steps(caches, batch, tokens))
-                    finally:
-                        use(NEW)
+                order = ["base", *launches]
+                for tree in (order if r % 2 == 0 else order[::-1]):
+                    if tree == "base":
+                        use(base.decode_gluon)
+                        try:
+                            row[tree].append(time_steps(caches, batch, tokens))
+                        finally:
+                            use(NEW)
+                    else:
+                        with launched(launches[tree]):
+                            row[tree].append(time_steps(caches, batch, tokens))
             doc["rows"].append(row)
-            print(fmt, shape, "base", [f"{t * 1e6:.1f}" for t in row["base"]], "new",
-                  [f"{t * 1e6:.1f}" for t in row["new"]], flush=True)
+            print(fmt, shape, *(f"{k} {' '.join(f'{t * 1e6:.1f}' for t in row[k])}"
+                                for k in ("base", *launches)), flush=True)
             write_json(args.out, "base-turns.json", doc)
             del caches
             torch.cuda.empty_cache()

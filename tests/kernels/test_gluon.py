@@ -398,6 +398,8 @@ def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_cap
     # nvfp4: its scaled forms, its global scales passed (K's, then V's)
     assert not any(k in launched for k in ("Q8", "FP4", "TBQ4", "TBQ3"))
     assert launched["K_AFTER"] is launched["V_AFTER"] is (fmt in ("q4_0", "q8_0") and group <= 8)
+    # only q4_0's PIPE form keeps its running sums by place
+    assert launched["SUM_LANES"] is (fmt == "q4_0" and launched["PIPE"])
     if fp4:
         assert launched_args[7] is cache.k.global_scale
         assert launched_args[8] is cache.v.global_scale
