@@ -1036,6 +1036,41 @@ def next_max(m_t, m_i, LAZY: gl.constexpr):
 
 
 @gluon.jit
+def _tile_values(p, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops, V_AFTER: gl.constexpr,
+                 FMT: gl.constexpr):
+    """The partial outputs after one tile's weights ``p`` [32 tokens, QN] times its values
+    (stage ``st``)."""
+    if FMT == "tbq4" or FMT == "tbq3":  # each token's V norm joins its weight
+        vn = _norms_view(vsbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
+        pt = gl.convert_layout((p * vn[:, None]).to(gl.float16), OPB)
+    else:
+        pt = gl.convert_layout(p.to(gl.float16), OPB)
+    if V_AFTER:
+        if FMT == "q8_0":
+            vw = vbuf.index(st).load(VW8)
+            x0, x1 = gl.inline_asm_elementwise(V8_RAW_ASM, "=r,=r,r", [vw], is_pure=True,
+                                               pack=2, dtype=(gl.float16, gl.float16))
+            a0, a1, a2, a3 = _v8_blocks(x0, x1)
+        else:
+            vw = vbuf.index(st).load(VW)
+            x0, x1, y0, y1 = gl.inline_asm_elementwise(
+                K_RAW_ASM, "=r,=r,=r,=r,r", [vw], is_pure=True, pack=2,
+                dtype=(gl.float16, gl.float16, gl.float16, gl.float16))
+            a0, a1, a2, a3 = _v_blocks(x0, x1, y0, y1)
+        w0, w1, w2, w3 = _v_weights(pt, vsbuf.index(st).load(VS4))
+        acc0 = gl.nvidia.ampere.mma_v2(vops, w0, gl.nvidia.ampere.mma_v2(a0, w0, acc0))
+        acc1 = gl.nvidia.ampere.mma_v2(vops, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
+        acc2 = gl.nvidia.ampere.mma_v2(vops, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
+        acc3 = gl.nvidia.ampere.mma_v2(vops, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
+    elif FMT == "tbq3":
+        acc0, acc1, acc2, acc3 = _v3_product(vbuf, st, pt, acc0, acc1, acc2, acc3, vops)
+    else:
+        acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3,
+                                                  FMT, vops)
+    return acc0, acc1, acc2, acc3
+
+
+@gluon.jit
 def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
                  st, vops, LAZY: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr,
                  SUM_LANES: gl.constexpr = False):
@@ -1064,33 +1099,31 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         acc1 = acc1 * alpha[None, :]
         acc2 = acc2 * alpha[None, :]
         acc3 = acc3 * alpha[None, :]
-    if FMT == "tbq4" or FMT == "tbq3":  # each token's V norm joins its weight
-        vn = _norms_view(vsbuf, st).load(gl.SliceLayout(1, MMA)).to(gl.float32)
-        pt = gl.convert_layout((p * vn[:, None]).to(gl.float16), OPB)
+    acc0, acc1, acc2, acc3 = _tile_values(p, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops,
+                                          V_AFTER, FMT)
+    return m_new, l_i, acc0, acc1, acc2, acc3
+
+
+@gluon.jit
+def _pair_attend(s0, s1, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st0, st1, vops,
+                 V_AFTER: gl.constexpr, FMT: gl.constexpr, SUM_LANES: gl.constexpr):
+    """PAIRS: the online softmax of two whole tiles' scores ``s0`` and ``s1`` at once (one max,
+    one rescaling) and their value products from stages ``st0`` and ``st1``."""
+    m_new, alpha = next_max(gl.maximum(gl.max(s0, axis=0), gl.max(s1, axis=0)), m_i, False)
+    p0 = gl.exp2(s0 - m_new[None, :])
+    p1 = gl.exp2(s1 - m_new[None, :])
+    if SUM_LANES:  # noqa: SIM108 (a compile-time branch)
+        l_i = l_i * alpha[None, :] + (p0 + p1)
     else:
-        pt = gl.convert_layout(p.to(gl.float16), OPB)
-    if V_AFTER:
-        if FMT == "q8_0":
-            vw = vbuf.index(st).load(VW8)
-            x0, x1 = gl.inline_asm_elementwise(V8_RAW_ASM, "=r,=r,r", [vw], is_pure=True,
-                                               pack=2, dtype=(gl.float16, gl.float16))
-            a0, a1, a2, a3 = _v8_blocks(x0, x1)
-        else:
-            vw = vbuf.index(st).load(VW)
-            x0, x1, y0, y1 = gl.inline_asm_elementwise(
-                K_RAW_ASM, "=r,=r,=r,=r,r", [vw], is_pure=True, pack=2,
-                dtype=(gl.float16, gl.float16, gl.float16, gl.float16))
-            a0, a1, a2, a3 = _v_blocks(x0, x1, y0, y1)
-        w0, w1, w2, w3 = _v_weights(pt, vsbuf.index(st).load(VS4))
-        acc0 = gl.nvidia.ampere.mma_v2(vops, w0, gl.nvidia.ampere.mma_v2(a0, w0, acc0))
-        acc1 = gl.nvidia.ampere.mma_v2(vops, w1, gl.nvidia.ampere.mma_v2(a1, w1, acc1))
-        acc2 = gl.nvidia.ampere.mma_v2(vops, w2, gl.nvidia.ampere.mma_v2(a2, w2, acc2))
-        acc3 = gl.nvidia.ampere.mma_v2(vops, w3, gl.nvidia.ampere.mma_v2(a3, w3, acc3))
-    elif FMT == "tbq3":
-        acc0, acc1, acc2, acc3 = _v3_product(vbuf, st, pt, acc0, acc1, acc2, acc3, vops)
-    else:
-        acc0, acc1, acc2, acc3 = _v_split_product(vbuf, vsbuf, st, pt, acc0, acc1, acc2, acc3,
-                                                  FMT, vops)
+        l_i = l_i * alpha + gl.sum(p0 + p1, axis=0)
+    acc0 = acc0 * alpha[None, :]
+    acc1 = acc1 * alpha[None, :]
+    acc2 = acc2 * alpha[None, :]
+    acc3 = acc3 * alpha[None, :]
+    acc0, acc1, acc2, acc3 = _tile_values(p0, acc0, acc1, acc2, acc3, vbuf, vsbuf, st0, vops,
+                                          V_AFTER, FMT)
+    acc0, acc1, acc2, acc3 = _tile_values(p1, acc0, acc1, acc2, acc3, vbuf, vsbuf, st1, vops,
+                                          V_AFTER, FMT)
     return m_new, l_i, acc0, acc1, acc2, acc3
 
 
@@ -1101,7 +1134,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
                         PDL: gl.constexpr = False, PIPE: gl.constexpr = False,
-                        FMT: gl.constexpr = "q4_0", SUM_LANES: gl.constexpr = False):
+                        FMT: gl.constexpr = "q4_0", SUM_LANES: gl.constexpr = False,
+                        PAIRS: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -1123,6 +1157,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     unread otherwise)."""
     BN: gl.constexpr = 32
     gl.static_assert(not PIPE or STAGES >= 3, "PIPE reads two stages while a third fills")
+    gl.static_assert(not PAIRS or (STAGES == 4 and not PIPE and not LAZY),
+                     "PAIRS reads two stages while two fill, without PIPE or LAZY")
     b = gl.program_id(0)
     h = gl.program_id(1)
     sp = gl.program_id(2)
@@ -1228,7 +1264,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
             vops = 0.0  # unused
     bt0 = b * stride_bt
     pg, off, page, nxt = _cursor(BLOCK_TABLE, bt0, start, end, PAGE)
-    for i in gl.static_range(STAGES - 1):
+    AHEAD: gl.constexpr = 2 if PAIRS else STAGES - 1  # tiles copied before the loop
+    for i in gl.static_range(AHEAD):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, page, off, h, start + i * BN, end,
                PAGE, H_KV, K_AFTER, V_AFTER, FMT)
         pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
@@ -1242,7 +1279,35 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     acc2 = gl.zeros([32, QN], gl.float32, layout=MMA)
     acc3 = gl.zeros([32, QN], gl.float32, layout=MMA)
     it = 0
-    if PIPE:  # tile 0's scores first; then each tile's softmax and value product beside the
+    if PAIRS:  # two whole tiles a step, one softmax over both; the tile or two left (the last
+        # maybe partial) one at a time after the loop
+        for n0 in range(start, end - 63, 64):
+            sa = (2 * it) % STAGES
+            BARRIER()  # every lane is done with the stages the next copies fill
+            _issue(kbuf, ksbuf, vbuf, vsbuf, (sa + 2) % STAGES, K0, K1, V0, V1, page, off, h,
+                   n0 + 64, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT)
+            pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
+            _issue(kbuf, ksbuf, vbuf, vsbuf, (sa + 3) % STAGES, K0, K1, V0, V1, page, off, h,
+                   n0 + 96, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT)
+            pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
+            _cp.wait_group(2)
+            BARRIER()
+            s0 = _tile_scores(kbuf, ksbuf, sa, qops, K_AFTER, QN, FMT)
+            s1 = _tile_scores(kbuf, ksbuf, sa + 1, qops, K_AFTER, QN, FMT)
+            m_i, l_i, acc0, acc1, acc2, acc3 = _pair_attend(
+                s0, s1, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, sa, sa + 1, vops,
+                V_AFTER, FMT, SUM_LANES)
+            it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
+        _cp.wait_group(0)
+        BARRIER()
+        k = 2 * it
+        for n0 in range(start + 64 * it, end, BN):
+            s = _tile_scores(kbuf, ksbuf, k % STAGES, qops, K_AFTER, QN, FMT)
+            m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
+                s, end - n0, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, k % STAGES,
+                vops, LAZY, V_AFTER, FMT, SUM_LANES)
+            k += 1
+    elif PIPE:  # tile 0's scores first; then each tile's softmax and value product beside the
         # next tile's scores, the last tile (which alone can be partial) after the loop
         _cp.wait_group(STAGES - 2)
         BARRIER()
@@ -1388,15 +1453,16 @@ def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
 
 def launch_registers(fmt: str, consts: dict[str, Any]) -> int:
     """The cap on registers a thread decode launches the kernel with for K and V in ``fmt``
-    under ``consts`` (launch_consts'): Q4_PIPE_REGISTERS for q4_0's PIPE form, FP4_REGISTERS
-    for nvfp4's 8-column form, TBQ4_REGISTERS for tbq4's, TBQ3_REGISTERS for tbq3's, else
-    none (0)."""
+    under ``consts`` (launch_consts'): Q4_PIPE_REGISTERS for q4_0's PIPE and PAIRS forms,
+    FP4_REGISTERS for nvfp4's 8-column form, TBQ4_REGISTERS for tbq4's, TBQ3_REGISTERS for
+    tbq3's, else none (0)."""
     if fmt in ("tbq4", "tbq3"):
         cap = TBQ4_REGISTERS if fmt == "tbq4" else TBQ3_REGISTERS
         return cap if consts.get("QN") == 8 else 0
     if fmt == "nvfp4":
         return FP4_REGISTERS if consts.get("QN") == 8 else 0
-    return Q4_PIPE_REGISTERS if fmt == "q4_0" and consts.get("PIPE") else 0
+    paired = consts.get("PIPE") or consts.get("PAIRS")
+    return Q4_PIPE_REGISTERS if fmt == "q4_0" and paired else 0
 
 
 def splits_for(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
