@@ -351,12 +351,13 @@ def compile_decode(args: argparse.Namespace):
 
 def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
                   stages: int | None = None, pdl: bool = True, pipe: bool | None = None,
-                  per_sm: int = 0):
+                  per_sm: int = 0, rows: int = 0):
     """The Gluon kernel (kvcore/kernels/gluon_q4_0.py) for K and V in ``fmt`` (q4_0 or q8_0)
     compiled for sm_90 as decode launches it for ``group`` query heads a KV head at ``per_sm``
-    programs a multiprocessor (0: as at the most; ``after`` None: the AFTER forms where the
-    group fits 8 columns; ``stages`` and ``pipe`` None: decode's), q4_0's PIPE form with
-    decode's cap on its registers: (kernel, SASS, resource usage)."""
+    programs a multiprocessor over ``rows`` (sequence, KV head) rows (0: as at the most;
+    ``after`` None: the AFTER forms where the group fits 8 columns; ``stages`` and ``pipe``
+    None: decode's), q4_0's PIPE and PAIRS forms with decode's cap on their registers:
+    (kernel, SASS, resource usage)."""
     from kvcore.kernels.gluon_q4_0 import (
         launch_consts,
         launch_registers,
@@ -372,7 +373,7 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
            "stride_bt": "i32", "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32",
            "SPLIT": "i32"}
     consts = {"H_KV": 8, "GROUP": group, "D": 128, "LAZY": False, "PDL": pdl,
-              **launch_consts(fmt, group, per_sm)}
+              **launch_consts(fmt, group, per_sm, rows)}
     if after is not None:
         consts.update(K_AFTER=after, V_AFTER=after)
     if stages:

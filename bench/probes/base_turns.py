@@ -86,8 +86,8 @@ def launched(settings: list[tuple[str, str, int]]):
         if s != "consts":
             setattr(modules[s], a, v)
     if extra:
-        gluon_q4_0.launch_consts = lambda fmt, group, per_sm=0: {**CONSTS(fmt, group, per_sm),
-                                                                 **extra}
+        gluon_q4_0.launch_consts = lambda fmt, group, per_sm=0, rows=0: {
+            **CONSTS(fmt, group, per_sm, rows), **extra}
     try:
         yield
     finally:

@@ -79,6 +79,14 @@ REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
 #: outputs the same to the bit.
 Q4_PIPE_PER_SM = 8
 Q4_PIPE_REGISTERS = 232
+#: q4_0 over at least this many (sequence, KV head) rows takes the PAIRS form (two whole tiles a
+#: step, one softmax over both) in place of PIPE, at the same 8 a multiprocessor and cap (230
+#: registers under triton 3.6, no spill): in three rounds in turns (gluon-pairs-h200.json) B=8
+#: 128k 323.7–336.7 → 318.7–325.2 µs, B=8 32k 84.7–85.8 → 83.3–84.5, B=64 32k 648–694 →
+#: 632–673; over fewer rows level or slower (B=1 128k 42.9–44.2 against 43.4–43.9, B=4 32k
+#: 44.1–44.3 against 44.6–44.8). At 12 a multiprocessor (168 registers) its four stages' 18.5
+#: KiB a program do not fit 12 and it ran 1.3× slower.
+Q4_PAIRS_ROWS = 64
 #: nvfp4's 8-column form capped at the 168 registers of 12 programs a multiprocessor: 167
 #: uncapped under triton 3.6, but 190 under 3.9's ptxas (166 capped, no spill there either);
 #: its 16-column form (216 registers) is not capped
@@ -1406,7 +1414,7 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     tables = BYTE_TABLES.get(cache.k.fmt)
     tab = cache.byte_tables(tables) if tables else k0
     group = hq // hkv
-    consts = {**launch_consts(cache.k.fmt, group, per_sm), **consts}
+    consts = {**launch_consts(cache.k.fmt, group, per_sm, bsz * hkv), **consts}
     max_registers = max_registers or launch_registers(cache.k.fmt, consts)
     rotated = consts["FMT"] in ("tbq4", "tbq3")
     if rotated:  # the query rotated first (float32; tbq3's in its key operand's column order)
@@ -1424,7 +1432,7 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
     return out
 
 
-def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
+def launch_consts(fmt: str, group: int, per_sm: int = 0, rows: int = 0) -> dict[str, Any]:
     """The kernel's compile-time arguments decode launches it with for K and V in ``fmt``
     (q4_0, q8_0, nvfp4 or tbq4), ``group`` query heads a KV head and ``per_sm`` programs a
     multiprocessor (0: not given): the offsets and scales after the products where the query
@@ -1438,17 +1446,21 @@ def launch_consts(fmt: str, group: int, per_sm: int = 0) -> dict[str, Any]:
     tbq3: its own (TBQ3), likewise. q4_0's PIPE form keeps its running sums by place
     (SUM_LANES: 199 registers, 8 fewer instructions a tile; 0–2.5% faster in turns,
     gluon-sum-lanes-h200.json); the other formats' did not gain by it (tbq4 2% slower, at 232
-    registers instead of 223; q8_0 and nvfp4 within 1%, tbq3 within 0.5%)."""
+    registers instead of 223; q8_0 and nvfp4 within 1%, tbq3 within 0.5%). Over at least
+    Q4_PAIRS_ROWS ``rows`` (sequence, KV head) q4_0 takes the PAIRS form in PIPE's place."""
     if fmt in ("nvfp4", "tbq4", "tbq3"):
         return {"K_AFTER": False, "V_AFTER": False, "FMT": fmt, "STAGES": 3,
-                "QN": 8 if group <= 8 else 16, "PIPE": group <= 8, "SUM_LANES": False}
+                "QN": 8 if group <= 8 else 16, "PIPE": group <= 8, "SUM_LANES": False,
+                "PAIRS": False}
     q8 = fmt == "q8_0"
     if q8 and group > 8:
         raise ValueError(f"the Gluon kernel's q8_0 form takes at most 8 query heads a KV head, "
                          f"got {group}")
     pipe = q8 or (group <= 8 and 0 < per_sm <= Q4_PIPE_PER_SM)
-    return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "FMT": fmt, "STAGES": 3,
-            "QN": 8 if group <= 8 else 16, "PIPE": pipe, "SUM_LANES": pipe and not q8}
+    pairs = pipe and not q8 and rows >= Q4_PAIRS_ROWS
+    return {"K_AFTER": group <= 8, "V_AFTER": group <= 8, "FMT": fmt,
+            "STAGES": 4 if pairs else 3, "QN": 8 if group <= 8 else 16, "PIPE": pipe and not pairs,
+            "SUM_LANES": pipe and not q8, "PAIRS": pairs}
 
 
 def launch_registers(fmt: str, consts: dict[str, Any]) -> int:

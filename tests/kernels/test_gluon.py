@@ -41,12 +41,14 @@ for name, fmt, group, after, per_sm in (("8", "q4_0", 4, True, 12), ("16", "q4_0
                                         ("8-unpacked-scaled", "q4_0", 4, False, 12),
                                         ("8-q8_0", "q8_0", 4, True, 8),
                                         ("8-pipe", "q4_0", 4, True, 8),
+                                        ("8-pairs", "q4_0", 4, True, 8),
                                         ("8-nvfp4", "nvfp4", 4, False, 12),
                                         ("16-nvfp4", "nvfp4", 16, False, 12),
                                         ("8-tbq4", "tbq4", 4, False, 8),
                                         ("8-tbq3", "tbq3", 4, False, 8),
                                         ("16-tbq3", "tbq3", 16, False, 8)):
-    kernel, sass, usage = sass_count.compile_gluon(fmt, group, after, pdl=after, per_sm=per_sm)
+    kernel, sass, usage = sass_count.compile_gluon(fmt, group, after, pdl=after, per_sm=per_sm,
+                                                   rows=64 if "pairs" in name else 0)
     lines = [ln for ln in sass.splitlines() if sass_count.INSTRUCTION.match(ln)]
     first, last = sass_count._loop(sass, lines)
     out[name] = {"ptx": kernel.asm["ptx"], "usage": usage,
@@ -108,7 +110,7 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
         assert "ld.shared.u8" not in ptx and "ld.shared.b8" not in ptx, name
         assert "cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx, name
         products = ptx.count("mma.sync.aligned.m16n8k16")
-        if name in ("8", "8-q8_0", "8-pipe"):
+        if name in ("8", "8-q8_0", "8-pipe", "8-pairs"):
             # the words of K by matrix loads, V's transposed (a token pair a register); the
             # codes unpacked by one lop3 (q4_0) or prmt (q8_0) a pair, with no float16
             # subtraction or scaling
@@ -120,8 +122,9 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
             # 16 key products (a block's two 16-column steps, two 16-token halves), 16 value
             # products and 16 more for the offsets; the PIPE forms (q8_0's, q4_0's at 8 a
             # multiprocessor) have them twice, the first tile's scores before its loop and the
-            # last tile's values after it
-            assert products == (48 if name == "8" else 96), name
+            # last tile's values after it; the PAIRS form three times, two tiles in its loop
+            # and one in the loop after it
+            assert products == {"8": 48, "8-pairs": 144}.get(name, 96), name
         else:
             assert ptx.count("ld.shared.v4") >= 1 and ptx.count("ld.shared.v2") >= 2, name
             # 32 tokens × 128 lanes × QN rows: 16 products of 16×8×16 a side for 8 rows,
@@ -132,6 +135,7 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
     assert _usage(compiled["8"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM)
     assert _usage(compiled["8-q8_0"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_Q8)
     assert _usage(compiled["8-pipe"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_SHORT)
+    assert _usage(compiled["8-pairs"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_SHORT)
     # tbq4's and tbq3's fit the 8 they run (two a scheduler), capped
     assert _usage(compiled["8-tbq4"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_TBQ4)
     assert _usage(compiled["8-tbq3"]["usage"], "REG") <= 65536 // (32 * GLUON_PER_SM_TBQ3)
@@ -149,7 +153,7 @@ def test_gluon_tiles_addressed_without_division(compiled):
     for name, c in compiled.items():
         loop = c["loop"]
         assert "IABS" not in loop and "I2F" not in loop, name
-        if name in ("8", "8-q8_0", "8-pipe"):
+        if name in ("8", "8-q8_0", "8-pipe", "8-pairs"):
             assert len(re.findall(r"LDGSTS[^\n]*\.64\+0x[246]00\]", loop)) >= 6, name
 
 
@@ -336,6 +340,43 @@ def test_decode_ref_query_follows_the_path_decode_takes(monkeypatch):
     monkeypatch.setattr(LayerCache, "_gluon_launch", lambda self, *a: 8)
     assert cache.takes_gluon(q, seq)
     assert torch.equal(cache.decode_ref(q, table, seq), as_f16)
+
+
+@pytest.mark.parametrize(("fmt", "batch", "per_sm", "pairs"), [
+    ("q4_0", 8, 8, True), ("q4_0", 64, 8, True), ("q4_0", 4, 8, False), ("q4_0", 8, 12, False),
+    ("q8_0", 8, 8, False), ("nvfp4", 8, 8, False)])
+def test_decode_takes_pairs_for_q4_0_over_many_rows(monkeypatch, fmt, batch, per_sm, pairs):
+    # q4_0 over at least Q4_PAIRS_ROWS (sequence, KV head) rows: two tiles a step in four
+    # stages in PIPE's place, with PIPE's register cap and its sums by place
+    pytest.importorskip("triton.experimental.gluon")
+    torch = pytest.importorskip("torch")
+    from kvcore.kernels import gluon_q4_0
+    from kvcore.kernels.cache import LayerCache
+
+    launched = {}
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launched.update(kwargs)
+            return launch
+
+    monkeypatch.setattr(gluon_q4_0, "q4_0_swapped_kernel", Recorder())
+    cache = LayerCache(fmt, fmt, batch, 256, 8, 128)
+    q = torch.randn(batch, 32, 128, generator=torch.Generator().manual_seed(0)).half()
+    table = torch.arange(batch, dtype=torch.int32).reshape(batch, 1)
+    seq = torch.full((batch,), 256, dtype=torch.int32)
+    scratch = torch.empty(1 << 24)
+    gluon_q4_0.decode_gluon(cache, q, table, seq, None, 256, per_sm, scratch, scratch,
+                            merge=False)
+    assert (batch * 8 >= gluon_q4_0.Q4_PAIRS_ROWS) is (batch >= 8)
+    assert launched["PAIRS"] is pairs
+    if pairs:
+        assert launched["PIPE"] is False and launched["STAGES"] == 4
+        assert launched["SUM_LANES"] is True
+        assert launched["maxnreg"] == gluon_q4_0.Q4_PIPE_REGISTERS
+    else:
+        assert launched["STAGES"] == 3
 
 
 @pytest.mark.parametrize(("fmt", "group", "per_sm", "pipe"), [
