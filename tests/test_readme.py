@@ -43,12 +43,11 @@ def test_gpu_table_is_the_committed_results():
     later = [(fmt, other) for fmts, other in
              re.findall(r"(\w+(?: and \w+)*) from `(decode-h200-v\d+-\w+)\.md`", README)
              for fmt in fmts.split(" and ")]
-    # every row comes from v62's, v64's, v66's and v67's runs, and only those
+    # every row comes from v62's, v66's, v67's and v70's runs, and only those
     assert later == [(f, "decode-h200-v62-f") for f in ("f16", "bf16", "fp8_pth")] + [
-        (f, "decode-h200-v62-q") for f in ("q8_0", "nvfp4")] + [
-        ("q4_0", "decode-h200-v62-q4_0")] + [
-        (f, "decode-h200-v64-tbq") for f in ("tbq4", "tbq3")] + [
-        ("kivi4", "decode-h200-v66-kivi4"), ("kivi2", "decode-h200-v67-kivi2")]
+        ("kivi4", "decode-h200-v66-kivi4"), ("kivi2", "decode-h200-v67-kivi2")] + [
+        (f, "decode-h200-v70-q4") for f in ("q4_0", "nvfp4")] + [
+        (f, "decode-h200-v70-rest") for f in ("q8_0", "tbq4", "tbq3")]
     for fmt, other in later:
         again = json.loads((root / "bench" / "results" / f"{other}.json").read_text())["rows"]
         got.update({(r["format"], r["batch"], r["tokens"]): r for r in again
