@@ -1186,51 +1186,16 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     else:
         OFF_LO: gl.constexpr = LOW_OFFSET
         OFF_HI: gl.constexpr = HIGH_OFFSET
-    if K_AFTER and FMT == "q8_0":
-        kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 128], SHK8)
-    elif K_AFTER:
-        kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 64], SHK)
-    elif FMT == "tbq3":
-        kbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
-    else:
-        kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
-    if FMT == "nvfp4":
-        ksbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 8], SH2)
-    elif FMT == "tbq4" or FMT == "tbq3":
-        ksbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
-    else:
-        ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
-    if V_AFTER:
-        if FMT == "q8_0":
-            vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 64], SHV8)
-        else:
-            vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 32], SHV)
-        vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
-    else:
-        if FMT == "tbq3":
-            vbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
-        else:
-            vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
-        if FMT == "nvfp4":
-            vsbuf = gl.allocate_shared_memory(gl.uint8, [2 * STAGES, 16, 8], SH2)
-        elif FMT == "tbq4" or FMT == "tbq3":
-            vsbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
-        else:
-            vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
-    # the first tiles' copies before the query's loads, so that their latencies overlap
-    bt0 = b * stride_bt
-    pg, off, page, nxt = _cursor(BLOCK_TABLE, bt0, start, end, PAGE)
-    AHEAD: gl.constexpr = 2 if PAIRS else STAGES - 1  # tiles copied before the loop
-    for i in gl.static_range(AHEAD):
-        _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, page, off, h, start + i * BN, end,
-               PAGE, H_KV, K_AFTER, V_AFTER, FMT)
-        pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
     if K_AFTER:
         q0l, q0h, c0 = _q_block(Q, row0, GROUP, qk_scale, 0, D, QN, FMT, OFF_LO, OFF_HI)
         q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN, FMT, OFF_LO, OFF_HI)
         q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN, FMT, OFF_LO, OFF_HI)
         q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN, FMT, OFF_LO, OFF_HI)
         qops = (q0l, q0h, c0, q1l, q1h, c1, q2l, q2h, c2, q3l, q3h, c3)
+        if FMT == "q8_0":
+            kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 128], SHK8)
+        else:
+            kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 64], SHK)
     elif FMT == "tbq3":  # the query comes in the keys' column order (tbq3_query_order)
         QL3: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
         kk = gl.arange(0, 128, layout=gl.SliceLayout(1, QL3))
@@ -1239,6 +1204,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
                      other=0.0).to(gl.float32)
         tables = _byte_tables(TAB)  # with the centroids' byte tables
         qops = (gl.convert_layout((q3 * qk_scale).to(gl.float16), OPB), tables)
+        kbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
     else:  # the query gathered in K_ASM's column order, for the scaled keys
         QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
         kk = gl.arange(0, 64, layout=gl.SliceLayout(1, QL))
@@ -1268,7 +1234,19 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
             qops = (qa, qb, _byte_tables(TAB))
         else:
             qops = (qa, qb)
+        kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
+    if FMT == "nvfp4":
+        ksbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 8], SH2)
+    elif FMT == "tbq4" or FMT == "tbq3":
+        ksbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
+    else:
+        ksbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
     if V_AFTER:
+        if FMT == "q8_0":
+            vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 64], SHV8)
+        else:
+            vbuf = gl.allocate_shared_memory(gl.int16, [STAGES, 32, 32], SHV)
+        vsbuf = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 4], SH2)
         # the value product's constant operand (vops: the AFTER form's offsets; the rotated
         # forms' byte tables): −1032 on the low nibbles' rows, −72 on the high ones' (q8_0:
         # −1152 on every row)
@@ -1277,10 +1255,28 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         vops = gl.where(arow < 16, -OFF_LO, -OFF_HI)
         vops = gl.convert_layout(
             (gl.zeros([32, 32], gl.float32, layout=AR) + vops[:, None]).to(gl.float16), OPA)
-    elif FMT == "tbq4" or FMT == "tbq3":
-        vops = qops[len(qops) - 1]  # the byte tables, the query operands' last
     else:
-        vops = 0.0  # unused
+        if FMT == "tbq3":
+            vbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
+        else:
+            vbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 16, 16, 8], SH3)
+        if FMT == "nvfp4":
+            vsbuf = gl.allocate_shared_memory(gl.uint8, [2 * STAGES, 16, 8], SH2)
+        elif FMT == "tbq4" or FMT == "tbq3":
+            vsbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 16], SH1)
+        else:
+            vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
+        if FMT == "tbq4" or FMT == "tbq3":  # noqa: SIM108 (a compile-time branch)
+            vops = qops[len(qops) - 1]  # the byte tables, the query operands' last
+        else:
+            vops = 0.0  # unused
+    bt0 = b * stride_bt
+    pg, off, page, nxt = _cursor(BLOCK_TABLE, bt0, start, end, PAGE)
+    AHEAD: gl.constexpr = 2 if PAIRS else STAGES - 1  # tiles copied before the loop
+    for i in gl.static_range(AHEAD):
+        _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, page, off, h, start + i * BN, end,
+               PAGE, H_KV, K_AFTER, V_AFTER, FMT)
+        pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     if SUM_LANES:  # noqa: SIM108 (a compile-time branch)
         l_i = gl.zeros([32, QN], gl.float32, layout=MMA)
