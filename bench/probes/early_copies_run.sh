@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One device call (tried, reverted: commit 61d9d9b holds the kernel): each program's first tiles copied before its query is loaded, so
-# that the two latencies overlap) against v70's kernel (carried as .base/gluon_q4_0.py from
-# commit a649695), in turns (bench/probes/base_turns.py): q4_0 as decode launches it and with
-# PIPE in four stages, then the other formats as decode launches them.
+# One device call (tried and reverted; commit 61d9d9b holds that kernel): each program's first
+# tiles copied before its query is loaded, so that the two latencies overlap, against v70's
+# kernel (carried as .base/gluon_q4_0.py from commit a649695), in turns
+# (bench/probes/base_turns.py): q4_0 as decode launches it and with PIPE in four stages, then
+# the other formats as decode launches them.
 set -u
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT/q4_0" "$OUT/rest"
