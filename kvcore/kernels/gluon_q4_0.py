@@ -487,10 +487,15 @@ def _wide_copy(buf, st, P0, first, left, MASKED: gl.constexpr, LAYOUT: gl.conste
 
 @gluon.jit
 def _lane_offsets(tok, col, ROW: gl.constexpr):
-    """[32, columns] offsets ``tok`` · ROW + ``col``, in 64 bits from the start: a lane's rows
-    differ by constants then, which the compiler folds into its copies' addresses (in 32 bits
-    each row's sum is widened on its own)."""
-    return tok.to(gl.int64)[:, None] * ROW + col.to(gl.int64)[None, :]
+    """[32, columns] offsets ``tok`` · ROW + ``col`` (``col`` [columns], or [chunks, bytes] for
+    [32, chunks, bytes]), in 64 bits from the start: a lane's rows differ by constants then,
+    which the compiler folds into its copies' addresses (in 32 bits each row's sum is widened
+    on its own)."""
+    if len(col.shape) == 2:
+        offsets = tok.to(gl.int64)[:, None, None] * ROW + col.to(gl.int64)[None, :, :]
+    else:
+        offsets = tok.to(gl.int64)[:, None] * ROW + col.to(gl.int64)[None, :]
+    return offsets
 
 
 @gluon.jit
@@ -586,8 +591,7 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
             tok = gl.arange(0, 32, layout=gl.SliceLayout(1, gl.SliceLayout(2, KB)))
             col = (gl.arange(0, 4, layout=gl.SliceLayout(1, KC))[:, None] * 16
                    + gl.arange(0, 16, layout=gl.SliceLayout(0, KC))[None, :])
-            kp = (K0 + first * 64) + (tok.to(gl.int64)[:, None, None] * 64
-                                      + col.to(gl.int64)[None, :, :])
+            kp = (K0 + first * 64) + _lane_offsets(tok, col, 64)
             if MASKED:
                 ASYNC_LOAD(kbuf.index(st), kp, mask=(tok < left)[:, None, None])
             else:
@@ -610,8 +614,7 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
             pair = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, VC)))
             chunk = gl.arange(0, 16, layout=gl.SliceLayout(1, VL))
             vcol = chunk[:, None] * 8 + gl.arange(0, 8, layout=gl.SliceLayout(0, VL))[None, :]
-            vp = (V0 + first * 64) + (pair.to(gl.int64)[:, None, None] * 128
-                                      + vcol.to(gl.int64)[None, :, :])
+            vp = (V0 + first * 64) + _lane_offsets(pair, vcol, 128)
             if FMT == "tbq4":
                 _norms_copy(vsbuf, st, V1, first, left, MASKED)
             elif FMT == "nvfp4":  # a pair's 16 scale bytes, 8 a token
@@ -1079,6 +1082,24 @@ def _tile_values(p, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops, V_AFTER: gl.c
 
 
 @gluon.jit
+def _summed(l_i, alpha, p, SUM_LANES: gl.constexpr):
+    """The running sum ``l_i`` rescaled by ``alpha`` with a tile's weights ``p`` added: by place
+    (SUM_LANES: ``l_i`` the weights' shape) or summed over the tile's tokens."""
+    if SUM_LANES:  # noqa: SIM108 (a compile-time branch)
+        l_i = l_i * alpha[None, :] + p
+    else:
+        l_i = l_i * alpha + gl.sum(p, axis=0)
+    return l_i
+
+
+@gluon.jit
+def _rescaled(acc0, acc1, acc2, acc3, alpha):
+    """The partial outputs' four blocks rescaled by ``alpha`` (a factor a query column)."""
+    return (acc0 * alpha[None, :], acc1 * alpha[None, :], acc2 * alpha[None, :],
+            acc3 * alpha[None, :])
+
+
+@gluon.jit
 def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
                  st, vops, LAZY: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr,
                  SUM_LANES: gl.constexpr = False):
@@ -1092,21 +1113,12 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
             s = gl.where((stok < left)[:, None], s, float("-inf"))
     m_new, alpha = next_max(gl.max(s, axis=0), m_i, LAZY)
     p = gl.exp2(s - m_new[None, :])
-    if SUM_LANES:  # noqa: SIM108 (a compile-time branch)
-        l_i = l_i * alpha[None, :] + p
-    else:
-        l_i = l_i * alpha + gl.sum(p, axis=0)
+    l_i = _summed(l_i, alpha, p, SUM_LANES)
     if LAZY:
         if gl.max(m_new - m_i, axis=0) > 0:
-            acc0 = acc0 * alpha[None, :]
-            acc1 = acc1 * alpha[None, :]
-            acc2 = acc2 * alpha[None, :]
-            acc3 = acc3 * alpha[None, :]
+            acc0, acc1, acc2, acc3 = _rescaled(acc0, acc1, acc2, acc3, alpha)
     else:
-        acc0 = acc0 * alpha[None, :]
-        acc1 = acc1 * alpha[None, :]
-        acc2 = acc2 * alpha[None, :]
-        acc3 = acc3 * alpha[None, :]
+        acc0, acc1, acc2, acc3 = _rescaled(acc0, acc1, acc2, acc3, alpha)
     acc0, acc1, acc2, acc3 = _tile_values(p, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops,
                                           V_AFTER, FMT)
     return m_new, l_i, acc0, acc1, acc2, acc3
@@ -1120,14 +1132,8 @@ def _pair_attend(s0, s1, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st0, st1
     m_new, alpha = next_max(gl.maximum(gl.max(s0, axis=0), gl.max(s1, axis=0)), m_i, False)
     p0 = gl.exp2(s0 - m_new[None, :])
     p1 = gl.exp2(s1 - m_new[None, :])
-    if SUM_LANES:  # noqa: SIM108 (a compile-time branch)
-        l_i = l_i * alpha[None, :] + (p0 + p1)
-    else:
-        l_i = l_i * alpha + gl.sum(p0 + p1, axis=0)
-    acc0 = acc0 * alpha[None, :]
-    acc1 = acc1 * alpha[None, :]
-    acc2 = acc2 * alpha[None, :]
-    acc3 = acc3 * alpha[None, :]
+    l_i = _summed(l_i, alpha, p0 + p1, SUM_LANES)
+    acc0, acc1, acc2, acc3 = _rescaled(acc0, acc1, acc2, acc3, alpha)
     acc0, acc1, acc2, acc3 = _tile_values(p0, acc0, acc1, acc2, acc3, vbuf, vsbuf, st0, vops,
                                           V_AFTER, FMT)
     acc0, acc1, acc2, acc3 = _tile_values(p1, acc0, acc1, acc2, acc3, vbuf, vsbuf, st1, vops,
