@@ -3,7 +3,8 @@ for K and V in q4_0 (or both in q8_0, nvfp4, tbq4 or tbq3: the compile-time form
 heads of 128 lanes, groups of at most 16 query heads and pages of a multiple of 32 tokens, on
 an sm_80+ GPU.
 
-Tiles of 32 tokens are copied into shared memory two ahead (cp.async). The products are swapped
+Tiles of 32 tokens are copied into shared memory two ahead (cp.async), each tile's page found
+by a cursor moved a tile at a time (no division in the loop). The products are swapped
 (the cache tile the first operand, the query rows the narrow second one), so that the partial
 output [128, 8 or 16] stays in 168 registers. Two forms of each side:
 
@@ -14,12 +15,15 @@ output [128, 8 or 16] stays in 168 registers. Two forms of each side:
   block's scores. Values: the weights times a block's scales are that block's second operand,
   and a second product by a constant operand subtracts the offsets. The words reach the
   operands' registers by matrix loads (ldmatrix, transposed for the values: a token pair a
-  register). About 18.5 instructions a cached token (compiled for sm_90).
+  register). About 16 instructions a cached token (compiled for sm_90; 18.5 before the page
+  cursor and the sums by place).
 - q8_0: the AFTER forms for K and V in q8_0 (each byte, offset by 128, the low mantissa byte
   of 1024: 1152 + b, one prmt a pair; a block's halves take the nibbles' places), decode's for
   q8_0 with groups of up to 8. Decode launches it with PIPE: each tile's scores are computed
   beside the softmax and value product of the tile before, in three stages. q4_0 takes PIPE
-  too where decode runs 8 programs a multiprocessor, its registers capped at 232.
+  too where decode runs 8 programs a multiprocessor, its registers capped at 232, its running
+  sums kept by place (SUM_LANES); over 64 (sequence, KV head) rows and more q4_0 takes PAIRS
+  instead: two whole tiles a step, one softmax over both, in four stages.
 - Scaled as unpacked (the 16-column form, which the AFTER forms make spill): each lane loads
   whole q4_0 blocks, and PTX applies the offset and the scale in float16 as it unpacks them
   straight into the operands' registers (about 26 instructions a token); decode's for groups
