@@ -58,7 +58,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _cp
 
-from .cache import wave_splits
+from .cache import tiled_splits, wave_splits
 from .triton_ops import (
     _nvfp4_asm,
     _q4_0_asm,
@@ -1154,8 +1154,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
                         PDL: gl.constexpr = False, PIPE: gl.constexpr = False,
                         FMT: gl.constexpr = "q4_0", SUM_LANES: gl.constexpr = False,
                         PAIRS: gl.constexpr = False):
-    """One (sequence, KV head, split) program over its share of the row's 32-token tiles (the
-    tiles shared out evenly among n_splits programs; SPLIT, their most, unread) of a q4_0
+    """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
     products are swapped, Sᵀ = K·Qᵀ and Oᵀ = Vᵀ·Pᵀ, the cache tiles the first operand and the
@@ -1187,11 +1186,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0 $1", "=r,r", [sp],
                                   dtype=gl.int32, is_pure=False, pack=1)
     seq_len = gl.load(SEQ_LENS + b)
-    # the row's tiles shared out evenly among its n_splits programs (a whole wave: a
-    # multiprocessor's programs take as many tiles as any other's, to one)
-    tiles = (seq_len + 31) // 32
-    start = sp * tiles // n_splits * 32
-    end = gl.minimum((sp + 1) * tiles // n_splits * 32, seq_len)
+    start = sp * SPLIT
+    end = gl.minimum(start + SPLIT, seq_len)
     row0 = (b * H_KV + h) * GROUP
     # the raw codes' offsets on a block's first and second 16 columns (rows of the values)
     if FMT == "q8_0":
@@ -1492,12 +1488,7 @@ def launch_registers(fmt: str, consts: dict[str, Any]) -> int:
 
 
 def splits_for(rows: int, max_len: int, per_sm: int) -> tuple[int, int]:
-    """(tokens a split at most, splits) for ``rows`` (sequence, KV head) rows of up to
-    ``max_len`` tokens at ``per_sm`` programs a multiprocessor: one whole wave (no more splits
-    than a row's tiles), each row's 32-token tiles shared out evenly among its splits by the
-    kernel. Rounding each split up to whole tiles instead (tiled_splits) had left programs of
-    the wave idle (B=1 128k: 128 splits of 1,024 tokens, 1,024 programs where 1,056 reside, a
-    multiprocessor's 8 taking 256 tiles where 248 would do)."""
-    tiles = max(1, -(-max_len // 32))
-    n = max(1, min(wave_splits(rows, per_sm), tiles))
-    return 32 * -(-tiles // n), n
+    """(tokens a split, splits) for ``rows`` (sequence, KV head) rows of up to ``max_len``
+    tokens at ``per_sm`` programs a multiprocessor: one wave with no program past it, in whole
+    32-token tiles."""
+    return tiled_splits(max_len, wave_splits(rows, per_sm))
