@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call (tried and reverted; commit a249f3e holds that kernel): each row's tiles
-# shared out evenly among one whole wave of splits, against v70's splits (a split's tiles rounded up, carried as .base/gluon_q4_0.py from
-# commit e6d4e58), in turns (bench/probes/base_turns.py): q4_0, then nvfp4 and q8_0.
+# shared out evenly among one whole wave of splits, against v70's splits (a split's tiles
+# rounded up; carried as .base/gluon_q4_0.py from commit e6d4e58), in turns
+# (bench/probes/base_turns.py): q4_0, then nvfp4 and q8_0.
 set -u
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT/q4_0" "$OUT/rest"
