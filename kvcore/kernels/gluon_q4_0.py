@@ -1172,7 +1172,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     token's K norm on its scores and its V norm on its weights; "tbq3" likewise (TBQ3_K_ASM,
     TBQ3_V_ASM), Q rotated into the key operand's column order (tbq3_query_order). tbq4 and
     tbq3 read their centroids' byte tables from TAB (four int32, tbq4_tables or tbq3_tables;
-    unread otherwise)."""
+    unread otherwise). SUM_LANES: the running sum kept by place (_summed), summed over the
+    tokens after the loop. PAIRS (STAGES 4, not with PIPE or LAZY): two whole tiles a step,
+    copied two tiles ahead, one softmax over both (_pair_attend); the tile or two left after
+    the loop one at a time."""
     BN: gl.constexpr = 32
     gl.static_assert(not PIPE or STAGES >= 3, "PIPE reads two stages while a third fills")
     gl.static_assert(not PAIRS or (STAGES == 4 and not PIPE and not LAZY),
