@@ -11,8 +11,8 @@ are this tree's cache and ops: only the kernel file differs). First a check on s
 caches (pages of 32, 64 and 96 tokens, a shuffled block table, lengths that end mid-tile,
 groups of 4, 8 and 16), each tree's kernel launched directly at 1 and 8 programs a
 multiprocessor (long splits over many pages, short ones): its output against
-LayerCache.decode_ref and against the other tree's (a change to how tiles are addressed leaves the arithmetic as it was: the two outputs
-should be equal). Then per format and shape each round times decode under the base kernel and
+LayerCache.decode_ref and against the other tree's (a change to how tiles are addressed
+leaves the arithmetic as it was: the two outputs should be equal). Then per format and shape each round times decode under the base kernel and
 under this tree's in turns (the order reversed every other round), as bench/decode.py times a
 step (CUDA graph over cache copies). Writes base-turns.json after every row. Needs a GPU.
 
