@@ -1305,12 +1305,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         for n0 in range(start, end - 63, 64):
             sa = (2 * it) % STAGES
             BARRIER()  # every lane is done with the stages the next copies fill
-            _issue(kbuf, ksbuf, vbuf, vsbuf, (sa + 2) % STAGES, K0, K1, V0, V1, page, off, h,
-                   n0 + 64, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT)
-            pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
-            _issue(kbuf, ksbuf, vbuf, vsbuf, (sa + 3) % STAGES, K0, K1, V0, V1, page, off, h,
-                   n0 + 96, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT)
-            pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
+            for j in gl.static_range(2):  # the next pair, into the stages of the one before
+                _issue(kbuf, ksbuf, vbuf, vsbuf, (sa + 2 + j) % STAGES, K0, K1, V0, V1, page,
+                       off, h, n0 + 64 + 32 * j, end, PAGE, H_KV, K_AFTER, V_AFTER, FMT)
+                pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
             _cp.wait_group(2)
             BARRIER()
             s0 = _tile_scores(kbuf, ksbuf, sa, qops, K_AFTER, QN, FMT)
