@@ -342,33 +342,45 @@ def test_decode_ref_query_follows_the_path_decode_takes(monkeypatch):
     assert torch.equal(cache.decode_ref(q, table, seq), as_f16)
 
 
+def _launch_recorded(monkeypatch, fmt: str, batch: int, tokens: int, group: int, per_sm: int):
+    """decode_gluon over a CPU cache in ``fmt`` (``batch`` sequences of ``tokens``, 8 KV heads,
+    ``group`` query heads each) at ``per_sm`` programs a multiprocessor, the kernel stood in
+    for: (its launch's keyword arguments, its positional ones, the cache, the query)."""
+    pytest.importorskip("triton.experimental.gluon")
+    torch = pytest.importorskip("torch")
+    from kvcore.kernels import gluon_q4_0
+    from kvcore.kernels.cache import LayerCache
+
+    launched: dict = {}
+    launched_args: list = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launched.update(kwargs)
+                launched_args.extend(args)
+            return launch
+
+    monkeypatch.setattr(gluon_q4_0, "q4_0_swapped_kernel", Recorder())
+    cache = LayerCache(fmt, fmt, batch, tokens, 8, 128)
+    q = torch.randn(batch, 8 * group, 128, generator=torch.Generator().manual_seed(0)).half()
+    table = torch.arange(batch, dtype=torch.int32).reshape(batch, 1)
+    seq = torch.full((batch,), tokens, dtype=torch.int32)
+    scratch = torch.empty(1 << 24)
+    gluon_q4_0.decode_gluon(cache, q, table, seq, None, tokens, per_sm, scratch, scratch,
+                            merge=False)
+    return launched, launched_args, cache, q
+
+
 @pytest.mark.parametrize(("fmt", "batch", "per_sm", "pairs"), [
     ("q4_0", 8, 8, True), ("q4_0", 64, 8, True), ("q4_0", 4, 8, False), ("q4_0", 8, 12, False),
     ("q8_0", 8, 8, False), ("nvfp4", 8, 8, False)])
 def test_decode_takes_pairs_for_q4_0_over_many_rows(monkeypatch, fmt, batch, per_sm, pairs):
     # q4_0 over at least Q4_PAIRS_ROWS (sequence, KV head) rows: two tiles a step in four
     # stages in PIPE's place, with PIPE's register cap and its sums by place
-    pytest.importorskip("triton.experimental.gluon")
-    torch = pytest.importorskip("torch")
     from kvcore.kernels import gluon_q4_0
-    from kvcore.kernels.cache import LayerCache
 
-    launched = {}
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                launched.update(kwargs)
-            return launch
-
-    monkeypatch.setattr(gluon_q4_0, "q4_0_swapped_kernel", Recorder())
-    cache = LayerCache(fmt, fmt, batch, 256, 8, 128)
-    q = torch.randn(batch, 32, 128, generator=torch.Generator().manual_seed(0)).half()
-    table = torch.arange(batch, dtype=torch.int32).reshape(batch, 1)
-    seq = torch.full((batch,), 256, dtype=torch.int32)
-    scratch = torch.empty(1 << 24)
-    gluon_q4_0.decode_gluon(cache, q, table, seq, None, 256, per_sm, scratch, scratch,
-                            merge=False)
+    launched, _, _, _ = _launch_recorded(monkeypatch, fmt, batch, 256, 4, per_sm)
     assert (batch * 8 >= gluon_q4_0.Q4_PAIRS_ROWS) is (batch >= 8)
     assert launched["PAIRS"] is pairs
     if pairs:
@@ -386,29 +398,11 @@ def test_decode_takes_pairs_for_q4_0_over_many_rows(monkeypatch, fmt, batch, per
     ("tbq4", 4, 8, True), ("tbq4", 16, 8, False), ("tbq3", 4, 8, True), ("tbq3", 16, 8, False)])
 def test_decode_launches_pipe_for_q4_0_only_at_8_programs_with_its_registers_capped(
         monkeypatch, fmt, group, per_sm, pipe):
-    pytest.importorskip("triton.experimental.gluon")
     torch = pytest.importorskip("torch")
     from kvcore.kernels import gluon_q4_0
-    from kvcore.kernels.cache import LayerCache
 
-    launched = {}
-    launched_args = []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                launched.update(kwargs)
-                launched_args.extend(args)
-            return launch
-
-    monkeypatch.setattr(gluon_q4_0, "q4_0_swapped_kernel", Recorder())
-    cache = LayerCache(fmt, fmt, 1, 4096, 8, 128)
-    q = torch.randn(1, 8 * group, 128, generator=torch.Generator().manual_seed(0)).half()
-    table = torch.zeros(1, 1, dtype=torch.int32)
-    seq = torch.full((1,), 4096, dtype=torch.int32)
-    scratch = torch.empty(1 << 22)
-    gluon_q4_0.decode_gluon(cache, q, table, seq, None, 4096, per_sm, scratch, scratch,
-                            merge=False)
+    launched, launched_args, cache, q = _launch_recorded(monkeypatch, fmt, 1, 4096, group,
+                                                         per_sm)
     assert launched["PIPE"] is pipe
     fp4 = fmt == "nvfp4"
     capped = pipe and fmt == "q4_0"
