@@ -295,11 +295,25 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--k-sub", type=int, choices=(0, 1), default=None,
                     help="gluon, KIVI: the keys' codes as subnormals (K_SUB) or not (default: "
                     "as decode launches it)")
+    ap.add_argument("--const", action="append", default=[],
+                    help="gluon: NAME=VALUE, a compile-time argument of the kernel over "
+                    "decode's (an int, or True/False)")
     ap.add_argument("--gluon-stages", type=int, default=0, help="gluon: stages (0: decode's)")
     ap.add_argument("--gluon", nargs="?", const="default", choices=("default", "after", "scaled"),
                     help="the Gluon kernel (q4_0, q8_0) as decode launches it (with --group), "
                          "or in its AFTER or scaled-as-unpacked form")
     return ap
+
+
+def _consts(pairs: list[str]) -> dict:
+    """--const's NAME=VALUE pairs as compile-time arguments (True/False, or ints)."""
+    out: dict = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        out[name] = {"True": True, "False": False}.get(value)
+        if out[name] is None:
+            out[name] = int(value)
+    return out
 
 
 def compile_decode(args: argparse.Namespace):
@@ -351,7 +365,7 @@ def compile_decode(args: argparse.Namespace):
 
 def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
                   stages: int | None = None, pdl: bool = True, pipe: bool | None = None,
-                  per_sm: int = 0, rows: int = 0):
+                  per_sm: int = 0, rows: int = 0, extra: dict | None = None):
     """The Gluon kernel (kvcore/kernels/gluon_q4_0.py) for K and V in ``fmt`` (q4_0 or q8_0)
     compiled for sm_90 as decode launches it for ``group`` query heads a KV head at ``per_sm``
     programs a multiprocessor over ``rows`` (sequence, KV head) rows (0: as at the most;
@@ -380,6 +394,7 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
         consts["STAGES"] = stages
     if pipe is not None:
         consts["PIPE"] = pipe
+    consts.update(extra or {})
     options = {"num_warps": 1}
     if launch_registers(fmt, consts):
         options["maxnreg"] = launch_registers(fmt, consts)
@@ -432,7 +447,8 @@ def main() -> None:
     elif args.gluon:
         kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,
                                             {"after": True, "scaled": False}.get(args.gluon),
-                                            args.gluon_stages or None, True, args.pipe or None)
+                                            args.gluon_stages or None, True, args.pipe or None,
+                                            extra=_consts(args.const))
         args.block_n, args.warps, args.k_only = 32, 1, False
     else:
         kernel, sass, usage = compile_decode(args)

@@ -131,9 +131,10 @@ def check(fmt: str, base, launches: dict[str, list[tuple[str, str, int]]]) -> di
     at its own count where it sets one, else at both), and the largest difference between the
     two trees' outputs at the same count."""
     res = {}
-    for ps, group, lens in ((32, 4, [37, 200, 129, 1]), (64, 8, [300, 64, 65]),
-                            (96, 4, [2000, 97, 33]), (32, 16, [95, 33]),
-                            (64, 4, [4096, 1000])):
+    for ps, group, lens, rising in ((32, 4, [37, 200, 129, 1], False),
+                                    (64, 8, [300, 64, 65], False),
+                                    (96, 4, [2000, 97, 33], False), (32, 16, [95, 33], False),
+                                    (64, 4, [4096, 1000], False), (32, 4, [4096, 700], True)):
         if fmt == "q8_0" and group > 8:
             continue  # q8_0's forms take groups of up to 8
         torch.manual_seed(ps + group)
@@ -143,6 +144,11 @@ def check(fmt: str, base, launches: dict[str, list[tuple[str, str, int]]]) -> di
         table = torch.randperm(bsz * per, device="cuda").view(bsz, per).to(torch.int32)
         k, v = (torch.randn(bsz, max(lens), hkv, d, device="cuda", dtype=torch.float16)
                 for _ in range(2))
+        if rising:  # keys growing along the sequence, with spikes: the scores' max keeps
+            # rising within a split, past any headroom a kernel keeps
+            t = torch.arange(max(lens), device="cuda")
+            grow = 1 + 6 * t / max(lens) + 8 * (t % 97 == 50)
+            k = (k.float() * grow[None, :, None, None]).half()
         fill_paged(cache, table, k, v, lens)
         seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
         q = torch.randn(bsz, hkv * group, d, device="cuda", dtype=torch.float16)
@@ -156,7 +162,8 @@ def check(fmt: str, base, launches: dict[str, list[tuple[str, str, int]]]) -> di
                 for p in counts:
                     outs[f"{lname}-per_sm{p}"] = run(NEW, case, p)
         scale = ref.abs().max()
-        name = f"page{ps}-group{group}-lens{'/'.join(map(str, lens))}"
+        name = (f"page{ps}-group{group}-lens{'/'.join(map(str, lens))}"
+                f"{'-rising' if rising else ''}")
         res[name] = {f"{t}_vs_ref": float((o - ref).abs().max() / scale)
                      for t, o in outs.items()}
         for t, o in outs.items():
