@@ -72,9 +72,6 @@ from .triton_ops import (
 ASYNC_LOAD = getattr(_cp, "async_load", None) or _cp.async_copy_global_to_shared
 #: the barrier of a program's threads: ``thread_barrier`` in triton 3.6, ``barrier`` by 3.9
 BARRIER = getattr(gl, "thread_barrier", None) or gl.barrier
-#: BOUND (PIPE): how far (log2) a tile's scores may pass the running max before it is raised,
-#: the partial outputs rescaled only then (a branch on the tile's largest score over it)
-BOUND_LOG2 = gl.constexpr(8.0)
 #: whether a shared-memory view's other type is ``reinterpret`` (by 3.9) or ``_reinterpret``
 REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
 #: q4_0's PIPE form where at most this many programs a multiprocessor run (decode's 8 over short
@@ -1109,7 +1106,7 @@ def _rescaled(acc0, acc1, acc2, acc3, alpha):
 @gluon.jit
 def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
                  st, vops, LAZY: gl.constexpr, V_AFTER: gl.constexpr, FMT: gl.constexpr,
-                 SUM_LANES: gl.constexpr = False, BOUND: gl.constexpr = False):
+                 SUM_LANES: gl.constexpr = False):
     """The online softmax of one tile's scores ``s`` (MASKED: only its first ``left`` tokens
     count) and its value product from stage ``st``: the running max, sum and partial outputs
     after it. SUM_LANES: the running sum ``l_i`` is the scores' shape, each element the sum of
@@ -1118,23 +1115,6 @@ def _tile_attend(s, left, MASKED: gl.constexpr, m_i, l_i, acc0, acc1, acc2, acc3
         if left < 32:
             stok = gl.arange(0, 32, layout=gl.SliceLayout(1, MMA))
             s = gl.where((stok < left)[:, None], s, float("-inf"))
-    if BOUND:
-        d = s - m_i[None, :]
-        if gl.max(gl.max(d, axis=0), axis=0) > BOUND_LOG2:
-            m_new = gl.maximum(m_i, gl.max(s, axis=0))
-            alpha = gl.exp2(m_i - m_new)
-            d = s - m_new[None, :]
-            l_i = l_i * alpha[None, :] if SUM_LANES else l_i * alpha
-            acc0, acc1, acc2, acc3 = _rescaled(acc0, acc1, acc2, acc3, alpha)
-            m_i = m_new
-        p = gl.exp2(d)
-        if SUM_LANES:  # noqa: SIM108 (a compile-time branch)
-            l_i = l_i + p
-        else:
-            l_i = l_i + gl.sum(p, axis=0)
-        acc0, acc1, acc2, acc3 = _tile_values(p, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops,
-                                              V_AFTER, FMT)
-        return m_i, l_i, acc0, acc1, acc2, acc3
     m_new, alpha = next_max(gl.max(s, axis=0), m_i, LAZY)
     p = gl.exp2(s - m_new[None, :])
     l_i = _summed(l_i, alpha, p, SUM_LANES)
@@ -1173,7 +1153,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
                         PDL: gl.constexpr = False, PIPE: gl.constexpr = False,
                         FMT: gl.constexpr = "q4_0", SUM_LANES: gl.constexpr = False,
-                        PAIRS: gl.constexpr = False, BOUND: gl.constexpr = False):
+                        PAIRS: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -1360,13 +1340,13 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
             s_next = _tile_scores(kbuf, ksbuf, (it + 1) % STAGES, qops, K_AFTER, QN, FMT)
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, BN, False, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st, vops, LAZY,
-                V_AFTER, FMT, SUM_LANES, BOUND)
+                V_AFTER, FMT, SUM_LANES)
             s = s_next
             it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
         if end > start:
             m_i, l_i, acc0, acc1, acc2, acc3 = _tile_attend(
                 s, end - start - it * BN, True, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf,
-                it % STAGES, vops, LAZY, V_AFTER, FMT, SUM_LANES, BOUND)
+                it % STAGES, vops, LAZY, V_AFTER, FMT, SUM_LANES)
     else:
         for n0 in range(start, end, BN):
             st = it % STAGES
