@@ -55,8 +55,11 @@ def _compile(fn, sig: dict, consts: dict, ints16: tuple[str, ...], options: dict
     else:
         from triton.compiler import ASTSource
 
-    params = list(inspect.signature(fn.fn).parameters)
+    signature = inspect.signature(fn.fn).parameters
+    params = list(signature)
     consts = {k: v for k, v in consts.items() if k in params}
+    consts.update({k: p.default for k, p in signature.items()  # the rest at their defaults
+                   if k not in consts and k not in sig and p.default is not p.empty})
     sig = {**sig, **{k: "constexpr" for k in consts}}
     sig = {k: sig[k] for k in params}
     names = list(sig)

@@ -17,9 +17,10 @@ under this tree's in turns (the order reversed every other round), as bench/deco
 step (CUDA graph over cache copies). Writes base-turns.json after every row. Needs a GPU.
 
 ``--launches`` names launches of this tree's kernel to time in the same turns (default: one,
-``new``, as decode launches it). A setting is ``cache.ATTR=N`` or ``gluon.ATTR=N`` (a constant
-of kvcore.kernels.cache or of this tree's gluon_q4_0, set while the launch runs: programs a
-multiprocessor, register caps) or ``consts.NAME=N`` (a compile-time argument added to
+``new``, as decode launches it). A setting is ``cache.ATTR=N``, ``gluon.ATTR=N`` or
+``ops.ATTR=N`` (a constant of kvcore.kernels.cache, of this tree's gluon_q4_0 or of
+kvcore.kernels.triton_ops, set while the launch runs: programs a multiprocessor, register
+caps, the merge's forms) or ``consts.NAME=N`` (a compile-time argument added to
 launch_consts'), e.g. ``p12:cache.GLUON_PER_SM_Q4=12,gluon.Q4_PIPE_PER_SM=12,
 gluon.Q4_PIPE_REGISTERS=168``. The check runs each launch too, at its GLUON_PER_SM_* setting
 where it has one.
@@ -67,9 +68,9 @@ def parse_launches(text: str) -> dict[str, list[tuple[str, str, int]]]:
         for item in filter(None, settings.split(",")):
             key, _, value = item.partition("=")
             scope, _, attr = key.partition(".")
-            if scope not in ("cache", "gluon", "consts") or not attr or not value:
-                raise SystemExit(f"--launches: expected cache.ATTR=N, gluon.ATTR=N or "
-                                 f"consts.NAME=N, got {item!r}")
+            if scope not in ("cache", "gluon", "ops", "consts") or not attr or not value:
+                raise SystemExit(f"--launches: expected cache.ATTR=N, gluon.ATTR=N, "
+                                 f"ops.ATTR=N or consts.NAME=N, got {item!r}")
             out[name].append((scope, attr, int(value)))
     return out
 
@@ -78,8 +79,9 @@ def parse_launches(text: str) -> dict[str, list[tuple[str, str, int]]]:
 def launched(settings: list[tuple[str, str, int]]):
     """This tree's kernel under ``settings`` (parse_launches'), restored after."""
     from kvcore.kernels import cache as cache_module
+    from kvcore.kernels import triton_ops
 
-    modules = {"cache": cache_module, "gluon": gluon_q4_0}
+    modules = {"cache": cache_module, "gluon": gluon_q4_0, "ops": triton_ops}
     saved = [(modules[s], a, getattr(modules[s], a)) for s, a, _ in settings if s != "consts"]
     extra = {a: v for s, a, v in settings if s == "consts"}
     for s, a, v in settings:
