@@ -1153,8 +1153,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
                         PDL: gl.constexpr = False, PIPE: gl.constexpr = False,
                         FMT: gl.constexpr = "q4_0", SUM_LANES: gl.constexpr = False,
-                        PAIRS: gl.constexpr = False, PAD: gl.constexpr = 0,
-                        PAD2: gl.constexpr = 0):
+                        PAIRS: gl.constexpr = False):
     """One (sequence, KV head, split) program over SPLIT tokens (a multiple of 32) of a q4_0
     cache: partial output, running max and sum to ACC and ML as decode_split_kernel writes
     them (reduce_splits merges them). Tiles of 32 tokens are copied STAGES − 1 ahead. The
@@ -1190,11 +1189,6 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0 $1", "=r,r", [sp],
                                   dtype=gl.int32, is_pure=False, pack=1)
     seq_len = gl.load(SEQ_LENS + b)
-    if PAD > 0:  # PAD and PAD2 int32 (powers of two) of shared memory held to the end: fewer
-        # programs fit a multiprocessor
-        pad = gl.allocate_shared_memory(gl.int32, [PAD], SH1)
-    if PAD2 > 0:
-        pad2 = gl.allocate_shared_memory(gl.int32, [PAD2], SH1)
     start = sp * SPLIT
     end = gl.minimum(start + SPLIT, seq_len)
     row0 = (b * H_KV + h) * GROUP
@@ -1406,12 +1400,6 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         gl.store(dst + 18, acc3, mask=om)
     gl.store(ML + base * 2, m_i, mask=oi < GROUP)
     gl.store(ML + base * 2 + 1, l_i, mask=oi < GROUP)
-    if PAD > 0:  # noqa: SIM102 (a compile-time branch around a run-time one)
-        if seq_len < 0:
-            pad.store(gl.zeros([PAD], gl.int32, layout=NC))
-    if PAD2 > 0:  # noqa: SIM102 (a compile-time branch around a run-time one)
-        if seq_len < 0:
-            pad2.store(gl.zeros([PAD2], gl.int32, layout=NC))
 
 
 def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, max_len: int,

@@ -1142,8 +1142,7 @@ def _weighted(m_s, l_s, a, big):
 @triton.jit
 def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
                   DPOW: tl.constexpr, DB: tl.constexpr, CM: tl.constexpr, CH: tl.constexpr,
-                  PDL: tl.constexpr = False, ONE: tl.constexpr = False,
-                  EARLY: tl.constexpr = False):
+                  PDL: tl.constexpr = False, ONE: tl.constexpr = False):
     """Merge the splits of one query row at DB of the head dimensions (of the DPOW a partial
     output holds): OUT = Σ w_s acc_s / Σ w_s l_s, with w_s = 2^(m_s − max m). Program ids:
     (sequence · H_KV + KV head, query row of its GROUP, block of DB dimensions). The splits are
@@ -1155,8 +1154,6 @@ def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
     partial outputs are loaded together, one round trip instead of one for the maxima and one
     for the rest."""
     pdl_wait(PDL)
-    if EARLY:  # the next kernel let in at the start (MERGE_EARLY)
-        pdl_release(PDL)
     row = tl.program_id(0).to(tl.int64) * GROUP + tl.program_id(1)
     dq = tl.program_id(2) * DB + tl.arange(0, DB)
     if ONE:
@@ -1178,16 +1175,13 @@ def reduce_kernel(ACC, ML, OUT, n_splits, GROUP: tl.constexpr, D: tl.constexpr,
             acc += x
     out = acc / tl.where(total > 0, total, 1.0)
     tl.store(OUT + row * D + dq, out, mask=dq < D)
-    if not EARLY:
-        pdl_release(PDL)
+    pdl_release(PDL)
 
 
 #: head dimensions a merge program takes
 REDUCE_DIMS = 32
 #: whether a merge whose splits fit one chunk loads them in one round trip (reduce_kernel's ONE)
 MERGE_ONE_PASS = True
-#: whether a merge lets the next kernel in at its start instead of after its store
-MERGE_EARLY = False
 
 
 def pdl_launch(pdl: bool) -> dict:
@@ -1216,7 +1210,7 @@ def reduce_splits(acc, ml, out, n_splits: int, seqs: int, kv_heads: int, group: 
     merged = out if rot is None else scratch[:rows * width].view(rows, width)
     reduce_kernel[(seqs * kv_heads, group, width // db)](
         acc, ml, merged, n_splits, GROUP=group, D=merged.shape[-1], DPOW=width, DB=db, CM=cm,
-        CH=ch, ONE=MERGE_ONE_PASS and ch >= n_splits, EARLY=MERGE_EARLY, **pdl_launch(pdl))
+        CH=ch, ONE=MERGE_ONE_PASS and ch >= n_splits, **pdl_launch(pdl))
     if rot is not None:
         rotate_kernel[(triton.cdiv(rows, 16),)](merged, out, rot, rows, DIN=width,
                                                 DOUT=out.shape[-1],
