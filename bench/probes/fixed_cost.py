@@ -10,6 +10,8 @@ over cache copies, launched as programmatic dependents):
   result): the launches' and the merge's cost without the cache;
 - ``merge``: reduce_splits alone over the step's partial results;
 - ``kernel_empty``: the Gluon kernel alone over the empty sequences, without its merge;
+- ``split``: the Gluon kernel alone over the whole sequences, without its merge (``step -
+  split``: what the merge adds to a step);
 - ``noop``: a Triton kernel of the same grid that only waits on the step before and stores one
   value a program (the launch and the hand-over between launches, nothing else);
 - ``step_no_pdl``: the step launched plainly, each kernel after the one before has finished.
@@ -99,6 +101,8 @@ def main() -> None:
                 t_plain = graph_time([partial(step, c, seq_lens=full) for c in caches])
                 t_kernel = graph_time([partial(step, c, seq_lens=none, pdl=True, merge=False)
                                        for c in caches])
+                t_split = graph_time([partial(step, c, seq_lens=full, pdl=True, merge=False)
+                                      for c in caches])
                 t_merge = graph_time([partial(reduce_splits, acc, ml, out, n, 1, HKV, group, D,
                                               pdl=True)])
                 t_noop = graph_time([partial(noop, acc, HKV, n)])
@@ -106,12 +110,14 @@ def main() -> None:
                        "decode_per_sm": per_sm == decode_per_sm, "splits": n,
                        "step_seconds": t_step, "empty_seconds": t_empty,
                        "kernel_empty_seconds": t_kernel, "merge_seconds": t_merge,
+                       "split_seconds": t_split,
                        "noop_seconds": t_noop, "step_no_pdl_seconds": t_plain,
                        "cache_bytes": cache.nbytes,
                        "fraction_of_read_bw": cache.nbytes / t_step / bw}
                 res["rows"].append(row)
                 print(f"{fmt} T={tokens} per_sm {per_sm}: step {t_step * 1e6:.1f} us "
-                      f"(no pdl {t_plain * 1e6:.1f}), empty {t_empty * 1e6:.1f}, kernel alone "
+                      f"(no pdl {t_plain * 1e6:.1f}, without its merge {t_split * 1e6:.1f}), "
+                      f"empty {t_empty * 1e6:.1f}, kernel alone "
                       f"{t_kernel * 1e6:.1f}, merge {t_merge * 1e6:.1f}, noop "
                       f"{t_noop * 1e6:.1f}, {row['fraction_of_read_bw']:.0%} bw", flush=True)
             del caches, cache
