@@ -387,8 +387,8 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
     sig = {"Q": query, "ACC": "*fp32", "ML": "*fp32", "K0": codes, "K1": scales,
            "V0": codes, "V1": scales, "GSK": "*fp32", "GSV": "*fp32", "TAB": "*i32",
            "BLOCK_TABLE": "*i32", "SEQ_LENS": "*i32",
-           "stride_bt": "i32", "n_splits": "i32", "qk_scale": "fp32", "PAGE": "i32",
-           "SPLIT": "i32"}
+           "stride_bt": "i32", "bt_cols": "i32", "n_splits": "i32", "qk_scale": "fp32",
+           "PAGE": "i32", "SPLIT": "i32"}
     consts = {"H_KV": 8, "GROUP": group, "D": 128, "LAZY": False, "PDL": pdl,
               **launch_consts(fmt, group, per_sm, rows)}
     if after is not None:
