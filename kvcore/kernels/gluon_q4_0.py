@@ -1208,7 +1208,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     else:
         OFF_LO: gl.constexpr = LOW_OFFSET
         OFF_HI: gl.constexpr = HIGH_OFFSET
-    if K_AFTER:  # the query's loads first, its operands after the first tiles' copies
+    # the query's loads first, its operands after the first tiles' copies are issued
+    if K_AFTER:
         raw0 = _q_raw(Q, row0, GROUP, 0, D, QN, FMT)
         raw1 = _q_raw(Q, row0, GROUP, 1, D, QN, FMT)
         raw2 = _q_raw(Q, row0, GROUP, 2, D, QN, FMT)
@@ -1222,9 +1223,8 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         kk = gl.arange(0, 128, layout=gl.SliceLayout(1, QL3))
         qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL3))
         q3 = gl.load(Q + (row0 + qi)[None, :] * D + kk[:, None], mask=(qi < GROUP)[None, :],
-                     other=0.0).to(gl.float32)
+                     other=0.0)
         tables = _byte_tables(TAB)  # with the centroids' byte tables
-        qops = (gl.convert_layout((q3 * qk_scale).to(gl.float16), OPB), tables)
         kbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
     else:  # the query gathered in K_ASM's column order, for the scaled keys
         QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
@@ -1247,14 +1247,10 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
             q_scale = qk_scale
         qp = Q + (row0 + qi)[None, :] * D + dlo[:, None]
         qm = (qi < GROUP)[None, :]
-        qlo = gl.load(qp, mask=qm, other=0.0).to(gl.float32)
-        qhi = gl.load(qp + HI, mask=qm, other=0.0).to(gl.float32)
-        qa = gl.convert_layout((qlo * q_scale).to(gl.float16), OPB)
-        qb = gl.convert_layout((qhi * q_scale).to(gl.float16), OPB)
-        if FMT == "tbq4":  # noqa: SIM108 (a compile-time branch): with the byte tables
-            qops = (qa, qb, _byte_tables(TAB))
-        else:
-            qops = (qa, qb)
+        qlo = gl.load(qp, mask=qm, other=0.0)
+        qhi = gl.load(qp + HI, mask=qm, other=0.0)
+        if FMT == "tbq4":  # with the byte tables
+            tables = _byte_tables(TAB)
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     if FMT == "nvfp4":
         ksbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 8], SH2)
@@ -1288,7 +1284,7 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         else:
             vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
         if FMT == "tbq4" or FMT == "tbq3":  # noqa: SIM108 (a compile-time branch)
-            vops = qops[len(qops) - 1]  # the byte tables, the query operands' last
+            vops = tables  # the byte tables
         else:
             vops = 0.0  # unused
     bt0 = b * stride_bt
@@ -1298,12 +1294,21 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, page, off, h, start + i * BN, end,
                PAGE, H_KV, K_AFTER, V_AFTER, FMT)
         pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
-    if K_AFTER:
+    if K_AFTER:  # the query's operands, its loads since arrived
         q0l, q0h, c0 = _q_block(raw0, qk_scale, QN, OFF_LO, OFF_HI)
         q1l, q1h, c1 = _q_block(raw1, qk_scale, QN, OFF_LO, OFF_HI)
         q2l, q2h, c2 = _q_block(raw2, qk_scale, QN, OFF_LO, OFF_HI)
         q3l, q3h, c3 = _q_block(raw3, qk_scale, QN, OFF_LO, OFF_HI)
         qops = (q0l, q0h, c0, q1l, q1h, c1, q2l, q2h, c2, q3l, q3h, c3)
+    elif FMT == "tbq3":
+        qops = (gl.convert_layout((q3.to(gl.float32) * qk_scale).to(gl.float16), OPB), tables)
+    else:
+        qa = gl.convert_layout((qlo.to(gl.float32) * q_scale).to(gl.float16), OPB)
+        qb = gl.convert_layout((qhi.to(gl.float32) * q_scale).to(gl.float16), OPB)
+        if FMT == "tbq4":  # noqa: SIM108 (a compile-time branch)
+            qops = (qa, qb, tables)
+        else:
+            qops = (qa, qb)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     if SUM_LANES:  # noqa: SIM108 (a compile-time branch)
         l_i = gl.zeros([32, QN], gl.float32, layout=MMA)
