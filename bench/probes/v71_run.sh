@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One device call: kernel v71 (commit 0000000, reverted until timed: `git revert` the revert
-# first) against v70's (carried as .base/gluon_q4_0.py: `mkdir -p .base && git show
+# One device call: kernel v71 (commit ba558b8; the tree keeps v70's until it is timed: first
+# `git checkout ba558b8 -- kvcore/kernels/gluon_q4_0.py tests/kernels/test_gluon.py`) against
+# v70's (carried as .base/gluon_q4_0.py: `mkdir -p .base && git show
 # 31b77b4:kvcore/kernels/gluon_q4_0.py > .base/gluon_q4_0.py`), checked on paged caches and
 # timed in turns (bench/probes/base_turns.py): each program's first page read beside the
 # sequence's length, the query's loads before the first tiles' copies and its operands after.

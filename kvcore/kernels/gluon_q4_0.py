@@ -647,15 +647,13 @@ def _copies(kbuf, ksbuf, vbuf, vsbuf, st, K0, K1, V0, V1, first, left, MASKED: g
 
 
 @gluon.jit
-def _cursor(BT, bt0, n0, cols, PAGE):
+def _cursor(BT, bt0, n0, end, PAGE):
     """The page cursor of the tile at token n0 (a split's first): the tile's page index in the
     block table, its first row within the page, the page and the block table's next page
-    (each 0 past the table's ``cols`` columns). Read whatever the sequence's length, so that
-    the two loads go out beside the length's instead of after it (past the sequence's end the
-    pages are never copied from). _next_tile moves it a tile on with no division."""
+    (each 0 past the end). _next_tile moves it a tile on with no division."""
     pg = n0 // PAGE
-    page = gl.load(BT + bt0 + pg, mask=pg < cols, other=0)
-    nxt = gl.load(BT + bt0 + pg + 1, mask=pg + 1 < cols, other=0)
+    page = gl.load(BT + bt0 + pg, mask=n0 < end, other=0)
+    nxt = gl.load(BT + bt0 + pg + 1, mask=(pg + 1) * PAGE < end, other=0)
     return pg, n0 - pg * PAGE, page, nxt
 
 
@@ -784,10 +782,12 @@ def _k_scales(ks):
 
 
 @gluon.jit
-def _q_raw(Q, row0, GROUP: gl.constexpr, b: gl.constexpr, D: gl.constexpr, QN: gl.constexpr,
-           FMT: gl.constexpr):
-    """K_AFTER: the query's values [16, QN] of block ``b`` as loaded (its low nibbles' and its
-    high nibbles' head dimensions, in _k_blocks' column order), for _q_block."""
+def _q_block(Q, row0, GROUP: gl.constexpr, qk_scale, b: gl.constexpr, D: gl.constexpr,
+             QN: gl.constexpr, FMT: gl.constexpr, OFF_LO: gl.constexpr, OFF_HI: gl.constexpr):
+    """K_AFTER: the query's second operands [16, QN] of block ``b`` (its low nibbles' and its
+    high nibbles' head dimensions, in _k_blocks' column order), and −(the codes' offsets times
+    those columns' sums) [QN] as the product's initial accumulator wants it: a token's score
+    is then the block's product times its scale."""
     QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
     kk = gl.arange(0, 16, layout=gl.SliceLayout(1, QL))
     qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL))
@@ -797,16 +797,8 @@ def _q_raw(Q, row0, GROUP: gl.constexpr, b: gl.constexpr, D: gl.constexpr, QN: g
         dim = 32 * b + 4 * ((kk >> 1) & 3) + (kk >> 3) + 2 * (kk & 1)
     ptr = Q + (row0 + qi)[None, :] * D + dim[:, None]
     qm = (qi < GROUP)[None, :]
-    return gl.load(ptr, mask=qm, other=0.0), gl.load(ptr + 16, mask=qm, other=0.0)
-
-
-@gluon.jit
-def _q_block(raw, qk_scale, QN: gl.constexpr, OFF_LO: gl.constexpr, OFF_HI: gl.constexpr):
-    """K_AFTER: the second operands [16, QN] of one block's query values ``raw`` (_q_raw's)
-    and −(the codes' offsets times those columns' sums) [QN] as the product's initial
-    accumulator wants it: a token's score is then the block's product times its scale."""
-    lo = (raw[0].to(gl.float32) * qk_scale).to(gl.float16)
-    hi = (raw[1].to(gl.float32) * qk_scale).to(gl.float16)
+    lo = (gl.load(ptr, mask=qm, other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
+    hi = (gl.load(ptr + 16, mask=qm, other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
     if OFF_LO == OFF_HI:  # q8_0's: the two halves summed first
         off = (gl.sum(lo.to(gl.float32), axis=0) + gl.sum(hi.to(gl.float32), axis=0)) * OFF_LO
     else:
@@ -1155,8 +1147,7 @@ def _pair_attend(s0, s1, m_i, l_i, acc0, acc1, acc2, acc3, vbuf, vsbuf, st0, st1
 
 @gluon.jit
 def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, SEQ_LENS,
-                        stride_bt, bt_cols, n_splits, qk_scale, PAGE, SPLIT,
-                        H_KV: gl.constexpr,
+                        stride_bt, n_splits, qk_scale, PAGE, SPLIT, H_KV: gl.constexpr,
                         GROUP: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr = 3,
                         LAZY: gl.constexpr = False, QN: gl.constexpr = 8,
                         K_AFTER: gl.constexpr = False, V_AFTER: gl.constexpr = False,
@@ -1208,12 +1199,12 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
     else:
         OFF_LO: gl.constexpr = LOW_OFFSET
         OFF_HI: gl.constexpr = HIGH_OFFSET
-    # the query's loads first, its operands after the first tiles' copies are issued
     if K_AFTER:
-        raw0 = _q_raw(Q, row0, GROUP, 0, D, QN, FMT)
-        raw1 = _q_raw(Q, row0, GROUP, 1, D, QN, FMT)
-        raw2 = _q_raw(Q, row0, GROUP, 2, D, QN, FMT)
-        raw3 = _q_raw(Q, row0, GROUP, 3, D, QN, FMT)
+        q0l, q0h, c0 = _q_block(Q, row0, GROUP, qk_scale, 0, D, QN, FMT, OFF_LO, OFF_HI)
+        q1l, q1h, c1 = _q_block(Q, row0, GROUP, qk_scale, 1, D, QN, FMT, OFF_LO, OFF_HI)
+        q2l, q2h, c2 = _q_block(Q, row0, GROUP, qk_scale, 2, D, QN, FMT, OFF_LO, OFF_HI)
+        q3l, q3h, c3 = _q_block(Q, row0, GROUP, qk_scale, 3, D, QN, FMT, OFF_LO, OFF_HI)
+        qops = (q0l, q0h, c0, q1l, q1h, c1, q2l, q2h, c2, q3l, q3h, c3)
         if FMT == "q8_0":
             kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 128], SHK8)
         else:
@@ -1223,8 +1214,9 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         kk = gl.arange(0, 128, layout=gl.SliceLayout(1, QL3))
         qi = gl.arange(0, QN, layout=gl.SliceLayout(0, QL3))
         q3 = gl.load(Q + (row0 + qi)[None, :] * D + kk[:, None], mask=(qi < GROUP)[None, :],
-                     other=0.0)
+                     other=0.0).to(gl.float32)
         tables = _byte_tables(TAB)  # with the centroids' byte tables
+        qops = (gl.convert_layout((q3 * qk_scale).to(gl.float16), OPB), tables)
         kbuf = gl.allocate_shared_memory(gl.int32, [STAGES, 32, 16], SHT3)
     else:  # the query gathered in K_ASM's column order, for the scaled keys
         QL: gl.constexpr = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
@@ -1247,10 +1239,14 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
             q_scale = qk_scale
         qp = Q + (row0 + qi)[None, :] * D + dlo[:, None]
         qm = (qi < GROUP)[None, :]
-        qlo = gl.load(qp, mask=qm, other=0.0)
-        qhi = gl.load(qp + HI, mask=qm, other=0.0)
-        if FMT == "tbq4":  # with the byte tables
-            tables = _byte_tables(TAB)
+        qlo = gl.load(qp, mask=qm, other=0.0).to(gl.float32)
+        qhi = gl.load(qp + HI, mask=qm, other=0.0).to(gl.float32)
+        qa = gl.convert_layout((qlo * q_scale).to(gl.float16), OPB)
+        qb = gl.convert_layout((qhi * q_scale).to(gl.float16), OPB)
+        if FMT == "tbq4":  # noqa: SIM108 (a compile-time branch): with the byte tables
+            qops = (qa, qb, _byte_tables(TAB))
+        else:
+            qops = (qa, qb)
         kbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 4, 16], SH3)
     if FMT == "nvfp4":
         ksbuf = gl.allocate_shared_memory(gl.uint8, [STAGES, 32, 8], SH2)
@@ -1284,31 +1280,16 @@ def q4_0_swapped_kernel(Q, ACC, ML, K0, K1, V0, V1, GSK, GSV, TAB, BLOCK_TABLE, 
         else:
             vsbuf = gl.allocate_shared_memory(gl.float16, [2 * STAGES, 16, 4], SH2)
         if FMT == "tbq4" or FMT == "tbq3":  # noqa: SIM108 (a compile-time branch)
-            vops = tables  # the byte tables
+            vops = qops[len(qops) - 1]  # the byte tables, the query operands' last
         else:
             vops = 0.0  # unused
     bt0 = b * stride_bt
-    pg, off, page, nxt = _cursor(BLOCK_TABLE, bt0, start, bt_cols, PAGE)
+    pg, off, page, nxt = _cursor(BLOCK_TABLE, bt0, start, end, PAGE)
     AHEAD: gl.constexpr = 2 if PAIRS else STAGES - 1  # tiles copied before the loop
     for i in gl.static_range(AHEAD):
         _issue(kbuf, ksbuf, vbuf, vsbuf, i, K0, K1, V0, V1, page, off, h, start + i * BN, end,
                PAGE, H_KV, K_AFTER, V_AFTER, FMT)
         pg, off, page, nxt = _next_tile(pg, off, page, nxt, BLOCK_TABLE, bt0, end, PAGE)
-    if K_AFTER:  # the query's operands, its loads since arrived
-        q0l, q0h, c0 = _q_block(raw0, qk_scale, QN, OFF_LO, OFF_HI)
-        q1l, q1h, c1 = _q_block(raw1, qk_scale, QN, OFF_LO, OFF_HI)
-        q2l, q2h, c2 = _q_block(raw2, qk_scale, QN, OFF_LO, OFF_HI)
-        q3l, q3h, c3 = _q_block(raw3, qk_scale, QN, OFF_LO, OFF_HI)
-        qops = (q0l, q0h, c0, q1l, q1h, c1, q2l, q2h, c2, q3l, q3h, c3)
-    elif FMT == "tbq3":
-        qops = (gl.convert_layout((q3.to(gl.float32) * qk_scale).to(gl.float16), OPB), tables)
-    else:
-        qa = gl.convert_layout((qlo.to(gl.float32) * q_scale).to(gl.float16), OPB)
-        qb = gl.convert_layout((qhi.to(gl.float32) * q_scale).to(gl.float16), OPB)
-        if FMT == "tbq4":  # noqa: SIM108 (a compile-time branch)
-            qops = (qa, qb, tables)
-        else:
-            qops = (qa, qb)
     m_i = gl.full([QN], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     if SUM_LANES:  # noqa: SIM108 (a compile-time branch)
         l_i = gl.zeros([32, QN], gl.float32, layout=MMA)
@@ -1452,7 +1433,7 @@ def decode_gluon(cache: Any, q: Any, block_table: Any, seq_lens: Any, out: Any, 
                                 order=TBQ3_QUERY_ORDER if consts["FMT"] == "tbq3" else None)
     q4_0_swapped_kernel[(bsz, hkv, n_splits)](
         q, acc, ml, k0, k1, v0, v1, gsk, gsv, tab, block_table, seq_lens, block_table.stride(0),
-        block_table.shape[1], n_splits,
+        n_splits,
         LOG2E / math.sqrt(d), cache.page_size, split, H_KV=hkv, GROUP=group, D=d, num_warps=1,
         **consts,
         **({"PDL": True, "launch_pdl": True} if pdl else {}),

@@ -74,9 +74,9 @@ def test_gluon_kernel_compiles_without_spills_or_byte_reads(compiled):
         qn = int(name.split("-")[0])
         if name == "8":
             # q4_0's 8-column form at 12 a multiprocessor without PIPE, which decode has not
-            # launched since v62 (8 with PIPE): no stack under triton 3.6, up to two words
-            # under 3.9 (one since v68, two since v71's query loaded before the first copies)
-            assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") <= 16, (name, usage)
+            # launched since v62 (8 with PIPE): no stack under triton 3.6, one word under 3.9
+            # (stored once, reloaded once a tile)
+            assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") <= 8, (name, usage)
         else:
             assert _usage(usage, "LOCAL") == 0 and _usage(usage, "STACK") == 0, (name, usage)
             assert c["local_in_loops"] == 0, name
