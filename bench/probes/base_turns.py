@@ -14,7 +14,9 @@ multiprocessor (long splits over many pages, short ones): its output against
 LayerCache.decode_ref and against the other tree's (a change to how tiles are addressed
 leaves the arithmetic as it was: the two outputs should be equal). Then per format and shape each round times decode under the base kernel and
 under this tree's in turns (the order reversed every other round), as bench/decode.py times a
-step (CUDA graph over cache copies). Writes base-turns.json after every row. Needs a GPU.
+step (CUDA graph over cache copies); a shape where no launch takes the Gluon kernel is
+skipped (a launch may widen where it applies: ``cache.GLUON_LEAST_WORK=0`` against decode's
+split kernel there). Writes base-turns.json after every row. Needs a GPU.
 
 ``--launches`` names launches of this tree's kernel to time in the same turns (default: one,
 ``new``, as decode launches it). A setting is ``cache.ATTR=N``, ``gluon.ATTR=N`` or
@@ -200,7 +202,11 @@ def main() -> None:
             batch, tokens = (int(x) for x in shape.split("x"))
             caches = filled_copies(fmt, batch, tokens)
             table, seq, q = step_inputs(batch, tokens)
-            if not caches[0].takes_gluon(q, seq, tokens):
+            takes = []
+            for settings in launches.values():
+                with launched(settings):
+                    takes.append(caches[0].takes_gluon(q, seq, tokens))
+            if not any(takes):
                 print(fmt, shape, "not the Gluon kernel's launch: skipped", flush=True)
                 continue
             row: dict = {"format": fmt, "batch": batch, "tokens": tokens, "base": [],
