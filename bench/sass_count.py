@@ -6,7 +6,8 @@ instead (straight-line code: every instruction, per value a thread quantizes).
     python bench/sass_count.py FORMAT [--block-n 32] [--warps 4] [--stages 2] [--src DIR]
         [--dump DIR] [--words] [--head-dim 576 --k-only [--whole]]
     python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4] [--selects]
-    python bench/sass_count.py q4_0|q8_0 --gluon [after|scaled] [--group 4]
+    python bench/sass_count.py q4_0|q8_0|nvfp4|tbq4|tbq3 --gluon [after|scaled] [--group 4]
+        [--pipe] [--const NAME=VALUE ...]
     python bench/sass_count.py kivi2|kivi4 --gluon [after] [--group 4] [--v-after 0|1]
         [--k-sub 0|1]
 
@@ -291,7 +292,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-registers", type=int, default=0,
                     help="decode: cap the registers a thread (0: none)")
     ap.add_argument("--pipe", action="store_true",
-                    help="gluon: each tile's scores beside the tile before's value product")
+                    help="gluon: each tile's scores beside the tile before's value product (as "
+                    "decode launches it at 8 programs a multiprocessor)")
     ap.add_argument("--v-after", type=int, choices=(0, 1), default=None,
                     help="gluon, KIVI: the values' scales on the weights (V_AFTER) or not "
                     "(default: as decode launches it)")
@@ -313,9 +315,14 @@ def _consts(pairs: list[str]) -> dict:
     out: dict = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
-        out[name] = {"True": True, "False": False}.get(value)
-        if out[name] is None:
+        flag = {"True": True, "False": False}.get(value)
+        if flag is not None:
+            out[name] = flag
+        elif value.lstrip("-").isdigit():
             out[name] = int(value)
+        else:
+            raise SystemExit(f"--const: expected NAME=VALUE with an int or True/False, "
+                             f"got {pair!r}")
     return out
 
 
@@ -373,8 +380,8 @@ def compile_gluon(fmt: str = "q4_0", group: int = 4, after: bool | None = None,
     compiled for sm_90 as decode launches it for ``group`` query heads a KV head at ``per_sm``
     programs a multiprocessor over ``rows`` (sequence, KV head) rows (0: as at the most;
     ``after`` None: the AFTER forms where the group fits 8 columns; ``stages`` and ``pipe``
-    None: decode's), q4_0's PIPE and PAIRS forms with decode's cap on their registers:
-    (kernel, SASS, resource usage)."""
+    None: decode's), q4_0's PIPE and PAIRS forms with decode's cap on their registers, and
+    ``extra`` compile-time arguments over all these: (kernel, SASS, resource usage)."""
     from kvcore.kernels.gluon_q4_0 import (
         launch_consts,
         launch_registers,
@@ -451,6 +458,7 @@ def main() -> None:
         kernel, sass, usage = compile_gluon(args.fmt, args.group or 4,
                                             {"after": True, "scaled": False}.get(args.gluon),
                                             args.gluon_stages or None, True, args.pipe or None,
+                                            per_sm=8 if args.pipe else 0,
                                             extra=_consts(args.const))
         args.block_n, args.warps, args.k_only = 32, 1, False
     else:
