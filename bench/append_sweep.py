@@ -8,7 +8,8 @@ launch configurations.
 Each format first appends 3,000 tokens × 8 KV heads (head_dim 128) with the kernel and with the
 torch reference and reports the share of identical bytes per plane; then a filled 8 × 32,768
 token cache takes appends of 16,384 new tokens (fp16 in), replayed from a CUDA graph
-(decode.append_time), under each (rows per program, warps, …), with --rounds in turns. Bytes
+(decode.append_time), under each (rows per program, warps, …), with --rounds in turns. Where a
+config takes the rotated formats' search by lookup, its bytes against the default search's too. Bytes
 moved per call: the input read plus the cache bytes written. Writes append-sweep.json and
 prints a table. With
 --head-dims, only the bytes against the reference at those head widths (fp16 and bf16 rows),
@@ -54,6 +55,21 @@ def agreement(fmt: str, dtype=torch.float16, head_dim: int = decode.D) -> dict[s
                         .float().mean()) for name, p in kern.k.planes.items()}
 
 
+def lookup_agreement(fmt: str) -> dict[str, float]:
+    """Share of identical bytes, per plane and side, between the rotated append's search by
+    lookup and its default search (the staircase), on agreement()'s rows: the lookup's GPU
+    path (its table read by inline PTX) must write the same bytes."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = (torch.randn(3000, HKV, decode.D, device="cuda", generator=g) * 3).to(torch.float16)
+    caches = [LayerCache(fmt, fmt, 1, 4096, HKV, decode.D, device="cuda") for _ in range(2)]
+    t = torch.arange(3000, device="cuda")
+    caches[0].append(x, x.flip(0), torch.zeros_like(t), t)
+    caches[1].append(x, x.flip(0), torch.zeros_like(t), t, lookup=True)
+    return {f"{side} {name}": float((getattr(caches[1], side).planes[name].view(torch.uint8)
+                                     == p.view(torch.uint8)).float().mean())
+            for side in ("k", "v") for name, p in getattr(caches[0], side).planes.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -62,7 +78,8 @@ def main() -> None:
                     "[/stages[/registers[/one launch: 1 K and V together, 0 a side at a time"
                     "[/fma search: 1 the rotated formats' search on the FMA pipes, 0 by "
                     "selects[/fma bias in quarters: 1 is 0.25[/prefetch: 1 the rotated "
-                    "formats' next rows loaded a block ahead]]]]]], "
+                    "formats' next rows loaded a block ahead[/lookup: 1 the FMA search by "
+                    "lookup, one comparison a value; registers 0 leave it uncapped]]]]]]], "
                     "the rotated formats' persistent launch],… instead of the built-in list")
     ap.add_argument("--rounds", type=int, default=1, help="time the configs this many times in "
                     "turns, the order reversed every other round")
@@ -97,6 +114,10 @@ def main() -> None:
         if fmt in ("tbq4", "tbq3"):  # the rotation reads bfloat16 input as it is
             result.setdefault("agreement_bf16", {})[fmt] = agreement(fmt, torch.bfloat16)
             print(fmt, "bfloat16 in:", result["agreement_bf16"][fmt], flush=True)
+            if any(len(c) > 9 and c[9] for c in configs):
+                result.setdefault("lookup_agreement", {})[fmt] = lookup_agreement(fmt)
+                print(fmt, "lookup against the staircase:", result["lookup_agreement"][fmt],
+                      flush=True)
         dtype = torch.bfloat16 if fmt == "bf16" else torch.float16
         cache = LayerCache(fmt, fmt, batch, tokens, decode.HKV, decode.D, device="cuda",
                            values=values)
@@ -105,8 +126,9 @@ def main() -> None:
                                                           else configs[::-1])]
         for rows, warps, *more in turns:
             launch = dict(zip(("programs_per_sm", "num_stages", "max_registers", "one_launch",
-                               "fma_search", "fma_bias", "prefetch"), more, strict=False))
-            for flag in ("one_launch", "fma_search", "prefetch"):
+                               "fma_search", "fma_bias", "prefetch", "lookup"), more,
+                              strict=False))
+            for flag in ("one_launch", "fma_search", "prefetch", "lookup"):
                 if flag in launch:
                     launch[flag] = bool(launch[flag])
             if "fma_bias" in launch:

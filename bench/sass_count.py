@@ -5,7 +5,7 @@ instead (straight-line code: every instruction, per value a thread quantizes).
 
     python bench/sass_count.py FORMAT [--block-n 32] [--warps 4] [--stages 2] [--src DIR]
         [--dump DIR] [--words] [--head-dim 576 --k-only [--whole]]
-    python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4] [--selects]
+    python bench/sass_count.py FORMAT --append [--rows 32] [--warps 4] [--selects|--lookup]
     python bench/sass_count.py q4_0|q8_0|nvfp4|tbq4|tbq3 --gluon [after|scaled] [--group 4]
         [--pipe] [--const NAME=VALUE ...]
     python bench/sass_count.py kivi2|kivi4 --gluon [after] [--group 4] [--v-after 0|1]
@@ -118,13 +118,13 @@ def _opcodes(lines: list[str]) -> collections.Counter:
 
 def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int = 2,
                    fma: bool = True, bias: float | None = None, prefetch: bool | None = None,
-                   max_registers: int = 0):
+                   max_registers: int = 0, lookup: bool = False):
     """The append kernel of ``fmt`` (head_dim 128, 8 KV heads, fp16 rows, the GPU paths; K
     and V in one launch, ``sides`` 2, and a rotated format's search in its FMA form with the
     codebook's bias, or ``bias``, as append launches them; ``fma`` False: the search by
     selects; ``prefetch``: the rotated kernel's PREFETCH, by default the launch's,
-    ROTATED_LAUNCH's for the FMA form; ``max_registers``: a cap, 0 none) compiled for sm_90:
-    (kernel, SASS, resource usage)."""
+    ROTATED_LAUNCH's for the FMA form; ``max_registers``: a cap, 0 none; ``lookup``: the FMA
+    form by lookup, codebook.cells) compiled for sm_90: (kernel, SASS, resource usage)."""
     from kvcore.kernels import codebook
     from kvcore.kernels import triton_ops as ops
     from kvcore.kernels.cache import ROTATED_LAUNCH
@@ -137,12 +137,15 @@ def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int 
     sig = {"X": "*fp16", "XV": "*fp16", "PAGES": "*i64", "OFFSETS": "*i64",
            "P0": DATA.get(f, "*u8"), "P1": SIDE.get(f, "*u8"), "P0V": DATA.get(f, "*u8"),
            "P1V": SIDE.get(f, "*u8"), "GS": "*fp32", "GSV": "*fp32", "ROT": "*fp16",
-           "TH": "*fp32", "CENT": "*fp32", "n_rows": "i32", "PAGE": "i32"}
+           "TH": "*fp32", "CENT": "*fp32", "CELLS": "*i64", "n_rows": "i32", "PAGE": "i32"}
     x0, x1 = _row_widths(fmt, 128)
+    bias = codebook.staircase_bias(levels) if bias is None else bias
     consts = dict(H_KV=8, FMT=f, D=128, DP=128, DPOW=128, X0=x0, X1=x1,
-                  LEVELS=levels, ROWS=rows, HW=True, SIDES=sides, FMA=fma,
-                  BIAS=codebook.staircase_bias(levels) if bias is None else bias,
+                  LEVELS=levels, ROWS=rows, HW=True, SIDES=sides, FMA=fma, BIAS=bias,
                   PREFETCH=prefetch)
+    if lookup and fma and f in (4, 5):
+        inv, cells = codebook.cells(levels, bias)
+        consts.update(CELL_INV=inv, CELL_MASK=len(cells) - 1)
     kernel = ops.rotated_append_kernel if f in (4, 5) else ops.append_kernel
     options = {"num_warps": warps, "num_stages": stages}
     if max_registers:
@@ -199,7 +202,7 @@ def _count_append(args) -> None:
     """Every instruction of the append kernel (head_dim 128, 8 KV heads), per value; for a
     rotated format (persistent programs) the loop over row blocks."""
     kernel, sass, usage = compile_append(args.fmt, args.rows, args.warps, args.stages,
-                                         fma=not args.selects)
+                                         fma=not args.selects, lookup=args.lookup)
     if args.dump:
         _dump(args.dump, f"{args.fmt}-append", kernel, sass)
     lines = [ln for ln in sass.splitlines() if INSTRUCTION.match(ln)]
@@ -254,6 +257,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--dump", help="write the kernel's ttgir, ptx and sass into this folder")
     ap.add_argument("--append", action="store_true", help="count the append kernel")
     ap.add_argument("--rows", type=int, default=32, help="append: rows per program")
+    ap.add_argument("--lookup", action="store_true",
+                    help="append: the rotated formats' FMA search by lookup (codebook.cells)")
     ap.add_argument("--selects", action="store_true",
                     help="append: the rotated formats' search by selects (before v63; the FMA "
                     "staircase by default, as append launches it)")

@@ -884,6 +884,18 @@ class LayerCache:
             tab[key] = rot[lane_order(), :].contiguous() if lanes else rot
         return tab[key]
 
+    def _cells(self, levels: int, bias: float) -> tuple[float, Any]:
+        """codebook.cells for the rotated append's lookup: (inv, its rows as int64 [n, 2])."""
+        tab = self._tables()
+        key = ("cells", levels, bias)
+        if key not in tab:
+            inv, rows = codebook.cells(levels, bias)
+            words = [w - (1 << 64) if w >> 63 else w for row in rows for w in row]
+            tab[key] = (inv, _torch().tensor(words, dtype=_torch().int64,
+                                              device=self.device).reshape(-1, 2))
+        found: tuple[float, Any] = tab[key]
+        return found
+
     def _cent(self, fmt: str, half: bool = False) -> Any:
         """The format's centroids: float32 for append, float16 for decode (read as is)."""
         tab = self._tables()
@@ -897,7 +909,7 @@ class LayerCache:
                programs_per_sm: int | None = None, num_stages: int | None = None,
                max_registers: int | None = None, one_launch: bool = True,
                fma_search: bool = True, fma_bias: float | None = None,
-               prefetch: bool | None = None) -> None:
+               prefetch: bool | None = None, lookup: bool = False) -> None:
         """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]: token i goes to (pages[i],
         offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
@@ -913,7 +925,11 @@ class LayerCache:
         (if not given, codebook.staircase_bias: 0.0 where the staircase is exact as it is).
         ``prefetch``: each rotated program loads its next block's rows into registers before
         coding the block it holds (rotated_append_kernel's PREFETCH; where not given, the
-        launch's; one stage unless ``num_stages`` says otherwise)."""
+        launch's; one stage unless ``num_stages`` says otherwise). ``lookup``: the FMA form
+        with one comparison a value, its threshold found by the value's cell in a table
+        (triton_ops._lookup, codebook.cells; the same bytes), at the same launch but with its
+        registers uncapped unless ``max_registers`` (compiled for sm_90, tbq4 takes 140 a
+        thread and spills under any cap, even 232)."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()
@@ -970,14 +986,18 @@ class LayerCache:
                                                     and rows.is_cuda)
             rot = self._rotation(rows.dtype if exact else torch.float16,
                                  lanes=side.fmt == "tbq3")
+            bias = codebook.staircase_bias(levels) if fma_bias is None else fma_bias
+            cells = self._cells(levels, bias) if lookup and fma_search else None
             rotated_append_kernel[grid](
                 rows, xs[-1], pages, offsets, *first[:2], *second[:2], rot,
-                tab[f"th{levels}"], self._cent(side.fmt), n, self.page_size, LEVELS=levels,
-                SIDES=len(xs), FMA=fma_search,
-                BIAS=codebook.staircase_bias(levels) if fma_bias is None else fma_bias,
+                tab[f"th{levels}"], self._cent(side.fmt),
+                tab[f"th{levels}"] if cells is None else cells[1], n, self.page_size,
+                LEVELS=levels, SIDES=len(xs), FMA=fma_search, BIAS=bias,
+                CELL_INV=0.0 if cells is None else cells[0],
+                CELL_MASK=0 if cells is None else cells[1].numel() // 2 - 1,
                 HW=rows.device.type == "cuda", PREFETCH=ahead, **shape,
                 num_stages=num_stages or (1 if ahead else stages),
-                maxnreg=max_registers or regs)
+                maxnreg=max_registers or (None if cells is not None else regs))
 
     def _workspace(self, name: str, numel: int, dtype: Any, device: Any) -> Any:
         """A reusable scratch buffer (no allocation on the decode hot path)."""

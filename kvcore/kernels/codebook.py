@@ -12,8 +12,8 @@ import random
 import struct
 from functools import cache
 
-__all__ = ["hadamard_signs", "lloyd_max", "rotation_matrix", "staircase_bias", "staircase_exact",
-           "thresholds"]
+__all__ = ["cells", "hadamard_signs", "lloyd_max", "rotation_matrix", "staircase_bias",
+           "staircase_exact", "thresholds"]
 
 BLOCK = 128
 SEED = 42
@@ -93,6 +93,51 @@ def staircase_bias(levels: int, bias: float = 0.25) -> float:
     pos = lloyd_max(levels)[half:]
     cent = [_coded(_f32(c), half + j, mask) for j, c in enumerate(pos)]
     return 0.0 if staircase_exact(cent) else bias
+
+
+def _bits(x: float) -> int:
+    """The float32 x's bits."""
+    return int(struct.unpack("<I", struct.pack("<f", x))[0])
+
+
+@cache
+def cells(levels: int, bias: float = 0.0) -> tuple[float, tuple[tuple[int, int], ...]]:
+    """The rotated append's centroid search by lookup: a coordinate v of a unit vector
+    (0 ≤ v ≤ 1) falls in cell round(v · inv), and each cell holds at most one positive
+    threshold, as far from the cell's edges as cells of 1/64 to 1 allow (tbq4: 0.24 of a
+    cell, tbq3: 0.38; a float32 rounding of v is 10⁻⁵ of one), so one comparison with it finds the centroid: the cell's lowest coded centroid (_coded, plus
+    ``bias``, as staircase_bias gives it) plus 1 or 0 times the step to the next. Returns
+    (inv, rows): inv a float32 (a multiple of 2⁻⁹), the rows a power of two (past the last
+    cell, the top centroid; the kernel masks a cell's index with len(rows) − 1), each two
+    int64 words: the threshold negated (float32 bits, low half) and the cell's lowest coded
+    centroid (high half); the step to the next centroid (low half; 0 in a cell with no
+    threshold, whose threshold is then 0)."""
+    half, mask = levels // 2, levels - 1
+    th = [_f32(t) for t in thresholds(levels)[half:]]
+    coded = [_coded(_f32(_f32(c) + bias), half + j, mask)
+             for j, c in enumerate(lloyd_max(levels)[half:])]
+    steps = [_f32(b - a) for a, b in zip(coded, coded[1:], strict=False)] + [0.0]
+    # the widest margin between a threshold and its cell's edges, over cells from the whole
+    # unit down to a 61st of it (64 rows)
+    best = (-1.0, 0.0)
+    for k in range(512, 61 * 512):
+        inv = k / 512
+        at = [t * inv for t in th]
+        if len({round(x) for x in at}) < len(at):
+            continue
+        margin = 0.5 - max(abs(x - round(x)) for x in at)
+        if margin > best[0] + 1e-9:
+            best = (margin, inv)
+    inv = best[1]
+    last = round(inv) + 2  # v up to 1 and a little rounding past it
+    size = 1 << (last - 1).bit_length()
+    rows = []
+    for i in range(size):
+        below = sum(round(t * inv) < i for t in th)
+        inside = [t for t in th if round(t * inv) == i]
+        t, step = (inside[0], steps[below]) if inside else (0.0, 0.0)
+        rows.append(((_bits(-t) if inside else 0) | _bits(coded[below]) << 32, _bits(step)))
+    return inv, tuple(rows)
 
 
 @cache

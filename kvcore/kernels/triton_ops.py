@@ -1263,14 +1263,26 @@ def _sat_above(y, k, pk, HW: tl.constexpr):
     two that makes a step of p's float grid at least 1 (and keeps |y| · k finite): |y| · k −
     pk, exact but for one rounding, is then ≥ 1 or ≤ 0, clamped to [0, 1] (on a GPU one
     fma.rn.sat on the FMA pipes, the absolute value an operand's modifier)."""
-    k = tl.broadcast_to(k, y.shape)
-    pk = tl.broadcast_to(pk, y.shape)
+    return _abs_fma(y, k, -pk, True, HW)
+
+
+@triton.jit
+def _abs_fma(y, a, b, SAT: tl.constexpr, HW: tl.constexpr):
+    """|y| · a + b rounded once (on a GPU one fma.rn, the absolute value an operand's
+    modifier), clamped to [0, 1] with SAT (fma.rn.sat)."""
+    a = tl.broadcast_to(a, y.shape)
+    b = tl.broadcast_to(b, y.shape)
     if HW:
-        return tl.inline_asm_elementwise(
-            "{ .reg .f32 a; abs.f32 a, $1; fma.rn.sat.f32 $0, a, $2, $3; }", "=r,r,r,r",
-            [y, k, -pk], dtype=tl.float32, is_pure=True, pack=1)
+        if SAT:
+            text: tl.constexpr = "{ .reg .f32 a; abs.f32 a, $1; fma.rn.sat.f32 $0, a, $2, $3; }"
+        else:
+            text: tl.constexpr = "{ .reg .f32 a; abs.f32 a, $1; fma.rn.f32 $0, a, $2, $3; }"
+        return tl.inline_asm_elementwise(text, "=r,r,r,r", [y, a, b], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    elif SAT:
+        return tl.minimum(tl.maximum(tl.abs(y) * a + b, 0.0), 1.0)
     else:
-        return tl.minimum(tl.maximum(tl.abs(y) * k - pk, 0.0), 1.0)
+        return tl.abs(y) * a + b
 
 
 @triton.jit
@@ -1314,6 +1326,36 @@ def _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
         c, flip = _binary_search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5,
                                  e6, e7, LEVELS)
     return c, flip
+
+
+@triton.jit
+def _lookup(y, s, t0, CELLS, INV: tl.constexpr, MASK: tl.constexpr, HW: tl.constexpr):
+    """_search's FMA form with one comparison a value (codebook.cells): |y| / s falls in cell
+    round(|y| · INV / s) (one fused multiply-add onto 2²³, whose low bits are then the
+    cell), whose row of CELLS gives the one threshold that can lie on either side of |y|
+    (negated), the cell's lowest coded centroid and the step to the next: the coded centroid
+    _search gives, bit for bit, and the mask that mirrors its code where y ≤ 0."""
+    flip = _sign_mask(y, HW)
+    p0 = t0 * s
+    k = ((277 - ((p0.to(tl.int32, bitcast=True) >> 23) & 0xFF)) << 23).to(
+        tl.float32, bitcast=True)
+    sk = s * k  # exact (k a power of two): (t · s) · k = t · sk for every threshold t
+    at = _abs_fma(y, INV / s, tl.full(y.shape, 8388608.0, tl.float32), False, HW).to(
+        tl.int32, bitcast=True)
+    if HW:  # one 16-byte read a value in y's layout (a load would be laid out anew), its
+        # address one wide multiply-add of the masked cell
+        neg_t, low, step = tl.inline_asm_elementwise(
+            "{ .reg .b32 pad, c; .reg .b64 a; and.b32 c, $3, $4; mad.wide.u32 a, c, 16, $5; "
+            "ld.global.nc.v4.b32 {$0, $1, $2, pad}, [a]; }", "=r,=r,=r,r,r,l",
+            [at, tl.full(y.shape, MASK, tl.int32), tl.broadcast_to(CELLS, y.shape)],
+            dtype=(tl.float32, tl.float32, tl.float32), is_pure=True, pack=1)
+    else:
+        row = CELLS + 2 * (at & MASK)
+        te = tl.load(row)
+        neg_t = te.to(tl.int32).to(tl.float32, bitcast=True)
+        low = (te >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+        step = tl.load(row + 1).to(tl.int32).to(tl.float32, bitcast=True)
+    return low + _abs_fma(y, k, neg_t * sk, True, HW) * step, flip
 
 
 @triton.jit
@@ -1401,13 +1443,14 @@ def _block_rows(it, blocks, X, XV, n_rows, d, D: tl.constexpr, ROWS: tl.constexp
 
 
 @triton.jit
-def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT, n_rows,
+def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT, CELLS, n_rows,
                           PAGE, H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr,
                           DP: tl.constexpr, DPOW: tl.constexpr, X0: tl.constexpr,
                           X1: tl.constexpr, LEVELS: tl.constexpr, ROWS: tl.constexpr,
                           SIDES: tl.constexpr = 1, FMA: tl.constexpr = False,
                           BIAS: tl.constexpr = 0.25, HW: tl.constexpr = False,
-                          PREFETCH: tl.constexpr = False):
+                          PREFETCH: tl.constexpr = False, CELL_INV: tl.constexpr = 0.0,
+                          CELL_MASK: tl.constexpr = 0):
     """append_kernel for the rotated formats (tbq4: FMT 4, tbq3: 5), persistent: each program
     loads the rotation (ROT, the 128 × 128 ±1 matrix, times √128; tbq3: its rows in
     lane_order) once and then quantizes every num_programs-th block of ROWS rows. SIDES 2:
@@ -1423,7 +1466,10 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
     rotated as it is (one product, exact but for the float32 sums); other input (float32) by
     _rotate_blocks, as its blocks' unit vectors. PREFETCH: each program loads its next block's
     rows into registers before it codes the block it holds (launched in one stage, so that the
-    compiler's own pipelining, which issues the next copy at the loop's end, is not added)."""
+    compiler's own pipelining, which issues the next copy at the loop's end, is not added).
+    CELL_MASK > 0 (with FMA): the FMA form by lookup (_lookup) in CELLS, codebook.cells's
+    rows for LEVELS and BIAS (CELL_INV its inv, CELL_MASK its rows less one); else CELLS is
+    not read."""
     r128 = tl.arange(0, 128)
     rot = tl.trans(tl.load(ROT + r128[:, None] * 128 + r128[None, :]))
     H: tl.constexpr = LEVELS // 2
@@ -1480,8 +1526,11 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
                            (ROWS * (DPOW // 128), 128))
             y = tl.reshape(_rotate_blocks(u, rot, SCALED=False), (ROWS, DPOW // 128, 128))
             s = tl.full((ROWS, DPOW // 128, 1), 11.313708498984761, tl.float32)  # √128
-        c, flip = _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
-                          LEVELS, FMA, HW)
+        if FMA and CELL_MASK > 0:
+            c, flip = _lookup(y, s, t0, CELLS, CELL_INV, CELL_MASK, HW)
+        else:
+            c, flip = _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6,
+                              e7, LEVELS, FMA, HW)
         # y ≤ 0 takes the mirrored code, M minus the positive one (its complement)
         _store_codes(q0, r * X0, rmask,
                      tl.reshape((c.to(tl.int32, bitcast=True) ^ flip) & M, (ROWS, DPOW)),

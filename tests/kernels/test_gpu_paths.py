@@ -29,6 +29,7 @@ SCRIPT = textwrap.dedent("""
     for fmt in ("tbq4", "tbq3"):
         out[fmt + "-selects"] = sass_count.compile_append(fmt, 64, 4, fma=False)[0].asm["ptx"]
         out[fmt + "-biased"] = sass_count.compile_append(fmt, 64, 4, bias=0.25)[0].asm["ptx"]
+        out[fmt + "-lookup"] = sass_count.compile_append(fmt, 64, 4, lookup=True)[0].asm["ptx"]
     for bits in (2, 4):
         out[f"kivi{bits}"] = sass_count.compile_kivi_flush(bits)[0].asm["ptx"]
         out[f"kivi{bits}-decode"] = sass_count.compile_kivi_decode(bits)[0].asm["ptx"]
@@ -147,3 +148,16 @@ def test_rotated_append_fma_search_climbs_without_selects(ptx: dict[str, str], f
     assert codebook.staircase_bias(2 * steps + 2) == 0.0
     assert "0f3E800000" not in text and "0fBE800000" not in text
     assert ptx[fmt + "-biased"].count("0fBE800000") == 64
+
+
+@pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
+def test_rotated_append_lookup_compares_once_a_value(ptx: dict[str, str], fmt: str) -> None:
+    # the FMA form by lookup: one fused multiply-add onto 2²³ finds a value's cell, one
+    # 16-byte read its row (threshold, lowest centroid, step), one saturated fused
+    # multiply-add compares: 64 values a thread, no select, no byte or word read of a row
+    text = ptx[fmt + "-lookup"]
+    assert text.count("fma.rn.sat.f32") == text.count("ld.global.nc.v4.b32") == 64
+    assert len(re.findall(r"abs\.f32 a, %r\d+; fma\.rn\.f32 %r\d+, a, %r\d+, %r\d+;",
+                          text)) == 64
+    assert "mov.b32 \t%r" in text and "1258291200;" in text  # 2²³'s bits
+    assert text.count("selp.f32") == 0

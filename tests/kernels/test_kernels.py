@@ -371,6 +371,7 @@ import triton.language as tl  # noqa: E402
 from kvcore.kernels.triton_ops import (  # noqa: E402
     _coded,
     _e2m1,
+    _lookup,
     _search,
     _threshold,
     e4m3_decode,
@@ -396,6 +397,19 @@ def _search_codes(Y, S, TH, CENT, OUT, LEVELS: tl.constexpr, FMA: tl.constexpr):
     tl.store(OUT + r, (c.to(tl.int32, bitcast=True) ^ flip) & M)
 
 
+@triton.jit
+def _lookup_codes(Y, S, TH, CELLS, OUT, LEVELS: tl.constexpr, INV: tl.constexpr,
+                  MASK: tl.constexpr):
+    """The codes _lookup gives 4 rows of 128 values, each row's length S[row]."""
+    H: tl.constexpr = LEVELS // 2
+    M: tl.constexpr = LEVELS - 1
+    r = tl.arange(0, 4)[:, None] * 128 + tl.arange(0, 128)[None, :]
+    y = tl.load(Y + r)
+    s = tl.load(S + tl.arange(0, 4))[:, None]
+    c, flip = _lookup(y, s, _threshold(TH, 0, H), CELLS, INV, MASK, False)
+    tl.store(OUT + r, (c.to(tl.int32, bitcast=True) ^ flip) & M)
+
+
 @pytest.mark.parametrize("levels", [16, 8])
 def test_fma_search_decides_on_the_threshold_and_either_side(levels):
     # the FMA form compares |y| with each threshold times the block's length, p, by a
@@ -417,6 +431,11 @@ def test_fma_search_decides_on_the_threshold_and_either_side(levels):
     a = y.abs()
     above = (a[:, :, None] > (th[half:][None, None, :] * lengths[:, None, None])).sum(-1)
     want = torch.where(y > 0, half + above, half - 1 - above).int()
+    inv, rows = ref.codebook.cells(levels)
+    cells = torch.tensor([w - (1 << 64) if w >> 63 else w for row in rows for w in row])
+    out = torch.full((4, 128), -1, dtype=torch.int32)
+    _lookup_codes[(1,)](y, lengths, th, cells, out, levels, inv, len(rows) - 1)
+    assert torch.equal(out, want)  # the FMA form by lookup, one comparison a value
     for fma in (True, False):
         out = torch.full((4, 128), -1, dtype=torch.int32)
         _search_codes[(1,)](y, lengths, th, cent, out, levels, fma)
@@ -569,6 +588,10 @@ def test_rotated_append_launch_by_format_width_and_search(monkeypatch, fmt, head
     x = torch.randn(1000, 2, head_dim, dtype=torch.float16)
     cache.append(x, x, torch.zeros_like(t), t, fma_search=fma)
     assert seen == [want]
+    # the search by lookup: the same launch, its registers uncapped (capped, it spills)
+    seen.clear()
+    cache.append(x, x, torch.zeros_like(t), t, fma_search=fma, lookup=True)
+    assert seen == [(*want[:2], None if fma else want[2], want[3])]
 
 
 @pytest.mark.parametrize("fmt", ["tbq4", "tbq3"])
@@ -620,11 +643,18 @@ def test_rotated_append_fma_search_writes_the_reference_bytes(fmt, dtype):
     x[3] = 0
     x[5] = 0
     x[5, 0, 9] = -2.0
-    caches = [LayerCache(fmt, fmt, 1, 128, 2, 128) for _ in range(4)]
-    kernel, biased, plain, refc = caches
+    caches = [LayerCache(fmt, fmt, 1, 128, 2, 128) for _ in range(6)]
+    kernel, biased, plain, refc, lookup, lookup_b = caches
     t = torch.arange(70)
     kernel.append(x, x.flip(0), torch.zeros_like(t), t)  # FMA, unbiased (the codebook's)
     biased.append(x, x.flip(0), torch.zeros_like(t), t, fma_bias=0.25)
+    # the FMA form by lookup (one comparison a value), unbiased and biased: the same bytes
+    lookup.append(x, x.flip(0), torch.zeros_like(t), t, lookup=True)
+    lookup_b.append(x, x.flip(0), torch.zeros_like(t), t, lookup=True, fma_bias=0.25)
+    for one, two in ((kernel, lookup), (biased, lookup_b)):
+        for a, b in ((one.k, two.k), (one.v, two.v)):
+            for name in a.planes:
+                assert torch.equal(a.planes[name], b.planes[name]), name
     plain.append(x, x.flip(0), torch.zeros_like(t), t, fma_search=False)
     refc.append_ref(x, x.flip(0), torch.zeros_like(t), t)
     # K holds the zero row at token 3 and the one-hot row at 5, V (the rows reversed) at 66

@@ -226,6 +226,45 @@ def test_fma_search_staircase_needs_no_bias_for_the_codebooks():
     assert _staircase_numpy(biased) and codebook.staircase_exact(biased)
 
 
+@pytest.mark.parametrize("levels", [16, 8])
+@pytest.mark.parametrize("bias", [0.0, 0.25])
+def test_lookup_cells_give_the_staircase_centroid_for_every_coordinate(levels, bias):
+    # the append's search by lookup (codebook.cells): a coordinate v of a unit vector goes to
+    # cell round(v · inv), found in float32 as the kernel finds it (v · inv + 2²³, its low
+    # bits masked), and the cell's row gives its lowest coded centroid plus 1 or 0 times the
+    # step, by one comparison with the cell's threshold. For v on a dense grid over [0, 1],
+    # on each threshold, one float either side of it, and on and either side of each cell's
+    # edges, that must be the staircase's coded centroid, bit for bit: the one that counts
+    # the thresholds strictly below v
+    half, mask = levels // 2, levels - 1
+    inv, rows = codebook.cells(levels, bias)
+    n = len(rows)
+    assert n & (n - 1) == 0 and round(inv) + 2 <= n
+    words = np.array(rows, dtype=np.uint64)
+    neg_t = (words[:, 0] & np.uint64(M32)).astype(np.uint32).view(np.float32)
+    low = (words[:, 0] >> np.uint64(32)).astype(np.uint32).view(np.float32)
+    step = (words[:, 1] & np.uint64(M32)).astype(np.uint32).view(np.float32)
+    th = np.array(codebook.thresholds(levels)[half:], dtype=np.float32)
+    cent = np.array([_coded32(np.float32(np.float32(c) + np.float32(bias)), half + j, mask)
+                     for j, c in enumerate(codebook.lloyd_max(levels)[half:])], np.float32)
+    edges = ((np.arange(n) + 0.5) / inv).astype(np.float32)
+    near = np.concatenate([th, edges])
+    v = np.concatenate([np.linspace(0, 1, 200_001, dtype=np.float32), near,
+                        np.nextafter(near, np.float32(2)), np.nextafter(near, np.float32(0))])
+    v = v[v <= 1]
+    with np.errstate(over="ignore"):
+        at = (v * np.float32(inv) + np.float32(2 ** 23)).view(np.uint32) & np.uint32(n - 1)
+    above = (v > -neg_t[at]).astype(np.float32)
+    got = low[at] + above * step[at]
+    want = cent[(v[:, None] > th[None, :]).sum(1)]
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    # each threshold lies in a cell of its own, well inside it (a float32 rounding of v ·
+    # inv is about 10⁻⁵ of a cell)
+    cells = np.rint(th.astype(np.float64) * inv)
+    assert len(set(cells)) == len(th)
+    assert float(np.abs(th * inv - cells).max()) < 0.5 - 0.2
+
+
 @pytest.mark.parametrize("norm", (np.float16(0.75), np.float16(13.5)))
 def test_tbq4_unpacker_matches_the_table_lookup(norm):
     # the decode path's table: torch's float16 rounding of the codebook; the kernel's block
