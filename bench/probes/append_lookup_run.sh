@@ -4,7 +4,8 @@
 # against the staircase (one comparison a threshold), K and V in one launch, three rounds in
 # turns, with the bytes against the reference (bench/append_sweep.py, into
 # append-sweep.json). Compiled for sm_90 (triton 3.6) tbq4's loop takes 20.1 instructions a
-# value against 26.1, at 140 registers uncapped (any cap spills); tbq3's 20.7 against 18.5.
+# value against 26.1, at 140 registers uncapped (any cap spills); tbq3's 22.0 against 18.5
+# (bench/results/append-lookup-sm90.txt).
 # By default: each at its launch (tbq4 3 programs of 168 registers in two stages, tbq3 4 of
 # 128 in one with its rows a block ahead) and the lookup at 3 programs uncapped in two
 # stages and in one. CONFIGS: other launches (append_sweep.py --configs).

@@ -104,14 +104,15 @@ def _bits(x: float) -> int:
 def cells(levels: int, bias: float = 0.0) -> tuple[float, tuple[tuple[int, int], ...]]:
     """The rotated append's centroid search by lookup: a coordinate v of a unit vector
     (0 ≤ v ≤ 1) falls in cell round(v · inv), and each cell holds at most one positive
-    threshold, as far from the cell's edges as cells of 1/64 to 1 allow (tbq4: 0.24 of a
-    cell, tbq3: 0.38; a float32 rounding of v is 10⁻⁵ of one), so one comparison with it finds the centroid: the cell's lowest coded centroid (_coded, plus
-    ``bias``, as staircase_bias gives it) plus 1 or 0 times the step to the next. Returns
-    (inv, rows): inv a float32 (a multiple of 2⁻⁹), the rows a power of two (past the last
-    cell, the top centroid; the kernel masks a cell's index with len(rows) − 1), each two
-    int64 words: the threshold negated (float32 bits, low half) and the cell's lowest coded
-    centroid (high half); the step to the next centroid (low half; 0 in a cell with no
-    threshold, whose threshold is then 0)."""
+    threshold, as far from the cell's edges as cells of 1/61 to 1 allow (tbq4: 0.24 of a
+    cell, tbq3: 0.37; a float32 rounding of v · inv is about 10⁻⁵ of one), so one comparison
+    with it finds the centroid: the cell's lowest coded centroid (_coded, plus ``bias``, as
+    staircase_bias gives it) plus 1 or 0 times the step to the next. Returns (inv, rows): inv
+    a multiple of 2⁻⁹ (a float32), the rows a power of two (past the last cell, the top
+    centroid; the kernel masks a cell's index with len(rows) − 1), each two int64 words: the
+    threshold negated (float32 bits, low half) and the cell's lowest coded centroid (high
+    half); the step to the next centroid (low half; 0 in a cell with no threshold, whose
+    threshold is then 0)."""
     half, mask = levels // 2, levels - 1
     th = [_f32(t) for t in thresholds(levels)[half:]]
     coded = [_coded(_f32(_f32(c) + bias), half + j, mask)
