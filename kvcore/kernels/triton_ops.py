@@ -1296,6 +1296,14 @@ def _sign_mask(y, HW: tl.constexpr):
 
 
 @triton.jit
+def _grid_scale(p0):
+    """k, the power of two that scales a step of the float grid at the smallest threshold p0
+    (and so at every larger one) to 1: 2^(23 − e) for p0 in [2^e, 2^(e + 1))."""
+    return ((277 - ((p0.to(tl.int32, bitcast=True) >> 23) & 0xFF)) << 23).to(
+        tl.float32, bitcast=True)
+
+
+@triton.jit
 def _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
             LEVELS: tl.constexpr, FMA: tl.constexpr = False, HW: tl.constexpr = False):
     """The coded centroid (_coded) of each rotated value y [R, C] of a block whose length is
@@ -1309,11 +1317,8 @@ def _search(y, s, t0, t1, t2, t3, t4, t5, t6, e0, e1, e2, e3, e4, e5, e6, e7,
     only)."""
     if FMA:
         flip = _sign_mask(y, HW)
-        # k: the power of two that scales a step of the float grid at the smallest threshold
-        # (and so at every larger one) to 1: 2^(23 - e) for t0 · s in [2^e, 2^(e + 1))
         p0 = t0 * s
-        k = ((277 - ((p0.to(tl.int32, bitcast=True) >> 23) & 0xFF)) << 23).to(
-            tl.float32, bitcast=True)
+        k = _grid_scale(p0)
         c = e0 + _sat_above(y, k, p0 * k, HW) * (e1 - e0)
         c = c + _sat_above(y, k, (t1 * s) * k, HW) * (e2 - e1)
         c = c + _sat_above(y, k, (t2 * s) * k, HW) * (e3 - e2)
@@ -1336,9 +1341,7 @@ def _lookup(y, s, t0, CELLS, INV: tl.constexpr, MASK: tl.constexpr, HW: tl.const
     (negated), the cell's lowest coded centroid and the step to the next: the coded centroid
     _search gives, bit for bit, and the mask that mirrors its code where y ≤ 0."""
     flip = _sign_mask(y, HW)
-    p0 = t0 * s
-    k = ((277 - ((p0.to(tl.int32, bitcast=True) >> 23) & 0xFF)) << 23).to(
-        tl.float32, bitcast=True)
+    k = _grid_scale(t0 * s)
     sk = s * k  # exact (k a power of two): (t · s) · k = t · sk for every threshold t
     at = _abs_fma(y, INV / s, tl.full(y.shape, 8388608.0, tl.float32), False, HW).to(
         tl.int32, bitcast=True)
