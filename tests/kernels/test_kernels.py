@@ -546,19 +546,23 @@ def test_rotated_append_writes_the_reference_bytes(fmt, head_dim, dtype):
     # float16 rows are rotated as they are (one product), float32 rows as two float16 parts
     # of their unit vectors; tbq3's codes leave the product in lane order and are packed
     # into words. Both paths, every 128-block of wide and padded rows, must write the
-    # reference's codes and norms
+    # reference's codes and norms (and the search by lookup the same bytes as the staircase)
     g = torch.Generator().manual_seed(head_dim)
     x = (torch.randn(70, 2, head_dim, generator=g) * 3).to(dtype)
     x[3] = 0
     kernel = LayerCache(fmt, fmt, 1, 128, 2, head_dim)
     refc = LayerCache(fmt, fmt, 1, 128, 2, head_dim)
+    lookup = LayerCache(fmt, fmt, 1, 128, 2, head_dim)
     t = torch.arange(70)
     kernel.append(x, x, torch.zeros_like(t), t)
     refc.append_ref(x, x, torch.zeros_like(t), t)
-    for side_k, side_r in ((kernel.k, refc.k), (kernel.v, refc.v)):
+    lookup.append(x, x, torch.zeros_like(t), t, lookup=True)
+    for side_k, side_r, side_l in ((kernel.k, refc.k, lookup.k), (kernel.v, refc.v, lookup.v)):
         qs, qs_ref, same = reference_codes_and_norms(side_k, side_r)
         assert torch.equal(qs[0, 0, 70:], qs_ref[0, 0, 70:])  # nothing past the new rows
         assert same.float().mean() > 0.99
+        for name in side_k.planes:  # the search by lookup: every block of a row, the same
+            assert torch.equal(side_k.planes[name], side_l.planes[name]), name
 
 
 @pytest.mark.parametrize(("fmt", "head_dim", "fma", "want"), [
