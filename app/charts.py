@@ -24,13 +24,17 @@ def memory_chart(
     limit_bytes: int | None,
     max_context: int | None,
     context: int,
+    ask_bytes: int | None = None,
+    colors: Sequence[str] | None = None,
 ) -> str:
     """Lines of (context, bytes) per series; a dashed line at the card's limit; a marker at
-    the max context of the first series and at the requested context."""
+    the max context of the first series; a point at the requested context, on the first
+    series' line at ``ask_bytes`` (what it needs there) and labelled with it, or on the axis
+    where that is not given. ``colors``: one a series (COLORS in turn by default)."""
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts]
     x_max = max(xs + [context])
-    y_max = max(ys + [limit_bytes or 0]) * 1.08 or 1
+    y_max = max(ys + [limit_bytes or 0, ask_bytes or 0]) * 1.08 or 1
     gib = 1024**3
 
     def px(x: float) -> float:
@@ -59,7 +63,7 @@ def memory_chart(
         out.append(f'<text x="{W - PAD_R}" y="{py(limit_bytes) - 5:.1f}" text-anchor="end" '
                    f'class="limit-label">card {limit_bytes / gib:.1f} GiB</text>')
     for i, (name, pts) in enumerate(series):
-        color = COLORS[i % len(COLORS)]
+        color = colors[i] if colors else COLORS[i % len(COLORS)]
         path = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}"
                         for j, (x, y) in enumerate(pts))
         out.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2.5" '
@@ -69,9 +73,23 @@ def memory_chart(
     if max_context and max_context <= x_max:
         out.append(f'<line x1="{px(max_context):.1f}" x2="{px(max_context):.1f}" y1="{PAD_T}" '
                    f'y2="{H - PAD_B}" class="maxctx" data-max-context="{max_context}"/>')
-        out.append(f'<text x="{px(max_context) - 4:.1f}" y="{PAD_T + 10}" text-anchor="end" '
+        # the label on the side of the line with room, below the series' names where it
+        # would run into them
+        right = px(max_context) < (W + PAD_L) / 2
+        y = PAD_T + 10
+        if right and px(max_context) < PAD_L + 90:
+            y = PAD_T + 18 + 16 * len(series)
+        out.append(f'<text x="{px(max_context) + (4 if right else -4):.1f}" y="{y}" '
+                   f'text-anchor="{"start" if right else "end"}" '
                    f'class="maxctx-label">max {max_context:,}</text>')
-    out.append(f'<circle cx="{px(context):.1f}" cy="{H - PAD_B}" r="5" class="ask" '
-               f'data-context="{context}"/>')
+    cy = py(ask_bytes) if ask_bytes is not None else H - PAD_B
+    out.append(f'<circle cx="{px(context):.1f}" cy="{cy:.1f}" r="5" class="ask" '
+               f'data-context="{context}"'
+               + (f' data-bytes="{ask_bytes}"' if ask_bytes is not None else "") + "/>")
+    if ask_bytes is not None:  # the label beside the point, on the side with room
+        right = px(context) < (W + PAD_L) / 2
+        out.append(f'<text x="{px(context) + (9 if right else -9):.1f}" y="{cy - 9:.1f}" '
+                   f'text-anchor="{"start" if right else "end"}" class="ask-label">'
+                   f'{_tokens(context)}: {ask_bytes / gib:.1f} GiB</text>')
     out.append("</svg>")
     return "".join(out)

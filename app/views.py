@@ -12,7 +12,7 @@ from kvcore.plan import PlanRequest, plan, raw_overhead
 from kvcore.query import Query, answer, quality_here, to_fit
 from kvcore.units import format_bytes, format_quantity
 
-from .charts import memory_chart
+from .charts import COLORS, memory_chart
 from .common import decode_text, model_line, prefill_text, to_fit_text
 
 __all__ = ["plan_view"]
@@ -98,6 +98,8 @@ def _chart(q: Query, data: dict[str, Any]) -> str:
                                                  or name in (supported_formats(q.engine) or [])):
             series_opts.append((name, replace(chosen, kv_k=FORMATS_BY[name],
                                               kv_v=FORMATS_BY[name])))
+    # a colour a role, the same on every page: the chosen format's, f16's, q4_0's
+    colors = [COLORS[0]] + [COLORS[1 if name == "f16" else 2] for name, _ in series_opts[1:]]
     series = []
     for name, opts in series_opts:
         pts = []
@@ -105,7 +107,9 @@ def _chart(q: Query, data: dict[str, Any]) -> str:
             ctx = max(1, x_max * i // 40)
             pts.append((ctx, fixed + cache_size(spec, ctx, q.sequences, opts).total_bytes))
         series.append((name, pts))
-    return memory_chart(series, limit_bytes=limit, max_context=max_ctx, context=q.context)
+    ask = fixed + cache_size(spec, q.context, q.sequences, chosen).total_bytes
+    return memory_chart(series, limit_bytes=limit, max_context=max_ctx, context=q.context,
+                        ask_bytes=ask, colors=colors)
 
 
 FORMATS_BY = {f.name: f for f in FORMATS}

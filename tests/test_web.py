@@ -100,6 +100,70 @@ def test_index_page_full_and_partial(client):
     assert f"max context {api['max_context']:,}" in part.text
 
 
+def _chart_parts(html):
+    import re
+
+    svg = html[html.index('<svg class="chart"'):]
+    svg = svg[:svg.index("</svg>")]
+    ask = re.search(r'<circle cx="([\d.]+)" cy="([\d.]+)" r="5" class="ask" '
+                    r'data-context="(\d+)" data-bytes="(\d+)"/>', svg)
+    strokes = dict((name, color) for color, name in
+                   re.findall(r'stroke="(#[0-9a-f]+)" stroke-width="2.5" data-series="([^"]+)"',
+                              svg))
+    label = re.search(r'<text x="[\d.]+" y="[\d.]+" text-anchor="(start|end)" '
+                      r'class="maxctx-label">max ([\d,]+)</text>', svg)
+    return svg, ask, strokes, label
+
+
+@pytest.mark.parametrize("params", [
+    {"model": "qwen3.5-27b", "gpu": "4090", "context": "128k", "kv_k": "q8_0", "kv_v": "q8_0",
+     "weights": "q4_k_m"},
+    {"model": "llama-3.1-8b", "gpu": "4090", "context": "2k", "sequences": "200"},
+    {"model": "gemma-3-27b-it", "gpu": "a100-80", "context": "100k", "sequences": "3",
+     "kv_k": "q4_0", "kv_v": "q4_0"},
+])
+def test_chart_marks_the_asked_context_at_the_plans_total(client, params):
+    """The point at the asked context sits on the chosen format's line at the plan's total
+    (the raw engine's: weights, overhead and cache), and is labelled with it."""
+    part = client.get("/", params=params, headers={"HX-Request": "true"}).text
+    api = client.get("/api/v1/plan", params=params).json()
+    svg, ask, strokes, label = _chart_parts(part)
+    assert ask is not None
+    assert int(ask.group(3)) == api["context"]
+    assert int(ask.group(4)) == api["total_bytes"]
+    assert f": {api['total_bytes'] / 2**30:.1f} GiB</text>" in svg
+    # the max-context line's label names the plan's max context
+    assert label is not None and label.group(2) == f"{api['max_context']:,}"
+
+
+def test_chart_colours_a_format_the_same_whichever_is_chosen(client):
+    base = {"model": "llama-3.1-8b", "gpu": "4090", "context": "32k"}
+    q8 = _chart_parts(client.get("/", params={**base, "kv_k": "q8_0", "kv_v": "q8_0"},
+                                 headers={"HX-Request": "true"}).text)[2]
+    f16 = _chart_parts(client.get("/", params={**base, "kv_k": "f16", "kv_v": "f16"},
+                                  headers={"HX-Request": "true"}).text)[2]
+    assert set(q8) == {"q8_0", "f16", "q4_0"} and set(f16) == {"f16", "q4_0"}
+    assert q8["q4_0"] == f16["q4_0"] and q8["f16"] != q8["q4_0"]
+    assert q8["q8_0"] == f16["f16"]  # the chosen format's line is always the first colour
+
+
+def test_chart_labels_stay_inside_it():
+    """The max-context label runs into the plot, not past its left edge: right of its line
+    where the line is in the left half, left of it otherwise."""
+    from app.charts import PAD_L, W, memory_chart
+
+    pts = [(x, 10 * 2**30 + x * 2**20) for x in range(0, 100_001, 10_000)]
+    for max_ctx, anchor in ((2_000, "start"), (30_000, "start"), (90_000, "end")):
+        svg = memory_chart([("f16", pts)], limit_bytes=40 * 2**30, max_context=max_ctx,
+                           context=50_000, ask_bytes=10 * 2**30 + 50_000 * 2**20)
+        _, ask, _, label = _chart_parts(svg)
+        assert label.group(1) == anchor
+        assert PAD_L <= float(ask.group(1)) <= W
+    # without ask_bytes the point sits on the axis, unlabelled
+    svg = memory_chart([("f16", pts)], limit_bytes=None, max_context=None, context=50_000)
+    assert 'class="ask" data-context="50000"/>' in svg and "ask-label" not in svg
+
+
 def test_form_error_sits_beside_its_field(client):
     part = client.get("/", params={"model": "qwen3-8b", "gpu": "4091"},
                       headers={"HX-Request": "true"})
