@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -19,7 +19,7 @@ from kvcore.catalog import MAX_CONFIG_BYTES
 from kvcore.errors import cut
 
 from .api import api_router
-from .pages import pages_router
+from .pages import pages_router, templates
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +103,14 @@ def create_app() -> FastAPI:
         return error(status, message, field)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if (exc.status_code == 404 and not request.url.path.startswith("/api/")
+                and "text/html" in request.headers.get("accept", "")):
+            # a browser that follows a wrong link gets a page that says where the pages are
+            return templates().TemplateResponse(request, "error.html", {
+                "error": f"No page at {cut(request.url.path)}: the pages are the plan (/), "
+                         "/models, /gpus and /measurements; the REST API is under /api/v1 "
+                         "(/docs)."}, status_code=404)
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:
             # Allow lists every documented method of the path (GET and POST share /plan)

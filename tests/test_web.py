@@ -164,6 +164,17 @@ def test_chart_labels_stay_inside_it():
     assert 'class="ask" data-context="50000"/>' in svg and "ask-label" not in svg
 
 
+def test_unknown_path_is_a_page_for_a_browser_and_json_for_the_api(client):
+    page = client.get("/measured", headers={"Accept": "text/html,application/xhtml+xml"})
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "No page at /measured" in page.text and 'href="/measurements"' in page.text
+    # a script, and anything under /api/, still gets the JSON error
+    plain = client.get("/measured")
+    assert plain.status_code == 404 and plain.json()["ok"] is False
+    api = client.get("/api/v1/nosuch", headers={"Accept": "text/html"})
+    assert api.status_code == 404 and api.json()["error"] == "Not Found"
+
+
 def test_form_error_sits_beside_its_field(client):
     part = client.get("/", params={"model": "qwen3-8b", "gpu": "4091"},
                       headers={"HX-Request": "true"})
