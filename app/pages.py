@@ -4,6 +4,7 @@ the model and GPU catalog pages. Each page's data is also served as JSON under /
 from __future__ import annotations
 
 import math
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 from starlette.datastructures import UploadFile
 
 import kvcore
@@ -54,12 +56,30 @@ FIELDS = tuple(DEFAULTS)
 LINK_FIELDS = (*FIELDS, "kv", "command")
 
 
+_URL = re.compile(r"https?://[^\s),;]+")
+
+
+def linked(text: str) -> Markup:
+    """``text`` escaped, each web address in it a link that shows only its site (the whole
+    address is the link's target and its title), so that a column of sources stays narrow."""
+    out, end = [], 0
+    for m in _URL.finditer(text):
+        url = m.group(0).rstrip(".")
+        site = url.split("/")[2].removeprefix("www.")
+        out += [str(escape(text[end:m.start()])),
+                f'<a href="{escape(url)}" title="{escape(url)}">{escape(site)}</a>']
+        end = m.start() + len(url)
+    out.append(str(escape(text[end:])))
+    return Markup("".join(out))
+
+
 @cache
 def templates() -> Jinja2Templates:
     t = Jinja2Templates(directory=str(ROOT / "templates"))
     t.env.filters["bytes"] = lambda n: format_bytes(int(n), 2)
     t.env.filters["gib"] = lambda n: format_gib(int(n))
     t.env.filters["count"] = lambda n: f"{int(n):,}"
+    t.env.filters["linked"] = linked
     return t
 
 

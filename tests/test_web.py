@@ -175,6 +175,34 @@ def test_unknown_path_is_a_page_for_a_browser_and_json_for_the_api(client):
     assert api.status_code == 404 and api.json()["error"] == "Not Found"
 
 
+def test_linked_shows_a_source_address_as_its_site():
+    from app.pages import linked
+
+    text = ("https://www.nvidia.com/en-us/data-center/h100/ (specs: 80 GB); cross-checked at "
+            "https://example.org/a?b=1&c=<x>. Also <b>bold</b>")
+    out = str(linked(text))
+    assert out.startswith('<a href="https://www.nvidia.com/en-us/data-center/h100/" '
+                          'title="https://www.nvidia.com/en-us/data-center/h100/">nvidia.com</a>'
+                          " (specs: 80 GB); cross-checked at ")
+    # the address's own characters escaped, the sentence's full stop left outside the link
+    assert ('<a href="https://example.org/a?b=1&amp;c=&lt;x&gt;" '
+            'title="https://example.org/a?b=1&amp;c=&lt;x&gt;">example.org</a>.') in out
+    assert out.endswith(". Also &lt;b&gt;bold&lt;/b&gt;")
+    assert str(linked("derived: 28 SMs x 1,777 MHz")) == "derived: 28 SMs x 1,777 MHz"
+
+
+def test_gpus_page_links_each_cards_sources(client):
+    import re
+
+    import kvcore
+
+    page = client.get("/gpus").text.replace("&amp;", "&")
+    for g in kvcore.gpu_catalog():
+        for url in re.findall(r"https?://[^\s),;]+", g.source):
+            assert f'<a href="{url.rstrip(".")}"' in page, g.id
+    assert "<td>https://" not in page and '<td class="src"><div>https://' not in page
+
+
 def test_form_error_sits_beside_its_field(client):
     part = client.get("/", params={"model": "qwen3-8b", "gpu": "4091"},
                       headers={"HX-Request": "true"})
