@@ -139,28 +139,37 @@ def run_plan(body: PlanIn) -> dict[str, Any]:
 def api_router() -> APIRouter:
     api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
 
-    @api.get("/healthz")
+    @api.get("/healthz", summary="Liveness and version")
     def healthz() -> dict[str, Any]:
+        """``{"ok": true, "version": …}`` while the server answers."""
         return {"ok": True, "version": kvcore.__version__}
 
-    @api.post("/plan")
+    @api.post("/plan", summary="Plan a model on a card (JSON body)")
     def post_plan(body: PlanIn) -> dict[str, Any]:
+        """The cache per layer kind (K and V apart), weights, overhead, the fit (max context
+        for the sequences, max sequences for the context), what binds, the engine's
+        accounting and command, and the decode and prefill estimates: what ``kvplan --json``
+        prints for the same fields."""
         return run_plan(body)
 
-    @api.get("/plan")
+    @api.get("/plan", summary="Plan a model on a card (query parameters)")
     def get_plan(request: Request, q: Annotated[PlanQueryIn, Query()]) -> dict[str, Any]:
+        """``POST /plan``'s answer, its fields as query parameters (each given once)."""
         twice = repeated_field(request.query_params.multi_items())
         if twice:
             raise twice
         return run_plan(q)
 
-    @api.post("/find-gpu")
+    @api.post("/find-gpu", summary="Which cards fit this plan")
     def post_find_gpu(body: PlanIn) -> list[dict[str, Any]]:
+        """The catalog cards that fit the body's model, context and sequences, each at the
+        fewest cards that fit (up to 10, least total memory first), with the max context and
+        decode estimate there: ``kvplan --find-gpu``."""
         check_find_gpu(gpu=body.gpu, gpus=body.gpus, tp=body.tp, pp=body.pp,
                        kv_budget=body.kv_budget, dp=body.dp)
         return find_gpu_for(to_query(body))
 
-    @api.post("/find-model")
+    @api.post("/find-model", summary="Which catalog models fit this card")
     def post_find_model(body: PlanIn) -> dict[str, Any]:
         """Every catalog model on the body's card: those that fit (most parameters first),
         those trained for fewer positions, those that fit a shorter context, those too big,
@@ -170,12 +179,15 @@ def api_router() -> APIRouter:
                          field=given or "model")
         return find_model(lambda spec: to_query(body, spec))
 
-    @api.post("/find-format")
+    @api.post("/find-format", summary="Which KV formats fit, with their quality")
     def post_find_format(body: PlanIn) -> list[dict[str, Any]]:
+        """Every KV format on the body's model and card: bytes a token, whether it fits, max
+        context and sequences, decode estimate and measured quality: ``kvplan
+        --find-format``."""
         check_find_format(kv=body.kv, kv_k=body.kv_k, kv_v=body.kv_v)
         return find_format(to_query(body))
 
-    @api.post("/find-weights")
+    @api.post("/find-weights", summary="Which weight formats fit")
     def post_find_weights(body: PlanIn) -> list[dict[str, Any]]:
         """Every weight format the engine loads (llama.cpp: each llama-quantize type),
         largest first: its bytes on this model, fit, max context, decode estimate, the
@@ -184,7 +196,7 @@ def api_router() -> APIRouter:
         check_find_weights(weights=body.weights)
         return find_weights(to_query(body))
 
-    @api.post("/command")
+    @api.post("/command", summary="Plan an engine's launch command")
     def post_command(body: CommandIn) -> dict[str, Any]:
         """A serving engine's launch command planned as given (llama-server, vllm serve,
         python -m sglang.launch_server, trtllm-serve): the plan's JSON, as ``/plan`` answers
@@ -196,15 +208,22 @@ def api_router() -> APIRouter:
                            "notes": launch.notes, "unread": launch.unread}
         return data
 
-    @api.get("/measurements")
+    @api.get("/measurements", summary="Caches measured on a GPU")
     def measurements() -> list[dict[str, Any]]:
+        """Every cache ``kvplan measure`` built with kvplan's kernels, this server's and the
+        bundled H200 runs: predicted bytes against the tensors', the allocator's and the
+        driver's, and the decode step's time and read bandwidth."""
         from kvcore.store import list_measurements
 
         return list_measurements(get_settings().db_path, bundled=True)
 
-    @api.post("/measure", response_model=None)
+    @api.post("/measure", response_model=None, summary="Measure a cache on this server's GPU")
     def post_measure(body: MeasureIn,
                      authorization: Annotated[str | None, Header()] = None) -> Any:
+        """Allocate the plan's cache with kvplan's kernels on this server's GPU and compare
+        the memory with the prediction (``kvplan measure``). Off unless the server allows it
+        (KVPLAN_ALLOW_MEASURE=1, or KVPLAN_MEASURE_TOKEN and a bearer token); one at a
+        time."""
         settings = get_settings()
         if not settings.measure_enabled:
             return _err(403, "measurement is off on this server (start it with "
@@ -219,13 +238,17 @@ def api_router() -> APIRouter:
         finally:
             _MEASURE_LOCK.release()
 
-    @api.get("/models")
+    @api.get("/models", summary="The bundled model catalog")
     def models() -> list[dict[str, Any]]:
+        """Each catalog model: its id, Hub repository, family, the config's source and the
+        repositories that share its config."""
         return [{"id": e.id, "repo": e.repo, "family": e.family, "source": e.source,
                  "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
 
-    @api.get("/models/{model_id:path}")
+    @api.get("/models/{model_id:path}", summary="One model: layer kinds and bytes a token")
     def model(model_id: str) -> dict[str, Any]:
+        """A catalog model's layers by kind, parameters, and bytes a token in every KV format
+        (within its windows and past them) and recurrent state a sequence."""
         spec = load_model(model_id, allow_local=False, allow_hub=False)
         summary = kvcore.model_summary(spec)
         summary["bytes_per_token"] = {f.name: kvcore.bytes_per_token(spec, CacheOptions(
@@ -237,8 +260,10 @@ def api_router() -> APIRouter:
         summary["state_bytes_per_sequence"] = kvcore.cache_size(spec, 1, 1).state_bytes
         return summary
 
-    @api.get("/gpus")
+    @api.get("/gpus", summary="The bundled GPU catalog")
     def gpus() -> list[dict[str, Any]]:
+        """Each card's memory, peak bandwidth, dense FP16/BF16 matrix peak and host link,
+        with their sources."""
         # memory_options_gb: the sizes an Apple chip was sold with (gpu "m3 max 36gb")
         return [{"id": g.id, "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
                  "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "source": g.source,
@@ -250,14 +275,17 @@ def api_router() -> APIRouter:
                  "memory_options_gb": list(g.memory_options_gb)}
                 for g in kvcore.gpu_catalog()]
 
-    @api.get("/formats")
+    @api.get("/formats", summary="The KV-cache formats")
     def formats() -> list[dict[str, Any]]:
+        """Each KV format's block (values and bytes), bits a value, layout and quality note."""
         return [{"name": f.name, "aliases": list(f.aliases), "block_values": f.block_values,
                  "block_bytes": f.block_bytes, "bits_per_value": f.bits_per_value,
                  "layout": f.layout, "quality": quality_note(f)} for f in kvcore.FORMATS]
 
-    @api.get("/weights")
+    @api.get("/weights", summary="The weight formats")
     def weights() -> list[dict[str, Any]]:
+        """Each weight format kvplan sizes (llama.cpp's quantization types among them): its
+        names, bits a weight and description."""
         from kvcore.weights import weight_format_list
 
         return weight_format_list()

@@ -73,6 +73,11 @@ def linked(text: str) -> Markup:
     return Markup("".join(out))
 
 
+def code_spans(text: str) -> Markup:
+    """``text`` escaped, its ``double-backquoted`` spans as code."""
+    return Markup(re.sub(r"``(.+?)``", r"<code>\1</code>", str(escape(text)), flags=re.S))
+
+
 @cache
 def templates() -> Jinja2Templates:
     t = Jinja2Templates(directory=str(ROOT / "templates"))
@@ -80,6 +85,7 @@ def templates() -> Jinja2Templates:
     t.env.filters["gib"] = lambda n: format_gib(int(n))
     t.env.filters["count"] = lambda n: f"{int(n):,}"
     t.env.filters["linked"] = linked
+    t.env.filters["code_spans"] = code_spans
     return t
 
 
@@ -414,6 +420,13 @@ def pages_router() -> APIRouter:
             return templates().TemplateResponse(request, "error.html", {"error": str(exc)},
                                                 status_code=500)
         return templates().TemplateResponse(request, "measurements.html", {"rows": rows})
+
+    @router.get("/api", response_class=HTMLResponse)
+    def api_reference(request: Request) -> HTMLResponse:
+        from .apidoc import reference
+
+        return templates().TemplateResponse(request, "api.html",
+                                            {"ref": reference(request.app.openapi())})
 
     @router.get("/gpus", response_class=HTMLResponse)
     def gpus(request: Request) -> HTMLResponse:

@@ -203,6 +203,66 @@ def test_gpus_page_links_each_cards_sources(client):
     assert "<td>https://" not in page and '<td class="src"><div>https://' not in page
 
 
+def test_every_operation_is_documented_in_the_openapi(client):
+    spec = client.get("/openapi.json").json()
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            # FastAPI's own summary is the function's name, which opens its operationId
+            auto = op["summary"].lower().replace(" ", "_")
+            assert not op["operationId"].startswith(auto + "_"), (method, path)
+            assert len(op.get("description", "")) > 20, (method, path)
+
+
+def test_api_page_lists_every_operation_and_field_from_its_own_openapi(client):
+    import re
+
+    spec = client.get("/openapi.json").json()
+    page = client.get("/api")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            assert f"<code>{method.upper()} {path}</code>" in html
+            assert op["summary"] in html.replace("&#39;", "'")
+    for field in spec["components"]["schemas"]["PlanIn"]["properties"]:
+        assert f"<code>{field}</code>" in html, field
+    # the GET plan's query parameters, one row each
+    n = len(spec["paths"]["/api/v1/plan"]["get"]["parameters"])
+    assert f"{n} parameters</summary>" in html
+    # nothing loaded from elsewhere (unlike /docs, whose Swagger UI comes from a CDN)
+    assert not re.search(r'<(script|link)[^>]+(src|href)="https?://', html)
+    assert 'href="/api">API</a>' in client.get("/").text
+
+
+def test_api_reference_types_read_as_a_reader_writes_them():
+    from app.apidoc import _type, reference
+
+    assert _type({"anyOf": [{"type": "integer"}, {"type": "string"}]}) == (
+        "integer or string", False)
+    assert _type({"anyOf": [{"type": "string", "maxLength": 9}, {"type": "null"}]}) == (
+        "string", True)
+    assert _type({"enum": ["f32", "f16"]}) == ("one of f32, f16", False)
+    assert _type({"type": "array", "items": {"type": "number"}}) == ("list of number", False)
+    assert _type({"$ref": "#/components/schemas/PlanIn"}) == ("PlanIn", False)
+    spec = {"info": {"title": "t", "version": "1"}, "paths": {"/x/{id}": {"post": {
+        "summary": "S", "parameters": [{"name": "id", "in": "path", "required": True,
+                                         "schema": {"type": "string"}}],
+        "requestBody": {"content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/B"}}}},
+        "responses": {"200": {}, "422": {"description": "bad"}}}}},
+        "components": {"schemas": {"B": {"required": ["a"], "properties": {
+            "a": {"type": "integer"},
+            "b": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}}}}}}
+    ref = reference(spec)
+    op = ref["operations"][0]
+    assert (op["method"], op["anchor"], op["body"]) == ("POST", "post-x-id", "B")
+    assert op["params"][0]["required"] and op["params"][0]["in"] == "path"
+    fields = {f["name"]: f for f in ref["schemas"][0]["fields"]}
+    assert fields["a"]["required"] and not fields["b"]["required"]
+    assert fields["b"]["has_default"] and fields["b"]["default"] is None
+    assert ref["statuses"] == [("422", "bad")]
+
+
 def test_form_error_sits_beside_its_field(client):
     part = client.get("/", params={"model": "qwen3-8b", "gpu": "4091"},
                       headers={"HX-Request": "true"})
