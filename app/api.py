@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
@@ -219,7 +219,9 @@ def api_router() -> APIRouter:
 
     @api.post("/measure", response_model=None, summary="Measure a cache on this server's GPU")
     def post_measure(body: MeasureIn,
-                     authorization: Annotated[str | None, Header()] = None) -> Any:
+                     authorization: Annotated[str | None, Header(
+                         description="Bearer TOKEN, where the server sets "
+                                     "KVPLAN_MEASURE_TOKEN")] = None) -> Any:
         """Allocate the plan's cache with kvplan's kernels on this server's GPU and compare
         the memory with the prediction (``kvplan measure``). Off unless the server allows it
         (KVPLAN_ALLOW_MEASURE=1, or KVPLAN_MEASURE_TOKEN and a bearer token); one at a
@@ -246,7 +248,9 @@ def api_router() -> APIRouter:
                  "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
 
     @api.get("/models/{model_id:path}", summary="One model: layer kinds and bytes a token")
-    def model(model_id: str) -> dict[str, Any]:
+    def model(model_id: Annotated[str, Path(
+            description="a catalog id (/api/v1/models), or the Hub repository of a catalog "
+                        "model or of one that shares its config")]) -> dict[str, Any]:
         """A catalog model's layers by kind, parameters, and bytes a token in every KV format
         (within its windows and past them) and recurrent state a sequence."""
         spec = load_model(model_id, allow_local=False, allow_hub=False)

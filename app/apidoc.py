@@ -3,9 +3,10 @@ document, so that it needs no script or stylesheet from elsewhere (/docs loads S
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
-__all__ = ["reference"]
+__all__ = ["describe_from_cli", "reference"]
 
 _METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -89,3 +90,41 @@ def reference(spec: dict[str, Any]) -> dict[str, Any]:
     return {"title": spec.get("info", {}).get("title", ""),
             "version": spec.get("info", {}).get("version", ""), "operations": ops,
             "schemas": schemas, "statuses": sorted(statuses.items())}
+
+
+#: the API's names of the fields whose CLI flag is named otherwise
+_FLAG_DEST = {"context": "ctx", "sequences": "seqs"}
+#: the bodies whose fields are the plan's flags, and the one whose fields are measure's
+_PLAN_SCHEMAS = ("PlanIn", "PlanQueryIn", "CommandIn")
+
+
+def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
+    return {a.dest: a.help for a in parser._actions
+            if a.help and a.help != argparse.SUPPRESS and a.dest != "model"}
+
+
+def describe_from_cli(spec: dict[str, Any]) -> None:
+    """Give each body field and query parameter that has no description of its own its CLI
+    flag's help (the API's fields are the flags under the same names), in place, so that the
+    two say the same thing from one text. ``model`` keeps the API's own (no local paths)."""
+    from .cli import _measure_parser, _plan_parser
+
+    plan, measure = _helps(_plan_parser()), _helps(_measure_parser())
+
+    def fill(props: dict[str, Any], helps: dict[str, str]) -> None:
+        for name, prop in props.items():
+            text = helps.get(_FLAG_DEST.get(name, name))
+            if text and not prop.get("description"):
+                prop["description"] = text
+
+    schemas = spec.get("components", {}).get("schemas", {})
+    for name in _PLAN_SCHEMAS:
+        fill(schemas.get(name, {}).get("properties", {}), plan)
+    fill(schemas.get("MeasureIn", {}).get("properties", {}), measure)
+    for item in spec.get("paths", {}).values():
+        for method in _METHODS:
+            for param in (item.get(method) or {}).get("parameters", ()):
+                text = plan.get(_FLAG_DEST.get(param["name"], param["name"]))
+                if text and not param.get("description"):
+                    param["description"] = text
+                    param.setdefault("schema", {}).setdefault("description", text)

@@ -34,7 +34,9 @@ class PlanIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: str | None = Field(None, max_length=200, examples=["qwen3.5-27b"])
+    model: str | None = Field(None, max_length=200, examples=["qwen3.5-27b"],
+                              description="catalog id (/api/v1/models), Hub repo id, or a Hub "
+                              "GGUF repository as REPO:QUANT (the server reads no local path)")
     config: dict[str, Any] | None = Field(None, description="a config.json object")
     gpu: str | None = Field(None, max_length=100, examples=["4090", "2x4090"],
                             description="a catalog GPU (4090, h100), a size (24GiB), or "
@@ -166,10 +168,12 @@ class CommandIn(PlanIn):
 
 
 class ErrorOut(BaseModel):
-    ok: bool = False
-    error: str
-    status: int
-    field: str | None = None
+    """Every error's one shape."""
+
+    ok: bool = Field(False, description="always false")
+    error: str = Field(..., description="what was wrong and what was expected, in one line")
+    status: int = Field(..., description="the HTTP status again")
+    field: str | None = Field(None, description="the request field at fault, where one is")
 
 
 class MeasureIn(BaseModel):
@@ -177,7 +181,8 @@ class MeasureIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: str = Field(..., max_length=200)
+    model: str = Field(..., max_length=200, description="catalog id (/api/v1/models) or Hub "
+                       "repo id (the server reads no local path)")
     kv: str = Field("f16", max_length=40)
     kv_k: str | None = Field(None, max_length=40)
     kv_v: str | None = Field(None, max_length=40)

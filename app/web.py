@@ -19,6 +19,7 @@ from kvcore.catalog import MAX_CONFIG_BYTES
 from kvcore.errors import cut
 
 from .api import api_router
+from .apidoc import describe_from_cli
 from .pages import pages_router, templates
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,6 +78,18 @@ MAX_BODY_BYTES = MAX_CONFIG_BYTES + (1 << 20)
 def create_app() -> FastAPI:
     app = FastAPI(title="kvplan", version=kvcore.__version__,
                   description="Byte-exact KV-cache capacity planning.")
+    openapi = app.openapi
+
+    def described() -> dict[str, Any]:
+        """FastAPI's document (built once), each field without a description given its CLI
+        flag's help."""
+        fresh = app.openapi_schema is None
+        spec = openapi()
+        if fresh:
+            describe_from_cli(spec)
+        return spec
+
+    app.openapi = described  # type: ignore[method-assign]
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next: Any) -> Any:

@@ -213,6 +213,28 @@ def test_every_operation_is_documented_in_the_openapi(client):
             assert len(op.get("description", "")) > 20, (method, path)
 
 
+def test_every_field_and_parameter_is_described_by_the_api_or_its_cli_flag(client):
+    from app.cli import _plan_parser
+
+    spec = client.get("/openapi.json").json()
+    for name, schema in spec["components"]["schemas"].items():
+        for field, prop in schema.get("properties", {}).items():
+            assert prop.get("description"), (name, field)
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            for param in op.get("parameters", ()):
+                assert param.get("description"), (method, path, param["name"])
+    helps = {a.dest: a.help for a in _plan_parser()._actions}
+    props = spec["components"]["schemas"]["PlanIn"]["properties"]
+    # one text for a field and its flag; the API's own where it differs (no local paths)
+    assert props["context"]["description"] == helps["ctx"]
+    assert props["tp"]["description"] == helps["tp"]
+    assert props["gpu"]["description"] != helps["gpu"]  # the API's own wording stands
+    assert "local path" in props["model"]["description"]
+    assert "path" not in spec["components"]["schemas"]["MeasureIn"]["properties"]["model"][
+        "description"].replace("local path", "")
+
+
 def test_api_page_lists_every_operation_and_field_from_its_own_openapi(client):
     import re
 
