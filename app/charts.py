@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from html import escape
 
 COLORS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c")
 W, H = 640, 300
 PAD_L, PAD_R, PAD_T, PAD_B = 56, 16, 16, 40
+
+
+def nice_tokens(n: int) -> int:
+    """The least axis end of at least ``n`` tokens whose quarters are round context lengths:
+    4 × a step of 1 or 1.5 × 2^k tokens (…, 16k, 24k, 32k, 48k, …)."""
+    step = 256
+    while 4 * step < n:
+        step = step * 3 // 2 if step & (step - 1) == 0 else step * 4 // 3
+    return 4 * step
+
+
+def _nice_bytes(n: float) -> float:
+    """The least axis end of at least ``n`` bytes whose quarters are round in GiB: 4 × 1, 1.5,
+    2, 2.5, 3, 4, 5, 6 or 8 × 10^k GiB."""
+    gib = 1024**3
+    quarter = max(n, 1) / gib / 4
+    scale = 10.0 ** math.floor(math.log10(quarter))
+    for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if m * scale >= quarter * (1 - 1e-12):
+            return 4 * m * scale * gib
+    return 40 * scale * gib
 
 
 def _tokens(n: float) -> str:
@@ -34,7 +56,7 @@ def memory_chart(
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts]
     x_max = max(xs + [context])
-    y_max = max(ys + [limit_bytes or 0, ask_bytes or 0]) * 1.08 or 1
+    y_max = _nice_bytes(max(ys + [limit_bytes or 0, ask_bytes or 0]) * 1.05)
     gib = 1024**3
 
     def px(x: float) -> float:
@@ -50,7 +72,7 @@ def memory_chart(
         out.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{py(y):.1f}" y2="{py(y):.1f}" '
                    'class="grid"/>')
         out.append(f'<text x="{PAD_L - 6}" y="{py(y) + 4:.1f}" text-anchor="end">'
-                   f'{y / gib:.0f} GiB</text>')
+                   f'{round(y / gib, 3):g} GiB</text>')
     for i in range(5):
         x = x_max * i / 4
         out.append(f'<text x="{px(x):.1f}" y="{H - PAD_B + 18}" text-anchor="middle">'

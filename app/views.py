@@ -12,7 +12,7 @@ from kvcore.plan import PlanRequest, plan, raw_overhead
 from kvcore.query import Query, answer, quality_here, to_fit
 from kvcore.units import format_bytes, format_quantity
 
-from .charts import COLORS, memory_chart
+from .charts import COLORS, memory_chart, nice_tokens
 from .common import decode_text, model_line, prefill_text, to_fit_text
 
 __all__ = ["plan_view"]
@@ -88,7 +88,7 @@ def _chart(q: Query, data: dict[str, Any]) -> str:
         fixed = data["weights_bytes"] + raw_overhead(q.spec).bytes
         limit = data["budget_bytes"]
     max_ctx = data.get("max_context")
-    x_max = max(2 * q.context, int((max_ctx or 0) * 1.25), 8192)
+    x_max = nice_tokens(max(2 * q.context, int((max_ctx or 0) * 1.25), 8192))
     x_max = min(x_max, 1 << 24)
     chosen = q.cache
     series_opts = [(f"{chosen.kv_k.name}" if chosen.kv_k.name == chosen.kv_v.name

@@ -1,4 +1,5 @@
 import json
+import math
 
 import pytest
 from fastapi.testclient import TestClient
@@ -145,6 +146,26 @@ def test_chart_colours_a_format_the_same_whichever_is_chosen(client):
     assert set(q8) == {"q8_0", "f16", "q4_0"} and set(f16) == {"f16", "q4_0"}
     assert q8["q4_0"] == f16["q4_0"] and q8["f16"] != q8["q4_0"]
     assert q8["q8_0"] == f16["f16"]  # the chosen format's line is always the first colour
+
+
+def test_chart_axes_end_where_their_quarters_are_round():
+    from app.charts import _nice_bytes, _tokens, nice_tokens
+
+    steps = sorted({m << k for k in range(8, 24) for m in (2, 3)} | {1 << k for k in range(8, 25)})
+    for n in (1, 1000, 8192, 8193, 20_000, 78_080, 100_000, 262_144, 300_000, 5_000_000):
+        end = nice_tokens(n)
+        assert end >= n and end // 4 in steps
+        # the least such end: the step below would not reach n
+        assert end == 1024 or 4 * max(s for s in steps if s < end // 4) < n
+        assert all(_tokens(end * i // 4).rstrip("kM").replace(".5", "").isdigit()
+                   for i in range(5))
+    gib = 2**30
+    for g in (0.3, 1, 23.0, 24, 52, 129.2, 700):
+        end = _nice_bytes(g * gib) / gib
+        assert g <= end < 2 * g + 1e-9
+        quarter = end / 4
+        mant = quarter / 10 ** math.floor(math.log10(quarter))
+        assert round(mant, 9) in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
 
 
 def test_chart_labels_stay_inside_it():
