@@ -423,12 +423,14 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
     weights = args.weights or "each checkpoint's own"
     lines = []
     if fits:
-        rows = [["model", "params", "weights", "KV + state", "max context", "tok/s/seq"]] + [
+        rows = [["model", "params", "weights", "KV + state", "max context", "trained for",
+                 "tok/s/seq"]] + [
             [r["model"], f"{(r['params'] or 0) / 1e9:,.1f}B",
              f"{format_bytes(r['weights_bytes'], 1)} {r['weights']}",
              format_bytes(r["kv_bytes"], 1), _ctx(r["max_context"]),
+             _ctx(r["trained_positions"]) if r.get("trained_positions") else "-",
              rate_text(r["tokens_per_s_per_sequence"])] for r in fits]
-        lines += [_table(rows, right=(1, 2, 3, 4, 5)), ""]
+        lines += [_table(rows, right=(1, 2, 3, 4, 5, 6)), ""]
     lines.append(f"{len(fits)} of {total} catalog models fit {ask} {where} under {args.engine}, "
                  f"weights {weights}, KV {kv}")
 

@@ -277,6 +277,10 @@ def test_find_model_lists_what_fits_largest_first_and_each_plans_as_listed(capsy
     assert lines[0].split()[:2] == ["model", "params"] and lines[1].split()[0] == fits[0]["model"]
     assert lines[0].split()[-1] == "tok/s/seq"
     assert lines[1].split()[-1] == f"{fits[0]['tokens_per_s_per_sequence']:,.1f}"
+    # the positions each was trained for beside its max context
+    assert "max context  trained for" in lines[0]
+    assert lines[1].split()[-3:-1] == [f"{fits[0]['max_context']:,}",
+                                       f"{fits[0]['trained_positions']:,}"]
     assert (f"{len(fits)} of {len(kvcore.model_catalog())} catalog models fit 32,768 tokens × 1 "
             "sequence on NVIDIA GeForce RTX 4090 under llama.cpp, weights q4_k_m, KV f16") in out
 

@@ -413,6 +413,9 @@ def test_models_page_lists_the_models_that_fit_a_card(client):
     # with each one's decode estimate, a sequence
     first = page.text.split('id="fits"')[1].split("</tr>")[1]
     assert f"<td>{found['fits'][0]['tokens_per_s_per_sequence']:,.1f}</td>" in first
+    # and its max context beside the positions it was trained for
+    assert (f"<td>{found['fits'][0]['max_context']:,}</td>"
+            f"<td>{found['fits'][0]['trained_positions']:,}</td>") in first
     # each row links to its own plan on the planner page, which fits
     plan = client.get("/", params={"model": listed[0], "gpu": "4090", "context": "32k",
                                    "kv_k": "f16", "kv_v": "f16", "weights": "q4_k_m",
