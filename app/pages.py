@@ -128,6 +128,7 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
                            engine=form["engine"], settings=_placement(form))
         view = plan_view(query)
         view["verified"] = _verified(query)
+        _card_links(view, form)
     except KvplanError as exc:
         errors[_form_field(exc.field)] = str(exc)
         status = 422 if status == 200 else status
@@ -177,6 +178,7 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
         form["weights"] = str(fields.get("weights", "auto"))
         view = plan_view(query)
         view["verified"] = _verified(query)
+        _card_links(view, form)
         view["launch"] = {"read_as": cli_line(fields), "notes": launch.notes,
                           "unread": launch.unread}
     except KvplanError as exc:
@@ -264,6 +266,15 @@ def _rate(form: dict[str, str], name: str) -> float | None:
     if not math.isfinite(gbps):
         raise InputError(f"{name} must be a number of GB/s, got {shown(text)}", field=name)
     return gbps * 1e9
+
+
+def _card_links(view: dict[str, Any], form: dict[str, str]) -> None:
+    """Each card that fits (a plan without a card) links to this plan on it: the form's
+    fields that differ from a link's defaults, the card as the page's gpu field."""
+    fields = {k: v for k, v in form.items()
+              if k not in ("gpu", "gpus") and v.strip() and v != LINK_DEFAULTS.get(k)}
+    for r in view.get("cards") or ():
+        r["link"] = "/?" + urlencode({**fields, "gpu": r["gpu_field"]})
 
 
 def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None:

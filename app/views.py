@@ -157,6 +157,11 @@ def plan_view(q: Query) -> dict[str, Any]:
         # and notes have their own places on the page
         view["engine_lines"] = [line for line in render_engine(data)[1:]
                                 if not line.startswith(("command: ", "note: "))]
+    if not q.gpus:
+        view["cards"] = _card_rows(q)
+        if view["cards"]:
+            view["verdict"] = verdict.replace("choose a GPU to check.",
+                                              "choose a GPU to check, or a card below.")
     if q.gpus:
         view["bar"] = _per_card(q, data)
         view["chart"] = _chart(q, data)
@@ -164,6 +169,20 @@ def plan_view(q: Query) -> dict[str, Any]:
         view["weight_rows"] = _weight_rows(q, data)
         view["weight_host"] = any("host_fit" in r for r in view["weight_rows"])
     return view
+
+
+def _card_rows(q: Query) -> list[dict[str, Any]]:
+    """Without a card: the catalog cards that fit (find_gpu_for, as --find-gpu lists them),
+    each with the page's ``gpu`` for it ("4xmi325x")."""
+    from kvcore.query import find_gpu_for
+
+    try:
+        rows = find_gpu_for(q)
+    except KvplanError:
+        return []
+    for r in rows:
+        r["gpu_field"] = f"{r['count']}x{r['gpu']}" if r["count"] > 1 else r["gpu"]
+    return rows
 
 
 def _weight_rows(q: Query, data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -306,6 +306,30 @@ def test_api_reference_types_read_as_a_reader_writes_them():
     assert ref["statuses"] == [("422", "bad")]
 
 
+def test_plan_without_a_card_lists_the_cards_that_fit_each_linked_to_its_plan(client):
+    import html
+    import re
+
+    ask = {"model": "deepseek-v3", "context": "128k", "sequences": "4", "kv_k": "fp8_e4m3",
+           "kv_v": "fp8_e4m3", "engine": "vllm"}
+    part = client.get("/", params=ask, headers={"HX-Request": "true"}).text
+    found = client.post("/api/v1/find-gpu", json={**ask, "kv": "fp8_e4m3", "kv_k": None,
+                                                  "kv_v": None}).json()
+    table = part.split('id="cards"')[1].split("</table>")[0]
+    rows = re.findall(r'<tr><td><a href="([^"]+)">([^<]+)</a></td><td>(\d+)</td>', table)
+    assert [(name, int(n)) for _, name, n in rows] == [(r["name"], r["count"]) for r in found]
+    assert "or a card below." in part
+    # each link plans the same question on that card, and it fits there
+    link, name, n = rows[0]
+    page = client.get(html.unescape(link), headers={"HX-Request": "true"}).text
+    assert f"Fits: 131,072 tokens × 4 sequences on {n} × {name} under vllm" in page
+    assert "context=128k" in link and "engine=vllm" in link and "kv_k=fp8_e4m3" in link
+    # a plan too large for every card says so
+    big = client.get("/", params={"model": "kimi-k2-instruct", "context": "1M",
+                                  "sequences": "64"}, headers={"HX-Request": "true"}).text
+    assert 'id="no-cards"' in big and 'id="cards"' not in big
+
+
 def test_form_error_sits_beside_its_field(client):
     part = client.get("/", params={"model": "qwen3-8b", "gpu": "4091"},
                       headers={"HX-Request": "true"})
