@@ -160,8 +160,7 @@ def plan_view(q: Query) -> dict[str, Any]:
     if not q.gpus:
         view["cards"] = _card_rows(q)
         if view["cards"]:
-            view["verdict"] = verdict.replace("choose a GPU to check.",
-                                              "choose a GPU to check, or a card below.")
+            view["verdict"] = f"{verdict} The cards that fit are below."
     if q.gpus:
         view["bar"] = _per_card(q, data)
         view["chart"] = _chart(q, data)

@@ -318,7 +318,7 @@ def test_plan_without_a_card_lists_the_cards_that_fit_each_linked_to_its_plan(cl
     table = part.split('id="cards"')[1].split("</table>")[0]
     rows = re.findall(r'<tr><td><a href="([^"]+)">([^<]+)</a></td><td>(\d+)</td>', table)
     assert [(name, int(n)) for _, name, n in rows] == [(r["name"], r["count"]) for r in found]
-    assert "or a card below." in part
+    assert "choose a GPU to check. The cards that fit are below." in part
     # each link plans the same question on that card, and it fits there
     link, name, n = rows[0]
     page = client.get(html.unescape(link), headers={"HX-Request": "true"}).text
