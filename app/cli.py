@@ -395,6 +395,21 @@ def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
                       *_find_notes(q, rows)])
 
 
+def smallest_card_line(q: Query) -> str:
+    """For a plan given no card: the catalog card that fits it with the least memory, as
+    --find-gpu's first row."""
+    try:
+        rows = find_gpu_for(q, limit=1)
+    except KvplanError:
+        rows = []
+    if not rows:
+        return "no catalog card fits it, up to 8 of one kind"
+    best = rows[0]
+    flag = best["gpu"] if best["count"] == 1 else f"{best['count']}x{best['gpu']}"
+    return (f"smallest card that fits: {best['count']} × {best['name']} (--gpu {flag}); "
+            "--find-gpu lists more")
+
+
 def _host_rate(rows: list[dict[str, Any]]) -> str:
     """Host memory's bandwidth the find tables' --fit rates were read at."""
     rate = rows[0]["host_fit"]["host_bandwidth_bytes_per_s"] / 1e9
@@ -565,7 +580,9 @@ def render_engine(data: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_plan(data: dict[str, Any]) -> str:
+def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
+    """The plan as the CLI prints it; ``card_line`` (a plan given no card: the smallest card
+    that fits) after the verdict, before the notes."""
     seqs = data["sequences"]
     sequences = format_quantity(seqs, "sequence")
     kv = data["kv_k"] if data["kv_k"] == data["kv_v"] else f"K {data['kv_k']} / V {data['kv_v']}"
@@ -612,10 +629,10 @@ def render_plan(data: dict[str, Any]) -> str:
                 lines.append(f"decode {decode_text(data)}")
             if data.get("prefill"):
                 lines.append(f"prefill {prefill_text(data)}")
-            return "\n".join(lines + notes + tail)
+            return "\n".join(lines + ([card_line] if card_line else []) + notes + tail)
         out.append(f"needs {format_gib(data['total_bytes'])} GiB for {ctx} "
                    "(give --gpu to check the fit)")
-        return "\n".join(out + notes + tail)
+        return "\n".join(out + ([card_line] if card_line else []) + notes + tail)
     used, cap = format_gib(data["total_bytes"]), format_gib(data["budget_bytes"])
     verdict = "fits" if data["fits"] else "does not fit"
     if "engine_report" in data:
@@ -954,7 +971,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if launch is not None:
             data["command"] = {"engine": launch.engine, "read_as": read_as,
                                "notes": launch.notes, "unread": launch.unread}
-        print(json.dumps(data, indent=2) if args.json else render_plan(data))
+        if args.json:
+            print(json.dumps(data, indent=2))
+        else:
+            print(render_plan(data, smallest_card_line(query)
+                              if data["gpu"] is None and args.kv_budget is None else None))
         return 0
     except (KvplanError, UsageError) as exc:
         print(f"kvplan: error: {exc}", file=sys.stderr)

@@ -285,6 +285,29 @@ def test_find_model_lists_what_fits_largest_first_and_each_plans_as_listed(capsy
             "sequence on NVIDIA GeForce RTX 4090 under llama.cpp, weights q4_k_m, KV f16") in out
 
 
+def test_plan_without_a_card_names_the_smallest_that_fits(capsys):
+    ask = ("deepseek-v3", "--ctx", "128k", "--seqs", "4", "--engine", "vllm", "--kv", "fp8")
+    code, out, _ = run(capsys, *ask, "--find-gpu", "--json")
+    best = json.loads(out)[0]
+    code, out, _ = run(capsys, *ask)
+    flag = f"{best['count']}x{best['gpu']}" if best["count"] > 1 else best["gpu"]
+    line = (f"smallest card that fits: {best['count']} × {best['name']} (--gpu {flag}); "
+            "--find-gpu lists more")
+    lines = out.rstrip().splitlines()
+    # after the verdict and the estimates, before the notes
+    assert code == 0 and line in lines
+    assert lines.index(line) == max(i for i, t in enumerate(lines)
+                                    if not t.startswith("note: ")), lines
+    # and the plan on that card fits
+    code, out, _ = run(capsys, *ask, "--gpu", flag, "--json")
+    assert code == 0 and json.loads(out)["fits"] is True
+    # --json stays one object; too large for any card says so
+    code, out, _ = run(capsys, *ask, "--json")
+    assert json.loads(out)["gpu"] is None
+    code, out, _ = run(capsys, "kimi-k2-instruct", "--ctx", "1M", "--seqs", "64")
+    assert "\nno catalog card fits it, up to 8 of one kind\nnote: " in out
+
+
 def test_find_model_names_the_cards_it_fitted_on(capsys):
     code, out, _ = run(capsys, "--find-model", "--gpus", "2x4090,3090", "--engine", "llama.cpp",
                        "--weights", "q4_k_m")
