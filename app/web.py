@@ -122,8 +122,8 @@ def create_app() -> FastAPI:
             # a browser that follows a wrong link gets a page that says where the pages are
             return templates().TemplateResponse(request, "error.html", {
                 "error": f"No page at {cut(request.url.path)}: the pages are the plan (/), "
-                         "/models, /gpus and /measurements; the REST API is under /api/v1 "
-                         "(/docs)."}, status_code=404)
+                         "/models, /gpus and /measurements; the REST API is under /api/v1, "
+                         "its reference at /api."}, status_code=404)
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:
             # Allow lists every documented method of the path (GET and POST share /plan)
