@@ -106,3 +106,19 @@ def test_phone_width_has_no_horizontal_page_scroll(server, browser, path):
     assert page.locator("header.top").count() == 1  # a page of the app, not an error body
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 392, path
+
+
+@pytest.mark.parametrize("path", ["/?model=qwen3.5-27b&gpu=4090&context=128k",
+                                  "/?model=deepseek-v3&context=128k&sequences=4", "/models",
+                                  "/models?gpu=4090&context=32k&weights=q4_k_m&engine=llama.cpp",
+                                  "/models/deepseek-v3", "/gpus", "/measurements", "/api"])
+def test_desktop_width_shows_every_table_whole(server, browser, path):
+    """At 1,200 pixels no table hides a column behind a sideways scroll: long cells wrap."""
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(f"{server}{path}")
+    for details in page.locator("details").all():  # the API page's long lists, opened
+        details.evaluate("e => e.open = true")
+    cut = page.evaluate("""() => [...document.querySelectorAll('.scroll')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1)
+        .map(e => (e.querySelector('th') || e).innerText.slice(0, 40))""")
+    assert cut == [], (path, cut)
