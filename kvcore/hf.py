@@ -2050,10 +2050,15 @@ _VLLM_UNSCALED_ROPE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn",
                        "deepseek_llama_scaling"}
 
 
+def _finite(value: Any) -> bool:
+    """A JSON number a length or a factor can be: not a boolean, not NaN or infinite."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
 def _lengths(lm: Mapping[str, Any], keys: tuple[str, ...]) -> list[float]:
-    """The length keys of a config that hold a number, in the order of ``keys``."""
-    return [lm[k] for k in keys
-            if isinstance(lm.get(k), int | float) and not isinstance(lm.get(k), bool)]
+    """The length keys of a config that hold a (finite) number, in the order of ``keys``."""
+    return [lm[k] for k in keys if _finite(lm.get(k))]
 
 
 def _rope(lm: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -2083,7 +2088,7 @@ def vllm_max_len(lm: Mapping[str, Any], model_type: str,
             return None
         found = [known]
     derived = float(min(found))
-    if isinstance(lm.get("model_max_length"), int | float) and lm["model_max_length"]:
+    if _finite(lm.get("model_max_length")) and lm["model_max_length"]:
         derived = float(lm["model_max_length"])
     rope = _rope(lm)
     if rope is not None and "gemma3" not in model_type:
@@ -2093,9 +2098,9 @@ def vllm_max_len(lm: Mapping[str, Any], model_type: str,
         for params in nested or [rope]:
             if _rope_kind(params) not in _VLLM_UNSCALED_ROPE:
                 value = params.get("factor", factor)
-                factor = float(value) if isinstance(value, int | float) else 1.0
+                factor = float(value) if _finite(value) else 1.0
         derived *= factor
-    return int(derived)
+    return int(derived) if math.isfinite(derived) else None
 
 
 #: the config keys SGLang reads its context length from, the first present winning
@@ -2126,9 +2131,10 @@ def sglang_context_len(lm: Mapping[str, Any], model_type: str = "",
                 or kind in ("llama3", "yarn", "longrope")
                 or "gemma3" in model_type
                 or any(isinstance(v, dict) for v in rope.values())
-                or not isinstance(factor, int | float)):
+                or not _finite(factor)):
             factor = 1
-    return int(factor * value)
+    length = factor * value
+    return int(length) if math.isfinite(length) else None
 
 
 def _architecture(config: Mapping[str, Any]) -> str:

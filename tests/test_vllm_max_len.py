@@ -99,3 +99,20 @@ def test_an_sglang_plan_past_the_derived_length_sets_its_variable():
 def test_sglang_context_length_suffixes(text, tokens):
     launch = read_command(f"python -m sglang.launch_server --model-path x --context-length {text}")
     assert launch.settings["context"] == tokens
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), True, 1e308])
+def test_engine_lengths_ignore_what_is_no_finite_number(bad):
+    """A length or RoPE factor that is NaN, infinite or a boolean is no length: vLLM's and
+    SGLang's derived lengths pass over it (or give none), never a traceback."""
+    from kvcore.hf import sglang_context_len
+
+    base = {"max_position_embeddings": 4096}
+    assert vllm_max_len({**base, "model_max_length": bad}, "llama") in (
+        (4096,) if bad != 1e308 else (int(1e308),))
+    assert vllm_max_len({"model_max_length": bad, "seq_length": 2048}, "x") in (
+        (2048,) if bad != 1e308 else (int(1e308),))
+    rope = {**base, "rope_scaling": {"type": "linear", "factor": bad}}
+    assert vllm_max_len(rope, "llama") in ((4096,) if bad != 1e308 else (None,))
+    assert sglang_context_len(rope, "llama") in ((4096,) if bad != 1e308 else (None,))
+    assert sglang_context_len({"max_position_embeddings": bad, "seq_length": 2048}) == 2048
