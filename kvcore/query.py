@@ -502,8 +502,10 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     """What makes a plan that does not fit its card fit, changing one choice: the
     highest-precision KV format (K = V, find_format's first that fits this context and these
     sequences), else, where no format's cache fits beside the weights, the largest weight
-    format that fits with the plan's cache (find_weights). None where the plan fits, has no
-    card, or no such change fits."""
+    format that fits with the plan's cache (find_weights), else the fewest more cards of the
+    plan's kind (``gpus``: tensor parallel, llama.cpp's layers split, as --find-gpu tries
+    them; not past a card's most in one host, nor for mixed cards or data parallel). None
+    where the plan fits, has no card, or no such change fits."""
     if data.get("fits") is not False or not q.gpus:
         return None
     try:
@@ -519,9 +521,33 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
             fit = None
         option, named = "weights", "weights"
     if fit is None:
-        return None
+        return _more_cards(q)
     return {option: fit[named],
             **{k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality")}}
+
+
+def _more_cards(q: Query) -> dict[str, Any] | None:
+    """to_fit's last resort: the fewest cards of the plan's one kind, more than it has, that
+    fit it (None where none up to the card's most in one host does)."""
+    if len(set(q.gpus)) != 1 or q.parallel.dp != 1 or q.kv_budget_bytes is not None:
+        return None
+    gpu, now = q.gpus[0], q.parallel.ranks_per_replica
+    for count in GPU_COUNTS:
+        if count <= now:
+            continue
+        if count > gpu.max_cards:
+            break
+        trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
+        try:
+            ok, max_ctx = _fits(trial)
+        except InputError:
+            break
+        if ok:
+            decode = answer(trial).get("decode") or {}
+            return {"gpus": count, "max_context": max_ctx,
+                    "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+                    "quality": None}
+    return None
 
 
 def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, str]:

@@ -1,5 +1,5 @@
 """A plan that does not fit says what one change makes it fit: the highest-precision KV
-format that does, else the largest weight format."""
+format that does, else the largest weight format, else the fewest more cards of its kind."""
 
 import json
 from dataclasses import replace
@@ -67,3 +67,34 @@ def test_cli_api_and_page_say_it(capsys):
     assert c.post("/api/v1/plan", json=body).json()["to_fit"]["kv"] == "q8_0"
     page = c.get("/", params=body).text
     assert 'id="to-fit">To fit: --kv q8_0 fits (max context 114,176' in page
+
+
+def test_where_no_format_fits_the_fewest_more_cards_of_its_kind(capsys):
+    from kvcore.query import find_weights
+
+    for engine, kv, cards in (("raw", "f16", 8), ("vllm", "fp8", 8), ("llama.cpp", "f16", 8)):
+        q = _query("deepseek-v3", engine=engine, gpu="h200", context="128k", sequences="4",
+                   kv_k=kv, kv_v=kv)
+        data = answer(q)
+        assert data["fits"] is False
+        assert not any(r["fits"] for r in find_format(q))
+        assert not any(r["fits"] for r in find_weights(q))
+        fix = to_fit(q, data)
+        assert fix["gpus"] == cards and "kv" not in fix and "weights" not in fix, engine
+        # that many fit, with the figures named; one step fewer does not
+        again = answer(make_query(q.spec, engine=engine, gpu=f"{cards}xh200", context="128k",
+                                  sequences="4", kv_k=kv, kv_v=kv))
+        assert again["fits"] is True and again["max_context"] == fix["max_context"]
+        assert (again["decode"]["tokens_per_s_per_sequence"]
+                == fix["tokens_per_s_per_sequence"])
+        fewer = answer(make_query(q.spec, engine=engine, gpu=f"{cards // 2}xh200",
+                                  context="128k", sequences="4", kv_k=kv, kv_v=kv))
+        assert fewer["fits"] is False
+    main(["deepseek-v3", "--gpu", "h200", "--ctx", "128k", "--seqs", "4"])
+    out = capsys.readouterr().out
+    assert "\nto fit: --gpus 8 fits (max context 230,588, ≈ 98.5 tokens/s per sequence)\n" in out
+    # none where even the most of a card one host holds does not fit, or for mixed cards
+    q = _query("deepseek-v3", gpu="4090", context="8k")
+    assert to_fit(q, answer(q)) is None
+    q = _query("deepseek-v3", gpus="4090,3090", context="8k")
+    assert to_fit(q, answer(q)) is None
