@@ -270,11 +270,18 @@ def _rate(form: dict[str, str], name: str) -> float | None:
 
 def _card_links(view: dict[str, Any], form: dict[str, str]) -> None:
     """Each card that fits (a plan without a card) links to this plan on it: the form's
-    fields that differ from a link's defaults, the card as the page's gpu field."""
+    fields that differ from a link's defaults, the card as the page's gpu field; and the
+    "to fit" line to this plan with its one change."""
     fields = {k: v for k, v in form.items()
               if k not in ("gpu", "gpus") and v.strip() and v != LINK_DEFAULTS.get(k)}
     for r in view.get("cards") or ():
         r["link"] = "/?" + urlencode({**fields, "gpu": r["gpu_field"]})
+    change = view.get("to_fit_fields")
+    if change:  # the plan with the one change "to fit" names
+        base = {k: v for k, v in form.items() if v.strip() and v != LINK_DEFAULTS.get(k)}
+        if "gpus" in change:
+            base.pop("gpu", None)
+        view["to_fit_link"] = "/?" + urlencode({**base, **change})
 
 
 def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None:

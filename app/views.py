@@ -150,6 +150,11 @@ def plan_view(q: Query) -> dict[str, Any]:
                        if data["fits"] is False and data.get("binding") else None)
     fix = to_fit(q, data)
     view["to_fit"] = f"To fit: {to_fit_text(fix)}." if fix else None
+    # the form's fields that make the change (pages link the line to the plan with them)
+    view["to_fit_fields"] = (None if not fix else
+                             {"kv_k": fix["kv"], "kv_v": fix["kv"]} if "kv" in fix else
+                             {"weights": fix["weights"]} if "weights" in fix else
+                             {"gpu": q.gpus[0].id, "gpus": str(fix["gpus"])})
     if data.get("engine_report"):
         from .cli import render_engine
 

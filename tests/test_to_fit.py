@@ -98,3 +98,22 @@ def test_where_no_format_fits_the_fewest_more_cards_of_its_kind(capsys):
     assert to_fit(q, answer(q)) is None
     q = _query("deepseek-v3", gpus="4090,3090", context="8k")
     assert to_fit(q, answer(q)) is None
+
+
+def test_the_page_links_the_change_to_the_plan_it_makes():
+    import html
+    import re
+
+    c = TestClient(create_app())
+    for params, change in (
+            ({"model": "qwen3-30b-a3b", "engine": "llama.cpp", "weights": "q4_k_m",
+              "gpu": "4090", "context": "96k"}, "kv_k=q8_0&kv_v=q8_0"),
+            ({"model": "llama-3.1-70b", "engine": "llama.cpp", "gpu": "4090",
+              "context": "8k"}, "weights=iq2_xs"),
+            ({"model": "deepseek-v3", "gpu": "h200", "context": "128k", "sequences": "4"},
+             "gpu=h200&gpus=8")):
+        page = c.get("/", params=params).text
+        link = html.unescape(re.search(r'id="to-fit"><a href="([^"]+)">To fit: ', page)[1])
+        assert link.endswith(change), link
+        after = c.get(link).text
+        assert 'id="verdict">Fits: ' in after and 'id="to-fit"' not in after
