@@ -2,6 +2,7 @@
 format that does, else the largest weight format, else the fewest more cards of its kind."""
 
 import json
+import re
 from dataclasses import replace
 
 from fastapi.testclient import TestClient
@@ -66,7 +67,8 @@ def test_cli_api_and_page_say_it(capsys):
             "gpu": "4090", "context": "96k"}
     assert c.post("/api/v1/plan", json=body).json()["to_fit"]["kv"] == "q8_0"
     page = c.get("/", params=body).text
-    assert 'id="to-fit">To fit: --kv q8_0 fits (max context 114,176' in page
+    assert re.search(r'id="to-fit"><a href="[^"]+">To fit: --kv q8_0 fits \(max context 114,176',
+                     page)
 
 
 def test_where_no_format_fits_the_fewest_more_cards_of_its_kind(capsys):
