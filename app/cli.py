@@ -629,6 +629,8 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
                 lines.append(f"decode {decode_text(data)}")
             if data.get("prefill"):
                 lines.append(f"prefill {prefill_text(data)}")
+            if data.get("to_fit"):  # several cards, none named as the one card
+                lines.append(f"to fit: {to_fit_text(data['to_fit'])}")
             return "\n".join(lines + ([card_line] if card_line else []) + notes + tail)
         out.append(f"needs {format_gib(data['total_bytes'])} GiB for {ctx} "
                    "(give --gpu to check the fit)")
@@ -975,7 +977,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(data, indent=2))
         else:
             print(render_plan(data, smallest_card_line(query)
-                              if data["gpu"] is None and args.kv_budget is None else None))
+                              if not query.gpus and args.kv_budget is None else None))
         return 0
     except (KvplanError, UsageError) as exc:
         print(f"kvplan: error: {exc}", file=sys.stderr)

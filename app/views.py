@@ -154,7 +154,7 @@ def plan_view(q: Query) -> dict[str, Any]:
     view["to_fit_fields"] = (None if not fix else
                              {"kv_k": fix["kv"], "kv_v": fix["kv"]} if "kv" in fix else
                              {"weights": fix["weights"]} if "weights" in fix else
-                             {"gpu": q.gpus[0].id, "gpus": str(fix["gpus"])})
+                             {"gpu": fix["gpu"], "gpus": str(fix["gpus"])})
     if data.get("engine_report"):
         from .cli import render_engine
 

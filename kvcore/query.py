@@ -503,8 +503,8 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     highest-precision KV format (K = V, find_format's first that fits this context and these
     sequences), else, where no format's cache fits beside the weights, the largest weight
     format that fits with the plan's cache (find_weights), else the fewest more cards of the
-    plan's kind (``gpus``: tensor parallel, llama.cpp's layers split, as --find-gpu tries
-    them; not past a card's most in one host, nor for mixed cards or data parallel). None
+    plan's kind (``gpus`` of ``gpu``: tensor parallel, llama.cpp's layers split, as
+    --find-gpu tries them; not past a card's most in one host, nor for mixed cards or data parallel). None
     where the plan fits, has no card, or no such change fits."""
     if data.get("fits") is not False or not q.gpus:
         return None
@@ -544,7 +544,7 @@ def _more_cards(q: Query) -> dict[str, Any] | None:
             break
         if ok:
             decode = answer(trial).get("decode") or {}
-            return {"gpus": count, "max_context": max_ctx,
+            return {"gpus": count, "gpu": gpu.id, "max_context": max_ctx,
                     "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
                     "quality": None}
     return None

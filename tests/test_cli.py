@@ -306,6 +306,11 @@ def test_plan_without_a_card_names_the_smallest_that_fits(capsys):
     assert json.loads(out)["gpu"] is None
     code, out, _ = run(capsys, "kimi-k2-instruct", "--ctx", "1M", "--seqs", "64")
     assert "\nno catalog card fits it, up to 8 of one kind\nnote: " in out
+    # a plan on several cards names none (it was given them) and says what makes it fit
+    code, out, _ = run(capsys, "deepseek-v3", "--gpu", "2xh200", "--ctx", "128k", "--seqs", "4",
+                       "--weights", "fp8")
+    assert "smallest card" not in out and "no catalog card" not in out
+    assert "\nto fit: --weights q2_k_s fits (max context 132,172" in out
 
 
 def test_find_model_names_the_cards_it_fitted_on(capsys):

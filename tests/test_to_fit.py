@@ -82,7 +82,7 @@ def test_where_no_format_fits_the_fewest_more_cards_of_its_kind(capsys):
         assert not any(r["fits"] for r in find_format(q))
         assert not any(r["fits"] for r in find_weights(q))
         fix = to_fit(q, data)
-        assert fix["gpus"] == cards and "kv" not in fix and "weights" not in fix, engine
+        assert (fix["gpus"], fix["gpu"]) == (cards, "h200") and "kv" not in fix, engine
         # that many fit, with the figures named; one step fewer does not
         again = answer(make_query(q.spec, engine=engine, gpu=f"{cards}xh200", context="128k",
                                   sequences="4", kv_k=kv, kv_v=kv))
@@ -94,7 +94,7 @@ def test_where_no_format_fits_the_fewest_more_cards_of_its_kind(capsys):
         assert fewer["fits"] is False
     main(["deepseek-v3", "--gpu", "h200", "--ctx", "128k", "--seqs", "4"])
     out = capsys.readouterr().out
-    assert "\nto fit: --gpus 8 fits (max context 230,588, ≈ 98.5 tokens/s per sequence)\n" in out
+    assert "\nto fit: --gpu 8xh200 fits (max context 230,588, ≈ 98.5 tokens/s per sequence)\n" in out
     # none where even the most of a card one host holds does not fit, or for mixed cards
     q = _query("deepseek-v3", gpu="4090", context="8k")
     assert to_fit(q, answer(q)) is None
