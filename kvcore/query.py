@@ -504,8 +504,8 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     sequences), else, where no format's cache fits beside the weights, the largest weight
     format that fits with the plan's cache (find_weights), else the fewest more cards of the
     plan's kind (``gpus`` of ``gpu``: tensor parallel, llama.cpp's layers split, as
-    --find-gpu tries them; not past a card's most in one host, nor for mixed cards or data parallel). None
-    where the plan fits, has no card, or no such change fits."""
+    --find-gpu tries them; not past a card's most in one host, nor for mixed cards or data
+    parallel). None where the plan fits, has no card, or no such change fits."""
     if data.get("fits") is not False or not q.gpus:
         return None
     try:
