@@ -360,6 +360,24 @@ def _layout(q: Query, count: int) -> Parallel:
     return Parallel(tp=count)
 
 
+def _fewest_cards(q: Query, gpu: GPU, above: int = 0) -> tuple[int, int, Query] | None:
+    """The fewest cards of ``gpu`` (of GPU_COUNTS, more than ``above``, not past the most one
+    host holds) on which ``q`` fits, as (count, max context, that query); None where none."""
+    for count in GPU_COUNTS:
+        if count <= above:
+            continue
+        if count > gpu.max_cards:
+            break
+        trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
+        try:
+            ok, max_ctx = _fits(trial)
+        except InputError:
+            break
+        if ok:
+            return count, max_ctx, trial
+    return None
+
+
 def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
     """Catalog GPUs that fit the query, fewest total memory first, with the card count and
     the decode estimate there (tokens a second a sequence)."""
@@ -368,21 +386,14 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     # an Apple chip in each memory size it was sold with: the smallest Mac that fits
     for gpu in (v for chip in gpu_catalog() for v in memory_variants(chip)):
-        for count in GPU_COUNTS:
-            if count > gpu.max_cards:
-                break
-            trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
-            try:
-                ok, max_ctx = _fits(trial)
-            except InputError:
-                break
-            if ok:
-                found.append({"gpu": gpu.id, "name": gpu.name, "count": count,
-                              "total_memory_bytes": gpu.memory_bytes * count,
-                              "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
-                              "max_context": max_ctx, "notes": context_notes(q, max_ctx),
-                              "query": trial})
-                break
+        fewest = _fewest_cards(q, gpu)
+        if fewest is not None:
+            count, max_ctx, trial = fewest
+            found.append({"gpu": gpu.id, "name": gpu.name, "count": count,
+                          "total_memory_bytes": gpu.memory_bytes * count,
+                          "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
+                          "max_context": max_ctx, "notes": context_notes(q, max_ctx),
+                          "query": trial})
     found.sort(key=lambda r: (int(r["total_memory_bytes"]), -int(r["bandwidth_bytes_per_s"] or 0)))
     rows = found[:limit]
     for r in rows:
@@ -531,23 +542,14 @@ def _more_cards(q: Query) -> dict[str, Any] | None:
     fit it (None where none up to the card's most in one host does)."""
     if len(set(q.gpus)) != 1 or q.parallel.dp != 1 or q.kv_budget_bytes is not None:
         return None
-    gpu, now = q.gpus[0], q.parallel.ranks_per_replica
-    for count in GPU_COUNTS:
-        if count <= now:
-            continue
-        if count > gpu.max_cards:
-            break
-        trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
-        try:
-            ok, max_ctx = _fits(trial)
-        except InputError:
-            break
-        if ok:
-            decode = answer(trial).get("decode") or {}
-            return {"gpus": count, "gpu": gpu.id, "max_context": max_ctx,
-                    "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
-                    "quality": None}
-    return None
+    fewest = _fewest_cards(q, q.gpus[0], above=q.parallel.ranks_per_replica)
+    if fewest is None:
+        return None
+    count, max_ctx, trial = fewest
+    decode = answer(trial).get("decode") or {}
+    return {"gpus": count, "gpu": q.gpus[0].id, "max_context": max_ctx,
+            "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+            "quality": None}
 
 
 def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, str]:
