@@ -625,12 +625,14 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
         if "engine_report" in data:
             # render_engine opens with its own blank line
             lines = out[:-1] + render_engine(data)
+            if data.get("to_fit"):  # several cards: after the engine's verdict
+                at = next((i for i, line in enumerate(lines)
+                           if line.startswith("does not fit under ")), len(lines) - 1)
+                lines.insert(at + 1, f"to fit: {to_fit_text(data['to_fit'])}")
             if data["decode"]:
                 lines.append(f"decode {decode_text(data)}")
             if data.get("prefill"):
                 lines.append(f"prefill {prefill_text(data)}")
-            if data.get("to_fit"):  # several cards, none named as the one card
-                lines.append(f"to fit: {to_fit_text(data['to_fit'])}")
             return "\n".join(lines + ([card_line] if card_line else []) + notes + tail)
         out.append(f"needs {format_gib(data['total_bytes'])} GiB for {ctx} "
                    "(give --gpu to check the fit)")

@@ -311,6 +311,9 @@ def test_plan_without_a_card_names_the_smallest_that_fits(capsys):
                        "--weights", "fp8")
     assert "smallest card" not in out and "no catalog card" not in out
     assert "\nto fit: --weights q2_k_s fits (max context 132,172" in out
+    lines = out.splitlines()  # right after the engine's verdict
+    at = next(i for i, line in enumerate(lines) if line.startswith("to fit: "))
+    assert lines[at - 1].startswith("does not fit under raw: 131,072 tokens × 4 sequences")
 
 
 def test_find_model_names_the_cards_it_fitted_on(capsys):
