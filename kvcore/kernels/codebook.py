@@ -71,11 +71,15 @@ def _f32(x: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", x))[0])
 
 
+def _bits(x: float) -> int:
+    """The float32 x's bits."""
+    return int(struct.unpack("<I", struct.pack("<f", x))[0])
+
+
 def _coded(c: float, code: int, mask: int) -> float:
     """The float32 c with ``code`` in the low bits ``mask`` of its mantissa (the append
     kernels' coded centroid)."""
-    bits = struct.unpack("<I", struct.pack("<f", c))[0]
-    return float(struct.unpack("<f", struct.pack("<I", (bits & ~mask) | code))[0])
+    return float(struct.unpack("<f", struct.pack("<I", (_bits(c) & ~mask) | code))[0])
 
 
 def staircase_exact(cent: list[float]) -> bool:
@@ -93,11 +97,6 @@ def staircase_bias(levels: int, bias: float = 0.25) -> float:
     pos = lloyd_max(levels)[half:]
     cent = [_coded(_f32(c), half + j, mask) for j, c in enumerate(pos)]
     return 0.0 if staircase_exact(cent) else bias
-
-
-def _bits(x: float) -> int:
-    """The float32 x's bits."""
-    return int(struct.unpack("<I", struct.pack("<f", x))[0])
 
 
 @cache
