@@ -26,10 +26,10 @@ def _nice_bytes(n: float) -> float:
     gib = 1024**3
     quarter = max(n, 1) / gib / 4
     scale = 10.0 ** math.floor(math.log10(quarter))
-    for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
-        if m * scale >= quarter * (1 - 1e-12):
-            return 4 * m * scale * gib
-    return 40 * scale * gib
+    # scale ≤ quarter < 10 · scale, so one of them is reached
+    m = next(m for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10)
+             if m * scale >= quarter * (1 - 1e-12))
+    return 4 * m * scale * gib
 
 
 def _tokens(n: float) -> str:
