@@ -128,7 +128,7 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
                            engine=form["engine"], settings=_placement(form))
         view = plan_view(query)
         view["verified"] = _verified(query)
-        _card_links(view, form)
+        _plan_links(view, form)
     except KvplanError as exc:
         errors[_form_field(exc.field)] = str(exc)
         status = 422 if status == 200 else status
@@ -178,7 +178,7 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
         form["weights"] = str(fields.get("weights", "auto"))
         view = plan_view(query)
         view["verified"] = _verified(query)
-        _card_links(view, form)
+        _plan_links(view, form)
         view["launch"] = {"read_as": cli_line(fields), "notes": launch.notes,
                           "unread": launch.unread}
     except KvplanError as exc:
@@ -268,20 +268,18 @@ def _rate(form: dict[str, str], name: str) -> float | None:
     return gbps * 1e9
 
 
-def _card_links(view: dict[str, Any], form: dict[str, str]) -> None:
-    """Each card that fits (a plan without a card) links to this plan on it: the form's
-    fields that differ from a link's defaults, the card as the page's gpu field; and the
-    "to fit" line to this plan with its one change."""
-    fields = {k: v for k, v in form.items()
-              if k not in ("gpu", "gpus") and v.strip() and v != LINK_DEFAULTS.get(k)}
+def _plan_links(view: dict[str, Any], form: dict[str, str]) -> None:
+    """Links to this plan with one change, each from the form's fields that differ from a
+    link's defaults: for each card that fits (a plan without a card), the plan on it; for
+    the "to fit" line, the plan with its change."""
+    base = {k: v for k, v in form.items() if v.strip() and v != LINK_DEFAULTS.get(k)}
+    uncarded = {k: v for k, v in base.items() if k not in ("gpu", "gpus")}
     for r in view.get("cards") or ():
-        r["link"] = "/?" + urlencode({**fields, "gpu": r["gpu_field"]})
+        r["link"] = "/?" + urlencode({**uncarded, "gpu": r["gpu_field"]})
     change = view.get("to_fit_fields")
-    if change:  # the plan with the one change "to fit" names
-        base = {k: v for k, v in form.items() if v.strip() and v != LINK_DEFAULTS.get(k)}
-        if "gpus" in change:
-            base.pop("gpu", None)
-        view["to_fit_link"] = "/?" + urlencode({**base, **change})
+    if change:
+        view["to_fit_link"] = "/?" + urlencode(
+            {**(uncarded if "gpus" in change else base), **change})
 
 
 def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None:
