@@ -18,6 +18,7 @@ from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_comma
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.base import check_tensor_split
 from kvcore.engines.llamacpp_offload import split_overrides
+from kvcore.engines.vllm_lora import lora_from
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
@@ -76,6 +77,8 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         flash_attn=False if body.no_flash_attn else None,
         prefix_caching=not body.no_prefix_caching, enforce_eager=body.enforce_eager,
         language_model_only=body.language_model_only,
+        lora=lora_from(body.enable_lora, body.max_loras, body.max_lora_rank,
+                       body.fully_sharded_loras, body.lora_target_modules),
         mem_fraction_static=body.mem_fraction_static,
         chunked_prefill_size=body.chunked_prefill_size, page_size=body.page_size,
         max_total_tokens=body.max_total_tokens,

@@ -32,6 +32,7 @@ from kvcore import (
 from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.llamacpp_offload import split_overrides
+from kvcore.engines.vllm_lora import lora_from
 from kvcore.errors import shown
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
@@ -187,6 +188,18 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--language-model-only", action="store_true",
                    help="vLLM --language-model-only (text only: the vision/audio towers not "
                         "built, their weights not counted, the encoder not profiled)")
+    g.add_argument("--enable-lora", action="store_true",
+                   help="vLLM --enable-lora: adapter slots on every linear layer, sized by "
+                        "--max-loras and --max-lora-rank, off the KV pool")
+    g.add_argument("--max-loras", type=int, default=None,
+                   help="vLLM LoRA adapters in one batch, each a slot on the card (1)")
+    g.add_argument("--max-lora-rank", type=int, default=None,
+                   help="vLLM largest adapter rank, the slots' size: 1, 8, 16, 32, 64, 128, "
+                        "256, 320 or 512 (16)")
+    g.add_argument("--fully-sharded-loras", action="store_true",
+                   help="vLLM: split the LoRA slots wholly over tensor parallelism")
+    g.add_argument("--lora-target-modules", default=None, metavar="NAMES",
+                   help="vLLM: only these modules get LoRA slots (o_proj,qkv_proj,...)")
     g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
@@ -301,6 +314,8 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
         prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager,
         language_model_only=args.language_model_only,
+        lora=lora_from(args.enable_lora, args.max_loras, args.max_lora_rank,
+                       args.fully_sharded_loras, args.lora_target_modules),
         n_gpu_layers=args.ngl, n_cpu_moe=CPU_MOE if args.cpu_moe else args.n_cpu_moe,
         override_tensor=split_overrides(args.override_tensor),
         host_bandwidth_bytes_per_s=(args.host_bandwidth * 1e9 if args.host_bandwidth is not None

@@ -223,7 +223,8 @@ def sglang_int(flag: str, value: str) -> int:
 class _Flag:
     names: tuple[str, ...]
     #: "value": takes one; "none": takes none; "maybe": takes one where a word follows
-    #: (llama.cpp's -fa, once a switch, now on|off|auto)
+    #: (llama.cpp's -fa, once a switch, now on|off|auto); "many": every word up to the next
+    #: flag (argparse's nargs="+"), passed on joined by spaces
     arity: str
     read: Callable[[_Reader, str, str], None]
 
@@ -622,7 +623,17 @@ _VLLM = (
     _Flag(("--kv-cache-memory-bytes",), "value",
           _set("kv_budget", lambda f, v: human_int(f, v))),
     _Flag(("--enable-expert-parallel", "-ep"), "none", _seen("ep", lambda f, v: True)),
+    _Flag(("--enable-lora",), "none", _on("enable_lora")),
+    _Flag(("--max-loras",), "value", _set("max_loras", lambda f, v: _int(f, v, 1))),
+    _Flag(("--max-lora-rank",), "value", _set("max_lora_rank", lambda f, v: _int(f, v, 1))),
+    _Flag(("--fully-sharded-loras",), "none", _on("fully_sharded_loras")),
+    _Flag(("--lora-target-modules",), "many",
+          _set("lora_target_modules", lambda f, v: ",".join(v.replace(",", " ").split()))),
+    _Flag(("--lora-modules",), "many", _seen("lora_modules")),
 )
+
+#: the flags that size vLLM's LoRA slots, which it reads only with --enable-lora
+_VLLM_LORA = ("max_loras", "max_lora_rank", "fully_sharded_loras", "lora_target_modules")
 
 
 def _vllm_finish(r: _Reader) -> None:
@@ -632,6 +643,19 @@ def _vllm_finish(r: _Reader) -> None:
     if "model" in r.seen:
         r.launch.model = r.seen["model"]
     _vllm_towers(r)
+    if not r.set.get("enable_lora"):
+        unread = [k for k in _VLLM_LORA if k in r.set]
+        for k in unread:
+            r.set.pop(k)
+        if unread or "lora_modules" in r.seen:
+            flags = ", ".join("--" + k.replace("_", "-") for k in unread)
+            if "lora_modules" in r.seen:
+                flags += (", " if flags else "") + "--lora-modules"
+            r.note(f"{flags}: LoRA is off without --enable-lora, so vLLM allocates no adapter "
+                   "slots; planned without them")
+    elif "lora_modules" in r.seen:
+        r.note("--lora-modules: the adapters load into the --max-loras slots planned (more "
+               "wait in host memory, up to --max-cpu-loras)")
     if r.seen.get("ep"):
         if r.set.get("dp", 1) > 1:
             raise InputError("--enable-expert-parallel with --data-parallel-size shards the "
@@ -885,6 +909,14 @@ def read_command(text: str) -> Launch:
                 i += 1
             else:
                 value = ""
+        elif f.arity == "many":
+            words = []
+            while i < len(args) and not _is_flag(args[i]):
+                words.append(args[i])
+                i += 1
+            if not words:
+                raise InputError(f"{name} needs at least one value", field="command")
+            value = " ".join(words)
         elif i < len(args):
             value = args[i]
             i += 1

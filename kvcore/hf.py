@@ -1238,6 +1238,8 @@ class _Part:
     #: the name a fused checkpoint gives it (Qwen3-Next's in_proj_qkvz)
     alias: str = ""
     matrices: int = 1
+    #: Module.lora_dims
+    lora_dims: tuple[int, int] = (0, 0)
 
 
 def _module(i: int | None, part: _Part, active_share: tuple[int, int] = (1, 1),
@@ -1248,7 +1250,7 @@ def _module(i: int | None, part: _Part, active_share: tuple[int, int] = (1, 1),
                   for n in (part.name, *((part.alias,) if part.alias else ())))
     return Module(names, part.params, part.params * active_share[0] // active_share[1],
                   part.rows, part.matrices if part.rows else 0,
-                  "replicated" if part.replicated else role)
+                  "replicated" if part.replicated else role, part.lora_dims)
 
 
 def _count_params(
@@ -1560,7 +1562,10 @@ def _count_params(
             mlp_active = routed + latent_proj + shared_mlp + router
             active_experts += routed + expert_proj
             rows = n_experts * ((mats - 1) * moe_inter + expert_width)
-            record(i, [_Part(moe_block, "experts", experts, rows, matrices=n_experts * mats)],
+            # each expert's matrices: hidden (or latent) width -> moe_inter and back
+            dims = (n_experts * mats * (expert_width + moe_inter), n_experts * mats * moe_inter)
+            record(i, [_Part(moe_block, "experts", experts, rows, matrices=n_experts * mats,
+                             lora_dims=dims)],
                    (top_k, n_experts), role="experts")
             record(i, [_Part(moe_block, "gate", router, n_experts, replicated=True,
                              alias="router", matrices=0 if bare_router else 1)])
@@ -1583,11 +1588,15 @@ def _count_params(
                 # HunYuan's checkpoints name it mlp.shared_mlp (vLLM hunyuan_v1.py
                 # HunYuanSparseMoeBlock), which quantization exclusion lists then name
                 record(i, [_Part(mlp_block, "shared_mlp", shared_mlp,
-                                 (mats - 1) * shared_inter + hidden, matrices=mats)])
+                                 (mats - 1) * shared_inter + hidden, matrices=mats,
+                                 lora_dims=(mats * (hidden + shared_inter),
+                                            mats * shared_inter))])
             elif shared_mlp:
                 record(i, [_Part(mlp_block, "shared_experts", shared_mlp,
                                  (mats - 1) * shared_inter + hidden, matrices=mats,
-                                 alias="shared_expert")])
+                                 alias="shared_expert",
+                                 lora_dims=(mats * (hidden + shared_inter),
+                                            mats * shared_inter))])
             if latent_proj:
                 # Nemotron-3's fc1/fc2_latent_proj (replicated); Kimi-K3's, with the experts
                 record(i, [_Part(mlp_block, "fc1_latent_proj", hidden * latent, latent,

@@ -194,6 +194,11 @@ class Module:
     matrices: int = 0
     #: "embed", "head", "encoder", "experts", "replicated" or "" (a decoder weight)
     role: str = ""
+    #: for a module of several matrices that do not share one input width (an MLP block, the
+    #: routed experts): the sum over its matrices of input plus output width, and of the
+    #: widths tensor parallelism splits (the gate and up projections' outputs, the down
+    #: projection's input); (0, 0) where ``params // rows`` is every matrix's input width
+    lora_dims: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)

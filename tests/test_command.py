@@ -16,6 +16,7 @@ from app.schemas import PlanIn
 from app.web import create_app
 from kvcore.command import cli_line, gguf_file_model, human_int, read_command, resolve
 from kvcore.engines import EngineSettings
+from kvcore.engines.vllm_lora import LoRA
 from kvcore.hub import HubUnavailable
 from kvcore.query import answer
 
@@ -254,6 +255,8 @@ ROUND_TRIPS = [
     ("qwen3-32b", "sglang", "16k", 8, {}, {"page_size": 64, "chunked_prefill_size": 4096,
                                           "mem_fraction_static": 0.8}),
     ("qwen3-32b", "sglang", "16k", 4, {}, {"max_total_tokens": 200_000}),
+    ("llama-3.1-8b", "vllm", "32k", 4, {}, {"lora": LoRA(4, 64)}),
+    ("qwen3-30b-a3b", "vllm", "16k", 2, {}, {"lora": LoRA(8, 32, True, ("qkv_proj", "experts"))}),
 ]
 
 

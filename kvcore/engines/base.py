@@ -21,6 +21,7 @@ from ..model import LayerKind, ModelSpec
 from ..parallel import Parallel, Split, rank_spec, stage_layers
 from ..plan import Workload
 from ..weights import Weights, weights_for
+from .vllm_lora import LoRA
 
 __all__ = [
     "EngineReport",
@@ -46,7 +47,7 @@ class UnsupportedFormat(InputError):
 
 
 #: a setting's name as the CLI and the API spell it, where it differs from EngineSettings'
-SETTING_NAMES = {"n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
+SETTING_NAMES = {"lora": "enable_lora", "n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
                  "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
                  "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link",
@@ -92,6 +93,9 @@ class EngineSettings:
     #: --language-model-only: every modality's limit 0, so the vision/audio towers are not
     #: built (their weights stay off the card) and the encoder is not profiled
     language_model_only: bool = False
+    #: --enable-lora with its --max-loras, --max-lora-rank, --fully-sharded-loras and
+    #: --lora-target-modules: the adapter slots every card allocates (None: LoRA off)
+    lora: LoRA | None = None
     # llama.cpp
     n_ubatch: int | None = None
     swa_full: bool = False

@@ -52,6 +52,7 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
+from .vllm_lora import lora_bytes, lora_label, lora_note
 from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
 
 NAME = "vllm"
@@ -554,6 +555,8 @@ def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
         cmd.append("--enforce-eager")
     if req.settings.language_model_only:
         cmd.append("--language-model-only")
+    if req.settings.lora is not None:
+        cmd += req.settings.lora.flags()
     return cmd
 
 
@@ -569,6 +572,10 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_layout("vLLM", req.spec, {})
     if has_kind(req.spec, LayerKind.COMPRESSED):
         refuse_compressed(req, "vLLM")
+        if req.settings.lora is not None:
+            raise InputError("kvplan does not size vLLM's LoRA slots for DeepSeek-V4's "
+                             "compressed attention: plan it without --enable-lora",
+                             field="enable_lora")
         from .vllm_dsv4 import plan as dsv4_plan
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
@@ -627,6 +634,10 @@ def plan(req: EngineRequest) -> EngineReport:
     gpu0 = None if req.kv_budget_bytes is not None else shares[0].gpu
     encoder = opts.images * req.spec.cross_tokens_per_image
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
+    # --enable-lora: the adapter slots each rank allocates while the model loads (counted in
+    # vLLM's "Model loading took" figure, so off the KV budget)
+    adapters = (lora_bytes(req.spec, s.lora, p) if s.lora is not None
+                else [0] * len(shares))
     if req.kv_budget_bytes is None and any(sh.gpu is None for sh in shares):
         raise need_gpu()
 
@@ -643,7 +654,7 @@ def plan(req: EngineRequest) -> EngineReport:
             act = activation_peak(req.spec, p.tp, mbt)
             avail = [req.kv_budget_bytes if req.kv_budget_bytes is not None
                      else int(sh.gpu.total_bytes * util) - sh.weights_bytes - act - non_torch  # type: ignore[union-attr]
-                     for sh in shares]
+                     - lb for sh, lb in zip(shares, adapters, strict=True)]
             raw = [pool(sh.spec, max(0, a), opts.kv_k, opts.kv_v, block, opts.mtp,
                         s.speculative_tokens, sh.gpu, s.prefix_caching)
                    for sh, a in zip(shares, avail, strict=True)]
@@ -736,6 +747,8 @@ def plan(req: EngineRequest) -> EngineReport:
     tower = tower_note(req)
     if tower:
         notes.append(tower)
+    if s.lora is not None:
+        notes.append(lora_note(req.spec, s.lora, adapters[binding], p.tp))
     cmd = serve_command(req, max_len, util, k_name, mbt)
     # config/model.py _get_and_verify_max_len: a longer --max-model-len is a ValueError unless
     # the variable allows it (then a warning)
@@ -752,6 +765,11 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append(f"--kv-offloading-size {s.offload_bytes * p.tp / GiB:g}")
         notes.append(f"CPU offload tier holds about {offload_tokens:,} more tokens per replica")
     extra: dict[str, Any] = {}
+    if s.lora is not None:
+        extra["lora"] = {"max_loras": s.lora.slots, "max_lora_rank": s.lora.rank,
+                         "fully_sharded_loras": s.lora.fully_sharded,
+                         "lora_target_modules": list(s.lora.targets),
+                         "bytes_per_card": adapters[binding], "bytes_per_stage": adapters}
     if s.cpu_offload_bytes:
         cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
         extra["cpu_offload"] = offload_extra(req, moved, shares, mbt)
@@ -765,7 +783,8 @@ def plan(req: EngineRequest) -> EngineReport:
         engine=NAME,
         budget_bytes=total,
         weights_bytes=shares[binding].weights_bytes,
-        overheads=(("activation peak", act), ("non-torch (CUDA context, NCCL)", non_torch)),
+        overheads=(("activation peak", act), ("non-torch (CUDA context, NCCL)", non_torch),
+                   *([(lora_label(s.lora), adapters[binding])] if s.lora is not None else [])),
         kv_pool_bytes=kv_avail,
         kv_tokens=tokens * p.dp,
         blocks=num_blocks,

@@ -1,0 +1,217 @@
+"""vLLM's LoRA slots: the adapter buffers ``--enable-lora`` allocates on every card.
+
+Rules (vllm-project/vllm, ``vllm/lora/model_manager.py``, ``vllm/lora/layers/*.py``,
+``vllm/config/lora.py``): with LoRA on, vLLM wraps every linear layer of the language model
+(``get_supported_lora_modules``: each ``LinearBase``, and the fused MoE experts) and, where the
+model class declares ``embedding_modules``, the input embedding and the lm_head. Each wrapped
+layer allocates, at load time and before the KV cache is sized, zeroed buffers for
+``--max-loras`` adapters of rank ``--max-lora-rank`` in ``--lora-dtype`` (``auto``: the model's
+16-bit dtype), whatever the adapters later loaded hold:
+
+- a matrix of input width ``in`` and output width ``out`` holds ``A`` (rank × in) and ``B``
+  (out × rank) a slot; the merged projections (qkv, gate/up) hold one pair per slice;
+- tensor parallelism splits ``B``'s rows of a column-parallel layer (q, k, v, gate, up) and
+  ``A``'s columns of a row-parallel one (o, down), the other side whole on every rank;
+  ``--fully-sharded-loras`` splits the other side too (the rank of a column-parallel ``A``,
+  the output of a row-parallel ``B``); a replicated layer (MLA down-projections, the router)
+  holds both whole;
+- the routed experts (``FusedMoEWithLoRA``) hold a pair per expert for each of w1, w3 and w2;
+- the input embedding holds ``A`` (vocab × rank) and ``B`` (hidden × rank), the lm_head ``A``
+  (rank × hidden) and ``B`` (vocab × rank), whole on every rank.
+
+The vision and audio towers are not wrapped unless ``--enable-tower-connector-lora``, which
+kvplan does not plan. Adapters kept in host memory (``--max-cpu-loras``) take no card memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InputError
+from ..model import ModelSpec, Module
+from ..parallel import Parallel, stage_layers
+
+__all__ = ["LORA_RANKS", "LoRA", "check_lora", "lora_bytes", "lora_from", "lora_label",
+           "lora_note"]
+
+#: the ranks vLLM's --max-lora-rank accepts (config/lora.py MaxLoRARanks)
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+#: --max-loras' default, and its rank's
+DEFAULT_LORAS, DEFAULT_RANK = 1, 16
+#: a LoRA buffer's bytes a value (--lora-dtype auto, float16 or bfloat16)
+DTYPE_BYTES = 2
+#: model types whose vLLM class declares embedding_modules (LlamaForCausalLM and the classes
+#: built on it; Qwen3.5's from vLLM PR #48850): their embedding and lm_head get slots too
+EMBEDDING_TYPES = frozenset({"llama", "mistral", "qwen3_5_text", "qwen3_5_moe_text"})
+#: layers whose input tensor parallelism splits (RowParallelLinear); the rest of a layer's
+#: linear modules are column-parallel
+ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj", "fc2_latent_proj"})
+
+
+@dataclass(frozen=True)
+class LoRA:
+    """vLLM's LoRA settings: ``slots`` adapters at once (--max-loras), each up to ``rank``."""
+
+    slots: int = DEFAULT_LORAS
+    rank: int = DEFAULT_RANK
+    fully_sharded: bool = False
+    #: --lora-target-modules: the module names (suffixes) wrapped; empty: every one
+    targets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.slots <= 4096:
+            raise InputError(f"max_loras must be a whole number from 1 to 4,096, got "
+                             f"{self.slots}", field="max_loras")
+        if self.rank not in LORA_RANKS:
+            raise InputError(f"max_lora_rank must be one of vLLM's ranks "
+                             f"{', '.join(map(str, LORA_RANKS))}; got {self.rank}",
+                             field="max_lora_rank")
+        for name in self.targets:
+            if not name or not name.replace("_", "").isalnum():
+                raise InputError("lora_target_modules takes module names such as o_proj, "
+                                 f"qkv_proj or gate_up_proj; got {name!r}",
+                                 field="lora_target_modules")
+
+    def flags(self) -> list[str]:
+        out = ["--enable-lora"]
+        if self.slots != DEFAULT_LORAS:
+            out.append(f"--max-loras {self.slots}")
+        if self.rank != DEFAULT_RANK:
+            out.append(f"--max-lora-rank {self.rank}")
+        if self.fully_sharded:
+            out.append("--fully-sharded-loras")
+        if self.targets:
+            out.append(f"--lora-target-modules {' '.join(self.targets)}")
+        return out
+
+
+def lora_from(enable: bool, max_loras: int | None = None, max_lora_rank: int | None = None,
+              fully_sharded: bool = False, targets: str | list[str] | tuple[str, ...] | None = None,
+              ) -> LoRA | None:
+    """The LoRA settings of --enable-lora and its flags (None: LoRA off). The flags that only
+    shape LoRA's slots are an error without --enable-lora, which vLLM would leave unread."""
+    # names apart, or separated by commas or spaces in one string or in each item
+    items = [targets] if isinstance(targets, str) else list(targets or ())
+    names = tuple(t for item in items for t in str(item).replace(",", " ").split())
+    if not enable:
+        given = [flag for flag, value in (("max_loras", max_loras),
+                                          ("max_lora_rank", max_lora_rank),
+                                          ("fully_sharded_loras", fully_sharded or None),
+                                          ("lora_target_modules", names or None))
+                 if value is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} shape{'s' if len(given) == 1 else ''} vLLM's "
+                             "LoRA slots, which only --enable-lora (enable_lora) allocates: "
+                             "add it, or leave them out", field=given[0])
+        return None
+    return LoRA(DEFAULT_LORAS if max_loras is None else max_loras,
+                DEFAULT_RANK if max_lora_rank is None else max_lora_rank,
+                fully_sharded, names)
+
+
+#: the names vLLM gives the merged modules kvplan lists apart (packed_modules_mapping)
+_PACKED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
+           "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
+
+
+def _targeted(name: str, lora: LoRA) -> bool:
+    """Whether --lora-target-modules wraps module ``name``: named itself, or by its merged
+    module's name or a sibling's (vLLM wraps the merged module whole)."""
+    if not lora.targets:
+        return True
+    packed = _PACKED.get(name)
+    if packed is None:
+        return name in lora.targets
+    return packed in lora.targets or any(_PACKED.get(t) == packed for t in lora.targets)
+
+
+def _layer(m: Module) -> int | None:
+    parts = m.names[0].split(".")
+    if len(parts) > 1 and parts[0] == "layers" and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def _module_values(m: Module, tp: int, fully_sharded: bool, non_gated: bool) -> int:
+    """Values a rank holds for one slot of rank 1 of linear module ``m``."""
+    name = m.names[0].split(".")[-1]
+    if non_gated and m.role == "replicated" and name == "gate":
+        # vLLM leaves a non-gated MoE's router unwrapped (its peft adapters have none)
+        return 0
+    total, split = _dims(m, name)
+    if m.role == "replicated":
+        # ReplicatedLinear: A and B whole on every rank
+        return total
+    if fully_sharded:
+        return total // tp
+    return total - split + split // tp
+
+
+def _dims(m: Module, name: str) -> tuple[int, int]:
+    """(Σ input + output widths, Σ widths tensor parallelism splits) over ``m``'s matrices."""
+    if m.lora_dims != (0, 0):
+        return m.lora_dims
+    width_in = m.params // m.rows if m.rows else 0
+    total = m.matrices * width_in + m.rows
+    return total, m.matrices * width_in if name in ROW_PARALLEL else m.rows
+
+
+def check_lora(spec: ModelSpec) -> None:
+    """Refuse LoRA for a model whose linear modules kvplan does not list."""
+    if not any(m.matrices for m in spec.params.modules):
+        raise InputError(f"kvplan has no list of {spec.model_type}'s linear layers, so it "
+                         "cannot size vLLM's LoRA slots for it: plan without --enable-lora",
+                         field="enable_lora")
+
+
+def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
+    """The bytes of LoRA slots each rank of every pipeline stage holds (one entry a stage)."""
+    check_lora(spec)
+    tp, pp = parallel.tp, parallel.pp
+    n = spec.decoder_layers
+    stage_of = {i: s for s in range(pp) for i in stage_layers(n, pp, s)}
+    non_gated = spec.model_type == "nemotron_h"
+    per_stage = [0] * pp
+    embedding = spec.model_type in EMBEDDING_TYPES
+    for m in spec.params.modules:
+        name = m.names[0].split(".")[-1]
+        if m.role in ("embed", "head"):
+            if embedding and _targeted("embed_tokens" if m.role == "embed" else "lm_head",
+                                       lora):
+                # the embedding's A is vocab × rank, the lm_head's B vocab × rank: both
+                # whole on every rank, with a hidden-wide partner
+                values = spec.vocab_size + spec.hidden_size
+                per_stage[0 if m.role == "embed" else pp - 1] += values
+            continue
+        if not m.matrices or m.role == "encoder" or not _targeted(name, lora):
+            continue
+        layer = _layer(m)
+        stage = stage_of.get(layer, 0) if layer is not None else 0
+        per_stage[stage] += _module_values(m, tp, lora.fully_sharded, non_gated)
+    if embedding and not any(m.role == "head" for m in spec.params.modules) \
+            and _targeted("lm_head", lora):
+        # a tied lm_head is still wrapped under its own name (LogitsProcessorWithLoRA)
+        per_stage[pp - 1] += spec.vocab_size + spec.hidden_size
+    return [v * lora.rank * lora.slots * DTYPE_BYTES for v in per_stage]
+
+
+def lora_label(lora: LoRA) -> str:
+    """The budget line's name: "LoRA slots (4 × rank 64)"."""
+    return f"LoRA slots ({lora.slots} × rank {lora.rank})"
+
+
+def lora_note(spec: ModelSpec, lora: LoRA, per_rank: int, tp: int = 1) -> str:
+    """What the LoRA line holds, for the plan's notes."""
+    from ..units import format_bytes
+
+    wrapped = "the targeted linear layers" if lora.targets else "every linear layer"
+    if spec.model_type in EMBEDDING_TYPES:
+        wrapped += ", the embedding and the lm_head"
+    if any(m.role == "experts" for m in spec.params.modules) and _targeted("experts", lora):
+        wrapped += " and each routed expert"
+    return (f"--enable-lora: {lora.slots} adapter slot{'s' if lora.slots != 1 else ''} of rank "
+            f"{lora.rank} in 16 bits on {wrapped}, {format_bytes(per_rank)} a card, allocated "
+            "at load whatever the adapters hold (a lower --max-lora-rank or --max-loras, or "
+            "--lora-target-modules, makes it smaller"
+            + ("; --fully-sharded-loras splits it over tensor parallelism"
+               if tp > 1 and not lora.fully_sharded else "") + ")")

@@ -1,0 +1,216 @@
+"""vLLM's LoRA slots: the adapter buffers --enable-lora allocates on every card, sized from the
+model's linear layers, taken off the KV pool, and read from launch commands."""
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+import kvcore
+from app.cli import main
+from app.common import make_query
+from app.web import create_app
+from kvcore.engines import EngineSettings
+from kvcore.engines.vllm_lora import LoRA, lora_bytes, lora_from
+from kvcore.errors import InputError
+from kvcore.parallel import Parallel
+from kvcore.query import answer
+from kvcore.weights import weights_for
+
+GiB = 1 << 30
+
+# Llama-3.1-8B's config: hidden 4096, MLP 14336, 32 heads and 8 KV heads of 128, 32 layers,
+# vocab 128256
+H, FF, Q, KV, L, VOCAB = 4096, 14336, 32 * 128, 8 * 128, 32, 128256
+
+
+def llama_values(tp: int) -> int:
+    """Values of one slot of rank 1 on a rank, from vLLM's buffer shapes written out."""
+    qkv = 3 * H + (Q + 2 * KV) // tp  # A: one rank × hidden a slice; B: the rank's outputs
+    o = Q // tp + H  # row-parallel: A over the rank's inputs, B over every output
+    gate_up = 2 * H + 2 * FF // tp
+    down = FF // tp + H
+    embed = VOCAB + H  # A vocab × rank, B hidden × rank, whole on every rank
+    head = H + VOCAB
+    return L * (qkv + o + gate_up + down) + embed + head
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_llama_slots_are_the_buffers_vllm_allocates(tp):
+    spec = kvcore.load_model("llama-3.1-8b")
+    got = lora_bytes(spec, LoRA(4, 64), Parallel(tp=tp))
+    assert got == [llama_values(tp) * 4 * 64 * 2]
+
+
+def test_llama_4_slots_of_rank_64_take_1_38_gib():
+    # the figure a user sees: 4 adapters of rank 64 on Llama-3.1-8B
+    assert lora_bytes(kvcore.load_model("llama-3.1-8b"), LoRA(4, 64), Parallel()) \
+        == [1_477_705_728]
+
+
+def test_qwen3_moe_matches_vllm_model_loading_figures():
+    """vLLM PR #28761 (fully sharded MoE LoRA) logged `vllm serve Qwen3-Coder-30B-A3B-Instruct
+    -tp 4 --enable-lora --max-loras 16 --max-lora-rank 32 --fully-sharded-loras`: "Model
+    loading took 53.9761 GiB" before the experts' slots were sharded too, 26.9761 GiB after."""
+    spec = kvcore.load_model("qwen3-30b-a3b")
+    p = Parallel(tp=4)
+    weights = weights_for(spec, None).bytes / 4
+    after = lora_bytes(spec, LoRA(16, 32, True), p)[0]
+    assert abs((weights + after) / GiB - 26.9761) < 0.1
+    # before: the experts' slots whole over tensor parallelism (the rest fully sharded)
+    experts = lora_bytes(spec, LoRA(16, 32, False, ("experts",)), p)[0]
+    experts_sharded = lora_bytes(spec, LoRA(16, 32, True, ("experts",)), p)[0]
+    assert abs((experts - experts_sharded) / GiB - (53.9761 - 26.9761)) < 0.05
+
+
+def test_pipeline_stages_split_the_slots_by_their_layers():
+    spec = kvcore.load_model("llama-3.1-8b")
+    one = lora_bytes(spec, LoRA(2, 16), Parallel())[0]
+    stages = lora_bytes(spec, LoRA(2, 16), Parallel(pp=2))
+    assert sum(stages) == one
+    # the first stage holds the embedding's slots, the last the lm_head's: equal, and 16
+    # layers each
+    assert stages[0] == stages[1]
+
+
+def test_target_modules_wrap_the_merged_module_whole():
+    spec = kvcore.load_model("llama-3.1-8b")
+    p = Parallel()
+    qkv = lora_bytes(spec, LoRA(1, 16, targets=("qkv_proj",)), p)[0]
+    assert qkv == L * (3 * H + Q + 2 * KV) * 16 * 2
+    # naming one of q, k, v wraps vLLM's qkv_proj, all three slices
+    assert lora_bytes(spec, LoRA(1, 16, targets=("k_proj",)), p)[0] == qkv
+    o = lora_bytes(spec, LoRA(1, 16, targets=("o_proj",)), p)[0]
+    both = lora_bytes(spec, LoRA(1, 16, targets=("o_proj", "qkv_proj")), p)[0]
+    assert both == qkv + o
+
+
+def test_models_without_embedding_modules_get_no_embedding_slots():
+    # Qwen3's vLLM class declares no embedding_modules: only its linear layers are wrapped
+    spec = kvcore.load_model("qwen3-8b")
+    every = lora_bytes(spec, LoRA(1, 16), Parallel())[0]
+    layers = lora_bytes(spec, LoRA(1, 16, targets=("qkv_proj", "o_proj", "gate_up_proj",
+                                                   "down_proj")), Parallel())[0]
+    assert every == layers
+
+
+def test_the_kv_pool_shrinks_by_the_slots():
+    spec = kvcore.load_model("llama-3.1-8b")
+
+    def report(lora):
+        q = make_query(spec, context="32k", sequences=1, engine="vllm", gpu="4090",
+                       settings=EngineSettings(lora=lora))
+        return answer(q)["engine_report"]
+
+    plain, adapted = report(None), report(LoRA(4, 64))
+    slots = adapted["extra"]["lora"]["bytes_per_card"]
+    assert slots == 1_477_705_728
+    assert plain["kv_pool_bytes"] - adapted["kv_pool_bytes"] == slots
+    assert {"name": "LoRA slots (4 × rank 64)", "bytes": slots} in adapted["overheads"]
+    assert adapted["max_context"] < plain["max_context"]
+    assert "--enable-lora --max-loras 4 --max-lora-rank 64" in adapted["command"]
+
+
+def test_slots_that_leave_no_room_do_not_fit():
+    # 16 slots of rank 512 on Llama-3.1-8B: 11.7 GiB of buffers beside 15 GiB of weights
+    spec = kvcore.load_model("llama-3.1-8b")
+    q = make_query(spec, context="8k", sequences=1, engine="vllm", gpu="4090",
+                   settings=EngineSettings(lora=LoRA(16, 512)))
+    out = answer(q)
+    assert out["engine_report"]["fits"] is False
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"enable": True, "max_lora_rank": 24}, "max_lora_rank"),
+    ({"enable": True, "max_loras": 0}, "max_loras"),
+    ({"enable": False, "max_loras": 4}, "max_loras"),
+    ({"enable": False, "targets": "o_proj"}, "lora_target_modules"),
+    ({"enable": True, "targets": "o_proj,q-proj"}, "lora_target_modules"),
+])
+def test_bad_lora_settings_are_refused(kwargs, field):
+    with pytest.raises(InputError) as exc:
+        lora_from(**kwargs)
+    assert exc.value.field == field
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_shows_the_slots_in_the_budget(capsys):
+    code, out, _ = run(capsys, "llama-3.1-8b", "--engine", "vllm", "--gpu", "4090", "--ctx",
+                       "32k", "--enable-lora", "--max-loras", "4", "--max-lora-rank", "64")
+    assert code == 0
+    assert "LoRA slots (4 × rank 64)              1.38 GiB" in out
+    assert "note: --enable-lora: 4 adapter slots of rank 64" in out
+
+
+@pytest.mark.parametrize("args", [
+    ("--enable-lora",),  # the raw engine has no adapters
+    ("--engine", "llama.cpp", "--gpu", "4090", "--enable-lora"),
+    ("--engine", "vllm", "--gpu", "4090", "--max-lora-rank", "64"),
+    ("--engine", "vllm", "--gpu", "4090", "--enable-lora", "--max-lora-rank", "48"),
+])
+def test_cli_refuses_bad_lora_flags_in_one_line(capsys, args):
+    code, out, err = run(capsys, "llama-3.1-8b", *args)
+    assert code == 2
+    assert out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_a_deepseek_v4_plan_refuses_lora(capsys):
+    code, _, err = run(capsys, "deepseek-v4-flash", "--engine", "vllm", "--gpu", "8xh200",
+                       "--enable-lora")
+    assert code == 2 and "DeepSeek-V4" in err
+
+
+def test_vllm_command_reads_the_lora_flags(capsys):
+    code, out, _ = run(capsys, "--cmd", "vllm serve Qwen/Qwen3-30B-A3B -tp 4 --enable-lora "
+                       "--max-loras 16 --max-lora-rank 32 --fully-sharded-loras "
+                       "--lora-target-modules qkv_proj experts --lora-modules a=/a b=/b",
+                       "--gpu", "h100", "--json")
+    data = json.loads(out)
+    assert code == 0
+    lora = data["engine_report"]["extra"]["lora"]
+    assert (lora["max_loras"], lora["max_lora_rank"], lora["fully_sharded_loras"]) == (16, 32, True)
+    assert lora["lora_target_modules"] == ["qkv_proj", "experts"]
+    assert lora["bytes_per_card"] == lora_bytes(
+        kvcore.load_model("qwen3-30b-a3b"), LoRA(16, 32, True, ("qkv_proj", "experts")),
+        Parallel(tp=4))[0]
+    assert not any("lora" in u for u in data["command"]["unread"])
+
+
+def test_lora_flags_without_enable_lora_leave_lora_off(capsys):
+    code, out, _ = run(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B --max-loras 4 "
+                       "--max-lora-rank 64", "--gpu", "4090", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert "lora" not in data["engine_report"]["extra"]
+    assert any("LoRA is off without --enable-lora" in n for n in data["command"]["notes"])
+
+
+@pytest.fixture(scope="module")
+def client():
+    return TestClient(create_app())
+
+
+def test_api_plans_lora_slots(client):
+    body = {"model": "llama-3.1-8b", "engine": "vllm", "gpu": "4090", "context": "32k",
+            "enable_lora": True, "max_loras": 4, "max_lora_rank": 64}
+    r = client.post("/api/v1/plan", json=body)
+    assert r.status_code == 200
+    assert r.json()["engine_report"]["extra"]["lora"]["bytes_per_card"] == 1_477_705_728
+    g = client.get("/api/v1/plan", params={**body, "lora_target_modules": "o_proj,qkv_proj"})
+    assert g.status_code == 200
+    assert g.json()["engine_report"]["extra"]["lora"]["lora_target_modules"] == [
+        "o_proj", "qkv_proj"]
+
+
+@pytest.mark.parametrize("extra", [{"enable_lora": True, "max_lora_rank": 20},
+                                   {"max_loras": 2}, {"engine": "sglang", "enable_lora": True}])
+def test_api_refuses_bad_lora_fields_as_json(client, extra):
+    body = {"model": "llama-3.1-8b", "engine": "vllm", "gpu": "h100", "context": "8k", **extra}
+    r = client.post("/api/v1/plan", json=body)
+    assert r.status_code == 422
+    assert "detail" in r.json() or "error" in r.json()
