@@ -214,3 +214,12 @@ def test_api_refuses_bad_lora_fields_as_json(client, extra):
     r = client.post("/api/v1/plan", json=body)
     assert r.status_code == 422
     assert "detail" in r.json() or "error" in r.json()
+
+
+def test_the_page_of_a_lora_command_shows_the_slots(client):
+    r = client.get("/", params={"command": "vllm serve meta-llama/Llama-3.1-8B --max-model-len "
+                                "32768 --enable-lora --max-loras 4 --max-lora-rank 64",
+                                "gpu": "4090"})
+    assert r.status_code == 200
+    assert "LoRA slots (4 × rank 64)" in r.text
+    assert "--enable-lora --max-loras 4 --max-lora-rank 64" in r.text
