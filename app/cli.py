@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import kvcore
 from kvcore import (
@@ -83,7 +83,8 @@ class _Parser(argparse.ArgumentParser):
             message = f"{flag.split('/')[0]} takes {_TAKES[kind]}, not {shown(value)}"
         raise UsageError(message)
 
-    def parse_known_args(self, args: Sequence[str] | None = None,
+    # argparse's own signature is a set of overloads; this one answers every call alike
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None,
                          ) -> tuple[argparse.Namespace, list[str]]:
         return super().parse_known_args(
@@ -445,9 +446,9 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
             count = int(args.gpus)
         where = "on " + (f"{count} × " if count > 1 else "") + card.name
     elif args.gpus:
-        named = (cards_of(n, "gpus") for n in str(args.gpus).split(",") if n.strip())
+        cards = (cards_of(n, "gpus") for n in str(args.gpus).split(",") if n.strip())
         where = "on " + " + ".join((f"{count} × " if count > 1 else "") + card.name
-                                   for count, card in named)
+                                   for count, card in cards)
     ask = (f"{format_quantity(parse_tokens(args.ctx), 'token')} × "
            f"{format_quantity(parse_count(args.seqs, field='sequences'), 'sequence')}")
     weights = args.weights or "each checkpoint's own"
@@ -480,12 +481,12 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
                      "alone)")
     host = host_runnable(found)
     if host:
-        named = ", ".join(
+        runnable = ", ".join(
             f"{r['model']} ({format_bytes(r['host_fit']['host_weights_bytes'], 1)} there, "
             f"{rate_text(r['host_fit']['tokens_per_s_per_sequence'])} tok/s)"
             for r in host[:4])
         lines.append(f"{len(host)} of those that do not fit run with llama-server's --fit, part "
-                     f"in host memory ({_host_rate(host)}): {named}"
+                     f"in host memory ({_host_rate(host)}): {runnable}"
                      + (", ..." if len(host) > 4 else ""))
     if found["refused"]:
         lines.append(f"{len(found['refused'])} refused by {args.engine} or the layout: "
@@ -722,7 +723,7 @@ def _list(cmd: str, as_json: bool) -> str:
     table = _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3),
                                 "weights": (1,)}[cmd])
     if cmd == "models":
-        twins = [(a, i["id"]) for i in items for a in i["aliases"]]
+        twins = [(str(a), i["id"]) for i in items for a in cast(list[str], i["aliases"])]
         width = max((len(a) for a, _ in twins), default=0)
         table += ("\n\nalso found by name, the config of an entry but for fields kvplan does "
                   "not read:\n" + "\n".join(f"{a:<{width}}  = {e}" for a, e in twins))

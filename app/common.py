@@ -54,7 +54,7 @@ def cards_of(text: str, field: str) -> tuple[int, Any]:
     return rig if rig is not None else (1, find_gpu(text))
 
 
-def _gpus(gpu: str | None, gpus: str | None
+def _gpus(gpu: str | None, gpus: str | int | None
           ) -> tuple[int, list[Any], bool, tuple[str, str, str] | None]:
     """(card count, GPUs named, whether a list was given, and where a count was given, in gpus
     or before the card in gpu (``2x4090``): (what says it, the field, what to leave out))."""
@@ -161,7 +161,7 @@ def make_query(
     kv_v: str | None = None,
     weights: str | None = None,
     gpu: str | None = None,
-    gpus: str | None = None,
+    gpus: str | int | None = None,
     tp: Any = None,
     pp: Any = None,
     dp: Any = 1,
@@ -174,8 +174,8 @@ def make_query(
     images: Any = 1,
     mtp: bool = False,
     no_mmproj: bool = False,
-    kv_budget: str | None = None,
-    overhead: str | None = None,
+    kv_budget: str | int | None = None,
+    overhead: str | int | None = None,
     settings: EngineSettings | None = None,
 ) -> Query:
     engine = canonical(engine)

@@ -164,7 +164,7 @@ class PlanQueryIn(PlanIn):
 
     model_config = ConfigDict(extra="forbid", strict=False)
 
-    tensor_split: str | None = Field(  # type: ignore[assignment]
+    tensor_split: str | None = Field(
         None, max_length=400, examples=["3,1"], description="llama.cpp -ts over several cards: "
         "each card's share of the offloaded layers")
 
