@@ -512,7 +512,8 @@ def find_format(q: Query) -> list[dict[str, Any]]:
 def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     """What makes a plan that does not fit its card fit, changing one choice: the
     highest-precision KV format (K = V, find_format's first that fits this context and these
-    sequences), else, where no format's cache fits beside the weights, the largest weight
+    sequences), else, for vLLM with LoRA, the most adapter slots that fit (--max-loras), else,
+    where no format's cache fits beside the weights, the largest weight
     format that fits with the plan's cache (find_weights), else the fewest more cards of the
     plan's kind (``gpus`` of ``gpu``: tensor parallel, llama.cpp's layers split, as
     --find-gpu tries them; not past a card's most in one host, nor for mixed cards or data
@@ -525,6 +526,10 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         fit = None
     # the change (the plan's option) and the row's name for it
     option, named = "kv", "format"
+    if fit is None and q.settings.lora is not None:
+        slots = _fewer_slots(q)
+        if slots is not None:
+            return slots
     if fit is None and q.kv_budget_bytes is None:
         try:
             fit = next((r for r in find_weights(q) if r["fits"]), None)
@@ -535,6 +540,31 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         return _more_cards(q)
     return {option: fit[named],
             **{k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality")}}
+
+
+def _fewer_slots(q: Query) -> dict[str, Any] | None:
+    """Where vLLM's LoRA slots crowd the cache out: the most adapter slots of the plan's rank
+    (fewer than it has) with which it fits (None where not even one does)."""
+    lora = q.settings.lora
+    assert lora is not None
+
+    def trial(slots: int) -> dict[str, Any]:
+        return answer(replace(q, settings=replace(q.settings, lora=replace(lora, slots=slots))))
+
+    if lora.slots <= 1 or not trial(1)["fits"]:
+        return None
+    lo, hi = 1, lora.slots - 1  # lo fits; find the largest that does
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if trial(mid)["fits"]:
+            lo = mid
+        else:
+            hi = mid - 1
+    best = trial(lo)
+    decode = best.get("decode") or {}
+    return {"max_loras": lo, "max_context": best["max_context"],
+            "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+            "quality": None}
 
 
 def _more_cards(q: Query) -> dict[str, Any] | None:

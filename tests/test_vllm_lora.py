@@ -223,3 +223,40 @@ def test_the_page_of_a_lora_command_shows_the_slots(client):
     assert r.status_code == 200
     assert "LoRA slots (4 × rank 64)" in r.text
     assert "--enable-lora --max-loras 4 --max-lora-rank 64" in r.text
+
+
+def test_to_fit_names_the_most_slots_that_fit():
+    from dataclasses import replace
+
+    from kvcore.query import to_fit
+
+    spec = kvcore.load_model("llama-3.1-8b")
+    q = make_query(spec, context="32k", sequences=1, engine="vllm", gpu="4090",
+                   settings=EngineSettings(lora=LoRA(16, 128)))
+    data = answer(q)
+    assert data["fits"] is False
+    fix = to_fit(q, data)
+    k = fix["max_loras"]
+    assert 1 <= k < 16
+
+    def with_slots(n):
+        return answer(replace(q, settings=replace(q.settings, lora=LoRA(n, 128))))
+
+    assert with_slots(k)["fits"] is True
+    assert with_slots(k)["max_context"] == fix["max_context"]
+    assert with_slots(k + 1)["fits"] is False
+
+
+def test_cli_prints_the_slots_to_fit(capsys):
+    code, out, _ = run(capsys, "llama-3.1-8b", "--engine", "vllm", "--gpu", "4090", "--ctx",
+                       "32k", "--enable-lora", "--max-loras", "16", "--max-lora-rank", "256")
+    assert code == 0
+    assert "to fit: --max-loras 1 fits (max context 42,368" in out
+
+
+def test_the_page_says_how_many_slots_fit(client):
+    r = client.get("/", params={"command": "vllm serve meta-llama/Llama-3.1-8B --max-model-len "
+                                "32768 --enable-lora --max-loras 16 --max-lora-rank 256",
+                                "gpu": "4090"})
+    assert r.status_code == 200
+    assert 'id="to-fit">To fit: --max-loras 1 fits' in r.text
