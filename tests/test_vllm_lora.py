@@ -260,3 +260,17 @@ def test_the_page_says_how_many_slots_fit(client):
                                 "gpu": "4090"})
     assert r.status_code == 200
     assert 'id="to-fit">To fit: --max-loras 1 fits' in r.text
+
+
+def test_fused_expert_checkpoints_share_one_a_for_w1_and_w3():
+    # gpt-oss-20b (is_3d_moe_weight): 24 layers of 32 experts, hidden and expert width 2880.
+    # FusedMoE3DWithLoRA an expert: w13 A rank × 2880 (one slice), B 5760 × rank; w2 A rank ×
+    # 2880, B 2880 × rank
+    spec = kvcore.load_model("gpt-oss-20b")
+    got = lora_bytes(spec, LoRA(1, 16, targets=("experts",)), Parallel())[0]
+    assert got == 24 * 32 * (2880 + 5760 + 2880 + 2880) * 16 * 2
+    # a 2D checkpoint of the same shapes (Qwen3-30B-A3B: w1 and w3 apart) holds two As:
+    # 48 layers of 128 experts, hidden 2048, expert width 768
+    spec = kvcore.load_model("qwen3-30b-a3b")
+    got = lora_bytes(spec, LoRA(1, 16, targets=("experts",)), Parallel())[0]
+    assert got == 48 * 128 * (2 * (2048 + 768) + (768 + 2048)) * 16 * 2

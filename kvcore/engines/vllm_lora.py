@@ -43,6 +43,11 @@ DTYPE_BYTES = 2
 #: model types whose vLLM class declares embedding_modules (LlamaForCausalLM and the classes
 #: built on it; Qwen3.5's from vLLM PR #48850): their embedding and lm_head get slots too
 EMBEDDING_TYPES = frozenset({"llama", "mistral", "qwen3_5_text", "qwen3_5_moe_text"})
+#: model types whose vLLM class sets is_3d_moe_weight (gpt-oss, Qwen3.5-MoE, Qwen3-VL-MoE):
+#: FusedMoE3DWithLoRA holds w1 and w3 as one slice, so one A (rank × hidden) an expert where
+#: the others hold two
+THREE_D_MOE_TYPES = frozenset({"gpt_oss", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_vl_moe",
+                               "qwen3_vl_moe_text"})
 #: layers whose input tensor parallelism splits (RowParallelLinear); the rest of a layer's
 #: linear modules are column-parallel
 ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj", "fc2_latent_proj"})
@@ -132,13 +137,19 @@ def _layer(m: Module) -> int | None:
     return None
 
 
-def _module_values(m: Module, tp: int, fully_sharded: bool, non_gated: bool) -> int:
-    """Values a rank holds for one slot of rank 1 of linear module ``m``."""
+def _module_values(m: Module, tp: int, fully_sharded: bool, non_gated: bool,
+                   fused_w13: bool) -> int:
+    """Values a rank holds for one slot of rank 1 of linear module ``m`` (``fused_w13``: the
+    experts' w1 and w3 share one A)."""
     name = m.names[0].split(".")[-1]
     if non_gated and m.role == "replicated" and name == "gate":
         # vLLM leaves a non-gated MoE's router unwrapped (its peft adapters have none)
         return 0
     total, split = _dims(m, name)
+    if fused_w13 and m.role == "experts" and m.matrices % 3 == 0:
+        # gated experts' unsplit widths are w1's and w3's inputs and w2's output, the hidden
+        # width each: one of the three goes with the shared A
+        total -= (total - split) // 3
     if m.role == "replicated":
         # ReplicatedLinear: A and B whole on every rank
         return total
@@ -187,7 +198,8 @@ def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
             continue
         layer = _layer(m)
         stage = stage_of.get(layer, 0) if layer is not None else 0
-        per_stage[stage] += _module_values(m, tp, lora.fully_sharded, non_gated)
+        per_stage[stage] += _module_values(m, tp, lora.fully_sharded, non_gated,
+                                           spec.model_type in THREE_D_MOE_TYPES)
     if embedding and not any(m.role == "head" for m in spec.params.modules) \
             and _targeted("lm_head", lora):
         # a tied lm_head is still wrapped under its own name (LogitsProcessorWithLoRA)
