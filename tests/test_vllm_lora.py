@@ -216,13 +216,19 @@ def test_api_refuses_bad_lora_fields_as_json(client, extra):
     assert "detail" in r.json() or "error" in r.json()
 
 
-def test_the_page_of_a_lora_command_shows_the_slots(client):
+def lora_page(client, slots, rank):
+    """The page of Llama-3.1-8B's vLLM command with LoRA on a 24 GB card."""
     r = client.get("/", params={"command": "vllm serve meta-llama/Llama-3.1-8B --max-model-len "
-                                "32768 --enable-lora --max-loras 4 --max-lora-rank 64",
-                                "gpu": "4090"})
+                                f"32768 --enable-lora --max-loras {slots} --max-lora-rank "
+                                f"{rank}", "gpu": "4090"})
     assert r.status_code == 200
-    assert "LoRA slots (4 × rank 64)" in r.text
-    assert "--enable-lora --max-loras 4 --max-lora-rank 64" in r.text
+    return r.text
+
+
+def test_the_page_of_a_lora_command_shows_the_slots(client):
+    page = lora_page(client, 4, 64)
+    assert "LoRA slots (4 × rank 64)" in page
+    assert "--enable-lora --max-loras 4 --max-lora-rank 64" in page
 
 
 def test_to_fit_names_the_most_slots_that_fit():
@@ -255,11 +261,7 @@ def test_cli_prints_the_slots_to_fit(capsys):
 
 
 def test_the_page_says_how_many_slots_fit(client):
-    r = client.get("/", params={"command": "vllm serve meta-llama/Llama-3.1-8B --max-model-len "
-                                "32768 --enable-lora --max-loras 16 --max-lora-rank 256",
-                                "gpu": "4090"})
-    assert r.status_code == 200
-    assert 'id="to-fit">To fit: --max-loras 1 fits' in r.text
+    assert 'id="to-fit">To fit: --max-loras 1 fits' in lora_page(client, 16, 256)
 
 
 def test_fused_expert_checkpoints_share_one_a_for_w1_and_w3():
