@@ -665,6 +665,11 @@ def _vllm_finish(r: _Reader) -> None:
         r.note("--enable-expert-parallel: the experts spread over the tensor-parallel ranks "
                "whole instead of sliced, about the same bytes a rank; planned as tensor "
                "parallel")
+        if r.set.get("enable_lora"):
+            r.note("--enable-expert-parallel with --enable-lora: the experts' LoRA slots are "
+                   "planned as tensor parallel places them (every expert on every rank, its "
+                   "intermediate width split); expert parallelism holds a rank's own experts' "
+                   "slots whole, fewer bytes where the hidden width exceeds the experts'")
     _server_finish(r, "--max-model-len", "--max-num-seqs", "vLLM")
     if r.seen.get("auto_len"):
         r.note("--max-model-len auto: vLLM takes the longest context that fits, the plan's "

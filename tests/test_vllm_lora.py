@@ -276,3 +276,10 @@ def test_fused_expert_checkpoints_share_one_a_for_w1_and_w3():
     spec = kvcore.load_model("qwen3-30b-a3b")
     got = lora_bytes(spec, LoRA(1, 16, targets=("experts",)), Parallel())[0]
     assert got == 48 * 128 * (2 * (2048 + 768) + (768 + 2048)) * 16 * 2
+
+
+def test_expert_parallel_lora_says_how_its_slots_are_planned(capsys):
+    code, out, _ = run(capsys, "--cmd", "vllm serve Qwen/Qwen3-30B-A3B -tp 2 "
+                       "--enable-expert-parallel --enable-lora", "--gpu", "h100")
+    assert code == 0
+    assert "--enable-expert-parallel with --enable-lora: the experts' LoRA slots" in out
