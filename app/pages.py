@@ -27,6 +27,7 @@ from kvcore.engines import (
     supported_formats,
 )
 from kvcore.engines.llamacpp_offload import split_overrides
+from kvcore.engines.vllm_lora import lora_from
 from kvcore.errors import shown
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
@@ -42,14 +43,14 @@ DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
             "engine": "raw", "ngl": "", "n_cpu_moe": "", "override_tensor": "", "tensor_split": "",
             "host_bandwidth": "", "host_link": "", "host_memory": "", "cpu_offload_gb": "",
-            "cache_ram": "", "ctx_checkpoints": ""}
+            "cache_ram": "", "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": ""}
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
                  "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
                  "n_cpu_moe": "", "override_tensor": "", "tensor_split": "", "host_bandwidth": "",
                  "host_link": "", "host_memory": "", "cpu_offload_gb": "", "cache_ram": "",
-                 "ctx_checkpoints": ""}
+                 "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": ""}
 FIELDS = tuple(DEFAULTS)
 #: what a link may name: the form's fields, the API's one format for K and V, and a launch
 #: command
@@ -175,6 +176,9 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
                      for k in LINK_DEFAULTS if k in fields})
         if "kv" in fields:
             form["kv_k"] = form["kv_v"] = str(fields["kv"])
+        if fields.get("enable_lora") and "max_loras" not in fields:
+            # LoRA on at vLLM's default slots: the form says so with its one slot
+            form["max_loras"] = "1"
         form["weights"] = str(fields.get("weights", "auto"))
         view = plan_view(query)
         view["verified"] = _verified(query)
@@ -236,7 +240,7 @@ def _placement(form: dict[str, str]) -> EngineSettings:
     --cpu-moe), override_tensor (-ot PATTERN=CPU, several at commas), tensor_split (-ts: each card's share of the layers), the host's bandwidth and
     link in GB/s, its memory as a size, llama-server's cache_ram (MiB; -1 no limit) and
     ctx_checkpoints; vLLM's and SGLang's cpu_offload_gb (GiB of each rank's weights in host
-    memory)."""
+    memory); vLLM's LoRA slots (max_loras, max_lora_rank: either turns --enable-lora on)."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
     memory = form["host_memory"].strip()
     shares = form["tensor_split"].strip()
@@ -251,7 +255,10 @@ def _placement(form: dict[str, str]) -> EngineSettings:
         host_memory_bytes=kvcore.parse_bytes(memory, field="host_memory") if memory else None,
         cache_ram_mib=(-1 if form["cache_ram"].strip() == "-1"
                        else _whole(form, "cache_ram", "MiB (or -1: no limit)")),
-        ctx_checkpoints=_whole(form, "ctx_checkpoints", "checkpoints a slot"))
+        ctx_checkpoints=_whole(form, "ctx_checkpoints", "checkpoints a slot"),
+        lora=lora_from(bool(form["max_loras"].strip() or form["max_lora_rank"].strip()),
+                       _whole(form, "max_loras", "adapter slots"),
+                       _whole(form, "max_lora_rank", "rank")))
 
 
 def _rate(form: dict[str, str], name: str) -> float | None:
@@ -292,6 +299,8 @@ def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None
     if fields.get("n_cpu_moe", "").strip().lower() == "all":
         del fields["n_cpu_moe"]
         fields["cpu_moe"] = "true"
+    if "max_loras" in fields or "max_lora_rank" in fields:
+        fields["enable_lora"] = "true"
     return "/api/v1/plan?" + urlencode(fields)
 
 
@@ -335,7 +344,9 @@ def _verified(query: Any) -> str | None:
 
 def _form_field(field: str | None) -> str:
     mapping = {"kv": "kv_k", "hot": "kv_k", "tp": "gpus", "pp": "gpus", "dp": "gpus",
-               "config": "model", None: "model", "command": "command"}
+               "config": "model", None: "model", "command": "command",
+               "enable_lora": "max_loras", "lora_target_modules": "command",
+               "fully_sharded_loras": "command"}
     return mapping.get(field, field or "model")
 
 

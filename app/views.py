@@ -151,8 +151,11 @@ def plan_view(q: Query) -> dict[str, Any]:
     fix = to_fit(q, data)
     view["to_fit"] = f"To fit: {to_fit_text(fix)}." if fix else None
     # the form's fields that make the change (pages link the line to the plan with them)
-    # (fewer LoRA slots: the page's form has no such field, so no link)
-    view["to_fit_fields"] = (None if not fix or "max_loras" in fix else
+    # (fewer LoRA slots: a link only where the form holds the plan's LoRA settings whole)
+    lora = q.settings.lora
+    view["to_fit_fields"] = (None if not fix or ("max_loras" in fix and lora is not None and (
+                                 lora.targets or lora.fully_sharded)) else
+                             {"max_loras": str(fix["max_loras"])} if "max_loras" in fix else
                              {"kv_k": fix["kv"], "kv_v": fix["kv"]} if "kv" in fix else
                              {"weights": fix["weights"]} if "weights" in fix else
                              {"gpu": fix["gpu"], "gpus": str(fix["gpus"])})

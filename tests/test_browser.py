@@ -122,3 +122,21 @@ def test_desktop_width_shows_every_table_whole(server, browser, path):
         .filter(e => e.scrollWidth > e.clientWidth + 1)
         .map(e => (e.querySelector('th') || e).innerText.slice(0, 40))""")
     assert cut == [], (path, cut)
+
+
+def test_open_option_groups_lay_their_fields_in_rows(server, browser):
+    # an open group's fields sit side by side, not one under another; a LoRA field typed in
+    # plans the slots in place
+    page = browser.new_page(viewport={"width": 1200, "height": 1400})
+    page.goto(f"{server}/?model=llama-3.1-8b&gpu=4090&context=32k&engine=vllm&cpu_offload_gb=1"
+              "&max_loras=4")
+    for first, second in (("#ngl", "#n_cpu_moe"), ("#max_loras", "#max_lora_rank")):
+        a, b = page.locator(first).bounding_box(), page.locator(second).bounding_box()
+        assert abs(a["y"] - b["y"]) < 1 and b["x"] > a["x"] + a["width"]
+    before = page.inner_text("#verdict")
+    page.fill("#max_lora_rank", "512")
+    page.dispatch_event("#max_lora_rank", "change")
+    after = changed(page, "#verdict", before)
+    assert after != before
+    assert "LoRA slots (4 × rank 512)" in page.content()
+    page.close()

@@ -112,7 +112,7 @@ def test_the_kv_pool_shrinks_by_the_slots():
 
 
 def test_slots_that_leave_no_room_do_not_fit():
-    # 16 slots of rank 512 on Llama-3.1-8B: 11.7 GiB of buffers beside 15 GiB of weights
+    # 16 slots of rank 512 on Llama-3.1-8B: 44 GiB of buffers beside 15 GiB of weights
     spec = kvcore.load_model("llama-3.1-8b")
     q = make_query(spec, context="8k", sequences=1, engine="vllm", gpu="4090",
                    settings=EngineSettings(lora=LoRA(16, 512)))
@@ -261,7 +261,11 @@ def test_cli_prints_the_slots_to_fit(capsys):
 
 
 def test_the_page_says_how_many_slots_fit(client):
-    assert 'id="to-fit">To fit: --max-loras 1 fits' in lora_page(client, 16, 256)
+    page = lora_page(client, 16, 256)
+    line = page.split('id="to-fit">', 1)[1].split("</p>", 1)[0]
+    assert "To fit: --max-loras 1 fits" in line
+    # the command's LoRA settings are the form's, so the line links to the plan with one slot
+    assert "max_loras=1&amp;max_lora_rank=256" in line
 
 
 def test_fused_expert_checkpoints_share_one_a_for_w1_and_w3():
@@ -283,3 +287,35 @@ def test_expert_parallel_lora_says_how_its_slots_are_planned(capsys):
                        "--enable-expert-parallel --enable-lora", "--gpu", "h100")
     assert code == 0
     assert "--enable-expert-parallel with --enable-lora: the experts' LoRA slots" in out
+
+
+def test_the_form_plans_lora_slots_and_links_the_slots_that_fit(client):
+    form = {"model": "llama-3.1-8b", "gpu": "4090", "context": "32k", "engine": "vllm",
+            "max_loras": "16", "max_lora_rank": "256"}
+    r = client.get("/", params=form)
+    assert r.status_code == 200
+    assert "LoRA slots (16 × rank 256)" in r.text
+    # the to-fit line links to the same plan with one slot, which fits
+    assert ('href="/?model=llama-3.1-8b&amp;gpu=4090&amp;context=32k&amp;engine=vllm&amp;'
+            'max_loras=1&amp;max_lora_rank=256">To fit: --max-loras 1 fits') in r.text
+    again = client.get("/", params={**form, "max_loras": "1"})
+    assert "LoRA slots (1 × rank 256)" in again.text and 'id="to-fit"' not in again.text
+    # the API link asks the same question
+    assert "max_loras=16&amp;max_lora_rank=256&amp;enable_lora=true" in r.text
+
+
+@pytest.mark.parametrize(("fields", "field", "text"), [
+    ({"engine": "vllm", "max_lora_rank": "24"}, "max_lora_rank", "one of vLLM&#39;s ranks"),
+    ({"engine": "vllm", "max_loras": "two"}, "max_loras", "whole number"),
+    ({"engine": "raw", "max_loras": "2"}, "max_loras", "setting of vLLM"),
+])
+def test_the_form_shows_a_bad_lora_field_beside_it(client, fields, field, text):
+    r = client.get("/", params={"model": "llama-3.1-8b", "gpu": "4090", **fields})
+    assert r.status_code == 422
+    shown = r.text.split(f'id="err-{field}">', 1)[1].split("<", 1)[0]
+    assert text in shown
+
+
+def test_a_lora_command_fills_the_form(client):
+    page = lora_page(client, 4, 64)
+    assert 'name="max_loras" value="4"' in page and 'name="max_lora_rank" value="64"' in page
