@@ -319,3 +319,11 @@ def test_the_form_shows_a_bad_lora_field_beside_it(client, fields, field, text):
 def test_a_lora_command_fills_the_form(client):
     page = lora_page(client, 4, 64)
     assert 'name="max_loras" value="4"' in page and 'name="max_lora_rank" value="64"' in page
+
+
+def test_the_note_gives_what_each_adapter_reads_a_step(capsys):
+    code, out, _ = run(capsys, "llama-3.1-8b", "--engine", "vllm", "--gpu", "4090", "--ctx",
+                       "32k", "--enable-lora", "--max-loras", "4", "--max-lora-rank", "64")
+    assert code == 0
+    # one slot of four: 1,477,705,728 / 4 bytes, against 16,060,514,304 bytes of weights
+    assert "reads up to its slot every step, 352.3 MiB (2.3% of the weights a card)" in out

@@ -748,7 +748,8 @@ def plan(req: EngineRequest) -> EngineReport:
     if tower:
         notes.append(tower)
     if s.lora is not None:
-        notes.append(lora_note(req.spec, s.lora, adapters[binding], p.tp))
+        notes.append(lora_note(req.spec, s.lora, adapters[binding], p.tp,
+                               shares[binding].weights_bytes))
     cmd = serve_command(req, max_len, util, k_name, mbt)
     # config/model.py _get_and_verify_max_len: a longer --max-model-len is a ValueError unless
     # the variable allows it (then a warning)

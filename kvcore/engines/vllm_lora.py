@@ -212,8 +212,11 @@ def lora_label(lora: LoRA) -> str:
     return f"LoRA slots ({lora.slots} × rank {lora.rank})"
 
 
-def lora_note(spec: ModelSpec, lora: LoRA, per_rank: int, tp: int = 1) -> str:
-    """What the LoRA line holds, for the plan's notes."""
+def lora_note(spec: ModelSpec, lora: LoRA, per_rank: int, tp: int = 1,
+              weights_per_rank: int = 0) -> str:
+    """What the LoRA line holds, for the plan's notes, and what the decode estimate leaves
+    out: each adapter in a batch reads its own slot every step (punica's kernels read the
+    slot at its full rank)."""
     from ..units import format_bytes
 
     wrapped = "the targeted linear layers" if lora.targets else "every linear layer"
@@ -226,4 +229,18 @@ def lora_note(spec: ModelSpec, lora: LoRA, per_rank: int, tp: int = 1) -> str:
             "at load whatever the adapters hold (a lower --max-lora-rank or --max-loras, or "
             "--lora-target-modules, makes it smaller"
             + ("; --fully-sharded-loras splits it over tensor parallelism"
-               if tp > 1 and not lora.fully_sharded else "") + ")")
+               if tp > 1 and not lora.fully_sharded else "") + ")"
+            + _read_note(spec, lora, per_rank, weights_per_rank))
+
+
+def _read_note(spec: ModelSpec, lora: LoRA, per_rank: int, weights_per_rank: int) -> str:
+    from ..units import format_bytes
+
+    slot = per_rank // lora.slots
+    share = (f" ({100 * slot / weights_per_rank:.1f}% of the weights a card)"
+             if weights_per_rank else "")
+    experts = (", a MoE its routed experts' share of it"
+               if any(m.role == "experts" for m in spec.params.modules)
+               and _targeted("experts", lora) else "")
+    return (f"; the decode estimate leaves out the adapters' reads: each adapter in a batch "
+            f"reads up to its slot every step, {format_bytes(slot, 1)}{share}{experts}")
