@@ -18,7 +18,7 @@ from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_comma
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.base import check_tensor_split
 from kvcore.engines.llamacpp_offload import split_overrides
-from kvcore.engines.vllm_lora import lora_from
+from kvcore.engines.lora import lora_from
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery

@@ -32,7 +32,7 @@ from kvcore import (
 from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.llamacpp_offload import split_overrides
-from kvcore.engines.vllm_lora import lora_from
+from kvcore.engines.lora import lora_from
 from kvcore.errors import shown
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec

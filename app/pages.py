@@ -27,7 +27,7 @@ from kvcore.engines import (
     supported_formats,
 )
 from kvcore.engines.llamacpp_offload import split_overrides
-from kvcore.engines.vllm_lora import lora_from
+from kvcore.engines.lora import lora_from
 from kvcore.errors import shown
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS

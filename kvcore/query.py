@@ -547,13 +547,14 @@ def _fewer_slots(q: Query) -> dict[str, Any] | None:
     (fewer than it has) with which it fits (None where not even one does)."""
     lora = q.settings.lora
     assert lora is not None
+    slots = answer(q)["engine_report"]["extra"]["lora"]["max_loras"]
 
-    def trial(slots: int) -> dict[str, Any]:
-        return answer(replace(q, settings=replace(q.settings, lora=replace(lora, slots=slots))))
+    def trial(n: int) -> dict[str, Any]:
+        return answer(replace(q, settings=replace(q.settings, lora=replace(lora, slots=n))))
 
-    if lora.slots <= 1 or not trial(1)["fits"]:
+    if slots <= 1 or not trial(1)["fits"]:
         return None
-    lo, hi = 1, lora.slots - 1  # lo fits; find the largest that does
+    lo, hi = 1, slots - 1  # lo fits; find the largest that does
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if trial(mid)["fits"]:

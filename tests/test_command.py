@@ -16,7 +16,7 @@ from app.schemas import PlanIn
 from app.web import create_app
 from kvcore.command import cli_line, gguf_file_model, human_int, read_command, resolve
 from kvcore.engines import EngineSettings
-from kvcore.engines.vllm_lora import LoRA
+from kvcore.engines.lora import LoRA
 from kvcore.hub import HubUnavailable
 from kvcore.query import answer
 

@@ -11,7 +11,8 @@ from app.cli import main
 from app.common import make_query
 from app.web import create_app
 from kvcore.engines import EngineSettings
-from kvcore.engines.vllm_lora import LoRA, lora_bytes, lora_from
+from kvcore.engines.lora import LoRA, lora_from
+from kvcore.engines.vllm_lora import for_vllm, lora_bytes
 from kvcore.errors import InputError
 from kvcore.parallel import Parallel
 from kvcore.query import answer
@@ -121,15 +122,17 @@ def test_slots_that_leave_no_room_do_not_fit():
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
-    ({"enable": True, "max_lora_rank": 24}, "max_lora_rank"),
+    ({"enable": True, "max_lora_rank": 24}, "max_lora_rank"),  # not one of vLLM's ranks
+    ({"enable": True, "max_lora_rank": 0}, "max_lora_rank"),
     ({"enable": True, "max_loras": 0}, "max_loras"),
     ({"enable": False, "max_loras": 4}, "max_loras"),
     ({"enable": False, "targets": "o_proj"}, "lora_target_modules"),
-    ({"enable": True, "targets": "o_proj,q-proj"}, "lora_target_modules"),
+    ({"enable": True, "targets": "o_proj,q/proj"}, "lora_target_modules"),
+    ({"enable": True, "targets": "all"}, "lora_target_modules"),  # vLLM takes names
 ])
 def test_bad_lora_settings_are_refused(kwargs, field):
     with pytest.raises(InputError) as exc:
-        lora_from(**kwargs)
+        for_vllm(lora_from(**kwargs))
     assert exc.value.field == field
 
 

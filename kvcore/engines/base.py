@@ -21,7 +21,7 @@ from ..model import LayerKind, ModelSpec
 from ..parallel import Parallel, Split, rank_spec, stage_layers
 from ..plan import Workload
 from ..weights import Weights, weights_for
-from .vllm_lora import LoRA
+from .lora import LoRA
 
 __all__ = [
     "EngineReport",

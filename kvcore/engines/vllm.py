@@ -52,7 +52,8 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
-from .vllm_lora import lora_bytes, lora_label, lora_note
+from .vllm_lora import flags as lora_flags
+from .vllm_lora import for_vllm, lora_bytes, lora_label, lora_note
 from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
 
 NAME = "vllm"
@@ -556,7 +557,7 @@ def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
     if req.settings.language_model_only:
         cmd.append("--language-model-only")
     if req.settings.lora is not None:
-        cmd += req.settings.lora.flags()
+        cmd += lora_flags(req.settings.lora)
     return cmd
 
 
@@ -636,8 +637,8 @@ def plan(req: EngineRequest) -> EngineReport:
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
     # --enable-lora: the adapter slots each rank allocates while the model loads (counted in
     # vLLM's "Model loading took" figure, so off the KV budget)
-    adapters = (lora_bytes(req.spec, s.lora, p) if s.lora is not None
-                else [0] * len(shares))
+    lora = for_vllm(s.lora) if s.lora is not None else None
+    adapters = lora_bytes(req.spec, lora, p) if lora is not None else [0] * len(shares)
     if req.kv_budget_bytes is None and any(sh.gpu is None for sh in shares):
         raise need_gpu()
 
@@ -747,8 +748,8 @@ def plan(req: EngineRequest) -> EngineReport:
     tower = tower_note(req)
     if tower:
         notes.append(tower)
-    if s.lora is not None:
-        notes.append(lora_note(req.spec, s.lora, adapters[binding], p.tp,
+    if lora is not None:
+        notes.append(lora_note(req.spec, lora, adapters[binding], p.tp,
                                shares[binding].weights_bytes))
     cmd = serve_command(req, max_len, util, k_name, mbt)
     # config/model.py _get_and_verify_max_len: a longer --max-model-len is a ValueError unless
@@ -766,10 +767,10 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append(f"--kv-offloading-size {s.offload_bytes * p.tp / GiB:g}")
         notes.append(f"CPU offload tier holds about {offload_tokens:,} more tokens per replica")
     extra: dict[str, Any] = {}
-    if s.lora is not None:
-        extra["lora"] = {"max_loras": s.lora.slots, "max_lora_rank": s.lora.rank,
-                         "fully_sharded_loras": s.lora.fully_sharded,
-                         "lora_target_modules": list(s.lora.targets),
+    if lora is not None:
+        extra["lora"] = {"max_loras": lora.slots, "max_lora_rank": lora.rank,
+                         "fully_sharded_loras": lora.fully_sharded,
+                         "lora_target_modules": list(lora.targets),
                          "bytes_per_card": adapters[binding], "bytes_per_stage": adapters}
     if s.cpu_offload_bytes:
         cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
@@ -785,7 +786,7 @@ def plan(req: EngineRequest) -> EngineReport:
         budget_bytes=total,
         weights_bytes=shares[binding].weights_bytes,
         overheads=(("activation peak", act), ("non-torch (CUDA context, NCCL)", non_torch),
-                   *([(lora_label(s.lora), adapters[binding])] if s.lora is not None else [])),
+                   *([(lora_label(lora), adapters[binding])] if lora is not None else [])),
         kv_pool_bytes=kv_avail,
         kv_tokens=tokens * p.dp,
         blocks=num_blocks,

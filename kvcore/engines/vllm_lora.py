@@ -25,13 +25,14 @@ kvplan does not plan. Adapters kept in host memory (``--max-cpu-loras``) take no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
 from ..errors import InputError
 from ..model import ModelSpec, Module
 from ..parallel import Parallel, stage_layers
+from .lora import LoRA
 
-__all__ = ["LORA_RANKS", "LoRA", "check_lora", "lora_bytes", "lora_from", "lora_label",
+__all__ = ["LORA_RANKS", "check_lora", "flags", "for_vllm", "lora_bytes", "lora_label",
            "lora_note"]
 
 #: the ranks vLLM's --max-lora-rank accepts (config/lora.py MaxLoRARanks)
@@ -53,65 +54,33 @@ THREE_D_MOE_TYPES = frozenset({"gpt_oss", "qwen3_5_moe", "qwen3_5_moe_text", "qw
 ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj", "fc2_latent_proj"})
 
 
-@dataclass(frozen=True)
-class LoRA:
-    """vLLM's LoRA settings: ``slots`` adapters at once (--max-loras), each up to ``rank``."""
-
-    slots: int = DEFAULT_LORAS
-    rank: int = DEFAULT_RANK
-    fully_sharded: bool = False
-    #: --lora-target-modules: the module names (suffixes) wrapped; empty: every one
-    targets: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.slots <= 4096:
-            raise InputError(f"max_loras must be a whole number from 1 to 4,096, got "
-                             f"{self.slots}", field="max_loras")
-        if self.rank not in LORA_RANKS:
-            raise InputError(f"max_lora_rank must be one of vLLM's ranks "
-                             f"{', '.join(map(str, LORA_RANKS))}; got {self.rank}",
-                             field="max_lora_rank")
-        for name in self.targets:
-            if not name or not name.replace("_", "").isalnum():
-                raise InputError("lora_target_modules takes module names such as o_proj, "
-                                 f"qkv_proj or gate_up_proj; got {name!r}",
-                                 field="lora_target_modules")
-
-    def flags(self) -> list[str]:
-        out = ["--enable-lora"]
-        if self.slots != DEFAULT_LORAS:
-            out.append(f"--max-loras {self.slots}")
-        if self.rank != DEFAULT_RANK:
-            out.append(f"--max-lora-rank {self.rank}")
-        if self.fully_sharded:
-            out.append("--fully-sharded-loras")
-        if self.targets:
-            out.append(f"--lora-target-modules {' '.join(self.targets)}")
-        return out
+def for_vllm(lora: LoRA) -> LoRA:
+    """``lora`` with vLLM's defaults filled in (1 slot, rank 16), refusing what vLLM refuses:
+    a rank outside MaxLoRARanks, "all" as a module name (vLLM takes names; none given is
+    every module)."""
+    rank = DEFAULT_RANK if lora.rank is None else lora.rank
+    if rank not in LORA_RANKS:
+        raise InputError(f"max_lora_rank must be one of vLLM's ranks "
+                         f"{', '.join(map(str, LORA_RANKS))}; got {rank}",
+                         field="max_lora_rank")
+    if any(t in ("all", "all-linear") for t in lora.targets):
+        raise InputError("vLLM's --lora-target-modules takes module names (o_proj, qkv_proj, "
+                         "...); leave it out for every module", field="lora_target_modules")
+    return replace(lora, slots=DEFAULT_LORAS if lora.slots is None else lora.slots, rank=rank)
 
 
-def lora_from(enable: bool, max_loras: int | None = None, max_lora_rank: int | None = None,
-              fully_sharded: bool = False, targets: str | list[str] | tuple[str, ...] | None = None,
-              ) -> LoRA | None:
-    """The LoRA settings of --enable-lora and its flags (None: LoRA off). The flags that only
-    shape LoRA's slots are an error without --enable-lora, which vLLM would leave unread."""
-    # names apart, or separated by commas or spaces in one string or in each item
-    items = [targets] if isinstance(targets, str) else list(targets or ())
-    names = tuple(t for item in items for t in str(item).replace(",", " ").split())
-    if not enable:
-        given = [flag for flag, value in (("max_loras", max_loras),
-                                          ("max_lora_rank", max_lora_rank),
-                                          ("fully_sharded_loras", fully_sharded or None),
-                                          ("lora_target_modules", names or None))
-                 if value is not None]
-        if given:
-            raise InputError(f"{', '.join(given)} shape{'s' if len(given) == 1 else ''} vLLM's "
-                             "LoRA slots, which only --enable-lora (enable_lora) allocates: "
-                             "add it, or leave them out", field=given[0])
-        return None
-    return LoRA(DEFAULT_LORAS if max_loras is None else max_loras,
-                DEFAULT_RANK if max_lora_rank is None else max_lora_rank,
-                fully_sharded, names)
+def flags(lora: LoRA) -> list[str]:
+    """The `vllm serve` flags of ``lora`` (the settings given, defaults left out)."""
+    out = ["--enable-lora"]
+    if lora.slots is not None:
+        out.append(f"--max-loras {lora.slots}")
+    if lora.rank is not None:
+        out.append(f"--max-lora-rank {lora.rank}")
+    if lora.fully_sharded:
+        out.append("--fully-sharded-loras")
+    if lora.targets:
+        out.append(f"--lora-target-modules {' '.join(lora.targets)}")
+    return out
 
 
 #: the names vLLM gives the merged modules kvplan lists apart (packed_modules_mapping)
@@ -178,6 +147,8 @@ def check_lora(spec: ModelSpec) -> None:
 def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
     """The bytes of LoRA slots each rank of every pipeline stage holds (one entry a stage)."""
     check_lora(spec)
+    lora = for_vllm(lora)
+    assert lora.slots is not None and lora.rank is not None
     tp, pp = parallel.tp, parallel.pp
     n = spec.decoder_layers
     stage_of = {i: s for s in range(pp) for i in stage_layers(n, pp, s)}
@@ -236,7 +207,7 @@ def lora_note(spec: ModelSpec, lora: LoRA, per_rank: int, tp: int = 1,
 def _read_note(spec: ModelSpec, lora: LoRA, per_rank: int, weights_per_rank: int) -> str:
     from ..units import format_bytes
 
-    slot = per_rank // lora.slots
+    slot = per_rank // (lora.slots or 1)
     share = (f" ({100 * slot / weights_per_rank:.1f}% of the weights a card)"
              if weights_per_rank else "")
     experts = (", a MoE its routed experts' share of it"
