@@ -27,7 +27,9 @@ H, FF, Q, KV, L, VOCAB = 4096, 14336, 32 * 128, 8 * 128, 32, 128256
 
 def llama_values(tp: int) -> int:
     """Values of one slot of rank 1 on a rank, from vLLM's buffer shapes written out."""
-    qkv = 3 * H + (Q + 2 * KV) // tp  # A: one rank × hidden a slice; B: the rank's outputs
+    # A: one rank × hidden a slice; B: the rank's outputs, its K and V at least one head of
+    # 128 each (8 KV heads over 16 ranks: each head on two)
+    qkv = 3 * H + Q // tp + 2 * max(KV // tp, 128)
     o = Q // tp + H  # row-parallel: A over the rank's inputs, B over every output
     gate_up = 2 * H + 2 * FF // tp
     down = FF // tp + H
@@ -36,7 +38,7 @@ def llama_values(tp: int) -> int:
     return L * (qkv + o + gate_up + down) + embed + head
 
 
-@pytest.mark.parametrize("tp", [1, 2, 4])
+@pytest.mark.parametrize("tp", [1, 2, 4, 16])
 def test_llama_slots_are_the_buffers_vllm_allocates(tp):
     spec = kvcore.load_model("llama-3.1-8b")
     got = lora_bytes(spec, LoRA(4, 64), Parallel(tp=tp))

@@ -32,8 +32,8 @@ from ..model import ModelSpec, Module
 from ..parallel import Parallel, stage_layers
 from .lora import LoRA
 
-__all__ = ["LORA_RANKS", "check_lora", "flags", "for_vllm", "lora_bytes", "lora_label",
-           "lora_note"]
+__all__ = ["LORA_RANKS", "check_lora", "flags", "for_vllm", "kv_heads_by_layer", "lora_bytes",
+           "lora_label", "lora_note", "module_values"]
 
 #: the ranks vLLM's --max-lora-rank accepts (config/lora.py MaxLoRARanks)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -106,14 +106,14 @@ def _layer(m: Module) -> int | None:
     return None
 
 
-def _module_values(m: Module, tp: int, fully_sharded: bool, non_gated: bool,
-                   fused_w13: bool) -> int:
-    """Values a rank holds for one slot of rank 1 of linear module ``m`` (``fused_w13``: the
-    experts' w1 and w3 share one A)."""
+def module_values(m: Module, tp: int, *, kv_heads: int = 0, fully_sharded: bool = False,
+                  fused_w13: bool = False) -> int:
+    """Values a rank holds for one slot of rank 1 of linear module ``m`` (the slot's A and B
+    over each of its matrices): column-parallel B and row-parallel A split by ``tp``, the rest
+    whole; a replicated module whole; ``fully_sharded`` splits the other side too. A K or V
+    projection of ``kv_heads`` heads, fewer than ``tp``, keeps one head a rank (its heads are
+    replicated). ``fused_w13``: the experts' w1 and w3 share one A."""
     name = m.names[0].split(".")[-1]
-    if non_gated and m.role == "replicated" and name == "gate":
-        # vLLM leaves a non-gated MoE's router unwrapped (its peft adapters have none)
-        return 0
     total, split = _dims(m, name)
     if fused_w13 and m.role == "experts" and m.matrices % 3 == 0:
         # gated experts' unsplit widths are w1's and w3's inputs and w2's output, the hidden
@@ -122,9 +122,14 @@ def _module_values(m: Module, tp: int, fully_sharded: bool, non_gated: bool,
     if m.role == "replicated":
         # ReplicatedLinear: A and B whole on every rank
         return total
-    if fully_sharded:
-        return total // tp
-    return total - split + split // tp
+    div = min(tp, kv_heads) if name in ("k_proj", "v_proj") and kv_heads else tp
+    whole = total - split
+    return (whole // tp if fully_sharded else whole) + split // div
+
+
+def kv_heads_by_layer(spec: ModelSpec) -> dict[int, int]:
+    """Each attention layer's KV heads (for the K and V projections' split)."""
+    return {i: g.n_kv_heads for g in spec.groups if g.n_kv_heads for i in g.layers}
 
 
 def _dims(m: Module, name: str) -> tuple[int, int]:
@@ -153,6 +158,7 @@ def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
     n = spec.decoder_layers
     stage_of = {i: s for s in range(pp) for i in stage_layers(n, pp, s)}
     non_gated = spec.model_type == "nemotron_h"
+    kv = kv_heads_by_layer(spec)
     per_stage = [0] * pp
     embedding = spec.model_type in EMBEDDING_TYPES
     for m in spec.params.modules:
@@ -167,10 +173,15 @@ def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
             continue
         if not m.matrices or m.role == "encoder" or not _targeted(name, lora):
             continue
+        if non_gated and m.role == "replicated" and name == "gate":
+            # vLLM leaves a non-gated MoE's router unwrapped (its peft adapters have none)
+            continue
         layer = _layer(m)
         stage = stage_of.get(layer, 0) if layer is not None else 0
-        per_stage[stage] += _module_values(m, tp, lora.fully_sharded, non_gated,
-                                           spec.model_type in THREE_D_MOE_TYPES)
+        per_stage[stage] += module_values(
+            m, tp, kv_heads=kv.get(layer, 0) if layer is not None else 0,
+            fully_sharded=lora.fully_sharded,
+            fused_w13=spec.model_type in THREE_D_MOE_TYPES)
     if embedding and not any(m.role == "head" for m in spec.params.modules) \
             and _targeted("lm_head", lora):
         # a tied lm_head is still wrapped under its own name (LogitsProcessorWithLoRA)
