@@ -190,17 +190,19 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="vLLM --language-model-only (text only: the vision/audio towers not "
                         "built, their weights not counted, the encoder not profiled)")
     g.add_argument("--enable-lora", action="store_true",
-                   help="vLLM --enable-lora: adapter slots on every linear layer, sized by "
+                   help="vLLM, SGLang --enable-lora: adapter slots on the card, sized by "
                         "--max-loras and --max-lora-rank, off the KV pool")
     g.add_argument("--max-loras", type=int, default=None,
-                   help="vLLM LoRA adapters in one batch, each a slot on the card (1)")
+                   help="LoRA adapters in one batch, each a slot on the card: vLLM "
+                        "--max-loras (1), SGLang --max-loras-per-batch (8)")
     g.add_argument("--max-lora-rank", type=int, default=None,
-                   help="vLLM largest adapter rank, the slots' size: 1, 8, 16, 32, 64, 128, "
-                        "256, 320 or 512 (16)")
+                   help="largest adapter rank, the slots' size: vLLM 1, 8, 16, 32, 64, 128, "
+                        "256, 320 or 512 (16); SGLang any (needed)")
     g.add_argument("--fully-sharded-loras", action="store_true",
                    help="vLLM: split the LoRA slots wholly over tensor parallelism")
     g.add_argument("--lora-target-modules", default=None, metavar="NAMES",
-                   help="vLLM: only these modules get LoRA slots (o_proj,qkv_proj,...)")
+                   help="only these modules get LoRA slots (o_proj,qkv_proj,...): vLLM (all "
+                        "of them), SGLang (needed; all for every one)")
     g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")

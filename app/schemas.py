@@ -90,21 +90,23 @@ class PlanIn(BaseModel):
     language_model_only: bool = Field(False, description="vLLM --language-model-only: text "
                                       "only, the vision/audio towers not built (their weights "
                                       "not counted) and the encoder not profiled")
-    enable_lora: bool = Field(False, description="vLLM --enable-lora: adapter slots on every "
-                              "linear layer, sized by max_loras and max_lora_rank, off the KV "
+    enable_lora: bool = Field(False, description="vLLM, SGLang --enable-lora: adapter slots "
+                              "on the card, sized by max_loras and max_lora_rank, off the KV "
                               "pool")
-    max_loras: int | None = Field(None, ge=1, le=4096, description="vLLM --max-loras: adapters "
-                                  "in one batch, each a slot on the card (default 1)")
-    max_lora_rank: int | None = Field(None, ge=1, le=512, examples=[64],
-                                      description="vLLM --max-lora-rank: the largest adapter "
-                                      "rank, the slots' size: 1, 8, 16, 32, 64, 128, 256, 320 or "
-                                      "512 (default 16)")
+    max_loras: int | None = Field(None, ge=1, le=4096, description="adapters in one batch, each "
+                                  "a slot on the card: vLLM --max-loras (default 1), SGLang "
+                                  "--max-loras-per-batch (default 8)")
+    max_lora_rank: int | None = Field(None, ge=1, le=4096, examples=[64],
+                                      description="--max-lora-rank: the largest adapter rank, "
+                                      "the slots' size: vLLM 1, 8, 16, 32, 64, 128, 256, 320 or "
+                                      "512 (default 16); SGLang any (needed)")
     fully_sharded_loras: bool = Field(False, description="vLLM --fully-sharded-loras: the LoRA "
                                       "slots split wholly over tensor parallelism")
     lora_target_modules: list[str] | str | None = Field(
         None, max_length=64, examples=[["o_proj", "qkv_proj"]],
-        description="vLLM --lora-target-modules: only these modules get LoRA slots (a list, or "
-                    "names separated by commas)")
+        description="--lora-target-modules: only these modules get LoRA slots (a list, or "
+                    "names separated by commas): vLLM (default every one), SGLang (needed; "
+                    "all for every one)")
     ubatch: int | None = Field(None, ge=1, le=1 << 24, description="llama.cpp n_ubatch")
     swa_full: bool = Field(False, description="llama.cpp full-size SWA cache")
     kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")

@@ -724,6 +724,12 @@ _SGLANG = (
     _Flag(("--enable-dp-attention",), "none",
           _refuse("SGLang's data-parallel attention (each DP rank's requests and cache inside "
                   "the TP group) is not planned: plan the command without it")),
+    _Flag(("--enable-lora",), "none", _on("enable_lora")),
+    _Flag(("--max-lora-rank",), "value", _set("max_lora_rank", lambda f, v: _int(f, v, 1))),
+    _Flag(("--max-loras-per-batch",), "value", _set("max_loras", lambda f, v: _int(f, v, 1))),
+    _Flag(("--lora-target-modules",), "many",
+          _set("lora_target_modules", lambda f, v: ",".join(v.replace(",", " ").split()))),
+    _Flag(("--lora-paths",), "many", _seen("lora_paths")),
 )
 
 
@@ -740,7 +746,26 @@ def _sglang_finish(r: _Reader) -> None:
             r.set["mtp"] = True
     elif "speculative_tokens" in r.set:
         r.set.pop("speculative_tokens")
+    if "lora_paths" in r.seen:
+        # adapters to load turn LoRA on (server_args: enable_lora follows lora_paths)
+        r.set["enable_lora"] = True
+        r.note("--lora-paths: SGLang takes the pool's rank and modules from these adapters "
+               "where --max-lora-rank and --lora-target-modules do not give them; kvplan "
+               "reads neither adapter, so it plans with the flags given")
+    if not r.set.get("enable_lora"):
+        unread = [k for k in _SGLANG_LORA if k in r.set]
+        for k in unread:
+            r.set.pop(k)
+        if unread:
+            r.note(", ".join(_SGLANG_LORA[k] for k in unread) + ": LoRA is off without "
+                   "--enable-lora or --lora-paths, so SGLang allocates no LoRA pool; planned "
+                   "without one")
     _server_finish(r, "--context-length", "--max-running-requests", "SGLang")
+
+
+#: the flags that size SGLang's LoRA pool, by the field each sets
+_SGLANG_LORA = {"max_lora_rank": "--max-lora-rank", "max_loras": "--max-loras-per-batch",
+                "lora_target_modules": "--lora-target-modules"}
 
 
 # --- trtllm-serve -------------------------------------------------------------------------

@@ -55,7 +55,7 @@ ENGINE_SETTINGS = {
                   "host_link_bytes_per_s", "tensor_split", "override_tensor", "cache_ram_mib",
                   "ctx_checkpoints"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "max_total_tokens",
-               "offload_bytes", "cpu_offload_bytes", "host_link_bytes_per_s"),
+               "offload_bytes", "cpu_offload_bytes", "host_link_bytes_per_s", "lora"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
 

@@ -45,6 +45,7 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
+from .sglang_lora import for_sglang, sglang_flags, sglang_lora_bytes
 from .sglang_mtp import draft_line as mtp_draft_line
 from .sglang_mtp import notes as mtp_notes
 from .sglang_mtp import resolve as mtp_resolve
@@ -623,6 +624,8 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
         cmd.append(f"--max-total-tokens {s.max_total_tokens}")
     if s.mem_fraction_static:
         cmd.append(f"--mem-fraction-static {frac}")
+    if s.lora is not None:
+        cmd += sglang_flags(s.lora)
     return cmd
 
 
@@ -712,6 +715,11 @@ def plan(req: EngineRequest) -> EngineReport:
     router_extra = [router_fp32_bytes(req, sh.stage) for sh in shares]
     shares = [replace(sh, weights_bytes=sh.weights_bytes + x)
               for sh, x in zip(shares, router_extra, strict=True)]
+    # --enable-lora: the pool of adapter slots, allocated after the weights and before the
+    # KV cache is profiled (so it lowers the free memory the profile reads, as weights do)
+    lora = for_sglang(s.lora, req.spec, p) if s.lora is not None else None
+    adapters = sglang_lora_bytes(req.spec, lora, p) if lora is not None else 0
+    shares = [replace(sh, weights_bytes=sh.weights_bytes + adapters) for sh in shares]
     # --cpu-offload-gb: OffloaderV1 walks each stage's decoder layers as vLLM's UVA offloader
     # does (vllm_offload), and what it moves leaves the card
     moved, shares = offload_shares(req, weights, shares, STAGE_SPLIT)
@@ -887,6 +895,15 @@ def plan(req: EngineRequest) -> EngineReport:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
     notes = [n for n in (note_hybrid, rule_note(req, frac), long_context_note(req)) if n]
+    if lora is not None:
+        from ..units import format_bytes
+
+        notes.append(f"--enable-lora: a pool of {lora.slots} adapter slots of rank {lora.rank} "
+                     f"in 16 bits for {', '.join(lora.targets)} in every layer, "
+                     f"{format_bytes(adapters)} a card, allocated before the KV cache is "
+                     "profiled (--max-loras-per-batch, --max-lora-rank and "
+                     "--lora-target-modules size it; the adapters themselves wait in host "
+                     "memory, up to --max-loaded-loras)")
     # what --max-total-tokens leaves unallocated of the budget the profile gave the pools
     unused = 0
     if not refused and tokens < pl.profiled:
@@ -942,8 +959,10 @@ def plan(req: EngineRequest) -> EngineReport:
     return EngineReport(
         engine=NAME,
         budget_bytes=budget,
-        weights_bytes=max(sh.weights_bytes for sh in shares),
-        overheads=(("CUDA context before load", PRELOAD),),
+        weights_bytes=max(sh.weights_bytes for sh in shares) - adapters,
+        overheads=(("CUDA context before load", PRELOAD),
+                   *([(f"LoRA pool ({lora.slots} × rank {lora.rank})", adapters)]
+                     if lora is not None else [])),
         kv_pool_bytes=max(0, rest) - unused,
         kv_tokens=tokens * p.dp,
         blocks=tokens // page,
@@ -959,5 +978,8 @@ def plan(req: EngineRequest) -> EngineReport:
         binding_stage=binding,
         offload_tokens=offload_tokens,
         extra={"mem_fraction_static": frac, "swa_tokens": swa_tokens, "mamba_slots": mamba_slots,
-               "cell_bytes": cell, "weights": weights.format, **extra},
+               "cell_bytes": cell, "weights": weights.format, **extra,
+               **({"lora": {"max_loras": lora.slots, "max_lora_rank": lora.rank,
+                            "lora_target_modules": list(lora.targets),
+                            "bytes_per_card": adapters}} if lora is not None else {})},
     )

@@ -32,8 +32,8 @@ from ..model import ModelSpec, Module
 from ..parallel import Parallel, stage_layers
 from .lora import LoRA
 
-__all__ = ["LORA_RANKS", "check_lora", "flags", "for_vllm", "kv_heads_by_layer", "lora_bytes",
-           "lora_label", "lora_note", "module_values"]
+__all__ = ["LORA_RANKS", "check_lora", "flags", "for_vllm", "kv_heads_by_layer", "layer_of",
+           "lora_bytes", "lora_label", "lora_note", "module_values"]
 
 #: the ranks vLLM's --max-lora-rank accepts (config/lora.py MaxLoRARanks)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -99,7 +99,8 @@ def _targeted(name: str, lora: LoRA) -> bool:
     return packed in lora.targets or any(_PACKED.get(t) == packed for t in lora.targets)
 
 
-def _layer(m: Module) -> int | None:
+def layer_of(m: Module) -> int | None:
+    """The decoder layer a module belongs to (None: outside the layers)."""
     parts = m.names[0].split(".")
     if len(parts) > 1 and parts[0] == "layers" and parts[1].isdigit():
         return int(parts[1])
@@ -176,7 +177,7 @@ def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
         if non_gated and m.role == "replicated" and name == "gate":
             # vLLM leaves a non-gated MoE's router unwrapped (its peft adapters have none)
             continue
-        layer = _layer(m)
+        layer = layer_of(m)
         stage = stage_of.get(layer, 0) if layer is not None else 0
         per_stage[stage] += module_values(
             m, tp, kv_heads=kv.get(layer, 0) if layer is not None else 0,
