@@ -43,14 +43,16 @@ DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
             "engine": "raw", "ngl": "", "n_cpu_moe": "", "override_tensor": "", "tensor_split": "",
             "host_bandwidth": "", "host_link": "", "host_memory": "", "cpu_offload_gb": "",
-            "cache_ram": "", "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": ""}
+            "cache_ram": "", "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": "",
+            "lora_target_modules": ""}
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
                  "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
                  "n_cpu_moe": "", "override_tensor": "", "tensor_split": "", "host_bandwidth": "",
                  "host_link": "", "host_memory": "", "cpu_offload_gb": "", "cache_ram": "",
-                 "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": ""}
+                 "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": "",
+                 "lora_target_modules": ""}
 FIELDS = tuple(DEFAULTS)
 #: what a link may name: the form's fields, the API's one format for K and V, and a launch
 #: command
@@ -176,8 +178,9 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
                      for k in LINK_DEFAULTS if k in fields})
         if "kv" in fields:
             form["kv_k"] = form["kv_v"] = str(fields["kv"])
-        if fields.get("enable_lora") and "max_loras" not in fields:
-            # LoRA on at vLLM's default slots: the form says so with its one slot
+        if fields.get("enable_lora") and not any(
+                k in fields for k in ("max_loras", "max_lora_rank", "lora_target_modules")):
+            # LoRA on at the engine's defaults (vLLM's one slot): the form says so with it
             form["max_loras"] = "1"
         form["weights"] = str(fields.get("weights", "auto"))
         view = plan_view(query)
@@ -240,7 +243,8 @@ def _placement(form: dict[str, str]) -> EngineSettings:
     --cpu-moe), override_tensor (-ot PATTERN=CPU, several at commas), tensor_split (-ts: each card's share of the layers), the host's bandwidth and
     link in GB/s, its memory as a size, llama-server's cache_ram (MiB; -1 no limit) and
     ctx_checkpoints; vLLM's and SGLang's cpu_offload_gb (GiB of each rank's weights in host
-    memory); vLLM's LoRA slots (max_loras, max_lora_rank: either turns --enable-lora on)."""
+    memory); vLLM's and SGLang's LoRA slots (max_loras, max_lora_rank, lora_target_modules:
+    any of them turns --enable-lora on)."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
     memory = form["host_memory"].strip()
     shares = form["tensor_split"].strip()
@@ -256,9 +260,11 @@ def _placement(form: dict[str, str]) -> EngineSettings:
         cache_ram_mib=(-1 if form["cache_ram"].strip() == "-1"
                        else _whole(form, "cache_ram", "MiB (or -1: no limit)")),
         ctx_checkpoints=_whole(form, "ctx_checkpoints", "checkpoints a slot"),
-        lora=lora_from(bool(form["max_loras"].strip() or form["max_lora_rank"].strip()),
+        lora=lora_from(any(form[k].strip() for k in ("max_loras", "max_lora_rank",
+                                                     "lora_target_modules")),
                        _whole(form, "max_loras", "adapter slots"),
-                       _whole(form, "max_lora_rank", "rank")))
+                       _whole(form, "max_lora_rank", "rank"),
+                       targets=form["lora_target_modules"].strip() or None))
 
 
 def _rate(form: dict[str, str], name: str) -> float | None:
@@ -299,7 +305,7 @@ def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None
     if fields.get("n_cpu_moe", "").strip().lower() == "all":
         del fields["n_cpu_moe"]
         fields["cpu_moe"] = "true"
-    if "max_loras" in fields or "max_lora_rank" in fields:
+    if any(k in fields for k in ("max_loras", "max_lora_rank", "lora_target_modules")):
         fields["enable_lora"] = "true"
     return "/api/v1/plan?" + urlencode(fields)
 
@@ -345,8 +351,7 @@ def _verified(query: Any) -> str | None:
 def _form_field(field: str | None) -> str:
     mapping = {"kv": "kv_k", "hot": "kv_k", "tp": "gpus", "pp": "gpus", "dp": "gpus",
                "config": "model", None: "model", "command": "command",
-               "enable_lora": "max_loras", "lora_target_modules": "command",
-               "fully_sharded_loras": "command"}
+               "enable_lora": "max_loras", "fully_sharded_loras": "command"}
     return mapping.get(field, field or "model")
 
 

@@ -162,3 +162,24 @@ def test_api_plans_the_pool_and_refuses_what_it_cannot_size(client):
     assert r.json()["engine_report"]["extra"]["lora"]["bytes_per_card"] == 396_361_728
     bad = client.post("/api/v1/plan", json={**body, "lora_target_modules": None})
     assert bad.status_code == 422 and bad.json()["field"] == "lora_target_modules"
+
+
+def test_the_form_plans_sglangs_pool_and_asks_for_its_modules(client):
+    form = {"model": "qwen3-8b", "gpu": "4090", "context": "32k", "engine": "sglang",
+            "max_lora_rank": "64"}
+    r = client.get("/", params={**form, "lora_target_modules": "all"})
+    assert r.status_code == 200 and "LoRA pool (8 × rank 64)" in r.text
+    missing = client.get("/", params=form)
+    assert missing.status_code == 422
+    shown = missing.text.split('id="err-lora_target_modules">', 1)[1].split("<", 1)[0]
+    assert "give --lora-target-modules" in shown
+
+
+def test_a_command_fills_the_forms_lora_fields_as_given(client):
+    r = client.get("/", params={"command": "python -m sglang.launch_server --model-path "
+                                "Qwen/Qwen3-8B --enable-lora --max-lora-rank 64 "
+                                "--lora-target-modules q_proj o_proj", "gpu": "4090"})
+    assert r.status_code == 200
+    assert 'name="lora_target_modules" value="q_proj,o_proj"' in r.text
+    # SGLang's own slot count, not a vLLM default written in
+    assert 'name="max_loras" value=""' in r.text
