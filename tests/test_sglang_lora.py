@@ -72,7 +72,7 @@ def test_the_kv_pool_shrinks_by_the_lora_pool():
     assert plain["kv_pool_bytes"] - adapted["kv_pool_bytes"] == slots
     assert adapted["weights_bytes"] == plain["weights_bytes"]
     assert {"name": "LoRA pool (8 × rank 64)", "bytes": slots} in adapted["overheads"]
-    assert ("--enable-lora --max-lora-rank 64 --max-loras-per-batch 8 --lora-target-modules all"
+    assert ("--enable-lora --max-loras-per-batch 8 --max-lora-rank 64 --lora-target-modules all"
             in adapted["command"])
 
 

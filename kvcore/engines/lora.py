@@ -43,6 +43,20 @@ class LoRA:
                                  f"qkv_proj or gate_up_proj; got {name!r}",
                                  field="lora_target_modules")
 
+    def flags(self, slots_flag: str) -> list[str]:
+        """The launch flags of these settings (those given; ``slots_flag`` the engine's name
+        for the slot count: vLLM's --max-loras, SGLang's --max-loras-per-batch)."""
+        out = ["--enable-lora"]
+        if self.slots is not None:
+            out.append(f"{slots_flag} {self.slots}")
+        if self.rank is not None:
+            out.append(f"--max-lora-rank {self.rank}")
+        if self.fully_sharded:
+            out.append("--fully-sharded-loras")
+        if self.targets:
+            out.append(f"--lora-target-modules {' '.join(self.targets)}")
+        return out
+
 
 def lora_from(enable: bool, max_loras: int | None = None, max_lora_rank: int | None = None,
               fully_sharded: bool = False, targets: str | list[str] | tuple[str, ...] | None = None,

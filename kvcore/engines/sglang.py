@@ -45,7 +45,7 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
-from .sglang_lora import for_sglang, sglang_flags, sglang_lora_bytes
+from .sglang_lora import for_sglang, sglang_lora_bytes
 from .sglang_mtp import draft_line as mtp_draft_line
 from .sglang_mtp import notes as mtp_notes
 from .sglang_mtp import resolve as mtp_resolve
@@ -625,7 +625,7 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
     if s.mem_fraction_static:
         cmd.append(f"--mem-fraction-static {frac}")
     if s.lora is not None:
-        cmd += sglang_flags(s.lora)
+        cmd += s.lora.flags("--max-loras-per-batch")
     return cmd
 
 

@@ -29,7 +29,7 @@ from ..parallel import Parallel
 from .lora import LoRA
 from .vllm_lora import DTYPE_BYTES, kv_heads_by_layer, layer_of, module_values
 
-__all__ = ["DEFAULT_SLOTS", "for_sglang", "sglang_flags", "sglang_lora_bytes"]
+__all__ = ["DEFAULT_SLOTS", "for_sglang", "sglang_lora_bytes"]
 
 #: --max-loras-per-batch's default
 DEFAULT_SLOTS = 8
@@ -92,18 +92,6 @@ def for_sglang(lora: LoRA, spec: ModelSpec, parallel: Parallel) -> LoRA:
     ordered = tuple(n for n in MODULES if n in names)
     return replace(lora, slots=DEFAULT_SLOTS if lora.slots is None else lora.slots,
                    targets=ordered)
-
-
-def sglang_flags(lora: LoRA) -> list[str]:
-    """The launch_server flags of ``lora`` (as given; --max-loras-per-batch where set)."""
-    out = ["--enable-lora"]
-    if lora.rank is not None:
-        out.append(f"--max-lora-rank {lora.rank}")
-    if lora.slots is not None:
-        out.append(f"--max-loras-per-batch {lora.slots}")
-    if lora.targets:
-        out.append(f"--lora-target-modules {' '.join(lora.targets)}")
-    return out
 
 
 def sglang_lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> int:

@@ -52,7 +52,6 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
-from .vllm_lora import flags as lora_flags
 from .vllm_lora import for_vllm, lora_bytes, lora_label, lora_note
 from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
 
@@ -557,7 +556,7 @@ def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
     if req.settings.language_model_only:
         cmd.append("--language-model-only")
     if req.settings.lora is not None:
-        cmd += lora_flags(req.settings.lora)
+        cmd += req.settings.lora.flags("--max-loras")
     return cmd
 
 

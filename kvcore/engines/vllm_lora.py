@@ -32,7 +32,7 @@ from ..model import ModelSpec, Module
 from ..parallel import Parallel, stage_layers
 from .lora import LoRA
 
-__all__ = ["LORA_RANKS", "check_lora", "flags", "for_vllm", "kv_heads_by_layer", "layer_of",
+__all__ = ["LORA_RANKS", "check_lora", "for_vllm", "kv_heads_by_layer", "layer_of",
            "lora_bytes", "lora_label", "lora_note", "module_values"]
 
 #: the ranks vLLM's --max-lora-rank accepts (config/lora.py MaxLoRARanks)
@@ -67,20 +67,6 @@ def for_vllm(lora: LoRA) -> LoRA:
         raise InputError("vLLM's --lora-target-modules takes module names (o_proj, qkv_proj, "
                          "...); leave it out for every module", field="lora_target_modules")
     return replace(lora, slots=DEFAULT_LORAS if lora.slots is None else lora.slots, rank=rank)
-
-
-def flags(lora: LoRA) -> list[str]:
-    """The `vllm serve` flags of ``lora`` (the settings given, defaults left out)."""
-    out = ["--enable-lora"]
-    if lora.slots is not None:
-        out.append(f"--max-loras {lora.slots}")
-    if lora.rank is not None:
-        out.append(f"--max-lora-rank {lora.rank}")
-    if lora.fully_sharded:
-        out.append("--fully-sharded-loras")
-    if lora.targets:
-        out.append(f"--lora-target-modules {' '.join(lora.targets)}")
-    return out
 
 
 #: the names vLLM gives the merged modules kvplan lists apart (packed_modules_mapping)
