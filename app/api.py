@@ -111,6 +111,11 @@ def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:
     launch = read_command(body.command)
     spec, fields = resolve(launch, body.model, allow_local=False,
                            weights_given="weights" in body.model_fields_set)
+    for path in fields.pop("lora", ()):
+        # an adapter file is on the machine that runs the command, which the server is not
+        launch.notes.append(f"--lora {path}: the adapter's tensors are not counted (the server "
+                            "reads no local file; `kvplan --cmd` where the file is counts "
+                            "them)")
     given = body.model_fields_set - {"command", "model"}
     give_way(launch, fields, given)
     fields.update({k: getattr(body, k) for k in given})

@@ -31,6 +31,7 @@ from kvcore import (
 )
 from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
 from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
+from kvcore.engines.llamacpp_lora import read_adapter
 from kvcore.engines.llamacpp_offload import split_overrides
 from kvcore.engines.lora import lora_from
 from kvcore.errors import shown
@@ -203,6 +204,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--lora-target-modules", default=None, metavar="NAMES",
                    help="only these modules get LoRA slots (o_proj,qkv_proj,...): vLLM (all "
                         "of them), SGLang (needed; all for every one)")
+    g.add_argument("--lora", action="append", default=None, metavar="ADAPTER.gguf",
+                   help="llama.cpp --lora: a LoRA adapter GGUF on this machine, its tensors "
+                        "on the devices of the layers they adapt (repeat for several)")
     g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
@@ -319,6 +323,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         language_model_only=args.language_model_only,
         lora=lora_from(args.enable_lora, args.max_loras, args.max_lora_rank,
                        args.fully_sharded_loras, args.lora_target_modules),
+        lora_adapters=tuple(read_adapter(p) for p in args.lora or ()),
         n_gpu_layers=args.ngl, n_cpu_moe=CPU_MOE if args.cpu_moe else args.n_cpu_moe,
         override_tensor=split_overrides(args.override_tensor),
         host_bandwidth_bytes_per_s=(args.host_bandwidth * 1e9 if args.host_bandwidth is not None

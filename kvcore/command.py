@@ -374,6 +374,19 @@ def _refuse(why: str) -> Callable[[_Reader, str, str], None]:
     return read
 
 
+def _llama_lora(r: _Reader, flag: str, value: str) -> None:
+    """--lora FNAME[,FNAME...] and --lora-scaled FNAME:SCALE[,...] (or FNAME SCALE): the
+    adapter files, for the CLI to read where they are on this machine (field ``lora``)."""
+    files = r.set.setdefault("lora", [])
+    for word in value.replace(",", " ").split():
+        name = word.rsplit(":", 1)[0] if flag == "--lora-scaled" and ":" in word else word
+        try:
+            float(name)  # --lora-scaled FNAME SCALE: the scale
+            continue
+        except ValueError:
+            files.append(name)
+
+
 _LLAMA = (
     _Flag(("-m", "--model"), "value", _model),
     _Flag(("-hf", "-hfr", "--hf-repo"), "value", _llama_hf),
@@ -396,6 +409,8 @@ _LLAMA = (
     _Flag(("-cmoe", "--cpu-moe"), "none", _on("cpu_moe")),
     _Flag(("-ncmoe", "--n-cpu-moe"), "value", _set("n_cpu_moe", lambda f, v: _int(f, v))),
     _Flag(("-ot", "--override-tensor"), "value", _llama_ot),
+    _Flag(("--lora",), "value", _llama_lora),
+    _Flag(("--lora-scaled",), "many", _llama_lora),
     _Flag(("-md", "--model-draft", "-hfd", "-hfrd", "--hf-repo-draft"), "value", _llama_draft),
     _Flag(("-mm", "--mmproj", "-mmu", "--mmproj-url"), "value", _llama_mmproj),
     _Flag(("--no-mmproj",), "none", _seen("no_mmproj", lambda f, v: True)),

@@ -53,7 +53,7 @@ ENGINE_SETTINGS = {
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
                   "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes",
                   "host_link_bytes_per_s", "tensor_split", "override_tensor", "cache_ram_mib",
-                  "ctx_checkpoints"),
+                  "ctx_checkpoints", "lora_adapters"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "max_total_tokens",
                "offload_bytes", "cpu_offload_bytes", "host_link_bytes_per_s", "lora"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),

@@ -21,6 +21,7 @@ from ..model import LayerKind, ModelSpec
 from ..parallel import Parallel, Split, rank_spec, stage_layers
 from ..plan import Workload
 from ..weights import Weights, weights_for
+from .llamacpp_lora import Adapter
 from .lora import LoRA
 
 __all__ = [
@@ -47,7 +48,7 @@ class UnsupportedFormat(InputError):
 
 
 #: a setting's name as the CLI and the API spell it, where it differs from EngineSettings'
-SETTING_NAMES = {"lora": "enable_lora", "n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
+SETTING_NAMES = {"lora": "enable_lora", "lora_adapters": "lora", "n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
                  "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
                  "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link",
@@ -121,6 +122,8 @@ class EngineSettings:
     cache_ram_mib: int | None = None
     #: --ctx-checkpoints: context checkpoints a slot keeps in host memory (None: 32)
     ctx_checkpoints: int | None = None
+    #: --lora: the LoRA adapters llama-server loads beside the model (their tensors)
+    lora_adapters: tuple[Adapter, ...] = ()
     # SGLang
     mem_fraction_static: float | None = None
     page_size: int | None = None

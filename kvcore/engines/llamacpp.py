@@ -43,6 +43,7 @@ from .base import (
     stage_pools,
 )
 from .llamacpp_host import ServerHost, row_bytes, server_host, token_bytes
+from .llamacpp_lora import adapter_blocks, add_blocks
 from .llamacpp_offload import (
     Block,
     Placement,
@@ -548,6 +549,18 @@ def plan(req: EngineRequest) -> EngineReport:
     # device
     weights, shares = rank_weights(req, STAGE_SPLIT, input_on_cpu=True)
     compute = raw_overhead(req.spec).bytes - 512 * MiB
+    # --lora: each adapter's pairs sit with the tensors they adapt (llamacpp_lora): a block's
+    # with the block, the output layer's with it, the input embedding's in host memory
+    n_dec, n_pp = req.spec.decoder_layers, req.parallel.pp
+    a_blocks, a_out, a_in = (adapter_blocks(s.lora_adapters, n_dec) if s.lora_adapters
+                             else ((), 0, 0))
+    # the adapters' bytes on each card (with every layer on the cards: its stage's blocks',
+    # the output layer's on the last)
+    adapter_cards = [sum(a_blocks[i].total for i in STAGE_SPLIT(n_dec, n_pp, sh.stage))
+                     + (a_out if sh.stage == n_pp - 1 else 0)
+                     for sh in shares] if a_blocks else [0] * len(shares)
+    shares = [replace(sh, weights_bytes=sh.weights_bytes + a)
+              for sh, a in zip(shares, adapter_cards, strict=True)]
 
     def memory(share: RankShare, ctx: int, n_seq: int | None = None) -> Memory:
         return Memory(share.spec, Layout(ctx, n_seq or req.sequences, unified, n_ubatch), opts,
@@ -561,12 +574,14 @@ def plan(req: EngineRequest) -> EngineReport:
     pools = stage_pools(req, shares, margin + compute)
 
     blocks, blocks_from = blocks_for(req.spec, weights)
+    if a_blocks:
+        blocks = add_blocks(blocks, a_blocks)
     n_blocks = req.spec.decoder_layers
     nd = req.parallel.pp
     # what the cards hold with every layer offloaded: all but the input embedding
     card_total = (shares[0].weights_bytes if nd == 1 else
                   weights.bytes - weights.embedding_bytes - weights.per_layer_embedding_bytes
-                  + weights.head_bytes)
+                  + weights.head_bytes + sum(adapter_cards))
     output_bytes = max(0, card_total - sum(b.total for b in blocks))
     from ..hf import _UNGATED_MLP
     place = requested(n_blocks, s.n_gpu_layers, s.n_cpu_moe, bool(weights.expert_bytes), nd,
@@ -587,6 +602,8 @@ def plan(req: EngineRequest) -> EngineReport:
 
     if place is not None:
         card_bytes, _ = place.place_bytes(blocks, output_bytes)
+        if a_blocks:
+            adapter_cards = place.place_bytes(a_blocks, a_out)[0]
         held = [frozenset(r) for r in place.device_ranges()]
         shares = [RankShare(d, req.spec, card_bytes[d], req.gpu_for(d)) for d in range(nd)]
         pools = stage_pools(req, shares, margin + compute)
@@ -612,7 +629,7 @@ def plan(req: EngineRequest) -> EngineReport:
                            ctx_checkpoints=0 if sparse == "dsv4" else s.ctx_checkpoints,
                            kv_bytes_per_token=per_token)
     # the placement's weights in host memory, the input embedding among them
-    host_weights = (place.split(blocks, output_bytes)[1] + weights.input_bytes
+    host_weights = (place.split(blocks, output_bytes)[1] + weights.input_bytes + a_in
                     if place is not None else 0)
 
     def host_need(ctx: int, n_seq: int | None = None) -> int:
@@ -793,11 +810,24 @@ def plan(req: EngineRequest) -> EngineReport:
         lines = Memory(req.spec, layout, opts, s.swa_full, flash).split_lines(stages)
     else:
         lines = list(mem.lines)
+    if s.lora_adapters:
+        for a in s.lora_adapters:
+            cmd.append(f"--lora {shlex.quote(a.name)}")
+        on_cards = sum(adapter_cards)
+        total_a = sum(a.total for a in s.lora_adapters)
+        extra["lora_adapters"] = {"files": [a.name for a in s.lora_adapters],
+                                  "bytes": total_a, "card_bytes": adapter_cards}
+        notes.append(f"--lora: {format_bytes(total_a, 2)} of adapter tensors, each pair with "
+                     f"the tensor it adapts: {format_bytes(on_cards, 2)} on the "
+                     f"card{'s' if nd > 1 else ''}"
+                     + (f", {format_bytes(total_a - on_cards, 2)} in host memory"
+                        if total_a > on_cards else ""))
     return EngineReport(
         engine=NAME,
         budget_bytes=budget_bytes,
-        weights_bytes=share.weights_bytes,
-        overheads=(("compute buffers", compute), ("--fit margin", margin)),
+        weights_bytes=share.weights_bytes - adapter_cards[binding],
+        overheads=(("compute buffers", compute), ("--fit margin", margin),
+                   *([("LoRA adapters", adapter_cards[binding])] if s.lora_adapters else [])),
         kv_pool_bytes=pools[binding],
         kv_tokens=layout.n_ctx,
         blocks=layout.cells * layout.streams,
