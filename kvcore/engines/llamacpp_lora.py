@@ -83,7 +83,7 @@ def adapter_blocks(adapters: tuple[Adapter, ...], n_layers: int
             raise InputError(f"--lora {shown(a.name)} adapts block {last}, and the model has "
                              f"{n_layers} blocks (0 to {n_layers - 1}): an adapter of another "
                              "model?", field="lora")
-    blocks = gguf_blocks(((f"{name}", n) for name, n in tensors), n_layers)
+    blocks = gguf_blocks(tensors, n_layers)
     inp = sum(n for name, n in tensors if name.startswith("token_embd."))
     # the output layer and anything else outside the blocks go with the output layer
     out = sum(n for name, n in tensors
