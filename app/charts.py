@@ -8,6 +8,8 @@ from html import escape
 
 COLORS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c")
 W, H = 640, 300
+#: the chart's size on a phone (its own drawing, text the larger for it: static/kvplan.css)
+NARROW = (400, 280)
 PAD_L, PAD_R, PAD_T, PAD_B = 56, 16, 16, 40
 
 
@@ -48,11 +50,18 @@ def memory_chart(
     context: int,
     ask_bytes: int | None = None,
     colors: Sequence[str] | None = None,
+    size: tuple[int, int] = (W, H),
+    narrow: bool = False,
 ) -> str:
     """Lines of (context, bytes) per series; a dashed line at the card's limit; a marker at
     the max context of the first series; a point at the requested context, on the first
     series' line at ``ask_bytes`` (what it needs there) and labelled with it, or on the axis
-    where that is not given. ``colors``: one a series (COLORS in turn by default)."""
+    where that is not given. ``colors``: one a series (COLORS in turn by default); ``size``:
+    the drawing's width and height; ``narrow``: the phone's drawing (class "chart narrow")."""
+    W, H = size  # noqa: N806 (the module's names for the drawing's size)
+    # the text's size in the drawing's units (static/kvplan.css), and a rough width a character
+    font = 14 if narrow else 11
+    char = 0.6 * font
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts]
     x_max = max(xs + [context])
@@ -65,7 +74,7 @@ def memory_chart(
     def py(y: float) -> float:
         return H - PAD_B - (H - PAD_T - PAD_B) * y / y_max
 
-    out = [f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" '
+    out = [f'<svg class="chart{" narrow" if narrow else ""}" viewBox="0 0 {W} {H}" role="img" '
            f'aria-label="memory against context" xmlns="http://www.w3.org/2000/svg">']
     for i in range(5):
         y = y_max * i / 4
@@ -75,7 +84,9 @@ def memory_chart(
                    f'{round(y / gib, 3):g} GiB</text>')
     for i in range(5):
         x = x_max * i / 4
-        out.append(f'<text x="{px(x):.1f}" y="{H - PAD_B + 18}" text-anchor="middle">'
+        # the last tick's label ends at the drawing's edge rather than running past it
+        at, anchor = (W - 2, "end") if i == 4 else (px(x), "middle")
+        out.append(f'<text x="{at:.1f}" y="{H - PAD_B + 18}" text-anchor="{anchor}">'
                    f'{_tokens(x)}</text>')
     out.append(f'<text x="{(W + PAD_L) / 2:.0f}" y="{H - 4}" text-anchor="middle">'
                'context per sequence (tokens)</text>')
@@ -90,7 +101,7 @@ def memory_chart(
                         for j, (x, y) in enumerate(pts))
         out.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2.5" '
                    f'data-series="{escape(name)}"/>')
-        out.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 16 * i}" style="fill:{color}" '
+        out.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + (font + 5) * i}" style="fill:{color}" '
                    f'class="series-label">{escape(name)}</text>')
     if max_context and max_context <= x_max:
         out.append(f'<line x1="{px(max_context):.1f}" x2="{px(max_context):.1f}" y1="{PAD_T}" '
@@ -100,7 +111,7 @@ def memory_chart(
         right = px(max_context) < (W + PAD_L) / 2
         y = PAD_T + 10
         if right and px(max_context) < PAD_L + 90:
-            y = PAD_T + 18 + 16 * len(series)
+            y = PAD_T + 18 + (font + 5) * len(series)
         out.append(f'<text x="{px(max_context) + (4 if right else -4):.1f}" y="{y}" '
                    f'text-anchor="{"start" if right else "end"}" '
                    f'class="maxctx-label">max {max_context:,}</text>')
@@ -110,8 +121,18 @@ def memory_chart(
                + (f' data-bytes="{ask_bytes}"' if ask_bytes is not None else "") + "/>")
     if ask_bytes is not None:  # the label beside the point, on the side with room
         right = px(context) < (W + PAD_L) / 2
-        out.append(f'<text x="{px(context) + (9 if right else -9):.1f}" y="{cy - 9:.1f}" '
+        text = f"{_tokens(context)}: {ask_bytes / gib:.1f} GiB"
+        left = px(context) + 9 if right else px(context) - 9 - char * len(text)
+        y = cy - 9
+        if limit_bytes:
+            # below the point where it would run into the card's label
+            card = f"card {limit_bytes / gib:.1f} GiB"
+            card_left, card_y = W - PAD_R - char * len(card), py(limit_bytes) - 5
+            if (left + char * len(text) > card_left and left < W - PAD_R
+                    and abs(y - card_y) < font + 2):
+                y = cy + 9 + font
+        out.append(f'<text x="{px(context) + (9 if right else -9):.1f}" y="{y:.1f}" '
                    f'text-anchor="{"start" if right else "end"}" class="ask-label">'
-                   f'{_tokens(context)}: {ask_bytes / gib:.1f} GiB</text>')
+                   f'{text}</text>')
     out.append("</svg>")
     return "".join(out)

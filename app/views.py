@@ -12,7 +12,7 @@ from kvcore.plan import PlanRequest, plan, raw_overhead
 from kvcore.query import Query, answer, quality_here, to_fit
 from kvcore.units import format_bytes, format_quantity
 
-from .charts import COLORS, memory_chart, nice_tokens
+from .charts import COLORS, NARROW, H, W, memory_chart, nice_tokens
 from .common import decode_text, model_line, prefill_text, to_fit_text
 
 __all__ = ["plan_view"]
@@ -108,8 +108,11 @@ def _chart(q: Query, data: dict[str, Any]) -> str:
             pts.append((ctx, fixed + cache_size(spec, ctx, q.sequences, opts).total_bytes))
         series.append((name, pts))
     ask = fixed + cache_size(spec, q.context, q.sequences, chosen).total_bytes
-    return memory_chart(series, limit_bytes=limit, max_context=max_ctx, context=q.context,
-                        ask_bytes=ask, colors=colors)
+    # the desktop's drawing, and a smaller one with larger text that a phone shows instead
+    return "".join(memory_chart(series, limit_bytes=limit, max_context=max_ctx,
+                                context=q.context, ask_bytes=ask, colors=colors, size=size,
+                                narrow=narrow)
+                   for size, narrow in (((W, H), False), (NARROW, True)))
 
 
 FORMATS_BY = {f.name: f for f in FORMATS}

@@ -140,3 +140,19 @@ def test_open_option_groups_lay_their_fields_in_rows(server, browser):
     assert after != before
     assert "LoRA slots (4 × rank 512)" in page.content()
     page.close()
+
+
+def test_a_phone_shows_the_chart_drawn_for_it_with_readable_text(server, browser):
+    url = (f"{server}/?model=qwen3.5-27b&gpu=4090&context=128k&kv_k=q8_0&kv_v=q8_0"
+           "&weights=q4_k_m")
+    for width, shown, hidden in ((390, ".chart.narrow", ".chart:not(.narrow)"),
+                                 (1200, ".chart:not(.narrow)", ".chart.narrow")):
+        page = browser.new_page(viewport={"width": width, "height": 1200})
+        page.goto(url)
+        assert page.locator(shown).is_visible() and not page.locator(hidden).is_visible()
+        # the axis labels' height on the screen, in CSS pixels
+        heights = page.evaluate(
+            f"[...document.querySelectorAll('{shown} text')].map(t => "
+            "t.getBoundingClientRect().height)")
+        assert min(heights) >= 9, (width, min(heights))
+        page.close()

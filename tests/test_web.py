@@ -1,5 +1,6 @@
 import json
 import math
+import re
 
 import pytest
 from fastapi.testclient import TestClient
@@ -1089,3 +1090,38 @@ def test_the_models_page_lists_each_entry_s_twins_and_links_their_page(client):
     assert 'also <a href="/models/meta-llama/Llama-3.3-70B-Instruct">' in row
     page = client.get("/models/meta-llama/Llama-3.3-70B-Instruct")
     assert page.status_code == 200 and "Llama-3.3-70B-Instruct" in page.text
+
+
+def test_a_phone_gets_its_own_chart_with_the_same_marks(client):
+    params = {"model": "qwen3.5-27b", "gpu": "4090", "context": "128k", "kv_k": "q8_0",
+              "kv_v": "q8_0", "weights": "q4_k_m"}
+    part = client.get("/", params=params, headers={"HX-Request": "true"}).text
+    wide, narrow = part.split('<svg class="chart')[1:3]
+    assert narrow.startswith(' narrow" viewBox="0 0 400 280"')
+    marks = [re.search(r'data-context="(\d+)" data-bytes="(\d+)"', svg).groups()
+             for svg in (wide, narrow)]
+    assert marks[0] == marks[1]
+    assert re.findall(r'data-series="([^"]+)"', wide) == re.findall(r'data-series="([^"]+)"',
+                                                                     narrow)
+
+
+def test_the_asked_contexts_label_steps_below_the_card_label_it_would_cover():
+    from app.charts import NARROW, memory_chart
+
+    # the point just left of the middle, its line just under the card's limit: above the
+    # point its label would run into "card 22.5 GiB" at the right edge
+    pts = [(x, 17 * 2**30 + x * 2**15) for x in range(0, 262_145, 16_384)]
+    ask = 17 * 2**30 + 131_072 * 2**15
+    svg = memory_chart([("q8_0", pts)], limit_bytes=int(22.5 * 2**30), max_context=None,
+                       context=131_072, ask_bytes=ask, size=NARROW, narrow=True)
+    cy = float(re.search(r'cy="([\d.]+)" r="5" class="ask"', svg).group(1))
+    y = float(re.search(r'y="([\d.]+)" text-anchor="(?:start|end)" class="ask-label"',
+                        svg).group(1))
+    assert y > cy  # below the point
+    # where nothing is in the way it stays above
+    svg = memory_chart([("q8_0", pts)], limit_bytes=80 * 2**30, max_context=None,
+                       context=131_072, ask_bytes=ask, size=NARROW, narrow=True)
+    cy = float(re.search(r'cy="([\d.]+)" r="5" class="ask"', svg).group(1))
+    y = float(re.search(r'y="([\d.]+)" text-anchor="(?:start|end)" class="ask-label"',
+                        svg).group(1))
+    assert y < cy
