@@ -283,6 +283,12 @@ APPEND_LAUNCH = {"tbq4": (64, 4), "tbq3": (64, 4), "fp8_pth": (64, 2), "q8_0": (
 #: against 43.8-44.5), tbq4 not (append-prefetch-tbq4-h200.json: 50.1 against 49.2-49.3 in
 #: its two stages)
 ROTATED_LAUNCH = {"tbq4": (3, 2, 168, False), "tbq3": (4, 1, 128, True)}
+#: the rotated formats whose 128-lane append takes the FMA search by lookup (codebook.cells, one
+#: comparison a value; the same bytes) at their launch with registers uncapped (v72,
+#: append-lookup-h200.json, three rounds in turns, K and V in one launch: tbq4 48.0–48.2 µs,
+#: 39.5% of read bandwidth, against 49.3–49.4 by the staircase at 168 registers; tbq3's lookup
+#: was slower, 51.9–52.2 against 41.9–42.0)
+LOOKUP = ("tbq4",)
 SELECTS_LAUNCH = (3, 1, 168, False)
 PAGED = ("f16", "bf16", "fp8_pth", "q8_0", "q4_0", "tbq4", "tbq3", "nvfp4")
 
@@ -572,6 +578,16 @@ GLUON_PER_SM_Q4 = 8
 #: 32k, 8 rows × 32,768: 23.3 against 22.1 µs; B=1 64k and B=2 32k, twice the work: 34.2 and
 #: 34.0 against 37.0 and 37.2)
 GLUON_LEAST_WORK = 8 * 32768
+#: q4_0 and q8_0 past these rows × tokens (v72), where v62's Gluon kernel (8 programs a
+#: multiprocessor, PIPE) beat the split kernel at every count timed, three rounds in turns,
+#: outputs identical (gluon-short-h200.json and gluon-short-rest-h200.json: q4_0 B=1 4k
+#: 6.6 µs against 7.1–7.4, B=1 8k 8.7 against 9.9–10.0, B=1 16k 11.2 against 13.9, B=1 32k
+#: 15.8 against 21.5–21.6, B=2 16k 16.0–16.1 against 22.0–22.1, B=8 4k 17.7–17.8 against
+#: 22.5–22.6; q8_0 B=1 16k 14.2 against 20.0–20.1, B=1 32k 22.8 against 32.1–32.2, B=2 16k
+#: 22.8–22.9 against 32.4–32.5):
+#: every q4_0 count, q8_0 from B=1 16k (below it not timed); tbq4 keeps GLUON_LEAST_WORK (its
+#: split kernel faster there: B=1 16k 19.2 against 23.2, B=1 32k 30.4–30.6 against 31.5)
+GLUON_LEAST_WORK_BY = {"q4_0": 0, "q8_0": 8 * 8192}
 #: the same for the nvfp4 form, whose split kernel takes longer: past 8 rows × 8,192 tokens
 #: (gluon-nvfp4-pipe-h200.json: B=1 16k 16.4 against 16.6–16.9 µs, B=2 8k 16.3 against 17.3,
 #: B=1 32k 21.0 against 25.9; B=1 8k 13.9 against 12.3, B=1 4k 11.9 against 8.7)
@@ -624,8 +640,8 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     tbq4 or tbq3, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16
     query heads, pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with
     ``faster_only``, was measured faster (more than GLUON_LEAST_WORK rows × tokens,
-    GLUON_LEAST_WORK_FP4 in nvfp4, GLUON_LEAST_WORK_TBQ3 in tbq3, GLUON_LEAST_WORK_16's for
-    groups of 9-16), else None. Groups of 9-16: GLUON_PER_SM_16. Else q4_0: GLUON_PER_SM_Q4;
+    GLUON_LEAST_WORK_FP4 in nvfp4, GLUON_LEAST_WORK_TBQ3 in tbq3, GLUON_LEAST_WORK_BY's in
+    q4_0 and q8_0, GLUON_LEAST_WORK_16's for groups of 9-16), else None. Groups of 9-16: GLUON_PER_SM_16. Else q4_0: GLUON_PER_SM_Q4;
     nvfp4: GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave of that many would make splits of
     GLUON_SHORT_SPLIT tokens or fewer; tbq4: GLUON_PER_SM_TBQ4; tbq3: GLUON_PER_SM_TBQ3; q8_0:
     GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else GLUON_PER_SM_Q8."""
@@ -640,7 +656,8 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         if faster_only and rows * max_len <= GLUON_LEAST_WORK_16[k_fmt]:
             return None
         return GLUON_PER_SM_16
-    least = {"nvfp4": GLUON_LEAST_WORK_FP4, "tbq3": GLUON_LEAST_WORK_TBQ3}
+    least = {"nvfp4": GLUON_LEAST_WORK_FP4, "tbq3": GLUON_LEAST_WORK_TBQ3,
+             **GLUON_LEAST_WORK_BY}
     if faster_only and rows * max_len <= least.get(k_fmt, GLUON_LEAST_WORK):
         return None
     if k_fmt == "q8_0":
@@ -909,7 +926,7 @@ class LayerCache:
                programs_per_sm: int | None = None, num_stages: int | None = None,
                max_registers: int | None = None, one_launch: bool = True,
                fma_search: bool = True, fma_bias: float | None = None,
-               prefetch: bool | None = None, lookup: bool = False) -> None:
+               prefetch: bool | None = None, lookup: bool | None = None) -> None:
         """k [n, kv_heads, head_dim], v [n, kv_heads, head_dim_v]: token i goes to (pages[i],
         offsets[i]). Quantize and write new tokens with the Triton append kernels (each side's format's
         APPEND_LAUNCH at head_dim 128, fewer rows for wider heads, so the rotation's operands
@@ -929,7 +946,8 @@ class LayerCache:
         with one comparison a value, its threshold found by the value's cell in a table
         (triton_ops._lookup, codebook.cells; the same bytes), at the same launch but with its
         registers uncapped unless ``max_registers`` (compiled for sm_90, tbq4 takes 140 a
-        thread and spills under any cap, even 232)."""
+        thread and spills under any cap, even 232); where not given, LOOKUP's formats take it
+        on 128-lane rows."""
         from .triton_ops import FMT_CODES, append_kernel, rotated_append_kernel
 
         torch = _torch()
@@ -987,7 +1005,8 @@ class LayerCache:
             rot = self._rotation(rows.dtype if exact else torch.float16,
                                  lanes=side.fmt == "tbq3")
             bias = codebook.staircase_bias(levels) if fma_bias is None else fma_bias
-            cells = self._cells(levels, bias) if lookup and fma_search else None
+            use = (side.fmt in LOOKUP and narrow) if lookup is None else lookup
+            cells = self._cells(levels, bias) if use and fma_search else None
             rotated_append_kernel[grid](
                 rows, xs[-1], pages, offsets, *first[:2], *second[:2], rot,
                 tab[f"th{levels}"], self._cent(side.fmt),

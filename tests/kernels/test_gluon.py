@@ -168,8 +168,10 @@ def test_gluon_tiles_addressed_without_division(compiled):
     ({"rows": 16, "max_len": 131072}, GLUON_PER_SM_Q4),  # B=2 128k
     ({"rows": 8, "max_len": 1 << 20}, GLUON_PER_SM_Q4),
     ({"rows": 512, "max_len": 32768}, GLUON_PER_SM_Q4),  # B=64 32k
-    ({"rows": 8, "max_len": 32768}, None),  # batch 1 at 32k: the split kernel was faster
-    ({"rows": 8, "max_len": 32768, "faster_only": False}, GLUON_PER_SM_Q4),
+    # batch 1 at 32k and below: faster than the split kernel too (gluon-short-h200.json)
+    ({"rows": 8, "max_len": 32768}, GLUON_PER_SM_Q4),
+    ({"rows": 8, "max_len": 4096}, GLUON_PER_SM_Q4),
+    ({"rows": 64, "max_len": 4096}, GLUON_PER_SM_Q4),  # B=8 4k
     ({"device_type": "cpu"}, None),
     ({"capability": (7, 5)}, None),
     ({"group": 32}, None),
@@ -184,8 +186,11 @@ def test_gluon_tiles_addressed_without_division(compiled):
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 65}, GLUON_PER_SM_Q8),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 128, "max_len": 131072}, GLUON_PER_SM_Q8),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 512}, GLUON_PER_SM_Q8),  # B=64
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768}, None),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768, "faster_only": False},
+    # from B=1 16k (gluon-short-h200.json); below it, not timed, the split kernel
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768}, GLUON_PER_SM_Q8_FEW),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 16384}, GLUON_PER_SM_Q8_FEW),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 8192}, None),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 8192, "faster_only": False},
      GLUON_PER_SM_Q8_FEW),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "group": 16, "faster_only": False}, None),
     ({"k_fmt": "q8_0", "v_fmt": "q4_0"}, None),
