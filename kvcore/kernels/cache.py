@@ -592,6 +592,12 @@ GLUON_LEAST_WORK_BY = {"q4_0": 0, "q8_0": 8 * 8192}
 #: (gluon-nvfp4-pipe-h200.json: B=1 16k 16.4 against 16.6–16.9 µs, B=2 8k 16.3 against 17.3,
 #: B=1 32k 21.0 against 25.9; B=1 8k 13.9 against 12.3, B=1 4k 11.9 against 8.7)
 GLUON_LEAST_WORK_FP4 = 8 * 8192
+#: nvfp4 over at most 8 rows and 32,768 tokens (B=1 16k–32k, 8 KV heads): 4 programs a
+#: multiprocessor, longer splits and fewer to merge (v72, short-programs-nvfp4-h200.json, three
+#: rounds in turns, outputs identical: B=1 16k 14.5 µs against 15.8–16.7 at 8, B=1 32k 20.4
+#: against 20.9–21.0; B=1 64k 32.6 against 29.3–29.5, so 8 past it; q4_0 kept 8 at every
+#: count, short-programs-q4_0-h200.json: 4 and 6 level or slower)
+GLUON_FEW_FP4 = (8, 32768, 4)
 #: the tbq4 form's programs a multiprocessor (213 registers under triton 3.6, so two a
 #: scheduler): within 1% of the best of 8 and 12, capped at 168 or not, at every shape timed
 #: (gluon-tbq4-h200.json: B=1 128k 82.9 µs against 96.5 by the split kernel, B=8 32k 150.4
@@ -668,6 +674,8 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         return GLUON_PER_SM_TBQ3
     if k_fmt == "q4_0":
         return GLUON_PER_SM_Q4
+    if rows <= GLUON_FEW_FP4[0] and max_len <= GLUON_FEW_FP4[1]:
+        return GLUON_FEW_FP4[2]
     short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_SHORT))[0] <= GLUON_SHORT_SPLIT
     return GLUON_PER_SM_SHORT if short else GLUON_PER_SM
 

@@ -200,7 +200,11 @@ def test_gluon_tiles_addressed_without_division(compiled):
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4"}, GLUON_PER_SM),  # B=8 32k
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 131072}, GLUON_PER_SM_SHORT),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 1 << 20}, GLUON_PER_SM),
-    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 32768}, GLUON_PER_SM_SHORT),
+    # B=1 16k–32k: 4 a multiprocessor (v72, short-programs-nvfp4-h200.json)
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 32768}, 4),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 16384}, 4),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 65536}, GLUON_PER_SM_SHORT),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 32768}, GLUON_PER_SM_SHORT),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 8192}, GLUON_PER_SM_SHORT),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 8192}, None),  # B=1 8k
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 4096}, None),
