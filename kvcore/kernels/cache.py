@@ -587,7 +587,7 @@ GLUON_LEAST_WORK = 8 * 32768
 #: 22.8–22.9 against 32.4–32.5):
 #: every q4_0 count, q8_0 from B=1 16k (below it not timed); tbq4 keeps GLUON_LEAST_WORK (its
 #: split kernel faster there: B=1 16k 19.2 against 23.2, B=1 32k 30.4–30.6 against 31.5)
-GLUON_LEAST_WORK_BY = {"q4_0": 0, "q8_0": 8 * 8192}
+GLUON_LEAST_WORK_Q4, GLUON_LEAST_WORK_Q8 = 0, 8 * 8192
 #: the same for the nvfp4 form, whose split kernel takes longer: past 8 rows × 8,192 tokens
 #: (gluon-nvfp4-pipe-h200.json: B=1 16k 16.4 against 16.6–16.9 µs, B=2 8k 16.3 against 17.3,
 #: B=1 32k 21.0 against 25.9; B=1 8k 13.9 against 12.3, B=1 4k 11.9 against 8.7)
@@ -646,11 +646,13 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     tbq4 or tbq3, or both in q8_0 with groups of at most 8, 128-lane heads, groups of at most 16
     query heads, pages of a multiple of its 32-token tiles, an sm_80+ GPU) and, with
     ``faster_only``, was measured faster (more than GLUON_LEAST_WORK rows × tokens,
-    GLUON_LEAST_WORK_FP4 in nvfp4, GLUON_LEAST_WORK_TBQ3 in tbq3, GLUON_LEAST_WORK_BY's in
-    q4_0 and q8_0, GLUON_LEAST_WORK_16's for groups of 9-16), else None. Groups of 9-16: GLUON_PER_SM_16. Else q4_0: GLUON_PER_SM_Q4;
-    nvfp4: GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave of that many would make splits of
-    GLUON_SHORT_SPLIT tokens or fewer; tbq4: GLUON_PER_SM_TBQ4; tbq3: GLUON_PER_SM_TBQ3; q8_0:
-    GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else GLUON_PER_SM_Q8."""
+    GLUON_LEAST_WORK_FP4 in nvfp4, GLUON_LEAST_WORK_TBQ3 in tbq3, GLUON_LEAST_WORK_Q4 and
+    GLUON_LEAST_WORK_Q8 in q4_0 and q8_0, GLUON_LEAST_WORK_16's for groups of 9-16), else
+    None. Groups of 9-16: GLUON_PER_SM_16. Else q4_0: GLUON_PER_SM_Q4; nvfp4: GLUON_FEW_FP4's
+    count over its few rows and tokens, else GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave
+    of that many would make splits of GLUON_SHORT_SPLIT tokens or fewer; tbq4:
+    GLUON_PER_SM_TBQ4; tbq3: GLUON_PER_SM_TBQ3; q8_0: GLUON_PER_SM_Q8_FEW over at most
+    GLUON_FEW_ROWS rows, else GLUON_PER_SM_Q8."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4"),
                               ("tbq4", "tbq4"), ("tbq3", "tbq3")):
         return None
@@ -663,7 +665,7 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
             return None
         return GLUON_PER_SM_16
     least = {"nvfp4": GLUON_LEAST_WORK_FP4, "tbq3": GLUON_LEAST_WORK_TBQ3,
-             **GLUON_LEAST_WORK_BY}
+             "q4_0": GLUON_LEAST_WORK_Q4, "q8_0": GLUON_LEAST_WORK_Q8}
     if faster_only and rows * max_len <= least.get(k_fmt, GLUON_LEAST_WORK):
         return None
     if k_fmt == "q8_0":
