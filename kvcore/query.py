@@ -512,7 +512,8 @@ def find_format(q: Query) -> list[dict[str, Any]]:
 def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     """What makes a plan that does not fit its card fit, changing one choice: the
     highest-precision KV format (K = V, find_format's first that fits this context and these
-    sequences), else, for vLLM with LoRA, the most adapter slots that fit (--max-loras), else,
+    sequences), else, for vLLM's or SGLang's LoRA, the most adapter slots that fit
+    (--max-loras), else,
     where no format's cache fits beside the weights, the largest weight
     format that fits with the plan's cache (find_weights), else the fewest more cards of the
     plan's kind (``gpus`` of ``gpu``: tensor parallel, llama.cpp's layers split, as
@@ -527,7 +528,7 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     # the change (the plan's option) and the row's name for it
     option, named = "kv", "format"
     if fit is None and q.settings.lora is not None:
-        slots = _fewer_slots(q)
+        slots = _fewer_slots(q, data)
         if slots is not None:
             return slots
     if fit is None and q.kv_budget_bytes is None:
@@ -542,15 +543,19 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
             **{k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality")}}
 
 
-def _fewer_slots(q: Query) -> dict[str, Any] | None:
-    """Where vLLM's LoRA slots crowd the cache out: the most adapter slots of the plan's rank
-    (fewer than it has) with which it fits (None where not even one does)."""
+def _fewer_slots(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
+    """Where LoRA slots crowd the cache out: the most adapter slots of the plan's rank (fewer
+    than ``data``, the plan's answer, has) with which it fits (None where not even one does)."""
     lora = q.settings.lora
     assert lora is not None
-    slots = answer(q)["engine_report"]["extra"]["lora"]["max_loras"]
+    slots = data["engine_report"]["extra"]["lora"]["max_loras"]
+    tried: dict[int, dict[str, Any]] = {}
 
     def trial(n: int) -> dict[str, Any]:
-        return answer(replace(q, settings=replace(q.settings, lora=replace(lora, slots=n))))
+        if n not in tried:
+            tried[n] = answer(replace(q, settings=replace(q.settings,
+                                                          lora=replace(lora, slots=n))))
+        return tried[n]
 
     if slots <= 1 or not trial(1)["fits"]:
         return None
