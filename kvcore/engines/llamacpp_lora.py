@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, KvplanError, shown
-from .llamacpp_offload import Block, gguf_blocks
+from .llamacpp_offload import BLOCK_TENSOR, Block, gguf_blocks
 
 __all__ = ["Adapter", "adapter_blocks", "add_blocks", "read_adapter"]
 
 _PAIR = re.compile(r"^(.*)\.lora_[ab]$")
-_BLK = re.compile(r"^blk\.(\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def adapter_blocks(adapters: tuple[Adapter, ...], n_layers: int
     tensors = [(name, n) for a in adapters for name, n in a.tensors]
     for a in adapters:
         last = max((int(hit.group(1)) for name, _ in a.tensors
-                    if (hit := _BLK.match(name)) is not None), default=-1)
+                    if (hit := BLOCK_TENSOR.match(name)) is not None), default=-1)
         if last >= n_layers:
             raise InputError(f"--lora {shown(a.name)} adapts block {last}, and the model has "
                              f"{n_layers} blocks (0 to {n_layers - 1}): an adapter of another "
@@ -87,7 +86,7 @@ def adapter_blocks(adapters: tuple[Adapter, ...], n_layers: int
     inp = sum(n for name, n in tensors if name.startswith("token_embd."))
     # the output layer and anything else outside the blocks go with the output layer
     out = sum(n for name, n in tensors
-              if not _BLK.match(name) and not name.startswith("token_embd."))
+              if not BLOCK_TENSOR.match(name) and not name.startswith("token_embd."))
     return blocks, out, inp
 
 

@@ -50,8 +50,8 @@ __all__ = ["DEFAULT_HOST_BANDWIDTH", "DEFAULT_HOST_LINK", "Block", "Placement", 
 
 #: routed experts' tensors as --cpu-moe's pattern names them (common.h LLM_FFN_EXPS_REGEX)
 EXPS = re.compile(r"ffn_(up|down|gate_up|gate)_(ch|)exps")
-#: a GGUF tensor's block number (``blk.12.ffn_up_exps.weight``)
-_BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
+#: a GGUF tensor's block number and the rest of its name (``blk.12.ffn_up_exps.weight``)
+BLOCK_TENSOR = re.compile(r"^blk\.(\d+)\.(.+)$")
 #: the FFN tensor families the layer fractions of --fit move: gate (gate_up, the router
 #: ffn_gate_inp and the shared experts' gate among them), up, down
 FAMILIES = ("gate", "up", "down")
@@ -109,7 +109,7 @@ def gguf_blocks(tensors: Iterable[tuple[str, int]], n_layers: int) -> tuple[Bloc
     past ``n_layers`` are not the decoder's)."""
     parts = [_empty() for _ in range(n_layers)]
     for name, n in tensors:
-        m = _BLK.match(name)
+        m = BLOCK_TENSOR.match(name)
         if m is None or int(m.group(1)) >= n_layers:
             continue
         rest = m.group(2)

@@ -27,7 +27,7 @@ from ..errors import InputError
 from ..model import LayerKind, ModelSpec
 from ..parallel import Parallel
 from .lora import LoRA
-from .vllm_lora import DTYPE_BYTES, kv_heads_by_layer, layer_of, module_values
+from .vllm_lora import DTYPE_BYTES, check_lora, kv_heads_by_layer, layer_of, module_values
 
 __all__ = ["DEFAULT_SLOTS", "for_sglang", "sglang_lora_bytes"]
 
@@ -82,10 +82,7 @@ def for_sglang(lora: LoRA, spec: ModelSpec, parallel: Parallel) -> LoRA:
         raise InputError(f"kvplan sizes SGLang's LoRA pool for dense attention models; this "
                          f"one has {what}, whose buffers SGLang shapes per model class: plan "
                          "it under vLLM (--engine vllm), or without LoRA", field="enable_lora")
-    if not any(m.matrices for m in spec.params.modules):
-        raise InputError(f"kvplan has no list of {spec.model_type}'s linear layers, so it "
-                         "cannot size SGLang's LoRA pool for it: plan without LoRA",
-                         field="enable_lora")
+    check_lora(spec, "SGLang's LoRA pool")
     if parallel.pp > 1:
         raise InputError("kvplan does not size SGLang's LoRA pool under pipeline parallelism: "
                          "plan it with tensor parallelism", field="enable_lora")

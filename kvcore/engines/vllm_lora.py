@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import InputError
+from ..gguf_mix import MODULE_LAYER
 from ..model import ModelSpec, Module
 from ..parallel import Parallel, stage_layers
 from .lora import LoRA
@@ -87,10 +88,8 @@ def _targeted(name: str, lora: LoRA) -> bool:
 
 def layer_of(m: Module) -> int | None:
     """The decoder layer a module belongs to (None: outside the layers)."""
-    parts = m.names[0].split(".")
-    if len(parts) > 1 and parts[0] == "layers" and parts[1].isdigit():
-        return int(parts[1])
-    return None
+    hit = MODULE_LAYER.search(m.names[0])
+    return int(hit.group(1)) if hit else None
 
 
 def module_values(m: Module, tp: int, *, kv_heads: int = 0, fully_sharded: bool = False,
@@ -128,11 +127,12 @@ def _dims(m: Module, name: str) -> tuple[int, int]:
     return total, m.matrices * width_in if name in ROW_PARALLEL else m.rows
 
 
-def check_lora(spec: ModelSpec) -> None:
-    """Refuse LoRA for a model whose linear modules kvplan does not list."""
+def check_lora(spec: ModelSpec, what: str = "vLLM's LoRA slots") -> None:
+    """Refuse LoRA for a model whose linear modules kvplan does not list (``what``: the
+    engine's buffers, as the message names them)."""
     if not any(m.matrices for m in spec.params.modules):
         raise InputError(f"kvplan has no list of {spec.model_type}'s linear layers, so it "
-                         "cannot size vLLM's LoRA slots for it: plan without --enable-lora",
+                         f"cannot size {what} for it: plan without --enable-lora",
                          field="enable_lora")
 
 
@@ -188,10 +188,12 @@ def lora_note(spec: ModelSpec, lora: LoRA, per_rank: int, tp: int = 1,
     slot at its full rank)."""
     from ..units import format_bytes
 
+    experts = (any(m.role == "experts" for m in spec.params.modules)
+               and _targeted("experts", lora))
     wrapped = "the targeted linear layers" if lora.targets else "every linear layer"
     if spec.model_type in EMBEDDING_TYPES:
         wrapped += ", the embedding and the lm_head"
-    if any(m.role == "experts" for m in spec.params.modules) and _targeted("experts", lora):
+    if experts:
         wrapped += " and each routed expert"
     return (f"--enable-lora: {lora.slots} adapter slot{'s' if lora.slots != 1 else ''} of rank "
             f"{lora.rank} in 16 bits on {wrapped}, {format_bytes(per_rank)} a card, allocated "
@@ -199,17 +201,15 @@ def lora_note(spec: ModelSpec, lora: LoRA, per_rank: int, tp: int = 1,
             "--lora-target-modules, makes it smaller"
             + ("; --fully-sharded-loras splits it over tensor parallelism"
                if tp > 1 and not lora.fully_sharded else "") + ")"
-            + _read_note(spec, lora, per_rank, weights_per_rank))
+            + _read_note(lora, per_rank, weights_per_rank, experts))
 
 
-def _read_note(spec: ModelSpec, lora: LoRA, per_rank: int, weights_per_rank: int) -> str:
+def _read_note(lora: LoRA, per_rank: int, weights_per_rank: int, experts: bool) -> str:
     from ..units import format_bytes
 
     slot = per_rank // (lora.slots or 1)
     share = (f" ({100 * slot / weights_per_rank:.1f}% of the weights a card)"
              if weights_per_rank else "")
-    experts = (", a MoE its routed experts' share of it"
-               if any(m.role == "experts" for m in spec.params.modules)
-               and _targeted("experts", lora) else "")
+    routed = ", a MoE its routed experts' share of it" if experts else ""
     return (f"; the decode estimate leaves out the adapters' reads: each adapter in a batch "
-            f"reads up to its slot every step, {format_bytes(slot, 1)}{share}{experts}")
+            f"reads up to its slot every step, {format_bytes(slot, 1)}{share}{routed}")
