@@ -54,6 +54,8 @@ LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequence
                  "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": "",
                  "lora_target_modules": ""}
 FIELDS = tuple(DEFAULTS)
+#: the form's LoRA fields: any of them given turns --enable-lora on
+LORA_FIELDS = ("max_loras", "max_lora_rank", "lora_target_modules")
 #: what a link may name: the form's fields, the API's one format for K and V, and a launch
 #: command
 LINK_FIELDS = (*FIELDS, "kv", "command")
@@ -178,8 +180,7 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
                      for k in LINK_DEFAULTS if k in fields})
         if "kv" in fields:
             form["kv_k"] = form["kv_v"] = str(fields["kv"])
-        if fields.get("enable_lora") and not any(
-                k in fields for k in ("max_loras", "max_lora_rank", "lora_target_modules")):
+        if fields.get("enable_lora") and not any(k in fields for k in LORA_FIELDS):
             # LoRA on at the engine's defaults (vLLM's one slot): the form says so with it
             form["max_loras"] = "1"
         form["weights"] = str(fields.get("weights", "auto"))
@@ -260,8 +261,7 @@ def _placement(form: dict[str, str]) -> EngineSettings:
         cache_ram_mib=(-1 if form["cache_ram"].strip() == "-1"
                        else _whole(form, "cache_ram", "MiB (or -1: no limit)")),
         ctx_checkpoints=_whole(form, "ctx_checkpoints", "checkpoints a slot"),
-        lora=lora_from(any(form[k].strip() for k in ("max_loras", "max_lora_rank",
-                                                     "lora_target_modules")),
+        lora=lora_from(any(form[k].strip() for k in LORA_FIELDS),
                        _whole(form, "max_loras", "adapter slots"),
                        _whole(form, "max_lora_rank", "rank"),
                        targets=form["lora_target_modules"].strip() or None))
@@ -305,7 +305,7 @@ def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None
     if fields.get("n_cpu_moe", "").strip().lower() == "all":
         del fields["n_cpu_moe"]
         fields["cpu_moe"] = "true"
-    if any(k in fields for k in ("max_loras", "max_lora_rank", "lora_target_modules")):
+    if any(k in fields for k in LORA_FIELDS):
         fields["enable_lora"] = "true"
     return "/api/v1/plan?" + urlencode(fields)
 
