@@ -1584,17 +1584,13 @@ def _count_params(
             elif shared_mlp and mt in GEMMA4_TYPES:
                 # Gemma 4's dense MLP beside its experts
                 record(i, mlp_parts(shared_inter))
-            elif shared_mlp and mt in HUNYUAN_TYPES:
+            elif shared_mlp:
                 # HunYuan's checkpoints name it mlp.shared_mlp (vLLM hunyuan_v1.py
                 # HunYuanSparseMoeBlock), which quantization exclusion lists then name
-                record(i, [_Part(mlp_block, "shared_mlp", shared_mlp,
-                                 (mats - 1) * shared_inter + hidden, matrices=mats,
-                                 lora_dims=(mats * (hidden + shared_inter),
-                                            mats * shared_inter))])
-            elif shared_mlp:
-                record(i, [_Part(mlp_block, "shared_experts", shared_mlp,
-                                 (mats - 1) * shared_inter + hidden, matrices=mats,
-                                 alias="shared_expert",
+                hunyuan_name = mt in HUNYUAN_TYPES
+                record(i, [_Part(mlp_block, "shared_mlp" if hunyuan_name else "shared_experts",
+                                 shared_mlp, (mats - 1) * shared_inter + hidden, matrices=mats,
+                                 alias="" if hunyuan_name else "shared_expert",
                                  lora_dims=(mats * (hidden + shared_inter),
                                             mats * shared_inter))])
             if latent_proj:
