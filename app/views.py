@@ -153,15 +153,7 @@ def plan_view(q: Query) -> dict[str, Any]:
                        if data["fits"] is False and data.get("binding") else None)
     fix = to_fit(q, data)
     view["to_fit"] = f"To fit: {to_fit_text(fix)}." if fix else None
-    # the form's fields that make the change (pages link the line to the plan with them)
-    # (fewer LoRA slots: a link only where the form holds the plan's LoRA settings whole)
-    lora = q.settings.lora
-    view["to_fit_fields"] = (None if not fix or ("max_loras" in fix and lora is not None and (
-                                 lora.targets or lora.fully_sharded)) else
-                             {"max_loras": str(fix["max_loras"])} if "max_loras" in fix else
-                             {"kv_k": fix["kv"], "kv_v": fix["kv"]} if "kv" in fix else
-                             {"weights": fix["weights"]} if "weights" in fix else
-                             {"gpu": fix["gpu"], "gpus": str(fix["gpus"])})
+    view["to_fit_fields"] = _to_fit_fields(q, fix)
     if data.get("engine_report"):
         from .cli import render_engine
 
@@ -180,6 +172,24 @@ def plan_view(q: Query) -> dict[str, Any]:
         view["weight_rows"] = _weight_rows(q, data)
         view["weight_host"] = any("host_fit" in r for r in view["weight_rows"])
     return view
+
+
+def _to_fit_fields(q: Query, fix: dict[str, Any] | None) -> dict[str, str] | None:
+    """The form's fields that make the "to fit" change (pages link the line to the plan with
+    them); None where there is none, or where fewer LoRA slots are the change but the form
+    cannot hold the plan's other LoRA settings (target modules, fully sharded)."""
+    if not fix:
+        return None
+    if "max_loras" in fix:
+        lora = q.settings.lora
+        if lora is not None and (lora.targets or lora.fully_sharded):
+            return None
+        return {"max_loras": str(fix["max_loras"])}
+    if "kv" in fix:
+        return {"kv_k": fix["kv"], "kv_v": fix["kv"]}
+    if "weights" in fix:
+        return {"weights": fix["weights"]}
+    return {"gpu": fix["gpu"], "gpus": str(fix["gpus"])}
 
 
 def _card_rows(q: Query) -> list[dict[str, Any]]:
