@@ -48,7 +48,8 @@ class UnsupportedFormat(InputError):
 
 
 #: a setting's name as the CLI and the API spell it, where it differs from EngineSettings'
-SETTING_NAMES = {"lora": "enable_lora", "lora_adapters": "lora", "n_ubatch": "ubatch", "flash_attn": "no_flash_attn", "offload_bytes": "offload",
+SETTING_NAMES = {"lora": "enable_lora", "lora_adapters": "lora", "n_ubatch": "ubatch",
+                 "flash_attn": "no_flash_attn", "offload_bytes": "offload",
                  "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
                  "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link",
