@@ -648,7 +648,18 @@ _VLLM = (
 )
 
 #: the flags that size vLLM's LoRA slots, which it reads only with --enable-lora
-_VLLM_LORA = ("max_loras", "max_lora_rank", "fully_sharded_loras", "lora_target_modules")
+_VLLM_LORA = {"max_loras": "--max-loras", "max_lora_rank": "--max-lora-rank",
+              "fully_sharded_loras": "--fully-sharded-loras",
+              "lora_target_modules": "--lora-target-modules"}
+
+
+def _lora_flags_unread(r: _Reader, flags: dict[str, str], also: list[str]) -> str:
+    """With LoRA off, the LoRA flags a command gave (``flags``: field → flag; ``also``: flags
+    read aside), dropped from its fields: named for a note, "" where none was given."""
+    unread = [k for k in flags if k in r.set]
+    for k in unread:
+        r.set.pop(k)
+    return ", ".join([flags[k] for k in unread] + also)
 
 
 def _vllm_finish(r: _Reader) -> None:
@@ -659,13 +670,9 @@ def _vllm_finish(r: _Reader) -> None:
         r.launch.model = r.seen["model"]
     _vllm_towers(r)
     if not r.set.get("enable_lora"):
-        unread = [k for k in _VLLM_LORA if k in r.set]
-        for k in unread:
-            r.set.pop(k)
-        if unread or "lora_modules" in r.seen:
-            flags = ", ".join("--" + k.replace("_", "-") for k in unread)
-            if "lora_modules" in r.seen:
-                flags += (", " if flags else "") + "--lora-modules"
+        flags = _lora_flags_unread(r, _VLLM_LORA,
+                                   ["--lora-modules"] if "lora_modules" in r.seen else [])
+        if flags:
             r.note(f"{flags}: LoRA is off without --enable-lora, so vLLM allocates no adapter "
                    "slots; planned without them")
     elif "lora_modules" in r.seen:
@@ -768,13 +775,10 @@ def _sglang_finish(r: _Reader) -> None:
                "where --max-lora-rank and --lora-target-modules do not give them; kvplan "
                "reads neither adapter, so it plans with the flags given")
     if not r.set.get("enable_lora"):
-        unread = [k for k in _SGLANG_LORA if k in r.set]
-        for k in unread:
-            r.set.pop(k)
-        if unread:
-            r.note(", ".join(_SGLANG_LORA[k] for k in unread) + ": LoRA is off without "
-                   "--enable-lora or --lora-paths, so SGLang allocates no LoRA pool; planned "
-                   "without one")
+        flags = _lora_flags_unread(r, _SGLANG_LORA, [])
+        if flags:
+            r.note(f"{flags}: LoRA is off without --enable-lora or --lora-paths, so SGLang "
+                   "allocates no LoRA pool; planned without one")
     _server_finish(r, "--context-length", "--max-running-requests", "SGLang")
 
 
