@@ -497,9 +497,9 @@ def gib_bytes(value: float | str | None, field: str) -> int:
 
 def to_fit_text(fix: dict[str, Any]) -> str:
     """The "to fit" line of a plan that does not fit (kvcore.query.to_fit)."""
-    what = (f"--kv {fix['kv']}" if "kv" in fix else f"--weights {fix['weights']}"
-            if "weights" in fix else f"--max-loras {fix['max_loras']}" if "max_loras" in fix
-            else f"--gpu {fix['gpus']}x{fix['gpu']}")
+    what = next((f"{flag} {fix[key]}" for key, flag in
+                 (("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"))
+                 if key in fix), f"--gpu {fix.get('gpus')}x{fix.get('gpu')}")
     rate = fix.get("tokens_per_s_per_sequence")
     speed = f", ≈ {rate:,.1f} tokens/s per sequence" if rate else ""
     quality = f"; {fix['quality']}" if fix.get("quality") else ""
