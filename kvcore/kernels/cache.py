@@ -585,13 +585,22 @@ GLUON_LEAST_WORK = 8 * 32768
 #: 15.8 against 21.5–21.6, B=2 16k 16.0–16.1 against 22.0–22.1, B=8 4k 17.7–17.8 against
 #: 22.5–22.6; q8_0 B=1 16k 14.2 against 20.0–20.1, B=1 32k 22.8 against 32.1–32.2, B=2 16k
 #: 22.8–22.9 against 32.4–32.5):
-#: every q4_0 count, q8_0 from B=1 16k (below it not timed); tbq4 keeps GLUON_LEAST_WORK (its
-#: split kernel faster there: B=1 16k 19.2 against 23.2, B=1 32k 30.4–30.6 against 31.5)
-GLUON_LEAST_WORK_Q4, GLUON_LEAST_WORK_Q8 = 0, 8 * 8192
+#: every q4_0 count, q8_0 from B=1 16k; below it (v73, short-q8_0-h200.json) q8_0 too: B=1 2k
+#: 6.1 µs against 7.8–8.1, 4k 7.7–7.8 against 10.2–10.3, 8k 9.9 against 14.1, B=2 4k 9.9
+#: against 14.4; tbq4 keeps GLUON_LEAST_WORK (its split kernel faster there: B=1 16k 19.2
+#: against 23.2, B=1 32k 30.4–30.6 against 31.5; short-tbq4-h200.json, v73: B=1 4k 11.0–11.2
+#: against 16.6–16.7 at 8 and 15.4–15.7 at 4, B=1 32k 30.7–30.8 against 31.9–32.0 and
+#: 31.5–31.6, B=2 8k 20.0–20.1 against 23.8 and 22.2–22.4)
+GLUON_LEAST_WORK_Q4, GLUON_LEAST_WORK_Q8 = 0, 0
 #: the same for the nvfp4 form, whose split kernel takes longer: past 8 rows × 8,192 tokens
 #: (gluon-nvfp4-pipe-h200.json: B=1 16k 16.4 against 16.6–16.9 µs, B=2 8k 16.3 against 17.3,
 #: B=1 32k 21.0 against 25.9; B=1 8k 13.9 against 12.3, B=1 4k 11.9 against 8.7)
 GLUON_LEAST_WORK_FP4 = 8 * 8192
+#: where GLUON_FEW_FP4's 4 programs a multiprocessor apply (at most 8 rows), from less work
+#: (v73, short-nvfp4-h200.json, three rounds in turns, outputs identical: B=1 8k 11.3–11.4 µs
+#: against 12.4–12.5 by the split kernel; B=1 4k 10.2 against 8.8, B=1 2k 8.6 against 7.1–7.4;
+#: over 16 rows the split kernel stays faster at the same work, B=2 4k 12.8 against 14.1)
+GLUON_LEAST_WORK_FP4_FEW = 8 * 4096
 #: nvfp4 over at most 8 rows and 32,768 tokens (B=1 16k–32k, 8 KV heads): 4 programs a
 #: multiprocessor, longer splits and fewer to merge (v72, short-programs-nvfp4-h200.json, three
 #: rounds in turns, outputs identical: B=1 16k 14.5 µs against 15.8–16.7 at 8, B=1 32k 20.4
@@ -609,10 +618,20 @@ GLUON_PER_SM_TBQ4 = 8
 #: (gluon-tbq3-h200.json: B=1 128k 75.1 µs at 8, 74.5–75.7 at 12, 120.2 by the split kernel;
 #: B=1 32k 29.8 against 31.0; B=8 128k 490.2 against 487.8)
 GLUON_PER_SM_TBQ3 = 8
-#: the tbq3 form past 8 rows × 16,384 tokens (gluon-tbq3-h200.json: B=1 16k 22.3–22.6 µs
-#: against 22.3–22.4 by the split kernel, B=2 16k 29.6 against 36.3, B=1 32k 29.8 against
-#: 36.2; B=1 8k 19.1 against 15.3)
-GLUON_LEAST_WORK_TBQ3 = 8 * 16384
+#: the tbq3 form past 8 rows × 16,384 tokens; over at most GLUON_FEW_TBQ3[0] rows (measured to
+#: 32) past 8 × 8,192 (GLUON_LEAST_WORK_TBQ3_FEW), at 4 programs a multiprocessor up to 8 ×
+#: 32,768 (v73, three rounds in turns, outputs identical; short-tbq3-h200.json: B=1
+#: 16k 20.9–21.2 µs at 4 against 22.4–22.5 by the split kernel and 22.3–22.4 at 8, B=2 8k
+#: 20.8–21.2 against 22.9–23.0 and 21.7–21.8; B=1 8k 16.8 at 4 against 15.2–15.3 split, B=1 4k
+#: 14.8–15.1 against 11.3–11.6; few-tbq3-h200.json: B=4 8k 29.5–29.6 against 30.3 at 8, B=1
+#: 32k 29.0–29.2 against 29.6–29.7, B=2 16k 28.8–28.9 against 29.2–29.3; B=1 64k 45.8–45.9
+#: against 43.9–44.2 and B=2 32k 45.4–45.6 against 43.6–43.8, so 8 past it). Before v73 past
+#: 8 × 16,384 at 8 (gluon-tbq3-h200.json: B=1 16k 22.3–22.6 µs against 22.3–22.4 by the split
+#: kernel, B=2 16k 29.6 against 36.3, B=1 32k 29.8 against 36.2; B=1 8k 19.1 against 15.3).
+#: tbq4 at 4 was slower than at 8 from 8 × 65,536 (few-tbq4-h200.json: B=1 64k 50.2–50.3
+#: against 47.9–49.0, B=1 128k 85.7–86.2 against 82.5–83.0) and keeps 8.
+GLUON_LEAST_WORK_TBQ3, GLUON_LEAST_WORK_TBQ3_FEW = 8 * 16384, 8 * 8192
+GLUON_FEW_TBQ3 = (32, 8 * 32768, 4)
 #: groups of 9-16 query heads a KV head (the 16-column forms: q4_0's scaled as unpacked, no
 #: PIPE, 207-243 registers uncapped): 8 programs a multiprocessor, faster than 12 at every
 #: shape, past these rows × tokens (gluon-group16-*-h200.json, 64/4 heads: at 16 × 32,768 the
@@ -651,8 +670,10 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     None. Groups of 9-16: GLUON_PER_SM_16. Else q4_0: GLUON_PER_SM_Q4; nvfp4: GLUON_FEW_FP4's
     count over its few rows and tokens, else GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave
     of that many would make splits of GLUON_SHORT_SPLIT tokens or fewer; tbq4:
-    GLUON_PER_SM_TBQ4; tbq3: GLUON_PER_SM_TBQ3; q8_0: GLUON_PER_SM_Q8_FEW over at most
-    GLUON_FEW_ROWS rows, else GLUON_PER_SM_Q8."""
+    GLUON_PER_SM_TBQ4; tbq3: GLUON_FEW_TBQ3's count over its few rows up to its rows ×
+    tokens (and from GLUON_LEAST_WORK_TBQ3_FEW over them), else GLUON_PER_SM_TBQ3; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
+    GLUON_PER_SM_Q8. nvfp4 over GLUON_FEW_FP4's few rows and tokens takes it past
+    GLUON_LEAST_WORK_FP4_FEW."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4"),
                               ("tbq4", "tbq4"), ("tbq3", "tbq3")):
         return None
@@ -664,7 +685,10 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         if faster_only and rows * max_len <= GLUON_LEAST_WORK_16[k_fmt]:
             return None
         return GLUON_PER_SM_16
-    least = {"nvfp4": GLUON_LEAST_WORK_FP4, "tbq3": GLUON_LEAST_WORK_TBQ3,
+    few_fp4 = k_fmt == "nvfp4" and rows <= GLUON_FEW_FP4[0] and max_len <= GLUON_FEW_FP4[1]
+    few_tbq3 = rows <= GLUON_FEW_TBQ3[0]
+    least = {"nvfp4": GLUON_LEAST_WORK_FP4_FEW if few_fp4 else GLUON_LEAST_WORK_FP4,
+             "tbq3": GLUON_LEAST_WORK_TBQ3_FEW if few_tbq3 else GLUON_LEAST_WORK_TBQ3,
              "q4_0": GLUON_LEAST_WORK_Q4, "q8_0": GLUON_LEAST_WORK_Q8}
     if faster_only and rows * max_len <= least.get(k_fmt, GLUON_LEAST_WORK):
         return None
@@ -673,10 +697,11 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     if k_fmt == "tbq4":
         return GLUON_PER_SM_TBQ4
     if k_fmt == "tbq3":
-        return GLUON_PER_SM_TBQ3
+        few = few_tbq3 and rows * max_len <= GLUON_FEW_TBQ3[1]
+        return GLUON_FEW_TBQ3[2] if few else GLUON_PER_SM_TBQ3
     if k_fmt == "q4_0":
         return GLUON_PER_SM_Q4
-    if rows <= GLUON_FEW_FP4[0] and max_len <= GLUON_FEW_FP4[1]:
+    if few_fp4:
         return GLUON_FEW_FP4[2]
     short = tiled_splits(max_len, wave_splits(rows, GLUON_PER_SM_SHORT))[0] <= GLUON_SHORT_SPLIT
     return GLUON_PER_SM_SHORT if short else GLUON_PER_SM

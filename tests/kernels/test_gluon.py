@@ -186,10 +186,12 @@ def test_gluon_tiles_addressed_without_division(compiled):
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 65}, GLUON_PER_SM_Q8),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 128, "max_len": 131072}, GLUON_PER_SM_Q8),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 512}, GLUON_PER_SM_Q8),  # B=64
-    # from B=1 16k (gluon-short-h200.json); below it, not timed, the split kernel
+    # at every count (gluon-short-h200.json from B=1 16k, short-q8_0-h200.json below it)
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 32768}, GLUON_PER_SM_Q8_FEW),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 16384}, GLUON_PER_SM_Q8_FEW),
-    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 8192}, None),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 8192}, GLUON_PER_SM_Q8_FEW),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 2048}, GLUON_PER_SM_Q8_FEW),
+    ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 16, "max_len": 4096}, GLUON_PER_SM_Q8_FEW),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "rows": 8, "max_len": 8192, "faster_only": False},
      GLUON_PER_SM_Q8_FEW),
     ({"k_fmt": "q8_0", "v_fmt": "q8_0", "group": 16, "faster_only": False}, None),
@@ -206,8 +208,12 @@ def test_gluon_tiles_addressed_without_division(compiled):
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 65536}, GLUON_PER_SM_SHORT),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 32768}, GLUON_PER_SM_SHORT),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 8192}, GLUON_PER_SM_SHORT),
-    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 8192}, None),  # B=1 8k
+    # B=1 8k at 4 too (v73, short-nvfp4-h200.json); B=1 4k and B=2 4k the split kernel
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 8192}, 4),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 4096}, None),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 4096}, None),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 4096, "faster_only": False},
+     4),
     ({"k_fmt": "nvfp4", "v_fmt": "q4_0"}, None),
     ({"k_fmt": "q4_0", "v_fmt": "nvfp4"}, None),
     # tbq4: 8 a multiprocessor past q4_0's least work (B=1 32k: the split kernel)
@@ -216,14 +222,20 @@ def test_gluon_tiles_addressed_without_division(compiled):
     ({"k_fmt": "tbq4", "v_fmt": "tbq4", "rows": 512, "max_len": 1 << 20}, GLUON_PER_SM_TBQ4),
     ({"k_fmt": "tbq4", "v_fmt": "tbq4", "rows": 8, "max_len": 32768}, None),
     ({"k_fmt": "tbq4", "v_fmt": "tbq3"}, None),
-    # tbq3: 8 a multiprocessor past 8 rows × 16,384 tokens (B=1 16k: a tie)
+    # tbq3: 8 a multiprocessor past 8 rows × 16,384 tokens; over at most 32 rows from 8 ×
+    # 8,192, at 4 up to 8 × 32,768 (v73, short-tbq3-h200.json, few-tbq3-h200.json)
     ({"k_fmt": "tbq3", "v_fmt": "tbq3"}, GLUON_PER_SM_TBQ3),
-    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 32768}, GLUON_PER_SM_TBQ3),
-    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 16, "max_len": 16384}, GLUON_PER_SM_TBQ3),
-    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 16384}, None),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 32768}, 4),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 16, "max_len": 16384}, 4),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 32, "max_len": 8192}, 4),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 16384}, 4),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 16, "max_len": 8192}, 4),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 65536}, GLUON_PER_SM_TBQ3),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 16, "max_len": 32768}, GLUON_PER_SM_TBQ3),
     ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 8192}, None),
-    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 8192, "faster_only": False},
-     GLUON_PER_SM_TBQ3),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 64, "max_len": 2048}, None),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 64, "max_len": 4096}, GLUON_PER_SM_TBQ3),
+    ({"k_fmt": "tbq3", "v_fmt": "tbq3", "rows": 8, "max_len": 8192, "faster_only": False}, 4),
     ({"k_fmt": "tbq3", "v_fmt": "tbq4"}, None),
     ({"k_fmt": "tbq3", "v_fmt": "tbq3", "head_dim": 96}, None),
     # groups of 9-16: the 16-column forms, 8 a multiprocessor past each format's least work
