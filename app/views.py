@@ -177,12 +177,13 @@ def plan_view(q: Query) -> dict[str, Any]:
 def _to_fit_fields(q: Query, fix: dict[str, Any] | None) -> dict[str, str] | None:
     """The form's fields that make the "to fit" change (pages link the line to the plan with
     them); None where there is none, or where fewer LoRA slots are the change but the form
-    cannot hold the plan's other LoRA settings (target modules, fully sharded)."""
+    cannot hold the plan's other LoRA settings (--fully-sharded-loras; its target modules
+    it holds)."""
     if not fix:
         return None
     if "max_loras" in fix:
         lora = q.settings.lora
-        if lora is not None and (lora.targets or lora.fully_sharded):
+        if lora is not None and lora.fully_sharded:
             return None
         return {"max_loras": str(fix["max_loras"])}
     if "kv" in fix:

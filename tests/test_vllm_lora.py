@@ -309,6 +309,23 @@ def test_the_form_plans_lora_slots_and_links_the_slots_that_fit(client):
     assert "max_loras=16&amp;max_lora_rank=256&amp;enable_lora=true" in r.text
 
 
+def test_the_slots_that_fit_keep_the_plans_target_modules(client):
+    form = {"model": "llama-3.1-8b", "gpu": "4090", "context": "32k", "engine": "vllm",
+            "max_loras": "16", "max_lora_rank": "256", "lora_target_modules": "qkv_proj,o_proj"}
+    r = client.get("/", params=form)
+    assert r.status_code == 200
+    line = r.text.split('id="to-fit">', 1)[1].split("</p>", 1)[0]
+    assert "To fit: --max-loras" in line
+    href = line.split('href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    assert "lora_target_modules=qkv_proj%2Co_proj" in href
+    k = int(href.split("max_loras=", 1)[1].split("&", 1)[0])
+    # the linked plan is the one the line names: the same targets, k slots, and it fits
+    again = client.get(href)
+    assert f"LoRA slots ({k} × rank 256)" in again.text and 'id="to-fit"' not in again.text
+    wider = client.get("/", params={**form, "lora_target_modules": "", "max_loras": str(k)})
+    assert wider.text.count("LoRA slots") and 'id="to-fit"' in wider.text
+
+
 @pytest.mark.parametrize(("fields", "field", "text"), [
     ({"engine": "vllm", "max_lora_rank": "24"}, "max_lora_rank", "one of vLLM&#39;s ranks"),
     ({"engine": "vllm", "max_loras": "two"}, "max_loras", "whole number"),
