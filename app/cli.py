@@ -603,6 +603,15 @@ def render_engine(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _state_width(g: dict[str, Any], sequences: int) -> str:
+    """", f32" (16-bit, 8-bit) where a state row's bytes are one width a value (a raw plan's
+    --state-dtype); empty where they are not (an engine keeping parts in different widths)."""
+    values = g["layers"] * sequences * (g.get("state_values") or 0)
+    if not values or g["state_bytes"] % values:
+        return ""
+    return {4: ", f32", 2: ", 16-bit", 1: ", 8-bit"}.get(g["state_bytes"] // values, "")
+
+
 def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
     """The plan as the CLI prints it; ``card_line`` (a plan given no card: the smallest card
     that fits) after the verdict, before the notes."""
@@ -619,7 +628,8 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
     for g in data["breakdown"]:
         if g["state_bytes"]:
             rows.append([f"state ({g['kind']})", format_bytes(g["state_bytes"], 2),
-                         g["description"] + f" per layer, × {sequences}"])
+                         g["description"] + f" per layer, × {sequences}"
+                         + _state_width(g, data["sequences"])])
             continue
         detail = g["description"] + f"; {format_quantity(g['tokens_per_sequence'], 'token')} each"
         kind = g["kind"] + (", MTP" if g["mtp"] else "")
@@ -636,8 +646,10 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
         # window adds only the full layers' rows
         rate = (f"{format_bytes(data['marginal_bytes_per_token'], 3)}/token past the windows "
                 f"({format_bytes(data['bytes_per_token'], 3)} within)")
+    state = (f" + state {format_bytes(data['state_bytes'], 2)}"
+             if data.get("state_bytes") else "")
     rows.append(["total", format_bytes(data["total_bytes"], 2),
-                 f"KV {format_bytes(data['kv_bytes'], 2)} ({kv}), {rate}"])
+                 f"KV {format_bytes(data['kv_bytes'], 2)} ({kv}){state}, {rate}"])
     out = [head, _table(rows, right=(1,)), ""]
     tokens = format_quantity(data["context"], "token")
     ctx = f"{tokens} × {sequences}"

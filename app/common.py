@@ -415,10 +415,18 @@ def decode_text(data: dict[str, Any]) -> str | None:
         where = _bound_where(data, d.get("bound") or "bandwidth")
     text = (f"≈ {rate_text(d['tokens_per_s_per_sequence'])} tokens/s per sequence "
             f"({rate_text(d['tokens_per_s_total'])} total) at full context, {where}; "
-            f"KV is {d['kv_share'] * 100:.0f}% of bytes read"
+            f"{_cache_read(data)} {d['kv_share'] * 100:.0f}% of bytes read"
             + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else "")
             + _experts_text(d.get("expert_share"), data["sequences"]))
     return text + (" (if it fit)" if data["fits"] is False else "")
+
+
+def _cache_read(data: dict[str, Any]) -> str:
+    """What a decode step's cache share counts: "KV is", "KV and state are" (a hybrid's
+    recurrent state, read and written each step) or "state is" (a model of state alone)."""
+    if not data.get("state_bytes"):
+        return "KV is"
+    return "KV and state are" if data.get("kv_bytes") else "state is"
 
 
 def prefill_text(data: dict[str, Any]) -> str | None:
@@ -461,6 +469,12 @@ def prefill_text(data: dict[str, Any]) -> str | None:
     return text + (" (if it fit)" if data["fits"] is False else "")
 
 
+def _overlap(m: dict[str, Any]) -> bool:
+    """Whether some layer holds caches of two kinds (Falcon-H1's attention and Mamba side by
+    side, DeepSeek-V4's window and compressed parts): the kinds' counts add past the layers."""
+    return sum(g["layers"] for g in m["groups"] if not g["mtp"]) > m["layers"]
+
+
 def model_line(data: dict[str, Any]) -> str:
     """A plan's model in one line: its repo, type and layers by kind (what the CLI prints
     first)."""
@@ -475,6 +489,7 @@ def model_line(data: dict[str, Any]) -> str:
             + ", ".join(f"{g['layers']} {g['kind']}"
                         + (f" 1:{g['ratio']}" if g.get("ratio", 1) > 1 else "")
                         for g in m["groups"] if not g["mtp"])
+            + ("; a layer holds more than one" if _overlap(m) else "")
             + (f"; {shared:,} more reading an earlier layer's cache" if shared else "")
             + (f"; {own_less:,} more with no cache, MLP or MoE only" if own_less else "")
             + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")

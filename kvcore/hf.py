@@ -60,16 +60,36 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "cohere": {"tie_word_embeddings": True},
     "qwen3_next": {"full_attention_interval": 4},
     "llama4_text": {"attention_chunk_size": 8192, "no_rope_layer_interval": 4},
+    # SmolLM3Config ties them (its published configs leave the key out)
+    "smollm3": {"tie_word_embeddings": True},
     "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2,
               "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
               "mamba_expand": 2},
 }
 
 # model types whose MLP has no gate (two matrices, not three); Apertus: up_proj, xIELU,
-# down_proj (vLLM apertus.py ApertusMLP)
+# down_proj (vLLM apertus.py ApertusMLP); Arcee (AFM): up_proj, relu², down_proj (ArceeMLP)
 _UNGATED_MLP = {
     "gpt2", "gpt_bigcode", "falcon", "phi", "starcoder2", "gpt_neox", "mpt", "bloom", "opt",
-    "nemotron", "nemotron_h", "apertus",
+    "nemotron", "nemotron_h", "apertus", "arcee",
+}
+
+#: architectures whose layers hold a cache or state kvplan does not size (each with what it
+#: has): refused by name rather than planned as a decoder of full-attention layers, which
+#: their configs' head and layer fields would otherwise read as
+_UNMODELED = {
+    "zamba": "Mamba layers with a shared attention block applied every few layers",
+    "zamba2": "Mamba-2 layers with shared attention blocks applied at its hybrid layers",
+    "xlstm": "mLSTM blocks, whose state is a fixed matrix a head",
+    "rwkv": "RWKV time-mixing state a layer",
+    "rwkv5": "RWKV-5 time-mixing state a layer",
+    "rwkv6": "RWKV-6 time-mixing state a layer",
+    "rwkv7": "RWKV-7 time-mixing state a layer",
+    "phi4flash": "SambaY: Mamba and sliding-window layers, gated memory units reading one "
+                 "full-attention layer's cache",
+    "recurrent_gemma": "RG-LRU recurrent blocks beside local-attention layers",
+    "plamo2": "Mamba-2 and attention layers in its own pattern",
+    "hymba": "attention and Mamba heads in parallel in each layer, with meta tokens",
 }
 
 _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
@@ -119,8 +139,12 @@ def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
     Multimodal configs nest the language model (``text_config`` for Gemma-3, Llama-4,
     Mllama, Qwen3-VL, Qwen3.5; ``llm_config`` for InternVL; ``language_config`` for
     DeepSeek-VL2). The nested fields win; top-level fields fill what the nested one leaves
-    out (``torch_dtype``, ``tie_word_embeddings``).
+    out (``torch_dtype``, ``tie_word_embeddings``). Qwen-Omni nests its text-writing model
+    (the thinker, which engines serve) one level further, in ``thinker_config``.
     """
+    thinker = config.get("thinker_config")
+    if isinstance(thinker, Mapping) and thinker:
+        config = {**{k: v for k, v in config.items() if k != "thinker_config"}, **thinker}
     merged = {k: v for k, v in config.items() if k not in _NESTED}
     for key in _NESTED:
         nested = config.get(key)
@@ -317,6 +341,12 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
         return [set(letter_kinds.get(ch, set())) for ch in nemotron_h_pattern(cfg)]
     if mt == "falcon_h1":
         return [{LayerKind.FULL, LayerKind.MAMBA} for _ in range(n_layers)]
+    if mt == "bamba":
+        attn = cfg.get("attn_layer_indices")
+        if not isinstance(attn, list) or not all(isinstance(i, int) for i in attn):
+            raise ConfigError("config.json 'attn_layer_indices' must list the attention "
+                              "layers of a Bamba model", field="attn_layer_indices")
+        return [{LayerKind.FULL} if i in attn else {LayerKind.MAMBA} for i in range(n_layers)]
     if mt in ("minimax", "minimax_text_01", "minimax_m1"):
         types = cfg.get("attn_type_list")
         if isinstance(types, list) and len(types) == n_layers:
@@ -947,7 +977,9 @@ def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
 
     d_state = first("ssm_state_size", "mamba_d_state", "state_size", "d_state")
     d_conv = first("conv_kernel", "mamba_d_conv", "d_conv")
-    n_heads = first("mamba_num_heads", "mamba_n_heads")
+    # a pure Mamba-2 (Mamba2Config) names its heads without the prefix
+    own = ("num_heads",) if mt == "mamba2" else ()
+    n_heads = first("mamba_num_heads", "mamba_n_heads", *own)
     if d_state is None:
         d_state = r.opt_int("mamba_d_state")
     if d_conv is None:
@@ -961,7 +993,11 @@ def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
     if n_heads is not None and mt != "jamba":
         # Mamba2: n_heads × head_dim × d_state SSM + conv over x, B and C
         n_heads = _check_int("mamba_num_heads", n_heads, 1, 1 << 16)
-        head_dim = _check_int("mamba_head_dim", first("mamba_head_dim", "mamba_d_head"), 1, 1 << 16)
+        head_dim = first("mamba_head_dim", "mamba_d_head", *(("head_dim",) if own else ()))
+        if head_dim == "auto":  # BambaConfig: the inner width over the heads
+            expand = _check_int("mamba_expand", first("mamba_expand", "expand"), 1, 64)
+            head_dim = expand * hidden // n_heads
+        head_dim = _check_int("mamba_head_dim", head_dim, 1, 1 << 16)
         groups = _check_int("n_groups", first("n_groups", "mamba_n_groups") or 1, 1, 1 << 12)
         d_inner = first("mamba_d_ssm")
         d_inner = n_heads * head_dim if d_inner is None else _check_int("mamba_d_ssm", d_inner, 1, 1 << 24)
@@ -1775,6 +1811,10 @@ def spec_from_config(
         raise ConfigError("config.json has no 'model_type'", field="model_type")
     if model_type in ("llama4",):
         model_type = "llama4_text"
+    if model_type in _UNMODELED:
+        raise ConfigError(f"kvplan does not model {model_type} yet "
+                          f"({_UNMODELED[model_type]}): its cache cannot be sized from this "
+                          "config", field="model_type")
     r = _Reader(lm, model_type)
     if _is_deepseek_v4(lm, model_type):
         return _deepseek_v4_spec(config, r, name=name, source=source, hub_repo=hub_repo,
@@ -2158,13 +2198,18 @@ def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
         return ("this config has no attention_other_setting: the sliding layers are sized "
                 "with the top-level 64 query heads (the published Step-3.7-Flash config gives "
                 "them 96; their KV heads and width are the same, 8 × 128)",)
+    notes: list[str] = []
     audio = lm.get("audio_config")
     if (isinstance(audio, Mapping) and model_type not in GEMMA3N_TYPES
             and audio.get("model_type") != "voxtral_encoder"):
         # an audio encoder whose tensors were not read (Gemma 4 E2B/E4B's conformer, the
         # Whisper towers of MiniCPM-o and Qwen-Omni): its weights are not in the figures
-        return ("the audio tower (audio_config) is not counted in the weights",)
-    return ()
+        notes.append("the audio tower (audio_config) is not counted in the weights")
+    if isinstance(lm.get("talker_config"), Mapping):
+        # Qwen-Omni: the thinker writes text; the talker and its code-to-waveform model speak
+        notes.append("planned: the thinker (text output); the talker and code2wav that turn "
+                     "it into speech (talker_config) are not counted")
+    return tuple(notes)
 
 
 class _SparseAttention:

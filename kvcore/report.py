@@ -88,6 +88,7 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
                 "k_bytes": g.k_bytes,
                 "v_bytes": g.v_bytes,
                 "state_bytes": g.state_bytes,
+                "state_values": g.group.state_values,
                 "scale_bytes": g.scale_bytes,
                 "bytes": g.total_bytes,
                 "description": g.group.describe(),

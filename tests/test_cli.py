@@ -1011,3 +1011,28 @@ def test_the_models_list_names_each_twin_and_its_entry(capsys):
     code, out, _ = run(capsys, "models", "--json")
     entry = next(i for i in json.loads(out) if i["id"] == "llama-3.1-70b-instruct")
     assert entry["aliases"] == ["meta-llama/Llama-3.3-70B-Instruct"]
+
+
+def test_state_rows_say_their_width_and_the_decode_line_counts_the_state(capsys):
+    code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "32k", "--seqs", "3", "--gpu", "h200")
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.startswith("state (linear)"))
+    assert row.endswith("per layer, × 3 sequences, f32")
+    total = next(line for line in out.splitlines() if line.startswith("total"))
+    data = kvcore.plan_to_dict(kvcore.plan(kvcore.PlanRequest(
+        spec=kvcore.load_model("qwen3.5-27b"), context=32768, sequences=3)))
+    state = kvcore.format_bytes(data["state_bytes"], 2)
+    assert f"+ state {state}," in total
+    assert "KV and state are" in out and "KV is" not in out
+    code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "32k", "--state-dtype", "bf16")
+    assert ", × 1 sequence, 16-bit" in out
+    # a model of attention alone keeps its words
+    code, out, _ = run(capsys, "llama-3.1-8b", "--ctx", "32k", "--gpu", "h200")
+    assert "KV is" in out and "state" not in out
+
+
+def test_the_model_line_says_when_a_layer_holds_two_kinds(capsys):
+    code, out, _ = run(capsys, "deepseek-v4-flash", "--gpu", "h200", "--gpus", "8")
+    assert "; a layer holds more than one" in out.splitlines()[0]
+    code, out, _ = run(capsys, "qwen3.5-27b", "--gpu", "h200")
+    assert "more than one" not in out.splitlines()[0]

@@ -1257,3 +1257,77 @@ def test_exaone_4_5_mtp_module_shares_the_embedding_and_head():
     from kvcore.weights import weights_for
     assert weights_for(s, mtp=True).bytes - weights_for(s).bytes \
         == 2 * 536_110_080
+
+
+def test_pure_mamba2_reads_its_unprefixed_head_fields():
+    # Mamba2Config (Mamba-Codestral-7B): num_heads, head_dim, n_groups, state_size; the heads
+    # give d_inner (128 × 64 = 8192), the conv runs over x, B and C (8192 + 2·8·128)
+    cfg = {"model_type": "mamba2", "num_hidden_layers": 64, "hidden_size": 4096,
+           "vocab_size": 32768, "num_heads": 128, "head_dim": 64, "n_groups": 8,
+           "state_size": 128, "conv_kernel": 4, "expand": 2, "tie_word_embeddings": False}
+    s = spec(cfg)
+    (mamba,) = s.groups
+    assert mamba.kind == LayerKind.MAMBA and mamba.count == 64
+    assert mamba.state_values == 128 * 64 * 128 + 3 * (8192 + 2 * 8 * 128)
+    # in_proj to z, x, B, C and dt; conv; out_proj; embeddings and head untied: 7.28B
+    rows = 2 * 8192 + 2 * 8 * 128 + 128
+    layer = 4096 * rows + (8192 + 2 * 8 * 128) * 4 + 8192 * 4096
+    assert abs(s.params.total - (64 * layer + 2 * 32768 * 4096)) / s.params.total < 0.002
+
+
+def test_bamba_attention_layers_from_their_indices():
+    cfg = {"model_type": "bamba", "num_hidden_layers": 8, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+           "intermediate_size": 128, "attn_layer_indices": [2, 6], "mamba_n_heads": 8,
+           "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 16,
+           "mamba_d_conv": 4, "mamba_expand": 2}
+    s = spec(cfg)
+    kinds = {g.kind: g.layers for g in s.groups}
+    assert kinds == {LayerKind.FULL: (2, 6), LayerKind.MAMBA: (0, 1, 3, 4, 5, 7)}
+    mamba = next(g for g in s.groups if g.kind == LayerKind.MAMBA)
+    # "auto": 2 × 64 / 8 = 16 a head, d_inner 128
+    assert mamba.state_values == 8 * 16 * 16 + 3 * (128 + 2 * 16)
+    with pytest.raises(ConfigError, match="attn_layer_indices"):
+        spec({**cfg, "attn_layer_indices": "2,6"})
+
+
+@pytest.mark.parametrize("model_type", ["zamba2", "xlstm", "rwkv7", "phi4flash",
+                                        "recurrent_gemma"])
+def test_architectures_kvplan_does_not_model_are_refused_by_name(model_type):
+    # their head and layer fields would otherwise read as a decoder of full-attention layers
+    cfg = {"model_type": model_type, "num_hidden_layers": 8, "hidden_size": 64,
+           "num_attention_heads": 4, "num_heads": 4, "vocab_size": 100,
+           "intermediate_size": 128, "sliding_window": 512}
+    with pytest.raises(ConfigError, match=f"does not model {model_type}") as e:
+        spec(cfg)
+    assert e.value.field == "model_type"
+
+
+def test_smollm3_and_arcee_weights_follow_their_config_classes():
+    base = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 256}
+    llama = spec({"model_type": "llama", **base}).params.total
+    # SmolLM3 ties the head to the embedding when its config leaves the key out
+    smol = spec({"model_type": "smollm3", **base})
+    assert llama - smol.params.total == 1000 * 64
+    assert "tie_word_embeddings" in smol.defaulted
+    assert spec({"model_type": "smollm3", **base, "tie_word_embeddings": False}
+                ).params.total == llama
+    # Arcee (AFM): up_proj and down_proj, no gate
+    assert llama - spec({"model_type": "arcee", **base}).params.total == 2 * 64 * 256
+
+
+def test_qwen_omni_plans_its_thinker():
+    text = {"model_type": "qwen3_omni_moe_text", "num_hidden_layers": 6, "hidden_size": 64,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "vocab_size": 100, "intermediate_size": 128}
+    cfg = {"model_type": "qwen3_omni_moe", "enable_audio_output": True,
+           "thinker_config": {"model_type": "qwen3_omni_moe_thinker", "text_config": text,
+                              "audio_config": {"model_type": "qwen3_omni_moe_audio_encoder"}},
+           "talker_config": {"model_type": "qwen3_omni_moe_talker",
+                             "text_config": {**text, "num_hidden_layers": 20}}}
+    s = spec(cfg)
+    (full,) = s.groups
+    assert full.count == 6 and full.n_kv_heads == 2 and full.head_dim_k == 16
+    assert any("talker" in n for n in s.notes)
+    assert any("audio tower" in n for n in s.notes)
