@@ -472,7 +472,7 @@ def prefill_text(data: dict[str, Any]) -> str | None:
 def _overlap(m: dict[str, Any]) -> bool:
     """Whether some layer holds caches of two kinds (Falcon-H1's attention and Mamba side by
     side, DeepSeek-V4's window and compressed parts): the kinds' counts add past the layers."""
-    return sum(g["layers"] for g in m["groups"] if not g["mtp"]) > m["layers"]
+    return bool(sum(g["layers"] for g in m["groups"] if not g["mtp"]) > m["layers"])
 
 
 def model_line(data: dict[str, Any]) -> str:

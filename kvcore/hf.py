@@ -995,8 +995,8 @@ def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
         n_heads = _check_int("mamba_num_heads", n_heads, 1, 1 << 16)
         head_dim = first("mamba_head_dim", "mamba_d_head", *(("head_dim",) if own else ()))
         if head_dim == "auto":  # BambaConfig: the inner width over the heads
-            expand = _check_int("mamba_expand", first("mamba_expand", "expand"), 1, 64)
-            head_dim = expand * hidden // n_heads
+            widen = _check_int("mamba_expand", first("mamba_expand", "expand"), 1, 64)
+            head_dim = widen * hidden // n_heads
         head_dim = _check_int("mamba_head_dim", head_dim, 1, 1 << 16)
         groups = _check_int("n_groups", first("n_groups", "mamba_n_groups") or 1, 1, 1 << 12)
         d_inner = first("mamba_d_ssm")
