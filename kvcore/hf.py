@@ -62,6 +62,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "llama4_text": {"attention_chunk_size": 8192, "no_rope_layer_interval": 4},
     # SmolLM3Config ties them (its published configs leave the key out)
     "smollm3": {"tie_word_embeddings": True},
+    "mpt": {"tie_word_embeddings": True},
     "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2,
               "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
               "mamba_expand": 2},
@@ -686,10 +687,26 @@ def _ffn_widths(cfg: dict[str, Any], n_layers: int) -> list[int] | None:
     return widths
 
 
+#: the MLP width of architectures whose configs may leave it out, as a multiple of the hidden
+#: size (the config classes' defaults: GPT-2's and StarCoder's n_inner None, BLOOM's and
+#: Falcon's 4 × hidden; MPT's expansion_ratio, 4 unless given)
+_FFN_TIMES_HIDDEN = {"gpt2": 4, "gpt_bigcode": 4, "bloom": 4, "falcon": 4, "mpt": 4}
+
+
 def _intermediate(r: _Reader, n_layers: int) -> int:
-    """The config's MLP width: the widest layer's where it lists one per layer."""
+    """The config's MLP width: the widest layer's where it lists one per layer; where the
+    config gives none, its class's multiple of the hidden size (_FFN_TIMES_HIDDEN), else 0 (a
+    model whose every layer is a mixture of experts of their own width)."""
     widths = _ffn_widths(r.cfg, n_layers)
-    return max(widths) if widths else r.opt_int("intermediate_size", 0) or 0
+    if widths:
+        return max(widths)
+    given = r.opt_int("intermediate_size", 0)
+    if given or r.model_type not in _FFN_TIMES_HIDDEN:
+        return given or 0
+    times = _FFN_TIMES_HIDDEN[r.model_type]
+    if r.model_type == "mpt":
+        times = _check_int("expansion_ratio", r.cfg.get("expansion_ratio", times), 1, 64)
+    return times * r.get_int("hidden_size", maximum=1 << 20)
 
 
 class _Attn(NamedTuple):
@@ -959,6 +976,25 @@ def _conv_state(r: _Reader, hidden: int) -> tuple[int, int, str]:
     width, kernel = _conv_shape(r, hidden)
     values = (kernel - 1) * width
     return values, width, f"conv {kernel - 1}×{width}"
+
+
+#: DbrxConfig's nested fields (attn_config, ffn_config) as the flat names kvplan reads, with
+#: DbrxAttentionConfig's and DbrxFFNConfig's defaults
+_DBRX_FIELDS = (("attn_config", "kv_n_heads", "num_key_value_heads", 1),
+                ("ffn_config", "ffn_hidden_size", "intermediate_size", 3584),
+                ("ffn_config", "moe_num_experts", "num_local_experts", 4),
+                ("ffn_config", "moe_top_k", "num_experts_per_tok", 1))
+
+
+def _dbrx_fields(lm: dict[str, Any]) -> dict[str, Any]:
+    """DBRX's config: grouped-query attention and every layer's experts under attn_config and
+    ffn_config (each expert a gated w1, v1, w2 of ffn_hidden_size)."""
+    out = dict(lm)
+    for part, name, flat, default in _DBRX_FIELDS:
+        sub = lm.get(part)
+        value = sub.get(name, default) if isinstance(sub, Mapping) else default
+        out.setdefault(flat, value)
+    return out
 
 
 def _is_lightning(model_type: str) -> bool:
@@ -1811,6 +1847,13 @@ def spec_from_config(
         raise ConfigError("config.json has no 'model_type'", field="model_type")
     if model_type in ("llama4",):
         model_type = "llama4_text"
+    if model_type == "dbrx":
+        lm = _dbrx_fields(lm)
+    if isinstance(lm.get("num_key_value_heads_per_layer"), list):
+        # DeciLM-7B: engines differ (vLLM's DeciLM gave every layer the most KV heads)
+        raise ConfigError("config.json 'num_key_value_heads_per_layer' gives each layer its own "
+                          "KV heads, which kvplan does not plan for this architecture "
+                          f"(model_type '{model_type}')", field="num_key_value_heads_per_layer")
     if model_type in _UNMODELED:
         raise ConfigError(f"kvplan does not model {model_type} yet "
                           f"({_UNMODELED[model_type]}): its cache cannot be sized from this "

@@ -1331,3 +1331,39 @@ def test_qwen_omni_plans_its_thinker():
     assert full.count == 6 and full.n_kv_heads == 2 and full.head_dim_k == 16
     assert any("talker" in n for n in s.notes)
     assert any("audio tower" in n for n in s.notes)
+
+
+def test_dbrx_reads_its_nested_attention_and_experts():
+    # DBRX: 48 query heads, 8 KV heads (attn_config.kv_n_heads), 16 experts of 10,752, top 4
+    cfg = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40,
+           "max_seq_len": 32768, "vocab_size": 100352, "tie_word_embeddings": False,
+           "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "rope_theta": 500000},
+           "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4}}
+    s = spec(cfg)
+    (full,) = s.groups
+    assert full.n_kv_heads == 8 and full.head_dim_k == 128 and full.count == 40
+    experts = 40 * 16 * 3 * 6144 * 10752
+    attention = 40 * (2 * 6144 * 6144 + 2 * 6144 * 1024)
+    assert abs(s.params.total - (experts + attention + 2 * 100352 * 6144)) / 132e9 < 0.002
+    # the classes' defaults where the nested objects leave a field out: one KV head
+    assert spec({**cfg, "attn_config": {}}).groups[0].n_kv_heads == 1
+
+
+def test_mpt_mlp_width_is_its_expansion_ratio():
+    cfg = {"model_type": "mpt", "d_model": 4096, "n_heads": 32, "n_layers": 32,
+           "max_seq_len": 2048, "vocab_size": 50432,
+           "attn_config": {"attn_type": "multihead_attention", "alibi": True}}
+    s = spec(cfg)
+    # MPT-7B: ungated 4 × 4096 MLP, no biases, tied embedding: 6.65B
+    layer = 4 * 4096 * 4096 + 2 * 4096 * 16384
+    assert abs(s.params.total - (32 * layer + 50432 * 4096)) / s.params.total < 0.001
+    wide = spec({**cfg, "expansion_ratio": 8})
+    assert wide.params.total - s.params.total == 32 * 2 * 4096 * 4 * 4096
+
+
+def test_per_layer_kv_heads_are_refused_not_read_as_one_count():
+    cfg = {"model_type": "deci", "hidden_size": 64, "num_attention_heads": 4,
+           "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100,
+           "num_key_value_heads_per_layer": [4, 2]}
+    with pytest.raises(ConfigError, match="num_key_value_heads_per_layer"):
+        spec(cfg)
