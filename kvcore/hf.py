@@ -60,9 +60,10 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "cohere": {"tie_word_embeddings": True},
     "qwen3_next": {"full_attention_interval": 4},
     "llama4_text": {"attention_chunk_size": 8192, "no_rope_layer_interval": 4},
-    # SmolLM3Config ties them (its published configs leave the key out)
-    "smollm3": {"tie_word_embeddings": True},
-    "mpt": {"tie_word_embeddings": True},
+    # classes that tie the head to the embedding unless the config says otherwise (SmolLM3's
+    # published configs leave the key out)
+    **{t: {"tie_word_embeddings": True} for t in (
+        "smollm3", "mpt", "gpt2", "gpt_bigcode", "bloom", "falcon", "opt", "starcoder2")},
     "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2,
               "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
               "mamba_expand": 2},
@@ -704,8 +705,10 @@ def _intermediate(r: _Reader, n_layers: int) -> int:
     if given or r.model_type not in _FFN_TIMES_HIDDEN:
         return given or 0
     times = _FFN_TIMES_HIDDEN[r.model_type]
-    if r.model_type == "mpt":
-        times = _check_int("expansion_ratio", r.cfg.get("expansion_ratio", times), 1, 64)
+    if r.model_type == "mpt" and "expansion_ratio" in r.cfg:
+        times = _check_int("expansion_ratio", r.cfg["expansion_ratio"], 1, 64)
+    else:
+        r.defaulted.append("expansion_ratio" if r.model_type == "mpt" else "intermediate_size")
     return times * r.get_int("hidden_size", maximum=1 << 20)
 
 

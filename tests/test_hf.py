@@ -1357,8 +1357,10 @@ def test_mpt_mlp_width_is_its_expansion_ratio():
     # MPT-7B: ungated 4 × 4096 MLP, no biases, tied embedding: 6.65B
     layer = 4 * 4096 * 4096 + 2 * 4096 * 16384
     assert abs(s.params.total - (32 * layer + 50432 * 4096)) / s.params.total < 0.001
+    assert "expansion_ratio" in s.defaulted and "tie_word_embeddings" in s.defaulted
     wide = spec({**cfg, "expansion_ratio": 8})
     assert wide.params.total - s.params.total == 32 * 2 * 4096 * 4 * 4096
+    assert "expansion_ratio" not in wide.defaulted
 
 
 def test_per_layer_kv_heads_are_refused_not_read_as_one_count():
@@ -1367,3 +1369,14 @@ def test_per_layer_kv_heads_are_refused_not_read_as_one_count():
            "num_key_value_heads_per_layer": [4, 2]}
     with pytest.raises(ConfigError, match="num_key_value_heads_per_layer"):
         spec(cfg)
+
+
+def test_gpt2_takes_its_class_defaults_for_the_mlp_and_the_head():
+    # GPT-2 small's config names neither n_inner nor tie_word_embeddings: a 4 × 768 MLP and
+    # the head tied to the token embedding, 124M parameters with the position embedding
+    cfg = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12,
+           "n_positions": 1024, "vocab_size": 50257}
+    s = spec(cfg)
+    assert {"intermediate_size", "tie_word_embeddings"} <= set(s.defaulted)
+    assert 122e6 < s.params.total < 125e6
+    assert spec({**cfg, "n_inner": 1536}).params.total < s.params.total
