@@ -379,6 +379,30 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     return [{LayerKind.FULL} for _ in range(n_layers)]
 
 
+#: config fields that only recurrent (Mamba, RWKV, linear-attention) layers have, and the
+#: fields that place such layers among the attention ones
+_RECURRENT_FIELDS = ("mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_n_heads",
+                     "mamba_num_heads", "mamba_headdim", "mamba_d_head", "ssm_state_size",
+                     "ssm_cfg", "layers_block_type", "block_types", "attn_layer_indices",
+                     "attn_layer_period", "hybrid_override_pattern", "linear_attn_config",
+                     "time_mix_extra_dim", "rescale_every")
+
+
+def _check_recurrent_found(lm: Mapping[str, Any], model_type: str,
+                           kinds: list[set[LayerKind]]) -> None:
+    """Refuse a config that describes recurrent layers where kvplan found none: an
+    architecture whose layer pattern it does not know, which would otherwise be planned as
+    attention alone."""
+    if any(k.is_recurrent for ks in kinds for k in ks):
+        return
+    fields = [f for f in _RECURRENT_FIELDS if f in lm]
+    if fields:
+        raise ConfigError(f"config.json has fields of recurrent layers ({', '.join(fields)}) "
+                          f"but kvplan does not know which layers of model_type '{model_type}' "
+                          "hold them: its cache cannot be sized from this config",
+                          field="model_type")
+
+
 def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[set[LayerKind]]:
     if not isinstance(layer_types, list) or len(layer_types) != n_layers:
         count = len(layer_types) if isinstance(layer_types, list) else "not a list"
@@ -1881,6 +1905,7 @@ def spec_from_config(
         kinds_per_layer = [{LayerKind.FULL} if b.attention == "gqa" else set() for b in nas]
     else:
         kinds_per_layer = _layer_kinds(r, n_layers)
+    _check_recurrent_found(lm, model_type, kinds_per_layer)
     # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): MLA plus a lightning indexer whose
     # keys are cached too; engines recognise it by index_topk (vLLM: is_v32)
     dsa = r.has("index_topk") and any(LayerKind.MLA in ks for ks in kinds_per_layer)

@@ -1380,3 +1380,18 @@ def test_gpt2_takes_its_class_defaults_for_the_mlp_and_the_head():
     assert {"intermediate_size", "tie_word_embeddings"} <= set(s.defaulted)
     assert 122e6 < s.params.total < 125e6
     assert spec({**cfg, "n_inner": 1536}).params.total < s.params.total
+
+
+def test_recurrent_fields_without_known_recurrent_layers_are_refused():
+    # a hybrid kvplan does not know (its Mamba fields, no pattern kvplan reads) would
+    # otherwise be planned as attention alone
+    cfg = {"model_type": "mystery_hybrid", "num_hidden_layers": 8, "hidden_size": 64,
+           "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128,
+           "mamba_d_state": 16, "mamba_d_conv": 4, "layers_block_type": ["mamba"] * 8}
+    with pytest.raises(ConfigError, match=r"recurrent layers \(mamba_d_state, mamba_d_conv, "
+                                          r"layers_block_type\).*mystery_hybrid"):
+        spec(cfg)
+    # the same fields where kvplan knows the pattern (Bamba) plan
+    bamba = {**cfg, "model_type": "bamba", "attn_layer_indices": [3], "mamba_n_heads": 8,
+             "mamba_d_head": 16, "mamba_expand": 2}
+    assert LayerKind.MAMBA in {g.kind for g in spec(bamba).groups}
