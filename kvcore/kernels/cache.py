@@ -671,9 +671,9 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
     count over its few rows and tokens, else GLUON_PER_SM, or GLUON_PER_SM_SHORT where a wave
     of that many would make splits of GLUON_SHORT_SPLIT tokens or fewer; tbq4:
     GLUON_PER_SM_TBQ4; tbq3: GLUON_FEW_TBQ3's count over its few rows up to its rows ×
-    tokens (and from GLUON_LEAST_WORK_TBQ3_FEW over them), else GLUON_PER_SM_TBQ3; q8_0: GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else
-    GLUON_PER_SM_Q8. nvfp4 over GLUON_FEW_FP4's few rows and tokens takes it past
-    GLUON_LEAST_WORK_FP4_FEW."""
+    tokens (and from GLUON_LEAST_WORK_TBQ3_FEW over them), else GLUON_PER_SM_TBQ3; q8_0:
+    GLUON_PER_SM_Q8_FEW over at most GLUON_FEW_ROWS rows, else GLUON_PER_SM_Q8. nvfp4 over
+    GLUON_FEW_FP4's few rows and tokens takes it past GLUON_LEAST_WORK_FP4_FEW."""
     if (k_fmt, v_fmt) not in (("q4_0", "q4_0"), ("q8_0", "q8_0"), ("nvfp4", "nvfp4"),
                               ("tbq4", "tbq4"), ("tbq3", "tbq3")):
         return None
