@@ -70,10 +70,13 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 # model types whose MLP has no gate (two matrices, not three); Apertus: up_proj, xIELU,
-# down_proj (vLLM apertus.py ApertusMLP); Arcee (AFM): up_proj, relu², down_proj (ArceeMLP)
+# down_proj (vLLM apertus.py ApertusMLP); Arcee (AFM): up_proj, relu², down_proj (ArceeMLP);
+# GPT-J, CodeGen, GPT-Neo, GPT-1: fc_in/c_fc, fc_out/c_proj; Persimmon and Fuyu: relu²
+# dense_h_to_4h, dense_4h_to_h; BioGPT fc1, fc2 (each as transformers builds them)
 _UNGATED_MLP = {
     "gpt2", "gpt_bigcode", "falcon", "phi", "starcoder2", "gpt_neox", "mpt", "bloom", "opt",
-    "nemotron", "nemotron_h", "apertus", "arcee",
+    "nemotron", "nemotron_h", "apertus", "arcee", "gptj", "codegen", "gpt_neo", "openai-gpt",
+    "persimmon", "fuyu", "biogpt", "jais2", "nanochat", "apertus1p5", "apertus1p5_text",
 }
 
 #: architectures whose layers hold a cache or state kvplan does not size (each with what it
@@ -92,6 +95,7 @@ _UNMODELED = {
     "recurrent_gemma": "RG-LRU recurrent blocks beside local-attention layers",
     "plamo2": "Mamba-2 and attention layers in its own pattern",
     "hymba": "attention and Mamba heads in parallel in each layer, with meta tokens",
+    "longcat_flash": "two MLA attentions and two dense MLPs beside the experts in each layer",
 }
 
 _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
@@ -344,7 +348,7 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     if mt == "falcon_h1":
         return [{LayerKind.FULL, LayerKind.MAMBA} for _ in range(n_layers)]
     if mt == "bamba":
-        attn = cfg.get("attn_layer_indices")
+        attn = cfg.get("attn_layer_indices") or []  # BambaConfig's None: Mamba layers alone
         if not isinstance(attn, list) or not all(isinstance(i, int) for i in attn):
             raise ConfigError("config.json 'attn_layer_indices' must list the attention "
                               "layers of a Bamba model", field="attn_layer_indices")
@@ -715,13 +719,19 @@ def _ffn_widths(cfg: dict[str, Any], n_layers: int) -> list[int] | None:
 #: the MLP width of architectures whose configs may leave it out, as a multiple of the hidden
 #: size (the config classes' defaults: GPT-2's and StarCoder's n_inner None, BLOOM's and
 #: Falcon's 4 × hidden; MPT's expansion_ratio, 4 unless given)
-_FFN_TIMES_HIDDEN = {"gpt2": 4, "gpt_bigcode": 4, "bloom": 4, "falcon": 4, "mpt": 4}
+_FFN_TIMES_HIDDEN = {"gpt2": 4, "gpt_bigcode": 4, "bloom": 4, "falcon": 4, "mpt": 4,
+                     "gptj": 4, "codegen": 4, "gpt_neo": 4, "openai-gpt": 4}
+#: pure state-space models: their layers are a Mamba mixer and no MLP (Mamba-1's
+#: intermediate_size is the mixer's inner width)
+_NO_MLP = frozenset({"mamba", "falcon_mamba", "mamba2"})
 
 
 def _intermediate(r: _Reader, n_layers: int) -> int:
     """The config's MLP width: the widest layer's where it lists one per layer; where the
     config gives none, its class's multiple of the hidden size (_FFN_TIMES_HIDDEN), else 0 (a
     model whose every layer is a mixture of experts of their own width)."""
+    if r.model_type in _NO_MLP:
+        return 0
     widths = _ffn_widths(r.cfg, n_layers)
     if widths:
         return max(widths)
@@ -1169,7 +1179,7 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
     return [i not in dense_only and (i + 1) % sparse_step == 0 for i in range(n_layers)]
 
 
-def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
+def _encoder_params(vision: dict[str, Any] | None, text_hidden: int, model_type: str = "") -> int:
     if not vision:
         return 0
     def get(*names: str) -> int | None:
@@ -1179,11 +1189,16 @@ def _encoder_params(vision: dict[str, Any] | None, text_hidden: int) -> int:
                 return value
         return None
 
-    hidden = get("hidden_size", "embed_dim", "width", "d_model")
+    # Qwen2-VL's tower is embed_dim wide; its hidden_size is the merger's output (the LLM's)
+    hidden = get("embed_dim", "hidden_size", "width", "d_model")
     depth = get("depth", "num_hidden_layers", "num_layers", "layers")
     if not hidden or not depth:
         return 0
-    inter = get("intermediate_size", "mlp_dim", "ffn_dim") or 4 * hidden
+    inter = get("intermediate_size", "mlp_dim", "ffn_dim") or (get("mlp_ratio") or 4) * hidden
+    if model_type.startswith("glm4v") and get("out_hidden_size"):
+        # GLM-4.1V/4.5V/4.6V: the blocks' MLP is out_hidden_size wide (Glm4vVisionMlp);
+        # intermediate_size is the patch merger's
+        inter = get("out_hidden_size") or inter
     patch = get("patch_size") or 14
     channels = get("in_channels", "num_channels", "in_chans") or 3
     temporal = get("temporal_patch_size") or 1
@@ -1756,7 +1771,7 @@ def _count_params(
     if g3n_model:
         # AltUp's embedding and unembedding projections and the final norm
         modules.append(_module(None, _Part(("altup_projections",), "", g3n_model, 0)))
-    encoder = _encoder_params(vision, hidden) + _voxtral_audio(cfg.get("audio_config"), hidden)
+    encoder = _encoder_params(vision, hidden, mt) + _voxtral_audio(cfg.get("audio_config"), hidden)
     if mt in GEMMA3N_TYPES:
         encoder = _gemma3n_towers(r.cfg, hidden)
     mtp_layer = 0
@@ -1881,6 +1896,10 @@ def spec_from_config(
         raise ConfigError("config.json 'num_key_value_heads_per_layer' gives each layer its own "
                           "KV heads, which kvplan does not plan for this architecture "
                           f"(model_type '{model_type}')", field="num_key_value_heads_per_layer")
+    if config.get("is_encoder_decoder") is True or lm.get("is_encoder_decoder") is True:
+        raise ConfigError(f"{model_type} is an encoder-decoder model: kvplan plans decoder "
+                          "language models (their self-attention caches)",
+                          field="is_encoder_decoder")
     if model_type in _UNMODELED:
         raise ConfigError(f"kvplan does not model {model_type} yet "
                           f"({_UNMODELED[model_type]}): its cache cannot be sized from this "

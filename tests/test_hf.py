@@ -1395,3 +1395,59 @@ def test_recurrent_fields_without_known_recurrent_layers_are_refused():
     bamba = {**cfg, "model_type": "bamba", "attn_layer_indices": [3], "mamba_n_heads": 8,
              "mamba_d_head": 16, "mamba_expand": 2}
     assert LayerKind.MAMBA in {g.kind for g in spec(bamba).groups}
+
+
+@pytest.mark.parametrize(("model_type", "fields"), [
+    ("gptj", {"n_embd": 256, "n_head": 4, "n_layer": 2, "n_inner": None, "rotary_dim": 16}),
+    ("codegen", {"n_embd": 256, "n_head": 4, "n_layer": 2, "n_inner": None}),
+    ("gpt_neo", {"hidden_size": 256, "num_heads": 4, "num_layers": 2,
+                 "intermediate_size": None}),
+])
+def test_gpt_style_mlps_left_null_are_four_times_hidden_and_ungated(model_type, fields):
+    # GPT-J, CodeGen, GPT-Neo: n_inner / intermediate_size None is 4 × hidden, fc_in and
+    # fc_out (it had been counted as no MLP at all)
+    cfg = {"model_type": model_type, "vocab_size": 1000, "tie_word_embeddings": False, **fields}
+    s = spec(cfg)
+    mlp = 2 * 2 * 256 * 1024  # two layers of two 256 × 1024 matrices
+    attention = 2 * 4 * 256 * 256
+    assert 0 <= s.params.total - (mlp + attention + 2 * 1000 * 256) < 0.01 * s.params.total
+    assert "intermediate_size" in s.defaulted
+
+
+def test_mamba1_has_no_mlp_beside_its_mixer():
+    # Mamba-1 (mamba-130m): intermediate_size is the mixer's inner width, not an MLP
+    cfg = {"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24,
+           "vocab_size": 50280, "intermediate_size": 1536, "state_size": 16,
+           "conv_kernel": 4, "expand": 2, "tie_word_embeddings": True}
+    s = spec(cfg)
+    # in_proj 768 × 3072, conv 1536 × 4, x_proj 1536 × (48 + 32), dt_proj 48 × 1536,
+    # A 1536 × 16, out_proj 1536 × 768: about 129M with the tied embedding
+    assert 125e6 < s.params.total < 135e6
+
+
+def test_vision_towers_read_their_own_widths():
+    base = real("qwen2.5-vl-7b-instruct")
+    text_only = spec({**base, "vision_config": None}).params.total
+    # Qwen2-VL: embed_dim is the tower's width, hidden_size the merger's output (the LLM's)
+    v2 = {"depth": 32, "embed_dim": 1280, "hidden_size": 3584, "mlp_ratio": 4,
+          "num_heads": 16, "patch_size": 14, "spatial_merge_size": 2,
+          "temporal_patch_size": 2, "hidden_act": "quick_gelu", "in_channels": 3}
+    tower = spec({**base, "vision_config": v2}).params.total - text_only
+    assert 0.6e9 < tower < 0.75e9  # Qwen2-VL-7B's vision tower: 675M
+    # GLM-4.1V: the blocks' MLP is out_hidden_size wide, intermediate_size the merger's
+    glm = {"depth": 24, "hidden_size": 1536, "intermediate_size": 13696,
+           "out_hidden_size": 4096, "num_heads": 12, "patch_size": 14,
+           "spatial_merge_size": 2, "temporal_patch_size": 2, "hidden_act": "silu"}
+    from kvcore.hf import _encoder_params
+    wide = _encoder_params(glm, 4096, "glm4v_text")
+    plain = _encoder_params(glm, 4096, "qwen2_5_vl_text")
+    assert plain - wide == 24 * 3 * 1536 * (13696 - 4096)
+
+
+def test_encoder_decoder_models_are_refused():
+    cfg = {"model_type": "t5gemma2", "is_encoder_decoder": True, "num_hidden_layers": 2,
+           "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100,
+           "intermediate_size": 128}
+    with pytest.raises(ConfigError, match="encoder-decoder") as e:
+        spec(cfg)
+    assert e.value.field == "is_encoder_decoder"
