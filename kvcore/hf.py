@@ -760,6 +760,30 @@ class _Attn(NamedTuple):
     kv_proj: bool = True
 
 
+def _per_layer(cfg: Mapping[str, Any], n_layers: int) -> list[dict[str, int]]:
+    """Each layer's entry of ``per_layer_config`` (transformers 5 saves per-layer attention
+    fields there, keyed by the layer's zero-padded index: {"05": {"head_dim": 512}}), its
+    head_dim and num_key_value_heads checked; empty dicts where the config has none."""
+    out: list[dict[str, int]] = [{} for _ in range(n_layers)]
+    per = cfg.get("per_layer_config")
+    if per is None:
+        return out
+    if not isinstance(per, Mapping):
+        raise ConfigError("config.json 'per_layer_config' must map layer indices to fields",
+                          field="per_layer_config")
+    for key, entry in per.items():
+        index = int(key) if isinstance(key, str) and key.isdigit() else -1
+        if not 0 <= index < n_layers or not isinstance(entry, Mapping):
+            raise ConfigError(f"config.json 'per_layer_config' has {shown(key)}: expected a "
+                              f"layer index below {n_layers} mapping to its fields",
+                              field="per_layer_config")
+        for name in ("head_dim", "num_key_value_heads"):
+            if name in entry:
+                out[index][name] = _check_int(f"per_layer_config.{key}.{name}", entry[name],
+                                              1, 1 << 16)
+    return out
+
+
 def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[int],
                         n_heads: int, head_dim: int) -> tuple[list[_Attn], frozenset[int]]:
     """Per layer, the KV heads and K/V widths its cache holds (and its query heads); and the
@@ -773,12 +797,19 @@ def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[i
         # (no v_proj) and they have num_global_key_value_heads heads. Engines still cache V:
         # vLLM loads K's weights into the V slot (gemma4.py Gemma4DecoderLayer), llama.cpp
         # stores Kcur as Vcur (gemma4-iswa.cpp).
+        # a config saved by transformers 5 may give them per layer instead, in per_layer_config
+        per = _per_layer(cfg, n)
         full_dim = r.opt_int("global_head_dim", maximum=1 << 16) or head_dim
         k_eq_v = r.get_bool("attention_k_eq_v", False)
-        full_kv = r.get_int("num_global_key_value_heads", maximum=1 << 16) if k_eq_v else 0
+        listed_kv = k_eq_v and all(
+            "num_key_value_heads" in per[i] for i, ks in enumerate(kinds) if LayerKind.FULL in ks)
+        full_kv = (r.get_int("num_global_key_value_heads", maximum=1 << 16)
+                   if k_eq_v and not listed_kv else 0)
         for i, ks in enumerate(kinds):
             if LayerKind.FULL in ks:
-                out[i] = _Attn(full_kv or kv_list[i], full_dim, full_dim, n_heads, not k_eq_v)
+                dim = per[i].get("head_dim", full_dim)
+                kv = per[i].get("num_key_value_heads") if k_eq_v else None
+                out[i] = _Attn(kv or full_kv or kv_list[i], dim, dim, n_heads, not k_eq_v)
     elif mt in MIMO_V2_TYPES:
         # vLLM mimo_v2_flash.py MiMoV2FlashDecoderLayer: sliding layers take the swa_* fields
         # (swa_v_head_dim defaulting to swa_head_dim), full layers head_dim and v_head_dim

@@ -1451,3 +1451,22 @@ def test_encoder_decoder_models_are_refused():
     with pytest.raises(ConfigError, match="encoder-decoder") as e:
         spec(cfg)
     assert e.value.field == "is_encoder_decoder"
+
+
+def test_gemma4_per_layer_config_as_transformers_5_saves_it():
+    # the same model with its full layers' head_dim given per layer (per_layer_config, keyed
+    # by the zero-padded index) instead of global_head_dim: the same cache, to the byte
+    cfg = real("gemma-4-31b-it")
+    text = cfg.get("text_config", cfg)
+    want = spec(cfg)
+    full = [i for g in want.groups if g.kind == LayerKind.FULL for i in g.layers]
+    dim = text.pop("global_head_dim")
+    text["per_layer_config"] = {f"{i:02d}": {"head_dim": dim} for i in full}
+    got = spec(cfg)
+    assert [(g.kind, g.layers, g.n_kv_heads, g.head_dim_k, g.head_dim_v) for g in got.groups] \
+        == [(g.kind, g.layers, g.n_kv_heads, g.head_dim_k, g.head_dim_v) for g in want.groups]
+    assert got.params.total == want.params.total
+    assert dim != text["head_dim"]  # without either, the full layers would be sized narrower
+    text["per_layer_config"] = {"x5": {"head_dim": dim}}
+    with pytest.raises(ConfigError, match="per_layer_config"):
+        spec(cfg)
