@@ -313,7 +313,7 @@ def nemotron_h_mtp_pattern(cfg: Mapping[str, Any]) -> str:
 def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     """For each layer, the cache-holding kinds it has (Falcon-H1 layers have two)."""
     cfg, mt = r.cfg, r.model_type
-    if mt in MIMO_V2_TYPES:
+    if mt in MIMO_V2_TYPES and ("hybrid_layer_pattern" in cfg or "layer_types" not in cfg):
         return _mimo_kinds(cfg, n_layers)
     layer_types = cfg.get("layer_types")
     if layer_types is not None and mt != "nemotron_h":
@@ -407,6 +407,10 @@ def _check_recurrent_found(lm: Mapping[str, Any], model_type: str,
                           field="model_type")
 
 
+#: hybrids whose recurrent layers are Mamba mixers (a "linear_attention" layer type is one)
+_MAMBA_HYBRIDS = frozenset({"granitemoehybrid", "bamba", "falcon_h1", "jamba", "nemotron_h"})
+
+
 def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[set[LayerKind]]:
     if not isinstance(layer_types, list) or len(layer_types) != n_layers:
         count = len(layer_types) if isinstance(layer_types, list) else "not a list"
@@ -417,6 +421,9 @@ def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[
     kinds: list[set[LayerKind]] = []
     for i, name in enumerate(layer_types):
         kind = _LAYER_TYPE_KINDS.get(name) if isinstance(name, str) else None
+        if kind is LayerKind.LINEAR and model_type in _MAMBA_HYBRIDS:
+            # transformers 5 saves a Mamba hybrid's Mamba layers as "linear_attention"
+            kind = LayerKind.MAMBA
         if kind is None:
             known = ", ".join(sorted(_LAYER_TYPE_KINDS))
             raise ConfigError(

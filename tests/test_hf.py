@@ -1470,3 +1470,14 @@ def test_gemma4_per_layer_config_as_transformers_5_saves_it():
     text["per_layer_config"] = {"x5": {"head_dim": dim}}
     with pytest.raises(ConfigError, match="per_layer_config"):
         spec(cfg)
+
+
+def test_a_mamba_hybrids_linear_attention_layers_are_its_mamba_layers():
+    # transformers 5 saves Granite-4.0-H's layer_types as "linear_attention" / "attention"
+    cfg = {"model_type": "granitemoehybrid", "num_hidden_layers": 4, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+           "intermediate_size": 128, "mamba_n_heads": 8, "mamba_d_head": 16,
+           "mamba_n_groups": 1, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+           "layer_types": ["linear_attention", "attention", "linear_attention", "mamba"]}
+    kinds = {g.kind: g.layers for g in spec(cfg).groups}
+    assert kinds == {LayerKind.MAMBA: (0, 2, 3), LayerKind.FULL: (1,)}
