@@ -1185,6 +1185,16 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
             raise ConfigError(f"config.json 'moe_layer_freq' must list {n_layers} layers of 0 or "
                               "1, or be one integer", field="moe_layer_freq")
         return moe
+    types = cfg.get("mlp_layer_types")
+    if types is not None and not any(k in cfg for k in ("moe_layers_enum", "first_k_dense_replace",
+                                                         "mlp_only_layers")):
+        # transformers 5 saves which layers hold experts as mlp_layer_types (Step-3.7: its
+        # moe_layers_enum; GLM-4.7-Flash: its first_k_dense_replace)
+        if (not isinstance(types, list) or len(types) != n_layers
+                or not all(t in ("dense", "sparse") for t in types)):
+            raise ConfigError(f"config.json 'mlp_layer_types' must list 'dense' or 'sparse' "
+                              f"for each of the {n_layers} layers", field="mlp_layer_types")
+        return [t == "sparse" for t in types]
     enum = cfg.get("moe_layers_enum")
     if isinstance(enum, str) and enum.strip():
         # Step-3.5: the MoE layers as a comma-separated list (vLLM step3p5.py)

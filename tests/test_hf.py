@@ -1481,3 +1481,22 @@ def test_a_mamba_hybrids_linear_attention_layers_are_its_mamba_layers():
            "layer_types": ["linear_attention", "attention", "linear_attention", "mamba"]}
     kinds = {g.kind: g.layers for g in spec(cfg).groups}
     assert kinds == {LayerKind.MAMBA: (0, 2, 3), LayerKind.FULL: (1,)}
+
+
+def test_mlp_layer_types_say_which_layers_hold_experts():
+    cfg = real("qwen3-30b-a3b")
+    n = cfg["num_hidden_layers"]
+    every = spec(cfg).params
+    # as a config names them alone (the engines' own fields, where given, are read instead)
+    for key in ("mlp_only_layers", "decoder_sparse_step"):
+        cfg.pop(key, None)
+    cfg["mlp_layer_types"] = ["dense"] * 2 + ["sparse"] * (n - 2)
+    two_dense = spec(cfg).params
+    # two layers trade their 128 experts and router for one dense MLP of intermediate_size
+    hidden, expert, dense = cfg["hidden_size"], cfg["moe_intermediate_size"], \
+        cfg["intermediate_size"]
+    per_layer = 128 * 3 * hidden * expert + 128 * hidden - 3 * hidden * dense
+    assert every.total - two_dense.total == 2 * per_layer
+    cfg["mlp_layer_types"] = ["sparse"] * (n - 1)
+    with pytest.raises(ConfigError, match="mlp_layer_types"):
+        spec(cfg)
