@@ -37,6 +37,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -60,10 +61,10 @@ NEW = gluon_q4_0.decode_gluon
 CONSTS = gluon_q4_0.launch_consts
 
 
-def parse_launches(text: str) -> dict[str, list[tuple[str, str, int]]]:
+def parse_launches(text: str) -> dict[str, list[tuple[str, str, Any]]]:
     """``NAME:SETTING,…;…`` → name → [(scope, attribute, value)]; scope cache, gluon or
-    consts."""
-    out: dict[str, list[tuple[str, str, int]]] = {}
+    consts; a value of several integers joined by ``/`` is a tuple (cache.GLUON_FEW_FP4=16/32768/4)."""
+    out: dict[str, list[tuple[str, str, Any]]] = {}
     for part in filter(None, text.split(";")):
         name, _, settings = part.partition(":")
         out[name] = []
@@ -73,12 +74,13 @@ def parse_launches(text: str) -> dict[str, list[tuple[str, str, int]]]:
             if scope not in ("cache", "gluon", "ops", "consts") or not attr or not value:
                 raise SystemExit(f"--launches: expected cache.ATTR=N, gluon.ATTR=N, "
                                  f"ops.ATTR=N or consts.NAME=N, got {item!r}")
-            out[name].append((scope, attr, int(value)))
+            parts = [int(v) for v in value.split("/")]
+            out[name].append((scope, attr, tuple(parts) if len(parts) > 1 else parts[0]))
     return out
 
 
 @contextlib.contextmanager
-def launched(settings: list[tuple[str, str, int]]):
+def launched(settings: list[tuple[str, str, Any]]):
     """This tree's kernel under ``settings`` (parse_launches'), restored after."""
     from kvcore.kernels import cache as cache_module
     from kvcore.kernels import triton_ops
