@@ -629,7 +629,9 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
         if g["state_bytes"]:
             rows.append([f"state ({g['kind']})", format_bytes(g["state_bytes"], 2),
                          g["description"] + f" per layer, × {sequences}"
-                         + _state_width(g, data["sequences"])])
+                         # an engine keeps its own widths (its table below)
+                         + (_state_width(g, data["sequences"])
+                            if data.get("engine", "raw") == "raw" else "")])
             continue
         detail = g["description"] + f"; {format_quantity(g['tokens_per_sequence'], 'token')} each"
         kind = g["kind"] + (", MTP" if g["mtp"] else "")

@@ -1026,6 +1026,10 @@ def test_state_rows_say_their_width_and_the_decode_line_counts_the_state(capsys)
     assert "KV and state are" in out and "KV is" not in out
     code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "32k", "--state-dtype", "bf16")
     assert ", × 1 sequence, 16-bit" in out
+    # under an engine, whose own table sizes the state in its widths, the row names none
+    code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "32k", "--engine", "vllm", "--gpu", "h200")
+    row = next(line for line in out.splitlines() if line.startswith("state (linear)"))
+    assert row.endswith("per layer, × 1 sequence")
     # a model of attention alone keeps its words
     code, out, _ = run(capsys, "llama-3.1-8b", "--ctx", "32k", "--gpu", "h200")
     assert "KV is" in out and "state" not in out
