@@ -1911,11 +1911,30 @@ def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
         # Kimi-K3: every Linear in MXFP4 but those ignored (attention, shared experts, dense
         # MLPs, lm_head): the routed experts and their latent projections
         return "mxfp4_moe"
-    if method in ("awq", "gptq", "autoround", "auto-round") and qc.get("bits") == 4:
-        return "int4"
-    if method in ("awq", "gptq") and qc.get("bits") == 8:
+    bits = qc.get("bits")
+    if method in ("awq", "gptq", "autoround", "auto-round") and bits in (2, 3, 4):
+        return f"int{bits}"
+    if method in ("awq", "gptq", "autoround", "auto-round") and bits == 8:
         return "int8"
+    if method == "bitsandbytes":
+        if qc.get("load_in_4bit") or qc.get("_load_in_4bit"):
+            return "nf4_dq" if qc.get("bnb_4bit_use_double_quant") else "nf4"
+        if qc.get("load_in_8bit") or qc.get("_load_in_8bit"):
+            return "int8"
+    if method == "fbgemm_fp8":
+        return "fp8"
+    if method == "torchao":
+        kind = str(qc.get("quant_type", "")).lower()
+        for key, name in (("int4", "int4"), ("int8", "int8"), ("float8", "fp8")):
+            if key in kind:
+                return name
     return None
+
+
+#: quant_methods whose weights kvplan prices (per module: kvcore.quant; per weight:
+#: _checkpoint_weights)
+_PRICED_METHODS = frozenset({"modelopt", "compressed-tensors", "fp8", "mxfp4", "awq", "gptq",
+                             "autoround", "auto-round", "bitsandbytes", "fbgemm_fp8", "torchao"})
 
 
 def spec_from_config(
@@ -2605,6 +2624,15 @@ def _quantization(config: Mapping[str, Any], lm: Mapping[str, Any],
     qc = config.get("quantization_config") or lm.get("quantization_config")
     scheme, note = parse_quant(qc, sidecar, dtype_bytes if dtype_bytes > 1 else 2)
     notes = [note] if note else []
+    if isinstance(qc, Mapping) and scheme is None and not note:
+        method = str(qc.get("quant_method", "")).lower()
+        known = method in _PRICED_METHODS or method.startswith("modelopt")
+        if not known or not (_checkpoint_weights(config) or _checkpoint_weights(lm)
+                             or method in ("modelopt", "compressed-tensors")):
+            notes.append(f"quantization_config ({method or 'no quant_method'}"
+                         + (f", {qc.get('bits')} bits" if qc.get("bits") else "")
+                         + ") is not one kvplan prices: the weights are priced in the "
+                         f"checkpoint's dtype ({dtype}); --weights names the stored format")
     if scheme is not None and not modules:
         notes.append(f"the checkpoint's {scheme.label} quantization is not priced module by "
                      "module for this architecture: the weights are an estimate per weight")

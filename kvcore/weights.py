@@ -44,6 +44,16 @@ WEIGHT_FORMATS: tuple[WeightFormat, ...] = (
     # 4-bit values + fp16 scale + 4-bit zero point per group of 128
     WeightFormat("int4", 4 + (16 + 4) / 128, "int4 AWQ/GPTQ, group 128, fp16 scale + zero",
                  embeddings_16bit=True, aliases=("awq", "gptq", "w4a16")),
+    # bitsandbytes 4-bit (NF4 or FP4): an fp32 absmax per 64 weights; with double
+    # quantization the absmax is 8-bit, with an fp32 scale per 256 of them
+    WeightFormat("nf4", 4 + 32 / 64, "bitsandbytes 4-bit (NF4/FP4), fp32 absmax per 64",
+                 embeddings_16bit=True, aliases=("bnb_4bit", "bnb4")),
+    WeightFormat("nf4_dq", 4 + 8 / 64 + 32 / (64 * 256),
+                 "bitsandbytes 4-bit, double-quantized absmax", embeddings_16bit=True),
+    WeightFormat("int3", 3 + (16 + 3) / 128, "int3 GPTQ/AWQ, group 128, fp16 scale + zero",
+                 embeddings_16bit=True),
+    WeightFormat("int2", 2 + (16 + 2) / 128, "int2 GPTQ/AWQ, group 128, fp16 scale + zero",
+                 embeddings_16bit=True),
     WeightFormat("nvfp4", 4.5, "e2m1 + fp8 scale per 16", embeddings_16bit=True),
     WeightFormat("mxfp4", 4.25, "e2m1 + e8m0 scale per 32", embeddings_16bit=True),
     WeightFormat("mxfp4_moe", 4.25, "MoE experts in MXFP4, the rest 16-bit (gpt-oss)",

@@ -420,7 +420,7 @@ def test_unreadable_config_file_is_one_line(tmp_path, capsys, monkeypatch):
      "'x' is not a known engine; expected one of raw, vllm, llama.cpp, sglang, trtllm"),
     (["qwen3-8b", "--weights", "q9"],
      "'q9' is not a known weight format; expected one of auto, f32, f16, bf16, fp8, int8, int4, "
-     "nvfp4, mxfp4, mxfp4_moe, fp8_mxfp4_moe, q8_0, q6_k, q5_k_m, q5_k_s, q5_1, q5_0, q4_1, "
+     "nf4, nf4_dq, int3, int2, nvfp4, mxfp4, mxfp4_moe, fp8_mxfp4_moe, q8_0, q6_k, q5_k_m, q5_k_s, q5_1, q5_0, q4_1, "
      "q4_k_m, q4_k_s, q4_0, iq4_nl, iq4_xs, q3_k_l, q3_k_m, iq3_m, q3_k_s, iq3_s, iq3_xs, "
      "iq3_xxs, q2_k, q2_k_s, iq2_m, iq2_s, iq2_xs, iq2_xxs, iq1_m, iq1_s"),
     # suggestions are names the user can type back, each card or model once

@@ -1500,3 +1500,42 @@ def test_mlp_layer_types_say_which_layers_hold_experts():
     cfg["mlp_layer_types"] = ["sparse"] * (n - 1)
     with pytest.raises(ConfigError, match="mlp_layer_types"):
         spec(cfg)
+
+
+@pytest.mark.parametrize(("qc", "weights"), [
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, "nf4"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True,
+      "bnb_4bit_use_double_quant": True}, "nf4_dq"),
+    ({"quant_method": "bitsandbytes", "_load_in_8bit": True}, "int8"),
+    ({"quant_method": "gptq", "bits": 3, "group_size": 128}, "int3"),
+    ({"quant_method": "awq", "bits": 2}, "int2"),
+    ({"quant_method": "torchao", "quant_type": "Int4WeightOnlyConfig"}, "int4"),
+    ({"quant_method": "fbgemm_fp8"}, "fp8"),
+])
+def test_pre_quantized_checkpoints_are_priced_in_their_stored_format(qc, weights):
+    from kvcore.weights import get_weight_format
+    cfg = {**real("llama-3.1-8b"), "quantization_config": qc}
+    s = spec(cfg)
+    assert s.checkpoint_weights == weights
+    assert not any("not one kvplan prices" in n for n in s.weight_notes)
+    bits = get_weight_format(weights).bits_per_weight
+    assert bits < 16
+
+
+def test_bnb_double_quant_matches_its_published_checkpoint():
+    # unsloth/Meta-Llama-3.1-8B-bnb-4bit (double quantization): model.safetensors 5.70 GB
+    import kvcore
+    cfg = {**real("llama-3.1-8b"), "quantization_config": {
+        "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_use_double_quant": True,
+        "bnb_4bit_quant_type": "nf4"}}
+    s = spec(cfg)
+    w = kvcore.weights_for(s, "auto")
+    assert abs(w.bytes - 5.70e9) / 5.70e9 < 0.03
+
+
+@pytest.mark.parametrize("qc", [{"quant_method": "hqq", "nbits": 4},
+                                {"quant_method": "exl2", "bits": 4.0},
+                                {"quant_method": "gptq", "bits": 5}])
+def test_a_quantization_kvplan_does_not_price_is_said(qc):
+    s = spec({**real("llama-3.1-8b"), "quantization_config": qc})
+    assert any("is not one kvplan prices" in n and "--weights" in n for n in s.weight_notes)
