@@ -25,7 +25,8 @@ _NESTED = ("text_config", "llm_config", "language_config", "text_model_config")
 # canonical name -> names used by other dialects, in order of preference
 _ALIASES: dict[str, tuple[str, ...]] = {
     "num_hidden_layers": ("num_hidden_layers", "num_layers", "n_layer", "n_layers"),
-    "num_attention_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads",
+                            "attention_heads"),
     "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads",
                             "num_attention_groups"),
     "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
@@ -76,7 +77,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 _UNGATED_MLP = {
     "gpt2", "gpt_bigcode", "falcon", "phi", "starcoder2", "gpt_neox", "mpt", "bloom", "opt",
     "nemotron", "nemotron_h", "apertus", "arcee", "gptj", "codegen", "gpt_neo", "openai-gpt",
-    "persimmon", "fuyu", "biogpt", "jais2", "nanochat", "apertus1p5", "apertus1p5_text",
+    "persimmon", "fuyu", "biogpt", "jais2", "nanochat", "apertus1p5", "apertus1p5_text", "xglm",
 }
 
 #: architectures whose layers hold a cache or state kvplan does not size (each with what it

@@ -1539,3 +1539,14 @@ def test_bnb_double_quant_matches_its_published_checkpoint():
 def test_a_quantization_kvplan_does_not_price_is_said(qc):
     s = spec({**real("llama-3.1-8b"), "quantization_config": qc})
     assert any("is not one kvplan prices" in n and "--weights" in n for n in s.weight_notes)
+
+
+def test_xglm_reads_its_own_field_names():
+    # XGLM-564M: attention_heads, num_layers, d_model, ffn_dim (fc1/fc2), a tied head
+    cfg = {"model_type": "xglm", "vocab_size": 256008, "d_model": 1024, "ffn_dim": 4096,
+           "num_layers": 24, "attention_heads": 16, "tie_word_embeddings": True,
+           "max_position_embeddings": 2048}
+    s = spec(cfg)
+    (full,) = s.groups
+    assert (full.count, full.n_kv_heads, full.head_dim_k) == (24, 16, 64)
+    assert abs(s.params.total - 564_463_616) / 564_463_616 < 0.002
