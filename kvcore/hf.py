@@ -1932,12 +1932,6 @@ def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-#: quant_methods whose weights kvplan prices (per module: kvcore.quant; per weight:
-#: _checkpoint_weights)
-_PRICED_METHODS = frozenset({"modelopt", "compressed-tensors", "fp8", "mxfp4", "awq", "gptq",
-                             "autoround", "auto-round", "bitsandbytes", "fbgemm_fp8", "torchao"})
-
-
 def spec_from_config(
     config: Mapping[str, Any],
     *,
@@ -2625,15 +2619,15 @@ def _quantization(config: Mapping[str, Any], lm: Mapping[str, Any],
     qc = config.get("quantization_config") or lm.get("quantization_config")
     scheme, note = parse_quant(qc, sidecar, dtype_bytes if dtype_bytes > 1 else 2)
     notes = [note] if note else []
-    if isinstance(qc, Mapping) and scheme is None and not note:
+    if (isinstance(qc, Mapping) and scheme is None and not note
+            and not (_checkpoint_weights(config) or _checkpoint_weights(lm))):
+        # neither priced module by module (a scheme, or a note that it was not understood)
+        # nor per weight (a stored format)
         method = str(qc.get("quant_method", "")).lower()
-        known = method in _PRICED_METHODS or method.startswith("modelopt")
-        if not known or not (_checkpoint_weights(config) or _checkpoint_weights(lm)
-                             or method in ("modelopt", "compressed-tensors")):
-            notes.append(f"quantization_config ({method or 'no quant_method'}"
-                         + (f", {qc.get('bits')} bits" if qc.get("bits") else "")
-                         + ") is not one kvplan prices: the weights are priced in the "
-                         f"checkpoint's dtype ({dtype}); --weights names the stored format")
+        notes.append(f"quantization_config ({method or 'no quant_method'}"
+                     + (f", {qc.get('bits')} bits" if qc.get("bits") else "")
+                     + ") is not one kvplan prices: the weights are priced in the "
+                     f"checkpoint's dtype ({dtype}); --weights names the stored format")
     if scheme is not None and not modules:
         notes.append(f"the checkpoint's {scheme.label} quantization is not priced module by "
                      "module for this architecture: the weights are an estimate per weight")
