@@ -1924,6 +1924,15 @@ def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
             return "int8"
     if method == "fbgemm_fp8":
         return "fp8"
+    if method == "quark":
+        # AMD Quark: global_quant_config.weight.dtype (fp8_e4m3 per tensor, mx_fp4 a
+        # block of 32, uint4/int4 groups); lm_head is excluded as the HF ones are
+        weight = (qc.get("global_quant_config") or {}).get("weight") if isinstance(
+            qc.get("global_quant_config"), Mapping) else None
+        dtype = str(weight.get("dtype", "")).lower() if isinstance(weight, Mapping) else ""
+        for key, name in (("fp8", "fp8"), ("fp4", "mxfp4"), ("int4", "int4"), ("int8", "int8")):
+            if key in dtype:
+                return name
     if method == "torchao":
         kind = str(qc.get("quant_type", "")).lower()
         for key, name in (("int4", "int4"), ("int8", "int8"), ("float8", "fp8")):

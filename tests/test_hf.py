@@ -1511,6 +1511,11 @@ def test_mlp_layer_types_say_which_layers_hold_experts():
     ({"quant_method": "awq", "bits": 2}, "int2"),
     ({"quant_method": "torchao", "quant_type": "Int4WeightOnlyConfig"}, "int4"),
     ({"quant_method": "fbgemm_fp8"}, "fp8"),
+    # AMD Quark's exports (amd/*-FP8-KV, amd/*-MXFP4)
+    ({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp8_e4m3"}}}, "fp8"),
+    ({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp4",
+                                                                  "qscheme": "per_group"}}},
+     "mxfp4"),
 ])
 def test_pre_quantized_checkpoints_are_priced_in_their_stored_format(qc, weights):
     from kvcore.weights import get_weight_format
