@@ -1159,7 +1159,8 @@ def _cross_tokens(vision: dict[str, Any] | None) -> int:
 def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[bool]:
     cfg, mt = r.cfg, r.model_type
     n_experts = r.opt_int("num_experts", 0) or 0
-    if n_experts <= 1:
+    if n_experts <= 1 or cfg.get("is_moe") is False:
+        # DOGE's config keeps its expert fields with is_moe false: dense MLPs alone
         return [False] * n_layers
     if mt == "nemotron_h":
         return [ch == "E" for ch in nemotron_h_pattern(cfg)]

@@ -1555,3 +1555,14 @@ def test_xglm_reads_its_own_field_names():
     (full,) = s.groups
     assert (full.count, full.n_kv_heads, full.head_dim_k) == (24, 16, 64)
     assert abs(s.params.total - 564_463_616) / 564_463_616 < 0.002
+
+
+def test_is_moe_false_keeps_the_dense_mlp():
+    # DOGE's config carries its expert fields (16,384 experts) with is_moe false
+    cfg = {"model_type": "doge", "hidden_size": 1024, "num_hidden_layers": 32,
+           "num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 2048,
+           "num_experts": 16384, "num_experts_per_tok": 64, "is_moe": False,
+           "vocab_size": 32768, "tie_word_embeddings": False}
+    dense = spec(cfg).params.total
+    assert 0.39e9 < dense < 0.41e9  # transformers builds 403M
+    assert spec({**cfg, "is_moe": True}).params.total > 10 * dense
