@@ -1477,9 +1477,12 @@ def _count_params(
     # the hidden width and left by one back; the router and the shared expert read the full
     # width. Nemotron-3 Super/Ultra: moe_latent_size (fc1/fc2_latent_proj, ReplicatedLinear in
     # vLLM's and SGLang's nemotron_h.py, so held whole on every rank); Kimi-K3:
-    # routed_expert_hidden_size (counted with the experts)
+    # routed_expert_hidden_size (counted with the experts); Muse-Spark: moe_hidden_size
+    # (pre_expert_proj, post_expert_proj)
     if mt == "nemotron_h":
         latent = r.opt_int("moe_latent_size", 0, maximum=1 << 20) or 0
+    elif mt.startswith("muse_spark"):
+        latent = r.opt_int("moe_hidden_size", 0, maximum=1 << 20) or 0
     else:
         latent = r.opt_int("routed_expert_hidden_size", 0) or 0
     expert_width = latent or hidden

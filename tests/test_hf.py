@@ -1566,3 +1566,15 @@ def test_is_moe_false_keeps_the_dense_mlp():
     dense = spec(cfg).params.total
     assert 0.39e9 < dense < 0.41e9  # transformers builds 403M
     assert spec({**cfg, "is_moe": True}).params.total > 10 * dense
+
+
+def test_muse_spark_experts_work_in_their_latent_width():
+    cfg = {"model_type": "muse_spark_text", "hidden_size": 256, "intermediate_size": 512,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "head_dim": 64, "vocab_size": 1000, "moe_intermediate_size": 128,
+           "num_local_experts": 8, "num_experts_per_tok": 2, "tie_word_embeddings": False}
+    full = spec(cfg).params.total
+    latent = spec({**cfg, "moe_hidden_size": 64}).params.total
+    # each expert's three matrices narrow from 256 to 64 columns; a projection in and one
+    # out (256 × 64 each) join every layer
+    assert full - latent == 2 * (8 * 3 * (256 - 64) * 128 - 2 * 256 * 64)
