@@ -1931,17 +1931,22 @@ def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
     if method == "quark":
         # AMD Quark: global_quant_config.weight.dtype (fp8_e4m3 per tensor, mx_fp4 a
         # block of 32, uint4/int4 groups); lm_head is excluded as the HF ones are
-        weight = (qc.get("global_quant_config") or {}).get("weight") if isinstance(
-            qc.get("global_quant_config"), Mapping) else None
-        dtype = str(weight.get("dtype", "")).lower() if isinstance(weight, Mapping) else ""
-        for key, name in (("fp8", "fp8"), ("fp4", "mxfp4"), ("int4", "int4"), ("int8", "int8")):
-            if key in dtype:
-                return name
+        glob = qc.get("global_quant_config")
+        weight = glob.get("weight") if isinstance(glob, Mapping) else None
+        return _named_format(weight.get("dtype") if isinstance(weight, Mapping) else None)
     if method == "torchao":
-        kind = str(qc.get("quant_type", "")).lower()
-        for key, name in (("int4", "int4"), ("int8", "int8"), ("float8", "fp8")):
-            if key in kind:
-                return name
+        return _named_format(qc.get("quant_type"))
+    return None
+
+
+def _named_format(text: Any) -> str | None:
+    """The weight format a quantizer's type name names (fp8_e4m3, mx_fp4, uint4,
+    Int4WeightOnlyConfig, float8_weight_only …), None where it names none kvplan prices."""
+    kind = str(text or "").lower()
+    for key, name in (("fp8", "fp8"), ("float8", "fp8"), ("nvfp4", "nvfp4"), ("fp4", "mxfp4"),
+                      ("int4", "int4"), ("int8", "int8")):
+        if key in kind:
+            return name
     return None
 
 

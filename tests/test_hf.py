@@ -1511,6 +1511,7 @@ def test_mlp_layer_types_say_which_layers_hold_experts():
     ({"quant_method": "awq", "bits": 2}, "int2"),
     ({"quant_method": "torchao", "quant_type": "Int4WeightOnlyConfig"}, "int4"),
     ({"quant_method": "fbgemm_fp8"}, "fp8"),
+    ({"quant_method": "torchao", "quant_type": "NVFP4InferenceConfig"}, "nvfp4"),
     # AMD Quark's exports (amd/*-FP8-KV, amd/*-MXFP4)
     ({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp8_e4m3"}}}, "fp8"),
     ({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp4",
