@@ -90,11 +90,14 @@ def memory_chart(
                    f'{_tokens(x)}</text>')
     out.append(f'<text x="{(W + PAD_L) / 2:.0f}" y="{H - 4}" text-anchor="middle">'
                'context per sequence (tokens)</text>')
+    # the card's label, right-aligned above its line (the ask label steps clear of it below)
+    card = f"card {limit_bytes / gib:.1f} GiB" if limit_bytes else ""
+    card_y = py(limit_bytes) - 5 if limit_bytes else 0.0
     if limit_bytes:
         out.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{py(limit_bytes):.1f}" '
                    f'y2="{py(limit_bytes):.1f}" class="limit"/>')
-        out.append(f'<text x="{W - PAD_R}" y="{py(limit_bytes) - 5:.1f}" text-anchor="end" '
-                   f'class="limit-label">card {limit_bytes / gib:.1f} GiB</text>')
+        out.append(f'<text x="{W - PAD_R}" y="{card_y:.1f}" text-anchor="end" '
+                   f'class="limit-label">{card}</text>')
     for i, (name, pts) in enumerate(series):
         color = colors[i] if colors else COLORS[i % len(COLORS)]
         path = " ".join(f"{'M' if j == 0 else 'L'}{px(x):.1f},{py(y):.1f}"
@@ -126,8 +129,7 @@ def memory_chart(
         y = cy - 9
         if limit_bytes:
             # below the point where it would run into the card's label
-            card = f"card {limit_bytes / gib:.1f} GiB"
-            card_left, card_y = W - PAD_R - char * len(card), py(limit_bytes) - 5
+            card_left = W - PAD_R - char * len(card)
             if (left + char * len(text) > card_left and left < W - PAD_R
                     and abs(y - card_y) < font + 2):
                 y = cy + 9 + font
