@@ -724,11 +724,11 @@ def _ffn_widths(cfg: dict[str, Any], n_layers: int) -> list[int] | None:
     return widths
 
 
-#: the MLP width of architectures whose configs may leave it out, as a multiple of the hidden
-#: size (the config classes' defaults: GPT-2's and StarCoder's n_inner None, BLOOM's and
-#: Falcon's 4 × hidden; MPT's expansion_ratio, 4 unless given)
-_FFN_TIMES_HIDDEN = {"gpt2": 4, "gpt_bigcode": 4, "bloom": 4, "falcon": 4, "mpt": 4,
-                     "gptj": 4, "codegen": 4, "gpt_neo": 4, "openai-gpt": 4}
+#: architectures whose configs may leave the MLP width out: 4 × hidden (the config classes'
+#: defaults: GPT-2's and StarCoder's n_inner None, BLOOM's and Falcon's 4 × hidden; MPT's
+#: expansion_ratio, 4 unless given)
+_FFN_4X_HIDDEN = frozenset({"gpt2", "gpt_bigcode", "bloom", "falcon", "mpt", "gptj", "codegen",
+                            "gpt_neo", "openai-gpt"})
 #: pure state-space models: their layers are a Mamba mixer and no MLP (Mamba-1's
 #: intermediate_size is the mixer's inner width)
 _NO_MLP = frozenset({"mamba", "falcon_mamba", "mamba2"})
@@ -736,7 +736,7 @@ _NO_MLP = frozenset({"mamba", "falcon_mamba", "mamba2"})
 
 def _intermediate(r: _Reader, n_layers: int) -> int:
     """The config's MLP width: the widest layer's where it lists one per layer; where the
-    config gives none, its class's multiple of the hidden size (_FFN_TIMES_HIDDEN), else 0 (a
+    config gives none, its class's multiple of the hidden size (_FFN_4X_HIDDEN), else 0 (a
     model whose every layer is a mixture of experts of their own width)."""
     if r.model_type in _NO_MLP:
         return 0
@@ -744,9 +744,9 @@ def _intermediate(r: _Reader, n_layers: int) -> int:
     if widths:
         return max(widths)
     given = r.opt_int("intermediate_size", 0)
-    if given or r.model_type not in _FFN_TIMES_HIDDEN:
+    if given or r.model_type not in _FFN_4X_HIDDEN:
         return given or 0
-    times = _FFN_TIMES_HIDDEN[r.model_type]
+    times = 4
     if r.model_type == "mpt" and "expansion_ratio" in r.cfg:
         times = _check_int("expansion_ratio", r.cfg["expansion_ratio"], 1, 64)
     else:
@@ -958,6 +958,15 @@ _LAGUNA_GATING = {True: True, "per-head": True, "per_head": True, "per-element":
                   "per_element": False}
 
 
+def _sparse_layers(mlp_types: Any, n_layers: int) -> list[bool]:
+    """``mlp_layer_types`` ('dense' or 'sparse' a layer) as each layer's holding experts."""
+    if (not isinstance(mlp_types, list) or len(mlp_types) != n_layers
+            or not all(t in ("dense", "sparse") for t in mlp_types)):
+        raise ConfigError(f"config.json 'mlp_layer_types' must list 'dense' or 'sparse' for "
+                          f"each of the {n_layers} layers", field="mlp_layer_types")
+    return [t == "sparse" for t in mlp_types]
+
+
 def _laguna(r: _Reader, n_layers: int, n_heads: int, head_dim: int) -> _Laguna:
     """Read Laguna's ``num_attention_heads_per_layer``, ``gating`` / ``gating_types`` and
     ``mlp_layer_types`` (with ``mlp_only_layers`` / ``decoder_sparse_step`` where a config also
@@ -1006,11 +1015,7 @@ def _laguna(r: _Reader, n_layers: int, n_heads: int, head_dim: int) -> _Laguna:
     if mlp_types is None:
         # transformers' LagunaConfig default: the first layer dense, the rest sparse
         mlp_types = ["dense"] + ["sparse"] * (n_layers - 1)
-    if (not isinstance(mlp_types, list) or len(mlp_types) != n_layers
-            or not all(t in ("dense", "sparse") for t in mlp_types)):
-        raise ConfigError(f"config.json 'mlp_layer_types' must list 'dense' or 'sparse' for "
-                          f"each of the {n_layers} layers", field="mlp_layer_types")
-    sparse = [t == "sparse" for t in mlp_types]
+    sparse = _sparse_layers(mlp_types, n_layers)
     if "mlp_only_layers" in cfg or "decoder_sparse_step" in cfg:
         # vLLM's laguna.py picks MoE layers by mlp_only_layers and decoder_sparse_step
         step = r.opt_int("decoder_sparse_step", 1, minimum=1) or 1
@@ -1192,11 +1197,7 @@ def _moe_layers(r: _Reader, n_layers: int, kinds: list[set[LayerKind]]) -> list[
                                                          "mlp_only_layers")):
         # transformers 5 saves which layers hold experts as mlp_layer_types (Step-3.7: its
         # moe_layers_enum; GLM-4.7-Flash: its first_k_dense_replace)
-        if (not isinstance(types, list) or len(types) != n_layers
-                or not all(t in ("dense", "sparse") for t in types)):
-            raise ConfigError(f"config.json 'mlp_layer_types' must list 'dense' or 'sparse' "
-                              f"for each of the {n_layers} layers", field="mlp_layer_types")
-        return [t == "sparse" for t in types]
+        return _sparse_layers(types, n_layers)
     enum = cfg.get("moe_layers_enum")
     if isinstance(enum, str) and enum.strip():
         # Step-3.5: the MoE layers as a comma-separated list (vLLM step3p5.py)
@@ -1917,10 +1918,8 @@ def _checkpoint_weights(config: Mapping[str, Any]) -> str | None:
         # MLPs, lm_head): the routed experts and their latent projections
         return "mxfp4_moe"
     bits = qc.get("bits")
-    if method in ("awq", "gptq", "autoround", "auto-round") and bits in (2, 3, 4):
+    if method in ("awq", "gptq", "autoround", "auto-round") and bits in (2, 3, 4, 8):
         return f"int{bits}"
-    if method in ("awq", "gptq", "autoround", "auto-round") and bits == 8:
-        return "int8"
     if method == "bitsandbytes":
         if qc.get("load_in_4bit") or qc.get("_load_in_4bit"):
             return "nf4_dq" if qc.get("bnb_4bit_use_double_quant") else "nf4"
@@ -2195,7 +2194,9 @@ def spec_from_config(
     pinned_bytes = ssm_bytes
     cache_dtype = lm.get("mamba_ssm_cache_dtype")
     cache_dtype_bytes = _DTYPE_BYTES.get(cache_dtype, 0) if isinstance(cache_dtype, str) else 0
-    scheme, weight_notes = _quantization(config, lm, quant_config, dtype, params.modules)
+    stored = _checkpoint_weights(config) or _checkpoint_weights(lm)
+    scheme, weight_notes = _quantization(config, lm, quant_config, dtype, params.modules,
+                                         stored)
     if isinstance(lm.get("linear_attn_config"), dict):
         # Kimi Delta Attention keeps its recurrent matrix in float32 whatever the checkpoint
         # dtype (vLLM's MambaStateDtypeCalculator.kda_state_dtype pins it; SGLang's default)
@@ -2219,7 +2220,7 @@ def spec_from_config(
         ssm_cache_dtype_bytes=cache_dtype_bytes,
         mamba_chunk_size=_chunk_size(lm),
         gdn_key_head_dim=gdn_key_dim,
-        checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
+        checkpoint_weights=stored,
         quant=scheme,
         weight_notes=weight_notes,
         cross_tokens_per_image=cross_tokens,
@@ -2599,7 +2600,9 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
     groups, _ = _deepseek_v4_groups(r, n_layers)
     params = _deepseek_v4_params(r, n_layers)
     dtype = _checkpoint_dtype(config, lm)
-    scheme, weight_notes = _quantization(config, lm, quant_config, dtype, params.modules)
+    stored = _checkpoint_weights(config) or _checkpoint_weights(lm)
+    scheme, weight_notes = _quantization(config, lm, quant_config, dtype, params.modules,
+                                         stored)
     return ModelSpec(
         name=name, model_type=r.model_type, groups=tuple(groups), params=params, source=source,
         hub_repo=hub_repo, hidden_size=r.get_int("hidden_size"),
@@ -2612,7 +2615,7 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
                                               r.opt_int("max_position_embeddings")),
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2), dtype=dtype,
         ssm_dtype_bytes=4,
-        checkpoint_weights=_checkpoint_weights(config) or _checkpoint_weights(lm),
+        checkpoint_weights=stored,
         quant=scheme,
         weight_notes=weight_notes,
         safetensors_total_bytes=safetensors_total_bytes,
@@ -2630,15 +2633,15 @@ def _checkpoint_dtype(config: Mapping[str, Any], lm: Mapping[str, Any]) -> str:
 
 def _quantization(config: Mapping[str, Any], lm: Mapping[str, Any],
                   sidecar: Mapping[str, Any] | None, dtype: str, modules: tuple[Module, ...],
-                  ) -> tuple[QuantScheme | None, tuple[str, ...]]:
+                  stored: str | None) -> tuple[QuantScheme | None, tuple[str, ...]]:
     """The checkpoint's per-module quantization (config.json's quantization_config, else its
-    hf_quant_config.json) and what a plan should say about it."""
+    hf_quant_config.json) and what a plan should say about it; ``stored``: the weight format
+    the checkpoint is priced in per weight (_checkpoint_weights), if any."""
     dtype_bytes = _DTYPE_BYTES.get(dtype, 2)
     qc = config.get("quantization_config") or lm.get("quantization_config")
     scheme, note = parse_quant(qc, sidecar, dtype_bytes if dtype_bytes > 1 else 2)
     notes = [note] if note else []
-    if (isinstance(qc, Mapping) and scheme is None and not note
-            and not (_checkpoint_weights(config) or _checkpoint_weights(lm))):
+    if isinstance(qc, Mapping) and scheme is None and not note and not stored:
         # neither priced module by module (a scheme, or a note that it was not understood)
         # nor per weight (a stored format)
         method = str(qc.get("quant_method", "")).lower()
