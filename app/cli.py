@@ -945,6 +945,13 @@ def render_command(launch: Launch, read_as: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _asks_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (read from the words, since the error may be
+    the parse itself)."""
+    words = argv[:argv.index("--")] if "--" in argv else argv
+    return "--json" in words
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # huggingface_hub logs each retry of an unreachable Hub; the error line says what failed.
@@ -1020,6 +1027,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (KvplanError, UsageError) as exc:
         print(f"kvplan: error: {exc}", file=sys.stderr)
+        if _asks_json(argv):
+            # a script reading stdout gets an object in the API's error shape, not nothing
+            print(json.dumps({"ok": False, "error": str(exc), "exit_code": 2,
+                              "field": getattr(exc, "field", None)}, indent=2))
         return 2
     except BrokenPipeError:
         return 0

@@ -87,6 +87,30 @@ def test_bad_input_is_one_line_exit_2(capsys, args, needle):
     assert needle in err
 
 
+@pytest.mark.parametrize(("args", "needle", "field"), [
+    (["nosuchmodel", "--json"], "not a known model", "model"),
+    (["llama-3.1-8b", "--kv", "q3", "--json"], "KV format", "kv_k"),
+    (["llama-3.1-8b", "--json", "--ctx", "12x"], "context", None),
+    (["models", "--json", "--nope"], "unrecognized", None),
+    (["llama-3.1-8b", "--json", "--gpus", "4090:x"], "", "gpus"),
+])
+def test_json_asked_errors_come_as_one_object_on_stdout_too(capsys, args, needle, field):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and err.startswith("kvplan: error:")
+    data = json.loads(out)
+    assert data == {"ok": False, "error": err.strip().removeprefix("kvplan: error: "),
+                    "exit_code": 2, "field": data["field"]}
+    assert needle in data["error"]
+    if field is not None:
+        assert data["field"] == field
+
+
+def test_json_after_a_double_dash_is_no_flag(capsys):
+    code, out, err = run(capsys, "--", "--json")
+    assert code == 2 and out == "" and "--json" in err
+
+
 def test_console_script_exit_code_and_no_traceback():
     proc = subprocess.run([sys.executable, "-m", "app.cli", "llama-3.1-8b", "--ctx", "-3"],
                           capture_output=True, text=True)
