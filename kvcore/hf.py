@@ -85,7 +85,6 @@ _UNGATED_MLP = {
 #: their configs' head and layer fields would otherwise read as
 _UNMODELED = {
     "zamba": "Mamba layers with a shared attention block applied every few layers",
-    "zamba2": "Mamba-2 layers with shared attention blocks applied at its hybrid layers",
     "xlstm": "mLSTM blocks, whose state is a fixed matrix a head",
     "rwkv": "RWKV time-mixing state a layer",
     "rwkv5": "RWKV-5 time-mixing state a layer",
@@ -364,6 +363,9 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
         return [{LayerKind.FULL} for _ in range(n_layers)]
     if mt in ("mamba", "falcon_mamba", "mamba2"):
         return [{LayerKind.MAMBA} for _ in range(n_layers)]
+    if mt == "zamba2":
+        return [{LayerKind.MAMBA, LayerKind.FULL} if hybrid else {LayerKind.MAMBA}
+                for hybrid in _zamba2_hybrid(cfg, n_layers)]
     if mt in ("llama4_text", "llama4"):
         return _llama4_kinds(r, n_layers)
     if mt == "gemma2":
@@ -406,6 +408,29 @@ def _check_recurrent_found(lm: Mapping[str, Any], model_type: str,
                           f"but kvplan does not know which layers of model_type '{model_type}' "
                           "hold them: its cache cannot be sized from this config",
                           field="model_type")
+
+
+def _zamba2_hybrid(cfg: Mapping[str, Any], n_layers: int) -> list[bool]:
+    """Which Zamba2 layers are hybrid: a shared attention block (its own K/V at each such
+    layer) before the layer's Mamba-2 mixer. ``layers_block_type`` names each layer "hybrid" or
+    "mamba" ("linear_attention" where transformers 5 saved it); ``hybrid_layer_ids`` lists the
+    hybrid ones where no block types are given."""
+    types = cfg.get("layers_block_type")
+    if types is not None:
+        if (not isinstance(types, list) or len(types) != n_layers
+                or not all(t in ("hybrid", "mamba", "linear_attention") for t in types)):
+            raise ConfigError(f"config.json 'layers_block_type' must name each of the "
+                              f"{n_layers} layers of a Zamba2 model 'hybrid' or 'mamba'",
+                              field="layers_block_type")
+        return [t == "hybrid" for t in types]
+    ids = cfg.get("hybrid_layer_ids")
+    if (not isinstance(ids, list) or not ids
+            or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_layers
+                       for i in ids)):
+        raise ConfigError("config.json has no 'layers_block_type' (nor 'hybrid_layer_ids' "
+                          "listing layers below num_hidden_layers): kvplan cannot tell which "
+                          "Zamba2 layers apply the shared attention", field="layers_block_type")
+    return [i in ids for i in range(n_layers)]
 
 
 #: hybrids whose recurrent layers are Mamba mixers (a "linear_attention" layer type is one)
@@ -701,6 +726,15 @@ def _check_kv_groups(r: _Reader, kinds: list[set[LayerKind]], n_heads: int,
 
 
 def _head_dim(r: _Reader, hidden: int, n_heads: int) -> int:
+    if r.model_type == "zamba2":
+        # the shared attention reads the hidden state beside the input embeddings: 2 × hidden
+        # wide, split over the heads (Zamba2Config.attention_head_dim)
+        explicit = r.opt_int("attention_head_dim", minimum=1, maximum=1 << 16)
+        if explicit is None and 2 * hidden % n_heads:
+            raise ConfigError(f"config.json has no 'attention_head_dim' and 2 × hidden_size "
+                              f"{2 * hidden} is not a multiple of num_attention_heads {n_heads}",
+                              field="attention_head_dim")
+        return 2 * hidden // n_heads if explicit is None else explicit
     explicit = r.opt_int("head_dim", minimum=1, maximum=1 << 16)
     if explicit is not None:
         return explicit
@@ -1096,7 +1130,7 @@ def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
     d_conv = first("conv_kernel", "mamba_d_conv", "d_conv")
     # a pure Mamba-2 (Mamba2Config) names its heads without the prefix
     own = ("num_heads",) if mt == "mamba2" else ()
-    n_heads = first("mamba_num_heads", "mamba_n_heads", *own)
+    n_heads = first("mamba_num_heads", "mamba_n_heads", "n_mamba_heads", *own)
     if d_state is None:
         d_state = r.opt_int("mamba_d_state")
     if d_conv is None:
@@ -1110,12 +1144,15 @@ def _mamba_state(r: _Reader, hidden: int) -> tuple[int, str, dict[str, int]]:
     if n_heads is not None and mt != "jamba":
         # Mamba2: n_heads × head_dim × d_state SSM + conv over x, B and C
         n_heads = _check_int("mamba_num_heads", n_heads, 1, 1 << 16)
-        head_dim = first("mamba_head_dim", "mamba_d_head", *(("head_dim",) if own else ()))
-        if head_dim == "auto":  # BambaConfig: the inner width over the heads
+        head_dim = first("mamba_head_dim", "mamba_d_head", "mamba_headdim",
+                         *(("head_dim",) if own else ()))
+        if head_dim == "auto" or (head_dim is None and mt == "zamba2"):
+            # BambaConfig's "auto", and Zamba2Config's: the inner width over the heads
             widen = _check_int("mamba_expand", first("mamba_expand", "expand"), 1, 64)
             head_dim = widen * hidden // n_heads
         head_dim = _check_int("mamba_head_dim", head_dim, 1, 1 << 16)
-        groups = _check_int("n_groups", first("n_groups", "mamba_n_groups") or 1, 1, 1 << 12)
+        groups = _check_int("n_groups", first("n_groups", "mamba_n_groups", "mamba_ngroups")
+                            or 1, 1, 1 << 12)
         d_inner = first("mamba_d_ssm")
         d_inner = n_heads * head_dim if d_inner is None else _check_int("mamba_d_ssm", d_inner, 1, 1 << 24)
         conv_width = d_inner + 2 * groups * d_state
@@ -1883,6 +1920,83 @@ def _count_params(
     )
 
 
+def _zamba2_params(r: _Reader, hybrid: list[bool], *, hidden: int, n_heads: int, head_dim: int,
+                   vocab: int, mamba_shape: dict[str, int]) -> ParamCount:
+    """Zamba2's parameters: a Mamba-2 mixer in every layer; ``num_mem_blocks`` shared blocks
+    (attention over the hidden state beside the input embeddings, 2 × hidden wide, and a
+    gated MLP) applied in turn at the hybrid layers; at each hybrid layer its own adapters
+    (rank ``adapter_rank`` on the MLP's gate/up and, where enabled, on q, k and v) and a
+    hidden × hidden linear. A decode step reads a shared block at every hybrid layer that
+    applies it, so ``active`` counts the block once a use (more than ``total`` holds)."""
+    d_inner, d_state = mamba_shape["d_inner"], mamba_shape["d_state"]
+    d_conv, groups, m_heads = mamba_shape["d_conv"], mamba_shape["n_groups"], mamba_shape["n_heads"]
+    inter = r.get_int("intermediate_size", maximum=1 << 24)
+    rank = r.opt_int("adapter_rank", 128, minimum=1, maximum=1 << 16) or 128
+    blocks = r.opt_int("num_mem_blocks", 1, minimum=1, maximum=64) or 1
+    bias = r.get_bool("add_bias_linear", False)
+    conv_bias = r.get_bool("use_conv_bias", True)
+    mlp_adapter = r.get_bool("use_shared_mlp_adapter", False)
+    attn_adapter = r.get_bool("use_shared_attention_adapter", False)
+    tied = r.get_bool("tie_word_embeddings", True)
+    width = 2 * hidden  # the shared attention's input: hidden state and input embeddings
+    q_width = n_heads * head_dim
+    # Zamba2's mixer: in_proj to x, z, B, C and dt; a depthwise conv over x, B and C; dt_bias,
+    # A_log and D a head; the gated norm over d_inner; out_proj
+    conv = d_inner + 2 * groups * d_state
+    rows = 2 * d_inner + 2 * groups * d_state + m_heads
+    mixer = [_Part(("mamba",), "in_proj", hidden * rows + (rows if bias else 0), rows),
+             _Part(("mamba",), "conv1d", conv * d_conv + (conv if conv_bias else 0), 0),
+             _Part(("mamba",), "out_proj", d_inner * hidden + (hidden if bias else 0), hidden)]
+    mixer_small = 3 * m_heads + d_inner + hidden  # dt_bias, A_log, D, gated norm, layer norm
+    mixer_params = sum(p.params for p in mixer) + mixer_small
+    attention = [_Part(("self_attn",), "q_proj", width * q_width, q_width),
+                 _Part(("self_attn",), "k_proj", width * q_width, q_width),
+                 _Part(("self_attn",), "v_proj", width * q_width, q_width),
+                 _Part(("self_attn",), "o_proj", q_width * hidden, hidden)]
+    mlp = [_Part(("feed_forward",), "gate_up_proj", hidden * 2 * inter + (2 * inter if bias else 0),
+                 2 * inter),
+           _Part(("feed_forward",), "down_proj", inter * hidden + (hidden if bias else 0),
+                 hidden)]
+    norms = width + hidden  # input_layernorm over 2 × hidden, pre_ff_layernorm
+    block = sum(p.params for p in attention + mlp) + norms
+    adapter = ((hidden * rank + rank * 2 * inter if mlp_adapter else 0)
+               + (3 * (width * rank + rank * q_width) if attn_adapter else 0))
+    modules: list[Module] = []
+    total = active = replicated = 0
+    uses = 0
+    for i, is_hybrid in enumerate(hybrid):
+        modules += [_module(i, part) for part in mixer]
+        layer = mixer_params
+        replicated += mixer_small
+        if is_hybrid:
+            # the hybrid layer's own linear (ReplicatedLinear in vLLM) and adapters
+            modules.append(_module(i, _Part(("linear",), "", hidden * hidden, hidden,
+                                            replicated=True)))
+            if adapter:
+                modules.append(_module(i, _Part(("adapters",), "", adapter, 0)))
+            layer += hidden * hidden + adapter
+            replicated += hidden * hidden
+            active += block
+            uses += 1
+        total += layer
+        active += layer
+    for k in range(blocks):
+        modules += [Module((f"blocks.{k}.{'.'.join(p.blocks)}.{p.name}",), p.params,
+                           p.params * len(range(k, uses, blocks)), p.rows, 1)
+                    for p in attention + mlp]
+    total += blocks * block
+    replicated += blocks * norms
+    embedding = vocab * hidden * (1 if tied else 2)
+    modules.append(Module(("embed_tokens", "embeddings", "embed"), vocab * hidden,
+                          vocab * hidden if tied else 0, role="embed"))
+    if not tied:
+        modules.append(Module(("lm_head", "head"), vocab * hidden, vocab * hidden, vocab, 1,
+                              role="head"))
+    return ParamCount(total=total + embedding + hidden, active=active + vocab * hidden + hidden,
+                      embedding=embedding, replicated=replicated + hidden,
+                      modules=tuple(modules))
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -2021,6 +2135,13 @@ def spec_from_config(
     else:
         kv = _kv_heads(r, n_heads) if n_heads else 0
         _check_kv_groups(r, kinds_per_layer, n_heads, kv)
+    if model_type == "zamba2" and kv != n_heads:
+        # vLLM's Zamba2 attention projects K and V for every head (QKVParallelLinear over
+        # num_attention_heads), transformers' for num_key_value_heads: no engine agreement
+        raise ConfigError(f"config.json gives a Zamba2 model {kv} KV heads for "
+                          f"{n_heads} attention heads; its engines project K and V for every "
+                          "head, so kvplan sizes only configs where the two are equal",
+                          field="num_key_value_heads")
     if isinstance(kv, list):
         if len(kv) != n_layers:
             raise ConfigError(f"config.json 'num_key_value_heads' lists {len(kv)} layers, "
@@ -2180,7 +2301,12 @@ def spec_from_config(
         topk = r.get_int("index_topk", maximum=1 << 31)
         groups = [replace(g, read_limit=topk) if g.kind is LayerKind.MLA else g for g in groups]
 
-    if nas is not None:
+    if model_type == "zamba2":
+        assert mamba_shape is not None
+        params = _zamba2_params(r, [LayerKind.FULL in ks for ks in kinds_per_layer],
+                                hidden=hidden, n_heads=n_heads, head_dim=head_dim, vocab=vocab,
+                                mamba_shape=mamba_shape)
+    elif nas is not None:
         params = _nas_params(nas, hidden=hidden, n_heads=n_heads, head_dim=head_dim, vocab=vocab,
                              tied=r.get_bool("tie_word_embeddings", False))
     else:

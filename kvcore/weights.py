@@ -226,7 +226,9 @@ def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool 
                        expert_bytes=int(p.experts * ratio),
                        active_expert_bytes=int(p.active_experts * ratio))
     fmt = _format(spec, weight_format, auto)
-    if fmt.name in MIXES and p.modules and not p.per_layer_embedding:
+    # (a model that reads shared weights more than once a step, Zamba2's blocks, is priced at
+    # the mix's average: the mix's tensor list has each weight once)
+    if fmt.name in MIXES and p.modules and not p.per_layer_embedding and p.active <= p.total:
         return _gguf_mix(spec, fmt, params, mtp=mtp, include_encoder=include_encoder)
 
     def size(n: int, embedding: int, experts: int) -> int:

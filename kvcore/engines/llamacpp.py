@@ -39,6 +39,7 @@ from .base import (
     has_kind,
     mib,
     rank_weights,
+    refuse_architecture,
     refuse_layout,
     stage_pools,
 )
@@ -83,6 +84,12 @@ LAYOUT_UNKNOWN = {
     "step3p7": "a GGUF layout for Step-3.7-Flash (llama.cpp's converter registers "
                "Step3p5ForCausalLM, not Step3p7FlashForCausalLM, and reads "
                "num_attention_groups and moe_num_experts, which this config lacks)",
+}
+#: architectures llama.cpp has no LLM_ARCH for, by model_type (refuse_architecture): Zamba2's
+#: shared attention blocks over the hidden state and the input embeddings (its support was an
+#: open pull request, ggml-org/llama.cpp#21412, not merged in the source read)
+UNSUPPORTED = {
+    "zamba2": ("Zamba2ForCausalLM", "llama.cpp has no Zamba2 architecture; vLLM runs it"),
 }
 #: Kimi-K3 (KimiK3ForConditionalGeneration) runs as LLM_ARCH_KIMI_K3: the kimi-linear hybrid
 #: memory (K-only 576-value MLA latent, KDA state in f32), sized like Kimi-Linear
@@ -501,6 +508,7 @@ def without_windows(spec: ModelSpec) -> ModelSpec:
 
 
 def plan(req: EngineRequest) -> EngineReport:
+    refuse_architecture(NAME, req.spec, UNSUPPORTED)
     refuse_layout(NAME, req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     own = req.spec.decoder_layers - req.spec.cacheless_layers
     if req.spec.model_type in GEMMA3N_TYPES and own != GEMMA3N_KV_LAYERS:

@@ -570,6 +570,16 @@ def plan(req: EngineRequest) -> EngineReport:
     # those layers get a cache; replace_with_linear it does not build
     refuse_nas_layout("vLLM", req.spec)
     refuse_layout("vLLM", req.spec, {})
+    if req.spec.model_type == "zamba2":
+        # Zamba2ForCausalLM (models/zamba2.py) implements neither SupportsPP nor SupportsLoRA:
+        # vLLM stops at start-up ("Pipeline parallelism is not supported for this model"), and
+        # its model asserts that no LoRA config is set
+        if req.parallel.pp > 1:
+            raise InputError("vLLM's Zamba2ForCausalLM does not support pipeline parallelism: "
+                             "use --pp 1 (tensor parallelism splits it)", field="pp")
+        if req.settings.lora is not None:
+            raise InputError("vLLM's Zamba2ForCausalLM takes no LoRA adapters: plan it without "
+                             "--enable-lora", field="enable_lora")
     if has_kind(req.spec, LayerKind.COMPRESSED):
         refuse_compressed(req, "vLLM")
         if req.settings.lora is not None:
