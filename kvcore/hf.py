@@ -433,6 +433,11 @@ def _zamba2_hybrid(cfg: Mapping[str, Any], n_layers: int) -> list[bool]:
     return [i in ids for i in range(n_layers)]
 
 
+#: transformers 5 saves DeepSeek-V3.2's and GLM-5's layers as "indexed_attention"
+#: (DeepseekV32Config, GlmMoeDsaConfig): MLA with the lightning indexer. Other architectures
+#: use the name for other attention (grouped-query heads under an indexer), refused by name
+_INDEXED_MLA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa"})
+
 #: hybrids whose recurrent layers are Mamba mixers (a "linear_attention" layer type is one)
 _MAMBA_HYBRIDS = frozenset({"granitemoehybrid", "bamba", "falcon_h1", "jamba", "nemotron_h"})
 
@@ -447,6 +452,8 @@ def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[
     kinds: list[set[LayerKind]] = []
     for i, name in enumerate(layer_types):
         kind = _LAYER_TYPE_KINDS.get(name) if isinstance(name, str) else None
+        if name == "indexed_attention" and model_type in _INDEXED_MLA_TYPES:
+            kind = LayerKind.MLA
         if kind is LayerKind.LINEAR and model_type in _MAMBA_HYBRIDS:
             # transformers 5 saves a Mamba hybrid's Mamba layers as "linear_attention"
             kind = LayerKind.MAMBA
@@ -1110,6 +1117,61 @@ def _dbrx_fields(lm: dict[str, Any]) -> dict[str, Any]:
         value = sub.get(name, default) if isinstance(sub, Mapping) else default
         out.setdefault(flat, value)
     return out
+
+
+#: DeepSeek-V4's layer types as transformers 5 saves them (DeepseekV4Config.layer_types), by
+#: the compress_rates key that gives each its ratio (0: the sliding window alone)
+_V4_LAYER_TYPES = ("sliding_attention", "compressed_sparse_attention",
+                   "heavily_compressed_attention")
+_V4_DEFAULT_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+
+
+def _resaved_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """A config transformers 5 re-saved, in the fields its original checkpoint ships:
+    DeepSeek-V4's ``layer_types`` and ``compress_rates`` as ``compress_ratios``, its
+    ``mlp_layer_types`` ("hash_moe" first) as ``num_hash_layers``; Kimi-Linear's
+    ``layer_types`` and ``linear_*`` fields as its ``linear_attn_config``. Others unchanged."""
+    types = lm.get("layer_types")
+    if model_type == "deepseek_v4" and "compress_ratios" not in lm and isinstance(types, list):
+        rates = lm.get("compress_rates")
+        rates = {**_V4_DEFAULT_RATES, **(rates if isinstance(rates, Mapping) else {})}
+        ratios = []
+        for i, name in enumerate(types):
+            if name not in _V4_LAYER_TYPES:
+                raise ConfigError(f"layer_types[{i}] is {shown(name)}, not a DeepSeek-V4 layer "
+                                  f"type ({', '.join(_V4_LAYER_TYPES)})", field="layer_types")
+            ratios.append(rates.get(name, 0))
+        if len(ratios) == lm.get("num_hidden_layers"):
+            # transformers keeps the decoder's layers only; the MTP layers after them are
+            # sliding-window layers (0) in both published V4 configs
+            n_mtp = lm.get("num_nextn_predict_layers")
+            ratios += [0] * (n_mtp if isinstance(n_mtp, int) and 0 < n_mtp <= 64 else 0)
+        out = {**lm, "compress_ratios": ratios}
+        mlp = lm.get("mlp_layer_types")
+        if "num_hash_layers" not in lm and isinstance(mlp, list):
+            out["num_hash_layers"] = sum(1 for t in mlp if t == "hash_moe")
+        return out
+    if model_type == "kimi_linear" and isinstance(lm.get("linear_attn_config"), dict):
+        # transformers 5 writes layer_types beside the checkpoint's linear_attn_config, whose
+        # full layers are MLA: the block list rules
+        return {k: v for k, v in lm.items() if k != "layer_types"}
+    if model_type == "kimi_linear" and isinstance(types, list):
+        bad = next((i for i, t in enumerate(types)
+                    if t not in ("full_attention", "linear_attention")), None)
+        if bad is not None:
+            raise ConfigError(f"layer_types[{bad}] is {shown(types[bad])}, not a Kimi-Linear "
+                              "layer type (full_attention, linear_attention)",
+                              field="layer_types")
+        out = {k: v for k, v in lm.items() if k != "layer_types"}
+        # KimiLinearConfig's defaults where the re-saved config leaves a field out
+        out["linear_attn_config"] = {
+            "full_attn_layers": [i + 1 for i, t in enumerate(types) if t == "full_attention"],
+            "kda_layers": [i + 1 for i, t in enumerate(types) if t == "linear_attention"],
+            "num_heads": lm.get("linear_num_heads", 32),
+            "head_dim": lm.get("linear_head_dim", 128),
+            "short_conv_kernel_size": lm.get("linear_conv_kernel_dim", 4)}
+        return out
+    return lm
 
 
 def _is_lightning(model_type: str) -> bool:
@@ -2084,6 +2146,7 @@ def spec_from_config(
         model_type = "llama4_text"
     if model_type == "dbrx":
         lm = _dbrx_fields(lm)
+    lm = _resaved_fields(lm, model_type)
     if isinstance(lm.get("num_key_value_heads_per_layer"), list):
         # DeciLM-7B: engines differ (vLLM's DeciLM gave every layer the most KV heads)
         raise ConfigError("config.json 'num_key_value_heads_per_layer' gives each layer its own "

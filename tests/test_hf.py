@@ -1579,3 +1579,76 @@ def test_muse_spark_experts_work_in_their_latent_width():
     # each expert's three matrices narrow from 256 to 64 columns; a projection in and one
     # out (256 × 64 each) join every layer
     assert full - latent == 2 * (8 * 3 * (256 - 64) * 128 - 2 * 256 * 64)
+
+
+def _resaved_dsv4(cfg):
+    """DeepSeek-V4's config as transformers 5 saves it (DeepseekV4Config.__post_init__ folds
+    compress_ratios, num_hash_layers and qk_rope_head_dim into its own fields)."""
+    out = copy.deepcopy(cfg)
+    names = {0: "sliding_attention", 4: "compressed_sparse_attention",
+             128: "heavily_compressed_attention"}
+    n = out["num_hidden_layers"]
+    out["layer_types"] = [names[x] for x in out.pop("compress_ratios")[:n]]
+    out["compress_rates"] = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+    hashed = out.pop("num_hash_layers")
+    out["mlp_layer_types"] = ["hash_moe"] * hashed + ["moe"] * (n - hashed)
+    out["partial_rotary_factor"] = out.pop("qk_rope_head_dim") / out["head_dim"]
+    return out
+
+
+@pytest.mark.parametrize("model_id", ["deepseek-v4-flash", "deepseek-v4-pro"])
+def test_deepseek_v4_resaved_by_transformers_5_plans_as_its_published_config(model_id):
+    published = real(model_id)
+    resaved = _resaved_dsv4(published)
+    a, b = spec(published), spec(resaved)
+    assert a.groups == b.groups and a.params == b.params
+    # the MTP layer the re-saved list drops is planned, as published, when asked for
+    assert any(g.mtp for g in b.groups)
+    # the rates a config gives win over the defaults
+    slower = spec({**resaved, "compress_rates": {"compressed_sparse_attention": 4,
+                                                 "heavily_compressed_attention": 4}})
+    assert {g.ratio for g in slower.groups} == {1, 4}
+    with pytest.raises(ConfigError, match="not a DeepSeek-V4 layer type") as e:
+        spec({**resaved, "layer_types": ["full_attention"] * resaved["num_hidden_layers"]})
+    assert e.value.field == "layer_types"
+
+
+def test_kimi_linear_resaved_by_transformers_5_plans_as_its_published_config():
+    published = real("kimi-linear-48b-a3b-instruct")
+    resaved = copy.deepcopy(published)
+    lac = resaved.pop("linear_attn_config")
+    n = resaved["num_hidden_layers"]
+    resaved["layer_types"] = ["full_attention" if i + 1 in lac["full_attn_layers"]
+                              else "linear_attention" for i in range(n)]
+    resaved.update(linear_num_heads=lac["num_heads"], linear_head_dim=lac["head_dim"],
+                   linear_conv_kernel_dim=lac["short_conv_kernel_size"])
+    dense = resaved.pop("first_k_dense_replace")
+    resaved["mlp_layer_types"] = ["dense"] * dense + ["sparse"] * (n - dense)
+    a, b = spec(published), spec(resaved)
+    assert a.groups == b.groups and a.params == b.params and b.kda
+    assert {g.kind for g in b.groups} == {LayerKind.MLA, LayerKind.LINEAR}
+    with pytest.raises(ConfigError, match="not a Kimi-Linear layer type"):
+        spec({**resaved, "layer_types": ["sliding_attention"] * n})
+
+
+@pytest.mark.parametrize("model_id", ["deepseek-v3.2", "glm-5", "glm-5.2"])
+def test_dsa_models_resaved_by_transformers_5_read_their_indexed_attention_as_mla(model_id):
+    published = real(model_id)
+    resaved = copy.deepcopy(published)
+    n = resaved["num_hidden_layers"]
+    resaved["layer_types"] = ["indexed_attention"] * n
+    resaved["head_dim"] = resaved["qk_rope_head_dim"]  # DeepseekV32Config writes it too
+    a, b = spec(published), spec(resaved)
+    assert a.groups == b.groups and a.params == b.params
+    assert {g.kind for g in b.groups} >= {LayerKind.MLA, LayerKind.INDEXER}
+
+
+def test_indexed_attention_of_other_architectures_is_refused_not_read_as_mla():
+    # Kolibri's and Qwen4-exp's indexed layers are grouped-query attention under an indexer
+    cfg = {"model_type": "kolibri1_1", "num_hidden_layers": 2, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "vocab_size": 100, "intermediate_size": 128,
+           "layer_types": ["sliding_attention", "indexed_attention"], "sliding_window": 8}
+    with pytest.raises(ConfigError, match="'indexed_attention', a layer type kvplan cannot") as e:
+        spec(cfg)
+    assert e.value.field == "layer_types"
