@@ -137,6 +137,9 @@ MUSE_GLIMMER_TYPES = frozenset({"muse_glimmer", "muse_glimmer_text"})
 #: Tencent HunYuan (A13B, Large, dense 0.5B-7B): per-layer MoE lists (moe_topk,
 #: moe_intermediate_size, num_shared_expert), q/k norms, cross-layer attention (use_cla)
 HUNYUAN_TYPES = frozenset({"hunyuan", "hunyuan_v1_moe", "hunyuan_v1_dense"})
+#: Qwen4-Exp (Qwen3.8-Flash-Next): Gated DeltaNet layers and attention layers with a QSA
+#: indexer, hyper-connections around every block, and a per-layer n-gram embedding (PLE)
+QWEN4_EXP_TYPES = frozenset({"qwen4_exp", "qwen4_exp_text"})
 
 
 def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -454,6 +457,10 @@ def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[
         kind = _LAYER_TYPE_KINDS.get(name) if isinstance(name, str) else None
         if name == "indexed_attention" and model_type in _INDEXED_MLA_TYPES:
             kind = LayerKind.MLA
+        elif name == "indexed_attention" and model_type in QWEN4_EXP_TYPES:
+            # Qwen4ExpTextConfig renames the checkpoint's "full_attention": grouped-query
+            # attention under the QSA indexer (_qsa_groups adds the indexer's caches)
+            kind = LayerKind.FULL
         if kind is LayerKind.LINEAR and model_type in _MAMBA_HYBRIDS:
             # transformers 5 saves a Mamba hybrid's Mamba layers as "linear_attention"
             kind = LayerKind.MAMBA
@@ -1174,6 +1181,166 @@ def _resaved_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
     return lm
 
 
+def _qsa(r: _Reader) -> tuple[int, int, int, int]:
+    """Qwen4-Exp's QSA indexer: (compress ratio, token budget, index key width, index KV
+    heads), checked as Qwen4ExpTextConfig checks them."""
+    ratio = r.get_int("indexer_compress_ratio", maximum=1 << 16)
+    budget = r.get_int("indexer_budget", maximum=1 << 31)
+    width = r.get_int("indexer_head_dim", maximum=1 << 16)
+    kv = r.get_int("indexer_kv_heads", maximum=1 << 16)
+    if budget % ratio:
+        raise ConfigError(f"config.json 'indexer_budget' {budget} must be a multiple of "
+                          f"indexer_compress_ratio {ratio}", field="indexer_budget")
+    if kv != 1:
+        raise ConfigError(f"config.json 'indexer_kv_heads' is {kv}; Qwen4-Exp's indexer keeps "
+                          "one index key head", field="indexer_kv_heads")
+    return ratio, budget, width, kv
+
+
+def _ple_layers(r: _Reader, n_layers: int) -> list[int]:
+    """The decoder layers (0-based) with a per-layer n-gram embedding: ``ple_layer_ids``
+    counts from 1."""
+    ids = r.cfg.get("ple_layer_ids") or []
+    if (not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                             and 1 <= i <= n_layers for i in ids)):
+        raise ConfigError(f"config.json 'ple_layer_ids' must list layer ids from 1 to "
+                          f"{n_layers}", field="ple_layer_ids")
+    return sorted(i - 1 for i in ids)
+
+
+def _qsa_groups(r: _Reader, groups: list[LayerGroup], hidden: int,
+                n_layers: int) -> list[LayerGroup]:
+    """Qwen4-Exp's caches beside its K/V and Gated DeltaNet state: QSA mean-pools each
+    ``indexer_compress_ratio`` tokens' index keys into one block key (kept per block) and keeps
+    the raw keys of the block not yet complete (ratio rows a sequence: vLLM's QSAKeyStateCache
+    ring without speculative tokens); a decode step attends to at most ``indexer_budget``
+    selected tokens and the incomplete tail (budget + ratio − 1). A PLE layer's depthwise
+    convolution over the hyper-connection streams (hc_count × hidden channels, dilation
+    ngram_size) keeps (kernel − 1) · ngram_size columns a sequence, whole on every rank."""
+    ratio, budget, width, kv = _qsa(r)
+    out: list[LayerGroup] = []
+    for g in groups:
+        if g.kind is not LayerKind.FULL:
+            out.append(g)
+            continue
+        out.append(replace(g, read_limit=budget + ratio - 1))
+        out.append(LayerGroup(LayerKind.INDEX, g.layers, n_kv_heads=kv, head_dim_k=width,
+                              ratio=ratio, mtp=g.mtp))
+        out.append(LayerGroup(LayerKind.COMPRESSOR, g.layers, state_values=ratio * width,
+                              state_detail=f"unpooled index keys {ratio}×{width}",
+                              ratio=ratio, mtp=g.mtp))
+    ple = _ple_layers(r, n_layers)
+    if ple:
+        channels = (r.opt_int("hc_count", 1, minimum=1, maximum=64) or 1) * hidden
+        kernel = r.get_int("ple_conv_kernel_size", maximum=1 << 10)
+        columns = (kernel - 1) * r.get_int("ngram_size", maximum=64)
+        values = columns * channels
+        out.append(LayerGroup(LayerKind.CONV, tuple(ple), state_values=values,
+                              conv_state_values=values, replicated_conv_values=values,
+                              state_detail=f"PLE conv {columns}×{channels}"))
+    return out
+
+
+def _is_prime(n: int) -> bool:
+    """Deterministic Miller-Rabin for n below 3.3 × 10^24."""
+    if n < 2:
+        return False
+    small = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
+    if n in small:
+        return True
+    if any(n % p == 0 for p in small):
+        return False
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in small:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _ngram_rows(base: int, first_head: int, heads: int, divisor: int) -> int:
+    """Rows of one PLE layer's n-gram table: head h's vocabulary is the (h + 1)-th prime
+    above ``base`` − 1 counted over every PLE layer's heads (Qwen4-Exp's
+    ``_find_nth_prime_after``), the sum padded to a multiple of ``divisor``."""
+    primes: list[int] = []
+    n = base - 1
+    while len(primes) < first_head + heads:
+        n += 1
+        if _is_prime(n):
+            primes.append(n)
+    rows = sum(primes[first_head:])
+    return -(-rows // divisor) * divisor
+
+
+def _qwen4_exp_params(r: _Reader, kinds: list[set[LayerKind]], hidden: int,
+                      vocab: int) -> tuple[int, int, int, list[Module]]:
+    """What Qwen4-Exp adds to a Gated DeltaNet / attention MoE decoder: (parameters, of those
+    replicated, n-gram table rows × width, modules). Each attention layer's QSA indexer
+    (index_qk_proj: hidden → (indexer heads + 1) × indexer_head_dim, two key/query norms);
+    two hyper-connections a layer (a grouped norm over hc_count × hidden, a hc_lowrank
+    down/up pair, a block inject to hc_count) and the final mixer (no inject); each PLE layer's
+    key and value projections of its n-gram embedding, its conv over the streams and three
+    norms, and its n-gram table (a lookup of (ngram_size − 1) × heads_per_ngram rows a token,
+    kept apart as a per-layer embedding)."""
+    n_layers = len(kinds)
+    _, _, width, kv = _qsa(r)
+    index_heads = r.get_int("indexer_n_heads", maximum=1 << 16)
+    hc = r.opt_int("hc_count", 1, minimum=1, maximum=64) or 1
+    streams = hc * hidden
+    lowrank = r.opt_int("hc_lowrank", 0, maximum=1 << 20) or 0
+    parts: list[Module] = []
+    total = replicated = table = 0
+    indexer = hidden * (index_heads + kv) * width + 2 * width
+    for i, ks in enumerate(kinds):
+        if LayerKind.FULL in ks:
+            parts.append(_module(i, _Part(("self_attn",), "indexer.index_qk_proj",
+                                          indexer, (index_heads + kv) * width)))
+            total += indexer
+    mixer = streams + 2 * streams * lowrank
+    hyper = 2 * (mixer + streams * hc) if hc > 1 else 0
+    if hyper:
+        for i in range(n_layers):
+            parts += [_module(i, _Part((block,), "", hyper // 2, lowrank + streams + hc,
+                                       replicated=True, matrices=3))
+                      for block in ("attn_hyper_connection", "mlp_hyper_connection")]
+        parts.append(_module(None, _Part(("hyper_connection_mixer",), "", mixer,
+                                         lowrank + streams, replicated=True, matrices=2)))
+        total += n_layers * hyper + mixer
+        replicated += n_layers * hyper + mixer
+    ple = _ple_layers(r, n_layers)
+    if ple:
+        embed = r.get_int("ple_embed_dim", maximum=1 << 20)
+        ngram = r.get_int("ngram_size", minimum=2, maximum=64)
+        heads = (ngram - 1) * r.get_int("heads_per_ngram", maximum=1024)
+        if embed % heads:
+            raise ConfigError(f"config.json 'ple_embed_dim' {embed} must split over the "
+                              f"{heads} n-gram heads", field="ple_embed_dim")
+        if len(ple) * heads > 4096:
+            raise ConfigError(f"{len(ple)} PLE layers × {heads} n-gram heads is more n-gram "
+                              "tables than kvplan sizes (4,096)", field="ple_layer_ids")
+        base = r.get_int("ngram_vocab_size_base", minimum=2, maximum=1 << 48)
+        divisor = r.opt_int("make_ngram_vocab_size_divisible_by", 1, minimum=1,
+                            maximum=1 << 20) or 1
+        kernel = r.get_int("ple_conv_kernel_size", maximum=1 << 10)
+        for k, i in enumerate(ple):
+            rows = _ngram_rows(base, k * heads, heads, divisor)
+            table += rows * (embed // heads)
+            layer = embed * streams + embed * hidden + streams * kernel + 3 * streams
+            parts.append(_module(i, _Part(("ple",), "", layer, streams + hidden, matrices=2)))
+            parts.append(_module(i, _Part(("ple",), "ple_embedding.ngram_embedding",
+                                          rows * (embed // heads), 0), (0, 1)))
+            total += layer
+    return total, replicated, table, parts
+
+
 def _is_lightning(model_type: str) -> bool:
     """MiniMax's linear layers are lightning attention (a kv state per head), not DeltaNet."""
     return model_type.startswith("minimax")
@@ -1605,7 +1772,7 @@ def _count_params(
 
     def attention_parts(g: _Attn) -> list[_Part]:
         # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
-        gate = cfg.get("attn_output_gate", mt == "qwen3_next")
+        gate = cfg.get("attn_output_gate", mt == "qwen3_next" or mt in QWEN4_EXP_TYPES)
         q_rows = g.q_heads * g.dk * (2 if gate else 1)
         parts = [_Part(attn_block, "q_proj", hidden * q_rows, q_rows)]
         if g.kv_proj:
@@ -1919,6 +2086,13 @@ def _count_params(
         # apart from the token embedding (Weights.per_layer_embedding_bytes)
         modules.append(_module(None, _Part(("embed_tokens_per_layer",), "", table, 0), (0, 1)))
         modules.append(_module(None, _Part(("per_layer_projections",), "", dense, 0)))
+    if mt in QWEN4_EXP_TYPES:
+        extra, extra_replicated, table, parts = _qwen4_exp_params(r, kinds, hidden, vocab)
+        total += extra
+        active += extra
+        replicated += extra_replicated
+        per_layer_table += table
+        modules += parts
     total += g3n_model
     active += g3n_model
     if g3n_model:
@@ -2319,6 +2493,8 @@ def spec_from_config(
     sparse = _sparse_attention(r, n_layers)
     if sparse is not None:
         groups.extend(_index_groups(sparse))
+    if model_type in QWEN4_EXP_TYPES:
+        groups = _qsa_groups(r, groups, hidden, n_layers)
     n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
              or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)
     if n_mtp and model_type == "nemotron_h":

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ..errors import InputError, UnknownNameError
 from ..gpus import GPU
+from ..hf import QWEN4_EXP_TYPES
 from ..model import LayerKind
 from ..parallel import Split, stage_layers
 from . import llamacpp, raw, sglang, trtllm, vllm
@@ -122,9 +123,25 @@ def check_platform(name: str, gpus: tuple[GPU, ...]) -> None:
                              "raw", field="engine")
 
 
+#: what keeps the engines that run Qwen4-Exp (Qwen3.8-Flash-Next) from being sized: each
+#: keeps QSA's three caches a layer (K/V, pooled index keys, the unpooled keys of the block
+#: not yet complete) beside the Gated DeltaNet and PLE states, in pools kvplan has not read
+_QWEN4_EXP_MISSING = {
+    "vllm": ("vLLM runs it (vllm/models/qwen4_exp) with a FullAttentionSpec, an "
+             "MLAAttentionSpec of one index key per 4 tokens and a CircularBufferSpec ring a "
+             "QSA layer beside two MambaSpecs, whose pages its hybrid allocator unifies"),
+    "sglang": "SGLang runs it (models/qwen4_exp.py, layers/attention/qsa)",
+    "llama.cpp": "llama.cpp runs it (src/models/qwen4exp.cpp)",
+    "trtllm": "TensorRT-LLM runs it (_torch/models/modeling_qwen4_exp.py)",
+}
+
+
 def _scheme(request: EngineRequest) -> str:
     if request.spec.model_type.startswith("minimax"):
         return "MiniMax-M3's block-sparse attention index cache (sparse_attention_config)"
+    if request.spec.model_type in QWEN4_EXP_TYPES:
+        return ("Qwen4-Exp's QSA caches (pooled index keys, the unpooled keys' ring) and PLE "
+                "state")
     return ("DeepSeek-V4's compressed sparse attention (compressed and indexer pools, "
             "compressor state)")
 
@@ -133,9 +150,11 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     name = canonical(engine)
     check_platform(name, request.gpus)
     minimax = request.spec.model_type.startswith("minimax")
+    qsa = request.spec.model_type in QWEN4_EXP_TYPES
     if (name != "raw" and has_kind(request.spec, *_UNMODELLED)
-            and (minimax or name not in _SIZES_DEEPSEEK_V4)):
-        missing = _MINIMAX_M3_MISSING if minimax else _DSV4_MISSING
+            and (minimax or qsa or name not in _SIZES_DEEPSEEK_V4)):
+        missing = (_MINIMAX_M3_MISSING if minimax else _QWEN4_EXP_MISSING if qsa
+                   else _DSV4_MISSING)
         why = f": {missing[name]}" if name in missing else ""
         raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} "
                          f"yet{why}; --engine raw sizes the cache itself", field="engine")
