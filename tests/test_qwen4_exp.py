@@ -1,6 +1,7 @@
 """Qwen4-Exp (Qwen3.8-Flash-Next): Gated DeltaNet layers, attention layers under the QSA
-indexer, hyper-connections and a per-layer n-gram embedding. The config is the published
-text and vision geometry of Qwen/Qwen3.8-Flash-Next (tests/data)."""
+indexer, hyper-connections and a per-layer n-gram embedding. The config (tests/data) holds the
+text and vision geometry of Qwen/Qwen3.8-Flash-Next as public config parsers' fixtures copy
+it."""
 
 import copy
 import json
