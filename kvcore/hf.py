@@ -324,7 +324,7 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
         if isinstance(layer_types, list) and n_mtp and len(layer_types) == n_layers + n_mtp:
             # Step-3.5/3.7 list the draft (MTP) layers' types after the decoder's
             layer_types = layer_types[:n_layers]
-        return _from_layer_types(layer_types, n_layers, mt)
+        return _from_layer_types(layer_types, n_layers, mt, mla=r.has("kv_lora_rank"))
 
     if isinstance(cfg.get("linear_attn_config"), dict):
         return _kimi_linear_kinds(cfg["linear_attn_config"], n_layers)
@@ -445,7 +445,11 @@ _INDEXED_MLA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa"})
 _MAMBA_HYBRIDS = frozenset({"granitemoehybrid", "bamba", "falcon_h1", "jamba", "nemotron_h"})
 
 
-def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[set[LayerKind]]:
+def _from_layer_types(layer_types: Any, n_layers: int, model_type: str, *,
+                      mla: bool = False) -> list[set[LayerKind]]:
+    """Each layer's kinds from ``layer_types``; ``mla``: the config has a ``kv_lora_rank``,
+    and its global layers are MLA whatever their name (transformers 5 writes Kimi-Linear's
+    "full_attention", legacy dots3 configs name their DSA layers so)."""
     if not isinstance(layer_types, list) or len(layer_types) != n_layers:
         count = len(layer_types) if isinstance(layer_types, list) else "not a list"
         raise ConfigError(
@@ -461,6 +465,8 @@ def _from_layer_types(layer_types: Any, n_layers: int, model_type: str) -> list[
             # Qwen4ExpTextConfig renames the checkpoint's "full_attention": grouped-query
             # attention under the QSA indexer (_qsa_groups adds the indexer's caches)
             kind = LayerKind.FULL
+        if kind is LayerKind.FULL and mla:
+            kind = LayerKind.MLA
         if kind is LayerKind.LINEAR and model_type in _MAMBA_HYBRIDS:
             # transformers 5 saves a Mamba hybrid's Mamba layers as "linear_attention"
             kind = LayerKind.MAMBA
@@ -1181,9 +1187,16 @@ def _resaved_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
     return lm
 
 
-def _qsa(r: _Reader) -> tuple[int, int, int, int]:
+_QSA_FIELDS = ("indexer_n_heads", "indexer_kv_heads", "indexer_head_dim", "indexer_budget",
+               "indexer_compress_ratio")
+
+
+def _qsa(r: _Reader) -> tuple[int, int, int, int] | None:
     """Qwen4-Exp's QSA indexer: (compress ratio, token budget, index key width, index KV
-    heads), checked as Qwen4ExpTextConfig checks them."""
+    heads), checked as Qwen4ExpTextConfig checks them; None where the config sets none of its
+    fields (attention without an indexer)."""
+    if not any(r.has(f) for f in _QSA_FIELDS):
+        return None
     ratio = r.get_int("indexer_compress_ratio", maximum=1 << 16)
     budget = r.get_int("indexer_budget", maximum=1 << 31)
     width = r.get_int("indexer_head_dim", maximum=1 << 16)
@@ -1217,12 +1230,13 @@ def _qsa_groups(r: _Reader, groups: list[LayerGroup], hidden: int,
     selected tokens and the incomplete tail (budget + ratio − 1). A PLE layer's depthwise
     convolution over the hyper-connection streams (hc_count × hidden channels, dilation
     ngram_size) keeps (kernel − 1) · ngram_size columns a sequence, whole on every rank."""
-    ratio, budget, width, kv = _qsa(r)
+    qsa = _qsa(r)
     out: list[LayerGroup] = []
     for g in groups:
-        if g.kind is not LayerKind.FULL:
+        if g.kind is not LayerKind.FULL or qsa is None:
             out.append(g)
             continue
+        ratio, budget, width, kv = qsa
         out.append(replace(g, read_limit=budget + ratio - 1))
         out.append(LayerGroup(LayerKind.INDEX, g.layers, n_kv_heads=kv, head_dim_k=width,
                               ratio=ratio, mtp=g.mtp))
@@ -1291,18 +1305,21 @@ def _qwen4_exp_params(r: _Reader, kinds: list[set[LayerKind]], hidden: int,
     norms, and its n-gram table (a lookup of (ngram_size − 1) × heads_per_ngram rows a token,
     kept apart as a per-layer embedding)."""
     n_layers = len(kinds)
-    _, _, width, kv = _qsa(r)
-    index_heads = r.get_int("indexer_n_heads", maximum=1 << 16)
+    qsa = _qsa(r)
     hc = r.opt_int("hc_count", 1, minimum=1, maximum=64) or 1
     streams = hc * hidden
     lowrank = r.opt_int("hc_lowrank", 0, maximum=1 << 20) or 0
     parts: list[Module] = []
     total = replicated = table = 0
-    indexer = hidden * (index_heads + kv) * width + 2 * width
+    indexer = index_rows = 0
+    if qsa is not None:
+        _, _, width, kv = qsa
+        index_rows = (r.get_int("indexer_n_heads", maximum=1 << 16) + kv) * width
+        indexer = hidden * index_rows + 2 * width  # the projection, its key and query norms
     for i, ks in enumerate(kinds):
-        if LayerKind.FULL in ks:
+        if LayerKind.FULL in ks and indexer:
             parts.append(_module(i, _Part(("self_attn",), "indexer.index_qk_proj",
-                                          indexer, (index_heads + kv) * width)))
+                                          indexer, index_rows)))
             total += indexer
     mixer = streams + 2 * streams * lowrank
     hyper = 2 * (mixer + streams * hc) if hc > 1 else 0

@@ -1652,3 +1652,15 @@ def test_indexed_attention_of_other_architectures_is_refused_not_read_as_mla():
     with pytest.raises(ConfigError, match="'indexed_attention', a layer type kvplan cannot") as e:
         spec(cfg)
     assert e.value.field == "layer_types"
+
+
+def test_global_layers_of_a_config_with_an_mla_latent_are_mla_whatever_their_name():
+    # legacy dots3 configs and transformers 5's Kimi-Linear name their DSA / MLA layers
+    # "full_attention"
+    cfg = {"model_type": "somemla", "num_hidden_layers": 2, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 100,
+           "intermediate_size": 128, "kv_lora_rank": 32, "qk_rope_head_dim": 8,
+           "qk_nope_head_dim": 16, "v_head_dim": 16,
+           "layer_types": ["full_attention", "full_attention"]}
+    (g,) = spec(cfg).groups
+    assert g.kind is LayerKind.MLA and g.head_dim_k == 32 + 8

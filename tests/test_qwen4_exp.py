@@ -117,3 +117,16 @@ def test_engines_are_refused_until_their_qsa_pools_are_modelled(engine):
     assert e.value.field == "engine" and "--engine raw" in str(e.value)
     # raw sizes it: its weights, the n-gram table in, are more than two H200s hold
     assert engine_plan("raw", req).weights_bytes > 2 * 141 * 10**9
+
+
+def test_without_qsa_fields_the_attention_layers_are_plain():
+    bare = with_text(**{f: None for f in ("indexer_n_heads", "indexer_kv_heads",
+                                          "indexer_head_dim", "indexer_budget",
+                                          "indexer_compress_ratio")})
+    s, full = spec(bare), spec()
+    assert {g.kind for g in s.groups} == {LayerKind.FULL, LayerKind.LINEAR, LayerKind.CONV}
+    assert next(g for g in s.groups if g.kind is LayerKind.FULL).read_limit is None
+    # the indexer's projection and norms, 12 layers
+    assert full.params.total - s.params.total == 12 * (2560 * 5 * 128 + 2 * 128)
+    with pytest.raises(ConfigError, match="indexer_budget"):
+        spec(with_text(indexer_budget=None))
