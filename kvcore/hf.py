@@ -140,6 +140,9 @@ HUNYUAN_TYPES = frozenset({"hunyuan", "hunyuan_v1_moe", "hunyuan_v1_dense"})
 #: Qwen4-Exp (Qwen3.8-Flash-Next): Gated DeltaNet layers and attention layers with a QSA
 #: indexer, hyper-connections around every block, and a per-layer n-gram embedding (PLE)
 QWEN4_EXP_TYPES = frozenset({"qwen4_exp", "qwen4_exp_text"})
+#: attention whose q_proj also projects a sigmoid output gate where the config says nothing
+_GATED_Q_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+                            "qwen3_5_moe_text"}) | QWEN4_EXP_TYPES
 
 
 def language_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -1788,8 +1791,10 @@ def _count_params(
     attn_block = ("mixer", "self_attn") if mt == "nemotron_h" else ("self_attn", "attn")
 
     def attention_parts(g: _Attn) -> list[_Part]:
-        # Qwen3-Next's q_proj always carries the sigmoid output gate (no config key)
-        gate = cfg.get("attn_output_gate", mt == "qwen3_next" or mt in QWEN4_EXP_TYPES)
+        # Qwen3-Next's, Qwen3.5's and Qwen4-Exp's q_proj carries the sigmoid output gate
+        # unless the config turns it off (transformers always builds it; vLLM reads
+        # attn_output_gate, default true)
+        gate = cfg.get("attn_output_gate", mt in _GATED_Q_TYPES)
         q_rows = g.q_heads * g.dk * (2 if gate else 1)
         parts = [_Part(attn_block, "q_proj", hidden * q_rows, q_rows)]
         if g.kv_proj:

@@ -1664,3 +1664,19 @@ def test_global_layers_of_a_config_with_an_mla_latent_are_mla_whatever_their_nam
            "layer_types": ["full_attention", "full_attention"]}
     (g,) = spec(cfg).groups
     assert g.kind is LayerKind.MLA and g.head_dim_k == 32 + 8
+
+
+def test_qwen3_5_attention_is_gated_where_the_config_says_nothing():
+    # Qwen3_5TextConfig has no attn_output_gate field (transformers always gates); a config
+    # it writes leaves the key out
+    cfg = real("qwen3.5-9b")
+    text = copy.deepcopy(cfg.get("text_config", cfg))
+    assert text.pop("attn_output_gate") is True
+    bare = {**cfg, "text_config": text} if "text_config" in cfg else text
+    assert spec(bare).params == spec(cfg).params
+    off = copy.deepcopy(bare)
+    off.get("text_config", off)["attn_output_gate"] = False
+    heads, dim = text["num_attention_heads"], text["head_dim"]
+    attention = sum(1 for t in text["layer_types"] if t == "full_attention")
+    assert spec(bare).params.total - spec(off).params.total == (
+        attention * text["hidden_size"] * heads * dim)
