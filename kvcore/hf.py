@@ -31,7 +31,9 @@ _ALIASES: dict[str, tuple[str, ...]] = {
                             "num_attention_groups"),
     "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
     "head_dim": ("head_dim", "kv_channels", "attention_head_dim"),
-    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+    # Ergo's dense layers (its first num_dense_blocks): first_dense_intermediate_size
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim",
+                          "first_dense_intermediate_size"),
     "vocab_size": ("vocab_size", "padded_vocab_size"),
     "max_position_embeddings": (
         "max_position_embeddings", "seq_length", "max_sequence_length", "n_positions",
@@ -78,6 +80,7 @@ _UNGATED_MLP = {
     "gpt2", "gpt_bigcode", "falcon", "phi", "starcoder2", "gpt_neox", "mpt", "bloom", "opt",
     "nemotron", "nemotron_h", "apertus", "arcee", "gptj", "codegen", "gpt_neo", "openai-gpt",
     "persimmon", "fuyu", "biogpt", "jais2", "nanochat", "apertus1p5", "apertus1p5_text", "xglm",
+    "ergo",
 }
 
 #: architectures whose layers hold a cache or state kvplan does not size (each with what it

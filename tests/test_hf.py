@@ -1680,3 +1680,18 @@ def test_qwen3_5_attention_is_gated_where_the_config_says_nothing():
     attention = sum(1 for t in text["layer_types"] if t == "full_attention")
     assert spec(bare).params.total - spec(off).params.total == (
         attention * text["hidden_size"] * heads * dim)
+
+
+def test_ergo_mlps_are_ungated_and_its_dense_layer_reads_its_own_width():
+    h, dense, moe, shared, experts, vocab = 64, 512, 32, 48, 4, 100
+    cfg = {"model_type": "ergo", "num_hidden_layers": 2, "hidden_size": h,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "vocab_size": vocab, "first_dense_intermediate_size": dense, "num_dense_blocks": 1,
+           "moe_intermediate_size": moe, "shared_intermediate_size": shared,
+           "num_experts": experts, "num_experts_per_tok": 2, "tie_word_embeddings": False,
+           "mlp_layer_types": ["dense", "sparse"]}
+    p = spec(cfg).params
+    attention = 2 * (h * 4 * 16 + 2 * h * 2 * 16 + 4 * 16 * h)
+    mlps = 2 * h * dense + experts * 2 * h * moe + 2 * h * shared + h * experts
+    # beyond the matrices, a few norms of hidden_size
+    assert 0 < p.total - (attention + mlps + 2 * vocab * h) <= 5 * h
