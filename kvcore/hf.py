@@ -33,7 +33,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "head_dim": ("head_dim", "kv_channels", "attention_head_dim"),
     # Ergo's dense layers (its first num_dense_blocks): first_dense_intermediate_size
     "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim",
-                          "first_dense_intermediate_size"),
+                          "first_dense_intermediate_size", "dff", "dim_ff"),
     "vocab_size": ("vocab_size", "padded_vocab_size"),
     "max_position_embeddings": (
         "max_position_embeddings", "seq_length", "max_sequence_length", "n_positions",
@@ -66,7 +66,8 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     # classes that tie the head to the embedding unless the config says otherwise (SmolLM3's
     # published configs leave the key out)
     **{t: {"tie_word_embeddings": True} for t in (
-        "smollm3", "mpt", "gpt2", "gpt_bigcode", "bloom", "falcon", "opt", "starcoder2")},
+        "smollm3", "mpt", "gpt2", "gpt_bigcode", "bloom", "falcon", "opt", "starcoder2",
+        "ctrl", "cpmant", "gpt_neox_japanese")},
     "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2,
               "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
               "mamba_expand": 2},
@@ -80,7 +81,7 @@ _UNGATED_MLP = {
     "gpt2", "gpt_bigcode", "falcon", "phi", "starcoder2", "gpt_neox", "mpt", "bloom", "opt",
     "nemotron", "nemotron_h", "apertus", "arcee", "gptj", "codegen", "gpt_neo", "openai-gpt",
     "persimmon", "fuyu", "biogpt", "jais2", "nanochat", "apertus1p5", "apertus1p5_text", "xglm",
-    "ergo",
+    "ergo", "cosmos3_edge", "cosmos3_edge_text", "ctrl", "gpt_neox_japanese",
 }
 
 #: architectures whose layers hold a cache or state kvplan does not size (each with what it
@@ -788,7 +789,9 @@ def _ffn_widths(cfg: dict[str, Any], n_layers: int) -> list[int] | None:
 #: defaults: GPT-2's and StarCoder's n_inner None, BLOOM's and Falcon's 4 × hidden; MPT's
 #: expansion_ratio, 4 unless given)
 _FFN_4X_HIDDEN = frozenset({"gpt2", "gpt_bigcode", "bloom", "falcon", "mpt", "gptj", "codegen",
-                            "gpt_neo", "openai-gpt"})
+                            "gpt_neo", "openai-gpt", "gpt_neox_japanese"})
+#: the config field that names those classes' multiple, where it is not 4
+_FFN_MULTIPLE = {"mpt": "expansion_ratio", "gpt_neox_japanese": "intermediate_multiple_size"}
 #: pure state-space models: their layers are a Mamba mixer and no MLP (Mamba-1's
 #: intermediate_size is the mixer's inner width)
 _NO_MLP = frozenset({"mamba", "falcon_mamba", "mamba2"})
@@ -807,10 +810,11 @@ def _intermediate(r: _Reader, n_layers: int) -> int:
     if given or r.model_type not in _FFN_4X_HIDDEN:
         return given or 0
     times = 4
-    if r.model_type == "mpt" and "expansion_ratio" in r.cfg:
-        times = _check_int("expansion_ratio", r.cfg["expansion_ratio"], 1, 64)
+    multiple = _FFN_MULTIPLE.get(r.model_type)
+    if multiple is not None and multiple in r.cfg:
+        times = _check_int(multiple, r.cfg[multiple], 1, 64)
     else:
-        r.defaulted.append("expansion_ratio" if r.model_type == "mpt" else "intermediate_size")
+        r.defaulted.append(multiple or "intermediate_size")
     return times * r.get_int("hidden_size", maximum=1 << 20)
 
 

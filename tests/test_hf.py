@@ -1695,3 +1695,25 @@ def test_ergo_mlps_are_ungated_and_its_dense_layer_reads_its_own_width():
     mlps = 2 * h * dense + experts * 2 * h * moe + 2 * h * shared + h * experts
     # beyond the matrices, a few norms of hidden_size
     assert 0 < p.total - (attention + mlps + 2 * vocab * h) <= 5 * h
+
+
+@pytest.mark.parametrize(("model_type", "fields", "width"), [
+    # CTRL's dff and CPM-Ant's dim_ff name the MLP width; GPT-NeoX-Japanese gives a multiple
+    ("ctrl", {"dff": 256}, 256),
+    ("cpmant", {"dim_ff": 256}, 256),
+    ("gpt_neox_japanese", {"intermediate_multiple_size": 2}, 2 * 64),
+    ("gpt_neox_japanese", {}, 4 * 64),
+])
+def test_older_mlp_width_fields_are_read(model_type, fields, width):
+    base = {"model_type": model_type, "num_hidden_layers": 2, "hidden_size": 64,
+            "num_attention_heads": 4, "vocab_size": 100}
+    s = spec({**base, **fields})
+    assert s.intermediate_size == width
+    gated = model_type == "cpmant"
+    mlp = next(m for m in s.params.modules if m.names[0].startswith("layers.0.mlp.")
+               and m.names[0].endswith("down_proj"))
+    assert mlp.params == 64 * width
+    mats = sum(1 for m in s.params.modules if m.names[0].startswith("layers.0.mlp."))
+    assert mats == (3 if gated else 2)
+    # each ties its head to the token embedding
+    assert not any(m.role == "head" for m in s.params.modules)
