@@ -417,8 +417,20 @@ def decode_text(data: dict[str, Any]) -> str | None:
             f"({rate_text(d['tokens_per_s_total'])} total) at full context, {where}; "
             f"{_cache_read(data)} {d['kv_share'] * 100:.0f}% of bytes read"
             + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else "")
+            + _lora_read_text(d)
             + _experts_text(d.get("expert_share"), data["sequences"]))
     return text + (" (if it fit)" if data["fits"] is False else "")
+
+
+def _lora_read_text(d: dict[str, Any]) -> str:
+    """What a decode step reads of LoRA adapters, where it reads any."""
+    read = d.get("lora_bytes_per_step")
+    if not read:
+        return ""
+    slots = d.get("lora_slots") or 1
+    which = (f"{d['lora_adapters_read']} of {slots} adapter slots, one a sequence"
+             if slots > 1 or d.get("lora_adapters_read", 1) > 1 else "the --lora adapters")
+    return f"; LoRA is {100 * read / d['bytes_per_step']:.0f}% ({which})"
 
 
 def _cache_read(data: dict[str, Any]) -> str:

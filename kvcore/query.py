@@ -174,6 +174,9 @@ def answer(q: Query) -> dict[str, Any]:
             out["gpu_names"] = [g.name for g in q.gpus]
             if q.multi and placed is None:
                 out["decode"], out["prefill"] = parallel_estimates(q)
+        adapters = _lora_reads(q, report.extra)
+        if adapters is not None and out.get("decode"):
+            out["decode"] = with_lora_decode(out["decode"], *adapters)
         moved = report.extra.get("cpu_offload")
         if moved is not None and moved["stages"] and out.get("decode"):
             # vLLM's and SGLang's --cpu-offload-gb: the moved weights cross the host link
@@ -205,6 +208,64 @@ def engine_binding(report: EngineReport, raw: dict[str, Any]) -> tuple[str, str]
                            "memory for the KV cache")
     return "kv", (f"the KV cache for this context and sequence count exceeds the "
                   f"{format_bytes(report.kv_pool_bytes, 2)} pool {report.engine} leaves")
+
+
+def _lora_reads(q: Query, extra: dict[str, Any]) -> tuple[list[tuple[int, int, float]], int,
+                                                          int] | None:
+    """What a decode step reads of LoRA adapters, per pipeline stage (bytes a rank, of those
+    the routed experts', the rank's bandwidth), with the adapters read and the slots: vLLM's
+    and SGLang's slots
+    (--max-loras), of which a step reads those its sequences use (taken as one each, up to
+    the slots); llama.cpp's --lora adapters, every one applied to every token. None without
+    adapters or a card's bandwidth."""
+    if not q.gpus or any(not g.bandwidth_bytes_per_s for g in q.gpus):
+        return None
+    if "lora" in extra:
+        lora = extra["lora"]
+        stages = lora.get("bytes_per_stage") or [lora["bytes_per_card"]]
+        experts = lora.get("expert_bytes_per_stage") or [0] * len(stages)
+        slots = lora["max_loras"]
+        used = min(q.sequences, slots)
+    elif "lora_adapters" in extra:
+        # each card holds its blocks' pairs (what stays in host memory is read there)
+        stages, slots = list(extra["lora_adapters"]["card_bytes"]), 1
+        experts, used = [0] * len(stages), 1
+    else:
+        return None
+    tp = q.parallel.tp if "lora" in extra else 1
+    reads = []
+    for s, held in enumerate(stages):
+        gpu = q.gpus[min(len(q.gpus) - 1, s * tp)]
+        reads.append((held * used // slots, experts[s] * used // slots,
+                      float(gpu.bandwidth_bytes_per_s or 0)))
+    return reads, used, slots
+
+
+def with_lora_decode(decode: dict[str, Any], reads: list[tuple[int, int, float]], used: int,
+                     slots: int) -> dict[str, Any]:
+    """A decode estimate whose step also reads the LoRA adapters its sequences use, on each
+    stage's cards at their bandwidth (the stages in turn); of a mixture of experts' adapter,
+    the share of the routed experts the step's tokens reach (the decode's expert_share)."""
+    share = decode.get("expert_share")
+    share = 1.0 if share is None else share
+    stage_reads = [(int(b - e + e * share), bw) for b, e, bw in reads]
+    read = sum(b for b, _ in stage_reads)
+    if not read:
+        return decode
+    extra_s = sum(b / bw for b, bw in stage_reads)
+    out = dict(decode)
+    memory = decode["bandwidth_seconds_per_step"] + extra_s
+    compute = decode.get("compute_seconds_per_step") or 0.0
+    seconds = max(memory, compute)
+    sequences = decode["tokens_per_s_total"] / decode["tokens_per_s_per_sequence"]
+    total = decode["bytes_per_step"] + read
+    out.update(bytes_per_step=total, seconds_per_step=seconds,
+               tokens_per_s_per_sequence=1 / seconds, tokens_per_s_total=sequences / seconds,
+               bandwidth_seconds_per_step=memory,
+               kv_share=decode["kv_share"] * decode["bytes_per_step"] / total,
+               lora_bytes_per_step=read, lora_adapters_read=used, lora_slots=slots,
+               bound="bandwidth" if memory >= compute else decode["bound"])
+    return out
 
 
 def context_notes(q: Query, max_context: int | None) -> list[str]:

@@ -153,3 +153,18 @@ def test_a_real_size_adapter_is_small_beside_the_model(adapter):
     # what the planner's numbers rest on: 17 MiB of pairs beside 15 GiB of weights
     spec = kvcore.load_model("llama-3.1-8b")
     assert read_adapter(Path(adapter)).total < spec.params.total * 2 / 500
+
+
+def test_every_adapter_on_the_card_is_read_each_decode_step(capsys, adapter):
+    def decode(*args):
+        code, out, err = run(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "4090",
+                             "--ctx", "32k", "--seqs", "4", "--json", *args)
+        assert code == 0, err
+        return json.loads(out)["decode"]
+
+    plain, adapted = decode(), decode("--lora", str(adapter))
+    total = BLOCKS * PER_BLOCK + OUTPUT
+    # llama.cpp applies the adapter to every token: the whole of it, whatever the sequences
+    assert adapted["lora_bytes_per_step"] == total and adapted["lora_adapters_read"] == 1
+    assert adapted["bytes_per_step"] == plain["bytes_per_step"] + total
+    assert adapted["seconds_per_step"] > plain["seconds_per_step"]

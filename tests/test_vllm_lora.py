@@ -348,4 +348,42 @@ def test_the_note_gives_what_each_adapter_reads_a_step(capsys):
                        "32k", "--enable-lora", "--max-loras", "4", "--max-lora-rank", "64")
     assert code == 0
     # one slot of four: 1,477,705,728 / 4 bytes, against 16,060,514,304 bytes of weights
-    assert "reads up to its slot every step, 352.3 MiB (2.3% of the weights a card)" in out
+    assert ("reads an adapter's slot for each sequence, up to the slots (each sequence its own "
+            "adapter): 352.3 MiB (2.3% of the weights a card)") in out
+    # one sequence: one slot read
+    assert "LoRA is 2% (1 of 4 adapter slots, one a sequence)" in out
+
+
+@pytest.mark.parametrize("sequences", [1, 3, 8])
+def test_a_decode_step_reads_one_slot_a_sequence_up_to_the_slots(sequences):
+    spec = kvcore.load_model("qwen3-8b")
+
+    def decode(lora):
+        q = make_query(spec, context="8k", sequences=sequences, engine="vllm", gpu="h100",
+                       settings=EngineSettings(lora=lora))
+        return answer(q)
+
+    plain, adapted = decode(None)["decode"], decode(LoRA(4, 64))
+    d = adapted["decode"]
+    slots = adapted["engine_report"]["extra"]["lora"]["bytes_per_card"]
+    used = min(sequences, 4)
+    assert d["lora_adapters_read"] == used and d["lora_slots"] == 4
+    assert d["lora_bytes_per_step"] == slots * used // 4
+    assert d["bytes_per_step"] == plain["bytes_per_step"] + d["lora_bytes_per_step"]
+    # bandwidth-bound: the step takes the extra bytes at the card's 3.35 TB/s
+    assert d["seconds_per_step"] == pytest.approx(
+        plain["seconds_per_step"] + d["lora_bytes_per_step"] / 3.35e12, rel=1e-9)
+
+
+def test_a_moe_adapter_reads_its_routed_experts_share():
+    spec = kvcore.load_model("qwen3-30b-a3b")
+    q = make_query(spec, context="8k", sequences=2, engine="vllm", gpu="h100",
+                   settings=EngineSettings(lora=LoRA(4, 32)))
+    data = answer(q)
+    lora, d = data["engine_report"]["extra"]["lora"], data["decode"]
+    (held,), (experts,) = lora["bytes_per_stage"], lora["expert_bytes_per_stage"]
+    assert 0 < experts < held
+    share = d["expert_share"]
+    assert 0 < share < 1
+    assert d["lora_bytes_per_step"] == int((held - experts) * 2 // 4
+                                           + experts * 2 // 4 * share)

@@ -780,7 +780,10 @@ def plan(req: EngineRequest) -> EngineReport:
         extra["lora"] = {"max_loras": lora.slots, "max_lora_rank": lora.rank,
                          "fully_sharded_loras": lora.fully_sharded,
                          "lora_target_modules": list(lora.targets),
-                         "bytes_per_card": adapters[binding], "bytes_per_stage": adapters}
+                         "bytes_per_card": adapters[binding], "bytes_per_stage": adapters,
+                         "expert_bytes_per_stage": (lora_bytes(req.spec, lora, p, True)
+                                                    if req.spec.params.experts
+                                                    else [0] * len(adapters))}
     if s.cpu_offload_bytes:
         cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
         extra["cpu_offload"] = offload_extra(req, moved, shares, mbt)

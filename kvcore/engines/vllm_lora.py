@@ -136,8 +136,10 @@ def check_lora(spec: ModelSpec, what: str = "vLLM's LoRA slots") -> None:
                          field="enable_lora")
 
 
-def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
-    """The bytes of LoRA slots each rank of every pipeline stage holds (one entry a stage)."""
+def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel,
+               experts_only: bool = False) -> list[int]:
+    """The bytes of LoRA slots each rank of every pipeline stage holds (one entry a stage);
+    ``experts_only``: of those, the routed experts' (a decode step reads its tokens' share)."""
     check_lora(spec)
     lora = for_vllm(lora)
     assert lora.slots is not None and lora.rank is not None
@@ -150,6 +152,8 @@ def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
     embedding = spec.model_type in EMBEDDING_TYPES
     for m in spec.params.modules:
         name = m.names[0].split(".")[-1]
+        if experts_only and m.role != "experts":
+            continue
         if m.role in ("embed", "head"):
             if embedding and _targeted("embed_tokens" if m.role == "embed" else "lm_head",
                                        lora):
@@ -169,7 +173,8 @@ def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
             m, tp, kv_heads=kv.get(layer, 0) if layer is not None else 0,
             fully_sharded=lora.fully_sharded,
             fused_w13=spec.model_type in THREE_D_MOE_TYPES)
-    if embedding and not any(m.role == "head" for m in spec.params.modules) \
+    if embedding and not experts_only and not any(m.role == "head"
+                                                  for m in spec.params.modules) \
             and _targeted("lm_head", lora):
         # a tied lm_head is still wrapped under its own name (LogitsProcessorWithLoRA)
         per_stage[pp - 1] += spec.vocab_size + spec.hidden_size
@@ -211,5 +216,5 @@ def _read_note(lora: LoRA, per_rank: int, weights_per_rank: int, experts: bool) 
     share = (f" ({100 * slot / weights_per_rank:.1f}% of the weights a card)"
              if weights_per_rank else "")
     routed = ", a MoE its routed experts' share of it" if experts else ""
-    return (f"; the decode estimate leaves out the adapters' reads: each adapter in a batch "
-            f"reads up to its slot every step, {format_bytes(slot, 1)}{share}{routed}")
+    return (f"; the decode estimate reads an adapter's slot for each sequence, up to the "
+            f"slots (each sequence its own adapter): {format_bytes(slot, 1)}{share}{routed}")
