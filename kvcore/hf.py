@@ -93,7 +93,6 @@ _UNMODELED = {
     "rwkv": "RWKV time-mixing state a layer",
     "rwkv5": "RWKV-5 time-mixing state a layer",
     "rwkv6": "RWKV-6 time-mixing state a layer",
-    "rwkv7": "RWKV-7 time-mixing state a layer",
     "phi4flash": "SambaY: Mamba and sliding-window layers, gated memory units reading one "
                  "full-attention layer's cache",
     "recurrent_gemma": "RG-LRU recurrent blocks beside local-attention layers",
@@ -373,6 +372,8 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
         return [{LayerKind.FULL} for _ in range(n_layers)]
     if mt in ("mamba", "falcon_mamba", "mamba2"):
         return [{LayerKind.MAMBA} for _ in range(n_layers)]
+    if mt == "rwkv7":
+        return [{LayerKind.LINEAR} for _ in range(n_layers)]
     if mt == "zamba2":
         return [{LayerKind.MAMBA, LayerKind.FULL} if hybrid else {LayerKind.MAMBA}
                 for hybrid in _zamba2_hybrid(cfg, n_layers)]
@@ -1097,6 +1098,92 @@ def _laguna(r: _Reader, n_layers: int, n_heads: int, head_dim: int) -> _Laguna:
                 "engine follows", field="mlp_layer_types")
     gate = 0 if per_head is None else 1 if per_head else head_dim
     return _Laguna(q_heads, gate, sparse)
+
+
+def _rwkv7_heads(r: _Reader, hidden: int) -> tuple[int, int]:
+    """RWKV-7's (heads, head width): RWKV7Config gives one and derives the other from
+    hidden_size (head_dim 64 where it gives neither)."""
+    heads = r.opt_int("num_heads", minimum=1, maximum=1 << 16)
+    dim = r.opt_int("head_dim", minimum=1, maximum=1 << 16)
+    if dim is None and heads is None:
+        dim = 64
+        r.defaulted.append("head_dim")
+    if heads is None:
+        assert dim is not None
+        if hidden % dim:
+            raise ConfigError(f"config.json 'head_dim' {dim} does not divide hidden_size "
+                              f"{hidden}", field="head_dim")
+        heads = hidden // dim
+    if dim is None:
+        dim = hidden // heads
+    return heads, dim
+
+
+def _rwkv7_state(r: _Reader, hidden: int) -> tuple[int, int, str]:
+    """RWKV-7's state a layer: a head_dim × head_dim matrix a head (the wkv state) and two
+    token shifts of hidden_size (time mixing's and channel mixing's previous token), which
+    llama.cpp keeps as its R row (token_shift_count × n_embd)."""
+    heads, dim = _rwkv7_heads(r, hidden)
+    shift = 2 * hidden
+    return (heads * dim * dim + shift, shift,
+            f"wkv {heads}×{dim}×{dim} + token shift 2×{hidden}")
+
+
+def _rwkv7_params(r: _Reader, n_layers: int, hidden: int, vocab: int) -> ParamCount:
+    """RWKV-7's parameters as fla's RWKV7ForCausalLM builds them: in each layer time mixing's
+    r, k, v, o projections, its low-rank decay (w), in-context rate (a), gate (g) and, after
+    the first layer, value-residual (v) projections (the first three with a bias on their
+    up-projection), nine per-channel vectors, the group norm; channel mixing's key and value
+    (relu², no gate) and its token-shift mix; two layer norms (three in the first); the
+    embedding, final norm and head."""
+    cfg = r.cfg
+    ratio = r.opt_int("hidden_ratio", 4, minimum=1, maximum=64) or 4
+    inter = r.opt_int("intermediate_size", minimum=1, maximum=1 << 24)
+    if inter is None:
+        inter = -(-hidden * ratio // 32) * 32
+    ranks = {name: r.opt_int(name, default, minimum=1, maximum=1 << 16) or default
+             for name, default in (("decay_low_rank_dim", 64), ("gate_low_rank_dim", 128),
+                                   ("a_low_rank_dim", 64), ("v_low_rank_dim", 16))}
+    norm = 2 * hidden if r.get_bool("norm_bias", True) else hidden
+    values = cfg.get("value_dim")
+    if values is None or isinstance(values, int):
+        values = [values or hidden] * n_layers
+    if (not isinstance(values, list) or len(values) != n_layers
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                       for v in values)):
+        raise ConfigError(f"config.json 'value_dim' must be a width or one a layer "
+                          f"({n_layers})", field="value_dim")
+    modules: list[Module] = []
+    total = replicated = 0
+    for i, vdim in enumerate(values):
+        proj = [_Part(("attn",), "r_proj", hidden * hidden, hidden),
+                _Part(("attn",), "k_proj", hidden * hidden, hidden),
+                _Part(("attn",), "v_proj", hidden * vdim, vdim),
+                _Part(("attn",), "o_proj", vdim * hidden, hidden)]
+        low = (2 * hidden * ranks["decay_low_rank_dim"] + hidden
+               + 2 * hidden * ranks["a_low_rank_dim"] + hidden
+               + hidden * ranks["gate_low_rank_dim"] + ranks["gate_low_rank_dim"] * vdim)
+        if i:
+            low += hidden * ranks["v_low_rank_dim"] + ranks["v_low_rank_dim"] * vdim + vdim
+        ffn = [_Part(("ffn",), "key", hidden * inter, inter),
+               _Part(("ffn",), "value", inter * hidden, hidden)]
+        # x_r, x_w, x_k, x_v, x_a, x_g, k_k, k_a, r_k; the group norm's weight and bias;
+        # channel mixing's x_k; the two layer norms (and the first layer's pre-norm)
+        small = 9 * hidden + 2 * vdim + hidden + norm * (3 if i == 0 else 2)
+        modules += [_module(i, part) for part in proj + ffn]
+        modules.append(_module(i, _Part(("attn",), "lora", low, 0)))
+        total += sum(p.params for p in proj + ffn) + low + small
+        replicated += small
+    tied = r.get_bool("tie_word_embeddings", False)
+    embedding = vocab * hidden * (1 if tied else 2)
+    modules.append(Module(("embeddings", "embed_tokens"), vocab * hidden,
+                          vocab * hidden if tied else 0, role="embed"))
+    if not tied:
+        modules.append(Module(("lm_head", "head"), vocab * hidden, vocab * hidden, vocab, 1,
+                              role="head"))
+    return ParamCount(total=total + embedding + norm, active=total + vocab * hidden + norm,
+                      embedding=embedding, replicated=replicated + norm,
+                      modules=tuple(modules))
 
 
 def _gdn_state(r: _Reader) -> tuple[int, int, str]:
@@ -2392,7 +2479,8 @@ def spec_from_config(
             if has_indexer and LayerKind.MLA in ks:
                 ks.add(LayerKind.INDEXER)
     has_attention = any(k.is_attention and not k.is_latent for ks in kinds_per_layer for k in ks)
-    needs_heads = has_attention or any(LayerKind.LINEAR in ks for ks in kinds_per_layer)
+    needs_heads = has_attention or (model_type != "rwkv7" and any(
+        LayerKind.LINEAR in ks for ks in kinds_per_layer))
     n_heads = r.get_int("num_attention_heads", maximum=1 << 16) if needs_heads or r.has(
         "num_attention_heads") else 0
     kv: int | list[int]
@@ -2451,6 +2539,9 @@ def spec_from_config(
         elif _is_lightning(model_type):
             linear_state, linear_conv, linear_detail = _lightning_state(r, n_heads, head_dim)
             linear_split = (n_heads,)
+        elif model_type == "rwkv7":
+            linear_state, linear_conv, linear_detail = _rwkv7_state(r, hidden)
+            linear_split = (_rwkv7_heads(r, hidden)[0],)
         else:
             linear_state, linear_conv, linear_detail = _gdn_state(r)
             linear_split = (r.get_int("linear_num_key_heads"), r.get_int("linear_num_value_heads"))
@@ -2569,7 +2660,9 @@ def spec_from_config(
         topk = r.get_int("index_topk", maximum=1 << 31)
         groups = [replace(g, read_limit=topk) if g.kind is LayerKind.MLA else g for g in groups]
 
-    if model_type == "zamba2":
+    if model_type == "rwkv7":
+        params = _rwkv7_params(r, n_layers, hidden, vocab)
+    elif model_type == "zamba2":
         assert mamba_shape is not None
         params = _zamba2_params(r, [LayerKind.FULL in ks for ks in kinds_per_layer],
                                 hidden=hidden, n_heads=n_heads, head_dim=head_dim, vocab=vocab,

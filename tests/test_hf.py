@@ -1291,7 +1291,7 @@ def test_bamba_attention_layers_from_their_indices():
         spec({**cfg, "attn_layer_indices": "2,6"})
 
 
-@pytest.mark.parametrize("model_type", ["zamba", "xlstm", "rwkv7", "phi4flash",
+@pytest.mark.parametrize("model_type", ["zamba", "xlstm", "rwkv6", "phi4flash",
                                         "recurrent_gemma"])
 def test_architectures_kvplan_does_not_model_are_refused_by_name(model_type):
     # their head and layer fields would otherwise read as a decoder of full-attention layers

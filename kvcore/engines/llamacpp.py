@@ -312,7 +312,9 @@ class Memory:
             window = max(g.window or 0 for g in swa)
             caches.append(("non-SWA", layout.cells, full))
             caches.append(("SWA", layout.swa_cells(window, swa_full), swa))
-        else:
+        elif groups or not recurrent:
+            # a recurrent architecture (Mamba, RWKV) gets its recurrent memory alone
+            # (llama_model::create_memory: llm_arch_is_recurrent)
             caches.append(("", layout.cells, full))
         for label, cells, members in caches:
             layers = v_bytes = None

@@ -71,6 +71,8 @@ UNSUPPORTED = {
                         "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
     "minimax": ("MiniMaxForCausalLM",
                 "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
+    # no RWKV model in its registry (vllm/model_executor/models/registry.py)
+    "rwkv7": ("RWKV7ForCausalLM", "vLLM has no RWKV model; llama.cpp runs it"),
 }
 #: the release whose rules this module follows
 RELEASE = "0.33.0"
