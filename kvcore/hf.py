@@ -2442,6 +2442,13 @@ def spec_from_config(
         raise ConfigError("config.json 'num_key_value_heads_per_layer' gives each layer its own "
                           "KV heads, which kvplan does not plan for this architecture "
                           f"(model_type '{model_type}')", field="num_key_value_heads_per_layer")
+    sources = lm.get("kv_source_layers")
+    if isinstance(sources, list) and sources != list(range(len(sources))):
+        # Mistral-Large-4's and Kolibri's layers that reuse an earlier layer's K/V: which
+        # engines honour it, and how, is not established
+        raise ConfigError("config.json 'kv_source_layers' has layers read an earlier layer's "
+                          "K/V, which kvplan does not plan for this architecture "
+                          f"(model_type '{model_type}')", field="kv_source_layers")
     if config.get("is_encoder_decoder") is True or lm.get("is_encoder_decoder") is True:
         raise ConfigError(f"{model_type} is an encoder-decoder model: kvplan plans decoder "
                           "language models (their self-attention caches)",

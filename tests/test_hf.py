@@ -1717,3 +1717,14 @@ def test_older_mlp_width_fields_are_read(model_type, fields, width):
     assert mats == (3 if gated else 2)
     # each ties its head to the token embedding
     assert not any(m.role == "head" for m in s.params.modules)
+
+
+def test_layers_reading_an_earlier_layer_s_kv_are_refused_not_counted_twice():
+    cfg = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+           "intermediate_size": 128}
+    # an identity list shares nothing
+    assert spec({**cfg, "kv_source_layers": [0, 1, 2, 3]}).groups == spec(cfg).groups
+    with pytest.raises(ConfigError, match="kv_source_layers") as e:
+        spec({**cfg, "kv_source_layers": [0, 0, 2, 2]})
+    assert e.value.field == "kv_source_layers"
