@@ -1132,7 +1132,7 @@ def _rwkv7_state(r: _Reader, hidden: int) -> tuple[int, int, str]:
 def _rwkv7_params(r: _Reader, n_layers: int, hidden: int, vocab: int) -> ParamCount:
     """RWKV-7's parameters as fla's RWKV7ForCausalLM builds them: in each layer time mixing's
     r, k, v, o projections, its low-rank decay (w), in-context rate (a), gate (g) and, after
-    the first layer, value-residual (v) projections (the first three with a bias on their
+    the first layer, value-residual (v) projections (all but the gate with a bias on their
     up-projection), nine per-channel vectors, the group norm; channel mixing's key and value
     (relu², no gate) and its token-shift mix; two layer norms (three in the first); the
     embedding, final norm and head."""
