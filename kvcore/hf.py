@@ -99,6 +99,8 @@ _UNMODELED = {
     "plamo2": "Mamba-2 and attention layers in its own pattern",
     "hymba": "attention and Mamba heads in parallel in each layer, with meta tokens",
     "longcat_flash": "two MLA attentions and two dense MLPs beside the experts in each layer",
+    "hrm_text": "two stacks of layers applied H_cycles × (L_cycles + 1) times, which "
+                "num_hidden_layers counts",
 }
 
 _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
@@ -2442,6 +2444,13 @@ def spec_from_config(
         raise ConfigError("config.json 'num_key_value_heads_per_layer' gives each layer its own "
                           "KV heads, which kvplan does not plan for this architecture "
                           f"(model_type '{model_type}')", field="num_key_value_heads_per_layer")
+    loops = lm.get("n_recurrent_loops")
+    if isinstance(loops, int) and not isinstance(loops, bool) and loops > 1:
+        # Dory: a recurrent section of layers run n_recurrent_loops times, a KV cache a loop
+        # ("per_loop") or one written by the last ("last_loop")
+        raise ConfigError(f"config.json 'n_recurrent_loops' runs a section of layers {loops} "
+                          "times, which kvplan does not plan (model_type "
+                          f"'{model_type}')", field="n_recurrent_loops")
     sources = lm.get("kv_source_layers")
     if isinstance(sources, list) and sources != list(range(len(sources))):
         # Mistral-Large-4's and Kolibri's layers that reuse an earlier layer's K/V: which

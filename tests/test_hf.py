@@ -1292,7 +1292,7 @@ def test_bamba_attention_layers_from_their_indices():
 
 
 @pytest.mark.parametrize("model_type", ["zamba", "xlstm", "rwkv6", "phi4flash",
-                                        "recurrent_gemma"])
+                                        "recurrent_gemma", "hrm_text"])
 def test_architectures_kvplan_does_not_model_are_refused_by_name(model_type):
     # their head and layer fields would otherwise read as a decoder of full-attention layers
     cfg = {"model_type": model_type, "num_hidden_layers": 8, "hidden_size": 64,
@@ -1728,3 +1728,13 @@ def test_layers_reading_an_earlier_layer_s_kv_are_refused_not_counted_twice():
     with pytest.raises(ConfigError, match="kv_source_layers") as e:
         spec({**cfg, "kv_source_layers": [0, 0, 2, 2]})
     assert e.value.field == "kv_source_layers"
+
+
+def test_layers_run_in_loops_are_refused_not_counted_once():
+    cfg = {"model_type": "dory", "num_hidden_layers": 4, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+           "intermediate_size": 128}
+    assert spec({**cfg, "n_recurrent_loops": 1}).groups == spec(cfg).groups
+    with pytest.raises(ConfigError, match="n_recurrent_loops") as e:
+        spec({**cfg, "n_recurrent_loops": 2})
+    assert e.value.field == "n_recurrent_loops"
