@@ -101,6 +101,22 @@ _UNMODELED = {
     "longcat_flash": "two MLA attentions and two dense MLPs beside the experts in each layer",
     "hrm_text": "two stacks of layers applied H_cycles × (L_cycles + 1) times, which "
                 "num_hidden_layers counts",
+    # architectures transformers 5.25 added whose caches no engine rule of kvplan's covers:
+    # their configs would otherwise be read by their head and layer fields alone (a legacy
+    # dots3 config names its DSA layers "full_attention")
+    **dict.fromkeys(("mistral_large4", "mistral_large4_text"),
+                    "MLA without a query low-rank, a DSA indexer on the hidden states that "
+                    "layers share, and K/V shared between layers (kv_source_layers)"),
+    **dict.fromkeys(("glm5_next", "glm5_next_text"),
+                    "Kimi Delta Attention layers beside MLA layers with a DSA indexer"),
+    "bailing_hybrid": "Kimi Delta Attention layers, each group closed by an MLA layer",
+    **dict.fromkeys(("dots3_note", "dots3_note_text"),
+                    "sliding-window layers beside MLA layers with a DSA indexer, each kind's "
+                    "geometry in per_layer_config"),
+    "hy_v4": "DSA layers of which some reuse an earlier layer's selection (indexer_types), "
+             "with hidden-state channels (hc_mult)",
+    "kolibri1_1": "sliding-window layers beside indexed layers over a compressed index pool, "
+                  "with K/V shared between layers (kv_source_layers)",
 }
 
 _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
