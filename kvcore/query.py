@@ -256,7 +256,12 @@ def with_lora_decode(decode: dict[str, Any], reads: list[tuple[int, int, float]]
     out = dict(decode)
     memory = decode["bandwidth_seconds_per_step"] + extra_s
     compute = decode.get("compute_seconds_per_step") or 0.0
-    seconds = max(memory, compute)
+    # what the step spends beside the cards' reads and math (the host's part of a placement
+    # that keeps layers in host memory) stays as it was
+    rest = max(0.0, decode["seconds_per_step"]
+               - max(decode["bandwidth_seconds_per_step"], compute))
+    card = max(memory, compute)
+    seconds = card + rest
     sequences = decode["tokens_per_s_total"] / decode["tokens_per_s_per_sequence"]
     total = decode["bytes_per_step"] + read
     out.update(bytes_per_step=total, seconds_per_step=seconds,
@@ -264,7 +269,8 @@ def with_lora_decode(decode: dict[str, Any], reads: list[tuple[int, int, float]]
                bandwidth_seconds_per_step=memory,
                kv_share=decode["kv_share"] * decode["bytes_per_step"] / total,
                lora_bytes_per_step=read, lora_adapters_read=used, lora_slots=slots,
-               bound="bandwidth" if memory >= compute else decode["bound"])
+               bound=(decode["bound"] if rest > card
+                      else "bandwidth" if memory >= compute else "compute"))
     return out
 
 

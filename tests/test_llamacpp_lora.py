@@ -168,3 +168,20 @@ def test_every_adapter_on_the_card_is_read_each_decode_step(capsys, adapter):
     assert adapted["lora_bytes_per_step"] == total and adapted["lora_adapters_read"] == 1
     assert adapted["bytes_per_step"] == plain["bytes_per_step"] + total
     assert adapted["seconds_per_step"] > plain["seconds_per_step"]
+
+
+def test_a_placement_in_host_memory_keeps_its_host_time_beside_the_adapter_reads(capsys,
+                                                                                   adapter):
+    def decode(*args):
+        code, out, err = run(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "4090",
+                             "--ctx", "32k", "--ngl", "17", "--json", *args)
+        assert code == 0, err
+        return json.loads(out)["decode"]
+
+    plain, adapted = decode(), decode("--lora", str(adapter))
+    # the card's 16 blocks and output layer hold their pairs; the host's time is unchanged
+    assert adapted["lora_bytes_per_step"] == 16 * PER_BLOCK + OUTPUT
+    assert adapted["host_seconds_per_step"] == pytest.approx(plain["host_seconds_per_step"],
+                                                             rel=1e-3)
+    assert adapted["seconds_per_step"] > plain["seconds_per_step"]
+    assert adapted["bound"] == plain["bound"] == "host"
