@@ -1194,11 +1194,7 @@ def _rwkv7_params(r: _Reader, n_layers: int, hidden: int, vocab: int) -> ParamCo
         replicated += small
     tied = r.get_bool("tie_word_embeddings", False)
     embedding = vocab * hidden * (1 if tied else 2)
-    modules.append(Module(("embeddings", "embed_tokens"), vocab * hidden,
-                          vocab * hidden if tied else 0, role="embed"))
-    if not tied:
-        modules.append(Module(("lm_head", "head"), vocab * hidden, vocab * hidden, vocab, 1,
-                              role="head"))
+    modules += _embed_and_head(vocab, hidden, tied)
     return ParamCount(total=total + embedding + norm, active=total + vocab * hidden + norm,
                       embedding=embedding, replicated=replicated + norm,
                       modules=tuple(modules))
@@ -1805,6 +1801,15 @@ class _Part:
     lora_dims: tuple[int, int] = (0, 0)
 
 
+def _embed_and_head(vocab: int, hidden: int, tied: bool) -> list[Module]:
+    """The token embedding (read a row a token: its whole is read only as a tied head) and,
+    untied, the lm_head, as modules."""
+    embed = Module(("embed_tokens", "embeddings", "embed"), vocab * hidden,
+                   vocab * hidden if tied else 0, role="embed")
+    head = Module(("lm_head", "head"), vocab * hidden, vocab * hidden, vocab, 1, role="head")
+    return [embed] if tied else [embed, head]
+
+
 def _module(i: int | None, part: _Part, active_share: tuple[int, int] = (1, 1),
             role: str = "") -> Module:
     """``part`` of layer ``i`` (None: outside the layers) as a Module."""
@@ -2268,11 +2273,7 @@ def _count_params(
             # layers in the checkpoint: vLLM builds that many and cycles through them
             copies, norms = 0, 3 * hidden
         mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies + norms)
-    modules.append(Module(("embed_tokens", "embeddings", "embed"), vocab * hidden,
-                          vocab * hidden if tied else 0, role="embed"))
-    if not tied:
-        modules.append(Module(("lm_head", "head"), vocab * hidden, vocab * hidden, vocab, 1,
-                              role="head"))
+    modules += _embed_and_head(vocab, hidden, tied)
     if encoder:
         modules.append(Module(("vision_tower", "visual", "vision_model"), encoder, 0,
                               role="encoder"))
@@ -2357,11 +2358,7 @@ def _zamba2_params(r: _Reader, hybrid: list[bool], *, hidden: int, n_heads: int,
     total += blocks * block
     replicated += blocks * norms
     embedding = vocab * hidden * (1 if tied else 2)
-    modules.append(Module(("embed_tokens", "embeddings", "embed"), vocab * hidden,
-                          vocab * hidden if tied else 0, role="embed"))
-    if not tied:
-        modules.append(Module(("lm_head", "head"), vocab * hidden, vocab * hidden, vocab, 1,
-                              role="head"))
+    modules += _embed_and_head(vocab, hidden, tied)
     return ParamCount(total=total + embedding + hidden, active=active + vocab * hidden + hidden,
                       embedding=embedding, replicated=replicated + hidden,
                       modules=tuple(modules))

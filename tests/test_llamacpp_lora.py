@@ -155,14 +155,16 @@ def test_a_real_size_adapter_is_small_beside_the_model(adapter):
     assert read_adapter(Path(adapter)).total < spec.params.total * 2 / 500
 
 
-def test_every_adapter_on_the_card_is_read_each_decode_step(capsys, adapter):
-    def decode(*args):
-        code, out, err = run(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "4090",
-                             "--ctx", "32k", "--seqs", "4", "--json", *args)
-        assert code == 0, err
-        return json.loads(out)["decode"]
+def decode(capsys, *args):
+    code, out, err = run(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "4090",
+                         "--ctx", "32k", "--json", *args)
+    assert code == 0, err
+    return json.loads(out)["decode"]
 
-    plain, adapted = decode(), decode("--lora", str(adapter))
+
+def test_every_adapter_on_the_card_is_read_each_decode_step(capsys, adapter):
+    plain = decode(capsys, "--seqs", "4")
+    adapted = decode(capsys, "--seqs", "4", "--lora", str(adapter))
     total = BLOCKS * PER_BLOCK + OUTPUT
     # llama.cpp applies the adapter to every token: the whole of it, whatever the sequences
     assert adapted["lora_bytes_per_step"] == total and adapted["lora_adapters_read"] == 1
@@ -172,13 +174,8 @@ def test_every_adapter_on_the_card_is_read_each_decode_step(capsys, adapter):
 
 def test_a_placement_in_host_memory_keeps_its_host_time_beside_the_adapter_reads(capsys,
                                                                                    adapter):
-    def decode(*args):
-        code, out, err = run(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "4090",
-                             "--ctx", "32k", "--ngl", "17", "--json", *args)
-        assert code == 0, err
-        return json.loads(out)["decode"]
-
-    plain, adapted = decode(), decode("--lora", str(adapter))
+    plain = decode(capsys, "--ngl", "17")
+    adapted = decode(capsys, "--ngl", "17", "--lora", str(adapter))
     # the card's 16 blocks and output layer hold their pairs; the host's time is unchanged
     assert adapted["lora_bytes_per_step"] == 16 * PER_BLOCK + OUTPUT
     assert adapted["host_seconds_per_step"] == pytest.approx(plain["host_seconds_per_step"],
