@@ -342,6 +342,8 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     cfg, mt = r.cfg, r.model_type
     if mt in MIMO_V2_TYPES and ("hybrid_layer_pattern" in cfg or "layer_types" not in cfg):
         return _mimo_kinds(cfg, n_layers)
+    if mt == "zaya":
+        return _zaya_kinds(cfg, n_layers)
     layer_types = cfg.get("layer_types")
     if layer_types is not None and mt != "nemotron_h":
         n_mtp = r.opt_int("num_nextn_predict_layers", 0, maximum=64) or 0
@@ -1215,6 +1217,61 @@ def _conv_shape(r: _Reader, hidden: int) -> tuple[int, int]:
     """LFM2's gated short convolution: (channels, taps)."""
     return (r.opt_int("conv_dim", maximum=1 << 20) or hidden,
             r.get_int("conv_L_cache", maximum=1 << 10))
+
+
+def _zaya_kinds(cfg: Mapping[str, Any], n_layers: int) -> list[set[LayerKind]]:
+    """ZAYA's layers: each attends ("hybrid": all tokens, "hybrid_sliding": a window) and
+    keeps its CCA projection's state (ZayaConfig: every layer "hybrid" where none are
+    listed)."""
+    types = cfg.get("layer_types") or ["hybrid"] * n_layers
+    kinds = {"hybrid": LayerKind.FULL, "hybrid_sliding": LayerKind.SLIDING}
+    if (not isinstance(types, list) or len(types) != n_layers
+            or not all(t in kinds for t in types)):
+        raise ConfigError(f"config.json 'layer_types' must name each of the {n_layers} layers "
+                          "of a ZAYA model 'hybrid' or 'hybrid_sliding'", field="layer_types")
+    return [{kinds[t], LayerKind.CONV} for t in types]
+
+
+def _cca_state(r: _Reader, n_heads: int, kv_heads: int, head_dim: int) -> tuple[int, int, str]:
+    """ZAYA's Compressed Convolutional Attention state a layer: its q/k convolutions (a
+    depthwise one of cca_time0 taps, then a grouped one of cca_time1) keep the last
+    (cca_time0 − 1) + (cca_time1 − 1) inputs of the q and k channels, and its value path the
+    previous token's delayed half of V (ZayaCCAProjection)."""
+    taps = (r.opt_int("cca_time0", 2, minimum=1, maximum=64) or 2) - 1 + (
+        r.opt_int("cca_time1", 2, minimum=1, maximum=64) or 2) - 1
+    channels = (n_heads + kv_heads) * head_dim
+    delayed = kv_heads * head_dim // 2
+    return (taps * channels + delayed, channels,
+            f"q/k conv {taps}×{channels} + delayed V {delayed}")
+
+
+def _zaya_params(r: _Reader, kinds: list[set[LayerKind]], hidden: int, n_heads: int,
+                 kv_heads: int, head_dim: int, n_experts: int) -> tuple[int, int, list[Module]]:
+    """What ZAYA adds to a decoder of attention and routed experts, and its router in place of
+    one hidden × experts matrix: (parameters, of those replicated, modules). Its CCA
+    convolutions (depthwise over the q and k channels, then grouped a head, each with a bias);
+    its router (a hidden → router_hidden_size projection with a bias, a norm, two square
+    layers with biases, an output to the experts and one more, and from the second layer a
+    state scale); the residual scales around attention and the MLP (four vectors each) and
+    the model's input scale and bias."""
+    channels = (n_heads + kv_heads) * head_dim
+    t0 = r.opt_int("cca_time0", 2, minimum=1, maximum=64) or 2
+    t1 = r.opt_int("cca_time1", 2, minimum=1, maximum=64) or 2
+    conv = channels * t0 + channels + channels * head_dim * t1 + channels
+    width = r.opt_int("router_hidden_size", 256, minimum=1, maximum=1 << 16) or 256
+    router = (hidden * width + width + width + 2 * (width * width + width)
+              + width * (n_experts + 1))
+    total = replicated = 0
+    modules: list[Module] = []
+    for i, _ in enumerate(kinds):
+        scale = width if i else 0
+        # beyond the hidden × experts router the decoder's count gives every MoE layer
+        rest = router + scale - hidden * n_experts
+        modules += [_module(i, _Part(("self_attn",), "qkv_proj.conv_qk", conv, 0)),
+                    _module(i, _Part(("mlp",), "gate.router_mlp", rest, 0, replicated=True))]
+        total += conv + rest + 8 * hidden
+        replicated += rest + 8 * hidden
+    return total + 2 * hidden, replicated + 2 * hidden, modules
 
 
 def _conv_state(r: _Reader, hidden: int) -> tuple[int, int, str]:
@@ -2105,8 +2162,9 @@ def _count_params(
                 record(i, mamba_parts())
                 mixer += sum(part.params for part in mamba_parts())
             elif kind is LayerKind.CONV:
-                record(i, short_conv_parts())
-                mixer += sum(part.params for part in short_conv_parts())
+                if mt != "zaya":  # ZAYA's CCA convolutions: _zaya_params
+                    record(i, short_conv_parts())
+                    mixer += sum(part.params for part in short_conv_parts())
             else:
                 record(i, attention_parts(geometry[i]))
                 mixer += attention(geometry[i])
@@ -2225,6 +2283,13 @@ def _count_params(
         # apart from the token embedding (Weights.per_layer_embedding_bytes)
         modules.append(_module(None, _Part(("embed_tokens_per_layer",), "", table, 0), (0, 1)))
         modules.append(_module(None, _Part(("per_layer_projections",), "", dense, 0)))
+    if mt == "zaya":
+        extra, extra_replicated, parts = _zaya_params(r, kinds, hidden, n_heads,
+                                                      geometry[0].kv, head_dim, n_experts)
+        total += extra
+        active += extra
+        replicated += extra_replicated
+        modules += parts
     if mt in QWEN4_EXP_TYPES:
         extra, extra_replicated, table, parts = _qwen4_exp_params(r, kinds, hidden, vocab)
         total += extra
@@ -2592,7 +2657,9 @@ def spec_from_config(
     conv_state = conv_width = 0
     conv_detail = ""
     if any(LayerKind.CONV in ks for ks in kinds_per_layer):
-        conv_state, conv_width, conv_detail = _conv_state(r, hidden)
+        conv_state, conv_width, conv_detail = (
+            _cca_state(r, n_heads, kv_list[0], head_dim) if model_type == "zaya"
+            else _conv_state(r, hidden))
     cross_tokens = 0
     if any(LayerKind.CROSS in ks for ks in kinds_per_layer):
         cross_tokens = _cross_tokens(vision)

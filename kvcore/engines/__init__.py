@@ -136,6 +136,12 @@ _QWEN4_EXP_MISSING = {
 }
 
 
+#: architectures kvplan sizes raw only: an engine that runs them, if any does, keeps a state
+#: whose allocation was not read (model_type: what it is)
+_RAW_ONLY = {"zaya": "ZAYA's Compressed Convolutional Attention state (its q/k convolution "
+                     "and delayed V) beside the KV cache"}
+
+
 def _scheme(request: EngineRequest) -> str:
     if request.spec.model_type.startswith("minimax"):
         return "MiniMax-M3's block-sparse attention index cache (sparse_attention_config)"
@@ -149,6 +155,10 @@ def _scheme(request: EngineRequest) -> str:
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     name = canonical(engine)
     check_platform(name, request.gpus)
+    raw_only = _RAW_ONLY.get(request.spec.model_type)
+    if name != "raw" and raw_only is not None:
+        raise InputError(f"kvplan does not size {name}'s allocation of {raw_only}; --engine "
+                         "raw sizes the cache itself", field="engine")
     minimax = request.spec.model_type.startswith("minimax")
     qsa = request.spec.model_type in QWEN4_EXP_TYPES
     if (name != "raw" and has_kind(request.spec, *_UNMODELLED)
