@@ -149,6 +149,9 @@ GEMMA4_MULTIMODAL = frozenset({"Gemma4ForConditionalGeneration",
 GEMMA3N_TYPES = frozenset({"gemma3n", "gemma3n_text"})
 #: MiMo-V2: sliding-window and full layers of different KV heads and K/V widths
 MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
+#: Inkling-2: sliding and full layers of their own geometries (swa_* fields), short
+#: convolutions on K, V and the residual stream
+INKLING2_TYPES = frozenset({"inkling2", "inkling2_text"})
 #: Step-3.5/3.7: ``attention_other_setting`` gives the layers of one type other heads
 STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
 #: Laguna: query heads per layer, a softplus output gate (g_proj), dense/sparse MLP per layer
@@ -344,6 +347,8 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
         return _mimo_kinds(cfg, n_layers)
     if mt == "zaya":
         return _zaya_kinds(cfg, n_layers)
+    if mt in INKLING2_TYPES:
+        return _zaya_kinds(cfg, n_layers, "Inkling-2")
     layer_types = cfg.get("layer_types")
     if layer_types is not None and mt != "nemotron_h":
         n_mtp = r.opt_int("num_nextn_predict_layers", 0, maximum=64) or 0
@@ -903,8 +908,9 @@ def _attention_geometry(r: _Reader, kinds: list[set[LayerKind]], kv_list: list[i
                 dim = per[i].get("head_dim", full_dim)
                 kv = per[i].get("num_key_value_heads") if k_eq_v else None
                 out[i] = _Attn(kv or full_kv or kv_list[i], dim, dim, n_heads, not k_eq_v)
-    elif mt in MIMO_V2_TYPES:
-        # vLLM mimo_v2_flash.py MiMoV2FlashDecoderLayer: sliding layers take the swa_* fields
+    elif mt in MIMO_V2_TYPES or mt in INKLING2_TYPES:
+        # vLLM mimo_v2_flash.py MiMoV2FlashDecoderLayer (and Inkling2SlidingAttention):
+        # sliding layers take the swa_* fields
         # (swa_v_head_dim defaulting to swa_head_dim), full layers head_dim and v_head_dim
         v_dim = r.opt_int("v_head_dim", maximum=1 << 16) or head_dim
         swa_kv = r.get_int("swa_num_key_value_heads", maximum=1 << 16)
@@ -1219,17 +1225,57 @@ def _conv_shape(r: _Reader, hidden: int) -> tuple[int, int]:
             r.get_int("conv_L_cache", maximum=1 << 10))
 
 
-def _zaya_kinds(cfg: Mapping[str, Any], n_layers: int) -> list[set[LayerKind]]:
-    """ZAYA's layers: each attends ("hybrid": all tokens, "hybrid_sliding": a window) and
-    keeps its CCA projection's state (ZayaConfig: every layer "hybrid" where none are
-    listed)."""
+def _zaya_kinds(cfg: Mapping[str, Any], n_layers: int,
+                name: str = "ZAYA") -> list[set[LayerKind]]:
+    """ZAYA's and Inkling-2's layers: each attends ("hybrid": all tokens, "hybrid_sliding": a
+    window) and keeps a convolution's state (ZAYA's CCA projection; Inkling-2's K, V and
+    residual convolutions); ZayaConfig makes every layer "hybrid" where none are listed."""
     types = cfg.get("layer_types") or ["hybrid"] * n_layers
     kinds = {"hybrid": LayerKind.FULL, "hybrid_sliding": LayerKind.SLIDING}
     if (not isinstance(types, list) or len(types) != n_layers
             or not all(t in kinds for t in types)):
         raise ConfigError(f"config.json 'layer_types' must name each of the {n_layers} layers "
-                          "of a ZAYA model 'hybrid' or 'hybrid_sliding'", field="layer_types")
+                          f"of a {name} model 'hybrid' or 'hybrid_sliding'", field="layer_types")
     return [{kinds[t], LayerKind.CONV} for t in types]
+
+
+def _inkling2_conv(r: _Reader, hidden: int, g: _Attn) -> tuple[int, int, str]:
+    """Inkling-2's convolution state a layer: the last (kernel − 1) inputs of its K and V
+    convolutions (KV heads × head_dim channels each) and of its two convolutions on the
+    residual stream, after attention and after the MLP (hidden channels each)."""
+    taps = r.opt_int("conv_kernel_size", 4, minimum=1, maximum=64) or 4
+    kv = g.kv * g.dk
+    channels = 2 * kv + 2 * hidden
+    return ((taps - 1) * channels, kv,
+            f"conv {taps - 1}×(K {kv} + V {kv} + 2 × residual {hidden})")
+
+
+def _inkling2_params(r: _Reader, kinds: list[set[LayerKind]], geometry: list[_Attn],
+                     hidden: int, vocab: int) -> tuple[int, list[Module]]:
+    """What Inkling-2 adds to a decoder of attention and routed experts: (parameters,
+    modules). In each layer the output gate (hidden → query heads × head_dim), the relative
+    position bias (hidden → heads × d_rel, d_rel × rel_extent, a scale a head), the attention
+    sinks' projection, the query norm's scale, the K and V convolutions (sliding layers: a
+    static kernel a channel; full layers: a static kernel and its per-token part projected from
+    the hidden state, a kernel a KV head) and the two residual convolutions; the lm_head holds
+    ``unpadded_vocab_size`` rows, fewer than the embedding's ``vocab_size``."""
+    taps = r.opt_int("conv_kernel_size", 4, minimum=1, maximum=64) or 4
+    d_rel = r.opt_int("d_rel", 16, minimum=1, maximum=1 << 16) or 16
+    extent = r.opt_int("rel_extent", 1024, minimum=1, maximum=1 << 24) or 1024
+    total = 0
+    modules: list[Module] = []
+    for i, (ks, g) in enumerate(zip(kinds, geometry, strict=True)):
+        q, kv = g.q_heads * g.dk, g.kv * g.dk
+        gate = hidden * q
+        rel = hidden * g.q_heads * d_rel + d_rel * extent + g.q_heads * d_rel
+        kv_conv = 2 * (kv * taps + (hidden * g.kv * taps if LayerKind.FULL in ks else 0))
+        small = hidden * g.q_heads + q + 2 * hidden * taps
+        modules += [_module(i, _Part(("self_attn",), "o_proj.gate_proj", gate, q)),
+                    _module(i, _Part(("self_attn",), "relative_position_bias", rel, 0)),
+                    _module(i, _Part(("self_attn",), "convolutions", kv_conv + small, 0))]
+        total += gate + rel + kv_conv + small
+    unpadded = r.opt_int("unpadded_vocab_size", vocab, minimum=1, maximum=vocab) or vocab
+    return total - (vocab - unpadded) * hidden, modules
 
 
 def _cca_state(r: _Reader, n_heads: int, kv_heads: int, head_dim: int) -> tuple[int, int, str]:
@@ -2162,7 +2208,8 @@ def _count_params(
                 record(i, mamba_parts())
                 mixer += sum(part.params for part in mamba_parts())
             elif kind is LayerKind.CONV:
-                if mt != "zaya":  # ZAYA's CCA convolutions: _zaya_params
+                # ZAYA's CCA convolutions and Inkling-2's: their own counts
+                if mt != "zaya" and mt not in INKLING2_TYPES:
                     record(i, short_conv_parts())
                     mixer += sum(part.params for part in short_conv_parts())
             else:
@@ -2283,6 +2330,11 @@ def _count_params(
         # apart from the token embedding (Weights.per_layer_embedding_bytes)
         modules.append(_module(None, _Part(("embed_tokens_per_layer",), "", table, 0), (0, 1)))
         modules.append(_module(None, _Part(("per_layer_projections",), "", dense, 0)))
+    if mt in INKLING2_TYPES:
+        extra, parts = _inkling2_params(r, kinds, geometry, hidden, vocab)
+        total += extra
+        active += extra
+        modules += parts
     if mt == "zaya":
         extra, extra_replicated, parts = _zaya_params(r, kinds, hidden, n_heads,
                                                       geometry[0].kv, head_dim, n_experts)
@@ -2616,7 +2668,8 @@ def spec_from_config(
     if any(LayerKind.SLIDING in ks for ks in kinds_per_layer):
         # MiMo-V2's layers slide over sliding_window_size (vLLM mimo_v2_flash.py; SGLang's
         # _get_sliding_window_size reads it first too)
-        window_key = ("sliding_window_size" if model_type in MIMO_V2_TYPES
+        window_key = ("sliding_window_size"
+                      if (model_type in MIMO_V2_TYPES or model_type in INKLING2_TYPES)
                       and lm.get("sliding_window_size") is not None else "sliding_window")
         window = r.get_int(window_key, maximum=1 << 31)
     chunk = None
@@ -2659,6 +2712,7 @@ def spec_from_config(
     if any(LayerKind.CONV in ks for ks in kinds_per_layer):
         conv_state, conv_width, conv_detail = (
             _cca_state(r, n_heads, kv_list[0], head_dim) if model_type == "zaya"
+            else _inkling2_conv(r, hidden, geometry[0]) if model_type in INKLING2_TYPES
             else _conv_state(r, hidden))
     cross_tokens = 0
     if any(LayerKind.CROSS in ks for ks in kinds_per_layer):
@@ -2711,6 +2765,17 @@ def spec_from_config(
         groups.extend(_index_groups(sparse))
     if model_type in QWEN4_EXP_TYPES:
         groups = _qsa_groups(r, groups, hidden, n_layers)
+    if model_type in INKLING2_TYPES:
+        # the K and V convolutions are as wide as each layer's own KV heads
+        convs: dict[tuple[int, int, str], list[int]] = {}
+        for held in groups:
+            if held.kind is LayerKind.CONV:
+                for i in held.layers:
+                    convs.setdefault(_inkling2_conv(r, hidden, geometry[i]), []).append(i)
+        groups = [held for held in groups if held.kind is not LayerKind.CONV] + [
+            LayerGroup(LayerKind.CONV, tuple(layers), state_values=values,
+                       conv_state_values=values, state_detail=detail, split_counts=(kv,))
+            for (values, kv, detail), layers in convs.items()]
     n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
              or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)
     if n_mtp and model_type == "nemotron_h":

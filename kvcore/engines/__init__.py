@@ -139,7 +139,10 @@ _QWEN4_EXP_MISSING = {
 #: architectures kvplan sizes raw only: an engine that runs them, if any does, keeps a state
 #: whose allocation was not read (model_type: what it is)
 _RAW_ONLY = {"zaya": "ZAYA's Compressed Convolutional Attention state (its q/k convolution "
-                     "and delayed V) beside the KV cache"}
+                     "and delayed V) beside the KV cache",
+             **dict.fromkeys(("inkling2", "inkling2_text"),
+                             "Inkling-2's short-convolution state (its K, V and residual "
+                             "convolutions) beside the KV cache")}
 
 
 def _scheme(request: EngineRequest) -> str:
