@@ -109,7 +109,6 @@ _UNMODELED = {
                     "layers share, and K/V shared between layers (kv_source_layers)"),
     **dict.fromkeys(("glm5_next", "glm5_next_text"),
                     "Kimi Delta Attention layers beside MLA layers with a DSA indexer"),
-    "bailing_hybrid": "Kimi Delta Attention layers, each group closed by an MLA layer",
     **dict.fromkeys(("dots3_note", "dots3_note_text"),
                     "sliding-window layers beside MLA layers with a DSA indexer, each kind's "
                     "geometry in per_layer_config"),
@@ -1382,7 +1381,7 @@ def _resaved_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
         # transformers 5 writes layer_types beside the checkpoint's linear_attn_config, whose
         # full layers are MLA: the block list rules
         return {k: v for k, v in lm.items() if k != "layer_types"}
-    if model_type == "kimi_linear" and isinstance(types, list):
+    if model_type in ("kimi_linear", "bailing_hybrid") and isinstance(types, list):
         bad = next((i for i, t in enumerate(types)
                     if t not in ("full_attention", "linear_attention")), None)
         if bad is not None:
@@ -2190,6 +2189,14 @@ def _count_params(
                         kernel = int(lac.get("short_conv_kernel_size", 4))
                         kda = (5 * hidden * width + hidden * dim + dim * width
                                + hidden * heads + 3 * width * kernel)
+                    elif mt == "bailing_hybrid":
+                        # Ling's KDA (BailingHybrid's linear attention): q, k, v, a full-rank
+                        # forget gate, the output gate and o of heads × dim, beta, the short
+                        # convs of q, k, v, and A_log, dt_bias and the output norm
+                        width = heads * dim
+                        kernel = int(lac.get("short_conv_kernel_size", 4))
+                        kda = (6 * hidden * width + hidden * heads + 3 * width * kernel + heads
+                               + width + dim)
                     else:
                         width, kda = heads * dim, 4 * hidden * heads * dim
                     # one module for the whole Kimi Delta Attention block

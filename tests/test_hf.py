@@ -1293,7 +1293,7 @@ def test_bamba_attention_layers_from_their_indices():
 
 @pytest.mark.parametrize("model_type", ["zamba", "xlstm", "rwkv6", "phi4flash",
                                         "recurrent_gemma", "hrm_text", "mistral_large4_text",
-                                        "glm5_next_text", "dots3_note_text", "bailing_hybrid"])
+                                        "glm5_next_text", "dots3_note_text"])
 def test_architectures_kvplan_does_not_model_are_refused_by_name(model_type):
     # their head and layer fields would otherwise read as a decoder of full-attention layers
     cfg = {"model_type": model_type, "num_hidden_layers": 8, "hidden_size": 64,
@@ -1740,3 +1740,28 @@ def test_layers_run_in_loops_are_refused_not_counted_once():
     with pytest.raises(ConfigError, match="n_recurrent_loops") as e:
         spec({**cfg, "n_recurrent_loops": 2})
     assert e.value.field == "n_recurrent_loops"
+
+
+def test_ling_3_hybrid_reads_as_kda_and_mla_layers():
+    # BailingHybridConfig's defaults (its documented checkpoint, Ling-3.0-Flash)
+    n = 42
+    cfg = {"model_type": "bailing_hybrid", "vocab_size": 157184, "hidden_size": 2560,
+           "intermediate_size": 6144, "moe_intermediate_size": 768, "num_hidden_layers": n,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "num_shared_experts": 1,
+           "kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64, "v_head_dim": 128,
+           "qk_nope_head_dim": 128, "num_experts_per_token": 8, "num_experts": 512,
+           "first_k_dense_replace": 2, "tie_word_embeddings": False, "head_dim": 64,
+           "num_nextn_predict_layers": 1,
+           "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "linear_attention"
+                           for i in range(n)],
+           "mlp_layer_types": ["dense" if i < 2 else "sparse" for i in range(n)],
+           "linear_head_dim": 128, "linear_num_heads": 32, "linear_conv_kernel_dim": 4}
+    s = spec(cfg)
+    kinds = {g.kind: g for g in s.groups if not g.mtp}
+    assert kinds[LayerKind.MLA].count == 7 and kinds[LayerKind.MLA].head_dim_k == 512 + 64
+    linear = kinds[LayerKind.LINEAR]
+    assert linear.count == 35
+    assert linear.state_values == 32 * 128 * 128 + 3 * 3 * 4096
+    # BailingHybridForCausalLM on the meta device: 124,414,191,072 (the MLA layers' per-head
+    # output gate, 7 × 81,920, is not counted)
+    assert abs(s.params.total - 124_414_191_072) <= 600_000
