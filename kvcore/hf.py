@@ -1228,8 +1228,11 @@ def _zaya_kinds(cfg: Mapping[str, Any], n_layers: int,
                 name: str = "ZAYA") -> list[set[LayerKind]]:
     """ZAYA's and Inkling-2's layers: each attends ("hybrid": all tokens, "hybrid_sliding": a
     window) and keeps a convolution's state (ZAYA's CCA projection; Inkling-2's K, V and
-    residual convolutions); ZayaConfig makes every layer "hybrid" where none are listed."""
-    types = cfg.get("layer_types") or ["hybrid"] * n_layers
+    residual convolutions). Where none are listed, ZayaConfig makes every layer "hybrid",
+    Inkling2TextConfig every sixth and the rest "hybrid_sliding"."""
+    types = cfg.get("layer_types") or [
+        "hybrid" if name == "ZAYA" or (i + 1) % 6 == 0 else "hybrid_sliding"
+        for i in range(n_layers)]
     kinds = {"hybrid": LayerKind.FULL, "hybrid_sliding": LayerKind.SLIDING}
     if (not isinstance(types, list) or len(types) != n_layers
             or not all(t in kinds for t in types)):

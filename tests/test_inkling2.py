@@ -63,3 +63,9 @@ def test_engines_are_refused_and_raw_sizes_it(engine):
         engine_plan(engine, req)
     assert e.value.field == "engine"
     assert engine_plan("raw", req).weights_bytes > 1e12
+
+
+def test_without_layer_types_every_sixth_layer_is_full():
+    bare = {k: v for k, v in CONFIG.items() if k != "layer_types"}
+    s = spec_from_config(bare, name="inkling2", source="test")
+    assert s.groups == spec().groups
