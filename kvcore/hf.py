@@ -112,8 +112,6 @@ _UNMODELED = {
     **dict.fromkeys(("dots3_note", "dots3_note_text"),
                     "sliding-window layers beside MLA layers with a DSA indexer, each kind's "
                     "geometry in per_layer_config"),
-    "hy_v4": "DSA layers of which some reuse an earlier layer's selection (indexer_types), "
-             "with hidden-state channels (hc_mult)",
     "kolibri1_1": "sliding-window layers beside indexed layers over a compressed index pool, "
                   "with K/V shared between layers (kv_source_layers)",
 }
@@ -471,7 +469,7 @@ def _zamba2_hybrid(cfg: Mapping[str, Any], n_layers: int) -> list[bool]:
 #: transformers 5 saves DeepSeek-V3.2's and GLM-5's layers as "indexed_attention"
 #: (DeepseekV32Config, GlmMoeDsaConfig): MLA with the lightning indexer. Other architectures
 #: use the name for other attention (grouped-query heads under an indexer), refused by name
-_INDEXED_MLA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa"})
+_INDEXED_MLA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa", "hy_v4"})
 
 #: hybrids whose recurrent layers are Mamba mixers (a "linear_attention" layer type is one)
 _MAMBA_HYBRIDS = frozenset({"granitemoehybrid", "bamba", "falcon_h1", "jamba", "nemotron_h"})
@@ -738,6 +736,9 @@ def _indexer_layers(r: _Reader, n_layers: int) -> list[bool]:
             raise ConfigError(f"config.json 'indexer_types' must list 'full' or 'shared' for "
                               f"each of the {n_layers} layers", field="indexer_types")
         listed = [t == "full" for t in types]
+        if r.model_type == "hy_v4":
+            # Hy4's layers follow their list (HYV4Attention: an indexer where "full")
+            return listed
         if listed != has:
             first = next(i for i in range(n_layers) if listed[i] != has[i])
             raise ConfigError(
@@ -1250,6 +1251,28 @@ def _inkling2_conv(r: _Reader, hidden: int, g: _Attn) -> tuple[int, int, str]:
     channels = 2 * kv + 2 * hidden
     return ((taps - 1) * channels, kv,
             f"conv {taps - 1}×(K {kv} + V {kv} + 2 × residual {hidden})")
+
+
+def _hy4_params(r: _Reader, n_layers: int, hidden: int,
+                n_heads: int) -> tuple[int, int, list[Module]]:
+    """What Hy4 adds to an MLA / DSA decoder: (parameters, of those replicated, modules). Its attention's output
+    gate (hidden → heads × v_head_dim) and a sink a head; around attention and around the
+    MLP, hyper-connections over hc_mult copies of the hidden state (a 2·hc_mult × hc_mult ·
+    hidden projection, its bias and two scales), and before the head one more (hc_mult rows,
+    their bias, a scale)."""
+    hc = r.opt_int("hc_mult", 1, minimum=1, maximum=64) or 1
+    v_dim = r.get_int("v_head_dim", maximum=1 << 16)
+    gate = hidden * n_heads * v_dim
+    streams = hc * hidden
+    hyper = 2 * (2 * hc * streams + 2 * hc + 2) if hc > 1 else 0
+    head = streams * hc + hc + 1 if hc > 1 else 0
+    modules = [m for i in range(n_layers) for m in (
+        _module(i, _Part(("self_attn",), "gate_proj", gate, n_heads * v_dim)),
+        _module(i, _Part(("hc",), "", hyper + n_heads, 0, replicated=True)))]
+    if head:
+        modules.append(_module(None, _Part(("hc_head",), "", head, 0, replicated=True)))
+    return (n_layers * (gate + hyper + n_heads) + head, n_layers * (hyper + n_heads) + head,
+            modules)
 
 
 def _inkling2_params(r: _Reader, kinds: list[set[LayerKind]], geometry: list[_Attn],
@@ -2340,6 +2363,12 @@ def _count_params(
         # apart from the token embedding (Weights.per_layer_embedding_bytes)
         modules.append(_module(None, _Part(("embed_tokens_per_layer",), "", table, 0), (0, 1)))
         modules.append(_module(None, _Part(("per_layer_projections",), "", dense, 0)))
+    if mt == "hy_v4":
+        extra, extra_replicated, parts = _hy4_params(r, n_layers, hidden, n_heads)
+        total += extra
+        active += extra
+        replicated += extra_replicated
+        modules += parts
     if mt in INKLING2_TYPES:
         extra, parts = _inkling2_params(r, kinds, geometry, hidden, vocab)
         total += extra

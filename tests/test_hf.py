@@ -1765,3 +1765,25 @@ def test_ling_3_hybrid_reads_as_kda_and_mla_layers():
     # BailingHybridForCausalLM on the meta device: 124,414,191,072 (the MLA layers' per-head
     # output gate, 7 × 81,920, is not counted)
     assert abs(s.params.total - 124_414_191_072) <= 600_000
+
+
+def test_hy4_keeps_indexer_keys_where_its_list_says_full():
+    # HYV4Config's defaults (its documented checkpoint, Hy4-preview)
+    n = 34
+    types = ["full", "full"] + ["shared", "shared", "shared", "full"] * 8
+    cfg = {"model_type": "hy_v4", "vocab_size": 120832, "hidden_size": 2816,
+           "intermediate_size": 6912, "moe_intermediate_size": 768, "num_hidden_layers": n,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 64,
+           "tie_word_embeddings": False, "n_routed_experts": 256, "n_shared_experts": 1,
+           "num_experts_per_tok": 8, "q_lora_rank": 1536, "kv_lora_rank": 512,
+           "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256,
+           "mlp_layer_types": ["dense"] + ["sparse"] * (n - 1),
+           "layer_types": ["indexed_attention"] * n, "index_topk": 2048, "index_head_dim": 128,
+           "index_n_heads": 16, "indexer_types": types, "hc_mult": 4}
+    s = spec(cfg)
+    groups = {g.kind: g for g in s.groups}
+    assert groups[LayerKind.MLA].count == n and groups[LayerKind.MLA].read_limit == 2048
+    assert groups[LayerKind.INDEXER].layers == tuple(i for i, t in enumerate(types)
+                                                      if t == "full")
+    # HYV4ForCausalLM on the meta device: 58,278,193,133
+    assert abs(s.params.total - 58_278_193_133) <= 100_000
