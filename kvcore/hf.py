@@ -469,7 +469,7 @@ def _zamba2_hybrid(cfg: Mapping[str, Any], n_layers: int) -> list[bool]:
 #: transformers 5 saves DeepSeek-V3.2's and GLM-5's layers as "indexed_attention"
 #: (DeepseekV32Config, GlmMoeDsaConfig): MLA with the lightning indexer. Other architectures
 #: use the name for other attention (grouped-query heads under an indexer), refused by name
-_INDEXED_MLA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa", "hy_v4"})
+_INDEXED_MLA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa", "hy_v4", "axk2"})
 
 #: hybrids whose recurrent layers are Mamba mixers (a "linear_attention" layer type is one)
 _MAMBA_HYBRIDS = frozenset({"granitemoehybrid", "bamba", "falcon_h1", "jamba", "nemotron_h"})
@@ -1251,6 +1251,27 @@ def _inkling2_conv(r: _Reader, hidden: int, g: _Attn) -> tuple[int, int, str]:
     channels = 2 * kv + 2 * hidden
     return ((taps - 1) * channels, kv,
             f"conv {taps - 1}×(K {kv} + V {kv} + 2 × residual {hidden})")
+
+
+def _axk2_params(r: _Reader, moe: list[bool], hidden: int,
+                 n_heads: int) -> tuple[int, int, list[Module]]:
+    """What A.X-K2 changes in an MLA / DSA decoder: (parameters, of those replicated,
+    modules). Its q_gate_proj takes the query's low-rank state beside its norm (2 ×
+    q_lora_rank) to each head's query and output gate (qk_head_dim + v_head_dim), in place of
+    the q_b_proj of q_lora_rank → qk_head_dim; and its norms carry a low-rank gate (hidden →
+    gated_norm_rank → hidden) before attention in every layer, before the MLP in the MoE
+    layers."""
+    q_rank = r.get_int("q_lora_rank", maximum=1 << 20)
+    qk = (r.get_int("qk_nope_head_dim", maximum=1 << 16)
+          + r.get_int("qk_rope_head_dim", maximum=1 << 16))
+    v_dim = r.get_int("v_head_dim", maximum=1 << 16)
+    rank = r.opt_int("gated_norm_rank", 16, minimum=1, maximum=1 << 16) or 16
+    q_gate = 2 * q_rank * n_heads * (qk + v_dim) - q_rank * n_heads * qk
+    gates = [2 * hidden * rank * (2 if sparse else 1) for sparse in moe]
+    modules = [m for i, g in enumerate(gates) for m in (
+        _module(i, _Part(("self_attn",), "q_gate_proj", q_gate, 0)),
+        _module(i, _Part(("norm_gates",), "", g, 0, replicated=True)))]
+    return len(moe) * q_gate + sum(gates), sum(gates), modules
 
 
 def _hy4_params(r: _Reader, n_layers: int, hidden: int,
@@ -2363,6 +2384,12 @@ def _count_params(
         # apart from the token embedding (Weights.per_layer_embedding_bytes)
         modules.append(_module(None, _Part(("embed_tokens_per_layer",), "", table, 0), (0, 1)))
         modules.append(_module(None, _Part(("per_layer_projections",), "", dense, 0)))
+    if mt == "axk2":
+        extra, extra_replicated, parts = _axk2_params(r, moe, hidden, n_heads)
+        total += extra
+        active += extra
+        replicated += extra_replicated
+        modules += parts
     if mt == "hy_v4":
         extra, extra_replicated, parts = _hy4_params(r, n_layers, hidden, n_heads)
         total += extra

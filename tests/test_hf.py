@@ -1787,3 +1787,23 @@ def test_hy4_keeps_indexer_keys_where_its_list_says_full():
                                                       if t == "full")
     # HYV4ForCausalLM on the meta device: 58,278,193,133
     assert abs(s.params.total - 58_278_193_133) <= 100_000
+
+
+def test_ax_k2_reads_as_mla_with_the_indexer_and_gated_queries_and_norms():
+    # AXK2Config's defaults (its documented checkpoint, A.X-K2)
+    n = 48
+    cfg = {"model_type": "axk2", "vocab_size": 163840, "hidden_size": 2048,
+           "intermediate_size": 5120, "moe_intermediate_size": 512, "num_hidden_layers": n,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "n_shared_experts": 1,
+           "n_routed_experts": 128, "kv_lora_rank": 128, "q_lora_rank": 384,
+           "qk_rope_head_dim": 32, "v_head_dim": 64, "qk_nope_head_dim": 64,
+           "num_experts_per_tok": 8, "tie_word_embeddings": False,
+           "mlp_layer_types": ["dense"] + ["sparse"] * (n - 1), "index_topk": 2048,
+           "index_head_dim": 128, "index_n_heads": 16, "head_dim": 32,
+           "layer_types": ["indexed_attention"] * n, "gated_norm_rank": 16}
+    s = spec(cfg)
+    groups = {g.kind: g for g in s.groups}
+    assert groups[LayerKind.MLA].count == n and groups[LayerKind.MLA].head_dim_k == 128 + 32
+    assert groups[LayerKind.INDEXER].count == n
+    # AXK2ForCausalLM on the meta device: 20,314,494,976
+    assert abs(s.params.total - 20_314_494_976) <= 100_000
