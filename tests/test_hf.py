@@ -1647,7 +1647,7 @@ def test_dsa_models_resaved_by_transformers_5_read_their_indexed_attention_as_ml
 def test_indexed_attention_of_other_architectures_is_refused_not_read_as_mla():
     # other architectures' indexed layers (Kolibri's are grouped-query attention under an
     # indexer) are no MLA
-    cfg = {"model_type": "axk2", "num_hidden_layers": 2, "hidden_size": 64,
+    cfg = {"model_type": "someindexed", "num_hidden_layers": 2, "hidden_size": 64,
            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
            "vocab_size": 100, "intermediate_size": 128,
            "layer_types": ["sliding_attention", "indexed_attention"], "sliding_window": 8}
