@@ -104,9 +104,6 @@ _UNMODELED = {
     # architectures transformers 5.25 added whose caches no engine rule of kvplan's covers:
     # their configs would otherwise be read by their head and layer fields alone (a legacy
     # dots3 config names its DSA layers "full_attention")
-    **dict.fromkeys(("mistral_large4", "mistral_large4_text"),
-                    "MLA without a query low-rank, a DSA indexer on the hidden states that "
-                    "layers share, and K/V shared between layers (kv_source_layers)"),
     **dict.fromkeys(("glm5_next", "glm5_next_text"),
                     "Kimi Delta Attention layers beside MLA layers with a DSA indexer"),
     **dict.fromkeys(("dots3_note", "dots3_note_text"),
@@ -149,6 +146,9 @@ MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
 #: Inkling-2: sliding and full layers of their own geometries (swa_* fields), short
 #: convolutions on K, V and the residual stream
 INKLING2_TYPES = frozenset({"inkling2", "inkling2_text"})
+#: Mistral-Large-4: MLA with no query low-rank, its NoPE layers (no_rope_layers 0) without the
+#: rotary part of the latent, the indexer's queries from the hidden state
+MISTRAL4_TYPES = frozenset({"mistral_large4", "mistral_large4_text"})
 #: Step-3.5/3.7: ``attention_other_setting`` gives the layers of one type other heads
 STEP3P5_TYPES = frozenset({"step3p5", "step3p7"})
 #: Laguna: query heads per layer, a softplus output gate (g_proj), dense/sparse MLP per layer
@@ -469,7 +469,7 @@ def _zamba2_hybrid(cfg: Mapping[str, Any], n_layers: int) -> list[bool]:
 #: transformers 5 saves DeepSeek-V3.2's and GLM-5's layers as "indexed_attention"
 #: (DeepseekV32Config, GlmMoeDsaConfig): MLA with the lightning indexer. Other architectures
 #: use the name for other attention (grouped-query heads under an indexer), refused by name
-_INDEXED_MLA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa", "hy_v4", "axk2"})
+_INDEXED_MLA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa", "hy_v4", "axk2"}) | MISTRAL4_TYPES
 
 #: hybrids whose recurrent layers are Mamba mixers (a "linear_attention" layer type is one)
 _MAMBA_HYBRIDS = frozenset({"granitemoehybrid", "bamba", "falcon_h1", "jamba", "nemotron_h"})
@@ -1251,6 +1251,21 @@ def _inkling2_conv(r: _Reader, hidden: int, g: _Attn) -> tuple[int, int, str]:
     channels = 2 * kv + 2 * hidden
     return ((taps - 1) * channels, kv,
             f"conv {taps - 1}×(K {kv} + V {kv} + 2 × residual {hidden})")
+
+
+def _nope_mla_layers(r: _Reader, n_layers: int) -> frozenset[int]:
+    """Mistral-Large-4's MLA layers without rotary positions (``no_rope_layers`` 0): their
+    latent and key heads have no rotary part. Empty for other models."""
+    if r.model_type not in MISTRAL4_TYPES:
+        return frozenset()
+    flags = r.cfg.get("no_rope_layers")
+    if flags is None:
+        return frozenset()
+    if (not isinstance(flags, list) or len(flags) != n_layers
+            or not all(f in (0, 1) and not isinstance(f, bool) for f in flags)):
+        raise ConfigError(f"config.json 'no_rope_layers' must give 0 or 1 for each of the "
+                          f"{n_layers} layers", field="no_rope_layers")
+    return frozenset(i for i, f in enumerate(flags) if f == 0)
 
 
 def _axk2_params(r: _Reader, moe: list[bool], hidden: int,
@@ -2092,8 +2107,13 @@ def _count_params(
     def attention(g: _Attn) -> int:
         return sum(part.params for part in attention_parts(g))
 
-    def mla_parts() -> list[_Part]:
+    nope = _nope_mla_layers(r, n_layers)
+
+    def mla_parts(i: int | None = None) -> list[_Part]:
         qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
+        if i is not None and i in nope:
+            # a NoPE layer's query/key head is all non-rotary, its latent has no rotary part
+            qk_nope, qk_rope = qk_nope + qk_rope, 0
         v_head, kv_rank = r.get_int("v_head_dim"), r.get_int("kv_lora_rank")
         q_rank = r.opt_int("q_lora_rank")
         qk = qk_nope + qk_rope
@@ -2112,17 +2132,22 @@ def _count_params(
                                n_heads * v_head))
         return parts
 
-    def mla() -> int:
-        return sum(part.params for part in mla_parts())
+    def mla(i: int | None = None) -> int:
+        return sum(part.params for part in mla_parts(i))
 
     def indexer_parts() -> list[_Part]:
         # the DSA lightning indexer as checkpoints hold it: wq_b (q_lora_rank -> heads ×
         # index_head_dim), wk (hidden -> index_head_dim), k_norm (a LayerNorm: weight and
         # bias) and weights_proj (hidden -> heads), none with a bias; engines replicate it
         heads, dim = r.get_int("index_n_heads"), r.get_int("index_head_dim")
-        q_rank = r.get_int("q_lora_rank")
+        # Mistral-Large-4's MLA has no query low-rank: its indexer's queries come from the
+        # (normed) hidden state
+        mistral4 = mt in MISTRAL4_TYPES
+        q_rank = hidden if mistral4 else r.get_int("q_lora_rank")
         block = tuple(f"{b}.indexer" for b in attn_block)
-        return [_Part(block, "wq_b", q_rank * heads * dim, heads * dim, replicated=True),
+        return [*([_Part(block, "q_input_norm", hidden, 0, replicated=True)] if mistral4
+                  else []),
+                _Part(block, "wq_b", q_rank * heads * dim, heads * dim, replicated=True),
                 _Part(block, "wk", hidden * dim, dim, replicated=True),
                 _Part(block, "k_norm", 2 * dim, 0, replicated=True),
                 _Part(block, "weights_proj", hidden * heads, heads, replicated=True)]
@@ -2130,12 +2155,13 @@ def _count_params(
     def indexer() -> int:
         return sum(part.params for part in indexer_parts())
 
-    def mla_replicated() -> int:
+    def mla_replicated(i: int | None = None) -> int:
         # the latent down-projections (q_a and kv_a, fused) and their norms are not split by
         # tensor parallelism: vLLM builds them with disable_tp / ReplicatedLinear
         q_rank = r.opt_int("q_lora_rank")
         kv = r.get_int("kv_lora_rank")
-        return hidden * ((q_rank or 0) + kv + r.get_int("qk_rope_head_dim")) + (q_rank or 0) + kv
+        rope = 0 if i in nope else r.get_int("qk_rope_head_dim")
+        return hidden * ((q_rank or 0) + kv + rope) + (q_rank or 0) + kv
 
     def gdn_parts() -> list[_Part]:
         nv, nk = r.get_int("linear_num_value_heads"), r.get_int("linear_num_key_heads")
@@ -2217,9 +2243,9 @@ def _count_params(
         mixer = 0
         for kind in layer_kinds:
             if kind is LayerKind.MLA:
-                record(i, mla_parts())
-                mixer += mla()
-                replicated += mla_replicated()
+                record(i, mla_parts(i))
+                mixer += mla(i)
+                replicated += mla_replicated(i)
             elif kind is LayerKind.INDEXER:
                 record(i, indexer_parts())
                 mixer += indexer()
@@ -2784,9 +2810,13 @@ def spec_from_config(
     if any(LayerKind.CROSS in ks for ks in kinds_per_layer):
         cross_tokens = _cross_tokens(vision)
 
+    nope = _nope_mla_layers(r, n_layers)
+
     def group_key(i: int, kind: LayerKind) -> tuple[Any, ...]:
         if kind is LayerKind.MLA:
-            return (kind, 1, mla_width, 0, None)
+            # a NoPE layer's latent has no rotary part (Mistral-Large-4)
+            width = mla_width - (r.get_int("qk_rope_head_dim") if i in nope else 0)
+            return (kind, 1, width, 0, None)
         if kind is LayerKind.INDEXER:
             return (kind, 1, index_width, 0, None)
         if kind is LayerKind.LINEAR:

@@ -1292,8 +1292,8 @@ def test_bamba_attention_layers_from_their_indices():
 
 
 @pytest.mark.parametrize("model_type", ["zamba", "xlstm", "rwkv6", "phi4flash",
-                                        "recurrent_gemma", "hrm_text", "mistral_large4_text",
-                                        "glm5_next_text", "dots3_note_text"])
+                                        "recurrent_gemma", "hrm_text", "glm5_next_text",
+                                        "dots3_note_text"])
 def test_architectures_kvplan_does_not_model_are_refused_by_name(model_type):
     # their head and layer fields would otherwise read as a decoder of full-attention layers
     cfg = {"model_type": model_type, "num_hidden_layers": 8, "hidden_size": 64,
@@ -1807,3 +1807,27 @@ def test_ax_k2_reads_as_mla_with_the_indexer_and_gated_queries_and_norms():
     assert groups[LayerKind.INDEXER].count == n
     # AXK2ForCausalLM on the meta device: 20,314,494,976
     assert abs(s.params.total - 20_314_494_976) <= 100_000
+
+
+def test_mistral_large_4_nope_layers_keep_a_latent_without_its_rotary_part():
+    # MistralLarge4TextConfig's defaults (its documented checkpoint, Mistral-Large-4-1T-A52B)
+    n = 72
+    cfg = {"model_type": "mistral_large4_text", "vocab_size": 204800, "hidden_size": 6144,
+           "intermediate_size": 24576, "moe_intermediate_size": 6144, "num_hidden_layers": n,
+           "num_attention_heads": 64, "num_key_value_heads": 64, "n_shared_experts": 1,
+           "n_routed_experts": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+           "v_head_dim": 128, "qk_nope_head_dim": 64, "num_experts_per_tok": 4,
+           "tie_word_embeddings": False, "index_topk": 2048, "index_head_dim": 128,
+           "index_n_heads": 32, "head_dim": 64, "first_k_dense_replace": 1,
+           "mlp_layer_types": ["dense"] + ["sparse"] * (n - 1),
+           "layer_types": ["indexed_attention"] * n,
+           "no_rope_layers": [0 if (i + 1) % 4 == 0 else 1 for i in range(n)],
+           "kv_source_layers": list(range(n))}
+    s = spec(cfg)
+    widths = sorted((g.count, g.head_dim_k) for g in s.groups if g.kind is LayerKind.MLA)
+    assert widths == [(18, 512), (54, 512 + 64)]
+    # its text model as transformers builds it: 1,051,822,421,536 with the vision tower and
+    # projector (1,654,005,760 by kvplan's estimate of the tower)
+    assert abs(s.params.total - (1_051_822_421_536 - 1_654_005_760)) <= 60_000_000
+    with pytest.raises(ConfigError, match="kv_source_layers"):
+        spec({**cfg, "kv_source_layers": [0, 0] + list(range(2, n))})

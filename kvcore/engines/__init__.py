@@ -140,6 +140,9 @@ _QWEN4_EXP_MISSING = {
 #: whose allocation was not read (model_type: what it is)
 _RAW_ONLY = {"zaya": "ZAYA's Compressed Convolutional Attention state (its q/k convolution "
                      "and delayed V) beside the KV cache",
+             **dict.fromkeys(("mistral_large4", "mistral_large4_text"),
+                             "Mistral-Large-4's MLA with NoPE layers and the lightning indexer "
+                             "(its engines' pools were not read)"),
              "axk2": "A.X-K2's MLA with the lightning indexer and its gated queries and norms "
                      "(its engines' pools were not read)",
              "hy_v4": "Hy4's MLA with indexers shared between layers and its hyper-connections "
