@@ -1253,6 +1253,31 @@ def _inkling2_conv(r: _Reader, hidden: int, g: _Attn) -> tuple[int, int, str]:
             f"conv {taps - 1}×(K {kv} + V {kv} + 2 × residual {hidden})")
 
 
+def _added_params(r: _Reader, kinds: list[set[LayerKind]], geometry: list[_Attn],
+                  moe: list[bool], *, hidden: int, n_heads: int, head_dim: int, vocab: int,
+                  n_experts: int) -> tuple[int, int, int, list[Module]] | None:
+    """What an architecture adds to the decoder ``_count_params`` counts: (parameters, of those
+    replicated, per-layer embedding tables, modules); None for the others."""
+    mt = r.model_type
+    if mt == "axk2":
+        total, replicated, parts = _axk2_params(r, moe, hidden, n_heads)
+        return total, replicated, 0, parts
+    if mt == "hy_v4":
+        total, replicated, parts = _hy4_params(r, len(kinds), hidden, n_heads)
+        return total, replicated, 0, parts
+    if mt in INKLING2_TYPES:
+        total, parts = _inkling2_params(r, kinds, geometry, hidden, vocab)
+        return total, 0, 0, parts
+    if mt == "zaya":
+        total, replicated, parts = _zaya_params(r, kinds, hidden, n_heads, geometry[0].kv,
+                                                head_dim, n_experts)
+        return total, replicated, 0, parts
+    if mt in QWEN4_EXP_TYPES:
+        total, replicated, table, parts = _qwen4_exp_params(r, kinds, hidden, vocab)
+        return total, replicated, table, parts
+    return None
+
+
 def _nope_mla_layers(r: _Reader, n_layers: int) -> frozenset[int]:
     """Mistral-Large-4's MLA layers without rotary positions (``no_rope_layers`` 0): their
     latent and key heads have no rotary part. Empty for other models."""
@@ -2410,32 +2435,10 @@ def _count_params(
         # apart from the token embedding (Weights.per_layer_embedding_bytes)
         modules.append(_module(None, _Part(("embed_tokens_per_layer",), "", table, 0), (0, 1)))
         modules.append(_module(None, _Part(("per_layer_projections",), "", dense, 0)))
-    if mt == "axk2":
-        extra, extra_replicated, parts = _axk2_params(r, moe, hidden, n_heads)
-        total += extra
-        active += extra
-        replicated += extra_replicated
-        modules += parts
-    if mt == "hy_v4":
-        extra, extra_replicated, parts = _hy4_params(r, n_layers, hidden, n_heads)
-        total += extra
-        active += extra
-        replicated += extra_replicated
-        modules += parts
-    if mt in INKLING2_TYPES:
-        extra, parts = _inkling2_params(r, kinds, geometry, hidden, vocab)
-        total += extra
-        active += extra
-        modules += parts
-    if mt == "zaya":
-        extra, extra_replicated, parts = _zaya_params(r, kinds, hidden, n_heads,
-                                                      geometry[0].kv, head_dim, n_experts)
-        total += extra
-        active += extra
-        replicated += extra_replicated
-        modules += parts
-    if mt in QWEN4_EXP_TYPES:
-        extra, extra_replicated, table, parts = _qwen4_exp_params(r, kinds, hidden, vocab)
+    added = _added_params(r, kinds, geometry, moe, hidden=hidden, n_heads=n_heads,
+                          head_dim=head_dim, vocab=vocab, n_experts=n_experts)
+    if added is not None:
+        extra, extra_replicated, table, parts = added
         total += extra
         active += extra
         replicated += extra_replicated
