@@ -343,9 +343,9 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     if mt in MIMO_V2_TYPES and ("hybrid_layer_pattern" in cfg or "layer_types" not in cfg):
         return _mimo_kinds(cfg, n_layers)
     if mt == "zaya":
-        return _zaya_kinds(cfg, n_layers)
+        return _hybrid_kinds(cfg, n_layers, "ZAYA", full_every=1)
     if mt in INKLING2_TYPES:
-        return _zaya_kinds(cfg, n_layers, "Inkling-2")
+        return _hybrid_kinds(cfg, n_layers, "Inkling-2", full_every=6)
     layer_types = cfg.get("layer_types")
     if layer_types is not None and mt != "nemotron_h":
         n_mtp = r.opt_int("num_nextn_predict_layers", 0, maximum=64) or 0
@@ -1225,15 +1225,15 @@ def _conv_shape(r: _Reader, hidden: int) -> tuple[int, int]:
             r.get_int("conv_L_cache", maximum=1 << 10))
 
 
-def _zaya_kinds(cfg: Mapping[str, Any], n_layers: int,
-                name: str = "ZAYA") -> list[set[LayerKind]]:
+def _hybrid_kinds(cfg: Mapping[str, Any], n_layers: int, name: str,
+                  full_every: int) -> list[set[LayerKind]]:
     """ZAYA's and Inkling-2's layers: each attends ("hybrid": all tokens, "hybrid_sliding": a
     window) and keeps a convolution's state (ZAYA's CCA projection; Inkling-2's K, V and
-    residual convolutions). Where none are listed, ZayaConfig makes every layer "hybrid",
-    Inkling2TextConfig every sixth and the rest "hybrid_sliding"."""
+    residual convolutions). Where none are listed, every ``full_every``-th is "hybrid" and the
+    rest "hybrid_sliding", as the config class makes them (ZayaConfig: every layer;
+    Inkling2TextConfig: every sixth)."""
     types = cfg.get("layer_types") or [
-        "hybrid" if name == "ZAYA" or (i + 1) % 6 == 0 else "hybrid_sliding"
-        for i in range(n_layers)]
+        "hybrid" if (i + 1) % full_every == 0 else "hybrid_sliding" for i in range(n_layers)]
     kinds = {"hybrid": LayerKind.FULL, "hybrid_sliding": LayerKind.SLIDING}
     if (not isinstance(types, list) or len(types) != n_layers
             or not all(t in kinds for t in types)):
@@ -1316,11 +1316,11 @@ def _axk2_params(r: _Reader, moe: list[bool], hidden: int,
 
 def _hy4_params(r: _Reader, n_layers: int, hidden: int,
                 n_heads: int) -> tuple[int, int, list[Module]]:
-    """What Hy4 adds to an MLA / DSA decoder: (parameters, of those replicated, modules). Its attention's output
-    gate (hidden → heads × v_head_dim) and a sink a head; around attention and around the
-    MLP, hyper-connections over hc_mult copies of the hidden state (a 2·hc_mult × hc_mult ·
-    hidden projection, its bias and two scales), and before the head one more (hc_mult rows,
-    their bias, a scale)."""
+    """What Hy4 adds to an MLA / DSA decoder: (parameters, of those replicated, modules). Its
+    attention's output gate (hidden → heads × v_head_dim) and a sink a head; around
+    attention and around the MLP, hyper-connections over hc_mult copies of the hidden state
+    (a 2·hc_mult × hc_mult · hidden projection, its bias and two scales), and before the
+    head one more (hc_mult rows, their bias, a scale)."""
     hc = r.opt_int("hc_mult", 1, minimum=1, maximum=64) or 1
     v_dim = r.get_int("v_head_dim", maximum=1 << 16)
     gate = hidden * n_heads * v_dim
@@ -1364,13 +1364,20 @@ def _inkling2_params(r: _Reader, kinds: list[set[LayerKind]], geometry: list[_At
     return total - (vocab - unpadded) * hidden, modules
 
 
+def _cca_kernels(r: _Reader) -> tuple[int, int]:
+    """ZAYA's CCA convolution kernels: the depthwise one's taps (cca_time0) and the grouped
+    one's (cca_time1), ZayaConfig's 2 each where the config gives none."""
+    return (r.opt_int("cca_time0", 2, minimum=1, maximum=64) or 2,
+            r.opt_int("cca_time1", 2, minimum=1, maximum=64) or 2)
+
+
 def _cca_state(r: _Reader, n_heads: int, kv_heads: int, head_dim: int) -> tuple[int, int, str]:
     """ZAYA's Compressed Convolutional Attention state a layer: its q/k convolutions (a
     depthwise one of cca_time0 taps, then a grouped one of cca_time1) keep the last
     (cca_time0 − 1) + (cca_time1 − 1) inputs of the q and k channels, and its value path the
     previous token's delayed half of V (ZayaCCAProjection)."""
-    taps = (r.opt_int("cca_time0", 2, minimum=1, maximum=64) or 2) - 1 + (
-        r.opt_int("cca_time1", 2, minimum=1, maximum=64) or 2) - 1
+    t0, t1 = _cca_kernels(r)
+    taps = (t0 - 1) + (t1 - 1)
     channels = (n_heads + kv_heads) * head_dim
     delayed = kv_heads * head_dim // 2
     return (taps * channels + delayed, channels,
@@ -1387,8 +1394,7 @@ def _zaya_params(r: _Reader, kinds: list[set[LayerKind]], hidden: int, n_heads: 
     state scale); the residual scales around attention and the MLP (four vectors each) and
     the model's input scale and bias."""
     channels = (n_heads + kv_heads) * head_dim
-    t0 = r.opt_int("cca_time0", 2, minimum=1, maximum=64) or 2
-    t1 = r.opt_int("cca_time1", 2, minimum=1, maximum=64) or 2
+    t0, t1 = _cca_kernels(r)
     conv = channels * t0 + channels + channels * head_dim * t1 + channels
     width = r.opt_int("router_hidden_size", 256, minimum=1, maximum=1 << 16) or 256
     router = (hidden * width + width + width + 2 * (width * width + width)
@@ -2802,13 +2808,15 @@ def spec_from_config(
                 mamba_replicated = (mamba_shape["d_conv"] - 1) * 2 * mamba_shape["d_state"]
         else:
             mamba_split = (mamba_shape["d_inner"],)
-    conv_state = conv_width = 0
-    conv_detail = ""
-    if any(LayerKind.CONV in ks for ks in kinds_per_layer):
-        conv_state, conv_width, conv_detail = (
-            _cca_state(r, n_heads, kv_list[0], head_dim) if model_type == "zaya"
-            else _inkling2_conv(r, hidden, geometry[0]) if model_type in INKLING2_TYPES
-            else _conv_state(r, hidden))
+    def conv_of(i: int) -> tuple[int, int, str]:
+        """Layer i's short-convolution state: (values, the channels tp splits, detail)."""
+        if model_type == "zaya":
+            return _cca_state(r, n_heads, kv_list[i], head_dim)
+        if model_type in INKLING2_TYPES:
+            # its K and V convolutions are as wide as the layer's own KV heads
+            return _inkling2_conv(r, hidden, geometry[i])
+        return _conv_state(r, hidden)
+
     cross_tokens = 0
     if any(LayerKind.CROSS in ks for ks in kinds_per_layer):
         cross_tokens = _cross_tokens(vision)
@@ -2822,10 +2830,11 @@ def spec_from_config(
             return (kind, 1, width, 0, None)
         if kind is LayerKind.INDEXER:
             return (kind, 1, index_width, 0, None)
-        if kind is LayerKind.LINEAR:
+        if kind in (LayerKind.LINEAR, LayerKind.MAMBA):
             return (kind, 0, 0, 0, None)
-        if kind in (LayerKind.MAMBA, LayerKind.CONV):
-            return (kind, 0, 0, 0, None)
+        if kind is LayerKind.CONV:
+            values, width, detail = conv_of(i)
+            return (kind, values, width, 0, detail)
         win = window if kind is LayerKind.SLIDING else chunk if kind is LayerKind.CHUNKED else None
         g = geometry[i]
         return (kind, g.kv, g.dk, g.dv, win)
@@ -2836,6 +2845,12 @@ def spec_from_config(
             buckets.setdefault(group_key(i, kind), []).append(i)
 
     def make_group(key: tuple[Any, ...], layers: list[int], mtp: bool = False) -> LayerGroup:
+        if key[0] is LayerKind.CONV:
+            # the whole state is conv state (model dtype); its channels split over tp
+            kind, values, width, _, detail = key
+            return LayerGroup(kind, tuple(layers), state_values=values,
+                              conv_state_values=values, state_detail=detail, mtp=mtp,
+                              split_counts=(width,))
         kind, heads, dk, dv, win = key
         if kind is LayerKind.LINEAR:
             return LayerGroup(kind, tuple(layers), state_values=linear_state,
@@ -2846,11 +2861,6 @@ def spec_from_config(
                               conv_state_values=(mamba_shape or {}).get("conv", 0),
                               state_detail=mamba_detail or "", mtp=mtp,
                               split_counts=mamba_split, replicated_conv_values=mamba_replicated)
-        if kind is LayerKind.CONV:
-            # the whole state is conv state (model dtype); its channels split over tp
-            return LayerGroup(kind, tuple(layers), state_values=conv_state,
-                              conv_state_values=conv_state, state_detail=conv_detail, mtp=mtp,
-                              split_counts=(conv_width,))
         return LayerGroup(kind, tuple(layers), n_kv_heads=heads, head_dim_k=dk, head_dim_v=dv,
                           window=win, mtp=mtp)
 
@@ -2864,17 +2874,6 @@ def spec_from_config(
         groups.extend(_index_groups(sparse))
     if model_type in QWEN4_EXP_TYPES:
         groups = _qsa_groups(r, groups, hidden, n_layers)
-    if model_type in INKLING2_TYPES:
-        # the K and V convolutions are as wide as each layer's own KV heads
-        convs: dict[tuple[int, int, str], list[int]] = {}
-        for held in groups:
-            if held.kind is LayerKind.CONV:
-                for i in held.layers:
-                    convs.setdefault(_inkling2_conv(r, hidden, geometry[i]), []).append(i)
-        groups = [held for held in groups if held.kind is not LayerKind.CONV] + [
-            LayerGroup(LayerKind.CONV, tuple(layers), state_values=values,
-                       conv_state_values=values, state_detail=detail, split_counts=(kv,))
-            for (values, kv, detail), layers in convs.items()]
     n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
              or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)
     if n_mtp and model_type == "nemotron_h":

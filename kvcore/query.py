@@ -214,10 +214,9 @@ def _lora_reads(q: Query, extra: dict[str, Any]) -> tuple[list[tuple[int, int, f
                                                           int] | None:
     """What a decode step reads of LoRA adapters, per pipeline stage (bytes a rank, of those
     the routed experts', the rank's bandwidth), with the adapters read and the slots: vLLM's
-    and SGLang's slots
-    (--max-loras), of which a step reads those its sequences use (taken as one each, up to
-    the slots); llama.cpp's --lora adapters, every one applied to every token. None without
-    adapters or a card's bandwidth."""
+    and SGLang's slots (--max-loras), of which a step reads those its sequences use (taken as
+    one each, up to the slots); llama.cpp's --lora adapters, every one applied to every token.
+    None without adapters or a card's bandwidth."""
     if not q.gpus or any(not g.bandwidth_bytes_per_s for g in q.gpus):
         return None
     if "lora" in extra:
