@@ -52,7 +52,7 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
-from .vllm_lora import for_vllm, lora_bytes, lora_label, lora_note
+from .vllm_lora import for_vllm, lora_label, lora_note, lora_split
 from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
 
 NAME = "vllm"
@@ -649,7 +649,8 @@ def plan(req: EngineRequest) -> EngineReport:
     # --enable-lora: the adapter slots each rank allocates while the model loads (counted in
     # vLLM's "Model loading took" figure, so off the KV budget)
     lora = for_vllm(s.lora) if s.lora is not None else None
-    adapters = lora_bytes(req.spec, lora, p) if lora is not None else [0] * len(shares)
+    adapters, expert_adapters = (lora_split(req.spec, lora, p) if lora is not None
+                                 else ([0] * len(shares), [0] * len(shares)))
     if req.kv_budget_bytes is None and any(sh.gpu is None for sh in shares):
         raise need_gpu()
 
@@ -783,9 +784,7 @@ def plan(req: EngineRequest) -> EngineReport:
                          "fully_sharded_loras": lora.fully_sharded,
                          "lora_target_modules": list(lora.targets),
                          "bytes_per_card": adapters[binding], "bytes_per_stage": adapters,
-                         "expert_bytes_per_stage": (lora_bytes(req.spec, lora, p, True)
-                                                    if req.spec.params.experts
-                                                    else [0] * len(adapters))}
+                         "expert_bytes_per_stage": expert_adapters}
     if s.cpu_offload_bytes:
         cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
         extra["cpu_offload"] = offload_extra(req, moved, shares, mbt)

@@ -136,10 +136,14 @@ def check_lora(spec: ModelSpec, what: str = "vLLM's LoRA slots") -> None:
                          field="enable_lora")
 
 
-def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel,
-               experts_only: bool = False) -> list[int]:
-    """The bytes of LoRA slots each rank of every pipeline stage holds (one entry a stage);
-    ``experts_only``: of those, the routed experts' (a decode step reads its tokens' share)."""
+def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> list[int]:
+    """The bytes of LoRA slots each rank of every pipeline stage holds (one entry a stage)."""
+    return lora_split(spec, lora, parallel)[0]
+
+
+def lora_split(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> tuple[list[int], list[int]]:
+    """The bytes of LoRA slots each rank of every pipeline stage holds, and of those the
+    routed experts' (a decode step reads its tokens' share of them), one entry a stage each."""
     check_lora(spec)
     lora = for_vllm(lora)
     assert lora.slots is not None and lora.rank is not None
@@ -149,11 +153,10 @@ def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel,
     non_gated = spec.model_type == "nemotron_h"
     kv = kv_heads_by_layer(spec)
     per_stage = [0] * pp
+    experts = [0] * pp
     embedding = spec.model_type in EMBEDDING_TYPES
     for m in spec.params.modules:
         name = m.names[0].split(".")[-1]
-        if experts_only and m.role != "experts":
-            continue
         if m.role in ("embed", "head"):
             if embedding and _targeted("embed_tokens" if m.role == "embed" else "lm_head",
                                        lora):
@@ -169,16 +172,19 @@ def lora_bytes(spec: ModelSpec, lora: LoRA, parallel: Parallel,
             continue
         layer = layer_of(m)
         stage = stage_of.get(layer, 0) if layer is not None else 0
-        per_stage[stage] += module_values(
-            m, tp, kv_heads=kv.get(layer, 0) if layer is not None else 0,
-            fully_sharded=lora.fully_sharded,
-            fused_w13=spec.model_type in THREE_D_MOE_TYPES)
-    if embedding and not experts_only and not any(m.role == "head"
+        values = module_values(m, tp, kv_heads=kv.get(layer, 0) if layer is not None else 0,
+                               fully_sharded=lora.fully_sharded,
+                               fused_w13=spec.model_type in THREE_D_MOE_TYPES)
+        per_stage[stage] += values
+        if m.role == "experts":
+            experts[stage] += values
+    if embedding and not any(m.role == "head"
                                                   for m in spec.params.modules) \
             and _targeted("lm_head", lora):
         # a tied lm_head is still wrapped under its own name (LogitsProcessorWithLoRA)
         per_stage[pp - 1] += spec.vocab_size + spec.hidden_size
-    return [v * lora.rank * lora.slots * DTYPE_BYTES for v in per_stage]
+    scale = lora.rank * lora.slots * DTYPE_BYTES
+    return [v * scale for v in per_stage], [v * scale for v in experts]
 
 
 def lora_label(lora: LoRA) -> str:
