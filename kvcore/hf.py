@@ -1253,6 +1253,11 @@ def _inkling2_conv(r: _Reader, hidden: int, g: _Attn) -> tuple[int, int, str]:
             f"conv {taps - 1}×(K {kv} + V {kv} + 2 × residual {hidden})")
 
 
+#: architectures whose convolution layers ``_added_params`` counts (ZAYA's CCA convolutions,
+#: Inkling-2's K, V and residual ones), not the LFM2-style short convolution
+_OWN_CONV_COUNT = frozenset({"zaya", *INKLING2_TYPES})
+
+
 def _added_params(r: _Reader, kinds: list[set[LayerKind]], geometry: list[_Attn],
                   moe: list[bool], *, hidden: int, n_heads: int, head_dim: int, vocab: int,
                   n_experts: int) -> tuple[int, int, int, list[Module]] | None:
@@ -2319,8 +2324,7 @@ def _count_params(
                 record(i, mamba_parts())
                 mixer += sum(part.params for part in mamba_parts())
             elif kind is LayerKind.CONV:
-                # ZAYA's CCA convolutions and Inkling-2's: their own counts
-                if mt != "zaya" and mt not in INKLING2_TYPES:
+                if mt not in _OWN_CONV_COUNT:
                     record(i, short_conv_parts())
                     mixer += sum(part.params for part in short_conv_parts())
             else:
