@@ -2021,6 +2021,33 @@ def _module(i: int | None, part: _Part, active_share: tuple[int, int] = (1, 1),
                   "replicated" if part.replicated else role, part.lora_dims)
 
 
+def _mla_parts(r: _Reader, hidden: int, n_heads: int, block: tuple[str, ...],
+               nope: bool = False) -> list[_Part]:
+    """An MLA attention's weights as checkpoints name them under ``block``: the query (its
+    low-rank pair where q_lora_rank is set), the latent's down-projection with the rotary key,
+    its up-projection to the heads' keys and values, the output (and Kimi-K3's output gate).
+    ``nope``: a layer without rotary positions (its query/key head all non-rotary)."""
+    qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
+    if nope:
+        qk_nope, qk_rope = qk_nope + qk_rope, 0
+    v_head, kv_rank = r.get_int("v_head_dim"), r.get_int("kv_lora_rank")
+    q_rank = r.opt_int("q_lora_rank")
+    qk = qk_nope + qk_rope
+    q = ([_Part(block, "q_a_proj", hidden * q_rank, q_rank, replicated=True),
+          _Part(block, "q_b_proj", q_rank * n_heads * qk, n_heads * qk)] if q_rank
+         else [_Part(block, "q_proj", hidden * n_heads * qk, n_heads * qk)])
+    parts = q + [
+        _Part(block, "kv_a_proj_with_mqa", hidden * (kv_rank + qk_rope), kv_rank + qk_rope,
+              replicated=True),
+        _Part(block, "kv_b_proj", kv_rank * n_heads * (qk_nope + v_head),
+              n_heads * (qk_nope + v_head)),
+        _Part(block, "o_proj", n_heads * v_head * hidden, hidden)]
+    if r.get_bool("mla_use_output_gate", False):
+        # Kimi-K3's MLA multiplies its output by a gate projected from the hidden state
+        parts.append(_Part(block, "g_proj", hidden * n_heads * v_head, n_heads * v_head))
+    return parts
+
+
 def _count_params(
     r: _Reader,
     kinds: list[set[LayerKind]],
@@ -2146,27 +2173,7 @@ def _count_params(
     nope = _nope_mla_layers(r, n_layers)
 
     def mla_parts(i: int | None = None) -> list[_Part]:
-        qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
-        if i is not None and i in nope:
-            # a NoPE layer's query/key head is all non-rotary, its latent has no rotary part
-            qk_nope, qk_rope = qk_nope + qk_rope, 0
-        v_head, kv_rank = r.get_int("v_head_dim"), r.get_int("kv_lora_rank")
-        q_rank = r.opt_int("q_lora_rank")
-        qk = qk_nope + qk_rope
-        q = ([_Part(attn_block, "q_a_proj", hidden * q_rank, q_rank, replicated=True),
-              _Part(attn_block, "q_b_proj", q_rank * n_heads * qk, n_heads * qk)] if q_rank
-             else [_Part(attn_block, "q_proj", hidden * n_heads * qk, n_heads * qk)])
-        parts = q + [
-            _Part(attn_block, "kv_a_proj_with_mqa", hidden * (kv_rank + qk_rope),
-                  kv_rank + qk_rope, replicated=True),
-            _Part(attn_block, "kv_b_proj", kv_rank * n_heads * (qk_nope + v_head),
-                  n_heads * (qk_nope + v_head)),
-            _Part(attn_block, "o_proj", n_heads * v_head * hidden, hidden)]
-        if r.get_bool("mla_use_output_gate", False):
-            # Kimi-K3's MLA multiplies its output by a gate projected from the hidden state
-            parts.append(_Part(attn_block, "g_proj", hidden * n_heads * v_head,
-                               n_heads * v_head))
-        return parts
+        return _mla_parts(r, hidden, n_heads, attn_block, nope=i is not None and i in nope)
 
     def mla(i: int | None = None) -> int:
         return sum(part.params for part in mla_parts(i))
