@@ -266,7 +266,8 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="llama.cpp: the vision tower not loaded (no --mmproj): its weights "
                    "not counted")
     p.add_argument("--mtp", action="store_true",
-                   help="count MTP/draft layers and weights (SGLang: EAGLE with the MTP head)")
+                   help="count MTP/draft layers and weights (vLLM: speculative-config method "
+                   "mtp; SGLang: EAGLE with the MTP head)")
     p.add_argument("--overhead", default=None, help="runtime overhead instead of the estimate")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--version", action="version", version=f"kvplan {kvcore.__version__}")

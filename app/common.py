@@ -427,9 +427,10 @@ def _lora_read_text(d: dict[str, Any]) -> str:
     read = d.get("lora_bytes_per_step")
     if not read:
         return ""
-    slots = d.get("lora_slots") or 1
-    which = (f"{d['lora_adapters_read']} of {slots} adapter slots, one a sequence"
-             if slots > 1 or d.get("lora_adapters_read", 1) > 1 else "the --lora adapters")
+    # an engine's adapter slots (vLLM, SGLang), or llama.cpp's --lora adapters (no slots)
+    slots = d.get("lora_slots")
+    which = (f"{d['lora_adapters_read']} of {slots} adapter slot{'s' if slots > 1 else ''}, "
+             "one a sequence" if slots else "the --lora adapters")
     return f"; LoRA is {100 * read / d['bytes_per_step']:.0f}% ({which})"
 
 

@@ -98,7 +98,6 @@ _UNMODELED = {
     "recurrent_gemma": "RG-LRU recurrent blocks beside local-attention layers",
     "plamo2": "Mamba-2 and attention layers in its own pattern",
     "hymba": "attention and Mamba heads in parallel in each layer, with meta tokens",
-    "longcat_flash": "two MLA attentions and two dense MLPs beside the experts in each layer",
     "hrm_text": "two stacks of layers applied H_cycles × (L_cycles + 1) times, which "
                 "num_hidden_layers counts",
     # architectures transformers 5.25 added whose caches no engine rule of kvplan's covers:
@@ -146,6 +145,8 @@ MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
 #: Inkling-2: sliding and full layers of their own geometries (swa_* fields), short
 #: convolutions on K, V and the residual stream
 INKLING2_TYPES = frozenset({"inkling2", "inkling2_text"})
+#: LongCat-Flash: two MLA attentions and two dense MLPs a layer beside its MoE
+LONGCAT_TYPES = frozenset({"longcat_flash"})
 #: Mistral-Large-4: MLA with no query low-rank, its NoPE layers (no_rope_layers 0) without the
 #: rotary part of the latent, the indexer's queries from the hidden state
 MISTRAL4_TYPES = frozenset({"mistral_large4", "mistral_large4_text"})
@@ -2520,6 +2521,74 @@ def _count_params(
     )
 
 
+def _longcat_params(r: _Reader, n_layers: int, *, hidden: int, n_heads: int, vocab: int,
+                    n_mtp: int) -> ParamCount:
+    """LongCat-Flash's parameters, as its checkpoint names them: in each layer two MLA
+    attentions (``self_attn.0``/``.1``), two dense SwiGLU MLPs of ``ffn_hidden_size``
+    (``mlps.0``/``.1``), four layer norms, and one MoE whose router scores the real experts and
+    ``zero_expert_num`` zero-computation ones (``mlp.router.classifier`` and its score
+    correction bias). A zero-computation expert returns its input and holds no weights: a
+    token's ``moe_topk`` slots land on real experts with probability n_routed / (n_routed +
+    zero), so ``active`` counts that share of the experts (12 × 512/768 = 8 for LongCat-Flash,
+    whose published average activation is about 27B). An MTP layer: one MLA attention, a dense
+    MLP, enorm, hnorm, eh_proj (2·hidden -> hidden), the final norm and its own embedding."""
+    q_rank, kv_rank = r.opt_int("q_lora_rank") or 0, r.get_int("kv_lora_rank")
+    rope = r.get_int("qk_rope_head_dim")
+    ffn = r.get_int("intermediate_size", maximum=1 << 24)
+    experts, top_k = r.get_int("num_experts"), r.get_int("experts_per_token")
+    zero = r.opt_int("zero_expert_num", 0, maximum=1 << 16) or 0
+    inter = r.get_int("expert_ffn_hidden_size", maximum=1 << 24)
+    scored = experts + zero
+    mla_norms = q_rank + kv_rank
+
+    def attention(i: int | None, a: int) -> list[_Part]:
+        block = (f"self_attn.{a}",) if i is not None else ("self_attn",)
+        return [*_mla_parts(r, hidden, n_heads, block),
+                _Part(block, "kv_a_layernorm", kv_rank, 0, replicated=True),
+                *([_Part(block, "q_a_layernorm", q_rank, 0, replicated=True)] if q_rank
+                  else [])]
+
+    def mlp(block: str) -> list[_Part]:
+        return [_Part((block,), n, hidden * ffn, hidden if n == "down_proj" else ffn)
+                for n in ("gate_proj", "up_proj", "down_proj")]
+
+    mla_replicated = hidden * (q_rank + kv_rank + rope) + mla_norms
+    routed = experts * 3 * hidden * inter
+    router = hidden * scored + scored
+    modules: list[Module] = []
+    total = active = replicated = 0
+    for i in range(n_layers):
+        parts = [*attention(i, 0), *attention(i, 1), *mlp("mlps.0"), *mlp("mlps.1"),
+                 _Part(("mlp.router",), "classifier", hidden * scored, scored, replicated=True),
+                 _Part(("mlp.router",), "e_score_correction_bias", scored, 0, replicated=True),
+                 _Part(("input_layernorm",), "", 4 * hidden, 0, replicated=True)]
+        modules += [_module(i, part) for part in parts]
+        modules.append(_module(i, _Part(("mlp",), "experts", routed,
+                                        experts * (2 * inter + hidden), matrices=3 * experts,
+                                        lora_dims=(experts * 3 * (hidden + inter),
+                                                   experts * 3 * inter)),
+                               (top_k, scored), role="experts"))
+        layer = sum(part.params for part in parts)
+        total += layer + routed
+        active += layer + routed * top_k // scored
+        replicated += 2 * mla_replicated + router + 4 * hidden
+    embedding = 2 * vocab * hidden
+    modules += [*_embed_and_head(vocab, hidden, False),
+                _module(None, _Part(("norm",), "", hidden, 0, replicated=True))]
+    mtp_layer = (sum(part.params for part in attention(None, 0)) + 3 * hidden * ffn
+                 + 2 * hidden + 2 * hidden + 2 * hidden * hidden + hidden + vocab * hidden)
+    return ParamCount(
+        total=total + embedding + hidden,
+        active=active + vocab * hidden + hidden,
+        embedding=embedding,
+        mtp=n_mtp * mtp_layer,
+        experts=n_layers * routed,
+        active_experts=n_layers * (routed * top_k // scored),
+        replicated=replicated + hidden,
+        modules=tuple(modules),
+    )
+
+
 def _zamba2_params(r: _Reader, hybrid: list[bool], *, hidden: int, n_heads: int, head_dim: int,
                    vocab: int, mamba_shape: dict[str, int]) -> ParamCount:
     """Zamba2's parameters: a Mamba-2 mixer in every layer; ``num_mem_blocks`` shared blocks
@@ -2717,6 +2786,10 @@ def spec_from_config(
     if model_type == "nemotron_h":
         # the block list gives the layers (Nemotron-3 Ultra's config has no num_hidden_layers)
         n_layers = len(nemotron_h_pattern(lm))
+    elif model_type in LONGCAT_TYPES:
+        # num_layers decoder layers of two attentions each (transformers' num_hidden_layers,
+        # where a config saves one, counts the attentions)
+        n_layers = r.get_int("num_layers", maximum=4096)
     else:
         n_layers = r.get_int("num_hidden_layers", maximum=4096)
     hidden = r.get_int("hidden_size", maximum=1 << 20)
@@ -2885,8 +2958,16 @@ def spec_from_config(
         groups.extend(_index_groups(sparse))
     if model_type in QWEN4_EXP_TYPES:
         groups = _qsa_groups(r, groups, hidden, n_layers)
+    if model_type in LONGCAT_TYPES:
+        # a LongCat-Flash layer's two MLA attentions cache a latent each: its number twice
+        groups = [replace(g, layers=tuple(i for i in g.layers for _ in range(2)))
+                  for g in groups]
     n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
              or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)
+    if model_type in LONGCAT_TYPES and "num_nextn_predict_layers" not in lm:
+        # its checkpoints hold one MTP layer whether or not the config names it (the model's
+        # config class defaults num_nextn_predict_layers to 1, as vLLM's and SGLang's drafts)
+        n_mtp = 1
     if n_mtp and model_type == "nemotron_h":
         step = nemotron_h_mtp_pattern(lm)
         if "M" in step:
@@ -2932,6 +3013,9 @@ def spec_from_config(
 
     if model_type == "rwkv7":
         params = _rwkv7_params(r, n_layers, hidden, vocab)
+    elif model_type in LONGCAT_TYPES:
+        params = _longcat_params(r, n_layers, hidden=hidden, n_heads=n_heads, vocab=vocab,
+                                 n_mtp=n_mtp)
     elif model_type == "zamba2":
         assert mamba_shape is not None
         params = _zamba2_params(r, [LayerKind.FULL in ks for ks in kinds_per_layer],

@@ -211,12 +211,12 @@ def engine_binding(report: EngineReport, raw: dict[str, Any]) -> tuple[str, str]
 
 
 def _lora_reads(q: Query, extra: dict[str, Any]) -> tuple[list[tuple[int, int, float]], int,
-                                                          int] | None:
+                                                          int | None] | None:
     """What a decode step reads of LoRA adapters, per pipeline stage (bytes a rank, of those
     the routed experts', the rank's bandwidth), with the adapters read and the slots: vLLM's
     and SGLang's slots (--max-loras), of which a step reads those its sequences use (taken as
-    one each, up to the slots); llama.cpp's --lora adapters, every one applied to every token.
-    None without adapters or a card's bandwidth."""
+    one each, up to the slots); llama.cpp's --lora adapters (no slots: None), every one
+    applied to every token. None without adapters or a card's bandwidth."""
     if not q.gpus or any(not g.bandwidth_bytes_per_s for g in q.gpus):
         return None
     if "lora" in extra:
@@ -227,7 +227,7 @@ def _lora_reads(q: Query, extra: dict[str, Any]) -> tuple[list[tuple[int, int, f
         used = min(q.sequences, slots)
     elif "lora_adapters" in extra:
         # each card holds its blocks' pairs (what stays in host memory is read there)
-        stages, slots = list(extra["lora_adapters"]["card_bytes"]), 1
+        stages, slots = list(extra["lora_adapters"]["card_bytes"]), None
         experts, used = [0] * len(stages), 1
     else:
         return None
@@ -235,13 +235,13 @@ def _lora_reads(q: Query, extra: dict[str, Any]) -> tuple[list[tuple[int, int, f
     reads = []
     for s, held in enumerate(stages):
         gpu = q.gpus[min(len(q.gpus) - 1, s * tp)]
-        reads.append((held * used // slots, experts[s] * used // slots,
+        reads.append((held * used // (slots or 1), experts[s] * used // (slots or 1),
                       float(gpu.bandwidth_bytes_per_s or 0)))
     return reads, used, slots
 
 
 def with_lora_decode(decode: dict[str, Any], reads: list[tuple[int, int, float]], used: int,
-                     slots: int) -> dict[str, Any]:
+                     slots: int | None) -> dict[str, Any]:
     """A decode estimate whose step also reads the LoRA adapters its sequences use, on each
     stage's cards at their bandwidth (the stages in turn); of a mixture of experts' adapter,
     the share of the routed experts the step's tokens reach (the decode's expert_share)."""

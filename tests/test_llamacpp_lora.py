@@ -168,6 +168,8 @@ def test_every_adapter_on_the_card_is_read_each_decode_step(capsys, adapter):
     total = BLOCKS * PER_BLOCK + OUTPUT
     # llama.cpp applies the adapter to every token: the whole of it, whatever the sequences
     assert adapted["lora_bytes_per_step"] == total and adapted["lora_adapters_read"] == 1
+    # llama.cpp has no adapter slots
+    assert adapted["lora_slots"] is None
     assert adapted["bytes_per_step"] == plain["bytes_per_step"] + total
     assert adapted["seconds_per_step"] > plain["seconds_per_step"]
 

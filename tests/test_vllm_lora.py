@@ -354,6 +354,13 @@ def test_the_note_gives_what_each_adapter_reads_a_step(capsys):
     assert "LoRA is 2% (1 of 4 adapter slots, one a sequence)" in out
 
 
+def test_one_slot_is_named_a_slot_not_llama_cpps_adapters(capsys):
+    code, out, _ = run(capsys, "qwen3-8b", "--engine", "vllm", "--gpu", "h100", "--ctx", "8k",
+                       "--seqs", "4", "--enable-lora")
+    assert code == 0
+    assert "(1 of 1 adapter slot, one a sequence)" in out and "--lora adapters" not in out
+
+
 @pytest.mark.parametrize("sequences", [1, 3, 8])
 def test_a_decode_step_reads_one_slot_a_sequence_up_to_the_slots(sequences):
     spec = kvcore.load_model("qwen3-8b")

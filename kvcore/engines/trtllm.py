@@ -65,8 +65,9 @@ UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEFo
                      "ernie4_5_moe": "Ernie4_5_MoeForCausalLM", "apertus": "ApertusForCausalLM",
                      "muse_glimmer_text": "MuseGlimmerForConditionalGeneration",
                      "mimo_v2_flash": "MiMoV2FlashForCausalLM",
-                     # no Zamba2 or RWKV class in the index either
-                     "zamba2": "Zamba2ForCausalLM", "rwkv7": "RWKV7ForCausalLM"}
+                     # no Zamba2, RWKV or LongCat-Flash class in the index either
+                     "zamba2": "Zamba2ForCausalLM", "rwkv7": "RWKV7ForCausalLM",
+                     "longcat_flash": "LongcatFlashForCausalLM"}
 #: by config architecture, where the model_type is a text model's the backend has (Voxtral's
 #: text_config is a llama): no Voxtral class is registered in models/_arch_index.py. Step-3.7's
 #: text decoder (modeling_step3p7.py) registers as Step3p5ForCausalLM and its VLM wrapper as

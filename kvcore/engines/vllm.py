@@ -559,6 +559,12 @@ def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
         cmd.append("--language-model-only")
     if req.settings.lora is not None:
         cmd += req.settings.lora.flags("--max-loras")
+    if req.cache.mtp:
+        # the model's next-n layers as the draft (vLLM's SpeculativeConfig maps each
+        # architecture's MTP model from method "mtp"), one token a step unless told more
+        n = req.settings.speculative_tokens or 1
+        cmd.append(f"--speculative-config '{{\"method\": \"mtp\", "
+                   f"\"num_speculative_tokens\": {n}}}'")
     return cmd
 
 
@@ -594,6 +600,11 @@ def plan(req: EngineRequest) -> EngineReport:
     k_name = single_format(NAME, opts, FORMATS)
     if opts.hot_format is not None or opts.keep_fraction < 1:
         raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
+    if opts.mtp and not req.spec.has_mtp:
+        # speculative_config method "mtp" builds the draft from the model's own next-n layers
+        raise InputError(f"vLLM with --mtp: {req.spec.name} has no MTP / next-n layers in its "
+                         "config (num_nextn_predict_layers or mtp_num_hidden_layers) for the "
+                         "draft", field="mtp")
     if req.spec.checkpoint is not None and req.spec.checkpoint.parts > 1:
         raise InputError(f"vLLM loads a GGUF model from a single file; this one is split in "
                          f"{req.spec.checkpoint.parts}: merge it with llama-gguf-split --merge",
