@@ -145,8 +145,9 @@ MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
 #: Inkling-2: sliding and full layers of their own geometries (swa_* fields), short
 #: convolutions on K, V and the residual stream
 INKLING2_TYPES = frozenset({"inkling2", "inkling2_text"})
-#: LongCat-Flash: two MLA attentions and two dense MLPs a layer beside its MoE
-LONGCAT_TYPES = frozenset({"longcat_flash"})
+#: LongCat-Flash: two MLA attentions and two dense MLPs a layer beside its MoE; -Lite
+#: (longcat_flash_ngram) adds hashed n-gram embedding tables to the token embedding
+LONGCAT_TYPES = frozenset({"longcat_flash", "longcat_flash_ngram"})
 #: Mistral-Large-4: MLA with no query low-rank, its NoPE layers (no_rope_layers 0) without the
 #: rotary part of the latent, the indexer's queries from the hidden state
 MISTRAL4_TYPES = frozenset({"mistral_large4", "mistral_large4_text"})
@@ -2531,7 +2532,13 @@ def _longcat_params(r: _Reader, n_layers: int, *, hidden: int, n_heads: int, voc
     token's ``moe_topk`` slots land on real experts with probability n_routed / (n_routed +
     zero), so ``active`` counts that share of the experts (12 × 512/768 = 8 for LongCat-Flash,
     whose published average activation is about 27B). An MTP layer: one MLA attention, a dense
-    MLP, enorm, hnorm, eh_proj (2·hidden -> hidden), the final norm and its own embedding."""
+    MLP, enorm, hnorm, eh_proj (2·hidden -> hidden), the final norm and its own embedding.
+
+    LongCat-Flash-Lite's n-gram embedding (``ngram_vocab_size_ratio``): emb_split_num ×
+    (emb_neighbor_num − 1) tables, table i of m + 2i + 1 rows (m: the ratio × vocab_size) of
+    hidden / tables values, each with a projection back to hidden (``post_projs``, no bias):
+    lookups a token reads a row of each, kept with the token embedding
+    (``per_layer_embedding``), as vLLM's NgramEmbedding does."""
     q_rank, kv_rank = r.opt_int("q_lora_rank") or 0, r.get_int("kv_lora_rank")
     rope = r.get_int("qk_rope_head_dim")
     ffn = r.get_int("intermediate_size", maximum=1 << 24)
@@ -2577,10 +2584,28 @@ def _longcat_params(r: _Reader, n_layers: int, *, hidden: int, n_heads: int, voc
                 _module(None, _Part(("norm",), "", hidden, 0, replicated=True))]
     mtp_layer = (sum(part.params for part in attention(None, 0)) + 3 * hidden * ffn
                  + 2 * hidden + 2 * hidden + 2 * hidden * hidden + hidden + vocab * hidden)
+    table = 0
+    if r.has("ngram_vocab_size_ratio"):
+        ratio = r.get_int("ngram_vocab_size_ratio", maximum=1 << 16)
+        tables = (r.get_int("emb_split_num", maximum=1 << 10)
+                  * (r.get_int("emb_neighbor_num", minimum=2, maximum=1 << 10) - 1))
+        if hidden % tables:
+            raise ConfigError(f"config.json hidden_size {hidden} does not split over its "
+                              f"{tables} n-gram tables (emb_split_num × (emb_neighbor_num − 1))",
+                              field="emb_split_num")
+        width = hidden // tables
+        table = (tables * ratio * vocab + tables * tables) * width
+        projections = tables * width * hidden
+        modules += [_module(None, _Part(("ngram_embeddings.embedders",), "", table, 0), (0, 1)),
+                    _module(None, _Part(("ngram_embeddings.post_projs",), "", projections,
+                                        tables * hidden, matrices=tables))]
+        total += projections
+        active += projections
     return ParamCount(
-        total=total + embedding + hidden,
+        total=total + embedding + table + hidden,
         active=active + vocab * hidden + hidden,
         embedding=embedding,
+        per_layer_embedding=table,
         mtp=n_mtp * mtp_layer,
         experts=n_layers * routed,
         active_experts=n_layers * (routed * top_k // scored),
@@ -2964,7 +2989,7 @@ def spec_from_config(
                   for g in groups]
     n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
              or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)
-    if model_type in LONGCAT_TYPES and "num_nextn_predict_layers" not in lm:
+    if model_type == "longcat_flash" and "num_nextn_predict_layers" not in lm:
         # its checkpoints hold one MTP layer whether or not the config names it (the model's
         # config class defaults num_nextn_predict_layers to 1, as vLLM's and SGLang's drafts)
         n_mtp = 1

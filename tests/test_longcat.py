@@ -149,3 +149,49 @@ def test_vllm_refuses_mtp_for_a_model_without_next_n_layers():
     with pytest.raises(InputError, match="has no MTP / next-n layers") as e:
         engine_plan("vllm", request(spec(num_nextn_predict_layers=0), mtp=True))
     assert e.value.field == "mtp"
+
+
+def lite(**over):
+    """LongCat-Flash-Lite's geometry (its FP8 and int4 republications' configs: 14 layers of
+    hidden 3072, 256 experts beside 128 zero-computation ones, the n-gram embedding fields)."""
+    fields = dict(model_type="longcat_flash_ngram",
+                  architectures=["LongcatFlashNgramForCausalLM"], hidden_size=3072,
+                  num_layers=14, num_hidden_layers=28, num_attention_heads=32,
+                  ffn_hidden_size=6144, expert_ffn_hidden_size=1024, n_routed_experts=256,
+                  zero_expert_num=128, max_position_embeddings=327680,
+                  ngram_vocab_size_ratio=78, emb_neighbor_num=4, emb_split_num=4)
+    return config(**{**fields, **over})
+
+
+def test_lite_counts_its_n_gram_tables_beside_the_token_embedding():
+    s = spec_from_config(lite(), name="lite", source="test")
+    (mla,) = s.groups
+    assert mla.count == 28 and s.num_layers == 14 and s.mtp_layers == 0
+    p = s.params
+    # 4 × (4 − 1) tables of 3072 / 12 = 256 values, table i of 78 × vocab + 2i + 1 rows
+    rows = sum(78 * VOCAB + 2 * i + 1 for i in range(12))
+    assert p.per_layer_embedding == rows * 256
+    names = {n for m in p.modules for n in m.names}
+    assert {"ngram_embeddings.embedders", "ngram_embeddings.post_projs"} <= names
+    # the published 68.5B, 31.4B of them the n-gram tables
+    assert round(p.total / 1e9, 1) == 68.6 and round(p.per_layer_embedding / 1e9, 1) == 31.4
+    # a token reads a row of each table, not the tables
+    without = spec_from_config(lite(ngram_vocab_size_ratio=None), name="l", source="t").params
+    assert p.active - without.active == 12 * 256 * 3072
+
+
+def test_lite_runs_on_vllm_and_the_other_engines_refuse_it():
+    s = spec_from_config(lite(), name="lite", source="test")
+    r = engine_plan("vllm", request(s, tp=2))
+    assert r.kv_tokens > 0 and any("V2 model runner" in n for n in r.notes)
+    for engine, needle in (("sglang", "could not establish"),
+                           ("llama.cpp", "no LongCat-Flash-Lite architecture"),
+                           ("trtllm", "no LongcatFlashNgramForCausalLM model")):
+        with pytest.raises(InputError, match=needle):
+            engine_plan(engine, request(s, tp=2))
+
+
+def test_lite_tables_that_do_not_split_the_hidden_size_are_refused():
+    with pytest.raises(ConfigError) as e:
+        spec_from_config(lite(emb_split_num=5), name="lite", source="test")
+    assert e.value.field == "emb_split_num" and "\n" not in str(e.value)

@@ -88,11 +88,14 @@ LAYOUT_UNKNOWN = {
 #: architectures llama.cpp has no LLM_ARCH for, by model_type (refuse_architecture): Zamba2's
 #: shared attention blocks over the hidden state and the input embeddings (its support was an
 #: open pull request, ggml-org/llama.cpp#21412, not merged in the source read); LongCat-Flash's
-#: two attentions a layer (its port, ggml-org/llama.cpp#19182, was an open pull request)
+#: two attentions a layer (its ports, ggml-org/llama.cpp#19182 and #19167 for -Lite, were open
+#: pull requests)
 UNSUPPORTED = {
     "zamba2": ("Zamba2ForCausalLM", "llama.cpp has no Zamba2 architecture; vLLM runs it"),
     "longcat_flash": ("LongcatFlashForCausalLM", "llama.cpp has no LongCat-Flash architecture "
                       "(its port is an open pull request); vLLM and SGLang run it"),
+    "longcat_flash_ngram": ("LongcatFlashNgramForCausalLM", "llama.cpp has no LongCat-Flash-Lite "
+                            "architecture (its port is an open pull request); vLLM runs it"),
 }
 #: Kimi-K3 (KimiK3ForConditionalGeneration) runs as LLM_ARCH_KIMI_K3: the kimi-linear hybrid
 #: memory (K-only 576-value MLA latent, KDA state in f32), sized like Kimi-Linear

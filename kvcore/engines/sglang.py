@@ -79,6 +79,11 @@ UNSUPPORTED = {
 #: is_hybrid_swa_model): its Step3p7Config builds the decoder from text_config and falls back
 #: to Step3p5Config's defaults where a config has none, which kvplan does not reproduce
 LAYOUT_UNKNOWN = {
+    # no module of python/sglang/srt/models registers LongcatFlashNgramForCausalLM in the
+    # source read; its remote code would go to the Transformers fallback
+    "longcat_flash_ngram": "LongCat-Flash-Lite's two MLA attentions a layer and n-gram "
+                           "embedding (no SGLang model of its own was found in the source "
+                           "read)",
     "step3p7": "Step-3.7's decoder geometry under Step3p7ForConditionalGeneration "
                "(configs/step3p7.py Step3p7Config reads it from text_config, defaulting to "
                "Step3p5Config)",

@@ -33,6 +33,7 @@ from ..hf import GEMMA4_TYPES
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import stage_layers
 from ..plan import MAX_SEQUENCES, largest
+from ..units import format_bytes
 from . import vllm_backends
 from .base import (
     EngineReport,
@@ -716,6 +717,13 @@ def plan(req: EngineRequest) -> EngineReport:
         lambda n: main.blocks_per_request(n, in_flight, encoder) * main.bytes_per_block,
         max_len, tokens, conc)
     notes = []
+    if req.spec.model_type == "longcat_flash_ngram":
+        # LongcatFlashNgramForCausalLM raises unless the V2 model runner is in use; its
+        # LongcatNgramModelState keeps an inputs_embeds buffer of max_num_tokens × hidden
+        buffer = format_bytes(mbt * req.spec.hidden_size * req.spec.dtype_bytes, 2)
+        notes.append("LongCat-Flash-Lite runs on vLLM's V2 model runner only (its n-gram "
+                     "embedding keeps each request's last tokens there); the runner's n-gram "
+                     f"input buffer ({buffer}, batched tokens × hidden) is not counted")
     if choice is not None and choice.passed_over:
         # get_attn_backend_cls's warning when --block-size passed over a preferred backend
         lines.insert(0, f"--block-size {block} precluded higher-priority backend(s) "
