@@ -112,6 +112,33 @@ _UNMODELED = {
                   "with K/V shared between layers (kv_source_layers)",
 }
 
+#: config fields that give a model structure kvplan reads for the named architectures only:
+#: elsewhere they are refused rather than left out of a plan read from the head and layer
+#: fields (field: (the model types that read it, what it adds))
+_STRUCTURE_FIELDS: dict[str, tuple[frozenset[str], str]] = {
+    "zero_expert_num": (frozenset({"longcat_flash", "longcat_flash_ngram"}),
+                        "zero-computation experts beside the routed ones"),
+    "ngram_vocab_size_ratio": (frozenset({"longcat_flash_ngram"}), "n-gram embedding tables"),
+    "ngram_vocab_size_base": (frozenset({"qwen4_exp", "qwen4_exp_text"}),
+                              "an n-gram embedding table"),
+    "hc_mult": (frozenset({"hy_v4"}), "hyper-connections over several copies of the hidden "
+                                      "state"),
+    "hc_count": (frozenset({"qwen4_exp", "qwen4_exp_text"}),
+                 "hyper-connections over several copies of the hidden state"),
+}
+
+
+def _check_structure_fields(lm: Mapping[str, Any], model_type: str) -> None:
+    """Refuse a config whose structure fields kvplan reads for other architectures only."""
+    for name, (types, what) in _STRUCTURE_FIELDS.items():
+        value = lm.get(name)
+        if model_type in types or value in (None, False, 0, 1):
+            continue
+        raise ConfigError(f"config.json '{name}' gives this model {what}, which kvplan sizes "
+                          f"for {', '.join(sorted(types))} only (model_type '{model_type}')",
+                          field=name)
+
+
 _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
     "full_attention": LayerKind.FULL,
     "attention": LayerKind.FULL,
@@ -2807,6 +2834,7 @@ def spec_from_config(
         return _deepseek_v4_spec(config, r, name=name, source=source, hub_repo=hub_repo,
                                  safetensors_total_bytes=safetensors_total_bytes,
                                  quant_config=quant_config)
+    _check_structure_fields(lm, model_type)
 
     if model_type == "nemotron_h":
         # the block list gives the layers (Nemotron-3 Ultra's config has no num_hidden_layers)

@@ -100,6 +100,23 @@ def test_unknown_layer_type_is_an_error():
         spec(cfg)
 
 
+@pytest.mark.parametrize(("field", "value", "what"), [
+    ("zero_expert_num", 256, "zero-computation experts"),
+    ("ngram_vocab_size_ratio", 78, "n-gram embedding tables"),
+    ("ngram_vocab_size_base", 1 << 20, "an n-gram embedding table"),
+    ("hc_mult", 4, "hyper-connections"),
+    ("hc_count", 4, "hyper-connections"),
+])
+def test_structure_read_for_other_architectures_only_is_refused(field, value, what):
+    cfg = real("qwen3-30b-a3b")
+    base = spec(cfg)
+    # a neutral value changes nothing
+    assert spec({**cfg, field: 0 if field != "hc_mult" else 1}).params == base.params
+    with pytest.raises(ConfigError, match=what) as e:
+        spec({**cfg, field: value})
+    assert e.value.field == field and "qwen3_moe" in str(e.value)
+
+
 def test_layer_types_length_mismatch():
     cfg = real("gpt-oss-20b")
     cfg["layer_types"] = cfg["layer_types"][:-1]
