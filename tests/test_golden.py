@@ -152,6 +152,8 @@ GOLDEN = [
     ("devstral-2-123b-instruct-2512", 88 * 8 * 256 * F16, 88 * 8 * 256 * F16, 0),
     # Hunyuan-A13B: 32 layers of 8 KV heads × attention_head_dim 128 (use_cla false)
     ("hunyuan-a13b-instruct", 32 * 8 * 256 * F16, 32 * 8 * 256 * F16, 0),
+    # LongCat-Flash-Chat: two MLA attentions in each of 28 layers, a latent of 512 + 64 each
+    ("longcat-flash-chat", 56 * 576 * F16, 56 * 576 * F16, 0),
     ("phi-4", 40 * 10 * 256 * F16, 40 * 10 * 256 * F16, 0),
     ("smollm-1.7b", 24 * 32 * 128 * F16, 24 * 32 * 128 * F16, 0),
 ]

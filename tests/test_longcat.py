@@ -1,26 +1,22 @@
 """LongCat-Flash: two MLA attentions and two dense MLPs in every layer beside a MoE whose router
 also scores zero-computation experts (identity, no weights)."""
 
-import json
-from pathlib import Path
-
 import pytest
 
-from kvcore import CacheOptions, ConfigError, InputError, find_gpu, get_format
+from kvcore import CacheOptions, ConfigError, InputError, find_gpu, get_format, model_catalog
 from kvcore.engines import EngineRequest, EngineSettings, engine_plan
 from kvcore.engines.vllm_lora import LoRA
 from kvcore.hf import spec_from_config
 from kvcore.model import LayerKind
 from kvcore.parallel import Parallel
 
-#: LongCat-Flash-Chat's config.json as mlx-community/LongCat-Flash-Chat-bf16 republishes it
-CONFIG = Path(__file__).parent / "data" / "longcat-flash-chat-config.json"
 H, VOCAB, LAYERS = 6144, 131072, 28
 LATENT = 512 + 64
 
 
 def config(**over):
-    cfg = json.loads(CONFIG.read_text())
+    """LongCat-Flash-Chat's config.json (the catalog's copy), with fields replaced."""
+    cfg = next(e for e in model_catalog() if e.id == "longcat-flash-chat").config()
     cfg.update(over)
     return {k: v for k, v in cfg.items() if v is not None}
 
