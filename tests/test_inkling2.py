@@ -4,9 +4,9 @@ convolution keeping its last inputs a sequence; routed experts. The config is
 Inkling2TextConfig's defaults (its documented checkpoint, Inkling-2-Small)."""
 
 import pytest
+from rawonly import ENGINES, refusal_and_raw
 
-from kvcore import CacheOptions, ConfigError, InputError, cache_size, find_gpu, get_format
-from kvcore.engines import EngineRequest, engine_plan
+from kvcore import CacheOptions, ConfigError, cache_size, get_format
 from kvcore.hf import spec_from_config
 from kvcore.model import LayerKind
 
@@ -54,15 +54,11 @@ def test_parameters_match_transformers_model():
     assert e.value.field == "layer_types"
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "llama.cpp", "trtllm"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_engines_are_refused_and_raw_sizes_it(engine):
-    f16 = get_format("f16")
-    req = EngineRequest(spec=spec(), context=32768, sequences=1,
-                        cache=CacheOptions(kv_k=f16, kv_v=f16), gpus=(find_gpu("h200"),))
-    with pytest.raises(InputError, match="Inkling-2's short-convolution state") as e:
-        engine_plan(engine, req)
-    assert e.value.field == "engine"
-    assert engine_plan("raw", req).weights_bytes > 1e12
+    error, raw = refusal_and_raw(spec(), engine, "h200")
+    assert "Inkling-2's short-convolution state" in str(error) and error.field == "engine"
+    assert raw.weights_bytes > 1e12
 
 
 def test_without_layer_types_every_sixth_layer_is_full():

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from rawonly import ENGINES, refusal_and_raw
 
-from kvcore import CacheOptions, ConfigError, InputError, cache_size, find_gpu, get_format
-from kvcore.engines import EngineRequest, engine_plan
+from kvcore import CacheOptions, ConfigError, cache_size, get_format
 from kvcore.hf import _is_prime, _ngram_rows, spec_from_config
 from kvcore.model import LayerKind
 
@@ -107,16 +107,13 @@ def test_bad_qsa_fields_are_one_line_errors(over, field):
     assert e.value.field == field and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "llama.cpp", "trtllm"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_engines_are_refused_until_their_qsa_pools_are_modelled(engine):
-    f16 = get_format("f16")
-    req = EngineRequest(spec=spec(), context=32768, sequences=1,
-                        cache=CacheOptions(kv_k=f16, kv_v=f16), gpus=(find_gpu("h200"),))
-    with pytest.raises(InputError, match="Qwen4-Exp's QSA caches") as e:
-        engine_plan(engine, req)
-    assert e.value.field == "engine" and "--engine raw" in str(e.value)
+    error, raw = refusal_and_raw(spec(), engine, "h200")
+    assert "Qwen4-Exp's QSA caches" in str(error) and error.field == "engine"
+    assert "--engine raw" in str(error)
     # raw sizes it: its weights, the n-gram table in, are more than two H200s hold
-    assert engine_plan("raw", req).weights_bytes > 2 * 141 * 10**9
+    assert raw.weights_bytes > 2 * 141 * 10**9
 
 
 def test_without_qsa_fields_the_attention_layers_are_plain():

@@ -4,9 +4,9 @@ routed experts with an MLP router. The config is ZayaConfig's defaults, its docu
 checkpoint Zyphra/ZAYA1-8B."""
 
 import pytest
+from rawonly import ENGINES, refusal_and_raw
 
-from kvcore import CacheOptions, ConfigError, InputError, cache_size, find_gpu, get_format
-from kvcore.engines import EngineRequest, engine_plan
+from kvcore import CacheOptions, ConfigError, cache_size, get_format
 from kvcore.hf import spec_from_config
 from kvcore.model import LayerKind
 
@@ -55,12 +55,8 @@ def test_sliding_layers_keep_their_window():
     assert e.value.field == "layer_types"
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "llama.cpp", "trtllm"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_engines_are_refused_and_raw_sizes_it(engine):
-    f16 = get_format("f16")
-    req = EngineRequest(spec=spec(), context=32768, sequences=1,
-                        cache=CacheOptions(kv_k=f16, kv_v=f16), gpus=(find_gpu("4090"),))
-    with pytest.raises(InputError, match="Compressed Convolutional Attention") as e:
-        engine_plan(engine, req)
-    assert e.value.field == "engine"
-    assert engine_plan("raw", req).fits
+    error, raw = refusal_and_raw(spec(), engine, "4090")
+    assert "Compressed Convolutional Attention" in str(error) and error.field == "engine"
+    assert raw.fits
