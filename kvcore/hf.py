@@ -454,7 +454,10 @@ _RECURRENT_FIELDS = ("mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_n_h
                      "mamba_num_heads", "mamba_headdim", "mamba_d_head", "ssm_state_size",
                      "ssm_cfg", "layers_block_type", "block_types", "attn_layer_indices",
                      "attn_layer_period", "hybrid_override_pattern", "linear_attn_config",
-                     "time_mix_extra_dim", "rescale_every")
+                     "time_mix_extra_dim", "rescale_every",
+                     # Bailing's linear-attention hybrids (a full layer closing each group),
+                     # Apriel-H's per-layer mixer list
+                     "layer_group_size", "hybrid_block_layout")
 
 
 def _check_recurrent_found(lm: Mapping[str, Any], model_type: str,

@@ -1415,6 +1415,17 @@ def test_recurrent_fields_without_known_recurrent_layers_are_refused():
     assert LayerKind.MAMBA in {g.kind for g in spec(bamba).groups}
 
 
+@pytest.mark.parametrize("field", [{"layer_group_size": 8},
+                                   {"hybrid_block_layout": ["t", "m2"] * 4}])
+def test_hybrid_patterns_kvplan_does_not_read_are_refused(field):
+    # Bailing's linear-attention hybrids and Apriel-H name where their linear layers sit
+    # with fields of their own: read as attention alone they would be planned wrong
+    cfg = {"model_type": "bailing_moe_linear", "num_hidden_layers": 8, "hidden_size": 64,
+           "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, **field}
+    with pytest.raises(ConfigError, match=rf"recurrent layers \({next(iter(field))}\)"):
+        spec(cfg)
+
+
 @pytest.mark.parametrize(("model_type", "fields"), [
     ("gptj", {"n_embd": 256, "n_head": 4, "n_layer": 2, "n_inner": None, "rotary_dim": 16}),
     ("codegen", {"n_embd": 256, "n_head": 4, "n_layer": 2, "n_inner": None}),
