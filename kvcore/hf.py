@@ -1880,7 +1880,9 @@ def _encoder_params(vision: dict[str, Any] | None, text_hidden: int, model_type:
     channels = get("in_channels", "num_channels", "in_chans") or 3
     temporal = get("temporal_patch_size") or 1
     merge = get("spatial_merge_size") or 1
-    gated = 3 if vision.get("hidden_act") in ("silu", "swiglu") else 2
+    # Pixtral's blocks are gated whatever their activation (PixtralMLP: gate, up, down)
+    gated = (3 if vision.get("hidden_act") in ("silu", "swiglu")
+             or vision.get("model_type") == "pixtral" else 2)
     # q and o are hidden × hidden; k and v narrower where the tower groups its heads
     # (EXAONE 4.5's vision_config: 32 heads, 8 KV heads)
     heads = get("num_heads", "num_attention_heads")

@@ -1859,3 +1859,17 @@ def test_mistral_large_4_nope_layers_keep_a_latent_without_its_rotary_part():
     assert abs(s.params.total - (1_051_822_421_536 - 1_654_005_760)) <= 60_000_000
     with pytest.raises(ConfigError, match="kv_source_layers"):
         spec({**cfg, "kv_source_layers": [0, 0] + list(range(2, n))})
+
+
+def test_a_pixtral_tower_is_gated_whatever_its_activation():
+    cfg = real("devstral-small-2-24b-instruct")
+    silu = spec(cfg).params.encoder
+    gelu = copy.deepcopy(cfg)
+    gelu["vision_config"]["hidden_act"] = "gelu"
+    assert spec(gelu).params.encoder == silu
+    # a tower of another kind with a GELU MLP has two matrices
+    other = copy.deepcopy(gelu)
+    other["vision_config"]["model_type"] = "siglip_vision_model"
+    v = cfg["vision_config"]
+    assert silu - spec(other).params.encoder == (v["num_hidden_layers"] * v["hidden_size"]
+                                                 * v["intermediate_size"])
