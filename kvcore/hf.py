@@ -2318,8 +2318,31 @@ def _count_params(
     total = active = experts_total = active_experts = replicated = 0
     for i, layer_kinds in enumerate(kinds):
         mixer = 0
+        # of the mixer's weights, those a token does not read (JetMoE's unrouted attention
+        # experts)
+        mixer_idle = 0
         for kind in layer_kinds:
-            if kind is LayerKind.MLA:
+            if mt == "jetmoe" and kind is LayerKind.FULL:
+                # JetMoE's mixture of attention heads (transformers modeling_jetmoe.py JetMoeMoA):
+                # one shared kv_proj to the KV heads' K and V; num_local_experts experts, each
+                # projecting the hidden state to one query group of the KV heads' width and back
+                # (input_linear, output_linear), a token's num_experts_per_tok of them chosen by
+                # a router; an output bias
+                g = geometry[i]
+                width = g.kv * g.dk
+                routed = 2 * n_experts * hidden * width
+                moa = [_Part(("self_attention",), "kv_proj", hidden * 2 * width, 2 * width),
+                       _Part(("self_attention.experts",), "router", hidden * n_experts,
+                             n_experts, replicated=True),
+                       _Part(("self_attention.experts",), "bias", hidden, 0, replicated=True)]
+                record(i, moa)
+                record(i, [_Part(("self_attention.experts",), "", routed,
+                                 n_experts * (width + hidden), matrices=2 * n_experts)],
+                       (top_k, n_experts))
+                mixer += sum(part.params for part in moa) + routed
+                mixer_idle += routed - routed * top_k // n_experts
+                replicated += hidden * n_experts + hidden
+            elif kind is LayerKind.MLA:
                 record(i, mla_parts(i))
                 mixer += mla(i)
                 replicated += mla_replicated(i)
@@ -2452,7 +2475,7 @@ def _count_params(
                        _Part(("laurel",), "linear_right", hidden * rank, hidden),
                        _Part(("altup",), "", g3n_replicated, 0, replicated=True)])
         total += mixer + mlp_total + norms + g3n_layer
-        active += mixer + mlp_active + norms + g3n_layer
+        active += mixer - mixer_idle + mlp_active + norms + g3n_layer
         replicated += g3n_replicated
 
     if laguna is not None or mt in MUSE_GLIMMER_TYPES or mt in HUNYUAN_TYPES:

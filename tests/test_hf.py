@@ -1873,3 +1873,23 @@ def test_a_pixtral_tower_is_gated_whatever_its_activation():
     v = cfg["vision_config"]
     assert silu - spec(other).params.encoder == (v["num_hidden_layers"] * v["hidden_size"]
                                                  * v["intermediate_size"])
+
+
+def test_jetmoe_counts_its_attention_experts_and_reads_the_routed_ones():
+    # JetMoeConfig's defaults (transformers 5.25): 12 layers, 8 experts of which a token uses 2,
+    # in attention and in the MLP alike; 16 KV heads × 128 shared by the attention experts
+    cfg = {"model_type": "jetmoe", "vocab_size": 32000, "hidden_size": 2048,
+           "num_hidden_layers": 12, "num_key_value_heads": 16, "kv_channels": 128,
+           "intermediate_size": 5632, "num_local_experts": 8, "num_experts_per_tok": 2,
+           "num_attention_heads": 32, "tie_word_embeddings": True,
+           "activation_function": "silu"}
+    s = spec(cfg)
+    (full,) = s.groups
+    assert (full.n_kv_heads, full.head_dim_k) == (16, 128)
+    # transformers builds 4,293,888,000 parameters: 26,624 more, the MLPs' output biases
+    # (hidden a layer) and the final norm
+    assert s.params.total == 4_293_888_000 - 12 * 2048 - 2048
+    # a token reads 2 of the 8 attention experts (each 2 × 2048 × 2048)
+    routed = 12 * 8 * 2 * 2048 * 2048
+    one = {**cfg, "num_experts_per_tok": 1}
+    assert s.params.active - spec(one).params.active == routed // 8 + 12 * 8 * 3 * 2048 * 5632 // 8
