@@ -850,6 +850,9 @@ _FFN_4X_HIDDEN = frozenset({"gpt2", "gpt_bigcode", "bloom", "falcon", "mpt", "gp
                             "gpt_neo", "openai-gpt", "gpt_neox_japanese"})
 #: the config field that names those classes' multiple, where it is not 4
 _FFN_MULTIPLE = {"mpt": "expansion_ratio", "gpt_neox_japanese": "intermediate_multiple_size"}
+#: architectures whose MLP width field spans the gate and up projections together (Moshi's
+#: ffn_dim: MoshiGatingMLP's fc1 is hidden -> ffn_dim, split in two, fc2 ffn_dim / 2 -> hidden)
+_PAIRED_FFN = frozenset({"moshi"})
 #: pure state-space models: their layers are a Mamba mixer and no MLP (Mamba-1's
 #: intermediate_size is the mixer's inner width)
 _NO_MLP = frozenset({"mamba", "falcon_mamba", "mamba2"})
@@ -865,6 +868,9 @@ def _intermediate(r: _Reader, n_layers: int) -> int:
     if widths:
         return max(widths)
     given = r.opt_int("intermediate_size", 0)
+    if given and r.model_type in _PAIRED_FFN:
+        # the width of the gate and up projections together: each is half of it
+        return given // 2
     if given or r.model_type not in _FFN_4X_HIDDEN:
         return given or 0
     times = 4
@@ -3298,6 +3304,11 @@ def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:
         # an audio encoder whose tensors were not read (Gemma 4 E2B/E4B's conformer, the
         # Whisper towers of MiniCPM-o and Qwen-Omni): its weights are not in the figures
         notes.append("the audio tower (audio_config) is not counted in the weights")
+    if isinstance(lm.get("depth_decoder_config"), Mapping):
+        # Moshi: the temporal decoder is planned; the depth decoder that writes each step's
+        # audio codebooks and the Mimi codec (audio_encoder_config) are not
+        notes.append("planned: the temporal (text) decoder; the depth decoder and the audio "
+                     "codec (depth_decoder_config, audio_encoder_config) are not counted")
     if isinstance(lm.get("talker_config"), Mapping):
         # Qwen-Omni: the thinker writes text; the talker and its code-to-waveform model speak
         notes.append("planned: the thinker (text output); the talker and code2wav that turn "

@@ -1893,3 +1893,22 @@ def test_jetmoe_counts_its_attention_experts_and_reads_the_routed_ones():
     routed = 12 * 8 * 2 * 2048 * 2048
     one = {**cfg, "num_experts_per_tok": 1}
     assert s.params.active - spec(one).params.active == routed // 8 + 12 * 8 * 3 * 2048 * 5632 // 8
+
+
+def test_moshi_reads_ffn_dim_as_its_gated_pair_and_says_what_it_leaves_out():
+    # MoshiConfig's defaults (transformers 5.25): its fc1 is hidden -> ffn_dim, split into the
+    # gate and up halves, fc2 ffn_dim / 2 -> hidden
+    cfg = {"model_type": "moshi", "vocab_size": 32000, "hidden_size": 4096,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+           "ffn_dim": 22528, "sliding_window": 3000, "max_position_embeddings": 3000,
+           "depth_decoder_config": {"model_type": "moshi_depth"},
+           "audio_encoder_config": {"model_type": "mimi"}}
+    s = spec(cfg)
+    mlp = 32 * 3 * 4096 * (22528 // 2)
+    attention = 32 * 4 * 4096 * 4096
+    norms = 32 * 2 * 4096
+    assert s.params.total == mlp + attention + norms + 2 * 32000 * 4096
+    # transformers' MoshiForCausalLM: 6,839,083,008 (its embedding's four padding rows and the
+    # final norm more)
+    assert abs(s.params.total - 6_839_083_008) < 10_000
+    assert any("depth decoder" in n for n in s.notes)
