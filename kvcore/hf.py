@@ -172,6 +172,10 @@ MIMO_V2_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
 #: Inkling-2: sliding and full layers of their own geometries (swa_* fields), short
 #: convolutions on K, V and the residual stream
 INKLING2_TYPES = frozenset({"inkling2", "inkling2_text"})
+#: inclusionAI's Bailing hybrids: linear-attention layers with a full-attention layer closing
+#: each group of layer_group_size (Ring-linear-2.0: lightning and GQA; Ling-2.5/2.6: lightning
+#: and MLA; Ling-3.0: Kimi Delta Attention and MLA)
+BAILING_TYPES = frozenset({"bailing_hybrid", "bailing_moe_linear"})
 #: LongCat-Flash: two MLA attentions and two dense MLPs a layer beside its MoE; -Lite
 #: (longcat_flash_ngram) adds hashed n-gram embedding tables to the token embedding
 LONGCAT_TYPES = frozenset({"longcat_flash", "longcat_flash_ngram"})
@@ -1536,6 +1540,42 @@ def _resaved_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
     return lm
 
 
+#: fields only the Kimi Delta Attention layers of a Bailing hybrid (Ling-3.0) have
+_BAILING_KDA_FIELDS = ("short_conv_kernel_size", "no_kda_lora", "kda_safe_gate",
+                       "kda_lower_bound")
+
+
+def _bailing_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """A Bailing hybrid's published config (``layer_group_size``, no ``layer_types``) in the
+    fields kvplan reads: each group's last layer is full attention (MLA where the config has
+    kv_lora_rank, else grouped-query), the others linear. Those are Kimi Delta Attention where
+    the config has its short-convolution fields (Ling-3.0: a ``linear_attn_config`` as
+    Kimi-Linear's, over num_attention_heads × head_dim), else lightning attention (Ring-linear
+    2.0, Ling-2.5/2.6: ``layer_types``). Others unchanged."""
+    if (model_type not in BAILING_TYPES or "layer_types" in lm or "layer_group_size" not in lm
+            or isinstance(lm.get("linear_attn_config"), dict)):
+        return lm
+    group = _check_int("layer_group_size", lm["layer_group_size"], 1, 4096)
+    layers = _check_int("num_hidden_layers", lm.get("num_hidden_layers"), 1, 4096)
+    if layers % group:
+        # the model code makes the layers past the last whole group full attention, vLLM's
+        # and SGLang's linear: they would cache different layers
+        raise ConfigError(f"config.json num_hidden_layers {layers} is not a whole number of "
+                          f"layer_group_size {group} groups, where engines disagree on the "
+                          "last layers' kind", field="layer_group_size")
+    full = [(i + 1) % group == 0 for i in range(layers)]
+    if any(f in lm for f in _BAILING_KDA_FIELDS):
+        heads = lm.get("linear_num_heads", lm.get("num_attention_heads"))
+        dim = lm.get("linear_head_dim", lm.get("head_dim"))
+        return {**lm, "linear_attn_config": {
+            "full_attn_layers": [i + 1 for i in range(layers) if full[i]],
+            "kda_layers": [i + 1 for i in range(layers) if not full[i]],
+            "num_heads": _check_int("num_attention_heads", heads, 1, 1 << 16),
+            "head_dim": _check_int("head_dim", dim, 1, 1 << 16),
+            "short_conv_kernel_size": lm.get("short_conv_kernel_size", 4)}}
+    return {**lm, "layer_types": ["full_attention" if f else "linear_attention" for f in full]}
+
+
 _QSA_FIELDS = ("indexer_n_heads", "indexer_kv_heads", "indexer_head_dim", "indexer_budget",
                "indexer_compress_ratio")
 
@@ -1707,9 +1747,11 @@ def _qwen4_exp_params(r: _Reader, kinds: list[set[LayerKind]], hidden: int,
     return total, replicated, table, parts
 
 
-def _is_lightning(model_type: str) -> bool:
-    """MiniMax's linear layers are lightning attention (a kv state per head), not DeltaNet."""
-    return model_type.startswith("minimax")
+def _is_lightning(cfg: Mapping[str, Any], model_type: str) -> bool:
+    """MiniMax's linear layers, and a Bailing hybrid's without Kimi Delta Attention, are
+    lightning attention (a kv state per head), not DeltaNet."""
+    return model_type.startswith("minimax") or (
+        model_type in BAILING_TYPES and not isinstance(cfg.get("linear_attn_config"), dict))
 
 
 def _lightning_state(r: _Reader, n_heads: int, head_dim: int) -> tuple[int, int, str]:
@@ -2368,7 +2410,7 @@ def _count_params(
                         kernel = int(lac.get("short_conv_kernel_size", 4))
                         kda = (5 * hidden * width + hidden * dim + dim * width
                                + hidden * heads + 3 * width * kernel)
-                    elif mt == "bailing_hybrid":
+                    elif mt in BAILING_TYPES:
                         # Ling's KDA (BailingHybrid's linear attention): q, k, v, a full-rank
                         # forget gate, the output gate and o of heads × dim, beta, the short
                         # convs of q, k, v, and A_log, dt_bias and the output norm
@@ -2381,7 +2423,7 @@ def _count_params(
                     # one module for the whole Kimi Delta Attention block
                     record(i, [_Part(attn_block, "projections", kda, 4 * width, matrices=5)])
                     mixer += kda
-                elif _is_lightning(mt):
+                elif _is_lightning(cfg, mt):
                     g = _Attn(n_heads, head_dim, head_dim, n_heads)
                     record(i, [*attention_parts(g),
                                _Part(attn_block, "output_gate", hidden * n_heads * head_dim,
@@ -2563,6 +2605,10 @@ def _count_params(
             # embed_tokens and lm_head (vLLM exaone4_5_mtp.py load_weights), so no copies.
             # mtp_share_layers (one layer run for every step) leaves num_nextn_predict_layers
             # layers in the checkpoint: vLLM builds that many and cycles through them
+            copies, norms = 0, 3 * hidden
+        if mt in BAILING_TYPES:
+            # a Bailing MTP layer (vLLM bailing_moe_mtp.py): enorm, hnorm, eh_proj, the
+            # final norm and one decoder layer; it takes the model's embedding and head
             copies, norms = 0, 3 * hidden
         mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies + norms)
     modules += _embed_and_head(vocab, hidden, tied)
@@ -2835,7 +2881,7 @@ def spec_from_config(
         model_type = "llama4_text"
     if model_type == "dbrx":
         lm = _dbrx_fields(lm)
-    lm = _resaved_fields(lm, model_type)
+    lm = _bailing_fields(_resaved_fields(lm, model_type), model_type)
     if isinstance(lm.get("num_key_value_heads_per_layer"), list):
         # DeciLM-7B: engines differ (vLLM's DeciLM gave every layer the most KV heads)
         raise ConfigError("config.json 'num_key_value_heads_per_layer' gives each layer its own "
@@ -2955,7 +3001,7 @@ def spec_from_config(
         if isinstance(lm.get("linear_attn_config"), dict):
             linear_state, linear_conv, linear_detail = _kda_state(lm["linear_attn_config"])
             linear_split = (int(lm["linear_attn_config"]["num_heads"]),)
-        elif _is_lightning(model_type):
+        elif _is_lightning(lm, model_type):
             linear_state, linear_conv, linear_detail = _lightning_state(r, n_heads, head_dim)
             linear_split = (n_heads,)
         elif model_type == "rwkv7":

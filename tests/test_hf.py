@@ -1418,9 +1418,10 @@ def test_recurrent_fields_without_known_recurrent_layers_are_refused():
 @pytest.mark.parametrize("field", [{"layer_group_size": 8},
                                    {"hybrid_block_layout": ["t", "m2"] * 4}])
 def test_hybrid_patterns_kvplan_does_not_read_are_refused(field):
-    # Bailing's linear-attention hybrids and Apriel-H name where their linear layers sit
-    # with fields of their own: read as attention alone they would be planned wrong
-    cfg = {"model_type": "bailing_moe_linear", "num_hidden_layers": 8, "hidden_size": 64,
+    # fields that place linear layers (Bailing's layer_group_size, Apriel-H's
+    # hybrid_block_layout) in a model_type kvplan does not know: read as attention alone it
+    # would be planned wrong
+    cfg = {"model_type": "mystery_linear", "num_hidden_layers": 8, "hidden_size": 64,
            "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, **field}
     with pytest.raises(ConfigError, match=rf"recurrent layers \({next(iter(field))}\)"):
         spec(cfg)

@@ -147,8 +147,10 @@ _RAW_ONLY = {"zaya": "ZAYA's Compressed Convolutional Attention state (its q/k c
                      "(its engines' pools were not read)",
              "hy_v4": "Hy4's MLA with indexers shared between layers and its hyper-connections "
                       "(its engines' pools were not read)",
-             "bailing_hybrid": "Ling's hybrid of Kimi Delta Attention and MLA layers (its "
-                               "engines' pools were not read)",
+             **dict.fromkeys(("bailing_hybrid", "bailing_moe_linear"),
+                             "the Bailing hybrids' linear-attention state (Kimi Delta Attention "
+                             "or lightning) beside their MLA or grouped-query layers (their "
+                             "engines' pools were not read)"),
              **dict.fromkeys(("inkling2", "inkling2_text"),
                              "Inkling-2's short-convolution state (its K, V and residual "
                              "convolutions) beside the KV cache")}

@@ -1,0 +1,124 @@
+"""inclusionAI's Bailing hybrids as their published configs give them (``layer_group_size``,
+no ``layer_types``): Ring-linear-2.0 (lightning and grouped-query layers), Ling-2.6 (lightning
+and MLA), Ling-3.0 (Kimi Delta Attention and MLA)."""
+
+import pytest
+
+from kvcore import ConfigError
+from kvcore.hf import spec_from_config
+from kvcore.model import LayerKind
+from rawonly import ENGINES, refusal_and_raw
+
+#: Ring-mini-linear-2.0's config.json (its mlx-community conversion's copy)
+RING_MINI_LINEAR = {
+    "architectures": ["BailingMoeLinearV2ForCausalLM"], "model_type": "bailing_moe_linear",
+    "num_hidden_layers": 20, "hidden_size": 2048, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "head_dim": 128, "layer_group_size": 5, "group_norm_size": 4,
+    "first_k_dense_replace": 1, "num_experts": 256, "num_experts_per_tok": 8,
+    "num_shared_experts": 1, "moe_intermediate_size": 512,
+    "moe_shared_expert_intermediate_size": 512, "intermediate_size": 5120, "n_group": 8,
+    "topk_group": 4, "score_function": "sigmoid", "moe_router_enable_expert_bias": True,
+    "routed_scaling_factor": 2.5, "vocab_size": 157184, "max_position_embeddings": 131072,
+    "partial_rotary_factor": 0.5, "rope_theta": 1e6, "use_qk_norm": True,
+    "linear_silu": False, "num_nextn_predict_layers": 0, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16"}
+#: Ling-2.6-flash's geometry (BailingMoeV2_5ForCausalLM; its FP8 and MXFP4 republications)
+LING_26_FLASH = {
+    "architectures": ["BailingMoeV2_5ForCausalLM"], "model_type": "bailing_hybrid",
+    "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 32, "head_dim": 128, "num_kv_heads_for_linear_attn": 32,
+    "layer_group_size": 8, "group_norm_size": 4, "first_k_dense_replace": 1,
+    "num_experts": 256, "num_experts_per_tok": 8, "num_shared_experts": 1,
+    "moe_intermediate_size": 1024, "moe_shared_expert_intermediate_size": 1024,
+    "intermediate_size": 9216, "q_lora_rank": 1536, "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "max_position_embeddings": 131072, "num_nextn_predict_layers": 1, "vocab_size": 157184,
+    "tie_word_embeddings": False}
+#: Ling-3.0-flash's geometry (BailingMoeV3ForCausalLM; its int4 checkpoint's config)
+LING_30_FLASH = {
+    "architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_hybrid",
+    "num_hidden_layers": 42, "hidden_size": 2560, "num_attention_heads": 32,
+    "num_key_value_heads": 32, "head_dim": 128, "q_lora_rank": None, "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "short_conv_kernel_size": 4, "no_kda_lora": True, "kda_safe_gate": True,
+    "kda_lower_bound": -5.0, "num_experts": 512, "num_experts_per_tok": 8,
+    "num_shared_experts": 1, "moe_intermediate_size": 768,
+    "moe_shared_expert_intermediate_size": 768, "first_k_dense_replace": 2,
+    "intermediate_size": 6144, "layer_group_size": 6, "vocab_size": 157184,
+    "tie_word_embeddings": False, "max_position_embeddings": 131072}
+
+
+def spec(cfg, **over):
+    return spec_from_config({**cfg, **over}, name="bailing", source="test")
+
+
+def by_kind(s):
+    return {g.kind: g for g in s.groups if not g.mtp}
+
+
+def test_ring_linear_closes_each_group_with_a_grouped_query_layer():
+    s = spec(RING_MINI_LINEAR)
+    groups = by_kind(s)
+    full, linear = groups[LayerKind.FULL], groups[LayerKind.LINEAR]
+    assert full.layers == (4, 9, 14, 19)
+    assert (full.n_kv_heads, full.head_dim_k, full.head_dim_v) == (4, 128, 128)
+    # lightning attention: a 128 × 128 matrix for each of the 16 heads (multi-head: the
+    # linear layers ignore num_key_value_heads)
+    assert linear.count == 16 and linear.state_values == 16 * 128 * 128
+    assert linear.conv_state_values == 0
+    # the published 16.4B
+    assert round(s.params.total / 1e9, 1) == 16.4
+    # a lightning layer projects q, k, v, the output gate and o at 16 heads × 128; a full
+    # layer q and o at 16 heads, k and v at 4
+    fewer_full = spec(RING_MINI_LINEAR, layer_group_size=10)
+    lightning = 5 * 2048 * 2048
+    gqa = 2 * 2048 * 2048 + 2 * 2048 * 4 * 128
+    assert fewer_full.params.total - s.params.total == 2 * (lightning - gqa)
+
+
+def test_ling_2_6_closes_each_lightning_group_with_an_mla_layer():
+    s = spec(LING_26_FLASH)
+    groups = by_kind(s)
+    mla, linear = groups[LayerKind.MLA], groups[LayerKind.LINEAR]
+    assert mla.layers == (7, 15, 23, 31) and mla.head_dim_k == 512 + 64
+    assert linear.count == 28 and linear.state_values == 32 * 128 * 128
+    # 104.2B, and its MTP layer (an MLA layer and a MoE, eh_proj and three norms; the model's
+    # embedding and head are its own) 3.3B more: the 107B third parties list
+    assert round(s.params.total / 1e9, 1) == 104.2
+    assert round((s.params.total + s.params.mtp) / 1e9, 1) == 107.5
+    assert s.mtp_layers == 1
+
+
+def test_ling_3_published_config_reads_as_the_transformers_resaved_one():
+    # transformers' BailingHybridConfig writes layer_types and linear_* fields; the
+    # checkpoint's own config gives layer_group_size and the KDA fields
+    s = spec(LING_30_FLASH)
+    groups = by_kind(s)
+    assert groups[LayerKind.MLA].count == 7
+    assert groups[LayerKind.LINEAR].count == 35
+    assert groups[LayerKind.LINEAR].state_values == 32 * 128 * 128 + 3 * 3 * 4096
+    resaved = {**{k: v for k, v in LING_30_FLASH.items()
+                  if k not in ("layer_group_size", "short_conv_kernel_size")},
+               "head_dim": 64, "linear_head_dim": 128, "linear_num_heads": 32,
+               "linear_conv_kernel_dim": 4,
+               "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "linear_attention"
+                               for i in range(42)]}
+    other = spec(resaved)
+    assert other.groups == s.groups and other.params.total == s.params.total
+
+
+@pytest.mark.parametrize("cfg", [RING_MINI_LINEAR, LING_26_FLASH, LING_30_FLASH])
+def test_layers_past_the_last_whole_group_are_refused(cfg):
+    with pytest.raises(ConfigError) as e:
+        spec(cfg, num_hidden_layers=cfg["num_hidden_layers"] + 1)
+    assert e.value.field == "layer_group_size" and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("cfg", [RING_MINI_LINEAR, LING_26_FLASH])
+def test_engines_are_refused_and_raw_sizes_them(cfg, engine):
+    s = spec(cfg)
+    error, raw = refusal_and_raw(s, engine, "h200")
+    assert "Bailing hybrids' linear-attention state" in str(error) and error.field == "engine"
+    # raw plans the checkpoint's bfloat16 weights
+    assert raw.weights_bytes == 2 * s.params.total
