@@ -176,6 +176,9 @@ INKLING2_TYPES = frozenset({"inkling2", "inkling2_text"})
 #: each group of layer_group_size (Ring-linear-2.0: lightning and GQA; Ling-2.5/2.6: lightning
 #: and MLA; Ling-3.0: Kimi Delta Attention and MLA)
 BAILING_TYPES = frozenset({"bailing_hybrid", "bailing_moe_linear"})
+#: Ouro (ByteDance's looped language model): its layers run total_ut_steps times a token,
+#: each run with a KV cache of its own (vLLM ouro.py: an Attention a run and layer)
+OURO_TYPES = frozenset({"ouro"})
 #: LongCat-Flash: two MLA attentions and two dense MLPs a layer beside its MoE; -Lite
 #: (longcat_flash_ngram) adds hashed n-gram embedding tables to the token embedding
 LONGCAT_TYPES = frozenset({"longcat_flash", "longcat_flash_ngram"})
@@ -1298,6 +1301,17 @@ def _inkling2_conv(r: _Reader, hidden: int, g: _Attn) -> tuple[int, int, str]:
 #: architectures whose convolution layers ``_added_params`` counts (ZAYA's CCA convolutions,
 #: Inkling-2's K, V and residual ones), not the LFM2-style short convolution
 _OWN_CONV_COUNT = frozenset({"zaya", *INKLING2_TYPES})
+
+
+def _cache_repeats(r: _Reader) -> int:
+    """How many caches each decoder layer holds: LongCat-Flash's two attentions, Ouro's
+    total_ut_steps runs (4 where its config leaves it out, as vLLM's model reads it), 1 for
+    others."""
+    if r.model_type in LONGCAT_TYPES:
+        return 2
+    if r.model_type in OURO_TYPES:
+        return r.opt_int("total_ut_steps", 4, minimum=1, maximum=64) or 4
+    return 1
 
 
 def _added_params(r: _Reader, kinds: list[set[LayerKind]], geometry: list[_Attn],
@@ -2512,8 +2526,9 @@ def _count_params(
             width = widths[i] if widths else dense_inter
             mlp_total = mlp_active = mats * hidden * width * wide
             record(i, mlp_parts(width * wide))
-        # Muse-Glimmer sandwiches attention and MLP in four norms (Gemma-2's decoder layer)
-        norms = (4 if mt in MUSE_GLIMMER_TYPES else 2) * hidden
+        # Muse-Glimmer (as Gemma-2's decoder layer) and Ouro sandwich attention and MLP in
+        # four norms
+        norms = (4 if mt in MUSE_GLIMMER_TYPES or mt in OURO_TYPES else 2) * hidden
         replicated += norms
         record(i, [_Part(("input_layernorm",), "", norms, 0, replicated=True)])
         if g3n_layer:
@@ -2526,6 +2541,15 @@ def _count_params(
         active += mixer - mixer_idle + mlp_active + norms + g3n_layer
         replicated += g3n_replicated
 
+    if mt in OURO_TYPES:
+        # every run of the loop reads the layers' weights again; its early-exit gate (hidden
+        # -> 1, biased) scores the hidden state after each run
+        active *= _cache_repeats(r)
+        gate = hidden + 1
+        total += gate
+        active += gate
+        replicated += gate
+        modules.append(_module(None, _Part(("early_exit_gate",), "", gate, 1)))
     if laguna is not None or mt in MUSE_GLIMMER_TYPES or mt in HUNYUAN_TYPES:
         # the final RMSNorm (counted for Laguna, Muse-Glimmer and HunYuan, whose parameters are counted to
         # the last one)
@@ -3091,9 +3115,11 @@ def spec_from_config(
         groups.extend(_index_groups(sparse))
     if model_type in QWEN4_EXP_TYPES:
         groups = _qsa_groups(r, groups, hidden, n_layers)
-    if model_type in LONGCAT_TYPES:
-        # a LongCat-Flash layer's two MLA attentions cache a latent each: its number twice
-        groups = [replace(g, layers=tuple(i for i in g.layers for _ in range(2)))
+    repeats = _cache_repeats(r)
+    if repeats > 1:
+        # a LongCat-Flash layer's two MLA attentions cache a latent each; an Ouro layer run
+        # total_ut_steps times caches its K and V in each run: the layer's number that often
+        groups = [replace(g, layers=tuple(i for i in g.layers for _ in range(repeats)))
                   for g in groups]
     n_mtp = (r.opt_int("num_nextn_predict_layers", 0, maximum=64)
              or r.opt_int("mtp_num_hidden_layers", 0, maximum=64) or 0)

@@ -96,6 +96,8 @@ UNSUPPORTED = {
                       "(its port is an open pull request); vLLM and SGLang run it"),
     "longcat_flash_ngram": ("LongcatFlashNgramForCausalLM", "llama.cpp has no LongCat-Flash-Lite "
                             "architecture (its port is an open pull request); vLLM runs it"),
+    "ouro": ("OuroForCausalLM", "llama.cpp has no Ouro architecture (looped layers, a cache "
+             "each run); vLLM runs it"),
 }
 #: Kimi-K3 (KimiK3ForConditionalGeneration) runs as LLM_ARCH_KIMI_K3: the kimi-linear hybrid
 #: memory (K-only 576-value MLA latent, KDA state in f32), sized like Kimi-Linear

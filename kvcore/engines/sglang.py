@@ -67,6 +67,8 @@ UNSUPPORTED = {
     # python/sglang/srt/models has no zamba2.py
     "zamba2": ("Zamba2ForCausalLM", "no SGLang model implements Zamba2; vLLM runs it"),
     "rwkv7": ("RWKV7ForCausalLM", "no SGLang model implements RWKV; llama.cpp runs it"),
+    # nor ouro.py
+    "ouro": ("OuroForCausalLM", "no SGLang model implements Ouro's looped layers; vLLM runs it"),
 }
 #: models whose pool layout in SGLang could not be read from its source, by model_type.
 #: Gemma 4 is sized only as Gemma4ForConditionalGeneration (GEMMA4_ARCH): SGLang's config loader

@@ -579,6 +579,10 @@ def plan(req: EngineRequest) -> EngineReport:
     # those layers get a cache; replace_with_linear it does not build
     refuse_nas_layout("vLLM", req.spec)
     refuse_layout("vLLM", req.spec, {})
+    if req.spec.model_type == "ouro" and req.parallel.pp > 1:
+        # OuroForCausalLM (models/ouro.py) implements SupportsLoRA, not SupportsPP
+        raise InputError("vLLM's OuroForCausalLM does not support pipeline parallelism: use "
+                         "--pp 1 (tensor parallelism splits it)", field="pp")
     if req.spec.model_type == "zamba2":
         # Zamba2ForCausalLM (models/zamba2.py) implements neither SupportsPP nor SupportsLoRA:
         # vLLM stops at start-up ("Pipeline parallelism is not supported for this model"), and
