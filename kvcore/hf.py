@@ -439,6 +439,11 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
         return _llama4_kinds(r, n_layers)
     if mt == "gemma2":
         return [{LayerKind.SLIDING} if i % 2 == 0 else {LayerKind.FULL} for i in range(n_layers)]
+    if mt == "plamo3":
+        # PLaMo 3 (its Plamo3Config, vLLM plamo3.py): every sliding_window_pattern-th layer full
+        pattern = r.get_int("sliding_window_pattern")
+        return [{LayerKind.FULL} if (i + 1) % pattern == 0 else {LayerKind.SLIDING}
+                for i in range(n_layers)]
     if mt in ("gemma3_text", "gemma3", "cohere2"):
         pattern = r.get_int("sliding_window_pattern")
         return [{LayerKind.SLIDING} if (i + 1) % pattern else {LayerKind.FULL}
@@ -3013,6 +3018,10 @@ def spec_from_config(
         window_key = ("sliding_window_size"
                       if (model_type in MIMO_V2_TYPES or model_type in INKLING2_TYPES)
                       and lm.get("sliding_window_size") is not None else "sliding_window")
+        if model_type == "plamo3" and lm.get("window_size") is not None:
+            # PLaMo 3's window (its config class derives the per-layer sliding_window list
+            # vLLM reads from it)
+            window_key = "window_size"
         window = r.get_int(window_key, maximum=1 << 31)
     chunk = None
     if any(LayerKind.CHUNKED in ks for ks in kinds_per_layer):

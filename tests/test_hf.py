@@ -1913,3 +1913,23 @@ def test_moshi_reads_ffn_dim_as_its_gated_pair_and_says_what_it_leaves_out():
     # final norm more)
     assert abs(s.params.total - 6_839_083_008) < 10_000
     assert any("depth decoder" in n for n in s.notes)
+
+
+def test_plamo3_slides_all_but_every_patternth_layer_over_window_size():
+    # Plamo3Config (its remote code; vLLM plamo3.py reads the layer_types and per-layer
+    # windows it derives): a full layer every sliding_window_pattern layers, window_size wide
+    cfg = {"model_type": "plamo3", "architectures": ["Plamo3ForCausalLM"],
+           "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 4, "head_dim": 128, "window_size": 2048,
+           "sliding_window_pattern": 8, "intermediate_size": 13312, "vocab_size": 32000,
+           "max_position_embeddings": 65536, "tie_word_embeddings": True}
+    s = spec(cfg)
+    groups = {g.kind: g for g in s.groups}
+    assert groups[LayerKind.FULL].layers == (7, 15, 23, 31)
+    assert groups[LayerKind.SLIDING].count == 28 and groups[LayerKind.SLIDING].window == 2048
+    # the same config as its class saves it: layer_types and the per-layer window list
+    saved = {**cfg, "layer_types": ["full_attention" if (i + 1) % 8 == 0
+                                    else "sliding_attention" for i in range(32)],
+             "interleaved_sliding_window": [None if (i + 1) % 8 == 0 else 2048
+                                            for i in range(32)]}
+    assert spec(saved).groups == s.groups
