@@ -2628,16 +2628,14 @@ def _count_params(
         # (layers.N.embed_tokens, layers.N.shared_head.head); Qwen's mtp.* modules share them
         copies = 2 * vocab * hidden if r.opt_int("num_nextn_predict_layers", 0, maximum=64) else 0
         norms = 0
-        if mt in ("exaone4_5", "exaone4_5_text"):
+        if mt in ("exaone4_5", "exaone4_5_text") or mt in BAILING_TYPES:
             # EXAONE 4.5's mtp.* module: fc (2·hidden -> hidden), one decoder layer and three
             # norms (norm, pre_fc_norm_hidden, pre_fc_norm_embedding); it takes the model's
             # embed_tokens and lm_head (vLLM exaone4_5_mtp.py load_weights), so no copies.
             # mtp_share_layers (one layer run for every step) leaves num_nextn_predict_layers
-            # layers in the checkpoint: vLLM builds that many and cycles through them
-            copies, norms = 0, 3 * hidden
-        if mt in BAILING_TYPES:
-            # a Bailing MTP layer (vLLM bailing_moe_mtp.py): enorm, hnorm, eh_proj, the
-            # final norm and one decoder layer; it takes the model's embedding and head
+            # layers in the checkpoint: vLLM builds that many and cycles through them. A
+            # Bailing MTP layer (vLLM bailing_moe_mtp.py) likewise: enorm, hnorm, eh_proj, the
+            # final norm and one decoder layer, with the model's embedding and head
             copies, norms = 0, 3 * hidden
         mtp_layer = n_mtp * (layer_params + 2 * hidden * hidden + copies + norms)
     modules += _embed_and_head(vocab, hidden, tied)
