@@ -112,33 +112,6 @@ _UNMODELED = {
                   "with K/V shared between layers (kv_source_layers)",
 }
 
-#: config fields that give a model structure kvplan reads for the named architectures only:
-#: elsewhere they are refused rather than left out of a plan read from the head and layer
-#: fields (field: (the model types that read it, what it adds))
-_STRUCTURE_FIELDS: dict[str, tuple[frozenset[str], str]] = {
-    "zero_expert_num": (frozenset({"longcat_flash", "longcat_flash_ngram"}),
-                        "zero-computation experts beside the routed ones"),
-    "ngram_vocab_size_ratio": (frozenset({"longcat_flash_ngram"}), "n-gram embedding tables"),
-    "ngram_vocab_size_base": (frozenset({"qwen4_exp", "qwen4_exp_text"}),
-                              "an n-gram embedding table"),
-    "hc_mult": (frozenset({"hy_v4"}), "hyper-connections over several copies of the hidden "
-                                      "state"),
-    "hc_count": (frozenset({"qwen4_exp", "qwen4_exp_text"}),
-                 "hyper-connections over several copies of the hidden state"),
-}
-
-
-def _check_structure_fields(lm: Mapping[str, Any], model_type: str) -> None:
-    """Refuse a config whose structure fields kvplan reads for other architectures only."""
-    for name, (types, what) in _STRUCTURE_FIELDS.items():
-        value = lm.get(name)
-        if model_type in types or value in (None, False, 0, 1):
-            continue
-        raise ConfigError(f"config.json '{name}' gives this model {what}, which kvplan sizes "
-                          f"for {', '.join(sorted(types))} only (model_type '{model_type}')",
-                          field=name)
-
-
 _LAYER_TYPE_KINDS: dict[str, LayerKind] = {
     "full_attention": LayerKind.FULL,
     "attention": LayerKind.FULL,
@@ -197,6 +170,31 @@ HUNYUAN_TYPES = frozenset({"hunyuan", "hunyuan_v1_moe", "hunyuan_v1_dense"})
 #: Qwen4-Exp (Qwen3.8-Flash-Next): Gated DeltaNet layers and attention layers with a QSA
 #: indexer, hyper-connections around every block, and a per-layer n-gram embedding (PLE)
 QWEN4_EXP_TYPES = frozenset({"qwen4_exp", "qwen4_exp_text"})
+
+#: config fields that give a model structure kvplan reads for the named architectures only:
+#: elsewhere they are refused rather than left out of a plan read from the head and layer
+#: fields (field: (the model types that read it, what it adds))
+_STRUCTURE_FIELDS: dict[str, tuple[frozenset[str], str]] = {
+    "zero_expert_num": (LONGCAT_TYPES, "zero-computation experts beside the routed ones"),
+    "ngram_vocab_size_ratio": (frozenset({"longcat_flash_ngram"}), "n-gram embedding tables"),
+    "ngram_vocab_size_base": (QWEN4_EXP_TYPES, "an n-gram embedding table"),
+    "hc_mult": (frozenset({"hy_v4"}), "hyper-connections over several copies of the hidden "
+                                      "state"),
+    "hc_count": (QWEN4_EXP_TYPES, "hyper-connections over several copies of the hidden state"),
+}
+
+
+def _check_structure_fields(lm: Mapping[str, Any], model_type: str) -> None:
+    """Refuse a config whose structure fields kvplan reads for other architectures only."""
+    for name, (types, what) in _STRUCTURE_FIELDS.items():
+        value = lm.get(name)
+        if model_type in types or value in (None, False, 0, 1):
+            continue
+        raise ConfigError(f"config.json '{name}' gives this model {what}, which kvplan sizes "
+                          f"for {', '.join(sorted(types))} only (model_type '{model_type}')",
+                          field=name)
+
+
 #: attention whose q_proj also projects a sigmoid output gate where the config says nothing
 _GATED_Q_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
                             "qwen3_5_moe_text"}) | QWEN4_EXP_TYPES

@@ -178,9 +178,8 @@ def lora_split(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> tuple[list[in
         per_stage[stage] += values
         if m.role == "experts":
             experts[stage] += values
-    if embedding and not any(m.role == "head"
-                                                  for m in spec.params.modules) \
-            and _targeted("lm_head", lora):
+    if (embedding and not any(m.role == "head" for m in spec.params.modules)
+            and _targeted("lm_head", lora)):
         # a tied lm_head is still wrapped under its own name (LogitsProcessorWithLoRA)
         per_stage[pp - 1] += spec.vocab_size + spec.hidden_size
     scale = lora.rank * lora.slots * DTYPE_BYTES
