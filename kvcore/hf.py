@@ -184,6 +184,19 @@ _STRUCTURE_FIELDS: dict[str, tuple[frozenset[str], str]] = {
 }
 
 
+#: config fields that give one kind of attention layer a geometry of its own (heads, widths,
+#: which layers): kvplan reads them for the named architectures only, and a config of another
+#: architecture that sets them is refused rather than sized with the top-level heads for
+#: every layer (Baichuan-M1's sliding_window_layers and num_swa_* fields, for one)
+_KIND_GEOMETRY_FIELDS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("swa_num_key_value_heads", "swa_head_dim", "swa_num_attention_heads",
+                     "swa_v_head_dim"), MIMO_V2_TYPES | INKLING2_TYPES),
+    **dict.fromkeys(("num_global_key_value_heads", "global_head_dim"), GEMMA4_TYPES),
+    **dict.fromkeys(("num_swa_key_value_heads", "num_swa_attention_heads",
+                     "sliding_window_layers"), frozenset()),
+}
+
+
 def _check_structure_fields(lm: Mapping[str, Any], model_type: str) -> None:
     """Refuse a config whose structure fields kvplan reads for other architectures only."""
     for name, (types, what) in _STRUCTURE_FIELDS.items():
@@ -193,6 +206,12 @@ def _check_structure_fields(lm: Mapping[str, Any], model_type: str) -> None:
         raise ConfigError(f"config.json '{name}' gives this model {what}, which kvplan sizes "
                           f"for {', '.join(sorted(types))} only (model_type '{model_type}')",
                           field=name)
+    for name, types in _KIND_GEOMETRY_FIELDS.items():
+        if model_type in types or lm.get(name) is None:
+            continue
+        readers = f"reads for {', '.join(sorted(types))} only" if types else "does not read"
+        raise ConfigError(f"config.json '{name}' gives some layers a geometry of their own, "
+                          f"which kvplan {readers} (model_type '{model_type}')", field=name)
 
 
 #: attention whose q_proj also projects a sigmoid output gate where the config says nothing

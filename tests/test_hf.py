@@ -1933,3 +1933,17 @@ def test_plamo3_slides_all_but_every_patternth_layer_over_window_size():
              "interleaved_sliding_window": [None if (i + 1) % 8 == 0 else 2048
                                             for i in range(32)]}
     assert spec(saved).groups == s.groups
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("sliding_window_layers", [0, 2, 4]), ("num_swa_key_value_heads", 2),
+    ("swa_num_key_value_heads", 2), ("global_head_dim", 256)])
+def test_per_kind_geometry_kvplan_does_not_read_for_the_model_is_refused(field, value):
+    # Baichuan-M1's sliding layers (their own heads) and other architectures' per-kind fields:
+    # sized with the top-level heads every layer would be wrong
+    cfg = {"model_type": "baichuan_m1", "num_hidden_layers": 6, "hidden_size": 256,
+           "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 1000,
+           "intermediate_size": 512, "sliding_window": 128, field: value}
+    with pytest.raises(ConfigError, match="geometry of their own") as e:
+        spec(cfg)
+    assert e.value.field == field and "baichuan_m1" in str(e.value)
