@@ -122,3 +122,34 @@ def test_engines_are_refused_and_raw_sizes_them(cfg, engine):
     assert "Bailing hybrids' linear-attention state" in str(error) and error.field == "engine"
     # raw plans the checkpoint's bfloat16 weights
     assert raw.weights_bytes == 2 * s.params.total
+
+
+#: Ling-3.0-tiny's geometry (inclusionAI/Ling-3.0-tiny: 24 layers, 128 experts, 7.9B)
+LING_30_TINY = {**LING_30_FLASH, "num_hidden_layers": 24, "hidden_size": 1536,
+                "num_attention_heads": 16, "num_key_value_heads": 16, "q_lora_rank": 256,
+                "num_experts": 128, "moe_intermediate_size": 512,
+                "moe_shared_expert_intermediate_size": 512, "first_k_dense_replace": 1,
+                "intermediate_size": 4608, "layer_group_size": 4}
+
+
+def test_llama_cpp_runs_ling_3_as_a_k_only_latent_beside_its_kda_states():
+    from kvcore import CacheOptions, find_gpu, get_format
+    from kvcore.engines import EngineRequest, engine_plan
+
+    s = spec(LING_30_TINY)
+    assert round(s.params.total / 1e9, 1) == 7.9
+    q8 = get_format("q8_0")
+    req = EngineRequest(spec=s, context=65536, sequences=1,
+                        cache=CacheOptions(kv_k=q8, kv_v=q8), gpus=(find_gpu("4090"),))
+    r = engine_plan("llama.cpp", req)
+    # 6 MLA layers of one 576-value latent, K only, in q8_0 (612 bytes a row): 229.5 MiB at
+    # 64k tokens, the cache a public run of the published Q4_K_M GGUF reported at 64k (a q8_0
+    # cache gives exactly that; f16 would be 432 MiB)
+    (kv,) = [line for line in r.log_lines if line.startswith("llama_kv_cache: size")]
+    assert "229.50 MiB" in kv and "6 layers" in kv
+    # the 18 KDA layers' f32 state: 16 heads × 128 × 128 and 3 × 3 × 2048 conv values each
+    (rs,) = [line for line in r.log_lines if line.startswith("llama_memory_recurrent")]
+    assert f"{18 * (16 * 128 * 128 + 3 * 3 * 2048) * 4 / 2**20:.2f} MiB" in rs
+    for engine in ("vllm", "sglang", "trtllm"):
+        error, _ = refusal_and_raw(s, engine, "h200")
+        assert "Bailing hybrids' linear-attention state" in str(error)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from ..errors import InputError, UnknownNameError
 from ..gpus import GPU
 from ..hf import QWEN4_EXP_TYPES
-from ..model import LayerKind
+from ..model import LayerKind, ModelSpec
 from ..parallel import Split, stage_layers
 from . import llamacpp, raw, sglang, trtllm, vllm
 from .base import (
@@ -156,6 +156,17 @@ _RAW_ONLY = {"zaya": "ZAYA's Compressed Convolutional Attention state (its q/k c
                              "convolutions) beside the KV cache")}
 
 
+def _raw_only(name: str, spec: ModelSpec) -> str | None:
+    """What keeps engine ``name`` from sizing a model kvplan sizes raw only, or None where it
+    sizes it: llama.cpp runs Ling-3.0 (its Kimi Delta Attention hybrid) as bailingmoe3, a
+    hybrid memory of K-only MLA latents and f32 KDA states like Kimi-Linear's
+    (src/models/bailingmoe3.cpp build_inp_mem_hybrid_k)."""
+    what = _RAW_ONLY.get(spec.model_type)
+    if name == "llama.cpp" and spec.model_type == "bailing_hybrid" and spec.kda:
+        return None
+    return what
+
+
 def _scheme(request: EngineRequest) -> str:
     if request.spec.model_type.startswith("minimax"):
         return "MiniMax-M3's block-sparse attention index cache (sparse_attention_config)"
@@ -169,7 +180,7 @@ def _scheme(request: EngineRequest) -> str:
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     name = canonical(engine)
     check_platform(name, request.gpus)
-    raw_only = _RAW_ONLY.get(request.spec.model_type)
+    raw_only = _raw_only(name, request.spec)
     if name != "raw" and raw_only is not None:
         raise InputError(f"kvplan does not size {name}'s allocation of {raw_only}; --engine "
                          "raw sizes the cache itself", field="engine")
