@@ -348,14 +348,19 @@ ARCHS: dict[str, str] = {
     # Kimi-Linear and Kimi-K3: MLA layers among Kimi Delta Attention ones, told apart by
     # head_count_kv (Kimi-K3's text model is a kimi_linear config)
     "kimi-linear": "kimi_linear", "kimi-k3": "kimi_linear",
+    # Ling-3.0: Kimi Delta Attention layers with an MLA layer closing each group, told apart
+    # the same way (src/models/bailingmoe3.cpp), its next-n blocks counted in block_count
+    "bailingmoe3": "bailing_hybrid",
     # DeepSeek-V4: a sliding latent in every layer, compressed latents, indexer keys and
     # compressor states by attention.compress_ratios
     "deepseek4": "deepseek_v4",
 }
 #: the Kimi hybrids (src/models/kimi-linear.cpp, src/models/kimi-k3.cpp)
 _KIMI = frozenset({"kimi-linear", "kimi-k3"})
+#: hybrids of MLA and Kimi Delta Attention layers, a layer of 0 KV heads a KDA one
+_KDA = _KIMI | {"bailingmoe3"}
 #: architectures converted with MLA (the deepseek2 key set)
-_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"}) | _KIMI
+_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"}) | _KDA
 #: GLM-5.2's indexer types where a glm-dsa GGUF lists none and its training context is at
 #: least 1,048,576 (src/models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES): layers 0 and 1 run
 #: an indexer, then one in four from layer 2, for 78 layers; 0 (shared) past them
@@ -533,7 +538,12 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
                    v_head_dim=value_mla, q_lora_rank=k("attention.q_lora_rank") or None,
                    first_k_dense_replace=k("leading_dense_block_count", 0),
                    n_shared_experts=k("expert_shared_count", 0))
-    if arch in _KIMI:
+    if arch in _KDA:
+        n = cfg["num_hidden_layers"]
+        if (nextn and isinstance(kv, list) and isinstance(n, int)
+                and len(kv) == n + nextn):
+            # head_count_kv lists the draft blocks too: the decoder's layers are read
+            kv = kv[:n]
         _kimi_linear(g, cfg, kv, count)
         if arch == "kimi-k3":
             _kimi_k3(g, cfg, names, count)
@@ -661,10 +671,11 @@ def _nemotron_h(g: GgufFile, cfg: dict[str, Any], kv: Any, names: set[str], coun
 
 
 def _kimi_linear(g: GgufFile, cfg: dict[str, Any], kv: Any, count: Any) -> None:
-    """Kimi-Linear's and Kimi-K3's layers as llama.cpp tells them apart (src/models/kimi-linear.cpp
-    and kimi-k3.cpp load_arch_hparams): a layer of 0 KV heads is Kimi Delta Attention
-    (recurrent), the others MLA. The KDA heads are attention.head_count, each kda.head_dim
-    wide, with short convolutions of ssm.conv_kernel taps."""
+    """Kimi-Linear's, Kimi-K3's and Ling-3.0's layers as llama.cpp tells them apart
+    (src/models/kimi-linear.cpp, kimi-k3.cpp and bailingmoe3.cpp load_arch_hparams): a layer
+    of 0 KV heads is Kimi Delta Attention (recurrent), the others MLA. The KDA heads are
+    attention.head_count, each kda.head_dim wide, with short convolutions of ssm.conv_kernel
+    taps."""
     arch = g.arch
     n = cfg["num_hidden_layers"]
     if (not isinstance(n, int) or not isinstance(kv, list) or len(kv) != n

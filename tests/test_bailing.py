@@ -153,3 +153,35 @@ def test_llama_cpp_runs_ling_3_as_a_k_only_latent_beside_its_kda_states():
     for engine in ("vllm", "sglang", "trtllm"):
         error, _ = refusal_and_raw(s, engine, "h200")
         assert "Bailing hybrids' linear-attention state" in str(error)
+
+
+@pytest.mark.parametrize("nextn", [0, 1])
+def test_a_bailingmoe3_gguf_reads_as_its_config(tmp_path, nextn):
+    from ggufmake import dense_model, write_gguf
+
+    from kvcore import load_model
+
+    cfg = LING_30_TINY
+    n, arch = cfg["num_hidden_layers"], "bailingmoe3"
+    heads = cfg["num_attention_heads"]
+    blocks = n + nextn
+    # llama.cpp's loader (src/models/bailingmoe3.cpp): head_count_kv by block, 0 on the KDA
+    # layers, the draft blocks (MLA) counted in block_count after the decoder's
+    kv = [heads if (i + 1) % 4 == 0 or i >= n else 0 for i in range(blocks)]
+    meta, tensors = dense_model(
+        arch, layers=blocks, hidden=cfg["hidden_size"], heads=heads, kv_heads=heads,
+        head_dim=192, ffn=cfg["intermediate_size"], vocab=256, ctx=131072, quant=8,
+        head_type=8, experts=cfg["num_experts"], used=cfg["num_experts_per_tok"],
+        expert_ffn=cfg["moe_intermediate_size"], extra={
+            f"{arch}.attention.head_count_kv": kv, f"{arch}.attention.key_length_mla": 192,
+            f"{arch}.attention.value_length_mla": 128, f"{arch}.attention.kv_lora_rank": 512,
+            f"{arch}.attention.q_lora_rank": 256, f"{arch}.rope.dimension_count": 64,
+            f"{arch}.ssm.conv_kernel": 4, f"{arch}.kda.head_dim": 128,
+            f"{arch}.expert_shared_count": 1, f"{arch}.leading_dense_block_count": 1,
+            f"{arch}.nextn_predict_layers": nextn})
+    path = tmp_path / "ling.gguf"
+    write_gguf(path, meta, tensors)
+    s = load_model(str(path))
+    assert s.model_type == "bailing_hybrid" and s.mtp_layers == nextn
+    ref = spec(LING_30_TINY)
+    assert s.groups_for(mtp=False) == ref.groups_for(mtp=False)

@@ -217,7 +217,8 @@ def test_a_truncated_download_and_an_unread_architecture_are_refused(capsys, tmp
     write_gguf(tmp_path / "next.gguf", hybrid, tensors)
     code, _, err = run(capsys, str(tmp_path / "next.gguf"))
     assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'mamba2' model; "
-                                        "kvplan reads the GGUFs of deepseek2, deepseek32, deepseek4, gemma2")
+                                        "kvplan reads the GGUFs of bailingmoe3, deepseek2, "
+                                        "deepseek32, deepseek4, gemma2")
     assert "pass the model's config.json (or its Hub id) instead" in err
 
 
