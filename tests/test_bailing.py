@@ -3,11 +3,11 @@ no ``layer_types``): Ring-linear-2.0 (lightning and grouped-query layers), Ling-
 and MLA), Ling-3.0 (Kimi Delta Attention and MLA)."""
 
 import pytest
+from rawonly import ENGINES, refusal_and_raw
 
 from kvcore import ConfigError
 from kvcore.hf import spec_from_config
 from kvcore.model import LayerKind
-from rawonly import ENGINES, refusal_and_raw
 
 #: Ring-mini-linear-2.0's config.json (its mlx-community conversion's copy)
 RING_MINI_LINEAR = {

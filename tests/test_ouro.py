@@ -65,10 +65,10 @@ def test_vllm_pools_every_run_and_refuses_pipeline_parallelism():
 
 @pytest.mark.parametrize(("engine", "needle"), [
     ("sglang", "no SGLang model implements Ouro"),
-    ("llama.cpp", "llama.cpp has no Ouro architecture"),
+    ("llama.cpp", "how llama.cpp places Ouro's unrolled layers"),
     ("trtllm", "no OuroForCausalLM model"),
 ])
-def test_engines_without_an_ouro_model_refuse_it(engine, needle):
+def test_engines_without_a_modelled_ouro_layout_refuse_it(engine, needle):
     with pytest.raises(InputError, match=needle) as e:
         engine_plan(engine, request(spec()))
     assert e.value.field == "engine"

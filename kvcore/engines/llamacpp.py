@@ -81,6 +81,11 @@ LAYOUT_UNKNOWN = {
     "mimo_v2_flash": "how many MiMo-V2-Flash layers hold K/V (llama.cpp's converter revisions "
                      "disagree on its three MTP blocks: dropped, or appended to the GGUF as "
                      "sliding layers of 8 KV heads)",
+    # src/models/ouro.cpp unrolls the loops into num_loops × block_count logical layers that
+    # share their weights, each with its own K/V: the cache is vLLM's, but how -ngl, -sm layer
+    # and --fit place logical layers whose weights are shared was not traced
+    "ouro": "how llama.cpp places Ouro's unrolled layers (loops × layers sharing their weights) "
+            "on devices and in host memory",
     "step3p7": "a GGUF layout for Step-3.7-Flash (llama.cpp's converter registers "
                "Step3p5ForCausalLM, not Step3p7FlashForCausalLM, and reads "
                "num_attention_groups and moe_num_experts, which this config lacks)",
@@ -96,8 +101,6 @@ UNSUPPORTED = {
                       "(its port is an open pull request); vLLM and SGLang run it"),
     "longcat_flash_ngram": ("LongcatFlashNgramForCausalLM", "llama.cpp has no LongCat-Flash-Lite "
                             "architecture (its port is an open pull request); vLLM runs it"),
-    "ouro": ("OuroForCausalLM", "llama.cpp has no Ouro architecture (looped layers, a cache "
-             "each run); vLLM runs it"),
 }
 #: Kimi-K3 (KimiK3ForConditionalGeneration) runs as LLM_ARCH_KIMI_K3: the kimi-linear hybrid
 #: memory (K-only 576-value MLA latent, KDA state in f32), sized like Kimi-Linear
