@@ -1816,6 +1816,21 @@ def test_hy4_keeps_indexer_keys_where_its_list_says_full():
                                                       if t == "full")
     # HYV4ForCausalLM on the meta device: 58,278,193,133
     assert abs(s.params.total - 58_278_193_133) <= 100_000
+    # llama.cpp's hy_v4: the K-only latent in all 34 layers, the indexer keys (in the -ctk
+    # type) in the 10 "full" ones; vLLM and SGLang are not sized
+    from kvcore import CacheOptions, InputError, find_gpu, get_format
+    from kvcore.engines import EngineRequest, engine_plan
+    q8 = get_format("q8_0")
+    req = EngineRequest(spec=s, context=65536, sequences=1,
+                        cache=CacheOptions(kv_k=q8, kv_v=q8), gpus=(find_gpu("h200"),))
+    sizes = [line for line in engine_plan("llama.cpp", req).log_lines
+             if line.startswith("llama_kv_cache: size")]
+    mib = 65536 / 2**20
+    assert [f"{34 * 612 * mib:.2f} MiB" in sizes[0], f"{10 * 136 * mib:.2f} MiB" in sizes[1]] \
+        == [True, True]
+    assert "34 layers" in sizes[0] and "10 layers" in sizes[1]
+    with pytest.raises(InputError, match="Hy4's MLA"):
+        engine_plan("vllm", req)
 
 
 def test_ax_k2_reads_as_mla_with_the_indexer_and_gated_queries_and_norms():

@@ -485,6 +485,12 @@ def _check_sparse(spec: ModelSpec, sparse: str, opts: CacheOptions) -> None:
 
 
 def _sparse_notes(spec: ModelSpec, sparse: str, unified: bool, n_seq: int) -> list[str]:
+    if sparse == "dsa" and spec.model_type == "hy_v4":
+        # src/llama-model.cpp create_memory: llama_kv_cache_dsa, filter_lid is_indexer_full;
+        # conversion's HYV4Model drops model.mtp_layers.*
+        return ["llama.cpp runs Hy4 as hy_v4 (ggml-org/llama.cpp#28127, merged 2026-08-31): "
+                "the indexer keys are a second K-only cache in the -ctk type, in the layers "
+                "indexer_types lists \"full\"; its converter drops the MTP layers"]
     if sparse == "dsa":
         older = ("builds before b10237 (DeepSeek-V3.2) or b10184 (GLM-5.x) also cache the GGUF's "
                  "MTP block")
