@@ -334,8 +334,8 @@ ARCHS: dict[str, str] = {
     "phi3": "phi3", "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3",
     # Gated DeltaNet hybrids: three linear-attention layers, then one full
     "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text",
-    # DeepSeek Sparse Attention: MLA plus a lightning indexer (DeepSeek-V3.2, GLM-5)
-    "deepseek32": "deepseek_v32", "glm-dsa": "glm_moe_dsa",
+    # DeepSeek Sparse Attention: MLA plus a lightning indexer (DeepSeek-V3.2, GLM-5, Hy4)
+    "deepseek32": "deepseek_v32", "glm-dsa": "glm_moe_dsa", "hy_v4": "hy_v4",
     # GLM-4.5 / 4.6 / 4.7 (and -Air): GQA MoE, its next-n blocks counted in block_count
     "glm4moe": "glm4_moe",
     # Gemma 4: sliding and full layers of their own head widths and KV heads
@@ -360,7 +360,7 @@ _KIMI = frozenset({"kimi-linear", "kimi-k3"})
 #: hybrids of MLA and Kimi Delta Attention layers, a layer of 0 KV heads a KDA one
 _KDA = _KIMI | {"bailingmoe3"}
 #: architectures converted with MLA (the deepseek2 key set)
-_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa"}) | _KDA
+_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa", "hy_v4"}) | _KDA
 #: GLM-5.2's indexer types where a glm-dsa GGUF lists none and its training context is at
 #: least 1,048,576 (src/models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES): layers 0 and 1 run
 #: an indexer, then one in four from layer 2, for 78 layers; 0 (shared) past them
@@ -549,7 +549,7 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
             _kimi_k3(g, cfg, names, count)
     if arch == "deepseek4":
         _deepseek4(g, cfg, k, count)
-    if arch in ("deepseek32", "glm-dsa"):
+    if arch in ("deepseek32", "glm-dsa", "hy_v4"):
         cfg.update(index_n_heads=count("attention.indexer.head_count"),
                    index_head_dim=count("attention.indexer.key_length"),
                    index_topk=count("attention.indexer.top_k"))
@@ -558,6 +558,17 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
                                    cfg["max_position_embeddings"])
         if pattern is not None:
             cfg["index_topk_pattern"] = pattern
+    if arch == "hy_v4":
+        # src/models/hy-v4.cpp: attention.indexer.types is required (true: the layer runs its
+        # own indexer, "full"; false: it reuses one, "shared")
+        pattern = _glm_dsa_pattern(g, k("attention.indexer.types", need=True),
+                                   cfg["num_hidden_layers"], None)
+        if pattern is not None and not pattern.startswith("F"):
+            raise ConfigError(f"{g.base}: hy_v4.attention.indexer.types must make layer 0 run "
+                              "its own indexer (llama.cpp's loader refuses it otherwise)",
+                              field="hy_v4.attention.indexer.types")
+        if pattern is not None:
+            cfg["indexer_types"] = ["full" if t == "F" else "shared" for t in pattern]
     return cfg
 
 
@@ -772,7 +783,8 @@ def _deepseek4(g: GgufFile, cfg: dict[str, Any], k: Any, count: Any) -> None:
 
 
 def _glm_dsa_pattern(g: GgufFile, types: Any, layers: Any, context: Any) -> str | None:
-    """The indexer pattern of a glm-dsa GGUF as llama.cpp reads it (src/models/glm-dsa.cpp):
+    """The indexer pattern of a glm-dsa (or hy_v4) GGUF as llama.cpp reads it
+    (src/models/glm-dsa.cpp, hy-v4.cpp):
     its ``attention.indexer.types`` (true: the layer runs its own indexer, false: it shares
     the top-k of an earlier one), else GLM-5.2's built-in table for a training context of at
     least 1,048,576, else an indexer in every layer (None). F and S as index_topk_pattern
@@ -786,9 +798,9 @@ def _glm_dsa_pattern(g: GgufFile, types: Any, layers: Any, context: Any) -> str 
         return None
     if (not isinstance(types, list) or len(types) != layers
             or not all(isinstance(t, bool | int) and t in (0, 1) for t in types)):
-        raise ConfigError(f"{g.base}: glm-dsa.attention.indexer.types must hold a true or false "
-                          f"for each of the {layers} layers, got {shown(types)}",
-                          field="glm-dsa.attention.indexer.types")
+        raise ConfigError(f"{g.base}: {g.arch}.attention.indexer.types must hold a true or "
+                          f"false for each of the {layers} layers, got {shown(types)}",
+                          field=f"{g.arch}.attention.indexer.types")
     return "".join("F" if t else "S" for t in types)
 
 

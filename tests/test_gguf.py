@@ -1022,3 +1022,39 @@ def test_a_deepseek4_gguf_without_its_draft_tensors_reads_every_block_as_the_dec
     spec = _deepseek4_gguf(tmp_path, "deepseek-v4-flash",
                            extra={"deepseek4.nextn_predict_layers": 1})
     assert not spec.has_mtp and spec.num_layers == 43
+
+
+def _hy4_gguf(tmp_path, types):
+    """Hy4 as llama.cpp's converter writes it (conversion HYV4Model, src/models/hy-v4.cpp):
+    one KV head of the 576-value latent, the indexer's head count, key width and top-k, and
+    attention.indexer.types (true where the layer runs its own indexer)."""
+    arch, n = "hy_v4", len(types)
+    meta, tensors = dense_model(
+        arch, layers=n, hidden=2816, heads=32, kv_heads=1, head_dim=576, ffn=6912, vocab=256,
+        ctx=262144, quant=8, head_type=8, experts=256, used=8, expert_ffn=768, extra={
+            f"{arch}.attention.key_length_mla": 256, f"{arch}.attention.value_length_mla": 256,
+            f"{arch}.attention.kv_lora_rank": 512, f"{arch}.attention.q_lora_rank": 1536,
+            f"{arch}.rope.dimension_count": 64, f"{arch}.expert_shared_count": 1,
+            f"{arch}.leading_dense_block_count": 1, f"{arch}.attention.indexer.head_count": 16,
+            f"{arch}.attention.indexer.key_length": 128,
+            f"{arch}.attention.indexer.top_k": 2048,
+            f"{arch}.attention.indexer.types": types})
+    path = tmp_path / "hy4.gguf"
+    write_gguf(path, meta, tensors)
+    return load_model(str(path))
+
+
+def test_a_hy_v4_gguf_keeps_indexer_keys_in_the_layers_it_marks(tmp_path):
+    types = [True, True] + [False, False, False, True] * 8
+    s = _hy4_gguf(tmp_path, types)
+    groups = {g.kind: g for g in s.groups}
+    assert groups[kvcore.LayerKind.MLA].count == 34
+    assert groups[kvcore.LayerKind.MLA].head_dim_k == 576
+    assert groups[kvcore.LayerKind.INDEXER].layers == tuple(i for i, t in enumerate(types) if t)
+    assert groups[kvcore.LayerKind.INDEXER].head_dim_k == 128
+
+
+def test_a_hy_v4_gguf_whose_first_layer_shares_an_indexer_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="layer 0 run its own indexer") as e:
+        _hy4_gguf(tmp_path, [False] + [True] * 33)
+    assert e.value.field == "hy_v4.attention.indexer.types"
