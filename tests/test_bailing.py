@@ -150,7 +150,7 @@ def test_llama_cpp_runs_ling_3_as_a_k_only_latent_beside_its_kda_states():
     # the 18 KDA layers' f32 state: 16 heads × 128 × 128 and 3 × 3 × 2048 conv values each
     (rs,) = [line for line in r.log_lines if line.startswith("llama_memory_recurrent")]
     assert f"{18 * (16 * 128 * 128 + 3 * 3 * 2048) * 4 / 2**20:.2f} MiB" in rs
-    for engine in ("vllm", "sglang", "trtllm"):
+    for engine in ("sglang", "trtllm"):
         error, _ = refusal_and_raw(s, engine, "h200")
         assert "Bailing hybrids' linear-attention state" in str(error)
 
@@ -185,3 +185,28 @@ def test_a_bailingmoe3_gguf_reads_as_its_config(tmp_path, nextn):
     assert s.model_type == "bailing_hybrid" and s.mtp_layers == nextn
     ref = spec(LING_30_TINY)
     assert s.groups_for(mtp=False) == ref.groups_for(mtp=False)
+
+
+def test_vllm_runs_ling_3_with_kimi_linears_kda_pages_and_no_lora():
+    from kvcore import CacheOptions, InputError, find_gpu, get_format
+    from kvcore.engines import EngineRequest, EngineSettings, engine_plan
+    from kvcore.engines.lora import LoRA
+    from kvcore.parallel import Parallel
+
+    s = spec(LING_30_FLASH)
+    f16 = get_format("f16")
+
+    def req(**over):
+        return EngineRequest(spec=s, context=131072, sequences=4, weights="fp8",
+                             cache=CacheOptions(kv_k=f16, kv_v=f16), gpus=(find_gpu("h100"),),
+                             parallel=Parallel(tp=4), **over)
+
+    r = engine_plan("vllm", req())
+    # a rank's KDA state: 8 of the 32 heads' 128 × 128 matrices in f32 and their q, k, v
+    # convolutions' 3 taps in bf16 (542,720 bytes) fills a page of 128-token multiples of the
+    # 576-value latent: 4 × 128 tokens
+    state = 8 * 128 * 128 * 4 + 3 * 3 * 8 * 128 * 2
+    assert state == 542_720 and r.block_tokens == 512
+    with pytest.raises(InputError, match="BailingMoeV3ForCausalLM takes no LoRA") as e:
+        engine_plan("vllm", req(settings=EngineSettings(lora=LoRA(1, 16))))
+    assert e.value.field == "enable_lora"

@@ -160,13 +160,18 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
     """What keeps engine ``name`` from sizing a model kvplan sizes raw only, or None where it
     sizes it. llama.cpp runs Ling-3.0 (its Kimi Delta Attention hybrid) as bailingmoe3, a
     hybrid memory of K-only MLA latents and f32 KDA states like Kimi-Linear's
-    (src/models/bailingmoe3.cpp build_inp_mem_hybrid_k), and Hy4 as hy_v4, a DSA cache like
+    (src/models/bailingmoe3.cpp build_inp_mem_hybrid_k), as vLLM does (BailingMoeV3ForCausalLM),
+    and Hy4 as hy_v4, a DSA cache like
     GLM-5's: the K-only latent in every layer, the indexer keys (-ctk type) in the layers
     indexer_types lists "full" (src/llama-model.cpp create_memory, filter_lid
     is_indexer_full), its MTP layers dropped by the converter."""
     what = _RAW_ONLY.get(spec.model_type)
-    if name == "llama.cpp" and ((spec.model_type == "bailing_hybrid" and spec.kda)
-                                or spec.model_type == "hy_v4"):
+    ling3 = spec.model_type == "bailing_hybrid" and spec.kda
+    if name == "llama.cpp" and (ling3 or spec.model_type == "hy_v4"):
+        return None
+    if name == "vllm" and ling3:
+        # BailingMoeV3ForCausalLM (models/bailing_moe_v3.py): MLA layers and KDA states from
+        # kda_state_shape / kda_state_dtype, Kimi-Linear's
         return None
     return what
 

@@ -579,6 +579,11 @@ def plan(req: EngineRequest) -> EngineReport:
     # those layers get a cache; replace_with_linear it does not build
     refuse_nas_layout("vLLM", req.spec)
     refuse_layout("vLLM", req.spec, {})
+    if req.spec.model_type == "bailing_hybrid" and req.settings.lora is not None:
+        # BailingMoeV3ForCausalLM (models/bailing_moe_v3.py) implements IsHybrid and
+        # SupportsPP, not SupportsLoRA
+        raise InputError("vLLM's BailingMoeV3ForCausalLM takes no LoRA adapters: plan it "
+                         "without --enable-lora", field="enable_lora")
     if req.spec.model_type == "ouro" and req.parallel.pp > 1:
         # OuroForCausalLM (models/ouro.py) implements SupportsLoRA, not SupportsPP
         raise InputError("vLLM's OuroForCausalLM does not support pipeline parallelism: use "
