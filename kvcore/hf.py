@@ -3052,6 +3052,11 @@ def spec_from_config(
         elif _is_lightning(lm, model_type):
             linear_state, linear_conv, linear_detail = _lightning_state(r, n_heads, head_dim)
             linear_split = (n_heads,)
+            if model_type in BAILING_TYPES and r.has("group_norm_size"):
+                # a Bailing lightning layer's output norm runs over group_norm_size groups of
+                # its heads, each rank holding whole groups (vLLM's and SGLang's
+                # BailingMoELinearAttention assert tp divides it)
+                linear_split += (r.get_int("group_norm_size", maximum=1 << 16),)
         elif model_type == "rwkv7":
             linear_state, linear_conv, linear_detail = _rwkv7_state(r, hidden)
             linear_split = (_rwkv7_heads(r, hidden)[0],)

@@ -152,8 +152,8 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
         if g.kind.is_recurrent:
             for count in g.split_counts:
                 if count % tp:
-                    return (f"tp {tp} does not divide the {count} heads (or channels) of the "
-                            f"{g.kind.value} layers' state")
+                    return (f"tp {tp} does not divide the {count} heads (channels, or norm "
+                            f"groups) of the {g.kind.value} layers' state")
             continue
         if not g.kind.is_attention or g.kind.is_replicated:
             continue

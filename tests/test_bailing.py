@@ -114,8 +114,9 @@ def test_layers_past_the_last_whole_group_are_refused(cfg):
     assert e.value.field == "layer_group_size" and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("cfg", [RING_MINI_LINEAR, LING_26_FLASH])
+@pytest.mark.parametrize(("cfg", "engine"), [
+    *((RING_MINI_LINEAR, e) for e in ENGINES),
+    *((LING_26_FLASH, e) for e in ENGINES if e != "vllm")])
 def test_engines_are_refused_and_raw_sizes_them(cfg, engine):
     s = spec(cfg)
     error, raw = refusal_and_raw(s, engine, "h200")
@@ -207,6 +208,28 @@ def test_vllm_runs_ling_3_with_kimi_linears_kda_pages_and_no_lora():
     # 576-value latent: 4 × 128 tokens
     state = 8 * 128 * 128 * 4 + 3 * 3 * 8 * 128 * 2
     assert state == 542_720 and r.block_tokens == 512
-    with pytest.raises(InputError, match="BailingMoeV3ForCausalLM takes no LoRA") as e:
+    with pytest.raises(InputError, match="BailingMoeV25ForCausalLM. take no LoRA") as e:
         engine_plan("vllm", req(settings=EngineSettings(lora=LoRA(1, 16))))
     assert e.value.field == "enable_lora"
+
+
+def test_vllm_runs_ling_2_6_with_lightning_pages_split_by_its_norm_groups():
+    from kvcore import CacheOptions, InputError, find_gpu, get_format
+    from kvcore.engines import EngineRequest, engine_plan
+    from kvcore.parallel import Parallel
+
+    s = spec(LING_26_FLASH)
+    f16 = get_format("f16")
+
+    def req(tp):
+        return EngineRequest(spec=s, context=131072, sequences=4, weights="fp8",
+                             cache=CacheOptions(kv_k=f16, kv_v=f16),
+                             gpus=(find_gpu("h100"),), parallel=Parallel(tp=tp))
+
+    # a rank's lightning state: 8 of the 32 heads' 128 × 128 matrices in the model dtype
+    # (262,144 bytes) fills a page of 2 × 128 tokens of the 576-value latent
+    assert engine_plan("vllm", req(4)).block_tokens == 256
+    # its output norm runs over group_norm_size 4 groups of heads: tp 8 would split a group
+    with pytest.raises(InputError, match="4 heads .channels, or norm groups.") as e:
+        engine_plan("vllm", req(8))
+    assert e.value.field == "tp"

@@ -161,7 +161,7 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
     sizes it. llama.cpp runs Ling-3.0 (its Kimi Delta Attention hybrid) as bailingmoe3, a
     hybrid memory of K-only MLA latents and f32 KDA states like Kimi-Linear's
     (src/models/bailingmoe3.cpp build_inp_mem_hybrid_k), and so does vLLM
-    (BailingMoeV3ForCausalLM); llama.cpp runs Hy4 as hy_v4, a DSA cache like GLM-5's: the
+    (BailingMoeV3ForCausalLM), which runs Ling-2.5/2.6 too; llama.cpp runs Hy4 as hy_v4, a DSA cache like GLM-5's: the
     K-only latent in every layer, the indexer keys (-ctk type) in the layers indexer_types
     lists "full" (src/llama-model.cpp create_memory, filter_lid is_indexer_full), its MTP
     layers dropped by the converter."""
@@ -169,9 +169,11 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
     ling3 = spec.model_type == "bailing_hybrid" and spec.kda
     if name == "llama.cpp" and (ling3 or spec.model_type == "hy_v4"):
         return None
-    if name == "vllm" and ling3:
+    if name == "vllm" and (ling3 or spec.architecture == "BailingMoeV2_5ForCausalLM"):
         # BailingMoeV3ForCausalLM (models/bailing_moe_v3.py): MLA layers and KDA states from
-        # kda_state_shape / kda_state_dtype, Kimi-Linear's
+        # kda_state_shape / kda_state_dtype, Kimi-Linear's; BailingMoeV25ForCausalLM
+        # (bailing_moe_linear.py): MLA layers and a lightning state of heads/tp × head_dim ×
+        # head_dim in the model dtype (linear_attention_state_shape / _dtype)
         return None
     return what
 

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import InputError
 from ..formats import KVFormat
 from ..gpus import GPU
-from ..hf import GEMMA4_TYPES
+from ..hf import BAILING_TYPES, GEMMA4_TYPES
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import stage_layers
 from ..plan import MAX_SEQUENCES, largest
@@ -579,11 +579,12 @@ def plan(req: EngineRequest) -> EngineReport:
     # those layers get a cache; replace_with_linear it does not build
     refuse_nas_layout("vLLM", req.spec)
     refuse_layout("vLLM", req.spec, {})
-    if req.spec.model_type == "bailing_hybrid" and req.settings.lora is not None:
-        # BailingMoeV3ForCausalLM (models/bailing_moe_v3.py) implements IsHybrid and
-        # SupportsPP, not SupportsLoRA
-        raise InputError("vLLM's BailingMoeV3ForCausalLM takes no LoRA adapters: plan it "
-                         "without --enable-lora", field="enable_lora")
+    if req.spec.model_type in BAILING_TYPES and req.settings.lora is not None:
+        # BailingMoeV3ForCausalLM (models/bailing_moe_v3.py) and BailingMoeV25ForCausalLM
+        # (bailing_moe_linear.py) implement IsHybrid and SupportsPP, not SupportsLoRA
+        raise InputError("vLLM's Bailing hybrids (BailingMoeV3ForCausalLM, "
+                         "BailingMoeV25ForCausalLM) take no LoRA adapters: plan them without "
+                         "--enable-lora", field="enable_lora")
     if req.spec.model_type == "ouro" and req.parallel.pp > 1:
         # OuroForCausalLM (models/ouro.py) implements SupportsLoRA, not SupportsPP
         raise InputError("vLLM's OuroForCausalLM does not support pipeline parallelism: use "
