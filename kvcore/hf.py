@@ -275,14 +275,15 @@ class _Reader:
                 f"(model_type '{self.model_type}')",
                 field=name,
             )
-        return _check_int(name, value, minimum, maximum)
+        # a bad value is named as the config spells it (moe_topk, not experts_per_token)
+        return _check_int(self.key(name), value, minimum, maximum)
 
     def opt_int(self, name: str, default: int | None = None, *, minimum: int = 0,
                 maximum: int = 2**40) -> int | None:
         value = self.raw(name)
         if value is None:
             return default
-        return _check_int(name, value, minimum, maximum)
+        return _check_int(self.key(name), value, minimum, maximum)
 
     def get_bool(self, name: str, default: bool) -> bool:
         value = self.raw(name)

@@ -1962,3 +1962,14 @@ def test_per_kind_geometry_kvplan_does_not_read_for_the_model_is_refused(field, 
     with pytest.raises(ConfigError, match="geometry of their own") as e:
         spec(cfg)
     assert e.value.field == field and "baichuan_m1" in str(e.value)
+
+
+def test_a_bad_value_is_named_as_the_config_spells_the_field():
+    cfg = real("longcat-flash-chat")
+    with pytest.raises(ConfigError) as e:
+        spec({**cfg, "moe_topk": 0})
+    assert e.value.field == "moe_topk" and "'moe_topk'" in str(e.value)
+    gpt2 = {"model_type": "gpt2", "n_layer": 0, "n_embd": 64, "n_head": 4, "vocab_size": 100}
+    with pytest.raises(ConfigError) as e:
+        spec(gpt2)
+    assert e.value.field == "n_layer"
