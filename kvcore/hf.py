@@ -1604,6 +1604,11 @@ def _bailing_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
     if any(f in lm for f in _BAILING_KDA_FIELDS):
         heads = lm.get("linear_num_heads", lm.get("num_attention_heads"))
         dim = lm.get("linear_head_dim", lm.get("head_dim"))
+        for name, value in (("num_attention_heads", heads), ("head_dim", dim)):
+            if value is None:
+                raise ConfigError(f"config.json has no '{name}', which kvplan needs to size "
+                                  "this model's Kimi Delta Attention layers (model_type "
+                                  f"'{model_type}')", field=name)
         return {**lm, "linear_attn_config": {
             "full_attn_layers": [i + 1 for i in range(layers) if full[i]],
             "kda_layers": [i + 1 for i in range(layers) if not full[i]],

@@ -107,6 +107,12 @@ def test_ling_3_published_config_reads_as_the_transformers_resaved_one():
     assert other.groups == s.groups and other.params.total == s.params.total
 
 
+def test_a_kda_config_without_heads_is_a_one_line_error():
+    with pytest.raises(ConfigError) as e:
+        spec(LING_30_FLASH, num_attention_heads=None)
+    assert e.value.field == "num_attention_heads" and "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("cfg", [RING_MINI_LINEAR, LING_26_FLASH, LING_30_FLASH])
 def test_layers_past_the_last_whole_group_are_refused(cfg):
     with pytest.raises(ConfigError) as e:
