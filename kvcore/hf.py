@@ -1589,6 +1589,12 @@ def _bailing_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
     the config has its short-convolution fields (Ling-3.0: a ``linear_attn_config`` as
     Kimi-Linear's, over num_attention_heads × head_dim), else lightning attention (Ring-linear
     2.0, Ling-2.5/2.6: ``layer_types``). Others unchanged."""
+    if model_type in BAILING_TYPES and lm.get("use_mla_nope") is True:
+        # SGLang's BailingHybridConfig then caches the latent without its rotary part; whether
+        # the model code and the other engines do was not established
+        raise ConfigError("config.json 'use_mla_nope' drops the rotary part of a Bailing "
+                          "hybrid's MLA latent, which kvplan does not size (model_type "
+                          f"'{model_type}')", field="use_mla_nope")
     if (model_type not in BAILING_TYPES or "layer_types" in lm or "layer_group_size" not in lm
             or isinstance(lm.get("linear_attn_config"), dict)):
         return lm

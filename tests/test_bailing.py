@@ -107,6 +107,12 @@ def test_ling_3_published_config_reads_as_the_transformers_resaved_one():
     assert other.groups == s.groups and other.params.total == s.params.total
 
 
+def test_a_latent_without_its_rotary_part_is_refused():
+    with pytest.raises(ConfigError) as e:
+        spec(LING_30_FLASH, use_mla_nope=True)
+    assert e.value.field == "use_mla_nope" and "\n" not in str(e.value)
+
+
 def test_a_kda_config_without_heads_is_a_one_line_error():
     with pytest.raises(ConfigError) as e:
         spec(LING_30_FLASH, num_attention_heads=None)
