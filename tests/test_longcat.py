@@ -191,3 +191,11 @@ def test_lite_tables_that_do_not_split_the_hidden_size_are_refused():
     with pytest.raises(ConfigError) as e:
         spec_from_config(lite(emb_split_num=5), name="lite", source="test")
     assert e.value.field == "emb_split_num" and "\n" not in str(e.value)
+
+
+def test_sglangs_draft_layer_adds_one_latent_to_the_cell_of_fifty_six():
+    r = engine_plan("sglang", request(spec(), mtp=True))
+    # model_config's num_attention_layers is 2 × num_layers for LongCat-Flash: the NEXTN
+    # draft's one layer adds 1/56 of the 56 latents' cell (576 values × 2 bytes)
+    assert any("cell pays for 1 draft layer(s): 65,664 bytes a token per rank, 1,152 of them"
+               in n for n in r.notes)

@@ -750,9 +750,13 @@ def plan(req: EngineRequest) -> EngineReport:
     stage = shares[binding].spec
     base_cell = cell
     if sp is not None:
-        cell = mtp_cell(cell, len({i for g in stage.groups if not g.mtp and not g.kind.is_recurrent
-                                   for i in g.layers}), sp,
-                        indexer_row=DSA_INDEX_ROW if dsa else 0)
+        # the pool's attention layers (model_config num_attention_layers): a layer once, or
+        # as often as it holds caches (LongCat-Flash's two attentions: num_hidden_layers × 2);
+        # a DSA layer's indexer keys ride on its latent's layer
+        attention_layers = sum(g.count for g in stage.groups
+                               if not g.mtp and not g.kind.is_recurrent
+                               and g.kind is not LayerKind.INDEXER)
+        cell = mtp_cell(cell, attention_layers, sp, indexer_row=DSA_INDEX_ROW if dsa else 0)
     recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp]
     per_running = slots_per_request(req.spec.model_type, req.parallel.pp)
     ssm_bytes = req.spec.ssm_pinned_bytes or MAMBA_SSM_BYTES
