@@ -128,7 +128,7 @@ def test_layers_past_the_last_whole_group_are_refused(cfg):
 
 @pytest.mark.parametrize(("cfg", "engine"), [
     *((RING_MINI_LINEAR, e) for e in ENGINES),
-    *((LING_26_FLASH, e) for e in ENGINES if e != "vllm")])
+    *((LING_26_FLASH, e) for e in ENGINES if e not in ("vllm", "sglang"))])
 def test_engines_are_refused_and_raw_sizes_them(cfg, engine):
     s = spec(cfg)
     error, raw = refusal_and_raw(s, engine, "h200")
@@ -245,3 +245,23 @@ def test_vllm_runs_ling_2_6_with_lightning_pages_split_by_its_norm_groups():
     with pytest.raises(InputError, match="4 heads .channels, or norm groups.") as e:
         engine_plan("vllm", req(8))
     assert e.value.field == "tp"
+
+
+def test_sglang_runs_ling_2_6_with_a_lightning_state_pool():
+    from kvcore import CacheOptions, find_gpu, get_format
+    from kvcore.engines import EngineRequest, engine_plan
+    from kvcore.parallel import Parallel
+
+    f16 = get_format("f16")
+    req = EngineRequest(spec=spec(LING_26_FLASH), context=131072, sequences=4, weights="fp8",
+                        cache=CacheOptions(kv_k=f16, kv_v=f16), gpus=(find_gpu("h100"),),
+                        parallel=Parallel(tp=4))
+    r = engine_plan("sglang", req)
+    # a slot: 28 lightning layers × 8 of the 32 heads' 128 × 128 matrices in f32 (14.0 MiB);
+    # extra_buffer gives a request 3 + 2 slots
+    (pool,) = [n for n in r.notes if n.startswith("Mamba state pool")]
+    assert f"slots of {28 * 8 * 128 * 128 * 4 / 2**20:.1f} MiB" in pool
+    assert "(5 slots a request)" in pool
+    # Ling-3.0 (Kimi Delta Attention) is not sized there
+    error, _ = refusal_and_raw(spec(LING_30_FLASH), "sglang", "h200")
+    assert "Bailing hybrids' linear-attention state" in str(error)

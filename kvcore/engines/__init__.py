@@ -169,6 +169,13 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
     ling3 = spec.model_type == "bailing_hybrid" and spec.kda
     if name == "llama.cpp" and (ling3 or spec.model_type == "hy_v4"):
         return None
+    if (name == "sglang" and spec.model_type == "bailing_hybrid" and not spec.kda
+            and spec.architecture == "BailingMoeV2_5ForCausalLM"):
+        # SGLang 0.5.23's BailingHybridConfig without use_kda: a lightning Mamba2StateShape
+        # (heads × head_dim², no convolution, f32) beside the MLA pool of the full layers,
+        # extra_buffer slots (_MAMBA_EXTRA_BUFFER_ARCHS); its breakable prefill graph stays
+        # (uses_kda_attention is false)
+        return None
     if name == "vllm" and (ling3 or spec.architecture == "BailingMoeV2_5ForCausalLM"):
         # BailingMoeV3ForCausalLM (models/bailing_moe_v3.py): MLA layers and KDA states from
         # kda_state_shape / kda_state_dtype, Kimi-Linear's; BailingMoeV25ForCausalLM

@@ -330,7 +330,7 @@ MAMBA_SSM_BYTES = 4
 #: _mamba_radix_cache_resolution, _MAMBA_EXTRA_BUFFER_ARCHS); the rest get "no_buffer"
 EXTRA_BUFFER_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
                                 "qwen3_5_moe_text", "kimi_linear", "nemotron_h", "falcon_h1",
-                                "granitemoehybrid"})
+                                "granitemoehybrid", "bailing_hybrid"})
 #: (Kimi-K3's decoder is a kimi_linear text_config: KimiK3ForConditionalGeneration is on
 #: 0.5.23's _MAMBA_EXTRA_BUFFER_ARCHS too; KimiK3LinearForCausalLM is refused,
 #: LAYOUT_UNKNOWN_ARCH)
