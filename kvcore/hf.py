@@ -2703,13 +2703,11 @@ def _longcat_params(r: _Reader, n_layers: int, *, hidden: int, n_heads: int, voc
     lookups a token reads a row of each, kept with the token embedding
     (``per_layer_embedding``), as vLLM's NgramEmbedding does."""
     q_rank, kv_rank = r.opt_int("q_lora_rank") or 0, r.get_int("kv_lora_rank")
-    rope = r.get_int("qk_rope_head_dim")
     ffn = r.get_int("intermediate_size", maximum=1 << 24)
     experts, top_k = r.get_int("num_experts"), r.get_int("experts_per_token")
     zero = r.opt_int("zero_expert_num", 0, maximum=1 << 16) or 0
     inter = r.get_int("expert_ffn_hidden_size", maximum=1 << 24)
     scored = experts + zero
-    mla_norms = q_rank + kv_rank
 
     def attention(i: int | None, a: int) -> list[_Part]:
         block = (f"self_attn.{a}",) if i is not None else ("self_attn",)
@@ -2722,9 +2720,7 @@ def _longcat_params(r: _Reader, n_layers: int, *, hidden: int, n_heads: int, voc
         return [_Part((block,), n, hidden * ffn, hidden if n == "down_proj" else ffn)
                 for n in ("gate_proj", "up_proj", "down_proj")]
 
-    mla_replicated = hidden * (q_rank + kv_rank + rope) + mla_norms
     routed = experts * 3 * hidden * inter
-    router = hidden * scored + scored
     modules: list[Module] = []
     total = active = replicated = 0
     for i in range(n_layers):
@@ -2741,7 +2737,8 @@ def _longcat_params(r: _Reader, n_layers: int, *, hidden: int, n_heads: int, voc
         layer = sum(part.params for part in parts)
         total += layer + routed
         active += layer + routed * top_k // scored
-        replicated += 2 * mla_replicated + router + 4 * hidden
+        # the latent down-projections and their norms, the router and the layer norms
+        replicated += sum(part.params for part in parts if part.replicated)
     embedding = 2 * vocab * hidden
     modules += [*_embed_and_head(vocab, hidden, False),
                 _module(None, _Part(("norm",), "", hidden, 0, replicated=True))]
