@@ -974,8 +974,9 @@ def test_vllm_nemotron_h_state_in_float32_and_cache_mode_align():
     # 16,900,096 B state page. 0.33.0 has no mamba_cache_mode "all" (MambaCacheMode is
     # "align" | "none"; MambaModelConfig sets "align" under prefix caching), so the block is
     # the smallest multiple of 16 whose 4,096 B a token hold the state:
-    # 16 × cdiv(16,900,096, 16 × 4,096) = 4,128 tokens, and a request keeps 2 state pages a
-    # Mamba group (releases with "all" mode: 4,224-token blocks, a state page a block)
+    # 16 × cdiv(16,900,096, 16 × 4,096) = 4,128 tokens, and a request keeps 3 state pages a
+    # Mamba group: align mode's two and the prefill checkpoint every MambaMixer2 exports
+    # (releases with "all" mode: 4,224-token blocks, a state page a block)
     spec = load_model("nemotron-h-56b-base-8k")
     state = next(g for g in spec.groups if g.kind.is_recurrent)
     page = state.conv_state_values * 2 + (state.state_values - state.conv_state_values) * 4
@@ -983,14 +984,23 @@ def test_vllm_nemotron_h_state_in_float32_and_cache_mode_align():
     r = engine_plan("vllm", req("nemotron-h-56b-base-8k", gpu="h200"))
     assert r.block_tokens == 4128 and r.extra["page_bytes"] == 4128 * 4096
     # 10 attention : 54 Mamba layers: groups of 10 (one attention, cdiv(54, 10) = 6 Mamba);
-    # an 8K request holds cdiv(8192, 4128) = 2 attention blocks + 6 × 2 state pages
+    # an 8K request holds cdiv(8192, 4128) = 2 attention blocks + 6 × 3 state pages
     assert r.extra["group_size"] == 10 and len(r.extra["groups"]) == 7
     assert r.blocks == r.kv_pool_bytes // (4128 * 4096) // 10
-    assert r.max_concurrency == r.blocks / 14
-    assert r.kv_tokens == int(r.blocks / 14 * 8192)
+    assert r.max_concurrency == r.blocks / 20
+    assert r.kv_tokens == int(r.blocks / 20 * 8192)
+    assert any("checkpoint its Mamba2 layers (MambaMixer2)" in n for n in r.notes)
     # speculative decoding adds a state page a draft token
     spec_pool = vllm.pool(spec, 20 * GiB, F16, F16, 16, spec_tokens=2)
-    assert all(g.pages_for(3 * 4128, 8192, 0, 2) == 4 for g in spec_pool.groups if g.state)
+    assert all(g.pages_for(3 * 4128, 8192, 0, 2) == 5 for g in spec_pool.groups if g.state)
+    # Mamba1's MambaMixer (Jamba) exports no checkpoint: align mode's two pages
+    jamba_cfg = {"model_type": "jamba", "num_hidden_layers": 16, "hidden_size": 64,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+                 "intermediate_size": 128, "attn_layer_period": 8, "attn_layer_offset": 4,
+                 "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2}
+    jamba = vllm.pool(spec_from_config(jamba_cfg, name="j", source="test"), 20 * GiB, F16,
+                      F16, 16)
+    assert {g.pages_for(8192, 8192, 0) for g in jamba.groups if g.state} == {2}
     assert spec_pool.min_block == 4128
 
 
@@ -2265,3 +2275,19 @@ def test_vllm_builds_the_towers_on_the_first_pipeline_stage_only():
     # and the plan's tightest stage is the first, its weights carrying the whole tower
     report = engine_plan("vllm", r)
     assert report.binding_stage == 0
+
+
+@pytest.mark.parametrize(("gpu", "pages"), [("h200", 3), ("b200", 3), ("rtx-5090", 3),
+                                             ("a100-80gb-sxm", 2)])
+def test_vllm_kimi_k3_flashkda_checkpoint_page(gpu, pages):
+    # Kimi-K3's KDA prefills on FlashKDA on CUDA majors 9, 10 and 12 (its 128-wide heads,
+    # bf16, bounded gate), which exports a prefill checkpoint: a third state page a request;
+    # A100 takes the Triton prefill (none). Kimi-Linear's KDA exports none on any card.
+    k3 = vllm.pool(load_model("kimi-k3"), 40 * GiB, F16, F16, 64, gpu=find_gpu(gpu))
+    assert {g.pages_for(8192, 8192, 0) for g in k3.groups if g.state} == {pages}
+    linear = vllm.pool(load_model("kimi-linear-48b-a3b-instruct"), 40 * GiB, F16, F16, 64,
+                       gpu=find_gpu(gpu))
+    assert {g.pages_for(8192, 8192, 0) for g in linear.groups if g.state} == {2}
+    off = vllm.pool(load_model("kimi-k3"), 40 * GiB, F16, F16, 64, gpu=find_gpu(gpu),
+                    prefix_caching=False)
+    assert {g.pages_for(8192, 8192, 0) for g in off.groups if g.state} == {1}

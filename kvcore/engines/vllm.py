@@ -195,6 +195,12 @@ QWEN_GDN_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_mo
 #: FlashInfer's GDN prefill exports a mid-prefill state every 64 tokens
 #: (v1/attention/backends/gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
 GDN_CHECKPOINT_ALIGN = 64
+#: model types whose Mamba layers are vLLM's MambaMixer2 (model_executor/layers/mamba/
+#: mamba_mixer2.py, built by nemotron_h.py, falcon_h1.py, granitemoehybrid.py, mamba2.py and
+#: zamba2.py): MambaMixer2.get_kv_cache_spec always exports a prefill checkpoint
+#: (num_prefill_checkpoint_blocks 1, alignment 1), a third state page a request in "align"
+#: mode; Mamba1's MambaMixer (Jamba, Mamba, Falcon-Mamba) exports none
+MAMBA2_TYPES = frozenset({"nemotron_h", "falcon_h1", "granitemoehybrid", "mamba2", "zamba2"})
 #: model types whose SSM state vLLM keeps in float32 unless the config names
 #: mamba_ssm_cache_dtype (NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype,
 #: model_executor/models/config.py: "only float32 is known to have no accuracy issues")
@@ -277,7 +283,8 @@ class Spec:
     window: int | None = None
     state: bool = False
     #: state pages a request keeps beyond the two of "align" mode: the prefill checkpoint
-    #: FlashInfer's GDN prefill exports (MambaSpec.num_prefill_checkpoint_blocks)
+    #: FlashInfer's GDN prefill, FlashKDA's and every MambaMixer2 export
+    #: (MambaSpec.num_prefill_checkpoint_blocks)
     checkpoint_pages: int = 0
     #: mamba_cache_mode "align" (prefix caching on, V1's default); False: "none"
     align: bool = True
@@ -317,6 +324,24 @@ def gdn_checkpoints(spec: ModelSpec, gpu: GPU | None) -> bool:
                                                 and spec.gdn_key_head_dim == 128)
 
 
+def flashkda_checkpoints(spec: ModelSpec, gpu: GPU | None) -> bool:
+    """Whether Kimi-K3's KDA layers run their prefill on FlashKDA, whose mid-prefill states
+    become align-mode checkpoints (models/kimi_k3/nvidia/kda.py resolve_kda_prefill_backend
+    "auto" and is_flashkda_supported: CUDA major 9, 10 or 12 with the checkpoint's 128-wide
+    heads, bf16 activations and bounded gate; kda_checkpoint.py: alignment 16, one checkpoint
+    page). Kimi-Linear's KDA (kimi_gdn_linear_attn.py) exports none. Not assumed where no
+    card is named."""
+    return (spec.architecture.startswith("KimiK3") and gpu is not None
+            and gpu.cuda_family in (9, 10, 12))
+
+
+def _checkpoint_pages(spec: ModelSpec, kind: LayerKind, gdn: bool, kda: bool) -> int:
+    """Prefill-checkpoint state pages a request keeps per recurrent group in "align" mode."""
+    if kind is LayerKind.MAMBA:
+        return int(spec.model_type in MAMBA2_TYPES)
+    return int(kind is LayerKind.LINEAR and (gdn or kda))
+
+
 def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
            spec_tokens: int = 0, gpu: GPU | None = None,
            prefix_caching: bool = True) -> list[Spec]:
@@ -329,6 +354,7 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
     dsa = has_kind(spec, LayerKind.INDEXER)
     # prefill checkpoints are "align" mode's, which prefix caching turns on
     checkpoints = prefix_caching and gdn_checkpoints(spec, gpu)
+    kda = prefix_caching and flashkda_checkpoints(spec, gpu)
     for g in spec.groups_for(mtp=mtp):
         if g.kind is LayerKind.INDEXER:
             attn.append((g, indexer_row_bytes(g.head_dim_k)))
@@ -363,7 +389,8 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
     out = [Spec(g.kind, g.count, block, block * b, g.window) for g, b in attn]
     page = max((s.page for s in out), default=max((b for _, b in states), default=0))
     out += [Spec(g.kind, g.count, block, page, state=True,
-                 checkpoint_pages=1 if checkpoints and g.kind is LayerKind.LINEAR else 0,
+                 checkpoint_pages=(_checkpoint_pages(spec, g.kind, checkpoints, kda)
+                                   if prefix_caching else 0),
                  align=prefix_caching)
             for g, _ in states]
     if len({s.page for s in out}) > 1 and not states and not dsa:
@@ -760,8 +787,12 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append("prefix caching off: mamba_cache_mode \"none\", one state page a request "
                      "per recurrent group (two with it on), and no prefix reuse")
     if any(g.checkpoint_pages for g in main.groups):
-        notes.append("FlashInfer's Gated DeltaNet prefill on this card keeps a third state "
-                     "page per request (a prefill checkpoint for prefix caching)")
+        which = ("its Mamba2 layers (MambaMixer2)" if has_kind(req.spec, LayerKind.MAMBA)
+                 else "FlashKDA's prefill on this card" if flashkda_checkpoints(req.spec,
+                                                                                shares[0].gpu)
+                 else "FlashInfer's Gated DeltaNet prefill on this card")
+        notes.append(f"a third state page per request: the prefill checkpoint {which} "
+                     "exports for prefix caching")
     if dsa:
         per_token = main.bytes_per_block // max(1, main.min_block)
         notes.append(f"DeepSeek Sparse Attention: blocks of {block} tokens (its kernels take "
