@@ -76,6 +76,7 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         swa_full=body.swa_full, kv_unified=body.kv_unified or None,
         flash_attn=False if body.no_flash_attn else None,
         prefix_caching=not body.no_prefix_caching, enforce_eager=body.enforce_eager,
+        extensible_kv_cache=not body.no_extensible_kv_cache,
         language_model_only=body.language_model_only,
         lora=lora_from(body.enable_lora, body.max_loras, body.max_lora_rank,
                        body.fully_sharded_loras, body.lora_target_modules),

@@ -185,6 +185,10 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-prefix-caching", action="store_true",
                    help="vLLM --no-enable-prefix-caching (a hybrid model keeps one state page "
                         "a request, not two)")
+    g.add_argument("--no-extensible-kv-cache", action="store_true",
+                   help="vLLM --no-enable-extensible-kv-cache (or a release before 0.34): the "
+                        "cache sized within --gpu-memory-utilization 0.92 from a profiling "
+                        "estimate, not from the memory free after warmup")
     g.add_argument("--enforce-eager", action="store_true",
                    help="vLLM --enforce-eager (no CUDA graphs, no graph memory set aside)")
     g.add_argument("--language-model-only", action="store_true",
@@ -321,6 +325,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
         prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager,
+        extensible_kv_cache=not args.no_extensible_kv_cache,
         language_model_only=args.language_model_only,
         lora=lora_from(args.enable_lora, args.max_loras, args.max_lora_rank,
                        args.fully_sharded_loras, args.lora_target_modules),

@@ -87,6 +87,10 @@ class PlanIn(BaseModel):
                                     "hybrid model keeps one state page a request, not two")
     enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs, no "
                                 "graph memory set aside")
+    no_extensible_kv_cache: bool = Field(
+        False, description="vLLM --no-enable-extensible-kv-cache (or a release before 0.34): "
+        "the cache sized within gpu_memory_utilization 0.92 from a profiling estimate, not "
+        "from the memory free after warmup")
     language_model_only: bool = Field(False, description="vLLM --language-model-only: text "
                                       "only, the vision/audio towers not built (their weights "
                                       "not counted) and the encoder not profiled")

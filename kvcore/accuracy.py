@@ -151,10 +151,14 @@ def _predict(case: LogCase) -> dict[str, float]:
         out.update(total_tokens=tokens, k_size_gb=(tokens + 1) * kb / GiB,
                    v_size_gb=(tokens + 1) * vb / GiB)
         return out
+    # every vLLM log here predates 0.34's extensible KV cache (a replay of a later one says
+    # extensible = true)
+    extensible = bool(r.get("extensible", False))
     settings = EngineSettings(
         gpu_memory_utilization=r.get("gpu_memory_utilization"),
         max_num_batched_tokens=r.get("max_num_batched_tokens"),
-        tokens_per_block=r.get("tokens_per_block"))
+        tokens_per_block=r.get("tokens_per_block"), block_size=r.get("block_size"),
+        extensible_kv_cache=extensible if engine == "vllm" else True)
     gpus = (find_gpu(r["gpu"]),) if "gpu" in r else ()
     weights = int(r["weights_gib"] * GiB) if "weights_gib" in r else None
     req = EngineRequest(spec=spec, context=ctx, sequences=seqs, cache=opts, gpus=gpus,
@@ -171,7 +175,8 @@ def _predict(case: LogCase) -> dict[str, float]:
                 gpus=(find_gpu(fwd["gpu"]),),
                 settings=EngineSettings(
                     gpu_memory_utilization=fwd.get("gpu_memory_utilization"),
-                    max_num_batched_tokens=fwd.get("max_num_batched_tokens")))
+                    max_num_batched_tokens=fwd.get("max_num_batched_tokens"),
+                    extensible_kv_cache=extensible))
             out["forward_available_kv_gib"] = vllm.plan(freq).kv_pool_bytes / GiB
     elif engine == "trtllm":
         out.update(max_tokens=rep.kv_tokens, kv_cache_gib=rep.kv_pool_bytes / GiB)

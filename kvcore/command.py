@@ -630,6 +630,8 @@ _VLLM = (
     _Flag(("--no-enable-prefix-caching",), "none", _on("no_prefix_caching")),
     _Flag(("--enable-prefix-caching",), "none", _on("no_prefix_caching", None)),
     _Flag(("--enforce-eager",), "none", _on("enforce_eager")),
+    _Flag(("--no-enable-extensible-kv-cache",), "none", _on("no_extensible_kv_cache")),
+    _Flag(("--enable-extensible-kv-cache",), "none", _on("no_extensible_kv_cache", None)),
     _Flag(("--language-model-only",), "none", _on("language_model_only")),
     _Flag(("--limit-mm-per-prompt",), "value", _vllm_mm_limits),
     _Flag(("--cpu-offload-gb",), "value", _set("cpu_offload_gb", _float)),

@@ -222,13 +222,13 @@ def test_vllm_cpu_offload(capsys):
     ask = ("llama-3.1-8b", "--engine", "vllm", "--gpu", "3060", "--ctx", "12k")
     code, out, _ = run(capsys, *ask)
     assert code == 0 and "does not fit under vllm" in out
-    code, out, _ = run(capsys, *ask, "--cpu-offload-gb", "6")
+    code, out, _ = run(capsys, *ask, "--cpu-offload-gb", "7")
     assert code == 0 and "\nfits under vllm: 12,288 tokens × 1 sequence;" in out
-    assert "--cpu-offload-gb 6\n" in out
+    assert "--cpu-offload-gb 7\n" in out
     row = next(line for line in out.splitlines()
                if line.startswith("weights in host (--cpu-offload-gb)"))
-    assert row.split()[-2:] == ["6.09", "GiB"]
-    assert ("note: --cpu-offload-gb 6: 6.09 GiB of the weights (layers 0–14, whole parameters "
+    assert row.split()[-2:] == ["7.2", "GiB"]
+    assert ("note: --cpu-offload-gb 7: 7.2 GiB of the weights (layers 0–17, whole parameters "
             "from the first on) in pinned host memory") in out
     decode = next(line for line in out.splitlines() if line.startswith("decode ≈"))
     assert ("of --cpu-offload-gb weights from host memory over its PCIe 4.0 x16 at 25.4 GB/s "
@@ -563,10 +563,9 @@ def test_counts_are_grouped_and_agree_in_number(capsys):
     assert total > 1e9 and f"({total:,.1f} total)" in decode and f"{per_seq:,.1f}" in decode
     code, out, _ = run(capsys, "llama-3.1-8b", "--ctx", "1", "--gpu", "4090", "--engine", "vllm")
     # the max context is vLLM's at that --max-model-len (its batched-token default, and so its
-    # activation peak, follows the context), not at 1 token's: there 3,353 blocks, of which a
-    # request may use all but the pool's null block (vLLM 0.33.0 plans against the usable
-    # blocks): 3,352 × 16 tokens
-    assert "fits under vllm: 1 token × 1 sequence; max context 53,632, concurrency 3,461.00 at " \
+    # activation peak, follows the context), not at 1 token's: at 1 token 888 blocks of 64
+    # tokens, each a request of one block
+    assert "fits under vllm: 1 token × 1 sequence; max context 55,232, concurrency 888.00 at " \
            "1 token" in out
 
 
@@ -938,19 +937,19 @@ def test_engine_setting_out_of_range_is_named_as_given(capsys):
 
 
 def test_engine_verdict_line_and_binding_are_the_engines(capsys):
-    # weights + cache + runtime estimate fit in 24 GiB, vLLM's 0.92 budget does not: the line
+    # weights + cache + runtime estimate fit in 24 GiB, vLLM's pool does not: the line
     # said "does not fit: ... uses 23.1 of 24.0 GiB" and "binding: weights (weights is the
     # largest share of the card)"
     code, out, _ = run(capsys, "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm",
                        "--ctx", "60000")
     assert code == 0
     assert ("does not fit under vllm: 60,000 tokens × 1 sequence on NVIDIA GeForce RTX 4090 "
-            "(the table's total is 23.1 of 24.0 GiB; vllm's budget below); max context 53,632"
+            "(the table's total is 23.1 of 24.0 GiB; vllm's budget below); max context 55,232"
             in out)
     # the plan's max context is the length vLLM's own start-up error estimates
-    assert "the estimated maximum model length is 53632." in out
+    assert "the estimated maximum model length is 55232." in out
     assert "binding: kv (the KV cache for this context and sequence count exceeds the " \
-           "6.55 GiB pool vllm leaves)" in out
+           "6.77 GiB pool vllm leaves)" in out
     code, out, _ = run(capsys, "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm",
                        "--ctx", "60000", "--json")
     data = json.loads(out)

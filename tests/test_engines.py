@@ -1,5 +1,6 @@
 """Engine profiles: paging, padding, sharding and reporting rules, each checked by hand."""
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -172,19 +173,35 @@ def test_pp_pool_is_sized_by_the_stage_with_most_kv_layers(engine, stage):
     assert r.binding_stage == stage
 
 
+def granule_bounded(r, per_block, segments):
+    """Whether a plan's blocks are the whole blocks of its pool bytes less at most a 2 MiB
+    granule's rounding for each of ``segments`` regions."""
+    most = r.kv_pool_bytes // per_block
+    return most >= r.blocks >= (r.kv_pool_bytes - segments * (2 << 20)) // per_block
+
+
+def committed(r, page, layers):
+    """The blocks vLLM 0.34's extensible KV cache commits in a plan's pool bytes: ``layers``
+    regions of ``page`` bytes a block, each in whole 2 MiB granules."""
+    blocks = vllm.blocks_within(r.kv_pool_bytes, page * layers, [page] * layers)
+    assert (r.kv_pool_bytes - layers * (2 << 20)) // (page * layers) <= blocks
+    assert blocks <= r.kv_pool_bytes // (page * layers)
+    return blocks
+
+
 @pytest.mark.parametrize("gpu,kv,block", [
-    ("h200", "f16", 16),    # FLASH_ATTN_MLA takes multiples of 16
+    ("h200", "f16", 64),    # FLASH_ATTN_MLA takes multiples of 16: the default 64
     ("h200", "fp8", 64),    # FLASH_ATTN_MLA has no fp8 cache: FLASHMLA, 64 only
-    ("b200", "f16", 32),    # FLASHINFER_MLA: 32 or 64, the smallest when 16 is not taken
-    ("b200", "fp8", 32),
-    ("rtx-5090", "f16", 16),  # SM120: TRITON_MLA
-    ("a100", "f16", 16),
+    ("b200", "f16", 64),    # FLASHINFER_MLA: 32 or 64 (0.33's 16 was not, so it took 32)
+    ("b200", "fp8", 64),
+    ("rtx-5090", "f16", 64),  # SM120: TRITON_MLA
+    ("a100", "f16", 64),
 ])
 def test_vllm_mla_block_is_the_backends_choice(gpu, kv, block):
     spec = load_model("deepseek-v3")
     assert vllm.default_block(spec, find_gpu(gpu), get_format(kv)) == block
-    # a dense model keeps 16 on every card
-    assert vllm.default_block(load_model("llama-3.1-8b"), find_gpu(gpu), get_format(kv)) == 16
+    # a dense model takes vLLM 0.34's default 64 on every card
+    assert vllm.default_block(load_model("llama-3.1-8b"), find_gpu(gpu), get_format(kv)) == 64
 
 
 def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
@@ -193,7 +210,7 @@ def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
     r = engine_plan("vllm", req("deepseek-v3", ctx=10000, kv="fp8", gpu="h200",
                                 weights="fp8", parallel=Parallel(tp=8)))
     assert r.block_tokens == 64
-    assert r.blocks == r.kv_pool_bytes // (64 * 61 * 576)
+    assert r.blocks == committed(r, 64 * 576, 61)
     assert r.max_concurrency == r.blocks / 157
     assert r.log_lines[-1] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
                                f"Maximum concurrency for 10,000 tokens per request: "
@@ -202,24 +219,49 @@ def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
     r16 = engine_plan("vllm", req("deepseek-v3", ctx=10000, kv="fp8", gpu="h200", weights="fp8",
                                   parallel=Parallel(tp=8),
                                   settings=EngineSettings(block_size=16)))
-    assert r16.block_tokens == 16 and r16.blocks == r.kv_pool_bytes // (16 * 61 * 576)
+    assert r16.block_tokens == 16 and r16.blocks == committed(r16, 16 * 576, 61)
 
 
 def test_vllm_log_lines_and_command():
-    # vLLM 0.33.0: gpu_worker.py logs format_gib(available) (str(round(x, 2))), then
-    # kv_cache_utils.update_kv_cache_capacity one line; a Llama-3.1-8B page is 16 tokens ×
-    # 32 layers × 8 heads × (128 + 128) × 2 B = 2 MiB, a 32K request cdiv(32768, 16) = 2048
+    # vLLM 0.34.0: gpu_worker.py logs format_gib(the reservation) (str(round(x, 2))), the
+    # extensible KV cache commits what fits after warmup, then
+    # kv_cache_utils.update_kv_cache_capacity one line; a Llama-3.1-8B layer's page is 64
+    # tokens × 8 heads × (128 + 128) × 2 B = 256 KiB, a 32K request cdiv(32768, 64) = 512 blocks
     r = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, seqs=4))
-    blocks = r.kv_pool_bytes // (16 * 32 * 8 * 256 * 2)
-    conc = blocks / 2048
+    page = 64 * 8 * 256 * 2
+    blocks = committed(r, page, 32)
+    conc = blocks / 512
     assert r.blocks == blocks
+    # the H100's 79.19 GiB whole (gpu_memory_utilization 1.0): the reservation less the
+    # weights, the peak and non-torch memory; the committed bytes also less the snapshot's
+    # baseline and the margin (max(1 GiB, 0.75 × peak))
+    gpu = find_gpu("h100")
+    act = dict(r.overheads)["activation peak"]
+    used = r.weights_bytes + vllm.NON_TORCH
+    reserved = gpu.total_bytes - used - act
+    assert r.budget_bytes == gpu.total_bytes
+    assert r.kv_pool_bytes == reserved - vllm.BEFORE_SNAPSHOT - max(GiB, int(0.75 * act))
     assert r.log_lines == (
-        f"Available KV cache memory: {round(r.kv_pool_bytes / GiB, 2)} GiB",
+        f"Available KV cache memory: {round(reserved / GiB, 2)} GiB",
         f"GPU KV cache size: {int(conc * 32768):,} tokens, Maximum concurrency for 32,768 "
         f"tokens per request: {conc:.2f}x")
-    assert r.command.startswith("vllm serve meta-llama/Llama-3.1-8B --max-model-len 32768")
-    # four requests need 4 × 2048 blocks besides the pool's null block
-    assert r.fits == (blocks - 1 >= 4 * 2048)
+    # the weights, overheads and pool fill the card
+    assert r.weights_bytes + sum(b for _, b in r.overheads) + r.kv_pool_bytes == gpu.total_bytes
+    assert r.command == ("vllm serve meta-llama/Llama-3.1-8B --max-model-len 32768 "
+                         "--max-num-seqs 4")
+    # four requests need 4 × 512 blocks besides the pool's null block
+    assert r.fits == (blocks - 1 >= 4 * 512)
+    # an explicit utilization caps the budget (and is passed on); the extensible cache off
+    # sizes within 0.92 of the card, as releases before 0.34 did
+    capped = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, seqs=4, settings=EngineSettings(
+        gpu_memory_utilization=0.8)))
+    assert capped.kv_pool_bytes == math.ceil(gpu.total_bytes * 0.8) - used - act
+    assert "--gpu-memory-utilization 0.8" in capped.command
+    legacy = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, seqs=4, settings=EngineSettings(
+        extensible_kv_cache=False)))
+    assert legacy.kv_pool_bytes == math.ceil(gpu.total_bytes * 0.92) - used - act
+    assert legacy.blocks == legacy.kv_pool_bytes // (page * 32)
+    assert legacy.command.endswith("--no-enable-extensible-kv-cache")
 
 
 def test_vllm_rejects_formats_it_lacks():
@@ -229,7 +271,8 @@ def test_vllm_rejects_formats_it_lacks():
 
 def test_kv_budget_mode_needs_no_gpu():
     r = engine_plan("vllm", req("llama-3.1-8b", gpu=None, kv_budget_bytes=8 * GiB))
-    assert r.blocks == 8 * GiB // (16 * 32 * 8 * 256 * 2)
+    # --kv-cache-memory-bytes turns the extensible cache off: the pinned bytes, whole blocks
+    assert r.blocks == 8 * GiB // (64 * 32 * 8 * 256 * 2) and r.kv_pool_bytes == 8 * GiB
 
 
 # --- llama.cpp ----------------------------------------------------------------------------
@@ -604,11 +647,24 @@ def test_vllm_with_no_memory_left_says_so():
     # check refuses before comparing a request with the pool (docs/ENGINES.md)
     r = engine_plan("vllm", req("llama-3.1-70b", gpu="h100"))
     assert r.kv_pool_bytes < 0 and not r.fits
-    assert r.log_lines[-1] == ("ValueError: No available memory for the cache blocks. Try "
-                               "increasing `gpu_memory_utilization` when initializing the engine.")
+    assert r.log_lines[-1] == (
+        "ValueError: No available memory for the cache blocks. The extensible KV cache already "
+        "takes all device memory left after the model and its activations; decrease "
+        "`max_model_len` or `max_num_seqs`, or the model needs a device with more memory.")
     assert not any("To serve at least one request" in line for line in r.log_lines)
-    # 0.33.0 (v1/engine/core.py): get_kv_cache_configs raises before
-    # update_kv_cache_capacity, so no capacity line is printed at all
+    # with a utilization under 1.0 the advice is to raise it; without the extensible cache,
+    # the advice of earlier releases
+    capped = engine_plan("vllm", req("llama-3.1-70b", gpu="h100",
+                                     settings=EngineSettings(gpu_memory_utilization=0.9)))
+    assert "within `gpu_memory_utilization`=0.9; increase it" in capped.log_lines[-1]
+    legacy = engine_plan("vllm", req("llama-3.1-70b", gpu="h100",
+                                     settings=EngineSettings(extensible_kv_cache=False)))
+    assert legacy.log_lines[-1].endswith("Try increasing `gpu_memory_utilization` when "
+                                         "initializing the engine (this flag also controls CPU "
+                                         "memory reservation on the CPU backend, despite its "
+                                         "name).")
+    # v1/engine/core.py: get_kv_cache_configs raises before update_kv_cache_capacity, so no
+    # capacity line is printed at all
     assert len(r.log_lines) == 2 and r.log_lines[0].startswith("Available KV cache memory: -")
     assert not any("GPU KV cache size" in line for line in r.log_lines)
 
@@ -636,9 +692,13 @@ def test_ranks_keep_every_cached_layer_of_a_model_with_cacheless_blocks():
 
 
 def test_vllm_says_the_cuda_graph_memory_it_sets_aside_is_not_subtracted():
-    said = "sets aside the CUDA-graph memory it measures at start-up"
+    said = "its CUDA graphs (\"Graph capturing finished in N secs, took X GiB\") come off it"
     r = engine_plan("vllm", req("qwen3-8b"))
     assert any(said in n for n in r.notes) and "--enforce-eager" not in r.command
+    # without the extensible cache the estimate is what comes off
+    legacy = engine_plan("vllm", req("qwen3-8b", settings=EngineSettings(
+        extensible_kv_cache=False)))
+    assert any("sets aside the CUDA-graph memory it estimates" in n for n in legacy.notes)
     # --enforce-eager: no graphs, nothing set aside, and the command says so; a given KV
     # budget is the pool whatever the graphs took
     r = engine_plan("vllm", req("qwen3-8b", settings=EngineSettings(enforce_eager=True)))
@@ -724,7 +784,7 @@ def test_sglang_pools_sliding_windows_only_for_its_hybrid_architectures():
 
 
 def test_vllm_batched_tokens_default_by_card():
-    # `vllm serve` 0.33.0 (engine/arg_utils.py get_batch_defaults): 16384 on cards of 160 GiB
+    # `vllm serve` 0.33.0 and 0.34.0 (engine/arg_utils.py get_batch_defaults): 16384 on cards of 160 GiB
     # or more, 8192 from 70 GiB but on A100s and GB10, else 2048; at most
     # max_num_seqs × max_model_len
     from kvcore.engines.vllm import default_batched_tokens
@@ -973,8 +1033,9 @@ def test_vllm_nemotron_h_state_in_float32_and_cache_mode_align():
     # vLLM keeps Nemotron-H's SSM state in float32 (NemotronHForCausalLMConfig): a
     # 16,900,096 B state page. 0.33.0 has no mamba_cache_mode "all" (MambaCacheMode is
     # "align" | "none"; MambaModelConfig sets "align" under prefix caching), so the block is
-    # the smallest multiple of 16 whose 4,096 B a token hold the state:
-    # 16 × cdiv(16,900,096, 16 × 4,096) = 4,128 tokens, and a request keeps 3 state pages a
+    # the smallest multiple of the default 64 whose 4,096 B a token hold the state:
+    # 64 × cdiv(16,900,096, 64 × 4,096) = 4,160 tokens (16 × 258 = 4,128 at 0.33.0's 16-token
+    # default), and a request keeps 3 state pages a
     # Mamba group: align mode's two and the prefill checkpoint every MambaMixer2 exports
     # (releases with "all" mode: 4,224-token blocks, a state page a block)
     spec = load_model("nemotron-h-56b-base-8k")
@@ -982,11 +1043,11 @@ def test_vllm_nemotron_h_state_in_float32_and_cache_mode_align():
     page = state.conv_state_values * 2 + (state.state_values - state.conv_state_values) * 4
     assert page == 16_900_096
     r = engine_plan("vllm", req("nemotron-h-56b-base-8k", gpu="h200"))
-    assert r.block_tokens == 4128 and r.extra["page_bytes"] == 4128 * 4096
+    assert r.block_tokens == 4160 and r.extra["page_bytes"] == 4160 * 4096
     # 10 attention : 54 Mamba layers: groups of 10 (one attention, cdiv(54, 10) = 6 Mamba);
-    # an 8K request holds cdiv(8192, 4128) = 2 attention blocks + 6 × 3 state pages
+    # an 8K request holds cdiv(8192, 4160) = 2 attention blocks + 6 × 3 state pages
     assert r.extra["group_size"] == 10 and len(r.extra["groups"]) == 7
-    assert r.blocks == r.kv_pool_bytes // (4128 * 4096) // 10
+    assert r.blocks == committed(r, 4160 * 4096, 10)
     assert r.max_concurrency == r.blocks / 20
     assert r.kv_tokens == int(r.blocks / 20 * 8192)
     assert any("checkpoint its Mamba2 layers (MambaMixer2)" in n for n in r.notes)
@@ -1121,7 +1182,9 @@ def test_vllm_dsa_pool_holds_latent_and_indexer_keys(model, kv, per_token):
     r = engine_plan("vllm", req(model, ctx=10000, kv=kv, gpu="h200", weights="fp8",
                                 parallel=Parallel(tp=8)))
     assert r.block_tokens == 64
-    assert r.blocks == r.kv_pool_bytes // (64 * per_token)
+    # the latent's and the indexer's regions (at most two a layer, 78 layers at most), each in
+    # whole 2 MiB granules
+    assert granule_bounded(r, 64 * per_token, 2 * 78)
     # a 10,000-token request holds cdiv(10000, 64) = 157 blocks
     assert r.max_concurrency == r.blocks / 157
     assert r.log_lines[-1] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
@@ -1138,12 +1201,12 @@ def test_vllm_dsa_blocks_are_multiples_of_64():
     r = engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
                                 parallel=Parallel(tp=8), ctx=10000))
     assert r.block_tokens == 64 and "--block-size" not in r.command
-    assert r.blocks == r.kv_pool_bytes // (64 * 61 * (656 + 132))
+    assert granule_bounded(r, 64 * 61 * (656 + 132), 2 * 61)
     r = engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
                                 parallel=Parallel(tp=8), ctx=10000,
                                 settings=EngineSettings(block_size=128)))
     assert r.block_tokens == 128 and "--block-size 128" in r.command
-    assert r.blocks == r.kv_pool_bytes // (128 * 61 * (656 + 132))
+    assert granule_bounded(r, 128 * 61 * (656 + 132), 2 * 61)
     assert r.max_concurrency == r.blocks / 79
     with pytest.raises(InputError, match="multiple of 64") as err:
         engine_plan("vllm", req("deepseek-v3.2", kv="fp8", gpu="h200", weights="fp8",
@@ -1166,7 +1229,7 @@ def test_vllm_dsa_bf16_on_blackwell_is_sized():
     r = engine_plan("vllm", req("glm-5.1", kv="f16", gpu="b200", weights="fp8",
                                 parallel=Parallel(tp=8)))
     assert r.blocks > 0
-    assert r.blocks == r.kv_pool_bytes // (64 * 78 * (1152 + 132))
+    assert granule_bounded(r, 64 * 78 * (1152 + 132), 2 * 78)
 
 
 @pytest.mark.parametrize("model,indexer", [("deepseek-v3.2", 61), ("glm-5", 78),
@@ -1337,11 +1400,14 @@ def test_nemotron3_nano_state_pages_per_engine():
     spec = load_model("nemotron-3-nano-30b-a3b")
     assert spec.ssm_cache_dtype_bytes == 4
     # vLLM: a state page of 36,864 + 2,097,152 = 2,134,016 B; 6 attention layers of
-    # 2 KV heads × 256 × 2 B = 1,024 B a token each; mamba_cache_mode "align" (0.33.0) makes
-    # the block the smallest multiple of 16 tokens holding a page:
-    # 16 × cdiv(2,134,016, 16 × 1,024) = 2,096
+    # 2 KV heads × 256 × 2 B = 1,024 B a token each; mamba_cache_mode "align" makes the block
+    # the smallest multiple of the default block (64 in 0.34.0; 16 before) holding a page:
+    # 64 × cdiv(2,134,016, 64 × 1,024) = 2,112 (0.33.0: 16 × 131 = 2,096)
     r = engine_plan("vllm", req("nemotron-3-nano-30b-a3b", gpu="h200"))
-    assert r.block_tokens == 2096 and r.extra["page_bytes"] == 2096 * 1024
+    assert r.block_tokens == 2112 and r.extra["page_bytes"] == 2112 * 1024
+    old = engine_plan("vllm", req("nemotron-3-nano-30b-a3b", gpu="h200",
+                                  settings=EngineSettings(block_size=16)))
+    assert old.block_tokens == 2096
     # TensorRT-LLM: conv in the model dtype, SSM in mamba_ssm_cache_dtype, per slot
     from kvcore.engines import trtllm
     assert trtllm.state_bytes_per_slot(spec) == 23 * (conv * 2 + ssm * 4)
@@ -1354,10 +1420,11 @@ def test_nemotron3_nano_state_pages_per_engine():
 def test_nemotron3_super_tp8_vllm_block():
     # tp 8: 16 of the 128 Mamba heads and 1 of the 8 groups a rank; SSM 16 × 64 × 128 × 4 B +
     # conv 3 × (1024 + 2·128) × 2 B = 531,968 B; the 2 KV heads replicate to 1 a rank:
-    # 256 × 2 B = 512 B a token a layer; 16 × cdiv(531,968, 16 × 512) = 1,040 tokens
+    # 256 × 2 B = 512 B a token a layer; 64 × cdiv(531,968, 64 × 512) = 1,088 tokens (0.33.0's
+    # 16-token default: 16 × 65 = 1,040)
     r = engine_plan("vllm", req("nemotron-3-super-120b-a12b", gpu="h200",
                                 parallel=Parallel(tp=8)))
-    assert r.block_tokens == 65 * 16
+    assert r.block_tokens == 17 * 64
 
 
 def test_nemotron3_mtp_attention_is_cached_with_mtp_only():
@@ -1797,7 +1864,7 @@ def test_hunyuan_cross_layer_attention_is_refused_by_engines(engine, name):
     assert engine_plan(engine, r).kv_tokens > 0
 
 
-# --- vLLM 0.33.0 ---------------------------------------------------------------------------
+# --- vLLM 0.33.0 and 0.34.0 ----------------------------------------------------------------------
 # Figures worked from the v0.33.0 release package: v1/kv_cache_interface.py
 # (SlidingWindowSpec.max_admission_blocks_per_request, MambaSpec.max_memory_usage_bytes),
 # config/vllm.py (max_in_flight_tokens), platforms/interface.py (_align_hybrid_block_size),
@@ -1805,15 +1872,16 @@ def test_hunyuan_cross_layer_attention_is_refused_by_engines(engine, name):
 # v1/core/kv_cache_planning.py (get_kv_cache_configs, _check_enough_kv_cache_memory),
 # v1/engine/core.py (the capacity line only after the check), utils/mem_utils.py (format_gib).
 
-def test_vllm_033_sliding_window_keeps_two_batches_in_flight():
+def test_vllm_sliding_window_keeps_two_batches_in_flight():
     # gpt-oss-20b on an H200 at 128K: max_num_batched_tokens 8,192, async scheduling on the
     # V2 model runner keeps pp + 1 = 2 batches in flight, so a 128-token window holds
-    # cdiv(min(127 + 16,384, 131,072), 16) + 1 = 1,033 blocks beside 8,192 full ones
+    # cdiv(min(127 + 16,384, 131,072), 64) + 1 = 259 blocks beside 2,048 full ones (0.33.0's
+    # 16-token blocks: 1,033 and 8,192)
     r = engine_plan("vllm", req("gpt-oss-20b", ctx=131072, gpu="h200"))
     assert r.extra["in_flight_tokens"] == 16384
-    per_request = 131072 // 16 + (-(-(127 + 16384) // 16) + 1)
-    assert per_request == 9225
-    assert r.blocks == r.kv_pool_bytes // (16 * 8 * 128 * 2) // 12
+    per_request = 131072 // 64 + (-(-(127 + 16384) // 64) + 1)
+    assert per_request == 2307
+    assert r.blocks == committed(r, 64 * 8 * 128 * 2, 12)
     assert r.max_concurrency == r.blocks / per_request
     # two pipeline stages: three batches in flight
     r2 = engine_plan("vllm", req("gpt-oss-20b", ctx=131072, gpu="h200",
@@ -1821,23 +1889,23 @@ def test_vllm_033_sliding_window_keeps_two_batches_in_flight():
     assert r2.extra["in_flight_tokens"] == 3 * 8192
 
 
-def test_vllm_033_batch_tier_of_160_gib_cards_widens_the_window_reserve():
+def test_vllm_batch_tier_of_160_gib_cards_widens_the_window_reserve():
     # a B200 (over 160 GiB) defaults to 16,384 batched tokens, so 32,768 in flight
     r = engine_plan("vllm", req("gpt-oss-20b", ctx=131072, gpu="b200"))
     assert r.extra["in_flight_tokens"] == 32768
-    per_request = 131072 // 16 + (-(-(127 + 32768) // 16) + 1)
-    assert r.max_concurrency == r.blocks / per_request
+    per_request = 131072 // 64 + (-(-(127 + 32768) // 64) + 1)
+    assert per_request == 2048 + 515 and r.max_concurrency == r.blocks / per_request
 
 
 @pytest.mark.parametrize("gpu,block,pages", [
     ("h200", 576, 3),   # sm90: FlashInfer GDN prefill, 64-token checkpoints, 3 state pages
     ("b200", 576, 3),   # sm100, linear_key_head_dim 128, CUDA 13 wheels
-    ("a100", 544, 2),   # sm80: Triton/FLA prefill, 2 state pages
+    ("a100", 576, 2),   # sm80: Triton/FLA prefill, 2 state pages
 ])
-def test_vllm_033_gdn_prefill_checkpoint(gpu, block, pages):
-    # Qwen3-Next at tp 1: 2,048 B of attention a token, a 1,097,728 B GDN state. With
-    # FlashInfer's GDN prefill the align-mode block is a multiple of lcm(16, 64):
-    # 64 × cdiv(1,097,728, 64 × 2,048) = 576; otherwise 16 × cdiv(1,097,728, 16 × 2,048) = 544
+def test_vllm_gdn_prefill_checkpoint(gpu, block, pages):
+    # Qwen3-Next at tp 1: 2,048 B of attention a token, a 1,097,728 B GDN state. The
+    # align-mode block is a multiple of the default 64 (lcm(64, 64) with FlashInfer's GDN
+    # checkpoints): 64 × cdiv(1,097,728, 64 × 2,048) = 576 (0.33.0's 16 gave 544 on an A100)
     r = engine_plan("vllm", req("qwen3-next-80b-a3b-instruct", ctx=32768, gpu=gpu,
                                 weights="int4", kv_budget_bytes=20 * GiB))
     assert r.blocks == 20 * GiB // (block * 2048) // 12 > 0
@@ -1849,37 +1917,49 @@ def test_vllm_033_gdn_prefill_checkpoint(gpu, block, pages):
     assert any("third state page" in n for n in r.notes) == (pages == 3)
 
 
-def test_vllm_033_startup_check_keeps_the_null_block_back():
-    # Llama-3.1-8B, 32K: a request needs 2,048 blocks of 2 MiB = 4 GiB. With exactly 4 GiB
-    # the pool has 2,048 blocks (concurrency 1.00x), but the check plans against 4 GiB less
-    # one block: it fails, and the estimate is cdiv(n, 16) ≤ 2,047, n = 32,752
+def test_vllm_startup_check_keeps_the_null_block_back():
+    # Llama-3.1-8B, 32K: a request needs 512 blocks of 8 MiB (64 tokens) = 4 GiB. With exactly
+    # 4 GiB the pool has 512 blocks (concurrency 1.00x), but the check plans against 4 GiB less
+    # one block: it fails, and the estimate is cdiv(n, 64) ≤ 511, n = 32,704
     r = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, gpu=None, kv_budget_bytes=4 * GiB))
-    assert r.blocks == 2048 and r.max_concurrency == 1.0 and not r.fits
+    assert r.blocks == 512 and r.max_concurrency == 1.0 and not r.fits
     assert r.log_lines == (
         "Available KV cache memory: 4.0 GiB",
         "ValueError: To serve at least one request with the model's max seq len (32768), "
         "(4.0 GiB KV cache is needed, which is larger than the available KV cache memory "
-        "(4.0 GiB). Based on the available memory, the estimated maximum model length is "
-        "32752.")
-    assert r.max_context == 32752
+        "(3.99 GiB). Based on the available memory, the estimated maximum model length is "
+        "32704.")
+    assert r.max_context == 32704
     # one block more and it starts, printing the one capacity line
     ok = engine_plan("vllm", req("llama-3.1-8b", ctx=32768, gpu=None,
-                                 kv_budget_bytes=4 * GiB + 2 * MiB))
+                                 kv_budget_bytes=4 * GiB + 8 * MiB))
     assert ok.fits and ok.log_lines == (
-        "Available KV cache memory: 4.0 GiB",
-        "GPU KV cache size: 32,784 tokens, Maximum concurrency for 32,768 tokens per "
+        "Available KV cache memory: 4.01 GiB",
+        "GPU KV cache size: 32,832 tokens, Maximum concurrency for 32,768 tokens per "
         "request: 1.00x")
 
 
-def test_vllm_033_estimate_left_out_when_no_token_fits():
+def test_vllm_startup_check_after_warmup():
+    # with the extensible cache the second check runs against the blocks committed after
+    # warmup: a pool whose reservation holds a 32K request but whose measured bytes do not
+    lines = vllm.startup_lines(4 * GiB + 16 * MiB, 8 * MiB, lambda n: -(-n // 64) * 8 * MiB,
+                               32768, 0, 0.0, final_blocks=500)
+    assert lines[0] == "Available KV cache memory: 4.02 GiB"
+    assert lines[1].startswith("ValueError: To serve at least one request with the model's "
+                               "max seq len (32768), (4.0 GiB KV cache is needed, which is "
+                               "larger than the available KV cache memory (3.9 GiB).")
+    assert len(lines) == 2
+
+
+def test_vllm_estimate_left_out_when_no_token_fits():
     # 1.5 blocks: 0.5 of a block left after the null block, less than one request's block
-    r = engine_plan("vllm", req("llama-3.1-8b", ctx=4096, gpu=None, kv_budget_bytes=3 * MiB))
+    r = engine_plan("vllm", req("llama-3.1-8b", ctx=4096, gpu=None, kv_budget_bytes=12 * MiB))
     assert r.log_lines[-1] == (
         "ValueError: To serve at least one request with the model's max seq len (4096), "
         "(0.5 GiB KV cache is needed, which is larger than the available KV cache memory "
         "(0.0 GiB).")
     # exactly one block: nothing left once the null block is held back
-    r = engine_plan("vllm", req("llama-3.1-8b", ctx=4096, gpu=None, kv_budget_bytes=2 * MiB))
+    r = engine_plan("vllm", req("llama-3.1-8b", ctx=4096, gpu=None, kv_budget_bytes=8 * MiB))
     assert r.log_lines[-1].startswith("ValueError: No available memory for the cache blocks.")
     assert len(r.log_lines) == 2
 
@@ -2073,14 +2153,14 @@ def test_vllm_cpu_offload_frees_the_card_and_reads_over_the_host_link():
     spec = load_model("llama-3.1-8b")
     ask = dict(spec=spec, context=12288, engine="vllm", gpus=(find_gpu("3060"),))
     plain = Query(**ask)
-    off = Query(**ask, settings=EngineSettings(cpu_offload_bytes=6 * GiB))
+    off = Query(**ask, settings=EngineSettings(cpu_offload_bytes=7 * GiB))
     base, moved = engine_plan("vllm", plain), engine_plan("vllm", off)
     held = moved.extra["cpu_offload"]["bytes_per_rank"][0]
     # the KV pool gains exactly what the card no longer holds
-    assert base.weights_bytes - moved.weights_bytes == held >= 6 * GiB
+    assert base.weights_bytes - moved.weights_bytes == held >= 7 * GiB
     assert moved.kv_pool_bytes - base.kv_pool_bytes == held
     assert not base.fits and moved.fits
-    assert "--cpu-offload-gb 6" in moved.command
+    assert "--cpu-offload-gb 7" in moved.command
     from kvcore.query import answer
     plan_off, plan_base = answer(off), answer(plain)
     d = plan_off["decode"]
@@ -2100,7 +2180,7 @@ def test_vllm_cpu_offload_frees_the_card_and_reads_over_the_host_link():
     assert p["seconds"] == pytest.approx(plan_base["prefill"]["seconds"]
                                          + 6 * 8 * held / link)
     # a given link replaces the card's
-    slow = answer(Query(**ask, settings=EngineSettings(cpu_offload_bytes=6 * GiB,
+    slow = answer(Query(**ask, settings=EngineSettings(cpu_offload_bytes=7 * GiB,
                                                        host_link_bytes_per_s=8e9)))
     assert slow["decode"]["offload_seconds_per_step"] == pytest.approx(held / 8e9)
 

@@ -102,14 +102,17 @@ def test_vllm_and_sglang_pools_hold_fifty_six_latents_a_token(engine):
     per_token = 56 * LATENT * 2
     # every tensor-parallel rank holds the whole latent of every layer
     assert r.kv_tokens * per_token <= r.kv_pool_bytes
-    assert (r.kv_tokens + (r.block_tokens or 1)) * per_token > r.kv_pool_bytes
+    # vLLM's extensible cache commits each of the 56 layer regions in whole 2 MiB granules
+    rounding = 56 * (2 << 20) if engine == "vllm" else 0
+    assert (r.kv_tokens + (r.block_tokens or 1)) * per_token > r.kv_pool_bytes - rounding
 
 
 def test_pipeline_stages_split_the_decoder_layers_with_both_their_attentions():
     one = engine_plan("vllm", request(spec(), tp=4, pp=2))
     # each stage caches 14 layers × 2 latents
     assert one.kv_tokens * 28 * LATENT * 2 <= one.kv_pool_bytes
-    assert (one.kv_tokens + one.block_tokens) * 28 * LATENT * 2 > one.kv_pool_bytes
+    assert ((one.kv_tokens + one.block_tokens) * 28 * LATENT * 2
+            > one.kv_pool_bytes - 28 * (2 << 20))
 
 
 def test_vllm_with_mtp_names_the_draft_in_its_command_and_caches_its_latent():

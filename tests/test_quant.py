@@ -290,9 +290,12 @@ def test_vllm_names_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, caps
     fp8 = json.loads(capsys.readouterr().out)["engine_report"]
     assert "--kv-cache-dtype fp8" in fp8["command"]
     # Llama-3.1-70B: 80 layers × 8 KV heads × 128 × (K + V): 327,680 B a token in 16 bits,
-    # 163,840 in fp8; vLLM's pool holds whole pages of 16 tokens
-    assert report["kv_tokens"] == report["kv_pool_bytes"] // (327_680 * 16) * 16
-    assert fp8["kv_tokens"] == fp8["kv_pool_bytes"] // (163_840 * 16) * 16
+    # 163,840 in fp8; vLLM's pool holds whole pages of 64 tokens, each layer's region in whole
+    # 2 MiB granules
+    from kvcore.engines.vllm import blocks_within
+    for r, row in ((report, 327_680), (fp8, 163_840)):
+        page = row // 80 * 64
+        assert r["kv_tokens"] == blocks_within(r["kv_pool_bytes"], page * 80, [page] * 80) * 64
     # a checkpoint without the calibration keeps auto
     assert main(["llama-3.1-70b", "--ctx", "32k", "--engine", "vllm", "--gpu", "h200",
                  "--json"]) == 0

@@ -1,4 +1,5 @@
-"""vLLM 0.33.0's attention backend choice where it sets the KV-cache block size.
+"""vLLM 0.34.0's attention backend choice where it sets the KV-cache block size (64 by default
+from 0.34.0, where 0.33.0 asked for 16).
 
 Expected figures are worked from the release's rules (docs/ENGINES.md §V4): the backend
 priority lists of platforms/cuda.py, each backend's kernel block sizes, page-size unification
@@ -27,6 +28,15 @@ def plan(model, gpu, kv, ctx, tp=1, block=None, spec=None):
         parallel=Parallel(tp=tp), settings=settings))
 
 
+def pool_blocks(r, page, layers):
+    """The blocks the extensible KV cache commits in the plan's pool bytes: ``layers`` regions of
+    ``page`` bytes a block, each in whole 2 MiB granules."""
+    blocks = vllm.blocks_within(r.kv_pool_bytes, page * layers, [page] * layers)
+    assert (r.kv_pool_bytes - layers * (2 << 20)) // (page * layers) <= blocks
+    assert blocks <= r.kv_pool_bytes // (page * layers)
+    return blocks
+
+
 def capacity(blocks, need, ctx):
     return (f"GPU KV cache size: {int(blocks / need * ctx):,} tokens, Maximum concurrency "
             f"for {ctx:,} tokens per request: {blocks / need:.2f}x")
@@ -50,26 +60,27 @@ def test_gemma4_fp8_on_hopper_takes_64_token_blocks(gpu):
     assert r.block_tokens == 64 and r.extra["page_bytes"] == page == 524_288
     assert r.extra["group_size"] == GROUP
     assert r.extra["groups"] == ["full"] + ["sliding"] * 5
-    blocks = r.kv_pool_bytes // page // GROUP
+    blocks = pool_blocks(r, page, GROUP)
     assert r.blocks == blocks
     # H100 80 GB and H200 both take 8,192 batched tokens, two batches in flight: F = 16,384.
     # Global: cdiv(32768, 128) = 256; each sliding group cdiv(1023 + 16384, 64) + 1 = 273
     need = 256 + 5 * 273
     assert need == 1621
     assert r.max_concurrency == pytest.approx(blocks / need)
-    assert r.log_lines[0] == "Setting kv cache block size to 64 for TRITON_FLASH_ATTN backend(s)."
+    # 64 is vLLM 0.34's default block: no "Setting kv cache block size" line
+    assert not any(line.startswith("Setting kv cache block size") for line in r.log_lines)
     assert r.log_lines[-1] == capacity(blocks, need, 32768)
     assert any("TRITON_FLASH_ATTN" in n for n in r.notes)
 
 
-def test_gemma4_bf16_on_hopper_keeps_16():
-    # a 16-bit cache: FA4 on every layer, kernel sizes multiples of 16 → 16. Sliding page
-    # 16 × 16 × 512 × 2 = 262,144; global block 32; need cdiv(32768, 32) + 5 × (cdiv(17407, 16)
-    # + 1) = 1024 + 5 × 1089
+def test_gemma4_bf16_on_hopper_takes_the_default_64():
+    # a 16-bit cache: FA4 on every layer, kernel sizes multiples of 16 → the default 64 (0.33
+    # asked for 16). Sliding page 64 × 16 × 512 × 2 = 1,048,576; global block 128; need as
+    # fp8's: 256 + 5 × 273
     r = plan("gemma-4-31b-it", "h200", "bf16", 32768)
-    assert r.block_tokens == 16 and r.extra["page_bytes"] == 262_144
-    blocks = r.kv_pool_bytes // 262_144 // GROUP
-    need = 1024 + 5 * 1089
+    assert r.block_tokens == 64 and r.extra["page_bytes"] == 1_048_576
+    blocks = pool_blocks(r, 1_048_576, GROUP)
+    need = 256 + 5 * 273
     assert r.blocks == blocks and r.max_concurrency == pytest.approx(blocks / need)
     assert r.log_lines[-1] == capacity(blocks, need, 32768)
     assert not any(line.startswith("Setting kv cache block size") for line in r.log_lines)
@@ -84,17 +95,17 @@ def test_gemma4_on_b200_takes_triton_flashinfer_64(kv):
     r = plan("gemma-4-31b-it", "b200", kv, 32768)
     page = 64 * 16 * 512 * width
     assert r.block_tokens == 64 and r.extra["page_bytes"] == page
-    blocks = r.kv_pool_bytes // page // GROUP
+    blocks = pool_blocks(r, page, GROUP)
     need = 256 + 5 * 513
     assert r.blocks == blocks and r.log_lines[-1] == capacity(blocks, need, 32768)
-    assert r.log_lines[0] == "Setting kv cache block size to 64 for TRITON_FLASHINFER backend(s)."
+    assert r.log_lines[0].startswith("Available KV cache memory")
 
 
 @pytest.mark.parametrize("gpu,kv,name,block", [
     ("h200", "fp8", "FLASH_ATTN", 64),   # no image prefix: FLASH_ATTN's own [64]
-    ("h200", "bf16", None, 16),
-    ("b200", "fp8", None, 16),           # FLASHINFER first, takes 16
-    ("b200", "bf16", None, 16),
+    ("h200", "bf16", None, 64),
+    ("b200", "fp8", None, 64),           # FLASHINFER first, takes 64 (16/32/64 kernels)
+    ("b200", "bf16", None, 64),
 ])
 def test_text_only_gemma4(gpu, kv, name, block):
     spec = replace(load_model("gemma-4-31b-it"), mm_prefix=False)
@@ -106,11 +117,12 @@ def test_text_only_gemma4(gpu, kv, name, block):
 @pytest.mark.parametrize("gpu", ["a100", "rtx-5090"])
 @pytest.mark.parametrize("kv", ["bf16", "fp8"])
 def test_gemma4_without_fa4_is_forced_to_triton(gpu, kv):
-    # no FlashAttention 4 on SM80 / SM120: Gemma4Config forces TRITON_ATTN (multiples of 16)
+    # no FlashAttention 4 on SM80 / SM120: Gemma4Config forces TRITON_ATTN (multiples of 16,
+    # so the default 64)
     for model in ("gemma-4-31b-it", "gemma-4-26b-a4b"):
         choice = vllm_backends.select(load_model(model), find_gpu(gpu), get_format(kv))
         assert choice is not None and choice.backend.name == "TRITON_ATTN"
-        assert vllm.default_block(load_model(model), find_gpu(gpu), get_format(kv)) == 16
+        assert vllm.default_block(load_model(model), find_gpu(gpu), get_format(kv)) == 64
 
 
 def test_gemma4_26b_fp8_on_h200():
@@ -119,7 +131,7 @@ def test_gemma4_26b_fp8_on_h200():
     r = plan("gemma-4-26b-a4b", "h200", "fp8", 32768)
     assert r.block_tokens == 64 and r.extra["page_bytes"] == 262_144
     assert r.extra["group_size"] == 5
-    blocks = r.kv_pool_bytes // 262_144 // 5
+    blocks = pool_blocks(r, 262_144, 5)
     assert r.blocks == blocks and r.log_lines[-1] == capacity(blocks, 1621, 32768)
 
 
@@ -140,26 +152,27 @@ def test_block_size_a_backend_refuses_moves_selection_down():
 # --- MLA on SM100 -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kv,width", [("bf16", 2), ("fp8", 1)])
-def test_deepseek_v3_on_b200_takes_flashinfer_mla_32(kv, width):
+def test_deepseek_v3_on_b200_takes_flashinfer_mla_64(kv, width):
     # qk_nope_head_dim 128 ∈ {64, 128, 192}, latent 512 + 64 = 576: FLASHINFER_MLA, kernel
-    # sizes [32, 64] → 32. 61 layers (the MTP layer not planned) × 32 × 576 × width bytes a
-    # block; a 10,000-token request holds cdiv(10000, 32) = 313 blocks
+    # sizes [32, 64] → the default 64 (0.33: 32, its smallest when 16 was asked). 61 layers
+    # (the MTP layer not planned) × 64 × 576 × width bytes a block; a 10,000-token request
+    # holds cdiv(10000, 64) = 157 blocks
     r = plan("deepseek-v3", "b200", kv, 10000, tp=8)
-    per_block = 61 * 32 * 576 * width
-    assert r.block_tokens == 32 and r.extra["page_bytes"] == 32 * 576 * width
-    blocks = r.kv_pool_bytes // per_block
-    assert r.blocks == blocks and r.max_concurrency == pytest.approx(blocks / 313)
-    assert r.log_lines[0] == "Setting kv cache block size to 32 for FLASHINFER_MLA backend(s)."
-    assert r.log_lines[-1] == capacity(blocks, 313, 10000)
+    page = 64 * 576 * width
+    assert r.block_tokens == 64 and r.extra["page_bytes"] == page
+    blocks = pool_blocks(r, page, 61)
+    assert r.blocks == blocks and r.max_concurrency == pytest.approx(blocks / 157)
+    assert r.log_lines[0].startswith("Available KV cache memory")
+    assert r.log_lines[-1] == capacity(blocks, 157, 10000)
     assert any("FLASHINFER_MLA" in n for n in r.notes)
 
 
 def test_deepseek_v2_lite_on_b200():
-    # 27 MLA layers, fp8: 27 × 32 × 576 bytes a block; 313 blocks a 10,000-token request
+    # 27 MLA layers, fp8: 27 × 64 × 576 bytes a block; 157 blocks a 10,000-token request
     r = plan("deepseek-v2-lite-chat", "b200", "fp8", 10000)
-    blocks = r.kv_pool_bytes // (27 * 32 * 576)
-    assert r.block_tokens == 32 and r.blocks == blocks
-    assert r.log_lines[-1] == capacity(blocks, 313, 10000)
+    blocks = pool_blocks(r, 64 * 576, 27)
+    assert r.block_tokens == 64 and r.blocks == blocks
+    assert r.log_lines[-1] == capacity(blocks, 157, 10000)
 
 
 def test_qk_nope_head_dim_outside_flashinfer_mla_gives_cutlass_128():
@@ -167,11 +180,11 @@ def test_qk_nope_head_dim_outside_flashinfer_mla_gives_cutlass_128():
     spec = replace(load_model("deepseek-v2-lite-chat"), qk_nope_head_dim=96)
     r = plan(None, "b200", "bf16", 10000, spec=spec)
     assert r.block_tokens == 128
-    blocks = r.kv_pool_bytes // (27 * 128 * 576 * 2)
+    blocks = pool_blocks(r, 128 * 576 * 2, 27)
     assert r.blocks == blocks and r.log_lines[-1] == capacity(blocks, cdiv(10000, 128), 10000)
     assert r.log_lines[0] == "Setting kv cache block size to 128 for CUTLASS_MLA backend(s)."
     # on Hopper the dense backends do not read qk_nope_head_dim
-    assert vllm.default_block(spec, find_gpu("h200"), get_format("bf16")) == 16
+    assert vllm.default_block(spec, find_gpu("h200"), get_format("bf16")) == 64
 
 
 def test_latent_outside_the_mla_head_sizes_gives_triton_mla():
@@ -181,7 +194,7 @@ def test_latent_outside_the_mla_head_sizes_gives_triton_mla():
                                       else g for g in base.groups))
     choice = vllm_backends.select(spec, find_gpu("b200"), get_format("bf16"))
     assert choice is not None and choice.backend.name == "TRITON_MLA"
-    assert vllm.default_block(spec, find_gpu("b200"), get_format("bf16")) == 16
+    assert vllm.default_block(spec, find_gpu("b200"), get_format("bf16")) == 64
 
 
 @pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-r1", "kimi-k2-instruct",
@@ -189,7 +202,7 @@ def test_latent_outside_the_mla_head_sizes_gives_triton_mla():
 @pytest.mark.parametrize("gpu", ["b200", "b300"])
 @pytest.mark.parametrize("kv", ["bf16", "fp8"])
 def test_catalog_mla_on_sm10x(model, gpu, kv):
-    assert vllm.default_block(load_model(model), find_gpu(gpu), get_format(kv)) == 32
+    assert vllm.default_block(load_model(model), find_gpu(gpu), get_format(kv)) == 64
 
 
 @pytest.mark.parametrize("kv,passed", [
@@ -236,25 +249,25 @@ def test_gemma4_nvfp4_without_fa4_names_the_forced_triton():
         plan("gemma-4-31b-it", "rtx-5090", "nvfp4", 8192)
 
 
-def test_text_only_gemma4_nvfp4_on_b200_runs_flashinfer_16():
+def test_text_only_gemma4_nvfp4_on_b200_runs_flashinfer_64():
     # without the image prefix FLASHINFER (first on SM10x) takes nvfp4 on SM100 (trtllm-gen):
-    # 16 by preference. Sliding page: 16 tokens × 16 heads × (256 / 2 + 256 / 16) B × 2 (K, V)
-    # = 73,728; the global layers' 4 × (512 / 2 + 512 / 16) × 2 = 2,304 B a token is half a
-    # sliding token's 4,608, so their block doubles to 32 with the same page
+    # the default 64. Sliding page: 64 tokens × 16 heads × (256 / 2 + 256 / 16) B × 2 (K, V)
+    # = 294,912; the global layers' 4 × (512 / 2 + 512 / 16) × 2 = 2,304 B a token is half a
+    # sliding token's 4,608, so their block doubles to 128 with the same page
     spec = replace(load_model("gemma-4-31b-it"), mm_prefix=False)
     assert vllm_backends.select(spec, find_gpu("b200"), get_format("nvfp4")) is None
     r = plan(None, "b200", "nvfp4", 32768, spec=spec)
-    assert r.block_tokens == 16 and r.extra["page_bytes"] == 73_728
+    assert r.block_tokens == 64 and r.extra["page_bytes"] == 294_912
 
 
 @pytest.mark.parametrize("gpu", ["b200", "h100", "rtx-5090"])
-def test_dense_nvfp4_keeps_16_token_blocks(gpu):
+def test_dense_nvfp4_takes_64_token_blocks(gpu):
     # Llama-3.1-8B: 128-wide heads, no image prefix: FLASHINFER takes nvfp4 on SM10x and
-    # (its FA2 writer) on SM90 and SM12x, 16 tokens a block; page 16 × 8 × (64 + 8) × 2 = 18,432
+    # (its FA2 writer) on SM90 and SM12x, 64 tokens a block; page 64 × 8 × (64 + 8) × 2 = 73,728
     assert vllm_backends.select(load_model("llama-3.1-8b"), find_gpu(gpu),
                                 get_format("nvfp4")) is None
     r = plan("llama-3.1-8b", gpu, "nvfp4", 8192)
-    assert r.block_tokens == 16 and r.extra["page_bytes"] == 18_432
+    assert r.block_tokens == 64 and r.extra["page_bytes"] == 73_728
 
 
 def test_head_size_64_nvfp4_only_on_sm10x():
@@ -262,7 +275,7 @@ def test_head_size_64_nvfp4_only_on_sm10x():
     # KV cache at head_size 64" (gpt-oss's heads); SM10x runs trtllm-gen and takes it
     with pytest.raises(InputError, match="head size 64"):
         plan("gpt-oss-20b", "h200", "nvfp4", 8192)
-    assert plan("gpt-oss-20b", "b200", "nvfp4", 8192).block_tokens == 16
+    assert plan("gpt-oss-20b", "b200", "nvfp4", 8192).block_tokens == 64
 
 
 def test_nvfp4_refusal_exits_2_on_the_cli(capsys):

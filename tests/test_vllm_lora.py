@@ -148,7 +148,7 @@ def test_cli_shows_the_slots_in_the_budget(capsys):
     code, out, _ = run(capsys, "llama-3.1-8b", "--engine", "vllm", "--gpu", "4090", "--ctx",
                        "32k", "--enable-lora", "--max-loras", "4", "--max-lora-rank", "64")
     assert code == 0
-    assert "LoRA slots (4 × rank 64)              1.38 GiB" in out
+    assert "LoRA slots (4 × rank 64)                          1.38 GiB" in out
     assert "note: --enable-lora: 4 adapter slots of rank 64" in out
 
 
@@ -262,7 +262,7 @@ def test_cli_prints_the_slots_to_fit(capsys):
     code, out, _ = run(capsys, "llama-3.1-8b", "--engine", "vllm", "--gpu", "4090", "--ctx",
                        "32k", "--enable-lora", "--max-loras", "16", "--max-lora-rank", "256")
     assert code == 0
-    assert "to fit: --max-loras 1 fits (max context 42,368" in out
+    assert "to fit: --max-loras 1 fits (max context 43,968" in out
 
 
 def test_the_page_says_how_many_slots_fit(client):

@@ -488,7 +488,7 @@ def test_find_endpoints(client):
 def test_api_cpu_offload_gb(client):
     body = {"model": "llama-3.1-8b", "gpu": "3060", "context": "12k", "engine": "vllm"}
     plain = client.post("/api/v1/plan", json=body).json()
-    moved = client.post("/api/v1/plan", json={**body, "cpu_offload_gb": 6}).json()
+    moved = client.post("/api/v1/plan", json={**body, "cpu_offload_gb": 7}).json()
     assert not plain["fits"] and moved["fits"]
     held = moved["engine_report"]["extra"]["cpu_offload"]["bytes_per_rank"][0]
     assert plain["engine_report"]["weights_bytes"] - moved["engine_report"]["weights_bytes"] \
@@ -1071,10 +1071,10 @@ def test_the_page_takes_vllm_s_cpu_offload_gb(client):
     params = {"model": "llama-3.1-8b", "gpu": "3060", "engine": "vllm", "context": "12k"}
     plain = client.get("/", params=params, headers={"HX-Request": "true"}).text
     assert "Does not fit" in plain
-    r = client.get("/", params={**params, "cpu_offload_gb": "6"}, headers={"HX-Request": "true"})
+    r = client.get("/", params={**params, "cpu_offload_gb": "7"}, headers={"HX-Request": "true"})
     text = r.text.replace("&#39;", "'")
     assert r.status_code == 200 and "Fits: 12,288 tokens" in text
-    assert "weights in host (--cpu-offload-gb)" in text and "--cpu-offload-gb 6" in text
+    assert "weights in host (--cpu-offload-gb)" in text and "--cpu-offload-gb 7" in text
     r = client.get("/", params={**params, "cpu_offload_gb": "lots"})
     assert r.status_code == 422
     assert "cpu_offload_gb must be GiB from 0 to 1,048,576, got &#39;lots&#39;" in \

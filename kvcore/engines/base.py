@@ -51,6 +51,7 @@ class UnsupportedFormat(InputError):
 SETTING_NAMES = {"lora": "enable_lora", "lora_adapters": "lora", "n_ubatch": "ubatch",
                  "flash_attn": "no_flash_attn", "offload_bytes": "offload",
                  "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
+                 "extensible_kv_cache": "no_extensible_kv_cache",
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
                  "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link",
                  "cpu_offload_bytes": "cpu_offload_gb", "cache_ram_mib": "cache_ram"}
@@ -92,6 +93,11 @@ class EngineSettings:
     prefix_caching: bool = True
     #: --enforce-eager: no CUDA graphs, so no graph memory set aside
     enforce_eager: bool = False
+    #: vLLM 0.34's extensible KV cache (on by default on CUDA): the cache sized from the memory
+    #: free after warmup, gpu_memory_utilization 1.0 unless given; off
+    #: (--no-enable-extensible-kv-cache, or any release before 0.34) the 0.92 budget and its
+    #: profiling estimate, as earlier releases sized it
+    extensible_kv_cache: bool = True
     #: --language-model-only: every modality's limit 0, so the vision/audio towers are not
     #: built (their weights stay off the card) and the encoder is not profiled
     language_model_only: bool = False

@@ -1,9 +1,12 @@
-"""vLLM (V1 engine) allocation rules, as of release 0.33.0.
+"""vLLM (V1 engine) allocation rules, as of release 0.34.0.
 
-Sources read (vllm-project/vllm, the v0.33.0 release package, ``vllm/_version.py`` commit
-g4ba787ec9): ``vllm/v1/worker/gpu_worker.py`` (budget = ``gpu_memory_utilization`` × total
-memory, minus weights, the profiled activation peak and non-torch memory: ``Available KV cache
-memory``, printed through ``format_gib``), ``vllm/v1/kv_cache_interface.py`` (page of a layer =
+Sources read (vllm-project/vllm, the v0.34.0 release package, ``vllm/_version.py`` commit
+g62d4bc3c7; the 0.33.0 package, g4ba787ec9, for what changed): ``vllm/v1/worker/
+gpu_worker.py`` (reservation = ``gpu_memory_utilization`` × total memory, 1.0 by default with
+the extensible KV cache, minus weights, the profiled activation peak and non-torch memory:
+``Available KV cache memory``, printed through ``format_gib``),
+``vllm/v1/worker/extensible_kv_cache.py`` (the blocks committed after warmup: the memory then
+free, less the transient peak and a margin, ``rank_budget``), ``vllm/v1/kv_cache_interface.py`` (page of a layer =
 block_size × KV heads × (K + V head sizes) × dtype bytes, MLA one latent; a sliding window
 needs ``cdiv(min(W − 1 + in-flight tokens, L), block) + 1`` pages, in-flight tokens being
 ``max_concurrent_batches × max_num_batched_tokens`` (``vllm/config/vllm.py``); Mamba two state
@@ -76,9 +79,14 @@ UNSUPPORTED = {
     "rwkv7": ("RWKV7ForCausalLM", "vLLM has no RWKV model; llama.cpp runs it"),
 }
 #: the release whose rules this module follows
-RELEASE = "0.33.0"
-UTILIZATION = 0.92
-BLOCK = 16
+RELEASE = "0.34.0"
+#: the block vLLM picks without --block-size where every backend takes it
+#: (CacheConfig.DEFAULT_BLOCK_SIZE, 64 from 0.34.0)
+DEFAULT_BLOCK = vllm_backends.DEFAULT_BLOCK
+#: the kernel block every CUDA backend's sizes are multiples of (FlashAttention, Triton and
+#: the MLA backends take multiples of 16 only): the smallest block, and the step a
+#: --block-size must keep
+KERNEL_STEP = 16
 MAX_BATCHED_TOKENS = 8192
 #: `vllm serve`'s max_num_batched_tokens on cards of 160 GiB or more (B200, B300, MI300X)
 LARGE_CARD_BATCHED_TOKENS = 16384
@@ -91,21 +99,20 @@ def default_block(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> int:
     """The block size vLLM settles on when --block-size is not given.
 
     The attention backend chooses it (platforms/interface.py update_block_size_for_backend:
-    the backend's get_preferred_block_size(16), 16 where its kernels take it, else its
+    the backend's get_preferred_block_size(64), 64 where its kernels take it, else its
     smallest kernel size); vllm_backends.select models the selection. An MLA model gets the
     first MLA backend that accepts the card, latent and KV dtype: on Hopper FLASH_ATTN_MLA
     (multiples of 16) for a 16-bit cache, FLASHMLA (64 only) for fp8; on SM10x FLASHINFER_MLA
-    (32 or 64: 32) where qk_nope_head_dim is 64, 128 or 192, else CUTLASS_MLA (128);
-    elsewhere TRITON_MLA (16). Gemma 4's 512-wide global heads with an fp8 cache on Hopper,
-    and its image-prefix attention on SM10x, take 64. Hybrid models keep the block their
-    state pages ask for (_specs), and other models 16."""
+    (32 or 64) where qk_nope_head_dim is 64, 128 or 192, else CUTLASS_MLA (128 only);
+    elsewhere TRITON_MLA (multiples of 16): 64 but for CUTLASS_MLA. Hybrid models start from
+    64 and keep the block their state pages ask for (_specs), other models 64."""
     if any(g.kind.is_recurrent for g in spec.groups):
-        return BLOCK
+        return DEFAULT_BLOCK
     return vllm_backends.default_block(spec, gpu, kv)
 
 
 def batch_tier(gpu: GPU | None) -> int:
-    """`vllm serve`'s max_num_batched_tokens before any cap (0.33.0 engine/arg_utils.py
+    """`vllm serve`'s max_num_batched_tokens before any cap (0.34.0 engine/arg_utils.py
     EngineArgs.get_batch_defaults, OPENAI_API_SERVER): 16,384 on cards of 160 GiB or more,
     8,192 from 70 GiB but on A100s and GB10 (DGX Spark, compute capability 12.1), else 2,048;
     8,192 where no card is named (a KV budget alone)."""
@@ -130,7 +137,7 @@ def default_batched_tokens(gpu: GPU | None, sequences: int, max_len: int) -> int
 def in_flight_tokens(mbt: int, pp: int) -> int:
     """Tokens scheduled but not yet settled (config/vllm.py VllmConfig.max_in_flight_tokens):
     max_concurrent_batches × max_num_batched_tokens, with pp + 1 batches in flight under
-    async scheduling on the V2 model runner (both on by default in 0.33.0). Sliding-window
+    async scheduling on the V2 model runner (both on by default; 0.34.0 removed the V1 runner). Sliding-window
     and chunked-local layers keep this many tokens beyond their window per request."""
     return (pp + 1) * mbt
 
@@ -147,44 +154,167 @@ def capacity_line(tokens: int, max_len: int, conc: float) -> str:
             f"tokens per request: {conc:.2f}x")
 
 
-NO_MEMORY = ("ValueError: No available memory for the cache blocks. Try increasing "
-             "`gpu_memory_utilization` when initializing the engine.")
+def memory_hint(util: float | None, extensible: bool, after_warmup: bool = False) -> str:
+    """kv_cache_planning._more_kv_cache_memory_hint: how the user can make room for the cache,
+    as the start-up errors end (after warmup: sized with the graphs in)."""
+    if not extensible:
+        return ("Try increasing `gpu_memory_utilization` when initializing the engine (this "
+                "flag also controls CPU memory reservation on the CPU backend, despite its "
+                "name).")
+    used_by = ("the model, its activations, CUDA graphs and warmup" if after_warmup
+               else "the model and its activations")
+    graphs = (" CUDA graphs take less with fewer or smaller capture sizes in the compilation "
+              "config." if after_warmup else "")
+    if util is not None and util < 1.0:
+        return (f"The KV cache gets what is left after {used_by} within "
+                f"`gpu_memory_utilization`={util}; increase it (with the extensible KV cache "
+                f"it defaults to 1.0) or decrease `max_model_len` or `max_num_seqs`.{graphs}")
+    return ("The extensible KV cache already takes all device memory left after "
+            f"{used_by}; decrease `max_model_len` or `max_num_seqs`, or the model needs a "
+            f"device with more memory.{graphs}")
+
+
+def _check_lines(check: int, needed: Callable[[int], int], max_len: int,
+                 hint: str) -> list[str]:
+    """_check_enough_kv_cache_memory against ``check`` bytes: its ValueError, or nothing.
+    "To serve at least one request" is quoted up to its estimate (the advice after it is
+    the hint's)."""
+    if check <= 0:
+        return [f"ValueError: No available memory for the cache blocks. {hint}"]
+    if needed(max_len) <= check:
+        return []
+    est = largest(lambda n: n == 0 or needed(n) <= check, max_len)
+    estimate = (f" Based on the available memory, the estimated maximum model length "
+                f"is {est}." if est else "")
+    return [f"ValueError: To serve at least one request with the model's max seq len "
+            f"({max_len}), ({format_gib(needed(max_len))} GiB KV cache is needed, which is "
+            f"larger than the available KV cache memory ({format_gib(check)} GiB).{estimate}"]
 
 
 def startup_lines(available: int, per_block: int, needed: Callable[[int], int], max_len: int,
-                  tokens: int, conc: float) -> list[str]:
-    """What vLLM 0.33.0 prints from profiling to the capacity line: ``Available KV cache
-    memory``, then either the start-up check's ValueError or the one capacity line.
+                  tokens: int, conc: float, final_blocks: int | None = None,
+                  util: float | None = None) -> list[str]:
+    """What vLLM 0.34.0 prints from profiling to the capacity line: ``Available KV cache
+    memory``, then either a start-up check's ValueError or the one capacity line.
 
-    The check (kv_cache_planning.get_kv_cache_configs, _check_enough_kv_cache_memory) plans
-    against ``available − one block`` (the null block the pool holds back): nothing left →
-    "No available memory"; a request of max_model_len needing more (``needed(L)`` bytes) →
-    "To serve at least one request", with the binary-searched length that fits, left out
-    when not even one token does. update_kv_cache_capacity runs only after it passes."""
+    The first check (kv_cache_planning.get_kv_cache_configs, _check_enough_kv_cache_memory)
+    plans against ``available − one block`` (the null block the pool holds back): nothing
+    left → "No available memory"; a request of max_model_len needing more (``needed(L)``
+    bytes) → "To serve at least one request", with the binary-searched length that fits,
+    left out when not even one token does. With the extensible KV cache (``final_blocks``:
+    the blocks sized after warmup) shrink_kv_cache_configs checks again against
+    ``(final_blocks − 1)`` blocks; update_kv_cache_capacity prints the capacity line only
+    after both pass (the "Memory after warmup" line between them carries free and committed
+    bytes of the running process, which kvplan does not reproduce)."""
     lines = [f"Available KV cache memory: {format_gib(available)} GiB"]
-    check = available - per_block
-    if check <= 0:
-        lines.append(NO_MEMORY)
-    elif needed(max_len) > check:
-        est = largest(lambda n: n == 0 or needed(n) <= check, max_len)
-        estimate = (f" Based on the available memory, the estimated maximum model length "
-                    f"is {est}." if est else "")
-        lines.append(
-            f"ValueError: To serve at least one request with the model's max seq len "
-            f"({max_len}), ({format_gib(needed(max_len))} GiB KV cache is needed, which is "
-            f"larger than the available KV cache memory ({format_gib(check)} GiB).{estimate}")
-    else:
-        lines.append(capacity_line(tokens, max_len, conc))
-    return lines
+    extensible = final_blocks is not None
+    failed = _check_lines(available - per_block, needed, max_len,
+                          memory_hint(util, extensible))
+    if not failed and final_blocks is not None:
+        failed = _check_lines((final_blocks - 1) * per_block, needed, max_len,
+                              memory_hint(util, extensible, after_warmup=True))
+    return lines + (failed or [capacity_line(tokens, max_len, conc)])
 
 
-#: CUDA context, cuBLAS workspaces: ~0.35 GiB seen as "non_torch_memory" on one card
+#: memory outside torch that a rank gains after vLLM's start-up snapshot (kernel modules,
+#: library workspaces): ~0.35 GiB seen as "non_torch_memory" on one card
 NON_TORCH = int(0.35 * GiB)
 #: extra non-torch memory per rank when NCCL is up (tp or pp > 1)
 NCCL = int(0.25 * GiB)
+#: what a process holds on the card when vLLM takes its start-up snapshot
+#: (gpu_worker.py init_device: the CUDA context, then cuBLAS's and cuBLASLt's handles from one
+#: matmul and one linear, created before the snapshot "so they count as baseline"): measured
+#: with torch 2.11 on an H100 (bench/results/context-h100.jsonl: 526.8 MiB of context and
+#: 192 MiB of cuBLAS). 0.34's extensible KV cache is sized from the free memory, so this
+#: comes off the cache; under 0.33's utilization budget it did not
+BEFORE_SNAPSHOT = 753_729_536
+#: the extensible KV cache's sizing margin (v1/worker/extensible_kv_cache.py
+#: KV_CACHE_MARGIN_FLOOR_BYTES on CUDA, KV_CACHE_MARGIN_FRACTION of the transient peak)
+MARGIN_FLOOR = 1 << 30
+MARGIN_FRACTION = 0.75
+#: the commit granule of its driver-mapped segments (utils/extensible_tensor.py granule_size:
+#: the driver's granularity, at least 2 MiB, which it is on CUDA cards)
+GRANULE = 2 << 20
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One rank's KV memory under vLLM 0.34 (v1/worker/gpu_worker.py, v1/worker/
+    extensible_kv_cache.py), or the pinned --kv-cache-memory that turns sizing off."""
+
+    #: ``Available KV cache memory``: requested − weights − activation peak − non-torch (the
+    #: reservation the cache's address range is sized for; no CUDA-graph estimate with the
+    #: extensible cache, whose sizing measures the graphs)
+    reserved: int
+    #: what measure_kv_cache_bytes gives the cache after warmup: min(requested − used,
+    #: headroom − margin) − activation peak, headroom being the card less what the process
+    #: held at its snapshot and what it uses since; None where --kv-cache-memory pins it
+    measured: int | None = None
+    #: ceil(total × utilization): the whole card unless --gpu-memory-utilization caps it
+    requested: int | None = None
+    #: the headroom (free memory after warmup, less the margin) bound the cache, not the
+    #: requested budget: the snapshot's baseline and the margin then count as overheads
+    headroom_binds: bool = False
+    margin: int = 0
+
+    @property
+    def kv_bytes(self) -> int:
+        """The bytes the cache's committed blocks may take."""
+        return self.reserved if self.measured is None else self.measured
+
+
+#: gpu_memory_utilization's default without the extensible KV cache
+#: (CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION; the default of every release from 0.20 to 0.33)
+ESTIMATE_UTILIZATION = 0.92
+
+
+def rank_budget(total: int | None, util: float | None, used: int, act: int,
+                pinned: int | None, extensible: bool = True) -> Budget:
+    """vLLM 0.34's KV bytes on one rank of ``total`` bytes holding ``used`` bytes outside the
+    cache (weights, non-torch memory, LoRA slots) and an activation peak ``act``.
+
+    ``util`` None is the default: the extensible KV cache (on for CUDA unless
+    --kv-cache-memory is given) resolves gpu_memory_utilization to 1.0 and sizes the cache
+    from the memory free after warmup and CUDA-graph capture, keeping the transient peak and a
+    margin of max(1 GiB, 0.75 × that peak) free. An explicit utilization caps the budget at
+    that share of the card. Without the extensible cache (``extensible`` False) the budget is
+    the utilization's share (0.92 by default) less what is used and the peak, as before 0.34
+    (its CUDA-graph estimate aside, as kvplan has no figure for it)."""
+    if pinned is not None:
+        return Budget(reserved=pinned)
+    assert total is not None
+    if not extensible:
+        requested = math.ceil(total * (ESTIMATE_UTILIZATION if util is None else util))
+        return Budget(reserved=requested - used - act, requested=requested)
+    requested = math.ceil(total * (1.0 if util is None else util))
+    margin = max(MARGIN_FLOOR, int(act * MARGIN_FRACTION))
+    headroom = total - BEFORE_SNAPSHOT - used - margin
+    within = requested - used
+    return Budget(reserved=within - act, measured=min(within, headroom) - act,
+                  requested=requested, headroom_binds=headroom < within, margin=margin)
+
+
+def blocks_within(num_bytes: int, per_block: int, strides: list[int]) -> int:
+    """ExtensibleKVCache.blocks_within: the most blocks whose segments, each rounded up to
+    whole granules, fit in ``num_bytes`` (one segment per layer region of ``strides`` bytes a
+    block)."""
+    def physical(n: int) -> int:
+        return sum(-(-n * st // GRANULE) * GRANULE for st in strides)
+
+    hi = max(0, num_bytes // per_block)
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if physical(mid) <= num_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 #: state pages a request of a hybrid model holds per Mamba/GDN group: V1 turns prefix
 #: caching on, and MambaModelConfig.verify_and_update_config (model_executor/models/
-#: config.py) then sets mamba_cache_mode "align" for every hybrid model (0.33.0's
+#: config.py) then sets mamba_cache_mode "align" for every hybrid model (0.34.0's
 #: MambaCacheMode has only "align" and "none"); kv_cache_interface.py
 #: MambaSpec.max_memory_usage_bytes: 2 + speculative + prefill-checkpoint pages
 MAMBA_PAGES = 2
@@ -208,7 +338,7 @@ FP32_SSM_TYPES = frozenset({"nemotron_h"})
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
            "fp8_pth": "fp8_per_token_head", "nvfp4": "nvfp4"}
 #: DeepSeek Sparse Attention (a config with index_topk): every kernel it runs takes blocks in
-#: multiples of 64 (0.33.0: mla/indexer.py DeepseekV32IndexerBackend [64],
+#: multiples of 64 (0.33.0 and 0.34.0: mla/indexer.py DeepseekV32IndexerBackend [64],
 #: mla/flashmla_sparse.py and mla/flashattn_mla_sparse.py MultipleOf(64)), so 64 is the
 #: backends' preferred size and --block-size must be a multiple of it
 DSA_BLOCK = 64
@@ -312,7 +442,7 @@ class Spec:
 
 
 def gdn_checkpoints(spec: ModelSpec, gpu: GPU | None) -> bool:
-    """Whether vLLM 0.33.0 runs Qwen's Gated DeltaNet prefill on FlashInfer, whose
+    """Whether vLLM 0.34.0 runs Qwen's Gated DeltaNet prefill on FlashInfer, whose
     mid-prefill states become align-mode checkpoints (qwen_gdn_linear_attn.py
     _resolve_gdn_prefill_backend: CUDA sm90, or sm10x / sm12x with linear_key_head_dim 128 on
     a CUDA 13 runtime, the one the release's wheels are built for). Not assumed where no
@@ -375,12 +505,12 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
         # attention pages must hold a state page: the block size becomes the smallest multiple
         # of the alignment whose page holds the state (platforms/interface.py
         # Platform._align_hybrid_block_size). The alignment is the larger of the kernel's
-        # smallest block (16) and the block size, at least 128 for an MLA model (the
+        # smallest block (16) and the block size (64 unless --block-size says otherwise), at least 128 for an MLA model (the
         # TRTLLM/FlashInfer MLA kernels' 128-token rule), and in "align" mode also a
         # multiple of the Mamba layers' prefill-checkpoint alignment (64 for FlashInfer's GDN)
         biggest_state = max(b for _, b in states)
         per_token = max(b for _, b in attn)
-        align = max(BLOCK, block)
+        align = max(KERNEL_STEP, block)
         if any(g.kind is LayerKind.MLA for g, _ in attn):
             align = max(align, 128)
         if checkpoints:
@@ -488,22 +618,29 @@ class Pool:
 
 def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
          mtp: bool = False, spec_tokens: int = 0, gpu: GPU | None = None,
-         prefix_caching: bool = True) -> Pool:
+         prefix_caching: bool = True, measured: int | None = None) -> Pool:
     """Blocks vLLM carves out of ``available`` bytes for one rank's layers (the card decides
     whether a Gated DeltaNet model keeps a prefill checkpoint page; prefix caching, how many
-    state pages a request of a hybrid model keeps)."""
+    state pages a request of a hybrid model keeps). ``measured``: the bytes the extensible
+    KV cache commits after warmup, in whole granules per layer region, at most the
+    ``available`` reservation's blocks (kv_cache_planning.finalize_extensible_kv_cache)."""
     specs = _specs(spec, k, v, block, mtp, spec_tokens, gpu, prefix_caching)
     if not specs:
         return Pool(0, 1, (), spec_tokens)
     size, groups = _layout(specs)
-    if len(groups) == 1 and size == sum(s.layers for s in specs):
+    whole = len(groups) == 1 and size == sum(s.layers for s in specs)
+    if whole:
         per_block = sum(s.page * s.layers for s in specs)
-        blocks = max(0, available // per_block)
-        return Pool(blocks, size, tuple(groups), spec_tokens, per_block)
-    # _get_kv_cache_bytes_per_block (layer-outer layout): the widest group's pages, which
-    # is group_size pages of the unified size
-    blocks = max(0, available // groups[0].page // size)
-    return Pool(blocks, size, tuple(groups), spec_tokens)
+        strides = [s.page for s in specs for _ in range(s.layers)]
+    else:
+        # _get_kv_cache_bytes_per_block (layer-outer layout): the widest group's pages,
+        # which is group_size pages of the unified size, each shared by a layer of each group
+        per_block = groups[0].page * size
+        strides = [groups[0].page] * size
+    blocks = max(0, available // per_block)
+    if measured is not None:
+        blocks = min(blocks, blocks_within(max(0, measured), per_block, strides))
+    return Pool(blocks, size, tuple(groups), spec_tokens, per_block if whole else 0)
 
 
 def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) -> int:
@@ -567,12 +704,15 @@ def towers_on_first_stage(req: EngineRequest, shares: list[RankShare]) -> list[R
     return out
 
 
-def serve_command(req: EngineRequest, max_len: int, util: float, k_name: str,
+def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: str,
                   mbt: int) -> list[str]:
-    """The `vllm serve` command line of a plan: the flags it sets (a batch-token budget only
-    where the plan was given one)."""
+    """The `vllm serve` command line of a plan: the flags it sets (a batch-token budget and a
+    memory utilization only where the plan was given one: with the extensible KV cache an
+    explicit utilization caps the budget below the whole card)."""
     cmd = [f"vllm serve {model_ref(req.spec)}", f"--max-model-len {max_len}",
-           f"--max-num-seqs {req.sequences}", f"--gpu-memory-utilization {util:g}"]
+           f"--max-num-seqs {req.sequences}"]
+    if util is not None:
+        cmd.append(f"--gpu-memory-utilization {util:g}")
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
     cmd += parallel_flags(req.parallel, "--tensor-parallel-size", "--pipeline-parallel-size",
@@ -647,13 +787,14 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError(f"vLLM loads a GGUF model from a single file; this one is split in "
                          f"{req.spec.checkpoint.parts}: merge it with llama-gguf-split --merge",
                          field="engine")
-    if s.block_size and s.block_size % BLOCK:
+    if s.block_size and s.block_size % KERNEL_STEP:
         # CacheConfig takes any positive block size, but attention backend selection drops
         # every CUDA backend whose kernel sizes refuse it ("block_size not supported":
         # FlashAttention, Triton and the MLA backends take multiples of 16 only)
         raise InputError(f"vLLM's attention backends need --block-size to be a multiple of "
-                         f"{BLOCK}; got {s.block_size}", field="block_size")
-    util = s.gpu_memory_utilization or UTILIZATION
+                         f"{KERNEL_STEP}; got {s.block_size}", field="block_size")
+    # None: the extensible KV cache's 1.0 (config/cache.py resolved_gpu_memory_utilization)
+    util = s.gpu_memory_utilization
     p = req.parallel
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
@@ -675,7 +816,7 @@ def plan(req: EngineRequest) -> EngineReport:
         block = default_block(req.spec, shares[0].gpu, opts.kv_k)
     else:
         # the chosen backend's preference (default_block's answer, without selecting twice)
-        block = backend.preferred() if backend is not None else BLOCK
+        block = backend.preferred() if backend is not None else DEFAULT_BLOCK
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         if s.block_size and s.block_size % DSA_BLOCK:
@@ -707,36 +848,37 @@ def plan(req: EngineRequest) -> EngineReport:
         # the default follows --max-num-seqs × --max-model-len, so it changes with the plan
         return s.max_num_batched_tokens or default_batched_tokens(gpu0, sequences, length)
 
-    sized: dict[int, tuple[int, list[int], list[Pool], int]] = {}
+    sized: dict[int, tuple[int, list[Budget], list[Pool], int]] = {}
 
-    def pools_for(mbt: int) -> tuple[int, list[int], list[Pool], int]:
-        """(activation peak, available KV bytes per stage, pools sized to the tightest, the
-        tightest stage) for ``mbt`` batched tokens."""
+    def pools_for(mbt: int) -> tuple[int, list[Budget], list[Pool], int]:
+        """(activation peak, each stage's budget, pools sized to the tightest, the tightest
+        stage) for ``mbt`` batched tokens."""
         if mbt not in sized:
             act = activation_peak(req.spec, p.tp, mbt)
-            avail = [req.kv_budget_bytes if req.kv_budget_bytes is not None
-                     else int(sh.gpu.total_bytes * util) - sh.weights_bytes - act - non_torch  # type: ignore[union-attr]
-                     - lb for sh, lb in zip(shares, adapters, strict=True)]
-            raw = [pool(sh.spec, max(0, a), opts.kv_k, opts.kv_v, block, opts.mtp,
-                        s.speculative_tokens, sh.gpu, s.prefix_caching)
-                   for sh, a in zip(shares, avail, strict=True)]
+            budgets = [rank_budget(sh.gpu.total_bytes if sh.gpu is not None else None, util,
+                                   sh.weights_bytes + non_torch + lb, act, req.kv_budget_bytes,
+                                   s.extensible_kv_cache)
+                       for sh, lb in zip(shares, adapters, strict=True)]
+            raw = [pool(sh.spec, max(0, b.reserved), opts.kv_k, opts.kv_v, block, opts.mtp,
+                        s.speculative_tokens, sh.gpu, s.prefix_caching, b.measured)
+                   for sh, b in zip(shares, budgets, strict=True)]
             tight = min(range(len(raw)), key=lambda i: raw[i].num_blocks)
             least = raw[tight].num_blocks
-            sized[mbt] = (act, avail, [Pool(least, pl.group_size, pl.groups, pl.spec_tokens,
-                                            pl.block_bytes) for pl in raw], tight)
+            sized[mbt] = (act, budgets, [Pool(least, pl.group_size, pl.groups, pl.spec_tokens,
+                                              pl.block_bytes) for pl in raw], tight)
         return sized[mbt]
 
     def serves(sequences: int, length: int) -> bool:
         """Whether vLLM started with these --max-num-seqs and --max-model-len holds them all."""
         mbt = batched(sequences, length)
         flight = in_flight_tokens(mbt, p.pp)
-        _, avail, pls, _ = pools_for(mbt)
-        return min(avail) > 0 and all(pl.holds(sequences, length, flight, encoder)
-                                      for pl in pls)
+        _, budgets, pls, _ = pools_for(mbt)
+        return (min(b.reserved for b in budgets) > 0 and min(b.kv_bytes for b in budgets) > 0
+                and all(pl.holds(sequences, length, flight, encoder) for pl in pls))
 
     mbt = batched(req.sequences, req.context)
     in_flight = in_flight_tokens(mbt, p.pp)
-    act, avail, pools, binding = pools_for(mbt)
+    act, budgets, pools, binding = pools_for(mbt)
     num_blocks = pools[binding].num_blocks
     main = pools[binding]
     max_len = req.context
@@ -748,11 +890,11 @@ def plan(req: EngineRequest) -> EngineReport:
     max_seqs = (largest(lambda n: n == 0 or serves(n, max_len), MAX_SEQUENCES)
                 if main.groups else 0)
     fits = serves(req.sequences, max_len)
-    kv_avail = avail[binding]
+    budget = budgets[binding]
     lines = startup_lines(
-        kv_avail, main.bytes_per_block,
+        budget.reserved, main.bytes_per_block,
         lambda n: main.blocks_per_request(n, in_flight, encoder) * main.bytes_per_block,
-        max_len, tokens, conc)
+        max_len, tokens, conc, num_blocks if budget.measured is not None else None, util)
     notes = []
     if req.spec.model_type == "longcat_flash_ngram":
         # LongcatFlashNgramForCausalLM raises unless the V2 model runner is in use; its
@@ -768,7 +910,7 @@ def plan(req: EngineRequest) -> EngineReport:
                         "instead, which may result in "
                         "reduced performance. Consider removing --block-size to auto-select "
                         "the optimal block size.")
-    elif backend is not None and not s.block_size and block != BLOCK:
+    elif backend is not None and not s.block_size and block != DEFAULT_BLOCK:
         # update_block_size_for_backend's info line when the preference is not 16
         lines.insert(0, f"Setting kv cache block size to {block} for {backend.name} "
                         "backend(s).")
@@ -800,23 +942,49 @@ def plan(req: EngineRequest) -> EngineReport:
                      f"indexer's keys in fp8 with a scale per {INDEXER_QUANT_BLOCK} values "
                      f"beside the {'fp8_ds_mla' if k_name == 'fp8' else 'bf16'} latent; "
                      f"{per_token:,} bytes a token per rank")
-    elif backend is not None and (block != BLOCK or backend.sizes != (BLOCK,)):
+    elif backend is not None and (block != DEFAULT_BLOCK or backend.sizes != (KERNEL_STEP,)):
         sizes = "/".join(map(str, backend.sizes))
         notes.append(f"vLLM's attention backend here is {backend.name} (kernel blocks of "
                      f"{sizes} tokens): blocks of {block} tokens")
     if opts.kv_k.name.startswith("fp8") and opts.kv_k.name != "fp8_pth" and not dsa:
         notes.append("fp8 KV uses per-tensor scales (1.0 unless calibrated: "
                      "--calculate-kv-scales or a checkpoint with scales)")
-    if req.kv_budget_bytes is None and not s.enforce_eager:
-        # gpu_worker.py determine_available_memory: from 0.20 the CUDA-graph estimate
-        # (profile_cudagraph_memory: graphs captured or extrapolated from the two largest,
-        # measured as free memory) comes off the budget; a measurement, not a formula
-        notes.append("vLLM (from 0.20) also sets aside the CUDA-graph memory it measures at "
-                     "start-up (\"Estimated CUDA graph memory: X GiB total\"), which kvplan "
-                     "does not subtract: public logs print 0.1–0.8 GiB a card for models up to "
-                     "35B and several GiB for large MoE models under tensor parallelism, and "
-                     "the KV pool is that much smaller (--enforce-eager sets none aside; "
-                     "--kv-cache-memory-bytes, kvplan's --kv-budget, pins the pool)")
+    graphs = ("public logs print 0.1–0.8 GiB a card for models up to 35B and several GiB for "
+              "large MoE models under tensor parallelism (--enforce-eager captures none; "
+              "--kv-cache-memory-bytes, kvplan's --kv-budget, pins the pool)")
+    if req.kv_budget_bytes is None and budget.measured is None and not s.enforce_eager:
+        # gpu_worker.py determine_available_memory without the extensible cache: the
+        # CUDA-graph estimate (profile_cudagraph_memory) comes off the budget
+        notes.append("without the extensible KV cache vLLM also sets aside the CUDA-graph "
+                     "memory it estimates at start-up (\"CUDA graph memory profiling is "
+                     "enabled ...\"), which kvplan does not subtract: " + graphs)
+    if req.kv_budget_bytes is None and budget.measured is not None:
+        # v1/worker/extensible_kv_cache.py measure_kv_cache_bytes, after warmup and capture
+        notes.append(
+            f"vLLM {RELEASE} sizes the cache after warmup: {num_blocks:,} blocks "
+            f"({format_bytes(num_blocks * main.bytes_per_block, 2)}) of the "
+            f"{format_bytes(max(0, budget.reserved), 2)} it reserves, "
+            + ("the card less what the process held at start-up "
+               f"({format_bytes(BEFORE_SNAPSHOT, 2)}: CUDA context and cuBLAS), what it "
+               f"uses since, the activation peak and a margin of "
+               f"{format_bytes(budget.margin, 2)} (max(1 GiB, 0.75 × the peak))"
+               if budget.headroom_binds else
+               f"what --gpu-memory-utilization {util:g} leaves less the activation peak")
+            + ("" if s.enforce_eager else
+               "; its CUDA graphs (\"Graph capturing finished in N secs, took X GiB\") come "
+               "off it too, which kvplan does not subtract: " + graphs))
+        if util is not None and 0.7 < util < 1.0 and budget.headroom_binds is False:
+            # extensible_kv_cache.py measure_kv_cache_blocks: an explicit utilization under
+            # 1.0 that keeps 1 GiB or more of free memory out of the cache is warned about
+            assert budget.requested is not None and shares[binding].gpu is not None
+            full = rank_budget(shares[binding].gpu.total_bytes, None,  # type: ignore[union-attr]
+                               budget.requested - budget.reserved - act, act, None)
+            withheld = (full.measured or 0) - (budget.measured or 0)
+            if withheld >= GiB:
+                lines.insert(-1, f"gpu_memory_utilization={util:g} caps this instance at "
+                                 f"{format_gib(budget.requested)} GiB, keeping "
+                                 f"{format_gib(withheld)} GiB of free device memory out of "
+                                 "the KV cache. ...")
     tower = tower_note(req)
     if tower:
         notes.append(tower)
@@ -833,6 +1001,8 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append(long)
     if s.block_size:
         cmd.append(f"--block-size {block}")
+    if not s.extensible_kv_cache:
+        cmd.append("--no-enable-extensible-kv-cache")
     offload_tokens = 0
     if s.offload_bytes:
         offload_tokens = int(s.offload_bytes // max(1, main.bytes_per_block)) * main.min_block
@@ -849,18 +1019,17 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
         extra["cpu_offload"] = offload_extra(req, moved, shares, mbt)
         notes.append(offload_note(s.cpu_offload_bytes, moved, p.tp * p.dp))
-    total = None
-    if req.kv_budget_bytes is None and shares[binding].gpu is not None:
-        gpu = shares[binding].gpu
-        assert gpu is not None
-        total = int(gpu.total_bytes * util)
+    baseline = ((("CUDA context and cuBLAS at vLLM's snapshot", BEFORE_SNAPSHOT),)
+                if budget.headroom_binds else ())
+    margin = (("extensible KV cache margin", budget.margin),) if budget.headroom_binds else ()
     return EngineReport(
         engine=NAME,
-        budget_bytes=total,
+        budget_bytes=budget.requested,
         weights_bytes=shares[binding].weights_bytes,
-        overheads=(("activation peak", act), ("non-torch (CUDA context, NCCL)", non_torch),
+        overheads=(*baseline, ("activation peak", act), ("non-torch (kernels, NCCL)", non_torch),
+                   *margin,
                    *([(lora_label(lora), adapters[binding])] if lora is not None else [])),
-        kv_pool_bytes=kv_avail,
+        kv_pool_bytes=budget.kv_bytes,
         kv_tokens=tokens * p.dp,
         blocks=num_blocks,
         block_tokens=main.min_block,

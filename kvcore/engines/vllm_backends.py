@@ -1,19 +1,20 @@
-"""vLLM 0.33.0's attention backend selection, as far as it sets the KV-cache block size.
+"""vLLM 0.34.0's attention backend selection, as far as it sets the KV-cache block size.
 
-Sources (the v0.33.0 release package): ``vllm/platforms/cuda.py`` (``_get_backend_priorities``:
+Sources (the v0.34.0 release package): ``vllm/platforms/cuda.py`` (``_get_backend_priorities``:
 the order backends are tried in per compute capability; ``get_attn_backend_cls``: the first
 whose ``validate_configuration`` returns no reason wins, a ``--block-size`` a higher backend
 refuses only moves selection down the list, none left → "No valid attention backend found"),
 ``vllm/platforms/interface.py`` (``update_block_size_for_backend``,
 ``_preferred_block_size_for_backends``: without ``--block-size`` the block is the backends'
-``get_preferred_block_size(16)``, one size for every KV cache group),
+``get_preferred_block_size(64)``, one size for every KV cache group; 0.34.0 raised
+``CacheConfig.DEFAULT_BLOCK_SIZE`` from 16 to 64),
 ``vllm/v1/attention/backend.py`` (``AttentionBackend.supports_block_size``: a multiple of one
-of the kernel sizes; ``get_preferred_block_size``: 16 if taken, else the smallest kernel
-size), ``vllm/model_executor/models/config.py`` (``Gemma4Config.verify_and_update_config``),
+of the kernel sizes; ``get_preferred_block_size``: the default if taken, else the smallest
+kernel size), ``vllm/model_executor/models/config.py`` (``Gemma4Config.verify_and_update_config``),
 ``vllm/v1/attention/backends/fa_utils.py`` and the backends' own files (named below).
 
 Only what changes the block is modeled: for other models every backend vLLM could pick takes
-16-token blocks, and kvplan keeps 16. An nvfp4 cache is the exception: only FlashInfer stores
+64-token blocks (multiples of 16, or FlashInfer's 16/32/64), and kvplan keeps 64. An nvfp4 cache is the exception: only FlashInfer stores
 it, and where FlashInfer refuses the model or card vLLM finds no backend at all, which kvplan
 refuses in one line (``_nvfp4_refusal``).
 """
@@ -28,8 +29,9 @@ from ..gpus import GPU
 from ..hf import GEMMA4_TYPES
 from ..model import LayerKind, ModelSpec
 
-#: vLLM's default block (CacheConfig.DEFAULT_BLOCK_SIZE)
-DEFAULT_BLOCK = 16
+#: vLLM's default block (config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE: 64 from 0.34.0, 16
+#: before)
+DEFAULT_BLOCK = 64
 #: MLACommonBackend.get_supported_head_sizes (model_executor/layers/attention/mla_attention.py):
 #: the latent widths (kv_lora_rank + qk_rope_head_dim) every MLA backend but TRITON_MLA takes
 MLA_HEADS = frozenset({320, 512, 576})
@@ -111,8 +113,9 @@ def _attention_heads(spec: ModelSpec) -> set[int]:
 
 
 def _dense_candidates(spec: ModelSpec, family: int, kv: str) -> list[tuple[Backend, bool]]:
-    """Backends for standard (non-MLA) attention where one of them would want other than 16
-    tokens a block; empty where every backend 0.33.0 could pick takes 16 by preference."""
+    """Backends for standard (non-MLA) attention whose kernel blocks differ from the others'
+    (what a --block-size each refuses decides); empty where every backend vLLM could pick
+    takes any multiple of 16 and so the default 64."""
     heads = _attention_heads(spec)
     if not heads:
         return []
@@ -155,8 +158,8 @@ NVFP4_FAMILIES = frozenset({8, 9, 10, 12})
 
 
 def _nvfp4_refusal(spec: ModelSpec, family: int) -> str | None:
-    """Why vLLM 0.33.0 finds no attention backend for an nvfp4 cache of this (non-MLA)
-    model on a card of ``family`` (None: FLASHINFER takes it, 16-token blocks). FLASHINFER is
+    """Why vLLM 0.34.0 finds no attention backend for an nvfp4 cache of this (non-MLA)
+    model on a card of ``family`` (None: FLASHINFER takes it, 64-token blocks). FLASHINFER is
     the only backend whose supported_kv_cache_dtypes hold nvfp4: FLASH_ATTN, TRITON_ATTN,
     FLEX_ATTENTION and TURBOQUANT list none, and the image-prefix composites
     (TRITON_FLASHINFER, TRITON_FLASH_ATTN) need both halves to take it (composite.py
@@ -193,8 +196,8 @@ class Choice:
 
 def select(spec: ModelSpec, gpu: GPU | None, kv: KVFormat,
            block_size: int | None = None) -> Choice | None:
-    """The backend vLLM 0.33.0 picks for ``spec`` on ``gpu`` where the block depends on it
-    (None: 16-token blocks by default, any multiple of 16 taken). With ``block_size`` given, a
+    """The backend vLLM 0.34.0 picks for ``spec`` on ``gpu`` where the block depends on it
+    (None: 64-token blocks by default, any multiple of 16 taken). With ``block_size`` given, a
     backend that refuses it gives way to the next; none left is a one-line refusal."""
     if gpu is None or gpu.cuda_family is None:
         return None
@@ -209,7 +212,8 @@ def select(spec: ModelSpec, gpu: GPU | None, kv: KVFormat,
             raise InputError(f"vLLM finds no attention backend for an nvfp4 KV cache of this "
                              f"model on {gpu.name}: {why} (\"No valid attention backend "
                              f"found\")", field="kv_k")
-        # FLASHINFER: 16 by preference, any multiple of 16 taken (the None case)
+        # FLASHINFER: 64 by preference (16/32/64 kernels), any multiple of 16 taken (the
+        # None case)
         return None
     else:
         candidates = _dense_candidates(spec, family, kv.name)

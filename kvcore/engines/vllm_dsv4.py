@@ -1,7 +1,8 @@
-"""vLLM's KV cache for DeepSeek-V4's compressed sparse attention (release 0.33.0).
+"""vLLM's KV cache for DeepSeek-V4's compressed sparse attention (release 0.34.0).
 
 Sources read (vllm-project/vllm, the v0.33.0 release package, ``vllm/_version.py`` commit
-g4ba787ec9): ``vllm/models/deepseek_v4/attention.py`` (DeepseekV4Attention: the compressed
+g4ba787ec9; the layouts below are unchanged in the v0.34.0 package, commit g62d4bc3c7, whose
+extensible KV cache sizes the pool as vllm.rank_budget says): ``vllm/models/deepseek_v4/attention.py`` (DeepseekV4Attention: the compressed
 latent's MLAAttentionSpec, the indexer's key cache, ``_resolve_dsv4_kv_cache_dtype``),
 ``vllm/models/deepseek_v4/compressor.py`` (CompressorStateCache: the compressor's float32
 state as a sliding-window spec of 4- or 8-token blocks), ``vllm/v1/attention/backends/mla/
@@ -45,7 +46,7 @@ from .vllm import batch_tier, in_flight_tokens, serve_command, startup_lines
 
 NAME = "vllm"
 #: the release whose source this module follows
-RELEASE = "0.33.0"
+RELEASE = "0.34.0"
 #: blocks of the compressed latent and indexer specs: the one size FLASHMLA_SPARSE_DSV4 and
 #: DEEPSEEK_V4_INDEXER take ([256]) that the window (MultipleOf(32)) and compressor
 #: (MultipleOf(1)) backends also take
@@ -206,7 +207,14 @@ def _refuse(what: str) -> InputError:
 
 
 def plan(req: EngineRequest) -> EngineReport:
-    from .vllm import NCCL, NON_TORCH, UTILIZATION, activation_peak
+    from .vllm import (
+        BEFORE_SNAPSHOT,
+        NCCL,
+        NON_TORCH,
+        activation_peak,
+        blocks_within,
+        rank_budget,
+    )
 
     s, opts, p = req.settings, req.cache, req.parallel
     k_name = single_format("vLLM", opts, FORMATS)
@@ -239,7 +247,8 @@ def plan(req: EngineRequest) -> EngineReport:
                       "Blackwell sm100 cards)")
     if gpu is None and req.kv_budget_bytes is None:
         raise need_gpu()
-    util = s.gpu_memory_utilization or UTILIZATION
+    # None: the extensible KV cache's 1.0 (vllm.rank_budget)
+    util = s.gpu_memory_utilization
     # the card's default (engine/arg_utils.py get_batch_defaults: chunked prefill is on, so
     # max_model_len does not raise it); no card named (a KV budget alone): 8,192, the default
     # of the 70 to 160 GiB cards, as the other vLLM plans take it
@@ -249,14 +258,17 @@ def plan(req: EngineRequest) -> EngineReport:
     act = activation_peak(req.spec, p.tp, mbt)
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
     sh = shares[0]
-    if req.kv_budget_bytes is not None:
-        avail = req.kv_budget_bytes
-    else:
-        assert gpu is not None
-        avail = int(gpu.total_bytes * util) - sh.weights_bytes - act - non_torch
+    budget = rank_budget(gpu.total_bytes if gpu is not None else None, util,
+                         sh.weights_bytes + non_torch, act, req.kv_budget_bytes)
+    avail = budget.kv_bytes
     gs = groups(req.spec)
     per_block = bytes_per_block(gs)
-    num_blocks = max(0, avail) // per_block
+    num_blocks = max(0, budget.reserved) // per_block
+    if budget.measured is not None:
+        # the extensible cache's blocks after warmup: blocks outermost, one segment of
+        # whole blocks in whole granules (extensible_kv_cache.py ExtensibleKVCache._segments)
+        num_blocks = min(num_blocks, blocks_within(max(0, budget.measured), per_block,
+                                                   [per_block]))
 
     def per_request(length: int) -> int:
         return sum(g.blocks_per_request(length, in_flight) for g in gs)
@@ -269,8 +281,9 @@ def plan(req: EngineRequest) -> EngineReport:
     fits = avail > 0 and usable >= per_request(max_len) * req.sequences
     max_ctx = largest(lambda n: n == 0 or usable >= per_request(n) * req.sequences, 1 << 31)
     max_seqs = min(MAX_SEQUENCES, usable // per_request(max_len))
-    lines = startup_lines(avail, per_block, lambda n: per_request(n) * per_block, max_len,
-                          tokens, conc)
+    lines = startup_lines(budget.reserved, per_block, lambda n: per_request(n) * per_block,
+                          max_len, tokens, conc,
+                          num_blocks if budget.measured is not None else None, util)
     layout = ", ".join(f"{g.layers} layers of {g.bytes:,} B" for g in gs)
     notes = (
         f"vLLM {RELEASE}: DeepSeek-V4 runs an fp8_ds_mla cache ({ROW_BYTES}-byte rows, pages "
@@ -285,10 +298,12 @@ def plan(req: EngineRequest) -> EngineReport:
     cmd = serve_command(req, max_len, util, k_name, mbt)
     return EngineReport(
         engine=NAME,
-        budget_bytes=(int(gpu.total_bytes * util)
-                      if req.kv_budget_bytes is None and gpu is not None else None),
+        budget_bytes=budget.requested,
         weights_bytes=sh.weights_bytes,
-        overheads=(("activation peak", act), ("non-torch (CUDA context, NCCL)", non_torch)),
+        overheads=((("CUDA context and cuBLAS at vLLM's snapshot", BEFORE_SNAPSHOT),)
+                   if budget.headroom_binds else ())
+        + (("activation peak", act), ("non-torch (kernels, NCCL)", non_torch))
+        + ((("extensible KV cache margin", budget.margin),) if budget.headroom_binds else ()),
         kv_pool_bytes=avail,
         kv_tokens=tokens,
         blocks=num_blocks,
