@@ -181,6 +181,9 @@ _STRUCTURE_FIELDS: dict[str, tuple[frozenset[str], str]] = {
     "hc_mult": (frozenset({"hy_v4"}), "hyper-connections over several copies of the hidden "
                                       "state"),
     "hc_count": (QWEN4_EXP_TYPES, "hyper-connections over several copies of the hidden state"),
+    # Kimi-K3.1 (kimi_k31): K3's layers plus an indexer cache on its dsa_layers (vLLM
+    # models/kimi_k3 common/dsa_cache.py), which kvplan does not size
+    "dsa_config": (frozenset(), "a sparse-attention indexer cache on some layers"),
 }
 
 
@@ -203,9 +206,9 @@ def _check_structure_fields(lm: Mapping[str, Any], model_type: str) -> None:
         value = lm.get(name)
         if model_type in types or value in (None, False, 0, 1):
             continue
-        raise ConfigError(f"config.json '{name}' gives this model {what}, which kvplan sizes "
-                          f"for {', '.join(sorted(types))} only (model_type '{model_type}')",
-                          field=name)
+        sizes = f"sizes for {', '.join(sorted(types))} only" if types else "does not size"
+        raise ConfigError(f"config.json '{name}' gives this model {what}, which kvplan {sizes} "
+                          f"(model_type '{model_type}')", field=name)
     for name, types in _KIND_GEOMETRY_FIELDS.items():
         if model_type in types or lm.get(name) is None:
             continue

@@ -2371,3 +2371,16 @@ def test_vllm_kimi_k3_flashkda_checkpoint_page(gpu, pages):
     off = vllm.pool(load_model("kimi-k3"), 40 * GiB, F16, F16, 64, gpu=find_gpu(gpu),
                     prefix_caching=False)
     assert {g.pages_for(8192, 8192, 0) for g in off.groups if g.state} == {1}
+
+
+def test_vllm_names_the_release_that_removed_an_architecture():
+    # registry.py _PREVIOUSLY_SUPPORTED_MODELS: Keye's own model went after 0.33.0; the
+    # Transformers backend is then the only way it starts, which the plan says
+    keye = replace(load_model("llama-3.1-8b"), architecture="KeyeForConditionalGeneration")
+    r = engine_plan("vllm", EngineRequest(spec=keye, context=8192, sequences=1,
+                                          cache=CacheOptions(kv_k=F16, kv_v=F16),
+                                          gpus=(find_gpu("h100"),)))
+    assert any("vLLM removed its own KeyeForConditionalGeneration after 0.33.0" in n
+               and "pin vllm==0.33.0" in n for n in r.notes)
+    assert not any("vLLM removed" in n for n in engine_plan(
+        "vllm", req("llama-3.1-8b")).notes)

@@ -2,6 +2,7 @@
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -1973,3 +1974,18 @@ def test_a_bad_value_is_named_as_the_config_spells_the_field():
     with pytest.raises(ConfigError) as e:
         spec(gpt2)
     assert e.value.field == "n_layer"
+
+
+def test_kimi_k31_indexer_is_refused_not_left_out():
+    # Kimi-K3.1 is K3 with an indexer cache on its dsa_layers: sizing it as K3 would leave
+    # that cache out
+    base = json.loads((Path(__file__).resolve().parent.parent / "kvcore" / "data" / "models"
+                       / "kimi-k3.json").read_text())
+    cfg = copy.deepcopy(base.get("config", base))
+    cfg["model_type"] = "kimi_k31"
+    cfg["text_config"]["dsa_config"] = {"dsa_layers": [4, 8], "index_head_dim": 64,
+                                        "index_num_heads": 16, "index_topk": 2048}
+    with pytest.raises(ConfigError, match="dsa_config") as e:
+        spec(cfg)
+    assert e.value.field == "dsa_config" and "does not size" in str(e.value)
+    spec(base.get("config", base))

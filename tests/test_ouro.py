@@ -53,15 +53,11 @@ def request(s, *, pp=1, gpu="4090"):
                          parallel=Parallel(pp=pp))
 
 
-def test_vllm_pools_every_run_and_refuses_pipeline_parallelism():
-    r = engine_plan("vllm", request(spec()))
-    per_token = 96 * 2 * 16 * 128 * 2
-    assert r.kv_tokens * per_token <= r.kv_pool_bytes
-    # the extensible cache commits each of the 96 caches' regions in whole 2 MiB granules
-    assert (r.kv_tokens + r.block_tokens) * per_token > r.kv_pool_bytes - 96 * (2 << 20)
-    with pytest.raises(InputError, match="pipeline parallelism") as e:
-        engine_plan("vllm", request(spec(), pp=2))
-    assert e.value.field == "pp"
+def test_vllm_removed_its_ouro_model():
+    # registry.py _PREVIOUSLY_SUPPORTED_MODELS: "OuroForCausalLM": "0.26.0"
+    with pytest.raises(InputError, match="removed OuroForCausalLM after 0.26.0") as e:
+        engine_plan("vllm", request(spec()))
+    assert e.value.field == "engine" and "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize(("engine", "needle"), [

@@ -78,6 +78,25 @@ UNSUPPORTED = {
     # no RWKV model in its registry (vllm/model_executor/models/registry.py)
     "rwkv7": ("RWKV7ForCausalLM", "vLLM has no RWKV model; llama.cpp runs it"),
 }
+#: architectures whose own implementation vLLM removed, with the last release that had it
+#: (0.34.0 model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS; the ones kvplan can
+#: read). ModelRegistry falls back to its Transformers backend first (_try_resolve_transformers:
+#: where transformers' class, or the checkpoint's remote code, is backend-compatible), so most
+#: may still start, with the same per-layer cache; the plan says so
+PREVIOUSLY_SUPPORTED = {
+    "XverseForCausalLM": "0.23.0", "Dots1ForCausalLM": "0.23.0", "BambaForCausalLM": "0.23.0",
+    "BaiChuanForCausalLM": "0.23.0", "BaichuanForCausalLM": "0.23.0",
+    "InternLMForCausalLM": "0.23.0", "QWenLMHeadModel": "0.23.0", "JAISLMHeadModel": "0.22.0",
+    "AquilaModel": "0.24.0", "AquilaForCausalLM": "0.24.0", "Grok1ModelForCausalLM": "0.24.0",
+    "Grok1ForCausalLM": "0.24.0", "AyaVisionForConditionalGeneration": "0.24.0",
+    "TeleChatForCausalLM": "0.25.0", "PersimmonForCausalLM": "0.25.0",
+    "FuyuForCausalLM": "0.25.0", "Plamo2ForCausalLM": "0.26.0", "ArcticForCausalLM": "0.28.0",
+    "ChameleonForConditionalGeneration": "0.28.0", "MPTForCausalLM": "0.28.0",
+    "MptForCausalLM": "0.28.0", "RWForCausalLM": "0.28.0", "StableLMEpochForCausalLM": "0.28.0",
+    "KeyeForConditionalGeneration": "0.33.0", "KeyeVL1_5ForConditionalGeneration": "0.33.0",
+    "Phi3SmallForCausalLM": "0.9.2", "Phi4FlashForCausalLM": "0.10.2",
+    "MotifForCausalLM": "0.10.2",
+}
 #: the release whose rules this module follows
 RELEASE = "0.34.0"
 #: the block vLLM picks without --block-size where every backend takes it
@@ -137,8 +156,9 @@ def default_batched_tokens(gpu: GPU | None, sequences: int, max_len: int) -> int
 def in_flight_tokens(mbt: int, pp: int) -> int:
     """Tokens scheduled but not yet settled (config/vllm.py VllmConfig.max_in_flight_tokens):
     max_concurrent_batches × max_num_batched_tokens, with pp + 1 batches in flight under
-    async scheduling on the V2 model runner (both on by default; 0.34.0 removed the V1 runner). Sliding-window
-    and chunked-local layers keep this many tokens beyond their window per request."""
+    async scheduling (on by default; 0.34.0 removed the V1 model runner, so it holds for every
+    model). Sliding-window and chunked-local layers keep this many tokens beyond their window
+    per request."""
     return (pp + 1) * mbt
 
 
@@ -752,10 +772,13 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError("vLLM's Bailing hybrids (BailingMoeV3ForCausalLM, "
                          "BailingMoeV25ForCausalLM) take no LoRA adapters: plan them without "
                          "--enable-lora", field="enable_lora")
-    if req.spec.model_type == "ouro" and req.parallel.pp > 1:
-        # OuroForCausalLM (models/ouro.py) implements SupportsLoRA, not SupportsPP
-        raise InputError("vLLM's OuroForCausalLM does not support pipeline parallelism: use "
-                         "--pp 1 (tensor parallelism splits it)", field="pp")
+    if req.spec.model_type == "ouro":
+        # registry.py _PREVIOUSLY_SUPPORTED_MODELS: "OuroForCausalLM": "0.26.0" (models/ouro.py,
+        # which kept a cache for each of a layer's total_ut_steps runs, is gone); the
+        # Transformers backend gives each layer one attention cache, which its loop would share
+        raise InputError("vLLM removed OuroForCausalLM after 0.26.0 (its model kept a cache for "
+                         "each of a layer's runs); pin vllm==0.26.0, or plan it with --engine "
+                         "raw", field="engine")
     if req.spec.model_type == "zamba2":
         # Zamba2ForCausalLM (models/zamba2.py) implements neither SupportsPP nor SupportsLoRA:
         # vLLM stops at start-up ("Pipeline parallelism is not supported for this model"), and
@@ -896,13 +919,19 @@ def plan(req: EngineRequest) -> EngineReport:
         lambda n: main.blocks_per_request(n, in_flight, encoder) * main.bytes_per_block,
         max_len, tokens, conc, num_blocks if budget.measured is not None else None, util)
     notes = []
+    gone = PREVIOUSLY_SUPPORTED.get(req.spec.architecture)
+    if gone:
+        notes.append(f"vLLM removed its own {req.spec.architecture} after {gone}: it starts only "
+                     "through its Transformers backend, where transformers' class (or the "
+                     "checkpoint's remote code) supports it, with the cache planned here; else "
+                     f"pin vllm=={gone}")
     if req.spec.model_type == "longcat_flash_ngram":
-        # LongcatFlashNgramForCausalLM raises unless the V2 model runner is in use; its
-        # LongcatNgramModelState keeps an inputs_embeds buffer of max_num_tokens × hidden
+        # LongcatFlashNgramForCausalLM runs on the model runner (V2, the only one from 0.34.0),
+        # whose LongcatNgramModelState keeps an inputs_embeds buffer of max_num_tokens × hidden
         buffer = format_bytes(mbt * req.spec.hidden_size * req.spec.dtype_bytes, 2)
-        notes.append("LongCat-Flash-Lite runs on vLLM's V2 model runner only (its n-gram "
-                     "embedding keeps each request's last tokens there); the runner's n-gram "
-                     f"input buffer ({buffer}, batched tokens × hidden) is not counted")
+        notes.append("LongCat-Flash-Lite's n-gram embedding keeps each request's last tokens "
+                     "in vLLM's model runner; the runner's n-gram input buffer "
+                     f"({buffer}, batched tokens × hidden) is not counted")
     if choice is not None and choice.passed_over:
         # get_attn_backend_cls's warning when --block-size passed over a preferred backend
         lines.insert(0, f"--block-size {block} precluded higher-priority backend(s) "
