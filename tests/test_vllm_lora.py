@@ -58,7 +58,10 @@ def test_qwen3_moe_matches_vllm_model_loading_figures():
     spec = kvcore.load_model("qwen3-30b-a3b")
     p = Parallel(tp=4)
     weights = weights_for(spec, None).bytes / 4
-    after = lora_bytes(spec, LoRA(16, 32, True), p)[0]
+    # the log predates vLLM PR #29816 (2025-12-01), which gave Qwen3's embedding and lm_head
+    # slots (whole on every rank): left out to compare
+    embed = 2 * (spec.vocab_size + spec.hidden_size) * 32 * 16 * 2
+    after = lora_bytes(spec, LoRA(16, 32, True), p)[0] - embed
     assert abs((weights + after) / GiB - 26.9761) < 0.1
     # before: the experts' slots whole over tensor parallelism (the rest fully sharded)
     experts = lora_bytes(spec, LoRA(16, 32, False, ("experts",)), p)[0]
@@ -88,13 +91,24 @@ def test_target_modules_wrap_the_merged_module_whole():
     assert both == qkv + o
 
 
-def test_models_without_embedding_modules_get_no_embedding_slots():
-    # Qwen3's vLLM class declares no embedding_modules: only its linear layers are wrapped
-    spec = kvcore.load_model("qwen3-8b")
+LINEAR = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+
+
+@pytest.mark.parametrize(("model", "pieces"), [
+    # qwen3.py declares embed_tokens and lm_head in embedding_modules: two slots of
+    # (vocab + hidden) × rank
+    ("qwen3-8b", 2),
+    # MistralForCausalLM sets embedding_modules to {}: the linear layers only
+    ("mistral-7b-instruct-v0.3", 0),
+    # OLMo 3 runs on the Transformers backend, whose embedding_modules is the input
+    # embedding alone
+    ("olmo-3.1-32b-instruct", 1),
+])
+def test_embedding_slots_follow_the_class_s_embedding_modules(model, pieces):
+    spec = kvcore.load_model(model)
     every = lora_bytes(spec, LoRA(1, 16), Parallel())[0]
-    layers = lora_bytes(spec, LoRA(1, 16, targets=("qkv_proj", "o_proj", "gate_up_proj",
-                                                   "down_proj")), Parallel())[0]
-    assert every == layers
+    layers = lora_bytes(spec, LoRA(1, 16, targets=LINEAR), Parallel())[0]
+    assert every - layers == pieces * (spec.vocab_size + spec.hidden_size) * 16 * 2
 
 
 def test_the_kv_pool_shrinks_by_the_slots():

@@ -42,9 +42,40 @@ LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 DEFAULT_LORAS, DEFAULT_RANK = 1, 16
 #: a LoRA buffer's bytes a value (--lora-dtype auto, float16 or bfloat16)
 DTYPE_BYTES = 2
-#: model types whose vLLM class declares embedding_modules (LlamaForCausalLM and the classes
-#: built on it; Qwen3.5's from vLLM PR #48850): their embedding and lm_head get slots too
-EMBEDDING_TYPES = frozenset({"llama", "mistral", "qwen3_5_text", "qwen3_5_moe_text"})
+#: model types whose vLLM class declares embedding_modules with both the input embedding and
+#: the lm_head (0.34.0: LlamaForCausalLM and the classes built on it without their own, Phi-3,
+#: ERNIE 4.5; qwen3.py, qwen3_moe.py, mixtral.py, phimoe.py, nemotron.py, nemotron_h.py,
+#: nemotron_nas.py, granite*.py, exaone.py, exaone4.py, jamba.py, lfm2*.py, lfm3.py,
+#: falcon_h1.py, minicpm.py, solar.py, apertus.py, qwen3_5.py): their embedding and lm_head get
+#: slots too. MistralForCausalLM sets embedding_modules to {} ("We don't support LoRA on the
+#: embedding layers"), which architecture_roles checks
+EMBEDDING_TYPES = frozenset({
+    "llama", "phi3", "ernie4_5", "qwen3", "qwen3_moe", "mixtral", "phimoe", "nemotron",
+    "nemotron_h", "nemotron-nas", "granite", "granitemoe", "granitemoeshared",
+    "granitemoehybrid", "exaone", "exaone4", "jamba", "lfm2", "lfm2_moe", "lfm3", "falcon_h1",
+    "minicpm", "solar", "apertus", "qwen3_5_text", "qwen3_5_moe_text"})
+#: model types whose vLLM class wraps the input embedding only: Command R's
+#: (commandr.py, embedding_modules {"embed_tokens"}) and the architectures vLLM runs through its
+#: Transformers backend (registry.py _TRANSFORMERS_SUPPORTED_MODELS; transformers/base.py
+#: Base.embedding_modules {"embed_tokens": "input_embeddings"}, no lm_head)
+EMBED_ONLY_TYPES = frozenset({
+    "cohere", "cohere2", "gemma", "olmo", "olmo2", "olmo3", "olmoe", "stablelm", "phi",
+    "starcoder2", "gpt_neox", "gpt_bigcode", "glm", "smollm3", "seed_oss", "arcee",
+    "hunyuan_v1_dense", "hunyuan_v1_moe", "vaultgemma", "flex_olmo"})
+
+
+def embedding_roles(spec: ModelSpec) -> frozenset[str]:
+    """The embedding modules vLLM's class wraps with LoRA slots: "embed" (embed_tokens) and
+    "head" (lm_head), by the model's type and architecture."""
+    if spec.architecture == "MistralForCausalLM":
+        return frozenset()
+    if spec.model_type in EMBEDDING_TYPES:
+        return frozenset({"embed", "head"})
+    if spec.model_type in EMBED_ONLY_TYPES:
+        return frozenset({"embed"})
+    return frozenset()
+
+
 #: model types whose vLLM class sets is_3d_moe_weight (gpt-oss, Qwen3.5-MoE, Qwen3-VL-MoE):
 #: FusedMoE3DWithLoRA holds w1 and w3 as one slice, so one A (rank × hidden) an expert where
 #: the others hold two
@@ -154,12 +185,12 @@ def lora_split(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> tuple[list[in
     kv = kv_heads_by_layer(spec)
     per_stage = [0] * pp
     experts = [0] * pp
-    embedding = spec.model_type in EMBEDDING_TYPES
+    roles = embedding_roles(spec)
     for m in spec.params.modules:
         name = m.names[0].split(".")[-1]
         if m.role in ("embed", "head"):
-            if embedding and _targeted("embed_tokens" if m.role == "embed" else "lm_head",
-                                       lora):
+            if m.role in roles and _targeted("embed_tokens" if m.role == "embed" else "lm_head",
+                                             lora):
                 # the embedding's A is vocab × rank, the lm_head's B vocab × rank: both
                 # whole on every rank, with a hidden-wide partner
                 values = spec.vocab_size + spec.hidden_size
@@ -178,7 +209,7 @@ def lora_split(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> tuple[list[in
         per_stage[stage] += values
         if m.role == "experts":
             experts[stage] += values
-    if (embedding and not any(m.role == "head" for m in spec.params.modules)
+    if ("head" in roles and not any(m.role == "head" for m in spec.params.modules)
             and _targeted("lm_head", lora)):
         # a tied lm_head is still wrapped under its own name (LogitsProcessorWithLoRA)
         per_stage[pp - 1] += spec.vocab_size + spec.hidden_size
@@ -201,8 +232,10 @@ def lora_note(spec: ModelSpec, lora: LoRA, per_rank: int, tp: int = 1,
     experts = (any(m.role == "experts" for m in spec.params.modules)
                and _targeted("experts", lora))
     wrapped = "the targeted linear layers" if lora.targets else "every linear layer"
-    if spec.model_type in EMBEDDING_TYPES:
-        wrapped += ", the embedding and the lm_head"
+    roles = embedding_roles(spec)
+    if roles:
+        wrapped += (", the embedding and the lm_head" if "head" in roles
+                    else ", the input embedding")
     if experts:
         wrapped += " and each routed expert"
     return (f"--enable-lora: {lora.slots} adapter slot{'s' if lora.slots != 1 else ''} of rank "
