@@ -784,8 +784,8 @@ def test_sglang_pools_sliding_windows_only_for_its_hybrid_architectures():
 
 
 def test_vllm_batched_tokens_default_by_card():
-    # `vllm serve` 0.33.0 and 0.34.0 (engine/arg_utils.py get_batch_defaults): 16384 on cards of 160 GiB
-    # or more, 8192 from 70 GiB but on A100s and GB10, else 2048; at most
+    # `vllm serve` 0.33.0 and 0.34.0 (engine/arg_utils.py get_batch_defaults): 16384 on cards
+    # of 160 GiB or more, 8192 from 70 GiB but on A100s and GB10, else 2048; at most
     # max_num_seqs × max_model_len
     from kvcore.engines.vllm import default_batched_tokens
 

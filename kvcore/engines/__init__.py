@@ -161,7 +161,8 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
     sizes it. llama.cpp runs Ling-3.0 (its Kimi Delta Attention hybrid) as bailingmoe3, a
     hybrid memory of K-only MLA latents and f32 KDA states like Kimi-Linear's
     (src/models/bailingmoe3.cpp build_inp_mem_hybrid_k), and so does vLLM
-    (BailingMoeV3ForCausalLM), which runs Ling-2.5/2.6 too; llama.cpp runs Hy4 as hy_v4, a DSA cache like GLM-5's: the
+    (BailingMoeV3ForCausalLM), which runs Ling-2.5/2.6 too, and ZAYA; llama.cpp runs Hy4 as
+    hy_v4, a DSA cache like GLM-5's: the
     K-only latent in every layer, the indexer keys (-ctk type) in the layers indexer_types
     lists "full" (src/llama-model.cpp create_memory, filter_lid is_indexer_full), its MTP
     layers dropped by the converter."""
@@ -175,6 +176,10 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
         # (heads × head_dim², no convolution, f32) beside the MLA pool of the full layers,
         # extra_buffer slots (_MAMBA_EXTRA_BUFFER_ARCHS); its breakable prefill graph stays
         # (uses_kda_attention is false)
+        return None
+    if name == "vllm" and spec.model_type == "zaya":
+        # ZayaForCausalLM (vLLM 0.34.0 models/zaya.py): each layer's KV cache beside a
+        # SHORT_CONV MambaSpec of the CCA state, both whole on every rank (vllm.py)
         return None
     if name == "vllm" and (ling3 or spec.architecture == "BailingMoeV2_5ForCausalLM"):
         # BailingMoeV3ForCausalLM (models/bailing_moe_v3.py): MLA layers and KDA states from

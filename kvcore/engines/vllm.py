@@ -1,25 +1,24 @@
 """vLLM (V1 engine) allocation rules, as of release 0.34.0.
 
 Sources read (vllm-project/vllm, the v0.34.0 release package, ``vllm/_version.py`` commit
-g62d4bc3c7; the 0.33.0 package, g4ba787ec9, for what changed): ``vllm/v1/worker/
-gpu_worker.py`` (reservation = ``gpu_memory_utilization`` × total memory, 1.0 by default with
-the extensible KV cache, minus weights, the profiled activation peak and non-torch memory:
-``Available KV cache memory``, printed through ``format_gib``),
-``vllm/v1/worker/extensible_kv_cache.py`` (the blocks committed after warmup: the memory then
-free, less the transient peak and a margin, ``rank_budget``), ``vllm/v1/kv_cache_interface.py`` (page of a layer =
-block_size × KV heads × (K + V head sizes) × dtype bytes, MLA one latent; a sliding window
-needs ``cdiv(min(W − 1 + in-flight tokens, L), block) + 1`` pages, in-flight tokens being
-``max_concurrent_batches × max_num_batched_tokens`` (``vllm/config/vllm.py``); Mamba two state
-pages in "align" mode, three where FlashInfer's GDN prefill exports checkpoints),
-``vllm/v1/core/kv_cache_planning.py`` (layers grouped by spec; page sizes unified by
-enlarging block sizes or padding; ``num_blocks = available // bytes per block``, the minimum
-over workers; the start-up check against ``available − one block``), ``vllm/v1/core/
-kv_cache_utils.py`` (``Maximum concurrency = num_blocks / Σ_groups cdiv(max_memory_g, page)``;
-``GPU KV cache size`` = concurrency × max_model_len, logged with it on one line),
-``vllm/config/model.py`` (``get_num_kv_heads`` = max(1, heads // tp), MLA 1),
-``vllm/platforms/interface.py`` (hybrid attention/Mamba models: attention block size raised
-to a multiple of the kernel block so an attention page holds a Mamba state page, which is
-padded to match), ``vllm/engine/arg_utils.py`` (``get_batch_defaults``).
+g62d4bc3c7; the 0.33.0 package, g4ba787ec9, for what changed): ``vllm/v1/worker/gpu_worker.py``
+(reservation = ``gpu_memory_utilization`` × total memory, 1.0 by default with the extensible KV
+cache, minus weights, the profiled activation peak and non-torch memory: ``Available KV cache
+memory``, printed through ``format_gib``), ``vllm/v1/worker/extensible_kv_cache.py`` (the blocks
+committed after warmup: the memory then free, less the transient peak and a margin,
+``rank_budget``), ``vllm/v1/kv_cache_interface.py`` (page of a layer = block_size × KV heads ×
+(K + V head sizes) × dtype bytes, MLA one latent; a sliding window needs ``cdiv(min(W − 1 +
+in-flight tokens, L), block) + 1`` pages, in-flight tokens being ``max_concurrent_batches ×
+max_num_batched_tokens`` (``vllm/config/vllm.py``); Mamba two state pages in "align" mode, three
+where the layer exports prefill checkpoints), ``vllm/v1/core/kv_cache_planning.py``
+(layers grouped by spec; page sizes unified by enlarging block sizes or padding; ``num_blocks =
+available // bytes per block``, the minimum over workers; the start-up check against ``available
+− one block``), ``vllm/v1/core/kv_cache_utils.py`` (``Maximum concurrency = num_blocks /
+Σ_groups cdiv(max_memory_g, page)``; ``GPU KV cache size`` = concurrency × max_model_len, logged
+with it on one line), ``vllm/config/model.py`` (``get_num_kv_heads`` = max(1, heads // tp), MLA
+1), ``vllm/platforms/interface.py`` (hybrid attention/Mamba models: attention block size raised
+to a multiple of the kernel block so an attention page holds a Mamba state page, which is padded
+to match), ``vllm/engine/arg_utils.py`` (``get_batch_defaults``).
 """
 
 from __future__ import annotations
@@ -525,9 +524,10 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
         # attention pages must hold a state page: the block size becomes the smallest multiple
         # of the alignment whose page holds the state (platforms/interface.py
         # Platform._align_hybrid_block_size). The alignment is the larger of the kernel's
-        # smallest block (16) and the block size (64 unless --block-size says otherwise), at least 128 for an MLA model (the
-        # TRTLLM/FlashInfer MLA kernels' 128-token rule), and in "align" mode also a
-        # multiple of the Mamba layers' prefill-checkpoint alignment (64 for FlashInfer's GDN)
+        # smallest block (16) and the block size (64 unless --block-size says otherwise), at
+        # least 128 for an MLA model (the TRTLLM/FlashInfer MLA kernels' 128-token rule), and
+        # in "align" mode also a multiple of the Mamba layers' prefill-checkpoint alignment
+        # (64 for FlashInfer's GDN)
         biggest_state = max(b for _, b in states)
         per_token = max(b for _, b in attn)
         align = max(KERNEL_STEP, block)
@@ -756,6 +756,28 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
     return cmd
 
 
+def _zaya(req: EngineRequest) -> EngineRequest:
+    """ZAYA under vLLM 0.34.0 (model_executor/models/zaya.py): ZayaForCausalLM implements
+    HasInnerState and IsHybrid only (no pipeline parallelism, no LoRA) and raises on
+    speculative decoding; its attention and CCA projections are ReplicatedLinear, so every
+    rank holds them whole, with all the KV heads and the whole CCA state
+    (is_kv_cache_tp_replicated), the experts alone split (FusedMoE)."""
+    if req.parallel.pp > 1:
+        raise InputError("vLLM's ZayaForCausalLM does not support pipeline parallelism: use "
+                         "--pp 1", field="pp")
+    if req.settings.lora is not None:
+        raise InputError("vLLM's ZayaForCausalLM takes no LoRA adapters: plan it without "
+                         "--enable-lora", field="enable_lora")
+    if req.cache.mtp or req.settings.speculative_tokens:
+        raise InputError("vLLM's ZayaForCausalLM refuses speculative decoding (\"ZAYA1 does "
+                         "not support speculative decoding\")", field="speculative_tokens")
+    p = req.spec.params
+    # everything but the experts, the embedding and the lm_head (vocab-parallel), the
+    # residual scales and norms included
+    split = sum(m.params for m in p.modules if m.role in ("experts", "embed", "head"))
+    return replace(req, spec=replace(req.spec, params=replace(p, replicated=p.total - split)))
+
+
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("vLLM", req.spec, UNSUPPORTED)
     if req.settings.language_model_only and req.cache.encoder:
@@ -779,6 +801,8 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError("vLLM removed OuroForCausalLM after 0.26.0 (its model kept a cache for "
                          "each of a layer's runs); pin vllm==0.26.0, or plan it with --engine "
                          "raw", field="engine")
+    if req.spec.model_type == "zaya":
+        req = _zaya(req)
     if req.spec.model_type == "zamba2":
         # Zamba2ForCausalLM (models/zamba2.py) implements neither SupportsPP nor SupportsLoRA:
         # vLLM stops at start-up ("Pipeline parallelism is not supported for this model"), and
@@ -822,6 +846,9 @@ def plan(req: EngineRequest) -> EngineReport:
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, f32_as="bf16")
+    if req.spec.model_type == "zaya":
+        # every rank keeps all KV heads and the whole CCA state (_zaya)
+        shares = [replace(sh, spec=replace(sh.spec, groups=req.spec.groups)) for sh in shares]
     shares = towers_on_first_stage(req, shares)
     # --cpu-offload-gb: what each rank moves to host memory is not on its card
     moved, shares = offload_shares(req, weights, shares, stage_layers)

@@ -2,29 +2,30 @@
 
 Sources read (vllm-project/vllm, the v0.33.0 release package, ``vllm/_version.py`` commit
 g4ba787ec9; the layouts below are unchanged in the v0.34.0 package, commit g62d4bc3c7, whose
-extensible KV cache sizes the pool as vllm.rank_budget says): ``vllm/models/deepseek_v4/attention.py`` (DeepseekV4Attention: the compressed
-latent's MLAAttentionSpec, the indexer's key cache, ``_resolve_dsv4_kv_cache_dtype``),
-``vllm/models/deepseek_v4/compressor.py`` (CompressorStateCache: the compressor's float32
-state as a sliding-window spec of 4- or 8-token blocks), ``vllm/v1/attention/backends/mla/
+extensible KV cache sizes the pool as vllm.rank_budget says):
+``vllm/models/deepseek_v4/attention.py`` (DeepseekV4Attention: the compressed latent's
+MLAAttentionSpec, the indexer's key cache, ``_resolve_dsv4_kv_cache_dtype``),
+``vllm/models/deepseek_v4/compressor.py`` (CompressorStateCache: the compressor's float32 state
+as a sliding-window spec of 4- or 8-token blocks), ``vllm/v1/attention/backends/mla/
 sparse_swa.py`` (DeepseekV4SWACache: the 128-token window in 64-token blocks of 584-byte rows),
-``vllm/models/deepseek_v4/sparse_mla.py`` (FLASHMLA_SPARSE_DSV4: blocks of 256, sm90/sm100,
-kv dtypes auto/fp8/fp8_ds_mla), ``vllm/models/deepseek_v4/nvidia/model.py``
-(``_select_dsv4_attn_cls``: FlashMLA except on sm12x), ``vllm/v1/kv_cache_interface.py``
-(page = states × row, rounded up to ``alignment``; window admission
-``cdiv(min(W − 1 + in-flight, L), block) + 1``), ``vllm/v1/core/kv_cache_planning.py``
-(``_get_packed_kv_cache_groups``, ``_approximate_gcd``, ``_get_kv_cache_bytes_per_block``,
-``get_kv_cache_configs``, the admission check), ``vllm/v1/core/kv_cache_utils.py``
-(``get_max_concurrency_for_kv_cache_config``, ``update_kv_cache_capacity``'s one log line),
-``vllm/v1/attention/backends/utils.py`` (``resolve_kv_cache_layout``: the indexer backend
-alone declares layouts, BLHNC first, so blocks are outermost), ``vllm/platforms/
-interface.py`` (``_preferred_block_size_for_backends``: lcm(256, 32, 256, 1) = 256),
-``vllm/config/vllm.py`` (``max_in_flight_tokens`` = (pp + 1) × max_num_batched_tokens with
-async scheduling on the V2 model runner), ``vllm/engine/arg_utils.py`` (``get_batch_defaults``).
+``vllm/models/deepseek_v4/sparse_mla.py`` (FLASHMLA_SPARSE_DSV4: blocks of 256, sm90/sm100, kv
+dtypes auto/fp8/fp8_ds_mla), ``vllm/models/deepseek_v4/nvidia/model.py``
+(``_select_dsv4_attn_cls``: FlashMLA except on sm12x), ``vllm/v1/kv_cache_interface.py`` (page =
+states × row, rounded up to ``alignment``; window admission ``cdiv(min(W − 1 + in-flight, L),
+block) + 1``), ``vllm/v1/core/kv_cache_planning.py`` (``_get_packed_kv_cache_groups``,
+``_approximate_gcd``, ``_get_kv_cache_bytes_per_block``, ``get_kv_cache_configs``, the admission
+check), ``vllm/v1/core/kv_cache_utils.py`` (``get_max_concurrency_for_kv_cache_config``,
+``update_kv_cache_capacity``'s one log line), ``vllm/v1/attention/backends/utils.py``
+(``resolve_kv_cache_layout``: the indexer backend alone declares layouts, BLHNC first, so blocks
+are outermost), ``vllm/platforms/interface.py`` (``_preferred_block_size_for_backends``:
+lcm(256, 32, 256, 1) = 256), ``vllm/config/vllm.py`` (``max_in_flight_tokens`` = (pp + 1) ×
+max_num_batched_tokens with async scheduling on the V2 model runner),
+``vllm/engine/arg_utils.py`` (``get_batch_defaults``).
 
-Every layer keeps the window; a ratio-4 layer adds its compressed latent, the indexer's keys
-and two compressor states; a ratio-128 layer its compressed latent and one compressor state.
-Layers of one spec type and block size share a bucket; buckets become groups that share one
-pool of block ids, each block id spanning the widest group's pages.
+Every layer keeps the window; a ratio-4 layer adds its compressed latent, the indexer's keys and
+two compressor states; a ratio-128 layer its compressed latent and one compressor state. Layers
+of one spec type and block size share a bucket; buckets become groups that share one pool of
+block ids, each block id spanning the widest group's pages.
 """
 
 from __future__ import annotations
