@@ -173,9 +173,12 @@ def _plan_parser() -> argparse.ArgumentParser:
                         "llama-quantize type) with its size, whether it fits, its max context "
                         "and its decode tokens/s")
     g = p.add_argument_group("engine settings")
-    g.add_argument("--gpu-memory-utilization", type=float, default=None, help="vLLM (0.92 since v0.20.0; 0.9 before)")
+    g.add_argument("--gpu-memory-utilization", type=float, default=None,
+                   help="vLLM: caps the budget at this share of the card (unset: the whole "
+                        "card with 0.34's extensible KV cache, 0.92 without it or before 0.34)")
     g.add_argument("--block-size", type=int, default=None,
-                   help="vLLM block size (16, or the attention backend's choice)")
+                   help="vLLM block size (a multiple of 16; default 64, or the attention "
+                        "backend's choice)")
     g.add_argument("--max-num-batched-tokens", type=int, default=None,
                    help="vLLM (16384 on cards of 160 GiB or more, 8192 from 70 GiB but A100s "
                         "and GB10, else 2048)")

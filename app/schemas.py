@@ -64,7 +64,9 @@ class PlanIn(BaseModel):
     mtp: bool = False
     no_mmproj: bool = Field(False, description="llama.cpp: the vision tower not loaded (no "
                             "--mmproj), its weights not counted")
-    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1, description="vLLM: caps the budget at this share of the card (unset: "
+        "the whole card with 0.34's extensible KV cache, 0.92 without it or before 0.34)")
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1 << 24)
     block_size: int | None = Field(None, ge=1, le=1 << 16)
     mem_fraction_static: float | None = Field(None, gt=0, le=1)

@@ -157,15 +157,14 @@ _RAW_ONLY = {"zaya": "ZAYA's Compressed Convolutional Attention state (its q/k c
 
 
 def _raw_only(name: str, spec: ModelSpec) -> str | None:
-    """What keeps engine ``name`` from sizing a model kvplan sizes raw only, or None where it
-    sizes it. llama.cpp runs Ling-3.0 (its Kimi Delta Attention hybrid) as bailingmoe3, a
-    hybrid memory of K-only MLA latents and f32 KDA states like Kimi-Linear's
+    """What keeps engine ``name`` from sizing a model kvplan sizes raw only, or None where it sizes
+    it. llama.cpp runs Ling-3.0 (its Kimi Delta Attention hybrid) as bailingmoe3, a hybrid
+    memory of K-only MLA latents and f32 KDA states like Kimi-Linear's
     (src/models/bailingmoe3.cpp build_inp_mem_hybrid_k), and so does vLLM
     (BailingMoeV3ForCausalLM), which runs Ling-2.5/2.6 too, and ZAYA; llama.cpp runs Hy4 as
-    hy_v4, a DSA cache like GLM-5's: the
-    K-only latent in every layer, the indexer keys (-ctk type) in the layers indexer_types
-    lists "full" (src/llama-model.cpp create_memory, filter_lid is_indexer_full), its MTP
-    layers dropped by the converter."""
+    hy_v4, a DSA cache like GLM-5's: the K-only latent in every layer, the indexer keys
+    (-ctk type) in the layers indexer_types lists "full" (src/llama-model.cpp create_memory,
+    filter_lid is_indexer_full), its MTP layers dropped by the converter."""
     what = _RAW_ONLY.get(spec.model_type)
     ling3 = spec.model_type == "bailing_hybrid" and spec.kda
     if name == "llama.cpp" and (ling3 or spec.model_type == "hy_v4"):
