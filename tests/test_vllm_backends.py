@@ -302,3 +302,22 @@ def test_mla_cache_dtypes_no_backend_stores(kv, gpu):
         assert engine_plan("vllm", EngineRequest(spec=spec, context=8192, sequences=1,
                                                  cache=CacheOptions(kv_k=ok, kv_v=ok),
                                                  gpus=(find_gpu(gpu),))).fits
+
+
+@pytest.mark.parametrize(("gpu", "mbt"), [("rtx-4090", 2496), ("a100", 2496), ("h100", 8192)])
+def test_gemma4_batches_hold_its_largest_video(gpu, mbt):
+    # engine/arg_utils.py _get_min_mm_batched_tokens: a prefix-LM model's largest item must fit
+    # one batch; Gemma 4's is a video of 32 frames × (70 soft + boi + eoi + 6 timestamp
+    # tokens) = 2,496, above the 2,048 of cards under 70 GiB and A100s
+    r = plan("gemma-4-31b-it", gpu, "bf16", 32768)
+    assert r.extra["in_flight_tokens"] == 2 * mbt
+    raised = [line for line in r.log_lines if line.startswith("Raising")]
+    assert raised == (["Raising max_num_batched_tokens from 2048 to 2496 to accommodate "
+                       "'video' input for prefix-LM model google/gemma-4-31B-it."]
+                      if mbt == 2496 else [])
+    # text only (--language-model-only): no tower, no floor
+    text = engine_plan("vllm", EngineRequest(
+        spec=load_model("gemma-4-31b-it"), context=32768, sequences=1,
+        cache=CacheOptions(kv_k="bf16", kv_v="bf16"), gpus=(find_gpu(gpu),),
+        settings=EngineSettings(language_model_only=True)))
+    assert text.extra["in_flight_tokens"] == 2 * min(mbt, 2048 if mbt == 2496 else mbt)

@@ -144,12 +144,21 @@ def batch_tier(gpu: GPU | None) -> int:
     return SMALL_CARD_BATCHED_TOKENS
 
 
-def default_batched_tokens(gpu: GPU | None, sequences: int, max_len: int) -> int:
-    """`vllm serve`'s default max_num_batched_tokens: the card's tier (batch_tier), at most
-    max_num_seqs × max_model_len (engine/arg_utils.py
-    _set_default_max_num_seqs_and_batched_tokens_args; chunked prefill is on, so
-    max_model_len does not raise it)."""
-    return min(sequences * max(1, max_len), batch_tier(gpu))
+#: the largest multimodal item of Gemma 4 in tokens, a video of 32 frames of 70 soft tokens with
+#: their boi, eoi and about 6 timestamp tokens (model_executor/models/gemma4_mm.py
+#: get_mm_max_tokens_per_item, _VIDEO_MAX_FRAMES, _VIDEO_MAX_SOFT_TOKENS): one item must fit
+#: in a batch of its image-prefix attention
+GEMMA4_VIDEO_TOKENS = 32 * (70 + 2 + 6)
+
+
+def default_batched_tokens(gpu: GPU | None, sequences: int, max_len: int,
+                           mm_floor: int = 0) -> int:
+    """`vllm serve`'s default max_num_batched_tokens: the card's tier (batch_tier), raised to
+    ``mm_floor`` for a multimodal prefix-LM model whose largest item needs more (Gemma 4's
+    video: "Raising max_num_batched_tokens from 2048 to 2496"), at most max_num_seqs ×
+    max_model_len (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args,
+    _get_min_mm_batched_tokens; chunked prefill is on, so max_model_len does not raise it)."""
+    return min(sequences * max(1, max_len), max(batch_tier(gpu), mm_floor))
 
 
 def in_flight_tokens(mbt: int, pp: int) -> int:
@@ -894,9 +903,14 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.kv_budget_bytes is None and any(sh.gpu is None for sh in shares):
         raise need_gpu()
 
+    # a multimodal prefix-LM model serving its towers takes its largest item in one batch
+    mm_floor = (GEMMA4_VIDEO_TOKENS if req.spec.model_type in GEMMA4_TYPES
+                and req.spec.mm_prefix and req.cache.encoder else 0)
+
     def batched(sequences: int, length: int) -> int:
         # the default follows --max-num-seqs × --max-model-len, so it changes with the plan
-        return s.max_num_batched_tokens or default_batched_tokens(gpu0, sequences, length)
+        return s.max_num_batched_tokens or default_batched_tokens(gpu0, sequences, length,
+                                                                  mm_floor)
 
     sized: dict[int, tuple[int, list[Budget], list[Pool], int]] = {}
 
@@ -970,6 +984,12 @@ def plan(req: EngineRequest) -> EngineReport:
         # update_block_size_for_backend's info line when the preference is not 16
         lines.insert(0, f"Setting kv cache block size to {block} for {backend.name} "
                         "backend(s).")
+    if not s.max_num_batched_tokens and mm_floor > batch_tier(gpu0):
+        # engine/arg_utils.py: the prefix-LM floor is logged as it raises the card's default,
+        # before the attention backend's lines
+        lines.insert(0, f"Raising max_num_batched_tokens from {batch_tier(gpu0)} to {mm_floor} "
+                        f"to accommodate 'video' input for prefix-LM model "
+                        f"{model_ref(req.spec)}.")
     if pinned_16:
         notes.append("the checkpoint's kv_cache_quant_algo FP8 makes vLLM's --kv-cache-dtype "
                      "auto an fp8 cache: this 16-bit plan passes --kv-cache-dtype bfloat16 "
