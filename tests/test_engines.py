@@ -2384,3 +2384,19 @@ def test_vllm_names_the_release_that_removed_an_architecture():
                and "pin vllm==0.33.0" in n for n in r.notes)
     assert not any("vLLM removed" in n for n in engine_plan(
         "vllm", req("llama-3.1-8b")).notes)
+
+
+def test_vllm_mtp_tokens_reuse_the_draft_modules_whole():
+    # Step-3.7-Flash's three MTP modules (n_predict 3): vLLM takes up to 3 speculative tokens,
+    # or a multiple of 3, and refuses the rest at start-up
+    def mtp(n):
+        spec = load_model("step-3.7-flash")
+        return engine_plan("vllm", EngineRequest(
+            spec=spec, context=8192, sequences=1, cache=CacheOptions(kv_k=F16, kv_v=F16, mtp=True),
+            gpus=(find_gpu("h200"),) * 8, parallel=Parallel(tp=8),
+            settings=EngineSettings(speculative_tokens=n)))
+    for ok in (1, 2, 3, 6):
+        assert f'"num_speculative_tokens": {ok}' in mtp(ok).command
+    with pytest.raises(InputError, match="multiple of the model's 3 MTP layers") as e:
+        mtp(4)
+    assert e.value.field == "speculative_tokens"

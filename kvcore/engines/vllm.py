@@ -839,6 +839,14 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError(f"vLLM with --mtp: {req.spec.name} has no MTP / next-n layers in its "
                          "config (num_nextn_predict_layers or mtp_num_hidden_layers) for the "
                          "draft", field="mtp")
+    n_predict = req.spec.mtp_layers
+    if (opts.mtp and n_predict and s.speculative_tokens > n_predict
+            and s.speculative_tokens % n_predict):
+        # spec_decode/speculator_config.py resolve_num_speculative_tokens: a draft of several
+        # MTP modules is reused whole ("must be divisible by n_predict")
+        raise InputError(f"vLLM with --mtp: --speculative-tokens {s.speculative_tokens} must be "
+                         f"at most or a multiple of the model's {n_predict} MTP layers "
+                         f"(n_predict)", field="speculative_tokens")
     if req.spec.checkpoint is not None and req.spec.checkpoint.parts > 1:
         raise InputError(f"vLLM loads a GGUF model from a single file; this one is split in "
                          f"{req.spec.checkpoint.parts}: merge it with llama-gguf-split --merge",
