@@ -26,6 +26,7 @@ from kvcore.engines import (
     vllm,
 )
 from kvcore.gpus import memory_variants
+from kvcore.model import LayerKind
 from kvcore.parallel import Parallel, pp_layer_counts, rank_spec
 from kvcore.query import Query, check_settings, find_format, find_gpu_for
 from kvcore.weights import weights_for
@@ -2400,3 +2401,16 @@ def test_vllm_mtp_tokens_reuse_the_draft_modules_whole():
     with pytest.raises(InputError, match="multiple of the model's 3 MTP layers") as e:
         mtp(4)
     assert e.value.field == "speculative_tokens"
+
+
+def test_vllm_multi_module_mtp_widens_the_sliding_windows():
+    # Step-3.7-Flash (window 512, 3 MTP modules) drafting 3 tokens: every sliding window keeps
+    # 2 more trailing tokens (SlidingWindowSpec.extra_retained_tokens = lookahead − 1); one
+    # token, or a single-module draft, keeps none
+    spec = load_model("step-3.7-flash")
+    sliding = [s for s in vllm._specs(spec, F16, F16, 64, True, 3) if s.kind is LayerKind.SLIDING]
+    assert sliding and {s.retained for s in sliding} == {2}
+    # 511 + 2 + 16,384 in flight over 64-token blocks: cdiv(16,897, 64) + 1 = 266 (265 without)
+    assert sliding[0].pages_for(131072, 16384, 0) == 266
+    one = [s for s in vllm._specs(spec, F16, F16, 64, True, 1) if s.kind is LayerKind.SLIDING]
+    assert {s.retained for s in one} == {0} and one[0].pages_for(131072, 16384, 0) == 265

@@ -446,6 +446,10 @@ class Spec:
     checkpoint_pages: int = 0
     #: mamba_cache_mode "align" (prefix caching on, V1's default); False: "none"
     align: bool = True
+    #: a sliding window's extra trailing tokens: a draft of several MTP modules reads that
+    #: many (speculative tokens − 1) past the computed range mid-prefill
+    #: (kv_cache_planning.get_global_kv_cache_groups, SlidingWindowSpec.extra_retained_tokens)
+    retained: int = 0
 
     def pages_for(self, max_len: int, in_flight: int, encoder_tokens: int,
                   spec_tokens: int = 0) -> int:
@@ -460,7 +464,8 @@ class Spec:
             return MAMBA_PAGES + spec_tokens + self.checkpoint_pages
         if self.kind is LayerKind.SLIDING:
             assert self.window is not None
-            return -(-min(self.window - 1 + in_flight, max_len) // self.block) + 1
+            return -(-min(self.window - 1 + self.retained + in_flight, max_len)
+                     // self.block) + 1
         if self.kind is LayerKind.CHUNKED:
             assert self.window is not None
             return -(-min(self.window + in_flight, max_len) // self.block)
@@ -545,7 +550,11 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
         if checkpoints:
             align = math.lcm(align, GDN_CHECKPOINT_ALIGN)
         block = max(block, align * -(-biggest_state // (align * per_token)))
-    out = [Spec(g.kind, g.count, block, block * b, g.window) for g, b in attn]
+    # config/speculative.py use_multi_module_mtp: an MTP draft of two modules or more, run for
+    # two tokens or more, makes num_prefill_lookahead_tokens the speculative tokens
+    retained = (spec_tokens - 1 if mtp and spec.mtp_layers >= 2 and spec_tokens >= 2 else 0)
+    out = [Spec(g.kind, g.count, block, block * b, g.window,
+                retained=retained if g.kind is LayerKind.SLIDING else 0) for g, b in attn]
     page = max((s.page for s in out), default=max((b for _, b in states), default=0))
     out += [Spec(g.kind, g.count, block, page, state=True,
                  checkpoint_pages=(_checkpoint_pages(spec, g.kind, checkpoints, kda)
@@ -561,13 +570,15 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
         unified = []
         for s in out:
             if top % s.page == 0:
-                unified.append(Spec(s.kind, s.layers, s.block * (top // s.page), top, s.window))
+                unified.append(Spec(s.kind, s.layers, s.block * (top // s.page), top, s.window,
+                                    retained=s.retained))
             elif s.kind is LayerKind.MLA:
                 raise InputError("vLLM cannot unify this model's MLA page with its other "
                                  f"pages ({s.page:,} and {top:,} bytes a block)",
                                  field="engine")
             else:
-                unified.append(Spec(s.kind, s.layers, s.block, top, s.window))
+                unified.append(Spec(s.kind, s.layers, s.block, top, s.window,
+                                    retained=s.retained))
         out = unified
     return out
 
