@@ -2414,3 +2414,24 @@ def test_vllm_multi_module_mtp_widens_the_sliding_windows():
     assert sliding[0].pages_for(131072, 16384, 0) == 266
     one = [s for s in vllm._specs(spec, F16, F16, 64, True, 1) if s.kind is LayerKind.SLIDING]
     assert {s.retained for s in one} == {0} and one[0].pages_for(131072, 16384, 0) == 265
+
+
+def test_vllm_warns_when_a_utilization_withholds_free_memory():
+    # extensible_kv_cache.py measure_kv_cache_blocks: 0.7 < utilization < 1.0 keeping 1 GiB or
+    # more of free memory out of the cache is warned about (an H200: 0.1 of 140.4 GiB, less
+    # the snapshot's baseline and the 1 GiB margin the whole card would keep anyway)
+    gpu = find_gpu("h200")
+    r = engine_plan("vllm", req("llama-3.1-8b", gpu="h200", settings=EngineSettings(
+        gpu_memory_utilization=0.9)))
+    withheld = (gpu.total_bytes - vllm.BEFORE_SNAPSHOT - GiB) - math.ceil(gpu.total_bytes * 0.9)
+    warned = [line for line in r.log_lines if line.startswith("gpu_memory_utilization=0.9")]
+    assert warned == [f"gpu_memory_utilization=0.9 caps this instance at "
+                      f"{round(math.ceil(gpu.total_bytes * 0.9) / GiB, 2)} GiB, keeping "
+                      f"{round(withheld / GiB, 2)} GiB of free device memory out of the KV "
+                      "cache. ..."]
+    assert r.log_lines[-1].startswith("GPU KV cache size")
+    # 0.7 and below, or the whole card, say nothing
+    for util in (0.7, None):
+        quiet = engine_plan("vllm", req("llama-3.1-8b", gpu="h200", settings=EngineSettings(
+            gpu_memory_utilization=util)))
+        assert not any(line.startswith("gpu_memory_utilization=") for line in quiet.log_lines)
