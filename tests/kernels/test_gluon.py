@@ -206,12 +206,15 @@ def test_gluon_tiles_addressed_without_division(compiled):
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 32768}, 4),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 16384}, 4),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 65536}, GLUON_PER_SM_SHORT),
-    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 32768}, GLUON_PER_SM_SHORT),
-    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 8192}, GLUON_PER_SM_SHORT),
-    # B=1 8k at 4 too (v73, short-nvfp4-h200.json); B=1 4k and B=2 4k the split kernel
+    # B=2 up to 32k at 4 as well (v74, few-fp4-rows-h100.json); B=4 at 8
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 32768}, 4),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 8192}, 4),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 32, "max_len": 8192}, GLUON_PER_SM_SHORT),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 65536}, GLUON_PER_SM_SHORT),
+    # B=1 8k at 4 too (v73, short-nvfp4-h200.json); B=1 4k the split kernel, B=2 4k at 4 (v74)
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 8192}, 4),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 4096}, None),
-    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 4096}, None),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 4096}, 4),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 4096, "faster_only": False},
      4),
     ({"k_fmt": "nvfp4", "v_fmt": "q4_0"}, None),
