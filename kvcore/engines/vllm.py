@@ -252,8 +252,8 @@ NCCL = int(0.25 * GiB)
 #: what a process holds on the card when vLLM takes its start-up snapshot
 #: (gpu_worker.py init_device: the CUDA context, then cuBLAS's and cuBLASLt's handles from one
 #: matmul and one linear, created before the snapshot "so they count as baseline"): measured
-#: with torch 2.11 on an H100 (bench/results/context-h100.jsonl: 526.8 MiB of context and
-#: 192 MiB of cuBLAS). 0.34's extensible KV cache is sized from the free memory, so this
+#: with torch 2.11 on an H100 and an H200, to the byte alike (bench/results/context-h100.jsonl,
+#: context-h200.jsonl: 526.8 MiB of context and 192 MiB of cuBLAS). 0.34's extensible KV cache is sized from the free memory, so this
 #: comes off the cache; under 0.33's utilization budget it did not
 BEFORE_SNAPSHOT = 753_729_536
 #: the extensible KV cache's sizing margin (v1/worker/extensible_kv_cache.py

@@ -601,16 +601,19 @@ GLUON_LEAST_WORK_FP4 = 8 * 8192
 #: against 12.4–12.5 by the split kernel; B=1 4k 10.2 against 8.8, B=1 2k 8.6 against 7.1–7.4;
 #: over 16 rows the split kernel stays faster at the same work, B=2 4k 12.8 against 14.1)
 GLUON_LEAST_WORK_FP4_FEW = 8 * 4096
-#: nvfp4 over at most 16 rows and 32,768 tokens (B=1 and B=2 up to 32k, 8 KV heads): 4
+#: nvfp4 over at most 16 rows and 8 × 32,768 rows × tokens (B=1 up to 32k and B=2 up to 16k,
+#: 8 KV heads): 4
 #: programs a multiprocessor, longer splits and fewer to merge (v72, short-programs-nvfp4-h200
 #: .json, three rounds in turns, outputs identical: B=1 16k 14.5 µs against 15.8–16.7 at 8,
 #: B=1 32k 20.4 against 20.9–21.0; B=1 64k 32.6 against 29.3–29.5, so 8 past it; q4_0 kept 8
-#: at every count, short-programs-q4_0-h200.json: 4 and 6 level or slower). 16 rows from v74
-#: (few-fp4-rows-h100.json, an H100, three rounds in turns, outputs identical: B=2 4k 11.7–11.9
-#: µs against the split kernel's 13.3–13.7, 8k 15.0–15.2 against 18.8–18.9, 16k 21.6–21.7
-#: against 23.9–24.0 and 32k 35.2–35.4 against 36.2–36.4 by 8 a multiprocessor; over 32 rows
-#: mixed, B=4 8k 21.9–22.0 against 23.8–23.9 but 32k 63.4–63.6 against 60.8–61.0, so 16)
-GLUON_FEW_FP4 = (16, 32768, 4)
+#: at every count, short-programs-q4_0-h200.json: 4 and 6 level or slower). 16 rows from v74,
+#: three rounds in turns, outputs identical: on an H200 (few-fp4-rows-h200.json) B=2 4k
+#: 10.9–11.2 µs against the split kernel's 12.7, 8k 14.2–14.3 against 16.7, 16k 20.1 against
+#: 20.7–20.8 by 8 a multiprocessor, but B=2 32k 32.3–32.4 against 29.3, hence the rows ×
+#: tokens cap; on an H100 (few-fp4-rows-h100.json) B=2 4k–16k 10–20% faster alike, B=2 32k
+#: 3% faster, over 32 rows mixed (B=4 8k 21.9–22.0 against 23.8–23.9, 32k 63.4–63.6 against
+#: 60.8–61.0), so 16 rows
+GLUON_FEW_FP4 = (16, 8 * 32768, 4)
 #: the tbq4 form's programs a multiprocessor (213 registers under triton 3.6, so two a
 #: scheduler): within 1% of the best of 8 and 12, capped at 168 or not, at every shape timed
 #: (gluon-tbq4-h200.json: B=1 128k 82.9 µs against 96.5 by the split kernel, B=8 32k 150.4
@@ -689,7 +692,8 @@ def gluon_launch(k_fmt: str, v_fmt: str, head_dim: int, head_dim_v: int, group: 
         if faster_only and rows * max_len <= GLUON_LEAST_WORK_16[k_fmt]:
             return None
         return GLUON_PER_SM_16
-    few_fp4 = k_fmt == "nvfp4" and rows <= GLUON_FEW_FP4[0] and max_len <= GLUON_FEW_FP4[1]
+    few_fp4 = (k_fmt == "nvfp4" and rows <= GLUON_FEW_FP4[0]
+               and rows * max_len <= GLUON_FEW_FP4[1])
     few_tbq3 = rows <= GLUON_FEW_TBQ3[0]
     least = {"nvfp4": GLUON_LEAST_WORK_FP4_FEW if few_fp4 else GLUON_LEAST_WORK_FP4,
              "tbq3": GLUON_LEAST_WORK_TBQ3_FEW if few_tbq3 else GLUON_LEAST_WORK_TBQ3,

@@ -206,8 +206,9 @@ def test_gluon_tiles_addressed_without_division(compiled):
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 32768}, 4),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 16384}, 4),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 8, "max_len": 65536}, GLUON_PER_SM_SHORT),
-    # B=2 up to 32k at 4 as well (v74, few-fp4-rows-h100.json); B=4 at 8
-    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 32768}, 4),
+    # B=2 up to 16k at 4 as well (v74, few-fp4-rows-h200.json); B=2 32k and B=4 at 8
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 16384}, 4),
+    ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 32768}, GLUON_PER_SM_SHORT),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 8192}, 4),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 32, "max_len": 8192}, GLUON_PER_SM_SHORT),
     ({"k_fmt": "nvfp4", "v_fmt": "nvfp4", "rows": 16, "max_len": 65536}, GLUON_PER_SM_SHORT),
