@@ -2435,3 +2435,16 @@ def test_vllm_warns_when_a_utilization_withholds_free_memory():
         quiet = engine_plan("vllm", req("llama-3.1-8b", gpu="h200", settings=EngineSettings(
             gpu_memory_utilization=util)))
         assert not any(line.startswith("gpu_memory_utilization=") for line in quiet.log_lines)
+
+
+def test_launch_commands_read_the_extensible_cache_switch():
+    # `vllm serve --no-enable-extensible-kv-cache` sizes the cache as releases before 0.34
+    # did; the plan it reads into says so in its own command, and --enable-... is the default
+    off = read_command("vllm serve Qwen/Qwen3-8B --no-enable-extensible-kv-cache "
+                       "--max-model-len 8192")
+    assert off.settings["no_extensible_kv_cache"] is True and not off.unread
+    on = read_command("vllm serve Qwen/Qwen3-8B --no-enable-extensible-kv-cache "
+                      "--enable-extensible-kv-cache --max-model-len 8192")
+    assert "no_extensible_kv_cache" not in on.settings and not on.unread
+    with pytest.raises(InputError, match="extensible_kv_cache is a setting of vLLM"):
+        check_settings("sglang", EngineSettings(extensible_kv_cache=False))
