@@ -68,6 +68,10 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     **{t: {"tie_word_embeddings": True} for t in (
         "smollm3", "mpt", "gpt2", "gpt_bigcode", "bloom", "falcon", "opt", "starcoder2",
         "ctrl", "cpmant", "gpt_neox_japanese")},
+    # Lfm3Config (vLLM 0.34 transformers_utils/configs/lfm3.py): its window, convolution and
+    # heads where a config leaves them out; its layer pattern is lfm3_layer_types
+    "lfm3": {"sliding_window": 256, "conv_L_cache": 7, "head_dim": 128,
+             "tie_word_embeddings": True},
     "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2,
               "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
               "mamba_expand": 2},
@@ -404,6 +408,11 @@ def _layer_kinds(r: _Reader, n_layers: int) -> list[set[LayerKind]]:
     if mt in INKLING2_TYPES:
         return _hybrid_kinds(cfg, n_layers, "Inkling-2", full_every=6)
     layer_types = cfg.get("layer_types")
+    if layer_types is None and mt == "lfm3":
+        # Lfm3Config's default: full attention every 4th layer from layer 2, sliding every 4th
+        # from layer 4, the gated short convolution elsewhere
+        layer_types = ["full_attention" if i % 4 == 2 else "sliding_attention"
+                       if i % 4 == 0 and i > 0 else "conv" for i in range(n_layers)]
     if layer_types is not None and mt != "nemotron_h":
         n_mtp = r.opt_int("num_nextn_predict_layers", 0, maximum=64) or 0
         if isinstance(layer_types, list) and n_mtp and len(layer_types) == n_layers + n_mtp:

@@ -1989,3 +1989,23 @@ def test_kimi_k31_indexer_is_refused_not_left_out():
         spec(cfg)
     assert e.value.field == "dsa_config" and "does not size" in str(e.value)
     spec(base.get("config", base))
+
+
+def test_lfm3_layer_pattern_and_window_default_as_its_config_class():
+    # Lfm3Config without layer_types: full attention at layer i % 4 == 2, sliding at
+    # i % 4 == 0 past layer 0 (window 256), the gated short convolution (7 taps) elsewhere
+    cfg = {"architectures": ["Lfm3ForCausalLM"], "model_type": "lfm3", "vocab_size": 128000,
+           "hidden_size": 2048, "intermediate_size": 7680, "num_hidden_layers": 24,
+           "num_attention_heads": 16, "num_key_value_heads": 4,
+           "max_position_embeddings": 128000}
+    s = spec(cfg)
+    kinds = {g.kind: g for g in s.groups}
+    assert kinds[LayerKind.FULL].layers == tuple(range(2, 24, 4))
+    assert kinds[LayerKind.SLIDING].layers == tuple(range(4, 24, 4))
+    assert kinds[LayerKind.SLIDING].window == 256
+    assert kinds[LayerKind.CONV].layers == tuple(i for i in range(24) if i % 4 in (1, 3)
+                                                 or i == 0)
+    assert kinds[LayerKind.CONV].state_values == 6 * 2048
+    # a config that lists its own layer types keeps them
+    own = spec({**cfg, "layer_types": ["full_attention"] * 24})
+    assert [g.kind for g in own.groups] == [LayerKind.FULL]
