@@ -157,8 +157,10 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--pp", default=None, help="pipeline-parallel stages")
     p.add_argument("--dp", default="1", help="data-parallel replicas")
     p.add_argument("--kv-budget", default=None,
-                   help="KV memory per card an engine printed as available (8.11GiB): report "
-                        "the tokens, blocks and concurrency it gives")
+                   help="KV memory per card an engine printed as available (8.11GiB; vLLM "
+                        "0.34: the GiB of the blocks its \"Memory after warmup\" line says fit, "
+                        "or its --kv-cache-memory-bytes): report the tokens, blocks and "
+                        "concurrency it gives")
     p.add_argument("--find-gpu", action="store_true",
                    help="list the smallest catalog GPUs (and how many) that fit, each with "
                         "its decode tokens/s")

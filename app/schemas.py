@@ -57,7 +57,8 @@ class PlanIn(BaseModel):
     dp: int = Field(1, ge=1, le=1024)
     kv_budget: int | str | None = Field(None, examples=["8.11GiB", 8707134259],
                                   description="available KV memory per card an engine printed "
-                                  "(a size, or bytes as a number)")
+                                  "(a size, or bytes as a number; vLLM 0.34: the GiB of the "
+                                  "blocks its 'Memory after warmup' line says fit)")
     hot: str | None = Field(None, max_length=40, examples=["f16:4096"])
     keep: float | None = Field(None, gt=0, le=1, description="token eviction: fraction kept")
     images: int = Field(1, ge=0, le=1000)
