@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from kvcore import (
+    CacheOptions,
     ConfigError,
+    InputError,
     LayerKind,
     bytes_per_token,
     cache_size,
@@ -2009,3 +2011,23 @@ def test_lfm3_layer_pattern_and_window_default_as_its_config_class():
     # a config that lists its own layer types keeps them
     own = spec({**cfg, "layer_types": ["full_attention"] * 24})
     assert [g.kind for g in own.groups] == [LayerKind.FULL]
+
+
+@pytest.mark.parametrize(("engine", "needle"), [
+    ("sglang", "no SGLang model of its own"), ("llama.cpp", "no lfm3 architecture"),
+    ("trtllm", "Lfm3ForCausalLM")])
+def test_lfm3_is_planned_by_vllm_alone(engine, needle):
+    from kvcore import find_gpu, get_format
+    from kvcore.engines import EngineRequest, engine_plan
+
+    cfg = {"architectures": ["Lfm3ForCausalLM"], "model_type": "lfm3", "vocab_size": 128000,
+           "hidden_size": 2048, "intermediate_size": 7680, "num_hidden_layers": 24,
+           "num_attention_heads": 16, "num_key_value_heads": 4,
+           "max_position_embeddings": 128000}
+    f16 = get_format("f16")
+    req = EngineRequest(spec=spec(cfg), context=8192, sequences=1,
+                        cache=CacheOptions(kv_k=f16, kv_v=f16), gpus=(find_gpu("4090"),))
+    with pytest.raises(InputError, match=needle) as e:
+        engine_plan(engine, req)
+    assert e.value.field == "engine" and "\n" not in str(e.value)
+    assert engine_plan("vllm", req).fits

@@ -86,6 +86,8 @@ LAYOUT_UNKNOWN = {
     # and --fit place logical layers whose weights are shared was not traced
     "ouro": "how llama.cpp places Ouro's unrolled layers (loops × layers sharing their weights) "
             "on devices and in host memory",
+    "lfm3": "a GGUF layout for LFM3 (no lfm3 architecture in the llama.cpp source read; its "
+            "lfm2 one lays out LFM2's convolutions)",
     "step3p7": "a GGUF layout for Step-3.7-Flash (llama.cpp's converter registers "
                "Step3p5ForCausalLM, not Step3p7FlashForCausalLM, and reads "
                "num_attention_groups and moe_num_experts, which this config lacks)",

@@ -68,7 +68,8 @@ UNSUPPORTED = {
     "zamba2": ("Zamba2ForCausalLM", "no SGLang model implements Zamba2; vLLM runs it"),
     "rwkv7": ("RWKV7ForCausalLM", "no SGLang model implements RWKV; llama.cpp runs it"),
     # nor ouro.py
-    "ouro": ("OuroForCausalLM", "no SGLang model implements Ouro's looped layers; vLLM runs it"),
+    "ouro": ("OuroForCausalLM", "no SGLang model implements Ouro's looped layers; "
+                                "vllm==0.26.0 runs it"),
 }
 #: models whose pool layout in SGLang could not be read from its source, by model_type.
 #: Gemma 4 is sized only as Gemma4ForConditionalGeneration (GEMMA4_ARCH): SGLang's config loader
@@ -89,6 +90,9 @@ LAYOUT_UNKNOWN = {
     "step3p7": "Step-3.7's decoder geometry under Step3p7ForConditionalGeneration "
                "(configs/step3p7.py Step3p7Config reads it from text_config, defaulting to "
                "Step3p5Config)",
+    # python/sglang/srt/models of 0.5.23 has lfm2.py, lfm2_moe.py, lfm2_vl.py, no lfm3
+    "lfm3": "LFM3's convolution and sliding layers (no SGLang model of its own in 0.5.23; "
+            "vLLM 0.34 runs it)",
 }
 #: by architecture: KimiK3LinearForCausalLM (the text-only entry of models/kimi_k3.py) is on
 #: neither arg_groups/overrides.py list, _MAMBA_RADIX_CACHE_ARCHS nor

@@ -69,7 +69,9 @@ UNSUPPORTED_TYPES = {"deepseek_v2": "DeepseekV2ForCausalLM", "phimoe": "PhiMoEFo
                      "zamba2": "Zamba2ForCausalLM", "rwkv7": "RWKV7ForCausalLM",
                      "longcat_flash": "LongcatFlashForCausalLM",
                      "longcat_flash_ngram": "LongcatFlashNgramForCausalLM",
-                     "ouro": "OuroForCausalLM"}
+                     "ouro": "OuroForCausalLM",
+                     # nor LFM3 (LFM2's classes are missing too)
+                     "lfm3": "Lfm3ForCausalLM"}
 #: by config architecture, where the model_type is a text model's the backend has (Voxtral's
 #: text_config is a llama): no Voxtral class is registered in models/_arch_index.py. Step-3.7's
 #: text decoder (modeling_step3p7.py) registers as Step3p5ForCausalLM and its VLM wrapper as
