@@ -776,18 +776,25 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
     return cmd
 
 
+def _no_pp_no_lora(req: EngineRequest, cls: str, pp_hint: str = "") -> None:
+    """Refuse what a vLLM model class implementing neither SupportsPP nor SupportsLoRA cannot
+    serve: pipeline parallelism ("Pipeline parallelism is not supported for this model") and
+    LoRA adapters."""
+    if req.parallel.pp > 1:
+        raise InputError(f"vLLM's {cls} does not support pipeline parallelism: use --pp 1"
+                         f"{pp_hint}", field="pp")
+    if req.settings.lora is not None:
+        raise InputError(f"vLLM's {cls} takes no LoRA adapters: plan it without "
+                         "--enable-lora", field="enable_lora")
+
+
 def _zaya(req: EngineRequest) -> EngineRequest:
     """ZAYA under vLLM 0.34.0 (model_executor/models/zaya.py): ZayaForCausalLM implements
     HasInnerState and IsHybrid only (no pipeline parallelism, no LoRA) and raises on
     speculative decoding; its attention and CCA projections are ReplicatedLinear, so every
     rank holds them whole, with all the KV heads and the whole CCA state
     (is_kv_cache_tp_replicated), the experts alone split (FusedMoE)."""
-    if req.parallel.pp > 1:
-        raise InputError("vLLM's ZayaForCausalLM does not support pipeline parallelism: use "
-                         "--pp 1", field="pp")
-    if req.settings.lora is not None:
-        raise InputError("vLLM's ZayaForCausalLM takes no LoRA adapters: plan it without "
-                         "--enable-lora", field="enable_lora")
+    _no_pp_no_lora(req, "ZayaForCausalLM")
     if req.cache.mtp or req.settings.speculative_tokens:
         raise InputError("vLLM's ZayaForCausalLM refuses speculative decoding (\"ZAYA1 does "
                          "not support speculative decoding\")", field="speculative_tokens")
@@ -827,12 +834,7 @@ def plan(req: EngineRequest) -> EngineReport:
         # Zamba2ForCausalLM (models/zamba2.py) implements neither SupportsPP nor SupportsLoRA:
         # vLLM stops at start-up ("Pipeline parallelism is not supported for this model"), and
         # its model asserts that no LoRA config is set
-        if req.parallel.pp > 1:
-            raise InputError("vLLM's Zamba2ForCausalLM does not support pipeline parallelism: "
-                             "use --pp 1 (tensor parallelism splits it)", field="pp")
-        if req.settings.lora is not None:
-            raise InputError("vLLM's Zamba2ForCausalLM takes no LoRA adapters: plan it without "
-                             "--enable-lora", field="enable_lora")
+        _no_pp_no_lora(req, "Zamba2ForCausalLM", " (tensor parallelism splits it)")
     if has_kind(req.spec, LayerKind.COMPRESSED):
         refuse_compressed(req, "vLLM")
         if req.settings.lora is not None:
