@@ -55,7 +55,8 @@ def request(s, *, pp=1, gpu="4090"):
 
 def test_vllm_removed_its_ouro_model():
     # registry.py _PREVIOUSLY_SUPPORTED_MODELS: "OuroForCausalLM": "0.26.0"
-    with pytest.raises(InputError, match="removed OuroForCausalLM after 0.26.0") as e:
+    with pytest.raises(InputError, match="does not run OuroForCausalLM: removed after vLLM "
+                                         "0.26.0") as e:
         engine_plan("vllm", request(spec()))
     assert e.value.field == "engine" and "\n" not in str(e.value)
 

@@ -76,6 +76,12 @@ UNSUPPORTED = {
                 "removed after vLLM 0.23.0; llama.cpp runs it, or pin vllm==0.23.0"),
     # no RWKV model in its registry (vllm/model_executor/models/registry.py)
     "rwkv7": ("RWKV7ForCausalLM", "vLLM has no RWKV model; llama.cpp runs it"),
+    # "OuroForCausalLM": "0.26.0": models/ouro.py kept a cache for each of a layer's
+    # total_ut_steps runs; the Transformers backend gives each layer one attention cache,
+    # which its loop would share
+    "ouro": ("OuroForCausalLM",
+             "removed after vLLM 0.26.0 (its model kept a cache for each of a layer's runs); "
+             "pin vllm==0.26.0, or plan it with --engine raw"),
 }
 #: architectures whose own implementation vLLM removed, with the last release that had it
 #: (0.34.0 model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS; the ones kvplan can
@@ -253,8 +259,9 @@ NCCL = int(0.25 * GiB)
 #: (gpu_worker.py init_device: the CUDA context, then cuBLAS's and cuBLASLt's handles from one
 #: matmul and one linear, created before the snapshot "so they count as baseline"): measured
 #: with torch 2.11 on an H100 and an H200, to the byte alike (bench/results/context-h100.jsonl,
-#: context-h200.jsonl: 526.8 MiB of context and 192 MiB of cuBLAS). 0.34's extensible KV cache is sized from the free memory, so this
-#: comes off the cache; under 0.33's utilization budget it did not
+#: context-h200.jsonl: 526.8 MiB of context and 192 MiB of cuBLAS). 0.34's extensible KV cache
+#: is sized from the free memory, so this comes off the cache; under 0.33's utilization budget
+#: it did not
 BEFORE_SNAPSHOT = 753_729_536
 #: the extensible KV cache's sizing margin (v1/worker/extensible_kv_cache.py
 #: KV_CACHE_MARGIN_FLOOR_BYTES on CUDA, KV_CACHE_MARGIN_FRACTION of the transient peak)
@@ -284,11 +291,24 @@ class Budget:
     #: requested budget: the snapshot's baseline and the margin then count as overheads
     headroom_binds: bool = False
     margin: int = 0
+    #: free memory an explicit utilization keeps out of the cache: what the whole card would
+    #: give less what the utilization gives (measure_kv_cache_blocks warns from 1 GiB)
+    withheld: int = 0
 
     @property
     def kv_bytes(self) -> int:
         """The bytes the cache's committed blocks may take."""
         return self.reserved if self.measured is None else self.measured
+
+    def overheads(self, act: int, non_torch: int) -> tuple[tuple[str, int], ...]:
+        """The report's reservations besides weights and cache: the activation peak and
+        non-torch memory, with the snapshot's baseline and the margin where the headroom
+        bound the cache."""
+        used = (("activation peak", act), ("non-torch (kernels, NCCL)", non_torch))
+        if not self.headroom_binds:
+            return used
+        return (("CUDA context and cuBLAS at vLLM's snapshot", BEFORE_SNAPSHOT), *used,
+                ("extensible KV cache margin", self.margin))
 
 
 #: gpu_memory_utilization's default without the extensible KV cache
@@ -319,7 +339,8 @@ def rank_budget(total: int | None, util: float | None, used: int, act: int,
     headroom = total - BEFORE_SNAPSHOT - used - margin
     within = requested - used
     return Budget(reserved=within - act, measured=min(within, headroom) - act,
-                  requested=requested, headroom_binds=headroom < within, margin=margin)
+                  requested=requested, headroom_binds=headroom < within, margin=margin,
+                  withheld=max(0, headroom - within))
 
 
 def blocks_within(num_bytes: int, per_block: int, strides: list[int]) -> int:
@@ -821,13 +842,6 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError("vLLM's Bailing hybrids (BailingMoeV3ForCausalLM, "
                          "BailingMoeV25ForCausalLM) take no LoRA adapters: plan them without "
                          "--enable-lora", field="enable_lora")
-    if req.spec.model_type == "ouro":
-        # registry.py _PREVIOUSLY_SUPPORTED_MODELS: "OuroForCausalLM": "0.26.0" (models/ouro.py,
-        # which kept a cache for each of a layer's total_ut_steps runs, is gone); the
-        # Transformers backend gives each layer one attention cache, which its loop would share
-        raise InputError("vLLM removed OuroForCausalLM after 0.26.0 (its model kept a cache for "
-                         "each of a layer's runs); pin vllm==0.26.0, or plan it with --engine "
-                         "raw", field="engine")
     if req.spec.model_type == "zaya":
         req = _zaya(req)
     if req.spec.model_type == "zamba2":
@@ -958,7 +972,8 @@ def plan(req: EngineRequest) -> EngineReport:
         mbt = batched(sequences, length)
         flight = in_flight_tokens(mbt, p.pp)
         _, budgets, pls, _ = pools_for(mbt)
-        return (min(b.reserved for b in budgets) > 0 and min(b.kv_bytes for b in budgets) > 0
+        # the committed bytes are at most the reservation: both positive
+        return (min(b.kv_bytes for b in budgets) > 0
                 and all(pl.holds(sequences, length, flight, encoder) for pl in pls))
 
     mbt = batched(req.sequences, req.context)
@@ -1070,18 +1085,14 @@ def plan(req: EngineRequest) -> EngineReport:
             + ("" if s.enforce_eager else
                "; its CUDA graphs (\"Graph capturing finished in N secs, took X GiB\") come "
                "off it too, which kvplan does not subtract: " + graphs))
-        if util is not None and 0.7 < util < 1.0 and budget.headroom_binds is False:
+        if util is not None and 0.7 < util < 1.0 and budget.withheld >= GiB:
             # extensible_kv_cache.py measure_kv_cache_blocks: an explicit utilization under
             # 1.0 that keeps 1 GiB or more of free memory out of the cache is warned about
-            assert budget.requested is not None and shares[binding].gpu is not None
-            full = rank_budget(shares[binding].gpu.total_bytes, None,  # type: ignore[union-attr]
-                               budget.requested - budget.reserved - act, act, None)
-            withheld = (full.measured or 0) - (budget.measured or 0)
-            if withheld >= GiB:
-                lines.insert(-1, f"gpu_memory_utilization={util:g} caps this instance at "
-                                 f"{format_gib(budget.requested)} GiB, keeping "
-                                 f"{format_gib(withheld)} GiB of free device memory out of "
-                                 "the KV cache. ...")
+            assert budget.requested is not None
+            lines.insert(-1, f"gpu_memory_utilization={util:g} caps this instance at "
+                             f"{format_gib(budget.requested)} GiB, keeping "
+                             f"{format_gib(budget.withheld)} GiB of free device memory out of "
+                             "the KV cache. ...")
     tower = tower_note(req)
     if tower:
         notes.append(tower)
@@ -1116,15 +1127,11 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append(f"--cpu-offload-gb {s.cpu_offload_bytes / GiB:g}")
         extra["cpu_offload"] = offload_extra(req, moved, shares, mbt)
         notes.append(offload_note(s.cpu_offload_bytes, moved, p.tp * p.dp))
-    baseline = ((("CUDA context and cuBLAS at vLLM's snapshot", BEFORE_SNAPSHOT),)
-                if budget.headroom_binds else ())
-    margin = (("extensible KV cache margin", budget.margin),) if budget.headroom_binds else ()
     return EngineReport(
         engine=NAME,
         budget_bytes=budget.requested,
         weights_bytes=shares[binding].weights_bytes,
-        overheads=(*baseline, ("activation peak", act), ("non-torch (kernels, NCCL)", non_torch),
-                   *margin,
+        overheads=(*budget.overheads(act, non_torch),
                    *([(lora_label(lora), adapters[binding])] if lora is not None else [])),
         kv_pool_bytes=budget.kv_bytes,
         kv_tokens=tokens * p.dp,

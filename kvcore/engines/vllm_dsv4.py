@@ -209,7 +209,6 @@ def _refuse(what: str) -> InputError:
 
 def plan(req: EngineRequest) -> EngineReport:
     from .vllm import (
-        BEFORE_SNAPSHOT,
         NCCL,
         NON_TORCH,
         activation_peak,
@@ -301,10 +300,7 @@ def plan(req: EngineRequest) -> EngineReport:
         engine=NAME,
         budget_bytes=budget.requested,
         weights_bytes=sh.weights_bytes,
-        overheads=((("CUDA context and cuBLAS at vLLM's snapshot", BEFORE_SNAPSHOT),)
-                   if budget.headroom_binds else ())
-        + (("activation peak", act), ("non-torch (kernels, NCCL)", non_torch))
-        + ((("extensible KV cache margin", budget.margin),) if budget.headroom_binds else ()),
+        overheads=budget.overheads(act, non_torch),
         kv_pool_bytes=avail,
         kv_tokens=tokens,
         blocks=num_blocks,
