@@ -447,3 +447,24 @@ def test_minimax_m3_llamacpp_refusal_names_what_is_missing(capsys):
     # the other engines give no llama.cpp reason
     code, out, err = run(capsys, ref("minimax-m3"), "--ctx", "128k", "--engine", "vllm")
     assert code == 2 and "LLM_ARCH" not in err
+
+
+def test_vllm_v4_without_the_extensible_cache_takes_the_older_budget():
+    # --no-enable-extensible-kv-cache: 0.92 of the card less weights, peak and non-torch
+    # memory, whole blocks of it, and the flag in the command (it had been read, then ignored)
+    import math
+
+    from kvcore import find_gpu
+    from kvcore.engines import vllm
+
+    r = vllm_v4("deepseek-v4-flash", 1, settings={"extensible_kv_cache": False})
+    used = r.weights_bytes + sum(b for _, b in r.overheads)
+    assert r.kv_pool_bytes == math.ceil(find_gpu("h200").total_bytes * 0.92) - used
+    assert r.budget_bytes == math.ceil(find_gpu("h200").total_bytes * 0.92)
+    assert r.blocks == r.kv_pool_bytes // r.extra["bytes_per_block"]
+    assert r.command.endswith("--no-enable-extensible-kv-cache")
+    on = vllm_v4("deepseek-v4-flash", 1)
+    assert on.budget_bytes == find_gpu("h200").total_bytes
+    assert "extensible" not in on.command
+    assert on.kv_pool_bytes != r.kv_pool_bytes
+    assert vllm.BEFORE_SNAPSHOT in dict(on.overheads).values()

@@ -788,6 +788,8 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
         cmd.append("--language-model-only")
     if req.settings.lora is not None:
         cmd += req.settings.lora.flags("--max-loras")
+    if not req.settings.extensible_kv_cache:
+        cmd.append("--no-enable-extensible-kv-cache")
     if req.cache.mtp:
         # the model's next-n layers as the draft (vLLM's SpeculativeConfig maps each
         # architecture's MTP model from method "mtp"), one token a step unless told more
@@ -1109,8 +1111,6 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append(long)
     if s.block_size:
         cmd.append(f"--block-size {block}")
-    if not s.extensible_kv_cache:
-        cmd.append("--no-enable-extensible-kv-cache")
     offload_tokens = 0
     if s.offload_bytes:
         offload_tokens = int(s.offload_bytes // max(1, main.bytes_per_block)) * main.min_block

@@ -259,7 +259,8 @@ def plan(req: EngineRequest) -> EngineReport:
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
     sh = shares[0]
     budget = rank_budget(gpu.total_bytes if gpu is not None else None, util,
-                         sh.weights_bytes + non_torch, act, req.kv_budget_bytes)
+                         sh.weights_bytes + non_torch, act, req.kv_budget_bytes,
+                         s.extensible_kv_cache)
     avail = budget.kv_bytes
     gs = groups(req.spec)
     per_block = bytes_per_block(gs)
