@@ -69,7 +69,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
         "smollm3", "mpt", "gpt2", "gpt_bigcode", "bloom", "falcon", "opt", "starcoder2",
         "ctrl", "cpmant", "gpt_neox_japanese")},
     # Lfm3Config (vLLM 0.34 transformers_utils/configs/lfm3.py): its window, convolution and
-    # heads where a config leaves them out; its layer pattern is lfm3_layer_types
+    # heads where a config leaves them out; _layer_kinds fills in its default layer pattern
     "lfm3": {"sliding_window": 256, "conv_L_cache": 7, "head_dim": 128,
              "tie_word_embeddings": True},
     "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2,
