@@ -3286,6 +3286,10 @@ def spec_from_config(
         vision_encoder=_vision_encoder(vision, _architecture(config)),
         towers=_towers(config, vision, params.encoder),
         architecture=_architecture(config),
+        text_architecture=(_architecture(config["text_config"])
+                           if isinstance(config.get("text_config"), dict) else ""),
+        remote_code=isinstance(config.get("auto_map"), dict)
+        and any(str(k).startswith("AutoModel") for k in config["auto_map"]),
         kda=isinstance(lm.get("linear_attn_config"), dict)
         and bool(lm["linear_attn_config"].get("kda_layers")),
         qk_nope_head_dim=(r.opt_int("qk_nope_head_dim", maximum=1 << 16) or 0) if mla_width else 0,

@@ -340,6 +340,12 @@ class ModelSpec:
     hidden_layers: int = 0
     #: the config's first ``architectures`` entry (the class an engine's registry looks up)
     architecture: str = ""
+    #: the first ``architectures`` entry of its ``text_config``, where it names one (llama.cpp's
+    #: converter looks the text model up by it)
+    text_architecture: str = ""
+    #: the config's ``auto_map`` names an ``AutoModel…`` class: the checkpoint ships its own
+    #: modeling code (what an engine's Transformers backend loads with --trust-remote-code)
+    remote_code: bool = False
     #: the linear layers are Kimi Delta Attention (``linear_attn_config`` lists ``kda_layers``)
     kda: bool = False
     #: ``qk_nope_head_dim`` of an MLA model (the non-rotary part of a query/key head); 0 where

@@ -2389,9 +2389,11 @@ def test_vllm_names_the_release_that_removed_an_architecture():
 
 def test_vllm_mtp_tokens_reuse_the_draft_modules_whole():
     # Step-3.7-Flash's three MTP modules (n_predict 3): vLLM takes up to 3 speculative tokens,
-    # or a multiple of 3, and refuses the rest at start-up
+    # or a multiple of 3, and refuses the rest at start-up. The bundled config names
+    # Step3p7FlashForCausalLM, which vLLM does not register: its VLM class is what loads it
     def mtp(n):
-        spec = load_model("step-3.7-flash")
+        spec = replace(load_model("step-3.7-flash"),
+                       architecture="Step3p7ForConditionalGeneration")
         return engine_plan("vllm", EngineRequest(
             spec=spec, context=8192, sequences=1, cache=CacheOptions(kv_k=F16, kv_v=F16, mtp=True),
             gpus=(find_gpu("h200"),) * 8, parallel=Parallel(tp=8),

@@ -7,13 +7,14 @@ only (weights + exact cache + a runtime estimate against each card), for any par
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..errors import InputError, UnknownNameError
 from ..gpus import GPU
 from ..hf import QWEN4_EXP_TYPES
 from ..model import LayerKind, ModelSpec
 from ..parallel import Split, stage_layers
-from . import llamacpp, raw, sglang, trtllm, vllm
+from . import llamacpp, raw, registry, sglang, trtllm, vllm
 from .base import (
     CPU_MOE,
     EngineReport,
@@ -215,4 +216,20 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
         why = f": {missing[name]}" if name in missing else ""
         raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} "
                          f"yet{why}; --engine raw sizes the cache itself", field="engine")
-    return ENGINES[name](request)
+    report = ENGINES[name](request)
+    # the engine's own refusals, more specific, come first; then whether it loads the class
+    notes = _load_notes(name, request.spec)
+    return replace(report, notes=(*notes, *report.notes)) if notes else report
+
+
+def _load_notes(name: str, spec: ModelSpec) -> list[str]:
+    """Refuse a model whose architecture engine ``name`` cannot load (registry.require); else
+    the notes on how it loads one it has no class of its own for. vLLM and SGLang fall back to
+    their Transformers backend; TensorRT-LLM's PyTorch backend has none; llama.cpp's converter
+    table trails its master, so a class missing there is noted, not refused. A class vLLM
+    removed has its own note (vllm.PREVIOUSLY_SUPPORTED)."""
+    if name == "raw" or (name == "vllm" and spec.architecture in vllm.PREVIOUSLY_SUPPORTED):
+        return []
+    label = "TensorRT-LLM's PyTorch backend" if name == "trtllm" else ENGINE_TITLES[name]
+    return registry.require(name, label, spec, fallback=name in ("vllm", "sglang"),
+                            strict=name != "llama.cpp")
