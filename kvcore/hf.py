@@ -2299,6 +2299,14 @@ def _count_params(
             # a channel; its q/k norm has no weight
             width = g.q_heads * g.dv
             parts.append(_Part(attn_block, "gate_proj", hidden * width, width))
+        if mt == "lfm3":
+            # Lfm3Attention (vLLM 0.34 models/lfm3.py): a sigmoid output gate a head
+            # (gate_proj, hidden -> heads, unless use_attention_gate is false) and RMSNorms of
+            # q and k over head_dim
+            if r.get_bool("use_attention_gate", True):
+                parts.append(_Part(attn_block, "gate_proj", hidden * g.q_heads, g.q_heads))
+            parts += [_Part(attn_block, "q_norm", g.dk, 0, replicated=True),
+                      _Part(attn_block, "k_norm", g.dk, 0, replicated=True)]
         if laguna is not None:
             # Laguna: g_proj (hidden -> one softplus gate per head, or per channel) and the
             # RMSNorms of q and k over head_dim (vLLM laguna.py LagunaAttention)
@@ -2572,9 +2580,12 @@ def _count_params(
             width = widths[i] if widths else dense_inter
             mlp_total = mlp_active = mats * hidden * width * wide
             record(i, mlp_parts(width * wide))
-        # Muse-Glimmer (as Gemma-2's decoder layer) and Ouro sandwich attention and MLP in
-        # four norms
-        norms = (4 if mt in MUSE_GLIMMER_TYPES or mt in OURO_TYPES else 2) * hidden
+        # Muse-Glimmer (as Gemma-2's decoder layer), Ouro and LFM3 (Lfm3DecoderLayer's
+        # post_operator_norm and post_ffn_norm, unless use_sandwich_norm is false) sandwich
+        # the mixer and the MLP in four norms
+        sandwich = (mt in MUSE_GLIMMER_TYPES or mt in OURO_TYPES
+                    or (mt == "lfm3" and r.get_bool("use_sandwich_norm", True)))
+        norms = (4 if sandwich else 2) * hidden
         replicated += norms
         record(i, [_Part(("input_layernorm",), "", norms, 0, replicated=True)])
         if g3n_layer:

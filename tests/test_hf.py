@@ -2013,6 +2013,21 @@ def test_lfm3_layer_pattern_and_window_default_as_its_config_class():
     assert [g.kind for g in own.groups] == [LayerKind.FULL]
 
 
+def test_lfm3_counts_its_attention_gates_and_sandwich_norms():
+    # Lfm3Attention's gate_proj (hidden -> one gate a head) in the 11 attention layers (6 full,
+    # 5 sliding) and Lfm3DecoderLayer's two extra norms in all 24 (use_attention_gate and
+    # use_sandwich_norm default true in Lfm3Config); q/k norms (head_dim each) either way
+    cfg = {"architectures": ["Lfm3ForCausalLM"], "model_type": "lfm3", "vocab_size": 128000,
+           "hidden_size": 2048, "intermediate_size": 7680, "num_hidden_layers": 24,
+           "num_attention_heads": 16, "num_key_value_heads": 4,
+           "max_position_embeddings": 128000}
+    full = spec(cfg).params.total
+    plain = spec({**cfg, "use_attention_gate": False, "use_sandwich_norm": False}).params.total
+    assert full - plain == 11 * 2048 * 16 + 24 * 2 * 2048
+    gateless = spec({**cfg, "use_attention_gate": False}).params.total
+    assert full - gateless == 11 * 2048 * 16
+
+
 @pytest.mark.parametrize(("engine", "needle"), [
     ("sglang", "no SGLang model of its own"), ("llama.cpp", "no lfm3 architecture"),
     ("trtllm", "Lfm3ForCausalLM")])
