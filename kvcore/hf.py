@@ -3301,6 +3301,7 @@ def spec_from_config(
                            if isinstance(config.get("text_config"), dict) else ""),
         remote_code=isinstance(config.get("auto_map"), dict)
         and any(str(k).startswith("AutoModel") for k in config["auto_map"]),
+        kda_declared=_declares_kda(config),
         kda=isinstance(lm.get("linear_attn_config"), dict)
         and bool(lm["linear_attn_config"].get("kda_layers")),
         qk_nope_head_dim=(r.opt_int("qk_nope_head_dim", maximum=1 << 16) or 0) if mla_width else 0,
@@ -3416,6 +3417,23 @@ def sglang_context_len(lm: Mapping[str, Any], model_type: str = "",
             factor = 1
     length = factor * value
     return int(length) if math.isfinite(length) else None
+
+
+def _declares_kda(config: Mapping[str, Any]) -> bool:
+    """Whether the config, or its text_config, names Kimi Delta Attention layers itself
+    (SGLang 0.5.23 configs/model_config.py uses_kda_attention)."""
+    for c in (config, config.get("text_config")):
+        if not isinstance(c, Mapping):
+            continue
+        lac = c.get("linear_attn_config")
+        if isinstance(lac, Mapping) and lac.get("kda_layers"):
+            return True
+        types = c.get("layer_types")
+        if (isinstance(types, list) and "linear_attention" in types
+                and c.get("linear_num_heads") is not None
+                and c.get("linear_head_dim") is not None):
+            return True
+    return False
 
 
 def _architecture(config: Mapping[str, Any]) -> str:

@@ -348,6 +348,10 @@ class ModelSpec:
     remote_code: bool = False
     #: the linear layers are Kimi Delta Attention (``linear_attn_config`` lists ``kda_layers``)
     kda: bool = False
+    #: the config itself names its KDA layers (``linear_attn_config.kda_layers``, or
+    #: ``layer_types`` with ``linear_num_heads`` and ``linear_head_dim``), as SGLang's
+    #: uses_kda_attention reads it; Ling-3.0's published form (``layer_group_size``) does not
+    kda_declared: bool = False
     #: ``qk_nope_head_dim`` of an MLA model (the non-rotary part of a query/key head); 0 where
     #: the config has none
     qk_nope_head_dim: int = 0

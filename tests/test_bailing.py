@@ -163,9 +163,8 @@ def test_llama_cpp_runs_ling_3_as_a_k_only_latent_beside_its_kda_states():
     # the 18 KDA layers' f32 state: 16 heads × 128 × 128 and 3 × 3 × 2048 conv values each
     (rs,) = [line for line in r.log_lines if line.startswith("llama_memory_recurrent")]
     assert f"{18 * (16 * 128 * 128 + 3 * 3 * 2048) * 4 / 2**20:.2f} MiB" in rs
-    for engine in ("sglang", "trtllm"):
-        error, _ = refusal_and_raw(s, engine, "h200")
-        assert "Bailing hybrids' linear-attention state" in str(error)
+    error, _ = refusal_and_raw(s, "trtllm", "h200")
+    assert "Bailing hybrids' linear-attention state" in str(error)
 
 
 @pytest.mark.parametrize("nextn", [0, 1])
@@ -262,6 +261,39 @@ def test_sglang_runs_ling_2_6_with_a_lightning_state_pool():
     (pool,) = [n for n in r.notes if n.startswith("Mamba state pool")]
     assert f"slots of {28 * 8 * 128 * 128 * 4 / 2**20:.1f} MiB" in pool
     assert "(5 slots a request)" in pool
-    # Ling-3.0 (Kimi Delta Attention) is not sized there
-    error, _ = refusal_and_raw(spec(LING_30_FLASH), "sglang", "h200")
-    assert "Bailing hybrids' linear-attention state" in str(error)
+
+
+def test_sglang_runs_ling_3_with_kimi_linear_state_slots():
+    from dataclasses import replace
+
+    from kvcore import CacheOptions, find_gpu, get_format
+    from kvcore.engines import EngineRequest, engine_plan
+    from kvcore.parallel import Parallel
+
+    f16 = get_format("f16")
+    req = EngineRequest(spec=spec(LING_30_FLASH), context=131072, sequences=4,
+                        cache=CacheOptions(kv_k=f16, kv_v=f16), gpus=(find_gpu("h200"),) * 2,
+                        parallel=Parallel(tp=2))
+    r = engine_plan("sglang", req)
+    # configs/bailing_hybrid.py with use_kda: KimiLinearStateShape over 32 heads × 128 split
+    # in two, three convolutions of 3 columns in bf16 and a 16 × 128 × 128 state in f32, in
+    # each of the 35 KDA layers (42 layers, an MLA layer closing every 6)
+    slot = 35 * (3 * 3 * (32 * 128 // 2) * 2 + 16 * 128 * 128 * 4)
+    (pool,) = [n for n in r.notes if n.startswith("Mamba state pool")]
+    assert f"slots of {slot / 2**20:.1f} MiB" in pool and "(5 slots a request)" in pool
+    # the MLA pool: 7 layers of a 576-value latent (kv_lora_rank 512 + qk_rope_head_dim 64)
+    (kv,) = [n for n in r.log_lines if n.startswith("KV Cache is allocated")]
+    tokens = int(kv.split("#tokens: ")[1].split(",")[0])
+    assert abs(tokens * 7 * 576 * 2 - r.kv_pool_bytes) < 7 * 576 * 2
+    assert r.fits
+    # the breakable prefill graph is dropped only where the config names its KDA layers
+    # (uses_kda_attention: linear_attn_config's kda_layers, or layer_types with
+    # linear_num_heads and linear_head_dim), not in the published layer_group_size form:
+    # 0.898 on two H200s, 0.909 without the graph
+    assert "mem_fraction_static=0.898" in r.log_lines
+    assert not req.spec.kda_declared and req.spec.kda
+    named = spec(LING_30_FLASH, layer_types=["full_attention" if (i + 1) % 6 == 0
+                                             else "linear_attention" for i in range(42)],
+                 linear_num_heads=32, linear_head_dim=128)
+    assert named.kda_declared
+    assert "mem_fraction_static=0.909" in engine_plan("sglang", replace(req, spec=named)).log_lines

@@ -162,7 +162,8 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
     it. llama.cpp runs Ling-3.0 (its Kimi Delta Attention hybrid) as bailingmoe3, a hybrid
     memory of K-only MLA latents and f32 KDA states like Kimi-Linear's
     (src/models/bailingmoe3.cpp build_inp_mem_hybrid_k), and so does vLLM
-    (BailingMoeV3ForCausalLM), which runs Ling-2.5/2.6 too, and ZAYA; llama.cpp runs Hy4 as
+    (BailingMoeV3ForCausalLM), which runs Ling-2.5/2.6 too, and ZAYA, and SGLang (Ling-2.5/2.6
+    and 3.0); llama.cpp runs Hy4 as
     hy_v4, a DSA cache like GLM-5's: the K-only latent in every layer, the indexer keys
     (-ctk type) in the layers indexer_types lists "full" (src/llama-model.cpp create_memory,
     filter_lid is_indexer_full), its MTP layers dropped by the converter."""
@@ -176,6 +177,14 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
         # (heads × head_dim², no convolution, f32) beside the MLA pool of the full layers,
         # extra_buffer slots (_MAMBA_EXTRA_BUFFER_ARCHS); its breakable prefill graph stays
         # (uses_kda_attention is false)
+        return None
+    if name == "sglang" and ling3 and spec.architecture == "BailingMoeV3ForCausalLM":
+        # and with use_kda (short_conv_kernel_size set): Kimi-Linear's KimiLinearStateShape
+        # (num_attention_heads × head_dim, three convolutions of kernel − 1 columns in bf16, a
+        # heads × head_dim² state in f32) in KimiLinearCacheParams, the MLA pool of the full
+        # layers at kv_lora_rank + qk_rope_head_dim (model_config.py), extra_buffer slots
+        # (_MAMBA_RADIX_CACHE_ARCHS and _MAMBA_EXTRA_BUFFER_ARCHS list it); the breakable
+        # prefill graph is dropped for KDA as for Kimi-Linear
         return None
     if name == "vllm" and spec.model_type == "zaya":
         # ZayaForCausalLM (vLLM 0.34.0 models/zaya.py): each layer's KV cache beside a

@@ -296,9 +296,10 @@ def default_fraction(req: EngineRequest, gpu: GPU, running: int) -> float:
                          field="mem_fraction_static")
     multimodal = is_multimodal(spec)
     # the breakable prefill graph (the CUDA default) is dropped with --pp > 1, for Kimi Delta
-    # Attention and DeepSeek-V4, and for a multimodal model off the allow-list
-    # (cuda_graph_hook.py apply_cuda_graph_compatibility)
-    prefill_graph = (p.pp == 1 and not spec.kda
+    # Attention where the config names its layers (uses_kda_attention: Kimi-Linear and Kimi-K3,
+    # not Ling-3.0's layer_group_size form) and DeepSeek-V4, and for a multimodal model off
+    # the allow-list (cuda_graph_hook.py apply_cuda_graph_compatibility)
+    prefill_graph = (p.pp == 1 and not spec.kda_declared
                      and not has_kind(spec, LayerKind.COMPRESSED)
                      and not (multimodal and spec.architecture not in BREAKABLE_MULTIMODAL_ARCHS))
     expand = multimodal and spec.architecture in HOPPER_EXPANDED_ARCHS
