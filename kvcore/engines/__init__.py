@@ -184,7 +184,8 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
         # heads × head_dim² state in f32) in KimiLinearCacheParams, the MLA pool of the full
         # layers at kv_lora_rank + qk_rope_head_dim (model_config.py), extra_buffer slots
         # (_MAMBA_RADIX_CACHE_ARCHS and _MAMBA_EXTRA_BUFFER_ARCHS list it); the breakable
-        # prefill graph is dropped for KDA as for Kimi-Linear
+        # prefill graph is dropped only where the config names its KDA layers
+        # (ModelSpec.kda_declared)
         return None
     if name == "vllm" and spec.model_type == "zaya":
         # ZayaForCausalLM (vLLM 0.34.0 models/zaya.py): each layer's KV cache beside a
