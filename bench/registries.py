@@ -49,6 +49,15 @@ def vllm_classes(pkg: Path) -> list[str]:
     return sorted(names)
 
 
+def vllm_backend_classes(pkg: Path) -> list[str]:
+    """The architectures vLLM's registry maps to its Transformers backend
+    (_TRANSFORMERS_SUPPORTED_MODELS)."""
+    tree = ast.parse((pkg / "model_executor" / "models" / "registry.py").read_text())
+    value = _assigned(tree, "_TRANSFORMERS_SUPPORTED_MODELS")
+    assert isinstance(value, ast.Dict)
+    return sorted(k.value for k in value.keys if isinstance(k, ast.Constant))
+
+
 def sglang_classes(pkg: Path) -> list[str]:
     """The classes each module of python/sglang/srt/models names as its EntryClass."""
     names: set[str] = set()
@@ -81,7 +90,8 @@ def main() -> None:
         "vllm": {"release": VLLM_RELEASE,
                  "source": "vllm/model_executor/models/registry.py (the tables _VLLM_MODELS "
                            "joins)",
-                 "classes": vllm_classes(a.vllm)},
+                 "classes": vllm_classes(a.vllm),
+                 "transformers_backend": vllm_backend_classes(a.vllm)},
         "sglang": {"release": SGLANG_RELEASE,
                    "source": "python/sglang/srt/models/*.py (EntryClass)",
                    "classes": sglang_classes(a.sglang)},

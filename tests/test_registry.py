@@ -152,3 +152,28 @@ def test_cli_refuses_in_one_line_and_the_api_with_a_json_422(tmp_path, capsys):
         "engine": "sglang", "gpu": "h100"})
     assert r.status_code == 422
     assert "SGLang 0.5.23 does not run FooBarForCausalLM" in json.dumps(r.json())
+
+
+def test_vllm_names_the_classes_its_registry_maps_to_the_transformers_backend():
+    # 0.34.0's _TRANSFORMERS_SUPPORTED_MODELS: OLMo 3 has no vLLM model of its own
+    assert "Olmo3ForCausalLM" in registry.registry("vllm").backend
+    olmo = load_model("olmo-3.1-32b-instruct")
+    assert load_path("vllm", olmo) is Load.TRANSFORMERS
+    assert load_path("sglang", olmo) is Load.OWN
+    notes = plan("vllm", olmo, gpu="h200").notes
+    assert ("vLLM 0.34.0 serves Olmo3ForCausalLM through its Transformers backend (its "
+            "registry maps the class there, not to a model of its own)") in notes
+    assert not any("serves" in n and "Transformers backend" in n
+                   for n in plan("vllm", load_model("llama-3.1-8b")).notes)
+
+
+def test_vllm_lora_wraps_the_input_embedding_of_a_backend_model():
+    # transformers/base.py Base.embedding_modules: embed_tokens only, no lm_head, for a class
+    # the backend loads for want of vLLM's own (Transformers' class or remote code)
+    from kvcore.engines.vllm_lora import embedding_roles
+    assert embedding_roles(spec_of("HeliumForCausalLM")) == {"embed"}
+    remote = spec_of("FooBarForCausalLM", auto_map={"AutoModelForCausalLM": "x--m.FooBar"})
+    assert embedding_roles(remote) == {"embed"}
+    # a class vLLM has: its own embedding_modules (Llama: embed_tokens and lm_head)
+    assert embedding_roles(load_model("llama-3.1-8b")) == {"embed", "head"}
+    assert embedding_roles(spec_of("FooBarForCausalLM")) == frozenset()

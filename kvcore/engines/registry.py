@@ -64,6 +64,9 @@ class Registry:
     release: str
     source: str
     classes: frozenset[str]
+    #: the registered classes the engine serves through its Transformers backend (vLLM's
+    #: _TRANSFORMERS_SUPPORTED_MODELS)
+    backend: frozenset[str] = frozenset()
 
     def has(self, architecture: str) -> bool:
         name = ALIASES.get(self.engine, {}).get(architecture, architecture)
@@ -73,7 +76,8 @@ class Registry:
 @cache
 def _tables() -> dict[str, Registry]:
     text = resources.files("kvcore").joinpath("data/registries.json").read_text("utf-8")
-    return {name: Registry(name, t["release"], t["source"], frozenset(t["classes"]))
+    return {name: Registry(name, t["release"], t["source"], frozenset(t["classes"]),
+                           frozenset(t.get("transformers_backend", ())))
             for name, t in json.loads(text).items()}
 
 
@@ -94,6 +98,8 @@ def load_path(engine: str, spec: ModelSpec, *, fallback: bool = True) -> Load:
         arch = spec.text_architecture
     if not arch:
         return Load.UNKNOWN
+    if arch in registry(engine).backend:
+        return Load.TRANSFORMERS
     if registry(engine).has(arch):
         return Load.OWN
     if not fallback:
@@ -128,6 +134,9 @@ def require(engine: str, label: str, spec: ModelSpec, *, fallback: bool = True,
             f"Transformers {transformers_release()} exports none and the config's auto_map "
             "names no AutoModel class, so its Transformers backend has nothing to load; "
             "--engine raw sizes the cache", field="engine")
+    if arch in reg.backend:
+        return [f"{label} {reg.release} serves {arch} through its Transformers backend (its "
+                "registry maps the class there, not to a model of its own)"]
     where = ("the class Transformers exports" if how is Load.TRANSFORMERS else
              "the checkpoint's own modeling code (auto_map; start it with --trust-remote-code)")
     return [f"{label} {reg.release} has no model of its own for {arch}: it loads it through "

@@ -31,6 +31,7 @@ from ..errors import InputError
 from ..gguf_mix import MODULE_LAYER
 from ..model import ModelSpec, Module
 from ..parallel import Parallel, stage_layers
+from . import registry
 from .lora import LoRA
 
 __all__ = ["LORA_RANKS", "check_lora", "for_vllm", "kv_heads_by_layer", "layer_of",
@@ -66,12 +67,17 @@ EMBED_ONLY_TYPES = frozenset({
 
 def embedding_roles(spec: ModelSpec) -> frozenset[str]:
     """The embedding modules vLLM's class wraps with LoRA slots: "embed" (embed_tokens) and
-    "head" (lm_head), by the model's type and architecture."""
+    "head" (lm_head), by the model's type and architecture; a class vLLM serves through its
+    Transformers backend (registered there, or loaded there for want of its own:
+    registry.load_path) wraps the input embedding only."""
     if spec.architecture == "MistralForCausalLM":
         return frozenset()
     if spec.model_type in EMBEDDING_TYPES:
         return frozenset({"embed", "head"})
     if spec.model_type in EMBED_ONLY_TYPES:
+        return frozenset({"embed"})
+    if registry.load_path("vllm", spec) in (registry.Load.TRANSFORMERS,
+                                            registry.Load.REMOTE_CODE):
         return frozenset({"embed"})
     return frozenset()
 
