@@ -20,7 +20,8 @@ from importlib import resources
 from ..errors import InputError
 from ..model import ModelSpec
 
-__all__ = ["Load", "Registry", "load_path", "registry", "require", "transformers_release"]
+__all__ = ["Load", "Registry", "load_path", "looked_up", "registry", "require",
+           "transformers_release"]
 
 #: architectures an engine's config loader renames before its registry looks them up:
 #: SGLang's Olmo3Config (configs/olmo3.py, 0.5.23) swaps Olmo3ForCausalLM for its
@@ -90,12 +91,18 @@ def transformers_release() -> str:
     return registry("transformers").release
 
 
+def looked_up(engine: str, spec: ModelSpec) -> str:
+    """The class ``engine`` looks ``spec`` up by: the config's first architecture, or for
+    llama.cpp's converter its text_config's where it names one ("": none)."""
+    if engine == "llama.cpp" and spec.text_architecture:
+        return spec.text_architecture
+    return spec.architecture
+
+
 def load_path(engine: str, spec: ModelSpec, *, fallback: bool = True) -> Load:
     """How ``engine`` would load ``spec``'s architecture; ``fallback``: the engine tries its
     Transformers backend where it has no class of its own."""
-    arch = spec.architecture
-    if engine == "llama.cpp" and spec.text_architecture:
-        arch = spec.text_architecture
+    arch = looked_up(engine, spec)
     if not arch:
         return Load.UNKNOWN
     if arch in registry(engine).backend:
@@ -118,17 +125,16 @@ def require(engine: str, label: str, spec: ModelSpec, *, fallback: bool = True,
     if how in (Load.OWN, Load.UNKNOWN):
         return []
     reg = registry(engine)
-    arch = spec.architecture
-    if engine == "llama.cpp" and spec.text_architecture:
-        arch = spec.text_architecture
+    arch = looked_up(engine, spec)
     if how is Load.NONE:
         if not strict:
             return [f"{label}'s converter registers no {arch} in the table read ({reg.source}), "
                     "so it makes no GGUF of it unless a later build adds it; the plan assumes "
                     "one that does, caching the layer kinds the config declares"]
         if not fallback:
-            raise InputError(f"{label} has no {arch} model ({spec.model_type}; not in {reg.source}); "
-                             "choose another engine, or --engine raw", field="engine")
+            raise InputError(f"{label} has no {arch} model ({spec.model_type}; not in "
+                             f"{reg.source}); choose another engine, or --engine raw",
+                             field="engine")
         raise InputError(
             f"{label} {reg.release} does not run {arch}: its model registry has no such class, "
             f"Transformers {transformers_release()} exports none and the config's auto_map "
