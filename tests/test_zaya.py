@@ -63,6 +63,8 @@ def test_engines_are_refused_and_raw_sizes_it(engine):
     error, raw = refusal_and_raw(spec(), engine, "4090")
     assert "Compressed Convolutional Attention" in str(error) and error.field == "engine"
     assert raw.fits
+    # SGLang's own ZAYA model is ZAYA1-base's alternating layout (models/zaya.py _layer_class)
+    assert ("ZAYA1-base layout" in str(error)) == (engine == "sglang")
 
 
 def vllm_plan(tp=1, **settings):

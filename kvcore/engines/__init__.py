@@ -168,6 +168,14 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
     (-ctk type) in the layers indexer_types lists "full" (src/llama-model.cpp create_memory,
     filter_lid is_indexer_full), its MTP layers dropped by the converter."""
     what = _RAW_ONLY.get(spec.model_type)
+    if name == "sglang" and spec.model_type == "zaya":
+        # SGLang 0.5.23 registers its own ZayaConfig over transformers' (configs/zaya.py
+        # register_zaya_config) and models/zaya.py builds attention on the even layers and MoE
+        # blocks on the odd (_layer_class), its CCA state a prev_hs of hidden_size
+        return (f"{what}: SGLang 0.5.23 builds Zyphra's ZAYA1-base layout (configs/zaya.py, "
+                "models/zaya.py: Compressed Convolutional Attention on the even layers, MoE "
+                "blocks on the odd, a state of the previous hidden state), not this config's "
+                "layers of attention and experts each")
     ling3 = spec.model_type == "bailing_hybrid" and spec.kda
     if name == "llama.cpp" and (ling3 or spec.model_type == "hy_v4"):
         return None
