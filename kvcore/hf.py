@@ -2299,12 +2299,13 @@ def _count_params(
             # a channel; its q/k norm has no weight
             width = g.q_heads * g.dv
             parts.append(_Part(attn_block, "gate_proj", hidden * width, width))
-        if mt == "lfm3":
+        if mt == "lfm3" and r.get_bool("use_attention_gate", True):
             # Lfm3Attention (vLLM 0.34 models/lfm3.py): a sigmoid output gate a head
-            # (gate_proj, hidden -> heads, unless use_attention_gate is false) and RMSNorms of
-            # q and k over head_dim
-            if r.get_bool("use_attention_gate", True):
-                parts.append(_Part(attn_block, "gate_proj", hidden * g.q_heads, g.q_heads))
+            # (gate_proj, hidden -> heads, unless use_attention_gate is false)
+            parts.append(_Part(attn_block, "gate_proj", hidden * g.q_heads, g.q_heads))
+        if mt in ("lfm2", "lfm2_moe", "lfm3"):
+            # LFM2's, LFM2-MoE's and LFM3's RMSNorms of q and k over head_dim (vLLM lfm2.py
+            # q_layernorm and k_layernorm, lfm3.py q_norm and k_norm)
             parts += [_Part(attn_block, "q_norm", g.dk, 0, replicated=True),
                       _Part(attn_block, "k_norm", g.dk, 0, replicated=True)]
         if laguna is not None:

@@ -269,9 +269,10 @@ def test_lfm2_short_conv_layers_are_a_recurrent_state():
     assert conv.state_values == conv.conv_state_values == 2 * 2048
     # language model: tied 65536 × 2048 embedding; 6 attention layers (q, o 2048², k, v
     # 2048 × 512); 10 conv layers (in_proj 2048 × 3·2048, 2048 × 3 taps, out_proj 2048²);
-    # SwiGLU auto-adjusted from 12288 to 2/3 = 8192; two norms a layer; final norm
+    # SwiGLU auto-adjusted from 12288 to 2/3 = 8192; two norms a layer; final norm; the
+    # attention layers' RMSNorms of q and k (head_dim 64 each)
     hidden = 2048
-    attn = 2 * hidden * hidden + 2 * hidden * 512
+    attn = 2 * hidden * hidden + 2 * hidden * 512 + 2 * 64
     conv_params = hidden * 3 * hidden + hidden * 3 + hidden * hidden
     mlp = 3 * hidden * 8192
     lm = 65536 * hidden + 6 * attn + 10 * conv_params + 16 * (mlp + 2 * hidden)
@@ -1098,8 +1099,10 @@ def test_lfm2_moe_dense_layers_tied_embedding_and_expert_bias():
     # layers 0 and 1 dense (7,168); 22 MoE layers of 32 × 1,792 with a router and its 32-value
     # expert_bias; the embedding tied (Lfm2MoeConfig's default)
     moe = 32 * 3 * h * 1792 + h * 32 + 32
+    # and the RMSNorms of q and k (q_layernorm, k_layernorm: head_dim 64 each)
+    attn += 2 * 64
     total = 6 * attn + 18 * conv + 2 * 3 * h * 7168 + 22 * moe + 65536 * h + 24 * 2 * h
-    assert s.params.total == total == 8_339_927_744
+    assert s.params.total == total == 8_339_928_512
     assert s.params.embedding == 65536 * h
     assert spec(_lfm2_8b(num_dense_layers=0)).params.total == \
         total - 2 * 3 * h * 7168 + 2 * moe
