@@ -3298,6 +3298,7 @@ def spec_from_config(
         vision_encoder=_vision_encoder(vision, _architecture(config)),
         towers=_towers(config, vision, params.encoder),
         architecture=_architecture(config),
+        architectures=_architectures(config),
         text_architecture=(_architecture(config["text_config"])
                            if isinstance(config.get("text_config"), dict) else ""),
         remote_code=isinstance(config.get("auto_map"), dict)
@@ -3442,6 +3443,12 @@ def _architecture(config: Mapping[str, Any]) -> str:
     if isinstance(archs, list) and archs and isinstance(archs[0], str):
         return archs[0]
     return ""
+
+
+def _architectures(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every name the config's ``architectures`` list gives, in order."""
+    archs = config.get("architectures")
+    return tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ()
 
 
 def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:

@@ -340,6 +340,9 @@ class ModelSpec:
     hidden_layers: int = 0
     #: the config's first ``architectures`` entry (the class an engine's registry looks up)
     architecture: str = ""
+    #: every ``architectures`` entry, in order (vLLM and SGLang load a model by any one they
+    #: register; the others look the first up)
+    architectures: tuple[str, ...] = ()
     #: the first ``architectures`` entry of its ``text_config``, where it names one (llama.cpp's
     #: converter looks the text model up by it)
     text_architecture: str = ""

@@ -177,3 +177,16 @@ def test_vllm_lora_wraps_the_input_embedding_of_a_backend_model():
     # a class vLLM has: its own embedding_modules (Llama: embed_tokens and lm_head)
     assert embedding_roles(load_model("llama-3.1-8b")) == {"embed", "head"}
     assert embedding_roles(spec_of("FooBarForCausalLM")) == frozenset()
+
+
+def test_vllm_and_sglang_load_any_registered_entry_of_architectures():
+    # resolve_model_cls (vLLM) and get_model_architecture (SGLang) try each entry in turn;
+    # TensorRT-LLM's index and llama.cpp's converter look the first up
+    spec = spec_from_config({**LLAMA_LIKE, "architectures": ["FooBarForCausalLM",
+                                                             "LlamaForCausalLM"]},
+                            name="t", source="test")
+    assert spec.architectures == ("FooBarForCausalLM", "LlamaForCausalLM")
+    for engine in ("vllm", "sglang"):
+        assert load_path(engine, spec) is Load.OWN
+        assert plan(engine, spec).fits
+    assert load_path("trtllm", spec, fallback=False) is Load.NONE

@@ -105,10 +105,15 @@ def load_path(engine: str, spec: ModelSpec, *, fallback: bool = True) -> Load:
     arch = looked_up(engine, spec)
     if not arch:
         return Load.UNKNOWN
-    if arch in registry(engine).backend:
-        return Load.TRANSFORMERS
-    if registry(engine).has(arch):
-        return Load.OWN
+    reg = registry(engine)
+    # an engine with a fallback (vLLM's resolve_model_cls, SGLang's get_model_architecture)
+    # loads the first of the config's architectures it registers; the others look up the first
+    names = [a for a in spec.architectures if a] if fallback and spec.architectures else [arch]
+    for name in names:
+        if name in reg.backend:
+            return Load.TRANSFORMERS
+        if reg.has(name):
+            return Load.OWN
     if not fallback:
         return Load.NONE
     if registry("transformers").has(arch):
