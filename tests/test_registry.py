@@ -190,3 +190,19 @@ def test_vllm_and_sglang_load_any_registered_entry_of_architectures():
         assert load_path(engine, spec) is Load.OWN
         assert plan(engine, spec).fits
     assert load_path("trtllm", spec, fallback=False) is Load.NONE
+
+
+def test_the_hand_written_refusals_agree_with_the_engines_tables():
+    # a class an engine refuses by name (its own tables of removed or missing models) is not
+    # one its registry read from the same release holds
+    from kvcore.engines import llamacpp, sglang, trtllm, vllm
+    for name, table in (("vllm", vllm.UNSUPPORTED), ("sglang", sglang.UNSUPPORTED),
+                        ("llama.cpp", llamacpp.UNSUPPORTED)):
+        for arch, _ in table.values():
+            assert not registry.registry(name).has(arch), (name, arch)
+    for arch in (*trtllm.UNSUPPORTED_TYPES.values(), *trtllm.UNSUPPORTED_ARCHS):
+        assert not registry.registry("trtllm").has(arch), arch
+    for arch in sglang.UNREGISTERED_ARCHS:
+        assert not registry.registry("sglang").has(arch), arch
+    for arch in vllm.PREVIOUSLY_SUPPORTED:
+        assert not registry.registry("vllm").has(arch), arch
