@@ -519,8 +519,18 @@ def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
         for r in rows]
     best = next((r for r in rows if r["fits"]), None)
     where = f"on {_card(q)} {_assumed(q)}"
-    verdict = (f"best format that fits {_ask(q)} {where}: {best['format']}" if best
-               else f"no KV format fits {_ask(q)} {where}; see --find-gpu")
+    longest = max(rows, key=lambda r: r["max_context"] or 0, default=None)
+    if best:
+        verdict = f"best format that fits {_ask(q)} {where}: {best['format']}"
+    elif longest is None or not longest["max_context"]:
+        # no cache of any format fits beside the weights: a smaller weight format might
+        verdict = (f"no KV format fits {_ask(q)} {where}: the weights and runtime leave no room "
+                   "for a cache; see --find-weights or --find-gpu")
+    else:
+        verdict = (f"no KV format fits {_ask(q)} {where}; the longest context "
+                   f"{format_quantity(q.sequences, 'sequence')} fit: "
+                   f"{_ctx(longest['max_context'])} tokens in {longest['format']}; see "
+                   "--find-weights or --find-gpu")
     return "\n".join([_table(table, right=(1, 3, 4)), "", verdict, *_find_notes(q, rows)])
 
 

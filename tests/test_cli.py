@@ -1063,3 +1063,20 @@ def test_the_model_line_says_when_a_layer_holds_two_kinds(capsys):
     assert "; a layer holds more than one" in out.splitlines()[0]
     code, out, _ = run(capsys, "qwen3.5-27b", "--gpu", "h200")
     assert "more than one" not in out.splitlines()[0]
+
+
+def test_find_format_says_what_fits_when_nothing_does(capsys):
+    # Qwen3-32B's bf16 weights alone pass a 24 GB card: no cache of any format fits beside them
+    code, out, _ = run(capsys, "qwen3-32b", "--gpu", "4090", "--ctx", "32k", "--seqs", "4",
+                       "--engine", "llama.cpp", "--find-format")
+    assert code == 0
+    assert out.strip().splitlines()[-1].endswith(
+        "the weights and runtime leave no room for a cache; see --find-weights or --find-gpu")
+    # at q4_k_m they fit, and the widest row says how long four sequences may be
+    code, out, _ = run(capsys, "qwen3-32b", "--gpu", "4090", "--ctx", "32k", "--seqs", "4",
+                       "--engine", "llama.cpp", "--find-format", "--weights", "q4_k_m")
+    q4 = next(line for line in out.splitlines() if line.startswith("q4_0 "))
+    longest = q4.split()[3]
+    assert out.strip().splitlines()[-1].endswith(
+        f"the longest context 4 sequences fit: {longest} tokens in q4_0; see --find-weights "
+        "or --find-gpu")
