@@ -237,6 +237,10 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     report = ENGINES[name](request)
     # the engine's own refusals, more specific, come first; then whether it loads the class
     notes = _load_notes(name, request.spec)
+    if notes and name in ("vllm", "sglang") and report.command and (
+            registry.load_path(name, request.spec) is registry.Load.REMOTE_CODE):
+        # the checkpoint's own modeling code loads only when the launch trusts it
+        report = replace(report, command=f"{report.command} --trust-remote-code")
     return replace(report, notes=(*notes, *report.notes)) if notes else report
 
 
