@@ -86,7 +86,8 @@ def test_remote_code_needs_trust_remote_code():
     assert spec.remote_code
     assert load_path("vllm", spec) is Load.REMOTE_CODE
     note = plan("vllm", spec).notes[0]
-    assert "the checkpoint's own modeling code (auto_map; the command passes --trust-remote-code)" in note
+    assert ("the checkpoint's own modeling code (auto_map; the command passes "
+            "--trust-remote-code)") in note
     # and the launch commands trust it
     for engine in ("vllm", "sglang"):
         assert plan(engine, spec).command.endswith(" --trust-remote-code")

@@ -149,7 +149,8 @@ def require(engine: str, label: str, spec: ModelSpec, *, fallback: bool = True,
         return [f"{label} {reg.release} serves {arch} through its Transformers backend (its "
                 "registry maps the class there, not to a model of its own)"]
     where = ("the class Transformers exports" if how is Load.TRANSFORMERS else
-             "the checkpoint's own modeling code (auto_map; the command passes --trust-remote-code)")
+             "the checkpoint's own modeling code (auto_map; the command passes "
+             "--trust-remote-code)")
     return [f"{label} {reg.release} has no model of its own for {arch}: it loads it through "
             f"its Transformers backend, from {where}, where that class is compatible with the "
             "backend; the cache is planned here from the config's layers"]
