@@ -245,3 +245,41 @@ def test_command_echoes_a_non_default_ubatch():
     r = engine_plan("llama.cpp", req("llama-3.1-8b", 8192,
                                      settings=EngineSettings(n_ubatch=2048)))
     assert " -ub 2048" in r.command
+
+
+def test_ax_k2_runs_as_a_dsa_cache_with_an_indexer_in_every_layer():
+    # src/models/axk2.cpp @04fbdf3a: build_attn_inp_k_dsa; AXK2Config's defaults (48 layers,
+    # a 128 + 32 latent, 128-value indexer keys), its converter's AXK2ForCausalLM
+    from kvcore import spec_from_config
+    n = 48
+    cfg = {"architectures": ["AXK2ForCausalLM"], "model_type": "axk2", "vocab_size": 163840,
+           "hidden_size": 2048, "intermediate_size": 5120, "moe_intermediate_size": 512,
+           "num_hidden_layers": n, "num_attention_heads": 32, "num_key_value_heads": 32,
+           "n_shared_experts": 1, "n_routed_experts": 128, "kv_lora_rank": 128,
+           "q_lora_rank": 384, "qk_rope_head_dim": 32, "v_head_dim": 64, "qk_nope_head_dim": 64,
+           "num_experts_per_tok": 8, "tie_word_embeddings": False,
+           "mlp_layer_types": ["dense"] + ["sparse"] * (n - 1), "index_topk": 2048,
+           "index_head_dim": 128, "index_n_heads": 16, "head_dim": 32,
+           "layer_types": ["indexed_attention"] * n, "gated_norm_rank": 16}
+    spec = spec_from_config(cfg, name="A.X-K2", source="test")
+    r = engine_plan("llama.cpp", EngineRequest(spec=spec, context=65536, sequences=1,
+                                               cache=CacheOptions(kv_k="q8_0", kv_v="q8_0"),
+                                               kv_budget_bytes=40 * GiB))
+    # main: 48 layers × 160 values in q8_0 (170 B) × 65,536 cells = 510 MiB; indexer: 48 × 128
+    # values (136 B) × 65,536 = 408 MiB
+    assert list(r.log_lines) == [
+        "llama_kv_cache_dsa: creating main KV cache, size = 65536 cells",
+        "llama_kv_cache: size =  510.00 MiB ( 65536 cells,  48 layers,  1/1 seqs), "
+        "K (q8_0):  510.00 MiB, V (q8_0):    0.00 MiB",
+        "llama_kv_cache_dsa: creating indexer KV cache, size = 65536 cells",
+        "llama_kv_cache: size =  408.00 MiB ( 65536 cells,  48 layers,  1/1 seqs), "
+        "K (q8_0):  408.00 MiB, V (q8_0):    0.00 MiB",
+    ]
+    assert any(n.startswith("llama.cpp runs A.X-K2 as axk2") for n in r.notes)
+    # its converter is newer than the table read: no "registers no" note
+    assert not any("registers no" in n for n in r.notes)
+    for engine in ("vllm", "sglang", "trtllm"):
+        with pytest.raises(InputError, match="A.X-K2"):
+            engine_plan(engine, EngineRequest(spec=spec, context=65536, sequences=1,
+                                              cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                              kv_budget_bytes=40 * GiB))

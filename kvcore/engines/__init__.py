@@ -177,7 +177,9 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
                 "blocks on the odd, a state of the previous hidden state), not this config's "
                 "layers of attention and experts each")
     ling3 = spec.model_type == "bailing_hybrid" and spec.kda
-    if name == "llama.cpp" and (ling3 or spec.model_type == "hy_v4"):
+    if name == "llama.cpp" and (ling3 or spec.model_type in ("hy_v4", "axk2")):
+        # and A.X-K2 as axk2 (src/models/axk2.cpp @04fbdf3a: build_attn_inp_k_dsa, an indexer
+        # in every layer), GLM-5's DSA cache
         return None
     if (name == "sglang" and spec.model_type == "bailing_hybrid" and not spec.kda
             and spec.architecture == "BailingMoeV2_5ForCausalLM"):

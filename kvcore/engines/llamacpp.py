@@ -487,6 +487,13 @@ def _check_sparse(spec: ModelSpec, sparse: str, opts: CacheOptions) -> None:
 
 
 def _sparse_notes(spec: ModelSpec, sparse: str, unified: bool, n_seq: int) -> list[str]:
+    if sparse == "dsa" and spec.model_type == "axk2":
+        # src/models/axk2.cpp @04fbdf3a: build_attn_inp_k_dsa, every layer its own indexer;
+        # conversion/axk2.py appends the NextN block unless --no-mtp
+        return ["llama.cpp runs A.X-K2 as axk2 (src/models/axk2.cpp @04fbdf3a): the latent as "
+                "a K-only cache and the indexer keys as a second K-only cache in the -ctk type, "
+                "in every decoder layer; its converter appends the NextN block to the GGUF "
+                "(--no-mtp drops it), which the DSA cache leaves out as GLM-5's"]
     if sparse == "dsa" and spec.model_type == "hy_v4":
         # src/llama-model.cpp create_memory: llama_kv_cache_dsa, filter_lid is_indexer_full;
         # conversion's HYV4Model drops model.mtp_layers.*

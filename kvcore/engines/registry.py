@@ -38,6 +38,7 @@ LATER: dict[str, dict[str, str]] = {
         "MiniMaxText01ForCausalLM": "b10437 (PR #27018)",
         "MiniMaxM1ForCausalLM": "b10437 (PR #27018)",
         "DeepseekV4ForCausalLM": "b9840",
+        "AXK2ForCausalLM": "conversion/axk2.py @04fbdf3a",
     },
 }
 
