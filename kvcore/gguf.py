@@ -336,6 +336,8 @@ ARCHS: dict[str, str] = {
     "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text",
     # DeepSeek Sparse Attention: MLA plus a lightning indexer (DeepSeek-V3.2, GLM-5, Hy4)
     "deepseek32": "deepseek_v32", "glm-dsa": "glm_moe_dsa", "hy_v4": "hy_v4",
+    # A.X-K2: the same cache, an indexer in every layer (src/models/axk2.cpp)
+    "axk2": "axk2",
     # GLM-4.5 / 4.6 / 4.7 (and -Air): GQA MoE, its next-n blocks counted in block_count
     "glm4moe": "glm4_moe",
     # Gemma 4: sliding and full layers of their own head widths and KV heads
@@ -360,7 +362,7 @@ _KIMI = frozenset({"kimi-linear", "kimi-k3"})
 #: hybrids of MLA and Kimi Delta Attention layers, a layer of 0 KV heads a KDA one
 _KDA = _KIMI | {"bailingmoe3"}
 #: architectures converted with MLA (the deepseek2 key set)
-_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa", "hy_v4"}) | _KDA
+_MLA = frozenset({"deepseek2", "deepseek32", "glm-dsa", "hy_v4", "axk2"}) | _KDA
 #: GLM-5.2's indexer types where a glm-dsa GGUF lists none and its training context is at
 #: least 1,048,576 (src/models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES): layers 0 and 1 run
 #: an indexer, then one in four from layer 2, for 78 layers; 0 (shared) past them
@@ -549,7 +551,10 @@ def config_from_gguf(g: GgufFile, names: set[str] | None = None) -> dict[str, An
             _kimi_k3(g, cfg, names, count)
     if arch == "deepseek4":
         _deepseek4(g, cfg, k, count)
-    if arch in ("deepseek32", "glm-dsa", "hy_v4"):
+    if arch == "axk2":
+        # its norms' low-rank gate (conversion/axk2.py add_gated_norm_rank)
+        cfg["gated_norm_rank"] = count("gated_norm_rank", 16)
+    if arch in ("deepseek32", "glm-dsa", "hy_v4", "axk2"):
         cfg.update(index_n_heads=count("attention.indexer.head_count"),
                    index_head_dim=count("attention.indexer.key_length"),
                    index_topk=count("attention.indexer.top_k"))

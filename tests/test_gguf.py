@@ -217,7 +217,7 @@ def test_a_truncated_download_and_an_unread_architecture_are_refused(capsys, tmp
     write_gguf(tmp_path / "next.gguf", hybrid, tensors)
     code, _, err = run(capsys, str(tmp_path / "next.gguf"))
     assert code == 2 and err.startswith("kvplan: error: next.gguf is a 'mamba2' model; "
-                                        "kvplan reads the GGUFs of bailingmoe3, deepseek2, "
+                                        "kvplan reads the GGUFs of axk2, bailingmoe3, deepseek2, "
                                         "deepseek32, deepseek4, gemma2")
     assert "pass the model's config.json (or its Hub id) instead" in err
 
@@ -567,6 +567,40 @@ def test_a_deepseek32_gguf_caches_the_latent_and_the_indexer_keys(tmp_path):
     assert _kinds(spec) == _kinds(load_model("deepseek-v3.2"))
     # f16: 61 × 576 × 2 latent + 61 × 128 × 2 indexer = 85,888 bytes a token
     assert kvcore.cache_size(spec, 1000, 1).total_bytes == 61 * (576 + 128) * 2 * 1000
+
+
+def test_an_axk2_gguf_caches_the_latent_and_indexer_keys_in_every_decoder_layer(tmp_path):
+    # conversion/axk2.py: the deepseek2 MLA keys (key length kv_lora_rank + rope 128 + 32),
+    # the indexer's keys, gated_norm_rank; its NextN block appended (block_count 49)
+    arch = "axk2"
+    meta, tensors = dense_model(arch, layers=48 + 1, hidden=2048, heads=32, kv_heads=1,
+                                head_dim=160, ffn=5120, vocab=1000, ctx=131072, quant=8,
+                                head_type=8, extra={
+                                    f"{arch}.attention.q_lora_rank": 384,
+                                    f"{arch}.attention.kv_lora_rank": 128,
+                                    f"{arch}.rope.dimension_count": 32,
+                                    f"{arch}.attention.key_length_mla": 96,
+                                    f"{arch}.attention.value_length_mla": 64,
+                                    f"{arch}.attention.value_length": 128,
+                                    f"{arch}.nextn_predict_layers": 1,
+                                    f"{arch}.gated_norm_rank": 16,
+                                    f"{arch}.attention.indexer.head_count": 16,
+                                    f"{arch}.attention.indexer.key_length": 128,
+                                    f"{arch}.attention.indexer.top_k": 2048})
+    write_gguf(tmp_path / "axk2.gguf", meta, tensors)
+    spec = load_model(str(tmp_path / "axk2.gguf"))
+    assert spec.model_type == "axk2" and spec.num_layers == 48 and spec.has_mtp
+    assert [(g.kind.value, g.count, g.head_dim_k) for g in spec.groups if not g.mtp] == [
+        ("mla", 48, 160), ("indexer", 48, 128)]
+    # f16: 48 × 160 × 2 latent + 48 × 128 × 2 indexer bytes a token
+    assert kvcore.cache_size(spec, 1000, 1).total_bytes == 48 * (160 + 128) * 2 * 1000
+    # llama.cpp's DSA cache of the file: the 48 decoder layers, the NextN block left out
+    from kvcore.engines import EngineRequest, engine_plan
+    r = engine_plan("llama.cpp", EngineRequest(
+        spec=spec, context=4096, sequences=1,
+        cache=kvcore.CacheOptions(kv_k="f16", kv_v="f16"), kv_budget_bytes=8 << 30))
+    sizes = [line for line in r.log_lines if line.startswith("llama_kv_cache: size")]
+    assert len(sizes) == 2 and all(" 48 layers" in line for line in sizes)
 
 
 @pytest.mark.parametrize("ctx,types,catalog,indexers", [
