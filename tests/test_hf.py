@@ -1836,7 +1836,22 @@ def test_hy4_keeps_indexer_keys_where_its_list_says_full():
         == [True, True]
     assert "34 layers" in sizes[0] and "10 layers" in sizes[1]
     with pytest.raises(InputError, match="Hy4's MLA"):
-        engine_plan("vllm", req)
+        engine_plan("sglang", req)
+    # vLLM 0.34's models/hy_v4: the latent in all 34 layers (bf16 576 × 2 B, fp8_ds_mla 656),
+    # DeepseekV32IndexerCache rows (128 fp8 values and a 4-byte scale) in the 10 "full" ones
+    for kv, per_token in (("f16", 34 * 1152 + 10 * 132), ("fp8", 34 * 656 + 10 * 132)):
+        fmt = get_format(kv)
+        r = engine_plan("vllm", EngineRequest(spec=s, context=65536, sequences=1,
+                                              cache=CacheOptions(kv_k=fmt, kv_v=fmt),
+                                              gpus=(find_gpu("h200"),)))
+        assert f"{per_token:,} bytes a token per rank" in " ".join(r.notes)
+        assert any(n.startswith("Hy4 (models/hy_v4)") for n in r.notes)
+    # its MTP draft's indexer caching was not read
+    with pytest.raises(InputError, match="HYV4MTP") as e:
+        engine_plan("vllm", EngineRequest(spec=s, context=65536, sequences=1,
+                                          cache=CacheOptions(kv_k=q8, kv_v=q8, mtp=True),
+                                          gpus=(find_gpu("h200"),)))
+    assert e.value.field == "mtp"
 
 
 def test_ax_k2_reads_as_mla_with_the_indexer_and_gated_queries_and_norms():

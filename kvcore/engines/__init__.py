@@ -197,6 +197,11 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
         # prefill graph is dropped only where the config names its KDA layers
         # (ModelSpec.kda_declared)
         return None
+    if name == "vllm" and spec.model_type == "hy_v4":
+        # HYV4ForCausalLM (vLLM 0.34.0 models/hy_v4): the MLA latent through a sink-capable
+        # FLASHMLA_SPARSE subclass and DeepseekV32IndexerCache rows in the layers whose
+        # indexer_types say "full", GLM-5.2's layout (vllm.py refuses its MTP draft)
+        return None
     if name == "vllm" and spec.model_type == "zaya":
         # ZayaForCausalLM (vLLM 0.34.0 models/zaya.py): each layer's KV cache beside a
         # SHORT_CONV MambaSpec of the CCA state, both whole on every rank (vllm.py)

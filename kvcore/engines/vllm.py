@@ -846,6 +846,12 @@ def plan(req: EngineRequest) -> EngineReport:
                          "--enable-lora", field="enable_lora")
     if req.spec.model_type == "zaya":
         req = _zaya(req)
+    if req.spec.model_type == "hy_v4" and (req.cache.mtp or req.settings.speculative_tokens):
+        # models/hy_v4/nvidia/mtp.py HYV4MTP: how its draft block's indexer keys are cached
+        # was not read
+        raise InputError("kvplan has not read how vLLM's Hy4 draft (HYV4MTP) caches its "
+                         "block's indexer keys: plan Hy4 under vLLM without --mtp",
+                         field="mtp" if req.cache.mtp else "speculative_tokens")
     if req.spec.model_type == "zamba2":
         # Zamba2ForCausalLM (models/zamba2.py) implements neither SupportsPP nor SupportsLoRA:
         # vLLM stops at start-up ("Pipeline parallelism is not supported for this model"), and
@@ -1056,6 +1062,12 @@ def plan(req: EngineRequest) -> EngineReport:
                      f"indexer's keys in fp8 with a scale per {INDEXER_QUANT_BLOCK} values "
                      f"beside the {'fp8_ds_mla' if k_name == 'fp8' else 'bf16'} latent; "
                      f"{per_token:,} bytes a token per rank")
+        if req.spec.model_type == "hy_v4":
+            # models/hy_v4/nvidia/hc.py: hc_mult residual channels in place of one
+            notes.append("Hy4 (models/hy_v4): the latent through a FLASHMLA_SPARSE backend "
+                         "that applies its attention sinks, prefill kept on the sparse path; "
+                         "its hyper-connections' residual channels widen the activations "
+                         "beyond the activation-peak estimate here")
     elif backend is not None and (block != DEFAULT_BLOCK or backend.sizes != (KERNEL_STEP,)):
         sizes = "/".join(map(str, backend.sizes))
         notes.append(f"vLLM's attention backend here is {backend.name} (kernel blocks of "
