@@ -1836,7 +1836,20 @@ def test_hy4_keeps_indexer_keys_where_its_list_says_full():
         == [True, True]
     assert "34 layers" in sizes[0] and "10 layers" in sizes[1]
     with pytest.raises(InputError, match="Hy4's MLA"):
-        engine_plan("sglang", req)
+        engine_plan("trtllm", req)
+    # SGLang 0.5.23's HYV4ForCausalLM is on its DSA list: the NSA pool's cell is the latent
+    # (576 values in bf16) and a 132-byte indexer key in all 34 layers, shared ones included
+    f16 = get_format("f16")
+    r = engine_plan("sglang", EngineRequest(spec=s, context=65536, sequences=1,
+                                            cache=CacheOptions(kv_k=f16, kv_v=f16),
+                                            gpus=(find_gpu("h200"),)))
+    assert r.kv_tokens * 34 * (576 * 2 + 132) <= r.kv_pool_bytes \
+        < (r.kv_tokens + 64) * 34 * (576 * 2 + 132)
+    with pytest.raises(InputError, match="HYV4ForCausalLMNextN") as e:
+        engine_plan("sglang", EngineRequest(spec=s, context=65536, sequences=1,
+                                            cache=CacheOptions(kv_k=f16, kv_v=f16, mtp=True),
+                                            gpus=(find_gpu("h200"),)))
+    assert e.value.field == "mtp"
     # vLLM 0.34's models/hy_v4: the latent in all 34 layers (bf16 576 × 2 B, fp8_ds_mla 656),
     # DeepseekV32IndexerCache rows (128 fp8 values and a 4-byte scale) in the 10 "full" ones
     for kv, per_token in (("f16", 34 * 1152 + 10 * 132), ("fp8", 34 * 656 + 10 * 132)):

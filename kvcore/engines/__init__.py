@@ -197,6 +197,12 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
         # prefill graph is dropped only where the config names its KDA layers
         # (ModelSpec.kda_declared)
         return None
+    if name == "sglang" and spec.model_type == "hy_v4":
+        # SGLang 0.5.23 models/hunyuan_v4.py: HYV4Attention is a DeepseekV2AttentionMLA, and
+        # HYV4ForCausalLM is on configs/model_config.py's DSA list: the NSA pool of GLM-5's
+        # (the latent and the indexer key in every layer, shared-indexer layers included;
+        # sglang.py refuses its NextN draft)
+        return None
     if name == "vllm" and spec.model_type == "hy_v4":
         # HYV4ForCausalLM (vLLM 0.34.0 models/hy_v4): the MLA latent through a sink-capable
         # FLASHMLA_SPARSE subclass and DeepseekV32IndexerCache rows in the layers whose
