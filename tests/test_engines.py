@@ -1266,16 +1266,18 @@ def test_sglang_dsa_pool_bytes_match_real_logs():
     assert f"{sglang.dsa_pool_bytes(1462784, 61, 656) / GiB:.2f}" == "65.49"
 
 
-@pytest.mark.parametrize("model,kv,gpu,cell,row,flag", [
+@pytest.mark.parametrize("model,kv,gpu,cell,row,flag,indexers", [
     # H200 (sm90), auto → bfloat16: 61 × (1,152 + 132) = 78,324
-    ("deepseek-v3.2", "f16", "h200", 61 * (576 * 2 + 132), 1152, None),
+    ("deepseek-v3.2", "f16", "h200", 61 * (576 * 2 + 132), 1152, None, 61),
     # H200, fp8_e4m3: the cell counts 61 × (576 + 132) = 43,188, the pool a 656-byte row
-    ("deepseek-v3.2", "fp8", "h200", 61 * (576 + 132), 656, "fp8_e4m3"),
-    # GLM-5.2: all 78 layers keep indexer keys in SGLang's pool: 78 × 1,284 = 100,152
-    ("glm-5.2", "bf16", "b200", 78 * (1152 + 132), 1152, "bfloat16"),
-    ("glm-5", "bf16", None, 78 * (1152 + 132), 1152, "bfloat16"),
+    ("deepseek-v3.2", "fp8", "h200", 61 * (576 + 132), 656, "fp8_e4m3", 61),
+    # GLM-5.2: its 57 "shared" layers reuse another's top-k and get a 0-row index buffer
+    # (index_key_cache.py _layer_num_pages; the profile's cell likewise,
+    # _compute_dsa_indexer_cell_size): 78 × 1,152 + 21 × 132 = 92,628
+    ("glm-5.2", "bf16", "b200", 78 * 1152 + 21 * 132, 1152, "bfloat16", 21),
+    ("glm-5", "bf16", None, 78 * (1152 + 132), 1152, "bfloat16", 78),
 ])
-def test_sglang_dsa_cell_and_pool(model, kv, gpu, cell, row, flag):
+def test_sglang_dsa_cell_and_pool(model, kv, gpu, cell, row, flag, indexers):
     budget = {"kv_budget_bytes": 40 * GiB} if gpu is None else {}
     r = engine_plan("sglang", req(model, kv=kv, gpu=gpu, weights="fp8",
                                   parallel=Parallel(tp=8), **budget))
@@ -1283,7 +1285,7 @@ def test_sglang_dsa_cell_and_pool(model, kv, gpu, cell, row, flag):
     tokens = r.kv_pool_bytes // cell // 64 * 64
     assert r.kv_tokens == tokens and r.blocks == tokens // 64
     layers = 61 if model == "deepseek-v3.2" else 78
-    pool = layers * ((tokens + 64) * row + (tokens + 65) // 64 * 64 * 132)
+    pool = layers * (tokens + 64) * row + indexers * (tokens + 65) // 64 * 64 * 132
     assert (f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool / GiB:.2f} GB"
             in r.log_lines)
     assert (f"--kv-cache-dtype {flag}" in r.command) == (flag is not None)

@@ -1837,14 +1837,15 @@ def test_hy4_keeps_indexer_keys_where_its_list_says_full():
     assert "34 layers" in sizes[0] and "10 layers" in sizes[1]
     with pytest.raises(InputError, match="Hy4's MLA"):
         engine_plan("trtllm", req)
-    # SGLang 0.5.23's HYV4ForCausalLM is on its DSA list: the NSA pool's cell is the latent
-    # (576 values in bf16) and a 132-byte indexer key in all 34 layers, shared ones included
+    # SGLang 0.5.23's HYV4ForCausalLM is on its DSA list: the pool's cell is the latent (576
+    # values in bf16) in all 34 layers and a 132-byte indexer key in the 10 "full" ones (the
+    # shared layers' index buffers have 0 rows)
     f16 = get_format("f16")
     r = engine_plan("sglang", EngineRequest(spec=s, context=65536, sequences=1,
                                             cache=CacheOptions(kv_k=f16, kv_v=f16),
                                             gpus=(find_gpu("h200"),)))
-    assert r.kv_tokens * 34 * (576 * 2 + 132) <= r.kv_pool_bytes \
-        < (r.kv_tokens + 64) * 34 * (576 * 2 + 132)
+    assert r.extra["cell_bytes"] == 34 * 1152 + 10 * 132
+    assert r.kv_tokens == r.kv_pool_bytes // r.extra["cell_bytes"] // 64 * 64
     with pytest.raises(InputError, match="HYV4ForCausalLMNextN") as e:
         engine_plan("sglang", EngineRequest(spec=s, context=65536, sequences=1,
                                             cache=CacheOptions(kv_k=f16, kv_v=f16, mtp=True),

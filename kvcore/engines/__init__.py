@@ -199,8 +199,8 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
         return None
     if name == "sglang" and spec.model_type == "hy_v4":
         # SGLang 0.5.23 models/hunyuan_v4.py: HYV4Attention is a DeepseekV2AttentionMLA, and
-        # HYV4ForCausalLM is on configs/model_config.py's DSA list: the NSA pool of GLM-5's
-        # (the latent and the indexer key in every layer, shared-indexer layers included;
+        # HYV4ForCausalLM is on configs/model_config.py's DSA list: GLM-5.2's DSA pool (the
+        # latent in every layer, the indexer key in those indexer_types marks "full";
         # sglang.py refuses its NextN draft)
         return None
     if name == "vllm" and spec.model_type == "hy_v4":

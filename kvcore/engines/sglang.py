@@ -397,13 +397,21 @@ def dsa_dtype(spec: ModelSpec, gpu: GPU | None, opts: CacheOptions) -> tuple[str
                      "sized; choose --kv bf16", field="kv_k")
 
 
-def dsa_pool_bytes(tokens: int, layers: int, row: int) -> int:
+def _layers(spec: ModelSpec, kind: LayerKind) -> int:
+    """The decoder's layers of ``kind`` (the draft's left out)."""
+    return sum(g.count for g in spec.groups_for(mtp=False) if g.kind is kind)
+
+
+def dsa_pool_bytes(tokens: int, layers: int, row: int, indexer_layers: int | None = None) -> int:
     """Bytes SGLang's DSA pool allocates for ``tokens`` (a multiple of the page) over
-    ``layers`` layers with a latent row of ``row`` bytes: tokens + one page of latent rows and
-    (tokens + page + 1) // page indexer pages of page × 132 bytes in each layer."""
+    ``layers`` layers with a latent row of ``row`` bytes: tokens + one page of latent rows in
+    each layer and (tokens + page + 1) // page indexer pages of page × 132 bytes in each of the
+    ``indexer_layers`` (every layer if not given) that run their own indexer: a layer that
+    reuses another's top-k gets a 0-row index buffer (mem_cache/index_key_cache.py
+    _layer_num_pages, skip_topk_layers)."""
     latent = (tokens + DSA_PAGE) * row
     index = (tokens + DSA_PAGE + 1) // DSA_PAGE * DSA_PAGE * DSA_INDEX_ROW
-    return layers * (latent + index)
+    return layers * latent + (layers if indexer_layers is None else indexer_layers) * index
 
 
 class Pools(NamedTuple):
@@ -747,11 +755,13 @@ def plan(req: EngineRequest) -> EngineReport:
     # minimum) over its own layers' cell; the pipeline keeps the smallest pool, the stage
     # with the most KV layers (model_runner_kv_cache_mixin profile_max_num_token)
     if dsa:
-        # the profiler's cell (get_cell_size_per_token / _compute_cell_size): the 576-value
-        # latent at the dtype's bytes and the 132-byte indexer key in every layer of the
-        # stage, shared-indexer layers included (the pool allocates them too)
-        rows = [(sum(g.count for g in sh.spec.groups_for(mtp=False) if g.kind is LayerKind.MLA)
-                 * (DSA_LATENT * dsa_bytes + DSA_INDEX_ROW), 0) for sh in shares]
+        # the profiler's cell (model_executor/pool_configurator.py _compute_cell_size): the
+        # 576-value latent at the dtype's bytes in every layer of the stage, and the 132-byte
+        # indexer key in the layers that run their own indexer (_compute_dsa_indexer_cell_size:
+        # a layer dsa_layer_skips_topk marks shared, reusing another's top-k, gets no index-K
+        # where _should_elide_dsa_index_k, the default; the pool allocates likewise)
+        rows = [(_layers(sh.spec, LayerKind.MLA) * DSA_LATENT * dsa_bytes
+                 + _layers(sh.spec, LayerKind.INDEXER) * DSA_INDEX_ROW, 0) for sh in shares]
     else:
         rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
     binding = max(range(len(shares)), key=lambda i: sum(rows[i]))
@@ -869,10 +879,12 @@ def plan(req: EngineRequest) -> EngineReport:
         # the pool (NSATokenToKVPool / DSATokenToKVPool): tokens + page latent rows of
         # calculate_mla_kv_cache_dim (656 bytes for fp8 under FlashMLA, 576 values × 2 for
         # bfloat16) and (tokens + page + 1) // page pages of page × 132 indexer bytes, in
-        # every layer; the log's figure sums both
-        layers = sum(g.count for g in stage.groups_for(mtp=False) if g.kind is LayerKind.MLA)
+        # every layer (the indexer pages in those that run their own indexer); the log's
+        # figure sums both
+        layers = _layers(stage, LayerKind.MLA)
+        indexers = _layers(stage, LayerKind.INDEXER)
         row = FP8_DSA_ROW if dsa_bytes == 1 else DSA_LATENT * dsa_bytes
-        pool_bytes = dsa_pool_bytes(tokens, layers, row)
+        pool_bytes = dsa_pool_bytes(tokens, layers, row, indexers)
         lines = [f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool_bytes / GiB:.2f} GB"]
     elif swa_tokens is not None:
         # the window layers' pool first, then the full layers' (swa_memory_pool.SWAKVPool)
@@ -956,11 +968,14 @@ def plan(req: EngineRequest) -> EngineReport:
         if s.page_size and s.page_size != DSA_PAGE:
             notes.append(f"SGLang forces 64-token pages for DeepSeek Sparse Attention; "
                          f"--page-size {s.page_size} is ignored")
+        where = (f"all {layers} layers" if indexers == layers else
+                 f"the {indexers} of {layers} layers that run their own indexer")
         note = (f"DSA pool: {kb:,} bytes a token per rank in the profiler's cell (the latent "
-                f"at {dsa_bytes} B a value + 132-byte indexer keys in all {layers} layers)")
+                f"at {dsa_bytes} B a value in all {layers} layers + 132-byte indexer keys in "
+                f"{where})")
         if row != DSA_LATENT * dsa_bytes:
-            note += (f"; the pool then allocates {layers * (row + DSA_INDEX_ROW):,} (a "
-                     f"{row}-byte fp8 latent row), more than the profile set aside")
+            note += (f"; the pool then allocates {layers * row + indexers * DSA_INDEX_ROW:,} "
+                     f"(a {row}-byte fp8 latent row), more than the profile set aside")
         notes.append(note)
         if dsa_flag is None:
             notes.append("--kv-cache-dtype auto: SGLang runs a DSA model in bfloat16 on this "
