@@ -249,22 +249,22 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
                          f"yet{why}; --engine raw sizes the cache itself", field="engine")
     report = ENGINES[name](request)
     # the engine's own refusals, more specific, come first; then whether it loads the class
-    notes = _load_notes(name, request.spec)
-    if notes and name in ("vllm", "sglang") and report.command and (
-            registry.load_path(name, request.spec) is registry.Load.REMOTE_CODE):
+    how, notes = _load_notes(name, request.spec)
+    if how is registry.Load.REMOTE_CODE and report.command:
         # the checkpoint's own modeling code loads only when the launch trusts it
         report = replace(report, command=f"{report.command} --trust-remote-code")
     return replace(report, notes=(*notes, *report.notes)) if notes else report
 
 
-def _load_notes(name: str, spec: ModelSpec) -> list[str]:
+def _load_notes(name: str, spec: ModelSpec) -> tuple[registry.Load | None, list[str]]:
     """Refuse a model whose architecture engine ``name`` cannot load (registry.require); else
-    the notes on how it loads one it has no class of its own for. vLLM and SGLang fall back to
-    their Transformers backend; TensorRT-LLM's PyTorch backend has none; llama.cpp's converter
-    table trails its master, so a class missing there is noted, not refused. A class vLLM
-    removed has its own note (vllm.PREVIOUSLY_SUPPORTED)."""
+    how it loads it (None: not looked up) and the notes on how it loads one it has no class
+    of its own for. vLLM and SGLang fall back to their Transformers backend (the only load
+    from remote code); TensorRT-LLM's PyTorch backend has none; llama.cpp's converter table
+    trails its master, so a class missing there is noted, not refused. A class vLLM removed
+    has its own note (vllm.PREVIOUSLY_SUPPORTED)."""
     if name == "raw" or (name == "vllm" and spec.architecture in vllm.PREVIOUSLY_SUPPORTED):
-        return []
+        return None, []
     label = "TensorRT-LLM's PyTorch backend" if name == "trtllm" else ENGINE_TITLES[name]
     return registry.require(name, label, spec, fallback=name in ("vllm", "sglang"),
                             strict=name != "llama.cpp")

@@ -123,20 +123,22 @@ def load_path(engine: str, spec: ModelSpec, *, fallback: bool = True) -> Load:
 
 
 def require(engine: str, label: str, spec: ModelSpec, *, fallback: bool = True,
-            strict: bool = True) -> list[str]:
-    """Refuse, in one line, a model ``engine`` cannot load; else the notes on how it loads one
-    it has no class of its own for. ``label`` names the engine in the messages; ``strict``
-    off (a table known to trail the engine's source) notes a missing class instead."""
+            strict: bool = True) -> tuple[Load, list[str]]:
+    """Refuse, in one line, a model ``engine`` cannot load; else how it loads it, with the
+    notes on how it loads one it has no class of its own for. ``label`` names the engine in
+    the messages; ``strict`` off (a table known to trail the engine's source) notes a missing
+    class instead."""
     how = load_path(engine, spec, fallback=fallback)
     if how in (Load.OWN, Load.UNKNOWN):
-        return []
+        return how, []
     reg = registry(engine)
     arch = looked_up(engine, spec)
     if how is Load.NONE:
         if not strict:
-            return [f"{label}'s converter registers no {arch} in the table read ({reg.source}), "
-                    "so it makes no GGUF of it unless a later build adds it; the plan assumes "
-                    "one that does, caching the layer kinds the config declares"]
+            return how, [f"{label}'s converter registers no {arch} in the table read "
+                         f"({reg.source}), so it makes no GGUF of it unless a later build adds "
+                         "it; the plan assumes one that does, caching the layer kinds the "
+                         "config declares"]
         if not fallback:
             raise InputError(f"{label} has no {arch} model ({spec.model_type}; not in "
                              f"{reg.source}); choose another engine, or --engine raw",
@@ -147,11 +149,12 @@ def require(engine: str, label: str, spec: ModelSpec, *, fallback: bool = True,
             "names no AutoModel class, so its Transformers backend has nothing to load; "
             "--engine raw sizes the cache", field="engine")
     if arch in reg.backend:
-        return [f"{label} {reg.release} serves {arch} through its Transformers backend (its "
-                "registry maps the class there, not to a model of its own)"]
+        return how, [f"{label} {reg.release} serves {arch} through its Transformers backend "
+                     "(its registry maps the class there, not to a model of its own)"]
     where = ("the class Transformers exports" if how is Load.TRANSFORMERS else
              "the checkpoint's own modeling code (auto_map; the command passes "
              "--trust-remote-code)")
-    return [f"{label} {reg.release} has no model of its own for {arch}: it loads it through "
-            f"its Transformers backend, from {where}, where that class is compatible with the "
-            "backend; the cache is planned here from the config's layers"]
+    return how, [f"{label} {reg.release} has no model of its own for {arch}: it loads it "
+                 f"through its Transformers backend, from {where}, where that class is "
+                 "compatible with the backend; the cache is planned here from the config's "
+                 "layers"]
