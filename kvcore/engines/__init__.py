@@ -200,13 +200,13 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
     if name == "sglang" and spec.model_type == "hy_v4":
         # SGLang 0.5.23 models/hunyuan_v4.py: HYV4Attention is a DeepseekV2AttentionMLA, and
         # HYV4ForCausalLM is on configs/model_config.py's DSA list: GLM-5.2's DSA pool (the
-        # latent in every layer, the indexer key in those indexer_types marks "full";
-        # sglang.py refuses its NextN draft)
+        # latent in every layer, the indexer key in those indexer_types marks "full"; its
+        # NextN draft is refused, _DRAFT_UNREAD)
         return None
     if name == "vllm" and spec.model_type == "hy_v4":
         # HYV4ForCausalLM (vLLM 0.34.0 models/hy_v4): the MLA latent through a sink-capable
         # FLASHMLA_SPARSE subclass and DeepseekV32IndexerCache rows in the layers whose
-        # indexer_types say "full", GLM-5.2's layout (vllm.py refuses its MTP draft)
+        # indexer_types say "full", GLM-5.2's layout (its MTP draft refused, _DRAFT_UNREAD)
         return None
     if name == "vllm" and spec.model_type == "zaya":
         # ZayaForCausalLM (vLLM 0.34.0 models/zaya.py): each layer's KV cache beside a
@@ -219,6 +219,22 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
         # head_dim in the model dtype (linear_attention_state_shape / _dtype)
         return None
     return what
+
+
+#: (engine, model_type) whose MTP draft's cache kvplan has not read, with the draft's class:
+#: vLLM 0.34's models/hy_v4/nvidia/mtp.py (how its block's indexer keys are cached) and
+#: SGLang 0.5.23's models/hunyuan_v4_nextn.py (how its draft is pooled)
+_DRAFT_UNREAD = {("vllm", "hy_v4"): "HYV4MTP", ("sglang", "hy_v4"): "HYV4ForCausalLMNextN"}
+
+
+def _refuse_unread_draft(name: str, request: EngineRequest) -> None:
+    """Refuse, in one line, speculative decoding with a draft whose cache was not read."""
+    draft = _DRAFT_UNREAD.get((name, request.spec.model_type))
+    if draft is None or not (request.cache.mtp or request.settings.speculative_tokens):
+        return
+    raise InputError(f"kvplan has not read how {ENGINE_TITLES[name]} caches this model's draft "
+                     f"({draft}): plan it without --mtp",
+                     field="mtp" if request.cache.mtp else "speculative_tokens")
 
 
 def _scheme(request: EngineRequest) -> str:
@@ -247,6 +263,7 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
         why = f": {missing[name]}" if name in missing else ""
         raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} "
                          f"yet{why}; --engine raw sizes the cache itself", field="engine")
+    _refuse_unread_draft(name, request)
     report = ENGINES[name](request)
     # the engine's own refusals, more specific, come first; then whether it loads the class
     how, notes = _load_notes(name, request.spec)

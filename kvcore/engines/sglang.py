@@ -707,11 +707,6 @@ def plan(req: EngineRequest) -> EngineReport:
     refuse_nas_layout("SGLang", req.spec, always="the token pool's layers for no-op blocks "
                       "are not established")
     refuse_layout("SGLang", req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
-    if req.spec.model_type == "hy_v4" and (req.cache.mtp or req.settings.speculative_tokens):
-        # models/hunyuan_v4_nextn.py HYV4ForCausalLMNextN: its draft pool was not read
-        raise InputError("kvplan has not read how SGLang's Hy4 draft (HYV4ForCausalLMNextN) "
-                         "is pooled: plan Hy4 under SGLang without --mtp",
-                         field="mtp" if req.cache.mtp else "speculative_tokens")
     if req.spec.model_type in ("gemma4", "gemma4_text"):
         refuse_gemma4(req.spec)
     shared_rows = req.spec.kv_shared_layers

@@ -846,12 +846,6 @@ def plan(req: EngineRequest) -> EngineReport:
                          "--enable-lora", field="enable_lora")
     if req.spec.model_type == "zaya":
         req = _zaya(req)
-    if req.spec.model_type == "hy_v4" and (req.cache.mtp or req.settings.speculative_tokens):
-        # models/hy_v4/nvidia/mtp.py HYV4MTP: how its draft block's indexer keys are cached
-        # was not read
-        raise InputError("kvplan has not read how vLLM's Hy4 draft (HYV4MTP) caches its "
-                         "block's indexer keys: plan Hy4 under vLLM without --mtp",
-                         field="mtp" if req.cache.mtp else "speculative_tokens")
     if req.spec.model_type == "zamba2":
         # Zamba2ForCausalLM (models/zamba2.py) implements neither SupportsPP nor SupportsLoRA:
         # vLLM stops at start-up ("Pipeline parallelism is not supported for this model"), and
