@@ -481,6 +481,11 @@ def has_kind(spec: ModelSpec, *kinds: LayerKind) -> bool:
     return any(g.kind in kinds for g in spec.groups)
 
 
+def kind_layers(spec: ModelSpec, kind: LayerKind) -> int:
+    """The decoder's layers of ``kind`` (a draft's left out)."""
+    return sum(g.count for g in spec.groups_for(mtp=False) if g.kind is kind)
+
+
 def with_spec(req: EngineRequest, spec: ModelSpec) -> EngineRequest:
     return replace(req, spec=spec)
 

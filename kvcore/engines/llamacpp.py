@@ -37,6 +37,7 @@ from .base import (
     RankShare,
     check_format,
     has_kind,
+    kind_layers,
     mib,
     rank_weights,
     refuse_architecture,
@@ -503,9 +504,8 @@ def _sparse_notes(spec: ModelSpec, sparse: str, unified: bool, n_seq: int) -> li
     if sparse == "dsa":
         older = ("builds before b10237 (DeepSeek-V3.2) or b10184 (GLM-5.x) also cache the GGUF's "
                  "MTP block")
-        shared = [g for g in spec.groups_for(mtp=False) if g.kind is LayerKind.INDEXER]
-        mla = sum(g.count for g in spec.groups_for(mtp=False) if g.kind is LayerKind.MLA)
-        if sum(g.count for g in shared) < mla:
+        mla = kind_layers(spec, LayerKind.MLA)
+        if kind_layers(spec, LayerKind.INDEXER) < mla:
             older += (f", and builds before b10259 keep indexer keys in all {mla} layers, not "
                       "only those that run their own indexer")
         return [f"llama.cpp master @{SPARSE_COMMIT}, since b10259: the indexer keys are a second "

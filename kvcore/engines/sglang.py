@@ -35,6 +35,7 @@ from .base import (
     MiB,
     RankShare,
     has_kind,
+    kind_layers,
     model_ref,
     need_gpu,
     parallel_flags,
@@ -397,11 +398,6 @@ def dsa_dtype(spec: ModelSpec, gpu: GPU | None, opts: CacheOptions) -> tuple[str
                      "sized; choose --kv bf16", field="kv_k")
 
 
-def _layers(spec: ModelSpec, kind: LayerKind) -> int:
-    """The decoder's layers of ``kind`` (the draft's left out)."""
-    return sum(g.count for g in spec.groups_for(mtp=False) if g.kind is kind)
-
-
 def dsa_pool_bytes(tokens: int, layers: int, row: int, indexer_layers: int | None = None) -> int:
     """Bytes SGLang's DSA pool allocates for ``tokens`` (a multiple of the page) over
     ``layers`` layers with a latent row of ``row`` bytes: tokens + one page of latent rows in
@@ -755,8 +751,8 @@ def plan(req: EngineRequest) -> EngineReport:
         # indexer key in the layers that run their own indexer (_compute_dsa_indexer_cell_size:
         # a layer dsa_layer_skips_topk marks shared, reusing another's top-k, gets no index-K
         # where _should_elide_dsa_index_k, the default; the pool allocates likewise)
-        rows = [(_layers(sh.spec, LayerKind.MLA) * DSA_LATENT * dsa_bytes
-                 + _layers(sh.spec, LayerKind.INDEXER) * DSA_INDEX_ROW, 0) for sh in shares]
+        rows = [(kind_layers(sh.spec, LayerKind.MLA) * DSA_LATENT * dsa_bytes
+                 + kind_layers(sh.spec, LayerKind.INDEXER) * DSA_INDEX_ROW, 0) for sh in shares]
     else:
         rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
     binding = max(range(len(shares)), key=lambda i: sum(rows[i]))
@@ -876,8 +872,8 @@ def plan(req: EngineRequest) -> EngineReport:
         # bfloat16) and (tokens + page + 1) // page pages of page × 132 indexer bytes, in
         # every layer (the indexer pages in those that run their own indexer); the log's
         # figure sums both
-        layers = _layers(stage, LayerKind.MLA)
-        indexers = _layers(stage, LayerKind.INDEXER)
+        layers = kind_layers(stage, LayerKind.MLA)
+        indexers = kind_layers(stage, LayerKind.INDEXER)
         row = FP8_DSA_ROW if dsa_bytes == 1 else DSA_LATENT * dsa_bytes
         pool_bytes = dsa_pool_bytes(tokens, layers, row, indexers)
         lines = [f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool_bytes / GiB:.2f} GB"]
