@@ -603,9 +603,10 @@ GLUON_LEAST_WORK_FP4 = 8 * 8192
 GLUON_LEAST_WORK_FP4_FEW = 8 * 4096
 #: nvfp4 over at most 16 rows and 8 × 32,768 rows × tokens (B=1 up to 32k and B=2 up to 16k,
 #: 8 KV heads): 4 programs a multiprocessor, longer splits and fewer to merge (v72,
-#: short-programs-nvfp4-h200.json, three rounds in turns, outputs identical: B=1 16k 14.5 µs against 15.8–16.7 at 8,
-#: B=1 32k 20.4 against 20.9–21.0; B=1 64k 32.6 against 29.3–29.5, so 8 past it; q4_0 kept 8
-#: at every count, short-programs-q4_0-h200.json: 4 and 6 level or slower). 16 rows from v74,
+#: short-programs-nvfp4-h200.json, three rounds in turns, outputs identical: B=1 16k 14.5 µs
+#: against 15.8–16.7 at 8, B=1 32k 20.4 against 20.9–21.0; B=1 64k 32.6 against 29.3–29.5, so
+#: 8 past it; q4_0 kept 8 at every count, short-programs-q4_0-h200.json: 4 and 6 level or
+#: slower). 16 rows from v74,
 #: three rounds in turns, outputs identical: on an H200 (few-fp4-rows-h200.json) B=2 4k
 #: 10.9–11.2 µs against the split kernel's 12.7, 8k 14.2–14.3 against 16.7, 16k 20.1 against
 #: 20.7–20.8 by 8 a multiprocessor, but B=2 32k 32.3–32.4 against 29.3, hence the rows ×
