@@ -107,8 +107,6 @@ _UNMODELED = {
     # architectures transformers 5.25 added whose caches no engine rule of kvplan's covers:
     # their configs would otherwise be read by their head and layer fields alone (a legacy
     # dots3 config names its DSA layers "full_attention")
-    **dict.fromkeys(("glm5_next", "glm5_next_text"),
-                    "Kimi Delta Attention layers beside MLA layers with a DSA indexer"),
     **dict.fromkeys(("dots3_note", "dots3_note_text"),
                     "sliding-window layers beside MLA layers with a DSA indexer, each kind's "
                     "geometry in per_layer_config"),
@@ -174,6 +172,9 @@ HUNYUAN_TYPES = frozenset({"hunyuan", "hunyuan_v1_moe", "hunyuan_v1_dense"})
 #: Qwen4-Exp (Qwen3.8-Flash-Next): Gated DeltaNet layers and attention layers with a QSA
 #: indexer, hyper-connections around every block, and a per-layer n-gram embedding (PLE)
 QWEN4_EXP_TYPES = frozenset({"qwen4_exp", "qwen4_exp_text"})
+#: GLM-5.3-Flash (transformers' Glm5NextTextConfig): Kimi Delta Attention layers beside
+#: NoPE MLA layers whose DSA indexer pools each index_kpool tokens' keys into one
+GLM5_NEXT_TYPES = frozenset({"glm5_next", "glm5_next_text"})
 
 #: config fields that give a model structure kvplan reads for the named architectures only:
 #: elsewhere they are refused rather than left out of a plan read from the head and layer
@@ -182,8 +183,8 @@ _STRUCTURE_FIELDS: dict[str, tuple[frozenset[str], str]] = {
     "zero_expert_num": (LONGCAT_TYPES, "zero-computation experts beside the routed ones"),
     "ngram_vocab_size_ratio": (frozenset({"longcat_flash_ngram"}), "n-gram embedding tables"),
     "ngram_vocab_size_base": (QWEN4_EXP_TYPES, "an n-gram embedding table"),
-    "hc_mult": (frozenset({"hy_v4"}), "hyper-connections over several copies of the hidden "
-                                      "state"),
+    "hc_mult": (frozenset({"hy_v4"}) | GLM5_NEXT_TYPES, "hyper-connections over several "
+                                                          "copies of the hidden state"),
     "hc_count": (QWEN4_EXP_TYPES, "hyper-connections over several copies of the hidden state"),
     # Kimi-K3.1 (kimi_k31): K3's layers plus an indexer cache on its dsa_layers (vLLM
     # models/kimi_k3 common/dsa_cache.py), which kvplan does not size
@@ -810,8 +811,9 @@ def _indexer_layers(r: _Reader, n_layers: int) -> list[bool]:
             raise ConfigError(f"config.json 'indexer_types' must list 'full' or 'shared' for "
                               f"each of the {n_layers} layers", field="indexer_types")
         listed = [t == "full" for t in types]
-        if r.model_type == "hy_v4":
-            # Hy4's layers follow their list (HYV4Attention: an indexer where "full")
+        if r.model_type == "hy_v4" or r.model_type in GLM5_NEXT_TYPES:
+            # Hy4's and GLM-5.3-Flash's layers follow their list (HYV4Attention,
+            # Glm5NextTextAttention: an indexer where "full")
             return listed
         if listed != has:
             first = next(i for i in range(n_layers) if listed[i] != has[i])
@@ -1371,7 +1373,45 @@ def _added_params(r: _Reader, kinds: list[set[LayerKind]], geometry: list[_Attn]
     if mt in QWEN4_EXP_TYPES:
         total, replicated, table, parts = _qwen4_exp_params(r, kinds, hidden, vocab)
         return total, replicated, table, parts
+    if mt in GLM5_NEXT_TYPES:
+        total, parts = _glm5_next_params(r, kinds, hidden)
+        return total, total, 0, parts
     return None
+
+
+def _glm5_next_params(r: _Reader, kinds: list[set[LayerKind]],
+                      hidden: int) -> tuple[int, list[Module]]:
+    """What GLM-5.3-Flash adds to an MLA / DSA and KDA decoder: (parameters, modules), all
+    replicated. Each indexer's pooling weights (a learned position a pool slot, index_kpool ×
+    index_head_dim, and the gate's hidden → index_head_dim); in every layer, around attention
+    and around the MLP, hyper-connections over hc_mult copies of the hidden state (each a
+    (2 + hc) · hc × hc · hidden projection, its bias and three scales; the streams' final
+    collapse is an unweighted mean)."""
+    hc = r.opt_int("hc_mult", 1, minimum=1, maximum=64) or 1
+    mix = (2 + hc) * hc
+    hyper = 2 * (mix * hc * hidden + mix + 3) if hc > 1 else 0
+    pool = 0
+    if r.has("index_topk"):
+        dim = r.get_int("index_head_dim")
+        pool = r.get_int("index_kpool", maximum=1 << 16) * dim + dim * hidden
+    modules: list[Module] = []
+    total = 0
+    for i, ks in enumerate(kinds):
+        if LayerKind.INDEXER in ks and pool:
+            modules.append(_module(i, _Part(("self_attn.indexer",), "index_kpool_compress",
+                                            pool, 0, replicated=True)))
+            total += pool
+        if hyper:
+            modules.append(_module(i, _Part(("attn_hc", "ffn_hc"), "", hyper, 0,
+                                            replicated=True)))
+            total += hyper
+    return total, modules
+
+
+def _mla_rope(r: _Reader) -> int:
+    """An MLA latent's rotary part: ``qk_rope_head_dim``, 0 for GLM-5.3-Flash (its config
+    class requires 0: no rotary positions)."""
+    return r.get_int("qk_rope_head_dim", minimum=0 if r.model_type in GLM5_NEXT_TYPES else 1)
 
 
 def _nope_mla_layers(r: _Reader, n_layers: int) -> frozenset[int]:
@@ -1586,7 +1626,72 @@ def _resaved_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
             "head_dim": lm.get("linear_head_dim", 128),
             "short_conv_kernel_size": lm.get("linear_conv_kernel_dim", 4)}
         return out
+    if model_type in GLM5_NEXT_TYPES:
+        return _glm5_next_fields(lm)
     return lm
+
+
+#: GLM-5.3-Flash's names for its MLA / DSA layers in ``layer_types`` (Glm5NextTextConfig
+#: renames "full_attention" to "indexed_attention"; checkpoints write
+#: "deepseek_sparse_attention")
+_GLM5_NEXT_MLA = ("deepseek_sparse_attention", "indexed_attention", "full_attention")
+
+
+def _glm5_next_fields(lm: dict[str, Any]) -> dict[str, Any]:
+    """GLM-5.3-Flash's layers in Kimi-Linear's form (``linear_attn_config`` numbering them
+    from 1): its checkpoints list them in ``linear_attn_config`` from 0 (SGLang's
+    Glm5NextConfig reads kda_layers first), transformers' config in ``layer_types``, and
+    where neither is given every fourth layer (3, 7, …) is MLA (Glm5NextTextConfig's
+    default). The KDA heads come from linear_attn_config or the ``linear_*`` fields (64 × 128,
+    kernel 4 by default). ``index_kpool`` must be given: transformers defaults it to 16,
+    SGLang to 1."""
+    n = _check_int("num_hidden_layers", lm.get("num_hidden_layers"), 1, 4096)
+    lac = lm.get("linear_attn_config")
+    if lac is not None and not isinstance(lac, dict):
+        raise ConfigError("config.json 'linear_attn_config' must be an object",
+                          field="linear_attn_config")
+    lac = lac or {}
+    types = lm.get("layer_types")
+    mla_types: list[bool] | None = None
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n:
+            raise ConfigError(f"config.json 'layer_types' must list one type per layer ({n})",
+                              field="layer_types")
+        bad = next((i for i, t in enumerate(types)
+                    if t not in ("linear_attention", *_GLM5_NEXT_MLA)), None)
+        if bad is not None:
+            raise ConfigError(f"layer_types[{bad}] is {shown(types[bad])}, not a GLM-5.3-Flash "
+                              f"layer type (linear_attention, {', '.join(_GLM5_NEXT_MLA)})",
+                              field="layer_types")
+        mla_types = [t != "linear_attention" for t in types]
+    kda = lac.get("kda_layers")
+    mla_listed: list[bool] | None = None
+    if kda is not None:
+        if (not isinstance(kda, list) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                 and 0 <= i < n for i in kda)
+                or len(set(kda)) != len(kda)):
+            raise ConfigError(f"linear_attn_config.kda_layers must list layers 0..{n - 1} at "
+                              "most once each", field="linear_attn_config")
+        mla_listed = [i not in kda for i in range(n)]
+    if mla_types is not None and mla_listed is not None and mla_types != mla_listed:
+        first = next(i for i in range(n) if mla_types[i] != mla_listed[i])
+        raise ConfigError(f"config.json 'layer_types' and linear_attn_config.kda_layers "
+                          f"disagree on layer {first}; kvplan cannot tell which one an engine "
+                          "follows", field="layer_types")
+    mla = mla_listed or mla_types or [i % 4 == 3 for i in range(n)]
+    if "index_topk" in lm and "index_kpool" not in lm:
+        raise ConfigError("config.json has no 'index_kpool', which sizes GLM-5.3-Flash's "
+                          "pooled index keys (transformers defaults it to 16, SGLang to 1)",
+                          field="index_kpool")
+    out = {k: v for k, v in lm.items() if k != "layer_types"}
+    out["linear_attn_config"] = {
+        "full_attn_layers": [i + 1 for i in range(n) if mla[i]],
+        "kda_layers": [i + 1 for i in range(n) if not mla[i]],
+        "num_heads": lac.get("num_heads", lm.get("linear_num_heads", 64)),
+        "head_dim": lac.get("head_dim", lm.get("linear_head_dim", 128)),
+        "short_conv_kernel_size": lac.get("short_conv_kernel_size",
+                                          lm.get("linear_conv_kernel_dim", 4))}
+    return out
 
 
 #: fields only the Kimi Delta Attention layers of a Bailing hybrid (Ling-3.0) have
@@ -1701,6 +1806,26 @@ def _qsa_groups(r: _Reader, groups: list[LayerGroup], hidden: int,
         out.append(LayerGroup(LayerKind.CONV, tuple(ple), state_values=values,
                               conv_state_values=values, replicated_conv_values=values,
                               state_detail=f"PLE conv {columns}×{channels}"))
+    return out
+
+
+def _kpool_groups(r: _Reader, groups: list[LayerGroup]) -> list[LayerGroup]:
+    """GLM-5.3-Flash's indexer keys: each complete pool of ``index_kpool`` tokens keeps one
+    index key (the pool's keys gated into one; vLLM's Glm5NextIndexerCache and SGLang's
+    index-K buffer keep a row a pool), and the pool not yet complete keeps its tokens' raw
+    keys and gate scores (index_head_dim each) a sequence (vLLM's Glm5NextTailCache ring
+    without speculative tokens, SGLang's compress tail)."""
+    kpool = r.get_int("index_kpool", maximum=1 << 16)
+    out: list[LayerGroup] = []
+    for g in groups:
+        if g.kind is not LayerKind.INDEXER:
+            out.append(g)
+            continue
+        width = g.head_dim_k
+        out.append(replace(g, kind=LayerKind.INDEX, ratio=kpool))
+        out.append(LayerGroup(LayerKind.COMPRESSOR, g.layers, state_values=2 * kpool * width,
+                              state_detail=f"unpooled index keys and gates {kpool}×2×{width}",
+                              ratio=kpool, mtp=g.mtp))
     return out
 
 
@@ -2169,7 +2294,7 @@ def _mla_parts(r: _Reader, hidden: int, n_heads: int, block: tuple[str, ...],
     low-rank pair where q_lora_rank is set), the latent's down-projection with the rotary key,
     its up-projection to the heads' keys and values, the output (and Kimi-K3's output gate).
     ``nope``: a layer without rotary positions (its query/key head all non-rotary)."""
-    qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), r.get_int("qk_rope_head_dim")
+    qk_nope, qk_rope = r.get_int("qk_nope_head_dim"), _mla_rope(r)
     if nope:
         qk_nope, qk_rope = qk_nope + qk_rope, 0
     v_head, kv_rank = r.get_int("v_head_dim"), r.get_int("kv_lora_rank")
@@ -2354,7 +2479,7 @@ def _count_params(
         # tensor parallelism: vLLM builds them with disable_tp / ReplicatedLinear
         q_rank = r.opt_int("q_lora_rank")
         kv = r.get_int("kv_lora_rank")
-        rope = 0 if i in nope else r.get_int("qk_rope_head_dim")
+        rope = 0 if i in nope else _mla_rope(r)
         return hidden * ((q_rank or 0) + kv + rope) + (q_rank or 0) + kv
 
     def gdn_parts() -> list[_Part]:
@@ -2479,6 +2604,15 @@ def _count_params(
                         kernel = int(lac.get("short_conv_kernel_size", 4))
                         kda = (5 * hidden * width + hidden * dim + dim * width
                                + hidden * heads + 3 * width * kernel)
+                    elif mt in GLM5_NEXT_TYPES:
+                        # GLM-5.3-Flash's KDA (Glm5NextTextLinearAttention): q, k, v and o of
+                        # heads × dim, the short convs of q, k, v, the forget gate's
+                        # hidden→dim→heads·dim pair with dt_bias and A_log, beta, the output
+                        # gate's hidden→dim→heads·dim pair and the output norm
+                        width = heads * dim
+                        kernel = int(lac.get("short_conv_kernel_size", 4))
+                        kda = (4 * hidden * width + 3 * width * kernel + 2 * hidden * dim
+                               + 2 * dim * width + width + heads + hidden * heads + dim)
                     elif mt in BAILING_TYPES:
                         # Ling's KDA (BailingHybrid's linear attention): q, k, v, a full-rank
                         # forget gate, the output gate and o of heads × dim, beta, the short
@@ -3057,7 +3191,7 @@ def spec_from_config(
 
     mla_width = 0
     if any(LayerKind.MLA in ks for ks in kinds_per_layer):
-        mla_width = r.get_int("kv_lora_rank") + r.get_int("qk_rope_head_dim")
+        mla_width = r.get_int("kv_lora_rank") + _mla_rope(r)
     index_width = r.get_int("index_head_dim", maximum=1 << 16) if dsa else 0
     window = None
     if any(LayerKind.SLIDING in ks for ks in kinds_per_layer):
@@ -3129,7 +3263,7 @@ def spec_from_config(
     def group_key(i: int, kind: LayerKind) -> tuple[Any, ...]:
         if kind is LayerKind.MLA:
             # a NoPE layer's latent has no rotary part (Mistral-Large-4)
-            width = mla_width - (r.get_int("qk_rope_head_dim") if i in nope else 0)
+            width = mla_width - (_mla_rope(r) if i in nope else 0)
             return (kind, 1, width, 0, None)
         if kind is LayerKind.INDEXER:
             return (kind, 1, index_width, 0, None)
@@ -3231,6 +3365,8 @@ def spec_from_config(
         # and every indexer key
         topk = r.get_int("index_topk", maximum=1 << 31)
         groups = [replace(g, read_limit=topk) if g.kind is LayerKind.MLA else g for g in groups]
+        if model_type in GLM5_NEXT_TYPES:
+            groups = _kpool_groups(r, groups)
 
     if model_type == "rwkv7":
         params = _rwkv7_params(r, n_layers, hidden, vocab)

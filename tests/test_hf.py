@@ -1315,7 +1315,7 @@ def test_bamba_attention_layers_from_their_indices():
 
 
 @pytest.mark.parametrize("model_type", ["zamba", "xlstm", "rwkv6", "phi4flash",
-                                        "recurrent_gemma", "hrm_text", "glm5_next_text",
+                                        "recurrent_gemma", "hrm_text",
                                         "dots3_note_text"])
 def test_architectures_kvplan_does_not_model_are_refused_by_name(model_type):
     # their head and layer fields would otherwise read as a decoder of full-attention layers

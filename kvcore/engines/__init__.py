@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from ..errors import InputError, UnknownNameError
 from ..gpus import GPU
-from ..hf import QWEN4_EXP_TYPES
+from ..hf import GLM5_NEXT_TYPES, QWEN4_EXP_TYPES
 from ..model import LayerKind, ModelSpec
 from ..parallel import Split, stage_layers
 from . import llamacpp, raw, registry, sglang, trtllm, vllm
@@ -137,6 +137,24 @@ _QWEN4_EXP_MISSING = {
 }
 
 
+#: what keeps the engines that run GLM-5.3-Flash (Glm5NextForConditionalGeneration) from
+#: being sized: beside the NoPE MLA latent, its indexer keeps one key a pool of index_kpool
+#: tokens and the pool not yet complete, next to the Kimi Delta Attention states
+_GLM5_NEXT_MISSING = {
+    "vllm": ("vLLM 0.34 runs it (vllm/models/glm5next) with a Glm5NextIndexerCache of one "
+             "132-byte row a pool, a Glm5NextTailCache ring a request and KDA MambaSpecs, "
+             "whose pages its hybrid allocator aligns to one block size and packs "
+             "(v1/core/kv_cache_planning.py), which kvplan has not followed to the block"),
+    "sglang": ("SGLang 0.5.23 runs it (models/glm5_next.py) with a HybridLinearKVPool over a "
+               "DSA pool in pages of 64 × index_kpool tokens, index rows a pool and Kimi "
+               "Delta Attention states, which kvplan has not followed to the page"),
+    "llama.cpp": ("the llama.cpp converter table kvplan reads (@00bdaa10) registers no "
+                  "GLM-5.3-Flash class"),
+    "trtllm": ("TensorRT-LLM's model index kvplan reads (@065ff9e9) registers no "
+               "GLM-5.3-Flash class"),
+}
+
+
 #: architectures kvplan sizes raw only: an engine that runs them, if any does, keeps a state
 #: whose allocation was not read (model_type: what it is)
 _RAW_ONLY = {"zaya": "ZAYA's Compressed Convolutional Attention state (its q/k convolution "
@@ -243,6 +261,9 @@ def _scheme(request: EngineRequest) -> str:
     if request.spec.model_type in QWEN4_EXP_TYPES:
         return ("Qwen4-Exp's QSA caches (pooled index keys, the unpooled keys' ring) and PLE "
                 "state")
+    if request.spec.model_type in GLM5_NEXT_TYPES:
+        return ("GLM-5.3-Flash's pooled DSA index keys (a key a pool of tokens, the "
+                "unpooled tail) beside Kimi Delta Attention states")
     return ("DeepSeek-V4's compressed sparse attention (compressed and indexer pools, "
             "compressor state)")
 
@@ -256,10 +277,11 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
                          "raw sizes the cache itself", field="engine")
     minimax = request.spec.model_type.startswith("minimax")
     qsa = request.spec.model_type in QWEN4_EXP_TYPES
+    glm5 = request.spec.model_type in GLM5_NEXT_TYPES
     if (name != "raw" and has_kind(request.spec, *_UNMODELLED)
-            and (minimax or qsa or name not in _SIZES_DEEPSEEK_V4)):
+            and (minimax or qsa or glm5 or name not in _SIZES_DEEPSEEK_V4)):
         missing = (_MINIMAX_M3_MISSING if minimax else _QWEN4_EXP_MISSING if qsa
-                   else _DSV4_MISSING)
+                   else _GLM5_NEXT_MISSING if glm5 else _DSV4_MISSING)
         why = f": {missing[name]}" if name in missing else ""
         raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} "
                          f"yet{why}; --engine raw sizes the cache itself", field="engine")
