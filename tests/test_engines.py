@@ -1269,8 +1269,9 @@ def test_sglang_dsa_pool_bytes_match_real_logs():
 @pytest.mark.parametrize("model,kv,gpu,cell,row,flag,indexers", [
     # H200 (sm90), auto → bfloat16: 61 × (1,152 + 132) = 78,324
     ("deepseek-v3.2", "f16", "h200", 61 * (576 * 2 + 132), 1152, None, 61),
-    # H200, fp8_e4m3: the cell counts 61 × (576 + 132) = 43,188, the pool a 656-byte row
-    ("deepseek-v3.2", "fp8", "h200", 61 * (576 + 132), 656, "fp8_e4m3", 61),
+    # H200, fp8_e4m3: 0.5.23's cell counts the row the pool allocates,
+    # calculate_mla_kv_cache_dim's 656 bytes (FlashMLA): 61 × (656 + 132) = 48,068
+    ("deepseek-v3.2", "fp8", "h200", 61 * (656 + 132), 656, "fp8_e4m3", 61),
     # GLM-5.2: its 57 "shared" layers reuse another's top-k and get a 0-row index buffer
     # (index_key_cache.py _layer_num_pages; the profile's cell likewise,
     # _compute_dsa_indexer_cell_size): 78 × 1,152 + 21 × 132 = 92,628

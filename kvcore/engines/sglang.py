@@ -398,6 +398,13 @@ def dsa_dtype(spec: ModelSpec, gpu: GPU | None, opts: CacheOptions) -> tuple[str
                      "sized; choose --kv bf16", field="kv_k")
 
 
+def dsa_row(dsa_bytes: int) -> int:
+    """Bytes of a DSA layer's latent row a token in SGLang's cell and pool
+    (calculate_mla_kv_cache_dim times the dtype's size): 576 values in bfloat16, FlashMLA's
+    656-byte row in fp8_e4m3 (the Hopper default backend, flashmla_kv)."""
+    return FP8_DSA_ROW if dsa_bytes == 1 else DSA_LATENT * dsa_bytes
+
+
 def dsa_pool_bytes(tokens: int, layers: int, row: int, indexer_layers: int | None = None) -> int:
     """Bytes SGLang's DSA pool allocates for ``tokens`` (a multiple of the page) over
     ``layers`` layers with a latent row of ``row`` bytes: tokens + one page of latent rows in
@@ -747,11 +754,12 @@ def plan(req: EngineRequest) -> EngineReport:
     # with the most KV layers (model_runner_kv_cache_mixin profile_max_num_token)
     if dsa:
         # the profiler's cell (model_executor/pool_configurator.py _compute_cell_size): the
-        # 576-value latent at the dtype's bytes in every layer of the stage, and the 132-byte
+        # latent row calculate_mla_kv_cache_dim gives (576 values, or FlashMLA's 656-byte fp8
+        # row) at the dtype's bytes in every layer of the stage, and the 132-byte
         # indexer key in the layers that run their own indexer (_compute_dsa_indexer_cell_size:
         # a layer dsa_layer_skips_topk marks shared, reusing another's top-k, gets no index-K
         # where _should_elide_dsa_index_k, the default; the pool allocates likewise)
-        rows = [(kind_layers(sh.spec, LayerKind.MLA) * DSA_LATENT * dsa_bytes
+        rows = [(kind_layers(sh.spec, LayerKind.MLA) * dsa_row(dsa_bytes)
                  + kind_layers(sh.spec, LayerKind.INDEXER) * DSA_INDEX_ROW, 0) for sh in shares]
     else:
         rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
@@ -874,7 +882,7 @@ def plan(req: EngineRequest) -> EngineReport:
         # figure sums both
         layers = kind_layers(stage, LayerKind.MLA)
         indexers = kind_layers(stage, LayerKind.INDEXER)
-        row = FP8_DSA_ROW if dsa_bytes == 1 else DSA_LATENT * dsa_bytes
+        row = dsa_row(dsa_bytes)
         pool_bytes = dsa_pool_bytes(tokens, layers, row, indexers)
         lines = [f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool_bytes / GiB:.2f} GB"]
     elif swa_tokens is not None:
@@ -961,13 +969,10 @@ def plan(req: EngineRequest) -> EngineReport:
                          f"--page-size {s.page_size} is ignored")
         where = (f"all {layers} layers" if indexers == layers else
                  f"the {indexers} of {layers} layers that run their own indexer")
-        note = (f"DSA pool: {kb:,} bytes a token per rank in the profiler's cell (the latent "
-                f"at {dsa_bytes} B a value in all {layers} layers + 132-byte indexer keys in "
-                f"{where})")
-        if row != DSA_LATENT * dsa_bytes:
-            note += (f"; the pool then allocates {layers * row + indexers * DSA_INDEX_ROW:,} "
-                     f"(a {row}-byte fp8 latent row), more than the profile set aside")
-        notes.append(note)
+        fp8 = " (FlashMLA's fp8 layout: 512 values, 4 scales, the rotary 64 in bf16)"
+        notes.append(f"DSA pool: {kb:,} bytes a token per rank in the profiler's cell (a "
+                     f"{row:,}-byte latent row{fp8 if dsa_bytes == 1 else ''} in all {layers} "
+                     f"layers + 132-byte indexer keys in {where})")
         if dsa_flag is None:
             notes.append("--kv-cache-dtype auto: SGLang runs a DSA model in bfloat16 on this "
                          "card (fp8_e4m3 from SM100)")
