@@ -3440,6 +3440,7 @@ def spec_from_config(
         remote_code=isinstance(config.get("auto_map"), dict)
         and any(str(k).startswith("AutoModel") for k in config["auto_map"]),
         kda_declared=_declares_kda(config),
+        index_tail=model_type in GLM5_NEXT_TYPES and lm.get("index_kpool_compress") is True,
         kda=isinstance(lm.get("linear_attn_config"), dict)
         and bool(lm["linear_attn_config"].get("kda_layers")),
         qk_nope_head_dim=(r.opt_int("qk_nope_head_dim", maximum=1 << 16) or 0) if mla_width else 0,

@@ -355,6 +355,9 @@ class ModelSpec:
     #: ``layer_types`` with ``linear_num_heads`` and ``linear_head_dim``), as SGLang's
     #: uses_kda_attention reads it; Ling-3.0's published form (``layer_group_size``) does not
     kda_declared: bool = False
+    #: GLM-5.3-Flash's index_kpool_compress: SGLang keeps each running request's open pool
+    #: (its raw index keys and gate scores) in buffers beside the DSA pool
+    index_tail: bool = False
     #: ``qk_nope_head_dim`` of an MLA model (the non-rotary part of a query/key head); 0 where
     #: the config has none
     qk_nope_head_dim: int = 0

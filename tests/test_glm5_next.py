@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 from rawonly import ENGINES, refusal_and_raw
 
-from kvcore import CacheOptions, ConfigError, cache_size, get_format
+from kvcore import CacheOptions, ConfigError, InputError, cache_size, find_gpu, get_format
+from kvcore.engines import EngineRequest, engine_plan
+from kvcore.engines.base import GiB, MiB
 from kvcore.hf import spec_from_config
 from kvcore.kv import bytes_per_token
 from kvcore.model import LayerKind
+from kvcore.parallel import Parallel
 
 CONFIG = json.loads((Path(__file__).parent / "data" / "glm-5.3-flash-config.json").read_text())
 MLA = tuple(range(3, 45, 4))
@@ -142,7 +145,63 @@ def test_a_latent_without_rotary_part_is_glm5_next_only():
     assert e.value.field == "qk_rope_head_dim"
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+def sglang_plan(cfg=CONFIG, kv="f16", tp=8, **settings):
+    f = get_format(kv)
+    req = EngineRequest(spec=spec(cfg), context=32768, sequences=4,
+                        cache=CacheOptions(kv_k=f, kv_v=f), gpus=(find_gpu("h200"),) * tp,
+                        parallel=Parallel(tp=tp), **settings)
+    return engine_plan("sglang", req)
+
+
+@pytest.mark.parametrize(("kv", "row", "flag"), [
+    # auto on Hopper: bfloat16, the 512-value latent in 2 bytes
+    ("f16", 512 * 2, None),
+    # fp8_e4m3: FlashMLA's row without a rotary part, 512 fp8 values and 4 float32 scales
+    ("fp8", 512 + 4 * 4, "fp8_e4m3"),
+])
+def test_sglang_pools_the_latent_and_a_key_a_pool_beside_the_kda_state_slots(kv, row, flag):
+    r = sglang_plan(kv=kv)
+    # the cell: 11 MLA layers' rows and 132 / 4 = 33 bytes of index key a token in each
+    cell = 11 * row + 11 * 33
+    assert r.extra["cell_bytes"] == cell
+    # pages of 64 × index_kpool tokens, so that a page holds whole pools
+    assert r.block_tokens == 256
+    tokens = r.kv_tokens
+    assert tokens % 256 == 0 and tokens == (r.kv_pool_bytes // cell) // 256 * 256
+    # the pool: tokens + a page of latent rows, and (tokens + 257) // 256 pages of 64 index
+    # rows of 132 bytes, in each layer
+    pool = 11 * (tokens + 256) * row + 11 * ((tokens + 257) // 256) * 64 * 132
+    assert (f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool / GiB:.2f} GB"
+            in r.log_lines)
+    assert (f"--kv-cache-dtype {flag}" in r.command) == (flag is not None)
+    notes = " ".join(r.notes)
+    # Kimi-Linear's state slots a KDA layer per rank (8 heads of 64): three convolutions of
+    # 3 columns in bf16, the 128 × 128 states in f32; 3 + 2 extra-buffer slots a request
+    slot = 34 * (3 * 3 * 8 * 128 * 2 + 8 * 128 * 128 * 4)
+    assert f"slots of {slot / MiB:.1f} MiB" in notes and "(5 slots a request)" in notes
+    # the open pools beside the DSA pool (index_kpool_compress): 2 × 4 × 128 bf16 a layer
+    assert f"index_kpool_compress: {2 * 4 * 128 * 2 * 11 / 1024:,.0f} KiB a request slot" in notes
+
+
+def test_sglang_refuses_what_it_does_not_run_as_sized():
+    types = ["full"] * 45
+    types[7] = "shared"
+    flat = {**CONFIG["text_config"], "model_type": "glm5_next",
+            "architectures": ["Glm5NextForCausalLM"]}
+    for cfg, says in ((with_text(indexer_types=types), "shared"),
+                      (flat, "Glm5NextForConditionalGeneration only")):
+        with pytest.raises(InputError) as e:
+            sglang_plan(cfg)
+        assert says in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(InputError, match="Glm5NextForConditionalGenerationNextN"):
+        f16 = get_format("f16")
+        engine_plan("sglang", EngineRequest(
+            spec=spec(), context=32768, sequences=4, cache=CacheOptions(kv_k=f16, kv_v=f16,
+                                                                         mtp=True),
+            gpus=(find_gpu("h200"),) * 8, parallel=Parallel(tp=8)))
+
+
+@pytest.mark.parametrize("engine", [e for e in ENGINES if e != "sglang"])
 def test_engines_are_refused_until_their_pools_are_modelled(engine):
     error, raw = refusal_and_raw(spec(), engine, "h200")
     assert "GLM-5.3-Flash's pooled DSA index keys" in str(error) and error.field == "engine"

@@ -145,9 +145,6 @@ _GLM5_NEXT_MISSING = {
              "132-byte row a pool, a Glm5NextTailCache ring a request and KDA MambaSpecs, "
              "whose pages its hybrid allocator aligns to one block size and packs "
              "(v1/core/kv_cache_planning.py), which kvplan has not followed to the block"),
-    "sglang": ("SGLang 0.5.23 runs it (models/glm5_next.py) with a HybridLinearKVPool over a "
-               "DSA pool in pages of 64 × index_kpool tokens, index rows a pool and Kimi "
-               "Delta Attention states, which kvplan has not followed to the page"),
     "llama.cpp": ("the llama.cpp converter table kvplan reads (@00bdaa10) registers no "
                   "GLM-5.3-Flash class"),
     "trtllm": ("TensorRT-LLM's model index kvplan reads (@065ff9e9) registers no "
@@ -242,7 +239,9 @@ def _raw_only(name: str, spec: ModelSpec) -> str | None:
 #: (engine, model_type) whose MTP draft's cache kvplan has not read, with the draft's class:
 #: vLLM 0.34's models/hy_v4/nvidia/mtp.py (how its block's indexer keys are cached) and
 #: SGLang 0.5.23's models/hunyuan_v4_nextn.py (how its draft is pooled)
-_DRAFT_UNREAD = {("vllm", "hy_v4"): "HYV4MTP", ("sglang", "hy_v4"): "HYV4ForCausalLMNextN"}
+_DRAFT_UNREAD = {("vllm", "hy_v4"): "HYV4MTP", ("sglang", "hy_v4"): "HYV4ForCausalLMNextN",
+                 **dict.fromkeys((("sglang", t) for t in GLM5_NEXT_TYPES),
+                                 "Glm5NextForConditionalGenerationNextN")}
 
 
 def _refuse_unread_draft(name: str, request: EngineRequest) -> None:
@@ -279,7 +278,8 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     qsa = request.spec.model_type in QWEN4_EXP_TYPES
     glm5 = request.spec.model_type in GLM5_NEXT_TYPES
     if (name != "raw" and has_kind(request.spec, *_UNMODELLED)
-            and (minimax or qsa or glm5 or name not in _SIZES_DEEPSEEK_V4)):
+            and (minimax or qsa or (glm5 and name != "sglang")
+                 or name not in _SIZES_DEEPSEEK_V4)):
         missing = (_MINIMAX_M3_MISSING if minimax else _QWEN4_EXP_MISSING if qsa
                    else _GLM5_NEXT_MISSING if glm5 else _DSV4_MISSING)
         why = f": {missing[name]}" if name in missing else ""

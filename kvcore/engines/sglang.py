@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from ..errors import InputError
 from ..gpus import GPU
+from ..hf import GLM5_NEXT_TYPES
 from ..kv import CacheOptions, kv_row_bytes
 from ..model import LayerKind, ModelSpec, Module
 from ..parallel import sglang_stage_layers
@@ -336,7 +337,7 @@ MAMBA_SSM_BYTES = 4
 #: _mamba_radix_cache_resolution, _MAMBA_EXTRA_BUFFER_ARCHS); the rest get "no_buffer"
 EXTRA_BUFFER_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
                                 "qwen3_5_moe_text", "kimi_linear", "nemotron_h", "falcon_h1",
-                                "granitemoehybrid", "bailing_hybrid"})
+                                "granitemoehybrid", "bailing_hybrid", *GLM5_NEXT_TYPES})
 #: (Kimi-K3's decoder is a kimi_linear text_config: KimiK3ForConditionalGeneration is on
 #: 0.5.23's _MAMBA_EXTRA_BUFFER_ARCHS too; KimiK3LinearForCausalLM is refused,
 #: LAYOUT_UNKNOWN_ARCH)
@@ -353,6 +354,8 @@ EXTRA_BUFFER_SLOTS_NO_OVERLAP = 1
 DSA_PAGE = 64
 #: the latent the pool's fp8 layout is written for (kv_lora_rank 512 + qk_rope_head_dim 64)
 DSA_LATENT = 576
+#: of which the rotary part
+DSA_ROPE = 64
 #: calculate_mla_kv_cache_dim under fp8_e4m3 with a FlashMLA backend: 512 fp8 values, one fp32
 #: scale per 128 (quant_block_size), 64 bf16 rope values (rope_storage_dtype)
 FP8_DSA_ROW = 512 + 512 // 128 * 4 + 64 * 2
@@ -371,9 +374,11 @@ def dsa_dtype(spec: ModelSpec, gpu: GPU | None, opts: CacheOptions) -> tuple[str
     backends (flashmla_kv) keep FlashMLA's 656-byte row, while on Blackwell older releases
     chose flashmla too and newer ones trtllm, which keeps a plain 576-byte row."""
     width = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.MLA)
-    index = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.INDEXER)
-    if width != DSA_LATENT or index != DSA_INDEX_WIDTH:
-        raise InputError(f"SGLang's DSA pool takes a {DSA_LATENT}-value latent and a "
+    index = next(g.head_dim_k for g in spec.groups
+                 if g.kind in (LayerKind.INDEXER, LayerKind.INDEX))
+    latent = dsa_latent(spec)
+    if width != latent or index != DSA_INDEX_WIDTH:
+        raise InputError(f"SGLang's DSA pool takes a {latent}-value latent and a "
                          f"{DSA_INDEX_WIDTH}-value indexer key; this model's are {width} and "
                          f"{index}", field="engine")
     name = opts.kv_k.name
@@ -398,22 +403,46 @@ def dsa_dtype(spec: ModelSpec, gpu: GPU | None, opts: CacheOptions) -> tuple[str
                      "sized; choose --kv bf16", field="kv_k")
 
 
-def dsa_row(dsa_bytes: int) -> int:
+def dsa_latent(spec: ModelSpec) -> int:
+    """The latent SGLang's DSA pool takes: kv_lora_rank 512 + qk_rope_head_dim 64, or 512
+    alone for GLM-5.3-Flash (no rotary part)."""
+    return DSA_LATENT - DSA_ROPE if spec.model_type in GLM5_NEXT_TYPES else DSA_LATENT
+
+
+def dsa_row(dsa_bytes: int, latent: int = DSA_LATENT) -> int:
     """Bytes of a DSA layer's latent row a token in SGLang's cell and pool
-    (calculate_mla_kv_cache_dim times the dtype's size): 576 values in bfloat16, FlashMLA's
-    656-byte row in fp8_e4m3 (the Hopper default backend, flashmla_kv)."""
-    return FP8_DSA_ROW if dsa_bytes == 1 else DSA_LATENT * dsa_bytes
+    (calculate_mla_kv_cache_dim times the dtype's size): the latent's values in bfloat16;
+    in fp8_e4m3 (the Hopper default backend, flashmla_kv) FlashMLA's row: 512 fp8 values, a
+    float32 scale per 128 and the rotary part in bfloat16 (656 bytes; 528 without one)."""
+    if dsa_bytes != 1:
+        return latent * dsa_bytes
+    rope = latent - (DSA_LATENT - DSA_ROPE)
+    return FP8_DSA_ROW - DSA_ROPE * 2 + rope * 2
 
 
-def dsa_pool_bytes(tokens: int, layers: int, row: int, indexer_layers: int | None = None) -> int:
+def dsa_index_pool(spec: ModelSpec) -> int:
+    """Tokens a DSA index key stands for: GLM-5.3-Flash's index_kpool (its INDEX layers'
+    ratio), 1 for DeepSeek-V3.2 and GLM-5."""
+    return next((g.ratio for g in spec.groups if g.kind is LayerKind.INDEX), 1)
+
+
+def dsa_index_kinds(spec: ModelSpec) -> LayerKind:
+    """The layer kind holding a DSA model's index keys in kvplan's spec."""
+    return LayerKind.INDEX if spec.model_type in GLM5_NEXT_TYPES else LayerKind.INDEXER
+
+
+def dsa_pool_bytes(tokens: int, layers: int, row: int, indexer_layers: int | None = None,
+                   kpool: int = 1) -> int:
     """Bytes SGLang's DSA pool allocates for ``tokens`` (a multiple of the page) over
     ``layers`` layers with a latent row of ``row`` bytes: tokens + one page of latent rows in
-    each layer and (tokens + page + 1) // page indexer pages of page × 132 bytes in each of the
+    each layer and (tokens + page + 1) // page indexer pages of page / ``kpool`` × 132 bytes
+    (a row a pool of ``kpool`` tokens, index_key_cache.py _buffer_shape) in each of the
     ``indexer_layers`` (every layer if not given) that run their own indexer: a layer that
     reuses another's top-k gets a 0-row index buffer (mem_cache/index_key_cache.py
-    _layer_num_pages, skip_topk_layers)."""
-    latent = (tokens + DSA_PAGE) * row
-    index = (tokens + DSA_PAGE + 1) // DSA_PAGE * DSA_PAGE * DSA_INDEX_ROW
+    _layer_num_pages, skip_topk_layers). The page is 64 × ``kpool`` tokens."""
+    page = DSA_PAGE * kpool
+    latent = (tokens + page) * row
+    index = (tokens + page + 1) // page * (page // kpool) * DSA_INDEX_ROW
     return layers * latent + (layers if indexer_layers is None else indexer_layers) * index
 
 
@@ -673,6 +702,25 @@ def refuse_gemma4(spec: ModelSpec) -> None:
                      "it does not size this model there; choose another engine", field="engine")
 
 
+def refuse_glm5_next(spec: ModelSpec) -> None:
+    """What of GLM-5.3-Flash SGLang 0.5.23 is sized: its Glm5NextForConditionalGeneration
+    (models/glm5_next.py, the only class it registers) with an index key in every MLA layer:
+    its dsa_layer_skips_topk reads the top-level config, where Glm5NextConfig copies the
+    index_topk pattern fields but not ``indexer_types``."""
+    if spec.architecture != "Glm5NextForConditionalGeneration":
+        raise InputError("SGLang 0.5.23 runs GLM-5.3-Flash as Glm5NextForConditionalGeneration "
+                         f"only (models/glm5_next.py); this config names "
+                         f"{spec.architecture or 'no architecture'}", field="engine")
+    mla = {i for g in spec.groups_for(mtp=False) if g.kind is LayerKind.MLA for i in g.layers}
+    index = {i for g in spec.groups_for(mtp=False) if g.kind is LayerKind.INDEX
+             for i in g.layers}
+    if index != mla:
+        raise InputError("this GLM-5.3-Flash config marks some MLA layers' indexers shared; "
+                         "which of them SGLang gives index keys (its dsa_layer_skips_topk reads "
+                         "the top-level config, where indexer_types is not copied) was not "
+                         "established", field="engine")
+
+
 def refuse_unregistered(spec: ModelSpec) -> None:
     """Refuse, in one line, a config whose architecture SGLang 0.5.23 registers nowhere
     (UNREGISTERED_ARCHS), naming what was searched and what is missing."""
@@ -720,7 +768,13 @@ def plan(req: EngineRequest) -> EngineReport:
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
-    dsa = has_kind(req.spec, LayerKind.INDEXER)
+    if req.spec.model_type in GLM5_NEXT_TYPES:
+        refuse_glm5_next(req.spec)
+    # DeepSeek Sparse Attention: DeepSeek-V3.2 and GLM-5 (an index key a token), GLM-5.3-Flash
+    # (one a pool of index_kpool tokens)
+    dsa = has_kind(req.spec, LayerKind.INDEXER) or req.spec.model_type in GLM5_NEXT_TYPES
+    kpool, index_kind = dsa_index_pool(req.spec), dsa_index_kinds(req.spec)
+    latent = dsa_latent(req.spec)
     dsa_flag: str | None = None
     dsa_bytes = 0
     if dsa:
@@ -733,7 +787,8 @@ def plan(req: EngineRequest) -> EngineReport:
     sp = mtp_resolve(req, sliding=sliding)
     note_hybrid = ""
     p = req.parallel
-    page = DSA_PAGE if dsa else (s.page_size or 1)
+    # a logical page owns whole pools of index keys: 64 × index_kpool tokens
+    page = DSA_PAGE * kpool if dsa else (s.page_size or 1)
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, STAGE_SPLIT, f32_as="bf16")
@@ -759,8 +814,10 @@ def plan(req: EngineRequest) -> EngineReport:
         # indexer key in the layers that run their own indexer (_compute_dsa_indexer_cell_size:
         # a layer dsa_layer_skips_topk marks shared, reusing another's top-k, gets no index-K
         # where _should_elide_dsa_index_k, the default; the pool allocates likewise)
-        rows = [(kind_layers(sh.spec, LayerKind.MLA) * dsa_row(dsa_bytes)
-                 + kind_layers(sh.spec, LayerKind.INDEXER) * DSA_INDEX_ROW, 0) for sh in shares]
+        # (132 / index_kpool bytes a token, rounded up, where a key stands for a pool)
+        rows = [(kind_layers(sh.spec, LayerKind.MLA) * dsa_row(dsa_bytes, latent)
+                 + kind_layers(sh.spec, index_kind) * -(-DSA_INDEX_ROW // kpool), 0)
+                for sh in shares]
     else:
         rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
     binding = max(range(len(shares)), key=lambda i: sum(rows[i]))
@@ -776,7 +833,9 @@ def plan(req: EngineRequest) -> EngineReport:
                                if not g.mtp and not g.kind.is_recurrent
                                and g.kind is not LayerKind.INDEXER)
         cell = mtp_cell(cell, attention_layers, sp, indexer_row=DSA_INDEX_ROW if dsa else 0)
-    recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp]
+    # (GLM-5.3-Flash's open pools of index keys live beside the DSA pool, not in its slots)
+    recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp
+                 and g.kind is not LayerKind.COMPRESSOR]
     per_running = slots_per_request(req.spec.model_type, req.parallel.pp)
     ssm_bytes = req.spec.ssm_pinned_bytes or MAMBA_SSM_BYTES
     per_req = sum(g.count * (g.conv_state_values * req.spec.dtype_bytes
@@ -881,9 +940,9 @@ def plan(req: EngineRequest) -> EngineReport:
         # every layer (the indexer pages in those that run their own indexer); the log's
         # figure sums both
         layers = kind_layers(stage, LayerKind.MLA)
-        indexers = kind_layers(stage, LayerKind.INDEXER)
-        row = dsa_row(dsa_bytes)
-        pool_bytes = dsa_pool_bytes(tokens, layers, row, indexers)
+        indexers = kind_layers(stage, index_kind)
+        row = dsa_row(dsa_bytes, latent)
+        pool_bytes = dsa_pool_bytes(tokens, layers, row, indexers, kpool)
         lines = [f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool_bytes / GiB:.2f} GB"]
     elif swa_tokens is not None:
         # the window layers' pool first, then the full layers' (swa_memory_pool.SWAKVPool)
@@ -964,15 +1023,28 @@ def plan(req: EngineRequest) -> EngineReport:
                      f"{max(router_extra) / MiB:,.1f} MiB a rank more than the weight estimate's "
                      "router")
     if dsa:
-        if s.page_size and s.page_size != DSA_PAGE:
-            notes.append(f"SGLang forces 64-token pages for DeepSeek Sparse Attention; "
+        if s.page_size and s.page_size != page:
+            notes.append(f"SGLang forces {page}-token pages for DeepSeek Sparse Attention; "
                          f"--page-size {s.page_size} is ignored")
         where = (f"all {layers} layers" if indexers == layers else
                  f"the {indexers} of {layers} layers that run their own indexer")
+        keys = ("132-byte indexer keys" if kpool == 1 else
+                f"a 132-byte index key a pool of {kpool} tokens "
+                f"({-(-DSA_INDEX_ROW // kpool)} B a token)")
         fp8 = " (FlashMLA's fp8 layout: 512 values, 4 scales, the rotary 64 in bf16)"
+        if latent != DSA_LATENT:
+            fp8 = " (FlashMLA's fp8 layout: 512 values and 4 scales)"
         notes.append(f"DSA pool: {kb:,} bytes a token per rank in the profiler's cell (a "
                      f"{row:,}-byte latent row{fp8 if dsa_bytes == 1 else ''} in all {layers} "
-                     f"layers + 132-byte indexer keys in {where})")
+                     f"layers + {keys} in {where})")
+        if req.spec.index_tail:
+            # index_kpool_compress: the pool keeps each request slot's open pool, raw keys
+            # and gate scores in bfloat16, after it is sized (memory_pool.py
+            # _init_kpool_compress_tail_buffers)
+            per_slot = 2 * kpool * DSA_INDEX_WIDTH * 2 * indexers
+            notes.append(f"index_kpool_compress: {per_slot / 1024:,.0f} KiB a request slot "
+                         "beside the DSA pool (each open pool's raw index keys and gate scores "
+                         "in bfloat16), outside the profiler's cell")
         if dsa_flag is None:
             notes.append("--kv-cache-dtype auto: SGLang runs a DSA model in bfloat16 on this "
                          "card (fp8_e4m3 from SM100)")
