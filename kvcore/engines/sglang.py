@@ -354,11 +354,8 @@ EXTRA_BUFFER_SLOTS_NO_OVERLAP = 1
 DSA_PAGE = 64
 #: the latent the pool's fp8 layout is written for (kv_lora_rank 512 + qk_rope_head_dim 64)
 DSA_LATENT = 576
-#: of which the rotary part
-DSA_ROPE = 64
-#: calculate_mla_kv_cache_dim under fp8_e4m3 with a FlashMLA backend: 512 fp8 values, one fp32
-#: scale per 128 (quant_block_size), 64 bf16 rope values (rope_storage_dtype)
-FP8_DSA_ROW = 512 + 512 // 128 * 4 + 64 * 2
+#: of which the non-rotary part (kv_lora_rank), which an fp8 row quantizes
+DSA_KV_LORA = 512
 #: the indexer key the pool asserts (index_head_dim 128), stored as uint8 fp8 values plus one
 #: fp32 scale per 128: index_head_dim + index_head_dim // 128 × 4 bytes a token and layer
 DSA_INDEX_WIDTH = 128
@@ -406,18 +403,18 @@ def dsa_dtype(spec: ModelSpec, gpu: GPU | None, opts: CacheOptions) -> tuple[str
 def dsa_latent(spec: ModelSpec) -> int:
     """The latent SGLang's DSA pool takes: kv_lora_rank 512 + qk_rope_head_dim 64, or 512
     alone for GLM-5.3-Flash (no rotary part)."""
-    return DSA_LATENT - DSA_ROPE if spec.model_type in GLM5_NEXT_TYPES else DSA_LATENT
+    return DSA_KV_LORA if spec.model_type in GLM5_NEXT_TYPES else DSA_LATENT
 
 
 def dsa_row(dsa_bytes: int, latent: int = DSA_LATENT) -> int:
     """Bytes of a DSA layer's latent row a token in SGLang's cell and pool
     (calculate_mla_kv_cache_dim times the dtype's size): the latent's values in bfloat16;
     in fp8_e4m3 (the Hopper default backend, flashmla_kv) FlashMLA's row: 512 fp8 values, a
-    float32 scale per 128 and the rotary part in bfloat16 (656 bytes; 528 without one)."""
+    float32 scale per 128 (quant_block_size) and the rotary part in bfloat16
+    (rope_storage_dtype): 656 bytes, 528 without a rotary part."""
     if dsa_bytes != 1:
         return latent * dsa_bytes
-    rope = latent - (DSA_LATENT - DSA_ROPE)
-    return FP8_DSA_ROW - DSA_ROPE * 2 + rope * 2
+    return DSA_KV_LORA + DSA_KV_LORA // 128 * 4 + (latent - DSA_KV_LORA) * 2
 
 
 def dsa_index_pool(spec: ModelSpec) -> int:
@@ -426,7 +423,7 @@ def dsa_index_pool(spec: ModelSpec) -> int:
     return next((g.ratio for g in spec.groups if g.kind is LayerKind.INDEX), 1)
 
 
-def dsa_index_kinds(spec: ModelSpec) -> LayerKind:
+def dsa_index_kind(spec: ModelSpec) -> LayerKind:
     """The layer kind holding a DSA model's index keys in kvplan's spec."""
     return LayerKind.INDEX if spec.model_type in GLM5_NEXT_TYPES else LayerKind.INDEXER
 
@@ -773,7 +770,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # DeepSeek Sparse Attention: DeepSeek-V3.2 and GLM-5 (an index key a token), GLM-5.3-Flash
     # (one a pool of index_kpool tokens)
     dsa = has_kind(req.spec, LayerKind.INDEXER) or req.spec.model_type in GLM5_NEXT_TYPES
-    kpool, index_kind = dsa_index_pool(req.spec), dsa_index_kinds(req.spec)
+    kpool, index_kind = dsa_index_pool(req.spec), dsa_index_kind(req.spec)
     latent = dsa_latent(req.spec)
     dsa_flag: str | None = None
     dsa_bytes = 0
@@ -1031,9 +1028,9 @@ def plan(req: EngineRequest) -> EngineReport:
         keys = ("132-byte indexer keys" if kpool == 1 else
                 f"a 132-byte index key a pool of {kpool} tokens "
                 f"({-(-DSA_INDEX_ROW // kpool)} B a token)")
-        fp8 = " (FlashMLA's fp8 layout: 512 values, 4 scales, the rotary 64 in bf16)"
-        if latent != DSA_LATENT:
-            fp8 = " (FlashMLA's fp8 layout: 512 values and 4 scales)"
+        rope = latent - DSA_KV_LORA
+        fp8 = (f" (FlashMLA's fp8 layout: 512 values, 4 scales"
+               f"{f', the rotary {rope} in bf16' if rope else ''})")
         notes.append(f"DSA pool: {kb:,} bytes a token per rank in the profiler's cell (a "
                      f"{row:,}-byte latent row{fp8 if dsa_bytes == 1 else ''} in all {layers} "
                      f"layers + {keys} in {where})")
