@@ -428,6 +428,27 @@ def test_sglang_default_fraction_per_model(model, gpu, seqs, kw, frac):
     assert any("SGLang 0.5.23 picks itself" in n for n in r.notes)
 
 
+@pytest.mark.parametrize("model, reserved", [
+    ("qwen3-vl-8b-instruct", True), ("qwen2.5-vl-7b-instruct", True),
+    # served text-only by default (enable_multimodal): nothing reserved
+    ("gemma-3-27b-it", False), ("qwen3-8b", False),
+])
+def test_sglang_reserves_a_multimodal_models_embedding_cache(model, reserved, monkeypatch):
+    # kv_cache_configurator.py _profile_available_bytes: rest = free − slack − 100 MiB
+    # (SGLANG_VLM_CACHE_SIZE_MB) for a multimodal model, before the pools are sized
+    settings = EngineSettings(mem_fraction_static=0.85)
+    r = engine_plan("sglang", req(model, gpu="h100", settings=settings))
+    monkeypatch.setattr(sglang, "VLM_CACHE_BYTES", 0)
+    bare = engine_plan("sglang", req(model, gpu="h100", settings=settings))
+    assert bare.kv_pool_bytes - r.kv_pool_bytes == (100 * MiB if reserved else 0)
+    line = ("Reserving 0.10 GB of the KV budget for post-sizing multimodal allocations "
+            "(feature-transport pools + embedding cache).")
+    assert (line in r.log_lines) == reserved
+    # a KV budget given pins the pools: nothing comes off it
+    pinned = engine_plan("sglang", req(model, gpu="h100", kv_budget_bytes=8 * GiB))
+    assert pinned.kv_pool_bytes == 8 * GiB and line not in pinned.log_lines
+
+
 def test_sglang_default_fraction_refusals_and_explicit_setting():
     # the automatic rule read is the CUDA one: an AMD card needs the fraction given
     with pytest.raises(InputError, match="sized here for CUDA cards, not AMD Instinct MI300X"):

@@ -619,7 +619,26 @@ def kv_budget(req: EngineRequest, shares: list[RankShare],
     if frac is None:
         frac = default_fraction(req, gpu, req.sequences if running is None else running)
     before, after = free_memory(req, shares)
-    return int(after - before * (1 - frac)), int(before * frac), frac
+    # a multimodal model's embedding cache, allocated after the pools are sized, comes off
+    # their share (kv_cache_configurator.py _profile_available_bytes, mm_runtime_reservation_gb)
+    reserve = VLM_CACHE_BYTES if multimodal_reserve(req.spec) else 0
+    return int(after - before * (1 - frac)) - reserve, int(before * frac), frac
+
+
+#: what SGLang 0.5.23 reserves of a multimodal model's KV budget for its embedding cache
+#: (SGLANG_VLM_CACHE_SIZE_MB, 100 MiB; the GPU feature-transport pools' 1 GiB only with
+#: --mm-feature-transport cuda_ipc or cuda_vmm, which kvplan does not pass)
+VLM_CACHE_BYTES = 100 * MiB
+
+
+def multimodal_reserve(spec: ModelSpec) -> bool:
+    """Whether SGLang takes VLM_CACHE_BYTES off the pools' share for this model: it serves it
+    as multimodal (is_multimodal); False where that is not established (a vision encoder under
+    an architecture kvplan has no rule for, planned with --mem-fraction-static)."""
+    try:
+        return is_multimodal(spec)
+    except InputError:
+        return False
 
 
 def free_memory(req: EngineRequest, shares: list[RankShare]) -> tuple[int, int]:
@@ -975,6 +994,11 @@ def plan(req: EngineRequest) -> EngineReport:
         if capped:
             # resolve_max_num_reqs warns before the pools are built
             lines.insert(at, capped)
+        if budget is not None and multimodal_reserve(req.spec):
+            # logged while the budget is profiled, before the pools are sized
+            lines.insert(0, f"Reserving {VLM_CACHE_BYTES / MiB / 1024:.2f} GB of the KV budget "
+                            "for post-sizing multimodal allocations (feature-transport pools + "
+                            "embedding cache).")
         if tokens < req.context:
             # tp_worker get_worker_info, once the pools are built
             lines.append(f"KV pool holds {tokens} tokens, fewer than --context-length "
