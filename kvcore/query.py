@@ -447,8 +447,13 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0) -> tuple[int, int, Query] 
 def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
     """Catalog GPUs that fit the query, fewest total memory first, with the card count and
     the decode estimate there (tokens a second a sequence)."""
-    # an engine that cannot run this plan on any card says why, rather than "no GPU fits"
-    check_engine(replace(q, parallel=_layout(q, 1)))
+    # an engine that cannot run this plan on any card says why, rather than "no GPU fits";
+    # what depends on the card (SGLang's KV dtype for a DSA model) is settled card by card
+    try:
+        check_engine(replace(q, parallel=_layout(q, 1)))
+    except InputError as e:
+        if e.field != "gpu":
+            raise
     found: list[dict[str, Any]] = []
     # an Apple chip in each memory size it was sold with: the smallest Mac that fits
     for gpu in (v for chip in gpu_catalog() for v in memory_variants(chip)):

@@ -28,7 +28,7 @@ from kvcore.engines import (
 from kvcore.gpus import memory_variants
 from kvcore.model import LayerKind
 from kvcore.parallel import Parallel, pp_layer_counts, rank_spec
-from kvcore.query import Query, check_settings, find_format, find_gpu_for
+from kvcore.query import Query, check_engine, check_settings, find_format, find_gpu_for
 from kvcore.weights import weights_for
 
 GiB, MiB = 2**30, 2**20
@@ -2054,6 +2054,21 @@ def test_find_gpu_leaves_out_cards_the_engine_does_not_run_on():
     raw = find_gpu_for(make_query(load_model("llama-3.1-70b"), context="32k", sequences=4),
                        limit=100)
     assert any(vendors[r["gpu"]] == "apple" for r in raw)
+
+
+def test_find_gpu_settles_sglangs_dsa_dtype_card_by_card():
+    # --kv f16 is SGLang's auto, which a DSA model resolves by the card (bfloat16 on Hopper,
+    # fp8 from SM100, unsized): the search plans each card, where a plan without one asks for it
+    from app.common import make_query
+
+    q = make_query(load_model("deepseek-v3.2"), engine="sglang", context="128k")
+    with pytest.raises(InputError) as e:
+        check_engine(q)
+    assert e.value.field == "gpu"
+    rows = find_gpu_for(q, limit=100)
+    families = {g.id: g.cuda_family for g in gpu_catalog()}
+    assert rows and all(families[r["gpu"]] == 9 for r in rows)
+    assert rows[0]["count"] == 8 and rows[0]["max_context"] >= 131072
 
 
 def test_find_gpu_tries_each_mac_in_the_memory_sizes_it_was_sold_with():
