@@ -426,9 +426,11 @@ def _layout(q: Query, count: int) -> Parallel:
     return Parallel(tp=count)
 
 
-def _fewest_cards(q: Query, gpu: GPU, above: int = 0) -> tuple[int, int, Query] | None:
+def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
+                  errors: list[InputError] | None = None) -> tuple[int, int, Query] | None:
     """The fewest cards of ``gpu`` (of GPU_COUNTS, more than ``above``, not past the most one
-    host holds) on which ``q`` fits, as (count, max context, that query); None where none."""
+    host holds) on which ``q`` fits, as (count, max context, that query); None where none.
+    ``errors`` collects the engine's refusals there."""
     for count in GPU_COUNTS:
         if count <= above:
             continue
@@ -437,7 +439,9 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0) -> tuple[int, int, Query] 
         trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
         try:
             ok, max_ctx = _fits(trial)
-        except InputError:
+        except InputError as e:
+            if errors is not None:
+                errors.append(e)
             break
         if ok:
             return count, max_ctx, trial
@@ -455,9 +459,10 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
         if e.field != "gpu":
             raise
     found: list[dict[str, Any]] = []
+    refusals: list[InputError] = []
     # an Apple chip in each memory size it was sold with: the smallest Mac that fits
     for gpu in (v for chip in gpu_catalog() for v in memory_variants(chip)):
-        fewest = _fewest_cards(q, gpu)
+        fewest = _fewest_cards(q, gpu, errors=refusals)
         if fewest is not None:
             count, max_ctx, trial = fewest
             found.append({"gpu": gpu.id, "name": gpu.name, "count": count,
@@ -465,6 +470,12 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
                           "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
                           "max_context": max_ctx, "notes": context_notes(q, max_ctx),
                           "query": trial})
+    asked = [e for e in refusals if e.field != "gpu"]
+    if not found and asked:
+        # no card fits, and on some the engine stopped at a setting of the query (a KV format
+        # it does not size there, a fraction it needs given): that, not "none fits", is the
+        # answer
+        raise asked[0]
     found.sort(key=lambda r: (int(r["total_memory_bytes"]), -int(r["bandwidth_bytes_per_s"] or 0)))
     rows = found[:limit]
     for r in rows:

@@ -2071,6 +2071,27 @@ def test_find_gpu_settles_sglangs_dsa_dtype_card_by_card():
     assert rows[0]["count"] == 8 and rows[0]["max_context"] >= 131072
 
 
+def test_find_gpu_says_what_stops_the_engine_where_no_card_fits():
+    # SGLang's own fraction for EXAONE 4.5 (a vision tower under an architecture whose
+    # multimodal serving was not established) needs --mem-fraction-static on every card:
+    # that, not "no GPU fits", is the answer; given, cards are found
+    from app.common import make_query
+
+    q = make_query(load_model("exaone-4.5-33b"), engine="sglang", context="32k")
+    with pytest.raises(InputError) as e:
+        find_gpu_for(q)
+    assert e.value.field == "mem_fraction_static"
+    given = replace(q, settings=EngineSettings(mem_fraction_static=0.85))
+    assert find_gpu_for(given)
+    # GLM-5 fits no Hopper host in bf16 and SGLang's auto is an unsized fp8 row on Blackwell:
+    # the refusal names --kv bf16, with which Blackwell hosts are found
+    glm = make_query(load_model("glm-5"), engine="sglang", context="32k")
+    with pytest.raises(InputError, match="choose --kv bf16"):
+        find_gpu_for(glm)
+    assert find_gpu_for(make_query(load_model("glm-5"), engine="sglang", context="32k",
+                                   kv="bf16"))
+
+
 def test_find_gpu_tries_each_mac_in_the_memory_sizes_it_was_sold_with():
     from app.common import make_query
 
