@@ -1,5 +1,8 @@
 """What the engines make of a model kvplan sizes under ``--engine raw`` only."""
 
+import copy
+from typing import Any
+
 import pytest
 
 from kvcore import CacheOptions, InputError, find_gpu, get_format
@@ -19,3 +22,13 @@ def refusal_and_raw(spec: ModelSpec, engine: str, gpu: str) -> tuple[InputError,
     with pytest.raises(InputError) as e:
         engine_plan(engine, req)
     return e.value, engine_plan("raw", req)
+
+
+def text_variant(config: dict[str, Any], *drop: str, **over: Any) -> dict[str, Any]:
+    """A copy of a config that nests its decoder, the ``text_config`` fields ``over`` set and
+    those named in ``drop`` left out."""
+    out = copy.deepcopy(config)
+    out["text_config"].update(over)
+    for name in drop:
+        del out["text_config"][name]
+    return out

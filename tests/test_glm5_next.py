@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from rawonly import ENGINES, refusal_and_raw
+from rawonly import ENGINES, refusal_and_raw, text_variant
 
 from kvcore import CacheOptions, ConfigError, InputError, cache_size, find_gpu, get_format
 from kvcore.engines import EngineRequest, engine_plan
@@ -28,16 +28,11 @@ def spec(cfg=CONFIG):
 
 
 def with_text(**over):
-    cfg = copy.deepcopy(CONFIG)
-    cfg["text_config"].update(over)
-    return cfg
+    return text_variant(CONFIG, **over)
 
 
 def without(*names):
-    cfg = copy.deepcopy(CONFIG)
-    for name in names:
-        del cfg["text_config"][name]
-    return cfg
+    return text_variant(CONFIG, *names)
 
 
 def test_mla_layers_keep_the_latent_and_pooled_index_keys_and_kda_layers_their_state():

@@ -3,12 +3,11 @@ indexer, hyper-connections and a per-layer n-gram embedding. The config (tests/d
 text and vision geometry of Qwen/Qwen3.8-Flash-Next as public config parsers' fixtures copy
 it."""
 
-import copy
 import json
 from pathlib import Path
 
 import pytest
-from rawonly import ENGINES, refusal_and_raw
+from rawonly import ENGINES, refusal_and_raw, text_variant
 
 from kvcore import CacheOptions, ConfigError, cache_size, get_format
 from kvcore.hf import _is_prime, _ngram_rows, spec_from_config
@@ -23,9 +22,7 @@ def spec(cfg=CONFIG):
 
 
 def with_text(**over):
-    cfg = copy.deepcopy(CONFIG)
-    cfg["text_config"].update(over)
-    return cfg
+    return text_variant(CONFIG, **over)
 
 
 def test_qsa_layers_keep_kv_pooled_index_keys_and_a_ring_and_the_ple_layer_a_conv_state():
