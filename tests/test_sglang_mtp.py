@@ -71,6 +71,16 @@ def test_dsa_draft_adds_its_latent_share_and_its_own_indexer_keys():
                            "KV Cache is allocated. #tokens: 539456, KV size: 0.65 GB")
 
 
+def test_dsa_draft_share_leaves_out_only_the_layers_that_hold_index_keys():
+    # GLM-5.2 in bfloat16: cell 78 × 1,152 + 21 × 132 = 92,628 (the 57 "shared" layers hold
+    # no index keys); the draft's share is that cell less its 21 layers' keys, over 78 layers
+    # (_compute_dsa_indexer_cell_size of the target's layers): 89,856 / 78 = 1,152, plus 132
+    # for the draft's own keys → 93,912
+    r = engine_plan("sglang", req("glm-5.2", kv="bf16", kv_budget_bytes=40 * GiB,
+                                  parallel=Parallel(tp=8)))
+    assert r.extra["cell_bytes"] == 92628 + 1152 + 132
+
+
 def test_qwen35_intermediate_states_are_solved_with_the_slots():
     # Qwen3.5-27B: 48 Gated DeltaNet layers × (3 × 10,240 conv values × 2 B + 48 × 128 × 128
     # float32 SSM values × 4 B) = 153,944,064 bytes a slot; 16 full layers × 4 KV heads ×

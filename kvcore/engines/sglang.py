@@ -848,7 +848,8 @@ def plan(req: EngineRequest) -> EngineReport:
         attention_layers = sum(g.count for g in stage.groups
                                if not g.mtp and not g.kind.is_recurrent
                                and g.kind is not LayerKind.INDEXER)
-        cell = mtp_cell(cell, attention_layers, sp, indexer_row=DSA_INDEX_ROW if dsa else 0)
+        cell = mtp_cell(cell, attention_layers, sp, indexer_row=DSA_INDEX_ROW if dsa else 0,
+                        indexer_layers=kind_layers(stage, index_kind) if dsa else None)
     # (GLM-5.3-Flash's open pools of index keys live beside the DSA pool, not in its slots)
     recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp
                  and g.kind is not LayerKind.COMPRESSOR]

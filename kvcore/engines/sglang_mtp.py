@@ -97,14 +97,17 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
     return Speculative(steps=d - 1, draft_tokens=d, cell_layers=cell_layers, draft_layers=draft)
 
 
-def target_cell(cell: int, layers: int, sp: Speculative, *, indexer_row: int = 0) -> int:
+def target_cell(cell: int, layers: int, sp: Speculative, *, indexer_row: int = 0,
+                indexer_layers: int | None = None) -> int:
     """The profiler's cell with the draft's share (DefaultPoolConfigurator): ``cell`` over
     ``layers`` KV layers gains int(cell × draft / layers); for a DSA model (``indexer_row`` the
-    indexer bytes a layer) the latent share and the draft's own indexer keys."""
+    indexer bytes a layer, in ``indexer_layers`` of them: every layer if not given) the share
+    of the cell less its indexer keys, and the draft's own indexer keys in every draft layer
+    (_compute_dsa_indexer_cell_size with allocate_all_layers)."""
     if not sp.cell_layers or layers <= 0:
         return cell
     if indexer_row:
-        latent = cell - indexer_row * layers
+        latent = cell - indexer_row * (layers if indexer_layers is None else indexer_layers)
         return cell + latent * sp.cell_layers // layers + indexer_row * sp.cell_layers
     return cell + cell * sp.cell_layers // layers
 
