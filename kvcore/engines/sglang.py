@@ -790,6 +790,8 @@ def plan(req: EngineRequest) -> EngineReport:
     # (one a pool of index_kpool tokens)
     dsa = has_kind(req.spec, LayerKind.INDEXER) or req.spec.model_type in GLM5_NEXT_TYPES
     kpool, index_kind = dsa_index_pool(req.spec), dsa_index_kind(req.spec)
+    # an index key's bytes a token: 132 / index_kpool, rounded up
+    index_token = -(-DSA_INDEX_ROW // kpool)
     latent = dsa_latent(req.spec)
     dsa_flag: str | None = None
     dsa_bytes = 0
@@ -830,10 +832,8 @@ def plan(req: EngineRequest) -> EngineReport:
         # indexer key in the layers that run their own indexer (_compute_dsa_indexer_cell_size:
         # a layer dsa_layer_skips_topk marks shared, reusing another's top-k, gets no index-K
         # where _should_elide_dsa_index_k, the default; the pool allocates likewise)
-        # (132 / index_kpool bytes a token, rounded up, where a key stands for a pool)
         rows = [(kind_layers(sh.spec, LayerKind.MLA) * dsa_row(dsa_bytes, latent)
-                 + kind_layers(sh.spec, index_kind) * -(-DSA_INDEX_ROW // kpool), 0)
-                for sh in shares]
+                 + kind_layers(sh.spec, index_kind) * index_token, 0) for sh in shares]
     else:
         rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
     binding = max(range(len(shares)), key=lambda i: sum(rows[i]))
@@ -1052,7 +1052,7 @@ def plan(req: EngineRequest) -> EngineReport:
                  f"the {indexers} of {layers} layers that run their own indexer")
         keys = ("132-byte indexer keys" if kpool == 1 else
                 f"a 132-byte index key a pool of {kpool} tokens "
-                f"({-(-DSA_INDEX_ROW // kpool)} B a token)")
+                f"({index_token} B a token)")
         rope = latent - DSA_KV_LORA
         fp8 = (f" (FlashMLA's fp8 layout: 512 values, 4 scales"
                f"{f', the rotary {rope} in bf16' if rope else ''})")
