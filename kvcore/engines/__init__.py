@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import NamedTuple
 
 from ..errors import InputError, UnknownNameError
 from ..gpus import GPU
@@ -74,9 +75,6 @@ def stage_split(engine: str) -> Split:
 
 #: kinds whose allocation an engine profile may not model: it refuses them, raw sizes them
 _UNMODELLED = (LayerKind.COMPRESSED, LayerKind.INDEX, LayerKind.COMPRESSOR)
-#: engines that size DeepSeek-V4's compressed caches themselves (SGLang's DSV4PoolConfigurator,
-#: vLLM's packed KV cache groups, llama.cpp's llama_kv_cache_dsv4)
-_SIZES_DEEPSEEK_V4 = frozenset({"sglang", "vllm", "llama.cpp"})
 
 
 #: what keeps an engine that runs DeepSeek-V4 from being sized: one clause each, cited in
@@ -254,17 +252,32 @@ def _refuse_unread_draft(name: str, request: EngineRequest) -> None:
                      field="mtp" if request.cache.mtp else "speculative_tokens")
 
 
-def _scheme(request: EngineRequest) -> str:
-    if request.spec.model_type.startswith("minimax"):
-        return "MiniMax-M3's block-sparse attention index cache (sparse_attention_config)"
-    if request.spec.model_type in QWEN4_EXP_TYPES:
-        return ("Qwen4-Exp's QSA caches (pooled index keys, the unpooled keys' ring) and PLE "
-                "state")
-    if request.spec.model_type in GLM5_NEXT_TYPES:
-        return ("GLM-5.3-Flash's pooled DSA index keys (a key a pool of tokens, the "
-                "unpooled tail) beside Kimi Delta Attention states")
-    return ("DeepSeek-V4's compressed sparse attention (compressed and indexer pools, "
-            "compressor state)")
+class _Scheme(NamedTuple):
+    """A model family whose _UNMODELLED caches only some engines size: what the caches are,
+    the engines that size them and, for the others, what keeps them from being sized."""
+
+    caches: str
+    sized_by: frozenset[str]
+    missing: dict[str, str]
+
+
+def _scheme(spec: ModelSpec) -> _Scheme:
+    if spec.model_type.startswith("minimax"):
+        return _Scheme("MiniMax-M3's block-sparse attention index cache "
+                       "(sparse_attention_config)", frozenset(), _MINIMAX_M3_MISSING)
+    if spec.model_type in QWEN4_EXP_TYPES:
+        return _Scheme("Qwen4-Exp's QSA caches (pooled index keys, the unpooled keys' ring) "
+                       "and PLE state", frozenset(), _QWEN4_EXP_MISSING)
+    if spec.model_type in GLM5_NEXT_TYPES:
+        # SGLang's DSA pool with pooled index keys (sglang.py)
+        return _Scheme("GLM-5.3-Flash's pooled DSA index keys (a key a pool of tokens, the "
+                       "unpooled tail) beside Kimi Delta Attention states",
+                       frozenset({"sglang"}), _GLM5_NEXT_MISSING)
+    # DeepSeek-V4: SGLang's DSV4PoolConfigurator, vLLM's packed KV cache groups, llama.cpp's
+    # llama_kv_cache_dsv4
+    return _Scheme("DeepSeek-V4's compressed sparse attention (compressed and indexer pools, "
+                   "compressor state)", frozenset({"sglang", "vllm", "llama.cpp"}),
+                   _DSV4_MISSING)
 
 
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
@@ -274,17 +287,12 @@ def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     if name != "raw" and raw_only is not None:
         raise InputError(f"kvplan does not size {name}'s allocation of {raw_only}; --engine "
                          "raw sizes the cache itself", field="engine")
-    minimax = request.spec.model_type.startswith("minimax")
-    qsa = request.spec.model_type in QWEN4_EXP_TYPES
-    glm5 = request.spec.model_type in GLM5_NEXT_TYPES
+    scheme = _scheme(request.spec)
     if (name != "raw" and has_kind(request.spec, *_UNMODELLED)
-            and (minimax or qsa or (glm5 and name != "sglang")
-                 or name not in _SIZES_DEEPSEEK_V4)):
-        missing = (_MINIMAX_M3_MISSING if minimax else _QWEN4_EXP_MISSING if qsa
-                   else _GLM5_NEXT_MISSING if glm5 else _DSV4_MISSING)
-        why = f": {missing[name]}" if name in missing else ""
-        raise InputError(f"kvplan does not model {name}'s allocation of {_scheme(request)} "
-                         f"yet{why}; --engine raw sizes the cache itself", field="engine")
+            and name not in scheme.sized_by):
+        why = f": {scheme.missing[name]}" if name in scheme.missing else ""
+        raise InputError(f"kvplan does not model {name}'s allocation of {scheme.caches} yet"
+                         f"{why}; --engine raw sizes the cache itself", field="engine")
     _refuse_unread_draft(name, request)
     report = ENGINES[name](request)
     # the engine's own refusals, more specific, come first; then whether it loads the class
