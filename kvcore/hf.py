@@ -1619,16 +1619,22 @@ def _resaved_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
                               field="layer_types")
         out = {k: v for k, v in lm.items() if k != "layer_types"}
         # KimiLinearConfig's defaults where the re-saved config leaves a field out
-        out["linear_attn_config"] = {
-            "full_attn_layers": [i + 1 for i, t in enumerate(types) if t == "full_attention"],
-            "kda_layers": [i + 1 for i, t in enumerate(types) if t == "linear_attention"],
-            "num_heads": lm.get("linear_num_heads", 32),
-            "head_dim": lm.get("linear_head_dim", 128),
-            "short_conv_kernel_size": lm.get("linear_conv_kernel_dim", 4)}
+        out["linear_attn_config"] = _kimi_layout(
+            [t == "full_attention" for t in types], lm.get("linear_num_heads", 32),
+            lm.get("linear_head_dim", 128), lm.get("linear_conv_kernel_dim", 4))
         return out
     if model_type in GLM5_NEXT_TYPES:
         return _glm5_next_fields(lm)
     return lm
+
+
+def _kimi_layout(full: list[bool], heads: Any, dim: Any, kernel: Any) -> dict[str, Any]:
+    """A ``linear_attn_config`` in Kimi-Linear's form for layers whose ``full`` flags mark the
+    MLA / full-attention ones (the rest Kimi Delta Attention), numbered from 1, with the KDA
+    heads, head width and short-convolution kernel as given (checked by _kda_state)."""
+    return {"full_attn_layers": [i + 1 for i, f in enumerate(full) if f],
+            "kda_layers": [i + 1 for i, f in enumerate(full) if not f],
+            "num_heads": heads, "head_dim": dim, "short_conv_kernel_size": kernel}
 
 
 #: GLM-5.3-Flash's names for its MLA / DSA layers in ``layer_types`` (Glm5NextTextConfig
@@ -1684,13 +1690,10 @@ def _glm5_next_fields(lm: dict[str, Any]) -> dict[str, Any]:
                           "pooled index keys (transformers defaults it to 16, SGLang to 1)",
                           field="index_kpool")
     out = {k: v for k, v in lm.items() if k != "layer_types"}
-    out["linear_attn_config"] = {
-        "full_attn_layers": [i + 1 for i in range(n) if mla[i]],
-        "kda_layers": [i + 1 for i in range(n) if not mla[i]],
-        "num_heads": lac.get("num_heads", lm.get("linear_num_heads", 64)),
-        "head_dim": lac.get("head_dim", lm.get("linear_head_dim", 128)),
-        "short_conv_kernel_size": lac.get("short_conv_kernel_size",
-                                          lm.get("linear_conv_kernel_dim", 4))}
+    out["linear_attn_config"] = _kimi_layout(
+        mla, lac.get("num_heads", lm.get("linear_num_heads", 64)),
+        lac.get("head_dim", lm.get("linear_head_dim", 128)),
+        lac.get("short_conv_kernel_size", lm.get("linear_conv_kernel_dim", 4)))
     return out
 
 
@@ -1732,12 +1735,9 @@ def _bailing_fields(lm: dict[str, Any], model_type: str) -> dict[str, Any]:
                 raise ConfigError(f"config.json has no '{name}', which kvplan needs to size "
                                   "this model's Kimi Delta Attention layers (model_type "
                                   f"'{model_type}')", field=name)
-        return {**lm, "linear_attn_config": {
-            "full_attn_layers": [i + 1 for i in range(layers) if full[i]],
-            "kda_layers": [i + 1 for i in range(layers) if not full[i]],
-            "num_heads": _check_int("num_attention_heads", heads, 1, 1 << 16),
-            "head_dim": _check_int("head_dim", dim, 1, 1 << 16),
-            "short_conv_kernel_size": lm.get("short_conv_kernel_size", 4)}}
+        return {**lm, "linear_attn_config": _kimi_layout(
+            full, _check_int("num_attention_heads", heads, 1, 1 << 16),
+            _check_int("head_dim", dim, 1, 1 << 16), lm.get("short_conv_kernel_size", 4))}
     return {**lm, "layer_types": ["full_attention" if f else "linear_attention" for f in full]}
 
 
