@@ -3412,7 +3412,7 @@ def spec_from_config(
         num_attention_heads=n_heads,
         max_position_embeddings=max_pos,
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
-        dtype=dtype,
+        dtype=dtype, config_dtype=_config_dtype(config, lm),
         ssm_dtype_bytes=ssm_bytes or _DTYPE_BYTES.get(dtype, 2),
         ssm_pinned_bytes=pinned_bytes,
         ssm_cache_dtype_bytes=cache_dtype_bytes,
@@ -3847,6 +3847,7 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
         sglang_context_len=sglang_context_len(lm, r.model_type,
                                               r.opt_int("max_position_embeddings")),
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2), dtype=dtype,
+        config_dtype=_config_dtype(config, lm),
         ssm_dtype_bytes=4,
         checkpoint_weights=stored,
         quant=scheme,
@@ -3857,11 +3858,17 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
     )
 
 
+def _config_dtype(config: Mapping[str, Any], lm: Mapping[str, Any]) -> str:
+    """The dtype name the config gives: the language model's torch_dtype (or dtype), else the
+    outer config's; "" where none is a name."""
+    dtype = (lm.get("torch_dtype") or lm.get("dtype") or config.get("torch_dtype")
+             or config.get("dtype"))
+    return dtype if isinstance(dtype, str) else ""
+
+
 def _checkpoint_dtype(config: Mapping[str, Any], lm: Mapping[str, Any]) -> str:
-    """The checkpoint's dtype name: the language model's torch_dtype (or dtype), else the
-    outer config's; bfloat16 where none is a name."""
-    dtype = lm.get("torch_dtype") or lm.get("dtype") or config.get("torch_dtype") or "bfloat16"
-    return dtype if isinstance(dtype, str) else "bfloat16"
+    """The checkpoint's dtype name (_config_dtype); bfloat16 where the config names none."""
+    return _config_dtype(config, lm) or "bfloat16"
 
 
 def _quantization(config: Mapping[str, Any], lm: Mapping[str, Any],

@@ -283,6 +283,9 @@ class ModelSpec:
     #: bytes per weight of the checkpoint's own dtype (2 for bf16)
     dtype_bytes: int = 2
     dtype: str = "bfloat16"
+    #: the dtype the text model's config names (torch_dtype or dtype, else the outer
+    #: config's); "" where it names none (SGLang's --dtype auto then serves float16)
+    config_dtype: str = ""
     #: bytes per SSM/delta-state value where the checkpoint pins it (``mamba_ssm_dtype``) or
     #: the architecture does (Kimi Delta Attention: float32)
     ssm_dtype_bytes: int = 2

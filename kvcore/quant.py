@@ -402,8 +402,8 @@ def quant_notes(scheme: QuantScheme, modules: tuple[Module, ...]) -> list[str]:
     notes = []
     if scheme.kv_cache == "fp8" and scheme.method == "modelopt":
         notes.append("the checkpoint is calibrated for an FP8 KV cache (ModelOpt "
-                     "kv_cache_quant_algo FP8): vLLM's --kv-cache-dtype auto then keeps the "
-                     "cache in fp8_e4m3; plan it with --kv fp8")
+                     "kv_cache_quant_algo FP8): vLLM's, SGLang's and TensorRT-LLM's automatic "
+                     "KV dtype then keeps the cache in fp8_e4m3; plan it with --kv fp8")
     elif scheme.kv_cache == "fp8":
         notes.append("the checkpoint carries FP8 KV-cache scales (kv_cache_scheme): they are "
                      "used where the engine runs an fp8 cache (--kv fp8)")

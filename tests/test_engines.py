@@ -479,7 +479,8 @@ def test_sglang_max_sequences_follow_the_decode_graph_reserve():
 def test_sglang_tokens_from_rest():
     r = engine_plan("sglang", req("qwen3-8b", gpu=None, kv_budget_bytes=4 * GiB))
     assert r.kv_tokens == 4 * GiB // (36 * 8 * 256 * 2)
-    assert r.log_lines[-1].startswith(f"KV Cache is allocated. #tokens: {r.kv_tokens}, K size:")
+    assert r.log_lines[-1].startswith(f"KV Cache is allocated. dtype: torch.bfloat16, "
+                                      f"#tokens: {r.kv_tokens}, K size:")
 
 
 def test_sglang_mla_pool_prints_one_kv_size():
@@ -487,7 +488,8 @@ def test_sglang_mla_pool_prints_one_kv_size():
     # 61 layers × 576 values × 2 bytes
     r = engine_plan("sglang", req("deepseek-v3", gpu=None, kv_budget_bytes=8 * GiB))
     line = r.log_lines[-1]
-    assert line.startswith(f"KV Cache is allocated. #tokens: {r.kv_tokens}, KV size: ")
+    assert line.startswith(f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {r.kv_tokens}, "
+                           "KV size: ")
     assert "K size" not in line
     gb = float(line.split("KV size: ")[1].split()[0])
     assert gb == round((r.kv_tokens + 1) * 61 * 576 * 2 / GiB, 2)
@@ -744,7 +746,7 @@ def test_sglang_max_total_tokens_caps_the_pool_never_raises_it():
     # the rest of the budget is not allocated: the pool reported is what the cap holds
     assert r.kv_pool_bytes == 4 * GiB - (profiled - 20_000) * per_token
     assert any(f"caps the KV pool at 20,000 tokens of the {profiled:,}" in n for n in r.notes)
-    assert r.log_lines[0].startswith("KV Cache is allocated. #tokens: 20000, ")
+    assert r.log_lines[0].startswith("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 20000, ")
     # rounded down to the page
     r = engine_plan("sglang", req("qwen3-8b", settings=EngineSettings(
         max_total_tokens=20_000, page_size=64), **base))
@@ -790,8 +792,12 @@ def test_sglang_pools_sliding_windows_only_for_its_hybrid_architectures():
     # gpt-oss: two pools, and the sizes printed are each pool's own layers
     r = engine_plan("sglang", req("gpt-oss-20b", gpu=None, kv_budget_bytes=4 * GiB))
     per_layer = 8 * 64 * 2 * 2
-    swa_line, full_line = r.log_lines[1], r.log_lines[2]
-    assert swa_line.startswith(f"KV Cache is allocated. #tokens: {r.extra['swa_tokens']}, ")
+    # 0.5.23 builds the full layers' pool first and labels each
+    full_line, swa_line = r.log_lines[1], r.log_lines[2]
+    assert full_line.startswith(f"Full KV Cache is allocated. dtype: torch.bfloat16, "
+                                f"#tokens: {r.kv_tokens}, ")
+    assert swa_line.startswith(f"SWA KV Cache is allocated. dtype: torch.bfloat16, "
+                               f"#tokens: {r.extra['swa_tokens']}, ")
     assert f"K size: {(r.extra['swa_tokens'] + 1) * 12 * per_layer / 2 / GiB:.2f} GB" in swa_line
     assert f"K size: {(r.kv_tokens + 1) * 12 * per_layer / 2 / GiB:.2f} GB" in full_line
     # Gemma 3 and Mistral: one pool, every layer holding every token (SGLang disables its
@@ -1308,8 +1314,10 @@ def test_sglang_dsa_cell_and_pool(model, kv, gpu, cell, row, flag, indexers):
     assert r.kv_tokens == tokens and r.blocks == tokens // 64
     layers = 61 if model == "deepseek-v3.2" else 78
     pool = layers * (tokens + 64) * row + indexers * (tokens + 65) // 64 * 64 * 132
-    assert (f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool / GiB:.2f} GB"
-            in r.log_lines)
+    # the pool's dtype: auto is bfloat16 below SM100 (and --kv bf16 passes bfloat16)
+    dtype = "float8_e4m3fn" if flag == "fp8_e4m3" else "bfloat16"
+    assert (f"KV Cache is allocated. dtype: torch.{dtype}, #tokens: {tokens}, KV size: "
+            f"{pool / GiB:.2f} GB" in r.log_lines)
     assert (f"--kv-cache-dtype {flag}" in r.command) == (flag is not None)
 
 
@@ -1597,8 +1605,10 @@ def test_sglang_gemma4_26b_swa_pools_take_the_global_geometry():
     # = 4.44 GiB, of the full pool 58,255 × 10,240 B = 0.56 GiB
     assert r.log_lines == (
         "Use sliding window memory pool. full_layer_tokens=58254, swa_layer_tokens=46603",
-        "KV Cache is allocated. #tokens: 46603, K size: 4.44 GB, V size: 4.44 GB",
-        "KV Cache is allocated. #tokens: 58254, K size: 0.56 GB, V size: 0.56 GB",
+        "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 58254, K size: 0.56 GB, "
+        "V size: 0.56 GB",
+        "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 46603, K size: 4.44 GB, "
+        "V size: 4.44 GB",
         "SWAKVPool mem usage: 10.00 GB, swa size: 46603, full size: 58254")
 
 

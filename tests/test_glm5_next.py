@@ -166,8 +166,9 @@ def test_sglang_pools_the_latent_and_a_key_a_pool_beside_the_kda_state_slots(kv,
     # the pool: tokens + a page of latent rows, and (tokens + 257) // 256 pages of 64 index
     # rows of 132 bytes, in each layer
     pool = 11 * (tokens + 256) * row + 11 * ((tokens + 257) // 256) * 64 * 132
-    assert (f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool / GiB:.2f} GB"
-            in r.log_lines)
+    dtype = "float8_e4m3fn" if flag else "bfloat16"
+    assert (f"KV Cache is allocated. dtype: torch.{dtype}, #tokens: {tokens}, KV size: "
+            f"{pool / GiB:.2f} GB" in r.log_lines)
     assert (f"--kv-cache-dtype {flag}" in r.command) == (flag is not None)
     notes = " ".join(r.notes)
     # Kimi-Linear's state slots a KDA layer per rank (8 heads of 64): three convolutions of

@@ -303,6 +303,44 @@ def test_vllm_names_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, caps
     assert "--kv-cache-dtype" not in plain["command"]
 
 
+def test_sglang_names_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, capsys):
+    # SGLang's configure_kv_cache_dtype turns auto into float8_e4m3fn where the loaded
+    # ModelOpt quant config's kv_cache_quant_algo is FP8: a 16-bit plan passes bf16 and logs a
+    # bfloat16 pool of 16-bit rows; --kv fp8 passes fp8_e4m3 and half the bytes a token
+    folder = str(pair(tmp_path, "nvidia--Llama-3.1-70B-Instruct-FP8"))
+    args = [folder, "--ctx", "32k", "--engine", "sglang", "--gpu", "h200", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)["engine_report"]
+    assert "--kv-cache-dtype bf16" in report["command"]
+    assert any("SGLang's --kv-cache-dtype auto an fp8 cache" in n for n in report["notes"])
+    assert report["extra"]["cell_bytes"] == 327_680
+    assert "dtype: torch.bfloat16, #tokens: " in report["log_lines"][-1]
+    assert main([*args, "--kv", "fp8"]) == 0
+    fp8 = json.loads(capsys.readouterr().out)["engine_report"]
+    assert "--kv-cache-dtype fp8_e4m3" in fp8["command"]
+    assert fp8["extra"]["cell_bytes"] == 163_840
+    assert "dtype: torch.float8_e4m3fn, #tokens: " in fp8["log_lines"][-1]
+    assert not any("auto an fp8 cache" in n for n in fp8["notes"])
+    # a checkpoint without the calibration keeps auto
+    assert main(["llama-3.1-70b", "--ctx", "32k", "--engine", "sglang", "--gpu", "h200",
+                 "--json"]) == 0
+    assert "--kv-cache-dtype" not in json.loads(capsys.readouterr().out)["engine_report"][
+        "command"]
+
+
+def test_trtllm_refuses_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, capsys):
+    # TensorRT-LLM keeps the checkpoint's kv_cache_quant_algo under kv_cache_config.dtype auto
+    # and has no 16-bit dtype to override it: a 16-bit plan is refused in one line, fp8 plans
+    folder = str(pair(tmp_path, "nvidia--Llama-3.1-70B-Instruct-FP8"))
+    args = [folder, "--ctx", "32k", "--engine", "trtllm", "--gpu", "h200"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "kv_cache_quant_algo FP8" in err and "--kv fp8" in err
+    assert main([*args, "--kv", "fp8", "--json"]) == 0
+    fp8 = json.loads(capsys.readouterr().out)["engine_report"]
+    assert fp8["fits"] and fp8["kv_tokens"] > 0
+
+
 def test_catalog_bundles_the_hf_quant_config():
     # the catalog's copy prices as the Hub's pair does
     w = weights_for(load_model("nvidia/Qwen3-235B-A22B-NVFP4"))

@@ -3,6 +3,7 @@
 Every expected figure is worked by hand from the release's formulas (docs/ENGINES.md §3)."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -48,8 +49,8 @@ def test_gemma3n_e4b_pool_log_counts_the_shared_layers():
     r = _plan(spec, budget=4 * GiB)
     # K = (59,918 + 1 page) × 35 layers × 2 heads × 256 × 2 B = 2,147,496,960 B = 2.00 GB;
     # had the pool skipped the 15 shared layers: 20 layers, 104,857 tokens
-    assert r.log_lines == ("KV Cache is allocated. #tokens: 59918, K size: 2.00 GB, "
-                           "V size: 2.00 GB",)
+    assert r.log_lines == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 59918, "
+                           "K size: 2.00 GB, V size: 2.00 GB",)
     assert r.command == ("python -m sglang.launch_server --model-path g3n --context-length "
                          "32768 --max-running-requests 1")
 
@@ -77,8 +78,10 @@ def test_gemma4_e2b_swa_pools_count_the_shared_layers():
     # = 0.77 GB; both pools: 92,183 × 28,672 + 115,229 × 14,336 = 4,294,993,920 B = 4.00 GB
     assert r.log_lines == (
         "Use sliding window memory pool. full_layer_tokens=115228, swa_layer_tokens=92182",
-        "KV Cache is allocated. #tokens: 92182, K size: 1.23 GB, V size: 1.23 GB",
-        "KV Cache is allocated. #tokens: 115228, K size: 0.77 GB, V size: 0.77 GB",
+        "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 115228, K size: 0.77 GB, "
+        "V size: 0.77 GB",
+        "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 92182, K size: 1.23 GB, "
+        "V size: 1.23 GB",
         "SWAKVPool mem usage: 4.00 GB, swa size: 92182, full size: 115228")
     assert any("rows for the 20 KV-shared layers" in n for n in r.notes)
 
@@ -111,7 +114,14 @@ def test_kimi_k3_state_slots_and_mla_pool():
     assert any("max_running_requests ≤ 36 (5 slots a request)" in n for n in r.notes)
     assert r.max_sequences == min(408991 // 65536, 180 // 5) == 6
     # (408,991 + 1) × 27,648 B = 10.53 GB
-    assert r.log_lines == ("KV Cache is allocated. #tokens: 408991, KV size: 10.53 GB",)
+    # the state pool first: 181 slots of conv states in bfloat16 (69 × 3 × 3 × 12 × 128 × 2 B
+    # = 0.32 GiB) and SSM states in float32 (69 × 12 × 128 × 128 × 4 B = 9.15 GiB)
+    conv = 181 * 69 * 3 * 3 * 12 * 128 * 2 / GiB
+    ssm = 181 * 69 * 12 * 128 * 128 * 4 / GiB
+    assert r.log_lines == (
+        f"Mamba Cache is allocated. max_mamba_cache_size: 180, conv_state size: {conv:.2f}GB, "
+        f"ssm_state size: {ssm:.2f}GB",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 408991, KV size: 10.53 GB")
 
 
 def test_kimi_k3_is_served_multimodal_with_its_vt_vision_depth():
@@ -155,3 +165,62 @@ def test_step37_vlm_architecture_keeps_the_layout_refusal():
     spec = spec_from_config(config, name="t", source="test")
     with pytest.raises(InputError, match="could not establish Step-3.7's decoder geometry"):
         _plan(spec, budget=20 * GiB)
+
+
+# --- what the pools log: the state pool's line, the KV pools' dtype ----------------------------
+
+def test_qwen35_state_pool_line_splits_conv_and_ssm_states():
+    # Qwen3.5-27B: 48 Gated DeltaNet layers, a slot 48 × 3 × 10,240 conv values × 2 B =
+    # 2,949,120 and 48 × 48 × 128 × 128 SSM values × 4 B = 150,994,944. The state share of
+    # 40 GiB (× 0.9 / 1.9) less a padding slot holds int(131.2) = 131 slots; the pool keeps
+    # 132: 389,283,840 B = 0.36 GiB of conv and 19,931,332,608 B = 18.56 GiB of SSM states
+    r = _plan(load_model("qwen3.5-27b"), budget=40 * GiB, context=8192)
+    per_req = 2_949_120 + 150_994_944
+    slots = int((40 * GiB * 0.9 / 1.9 - per_req) // per_req)
+    assert slots == r.extra["mamba_slots"] == 131
+    assert r.log_lines[0] == ("Mamba Cache is allocated. max_mamba_cache_size: 131, "
+                              "conv_state size: 0.36GB, ssm_state size: 18.56GB")
+    # the KV pool gets what the 132 slots leave: 16 full layers × 4 heads × 512 × 2 B a token
+    assert r.kv_tokens == (40 * GiB - 132 * per_req) // 65536
+    assert r.log_lines[1].startswith(f"KV Cache is allocated. dtype: torch.bfloat16, "
+                                     f"#tokens: {r.kv_tokens}, K size: ")
+
+
+def _with_dtype(model, **fields):
+    config = json.loads((Path(__file__).parents[1] / "kvcore" / "data" / "models"
+                         / f"{model}.json").read_text())
+    for key in ("torch_dtype", "dtype"):
+        config.pop(key, None)
+    config.update(fields)
+    return spec_from_config(config, name=model, source="test")
+
+
+@pytest.mark.parametrize(("model", "fields", "dtype"), [
+    # the config's own 16-bit dtype, under either key
+    ("llama-3.1-8b", {"torch_dtype": "bfloat16"}, "bfloat16"),
+    ("llama-3.1-8b", {"dtype": "float16"}, "float16"),
+    # float32, or no dtype at all (_get_and_verify_dtype's float32): auto serves float16 ...
+    ("llama-3.1-8b", {"torch_dtype": "float32"}, "float16"),
+    ("llama-3.1-8b", {}, "float16"),
+    # ... and bfloat16 for Gemma's model types
+    ("gemma-2-9b", {"torch_dtype": "float32"}, "bfloat16"),
+])
+def test_sglang_pool_dtype_follows_the_served_model_dtype(model, fields, dtype):
+    r = _plan(_with_dtype(model, **fields), budget=4 * GiB, context=4096)
+    assert r.log_lines[-1].startswith(f"KV Cache is allocated. dtype: torch.{dtype}, #tokens: ")
+
+
+def test_sglang_pool_dtype_of_named_formats_and_special_cases():
+    assert sglang.pool_dtype(load_model("llama-3.1-8b"), "fp8_e5m2") == "torch.float8_e5m2"
+    assert sglang.pool_dtype(load_model("llama-3.1-8b"), "fp8_e4m3") == "torch.float8_e4m3fn"
+    # gpt-oss names no dtype; its MXFP4 checkpoint is served in bfloat16 (model_overrides)
+    assert load_model("gpt-oss-20b").config_dtype == ""
+    assert sglang.pool_dtype(load_model("gpt-oss-20b"), "auto") == "torch.bfloat16"
+    # LongCat-Flash names none either: float16
+    assert sglang.pool_dtype(load_model("longcat-flash-chat"), "auto") == "torch.float16"
+    # a nested text config without a dtype takes the outer config's (get_hf_text_config):
+    # Devstral-Small-2's text_config names none, its outer config bfloat16
+    assert load_model("devstral-small-2-24b-instruct").config_dtype == "bfloat16"
+    # SGLang's own LLaVA *ForCausalLM classes are served in float16
+    spec = replace(load_model("llama-3.1-8b"), architecture="LlavaLlamaForCausalLM")
+    assert sglang.pool_dtype(spec, "auto") == "torch.float16"

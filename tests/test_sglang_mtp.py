@@ -30,8 +30,10 @@ def test_deepseek_v3_draft_layer_joins_the_cell():
     assert r.kv_tokens == 601333
     # target pool: (N + 1) × 70,272 = 39.35 GiB; the draft worker's pool, same token count over
     # one 1,152-byte layer: 0.65 GiB
-    assert r.log_lines == ("KV Cache is allocated. #tokens: 601333, KV size: 39.35 GB",
-                           "KV Cache is allocated. #tokens: 601333, KV size: 0.65 GB")
+    # (both pools in the target's dtype)
+    assert r.log_lines == (
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 601333, KV size: 39.35 GB",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 601333, KV size: 0.65 GB")
     assert r.command.endswith(SPEC_FLAGS)
     plain = engine_plan("sglang", req("deepseek-v3", mtp=False, kv_budget_bytes=budget,
                                       parallel=Parallel(tp=8)))
@@ -50,8 +52,8 @@ def test_deepseek_v3_on_eight_h200s():
     # tokens = rest // 71,424 (page 1), the draft's line the same count over 1,152 bytes
     n = r.kv_pool_bytes // 71424
     assert r.kv_tokens == n
-    assert r.log_lines[2] == f"KV Cache is allocated. #tokens: {n}, KV size: " \
-                             f"{(n + 1) * 1152 / GiB:.2f} GB"
+    assert r.log_lines[2] == f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {n}, " \
+                             f"KV size: {(n + 1) * 1152 / GiB:.2f} GB"
     assert "--tp 8 " + SPEC_FLAGS in r.command
     plain = engine_plan("sglang", req("deepseek-v3", ctx=32768, seqs=16, mtp=False,
                                       gpus=(h200,), parallel=Parallel(tp=8)))
@@ -67,8 +69,9 @@ def test_dsa_draft_adds_its_latent_share_and_its_own_indexer_keys():
     r = engine_plan("sglang", req("deepseek-v3.2", kv="bf16", kv_budget_bytes=40 * GiB,
                                   parallel=Parallel(tp=8)))
     assert r.extra["cell_bytes"] == 79608 and r.kv_tokens == 539456
-    assert r.log_lines == ("KV Cache is allocated. #tokens: 539456, KV size: 39.36 GB",
-                           "KV Cache is allocated. #tokens: 539456, KV size: 0.65 GB")
+    assert r.log_lines == (
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 539456, KV size: 39.36 GB",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 539456, KV size: 0.65 GB")
 
 
 def test_dsa_draft_share_leaves_out_only_the_layers_that_hold_index_keys():
@@ -95,9 +98,10 @@ def test_qwen35_intermediate_states_are_solved_with_the_slots():
     assert r.extra["cell_bytes"] == 65536
     assert r.kv_tokens == 404017
     assert r.kv_pool_bytes == 26477658112
-    # (N + 1) × 16 × 4 × 256 × 2 = 12.33 GiB each for K and V; no draft pool line
-    assert r.log_lines == ("KV Cache is allocated. #tokens: 404017, K size: 12.33 GB, "
-                           "V size: 12.33 GB",)
+    # (N + 1) × 16 × 4 × 256 × 2 = 12.33 GiB each for K and V; no draft pool line, and no
+    # Mamba line (a draft's intermediate states change it; not sized here)
+    assert r.log_lines == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 404017, "
+                           "K size: 12.33 GB, V size: 12.33 GB",)
     assert r.command.endswith(SPEC_FLAGS)
     # without the draft: K = int((share − slot) // slot) = 131 slots, 345,292 tokens
     plain = engine_plan("sglang", req("qwen3.5-27b", mtp=False, kv_budget_bytes=40 * GiB))

@@ -477,6 +477,14 @@ def parallel_flags(p: Parallel, tp: str, pp: str, dp: str | None) -> list[str]:
     return flags
 
 
+def fp8_kv_checkpoint(spec: ModelSpec) -> bool:
+    """Whether the checkpoint's ModelOpt quant config was calibrated for an FP8 KV cache
+    (``kv_cache_quant_algo`` FP8, or an 8-bit float ``kv_cache_scheme``): vLLM's, SGLang's and
+    TensorRT-LLM's automatic KV dtype then is fp8_e4m3."""
+    return (spec.quant is not None and spec.quant.method == "modelopt"
+            and spec.quant.kv_cache == "fp8")
+
+
 def has_kind(spec: ModelSpec, *kinds: LayerKind) -> bool:
     return any(g.kind in kinds for g in spec.groups)
 

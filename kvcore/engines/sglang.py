@@ -35,6 +35,7 @@ from .base import (
     GiB,
     MiB,
     RankShare,
+    fp8_kv_checkpoint,
     has_kind,
     kind_layers,
     model_ref,
@@ -50,6 +51,7 @@ from .base import (
 from .sglang_lora import for_sglang, sglang_lora_bytes
 from .sglang_mtp import draft_line as mtp_draft_line
 from .sglang_mtp import notes as mtp_notes
+from .sglang_mtp import pool_line
 from .sglang_mtp import resolve as mtp_resolve
 from .sglang_mtp import target_cell as mtp_cell
 from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
@@ -117,6 +119,10 @@ UNREGISTERED_ARCHS = {
 #: --pp: the remainder of the layers goes to the last stages (distributed/utils.py get_pp_indices)
 STAGE_SPLIT = sglang_stage_layers
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+#: the torch dtype of the KV pools for each --kv-cache-dtype kvplan passes other than auto
+#: (mem_cache/kv_cache_dtype.py configure_kv_cache_dtype)
+FLAG_DTYPES = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "bf16": "bfloat16",
+               "bfloat16": "bfloat16"}
 #: CUDA context and NCCL before weights load (seen: 22.49 GiB L4 → 21.63 GiB free)
 PRELOAD = int(0.86 * GiB)
 
@@ -677,6 +683,30 @@ def long_context_note(req: EngineRequest) -> str | None:
                         "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
 
 
+def pool_dtype(spec: ModelSpec, flag: str) -> str:
+    """The dtype SGLang's KV pools log ("torch.bfloat16") under --kv-cache-dtype ``flag``.
+
+    A named dtype is its torch dtype; auto is the dtype the model is served in
+    (model_config.py _get_and_verify_dtype over the text config, which takes the outer
+    config's dtype where it names none): the config's bfloat16 or float16, and float16 for a
+    float32 config or one naming none (bfloat16 for Gemma's model types); gpt-oss's MXFP4
+    checkpoints are served in bfloat16 (model_overrides/gpt_oss.py) and the LLaVA
+    ``*ForCausalLM`` classes in float16 (hf_transformers get_hf_text_config)."""
+    if flag != "auto":
+        return f"torch.{FLAG_DTYPES[flag]}"
+    if fp8_kv_checkpoint(spec):
+        return "torch.float8_e4m3fn"
+    arch = spec.architecture
+    if spec.model_type == "gpt_oss" and spec.checkpoint_weights == "mxfp4_moe":
+        return "torch.bfloat16"
+    if arch.startswith("Llava") and arch.endswith("ForCausalLM"):
+        return "torch.float16"
+    name = {"half": "float16"}.get(spec.config_dtype, spec.config_dtype)
+    if name in ("bfloat16", "float16"):
+        return f"torch.{name}"
+    return "torch.bfloat16" if spec.model_type.startswith("gemma") else "torch.float16"
+
+
 def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[str]:
     """The launch_server command line of a plan: the flags it sets (a fraction only where the
     plan gives one; the rest left to SGLang's defaults)."""
@@ -799,6 +829,13 @@ def plan(req: EngineRequest) -> EngineReport:
         gpu0 = req.gpus[0] if req.gpus else None
         dsa_flag, dsa_bytes = dsa_dtype(req.spec, gpu0, opts)
         k_name = dsa_flag or "auto"
+    # a ModelOpt checkpoint calibrated for an FP8 KV cache turns auto into fp8_e4m3 (a DSA
+    # model's auto is resolved by the card first): a 16-bit plan names its dtype, bf16
+    pinned_16 = not dsa and k_name == "auto" and fp8_kv_checkpoint(req.spec)
+    if pinned_16:
+        k_name = "bf16"
+    # the dtype the KV pools log (a DSA model's auto is bfloat16 below SM100)
+    logged = pool_dtype(req.spec, "bfloat16" if dsa and k_name == "auto" else k_name)
     sliding = (req.spec.model_type in HYBRID_SWA_TYPES
                and any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups))
     # EAGLE/NEXTN with the model's MTP head (sglang_mtp): None without --mtp
@@ -855,9 +892,9 @@ def plan(req: EngineRequest) -> EngineReport:
                  and g.kind is not LayerKind.COMPRESSOR]
     per_running = slots_per_request(req.spec.model_type, req.parallel.pp)
     ssm_bytes = req.spec.ssm_pinned_bytes or MAMBA_SSM_BYTES
-    per_req = sum(g.count * (g.conv_state_values * req.spec.dtype_bytes
-                             + (g.state_values - g.conv_state_values) * ssm_bytes)
-                  for g in recurrent)
+    conv_req = sum(g.count * g.conv_state_values * req.spec.dtype_bytes for g in recurrent)
+    per_req = conv_req + sum(g.count * (g.state_values - g.conv_state_values) * ssm_bytes
+                             for g in recurrent)
     if sliding:
         fk, fv = kv_row_bytes(stage, opts.kv_k, opts.kv_v, (LayerKind.FULL, LayerKind.MLA))
         sk, sv = kv_row_bytes(stage, opts.kv_k, opts.kv_v,
@@ -942,13 +979,12 @@ def plan(req: EngineRequest) -> EngineReport:
         max_seqs = largest(seqs_fit, top)
     mla = any(g.kind == LayerKind.MLA for g in req.spec.groups)
 
-    def allocated(n: int, k_row: int, v_row: int) -> str:
+    def allocated(n: int, k_row: int, v_row: int, label: str = "") -> str:
         # each pool holds its tokens and one more page (memory_pool.py); the MLA pool holds
         # one latent per token and prints one figure
         k_gb, v_gb = (n + page) * k_row / GiB, (n + page) * v_row / GiB
-        if mla:
-            return f"KV Cache is allocated. #tokens: {n}, KV size: {k_gb + v_gb:.2f} GB"
-        return f"KV Cache is allocated. #tokens: {n}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB"
+        return pool_line(logged, n, k_gb + v_gb if mla else k_gb, None if mla else v_gb,
+                         label=label)
 
     if dsa:
         # the pool (NSATokenToKVPool / DSATokenToKVPool): tokens + page latent rows of
@@ -960,21 +996,30 @@ def plan(req: EngineRequest) -> EngineReport:
         indexers = kind_layers(stage, index_kind)
         row = dsa_row(dsa_bytes, latent)
         pool_bytes = dsa_pool_bytes(tokens, layers, row, indexers, kpool)
-        lines = [f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool_bytes / GiB:.2f} GB"]
+        lines = [pool_line(logged, tokens, pool_bytes / GiB)]
     elif swa_tokens is not None:
-        # the window layers' pool first, then the full layers' (swa_memory_pool.SWAKVPool)
+        # the full layers' pool first, then the window layers' (swa_memory_pool.SWAKVPool)
         used = ((swa_tokens + page) * (sk + sv) + (tokens + page) * (fk + fv)) / GiB
         lines = [f"Use sliding window memory pool. full_layer_tokens={tokens}, "
-                 f"swa_layer_tokens={swa_tokens}", allocated(swa_tokens, sk, sv),
-                 allocated(tokens, fk, fv),
+                 f"swa_layer_tokens={swa_tokens}", allocated(tokens, fk, fv, "Full"),
+                 allocated(swa_tokens, sk, sv, "SWA"),
                  f"SWAKVPool mem usage: {used:.2f} GB, swa size: {swa_tokens}, full size: "
                  f"{tokens}"]
     else:
         lines = [allocated(tokens, kb, vb)]
+    if mamba_slots is not None and mamba_slots > 0 and sp is None:
+        # the Mamba state pool is built (with the request pool) before the KV pools: its
+        # slots and a padding slot of conv states in the model's dtype and SSM states
+        # (memory_pool.py MambaPool; a draft's intermediate states change the line)
+        held = mamba_slots + 1
+        lines.insert(1 if swa_tokens is not None else 0,
+                     f"Mamba Cache is allocated. max_mamba_cache_size: {mamba_slots}, "
+                     f"conv_state size: {held * conv_req / GiB:.2f}GB, ssm_state size: "
+                     f"{held * (per_req - conv_req) / GiB:.2f}GB")
     if sp is not None and sp.cell_layers and not recurrent:
         # the draft worker's pool: the same token count over the draft's layers
-        lines.append(mtp_draft_line(stage, opts, tokens, page, pool_bytes=dsa_pool_bytes(
-            tokens, sp.draft_layers, row) if dsa else None))
+        draft_bytes = dsa_pool_bytes(tokens, sp.draft_layers, row) if dsa else None
+        lines.append(mtp_draft_line(stage, opts, tokens, page, logged, pool_bytes=draft_bytes))
     capped = running_cap_warning(req.sequences, tokens, mamba_slots, per_running)
     if refused:
         # it raises before the pools are built: nothing of theirs is logged
@@ -1034,6 +1079,10 @@ def plan(req: EngineRequest) -> EngineReport:
     if sp is not None:
         cmd += sp.flags()
         notes += mtp_notes(sp, hybrid=bool(recurrent), cell=cell, base_cell=base_cell)
+    if pinned_16:
+        notes.append("the checkpoint's kv_cache_quant_algo FP8 makes SGLang's --kv-cache-dtype "
+                     "auto an fp8 cache: this 16-bit plan passes --kv-cache-dtype bf16 (plan "
+                     "--kv fp8 for what auto gives)")
     if refused:
         notes.insert(0, f"SGLang refuses to start: {startup_reason(refused)}")
     if shared_rows:

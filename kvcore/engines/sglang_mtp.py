@@ -133,17 +133,29 @@ def notes(sp: Speculative, *, hybrid: bool, cell: int, base_cell: int) -> list[s
     return out
 
 
-def draft_line(spec: ModelSpec, opts: CacheOptions, tokens: int, page: int, *,
+def pool_line(dtype: str, tokens: int, k_gb: float, v_gb: float | None = None, *,
+              label: str = "") -> str:
+    """The line a KV pool logs once allocated (memory_pool.py _finalize_allocation_log):
+    its dtype, tokens and K and V sizes in GiB, or one size (``v_gb`` None) where the pool
+    keeps one buffer (MLA latents, the DSA pool); ``label`` "Full" or "SWA" for the two pools
+    of a sliding-window model."""
+    name = f"{label} KV Cache" if label else "KV Cache"
+    sizes = (f"KV size: {k_gb:.2f} GB" if v_gb is None
+             else f"K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB")
+    return f"{name} is allocated. dtype: {dtype}, #tokens: {tokens}, {sizes}"
+
+
+def draft_line(spec: ModelSpec, opts: CacheOptions, tokens: int, page: int, dtype: str, *,
                pool_bytes: int | None = None) -> str:
     """The line the draft worker's pool logs: ``tokens`` + one page of rows over the draft's
-    layers (its MTP layers' geometry; ``pool_bytes`` where the caller sized a DSA pool)."""
+    layers (its MTP layers' geometry; ``pool_bytes`` where the caller sized a DSA pool), in
+    the target's pool ``dtype``."""
     if pool_bytes is not None:
-        return f"KV Cache is allocated. #tokens: {tokens}, KV size: {pool_bytes / GiB:.2f} GB"
+        return pool_line(dtype, tokens, pool_bytes / GiB)
     k_all, v_all = kv_row_bytes(spec, opts.kv_k, opts.kv_v, mtp=True)
     k_base, v_base = kv_row_bytes(spec, opts.kv_k, opts.kv_v)
     k_gb = (tokens + page) * (k_all - k_base) / GiB
     v_gb = (tokens + page) * (v_all - v_base) / GiB
     if any(g.kind is LayerKind.MLA for g in spec.groups if g.mtp):
-        return f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_gb + v_gb:.2f} GB"
-    return (f"KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, "
-            f"V size: {v_gb:.2f} GB")
+        return pool_line(dtype, tokens, k_gb + v_gb)
+    return pool_line(dtype, tokens, k_gb, v_gb)

@@ -34,6 +34,7 @@ from .base import (
     EngineRequest,
     GiB,
     MiB,
+    fp8_kv_checkpoint,
     has_kind,
     model_ref,
     need_gpu,
@@ -229,6 +230,13 @@ def plan(req: EngineRequest) -> EngineReport:
         name = check_dsa(req.spec, opts.kv_k.name)
     else:
         name = single_format(NAME, opts, FORMATS)
+    if name == "auto" and fp8_kv_checkpoint(req.spec):
+        # ModelConfig.from_pretrained reads hf_quant_config's kv_cache_quant_algo into the
+        # quant config, and kv_cache_config.dtype auto leaves it (TorchLlmArgs
+        # sync_quant_config_with_kv_cache_config_dtype syncs fp8 only): the cache is fp8
+        raise InputError("TensorRT-LLM keeps this checkpoint's KV cache in fp8 (its ModelOpt "
+                         "kv_cache_quant_algo FP8 stays under kv_cache_config.dtype auto, and "
+                         "no 16-bit dtype overrides it): plan it with --kv fp8", field="kv_k")
     frac = s.free_gpu_memory_fraction or FRACTION
     tpb = (dsa_block(req.gpus[0] if req.gpus else None, s.tokens_per_block) if dsa
            else s.tokens_per_block or TOKENS_PER_BLOCK)

@@ -43,6 +43,7 @@ from .base import (
     GiB,
     RankShare,
     check_budget,
+    fp8_kv_checkpoint,
     has_kind,
     loaded_weights,
     model_ref,
@@ -921,12 +922,10 @@ def plan(req: EngineRequest) -> EngineReport:
                              f"be a multiple of {DSA_BLOCK}; got {s.block_size}",
                              field="block_size")
         block = s.block_size or DSA_BLOCK
-    quant = req.spec.quant
     # a ModelOpt checkpoint calibrated for an FP8 KV cache turns --kv-cache-dtype auto into
     # fp8_e4m3 (utils/torch_utils.py resolve_kv_cache_dtype_string, applied in
     # EngineArgs.create_engine_config): a 16-bit plan has to name its dtype
-    pinned_16 = (k_name == "auto" and quant is not None and quant.method == "modelopt"
-                 and quant.kv_cache == "fp8")
+    pinned_16 = k_name == "auto" and fp8_kv_checkpoint(req.spec)
     if pinned_16:
         k_name = "bfloat16"
     gpu0 = None if req.kv_budget_bytes is not None else shares[0].gpu
