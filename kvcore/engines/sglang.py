@@ -115,6 +115,12 @@ UNREGISTERED_ARCHS = {
                                 "of sglang 0.5.23 registers Step3p7FlashForCausalLM, and with "
                                 "no auto_map in the config model_loader/utils.py "
                                 "resolve_transformers_arch raises 'Cannot find model module'"),
+    "MiniMaxM3ForCausalLM": ("models/minimax_m3.py registers MiniMaxM3SparseForCausalLM and "
+                             "models/minimax_m3_vl.py MiniMaxM3SparseForConditionalGeneration; "
+                             "nothing registers MiniMaxM3ForCausalLM, and with no auto_map in "
+                             "the config model_loader/utils.py resolve_transformers_arch raises "
+                             "'Cannot find model module' (a config naming "
+                             "MiniMaxM3SparseForCausalLM is sized)"),
 }
 #: --pp: the remainder of the layers goes to the last stages (distributed/utils.py get_pp_indices)
 STAGE_SPLIT = sglang_stage_layers
@@ -123,6 +129,12 @@ FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "f
 #: (mem_cache/kv_cache_dtype.py configure_kv_cache_dtype)
 FLAG_DTYPES = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "bf16": "bfloat16",
                "bfloat16": "bfloat16"}
+#: the classes SGLang serves with its MiniMax sparse pool (configs/model_config.py
+#: is_minimax_sparse)
+MINIMAX_SPARSE_ARCHS = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
+#: MiniMax-M3's page on CUDA: model_overrides/minimax_m3.py picks fa3 on Hopper and fa4 or
+#: trtllm_mha on SM100, each with pages of 128 tokens, the sparse attention's block
+MINIMAX_PAGE = 128
 #: CUDA context and NCCL before weights load (seen: 22.49 GiB L4 → 21.63 GiB free)
 PRELOAD = int(0.86 * GiB)
 
@@ -767,6 +779,31 @@ def refuse_glm5_next(spec: ModelSpec) -> None:
                          "established", field="engine")
 
 
+def minimax_index_bytes(req: EngineRequest, k_name: str) -> int:
+    """Bytes of a value in MiniMax-M3's index cache under SGLang, or a one-line refusal of what
+    is not sized: fp8 with an fp8_e4m3 KV cache, the model's dtype otherwise
+    (mem_cache/memory_pool.py get_minimax_sparse_index_dtype: on Hopper an fp8_e4m3 cache
+    keeps the index keys in fp8 too; on SM100 the fp8 attention GEMMs that trtllm_mha, the
+    backend the overrides pick for fp8_e4m3, turns on do the same). The native NVFP4 stack
+    (its packed pool) and cards other than Hopper and SM100 are refused."""
+    spec, s = req.spec, req.settings
+    family = req.gpus[0].cuda_family if req.gpus else None
+    if req.gpus and family not in (9, 10):
+        raise InputError(f"SGLang's MiniMax-M3 pool is sized here on Hopper (sm90, fa3) and "
+                         f"SM100 (fa4 / trtllm_mha) cards, whose 128-token pages its overrides "
+                         f"set; not on {req.gpus[0].name}", field="gpu")
+    if s.page_size and s.page_size != MINIMAX_PAGE:
+        raise InputError(f"SGLang's MiniMax-M3 overrides set 128-token pages, the sparse "
+                         f"attention's block; --page-size {s.page_size} is not sized",
+                         field="page_size")
+    weights = f"{spec.checkpoint_weights or ''} {spec.quant.label if spec.quant else ''}"
+    if "fp4" in weights.lower():
+        raise InputError("SGLang serves MiniMax-M3's NVFP4 checkpoints with their native stack "
+                         "(minimax_m3_nvfp4_pool.py: a packed fp8 pool of page rows), which "
+                         "kvplan does not size", field="engine")
+    return 1 if k_name == "fp8_e4m3" else 2
+
+
 def refuse_unregistered(spec: ModelSpec) -> None:
     """Refuse, in one line, a config whose architecture SGLang 0.5.23 registers nowhere
     (UNREGISTERED_ARCHS), naming what was searched and what is missing."""
@@ -829,6 +866,8 @@ def plan(req: EngineRequest) -> EngineReport:
         gpu0 = req.gpus[0] if req.gpus else None
         dsa_flag, dsa_bytes = dsa_dtype(req.spec, gpu0, opts)
         k_name = dsa_flag or "auto"
+    minimax = req.spec.model_type == "minimax_m3"
+    index_bytes = minimax_index_bytes(req, k_name) if minimax else 0
     # a ModelOpt checkpoint calibrated for an FP8 KV cache turns auto into fp8_e4m3 (a DSA
     # model's auto is resolved by the card first): a 16-bit plan names its dtype, bf16
     pinned_16 = not dsa and k_name == "auto" and fp8_kv_checkpoint(req.spec)
@@ -843,7 +882,7 @@ def plan(req: EngineRequest) -> EngineReport:
     note_hybrid = ""
     p = req.parallel
     # a logical page owns whole pools of index keys: 64 × index_kpool tokens
-    page = DSA_PAGE * kpool if dsa else (s.page_size or 1)
+    page = DSA_PAGE * kpool if dsa else MINIMAX_PAGE if minimax else (s.page_size or 1)
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, STAGE_SPLIT, f32_as="bf16")
@@ -871,6 +910,16 @@ def plan(req: EngineRequest) -> EngineReport:
         # where _should_elide_dsa_index_k, the default; the pool allocates likewise)
         rows = [(kind_layers(sh.spec, LayerKind.MLA) * dsa_row(dsa_bytes, latent)
                  + kind_layers(sh.spec, index_kind) * index_token, 0) for sh in shares]
+    elif minimax:
+        # MiniMaxSparseKVPool (pool_configurator.py _compute_cell_size, its minimax branch):
+        # K and V of every layer in the main pool, and in each sparse layer one index head of
+        # keys (and values where sparse_disable_index_value is 0) in the index dtype; the
+        # index pools keep one head whatever the tensor parallelism
+        main = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v, (LayerKind.FULL,)) for sh in shares]
+        index_rows = [sum(g.count * g.n_kv_heads * (g.head_dim_k + g.head_dim_v)
+                          for g in sh.spec.groups_for(mtp=False) if g.kind is LayerKind.INDEX)
+                      * index_bytes for sh in shares]
+        rows = [(k + i, v) for (k, v), i in zip(main, index_rows, strict=True)]
     else:
         rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
     binding = max(range(len(shares)), key=lambda i: sum(rows[i]))
@@ -997,6 +1046,19 @@ def plan(req: EngineRequest) -> EngineReport:
         row = dsa_row(dsa_bytes, latent)
         pool_bytes = dsa_pool_bytes(tokens, layers, row, indexers, kpool)
         lines = [pool_line(logged, tokens, pool_bytes / GiB)]
+    elif minimax:
+        # the main pool, then the index pools of the sparse layers that keep index values and
+        # of those that keep keys only (a K-only pool logs a V size of 0), each of tokens + a
+        # page rows
+        mk, mv = main[binding]
+        lines = [allocated(tokens, mk, mv)]
+        idx_dtype = "torch.float8_e4m3fn" if index_bytes == 1 else pool_dtype(req.spec, "auto")
+        groups = [g for g in stage.groups_for(mtp=False) if g.kind is LayerKind.INDEX]
+        for keep_v in (True, False):
+            width = sum(g.count * g.head_dim_k for g in groups if bool(g.head_dim_v) == keep_v)
+            if width:
+                gb = (tokens + page) * width * index_bytes / GiB
+                lines.append(pool_line(idx_dtype, tokens, gb, gb if keep_v else 0.0))
     elif swa_tokens is not None:
         # the full layers' pool first, then the window layers' (swa_memory_pool.SWAKVPool)
         used = ((swa_tokens + page) * (sk + sv) + (tokens + page) * (fk + fv)) / GiB
@@ -1079,6 +1141,13 @@ def plan(req: EngineRequest) -> EngineReport:
     if sp is not None:
         cmd += sp.flags()
         notes += mtp_notes(sp, hybrid=bool(recurrent), cell=cell, base_cell=base_cell)
+    if minimax:
+        mk, mv = main[binding]
+        kept = "fp8 (as the fp8_e4m3 cache)" if index_bytes == 1 else "the model's dtype"
+        notes.append(f"MiniMax sparse pool: {cell:,} bytes a token per rank, {mk + mv:,} of them "
+                     f"K and V of every layer and {cell - mk - mv:,} the sparse layers' index "
+                     f"head in {kept}, which every rank keeps whole; pages of {page} tokens, "
+                     "the sparse attention's block")
     if pinned_16:
         notes.append("the checkpoint's kv_cache_quant_algo FP8 makes SGLang's --kv-cache-dtype "
                      "auto an fp8 cache: this 16-bit plan passes --kv-cache-dtype bf16 (plan "
