@@ -1,6 +1,6 @@
 """DeepSeek-V4 (compressed sparse attention) and MiniMax-M3 (block-sparse attention with index
 heads): raw sizes their caches layer kind by layer kind; SGLang sizes DeepSeek-V4's pools
-(DSV4PoolConfigurator) and MiniMax-M3's (MiniMaxSparseKVPool); the other engines refuse them."""
+(DSV4PoolConfigurator), SGLang and vLLM MiniMax-M3's; the other engines refuse them."""
 
 import json
 from pathlib import Path
@@ -129,9 +129,8 @@ def test_m3_parameters_moe_pattern():
 @pytest.mark.parametrize(("name", "words", "engines"), [
     ("deepseek-v4-flash", "DeepSeek-V4's compressed sparse attention", ("trtllm",)),
     ("deepseek-v4-pro-fp8-sgl", "DeepSeek-V4's compressed sparse attention", ("trtllm",)),
-    # (SGLang sizes MiniMax-M3's pool: tests/test_sglang_minimax.py)
-    ("minimax-m3", "MiniMax-M3's block-sparse attention index cache",
-     ("vllm", "llama.cpp", "trtllm")),
+    # (SGLang and vLLM size MiniMax-M3's cache: tests/test_sglang_minimax.py)
+    ("minimax-m3", "MiniMax-M3's block-sparse attention index cache", ("llama.cpp", "trtllm")),
 ])
 def test_engines_refuse_what_they_do_not_model(name, words, engines, capsys):
     for engine in engines:

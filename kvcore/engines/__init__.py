@@ -263,9 +263,10 @@ class _Scheme(NamedTuple):
 
 def _scheme(spec: ModelSpec) -> _Scheme:
     if spec.model_type.startswith("minimax"):
-        # SGLang's MiniMaxSparseKVPool (sglang.py)
+        # SGLang's MiniMaxSparseKVPool (sglang.py), vLLM's uniform-type group (vllm.py)
         return _Scheme("MiniMax-M3's block-sparse attention index cache "
-                       "(sparse_attention_config)", frozenset({"sglang"}), _MINIMAX_M3_MISSING)
+                       "(sparse_attention_config)", frozenset({"sglang", "vllm"}),
+                       _MINIMAX_M3_MISSING)
     if spec.model_type in QWEN4_EXP_TYPES:
         return _Scheme("Qwen4-Exp's QSA caches (pooled index keys, the unpooled keys' ring) "
                        "and PLE state", frozenset(), _QWEN4_EXP_MISSING)

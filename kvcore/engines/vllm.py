@@ -387,6 +387,13 @@ MAMBA2_TYPES = frozenset({"nemotron_h", "falcon_h1", "granitemoehybrid", "mamba2
 FP32_SSM_TYPES = frozenset({"nemotron_h"})
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
            "fp8_pth": "fp8_per_token_head", "nvfp4": "nvfp4"}
+#: MiniMax-M3's sparse attention and its indexer take 128-token blocks only, one sparse block
+#: a page (models/minimax_m3/common/sparse_attention.py and indexer.py
+#: get_supported_kernel_block_sizes); its dense layers' backends take multiples of 16
+MINIMAX_BLOCK = 128
+#: the formats MiniMax-M3's main cache is sized in here (the sparse impl runs bf16, fp8_e4m3
+#: and fp8_e5m2 on Triton or MSA; nvfp4 is MSA's packed layout)
+MINIMAX_FORMATS = frozenset({"auto", "fp8", "fp8_e5m2"})
 #: DeepSeek Sparse Attention (a config with index_topk): every kernel it runs takes blocks in
 #: multiples of 64 (0.33.0 and 0.34.0: mla/indexer.py DeepseekV32IndexerBackend [64],
 #: mla/flashmla_sparse.py and mla/flashattn_mla_sparse.py MultipleOf(64)), so 64 is the
@@ -442,6 +449,31 @@ def check_dsa(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> str:
 #: scale bytes = 1032) is padded to twice a 256-wide local one (2 × 260 = 520), so pages of the
 #: two kinds divide (gemma4.py Gemma4Attention kv_cache_page_size_padded)
 GEMMA4_PTH_HEAD = {512: 1040}
+
+
+def check_minimax(req: EngineRequest, k_name: str) -> None:
+    """Refuse, in one line, what of MiniMax-M3 under vLLM is not sized: index values (the
+    model never builds index_v_proj), a block other than 128 tokens, an nvfp4 cache (MSA's
+    packed pages), ROCm's model (its own cache layout) and the MTP draft."""
+    spec, s = req.spec, req.settings
+    if any(g.head_dim_v for g in spec.groups if g.kind is LayerKind.INDEX):
+        raise InputError("vLLM's MiniMax-M3 builds index keys only (sparse_disable_index_value "
+                         "set for every sparse layer); this config keeps index values in some",
+                         field="engine")
+    if s.block_size and s.block_size != MINIMAX_BLOCK:
+        raise InputError(f"vLLM's MiniMax-M3 sparse attention and indexer take "
+                         f"{MINIMAX_BLOCK}-token blocks only; got --block-size {s.block_size}",
+                         field="block_size")
+    if k_name not in MINIMAX_FORMATS:
+        raise InputError(f"vLLM's MiniMax-M3 cache is sized here in bf16, fp8_e4m3 or "
+                         f"fp8_e5m2, not {req.cache.kv_k.name}", field="kv_k")
+    if any(g is not None and g.vendor != "nvidia" for g in req.gpus):
+        raise InputError("vLLM runs MiniMax-M3 on ROCm with its own model and cache layout "
+                         "(models/minimax_m3/amd), which kvplan does not size", field="gpu")
+    if req.cache.mtp or s.speculative_tokens:
+        raise InputError("vLLM's MiniMax-M3 MTP draft (models/minimax_m3 mtp.py) is not sized: "
+                         "whether its layer keeps index keys was not established",
+                         field="mtp")
 
 
 def _value_bytes(fmt: KVFormat, width: int) -> int:
@@ -543,6 +575,10 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
     for g in spec.groups_for(mtp=mtp):
         if g.kind is LayerKind.INDEXER:
             attn.append((g, indexer_row_bytes(g.head_dim_k)))
+        elif g.kind is LayerKind.INDEX:
+            # MiniMax-M3's index keys: an MLAAttentionSpec of one head in bfloat16, whatever
+            # the main cache's dtype (MiniMaxM3IndexerCache, indexer_kv_dtype auto → bf16)
+            attn.append((g, g.n_kv_heads * g.head_dim_k * 2))
         elif dsa and g.kind is LayerKind.MLA and k.name == "fp8_e4m3":
             attn.append((g, FP8_DS_MLA_BYTES))
         elif g.kind.is_recurrent:
@@ -583,7 +619,8 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
                                    if prefix_caching else 0),
                  align=prefix_caching)
             for g, _ in states]
-    if len({s.page for s in out}) > 1 and not states and not dsa:
+    uniform_type = len({(_uniform_kind(s.kind), s.window) for s in out}) == 1
+    if len({s.page for s in out}) > 1 and not states and not uniform_type:
         # different page sizes (heads differ per group): kv_cache_planning.
         # unify_kv_cache_spec_page_size enlarges a smaller page's block size where the
         # largest page is a whole multiple of it, and pads the page otherwise (its block
@@ -606,10 +643,14 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
 
 
 def _uniform_kind(kind: LayerKind) -> LayerKind:
-    """The kind vLLM groups a spec by: the DSA indexer's cache is an MLAAttentionSpec with the
-    latent's block size, so both share one group whose page is the sum of their layers' pages
-    (kv_cache_interface.py UniformTypeKVCacheSpecs)."""
-    return LayerKind.MLA if kind is LayerKind.INDEXER else kind
+    """The kind vLLM groups a spec by: an MLAAttentionSpec is a FullAttentionSpec
+    (KVCacheSpecRegistry's uniform_type_base_spec), so full-attention, MLA and indexer layers
+    of one block size share one group whose page is the sum of their layers' pages
+    (kv_cache_interface.py UniformTypeKVCacheSpecs): DeepSeek Sparse Attention's latent and
+    indexer, MiniMax-M3's K/V and index keys."""
+    if kind in (LayerKind.INDEXER, LayerKind.INDEX, LayerKind.MLA):
+        return LayerKind.FULL
+    return kind
 
 
 def _layout(specs: list[Spec]) -> tuple[int, list[Spec]]:
@@ -903,17 +944,21 @@ def plan(req: EngineRequest) -> EngineReport:
     hybrid = any(g.kind.is_recurrent for g in req.spec.groups)
     # the backend vLLM picks where it decides the block (a --block-size it refuses moves
     # selection down its list: platforms/cuda.py get_attn_backend_cls)
-    choice = (None if dsa or hybrid
+    minimax = req.spec.model_type == "minimax_m3"
+    choice = (None if dsa or hybrid or minimax
               else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
                                         s.block_size or None))
     backend = choice.backend if choice is not None else None
     if s.block_size:
         block = s.block_size
-    elif dsa or hybrid:
+    elif dsa or hybrid or minimax:
         block = default_block(req.spec, shares[0].gpu, opts.kv_k)
     else:
         # the chosen backend's preference (default_block's answer, without selecting twice)
         block = backend.preferred() if backend is not None else DEFAULT_BLOCK
+    if minimax:
+        check_minimax(req, k_name)
+        block = MINIMAX_BLOCK
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         if s.block_size and s.block_size % DSA_BLOCK:

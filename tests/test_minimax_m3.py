@@ -1,5 +1,6 @@
-"""SGLang 0.5.23's MiniMax-M3 pool (MiniMaxSparseKVPool): K and V of every layer in the main
-pool, one index head a sparse layer in its own pools, 128-token pages; and what it refuses."""
+"""MiniMax-M3 under SGLang 0.5.23 (MiniMaxSparseKVPool: K and V of every layer in the main
+pool, one index head a sparse layer in its own pools, 128-token pages) and vLLM 0.34 (one
+uniform-type group of 128-token blocks); and what each refuses."""
 
 import json
 from pathlib import Path
@@ -116,3 +117,47 @@ def test_mtp_draft_is_refused(capsys):
                  "--gpus", "8", "--mtp"])
     err = capsys.readouterr().err
     assert code == 2 and "index layers is not sized" in err and err.count("\n") == 1
+
+
+# --- vLLM 0.34: one uniform-type group (FullAttentionSpec K/V and MLAAttentionSpec index keys)
+
+def vllm_plan(config, kv="f16", gpu=None, budget=None, tp=8, **settings):
+    spec = spec_from_config(config, name="MiniMaxAI/MiniMax-M3", source="test")
+    return engine_plan("vllm", EngineRequest(
+        spec=spec, context=131072, sequences=1, cache=CacheOptions(kv_k=kv, kv_v=kv),
+        gpus=(find_gpu(gpu),) * tp if gpu else (), kv_budget_bytes=budget,
+        parallel=Parallel(tp=tp), settings=EngineSettings(**settings)))
+
+
+@pytest.mark.parametrize(("kv", "main_bytes"), [("f16", 2), ("fp8", 1)])
+def test_vllm_one_group_of_128_token_blocks(kv, main_bytes):
+    # MLAAttentionSpec is a FullAttentionSpec, so the 60 layers' K/V pages and the 57 index
+    # pages (one bfloat16 head whatever --kv-cache-dtype) form one group whose block is the
+    # sum of their pages: at tp 8, 60 × 128 × 1 × 256 × B + 57 × 128 × 128 × 2
+    r = vllm_plan(vl_config(), kv=kv, budget=40 * GiB)
+    per_block = 60 * 128 * 256 * main_bytes + 57 * 128 * 128 * 2
+    assert r.block_tokens == 128
+    assert r.blocks == 40 * GiB // per_block
+    assert r.kv_tokens == r.blocks * 128
+    assert "--block-size" not in r.command
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"block_size": 64}, "128-token blocks only"),
+    ({"kv": "nvfp4"}, "bf16, fp8_e4m3 or fp8_e5m2, not nvfp4"),
+    ({"gpu": "mi300x"}, "ROCm"),
+])
+def test_vllm_refusals(kw, words):
+    from kvcore import InputError
+    with pytest.raises(InputError, match=words):
+        vllm_plan(vl_config(), **kw)
+
+
+def test_vllm_refuses_index_values_and_the_draft(capsys):
+    from kvcore import InputError
+    with pytest.raises(InputError, match="index keys only"):
+        vllm_plan(text_config(sparse_disable_index_value=[0] * 10 + [1] * 50), budget=GiB)
+    code = main([str(VL), "--ctx", "128k", "--engine", "vllm", "--kv-budget", "40GiB", "--tp",
+                 "8", "--mtp"])
+    err = capsys.readouterr().err
+    assert code == 2 and "MTP draft" in err and err.count("\n") == 1
