@@ -172,6 +172,9 @@ HUNYUAN_TYPES = frozenset({"hunyuan", "hunyuan_v1_moe", "hunyuan_v1_dense"})
 #: Qwen4-Exp (Qwen3.8-Flash-Next): Gated DeltaNet layers and attention layers with a QSA
 #: indexer, hyper-connections around every block, and a per-layer n-gram embedding (PLE)
 QWEN4_EXP_TYPES = frozenset({"qwen4_exp", "qwen4_exp_text"})
+#: MiniMax-M3's model types: the text config's, and the published multimodal config's, whose
+#: text_config names none
+MINIMAX_M3_TYPES = frozenset({"minimax_m3", "minimax_m3_vl"})
 #: GLM-5.3-Flash (transformers' Glm5NextTextConfig): Kimi Delta Attention layers beside
 #: NoPE MLA layers whose DSA indexer pools each index_kpool tokens' keys into one
 GLM5_NEXT_TYPES = frozenset({"glm5_next", "glm5_next_text"})

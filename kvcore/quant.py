@@ -95,7 +95,7 @@ class QuantScheme:
 
     #: for people: "nvfp4 (modelopt)", "mixed nvfp4 w4a16+fp8 (modelopt)"
     label: str
-    #: "modelopt", "compressed-tensors" or "fp8"
+    #: "modelopt", "compressed-tensors", "fp8" or "mxfp8"
     method: str
     #: the format of a linear layer neither excluded nor listed (None: unquantized)
     default: Rule | None = None
@@ -336,6 +336,11 @@ def parse_quant(qc: Any, sidecar: Any = None, dtype_bytes: int = 2,
             scheme = _modelopt(qc, "config.json", "ignore")
         elif method == "compressed-tensors":
             scheme = _compressed(qc, dtype_bytes)
+        elif method == "mxfp8":
+            # MiniMax's MXFP8 exports: every linear layer in MXFP8 (weight_block_size [1, 32])
+            # but the ignored_layers (vLLM loads them with its ModelOpt MXFP8 config, SGLang
+            # with its mxfp8 method)
+            scheme = QuantScheme("mxfp8", "mxfp8", MXFP8, _strings(qc.get("ignored_layers")))
         elif method == "fp8" and isinstance(qc.get("quantized_layers"), Mapping):
             # DeepSeek-V4 NVFP4 exports: experts as quantized_layers, the rest of the
             # linear layers in the fp8 blocks of weight_block_size unless ignored

@@ -18,14 +18,16 @@ VL = Path(__file__).parent / "data" / "configs" / "minimax-m3-vl.json"
 
 
 def vl_config():
-    # MiniMaxAI/MiniMax-M3 as published: MiniMaxM3SparseForConditionalGeneration (minimax_m3_vl)
-    # with the text model in text_config and a 32-layer CLIP-style vision tower
+    # MiniMaxAI/MiniMax-M3's config.json as published: MiniMaxM3SparseForConditionalGeneration
+    # (minimax_m3_vl), the text model in a text_config that names no model_type, and a
+    # 32-layer CLIP-style vision tower
     return json.loads(VL.read_text())
 
 
 def text_config(**sparse):
-    # the text model alone, under the class SGLang registers for it
-    config = dict(vl_config()["text_config"], torch_dtype="bfloat16")
+    # the text model alone (as the bundled config has it: model_type minimax_m3), under the
+    # class the engines register for it
+    config = dict(vl_config()["text_config"], torch_dtype="bfloat16", model_type="minimax_m3")
     config["sparse_attention_config"] = dict(config["sparse_attention_config"], **sparse)
     return config
 
@@ -161,3 +163,29 @@ def test_vllm_refuses_index_values_and_the_draft(capsys):
                  "8", "--mtp"])
     err = capsys.readouterr().err
     assert code == 2 and "MTP draft" in err and err.count("\n") == 1
+
+
+def test_mxfp8_checkpoint_is_priced_per_module():
+    # MiniMax-M3-MXFP8: quant_method mxfp8, weight_block_size [1, 32], the routers, the head,
+    # the embeddings and the vision tower left in bfloat16 (ignored_layers)
+    from kvcore.quant import MXFP8
+    from kvcore.weights import weights_for
+    config = vl_config()
+    config["quantization_config"] = {
+        "quant_method": "mxfp8", "activation_scheme": "dynamic", "weight_block_size": [1, 32],
+        "ignored_layers": ["lm_head", "model.embed_tokens", "vision_tower",
+                           "multi_modal_projector", "patch_merge_mlp",
+                           *(f"language_model.model.layers.{i}.block_sparse_moe.gate"
+                             for i in range(3, 60))]}
+    spec = spec_from_config(config, name="MiniMaxAI/MiniMax-M3-MXFP8", source="test")
+    assert spec.quant is not None and spec.quant.label == "mxfp8"
+    by_name = {m.names[0]: m for m in spec.params.modules}
+    assert spec.quant.rule_for(by_name["layers.3.self_attn.q_proj"]) is MXFP8
+    assert spec.quant.rule_for(by_name["layers.3.block_sparse_moe.gate"]) is None
+    # a linear weight of n values costs n bytes and n / 32 scale bytes
+    bf16 = weights_for(spec_from_config(vl_config(), name="bf16", source="test"))
+    w = weights_for(spec)
+    assert w.format == "mxfp8"
+    quantized = sum(m.params for m in spec.params.modules
+                    if spec.quant.rule_for(m) is MXFP8)
+    assert w.bytes == bf16.bytes - 2 * quantized + quantized + quantized // 32

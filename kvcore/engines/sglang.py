@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from ..errors import InputError
 from ..gpus import GPU
-from ..hf import GLM5_NEXT_TYPES
+from ..hf import GLM5_NEXT_TYPES, MINIMAX_M3_TYPES
 from ..kv import CacheOptions, kv_row_bytes
 from ..model import LayerKind, ModelSpec, Module
 from ..parallel import sglang_stage_layers
@@ -866,7 +866,7 @@ def plan(req: EngineRequest) -> EngineReport:
         gpu0 = req.gpus[0] if req.gpus else None
         dsa_flag, dsa_bytes = dsa_dtype(req.spec, gpu0, opts)
         k_name = dsa_flag or "auto"
-    minimax = req.spec.model_type == "minimax_m3"
+    minimax = req.spec.model_type in MINIMAX_M3_TYPES
     index_bytes = minimax_index_bytes(req, k_name) if minimax else 0
     # a ModelOpt checkpoint calibrated for an FP8 KV cache turns auto into fp8_e4m3 (a DSA
     # model's auto is resolved by the card first): a 16-bit plan names its dtype, bf16

@@ -31,7 +31,7 @@ from typing import Any
 from ..errors import InputError
 from ..formats import KVFormat
 from ..gpus import GPU
-from ..hf import BAILING_TYPES, GEMMA4_TYPES
+from ..hf import BAILING_TYPES, GEMMA4_TYPES, MINIMAX_M3_TYPES
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import stage_layers
 from ..plan import MAX_SEQUENCES, largest
@@ -944,7 +944,7 @@ def plan(req: EngineRequest) -> EngineReport:
     hybrid = any(g.kind.is_recurrent for g in req.spec.groups)
     # the backend vLLM picks where it decides the block (a --block-size it refuses moves
     # selection down its list: platforms/cuda.py get_attn_backend_cls)
-    minimax = req.spec.model_type == "minimax_m3"
+    minimax = req.spec.model_type in MINIMAX_M3_TYPES
     choice = (None if dsa or hybrid or minimax
               else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
                                         s.block_size or None))
