@@ -229,10 +229,17 @@ WIDE_FORMAT_LAUNCH = {(1024, "fp8_pth"): (32, 4, 2), (1024, "tbq4"): (32, 4, 1),
 #: (the tiles straight into registers; decode-sweep-wide-v35b-h200.json, B=1 128k): q8_0 597
 #: → 580 µs, tbq3 970 → 831, tbq4 in 32 rows and 4 warps 853 → 804, nvfp4 750 → 717 (its
 #: 32-row launches 5-11 ms); f16 and fp8_pth slower (248 → 330, 345 → 385)
+#: On 128-lane heads the group's 64 rows a program (max_query_rows) kept the one-warp launch
+#: of the GQA tables, whose rows × 128 float32 partial output one warp cannot hold: MiniMax-M3's
+#: index keys (64 query heads over one K-only head, B=2 128k, H100,
+#: bench/results/group64-sweep-h100.json) took q8_0 from 170.6 µs to 58.1 and q4_0 from 243.4
+#: to 49.3 in 4-warp programs of 64 tokens (f16 46.0 → 45.1, kept); a group of 16 (its K/V
+#: layers, 64 over 4) stays fastest in the tables' launch
 GROUP_LAUNCH = {(1024, "f16"): (32, 4, 2, 32), (1024, "bf16"): (32, 4, 2, 32),
                 (1024, "fp8_pth"): (32, 4, 2, 32), (1024, "q8_0"): (32, 4, 1, 32),
                 (1024, "tbq4"): (32, 4, 1, 32), (1024, "tbq3"): (32, 4, 1, 32),
-                (1024, "nvfp4"): (32, 8, 1, 64)}
+                (1024, "nvfp4"): (32, 8, 1, 64),
+                (128, "q8_0"): (64, 4, 2, 64), (128, "q4_0"): (64, 4, 2, 64)}
 #: K formats whose K-only (MLA) decode unpacks each key tile once for both products (V = the
 #: keys) by default: faster on the H200 for f16 (121 → 113 µs on DeepSeek's latent, B=1 128k),
 #: tbq4 and nvfp4 (5%); slower for fp8_pth (147 → 231 µs), q8_0, q4_0 and tbq3 (3-7%), whose
@@ -1263,6 +1270,8 @@ class LayerCache:
         qpad, qblocks = query_blocks(group, row_cap, pad_rows)
         if tiles:
             bn, nw, ns = tiles[0]
+        elif dpow <= 128 and group_launch:
+            bn, nw, ns = group_launch[:3]
         elif dpow <= 128 and int_keys:
             bn, nw, ns = INT_KEYS_LAUNCH
         elif dpow <= 128:

@@ -217,6 +217,20 @@ def test_query_groups_spread_over_programs(fmt, heads, head_dim, values, rows):
     assert rel(spread, kernel.decode_ref(q.float(), table, lens)) < 3e-3
 
 
+@pytest.mark.parametrize(("fmt", "values"), [("q8_0", False), ("q4_0", False), ("q4_0", True)])
+def test_large_groups_on_128_lane_heads_take_the_group_launch(fmt, values):
+    # 64 query heads over one 128-lane head (MiniMax-M3's index keys: K only) in q8_0 or q4_0:
+    # the default launch is GROUP_LAUNCH's 4-warp programs of 64-token tiles and 64 rows, over
+    # a context that ends inside a tile (pages of 32), and gives the reference's answer
+    from kvcore.kernels.cache import GROUP_LAUNCH
+    assert GROUP_LAUNCH[(128, fmt)][0] == 64
+    kernel, table, lens, g = two_page_cache(fmt, 1, 128, [45, 30], values, seed=43)
+    q = torch.randn(2, 64, 128, generator=g).half()
+    out = kernel.decode(q, table, lens)
+    assert not torch.isnan(out).any()
+    assert rel(out, kernel.decode_ref(q.float(), table, lens)) < 3e-3
+
+
 def test_query_rows_are_padded_to_at_least_pad_rows():
     assert query_blocks(3, 64) == (16, 1)
     assert query_blocks(3, 64, 4) == (4, 1)
