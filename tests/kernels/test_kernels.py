@@ -217,15 +217,19 @@ def test_query_groups_spread_over_programs(fmt, heads, head_dim, values, rows):
     assert rel(spread, kernel.decode_ref(q.float(), table, lens)) < 3e-3
 
 
-@pytest.mark.parametrize(("fmt", "values"), [("q8_0", False), ("q4_0", False), ("q4_0", True)])
-def test_large_groups_on_128_lane_heads_take_the_group_launch(fmt, values):
-    # 64 query heads over one 128-lane head (MiniMax-M3's index keys: K only) in q8_0 or q4_0:
-    # the default launch is GROUP_LAUNCH's 4-warp programs of 64-token tiles and 64 rows, over
-    # a context that ends inside a tile (pages of 32), and gives the reference's answer
+@pytest.mark.parametrize(("fmt", "values", "head_dim"), [
+    ("q8_0", False, 128), ("q4_0", False, 128), ("q4_0", True, 128), ("fp8_pth", False, 128),
+    ("nvfp4", False, 128), ("nvfp4", True, 128), ("q8_0", False, 512), ("q4_0", False, 512),
+    ("tbq4", False, 512)])
+def test_large_groups_take_the_group_launch(fmt, values, head_dim):
+    # 64 query heads over one head (MiniMax-M3's 128-lane index keys, GLM-5.3-Flash's 512-value
+    # latent: K only): the default launch is GROUP_LAUNCH's 4-warp programs (64-token tiles and
+    # 64 rows on 128 lanes, 32-token tiles of 32 or 16 rows on 512), over a context that ends
+    # inside a tile (pages of 32), and gives the reference's answer
     from kvcore.kernels.cache import GROUP_LAUNCH
-    assert GROUP_LAUNCH[(128, fmt)][0] == 64
-    kernel, table, lens, g = two_page_cache(fmt, 1, 128, [45, 30], values, seed=43)
-    q = torch.randn(2, 64, 128, generator=g).half()
+    assert GROUP_LAUNCH[(head_dim, fmt)][1] == 4
+    kernel, table, lens, g = two_page_cache(fmt, 1, head_dim, [45, 30], values, seed=43)
+    q = torch.randn(2, 64, head_dim, generator=g).half()
     out = kernel.decode(q, table, lens)
     assert not torch.isnan(out).any()
     assert rel(out, kernel.decode_ref(q.float(), table, lens)) < 3e-3
