@@ -32,9 +32,9 @@ def text_config(**sparse):
     return config
 
 
-def plan(config, kv="f16", gpu=None, budget=None, tp=8, **settings):
+def plan(config, kv="f16", gpu=None, budget=None, tp=8, engine="sglang", **settings):
     spec = spec_from_config(config, name="MiniMaxAI/MiniMax-M3", source="test")
-    return engine_plan("sglang", EngineRequest(
+    return engine_plan(engine, EngineRequest(
         spec=spec, context=131072, sequences=1, cache=CacheOptions(kv_k=kv, kv_v=kv),
         gpus=(find_gpu(gpu),) * tp if gpu else (), kv_budget_bytes=budget,
         parallel=Parallel(tp=tp), settings=EngineSettings(**settings)))
@@ -123,12 +123,8 @@ def test_mtp_draft_is_refused(capsys):
 
 # --- vLLM 0.34: one uniform-type group (FullAttentionSpec K/V and MLAAttentionSpec index keys)
 
-def vllm_plan(config, kv="f16", gpu=None, budget=None, tp=8, **settings):
-    spec = spec_from_config(config, name="MiniMaxAI/MiniMax-M3", source="test")
-    return engine_plan("vllm", EngineRequest(
-        spec=spec, context=131072, sequences=1, cache=CacheOptions(kv_k=kv, kv_v=kv),
-        gpus=(find_gpu(gpu),) * tp if gpu else (), kv_budget_bytes=budget,
-        parallel=Parallel(tp=tp), settings=EngineSettings(**settings)))
+def vllm_plan(config, **kw):
+    return plan(config, engine="vllm", **kw)
 
 
 @pytest.mark.parametrize(("kv", "main_bytes"), [("f16", 2), ("fp8", 1)])

@@ -276,18 +276,25 @@ def test_api_labels_the_quantization(tmp_path):
     assert r.json()["weights"]["format"] == "nvfp4 (modelopt)"
 
 
+def _fp8_calibrated_plans(tmp_path, capsys, engine):
+    """An engine's JSON reports for a ModelOpt checkpoint calibrated for an FP8 KV cache, in 16
+    bits and in fp8, and for the same model without the calibration, in 16 bits."""
+    folder = str(pair(tmp_path, "nvidia--Llama-3.1-70B-Instruct-FP8"))
+    args = ["--ctx", "32k", "--engine", engine, "--gpu", "h200", "--json"]
+    reports = []
+    for model, kv in ((folder, []), (folder, ["--kv", "fp8"]), ("llama-3.1-70b", [])):
+        assert main([model, *args, *kv]) == 0
+        reports.append(json.loads(capsys.readouterr().out)["engine_report"])
+    return reports
+
+
 def test_vllm_names_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, capsys):
     # vLLM resolves --kv-cache-dtype auto to fp8_e4m3 for a ModelOpt checkpoint whose
     # kv_cache_quant_algo is FP8 (utils/torch_utils.py resolve_kv_cache_dtype_string): the
     # 16-bit plan must say bfloat16, and its bytes are the 16-bit ones
-    folder = str(pair(tmp_path, "nvidia--Llama-3.1-70B-Instruct-FP8"))
-    args = [folder, "--ctx", "32k", "--engine", "vllm", "--gpu", "h200", "--json"]
-    assert main(args) == 0
-    report = json.loads(capsys.readouterr().out)["engine_report"]
+    report, fp8, plain = _fp8_calibrated_plans(tmp_path, capsys, "vllm")
     assert "--kv-cache-dtype bfloat16" in report["command"]
     assert any("kv_cache_quant_algo FP8" in n for n in report["notes"])
-    assert main([*args, "--kv", "fp8"]) == 0
-    fp8 = json.loads(capsys.readouterr().out)["engine_report"]
     assert "--kv-cache-dtype fp8" in fp8["command"]
     # Llama-3.1-70B: 80 layers × 8 KV heads × 128 × (K + V): 327,680 B a token in 16 bits,
     # 163,840 in fp8; vLLM's pool holds whole pages of 64 tokens, each layer's region in whole
@@ -297,9 +304,6 @@ def test_vllm_names_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, caps
         page = row // 80 * 64
         assert r["kv_tokens"] == blocks_within(r["kv_pool_bytes"], page * 80, [page] * 80) * 64
     # a checkpoint without the calibration keeps auto
-    assert main(["llama-3.1-70b", "--ctx", "32k", "--engine", "vllm", "--gpu", "h200",
-                 "--json"]) == 0
-    plain = json.loads(capsys.readouterr().out)["engine_report"]
     assert "--kv-cache-dtype" not in plain["command"]
 
 
@@ -307,25 +311,17 @@ def test_sglang_names_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, ca
     # SGLang's configure_kv_cache_dtype turns auto into float8_e4m3fn where the loaded
     # ModelOpt quant config's kv_cache_quant_algo is FP8: a 16-bit plan passes bf16 and logs a
     # bfloat16 pool of 16-bit rows; --kv fp8 passes fp8_e4m3 and half the bytes a token
-    folder = str(pair(tmp_path, "nvidia--Llama-3.1-70B-Instruct-FP8"))
-    args = [folder, "--ctx", "32k", "--engine", "sglang", "--gpu", "h200", "--json"]
-    assert main(args) == 0
-    report = json.loads(capsys.readouterr().out)["engine_report"]
+    report, fp8, plain = _fp8_calibrated_plans(tmp_path, capsys, "sglang")
     assert "--kv-cache-dtype bf16" in report["command"]
     assert any("SGLang's --kv-cache-dtype auto an fp8 cache" in n for n in report["notes"])
     assert report["extra"]["cell_bytes"] == 327_680
     assert "dtype: torch.bfloat16, #tokens: " in report["log_lines"][-1]
-    assert main([*args, "--kv", "fp8"]) == 0
-    fp8 = json.loads(capsys.readouterr().out)["engine_report"]
     assert "--kv-cache-dtype fp8_e4m3" in fp8["command"]
     assert fp8["extra"]["cell_bytes"] == 163_840
     assert "dtype: torch.float8_e4m3fn, #tokens: " in fp8["log_lines"][-1]
     assert not any("auto an fp8 cache" in n for n in fp8["notes"])
     # a checkpoint without the calibration keeps auto
-    assert main(["llama-3.1-70b", "--ctx", "32k", "--engine", "sglang", "--gpu", "h200",
-                 "--json"]) == 0
-    assert "--kv-cache-dtype" not in json.loads(capsys.readouterr().out)["engine_report"][
-        "command"]
+    assert "--kv-cache-dtype" not in plain["command"]
 
 
 def test_trtllm_refuses_a_16_bit_cache_for_fp8_calibrated_checkpoints(tmp_path, capsys):
