@@ -339,7 +339,12 @@ def parse_quant(qc: Any, sidecar: Any = None, dtype_bytes: int = 2,
         elif method == "mxfp8":
             # MiniMax's MXFP8 exports: every linear layer in MXFP8 (weight_block_size [1, 32])
             # but the ignored_layers (vLLM loads them with its ModelOpt MXFP8 config, SGLang
-            # with its mxfp8 method)
+            # with its mxfp8 method); with a moe_quant_algo the experts are another format
+            # (MiniMax-M3.1's packed NVFP4), not read here
+            if qc.get("moe_quant_algo"):
+                return None, (f"quantization_config (mxfp8, moe_quant_algo "
+                              f"{qc.get('moe_quant_algo')}) is not understood: weights are "
+                              "priced in the checkpoint's dtype")
             scheme = QuantScheme("mxfp8", "mxfp8", MXFP8, _strings(qc.get("ignored_layers")))
         elif method == "fp8" and isinstance(qc.get("quantized_layers"), Mapping):
             # DeepSeek-V4 NVFP4 exports: experts as quantized_layers, the rest of the

@@ -185,3 +185,18 @@ def test_mxfp8_checkpoint_is_priced_per_module():
     quantized = sum(m.params for m in spec.params.modules
                     if spec.quant.rule_for(m) is MXFP8)
     assert w.bytes == bf16.bytes - 2 * quantized + quantized + quantized // 32
+
+
+def test_nvfp4_experts_are_not_priced_as_mxfp8_and_sglang_refuses_their_pool():
+    # MiniMax-M3.1's NVFP4 export declares mxfp8 with NVFP4 experts (moe_quant_algo): its
+    # weights are not read (a note says so) and SGLang, which builds a packed pool for it on
+    # Blackwell, is refused in one line
+    from kvcore import InputError
+    config = vl_config()
+    config["quantization_config"] = {"quant_method": "mxfp8", "moe_quant_algo": "NVFP4",
+                                     "moe_quant_format": "nvfp4-pack-quantized"}
+    spec = spec_from_config(config, name="MiniMaxAI/MiniMax-M3.1-NVFP4", source="test")
+    assert spec.quant is None
+    assert any("moe_quant_algo NVFP4) is not understood" in n for n in spec.weight_notes)
+    with pytest.raises(InputError, match="by the checkpoint's quantization"):
+        plan(config, gpu="b200")

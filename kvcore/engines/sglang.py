@@ -129,9 +129,6 @@ FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "f
 #: (mem_cache/kv_cache_dtype.py configure_kv_cache_dtype)
 FLAG_DTYPES = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "bf16": "bfloat16",
                "bfloat16": "bfloat16"}
-#: the classes SGLang serves with its MiniMax sparse pool (configs/model_config.py
-#: is_minimax_sparse)
-MINIMAX_SPARSE_ARCHS = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
 #: MiniMax-M3's page on CUDA: model_overrides/minimax_m3.py picks fa3 on Hopper and fa4 or
 #: trtllm_mha on SM100, each with pages of 128 tokens, the sparse attention's block
 MINIMAX_PAGE = 128
@@ -797,10 +794,15 @@ def minimax_index_bytes(req: EngineRequest, k_name: str) -> int:
                          f"attention's block; --page-size {s.page_size} is not sized",
                          field="page_size")
     weights = f"{spec.checkpoint_weights or ''} {spec.quant.label if spec.quant else ''}"
-    if "fp4" in weights.lower():
-        raise InputError("SGLang serves MiniMax-M3's NVFP4 checkpoints with their native stack "
-                         "(minimax_m3_nvfp4_pool.py: a packed fp8 pool of page rows), which "
-                         "kvplan does not size", field="engine")
+    unread = any(n.startswith(("quantization_config (", "hf_quant_config.json ("))
+                 for n in spec.weight_notes)
+    if "fp4" in weights.lower() or unread:
+        # SGLang picks the pool by the quantization: minimax_m3_nvfp4 (mxfp8 with NVFP4
+        # experts) on Blackwell builds MiniMaxM3Nvfp4KVPool's packed page rows
+        raise InputError("SGLang builds MiniMax-M3's pool by the checkpoint's quantization (its "
+                         "NVFP4 checkpoints' native stack packs the pool, "
+                         "minimax_m3_nvfp4_pool.py); kvplan sizes the bf16 and MXFP8 "
+                         "checkpoints' pool only", field="engine")
     return 1 if k_name == "fp8_e4m3" else 2
 
 
