@@ -236,7 +236,8 @@ WIDE_FORMAT_LAUNCH = {(1024, "fp8_pth"): (32, 4, 2), (1024, "tbq4"): (32, 4, 1),
 #: to 49.3 in 4-warp programs of 64 tokens (f16 46.0 → 45.1, kept); a group of 16 (its K/V
 #: layers, 64 over 4) stays fastest in the tables' launch. On the same index shape fp8_pth took
 #: 218.3 → 52.2 µs in one stage and nvfp4 310.8 → 125.0 (tbq4 already in 4 warps, 129.0;
-#: tbq3's 4-warp launches of 64 rows do not compile, group-wide-sweep-h100.json). GLM-5.3-Flash's
+#: group-wide-sweep-h100.json); tbq3, whose 4-warp launches of 64 rows do not compile, 448.8 →
+#: 102.2 in 4-warp programs of 32 rows, two a head (group-tbq3-sweep-h100.json). GLM-5.3-Flash's
 #: 512-value latent under 64 query heads (B=2 32k, ibid.), where 16 rows a program had kept
 #: WIDE_FORMAT_LAUNCH's 2 warps: q8_0 156.5 → 132.9 µs and q4_0 132.2 → 101.3 in 4-warp
 #: programs of 32 rows, tbq4 230.6 → 188.0 in 4 warps of 16 (f16 kept, 73.5)
@@ -247,7 +248,8 @@ GROUP_LAUNCH = {(1024, "f16"): (32, 4, 2, 32), (1024, "bf16"): (32, 4, 2, 32),
                 (512, "q8_0"): (32, 4, 1, 32), (512, "q4_0"): (32, 4, 1, 32),
                 (512, "tbq4"): (32, 4, 1, 16),
                 (128, "q8_0"): (64, 4, 2, 64), (128, "q4_0"): (64, 4, 2, 64),
-                (128, "fp8_pth"): (64, 4, 1, 64), (128, "nvfp4"): (64, 4, 2, 64)}
+                (128, "fp8_pth"): (64, 4, 1, 64), (128, "nvfp4"): (64, 4, 2, 64),
+                (128, "tbq3"): (64, 4, 2, 32)}
 #: K formats whose K-only (MLA) decode unpacks each key tile once for both products (V = the
 #: keys) by default: faster on the H200 for f16 (121 → 113 µs on DeepSeek's latent, B=1 128k),
 #: tbq4 and nvfp4 (5%); slower for fp8_pth (147 → 231 µs), q8_0, q4_0 and tbq3 (3-7%), whose

@@ -219,12 +219,14 @@ def test_query_groups_spread_over_programs(fmt, heads, head_dim, values, rows):
 
 @pytest.mark.parametrize(("fmt", "values", "head_dim"), [
     ("q8_0", False, 128), ("q4_0", False, 128), ("q4_0", True, 128), ("fp8_pth", False, 128),
-    ("nvfp4", False, 128), ("nvfp4", True, 128), ("q8_0", False, 512), ("q4_0", False, 512),
+    ("nvfp4", False, 128), ("nvfp4", True, 128), ("tbq3", False, 128), ("q8_0", False, 512),
+    ("q4_0", False, 512),
     ("tbq4", False, 512)])
 def test_large_groups_take_the_group_launch(fmt, values, head_dim):
     # 64 query heads over one head (MiniMax-M3's 128-lane index keys, GLM-5.3-Flash's 512-value
-    # latent: K only): the default launch is GROUP_LAUNCH's 4-warp programs (64-token tiles and
-    # 64 rows on 128 lanes, 32-token tiles of 32 or 16 rows on 512), over a context that ends
+    # latent: K only): the default launch is GROUP_LAUNCH's 4-warp programs (64-token tiles of
+    # 64 rows on 128 lanes, tbq3's of 32; 32-token tiles of 32 or 16 rows on 512), over a context
+    # that ends
     # inside a tile (pages of 32), and gives the reference's answer
     from kvcore.kernels.cache import GROUP_LAUNCH
     assert GROUP_LAUNCH[(head_dim, fmt)][1] == 4
