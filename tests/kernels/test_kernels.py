@@ -226,8 +226,7 @@ def test_large_groups_take_the_group_launch(fmt, values, head_dim):
     # 64 query heads over one head (MiniMax-M3's 128-lane index keys, GLM-5.3-Flash's 512-value
     # latent: K only): the default launch is GROUP_LAUNCH's 4-warp programs (64-token tiles of
     # 64 rows on 128 lanes, tbq3's of 32; 32-token tiles of 32 or 16 rows on 512), over a context
-    # that ends
-    # inside a tile (pages of 32), and gives the reference's answer
+    # that ends inside a tile (pages of 32), and gives the reference's answer
     from kvcore.kernels.cache import GROUP_LAUNCH
     assert GROUP_LAUNCH[(head_dim, fmt)][1] == 4
     kernel, table, lens, g = two_page_cache(fmt, 1, head_dim, [45, 30], values, seed=43)
