@@ -2081,18 +2081,30 @@ def test_find_gpu_settles_sglangs_dsa_dtype_card_by_card():
     assert rows[0]["count"] == 8 and rows[0]["max_context"] >= 131072
 
 
+def test_sglang_serves_exaone_45_as_multimodal():
+    # EXAONE 4.5 (no SGLang model: its Transformers backend) nests its decoder in text_config,
+    # so ModelConfig makes it multimodal: SGLang's own fraction drops the breakable prefill
+    # graph (not on the allow-list) and takes the vision tower's factor (24 layers of 2,048:
+    # 0.95 × 0.8), and the pools give up the 100 MiB multimodal reserve
+    from app.common import make_query
+    from kvcore.engines.sglang import auto_mem_fraction, vision_factor
+
+    h100 = find_gpu("h100")
+    r = engine_plan("sglang", req("exaone-4.5-33b", ctx=32768, gpu="h100"))
+    frac = auto_mem_fraction(h100.total_bytes, 1, 1, running=1, prefill_graph=False)
+    assert vision_factor(24, 2048) == 0.95 * 0.8
+    assert r.extra["mem_fraction_static"] == pytest.approx(frac * 0.95 * 0.8)
+    assert r.log_lines[0] == f"mem_fraction_static={frac * 0.95 * 0.8}"
+    big = engine_plan("sglang", req("exaone-4.5-33b", ctx=32768, gpu="h200"))
+    assert big.fits and big.log_lines[1].startswith("Reserving 0.10 GB of the KV budget")
+    q = make_query(load_model("exaone-4.5-33b"), engine="sglang", context="32k")
+    rows = find_gpu_for(q)
+    assert rows and rows[0]["max_context"] >= 32768
+
+
 def test_find_gpu_says_what_stops_the_engine_where_no_card_fits():
-    # SGLang's own fraction for EXAONE 4.5 (a vision tower under an architecture whose
-    # multimodal serving was not established) needs --mem-fraction-static on every card:
-    # that, not "no GPU fits", is the answer; given, cards are found
     from app.common import make_query
 
-    q = make_query(load_model("exaone-4.5-33b"), engine="sglang", context="32k")
-    with pytest.raises(InputError) as e:
-        find_gpu_for(q)
-    assert e.value.field == "mem_fraction_static"
-    given = replace(q, settings=EngineSettings(mem_fraction_static=0.85))
-    assert find_gpu_for(given)
     # GLM-5 fits no Hopper host in bf16 and SGLang's auto is an unsized fp8 row on Blackwell:
     # the refusal names --kv bf16, with which Blackwell hosts are found
     glm = make_query(load_model("glm-5"), engine="sglang", context="32k")

@@ -180,8 +180,11 @@ MULTIMODAL_ARCHS = frozenset({
 })
 #: architectures off multimodal_model_archs that 0.5.23's ModelConfig still makes multimodal:
 #: the config nests its decoder (hf_text_config is not hf_config, has_multimodal_subconfig in
-#: configs/model_config.py ModelConfig.__init__) and enable_multimodal defaults to True
-SUBCONFIG_MULTIMODAL_ARCHS = frozenset({"KimiK3ForConditionalGeneration"})
+#: configs/model_config.py ModelConfig.__init__) and enable_multimodal defaults to True; EXAONE
+#: 4.5, which SGLang loads through its Transformers backend, likewise (get_hf_text_config
+#: returns its text_config)
+SUBCONFIG_MULTIMODAL_ARCHS = frozenset({"KimiK3ForConditionalGeneration",
+                                        "Exaone4_5_ForConditionalGeneration"})
 #: multimodal architectures SGLang serves text-only unless --enable-multimodal is given
 #: (ModelConfig: enable_multimodal defaults to False for these)
 TEXT_ONLY_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
