@@ -1,6 +1,6 @@
 """Which weights a quantized checkpoint stores in which format, and their bytes.
 
-Reads the two descriptions 2026 checkpoints carry:
+Reads the descriptions 2026 checkpoints carry:
 
 - NVIDIA ModelOpt: ``hf_quant_config.json`` (``{"producer": {"name": "modelopt"},
   "quantization": {"quant_algo", "kv_cache_quant_algo", "group_size", "exclude_modules",
@@ -12,6 +12,9 @@ Reads the two descriptions 2026 checkpoints carry:
 - compressed-tensors (llm-compressor): ``config_groups`` of ``targets`` (``Linear``, module
   names, ``re:`` patterns) with a ``weights`` scheme (``num_bits``, ``type``, ``group_size``,
   ``strategy``, ``symmetric``), and an ``ignore`` list.
+- ``quant_method: "mxfp8"`` (MiniMax's exports): every linear layer in MXFP8 but the
+  ``ignored_layers`` (module names); one that also names a ``moe_quant_algo`` (experts in
+  another format) is not read.
 
 Bytes per format count every tensor the checkpoint stores for a weight matrix:
 
