@@ -260,6 +260,8 @@ def test_sglang_v4_cli_prints_the_pool_lines(capsys):
     code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
                        "--gpu", "h200", "--tp", "8")
     assert code == 0 and "DSV4 pool sizes: full=" in out and "584 B" in out
+    # the pools follow an earlier commit than the fraction's release, and the plan says so
+    assert "follow DSV4PoolConfigurator as of @003fca8" in out and "0.5.23's also" in out
 
 
 # --- vLLM's DeepSeek-V4 cache (release 0.33.0: packed KV cache groups) -----------------------

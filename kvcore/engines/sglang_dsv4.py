@@ -58,6 +58,14 @@ INDEX_QUANT_BLOCK = 128
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3"}
 
 
+#: the plan's note on releases: its fraction is SGLang 0.5.23's, its pools an earlier commit's
+RELEASE_NOTE = ("these DeepSeek-V4 pools follow DSV4PoolConfigurator as of @003fca8 (bytes per "
+                "full token and the c128 state reserve); SGLang 0.5.23's also sets aside c2 "
+                "and c4 compress states, a fixed sliding-window share and a sliding-window ring "
+                "a request slot before it sizes the full pool, and logs more fields: not "
+                "re-read here, so under 0.5.23 the full pool can be smaller than planned")
+
+
 def row_bytes(latent: int, rope: int) -> int:
     """One token's packed latent (DeepSeekV4SingleKVPool): the non-RoPE part in fp8, the
     RoPE part in bf16, one scale byte per 64 fp8 values and a pad byte: 448 + 128 + 8 = 584."""
@@ -169,7 +177,8 @@ def plan(req: EngineRequest) -> EngineReport:
     notes = (*((rule,) if rule else ()), *((long,) if long else ()),
              f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(dsv4_geometry(req.spec)[3], 64)} B: fp8 + bf16 RoPE + scales) "
              "whatever the KV format named; the sliding-window pool holds "
-             f"{sizes['swa']:,} tokens (swa_full_tokens_ratio {SWA_RATIO})",)
+             f"{sizes['swa']:,} tokens (swa_full_tokens_ratio {SWA_RATIO})",
+             RELEASE_NOTE)
     return EngineReport(
         engine=NAME,
         budget_bytes=budget,
