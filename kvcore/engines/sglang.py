@@ -809,6 +809,17 @@ def minimax_index_bytes(req: EngineRequest, k_name: str) -> int:
     return 1 if k_name == "fp8_e4m3" else 2
 
 
+def minimax_index_pools(spec: ModelSpec) -> tuple[tuple[int, int], tuple[int, int]]:
+    """K and V values a token in MiniMax-M3's two index pools over ``spec``'s sparse layers
+    (MiniMaxSparseKVPool): the layers that keep index values (MHATokenToKVPool), then those
+    that keep keys only (MHATokenToKOnlyPool); one head whatever the tensor parallelism."""
+    groups = [g for g in spec.groups_for(mtp=False) if g.kind is LayerKind.INDEX]
+    with_v = [g for g in groups if g.head_dim_v]
+    return ((sum(g.count * g.head_dim_k for g in with_v),
+             sum(g.count * g.head_dim_v for g in with_v)),
+            (sum(g.count * g.head_dim_k for g in groups if not g.head_dim_v), 0))
+
+
 def refuse_unregistered(spec: ModelSpec) -> None:
     """Refuse, in one line, a config whose architecture SGLang 0.5.23 registers nowhere
     (UNREGISTERED_ARCHS), naming what was searched and what is missing."""
@@ -921,9 +932,8 @@ def plan(req: EngineRequest) -> EngineReport:
         # keys (and values where sparse_disable_index_value is 0) in the index dtype; the
         # index pools keep one head whatever the tensor parallelism
         main = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v, (LayerKind.FULL,)) for sh in shares]
-        index_rows = [sum(g.count * g.n_kv_heads * (g.head_dim_k + g.head_dim_v)
-                          for g in sh.spec.groups_for(mtp=False) if g.kind is LayerKind.INDEX)
-                      * index_bytes for sh in shares]
+        index_rows = [sum(map(sum, minimax_index_pools(sh.spec))) * index_bytes
+                      for sh in shares]
         rows = [(k + i, v) for (k, v), i in zip(main, index_rows, strict=True)]
     else:
         rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
@@ -1058,12 +1068,10 @@ def plan(req: EngineRequest) -> EngineReport:
         mk, mv = main[binding]
         lines = [allocated(tokens, mk, mv)]
         idx_dtype = "torch.float8_e4m3fn" if index_bytes == 1 else pool_dtype(req.spec, "auto")
-        groups = [g for g in stage.groups_for(mtp=False) if g.kind is LayerKind.INDEX]
-        for keep_v in (True, False):
-            width = sum(g.count * g.head_dim_k for g in groups if bool(g.head_dim_v) == keep_v)
-            if width:
-                gb = (tokens + page) * width * index_bytes / GiB
-                lines.append(pool_line(idx_dtype, tokens, gb, gb if keep_v else 0.0))
+        for ik, iv in minimax_index_pools(stage):
+            if ik:
+                lines.append(pool_line(idx_dtype, tokens, (tokens + page) * ik * index_bytes / GiB,
+                                       (tokens + page) * iv * index_bytes / GiB))
     elif swa_tokens is not None:
         # the full layers' pool first, then the window layers' (swa_memory_pool.SWAKVPool)
         used = ((swa_tokens + page) * (sk + sv) + (tokens + page) * (fk + fv)) / GiB

@@ -949,16 +949,16 @@ def plan(req: EngineRequest) -> EngineReport:
               else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
                                         s.block_size or None))
     backend = choice.backend if choice is not None else None
-    if s.block_size:
+    if minimax:
+        check_minimax(req, k_name)
+        block = MINIMAX_BLOCK
+    elif s.block_size:
         block = s.block_size
-    elif dsa or hybrid or minimax:
+    elif dsa or hybrid:
         block = default_block(req.spec, shares[0].gpu, opts.kv_k)
     else:
         # the chosen backend's preference (default_block's answer, without selecting twice)
         block = backend.preferred() if backend is not None else DEFAULT_BLOCK
-    if minimax:
-        check_minimax(req, k_name)
-        block = MINIMAX_BLOCK
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         if s.block_size and s.block_size % DSA_BLOCK:
