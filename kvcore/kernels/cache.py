@@ -1280,14 +1280,12 @@ class LayerCache:
         qpad, qblocks = query_blocks(group, row_cap, pad_rows)
         if tiles:
             bn, nw, ns = tiles[0]
-        elif dpow <= 128 and group_launch:
+        elif group_launch:
             bn, nw, ns = group_launch[:3]
         elif dpow <= 128 and int_keys:
             bn, nw, ns = INT_KEYS_LAUNCH
         elif dpow <= 128:
             bn, nw, ns = (LAUNCH_MANY if many else LAUNCH).get(self.k.fmt, (64, 4, 2))
-        elif group_launch:
-            bn, nw, ns = group_launch[:3]
         else:
             bn, nw, ns = wide_launch(self.k.fmt, dpow, qpad, bool(int_keys),
                                      bsz * self.kv_heads, max_len)
