@@ -176,59 +176,94 @@ def test_m3_refusal_gives_no_dsv4_reason(capsys):
 def sglang_v4(name, seqs, **kw):
     from kvcore import find_gpu, get_format
     from kvcore.engines import EngineRequest, engine_plan
-    kv = kw.pop("kv", "f16")
+    kv, mtp = kw.pop("kv", "f16"), kw.pop("mtp", False)
     fmt = get_format(kv)
     return engine_plan("sglang", EngineRequest(
-        spec=spec(name), context=L, sequences=seqs, cache=CacheOptions(kv_k=fmt, kv_v=fmt),
+        spec=spec(name), context=L, sequences=seqs,
+        cache=CacheOptions(kv_k=fmt, kv_v=fmt, mtp=mtp),
         gpus=() if "kv_budget_bytes" in kw else (find_gpu("h200"),), **kw))
 
 
 def test_sglang_v4_flash_pools_from_a_budget():
-    # bytes per full token (pool_configurator _get_bytes_per_full_token), packed row
-    # 448 fp8 + 64 × 2 bf16 + 448/64 scales + 1 pad = 584 B, indexer 128 + 128/128 × 4 = 132 B,
-    # ratio-4 state 2 × 2 × 512 × 4 B = 8,192 B and indexer state 2 × 2 × 128 × 4 = 2,048 B
-    # per ring slot, 8 slots per 128-token window page, swa_full_tokens_ratio 0.1:
-    #   0.1 × 584 × 43 + 584 × 21 / 4 + 584 × 20 / 128 + 132 × 21 / 4
-    #   + 0.1 × 8/128 × 8,192 × 21 + 0.1 × 8/128 × 2,048 × 21
-    #   = 2,511.2 + 3,066 + 91.25 + 693 + 1,075.2 + 268.8 = 7,705.45
+    # SGLang 0.5.23's DSV4PoolConfigurator. A latent row (KVLayout.V4) is 448 fp8 + 64 × 2 bf16
+    # + 448/64 scales + 1 pad = 584 B, each page padded to a multiple of 576 B:
+    #   window pages of 256 rows: 149,504 → 149,760 B = 585 B a token
+    #   ratio-4 pages of 64 rows: 37,376 → 37,440 B = 585 B; ratio-128 pages of 2 rows:
+    #   1,168 → 1,728 B = 864 B
+    # a window slot: 585 × 43 + 8/256 (8 ring rows a 256-token page) × (8,192 + 2,048) × 21
+    #   = 25,155 + 6,720 = 31,875 B
+    # bytes per full token: 0.1 × 31,875 + (585/4 + 132/4) × 21 + 864/128 × 20
+    #   = 3,187.5 + 3,764.25 + 135 = 7,086.75
     # c128 state (4 running requests): (4 + 1) × 128 + 128 + 1 = 769 rows → 896 (multiple of
     # 128) × 2 × 512 × 4 B × 20 layers = 73,400,320 B
-    # full = int((107,374,182,400 − 73,400,320) / 7,705.45) = 13,925,310 → 13,925,120 (page 256)
-    # swa = int(13,925,120 × 0.1) = 1,392,512 → 1,392,384; c4 = full // 4 = 3,481,280;
-    # c128 = full // 128 = 108,790; c4_state = 1,392,384 // 128 × 8 = 87,024
+    # full = int((107,374,182,400 − 73,400,320) / 7,086.75) = 15,141,042 → 15,140,864 (page 256)
+    # swa = int(1,514,086.4) = 1,514,086 → 1,513,984; c4 = full // 4 = 3,785,216;
+    # c128 = full // 128 = 118,288; c4_state = 1,513,984 // 256 × 8 = 47,312
     r = sglang_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3)
-    assert r.kv_tokens == 13_925_120 and r.blocks == 13_925_120 // 256
-    # a float, as in SGLang (7,705.450000000001 after its sum)
-    assert round(r.extra["bytes_per_full_token"], 6) == 7705.45
+    assert r.kv_tokens == 15_140_864 and r.blocks == 15_140_864 // 256
+    assert r.extra["bytes_per_full_token"] == 7086.75
     assert r.extra["c128_state_bytes"] == 73_400_320
-    assert r.extra["pools"] == {"full": 13_925_120, "swa": 1_392_384, "c4": 3_481_280,
-                                "c128": 108_790, "c4_state": 87_024, "c128_state": 0}
+    assert r.extra["pools"] == {"full": 15_140_864, "swa": 1_513_984, "c4": 3_785_216,
+                                "c128": 118_288, "c4_state": 47_312, "c128_state": 0}
     assert r.log_lines == (
-        "DSV4 memory calculation: bytes_per_full_token=7705.45, available_bytes=100.00 GB, "
-        "c128_state_fixed=0.07 GB, full_token=13925120",
-        "DSV4 pool sizes: full=13925120, swa=1392384, c4=3481280, c128=108790, "
-        "c4_state=87024, c128_state=0")
+        "DSV4 SWA sizing: mode=ratio (explicit), swa_tokens=1513984, swa_full_tokens_ratio=0.1",
+        "DSV4 memory calculation: unified=False, unified_fp8=False, dspark_draft_bf16=False, "
+        "bytes_per_full_token=7086.75, available_bytes=100.00 GB, c128_state_fixed=0.07 GB, "
+        "c2_state_fixed=0.00 GB, swa_fixed=0.00 GB, swa_ring_fixed=0.00 GB, "
+        "c4_state_fixed=0.00 GB, full_token=15140864",
+        "DSV4 pool sizes: full=15140864, swa=1513984, c4=3785216, c128=118288, "
+        "c4_state=47312, c128_state=0")
     # the most sequences: --max-running-requests n sizes the c128 state, (n + 1) × 128 + 129
-    # rows rounded up to 128, × 4,096 B × 20 layers; n = 105: 13,824 rows = 1,132,462,080 B,
-    # full = int((107,374,182,400 − 1,132,462,080) / 7,705.45) → 13,787,648 ≥ 105 × 131,072
-    # = 13,762,560; n = 106: 13,952 rows = 1,142,947,840 B → 13,786,368 < 13,893,632
-    assert r.fits and r.max_sequences == 105
+    # rows rounded up to 128, × 4,096 B × 20 layers; n = 114: 14,976 rows = 1,226,833,920 B,
+    # full = int((107,374,182,400 − 1,226,833,920) / 7,086.75) → 14,978,048 ≥ 114 × 131,072
+    # = 14,942,208; n = 115: 15,104 rows → 14,976,768 < 15,073,280
+    assert r.fits and r.max_sequences == 114
 
 
 def test_sglang_v4_pro_pools_from_a_budget():
-    # Pro: 61 layers, 30 of ratio 4, 31 of ratio 128:
-    #   0.1 × 584 × 61 + 584 × 30 / 4 + 584 × 31 / 128 + 132 × 30 / 4
-    #   + 0.1 × 8/128 × (8,192 + 2,048) × 30 = 3,562.4 + 4,380 + 141.4375 + 990 + 1,920
-    #   = 10,993.8375
+    # Pro: 61 layers, 30 of ratio 4, 31 of ratio 128: a window slot 585 × 61 + 8/256 × 10,240
+    # × 30 = 35,685 + 9,600 = 45,285 B;
+    #   0.1 × 45,285 + 179.25 × 30 + 6.75 × 31 = 4,528.5 + 5,377.5 + 209.25 = 10,115.25
     # c128 state (8 requests): 9 × 128 + 129 = 1,281 rows → 1,408 × 4,096 B × 31 = 178,782,208 B
-    # full = int((107,374,182,400 − 178,782,208) / 10,993.8375) = 9,750,498 → 9,750,272;
-    # swa = int(975,027.2) = 975,027 → 974,848; c4 2,437,568; c128 76,174; c4_state 60,928
+    # full = int((107,374,182,400 − 178,782,208) / 10,115.25) = 10,597,404 → 10,597,376;
+    # swa = int(1,059,737.6) → 1,059,584; c4 2,649,344; c128 82,792; c4_state 33,112
     r = sglang_v4("deepseek-v4-pro", 8, kv_budget_bytes=100 * 1024**3, kv="fp8_e4m3")
-    assert round(r.extra["bytes_per_full_token"], 6) == 10993.8375
+    assert r.extra["bytes_per_full_token"] == 10115.25
     assert r.extra["c128_state_bytes"] == 178_782_208
-    assert r.extra["pools"] == {"full": 9_750_272, "swa": 974_848, "c4": 2_437_568,
-                                "c128": 76_174, "c4_state": 60_928, "c128_state": 0}
+    assert r.extra["pools"] == {"full": 10_597_376, "swa": 1_059_584, "c4": 2_649_344,
+                                "c128": 82_792, "c4_state": 33_112, "c128_state": 0}
     assert "--kv-cache-dtype fp8_e4m3" in r.command and "--max-running-requests 8" in r.command
+
+
+def test_sglang_v4_with_its_mtp_draft():
+    # EAGLE with the NextN layer: rings of 16 (ratio 4) and 256 (ratio 128) rows, and every
+    # token priced (43 + 1)/43 as dear for the draft worker's pools:
+    #   window slot 585 × 43 + 16/256 × 10,240 × 21 = 25,155 + 13,440 = 38,595 B
+    #   (0.1 × 38,595 + 3,764.25 + 135) × 44/43 = 7,758.75 × 44/43 = 7,939.186…
+    # c128 state (4 requests): 5 × 256 + 256 + 1 = 1,537 rows → 1,664 × 4,096 B × 20
+    #   = 136,314,880 B
+    # full = int((107,374,182,400 − 136,314,880) / 7,939.186…) = 13,507,413 → 13,507,328;
+    # swa → 1,350,656; c4_state = 1,350,656 // 256 × 16 = 84,416
+    r = sglang_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3, mtp=True)
+    assert round(r.extra["bytes_per_full_token"], 6) == round(7758.75 * 44 / 43, 6)
+    assert r.extra["c128_state_bytes"] == 136_314_880
+    assert r.extra["pools"] == {"full": 13_507_328, "swa": 1_350_656, "c4": 3_376_832,
+                                "c128": 105_526, "c4_state": 84_416, "c128_state": 0}
+    assert ("--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 4") in r.command
+    assert any("44/43" in n for n in r.notes)
+
+
+def test_sglang_v4_tiny_pool_is_refused_at_start(capsys):
+    # 30 MiB (31,457,280 B) is less than one request's c128 state (41,943,040 B): full and
+    # window pools of 0 tokens, under SGLang's admission floor of window 128 + page 256, on
+    # which it raises
+    code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "4k", "--engine", "sglang",
+                       "--kv-budget", "30MiB")
+    assert code == 0 and "does not fit" in out and "max context 0" in out
+    assert ("ValueError: SWA pool (0 tokens) cannot hold even one request: the prefill "
+            "admission floor is sliding_window_size (128) + page_size (256).") in out
+    assert "DSV4 pool sizes" not in out
 
 
 def test_sglang_v4_on_an_h200_budget():
@@ -238,9 +273,9 @@ def test_sglang_v4_on_an_h200_budget():
     rest = r.kv_pool_bytes
     fixed = (2 * 128 + 129 + 127) // 128 * 128 * 2 * 512 * 4 * 20
     assert r.extra["c128_state_bytes"] == fixed == 41_943_040
-    assert r.kv_tokens == int((rest - fixed) / 7705.45) // 256 * 256
+    assert r.kv_tokens == int((rest - fixed) / 7086.75) // 256 * 256
     assert r.log_lines[0].startswith("mem_fraction_static=")
-    assert f"available_bytes={rest / 1024**3:.2f} GB" in r.log_lines[1]
+    assert f"available_bytes={rest / 1024**3:.2f} GB" in r.log_lines[2]
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -259,9 +294,18 @@ def test_sglang_v4_refuses_what_it_does_not_size(args, words, capsys):
 def test_sglang_v4_cli_prints_the_pool_lines(capsys):
     code, out, _ = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
                        "--gpu", "h200", "--tp", "8")
-    assert code == 0 and "DSV4 pool sizes: full=" in out and "584 B" in out
-    # the pools follow an earlier commit than the fraction's release, and the plan says so
-    assert "follow DSV4PoolConfigurator as of @003fca8" in out and "0.5.23's also" in out
+    assert code == 0 and "DSV4 pool sizes: full=" in out and "585 B with the page padding" in out
+    assert "DSV4 SWA sizing: mode=ratio (explicit)" in out
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--mtp", "--speculative-tokens", "11"), "at most 10"),
+    (("--mtp", "--speculative-tokens", "1"), "2 to 10"),
+])
+def test_sglang_v4_draft_tokens_the_ring_keeps(args, words, capsys):
+    code, out, err = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
+                         "--gpu", "h200", "--tp", "8", *args)
+    assert code == 2 and out == "" and words in err and err.count("\n") == 1
 
 
 # --- vLLM's DeepSeek-V4 cache (release 0.33.0: packed KV cache groups) -----------------------

@@ -1,24 +1,31 @@
 """SGLang's pools for DeepSeek-V4's compressed sparse attention (DSV4PoolConfigurator).
 
-Sources read (sgl-project/sglang): ``python/sglang/srt/model_executor/pool_configurator.py``
-(DSV4PoolConfigurator: bytes per full token, the c128 state reserve, the pool split and its two
-log lines) @003fca8027387a3d6565b2c08e497e3020ac6211;
-``python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py`` (the 584-byte packed row, the
-compress-state ring sizes) @007bddd4a95b44d3c8cd22c8a24d0ee1455955fd;
-``python/sglang/srt/arg_groups/model_overrides/deepseek_v4.py`` (page_size 256 on CUDA,
-swa_full_tokens_ratio 0.1) @01a4a991568f810ca3a10984e2881e136212c916;
-``python/sglang/srt/arg_groups/deepseek_v4_hook.py`` (kv-cache dtype "auto" resolves to
-fp8_e4m3, max_running_requests 256 when unset) @006cbb6607dd5ddf92c316198a55a06a486704c8;
-``python/sglang/srt/environ.py`` (SGLANG_DSV4_COMPRESS_STATE_DTYPE float32,
-SGLANG_OPT_USE_ONLINE_COMPRESS off).
+Sources read (sglang 0.5.23, the release whose automatic fraction the plans use):
+``sglang/srt/model_executor/pool_configurator.py`` (DSV4PoolConfigurator: bytes per sliding-window
+slot and per full token, the fixed reserves, the pool split, the window pool's admission floor
+and the three log lines); ``sglang/srt/mem_cache/deepseek_v4_memory_pool.py``
+(get_compress_state_ring_size, collect_sources_by_ratio, select_dsv4_kv_layout,
+get_dsv4_indexer_bytes_per_token); ``sglang/kernels/ops/attention/dsv4/kv_layout.py``
+(KVLayout.V4: 576 data + 8 scale bytes a token, pages padded to 576 B);
+``sglang/srt/arg_groups/model_overrides/deepseek_v4.py`` (page_size 256 on CUDA,
+swa_full_tokens_ratio 0.1 declared for deepseek_v4, so the configurator takes it as the
+operator's ratio and never enters its request-cap mode); ``sglang/srt/arg_groups/
+deepseek_v4_hook.py`` (kv-cache dtype "auto" resolves to fp8_e4m3, max_running_requests 256
+when unset, dsv4_attn_backend auto → flashmla for deepseek_v4); ``sglang/srt/environ.py``
+(SGLANG_DSV4_KV_LAYOUT v4, SGLANG_DSV4_COMPRESS_STATE_DTYPE float32,
+SGLANG_OPT_USE_ONLINE_COMPRESS off, SGLANG_HACK_FLASHMLA_BACKEND auto: no unified pool on CUDA).
 
 Every pool is sized from one "full token" count F: the sliding-window pool holds 0.1·F tokens,
 the ratio-4 pool F/4 entries, the ratio-128 pool F/128, the indexer F/4 keys, the ratio-4
-compressor state 8 rows per 128-token window page of the sliding pool. The ratio-128
-compressor state is per request (128 rows a request slot) and is taken off the budget first.
+compressor state 8 rows per 256-token page of the sliding pool. The ratio-128 compressor
+state is per request (128 rows a request slot) and is taken off the budget first. Each paged
+latent costs its page's padded bytes over the page's tokens: 585 B in 256-token window pages
+and 64-entry ratio-4 pages, 864 B in the ratio-128 pool's 2-entry pages.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..errors import InputError
 from ..model import ModelSpec
@@ -34,21 +41,28 @@ from .base import (
 from .sglang import (
     PRELOAD,
     STAGE_SPLIT,
+    Pools,
     fraction_depends_on_running,
+    free_memory,
     kv_budget,
     launch_command,
     long_context_note,
     rule_note,
+    startup_error,
+    startup_reason,
 )
+from .sglang_mtp import AUTO_DRAFT_TOKENS, Speculative
+from .sglang_mtp import resolve as mtp_resolve
 
 NAME = "sglang"
 #: pages of 256 tokens (model_overrides/deepseek_v4.py; 128 on Ascend NPUs only)
 PAGE_TOKENS = 256
 #: swa_full_tokens_ratio DeepSeek-V4 gets when it is not given
 SWA_RATIO = 0.1
-#: compress-state ring rows per sequence without speculative decoding
-#: (get_compress_state_ring_size: 8 for ratio 4, 128 for ratio 128)
+#: compress-state ring rows per request slot (get_compress_state_ring_size: 8 for ratio 4, 128
+#: for ratio 128; 16 and 256 with speculative decoding)
 RING_C4, RING_C128 = 8, 128
+RING_C4_SPEC, RING_C128_SPEC = 16, 256
 #: bytes a compressor-state value takes (SGLANG_DSV4_COMPRESS_STATE_DTYPE float32)
 STATE_BYTES = 4
 #: the indexer's fp8 key with one float32 scale per 128 values
@@ -56,68 +70,111 @@ INDEX_QUANT_BLOCK = 128
 #: kvplan format names SGLang takes for this model: "auto" resolves to fp8_e4m3 on CUDA and
 #: the pool stores its own packed row whichever is named
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3"}
-
-
-#: the plan's note on releases: its fraction is SGLang 0.5.23's, its pools an earlier commit's
-RELEASE_NOTE = ("these DeepSeek-V4 pools follow DSV4PoolConfigurator as of @003fca8 (bytes per "
-                "full token and the c128 state reserve); SGLang 0.5.23's also sets aside c2 "
-                "and c4 compress states, a fixed sliding-window share and a sliding-window ring "
-                "a request slot before it sizes the full pool, and logs more fields: not "
-                "re-read here, so under 0.5.23 the full pool can be smaller than planned")
+#: the unit KVLayout.V4 pads a page to (the FlashMLA reader's TMA row stride)
+PAGE_ALIGN = 576
 
 
 def row_bytes(latent: int, rope: int) -> int:
-    """One token's packed latent (DeepSeekV4SingleKVPool): the non-RoPE part in fp8, the
-    RoPE part in bf16, one scale byte per 64 fp8 values and a pad byte: 448 + 128 + 8 = 584."""
+    """One token's packed latent (KVLayout.V4): the non-RoPE part in fp8, the RoPE part in
+    bf16, one scale byte per 64 fp8 values and a pad byte: 448 + 128 + 8 = 584."""
     nope = latent - rope
     return nope + rope * 2 + nope // 64 + 1
 
 
-def bytes_per_full_token(spec: ModelSpec, rope: int = 64) -> float:
-    """DSV4PoolConfigurator._get_bytes_per_full_token, term by term in SGLang's order (a
-    float: the token count is the budget divided by it, truncated)."""
-    layers, n4, n128, latent, index_dim, window = dsv4_geometry(spec)
-    kv = row_bytes(latent, rope)
-    indexer = index_dim + index_dim // INDEX_QUANT_BLOCK * 4
-    c4_state = 2 * 2 * latent * STATE_BYTES
-    c4_index_state = 2 * 2 * index_dim * STATE_BYTES
-    c4_state_ratio = RING_C4 / window
-    return (SWA_RATIO * kv * layers
-            + 1 / 4 * kv * n4
-            + 1 / 128 * kv * n128
-            + 1 / 4 * indexer * n4
-            + SWA_RATIO * c4_state_ratio * c4_state * n4
-            + SWA_RATIO * c4_state_ratio * c4_index_state * n4)
+def paged_bytes(page_tokens: int, row: int = 584) -> float:
+    """Bytes a token costs in a pool of ``page_tokens``-row pages, each padded to PAGE_ALIGN
+    (_get_paged_kv_bytes_per_token: layout.page_bytes(page) / page): 585.0 for 256 or 64
+    rows, 864.0 for 2."""
+    return -(-page_tokens * row // PAGE_ALIGN) * PAGE_ALIGN / page_tokens
 
 
-def c128_state_bytes(spec: ModelSpec, max_running: int) -> int:
-    """The ratio-128 compressor state reserved before the token pools: (requests + 1) slots
-    of 128 rows, plus a ring and one row, rounded up to 128 rows, of kv and score rows
-    (2 × latent float32 values) in every ratio-128 layer."""
-    _, _, n128, latent, _, _ = dsv4_geometry(spec)
-    if not n128:
-        return 0
-    rows = (max_running + 1) * RING_C128 + RING_C128 + 1
-    rows = -(-rows // 128) * 128
-    return rows * 2 * latent * STATE_BYTES * n128
+@dataclass(frozen=True)
+class Geometry:
+    """What DSV4PoolConfigurator sizes from: the model's layers and their ratios, and the
+    compress-state rings and draft inflation of the run (``infl`` (layers + 1) / layers with
+    an EAGLE draft, which the configurator reserves by pricing every token that much dearer)."""
 
+    spec: ModelSpec
+    layers: int
+    ring_c4: int
+    ring_c128: int
+    infl: float
 
-def pool_sizes(spec: ModelSpec, available: int, max_running: int
-               ) -> tuple[float, int, dict[str, int]]:
-    """(bytes per full token, c128 state reserve, pool sizes) for ``available`` bytes."""
-    per_token = bytes_per_full_token(spec)
-    fixed = c128_state_bytes(spec, max_running)
-    full = int(max(available - fixed, 0) / per_token) // PAGE_TOKENS * PAGE_TOKENS
-    swa = int(full * SWA_RATIO) // PAGE_TOKENS * PAGE_TOKENS
-    window = dsv4_geometry(spec)[5]
-    sizes = {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
-             "c4_state": swa // window * RING_C4, "c128_state": 0}
-    return per_token, fixed, sizes
+    @classmethod
+    def of(cls, spec: ModelSpec, sp: Speculative | None = None) -> Geometry:
+        layers = dsv4_geometry(spec)[0]
+        if sp is None:
+            return cls(spec, layers, RING_C4, RING_C128, 1.0)
+        return cls(spec, layers, RING_C4_SPEC, RING_C128_SPEC, (layers + 1) / layers)
+
+    def swa_slot_bytes(self) -> float:
+        """_get_bytes_per_swa_token (before the draft inflation): a window slot's latent in
+        every layer, and the ratio-4 compressor state (kv + score of 2·latent values and of
+        2·index values, float32) priced per slot at the ring's rows a 256-token page."""
+        layers, n4, _, latent, index_dim, _ = dsv4_geometry(self.spec)
+        state = 2 * 2 * latent * STATE_BYTES + 2 * 2 * index_dim * STATE_BYTES
+        return paged_bytes(PAGE_TOKENS) * layers + self.ring_c4 / PAGE_TOKENS * state * n4
+
+    def bytes_per_full_token(self) -> float:
+        """DSV4PoolConfigurator._get_bytes_per_full_token, term by term in SGLang's order (a
+        float: the token count is the budget divided by it, truncated): the window share of a
+        window slot, then per ratio-4 layer a quarter latent and a quarter indexer key, per
+        ratio-128 layer 1/128 latent; the draft inflation last."""
+        _, n4, n128, _, index_dim, _ = dsv4_geometry(self.spec)
+        indexer = index_dim + index_dim // INDEX_QUANT_BLOCK * 4
+        compressed: list[float] = []
+        if n4:
+            compressed.append((1 / 4 * paged_bytes(PAGE_TOKENS // 4) + 1 / 4 * indexer) * n4)
+        if n128:
+            compressed.append(1 / 128 * paged_bytes(PAGE_TOKENS // 128) * n128)
+        # (× 1.0 without a draft leaves the float as it is)
+        return (SWA_RATIO * self.swa_slot_bytes() + sum(compressed)) * self.infl
+
+    def c128_state_bytes(self, max_running: int) -> int:
+        """The ratio-128 compressor state reserved before the token pools: (requests + 1)
+        slots of a ring's rows, plus a ring and one row, rounded up to 128 rows, of kv and
+        score rows (2 × latent float32 values) in every ratio-128 layer."""
+        _, _, n128, latent, _, _ = dsv4_geometry(self.spec)
+        if not n128:
+            return 0
+        rows = (max_running + 1) * self.ring_c128 + self.ring_c128 + 1
+        rows = -(-rows // 128) * 128
+        return rows * 2 * latent * STATE_BYTES * n128
+
+    def pool_sizes(self, available: int, max_running: int
+                   ) -> tuple[float, int, dict[str, int]]:
+        """(bytes per full token, c128 state reserve, pool sizes) for ``available`` bytes."""
+        per_token = self.bytes_per_full_token()
+        fixed = self.c128_state_bytes(max_running)
+        full = int(max(available - fixed, 0) / per_token) // PAGE_TOKENS * PAGE_TOKENS
+        swa = int(full * SWA_RATIO) // PAGE_TOKENS * PAGE_TOKENS
+        sizes = {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
+                 "c4_state": swa // PAGE_TOKENS * self.ring_c4, "c128_state": 0}
+        return per_token, fixed, sizes
 
 
 def _refuse(what: str) -> InputError:
     return InputError(f"kvplan does not model SGLang's DeepSeek-V4 pools with {what}; "
                       "--engine raw sizes the cache itself", field="engine")
+
+
+def speculative(req: EngineRequest) -> Speculative | None:
+    """The EAGLE run of a --mtp plan (None without it): SGLang's own 3 steps and 4 draft
+    tokens, or --speculative-tokens; the ratio-4 ring of 16 rows keeps at most
+    16 − 8 + 2 = 10 draft tokens resident (_assert_ring_serves_draft_tokens)."""
+    if not req.cache.mtp:
+        return mtp_resolve(req, sliding=False)
+    draft = req.spec.mtp_layers
+    if not draft:
+        raise InputError(f"SGLang with --mtp: {req.spec.name} has no MTP / next-n layers in "
+                         "its config for an EAGLE draft", field="mtp")
+    tokens = req.settings.speculative_tokens or AUTO_DRAFT_TOKENS
+    most = RING_C4_SPEC - 2 * 4 + 2
+    if not 2 <= tokens <= most:
+        raise InputError(f"SGLang's EAGLE for DeepSeek-V4 drafts steps + 1 tokens, and its "
+                         f"ratio-4 compress-state ring keeps at most {most}: "
+                         f"--speculative-tokens must be 2 to {most}", field="speculative_tokens")
+    return Speculative(steps=tokens - 1, draft_tokens=tokens, cell_layers=1, draft_layers=draft)
 
 
 def plan(req: EngineRequest) -> EngineReport:
@@ -128,11 +185,10 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError("SGLang stores K and V in one KV cache dtype; choose the same format "
                          "for both", field="kv_v")
     if p.pp > 1:
-        raise _refuse("pipeline parallelism (per-stage slices of compress_ratios)")
+        raise _refuse("pipeline parallelism (per-stage slices of compress_ratios, the "
+                      "stages' token counts made equal)")
     if p.dp > 1:
         raise _refuse("data parallelism (max_running_requests per DP worker)")
-    if s.speculative_tokens:
-        raise _refuse("speculative decoding (rings of 16 and 256 rows, a draft share)")
     if s.offload_bytes:
         raise _refuse("HiCache offload")
     if s.max_total_tokens is not None:
@@ -145,40 +201,82 @@ def plan(req: EngineRequest) -> EngineReport:
         # the pool asserts the 448 + 64·2 + 8 = 584-byte row; the state ring is per 128 tokens
         raise _refuse(f"a latent of {latent} values or a window of {window} tokens (its pool "
                       "takes a 512-value latent and a 128-token window)")
+    sp = speculative(req)
+    geo = Geometry.of(req.spec, sp)
     weights, shares = rank_weights(req, STAGE_SPLIT)
-    rest, budget, frac = kv_budget(req, shares)
-    # kvplan's command passes --max-running-requests, which sizes the c128 state reserve
-    per_token, fixed, sizes = pool_sizes(req.spec, rest, req.sequences)
-    full = sizes["full"]
+    budget_now = kv_budget(req, shares)
+    rest, budget, frac = budget_now
+
+    def sized(n: int) -> tuple[Pools, float, int, dict[str, int]]:
+        # --max-running-requests n sizes the c128 state reserve and, when SGLang picks the
+        # fraction itself, its decode-graph reserve: the pools that count would get
+        r, b, f = (kv_budget(req, shares, n) if fraction_depends_on_running(req)
+                   and n != req.sequences else budget_now)
+        per_token, fixed, sizes = geo.pool_sizes(r, n)
+        return (Pools(r, r, b, f, sizes["full"], sizes["swa"], None, sizes["full"]),
+                per_token, fixed, sizes)
+
+    def refusal(pl: Pools) -> str | None:
+        """What SGLang raises at start-up with these pools (None: it starts)."""
+        return startup_error(pl, per_req=0, per_running=1, window=window, page=PAGE_TOKENS,
+                             weights_bytes=free_memory(req, shares)
+                             if pl.budget is not None else None)
+
+    pl, per_token, fixed, sizes = sized(req.sequences)
+    refused = refusal(pl)
+    full = 0 if refused else sizes["full"]
 
     def fits_len(length: int) -> bool:
         return length == 0 or full >= length * req.sequences
 
     def seqs_fit(n: int) -> bool:
-        # --max-running-requests n sizes the c128 state reserve and, when SGLang picks the
-        # fraction itself, its decode-graph reserve: the pool each count would get
-        avail = kv_budget(req, shares, n)[0] if fraction_depends_on_running(req) else rest
-        return n == 0 or pool_sizes(req.spec, avail, n)[2]["full"] >= n * req.context
+        got = sized(n)[0]
+        return n == 0 or (got.tokens >= n * req.context and refusal(got) is None)
 
-    one = kv_budget(req, shares, 1)[0] if fraction_depends_on_running(req) else rest
-    max_seqs = largest(seqs_fit, pool_sizes(req.spec, one, 1)[2]["full"] // req.context)
+    one = sized(1)[0]
+    max_seqs = largest(seqs_fit, one.tokens // req.context if refusal(one) is None else 0)
 
-    lines = [
-        f"DSV4 memory calculation: bytes_per_full_token={per_token:.2f}, "
-        f"available_bytes={rest / GiB:.2f} GB, c128_state_fixed={fixed / GiB:.2f} GB, "
-        f"full_token={full}",
-        "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in sizes.items()),
-    ]
+    if refused:
+        # it raises before the pools are built: nothing of theirs is logged
+        lines = [refused]
+    else:
+        lines = [
+            f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={sizes['swa']}, "
+            f"swa_full_tokens_ratio={SWA_RATIO}",
+            f"DSV4 memory calculation: unified=False, unified_fp8=False, "
+            f"dspark_draft_bf16=False, bytes_per_full_token={per_token:.2f}, "
+            f"available_bytes={rest / GiB:.2f} GB, c128_state_fixed={fixed / GiB:.2f} GB, "
+            "c2_state_fixed=0.00 GB, swa_fixed=0.00 GB, swa_ring_fixed=0.00 GB, "
+            f"c4_state_fixed=0.00 GB, full_token={full}",
+            "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in sizes.items()),
+        ]
+        if full < req.context:
+            # tp_worker get_worker_info, once the pools are built
+            lines.append(f"KV pool holds {full} tokens, fewer than --context-length "
+                         f"{req.context}. One full-length request cannot fit, so long "
+                         "requests will be refused or truncated at serving time. Lower "
+                         "--context-length, raise --mem-fraction-static, or free memory "
+                         "taken before the pool is sized.")
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
-    rule = rule_note(req, frac)
-    long = long_context_note(req)
-    notes = (*((rule,) if rule else ()), *((long,) if long else ()),
-             f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(dsv4_geometry(req.spec)[3], 64)} B: fp8 + bf16 RoPE + scales) "
-             "whatever the KV format named; the sliding-window pool holds "
-             f"{sizes['swa']:,} tokens (swa_full_tokens_ratio {SWA_RATIO})",
-             RELEASE_NOTE)
+    notes = [n for n in (rule_note(req, frac), long_context_note(req)) if n]
+    if refused:
+        notes.insert(0, f"SGLang refuses to start: {startup_reason(refused)}")
+    notes.append(
+        f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(latent, 64)} B: "
+        f"fp8 + bf16 RoPE + scales, {paged_bytes(PAGE_TOKENS):g} B with the page padding) "
+        "whatever the KV format named; the sliding-window pool holds "
+        f"{sizes['swa']:,} tokens (swa_full_tokens_ratio {SWA_RATIO}, which SGLang sets for "
+        "DeepSeek-V4)")
+    if sp is not None:
+        cmd += sp.flags()
+        notes.append(
+            f"EAGLE with the model's MTP head: {sp.steps} steps, top-k 1, {sp.draft_tokens} "
+            "draft tokens (--speculative-tokens sets them); SGLang reserves the draft worker's "
+            f"pools by pricing a token {geo.layers + 1}/{geo.layers} as dear, and its "
+            f"compress-state rings hold {RING_C4_SPEC} (ratio 4) and {RING_C128_SPEC} "
+            "(ratio 128) rows a slot")
     return EngineReport(
         engine=NAME,
         budget_bytes=budget,
@@ -191,10 +289,11 @@ def plan(req: EngineRequest) -> EngineReport:
         max_concurrency=full / max(1, req.context),
         max_sequences=max_seqs,
         max_context=largest(fits_len, 1 << 31),
-        fits=full >= req.context * req.sequences,
+        fits=refused is None and full >= req.context * req.sequences,
+        refusal=startup_reason(refused) if refused else "",
         log_lines=tuple(lines),
         command=" ".join(cmd),
-        notes=notes,
+        notes=tuple(notes),
         extra={"mem_fraction_static": frac, "swa_tokens": sizes["swa"],
                "c128_state_bytes": fixed, "bytes_per_full_token": per_token,
                "pools": sizes, "weights": weights.format},
