@@ -235,6 +235,31 @@ def test_sglang_v4_pro_pools_from_a_budget():
     assert "--kv-cache-dtype fp8_e4m3" in r.command and "--max-running-requests 8" in r.command
 
 
+def test_sglang_v4_pro_over_two_pipeline_stages():
+    # get_pp_indices: 61 layers over 2 stages are [0, 30) and [30, 61); each stage sizes its
+    # pools over its own slice of compress_ratios, and the pipeline keeps the smallest count
+    #   stage 0: 30 layers, 14 of ratio 4, 16 of ratio 128: slot 585 × 30 + 320 × 14 = 22,030;
+    #     0.1 × 22,030 + 179.25 × 14 + 6.75 × 16 = 4,820.5; c128 1,408 rows × 4,096 × 16
+    #     = 92,274,688 → int((107,374,182,400 − 92,274,688) / 4,820.5) = 22,255,348 → 22,255,104
+    #   stage 1: 31 layers, 16 and 15: slot 585 × 31 + 320 × 16 = 23,255;
+    #     0.1 × 23,255 + 179.25 × 16 + 6.75 × 15 = 5,294.75; c128 1,408 × 4,096 × 15
+    #     = 86,507,520 → int((107,374,182,400 − 86,507,520) / 5,294.75) = 20,263,029
+    #     → 20,262,912
+    r = sglang_v4("deepseek-v4-pro", 8, kv_budget_bytes=100 * 1024**3,
+                  parallel=Parallel(pp=2))
+    assert r.kv_tokens == 20_262_912 and r.binding_stage == 1
+    assert r.extra["bytes_per_full_token"] == 5294.75
+    assert r.extra["c128_state_bytes"] == 86_507_520
+    assert r.log_lines[0] == "DSV4 pool PP slice: rank=1 layers=[30,61) local=31/61"
+    assert "--pp 2" in r.command
+
+
+def test_sglang_v4_mtp_under_pipeline_stages_is_refused(capsys):
+    code, out, err = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
+                         "--gpu", "h200", "--tp", "8", "--pp", "2", "--mtp")
+    assert code == 2 and out == "" and "last pipeline stage" in err and err.count("\n") == 1
+
+
 def test_sglang_v4_with_its_mtp_draft():
     # EAGLE with the NextN layer: rings of 16 (ratio 4) and 256 (ratio 128) rows, and every
     # token priced (43 + 1)/43 as dear for the draft worker's pools:
@@ -279,7 +304,6 @@ def test_sglang_v4_on_an_h200_budget():
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (("--pp", "2"), "pipeline parallelism"),
     (("--dp", "2"), "data parallelism"),
     (("--kv", "fp8_e5m2"), "fp8_e5m2"),
     (("--kv", "q8_0"), "q8_0"),
@@ -419,7 +443,6 @@ def test_vllm_v4_too_small_a_budget_prints_vllms_error():
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (("--pp", "2"), "pipeline parallelism"),
     (("--dp", "2"), "data parallelism"),
     (("--mtp",), "MTP"),
     (("--speculative-tokens", "1"), "speculative decoding"),

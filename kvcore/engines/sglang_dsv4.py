@@ -141,16 +141,18 @@ class Geometry:
         rows = -(-rows // 128) * 128
         return rows * 2 * latent * STATE_BYTES * n128
 
-    def pool_sizes(self, available: int, max_running: int
-                   ) -> tuple[float, int, dict[str, int]]:
-        """(bytes per full token, c128 state reserve, pool sizes) for ``available`` bytes."""
+    def full_tokens(self, available: int, max_running: int) -> tuple[float, int, int]:
+        """(bytes per full token, c128 state reserve, full tokens) for ``available`` bytes."""
         per_token = self.bytes_per_full_token()
         fixed = self.c128_state_bytes(max_running)
         full = int(max(available - fixed, 0) / per_token) // PAGE_TOKENS * PAGE_TOKENS
+        return per_token, fixed, full
+
+    def pool_sizes(self, full: int) -> dict[str, int]:
+        """_compute_dsv4_sizes: every pool from the full token count."""
         swa = int(full * SWA_RATIO) // PAGE_TOKENS * PAGE_TOKENS
-        sizes = {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
-                 "c4_state": swa // PAGE_TOKENS * self.ring_c4, "c128_state": 0}
-        return per_token, fixed, sizes
+        return {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
+                "c4_state": swa // PAGE_TOKENS * self.ring_c4, "c128_state": 0}
 
 
 def _refuse(what: str) -> InputError:
@@ -184,9 +186,10 @@ def plan(req: EngineRequest) -> EngineReport:
     if opts.kv_k.name != opts.kv_v.name:
         raise InputError("SGLang stores K and V in one KV cache dtype; choose the same format "
                          "for both", field="kv_v")
-    if p.pp > 1:
-        raise _refuse("pipeline parallelism (per-stage slices of compress_ratios, the "
-                      "stages' token counts made equal)")
+    if p.pp > 1 and req.cache.mtp:
+        raise InputError("SGLang with --mtp: the draft runs on the last pipeline stage only "
+                         "(SGLANG_ENABLE_PP_SPEC); how the other stages' pools count it is not "
+                         "sized: use --pp 1", field="mtp")
     if p.dp > 1:
         raise _refuse("data parallelism (max_running_requests per DP worker)")
     if s.offload_bytes:
@@ -202,19 +205,25 @@ def plan(req: EngineRequest) -> EngineReport:
         raise _refuse(f"a latent of {latent} values or a window of {window} tokens (its pool "
                       "takes a 512-value latent and a 128-token window)")
     sp = speculative(req)
-    geo = Geometry.of(req.spec, sp)
     weights, shares = rank_weights(req, STAGE_SPLIT)
+    # each stage sizes its pools over its own slice of compress_ratios from the free memory
+    # of the most loaded rank; the pipeline keeps the smallest full count
+    # (_apply_token_constraints), every stage's pools sized again from it
+    stages = [Geometry.of(sh.spec, sp) for sh in shares]
     budget_now = kv_budget(req, shares)
     rest, budget, frac = budget_now
 
-    def sized(n: int) -> tuple[Pools, float, int, dict[str, int]]:
-        # --max-running-requests n sizes the c128 state reserve and, when SGLang picks the
-        # fraction itself, its decode-graph reserve: the pools that count would get
+    def sized(n: int) -> tuple[Pools, int, float, int]:
+        """The pools with --max-running-requests ``n`` (its c128 state reserve and, when
+        SGLang picks the fraction itself, its decode-graph reserve), the binding stage, its
+        bytes per full token and its c128 reserve."""
         r, b, f = (kv_budget(req, shares, n) if fraction_depends_on_running(req)
                    and n != req.sequences else budget_now)
-        per_token, fixed, sizes = geo.pool_sizes(r, n)
-        return (Pools(r, r, b, f, sizes["full"], sizes["swa"], None, sizes["full"]),
-                per_token, fixed, sizes)
+        each = [g.full_tokens(r, n) for g in stages]
+        at = min(range(len(each)), key=lambda i: each[i][2])
+        per_token, fixed, full = each[at]
+        swa = stages[at].pool_sizes(full)["swa"]
+        return Pools(r, r, b, f, full, swa, None, full), at, per_token, fixed
 
     def refusal(pl: Pools) -> str | None:
         """What SGLang raises at start-up with these pools (None: it starts)."""
@@ -222,9 +231,10 @@ def plan(req: EngineRequest) -> EngineReport:
                              weights_bytes=free_memory(req, shares)
                              if pl.budget is not None else None)
 
-    pl, per_token, fixed, sizes = sized(req.sequences)
+    pl, binding, per_token, fixed = sized(req.sequences)
+    sizes = stages[binding].pool_sizes(pl.tokens)
     refused = refusal(pl)
-    full = 0 if refused else sizes["full"]
+    full = 0 if refused else pl.tokens
 
     def fits_len(length: int) -> bool:
         return length == 0 or full >= length * req.sequences
@@ -250,6 +260,11 @@ def plan(req: EngineRequest) -> EngineReport:
             f"c4_state_fixed=0.00 GB, full_token={full}",
             "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in sizes.items()),
         ]
+        if p.pp > 1:
+            # logged as the binding stage's configurator is built
+            own = STAGE_SPLIT(req.spec.decoder_layers, p.pp, binding)
+            lines.insert(0, f"DSV4 pool PP slice: rank={binding} layers=[{own.start},"
+                            f"{own.stop}) local={len(own)}/{req.spec.decoder_layers}")
         if full < req.context:
             # tp_worker get_worker_info, once the pools are built
             lines.append(f"KV pool holds {full} tokens, fewer than --context-length "
@@ -274,8 +289,8 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append(
             f"EAGLE with the model's MTP head: {sp.steps} steps, top-k 1, {sp.draft_tokens} "
             "draft tokens (--speculative-tokens sets them); SGLang reserves the draft worker's "
-            f"pools by pricing a token {geo.layers + 1}/{geo.layers} as dear, and its "
-            f"compress-state rings hold {RING_C4_SPEC} (ratio 4) and {RING_C128_SPEC} "
+            f"pools by pricing a token {stages[0].layers + 1}/{stages[0].layers} as dear, and "
+            f"its compress-state rings hold {RING_C4_SPEC} (ratio 4) and {RING_C128_SPEC} "
             "(ratio 128) rows a slot")
     return EngineReport(
         engine=NAME,
@@ -294,6 +309,7 @@ def plan(req: EngineRequest) -> EngineReport:
         log_lines=tuple(lines),
         command=" ".join(cmd),
         notes=tuple(notes),
+        binding_stage=binding,
         extra={"mem_fraction_static": frac, "swa_tokens": sizes["swa"],
                "c128_state_bytes": fixed, "bytes_per_full_token": per_token,
                "pools": sizes, "weights": weights.format},
