@@ -90,3 +90,17 @@ def test_gemma4_cli_exits_2_in_one_line(capsys):
     assert main(["gemma-4-31b-it", "--engine", "trtllm", "--gpu", "h100"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "KVCacheManagerV2" in err
+
+
+def test_mtp_is_refused_in_one_line(capsys):
+    # --mtp used to plan the target alone (no draft layers in the pool, no speculative flags)
+    code = main(["deepseek-v3", "--ctx", "8k", "--engine", "trtllm", "--gpu", "8xh200",
+                 "--tp", "8", "--mtp"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "MTP speculative decoding" in err and "leave out --mtp" in err
+    with pytest.raises(InputError, match="MTP"):
+        engine_plan("trtllm", EngineRequest(
+            spec=load_model("deepseek-v3"), context=8192, sequences=1,
+            cache=CacheOptions(kv_k="f16", kv_v="f16", mtp=True), gpus=(find_gpu("h200"),) * 8,
+            parallel=Parallel(tp=8)))

@@ -224,6 +224,12 @@ def check_supported(spec: ModelSpec) -> None:
 def plan(req: EngineRequest) -> EngineReport:
     s, opts = req.settings, req.cache
     check_supported(req.spec)
+    if opts.mtp:
+        # an MTP run adds the draft layers to the KV cache manager and extra KV tokens a
+        # request (speculative_config), which kvplan does not model for TensorRT-LLM
+        raise InputError("kvplan does not size TensorRT-LLM's MTP speculative decoding (the "
+                         "draft layers in its KV cache manager, the extra KV tokens a request): "
+                         "leave out --mtp, or choose --engine sglang or vllm", field="mtp")
     dsa = has_kind(req.spec, LayerKind.INDEXER)
     if dsa:
         single_format(NAME, opts, FORMATS)
