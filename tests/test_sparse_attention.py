@@ -305,6 +305,7 @@ def test_sglang_v4_on_an_h200_budget():
 
 @pytest.mark.parametrize(("args", "words"), [
     (("--dp", "2"), "data parallelism"),
+    (("--enable-lora", "--max-lora-rank", "16", "--lora-target-modules", "all"), "--enable-lora"),
     (("--kv", "fp8_e5m2"), "fp8_e5m2"),
     (("--kv", "q8_0"), "q8_0"),
     (("--max-total-tokens", "100000"), "--max-total-tokens"),
@@ -444,6 +445,7 @@ def test_vllm_v4_too_small_a_budget_prints_vllms_error():
 
 @pytest.mark.parametrize(("args", "words"), [
     (("--dp", "2"), "data parallelism"),
+    (("--enable-lora", "--max-lora-rank", "16", "--lora-target-modules", "all"), "--enable-lora"),
     (("--mtp",), "MTP"),
     (("--speculative-tokens", "1"), "speculative decoding"),
     (("--block-size", "64"), "blocks of 256 tokens"),

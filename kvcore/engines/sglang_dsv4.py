@@ -194,6 +194,10 @@ def plan(req: EngineRequest) -> EngineReport:
         raise _refuse("data parallelism (max_running_requests per DP worker)")
     if s.offload_bytes:
         raise _refuse("HiCache offload")
+    if s.lora is not None:
+        # (it planned the pools without the adapter buffers, which come off them)
+        raise _refuse("--enable-lora (SGLang shapes a MoE model's LoRA buffers per model "
+                      "class)")
     if s.max_total_tokens is not None:
         raise _refuse("--max-total-tokens (the compressed pools sized again from a cap)")
     if s.page_size not in (None, PAGE_TOKENS):
