@@ -1500,11 +1500,25 @@ def test_nemotron_nas_llamacpp_zero_width_layers_and_v_padding():
                                      parallel=Parallel(pp=2)))
 
 
-@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
-def test_nemotron_nas_refused_where_the_layout_is_not_established(engine):
+def test_nemotron_nas_refused_where_the_layout_is_not_established():
     with pytest.raises(InputError, match="does not size Nemotron-NAS") as err:
-        engine_plan(engine, req(NAS, gpu="h200"))
+        engine_plan("trtllm", req(NAS, gpu="h200"))
     assert err.value.field == "engine"
+
+
+def test_nemotron_nas_sglang_pool_spans_every_decoder_layer():
+    # SGLang's DeciLMForCausalLM builds all 80 layers (make_pp_layers), and the token pool
+    # spans num_effective_layers = 80, the 31 no-op attention layers included, each with
+    # get_total_num_kv_heads' 8 heads: 80 × 8 × (128 + 128) × 2 B = 327,680 B a token
+    budget = 10 * GiB
+    r = engine_plan("sglang", req(NAS, gpu=None, kv_budget_bytes=budget))
+    assert r.kv_tokens == budget // (80 * 8 * 256 * 2) == 32_768
+    assert r.extra["cell_bytes"] == 327_680
+    assert any("31 decoder layers whose attention is a no-op" in n for n in r.notes)
+    # tp 8: one KV head a rank, 80 × 1 × 256 × 2 B
+    r8 = engine_plan("sglang", req(NAS, gpu=None, kv_budget_bytes=budget,
+                                   parallel=Parallel(tp=8)))
+    assert r8.extra["cell_bytes"] == 80 * 256 * 2
 
 
 def _nas_variant(change):
@@ -1531,6 +1545,13 @@ def test_nemotron_nas_variants_vllm_refuses():
         engine_plan("vllm", EngineRequest(spec=linear, context=8192,
                                           cache=CacheOptions(kv_k="f16", kv_v="f16"),
                                           kv_budget_bytes=10 * GiB))
+    # SGLang: get_total_num_kv_heads raises on variable GQA, and its decoder layer builds
+    # attention from n_heads_in_group only
+    for spec, words in ((mixed, "different KV head counts"), (linear, "replace_with_linear")):
+        with pytest.raises(InputError, match=words):
+            engine_plan("sglang", EngineRequest(spec=spec, context=8192,
+                                                cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                                                kv_budget_bytes=10 * GiB))
 # --- Gemma 4, MiMo-V2, Kimi-K3, Step-3.7 ------------------------------------------------------
 
 def test_vllm_gemma4_pages_per_kind():

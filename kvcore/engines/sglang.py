@@ -849,18 +849,40 @@ def with_kv_shared_rows(spec: ModelSpec) -> ModelSpec:
                    cacheless_layers=spec.cacheless_layers - added)
 
 
+def with_nas_rows(spec: ModelSpec) -> ModelSpec:
+    """The spec as SGLang's token pool sees a Nemotron-NAS (DeciLM) model: its
+    DeciLMForCausalLM builds every decoder layer with make_pp_layers, so the pool spans them
+    all (layer_setup.py: num_effective_layers = end_layer − start_layer), a block whose
+    attention is a no-op included, each with the KV heads ModelConfig.get_total_num_kv_heads
+    gives every layer (the one value of num_attention_heads // n_heads_in_group over the
+    attention blocks). The no-op layers join the attention group."""
+    if spec.model_type != "nemotron-nas":
+        return spec
+    held = {i for g in spec.groups if not g.mtp for i in g.layers}
+    extra = tuple(i for i in range(spec.decoder_layers) if i not in held)
+    attention = [g for g in spec.groups if g.kind.is_attention and not g.mtp]
+    if not extra or len(attention) != 1:
+        return spec
+    groups = tuple(replace(g, layers=tuple(sorted(g.layers + extra))) if g is attention[0]
+                   else g for g in spec.groups)
+    return replace(spec, groups=groups, cacheless_layers=spec.cacheless_layers - len(extra))
+
+
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("SGLang", req.spec, UNSUPPORTED)
     refuse_unregistered(req.spec)
-    # its DeciLMForCausalLM numbers attention by the decoder layer, but whether the token
-    # pool then holds the no-op layers too is not established
-    refuse_nas_layout("SGLang", req.spec, always="the token pool's layers for no-op blocks "
-                      "are not established")
+    # DeciLMForCausalLM: no replace_with_linear blocks (its LlamaAttention needs
+    # n_heads_in_group), and one KV head count over the attention blocks
+    # (get_total_num_kv_heads raises "Variable GQA (VGQA) is not yet supported")
+    refuse_nas_layout("SGLang", req.spec)
     refuse_layout("SGLang", req.spec, LAYOUT_UNKNOWN, LAYOUT_UNKNOWN_ARCH)
     if req.spec.model_type in ("gemma4", "gemma4_text"):
         refuse_gemma4(req.spec)
     shared_rows = req.spec.kv_shared_layers
     req = replace(req, spec=with_kv_shared_rows(req.spec))
+    nas_rows = req.spec.cacheless_layers if req.spec.model_type == "nemotron-nas" else 0
+    req = replace(req, spec=with_nas_rows(req.spec))
+    nas_rows -= req.spec.cacheless_layers
     if has_kind(req.spec, LayerKind.COMPRESSED):
         refuse_compressed(req, "SGLang")
         from .sglang_dsv4 import plan as dsv4_plan
@@ -1167,6 +1189,10 @@ def plan(req: EngineRequest) -> EngineReport:
                      "--kv fp8 for what auto gives)")
     if refused:
         notes.insert(0, f"SGLang refuses to start: {startup_reason(refused)}")
+    if nas_rows:
+        notes.append(f"SGLang's token pool holds K and V rows for the {nas_rows} decoder layers "
+                     "whose attention is a no-op too (never written: DeciLMForCausalLM builds "
+                     "every layer, and the pool spans them)")
     if shared_rows:
         notes.append(f"SGLang's pools hold rows for the {shared_rows} KV-shared layers too "
                      "(never written: they read an earlier layer's cache)")
