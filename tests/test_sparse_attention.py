@@ -9,6 +9,7 @@ import pytest
 
 from app.cli import main
 from kvcore import CacheOptions, LayerKind, cache_size, model_catalog, spec_from_config
+from kvcore.engines import EngineSettings
 from kvcore.kv import bytes_per_token, marginal_bytes_per_token
 from kvcore.parallel import Parallel
 
@@ -279,6 +280,36 @@ def test_sglang_v4_with_its_mtp_draft():
     assert any("44/43" in n for n in r.notes)
 
 
+def test_sglang_v4_max_total_tokens_sizes_the_pools_again():
+    # _apply_token_constraints: 1,000,000 < the profiled 15,140,864, so
+    # calculate_pool_sizes_from_max_tokens sizes every pool from it, to the page: full
+    # 999,936; swa int(99,993.6) → 99,840; c4 249,984; c128 7,812; c4_state 390 × 8 = 3,120
+    r = sglang_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3,
+                  settings=EngineSettings(max_total_tokens=1_000_000))
+    assert r.kv_tokens == 999_936 and r.max_context == 999_936 // 4
+    assert r.max_sequences == 999_936 // L == 7
+    assert r.extra["pools"] == {"full": 999_936, "swa": 99_840, "c4": 249_984,
+                                "c128": 7_812, "c4_state": 3_120, "c128_state": 0}
+    # the profiled pools' three lines, then the capped ones' two
+    assert r.log_lines[1].endswith("full_token=15140864")
+    assert r.log_lines[3:] == (
+        "DSV4 SWA sizing: mode=ratio (explicit), swa_tokens=99840, swa_full_tokens_ratio=0.1",
+        "DSV4 pool sizes: full=999936, swa=99840, c4=249984, c128=7812, c4_state=3120, "
+        "c128_state=0")
+    assert "--max-total-tokens 1000000" in r.command
+    # above the profiled count SGLang warns and keeps it
+    big = sglang_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3,
+                    settings=EngineSettings(max_total_tokens=20_000_000))
+    assert big.kv_tokens == 15_140_864
+    assert big.log_lines[-1] == ("max_total_tokens=20000000 is larger than the profiled value "
+                                 "15140864. Use the profiled value instead.")
+    # a cap whose window pool (int(299.8) → 256 tokens) is under the floor: SGLang raises
+    low = sglang_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3,
+                    settings=EngineSettings(max_total_tokens=3_000))
+    assert not low.fits and low.kv_tokens == 0
+    assert low.log_lines[0].startswith("ValueError: SWA pool (256 tokens) cannot hold")
+
+
 def test_sglang_v4_tiny_pool_is_refused_at_start(capsys):
     # 30 MiB (31,457,280 B) is less than one request's c128 state (41,943,040 B): full and
     # window pools of 0 tokens, under SGLang's admission floor of window 128 + page 256, on
@@ -308,7 +339,6 @@ def test_sglang_v4_on_an_h200_budget():
     (("--enable-lora", "--max-lora-rank", "16", "--lora-target-modules", "all"), "--enable-lora"),
     (("--kv", "fp8_e5m2"), "fp8_e5m2"),
     (("--kv", "q8_0"), "q8_0"),
-    (("--max-total-tokens", "100000"), "--max-total-tokens"),
 ])
 def test_sglang_v4_refuses_what_it_does_not_size(args, words, capsys):
     code, out, err = run(capsys, "deepseek-v4-flash", "--ctx", "128k", "--engine", "sglang",
@@ -540,3 +570,12 @@ def test_vllm_v4_without_the_extensible_cache_takes_the_older_budget():
     assert "extensible" not in on.command
     assert on.kv_pool_bytes != r.kv_pool_bytes
     assert vllm.BEFORE_SNAPSHOT in dict(on.overheads).values()
+
+
+@pytest.mark.parametrize("gpu", ["8xa100-80gb", "8xmi300x"])
+def test_sglang_v4_cards_its_kernels_do_not_run_on(gpu, capsys):
+    # the dsv4 backend decodes with FlashMLA's sparse kernels (SM90, SM100) or its SM120 port
+    code, out, err = run(capsys, "deepseek-v4-flash", "--ctx", "32k", "--engine", "sglang",
+                         "--gpu", gpu, "--tp", "8")
+    assert code == 2 and out == "" and "Hopper (sm90) and Blackwell" in err
+    assert err.count("\n") == 1

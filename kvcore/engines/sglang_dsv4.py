@@ -70,6 +70,8 @@ INDEX_QUANT_BLOCK = 128
 #: kvplan format names SGLang takes for this model: "auto" resolves to fp8_e4m3 on CUDA and
 #: the pool stores its own packed row whichever is named
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3"}
+#: CUDA families whose cards the dsv4 backend decodes on (a custom card naming none is taken)
+DSV4_FAMILIES = (9, 10, 12, None)
 #: the unit KVLayout.V4 pads a page to (the FlashMLA reader's TMA row stride)
 PAGE_ALIGN = 576
 
@@ -198,8 +200,6 @@ def plan(req: EngineRequest) -> EngineReport:
         # (it planned the pools without the adapter buffers, which come off them)
         raise _refuse("--enable-lora (SGLang shapes a MoE model's LoRA buffers per model "
                       "class)")
-    if s.max_total_tokens is not None:
-        raise _refuse("--max-total-tokens (the compressed pools sized again from a cap)")
     if s.page_size not in (None, PAGE_TOKENS):
         raise InputError(f"SGLang serves DeepSeek-V4 in pages of {PAGE_TOKENS} tokens; "
                          f"--page-size {s.page_size} is not taken", field="page_size")
@@ -208,6 +208,13 @@ def plan(req: EngineRequest) -> EngineReport:
         # the pool asserts the 448 + 64·2 + 8 = 584-byte row; the state ring is per 128 tokens
         raise _refuse(f"a latent of {latent} values or a window of {window} tokens (its pool "
                       "takes a 512-value latent and a 128-token window)")
+    for gpu in dict.fromkeys(req.gpus):
+        # the dsv4 backend decodes with FlashMLA's sparse kernels (sgl-flash-mla: SM90, SM100)
+        # or its SM120 port; HIP builds a unified pool of its own
+        if gpu.vendor not in ("nvidia", "custom") or gpu.cuda_family not in DSV4_FAMILIES:
+            raise InputError(f"SGLang runs DeepSeek-V4's sparse attention with FlashMLA on "
+                             f"Hopper (sm90) and Blackwell (sm100, sm120) cards; kvplan sizes "
+                             f"its pools there, not on {gpu.name}", field="gpu")
     sp = speculative(req)
     weights, shares = rank_weights(req, STAGE_SPLIT)
     # each stage sizes its pools over its own slice of compress_ratios from the free memory
@@ -217,17 +224,26 @@ def plan(req: EngineRequest) -> EngineReport:
     budget_now = kv_budget(req, shares)
     rest, budget, frac = budget_now
 
+    cap = s.max_total_tokens
+
     def sized(n: int) -> tuple[Pools, int, float, int]:
         """The pools with --max-running-requests ``n`` (its c128 state reserve and, when
         SGLang picks the fraction itself, its decode-graph reserve), the binding stage, its
-        bytes per full token and its c128 reserve."""
+        bytes per full token and its c128 reserve. --max-total-tokens below the profiled
+        count sizes every pool again from it, to the page (_apply_token_constraints,
+        calculate_pool_sizes_from_max_tokens), the fixed reserves left as they were; the
+        window pool's floor is checked on the profiled pools, then on the capped ones."""
         r, b, f = (kv_budget(req, shares, n) if fraction_depends_on_running(req)
                    and n != req.sequences else budget_now)
         each = [g.full_tokens(r, n) for g in stages]
         at = min(range(len(each)), key=lambda i: each[i][2])
         per_token, fixed, full = each[at]
         swa = stages[at].pool_sizes(full)["swa"]
-        return Pools(r, r, b, f, full, swa, None, full), at, per_token, fixed
+        tokens = full
+        if cap is not None and cap < full and swa > window + PAGE_TOKENS:
+            tokens = cap // PAGE_TOKENS * PAGE_TOKENS
+            swa = stages[at].pool_sizes(tokens)["swa"]
+        return Pools(r, r, b, f, tokens, swa, None, full), at, per_token, fixed
 
     def refusal(pl: Pools) -> str | None:
         """What SGLang raises at start-up with these pools (None: it starts)."""
@@ -236,7 +252,7 @@ def plan(req: EngineRequest) -> EngineReport:
                              if pl.budget is not None else None)
 
     pl, binding, per_token, fixed = sized(req.sequences)
-    sizes = stages[binding].pool_sizes(pl.tokens)
+    sizes = stages[binding].pool_sizes(pl.profiled)
     refused = refusal(pl)
     full = 0 if refused else pl.tokens
 
@@ -261,9 +277,17 @@ def plan(req: EngineRequest) -> EngineReport:
             f"dspark_draft_bf16=False, bytes_per_full_token={per_token:.2f}, "
             f"available_bytes={rest / GiB:.2f} GB, c128_state_fixed={fixed / GiB:.2f} GB, "
             "c2_state_fixed=0.00 GB, swa_fixed=0.00 GB, swa_ring_fixed=0.00 GB, "
-            f"c4_state_fixed=0.00 GB, full_token={full}",
+            f"c4_state_fixed=0.00 GB, full_token={pl.profiled}",
             "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in sizes.items()),
         ]
+        if cap is not None and cap > pl.profiled:
+            lines.append(f"max_total_tokens={cap} is larger than the profiled value "
+                         f"{pl.profiled}. Use the profiled value instead.")
+        elif full != pl.profiled:
+            capped = stages[binding].pool_sizes(full)
+            lines += [f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={capped['swa']}, "
+                      f"swa_full_tokens_ratio={SWA_RATIO}",
+                      "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in capped.items())]
         if p.pp > 1:
             # logged as the binding stage's configurator is built
             own = STAGE_SPLIT(req.spec.decoder_layers, p.pp, binding)
@@ -286,8 +310,12 @@ def plan(req: EngineRequest) -> EngineReport:
         f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(latent, 64)} B: "
         f"fp8 + bf16 RoPE + scales, {paged_bytes(PAGE_TOKENS):g} B with the page padding) "
         "whatever the KV format named; the sliding-window pool holds "
-        f"{sizes['swa']:,} tokens (swa_full_tokens_ratio {SWA_RATIO}, which SGLang sets for "
+        f"{pl.swa:,} tokens (swa_full_tokens_ratio {SWA_RATIO}, which SGLang sets for "
         "DeepSeek-V4)")
+    if not refused and full < pl.profiled:
+        notes.append(f"--max-total-tokens {cap:,} sizes every pool again from {full:,} full "
+                     f"tokens of the {pl.profiled:,} the budget holds (the c128 state reserve "
+                     "stays as profiled)")
     if sp is not None:
         cmd += sp.flags()
         notes.append(
@@ -314,7 +342,7 @@ def plan(req: EngineRequest) -> EngineReport:
         command=" ".join(cmd),
         notes=tuple(notes),
         binding_stage=binding,
-        extra={"mem_fraction_static": frac, "swa_tokens": sizes["swa"],
+        extra={"mem_fraction_static": frac, "swa_tokens": pl.swa,
                "c128_state_bytes": fixed, "bytes_per_full_token": per_token,
-               "pools": sizes, "weights": weights.format},
+               "pools": stages[binding].pool_sizes(pl.tokens), "weights": weights.format},
     )
