@@ -397,7 +397,7 @@ def vllm_v4(name, seqs, length=L, **kw):
 def test_vllm_v4_flash_pages_and_groups():
     from kvcore.engines.vllm_dsv4 import approximate_gcd, bytes_per_block, groups, layer_specs
     s = spec("deepseek-v4-flash")
-    pages = {ls.what: (ls.page, n) for ls, n in layer_specs(s)}
+    pages = {ls.what: (ls.page, len(layers)) for ls, layers in layer_specs(s)}
     assert pages == {"window": (37_440, 43), "c4 latent": (37_440, 21),
                      "c4 indexer": (8_640, 21), "c4 state": (32_832, 21),
                      "c4 indexer state": (8_640, 21), "c128 latent": (1_728, 20),
@@ -446,6 +446,28 @@ def test_vllm_v4_pro_from_a_budget():
     assert r.kv_tokens == int(22_432 / 7_194 * L) == 408_702
     # f16 stands for auto, which vLLM turns into fp8_ds_mla all the same
     assert "--kv-cache-dtype" not in r.command and "fp8_ds_mla" in r.notes[0]
+
+
+def test_vllm_v4_pro_over_two_pipeline_stages():
+    # the groups are the whole model's (get_global_kv_cache_groups); a stage holds their
+    # projection onto its layers (_project_kv_cache_groups_to_worker). 61 layers: [0, 31)
+    # and [31, 61); ratio 128 on layers 0, 1 and the odd ones, ratio 4 on the even ones from 2.
+    # The full group on stage 0: 15 × 37,440 + 15 × 8,640 + 16 × 1,728 = 718,848 B, on stage 1
+    # 15, 15, 15: 717,120 B; the windows' two groups (even and odd layers of the 61) 16 × 37,440
+    # = 599,040 and 15 × 37,440 on stage 0; the states 15 × (32,832 + 8,640) = 622,080 and
+    # 16 × 32,832 = 525,312: the full group is the widest on both.
+    # 30 GiB a stage: 44,810 blocks on stage 0, 44,918 on stage 1: every stage keeps 44,810.
+    # 3 batches in flight (pp + 1): 24,576 tokens; a request 512 + 2 × (cdiv(127 + 24,576, 64)
+    # + 1 = 387) + (cdiv(7 + 24,576, 4) + 1 = 6,147) + (cdiv(127 + 24,576, 8) + 1 = 3,089)
+    # = 10,522 blocks
+    r = vllm_v4("deepseek-v4-pro", 1, kv_budget_bytes=30 * 1024**3,
+                parallel=Parallel(tp=8, pp=2))
+    assert r.blocks == 44_810 and r.binding_stage == 0
+    assert r.extra["bytes_per_block"] == 718_848
+    assert r.extra["in_flight_tokens"] == 24_576 and r.extra["blocks_per_request"] == 10_522
+    assert r.max_sequences == (44_810 - 1) // 10_522 == 4
+    assert "--pipeline-parallel-size 2" in r.command
+    assert any("718,848 / 717,120 B" in n and "44,810 / 44,918 blocks" in n for n in r.notes)
 
 
 def test_vllm_v4_request_blocks_follow_batch_and_length():

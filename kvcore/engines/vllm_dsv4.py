@@ -33,7 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..model import ModelSpec
+from ..model import LayerKind, ModelSpec
+from ..parallel import stage_layers
 from ..plan import MAX_SEQUENCES, largest
 from .base import (
     EngineReport,
@@ -101,33 +102,46 @@ class LayerSpec:
         return _ceil(min(self.window - 1 + in_flight, max_len), self.block) + 1
 
 
-def layer_specs(spec: ModelSpec) -> list[tuple[LayerSpec, int]]:
-    """Each kind of layer spec vLLM collects for one rank, with how many layers hold it
+def _layers_by_kind(spec: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The layer numbers of the windows (every layer), the ratio-4 and the ratio-128 layers."""
+    window: tuple[int, ...] = ()
+    by_ratio: dict[int, tuple[int, ...]] = {4: (), 128: ()}
+    for g in spec.groups_for():
+        if g.kind is LayerKind.SLIDING:
+            window = tuple(sorted(window + g.layers))
+        elif g.kind is LayerKind.COMPRESSED and g.ratio in by_ratio:
+            by_ratio[g.ratio] = tuple(sorted(by_ratio[g.ratio] + g.layers))
+    return window, by_ratio[4], by_ratio[128]
+
+
+def layer_specs(spec: ModelSpec) -> list[tuple[LayerSpec, tuple[int, ...]]]:
+    """Each kind of layer spec vLLM collects, with the layers that hold it, in layer order
     (every spec has max_tp_shards 1: each tensor-parallel rank holds all of them)."""
-    layers, n4, n128, latent, index_dim, window = dsv4_geometry(spec)
+    _, n4, n128, latent, index_dim, window = dsv4_geometry(spec)
+    windows, c4, c128 = _layers_by_kind(spec)
     out = [(LayerSpec("window", "sliding", SWA_BLOCK,
-                      _round_up(SWA_BLOCK * ROW_BYTES, ALIGN), window), layers)]
+                      _round_up(SWA_BLOCK * ROW_BYTES, ALIGN), window), windows)]
     if n4:
         index_row = index_dim + index_dim // INDEX_QUANT_BLOCK * 4
         out += [
             (LayerSpec("c4 latent", "full", BLOCK,
-                       _round_up(BLOCK // 4 * ROW_BYTES, ALIGN)), n4),
+                       _round_up(BLOCK // 4 * ROW_BYTES, ALIGN)), c4),
             (LayerSpec("c4 indexer", "full", BLOCK,
-                       _round_up(BLOCK // 4 * index_row, ALIGN)), n4),
+                       _round_up(BLOCK // 4 * index_row, ALIGN)), c4),
             # kv and score state of an overlapping compressor: 2 × 2 × width values a row,
             # a sliding window of 2 × 4 rows
             (LayerSpec("c4 state", "sliding", STATE_BLOCK[4],
-                       _round_up(STATE_BLOCK[4] * 4 * latent * STATE_BYTES, ALIGN), 8), n4),
+                       _round_up(STATE_BLOCK[4] * 4 * latent * STATE_BYTES, ALIGN), 8), c4),
             (LayerSpec("c4 indexer state", "sliding", STATE_BLOCK[4],
-                       _round_up(STATE_BLOCK[4] * 4 * index_dim * STATE_BYTES, ALIGN), 8), n4),
+                       _round_up(STATE_BLOCK[4] * 4 * index_dim * STATE_BYTES, ALIGN), 8), c4),
         ]
     if n128:
         out += [
             (LayerSpec("c128 latent", "full", BLOCK,
-                       _round_up(BLOCK // 128 * ROW_BYTES, ALIGN)), n128),
+                       _round_up(BLOCK // 128 * ROW_BYTES, ALIGN)), c128),
             (LayerSpec("c128 state", "sliding", STATE_BLOCK[128],
                        _round_up(STATE_BLOCK[128] * 2 * latent * STATE_BYTES, ALIGN), 128),
-             n128),
+             c128),
         ]
     return out
 
@@ -145,35 +159,43 @@ def approximate_gcd(values: list[int], lower: int) -> int:
 
 @dataclass(frozen=True)
 class Group:
-    """One KV cache group: its layers' specs (with counts) and what a block of it holds."""
+    """One KV cache group: its layers' specs (with the layers holding each) and what a block
+    of it holds."""
 
-    specs: tuple[tuple[LayerSpec, int], ...]
+    specs: tuple[tuple[LayerSpec, tuple[int, ...]], ...]
 
     @property
     def bytes(self) -> int:
-        return sum(s.page * n for s, n in self.specs)
+        return sum(s.page * len(ls) for s, ls in self.specs)
 
     @property
     def layers(self) -> int:
-        return sum(n for _, n in self.specs)
+        return sum(len(ls) for _, ls in self.specs)
 
     def blocks_per_request(self, max_len: int, in_flight: int) -> int:
         # UniformTypeKVCacheSpecs.max_memory_usage_pages: the most any of its layers needs
         return max(s.blocks_per_request(max_len, in_flight) for s, _ in self.specs)
 
+    def project(self, own: range) -> Group:
+        """_project_kv_cache_groups_to_worker: the group on a pipeline stage holding the
+        layers ``own`` (no layer left: the group stays, with no bytes; the scheduler still
+        gives a request its blocks)."""
+        return Group(tuple((s, tuple(i for i in ls if i in own)) for s, ls in self.specs))
+
 
 def groups(spec: ModelSpec) -> list[Group]:
     """kv_cache_planning._get_packed_kv_cache_groups for this model's specs (no Mamba or
-    circular-buffer specs; at least one bucket mixing page sizes in equal counts)."""
-    buckets: dict[tuple[str, int, int | None], list[tuple[LayerSpec, int]]] = {}
-    for s, n in layer_specs(spec):
-        buckets.setdefault(s.bucket, []).append((s, n))
+    circular-buffer specs; at least one bucket mixing page sizes in equal counts): a balanced
+    bucket split into groups of whole pattern repeats, dealt round-robin in layer order."""
+    buckets: dict[tuple[str, int, int | None], list[tuple[LayerSpec, tuple[int, ...]]]] = {}
+    for s, ls in layer_specs(spec):
+        buckets.setdefault(s.bucket, []).append((s, ls))
     info = []
     for members in buckets.values():
-        by_page: dict[int, list[tuple[LayerSpec, int]]] = {}
-        for s, n in members:
-            by_page.setdefault(s.page, []).append((s, n))
-        counts = {p: sum(n for _, n in ms) for p, ms in by_page.items()}
+        by_page: dict[int, list[tuple[LayerSpec, tuple[int, ...]]]] = {}
+        for s, ls in members:
+            by_page.setdefault(s.page, []).append((s, ls))
+        counts = {p: sum(len(ls) for _, ls in ms) for p, ms in by_page.items()}
         info.append((members, by_page, counts, len(set(counts.values())) == 1))
     floor = max((max(c.values()) for _, _, c, bal in info if bal and len(c) > 1), default=0)
     if not floor:
@@ -189,10 +211,9 @@ def groups(spec: ModelSpec) -> list[Group]:
             continue
         # a balanced bucket's layers, one of each page size a repeat, dealt round-robin
         assert all(len(ms) == 1 for ms in by_page.values())
-        total = next(iter(counts.values()))
         for i in range(n_groups):
-            share = len(range(i, total, n_groups))
-            out.append(Group(tuple((ms[0][0], share) for ms in by_page.values())))
+            out.append(Group(tuple((ms[0][0], ms[0][1][i::n_groups])
+                                   for ms in by_page.values())))
     return out
 
 
@@ -223,8 +244,6 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.spec.model_type != "deepseek_v4" or req.spec.architecture not in ("", ARCH):
         raise _refuse(f"model_type {req.spec.model_type} (its DeepSeek-V4 path reads the "
                       "deepseek_v4 config of DeepseekV4ForCausalLM)")
-    if p.pp > 1:
-        raise _refuse("pipeline parallelism (each stage's projection of the packed groups)")
     if p.dp > 1:
         raise _refuse("data parallelism (the batched DP MoE batch default)")
     if s.speculative_tokens or opts.mtp:
@@ -239,12 +258,13 @@ def plan(req: EngineRequest) -> EngineReport:
         raise _refuse(f"a latent of {latent} or an index key of {index_dim} values (its "
                       "kernels take 512 and 128)")
     weights, shares = rank_weights(req, f32_as="bf16")
+    for card in dict.fromkeys(sh.gpu for sh in shares if sh.gpu is not None):
+        if card.cuda_family not in (9, 10):
+            # FLASHMLA_SPARSE_DSV4 (supports_compute_capability 9, 10) keeps fp8_ds_mla rows;
+            # sm12x runs the FlashInfer class with plain bf16/fp8 rows
+            raise _refuse(f"the {card.name} (its fp8_ds_mla FlashMLA path runs on Hopper sm90 "
+                          "and Blackwell sm100 cards)")
     gpu = shares[0].gpu if shares else None
-    if gpu is not None and gpu.cuda_family not in (9, 10):
-        # FLASHMLA_SPARSE_DSV4 (supports_compute_capability 9, 10) keeps fp8_ds_mla rows;
-        # sm12x runs the FlashInfer class with plain bf16/fp8 rows
-        raise _refuse(f"the {gpu.name} (its fp8_ds_mla FlashMLA path runs on Hopper sm90 and "
-                      "Blackwell sm100 cards)")
     if gpu is None and req.kv_budget_bytes is None:
         raise need_gpu()
     # None: the extensible KV cache's 1.0 (vllm.rank_budget)
@@ -257,19 +277,28 @@ def plan(req: EngineRequest) -> EngineReport:
     in_flight = in_flight_tokens(mbt, p.pp)
     act = activation_peak(req.spec, p.tp, mbt)
     non_torch = NON_TORCH + (NCCL if p.ranks_per_replica > 1 else 0)
-    sh = shares[0]
-    budget = rank_budget(gpu.total_bytes if gpu is not None else None, util,
-                         sh.weights_bytes + non_torch, act, req.kv_budget_bytes,
-                         s.extensible_kv_cache)
-    avail = budget.kv_bytes
+    # the groups are the whole model's (get_global_kv_cache_groups); each pipeline stage holds
+    # their projection onto its layers, its block the widest projected group, its blocks its
+    # own budget's; every stage keeps the fewest (get_kv_cache_configs)
     gs = groups(req.spec)
-    per_block = bytes_per_block(gs)
-    num_blocks = max(0, budget.reserved) // per_block
-    if budget.measured is not None:
-        # the extensible cache's blocks after warmup: blocks outermost, one segment of
-        # whole blocks in whole granules (extensible_kv_cache.py ExtensibleKVCache._segments)
-        num_blocks = min(num_blocks, blocks_within(max(0, budget.measured), per_block,
-                                                   [per_block]))
+    stages = []
+    for sh in shares:
+        budget_s = rank_budget(sh.gpu.total_bytes if sh.gpu is not None else None, util,
+                               sh.weights_bytes + non_torch, act, req.kv_budget_bytes,
+                               s.extensible_kv_cache)
+        own = stage_layers(req.spec.decoder_layers, p.pp, sh.stage)
+        per_block_s = bytes_per_block([g.project(own) for g in gs])
+        blocks_s = max(0, budget_s.reserved) // per_block_s
+        if budget_s.measured is not None:
+            # the extensible cache's blocks after warmup: blocks outermost, one segment of
+            # whole blocks in whole granules (extensible_kv_cache.py ExtensibleKVCache._segments)
+            blocks_s = min(blocks_s, blocks_within(max(0, budget_s.measured), per_block_s,
+                                                   [per_block_s]))
+        stages.append((blocks_s, budget_s, per_block_s))
+    binding = min(range(len(stages)), key=lambda i: stages[i][0])
+    num_blocks, budget, per_block = stages[binding]
+    sh = shares[binding]
+    avail = min(b.kv_bytes for _, b, _ in stages)
 
     def per_request(length: int) -> int:
         return sum(g.blocks_per_request(length, in_flight) for g in gs)
@@ -291,11 +320,15 @@ def plan(req: EngineRequest) -> EngineReport:
         f"rounded to {ALIGN} B) whatever the KV format named; {len(gs)} groups ({layout}) "
         f"share {num_blocks:,} blocks of {per_block:,} B",
         f"a request reserves {per_request(max_len):,} blocks: the windows and the compressor "
-        f"states keep W − 1 + {in_flight:,} in-flight tokens (2 × --max-num-batched-tokens "
-        f"{mbt:,}); lower --max-num-batched-tokens to fit more",
+        f"states keep W − 1 + {in_flight:,} in-flight tokens ({p.pp + 1} × "
+        f"--max-num-batched-tokens {mbt:,}); lower --max-num-batched-tokens to fit more",
     ) + (() if gpu is not None or s.max_num_batched_tokens else (
         "no card named: max_num_batched_tokens taken as 8,192 (vLLM's default on 70 to 160 GiB "
-        "cards); give --gpu or --max-num-batched-tokens to match the server",))
+        "cards); give --gpu or --max-num-batched-tokens to match the server",)) + ((
+        f"pipeline stages: each holds its layers' share of the groups (blocks of "
+        f"{' / '.join(f'{b:,}' for _, _, b in stages)} B) from its own budget "
+        f"({' / '.join(f'{n:,}' for n, _, _ in stages)} blocks); every stage keeps the "
+        f"fewest, stage {binding}'s",) if p.pp > 1 else ())
     cmd = serve_command(req, max_len, util, k_name, mbt)
     return EngineReport(
         engine=NAME,
@@ -313,6 +346,7 @@ def plan(req: EngineRequest) -> EngineReport:
         log_lines=tuple(lines),
         command=" ".join(cmd),
         notes=notes,
+        binding_stage=binding,
         extra={"bytes_per_block": per_block, "groups": [g.bytes for g in gs],
                "blocks_per_request": per_request(max_len), "in_flight_tokens": in_flight,
                "weights": weights.format, "release": RELEASE},
