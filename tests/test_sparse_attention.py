@@ -303,6 +303,12 @@ def test_sglang_v4_max_total_tokens_sizes_the_pools_again():
     assert big.kv_tokens == 15_140_864
     assert big.log_lines[-1] == ("max_total_tokens=20000000 is larger than the profiled value "
                                  "15140864. Use the profiled value instead.")
+    # a pool under the context: tp_worker warns once it is built
+    short = sglang_v4("deepseek-v4-flash", 1, kv_budget_bytes=100 * 1024**3,
+                      settings=EngineSettings(max_total_tokens=100_000))
+    assert short.kv_tokens == 99_840 and not short.fits
+    assert short.log_lines[-1].startswith("KV pool holds 99840 tokens, fewer than "
+                                          "--context-length 131072.")
     # a cap whose window pool (int(299.8) → 256 tokens) is under the floor: SGLang raises
     low = sglang_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3,
                     settings=EngineSettings(max_total_tokens=3_000))

@@ -552,6 +552,15 @@ def startup_error(pl: Pools, *, per_req: int, per_running: int, window: int | No
     return None
 
 
+def short_pool_line(tokens: int, context: int) -> str:
+    """The warning tp_worker get_worker_info logs once the pools are built, where they hold
+    fewer tokens than --context-length."""
+    return (f"KV pool holds {tokens} tokens, fewer than --context-length {context}. One "
+            "full-length request cannot fit, so long requests will be refused or truncated at "
+            "serving time. Lower --context-length, raise --mem-fraction-static, or free memory "
+            "taken before the pool is sized.")
+
+
 def startup_reason(error: str) -> str:
     """A start-up error's sentence for a note: its first sentence, without the class."""
     text = error.split(": ", 1)[1]
@@ -1143,12 +1152,7 @@ def plan(req: EngineRequest) -> EngineReport:
                             "for post-sizing multimodal allocations (feature-transport pools + "
                             "embedding cache).")
         if tokens < req.context:
-            # tp_worker get_worker_info, once the pools are built
-            lines.append(f"KV pool holds {tokens} tokens, fewer than --context-length "
-                         f"{req.context}. One full-length request cannot fit, so long "
-                         "requests will be refused or truncated at serving time. Lower "
-                         "--context-length, raise --mem-fraction-static, or free memory "
-                         "taken before the pool is sized.")
+            lines.append(short_pool_line(tokens, req.context))
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)

@@ -48,6 +48,7 @@ from .sglang import (
     launch_command,
     long_context_note,
     rule_note,
+    short_pool_line,
     startup_error,
     startup_reason,
 )
@@ -294,12 +295,7 @@ def plan(req: EngineRequest) -> EngineReport:
             lines.insert(0, f"DSV4 pool PP slice: rank={binding} layers=[{own.start},"
                             f"{own.stop}) local={len(own)}/{req.spec.decoder_layers}")
         if full < req.context:
-            # tp_worker get_worker_info, once the pools are built
-            lines.append(f"KV pool holds {full} tokens, fewer than --context-length "
-                         f"{req.context}. One full-length request cannot fit, so long "
-                         "requests will be refused or truncated at serving time. Lower "
-                         "--context-length, raise --mem-fraction-static, or free memory "
-                         "taken before the pool is sized.")
+            lines.append(short_pool_line(full, req.context))
     if frac is not None:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
