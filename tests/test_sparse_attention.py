@@ -394,8 +394,10 @@ def vllm_v4(name, seqs, length=L, **kw):
     from kvcore.engines import EngineRequest, EngineSettings, engine_plan
     fmt = get_format(kw.pop("kv", "fp8_e4m3"))
     settings = EngineSettings(**kw.pop("settings", {}))
+    mtp = kw.pop("mtp", False)
     return engine_plan("vllm", EngineRequest(
-        spec=spec(name), context=length, sequences=seqs, cache=CacheOptions(kv_k=fmt, kv_v=fmt),
+        spec=spec(name), context=length, sequences=seqs,
+        cache=CacheOptions(kv_k=fmt, kv_v=fmt, mtp=mtp),
         gpus=(find_gpu(kw.pop("gpu", "h200")),), settings=settings,
         parallel=kw.pop("parallel", Parallel(tp=8)), **kw))
 
@@ -476,6 +478,23 @@ def test_vllm_v4_pro_over_two_pipeline_stages():
     assert any("718,848 / 717,120 B" in n and "44,810 / 44,918 blocks" in n for n in r.notes)
 
 
+def test_vllm_v4_flash_with_its_mtp_draft():
+    # speculative_config method "mtp": the next-n layer (layer 43, compress ratio 0) registers
+    # its window beside the target's 43, so the window bucket holds 44: balanced counts 44, 21,
+    # 20, no fewer than 21: d = 22 pads 0 + 1 + 2 = 3; windows in 2 groups of 22
+    # (22 × 37,440 = 823,680 B each); the full group stays the widest, so the blocks and a
+    # request's 7,194 are those without the draft
+    from kvcore.engines.vllm_dsv4 import groups
+    gs = groups(spec("deepseek-v4-flash"), mtp=True)
+    assert sorted((g.layers, g.bytes) for g in gs) == sorted([
+        (22, 823_680), (22, 823_680), (62, 1_002_240), (42, 870_912), (20, 656_640)])
+    r = vllm_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3, mtp=True)
+    assert r.blocks == 107_134 and r.extra["blocks_per_request"] == 7_194
+    assert ("--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'"
+            in r.command)
+    assert any("compress ratio 0: a 128-token window" in n for n in r.notes)
+
+
 def test_vllm_v4_request_blocks_follow_batch_and_length():
     # --max-num-batched-tokens 2,048: 4,096 in flight: 512 + 2 × (cdiv(4,223, 64) + 1 = 67)
     # + (cdiv(4,103, 4) + 1 = 1,027) + (cdiv(4,223, 8) + 1 = 529) = 2,202
@@ -504,7 +523,7 @@ def test_vllm_v4_too_small_a_budget_prints_vllms_error():
 @pytest.mark.parametrize(("args", "words"), [
     (("--dp", "2"), "data parallelism"),
     (("--enable-lora", "--max-lora-rank", "16", "--lora-target-modules", "all"), "--enable-lora"),
-    (("--mtp",), "MTP"),
+    (("--mtp", "--pp", "2"), "MTP under pipeline parallelism"),
     (("--speculative-tokens", "1"), "speculative decoding"),
     (("--block-size", "64"), "blocks of 256 tokens"),
     (("--kv", "fp8_e5m2"), "fp8_e5m2"),

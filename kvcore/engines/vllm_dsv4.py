@@ -102,11 +102,13 @@ class LayerSpec:
         return _ceil(min(self.window - 1 + in_flight, max_len), self.block) + 1
 
 
-def _layers_by_kind(spec: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """The layer numbers of the windows (every layer), the ratio-4 and the ratio-128 layers."""
+def _layers_by_kind(spec: ModelSpec, mtp: bool = False
+                    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The layer numbers of the windows (every layer), the ratio-4 and the ratio-128 layers
+    (``mtp``: the draft's next-n layers too, numbered after the decoder's)."""
     window: tuple[int, ...] = ()
     by_ratio: dict[int, tuple[int, ...]] = {4: (), 128: ()}
-    for g in spec.groups_for():
+    for g in spec.groups_for(mtp=mtp):
         if g.kind is LayerKind.SLIDING:
             window = tuple(sorted(window + g.layers))
         elif g.kind is LayerKind.COMPRESSED and g.ratio in by_ratio:
@@ -114,14 +116,15 @@ def _layers_by_kind(spec: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...], 
     return window, by_ratio[4], by_ratio[128]
 
 
-def layer_specs(spec: ModelSpec) -> list[tuple[LayerSpec, tuple[int, ...]]]:
+def layer_specs(spec: ModelSpec, mtp: bool = False) -> list[tuple[LayerSpec, tuple[int, ...]]]:
     """Each kind of layer spec vLLM collects, with the layers that hold it, in layer order
-    (every spec has max_tp_shards 1: each tensor-parallel rank holds all of them)."""
-    _, n4, n128, latent, index_dim, window = dsv4_geometry(spec)
-    windows, c4, c128 = _layers_by_kind(spec)
+    (every spec has max_tp_shards 1: each tensor-parallel rank holds all of them; ``mtp``:
+    the MTP draft's layers, whose attention registers its caches beside the target's)."""
+    _, _, _, latent, index_dim, window = dsv4_geometry(spec)
+    windows, c4, c128 = _layers_by_kind(spec, mtp)
     out = [(LayerSpec("window", "sliding", SWA_BLOCK,
                       _round_up(SWA_BLOCK * ROW_BYTES, ALIGN), window), windows)]
-    if n4:
+    if c4:
         index_row = index_dim + index_dim // INDEX_QUANT_BLOCK * 4
         out += [
             (LayerSpec("c4 latent", "full", BLOCK,
@@ -135,7 +138,7 @@ def layer_specs(spec: ModelSpec) -> list[tuple[LayerSpec, tuple[int, ...]]]:
             (LayerSpec("c4 indexer state", "sliding", STATE_BLOCK[4],
                        _round_up(STATE_BLOCK[4] * 4 * index_dim * STATE_BYTES, ALIGN), 8), c4),
         ]
-    if n128:
+    if c128:
         out += [
             (LayerSpec("c128 latent", "full", BLOCK,
                        _round_up(BLOCK // 128 * ROW_BYTES, ALIGN)), c128),
@@ -183,12 +186,12 @@ class Group:
         return Group(tuple((s, tuple(i for i in ls if i in own)) for s, ls in self.specs))
 
 
-def groups(spec: ModelSpec) -> list[Group]:
+def groups(spec: ModelSpec, mtp: bool = False) -> list[Group]:
     """kv_cache_planning._get_packed_kv_cache_groups for this model's specs (no Mamba or
     circular-buffer specs; at least one bucket mixing page sizes in equal counts): a balanced
     bucket split into groups of whole pattern repeats, dealt round-robin in layer order."""
     buckets: dict[tuple[str, int, int | None], list[tuple[LayerSpec, tuple[int, ...]]]] = {}
-    for s, ls in layer_specs(spec):
+    for s, ls in layer_specs(spec, mtp):
         buckets.setdefault(s.bucket, []).append((s, ls))
     info = []
     for members in buckets.values():
@@ -223,6 +226,20 @@ def bytes_per_block(gs: list[Group]) -> int:
     return max(g.bytes for g in gs)
 
 
+def _mtp_ratio(spec: ModelSpec) -> int:
+    """The compress ratio of the MTP layer (0: its window alone)."""
+    _, c4, c128 = _layers_by_kind(spec, mtp=True)
+    base = _layers_by_kind(spec)
+    return 4 if len(c4) > len(base[1]) else 128 if len(c128) > len(base[2]) else 0
+
+
+def _mtp_caches(spec: ModelSpec) -> str:
+    ratio = _mtp_ratio(spec)
+    return {0: "a 128-token window", 4: "a window, a ratio-4 latent, indexer keys and their "
+            "compressor states", 128: "a window, a ratio-128 latent and its compressor "
+            "state"}[ratio]
+
+
 def _refuse(what: str) -> InputError:
     return InputError(f"kvplan does not model vllm's DeepSeek-V4 cache with {what}; "
                       "--engine raw sizes the cache itself", field="engine")
@@ -246,8 +263,19 @@ def plan(req: EngineRequest) -> EngineReport:
                       "deepseek_v4 config of DeepseekV4ForCausalLM)")
     if p.dp > 1:
         raise _refuse("data parallelism (the batched DP MoE batch default)")
-    if s.speculative_tokens or opts.mtp:
-        raise _refuse("MTP / speculative decoding (draft layers, retained window tokens)")
+    if opts.mtp:
+        # speculative_config method "mtp": the draft is the model's next-n layer(s)
+        if not req.spec.mtp_layers:
+            raise InputError(f"vLLM with --mtp: {req.spec.name} has no MTP / next-n layers in "
+                             "its config for the draft", field="mtp")
+        if req.spec.mtp_layers > 1:
+            raise _refuse("a draft of several MTP modules (its windows retain speculative "
+                          "tokens − 1 more)")
+        if p.pp > 1:
+            raise _refuse("MTP under pipeline parallelism (the draft's layer on the last "
+                          "stage)")
+    elif s.speculative_tokens:
+        raise _refuse("speculative decoding without the model's MTP layer (--mtp)")
     if s.offload_bytes:
         raise _refuse("KV offload")
     if s.block_size not in (None, BLOCK):
@@ -280,7 +308,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # the groups are the whole model's (get_global_kv_cache_groups); each pipeline stage holds
     # their projection onto its layers, its block the widest projected group, its blocks its
     # own budget's; every stage keeps the fewest (get_kv_cache_configs)
-    gs = groups(req.spec)
+    gs = groups(req.spec, opts.mtp)
     stages = []
     for sh in shares:
         budget_s = rank_budget(sh.gpu.total_bytes if sh.gpu is not None else None, util,
@@ -328,7 +356,11 @@ def plan(req: EngineRequest) -> EngineReport:
         f"pipeline stages: each holds its layers' share of the groups (blocks of "
         f"{' / '.join(f'{b:,}' for _, _, b in stages)} B) from its own budget "
         f"({' / '.join(f'{n:,}' for n, _, _ in stages)} blocks); every stage keeps the "
-        f"fewest, stage {binding}'s",) if p.pp > 1 else ())
+        f"fewest, stage {binding}'s",) if p.pp > 1 else ()) + ((
+        f"MTP draft ({s.speculative_tokens or 1} speculative token(s) a step): its next-n "
+        "layer registers its own caches (compress ratio "
+        f"{_mtp_ratio(req.spec)}: {_mtp_caches(req.spec)}) beside the target's, grouped with "
+        "them; its weights load with the target's",) if opts.mtp else ())
     cmd = serve_command(req, max_len, util, k_name, mbt)
     return EngineReport(
         engine=NAME,
