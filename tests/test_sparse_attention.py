@@ -261,6 +261,15 @@ def test_sglang_v4_mtp_under_pipeline_stages_is_refused(capsys):
     assert code == 2 and out == "" and "last pipeline stage" in err and err.count("\n") == 1
 
 
+def test_sglang_v4_data_parallel_replicas():
+    # --dp without DP attention: replicas, each sizing the pools above with its own
+    # --max-running-requests 4 (attn_dp_size 1, so the c128 reserve is the same)
+    r = sglang_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3,
+                  parallel=Parallel(dp=2))
+    assert r.kv_tokens == 2 * 15_140_864 and r.extra["pools"]["full"] == 15_140_864
+    assert r.extra["c128_state_bytes"] == 73_400_320 and "--dp 2" in r.command
+
+
 def test_sglang_v4_with_its_mtp_draft():
     # EAGLE with the NextN layer: rings of 16 (ratio 4) and 256 (ratio 128) rows, and every
     # token priced (43 + 1)/43 as dear for the draft worker's pools:
@@ -341,7 +350,6 @@ def test_sglang_v4_on_an_h200_budget():
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (("--dp", "2"), "data parallelism"),
     (("--enable-lora", "--max-lora-rank", "16", "--lora-target-modules", "all"), "--enable-lora"),
     (("--kv", "fp8_e5m2"), "fp8_e5m2"),
     (("--kv", "q8_0"), "q8_0"),

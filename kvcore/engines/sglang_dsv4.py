@@ -193,8 +193,6 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError("SGLang with --mtp: the draft runs on the last pipeline stage only "
                          "(SGLANG_ENABLE_PP_SPEC); how the other stages' pools count it is not "
                          "sized: use --pp 1", field="mtp")
-    if p.dp > 1:
-        raise _refuse("data parallelism (max_running_requests per DP worker)")
     if s.offload_bytes:
         raise _refuse("HiCache offload")
     if s.lora is not None:
@@ -326,7 +324,9 @@ def plan(req: EngineRequest) -> EngineReport:
         weights_bytes=max(sh.weights_bytes for sh in shares),
         overheads=(("CUDA context before load", PRELOAD),),
         kv_pool_bytes=max(0, rest),
-        kv_tokens=full,
+        # --dp: replicas (no DP attention), each with these pools and its own
+        # --max-running-requests
+        kv_tokens=full * p.dp,
         blocks=full // PAGE_TOKENS,
         block_tokens=PAGE_TOKENS,
         max_concurrency=full / max(1, req.context),
