@@ -213,9 +213,10 @@ def test_vllm_mla_fp8_on_hopper_pages_64_tokens():
     assert r.block_tokens == 64
     assert r.blocks == committed(r, 64 * 576, 61)
     assert r.max_concurrency == r.blocks / 157
-    assert r.log_lines[-1] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
+    assert r.log_lines[-2] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
                                f"Maximum concurrency for 10,000 tokens per request: "
                                f"{r.blocks / 157:.2f}x")
+    assert r.log_lines[-1].startswith(f"Extended KV cache to {r.blocks} blocks (")
     # --block-size wins
     r16 = engine_plan("vllm", req("deepseek-v3", ctx=10000, kv="fp8", gpu="h200", weights="fp8",
                                   parallel=Parallel(tp=8),
@@ -242,10 +243,14 @@ def test_vllm_log_lines_and_command():
     reserved = gpu.total_bytes - used - act
     assert r.budget_bytes == gpu.total_bytes
     assert r.kv_pool_bytes == reserved - vllm.BEFORE_SNAPSHOT - max(GiB, int(0.75 * act))
+    # then each worker commits the blocks (extensible_kv_cache.py extend_kv_cache): 32 layer
+    # regions of blocks × 256 KiB, each mapped in whole 2 MiB granules (8 blocks a granule)
+    physical = 32 * -(-blocks // 8) * (2 << 20)
     assert r.log_lines == (
         f"Available KV cache memory: {round(reserved / GiB, 2)} GiB",
         f"GPU KV cache size: {int(conc * 32768):,} tokens, Maximum concurrency for 32,768 "
-        f"tokens per request: {conc:.2f}x")
+        f"tokens per request: {conc:.2f}x",
+        f"Extended KV cache to {blocks} blocks ({physical / GiB:.2f} GiB).")
     # the weights, overheads and pool fill the card
     assert r.weights_bytes + sum(b for _, b in r.overheads) + r.kv_pool_bytes == gpu.total_bytes
     assert r.command == ("vllm serve meta-llama/Llama-3.1-8B --max-model-len 32768 "
@@ -1215,9 +1220,10 @@ def test_vllm_dsa_pool_holds_latent_and_indexer_keys(model, kv, per_token):
     assert granule_bounded(r, 64 * per_token, 2 * 78)
     # a 10,000-token request holds cdiv(10000, 64) = 157 blocks
     assert r.max_concurrency == r.blocks / 157
-    assert r.log_lines[-1] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
+    assert r.log_lines[-2] == (f"GPU KV cache size: {int(r.blocks / 157 * 10000):,} tokens, "
                                f"Maximum concurrency for 10,000 tokens per request: "
                                f"{r.blocks / 157:.2f}x")
+    assert r.log_lines[-1].startswith(f"Extended KV cache to {r.blocks} blocks (")
     assert f"{per_token:,} bytes a token per rank" in " ".join(r.notes)
 
 
@@ -2534,7 +2540,8 @@ def test_vllm_warns_when_a_utilization_withholds_free_memory():
                       f"{round(math.ceil(gpu.total_bytes * 0.9) / GiB, 2)} GiB, keeping "
                       f"{round(withheld / GiB, 2)} GiB of free device memory out of the KV "
                       "cache. ..."]
-    assert r.log_lines[-1].startswith("GPU KV cache size")
+    assert r.log_lines[-2].startswith("GPU KV cache size")
+    assert r.log_lines[-1].startswith("Extended KV cache to")
     # 0.7 and below, or the whole card, say nothing
     for util in (0.7, None):
         quiet = engine_plan("vllm", req("llama-3.1-8b", gpu="h200", settings=EngineSettings(

@@ -42,6 +42,12 @@ def capacity(blocks, need, ctx):
             f"for {ctx:,} tokens per request: {blocks / need:.2f}x")
 
 
+def capacity_then_extended(r, blocks, need, ctx):
+    """The capacity line, then the workers' commit of the final blocks (extend_kv_cache)."""
+    return (r.log_lines[-2] == capacity(blocks, need, ctx)
+            and r.log_lines[-1].startswith(f"Extended KV cache to {blocks} blocks ("))
+
+
 # --- Gemma 4: sliding layers of 256-wide heads, global layers of 512 -------------------------
 
 # Gemma 4 31B: 50 sliding layers (16 KV heads × 256), 10 global (4 KV heads × 512, V cached
@@ -69,7 +75,7 @@ def test_gemma4_fp8_on_hopper_takes_64_token_blocks(gpu):
     assert r.max_concurrency == pytest.approx(blocks / need)
     # 64 is vLLM 0.34's default block: no "Setting kv cache block size" line
     assert not any(line.startswith("Setting kv cache block size") for line in r.log_lines)
-    assert r.log_lines[-1] == capacity(blocks, need, 32768)
+    assert capacity_then_extended(r, blocks, need, 32768)
     assert any("TRITON_FLASH_ATTN" in n for n in r.notes)
 
 
@@ -82,7 +88,7 @@ def test_gemma4_bf16_on_hopper_takes_the_default_64():
     blocks = pool_blocks(r, 1_048_576, GROUP)
     need = 256 + 5 * 273
     assert r.blocks == blocks and r.max_concurrency == pytest.approx(blocks / need)
-    assert r.log_lines[-1] == capacity(blocks, need, 32768)
+    assert capacity_then_extended(r, blocks, need, 32768)
     assert not any(line.startswith("Setting kv cache block size") for line in r.log_lines)
 
 
@@ -97,7 +103,7 @@ def test_gemma4_on_b200_takes_triton_flashinfer_64(kv):
     assert r.block_tokens == 64 and r.extra["page_bytes"] == page
     blocks = pool_blocks(r, page, GROUP)
     need = 256 + 5 * 513
-    assert r.blocks == blocks and r.log_lines[-1] == capacity(blocks, need, 32768)
+    assert r.blocks == blocks and capacity_then_extended(r, blocks, need, 32768)
     assert r.log_lines[0].startswith("Available KV cache memory")
 
 
@@ -132,7 +138,7 @@ def test_gemma4_26b_fp8_on_h200():
     assert r.block_tokens == 64 and r.extra["page_bytes"] == 262_144
     assert r.extra["group_size"] == 5
     blocks = pool_blocks(r, 262_144, 5)
-    assert r.blocks == blocks and r.log_lines[-1] == capacity(blocks, 1621, 32768)
+    assert r.blocks == blocks and capacity_then_extended(r, blocks, 1621, 32768)
 
 
 def test_block_size_a_backend_refuses_moves_selection_down():
@@ -163,7 +169,7 @@ def test_deepseek_v3_on_b200_takes_flashinfer_mla_64(kv, width):
     blocks = pool_blocks(r, page, 61)
     assert r.blocks == blocks and r.max_concurrency == pytest.approx(blocks / 157)
     assert r.log_lines[0].startswith("Available KV cache memory")
-    assert r.log_lines[-1] == capacity(blocks, 157, 10000)
+    assert capacity_then_extended(r, blocks, 157, 10000)
     assert any("FLASHINFER_MLA" in n for n in r.notes)
 
 
@@ -172,7 +178,7 @@ def test_deepseek_v2_lite_on_b200():
     r = plan("deepseek-v2-lite-chat", "b200", "fp8", 10000)
     blocks = pool_blocks(r, 64 * 576, 27)
     assert r.block_tokens == 64 and r.blocks == blocks
-    assert r.log_lines[-1] == capacity(blocks, 157, 10000)
+    assert capacity_then_extended(r, blocks, 157, 10000)
 
 
 def test_qk_nope_head_dim_outside_flashinfer_mla_gives_cutlass_128():
@@ -181,7 +187,7 @@ def test_qk_nope_head_dim_outside_flashinfer_mla_gives_cutlass_128():
     r = plan(None, "b200", "bf16", 10000, spec=spec)
     assert r.block_tokens == 128
     blocks = pool_blocks(r, 128 * 576 * 2, 27)
-    assert r.blocks == blocks and r.log_lines[-1] == capacity(blocks, cdiv(10000, 128), 10000)
+    assert r.blocks == blocks and capacity_then_extended(r, blocks, cdiv(10000, 128), 10000)
     assert r.log_lines[0] == "Setting kv cache block size to 128 for CUTLASS_MLA backend(s)."
     # on Hopper the dense backends do not read qk_nope_head_dim
     assert vllm.default_block(spec, find_gpu("h200"), get_format("bf16")) == 64

@@ -24,7 +24,7 @@ to match), ``vllm/engine/arg_utils.py`` (``get_batch_defaults``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -226,9 +226,15 @@ def _check_lines(check: int, needed: Callable[[int], int], max_len: int,
             f"larger than the available KV cache memory ({format_gib(check)} GiB).{estimate}"]
 
 
+def physical_bytes(blocks: int, strides: Sequence[int]) -> int:
+    """ExtensibleKVCache.physical_bytes_for: the bytes a commit of ``blocks`` maps, each
+    segment (``strides``: its bytes a block) rounded up to whole granules."""
+    return sum(-(-blocks * st // GRANULE) * GRANULE for st in strides)
+
+
 def startup_lines(available: int, per_block: int, needed: Callable[[int], int], max_len: int,
                   tokens: int, conc: float, final_blocks: int | None = None,
-                  util: float | None = None) -> list[str]:
+                  util: float | None = None, strides: Sequence[int] = ()) -> list[str]:
     """What vLLM 0.34.0 prints from profiling to the capacity line: ``Available KV cache
     memory``, then either a start-up check's ValueError or the one capacity line.
 
@@ -240,7 +246,9 @@ def startup_lines(available: int, per_block: int, needed: Callable[[int], int], 
     the blocks sized after warmup) shrink_kv_cache_configs checks again against
     ``(final_blocks − 1)`` blocks; update_kv_cache_capacity prints the capacity line only
     after both pass (the "Memory after warmup" line between them carries free and committed
-    bytes of the running process, which kvplan does not reproduce)."""
+    bytes of the running process, which kvplan does not reproduce); the workers then commit
+    the final blocks (extensible_kv_cache.py extend_kv_cache: "Extended KV cache to N blocks
+    (X GiB).", X the segments ``strides`` mapped in whole granules)."""
     lines = [f"Available KV cache memory: {format_gib(available)} GiB"]
     extensible = final_blocks is not None
     failed = _check_lines(available - per_block, needed, max_len,
@@ -248,7 +256,13 @@ def startup_lines(available: int, per_block: int, needed: Callable[[int], int], 
     if not failed and final_blocks is not None:
         failed = _check_lines((final_blocks - 1) * per_block, needed, max_len,
                               memory_hint(util, extensible, after_warmup=True))
-    return lines + (failed or [capacity_line(tokens, max_len, conc)])
+    if failed:
+        return lines + failed
+    lines.append(capacity_line(tokens, max_len, conc))
+    if final_blocks is not None and strides:
+        lines.append(f"Extended KV cache to {final_blocks} blocks "
+                     f"({physical_bytes(final_blocks, strides) / GiB:.2f} GiB).")
+    return lines
 
 
 #: memory outside torch that a rank gains after vLLM's start-up snapshot (kernel modules,
@@ -348,14 +362,11 @@ def blocks_within(num_bytes: int, per_block: int, strides: list[int]) -> int:
     """ExtensibleKVCache.blocks_within: the most blocks whose segments, each rounded up to
     whole granules, fit in ``num_bytes`` (one segment per layer region of ``strides`` bytes a
     block)."""
-    def physical(n: int) -> int:
-        return sum(-(-n * st // GRANULE) * GRANULE for st in strides)
-
     hi = max(0, num_bytes // per_block)
     lo = 0
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if physical(mid) <= num_bytes:
+        if physical_bytes(mid, strides) <= num_bytes:
             lo = mid
         else:
             hi = mid - 1
@@ -684,6 +695,8 @@ class Pool:
     #: bytes of one block over all the layers of a one-group pool whose layers' pages differ
     #: (a DSA model's latent and indexer pages); 0: page × group size
     block_bytes: int = 0
+    #: the extensible KV cache's segments, each its bytes a block (one per layer region)
+    strides: tuple[int, ...] = ()
 
     @property
     def page(self) -> int:
@@ -743,7 +756,8 @@ def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
     blocks = max(0, available // per_block)
     if measured is not None:
         blocks = min(blocks, blocks_within(max(0, measured), per_block, strides))
-    return Pool(blocks, size, tuple(groups), spec_tokens, per_block if whole else 0)
+    return Pool(blocks, size, tuple(groups), spec_tokens, per_block if whole else 0,
+                tuple(strides))
 
 
 def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) -> int:
@@ -1010,7 +1024,8 @@ def plan(req: EngineRequest) -> EngineReport:
             tight = min(range(len(raw)), key=lambda i: raw[i].num_blocks)
             least = raw[tight].num_blocks
             sized[mbt] = (act, budgets, [Pool(least, pl.group_size, pl.groups, pl.spec_tokens,
-                                              pl.block_bytes) for pl in raw], tight)
+                                              pl.block_bytes, pl.strides) for pl in raw],
+                          tight)
         return sized[mbt]
 
     def serves(sequences: int, length: int) -> bool:
@@ -1040,7 +1055,8 @@ def plan(req: EngineRequest) -> EngineReport:
     lines = startup_lines(
         budget.reserved, main.bytes_per_block,
         lambda n: main.blocks_per_request(n, in_flight, encoder) * main.bytes_per_block,
-        max_len, tokens, conc, num_blocks if budget.measured is not None else None, util)
+        max_len, tokens, conc, num_blocks if budget.measured is not None else None, util,
+        main.strides)
     notes = []
     gone = PREVIOUSLY_SUPPORTED.get(req.spec.architecture)
     if gone:
@@ -1141,7 +1157,10 @@ def plan(req: EngineRequest) -> EngineReport:
             # extensible_kv_cache.py measure_kv_cache_blocks: an explicit utilization under
             # 1.0 that keeps 1 GiB or more of free memory out of the cache is warned about
             assert budget.requested is not None
-            lines.insert(-1, f"gpu_memory_utilization={util:g} caps this instance at "
+            # (logged while the workers measure, before the capacity line and the commit)
+            at = next((i for i, line in enumerate(lines)
+                       if line.startswith("GPU KV cache size")), len(lines) - 1)
+            lines.insert(at, f"gpu_memory_utilization={util:g} caps this instance at "
                              f"{format_gib(budget.requested)} GiB, keeping "
                              f"{format_gib(budget.withheld)} GiB of free device memory out of "
                              "the KV cache. ...")

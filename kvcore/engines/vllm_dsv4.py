@@ -341,7 +341,8 @@ def plan(req: EngineRequest) -> EngineReport:
     max_seqs = min(MAX_SEQUENCES, usable // per_request(max_len))
     lines = startup_lines(budget.reserved, per_block, lambda n: per_request(n) * per_block,
                           max_len, tokens, conc,
-                          num_blocks if budget.measured is not None else None, util)
+                          num_blocks if budget.measured is not None else None, util,
+                          [per_block])
     layout = ", ".join(f"{g.layers} layers of {g.bytes:,} B" for g in gs)
     notes = (
         f"vLLM {RELEASE}: DeepSeek-V4 runs an fp8_ds_mla cache ({ROW_BYTES}-byte rows, pages "
