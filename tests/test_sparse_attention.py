@@ -625,6 +625,12 @@ def test_vllm_v4_without_the_extensible_cache_takes_the_older_budget():
     assert "extensible" not in on.command
     assert on.kv_pool_bytes != r.kv_pool_bytes
     assert vllm.BEFORE_SNAPSHOT in dict(on.overheads).values()
+    # the extensible cache's one segment (blocks outermost) of blocks × 1,002,240 B, mapped in
+    # whole 2 MiB granules once the workers commit; the fixed cache prints no such line
+    physical = -(-on.blocks * 1_002_240 // (2 << 20)) * (2 << 20)
+    assert on.log_lines[-1] == (f"Extended KV cache to {on.blocks} blocks "
+                                f"({physical / 1024**3:.2f} GiB).")
+    assert not any(line.startswith("Extended") for line in r.log_lines)
 
 
 @pytest.mark.parametrize("gpu", ["8xa100-80gb", "8xmi300x"])
