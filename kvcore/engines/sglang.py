@@ -889,9 +889,10 @@ def plan(req: EngineRequest) -> EngineReport:
         refuse_gemma4(req.spec)
     shared_rows = req.spec.kv_shared_layers
     req = replace(req, spec=with_kv_shared_rows(req.spec))
-    nas_rows = req.spec.cacheless_layers if req.spec.model_type == "nemotron-nas" else 0
+    cacheless = req.spec.cacheless_layers
     req = replace(req, spec=with_nas_rows(req.spec))
-    nas_rows -= req.spec.cacheless_layers
+    # the decoder layers whose rows the pool holds though they write nothing
+    nas_rows = cacheless - req.spec.cacheless_layers
     if has_kind(req.spec, LayerKind.COMPRESSED):
         refuse_compressed(req, "SGLang")
         from .sglang_dsv4 import plan as dsv4_plan
