@@ -43,6 +43,35 @@ def req(model, ctx=8192, seqs=1, kv="f16", gpu="h100", **kw):
 
 # --- vLLM ---------------------------------------------------------------------------------
 
+def test_vllm_data_parallel_splits_the_routed_experts():
+    # --data-parallel-size 2: two engines, each with its own cache, and FusedMoE's TP group
+    # flattened across them (fused_moe/config.py FusedMoEParallelConfig.make): a rank holds
+    # half of Qwen3-30B-A3B's routed experts and all of the rest (tp 1)
+    from kvcore.engines.base import loaded_weights
+    from kvcore.engines.lora import LoRA
+    from kvcore.engines.vllm_lora import lora_split
+    from kvcore.engines.vllm_offload import _layer_params
+
+    one = engine_plan("vllm", req("qwen3-30b-a3b", ctx=32768))
+    w = loaded_weights(req("qwen3-30b-a3b"))
+    assert w.expert_bytes > 0 and one.weights_bytes == w.bytes
+    two = engine_plan("vllm", req("qwen3-30b-a3b", ctx=32768, parallel=Parallel(dp=2)))
+    assert two.weights_bytes == w.bytes - w.expert_bytes + w.expert_bytes // 2
+    # the weights freed go to each engine's cache
+    assert two.kv_tokens > 2 * one.kv_tokens and "--data-parallel-size 2" in two.command
+    # a dense model's replicas keep all of it
+    dense = engine_plan("vllm", req("llama-3.1-8b", parallel=Parallel(dp=2)))
+    assert dense.weights_bytes == engine_plan("vllm", req("llama-3.1-8b")).weights_bytes
+    # the experts' LoRA slots and the offloaded parameters split the same way
+    spec = load_model("qwen3-30b-a3b")
+    lora = LoRA(rank=16)
+    assert (lora_split(spec, lora, Parallel(dp=2))[1]
+            == lora_split(spec, lora, Parallel(tp=2))[1])
+    whole, half = _layer_params(spec, w, 1), _layer_params(spec, w, 1, 2)
+    assert [b // 2 for b, e in whole[5] if e] == [b for b, e in half[5] if e]
+    assert [b for b, e in whole[5] if not e] == [b for b, e in half[5] if not e]
+
+
 def test_vllm_dense_blocks_and_report():
     # Llama-3.1-8B: a block of 16 tokens × 32 layers × 8 heads × 256 values × 2 B = 2 MiB
     pool = vllm.pool(load_model("llama-3.1-8b"), 10 * GiB, F16, F16, 16)

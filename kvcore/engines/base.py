@@ -275,11 +275,12 @@ def mib(n: int | float) -> str:
 
 
 def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
-           input_on_cpu: bool = False) -> list[RankShare]:
+           input_on_cpu: bool = False, expert_ranks: int = 1) -> list[RankShare]:
     """Per pipeline stage: the rank's layers, heads and weight bytes (``split``: the layers of
     a stage; ``input_on_cpu``: the input embedding and any per-layer embedding table stay in
     host memory, as llama.cpp keeps them, and a tied lm_head is a copy of it on the last
-    stage)."""
+    stage; ``expert_ranks``: the data-parallel ranks a stage's routed experts are split over
+    besides tensor parallelism, as vLLM's FusedMoE flattens its TP group across DP)."""
     p = req.parallel
     n = req.spec.decoder_layers
     out = []
@@ -304,8 +305,13 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
                 w += weights.input_bytes + ple
             if stage == p.pp - 1 and (weights.lm_head_separate or p.pp > 1):
                 w += head
+        if expert_ranks > 1:
+            experts = weights.expert_bytes * layers // n
+            own = (w - experts) // p.tp + experts // (p.tp * expert_ranks)
+        else:
+            own = w // p.tp
         out.append(RankShare(stage, rank_spec(req.spec, p, stage, split),
-                             w // p.tp + whole * layers // n, req.gpu_for(stage * p.tp)))
+                             own + whole * layers // n, req.gpu_for(stage * p.tp)))
     return out
 
 
@@ -324,12 +330,13 @@ def loaded_weights(req: EngineRequest, f32_as: str | None = None,
 
 def rank_weights(req: EngineRequest, split: Split = stage_layers,
                  input_on_cpu: bool = False, f32_as: str | None = None,
-                 ) -> tuple[Weights, list[RankShare]]:
-    """The weights and each stage's share of them (``split`` and ``input_on_cpu`` as shares
-    takes them), refusing a KV budget that does not fit beside a share (check_budget).
-    ``f32_as``: the format an engine's ``--dtype auto`` loads a float32 checkpoint in."""
+                 expert_ranks: int = 1) -> tuple[Weights, list[RankShare]]:
+    """The weights and each stage's share of them (``split``, ``input_on_cpu`` and
+    ``expert_ranks`` as shares takes them), refusing a KV budget that does not fit beside a
+    share (check_budget). ``f32_as``: the format an engine's ``--dtype auto`` loads a float32
+    checkpoint in."""
     weights = loaded_weights(req, f32_as)
-    out = shares(req, weights, split, input_on_cpu)
+    out = shares(req, weights, split, input_on_cpu, expert_ranks)
     if req.weights_bytes is not None:
         out = [replace(sh, weights_bytes=req.weights_bytes) for sh in out]
     check_budget(req, out)

@@ -947,13 +947,16 @@ def plan(req: EngineRequest) -> EngineReport:
     p = req.parallel
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
-    weights, shares = rank_weights(req, f32_as="bf16")
+    # --data-parallel-size: every DP rank runs its own engine and cache, and FusedMoE flattens
+    # its tensor-parallel group across them (fused_moe/config.py FusedMoEParallelConfig.make:
+    # without expert parallelism the routed experts are split over tp × dp ranks)
+    weights, shares = rank_weights(req, f32_as="bf16", expert_ranks=p.dp)
     if req.spec.model_type == "zaya":
         # every rank keeps all KV heads and the whole CCA state (_zaya)
         shares = [replace(sh, spec=replace(sh.spec, groups=req.spec.groups)) for sh in shares]
     shares = towers_on_first_stage(req, shares)
     # --cpu-offload-gb: what each rank moves to host memory is not on its card
-    moved, shares = offload_shares(req, weights, shares, stage_layers)
+    moved, shares = offload_shares(req, weights, shares, stage_layers, p.dp)
     dsa = has_kind(req.spec, LayerKind.INDEXER)
     hybrid = any(g.kind.is_recurrent for g in req.spec.groups)
     # the backend vLLM picks where it decides the block (a --block-size it refuses moves

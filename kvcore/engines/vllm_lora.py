@@ -209,7 +209,10 @@ def lora_split(spec: ModelSpec, lora: LoRA, parallel: Parallel) -> tuple[list[in
             continue
         layer = layer_of(m)
         stage = stage_of.get(layer, 0) if layer is not None else 0
-        values = module_values(m, tp, kv_heads=kv.get(layer, 0) if layer is not None else 0,
+        # FusedMoEWithLoRA splits like its layer: over the tensor-parallel group flattened
+        # across the data-parallel ranks (lora/layers/fused_moe.py moe_parallel_config.tp_size)
+        split = tp * parallel.dp if m.role == "experts" else tp
+        values = module_values(m, split, kv_heads=kv.get(layer, 0) if layer is not None else 0,
                                fully_sharded=lora.fully_sharded,
                                fused_w13=spec.model_type in THREE_D_MOE_TYPES)
         per_stage[stage] += values

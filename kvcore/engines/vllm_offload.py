@@ -82,9 +82,11 @@ def _module_bytes(spec: ModelSpec, weights: Weights) -> list[int]:
     return [int(m.params * (expert_rate if m.role == "experts" else rate)) for m in mods]
 
 
-def _layer_params(spec: ModelSpec, weights: Weights, tp: int) -> dict[int, list[tuple[int, bool]]]:
+def _layer_params(spec: ModelSpec, weights: Weights, tp: int, expert_ranks: int = 1
+                  ) -> dict[int, list[tuple[int, bool]]]:
     """Per decoder layer: (bytes on one tensor-parallel rank, routed experts?) of each
-    parameter vLLM holds, in the layer's order."""
+    parameter vLLM holds, in the layer's order (the routed experts split over
+    ``expert_ranks`` data-parallel ranks too)."""
     sizes = _module_bytes(spec, weights)
     # FusedMoE's w13 holds gate and up of every expert, two thirds of them (an ungated MLP's
     # w1 half)
@@ -100,6 +102,7 @@ def _layer_params(spec: ModelSpec, weights: Weights, tp: int) -> dict[int, list[
         share = size if m.role == "replicated" else size // tp
         leaf = m.names[0].rpartition(".")[2]
         if m.role == "experts":
+            share = size // (tp * expert_ranks)
             # FusedMoE's w13_weight (gate and up of every expert), then w2_weight (down)
             first = share * w13[0] // w13[1]
             params += [(first, True), (share - first, True)]
@@ -146,15 +149,17 @@ def _walk(per_layer: dict[int, list[tuple[int, bool]]], layers: range,
 
 
 def offload_shares(req: EngineRequest, weights: Weights, shares: list[RankShare],
-                   split: Split) -> tuple[list[Offloaded | None], list[RankShare]]:
-    """--cpu-offload-gb on each stage (``split``: the engine's layers of a stage): what one
-    of its ranks moves to host memory, and the shares with that off their cards. Refused for
-    DeepSeek-V4's compressed caches, whose plans do not move weights."""
+                   split: Split, expert_ranks: int = 1
+                   ) -> tuple[list[Offloaded | None], list[RankShare]]:
+    """--cpu-offload-gb on each stage (``split``: the engine's layers of a stage;
+    ``expert_ranks`` as shares takes it): what one of its ranks moves to host memory, and the
+    shares with that off their cards. Refused for DeepSeek-V4's compressed caches, whose plans
+    do not move weights."""
     budget = req.settings.cpu_offload_bytes
     if budget <= 0:
         return [None] * len(shares), shares
     p, n = req.parallel, req.spec.decoder_layers
-    per_layer = _layer_params(req.spec, weights, p.tp)
+    per_layer = _layer_params(req.spec, weights, p.tp, expert_ranks)
     moved = [_walk(per_layer, split(n, p.pp, sh.stage), budget) for sh in shares]
     return moved, [replace(sh, weights_bytes=max(0, sh.weights_bytes - (m.bytes if m else 0)))
                    for sh, m in zip(shares, moved, strict=True)]
