@@ -486,6 +486,20 @@ def test_vllm_v4_pro_over_two_pipeline_stages():
     assert any("718,848 / 717,120 B" in n and "44,810 / 44,918 blocks" in n for n in r.notes)
 
 
+def test_vllm_v4_data_parallel_engines():
+    # --data-parallel-size 2 at tp 4: an engine and a cache a DP rank, the routed experts split
+    # over the 8 ranks, the rest over the 4 of an engine; the pools of one engine as above
+    from kvcore.engines import EngineRequest
+    from kvcore.engines.base import loaded_weights
+    w = loaded_weights(EngineRequest(spec=spec("deepseek-v4-flash"), context=L))
+    r = vllm_v4("deepseek-v4-flash", 4, kv_budget_bytes=100 * 1024**3,
+                parallel=Parallel(tp=4, dp=2))
+    rest = w.bytes - w.expert_bytes - w.replicated_bytes
+    assert r.weights_bytes == rest // 4 + w.expert_bytes // 8 + w.replicated_bytes
+    assert r.blocks == 107_134 and r.kv_tokens == 2 * int(107_134 / 7_194 * L)
+    assert "--data-parallel-size 2" in r.command
+
+
 def test_vllm_v4_flash_with_its_mtp_draft():
     # speculative_config method "mtp": the next-n layer (layer 43, compress ratio 0) registers
     # its window beside the target's 43, so the window bucket holds 44: balanced counts 44, 21,
@@ -529,7 +543,6 @@ def test_vllm_v4_too_small_a_budget_prints_vllms_error():
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (("--dp", "2"), "data parallelism"),
     (("--enable-lora", "--max-lora-rank", "16", "--lora-target-modules", "all"), "--enable-lora"),
     (("--mtp", "--pp", "2"), "MTP under pipeline parallelism"),
     (("--speculative-tokens", "1"), "speculative decoding"),

@@ -261,8 +261,6 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.spec.model_type != "deepseek_v4" or req.spec.architecture not in ("", ARCH):
         raise _refuse(f"model_type {req.spec.model_type} (its DeepSeek-V4 path reads the "
                       "deepseek_v4 config of DeepseekV4ForCausalLM)")
-    if p.dp > 1:
-        raise _refuse("data parallelism (the batched DP MoE batch default)")
     if opts.mtp:
         # speculative_config method "mtp": the draft is the model's next-n layer(s)
         if not req.spec.mtp_layers:
@@ -285,7 +283,9 @@ def plan(req: EngineRequest) -> EngineReport:
     if latent != 512 or index_dim not in (0, 128):
         raise _refuse(f"a latent of {latent} or an index key of {index_dim} values (its "
                       "kernels take 512 and 128)")
-    weights, shares = rank_weights(req, f32_as="bf16")
+    # --data-parallel-size: an engine (and a cache) a DP rank, the routed experts split over
+    # tp × dp ranks (FusedMoE flattens its TP group across DP)
+    weights, shares = rank_weights(req, f32_as="bf16", expert_ranks=p.dp)
     for card in dict.fromkeys(sh.gpu for sh in shares if sh.gpu is not None):
         if card.cuda_family not in (9, 10):
             # FLASHMLA_SPARSE_DSV4 (supports_compute_capability 9, 10) keeps fp8_ds_mla rows;
@@ -369,7 +369,7 @@ def plan(req: EngineRequest) -> EngineReport:
         weights_bytes=sh.weights_bytes,
         overheads=budget.overheads(act, non_torch),
         kv_pool_bytes=avail,
-        kv_tokens=tokens,
+        kv_tokens=tokens * p.dp,
         blocks=num_blocks,
         block_tokens=BLOCK,
         max_concurrency=conc,
