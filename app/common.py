@@ -291,13 +291,18 @@ def rate_text(x: float | None) -> str:
     return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
 
 
-def _experts_text(share: float | None, sequences: int) -> str:
+def _experts_text(share: float | None, sequences: int, per_engine: int | None = None) -> str:
     """What a step of a mixture of experts reads of its routed experts (empty for a dense
-    model, or for one sequence, which reads its top-k)."""
+    model, or for one sequence, which reads its top-k); ``per_engine``: the sequences of one
+    data-parallel engine where ``sequences`` counts every engine's (vLLM's DP ranks share the
+    experts)."""
     if share is None or sequences <= 1:
         return ""
-    return (f"; the {sequences:,} sequences' tokens route to ≈ {share:.0%} of the routed experts' "
-            "bytes each step (uniform routing)")
+    whose = (f"{sequences:,} sequences' tokens ({per_engine:,} a data-parallel rank)"
+             if per_engine is not None and per_engine != sequences
+             else f"{sequences:,} sequences' tokens")
+    return (f"; the {whose} route to ≈ {share:.0%} of the routed experts' bytes each step "
+            "(uniform routing)")
 
 
 def _bound_where(data: dict[str, Any], bound: str, read: str = "") -> str:
@@ -418,7 +423,8 @@ def decode_text(data: dict[str, Any]) -> str | None:
             f"{_cache_read(data)} {d['kv_share'] * 100:.0f}% of bytes read"
             + ("; sparse attention reads its top-k entries only" if d.get("sparse_read") else "")
             + _lora_read_text(d)
-            + _experts_text(d.get("expert_share"), data["sequences"]))
+            + _experts_text(d.get("expert_share"), d.get("expert_sequences") or data["sequences"],
+                            data["sequences"]))
     return text + (" (if it fit)" if data["fits"] is False else "")
 
 

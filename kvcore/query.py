@@ -306,7 +306,7 @@ def parallel_estimates(q: Query) -> tuple[dict[str, Any] | None, dict[str, Any] 
     from .engines.base import rank_weights
 
     split = stage_split(q.engine)
-    weights, parts = rank_weights(q, split)
+    weights, parts = rank_weights(q, split, expert_ranks=expert_ranks(q))
     if not parts or any(sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s for sh in parts):
         return None, None
     stages = [_Stage(sh, len(split(q.spec.decoder_layers, q.parallel.pp, sh.stage)),
@@ -336,6 +336,13 @@ def _matmul_params(q: Query) -> tuple[int, int]:
     return max(0, q.spec.params.active - head), head
 
 
+def expert_ranks(q: Query) -> int:
+    """The data-parallel ranks a MoE model's routed experts are split over besides tensor
+    parallelism: vLLM's FusedMoE flattens its TP group across DP (base.shares); 1 elsewhere
+    (the other engines' DP ranks are replicas)."""
+    return q.parallel.dp if q.engine == "vllm" else 1
+
+
 def parallel_decode(q: Query, weights: Weights, stages: list[_Stage],
                     peaks: bool) -> dict[str, Any]:
     """The decode estimate of a plan over several cards, at full context: a step reads, on
@@ -350,6 +357,15 @@ def parallel_decode(q: Query, weights: Weights, stages: list[_Stage],
     head = weights.head_bytes
     body = max(0, weights.step_bytes(q.sequences) - head)
     n, p = q.spec.decoder_layers, q.parallel
+    # vLLM's DP ranks step together through the MoE layers, each computing its share of the
+    # experts for every rank's tokens: a card reads its 1/(tp × dp) of the experts those
+    # tokens route to, and the rest of the active weights as an engine of its own does
+    ranks = expert_ranks(q) if weights.expert_bytes else 1
+    routed = 0
+    if ranks > 1:
+        dense = weights.active_bytes - weights.active_expert_bytes
+        routed = weights.step_bytes(q.sequences * ranks) - dense
+        body = max(0, dense - head)
     body_params, head_params = _matmul_params(q)
     seconds = memory = compute = 0.0
     step = kv = flops = 0
@@ -358,7 +374,8 @@ def parallel_decode(q: Query, weights: Weights, stages: list[_Stage],
         size = st.share.cache(q.context, q.sequences, q.cache)
         cache_read = size.read_bytes + 2 * size.state_bytes
         sparse = sparse or size.read_bytes < size.kv_bytes
-        card = (body * st.layers // n + (head if st.last else 0)) // p.tp + cache_read
+        card = ((body * st.layers // n + (head if st.last else 0)) // p.tp
+                + routed * st.layers // n // (p.tp * ranks) + cache_read)
         card_flops = (2 * q.sequences * (body_params * st.layers // n
                                          + (head_params if st.last else 0))
                       // p.tp + attention_flops(q.spec, size, p.tp))
@@ -375,7 +392,9 @@ def parallel_decode(q: Query, weights: Weights, stages: list[_Stage],
             "tokens_per_s_total": q.sequences * p.dp / seconds,
             "kv_share": kv / step if step else 0.0,
             "sparse_read": sparse,
-            "expert_share": weights.expert_share(q.sequences),
+            "expert_share": weights.expert_share(q.sequences * ranks),
+            # the sequences whose tokens share the experts a step reads (every DP rank's)
+            "expert_sequences": q.sequences * ranks,
             "flops_per_step": flops,
             "bandwidth_seconds_per_step": memory,
             "compute_seconds_per_step": compute if peaks else None,

@@ -62,6 +62,18 @@ def test_vllm_data_parallel_splits_the_routed_experts():
     # a dense model's replicas keep all of it
     dense = engine_plan("vllm", req("llama-3.1-8b", parallel=Parallel(dp=2)))
     assert dense.weights_bytes == engine_plan("vllm", req("llama-3.1-8b")).weights_bytes
+    # the decode estimate: a card reads its half of the experts all 2 × 4 sequences' tokens
+    # route to, and the rest of the active weights and its engine's cache
+    from kvcore.query import Query, answer
+    q = Query(spec=load_model("qwen3-30b-a3b"), context=32768, sequences=4,
+              cache=CacheOptions(kv_k="f16", kv_v="f16"), gpus=(find_gpu("h100"),),
+              engine="vllm")
+    alone = answer(q)["decode"]
+    cache = alone["bytes_per_step"] - w.step_bytes(4)
+    d = answer(replace(q, parallel=Parallel(dp=2)))["decode"]
+    assert d["expert_sequences"] == 8 and d["expert_share"] == w.expert_share(8)
+    dense = w.active_bytes - w.active_expert_bytes
+    assert d["bytes_per_step"] == dense + (w.step_bytes(8) - dense) // 2 + cache
     # the experts' LoRA slots and the offloaded parameters split the same way
     spec = load_model("qwen3-30b-a3b")
     lora = LoRA(rank=16)
