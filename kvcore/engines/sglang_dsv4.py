@@ -93,43 +93,48 @@ def paged_bytes(page_tokens: int, row: int = 584) -> float:
 
 @dataclass(frozen=True)
 class Geometry:
-    """What DSV4PoolConfigurator sizes from: the model's layers and their ratios, and the
-    compress-state rings and draft inflation of the run (``infl`` (layers + 1) / layers with
-    an EAGLE draft, which the configurator reserves by pricing every token that much dearer)."""
+    """What DSV4PoolConfigurator sizes from: the layers of a stage (all of them, of ratio 4,
+    of ratio 128), the latent and index widths, and the compress-state rings and draft
+    inflation of the run (``infl`` (layers + 1) / layers with an EAGLE draft, which the
+    configurator reserves by pricing every token that much dearer)."""
 
-    spec: ModelSpec
     layers: int
+    n4: int
+    n128: int
+    latent: int
+    index_dim: int
     ring_c4: int
     ring_c128: int
     infl: float
 
     @classmethod
     def of(cls, spec: ModelSpec, sp: Speculative | None = None) -> Geometry:
-        layers = dsv4_geometry(spec)[0]
+        layers, n4, n128, latent, index_dim, _ = dsv4_geometry(spec)
         if sp is None:
-            return cls(spec, layers, RING_C4, RING_C128, 1.0)
-        return cls(spec, layers, RING_C4_SPEC, RING_C128_SPEC, (layers + 1) / layers)
+            return cls(layers, n4, n128, latent, index_dim, RING_C4, RING_C128, 1.0)
+        return cls(layers, n4, n128, latent, index_dim, RING_C4_SPEC, RING_C128_SPEC,
+                   (layers + 1) / layers)
 
     def swa_slot_bytes(self) -> float:
         """_get_bytes_per_swa_token (before the draft inflation): a window slot's latent in
         every layer, and the ratio-4 compressor state (kv + score of 2·latent values and of
         2·index values, float32) priced per slot at the ring's rows a 256-token page."""
-        layers, n4, _, latent, index_dim, _ = dsv4_geometry(self.spec)
-        state = 2 * 2 * latent * STATE_BYTES + 2 * 2 * index_dim * STATE_BYTES
-        return paged_bytes(PAGE_TOKENS) * layers + self.ring_c4 / PAGE_TOKENS * state * n4
+        state = 2 * 2 * self.latent * STATE_BYTES + 2 * 2 * self.index_dim * STATE_BYTES
+        return (paged_bytes(PAGE_TOKENS) * self.layers
+                + self.ring_c4 / PAGE_TOKENS * state * self.n4)
 
     def bytes_per_full_token(self) -> float:
         """DSV4PoolConfigurator._get_bytes_per_full_token, term by term in SGLang's order (a
         float: the token count is the budget divided by it, truncated): the window share of a
         window slot, then per ratio-4 layer a quarter latent and a quarter indexer key, per
         ratio-128 layer 1/128 latent; the draft inflation last."""
-        _, n4, n128, _, index_dim, _ = dsv4_geometry(self.spec)
-        indexer = index_dim + index_dim // INDEX_QUANT_BLOCK * 4
+        indexer = self.index_dim + self.index_dim // INDEX_QUANT_BLOCK * 4
         compressed: list[float] = []
-        if n4:
-            compressed.append((1 / 4 * paged_bytes(PAGE_TOKENS // 4) + 1 / 4 * indexer) * n4)
-        if n128:
-            compressed.append(1 / 128 * paged_bytes(PAGE_TOKENS // 128) * n128)
+        if self.n4:
+            compressed.append((1 / 4 * paged_bytes(PAGE_TOKENS // 4) + 1 / 4 * indexer)
+                              * self.n4)
+        if self.n128:
+            compressed.append(1 / 128 * paged_bytes(PAGE_TOKENS // 128) * self.n128)
         # (× 1.0 without a draft leaves the float as it is)
         return (SWA_RATIO * self.swa_slot_bytes() + sum(compressed)) * self.infl
 
@@ -137,12 +142,11 @@ class Geometry:
         """The ratio-128 compressor state reserved before the token pools: (requests + 1)
         slots of a ring's rows, plus a ring and one row, rounded up to 128 rows, of kv and
         score rows (2 × latent float32 values) in every ratio-128 layer."""
-        _, _, n128, latent, _, _ = dsv4_geometry(self.spec)
-        if not n128:
+        if not self.n128:
             return 0
         rows = (max_running + 1) * self.ring_c128 + self.ring_c128 + 1
         rows = -(-rows // 128) * 128
-        return rows * 2 * latent * STATE_BYTES * n128
+        return rows * 2 * self.latent * STATE_BYTES * self.n128
 
     def full_tokens(self, available: int, max_running: int) -> tuple[float, int, int]:
         """(bytes per full token, c128 state reserve, full tokens) for ``available`` bytes."""
@@ -252,6 +256,8 @@ def plan(req: EngineRequest) -> EngineReport:
 
     pl, binding, per_token, fixed = sized(req.sequences)
     sizes = stages[binding].pool_sizes(pl.profiled)
+    # the pools SGLang keeps: the profiled ones, or those a lower --max-total-tokens gives
+    final = stages[binding].pool_sizes(pl.tokens)
     refused = refusal(pl)
     full = 0 if refused else pl.tokens
 
@@ -283,10 +289,9 @@ def plan(req: EngineRequest) -> EngineReport:
             lines.append(f"max_total_tokens={cap} is larger than the profiled value "
                          f"{pl.profiled}. Use the profiled value instead.")
         elif full != pl.profiled:
-            capped = stages[binding].pool_sizes(full)
-            lines += [f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={capped['swa']}, "
+            lines += [f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={final['swa']}, "
                       f"swa_full_tokens_ratio={SWA_RATIO}",
-                      "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in capped.items())]
+                      "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in final.items())]
         if p.pp > 1:
             # logged as the binding stage's configurator is built
             own = STAGE_SPLIT(req.spec.decoder_layers, p.pp, binding)
@@ -340,5 +345,5 @@ def plan(req: EngineRequest) -> EngineReport:
         binding_stage=binding,
         extra={"mem_fraction_static": frac, "swa_tokens": pl.swa,
                "c128_state_bytes": fixed, "bytes_per_full_token": per_token,
-               "pools": stages[binding].pool_sizes(pl.tokens), "weights": weights.format},
+               "pools": final, "weights": weights.format},
     )

@@ -228,9 +228,8 @@ def bytes_per_block(gs: list[Group]) -> int:
 
 def _mtp_ratio(spec: ModelSpec) -> int:
     """The compress ratio of the MTP layer (0: its window alone)."""
-    _, c4, c128 = _layers_by_kind(spec, mtp=True)
-    base = _layers_by_kind(spec)
-    return 4 if len(c4) > len(base[1]) else 128 if len(c128) > len(base[2]) else 0
+    return next((g.ratio for g in spec.groups
+                 if g.mtp and g.kind is LayerKind.COMPRESSED), 0)
 
 
 def _mtp_caches(spec: ModelSpec) -> str:
