@@ -39,7 +39,8 @@ __all__ = ["DEFAULTS", "LINK_DEFAULTS", "pages_router", "templates"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the bare page (no query string) opens on this worked example
-DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k",
+DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "tp": "", "pp": "", "dp": "",
+            "context": "128k",
             "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
             "engine": "raw", "ngl": "", "n_cpu_moe": "", "override_tensor": "", "tensor_split": "",
             "host_bandwidth": "", "host_link": "", "host_memory": "", "cpu_offload_gb": "",
@@ -47,13 +48,16 @@ DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "context": "128k
             "lora_target_modules": ""}
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
-LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "context": "8k", "sequences": "1",
+LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "tp": "", "pp": "", "dp": "",
+                 "context": "8k", "sequences": "1",
                  "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
                  "n_cpu_moe": "", "override_tensor": "", "tensor_split": "", "host_bandwidth": "",
                  "host_link": "", "host_memory": "", "cpu_offload_gb": "", "cache_ram": "",
                  "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": "",
                  "lora_target_modules": ""}
 FIELDS = tuple(DEFAULTS)
+#: the fields that say which cards and how the model is laid over them
+CARD_FIELDS = ("gpu", "gpus", "tp", "pp", "dp")
 #: the form's LoRA fields: any of them given turns --enable-lora on
 LORA_FIELDS = ("max_loras", "max_lora_rank", "lora_target_modules")
 #: what a link may name: the form's fields, the API's one format for K and V, and a launch
@@ -130,6 +134,8 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
                            weights=None if form["weights"] in ("", "auto") else form["weights"],
                            gpu=form["gpu"] or None,
                            gpus=form["gpus"] if form["gpus"] not in ("", "1") else None,
+                           tp=form["tp"].strip() or None, pp=form["pp"].strip() or None,
+                           dp=form["dp"].strip() or 1,
                            engine=form["engine"], settings=_placement(form))
         view = plan_view(query)
         view["verified"] = _verified(query)
@@ -286,7 +292,9 @@ def _plan_links(view: dict[str, Any], form: dict[str, str]) -> None:
     link's defaults: for each card that fits (a plan without a card), the plan on it; for
     the "to fit" line, the plan with its change."""
     base = {k: v for k, v in form.items() if v.strip() and v != LINK_DEFAULTS.get(k)}
-    uncarded = {k: v for k, v in base.items() if k not in ("gpu", "gpus")}
+    # a card's link (and a card change) is the plan on those cards in the layout the engine
+    # takes for them: the form's tensor, pipeline and data parallel sizes go with its cards
+    uncarded = {k: v for k, v in base.items() if k not in CARD_FIELDS}
     for r in view.get("cards") or ():
         r["link"] = "/?" + urlencode({**uncarded, "gpu": r["gpu_field"]})
     change = view.get("to_fit_fields")
@@ -349,7 +357,7 @@ def _verified(query: Any) -> str | None:
 
 
 def _form_field(field: str | None) -> str:
-    mapping = {"kv": "kv_k", "hot": "kv_k", "tp": "gpus", "pp": "gpus", "dp": "gpus",
+    mapping = {"kv": "kv_k", "hot": "kv_k",
                "config": "model", None: "model", "command": "command",
                "enable_lora": "max_loras", "fully_sharded_loras": "command"}
     return mapping.get(field, field or "model")

@@ -1125,3 +1125,53 @@ def test_the_asked_contexts_label_steps_below_the_card_label_it_would_cover():
     y = float(re.search(r'y="([\d.]+)" text-anchor="(?:start|end)" class="ask-label"',
                         svg).group(1))
     assert y < cy
+
+
+def test_the_form_lays_the_model_over_its_cards_by_tp_pp_and_dp(client):
+    import html
+    import re
+
+    params = {"model": "llama-3.1-70b", "gpu": "h100", "engine": "vllm", "context": "32k",
+              "tp": "2", "pp": "2"}
+    page = client.get("/", params=params)
+    assert page.status_code == 200
+    api = client.get("/api/v1/plan", params=params).json()
+    even = client.get("/api/v1/plan", params={**params, "tp": "4", "pp": "1"}).json()
+    # the page plans tp 2 × pp 2 (not the 4-way tensor parallel four cards default to)
+    assert api["max_context"] != even["max_context"]
+    assert f"max context {api['max_context']:,}" in page.text
+    assert "--tensor-parallel-size 2 --pipeline-parallel-size 2" in page.text
+    # the layout's group is open and holds the values; the JSON link carries them
+    assert '<details class="placement" open>\n    <summary>Layout over the cards' in page.text
+    assert 'id="pp" name="pp" value="2"' in page.text
+    link = html.unescape(re.search(r'class="json-link"><a href="([^"]+)"', page.text)[1])
+    assert client.get(link).json()["max_context"] == api["max_context"]
+    # data parallel: two replicas of tp 2
+    dp = client.get("/", params={**params, "pp": "", "dp": "2"})
+    assert dp.status_code == 200 and "--data-parallel-size 2" in dp.text
+    # bad sizes are refused next to their own field; a count that disagrees, next to Cards
+    bad = client.get("/", params={**params, "tp": "two"})
+    assert bad.status_code == 422
+    assert re.search(r'id="err-tp">tp must be a whole number', bad.text)
+    bad = client.get("/", params={**params, "gpus": "8"})
+    assert bad.status_code == 422
+    assert "gpus is 8 but tp × pp × dp is 4" in re.search(r'id="err-gpus">([^<]*)', bad.text)[1]
+
+
+def test_a_launch_commands_layout_fills_the_form(client):
+    page = client.get("/", params={"command": "vllm serve meta-llama/Llama-3.1-70B-Instruct "
+                                              "--tensor-parallel-size 2 "
+                                              "--pipeline-parallel-size 2", "gpu": "h100"})
+    assert page.status_code == 200
+    assert 'id="tp" name="tp" value="2"' in page.text
+    assert 'id="pp" name="pp" value="2"' in page.text
+
+
+def test_a_card_link_leaves_the_layout_to_the_card_count(client):
+    # without a card the page lists the cards that fit, each a link to the plan on it: the
+    # form's tp would contradict a link's count, so the links leave it out
+    page = client.get("/", params={"model": "llama-3.1-70b", "engine": "vllm",
+                                   "context": "32k", "tp": "2"})
+    assert page.status_code == 200
+    links = [a for a in page.text.split('href="/?')[1:] if "gpu=" in a.split('"')[0]]
+    assert links and not any("tp=" in a.split('"')[0] for a in links)
