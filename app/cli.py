@@ -436,6 +436,16 @@ def smallest_card_line(q: Query) -> str:
         rows = find_gpu_for(q, limit=1)
     except KvplanError:
         rows = []
+    p = q.parallel
+    if p.gpus > 1:
+        # the layout is given: the cards are as many as it asks, --find-gpu (which chooses
+        # the layout) is not the place for more
+        layout = f"as tp {p.tp} × pp {p.pp}" + (f" × dp {p.dp}" if p.dp > 1 else "")
+        if not rows:
+            return f"no catalog card fits it {layout} ({p.gpus} cards of one kind)"
+        best = rows[0]
+        return (f"smallest card that fits it {layout}: {best['count']} × {best['name']} "
+                f"(--gpu {best['gpu']})")
     if not rows:
         return "no catalog card fits it, up to 8 of one kind"
     best = rows[0]

@@ -292,11 +292,13 @@ def _plan_links(view: dict[str, Any], form: dict[str, str]) -> None:
     link's defaults: for each card that fits (a plan without a card), the plan on it; for
     the "to fit" line, the plan with its change."""
     base = {k: v for k, v in form.items() if v.strip() and v != LINK_DEFAULTS.get(k)}
-    # a card's link (and a card change) is the plan on those cards in the layout the engine
-    # takes for them: the form's tensor, pipeline and data parallel sizes go with its cards
+    # a card that fits was found in the form's layout (its tp, pp, dp: as many cards as they
+    # ask), so its link keeps them; more cards "to fit" are laid out as the engine lays them
+    # over that count, so that link leaves them out
     uncarded = {k: v for k, v in base.items() if k not in CARD_FIELDS}
     for r in view.get("cards") or ():
-        r["link"] = "/?" + urlencode({**uncarded, "gpu": r["gpu_field"]})
+        r["link"] = "/?" + urlencode({**{k: v for k, v in base.items() if k not in ("gpu", "gpus")},
+                                      "gpu": r["gpu_field"]})
     change = view.get("to_fit_fields")
     if change:
         view["to_fit_link"] = "/?" + urlencode(

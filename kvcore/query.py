@@ -449,13 +449,15 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
                   errors: list[InputError] | None = None) -> tuple[int, int, Query] | None:
     """The fewest cards of ``gpu`` (of GPU_COUNTS, more than ``above``, not past the most one
     host holds) on which ``q`` fits, as (count, max context, that query); None where none.
-    ``errors`` collects the engine's refusals there."""
-    for count in GPU_COUNTS:
+    A query laid over several cards already (its tp, pp or dp given) is tried in that layout
+    only, on as many cards as it asks. ``errors`` collects the engine's refusals there."""
+    fixed = q.parallel.gpus > 1 and not above
+    for count in (q.parallel.gpus,) if fixed else GPU_COUNTS:
         if count <= above:
             continue
         if count > gpu.max_cards:
             break
-        trial = replace(q, gpus=(gpu,), parallel=_layout(q, count))
+        trial = replace(q, gpus=(gpu,), parallel=q.parallel if fixed else _layout(q, count))
         try:
             ok, max_ctx = _fits(trial)
         except InputError as e:
@@ -469,11 +471,12 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
 
 def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
     """Catalog GPUs that fit the query, fewest total memory first, with the card count and
-    the decode estimate there (tokens a second a sequence)."""
+    the decode estimate there (tokens a second a sequence); where the query is laid over
+    several cards already (its tp, pp or dp), the cards that fit in that layout."""
     # an engine that cannot run this plan on any card says why, rather than "no GPU fits";
     # what depends on the card (SGLang's KV dtype for a DSA model) is settled card by card
     try:
-        check_engine(replace(q, parallel=_layout(q, 1)))
+        check_engine(q)
     except InputError as e:
         if e.field != "gpu":
             raise

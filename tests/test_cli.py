@@ -309,6 +309,30 @@ def test_find_model_lists_what_fits_largest_first_and_each_plans_as_listed(capsy
             "sequence on NVIDIA GeForce RTX 4090 under llama.cpp, weights q4_k_m, KV f16") in out
 
 
+def test_a_plan_laid_over_cards_without_a_card_names_the_smallest_in_that_layout(capsys):
+    # --tp 2 --pp 2 without a card used to name a card count of its own (one card, tensor
+    # parallel), which the given layout contradicts
+    ask = ("llama-3.1-8b", "--ctx", "1M", "--engine", "vllm", "--tp", "2", "--pp", "2")
+    code, out, _ = run(capsys, *ask)
+    found = [t for t in out.splitlines() if t.startswith("smallest card that fits it as ")]
+    assert code == 0 and len(found) == 1, out
+    line = found[0]
+    assert line.startswith("smallest card that fits it as tp 2 × pp 2: 4 × ")
+    card = line.rsplit("(--gpu ", 1)[1].rstrip(")")
+    # that card fits in that layout, and it is the smallest of those that do
+    code, out, _ = run(capsys, *ask, "--gpu", card, "--json")
+    assert code == 0 and json.loads(out)["fits"] is True
+    assert json.loads(out)["parallel"] == {"tp": 2, "pp": 2, "dp": 1, "gpus": 4}
+    size = kvcore.find_gpu(card).memory_bytes
+    for gpu in kvcore.gpu_catalog():
+        if gpu.memory_bytes < size and gpu.max_cards >= 4:
+            code, out, _ = run(capsys, *ask, "--gpu", gpu.id, "--json")
+            assert code != 0 or json.loads(out)["fits"] is False, gpu.id
+    # a layout no card fits says so with its card count
+    code, out, _ = run(capsys, "llama-3.1-405b", "--ctx", "128k", "--engine", "vllm", "--tp", "2")
+    assert "no catalog card fits it as tp 2 × pp 1 (2 cards of one kind)" in out
+
+
 def test_plan_without_a_card_names_the_smallest_that_fits(capsys):
     ask = ("deepseek-v3", "--ctx", "128k", "--seqs", "4", "--engine", "vllm", "--kv", "fp8")
     code, out, _ = run(capsys, *ask, "--find-gpu", "--json")

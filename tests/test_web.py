@@ -1167,11 +1167,17 @@ def test_a_launch_commands_layout_fills_the_form(client):
     assert 'id="pp" name="pp" value="2"' in page.text
 
 
-def test_a_card_link_leaves_the_layout_to_the_card_count(client):
-    # without a card the page lists the cards that fit, each a link to the plan on it: the
-    # form's tp would contradict a link's count, so the links leave it out
-    page = client.get("/", params={"model": "llama-3.1-70b", "engine": "vllm",
-                                   "context": "32k", "tp": "2"})
+def test_a_card_link_keeps_the_layout_the_cards_were_found_in(client):
+    # without a card the page lists the cards that fit, each a link to the plan on it: with
+    # pp 2 they are found as two pipeline stages, and the link plans that, not tensor parallel
+    import html
+
+    params = {"model": "llama-3.1-70b", "engine": "vllm", "context": "32k", "pp": "2"}
+    page = client.get("/", params=params)
     assert page.status_code == 200
-    links = [a for a in page.text.split('href="/?')[1:] if "gpu=" in a.split('"')[0]]
-    assert links and not any("tp=" in a.split('"')[0] for a in links)
+    links = [html.unescape(a.split('"')[0]) for a in page.text.split('href="/?')[1:]
+             if "gpu=" in a.split('"')[0]]
+    assert links and all("pp=2" in a and "&gpu=2x" in a for a in links), links
+    card = links[0].split("&gpu=2x")[1].split("&")[0]
+    plan = client.get("/api/v1/plan", params={**params, "gpu": f"2x{card}"}).json()
+    assert plan["fits"] is True and plan["parallel"]["pp"] == 2
