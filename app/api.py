@@ -69,7 +69,25 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
     elif spec is None:
         raise kvcore.InputError("give a model (catalog or Hub repo id) or a config object",
                                 field="model")
-    settings = EngineSettings(
+    return make_query(
+        spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
+        kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,
+        pp=body.pp, dp=body.dp, engine=body.engine, settings=engine_settings(body),
+        **cache_options(body))
+
+
+def cache_options(body: PlanIn) -> dict[str, Any]:
+    """make_query's arguments beyond the model, context, cards, formats and engine."""
+    return {"hot": body.hot, "keep": body.keep, "keep_first": body.keep_first,
+            "keep_recent": body.keep_recent, "state_dtype": body.state_dtype,
+            "images": body.images, "mtp": body.mtp, "no_mmproj": body.no_mmproj,
+            "kv_budget": body.kv_budget, "overhead": body.overhead}
+
+
+def engine_settings(body: PlanIn, **given: Any) -> EngineSettings:
+    """The engine's settings of a request; ``given`` (EngineSettings' own names) wins over
+    the body's (the page's placement and LoRA fields)."""
+    return EngineSettings(**{**dict(
         gpu_memory_utilization=body.gpu_memory_utilization,
         max_num_batched_tokens=body.max_num_batched_tokens, block_size=body.block_size,
         speculative_tokens=body.speculative_tokens, n_ubatch=body.ubatch,
@@ -95,15 +113,7 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         cache_ram_mib=body.cache_ram, ctx_checkpoints=body.ctx_checkpoints,
         host_link_bytes_per_s=body.host_link * 1e9 if body.host_link is not None else None,
         cpu_offload_bytes=gib_bytes(body.cpu_offload_gb, "cpu_offload_gb"),
-        tensor_split=_tensor_split(body.tensor_split))
-    return make_query(
-        spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
-        kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,
-        pp=body.pp, dp=body.dp, engine=body.engine, hot=body.hot, keep=body.keep,
-        keep_first=body.keep_first, keep_recent=body.keep_recent, state_dtype=body.state_dtype,
-        images=body.images, mtp=body.mtp, no_mmproj=body.no_mmproj, kv_budget=body.kv_budget,
-        overhead=body.overhead,
-        settings=settings)
+        tensor_split=_tensor_split(body.tensor_split)), **given})
 
 
 def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:

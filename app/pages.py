@@ -21,7 +21,6 @@ from kvcore import CacheOptions, InputError, KvplanError, load_model, parse_conf
 from kvcore.catalog import MAX_CONFIG_BYTES
 from kvcore.engines import (
     CPU_MOE,
-    EngineSettings,
     engine_names,
     parse_tensor_split,
     supported_formats,
@@ -32,6 +31,7 @@ from kvcore.errors import shown
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
 
+from .api import cache_options, engine_settings
 from .common import gib_bytes, make_query, repeated_field
 from .views import plan_view
 
@@ -55,14 +55,60 @@ LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "tp": "", "pp": "", "dp": 
                  "host_link": "", "host_memory": "", "cpu_offload_gb": "", "cache_ram": "",
                  "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": "",
                  "lora_target_modules": ""}
+#: the form's engine and cache settings (its collapsed group), each under the API's name: the
+#: CLI flag it stands for, a placeholder (the default), and whether it is a switch
+SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
+    "Any engine": (
+        ("kv_budget", "--kv-budget", "an engine's KV figure", False),
+        ("overhead", "--overhead", "estimated", False),
+        ("mtp", "--mtp", "", True),
+        ("speculative_tokens", "--speculative-tokens", "0", False),
+        ("hot", "--hot", "f16:4096", False),
+        ("keep", "--keep", "1", False),
+        ("keep_first", "--keep-first", "4", False),
+        ("keep_recent", "--keep-recent", "128", False),
+        ("state_dtype", "--state-dtype", "f32", False),
+        ("images", "--images", "1", False),
+        ("offload", "--offload", "0", False)),
+    "vLLM": (
+        ("gpu_memory_utilization", "--gpu-memory-utilization", "whole card", False),
+        ("max_num_batched_tokens", "--max-num-batched-tokens", "the engine's", False),
+        ("block_size", "--block-size", "16", False),
+        ("enforce_eager", "--enforce-eager", "", True),
+        ("no_prefix_caching", "--no-enable-prefix-caching", "", True),
+        ("no_extensible_kv_cache", "--no-enable-extensible-kv-cache", "", True),
+        ("language_model_only", "--language-model-only", "", True),
+        ("fully_sharded_loras", "--fully-sharded-loras", "", True)),
+    "SGLang": (
+        ("mem_fraction_static", "--mem-fraction-static", "the engine's", False),
+        ("chunked_prefill_size", "--chunked-prefill-size", "the engine's", False),
+        ("page_size", "--page-size", "1", False),
+        ("max_total_tokens", "--max-total-tokens", "from memory", False)),
+    "TensorRT-LLM": (
+        ("free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "0.9", False),
+        ("tokens_per_block", "tokens_per_block", "32", False)),
+    "llama.cpp": (
+        ("ubatch", "-ub", "512", False),
+        ("swa_full", "--swa-full", "", True),
+        ("kv_unified", "--kv-unified", "", True),
+        ("no_flash_attn", "-fa off", "", True),
+        ("no_mmproj", "no --mmproj", "", True)),
+}
+SETTING_FIELDS = tuple(name for group in SETTINGS.values() for name, *_ in group)
+#: the form's check boxes: the settings' and --enable-lora (in the LoRA group)
+SWITCHES = (*(name for group in SETTINGS.values() for name, _, _, on in group if on),
+            "enable_lora")
+DEFAULTS.update(dict.fromkeys((*SETTING_FIELDS, "enable_lora"), ""))
+LINK_DEFAULTS.update(dict.fromkeys((*SETTING_FIELDS, "enable_lora"), ""))
 FIELDS = tuple(DEFAULTS)
 #: the fields that say which cards and how the model is laid over them
 CARD_FIELDS = ("gpu", "gpus", "tp", "pp", "dp")
 #: the form's LoRA fields: any of them given turns --enable-lora on
 LORA_FIELDS = ("max_loras", "max_lora_rank", "lora_target_modules")
-#: what a link may name: the form's fields, the API's one format for K and V, and a launch
-#: command
-LINK_FIELDS = (*FIELDS, "kv", "command")
+#: what a link may name: the form's fields, the API's one format for K and V, its --cpu-moe
+#: switch (the form's n_cpu_moe "all"), and a launch command: every field /api/v1/plan takes
+#: in a query string
+LINK_FIELDS = (*FIELDS, "kv", "cpu_moe", "command")
 
 
 _URL = re.compile(r"https?://[^\s),;]+")
@@ -107,6 +153,7 @@ def _choices() -> dict[str, Any]:
         "engines": engine_names(),
         # the form's fields a pasted config's post carries beside it (its own model aside)
         "carried_fields": tuple(k for k in FIELDS if k != "model"),
+        "settings": SETTINGS,
     }
 
 
@@ -129,14 +176,16 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
                              "(owner/name)", field="model")
         spec = load_model(config) if config is not None else load_model(
             form["model"], allow_local=False)
+        body = _settings_body(form)
         query = make_query(spec, context=form["context"], sequences=form["sequences"],
                            kv_k=form["kv_k"], kv_v=form["kv_v"],
                            weights=None if form["weights"] in ("", "auto") else form["weights"],
                            gpu=form["gpu"] or None,
                            gpus=form["gpus"] if form["gpus"] not in ("", "1") else None,
                            tp=form["tp"].strip() or None, pp=form["pp"].strip() or None,
-                           dp=form["dp"].strip() or 1,
-                           engine=form["engine"], settings=_placement(form))
+                           dp=form["dp"].strip() or 1, engine=form["engine"],
+                           settings=engine_settings(body, **_placement(form, body)),
+                           **cache_options(body))
         view = plan_view(query)
         view["verified"] = _verified(query)
         _plan_links(view, form)
@@ -186,9 +235,8 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
                      for k in LINK_DEFAULTS if k in fields})
         if "kv" in fields:
             form["kv_k"] = form["kv_v"] = str(fields["kv"])
-        if fields.get("enable_lora") and not any(k in fields for k in LORA_FIELDS):
-            # LoRA on at the engine's defaults (vLLM's one slot): the form says so with it
-            form["max_loras"] = "1"
+        for k in SWITCHES:
+            form[k] = "true" if fields.get(k) else ""
         form["weights"] = str(fields.get("weights", "auto"))
         view = plan_view(query)
         view["verified"] = _verified(query)
@@ -244,7 +292,30 @@ def _whole(form: dict[str, str], name: str, what: str) -> int | None:
     return int(text)
 
 
-def _placement(form: dict[str, str]) -> EngineSettings:
+def _on(form: dict[str, str], name: str) -> bool:
+    """A switch of the form: on when given at all, but as false, off or 0."""
+    return form[name].strip().lower() not in ("", "false", "off", "0")
+
+
+def _settings_body(form: dict[str, str]) -> Any:
+    """The form's engine and cache settings as the API reads them (blanks left out: their
+    defaults; a switch is on when given at all but as "false"), checked as the API checks
+    them."""
+    from pydantic import ValidationError
+
+    from .schemas import PlanQueryIn
+    from .web import validation_message
+
+    given = {k: str(_on(form, k)).lower() if k in SWITCHES else form[k].strip()
+             for k in SETTING_FIELDS if form[k].strip()}
+    try:
+        return PlanQueryIn.model_validate(given)
+    except ValidationError as exc:
+        _, message, field = validation_message(exc.errors())
+        raise InputError(message, field=field) from None
+
+
+def _placement(form: dict[str, str], body: Any) -> dict[str, Any]:
     """The placement fields as engine settings (blank: the engine's default): llama.cpp's ngl
     (layers on the card), n_cpu_moe (blocks whose experts stay in host memory, or "all":
     --cpu-moe), override_tensor (-ot PATTERN=CPU, several at commas), tensor_split (-ts: each card's share of the layers), the host's bandwidth and
@@ -255,7 +326,7 @@ def _placement(form: dict[str, str]) -> EngineSettings:
     cpu_moe = form["n_cpu_moe"].strip().lower()
     memory = form["host_memory"].strip()
     shares = form["tensor_split"].strip()
-    return EngineSettings(
+    return dict(
         cpu_offload_bytes=gib_bytes(form["cpu_offload_gb"], "cpu_offload_gb"),
         tensor_split=parse_tensor_split(shares) if shares else None,
         n_gpu_layers=_whole(form, "ngl", "layers"),
@@ -267,9 +338,9 @@ def _placement(form: dict[str, str]) -> EngineSettings:
         cache_ram_mib=(-1 if form["cache_ram"].strip() == "-1"
                        else _whole(form, "cache_ram", "MiB (or -1: no limit)")),
         ctx_checkpoints=_whole(form, "ctx_checkpoints", "checkpoints a slot"),
-        lora=lora_from(any(form[k].strip() for k in LORA_FIELDS),
+        lora=lora_from(_on(form, "enable_lora") or any(form[k].strip() for k in LORA_FIELDS),
                        _whole(form, "max_loras", "adapter slots"),
-                       _whole(form, "max_lora_rank", "rank"),
+                       _whole(form, "max_lora_rank", "rank"), body.fully_sharded_loras,
                        targets=form["lora_target_modules"].strip() or None))
 
 
@@ -312,6 +383,12 @@ def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None
     if config is not None:
         return None
     fields = {k: v for k, v in form.items() if v.strip() and not (k == "gpus" and v == "1")}
+    for k in SWITCHES:
+        if k in fields:
+            if _on(form, k):
+                fields[k] = "true"
+            else:
+                del fields[k]
     if fields.get("n_cpu_moe", "").strip().lower() == "all":
         del fields["n_cpu_moe"]
         fields["cpu_moe"] = "true"
@@ -359,9 +436,8 @@ def _verified(query: Any) -> str | None:
 
 
 def _form_field(field: str | None) -> str:
-    mapping = {"kv": "kv_k", "hot": "kv_k",
-               "config": "model", None: "model", "command": "command",
-               "enable_lora": "max_loras", "fully_sharded_loras": "command"}
+    mapping = {"kv": "kv_k", "config": "model", None: "model", "command": "command",
+               "cpu_moe": "n_cpu_moe"}
     return mapping.get(field, field or "model")
 
 
@@ -382,7 +458,13 @@ def pages_router() -> APIRouter:
             # the API's and the CLI's one format for K and V; kv_k or kv_v beside it wins
             form["kv_k"] = str(params.get("kv_k", params["kv"]))[:200]
             form["kv_v"] = str(params.get("kv_v", params["kv"]))[:200]
-        return _render(request, form, None, refused=_link_fault(params))
+        refused = _link_fault(params)
+        if refused is None and _on({"cpu_moe": str(params.get("cpu_moe", ""))}, "cpu_moe"):
+            # the API's --cpu-moe is the form's n_cpu_moe "all"
+            if form["n_cpu_moe"].strip():
+                refused = InputError("give cpu_moe or n_cpu_moe, not both", field="n_cpu_moe")
+            form["n_cpu_moe"] = "all"
+        return _render(request, form, None, refused=refused)
 
     @router.post("/", response_class=HTMLResponse)
     async def index_post(request: Request) -> HTMLResponse:

@@ -142,6 +142,35 @@ def test_open_option_groups_lay_their_fields_in_rows(server, browser):
     page.close()
 
 
+def test_engine_settings_and_layout_replan_in_place_and_go_into_the_url(server, browser):
+    # the form had no field for vLLM's memory share, a switch or the tensor/pipeline layout
+    page = browser.new_page(viewport={"width": 1200, "height": 1600})
+    page.goto(f"{server}/?model=llama-3.1-8b&gpu=h100&context=32k&engine=vllm")
+    page.click("details.settings > summary")
+    a = page.locator("#gpu_memory_utilization").bounding_box()
+    b = page.locator("#max_num_batched_tokens").bounding_box()
+    assert abs(a["y"] - b["y"]) < 1 and b["x"] > a["x"] + a["width"]
+    before = page.inner_text("#verdict")
+    page.fill("#gpu_memory_utilization", "0.5")
+    page.dispatch_event("#gpu_memory_utilization", "change")
+    after = changed(page, "#verdict", before)
+    assert "gpu_memory_utilization=0.5" in page.url
+    page.click("text=LoRA adapters (--enable-lora)")
+    page.check("#enable_lora")
+    lora = changed(page, "#verdict", after)
+    assert "enable_lora=true" in page.url and lora != after
+    page.uncheck("#enable_lora")
+    assert changed(page, "#verdict", lora) == after and "enable_lora" not in page.url
+    page.click("text=Layout over the cards")
+    page.fill("#gpu", "2xh100")
+    page.fill("#pp", "2")
+    page.dispatch_event("#pp", "change")
+    stages = changed(page, "#verdict", after)
+    assert "pp=2" in page.url and "on 2 × NVIDIA H100" in stages
+    assert "--pipeline-parallel-size 2" in page.content()
+    page.close()
+
+
 def test_a_phone_shows_the_chart_drawn_for_it_with_readable_text(server, browser):
     url = (f"{server}/?model=qwen3.5-27b&gpu=4090&context=128k&kv_k=q8_0&kv_v=q8_0"
            "&weights=q4_k_m")

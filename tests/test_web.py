@@ -1181,3 +1181,87 @@ def test_a_card_link_keeps_the_layout_the_cards_were_found_in(client):
     card = links[0].split("&gpu=2x")[1].split("&")[0]
     plan = client.get("/api/v1/plan", params={**params, "gpu": f"2x{card}"}).json()
     assert plan["fits"] is True and plan["parallel"]["pp"] == 2
+
+
+def _form_fields(text):
+    """The plan form's fields as a browser would send them (a check box only when checked)."""
+    import html
+    import re
+
+    form = text.split('<form id="plan"', 1)[1].split("</form>", 1)[0]
+    fields = {}
+    for tag in re.findall(r"<input [^>]*>", form):
+        name = re.search(r'name="([^"]+)"', tag)
+        value = re.search(r'value="([^"]*)"', tag)
+        if not name or (' type="checkbox"' in tag and " checked" not in tag):
+            continue
+        fields[name[1]] = html.unescape(value[1] if value else "")
+    for name, body in re.findall(r'<select id="\w+" name="(\w+)">(.*?)</select>', form):
+        fields[name] = re.search(r"<option selected>([^<]*)</option>", body)[1]
+    return {k: v for k, v in fields.items() if v}
+
+
+@pytest.mark.parametrize("extra", [
+    {"gpu_memory_utilization": "0.5"},
+    {"kv_budget": "10GiB"},
+    {"enable_lora": "true", "max_lora_rank": "64"},
+    {"no_extensible_kv_cache": "true", "max_num_batched_tokens": "4096"},
+])
+def test_the_forms_engine_settings_plan_as_the_api_plans_them(client, extra):
+    params = {"model": "llama-3.1-8b", "gpu": "h100", "engine": "vllm", "context": "32k"}
+    plain = client.get("/api/v1/plan", params=params).json()
+    api = client.get("/api/v1/plan", params={**params, **extra}).json()
+    assert api["max_context"] != plain["max_context"]
+    page = client.get("/", params={**params, **extra})
+    assert page.status_code == 200
+    assert f"max context {api['max_context']:,}," in page.text
+    # the settings' group opens, and the form sends them again on the next change
+    assert '<details class="placement settings" open>' in page.text or "enable_lora" in extra
+    sent = _form_fields(page.text)
+    assert {k: sent.get(k) for k in extra} == extra
+    again = client.get("/", params=sent, headers={"HX-Request": "true"})
+    assert f"max context {api['max_context']:,}," in again.text
+
+
+@pytest.mark.parametrize(("extra", "field", "message"), [
+    ({"gpu_memory_utilization": "1.5"}, "gpu_memory_utilization",
+     "gpu_memory_utilization: Input should be less than or equal to 1"),
+    ({"block_size": "x"}, "block_size", "block_size: Input should be a valid integer"),
+    ({"hot": "bad"}, "hot", "hot must look like f16:4096"),
+    ({"fully_sharded_loras": "true"}, "fully_sharded_loras",
+     "fully_sharded_loras shapes the LoRA slots, which only --enable-lora"),
+    ({"n_cpu_moe": "3", "cpu_moe": "true"}, "n_cpu_moe", "give cpu_moe or n_cpu_moe, not both"),
+])
+def test_a_bad_engine_setting_is_named_beside_its_field(client, extra, field, message):
+    import re
+
+    params = {"model": "llama-3.1-8b", "gpu": "h100", "engine": "vllm", "context": "32k"}
+    page = client.get("/", params={**params, **extra})
+    assert page.status_code == 422 and "Fits:" not in page.text
+    shown = re.search(rf'id="err-{field}">([^<]*)', page.text)[1].replace("&#39;", "'")
+    assert shown.startswith(message), shown
+    api = client.get("/api/v1/plan", params={**params, **extra})
+    assert api.status_code == 422
+
+
+def test_a_commands_engine_settings_stay_when_the_form_changes(client):
+    # the command page filled the form with the card, context and formats only: the next
+    # change of the form planned without --gpu-memory-utilization and --enable-lora
+    command = ("vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.5 "
+               "--enable-lora --max-model-len 32768")
+    page = client.get("/", params={"command": command, "gpu": "h100"})
+    assert page.status_code == 200
+    sent = _form_fields(page.text)
+    assert sent["gpu_memory_utilization"] == "0.5" and sent["enable_lora"] == "true"
+    api = client.post("/api/v1/command", json={"command": command, "gpu": "h100"}).json()
+    again = client.get("/", params=sent, headers={"HX-Request": "true"})
+    assert f"max context {api['max_context']:,}," in again.text
+
+
+def test_the_api_link_of_a_page_with_cpu_moe_plans_on_the_page(client):
+    # the page's JSON link says cpu_moe=true for n_cpu_moe "all": the page takes it back
+    params = {"model": "gpt-oss-120b", "gpu": "4090", "engine": "llama.cpp", "cpu_moe": "true"}
+    page = client.get("/", params=params)
+    assert page.status_code == 200 and 'name="n_cpu_moe" value="all"' in page.text
+    api = client.get("/api/v1/plan", params=params).json()
+    assert f"max context {api['max_context']:,}," in page.text
