@@ -472,7 +472,10 @@ def pages_router() -> APIRouter:
         data = await request.form(max_part_size=MAX_CONFIG_BYTES + 1)
         # the page's fields (sent beside the config by htmx), else the copies the config form
         # holds for a browser without JavaScript, else the CLI's defaults
-        form = {k: str(data.get(k, data.get(f"page_{k}", v)))[:200]
+        # (with htmx the page's own fields come, an unchecked box by its absence: the copies,
+        # as the page was drawn, would turn it on again)
+        copies = not request.headers.get("HX-Request")
+        form = {k: str(data.get(k, data.get(f"page_{k}", v) if copies else v))[:200]
                 for k, v in LINK_DEFAULTS.items()}
         config = None
         upload = data.get("config_file")

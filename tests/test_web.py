@@ -910,6 +910,16 @@ def test_config_form_is_labelled_and_works_without_javascript(client):
                                   "page_engine": "raw", "page_sequences": "1"})
     assert page.status_code == 200
     assert "Fits: 32,768 tokens × 1 sequence on 1 × NVIDIA H100 SXM5 80GB" in page.text
+    # with htmx the form's own fields come beside the copies: a box unchecked since the page
+    # was drawn is absent, and its copy does not turn it on again
+    fields = {"gpu": "h100", "context": "32k", "engine": "vllm", "kv_k": "f16", "kv_v": "f16",
+              "weights": "auto", "sequences": "1"}
+    hx = {"HX-Request": "true"}
+    on = client.post("/", data={"config": json.dumps(cfg), **fields, "enable_lora": "true",
+                                "page_enable_lora": "true"}, headers=hx)
+    off = client.post("/", data={"config": json.dumps(cfg), **fields,
+                                 "page_enable_lora": "true"}, headers=hx)
+    assert "LoRA slots" in on.text and "LoRA slots" not in off.text
 
 
 def _nemotron_h_text():
