@@ -40,8 +40,7 @@ __all__ = ["DEFAULTS", "LINK_DEFAULTS", "pages_router", "templates"]
 ROOT = Path(__file__).resolve().parent.parent
 #: the bare page (no query string) opens on this worked example
 DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "tp": "", "pp": "", "dp": "",
-            "context": "128k",
-            "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
+            "context": "128k", "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
             "engine": "raw", "ngl": "", "n_cpu_moe": "", "override_tensor": "", "tensor_split": "",
             "host_bandwidth": "", "host_link": "", "host_memory": "", "cpu_offload_gb": "",
             "cache_ram": "", "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": "",
@@ -49,8 +48,7 @@ DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "tp": "", "pp": 
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "tp": "", "pp": "", "dp": "",
-                 "context": "8k", "sequences": "1",
-                 "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
+                 "context": "8k", "sequences": "1", "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
                  "n_cpu_moe": "", "override_tensor": "", "tensor_split": "", "host_bandwidth": "",
                  "host_link": "", "host_memory": "", "cpu_offload_gb": "", "cache_ram": "",
                  "ctx_checkpoints": "", "max_loras": "", "max_lora_rank": "",
@@ -190,7 +188,7 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
         view["verified"] = _verified(query)
         _plan_links(view, form)
     except KvplanError as exc:
-        errors[_form_field(exc.field)] = str(exc)
+        errors[_form_field(exc.field, form)] = str(exc)
         status = 422 if status == 200 else status
     partial = request.headers.get("HX-Request") == "true"
     context = {"form": form, "view": view, "api_link": _api_link(form, config), "errors": errors, "slider": _slider(form["context"]),
@@ -244,7 +242,7 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
         view["launch"] = {"read_as": cli_line(fields), "notes": launch.notes,
                           "unread": launch.unread}
     except KvplanError as exc:
-        errors[_form_field(exc.field)] = str(exc)
+        errors[_form_field(exc.field, form)] = str(exc)
         status = 422
     partial = request.headers.get("HX-Request") == "true"
     context = {"form": form, "view": view, "api_link": None, "errors": errors,
@@ -292,9 +290,9 @@ def _whole(form: dict[str, str], name: str, what: str) -> int | None:
     return int(text)
 
 
-def _on(form: dict[str, str], name: str) -> bool:
-    """A switch of the form: on when given at all, but as false, off or 0."""
-    return form[name].strip().lower() not in ("", "false", "off", "0")
+def _on(value: str) -> bool:
+    """A switch's value: on when given at all, but as false, off or 0."""
+    return value.strip().lower() not in ("", "false", "off", "0")
 
 
 def _settings_body(form: dict[str, str]) -> Any:
@@ -306,7 +304,7 @@ def _settings_body(form: dict[str, str]) -> Any:
     from .schemas import PlanQueryIn
     from .web import validation_message
 
-    given = {k: str(_on(form, k)).lower() if k in SWITCHES else form[k].strip()
+    given = {k: str(_on(form[k])).lower() if k in SWITCHES else form[k].strip()
              for k in SETTING_FIELDS if form[k].strip()}
     try:
         return PlanQueryIn.model_validate(given)
@@ -322,7 +320,8 @@ def _placement(form: dict[str, str], body: Any) -> dict[str, Any]:
     link in GB/s, its memory as a size, llama-server's cache_ram (MiB; -1 no limit) and
     ctx_checkpoints; vLLM's and SGLang's cpu_offload_gb (GiB of each rank's weights in host
     memory); vLLM's and SGLang's LoRA slots (max_loras, max_lora_rank, lora_target_modules:
-    any of them turns --enable-lora on)."""
+    any of them turns --enable-lora on, as the enable_lora box does; ``body``'s
+    fully_sharded_loras shapes them)."""
     cpu_moe = form["n_cpu_moe"].strip().lower()
     memory = form["host_memory"].strip()
     shares = form["tensor_split"].strip()
@@ -338,7 +337,7 @@ def _placement(form: dict[str, str], body: Any) -> dict[str, Any]:
         cache_ram_mib=(-1 if form["cache_ram"].strip() == "-1"
                        else _whole(form, "cache_ram", "MiB (or -1: no limit)")),
         ctx_checkpoints=_whole(form, "ctx_checkpoints", "checkpoints a slot"),
-        lora=lora_from(_on(form, "enable_lora") or any(form[k].strip() for k in LORA_FIELDS),
+        lora=lora_from(_on(form["enable_lora"]) or any(form[k].strip() for k in LORA_FIELDS),
                        _whole(form, "max_loras", "adapter slots"),
                        _whole(form, "max_lora_rank", "rank"), body.fully_sharded_loras,
                        targets=form["lora_target_modules"].strip() or None))
@@ -385,7 +384,7 @@ def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None
     fields = {k: v for k, v in form.items() if v.strip() and not (k == "gpus" and v == "1")}
     for k in SWITCHES:
         if k in fields:
-            if _on(form, k):
+            if _on(form[k]):
                 fields[k] = "true"
             else:
                 del fields[k]
@@ -435,7 +434,11 @@ def _verified(query: Any) -> str | None:
     return found["line"] if found else None
 
 
-def _form_field(field: str | None) -> str:
+def _form_field(field: str | None, form: dict[str, str]) -> str:
+    """The form's field an error is shown beside: LoRA turned on by a slot field (the box
+    unchecked), beside that field."""
+    if field == "enable_lora" and not _on(form["enable_lora"]):
+        return next((k for k in LORA_FIELDS if form[k].strip()), "enable_lora")
     mapping = {"kv": "kv_k", "config": "model", None: "model", "command": "command",
                "cpu_moe": "n_cpu_moe"}
     return mapping.get(field, field or "model")
@@ -459,7 +462,7 @@ def pages_router() -> APIRouter:
             form["kv_k"] = str(params.get("kv_k", params["kv"]))[:200]
             form["kv_v"] = str(params.get("kv_v", params["kv"]))[:200]
         refused = _link_fault(params)
-        if refused is None and _on({"cpu_moe": str(params.get("cpu_moe", ""))}, "cpu_moe"):
+        if refused is None and _on(str(params.get("cpu_moe", ""))):
             # the API's --cpu-moe is the form's n_cpu_moe "all"
             if form["n_cpu_moe"].strip():
                 refused = InputError("give cpu_moe or n_cpu_moe, not both", field="n_cpu_moe")

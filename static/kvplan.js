@@ -19,6 +19,17 @@
     });
   }
   document.addEventListener("DOMContentLoaded", bind);
+  // A blank optional field is the default either way: leave it out of the request, so the
+  // URL a plan is shared by names only what was set (a cleared context or sequence count
+  // still goes, and is refused as blank).
+  document.addEventListener("htmx:configRequest", function (e) {
+    var data = e.detail.formData;
+    if (!data || e.detail.verb !== "get") return;
+    var kept = { context: 1, sequences: 1, model: 1 };
+    Array.from(new Set(data.keys())).forEach(function (k) {
+      if (!kept[k] && data.getAll(k).every(function (v) { return v === ""; })) data.delete(k);
+    });
+  });
   document.addEventListener("click", function (e) {
     var btn = e.target.closest ? e.target.closest("button.copy") : null;
     if (!btn) return;

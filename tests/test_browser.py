@@ -162,12 +162,14 @@ def test_engine_settings_and_layout_replan_in_place_and_go_into_the_url(server, 
     page.uncheck("#enable_lora")
     assert changed(page, "#verdict", lora) == after and "enable_lora" not in page.url
     page.click("text=Layout over the cards")
-    page.fill("#gpu", "2xh100")
     page.fill("#pp", "2")
     page.dispatch_event("#pp", "change")
     stages = changed(page, "#verdict", after)
     assert "pp=2" in page.url and "on 2 × NVIDIA H100" in stages
     assert "--pipeline-parallel-size 2" in page.content()
+    # the URL names what was set, not every blank field of the form
+    assert "tp=" not in page.url and "ubatch=" not in page.url and "&ngl=" not in page.url
+    assert "gpu_memory_utilization=0.5" in page.url
     page.close()
 
 
