@@ -290,9 +290,19 @@ def _whole(form: dict[str, str], name: str, what: str) -> int | None:
     return int(text)
 
 
-def _on(value: str) -> bool:
-    """A switch's value: on when given at all, but as false, off or 0."""
-    return value.strip().lower() not in ("", "false", "off", "0")
+#: a switch's values, as the API reads them from a query string (blank: off)
+_TRUE = frozenset({"true", "1", "on", "yes", "y", "t"})
+_FALSE = frozenset({"", "false", "0", "off", "no", "n", "f"})
+
+
+def _on(value: str, name: str) -> bool:
+    """A switch's value (a check box sends true): another word is refused as the API refuses
+    it, not taken for on."""
+    word = value.strip().lower()
+    if word not in _TRUE | _FALSE:
+        raise InputError(f"{name}: Input should be a valid boolean, unable to interpret input "
+                         f"{shown(value)} (true or false)", field=name)
+    return word in _TRUE
 
 
 def _settings_body(form: dict[str, str]) -> Any:
@@ -304,7 +314,7 @@ def _settings_body(form: dict[str, str]) -> Any:
     from .schemas import PlanQueryIn
     from .web import validation_message
 
-    given = {k: str(_on(form[k])).lower() if k in SWITCHES else form[k].strip()
+    given = {k: str(_on(form[k], k)).lower() if k in SWITCHES else form[k].strip()
              for k in SETTING_FIELDS if form[k].strip()}
     try:
         return PlanQueryIn.model_validate(given)
@@ -337,7 +347,7 @@ def _placement(form: dict[str, str], body: Any) -> dict[str, Any]:
         cache_ram_mib=(-1 if form["cache_ram"].strip() == "-1"
                        else _whole(form, "cache_ram", "MiB (or -1: no limit)")),
         ctx_checkpoints=_whole(form, "ctx_checkpoints", "checkpoints a slot"),
-        lora=lora_from(_on(form["enable_lora"]) or any(form[k].strip() for k in LORA_FIELDS),
+        lora=lora_from(_on(form["enable_lora"], "enable_lora") or any(form[k].strip() for k in LORA_FIELDS),
                        _whole(form, "max_loras", "adapter slots"),
                        _whole(form, "max_lora_rank", "rank"), body.fully_sharded_loras,
                        targets=form["lora_target_modules"].strip() or None))
@@ -382,12 +392,6 @@ def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None
     if config is not None:
         return None
     fields = {k: v for k, v in form.items() if v.strip() and not (k == "gpus" and v == "1")}
-    for k in SWITCHES:
-        if k in fields:
-            if _on(form[k]):
-                fields[k] = "true"
-            else:
-                del fields[k]
     if fields.get("n_cpu_moe", "").strip().lower() == "all":
         del fields["n_cpu_moe"]
         fields["cpu_moe"] = "true"
@@ -437,7 +441,7 @@ def _verified(query: Any) -> str | None:
 def _form_field(field: str | None, form: dict[str, str]) -> str:
     """The form's field an error is shown beside: LoRA turned on by a slot field (the box
     unchecked), beside that field."""
-    if field == "enable_lora" and not _on(form["enable_lora"]):
+    if field == "enable_lora" and form["enable_lora"].strip().lower() not in _TRUE:
         return next((k for k in LORA_FIELDS if form[k].strip()), "enable_lora")
     mapping = {"kv": "kv_k", "config": "model", None: "model", "command": "command",
                "cpu_moe": "n_cpu_moe"}
@@ -462,7 +466,11 @@ def pages_router() -> APIRouter:
             form["kv_k"] = str(params.get("kv_k", params["kv"]))[:200]
             form["kv_v"] = str(params.get("kv_v", params["kv"]))[:200]
         refused = _link_fault(params)
-        if refused is None and _on(str(params.get("cpu_moe", ""))):
+        try:
+            cpu_moe = refused is None and _on(str(params.get("cpu_moe", "")), "cpu_moe")
+        except InputError as exc:
+            refused, cpu_moe = exc, False
+        if cpu_moe:
             # the API's --cpu-moe is the form's n_cpu_moe "all"
             if form["n_cpu_moe"].strip():
                 refused = InputError("give cpu_moe or n_cpu_moe, not both", field="n_cpu_moe")

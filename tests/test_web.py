@@ -1241,6 +1241,10 @@ def test_the_forms_engine_settings_plan_as_the_api_plans_them(client, extra):
     ({"fully_sharded_loras": "true"}, "fully_sharded_loras",
      "fully_sharded_loras shapes the LoRA slots, which only --enable-lora"),
     ({"n_cpu_moe": "3", "cpu_moe": "true"}, "n_cpu_moe", "give cpu_moe or n_cpu_moe, not both"),
+    # a switch given another word than true or false is refused, not taken for on
+    ({"mtp": "bf16"}, "mtp", "mtp: Input should be a valid boolean"),
+    ({"enable_lora": "x"}, "enable_lora", "enable_lora: Input should be a valid boolean"),
+    ({"cpu_moe": "maybe"}, "n_cpu_moe", "cpu_moe: Input should be a valid boolean"),
 ])
 def test_a_bad_engine_setting_is_named_beside_its_field(client, extra, field, message):
     import re
