@@ -533,7 +533,8 @@ def to_fit_text(fix: dict[str, Any]) -> str:
     """The "to fit" line of a plan that does not fit (kvcore.query.to_fit)."""
     what = next((f"{flag} {fix[key]}" for key, flag in
                  (("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"))
-                 if key in fix), f"--gpu {fix.get('gpus')}x{fix.get('gpu')}")
+                 if key in fix), f"--gpu {fix.get('gpus')}x{fix.get('gpu')}" +
+                "".join(f" --{k} {fix[k]}" for k in ("tp", "pp") if k in fix))
     rate = fix.get("tokens_per_s_per_sequence")
     speed = f", ≈ {rate:,.1f} tokens/s per sequence" if rate else ""
     quality = f"; {fix['quality']}" if fix.get("quality") else ""

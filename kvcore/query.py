@@ -621,8 +621,9 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     where no format's cache fits beside the weights, the largest weight
     format that fits with the plan's cache (find_weights), else the fewest more cards of the
     plan's kind (``gpus`` of ``gpu``: tensor parallel, llama.cpp's layers split, as
-    --find-gpu tries them; not past a card's most in one host, nor for mixed cards or data
-    parallel). None where the plan fits, has no card, or no such change fits."""
+    --find-gpu tries them, that layout as ``tp`` and ``pp`` where the plan gave its own; not
+    past a card's most in one host, nor for mixed cards or data parallel). None where the plan
+    fits, has no card, or no such change fits."""
     if data.get("fits") is not False or not q.gpus:
         return None
     try:
@@ -687,7 +688,11 @@ def _more_cards(q: Query) -> dict[str, Any] | None:
         return None
     count, max_ctx, trial = fewest
     decode = answer(trial).get("decode") or {}
-    return {"gpus": count, "gpu": q.gpus[0].id, "max_context": max_ctx,
+    # a plan laid out over its cards (tp or pp given) is told the layout of the cards it
+    # needs, which its own would contradict
+    layout = ({"tp": trial.parallel.tp, "pp": trial.parallel.pp}
+              if q.parallel.ranks_per_replica > 1 else {})
+    return {"gpus": count, "gpu": q.gpus[0].id, **layout, "max_context": max_ctx,
             "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
             "quality": None}
 

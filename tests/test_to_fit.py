@@ -119,3 +119,31 @@ def test_the_page_links_the_change_to_the_plan_it_makes():
         assert link.endswith(change), link
         after = c.get(link).text
         assert 'id="verdict">Fits: ' in after and 'id="to-fit"' not in after
+
+
+def test_more_cards_for_a_plan_laid_out_by_hand_name_their_layout(capsys):
+    # --gpu h100 --pp 2 was told "--gpu 4xh100-sxm fits", which its own --pp 2 contradicts
+    # (4 cards against tp × pp = 2): the line names the layout of the cards it counted
+    import html
+    import re
+
+    ask = ["deepseek-v3", "--gpu", "h100", "--pp", "2", "--engine", "vllm", "--ctx", "32k",
+           "--weights", "int3"]
+    main(ask)
+    out = capsys.readouterr().out
+    line = next(t for t in out.splitlines() if t.startswith("to fit: "))
+    assert line.startswith("to fit: --gpu 4xh100-sxm --tp 4 --pp 1 fits (max context ")
+    main([*ask, "--gpu", "4xh100-sxm", "--tp", "4", "--pp", "1", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["fits"] is True and f"max context {data['max_context']:,}" in line
+    # the page's link to that change carries the layout, and plans it
+    c = TestClient(create_app())
+    page = c.get("/", params={"model": "deepseek-v3", "gpu": "h100", "pp": "2",
+                              "engine": "vllm", "context": "32k", "weights": "int3"}).text
+    link = html.unescape(re.search(r'id="to-fit"><a href="([^"]+)">To fit: ', page)[1])
+    assert "tp=4" in link and "pp=1" in link and "gpus=4" in link
+    after = c.get(link).text
+    assert 'id="verdict">Fits: ' in after
+    # a plan left to the engine's layout is told the card count alone, as before
+    q = _query("deepseek-v3", gpu="h100", engine="vllm", context="32k", weights="int3")
+    assert "tp" not in to_fit(q, answer(q))
