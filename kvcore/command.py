@@ -51,7 +51,7 @@ from .engines import llamacpp as _llamacpp
 from .engines import sglang as _sglang
 from .engines import vllm as _vllm
 from .engines.llamacpp_offload import split_overrides
-from .errors import InputError, shown
+from .errors import OLLAMA_SETTINGS, InputError, shown
 from .hub import HubUnavailable
 from .model import ModelSpec
 
@@ -870,8 +870,7 @@ def _engine(tokens: list[str]) -> tuple[str, list[str]]:
     if any(PurePath(t).name.lower().removesuffix(".exe") == "ollama" for t in tokens):
         raise InputError("Ollama's commands name no context or cache settings kvplan can read "
                          "(they live in its Modelfile and OLLAMA_* variables): plan the model "
-                         "under --engine llama.cpp, its num_ctx (OLLAMA_CONTEXT_LENGTH) as --ctx, "
-                         "OLLAMA_NUM_PARALLEL as --seqs and OLLAMA_KV_CACHE_TYPE as --kv", field="command")
+                         "under --engine llama.cpp, " + OLLAMA_SETTINGS, field="command")
     raise InputError("expected a launch command of llama-server, vllm serve, python -m "
                      "sglang.launch_server or trtllm-serve, got "
                      f"{shown(' '.join(tokens)[:120])}", field="command")

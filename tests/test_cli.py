@@ -1104,3 +1104,23 @@ def test_find_format_says_what_fits_when_nothing_does(capsys):
     assert out.strip().splitlines()[-1].endswith(
         f"the longest context 4 sequences fit: {longest} tokens in q4_0; see --find-weights "
         "or --find-gpu")
+
+
+@pytest.mark.parametrize(("engine", "said"), [
+    ("ollama", "kvplan has no Ollama engine: Ollama runs GGUF models on ggml"),
+    ("Ollama", "plan the model under --engine llama.cpp, its num_ctx (OLLAMA_CONTEXT_LENGTH)"),
+    ("LM Studio", "kvplan has no LM Studio engine: it runs GGUF models with llama.cpp"),
+    ("lmstudio", "so --engine llama.cpp plans them"),
+])
+def test_a_server_kvplan_has_no_engine_of_is_pointed_to_the_nearest(capsys, engine, said):
+    # "'ollama' is not a known engine; did you mean 'llama.cpp' or 'vllm' or 'trtllm'?"
+    code, out, err = run(capsys, "qwen3-8b", "--engine", engine)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert said in err
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+
+    r = TestClient(create_app()).get("/api/v1/plan", params={"model": "qwen3-8b",
+                                                              "engine": engine})
+    assert r.status_code == 422 and r.json()["field"] == "engine" and said in r.json()["error"]

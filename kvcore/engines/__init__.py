@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
-from ..errors import InputError, UnknownNameError
+from ..errors import OLLAMA_SETTINGS, InputError, UnknownNameError
 from ..gpus import GPU
 from ..hf import GLM5_NEXT_TYPES, QWEN4_EXP_TYPES
 from ..model import LayerKind, ModelSpec
@@ -50,9 +50,23 @@ def engine_names() -> list[str]:
     return list(ENGINES)
 
 
+#: servers kvplan has no engine of, and what is nearest (the message for each)
+_OTHER_SERVERS = {
+    "ollama": ("kvplan has no Ollama engine: Ollama runs GGUF models on ggml, as llama.cpp "
+               "does, with rules of its own for its cache and the layers it offloads; plan the "
+               "model under --engine llama.cpp, " + OLLAMA_SETTINGS),
+    **dict.fromkeys(("lmstudio", "lm-studio", "lm_studio", "lm studio"),
+                    "kvplan has no LM Studio engine: it runs GGUF models with llama.cpp, so "
+                    "--engine llama.cpp plans them (its context length is --ctx; its MLX "
+                    "models on a Mac are not planned)"),
+}
+
+
 def canonical(name: str) -> str:
     key = str(name).strip().lower()
     key = _ALIASES.get(key, key)
+    if key in _OTHER_SERVERS:
+        raise InputError(_OTHER_SERVERS[key], field="engine")
     if key not in ENGINES:
         raise UnknownNameError("engine", str(name), {**{e: e for e in ENGINES}, **_ALIASES},
                               field="engine", choices=engine_names())
