@@ -529,8 +529,9 @@ def gib_bytes(value: float | str | None, field: str) -> int:
     return int(gib * 2**30)
 
 
-def to_fit_text(fix: dict[str, Any]) -> str:
-    """The "to fit" line of a plan that does not fit (kvcore.query.to_fit)."""
+def to_fit_text(fix: dict[str, Any], alternative: bool = True) -> str:
+    """The "to fit" line of a plan that does not fit (kvcore.query.to_fit), with its other
+    change (``or``) unless ``alternative`` is false."""
     what = next((f"{flag} {fix[key]}" for key, flag in
                  (("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"))
                  if key in fix), f"--gpu {fix.get('gpus')}x{fix.get('gpu')}" +
@@ -538,4 +539,5 @@ def to_fit_text(fix: dict[str, Any]) -> str:
     rate = fix.get("tokens_per_s_per_sequence")
     speed = f", ≈ {rate:,.1f} tokens/s per sequence" if rate else ""
     quality = f"; {fix['quality']}" if fix.get("quality") else ""
-    return f"{what} fits (max context {fix['max_context']:,}{speed}{quality})"
+    more = f"; or {to_fit_text(fix['or'])}" if fix.get("or") and alternative else ""
+    return f"{what} fits (max context {fix['max_context']:,}{speed}{quality}){more}"

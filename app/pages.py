@@ -379,10 +379,11 @@ def _plan_links(view: dict[str, Any], form: dict[str, str]) -> None:
     for r in view.get("cards") or ():
         r["link"] = "/?" + urlencode({**{k: v for k, v in base.items() if k not in ("gpu", "gpus")},
                                       "gpu": r["gpu_field"]})
-    change = view.get("to_fit_fields")
-    if change:
-        view["to_fit_link"] = "/?" + urlencode(
-            {**(uncarded if "gpus" in change else base), **change})
+    for key in ("to_fit", "to_fit_or"):
+        change = view.get(f"{key}_fields")
+        if change:
+            view[f"{key}_link"] = "/?" + urlencode(
+                {**(uncarded if "gpus" in change else base), **change})
 
 
 def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None:

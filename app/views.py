@@ -152,8 +152,11 @@ def plan_view(q: Query) -> dict[str, Any]:
     view["binding"] = (f"Binding: {data['binding']} ({data['binding_reason']})."
                        if data["fits"] is False and data.get("binding") else None)
     fix = to_fit(q, data)
-    view["to_fit"] = f"To fit: {to_fit_text(fix)}." if fix else None
+    view["to_fit"] = f"To fit: {to_fit_text(fix, alternative=False)}" if fix else None
     view["to_fit_fields"] = _to_fit_fields(q, fix)
+    other = fix.get("or") if fix else None
+    view["to_fit_or"] = to_fit_text(other) if other else None
+    view["to_fit_or_fields"] = _to_fit_fields(q, other)
     if data.get("engine_report"):
         from .cli import render_engine
 

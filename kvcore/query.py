@@ -613,6 +613,10 @@ def find_format(q: Query) -> list[dict[str, Any]]:
     return rows
 
 
+#: below this many bits a weight, "to fit" by weights names the fewest more cards beside them
+BITS_WORTH_A_CARD = 4.0
+
+
 def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     """What makes a plan that does not fit its card fit, changing one choice: the
     highest-precision KV format (K = V, find_format's first that fits this context and these
@@ -622,8 +626,9 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     format that fits with the plan's cache (find_weights), else the fewest more cards of the
     plan's kind (``gpus`` of ``gpu``: tensor parallel, llama.cpp's layers split, as
     --find-gpu tries them, that layout as ``tp`` and ``pp`` where the plan gave its own; not
-    past a card's most in one host, nor for mixed cards or data parallel). None where the plan
-    fits, has no card, or no such change fits."""
+    past a card's most in one host, nor for mixed cards or data parallel). Weights of fewer
+    than BITS_WORTH_A_CARD bits a weight come with those cards as ``or``, where some fit.
+    None where the plan fits, has no card, or no such change fits."""
     if data.get("fits") is not False or not q.gpus:
         return None
     try:
@@ -644,8 +649,14 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         option, named = "weights", "weights"
     if fit is None:
         return _more_cards(q)
-    return {option: fit[named],
-            **{k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality")}}
+    fix = {option: fit[named],
+           **{k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality")}}
+    if option == "weights" and (fit.get("bits_per_weight") or 16) < BITS_WORTH_A_CARD:
+        # weights under 4 bits cost quality a card more may not: the cards, beside them
+        more = _more_cards(q)
+        if more is not None:
+            fix["or"] = more
+    return fix
 
 
 def _fewer_slots(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:

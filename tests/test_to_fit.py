@@ -147,3 +147,43 @@ def test_more_cards_for_a_plan_laid_out_by_hand_name_their_layout(capsys):
     # a plan left to the engine's layout is told the card count alone, as before
     q = _query("deepseek-v3", gpu="h100", engine="vllm", context="32k", weights="int3")
     assert "tp" not in to_fit(q, answer(q))
+
+
+def test_weights_under_four_bits_come_with_the_cards_that_fit_instead(capsys):
+    # 70B on a 4090 was told only "--weights iq2_xs": a user who would rather keep the model
+    # whole is told the fewest 4090s that hold it as well
+    import html
+    import re
+
+    from kvcore.query import BITS_WORTH_A_CARD, find_weights
+
+    q = _query("llama-3.1-70b", engine="llama.cpp", gpu="4090", context="8k")
+    fix = to_fit(q, answer(q))
+    row = next(r for r in find_weights(q) if r["weights"] == fix["weights"])
+    assert row["bits_per_weight"] < BITS_WORTH_A_CARD
+    other = fix["or"]
+    cards = answer(make_query(q.spec, engine="llama.cpp", gpu=f"{other['gpus']}x4090",
+                              context="8k"))
+    assert cards["fits"] is True and cards["max_context"] == other["max_context"]
+    half = answer(make_query(q.spec, engine="llama.cpp", gpu=f"{other['gpus'] // 2}x4090",
+                             context="8k"))
+    assert half["fits"] is False
+    main(["llama-3.1-70b", "--engine", "llama.cpp", "--gpu", "4090", "--ctx", "8k"])
+    line = next(t for t in capsys.readouterr().out.splitlines() if t.startswith("to fit: "))
+    assert line.startswith(f"to fit: --weights {fix['weights']} fits (max context ")
+    assert f"; or --gpu {other['gpus']}xrtx-4090 fits (max context {other['max_context']:,}" \
+        in line
+    # the page links each change to its plan
+    page = TestClient(create_app()).get("/", params={"model": "llama-3.1-70b",
+                                                     "engine": "llama.cpp", "gpu": "4090",
+                                                     "context": "8k"}).text
+    links = [html.unescape(h) for h in re.findall(
+        r'<a href="([^"]+)">(?:To fit: )?--(?:weights|gpu) ', page)]
+    assert len(links) == 2 and links[0].endswith(f"weights={fix['weights']}")
+    assert links[1].endswith(f"gpu=rtx-4090&gpus={other['gpus']}")
+    # 4 bits a weight and more: the weights alone, as before (the README's vLLM example,
+    # where four H100s would fit too)
+    q = _query("llama-3.1-70b", engine="vllm", gpu="2xh100", context="32k", sequences="8",
+               kv="fp8")
+    fix = to_fit(q, answer(q))
+    assert fix["weights"] == "int8" and "or" not in fix
