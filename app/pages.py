@@ -235,6 +235,9 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
             form["kv_k"] = form["kv_v"] = str(fields["kv"])
         for k in SWITCHES:
             form[k] = "true" if fields.get(k) else ""
+        if fields.get("cpu_moe"):
+            # llama-server's --cpu-moe is the form's n_cpu_moe "all"
+            form["n_cpu_moe"] = "all"
         form["weights"] = str(fields.get("weights", "auto"))
         view = plan_view(query)
         view["verified"] = _verified(query)

@@ -1272,6 +1272,20 @@ def test_a_commands_engine_settings_stay_when_the_form_changes(client):
     assert f"max context {api['max_context']:,}," in again.text
 
 
+def test_a_commands_cpu_moe_stays_when_the_form_changes(client):
+    # llama-server --cpu-moe left the form's n_cpu_moe blank: the next change planned every
+    # expert on the card
+    command = "llama-server -m gpt-oss-120b-mxfp4.gguf -c 65536 --cpu-moe"
+    page = client.get("/", params={"command": command, "gpu": "4090"})
+    assert page.status_code == 200
+    sent = _form_fields(page.text)
+    assert sent["n_cpu_moe"] == "all"
+    api = client.post("/api/v1/command", json={"command": command, "gpu": "4090"}).json()
+    again = client.get("/", params=sent, headers={"HX-Request": "true"})
+    assert f"max context {api['max_context']:,}," in again.text
+    assert "--cpu-moe keeps the routed experts" in again.text.replace("&#39;", "'")
+
+
 def test_the_api_link_of_a_page_with_cpu_moe_plans_on_the_page(client):
     # the page's JSON link says cpu_moe=true for n_cpu_moe "all": the page takes it back
     params = {"model": "gpt-oss-120b", "gpu": "4090", "engine": "llama.cpp", "cpu_moe": "true"}
