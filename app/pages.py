@@ -139,6 +139,8 @@ def templates() -> Jinja2Templates:
     t.env.filters["count"] = lambda n: f"{int(n):,}"
     t.env.filters["linked"] = linked
     t.env.filters["code_spans"] = code_spans
+    # a check box is drawn checked for the words the page reads as on
+    t.env.tests["on"] = lambda value: str(value).strip().lower() in _TRUE
     return t
 
 
