@@ -72,7 +72,8 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
     return make_query(
         spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
         kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,
-        pp=body.pp, dp=body.dp, engine=body.engine, settings=engine_settings(body),
+        pp=body.pp, dp=body.dp, attn_dp=body.attn_dp, engine=body.engine,
+        settings=engine_settings(body),
         **cache_options(body))
 
 
@@ -185,7 +186,7 @@ def api_router() -> APIRouter:
         fewest cards that fit (up to 10, least total memory first), with the max context and
         decode estimate there: ``kvplan --find-gpu``."""
         check_find_gpu(gpu=body.gpu, gpus=body.gpus, tp=body.tp, pp=body.pp,
-                       kv_budget=body.kv_budget, dp=body.dp)
+                       kv_budget=body.kv_budget, dp=body.dp, attn_dp=body.attn_dp)
         return find_gpu_for(to_query(body))
 
     @api.post("/find-model", summary="Which catalog models fit this card")

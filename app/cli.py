@@ -156,6 +156,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", default=None, help="tensor-parallel ranks")
     p.add_argument("--pp", default=None, help="pipeline-parallel stages")
     p.add_argument("--dp", default="1", help="data-parallel replicas")
+    p.add_argument("--attn-dp", default="1",
+                   help="SGLang: attention data-parallel groups within the tensor-parallel "
+                        "cards, each with its own requests and KV pool (--attn-dp-size)")
     p.add_argument("--kv-budget", default=None,
                    help="KV memory per card an engine printed as available (8.11GiB; vLLM "
                         "0.34: the GiB of the blocks its \"Memory after warmup\" line says fit, "
@@ -301,7 +304,7 @@ def _serve_parser() -> argparse.ArgumentParser:
 #: flags that take a value: an empty one (``--gpu "$GPU"`` with GPU unset) is an error, not
 #: the default
 VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", "gpus", "tp",
-               "pp", "dp", "kv_budget", "offload", "hot", "keep", "keep_first", "keep_recent",
+               "pp", "dp", "attn_dp", "kv_budget", "offload", "hot", "keep", "keep_first", "keep_recent",
                "images", "overhead", "host_memory")
 
 
@@ -350,7 +353,8 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
     return make_query(
         spec or load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,
         kv_k=args.kv_k, kv_v=args.kv_v, weights=args.weights, gpu=args.gpu, gpus=args.gpus,
-        tp=args.tp, pp=args.pp, dp=args.dp, engine=args.engine, hot=args.hot,
+        tp=args.tp, pp=args.pp, dp=args.dp, attn_dp=args.attn_dp, engine=args.engine,
+        hot=args.hot,
         keep=float(args.keep) if args.keep is not None else None, keep_first=args.keep_first,
         keep_recent=args.keep_recent, state_dtype=args.state_dtype, images=args.images,
         mtp=args.mtp, no_mmproj=args.no_mmproj, kv_budget=args.kv_budget,
@@ -440,7 +444,8 @@ def smallest_card_line(q: Query) -> str:
     if p.gpus > 1:
         # the layout is given: the cards are as many as it asks, --find-gpu (which chooses
         # the layout) is not the place for more
-        layout = f"as tp {p.tp} × pp {p.pp}" + (f" × dp {p.dp}" if p.dp > 1 else "")
+        layout = (f"as tp {p.tp} × pp {p.pp}" + (f" × dp {p.dp}" if p.dp > 1 else "")
+                  + (f" (attn_dp {p.attn_dp})" if p.attn_dp > 1 else ""))
         if not rows:
             return f"no catalog card fits it {layout} ({p.gpus} cards of one kind)"
         best = rows[0]
@@ -588,7 +593,9 @@ def render_find_weights(q: Query, rows: list[dict[str, Any]]) -> str:
 def render_engine(data: dict[str, Any]) -> list[str]:
     r = data["engine_report"]
     par = data["parallel"]
+    groups = par.get("attn_dp", 1)
     out = ["", f"engine {r['engine']}, tp {par['tp']} × pp {par['pp']} × dp {par['dp']}"
+           + (f" (attention dp {groups})" if groups > 1 else "")
            + (f" on {', '.join(_card_labels(data))}" if data.get("gpus") else "")]
     rows = [["", "bytes per card"]]
     if data.get("gpus"):
@@ -1024,7 +1031,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "a config.json or GGUF path, or JSON text (or --find-model)")
         if args.find_gpu:
             check_find_gpu(gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp,
-                           kv_budget=args.kv_budget, dp=args.dp, prefix="--")
+                           kv_budget=args.kv_budget, dp=args.dp, attn_dp=args.attn_dp,
+                           prefix="--")
         if args.find_format:
             check_find_format(kv=args.kv, kv_k=args.kv_k, kv_v=args.kv_v, prefix="--")
         if args.find_weights:

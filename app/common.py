@@ -101,12 +101,14 @@ def _gpus(gpu: str | None, gpus: str | int | None
 
 
 def check_find_gpu(*, gpu: Any, gpus: Any, tp: Any, pp: Any, kv_budget: Any = None,
-                   dp: Any = 1, prefix: str = "") -> None:
+                   dp: Any = 1, attn_dp: Any = 1, prefix: str = "") -> None:
     """find-gpu chooses the card, the count and the layout, and sizes the KV pool on each:
     naming any of them (or the KV budget an engine printed on some card) is a conflict, not
     something to drop without a word. ``prefix`` spells the names as flags (``--``)."""
     given = [name for name, value in (("gpu", gpu), ("gpus", gpus), ("tp", tp), ("pp", pp),
                                       ("dp", None if str(dp).strip() == "1" else dp),
+                                      ("attn_dp",
+                                       None if str(attn_dp).strip() == "1" else attn_dp),
                                       ("kv_budget", kv_budget))
              if value not in (None, "")]
     if given:
@@ -165,6 +167,7 @@ def make_query(
     tp: Any = None,
     pp: Any = None,
     dp: Any = 1,
+    attn_dp: Any = 1,
     engine: str = "raw",
     hot: str | None = None,
     keep: float | None = None,
@@ -213,7 +216,8 @@ def make_query(
         # one replica over all the cards: layers split for llama.cpp, heads for the others
         per_replica = max(1, count // dp_n)
         tp_n, pp_n = (1, per_replica) if engine == "llama.cpp" else (per_replica, 1)
-    parallel = Parallel(tp=tp_n or 1, pp=pp_n or 1, dp=dp_n)
+    parallel = Parallel(tp=tp_n or 1, pp=pp_n or 1, dp=dp_n,
+                        attn_dp=_count(attn_dp, "attn_dp") or 1)
     if listed and count != parallel.ranks_per_replica:
         raise InputError(f"gpus lists {count} cards but tp × pp is {parallel.ranks_per_replica}",
                          field="gpus")

@@ -40,6 +40,7 @@ __all__ = ["DEFAULTS", "LINK_DEFAULTS", "pages_router", "templates"]
 ROOT = Path(__file__).resolve().parent.parent
 #: the bare page (no query string) opens on this worked example
 DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "tp": "", "pp": "", "dp": "",
+            "attn_dp": "",
             "context": "128k", "sequences": "1", "kv_k": "q8_0", "kv_v": "q8_0", "weights": "q4_k_m",
             "engine": "raw", "ngl": "", "n_cpu_moe": "", "override_tensor": "", "tensor_split": "",
             "host_bandwidth": "", "host_link": "", "host_memory": "", "cpu_offload_gb": "",
@@ -48,6 +49,7 @@ DEFAULTS = {"model": "qwen3.5-27b", "gpu": "4090", "gpus": "1", "tp": "", "pp": 
 #: a link's fields it leaves out: the CLI's and the API's defaults, so that a link answers what
 #: `kvplan` and /api/v1/plan answer for the same fields (no card: the memory it needs)
 LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "tp": "", "pp": "", "dp": "",
+                 "attn_dp": "",
                  "context": "8k", "sequences": "1", "kv_k": "f16", "kv_v": "f16", "weights": "auto", "engine": "raw", "ngl": "",
                  "n_cpu_moe": "", "override_tensor": "", "tensor_split": "", "host_bandwidth": "",
                  "host_link": "", "host_memory": "", "cpu_offload_gb": "", "cache_ram": "",
@@ -183,7 +185,8 @@ def _render(request: Request, form: dict[str, str], config: dict[str, Any] | Non
                            gpu=form["gpu"] or None,
                            gpus=form["gpus"] if form["gpus"] not in ("", "1") else None,
                            tp=form["tp"].strip() or None, pp=form["pp"].strip() or None,
-                           dp=form["dp"].strip() or 1, engine=form["engine"],
+                           dp=form["dp"].strip() or 1, attn_dp=form["attn_dp"].strip() or 1,
+                           engine=form["engine"],
                            settings=engine_settings(body, **_placement(form, body)),
                            **cache_options(body))
         view = plan_view(query)

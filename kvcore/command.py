@@ -745,9 +745,10 @@ _SGLANG = (
     _Flag(("--speculative-num-draft-tokens",), "value",
           _set("speculative_tokens", lambda f, v: _int(f, v, 1))),
     _Flag(("--speculative-draft-model-path",), "value", _seen("draft")),
-    _Flag(("--enable-dp-attention",), "none",
-          _refuse("SGLang's data-parallel attention (each DP rank's requests and cache inside "
-                  "the TP group) is not planned: plan the command without it")),
+    _Flag(("--attn-dp-size",), "value", _set("attn_dp", lambda f, v: _int(f, v, 1))),
+    # the deprecated spelling: --dp-size N with it is --attn-dp-size N (parallel_hook.py
+    # handle_deprecated_dp_attention)
+    _Flag(("--enable-dp-attention",), "none", _seen("dp_attention", lambda f, v: True)),
     _Flag(("--enable-lora",), "none", _on("enable_lora")),
     _Flag(("--max-lora-rank",), "value", _set("max_lora_rank", lambda f, v: _int(f, v, 1))),
     _Flag(("--max-loras-per-batch",), "value", _set("max_loras", lambda f, v: _int(f, v, 1))),
@@ -760,6 +761,11 @@ _SGLANG = (
 def _sglang_finish(r: _Reader) -> None:
     if "model" in r.seen:
         r.launch.model = r.seen["model"]
+    if r.seen.get("dp_attention") and r.set.get("attn_dp", 1) == 1 and r.set.get("dp", 1) > 1:
+        r.set["attn_dp"] = r.set.pop("dp")
+        r.note(f"--dp-size {r.set['attn_dp']} --enable-dp-attention: SGLang reads it as "
+               f"--attn-dp-size {r.set['attn_dp']} (attention groups within the TP cards, no "
+               "replicas)")
     algo = r.seen.get("spec_algo")
     if algo:
         if r.seen.get("draft"):
@@ -1117,7 +1123,7 @@ def _vllm_mm_towers(launch: Launch, spec: ModelSpec, fields: dict[str, Any]) -> 
 #: kvplan's CLI flags for the fields a command sets, in the order they are written
 _CLI = {"context": "--ctx", "sequences": "--seqs"}
 _CLI_ORDER = ("engine", "context", "sequences", "kv", "kv_k", "kv_v", "weights", "gpus", "tp",
-              "pp", "dp")
+              "pp", "dp", "attn_dp")
 
 
 def cli_line(fields: dict[str, Any]) -> str:

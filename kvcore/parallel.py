@@ -15,6 +15,10 @@
   ``verify_with_parallel_config`` and the QKV projection's replication rule; SGLang and
   TensorRT-LLM check the same). Anything else is refused rather than rounded.
 - Data parallel (DP): independent replicas; capacity adds up, memory per card does not change.
+- Attention data parallel (SGLang's ``--attn-dp-size``): inside one TP group of ``tp`` cards,
+  attention runs as ``attn_dp`` groups of ``tp / attn_dp`` cards, each with its own requests
+  and its own KV pool, while the MLP and experts stay split over all ``tp`` cards. It adds no
+  cards (``arg_groups/parallel_hook.py``; ``runtime_context.derive_attn_tp_size``).
 
 Memory is per card and never summed across cards.
 """
@@ -38,13 +42,24 @@ class Parallel:
     tp: int = 1
     pp: int = 1
     dp: int = 1
+    #: attention data-parallel groups within the TP group (SGLang's --attn-dp-size)
+    attn_dp: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp"):
+        for name in ("tp", "pp", "dp", "attn_dp"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1024:
                 raise InputError(f"{name} must be a whole number from 1 to 1024, got {shown(value)}",
                                  field=name)
+        if self.tp % self.attn_dp:
+            raise InputError(f"attn_dp must divide tp: attention data parallelism splits the "
+                             f"tensor-parallel cards into groups of equal size (tp {self.tp}, "
+                             f"attn_dp {self.attn_dp})", field="attn_dp")
+
+    @property
+    def attn_tp(self) -> int:
+        """The cards one attention group splits its heads over: tp / attn_dp."""
+        return self.tp // self.attn_dp
 
     @property
     def gpus(self) -> int:

@@ -96,6 +96,10 @@ class Query(EngineRequest):
         super().__post_init__()
         object.__setattr__(self, "engine", canonical_engine(self.engine))
         check_settings(self.engine, self.settings, mtp=self.cache.mtp)
+        if self.parallel.attn_dp > 1 and self.engine != "sglang":
+            raise InputError(f"attn_dp is SGLang's attention data parallelism (--attn-dp-size), "
+                             f"not {ENGINE_TITLES[self.engine]}'s: plan it with --engine sglang, "
+                             "or leave out attn_dp", field="attn_dp")
         n = len(self.gpus)
         if n > 1 and n != self.parallel.ranks_per_replica:
             raise InputError(f"{n} GPUs given but tp × pp is {self.parallel.ranks_per_replica}; "
@@ -140,7 +144,7 @@ def answer(q: Query) -> dict[str, Any]:
             out["decode"], out["prefill"] = seen.get("decode"), seen.get("prefill")
     out["engine"] = q.engine
     out["parallel"] = {"tp": q.parallel.tp, "pp": q.parallel.pp, "dp": q.parallel.dp,
-                       "gpus": q.parallel.gpus}
+                       "attn_dp": q.parallel.attn_dp, "gpus": q.parallel.gpus}
     if q.gpus and (q.multi or q.engine != "raw") or q.kv_budget_bytes is not None:
         report = engine_plan(q.engine, q.engine_request())
         out["engine_report"] = engine_to_dict(report)
@@ -307,13 +311,20 @@ def parallel_estimates(q: Query) -> tuple[dict[str, Any] | None, dict[str, Any] 
 
     split = stage_split(q.engine)
     weights, parts = rank_weights(q, split, expert_ranks=expert_ranks(q))
+    attention = None
+    if q.parallel.attn_dp > 1:
+        # SGLang's attention DP: each card holds its attention group's share and reads its
+        # attention projections split over the group only (sglang_attn_dp)
+        from .engines import sglang_attn_dp
+        parts = sglang_attn_dp.shares(q, weights, parts, split)
+        attention = [sglang_attn_dp.stage_attention(q, split, sh.stage) for sh in parts]
     if not parts or any(sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s for sh in parts):
         return None, None
     stages = [_Stage(sh, len(split(q.spec.decoder_layers, q.parallel.pp, sh.stage)),
                      sh.stage == q.parallel.pp - 1) for sh in parts]
     peaks = all(st.share.gpu.matmul_flops_per_s for st in stages)  # type: ignore[union-attr]
-    return (parallel_decode(q, weights, stages, peaks),
-            parallel_prefill(q, stages) if peaks and q.context else None)
+    return (parallel_decode(q, weights, stages, peaks, attention),
+            parallel_prefill(q, stages, attention) if peaks and q.context else None)
 
 
 @dataclass(frozen=True)
@@ -343,14 +354,17 @@ def expert_ranks(q: Query) -> int:
     return q.parallel.dp if q.engine == "vllm" else 1
 
 
-def parallel_decode(q: Query, weights: Weights, stages: list[_Stage],
-                    peaks: bool) -> dict[str, Any]:
+def parallel_decode(q: Query, weights: Weights, stages: list[_Stage], peaks: bool,
+                    attention: list[tuple[int, int]] | None = None) -> dict[str, Any]:
     """The decode estimate of a plan over several cards, at full context: a step reads, on
     each card of each pipeline stage, its share of the active weights (of a mixture of
     experts, those the step's tokens route to) and of the cache, or computes its share of the
     step's FLOPs at the card's matrix peak (where all ``peaks`` are known) where that takes
     longer; the ranks of a stage work side by side, the stages one after another (no overlap
-    of stages, and the interconnect is not counted)."""
+    of stages, and the interconnect is not counted). ``attention``: each stage's attention
+    projections (parameters, bytes) under SGLang's attention DP, whose cards read them split
+    over the attention group only and hold the cache of that group's sequences (their FLOPs
+    a card are tensor parallelism's: 1/attn_dp of the tokens over 1/attn_tp of the heads)."""
     # read every step: the layers' active weights (of a mixture of experts, those any of the
     # step's tokens routes to), and the lm_head on the last stage (the input embedding only a
     # row a token)
@@ -370,15 +384,18 @@ def parallel_decode(q: Query, weights: Weights, stages: list[_Stage],
     seconds = memory = compute = 0.0
     step = kv = flops = 0
     sparse = False
-    for st in stages:
-        size = st.share.cache(q.context, q.sequences, q.cache)
+    # the sequences a card's cache holds: its attention group's share
+    held = -(-q.sequences // p.attn_dp)
+    for st, (_, attn_bytes) in zip(stages, attention or [(0, 0)] * len(stages), strict=True):
+        size = st.share.cache(q.context, held, q.cache)
         cache_read = size.read_bytes + 2 * size.state_bytes
         sparse = sparse or size.read_bytes < size.kv_bytes
         card = ((body * st.layers // n + (head if st.last else 0)) // p.tp
-                + routed * st.layers // n // (p.tp * ranks) + cache_read)
+                + routed * st.layers // n // (p.tp * ranks) + cache_read
+                + attn_bytes // p.attn_tp - attn_bytes // p.tp)
         card_flops = (2 * q.sequences * (body_params * st.layers // n
                                          + (head_params if st.last else 0))
-                      // p.tp + attention_flops(q.spec, size, p.tp))
+                      // p.tp + attention_flops(q.spec, size, p.attn_tp))
         card_memory = card / st.gpu.bandwidth_bytes_per_s  # type: ignore[operator]
         card_compute = card_flops / st.gpu.matmul_flops_per_s if peaks else 0.0  # type: ignore[operator]
         seconds += max(card_memory, card_compute)
@@ -405,26 +422,33 @@ def parallel_decode(q: Query, weights: Weights, stages: list[_Stage],
                      "stage side by side; interconnect not counted"}
 
 
-def parallel_prefill(q: Query, stages: list[_Stage]) -> dict[str, Any]:
+def parallel_prefill(q: Query, stages: list[_Stage],
+                     attention: list[tuple[int, int]] | None = None) -> dict[str, Any]:
     """The prefill of one sequence's prompt of the full context over several cards: on each
     stage's cards their share of its FLOPs (2 a weight a token, the lm_head's for the last
     token only, and the attention's) at their matrix peak, or of their weights read once
-    where that takes longer, the stages in turn."""
+    where that takes longer, the stages in turn. ``attention`` as parallel_decode takes it:
+    under SGLang's attention DP the sequence's attention (its projections and products) runs
+    on its attention group's cards alone."""
     n, p = q.spec.decoder_layers, q.parallel
     body_params, head_params = _matmul_params(q)
     seconds = 0.0
     flops = attention_total = 0
     bandwidth_bound = False
-    for st in stages:
-        attention = prefill_attention_flops(q.spec, st.share.cache(q.context, 1, q.cache), p.tp)
-        card = (2 * (q.context * body_params * st.layers // n
-                     + (head_params if st.last else 0)) // p.tp + attention)
+    for st, (attn_params, _) in zip(stages, attention or [(0, 0)] * len(stages), strict=True):
+        products = prefill_attention_flops(q.spec, st.share.cache(q.context, 1, q.cache),
+                                           p.attn_tp)
+        # the attention projections and products, on the attention group's cards
+        grouped = 2 * q.context * attn_params // p.attn_tp + products
+        spread = 2 * (q.context * (body_params * st.layers // n - attn_params)
+                      + (head_params if st.last else 0)) // p.tp
+        card = spread + grouped
         card_compute = card / st.gpu.matmul_flops_per_s  # type: ignore[operator]
         card_memory = st.share.weights_bytes / st.gpu.bandwidth_bytes_per_s  # type: ignore[operator]
         seconds += max(card_compute, card_memory)
         bandwidth_bound = bandwidth_bound or card_memory > card_compute
-        flops += card * p.tp
-        attention_total += attention * p.tp
+        flops += spread * p.tp + grouped * p.attn_tp
+        attention_total += products * p.attn_tp
     return prefill_to_dict(q.context, flops, attention_total, seconds,
                            "bandwidth" if bandwidth_bound else "compute")
 
@@ -439,10 +463,14 @@ def _fits(q: Query) -> tuple[bool, int]:
     return report.fits, report.max_context
 
 
-def _layout(q: Query, count: int) -> Parallel:
+def _layout(q: Query, count: int) -> Parallel | None:
+    """The engine's layout over ``count`` cards: llama.cpp's layers split, else tensor
+    parallel, keeping the plan's attention DP (None where it does not divide ``count``)."""
     if q.engine == "llama.cpp":
         return Parallel(pp=count)
-    return Parallel(tp=count)
+    if count % q.parallel.attn_dp:
+        return None
+    return Parallel(tp=count, attn_dp=q.parallel.attn_dp)
 
 
 def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
@@ -457,7 +485,10 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
             continue
         if count > gpu.max_cards:
             break
-        trial = replace(q, gpus=(gpu,), parallel=q.parallel if fixed else _layout(q, count))
+        layout = q.parallel if fixed else _layout(q, count)
+        if layout is None:
+            continue
+        trial = replace(q, gpus=(gpu,), parallel=layout)
         try:
             ok, max_ctx = _fits(trial)
         except InputError as e:

@@ -322,7 +322,7 @@ def test_a_plan_laid_over_cards_without_a_card_names_the_smallest_in_that_layout
     # that card fits in that layout, and it is the smallest of those that do
     code, out, _ = run(capsys, *ask, "--gpu", card, "--json")
     assert code == 0 and json.loads(out)["fits"] is True
-    assert json.loads(out)["parallel"] == {"tp": 2, "pp": 2, "dp": 1, "gpus": 4}
+    assert json.loads(out)["parallel"] == {"tp": 2, "pp": 2, "dp": 1, "attn_dp": 1, "gpus": 4}
     size = kvcore.find_gpu(card).memory_bytes
     for gpu in kvcore.gpu_catalog():
         if gpu.memory_bytes < size and gpu.max_cards >= 4:
@@ -716,7 +716,7 @@ def test_a_card_count_that_contradicts_the_layout_is_refused(capsys, flags, word
 
 @pytest.mark.parametrize(("flags", "parallel", "cards"), [
     (["--gpu", "2x4090"], {"tp": 2, "pp": 1, "dp": 1, "gpus": 2}, ["rtx-4090"]),
-    (["--gpu", "4×h100", "--dp", "2"], {"tp": 2, "pp": 1, "dp": 2, "gpus": 4}, ["h100-sxm"]),
+    (["--gpu", "4×h100", "--dp", "2"], {"tp": 2, "pp": 1, "dp": 2, "attn_dp": 1, "gpus": 4}, ["h100-sxm"]),
     (["--gpu", "2x4090", "--gpus", "2"], {"tp": 2, "pp": 1, "dp": 1, "gpus": 2}, ["rtx-4090"]),
     (["--gpus", "2x4090,3090", "--engine", "llama.cpp"], {"tp": 1, "pp": 3, "dp": 1, "gpus": 3},
      ["rtx-4090", "rtx-4090", "rtx-3090"]),
@@ -726,7 +726,7 @@ def test_a_rig_spelled_with_its_count(capsys, flags, parallel, cards):
     code, out, _ = run(capsys, "qwen3-8b", *flags, "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["parallel"] == parallel and data["gpus"] == cards
+    assert data["parallel"] == {**parallel, "attn_dp": 1} and data["gpus"] == cards
 
 
 @pytest.mark.parametrize(("flags", "words"), [
@@ -746,7 +746,7 @@ def test_a_rig_that_contradicts_itself_is_refused(capsys, flags, words):
 def test_a_card_count_that_matches_the_layout_is_taken(capsys):
     code, out, _ = run(capsys, "qwen3-8b", "--gpu", "h100", "--gpus", "4", "--dp", "2", "--json")
     assert code == 0
-    assert json.loads(out)["parallel"] == {"tp": 2, "pp": 1, "dp": 2, "gpus": 4}
+    assert json.loads(out)["parallel"] == {"tp": 2, "pp": 1, "dp": 2, "attn_dp": 1, "gpus": 4}
 
 
 def test_a_kv_budget_the_card_cannot_hold_is_refused(capsys):

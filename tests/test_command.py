@@ -121,8 +121,6 @@ def test_llama_server_placement_flags(flags, settings):
     ("vllm serve x --speculative-config notjson", "takes a JSON object"),
     ("vllm serve x --swa-full=1 --enable-prefix-caching=yes", "takes no value"),
     ("python -m sglang.launch_server --model-path x --kv-cache-dtype fp8", "kvplan's SGLang"),
-    ("python -m sglang.launch_server --model-path x --tp 8 --dp 8 --enable-dp-attention",
-     "data-parallel attention"),
     ("vllm serve x -dp 8 --enable-expert-parallel", "shards the experts over every"),
 ])
 def test_bad_commands_are_refused_naming_what_was_expected(command, needle):

@@ -29,6 +29,7 @@ from ..model import LayerKind, ModelSpec, Module
 from ..parallel import sglang_stage_layers
 from ..plan import largest
 from ..weights import module_bytes
+from . import sglang_attn_dp as attn_dp
 from .base import (
     EngineReport,
     EngineRequest,
@@ -252,14 +253,16 @@ def prefill_chunk(gpu_bytes: int, tp: int, chunked: int | None) -> int:
 def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = None, *,
                       running: int | None = None, mla: bool = False,
                       prefill_graph: bool = True, llama2: bool = False,
-                      expand_to_running: bool = False) -> float:
+                      expand_to_running: bool = False, attn_dp: int = 1) -> float:
     """SGLang's automatic mem_fraction_static on a CUDA card of ``gpu_bytes`` (before any
     vision-encoder factor), as ``memory_hook.py handle_gpu_memory_settings`` computes it
     with post-capture KV sizing off (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, the default),
-    no DP attention, DeepEP or PD disaggregation. In MiB:
+    no DeepEP or PD disaggregation. In MiB:
 
     reserved = 512 + 1.5 × max(chunked_prefill_size, 2048) + tp × pp / 8 × 1024
                + 2 × decode graph max_bs
+               (+ 3 × max_bs × attn_dp with attention DP, and 1.5 × max_bs × attn_dp more
+               past a max_bs of 300)
                + the prefill graphs: 1536 with an MLA model, else 8 per captured size;
     at least 10 GiB on a card over 60 GiB; fraction = round((card − reserved) / card, 3).
 
@@ -277,6 +280,9 @@ def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = No
             and running <= 512 and graph_bs < running):
         graph_bs = running
     reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_bs * 2
+    if attn_dp > 1:
+        # DP attention pads some buffers to every group's batch (reserve_for_graph_mb)
+        reserved += graph_bs * attn_dp * 3 + (graph_bs * attn_dp * 1.5 if graph_bs > 300 else 0)
     if prefill_graph:
         if mla:
             reserved += 1.5 * 1024
@@ -331,7 +337,7 @@ def default_fraction(req: EngineRequest, gpu: GPU, running: int) -> float:
         gpu.total_bytes, p.tp, p.pp, req.settings.chunked_prefill_size, running=running,
         mla=has_kind(spec, LayerKind.MLA), prefill_graph=prefill_graph,
         llama2="llama-2" in model_ref(spec).lower(),
-        expand_to_running=expand and gpu.cuda_family == 9)
+        expand_to_running=expand and gpu.cuda_family == 9, attn_dp=p.attn_dp)
     if multimodal and spec.vision_encoder:
         frac *= vision_factor(*spec.vision_encoder)
     return frac
@@ -644,7 +650,8 @@ def kv_budget(req: EngineRequest, shares: list[RankShare],
     if gpu is None:
         raise need_gpu()
     if frac is None:
-        frac = default_fraction(req, gpu, req.sequences if running is None else running)
+        frac = default_fraction(req, gpu, attn_dp.running(req, attn_dp.per_group(req))
+                                if running is None else running)
     before, after = free_memory(req, shares)
     # a multimodal model's embedding cache, allocated after the pools are sized, comes off
     # their share (kv_cache_configurator.py _profile_available_bytes, mm_runtime_reservation_gb)
@@ -685,7 +692,8 @@ def rule_note(req: EngineRequest, frac: float | None) -> str:
         return ""
     return (f"mem_fraction_static {frac:.3f} is what SGLang {DEFAULT_RULE} picks itself "
             f"(arg_groups/memory_hook.py, the rule since 0.5.20 with 0.5.22's decode-graph cap "
-            f"at --max-running-requests {req.sequences}); other releases pick otherwise: "
+            f"at --max-running-requests {attn_dp.running(req, attn_dp.per_group(req))}); "
+            f"other releases pick otherwise: "
             f"pass --mem-fraction-static to pin it")
 
 
@@ -734,10 +742,13 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
     s = req.settings
     allow = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 " if long_context_note(req) else ""
     cmd = [f"{allow}python -m sglang.launch_server --model-path {model_ref(req.spec)}",
-           f"--context-length {req.context}", f"--max-running-requests {req.sequences}"]
+           f"--context-length {req.context}",
+           f"--max-running-requests {attn_dp.running(req, attn_dp.per_group(req))}"]
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
     cmd += parallel_flags(req.parallel, "--tp", "--pp", "--dp")
+    if req.parallel.attn_dp > 1:
+        cmd.append(f"--attn-dp-size {req.parallel.attn_dp}")
     if s.chunked_prefill_size:
         cmd.append(f"--chunked-prefill-size {s.chunked_prefill_size}")
     if s.page_size:
@@ -893,6 +904,7 @@ def plan(req: EngineRequest) -> EngineReport:
     req = replace(req, spec=with_nas_rows(req.spec))
     # the decoder layers whose rows the pool holds though they write nothing
     nas_rows = cacheless - req.spec.cacheless_layers
+    attn_dp.check(req)
     if has_kind(req.spec, LayerKind.COMPRESSED):
         refuse_compressed(req, "SGLang")
         from .sglang_dsv4 import plan as dsv4_plan
@@ -934,6 +946,13 @@ def plan(req: EngineRequest) -> EngineReport:
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, STAGE_SPLIT, f32_as="bf16")
+    # --attn-dp-size: attention and the input embedding over the attention group, a cache of
+    # its heads for its own requests; each group sees `per` of the sequences
+    tp_shares = shares
+    shares = attn_dp.shares(req, weights, shares, STAGE_SPLIT)
+    attn_more = max(a.weights_bytes - b.weights_bytes
+                    for a, b in zip(shares, tp_shares, strict=True))
+    groups, per = p.attn_dp, attn_dp.per_group(req)
     # a float32 router where the model code builds one (FP32_ROUTER_TYPES)
     router_extra = [router_fp32_bytes(req, sh.stage) for sh in shares]
     shares = [replace(sh, weights_bytes=sh.weights_bytes + x)
@@ -999,8 +1018,9 @@ def plan(req: EngineRequest) -> EngineReport:
     window = swa_window(stage) if sliding else None
 
     def pools(running: int) -> Pools:
-        """The pools SGLang sizes with --max-running-requests ``running``."""
-        rest, budget, frac = kv_budget(req, shares, running)
+        """The pools SGLang sizes with ``running`` requests an attention group
+        (--max-running-requests ``running`` × attn_dp)."""
+        rest, budget, frac = kv_budget(req, shares, running * groups)
         slots = swa = None
         total = rest
         if recurrent:
@@ -1038,7 +1058,7 @@ def plan(req: EngineRequest) -> EngineReport:
                              page=page, weights_bytes=free_memory(req, shares)
                              if pl.budget is not None else None)
 
-    pl = pools(req.sequences)
+    pl = pools(per)
     rest, budget, frac, tokens, swa_tokens, mamba_slots = (pl.rest, pl.budget, pl.frac, pl.tokens,
                                                            pl.swa, pl.slots)
     refused = refusal(pl)
@@ -1047,11 +1067,10 @@ def plan(req: EngineRequest) -> EngineReport:
                        f"and a padding slot; max_running_requests ≤ "
                        f"{mamba_slots // per_running:,} ({per_running} slots a request)")
 
-    slots_ok = mamba_slots is None or mamba_slots // per_running >= req.sequences
+    slots_ok = mamba_slots is None or mamba_slots // per_running >= per
 
     def fits_len(length: int) -> bool:
-        return length == 0 or (refused is None and tokens >= length * req.sequences
-                               and slots_ok)
+        return length == 0 or (refused is None and tokens >= length * per and slots_ok)
 
     max_ctx = largest(fits_len, 1 << 31)
     # a request of the context holds its tokens in the pool and, on a hybrid model, 3 slots
@@ -1127,7 +1146,7 @@ def plan(req: EngineRequest) -> EngineReport:
         # the draft worker's pool: the same token count over the draft's layers
         draft_bytes = dsa_pool_bytes(tokens, sp.draft_layers, row) if dsa else None
         lines.append(mtp_draft_line(stage, opts, tokens, page, logged, pool_bytes=draft_bytes))
-    capped = running_cap_warning(req.sequences, tokens, mamba_slots, per_running)
+    capped = running_cap_warning(per, tokens, mamba_slots, per_running)
     if refused:
         # it raises before the pools are built: nothing of theirs is logged
         lines = [refused]
@@ -1192,6 +1211,8 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append("the checkpoint's kv_cache_quant_algo FP8 makes SGLang's --kv-cache-dtype "
                      "auto an fp8 cache: this 16-bit plan passes --kv-cache-dtype bf16 (plan "
                      "--kv fp8 for what auto gives)")
+    if groups > 1:
+        notes.append(attn_dp.note(req, attn_more, tokens, per))
     if refused:
         notes.insert(0, f"SGLang refuses to start: {startup_reason(refused)}")
     if nas_rows:
@@ -1255,13 +1276,13 @@ def plan(req: EngineRequest) -> EngineReport:
                    *([(f"LoRA pool ({lora.slots} × rank {lora.rank})", adapters)]
                      if lora is not None else [])),
         kv_pool_bytes=max(0, rest) - unused,
-        kv_tokens=tokens * p.dp,
+        kv_tokens=tokens * groups * p.dp,
         blocks=tokens // page,
         block_tokens=page,
-        max_concurrency=0.0 if refused else tokens / max(1, req.context),
-        max_sequences=max_seqs,
+        max_concurrency=0.0 if refused else tokens * groups / max(1, req.context),
+        max_sequences=max_seqs * groups,
         max_context=max_ctx,
-        fits=refused is None and tokens >= req.context * req.sequences and slots_ok,
+        fits=refused is None and tokens >= req.context * per and slots_ok,
         refusal=startup_reason(refused) if refused else "",
         log_lines=tuple(lines),
         command=" ".join(cmd),

@@ -1,0 +1,151 @@
+"""SGLang's attention data parallelism (``--attn-dp-size N``, formerly ``--dp-size N
+--enable-dp-attention``): what one card of the TP group holds and how many pools serve.
+
+Within one TP group of ``tp`` cards, attention runs as ``N`` groups of ``tp / N`` cards
+(``runtime_context.derive_attn_tp_size``), each with its own scheduler, requests and KV pool;
+the dense MLP and the routed experts stay split over all ``tp`` cards. So, on every card:
+
+- the attention projections are split over the attention group only (``parallel_group=
+  "attn_tp"`` in the model files), and so is the input embedding
+  (``vocab_parallel_embedding.get_embedding_tp_kwargs`` / ``use_attn_tp_group=
+  is_dp_attention_enabled()``); the lm_head stays split over the whole TP group
+  (``enable_dp_lm_head`` is off by default); MLA's down-projections stay whole as before;
+- the KV cache holds the attention group's share of the heads (an MLA latent whole) for
+  that group's requests only: the pool is sized per card as without it, and there are ``N``
+  of them;
+- ``--max-running-requests`` is shared out: each group takes ``max_running_requests // N``
+  (``kv_cache_configurator.resolve_max_num_reqs``);
+- the automatic mem_fraction_static reserves ``3 × decode max_bs × N`` MiB more (and
+  ``1.5 × max_bs × N`` more again past a max_bs of 300; ``memory_hook.reserve_for_graph_mb``);
+- ``--chunked-prefill-size`` is divided by ``N`` after the fraction was worked out
+  (``parallel_hook._handle_data_parallelism``), so the fraction is unchanged by it;
+- replicas (``--dp-size``) beside it, and LoRA, are refused at start-up
+  (``parallel_hook``, ``lora_hook._check_v2_lora_modes``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ..errors import InputError
+from ..model import ModelSpec, Module
+from ..parallel import Parallel, Split, check_tp, rank_spec
+from ..weights import Weights, module_bytes
+from .base import EngineRequest, RankShare
+
+#: architectures whose SGLang model file splits attention over the attention-TP group
+#: (models/deepseek_v2.py, glm4_moe.py, qwen3.py, qwen3_moe.py, qwen2_moe.py, minimax_m2.py,
+#: gpt_oss.py): elsewhere the flag's layout is not established (a model file that splits
+#: attention over the whole TP group, Llama's, does not run it)
+ARCHITECTURES = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+    "Glm4MoeForCausalLM", "GlmMoeDsaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+    "Qwen2MoeForCausalLM", "MiniMaxM2ForCausalLM", "GptOssForCausalLM",
+})
+
+_LAYER = re.compile(r"^layers\.(\d+)\.self_attn\.(?!indexer\.)")
+
+
+def check(req: EngineRequest) -> None:
+    """Refuse, in one line, an attention-DP plan SGLang does not start or kvplan cannot size."""
+    p, spec = req.parallel, req.spec
+    if p.attn_dp == 1:
+        return
+    if p.dp > 1:
+        raise InputError(f"SGLang refuses --dp-size {p.dp} beside --attn-dp-size {p.attn_dp} "
+                         "(data-parallel replicas combined with attention data parallelism "
+                         "are not supported): give dp or attn_dp", field="attn_dp")
+    if spec.architecture not in ARCHITECTURES or spec.model_type == "deepseek_v4":
+        raise InputError(f"SGLang's attention data parallelism for "
+                         f"{spec.architecture or spec.model_type or 'this model'} is not "
+                         "established (its "
+                         "model file's split of attention over --attn-dp-size groups was not "
+                         "read): plan it with tp alone", field="attn_dp")
+    if req.settings.cpu_offload_bytes:
+        raise InputError("--cpu-offload-gb beside --attn-dp-size is not sized (which of a "
+                         "card's attention weights move is not established): give one or the "
+                         "other", field="attn_dp")
+    if req.settings.lora is not None:
+        raise InputError("SGLang refuses --enable-lora with --attn-dp-size above 1: give one "
+                         "or the other", field="attn_dp")
+    try:
+        check_tp(spec, p.attn_tp)
+    except InputError as e:
+        raise InputError(f"attention groups of {p.attn_tp} cards (tp {p.tp} / attn_dp "
+                         f"{p.attn_dp}): {e}", field="attn_dp") from None
+
+
+def per_group(req: EngineRequest) -> int:
+    """The sequences one attention group takes: the request's, shared out evenly (the most any
+    group gets)."""
+    return -(-req.sequences // req.parallel.attn_dp)
+
+
+def running(req: EngineRequest, per: int) -> int:
+    """--max-running-requests for ``per`` requests in each attention group."""
+    return per * req.parallel.attn_dp
+
+
+def attention_modules(spec: ModelSpec) -> list[tuple[int, Module]]:
+    """(layer, module) of the attention projections tensor parallelism splits (MLA's
+    down-projections, which every rank holds whole, and a DSA indexer's apart)."""
+    out = []
+    for m in spec.params.modules:
+        hit = _LAYER.match(m.names[0])
+        if hit and m.role == "":
+            out.append((int(hit.group(1)), m))
+    return out
+
+
+def stage_attention(req: EngineRequest, split: Split, stage: int) -> tuple[int, int]:
+    """(parameters, bytes) of the attention projections of pipeline stage ``stage`` that
+    tensor parallelism splits, in the plan's weight format."""
+    spec, p = req.spec, req.parallel
+    mods = attention_modules(spec)
+    if not mods:
+        raise InputError(f"the attention modules of {spec.name} are not known, so its weights "
+                         "under attention data parallelism cannot be split: plan it with tp "
+                         "alone", field="attn_dp")
+    own = set(split(spec.decoder_layers, p.pp, stage))
+    mine = [m for i, m in mods if i in own]
+    size = module_bytes(spec, req.weights, mine, mtp=req.cache.mtp)
+    if size is None:
+        raise InputError("the attention weights of a GGUF checkpoint are not priced module "
+                         "by module, so their split under attention data parallelism is not "
+                         "known: plan it with tp alone", field="attn_dp")
+    return sum(m.params for m in mine), size
+
+
+def shares(req: EngineRequest, weights: Weights, parts: list[RankShare],
+           split: Split) -> list[RankShare]:
+    """Each stage's share with attention DP: its attention projections and the input
+    embedding over the attention group instead of the whole TP group, and a cache of the
+    attention group's heads."""
+    p, spec = req.parallel, req.spec
+    if p.attn_dp == 1:
+        return parts
+    group = Parallel(tp=p.attn_tp, pp=p.pp)
+    out = []
+    for sh in parts:
+        _, attn = stage_attention(req, split, sh.stage)
+        extra = attn // p.attn_tp - attn // p.tp
+        if sh.stage == 0:
+            extra += weights.input_bytes // p.attn_tp - weights.input_bytes // p.tp
+        out.append(replace(sh, weights_bytes=sh.weights_bytes + extra,
+                           spec=rank_spec(spec, group, sh.stage, split)))
+    return out
+
+
+def note(req: EngineRequest, more: int, tokens: int, per: int) -> str:
+    """What attention DP does to this plan, in a sentence (``more``: the weight bytes a card
+    holds beyond its share under tensor parallelism alone)."""
+    from ..units import format_bytes
+
+    p = req.parallel
+    return (f"--attn-dp-size {p.attn_dp}: attention runs as {p.attn_dp} groups of "
+            f"{p.attn_tp} card{'s' if p.attn_tp > 1 else ''}, each with its own KV pool of "
+            f"{tokens:,} tokens and up to {per:,} of the {req.sequences:,} sequences "
+            f"(--max-running-requests {running(req, per):,} shared out); its attention "
+            f"weights and input embedding split over {p.attn_tp} instead of {p.tp} cards "
+            f"({format_bytes(more, 2)} a card more), the MLP and experts over all {p.tp}")

@@ -1,0 +1,193 @@
+"""SGLang's attention data parallelism (--attn-dp-size): weights, pools, reserve, command."""
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+import kvcore
+from app.cli import main
+from app.common import make_query
+from app.web import create_app
+from kvcore.catalog import load_model
+from kvcore.command import read_command
+from kvcore.engines import engine_plan
+from kvcore.engines.sglang import auto_mem_fraction
+from kvcore.kv import cache_size
+from kvcore.query import answer
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+def plan(model="deepseek-v3", attn_dp=1, gpu="8xh200", **kw):
+    kw = {"context": "32k", "sequences": 64, **kw}
+    q = make_query(load_model(model), gpu=gpu, engine="sglang", attn_dp=attn_dp, **kw)
+    return q, answer(q)
+
+
+def test_attention_weights_and_embedding_split_over_the_group_only():
+    # DeepSeek-V3 in fp8 (config estimate): each layer's q_b (1536 × 128 × 192), kv_b
+    # (512 × 128 × 256) and o_proj (128 × 128 × 7168) at 8 bits + an fp32 scale per 128²,
+    # and the 16-bit input embedding (129,280 × 7,168), whole on every card with 8 groups
+    # of one card instead of an eighth of them
+    per_layer = 1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168
+    attn = int(61 * per_layer * (8 + 32 / (128 * 128)) / 8)
+    embed = 129_280 * 7_168 * 2
+    _, tp = plan(attn_dp=1)
+    _, dp = plan(attn_dp=8)
+    more = dp["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
+    assert more == (attn - attn // 8) + (embed - embed // 8)
+    # two groups of four: a quarter of them
+    _, dp2 = plan(attn_dp=2)
+    more2 = dp2["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
+    assert more2 == (attn // 4 - attn // 8) + (embed // 4 - embed // 8)
+
+
+def test_each_group_has_its_own_pool_for_its_share_of_the_sequences():
+    from kvcore.engines.base import EngineSettings
+
+    # a fixed fraction: the pool does not change with the running requests
+    _, d = plan(attn_dp=8, sequences=13, settings=EngineSettings(mem_fraction_static=0.85))
+    r = d["engine_report"]
+    per_pool = r["kv_tokens"] // 8
+    assert r["kv_tokens"] == 8 * per_pool
+    # 13 sequences over 8 groups: 2 in the busiest, so the context is its pool's half
+    assert d["max_context"] == per_pool // 2
+    assert d["max_sequences"] == 8 * (per_pool // 32768)
+    # SGLang's own fraction reserves more decode graph as the running requests grow: the
+    # most sequences are found with the pool each count gets, fewer than the first pool holds
+    _, auto = plan(attn_dp=8, sequences=13)
+    first = auto["engine_report"]["kv_tokens"] // 8
+    assert auto["max_sequences"] % 8 == 0 and auto["max_sequences"] < 8 * (first // 32768)
+    assert r["max_concurrency"] == pytest.approx(per_pool * 8 / 32768)
+    assert "--max-running-requests 16" in r["command"]
+    assert "--tp 8 --attn-dp-size 8" in r["command"]
+    # an MLA latent is whole on every card either way: the same cell a token
+    _, t = plan(attn_dp=1, sequences=13)
+    assert r["extra"]["cell_bytes"] == t["engine_report"]["extra"]["cell_bytes"]
+
+
+def test_gqa_heads_are_split_over_the_group():
+    # Qwen3-235B-A22B: 4 KV heads. tp 8 replicates them (one a card); groups of 4 hold one
+    # each too, groups of one card hold all four
+    cells = {ad: plan("qwen3-235b-a22b", attn_dp=ad, gpu="8xh100", context="8k",
+                      sequences=8)[1]["engine_report"]["extra"]["cell_bytes"] for ad in (1, 2, 8)}
+    assert cells[1] == cells[2] == 94 * 2 * 128 * 2
+    assert cells[8] == 4 * cells[1]
+
+
+def test_reserve_grows_with_the_groups():
+    # memory_hook.reserve_for_graph_mb: 3 MiB × decode max_bs × attn_dp more, and 1.5 more
+    # past a max_bs of 300 (a 141 GB card, tp 8: max_bs 512 unless the running cap is lower)
+    card = 143_771 * MiB
+    mib = card / MiB
+    for running, groups in ((64, 8), (512, 8), (512, 2)):
+        bs = min(512, running)
+        base = 512 + 8192 * 1.5 + 8 / 8 * 1024 + bs * 2 + 1536
+        extra = bs * groups * 3 + (bs * groups * 1.5 if bs > 300 else 0)
+        want = round((mib - max(base + extra, 10 * 1024)) / mib, 3)
+        assert auto_mem_fraction(card, 8, 1, running=running, mla=True,
+                                 attn_dp=groups) == want
+    assert auto_mem_fraction(card, 8, 1, running=64, mla=True, attn_dp=8) < \
+        auto_mem_fraction(card, 8, 1, running=64, mla=True)
+
+
+def test_decode_reads_the_groups_cache_and_whole_attention():
+    # a card reads its attention projections split over its group (whole here) and the
+    # latent cache of its group's 8 sequences, not all 64
+    q1, tp = plan(attn_dp=1)
+    q8, dp = plan(attn_dp=8)
+    per_layer = 1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168
+    attn = int(61 * per_layer * (8 + 32 / (128 * 128)) / 8)
+    spec = load_model("deepseek-v3")
+    mine = cache_size(spec, 32768, 8, q8.cache).read_bytes
+    every = cache_size(spec, 32768, 64, q1.cache).read_bytes
+    step = dp["decode"]["bytes_per_step"] - tp["decode"]["bytes_per_step"]
+    assert step == 8 * ((attn - attn // 8) + mine - every)
+    assert dp["decode"]["tokens_per_s_total"] > tp["decode"]["tokens_per_s_total"]
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"model": "llama-3.1-70b", "attn_dp": 4}, "LlamaForCausalLM is not established"),
+    ({"model": "deepseek-v4-flash", "attn_dp": 8}, "deepseek_v4 is not established"),
+    ({"attn_dp": 3}, "attn_dp must divide tp"),
+    ({"attn_dp": 4, "dp": 2}, "SGLang refuses --dp-size 2 beside --attn-dp-size 4"),
+])
+def test_what_sglang_does_not_run_is_refused(kw, needle):
+    model = kw.pop("model", "deepseek-v3")
+    with pytest.raises(kvcore.InputError) as exc:
+        plan(model, **kw)
+    assert needle in str(exc.value)
+    assert exc.value.field == "attn_dp"
+
+
+def test_other_engines_refuse_attn_dp():
+    with pytest.raises(kvcore.InputError) as exc:
+        make_query(load_model("deepseek-v3"), gpu="8xh200", engine="vllm", attn_dp=8)
+    assert "SGLang's attention data parallelism" in str(exc.value)
+    assert exc.value.field == "attn_dp"
+
+
+def test_lora_is_refused_beside_it():
+    from kvcore.engines.base import EngineSettings
+    from kvcore.engines.lora import LoRA
+
+    q = make_query(load_model("qwen3-30b-a3b"), gpu="8xh100", engine="sglang", attn_dp=8,
+                   settings=EngineSettings(lora=LoRA()))
+    with pytest.raises(kvcore.InputError, match="--enable-lora with --attn-dp-size"):
+        engine_plan("sglang", q)
+
+
+@pytest.mark.parametrize(("command", "attn_dp", "dp"), [
+    ("python -m sglang.launch_server --model-path x --tp 8 --dp 8 --enable-dp-attention", 8, None),
+    ("python -m sglang.launch_server --model-path x --tp 8 --attn-dp-size 4", 4, None),
+    ("python -m sglang.launch_server --model-path x --tp 8 --enable-dp-attention", None, None),
+    ("python -m sglang.launch_server --model-path x --tp 8 --dp 2", None, 2),
+])
+def test_launch_commands_read_both_spellings(command, attn_dp, dp):
+    fields = read_command(command).settings
+    assert fields.get("attn_dp") == attn_dp
+    assert fields.get("dp") == dp
+
+
+def test_cli_and_api_take_it(capsys):
+    code = main(["deepseek-v3", "--gpu", "8xh200", "--engine", "sglang", "--attn-dp", "8",
+                 "--ctx", "32k", "--seqs", "64"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "tp 8 × pp 1 × dp 1 (attention dp 8) on" in out
+    assert "attention runs as 8 groups of 1 card" in out
+    code = main(["deepseek-v3", "--gpu", "8xh200", "--engine", "sglang", "--attn-dp", "8",
+                 "--json"])
+    assert json.loads(capsys.readouterr().out)["parallel"]["attn_dp"] == 8
+    c = TestClient(create_app())
+    r = c.get("/api/v1/plan", params={"model": "deepseek-v3", "gpu": "8xh200",
+                                      "engine": "sglang", "attn_dp": 8})
+    assert r.status_code == 200 and "--attn-dp-size 8" in r.json()["engine_report"]["command"]
+    r = c.get("/api/v1/plan", params={"model": "deepseek-v3", "gpu": "8xh200",
+                                      "engine": "vllm", "attn_dp": 8})
+    assert r.status_code == 422 and r.json()["field"] == "attn_dp"
+    r = c.post("/api/v1/find-gpu", json={"model": "deepseek-v3", "engine": "sglang",
+                                         "attn_dp": 4})
+    assert r.status_code == 422 and "leave out attn_dp" in r.json()["error"]
+
+
+def test_web_form_field():
+    c = TestClient(create_app())
+    page = c.get("/", params={"model": "deepseek-v3", "gpu": "8xh200", "engine": "sglang",
+                              "attn_dp": "8", "context": "32k", "sequences": "64"})
+    assert page.status_code == 200
+    assert 'name="attn_dp" value="8"' in page.text
+    assert "--attn-dp-size 8" in page.text
+    bad = c.get("/", params={"model": "deepseek-v3", "gpu": "8xh200", "engine": "sglang",
+                             "attn_dp": "3"})
+    assert bad.status_code == 422
+    start = bad.text.index('id="err-attn_dp"')
+    assert "attn_dp must divide tp" in bad.text[start:start + 200]
+    # a launch command with the deprecated spelling fills the field
+    cmd = c.get("/", params={"command": "python -m sglang.launch_server --model-path "
+                             "deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention",
+                             "gpu": "h200"})
+    assert cmd.status_code == 200
+    assert 'name="attn_dp" value="8"' in cmd.text
