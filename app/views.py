@@ -7,9 +7,8 @@ from typing import Any
 
 from kvcore import FORMATS, InputError, KvplanError, cache_size
 from kvcore.engines import UnsupportedFormat, engine_plan, supported_formats
-from kvcore.parallel import rank_spec
 from kvcore.plan import PlanRequest, plan, raw_overhead
-from kvcore.query import Query, answer, quality_here, to_fit
+from kvcore.query import Query, answer, card_cache, quality_here, to_fit
 from kvcore.units import format_bytes, format_quantity
 
 from .charts import COLORS, NARROW, H, W, memory_chart, nice_tokens
@@ -22,8 +21,8 @@ def _per_card(q: Query, data: dict[str, Any]) -> dict[str, Any]:
     """Memory of the binding card split into weights, KV, state, overhead and free."""
     report = data.get("engine_report")
     if report is not None:
-        spec = rank_spec(q.spec, q.parallel, report["binding_stage"])
-        size = cache_size(spec, q.context, q.sequences, q.cache)
+        spec, seqs = card_cache(q, report["binding_stage"])
+        size = cache_size(spec, q.context, seqs, q.cache)
         budget = report["budget_bytes"] or 0
         overhead = sum(o["bytes"] for o in report["overheads"])
         weights = report["weights_bytes"]
@@ -80,7 +79,7 @@ def _format_rows(q: Query) -> list[dict[str, Any]]:
 
 def _chart(q: Query, data: dict[str, Any]) -> str:
     report = data.get("engine_report")
-    spec = rank_spec(q.spec, q.parallel, report["binding_stage"]) if report else q.spec
+    spec, seqs = card_cache(q, report["binding_stage"]) if report else (q.spec, q.sequences)
     if report:
         fixed = report["weights_bytes"] + sum(o["bytes"] for o in report["overheads"])
         limit = report["budget_bytes"]
@@ -105,9 +104,9 @@ def _chart(q: Query, data: dict[str, Any]) -> str:
         pts = []
         for i in range(41):
             ctx = max(1, x_max * i // 40)
-            pts.append((ctx, fixed + cache_size(spec, ctx, q.sequences, opts).total_bytes))
+            pts.append((ctx, fixed + cache_size(spec, ctx, seqs, opts).total_bytes))
         series.append((name, pts))
-    ask = fixed + cache_size(spec, q.context, q.sequences, chosen).total_bytes
+    ask = fixed + cache_size(spec, q.context, seqs, chosen).total_bytes
     # the desktop's drawing, and a smaller one with larger text that a phone shows instead
     return "".join(memory_chart(series, limit_bytes=limit, max_context=max_ctx,
                                 context=q.context, ask_bytes=ask, colors=colors, size=size,

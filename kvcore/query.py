@@ -30,7 +30,7 @@ from .gguf_mix import MIXES, PERPLEXITY
 from .gpus import GPU, gpu_catalog, memory_variants
 from .kv import CacheOptions, bytes_per_token
 from .model import ModelSpec
-from .parallel import Parallel
+from .parallel import Parallel, rank_spec
 from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
 from .report import engine_to_dict, plan_to_dict, prefill_to_dict
 from .weights import WEIGHT_FORMATS, WeightFormat, Weights
@@ -339,6 +339,15 @@ class _Stage:
     @property
     def gpu(self) -> GPU:
         return self.share.gpu  # type: ignore[return-value]
+
+
+def card_cache(q: Query, stage: int) -> tuple[ModelSpec, int]:
+    """What one card of pipeline stage ``stage`` caches, and for how many sequences: its
+    share of the heads for all the sequences, or under SGLang's attention DP its attention
+    group's share of them for the group's share of the sequences."""
+    p = q.parallel
+    group = replace(p, tp=p.attn_tp, attn_dp=1)
+    return rank_spec(q.spec, group, stage), -(-q.sequences // p.attn_dp)
 
 
 def _matmul_params(q: Query) -> tuple[int, int]:

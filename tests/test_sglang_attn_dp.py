@@ -93,6 +93,25 @@ def test_reserve_grows_with_the_groups():
         auto_mem_fraction(card, 8, 1, running=64, mla=True)
 
 
+def test_a_card_caches_its_groups_heads_for_its_groups_sequences():
+    from kvcore.query import card_cache
+
+    q, _ = plan("qwen3-235b-a22b", attn_dp=2, gpu="8xh100", sequences=13)
+    spec, seqs = card_cache(q, 0)
+    assert seqs == 7
+    assert {g.n_kv_heads for g in spec.groups} == {1}
+    q, _ = plan("qwen3-235b-a22b", attn_dp=8, gpu="8xh100", sequences=13)
+    spec, seqs = card_cache(q, 0)
+    assert seqs == 2 and {g.n_kv_heads for g in spec.groups} == {4}
+    # the page's bar of one card: the KV of its group's two sequences
+    page = TestClient(create_app()).get("/", params={
+        "model": "qwen3-235b-a22b", "gpu": "8xh100", "engine": "sglang", "attn_dp": "8",
+        "context": "8k", "sequences": "13", "kv_k": "f16", "kv_v": "f16", "weights": "auto"})
+    kv = cache_size(spec, 8192, 2, q.cache).kv_bytes
+    from kvcore.units import format_bytes
+    assert page.status_code == 200 and format_bytes(kv, 1) in page.text
+
+
 def test_decode_reads_the_groups_cache_and_whole_attention():
     # a card reads its attention projections split over its group (whole here) and the
     # latent cache of its group's 8 sequences, not all 64

@@ -36,6 +36,7 @@ from .base import (
     GiB,
     MiB,
     RankShare,
+    check_budget,
     fp8_kv_checkpoint,
     has_kind,
     kind_layers,
@@ -950,6 +951,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # its heads for its own requests; each group sees `per` of the sequences
     tp_shares = shares
     shares = attn_dp.shares(req, weights, shares, STAGE_SPLIT)
+    check_budget(req, shares)
     attn_more = max(a.weights_bytes - b.weights_bytes
                     for a, b in zip(shares, tp_shares, strict=True))
     groups, per = p.attn_dp, attn_dp.per_group(req)
