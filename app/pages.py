@@ -480,9 +480,8 @@ def pages_router() -> APIRouter:
         except InputError as exc:
             refused, cpu_moe = exc, False
         if cpu_moe:
-            # the API's --cpu-moe is the form's n_cpu_moe "all"
-            if form["n_cpu_moe"].strip():
-                refused = InputError("give cpu_moe or n_cpu_moe, not both", field="n_cpu_moe")
+            # the API's --cpu-moe is the form's n_cpu_moe "all"; beside a block count it wins,
+            # as in the API, the CLI and llama-server (every block's experts in host memory)
             form["n_cpu_moe"] = "all"
         return _render(request, form, None, refused=refused)
 

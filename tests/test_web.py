@@ -1240,7 +1240,6 @@ def test_the_forms_engine_settings_plan_as_the_api_plans_them(client, extra):
     ({"hot": "bad"}, "hot", "hot must look like f16:4096"),
     ({"fully_sharded_loras": "true"}, "fully_sharded_loras",
      "fully_sharded_loras shapes the LoRA slots, which only --enable-lora"),
-    ({"n_cpu_moe": "3", "cpu_moe": "true"}, "n_cpu_moe", "give cpu_moe or n_cpu_moe, not both"),
     # a switch given another word than true or false is refused, not taken for on
     ({"mtp": "bf16"}, "mtp", "mtp: Input should be a valid boolean"),
     ({"enable_lora": "x"}, "enable_lora", "enable_lora: Input should be a valid boolean"),
@@ -1292,4 +1291,18 @@ def test_the_api_link_of_a_page_with_cpu_moe_plans_on_the_page(client):
     page = client.get("/", params=params)
     assert page.status_code == 200 and 'name="n_cpu_moe" value="all"' in page.text
     api = client.get("/api/v1/plan", params=params).json()
+    assert f"max context {api['max_context']:,}," in page.text
+
+
+def test_cpu_moe_beside_a_block_count_wins_on_the_page_as_in_the_api(client):
+    # the API and the CLI take both (--cpu-moe puts every block's experts in host memory, as
+    # llama-server does with both flags): a link with both plans what the API plans
+    params = {"model": "gpt-oss-120b", "gpu": "4090", "engine": "llama.cpp", "cpu_moe": "true",
+              "n_cpu_moe": "3", "context": "32k"}
+    page = client.get("/", params=params)
+    assert page.status_code == 200 and 'name="n_cpu_moe" value="all"' in page.text
+    api = client.get("/api/v1/plan", params=params).json()
+    alone = client.get("/api/v1/plan", params={k: v for k, v in params.items()
+                                                if k != "n_cpu_moe"}).json()
+    assert api["max_context"] == alone["max_context"]
     assert f"max context {api['max_context']:,}," in page.text
