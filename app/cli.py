@@ -260,6 +260,17 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-total-tokens", type=int, default=None, metavar="TOKENS",
                    help="SGLang: the most tokens its KV pool holds (what the memory profile "
                         "gives)")
+    g.add_argument("--cuda-graph-max-bs-decode", type=int, default=None, metavar="N",
+                   help="SGLang: the largest decode batch captured in a CUDA graph (by card "
+                        "size, at most --seqs)")
+    g.add_argument("--cuda-graph-max-bs-prefill", type=int, default=None, metavar="TOKENS",
+                   help="SGLang: the largest prefill captured in a CUDA graph (the chunk)")
+    g.add_argument("--disable-decode-cuda-graph", action="store_true",
+                   help="SGLang: no decode CUDA graphs, none of their memory set aside")
+    g.add_argument("--disable-prefill-cuda-graph", action="store_true",
+                   help="SGLang: no prefill CUDA graphs, none of their memory set aside")
+    g.add_argument("--enable-dp-lm-head", action="store_true",
+                   help="SGLang with --attn-dp: the lm_head split over an attention group")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,
                    help="TensorRT-LLM (0.9)")
     g.add_argument("--tokens-per-block", type=int, default=None, help="TensorRT-LLM (32)")
@@ -329,6 +340,11 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         mem_fraction_static=args.mem_fraction_static,
         chunked_prefill_size=args.chunked_prefill_size, page_size=args.page_size,
         max_total_tokens=args.max_total_tokens,
+        cuda_graph_max_bs_decode=args.cuda_graph_max_bs_decode,
+        cuda_graph_max_bs_prefill=args.cuda_graph_max_bs_prefill,
+        decode_cuda_graph=not args.disable_decode_cuda_graph,
+        prefill_cuda_graph=not args.disable_prefill_cuda_graph,
+        dp_lm_head=args.enable_dp_lm_head,
         free_gpu_memory_fraction=args.free_gpu_memory_fraction,
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,

@@ -83,7 +83,12 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("mem_fraction_static", "--mem-fraction-static", "the engine's", False),
         ("chunked_prefill_size", "--chunked-prefill-size", "the engine's", False),
         ("page_size", "--page-size", "1", False),
-        ("max_total_tokens", "--max-total-tokens", "from memory", False)),
+        ("max_total_tokens", "--max-total-tokens", "from memory", False),
+        ("cuda_graph_max_bs_decode", "--cuda-graph-max-bs-decode", "by card size", False),
+        ("cuda_graph_max_bs_prefill", "--cuda-graph-max-bs-prefill", "the chunk", False),
+        ("disable_decode_cuda_graph", "--disable-decode-cuda-graph", "", True),
+        ("disable_prefill_cuda_graph", "--disable-prefill-cuda-graph", "", True),
+        ("enable_dp_lm_head", "--enable-dp-lm-head", "", True)),
     "TensorRT-LLM": (
         ("free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "0.9", False),
         ("tokens_per_block", "tokens_per_block", "32", False)),

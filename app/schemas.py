@@ -78,6 +78,18 @@ class PlanIn(BaseModel):
     page_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang tokens a page")
     max_total_tokens: int | None = Field(None, ge=1, le=1 << 40,
                                          description="SGLang: the most tokens its KV pool holds")
+    cuda_graph_max_bs_decode: int | None = Field(
+        None, ge=1, le=1 << 24, description="SGLang: the largest decode batch captured in a "
+        "CUDA graph (default by card size, at most the running requests)")
+    cuda_graph_max_bs_prefill: int | None = Field(
+        None, ge=1, le=1 << 24, description="SGLang: the largest prefill (tokens) captured in "
+        "a CUDA graph (default the chunk)")
+    disable_decode_cuda_graph: bool = Field(False, description="SGLang: no decode CUDA graphs, "
+                                            "none of their memory set aside")
+    disable_prefill_cuda_graph: bool = Field(False, description="SGLang: no prefill CUDA "
+                                             "graphs, none of their memory set aside")
+    enable_dp_lm_head: bool = Field(False, description="SGLang with attn_dp: the lm_head split "
+                                    "over an attention group, not all the tensor-parallel cards")
     free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
     # the rest of the CLI's knobs, under the CLI's names
     keep_first: int = Field(4, ge=0, le=1 << 20, description="tokens always kept at the start")

@@ -723,6 +723,28 @@ def _sglang_spec(r: _Reader, flag: str, value: str) -> None:
     r.seen["spec_algo"] = value.strip().upper()
 
 
+def _sglang_old_max_bs(r: _Reader, flag: str, value: str) -> None:
+    r.set["cuda_graph_max_bs_decode"] = _int(flag, value, 1)
+    r.note(f"{flag} {value}: read as --cuda-graph-max-bs-decode, its name since SGLang 0.5.23 "
+           "(which takes the old one no more)")
+
+
+def _sglang_no_graphs(r: _Reader, flag: str, value: str) -> None:
+    r.set["disable_decode_cuda_graph"] = r.set["disable_prefill_cuda_graph"] = True
+
+
+def _sglang_graph_backend(phase: str) -> Callable[[_Reader, str, str], None]:
+    """--cuda-graph-backend-decode/-prefill: full or breakable keep the phase's graph (the
+    memory kvplan sets aside is the same), disabled drops it."""
+    def read(r: _Reader, flag: str, value: str) -> None:
+        word = value.strip().lower()
+        if word not in ("full", "breakable", "disabled"):
+            raise InputError(f"{flag} takes full, breakable or disabled, got {shown(value)}",
+                             field="command")
+        r.set[f"disable_{phase}_cuda_graph"] = word == "disabled"
+    return read
+
+
 _SGLANG = (
     _Flag(("--model-path", "--model"), "value", _model),
     _Flag(("--context-length",), "value", _set("context", lambda f, v: sglang_int(f, v))),
@@ -749,6 +771,18 @@ _SGLANG = (
     # the deprecated spelling: --dp-size N with it is --attn-dp-size N (parallel_hook.py
     # handle_deprecated_dp_attention)
     _Flag(("--enable-dp-attention",), "none", _seen("dp_attention", lambda f, v: True)),
+    _Flag(("--enable-dp-lm-head",), "none", _on("enable_dp_lm_head")),
+    _Flag(("--cuda-graph-max-bs-decode",), "value",
+          _set("cuda_graph_max_bs_decode", lambda f, v: _int(f, v, 1))),
+    _Flag(("--cuda-graph-max-bs-prefill",), "value",
+          _set("cuda_graph_max_bs_prefill", lambda f, v: _int(f, v, 1))),
+    _Flag(("--disable-decode-cuda-graph",), "none", _on("disable_decode_cuda_graph")),
+    _Flag(("--disable-prefill-cuda-graph",), "none", _on("disable_prefill_cuda_graph")),
+    # the older spelling of both (deprecated in 0.5.23)
+    _Flag(("--disable-cuda-graph",), "none", _sglang_no_graphs),
+    _Flag(("--cuda-graph-backend-decode",), "value", _sglang_graph_backend("decode")),
+    _Flag(("--cuda-graph-backend-prefill",), "value", _sglang_graph_backend("prefill")),
+    _Flag(("--cuda-graph-max-bs",), "value", _sglang_old_max_bs),
     _Flag(("--enable-lora",), "none", _on("enable_lora")),
     _Flag(("--max-lora-rank",), "value", _set("max_lora_rank", lambda f, v: _int(f, v, 1))),
     _Flag(("--max-loras-per-batch",), "value", _set("max_loras", lambda f, v: _int(f, v, 1))),

@@ -55,7 +55,9 @@ ENGINE_SETTINGS = {
                   "host_link_bytes_per_s", "tensor_split", "override_tensor", "cache_ram_mib",
                   "ctx_checkpoints", "lora_adapters"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "max_total_tokens",
-               "offload_bytes", "cpu_offload_bytes", "host_link_bytes_per_s", "lora"),
+               "offload_bytes", "cpu_offload_bytes", "host_link_bytes_per_s", "lora",
+               "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "decode_cuda_graph",
+               "prefill_cuda_graph", "dp_lm_head"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
 
@@ -395,11 +397,20 @@ def parallel_decode(q: Query, weights: Weights, stages: list[_Stage], peaks: boo
     sparse = False
     # the sequences a card's cache holds: its attention group's share
     held = -(-q.sequences // p.attn_dp)
+    # the cards the lm_head is split over: under attention DP a tied one is the embedding,
+    # split over the attention group, and --enable-dp-lm-head splits an untied one so too
+    head_cards = p.tp
+    if p.attn_dp > 1:
+        from .engines.sglang_attn_dp import head_apart
+        if q.settings.dp_lm_head or not head_apart(weights, p):
+            head_cards = p.attn_tp
     for st, (_, attn_bytes) in zip(stages, attention or [(0, 0)] * len(stages), strict=True):
         size = st.share.cache(q.context, held, q.cache)
         cache_read = size.read_bytes + 2 * size.state_bytes
         sparse = sparse or size.read_bytes < size.kv_bytes
-        card = ((body * st.layers // n + (head if st.last else 0)) // p.tp
+        apart = head_cards != p.tp
+        card = ((body * st.layers // n + (head if st.last and not apart else 0)) // p.tp
+                + (head // head_cards if st.last and apart else 0)
                 + routed * st.layers // n // (p.tp * ranks) + cache_read
                 + attn_bytes // p.attn_tp - attn_bytes // p.tp)
         card_flops = (2 * q.sequences * (body_params * st.layers // n

@@ -54,7 +54,10 @@ SETTING_NAMES = {"lora": "enable_lora", "lora_adapters": "lora", "n_ubatch": "ub
                  "extensible_kv_cache": "no_extensible_kv_cache",
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
                  "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link",
-                 "cpu_offload_bytes": "cpu_offload_gb", "cache_ram_mib": "cache_ram"}
+                 "cpu_offload_bytes": "cpu_offload_gb", "cache_ram_mib": "cache_ram",
+                 "decode_cuda_graph": "disable_decode_cuda_graph",
+                 "prefill_cuda_graph": "disable_prefill_cuda_graph",
+                 "dp_lm_head": "enable_dp_lm_head"}
 
 
 def parse_tensor_split(text: str) -> tuple[float, ...]:
@@ -137,6 +140,16 @@ class EngineSettings:
     chunked_prefill_size: int | None = None
     #: --max-total-tokens: the most tokens the KV pool holds, below what the profile gives
     max_total_tokens: int | None = None
+    #: --cuda-graph-max-bs-decode / -prefill: the largest batch (tokens) a CUDA graph is
+    #: captured for (None: SGLang's default by card size, and the chunk)
+    cuda_graph_max_bs_decode: int | None = None
+    cuda_graph_max_bs_prefill: int | None = None
+    #: False with --disable-decode-cuda-graph / --disable-prefill-cuda-graph (both with the
+    #: older --disable-cuda-graph): no graph of that phase, none of its memory set aside
+    decode_cuda_graph: bool = True
+    prefill_cuda_graph: bool = True
+    #: --enable-dp-lm-head: under attention DP the lm_head split over the attention group
+    dp_lm_head: bool = False
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None
@@ -151,7 +164,8 @@ class EngineSettings:
             if value is not None and not (0.0 < value <= 1.0 and math.isfinite(value)):
                 raise InputError(f"{name} must be in (0, 1], got {shown(value)}", field=name)
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "n_ubatch",
-                     "page_size", "chunked_prefill_size", "tokens_per_block"):
+                     "page_size", "chunked_prefill_size", "tokens_per_block",
+                     "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"):
             value = getattr(self, name)
             if value is not None and not 1 <= value <= 1 << 24:
                 shown_as = SETTING_NAMES.get(name, name)

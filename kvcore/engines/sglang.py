@@ -254,7 +254,9 @@ def prefill_chunk(gpu_bytes: int, tp: int, chunked: int | None) -> int:
 def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = None, *,
                       running: int | None = None, mla: bool = False,
                       prefill_graph: bool = True, llama2: bool = False,
-                      expand_to_running: bool = False, attn_dp: int = 1) -> float:
+                      expand_to_running: bool = False, attn_dp: int = 1,
+                      decode_bs: int | None = None, decode_graph: bool = True,
+                      prefill_bs: int | None = None, max_total: int | None = None) -> float:
     """SGLang's automatic mem_fraction_static on a CUDA card of ``gpu_bytes`` (before any
     vision-encoder factor), as ``memory_hook.py handle_gpu_memory_settings`` computes it
     with post-capture KV sizing off (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, the default),
@@ -271,16 +273,27 @@ def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = No
     ``expand_to_running``: Qwen3-VL on a large Hopper card, whose decode graphs grow to it
     instead (up to 512); ``prefill_graph``: whether the default breakable prefill graph
     survives (it is off with --pp > 1 and for some models); ``llama2``: a model path naming
-    Llama-2, whose prefill graphs stop at 4096 tokens."""
+    Llama-2, whose prefill graphs stop at 4096 tokens.
+
+    ``decode_bs``: --cuda-graph-max-bs-decode, which neither the running cap nor the Qwen3-VL
+    growth change; ``decode_graph``: False with the decode graph disabled
+    (--disable-decode-cuda-graph), which drops its 2 MiB a batch slot (DP attention's padding
+    stays); ``prefill_bs``: --cuda-graph-max-bs-prefill, the largest prefill graph (default the
+    chunk, at most --max-total-tokens ``max_total``)."""
     gpu_mib = gpu_bytes / MiB
     _, graph_bs = _table(gpu_mib, tp)
     chunk = prefill_chunk(gpu_bytes, tp, chunked)
-    if running is not None and graph_bs > running:
-        graph_bs = running
-    if (expand_to_running and gpu_mib >= 60 * 1024 and running is not None
-            and running <= 512 and graph_bs < running):
-        graph_bs = running
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_bs * 2
+    if decode_bs is not None:
+        graph_bs = decode_bs
+    else:
+        if running is not None and graph_bs > running:
+            graph_bs = running
+        if (expand_to_running and gpu_mib >= 60 * 1024 and running is not None
+                and running <= 512 and graph_bs < running):
+            graph_bs = running
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024
+    if decode_graph:
+        reserved += graph_bs * 2
     if attn_dp > 1:
         # DP attention pads some buffers to every group's batch (reserve_for_graph_mb)
         reserved += graph_bs * attn_dp * 3 + (graph_bs * attn_dp * 1.5 if graph_bs > 300 else 0)
@@ -288,7 +301,12 @@ def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = No
         if mla:
             reserved += 1.5 * 1024
         else:
-            reserved += prefill_graph_sizes(min(chunk, 4096) if llama2 else chunk) * 8
+            top = prefill_bs
+            if top is None:
+                top = min(chunk, 4096) if llama2 else chunk
+                if max_total is not None:
+                    top = min(top, max_total)
+            reserved += prefill_graph_sizes(top) * 8
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mib - reserved) / gpu_mib, 3)
@@ -326,7 +344,8 @@ def default_fraction(req: EngineRequest, gpu: GPU, running: int) -> float:
     # Attention where the config names its layers (uses_kda_attention: Kimi-Linear and Kimi-K3,
     # not Ling-3.0's layer_group_size form) and DeepSeek-V4, and for a multimodal model off
     # the allow-list (cuda_graph_hook.py apply_cuda_graph_compatibility)
-    prefill_graph = (p.pp == 1 and not spec.kda_declared
+    s = req.settings
+    prefill_graph = (s.prefill_cuda_graph and p.pp == 1 and not spec.kda_declared
                      and not has_kind(spec, LayerKind.COMPRESSED)
                      and not (multimodal and spec.architecture not in BREAKABLE_MULTIMODAL_ARCHS))
     expand = multimodal and spec.architecture in HOPPER_EXPANDED_ARCHS
@@ -338,7 +357,9 @@ def default_fraction(req: EngineRequest, gpu: GPU, running: int) -> float:
         gpu.total_bytes, p.tp, p.pp, req.settings.chunked_prefill_size, running=running,
         mla=has_kind(spec, LayerKind.MLA), prefill_graph=prefill_graph,
         llama2="llama-2" in model_ref(spec).lower(),
-        expand_to_running=expand and gpu.cuda_family == 9, attn_dp=p.attn_dp)
+        expand_to_running=expand and gpu.cuda_family == 9, attn_dp=p.attn_dp,
+        decode_bs=s.cuda_graph_max_bs_decode, decode_graph=s.decode_cuda_graph,
+        prefill_bs=s.cuda_graph_max_bs_prefill, max_total=s.max_total_tokens)
     if multimodal and spec.vision_encoder:
         frac *= vision_factor(*spec.vision_encoder)
     return frac
@@ -689,19 +710,25 @@ def free_memory(req: EngineRequest, shares: list[RankShare]) -> tuple[int, int]:
 
 def rule_note(req: EngineRequest, frac: float | None) -> str:
     """The note naming the SGLang release whose automatic fraction was used ("" if none)."""
-    if frac is None or not fraction_depends_on_running(req):
+    if frac is None or req.kv_budget_bytes is not None or req.settings.mem_fraction_static:
         return ""
+    cap = (f" with 0.5.22's decode-graph cap at --max-running-requests "
+           f"{attn_dp.running(req, attn_dp.per_group(req))}"
+           if fraction_depends_on_running(req) else "")
     return (f"mem_fraction_static {frac:.3f} is what SGLang {DEFAULT_RULE} picks itself "
-            f"(arg_groups/memory_hook.py, the rule since 0.5.20 with 0.5.22's decode-graph cap "
-            f"at --max-running-requests {attn_dp.running(req, attn_dp.per_group(req))}); "
-            f"other releases pick otherwise: "
-            f"pass --mem-fraction-static to pin it")
+            f"(arg_groups/memory_hook.py, the rule since 0.5.20{cap}); other releases pick "
+            "otherwise: pass --mem-fraction-static to pin it")
 
 
 def fraction_depends_on_running(req: EngineRequest) -> bool:
     """Whether the pool changes with --max-running-requests: only through SGLang's own
-    mem_fraction_static, whose decode-graph reserve follows it."""
-    return req.kv_budget_bytes is None and req.settings.mem_fraction_static is None
+    mem_fraction_static, whose decode-graph reserve follows it (not where
+    --cuda-graph-max-bs-decode fixes the graph's batch, nor with the decode graph disabled
+    and no DP attention padding to the batch)."""
+    s = req.settings
+    return (req.kv_budget_bytes is None and s.mem_fraction_static is None
+            and s.cuda_graph_max_bs_decode is None
+            and (s.decode_cuda_graph or req.parallel.attn_dp > 1))
 
 
 
@@ -758,6 +785,16 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
         cmd.append(f"--max-total-tokens {s.max_total_tokens}")
     if s.mem_fraction_static:
         cmd.append(f"--mem-fraction-static {frac}")
+    if s.cuda_graph_max_bs_decode:
+        cmd.append(f"--cuda-graph-max-bs-decode {s.cuda_graph_max_bs_decode}")
+    if s.cuda_graph_max_bs_prefill:
+        cmd.append(f"--cuda-graph-max-bs-prefill {s.cuda_graph_max_bs_prefill}")
+    if not s.decode_cuda_graph:
+        cmd.append("--disable-decode-cuda-graph")
+    if not s.prefill_cuda_graph:
+        cmd.append("--disable-prefill-cuda-graph")
+    if s.dp_lm_head:
+        cmd.append("--enable-dp-lm-head")
     if s.lora is not None:
         cmd += s.lora.flags("--max-loras-per-batch")
     return cmd

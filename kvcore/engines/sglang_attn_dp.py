@@ -51,6 +51,10 @@ def check(req: EngineRequest) -> None:
     """Refuse, in one line, an attention-DP plan SGLang does not start or kvplan cannot size."""
     p, spec = req.parallel, req.spec
     if p.attn_dp == 1:
+        if req.settings.dp_lm_head:
+            raise InputError("--enable-dp-lm-head splits the lm_head over an attention group: "
+                             "SGLang refuses it without attention DP (give attn_dp)",
+                             field="enable_dp_lm_head")
         return
     if p.dp > 1:
         raise InputError(f"SGLang refuses --dp-size {p.dp} beside --attn-dp-size {p.attn_dp} "
@@ -132,9 +136,19 @@ def shares(req: EngineRequest, weights: Weights, parts: list[RankShare],
         extra = attn // p.attn_tp - attn // p.tp
         if sh.stage == 0:
             extra += weights.input_bytes // p.attn_tp - weights.input_bytes // p.tp
+        if req.settings.dp_lm_head and head_apart(weights, p) and sh.stage == p.pp - 1:
+            # --enable-dp-lm-head: the lm_head over the attention group as well
+            extra += weights.head_bytes // p.attn_tp - weights.head_bytes // p.tp
         out.append(replace(sh, weights_bytes=sh.weights_bytes + extra,
                            spec=rank_spec(spec, group, sh.stage, split)))
     return out
+
+
+def head_apart(weights: Weights, p: Parallel) -> bool:
+    """Whether the lm_head is a matrix of its own on the last stage (untied, or a copy of a
+    tied embedding on a later stage): a tied one on a single stage is the embedding, split
+    over the attention group already."""
+    return weights.lm_head_separate or p.pp > 1
 
 
 def note(req: EngineRequest, more: int, tokens: int, per: int) -> str:
@@ -147,5 +161,6 @@ def note(req: EngineRequest, more: int, tokens: int, per: int) -> str:
             f"{p.attn_tp} card{'s' if p.attn_tp > 1 else ''}, each with its own KV pool of "
             f"{tokens:,} tokens and up to {per:,} of the {req.sequences:,} sequences "
             f"(--max-running-requests {running(req, per):,} shared out); its attention "
-            f"weights and input embedding split over {p.attn_tp} instead of {p.tp} cards "
-            f"({format_bytes(more, 2)} a card more), the MLP and experts over all {p.tp}")
+            f"weights and input embedding{' and lm_head' if req.settings.dp_lm_head else ''} "
+            f"split over {p.attn_tp} instead of {p.tp} cards ({format_bytes(more, 2)} a card "
+            f"more), the MLP and experts over all {p.tp}")

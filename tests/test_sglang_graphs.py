@@ -1,0 +1,106 @@
+"""SGLang's CUDA-graph settings in its automatic mem_fraction_static, and --enable-dp-lm-head."""
+
+import pytest
+
+import kvcore
+from app.common import make_query
+from kvcore.catalog import load_model
+from kvcore.command import read_command
+from kvcore.engines import engine_plan
+from kvcore.engines.base import EngineSettings
+from kvcore.engines.sglang import auto_mem_fraction, prefill_graph_sizes
+
+MiB = 1024**2
+H200 = 143_771 * MiB
+
+
+def frac(reserved_mib: float) -> float:
+    mib = H200 / MiB
+    return round((mib - max(reserved_mib, 10 * 1024)) / mib, 3)
+
+
+def test_decode_graph_batch_given_is_neither_capped_nor_dropped():
+    # tp 1 on a 141 GB card: chunk 8192, decode max_bs 256 capped at the running requests;
+    # a dense model's prefill graphs at 8 MiB each up to the chunk
+    base = 512 + 8192 * 1.5 + 1 / 8 * 1024 + prefill_graph_sizes(8192) * 8
+    assert auto_mem_fraction(H200, 1, 1, running=4) == frac(base + 4 * 2)
+    assert auto_mem_fraction(H200, 1, 1, running=4, decode_bs=200) == frac(base + 200 * 2)
+    assert auto_mem_fraction(H200, 1, 1, running=4, decode_graph=False) == frac(base)
+
+
+def test_prefill_graph_top_given_or_capped_by_max_total_tokens():
+    base = 512 + 8192 * 1.5 + 1 / 8 * 1024 + 4 * 2
+    assert auto_mem_fraction(H200, 1, 1, running=4, prefill_bs=1024) == \
+        frac(base + prefill_graph_sizes(1024) * 8)
+    assert auto_mem_fraction(H200, 1, 1, running=4, max_total=2000) == \
+        frac(base + prefill_graph_sizes(2000) * 8)
+    assert auto_mem_fraction(H200, 1, 1, running=4, prefill_graph=False) == frac(base)
+    # fewer sizes, less set aside
+    assert prefill_graph_sizes(1024) < prefill_graph_sizes(8192)
+
+
+def plan(**settings):
+    q = make_query(load_model("qwen3-8b"), gpu="h200", engine="sglang", context="32k",
+                   sequences=4, settings=EngineSettings(**settings))
+    return engine_plan("sglang", q)
+
+
+def test_settings_reach_the_plan_and_its_command():
+    auto = plan()
+    fixed = plan(cuda_graph_max_bs_decode=200)
+    off = plan(decode_cuda_graph=False, prefill_cuda_graph=False)
+    assert fixed.extra["mem_fraction_static"] < auto.extra["mem_fraction_static"]
+    assert off.extra["mem_fraction_static"] > auto.extra["mem_fraction_static"]
+    assert fixed.kv_tokens < auto.kv_tokens < off.kv_tokens
+    assert "--cuda-graph-max-bs-decode 200" in fixed.command
+    assert "--disable-decode-cuda-graph --disable-prefill-cuda-graph" in off.command
+    # a batch given fixes the reserve: the pool no longer shrinks with the running requests,
+    # so the most sequences are the first pool's
+    assert fixed.max_sequences == fixed.kv_tokens // 32768
+    assert "decode-graph cap" not in " ".join(fixed.notes)
+    assert "picks itself" in " ".join(fixed.notes)
+
+
+@pytest.mark.parametrize(("flags", "want"), [
+    ("--cuda-graph-max-bs-decode 64", {"cuda_graph_max_bs_decode": 64}),
+    ("--cuda-graph-max-bs 128", {"cuda_graph_max_bs_decode": 128}),
+    ("--cuda-graph-max-bs-prefill 2048", {"cuda_graph_max_bs_prefill": 2048}),
+    ("--disable-cuda-graph", {"disable_decode_cuda_graph": True,
+                              "disable_prefill_cuda_graph": True}),
+    ("--cuda-graph-backend-decode disabled", {"disable_decode_cuda_graph": True}),
+    ("--cuda-graph-backend-prefill breakable", {"disable_prefill_cuda_graph": False}),
+    ("--disable-prefill-cuda-graph", {"disable_prefill_cuda_graph": True}),
+    ("--enable-dp-lm-head", {"enable_dp_lm_head": True}),
+])
+def test_launch_commands(flags, want):
+    got = read_command(f"python -m sglang.launch_server --model-path x {flags}").settings
+    assert {k: got.get(k) for k in want} == want
+
+
+def test_a_bad_graph_backend_is_refused():
+    with pytest.raises(kvcore.InputError, match="takes full, breakable or disabled"):
+        read_command("python -m sglang.launch_server --model-path x "
+                     "--cuda-graph-backend-decode fast")
+
+
+def test_dp_lm_head_splits_the_head_over_the_group():
+    # DeepSeek-V3's untied lm_head (129,280 × 7,168 in 16 bits) whole on each card of groups
+    # of one card, instead of an eighth
+    def weights(**kw):
+        q = make_query(load_model("deepseek-v3"), gpu="8xh200", engine="sglang", attn_dp=8,
+                       context="32k", sequences=64, settings=EngineSettings(**kw))
+        return engine_plan("sglang", q)
+    head = 129_280 * 7_168 * 2
+    with_head, without = weights(dp_lm_head=True), weights()
+    assert with_head.weights_bytes - without.weights_bytes == head - head // 8
+    assert "--enable-dp-lm-head" in with_head.command
+    # without attention DP SGLang refuses it
+    q = make_query(load_model("deepseek-v3"), gpu="8xh200", engine="sglang",
+                   settings=EngineSettings(dp_lm_head=True))
+    with pytest.raises(kvcore.InputError) as exc:
+        engine_plan("sglang", q)
+    assert exc.value.field == "enable_dp_lm_head"
+    # nor does another engine read it
+    with pytest.raises(kvcore.InputError, match="setting of SGLang"):
+        make_query(load_model("deepseek-v3"), gpu="8xh200", engine="vllm",
+                   settings=EngineSettings(dp_lm_head=True))
