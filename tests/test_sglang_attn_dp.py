@@ -210,3 +210,16 @@ def test_web_form_field():
                              "gpu": "h200"})
     assert cmd.status_code == 200
     assert 'name="attn_dp" value="8"' in cmd.text
+
+
+def test_the_mtp_drafts_attention_is_split_over_the_group_too():
+    # DeepSeek-V3's NextN draft is a decoder layer of its own: its attention projections,
+    # like the decoder's, whole on each card of groups of one card
+    per_layer = int((1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168)
+                    * (8 + 32 / (128 * 128)) / 8)
+
+    def more(mtp):
+        _, tp = plan(attn_dp=1, mtp=mtp)
+        _, dp = plan(attn_dp=8, mtp=mtp)
+        return dp["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
+    assert more(True) - more(False) == per_layer - per_layer // 8

@@ -113,6 +113,12 @@ def stage_attention(req: EngineRequest, split: Split, stage: int) -> tuple[int, 
                          "alone", field="attn_dp")
     own = set(split(spec.decoder_layers, p.pp, stage))
     mine = [m for i, m in mods if i in own]
+    if req.cache.mtp and stage == p.pp - 1:
+        # the MTP draft's layers (NextN: a decoder layer of the model's own) sit on the last
+        # stage, their attention split over the group too: priced as the last layer's
+        drafts = sum(g.count for g in spec.groups if g.mtp and g.kind.is_attention)
+        last = max(i for i, _ in mods)
+        mine += [m for i, m in mods if i == last] * drafts
     size = module_bytes(spec, req.weights, mine, mtp=req.cache.mtp)
     if size is None:
         raise InputError("the attention weights of a GGUF checkpoint are not priced module "
