@@ -267,12 +267,24 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
 
 #: the /models page's question: which catalog models fit this card (its fields and defaults)
 FIT_DEFAULTS = {"gpu": "", "context": "8k", "sequences": "1", "kv": "f16", "weights": "auto",
-                "engine": "raw"}
+                "engine": "raw", "tp": "", "pp": "", "dp": "1", "attn_dp": "1"}
+#: the /models fields that lay the model over the cards (blank or 1: the engine's layout)
+FIT_LAYOUT = ("tp", "pp", "dp", "attn_dp")
 
 
 def _fit_form(request: Request) -> dict[str, str]:
     return {k: str(request.query_params.get(k, v)).strip() or v
             for k, v in FIT_DEFAULTS.items()}
+
+
+def _fit_layout(fit: dict[str, str]) -> str:
+    """The layout the /models page was given, as its heading says it (" as tp 2 × pp 2",
+    " with attention dp 8"; "" for the engine's own)."""
+    sizes = " × ".join(f"{k} {fit[k]}" for k in ("tp", "pp", "dp") if fit[k] != FIT_DEFAULTS[k])
+    groups = fit["attn_dp"] if fit["attn_dp"] != FIT_DEFAULTS["attn_dp"] else ""
+    if sizes:
+        return f" as {sizes}" + (f" (attention dp {groups})" if groups else "")
+    return f" with attention dp {groups}" if groups else ""
 
 
 def _find_model(fit: dict[str, str]) -> dict[str, Any]:
@@ -283,10 +295,13 @@ def _find_model(fit: dict[str, str]) -> dict[str, Any]:
     weights = None if fit["weights"] == "auto" else fit["weights"]
     found = find_model(lambda spec: make_query(
         spec, context=fit["context"], sequences=fit["sequences"], kv=fit["kv"],
-        weights=weights, gpu=fit["gpu"], engine=fit["engine"]))
+        weights=weights, gpu=fit["gpu"], engine=fit["engine"], tp=fit["tp"] or None,
+        pp=fit["pp"] or None, dp=fit["dp"], attn_dp=fit["attn_dp"]))
     link = {"gpu": fit["gpu"], "context": fit["context"], "sequences": fit["sequences"],
             "kv_k": fit["kv"], "kv_v": fit["kv"], "weights": fit["weights"],
-            "engine": fit["engine"]}
+            "engine": fit["engine"],
+            # the layout, where given, as the planner page's fields
+            **{k: fit[k] for k in FIT_LAYOUT if fit[k] != FIT_DEFAULTS[k]}}
     for rows in found.values():
         for r in rows:
             r["link"] = "/?" + urlencode({"model": r["model"], **link})
@@ -538,7 +553,8 @@ def pages_router() -> APIRouter:
                 error = str(exc)
         return templates().TemplateResponse(
             request, "models.html",
-            {"rows": rows, "fit": fit, "found": found, "error": error, **_choices()},
+            {"rows": rows, "fit": fit, "found": found, "error": error,
+             "layout": _fit_layout(fit), **_choices()},
             status_code=422 if error else 200)
 
     @router.get("/models/{model_id:path}", response_class=HTMLResponse)

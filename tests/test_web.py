@@ -1306,3 +1306,27 @@ def test_cpu_moe_beside_a_block_count_wins_on_the_page_as_in_the_api(client):
                                                 if k != "n_cpu_moe"}).json()
     assert api["max_context"] == alone["max_context"]
     assert f"max context {api['max_context']:,}," in page.text
+
+
+@pytest.mark.parametrize("layout", [{"attn_dp": "8"}, {"tp": "4", "pp": "2"}])
+def test_the_models_page_takes_a_layout_as_the_api_does(client, layout):
+    import re
+    from html import unescape
+
+    ask = {"gpu": "8xh200", "context": "32k", "sequences": "64", "engine": "sglang", **layout}
+    page = client.get("/models", params=ask)
+    found = client.post("/api/v1/find-model", json={k: int(v) if k in layout else v
+                                                    for k, v in ask.items()}).json()
+    assert page.status_code == 200
+    table = page.text.split('id="fits"')[1].split("</table>")[0]
+    links = [unescape(h) for h in re.findall(r'<tr><td><a href="(/\?[^"]+)"', table)]
+    assert [re.search(r"model=([^&]+)", h)[1] for h in links] == \
+        [r["model"] for r in found["fits"]]
+    # its heading says the layout, and each row's plan keeps it (and fits)
+    head = re.search(r'<h2 id="fit-head">(.*?)</h2>', page.text)[1]
+    assert ("with attention dp 8" if "attn_dp" in layout else "as tp 4 × pp 2") in head
+    assert all(f"{k}={v}" in links[0] for k, v in layout.items())
+    plan = client.get(links[0])
+    assert plan.status_code == 200 and "Fits" in plan.text
+    wrong = client.get("/models", params={"gpu": "8xh200", "engine": "vllm", "attn_dp": "8"})
+    assert wrong.status_code == 422 and "attn_dp is SGLang" in unescape(wrong.text)
