@@ -106,7 +106,7 @@ def engine_settings(body: PlanIn, **given: Any) -> EngineSettings:
         cuda_graph_max_bs_prefill=body.cuda_graph_max_bs_prefill,
         decode_cuda_graph=not body.disable_decode_cuda_graph,
         prefill_cuda_graph=not body.disable_prefill_cuda_graph,
-        dp_lm_head=body.enable_dp_lm_head,
+        dp_lm_head=body.enable_dp_lm_head, moe_a2a_backend=body.moe_a2a_backend,
         free_gpu_memory_fraction=body.free_gpu_memory_fraction,
         tokens_per_block=body.tokens_per_block,
         offload_bytes=parse_bytes(body.offload, field="offload") if body.offload else 0,

@@ -271,6 +271,8 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="SGLang: no prefill CUDA graphs, none of their memory set aside")
     g.add_argument("--enable-dp-lm-head", action="store_true",
                    help="SGLang with --attn-dp: the lm_head split over an attention group")
+    g.add_argument("--moe-a2a-backend", default=None, metavar="BACKEND",
+                   help="SGLang: none, or deepep (its fraction sets memory aside for DeepEP)")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,
                    help="TensorRT-LLM (0.9)")
     g.add_argument("--tokens-per-block", type=int, default=None, help="TensorRT-LLM (32)")
@@ -344,7 +346,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         cuda_graph_max_bs_prefill=args.cuda_graph_max_bs_prefill,
         decode_cuda_graph=not args.disable_decode_cuda_graph,
         prefill_cuda_graph=not args.disable_prefill_cuda_graph,
-        dp_lm_head=args.enable_dp_lm_head,
+        dp_lm_head=args.enable_dp_lm_head, moe_a2a_backend=args.moe_a2a_backend,
         free_gpu_memory_fraction=args.free_gpu_memory_fraction,
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,

@@ -90,6 +90,9 @@ class PlanIn(BaseModel):
                                              "graphs, none of their memory set aside")
     enable_dp_lm_head: bool = Field(False, description="SGLang with attn_dp: the lm_head split "
                                     "over an attention group, not all the tensor-parallel cards")
+    moe_a2a_backend: str | None = Field(None, max_length=20, examples=["deepep"],
+                                        description="SGLang --moe-a2a-backend: none, or "
+                                        "deepep (its fraction sets memory aside for DeepEP)")
     free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
     # the rest of the CLI's knobs, under the CLI's names
     keep_first: int = Field(4, ge=0, le=1 << 20, description="tokens always kept at the start")

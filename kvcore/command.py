@@ -723,6 +723,16 @@ def _sglang_spec(r: _Reader, flag: str, value: str) -> None:
     r.seen["spec_algo"] = value.strip().upper()
 
 
+def _sglang_a2a(flag: str, value: str) -> str:
+    """--moe-a2a-backend: none or deepep, which kvplan sizes (another is refused)."""
+    word = value.strip().lower()
+    if word not in ("none", "deepep"):
+        raise InputError(f"{flag} {value}: kvplan sizes none and deepep (the memory SGLang's "
+                         "fraction sets aside for DeepEP); what it sets aside is not sized",
+                         field="command")
+    return word
+
+
 def _sglang_old_max_bs(r: _Reader, flag: str, value: str) -> None:
     r.set["cuda_graph_max_bs_decode"] = _int(flag, value, 1)
     r.note(f"{flag} {value}: read as --cuda-graph-max-bs-decode, its name since SGLang 0.5.23 "
@@ -772,6 +782,7 @@ _SGLANG = (
     # handle_deprecated_dp_attention)
     _Flag(("--enable-dp-attention",), "none", _seen("dp_attention", lambda f, v: True)),
     _Flag(("--enable-dp-lm-head",), "none", _on("enable_dp_lm_head")),
+    _Flag(("--moe-a2a-backend",), "value", _set("moe_a2a_backend", _sglang_a2a)),
     _Flag(("--cuda-graph-max-bs-decode",), "value",
           _set("cuda_graph_max_bs_decode", lambda f, v: _int(f, v, 1))),
     _Flag(("--cuda-graph-max-bs-prefill",), "value",

@@ -104,3 +104,25 @@ def test_dp_lm_head_splits_the_head_over_the_group():
     with pytest.raises(kvcore.InputError, match="setting of SGLang"):
         make_query(load_model("deepseek-v3"), gpu="8xh200", engine="vllm",
                    settings=EngineSettings(dp_lm_head=True))
+
+
+def test_deepep_sets_memory_aside():
+    # reserve_for_graph_mb: 1 GiB more with the breakable prefill graph (before the 10 GiB
+    # floor); reserve_for_deepep_a2a_mb: 2 GiB with a decode graph (after it)
+    base = 512 + 8192 * 1.5 + 1 / 8 * 1024 + 4 * 2 + prefill_graph_sizes(8192) * 8
+    mib = H200 / MiB
+    assert auto_mem_fraction(H200, 1, 1, running=4, deepep=True) == \
+        round((mib - (max(base + 1024, 10 * 1024) + 2048)) / mib, 3)
+    assert auto_mem_fraction(H200, 1, 1, running=4, deepep=True, decode_graph=False,
+                             prefill_graph=False) == frac(base - 4 * 2 - prefill_graph_sizes(8192) * 8)
+    got = read_command("python -m sglang.launch_server --model-path x "
+                       "--moe-a2a-backend deepep").settings
+    assert got["moe_a2a_backend"] == "deepep"
+    q = make_query(load_model("qwen3-30b-a3b"), gpu="8xh200", engine="sglang",
+                   settings=EngineSettings(moe_a2a_backend="deepep"))
+    assert "--moe-a2a-backend deepep" in engine_plan("sglang", q).command
+    with pytest.raises(kvcore.InputError, match="kvplan sizes none and deepep"):
+        read_command("python -m sglang.launch_server --model-path x --moe-a2a-backend pplx")
+    with pytest.raises(kvcore.InputError) as exc:
+        EngineSettings(moe_a2a_backend="mooncake")
+    assert exc.value.field == "moe_a2a_backend"

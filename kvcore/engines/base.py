@@ -150,6 +150,8 @@ class EngineSettings:
     prefill_cuda_graph: bool = True
     #: --enable-dp-lm-head: under attention DP the lm_head split over the attention group
     dp_lm_head: bool = False
+    #: --moe-a2a-backend: "deepep" sets memory aside for DeepEP's buffers (None: none)
+    moe_a2a_backend: str | None = None
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None
@@ -181,6 +183,11 @@ class EngineSettings:
         if self.ctx_checkpoints is not None and not 0 <= self.ctx_checkpoints <= 1 << 16:
             raise InputError(f"ctx_checkpoints must be a whole number from 0 to {1 << 16:,}, "
                              f"got {shown(self.ctx_checkpoints)}", field="ctx_checkpoints")
+        if self.moe_a2a_backend not in (None, "none", "deepep"):
+            raise InputError(f"moe_a2a_backend: kvplan sizes SGLang's none and deepep (the "
+                             f"memory its fraction sets aside for DeepEP); what "
+                             f"{shown(self.moe_a2a_backend)} sets aside is not sized",
+                             field="moe_a2a_backend")
         if not 0 <= self.speculative_tokens <= MAX_SPECULATIVE_TOKENS:
             raise InputError(f"speculative_tokens must be between 0 and {MAX_SPECULATIVE_TOKENS}, "
                              f"got {shown(self.speculative_tokens)}", field="speculative_tokens")

@@ -256,7 +256,8 @@ def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = No
                       prefill_graph: bool = True, llama2: bool = False,
                       expand_to_running: bool = False, attn_dp: int = 1,
                       decode_bs: int | None = None, decode_graph: bool = True,
-                      prefill_bs: int | None = None, max_total: int | None = None) -> float:
+                      prefill_bs: int | None = None, max_total: int | None = None,
+                      deepep: bool = False) -> float:
     """SGLang's automatic mem_fraction_static on a CUDA card of ``gpu_bytes`` (before any
     vision-encoder factor), as ``memory_hook.py handle_gpu_memory_settings`` computes it
     with post-capture KV sizing off (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, the default),
@@ -279,7 +280,9 @@ def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = No
     growth change; ``decode_graph``: False with the decode graph disabled
     (--disable-decode-cuda-graph), which drops its 2 MiB a batch slot (DP attention's padding
     stays); ``prefill_bs``: --cuda-graph-max-bs-prefill, the largest prefill graph (default the
-    chunk, at most --max-total-tokens ``max_total``)."""
+    chunk, at most --max-total-tokens ``max_total``); ``deepep``: --moe-a2a-backend deepep,
+    1024 more with the breakable prefill graph (before the 10 GiB floor) and 2048 with a decode
+    graph (after it: reserve_for_deepep_a2a_mb)."""
     gpu_mib = gpu_bytes / MiB
     _, graph_bs = _table(gpu_mib, tp)
     chunk = prefill_chunk(gpu_bytes, tp, chunked)
@@ -307,8 +310,12 @@ def auto_mem_fraction(gpu_bytes: int, tp: int, pp: int, chunked: int | None = No
                 if max_total is not None:
                     top = min(top, max_total)
             reserved += prefill_graph_sizes(top) * 8
+        if deepep:
+            reserved += 1024
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
+    if deepep and decode_graph:
+        reserved += 2048
     return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
@@ -359,7 +366,8 @@ def default_fraction(req: EngineRequest, gpu: GPU, running: int) -> float:
         llama2="llama-2" in model_ref(spec).lower(),
         expand_to_running=expand and gpu.cuda_family == 9, attn_dp=p.attn_dp,
         decode_bs=s.cuda_graph_max_bs_decode, decode_graph=s.decode_cuda_graph,
-        prefill_bs=s.cuda_graph_max_bs_prefill, max_total=s.max_total_tokens)
+        prefill_bs=s.cuda_graph_max_bs_prefill, max_total=s.max_total_tokens,
+        deepep=s.moe_a2a_backend == "deepep")
     if multimodal and spec.vision_encoder:
         frac *= vision_factor(*spec.vision_encoder)
     return frac
@@ -795,6 +803,8 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
         cmd.append("--disable-prefill-cuda-graph")
     if s.dp_lm_head:
         cmd.append("--enable-dp-lm-head")
+    if s.moe_a2a_backend == "deepep":
+        cmd.append("--moe-a2a-backend deepep")
     if s.lora is not None:
         cmd += s.lora.flags("--max-loras-per-batch")
     return cmd
