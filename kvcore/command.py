@@ -733,6 +733,20 @@ def _sglang_a2a(flag: str, value: str) -> str:
     return word
 
 
+def _unplanned(why: str) -> Callable[[_Reader, str, str], None]:
+    """A flag that changes memory in a way kvplan does not plan: a note saying so."""
+    def read(r: _Reader, flag: str, value: str) -> None:
+        r.note(f"{flag}{' ' + value if value else ''}: {why}; not planned (the plan is "
+               "without it)")
+    return read
+
+
+def _sglang_graph_list(r: _Reader, flag: str, value: str) -> None:
+    """--cuda-graph-bs-decode 1 2 4 …: the largest is the graph's max_bs."""
+    sizes = [_int(flag, v, 1) for v in value.replace(",", " ").split()]
+    r.set["cuda_graph_max_bs_decode"] = max(sizes)
+
+
 def _sglang_old_max_bs(r: _Reader, flag: str, value: str) -> None:
     r.set["cuda_graph_max_bs_decode"] = _int(flag, value, 1)
     r.note(f"{flag} {value}: read as --cuda-graph-max-bs-decode, its name since SGLang 0.5.23 "
@@ -794,6 +808,31 @@ _SGLANG = (
     _Flag(("--cuda-graph-backend-decode",), "value", _sglang_graph_backend("decode")),
     _Flag(("--cuda-graph-backend-prefill",), "value", _sglang_graph_backend("prefill")),
     _Flag(("--cuda-graph-max-bs",), "value", _sglang_old_max_bs),
+    _Flag(("--cuda-graph-bs-decode",), "many", _sglang_graph_list),
+    _Flag(("--enable-hierarchical-cache",), "none", _seen("hicache", lambda f, v: True)),
+    _Flag(("--hicache-size",), "value", _seen("hicache_size", _float)),
+    # what changes memory SGLang sets aside and kvplan does not plan: said, not dropped
+    _Flag(("--swa-full-tokens-ratio",), "value",
+          _unplanned("the sliding-window pool's share of the full pool's tokens, which kvplan "
+                     "plans at SGLang's default (0.8; DeepSeek-V4's 0.1)")),
+    _Flag(("--disable-hybrid-swa-memory",), "none",
+          _unplanned("one pool for every layer instead of a smaller sliding-window pool")),
+    _Flag(("--disable-radix-cache",), "none",
+          _unplanned("for a model with sliding-window layers SGLang then sizes the window pool "
+                     "from --max-running-requests (SWARequestCapPoolConfigurator); other "
+                     "models' pools do not change")),
+    _Flag(("--mamba-full-memory-ratio",), "value",
+          _unplanned("the Mamba state pool's share of what the weights leave, which kvplan "
+                     "plans at SGLang's default (0.9)")),
+    _Flag(("--max-mamba-cache-size",), "value", _unplanned("a cap on the Mamba state slots")),
+    _Flag(("--attention-backend",), "value",
+          _unplanned("kvplan plans the default backend's cache layout and page size")),
+    _Flag(("--moe-dense-tp-size",), "value",
+          _unplanned("the dense MLP layers split over fewer cards than tensor parallelism")),
+    _Flag(("--ep-num-redundant-experts",), "value",
+          _unplanned("redundant copies of experts on each card")),
+    _Flag(("--speculative-num-steps", "--speculative-eagle-topk"), "value",
+          _unplanned("kvplan plans the draft tokens --speculative-num-draft-tokens gives")),
     _Flag(("--enable-lora",), "none", _on("enable_lora")),
     _Flag(("--max-lora-rank",), "value", _set("max_lora_rank", lambda f, v: _int(f, v, 1))),
     _Flag(("--max-loras-per-batch",), "value", _set("max_loras", lambda f, v: _int(f, v, 1))),
@@ -806,6 +845,16 @@ _SGLANG = (
 def _sglang_finish(r: _Reader) -> None:
     if "model" in r.seen:
         r.launch.model = r.seen["model"]
+    if r.seen.get("hicache"):
+        size = r.seen.get("hicache_size")
+        if size:
+            r.set["offload"] = f"{size:g}GiB"
+        else:
+            r.note("--enable-hierarchical-cache without --hicache-size: SGLang sizes its host "
+                   "tier from --hicache-ratio (2 × the card's pool), which kvplan does not "
+                   "plan; give --hicache-size (kvplan's --offload)")
+    elif r.seen.get("hicache_size"):
+        r.note("--hicache-size without --enable-hierarchical-cache: SGLang keeps no host tier")
     if r.seen.get("dp_attention") and r.set.get("attn_dp", 1) == 1 and r.set.get("dp", 1) > 1:
         r.set["attn_dp"] = r.set.pop("dp")
         r.note(f"--dp-size {r.set['attn_dp']} --enable-dp-attention: SGLang reads it as "
