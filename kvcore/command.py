@@ -682,13 +682,15 @@ def _vllm_finish(r: _Reader) -> None:
                "wait in host memory, up to --max-cpu-loras)")
     if r.seen.get("ep"):
         if r.set.get("dp", 1) > 1:
-            raise InputError("--enable-expert-parallel with --data-parallel-size shards the "
-                             "experts over every data-parallel rank, which kvplan does not plan "
-                             "(it plans each replica with its own experts): plan it without "
-                             "-dp, or as tensor parallel", field="command")
-        r.note("--enable-expert-parallel: the experts spread over the tensor-parallel ranks "
-               "whole instead of sliced, about the same bytes a rank; planned as tensor "
-               "parallel")
+            # without it FusedMoE flattens its TP group across DP, slicing every expert over
+            # the tp × dp ranks; with it each of those ranks holds whole experts
+            r.note("--enable-expert-parallel: the experts spread over the tp × dp ranks whole "
+                   "instead of sliced across them, about the same bytes a rank; planned as "
+                   "vLLM's data parallelism without it")
+        else:
+            r.note("--enable-expert-parallel: the experts spread over the tensor-parallel "
+                   "ranks whole instead of sliced, about the same bytes a rank; planned as "
+                   "tensor parallel")
         if r.set.get("enable_lora"):
             r.note("--enable-expert-parallel with --enable-lora: the experts' LoRA slots are "
                    "planned as tensor parallel places them (every expert on every rank, its "

@@ -121,7 +121,6 @@ def test_llama_server_placement_flags(flags, settings):
     ("vllm serve x --speculative-config notjson", "takes a JSON object"),
     ("vllm serve x --swa-full=1 --enable-prefix-caching=yes", "takes no value"),
     ("python -m sglang.launch_server --model-path x --kv-cache-dtype fp8", "kvplan's SGLang"),
-    ("vllm serve x -dp 8 --enable-expert-parallel", "shards the experts over every"),
 ])
 def test_bad_commands_are_refused_naming_what_was_expected(command, needle):
     with pytest.raises(kvcore.InputError, match=None) as exc:
@@ -582,3 +581,11 @@ def test_where_not_even_the_least_fits_the_fit_keeps_the_least_and_moves_layers(
     _, query, _ = _command_plan("llama-server -m /x/Llama-3.1-70B-Instruct-Q4_K_M.gguf",
                                 gpu="4090", context=8192)
     assert query.context == 8192
+
+
+def test_vllm_expert_parallel_under_data_parallel_is_planned_as_its_dp():
+    # -dp without EP slices every expert over the tp × dp ranks (FusedMoE flattens its TP
+    # group across DP), with EP each rank holds whole experts: the same bytes a rank
+    launch = read_command("vllm serve x -dp 8 --enable-expert-parallel")
+    assert launch.settings["dp"] == 8
+    assert any("spread over the tp × dp ranks whole" in n for n in launch.notes)
