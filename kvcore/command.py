@@ -368,6 +368,14 @@ def _seen(name: str, conv: Callable[[str, str], Any] | None = None
     return read
 
 
+def _unplanned(why: str) -> Callable[[_Reader, str, str], None]:
+    """A flag that changes memory in a way kvplan does not plan: a note saying so."""
+    def read(r: _Reader, flag: str, value: str) -> None:
+        r.note(f"{flag}{' ' + value if value else ''}: {why}; not planned (the plan is "
+               "without it)")
+    return read
+
+
 def _refuse(why: str) -> Callable[[_Reader, str, str], None]:
     def read(r: _Reader, flag: str, value: str) -> None:
         raise InputError(f"{flag}{' ' + value if value else ''}: {why}", field="command")
@@ -616,6 +624,14 @@ def _vllm_towers(r: _Reader) -> None:
 _VLLM_DOTTED = ("--limit-mm-per-prompt", "--speculative-config")
 
 
+def _vllm_dtype(r: _Reader, flag: str, value: str) -> None:
+    """--dtype: a 16-bit one (or auto) changes no byte kvplan plans; float32 doubles the
+    weights, which kvplan does not plan."""
+    if value.strip().lower() in ("float32", "float", "fp32"):
+        r.note(f"{flag} {value}: weights in 32 bits; not planned (the plan is without it: "
+               "16-bit weights)")
+
+
 _VLLM = (
     _Flag(("--model",), "value", _model),
     _Flag(("--max-model-len",), "value", _vllm_max_len),
@@ -637,6 +653,17 @@ _VLLM = (
     _Flag(("--cpu-offload-gb",), "value", _set("cpu_offload_gb", _float)),
     _Flag(("--quantization", "-q"), "value", _vllm_quant),
     _Flag(("--speculative-config",), "value", _vllm_spec),
+    _Flag(("--kv-offloading-size",), "value", _seen("kv_offloading", _float)),
+    _Flag(("--num-gpu-blocks-override",), "value",
+          _unplanned("the pool's block count instead of what memory gives")),
+    _Flag(("--disable-hybrid-kv-cache-manager",), "none",
+          _unplanned("a hybrid model's layers paged without the hybrid manager (a sliding "
+                     "window's layers keep the whole context)")),
+    _Flag(("--mamba-cache-dtype", "--mamba-ssm-cache-dtype"), "value",
+          _unplanned("the recurrent state's dtype, which kvplan plans as vLLM's auto")),
+    _Flag(("--eplb-config",), "value",
+          _unplanned("with redundant experts, more experts on each card")),
+    _Flag(("--dtype",), "value", _vllm_dtype),
     _Flag(("--kv-cache-memory-bytes",), "value",
           _set("kv_budget", lambda f, v: human_int(f, v))),
     _Flag(("--enable-expert-parallel", "-ep"), "none", _seen("ep", lambda f, v: True)),
@@ -665,6 +692,10 @@ def _lora_flags_unread(r: _Reader, flags: dict[str, str], also: list[str]) -> st
 
 
 def _vllm_finish(r: _Reader) -> None:
+    if "kv_offloading" in r.seen:
+        # the CPU tier over all tensor-parallel ranks, kvplan's --offload a rank
+        tp = r.set.get("tp", 1)
+        r.set["offload"] = f"{r.seen['kv_offloading'] / tp:g}GiB"
     if r.positional:
         r.launch.model = r.positional[0]
         r.launch.model_flag = r.launch.model_flag or r.positional[0]
@@ -733,14 +764,6 @@ def _sglang_a2a(flag: str, value: str) -> str:
                          "fraction sets aside for DeepEP); what it sets aside is not sized",
                          field="command")
     return word
-
-
-def _unplanned(why: str) -> Callable[[_Reader, str, str], None]:
-    """A flag that changes memory in a way kvplan does not plan: a note saying so."""
-    def read(r: _Reader, flag: str, value: str) -> None:
-        r.note(f"{flag}{' ' + value if value else ''}: {why}; not planned (the plan is "
-               "without it)")
-    return read
 
 
 def _sglang_graph_list(r: _Reader, flag: str, value: str) -> None:

@@ -589,3 +589,22 @@ def test_vllm_expert_parallel_under_data_parallel_is_planned_as_its_dp():
     launch = read_command("vllm serve x -dp 8 --enable-expert-parallel")
     assert launch.settings["dp"] == 8
     assert any("spread over the tp × dp ranks whole" in n for n in launch.notes)
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    ("--num-gpu-blocks-override 1000", "the pool's block count"),
+    ("--disable-hybrid-kv-cache-manager", "without the hybrid manager"),
+    ("--mamba-ssm-cache-dtype float32", "recurrent state's dtype"),
+    ("--dtype float32", "weights in 32 bits"),
+])
+def test_vllm_flags_that_change_memory_kvplan_does_not_plan_are_said(flags, words):
+    launch = read_command(f"vllm serve x {flags}")
+    assert not launch.unread
+    assert any(words in n for n in launch.notes), launch.notes
+
+
+def test_vllm_kv_offloading_size_is_the_offload_of_every_rank():
+    # vLLM's --kv-offloading-size is over all tensor-parallel ranks, kvplan's --offload a rank
+    launch = read_command("vllm serve x -tp 4 --kv-offloading-size 64 --dtype bfloat16")
+    assert launch.settings["offload"] == "16GiB"
+    assert not launch.unread and not any("--dtype" in n for n in launch.notes)
