@@ -608,3 +608,13 @@ def test_vllm_kv_offloading_size_is_the_offload_of_every_rank():
     launch = read_command("vllm serve x -tp 4 --kv-offloading-size 64 --dtype bfloat16")
     assert launch.settings["offload"] == "16GiB"
     assert not launch.unread and not any("--dtype" in n for n in launch.notes)
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    ("--max_num_tokens 4096", "TensorRT-LLM's default 8192"),
+    ("--extra_llm_api_options cfg.yaml", "YAML file is not read"),
+])
+def test_trtllm_flags_that_change_memory_kvplan_does_not_plan_are_said(flags, words):
+    launch = read_command(f"trtllm-serve x {flags}")
+    assert not launch.unread
+    assert any(words in n for n in launch.notes), launch.notes
