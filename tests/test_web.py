@@ -1330,3 +1330,26 @@ def test_the_models_page_takes_a_layout_as_the_api_does(client, layout):
     assert plan.status_code == 200 and "Fits" in plan.text
     wrong = client.get("/models", params={"gpu": "8xh200", "engine": "vllm", "attn_dp": "8"})
     assert wrong.status_code == 422 and "attn_dp is SGLang" in unescape(wrong.text)
+
+
+def test_a_sglang_dp_attention_command_fills_the_form_and_plans_as_the_api(client):
+    import re
+
+    command = ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
+               "--dp 8 --enable-dp-attention --enable-dp-lm-head --moe-a2a-backend deepep "
+               "--cuda-graph-max-bs-decode 128 --disable-prefill-cuda-graph "
+               "--context-length 32768 --max-running-requests 64")
+    page = client.get("/", params={"command": command, "gpu": "h200"})
+    assert page.status_code == 200
+    sent = _form_fields(page.text)
+    assert {k: sent.get(k) for k in ("attn_dp", "moe_a2a_backend", "cuda_graph_max_bs_decode",
+                                     "enable_dp_lm_head", "disable_prefill_cuda_graph")} == {
+        "attn_dp": "8", "moe_a2a_backend": "deepep", "cuda_graph_max_bs_decode": "128",
+        "enable_dp_lm_head": "true", "disable_prefill_cuda_graph": "true"}
+    api = client.post("/api/v1/command", json={"command": command, "gpu": "h200"}).json()
+    assert f"max context {api['max_context']:,}," in page.text
+    # the form's next change plans the same
+    again = client.get("/", params=sent, headers={"HX-Request": "true"})
+    assert f"max context {api['max_context']:,}," in again.text
+    assert re.search(r"--attn-dp-size 8 .*--enable-dp-lm-head --moe-a2a-backend deepep",
+                     again.text)
