@@ -107,6 +107,7 @@ def engine_settings(body: PlanIn, **given: Any) -> EngineSettings:
         decode_cuda_graph=not body.disable_decode_cuda_graph,
         prefill_cuda_graph=not body.disable_prefill_cuda_graph,
         dp_lm_head=body.enable_dp_lm_head, moe_a2a_backend=body.moe_a2a_backend,
+        swa_full_tokens_ratio=body.swa_full_tokens_ratio,
         free_gpu_memory_fraction=body.free_gpu_memory_fraction,
         tokens_per_block=body.tokens_per_block,
         offload_bytes=parse_bytes(body.offload, field="offload") if body.offload else 0,

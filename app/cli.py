@@ -271,6 +271,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="SGLang: no prefill CUDA graphs, none of their memory set aside")
     g.add_argument("--enable-dp-lm-head", action="store_true",
                    help="SGLang with --attn-dp: the lm_head split over an attention group")
+    g.add_argument("--swa-full-tokens-ratio", type=float, default=None, metavar="RATIO",
+                   help="SGLang: the sliding-window pool's tokens a full-layer token (0.8; "
+                        "DeepSeek-V4 0.1)")
     g.add_argument("--moe-a2a-backend", default=None, metavar="BACKEND",
                    help="SGLang: none, or deepep (its fraction sets memory aside for DeepEP)")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,
@@ -347,6 +350,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         decode_cuda_graph=not args.disable_decode_cuda_graph,
         prefill_cuda_graph=not args.disable_prefill_cuda_graph,
         dp_lm_head=args.enable_dp_lm_head, moe_a2a_backend=args.moe_a2a_backend,
+        swa_full_tokens_ratio=args.swa_full_tokens_ratio,
         free_gpu_memory_fraction=args.free_gpu_memory_fraction,
         tokens_per_block=args.tokens_per_block,
         offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,

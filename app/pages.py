@@ -89,7 +89,8 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("disable_decode_cuda_graph", "--disable-decode-cuda-graph", "", True),
         ("disable_prefill_cuda_graph", "--disable-prefill-cuda-graph", "", True),
         ("enable_dp_lm_head", "--enable-dp-lm-head", "", True),
-        ("moe_a2a_backend", "--moe-a2a-backend", "none", False)),
+        ("moe_a2a_backend", "--moe-a2a-backend", "none", False),
+        ("swa_full_tokens_ratio", "--swa-full-tokens-ratio", "0.8", False)),
     "TensorRT-LLM": (
         ("free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "0.9", False),
         ("tokens_per_block", "tokens_per_block", "32", False)),

@@ -90,6 +90,9 @@ class PlanIn(BaseModel):
                                              "graphs, none of their memory set aside")
     enable_dp_lm_head: bool = Field(False, description="SGLang with attn_dp: the lm_head split "
                                     "over an attention group, not all the tensor-parallel cards")
+    swa_full_tokens_ratio: float | None = Field(
+        None, gt=0, le=1, description="SGLang: the sliding-window pool's tokens a full-layer "
+        "token (0.8; DeepSeek-V4 0.1)")
     moe_a2a_backend: str | None = Field(None, max_length=20, examples=["deepep"],
                                         description="SGLang --moe-a2a-backend: none, or "
                                         "deepep (its fraction sets memory aside for DeepEP)")

@@ -837,9 +837,7 @@ _SGLANG = (
     _Flag(("--enable-hierarchical-cache",), "none", _seen("hicache", lambda f, v: True)),
     _Flag(("--hicache-size",), "value", _seen("hicache_size", _float)),
     # what changes memory SGLang sets aside and kvplan does not plan: said, not dropped
-    _Flag(("--swa-full-tokens-ratio",), "value",
-          _unplanned("the sliding-window pool's share of the full pool's tokens, which kvplan "
-                     "plans at SGLang's default (0.8; DeepSeek-V4's 0.1)")),
+    _Flag(("--swa-full-tokens-ratio",), "value", _set("swa_full_tokens_ratio", _float)),
     _Flag(("--disable-hybrid-swa-memory",), "none",
           _unplanned("one pool for every layer instead of a smaller sliding-window pool")),
     _Flag(("--disable-radix-cache",), "none",

@@ -130,7 +130,6 @@ def test_deepep_sets_memory_aside():
 
 @pytest.mark.parametrize(("flags", "words"), [
     ("--disable-radix-cache", "sizes the window pool from --max-running-requests"),
-    ("--swa-full-tokens-ratio 0.5", "SGLang's default (0.8"),
     ("--mamba-full-memory-ratio 0.5", "SGLang's default (0.9)"),
     ("--attention-backend triton", "default backend's cache layout"),
     ("--moe-dense-tp-size 1", "dense MLP layers"),
@@ -148,3 +147,32 @@ def test_hicache_and_graph_batch_lists_are_read():
                        "--enable-hierarchical-cache --hicache-size 64 "
                        "--cuda-graph-bs-decode 1 2 4 48").settings
     assert got["offload"] == "64GiB" and got["cuda_graph_max_bs_decode"] == 48
+
+
+def test_swa_full_tokens_ratio_sizes_the_window_pool():
+    from kvcore.kv import kv_row_bytes
+    from kvcore.model import LayerKind
+
+    spec = load_model("gpt-oss-120b")
+
+    def pools(ratio=None):
+        q = make_query(spec, gpu="h200", engine="sglang", context="32k", sequences=8,
+                       settings=EngineSettings(swa_full_tokens_ratio=ratio))
+        r = engine_plan("sglang", q)
+        return r.kv_tokens, r.extra["swa_tokens"], r.command
+    full8, swa8, _ = pools()
+    full5, swa5, cmd = pools(0.5)
+    assert swa8 == int(full8 * 0.8) and swa5 == int(full5 * 0.5)
+    # the same bytes, shared out by the ratio: full × (full row + ratio × window row)
+    f = sum(kv_row_bytes(spec, get_f16(), get_f16(), (LayerKind.FULL,)))
+    s = sum(kv_row_bytes(spec, get_f16(), get_f16(), (LayerKind.SLIDING,)))
+    assert full5 * (f + 0.5 * s) == pytest.approx(full8 * (f + 0.8 * s), rel=1e-5)
+    assert "--swa-full-tokens-ratio 0.5" in cmd
+    got = read_command("python -m sglang.launch_server --model-path x "
+                       "--swa-full-tokens-ratio 0.25").settings
+    assert got["swa_full_tokens_ratio"] == 0.25
+
+
+def get_f16():
+    from kvcore.formats import get_format
+    return get_format("f16")

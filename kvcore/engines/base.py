@@ -152,6 +152,9 @@ class EngineSettings:
     dp_lm_head: bool = False
     #: --moe-a2a-backend: "deepep" sets memory aside for DeepEP's buffers (None: none)
     moe_a2a_backend: str | None = None
+    #: --swa-full-tokens-ratio: the sliding-window pool's tokens a full-layer token (None:
+    #: SGLang's 0.8, DeepSeek-V4's 0.1)
+    swa_full_tokens_ratio: float | None = None
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None
@@ -161,7 +164,8 @@ class EngineSettings:
     cpu_offload_bytes: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction"):
+        for name in ("gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction",
+                     "swa_full_tokens_ratio"):
             value = getattr(self, name)
             if value is not None and not (0.0 < value <= 1.0 and math.isfinite(value)):
                 raise InputError(f"{name} must be in (0, 1], got {shown(value)}", field=name)

@@ -521,10 +521,10 @@ class Pools(NamedTuple):
 EXCLUSIVE_WINDOW_TYPES = frozenset({"gpt_oss", "gemma4", "gemma4_text"})
 
 
-def swa_pool_tokens(full: int, page: int) -> int:
+def swa_pool_tokens(full: int, page: int, ratio: float = SWA_RATIO) -> int:
     """The window layers' pool for ``full`` tokens in the full layers' pool: swa_full_tokens_ratio
     as many, to the page (HybridSWAPoolConfigurator._solve_pool_sizes)."""
-    return int(full * SWA_RATIO) // page * page
+    return int(full * ratio) // page * page
 
 
 def swa_window(spec: ModelSpec) -> int | None:
@@ -805,6 +805,8 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
         cmd.append("--enable-dp-lm-head")
     if s.moe_a2a_backend == "deepep":
         cmd.append("--moe-a2a-backend deepep")
+    if s.swa_full_tokens_ratio is not None:
+        cmd.append(f"--swa-full-tokens-ratio {s.swa_full_tokens_ratio:g}")
     if s.lora is not None:
         cmd += s.lora.flags("--max-loras-per-batch")
     return cmd
@@ -1065,6 +1067,8 @@ def plan(req: EngineRequest) -> EngineReport:
                               (LayerKind.SLIDING, LayerKind.CHUNKED))
 
     window = swa_window(stage) if sliding else None
+    # --swa-full-tokens-ratio: the window pool's tokens a full-layer token
+    swa_ratio = s.swa_full_tokens_ratio if s.swa_full_tokens_ratio is not None else SWA_RATIO
 
     def pools(running: int) -> Pools:
         """The pools SGLang sizes with ``running`` requests an attention group
@@ -1088,7 +1092,7 @@ def plan(req: EngineRequest) -> EngineReport:
             # one pool for full layers and one for window layers, sized so the window pool
             # holds swa_full_tokens_ratio as many tokens (pool_configurator
             # HybridSWAPoolConfigurator)
-            n = int(max(0, rest) / ((fk + fv) + SWA_RATIO * (sk + sv))) // page * page
+            n = int(max(0, rest) / ((fk + fv) + swa_ratio * (sk + sv))) // page * page
         else:
             n = max(0, rest) // cell // page * page
         profiled = n
@@ -1098,7 +1102,7 @@ def plan(req: EngineRequest) -> EngineReport:
             # calculate_pool_sizes_from_max_tokens)
             n = s.max_total_tokens // page * page
         if sliding:
-            swa = swa_pool_tokens(n, page)
+            swa = swa_pool_tokens(n, page, swa_ratio)
         return Pools(total, rest, budget, frac, n, swa, slots, profiled)
 
     def refusal(pl: Pools) -> str | None:
@@ -1210,7 +1214,7 @@ def plan(req: EngineRequest) -> EngineReport:
         elif swa_tokens is not None and tokens < pl.profiled:
             # the pools were split once from the profile, then again from the cap
             lines.insert(0, f"Use sliding window memory pool. full_layer_tokens={pl.profiled}, "
-                            f"swa_layer_tokens={swa_pool_tokens(pl.profiled, page)}")
+                            f"swa_layer_tokens={swa_pool_tokens(pl.profiled, page, swa_ratio)}")
             at += 1
         if capped:
             # resolve_max_num_reqs warns before the pools are built
@@ -1240,7 +1244,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if not refused and tokens < pl.profiled:
         if swa_tokens is not None:
             unused = ((pl.profiled - tokens) * (fk + fv)
-                      + (swa_pool_tokens(pl.profiled, page) - swa_tokens) * (sk + sv))
+                      + (swa_pool_tokens(pl.profiled, page, swa_ratio) - swa_tokens) * (sk + sv))
         else:
             unused = (pl.profiled - tokens) * cell
         notes.append(f"--max-total-tokens {s.max_total_tokens:,} caps the KV pool at "

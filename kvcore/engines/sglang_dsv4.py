@@ -106,14 +106,18 @@ class Geometry:
     ring_c4: int
     ring_c128: int
     infl: float
+    #: swa_full_tokens_ratio: the window pool's tokens a full token
+    ratio: float = SWA_RATIO
 
     @classmethod
-    def of(cls, spec: ModelSpec, sp: Speculative | None = None) -> Geometry:
+    def of(cls, spec: ModelSpec, sp: Speculative | None = None,
+           ratio: float | None = None) -> Geometry:
         layers, n4, n128, latent, index_dim, _ = dsv4_geometry(spec)
+        share = SWA_RATIO if ratio is None else ratio
         if sp is None:
-            return cls(layers, n4, n128, latent, index_dim, RING_C4, RING_C128, 1.0)
+            return cls(layers, n4, n128, latent, index_dim, RING_C4, RING_C128, 1.0, share)
         return cls(layers, n4, n128, latent, index_dim, RING_C4_SPEC, RING_C128_SPEC,
-                   (layers + 1) / layers)
+                   (layers + 1) / layers, share)
 
     def swa_slot_bytes(self) -> float:
         """_get_bytes_per_swa_token (before the draft inflation): a window slot's latent in
@@ -136,7 +140,7 @@ class Geometry:
         if self.n128:
             compressed.append(1 / 128 * paged_bytes(PAGE_TOKENS // 128) * self.n128)
         # (× 1.0 without a draft leaves the float as it is)
-        return (SWA_RATIO * self.swa_slot_bytes() + sum(compressed)) * self.infl
+        return (self.ratio * self.swa_slot_bytes() + sum(compressed)) * self.infl
 
     def c128_state_bytes(self, max_running: int) -> int:
         """The ratio-128 compressor state reserved before the token pools: (requests + 1)
@@ -157,7 +161,7 @@ class Geometry:
 
     def pool_sizes(self, full: int) -> dict[str, int]:
         """_compute_dsv4_sizes: every pool from the full token count."""
-        swa = int(full * SWA_RATIO) // PAGE_TOKENS * PAGE_TOKENS
+        swa = int(full * self.ratio) // PAGE_TOKENS * PAGE_TOKENS
         return {"full": full, "swa": swa, "c4": full // 4, "c128": full // 128,
                 "c4_state": swa // PAGE_TOKENS * self.ring_c4, "c128_state": 0}
 
@@ -223,7 +227,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # each stage sizes its pools over its own slice of compress_ratios from the free memory
     # of the most loaded rank; the pipeline keeps the smallest full count
     # (_apply_token_constraints), every stage's pools sized again from it
-    stages = [Geometry.of(sh.spec, sp) for sh in shares]
+    stages = [Geometry.of(sh.spec, sp, req.settings.swa_full_tokens_ratio) for sh in shares]
     budget_now = kv_budget(req, shares)
     rest, budget, frac = budget_now
 
@@ -270,6 +274,7 @@ def plan(req: EngineRequest) -> EngineReport:
 
     one = sized(1)[0]
     max_seqs = largest(seqs_fit, one.tokens // req.context if refusal(one) is None else 0)
+    ratio = stages[0].ratio
 
     if refused:
         # it raises before the pools are built: nothing of theirs is logged
@@ -277,7 +282,7 @@ def plan(req: EngineRequest) -> EngineReport:
     else:
         lines = [
             f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={sizes['swa']}, "
-            f"swa_full_tokens_ratio={SWA_RATIO}",
+            f"swa_full_tokens_ratio={ratio}",
             f"DSV4 memory calculation: unified=False, unified_fp8=False, "
             f"dspark_draft_bf16=False, bytes_per_full_token={per_token:.2f}, "
             f"available_bytes={rest / GiB:.2f} GB, c128_state_fixed={fixed / GiB:.2f} GB, "
@@ -290,7 +295,7 @@ def plan(req: EngineRequest) -> EngineReport:
                          f"{pl.profiled}. Use the profiled value instead.")
         elif full != pl.profiled:
             lines += [f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={final['swa']}, "
-                      f"swa_full_tokens_ratio={SWA_RATIO}",
+                      f"swa_full_tokens_ratio={ratio}",
                       "DSV4 pool sizes: " + ", ".join(f"{k}={v}" for k, v in final.items())]
         if p.pp > 1:
             # logged as the binding stage's configurator is built
@@ -309,8 +314,9 @@ def plan(req: EngineRequest) -> EngineReport:
         f"SGLang keeps DeepSeek-V4's latent as its own packed row ({row_bytes(latent, 64)} B: "
         f"fp8 + bf16 RoPE + scales, {paged_bytes(PAGE_TOKENS):g} B with the page padding) "
         "whatever the KV format named; the sliding-window pool holds "
-        f"{pl.swa:,} tokens (swa_full_tokens_ratio {SWA_RATIO}, which SGLang sets for "
-        "DeepSeek-V4)")
+        f"{pl.swa:,} tokens (swa_full_tokens_ratio {ratio}"
+        + (", which SGLang sets for DeepSeek-V4)" if req.settings.swa_full_tokens_ratio is None
+           else ")"))
     if not refused and full < pl.profiled:
         notes.append(f"--max-total-tokens {cap:,} sizes every pool again from {full:,} full "
                      f"tokens of the {pl.profiled:,} the budget holds (the c128 state reserve "
