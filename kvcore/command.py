@@ -841,8 +841,9 @@ _SGLANG = (
     _Flag(("--disable-hybrid-swa-memory",), "none",
           _unplanned("one pool for every layer instead of a smaller sliding-window pool")),
     _Flag(("--disable-radix-cache",), "none",
-          _unplanned("for a model with sliding-window layers SGLang then sizes the window pool "
-                     "from --max-running-requests (SWARequestCapPoolConfigurator); other "
+          _unplanned("for a model with sliding-window layers or Mamba/linear-attention state "
+                     "SGLang then sizes the window pool (SWARequestCapPoolConfigurator) or the "
+                     "state slots (_handle_max_mamba_cache) from --max-running-requests; other "
                      "models' pools do not change")),
     _Flag(("--mamba-full-memory-ratio",), "value",
           _unplanned("the Mamba state pool's share of what the weights leave, which kvplan "
