@@ -129,7 +129,7 @@ def test_deepep_sets_memory_aside():
 
 
 @pytest.mark.parametrize(("flags", "words"), [
-    ("--disable-radix-cache", "sizes the window pool from --max-running-requests"),
+    ("--disable-radix-cache", "from --max-running-requests"),
     ("--mamba-full-memory-ratio 0.5", "SGLang's default (0.9)"),
     ("--attention-backend triton", "default backend's cache layout"),
     ("--moe-dense-tp-size 1", "dense MLP layers"),
