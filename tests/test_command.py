@@ -591,14 +591,25 @@ def test_vllm_expert_parallel_under_data_parallel_is_planned_as_its_dp():
     assert any("spread over the tp × dp ranks whole" in n for n in launch.notes)
 
 
-@pytest.mark.parametrize(("flags", "words"), [
-    ("--num-gpu-blocks-override 1000", "the pool's block count"),
-    ("--disable-hybrid-kv-cache-manager", "without the hybrid manager"),
-    ("--mamba-ssm-cache-dtype float32", "recurrent state's dtype"),
-    ("--dtype float32", "weights in 32 bits"),
+SGLANG = "python -m sglang.launch_server --model-path x"
+
+
+@pytest.mark.parametrize(("command", "words"), [
+    ("vllm serve x --num-gpu-blocks-override 1000", "the pool's block count"),
+    ("vllm serve x --disable-hybrid-kv-cache-manager", "without the hybrid manager"),
+    ("vllm serve x --mamba-ssm-cache-dtype float32", "recurrent state's dtype"),
+    ("vllm serve x --dtype float32", "weights in 32 bits"),
+    ("trtllm-serve x --max_num_tokens 4096", "TensorRT-LLM's default 8192"),
+    ("trtllm-serve x --extra_llm_api_options cfg.yaml", "YAML file is not read"),
+    (f"{SGLANG} --disable-radix-cache", "from --max-running-requests"),
+    (f"{SGLANG} --mamba-full-memory-ratio 0.5", "SGLang's default (0.9)"),
+    (f"{SGLANG} --attention-backend triton", "default backend's cache layout"),
+    (f"{SGLANG} --moe-dense-tp-size 1", "dense MLP layers"),
+    (f"{SGLANG} --enable-hierarchical-cache", "--hicache-ratio"),
 ])
-def test_vllm_flags_that_change_memory_kvplan_does_not_plan_are_said(flags, words):
-    launch = read_command(f"vllm serve x {flags}")
+def test_flags_that_change_memory_kvplan_does_not_plan_are_said(command, words):
+    # in a note each, not left among the flags that change no memory
+    launch = read_command(command)
     assert not launch.unread
     assert any(words in n for n in launch.notes), launch.notes
 
@@ -608,13 +619,3 @@ def test_vllm_kv_offloading_size_is_the_offload_of_every_rank():
     launch = read_command("vllm serve x -tp 4 --kv-offloading-size 64 --dtype bfloat16")
     assert launch.settings["offload"] == "16GiB"
     assert not launch.unread and not any("--dtype" in n for n in launch.notes)
-
-
-@pytest.mark.parametrize(("flags", "words"), [
-    ("--max_num_tokens 4096", "TensorRT-LLM's default 8192"),
-    ("--extra_llm_api_options cfg.yaml", "YAML file is not read"),
-])
-def test_trtllm_flags_that_change_memory_kvplan_does_not_plan_are_said(flags, words):
-    launch = read_command(f"trtllm-serve x {flags}")
-    assert not launch.unread
-    assert any(words in n for n in launch.notes), launch.notes

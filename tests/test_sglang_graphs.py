@@ -128,20 +128,6 @@ def test_deepep_sets_memory_aside():
     assert exc.value.field == "moe_a2a_backend"
 
 
-@pytest.mark.parametrize(("flags", "words"), [
-    ("--disable-radix-cache", "from --max-running-requests"),
-    ("--mamba-full-memory-ratio 0.5", "SGLang's default (0.9)"),
-    ("--attention-backend triton", "default backend's cache layout"),
-    ("--moe-dense-tp-size 1", "dense MLP layers"),
-    ("--enable-hierarchical-cache", "--hicache-ratio"),
-])
-def test_flags_that_change_memory_kvplan_does_not_plan_are_said(flags, words):
-    # not left among the flags that change no memory
-    launch = read_command(f"python -m sglang.launch_server --model-path x {flags}")
-    assert not launch.unread
-    assert any(words in n for n in launch.notes), launch.notes
-
-
 def test_hicache_and_graph_batch_lists_are_read():
     got = read_command("python -m sglang.launch_server --model-path x "
                        "--enable-hierarchical-cache --hicache-size 64 "
