@@ -13,12 +13,9 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 import kvcore
-from kvcore import CacheOptions, load_model, parse_bytes
+from kvcore import CacheOptions, load_model
 from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
-from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
-from kvcore.engines.base import check_tensor_split
-from kvcore.engines.llamacpp_offload import split_overrides
-from kvcore.engines.lora import lora_from
+from kvcore.engines import EngineSettings
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
@@ -30,9 +27,9 @@ from .common import (
     check_find_gpu,
     check_find_model,
     check_find_weights,
-    gib_bytes,
     make_query,
     repeated_field,
+    settings_from,
 )
 from .schemas import CommandIn, ErrorOut, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
@@ -88,39 +85,7 @@ def cache_options(body: PlanIn) -> dict[str, Any]:
 def engine_settings(body: PlanIn, **given: Any) -> EngineSettings:
     """The engine's settings of a request; ``given`` (EngineSettings' own names) wins over
     the body's (the page's placement and LoRA fields)."""
-    return EngineSettings(**{**dict(
-        gpu_memory_utilization=body.gpu_memory_utilization,
-        max_num_batched_tokens=body.max_num_batched_tokens, block_size=body.block_size,
-        speculative_tokens=body.speculative_tokens, n_ubatch=body.ubatch,
-        swa_full=body.swa_full, kv_unified=body.kv_unified or None,
-        flash_attn=False if body.no_flash_attn else None,
-        prefix_caching=not body.no_prefix_caching, enforce_eager=body.enforce_eager,
-        extensible_kv_cache=not body.no_extensible_kv_cache,
-        language_model_only=body.language_model_only,
-        lora=lora_from(body.enable_lora, body.max_loras, body.max_lora_rank,
-                       body.fully_sharded_loras, body.lora_target_modules),
-        mem_fraction_static=body.mem_fraction_static,
-        chunked_prefill_size=body.chunked_prefill_size, page_size=body.page_size,
-        max_total_tokens=body.max_total_tokens,
-        cuda_graph_max_bs_decode=body.cuda_graph_max_bs_decode,
-        cuda_graph_max_bs_prefill=body.cuda_graph_max_bs_prefill,
-        decode_cuda_graph=not body.disable_decode_cuda_graph,
-        prefill_cuda_graph=not body.disable_prefill_cuda_graph,
-        dp_lm_head=body.enable_dp_lm_head, moe_a2a_backend=body.moe_a2a_backend,
-        swa_full_tokens_ratio=body.swa_full_tokens_ratio,
-        free_gpu_memory_fraction=body.free_gpu_memory_fraction,
-        tokens_per_block=body.tokens_per_block,
-        offload_bytes=parse_bytes(body.offload, field="offload") if body.offload else 0,
-        n_gpu_layers=body.ngl, n_cpu_moe=CPU_MOE if body.cpu_moe else body.n_cpu_moe,
-        override_tensor=split_overrides(body.override_tensor),
-        host_bandwidth_bytes_per_s=(body.host_bandwidth * 1e9
-                                    if body.host_bandwidth is not None else None),
-        host_memory_bytes=(parse_bytes(body.host_memory, field="host_memory")
-                           if body.host_memory is not None else None),
-        cache_ram_mib=body.cache_ram, ctx_checkpoints=body.ctx_checkpoints,
-        host_link_bytes_per_s=body.host_link * 1e9 if body.host_link is not None else None,
-        cpu_offload_bytes=gib_bytes(body.cpu_offload_gb, "cpu_offload_gb"),
-        tensor_split=_tensor_split(body.tensor_split)), **given})
+    return settings_from(body, **given)
 
 
 def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:
@@ -145,15 +110,6 @@ def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:
         raise kvcore.InputError(f"{name} read from the command: {err['msg']}",
                                 field="command") from None
     return fit_shortened(launch, to_query(plan, spec)), launch, fields
-
-
-def _tensor_split(value: list[float] | str | None) -> tuple[float, ...] | None:
-    """-ts shares as a list of numbers or the command line's text ("3,1")."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return parse_tensor_split(value)
-    return check_tensor_split(tuple(float(x) for x in value))
 
 
 def run_plan(body: PlanIn) -> dict[str, Any]:

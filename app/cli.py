@@ -25,15 +25,11 @@ from kvcore import (
     KvplanError,
     format_bytes,
     load_model,
-    parse_bytes,
     parse_count,
     parse_tokens,
 )
 from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
-from kvcore.engines import CPU_MOE, EngineSettings, parse_tensor_split
 from kvcore.engines.llamacpp_lora import read_adapter
-from kvcore.engines.llamacpp_offload import split_overrides
-from kvcore.engines.lora import lora_from
 from kvcore.errors import shown
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
@@ -56,11 +52,11 @@ from .common import (
     check_find_model,
     check_find_weights,
     decode_text,
-    gib_bytes,
     make_query,
     model_line,
     prefill_text,
     rate_text,
+    settings_from,
     to_fit_text,
 )
 
@@ -336,42 +332,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
             raise UsageError(f"--keep must be a fraction in (0, 1], got {shown(args.keep)}") from None
     if args.hot and ":" not in args.hot:
         raise UsageError(f"--hot must look like f16:4096, got {shown(args.hot)}")
-    settings = EngineSettings(
-        gpu_memory_utilization=args.gpu_memory_utilization, block_size=args.block_size,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        speculative_tokens=args.speculative_tokens, n_ubatch=args.ubatch,
-        swa_full=args.swa_full, kv_unified=args.kv_unified or None,
-        flash_attn=False if args.no_flash_attn else None,
-        mem_fraction_static=args.mem_fraction_static,
-        chunked_prefill_size=args.chunked_prefill_size, page_size=args.page_size,
-        max_total_tokens=args.max_total_tokens,
-        cuda_graph_max_bs_decode=args.cuda_graph_max_bs_decode,
-        cuda_graph_max_bs_prefill=args.cuda_graph_max_bs_prefill,
-        decode_cuda_graph=not args.disable_decode_cuda_graph,
-        prefill_cuda_graph=not args.disable_prefill_cuda_graph,
-        dp_lm_head=args.enable_dp_lm_head, moe_a2a_backend=args.moe_a2a_backend,
-        swa_full_tokens_ratio=args.swa_full_tokens_ratio,
-        free_gpu_memory_fraction=args.free_gpu_memory_fraction,
-        tokens_per_block=args.tokens_per_block,
-        offload_bytes=parse_bytes(args.offload, field="offload") if args.offload else 0,
-        prefix_caching=not args.no_prefix_caching, enforce_eager=args.enforce_eager,
-        extensible_kv_cache=not args.no_extensible_kv_cache,
-        language_model_only=args.language_model_only,
-        lora=lora_from(args.enable_lora, args.max_loras, args.max_lora_rank,
-                       args.fully_sharded_loras, args.lora_target_modules),
-        lora_adapters=tuple(read_adapter(p) for p in args.lora or ()),
-        n_gpu_layers=args.ngl, n_cpu_moe=CPU_MOE if args.cpu_moe else args.n_cpu_moe,
-        override_tensor=split_overrides(args.override_tensor),
-        host_bandwidth_bytes_per_s=(args.host_bandwidth * 1e9 if args.host_bandwidth is not None
-                                    else None),
-        host_memory_bytes=(parse_bytes(args.host_memory, field="host_memory")
-                           if args.host_memory else None),
-        cache_ram_mib=args.cache_ram, ctx_checkpoints=args.ctx_checkpoints,
-        host_link_bytes_per_s=args.host_link * 1e9 if args.host_link is not None else None,
-        cpu_offload_bytes=gib_bytes(args.cpu_offload_gb, "cpu_offload_gb"),
-        tensor_split=(parse_tensor_split(args.tensor_split)
-                      if args.tensor_split is not None else None),
-    )
+    settings = settings_from(args, lora_adapters=tuple(read_adapter(p) for p in args.lora or ()))
     return make_query(
         spec or load_model(args.model), context=args.ctx, sequences=args.seqs, kv=args.kv,
         kv_k=args.kv_k, kv_v=args.kv_v, weights=args.weights, gpu=args.gpu, gpus=args.gpus,

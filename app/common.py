@@ -518,6 +518,62 @@ def model_line(data: dict[str, Any]) -> str:
             + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")
 
 
+def tensor_split_of(value: list[float] | str | None) -> tuple[float, ...] | None:
+    """-ts shares as a list of numbers or the command line's text ("3,1")."""
+    from kvcore.engines import parse_tensor_split
+    from kvcore.engines.base import check_tensor_split
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_tensor_split(value)
+    return check_tensor_split(tuple(float(x) for x in value))
+
+
+def settings_from(src: Any, **given: Any) -> EngineSettings:
+    """The engine settings of a request, from ``src``'s fields under the CLI's and the API's
+    shared names (the parsed command line, or a request body); ``given`` (EngineSettings'
+    own names) wins over them."""
+    from kvcore import parse_bytes
+    from kvcore.engines import CPU_MOE
+    from kvcore.engines.llamacpp_offload import split_overrides
+    from kvcore.engines.lora import lora_from
+
+    return EngineSettings(**{**dict(
+        gpu_memory_utilization=src.gpu_memory_utilization,
+        max_num_batched_tokens=src.max_num_batched_tokens, block_size=src.block_size,
+        speculative_tokens=src.speculative_tokens, n_ubatch=src.ubatch,
+        swa_full=src.swa_full, kv_unified=src.kv_unified or None,
+        flash_attn=False if src.no_flash_attn else None,
+        prefix_caching=not src.no_prefix_caching, enforce_eager=src.enforce_eager,
+        extensible_kv_cache=not src.no_extensible_kv_cache,
+        language_model_only=src.language_model_only,
+        lora=lora_from(src.enable_lora, src.max_loras, src.max_lora_rank,
+                       src.fully_sharded_loras, src.lora_target_modules),
+        mem_fraction_static=src.mem_fraction_static,
+        chunked_prefill_size=src.chunked_prefill_size, page_size=src.page_size,
+        max_total_tokens=src.max_total_tokens,
+        cuda_graph_max_bs_decode=src.cuda_graph_max_bs_decode,
+        cuda_graph_max_bs_prefill=src.cuda_graph_max_bs_prefill,
+        decode_cuda_graph=not src.disable_decode_cuda_graph,
+        prefill_cuda_graph=not src.disable_prefill_cuda_graph,
+        dp_lm_head=src.enable_dp_lm_head, moe_a2a_backend=src.moe_a2a_backend,
+        swa_full_tokens_ratio=src.swa_full_tokens_ratio,
+        free_gpu_memory_fraction=src.free_gpu_memory_fraction,
+        tokens_per_block=src.tokens_per_block,
+        offload_bytes=parse_bytes(src.offload, field="offload") if src.offload else 0,
+        n_gpu_layers=src.ngl, n_cpu_moe=CPU_MOE if src.cpu_moe else src.n_cpu_moe,
+        override_tensor=split_overrides(src.override_tensor),
+        host_bandwidth_bytes_per_s=(src.host_bandwidth * 1e9
+                                    if src.host_bandwidth is not None else None),
+        host_memory_bytes=(parse_bytes(src.host_memory, field="host_memory")
+                           if src.host_memory is not None else None),
+        cache_ram_mib=src.cache_ram, ctx_checkpoints=src.ctx_checkpoints,
+        host_link_bytes_per_s=src.host_link * 1e9 if src.host_link is not None else None,
+        cpu_offload_bytes=gib_bytes(src.cpu_offload_gb, "cpu_offload_gb"),
+        tensor_split=tensor_split_of(src.tensor_split)), **given})
+
+
 def gib_bytes(value: float | str | None, field: str) -> int:
     """GiB as vLLM and SGLang take them (--cpu-offload-gb 10: 10 × 2³⁰ bytes) from a number or
     a form's text; 0 where not given (None or blank)."""
