@@ -270,6 +270,10 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--swa-full-tokens-ratio", type=float, default=None, metavar="RATIO",
                    help="SGLang: the sliding-window pool's tokens a full-layer token (0.8; "
                         "DeepSeek-V4 0.1)")
+    g.add_argument("--mamba-full-memory-ratio", type=float, default=None, metavar="RATIO",
+                   help="SGLang: Mamba state bytes to KV bytes of what the weights leave (0.9)")
+    g.add_argument("--max-mamba-cache-size", type=int, default=None, metavar="SLOTS",
+                   help="SGLang: the Mamba state slots, instead of the ratio's")
     g.add_argument("--moe-a2a-backend", default=None, metavar="BACKEND",
                    help="SGLang: none, or deepep (its fraction sets memory aside for DeepEP)")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,

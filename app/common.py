@@ -559,6 +559,8 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         prefill_cuda_graph=not src.disable_prefill_cuda_graph,
         dp_lm_head=src.enable_dp_lm_head, moe_a2a_backend=src.moe_a2a_backend,
         swa_full_tokens_ratio=src.swa_full_tokens_ratio,
+        mamba_full_memory_ratio=src.mamba_full_memory_ratio,
+        max_mamba_cache_size=src.max_mamba_cache_size,
         free_gpu_memory_fraction=src.free_gpu_memory_fraction,
         tokens_per_block=src.tokens_per_block,
         offload_bytes=parse_bytes(src.offload, field="offload") if src.offload else 0,

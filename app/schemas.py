@@ -93,6 +93,11 @@ class PlanIn(BaseModel):
     swa_full_tokens_ratio: float | None = Field(
         None, gt=0, le=1, description="SGLang: the sliding-window pool's tokens a full-layer "
         "token (0.8; DeepSeek-V4 0.1)")
+    mamba_full_memory_ratio: float | None = Field(
+        None, gt=0, le=100, description="SGLang: Mamba state bytes to KV bytes of what the "
+        "weights leave (0.9)")
+    max_mamba_cache_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang: the "
+                                             "Mamba state slots, instead of the ratio's")
     moe_a2a_backend: str | None = Field(None, max_length=20, examples=["deepep"],
                                         description="SGLang --moe-a2a-backend: none, or "
                                         "deepep (its fraction sets memory aside for DeepEP)")

@@ -845,10 +845,9 @@ _SGLANG = (
                      "SGLang then sizes the window pool (SWARequestCapPoolConfigurator) or the "
                      "state slots (_handle_max_mamba_cache) from --max-running-requests; other "
                      "models' pools do not change")),
-    _Flag(("--mamba-full-memory-ratio",), "value",
-          _unplanned("the Mamba state pool's share of what the weights leave, which kvplan "
-                     "plans at SGLang's default (0.9)")),
-    _Flag(("--max-mamba-cache-size",), "value", _unplanned("a cap on the Mamba state slots")),
+    _Flag(("--mamba-full-memory-ratio",), "value", _set("mamba_full_memory_ratio", _float)),
+    _Flag(("--max-mamba-cache-size",), "value",
+          _set("max_mamba_cache_size", lambda f, v: _int(f, v, 1))),
     _Flag(("--attention-backend",), "value",
           _unplanned("kvplan plans the default backend's cache layout and page size")),
     _Flag(("--moe-dense-tp-size",), "value",

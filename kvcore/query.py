@@ -57,7 +57,8 @@ ENGINE_SETTINGS = {
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "max_total_tokens",
                "offload_bytes", "cpu_offload_bytes", "host_link_bytes_per_s", "lora",
                "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "decode_cuda_graph",
-               "prefill_cuda_graph", "dp_lm_head", "moe_a2a_backend", "swa_full_tokens_ratio"),
+               "prefill_cuda_graph", "dp_lm_head", "moe_a2a_backend", "swa_full_tokens_ratio",
+               "mamba_full_memory_ratio", "max_mamba_cache_size"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes"),
 }
 

@@ -162,3 +162,26 @@ def test_swa_full_tokens_ratio_sizes_the_window_pool():
 def get_f16():
     from kvcore.formats import get_format
     return get_format("f16")
+
+
+def test_mamba_ratio_and_slots_size_the_state_pool():
+    def hybrid(**kw):
+        q = make_query(load_model("qwen3.5-27b"), gpu="h200", engine="sglang", context="32k",
+                       sequences=4, settings=EngineSettings(**kw))
+        return engine_plan("sglang", q)
+    auto, half = hybrid(), hybrid(mamba_full_memory_ratio=0.5)
+    # the state pool takes ratio / (1 + ratio) of what the weights leave, less a padding
+    # slot: (slots + 1) in proportion to the share
+    want = (0.5 / 1.5) / (0.9 / 1.9)
+    got = (half.extra["mamba_slots"] + 1) / (auto.extra["mamba_slots"] + 1)
+    assert got == pytest.approx(want, rel=2 / auto.extra["mamba_slots"])
+    assert half.kv_tokens > auto.kv_tokens
+    # slots as given: the KV pool takes the rest
+    fixed = hybrid(max_mamba_cache_size=40)
+    assert fixed.extra["mamba_slots"] == 40
+    assert fixed.kv_tokens > auto.kv_tokens
+    assert "--max-mamba-cache-size 40" in fixed.command
+    assert "--mamba-full-memory-ratio 0.5" in half.command
+    got = read_command("python -m sglang.launch_server --model-path x --max-mamba-cache-size 64 "
+                       "--mamba-full-memory-ratio 0.7").settings
+    assert got["max_mamba_cache_size"] == 64 and got["mamba_full_memory_ratio"] == 0.7

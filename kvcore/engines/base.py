@@ -155,6 +155,10 @@ class EngineSettings:
     #: --swa-full-tokens-ratio: the sliding-window pool's tokens a full-layer token (None:
     #: SGLang's 0.8, DeepSeek-V4's 0.1)
     swa_full_tokens_ratio: float | None = None
+    #: --mamba-full-memory-ratio: the Mamba state pool's share, ratio / (1 + ratio) of what
+    #: the weights leave (None: 0.9); --max-mamba-cache-size: its slots as given instead
+    mamba_full_memory_ratio: float | None = None
+    max_mamba_cache_size: int | None = None
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None
@@ -187,6 +191,16 @@ class EngineSettings:
         if self.ctx_checkpoints is not None and not 0 <= self.ctx_checkpoints <= 1 << 16:
             raise InputError(f"ctx_checkpoints must be a whole number from 0 to {1 << 16:,}, "
                              f"got {shown(self.ctx_checkpoints)}", field="ctx_checkpoints")
+        if self.mamba_full_memory_ratio is not None and not (
+                0 < self.mamba_full_memory_ratio <= 100
+                and math.isfinite(self.mamba_full_memory_ratio)):
+            raise InputError("mamba_full_memory_ratio must be a ratio above 0 (Mamba state "
+                             f"to KV bytes, 0.9), got {shown(self.mamba_full_memory_ratio)}",
+                             field="mamba_full_memory_ratio")
+        if self.max_mamba_cache_size is not None and not 1 <= self.max_mamba_cache_size <= 1 << 24:
+            raise InputError(f"max_mamba_cache_size must be a whole number from 1 to "
+                             f"{1 << 24:,}, got {shown(self.max_mamba_cache_size)}",
+                             field="max_mamba_cache_size")
         if self.moe_a2a_backend not in (None, "none", "deepep"):
             raise InputError(f"moe_a2a_backend: kvplan sizes SGLang's none and deepep (the "
                              f"memory its fraction sets aside for DeepEP); what "

@@ -536,17 +536,22 @@ def swa_window(spec: ModelSpec) -> int | None:
 
 
 def mamba_slots_for(rest: int, per_req: int, *, draft_tokens: int = 0, per_running: int = 1,
-                    running: int = 1) -> tuple[int, int]:
+                    running: int = 1, ratio: float = MAMBA_RATIO,
+                    fixed: int | None = None) -> tuple[int, int]:
     """(max_mamba_cache_size, intermediate-state bytes) from ``rest`` bytes
     (kv_cache_configurator _handle_max_mamba_cache): the Mamba share of rest holds K slots,
     the pool's padding slot and, with D = ``draft_tokens`` (speculative decoding), the
     states of D draft tokens for (1 + K / slots a request) requests:
     K = int((share − per_req (1 + D)) // (per_req (1 + D / slots a request))), zero or less
     when nothing is left; the states take per_req × (min(running, K // slots a request) + 1)
-    × D (0 without a draft)."""
+    × D (0 without a draft). ``ratio``: --mamba-full-memory-ratio; ``fixed``: a group's
+    --max-mamba-cache-size (its share over the attention-DP groups), K as given."""
     d = draft_tokens
-    share = rest * MAMBA_RATIO / (1 + MAMBA_RATIO)
-    slots = math.floor((share - per_req * (1 + d)) // (per_req * (1 + d / per_running)))
+    if fixed is not None:
+        slots = fixed
+    else:
+        share = rest * ratio / (1 + ratio)
+        slots = math.floor((share - per_req * (1 + d)) // (per_req * (1 + d / per_running)))
     capped = min(max(1, running), slots // per_running)
     return slots, per_req * (capped + 1) * d
 
@@ -807,6 +812,10 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
         cmd.append("--moe-a2a-backend deepep")
     if s.swa_full_tokens_ratio is not None:
         cmd.append(f"--swa-full-tokens-ratio {s.swa_full_tokens_ratio:g}")
+    if s.mamba_full_memory_ratio is not None:
+        cmd.append(f"--mamba-full-memory-ratio {s.mamba_full_memory_ratio:g}")
+    if s.max_mamba_cache_size is not None:
+        cmd.append(f"--max-mamba-cache-size {s.max_mamba_cache_size}")
     if s.lora is not None:
         cmd += s.lora.flags("--max-loras-per-batch")
     return cmd
@@ -1083,7 +1092,11 @@ def plan(req: EngineRequest) -> EngineReport:
             # the draft tokens' intermediate states (--mtp) come out of the Mamba share too
             slots, states = mamba_slots_for(
                 rest, per_req, draft_tokens=sp.draft_tokens if sp is not None else 0,
-                per_running=per_running, running=running)
+                per_running=per_running, running=running,
+                ratio=(MAMBA_RATIO if s.mamba_full_memory_ratio is None
+                       else s.mamba_full_memory_ratio),
+                fixed=(s.max_mamba_cache_size // groups
+                       if s.max_mamba_cache_size is not None else None))
             rest -= states
             total = rest
             if slots > 0:
