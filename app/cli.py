@@ -274,6 +274,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="SGLang: Mamba state bytes to KV bytes of what the weights leave (0.9)")
     g.add_argument("--max-mamba-cache-size", type=int, default=None, metavar="SLOTS",
                    help="SGLang: the Mamba state slots, instead of the ratio's")
+    g.add_argument("--disable-radix-cache", action="store_true",
+                   help="SGLang: no prefix cache; a hybrid model's Mamba state slots are one a "
+                        "running request")
     g.add_argument("--moe-a2a-backend", default=None, metavar="BACKEND",
                    help="SGLang: none, or deepep (its fraction sets memory aside for DeepEP)")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,

@@ -561,6 +561,7 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         swa_full_tokens_ratio=src.swa_full_tokens_ratio,
         mamba_full_memory_ratio=src.mamba_full_memory_ratio,
         max_mamba_cache_size=src.max_mamba_cache_size,
+        radix_cache=not src.disable_radix_cache,
         free_gpu_memory_fraction=src.free_gpu_memory_fraction,
         tokens_per_block=src.tokens_per_block,
         offload_bytes=parse_bytes(src.offload, field="offload") if src.offload else 0,

@@ -92,7 +92,8 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("moe_a2a_backend", "--moe-a2a-backend", "none", False),
         ("swa_full_tokens_ratio", "--swa-full-tokens-ratio", "0.8", False),
         ("mamba_full_memory_ratio", "--mamba-full-memory-ratio", "0.9", False),
-        ("max_mamba_cache_size", "--max-mamba-cache-size", "from the ratio", False)),
+        ("max_mamba_cache_size", "--max-mamba-cache-size", "from the ratio", False),
+        ("disable_radix_cache", "--disable-radix-cache", "", True)),
     "TensorRT-LLM": (
         ("free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "0.9", False),
         ("tokens_per_block", "tokens_per_block", "32", False)),

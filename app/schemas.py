@@ -98,6 +98,8 @@ class PlanIn(BaseModel):
         "weights leave (0.9)")
     max_mamba_cache_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang: the "
                                              "Mamba state slots, instead of the ratio's")
+    disable_radix_cache: bool = Field(False, description="SGLang --disable-radix-cache: a "
+                                      "hybrid model's Mamba state slots one a running request")
     moe_a2a_backend: str | None = Field(None, max_length=20, examples=["deepep"],
                                         description="SGLang --moe-a2a-backend: none, or "
                                         "deepep (its fraction sets memory aside for DeepEP)")

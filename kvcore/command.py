@@ -840,11 +840,7 @@ _SGLANG = (
     _Flag(("--swa-full-tokens-ratio",), "value", _set("swa_full_tokens_ratio", _float)),
     _Flag(("--disable-hybrid-swa-memory",), "none",
           _unplanned("one pool for every layer instead of a smaller sliding-window pool")),
-    _Flag(("--disable-radix-cache",), "none",
-          _unplanned("for a model with sliding-window layers or Mamba/linear-attention state "
-                     "SGLang then sizes the window pool (SWARequestCapPoolConfigurator) or the "
-                     "state slots (_handle_max_mamba_cache) from --max-running-requests; other "
-                     "models' pools do not change")),
+    _Flag(("--disable-radix-cache",), "none", _on("disable_radix_cache")),
     _Flag(("--mamba-full-memory-ratio",), "value", _set("mamba_full_memory_ratio", _float)),
     _Flag(("--max-mamba-cache-size",), "value",
           _set("max_mamba_cache_size", lambda f, v: _int(f, v, 1))),

@@ -185,3 +185,28 @@ def test_mamba_ratio_and_slots_size_the_state_pool():
     got = read_command("python -m sglang.launch_server --model-path x --max-mamba-cache-size 64 "
                        "--mamba-full-memory-ratio 0.7").settings
     assert got["max_mamba_cache_size"] == 64 and got["mamba_full_memory_ratio"] == 0.7
+
+
+def test_radix_cache_off_gives_a_hybrid_model_a_state_slot_a_running_request():
+    def hybrid(seqs, **kw):
+        q = make_query(load_model("qwen3.5-27b"), gpu="h200", engine="sglang", context="32k",
+                       sequences=seqs, settings=EngineSettings(mem_fraction_static=0.85, **kw))
+        return engine_plan("sglang", q)
+    off = hybrid(4, radix_cache=False)
+    assert off.extra["mamba_slots"] == 4 and "--disable-radix-cache" in off.command
+    # the pool holds far more tokens than beside the radix cache's ratio-sized state pool
+    assert off.kv_tokens > 1.5 * hybrid(4).kv_tokens
+    # the most sequences: that many fit, one more does not (each brings its slot)
+    most = off.max_sequences
+    assert most > 4 and hybrid(most, radix_cache=False).fits
+    assert not hybrid(most + 1, radix_cache=False).fits
+    assert read_command("python -m sglang.launch_server --model-path x "
+                        "--disable-radix-cache").settings["disable_radix_cache"] is True
+
+
+@pytest.mark.parametrize("model", ["gpt-oss-120b", "deepseek-v4-flash"])
+def test_radix_cache_off_is_refused_where_its_window_pool_is_not_sized(model):
+    q = make_query(load_model(model), gpu="8xh200", engine="sglang",
+                   settings=EngineSettings(radix_cache=False))
+    with pytest.raises(kvcore.InputError, match="--disable-radix-cache"):
+        engine_plan("sglang", q)

@@ -57,7 +57,7 @@ SETTING_NAMES = {"lora": "enable_lora", "lora_adapters": "lora", "n_ubatch": "ub
                  "cpu_offload_bytes": "cpu_offload_gb", "cache_ram_mib": "cache_ram",
                  "decode_cuda_graph": "disable_decode_cuda_graph",
                  "prefill_cuda_graph": "disable_prefill_cuda_graph",
-                 "dp_lm_head": "enable_dp_lm_head"}
+                 "dp_lm_head": "enable_dp_lm_head", "radix_cache": "disable_radix_cache"}
 
 
 def parse_tensor_split(text: str) -> tuple[float, ...]:
@@ -159,6 +159,8 @@ class EngineSettings:
     #: the weights leave (None: 0.9); --max-mamba-cache-size: its slots as given instead
     mamba_full_memory_ratio: float | None = None
     max_mamba_cache_size: int | None = None
+    #: False with --disable-radix-cache: a hybrid model's Mamba slots are one a running request
+    radix_cache: bool = True
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None

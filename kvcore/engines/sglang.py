@@ -816,6 +816,8 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
         cmd.append(f"--mamba-full-memory-ratio {s.mamba_full_memory_ratio:g}")
     if s.max_mamba_cache_size is not None:
         cmd.append(f"--max-mamba-cache-size {s.max_mamba_cache_size}")
+    if not s.radix_cache:
+        cmd.append("--disable-radix-cache")
     if s.lora is not None:
         cmd += s.lora.flags("--max-loras-per-batch")
     return cmd
@@ -1065,7 +1067,9 @@ def plan(req: EngineRequest) -> EngineReport:
     # (GLM-5.3-Flash's open pools of index keys live beside the DSA pool, not in its slots)
     recurrent = [g for g in stage.groups if g.kind.is_recurrent and not g.mtp
                  and g.kind is not LayerKind.COMPRESSOR]
-    per_running = slots_per_request(req.spec.model_type, req.parallel.pp)
+    # with the radix cache off a request holds one state slot (_calculate_mamba_ratio)
+    per_running = 1 if not s.radix_cache else slots_per_request(req.spec.model_type,
+                                                                req.parallel.pp)
     ssm_bytes = req.spec.ssm_pinned_bytes or MAMBA_SSM_BYTES
     conv_req = sum(g.count * g.conv_state_values * req.spec.dtype_bytes for g in recurrent)
     per_req = conv_req + sum(g.count * (g.state_values - g.conv_state_values) * ssm_bytes
@@ -1076,6 +1080,11 @@ def plan(req: EngineRequest) -> EngineReport:
                               (LayerKind.SLIDING, LayerKind.CHUNKED))
 
     window = swa_window(stage) if sliding else None
+    if sliding and not s.radix_cache:
+        raise InputError("--disable-radix-cache: SGLang then sizes a sliding-window model's "
+                         "window pool from --max-running-requests (SWARequestCapPoolConfigurator"
+                         "), which kvplan does not size: plan it with the radix cache",
+                         field="disable_radix_cache")
     # --swa-full-tokens-ratio: the window pool's tokens a full-layer token
     swa_ratio = s.swa_full_tokens_ratio if s.swa_full_tokens_ratio is not None else SWA_RATIO
 
@@ -1095,8 +1104,9 @@ def plan(req: EngineRequest) -> EngineReport:
                 per_running=per_running, running=running,
                 ratio=(MAMBA_RATIO if s.mamba_full_memory_ratio is None
                        else s.mamba_full_memory_ratio),
-                fixed=(s.max_mamba_cache_size // groups
-                       if s.max_mamba_cache_size is not None else None))
+                fixed=(s.max_mamba_cache_size // groups if s.max_mamba_cache_size is not None
+                       # radix cache off: a slot a running request of the group
+                       else max(1, running) if not s.radix_cache else None))
             rest -= states
             total = rest
             if slots > 0:
@@ -1144,10 +1154,11 @@ def plan(req: EngineRequest) -> EngineReport:
     max_seqs = 0 if refused else tokens // req.context
     if mamba_slots is not None:
         max_seqs = min(max_seqs, max(0, mamba_slots) // per_running)
-    if fraction_depends_on_running(req):
+    if fraction_depends_on_running(req) or (recurrent and not s.radix_cache):
         # SGLang's own fraction reserves 2 MiB a decode graph up to --max-running-requests
-        # (kvplan passes the sequences), so the pool shrinks as the sequences grow: the most
-        # that fit is searched with the pool each count would get
+        # (kvplan passes the sequences), and with the radix cache off the Mamba slots are one
+        # a running request, so the pool shrinks as the sequences grow: the most that fit is
+        # searched with the pool each count would get
         def seqs_fit(n: int) -> bool:
             got = pools(n)
             return (got.tokens >= n * req.context and refusal(got) is None
@@ -1155,7 +1166,8 @@ def plan(req: EngineRequest) -> EngineReport:
 
         one = pools(1)
         top = one.tokens // req.context if refusal(one) is None else 0
-        if one.slots is not None:
+        if one.slots is not None and (s.radix_cache or s.max_mamba_cache_size is not None):
+            # (slots that follow the running requests do not bound them)
             top = min(top, max(0, one.slots) // per_running)
         max_seqs = largest(seqs_fit, top)
     mla = any(g.kind == LayerKind.MLA for g in req.spec.groups)

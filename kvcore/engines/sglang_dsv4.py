@@ -191,6 +191,8 @@ def speculative(req: EngineRequest) -> Speculative | None:
 
 
 def plan(req: EngineRequest) -> EngineReport:
+    if not req.settings.radix_cache:
+        raise _refuse("--disable-radix-cache (its window pool's prefix tails)")
     s, p, opts = req.settings, req.parallel, req.cache
     k_name = check_format("SGLang", opts.kv_k, FORMATS, "kv_k")
     check_format("SGLang", opts.kv_v, FORMATS, "kv_v")
