@@ -596,7 +596,8 @@ def to_fit_text(fix: dict[str, Any], alternative: bool = True) -> str:
     """The "to fit" line of a plan that does not fit (kvcore.query.to_fit), with its other
     change (``or``) unless ``alternative`` is false."""
     what = next((f"{flag} {fix[key]}" for key, flag in
-                 (("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"))
+                 (("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"),
+                  ("attn_dp", "--attn-dp"))
                  if key in fix), f"--gpu {fix.get('gpus')}x{fix.get('gpu')}" +
                 "".join(f" --{k} {fix[k]}" for k in ("tp", "pp") if k in fix))
     rate = fix.get("tokens_per_s_per_sequence")

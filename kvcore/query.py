@@ -689,10 +689,18 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         fit = None
     # the change (the plan's option) and the row's name for it
     option, named = "kv", "format"
+    groups = _attention_groups(q)
+    if fit is not None and groups is not None:
+        # SGLang's attention DP fits too, with the cache's format as asked
+        with_groups: dict[str, Any] = {**fit, "or": groups}
+        fit = with_groups
     if fit is None and q.settings.lora is not None:
         slots = _fewer_slots(q, data)
         if slots is not None:
             return slots
+    if fit is None and groups is not None:
+        # before weights of fewer bits or more cards: the same cards and formats
+        return groups
     if fit is None and q.kv_budget_bytes is None:
         try:
             fit = next((r for r in find_weights(q) if r["fits"]), None)
@@ -701,14 +709,36 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         option, named = "weights", "weights"
     if fit is None:
         return _more_cards(q)
-    fix = {option: fit[named],
-           **{k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality")}}
+    fix: dict[str, Any] = {option: fit[named]}
+    fix.update({k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality", "or")
+                if k in fit})
     if option == "weights" and (fit.get("bits_per_weight") or 16) < BITS_WORTH_A_CARD:
         # weights under 4 bits cost quality a card more may not: the cards, beside them
         more = _more_cards(q)
         if more is not None:
             fix["or"] = more
     return fix
+
+
+def _attention_groups(q: Query) -> dict[str, Any] | None:
+    """SGLang over several tensor-parallel cards without attention DP: the fewest attention
+    groups (--attn-dp, a divisor of tp) with which the plan fits, as a "to fit" change (None
+    where attention DP does not apply to the plan or none fits)."""
+    p = q.parallel
+    if q.engine != "sglang" or p.attn_dp != 1 or p.tp == 1 or p.dp != 1:
+        return None
+    for n in (d for d in range(2, p.tp + 1) if p.tp % d == 0):
+        trial = replace(q, parallel=replace(p, attn_dp=n))
+        try:
+            ok, max_ctx = _fits(trial)
+        except InputError:
+            return None
+        if ok:
+            decode = answer(trial).get("decode") or {}
+            return {"attn_dp": n, "max_context": max_ctx,
+                    "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+                    "quality": None}
+    return None
 
 
 def _fewer_slots(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:

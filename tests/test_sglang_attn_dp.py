@@ -223,3 +223,31 @@ def test_the_mtp_drafts_attention_is_split_over_the_group_too():
         _, dp = plan(attn_dp=8, mtp=mtp)
         return dp["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
     assert more(True) - more(False) == per_layer - per_layer // 8
+
+
+def test_to_fit_names_the_fewest_attention_groups_that_fit():
+    from app.common import answered
+
+    # tensor parallel alone repeats DeepSeek-V3's latent pool on every card: no KV format
+    # fits 64 × 32k, the fewest attention groups that do are named (same cards, same format)
+    q, _ = plan(attn_dp=1)
+    data = answered(q)
+    fix = data["to_fit"]
+    assert set(fix) >= {"attn_dp", "max_context"} and "kv" not in fix
+    _, fixed = plan(attn_dp=fix["attn_dp"])
+    assert fixed["fits"] and fixed["max_context"] == fix["max_context"]
+    # fewer groups do not fit
+    if fix["attn_dp"] > 2:
+        assert not plan(attn_dp=fix["attn_dp"] // 2)[1]["fits"]
+    # where a format fits too, the groups come as the other change
+    q, _ = plan(attn_dp=1, context="16k")
+    fix = answered(q)["to_fit"]
+    assert "kv" in fix and fix["or"]["attn_dp"] >= 2
+    _, fixed = plan(attn_dp=fix["or"]["attn_dp"], context="16k")
+    assert fixed["fits"] and fixed["max_context"] == fix["or"]["max_context"]
+    # the page links both changes
+    page = TestClient(create_app()).get("/", params={
+        "model": "deepseek-v3", "gpu": "8xh200", "engine": "sglang", "context": "16k",
+        "sequences": "64", "kv_k": "f16", "kv_v": "f16", "weights": "auto"})
+    assert f"attn_dp={fix['or']['attn_dp']}" in page.text
+    assert f"--attn-dp {fix['or']['attn_dp']} fits" in page.text
