@@ -411,14 +411,16 @@ def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
         return "\n".join([f"no catalog GPU fits {_ask(q)} with up to 8 cards {assumed}",
                           *_find_notes(q, rows)])
     table = [["gpu", "cards", "memory", "bandwidth", "max context", "tok/s/seq"]] + [
-        [r["name"], str(r["count"]), format_bytes(r["total_memory_bytes"], 1),
+        [r["name"], str(r["count"]) + (f" (attn dp {r['attn_dp']})"
+                                       if r.get("attn_dp", 1) > 1 else ""),
+         format_bytes(r["total_memory_bytes"], 1),
          f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", _ctx(r["max_context"]),
          rate_text(r["tokens_per_s_per_sequence"])]
         for r in rows]
     best = rows[0]
-    flag = best["gpu"] if best["count"] == 1 else f"{best['count']}x{best['gpu']}"
+    flag = _card_flags(best)
     return "\n".join([_table(table, right=(1, 2, 3, 4, 5)), "",
-                      f"smallest: {best['count']} × {best['name']} (--gpu {flag}) for {_ask(q)} "
+                      f"smallest: {best['count']} × {best['name']} ({flag}) for {_ask(q)} "
                       f"{assumed}",
                       *_find_notes(q, rows)])
 
@@ -444,9 +446,16 @@ def smallest_card_line(q: Query) -> str:
     if not rows:
         return "no catalog card fits it, up to 8 of one kind"
     best = rows[0]
-    flag = best["gpu"] if best["count"] == 1 else f"{best['count']}x{best['gpu']}"
-    return (f"smallest card that fits: {best['count']} × {best['name']} (--gpu {flag}); "
+    return (f"smallest card that fits: {best['count']} × {best['name']} ({_card_flags(best)}); "
             "--find-gpu lists more")
+
+
+def _card_flags(row: dict[str, Any]) -> str:
+    """The flags that plan on a --find-gpu row's cards: --gpu (4xh100), and --attn-dp where
+    SGLang fits only with attention groups."""
+    flag = row["gpu"] if row["count"] == 1 else f"{row['count']}x{row['gpu']}"
+    groups = row.get("attn_dp", 1)
+    return f"--gpu {flag}" + (f" --attn-dp {groups}" if groups > 1 else "")
 
 
 def _host_rate(rows: list[dict[str, Any]]) -> str:

@@ -410,8 +410,10 @@ def _plan_links(view: dict[str, Any], form: dict[str, str]) -> None:
     # over that count, so that link leaves them out
     uncarded = {k: v for k, v in base.items() if k not in CARD_FIELDS}
     for r in view.get("cards") or ():
+        groups = r.get("attn_dp", 1)
         r["link"] = "/?" + urlencode({**{k: v for k, v in base.items() if k not in ("gpu", "gpus")},
-                                      "gpu": r["gpu_field"]})
+                                      "gpu": r["gpu_field"],
+                                      **({"attn_dp": str(groups)} if groups > 1 else {})})
     for key in ("to_fit", "to_fit_or"):
         change = view.get(f"{key}_fields")
         if change:

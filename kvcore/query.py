@@ -516,6 +516,13 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
             if errors is not None:
                 errors.append(e)
             break
+        if not ok and not fixed:
+            # SGLang: the fewest attention groups that fit on these cards (attention DP
+            # adds no card)
+            groups = _attention_groups(trial, estimate=False)
+            if groups is not None:
+                ok, max_ctx = True, groups["max_context"]
+                trial = replace(trial, parallel=replace(layout, attn_dp=groups["attn_dp"]))
         if ok:
             return count, max_ctx, trial
     return None
@@ -542,6 +549,7 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
             found.append({"gpu": gpu.id, "name": gpu.name, "count": count,
                           "total_memory_bytes": gpu.memory_bytes * count,
                           "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
+                          "attn_dp": trial.parallel.attn_dp,
                           "max_context": max_ctx, "notes": context_notes(q, max_ctx),
                           "query": trial})
     asked = [e for e in refusals if e.field != "gpu"]
@@ -720,10 +728,11 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     return fix
 
 
-def _attention_groups(q: Query) -> dict[str, Any] | None:
+def _attention_groups(q: Query, estimate: bool = True) -> dict[str, Any] | None:
     """SGLang over several tensor-parallel cards without attention DP: the fewest attention
     groups (--attn-dp, a divisor of tp) with which the plan fits, as a "to fit" change (None
-    where attention DP does not apply to the plan or none fits)."""
+    where attention DP does not apply to the plan or none fits; ``estimate``: with the
+    decode estimate there)."""
     p = q.parallel
     if q.engine != "sglang" or p.attn_dp != 1 or p.tp == 1 or p.dp != 1:
         return None
@@ -734,7 +743,7 @@ def _attention_groups(q: Query) -> dict[str, Any] | None:
         except InputError:
             return None
         if ok:
-            decode = answer(trial).get("decode") or {}
+            decode = (answer(trial).get("decode") or {}) if estimate else {}
             return {"attn_dp": n, "max_context": max_ctx,
                     "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
                     "quality": None}

@@ -251,3 +251,29 @@ def test_to_fit_names_the_fewest_attention_groups_that_fit():
         "sequences": "64", "kv_k": "f16", "kv_v": "f16", "weights": "auto"})
     assert f"attn_dp={fix['or']['attn_dp']}" in page.text
     assert f"--attn-dp {fix['or']['attn_dp']} fits" in page.text
+
+
+def test_find_gpu_tries_attention_groups_where_tensor_parallel_does_not_fit():
+    from app.cli import smallest_card_line
+    from kvcore.query import find_gpu_for
+
+    q = make_query(load_model("deepseek-v3"), engine="sglang", context="32k", sequences=64)
+    rows = find_gpu_for(q)
+    grouped = [r for r in rows if r["attn_dp"] > 1]
+    assert grouped, rows
+    # each such row fits on its cards with its groups, with the max context it names, and
+    # not by tensor parallelism alone
+    for r in grouped[:2]:
+        gpu = f"{r['count']}x{r['gpu']}"
+        _, there = plan(attn_dp=r["attn_dp"], gpu=gpu)
+        assert there["fits"] and there["max_context"] == r["max_context"]
+        assert not plan(attn_dp=1, gpu=gpu)[1]["fits"]
+    best = rows[0]
+    flags = f"--gpu {best['count']}x{best['gpu']}" + (
+        f" --attn-dp {best['attn_dp']}" if best["attn_dp"] > 1 else "")
+    assert flags in smallest_card_line(q)
+    # the page's list of cards links each with its groups
+    page = TestClient(create_app()).get("/", params={
+        "model": "deepseek-v3", "engine": "sglang", "context": "32k", "sequences": "64",
+        "gpu": "", "kv_k": "f16", "kv_v": "f16", "weights": "auto"})
+    assert f"attn_dp={grouped[0]['attn_dp']}" in page.text
