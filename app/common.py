@@ -595,11 +595,16 @@ def gib_bytes(value: float | str | None, field: str) -> int:
 def to_fit_text(fix: dict[str, Any], alternative: bool = True) -> str:
     """The "to fit" line of a plan that does not fit (kvcore.query.to_fit), with its other
     change (``or``) unless ``alternative`` is false."""
-    what = next((f"{flag} {fix[key]}" for key, flag in
-                 (("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"),
-                  ("attn_dp", "--attn-dp"))
-                 if key in fix), f"--gpu {fix.get('gpus')}x{fix.get('gpu')}" +
-                "".join(f" --{k} {fix[k]}" for k in ("tp", "pp") if k in fix))
+    if "gpus" in fix:
+        # more cards, in the plan's layout where it gave one (and SGLang's attention groups
+        # where those cards need them)
+        what = f"--gpu {fix['gpus']}x{fix['gpu']}" + "".join(
+            f" --{k.replace('_', '-')} {fix[k]}" for k in ("tp", "pp", "attn_dp") if k in fix)
+    else:
+        what = next(f"{flag} {fix[key]}" for key, flag in
+                    (("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"),
+                     ("attn_dp", "--attn-dp"))
+                    if key in fix)
     rate = fix.get("tokens_per_s_per_sequence")
     speed = f", ≈ {rate:,.1f} tokens/s per sequence" if rate else ""
     quality = f"; {fix['quality']}" if fix.get("quality") else ""

@@ -192,10 +192,10 @@ def _to_fit_fields(q: Query, fix: dict[str, Any] | None) -> dict[str, str] | Non
         return {"kv_k": fix["kv"], "kv_v": fix["kv"]}
     if "weights" in fix:
         return {"weights": fix["weights"]}
-    if "attn_dp" in fix:
+    if "attn_dp" in fix and "gpus" not in fix:
         return {"attn_dp": str(fix["attn_dp"])}
     return {"gpu": fix["gpu"], "gpus": str(fix["gpus"]),
-            **{k: str(fix[k]) for k in ("tp", "pp") if k in fix}}
+            **{k: str(fix[k]) for k in ("tp", "pp", "attn_dp") if k in fix}}
 
 
 def _card_rows(q: Query) -> list[dict[str, Any]]:

@@ -794,6 +794,9 @@ def _more_cards(q: Query) -> dict[str, Any] | None:
     # needs, which its own would contradict
     layout = ({"tp": trial.parallel.tp, "pp": trial.parallel.pp}
               if q.parallel.ranks_per_replica > 1 else {})
+    if trial.parallel.attn_dp != q.parallel.attn_dp:
+        # SGLang fits those cards only with attention groups
+        layout["attn_dp"] = trial.parallel.attn_dp
     return {"gpus": count, "gpu": q.gpus[0].id, **layout, "max_context": max_ctx,
             "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
             "quality": None}

@@ -277,3 +277,18 @@ def test_find_gpu_tries_attention_groups_where_tensor_parallel_does_not_fit():
         "model": "deepseek-v3", "engine": "sglang", "context": "32k", "sequences": "64",
         "gpu": "", "kv_k": "f16", "kv_v": "f16", "weights": "auto"})
     assert f"attn_dp={grouped[0]['attn_dp']}" in page.text
+
+
+def test_to_fit_by_more_cards_names_the_groups_those_cards_need():
+    from app.common import answered, to_fit_text
+
+    # four H200 hold neither DeepSeek-V3's 64 × 32k by tensor parallelism nor by groups:
+    # eight do, with four groups, which the change says
+    q, _ = plan(attn_dp=1, gpu="4xh200")
+    fix = answered(q)["to_fit"]
+    if "gpus" not in fix:
+        pytest.skip(f"another change fits: {fix}")
+    assert fix["attn_dp"] > 1
+    assert f"--attn-dp {fix['attn_dp']} fits" in to_fit_text(fix)
+    _, there = plan(attn_dp=fix["attn_dp"], gpu=f"{fix['gpus']}x{fix['gpu']}")
+    assert there["fits"] and there["max_context"] == fix["max_context"]
