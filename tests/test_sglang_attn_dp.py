@@ -292,3 +292,24 @@ def test_to_fit_by_more_cards_names_the_groups_those_cards_need():
     assert f"--attn-dp {fix['attn_dp']} fits" in to_fit_text(fix)
     _, there = plan(attn_dp=fix["attn_dp"], gpu=f"{fix['gpus']}x{fix['gpu']}")
     assert there["fits"] and there["max_context"] == fix["max_context"]
+
+
+def test_qwen3_next_splits_its_gated_deltanet_layers_over_the_group_too():
+    # qwen3_next.py builds the linear-attention projections (in_proj_qkvz, in_proj_ba, conv1d,
+    # out_proj) on the attention-TP group as it does the full attention's: in bf16 (config
+    # estimate), both and the embedding whole on each card of groups of one card
+    spec = load_model("qwen3-next-80b-a3b-instruct")
+    attn = 2 * sum(m.params for m in spec.params.modules if m.role == ""
+                   and (".self_attn." in m.names[0] or ".linear_attn." in m.names[0]))
+    embed = 2 * spec.vocab_size * spec.hidden_size
+    _, tp = plan("qwen3-next-80b-a3b-instruct", gpu="4xh100", context="32k", sequences=8)
+    _, dp = plan("qwen3-next-80b-a3b-instruct", attn_dp=4, gpu="4xh100", context="32k",
+                 sequences=8)
+    more = dp["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
+    assert more == (attn - attn // 4) + (embed - embed // 4)
+    # a group's card holds all the linear layers' state heads for its requests
+    from kvcore.query import card_cache
+    q, _ = plan("qwen3-next-80b-a3b-instruct", attn_dp=4, gpu="4xh100", sequences=8)
+    mine, seqs = card_cache(q, 0)
+    whole = cache_size(spec, 32768, 2, q.cache).state_bytes
+    assert seqs == 2 and cache_size(mine, 32768, 2, q.cache).state_bytes == whole

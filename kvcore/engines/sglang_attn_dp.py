@@ -36,15 +36,17 @@ from .base import EngineRequest, RankShare
 
 #: architectures whose SGLang model file splits attention over the attention-TP group
 #: (models/deepseek_v2.py, glm4_moe.py, qwen3.py, qwen3_moe.py, qwen2_moe.py, minimax_m2.py,
-#: gpt_oss.py): elsewhere the flag's layout is not established (a model file that splits
-#: attention over the whole TP group, Llama's, does not run it)
+#: gpt_oss.py; qwen3_next.py its Gated DeltaNet layers too, their states with their heads):
+#: elsewhere the flag's layout is not established (a model file that splits attention over
+#: the whole TP group, Llama's, does not run it)
 ARCHITECTURES = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
     "Glm4MoeForCausalLM", "GlmMoeDsaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
-    "Qwen2MoeForCausalLM", "MiniMaxM2ForCausalLM", "GptOssForCausalLM",
+    "Qwen2MoeForCausalLM", "MiniMaxM2ForCausalLM", "GptOssForCausalLM", "Qwen3NextForCausalLM",
 })
 
-_LAYER = re.compile(r"^layers\.(\d+)\.self_attn\.(?!indexer\.)")
+#: a layer's attention projections (full attention, or a linear-attention layer's)
+_LAYER = re.compile(r"^layers\.(\d+)\.(?:self_attn|linear_attn)\.(?!indexer\.)")
 
 
 def check(req: EngineRequest) -> None:
