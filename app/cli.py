@@ -282,6 +282,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,
                    help="TensorRT-LLM (0.9)")
     g.add_argument("--tokens-per-block", type=int, default=None, help="TensorRT-LLM (32)")
+    g.add_argument("--max-num-tokens", type=int, default=None, metavar="TOKENS",
+                   help="TensorRT-LLM: the tokens a forward pass takes (8192), which size its "
+                        "activations")
     g.add_argument("--offload", default=None,
                    help="CPU tier for KV per card (64GiB): vLLM, SGLang, TensorRT-LLM")
     p.add_argument("--hot", default=None, metavar="FMT:TOKENS",

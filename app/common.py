@@ -563,7 +563,7 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         max_mamba_cache_size=src.max_mamba_cache_size,
         radix_cache=not src.disable_radix_cache,
         free_gpu_memory_fraction=src.free_gpu_memory_fraction,
-        tokens_per_block=src.tokens_per_block,
+        tokens_per_block=src.tokens_per_block, max_num_tokens=src.max_num_tokens,
         offload_bytes=parse_bytes(src.offload, field="offload") if src.offload else 0,
         n_gpu_layers=src.ngl, n_cpu_moe=CPU_MOE if src.cpu_moe else src.n_cpu_moe,
         override_tensor=split_overrides(src.override_tensor),

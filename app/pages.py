@@ -96,7 +96,8 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("disable_radix_cache", "--disable-radix-cache", "", True)),
     "TensorRT-LLM": (
         ("free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "0.9", False),
-        ("tokens_per_block", "tokens_per_block", "32", False)),
+        ("tokens_per_block", "tokens_per_block", "32", False),
+        ("max_num_tokens", "--max_num_tokens", "8192", False)),
     "llama.cpp": (
         ("ubatch", "-ub", "512", False),
         ("swa_full", "--swa-full", "", True),

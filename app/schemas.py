@@ -104,6 +104,9 @@ class PlanIn(BaseModel):
                                         description="SGLang --moe-a2a-backend: none, or "
                                         "deepep (its fraction sets memory aside for DeepEP)")
     free_gpu_memory_fraction: float | None = Field(None, gt=0, le=1)
+    max_num_tokens: int | None = Field(None, ge=1, le=1 << 24, description="TensorRT-LLM "
+                                       "--max_num_tokens: the tokens a forward pass takes "
+                                       "(8192), which size its activations")
     # the rest of the CLI's knobs, under the CLI's names
     keep_first: int = Field(4, ge=0, le=1 << 20, description="tokens always kept at the start")
     keep_recent: int = Field(128, ge=0, le=1 << 24, description="recent tokens always kept")

@@ -917,9 +917,7 @@ _TRTLLM = (
     _Flag(("--pp-size",), "value", _set("pp", lambda f, v: _int(f, v, 1))),
     _Flag(("--kv-cache-free-gpu-memory-fraction",), "value",
           _set("free_gpu_memory_fraction", _float)),
-    _Flag(("--max-num-tokens",), "value",
-          _unplanned("the tokens a forward pass takes, whose activations kvplan plans at "
-                     "TensorRT-LLM's default 8192")),
+    _Flag(("--max-num-tokens",), "value", _set("max_num_tokens", lambda f, v: _int(f, v, 1))),
     _Flag(("--extra-llm-api-options",), "value",
           _unplanned("the YAML file is not read here (its kv_cache_config: dtype, "
                      "tokens_per_block, free_gpu_memory_fraction, max_tokens)")),

@@ -599,7 +599,6 @@ SGLANG = "python -m sglang.launch_server --model-path x"
     ("vllm serve x --disable-hybrid-kv-cache-manager", "without the hybrid manager"),
     ("vllm serve x --mamba-ssm-cache-dtype float32", "recurrent state's dtype"),
     ("vllm serve x --dtype float32", "weights in 32 bits"),
-    ("trtllm-serve x --max_num_tokens 4096", "TensorRT-LLM's default 8192"),
     ("trtllm-serve x --extra_llm_api_options cfg.yaml", "YAML file is not read"),
     (f"{SGLANG} --attention-backend triton", "default backend's cache layout"),
     (f"{SGLANG} --moe-dense-tp-size 1", "dense MLP layers"),

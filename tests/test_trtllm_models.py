@@ -104,3 +104,23 @@ def test_mtp_is_refused_in_one_line(capsys):
             spec=load_model("deepseek-v3"), context=8192, sequences=1,
             cache=CacheOptions(kv_k="f16", kv_v="f16", mtp=True), gpus=(find_gpu("h200"),) * 8,
             parallel=Parallel(tp=8)))
+
+
+def test_max_num_tokens_sizes_the_activation_estimate():
+    from app.common import make_query
+    from kvcore.catalog import load_model
+    from kvcore.command import read_command
+    from kvcore.engines import engine_plan
+    from kvcore.engines.base import EngineSettings
+
+    def act(**kw):
+        q = make_query(load_model("llama-3.1-8b"), gpu="h100", engine="trtllm", context="32k",
+                       settings=EngineSettings(**kw))
+        r = engine_plan("trtllm", q)
+        return dict(r.overheads)["activation peak"], r
+    # 2 × tokens × (hidden + intermediate) × 2 bytes: Llama-3.1-8B's 4096 + 14336
+    base, _ = act()
+    assert base == 2 * 8192 * (4096 + 14336) * 2
+    small, r = act(max_num_tokens=2048)
+    assert small == base // 4 and "--max_num_tokens 2048" in r.command
+    assert read_command("trtllm-serve x --max_num_tokens 2048").settings["max_num_tokens"] == 2048

@@ -164,6 +164,8 @@ class EngineSettings:
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None
+    #: --max_num_tokens: the tokens a forward pass takes (None: 8192), its activations' size
+    max_num_tokens: int | None = None
     # CPU/disk tiers that hold KV beyond the GPU pool (bytes per rank)
     offload_bytes: int = 0
     #: vLLM --cpu-offload-gb: weights each rank keeps in pinned host memory (bytes)
@@ -177,7 +179,7 @@ class EngineSettings:
                 raise InputError(f"{name} must be in (0, 1], got {shown(value)}", field=name)
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "n_ubatch",
                      "page_size", "chunked_prefill_size", "tokens_per_block",
-                     "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"):
+                     "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "max_num_tokens"):
             value = getattr(self, name)
             if value is not None and not 1 <= value <= 1 << 24:
                 shown_as = SETTING_NAMES.get(name, name)

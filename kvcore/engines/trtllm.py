@@ -128,6 +128,9 @@ INDEXER_QUANT_BLOCK = 128
 #: (csrc/apis/attention.hpp); NVIDIA's DSA recipes set 64
 DSA_TOKENS_PER_BLOCK = 64
 DSA_BLOCKS = {9: (64,), 10: (32, 64)}
+#: the tokens a forward pass takes unless --max_num_tokens says otherwise (its activations are
+#: estimated from them)
+MAX_NUM_TOKENS = 8192
 
 
 def indexer_row_bytes(width: int) -> int:
@@ -248,7 +251,8 @@ def plan(req: EngineRequest) -> EngineReport:
            else s.tokens_per_block or TOKENS_PER_BLOCK)
     p = req.parallel
     weights, shares = rank_weights(req, STAGE_SPLIT)
-    act = 2 * 8192 * (req.spec.hidden_size + req.spec.intermediate_size // p.tp) * 2
+    act = (2 * (s.max_num_tokens or MAX_NUM_TOKENS)
+           * (req.spec.hidden_size + req.spec.intermediate_size // p.tp) * 2)
     # each rank sizes its own pool (its weights, its layers' bytes per token); the
     # executor keeps the smallest token count over the ranks
     # with kv_cache_config.dtype auto the pool takes the model's dtype, and the PyTorch backend
@@ -304,6 +308,8 @@ def plan(req: EngineRequest) -> EngineReport:
     cmd = [f"trtllm-serve {model_ref(req.spec)}", f"--max_seq_len {req.context}",
            f"--max_batch_size {req.sequences}", f"--kv_cache_free_gpu_memory_fraction {frac:g}"]
     cmd += parallel_flags(p, "--tp_size", "--pp_size", None)
+    if s.max_num_tokens:
+        cmd.append(f"--max_num_tokens {s.max_num_tokens}")
     notes = []
     if state:
         notes.append(f"recurrent state: {slots:,} slots (max_batch_size × pp + 1) of "
