@@ -147,6 +147,9 @@ def shares(req: EngineRequest, weights: Weights, parts: list[RankShare],
         if req.settings.dp_lm_head and head_apart(weights, p) and sh.stage == p.pp - 1:
             # --enable-dp-lm-head: the lm_head over the attention group as well
             extra += weights.head_bytes // p.attn_tp - weights.head_bytes // p.tp
+        if req.weights_bytes is not None:
+            # weights as the engine printed them for a card already hold the group's share
+            extra = 0
         out.append(replace(sh, weights_bytes=sh.weights_bytes + extra,
                            spec=rank_spec(spec, group, sh.stage, split)))
     return out
