@@ -204,9 +204,33 @@ def test_radix_cache_off_gives_a_hybrid_model_a_state_slot_a_running_request():
                         "--disable-radix-cache").settings["disable_radix_cache"] is True
 
 
-@pytest.mark.parametrize("model", ["gpt-oss-120b", "deepseek-v4-flash"])
-def test_radix_cache_off_is_refused_where_its_window_pool_is_not_sized(model):
-    q = make_query(load_model(model), gpu="8xh200", engine="sglang",
+def test_radix_cache_off_sizes_the_window_pool_from_the_requests():
+    from kvcore.kv import kv_row_bytes
+    from kvcore.model import LayerKind
+
+    # gpt-oss-120b on an H200 (chunk 8192), 8 requests: each a window of 127 (SGLang's
+    # exclusive window), 128 tokens between evictions and two 1-token pages; two chunks in
+    # flight with the overlap scheduler; a page more
+    spec = load_model("gpt-oss-120b")
+    q = make_query(spec, gpu="h200", engine="sglang", context="32k", sequences=8,
+                   settings=EngineSettings(radix_cache=False, mem_fraction_static=0.85))
+    r = engine_plan("sglang", q)
+    want = (127 + 128 + 1 + 1) * 8 + 2 * 8192 + 1
+    assert r.extra["swa_tokens"] == want
+    # the full pool takes what the window pool leaves
+    full = sum(kv_row_bytes(spec, get_f16(), get_f16(), (LayerKind.FULL,)))
+    window = sum(kv_row_bytes(spec, get_f16(), get_f16(), (LayerKind.SLIDING,)))
+    assert r.kv_tokens == (r.kv_pool_bytes - want * window) // full
+    assert "--disable-radix-cache" in r.command
+    assert any("the window pool holds 18,441 tokens" in n for n in r.notes)
+    # with the radix cache the ratio's pool is far larger and the full pool smaller
+    q = make_query(spec, gpu="h200", engine="sglang", context="32k", sequences=8,
+                   settings=EngineSettings(mem_fraction_static=0.85))
+    assert engine_plan("sglang", q).kv_tokens < r.kv_tokens
+
+
+def test_radix_cache_off_is_refused_where_its_window_pool_is_not_sized():
+    q = make_query(load_model("deepseek-v4-flash"), gpu="8xh200", engine="sglang",
                    settings=EngineSettings(radix_cache=False))
     with pytest.raises(kvcore.InputError, match="--disable-radix-cache"):
         engine_plan("sglang", q)

@@ -527,6 +527,22 @@ def swa_pool_tokens(full: int, page: int, ratio: float = SWA_RATIO) -> int:
     return int(full * ratio) // page * page
 
 
+#: requests' decode steps between window evictions (SGLANG_SWA_EVICTION_INTERVAL)
+SWA_EVICTION_INTERVAL = 128
+
+
+def swa_request_cap(window: int, page: int, running: int, chunk: int, *,
+                    overlap: bool = True) -> int:
+    """The window pool SGLang sizes with the radix cache off (pool_configurator
+    compute_swa_request_cap, no speculative decoding): each of a group's ``running`` requests
+    holds its window, an eviction interval of tokens, a page of padding and a page for its next
+    decode step; the prefill chunks in flight (two with the overlap scheduler, one without it,
+    as under --pp) and a page more; aligned up to the page."""
+    per_request = window + SWA_EVICTION_INTERVAL + page + page
+    cap = per_request * max(1, running) + (2 if overlap else 1) * chunk + page
+    return -(-cap // page) * page
+
+
 def swa_window(spec: ModelSpec) -> int | None:
     """The sliding_window_size SGLang's hybrid pools check the window pool against."""
     window = spec.widest_window
@@ -1080,11 +1096,33 @@ def plan(req: EngineRequest) -> EngineReport:
                               (LayerKind.SLIDING, LayerKind.CHUNKED))
 
     window = swa_window(stage) if sliding else None
-    if sliding and not s.radix_cache:
-        raise InputError("--disable-radix-cache: SGLang then sizes a sliding-window model's "
-                         "window pool from --max-running-requests (SWARequestCapPoolConfigurator"
-                         "), which kvplan does not size: plan it with the radix cache",
-                         field="disable_radix_cache")
+    # --disable-radix-cache with --max-running-requests (which the command always passes):
+    # the window pool is sized from the requests (SWARequestCapPoolConfigurator)
+    capped_swa = sliding and not s.radix_cache
+    chunk = 0
+    if capped_swa:
+        if sp is not None:
+            raise InputError("--disable-radix-cache with --mtp: the window pool SGLang then "
+                             "sizes from the requests reserves draft tokens kvplan does not "
+                             "size; plan one of them", field="disable_radix_cache")
+        gpu0 = shares[0].gpu
+        if gpu0 is None and not s.chunked_prefill_size:
+            raise InputError("--disable-radix-cache: the window pool SGLang then sizes holds two "
+                             "prefill chunks, whose size follows the card: give --gpu or "
+                             "--chunked-prefill-size", field="gpu")
+        # the chunk a group prefills: the card's default or the one given, divided among the
+        # attention groups (_handle_data_parallelism)
+        chunk = (prefill_chunk(gpu0.total_bytes, p.tp, s.chunked_prefill_size)
+                 if gpu0 is not None else s.chunked_prefill_size or 0) // groups
+
+    def swa_of(full: int, running: int, profiled: bool = True) -> int:
+        """The window pool beside ``full`` full-layer tokens: swa_full_tokens_ratio of them,
+        or with the radix cache off the request cap, aligned to the page (from a
+        --max-total-tokens count, no more than it)."""
+        if not capped_swa:
+            return swa_pool_tokens(full, page, swa_ratio)
+        cap = swa_request_cap(window or 0, page, running, chunk, overlap=p.pp == 1)
+        return cap if profiled else min(cap, s.max_total_tokens or cap)
     # --swa-full-tokens-ratio: the window pool's tokens a full-layer token
     swa_ratio = s.swa_full_tokens_ratio if s.swa_full_tokens_ratio is not None else SWA_RATIO
 
@@ -1111,7 +1149,12 @@ def plan(req: EngineRequest) -> EngineReport:
             total = rest
             if slots > 0:
                 rest -= (slots + 1) * per_req
-        if sliding:
+        if capped_swa:
+            # the window pool fixed by the requests, the full pool from what it leaves
+            # (SWARequestCapPoolConfigurator.calculate_pool_sizes)
+            n = int((max(0, rest) - swa_of(0, running) * (sk + sv)) // (fk + fv)) // page * page
+            n = max(0, n)
+        elif sliding:
             # one pool for full layers and one for window layers, sized so the window pool
             # holds swa_full_tokens_ratio as many tokens (pool_configurator
             # HybridSWAPoolConfigurator)
@@ -1125,7 +1168,7 @@ def plan(req: EngineRequest) -> EngineReport:
             # calculate_pool_sizes_from_max_tokens)
             n = s.max_total_tokens // page * page
         if sliding:
-            swa = swa_pool_tokens(n, page, swa_ratio)
+            swa = swa_of(n, running, profiled=n == profiled)
         return Pools(total, rest, budget, frac, n, swa, slots, profiled)
 
     def refusal(pl: Pools) -> str | None:
@@ -1239,7 +1282,7 @@ def plan(req: EngineRequest) -> EngineReport:
         elif swa_tokens is not None and tokens < pl.profiled:
             # the pools were split once from the profile, then again from the cap
             lines.insert(0, f"Use sliding window memory pool. full_layer_tokens={pl.profiled}, "
-                            f"swa_layer_tokens={swa_pool_tokens(pl.profiled, page, swa_ratio)}")
+                            f"swa_layer_tokens={swa_of(pl.profiled, per)}")
             at += 1
         if capped:
             # resolve_max_num_reqs warns before the pools are built
@@ -1269,7 +1312,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if not refused and tokens < pl.profiled:
         if swa_tokens is not None:
             unused = ((pl.profiled - tokens) * (fk + fv)
-                      + (swa_pool_tokens(pl.profiled, page, swa_ratio) - swa_tokens) * (sk + sv))
+                      + (swa_of(pl.profiled, per) - swa_tokens) * (sk + sv))
         else:
             unused = (pl.profiled - tokens) * cell
         notes.append(f"--max-total-tokens {s.max_total_tokens:,} caps the KV pool at "
@@ -1291,6 +1334,13 @@ def plan(req: EngineRequest) -> EngineReport:
                      "--kv fp8 for what auto gives)")
     if groups > 1:
         notes.append(attn_dp.note(req, attn_more, tokens, per))
+    if capped_swa and swa_tokens is not None:
+        notes.append(f"--disable-radix-cache: the window pool holds {swa_tokens:,} tokens, what "
+                     f"{per:,} running request{'s' if per > 1 else ''} (a window of {window:,}, "
+                     f"{SWA_EVICTION_INTERVAL} tokens between evictions and two pages each) "
+                     f"and {2 if p.pp == 1 else 1} prefill chunk{'s' if p.pp == 1 else ''} of "
+                     f"{chunk:,} need (SWARequestCapPoolConfigurator); the full pool takes the "
+                     "rest")
     if refused:
         notes.insert(0, f"SGLang refuses to start: {startup_reason(refused)}")
     if nas_rows:
