@@ -461,7 +461,7 @@ def parallel_prefill(q: Query, stages: list[_Stage],
                                            p.attn_tp)
         # the attention projections and products, on the attention group's cards
         grouped = 2 * q.context * attn_params // p.attn_tp + products
-        spread = 2 * (q.context * (body_params * st.layers // n - attn_params)
+        spread = 2 * (q.context * body_params * st.layers // n - q.context * attn_params
                       + (head_params if st.last else 0)) // p.tp
         card = spread + grouped
         card_compute = card / st.gpu.matmul_flops_per_s  # type: ignore[operator]
