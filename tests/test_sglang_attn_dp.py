@@ -313,3 +313,19 @@ def test_qwen3_next_splits_its_gated_deltanet_layers_over_the_group_too():
     mine, seqs = card_cache(q, 0)
     whole = cache_size(spec, 32768, 2, q.cache).state_bytes
     assert seqs == 2 and cache_size(mine, 32768, 2, q.cache).state_bytes == whole
+
+
+def test_qwen3_5_keeps_its_embedding_whole_and_splits_its_vision_tower_over_the_group():
+    # qwen3_5.py builds the input embedding with enable_tp off under attention DP (whole on
+    # every card) and qwen3_vl.py the vision tower over the attention group; attention and
+    # Gated DeltaNet over the group as Qwen3-Next's. bf16 (config estimate), groups of two
+    spec = load_model("qwen3.5-27b")
+    attn = 2 * sum(m.params for m in spec.params.modules if m.role == ""
+                   and (".self_attn." in m.names[0] or ".linear_attn." in m.names[0]))
+    embed = 2 * spec.vocab_size * spec.hidden_size
+    tower = 2 * spec.params.encoder
+    _, tp = plan("qwen3.5-27b", gpu="4xh100", context="32k", sequences=8)
+    _, dp = plan("qwen3.5-27b", attn_dp=2, gpu="4xh100", context="32k", sequences=8)
+    more = dp["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
+    assert more == (attn // 2 - attn // 4) + (embed - embed // 4) + (tower // 2 - tower // 4)
+    assert any("input embedding whole on every card" in n for n in dp["engine_report"]["notes"])

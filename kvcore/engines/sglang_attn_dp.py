@@ -43,7 +43,15 @@ ARCHITECTURES = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
     "Glm4MoeForCausalLM", "GlmMoeDsaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
     "Qwen2MoeForCausalLM", "MiniMaxM2ForCausalLM", "GptOssForCausalLM", "Qwen3NextForCausalLM",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
 })
+#: architectures whose input embedding every card holds whole under attention DP
+#: (qwen3_5.py: VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()))
+EMBEDDING_WHOLE = frozenset({"Qwen3_5ForConditionalGeneration",
+                             "Qwen3_5MoeForConditionalGeneration"})
+#: architectures whose vision encoder splits over the attention group, not the TP group
+#: (qwen3_vl.py _resolve_vision_parallel_group: "attn_tp" unless --mm-enable-dp-encoder)
+ENCODER_OVER_GROUP = EMBEDDING_WHOLE
 
 #: a layer's attention projections (full attention, or a linear-attention layer's)
 _LAYER = re.compile(r"^layers\.(\d+)\.(?:self_attn|linear_attn)\.(?!indexer\.)")
@@ -138,12 +146,19 @@ def shares(req: EngineRequest, weights: Weights, parts: list[RankShare],
     if p.attn_dp == 1:
         return parts
     group = Parallel(tp=p.attn_tp, pp=p.pp)
+    whole_embedding = spec.architecture in EMBEDDING_WHOLE
+    encoder = encoder_bytes(req) if spec.architecture in ENCODER_OVER_GROUP else 0
     out = []
     for sh in parts:
         _, attn = stage_attention(req, split, sh.stage)
         extra = attn // p.attn_tp - attn // p.tp
+        if encoder:
+            # the vision tower, spread over the stages with the body as shares() spreads it
+            mine = encoder * len(split(spec.decoder_layers, p.pp, sh.stage)) // spec.decoder_layers
+            extra += mine // p.attn_tp - mine // p.tp
         if sh.stage == 0:
-            extra += weights.input_bytes // p.attn_tp - weights.input_bytes // p.tp
+            cards = 1 if whole_embedding else p.attn_tp
+            extra += weights.input_bytes // cards - weights.input_bytes // p.tp
         if req.settings.dp_lm_head and head_apart(weights, p) and sh.stage == p.pp - 1:
             # --enable-dp-lm-head: the lm_head over the attention group as well
             extra += weights.head_bytes // p.attn_tp - weights.head_bytes // p.tp
@@ -153,6 +168,16 @@ def shares(req: EngineRequest, weights: Weights, parts: list[RankShare],
         out.append(replace(sh, weights_bytes=sh.weights_bytes + extra,
                            spec=rank_spec(spec, group, sh.stage, split)))
     return out
+
+
+def encoder_bytes(req: EngineRequest) -> int:
+    """The vision/audio towers' bytes among the weights the plan loads (0 without them)."""
+    from .base import loaded_weights
+
+    if not req.cache.encoder or not req.spec.params.encoder:
+        return 0
+    return (loaded_weights(req).bytes
+            - loaded_weights(req, encoder=False).bytes)
 
 
 def head_apart(weights: Weights, p: Parallel) -> bool:
@@ -167,11 +192,20 @@ def note(req: EngineRequest, more: int, tokens: int, per: int) -> str:
     holds beyond its share under tensor parallelism alone)."""
     from ..units import format_bytes
 
-    p = req.parallel
+    p, arch = req.parallel, req.spec.architecture
+    split = ["attention weights"]
+    if arch in ENCODER_OVER_GROUP and encoder_bytes(req):
+        split.append("vision tower")
+    if arch not in EMBEDDING_WHOLE:
+        split.append("input embedding")
+    if req.settings.dp_lm_head:
+        split.append("lm_head")
+    whole = ("; the input embedding whole on every card (enable_tp off under attention DP)"
+             if arch in EMBEDDING_WHOLE else "")
     return (f"--attn-dp-size {p.attn_dp}: attention runs as {p.attn_dp} groups of "
             f"{p.attn_tp} card{'s' if p.attn_tp > 1 else ''}, each with its own KV pool of "
             f"{tokens:,} tokens and up to {per:,} of the {req.sequences:,} sequences "
-            f"(--max-running-requests {running(req, per):,} shared out); its attention "
-            f"weights and input embedding{' and lm_head' if req.settings.dp_lm_head else ''} "
-            f"split over {p.attn_tp} instead of {p.tp} cards ({format_bytes(more, 2)} a card "
-            f"more), the MLP and experts over all {p.tp}")
+            f"(--max-running-requests {running(req, per):,} shared out); its "
+            f"{', '.join(split[:-1]) + ' and ' + split[-1] if len(split) > 1 else split[0]} "
+            f"split over {p.attn_tp} instead of {p.tp} cards{whole} ({format_bytes(more, 2)} a "
+            f"card more), the MLP and experts over all {p.tp}")
