@@ -402,9 +402,12 @@ def parallel_decode(q: Query, weights: Weights, stages: list[_Stage], peaks: boo
     # split over the attention group, and --enable-dp-lm-head splits an untied one so too
     head_cards = p.tp
     if p.attn_dp > 1:
-        from .engines.sglang_attn_dp import head_apart
+        from .engines.sglang_attn_dp import EMBEDDING_WHOLE, head_apart
         if q.settings.dp_lm_head or not head_apart(weights, p):
             head_cards = p.attn_tp
+        if not head_apart(weights, p) and q.spec.architecture in EMBEDDING_WHOLE:
+            # a tied lm_head is the embedding, which these hold whole
+            head_cards = 1
     for st, (_, attn_bytes) in zip(stages, attention or [(0, 0)] * len(stages), strict=True):
         size = st.share.cache(q.context, held, q.cache)
         cache_read = size.read_bytes + 2 * size.state_bytes

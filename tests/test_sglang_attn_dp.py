@@ -329,3 +329,27 @@ def test_qwen3_5_keeps_its_embedding_whole_and_splits_its_vision_tower_over_the_
     more = dp["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
     assert more == (attn // 2 - attn // 4) + (embed - embed // 4) + (tower // 2 - tower // 4)
     assert any("input embedding whole on every card" in n for n in dp["engine_report"]["notes"])
+
+
+def test_a_tied_qwen3_5_head_is_read_whole_under_attention_dp():
+    import json
+    from pathlib import Path
+
+    # a Qwen3.5 with tied embeddings (its smaller sizes): the lm_head is the embedding, which
+    # every card holds whole under attention DP, so a decode step reads all of it on each
+    # card; untied, a card reads its 1/tp of the head
+    root = Path(__file__).resolve().parent.parent / "kvcore" / "data" / "models"
+    config = json.loads((root / "qwen3.5-9b.json").read_text())
+    steps = {}
+    for tied in (False, True):
+        spec = load_model(json.dumps({**config, "tie_word_embeddings": tied}))
+        for groups in (1, 2):
+            q = make_query(spec, gpu="2xh100", engine="sglang", context="8k", sequences=2,
+                           attn_dp=groups)
+            steps[tied, groups] = answer(q)["decode"]["bytes_per_step"]
+    head = 2 * config["text_config"]["vocab_size"] * config["text_config"]["hidden_size"]
+    # from one group of two cards to two groups of one: the tied head goes from half a card's
+    # read to a whole one on each of the two cards (the rest moves alike, tied or not)
+    moved_tied = steps[True, 2] - steps[True, 1]
+    moved_untied = steps[False, 2] - steps[False, 1]
+    assert moved_tied - moved_untied == 2 * (head - head // 2)
