@@ -194,6 +194,8 @@ def _to_fit_fields(q: Query, fix: dict[str, Any] | None) -> dict[str, str] | Non
         return {"weights": fix["weights"]}
     if "attn_dp" in fix and "gpus" not in fix:
         return {"attn_dp": str(fix["attn_dp"])}
+    if "max_mamba_cache_size" in fix:
+        return {"max_mamba_cache_size": str(fix["max_mamba_cache_size"])}
     return {"gpu": fix["gpu"], "gpus": str(fix["gpus"]),
             **{k: str(fix[k]) for k in ("tp", "pp", "attn_dp") if k in fix}}
 

@@ -709,6 +709,10 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         slots = _fewer_slots(q, data)
         if slots is not None:
             return slots
+    if fit is None:
+        states = _more_state_slots(q, data)
+        if states is not None:
+            return states
     if fit is None and groups is not None:
         # before weights of fewer bits or more cards: the same cards and formats
         return groups
@@ -729,6 +733,32 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         if more is not None:
             fix["or"] = more
     return fix
+
+
+def _more_state_slots(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
+    """SGLang with --max-mamba-cache-size too small for the sequences: the slots they need
+    (each request's slots, in every attention group), where the plan then fits (None where
+    the slots are not what holds it back, or more do not fit)."""
+    extra = (data.get("engine_report") or {}).get("extra") or {}
+    given, slots = q.settings.max_mamba_cache_size, extra.get("mamba_slots")
+    per_request = extra.get("mamba_slots_per_request")
+    if q.engine != "sglang" or given is None or slots is None or not per_request:
+        return None
+    groups = q.parallel.attn_dp
+    need = -(-q.sequences // groups) * per_request * groups
+    if need <= given:
+        return None
+    trial = replace(q, settings=replace(q.settings, max_mamba_cache_size=need))
+    try:
+        ok, max_ctx = _fits(trial)
+    except InputError:
+        return None
+    if not ok:
+        return None
+    decode = answer(trial).get("decode") or {}
+    return {"max_mamba_cache_size": need, "max_context": max_ctx,
+            "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+            "quality": None}
 
 
 def _attention_groups(q: Query, estimate: bool = True) -> dict[str, Any] | None:

@@ -234,3 +234,22 @@ def test_radix_cache_off_is_refused_where_its_window_pool_is_not_sized():
                    settings=EngineSettings(radix_cache=False))
     with pytest.raises(kvcore.InputError, match="--disable-radix-cache"):
         engine_plan("sglang", q)
+
+
+def test_to_fit_names_the_state_slots_the_sequences_need():
+    from app.common import answered, to_fit_text
+
+    # Qwen3.5-27B with the radix cache's extra buffer holds 5 state slots a request: 4
+    # sequences need 20, which the change names, and with them the plan fits
+    q = make_query(load_model("qwen3.5-27b"), gpu="h200", engine="sglang", context="32k",
+                   sequences=4, settings=EngineSettings(max_mamba_cache_size=5))
+    data = answered(q)
+    assert data["fits"] is False
+    per = data["engine_report"]["extra"]["mamba_slots_per_request"]
+    fix = data["to_fit"]
+    assert fix["max_mamba_cache_size"] == 4 * per
+    assert to_fit_text(fix).startswith(f"--max-mamba-cache-size {4 * per} fits")
+    fixed = answered(make_query(load_model("qwen3.5-27b"), gpu="h200", engine="sglang",
+                                context="32k", sequences=4,
+                                settings=EngineSettings(max_mamba_cache_size=4 * per)))
+    assert fixed["fits"] and fixed["max_context"] == fix["max_context"]

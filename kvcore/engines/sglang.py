@@ -1418,6 +1418,7 @@ def plan(req: EngineRequest) -> EngineReport:
         binding_stage=binding,
         offload_tokens=offload_tokens,
         extra={"mem_fraction_static": frac, "swa_tokens": swa_tokens, "mamba_slots": mamba_slots,
+               "mamba_slots_per_request": per_running if mamba_slots is not None else None,
                "cell_bytes": cell, "weights": weights.format, **extra,
                **({"lora": {"max_loras": lora.slots, "max_lora_rank": lora.rank,
                             "lora_target_modules": list(lora.targets),
