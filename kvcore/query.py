@@ -21,6 +21,7 @@ from .engines import (
     EngineSettings,
     UnsupportedFormat,
     engine_plan,
+    sglang_attn_dp,
 )
 from .engines import canonical as canonical_engine
 from .engines.base import SETTING_NAMES, RankShare
@@ -318,7 +319,6 @@ def parallel_estimates(q: Query) -> tuple[dict[str, Any] | None, dict[str, Any] 
     if q.parallel.attn_dp > 1:
         # SGLang's attention DP: each card holds its attention group's share and reads its
         # attention projections split over the group only (sglang_attn_dp)
-        from .engines import sglang_attn_dp
         parts = sglang_attn_dp.shares(q, weights, parts, split)
         attention = [sglang_attn_dp.stage_attention(q, split, sh.stage) for sh in parts]
     if not parts or any(sh.gpu is None or not sh.gpu.bandwidth_bytes_per_s for sh in parts):
@@ -350,7 +350,7 @@ def card_cache(q: Query, stage: int) -> tuple[ModelSpec, int]:
     group's share of them for the group's share of the sequences."""
     p = q.parallel
     group = replace(p, tp=p.attn_tp, attn_dp=1)
-    return rank_spec(q.spec, group, stage), -(-q.sequences // p.attn_dp)
+    return rank_spec(q.spec, group, stage), sglang_attn_dp.per_group(q)
 
 
 def _matmul_params(q: Query) -> tuple[int, int]:
@@ -397,15 +397,15 @@ def parallel_decode(q: Query, weights: Weights, stages: list[_Stage], peaks: boo
     step = kv = flops = 0
     sparse = False
     # the sequences a card's cache holds: its attention group's share
-    held = -(-q.sequences // p.attn_dp)
+    held = sglang_attn_dp.per_group(q)
     # the cards the lm_head is split over: under attention DP a tied one is the embedding,
     # split over the attention group, and --enable-dp-lm-head splits an untied one so too
     head_cards = p.tp
     if p.attn_dp > 1:
-        from .engines.sglang_attn_dp import EMBEDDING_WHOLE, head_apart
-        if q.settings.dp_lm_head or not head_apart(weights, p):
+        tied = not sglang_attn_dp.head_apart(weights, p)
+        if q.settings.dp_lm_head or tied:
             head_cards = p.attn_tp
-        if not head_apart(weights, p) and q.spec.architecture in EMBEDDING_WHOLE:
+        if tied and q.spec.architecture in sglang_attn_dp.EMBEDDING_WHOLE:
             # a tied lm_head is the embedding, which these hold whole
             head_cards = 1
     for st, (_, attn_bytes) in zip(stages, attention or [(0, 0)] * len(stages), strict=True):
@@ -694,6 +694,7 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     None where the plan fits, has no card, or no such change fits."""
     if data.get("fits") is not False or not q.gpus:
         return None
+    fit: dict[str, Any] | None
     try:
         fit = next((r for r in find_format(q) if r["fits"]), None)
     except InputError:
@@ -703,8 +704,7 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     groups = _attention_groups(q)
     if fit is not None and groups is not None:
         # SGLang's attention DP fits too, with the cache's format as asked
-        with_groups: dict[str, Any] = {**fit, "or": groups}
-        fit = with_groups
+        fit = {**fit, "or": groups}
     if fit is None and q.settings.lora is not None:
         slots = _fewer_slots(q, data)
         if slots is not None:

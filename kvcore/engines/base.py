@@ -179,7 +179,8 @@ class EngineSettings:
                 raise InputError(f"{name} must be in (0, 1], got {shown(value)}", field=name)
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs", "n_ubatch",
                      "page_size", "chunked_prefill_size", "tokens_per_block",
-                     "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "max_num_tokens"):
+                     "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "max_num_tokens",
+                     "max_mamba_cache_size"):
             value = getattr(self, name)
             if value is not None and not 1 <= value <= 1 << 24:
                 shown_as = SETTING_NAMES.get(name, name)
@@ -201,10 +202,6 @@ class EngineSettings:
             raise InputError("mamba_full_memory_ratio must be a ratio above 0 (Mamba state "
                              f"to KV bytes, 0.9), got {shown(self.mamba_full_memory_ratio)}",
                              field="mamba_full_memory_ratio")
-        if self.max_mamba_cache_size is not None and not 1 <= self.max_mamba_cache_size <= 1 << 24:
-            raise InputError(f"max_mamba_cache_size must be a whole number from 1 to "
-                             f"{1 << 24:,}, got {shown(self.max_mamba_cache_size)}",
-                             field="max_mamba_cache_size")
         if self.moe_a2a_backend not in (None, "none", "deepep"):
             raise InputError(f"moe_a2a_backend: kvplan sizes SGLang's none and deepep (the "
                              f"memory its fraction sets aside for DeepEP); what "

@@ -701,7 +701,7 @@ def kv_budget(req: EngineRequest, shares: list[RankShare],
     if gpu is None:
         raise need_gpu()
     if frac is None:
-        frac = default_fraction(req, gpu, attn_dp.running(req, attn_dp.per_group(req))
+        frac = default_fraction(req, gpu, attn_dp.max_running(req)
                                 if running is None else running)
     before, after = free_memory(req, shares)
     # a multimodal model's embedding cache, allocated after the pools are sized, comes off
@@ -742,7 +742,7 @@ def rule_note(req: EngineRequest, frac: float | None) -> str:
     if frac is None or req.kv_budget_bytes is not None or req.settings.mem_fraction_static:
         return ""
     cap = (f" with 0.5.22's decode-graph cap at --max-running-requests "
-           f"{attn_dp.running(req, attn_dp.per_group(req))}"
+           f"{attn_dp.max_running(req)}"
            if fraction_depends_on_running(req) else "")
     return (f"mem_fraction_static {frac:.3f} is what SGLang {DEFAULT_RULE} picks itself "
             f"(arg_groups/memory_hook.py, the rule since 0.5.20{cap}); other releases pick "
@@ -800,7 +800,7 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
     allow = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 " if long_context_note(req) else ""
     cmd = [f"{allow}python -m sglang.launch_server --model-path {model_ref(req.spec)}",
            f"--context-length {req.context}",
-           f"--max-running-requests {attn_dp.running(req, attn_dp.per_group(req))}"]
+           f"--max-running-requests {attn_dp.max_running(req)}"]
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
     cmd += parallel_flags(req.parallel, "--tp", "--pp", "--dp")

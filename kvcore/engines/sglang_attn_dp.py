@@ -96,9 +96,10 @@ def per_group(req: EngineRequest) -> int:
     return -(-req.sequences // req.parallel.attn_dp)
 
 
-def running(req: EngineRequest, per: int) -> int:
-    """--max-running-requests for ``per`` requests in each attention group."""
-    return per * req.parallel.attn_dp
+def max_running(req: EngineRequest) -> int:
+    """--max-running-requests for the request's sequences: a group's share (per_group) in
+    each attention group."""
+    return per_group(req) * req.parallel.attn_dp
 
 
 def attention_modules(spec: ModelSpec) -> list[tuple[int, Module]]:
@@ -205,7 +206,7 @@ def note(req: EngineRequest, more: int, tokens: int, per: int) -> str:
     return (f"--attn-dp-size {p.attn_dp}: attention runs as {p.attn_dp} groups of "
             f"{p.attn_tp} card{'s' if p.attn_tp > 1 else ''}, each with its own KV pool of "
             f"{tokens:,} tokens and up to {per:,} of the {req.sequences:,} sequences "
-            f"(--max-running-requests {running(req, per):,} shared out); its "
+            f"(--max-running-requests {max_running(req):,} shared out); its "
             f"{', '.join(split[:-1]) + ' and ' + split[-1] if len(split) > 1 else split[0]} "
             f"split over {p.attn_tp} instead of {p.tp} cards{whole} ({format_bytes(more, 2)} a "
             f"card more), the MLP and experts over all {p.tp}")
