@@ -836,7 +836,8 @@ _SGLANG = (
     _Flag(("--cuda-graph-bs-decode",), "many", _sglang_graph_list),
     _Flag(("--enable-hierarchical-cache",), "none", _seen("hicache", lambda f, v: True)),
     _Flag(("--hicache-size",), "value", _seen("hicache_size", _float)),
-    # what changes memory SGLang sets aside and kvplan does not plan: said, not dropped
+    # the pools' memory settings: read where kvplan plans them, else (_unplanned) said in a
+    # note, not dropped
     _Flag(("--swa-full-tokens-ratio",), "value", _set("swa_full_tokens_ratio", _float)),
     _Flag(("--disable-hybrid-swa-memory",), "none",
           _unplanned("one pool for every layer instead of a smaller sliding-window pool")),
