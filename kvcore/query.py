@@ -22,6 +22,7 @@ from .engines import (
     UnsupportedFormat,
     engine_plan,
     sglang_attn_dp,
+    stage_split,
 )
 from .engines import canonical as canonical_engine
 from .engines.base import SETTING_NAMES, RankShare
@@ -310,7 +311,6 @@ def parallel_estimates(q: Query) -> tuple[dict[str, Any] | None, dict[str, Any] 
     """(decode, prefill) of a plan over several cards, from each pipeline stage's share of
     the weights (parallel_decode, parallel_prefill); None where a card's bandwidth is
     unknown, and no prefill where a card's matrix peak is."""
-    from .engines import stage_split
     from .engines.base import rank_weights
 
     split = stage_split(q.engine)
@@ -350,7 +350,7 @@ def card_cache(q: Query, stage: int) -> tuple[ModelSpec, int]:
     group's share of them for the group's share of the sequences."""
     p = q.parallel
     group = replace(p, tp=p.attn_tp, attn_dp=1)
-    return rank_spec(q.spec, group, stage), sglang_attn_dp.per_group(q)
+    return rank_spec(q.spec, group, stage, stage_split(q.engine)), sglang_attn_dp.per_group(q)
 
 
 def _matmul_params(q: Query) -> tuple[int, int]:

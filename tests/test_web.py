@@ -1353,3 +1353,19 @@ def test_a_sglang_dp_attention_command_fills_the_form_and_plans_as_the_api(clien
     assert f"max context {api['max_context']:,}," in again.text
     assert re.search(r"--attn-dp-size 8 .*--enable-dp-lm-head --moe-a2a-backend deepep",
                      again.text)
+
+
+def test_a_cards_bar_holds_the_layers_its_engine_puts_on_the_binding_stage(client):
+    # SGLang puts DeepSeek-V3's 61 layers on two stages as 30 + 31 (vLLM's rule: 31 + 30);
+    # the binding card of stage 1 caches 31 layers' 576-value bf16 latent rows
+    params = {"model": "deepseek-v3", "gpu": "16xh200", "engine": "sglang", "tp": "8",
+              "pp": "2", "context": "64k", "sequences": "4", "kv_k": "bf16", "kv_v": "bf16",
+              "weights": "auto"}
+    api = client.get("/api/v1/plan", params=params).json()
+    assert api["engine_report"]["binding_stage"] == 1
+    kv = 4 * 65536 * 31 * 576 * 2
+    assert api["engine_report"]["extra"]["cell_bytes"] == 31 * 576 * 2
+    page = client.get("/", params=params).text
+    bar = page[page.index('class="bar"'):page.index("</ul>", page.index('class="bar"'))]
+    assert f"KV cache: {format_bytes(kv, 1)}" in bar
+    assert format_bytes(4 * 65536 * 30 * 576 * 2, 1) not in bar
