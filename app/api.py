@@ -183,11 +183,13 @@ def api_router() -> APIRouter:
         """A serving engine's launch command planned as given (llama-server, vllm serve,
         python -m sglang.launch_server, trtllm-serve): the plan's JSON, as ``/plan`` answers
         it, with ``command``: the engine, the kvplan command line it reads as, notes on
-        what was assumed, and the flags left unread."""
+        what was assumed, the flags left unread (``unread``: known to change no memory kvplan
+        plans) and those kvplan does not know (``unknown``)."""
         query, launch, fields = command_query(body)
         data = answered(query, get_settings().db_path)
         data["command"] = {"engine": launch.engine, "read_as": cli_line(fields),
-                           "notes": launch.notes, "unread": launch.unread}
+                           "notes": launch.notes, "unread": launch.unread,
+                           "unknown": launch.unknown}
         return data
 
     @api.get("/measurements", summary="Caches measured on a GPU")

@@ -982,6 +982,9 @@ def render_command(launch: Launch, read_as: str) -> str:
     lines += [f"note: {n}" for n in launch.notes]
     if launch.unread:
         lines.append("not read (no memory kvplan plans): " + ", ".join(launch.unread))
+    if launch.unknown:
+        lines.append("not known to kvplan (the plan is without them): "
+                     + ", ".join(launch.unknown))
     return "\n".join(lines) + "\n"
 
 
@@ -1059,7 +1062,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = answered(query)
         if launch is not None:
             data["command"] = {"engine": launch.engine, "read_as": read_as,
-                               "notes": launch.notes, "unread": launch.unread}
+                               "notes": launch.notes, "unread": launch.unread,
+                               "unknown": launch.unknown}
         if args.json:
             print(json.dumps(data, indent=2))
         else:

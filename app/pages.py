@@ -259,7 +259,7 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
         view["verified"] = _verified(query)
         _plan_links(view, form)
         view["launch"] = {"read_as": cli_line(fields), "notes": launch.notes,
-                          "unread": launch.unread}
+                          "unread": launch.unread, "unknown": launch.unknown}
     except KvplanError as exc:
         errors[_form_field(exc.field, form)] = str(exc)
         status = 422

@@ -104,8 +104,11 @@ class Launch:
     settings: dict[str, Any] = field(default_factory=dict)
     #: what was assumed or left out, one sentence each
     notes: list[str] = field(default_factory=list)
-    #: flags read and left aside: they change no memory kvplan plans (ports, sampling, threads)
+    #: flags read and left aside: the engine's flags known to change no memory kvplan plans
+    #: (ports, sampling, logging, templates, threads)
     unread: list[str] = field(default_factory=list)
+    #: flags (and stray words) kvplan does not know: the plan is without whatever they do
+    unknown: list[str] = field(default_factory=list)
     #: the field each note is about, where one is: a plan that sets the field itself drops it
     about: dict[str, str] = field(default_factory=dict)
     #: the flag and value that named the model (-m ./x.gguf), for messages
@@ -368,9 +371,18 @@ def _seen(name: str, conv: Callable[[str, str], Any] | None = None
     return read
 
 
-def _unplanned(why: str) -> Callable[[_Reader, str, str], None]:
-    """A flag that changes memory in a way kvplan does not plan: a note saying so."""
+def _left(r: _Reader, flag: str, value: str) -> None:
+    """A flag known to change no memory kvplan plans: listed as not read."""
+    r.launch.unread.append(f"{flag} {value}" if value else flag)
+
+
+def _unplanned(why: str, inert: tuple[str, ...] = ()) -> Callable[[_Reader, str, str], None]:
+    """A flag that changes memory in a way kvplan does not plan: a note saying so (unless
+    its value is one of ``inert``, the engine's default: then it is listed as not read)."""
     def read(r: _Reader, flag: str, value: str) -> None:
+        if value.strip() in inert:
+            _left(r, flag, value)
+            return
         r.note(f"{flag}{' ' + value if value else ''}: {why}; not planned (the plan is "
                "without it)")
     return read
@@ -380,6 +392,20 @@ def _refuse(why: str) -> Callable[[_Reader, str, str], None]:
     def read(r: _Reader, flag: str, value: str) -> None:
         raise InputError(f"{flag}{' ' + value if value else ''}: {why}", field="command")
     return read
+
+
+def _inert(engine_bools: bool = False, **by_arity: str) -> tuple[_Flag, ...]:
+    """An engine's flags that change no memory kvplan plans, by arity ("none", "value",
+    "maybe", "many"), each a space-separated list whose aliases are joined by "|";
+    ``engine_bools``: each switch also has its --no- form (vLLM's BooleanOptionalAction)."""
+    out = []
+    for arity, words in by_arity.items():
+        for word in words.split():
+            names = tuple(word.split("|"))
+            if engine_bools and arity == "none":
+                names += tuple("--no-" + n[2:] for n in names if n.startswith("--"))
+            out.append(_Flag(names, arity, _left))
+    return tuple(out)
 
 
 def _llama_lora(r: _Reader, flag: str, value: str) -> None:
@@ -634,6 +660,8 @@ def _vllm_dtype(r: _Reader, flag: str, value: str) -> None:
 
 _VLLM = (
     _Flag(("--model",), "value", _model),
+    _Flag(("--config",), "value",
+          _unplanned("the YAML file is not read here (its keys are vLLM's flags)")),
     _Flag(("--max-model-len",), "value", _vllm_max_len),
     _Flag(("--max-num-seqs",), "value", _set("sequences", human_int)),
     _Flag(("--kv-cache-dtype",), "value", _server_kv("vLLM", VLLM_KV)),
@@ -796,6 +824,8 @@ def _sglang_graph_backend(phase: str) -> Callable[[_Reader, str, str], None]:
 
 _SGLANG = (
     _Flag(("--model-path", "--model"), "value", _model),
+    _Flag(("--config",), "value",
+          _unplanned("the YAML file is not read here (its keys are SGLang's flags)")),
     _Flag(("--context-length",), "value", _set("context", lambda f, v: sglang_int(f, v))),
     _Flag(("--max-running-requests",), "value", _set("sequences", lambda f, v: _int(f, v, 1))),
     _Flag(("--kv-cache-dtype",), "value", _server_kv("SGLang", SGLANG_KV)),
@@ -911,17 +941,39 @@ _SGLANG_LORA = {"max_lora_rank": "--max-lora-rank", "max_loras": "--max-loras-pe
 
 # --- trtllm-serve -------------------------------------------------------------------------
 
+def _trtllm_backend(r: _Reader, flag: str, value: str) -> None:
+    """--backend: kvplan plans the PyTorch backend, trtllm-serve's default."""
+    if value.strip().lower() != "pytorch":
+        r.note(f"{flag} {value}: kvplan plans the PyTorch backend's KV cache manager and "
+               "activations; not planned (the plan is without it)")
+    else:
+        _left(r, flag, value)
+
+
+# trtllm-serve's click options (commands/serve.py), each under its long name and its alias
 _TRTLLM = (
     _Flag(("--max-seq-len",), "value", _set("context", lambda f, v: _int(f, v, 1))),
     _Flag(("--max-batch-size",), "value", _set("sequences", lambda f, v: _int(f, v, 1))),
-    _Flag(("--tp-size",), "value", _set("tp", lambda f, v: _int(f, v, 1))),
-    _Flag(("--pp-size",), "value", _set("pp", lambda f, v: _int(f, v, 1))),
-    _Flag(("--kv-cache-free-gpu-memory-fraction",), "value",
+    _Flag(("--tensor-parallel-size", "--tp-size"), "value",
+          _set("tp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--pipeline-parallel-size", "--pp-size"), "value",
+          _set("pp", lambda f, v: _int(f, v, 1))),
+    _Flag(("--free-gpu-memory-fraction", "--kv-cache-free-gpu-memory-fraction"), "value",
           _set("free_gpu_memory_fraction", _float)),
     _Flag(("--max-num-tokens",), "value", _set("max_num_tokens", lambda f, v: _int(f, v, 1))),
-    _Flag(("--extra-llm-api-options",), "value",
+    _Flag(("--config", "--extra-llm-api-options"), "value",
           _unplanned("the YAML file is not read here (its kv_cache_config: dtype, "
                      "tokens_per_block, free_gpu_memory_fraction, max_tokens)")),
+    _Flag(("--backend",), "value", _trtllm_backend),
+    _Flag(("--max-beam-width",), "value",
+          _unplanned("each request's beams keep their own cache blocks", ("1",))),
+    _Flag(("--context-parallel-size", "--cp-size"), "value",
+          _unplanned("a sequence's cache split over context-parallel ranks", ("1",))),
+    _Flag(("--moe-expert-parallel-size", "--ep-size"), "value",
+          _unplanned("the experts placed by expert parallelism (kvplan splits them over the "
+                     "tensor-parallel ranks)", ("1",))),
+    _Flag(("--moe-cluster-parallel-size", "--cluster-size"), "value",
+          _unplanned("the experts placed by cluster parallelism", ("1",))),
 )
 
 
@@ -932,8 +984,91 @@ def _trtllm_finish(r: _Reader) -> None:
     _server_finish(r, "--max_seq_len", "--max_batch_size", "TensorRT-LLM")
 
 
-_TABLES = {"llama.cpp": (_LLAMA, _llama_finish), "vllm": (_VLLM, _vllm_finish),
-           "sglang": (_SGLANG, _sglang_finish), "trtllm": (_TRTLLM, _trtllm_finish)}
+#: flags known to change no memory kvplan plans, by engine: listed as not read, where a flag
+#: kvplan does not know is said as unknown. llama-server's from common/arg.cpp; vLLM's from FrontendArgs (entrypoints/openai/
+#: cli_args.py) and EngineArgs' model, parallel and observability fields; SGLang's from the
+#: server-args field groups (arg_groups/fields: serving, observability, device, model,
+#: parallel, schedule); trtllm-serve's from its click options (commands/serve.py)
+_LLAMA_INERT = _inert(
+    none="--jinja --no-jinja -v|--verbose|--log-verbose --log-disable --log-prefix "
+         "--no-log-prefix --log-timestamps --no-log-timestamps --metrics --props --slots "
+         "--no-slots -cb|--cont-batching -nocb|--no-cont-batching --warmup --no-warmup "
+         "--context-shift --no-context-shift --perf --no-perf -e|--escape --no-escape "
+         "-sp|--special --ignore-eos --offline --check-tensors --cache-prompt "
+         "--no-cache-prompt --webui --no-webui --ui --no-ui --reuse-port --mlock --mmap "
+         "--no-mmap",
+    value="--host --port --path --api-prefix --api-key --api-key-file --ssl-key-file "
+          "--ssl-cert-file -to|--timeout --threads-http --sleep-idle-seconds -a|--alias "
+          "--chat-template --chat-template-file --chat-template-kwargs --reasoning-format "
+          "--reasoning-budget -t|--threads -tb|--threads-batch -C|--cpu-mask "
+          "-Cr|--cpu-range --cpu-strict --prio --poll --numa -n|--predict|--n-predict --keep "
+          "-s|--seed --samplers --temp|--temperature --top-k --top-p --min-p "
+          "--typical|--typical-p --top-nsigma|--top-n-sigma --repeat-last-n --repeat-penalty "
+          "--presence-penalty --frequency-penalty --dry-multiplier --dry-base "
+          "--dry-allowed-length --dry-penalty-last-n --dry-sequence-breaker --mirostat "
+          "--mirostat-lr --mirostat-ent --xtc-probability --xtc-threshold --dynatemp-range "
+          "--dynatemp-exp -l|--logit-bias --grammar --grammar-file -j|--json-schema "
+          "-jf|--json-schema-file -r|--reverse-prompt --cache-reuse --slot-save-path "
+          "-sps|--slot-prompt-similarity --media-path --log-file -lv|--verbosity|--log-verbosity "
+          "-hft|--hf-token -dt|--defrag-thold",
+    maybe="--log-colors",
+)
+_VLLM_INERT = _inert(
+    engine_bools=True,
+    none="--trust-remote-code --disable-log-stats --enable-log-requests --disable-log-requests "
+         "--enable-log-outputs --enable-auto-tool-choice --exclude-tools-when-tool-choice-none "
+         "--disable-uvicorn-access-log --allow-credentials --enable-request-id-headers "
+         "--disable-fastapi-docs --enable-offline-docs --enable-prompt-tokens-details "
+         "--enable-per-request-metrics --enable-server-load-tracking "
+         "--enable-force-include-usage --enable-tokenizer-info-endpoint "
+         "--return-tokens-as-token-ids --trust-request-chat-template --enable-ssl-refresh "
+         "--disable-frontend-multiprocessing --headless",
+    value="--host --port --uds --uvicorn-log-level --disable-access-log-for-endpoints "
+          "--chat-template --chat-template-content-format --default-chat-template-kwargs "
+          "--response-role --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs "
+          "--ssl-ciphers --root-path --tool-call-parser --tool-parser-plugin --tool-server "
+          "--reasoning-parser --reasoning-parser-plugin --log-config-file --max-log-len "
+          "--tokenizer --tokenizer-mode --tokenizer-revision --revision --code-revision "
+          "--download-dir --seed --generation-config --override-generation-config "
+          "--api-server-count|-asc --data-parallel-address|-dpa --data-parallel-rpc-port|-dpp "
+          "--data-parallel-start-rank|-dpr --data-parallel-size-local|-dpl "
+          "--distributed-executor-backend --max-logprobs --logprobs-mode "
+          "--fingerprint-mode --fingerprint-value",
+    maybe="--hf-token",
+    many="--api-key --served-model-name --allowed-origins --allowed-methods --allowed-headers "
+         "--middleware",
+)
+_SGLANG_INERT = _inert(
+    none="--trust-remote-code --skip-tokenizer-init --skip-server-warmup --enable-cache-report "
+         "--allow-auto-truncate --stream-response-default-include-usage "
+         "--enable-tokenizer-batch-encode --log-requests --show-time-cost --enable-metrics "
+         "--enable-request-time-stats-logging --enable-trace --sleep-on-idle "
+         "--enable-priority-scheduling --enable-custom-logit-processor --enable-p2p-check",
+    value="--host --port --fastapi-root-path --api-key --admin-api-key --served-model-name "
+          "--weight-version --chat-template --hf-chat-template-name --completion-template "
+          "--default-chat-template-kwargs --tool-call-parser --reasoning-parser --tool-server "
+          "--sampling-defaults --preferred-sampling-params --file-storage-path "
+          "--stream-interval --ssl-keyfile --ssl-certfile --ssl-ca-certs --tokenizer-path "
+          "--tokenizer-mode --tokenizer-worker-num --detokenizer-worker-num --log-level "
+          "--log-level-http --log-requests-level --crash-dump-folder --decode-log-interval "
+          "--otlp-traces-endpoint --random-seed --watchdog-timeout --base-gpu-id "
+          "--gpu-id-step --revision --download-dir --nccl-port --dist-timeout "
+          "--dist-init-addr --nnodes --node-rank --schedule-policy "
+          "--schedule-conservativeness --max-queued-requests --grammar-backend",
+)
+_TRTLLM_INERT = _inert(
+    none="--trust-remote-code --fail-fast-on-attention-window-too-large "
+         "--enable-chunked-prefill",
+    value="--host --port --log-level --tokenizer --custom-tokenizer --revision "
+          "--num-postprocess-workers --reasoning-parser --tool-parser --chat-template "
+          "--metadata-server-config-file --server-role --otlp-traces-endpoint "
+          "--disagg-cluster-uri --media-io-kwargs --custom-module-dirs --gpus-per-node",
+)
+
+_TABLES = {"llama.cpp": (_LLAMA_INERT + _LLAMA, _llama_finish),
+           "vllm": (_VLLM_INERT + _VLLM, _vllm_finish),
+           "sglang": (_SGLANG_INERT + _SGLANG, _sglang_finish),
+           "trtllm": (_TRTLLM_INERT + _TRTLLM, _trtllm_finish)}
 
 
 #: the LLAMA_ARG_* environment variables llama.cpp reads for the flags kvplan reads
@@ -1063,12 +1198,12 @@ def read_command(text: str) -> Launch:
         if dotted:
             f = by_name[base]
         if f is None:
-            # a flag kvplan does not read: its value with it, where it has one
+            # a flag kvplan does not know: its value with it, where it seems to have one
             if not eq and i < len(args) and not _is_flag(args[i]):
-                r.launch.unread.append(f"{tok} {args[i]}")
+                r.launch.unknown.append(f"{tok} {args[i]}")
                 i += 1
             else:
-                r.launch.unread.append(tok)
+                r.launch.unknown.append(tok)
             continue
         if f.arity == "none":
             if eq:
@@ -1102,9 +1237,9 @@ def read_command(text: str) -> Launch:
             f.read(r, name, value)
     finish(r)
     if engine == "llama.cpp" and r.positional:
-        r.launch.unread.extend(r.positional)
+        r.launch.unknown.extend(r.positional)
     elif engine != "llama.cpp" and r.positional[1:]:
-        r.launch.unread.extend(r.positional[1:])
+        r.launch.unknown.extend(r.positional[1:])
     return r.launch
 
 

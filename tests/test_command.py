@@ -616,3 +616,69 @@ def test_vllm_kv_offloading_size_is_the_offload_of_every_rank():
     launch = read_command("vllm serve x -tp 4 --kv-offloading-size 64 --dtype bfloat16")
     assert launch.settings["offload"] == "16GiB"
     assert not launch.unread and not any("--dtype" in n for n in launch.notes)
+
+
+# --- flags known to change nothing, and flags kvplan does not know -------------------------
+
+@pytest.mark.parametrize(("command", "unread", "unknown"), [
+    ("llama-server -m x.gguf --no-mmap --log-colors on -t 8 --mystery 3 stray",
+     ["--no-mmap", "--log-colors on", "-t 8"], ["--mystery 3", "stray"]),
+    ("vllm serve Qwen/Qwen3-8B --no-trust-remote-code --api-key a b --served-model-name q "
+     "--weird", ["--no-trust-remote-code", "--api-key a b", "--served-model-name q"],
+     ["--weird"]),
+    ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --enable-metrics "
+     "--port 3000 --tool-call-parser qwen --mystery 4",
+     ["--enable-metrics", "--port 3000", "--tool-call-parser qwen"], ["--mystery 4"]),
+    ("trtllm-serve Qwen/Qwen3-8B --log_level info --trust_remote_code --max_beam_width 1 "
+     "--odd x", ["--log_level info", "--trust_remote_code", "--max_beam_width 1"],
+     ["--odd x"]),
+])
+def test_flags_known_to_change_nothing_are_told_apart_from_unknown_ones(command, unread,
+                                                                        unknown):
+    launch = read_command(command)
+    assert launch.unread == unread
+    assert launch.unknown == unknown
+
+
+def test_a_known_switch_does_not_take_the_word_after_it():
+    # vllm serve's model may follow a switch (argparse's positional); a switch kvplan did not
+    # know used to take it as its value
+    launch = read_command("vllm serve --trust-remote-code Qwen/Qwen3-8B --port 8000")
+    assert launch.model == "Qwen/Qwen3-8B"
+    assert launch.unread == ["--trust-remote-code", "--port 8000"] and not launch.unknown
+
+
+def test_cli_and_api_say_unknown_flags_apart(capsys):
+    cmd = "llama-server -m qwen3-8b-Q4_K_M.gguf -c 8192 -np 1 --port 8080 --frobnicate 2"
+    code, out, _ = run(capsys, "--command", cmd, "--gpu", "4090")
+    assert code == 0
+    assert "not read (no memory kvplan plans): --port 8080\n" in out
+    assert "not known to kvplan (the plan is without them): --frobnicate 2\n" in out
+    data = TestClient(create_app()).post("/api/v1/command",
+                                         json={"command": cmd, "gpu": "4090"}).json()
+    assert data["command"]["unread"] == ["--port 8080"]
+    assert data["command"]["unknown"] == ["--frobnicate 2"]
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    ("trtllm-serve Qwen/Qwen3-8B --config extra.yml", "--config extra.yml: the YAML file"),
+    ("trtllm-serve Qwen/Qwen3-8B --backend trt", "--backend trt: kvplan plans the PyTorch"),
+    ("trtllm-serve Qwen/Qwen3-8B --max_beam_width 4", "--max_beam_width 4: each request's"),
+    ("trtllm-serve Qwen/Qwen3-8B --cp_size 2", "--cp_size 2: a sequence's cache split"),
+    ("trtllm-serve Qwen/Qwen3-8B --ep_size 8", "--ep_size 8: the experts placed"),
+    ("vllm serve Qwen/Qwen3-8B --config serve.yaml", "--config serve.yaml: the YAML file"),
+    ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --config s.yaml",
+     "--config s.yaml: the YAML file"),
+])
+def test_flags_that_change_memory_unplanned_are_noted(command, said):
+    launch = read_command(command)
+    assert any(n.startswith(said) and n.endswith("not planned (the plan is without it)")
+               for n in launch.notes)
+    assert not launch.unread and not launch.unknown
+
+
+def test_trtllm_serve_long_names_are_read_as_their_aliases():
+    launch = read_command("trtllm-serve Qwen/Qwen3-8B --tensor_parallel_size 2 "
+                          "--pipeline_parallel_size 2 --free_gpu_memory_fraction 0.8")
+    assert launch.settings["tp"] == 2 and launch.settings["pp"] == 2
+    assert launch.settings["free_gpu_memory_fraction"] == 0.8
