@@ -216,6 +216,8 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="llama.cpp --lora: a LoRA adapter GGUF on this machine, its tensors "
                         "on the devices of the layers they adapt (repeat for several)")
     g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
+    g.add_argument("--fit-target", type=int, default=None, metavar="MIB",
+                   help="llama.cpp --fit-target: MiB --fit leaves free on each card (1024)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
     g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")

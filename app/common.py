@@ -17,6 +17,7 @@ from kvcore import (
     parse_tokens,
 )
 from kvcore.engines import EngineSettings, canonical
+from kvcore.engines.base import MiB
 from kvcore.engines.llamacpp_offload import PINNED_COPY_SHARE
 from kvcore.errors import shown
 from kvcore.model import ModelSpec
@@ -543,6 +544,7 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         gpu_memory_utilization=src.gpu_memory_utilization,
         max_num_batched_tokens=src.max_num_batched_tokens, block_size=src.block_size,
         speculative_tokens=src.speculative_tokens, n_ubatch=src.ubatch,
+        fit_margin_bytes=src.fit_target * MiB if src.fit_target is not None else None,
         swa_full=src.swa_full, kv_unified=src.kv_unified or None,
         flash_attn=False if src.no_flash_attn else None,
         prefix_caching=not src.no_prefix_caching, enforce_eager=src.enforce_eager,

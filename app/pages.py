@@ -100,6 +100,7 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("max_num_tokens", "--max_num_tokens", "8192", False)),
     "llama.cpp": (
         ("ubatch", "-ub", "512", False),
+        ("fit_target", "--fit-target MiB", "1024", False),
         ("swa_full", "--swa-full", "", True),
         ("kv_unified", "--kv-unified", "", True),
         ("no_flash_attn", "-fa off", "", True),

@@ -147,6 +147,8 @@ class PlanIn(BaseModel):
                     "all for every one)")
     ubatch: int | None = Field(None, ge=1, le=1 << 24, description="llama.cpp n_ubatch")
     swa_full: bool = Field(False, description="llama.cpp full-size SWA cache")
+    fit_target: int | None = Field(None, ge=0, le=1 << 20, description="llama.cpp "
+                                   "--fit-target: MiB --fit leaves free on each card (1024)")
     kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")
     no_flash_attn: bool = Field(False, description="llama.cpp -fa off")
     ngl: int | None = Field(None, ge=0, le=1 << 16, description="llama.cpp -ngl: layers on the "

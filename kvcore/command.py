@@ -294,6 +294,17 @@ def _llama_fa(r: _Reader, flag: str, value: str) -> None:
         raise InputError(f"{flag} takes on, off or auto, got {shown(value)}", field="command")
 
 
+def _llama_fit_target(r: _Reader, flag: str, value: str) -> None:
+    """--fit-target MiB[,MiB...]: the memory --fit leaves free on each device (one value for
+    all, or one each); kvplan plans one margin for every card, the largest given."""
+    words = [w.strip() for w in value.split(",")]
+    mibs = [_int(flag, w, low=0) for w in words]
+    r.set["fit_target"] = max(mibs)
+    if len(set(mibs)) > 1:
+        r.note(f"{flag} {value}: planned with the largest, {max(mibs):,} MiB, on every card",
+               "fit_target")
+
+
 def _llama_ts(r: _Reader, flag: str, value: str) -> None:
     shares = [s for s in re.split(r"[,/]", value) if s.strip()]
     r.set["tensor_split"] = ",".join(s.strip() for s in shares)
@@ -450,6 +461,7 @@ _LLAMA = (
     _Flag(("--no-mmproj",), "none", _seen("no_mmproj", lambda f, v: True)),
     _Flag(("--no-mmproj-offload",), "none", _seen("mmproj_on_host", lambda f, v: True)),
     _Flag(("-fit", "--fit"), "value", _seen("fit", lambda f, v: _switch(f, v))),
+    _Flag(("-fitt", "--fit-target"), "value", _llama_fit_target),
     _Flag(("-cram", "--cache-ram"), "value",
           _set("cache_ram", lambda f, v: _int(f, v, low=-1))),
     _Flag(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), "value",

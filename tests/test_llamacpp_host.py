@@ -173,3 +173,45 @@ def test_on_a_mac_the_note_says_they_share_the_unified_memory():
     # a discrete card's host memory is its own: nothing to add
     _, data = host("qwen3-32b", gpu="4090", weights="q4_k_m", context=16384)
     assert not any("unified memory" in n for n in data["engine_report"]["notes"])
+
+
+def test_llama_cpp_fit_target_is_the_margin_fit_leaves_on_each_card(capsys):
+    # --fit-target 4096: 3,072 MiB more left free than the default 1,024 MiB, the KV budget
+    # that much smaller; the command carries it and reads back to the same plan
+    spec = kvcore.load_model("qwen3-8b")
+    base = make_query(spec, context=32768, engine="llama.cpp", weights="q4_k_m", gpu="4090")
+    wide = make_query(spec, context=32768, engine="llama.cpp", weights="q4_k_m", gpu="4090",
+                      settings=EngineSettings(fit_margin_bytes=4096 * 2**20))
+    a, b = answer(base)["engine_report"], answer(wide)["engine_report"]
+    margin = dict((o["name"], o["bytes"]) for o in b["overheads"])["--fit margin"]
+    assert margin == 4096 * 2**20
+    assert a["budget_bytes"] - b["budget_bytes"] == 3072 * 2**20
+    # f16 K and V of 36 layers × 8 heads × 128: 147,456 bytes a token; llama.cpp's cells a
+    # multiple of 256
+    per_token = 36 * 8 * 128 * 2 * 2
+    assert b["max_context"] < a["max_context"]
+    assert a["max_context"] - b["max_context"] <= 3072 * 2**20 // per_token + 256
+    assert b["command"].endswith("--fit-target 4096") or " --fit-target 4096 " in b["command"]
+    launch = read_command(b["command"])
+    assert launch.settings["fit_target"] == 4096
+    assert main(["qwen3-8b", "--engine", "llama.cpp", "--gpu", "4090", "--ctx", "32k",
+                 "--weights", "q4_k_m", "--fit-target", "4096", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["engine_report"]["max_context"] == b["max_context"]
+
+
+def test_fit_target_several_values_plan_the_largest_and_other_engines_refuse_it(capsys):
+    launch = read_command("llama-server -m x.gguf -c 8192 -np 1 --fit-target 2048,3000")
+    assert launch.settings["fit_target"] == 3000
+    assert any("planned with the largest, 3,000 MiB" in n for n in launch.notes)
+    assert main(["qwen3-8b", "--engine", "vllm", "--gpu", "4090", "--fit-target", "2048"]) == 2
+    err = capsys.readouterr().err
+    assert "fit_target is a setting of llama.cpp" in err and len(err.strip().splitlines()) == 1
+    client = TestClient(create_app())
+    r = client.post("/api/v1/plan", json={"model": "qwen3-8b", "gpu": "4090",
+                                          "engine": "llama.cpp", "fit_target": -1})
+    assert r.status_code == 422 and "fit_target" in r.text
+    page = client.get("/", params={"model": "qwen3-8b", "gpu": "4090", "engine": "llama.cpp",
+                                   "context": "32k", "weights": "q4_k_m", "kv_k": "f16",
+                                   "kv_v": "f16", "fit_target": "4096"})
+    assert page.status_code == 200 and "--fit-target 4096" in page.text

@@ -55,6 +55,7 @@ SETTING_NAMES = {"lora": "enable_lora", "lora_adapters": "lora", "n_ubatch": "ub
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
                  "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link",
                  "cpu_offload_bytes": "cpu_offload_gb", "cache_ram_mib": "cache_ram",
+                 "fit_margin_bytes": "fit_target",
                  "decode_cuda_graph": "disable_decode_cuda_graph",
                  "prefill_cuda_graph": "disable_prefill_cuda_graph",
                  "dp_lm_head": "enable_dp_lm_head", "radix_cache": "disable_radix_cache"}
@@ -112,6 +113,7 @@ class EngineSettings:
     swa_full: bool = False
     kv_unified: bool | None = None
     flash_attn: bool | None = None
+    #: --fit-target: bytes --fit leaves free on each card (None: 1,024 MiB)
     fit_margin_bytes: int | None = None
     #: -ngl: layers on the card, the output layer counted first (None: all, or --fit's choice)
     n_gpu_layers: int | None = None

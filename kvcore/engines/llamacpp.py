@@ -825,6 +825,8 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd.append("--swa-full")
     if unified:
         cmd.append("--kv-unified")
+    if margin != FIT_MARGIN:
+        cmd.append(f"--fit-target {-(-margin // MiB)}")
     if s.cache_ram_mib is not None:
         cmd.append(f"--cache-ram {s.cache_ram_mib}")
     if s.ctx_checkpoints is not None:
