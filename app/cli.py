@@ -416,7 +416,7 @@ def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
         return "\n".join([f"no catalog GPU fits {_ask(q)} with up to 8 cards {assumed}",
                           *_find_notes(q, rows)])
     table = [["gpu", "cards", "memory", "bandwidth", "max context", "tok/s/seq"]] + [
-        [r["name"], str(r["count"]) + (f" (attn dp {r['attn_dp']})"
+        [r["name"], str(r["count"]) + (f" (attention dp {r['attn_dp']})"
                                        if r.get("attn_dp", 1) > 1 else ""),
          format_bytes(r["total_memory_bytes"], 1),
          f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", _ctx(r["max_context"]),
@@ -442,7 +442,7 @@ def smallest_card_line(q: Query) -> str:
         # the layout is given: the cards are as many as it asks, --find-gpu (which chooses
         # the layout) is not the place for more
         layout = (f"as tp {p.tp} × pp {p.pp}" + (f" × dp {p.dp}" if p.dp > 1 else "")
-                  + (f" (attn_dp {p.attn_dp})" if p.attn_dp > 1 else ""))
+                  + (f" (attention dp {p.attn_dp})" if p.attn_dp > 1 else ""))
         if not rows:
             return f"no catalog card fits it {layout} ({p.gpus} cards of one kind)"
         best = rows[0]

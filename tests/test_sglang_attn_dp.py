@@ -353,3 +353,20 @@ def test_a_tied_qwen3_5_head_is_read_whole_under_attention_dp():
     moved_tied = steps[True, 2] - steps[True, 1]
     moved_untied = steps[False, 2] - steps[False, 1]
     assert moved_tied - moved_untied == 2 * (head - head // 2)
+
+
+def test_the_layout_is_said_one_way_in_every_face(capsys):
+    # the engine header, the cardless line, the card search's table and the page say the
+    # groups alike: "attention dp N"
+    assert main(["deepseek-v3", "--engine", "sglang", "--ctx", "32k", "--seqs", "64",
+                 "--gpus", "8", "--tp", "8", "--attn-dp", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "smallest card that fits it as tp 8 × pp 1 (attention dp 8): 8 × " in out
+    assert main(["deepseek-v3", "--engine", "sglang", "--ctx", "32k", "--seqs", "64",
+                 "--find-gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "8 (attention dp 4)" in out and "attn dp" not in out
+    page = TestClient(create_app()).get("/", params={
+        "model": "deepseek-v3", "engine": "sglang", "context": "32k", "sequences": "64",
+        "kv_k": "bf16", "kv_v": "bf16", "weights": "auto"})
+    assert "(attention dp 4)" in page.text and "attn dp" not in page.text
