@@ -370,3 +370,27 @@ def test_the_layout_is_said_one_way_in_every_face(capsys):
         "model": "deepseek-v3", "engine": "sglang", "context": "32k", "sequences": "64",
         "kv_k": "bf16", "kv_v": "bf16", "weights": "auto"})
     assert "(attention dp 4)" in page.text and "attn dp" not in page.text
+
+
+@pytest.mark.parametrize("groups", [2, 4])
+def test_llama_4_splits_attention_and_embedding_over_the_group(groups):
+    # llama4.py builds qkv_proj and o_proj on "attn_tp" and the input embedding on the
+    # attention-TP group under DP attention; the experts, the shared expert, the lm_head and
+    # (mllama4.py) the vision tower stay over all tp. bf16, 4 × H100
+    model = "llama-4-scout-17b-16e-instruct"
+    spec = load_model(model)
+    attn = 2 * sum(m.params for m in spec.params.modules
+                   if m.role == "" and ".self_attn." in m.names[0])
+    assert attn == 48 * 2 * (5120 * 40 * 128 * 2 + 5120 * 8 * 128 * 2)
+    embed = 2 * spec.vocab_size * spec.hidden_size
+    _, tp = plan(model, gpu="4xh100", context="32k", sequences=8)
+    _, dp = plan(model, attn_dp=groups, gpu="4xh100", context="32k", sequences=8)
+    more = dp["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
+    cards = 4 // groups
+    assert more == (attn // cards - attn // 4) + (embed // cards - embed // 4)
+    assert f"--tp 4 --attn-dp-size {groups}" in dp["engine_report"]["command"]
+    # its 8 KV heads over groups of 4 / groups cards, for a group's 8 / groups sequences
+    from kvcore.query import card_cache
+    q, _ = plan(model, attn_dp=groups, gpu="4xh100", context="32k", sequences=8)
+    mine, seqs = card_cache(q, 0)
+    assert seqs == 8 // groups and {g.n_kv_heads for g in mine.groups} == {8 // cards}

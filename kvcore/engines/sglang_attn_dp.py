@@ -44,6 +44,10 @@ ARCHITECTURES = frozenset({
     "Glm4MoeForCausalLM", "GlmMoeDsaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
     "Qwen2MoeForCausalLM", "MiniMaxM2ForCausalLM", "GptOssForCausalLM", "Qwen3NextForCausalLM",
     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    # llama4.py: qkv_proj and o_proj on "attn_tp", the embedding on the attention-TP group
+    # under DP attention; the MoE, its shared expert, the dense MLP layers and (mllama4.py)
+    # the vision tower over tp
+    "Llama4ForConditionalGeneration", "Llama4ForCausalLM",
 })
 #: architectures whose input embedding every card holds whole under attention DP
 #: (qwen3_5.py: VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()))
