@@ -394,3 +394,24 @@ def test_llama_4_splits_attention_and_embedding_over_the_group(groups):
     q, _ = plan(model, attn_dp=groups, gpu="4xh100", context="32k", sequences=8)
     mine, seqs = card_cache(q, 0)
     assert seqs == 8 // groups and {g.n_kv_heads for g in mine.groups} == {8 // cards}
+
+
+@pytest.mark.parametrize(("model", "gpu", "groups", "weights"), [
+    ("laguna-s-2.1", "4xh100", 2, "auto"), ("laguna-s-2.1", "4xh100", 4, "auto"),
+    ("mimo-v2-flash", "8xh100", 2, "bf16"), ("mimo-v2-flash", "8xh100", 8, "bf16")])
+def test_laguna_and_mimo_v2_split_attention_and_embedding_over_the_group(model, gpu, groups,
+                                                                         weights):
+    # laguna.py: qkv_proj, o_proj and the attention gate g_proj on "attn_tp"; mimo_v2.py:
+    # qkv_proj and o_proj; both build the embedding on the attention-TP group and keep the
+    # dense MLP, the experts and the lm_head over all tp. In 16 bits
+    spec = load_model(model)
+    attn = 2 * sum(m.params for m in spec.params.modules
+                   if m.role == "" and ".self_attn." in m.names[0])
+    embed = 2 * spec.vocab_size * spec.hidden_size
+    tp = int(gpu[0])
+    _, whole = plan(model, gpu=gpu, context="32k", sequences=8, weights=weights)
+    _, dp = plan(model, attn_dp=groups, gpu=gpu, context="32k", sequences=8, weights=weights)
+    more = dp["engine_report"]["weights_bytes"] - whole["engine_report"]["weights_bytes"]
+    cards = tp // groups
+    assert more == (attn // cards - attn // tp) + (embed // cards - embed // tp)
+    assert f"--attn-dp-size {groups}" in dp["engine_report"]["command"]

@@ -48,6 +48,10 @@ ARCHITECTURES = frozenset({
     # under DP attention; the MoE, its shared expert, the dense MLP layers and (mllama4.py)
     # the vision tower over tp
     "Llama4ForConditionalGeneration", "Llama4ForCausalLM",
+    # laguna.py: qkv_proj, o_proj and the gate g_proj on "attn_tp", the embedding over the
+    # group; its dense first layer's MLP and the shared expert over tp. mimo_v2.py: qkv_proj
+    # and o_proj on "attn_tp", the embedding over the group, the dense MLP over tp
+    "LagunaForCausalLM", "MiMoV2FlashForCausalLM",
 })
 #: architectures whose input embedding every card holds whole under attention DP
 #: (qwen3_5.py: VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()))
