@@ -605,7 +605,8 @@ def to_fit_text(fix: dict[str, Any], alternative: bool = True) -> str:
     else:
         what = next(f"{flag} {fix[key]}" for key, flag in
                     (("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"),
-                     ("attn_dp", "--attn-dp"), ("max_mamba_cache_size", "--max-mamba-cache-size"))
+                     ("attn_dp", "--attn-dp"), ("max_mamba_cache_size", "--max-mamba-cache-size"),
+                     ("n_cpu_moe", "--n-cpu-moe"), ("ngl", "--ngl"))
                     if key in fix)
     rate = fix.get("tokens_per_s_per_sequence")
     speed = f", ≈ {rate:,.1f} tokens/s per sequence" if rate else ""

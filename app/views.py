@@ -196,6 +196,9 @@ def _to_fit_fields(q: Query, fix: dict[str, Any] | None) -> dict[str, str] | Non
         return {"attn_dp": str(fix["attn_dp"])}
     if "max_mamba_cache_size" in fix:
         return {"max_mamba_cache_size": str(fix["max_mamba_cache_size"])}
+    for key in ("n_cpu_moe", "ngl"):
+        if key in fix:
+            return {key: str(fix[key])}
     return {"gpu": fix["gpu"], "gpus": str(fix["gpus"]),
             **{k: str(fix[k]) for k in ("tp", "pp", "attn_dp") if k in fix}}
 

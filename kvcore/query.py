@@ -684,12 +684,15 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     """What makes a plan that does not fit its card fit, changing one choice: the
     highest-precision KV format (K = V, find_format's first that fits this context and these
     sequences), else, for vLLM's or SGLang's LoRA, the most adapter slots that fit
-    (--max-loras), else,
+    (--max-loras), else SGLang's state slots or attention groups, else, under llama.cpp with
+    its placement left to it, for a mixture of experts the fewest blocks whose experts stay
+    in host memory (--n-cpu-moe, more cards as its ``or``), else,
     where no format's cache fits beside the weights, the largest weight
     format that fits with the plan's cache (find_weights), else the fewest more cards of the
     plan's kind (``gpus`` of ``gpu``: tensor parallel, llama.cpp's layers split, as
     --find-gpu tries them, that layout as ``tp`` and ``pp`` where the plan gave its own; not
-    past a card's most in one host, nor for mixed cards or data parallel). Weights of fewer
+    past a card's most in one host, nor for mixed cards or data parallel), under llama.cpp
+    after the most layers on the cards that fit (-ngl, the cards as its ``or``). Weights of fewer
     than BITS_WORTH_A_CARD bits a weight come with those cards as ``or``, where some fit.
     None where the plan fits, has no card, or no such change fits."""
     if data.get("fits") is not False or not q.gpus:
@@ -716,6 +719,12 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     if fit is None and groups is not None:
         # before weights of fewer bits or more cards: the same cards and formats
         return groups
+    host = _host_held(q) if fit is None else None
+    if host is not None and "n_cpu_moe" in host:
+        # llama.cpp's usual answer for a mixture of experts too large for the card: experts
+        # in host memory, before weights of fewer bits or more cards (which come as its "or")
+        more = _more_cards(q)
+        return {**host, "or": more} if more is not None else host
     if fit is None and q.kv_budget_bytes is None:
         try:
             fit = next((r for r in find_weights(q) if r["fits"]), None)
@@ -723,7 +732,11 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
             fit = None
         option, named = "weights", "weights"
     if fit is None:
-        return _more_cards(q)
+        more = _more_cards(q)
+        if host is not None:
+            # layers in host memory (-ngl), with more cards as its "or"
+            return {**host, "or": more} if more is not None else host
+        return more
     fix: dict[str, Any] = {option: fit[named]}
     fix.update({k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality", "or")
                 if k in fit})
@@ -733,6 +746,56 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         if more is not None:
             fix["or"] = more
     return fix
+
+
+def _host_held(q: Query) -> dict[str, Any] | None:
+    """llama.cpp with its placement left to it, where the plan does not fit the cards: the
+    fewest blocks whose routed experts stay in host memory (--n-cpu-moe) with which it fits, for
+    a mixture of experts; else the most layers on the cards (-ngl, the output layer counted
+    first), at least one. None where neither fits or the plan sets a placement itself."""
+    s = q.settings
+    if (q.engine != "llama.cpp" or s.n_gpu_layers is not None or s.n_cpu_moe is not None
+            or s.override_tensor or q.kv_budget_bytes is not None):
+        return None
+    blocks = q.spec.decoder_layers
+
+    def trial(**change: Any) -> Query:
+        return replace(q, settings=replace(s, **change))
+
+    def fits(t: Query) -> tuple[bool, int]:
+        try:
+            return _fits(t)
+        except InputError:
+            return False, 0
+
+    def found(key: str, value: int, t: Query, max_ctx: int) -> dict[str, Any]:
+        decode = answer(t).get("decode") or {}
+        return {key: value, "max_context": max_ctx,
+                "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+                "quality": None}
+
+    moe = any(m.role == "experts" for m in q.spec.params.modules)
+    if moe and fits(trial(n_cpu_moe=blocks))[0]:
+        lo, hi = 1, blocks          # the fewest blocks: fits is monotone in them
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits(trial(n_cpu_moe=mid))[0]:
+                hi = mid
+            else:
+                lo = mid + 1
+        t = trial(n_cpu_moe=lo)
+        return found("n_cpu_moe", lo, t, fits(t)[1])
+    if not fits(trial(n_gpu_layers=1))[0]:
+        return None
+    lo, hi = 1, blocks + 1          # the most layers on the cards that fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(trial(n_gpu_layers=mid))[0]:
+            lo = mid
+        else:
+            hi = mid - 1
+    t = trial(n_gpu_layers=lo)
+    return found("ngl", lo, t, fits(t)[1])
 
 
 def _more_state_slots(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:

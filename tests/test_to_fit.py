@@ -82,6 +82,10 @@ def test_where_no_format_fits_the_fewest_more_cards_of_its_kind(capsys):
         assert not any(r["fits"] for r in find_format(q))
         assert not any(r["fits"] for r in find_weights(q))
         fix = to_fit(q, data)
+        if engine == "llama.cpp":
+            # llama.cpp's experts in host memory come first, the cards as its "or"
+            assert "n_cpu_moe" in fix
+            fix = fix["or"]
         assert (fix["gpus"], fix["gpu"]) == (cards, "h200") and "kv" not in fix, engine
         # that many fit, with the figures named; one step fewer does not
         again = answer(make_query(q.spec, engine=engine, gpu=f"{cards}xh200", context="128k",
@@ -187,3 +191,51 @@ def test_weights_under_four_bits_come_with_the_cards_that_fit_instead(capsys):
                kv="fp8")
     fix = to_fit(q, answer(q))
     assert fix["weights"] == "int8" and "or" not in fix
+
+
+def test_llama_cpp_is_told_the_fewest_expert_blocks_in_host_memory_that_fit():
+    # gpt-oss-120b (MXFP4, 60.7 GiB) on a 24 GiB card: no KV format and no weight format
+    # fits; --n-cpu-moe N keeps the routed experts of blocks 0..N-1 in host memory
+    q = _query("gpt-oss-120b", engine="llama.cpp", gpu="4090", context="64k")
+    data = answer(q)
+    assert data["fits"] is False and data["binding"] == "weights"
+    fix = to_fit(q, data)
+    n = fix["n_cpu_moe"]
+    at = answer(_query("gpt-oss-120b", engine="llama.cpp", gpu="4090", context="64k",
+                       settings=replace(q.settings, n_cpu_moe=n)))
+    assert at["fits"] is True and at["max_context"] == fix["max_context"]
+    assert at["decode"]["tokens_per_s_per_sequence"] == fix["tokens_per_s_per_sequence"]
+    fewer = answer(_query("gpt-oss-120b", engine="llama.cpp", gpu="4090", context="64k",
+                          settings=replace(q.settings, n_cpu_moe=n - 1)))
+    assert fewer["fits"] is False
+    # more cards are its other change
+    assert fix["or"]["gpu"] == "rtx-4090" and fix["or"]["gpus"] > 1
+
+
+def test_a_dense_model_is_told_the_most_layers_on_the_card_that_fit(capsys):
+    q = _query("llama-3.1-70b", engine="llama.cpp", gpu="4090", context="32k",
+               weights="q4_k_m")
+    data = answer(q)
+    fix = to_fit(q, data)
+    k = fix["ngl"]
+    assert 1 <= k <= 81
+
+    def at(ngl):
+        return answer(_query("llama-3.1-70b", engine="llama.cpp", gpu="4090", context="32k",
+                             weights="q4_k_m", settings=replace(q.settings, n_gpu_layers=ngl)))
+    assert at(k)["fits"] is True and at(k)["max_context"] == fix["max_context"]
+    assert at(k + 1)["fits"] is False
+    main(["llama-3.1-70b", "--engine", "llama.cpp", "--gpu", "4090", "--ctx", "32k",
+          "--weights", "q4_k_m"])
+    out = capsys.readouterr().out
+    assert f"\nto fit: --ngl {k} fits (max context {fix['max_context']:,}" in out
+    # the page links the change
+    page = TestClient(create_app()).get("/", params={
+        "model": "llama-3.1-70b", "engine": "llama.cpp", "gpu": "4090", "context": "32k",
+        "weights": "q4_k_m", "kv_k": "f16", "kv_v": "f16"})
+    assert f"ngl={k}" in page.text
+    # a placement given is not second-guessed
+    q = _query("llama-3.1-70b", engine="llama.cpp", gpu="4090", context="32k",
+               weights="q4_k_m", settings=replace(q.settings, n_gpu_layers=k + 5))
+    fix = to_fit(q, answer(q))
+    assert fix is None or "ngl" not in fix
