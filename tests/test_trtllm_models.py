@@ -124,3 +124,18 @@ def test_max_num_tokens_sizes_the_activation_estimate():
     small, r = act(max_num_tokens=2048)
     assert small == base // 4 and "--max_num_tokens 2048" in r.command
     assert read_command("trtllm-serve x --max_num_tokens 2048").settings["max_num_tokens"] == 2048
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-v3.2"])
+def test_deepseek_keeps_its_embedding_whole_on_every_rank(model):
+    # modeling_deepseekv3.py builds embed_tokens with no mapping: each of the 8 ranks holds
+    # the 129,280 × 7,168 bf16 table whole, not an eighth of it
+    from kvcore.engines.base import rank_weights
+
+    r = EngineRequest(spec=load_model(model), context=32768, sequences=8,
+                      cache=CacheOptions(kv_k="fp8_e4m3", kv_v="fp8_e4m3"),
+                      gpus=(find_gpu("h200"),) * 8, parallel=Parallel(tp=8))
+    report = engine_plan("trtllm", r)
+    _, split = rank_weights(r, trtllm.STAGE_SPLIT)
+    table = 129_280 * 7_168 * 2
+    assert abs(report.weights_bytes - split[0].weights_bytes - (table - table // 8)) <= 1

@@ -22,6 +22,8 @@ layers those are).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import InputError
 from ..formats import get_format
 from ..gpus import GPU
@@ -131,6 +133,10 @@ DSA_BLOCKS = {9: (64,), 10: (32, 64)}
 #: the tokens a forward pass takes unless --max_num_tokens says otherwise (its activations are
 #: estimated from them)
 MAX_NUM_TOKENS = 8192
+#: architectures whose input embedding every rank holds whole under tensor parallelism:
+#: modeling_deepseekv3.py DeepseekV3Model builds embed_tokens as Embedding(vocab, hidden) with
+#: no mapping (DeepSeek-V3/R1, Kimi-K2, and DeepSeek-V3.2, which subclasses it)
+WHOLE_EMBEDDING = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"})
 
 
 def indexer_row_bytes(width: int) -> int:
@@ -251,6 +257,11 @@ def plan(req: EngineRequest) -> EngineReport:
            else s.tokens_per_block or TOKENS_PER_BLOCK)
     p = req.parallel
     weights, shares = rank_weights(req, STAGE_SPLIT)
+    if req.spec.architecture in WHOLE_EMBEDDING and p.tp > 1 and req.weights_bytes is None:
+        # the embedding whole on each rank of the first stage, not a 1/tp share
+        more = weights.input_bytes - weights.input_bytes // p.tp
+        shares = [replace(sh, weights_bytes=sh.weights_bytes + (more if sh.stage == 0 else 0))
+                  for sh in shares]
     act = (2 * (s.max_num_tokens or MAX_NUM_TOKENS)
            * (req.spec.hidden_size + req.spec.intermediate_size // p.tp) * 2)
     # each rank sizes its own pool (its weights, its layers' bytes per token); the
