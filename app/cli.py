@@ -154,7 +154,8 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--dp", default="1", help="data-parallel replicas")
     p.add_argument("--attn-dp", default="1",
                    help="SGLang: attention data-parallel groups within the tensor-parallel "
-                        "cards, each with its own requests and KV pool (--attn-dp-size)")
+                        "cards, each with its own requests and KV pool (--attn-dp-size); "
+                        "TensorRT-LLM: enable_attention_dp, one group a card (N = tp)")
     p.add_argument("--kv-budget", default=None,
                    help="KV memory per card an engine printed as available (8.11GiB; vLLM "
                         "0.34: the GiB of the blocks its \"Memory after warmup\" line says fit, "

@@ -57,7 +57,8 @@ class PlanIn(BaseModel):
     dp: int = Field(1, ge=1, le=1024)
     attn_dp: int = Field(1, ge=1, le=1024,
                          description="SGLang: attention data-parallel groups within the "
-                         "tensor-parallel cards (--attn-dp-size)")
+                         "tensor-parallel cards (--attn-dp-size); TensorRT-LLM: "
+                         "enable_attention_dp, one group a card (attn_dp = tp)")
     kv_budget: int | str | None = Field(None, examples=["8.11GiB", 8707134259],
                                   description="available KV memory per card an engine printed "
                                   "(a size, or bytes as a number; vLLM 0.34: the GiB of the "

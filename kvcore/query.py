@@ -23,6 +23,7 @@ from .engines import (
     engine_plan,
     sglang_attn_dp,
     stage_split,
+    trtllm,
 )
 from .engines import canonical as canonical_engine
 from .engines.base import SETTING_NAMES, RankShare
@@ -101,10 +102,11 @@ class Query(EngineRequest):
         super().__post_init__()
         object.__setattr__(self, "engine", canonical_engine(self.engine))
         check_settings(self.engine, self.settings, mtp=self.cache.mtp)
-        if self.parallel.attn_dp > 1 and self.engine != "sglang":
-            raise InputError(f"attn_dp is SGLang's attention data parallelism (--attn-dp-size), "
-                             f"not {ENGINE_TITLES[self.engine]}'s: plan it with --engine sglang, "
-                             "or leave out attn_dp", field="attn_dp")
+        if self.parallel.attn_dp > 1 and self.engine not in ("sglang", "trtllm"):
+            raise InputError(f"attn_dp is SGLang's attention data parallelism (--attn-dp-size) "
+                             "or TensorRT-LLM's (enable_attention_dp), not "
+                             f"{ENGINE_TITLES[self.engine]}'s: plan it with --engine sglang or "
+                             "trtllm, or leave out attn_dp", field="attn_dp")
         n = len(self.gpus)
         if n > 1 and n != self.parallel.ranks_per_replica:
             raise InputError(f"{n} GPUs given but tp × pp is {self.parallel.ranks_per_replica}; "
@@ -316,7 +318,12 @@ def parallel_estimates(q: Query) -> tuple[dict[str, Any] | None, dict[str, Any] 
     split = stage_split(q.engine)
     weights, parts = rank_weights(q, split, expert_ranks=expert_ranks(q))
     attention = None
-    if q.parallel.attn_dp > 1:
+    if q.parallel.attn_dp > 1 and q.engine == "trtllm":
+        # TensorRT-LLM's attention DP: each rank holds and reads its attention, dense MLP and
+        # shared experts whole (trtllm.whole_modules), the lm_head too
+        parts = trtllm.adp_shares(q, weights, parts)
+        attention = [trtllm.whole_weights(q) for _ in parts]
+    elif q.parallel.attn_dp > 1:
         # SGLang's attention DP: each card holds its attention group's share and reads its
         # attention projections split over the group only (sglang_attn_dp)
         parts = sglang_attn_dp.shares(q, weights, parts, split)
@@ -401,7 +408,10 @@ def parallel_decode(q: Query, weights: Weights, stages: list[_Stage], peaks: boo
     # the cards the lm_head is split over: under attention DP a tied one is the embedding,
     # split over the attention group, and --enable-dp-lm-head splits an untied one so too
     head_cards = p.tp
-    if p.attn_dp > 1:
+    if p.attn_dp > 1 and q.engine == "trtllm":
+        # TensorRT-LLM's LMHead drops its split under attention DP
+        head_cards = 1
+    elif p.attn_dp > 1:
         tied = not sglang_attn_dp.head_apart(weights, p)
         if q.settings.dp_lm_head or tied:
             head_cards = p.attn_tp
@@ -492,6 +502,9 @@ def _layout(q: Query, count: int) -> Parallel | None:
     parallel, keeping the plan's attention DP (None where it does not divide ``count``)."""
     if q.engine == "llama.cpp":
         return Parallel(pp=count)
+    if q.engine == "trtllm" and q.parallel.attn_dp > 1:
+        # TensorRT-LLM's attention DP: a group a card
+        return Parallel(tp=count, attn_dp=count) if count > 1 else None
     if count % q.parallel.attn_dp:
         return None
     return Parallel(tp=count, attn_dp=q.parallel.attn_dp)
@@ -826,13 +839,19 @@ def _more_state_slots(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
 
 def _attention_groups(q: Query, estimate: bool = True) -> dict[str, Any] | None:
     """SGLang over several tensor-parallel cards without attention DP: the fewest attention
-    groups (--attn-dp, a divisor of tp) with which the plan fits, as a "to fit" change (None
+    groups (--attn-dp, a divisor of tp) with which the plan fits (TensorRT-LLM: a group a
+    card, for the architectures it is planned for), as a "to fit" change (None
     where attention DP does not apply to the plan or none fits; ``estimate``: with the
     decode estimate there)."""
     p = q.parallel
-    if q.engine != "sglang" or p.attn_dp != 1 or p.tp == 1 or p.dp != 1:
+    if q.engine not in ("sglang", "trtllm") or p.attn_dp != 1 or p.tp == 1 or p.dp != 1:
         return None
-    for n in (d for d in range(2, p.tp + 1) if p.tp % d == 0):
+    if q.engine == "trtllm" and (p.pp > 1
+                                 or q.spec.architecture not in trtllm.ADP_ARCHITECTURES):
+        return None
+    # TensorRT-LLM's attention DP makes a group of each card
+    counts = (p.tp,) if q.engine == "trtllm" else (d for d in range(2, p.tp + 1) if p.tp % d == 0)
+    for n in counts:
         trial = replace(q, parallel=replace(p, attn_dp=n))
         try:
             ok, max_ctx = _fits(trial)

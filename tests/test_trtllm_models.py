@@ -139,3 +139,79 @@ def test_deepseek_keeps_its_embedding_whole_on_every_rank(model):
     _, split = rank_weights(r, trtllm.STAGE_SPLIT)
     table = 129_280 * 7_168 * 2
     assert abs(report.weights_bytes - split[0].weights_bytes - (table - table // 8)) <= 1
+
+
+# --- attention data parallelism (enable_attention_dp) -------------------------------------
+
+def _adp(model="deepseek-v3", attn_dp=8, **kw):
+    from app.common import make_query
+    from kvcore.query import answer
+
+    kw = {"gpu": "8xh200", "context": "32k", "sequences": 64, "kv": "fp8", "tp": 8, **kw}
+    q = make_query(load_model(model), engine="trtllm", attn_dp=attn_dp, **kw)
+    return q, answer(q)
+
+
+def test_attention_dp_holds_attention_dense_mlp_shared_experts_and_lm_head_whole():
+    # DeepSeek-V3 in fp8 (a 32-bit scale a 128 × 128 block): each layer's q_b (1536 × 24576),
+    # kv_b (512 × 32768) and o_proj (16384 × 7168), the 3 dense MLPs (3 × 7168 × 18432) and
+    # 58 shared experts (3 × 7168 × 2048) whole on each of 8 ranks instead of an eighth, and
+    # the bf16 lm_head (129,280 × 7,168) likewise; the routed experts split as before
+    attn = 61 * (1536 * 24576 + 512 * 32768 + 16384 * 7168)
+    dense = 3 * 3 * 7168 * 18432
+    shared = 58 * 3 * 7168 * 2048
+    whole = int((attn + dense + shared) * (8 + 32 / (128 * 128)) / 8)
+    head = 129_280 * 7_168 * 2
+    _, tp = _adp(attn_dp=1)
+    _, dp = _adp()
+    more = dp["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
+    assert abs(more - ((whole - whole // 8) + (head - head // 8))) <= 4096
+    assert 13 * GiB < more < 13.2 * GiB
+
+
+def test_attention_dp_pools_serve_each_ranks_own_requests():
+    _, tp = _adp(attn_dp=1)
+    _, dp = _adp()
+    r, t = dp["engine_report"], tp["engine_report"]
+    # the latent row is a rank's either way (576 fp8 values a layer); each rank's pool holds
+    # its own 8 of the 64 sequences, so its tokens go 8 times as far
+    assert r["extra"]["bytes_per_token"] == t["extra"]["bytes_per_token"] == 61 * 576
+    pool = r["kv_tokens"] // 8
+    assert r["max_context"] == pool // 8 and r["fits"] and not t["fits"]
+    assert "--max_batch_size 8 " in r["command"] and "--tp_size 8" in r["command"]
+    assert any("enable_attention_dp: true" in n for n in r["notes"])
+    gathered = dict((o["name"], o["bytes"]) for o in r["overheads"])["MoE token all-gather"]
+    assert gathered == 8 * 8192 * 7168 * 2
+    # without it, the suggestion names it
+    from kvcore.query import to_fit
+    q, data = _adp(attn_dp=1)
+    fix = to_fit(q, data)
+    alt = fix.get("or") or fix
+    assert alt["attn_dp"] == 8 and alt["max_context"] == r["max_context"]
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"attn_dp": 4}, "give attn_dp 8"),
+    ({"model": "llama-3.1-70b", "kv": "fp8"}, "LlamaForCausalLM is not established"),
+    ({"pp": 2, "tp": 4, "attn_dp": 4}, "tensor parallelism alone"),
+])
+def test_attention_dp_refusals(kw, needle):
+    with pytest.raises(InputError, match=needle):
+        _adp(**kw)
+
+
+def test_attention_dp_through_the_api_and_the_card_search():
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+    from kvcore.query import find_gpu_for
+
+    _, dp = _adp()
+    body = {"model": "deepseek-v3", "gpu": "8xh200", "engine": "trtllm", "context": "32k",
+            "sequences": 64, "kv": "fp8", "tp": 8, "attn_dp": 8}
+    data = TestClient(create_app()).post("/api/v1/plan", json=body).json()
+    assert data["engine_report"]["max_context"] == dp["engine_report"]["max_context"]
+    q, _ = _adp(attn_dp=1, gpu=None, tp=None)
+    rows = find_gpu_for(q)
+    h200 = next(r for r in rows if r["gpu"] == "h200")
+    assert h200["count"] == 8 and h200["attn_dp"] == 8

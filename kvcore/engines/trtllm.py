@@ -28,14 +28,16 @@ from ..errors import InputError
 from ..formats import get_format
 from ..gpus import GPU
 from ..kv import kv_row_bytes
-from ..model import LayerKind, ModelSpec
-from ..parallel import trtllm_stage_layers
+from ..model import LayerKind, ModelSpec, Module
+from ..parallel import Parallel, rank_spec, trtllm_stage_layers
 from ..plan import MAX_SEQUENCES, largest
+from ..weights import Weights, module_bytes
 from .base import (
     EngineReport,
     EngineRequest,
     GiB,
     MiB,
+    RankShare,
     fp8_kv_checkpoint,
     has_kind,
     model_ref,
@@ -137,6 +139,12 @@ MAX_NUM_TOKENS = 8192
 #: modeling_deepseekv3.py DeepseekV3Model builds embed_tokens as Embedding(vocab, hidden) with
 #: no mapping (DeepSeek-V3/R1, Kimi-K2, and DeepSeek-V3.2, which subclasses it)
 WHOLE_EMBEDDING = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"})
+#: architectures kvplan plans attention data parallelism (enable_attention_dp) for: with it,
+#: modeling_deepseekv3.py and modules/mla.py build the attention (tp_size 1), the dense MLP
+#: layers (_compute_mlp_tp_size) and the shared experts (_compute_shared_expert_tp_size) whole
+#: on every rank, embedding.py's LMHead drops its split (the lm_head whole too), and only the
+#: routed experts stay split over the tp ranks (docs/ENGINES.md T1)
+ADP_ARCHITECTURES = WHOLE_EMBEDDING
 
 
 def indexer_row_bytes(width: int) -> int:
@@ -209,6 +217,52 @@ def state_bytes_per_slot(spec: ModelSpec) -> int:
                for g in spec.groups if g.kind.is_recurrent and not g.mtp)
 
 
+def check_attention_dp(req: EngineRequest) -> None:
+    """Refuse, in one line, an attention-DP plan kvplan does not size under TensorRT-LLM."""
+    p, spec = req.parallel, req.spec
+    if p.attn_dp != p.tp:
+        raise InputError(f"TensorRT-LLM's attention DP (enable_attention_dp) makes each of the "
+                         f"{p.tp} tensor-parallel ranks an attention group of its own: give "
+                         f"attn_dp {p.tp}, or leave it out", field="attn_dp")
+    if p.pp > 1 or p.dp > 1:
+        raise InputError("TensorRT-LLM's attention DP is sized here over tensor parallelism "
+                         "alone (no pp or dp)", field="attn_dp")
+    if spec.architecture not in ADP_ARCHITECTURES:
+        raise InputError(f"TensorRT-LLM's attention DP for {spec.architecture or 'this model'} "
+                         "is not established (which of its modules each rank holds whole was "
+                         "read for DeepSeek-V3 and V3.2 only): plan it with tp alone",
+                         field="attn_dp")
+
+
+def whole_modules(spec: ModelSpec) -> list[Module]:
+    """The decoder modules each rank holds whole under attention DP that tensor parallelism
+    splits: every layer's but the routed experts (attention, dense MLP, shared experts)."""
+    return [m for m in spec.params.modules
+            if m.role == "" and m.names[0].startswith("layers.")]
+
+
+def whole_weights(req: EngineRequest) -> tuple[int, int]:
+    """(parameters, bytes) of whole_modules in the plan's weight format."""
+    mods = whole_modules(req.spec)
+    size = module_bytes(req.spec, req.weights, mods)
+    if size is None:
+        raise InputError("the weights of a GGUF checkpoint are not priced module by module, so "
+                         "their split under attention DP is not known", field="attn_dp")
+    return sum(m.params for m in mods), size
+
+
+def adp_shares(req: EngineRequest, weights: Weights, parts: list[RankShare]) -> list[RankShare]:
+    """Each rank's share under attention DP: the whole modules and the lm_head whole instead
+    of a 1/tp share, and a cache of all KV heads (for the rank's own requests)."""
+    p, spec = req.parallel, req.spec
+    _, size = whole_weights(req)
+    extra = (size - size // p.tp) + (weights.head_bytes - weights.head_bytes // p.tp)
+    if req.weights_bytes is not None:
+        extra = 0
+    return [replace(sh, weights_bytes=sh.weights_bytes + extra,
+                    spec=rank_spec(spec, Parallel(), sh.stage)) for sh in parts]
+
+
 def check_supported(spec: ModelSpec) -> None:
     refuse_nas_layout("TensorRT-LLM", spec, always="its per-layer KV head counts for no-op "
                       "blocks are not established")
@@ -256,14 +310,30 @@ def plan(req: EngineRequest) -> EngineReport:
     tpb = (dsa_block(req.gpus[0] if req.gpus else None, s.tokens_per_block) if dsa
            else s.tokens_per_block or TOKENS_PER_BLOCK)
     p = req.parallel
+    adp = p.attn_dp > 1
+    if adp:
+        check_attention_dp(req)
     weights, shares = rank_weights(req, STAGE_SPLIT)
     if req.spec.architecture in WHOLE_EMBEDDING and p.tp > 1 and req.weights_bytes is None:
         # the embedding whole on each rank of the first stage, not a 1/tp share
         more = weights.input_bytes - weights.input_bytes // p.tp
         shares = [replace(sh, weights_bytes=sh.weights_bytes + (more if sh.stage == 0 else 0))
                   for sh in shares]
-    act = (2 * (s.max_num_tokens or MAX_NUM_TOKENS)
-           * (req.spec.hidden_size + req.spec.intermediate_size // p.tp) * 2)
+    if adp:
+        shares = adp_shares(req, weights, shares)
+    # the sequences one rank's cache serves: under attention DP each rank takes its own
+    # requests, max_batch_size of them (executor_request_queue.py: tp × max_num_active_requests
+    # in flight)
+    groups = p.attn_dp
+    per_rank = -(-req.sequences // groups)
+    tokens_in = s.max_num_tokens or MAX_NUM_TOKENS
+    # the profiling pass's activations; under attention DP a rank's dense MLP is whole
+    act = 2 * tokens_in * (req.spec.hidden_size
+                           + req.spec.intermediate_size // (1 if adp else p.tp)) * 2
+    # and the MoE layers gather every rank's tokens (communication_factory.py: an all-gather
+    # where the experts are split by tensor parallelism, the default; moe_max_num_tokens is
+    # max_num_tokens × dp_size)
+    gathered = p.tp * tokens_in * req.spec.hidden_size * 2 if adp else 0
     # each rank sizes its own pool (its weights, its layers' bytes per token); the
     # executor keeps the smallest token count over the ranks
     # with kv_cache_config.dtype auto the pool takes the model's dtype, and the PyTorch backend
@@ -283,8 +353,8 @@ def plan(req: EngineRequest) -> EngineReport:
     elif any(sh.gpu is None for sh in shares):
         raise need_gpu()
     else:
-        availables = [int((sh.gpu.total_bytes - (sh.weights_bytes + act + RUNTIME)) * frac)
-                      for sh in shares if sh.gpu is not None]
+        availables = [int((sh.gpu.total_bytes - (sh.weights_bytes + act + gathered + RUNTIME))
+                          * frac) for sh in shares if sh.gpu is not None]
     # a hybrid model's state slots (max_batch_size × pp + 1 of them, the command's
     # --max_batch_size being the plan's sequences) come off each rank's budget first
     per_slot = [state_bytes_per_slot(sh.spec) for sh in shares]
@@ -298,18 +368,20 @@ def plan(req: EngineRequest) -> EngineReport:
         # the primary pool rounds up to whole blocks (calculateMaxNumBlocks)
         return -(-min(stage_tokens(n_seq)) // tpb) * tpb
 
-    per_stage = stage_tokens(req.sequences)
+    per_stage = stage_tokens(per_rank)
     binding = min(range(len(shares)), key=per_stage.__getitem__)
     per_token, available = per_tokens[binding], availables[binding]
-    slots = req.sequences * p.pp + DUMMY_SLOTS if any(per_slot) else 0
+    slots = per_rank * p.pp + DUMMY_SLOTS if any(per_slot) else 0
     state = slots * per_slot[binding]
     gpu = shares[binding].gpu
     budget = gpu.total_bytes if req.kv_budget_bytes is None and gpu is not None else None
-    tokens = pool_tokens(req.sequences)
+    tokens = pool_tokens(per_rank)
     blocks = tokens // tpb
-    max_ctx = largest(lambda n: n == 0 or tokens >= n * req.sequences, 1 << 31)
-    # more sequences need more state slots, so the pool shrinks as they grow
-    max_seqs = largest(lambda n: n == 0 or pool_tokens(n) >= n * req.context, MAX_SEQUENCES)
+    max_ctx = largest(lambda n: n == 0 or tokens >= n * per_rank, 1 << 31)
+    # more sequences need more state slots, so the pool shrinks as they grow; under
+    # attention DP each rank serves as many
+    max_seqs = groups * largest(lambda n: n == 0 or pool_tokens(n) >= n * req.context,
+                                MAX_SEQUENCES // groups)
     lines = [f"Number of tokens per block: {tpb}."]
     if not dsa:
         # a DSA model's indexer keys sit in pools of their own, whose share of this line was
@@ -317,11 +389,20 @@ def plan(req: EngineRequest) -> EngineReport:
         lines.append(f"[MemUsageChange] Allocated {tokens * per_token / GiB:.2f} GiB for max "
                      f"tokens in paged KV cache ({tokens}).")
     cmd = [f"trtllm-serve {model_ref(req.spec)}", f"--max_seq_len {req.context}",
-           f"--max_batch_size {req.sequences}", f"--kv_cache_free_gpu_memory_fraction {frac:g}"]
+           f"--max_batch_size {per_rank}", f"--kv_cache_free_gpu_memory_fraction {frac:g}"]
     cmd += parallel_flags(p, "--tp_size", "--pp_size", None)
     if s.max_num_tokens:
         cmd.append(f"--max_num_tokens {s.max_num_tokens}")
     notes = []
+    if adp:
+        notes.append(
+            f"set enable_attention_dp: true in the extra LLM API options file (--config): each "
+            f"of the {p.tp} ranks runs attention for its own requests, --max_batch_size "
+            f"{per_rank} of them ({per_rank * groups:,} in flight), with all the attention "
+            "heads, the dense MLP layers, the shared experts, the embedding and the lm_head "
+            f"whole and the routed experts split over the {p.tp}; the MoE layers gather "
+            f"every rank's tokens ({gathered / GiB:.2f} GiB counted beside the activations; an "
+            "all-to-all backend's workspace, where expert parallelism is set, is not)")
     if state:
         notes.append(f"recurrent state: {slots:,} slots (max_batch_size × pp + 1) of "
                      f"{per_slot[binding] / MiB:.1f} MiB = {state / GiB:.2f} GiB taken from "
@@ -348,15 +429,17 @@ def plan(req: EngineRequest) -> EngineReport:
         engine=NAME,
         budget_bytes=budget,
         weights_bytes=shares[binding].weights_bytes,
-        overheads=(("activation peak", act), ("runtime buffers", RUNTIME)),
+        overheads=(("activation peak", act),
+                   *([("MoE token all-gather", gathered)] if gathered else []),
+                   ("runtime buffers", RUNTIME)),
         kv_pool_bytes=max(0, available),
-        kv_tokens=tokens * p.dp,
+        kv_tokens=tokens * p.dp * groups,
         blocks=blocks,
         block_tokens=tpb,
-        max_concurrency=tokens / max(1, req.context),
+        max_concurrency=groups * tokens / max(1, req.context),
         max_sequences=max_seqs,
         max_context=max_ctx,
-        fits=tokens >= req.context * req.sequences,
+        fits=tokens >= req.context * per_rank,
         log_lines=tuple(lines),
         command=" ".join(cmd),
         notes=tuple(notes),
