@@ -215,3 +215,30 @@ def test_attention_dp_through_the_api_and_the_card_search():
     rows = find_gpu_for(q)
     h200 = next(r for r in rows if r["gpu"] == "h200")
     assert h200["count"] == 8 and h200["attn_dp"] == 8
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp"), [("qwen3-235b-a22b", "8xh100", 8),
+                                                  ("qwen3-30b-a3b", "2xh100", 2)])
+def test_qwen3_moe_attention_dp_holds_attention_embedding_and_lm_head_whole(model, gpu, tp):
+    # modeling_qwen3_moe.py under attention DP: the attention (tp_size 1) and the embedding
+    # (no mapping) whole, the lm_head whole (LMHead drops its split), the experts split; bf16.
+    # Its cache holds all 4 KV heads of a layer for a rank's own requests
+    spec = load_model(model)
+    attn = 2 * sum(m.params for m in spec.params.modules
+                   if m.role == "" and ".self_attn." in m.names[0])
+    table = 2 * spec.vocab_size * spec.hidden_size
+    _, t = _adp(model, attn_dp=1, gpu=gpu, tp=tp, kv=None, sequences=16)
+    _, d = _adp(model, attn_dp=tp, gpu=gpu, tp=tp, kv=None, sequences=16)
+    more = d["engine_report"]["weights_bytes"] - t["engine_report"]["weights_bytes"]
+    assert abs(more - (attn - attn // tp + 2 * (table - table // tp))) <= 8
+    layers = spec.decoder_layers
+    assert d["engine_report"]["extra"]["bytes_per_token"] == layers * 4 * 128 * 2 * 2
+    assert t["engine_report"]["extra"]["bytes_per_token"] == layers * -(-4 // tp) * 128 * 2 * 2
+
+
+def test_gpt_oss_refuses_pipeline_parallelism_under_trtllm():
+    from app.common import make_query
+
+    with pytest.raises(InputError, match="asserts pp_size == 1"):
+        from kvcore.query import answer
+        answer(make_query(load_model("gpt-oss-120b"), engine="trtllm", gpu="2xh100", pp=2))

@@ -143,8 +143,10 @@ WHOLE_EMBEDDING = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"})
 #: modeling_deepseekv3.py and modules/mla.py build the attention (tp_size 1), the dense MLP
 #: layers (_compute_mlp_tp_size) and the shared experts (_compute_shared_expert_tp_size) whole
 #: on every rank, embedding.py's LMHead drops its split (the lm_head whole too), and only the
-#: routed experts stay split over the tp ranks (docs/ENGINES.md T1)
-ADP_ARCHITECTURES = WHOLE_EMBEDDING
+#: routed experts stay split over the tp ranks (docs/ENGINES.md T1); modeling_qwen3_moe.py and
+#: modeling_gpt_oss.py likewise build the attention and (with attention DP only) the embedding
+#: whole, their experts split, and have no dense MLP or shared expert
+ADP_ARCHITECTURES = WHOLE_EMBEDDING | {"Qwen3MoeForCausalLM", "GptOssForCausalLM"}
 
 
 def indexer_row_bytes(width: int) -> int:
@@ -230,7 +232,8 @@ def check_attention_dp(req: EngineRequest) -> None:
     if spec.architecture not in ADP_ARCHITECTURES:
         raise InputError(f"TensorRT-LLM's attention DP for {spec.architecture or 'this model'} "
                          "is not established (which of its modules each rank holds whole was "
-                         "read for DeepSeek-V3 and V3.2 only): plan it with tp alone",
+                         "read for DeepSeek-V3 and V3.2, Qwen3-MoE and gpt-oss only): plan it "
+                         "with tp alone",
                          field="attn_dp")
 
 
@@ -256,7 +259,13 @@ def adp_shares(req: EngineRequest, weights: Weights, parts: list[RankShare]) -> 
     of a 1/tp share, and a cache of all KV heads (for the rank's own requests)."""
     p, spec = req.parallel, req.spec
     _, size = whole_weights(req)
-    extra = (size - size // p.tp) + (weights.head_bytes - weights.head_bytes // p.tp)
+    extra = size - size // p.tp
+    if weights.lm_head_separate:
+        extra += weights.head_bytes - weights.head_bytes // p.tp
+    if spec.architecture not in WHOLE_EMBEDDING:
+        # the embedding whole too (WHOLE_EMBEDDING's is whole without attention DP already);
+        # a tied lm_head is this table
+        extra += weights.input_bytes - weights.input_bytes // p.tp
     if req.weights_bytes is not None:
         extra = 0
     return [replace(sh, weights_bytes=sh.weights_bytes + extra,
@@ -310,6 +319,10 @@ def plan(req: EngineRequest) -> EngineReport:
     tpb = (dsa_block(req.gpus[0] if req.gpus else None, s.tokens_per_block) if dsa
            else s.tokens_per_block or TOKENS_PER_BLOCK)
     p = req.parallel
+    if req.spec.model_type == "gpt_oss" and p.pp > 1:
+        raise InputError("TensorRT-LLM's GptOssForCausalLM does not run pipeline parallelism "
+                         "(modeling_gpt_oss.py asserts pp_size == 1): give tp alone",
+                         field="pp")
     adp = p.attn_dp > 1
     if adp:
         check_attention_dp(req)
