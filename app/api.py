@@ -91,7 +91,7 @@ def engine_settings(body: PlanIn, **given: Any) -> EngineSettings:
 def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:
     """The Query of a launch command (its fields, the body's own fields winning), the
     command as read, and the plan's fields (``cli_line`` writes them as a kvplan command)."""
-    launch = read_command(body.command)
+    launch = read_command(body.command, body.options)
     spec, fields = resolve(launch, body.model, allow_local=False,
                            weights_given="weights" in body.model_fields_set)
     for path in fields.pop("lora", ()):
@@ -99,7 +99,7 @@ def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:
         launch.notes.append(f"--lora {path}: the adapter's tensors are not counted (the server "
                             "reads no local file; `kvplan --cmd` where the file is counts "
                             "them)")
-    given = body.model_fields_set - {"command", "model"}
+    given = body.model_fields_set - {"command", "model", "options"}
     give_way(launch, fields, given)
     fields.update({k: getattr(body, k) for k in given})
     try:

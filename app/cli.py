@@ -18,6 +18,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn, cast
 
 import kvcore
@@ -30,7 +31,7 @@ from kvcore import (
 )
 from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
 from kvcore.engines.llamacpp_lora import read_adapter
-from kvcore.errors import shown
+from kvcore.errors import InputError, shown
 from kvcore.formats import quality_note
 from kvcore.model import ModelSpec
 from kvcore.query import (
@@ -964,6 +965,16 @@ def _from_command(args: argparse.Namespace, argv: list[str]) -> tuple[Launch, Mo
     """--command read into ``args``: the command's model and fields where the user's own
     MODEL and flags do not set them; the launch, its model and the kvplan line it reads as."""
     launch = read_command(args.command)
+    if launch.options_path is not None:
+        # the options file (--config, --extra_llm_api_options), where it is on this machine
+        path = Path(launch.options_path).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8") if path.is_file() else None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{launch.options_path}: the options file could not be read "
+                             f"({exc.__class__.__name__})", field="command") from None
+        if text is not None:
+            launch = read_command(args.command, text)
     spec, fields = resolve(launch, args.model, weights_given=args.weights is not None)
     given = _given(argv)
     give_way(launch, fields, {_FIELD.get(d, d) for d in given})

@@ -120,7 +120,7 @@ LORA_FIELDS = ("max_loras", "max_lora_rank", "lora_target_modules")
 #: what a link may name: the form's fields, the API's one format for K and V, its --cpu-moe
 #: switch (the form's n_cpu_moe "all"), and a launch command: every field /api/v1/plan takes
 #: in a query string
-LINK_FIELDS = (*FIELDS, "kv", "cpu_moe", "command")
+LINK_FIELDS = (*FIELDS, "kv", "cpu_moe", "command", "options")
 
 
 _URL = re.compile(r"https?://[^\s),;]+")
@@ -228,6 +228,7 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
     from .schemas import CommandIn
 
     command = str(params["command"])
+    options = str(params.get("options", "")) or None
     form = {k: str(params.get(k, v))[:200] for k, v in LINK_DEFAULTS.items()}
     errors: dict[str, str] = {}
     view = None
@@ -240,7 +241,8 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
         given = {k: str(params[k]) for k in ("gpu", "gpus") if str(params.get(k, "")).strip()
                  and str(params[k]) != LINK_DEFAULTS[k]}
         try:
-            body = CommandIn.model_validate({"command": command, **given})
+            body = CommandIn.model_validate({"command": command, "options": options,
+                                             **given})
         except ValidationError as exc:
             err = exc.errors()[0]
             raise InputError(f"{err['loc'][0]}: {err['msg']}", field=str(err["loc"][0])
@@ -267,7 +269,7 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
     partial = request.headers.get("HX-Request") == "true"
     context = {"form": form, "view": view, "api_link": None, "errors": errors,
                "slider": _slider(form["context"]), "custom": False, "partial": partial,
-               "command": command, **_choices()}
+               "command": command, "options": options or "", **_choices()}
     return templates().TemplateResponse(request, "_result.html" if partial else "index.html",
                                         context, status_code=200 if partial else status)
 

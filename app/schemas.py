@@ -223,6 +223,10 @@ class CommandIn(PlanIn):
         "trtllm-serve …")
     model: str | None = Field(None, max_length=200, description="the model, where the "
                               "command names a file that is not a catalog model's")
+    options: str | None = Field(None, max_length=MAX_COMMAND, examples=[
+        "enable_attention_dp: true\nkv_cache_config:\n  dtype: fp8\n"],
+        description="the text of the YAML file the command's --config (trtllm-serve's "
+        "--extra_llm_api_options) names, read with it")
 
 
 class ErrorOut(BaseModel):

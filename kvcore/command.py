@@ -54,6 +54,7 @@ from .engines.llamacpp_offload import split_overrides
 from .errors import OLLAMA_SETTINGS, InputError, shown
 from .hub import HubUnavailable
 from .model import ModelSpec
+from .yamlish import parse_yaml
 
 __all__ = ["Launch", "cli_line", "fit_shortened", "give_way", "gguf_file_model", "human_int",
            "read_command", "resolve"]
@@ -109,6 +110,8 @@ class Launch:
     unread: list[str] = field(default_factory=list)
     #: flags (and stray words) kvplan does not know: the plan is without whatever they do
     unknown: list[str] = field(default_factory=list)
+    #: the options file the command names (--config, --extra_llm_api_options), if any
+    options_path: str | None = None
     #: the field each note is about, where one is: a plan that sets the field itself drops it
     about: dict[str, str] = field(default_factory=dict)
     #: the flag and value that named the model (-m ./x.gguf), for messages
@@ -235,7 +238,9 @@ class _Flag:
 class _Reader:
     """One command's flags, read into a Launch."""
 
-    def __init__(self, engine: str) -> None:
+    def __init__(self, engine: str, options: str | None = None) -> None:
+        #: the text of the options file the command names, where given
+        self.options = options
         self.launch = Launch(engine, None)
         self.set = self.launch.settings
         self.positional: list[str] = []
@@ -379,6 +384,19 @@ def _seen(name: str, conv: Callable[[str, str], Any] | None = None
           ) -> Callable[[_Reader, str, str], None]:
     def read(r: _Reader, flag: str, value: str) -> None:
         r.seen[name] = conv(flag, value) if conv else value
+    return read
+
+
+def _options_file(holds: str) -> Callable[[_Reader, str, str], None]:
+    """--config FILE (a YAML file of the engine's options): read where its text was given
+    (read_command's ``options``: the CLI reads the file where it is on this machine), else a
+    note that the plan is without it."""
+    def read(r: _Reader, flag: str, value: str) -> None:
+        r.seen["options_flag"] = f"{flag} {value}"
+        r.launch.options_path = value
+        if r.options is None:
+            r.note(f"{flag} {value}: the file is not on this machine (or not given), so its "
+                   f"options ({holds}) are not planned (the plan is without them)")
     return read
 
 
@@ -672,8 +690,7 @@ def _vllm_dtype(r: _Reader, flag: str, value: str) -> None:
 
 _VLLM = (
     _Flag(("--model",), "value", _model),
-    _Flag(("--config",), "value",
-          _unplanned("the YAML file is not read here (its keys are vLLM's flags)")),
+    _Flag(("--config",), "value", _options_file("vLLM's flags")),
     _Flag(("--max-model-len",), "value", _vllm_max_len),
     _Flag(("--max-num-seqs",), "value", _set("sequences", human_int)),
     _Flag(("--kv-cache-dtype",), "value", _server_kv("vLLM", VLLM_KV)),
@@ -774,7 +791,7 @@ def _vllm_finish(r: _Reader) -> None:
 
 
 def _server_finish(r: _Reader, ctx_flag: str, seqs_flag: str, engine: str) -> None:
-    if r.set.get("sequences", 1) > 1:
+    if r.set.get("sequences", 1) > 1 and not r.seen.get("adp"):
         r.note(f"{seqs_flag} {r.set['sequences']}: planned as that many full-length sequences "
                f"at once; {engine} starts where one fits and runs as many as its pool holds",
                "sequences")
@@ -836,8 +853,7 @@ def _sglang_graph_backend(phase: str) -> Callable[[_Reader, str, str], None]:
 
 _SGLANG = (
     _Flag(("--model-path", "--model"), "value", _model),
-    _Flag(("--config",), "value",
-          _unplanned("the YAML file is not read here (its keys are SGLang's flags)")),
+    _Flag(("--config",), "value", _options_file("SGLang's flags")),
     _Flag(("--context-length",), "value", _set("context", lambda f, v: sglang_int(f, v))),
     _Flag(("--max-running-requests",), "value", _set("sequences", lambda f, v: _int(f, v, 1))),
     _Flag(("--kv-cache-dtype",), "value", _server_kv("SGLang", SGLANG_KV)),
@@ -974,8 +990,8 @@ _TRTLLM = (
           _set("free_gpu_memory_fraction", _float)),
     _Flag(("--max-num-tokens",), "value", _set("max_num_tokens", lambda f, v: _int(f, v, 1))),
     _Flag(("--config", "--extra-llm-api-options"), "value",
-          _unplanned("the YAML file is not read here (its kv_cache_config: dtype, "
-                     "tokens_per_block, free_gpu_memory_fraction, max_tokens)")),
+          _options_file("kv_cache_config's dtype, tokens_per_block and "
+                        "free_gpu_memory_fraction, enable_attention_dp, max_batch_size")),
     _Flag(("--backend",), "value", _trtllm_backend),
     _Flag(("--max-beam-width",), "value",
           _unplanned("each request's beams keep their own cache blocks", ("1",))),
@@ -989,10 +1005,156 @@ _TRTLLM = (
 )
 
 
+def _options_args(engine: str, data: dict[str, Any]) -> list[str]:
+    """A vLLM or SGLang options file's keys as the flags they stand for."""
+    out: list[str] = []
+    for key, value in data.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is False:
+            # vLLM's switches have their --no- forms; an SGLang switch off is its default
+            if engine == "vllm":
+                out.append("--no-" + flag[2:])
+        elif value is None:
+            continue
+        elif isinstance(value, list):
+            out += [flag, *(json.dumps(v) if isinstance(v, dict) else str(v) for v in value)]
+        elif isinstance(value, dict):
+            out += [flag, json.dumps(value)]
+        else:
+            out += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return out
+
+
+#: TensorRT-LLM LLM API options that change no memory kvplan plans
+_TRTLLM_OPTIONS_INERT = frozenset({
+    "cuda_graph_config", "print_iter_log", "stream_interval", "enable_iter_perf_stats",
+    "enable_chunked_prefill", "disable_overlap_scheduler", "scheduler_config", "backend",
+    "attn_backend", "trust_remote_code", "enable_layerwise_nvtx_marker", "return_perf_metrics",
+    "num_postprocess_workers", "enable_autotuner", "batch_wait_timeout_ms", "sampler_type",
+    "allreduce_strategy", "guided_decoding_backend", "moe_config", "tokenizer", "revision",
+    "skip_tokenizer_init", "otlp_traces_endpoint", "enable_iter_req_stats", "gpus_per_node",
+})
+_TRTLLM_KV_INERT = frozenset({"enable_block_reuse", "enable_partial_reuse",
+                              "copy_on_partial_reuse", "event_buffer_max_size",
+                              "secondary_offload_min_priority", "onboard_blocks"})
+#: kv_cache_config.dtype: kvplan's format (None: the model's own, auto)
+_TRTLLM_KV = {"auto": None, "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}
+
+
+def _trtllm_options(r: _Reader, data: dict[str, Any]) -> None:
+    """TensorRT-LLM's LLM API options file, over the command's flags (trtllm-serve's
+    update_llm_args_with_extra_dict lets it win)."""
+    flag = r.seen["options_flag"]
+
+    def whole(key: str, value: Any, low: int = 1) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InputError(f"{flag}: {key} must be a whole number of at least {low}, got "
+                             f"{shown(value)}", field="command")
+        return value
+
+    for key, value in data.items():
+        if key == "max_batch_size":
+            r.set["sequences"] = whole(key, value)
+            r.seen["batch_from_options"] = True
+        elif key == "max_seq_len":
+            r.set["context"] = whole(key, value)
+        elif key == "max_num_tokens":
+            r.set["max_num_tokens"] = whole(key, value)
+        elif key == "tensor_parallel_size":
+            r.set["tp"] = whole(key, value)
+        elif key == "pipeline_parallel_size":
+            r.set["pp"] = whole(key, value)
+        elif key == "enable_attention_dp":
+            if not isinstance(value, bool):
+                raise InputError(f"{flag}: enable_attention_dp must be true or false, got "
+                                 f"{shown(value)}", field="command")
+            r.seen["adp"] = value
+        elif key == "kv_cache_config" and isinstance(value, dict):
+            _trtllm_kv_options(r, flag, value)
+        elif key in ("moe_expert_parallel_size", "context_parallel_size") and value in (1, None):
+            r.launch.unread.append(f"{key}: {value}")
+        elif key == "moe_expert_parallel_size":
+            r.note(f"{flag}: moe_expert_parallel_size {value}: the experts placed by expert "
+                   "parallelism (kvplan splits them over the tensor-parallel ranks); not "
+                   "planned (the plan is without it)")
+        elif key == "speculative_config":
+            r.note(f"{flag}: speculative_config: draft layers and draft tokens in the KV cache "
+                   "manager, which kvplan does not size for TensorRT-LLM; not planned (the "
+                   "plan is without it)")
+        elif key in _TRTLLM_OPTIONS_INERT:
+            r.launch.unread.append(f"{key}: {_brief(value)}")
+        else:
+            r.launch.unknown.append(f"{key}: {_brief(value)}")
+
+
+def _trtllm_kv_options(r: _Reader, flag: str, kv: dict[str, Any]) -> None:
+    for key, value in kv.items():
+        name = f"kv_cache_config.{key}"
+        if key == "dtype":
+            word = str(value).lower()
+            if word not in _TRTLLM_KV:
+                raise InputError(f"{flag}: {name} takes {', '.join(_TRTLLM_KV)} (kvplan's "
+                                 f"TensorRT-LLM formats), got {shown(value)}", field="command")
+            fmt = _TRTLLM_KV[word]
+            if fmt is None:
+                r.set.pop("kv", None)
+            else:
+                r.set["kv"] = fmt
+        elif key == "free_gpu_memory_fraction":
+            if isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not 0 < value <= 1:
+                raise InputError(f"{flag}: {name} must be a number in (0, 1], got "
+                                 f"{shown(value)}", field="command")
+            r.set["free_gpu_memory_fraction"] = float(value)
+        elif key == "tokens_per_block":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{flag}: {name} must be a whole number of at least 1, got "
+                                 f"{shown(value)}", field="command")
+            r.set["tokens_per_block"] = value
+        elif key == "host_cache_size":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InputError(f"{flag}: {name} must be a whole number of bytes, got "
+                                 f"{shown(value)}", field="command")
+            if value:
+                r.set["offload"] = str(value)
+        elif key == "max_tokens" and value is not None:
+            r.note(f"{flag}: {name} {value}: a cap on the pool's tokens; not planned (the "
+                   "plan is without it: the pool from free_gpu_memory_fraction)")
+        elif key == "max_attention_window" and value is not None:
+            r.note(f"{flag}: {name} {_brief(value)}: windowed pools for the layers it names; "
+                   "not planned (the plan is without it: every layer holds max_seq_len)")
+        elif key in _TRTLLM_KV_INERT or value is None:
+            r.launch.unread.append(f"{name}: {_brief(value)}")
+        else:
+            r.launch.unknown.append(f"{name}: {_brief(value)}")
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, dict | list) else str(value).lower() \
+        if isinstance(value, bool) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _trtllm_finish(r: _Reader) -> None:
     if r.positional:
         r.launch.model = r.positional[0]
         r.launch.model_flag = r.positional[0]
+    if r.options is not None:
+        _trtllm_options(r, parse_yaml(r.options, f"the {r.seen['options_flag'].split()[0]} "
+                                                 "file"))
+    if r.seen.get("adp"):
+        # enable_attention_dp: every tensor-parallel rank an attention group of its own, its
+        # max_batch_size a rank's
+        tp = r.set.get("tp", 1)
+        if tp > 1:
+            r.set["attn_dp"] = tp
+            if "sequences" in r.set:
+                r.set["sequences"] *= tp
+                r.note(f"enable_attention_dp: --max_batch_size is a rank's: planned as "
+                       f"{r.set['sequences']:,} full-length sequences at once over the {tp} "
+                       "ranks; TensorRT-LLM starts where one fits on a rank", "sequences")
     _server_finish(r, "--max_seq_len", "--max_batch_size", "TensorRT-LLM")
 
 
@@ -1151,8 +1313,11 @@ def _is_flag(tok: str) -> bool:
     return tok.startswith("-") and len(tok) > 1 and not _NUMBER.match(tok)
 
 
-def read_command(text: str) -> Launch:
+def read_command(text: str, options: str | None = None) -> Launch:
     """Read a launch command (``llama-server -m x.gguf -c 32768 -np 4 …``) as kvplan's fields.
+    ``options``: the text of the YAML file its ``--config`` (trtllm-serve's
+    ``--extra_llm_api_options``) names, read with it: vLLM's and SGLang's keys as their flags
+    (the command's own flags win), TensorRT-LLM's LLM API options over its flags.
 
     Raises InputError (field ``command``) for a command of no known engine, a flag's bad
     value, or a flag whose memory kvplan does not plan."""
@@ -1185,8 +1350,22 @@ def read_command(text: str) -> Launch:
     engine = "llama.cpp" if engine == "llama.cpp-cli" else engine
     flags, finish = _TABLES[engine]
     by_name = {n: flag for flag in flags for n in flag.names}
-    r = _Reader(engine)
+    names_file = any(a == "--config" or a.startswith("--config=")
+                     or a.replace("_", "-").startswith("--extra-llm-api-options") for a in args)
+    unused = options is not None and options.strip() and not names_file
+    if not names_file:
+        options = None
+    r = _Reader(engine, options)
+    if unused:
+        r.note("the options file's text given is not read: the command names no file "
+               "(--config" + (", --extra_llm_api_options" if engine == "trtllm" else "") + ")")
     r.seen["server"] = server
+    if options is not None and engine in ("vllm", "sglang"):
+        # the file's options as flags before the command's own, which win (vLLM's
+        # FlexibleArgumentParser puts them first; SGLang's config merger lets the CLI win)
+        start = 1 if engine == "vllm" and args and not _is_flag(args[0]) else 0
+        args = args[:start] + _options_args(engine, parse_yaml(options, "the --config file")) \
+            + args[start:]
     i = 0
     if engine in ("vllm", "trtllm") and args and not _is_flag(args[0]):
         # vllm serve MODEL …, trtllm-serve MODEL …

@@ -599,7 +599,7 @@ SGLANG = "python -m sglang.launch_server --model-path x"
     ("vllm serve x --disable-hybrid-kv-cache-manager", "without the hybrid manager"),
     ("vllm serve x --mamba-ssm-cache-dtype float32", "recurrent state's dtype"),
     ("vllm serve x --dtype float32", "weights in 32 bits"),
-    ("trtllm-serve x --extra_llm_api_options cfg.yaml", "YAML file is not read"),
+    ("trtllm-serve x --extra_llm_api_options cfg.yaml", "the file is not on this machine"),
     (f"{SGLANG} --attention-backend triton", "default backend's cache layout"),
     (f"{SGLANG} --moe-dense-tp-size 1", "dense MLP layers"),
     (f"{SGLANG} --enable-hierarchical-cache", "--hicache-ratio"),
@@ -661,14 +661,10 @@ def test_cli_and_api_say_unknown_flags_apart(capsys):
 
 
 @pytest.mark.parametrize(("command", "said"), [
-    ("trtllm-serve Qwen/Qwen3-8B --config extra.yml", "--config extra.yml: the YAML file"),
     ("trtllm-serve Qwen/Qwen3-8B --backend trt", "--backend trt: kvplan plans the PyTorch"),
     ("trtllm-serve Qwen/Qwen3-8B --max_beam_width 4", "--max_beam_width 4: each request's"),
     ("trtllm-serve Qwen/Qwen3-8B --cp_size 2", "--cp_size 2: a sequence's cache split"),
     ("trtllm-serve Qwen/Qwen3-8B --ep_size 8", "--ep_size 8: the experts placed"),
-    ("vllm serve Qwen/Qwen3-8B --config serve.yaml", "--config serve.yaml: the YAML file"),
-    ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --config s.yaml",
-     "--config s.yaml: the YAML file"),
 ])
 def test_flags_that_change_memory_unplanned_are_noted(command, said):
     launch = read_command(command)
@@ -682,3 +678,15 @@ def test_trtllm_serve_long_names_are_read_as_their_aliases():
                           "--pipeline_parallel_size 2 --free_gpu_memory_fraction 0.8")
     assert launch.settings["tp"] == 2 and launch.settings["pp"] == 2
     assert launch.settings["free_gpu_memory_fraction"] == 0.8
+
+
+@pytest.mark.parametrize("command", [
+    "trtllm-serve Qwen/Qwen3-8B --config extra.yml",
+    "vllm serve Qwen/Qwen3-8B --config serve.yaml",
+    "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --config s.yaml"])
+def test_an_options_file_not_given_is_said_so(command):
+    launch = read_command(command)
+    flag = command.split("--config ")[1]
+    assert any(n.startswith(f"--config {flag}: the file is not on this machine")
+               and n.endswith("not planned (the plan is without them)") for n in launch.notes)
+    assert launch.options_path == flag and not launch.unread and not launch.unknown
