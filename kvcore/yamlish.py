@@ -15,6 +15,8 @@ from typing import Any
 from .errors import InputError
 
 _NUMBER = re.compile(r"[-+]?(\d[\d_]*)?(\.\d*)?([eE][-+]?\d+)?")
+#: the deepest nesting read (an options file nests two or three levels)
+MAX_DEPTH = 32
 
 
 class _Line:
@@ -71,8 +73,12 @@ def _strip_comment(line: str) -> str:
     return line
 
 
-def _block(lines: list[_Line], i: int, indent: int, what: str) -> tuple[Any, int]:
+def _block(lines: list[_Line], i: int, indent: int, what: str,
+           depth: int = 0) -> tuple[Any, int]:
     """The block (mapping or sequence) whose lines start at ``i`` with ``indent``."""
+    if depth > MAX_DEPTH:
+        raise InputError(f"{what}, line {lines[i].number}: nested deeper than {MAX_DEPTH} "
+                         "levels", field="command")
     if lines[i].text.startswith("- ") or lines[i].text == "-":
         items = []
         while i < len(lines) and lines[i].indent == indent and (
@@ -80,7 +86,7 @@ def _block(lines: list[_Line], i: int, indent: int, what: str) -> tuple[Any, int
             rest = lines[i].text[1:].strip()
             if not rest:
                 if i + 1 < len(lines) and lines[i + 1].indent > indent:
-                    item, i = _block(lines, i + 1, lines[i + 1].indent, what)
+                    item, i = _block(lines, i + 1, lines[i + 1].indent, what, depth + 1)
                     items.append(item)
                     continue
                 items.append(None)
@@ -94,7 +100,7 @@ def _block(lines: list[_Line], i: int, indent: int, what: str) -> tuple[Any, int
                 while j < len(lines) and lines[j].indent >= inner:
                     sub.append(lines[j])
                     j += 1
-                item, _ = _block(sub, 0, inner, what)
+                item, _ = _block(sub, 0, inner, what, depth + 1)
                 items.append(item)
                 i = j
                 continue
@@ -120,7 +126,7 @@ def _block(lines: list[_Line], i: int, indent: int, what: str) -> tuple[Any, int
             i += 1
         elif i + 1 < len(lines) and (lines[i + 1].indent > indent or (
                 lines[i + 1].indent == indent and lines[i + 1].text.startswith("-"))):
-            out[key], i = _block(lines, i + 1, lines[i + 1].indent, what)
+            out[key], i = _block(lines, i + 1, lines[i + 1].indent, what, depth + 1)
         else:
             out[key] = None
             i += 1
@@ -156,8 +162,11 @@ def _scalar_or_flow(text: str, number: int, what: str) -> Any:
     return _scalar(text, number, what)
 
 
-def _flow(text: str, i: int, number: int, what: str) -> tuple[Any, int]:
+def _flow(text: str, i: int, number: int, what: str, depth: int = 0) -> tuple[Any, int]:
     """A flow sequence or mapping starting at text[i]; (value, index after it)."""
+    if depth > MAX_DEPTH:
+        raise InputError(f"{what}, line {number}: nested deeper than {MAX_DEPTH} levels",
+                         field="command")
     close = "]" if text[i] == "[" else "}"
     is_map = close == "}"
     items: list[Any] = []
@@ -179,7 +188,7 @@ def _flow(text: str, i: int, number: int, what: str) -> tuple[Any, int]:
             while i < len(text) and text[i] == " ":
                 i += 1
         if i < len(text) and text[i] in "[{":
-            value, i = _flow(text, i, number, what)
+            value, i = _flow(text, i, number, what, depth + 1)
         else:
             word, i = _flow_word(text, i, ",]}", number, what)
             value = _scalar(word, number, what)
@@ -191,9 +200,15 @@ def _flow(text: str, i: int, number: int, what: str) -> tuple[Any, int]:
             i += 1
         if i < len(text) and text[i] == ",":
             i += 1
+        elif i < len(text) and text[i] != close:
+            raise InputError(f"{what}, line {number}: expected ',' or '{close}' at "
+                             f"{text[i:i + 10]!r}", field="command")
 
 
 def _flow_word(text: str, i: int, stops: str, number: int, what: str) -> tuple[str, int]:
+    if i >= len(text):
+        raise InputError(f"{what}, line {number}: a flow collection is not closed",
+                         field="command")
     if text[i] in "\"'":
         end = text.find(text[i], i + 1)
         if end < 0:

@@ -160,3 +160,21 @@ def test_the_page_reads_the_options_beside_the_command():
     page = client.get("/", params={"command": "vllm serve Qwen/Qwen3-8B", "gpu": "h100",
                                    "options": "max-model-len: 4096"})
     assert "is not read: the command names no file (--config)" in page.text
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=" \n\t-:#[]{},'\"&*|>~abk01.", max_size=120))
+def test_any_text_reads_or_is_refused_in_one_line(text):
+    try:
+        value = parse_yaml(text)
+    except InputError as e:
+        assert "\n" not in str(e)
+    else:
+        assert isinstance(value, dict)
+
+
+@pytest.mark.parametrize("text", ["a: " + "[" * 500 + "]" * 500,
+                                  "".join(" " * i + f"k{i}:\n" for i in range(200))])
+def test_deep_nesting_is_refused_not_a_crash(text):
+    with pytest.raises(InputError, match="nested deeper than"):
+        parse_yaml(text)
