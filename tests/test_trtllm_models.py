@@ -242,3 +242,28 @@ def test_gpt_oss_refuses_pipeline_parallelism_under_trtllm():
     with pytest.raises(InputError, match="asserts pp_size == 1"):
         from kvcore.query import answer
         answer(make_query(load_model("gpt-oss-120b"), engine="trtllm", gpu="2xh100", pp=2))
+
+
+def test_glm_4_5_keeps_its_embedding_whole_and_under_attention_dp_its_dense_layers_too():
+    # modeling_glm.py: Glm4Model builds embed_tokens with no mapping (whole under tensor
+    # parallelism too); under attention DP the attention, the 3 dense MLPs
+    # (_compute_mlp_tp_size) and the shared experts (_compute_shared_expert_tp_size) whole,
+    # the lm_head whole, the routed experts split. bf16 on 8 × H200
+    from kvcore.engines.base import rank_weights
+
+    spec = load_model("glm-4.5")
+    table = 2 * spec.vocab_size * spec.hidden_size
+    r = EngineRequest(spec=spec, context=32768, sequences=16,
+                      cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                      gpus=(find_gpu("h200"),) * 8, parallel=Parallel(tp=8))
+    report = engine_plan("trtllm", r)
+    _, split = rank_weights(r, trtllm.STAGE_SPLIT)
+    assert abs(report.weights_bytes - split[0].weights_bytes - (table - table // 8)) <= 1
+    whole = 2 * sum(m.params for m in spec.params.modules
+                    if m.role == "" and m.names[0].startswith("layers."))
+    dense = 2 * 3 * 3 * 5120 * 12288
+    assert whole > dense
+    _, t = _adp("glm-4.5", attn_dp=1, kv=None, sequences=16)
+    _, d = _adp("glm-4.5", kv=None, sequences=16)
+    more = d["engine_report"]["weights_bytes"] - t["engine_report"]["weights_bytes"]
+    assert abs(more - ((whole - whole // 8) + (table - table // 8))) <= 8

@@ -137,13 +137,17 @@ DSA_BLOCKS = {9: (64,), 10: (32, 64)}
 MAX_NUM_TOKENS = 8192
 #: architectures whose input embedding every rank holds whole under tensor parallelism:
 #: modeling_deepseekv3.py DeepseekV3Model builds embed_tokens as Embedding(vocab, hidden) with
-#: no mapping (DeepSeek-V3/R1, Kimi-K2, and DeepSeek-V3.2, which subclasses it)
-WHOLE_EMBEDDING = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"})
+#: no mapping (DeepSeek-V3/R1, Kimi-K2, and DeepSeek-V3.2, which subclasses it), and
+#: modeling_glm.py Glm4Model likewise (GLM-4.5)
+WHOLE_EMBEDDING = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                             "Glm4MoeForCausalLM"})
 #: architectures kvplan plans attention data parallelism (enable_attention_dp) for: with it,
 #: modeling_deepseekv3.py and modules/mla.py build the attention (tp_size 1), the dense MLP
 #: layers (_compute_mlp_tp_size) and the shared experts (_compute_shared_expert_tp_size) whole
 #: on every rank, embedding.py's LMHead drops its split (the lm_head whole too), and only the
-#: routed experts stay split over the tp ranks (docs/ENGINES.md T1); modeling_qwen3_moe.py and
+#: routed experts stay split over the tp ranks (docs/ENGINES.md T1), as modeling_glm.py does
+#: for GLM-4.5 (Glm4DecoderLayer._compute_mlp_tp_size, Glm4MoE._compute_shared_expert_tp_size
+#: return 1 under attention DP); modeling_qwen3_moe.py and
 #: modeling_gpt_oss.py likewise build the attention and (with attention DP only) the embedding
 #: whole, their experts split, and have no dense MLP or shared expert
 ADP_ARCHITECTURES = WHOLE_EMBEDDING | {"Qwen3MoeForCausalLM", "GptOssForCausalLM"}
@@ -232,8 +236,8 @@ def check_attention_dp(req: EngineRequest) -> None:
     if spec.architecture not in ADP_ARCHITECTURES:
         raise InputError(f"TensorRT-LLM's attention DP for {spec.architecture or 'this model'} "
                          "is not established (which of its modules each rank holds whole was "
-                         "read for DeepSeek-V3 and V3.2, Qwen3-MoE and gpt-oss only): plan it "
-                         "with tp alone",
+                         "read for DeepSeek-V3 and V3.2, GLM-4.5, Qwen3-MoE and gpt-oss only): "
+                         "plan it with tp alone",
                          field="attn_dp")
 
 
