@@ -141,15 +141,13 @@ MAX_NUM_TOKENS = 8192
 #: modeling_glm.py Glm4Model likewise (GLM-4.5)
 WHOLE_EMBEDDING = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
                              "Glm4MoeForCausalLM"})
-#: architectures kvplan plans attention data parallelism (enable_attention_dp) for: with it,
-#: modeling_deepseekv3.py and modules/mla.py build the attention (tp_size 1), the dense MLP
-#: layers (_compute_mlp_tp_size) and the shared experts (_compute_shared_expert_tp_size) whole
-#: on every rank, embedding.py's LMHead drops its split (the lm_head whole too), and only the
-#: routed experts stay split over the tp ranks (docs/ENGINES.md T1), as modeling_glm.py does
-#: for GLM-4.5 (Glm4DecoderLayer._compute_mlp_tp_size, Glm4MoE._compute_shared_expert_tp_size
-#: return 1 under attention DP); modeling_qwen3_moe.py and
-#: modeling_gpt_oss.py likewise build the attention and (with attention DP only) the embedding
-#: whole, their experts split, and have no dense MLP or shared expert
+#: architectures kvplan plans attention data parallelism (enable_attention_dp) for, whose model
+#: files were read for it: under it each rank builds the attention with tp_size 1
+#: (modules/attention.py, modules/mla.py) and embedding.py's LMHead drops its split (the
+#: embedding and the lm_head whole); modeling_deepseekv3.py and modeling_glm.py build the dense
+#: MLP layers and the shared experts whole too (_compute_mlp_tp_size and
+#: _compute_shared_expert_tp_size return 1); modeling_qwen3_moe.py and modeling_gpt_oss.py have
+#: neither. The routed experts stay split over the tp ranks (docs/ENGINES.md T1)
 ADP_ARCHITECTURES = WHOLE_EMBEDDING | {"Qwen3MoeForCausalLM", "GptOssForCausalLM"}
 
 
