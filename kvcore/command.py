@@ -572,7 +572,8 @@ def gguf_file_model(path: str) -> tuple[str, str | None]:
 # --- vLLM ---------------------------------------------------------------------------------
 
 def _server_kv(engine: str, table: dict[str, str | None]) -> Callable[[_Reader, str, str], None]:
-    """--kv-cache-dtype of vLLM or SGLang: kvplan's format, or the model's own dtype (auto)."""
+    """--kv-cache-dtype of vLLM or SGLang (TensorRT-LLM's kv_cache_config.dtype): kvplan's format,
+    or the model's own dtype (auto)."""
     def read(r: _Reader, flag: str, value: str) -> None:
         name = value.strip().lower()
         if name not in table:
@@ -1043,29 +1044,33 @@ _TRTLLM_KV_INERT = frozenset({"enable_block_reuse", "enable_partial_reuse",
 _TRTLLM_KV = {"auto": None, "fp8": "fp8_e4m3", "nvfp4": "nvfp4"}
 
 
+def _option_int(flag: str, name: str, value: Any, low: int = 1) -> int:
+    """An options file's whole-number value, at least ``low``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InputError(f"{flag}: {name} must be a whole number of at least {low}, got "
+                         f"{shown(value)}", field="command")
+    return value
+
+
+#: TensorRT-LLM's LLM API options kvplan reads as its fields
+_TRTLLM_OPTION_FIELDS = {"max_batch_size": "sequences", "max_seq_len": "context",
+                         "max_num_tokens": "max_num_tokens", "tensor_parallel_size": "tp",
+                         "pipeline_parallel_size": "pp"}
+#: options that place the model otherwise than kvplan plans it, with what they do
+_TRTLLM_OPTION_UNPLANNED = {
+    "moe_expert_parallel_size": "the experts placed by expert parallelism (kvplan splits them "
+                                "over the tensor-parallel ranks)",
+    "context_parallel_size": "a sequence's cache split over context-parallel ranks",
+}
+
+
 def _trtllm_options(r: _Reader, data: dict[str, Any]) -> None:
     """TensorRT-LLM's LLM API options file, over the command's flags (trtllm-serve's
     update_llm_args_with_extra_dict lets it win)."""
     flag = r.seen["options_flag"]
-
-    def whole(key: str, value: Any, low: int = 1) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise InputError(f"{flag}: {key} must be a whole number of at least {low}, got "
-                             f"{shown(value)}", field="command")
-        return value
-
     for key, value in data.items():
-        if key == "max_batch_size":
-            r.set["sequences"] = whole(key, value)
-            r.seen["batch_from_options"] = True
-        elif key == "max_seq_len":
-            r.set["context"] = whole(key, value)
-        elif key == "max_num_tokens":
-            r.set["max_num_tokens"] = whole(key, value)
-        elif key == "tensor_parallel_size":
-            r.set["tp"] = whole(key, value)
-        elif key == "pipeline_parallel_size":
-            r.set["pp"] = whole(key, value)
+        if key in _TRTLLM_OPTION_FIELDS:
+            r.set[_TRTLLM_OPTION_FIELDS[key]] = _option_int(flag, key, value)
         elif key == "enable_attention_dp":
             if not isinstance(value, bool):
                 raise InputError(f"{flag}: enable_attention_dp must be true or false, got "
@@ -1073,11 +1078,10 @@ def _trtllm_options(r: _Reader, data: dict[str, Any]) -> None:
             r.seen["adp"] = value
         elif key == "kv_cache_config" and isinstance(value, dict):
             _trtllm_kv_options(r, flag, value)
-        elif key in ("moe_expert_parallel_size", "context_parallel_size") and value in (1, None):
+        elif key in _TRTLLM_OPTION_UNPLANNED and value in (1, None):
             r.launch.unread.append(f"{key}: {value}")
-        elif key == "moe_expert_parallel_size":
-            r.note(f"{flag}: moe_expert_parallel_size {value}: the experts placed by expert "
-                   "parallelism (kvplan splits them over the tensor-parallel ranks); not "
+        elif key in _TRTLLM_OPTION_UNPLANNED:
+            r.note(f"{flag}: {key} {_brief(value)}: {_TRTLLM_OPTION_UNPLANNED[key]}; not "
                    "planned (the plan is without it)")
         elif key == "speculative_config":
             r.note(f"{flag}: speculative_config: draft layers and draft tokens in the KV cache "
@@ -1093,15 +1097,7 @@ def _trtllm_kv_options(r: _Reader, flag: str, kv: dict[str, Any]) -> None:
     for key, value in kv.items():
         name = f"kv_cache_config.{key}"
         if key == "dtype":
-            word = str(value).lower()
-            if word not in _TRTLLM_KV:
-                raise InputError(f"{flag}: {name} takes {', '.join(_TRTLLM_KV)} (kvplan's "
-                                 f"TensorRT-LLM formats), got {shown(value)}", field="command")
-            fmt = _TRTLLM_KV[word]
-            if fmt is None:
-                r.set.pop("kv", None)
-            else:
-                r.set["kv"] = fmt
+            _server_kv("TensorRT-LLM", _TRTLLM_KV)(r, f"{flag}: {name}", str(value))
         elif key == "free_gpu_memory_fraction":
             if isinstance(value, bool) or not isinstance(value, int | float) \
                     or not 0 < value <= 1:
@@ -1109,15 +1105,9 @@ def _trtllm_kv_options(r: _Reader, flag: str, kv: dict[str, Any]) -> None:
                                  f"{shown(value)}", field="command")
             r.set["free_gpu_memory_fraction"] = float(value)
         elif key == "tokens_per_block":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"{flag}: {name} must be a whole number of at least 1, got "
-                                 f"{shown(value)}", field="command")
-            r.set["tokens_per_block"] = value
+            r.set["tokens_per_block"] = _option_int(flag, name, value)
         elif key == "host_cache_size":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InputError(f"{flag}: {name} must be a whole number of bytes, got "
-                                 f"{shown(value)}", field="command")
-            if value:
+            if _option_int(flag, name, value, low=0):
                 r.set["offload"] = str(value)
         elif key == "max_tokens" and value is not None:
             r.note(f"{flag}: {name} {value}: a cap on the pool's tokens; not planned (the "

@@ -89,7 +89,7 @@ def test_trtllm_options_are_read_over_its_flags():
 
 
 @pytest.mark.parametrize(("options", "needle"), [
-    ("kv_cache_config:\n  dtype: int4\n", "kv_cache_config.dtype takes auto, fp8, nvfp4"),
+    ("kv_cache_config:\n  dtype: int4\n", "kv_cache_config.dtype takes one of auto, fp8, nvfp4"),
     ("kv_cache_config:\n  free_gpu_memory_fraction: 1.5\n", "number in (0, 1]"),
     ("max_batch_size: many\n", "max_batch_size must be a whole number"),
 ])
@@ -101,12 +101,13 @@ def test_bad_trtllm_options_are_refused_in_one_line(options, needle):
 def test_trtllm_options_kvplan_does_not_plan_are_noted():
     launch = read_command("trtllm-serve Qwen/Qwen3-8B --config o.yml",
                           "speculative_config:\n  decoding_type: MTP\nkv_cache_config:\n"
-                          "  max_tokens: 100000\nmoe_expert_parallel_size: 8\n")
+                          "  max_tokens: 100000\nmoe_expert_parallel_size: 8\n"
+                          "context_parallel_size: 2\n")
     said = " ".join(launch.notes)
     for what in ("speculative_config", "kv_cache_config.max_tokens 100000",
-                 "moe_expert_parallel_size 8"):
+                 "moe_expert_parallel_size 8", "context_parallel_size 2"):
         assert what in said
-    assert said.count("not planned (the plan is without") == 3
+    assert said.count("not planned (the plan is without") == 4
 
 
 def test_vllm_and_sglang_config_keys_are_their_flags_and_the_commands_own_win():
