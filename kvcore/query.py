@@ -699,15 +699,15 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     sequences), else, for vLLM's or SGLang's LoRA, the most adapter slots that fit
     (--max-loras), else SGLang's state slots or attention groups, else, under llama.cpp with
     its placement left to it, for a mixture of experts the fewest blocks whose experts stay
-    in host memory (--n-cpu-moe, more cards as its ``or``), else,
-    where no format's cache fits beside the weights, the largest weight
-    format that fits with the plan's cache (find_weights), else the fewest more cards of the
-    plan's kind (``gpus`` of ``gpu``: tensor parallel, llama.cpp's layers split, as
-    --find-gpu tries them, that layout as ``tp`` and ``pp`` where the plan gave its own; not
-    past a card's most in one host, nor for mixed cards or data parallel), under llama.cpp
-    after the most layers on the cards that fit (-ngl, the cards as its ``or``). Weights of fewer
-    than BITS_WORTH_A_CARD bits a weight come with those cards as ``or``, where some fit.
-    None where the plan fits, has no card, or no such change fits."""
+    in host memory (--n-cpu-moe, more cards as its ``or``), else, where no format's cache
+    fits beside the weights, the largest weight format that fits with the plan's cache
+    (find_weights), else the fewest more cards of the plan's kind (``gpus`` of ``gpu``:
+    tensor parallel, llama.cpp's layers split, as --find-gpu tries them, that layout as
+    ``tp`` and ``pp`` where the plan gave its own; not past a card's most in one host, nor
+    for mixed cards or data parallel), under llama.cpp after the most layers on the cards
+    that fit (-ngl, the cards as its ``or``). Weights of fewer than BITS_WORTH_A_CARD bits a
+    weight come with those cards as ``or``, where some fit. None where the plan fits, has no
+    card, or no such change fits."""
     if data.get("fits") is not False or not q.gpus:
         return None
     fit: dict[str, Any] | None
@@ -732,8 +732,8 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     if fit is None and groups is not None:
         # before weights of fewer bits or more cards: the same cards and formats
         return groups
-    host = _host_held(q) if fit is None else None
-    if host is not None and "n_cpu_moe" in host:
+    host = _host_held(q, experts=True) if fit is None else None
+    if host is not None:
         # llama.cpp's usual answer for a mixture of experts too large for the card: experts
         # in host memory, before weights of fewer bits or more cards (which come as its "or")
         more = _more_cards(q)
@@ -746,6 +746,7 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         option, named = "weights", "weights"
     if fit is None:
         more = _more_cards(q)
+        host = _host_held(q, experts=False)
         if host is not None:
             # layers in host memory (-ngl), with more cards as its "or"
             return {**host, "or": more} if more is not None else host
@@ -761,54 +762,47 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     return fix
 
 
-def _host_held(q: Query) -> dict[str, Any] | None:
-    """llama.cpp with its placement left to it, where the plan does not fit the cards: the
-    fewest blocks whose routed experts stay in host memory (--n-cpu-moe) with which it fits, for
-    a mixture of experts; else the most layers on the cards (-ngl, the output layer counted
-    first), at least one. None where neither fits or the plan sets a placement itself."""
+def _host_held(q: Query, experts: bool) -> dict[str, Any] | None:
+    """llama.cpp with its placement left to it, where the plan does not fit the cards: with
+    ``experts``, for a mixture of experts, the fewest blocks whose routed experts stay in host
+    memory (--n-cpu-moe) with which it fits; else the most layers on the cards (-ngl, the
+    output layer counted first), at least one. None where that does not fit or the plan sets
+    a placement itself."""
     s = q.settings
     if (q.engine != "llama.cpp" or s.n_gpu_layers is not None or s.n_cpu_moe is not None
             or s.override_tensor or q.kv_budget_bytes is not None):
         return None
     blocks = q.spec.decoder_layers
 
-    def trial(**change: Any) -> Query:
-        return replace(q, settings=replace(s, **change))
+    def trial(n: int) -> Query:
+        settings = replace(s, n_cpu_moe=n) if experts else replace(s, n_gpu_layers=n)
+        return replace(q, settings=settings)
 
-    def fits(t: Query) -> tuple[bool, int]:
+    def fits(n: int) -> bool:
         try:
-            return _fits(t)
+            return _fits(trial(n))[0]
         except InputError:
-            return False, 0
+            return False
 
-    def found(key: str, value: int, t: Query, max_ctx: int) -> dict[str, Any]:
-        decode = answer(t).get("decode") or {}
-        return {key: value, "max_context": max_ctx,
-                "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
-                "quality": None}
-
-    moe = any(m.role == "experts" for m in q.spec.params.modules)
-    if moe and fits(trial(n_cpu_moe=blocks))[0]:
-        lo, hi = 1, blocks          # the fewest blocks: fits is monotone in them
+    if experts:
+        if not any(m.role == "experts" for m in q.spec.params.modules) or not fits(blocks):
+            return None
+        lo, hi = 1, blocks          # the fewest blocks: fits grows with them
         while lo < hi:
             mid = (lo + hi) // 2
-            if fits(trial(n_cpu_moe=mid))[0]:
-                hi = mid
-            else:
-                lo = mid + 1
-        t = trial(n_cpu_moe=lo)
-        return found("n_cpu_moe", lo, t, fits(t)[1])
-    if not fits(trial(n_gpu_layers=1))[0]:
-        return None
-    lo, hi = 1, blocks + 1          # the most layers on the cards that fit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(trial(n_gpu_layers=mid))[0]:
-            lo = mid
-        else:
-            hi = mid - 1
-    t = trial(n_gpu_layers=lo)
-    return found("ngl", lo, t, fits(t)[1])
+            lo, hi = (lo, mid) if fits(mid) else (mid + 1, hi)
+    else:
+        if not fits(1):
+            return None
+        lo, hi = 1, blocks + 1      # the most layers: fits shrinks with them
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    t = trial(lo)
+    decode = answer(t).get("decode") or {}
+    return {"n_cpu_moe" if experts else "ngl": lo, "max_context": _fits(t)[1],
+            "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+            "quality": None}
 
 
 def _more_state_slots(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
