@@ -267,3 +267,47 @@ def test_glm_4_5_keeps_its_embedding_whole_and_under_attention_dp_its_dense_laye
     _, d = _adp("glm-4.5", kv=None, sequences=16)
     more = d["engine_report"]["weights_bytes"] - t["engine_report"]["weights_bytes"]
     assert abs(more - ((whole - whole // 8) + (table - table // 8))) <= 8
+
+
+def test_llama_4_holds_its_vision_tower_whole_on_every_rank():
+    # modeling_llama.py's Llama4VisionEncoder wraps the Hugging Face vision modules, which
+    # no rank splits: the tower whole on each of 4 ranks, not a quarter of it
+    from kvcore.engines.base import encoder_bytes, rank_weights
+
+    r = EngineRequest(spec=load_model("llama-4-scout-17b-16e-instruct"), context=32768,
+                      sequences=8, cache=CacheOptions(kv_k="f16", kv_v="f16"),
+                      gpus=(find_gpu("h100"),) * 4, parallel=Parallel(tp=4))
+    report = engine_plan("trtllm", r)
+    _, split = rank_weights(r, trtllm.STAGE_SPLIT)
+    enc = encoder_bytes(r)
+    assert enc > GiB
+    assert abs(report.weights_bytes - split[0].weights_bytes - (enc - enc // 4)) <= 1
+
+
+def test_qwen3_next_and_qwen3_5_attention_dp_hold_every_linear_head_and_the_tower_whole():
+    # gdn_mixer.py and mamba_cache_manager.py take tp_size 1 under attention DP: each rank
+    # holds the Gated DeltaNet projections whole and the state of all the linear heads, for
+    # its own requests (max_batch_size × pp + 1 slots of them); Qwen3.5-MoE's vision tower
+    # whole too
+    from kvcore.engines.base import encoder_bytes
+
+    _, t = _adp("qwen3-next-80b-a3b-instruct", attn_dp=1, gpu="4xh100", tp=4, kv=None,
+                sequences=8)
+    _, d = _adp("qwen3-next-80b-a3b-instruct", attn_dp=4, gpu="4xh100", tp=4, kv=None,
+                sequences=8)
+    te, de = t["engine_report"]["extra"], d["engine_report"]["extra"]
+    assert (te["state_slots"], de["state_slots"]) == (8 + 1, 2 + 1)
+    assert de["state_bytes"] // 3 == 4 * (te["state_bytes"] // 9)
+    spec = load_model("qwen3.5-122b-a10b")
+    q, t = _adp("qwen3.5-122b-a10b", attn_dp=1, gpu="4xh100", tp=4, kv=None, sequences=8)
+    _, d = _adp("qwen3.5-122b-a10b", attn_dp=4, gpu="4xh100", tp=4, kv=None, sequences=8)
+    whole = 2 * sum(m.params for m in spec.params.modules
+                    if m.role == "" and m.names[0].startswith("layers."))
+    table = 2 * spec.vocab_size * spec.hidden_size
+    enc = encoder_bytes(q)
+    # an lm_head of its own beside the embedding (weights_for: lm_head_separate)
+    from kvcore.weights import weights_for
+    heads = 2 if weights_for(spec, None).lm_head_separate else 1
+    more = d["engine_report"]["weights_bytes"] - t["engine_report"]["weights_bytes"]
+    assert abs(more - ((whole - whole // 4) + heads * (table - table // 4)
+                       + (enc - enc // 4))) <= 16

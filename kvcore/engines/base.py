@@ -357,6 +357,14 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
     return out
 
 
+def encoder_bytes(req: EngineRequest) -> int:
+    """The vision/audio towers' bytes among the weights the plan loads (0 without them)."""
+    if not req.cache.encoder or not req.spec.params.encoder:
+        return 0
+    return (loaded_weights(req).bytes
+            - loaded_weights(req, encoder=False).bytes)
+
+
 def loaded_weights(req: EngineRequest, f32_as: str | None = None,
                    encoder: bool | None = None) -> Weights:
     """The weights an engine loads (``f32_as``: the format its ``--dtype auto`` loads a float32

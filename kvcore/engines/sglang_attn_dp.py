@@ -32,7 +32,7 @@ from ..errors import InputError
 from ..model import ModelSpec, Module
 from ..parallel import Parallel, Split, check_tp, rank_spec
 from ..weights import Weights, module_bytes
-from .base import EngineRequest, RankShare
+from .base import EngineRequest, RankShare, encoder_bytes
 
 #: architectures whose SGLang model file splits attention over the attention-TP group
 #: (models/deepseek_v2.py, glm4_moe.py, qwen3.py, qwen3_moe.py, qwen2_moe.py, minimax_m2.py,
@@ -177,16 +177,6 @@ def shares(req: EngineRequest, weights: Weights, parts: list[RankShare],
         out.append(replace(sh, weights_bytes=sh.weights_bytes + extra,
                            spec=rank_spec(spec, group, sh.stage, split)))
     return out
-
-
-def encoder_bytes(req: EngineRequest) -> int:
-    """The vision/audio towers' bytes among the weights the plan loads (0 without them)."""
-    from .base import loaded_weights
-
-    if not req.cache.encoder or not req.spec.params.encoder:
-        return 0
-    return (loaded_weights(req).bytes
-            - loaded_weights(req, encoder=False).bytes)
 
 
 def head_apart(weights: Weights, p: Parallel) -> bool:

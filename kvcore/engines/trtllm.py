@@ -38,6 +38,7 @@ from .base import (
     GiB,
     MiB,
     RankShare,
+    encoder_bytes,
     fp8_kv_checkpoint,
     has_kind,
     model_ref,
@@ -148,7 +149,19 @@ WHOLE_EMBEDDING = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
 #: MLP layers and the shared experts whole too (_compute_mlp_tp_size and
 #: _compute_shared_expert_tp_size return 1); modeling_qwen3_moe.py and modeling_gpt_oss.py have
 #: neither. The routed experts stay split over the tp ranks (docs/ENGINES.md T1)
-ADP_ARCHITECTURES = WHOLE_EMBEDDING | {"Qwen3MoeForCausalLM", "GptOssForCausalLM"}
+ADP_ARCHITECTURES = WHOLE_EMBEDDING | {
+    "Qwen3MoeForCausalLM", "GptOssForCausalLM",
+    # modeling_qwen3_next.py and modules/mamba/gdn_mixer.py (Qwen3_5MoeForCausalLM wraps it):
+    # the Gated DeltaNet projections and conv1d whole too, the recurrent state of all the
+    # linear heads a rank (mamba_cache_manager.py, config_utils.py: tp_size 1); the vision
+    # tower whole (modeling_qwen3vl.py, overridden_tp_size 1). modeling_llama.py: Llama 4's
+    # shared expert and dense feed-forward layers whole (overridden_tp_size 1)
+    "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+    "Llama4ForConditionalGeneration"}
+#: vision towers every rank holds whole: Llama 4's (modeling_llama.py Llama4VisionEncoder wraps
+#: the Hugging Face modules, never split), and under attention DP only, Qwen3.5's
+ENCODER_WHOLE = frozenset({"Llama4ForConditionalGeneration"})
+ENCODER_WHOLE_ADP = frozenset({"Qwen3_5MoeForConditionalGeneration"})
 
 
 def indexer_row_bytes(width: int) -> int:
@@ -234,8 +247,8 @@ def check_attention_dp(req: EngineRequest) -> None:
     if spec.architecture not in ADP_ARCHITECTURES:
         raise InputError(f"TensorRT-LLM's attention DP for {spec.architecture or 'this model'} "
                          "is not established (which of its modules each rank holds whole was "
-                         "read for DeepSeek-V3 and V3.2, GLM-4.5, Qwen3-MoE and gpt-oss only): "
-                         "plan it with tp alone",
+                         "read for DeepSeek-V3 and V3.2, GLM-4.5, Qwen3-MoE, Qwen3-Next, "
+                         "Qwen3.5-MoE, Llama 4 and gpt-oss only): plan it with tp alone",
                          field="attn_dp")
 
 
@@ -268,6 +281,9 @@ def adp_shares(req: EngineRequest, weights: Weights, parts: list[RankShare]) -> 
         # the embedding whole too (WHOLE_EMBEDDING's is whole without attention DP already);
         # a tied lm_head is this table
         extra += weights.input_bytes - weights.input_bytes // p.tp
+    if spec.architecture in ENCODER_WHOLE_ADP:
+        enc = encoder_bytes(req)
+        extra += enc - enc // p.tp
     if req.weights_bytes is not None:
         extra = 0
     return [replace(sh, weights_bytes=sh.weights_bytes + extra,
@@ -334,6 +350,12 @@ def plan(req: EngineRequest) -> EngineReport:
         more = weights.input_bytes - weights.input_bytes // p.tp
         shares = [replace(sh, weights_bytes=sh.weights_bytes + (more if sh.stage == 0 else 0))
                   for sh in shares]
+    if req.spec.architecture in ENCODER_WHOLE and p.tp > 1 and req.weights_bytes is None:
+        # the vision tower whole on each rank, spread over the stages as the body is
+        enc, n = encoder_bytes(req), req.spec.decoder_layers
+        shares = [replace(sh, weights_bytes=sh.weights_bytes + mine - mine // p.tp)
+                  for sh in shares
+                  for mine in (enc * len(STAGE_SPLIT(n, p.pp, sh.stage)) // n,)]
     if adp:
         shares = adp_shares(req, weights, shares)
     # the sequences one rank's cache serves: under attention DP each rank takes its own
