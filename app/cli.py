@@ -259,7 +259,7 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--page-size", type=int, default=None, help="SGLang tokens a page (1)")
     g.add_argument("--max-total-tokens", type=int, default=None, metavar="TOKENS",
                    help="SGLang: the most tokens its KV pool holds (what the memory profile "
-                        "gives)")
+                        "gives); TensorRT-LLM: kv_cache_config.max_tokens, a rank's")
     g.add_argument("--cuda-graph-max-bs-decode", type=int, default=None, metavar="N",
                    help="SGLang: the largest decode batch captured in a CUDA graph (by card "
                         "size, at most --seqs)")

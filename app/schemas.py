@@ -78,7 +78,8 @@ class PlanIn(BaseModel):
     chunked_prefill_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang")
     page_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang tokens a page")
     max_total_tokens: int | None = Field(None, ge=1, le=1 << 40,
-                                         description="SGLang: the most tokens its KV pool holds")
+                                         description="SGLang: the most tokens its KV pool "
+                                         "holds; TensorRT-LLM: kv_cache_config.max_tokens")
     cuda_graph_max_bs_decode: int | None = Field(
         None, ge=1, le=1 << 24, description="SGLang: the largest decode batch captured in a "
         "CUDA graph (default by card size, at most the running requests)")

@@ -1110,8 +1110,7 @@ def _trtllm_kv_options(r: _Reader, flag: str, kv: dict[str, Any]) -> None:
             if _option_int(flag, name, value, low=0):
                 r.set["offload"] = str(value)
         elif key == "max_tokens" and value is not None:
-            r.note(f"{flag}: {name} {value}: a cap on the pool's tokens; not planned (the "
-                   "plan is without it: the pool from free_gpu_memory_fraction)")
+            r.set["max_total_tokens"] = _option_int(flag, name, value)
         elif key == "max_attention_window" and value is not None:
             r.note(f"{flag}: {name} {_brief(value)}: windowed pools for the layers it names; "
                    "not planned (the plan is without it: every layer holds max_seq_len)")

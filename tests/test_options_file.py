@@ -101,10 +101,10 @@ def test_bad_trtllm_options_are_refused_in_one_line(options, needle):
 def test_trtllm_options_kvplan_does_not_plan_are_noted():
     launch = read_command("trtllm-serve Qwen/Qwen3-8B --config o.yml",
                           "speculative_config:\n  decoding_type: MTP\nkv_cache_config:\n"
-                          "  max_tokens: 100000\nmoe_expert_parallel_size: 8\n"
+                          "  max_attention_window: [4096]\nmoe_expert_parallel_size: 8\n"
                           "context_parallel_size: 2\n")
     said = " ".join(launch.notes)
-    for what in ("speculative_config", "kv_cache_config.max_tokens 100000",
+    for what in ("speculative_config", "kv_cache_config.max_attention_window [4096]",
                  "moe_expert_parallel_size 8", "context_parallel_size 2"):
         assert what in said
     assert said.count("not planned (the plan is without") == 4

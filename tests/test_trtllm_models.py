@@ -311,3 +311,30 @@ def test_qwen3_next_and_qwen3_5_attention_dp_hold_every_linear_head_and_the_towe
     more = d["engine_report"]["weights_bytes"] - t["engine_report"]["weights_bytes"]
     assert abs(more - ((whole - whole // 4) + heads * (table - table // 4)
                        + (enc - enc // 4))) <= 16
+
+
+def test_max_tokens_caps_the_pool_and_the_options_file_sets_it(capsys):
+    # kv_cache_config.max_tokens: the smaller of it and what the fraction gives, rounded up
+    # to whole blocks; qwen3-8b's f16 row is 36 × 8 × 128 × 2 × 2 = 147,456 bytes
+    from app.common import make_query
+    from kvcore.command import read_command
+    from kvcore.engines import EngineSettings
+    from kvcore.query import answer
+
+    spec = load_model("qwen3-8b")
+    free = answer(make_query(spec, engine="trtllm", gpu="h100", context="32k", sequences=4))
+    capped = answer(make_query(spec, engine="trtllm", gpu="h100", context="32k", sequences=4,
+                               settings=EngineSettings(max_total_tokens=100_000)))
+    r = capped["engine_report"]
+    assert free["fits"] and not capped["fits"]
+    assert r["kv_tokens"] == 100_000 == -(-100_000 // 32) * 32
+    assert r["max_context"] == 25_000 and r["kv_pool_bytes"] == 100_000 * 147_456
+    assert "[MemUsageChange] Allocated 13.73 GiB for max tokens in paged KV cache (100000)." \
+        in r["log_lines"]
+    launch = read_command("trtllm-serve Qwen/Qwen3-8B --config o.yml",
+                          "kv_cache_config:\n  max_tokens: 100000\n")
+    assert launch.settings["max_total_tokens"] == 100_000
+    # a cap above what memory gives changes nothing
+    big = answer(make_query(spec, engine="trtllm", gpu="h100", context="32k", sequences=4,
+                            settings=EngineSettings(max_total_tokens=10**9)))
+    assert big["engine_report"]["kv_tokens"] == free["engine_report"]["kv_tokens"]

@@ -402,8 +402,13 @@ def plan(req: EngineRequest) -> EngineReport:
                 for a, st, t in zip(availables, per_slot, per_tokens, strict=True)]
 
     def pool_tokens(n_seq: int) -> int:
-        # the primary pool rounds up to whole blocks (calculateMaxNumBlocks)
-        return -(-min(stage_tokens(n_seq)) // tpb) * tpb
+        # kv_cache_config.max_tokens caps the tokens memory gives (the smaller is used:
+        # "Both free_gpu_memory_fraction and max_tokens are set"); the primary pool rounds up
+        # to whole blocks (calculateMaxNumBlocks)
+        tokens = min(stage_tokens(n_seq))
+        if s.max_total_tokens is not None:
+            tokens = min(tokens, s.max_total_tokens)
+        return -(-tokens // tpb) * tpb
 
     per_stage = stage_tokens(per_rank)
     binding = min(range(len(shares)), key=per_stage.__getitem__)
@@ -431,6 +436,10 @@ def plan(req: EngineRequest) -> EngineReport:
     if s.max_num_tokens:
         cmd.append(f"--max_num_tokens {s.max_num_tokens}")
     notes = []
+    if s.max_total_tokens is not None:
+        notes.append(f"set kv_cache_config.max_tokens: {s.max_total_tokens} in the extra LLM "
+                     "API options file: the pool holds the smaller of it and what "
+                     "free_gpu_memory_fraction gives")
     if adp:
         notes.append(
             f"set enable_attention_dp: true in the extra LLM API options file (--config): each "
@@ -469,7 +478,9 @@ def plan(req: EngineRequest) -> EngineReport:
         overheads=(("activation peak", act),
                    *([("MoE token all-gather", gathered)] if gathered else []),
                    ("runtime buffers", RUNTIME)),
-        kv_pool_bytes=max(0, available),
+        # the pool a cap (max_tokens) leaves smaller than the budget: its blocks and the state
+        kv_pool_bytes=(max(0, available) if s.max_total_tokens is None
+                       else min(max(0, available), tokens * per_token + state)),
         kv_tokens=tokens * p.dp * groups,
         blocks=blocks,
         block_tokens=tpb,
