@@ -127,6 +127,8 @@ class Launch:
     #: llama.cpp with -c left out and --fit on: the fit may shorten the context; the streams
     #: its minimum and rounding count (1 with a unified cache, else the sequences); 0: no
     fit_streams: int = 0
+    #: --fit-ctx: the least context a stream --fit shortens to (common.h fit_params_min_ctx)
+    fit_min_ctx: int = FIT_MIN_CTX
 
     def fitted(self, plan: dict[str, Any]) -> int | None:
         """The context a sequence gets where llama.cpp's --fit, with -c left out, shortens
@@ -137,7 +139,7 @@ class Launch:
         if not self.fit_streams or plan.get("fits") is not False:
             return None
         seqs, streams = plan["sequences"], self.fit_streams
-        least = FIT_MIN_CTX * streams
+        least = self.fit_min_ctx * streams
         total = (plan.get("max_context") or 0) * seqs // (FIT_ROUND * streams) * FIT_ROUND \
             * streams
         total = max(total, least)
@@ -310,6 +312,11 @@ def _llama_fit_target(r: _Reader, flag: str, value: str) -> None:
                "fit_target")
 
 
+def _llama_fit_ctx(r: _Reader, flag: str, value: str) -> None:
+    """--fit-ctx N: the least context a stream --fit shortens to, where -c is left out."""
+    r.launch.fit_min_ctx = _int(flag, value, low=0)
+
+
 def _llama_ts(r: _Reader, flag: str, value: str) -> None:
     shares = [s for s in re.split(r"[,/]", value) if s.strip()]
     r.set["tensor_split"] = ",".join(s.strip() for s in shares)
@@ -480,6 +487,7 @@ _LLAMA = (
     _Flag(("--no-mmproj-offload",), "none", _seen("mmproj_on_host", lambda f, v: True)),
     _Flag(("-fit", "--fit"), "value", _seen("fit", lambda f, v: _switch(f, v))),
     _Flag(("-fitt", "--fit-target"), "value", _llama_fit_target),
+    _Flag(("-fitc", "--fit-ctx"), "value", _llama_fit_ctx),
     _Flag(("-cram", "--cache-ram"), "value",
           _set("cache_ram", lambda f, v: _int(f, v, low=-1))),
     _Flag(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), "value",
@@ -1601,7 +1609,7 @@ def fit_shortened(launch: Launch, query: Any) -> Any:
     if fitted is None:
         return query
     seqs = query.sequences
-    least = fitted * seqs <= FIT_MIN_CTX * launch.fit_streams
+    least = fitted * seqs <= launch.fit_min_ctx * launch.fit_streams
     launch.notes.append(
         f"-c not set: llama.cpp's --fit shortens the context from {query.context * seqs:,} to "
         f"{fitted * seqs:,} tokens" + (f" ({seqs} × {fitted:,})" if seqs > 1 else "")

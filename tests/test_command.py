@@ -583,6 +583,17 @@ def test_where_not_even_the_least_fits_the_fit_keeps_the_least_and_moves_layers(
     assert query.context == 8192
 
 
+def test_fit_ctx_sets_the_least_context_the_fit_shortens_to():
+    # --fit-ctx 16384 (common.h fit_params_min_ctx, 4,096 by default): the least is 16,384
+    # tokens a stream, the four unified slots' one stream here
+    launch, query, _ = _command_plan("llama-server -m /x/Llama-3.1-70B-Instruct-Q4_K_M.gguf "
+                                     "--fit-ctx 16384", gpu="4090")
+    assert launch.fit_min_ctx == 16384 and (query.context, query.sequences) == (4096, 4)
+    assert any("to 16,384 tokens (4 × 4,096), its least, and then moves layers" in n
+               for n in launch.notes)
+    assert not launch.unread and not launch.unknown
+
+
 def test_vllm_expert_parallel_under_data_parallel_is_planned_as_its_dp():
     # -dp without EP slices every expert over the tp × dp ranks (FusedMoE flattens its TP
     # group across DP), with EP each rank holds whole experts: the same bytes a rank
