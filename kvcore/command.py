@@ -1250,7 +1250,8 @@ LLAMA_ENV = {"CTX_SIZE": "-c", "N_PARALLEL": "-np", "N_GPU_LAYERS": "-ngl",
              "CPU_MOE": "--cpu-moe", "SWA_FULL": "--swa-full", "KV_UNIFIED": "-kvu",
              "MMPROJ": "--mmproj", "TENSOR_SPLIT": "-ts", "SPLIT_MODE": "-sm",
              "DEVICE": "-dev", "CACHE_RAM": "--cache-ram",
-             "CTX_CHECKPOINTS": "--ctx-checkpoints"}
+             "CTX_CHECKPOINTS": "--ctx-checkpoints", "FIT": "--fit",
+             "FIT_TARGET": "--fit-target", "FIT_CTX": "--fit-ctx"}
 #: the switches among them, which an environment value turns on or off
 _SWITCHES = {"--cpu-moe", "--swa-full", "-kvu"}
 

@@ -589,6 +589,9 @@ def test_fit_ctx_sets_the_least_context_the_fit_shortens_to():
     launch, query, _ = _command_plan("llama-server -m /x/Llama-3.1-70B-Instruct-Q4_K_M.gguf "
                                      "--fit-ctx 16384", gpu="4090")
     assert launch.fit_min_ctx == 16384 and (query.context, query.sequences) == (4096, 4)
+    # as LLAMA_ARG_* variables (common/arg.cpp set_env), with --fit-target's
+    env = read_command("LLAMA_ARG_FIT_CTX=16384 LLAMA_ARG_FIT_TARGET=2048 llama-server -m x.gguf")
+    assert env.fit_min_ctx == 16384 and env.settings["fit_target"] == 2048
     assert any("to 16,384 tokens (4 × 4,096), its least, and then moves layers" in n
                for n in launch.notes)
     assert not launch.unread and not launch.unknown
