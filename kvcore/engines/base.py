@@ -357,6 +357,13 @@ def shares(req: EngineRequest, weights: Weights, split: Split = stage_layers,
     return out
 
 
+def stage_part(total: int, req: EngineRequest, split: Split, stage: int) -> int:
+    """The part of ``total`` bytes spread over the pipeline stages with the decoder's layers
+    (as shares() spreads the body) that stage ``stage`` holds."""
+    n = req.spec.decoder_layers
+    return total * len(split(n, req.parallel.pp, stage)) // n
+
+
 def encoder_bytes(req: EngineRequest) -> int:
     """The vision/audio towers' bytes among the weights the plan loads (0 without them)."""
     if not req.cache.encoder or not req.spec.params.encoder:

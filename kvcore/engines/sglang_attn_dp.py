@@ -32,7 +32,7 @@ from ..errors import InputError
 from ..model import ModelSpec, Module
 from ..parallel import Parallel, Split, check_tp, rank_spec
 from ..weights import Weights, module_bytes
-from .base import EngineRequest, RankShare, encoder_bytes
+from .base import EngineRequest, RankShare, encoder_bytes, stage_part
 
 #: architectures whose SGLang model file splits attention over the attention-TP group
 #: (models/deepseek_v2.py, glm4_moe.py, qwen3.py, qwen3_moe.py, qwen2_moe.py, minimax_m2.py,
@@ -162,8 +162,8 @@ def shares(req: EngineRequest, weights: Weights, parts: list[RankShare],
         _, attn = stage_attention(req, split, sh.stage)
         extra = attn // p.attn_tp - attn // p.tp
         if encoder:
-            # the vision tower, spread over the stages with the body as shares() spreads it
-            mine = encoder * len(split(spec.decoder_layers, p.pp, sh.stage)) // spec.decoder_layers
+            # the vision tower, spread over the stages with the body
+            mine = stage_part(encoder, req, split, sh.stage)
             extra += mine // p.attn_tp - mine // p.tp
         if sh.stage == 0:
             cards = 1 if whole_embedding else p.attn_tp

@@ -48,6 +48,7 @@ from .base import (
     refuse_layout,
     refuse_nas_layout,
     single_format,
+    stage_part,
 )
 
 NAME = "trtllm"
@@ -269,6 +270,25 @@ def whole_weights(req: EngineRequest) -> tuple[int, int]:
     return sum(m.params for m in mods), size
 
 
+def whole_shares(req: EngineRequest, weights: Weights,
+                 parts: list[RankShare]) -> tuple[Weights, list[RankShare]]:
+    """The weights and each stage's share under tensor parallelism, with what every rank holds
+    whole instead of a 1/tp share: WHOLE_EMBEDDING's input embedding on the first stage,
+    ENCODER_WHOLE's vision tower spread over the stages with the body."""
+    p, arch = req.parallel, req.spec.architecture
+    if p.tp == 1 or req.weights_bytes is not None:
+        return weights, parts
+    enc = encoder_bytes(req) if arch in ENCODER_WHOLE else 0
+    out = []
+    for sh in parts:
+        whole = [stage_part(enc, req, STAGE_SPLIT, sh.stage)]
+        if sh.stage == 0 and arch in WHOLE_EMBEDDING:
+            whole.append(weights.input_bytes)
+        out.append(replace(sh, weights_bytes=sh.weights_bytes
+                           + sum(x - x // p.tp for x in whole)))
+    return weights, out
+
+
 def adp_shares(req: EngineRequest, weights: Weights, parts: list[RankShare]) -> list[RankShare]:
     """Each rank's share under attention DP: the whole modules and the lm_head whole instead
     of a 1/tp share, and a cache of all KV heads (for the rank's own requests)."""
@@ -344,18 +364,7 @@ def plan(req: EngineRequest) -> EngineReport:
     adp = p.attn_dp > 1
     if adp:
         check_attention_dp(req)
-    weights, shares = rank_weights(req, STAGE_SPLIT)
-    if req.spec.architecture in WHOLE_EMBEDDING and p.tp > 1 and req.weights_bytes is None:
-        # the embedding whole on each rank of the first stage, not a 1/tp share
-        more = weights.input_bytes - weights.input_bytes // p.tp
-        shares = [replace(sh, weights_bytes=sh.weights_bytes + (more if sh.stage == 0 else 0))
-                  for sh in shares]
-    if req.spec.architecture in ENCODER_WHOLE and p.tp > 1 and req.weights_bytes is None:
-        # the vision tower whole on each rank, spread over the stages as the body is
-        enc, n = encoder_bytes(req), req.spec.decoder_layers
-        shares = [replace(sh, weights_bytes=sh.weights_bytes + mine - mine // p.tp)
-                  for sh in shares
-                  for mine in (enc * len(STAGE_SPLIT(n, p.pp, sh.stage)) // n,)]
+    weights, shares = whole_shares(req, *rank_weights(req, STAGE_SPLIT))
     if adp:
         shares = adp_shares(req, weights, shares)
     # the sequences one rank's cache serves: under attention DP each rank takes its own
