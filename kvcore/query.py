@@ -763,6 +763,16 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     return fix
 
 
+def _change(trial: Query, max_ctx: int, change: dict[str, Any],
+            estimate: bool = True) -> dict[str, Any]:
+    """A "to fit" change: its fields, the max context ``trial`` (the plan with it) reaches and,
+    with ``estimate``, its decode speed."""
+    decode = (answer(trial).get("decode") or {}) if estimate else {}
+    return {**change, "max_context": max_ctx,
+            "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+            "quality": None}
+
+
 def _host_held(q: Query, experts: bool) -> dict[str, Any] | None:
     """llama.cpp with its placement left to it, where the plan does not fit the cards: with
     ``experts``, for a mixture of experts, the fewest blocks whose routed experts stay in host
@@ -800,10 +810,7 @@ def _host_held(q: Query, experts: bool) -> dict[str, Any] | None:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
     t = trial(lo)
-    decode = answer(t).get("decode") or {}
-    return {"n_cpu_moe" if experts else "ngl": lo, "max_context": _fits(t)[1],
-            "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
-            "quality": None}
+    return _change(t, _fits(t)[1], {"n_cpu_moe" if experts else "ngl": lo})
 
 
 def _more_state_slots(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
@@ -826,10 +833,7 @@ def _more_state_slots(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if not ok:
         return None
-    decode = answer(trial).get("decode") or {}
-    return {"max_mamba_cache_size": need, "max_context": max_ctx,
-            "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
-            "quality": None}
+    return _change(trial, max_ctx, {"max_mamba_cache_size": need})
 
 
 def _attention_groups(q: Query, estimate: bool = True) -> dict[str, Any] | None:
@@ -853,10 +857,7 @@ def _attention_groups(q: Query, estimate: bool = True) -> dict[str, Any] | None:
         except InputError:
             return None
         if ok:
-            decode = (answer(trial).get("decode") or {}) if estimate else {}
-            return {"attn_dp": n, "max_context": max_ctx,
-                    "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
-                    "quality": None}
+            return _change(trial, max_ctx, {"attn_dp": n}, estimate)
     return None
 
 
@@ -899,7 +900,6 @@ def _more_cards(q: Query) -> dict[str, Any] | None:
     if fewest is None:
         return None
     count, max_ctx, trial = fewest
-    decode = answer(trial).get("decode") or {}
     # a plan laid out over its cards (tp or pp given) is told the layout of the cards it
     # needs, which its own would contradict
     layout = ({"tp": trial.parallel.tp, "pp": trial.parallel.pp}
@@ -907,9 +907,7 @@ def _more_cards(q: Query) -> dict[str, Any] | None:
     if trial.parallel.attn_dp != q.parallel.attn_dp:
         # SGLang fits those cards only with attention groups
         layout["attn_dp"] = trial.parallel.attn_dp
-    return {"gpus": count, "gpu": q.gpus[0].id, **layout, "max_context": max_ctx,
-            "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
-            "quality": None}
+    return _change(trial, max_ctx, {"gpus": count, "gpu": q.gpus[0].id, **layout})
 
 
 def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, str]:
