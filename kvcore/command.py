@@ -414,9 +414,10 @@ def _left(r: _Reader, flag: str, value: str) -> None:
 
 def _unplanned(why: str, inert: tuple[str, ...] = ()) -> Callable[[_Reader, str, str], None]:
     """A flag that changes memory in a way kvplan does not plan: a note saying so (unless
-    its value is one of ``inert``, the engine's default: then it is listed as not read)."""
+    its value is one of ``inert``, the engine's default, in any case: then it is listed as not
+    read)."""
     def read(r: _Reader, flag: str, value: str) -> None:
-        if value.strip() in inert:
+        if value.strip().lower() in inert:
             _left(r, flag, value)
             return
         r.note(f"{flag}{' ' + value if value else ''}: {why}; not planned (the plan is "
@@ -978,15 +979,6 @@ _SGLANG_LORA = {"max_lora_rank": "--max-lora-rank", "max_loras": "--max-loras-pe
 
 # --- trtllm-serve -------------------------------------------------------------------------
 
-def _trtllm_backend(r: _Reader, flag: str, value: str) -> None:
-    """--backend: kvplan plans the PyTorch backend, trtllm-serve's default."""
-    if value.strip().lower() != "pytorch":
-        r.note(f"{flag} {value}: kvplan plans the PyTorch backend's KV cache manager and "
-               "activations; not planned (the plan is without it)")
-    else:
-        _left(r, flag, value)
-
-
 # trtllm-serve's click options (commands/serve.py), each under its long name and its alias
 _TRTLLM = (
     _Flag(("--max-seq-len",), "value", _set("context", lambda f, v: _int(f, v, 1))),
@@ -1001,7 +993,10 @@ _TRTLLM = (
     _Flag(("--config", "--extra-llm-api-options"), "value",
           _options_file("kv_cache_config's dtype, tokens_per_block and "
                         "free_gpu_memory_fraction, enable_attention_dp, max_batch_size")),
-    _Flag(("--backend",), "value", _trtllm_backend),
+    # kvplan plans the PyTorch backend, trtllm-serve's default
+    _Flag(("--backend",), "value",
+          _unplanned("kvplan plans the PyTorch backend's KV cache manager and activations",
+                     ("pytorch",))),
     _Flag(("--max-beam-width",), "value",
           _unplanned("each request's beams keep their own cache blocks", ("1",))),
     _Flag(("--context-parallel-size", "--cp-size"), "value",
