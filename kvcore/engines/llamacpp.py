@@ -584,7 +584,9 @@ def plan(req: EngineRequest) -> EngineReport:
     # to offloading the input layer"), the output layer (a copy of it where tied) on the last
     # device
     weights, shares = rank_weights(req, STAGE_SPLIT, input_on_cpu=True)
-    compute = raw_overhead(req.spec).bytes - 512 * MiB
+    # the compute buffers hold one ubatch's activations and logits (llama-context.cpp reserves
+    # the graph for n_ubatch tokens, each an output): kvplan's estimate for 512, scaled
+    compute = (raw_overhead(req.spec).bytes - 512 * MiB) * n_ubatch // N_UBATCH
     # --lora: each adapter's pairs sit with the tensors they adapt (llamacpp_lora): a block's
     # with the block, the output layer's with it, the input embedding's in host memory
     n_dec, n_pp = req.spec.decoder_layers, req.parallel.pp
