@@ -181,7 +181,8 @@ def api_router() -> APIRouter:
     @api.post("/command", summary="Plan an engine's launch command")
     def post_command(body: CommandIn) -> dict[str, Any]:
         """A serving engine's launch command planned as given (llama-server, vllm serve,
-        python -m sglang.launch_server, trtllm-serve): the plan's JSON, as ``/plan`` answers
+        python -m sglang.launch_server, trtllm-serve, ollama serve or run with its OLLAMA_*
+        variables): the plan's JSON, as ``/plan`` answers
         it, with ``command``: the engine, the kvplan command line it reads as, notes on
         what was assumed, the flags left unread (``unread``: known to change no memory kvplan
         plans) and those kvplan does not know (``unknown``)."""

@@ -146,7 +146,8 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", default=None, help="catalog GPU (4090, h100, mi300x) or a size "
                    "(24GiB), after a card count for several (2x4090)")
     p.add_argument("--engine", default="raw",
-                   help="allocation rules: raw (physics only), vllm, llama.cpp, sglang, trtllm")
+                   help="allocation rules: raw (physics only), vllm, llama.cpp, ollama, sglang, "
+                        "trtllm")
     p.add_argument("--gpus", default=None,
                    help="number of cards (4) or a list of cards, one per rank (4090,3090 "
                         "or 2x4090,3090)")

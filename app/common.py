@@ -16,7 +16,7 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
-from kvcore.engines import EngineSettings, canonical
+from kvcore.engines import GGML_ENGINES, EngineSettings, canonical
 from kvcore.engines.base import MiB
 from kvcore.engines.llamacpp_offload import PINNED_COPY_SHARE
 from kvcore.errors import shown
@@ -216,7 +216,7 @@ def make_query(
                              "cards, so the card count must be a multiple of dp", field=counted[1])
         # one replica over all the cards: layers split for llama.cpp, heads for the others
         per_replica = max(1, count // dp_n)
-        tp_n, pp_n = (1, per_replica) if engine == "llama.cpp" else (per_replica, 1)
+        tp_n, pp_n = (1, per_replica) if engine in GGML_ENGINES else (per_replica, 1)
     parallel = Parallel(tp=tp_n or 1, pp=pp_n or 1, dp=dp_n,
                         attn_dp=_count(attn_dp, "attn_dp") or 1)
     if listed and count != parallel.ranks_per_replica:

@@ -48,10 +48,11 @@ from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
 from .engines import llamacpp as _llamacpp
+from .engines import ollama as _ollama
 from .engines import sglang as _sglang
 from .engines import vllm as _vllm
 from .engines.llamacpp_offload import split_overrides
-from .errors import OLLAMA_SETTINGS, InputError, shown
+from .errors import InputError, shown
 from .hub import HubUnavailable
 from .model import ModelSpec
 from .yamlish import parse_yaml
@@ -129,6 +130,8 @@ class Launch:
     fit_streams: int = 0
     #: --fit-ctx: the least context a stream --fit shortens to (common.h fit_params_min_ctx)
     fit_min_ctx: int = FIT_MIN_CTX
+    #: Ollama without OLLAMA_CONTEXT_LENGTH: num_ctx by the cards' memory (fit_shortened)
+    auto_ctx: bool = False
 
     def fitted(self, plan: dict[str, Any]) -> int | None:
         """The context a sequence gets where llama.cpp's --fit, with -c left out, shortens
@@ -153,6 +156,7 @@ class Launch:
         self.notes = [n for n in self.notes if self.about.get(n) not in names]
         if "context" in names:
             self.fit_streams = 0
+            self.auto_ctx = False
 
     def fields(self, trained: int | None) -> dict[str, Any]:
         """The settings with the context completed from the model's trained context (its
@@ -1293,13 +1297,125 @@ def _engine(tokens: list[str]) -> tuple[str, list[str]]:
             return "sglang", tokens[i + (2 if nxt == "serve" else 1):]
         if base == "trtllm-serve":
             return "trtllm", tokens[i + (2 if nxt == "serve" else 1):]
-    if any(PurePath(t).name.lower().removesuffix(".exe") == "ollama" for t in tokens):
-        raise InputError("Ollama's commands name no context or cache settings kvplan can read "
-                         "(they live in its Modelfile and OLLAMA_* variables): plan the model "
-                         "under --engine llama.cpp, " + OLLAMA_SETTINGS, field="command")
     raise InputError("expected a launch command of llama-server, vllm serve, python -m "
                      "sglang.launch_server or trtllm-serve, got "
                      f"{shown(' '.join(tokens)[:120])}", field="command")
+
+
+# --- Ollama -------------------------------------------------------------------------------
+
+#: the OLLAMA_* variables that change what its llama-server holds, as kvplan's fields
+_OLLAMA_ENV = {"OLLAMA_CONTEXT_LENGTH": "context", "OLLAMA_NUM_PARALLEL": "sequences",
+               "OLLAMA_KV_CACHE_TYPE": "kv", "OLLAMA_FLASH_ATTENTION": "no_flash_attn"}
+#: the LLAMA_ARG_* variables its llama-server inherits that kvplan plans (the flags Ollama
+#: passes itself, -c, -np, the cache types, -fa, -b, -ub and -ngl, win over theirs)
+_OLLAMA_LLAMA_ENV = {"FIT_TARGET": "fit_target", "N_CPU_MOE": "n_cpu_moe",
+                     "CPU_MOE": "cpu_moe", "CACHE_RAM": "cache_ram",
+                     "CTX_CHECKPOINTS": "ctx_checkpoints"}
+#: ollama run's flags that take a value (the others are switches); none changes memory
+_OLLAMA_RUN_VALUES = ("--keepalive", "--format", "--dimensions", "--think")
+
+
+def _ollama_program(tokens: list[str]) -> int | None:
+    """Where an Ollama program (``ollama``, the ``ollama/ollama`` image) is among
+    ``tokens``, else None."""
+    for i, tok in enumerate(tokens):
+        if PurePath(tok.replace("\\", "/")).name.lower().removesuffix(".exe") == "ollama" or \
+                re.fullmatch(r"(?:[\w.-]+/)*ollama/ollama(?::[\w.-]+)?", tok):
+            return i
+    return None
+
+
+def _ollama_bool(name: str, value: str) -> bool:
+    """An OLLAMA_* switch as Go's strconv.ParseBool reads it."""
+    v = value.strip()
+    if v in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if v in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    raise InputError(f"{name} takes true or false (1 or 0), got {shown(value)}",
+                     field="command")
+
+
+def _read_ollama(tokens: list[str], at: int) -> Launch:
+    """``[NAME=VALUE …] ollama serve`` or ``ollama run MODEL``: Ollama's settings from its
+    environment (engines/ollama.py), the model from ollama run's name where kvplan can read
+    it (a Hugging Face repository, hf.co/OWNER/REPO:QUANT, or a catalog id)."""
+    r = _Reader("ollama")
+    launch = r.launch
+    for word in tokens[:at]:
+        name, eq, value = word.partition("=")
+        if not eq:
+            continue
+        if name in _OLLAMA_ENV:
+            field_name = _OLLAMA_ENV[name]
+            if field_name == "kv":
+                kind = value.strip().lower() or "f16"
+                if kind not in LLAMA_KV:
+                    raise InputError(f"{name} takes one of llama.cpp's cache types "
+                                     f"({', '.join(LLAMA_KV)}), got {shown(value)}",
+                                     field="command")
+                r.set["kv"] = LLAMA_KV[kind]
+            elif field_name == "no_flash_attn":
+                if value.strip() and not _ollama_bool(name, value):
+                    r.set["no_flash_attn"] = True
+            else:
+                n = _int(name, value, low=0)
+                if n:
+                    r.set[field_name] = n
+        elif name.startswith("LLAMA_ARG_") and name[10:] in _OLLAMA_LLAMA_ENV:
+            key = _OLLAMA_LLAMA_ENV[name[10:]]
+            if key == "fit_target":
+                _llama_fit_target(r, name, value)
+            elif key == "cpu_moe":
+                if _switch(name, value):
+                    r.set["cpu_moe"] = True
+            else:
+                r.set[key] = _int(name, value, low=-1 if key == "cache_ram" else 0)
+        elif name.startswith(("OLLAMA_", "LLAMA_ARG_")):
+            launch.unread.append(word)
+    if "context" not in r.set:
+        launch.auto_ctx = True
+        r.note("OLLAMA_CONTEXT_LENGTH not set: Ollama takes num_ctx by the cards' memory "
+               "(4,096 below 23 GiB, 32,768 below 47 GiB, else 262,144)", "context")
+    words = tokens[at + 1:]
+    image = "/" in tokens[at]
+    verb = words[0] if words else ("serve" if image else "")
+    if verb not in ("serve", "run"):
+        raise InputError("expected ollama serve or ollama run MODEL (with its OLLAMA_* "
+                         f"settings before it), got {shown(' '.join(tokens[at:at + 2]))}",
+                         field="command")
+    rest = words[1:]
+    if verb == "run":
+        i = 0
+        while i < len(rest):
+            tok = rest[i]
+            i += 1
+            if not tok.startswith("-"):
+                r.positional.append(tok)
+            elif tok.partition("=")[0] in _OLLAMA_RUN_VALUES and "=" not in tok and (
+                    tok != "--think" and i < len(rest)):
+                launch.unread.append(f"{tok} {rest[i]}")
+                i += 1
+            else:
+                launch.unread.append(tok)
+        if not r.positional:
+            raise InputError("ollama run needs a model name", field="command")
+        name = r.positional[0]
+        launch.model_flag = f"ollama run {name}"
+        hf = re.match(r"(?:https?://)?(?:hf\.co|huggingface\.co)/([\w.-]+/[\w.-]+)"
+                      r"(?::([\w.-]+))?$", name, re.IGNORECASE)
+        if hf is not None:
+            # Ollama's Hugging Face form: without a tag it takes the repository's Q4_K_M,
+            # as llama.cpp's -hf does
+            launch.model = hf.group(1) + (f":{hf.group(2)}" if hf.group(2) else "")
+        elif ":" not in name and "/" not in name:
+            launch.model = name
+        if r.positional[1:]:
+            launch.unread.append("the prompt")
+    elif rest:
+        launch.unknown.extend(rest)
+    return launch
 
 
 def _is_flag(tok: str) -> bool:
@@ -1338,6 +1454,10 @@ def read_command(text: str, options: str | None = None) -> Launch:
     except ValueError as exc:
         raise InputError(f"command could not be split into words: {exc}",
                          field="command") from None
+    at = _ollama_program(tokens)
+    if at is not None and not any(PurePath(w).name.lower() in LLAMA_PROGRAMS
+                                  for w in tokens[:at]):
+        return _read_ollama(tokens, at)
     engine, args = _engine(tokens)
     server = engine != "llama.cpp-cli"
     engine = "llama.cpp" if engine == "llama.cpp-cli" else engine
@@ -1486,6 +1606,17 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
         ref = named if named is not None else launch.model
     if weights_given:
         weights = None
+    if ref is not None and model is None and launch.engine == "ollama" and "/" not in ref:
+        # ollama run NAME: a library name, unless it is a catalog id
+        try:
+            load_model(ref, allow_local=False, allow_hub=False)
+        except InputError:
+            ref = None
+    if ref is None and launch.engine == "ollama" and launch.model_flag:
+        raise InputError(f"{shown(launch.model_flag)}: Ollama's library names are not models "
+                         "kvplan reads; give the model beside the command (a catalog id or Hub "
+                         "repo id) and --weights for the quantization its tag holds",
+                         field="model")
     if ref is None:
         raise InputError("the command names no model: give the model beside it (a catalog "
                          "id or Hub repo id)", field="model")
@@ -1503,7 +1634,7 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
         # (…/Qwen3-8B-GGUF:Q4_K_M → qwen3-8b in Q4_K_M), where it is one
         repo, _, tag = ref.partition(":")
         base = re.sub(r"[-_.]gguf$", "", repo.rsplit("/", 1)[-1], flags=re.IGNORECASE)
-        if launch.engine != "llama.cpp" or model is not None or not tag:
+        if launch.engine not in ("llama.cpp", "ollama") or model is not None or not tag:
             raise
         try:
             spec = load_model(base, allow_local=False, allow_hub=False)
@@ -1532,7 +1663,33 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
             launch.about[launch.notes[-1]] = "no_mmproj"
     if weights is not None and "weights" not in fields:
         fields["weights"] = weights
+    if launch.engine == "ollama":
+        _ollama_changes(launch, spec, fields)
     return spec, fields
+
+
+def _ollama_changes(launch: Launch, spec: ModelSpec, fields: dict[str, Any]) -> None:
+    """What Ollama changes of its settings for the model (engines/ollama.py): num_ctx lowered
+    to the trained context, raised to 2,048 for a vision model, one request at a time for
+    some families; each with a note."""
+    trained = spec.max_position_embeddings
+    ctx = fields.get("context")
+    if isinstance(ctx, int) and trained and ctx > trained:
+        fields["context"] = trained
+        launch.notes.append(f"OLLAMA_CONTEXT_LENGTH={ctx}: Ollama lowers num_ctx to the model's "
+                            f"trained context, {trained:,}")
+        launch.about[launch.notes[-1]] = "context"
+    if isinstance(ctx, int) and spec.params.encoder and ctx < 2048:
+        fields["context"] = 2048
+        launch.notes.append(f"OLLAMA_CONTEXT_LENGTH={ctx}: Ollama gives a vision model at "
+                            "least 2,048 tokens")
+        launch.about[launch.notes[-1]] = "context"
+    seqs = fields.get("sequences", 1)
+    if seqs > 1 and spec.model_type.startswith(_ollama.ONE_AT_A_TIME):
+        fields["sequences"] = 1
+        launch.notes.append(f"OLLAMA_NUM_PARALLEL={seqs}: Ollama serves {spec.model_type} "
+                            "models one request at a time")
+        launch.about[launch.notes[-1]] = "sequences"
 
 
 def _vllm_mm_towers(launch: Launch, spec: ModelSpec, fields: dict[str, Any]) -> None:
@@ -1599,6 +1756,20 @@ def fit_shortened(launch: Launch, query: Any) -> Any:
 
     from .query import answer
 
+    if launch.auto_ctx and query.gpus:
+        # Ollama's num_ctx by the cards' memory, no more than the trained context
+        total = sum(query.gpu_for(d).total_bytes
+                    for d in range(query.parallel.ranks_per_replica))
+        ctx = _ollama.default_context(total)
+        trained = query.spec.max_position_embeddings
+        ctx = min(ctx, trained) if trained else ctx
+        launch.notes = [n for n in launch.notes if launch.about.get(n) != "context"]
+        launch.notes.append(f"OLLAMA_CONTEXT_LENGTH not set: Ollama takes num_ctx {ctx:,} "
+                            f"with {total / 2**30:,.1f} GiB of cards"
+                            + (" (the model's trained context)" if ctx == trained else "")
+                            + "; planned at that")
+        launch.about[launch.notes[-1]] = "context"
+        return replace(query, context=ctx)
     if not launch.fit_streams:
         return query
     fitted = launch.fitted(answer(query))

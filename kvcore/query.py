@@ -16,6 +16,7 @@ from typing import Any
 
 from .engines import (
     ENGINE_TITLES,
+    GGML_ENGINES,
     EngineReport,
     EngineRequest,
     EngineSettings,
@@ -57,6 +58,12 @@ ENGINE_SETTINGS = {
                   "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes",
                   "host_link_bytes_per_s", "tensor_split", "override_tensor", "cache_ram_mib",
                   "ctx_checkpoints", "lora_adapters"),
+    # Ollama: num_batch, OLLAMA_FLASH_ATTENTION, num_gpu, and the LLAMA_ARG_* variables its
+    # llama-server inherits for --fit-target, --n-cpu-moe, --cache-ram and --ctx-checkpoints
+    # (engines/ollama.py)
+    "ollama": ("n_ubatch", "flash_attn", "fit_margin_bytes", "n_gpu_layers", "n_cpu_moe",
+               "host_bandwidth_bytes_per_s", "host_memory_bytes", "host_link_bytes_per_s",
+               "cache_ram_mib", "ctx_checkpoints"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "max_total_tokens",
                "offload_bytes", "cpu_offload_bytes", "host_link_bytes_per_s", "lora",
                "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "decode_cuda_graph",
@@ -142,7 +149,7 @@ def answer(q: Query) -> dict[str, Any]:
                             gpu=single if not q.multi and q.kv_budget_bytes is None else None,
                             overhead_bytes=q.overhead_bytes))
     out = plan_to_dict(base)
-    if q.engine == "llama.cpp" and base.request.gpu is not None:
+    if q.engine in GGML_ENGINES and base.request.gpu is not None:
         # llama.cpp runs some architectures without their sliding window (every layer keeps
         # and attends over the whole context): its decode and prefill read that
         from .engines.llamacpp import without_windows
@@ -501,7 +508,7 @@ def _fits(q: Query) -> tuple[bool, int]:
 def _layout(q: Query, count: int) -> Parallel | None:
     """The engine's layout over ``count`` cards: llama.cpp's layers split, else tensor
     parallel, keeping the plan's attention DP (None where it does not divide ``count``)."""
-    if q.engine == "llama.cpp":
+    if q.engine in GGML_ENGINES:
         return Parallel(pp=count)
     if q.engine == "trtllm" and q.parallel.attn_dp > 1:
         # TensorRT-LLM's attention DP: a group a card
@@ -780,7 +787,7 @@ def _host_held(q: Query, experts: bool) -> dict[str, Any] | None:
     output layer counted first), at least one. None where that does not fit or the plan sets
     a placement itself."""
     s = q.settings
-    if (q.engine != "llama.cpp" or s.n_gpu_layers is not None or s.n_cpu_moe is not None
+    if (q.engine not in GGML_ENGINES or s.n_gpu_layers is not None or s.n_cpu_moe is not None
             or s.override_tensor or q.kv_budget_bytes is not None):
         return None
     blocks = q.spec.decoder_layers
@@ -940,9 +947,9 @@ def _weight_candidates(q: Query) -> list[WeightFormat]:
         if f.name in ("f32", "f16") or (f.name in own and q.spec.checkpoint_weights != f.name):
             continue
         gguf = f.name in MIXES
-        if q.engine == "llama.cpp" and (f.name not in GGUF_WEIGHTS or f.name == "mxfp4"):
+        if q.engine in GGML_ENGINES and (f.name not in GGUF_WEIGHTS or f.name == "mxfp4"):
             continue
-        if q.engine not in ("llama.cpp", "raw") and gguf:
+        if q.engine not in (*GGML_ENGINES, "raw") and gguf:
             continue
         out.append(f)
     return out

@@ -465,7 +465,7 @@ def test_unreadable_config_file_is_one_line(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize(("args", "line"), [
     (["qwen3-8b", "--engine", "x"],
-     "'x' is not a known engine; expected one of raw, vllm, llama.cpp, sglang, trtllm"),
+     "'x' is not a known engine; expected one of raw, vllm, llama.cpp, ollama, sglang, trtllm"),
     (["qwen3-8b", "--weights", "q9"],
      "'q9' is not a known weight format; expected one of auto, f32, f16, bf16, fp8, int8, int4, "
      "nf4, nf4_dq, int3, int2, nvfp4, mxfp4, mxfp4_moe, fp8_mxfp4_moe, q8_0, q6_k, q5_k_m, q5_k_s, q5_1, q5_0, q4_1, "
@@ -810,8 +810,8 @@ def test_a_local_safetensors_index_with_no_byte_count_is_refused(tmp_path, capsy
      "swa_full is a setting of llama.cpp, not of vLLM: choose that engine (--engine llama.cpp) "
      "or leave out swa_full"),
     (["--engine", "sglang", "--ubatch", "256"],
-     "ubatch is a setting of llama.cpp, not of SGLang: choose that engine (--engine llama.cpp) "
-     "or leave out ubatch"),
+     "ubatch is a setting of llama.cpp and Ollama, not of SGLang: choose one of them (--engine "
+     "llama.cpp) or leave out ubatch"),
     (["--offload", "64GiB"],
      "offload is a setting of vLLM, SGLang and TensorRT-LLM, not of raw: choose one "
      "of them (--engine vllm) or leave out offload"),
@@ -1107,13 +1107,11 @@ def test_find_format_says_what_fits_when_nothing_does(capsys):
 
 
 @pytest.mark.parametrize(("engine", "said"), [
-    ("ollama", "kvplan has no Ollama engine: Ollama runs GGUF models on ggml"),
-    ("Ollama", "plan the model under --engine llama.cpp, its num_ctx (OLLAMA_CONTEXT_LENGTH)"),
     ("LM Studio", "kvplan has no LM Studio engine: it runs GGUF models with llama.cpp"),
     ("lmstudio", "so --engine llama.cpp plans them"),
 ])
 def test_a_server_kvplan_has_no_engine_of_is_pointed_to_the_nearest(capsys, engine, said):
-    # "'ollama' is not a known engine; did you mean 'llama.cpp' or 'vllm' or 'trtllm'?"
+    # "'lmstudio' is not a known engine; did you mean 'llama.cpp' or 'vllm' or 'trtllm'?"
     code, out, err = run(capsys, "qwen3-8b", "--engine", engine)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert said in err

@@ -1,4 +1,5 @@
-"""Engine profiles: what vLLM, llama.cpp, SGLang and TensorRT-LLM would allocate and print.
+"""Engine profiles: what vLLM, llama.cpp, Ollama, SGLang and TensorRT-LLM would allocate and
+print.
 
 ``engine_plan(request)`` answers for one engine; ``ENGINES`` lists them. ``raw`` is physics
 only (weights + exact cache + a runtime estimate against each card), for any parallel layout.
@@ -10,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
-from ..errors import OLLAMA_SETTINGS, InputError, UnknownNameError
+from ..errors import InputError, UnknownNameError
 from ..gpus import GPU
 from ..hf import GLM5_NEXT_TYPES, QWEN4_EXP_TYPES
 from ..model import LayerKind, ModelSpec
 from ..parallel import Split, stage_layers
-from . import llamacpp, raw, registry, sglang, trtllm, vllm
+from . import llamacpp, ollama, raw, registry, sglang, trtllm, vllm
 from .base import (
     CPU_MOE,
     EngineReport,
@@ -26,23 +27,28 @@ from .base import (
     parse_tensor_split,
 )
 
-__all__ = ["CPU_MOE", "ENGINES", "ENGINE_TITLES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
+__all__ = ["CPU_MOE", "ENGINES", "ENGINE_TITLES", "GGML_ENGINES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
            "engine_plan", "engine_names", "parse_tensor_split", "stage_split", "supported_formats"]
 
 ENGINES: dict[str, Callable[[EngineRequest], EngineReport]] = {
     "raw": raw.plan,
     "vllm": vllm.plan,
     "llama.cpp": llamacpp.plan,
+    # Ollama's llama-server, planned by llama.cpp's rules through engine_plan
+    "ollama": lambda req: ollama.plan(req, lambda r: engine_plan("llama.cpp", r)),
     "sglang": sglang.plan,
     "trtllm": trtllm.plan,
 }
 #: each engine as its project spells it, for messages
-ENGINE_TITLES = {"raw": "raw", "vllm": "vLLM", "llama.cpp": "llama.cpp", "sglang": "SGLang",
-                 "trtllm": "TensorRT-LLM"}
+ENGINE_TITLES = {"raw": "raw", "vllm": "vLLM", "llama.cpp": "llama.cpp", "ollama": "Ollama",
+                 "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+#: engines that run llama.cpp: its layer split over cards, its GGUF weights and formats
+GGML_ENGINES = ("llama.cpp", "ollama")
 _ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "llama_cpp": "llama.cpp",
             "llama-server": "llama.cpp", "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm",
             "trt-llm": "trtllm", "trt": "trtllm"}
 _FORMATS = {"raw": None, "vllm": vllm.FORMATS, "llama.cpp": llamacpp.FORMATS,
+            "ollama": llamacpp.FORMATS,
             "sglang": sglang.FORMATS, "trtllm": trtllm.FORMATS}
 
 
@@ -52,9 +58,6 @@ def engine_names() -> list[str]:
 
 #: servers kvplan has no engine of, and what is nearest (the message for each)
 _OTHER_SERVERS = {
-    "ollama": ("kvplan has no Ollama engine: Ollama runs GGUF models on ggml, as llama.cpp "
-               "does, with rules of its own for its cache and the layers it offloads; plan the "
-               "model under --engine llama.cpp, " + OLLAMA_SETTINGS),
     **dict.fromkeys(("lmstudio", "lm-studio", "lm_studio", "lm studio"),
                     "kvplan has no LM Studio engine: it runs GGUF models with llama.cpp, so "
                     "--engine llama.cpp plans them (its context length is --ctx; its MLX "
@@ -83,7 +86,8 @@ def stage_split(engine: str) -> Split:
     """How ``engine`` splits the decoder's layers over pipeline stages (vLLM's rule unless the
     engine has its own: llama.cpp, SGLang and TensorRT-LLM each place the remainder
     differently)."""
-    return {"llama.cpp": llamacpp.STAGE_SPLIT, "sglang": sglang.STAGE_SPLIT,
+    return {"llama.cpp": llamacpp.STAGE_SPLIT, "ollama": llamacpp.STAGE_SPLIT,
+            "sglang": sglang.STAGE_SPLIT,
             "trtllm": trtllm.STAGE_SPLIT}.get(canonical(engine), stage_layers)
 
 
@@ -298,6 +302,9 @@ def _scheme(spec: ModelSpec) -> _Scheme:
 
 def engine_plan(engine: str, request: EngineRequest) -> EngineReport:
     name = canonical(engine)
+    if name == "ollama":
+        # llama.cpp's refusals and notes come with the server Ollama starts
+        return ENGINES[name](request)
     check_platform(name, request.gpus)
     raw_only = _raw_only(name, request.spec)
     if name != "raw" and raw_only is not None:

@@ -1,0 +1,280 @@
+"""Ollama: the llama-server it starts, and the flags it starts it with.
+
+Ollama serves GGUF models by starting llama.cpp's llama-server; kvplan plans that server with
+llama.cpp's rules (engines/llamacpp.py) and Ollama's choices of its flags. Sources read
+(ollama/ollama @fb307609, 2026-08-21):
+
+- ``llm/llama_server.go`` startLlamaServer: ``-c num_ctx × num_parallel -np num_parallel``,
+  ``--cache-type-k`` and ``--cache-type-v`` both OLLAMA_KV_CACHE_TYPE (left out: f16),
+  ``--flash-attn auto`` unless OLLAMA_FLASH_ATTENTION says on or off, ``-b N -ub N`` for
+  num_batch, ``-ngl`` only where num_gpu is set (else llama-server's ``--fit`` places the
+  layers); the server inherits Ollama's environment, so LLAMA_ARG_* variables reach it; a
+  projector loaded on the card sets LLAMA_ARG_FIT_TARGET to its size + 1 GiB
+  (mmprojFitTargetMiB), where --fit counts no projector: the 1 GiB --fit leaves beside the
+  projector kvplan counts with the weights.
+- ``llm/server.go`` NewLlamaServer: num_ctx lowered to the GGUF's context_length.
+- ``server/sched.go``: OLLAMA_NUM_PARALLEL (default 1), set to 1 for some families (load);
+  num_ctx at least 4, at least 2,048 for a vision model (getRunner); num_batch chosen by the
+  context where not set (automaticGenerationBatch: 2,048 past 32,768 tokens of -c, 1,024 past
+  4,096, else 512, lowered while Ollama's own estimate of the load, the GGUF's size and an
+  f16 cache of ``2 × block_count × head_count_kv(min) × (embedding_length / head_count(max))``
+  values a token, leaves too little of the cards' free memory; with flash attention off on a
+  CUDA card 512, or 256 past 4,096 tokens on a card of 8 GiB or less); with several cards a
+  model Ollama's estimate puts within 80% of one card's free memory runs on that card only
+  (selectLlamaServerPlacement, unless OLLAMA_SCHED_SPREAD).
+- ``server/routes.go``: num_ctx's default by the cards' total memory less
+  OLLAMA_GPU_OVERHEAD: 262,144 from 47 GiB, 32,768 from 23 GiB, else 4,096.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..errors import InputError
+from ..model import LayerKind
+from .base import EngineReport, EngineRequest, GiB, MiB, loaded_weights
+
+NAME = "ollama"
+#: model families Ollama serves one request at a time (server/sched.go load), by the
+#: model_type prefixes of their configs: qwen3vl(moe), qwen35(moe), qwen3next, lfm2(moe),
+#: nemotron_h(_moe, _omni), mllama
+ONE_AT_A_TIME = ("qwen3_vl", "qwen3_5", "qwen3_next", "lfm2", "nemotron_h", "mllama")
+#: num_batch: Ollama's default, the one under flash attention off on a small CUDA card, and
+#: the two it takes for longer contexts (server/sched.go)
+BATCH, BATCH_SMALL, BATCH_MEDIUM, BATCH_LARGE = 512, 256, 1024, 2048
+#: what Ollama sets aside beside its estimate before it takes a larger batch (sched.go
+#: generationBatchSurcharge) and the share of free memory its estimate may reach with it
+SURCHARGE = {BATCH_LARGE: 2 * GiB, BATCH_MEDIUM: 768 * MiB}
+HEADROOM = {BATCH_LARGE: 60, BATCH_MEDIUM: 75}
+FIT_MARGIN = 1024 * MiB
+
+
+def default_context(total_bytes: int) -> int:
+    """num_ctx where neither OLLAMA_CONTEXT_LENGTH nor a request sets it, by the cards' total
+    memory (less OLLAMA_GPU_OVERHEAD): server/routes.go."""
+    if total_bytes >= 47 * GiB:
+        return 262144
+    if total_bytes >= 23 * GiB:
+        return 32768
+    return 4096
+
+
+def estimate_bytes(req: EngineRequest, n_ctx: int) -> int:
+    """Ollama's own estimate of a load (llm PredictServerVRAM): the GGUF's size and an f16
+    cache of ``n_ctx`` tokens in every block at the fewest KV heads any layer has (1 where a
+    layer has none) and a head of embedding_length / head_count."""
+    spec = req.spec
+    heads = [g.n_kv_heads for g in spec.groups if g.kind.is_attention and not g.mtp]
+    if any(not g.kind.is_attention for g in spec.groups) or not heads:
+        heads.append(0)
+    kv_heads = max(1, min(heads))
+    if any(g.kind is LayerKind.MLA for g in spec.groups):
+        kv_heads = 1
+    head_dim = spec.hidden_size // max(1, spec.num_attention_heads)
+    cache = 2 * spec.decoder_layers * kv_heads * head_dim * n_ctx * 2
+    return loaded_weights(req).bytes + cache
+
+
+def free_bytes(req: EngineRequest) -> int:
+    """The free memory Ollama places a model in: every card's, each taken as idle (its
+    driver-reported total)."""
+    n = req.parallel.ranks_per_replica
+    return sum(g.usable_bytes for g in (req.gpu_for(d) for d in range(n)) if g is not None)
+
+
+def _room(batch: int, need: int, free: int) -> bool:
+    """Whether Ollama takes ``batch`` (1,024 or 2,048) for a load it estimates at ``need``
+    bytes in ``free`` bytes (sched.go generationBatchFits)."""
+    threshold = free * 80 // 100
+    return (need <= threshold and need <= free * HEADROOM[batch] // 100
+            and SURCHARGE[batch] <= threshold - need)
+
+
+def _small_cuda(req: EngineRequest) -> bool | None:
+    """With flash attention off on a CUDA card, whether one card has 8 GiB or less (None where
+    flash attention is not off or no card is NVIDIA's)."""
+    gpus = [req.gpu_for(d) for d in range(req.parallel.ranks_per_replica)]
+    cuda = [g for g in gpus if g is not None and g.vendor == "nvidia"]
+    if req.settings.flash_attn is not False or not cuda:
+        return None
+    return any(g.usable_bytes <= 8 * GiB for g in cuda)
+
+
+def auto_batch(req: EngineRequest, n_ctx: int) -> int:
+    """num_batch where it is not set, for ``n_ctx`` tokens of -c (sched.go
+    automaticGenerationBatch)."""
+    small = _small_cuda(req)
+    if small is not None:
+        return BATCH_SMALL if small and n_ctx > 4096 else BATCH
+    batch = BATCH_LARGE if n_ctx > 32768 else BATCH_MEDIUM if n_ctx > 4096 else BATCH
+    free = free_bytes(req)
+    if not free:
+        return batch
+    need = estimate_bytes(req, n_ctx)
+    while batch > BATCH and not _room(batch, need, free):
+        batch = BATCH_MEDIUM if batch > BATCH_MEDIUM else BATCH
+    return batch
+
+
+def runs(req: EngineRequest, per: int, top: int) -> list[tuple[int, int, int]]:
+    """The runs of ``x`` in 1..top over which Ollama's batch for ``x × per`` tokens of -c is
+    one value, as (first, last, batch). That batch is the smaller of a step that rises with
+    the context (past 4,096 and 32,768 tokens) and the largest its estimate leaves room for,
+    which falls as the estimate grows: the runs start where either changes."""
+    starts = {1, 4096 // per + 1, 32768 // per + 1}
+    free = free_bytes(req)
+    if free and _small_cuda(req) is None:
+        for b in (BATCH_LARGE, BATCH_MEDIUM):
+            if not _room(b, estimate_bytes(req, per), free):
+                continue
+            lo, hi = 1, top
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if _room(b, estimate_bytes(req, mid * per), free) else (
+                    lo, mid - 1)
+            starts.add(lo + 1)
+    first = sorted(x for x in starts if 1 <= x <= top)
+    return [(a, (first[i + 1] - 1 if i + 1 < len(first) else top), auto_batch(req, a * per))
+            for i, a in enumerate(first)]
+
+
+def one_card(req: EngineRequest) -> bool:
+    """Whether Ollama, given several cards, loads the model on one of them: its estimate within
+    80% of a card's free memory (sched.go bestSingleGPUFit)."""
+    need = estimate_bytes(req, req.context * req.sequences)
+    return any(need <= g.usable_bytes * 80 // 100
+               for g in (req.gpu_for(d) for d in range(req.parallel.ranks_per_replica))
+               if g is not None)
+
+
+def _check(req: EngineRequest) -> None:
+    spec, s = req.spec, req.settings
+    if req.cache.kv_k.name != req.cache.kv_v.name:
+        raise InputError("Ollama sets one type for K and V (OLLAMA_KV_CACHE_TYPE): give --kv, "
+                         f"not {req.cache.kv_k.name} keys and {req.cache.kv_v.name} values",
+                         field="kv_k")
+    if (req.sequences > 1 and spec.model_type.startswith(ONE_AT_A_TIME)
+            and not any(g.kind is LayerKind.CROSS for g in spec.groups)):
+        # (llama.cpp runs no cross-attention model: its own refusal says so)
+        raise InputError(f"Ollama serves {spec.model_type} models one request at a time (it sets "
+                         "num_parallel to 1 for their family, whatever OLLAMA_NUM_PARALLEL "
+                         "says): plan --seqs 1", field="sequences")
+    trained = spec.max_position_embeddings
+    if trained and req.context > trained:
+        raise InputError(f"Ollama lowers num_ctx to the model's trained context, {trained:,} "
+                         f"tokens (the GGUF's context_length): plan at most that, not "
+                         f"{req.context:,}", field="context")
+    vision = bool(spec.params.encoder and req.cache.encoder)
+    least = 2048 if vision else 4
+    if req.context < least:
+        raise InputError(f"Ollama gives {'a vision model' if vision else 'a model'} at least "
+                         f"{least:,} tokens of num_ctx: plan {least:,} or more", field="context")
+    if not req.cache.encoder and spec.params.encoder:
+        raise InputError("Ollama loads a model's projector with it (its vision tower has no "
+                         "switch of its own): leave out no_mmproj", field="no_mmproj")
+    if req.parallel.pp > 1 and s.n_gpu_layers != 0 and one_card(req):
+        raise InputError("Ollama would load this model on one card: its estimate of the load "
+                         "is within 80% of one card's memory (OLLAMA_SCHED_SPREAD=1 spreads "
+                         "it over every card, which kvplan does not plan): plan it on one card",
+                         field="gpus")
+
+
+def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> EngineReport:
+    """llama.cpp's plan of the server Ollama starts for ``req`` (``llama``: the llama.cpp
+    engine), its max context and sequences at the batch Ollama would choose for each."""
+    _check(req)
+    s = req.settings
+    given = s.n_ubatch
+    flash = "auto" if s.flash_attn is None else ("on" if s.flash_attn else "off")
+
+    def batch_for(ctx: int, n: int) -> int:
+        return given or auto_batch(req, ctx * n)
+
+    reports: dict[int, EngineReport] = {}
+
+    def run(b: int) -> EngineReport:
+        if b not in reports:
+            reports[b] = llama(replace(req, settings=replace(s, n_ubatch=b)))
+        return reports[b]
+
+    batch = batch_for(req.context, req.sequences)
+    report = run(batch)
+    trained = req.spec.max_position_embeddings
+    max_ctx, max_seqs = report.max_context, report.sequences_max
+    if given is None and req.gpus:
+        # the largest context and sequence count that fit at the batch Ollama takes for each:
+        # the smallest batch it may take bounds the search
+        low = run(BATCH_SMALL if _small_cuda(req) else BATCH)
+        top = min(low.max_context, trained or low.max_context)
+        max_ctx = max((min(last, run(b).max_context)
+                       for first, last, b in runs(req, req.sequences, top)
+                       if run(b).max_context >= first), default=0)
+        max_seqs = max((min(last, run(b).sequences_max)
+                        for first, last, b in runs(req, req.context, low.sequences_max)
+                        if run(b).sequences_max >= first), default=0)
+    elif trained:
+        max_ctx = min(max_ctx, trained)
+    n_ctx = req.context * req.sequences
+    env = [f"OLLAMA_CONTEXT_LENGTH={req.context}"]
+    if req.sequences > 1:
+        env.append(f"OLLAMA_NUM_PARALLEL={req.sequences}")
+    if req.cache.kv_k.name != "f16":
+        env.append(f"OLLAMA_KV_CACHE_TYPE={req.cache.kv_k.name}")
+    if s.flash_attn is not None:
+        env.append(f"OLLAMA_FLASH_ATTENTION={int(s.flash_attn)}")
+    if s.fit_margin_bytes is not None:
+        env.append(f"LLAMA_ARG_FIT_TARGET={-(-s.fit_margin_bytes // MiB)}")
+    if s.n_cpu_moe is not None:
+        env.append(f"LLAMA_ARG_N_CPU_MOE={s.n_cpu_moe}")
+    if s.cache_ram_mib is not None:
+        env.append(f"LLAMA_ARG_CACHE_RAM={s.cache_ram_mib}")
+    if s.ctx_checkpoints is not None:
+        env.append(f"LLAMA_ARG_CTX_CHECKPOINTS={s.ctx_checkpoints}")
+    params = [f"num_batch {given}"] if given else []
+    if s.n_gpu_layers is not None:
+        params.append(f"num_gpu {s.n_gpu_layers}")
+    server = (f"llama-server -c {n_ctx} -np {req.sequences}"
+              + (f" --cache-type-k {req.cache.kv_k.name} --cache-type-v {req.cache.kv_v.name}"
+                 if req.cache.kv_k.name != "f16" else "")
+              + f" --flash-attn {flash} -b {batch} -ub {batch}"
+              + (f" -ngl {s.n_gpu_layers}" if s.n_gpu_layers is not None else ""))
+    how = ("num_batch as set" if given else
+           f"Ollama's num_batch for {n_ctx:,} tokens of context"
+           + (" with flash attention off" if s.flash_attn is False else ""))
+    notes = [f"Ollama starts {server} ({how}), its --fit placing the layers"
+             + ("" if s.n_gpu_layers is None else " as num_gpu sets them")]
+    notes.append("Ollama passes its environment to llama-server: the server's settings "
+                 "it has no name for are LLAMA_ARG_* variables set before ollama serve "
+                 "(--cache-ram as LLAMA_ARG_CACHE_RAM, --ctx-checkpoints as "
+                 "LLAMA_ARG_CTX_CHECKPOINTS, --n-cpu-moe as LLAMA_ARG_N_CPU_MOE, --fit-target "
+                 "as LLAMA_ARG_FIT_TARGET)")
+    if params:
+        notes.append("set " + " and ".join(params) + " in the Modelfile (PARAMETER "
+                     + params[0] + ") or the request's options")
+    if req.gpus:
+        total = sum(g.total_bytes for g in (req.gpu_for(d)
+                                            for d in range(req.parallel.ranks_per_replica))
+                    if g is not None)
+        auto = default_context(total)
+        if auto != req.context:
+            notes.append(f"without OLLAMA_CONTEXT_LENGTH or num_ctx, Ollama runs "
+                         f"{min(auto, req.spec.max_position_embeddings or auto):,} tokens of "
+                         f"context with {total / GiB:,.1f} GiB of cards")
+    lines = [line.replace("; --no-mmproj serves text only", "") for line in report.notes
+             if not line.startswith("--no-mmap keeps")]
+    if len(lines) < len(report.notes):
+        # Ollama maps the weights (llama-server's default) unless use_mmap is false
+        lines.append("the prefill rate takes the host-held weights in pinned memory: set "
+                     "use_mmap false (PARAMETER use_mmap false) so that Ollama loads them "
+                     "so (--load-mode none); mapped weights cross to the card at a fraction of "
+                     "the link's rate")
+    return replace(
+        report, engine=NAME, max_context=max_ctx, max_sequences=max_seqs,
+        max_concurrency=float(max_seqs),
+        command=" ".join(env) + " ollama serve",
+        notes=(*notes, *lines),
+        extra={**report.extra, "ollama": {"num_ctx": req.context,
+                                          "num_parallel": req.sequences,
+                                          "num_batch": batch, "flash_attention": flash,
+                                          "llama_server": server}})

@@ -1,0 +1,289 @@
+"""Ollama: the llama-server it starts (engines/ollama.py), planned by llama.cpp's rules."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app.common import make_query
+from kvcore import CacheOptions, InputError, find_gpu, load_model
+from kvcore.engines import EngineRequest, EngineSettings, engine_plan, ollama
+from kvcore.formats import get_format
+from kvcore.parallel import Parallel
+from kvcore.query import answer
+from kvcore.weights import weights_for
+
+GiB, MiB = 1 << 30, 1 << 20
+
+
+def req(model="llama-3.1-8b", ctx=8192, seqs=1, gpu="4090", weights="q4_k_m", kv="f16",
+        n=1, **settings):
+    return EngineRequest(spec=load_model(model), context=ctx, sequences=seqs,
+                         cache=CacheOptions(kv_k=get_format(kv), kv_v=get_format(kv)),
+                         gpus=(find_gpu(gpu),) * n, parallel=Parallel(pp=n), weights=weights,
+                         settings=EngineSettings(**settings))
+
+
+def batch(r):
+    return r.extra["ollama"]["num_batch"]
+
+
+def compute(r):
+    return dict(r.overheads)["compute buffers"]
+
+
+def test_ollama_s_own_estimate_is_the_file_and_an_f16_cache_at_the_fewest_kv_heads():
+    # Llama-3.1-8B: 32 blocks, 8 KV heads, a head of 4096 / 32 = 128
+    q = req(ctx=32768)
+    w = weights_for(q.spec, "q4_k_m").bytes
+    assert ollama.estimate_bytes(q, 32768) == w + 2 * 32 * 8 * 128 * 32768 * 2
+    # a hybrid model: its recurrent layers' head_count_kv of 0 makes the fewest 1 (min 0 → 1)
+    h = req("qwen3.5-9b", ctx=4096)
+    spec = h.spec
+    assert ollama.estimate_bytes(h, 4096) - weights_for(spec, "q4_k_m").bytes == (
+        2 * spec.decoder_layers * 1 * (spec.hidden_size // spec.num_attention_heads) * 4096 * 2)
+
+
+def test_num_batch_rises_with_the_context_and_falls_as_the_estimate_nears_the_card():
+    q = req()
+    free = find_gpu("4090").usable_bytes
+    assert [ollama.auto_batch(q, n) for n in (4096, 4097, 32768, 32769)] == [512, 1024, 1024,
+                                                                             2048]
+    # at 128k the estimate (≈ 20.6 GiB) passes 80% of the card's 24 GiB: back to 512
+    assert ollama.estimate_bytes(q, 131072) > free * 80 // 100
+    assert ollama.auto_batch(q, 131072) == 512
+    # between: 2,048 while the estimate is at most 60% of the free memory and leaves 2 GiB
+    # below 80%; 1,024 while at most 75% and 768 MiB below 80%
+    steps = [(n, ollama.auto_batch(q, n)) for n in range(32769, 131073, 1024)]
+    for n, b in steps:
+        need = ollama.estimate_bytes(q, n)
+        if b == 2048:
+            assert need <= free * 60 // 100 and need + 2 * GiB <= free * 80 // 100
+        elif b == 1024:
+            assert need <= free * 75 // 100 and need + 768 * MiB <= free * 80 // 100
+            assert not (need <= free * 60 // 100 and need + 2 * GiB <= free * 80 // 100)
+    assert [b for _, b in steps] == sorted((b for _, b in steps), reverse=True)
+    assert {b for _, b in steps} == {2048, 1024, 512}
+    # on an 80 GB card 128k keeps 2,048
+    assert ollama.auto_batch(req(gpu="h100"), 131072) == 2048
+
+
+def test_flash_attention_off_on_a_small_cuda_card_takes_256_past_4096_tokens():
+    small = req(gpu="4060", flash_attn=False)
+    assert find_gpu("4060").usable_bytes <= 8 * GiB
+    assert ollama.auto_batch(small, 4096) == 512 and ollama.auto_batch(small, 4097) == 256
+    assert ollama.auto_batch(req(flash_attn=False), 131072) == 512
+
+
+def test_the_plan_is_llama_cpp_s_at_ollama_s_flags():
+    q = req(ctx=65536)
+    r = engine_plan("ollama", q)
+    assert batch(r) == 2048
+    same = engine_plan("llama.cpp", replace(q, settings=EngineSettings(n_ubatch=2048)))
+    assert r.log_lines == same.log_lines and r.kv_pool_bytes == same.kv_pool_bytes
+    assert r.weights_bytes == same.weights_bytes and r.fits == same.fits
+    # llama.cpp's compute buffers hold one ubatch: four times the 512-token estimate
+    at512 = engine_plan("llama.cpp", replace(q, settings=EngineSettings()))
+    assert compute(r) == 4 * compute(at512)
+    assert r.extra["ollama"]["llama_server"] == (
+        "llama-server -c 65536 -np 1 --flash-attn auto -b 2048 -ub 2048")
+    assert r.command == "OLLAMA_CONTEXT_LENGTH=65536 ollama serve"
+
+
+def test_parallel_requests_share_one_context_of_num_ctx_times_num_parallel():
+    r = engine_plan("ollama", req(ctx=16384, seqs=4, kv="q8_0"))
+    assert r.extra["n_ctx"] == 65536 and r.extra["streams"] == 4
+    assert r.command == ("OLLAMA_CONTEXT_LENGTH=16384 OLLAMA_NUM_PARALLEL=4 "
+                         "OLLAMA_KV_CACHE_TYPE=q8_0 ollama serve")
+    assert "-c 65536 -np 4 --cache-type-k q8_0 --cache-type-v q8_0" in (
+        r.extra["ollama"]["llama_server"])
+
+
+@pytest.mark.parametrize("model,ctx,seqs,gpu", [
+    ("llama-3.1-8b", 65536, 1, "4090"),
+    ("llama-3.1-8b", 8192, 4, "4090"),
+    ("qwen3-8b", 32768, 2, "4070"),
+    ("gpt-oss-20b", 65536, 2, "4090"),
+    ("gemma-3-27b-it", 16384, 1, "4090"),
+])
+def test_max_context_and_sequences_are_the_largest_that_fit_at_ollama_s_batch(model, ctx, seqs,
+                                                                               gpu):
+    def plan(c, s):
+        return answer(make_query(load_model(model), context=c, sequences=s, weights="q4_k_m",
+                                 gpu=gpu, engine="ollama"))
+
+    out = plan(ctx, seqs)
+    top, most = out["max_context"], out["max_sequences"]
+    trained = load_model(model).max_position_embeddings
+    assert top and plan(top, seqs)["fits"]
+    if top < trained:
+        assert not plan(top + 1, seqs)["fits"]
+    assert most and plan(ctx, most)["fits"]
+    if most < 256:
+        assert not plan(ctx, most + 1)["fits"]
+
+
+def test_max_context_and_sequences_are_at_the_batch_ollama_takes_there():
+    # Llama-3.1-8B, 2 × 32k on a 24 GiB card: 2,048-token batches at 64k of -c; near the most
+    # that fits Ollama's estimate nears the card and it takes 512-token batches, whose smaller
+    # compute buffers leave room for more than 2,048-token ones would
+    q = req(ctx=32768, seqs=2)
+    r = engine_plan("ollama", q)
+    at = {b: engine_plan("llama.cpp", replace(q, settings=EngineSettings(n_ubatch=b)))
+          for b in (512, 1024, 2048)}
+    assert batch(r) == 2048
+    assert ollama.auto_batch(q, 2 * r.max_context) == 512
+    assert r.max_context == at[512].max_context > at[2048].max_context
+    # the runs of one batch over the contexts: 512, 1,024, 2,048, then down again
+    assert [b for _, _, b in ollama.runs(q, 2, at[512].max_context)] == [512, 1024, 2048, 1024,
+                                                                          512]
+    # Qwen3-8B, 16k a sequence: 8 sequences (131,072 tokens of -c, 512-token batches) fit
+    # where 1,024-token batches would fit 7
+    q = req("qwen3-8b", ctx=16384, seqs=2)
+    r = engine_plan("ollama", q)
+    seven = engine_plan("llama.cpp", replace(q, settings=EngineSettings(n_ubatch=1024)))
+    assert batch(r) == 1024 and seven.max_sequences == 7 and r.max_sequences == 8
+
+
+@pytest.mark.parametrize("kw,field,said", [
+    (dict(model="qwen3.5-9b", seqs=2), "sequences",
+     "Ollama serves qwen3_5_text models one request at a time"),
+    (dict(model="qwen3-8b", ctx=65536), "context",
+     "Ollama lowers num_ctx to the model's trained context, 40,960 tokens"),
+    (dict(model="gemma-3-27b-it", ctx=1024), "context",
+     "Ollama gives a vision model at least 2,048 tokens of num_ctx"),
+    (dict(model="llama-3.2-1b-instruct", n=2), "gpus",
+     "Ollama would load this model on one card"),
+])
+def test_what_ollama_would_change_is_refused_in_one_line(kw, field, said):
+    with pytest.raises(InputError) as e:
+        engine_plan("ollama", req(**kw))
+    assert e.value.field == field and said in str(e.value) and "\n" not in str(e.value)
+
+
+def test_one_type_for_k_and_v_and_no_switch_for_the_projector():
+    q = req()
+    with pytest.raises(InputError, match="Ollama sets one type for K and V"):
+        engine_plan("ollama", replace(q, cache=CacheOptions(kv_k=get_format("q8_0"),
+                                                            kv_v=get_format("f16"))))
+    g = req("gemma-3-27b-it")
+    with pytest.raises(InputError, match="leave out no_mmproj"):
+        engine_plan("ollama", replace(g, cache=replace(g.cache, encoder=False)))
+    # a setting llama-server has and Ollama passes no way
+    with pytest.raises(InputError, match="swa_full is a setting of llama.cpp, not of Ollama"):
+        make_query(load_model("qwen3-8b"), engine="ollama", settings=EngineSettings(swa_full=True))
+
+
+def test_settings_through_the_environment_and_the_modelfile():
+    r = engine_plan("ollama", req("gpt-oss-120b", ctx=32768, weights=None, n_cpu_moe=24,
+                                  fit_margin_bytes=512 * MiB, cache_ram_mib=0, n_ubatch=1024,
+                                  flash_attn=True, n_gpu_layers=99))
+    assert r.command == ("OLLAMA_CONTEXT_LENGTH=32768 OLLAMA_FLASH_ATTENTION=1 "
+                         "LLAMA_ARG_FIT_TARGET=512 LLAMA_ARG_N_CPU_MOE=24 LLAMA_ARG_CACHE_RAM=0 "
+                         "ollama serve")
+    assert batch(r) == 1024
+    assert r.extra["ollama"]["llama_server"].endswith("--flash-attn on -b 1024 -ub 1024 -ngl 99")
+    assert any("set num_batch 1024 and num_gpu 99 in the Modelfile" in n for n in r.notes)
+    # the blocks LLAMA_ARG_N_CPU_MOE keeps in host memory are llama.cpp's placement
+    assert r.extra["placement"]["host_held"]
+
+
+def test_the_default_context_by_the_cards_memory():
+    assert [ollama.default_context(find_gpu(g).total_bytes) for g in ("4060", "4090", "h100")] \
+        == [4096, 32768, 262144]
+    r = engine_plan("ollama", req(ctx=8192))
+    assert any("without OLLAMA_CONTEXT_LENGTH or num_ctx, Ollama runs 32,768 tokens of context with 24.0 GiB of cards" in n
+               for n in r.notes)
+
+
+def test_the_api_and_the_cli_plan_ollama(capsys):
+    from fastapi.testclient import TestClient
+
+    from app.cli import main
+    from app.web import create_app
+
+    r = TestClient(create_app()).get("/api/v1/plan", params={
+        "model": "qwen3-8b", "engine": "ollama", "gpu": "4090", "context": "32k",
+        "weights": "q4_k_m", "kv": "q8_0"})
+    assert r.status_code == 200
+    data = r.json()
+    assert data["engine"] == "ollama"
+    assert data["engine_report"]["extra"]["ollama"]["num_batch"] == 1024
+    assert data["engine_report"]["command"] == ("OLLAMA_CONTEXT_LENGTH=32768 "
+                                                "OLLAMA_KV_CACHE_TYPE=q8_0 ollama serve")
+    bad = TestClient(create_app()).get("/api/v1/plan", params={
+        "model": "qwen3-8b", "engine": "ollama", "gpu": "4090", "context": "64k"})
+    assert bad.status_code == 422 and bad.json()["field"] == "context"
+    assert main(["qwen3-8b", "--engine", "ollama", "--gpu", "4090", "--ctx", "32k",
+                 "--weights", "q4_k_m"]) == 0
+    out = capsys.readouterr().out
+    assert "command: OLLAMA_CONTEXT_LENGTH=32768 ollama serve" in out
+    assert "Ollama starts llama-server -c 32768 -np 1 --flash-attn auto -b 1024 -ub 1024" in out
+
+
+def test_ollama_s_environment_is_read_as_its_fields():
+    from kvcore.command import read_command
+
+    launch = read_command("OLLAMA_CONTEXT_LENGTH=16384 OLLAMA_NUM_PARALLEL=3 "
+                          "OLLAMA_KV_CACHE_TYPE=Q8_0 OLLAMA_FLASH_ATTENTION=false "
+                          "OLLAMA_KEEP_ALIVE=24h LLAMA_ARG_N_CPU_MOE=8 LLAMA_ARG_FIT_TARGET=512 "
+                          "LLAMA_ARG_CTX_SIZE=2048 ollama run hf.co/Qwen/Qwen3-8B-GGUF:Q4_K_M "
+                          "--verbose --keepalive 5m why is the sky blue")
+    assert launch.engine == "ollama" and launch.model == "Qwen/Qwen3-8B-GGUF:Q4_K_M"
+    assert launch.settings == {"context": 16384, "sequences": 3, "kv": "q8_0",
+                               "no_flash_attn": True, "n_cpu_moe": 8, "fit_target": 512}
+    assert launch.unread == ["OLLAMA_KEEP_ALIVE=24h", "LLAMA_ARG_CTX_SIZE=2048", "--verbose",
+                             "--keepalive 5m", "the prompt"]
+    assert not launch.auto_ctx
+    # docker's -e NAME=VALUE before the image, whose command is serve
+    docker = read_command("docker run -d --gpus=all -e OLLAMA_NUM_PARALLEL=2 -v ollama:/root/"
+                          ".ollama -p 11434:11434 ollama/ollama:0.13.0")
+    assert docker.engine == "ollama" and docker.settings == {"sequences": 2}
+    assert docker.auto_ctx and docker.model is None
+
+
+def test_a_command_without_a_context_plans_ollama_s_by_the_cards(capsys):
+    from app.cli import main
+
+    assert main(["qwen3-8b", "--weights", "q4_k_m", "--gpu", "4060", "--command",
+                 "OLLAMA_NUM_PARALLEL=2 ollama serve", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["context"] == 4096 and out["sequences"] == 2
+    assert out["engine_report"]["extra"]["n_ctx"] == 8192
+    # a context given beside the command wins over Ollama's default
+    assert main(["qwen3-8b", "--weights", "q4_k_m", "--gpu", "4060", "--ctx", "8k",
+                 "--command", "ollama serve", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["context"] == 8192
+    # the default stops at the trained context: Qwen3-8B's 40,960 on an 80 GB card
+    assert main(["qwen3-8b", "--weights", "q4_k_m", "--gpu", "h100", "--command",
+                 "ollama serve"]) == 0
+    text = capsys.readouterr().out
+    assert ("OLLAMA_CONTEXT_LENGTH not set: Ollama takes num_ctx 40,960 with 79.6 GiB of cards "
+            "(the model's trained context); planned at that") in text
+
+
+def test_what_ollama_changes_is_planned_as_it_changes_it_with_a_note():
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+
+    c = TestClient(create_app())
+    r = c.post("/api/v1/command", json={
+        "command": "OLLAMA_CONTEXT_LENGTH=131072 OLLAMA_NUM_PARALLEL=4 ollama run qwen3.5-9b",
+        "gpu": "4090", "weights": "q4_k_m"})
+    assert r.status_code == 200
+    data = r.json()
+    assert data["context"] == 131072 and data["sequences"] == 1
+    assert ("OLLAMA_NUM_PARALLEL=4: Ollama serves qwen3_5_text models one request at a time"
+            in data["command"]["notes"])
+    r = c.post("/api/v1/command", json={"command": "OLLAMA_CONTEXT_LENGTH=100000 ollama run "
+                                                   "qwen3-8b", "gpu": "4090"})
+    assert r.json()["context"] == 40960
+    assert any("lowers num_ctx to the model's trained context, 40,960" in n
+               for n in r.json()["command"]["notes"])
+    bad = c.post("/api/v1/command", json={"command": "ollama run qwen3:8b", "gpu": "4090"})
+    assert bad.status_code == 422 and "Ollama's library names are not models kvplan reads" in (
+        bad.json()["error"])
