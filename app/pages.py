@@ -258,6 +258,9 @@ def _render_command(request: Request, params: Any) -> HTMLResponse:
             # llama-server's --cpu-moe is the form's n_cpu_moe "all"
             form["n_cpu_moe"] = "all"
         form["weights"] = str(fields.get("weights", "auto"))
+        # the context planned: where the command leaves it to the engine (llama.cpp's --fit
+        # shortening, Ollama's num_ctx by the cards) the engine's, not the form's default
+        form["context"] = str(query.context)
         view = plan_view(query)
         view["verified"] = _verified(query)
         _plan_links(view, form)

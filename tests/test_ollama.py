@@ -8,7 +8,7 @@ import pytest
 
 from app.common import make_query
 from kvcore import CacheOptions, InputError, find_gpu, load_model
-from kvcore.engines import EngineRequest, EngineSettings, engine_plan, ollama
+from kvcore.engines import CPU_MOE, EngineRequest, EngineSettings, engine_plan, ollama
 from kvcore.formats import get_format
 from kvcore.parallel import Parallel
 from kvcore.query import answer
@@ -187,6 +187,8 @@ def test_settings_through_the_environment_and_the_modelfile():
     assert any("set num_batch 1024 and num_gpu 99 in the Modelfile" in n for n in r.notes)
     # the blocks LLAMA_ARG_N_CPU_MOE keeps in host memory are llama.cpp's placement
     assert r.extra["placement"]["host_held"]
+    every = engine_plan("ollama", req("qwen3-30b-a3b", weights="q8_0", n_cpu_moe=CPU_MOE))
+    assert every.command == "OLLAMA_CONTEXT_LENGTH=8192 LLAMA_ARG_CPU_MOE=1 ollama serve"
 
 
 def test_the_default_context_by_the_cards_memory():
@@ -287,3 +289,19 @@ def test_what_ollama_changes_is_planned_as_it_changes_it_with_a_note():
     bad = c.post("/api/v1/command", json={"command": "ollama run qwen3:8b", "gpu": "4090"})
     assert bad.status_code == 422 and "Ollama's library names are not models kvplan reads" in (
         bad.json()["error"])
+
+
+def test_the_command_page_fills_the_form_with_the_context_ollama_takes():
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+
+    c = TestClient(create_app())
+    page = c.get("/", params={"gpu": "4060", "command": "OLLAMA_NUM_PARALLEL=2 ollama run "
+                                                        "hf.co/Qwen/Qwen3-8B-GGUF:Q4_K_M"})
+    assert page.status_code == 200
+    sent = dict(re.findall(r'name="(\w+)"[^>]*value="([^"]*)"', page.text))
+    assert sent["context"] == "4096" and sent["sequences"] == "2"
+    assert "Ollama starts llama-server -c 8192 -np 2" in page.text

@@ -33,7 +33,7 @@ from dataclasses import replace
 
 from ..errors import InputError
 from ..model import LayerKind
-from .base import EngineReport, EngineRequest, GiB, MiB, loaded_weights
+from .base import CPU_MOE, EngineReport, EngineRequest, GiB, MiB, loaded_weights
 
 NAME = "ollama"
 #: model families Ollama serves one request at a time (server/sched.go load), by the
@@ -226,7 +226,8 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
     if s.fit_margin_bytes is not None:
         env.append(f"LLAMA_ARG_FIT_TARGET={-(-s.fit_margin_bytes // MiB)}")
     if s.n_cpu_moe is not None:
-        env.append(f"LLAMA_ARG_N_CPU_MOE={s.n_cpu_moe}")
+        env.append("LLAMA_ARG_CPU_MOE=1" if s.n_cpu_moe >= CPU_MOE
+                   else f"LLAMA_ARG_N_CPU_MOE={s.n_cpu_moe}")
     if s.cache_ram_mib is not None:
         env.append(f"LLAMA_ARG_CACHE_RAM={s.cache_ram_mib}")
     if s.ctx_checkpoints is not None:
