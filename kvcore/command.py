@@ -130,8 +130,10 @@ class Launch:
     fit_streams: int = 0
     #: --fit-ctx: the least context a stream --fit shortens to (common.h fit_params_min_ctx)
     fit_min_ctx: int = FIT_MIN_CTX
-    #: Ollama without OLLAMA_CONTEXT_LENGTH: num_ctx by the cards' memory (fit_shortened)
+    #: Ollama without OLLAMA_CONTEXT_LENGTH: num_ctx by the cards' memory (fit_shortened),
+    #: each card's less OLLAMA_GPU_OVERHEAD (bytes)
     auto_ctx: bool = False
+    gpu_overhead: int = 0
 
     def fitted(self, plan: dict[str, Any]) -> int | None:
         """The context a sequence gets where llama.cpp's --fit, with -c left out, shortens
@@ -1372,6 +1374,9 @@ def _read_ollama(tokens: list[str], at: int) -> Launch:
                     r.set["cpu_moe"] = True
             else:
                 r.set[key] = _int(name, value, low=-1 if key == "cache_ram" else 0)
+        elif name == "OLLAMA_GPU_OVERHEAD":
+            # bytes set aside on each card: Ollama's default num_ctx counts the cards less it
+            launch.gpu_overhead = _int(name, value, low=0)
         elif name.startswith(("OLLAMA_", "LLAMA_ARG_")):
             launch.unread.append(word)
     if "context" not in r.set:
@@ -1758,7 +1763,7 @@ def fit_shortened(launch: Launch, query: Any) -> Any:
 
     if launch.auto_ctx and query.gpus:
         # Ollama's num_ctx by the cards' memory, no more than the trained context
-        total = sum(query.gpu_for(d).total_bytes
+        total = sum(max(0, query.gpu_for(d).total_bytes - launch.gpu_overhead)
                     for d in range(query.parallel.ranks_per_replica))
         ctx = _ollama.default_context(total)
         trained = query.spec.max_position_embeddings

@@ -38,11 +38,15 @@ def test_ollama_s_own_estimate_is_the_file_and_an_f16_cache_at_the_fewest_kv_hea
     q = req(ctx=32768)
     w = weights_for(q.spec, "q4_k_m").bytes
     assert ollama.estimate_bytes(q, 32768) == w + 2 * 32 * 8 * 128 * 32768 * 2
-    # a hybrid model: its recurrent layers' head_count_kv of 0 makes the fewest 1 (min 0 → 1)
-    h = req("qwen3.5-9b", ctx=4096)
-    spec = h.spec
-    assert ollama.estimate_bytes(h, 4096) - weights_for(spec, "q4_k_m").bytes == (
-        2 * spec.decoder_layers * 1 * (spec.hidden_size // spec.num_attention_heads) * 4096 * 2)
+    # Nemotron-H's GGUF lists head_count_kv by layer, 0 for its Mamba layers: the fewest, 0,
+    # is taken as 1; Qwen3.5's writes one count (4)
+    for model, kv_heads in (("nemotron-3-nano-30b-a3b", 1), ("qwen3.5-9b", 4)):
+        h = req(model, ctx=4096)
+        spec = h.spec
+        assert {g.n_kv_heads for g in spec.groups if g.kind.is_attention} != {1}
+        assert ollama.estimate_bytes(h, 4096) - weights_for(spec, "q4_k_m").bytes == (
+            2 * spec.decoder_layers * kv_heads * (spec.hidden_size // spec.num_attention_heads)
+            * 4096 * 2)
 
 
 def test_num_batch_rises_with_the_context_and_falls_as_the_estimate_nears_the_card():
@@ -259,6 +263,11 @@ def test_a_command_without_a_context_plans_ollama_s_by_the_cards(capsys):
     assert main(["qwen3-8b", "--weights", "q4_k_m", "--gpu", "4060", "--ctx", "8k",
                  "--command", "ollama serve", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["context"] == 8192
+    # OLLAMA_GPU_OVERHEAD comes off each card before the default is chosen: 24 GiB less 2 GiB
+    # is below 23 GiB
+    assert main(["qwen3-8b", "--weights", "q4_k_m", "--gpu", "3090", "--command",
+                 "OLLAMA_GPU_OVERHEAD=2147483648 ollama serve", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["context"] == 4096
     # the default stops at the trained context: Qwen3-8B's 40,960 on an 80 GB card
     assert main(["qwen3-8b", "--weights", "q4_k_m", "--gpu", "h100", "--command",
                  "ollama serve"]) == 0

@@ -47,7 +47,10 @@ BATCH, BATCH_SMALL, BATCH_MEDIUM, BATCH_LARGE = 512, 256, 1024, 2048
 #: generationBatchSurcharge) and the share of free memory its estimate may reach with it
 SURCHARGE = {BATCH_LARGE: 2 * GiB, BATCH_MEDIUM: 768 * MiB}
 HEADROOM = {BATCH_LARGE: 60, BATCH_MEDIUM: 75}
-FIT_MARGIN = 1024 * MiB
+#: hybrid models whose GGUF lists head_count_kv layer by layer (0 where a layer has no
+#: attention: Nemotron-H, LFM2, Granite hybrids, Jamba); Qwen3-Next and Qwen3.5 write one
+#: count (llama.cpp's converters)
+PER_LAYER_KV_HEADS = ("nemotron_h", "lfm2", "granitemoehybrid", "jamba")
 
 
 def default_context(total_bytes: int) -> int:
@@ -62,14 +65,16 @@ def default_context(total_bytes: int) -> int:
 
 def estimate_bytes(req: EngineRequest, n_ctx: int) -> int:
     """Ollama's own estimate of a load (llm PredictServerVRAM): the GGUF's size and an f16
-    cache of ``n_ctx`` tokens in every block at the fewest KV heads any layer has (1 where a
-    layer has none) and a head of embedding_length / head_count."""
+    cache of ``n_ctx`` tokens in every block at the fewest KV heads the GGUF lists (1 where
+    that is 0) and a head of embedding_length / head_count."""
     spec = req.spec
     heads = [g.n_kv_heads for g in spec.groups if g.kind.is_attention and not g.mtp]
-    if any(not g.kind.is_attention for g in spec.groups) or not heads:
+    if spec.model_type.startswith(PER_LAYER_KV_HEADS) or not heads:
+        # a list with 0 for each layer without attention: its fewest is 0, taken as 1
         heads.append(0)
     kv_heads = max(1, min(heads))
     if any(g.kind is LayerKind.MLA for g in spec.groups):
+        # llama.cpp's converter writes MLA as one KV head (deepseek2)
         kv_heads = 1
     head_dim = spec.hidden_size // max(1, spec.num_attention_heads)
     cache = 2 * spec.decoder_layers * kv_heads * head_dim * n_ctx * 2
@@ -265,11 +270,13 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
     lines = [line.replace("; --no-mmproj serves text only", "") for line in report.notes
              if not line.startswith("--no-mmap keeps")]
     if len(lines) < len(report.notes):
-        # Ollama maps the weights (llama-server's default) unless use_mmap is false
-        lines.append("the prefill rate takes the host-held weights in pinned memory: set "
-                     "use_mmap false (PARAMETER use_mmap false) so that Ollama loads them "
-                     "so (--load-mode none); mapped weights cross to the card at a fraction of "
-                     "the link's rate")
+        # Ollama maps the weights (llama-server's default) unless use_mmap is false or it
+        # turns mmap off itself (sched.go disableMmapDefaultReason: on Windows with CUDA, and
+        # for a partial offload on a Mac)
+        lines.append("the prefill rate takes the host-held weights in pinned memory: on Linux "
+                     "set use_mmap false (PARAMETER use_mmap false) so that Ollama loads them "
+                     "so (--load-mode none; Ollama does on Windows with CUDA); mapped weights "
+                     "cross to the card at a fraction of the link's rate")
     return replace(
         report, engine=NAME, max_context=max_ctx, max_sequences=max_seqs,
         max_concurrency=float(max_seqs),
