@@ -131,8 +131,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    "model folder or JSON text")
     p.add_argument("--command", "--cmd", dest="command", default=None, metavar="'LAUNCH'",
                    help="plan an engine's launch command as given (llama-server …, vllm serve "
-                   "…, python -m sglang.launch_server …, trtllm-serve …): its model, context, "
-                   "sequences, KV dtype and settings; MODEL and flags given beside it win")
+                   "…, python -m sglang.launch_server …, trtllm-serve …, OLLAMA_…=… ollama "
+                   "serve): its model, context, sequences, KV dtype and settings; MODEL and "
+                   "flags given beside it win")
     p.add_argument("--ctx", "--context", dest="ctx", default="8k",
                    help="context per sequence: 8192, 128k, 1M (k = 1024; default 8k)")
     p.add_argument("--seqs", "--sequences", dest="seqs", default="1",

@@ -1,7 +1,7 @@
 """A serving engine's launch command read as a plan.
 
-``llama-server …``, ``vllm serve …``, ``python -m sglang.launch_server …`` and
-``trtllm-serve …`` name the model, the context and the sequences they serve, the KV-cache
+``llama-server …``, ``vllm serve …``, ``python -m sglang.launch_server …``,
+``trtllm-serve …`` and ``[OLLAMA_*=…] ollama serve|run …`` name the model, the context and the sequences they serve, the KV-cache
 dtype, the parallel layout and the memory settings. ``read_command`` turns those flags into
 kvplan's own fields (the REST API's names: ``context``, ``sequences``, ``kv_k``, ``tp``,
 ``gpu_memory_utilization``, …), with the engine's defaults where a flag is left out, and says
@@ -28,6 +28,10 @@ Every flag is read as the engine reads it:
 - SGLang: ``--context-length`` (``128k``, ``128Ki``) and ``--max-running-requests`` likewise
   (``hf.sglang_context_len``).
 - trtllm-serve: ``--max_seq_len`` and ``--max_batch_size``.
+- Ollama: ``OLLAMA_CONTEXT_LENGTH`` (num_ctx a sequence; unset, Ollama's default by the cards'
+  memory, ``fit_shortened``), ``OLLAMA_NUM_PARALLEL``, ``OLLAMA_KV_CACHE_TYPE``,
+  ``OLLAMA_FLASH_ATTENTION`` and the ``LLAMA_ARG_*`` variables its llama-server inherits;
+  ``ollama run``'s model where kvplan reads it (``hf.co/OWNER/REPO:QUANT``, a catalog id).
 
 A flag that changes memory in a way kvplan does not plan (llama.cpp's ``-sm row`` and ``-ot``
 overrides other than whole blocks' routed experts to the CPU, SGLang's DP attention, vLLM's
@@ -1300,7 +1304,7 @@ def _engine(tokens: list[str]) -> tuple[str, list[str]]:
         if base == "trtllm-serve":
             return "trtllm", tokens[i + (2 if nxt == "serve" else 1):]
     raise InputError("expected a launch command of llama-server, vllm serve, python -m "
-                     "sglang.launch_server or trtllm-serve, got "
+                     "sglang.launch_server, trtllm-serve or ollama serve/run, got "
                      f"{shown(' '.join(tokens)[:120])}", field="command")
 
 
@@ -1754,9 +1758,10 @@ def give_way(launch: Launch, fields: dict[str, Any], given: set[str]) -> None:
 
 
 def fit_shortened(launch: Launch, query: Any) -> Any:
-    """``query`` (a kvcore Query planned from ``launch``) at the context llama.cpp's --fit
-    starts it with where -c is left out and the trained context does not fit (Launch.fitted),
-    with a note saying so; else ``query`` itself."""
+    """``query`` (a kvcore Query planned from ``launch``) at the context the engine chooses
+    where the command leaves it out, with a note saying so: Ollama's num_ctx by the cards'
+    memory (Launch.auto_ctx), llama.cpp's --fit shortening of the trained context where it
+    does not fit (Launch.fitted); else ``query`` itself."""
     from dataclasses import replace
 
     from .query import answer

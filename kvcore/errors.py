@@ -126,11 +126,6 @@ class UnknownNameError(InputError):
         super().__init__(message, field=field)
 
 
-#: where Ollama keeps the settings a plan takes (its commands and the engine name give none)
-OLLAMA_SETTINGS = ("its num_ctx (OLLAMA_CONTEXT_LENGTH) as --ctx, OLLAMA_NUM_PARALLEL as --seqs "
-                   "and OLLAMA_KV_CACHE_TYPE as --kv")
-
-
 #: the command that lists each kind of name
 LIST_COMMANDS = {"GPU": "gpus", "KV format": "formats", "model": "models"}
 
