@@ -67,7 +67,8 @@ def to_query(body: PlanIn, spec: ModelSpec | None = None) -> PlanQuery:
         raise kvcore.InputError("give a model (catalog or Hub repo id) or a config object",
                                 field="model")
     return make_query(
-        spec, context=body.context, sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
+        spec, context=body.context if "context" in body.model_fields_set else None,
+        sequences=body.sequences, kv=body.kv, kv_k=body.kv_k,
         kv_v=body.kv_v, weights=body.weights, gpu=body.gpu, gpus=body.gpus, tp=body.tp,
         pp=body.pp, dp=body.dp, attn_dp=body.attn_dp, engine=body.engine,
         settings=engine_settings(body),

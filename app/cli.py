@@ -30,6 +30,7 @@ from kvcore import (
     parse_tokens,
 )
 from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
+from kvcore.engines import canonical
 from kvcore.engines.llamacpp_lora import read_adapter
 from kvcore.errors import InputError, shown
 from kvcore.formats import quality_note
@@ -134,8 +135,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    "…, python -m sglang.launch_server …, trtllm-serve …, OLLAMA_…=… ollama "
                    "serve): its model, context, sequences, KV dtype and settings; MODEL and "
                    "flags given beside it win")
-    p.add_argument("--ctx", "--context", dest="ctx", default="8k",
-                   help="context per sequence: 8192, 128k, 1M (k = 1024; default 8k)")
+    p.add_argument("--ctx", "--context", dest="ctx", default=None,
+                   help="context per sequence: 8192, 128k, 1M (k = 1024; default 8k, under "
+                   "ollama its num_ctx for the cards' memory)")
     p.add_argument("--seqs", "--sequences", dest="seqs", default="1",
                    help="parallel sequences, each with its own cache; with --dp, in each replica "
                    "(default 1)")
@@ -490,8 +492,10 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
         cards = (cards_of(n, "gpus") for n in str(args.gpus).split(",") if n.strip())
         where = "on " + " + ".join((f"{count} × " if count > 1 else "") + card.name
                                    for count, card in cards)
-    ask = (f"{format_quantity(parse_tokens(args.ctx), 'token')} × "
-           f"{format_quantity(parse_count(args.seqs, field='sequences'), 'sequence')}")
+    tokens = (format_quantity(parse_tokens(args.ctx or "8k"), "token") if args.ctx
+              or canonical(args.engine) != "ollama" or not (args.gpu or args.gpus)
+              else "Ollama's num_ctx for the cards (the trained context where shorter)")
+    ask = f"{tokens} × {format_quantity(parse_count(args.seqs, field='sequences'), 'sequence')}"
     weights = args.weights or "each checkpoint's own"
     lines = []
     if fits:

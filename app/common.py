@@ -19,6 +19,7 @@ from kvcore import (
 from kvcore.engines import GGML_ENGINES, EngineSettings, canonical
 from kvcore.engines.base import MiB
 from kvcore.engines.llamacpp_offload import PINNED_COPY_SHARE
+from kvcore.engines.ollama import default_context
 from kvcore.errors import shown
 from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
@@ -157,7 +158,7 @@ def check_find_model(*, given: str | None, gpu: Any, gpus: Any, kv_budget: Any,
 def make_query(
     spec: ModelSpec,
     *,
-    context: Any = "8k",
+    context: Any = "8k",  # None: the engine's own (Ollama's num_ctx by the cards)
     sequences: Any = 1,
     kv: str | None = None,
     kv_k: str | None = None,
@@ -229,6 +230,15 @@ def make_query(
         raise InputError(f"no_mmproj is llama.cpp's: it loads the vision tower from a file of "
                          f"its own (--mmproj); {engine} loads it with the model",
                          field="no_mmproj")
+    if context is None:
+        # the engine's own: Ollama's num_ctx by the cards' memory, else 8k
+        context = "8k"
+        if engine == "ollama" and named:
+            ranks = parallel.ranks_per_replica
+            cards = named if len(named) == ranks else named[:1] * ranks
+            context = default_context(sum(g.total_bytes for g in cards))
+            if spec.max_position_embeddings:
+                context = min(context, spec.max_position_embeddings)
     return Query(
         spec=spec,
         context=parse_tokens(context),

@@ -199,8 +199,28 @@ def test_the_default_context_by_the_cards_memory():
     assert [ollama.default_context(find_gpu(g).total_bytes) for g in ("4060", "4090", "h100")] \
         == [4096, 32768, 262144]
     r = engine_plan("ollama", req(ctx=8192))
-    assert any("without OLLAMA_CONTEXT_LENGTH or num_ctx, Ollama runs 32,768 tokens of context with 24.0 GiB of cards" in n
-               for n in r.notes)
+    assert ("32,768 tokens is Ollama's num_ctx with 24.0 GiB of cards where "
+            "OLLAMA_CONTEXT_LENGTH and the request's num_ctx are not set; "
+            "OLLAMA_CONTEXT_LENGTH=8192 sets this plan's") in r.notes
+    # left out, the context is Ollama's own for the cards, no more than the trained context
+    from app.cli import _plan_parser, build_query
+
+    def planned(*argv):
+        return build_query(_plan_parser().parse_args(["qwen3-8b", "--engine", *argv])).context
+
+    assert planned("ollama", "--gpu", "4090") == 32768
+    assert planned("ollama", "--gpu", "2x4060") == 4096
+    assert planned("ollama", "--gpus", "4060,4070") == 4096
+    assert planned("ollama", "--gpu", "2x4070") == 32768
+    assert planned("ollama", "--gpu", "h100") == 40960
+    assert planned("ollama") == planned("vllm", "--gpu", "h100") == 8192
+    from fastapi.testclient import TestClient
+
+    from app.web import create_app
+
+    api = TestClient(create_app()).get("/api/v1/plan", params={"model": "llama-3.1-8b",
+                                                              "engine": "ollama", "gpu": "h100"})
+    assert api.json()["context"] == 131072
 
 
 def test_the_api_and_the_cli_plan_ollama(capsys):

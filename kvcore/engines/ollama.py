@@ -263,10 +263,12 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
                                             for d in range(req.parallel.ranks_per_replica))
                     if g is not None)
         auto = default_context(total)
-        if auto != req.context:
-            notes.append(f"without OLLAMA_CONTEXT_LENGTH or num_ctx, Ollama runs "
-                         f"{min(auto, req.spec.max_position_embeddings or auto):,} tokens of "
-                         f"context with {total / GiB:,.1f} GiB of cards")
+        auto = min(auto, trained or auto)
+        notes.append(f"{auto:,} tokens is Ollama's num_ctx with {total / GiB:,.1f} GiB of cards "
+                     "where OLLAMA_CONTEXT_LENGTH and the request's num_ctx are not set"
+                     + (" (the model's trained context)" if auto == trained else "")
+                     + ("" if auto == req.context else
+                        f"; OLLAMA_CONTEXT_LENGTH={req.context} sets this plan's"))
     lines = [line.replace("; --no-mmproj serves text only", "") for line in report.notes
              if not line.startswith("--no-mmap keeps")]
     if len(lines) < len(report.notes):
