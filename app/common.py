@@ -19,7 +19,7 @@ from kvcore import (
 from kvcore.engines import GGML_ENGINES, EngineSettings, canonical
 from kvcore.engines.base import MiB
 from kvcore.engines.llamacpp_offload import PINNED_COPY_SHARE
-from kvcore.engines.ollama import default_context
+from kvcore.engines.ollama import auto_context
 from kvcore.errors import shown
 from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
@@ -235,10 +235,7 @@ def make_query(
         context = "8k"
         if engine == "ollama" and named:
             ranks = parallel.ranks_per_replica
-            cards = named if len(named) == ranks else named[:1] * ranks
-            context = default_context(sum(g.total_bytes for g in cards))
-            if spec.max_position_embeddings:
-                context = min(context, spec.max_position_embeddings)
+            context = auto_context(spec, named if len(named) == ranks else named[:1] * ranks)
     return Query(
         spec=spec,
         context=parse_tokens(context),

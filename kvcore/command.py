@@ -1768,11 +1768,10 @@ def fit_shortened(launch: Launch, query: Any) -> Any:
 
     if launch.auto_ctx and query.gpus:
         # Ollama's num_ctx by the cards' memory, no more than the trained context
-        total = sum(max(0, query.gpu_for(d).total_bytes - launch.gpu_overhead)
-                    for d in range(query.parallel.ranks_per_replica))
-        ctx = _ollama.default_context(total)
+        cards = _ollama.rank_gpus(query)
+        total = _ollama.cards_memory(cards, launch.gpu_overhead)
+        ctx = _ollama.auto_context(query.spec, cards, launch.gpu_overhead)
         trained = query.spec.max_position_embeddings
-        ctx = min(ctx, trained) if trained else ctx
         launch.notes = [n for n in launch.notes if launch.about.get(n) != "context"]
         launch.notes.append(f"OLLAMA_CONTEXT_LENGTH not set: Ollama takes num_ctx {ctx:,} "
                             f"with {total / 2**30:,.1f} GiB of cards"

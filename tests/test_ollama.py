@@ -213,6 +213,10 @@ def test_the_default_context_by_the_cards_memory():
     assert planned("ollama", "--gpus", "4060,4070") == 4096
     assert planned("ollama", "--gpu", "2x4070") == 32768
     assert planned("ollama", "--gpu", "h100") == 40960
+    # a Mac counts what Metal lets the GPU wire (ggml's total there): 36 GiB of a 48 GB M4 Pro
+    # is below 47 GiB, 48 of a 64 GB M4 Max is not
+    assert planned("ollama", "--gpu", "m4-pro-48gb") == 32768
+    assert planned("ollama", "--gpu", "m4-max-64gb") == 40960
     assert planned("ollama") == planned("vllm", "--gpu", "h100") == 8192
     from fastapi.testclient import TestClient
 

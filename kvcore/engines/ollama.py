@@ -28,11 +28,12 @@ llama.cpp's rules (engines/llamacpp.py) and Ollama's choices of its flags. Sourc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from ..errors import InputError
-from ..model import LayerKind
+from ..gpus import GPU
+from ..model import LayerKind, ModelSpec
 from .base import CPU_MOE, EngineReport, EngineRequest, GiB, MiB, loaded_weights
 
 NAME = "ollama"
@@ -63,6 +64,27 @@ def default_context(total_bytes: int) -> int:
     return 4096
 
 
+def cards_memory(gpus: Iterable[GPU | None], overhead: int = 0) -> int:
+    """The cards' memory as Ollama counts it for its default num_ctx: each card's total (a
+    Mac's, what Metal lets the GPU wire, which ggml reports as its total) less ``overhead``
+    (OLLAMA_GPU_OVERHEAD)."""
+    return sum(max(0, (g.usable_bytes if g.vendor == "apple" else g.total_bytes) - overhead)
+               for g in gpus if g is not None)
+
+
+def auto_context(spec: ModelSpec, gpus: Iterable[GPU | None], overhead: int = 0) -> int:
+    """Ollama's own num_ctx for ``spec`` on ``gpus``: default_context, no more than the
+    trained context (llm/server.go)."""
+    ctx = default_context(cards_memory(gpus, overhead))
+    trained = spec.max_position_embeddings
+    return min(ctx, trained) if trained else ctx
+
+
+def rank_gpus(req: EngineRequest) -> list[GPU | None]:
+    """The card of each rank of one replica."""
+    return [req.gpu_for(d) for d in range(req.parallel.ranks_per_replica)]
+
+
 def estimate_bytes(req: EngineRequest, n_ctx: int) -> int:
     """Ollama's own estimate of a load (llm PredictServerVRAM): the GGUF's size and an f16
     cache of ``n_ctx`` tokens in every block at the fewest KV heads the GGUF lists (1 where
@@ -84,8 +106,7 @@ def estimate_bytes(req: EngineRequest, n_ctx: int) -> int:
 def free_bytes(req: EngineRequest) -> int:
     """The free memory Ollama places a model in: every card's, each taken as idle (its
     driver-reported total)."""
-    n = req.parallel.ranks_per_replica
-    return sum(g.usable_bytes for g in (req.gpu_for(d) for d in range(n)) if g is not None)
+    return sum(g.usable_bytes for g in rank_gpus(req) if g is not None)
 
 
 def _room(batch: int, need: int, free: int) -> bool:
@@ -99,8 +120,7 @@ def _room(batch: int, need: int, free: int) -> bool:
 def _small_cuda(req: EngineRequest) -> bool | None:
     """With flash attention off on a CUDA card, whether one card has 8 GiB or less (None where
     flash attention is not off or no card is NVIDIA's)."""
-    gpus = [req.gpu_for(d) for d in range(req.parallel.ranks_per_replica)]
-    cuda = [g for g in gpus if g is not None and g.vendor == "nvidia"]
+    cuda = [g for g in rank_gpus(req) if g is not None and g.vendor == "nvidia"]
     if req.settings.flash_attn is not False or not cuda:
         return None
     return any(g.usable_bytes <= 8 * GiB for g in cuda)
@@ -148,9 +168,7 @@ def one_card(req: EngineRequest) -> bool:
     """Whether Ollama, given several cards, loads the model on one of them: its estimate within
     80% of a card's free memory (sched.go bestSingleGPUFit)."""
     need = estimate_bytes(req, req.context * req.sequences)
-    return any(need <= g.usable_bytes * 80 // 100
-               for g in (req.gpu_for(d) for d in range(req.parallel.ranks_per_replica))
-               if g is not None)
+    return any(need <= g.usable_bytes * 80 // 100 for g in rank_gpus(req) if g is not None)
 
 
 def _check(req: EngineRequest) -> None:
@@ -259,11 +277,8 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
         notes.append("set " + " and ".join(params) + " in the Modelfile (PARAMETER "
                      + params[0] + ") or the request's options")
     if req.gpus:
-        total = sum(g.total_bytes for g in (req.gpu_for(d)
-                                            for d in range(req.parallel.ranks_per_replica))
-                    if g is not None)
-        auto = default_context(total)
-        auto = min(auto, trained or auto)
+        total = cards_memory(rank_gpus(req))
+        auto = auto_context(req.spec, rank_gpus(req))
         notes.append(f"{auto:,} tokens is Ollama's num_ctx with {total / GiB:,.1f} GiB of cards "
                      "where OLLAMA_CONTEXT_LENGTH and the request's num_ctx are not set"
                      + (" (the model's trained context)" if auto == trained else "")
