@@ -338,3 +338,25 @@ def test_the_command_page_fills_the_form_with_the_context_ollama_takes():
     sent = dict(re.findall(r'name="(\w+)"[^>]*value="([^"]*)"', page.text))
     assert sent["context"] == "4096" and sent["sequences"] == "2"
     assert "Ollama starts llama-server -c 8192 -np 2" in page.text
+
+
+def test_the_projector_stays_in_host_memory_where_ollama_keeps_it_there():
+    # num_gpu below the layers (and the output layer): --no-mmproj-offload, so the card holds
+    # the text layers only, as llama.cpp's plan without the projector
+    q = req("gemma-3-27b-it", ctx=8192, n_gpu_layers=40)
+    r = engine_plan("ollama", q)
+    text_only = engine_plan("llama.cpp", replace(
+        q, cache=replace(q.cache, encoder=False),
+        settings=EngineSettings(n_gpu_layers=40, n_ubatch=batch(r))))
+    on_card = engine_plan("llama.cpp", replace(q, settings=EngineSettings(n_gpu_layers=40,
+                                                                          n_ubatch=batch(r))))
+    assert r.weights_bytes == text_only.weights_bytes < on_card.weights_bytes
+    assert any("keeps the projector in host memory (--no-mmproj-offload): num_gpu 40" in n
+               for n in r.notes)
+    # every layer on the card: the projector with them
+    whole = engine_plan("ollama", replace(q, settings=EngineSettings()))
+    assert not any("--no-mmproj-offload" in n for n in whole.notes)
+    # a card with less free memory than the projector and 1 GiB
+    small = engine_plan("ollama", req("gemma-3-27b-it", ctx=8192, gpu="1.5GiB"))
+    assert any("a card has less free memory than the projector and 1 GiB" in n
+               for n in small.notes)

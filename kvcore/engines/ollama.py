@@ -203,11 +203,32 @@ def _check(req: EngineRequest) -> None:
                          field="gpus")
 
 
+def _projector_in_host(req: EngineRequest) -> str:
+    """Why Ollama keeps the model's projector in host memory (llama-server's
+    --no-mmproj-offload), or "": num_gpu below the layers and the output layer, or a card with
+    less free memory than the projector and 1 GiB (llm/llama_server.go
+    shouldDisableMMProjOffload)."""
+    if not (req.spec.params.encoder and req.cache.encoder):
+        return ""
+    ngl = req.settings.n_gpu_layers
+    if ngl is not None and ngl < req.spec.decoder_layers + 1:
+        return f"num_gpu {ngl} puts part of the text model in host memory"
+    need = (loaded_weights(req).bytes - loaded_weights(replace(
+        req, cache=replace(req.cache, encoder=False))).bytes) + GiB
+    if any(g.usable_bytes < need for g in rank_gpus(req) if g is not None):
+        return "a card has less free memory than the projector and 1 GiB"
+    return ""
+
+
 def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> EngineReport:
     """llama.cpp's plan of the server Ollama starts for ``req`` (``llama``: the llama.cpp
     engine), its max context and sequences at the batch Ollama would choose for each."""
     _check(req)
     s = req.settings
+    host_projector = _projector_in_host(req)
+    if host_projector:
+        # --no-mmproj-offload: the projector stays in host memory, off the card's weights
+        req = replace(req, cache=replace(req.cache, encoder=False))
     given = s.n_ubatch
     flash = "auto" if s.flash_attn is None else ("on" if s.flash_attn else "off")
 
@@ -284,6 +305,9 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
                      + (" (the model's trained context)" if auto == trained else "")
                      + ("" if auto == req.context else
                         f"; OLLAMA_CONTEXT_LENGTH={req.context} sets this plan's"))
+    if host_projector:
+        notes.append(f"Ollama keeps the projector in host memory (--no-mmproj-offload): "
+                     f"{host_projector}; its weights are not on the card")
     lines = [line.replace("; --no-mmproj serves text only", "") for line in report.notes
              if not line.startswith("--no-mmap keeps")]
     if len(lines) < len(report.notes):
