@@ -221,14 +221,17 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--lora", action="append", default=None, metavar="ADAPTER.gguf",
                    help="llama.cpp --lora: a LoRA adapter GGUF on this machine, its tensors "
                         "on the devices of the layers they adapt (repeat for several)")
-    g.add_argument("--ubatch", type=int, default=None, help="llama.cpp n_ubatch (512)")
+    g.add_argument("--ubatch", type=int, default=None,
+                   help="llama.cpp n_ubatch (512); Ollama's num_batch (by the context)")
     g.add_argument("--fit-target", type=int, default=None, metavar="MIB",
                    help="llama.cpp --fit-target: MiB --fit leaves free on each card (1024)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
-    g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off")
+    g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off; Ollama's "
+                   "OLLAMA_FLASH_ATTENTION=0")
     g.add_argument("--ngl", type=int, default=None,
-                   help="llama.cpp -ngl: layers on the card, the output layer first (all)")
+                   help="llama.cpp -ngl: layers on the card, the output layer first (all); "
+                        "Ollama's num_gpu")
     g.add_argument("--tensor-split", "--ts", default=None, metavar="SHARES",
                    help="llama.cpp -ts over --pp cards: each card's share of the layers (3,1)")
     g.add_argument("--n-cpu-moe", type=int, default=None,
