@@ -48,7 +48,7 @@ class PlanIn(BaseModel):
     kv_v: str | None = Field(None, max_length=40)
     weights: str | None = Field(None, max_length=40, examples=["q4_k_m"])
     engine: str = Field("raw", max_length=20, examples=["vllm"],
-                        description="raw, vllm, llama.cpp, sglang or trtllm")
+                        description="raw, vllm, llama.cpp, ollama, sglang or trtllm")
     gpus: int | str | None = Field(None, examples=[4, "4090,3090"],
                                    description="a card count (4) or one card per rank "
                                    "(4090,3090 or 2x4090,3090)")
@@ -220,8 +220,8 @@ class CommandIn(PlanIn):
 
     command: str = Field(..., max_length=MAX_COMMAND, examples=[
         "llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M -c 32768 -np 4 -ctk q8_0 -ctv q8_0"],
-        description="llama-server …, vllm serve …, python -m sglang.launch_server … or "
-        "trtllm-serve …")
+        description="llama-server …, vllm serve …, python -m sglang.launch_server …, "
+        "trtllm-serve … or OLLAMA_…=… ollama serve / ollama run …")
     model: str | None = Field(None, max_length=200, description="the model, where the "
                               "command names a file that is not a catalog model's")
     options: str | None = Field(None, max_length=MAX_COMMAND, examples=[
