@@ -138,7 +138,10 @@ def test_deepseek_keeps_its_embedding_whole_on_every_rank(model):
     report = engine_plan("trtllm", r)
     _, split = rank_weights(r, trtllm.STAGE_SPLIT)
     table = 129_280 * 7_168 * 2
-    assert abs(report.weights_bytes - split[0].weights_bytes - (table - table // 8)) <= 1
+    # and MLA's k_b_proj_trans, 16 heads × 512 × 128 in fp8 and its scales, a layer
+    k_b = 61 * (16 * 512 * 128 + 16 * 4 * 1 * 4)
+    assert abs(report.weights_bytes - split[0].weights_bytes - (table - table // 8)
+               - k_b) <= 1
 
 
 # --- attention data parallelism (enable_attention_dp) -------------------------------------
@@ -165,8 +168,33 @@ def test_attention_dp_holds_attention_dense_mlp_shared_experts_and_lm_head_whole
     _, tp = _adp(attn_dp=1)
     _, dp = _adp()
     more = dp["engine_report"]["weights_bytes"] - tp["engine_report"]["weights_bytes"]
-    assert abs(more - ((whole - whole // 8) + (head - head // 8))) <= 4096
-    assert 13 * GiB < more < 13.2 * GiB
+    # and MLA's k_b_proj_trans for all 128 heads instead of 16 (fp8, a scale per 128 × 128)
+    k_b = 61 * (128 - 16) * (512 * 128 + 4 * 1 * 4)
+    assert abs(more - ((whole - whole // 8) + (head - head // 8)) - k_b) <= 4096
+    assert 13.4 * GiB < more < 13.6 * GiB
+
+
+@pytest.mark.parametrize(("gpu", "weights", "per_head"), [
+    # fp8 block-scaled on Hopper: the transposed key half in fp8 and its fp32 scales
+    ("h200", None, 512 * 128 + 4 * 1 * 4),
+    # on Blackwell both halves also dequantized to bf16 (k_b_proj_trans_dequant, v_b_proj_dequant)
+    ("b200", None, 512 * 128 + 4 * 1 * 4 + 512 * (128 + 128) * 2),
+    # bf16 weights: the copy in bf16, no scales, nothing more on Blackwell
+    ("b200", "bf16", 512 * 128 * 2),
+])
+def test_mla_keeps_a_transposed_copy_of_kv_b_proj_s_key_half(gpu, weights, per_head):
+    # modules/attention.py MLA.create_weights: k_b_proj_trans (heads × kv_lora_rank ×
+    # qk_nope_head_dim) in kv_b_proj's dtype; v_b_proj views kv_b_proj (modeling_deepseekv3.py)
+    spec = load_model("deepseek-v3")
+    assert trtllm.mla_copies(spec, weights or "fp8", find_gpu(gpu), 16) == 61 * 16 * per_head
+    r = EngineRequest(spec=spec, context=32768, sequences=8, weights=weights,
+                      cache=CacheOptions(kv_k="fp8_e4m3", kv_v="fp8_e4m3"),
+                      gpus=(find_gpu(gpu),) * 8, parallel=Parallel(tp=8))
+    report = engine_plan("trtllm", r)
+    said = next(n for n in report.notes if n.startswith("MLA: each rank keeps k_b_proj_trans"))
+    assert ("dequantized to bfloat16" in said) == (gpu == "b200" and weights is None)
+    # a model without MLA keeps none
+    assert trtllm.mla_copies(load_model("qwen3-8b"), "fp8", find_gpu("b200"), 32) == 0
 
 
 def test_attention_dp_pools_serve_each_ranks_own_requests():

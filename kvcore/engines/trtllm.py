@@ -31,6 +31,7 @@ from ..kv import kv_row_bytes
 from ..model import LayerKind, ModelSpec, Module
 from ..parallel import Parallel, rank_spec, trtllm_stage_layers
 from ..plan import MAX_SEQUENCES, largest
+from ..units import format_bytes
 from ..weights import Weights, module_bytes
 from .base import (
     EngineReport,
@@ -310,6 +311,35 @@ def adp_shares(req: EngineRequest, weights: Weights, parts: list[RankShare]) -> 
                     spec=rank_spec(spec, Parallel(), sh.stage)) for sh in parts]
 
 
+def sm100(gpu: GPU | None) -> bool:
+    """Whether ``gpu`` is of the SM100 family (compute capability 10.x: B200, B300)."""
+    return gpu is not None and gpu.compute_capability.split(".")[0] == "10"
+
+
+def mla_copies(spec: ModelSpec, weight_format: str, gpu: GPU | None, heads: int) -> int:
+    """Bytes a rank holds beside an MLA checkpoint's own weights, for ``heads`` query heads a
+    layer (modules/attention.py MLA.create_weights; modeling_deepseekv3.py load_weights):
+    ``k_b_proj_trans``, the key half of kv_b_proj transposed (heads × kv_lora_rank ×
+    qk_nope_head_dim), copied in kv_b_proj's dtype: float8 with an fp32 scale per 128 × 128
+    block where the checkpoint is block-scaled fp8, else the model's dtype; ``v_b_proj`` views
+    kv_b_proj. With block-scaled fp8 on a card of the SM100 family (compute capability 10.x)
+    both halves are also kept dequantized in bfloat16 (``k_b_proj_trans_dequant``,
+    ``v_b_proj_dequant``, the cute-DSL BMM being off by default)."""
+    layers = sum(len(g.layers) for g in spec.groups if g.kind is LayerKind.MLA and not g.mtp)
+    mla = next((g for g in spec.groups if g.kind is LayerKind.MLA), None)
+    nope, v = spec.qk_nope_head_dim, spec.mla_v_head_dim
+    if not layers or mla is None or not nope or not spec.mla_qk_head_dim:
+        return 0
+    lora = mla.head_dim_k - (spec.mla_qk_head_dim - nope)
+    fp8 = weight_format == "fp8"
+    per = heads * lora * nope * (1 if fp8 else spec.dtype_bytes)
+    if fp8:
+        per += heads * (lora // 128) * (nope // 128) * 4
+        if sm100(gpu):
+            per += heads * lora * (nope + v) * 2
+    return layers * per
+
+
 def check_supported(spec: ModelSpec) -> None:
     refuse_nas_layout("TensorRT-LLM", spec, always="its per-layer KV head counts for no-op "
                       "blocks are not established")
@@ -367,6 +397,13 @@ def plan(req: EngineRequest) -> EngineReport:
     weights, shares = whole_shares(req, *rank_weights(req, STAGE_SPLIT))
     if adp:
         shares = adp_shares(req, weights, shares)
+    # MLA's k_b_proj_trans (and its dequantized copies on Blackwell) beside the checkpoint's
+    # weights; under attention DP a rank holds every head's
+    heads = req.spec.num_attention_heads // (1 if adp else p.tp)
+    copies = [0 if req.weights_bytes is not None else
+              mla_copies(sh.spec, weights.format, sh.gpu, heads) for sh in shares]
+    shares = [replace(sh, weights_bytes=sh.weights_bytes + c)
+              for sh, c in zip(shares, copies, strict=True)]
     # the sequences one rank's cache serves: under attention DP each rank takes its own
     # requests, max_batch_size of them (executor_request_queue.py: tp × max_num_active_requests
     # in flight)
@@ -445,6 +482,13 @@ def plan(req: EngineRequest) -> EngineReport:
     if s.max_num_tokens:
         cmd.append(f"--max_num_tokens {s.max_num_tokens}")
     notes = []
+    if copies[binding]:
+        notes.append(f"MLA: each rank keeps k_b_proj_trans, kv_b_proj's key half transposed, "
+                     f"beside the checkpoint's weights ({format_bytes(copies[binding], 2)} a "
+                     "rank, counted with them"
+                     + (", both halves also dequantized to bfloat16 on this Blackwell card"
+                        if weights.format == "fp8" and sm100(shares[binding].gpu) else "")
+                     + ")")
     if s.max_total_tokens is not None:
         notes.append(f"set kv_cache_config.max_tokens: {s.max_total_tokens} in the extra LLM "
                      "API options file: the pool holds the smaller of it and what "
