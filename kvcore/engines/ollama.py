@@ -11,7 +11,9 @@ llama.cpp's rules (engines/llamacpp.py) and Ollama's choices of its flags. Sourc
   layers); the server inherits Ollama's environment, so LLAMA_ARG_* variables reach it; a
   projector loaded on the card sets LLAMA_ARG_FIT_TARGET to its size + 1 GiB
   (mmprojFitTargetMiB), where --fit counts no projector: the 1 GiB --fit leaves beside the
-  projector kvplan counts with the weights.
+  projector kvplan counts with the weights; the projector stays in host memory
+  (--no-mmproj-offload) where num_gpu is below the layers or a card has less free memory than
+  it and 1 GiB (shouldDisableMMProjOffload).
 - ``llm/server.go`` NewLlamaServer: num_ctx lowered to the GGUF's context_length.
 - ``server/sched.go``: OLLAMA_NUM_PARALLEL (default 1), set to 1 for some families (load);
   num_ctx at least 4, at least 2,048 for a vision model (getRunner); num_batch chosen by the
@@ -22,8 +24,9 @@ llama.cpp's rules (engines/llamacpp.py) and Ollama's choices of its flags. Sourc
   CUDA card 512, or 256 past 4,096 tokens on a card of 8 GiB or less); with several cards a
   model Ollama's estimate puts within 80% of one card's free memory runs on that card only
   (selectLlamaServerPlacement, unless OLLAMA_SCHED_SPREAD).
-- ``server/routes.go``: num_ctx's default by the cards' total memory less
-  OLLAMA_GPU_OVERHEAD: 262,144 from 47 GiB, 32,768 from 23 GiB, else 4,096.
+- ``server/routes.go``: num_ctx's default by the cards' total memory (a Mac's as ggml's Metal
+  backend reports it, the working set Metal lets the GPU wire) less OLLAMA_GPU_OVERHEAD each:
+  262,144 from 47 GiB, 32,768 from 23 GiB, else 4,096.
 """
 
 from __future__ import annotations
