@@ -360,3 +360,17 @@ def test_the_projector_stays_in_host_memory_where_ollama_keeps_it_there():
     small = engine_plan("ollama", req("gemma-3-27b-it", ctx=8192, gpu="1.5GiB"))
     assert any("a card has less free memory than the projector and 1 GiB" in n
                for n in small.notes)
+
+
+def test_an_mtp_draft_is_ollama_s_draft_num_predict():
+    q = req("glm-4.5", ctx=8192, gpu="h200", n=8, weights="q4_k_m")
+    r = engine_plan("ollama", replace(q, cache=replace(q.cache, mtp=True)))
+    assert "--spec-type draft-mtp --spec-draft-n-max 4 --spec-draft-backend-sampling" in (
+        r.extra["ollama"]["llama_server"])
+    assert any("draft_num_predict 4 in the Modelfile" in n for n in r.notes)
+    # the MTP layer's cache is llama.cpp's
+    same = engine_plan("llama.cpp", replace(q, cache=replace(q.cache, mtp=True),
+                                            settings=EngineSettings(n_ubatch=batch(r))))
+    assert r.log_lines == same.log_lines
+    plain = engine_plan("ollama", q)
+    assert "--spec-type" not in plain.extra["ollama"]["llama_server"]

@@ -24,6 +24,10 @@ llama.cpp's rules (engines/llamacpp.py) and Ollama's choices of its flags. Sourc
   CUDA card 512, or 256 past 4,096 tokens on a card of 8 GiB or less); with several cards a
   model Ollama's estimate puts within 80% of one card's free memory runs on that card only
   (selectLlamaServerPlacement, unless OLLAMA_SCHED_SPREAD).
+- ``llm/llama_server.go`` NewLlamaServerRunner, appendDraftArgs and ``server/routes.go``: a
+  GGUF with MTP layers (nextn_predict_layers) drafts with them (``--spec-type draft-mtp
+  --spec-draft-n-max N``) only where draft_num_predict is set in the Modelfile or the request
+  (its default, 4, is dropped otherwise); kvplan's ``--mtp`` plans that.
 - ``server/routes.go``: num_ctx's default by the cards' total memory (a Mac's as ggml's Metal
   backend reports it, the working set Metal lets the GPU wire) less OLLAMA_GPU_OVERHEAD each:
   262,144 from 47 GiB, 32,768 from 23 GiB, else 4,096.
@@ -55,6 +59,8 @@ HEADROOM = {BATCH_LARGE: 60, BATCH_MEDIUM: 75}
 #: attention: Nemotron-H, LFM2, Granite hybrids, Jamba); Qwen3-Next and Qwen3.5 write one
 #: count (llama.cpp's converters)
 PER_LAYER_KV_HEADS = ("nemotron_h", "lfm2", "granitemoehybrid", "jamba")
+#: draft_num_predict's default: the tokens an MTP draft proposes a step (api/types.go)
+DRAFT_TOKENS = 4
 
 
 def default_context(total_bytes: int) -> int:
@@ -282,10 +288,16 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
     params = [f"num_batch {given}"] if given else []
     if s.n_gpu_layers is not None:
         params.append(f"num_gpu {s.n_gpu_layers}")
+    if req.cache.mtp:
+        # a GGUF with MTP layers drafts with them where draft_num_predict is set (the
+        # default, 4, is dropped unless the Modelfile or the request names it: routes.go)
+        params.append(f"draft_num_predict {DRAFT_TOKENS}")
     server = (f"llama-server -c {n_ctx} -np {req.sequences}"
               + (f" --cache-type-k {req.cache.kv_k.name} --cache-type-v {req.cache.kv_v.name}"
                  if req.cache.kv_k.name != "f16" else "")
               + f" --flash-attn {flash} -b {batch} -ub {batch}"
+              + (f" --spec-type draft-mtp --spec-draft-n-max {DRAFT_TOKENS}"
+                 " --spec-draft-backend-sampling" if req.cache.mtp else "")
               + (f" -ngl {s.n_gpu_layers}" if s.n_gpu_layers is not None else ""))
     how = ("num_batch as set" if given else
            f"Ollama's num_batch for {n_ctx:,} tokens of context"
