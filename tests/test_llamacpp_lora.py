@@ -184,3 +184,22 @@ def test_a_placement_in_host_memory_keeps_its_host_time_beside_the_adapter_reads
                                                              rel=1e-3)
     assert adapted["seconds_per_step"] > plain["seconds_per_step"]
     assert adapted["bound"] == plain["bound"] == "host"
+
+
+def test_ollama_passes_the_modelfile_s_adapters_as_lora(adapter):
+    # Ollama's ADAPTER lines reach llama-server as --lora: the same tensors on the card
+    from kvcore import CacheOptions, find_gpu, load_model
+    from kvcore.engines import EngineRequest, EngineSettings, engine_plan
+
+    a = read_adapter(adapter)
+    req = EngineRequest(spec=load_model("llama-3.1-8b"), context=8192, cache=CacheOptions(),
+                        gpus=(find_gpu("4090"),), weights="q4_k_m",
+                        settings=EngineSettings(lora_adapters=(a,)))
+    r = engine_plan("ollama", req)
+    same = engine_plan("llama.cpp", EngineRequest(
+        spec=req.spec, context=8192, cache=CacheOptions(), gpus=req.gpus, weights="q4_k_m",
+        settings=EngineSettings(lora_adapters=(a,), n_ubatch=r.extra["ollama"]["num_batch"])))
+    assert r.extra["lora_adapters"] == same.extra["lora_adapters"]
+    assert r.kv_pool_bytes == same.kv_pool_bytes
+    assert f"--lora {a.name}" in r.extra["ollama"]["llama_server"]
+    assert any(f"ADAPTER {a.name}" in n for n in r.notes)

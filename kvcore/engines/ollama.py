@@ -35,6 +35,7 @@ llama.cpp's rules (engines/llamacpp.py) and Ollama's choices of its flags. Sourc
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
@@ -298,6 +299,7 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
               + f" --flash-attn {flash} -b {batch} -ub {batch}"
               + (f" --spec-type draft-mtp --spec-draft-n-max {DRAFT_TOKENS}"
                  " --spec-draft-backend-sampling" if req.cache.mtp else "")
+              + "".join(f" --lora {shlex.quote(a.name)}" for a in s.lora_adapters)
               + (f" -ngl {s.n_gpu_layers}" if s.n_gpu_layers is not None else ""))
     how = ("num_batch as set" if given else
            f"Ollama's num_batch for {n_ctx:,} tokens of context"
@@ -312,6 +314,11 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
     if params:
         notes.append("set " + " and ".join(params) + " in the Modelfile (PARAMETER "
                      + params[0] + ") or the request's options")
+    if s.lora_adapters:
+        # llm/llama_server.go: each of the model's adapters as llama-server's --lora
+        notes.append("the adapters are the Modelfile's ADAPTER lines ("
+                     + ", ".join(f"ADAPTER {a.name}" for a in s.lora_adapters)
+                     + "), which Ollama passes as --lora")
     if req.gpus:
         total = cards_memory(rank_gpus(req))
         auto = auto_context(req.spec, rank_gpus(req))
