@@ -98,16 +98,16 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "0.9", False),
         ("tokens_per_block", "tokens_per_block", "32", False),
         ("max_num_tokens", "--max_num_tokens", "8192", False)),
-    # Ollama reads the first three as num_batch, LLAMA_ARG_FIT_TARGET and
-    # OLLAMA_FLASH_ATTENTION=0 (engines/ollama.py)
+    # Ollama reads these as num_batch, OLLAMA_FLASH_ATTENTION=0 and the LLAMA_ARG_* variables
+    # its llama-server inherits (engines/ollama.py)
     "llama.cpp and Ollama": (
         ("ubatch", "-ub", "512", False),
         ("fit_target", "--fit-target MiB", "1024", False),
-        ("no_flash_attn", "-fa off", "", True)),
-    "llama.cpp": (
         ("swa_full", "--swa-full", "", True),
         ("kv_unified", "--kv-unified", "", True),
-        ("no_mmproj", "no --mmproj", "", True)),
+        ("no_flash_attn", "-fa off", "", True)),
+    "llama.cpp": (
+        ("no_mmproj", "no --mmproj", "", True),),
 }
 SETTING_FIELDS = tuple(name for group in SETTINGS.values() for name, *_ in group)
 #: the form's check boxes: the settings' and --enable-lora (in the LoRA group)

@@ -1317,7 +1317,8 @@ _OLLAMA_ENV = {"OLLAMA_CONTEXT_LENGTH": "context", "OLLAMA_NUM_PARALLEL": "seque
 #: passes itself, -c, -np, the cache types, -fa, -b, -ub and -ngl, win over theirs)
 _OLLAMA_LLAMA_ENV = {"FIT_TARGET": "fit_target", "N_CPU_MOE": "n_cpu_moe",
                      "CPU_MOE": "cpu_moe", "CACHE_RAM": "cache_ram",
-                     "CTX_CHECKPOINTS": "ctx_checkpoints"}
+                     "CTX_CHECKPOINTS": "ctx_checkpoints", "SWA_FULL": "swa_full",
+                     "KV_UNIFIED": "kv_unified", "TENSOR_SPLIT": "tensor_split"}
 #: ollama run's flags that take a value (the others are switches); none changes memory
 _OLLAMA_RUN_VALUES = ("--keepalive", "--format", "--dimensions", "--think")
 
@@ -1373,9 +1374,11 @@ def _read_ollama(tokens: list[str], at: int) -> Launch:
             key = _OLLAMA_LLAMA_ENV[name[10:]]
             if key == "fit_target":
                 _llama_fit_target(r, name, value)
-            elif key == "cpu_moe":
+            elif key in ("cpu_moe", "swa_full", "kv_unified"):
                 if _switch(name, value):
-                    r.set["cpu_moe"] = True
+                    r.set[key] = True
+            elif key == "tensor_split":
+                _llama_ts(r, name, value)
             else:
                 r.set[key] = _int(name, value, low=-1 if key == "cache_ram" else 0)
         elif name == "OLLAMA_GPU_OVERHEAD":

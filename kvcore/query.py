@@ -60,10 +60,11 @@ ENGINE_SETTINGS = {
                   "ctx_checkpoints", "lora_adapters"),
     # Ollama: num_batch, OLLAMA_FLASH_ATTENTION, num_gpu, the Modelfile's ADAPTER (--lora), and
     # the LLAMA_ARG_* variables its llama-server inherits for --fit-target, --n-cpu-moe,
-    # --cache-ram and --ctx-checkpoints (engines/ollama.py)
+    # --cache-ram, --ctx-checkpoints, --swa-full, --kv-unified and -ts (engines/ollama.py)
     "ollama": ("n_ubatch", "flash_attn", "fit_margin_bytes", "n_gpu_layers", "n_cpu_moe",
                "host_bandwidth_bytes_per_s", "host_memory_bytes", "host_link_bytes_per_s",
-               "cache_ram_mib", "ctx_checkpoints", "lora_adapters"),
+               "cache_ram_mib", "ctx_checkpoints", "lora_adapters", "swa_full", "kv_unified",
+               "tensor_split"),
     "sglang": ("mem_fraction_static", "page_size", "chunked_prefill_size", "max_total_tokens",
                "offload_bytes", "cpu_offload_bytes", "host_link_bytes_per_s", "lora",
                "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "decode_cuda_graph",

@@ -807,8 +807,8 @@ def test_a_local_safetensors_index_with_no_byte_count_is_refused(tmp_path, capsy
      "gpu_memory_utilization is a setting of vLLM, not of llama.cpp: choose that engine "
      "(--engine vllm) or leave out gpu_memory_utilization"),
     (["--engine", "vllm", "--swa-full"],
-     "swa_full is a setting of llama.cpp, not of vLLM: choose that engine (--engine llama.cpp) "
-     "or leave out swa_full"),
+     "swa_full is a setting of llama.cpp and Ollama, not of vLLM: choose one of them (--engine "
+     "llama.cpp) or leave out swa_full"),
     (["--engine", "sglang", "--ubatch", "256"],
      "ubatch is a setting of llama.cpp and Ollama, not of SGLang: choose one of them (--engine "
      "llama.cpp) or leave out ubatch"),

@@ -175,8 +175,6 @@ def test_one_type_for_k_and_v_and_no_switch_for_the_projector():
     with pytest.raises(InputError, match="leave out no_mmproj"):
         engine_plan("ollama", replace(g, cache=replace(g.cache, encoder=False)))
     # a setting llama-server has and Ollama passes no way
-    with pytest.raises(InputError, match="swa_full is a setting of llama.cpp, not of Ollama"):
-        make_query(load_model("qwen3-8b"), engine="ollama", settings=EngineSettings(swa_full=True))
 
 
 def test_settings_through_the_environment_and_the_modelfile():
@@ -193,6 +191,20 @@ def test_settings_through_the_environment_and_the_modelfile():
     assert r.extra["placement"]["host_held"]
     every = engine_plan("ollama", req("qwen3-30b-a3b", weights="q8_0", n_cpu_moe=CPU_MOE))
     assert every.command == "OLLAMA_CONTEXT_LENGTH=8192 LLAMA_ARG_CPU_MOE=1 ollama serve"
+    # --swa-full, --kv-unified and -ts, which Ollama does not pass, through their variables:
+    # the plan is llama.cpp's with them
+    g = req("gemma-3-27b-it", ctx=32768, gpu="3090", n=2, swa_full=True, kv_unified=True,
+            tensor_split=(3.0, 1.0))
+    r = engine_plan("ollama", g)
+    assert r.command == ("OLLAMA_CONTEXT_LENGTH=32768 LLAMA_ARG_SWA_FULL=1 "
+                         "LLAMA_ARG_KV_UNIFIED=1 LLAMA_ARG_TENSOR_SPLIT=3,1 ollama serve")
+    same = engine_plan("llama.cpp", replace(g, settings=replace(g.settings,
+                                                                n_ubatch=batch(r))))
+    assert r.log_lines == same.log_lines and r.kv_pool_bytes == same.kv_pool_bytes
+    with pytest.raises(InputError, match="override_tensor is a setting of llama.cpp, not of "
+                                         "Ollama"):
+        make_query(load_model("qwen3-30b-a3b"), engine="ollama",
+                   settings=EngineSettings(override_tensor=("exps=CPU",)))
 
 
 def test_the_default_context_by_the_cards_memory():
@@ -258,11 +270,13 @@ def test_ollama_s_environment_is_read_as_its_fields():
     launch = read_command("OLLAMA_CONTEXT_LENGTH=16384 OLLAMA_NUM_PARALLEL=3 "
                           "OLLAMA_KV_CACHE_TYPE=Q8_0 OLLAMA_FLASH_ATTENTION=false "
                           "OLLAMA_KEEP_ALIVE=24h LLAMA_ARG_N_CPU_MOE=8 LLAMA_ARG_FIT_TARGET=512 "
-                          "LLAMA_ARG_CTX_SIZE=2048 ollama run hf.co/Qwen/Qwen3-8B-GGUF:Q4_K_M "
+                          "LLAMA_ARG_CTX_SIZE=2048 LLAMA_ARG_SWA_FULL=on "
+                          "LLAMA_ARG_TENSOR_SPLIT=1,1 ollama run hf.co/Qwen/Qwen3-8B-GGUF:Q4_K_M "
                           "--verbose --keepalive 5m why is the sky blue")
     assert launch.engine == "ollama" and launch.model == "Qwen/Qwen3-8B-GGUF:Q4_K_M"
     assert launch.settings == {"context": 16384, "sequences": 3, "kv": "q8_0",
-                               "no_flash_attn": True, "n_cpu_moe": 8, "fit_target": 512}
+                               "no_flash_attn": True, "n_cpu_moe": 8, "fit_target": 512,
+                               "swa_full": True, "tensor_split": "1,1", "gpus": 2}
     assert launch.unread == ["OLLAMA_KEEP_ALIVE=24h", "LLAMA_ARG_CTX_SIZE=2048", "--verbose",
                              "--keepalive 5m", "the prompt"]
     assert not launch.auto_ctx

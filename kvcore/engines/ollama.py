@@ -8,7 +8,8 @@ llama.cpp's rules (engines/llamacpp.py) and Ollama's choices of its flags. Sourc
   ``--cache-type-k`` and ``--cache-type-v`` both OLLAMA_KV_CACHE_TYPE (left out: f16),
   ``--flash-attn auto`` unless OLLAMA_FLASH_ATTENTION says on or off, ``-b N -ub N`` for
   num_batch, ``-ngl`` only where num_gpu is set (else llama-server's ``--fit`` places the
-  layers); the server inherits Ollama's environment, so LLAMA_ARG_* variables reach it; a
+  layers); the server inherits Ollama's environment, so LLAMA_ARG_* variables reach it for
+  the flags Ollama does not pass (-ot has no variable kvplan has established); a
   projector loaded on the card sets LLAMA_ARG_FIT_TARGET to its size + 1 GiB
   (mmprojFitTargetMiB), where --fit counts no projector: the 1 GiB --fit leaves beside the
   projector kvplan counts with the weights; the projector stays in host memory
@@ -286,6 +287,12 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
         env.append(f"LLAMA_ARG_CACHE_RAM={s.cache_ram_mib}")
     if s.ctx_checkpoints is not None:
         env.append(f"LLAMA_ARG_CTX_CHECKPOINTS={s.ctx_checkpoints}")
+    if s.swa_full:
+        env.append("LLAMA_ARG_SWA_FULL=1")
+    if s.kv_unified:
+        env.append("LLAMA_ARG_KV_UNIFIED=1")
+    if s.tensor_split is not None:
+        env.append("LLAMA_ARG_TENSOR_SPLIT=" + ",".join(f"{x:g}" for x in s.tensor_split))
     params = [f"num_batch {given}"] if given else []
     if s.n_gpu_layers is not None:
         params.append(f"num_gpu {s.n_gpu_layers}")
@@ -310,7 +317,7 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
                  "it has no name for are LLAMA_ARG_* variables set before ollama serve "
                  "(--cache-ram as LLAMA_ARG_CACHE_RAM, --ctx-checkpoints as "
                  "LLAMA_ARG_CTX_CHECKPOINTS, --n-cpu-moe as LLAMA_ARG_N_CPU_MOE, --fit-target "
-                 "as LLAMA_ARG_FIT_TARGET)")
+                 "as LLAMA_ARG_FIT_TARGET, -ts as LLAMA_ARG_TENSOR_SPLIT)")
     if params:
         notes.append("set " + " and ".join(params) + " in the Modelfile (PARAMETER "
                      + params[0] + ") or the request's options")
