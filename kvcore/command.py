@@ -1324,13 +1324,16 @@ _OLLAMA_RUN_VALUES = ("--keepalive", "--format", "--dimensions", "--think")
 
 
 def _ollama_program(tokens: list[str]) -> int | None:
-    """Where an Ollama program (``ollama``, the ``ollama/ollama`` image) is among
-    ``tokens``, else None."""
+    """Where an Ollama program is among ``tokens``: the ``ollama/ollama`` image, or ``ollama``
+    before serve or run (docker's ``--name ollama`` and ``docker exec -it ollama ollama run``
+    name a container so), else the first word named ollama; None where there is none."""
+    named = [i for i, tok in enumerate(tokens)
+             if PurePath(tok.replace("\\", "/")).name.lower().removesuffix(".exe") == "ollama"]
     for i, tok in enumerate(tokens):
-        if PurePath(tok.replace("\\", "/")).name.lower().removesuffix(".exe") == "ollama" or \
-                re.fullmatch(r"(?:[\w.-]+/)*ollama/ollama(?::[\w.-]+)?", tok):
+        if re.fullmatch(r"(?:[\w.-]+/)*ollama/ollama(?::[\w.-]+)?", tok) or (
+                i in named and tokens[i + 1:i + 2] in (["serve"], ["run"])):
             return i
-    return None
+    return named[0] if named else None
 
 
 def _ollama_bool(name: str, value: str) -> bool:

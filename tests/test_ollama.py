@@ -285,6 +285,12 @@ def test_ollama_s_environment_is_read_as_its_fields():
                           ".ollama -p 11434:11434 ollama/ollama:0.13.0")
     assert docker.engine == "ollama" and docker.settings == {"sequences": 2}
     assert docker.auto_ctx and docker.model is None
+    # a container named ollama (Ollama's own docker lines) is not the program
+    named = read_command("docker run -d --gpus=all -v ollama:/root/.ollama -p 11434:11434 "
+                         "--name ollama ollama/ollama")
+    assert named.engine == "ollama" and not named.unknown and named.model is None
+    inside = read_command("docker exec -it ollama ollama run qwen3-8b")
+    assert inside.model == "qwen3-8b" and not inside.unread
 
 
 def test_a_command_without_a_context_plans_ollama_s_by_the_cards(capsys):

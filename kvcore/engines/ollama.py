@@ -43,7 +43,7 @@ from dataclasses import replace
 from ..errors import InputError
 from ..gpus import GPU
 from ..model import LayerKind, ModelSpec
-from .base import CPU_MOE, EngineReport, EngineRequest, GiB, MiB, loaded_weights
+from .base import CPU_MOE, EngineReport, EngineRequest, GiB, MiB, encoder_bytes, loaded_weights
 
 NAME = "ollama"
 #: model families Ollama serves one request at a time (server/sched.go load), by the
@@ -224,8 +224,7 @@ def _projector_in_host(req: EngineRequest) -> str:
     ngl = req.settings.n_gpu_layers
     if ngl is not None and ngl < req.spec.decoder_layers + 1:
         return f"num_gpu {ngl} puts part of the text model in host memory"
-    need = (loaded_weights(req).bytes - loaded_weights(replace(
-        req, cache=replace(req.cache, encoder=False))).bytes) + GiB
+    need = encoder_bytes(req) + GiB
     if any(g.usable_bytes < need for g in rank_gpus(req) if g is not None):
         return "a card has less free memory than the projector and 1 GiB"
     return ""
