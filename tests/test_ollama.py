@@ -394,3 +394,22 @@ def test_an_mtp_draft_is_ollama_s_draft_num_predict():
     assert r.log_lines == same.log_lines
     plain = engine_plan("ollama", q)
     assert "--spec-type" not in plain.extra["ollama"]["llama_server"]
+
+
+@pytest.mark.parametrize(("model", "gpu", "per", "flash"), [
+    ("llama-3.1-8b", "4090", 1, None), ("llama-3.1-8b", "4090", 3, None),
+    ("qwen3-32b", "4090", 2, None), ("gpt-oss-20b", "4060", 1, False),
+    ("qwen3-8b", "h100", 4, None), ("gemma-3-27b-it", "3090", 1, None),
+])
+def test_the_batch_runs_cover_every_context_with_one_batch_each(model, gpu, per, flash):
+    q = req(model, gpu=gpu, flash_attn=flash)
+    top = 70000
+    runs = ollama.runs(q, per, top)
+    # contiguous from 1 to top, each run one batch (checked at its ends and through it)
+    assert runs[0][0] == 1 and runs[-1][1] == top
+    assert all(a[1] + 1 == b[0] for a, b in zip(runs[:-1], runs[1:], strict=True))
+    for first, last, b in runs:
+        assert first <= last
+        step = max(1, (last - first) // 50)
+        assert {ollama.auto_batch(q, x * per) for x in range(first, last + 1, step)} | {
+            ollama.auto_batch(q, last * per)} == {b}
