@@ -421,20 +421,28 @@ def _card_labels(data: dict[str, Any]) -> list[str]:
 
 def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
     assumed = f"{_assumed(q)}, KV {_kv(q)}"
+    # Ollama's own context, card by card, where none was asked
+    own = q.auto_context and q.engine == "ollama"
+    ask = (f"Ollama's num_ctx for the cards × {format_quantity(q.sequences, 'sequence')}"
+           if own else _ask(q))
     if not rows:
-        return "\n".join([f"no catalog GPU fits {_ask(q)} with up to 8 cards {assumed}",
+        return "\n".join([f"no catalog GPU fits {ask} with up to 8 cards {assumed}",
                           *_find_notes(q, rows)])
-    table = [["gpu", "cards", "memory", "bandwidth", "max context", "tok/s/seq"]] + [
+    table = [["gpu", "cards", "memory", "bandwidth", *(["num_ctx"] if own else []),
+              "max context", "tok/s/seq"]] + [
         [r["name"], str(r["count"]) + (f" (attention dp {r['attn_dp']})"
                                        if r.get("attn_dp", 1) > 1 else ""),
          format_bytes(r["total_memory_bytes"], 1),
-         f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s", _ctx(r["max_context"]),
+         f"{(r['bandwidth_bytes_per_s'] or 0) / 1e9:,.0f} GB/s",
+         *([f"{r['context']:,}"] if own else []), _ctx(r["max_context"]),
          rate_text(r["tokens_per_s_per_sequence"])]
         for r in rows]
     best = rows[0]
     flag = _card_flags(best)
-    return "\n".join([_table(table, right=(1, 2, 3, 4, 5)), "",
-                      f"smallest: {best['count']} × {best['name']} ({flag}) for {_ask(q)} "
+    at = (f"{format_quantity(best['context'], 'token')} (Ollama's num_ctx there) × "
+          f"{format_quantity(q.sequences, 'sequence')}" if own else _ask(q))
+    return "\n".join([_table(table, right=tuple(range(1, len(table[0])))), "",
+                      f"smallest: {best['count']} × {best['name']} ({flag}) for {at} "
                       f"{assumed}",
                       *_find_notes(q, rows)])
 
@@ -443,7 +451,8 @@ def smallest_card_line(q: Query) -> str:
     """For a plan given no card: the catalog card that fits it with the least memory, as
     --find-gpu's first row."""
     try:
-        rows = find_gpu_for(q, limit=1)
+        # at the plan's own context, the one it was sized at
+        rows = find_gpu_for(q, limit=1, card_context=False)
     except KvplanError:
         rows = []
     p = q.parallel

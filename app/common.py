@@ -230,6 +230,7 @@ def make_query(
         raise InputError(f"no_mmproj is llama.cpp's: it loads the vision tower from a file of "
                          f"its own (--mmproj); {engine} loads it with the model",
                          field="no_mmproj")
+    auto = context is None and engine == "ollama"
     if context is None:
         # the engine's own: Ollama's num_ctx by the cards' memory, else 8k
         context = "8k"
@@ -249,6 +250,7 @@ def make_query(
         kv_budget_bytes=parse_bytes(kv_budget, field="kv_budget") if kv_budget else None,
         overhead_bytes=(parse_bytes(overhead, field="overhead", zero=True)
                         if overhead not in (None, "") else None),
+        auto_context=auto,
     )
 
 

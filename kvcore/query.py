@@ -106,6 +106,9 @@ class Query(EngineRequest):
 
     engine: str = "raw"
     overhead_bytes: int | None = None
+    #: the context is the engine's own where none was asked (Ollama's num_ctx by the cards'
+    #: memory): --find-gpu takes each card's
+    auto_context: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -520,11 +523,14 @@ def _layout(q: Query, count: int) -> Parallel | None:
 
 
 def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
-                  errors: list[InputError] | None = None) -> tuple[int, int, Query] | None:
+                  errors: list[InputError] | None = None,
+                  card_context: bool = False) -> tuple[int, int, Query] | None:
     """The fewest cards of ``gpu`` (of GPU_COUNTS, more than ``above``, not past the most one
     host holds) on which ``q`` fits, as (count, max context, that query); None where none.
     A query laid over several cards already (its tp, pp or dp given) is tried in that layout
-    only, on as many cards as it asks. ``errors`` collects the engine's refusals there."""
+    only, on as many cards as it asks. ``errors`` collects the engine's refusals there. With
+    ``card_context`` a query whose context is the engine's own (Query.auto_context) takes the
+    context the engine gives those cards."""
     fixed = q.parallel.gpus > 1 and not above
     for count in (q.parallel.gpus,) if fixed else GPU_COUNTS:
         if count <= above:
@@ -535,6 +541,10 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
         if layout is None:
             continue
         trial = replace(q, gpus=(gpu,), parallel=layout)
+        if card_context and q.auto_context and q.engine == "ollama":
+            from .engines.ollama import auto_context
+            trial = replace(trial, context=auto_context(
+                q.spec, [gpu] * layout.ranks_per_replica))
         try:
             ok, max_ctx = _fits(trial)
         except InputError as e:
@@ -553,10 +563,13 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
     return None
 
 
-def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
+def find_gpu_for(q: Query, limit: int = 10, card_context: bool = True) -> list[dict[str, Any]]:
     """Catalog GPUs that fit the query, fewest total memory first, with the card count and
     the decode estimate there (tokens a second a sequence); where the query is laid over
-    several cards already (its tp, pp or dp), the cards that fit in that layout."""
+    several cards already (its tp, pp or dp), the cards that fit in that layout. With
+    ``card_context`` a query whose context is the engine's own (Query.auto_context: Ollama's
+    num_ctx) is tried at the context each card gets (each row's ``context``); without it, at
+    the query's."""
     # an engine that cannot run this plan on any card says why, rather than "no GPU fits";
     # what depends on the card (SGLang's KV dtype for a DSA model) is settled card by card
     try:
@@ -568,10 +581,11 @@ def find_gpu_for(q: Query, limit: int = 10) -> list[dict[str, Any]]:
     refusals: list[InputError] = []
     # an Apple chip in each memory size it was sold with: the smallest Mac that fits
     for gpu in (v for chip in gpu_catalog() for v in memory_variants(chip)):
-        fewest = _fewest_cards(q, gpu, errors=refusals)
+        fewest = _fewest_cards(q, gpu, errors=refusals, card_context=card_context)
         if fewest is not None:
             count, max_ctx, trial = fewest
             found.append({"gpu": gpu.id, "name": gpu.name, "count": count,
+                          "context": trial.context,
                           "total_memory_bytes": gpu.memory_bytes * count,
                           "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s,
                           "attn_dp": trial.parallel.attn_dp,

@@ -413,3 +413,32 @@ def test_the_batch_runs_cover_every_context_with_one_batch_each(model, gpu, per,
         step = max(1, (last - first) // 50)
         assert {ollama.auto_batch(q, x * per) for x in range(first, last + 1, step)} | {
             ollama.auto_batch(q, last * per)} == {b}
+
+
+def test_find_gpu_without_a_context_tries_each_card_at_ollama_s_num_ctx(capsys):
+    from app.cli import main
+    from kvcore.query import find_gpu_for
+
+    q = make_query(load_model("qwen3-8b"), context=None, weights="q4_k_m", engine="ollama")
+    assert q.auto_context and q.context == 8192
+    rows = {r["gpu"]: r for r in find_gpu_for(q, limit=100)}
+    assert rows["rtx-4060"]["context"] == 4096
+    assert rows["rtx-4090"]["context"] == 32768
+    assert rows["h100-sxm"]["context"] == 40960       # the trained context
+    # each row's speed is the plan at that context on that card
+    at = answer(make_query(load_model("qwen3-8b"), context=4096, weights="q4_k_m",
+                           engine="ollama", gpu="4060"))
+    assert rows["rtx-4060"]["tokens_per_s_per_sequence"] == at["decode"][
+        "tokens_per_s_per_sequence"]
+    # a context asked is every card's
+    fixed = make_query(load_model("qwen3-8b"), context="8k", weights="q4_k_m", engine="ollama")
+    assert not fixed.auto_context
+    assert {r["context"] for r in find_gpu_for(fixed, limit=100)} == {8192}
+    assert main(["qwen3-8b", "--engine", "ollama", "--weights", "q4_k_m", "--find-gpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[4:6] == ["num_ctx", "max"]
+    assert "(Ollama's num_ctx there) × 1 sequence under ollama" in out
+    # without a card a plan is sized at 8k, and the smallest card named for it fits that
+    assert main(["qwen3-8b", "--engine", "ollama", "--weights", "q4_k_m"]) == 0
+    out = capsys.readouterr().out
+    assert "needs 6.7 GiB for 8,192 tokens × 1 sequence" in out
