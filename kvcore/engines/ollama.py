@@ -39,6 +39,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import NamedTuple
 
 from ..errors import InputError
 from ..gpus import GPU
@@ -96,10 +97,21 @@ def rank_gpus(req: EngineRequest) -> list[GPU | None]:
     return [req.gpu_for(d) for d in range(req.parallel.ranks_per_replica)]
 
 
-def estimate_bytes(req: EngineRequest, n_ctx: int) -> int:
+class Load(NamedTuple):
     """Ollama's own estimate of a load (llm PredictServerVRAM): the GGUF's size and an f16
-    cache of ``n_ctx`` tokens in every block at the fewest KV heads the GGUF lists (1 where
+    cache's bytes a token of -c, in every block at the fewest KV heads the GGUF lists (1 where
     that is 0) and a head of embedding_length / head_count."""
+
+    file_bytes: int
+    token_bytes: int
+
+    def at(self, n_ctx: int) -> int:
+        """The estimate for ``n_ctx`` tokens of -c."""
+        return self.file_bytes + self.token_bytes * n_ctx
+
+
+def load_estimate(req: EngineRequest) -> Load:
+    """Ollama's estimate of ``req``'s load (Load), its parts read once."""
     spec = req.spec
     heads = [g.n_kv_heads for g in spec.groups if g.kind.is_attention and not g.mtp]
     if spec.model_type.startswith(PER_LAYER_KV_HEADS) or not heads:
@@ -110,8 +122,12 @@ def estimate_bytes(req: EngineRequest, n_ctx: int) -> int:
         # llama.cpp's converter writes MLA as one KV head (deepseek2)
         kv_heads = 1
     head_dim = spec.hidden_size // max(1, spec.num_attention_heads)
-    cache = 2 * spec.decoder_layers * kv_heads * head_dim * n_ctx * 2
-    return loaded_weights(req).bytes + cache
+    return Load(loaded_weights(req).bytes, 2 * spec.decoder_layers * kv_heads * head_dim * 2)
+
+
+def estimate_bytes(req: EngineRequest, n_ctx: int) -> int:
+    """Ollama's estimate of ``req``'s load with ``n_ctx`` tokens of -c."""
+    return load_estimate(req).at(n_ctx)
 
 
 def free_bytes(req: EngineRequest) -> int:
@@ -137,9 +153,9 @@ def _small_cuda(req: EngineRequest) -> bool | None:
     return any(g.usable_bytes <= 8 * GiB for g in cuda)
 
 
-def auto_batch(req: EngineRequest, n_ctx: int) -> int:
+def auto_batch(req: EngineRequest, n_ctx: int, load: Load | None = None) -> int:
     """num_batch where it is not set, for ``n_ctx`` tokens of -c (sched.go
-    automaticGenerationBatch)."""
+    automaticGenerationBatch); ``load``: load_estimate(req), where already read."""
     small = _small_cuda(req)
     if small is not None:
         return BATCH_SMALL if small and n_ctx > 4096 else BATCH
@@ -147,32 +163,34 @@ def auto_batch(req: EngineRequest, n_ctx: int) -> int:
     free = free_bytes(req)
     if not free:
         return batch
-    need = estimate_bytes(req, n_ctx)
+    need = (load or load_estimate(req)).at(n_ctx)
     while batch > BATCH and not _room(batch, need, free):
         batch = BATCH_MEDIUM if batch > BATCH_MEDIUM else BATCH
     return batch
 
 
-def runs(req: EngineRequest, per: int, top: int) -> list[tuple[int, int, int]]:
+def runs(req: EngineRequest, per: int, top: int,
+         load: Load | None = None) -> list[tuple[int, int, int]]:
     """The runs of ``x`` in 1..top over which Ollama's batch for ``x × per`` tokens of -c is
     one value, as (first, last, batch). That batch is the smaller of a step that rises with
     the context (past 4,096 and 32,768 tokens) and the largest its estimate leaves room for,
-    which falls as the estimate grows: the runs start where either changes."""
+    which falls as the estimate grows: the runs start where either changes. ``load``:
+    load_estimate(req), where already read."""
+    load = load or load_estimate(req)
     starts = {1, 4096 // per + 1, 32768 // per + 1}
     free = free_bytes(req)
     if free and _small_cuda(req) is None:
         for b in (BATCH_LARGE, BATCH_MEDIUM):
-            if not _room(b, estimate_bytes(req, per), free):
+            if not _room(b, load.at(per), free):
                 continue
             lo, hi = 1, top
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if _room(b, estimate_bytes(req, mid * per), free) else (
-                    lo, mid - 1)
+                lo, hi = (mid, hi) if _room(b, load.at(mid * per), free) else (lo, mid - 1)
             starts.add(lo + 1)
     first = sorted(x for x in starts if 1 <= x <= top)
-    return [(a, (first[i + 1] - 1 if i + 1 < len(first) else top), auto_batch(req, a * per))
-            for i, a in enumerate(first)]
+    return [(a, (first[i + 1] - 1 if i + 1 < len(first) else top),
+             auto_batch(req, a * per, load)) for i, a in enumerate(first)]
 
 
 def one_card(req: EngineRequest) -> bool:
@@ -241,9 +259,10 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
         req = replace(req, cache=replace(req.cache, encoder=False))
     given = s.n_ubatch
     flash = "auto" if s.flash_attn is None else ("on" if s.flash_attn else "off")
+    load = load_estimate(req)
 
     def batch_for(ctx: int, n: int) -> int:
-        return given or auto_batch(req, ctx * n)
+        return given or auto_batch(req, ctx * n, load)
 
     reports: dict[int, EngineReport] = {}
 
@@ -262,10 +281,10 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
         low = run(BATCH_SMALL if _small_cuda(req) else BATCH)
         top = min(low.max_context, trained or low.max_context)
         max_ctx = max((min(last, run(b).max_context)
-                       for first, last, b in runs(req, req.sequences, top)
+                       for first, last, b in runs(req, req.sequences, top, load)
                        if run(b).max_context >= first), default=0)
         max_seqs = max((min(last, run(b).sequences_max)
-                        for first, last, b in runs(req, req.context, low.sequences_max)
+                        for first, last, b in runs(req, req.context, low.sequences_max, load)
                         if run(b).sequences_max >= first), default=0)
     elif trained:
         max_ctx = min(max_ctx, trained)
