@@ -1315,10 +1315,10 @@ _OLLAMA_ENV = {"OLLAMA_CONTEXT_LENGTH": "context", "OLLAMA_NUM_PARALLEL": "seque
                "OLLAMA_KV_CACHE_TYPE": "kv", "OLLAMA_FLASH_ATTENTION": "no_flash_attn"}
 #: the LLAMA_ARG_* variables its llama-server inherits that kvplan plans (the flags Ollama
 #: passes itself, -c, -np, the cache types, -fa, -b, -ub and -ngl, win over theirs)
-_OLLAMA_LLAMA_ENV = {"FIT_TARGET": "fit_target", "N_CPU_MOE": "n_cpu_moe",
-                     "CPU_MOE": "cpu_moe", "CACHE_RAM": "cache_ram",
-                     "CTX_CHECKPOINTS": "ctx_checkpoints", "SWA_FULL": "swa_full",
-                     "KV_UNIFIED": "kv_unified", "TENSOR_SPLIT": "tensor_split"}
+_OLLAMA_LLAMA_ENV = ("FIT_TARGET", "N_CPU_MOE", "CPU_MOE", "CACHE_RAM", "CTX_CHECKPOINTS",
+                     "SWA_FULL", "KV_UNIFIED", "TENSOR_SPLIT")
+#: llama-server's flags by each of their names (the LLAMA_ARG_* readers of Ollama's path)
+_LLAMA_FLAGS = {n: f for f in _LLAMA for n in f.names}
 #: ollama run's flags that take a value (the others are switches); none changes memory
 _OLLAMA_RUN_VALUES = ("--keepalive", "--format", "--dimensions", "--think")
 
@@ -1360,12 +1360,8 @@ def _read_ollama(tokens: list[str], at: int) -> Launch:
         if name in _OLLAMA_ENV:
             field_name = _OLLAMA_ENV[name]
             if field_name == "kv":
-                kind = value.strip().lower() or "f16"
-                if kind not in LLAMA_KV:
-                    raise InputError(f"{name} takes one of llama.cpp's cache types "
-                                     f"({', '.join(LLAMA_KV)}), got {shown(value)}",
-                                     field="command")
-                r.set["kv"] = LLAMA_KV[kind]
+                # -ctk's reader (left empty: f16, Ollama's default)
+                _llama_kv("kv")(r, name, value if value.strip() else "f16")
             elif field_name == "no_flash_attn":
                 if value.strip() and not _ollama_bool(name, value):
                     r.set["no_flash_attn"] = True
@@ -1374,21 +1370,20 @@ def _read_ollama(tokens: list[str], at: int) -> Launch:
                 if n:
                     r.set[field_name] = n
         elif name.startswith("LLAMA_ARG_") and name[10:] in _OLLAMA_LLAMA_ENV:
-            key = _OLLAMA_LLAMA_ENV[name[10:]]
-            if key == "fit_target":
-                _llama_fit_target(r, name, value)
-            elif key in ("cpu_moe", "swa_full", "kv_unified"):
-                if _switch(name, value):
-                    r.set[key] = True
-            elif key == "tensor_split":
-                _llama_ts(r, name, value)
-            else:
-                r.set[key] = _int(name, value, low=-1 if key == "cache_ram" else 0)
+            # read by the flag's own llama-server reader, named by the variable
+            flag = LLAMA_ENV[name[10:]]
+            if flag in _SWITCHES:
+                if not _switch(name, value):
+                    continue
+                value = ""
+            _LLAMA_FLAGS[flag].read(r, name, value)
         elif name == "OLLAMA_GPU_OVERHEAD":
             # bytes set aside on each card: Ollama's default num_ctx counts the cards less it
             launch.gpu_overhead = _int(name, value, low=0)
         elif name.startswith(("OLLAMA_", "LLAMA_ARG_")):
             launch.unread.append(word)
+    if r.seen.get("kvu"):
+        r.set["kv_unified"] = True
     if "context" not in r.set:
         launch.auto_ctx = True
         r.note("OLLAMA_CONTEXT_LENGTH not set: Ollama takes num_ctx by the cards' memory "
