@@ -123,6 +123,27 @@ def mxfp4(x: torch.Tensor) -> torch.Tensor:
     return (torch.where(b < 0, -mag, mag) * scale).flatten(-2)
 
 
+def fp4_mx16(x: torch.Tensor) -> torch.Tensor:
+    """SGLang's fp4_mx_block16: scale 2^ceil(log2(amax / 6)) per 16 (a uint8 exponent), e2m1
+    elements, nearest value."""
+    b = _blocks(x, 16)
+    amax = b.abs().amax(-1, keepdim=True)
+    scale = torch.exp2(torch.ceil(torch.log2(torch.clamp(amax / 6.0, min=1e-10))))
+    grid = torch.tensor(ref.E2M1)
+    mag = grid[((b / scale).abs().unsqueeze(-1) - grid).abs().argmin(-1)]
+    return (torch.where(b < 0, -mag, mag) * scale).flatten(-2)
+
+
+def mxfp8(x: torch.Tensor) -> torch.Tensor:
+    """SGLang's mxfp8 store: scale 2^ceil(log2(amax / 448)) per 32 (an e8m0 exponent), e4m3
+    elements (clamped to ±448, rounded by torch's cast)."""
+    b = _blocks(x)
+    amax = b.abs().amax(-1, keepdim=True)
+    scale = torch.exp2(torch.ceil(torch.log2(torch.clamp(amax / 448.0, min=2.0 ** -127))))
+    q = torch.clamp(b / scale, -448.0, 448.0).to(torch.float8_e4m3fn).float()
+    return (q * scale).flatten(-2)
+
+
 def fp8_tensor(x: torch.Tensor, dtype: torch.dtype, fmax: float) -> torch.Tensor:
     """One fp32 scale amax / fmax for the whole tensor (a layer's K or V)."""
     s = float(x.float().abs().max()) / fmax or 1.0
@@ -135,7 +156,8 @@ def roundtrip(name: str, k16: torch.Tensor, v16: torch.Tensor) -> tuple:
         cache = KiviCache(name, 1, HKV, D, T)
         cache.append(0, k16[0].transpose(0, 1), v16[0].transpose(0, 1))
         return tuple(x[None] for x in cache.dequantize(0))
-    local = {"f32": lambda x: x.float(), "iq4_nl": iq4_nl, "mxfp4": mxfp4,
+    local = {"f32": lambda x: x.float(), "iq4_nl": iq4_nl, "mxfp4": mxfp4, "mxfp8": mxfp8,
+             "fp4_mx16": fp4_mx16,
              "fp8_e4m3": lambda x: fp8_tensor(x, torch.float8_e4m3fn, 448.0),
              "fp8_e5m2": lambda x: fp8_tensor(x, torch.float8_e5m2, 57344.0),
              "q4_1": lambda x: asym_round(x, 4), "q5_0": lambda x: sym_round(x, 5),

@@ -152,6 +152,13 @@ FORMATS: tuple[KVFormat, ...] = (
         aliases=("fp8_per_token_head",),
         token_head_scale_bytes=4,
     ),
+    KVFormat(
+        "mxfp8",
+        32,
+        33,
+        "e8m0 (power-of-two) scale + 32 float8 e4m3 values",
+        "no calibration needed; SGLang's FA4 cache on Blackwell",
+    ),
     KVFormat("q8_0", 32, 34, "fp16 d + int8[32]", "indistinguishable from f16 (+0.04% PPL)"),
     KVFormat(
         "q4_0",
@@ -191,6 +198,14 @@ FORMATS: tuple[KVFormat, ...] = (
         "e2m1 pairs + one fp8 e4m3 scale per 16 values + fp32 per-tensor scale",
         "<1% loss reported by NVIDIA; storage-only before Blackwell",
         tensor_scale_bytes=4,
+    ),
+    KVFormat(
+        "fp4_mx16",
+        16,
+        9,
+        "e8m0 (power-of-two) scale + 8 bytes of e2m1 pairs per 16 values",
+        "nvfp4's size with a power-of-two scale; SGLang's fp4_mx_block16",
+        aliases=("fp4_mx_block16",),
     ),
     KVFormat("mxfp4", 32, 17, "e8m0 scale + 16 bytes of e2m1 pairs", "coarser scale than nvfp4"),
     _kivi(2),

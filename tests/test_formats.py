@@ -9,7 +9,8 @@ BLOCKS = {
     "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "fp8_e4m3": (1, 1), "fp8_e5m2": (1, 1),
     "q8_0": (32, 34), "q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24),
     "iq4_nl": (32, 18), "tbq4": (128, 66), "tbq3": (128, 50), "nvfp4": (16, 9),
-    "mxfp4": (32, 17), "kivi2": (32, 12), "kivi4": (32, 20),
+    "mxfp4": (32, 17), "kivi2": (32, 12), "kivi4": (32, 20), "fp4_mx16": (16, 9),
+    "mxfp8": (32, 33),
 }
 
 
@@ -25,6 +26,7 @@ def test_block_arithmetic(name, block):
 
 @pytest.mark.parametrize(("name", "bits"), [("q8_0", 8.5), ("q4_0", 4.5), ("tbq4", 4.125),
                                             ("tbq3", 3.125), ("nvfp4", 4.5), ("mxfp4", 4.25),
+                                            ("fp4_mx16", 4.5), ("mxfp8", 8.25),
                                             ("kivi2", 3.0), ("kivi4", 5.0)])
 def test_bits_per_value(name, bits):
     assert get_format(name).bits_per_value == bits

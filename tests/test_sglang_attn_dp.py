@@ -229,16 +229,17 @@ def test_to_fit_names_the_fewest_attention_groups_that_fit():
     from app.common import answered
 
     # tensor parallel alone repeats DeepSeek-V3's latent pool on every card: no KV format
-    # fits 64 × 32k, the fewest attention groups that do are named (same cards, same format)
-    q, _ = plan(attn_dp=1)
+    # (fp4_mx_block16's latent included) fits 64 × 48k, the fewest attention groups that do
+    # are named (same cards, same format)
+    q, _ = plan(attn_dp=1, context="48k")
     data = answered(q)
     fix = data["to_fit"]
     assert set(fix) >= {"attn_dp", "max_context"} and "kv" not in fix
-    _, fixed = plan(attn_dp=fix["attn_dp"])
+    _, fixed = plan(attn_dp=fix["attn_dp"], context="48k")
     assert fixed["fits"] and fixed["max_context"] == fix["max_context"]
     # fewer groups do not fit
     if fix["attn_dp"] > 2:
-        assert not plan(attn_dp=fix["attn_dp"] // 2)[1]["fits"]
+        assert not plan(attn_dp=fix["attn_dp"] // 2, context="48k")[1]["fits"]
     # where a format fits too, the groups come as the other change
     q, _ = plan(attn_dp=1, context="16k")
     fix = answered(q)["to_fit"]

@@ -50,6 +50,9 @@ from .base import (
     refuse_nas_layout,
     single_format,
 )
+from .sglang_kv4 import BLOCK_SCALED
+from .sglang_kv4 import layout as kv4_layout
+from .sglang_kv4 import workspace as kv4_workspace
 from .sglang_lora import for_sglang, sglang_lora_bytes
 from .sglang_mtp import draft_line as mtp_draft_line
 from .sglang_mtp import notes as mtp_notes
@@ -126,11 +129,13 @@ UNREGISTERED_ARCHS = {
 }
 #: --pp: the remainder of the layers goes to the last stages (distributed/utils.py get_pp_indices)
 STAGE_SPLIT = sglang_stage_layers
-FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
+           **BLOCK_SCALED}
 #: the torch dtype of the KV pools for each --kv-cache-dtype kvplan passes other than auto
 #: (mem_cache/kv_cache_dtype.py configure_kv_cache_dtype)
 FLAG_DTYPES = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "bf16": "bfloat16",
-               "bfloat16": "bfloat16"}
+               "bfloat16": "bfloat16", "nvfp4": "float4_e2m1fn_x2",
+               "fp4_mx_block16": "float4_e2m1fn_x2", "mxfp8": "float8_e4m3fn"}
 #: MiniMax-M3's page on CUDA: model_overrides/minimax_m3.py picks fa3 on Hopper and fa4 or
 #: trtllm_mha on SM100, each with pages of 128 tokens, the sparse attention's block
 MINIMAX_PAGE = 128
@@ -1004,6 +1009,13 @@ def plan(req: EngineRequest) -> EngineReport:
         dsa_flag, dsa_bytes = dsa_dtype(req.spec, gpu0, opts)
         k_name = dsa_flag or "auto"
     minimax = req.spec.model_type in MINIMAX_M3_TYPES
+    sliding = (req.spec.model_type in HYBRID_SWA_TYPES
+               and any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups))
+    # nvfp4, fp4_mx_block16, mxfp8: the layout the card gives them (sglang_kv4)
+    kv4 = kv4_layout(opts.kv_k.name, req.spec, req.gpus[0] if req.gpus else None,
+                     page_asked=s.page_size, sliding=sliding, mtp=req.cache.mtp,
+                     hicache=bool(s.offload_bytes),
+                     special="MiniMax-M3 sparse pool" if minimax else None)
     index_bytes = minimax_index_bytes(req, k_name) if minimax else 0
     # a ModelOpt checkpoint calibrated for an FP8 KV cache turns auto into fp8_e4m3 (a DSA
     # model's auto is resolved by the card first): a 16-bit plan names its dtype, bf16
@@ -1012,8 +1024,6 @@ def plan(req: EngineRequest) -> EngineReport:
         k_name = "bf16"
     # the dtype the KV pools log (a DSA model's auto is bfloat16 below SM100)
     logged = pool_dtype(req.spec, "bfloat16" if dsa and k_name == "auto" else k_name)
-    sliding = (req.spec.model_type in HYBRID_SWA_TYPES
-               and any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups))
     # EAGLE/NEXTN with the model's MTP head (sglang_mtp): None without --mtp
     sp = mtp_resolve(req, sliding=sliding)
     note_hybrid = ""
@@ -1066,10 +1076,17 @@ def plan(req: EngineRequest) -> EngineReport:
         rows = [(k + i, v) for (k, v), i in zip(main, index_rows, strict=True)]
     else:
         rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
+    if kv4 is not None and kv4.workspace:
+        # nvfp4 on SM120: the fp8 dequant workspace, one layer's K and V a token, logged
+        # with the K and V buffers
+        ws = [kv4_workspace(sh.spec) for sh in shares]
+        rows = [(k + w, v + w) for (k, v), w in zip(rows, ws, strict=True)]
     binding = max(range(len(shares)), key=lambda i: sum(rows[i]))
     kb, vb = rows[binding]
     cell = max(1, kb + vb)
     stage = shares[binding].spec
+    if kv4 is not None and kv4.page:
+        page = kv4.page
     base_cell = cell
     if sp is not None:
         # the pool's attention layers (model_config num_attention_layers): a layer once, or
@@ -1252,6 +1269,10 @@ def plan(req: EngineRequest) -> EngineReport:
                  allocated(swa_tokens, sk, sv, "SWA"),
                  f"SWAKVPool mem usage: {used:.2f} GB, swa size: {swa_tokens}, full size: "
                  f"{tokens}"]
+    elif kv4 is not None and kv4.log_without_scales:
+        # MLATokenToKVPoolFP4 logs its e2m1 latents, not their scales
+        lines = [allocated(tokens, sum(g.count * g.n_kv_heads * g.head_dim_k // 2
+                                       for g in stage.groups if g.kind is LayerKind.MLA), 0)]
     else:
         lines = [allocated(tokens, kb, vb)]
     if mamba_slots is not None and mamba_slots > 0 and sp is None:
@@ -1298,6 +1319,13 @@ def plan(req: EngineRequest) -> EngineReport:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
     notes = [n for n in (note_hybrid, rule_note(req, frac), long_context_note(req)) if n]
+    if kv4 is not None:
+        if kv4.backend:
+            cmd.append(f"--attention-backend {kv4.backend}")
+        notes += kv4.notes
+        if kv4.workspace:
+            notes.append(f"nvfp4's fp8 prefill workspace: {2 * kv4_workspace(stage):,} bytes a "
+                         f"token a rank of the {cell:,}-byte cell")
     if lora is not None:
         from ..units import format_bytes
 
