@@ -288,6 +288,10 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--disable-radix-cache", action="store_true",
                    help="SGLang: no prefix cache; a hybrid model's Mamba state slots are one a "
                         "running request")
+    g.add_argument("--prefill-kv-cache-dequant-dtype", default=None, metavar="DTYPE",
+                   choices=("auto", "fp8_e4m3", "nvfp4"),
+                   help="SGLang with --kv nvfp4: fp8_e4m3 (FlashInfer prefill over an fp8 "
+                        "copy) or nvfp4 (SM100); by the card where not given")
     g.add_argument("--moe-a2a-backend", default=None, metavar="BACKEND",
                    help="SGLang: none, or deepep (its fraction sets memory aside for DeepEP)")
     g.add_argument("--free-gpu-memory-fraction", type=float, default=None,

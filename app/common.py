@@ -573,6 +573,7 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         mamba_full_memory_ratio=src.mamba_full_memory_ratio,
         max_mamba_cache_size=src.max_mamba_cache_size,
         radix_cache=not src.disable_radix_cache,
+        prefill_kv_cache_dequant_dtype=src.prefill_kv_cache_dequant_dtype or None,
         free_gpu_memory_fraction=src.free_gpu_memory_fraction,
         tokens_per_block=src.tokens_per_block, max_num_tokens=src.max_num_tokens,
         offload_bytes=parse_bytes(src.offload, field="offload") if src.offload else 0,

@@ -93,7 +93,9 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("swa_full_tokens_ratio", "--swa-full-tokens-ratio", "0.8", False),
         ("mamba_full_memory_ratio", "--mamba-full-memory-ratio", "0.9", False),
         ("max_mamba_cache_size", "--max-mamba-cache-size", "from the ratio", False),
-        ("disable_radix_cache", "--disable-radix-cache", "", True)),
+        ("disable_radix_cache", "--disable-radix-cache", "", True),
+        ("prefill_kv_cache_dequant_dtype", "--prefill-kv-cache-dequant-dtype", "by card",
+         False)),
     "TensorRT-LLM": (
         ("free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "0.9", False),
         ("tokens_per_block", "tokens_per_block", "32", False),

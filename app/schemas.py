@@ -102,6 +102,10 @@ class PlanIn(BaseModel):
                                              "Mamba state slots, instead of the ratio's")
     disable_radix_cache: bool = Field(False, description="SGLang --disable-radix-cache: a "
                                       "hybrid model's Mamba state slots one a running request")
+    prefill_kv_cache_dequant_dtype: str | None = Field(
+        None, max_length=20, examples=["fp8_e4m3"], description="SGLang with kv nvfp4: "
+        "fp8_e4m3 (FlashInfer prefill over an fp8 copy) or nvfp4 (trtllm_mha prefill, SM100); "
+        "auto or none: by the card")
     moe_a2a_backend: str | None = Field(None, max_length=20, examples=["deepep"],
                                         description="SGLang --moe-a2a-backend: none, or "
                                         "deepep (its fraction sets memory aside for DeepEP)")

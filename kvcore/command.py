@@ -843,6 +843,15 @@ def _sglang_a2a(flag: str, value: str) -> str:
     return word
 
 
+def _sglang_prefill_dtype(flag: str, value: str) -> str | None:
+    """--prefill-kv-cache-dequant-dtype: auto (None), fp8_e4m3 or nvfp4."""
+    word = value.strip().lower()
+    if word not in ("auto", "fp8_e4m3", "nvfp4"):
+        raise InputError(f"{flag} takes auto, fp8_e4m3 or nvfp4, got {shown(value)}",
+                         field="command")
+    return None if word == "auto" else word
+
+
 def _sglang_graph_list(r: _Reader, flag: str, value: str) -> None:
     """--cuda-graph-bs-decode 1 2 4 …: the largest is the graph's max_bs."""
     sizes = [_int(flag, v, 1) for v in value.replace(",", " ").split()]
@@ -900,6 +909,8 @@ _SGLANG = (
     _Flag(("--enable-dp-attention",), "none", _seen("dp_attention", lambda f, v: True)),
     _Flag(("--enable-dp-lm-head",), "none", _on("enable_dp_lm_head")),
     _Flag(("--moe-a2a-backend",), "value", _set("moe_a2a_backend", _sglang_a2a)),
+    _Flag(("--prefill-kv-cache-dequant-dtype",), "value",
+          _set("prefill_kv_cache_dequant_dtype", _sglang_prefill_dtype)),
     _Flag(("--cuda-graph-max-bs-decode",), "value",
           _set("cuda_graph_max_bs_decode", lambda f, v: _int(f, v, 1))),
     _Flag(("--cuda-graph-max-bs-prefill",), "value",

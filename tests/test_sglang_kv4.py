@@ -185,3 +185,57 @@ def test_minimax_m3_sparse_pool_is_refused():
             spec=spec, context=8192, sequences=1, cache=CacheOptions(kv_k="nvfp4", kv_v="nvfp4"),
             gpus=(find_gpu("b200"),) * 8, parallel=Parallel(tp=8)))
     assert "MiniMax-M3 sparse pool" in str(e.value)
+
+
+def test_fp8_prefill_on_sm100_keeps_both_scale_layouts_and_the_workspace():
+    # --prefill-kv-cache-dequant-dtype fp8_e4m3 on SM100: FlashInfer's token-linear scales
+    # beside trtllm-gen's (32 × 8 × 8 bytes more for K and for V) and the fp8 workspace
+    # (2,048): 36,864 + 4,096 + 2,048 = 43,008; 10 GiB // 43,008 = 249,660 → 249,600
+    r = engine_plan("sglang", req("llama-3.1-8b", "nvfp4", "b200", settings=EngineSettings(
+        prefill_kv_cache_dequant_dtype="fp8_e4m3")))
+    assert r.extra["cell_bytes"] == 43008 and r.kv_tokens == 249600
+    assert r.command.endswith("--kv-cache-dtype nvfp4 --prefill-kv-cache-dequant-dtype fp8_e4m3")
+    # on SM120 fp8_e4m3 is the default: the same pool as without it
+    sm120 = engine_plan("sglang", req("llama-3.1-8b", "nvfp4", "rtx-5090", settings=EngineSettings(
+        prefill_kv_cache_dequant_dtype="fp8_e4m3")))
+    assert sm120.extra["cell_bytes"] == 38912
+    # auto is the card's choice
+    auto = engine_plan("sglang", req("llama-3.1-8b", "nvfp4", "b200", settings=EngineSettings(
+        prefill_kv_cache_dequant_dtype="auto")))
+    assert auto.extra["cell_bytes"] == 36864 and "dequant" not in auto.command
+
+
+@pytest.mark.parametrize(("kv", "gpu", "prefill", "words"), [
+    ("nvfp4", "rtx-5090", "nvfp4", "needs SM100"),
+    ("fp8_e4m3", "b200", "fp8_e4m3", "applies only with --kv-cache-dtype nvfp4"),
+    ("nvfp4", "b200", "bf16", "takes auto, fp8_e4m3 or nvfp4"),
+])
+def test_prefill_dequant_dtype_refusals(kv, gpu, prefill, words):
+    with pytest.raises(InputError) as e:
+        engine_plan("sglang", req("llama-3.1-8b", kv, gpu, settings=EngineSettings(
+            prefill_kv_cache_dequant_dtype=prefill)))
+    assert e.value.field == "prefill_kv_cache_dequant_dtype" and words in str(e.value)
+
+
+def test_prefill_dequant_dtype_through_the_command_cli_and_api(capsys):
+    from app.cli import main
+    from app.web import create_app
+
+    launch = read_command("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B "
+                          "--kv-cache-dtype nvfp4 --prefill-kv-cache-dequant-dtype fp8_e4m3")
+    assert launch.settings["prefill_kv_cache_dequant_dtype"] == "fp8_e4m3"
+    main(["llama-3.1-8b", "--engine", "sglang", "--kv", "nvfp4", "--gpu", "b200",
+          "--prefill-kv-cache-dequant-dtype", "fp8_e4m3", "--json"])
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine_report"]["extra"]["cell_bytes"] == 43008
+    client = TestClient(create_app())
+    got = client.post("/api/v1/plan", json={
+        "model": "llama-3.1-8b", "engine": "sglang", "gpu": "b200", "context": 8192,
+        "kv": "nvfp4", "prefill_kv_cache_dequant_dtype": "fp8_e4m3"})
+    assert got.status_code == 200 and got.json()["engine_report"]["extra"]["cell_bytes"] == 43008
+    page = client.get("/", params={"model": "llama-3.1-8b", "engine": "sglang", "gpu": "b200",
+                                   "context": "8k", "kv_k": "nvfp4", "kv_v": "nvfp4",
+                                   "prefill_kv_cache_dequant_dtype": "fp8_e4m3"})
+    assert page.status_code == 200 and "43,008-byte cell" in page.text

@@ -163,6 +163,9 @@ class EngineSettings:
     max_mamba_cache_size: int | None = None
     #: False with --disable-radix-cache: a hybrid model's Mamba slots are one a running request
     radix_cache: bool = True
+    #: --prefill-kv-cache-dequant-dtype with an nvfp4 cache: fp8_e4m3 (FlashInfer prefill over
+    #: an fp8 copy) or nvfp4 (trtllm_mha prefill, SM100 only); None or auto: by the card
+    prefill_kv_cache_dequant_dtype: str | None = None
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None
@@ -204,6 +207,11 @@ class EngineSettings:
             raise InputError("mamba_full_memory_ratio must be a ratio above 0 (Mamba state "
                              f"to KV bytes, 0.9), got {shown(self.mamba_full_memory_ratio)}",
                              field="mamba_full_memory_ratio")
+        if self.prefill_kv_cache_dequant_dtype not in (None, "auto", "fp8_e4m3", "nvfp4"):
+            raise InputError("prefill_kv_cache_dequant_dtype takes auto, fp8_e4m3 or nvfp4 "
+                             "(SGLang's nvfp4 prefill input), got "
+                             f"{shown(self.prefill_kv_cache_dequant_dtype)}",
+                             field="prefill_kv_cache_dequant_dtype")
         if self.moe_a2a_backend not in (None, "none", "deepep"):
             raise InputError(f"moe_a2a_backend: kvplan sizes SGLang's none and deepep (the "
                              f"memory its fraction sets aside for DeepEP); what "

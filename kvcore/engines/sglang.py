@@ -52,6 +52,7 @@ from .base import (
 )
 from .sglang_kv4 import BLOCK_SCALED
 from .sglang_kv4 import layout as kv4_layout
+from .sglang_kv4 import scale_rows as kv4_scales
 from .sglang_kv4 import workspace as kv4_workspace
 from .sglang_lora import for_sglang, sglang_lora_bytes
 from .sglang_mtp import draft_line as mtp_draft_line
@@ -831,6 +832,8 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
         cmd.append("--enable-dp-lm-head")
     if s.moe_a2a_backend == "deepep":
         cmd.append("--moe-a2a-backend deepep")
+    if s.prefill_kv_cache_dequant_dtype not in (None, "auto"):
+        cmd.append(f"--prefill-kv-cache-dequant-dtype {s.prefill_kv_cache_dequant_dtype}")
     if s.swa_full_tokens_ratio is not None:
         cmd.append(f"--swa-full-tokens-ratio {s.swa_full_tokens_ratio:g}")
     if s.mamba_full_memory_ratio is not None:
@@ -1014,7 +1017,7 @@ def plan(req: EngineRequest) -> EngineReport:
     # nvfp4, fp4_mx_block16, mxfp8: the layout the card gives them (sglang_kv4)
     kv4 = kv4_layout(opts.kv_k.name, req.spec, req.gpus[0] if req.gpus else None,
                      page_asked=s.page_size, sliding=sliding, mtp=req.cache.mtp,
-                     hicache=bool(s.offload_bytes),
+                     hicache=bool(s.offload_bytes), prefill=s.prefill_kv_cache_dequant_dtype,
                      special="MiniMax-M3 sparse pool" if minimax else None)
     index_bytes = minimax_index_bytes(req, k_name) if minimax else 0
     # a ModelOpt checkpoint calibrated for an FP8 KV cache turns auto into fp8_e4m3 (a DSA
@@ -1077,10 +1080,13 @@ def plan(req: EngineRequest) -> EngineReport:
     else:
         rows = [kv_row_bytes(sh.spec, opts.kv_k, opts.kv_v) for sh in shares]
     if kv4 is not None and kv4.workspace:
-        # nvfp4 on SM120: the fp8 dequant workspace, one layer's K and V a token, logged
-        # with the K and V buffers
+        # nvfp4 with FlashInfer's prefill: the fp8 dequant workspace, one layer's K and V a
+        # token, logged with the K and V buffers (and on SM100 the scales' second layout)
         ws = [kv4_workspace(sh.spec) for sh in shares]
         rows = [(k + w, v + w) for (k, v), w in zip(rows, ws, strict=True)]
+        if kv4.second_scales:
+            more = [kv4_scales(sh.spec) for sh in shares]
+            rows = [(k + a, v + b) for (k, v), (a, b) in zip(rows, more, strict=True)]
     binding = max(range(len(shares)), key=lambda i: sum(rows[i]))
     kb, vb = rows[binding]
     cell = max(1, kb + vb)
@@ -1323,6 +1329,9 @@ def plan(req: EngineRequest) -> EngineReport:
         if kv4.backend:
             cmd.append(f"--attention-backend {kv4.backend}")
         notes += kv4.notes
+        if kv4.page and s.page_size and s.page_size != kv4.page:
+            notes.append(f"SGLang replaces --page-size {s.page_size} with that backend's "
+                         f"{kv4.page}-token pages (a warning at start-up)")
         if kv4.workspace:
             notes.append(f"nvfp4's fp8 prefill workspace: {2 * kv4_workspace(stage):,} bytes a "
                          f"token a rank of the {cell:,}-byte cell")

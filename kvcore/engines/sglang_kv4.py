@@ -32,7 +32,7 @@ from ..errors import InputError
 from ..gpus import GPU
 from ..model import LayerGroup, LayerKind, ModelSpec
 
-__all__ = ["BLOCK_SCALED", "Layout", "layout", "workspace"]
+__all__ = ["BLOCK_SCALED", "Layout", "layout", "scale_rows", "workspace"]
 
 #: kvplan's formats SGLang stores with block scales: its --kv-cache-dtype names
 BLOCK_SCALED = {"nvfp4": "nvfp4", "fp4_mx16": "fp4_mx_block16", "mxfp8": "mxfp8"}
@@ -48,12 +48,15 @@ class Layout:
     page: int | None
     #: the --attention-backend the plan's command passes (None: SGLang's default takes it)
     backend: str | None
-    #: nvfp4 on SM120: a token holds one layer's K and V in fp8 beside the layers' rows
-    #: (``workspace`` gives the bytes)
+    #: nvfp4 with FlashInfer's prefill: a token holds one layer's K and V in fp8 beside the
+    #: layers' rows (``workspace`` gives the bytes)
     workspace: bool
     #: the logged pool size leaves out the scales (MLATokenToKVPoolFP4)
     log_without_scales: bool
     notes: tuple[str, ...]
+    #: nvfp4 on SM100 with an fp8 prefill: the scales kept twice, token by token for
+    #: FlashInfer and in trtllm-gen's layout for decode (``scale_rows`` gives the second's bytes)
+    second_scales: bool = False
 
 
 def _attention(spec: ModelSpec) -> list[LayerGroup]:
@@ -67,6 +70,14 @@ def workspace(spec: ModelSpec) -> int:
     return max(g.n_kv_heads * g.head_dim_k for g in _attention(spec))
 
 
+def scale_rows(spec: ModelSpec) -> tuple[int, int]:
+    """Bytes a token of one more layout of nvfp4's scales over ``spec``'s attention layers (a
+    rank's heads), K and V: an fp8 scale a 16 values."""
+    groups = _attention(spec)
+    return (sum(g.count * g.n_kv_heads * (g.head_dim_k // 16) for g in groups),
+            sum(g.count * g.n_kv_heads * (g.head_dim_v // 16) for g in groups))
+
+
 def _page(asked: int | None, takes: tuple[int, ...], forced: int) -> int:
     return asked if asked in takes else forced
 
@@ -76,11 +87,18 @@ def _refuse(msg: str, field: str = "kv_k") -> InputError:
 
 
 def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | None,
-           sliding: bool, special: str | None, mtp: bool, hicache: bool) -> Layout | None:
-    """The layout of kvplan's format ``name`` in SGLang for ``spec`` (the stage's, heads per
-    rank) on ``gpu`` (None: a plan without a card, sized as SM100 lays it out), or None where
-    ``name`` is not block-scaled; a one-line InputError for what SGLang refuses or kvplan does
-    not size. ``special``: the pool family that takes no block-scaled cache (a sparse pool)."""
+           sliding: bool, special: str | None, mtp: bool, hicache: bool,
+           prefill: str | None = None) -> Layout | None:
+    """The layout of kvplan's format ``name`` in SGLang for ``spec`` on ``gpu`` (None: a plan
+    without a card, sized as SM100 lays it out), or None where ``name`` is not block-scaled; a
+    one-line InputError for what SGLang refuses or kvplan does not size. ``special``: the pool
+    family that takes no block-scaled cache (a sparse pool); ``prefill``: nvfp4's
+    --prefill-kv-cache-dequant-dtype (None or auto: by the card)."""
+    prefill = None if prefill == "auto" else prefill
+    if prefill is not None and name != "nvfp4":
+        raise _refuse(f"--prefill-kv-cache-dequant-dtype applies only with --kv-cache-dtype "
+                      f"nvfp4 (SGLang raises at start-up), not {name}",
+                      field="prefill_kv_cache_dequant_dtype")
     if name not in BLOCK_SCALED:
         return None
     flag = f"--kv-cache-dtype {BLOCK_SCALED[name]}"
@@ -156,12 +174,24 @@ def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | Non
     if any(g.head_dim_k != g.head_dim_v for g in attention):
         raise _refuse(f"{flag}: trtllm_mha, which decodes nvfp4, takes equal K and V head dims")
     page = _page(page_asked, TRTLLM_PAGES, 64)
+    if prefill == "nvfp4" and family != 10:
+        raise _refuse("--prefill-kv-cache-dequant-dtype nvfp4 (trtllm_mha's native FP4 "
+                      f"prefill) needs SM100, not {card}; fp8_e4m3 is SM120's",
+                      field="prefill_kv_cache_dequant_dtype")
     if family == 10:
         for g in attention:
             if g.head_dim_k % 64:
                 raise _refuse(f"{flag} on SM100 keeps trtllm-gen's scale layout, which takes "
                               f"head dims that are multiples of 64; this model's is "
                               f"{g.head_dim_k}")
+        if prefill == "fp8_e4m3":
+            # FlashInfer's prefill reads token-linear scales, trtllm_mha's decode its own
+            return Layout(page, None, True, False, (
+                f"nvfp4 on SM100 with --prefill-kv-cache-dequant-dtype fp8_e4m3: e2m1, its fp8 "
+                f"scales twice (token by token for FlashInfer's prefill, in trtllm-gen's layout "
+                f"for trtllm_mha's decode) and an fp8 dequant workspace of one layer's K and V "
+                f"a token, logged with the K and V buffers; pages of {page} tokens",),
+                second_scales=True)
         notes = [f"nvfp4 on SM100: e2m1 and an fp8 scale a 16 values, prefill and decode on "
                  f"trtllm_mha (the scales in trtllm-gen's layout), pages of {page} tokens"]
         if gpu is None:
