@@ -3771,15 +3771,26 @@ def _deepseek_v4_params(r: _Reader, n_layers: int) -> ParamCount:
         width = _V4_OVERLAP[ratio] * dim
         return 2 * hidden * width + ratio * width + dim
 
-    def attention(ratio: int) -> int:
-        params = (hidden * q_rank + q_rank + q_rank * heads * latent + hidden * latent + latent
-                  + heads * latent * o_rank + o_groups * o_rank * hidden + heads)
+    # the heads' projections (wq_b, wo_a, wo_b, the sinks), which tensor parallelism splits
+    heads_part = q_rank * heads * latent + heads * latent * o_rank + o_groups * o_rank * hidden + heads
+
+    def whole_parts(ratio: int) -> list[_Part]:
+        """What every rank holds whole: the down-projections to the query's rank and to the
+        one shared latent (wq_a, wkv, with their norms), the compressor and the indexer
+        (ReplicatedLinear in SGLang's and vLLM's model files)."""
+        parts = [_Part(("attn",), "wq_a", hidden * q_rank + q_rank, q_rank, replicated=True),
+                 _Part(("attn",), "wkv", hidden * latent + latent, latent, replicated=True)]
         if ratio:
-            params += compressor(ratio, latent)
+            parts.append(_Part(("attn",), "compressor", compressor(ratio, latent),
+                               _V4_OVERLAP[ratio] * latent, replicated=True, matrices=2))
         if ratio == 4:
-            params += (q_rank * index_heads * index_dim + hidden * index_heads
-                       + compressor(4, index_dim))
-        return params
+            parts.append(_Part(("attn",), "indexer", q_rank * index_heads * index_dim
+                               + hidden * index_heads + compressor(4, index_dim),
+                               index_heads * index_dim, replicated=True, matrices=4))
+        return parts
+
+    def attention(ratio: int) -> int:
+        return heads_part + sum(p.params for p in whole_parts(ratio))
 
     routed = experts * 3 * hidden * inter
     shared_mlp = shared * 3 * hidden * inter
@@ -3796,9 +3807,11 @@ def _deepseek_v4_params(r: _Reader, n_layers: int) -> ParamCount:
         active += layer + top_k * 3 * hidden * inter
         experts_total += routed
         active_experts += top_k * 3 * hidden * inter
-        replicated += router + 2 * hidden + hyper
+        replicated += (router + 2 * hidden + hyper
+                       + sum(part.params for part in whole_parts(ratios[i])))
         modules += [
-            _module(i, _Part(("attn",), "", attn, heads * latent, matrices=6)),
+            _module(i, _Part(("attn",), "", heads_part, heads * latent, matrices=3)),
+            *(_module(i, part) for part in whole_parts(ratios[i])),
             _module(i, _Part(("ffn",), "experts", routed, experts * (2 * inter + hidden),
                              matrices=3 * experts), (top_k, experts), role="experts"),
             _module(i, _Part(("ffn",), "gate", router, 0, replicated=True)),
@@ -3842,6 +3855,7 @@ def _deepseek_v4_spec(config: Mapping[str, Any], r: _Reader, *, name: str, sourc
     return ModelSpec(
         name=name, model_type=r.model_type, groups=tuple(groups), params=params, source=source,
         hub_repo=hub_repo, hidden_size=r.get_int("hidden_size"),
+        architecture=_architecture(config), architectures=_architectures(config),
         vocab_size=r.get_int("vocab_size"),
         intermediate_size=r.opt_int("moe_intermediate_size", 0) or 0,
         num_attention_heads=r.get_int("num_attention_heads"),

@@ -129,7 +129,6 @@ def test_decode_reads_the_groups_cache_and_whole_attention():
 
 @pytest.mark.parametrize(("kw", "needle"), [
     ({"model": "llama-3.1-70b", "attn_dp": 4}, "LlamaForCausalLM is not established"),
-    ({"model": "deepseek-v4-flash", "attn_dp": 8}, "deepseek_v4 is not established"),
     ({"attn_dp": 3}, "attn_dp must divide tp"),
     ({"attn_dp": 4, "dp": 2}, "SGLang refuses --dp-size 2 beside --attn-dp-size 4"),
 ])
@@ -416,3 +415,51 @@ def test_laguna_and_mimo_v2_split_attention_and_embedding_over_the_group(model, 
     cards = tp // groups
     assert more == (attn // cards - attn // tp) + (embed // cards - embed // tp)
     assert f"--attn-dp-size {groups}" in dp["engine_report"]["command"]
+
+
+def test_deepseek_v4_modules_keep_the_down_projections_whole():
+    # DeepSeek-V4-Flash, a ratio-4 layer: the heads' projections wq_b (1024 × 64·512), wo_a
+    # (64·512/8 × 8·1024) and wo_b (8·1024 × 4096) and 64 sinks split over the attention group;
+    # wq_a (4096 × 1024 + norm), wkv (4096 × 512 + norm), the compressor (2 × 4096 × 1024 +
+    # 4 × 1024 + 512) and the indexer (1024 × 64·128 + 4096 × 64 + its compressor 2 × 4096 ×
+    # 256 + 4 × 256 + 128) whole on every card
+    spec = load_model("deepseek-v4-flash")
+    layer = 2  # compress_ratios [0, 0, 4, 128, 4, 128, ...]
+    mods = [m for m in spec.params.modules
+            if m.names[0] == f"layers.{layer}.attn"
+            or m.names[0].startswith(f"layers.{layer}.attn.")]
+    split = [m for m in mods if m.role == ""]
+    whole = [m for m in mods if m.role == "replicated"]
+    assert [m.params for m in split] == [3 * 33_554_432 + 64]
+    assert sorted(m.params for m in whole) == sorted(
+        [4_195_328, 2_097_664, 8_393_216, 8_388_608 + 262_144 + 2_098_304])
+
+
+def test_deepseek_v4_attention_groups():
+    spec = load_model("deepseek-v4-flash")
+    kw = {"spec": spec, "context": 131072,
+          "gpus": (kvcore.find_gpu("h200"),) * 8}
+    from kvcore.engines import EngineRequest
+    from kvcore.parallel import Parallel
+
+    tp = engine_plan("sglang", EngineRequest(sequences=64, parallel=Parallel(tp=8), **kw))
+    dp = engine_plan("sglang", EngineRequest(sequences=64, parallel=Parallel(tp=8, attn_dp=8),
+                                             **kw))
+    # the heads' projections in fp8 with an e8m0 scale a 128 × 128 block, 43 layers of
+    # 100,663,360 + 6,144 bytes, over 1 card instead of 8; the bf16 embedding (129,280 ×
+    # 4,096 × 2 bytes) whole instead of an eighth
+    attn = 43 * (100_663_360 + 6_144)
+    embed = 129_280 * 4_096 * 2
+    assert dp.weights_bytes - tp.weights_bytes == (attn - attn // 8) + (embed - embed // 8)
+    assert "--attn-dp-size 8" in dp.command
+    assert any("8 groups of 1 card" in n for n in dp.notes)
+    # with the pools' bytes given, a group's pool for its 8 running requests is the pool
+    # tensor parallelism alone sizes for 8: eight of them
+    budget = 60 * GiB
+    one = engine_plan("sglang", EngineRequest(sequences=8, parallel=Parallel(tp=8),
+                                              kv_budget_bytes=budget, **kw))
+    eight = engine_plan("sglang", EngineRequest(sequences=64, kv_budget_bytes=budget,
+                                                parallel=Parallel(tp=8, attn_dp=8), **kw))
+    assert eight.kv_tokens == 8 * one.kv_tokens
+    assert eight.max_sequences == 8 * one.max_sequences
+    assert eight.fits == one.fits

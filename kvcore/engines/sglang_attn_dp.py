@@ -52,17 +52,23 @@ ARCHITECTURES = frozenset({
     # group; its dense first layer's MLP and the shared expert over tp. mimo_v2.py: qkv_proj
     # and o_proj on "attn_tp", the embedding over the group, the dense MLP over tp
     "LagunaForCausalLM", "MiMoV2FlashForCausalLM",
+    # deepseek_v4.py: wq_b, wo_a and wo_b on "attn_tp" (wq_a, wkv, the compressor and the
+    # indexer replicated either way), the embedding whole under DP attention; the MoE over tp
+    "DeepseekV4ForCausalLM",
 })
 #: architectures whose input embedding every card holds whole under attention DP
-#: (qwen3_5.py: VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()))
+#: (qwen3_5.py, deepseek_v4.py: VocabParallelEmbedding(enable_tp=not
+#: is_dp_attention_enabled()))
 EMBEDDING_WHOLE = frozenset({"Qwen3_5ForConditionalGeneration",
-                             "Qwen3_5MoeForConditionalGeneration"})
+                             "Qwen3_5MoeForConditionalGeneration", "DeepseekV4ForCausalLM"})
 #: architectures whose vision encoder splits over the attention group, not the TP group
 #: (qwen3_vl.py _resolve_vision_parallel_group: "attn_tp" unless --mm-enable-dp-encoder)
-ENCODER_OVER_GROUP = EMBEDDING_WHOLE
+ENCODER_OVER_GROUP = frozenset({"Qwen3_5ForConditionalGeneration",
+                                "Qwen3_5MoeForConditionalGeneration"})
 
-#: a layer's attention projections (full attention, or a linear-attention layer's)
-_LAYER = re.compile(r"^layers\.(\d+)\.(?:self_attn|linear_attn)\.(?!indexer\.)")
+#: a layer's attention projections (full attention, or a linear-attention layer's; DeepSeek-V4's
+#: heads' part, layers.N.attn)
+_LAYER = re.compile(r"^layers\.(\d+)\.(?:(?:self_attn|linear_attn)\.(?!indexer\.)|attn$)")
 
 
 def check(req: EngineRequest) -> None:
@@ -78,7 +84,7 @@ def check(req: EngineRequest) -> None:
         raise InputError(f"SGLang refuses --dp-size {p.dp} beside --attn-dp-size {p.attn_dp} "
                          "(data-parallel replicas combined with attention data parallelism "
                          "are not supported): give dp or attn_dp", field="attn_dp")
-    if spec.architecture not in ARCHITECTURES or spec.model_type == "deepseek_v4":
+    if spec.architecture not in ARCHITECTURES:
         raise InputError(f"SGLang's attention data parallelism for "
                          f"{spec.architecture or spec.model_type or 'this model'} is not "
                          "established (its "

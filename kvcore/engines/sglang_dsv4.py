@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..model import ModelSpec
 from ..plan import largest
+from . import sglang_attn_dp as attn_dp
 from .base import (
     EngineReport,
     EngineRequest,
@@ -226,6 +227,13 @@ def plan(req: EngineRequest) -> EngineReport:
                              f"its pools there, not on {gpu.name}", field="gpu")
     sp = speculative(req)
     weights, shares = rank_weights(req, STAGE_SPLIT)
+    # --attn-dp-size: the heads' projections and the embedding over the attention group, a
+    # pool of its own for each group's requests (sglang_attn_dp)
+    tp_shares = shares
+    shares = attn_dp.shares(req, weights, shares, STAGE_SPLIT)
+    attn_more = max(a.weights_bytes - b.weights_bytes
+                    for a, b in zip(shares, tp_shares, strict=True))
+    groups, per = p.attn_dp, attn_dp.per_group(req)
     # each stage sizes its pools over its own slice of compress_ratios from the free memory
     # of the most loaded rank; the pipeline keeps the smallest full count
     # (_apply_token_constraints), every stage's pools sized again from it
@@ -236,14 +244,15 @@ def plan(req: EngineRequest) -> EngineReport:
     cap = s.max_total_tokens
 
     def sized(n: int) -> tuple[Pools, int, float, int]:
-        """The pools with --max-running-requests ``n`` (its c128 state reserve and, when
-        SGLang picks the fraction itself, its decode-graph reserve), the binding stage, its
+        """The pools with ``n`` running requests an attention group (--max-running-requests
+        n × attn_dp: its c128 state reserve and, when SGLang picks the fraction itself, its
+        decode-graph reserve), the binding stage, its
         bytes per full token and its c128 reserve. --max-total-tokens below the profiled
         count sizes every pool again from it, to the page (_apply_token_constraints,
         calculate_pool_sizes_from_max_tokens), the fixed reserves left as they were; the
         window pool's floor is checked on the profiled pools, then on the capped ones."""
-        r, b, f = (kv_budget(req, shares, n) if fraction_depends_on_running(req)
-                   and n != req.sequences else budget_now)
+        r, b, f = (kv_budget(req, shares, n * groups) if fraction_depends_on_running(req)
+                   and n != per else budget_now)
         each = [g.full_tokens(r, n) for g in stages]
         at = min(range(len(each)), key=lambda i: each[i][2])
         per_token, fixed, full = each[at]
@@ -260,7 +269,7 @@ def plan(req: EngineRequest) -> EngineReport:
                              weights_bytes=free_memory(req, shares)
                              if pl.budget is not None else None)
 
-    pl, binding, per_token, fixed = sized(req.sequences)
+    pl, binding, per_token, fixed = sized(per)
     sizes = stages[binding].pool_sizes(pl.profiled)
     # the pools SGLang keeps: the profiled ones, or those a lower --max-total-tokens gives
     final = stages[binding].pool_sizes(pl.tokens)
@@ -268,14 +277,15 @@ def plan(req: EngineRequest) -> EngineReport:
     full = 0 if refused else pl.tokens
 
     def fits_len(length: int) -> bool:
-        return length == 0 or full >= length * req.sequences
+        return length == 0 or full >= length * per
 
     def seqs_fit(n: int) -> bool:
         got = sized(n)[0]
         return n == 0 or (got.tokens >= n * req.context and refusal(got) is None)
 
     one = sized(1)[0]
-    max_seqs = largest(seqs_fit, one.tokens // req.context if refusal(one) is None else 0)
+    max_seqs = groups * largest(seqs_fit,
+                                one.tokens // req.context if refusal(one) is None else 0)
     ratio = stages[0].ratio
 
     if refused:
@@ -323,6 +333,8 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append(f"--max-total-tokens {cap:,} sizes every pool again from {full:,} full "
                      f"tokens of the {pl.profiled:,} the budget holds (the c128 state reserve "
                      "stays as profiled)")
+    if groups > 1:
+        notes.append(attn_dp.note(req, attn_more, full, per))
     if sp is not None:
         cmd += sp.flags()
         notes.append(
@@ -339,13 +351,13 @@ def plan(req: EngineRequest) -> EngineReport:
         kv_pool_bytes=max(0, rest),
         # --dp: replicas (no DP attention), each with these pools and its own
         # --max-running-requests
-        kv_tokens=full * p.dp,
+        kv_tokens=full * groups * p.dp,
         blocks=full // PAGE_TOKENS,
         block_tokens=PAGE_TOKENS,
-        max_concurrency=full / max(1, req.context),
+        max_concurrency=full * groups / max(1, req.context),
         max_sequences=max_seqs,
         max_context=largest(fits_len, 1 << 31),
-        fits=refused is None and full >= req.context * req.sequences,
+        fits=refused is None and full >= req.context * per,
         refusal=startup_reason(refused) if refused else "",
         log_lines=tuple(lines),
         command=" ".join(cmd),
