@@ -463,3 +463,28 @@ def test_deepseek_v4_attention_groups():
     assert eight.kv_tokens == 8 * one.kv_tokens
     assert eight.max_sequences == 8 * one.max_sequences
     assert eight.fits == one.fits
+
+
+def test_minimax_m3_attention_groups():
+    # MiniMax-M3 (bf16 text model, 60 layers): q and o 6,144 × 8,192, k and v 6,144 × 512 in
+    # every layer, the index projection 6,144 × (4 × 128 + 128) in the 57 sparse ones, over 1
+    # card instead of 8; the embedding (200,064 × 6,144) over the group too
+    from pathlib import Path
+
+    from kvcore import spec_from_config
+    from kvcore.engines import EngineRequest
+    from kvcore.parallel import Parallel
+
+    vl = json.loads((Path(__file__).parent / "data" / "configs" / "minimax-m3-vl.json")
+                    .read_text())
+    config = dict(vl["text_config"], torch_dtype="bfloat16", model_type="minimax_m3",
+                  architectures=["MiniMaxM3SparseForCausalLM"])
+    spec = spec_from_config(config, name="MiniMaxAI/MiniMax-M3", source="test")
+    kw = {"spec": spec, "context": 65536, "gpus": (kvcore.find_gpu("b200"),) * 8}
+    tp = engine_plan("sglang", EngineRequest(sequences=16, parallel=Parallel(tp=8), **kw))
+    dp = engine_plan("sglang", EngineRequest(sequences=16, parallel=Parallel(tp=8, attn_dp=8),
+                                             **kw))
+    attn = 2 * (60 * 2 * (6_144 * 8_192 + 6_144 * 512) + 57 * 6_144 * 640)
+    embed = 2 * 200_064 * 6_144
+    assert dp.weights_bytes - tp.weights_bytes == (attn - attn // 8) + (embed - embed // 8)
+    assert dp.kv_tokens > tp.kv_tokens and "--attn-dp-size 8" in dp.command

@@ -55,6 +55,10 @@ ARCHITECTURES = frozenset({
     # deepseek_v4.py: wq_b, wo_a and wo_b on "attn_tp" (wq_a, wkv, the compressor and the
     # indexer replicated either way), the embedding whole under DP attention; the MoE over tp
     "DeepseekV4ForCausalLM",
+    # minimax_m3.py: qkv_proj and o_proj on "attn_tp", the index projections over
+    # min(attn_tp, index heads) of the group, the embedding over the group (use_attn_tp_group);
+    # minimax_vl_common.py: the vision tower on "attn_tp" unless --mm-enable-dp-encoder
+    "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration",
 })
 #: architectures whose input embedding every card holds whole under attention DP
 #: (qwen3_5.py, deepseek_v4.py: VocabParallelEmbedding(enable_tp=not
@@ -64,7 +68,8 @@ EMBEDDING_WHOLE = frozenset({"Qwen3_5ForConditionalGeneration",
 #: architectures whose vision encoder splits over the attention group, not the TP group
 #: (qwen3_vl.py _resolve_vision_parallel_group: "attn_tp" unless --mm-enable-dp-encoder)
 ENCODER_OVER_GROUP = frozenset({"Qwen3_5ForConditionalGeneration",
-                                "Qwen3_5MoeForConditionalGeneration"})
+                                "Qwen3_5MoeForConditionalGeneration",
+                                "MiniMaxM3SparseForConditionalGeneration"})
 
 #: a layer's attention projections (full attention, or a linear-attention layer's; DeepSeek-V4's
 #: heads' part, layers.N.attn)
