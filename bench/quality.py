@@ -144,6 +144,51 @@ def mxfp8(x: torch.Tensor) -> torch.Tensor:
     return (q * scale).flatten(-2)
 
 
+def _hadamard(n: int) -> torch.Tensor:
+    """The orthonormal Sylvester Hadamard matrix of size ``n`` (a power of two)."""
+    h = torch.ones(1, 1)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h / math.sqrt(n)
+
+
+def tq_keys(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """vLLM's TurboQuant MSE keys: the head rotated by the Hadamard matrix, its unit vector
+    quantized coordinate by coordinate to the Lloyd-Max centroids of N(0, 1/D), the centroid
+    vector renormalized (norm correction) and scaled back by the stored fp16 norm."""
+    d = x.shape[-1]
+    h = _hadamard(d)
+    xf = x.float()
+    norm = xf.norm(dim=-1, keepdim=True)
+    unit = (xf / torch.where(norm > 0, norm, 1)) @ h.T
+    grid = ref.centroids(1 << bits)
+    c = grid[(unit.unsqueeze(-1) - grid).abs().argmin(-1)]
+    c = c / c.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return (c @ h) * norm.half().float()
+
+
+def tq_values(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """vLLM's TurboQuant values: uniform asymmetric codes over a head with an fp16 scale and
+    zero (min) a head and token."""
+    xf = x.float()
+    lo, hi = xf.amin(-1, keepdim=True), xf.amax(-1, keepdim=True)
+    levels = (1 << bits) - 1
+    scale = ((hi - lo) / levels).half().float()
+    zero = lo.half().float()
+    q = torch.clamp(torch.round((xf - zero) * _inv(scale)), 0, levels)
+    return q * scale + zero
+
+
+#: vLLM's presets: key bits (8: fp8 keys as they are), value bits
+TQ_PRESETS = {"tq_k8v4": (8, 4), "tq_4bit": (4, 4), "tq_k3v4": (3, 4), "tq_3bit": (3, 3)}
+
+
+def turboquant(name: str, k16: torch.Tensor, v16: torch.Tensor) -> tuple:
+    kb, vb = TQ_PRESETS[name]
+    keys = (k16.to(torch.float8_e4m3fn).float() if kb == 8 else tq_keys(k16, kb))
+    return keys, tq_values(v16, vb)
+
+
 def fp8_tensor(x: torch.Tensor, dtype: torch.dtype, fmax: float) -> torch.Tensor:
     """One fp32 scale amax / fmax for the whole tensor (a layer's K or V)."""
     s = float(x.float().abs().max()) / fmax or 1.0
@@ -164,6 +209,8 @@ def roundtrip(name: str, k16: torch.Tensor, v16: torch.Tensor) -> tuple:
              "q5_1": lambda x: asym_round(x, 5)}
     if name in local:
         return local[name](k16), local[name](v16)
+    if name in TQ_PRESETS:
+        return turboquant(name, k16, v16)
 
     def kernel_ref(x: torch.Tensor) -> torch.Tensor:
         gs = ref.nvfp4_global_scale(x.float()) if name == "nvfp4" else 1.0

@@ -10,6 +10,9 @@ Special cases, each a field of its own:
 - KIVI: keys get a scale and minimum per channel over groups of ``token_group`` tokens, values
   per token over groups of channels; the most recent ``residual_tokens`` stay in f16 and older
   tokens are quantized in whole groups.
+- Asymmetric K/V layouts (vLLM's TurboQuant presets): ``v_block_values``, ``v_block_bytes`` and
+  ``v_token_head_scale_bytes`` give V's own layout, and ``pair_even`` pads V's row by a byte
+  where a head's K and V rows together are odd (vLLM packs them in one even-sized slot).
 """
 
 from __future__ import annotations
@@ -48,19 +51,34 @@ class KVFormat:
     token_group: int = 1
     residual_tokens: int = 0
     channel_grouped_keys: bool = False
+    #: V's own layout where it differs from K's (0: the same as K's)
+    v_block_values: int = 0
+    v_block_bytes: int = 0
+    v_token_head_scale_bytes: int = 0
+    #: K and V of a head share one slot rounded up to an even number of bytes
+    pair_even: bool = False
 
     @property
     def bits_per_value(self) -> float:
-        """Storage bits per cached value, block scales included (residual window excluded)."""
-        return self.block_bytes * 8 / self.block_values
+        """Storage bits per cached value, block scales included (residual window excluded; the
+        mean of K's and V's where their layouts differ)."""
+        k = self.block_bytes * 8 / self.block_values
+        if not self.v_block_values:
+            return k
+        return (k + self.v_block_bytes * 8 / self.v_block_values) / 2
 
     @property
     def is_quantized(self) -> bool:
         return self.bits_per_value < 16
 
-    def row_bytes(self, width: int) -> int:
-        """Bytes of one token's row of ``width`` values for one head."""
-        return _ceil_div(width, self.block_values) * self.block_bytes + self.token_head_scale_bytes
+    def row_bytes(self, width: int, role: Role = "k") -> int:
+        """Bytes of one token's row of ``width`` values for one head, as K or V."""
+        k = _ceil_div(width, self.block_values) * self.block_bytes + self.token_head_scale_bytes
+        if role == "k" or not self.v_block_values:
+            return k
+        v = (_ceil_div(width, self.v_block_values) * self.v_block_bytes
+             + self.v_token_head_scale_bytes)
+        return v + ((k + v) % 2 if self.pair_even else 0)
 
     def quantized_tokens(self, tokens: int) -> int:
         """Of a cache holding ``tokens`` tokens, how many are stored quantized.
@@ -90,13 +108,13 @@ class KVFormat:
         if tokens <= 0 or width <= 0:
             return 0
         if self.residual_tokens == 0 and self.token_group == 1:
-            return tokens * self.row_bytes(width)
+            return tokens * self.row_bytes(width, role)
         cold = self.quantized_tokens(tokens)
         hot = self.residual_capacity(tokens)
         if role == "k" and self.channel_grouped_keys:
             cold_bytes = (cold // self.token_group) * width * self.block_bytes
         else:
-            cold_bytes = cold * self.row_bytes(width)
+            cold_bytes = cold * self.row_bytes(width, role)
         return cold_bytes + hot * width * F16_BYTES
 
 
@@ -118,6 +136,31 @@ def _kivi(bits: int) -> KVFormat:
         token_group=group,
         residual_tokens=128,
         channel_grouped_keys=True,
+    )
+
+
+def _packed(bits: int) -> tuple[int, int]:
+    """(values, bytes) of a block of ``bits``-bit codes packed into whole bytes."""
+    return {8: (1, 1), 4: (2, 1), 3: (8, 3), 2: (4, 1)}[bits]
+
+
+def _turboquant(name: str, preset: str, k_bits: int, v_bits: int) -> KVFormat:
+    kv, kb = _packed(k_bits)
+    vv, vb = _packed(v_bits)
+    keys = ("float8 keys" if k_bits == 8 else
+            f"{k_bits}-bit Lloyd-Max keys after a Hadamard rotation + fp16 norm a head")
+    quality = {"k8v4": "+1.2% PPL (vLLM's figure, Qwen3-4B)",
+               "4bit_nc": "+2.7% PPL (vLLM's figure, Qwen3-4B)",
+               "k3v4_nc": "+10.6% PPL (vLLM's figure, Qwen3-4B)",
+               "3bit_nc": "+20.6% PPL (vLLM's figure, Qwen3-4B); validate before use"}[preset]
+    return KVFormat(
+        name, kv, kb,
+        f"{keys}; {v_bits}-bit uniform values + fp16 scale and zero a head; one even slot "
+        "a head (vLLM turboquant_" + preset + ")",
+        quality,
+        aliases=(f"turboquant_{preset}",),
+        token_head_scale_bytes=0 if k_bits == 8 else 2,
+        v_block_values=vv, v_block_bytes=vb, v_token_head_scale_bytes=4, pair_even=True,
     )
 
 
@@ -208,6 +251,13 @@ FORMATS: tuple[KVFormat, ...] = (
         aliases=("fp4_mx_block16",),
     ),
     KVFormat("mxfp4", 32, 17, "e8m0 scale + 16 bytes of e2m1 pairs", "coarser scale than nvfp4"),
+    # vLLM's TurboQuant presets (--kv-cache-dtype turboquant_*): keys fp8, or Lloyd-Max indices
+    # after a Hadamard rotation with an fp16 norm a head; values uniform with an fp16 scale
+    # and zero a head; K and V in one even slot
+    _turboquant("tq_k8v4", "k8v4", 8, 4),
+    _turboquant("tq_4bit", "4bit_nc", 4, 4),
+    _turboquant("tq_k3v4", "k3v4_nc", 3, 4),
+    _turboquant("tq_3bit", "3bit_nc", 3, 3),
     _kivi(2),
     _kivi(4),
 )

@@ -245,8 +245,8 @@ def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
     for g in spec.groups_for(mtp=mtp):
         if g.kind in kinds:
             kb += Fraction(g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k), g.ratio)
-            vb += Fraction(g.count * g.n_kv_heads * (v.row_bytes(g.head_dim_v) if g.head_dim_v
-                                                     else 0), g.ratio)
+            vrow = v.row_bytes(g.head_dim_v, "v") if g.head_dim_v else 0
+            vb += Fraction(g.count * g.n_kv_heads * vrow, g.ratio)
     return math.ceil(kb), math.ceil(vb)
 
 

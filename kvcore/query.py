@@ -778,6 +778,18 @@ def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     fix: dict[str, Any] = {option: fit[named]}
     fix.update({k: fit[k] for k in ("max_context", "tokens_per_s_per_sequence", "quality", "or")
                 if k in fit})
+    if (option == "kv" and "or" not in fix and (fit.get("bits_per_value") or 16) < 4
+            and q.kv_budget_bytes is None):
+        # a cache under 4 bits a value costs quality fewer bits of weights may not: the
+        # largest weights that fit with the plan's cache, beside it
+        try:
+            weights = next((r for r in find_weights(q) if r["fits"]), None)
+        except InputError:
+            weights = None
+        if weights is not None:
+            fix["or"] = {"weights": weights["weights"],
+                         **{k: weights[k] for k in ("max_context", "tokens_per_s_per_sequence",
+                                                    "quality") if k in weights}}
     if option == "weights" and (fit.get("bits_per_weight") or 16) < BITS_WORTH_A_CARD:
         # weights under 4 bits cost quality a card more may not: the cards, beside them
         more = _more_cards(q)
@@ -942,7 +954,11 @@ def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, st
     base = bytes_per_token(spec, replace(cache, kv_k=f16, kv_v=f16))
     here = round(16 * bytes_per_token(spec, cache) / base, 4) if base else None
     quality = quality_note(fmt)
-    if here is not None and here > fmt.bits_per_value * 1.05:
+    # a format whose K and V layouts differ, scales a head included, is compared with its
+    # 128-wide heads
+    nominal = (fmt.bits_per_value if not fmt.v_block_values
+               else (fmt.row_bytes(128, "k") + fmt.row_bytes(128, "v")) * 8 / 256)
+    if here is not None and here > nominal * 1.05:
         why = (f"its rows padded to whole {fmt.block_values}-value blocks"
                if fmt.block_values > 1 else "its per-row scales on short rows")
         quality += f"; {here:.3g} bits a value on this model ({why})"

@@ -185,12 +185,21 @@ def test_weights_under_four_bits_come_with_the_cards_that_fit_instead(capsys):
         r'<a href="([^"]+)">(?:To fit: )?--(?:weights|gpu) ', page)]
     assert len(links) == 2 and links[0].endswith(f"weights={fix['weights']}")
     assert links[1].endswith(f"gpu=rtx-4090&gpus={other['gpus']}")
-    # 4 bits a weight and more: the weights alone, as before (the README's vLLM example,
-    # where four H100s would fit too)
+    # the README's vLLM example: only a 3-bit TurboQuant cache fits, so the weights of the most
+    # bits that fit with the fp8 cache come beside it (8 bits: no cards as their own "or")
     q = _query("llama-3.1-70b", engine="vllm", gpu="2xh100", context="32k", sequences="8",
                kv="fp8")
     fix = to_fit(q, answer(q))
-    assert fix["weights"] == "int8" and "or" not in fix
+    assert fix["kv"] == "tq_3bit" and fix["or"]["weights"] == "int8"
+    assert "or" not in fix["or"]
+    with_weights = answer(make_query(q.spec, engine="vllm", gpu="2xh100", context="32k",
+                                     sequences="8", kv="fp8", weights="int8"))
+    assert with_weights["fits"] and with_weights["max_context"] == fix["or"]["max_context"]
+    # a cache of 4 bits or more comes alone
+    q = _query("llama-3.1-70b", engine="vllm", gpu="2xh100", context="24k", sequences="8",
+               kv="fp8")
+    fix = to_fit(q, answer(q))
+    assert kvcore.get_format(fix["kv"]).bits_per_value >= 4 and "or" not in fix
 
 
 def test_llama_cpp_is_told_the_fewest_expert_blocks_in_host_memory_that_fit():

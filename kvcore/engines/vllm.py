@@ -29,14 +29,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InputError
-from ..formats import KVFormat
+from ..formats import KVFormat, Role
 from ..gpus import GPU
 from ..hf import BAILING_TYPES, GEMMA4_TYPES, MINIMAX_M3_TYPES
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import stage_layers
 from ..plan import MAX_SEQUENCES, largest
 from ..units import format_bytes
-from . import vllm_backends
+from . import vllm_backends, vllm_tq
 from .base import (
     EngineReport,
     EngineRequest,
@@ -397,7 +397,7 @@ MAMBA2_TYPES = frozenset({"nemotron_h", "falcon_h1", "granitemoehybrid", "mamba2
 #: model_executor/models/config.py: "only float32 is known to have no accuracy issues")
 FP32_SSM_TYPES = frozenset({"nemotron_h"})
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
-           "fp8_pth": "fp8_per_token_head", "nvfp4": "nvfp4"}
+           "fp8_pth": "fp8_per_token_head", "nvfp4": "nvfp4", **vllm_tq.FORMATS}
 #: MiniMax-M3's sparse attention and its indexer take 128-token blocks only, one sparse block
 #: a page (models/minimax_m3/common/sparse_attention.py and indexer.py
 #: get_supported_kernel_block_sizes); its dense layers' backends take multiples of 16
@@ -487,12 +487,12 @@ def check_minimax(req: EngineRequest, k_name: str) -> None:
                          field="mtp")
 
 
-def _value_bytes(fmt: KVFormat, width: int) -> int:
-    """Bytes vLLM stores for one token's row of ``width`` values in ``fmt``."""
+def _value_bytes(fmt: KVFormat, width: int, role: Role = "k") -> int:
+    """Bytes vLLM stores for one token's row of ``width`` values in ``fmt`` (K or V)."""
     if fmt.name == "nvfp4":
         # e2m1 pairs + one fp8 scale per 16 values
         return width // 2 + width // 16
-    return fmt.row_bytes(width)
+    return fmt.row_bytes(width, role)
 
 
 @dataclass(frozen=True)
@@ -583,6 +583,8 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
     # prefill checkpoints are "align" mode's, which prefix caching turns on
     checkpoints = prefix_caching and gdn_checkpoints(spec, gpu)
     kda = prefix_caching and flashkda_checkpoints(spec, gpu)
+    # TurboQuant: the boundary layers vLLM keeps at the model's dtype (vllm_tq)
+    skipped = vllm_tq.skip_layers(spec, k.name)
     for g in spec.groups_for(mtp=mtp):
         if g.kind is LayerKind.INDEXER:
             attn.append((g, indexer_row_bytes(g.head_dim_k)))
@@ -597,7 +599,16 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
             conv = g.conv_state_values * spec.dtype_bytes
             states.append((g, conv + (g.state_values - g.conv_state_values) * ssm_bytes))
         else:
-            per_head = _value_bytes(k, g.head_dim_k) + (_value_bytes(v, g.head_dim_v)
+            own = skipped.intersection(g.layers)
+            if own and g.kind is LayerKind.FULL:
+                # a skipped layer's FullAttentionSpec at the model's dtype: the same group,
+                # its own page (UniformTypeKVCacheSpecs)
+                attn.append((replace(g, layers=tuple(sorted(own))),
+                             g.n_kv_heads * (g.head_dim_k + g.head_dim_v) * 2))
+                g = replace(g, layers=tuple(i for i in g.layers if i not in own))
+                if not g.layers:
+                    continue
+            per_head = _value_bytes(k, g.head_dim_k) + (_value_bytes(v, g.head_dim_v, "v")
                                                          if g.head_dim_v else 0)
             if (spec.model_type in GEMMA4_TYPES and k.name == "fp8_pth"
                     and g.head_dim_k in GEMMA4_PTH_HEAD):
@@ -651,6 +662,23 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
                                     retained=s.retained))
         out = unified
     return out
+
+
+def tq_note(spec: ModelSpec, name: str, block: int, asked: int) -> str:
+    """What a TurboQuant plan holds, in a sentence."""
+    dim = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.FULL)
+    skipped = sorted(vllm_tq.skip_layers(spec, name))
+    text = (f"{vllm_tq.FORMATS[name]}: a head's key and value in one {vllm_tq.slot_bytes(name, dim)}"
+            f"-byte slot a token (TurboQuant backend)")
+    if skipped:
+        text += (f"; vLLM keeps layers {', '.join(map(str, skipped))} at the model's dtype "
+                 f"(boundary protection: {dim * 4} bytes a head and token), in the same blocks")
+    else:
+        text += "; no boundary layers kept unquantized in a hybrid model"
+    if block != asked:
+        text += (f"; the block grows from {asked} to {block} tokens so a page holds 16 tokens "
+                 "of a skipped layer")
+    return text
 
 
 def _uniform_kind(kind: LayerKind) -> LayerKind:
@@ -917,6 +945,9 @@ def plan(req: EngineRequest) -> EngineReport:
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
+    tq = opts.kv_k.name in vllm_tq.FORMATS
+    if tq:
+        vllm_tq.check(req.spec, opts.kv_k.name)
     if opts.hot_format is not None or opts.keep_fraction < 1:
         raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
     if opts.mtp and not req.spec.has_mtp:
@@ -962,7 +993,8 @@ def plan(req: EngineRequest) -> EngineReport:
     # the backend vLLM picks where it decides the block (a --block-size it refuses moves
     # selection down its list: platforms/cuda.py get_attn_backend_cls)
     minimax = req.spec.model_type in MINIMAX_M3_TYPES
-    choice = (None if dsa or hybrid or minimax
+    # (TurboQuant's own backend takes 16/32/64/128-token kernel blocks, 64 by preference)
+    choice = (None if dsa or hybrid or minimax or tq
               else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
                                         s.block_size or None))
     backend = choice.backend if choice is not None else None
@@ -976,6 +1008,11 @@ def plan(req: EngineRequest) -> EngineReport:
     else:
         # the chosen backend's preference (default_block's answer, without selecting twice)
         block = backend.preferred() if backend is not None else DEFAULT_BLOCK
+    asked_block = block
+    if vllm_tq.skip_layers(req.spec, opts.kv_k.name):
+        # the skipped layers share the block pool (platforms/interface.py
+        # _align_heterogeneous_kv_block_size)
+        block = vllm_tq.aligned_block(block, 2)
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         if s.block_size and s.block_size % DSA_BLOCK:
@@ -1061,6 +1098,8 @@ def plan(req: EngineRequest) -> EngineReport:
         max_len, tokens, conc, num_blocks if budget.measured is not None else None, util,
         main.strides)
     notes = []
+    if tq:
+        notes.append(tq_note(req.spec, opts.kv_k.name, block, asked_block))
     gone = PREVIOUSLY_SUPPORTED.get(req.spec.architecture)
     if gone:
         notes.append(f"vLLM removed its own {req.spec.architecture} after {gone}: it starts only "
@@ -1182,7 +1221,8 @@ def plan(req: EngineRequest) -> EngineReport:
         cmd[0] = f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 {cmd[0]}"
         notes.append(long)
     if s.block_size:
-        cmd.append(f"--block-size {block}")
+        # (as asked: vLLM's own alignment may grow it, as the plan does)
+        cmd.append(f"--block-size {s.block_size}")
     offload_tokens = 0
     if s.offload_bytes:
         offload_tokens = int(s.offload_bytes // max(1, main.bytes_per_block)) * main.min_block

@@ -1,0 +1,99 @@
+"""vLLM 0.34.0's TurboQuant KV caches (``--kv-cache-dtype turboquant_k8v4``, ``_4bit_nc``,
+``_k3v4_nc``, ``_3bit_nc``; kvplan's ``tq_k8v4``, ``tq_4bit``, ``tq_k3v4``, ``tq_3bit``).
+
+Sources (the v0.34.0 release package):
+``model_executor/layers/quantization/turboquant/config.py`` (TQ_PRESETS; a head's key is
+head_dim fp8 bytes, or ceil(head_dim × bits / 8) bytes of Lloyd-Max indices and an fp16 norm;
+its value ceil(head_dim × bits / 8) bytes and an fp16 scale and zero; one slot for both,
+rounded up to an even size; ``get_boundary_skip_layers``: a model without Mamba or
+linear-attention layers keeps its first two and last two layers unquantized),
+``v1/attention/backends/turboquant_attn.py`` (``customize_spec``: the slot is the page's
+content a head and token; kernel blocks 16, 32, 64 and 128; the Hadamard rotation is built
+for a power-of-two head size), ``engine/arg_utils.py`` (the boundary layers join
+``kv_cache_dtype_skip_layers``, which ``model_executor/layers/attention/attention.py`` serves
+at the model's dtype), ``platforms/interface.py`` (``_align_heterogeneous_kv_block_size``, run
+with the first layer's backend, a native one that prices the packed dtype as a byte a value:
+the block grows to the kernel-aligned size whose page holds 16 tokens of a skipped layer,
+32 where --block-size 16 is asked), ``v1/kv_cache_interface.py``
+(``UniformTypeKVCacheSpecs``: the quantized and skipped full-attention layers of one block
+size share one group whose block is the sum of their pages).
+"""
+
+from __future__ import annotations
+
+from ..errors import InputError
+from ..model import LayerKind, ModelSpec
+
+__all__ = ["FORMATS", "aligned_block", "check", "skip_layers", "slot_bytes"]
+
+#: kvplan's names for vLLM's presets
+FORMATS = {"tq_k8v4": "turboquant_k8v4", "tq_4bit": "turboquant_4bit_nc",
+           "tq_k3v4": "turboquant_k3v4_nc", "tq_3bit": "turboquant_3bit_nc"}
+#: hybrid model types whose vLLM config class gives none of the layer lists
+#: _get_full_attention_layer_indices reads (transformers_utils/configs/kimi_linear.py)
+NO_LAYER_LIST = frozenset({"kimi_linear", "kimi_k3"})
+#: the first and last layers get_boundary_skip_layers keeps at the model's dtype
+BOUNDARY = 2
+#: the smallest kernel block of the native backends the skipped layers run on (FlashAttention,
+#: FlashInfer and Triton: 16)
+NATIVE_KERNEL_BLOCK = 16
+
+
+def slot_bytes(name: str, head_dim: int) -> int:
+    """One head's K and V slot a token under preset ``name`` (kvplan's)."""
+    from ..formats import get_format
+
+    fmt = get_format(name)
+    return fmt.row_bytes(head_dim, "k") + fmt.row_bytes(head_dim, "v")
+
+
+def check(spec: ModelSpec, name: str) -> None:
+    """Refuse, in one line, what vLLM's TurboQuant cache does not run or kvplan does not size
+    here."""
+    flag = f"--kv-cache-dtype {FORMATS[name]}"
+    kinds = {g.kind for g in spec.groups if not g.kind.is_recurrent}
+    if kinds & {LayerKind.MLA, LayerKind.INDEXER, LayerKind.COMPRESSED, LayerKind.INDEX}:
+        raise InputError(f"{flag}: vLLM's TurboQuant MLA latents (TritonMLATurboQuantImpl) are "
+                         "not sized here; an MLA model plans with --kv f16, bf16 or fp8_e4m3",
+                         field="kv_k")
+    if kinds - {LayerKind.FULL}:
+        other = ", ".join(sorted(k.name.lower() for k in kinds - {LayerKind.FULL}))
+        raise InputError(f"{flag}: the TurboQuant pages of {other} layers (their own block "
+                         "sizes beside the skipped layers' padded pages) are not sized here; "
+                         "full-attention and hybrid models are", field="kv_k")
+    dims = {(g.head_dim_k, g.head_dim_v) for g in spec.groups if g.kind is LayerKind.FULL}
+    if not dims:
+        raise InputError(f"{flag}: this model has no attention layer to quantize", field="kv_k")
+    if spec.model_type in NO_LAYER_LIST and any(g.kind.is_recurrent for g in spec.groups):
+        raise InputError(f"{flag}: vLLM finds no list of full-attention layers in this hybrid "
+                         "model's config (KimiLinearConfig names no layer_types, "
+                         "layers_block_type or attn_type_list), so TurboQuant raises "
+                         "NotImplementedError at start-up", field="kv_k")
+    if len(dims) != 1 or any(k != v for k, v in dims):
+        raise InputError(f"{flag}: vLLM packs a head's key and value of one head size in one "
+                         f"slot; this model's heads are {sorted(dims)}", field="kv_k")
+    (dim, _), = dims
+    if name != "tq_k8v4" and dim & (dim - 1):
+        raise InputError(f"{flag}: its Hadamard rotation is built for power-of-two head sizes; "
+                         f"this model's is {dim} (turboquant_k8v4 keeps fp8 keys unrotated)",
+                         field="kv_k")
+
+
+def skip_layers(spec: ModelSpec, name: str) -> frozenset[int]:
+    """The layers vLLM keeps at the model's dtype under preset ``name``: the first and last two
+    of a model without recurrent layers (get_boundary_skip_layers), none for a hybrid one."""
+    if name not in FORMATS or any(g.kind.is_recurrent for g in spec.groups):
+        return frozenset()
+    layers = spec.decoder_layers
+    n = min(BOUNDARY, layers // 2)
+    return frozenset(range(n)) | frozenset(range(layers - n, layers))
+
+
+def aligned_block(block: int, dtype_bytes: int) -> int:
+    """The block _align_heterogeneous_kv_block_size leaves where skipped layers share the pool:
+    large enough, in multiples of the block asked (at least the native kernel block), that a
+    block of the packed dtype priced as a byte a value holds ``NATIVE_KERNEL_BLOCK`` tokens of a
+    skipped layer in ``dtype_bytes`` a value."""
+    align = max(NATIVE_KERNEL_BLOCK, block)
+    need = dtype_bytes * NATIVE_KERNEL_BLOCK
+    return max(block, align * -(-need // align))
