@@ -179,6 +179,27 @@ def tq_values(x: torch.Tensor, bits: int) -> torch.Tensor:
     return q * scale + zero
 
 
+def int8_pth(x: torch.Tensor) -> torch.Tensor:
+    """vLLM's int8_per_token_head: symmetric int8 with one fp32 scale (amax / 127) a head and
+    token, rounded half away from zero."""
+    xf = x.float()
+    scale = xf.abs().amax(-1, keepdim=True) / 127
+    q = torch.clamp(torch.sign(xf) * torch.floor(xf.abs() * _inv(scale) + 0.5), -127, 127)
+    return q * scale
+
+
+def int4_pth(x: torch.Tensor) -> torch.Tensor:
+    """vLLM's int4_per_token_head: the head rotated by a randomized Hadamard transform, 4-bit
+    asymmetric codes with an fp32 scale and a 4-bit zero point a head and token, rotated back."""
+    r = ref.rotation()
+    xr = x.float() @ r.T
+    lo, hi = xr.amin(-1, keepdim=True), xr.amax(-1, keepdim=True)
+    scale = (hi - lo) / 15
+    zero = torch.clamp(torch.round(-lo * _inv(scale)), 0, 15)
+    q = torch.clamp(torch.round(xr * _inv(scale)) + zero, 0, 15)
+    return ((q - zero) * scale) @ r
+
+
 #: vLLM's presets: key bits (8: fp8 keys as they are), value bits
 TQ_PRESETS = {"tq_k8v4": (8, 4), "tq_4bit": (4, 4), "tq_k3v4": (3, 4), "tq_3bit": (3, 3)}
 
@@ -202,6 +223,7 @@ def roundtrip(name: str, k16: torch.Tensor, v16: torch.Tensor) -> tuple:
         cache.append(0, k16[0].transpose(0, 1), v16[0].transpose(0, 1))
         return tuple(x[None] for x in cache.dequantize(0))
     local = {"f32": lambda x: x.float(), "iq4_nl": iq4_nl, "mxfp4": mxfp4, "mxfp8": mxfp8,
+             "int8_pth": int8_pth, "int4_pth": int4_pth,
              "fp4_mx16": fp4_mx16,
              "fp8_e4m3": lambda x: fp8_tensor(x, torch.float8_e4m3fn, 448.0),
              "fp8_e5m2": lambda x: fp8_tensor(x, torch.float8_e5m2, 57344.0),

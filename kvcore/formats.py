@@ -202,6 +202,15 @@ FORMATS: tuple[KVFormat, ...] = (
         "e8m0 (power-of-two) scale + 32 float8 e4m3 values",
         "no calibration needed; SGLang's FA4 cache on Blackwell",
     ),
+    KVFormat(
+        "int8_pth",
+        1,
+        1,
+        "int8 + one fp32 scale per token per head for K and for V",
+        "symmetric, no calibration needed; vLLM's int8_per_token_head",
+        aliases=("int8_per_token_head",),
+        token_head_scale_bytes=4,
+    ),
     KVFormat("q8_0", 32, 34, "fp16 d + int8[32]", "indistinguishable from f16 (+0.04% PPL)"),
     KVFormat(
         "q4_0",
@@ -209,6 +218,16 @@ FORMATS: tuple[KVFormat, ...] = (
         18,
         "fp16 d + 16 bytes; byte j holds value j (low nibble) and j+16 (high)",
         "+0.5 to +2.4% PPL; keys suffer most",
+    ),
+    KVFormat(
+        "int4_pth",
+        2,
+        1,
+        "int4 pairs after a randomized Hadamard rotation + one fp32 scale (a 4-bit zero point in "
+        "its low mantissa bits) per token per head for K and for V",
+        "asymmetric; vLLM's int4_per_token_head",
+        aliases=("int4_per_token_head",),
+        token_head_scale_bytes=4,
     ),
     KVFormat("q4_1", 32, 20, "fp16 d, fp16 m + 16 bytes of nibbles", "slightly better than q4_0"),
     KVFormat("q5_0", 32, 22, "fp16 d + qh[4] + qs[16]", "between q4_1 and q8_0"),

@@ -954,13 +954,14 @@ def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, st
     base = bytes_per_token(spec, replace(cache, kv_k=f16, kv_v=f16))
     here = round(16 * bytes_per_token(spec, cache) / base, 4) if base else None
     quality = quality_note(fmt)
-    # a format whose K and V layouts differ, scales a head included, is compared with its
-    # 128-wide heads
-    nominal = (fmt.bits_per_value if not fmt.v_block_values
-               else (fmt.row_bytes(128, "k") + fmt.row_bytes(128, "v")) * 8 / 256)
-    if here is not None and here > nominal * 1.05:
+    # the format's own bits a value: on 128-wide heads, scales a head included
+    nominal = (fmt.row_bytes(128, "k") + fmt.row_bytes(128, "v")) * 8 / 256
+    if here is not None and here > nominal * 1.01:
+        widths = {w for g in spec.groups if g.kind.is_attention
+                  for w in (g.head_dim_k, g.head_dim_v) if w}
+        padded = any(w % fmt.block_values for w in widths)
         why = (f"its rows padded to whole {fmt.block_values}-value blocks"
-               if fmt.block_values > 1 else "its per-row scales on short rows")
+               if padded else "its per-row scales on short rows")
         quality += f"; {here:.3g} bits a value on this model ({why})"
     return here, quality
 

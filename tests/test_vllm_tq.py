@@ -1,4 +1,4 @@
-"""vLLM 0.34.0's TurboQuant KV caches (--kv-cache-dtype turboquant_*): slots, boundary layers,
+"""vLLM 0.34.0's TurboQuant and integer per-token-head KV caches: slots, boundary layers,
 the block alignment and refusals, worked by hand (kvcore/engines/vllm_tq.py)."""
 
 import pytest
@@ -105,3 +105,20 @@ def test_command_reader_and_other_engines():
                                             sequences=1, kv_budget_bytes=GiB,
                                             cache=CacheOptions(kv_k="tq_4bit",
                                                                kv_v="tq_4bit")))
+
+
+@pytest.mark.parametrize(("kv", "per_head"), [
+    # TRITON_ATTN's customize_spec: each side's data (int4: two values a byte) and one fp32
+    # scale a head and token
+    ("int8_pth", 128 + 4 + 128 + 4), ("int4_pth", 64 + 4 + 64 + 4)])
+def test_integer_per_token_head_caches(kv, per_head):
+    r = plan("llama-3.1-8b", kv)
+    blocks = 10 * GiB // (32 * 8 * per_head * 64)
+    assert (r.blocks, r.kv_tokens) == (blocks, blocks * 64)
+    flag = {"int8_pth": "int8_per_token_head", "int4_pth": "int4_per_token_head"}[kv]
+    assert r.command.endswith(f"--kv-cache-dtype {flag}")
+    assert read_command(f"vllm serve meta-llama/Llama-3.1-8B --kv-cache-dtype {flag}"
+                        ).settings["kv"] == kv
+    with pytest.raises(InputError) as e:
+        plan("deepseek-v2-lite-chat", kv)
+    assert "no vLLM MLA backend" in str(e.value)

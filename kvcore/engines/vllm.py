@@ -397,7 +397,8 @@ MAMBA2_TYPES = frozenset({"nemotron_h", "falcon_h1", "granitemoehybrid", "mamba2
 #: model_executor/models/config.py: "only float32 is known to have no accuracy issues")
 FP32_SSM_TYPES = frozenset({"nemotron_h"})
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
-           "fp8_pth": "fp8_per_token_head", "nvfp4": "nvfp4", **vllm_tq.FORMATS}
+           "fp8_pth": "fp8_per_token_head", "int8_pth": "int8_per_token_head",
+           "int4_pth": "int4_per_token_head", "nvfp4": "nvfp4", **vllm_tq.FORMATS}
 #: MiniMax-M3's sparse attention and its indexer take 128-token blocks only, one sparse block
 #: a page (models/minimax_m3/common/sparse_attention.py and indexer.py
 #: get_supported_kernel_block_sizes); its dense layers' backends take multiples of 16
@@ -662,6 +663,20 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
                                     retained=s.retained))
         out = unified
     return out
+
+
+def check_int_pth(spec: ModelSpec, name: str) -> None:
+    """vLLM's integer per-token-head caches run on TRITON_ATTN alone (its
+    supported_kv_cache_dtypes; customize_spec packs each side's data and one fp32 scale a
+    head); refused where kvplan has not sized them."""
+    flag = FORMATS[name]
+    if any(g.kind in (LayerKind.MLA, LayerKind.INDEXER, LayerKind.COMPRESSED)
+           for g in spec.groups):
+        raise InputError(f"--kv-cache-dtype {flag}: no vLLM MLA backend stores it (TRITON_ATTN "
+                         "alone does, for standard attention)", field="kv_k")
+    if spec.model_type in GEMMA4_TYPES:
+        raise InputError(f"--kv-cache-dtype {flag}: Gemma 4's padded per-token-head pages are "
+                         "sized for fp8_per_token_head only", field="kv_k")
 
 
 def tq_note(spec: ModelSpec, name: str, block: int, asked: int) -> str:
@@ -948,6 +963,8 @@ def plan(req: EngineRequest) -> EngineReport:
     tq = opts.kv_k.name in vllm_tq.FORMATS
     if tq:
         vllm_tq.check(req.spec, opts.kv_k.name)
+    if opts.kv_k.name in ("int8_pth", "int4_pth"):
+        check_int_pth(req.spec, opts.kv_k.name)
     if opts.hot_format is not None or opts.keep_fraction < 1:
         raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
     if opts.mtp and not req.spec.has_mtp:
