@@ -16,7 +16,7 @@ import kvcore
 from kvcore import CacheOptions, load_model
 from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_command, resolve
 from kvcore.engines import EngineSettings
-from kvcore.formats import quality_note
+from kvcore.formats import describe
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
 from kvcore.query import find_format, find_gpu_for, find_model, find_weights
@@ -267,10 +267,9 @@ def api_router() -> APIRouter:
 
     @api.get("/formats", summary="The KV-cache formats")
     def formats() -> list[dict[str, Any]]:
-        """Each KV format's block (values and bytes), bits a value, layout and quality note."""
-        return [{"name": f.name, "aliases": list(f.aliases), "block_values": f.block_values,
-                 "block_bytes": f.block_bytes, "bits_per_value": f.bits_per_value,
-                 "layout": f.layout, "quality": quality_note(f)} for f in kvcore.FORMATS]
+        """Each KV format's block (values and bytes), bits a value, the bytes of a 128-wide
+        head's K and V rows, layout and quality note."""
+        return [describe(f) for f in kvcore.FORMATS]
 
     @api.get("/weights", summary="The weight formats")
     def weights() -> list[dict[str, Any]]:

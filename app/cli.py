@@ -33,7 +33,7 @@ from kvcore.command import Launch, cli_line, fit_shortened, give_way, read_comma
 from kvcore.engines import canonical
 from kvcore.engines.llamacpp_lora import read_adapter
 from kvcore.errors import InputError, shown
-from kvcore.formats import quality_note
+from kvcore.formats import describe
 from kvcore.model import ModelSpec
 from kvcore.query import (
     Query,
@@ -798,16 +798,15 @@ def _list(cmd: str, as_json: bool) -> str:
             [str(i["name"]), f"{i['bits_per_weight']:.2f}", "yes" if i["gguf_mix"] else "–",
              str(i["description"])] for i in items]
     else:
-        items = [{"name": f.name, "aliases": list(f.aliases), "block_values": f.block_values,
-                  "block_bytes": f.block_bytes, "bits_per_value": f.bits_per_value,
-                  "layout": f.layout, "quality": quality_note(f)} for f in kvcore.FORMATS]
-        rows = [["name", "block", "bytes", "bits/value", "layout"]] + [
+        items = [describe(f) for f in kvcore.FORMATS]
+        rows = [["name", "block", "bytes", "bits/value", "K+V a 128-wide head", "layout"]] + [
             [i["name"], str(i["block_values"]), str(i["block_bytes"]),
-             f"{i['bits_per_value']:g}", i["layout"]] for i in items]
+             f"{i['bits_per_value']:g}",
+             f"{i['k_row_bytes_128']} + {i['v_row_bytes_128']} B", i["layout"]] for i in items]
     if as_json:
         return json.dumps(items, indent=2)
     # numbers line up on their last digit
-    table = _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3),
+    table = _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3, 4),
                                 "weights": (1,)}[cmd])
     if cmd == "models":
         twins = [(str(a), i["id"]) for i in items for a in cast(list[str], i["aliases"])]

@@ -25,7 +25,8 @@ from typing import Literal
 
 from .errors import UnknownNameError
 
-__all__ = ["FORMATS", "KVFormat", "Role", "format_names", "get_format", "quality_note"]
+__all__ = ["FORMATS", "KVFormat", "Role", "describe", "format_names", "get_format",
+           "quality_note"]
 
 Role = Literal["k", "v"]
 
@@ -302,6 +303,16 @@ def quality_note(fmt: KVFormat) -> str:
         return fmt.quality
     err = measured["out_rel_err"] * 100
     return f"{err:.1f}% attention-output error vs f16 (measured); {fmt.quality}"
+
+
+def describe(fmt: KVFormat) -> dict[str, object]:
+    """A format as the CLI's and the API's lists give it: names, block, bits a value, the bytes
+    a 128-wide head's K and V rows take (scales included; they differ where the format lays V
+    out its own way), layout and quality note."""
+    return {"name": fmt.name, "aliases": list(fmt.aliases), "block_values": fmt.block_values,
+            "block_bytes": fmt.block_bytes, "bits_per_value": fmt.bits_per_value,
+            "k_row_bytes_128": fmt.row_bytes(128, "k"), "v_row_bytes_128": fmt.row_bytes(128, "v"),
+            "layout": fmt.layout, "quality": quality_note(fmt)}
 
 
 def format_names() -> list[str]:

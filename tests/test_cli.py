@@ -54,6 +54,16 @@ def test_lists(capsys, cmd):
     assert code == 0 and len(json.loads(out)) > 15
 
 
+def test_the_formats_list_gives_k_and_v_of_a_128_wide_head(capsys):
+    # vLLM's TurboQuant 4-bit preset: 64 bytes of indices + a 2-byte norm for K, 64 bytes of
+    # codes + a 2-byte scale and a 2-byte zero for V; q8_0: 4 blocks of 34 bytes each
+    items = {i["name"]: i for i in json.loads(run(capsys, "formats", "--json")[1])}
+    assert (items["tq_4bit"]["k_row_bytes_128"], items["tq_4bit"]["v_row_bytes_128"]) == (66, 68)
+    assert (items["q8_0"]["k_row_bytes_128"], items["q8_0"]["v_row_bytes_128"]) == (136, 136)
+    line = next(x for x in run(capsys, "formats")[1].splitlines() if x.startswith("tq_4bit "))
+    assert "66 + 68 B" in line
+
+
 def test_the_weight_formats_list_says_which_are_llama_quantize_mixes(capsys):
     from kvcore.gguf_mix import MIXES
 
