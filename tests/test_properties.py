@@ -123,3 +123,36 @@ def test_engine_limits_replan(model, engine, fmt, gpu, ctx, seqs, layout):
         except KvplanError as exc:
             # llama.cpp serves at most 256 sequences (LLAMA_MAX_SEQ)
             assert engine == "llama.cpp" and top_seqs == 256, exc
+
+
+@settings(max_examples=30, deadline=None)
+@given(models, st.sampled_from([("vllm", "tq_k8v4"), ("vllm", "tq_4bit"), ("vllm", "tq_3bit"),
+                                ("vllm", "int8_pth"), ("vllm", "int4_pth"),
+                                ("sglang", "nvfp4"), ("sglang", "fp4_mx16"),
+                                ("sglang", "mxfp8")]),
+       st.sampled_from(["rtx-5090", "b200", "h100"]), st.sampled_from([4096, 32768]),
+       st.sampled_from([1, 3]))
+def test_new_cache_formats_limits_replan(model, engine_fmt, gpu, ctx, seqs):
+    """vLLM's TurboQuant and per-token-head caches and SGLang's block-scaled ones: the max
+    context and max sequences a plan reports fit when asked for, and one more does not."""
+    from app.common import make_query
+    from kvcore import KvplanError
+    from kvcore.query import answer
+
+    engine, fmt = engine_fmt
+    spec = load_model(model)
+
+    def ask(**kw):
+        args = dict(context=ctx, sequences=seqs, kv=fmt, gpu=gpu, engine=engine)
+        return answer(make_query(spec, **{**args, **kw}))
+
+    try:
+        data = ask()
+    except KvplanError:
+        return
+    top_ctx, top_seqs = data["max_context"], data["max_sequences"]
+    assert data["fits"] == (ctx <= top_ctx and seqs <= top_seqs)
+    if 0 < top_ctx < 2**31:
+        assert ask(context=top_ctx)["fits"] and not ask(context=top_ctx + 1)["fits"]
+    if 0 < top_seqs < 10**6:
+        assert ask(sequences=top_seqs)["fits"] and not ask(sequences=top_seqs + 1)["fits"]
