@@ -3800,18 +3800,19 @@ def _deepseek_v4_params(r: _Reader, n_layers: int) -> ParamCount:
     # .shared_experts, .gate), for quantization lists; the router is a bare weight
     modules: list[Module] = []
     for i in range(n_layers):
-        attn = attention(ratios[i])
+        whole = whole_parts(ratios[i])
+        whole_params = sum(part.params for part in whole)
+        attn = heads_part + whole_params
         router = hidden * experts + (vocab * top_k if i < hash_layers else experts)
         layer = attn + shared_mlp + router + 2 * hidden + hyper
         total += layer + routed
         active += layer + top_k * 3 * hidden * inter
         experts_total += routed
         active_experts += top_k * 3 * hidden * inter
-        replicated += (router + 2 * hidden + hyper
-                       + sum(part.params for part in whole_parts(ratios[i])))
+        replicated += router + 2 * hidden + hyper + whole_params
         modules += [
             _module(i, _Part(("attn",), "", heads_part, heads * latent, matrices=3)),
-            *(_module(i, part) for part in whole_parts(ratios[i])),
+            *(_module(i, part) for part in whole),
             _module(i, _Part(("ffn",), "experts", routed, experts * (2 * inter + hidden),
                              matrices=3 * experts), (top_k, experts), role="experts"),
             _module(i, _Part(("ffn",), "gate", router, 0, replicated=True)),
