@@ -239,3 +239,28 @@ def test_prefill_dequant_dtype_through_the_command_cli_and_api(capsys):
                                    "context": "8k", "kv_k": "nvfp4", "kv_v": "nvfp4",
                                    "prefill_kv_cache_dequant_dtype": "fp8_e4m3"})
     assert page.status_code == 200 and "43,008-byte cell" in page.text
+
+
+@pytest.mark.parametrize(("kv", "gpu", "backend", "kept"), [
+    ("mxfp8", "b200", "fa4", None),
+    ("fp4_mx_block16", "h100", "triton", None),
+    ("mxfp8", "b200", "triton", "sizes this KV cache as SGLang lays it out for fa4"),
+    ("fp8_e4m3", "h100", "fa3", "plans the default backend's cache layout"),
+])
+def test_attention_backend_the_plan_passes_is_read_as_planned(kv, gpu, backend, kept):
+    """--attention-backend in a pasted SGLang command: no note where a block-scaled cache's
+    plan passes that backend itself, a note naming the plan's where it passes another, and the
+    default-backend note where the plan passes none; the same through the API."""
+    from app.web import create_app
+
+    command = ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B "
+               f"--context-length 8192 --kv-cache-dtype {kv} --attention-backend {backend}")
+    client = TestClient(create_app())
+    got = client.post("/api/v1/command", json={"command": command, "gpu": gpu})
+    assert got.status_code == 200, got.text
+    notes = [n for n in got.json()["command"]["notes"] if n.startswith("--attention-backend")]
+    if kept is None:
+        assert notes == []
+        assert f"--attention-backend {backend}" in got.json()["engine_report"]["command"]
+    else:
+        assert len(notes) == 1 and kept in notes[0], notes
