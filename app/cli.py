@@ -183,6 +183,10 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--gpu-memory-utilization", type=float, default=None,
                    help="vLLM: caps the budget at this share of the card (unset: the whole "
                         "card with 0.34's extensible KV cache, 0.92 without it or before 0.34)")
+    g.add_argument("--kv-cache-dtype-skip-layers", nargs="+", default=None,
+                   metavar="LAYER",
+                   help="vLLM: layers kept at the model's dtype beside a quantized cache "
+                        "(indices, or sliding_window for every sliding-window layer)")
     g.add_argument("--block-size", type=int, default=None,
                    help="vLLM block size (a multiple of 16; default 64, or the attention "
                         "backend's choice)")

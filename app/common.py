@@ -540,6 +540,15 @@ def tensor_split_of(value: list[float] | str | None) -> tuple[float, ...] | None
     return check_tensor_split(tuple(float(x) for x in value))
 
 
+def _listed(value: list[str] | str | None) -> str | None:
+    """A list setting as EngineSettings keeps it: the entries joined by commas (None: not
+    given)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else ",".join(str(v) for v in value)
+    return text if text.strip() else None
+
+
 def settings_from(src: Any, **given: Any) -> EngineSettings:
     """The engine settings of a request, from ``src``'s fields under the CLI's and the API's
     shared names (the parsed command line, or a request body); ``given`` (EngineSettings'
@@ -574,6 +583,7 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         max_mamba_cache_size=src.max_mamba_cache_size,
         radix_cache=not src.disable_radix_cache,
         prefill_kv_cache_dequant_dtype=src.prefill_kv_cache_dequant_dtype or None,
+        kv_cache_dtype_skip_layers=_listed(src.kv_cache_dtype_skip_layers),
         free_gpu_memory_fraction=src.free_gpu_memory_fraction,
         tokens_per_block=src.tokens_per_block, max_num_tokens=src.max_num_tokens,
         offload_bytes=parse_bytes(src.offload, field="offload") if src.offload else 0,

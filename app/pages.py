@@ -74,6 +74,7 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("gpu_memory_utilization", "--gpu-memory-utilization", "whole card", False),
         ("max_num_batched_tokens", "--max-num-batched-tokens", "the engine's", False),
         ("block_size", "--block-size", "16", False),
+        ("kv_cache_dtype_skip_layers", "--kv-cache-dtype-skip-layers", "none", False),
         ("enforce_eager", "--enforce-eager", "", True),
         ("no_prefix_caching", "--no-enable-prefix-caching", "", True),
         ("no_extensible_kv_cache", "--no-enable-extensible-kv-cache", "", True),

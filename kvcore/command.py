@@ -722,6 +722,8 @@ _VLLM = (
     _Flag(("--data-parallel-size", "-dp"), "value", _set("dp", lambda f, v: _int(f, v, 1))),
     _Flag(("--gpu-memory-utilization",), "value", _set("gpu_memory_utilization", _float)),
     _Flag(("--block-size",), "value", _set("block_size", lambda f, v: _int(f, v, 1))),
+    _Flag(("--kv-cache-dtype-skip-layers",), "many",
+          _set("kv_cache_dtype_skip_layers", lambda f, v: ",".join(v.replace(",", " ").split()))),
     _Flag(("--max-num-batched-tokens",), "value", _set("max_num_batched_tokens", human_int)),
     _Flag(("--no-enable-prefix-caching",), "none", _on("no_prefix_caching")),
     _Flag(("--enable-prefix-caching",), "none", _on("no_prefix_caching", None)),

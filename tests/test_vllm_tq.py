@@ -79,7 +79,9 @@ def _llama(head_dim):
 
 @pytest.mark.parametrize(("model", "kv", "words"), [
     ("deepseek-v2-lite-chat", "tq_4bit", "MLA latents"),
-    ("gemma-3-27b-it", "tq_4bit", "sliding layers"),
+    ("llama-4-scout-17b-16e-instruct", "tq_4bit", "chunked layers"),
+    # its first full-attention layer is a boundary layer: a page twice the shared one
+    ("gpt-oss-20b", "tq_4bit", "layers 1, 23 (full attention) kept at the model's dtype"),
 ])
 def test_refused_in_one_line(model, kv, words):
     with pytest.raises(InputError) as e:

@@ -166,6 +166,9 @@ class EngineSettings:
     #: --prefill-kv-cache-dequant-dtype with an nvfp4 cache: fp8_e4m3 (FlashInfer prefill over
     #: an fp8 copy) or nvfp4 (trtllm_mha prefill, SM100 only); None or auto: by the card
     prefill_kv_cache_dequant_dtype: str | None = None
+    #: vLLM's --kv-cache-dtype-skip-layers: layer indices and sliding_window, comma-separated
+    #: (the layers kept at the model's dtype beside a quantized cache: vllm_skip)
+    kv_cache_dtype_skip_layers: str | None = None
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     tokens_per_block: int | None = None
@@ -212,6 +215,11 @@ class EngineSettings:
                              "(SGLang's nvfp4 prefill input), got "
                              f"{shown(self.prefill_kv_cache_dequant_dtype)}",
                              field="prefill_kv_cache_dequant_dtype")
+        if self.kv_cache_dtype_skip_layers is not None:
+            from .vllm_skip import parse
+
+            object.__setattr__(self, "kv_cache_dtype_skip_layers",
+                               ",".join(parse(self.kv_cache_dtype_skip_layers)) or None)
         if self.moe_a2a_backend not in (None, "none", "deepep"):
             raise InputError(f"moe_a2a_backend: kvplan sizes SGLang's none and deepep (the "
                              f"memory its fraction sets aside for DeepEP); what "

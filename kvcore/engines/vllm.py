@@ -36,7 +36,7 @@ from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import stage_layers
 from ..plan import MAX_SEQUENCES, largest
 from ..units import format_bytes
-from . import vllm_backends, vllm_tq
+from . import vllm_backends, vllm_skip, vllm_tq
 from .base import (
     EngineReport,
     EngineRequest,
@@ -516,6 +516,9 @@ class Spec:
     #: many (speculative tokens − 1) past the computed range mid-prefill
     #: (kv_cache_planning.get_global_kv_cache_groups, SlidingWindowSpec.extra_retained_tokens)
     retained: int = 0
+    #: layers kept at the model's dtype beside a quantized cache (their own spec: a group of
+    #: their own unless every layer is full attention)
+    skipped: bool = False
 
     def pages_for(self, max_len: int, in_flight: int, encoder_tokens: int,
                   spec_tokens: int = 0) -> int:
@@ -573,8 +576,14 @@ def _checkpoint_pages(spec: ModelSpec, kind: LayerKind, gdn: bool, kda: bool) ->
 
 def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
            spec_tokens: int = 0, gpu: GPU | None = None,
-           prefix_caching: bool = True) -> list[Spec]:
+           prefix_caching: bool = True, skipped: frozenset[int] = frozenset(),
+           padded: bool = False) -> list[Spec]:
+    """One rank's specs. ``skipped``: the layers kept at the model's dtype (TurboQuant's
+    boundary layers, --kv-cache-dtype-skip-layers: vllm_skip); ``padded``: whether vLLM pads
+    the sliding-window pages to the shared page (skip_page_size_padded)."""
     attn: list[tuple[LayerGroup, int]] = []
+    #: the skipped groups (their own specs, at the model's dtype)
+    kept: set[int] = set()
     states: list[tuple[LayerGroup, int]] = []
     ssm_bytes = spec.ssm_dtype_bytes
     if spec.model_type in FP32_SSM_TYPES:
@@ -584,8 +593,6 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
     # prefill checkpoints are "align" mode's, which prefix caching turns on
     checkpoints = prefix_caching and gdn_checkpoints(spec, gpu)
     kda = prefix_caching and flashkda_checkpoints(spec, gpu)
-    # TurboQuant: the boundary layers vLLM keeps at the model's dtype (vllm_tq)
-    skipped = vllm_tq.skip_layers(spec, k.name)
     for g in spec.groups_for(mtp=mtp):
         if g.kind is LayerKind.INDEXER:
             attn.append((g, indexer_row_bytes(g.head_dim_k)))
@@ -601,9 +608,10 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
             states.append((g, conv + (g.state_values - g.conv_state_values) * ssm_bytes))
         else:
             own = skipped.intersection(g.layers)
-            if own and g.kind is LayerKind.FULL:
-                # a skipped layer's FullAttentionSpec at the model's dtype: the same group,
-                # its own page (UniformTypeKVCacheSpecs)
+            if own and g.kind in (LayerKind.FULL, LayerKind.SLIDING):
+                # a skipped layer's spec at the model's dtype: its own page (in one group with
+                # the quantized layers where all are full attention: UniformTypeKVCacheSpecs)
+                kept.add(len(attn))
                 attn.append((replace(g, layers=tuple(sorted(own))),
                              g.n_kv_heads * (g.head_dim_k + g.head_dim_v) * 2))
                 g = replace(g, layers=tuple(i for i in g.layers if i not in own))
@@ -635,7 +643,19 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
     # two tokens or more, makes num_prefill_lookahead_tokens the speculative tokens
     retained = (spec_tokens - 1 if mtp and spec.mtp_layers >= 2 and spec_tokens >= 2 else 0)
     out = [Spec(g.kind, g.count, block, block * b, g.window,
-                retained=retained if g.kind is LayerKind.SLIDING else 0) for g, b in attn]
+                retained=retained if g.kind is LayerKind.SLIDING else 0, skipped=i in kept)
+           for i, (g, b) in enumerate(attn)]
+    if padded:
+        # every sliding-window page padded to the shared page: a block of the quantized dtype
+        # priced a byte a value (attention.py get_kv_cache_spec, vllm_skip)
+        tq = k.name in vllm_tq.FORMATS
+        for i, s in enumerate(out):
+            if s.kind is LayerKind.SLIDING:
+                g, b = attn[i]
+                shared = block * g.n_kv_heads * (g.head_dim_k + g.head_dim_v)
+                blocks = vllm_tq.KERNEL_BLOCKS if tq and not s.skipped else None
+                out[i] = replace(s, block=vllm_skip.sliding_block(b, shared, blocks),
+                                 page=shared)
     page = max((s.page for s in out), default=max((b for _, b in states), default=0))
     out += [Spec(g.kind, g.count, block, page, state=True,
                  checkpoint_pages=(_checkpoint_pages(spec, g.kind, checkpoints, kda)
@@ -652,15 +672,13 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
         unified = []
         for s in out:
             if top % s.page == 0:
-                unified.append(Spec(s.kind, s.layers, s.block * (top // s.page), top, s.window,
-                                    retained=s.retained))
+                unified.append(replace(s, block=s.block * (top // s.page), page=top))
             elif s.kind is LayerKind.MLA:
                 raise InputError("vLLM cannot unify this model's MLA page with its other "
                                  f"pages ({s.page:,} and {top:,} bytes a block)",
                                  field="engine")
             else:
-                unified.append(Spec(s.kind, s.layers, s.block, top, s.window,
-                                    retained=s.retained))
+                unified.append(replace(s, page=top))
         out = unified
     return out
 
@@ -679,21 +697,56 @@ def check_int_pth(spec: ModelSpec, name: str) -> None:
                          "sized for fp8_per_token_head only", field="kv_k")
 
 
-def tq_note(spec: ModelSpec, name: str, block: int, asked: int) -> str:
+def tq_note(spec: ModelSpec, name: str) -> str:
     """What a TurboQuant plan holds, in a sentence."""
-    dim = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.FULL)
+    dim = next(g.head_dim_k for g in spec.groups
+               if g.kind in (LayerKind.FULL, LayerKind.SLIDING))
     skipped = sorted(vllm_tq.skip_layers(spec, name))
     text = (f"{vllm_tq.FORMATS[name]}: a head's key and value in one {vllm_tq.slot_bytes(name, dim)}"
             f"-byte slot a token (TurboQuant backend)")
     if skipped:
         text += (f"; vLLM keeps layers {', '.join(map(str, skipped))} at the model's dtype "
-                 f"(boundary protection: {dim * 4} bytes a head and token), in the same blocks")
+                 f"(boundary protection: {dim * 4} bytes a head and token)"
+                 + ("" if any(g.kind is LayerKind.SLIDING for g in spec.groups)
+                    else ", in the same blocks"))
     else:
         text += "; no boundary layers kept unquantized in a hybrid model"
-    if block != asked:
-        text += (f"; the block grows from {asked} to {block} tokens so a page holds 16 tokens "
-                 "of a skipped layer")
     return text
+
+
+def skip_note(patterns: tuple[str, ...], listed: frozenset[int], skipped: frozenset[int],
+              groups: tuple[Spec, ...], block: int, asked: int) -> str | None:
+    """What --kv-cache-dtype-skip-layers (``listed``: the layers its ``patterns`` keep) and
+    TurboQuant's boundary layers (all of them ``skipped``) do to the pool, in a sentence: the
+    layers kept, the block grown, the pages padded."""
+    parts = []
+    if patterns:
+        flag = f"--kv-cache-dtype-skip-layers {','.join(patterns)}"
+        if not listed:
+            parts.append(f"{flag}: no layer of this model matches it, yet vLLM aligns the pool "
+                         "for skipped layers")
+        elif len(listed) > 8:
+            parts.append(f"{flag}: {len(listed)} layers at the model's dtype")
+        else:
+            parts.append(f"{flag}: layer{'s' if len(listed) > 1 else ''} "
+                         f"{', '.join(map(str, sorted(listed)))} at the model's dtype")
+    if block != asked:
+        parts.append(f"the block grows from {asked} to {block} tokens so a page holds 16 tokens "
+                     "of a skipped layer")
+    sliding = [g for g in groups if g.kind is LayerKind.SLIDING]
+    if sliding:
+        seen: dict[str, int] = {}
+        for g in groups:
+            what = ("a full-attention layer" if g.kind is not LayerKind.SLIDING else
+                    "a skipped sliding-window layer" if g.skipped else
+                    "a quantized sliding-window layer")
+            seen.setdefault(what, g.block)
+        parts.append(f"every page is the {groups[0].page:,} bytes the skipped layers share "
+                     "(skip_page_size_padded; smaller pages padded to it): one holds "
+                     + ", ".join(f"{b} tokens of {w}" for w, b in seen.items()))
+    elif skipped and parts:
+        parts.append("their pages in the same blocks as the quantized layers'")
+    return "; ".join(parts) if parts else None
 
 
 def _uniform_kind(kind: LayerKind) -> LayerKind:
@@ -708,22 +761,27 @@ def _uniform_kind(kind: LayerKind) -> LayerKind:
 
 
 def _layout(specs: list[Spec]) -> tuple[int, list[Spec]]:
-    """vLLM's groups: (layers per group, one Spec per group)."""
-    kinds: dict[tuple[LayerKind, int | None, bool], int] = {}
-    for s in specs:
-        key = (_uniform_kind(s.kind), s.window, s.state)
-        kinds[key] = kinds.get(key, 0) + s.layers
-    if len(kinds) == 1:
+    """vLLM's groups: (layers per group, one Spec per group). Layers of one type and block
+    size share a group (UniformTypeKVCacheSpecs); else each spec is a bucket of its own
+    (_get_kv_cache_groups_uniform_page_size), skipped layers apart from quantized ones."""
+    if (len({(_uniform_kind(s.kind), s.window, s.state) for s in specs}) == 1
+            and len({s.block for s in specs}) == 1):
         total = sum(s.layers for s in specs)
         return total, [specs[0]]
+
+    def key(s: Spec) -> tuple[LayerKind, int | None, bool, bool]:
+        return _uniform_kind(s.kind), s.window, s.state, s.skipped
+
+    kinds: dict[tuple[LayerKind, int | None, bool, bool], int] = {}
+    for s in specs:
+        kinds[key(s)] = kinds.get(key(s), 0) + s.layers
     counts = list(kinds.values())
     size = min(counts)
     if max(counts) < 1.5 * size:
         size = max(counts)
     groups: list[Spec] = []
-    for (kind, _w, _st), count in kinds.items():
-        proto = next(s for s in specs
-                     if (_uniform_kind(s.kind), s.window, s.state) == (kind, _w, _st))
+    for k, count in kinds.items():
+        proto = next(s for s in specs if key(s) == k)
         groups += [proto] * -(-count // size)
     return size, groups
 
@@ -777,13 +835,14 @@ class Pool:
 
 def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
          mtp: bool = False, spec_tokens: int = 0, gpu: GPU | None = None,
-         prefix_caching: bool = True, measured: int | None = None) -> Pool:
+         prefix_caching: bool = True, measured: int | None = None,
+         skipped: frozenset[int] = frozenset(), padded: bool = False) -> Pool:
     """Blocks vLLM carves out of ``available`` bytes for one rank's layers (the card decides
     whether a Gated DeltaNet model keeps a prefill checkpoint page; prefix caching, how many
     state pages a request of a hybrid model keeps). ``measured``: the bytes the extensible
     KV cache commits after warmup, in whole granules per layer region, at most the
     ``available`` reservation's blocks (kv_cache_planning.finalize_extensible_kv_cache)."""
-    specs = _specs(spec, k, v, block, mtp, spec_tokens, gpu, prefix_caching)
+    specs = _specs(spec, k, v, block, mtp, spec_tokens, gpu, prefix_caching, skipped, padded)
     if not specs:
         return Pool(0, 1, (), spec_tokens)
     size, groups = _layout(specs)
@@ -875,6 +934,9 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
         cmd.append(f"--gpu-memory-utilization {util:g}")
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
+    if req.settings.kv_cache_dtype_skip_layers:
+        cmd.append("--kv-cache-dtype-skip-layers "
+                   + " ".join(req.settings.kv_cache_dtype_skip_layers.split(",")))
     cmd += parallel_flags(req.parallel, "--tensor-parallel-size", "--pipeline-parallel-size",
                           "--data-parallel-size")
     if req.settings.max_num_batched_tokens:
@@ -965,6 +1027,11 @@ def plan(req: EngineRequest) -> EngineReport:
         vllm_tq.check(req.spec, opts.kv_k.name)
     if opts.kv_k.name in ("int8_pth", "int4_pth"):
         check_int_pth(req.spec, opts.kv_k.name)
+    # --kv-cache-dtype-skip-layers and TurboQuant's boundary layers (vllm_skip)
+    patterns = vllm_skip.parse(s.kv_cache_dtype_skip_layers)
+    vllm_skip.check(req.spec, opts.kv_k.name, patterns)
+    skipped = vllm_skip.skipped(req.spec, opts.kv_k.name, patterns)
+    padded = vllm_skip.padded(req.spec, opts.kv_k.name, patterns)
     if opts.hot_format is not None or opts.keep_fraction < 1:
         raise InputError("vLLM has no hot/cold mix or token eviction", field="engine")
     if opts.mtp and not req.spec.has_mtp:
@@ -1026,7 +1093,7 @@ def plan(req: EngineRequest) -> EngineReport:
         # the chosen backend's preference (default_block's answer, without selecting twice)
         block = backend.preferred() if backend is not None else DEFAULT_BLOCK
     asked_block = block
-    if vllm_tq.skip_layers(req.spec, opts.kv_k.name):
+    if padded:
         # the skipped layers share the block pool (platforms/interface.py
         # _align_heterogeneous_kv_block_size)
         block = vllm_tq.aligned_block(block, 2)
@@ -1076,7 +1143,8 @@ def plan(req: EngineRequest) -> EngineReport:
                                    s.extensible_kv_cache)
                        for sh, lb in zip(shares, adapters, strict=True)]
             raw = [pool(sh.spec, max(0, b.reserved), opts.kv_k, opts.kv_v, block, opts.mtp,
-                        s.speculative_tokens, sh.gpu, s.prefix_caching, b.measured)
+                        s.speculative_tokens, sh.gpu, s.prefix_caching, b.measured,
+                        skipped, padded)
                    for sh, b in zip(shares, budgets, strict=True)]
             tight = min(range(len(raw)), key=lambda i: raw[i].num_blocks)
             least = raw[tight].num_blocks
@@ -1116,7 +1184,15 @@ def plan(req: EngineRequest) -> EngineReport:
         main.strides)
     notes = []
     if tq:
-        notes.append(tq_note(req.spec, opts.kv_k.name, block, asked_block))
+        notes.append(tq_note(req.spec, opts.kv_k.name))
+    if patterns and not padded:
+        notes.append(f"--kv-cache-dtype-skip-layers {','.join(patterns)}: the cache is the "
+                     "model's dtype already, so it changes nothing")
+    if padded:
+        listed = skipped - vllm_skip.skipped(req.spec, opts.kv_k.name, ())
+        said = skip_note(patterns, listed, skipped, main.groups, block, asked_block)
+        if said:
+            notes.append(said)
     gone = PREVIOUSLY_SUPPORTED.get(req.spec.architecture)
     if gone:
         notes.append(f"vLLM removed its own {req.spec.architecture} after {gone}: it starts only "

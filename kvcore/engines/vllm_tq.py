@@ -37,6 +37,8 @@ BOUNDARY = 2
 #: the smallest kernel block of the native backends the skipped layers run on (FlashAttention,
 #: FlashInfer and Triton: 16)
 NATIVE_KERNEL_BLOCK = 16
+#: TurboQuant's own kernel blocks (get_supported_kernel_block_sizes)
+KERNEL_BLOCKS = (16, 32, 64, 128)
 
 
 def slot_bytes(name: str, head_dim: int) -> int:
@@ -56,12 +58,16 @@ def check(spec: ModelSpec, name: str) -> None:
         raise InputError(f"{flag}: vLLM's TurboQuant MLA latents (TritonMLATurboQuantImpl) are "
                          "not sized here; an MLA model plans with --kv f16, bf16 or fp8_e4m3",
                          field="kv_k")
-    if kinds - {LayerKind.FULL}:
-        other = ", ".join(sorted(k.name.lower() for k in kinds - {LayerKind.FULL}))
-        raise InputError(f"{flag}: the TurboQuant pages of {other} layers (their own block "
-                         "sizes beside the skipped layers' padded pages) are not sized here; "
-                         "full-attention and hybrid models are", field="kv_k")
-    dims = {(g.head_dim_k, g.head_dim_v) for g in spec.groups if g.kind is LayerKind.FULL}
+    recurrent = any(g.kind.is_recurrent for g in spec.groups)
+    allowed = {LayerKind.FULL} if recurrent else {LayerKind.FULL, LayerKind.SLIDING}
+    if kinds - allowed:
+        other = ", ".join(sorted(k.name.lower() for k in kinds - allowed))
+        raise InputError(f"{flag}: the TurboQuant pages of {other} layers"
+                         + (" in a hybrid recurrent model" if recurrent else "")
+                         + " are not sized here; full-attention, sliding-window and hybrid "
+                         "models of full attention and recurrent layers are", field="kv_k")
+    dims = {(g.head_dim_k, g.head_dim_v) for g in spec.groups
+            if g.kind in (LayerKind.FULL, LayerKind.SLIDING)}
     if not dims:
         raise InputError(f"{flag}: this model has no attention layer to quantize", field="kv_k")
     if spec.model_type in NO_LAYER_LIST and any(g.kind.is_recurrent for g in spec.groups):

@@ -1,0 +1,137 @@
+"""vLLM 0.34.0's ``--kv-cache-dtype-skip-layers``: layers kept at the model's dtype beside a
+quantized cache, and what sharing one block pool does to the pages.
+
+Sources (the v0.34.0 release package): ``config/cache.py`` (``kv_cache_dtype_skip_layers``:
+layer indices or the attention type ``sliding_window``), ``model_executor/layers/attention/
+attention.py`` (a layer whose index is listed, or a sliding-window layer where
+``sliding_window`` is, runs with ``kv_cache_dtype`` auto; ``get_kv_cache_spec``: every
+sliding-window layer's page is padded to ``skip_page_size_padded`` wherever that is set, its
+block the largest kernel block whose page fits it, ``_largest_kernel_block_within``),
+``platforms/interface.py`` (``_align_heterogeneous_kv_block_size``, run whenever the list is not
+empty and the cache is not the model's dtype: the block grows until a page of the quantized
+dtype, priced a byte a value by the first layer's native backend, holds 16 tokens of a
+skipped layer; that page is ``skip_page_size_padded``), ``v1/core/kv_cache_planning.py``
+(``unify_kv_cache_spec_page_size``: a smaller page is scaled by a whole ratio or padded to the
+largest; a padded page keeps its padding, so a sliding-window page padded to the shared page
+cannot be scaled to a larger full-attention page).
+"""
+
+from __future__ import annotations
+
+from ..errors import InputError, shown
+from ..model import LayerKind, ModelSpec
+from . import vllm_tq
+
+__all__ = ["FORMATS", "SLIDING", "check", "padded", "parse", "skipped"]
+
+#: the attention type vLLM's list may name
+SLIDING = "sliding_window"
+#: the caches whose pages kvplan sizes beside skipped layers: a byte a value, as the native
+#: backend prices them (fp8), and TurboQuant's packed slots
+FORMATS = frozenset({"fp8_e4m3", "fp8_e5m2", *vllm_tq.FORMATS})
+#: the model's own dtype: the list changes nothing
+NATIVE = frozenset({"f16", "bf16"})
+
+
+def parse(text: str | None) -> tuple[str, ...]:
+    """The list as given (commas or spaces between entries): layer indices and
+    ``sliding_window``; a one-line error for anything else."""
+    if not text:
+        return ()
+    out: list[str] = []
+    for word in text.replace(",", " ").split():
+        if word.lower() == SLIDING:
+            word = SLIDING
+        elif not word.isdigit():
+            raise InputError("kv_cache_dtype_skip_layers takes layer indices (0, 1, 31) and "
+                             f"sliding_window, got {shown(word)}",
+                             field="kv_cache_dtype_skip_layers")
+        else:
+            word = str(int(word))
+        if word not in out:
+            out.append(word)
+    return tuple(out)
+
+
+def skipped(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> frozenset[int]:
+    """The layers vLLM keeps at the model's dtype: those listed, every sliding-window layer
+    where ``sliding_window`` is, and TurboQuant's boundary layers."""
+    if name in NATIVE:
+        return frozenset()
+    out = set(vllm_tq.skip_layers(spec, name))
+    out |= {int(p) for p in patterns if p != SLIDING}
+    if SLIDING in patterns:
+        out |= {i for g in spec.groups if g.kind is LayerKind.SLIDING and not g.mtp
+                for i in g.layers}
+    return frozenset(out)
+
+
+def padded(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> bool:
+    """Whether vLLM pads pages to one shared page (skip_page_size_padded): a skip list, given
+    or TurboQuant's own, beside a cache that is not the model's dtype."""
+    return name not in NATIVE and bool(patterns or vllm_tq.skip_layers(spec, name))
+
+
+def check(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:
+    """Refuse, in one line, a list vLLM does not take for this model or kvplan does not size
+    (TurboQuant's own limits are vllm_tq.check's)."""
+    if name in NATIVE:
+        return
+    if patterns:
+        _check_list(spec, name, patterns)
+    sliding_check(spec, name, patterns)
+
+
+def _check_list(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:
+    field = "kv_cache_dtype_skip_layers"
+    if name not in FORMATS:
+        raise InputError(f"--kv-cache-dtype-skip-layers beside {name}: kvplan sizes the skipped "
+                         "layers' pages beside fp8_e4m3, fp8_e5m2 and the TurboQuant caches",
+                         field=field)
+    layers = spec.decoder_layers
+    for p in patterns:
+        if p != SLIDING and int(p) >= layers:
+            raise InputError(f"--kv-cache-dtype-skip-layers {p}: this model's layers are 0 to "
+                             f"{layers - 1}", field=field)
+    kinds = {g.kind for g in spec.groups if not g.mtp}
+    if any(k.is_recurrent for k in kinds):
+        raise InputError("--kv-cache-dtype-skip-layers in a hybrid recurrent model: the state "
+                         "pages' padding beside skipped layers is not sized here", field=field)
+    if kinds - {LayerKind.FULL, LayerKind.SLIDING}:
+        other = ", ".join(sorted(k.name.lower() for k in kinds
+                                 - {LayerKind.FULL, LayerKind.SLIDING}))
+        raise InputError(f"--kv-cache-dtype-skip-layers beside {other} layers: not sized here "
+                         "(full-attention and sliding-window models are)", field=field)
+    heads = {(g.n_kv_heads, g.head_dim_k, g.head_dim_v) for g in spec.groups if not g.mtp}
+    if len(heads) != 1:
+        raise InputError("--kv-cache-dtype-skip-layers: vLLM pads every page to one sized by "
+                         "the model's head size; this model's layers differ in heads "
+                         f"({sorted(heads)}), which kvplan does not size", field=field)
+
+
+def sliding_check(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:
+    """A full-attention layer kept at the model's dtype in a model with sliding-window layers
+    has a page twice the shared one, to which the padded sliding-window pages cannot be
+    scaled: refused."""
+    if not any(g.kind is LayerKind.SLIDING for g in spec.groups):
+        return
+    full = sorted(i for g in spec.groups if g.kind is LayerKind.FULL and not g.mtp
+                  for i in g.layers if i in skipped(spec, name, patterns))
+    if full:
+        which = ", ".join(map(str, full))
+        raise InputError(f"layers {which} (full attention) kept at the model's dtype beside "
+                         "sliding-window layers: their pages are twice the shared page that "
+                         "vLLM pads the sliding-window pages to, and a padded page cannot be "
+                         "scaled to them; kvplan does not size it", field=(
+                             "kv_k" if name in vllm_tq.FORMATS and not patterns
+                             else "kv_cache_dtype_skip_layers"))
+
+
+def sliding_block(per_token: int, page: int, kernel_blocks: tuple[int, ...] | None) -> int:
+    """The block of a sliding-window layer padded to ``page``: the largest kernel block whose
+    page fits (``kernel_blocks``: the backend's fixed sizes; None: any multiple of 16)."""
+    most = page // per_token
+    if kernel_blocks is None:
+        return max(16, most // 16 * 16)
+    fitting = [b for b in kernel_blocks if b <= most]
+    return max(fitting) if fitting else min(kernel_blocks)
