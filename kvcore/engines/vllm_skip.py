@@ -79,6 +79,13 @@ def check(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:
         return
     if patterns:
         _check_list(spec, name, patterns)
+    sliding = any(g.kind is LayerKind.SLIDING for g in spec.groups)
+    heads = {(g.n_kv_heads, g.head_dim_k, g.head_dim_v) for g in spec.groups if not g.mtp}
+    if sliding and padded(spec, name, patterns) and len(heads) != 1:
+        raise InputError("skipped layers beside sliding-window layers: vLLM pads every page "
+                         "to one sized by the model's KV heads and head size; this model's "
+                         f"layers differ ({sorted(heads)}), which kvplan does not size",
+                         field="kv_cache_dtype_skip_layers" if patterns else "kv_k")
     sliding_check(spec, name, patterns)
 
 
@@ -102,11 +109,6 @@ def _check_list(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:
                                  - {LayerKind.FULL, LayerKind.SLIDING}))
         raise InputError(f"--kv-cache-dtype-skip-layers beside {other} layers: not sized here "
                          "(full-attention and sliding-window models are)", field=field)
-    heads = {(g.n_kv_heads, g.head_dim_k, g.head_dim_v) for g in spec.groups if not g.mtp}
-    if len(heads) != 1:
-        raise InputError("--kv-cache-dtype-skip-layers: vLLM pads every page to one sized by "
-                         "the model's head size; this model's layers differ in heads "
-                         f"({sorted(heads)}), which kvplan does not size", field=field)
 
 
 def sliding_check(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:
