@@ -78,7 +78,7 @@ def _llama(head_dim):
 
 
 @pytest.mark.parametrize(("model", "kv", "words"), [
-    ("deepseek-v2-lite-chat", "tq_4bit", "MLA latents"),
+    ("deepseek-v2-lite-chat", "tq_4bit", "no MLA attention backend of vLLM 0.34.0"),
     ("llama-4-scout-17b-16e-instruct", "tq_4bit", "chunked layers"),
     # its first full-attention layer is a boundary layer: a page twice the shared one
     ("gpt-oss-20b", "tq_4bit", "layers 1, 23 (full attention) kept at the model's dtype"),

@@ -55,9 +55,10 @@ def check(spec: ModelSpec, name: str) -> None:
     flag = f"--kv-cache-dtype {FORMATS[name]}"
     kinds = {g.kind for g in spec.groups if not g.kind.is_recurrent}
     if kinds & {LayerKind.MLA, LayerKind.INDEXER, LayerKind.COMPRESSED, LayerKind.INDEX}:
-        raise InputError(f"{flag}: vLLM's TurboQuant MLA latents (TritonMLATurboQuantImpl) are "
-                         "not sized here; an MLA model plans with --kv f16, bf16 or fp8_e4m3",
-                         field="kv_k")
+        raise InputError(f"{flag}: no MLA attention backend of vLLM 0.34.0 stores a "
+                         "TurboQuant cache (none lists it among its KV cache dtypes), so it "
+                         "finds no valid attention backend at start-up; an MLA model plans "
+                         "with --kv f16, bf16 or fp8_e4m3", field="kv_k")
     recurrent = any(g.kind.is_recurrent for g in spec.groups)
     allowed = {LayerKind.FULL} if recurrent else {LayerKind.FULL, LayerKind.SLIDING}
     if kinds - allowed:
