@@ -123,6 +123,26 @@ def mxfp4(x: torch.Tensor) -> torch.Tensor:
     return (torch.where(b < 0, -mag, mag) * scale).flatten(-2)
 
 
+def nvfp4_4over6(x: torch.Tensor) -> torch.Tensor:
+    """vLLM's nvfp4_4over6: nvfp4's blocks of 16 under its per-tensor scale amax / (448 · 6);
+    each block's e4m3 scale from amax / 6 or amax / 4 (clamped to e4m3's 448), the one whose
+    nearest-value e2m1 reconstruction has the smaller squared error."""
+    gs = ref.nvfp4_global_scale(x.float())
+    b = _blocks(x, 16)
+    amax = b.abs().amax(-1, keepdim=True)
+    grid = torch.tensor(ref.E2M1)
+    best, least = b, torch.full_like(amax, float("inf"))
+    for div in (6.0, 4.0):
+        s = ref.e4m3_value(ref.e4m3_bits((amax / div / gs).clamp(max=448.0))) * gs
+        scaled = b * _inv(s)
+        mag = grid[(scaled.abs().clamp(max=6.0).unsqueeze(-1) - grid).abs().argmin(-1)]
+        y = torch.where(scaled < 0, -mag, mag) * s
+        err = ((y - b) ** 2).sum(-1, keepdim=True)
+        best = torch.where(err < least, y, best)
+        least = torch.minimum(err, least)
+    return best.flatten(-2)
+
+
 def fp4_mx16(x: torch.Tensor) -> torch.Tensor:
     """SGLang's fp4_mx_block16: scale 2^ceil(log2(amax / 6)) per 16 (a uint8 exponent), e2m1
     elements, nearest value."""
@@ -224,7 +244,7 @@ def roundtrip(name: str, k16: torch.Tensor, v16: torch.Tensor) -> tuple:
         return tuple(x[None] for x in cache.dequantize(0))
     local = {"f32": lambda x: x.float(), "iq4_nl": iq4_nl, "mxfp4": mxfp4, "mxfp8": mxfp8,
              "int8_pth": int8_pth, "int4_pth": int4_pth,
-             "fp4_mx16": fp4_mx16,
+             "fp4_mx16": fp4_mx16, "nvfp4_4over6": nvfp4_4over6,
              "fp8_e4m3": lambda x: fp8_tensor(x, torch.float8_e4m3fn, 448.0),
              "fp8_e5m2": lambda x: fp8_tensor(x, torch.float8_e5m2, 57344.0),
              "q4_1": lambda x: asym_round(x, 4), "q5_0": lambda x: sym_round(x, 5),
@@ -353,7 +373,8 @@ def facts(rows: list[dict]) -> str:
                        f"({r['bits_per_value']:g} bits/value, {r['effective_bits']:.2f} "
                        f"effective, {r['out_rel_err']:.2%}).")
     for a, b in (("tbq4", "tbq3"), ("kivi4", "kivi2"), ("q4_0", "q4_1"), ("q4_0", "iq4_nl"),
-                 ("nvfp4", "mxfp4"), ("fp8_e4m3", "fp8_e5m2"), ("fp8_pth", "fp8_e4m3")):
+                 ("nvfp4", "mxfp4"), ("nvfp4_4over6", "nvfp4"), ("fp8_e4m3", "fp8_e5m2"),
+                 ("fp8_pth", "fp8_e4m3")):
         pct = lambda k, a=a, b=b: f"{by[a][k]:.2%} vs {by[b][k]:.2%}"  # noqa: E731
         out.append(f"`{a}` vs `{b}`: output error {pct('out_rel_err')}, K error "
                    f"{pct('k_rel_err')}, V error {pct('v_rel_err')}.")
@@ -390,7 +411,9 @@ for the whole K (or V), amax / 448 and amax / 57344, and `nvfp4` its per-tensor 
 `fp8_pth`, `q8_0`, `q4_0`, `tbq4`, `tbq3`, `nvfp4` use `kvcore.kernels.ref`; the others are
 small functions in the script with the DOMAIN.md §2 layouts (`iq4_nl`: |d| = max|x| / 127 and
 the nearest table entry, without llama.cpp's scale search; `mxfp4`: scale
-2^(⌊log2 amax⌋ − 2), values saturate at 6).
+2^(⌊log2 amax⌋ − 2), values saturate at 6; `nvfp4_4over6`: nvfp4's per-tensor scale, each
+16's e4m3 scale amax / 6 or amax / 4 by the smaller squared error, an emulation of the rule
+vLLM's documentation states, its CUDA kernel not read).
 
 ## Columns
 

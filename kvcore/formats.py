@@ -263,6 +263,15 @@ FORMATS: tuple[KVFormat, ...] = (
         tensor_scale_bytes=4,
     ),
     KVFormat(
+        "nvfp4_4over6",
+        16,
+        9,
+        "nvfp4's layout; each 16's fp8 scale from amax / 6 or amax / 4, whichever reconstructs "
+        "the 16 better",
+        "nvfp4's size with a scale search; vLLM's nvfp4_4over6 (SM100)",
+        tensor_scale_bytes=4,
+    ),
+    KVFormat(
         "fp4_mx16",
         16,
         9,

@@ -15,6 +15,7 @@ from kvcore import (
     plan,
     spec_from_config,
 )
+from kvcore.engines import EngineSettings
 
 MODELS = [e.id for e in model_catalog()]
 NAMES = [f.name for f in FORMATS]
@@ -135,21 +136,26 @@ def test_engine_limits_replan(model, engine, fmt, gpu, ctx, seqs, layout):
 @settings(max_examples=30, deadline=None)
 @given(models, st.sampled_from([("vllm", "tq_k8v4"), ("vllm", "tq_4bit"), ("vllm", "tq_3bit"),
                                 ("vllm", "int8_pth"), ("vllm", "int4_pth"),
+                                ("vllm", "nvfp4_4over6"), ("vllm", "fp8_e4m3+sliding_window"),
+                                ("vllm", "fp8_e4m3+0"),
                                 ("sglang", "nvfp4"), ("sglang", "fp4_mx16"),
                                 ("sglang", "mxfp8")]),
        st.sampled_from(["rtx-5090", "b200", "h100"]), st.sampled_from([4096, 32768]),
        st.sampled_from([1, 3]))
 def test_new_cache_formats_limits_replan(model, engine_fmt, gpu, ctx, seqs):
-    """vLLM's TurboQuant and per-token-head caches and SGLang's block-scaled ones: the max
-    context and max sequences a plan reports fit when asked for, and one more does not."""
+    """vLLM's TurboQuant, per-token-head and nvfp4_4over6 caches, its layers kept at the
+    model's dtype (fmt+skip list), and SGLang's block-scaled caches: the max context and max
+    sequences a plan reports fit when asked for, and one more does not."""
     from app.common import make_query
     from kvcore.query import answer
 
     engine, fmt = engine_fmt
+    fmt, _, skip = fmt.partition("+")
     spec = load_model(model)
+    kept = EngineSettings(kv_cache_dtype_skip_layers=skip) if skip else None
 
     def ask(**kw):
-        args = dict(context=ctx, sequences=seqs, kv=fmt, gpu=gpu, engine=engine)
+        args = dict(context=ctx, sequences=seqs, kv=fmt, gpu=gpu, engine=engine, settings=kept)
         return answer(make_query(spec, **{**args, **kw}))
 
     _limits_replan(ask, ctx, seqs, engine)

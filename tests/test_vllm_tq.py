@@ -3,7 +3,7 @@ the block alignment and refusals, worked by hand (kvcore/engines/vllm_tq.py)."""
 
 import pytest
 
-from kvcore import CacheOptions, InputError, load_model, spec_from_config
+from kvcore import CacheOptions, InputError, find_gpu, load_model, spec_from_config
 from kvcore.command import read_command
 from kvcore.engines import EngineRequest, EngineSettings, engine_plan
 from kvcore.formats import get_format
@@ -124,3 +124,33 @@ def test_integer_per_token_head_caches(kv, per_head):
     with pytest.raises(InputError) as e:
         plan("deepseek-v2-lite-chat", kv)
     assert "no vLLM MLA backend" in str(e.value)
+
+
+def test_nvfp4_4over6_is_nvfp4s_layout_on_sm100_only():
+    # the same pages as nvfp4 (64 + 8 bytes a 128-wide side), on B200; FlashInfer's FA2
+    # writer (SM8x, SM90, SM12x) has no scale search, so no backend takes it there
+    def on(gpu, kv):
+        return engine_plan("vllm", EngineRequest(
+            spec=load_model("llama-3.1-8b"), context=8192, sequences=1,
+            cache=CacheOptions(kv_k=kv, kv_v=kv), gpus=(find_gpu(gpu),)))
+
+    four, base = on("b200", "nvfp4_4over6"), on("b200", "nvfp4")
+    assert four.blocks == base.blocks and four.blocks > 0
+    assert four.command.endswith("--kv-cache-dtype nvfp4_4over6")
+    assert read_command("vllm serve meta-llama/Llama-3.1-8B --kv-cache-dtype nvfp4_4over6"
+                        ).settings["kv"] == "nvfp4_4over6"
+    for gpu in ("h100", "rtx5090"):
+        assert on(gpu, "nvfp4").blocks > 0
+        with pytest.raises(InputError) as e:
+            on(gpu, "nvfp4_4over6")
+        assert "stores nvfp4_4over6 on SM10x only" in str(e.value)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3.5-27b"])
+def test_nvfp4_is_refused_off_nvidia(model):
+    # no ROCm attention backend lists nvfp4; FlashInfer, which does, is CUDA's
+    with pytest.raises(InputError) as e:
+        engine_plan("vllm", EngineRequest(
+            spec=load_model(model), context=8192, sequences=1,
+            cache=CacheOptions(kv_k="nvfp4", kv_v="nvfp4"), gpus=(find_gpu("mi300x"),)))
+    assert "only FlashInfer stores it, on NVIDIA cards" in str(e.value)

@@ -398,7 +398,8 @@ MAMBA2_TYPES = frozenset({"nemotron_h", "falcon_h1", "granitemoehybrid", "mamba2
 FP32_SSM_TYPES = frozenset({"nemotron_h"})
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
            "fp8_pth": "fp8_per_token_head", "int8_pth": "int8_per_token_head",
-           "int4_pth": "int4_per_token_head", "nvfp4": "nvfp4", **vllm_tq.FORMATS}
+           "int4_pth": "int4_per_token_head", "nvfp4": "nvfp4",
+           "nvfp4_4over6": "nvfp4_4over6", **vllm_tq.FORMATS}
 #: MiniMax-M3's sparse attention and its indexer take 128-token blocks only, one sparse block
 #: a page (models/minimax_m3/common/sparse_attention.py and indexer.py
 #: get_supported_kernel_block_sizes); its dense layers' backends take multiples of 16
@@ -490,7 +491,7 @@ def check_minimax(req: EngineRequest, k_name: str) -> None:
 
 def _value_bytes(fmt: KVFormat, width: int, role: Role = "k") -> int:
     """Bytes vLLM stores for one token's row of ``width`` values in ``fmt`` (K or V)."""
-    if fmt.name == "nvfp4":
+    if fmt.name in vllm_backends.NVFP4:
         # e2m1 pairs + one fp8 scale per 16 values
         return width // 2 + width // 16
     return fmt.row_bytes(width, role)
@@ -1078,6 +1079,9 @@ def plan(req: EngineRequest) -> EngineReport:
     # selection down its list: platforms/cuda.py get_attn_backend_cls)
     minimax = req.spec.model_type in MINIMAX_M3_TYPES
     # (TurboQuant's own backend takes 16/32/64/128-token kernel blocks, 64 by preference)
+    if hybrid:
+        # the attention layers' backend, chosen where select is not asked
+        vllm_backends.check_nvfp4(req.spec, shares[0].gpu, opts.kv_k)
     choice = (None if dsa or hybrid or minimax or tq
               else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
                                         s.block_size or None))

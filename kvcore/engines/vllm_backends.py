@@ -155,9 +155,12 @@ def _dense_candidates(spec: ModelSpec, family: int, kv: str) -> list[tuple[Backe
 #: FlashInferBackend.supports_kv_cache_dtype: the FA2 writer on SM8x, SM90 and SM12x, the
 #: trtllm-gen kernels on SM10x; FlashInfer's compute-capability floor is SM80)
 NVFP4_FAMILIES = frozenset({8, 9, 10, 12})
+#: kvplan's formats in vLLM's NVFP4 layout: nvfp4, and nvfp4_4over6 (its scale search, which
+#: only the trtllm-gen kernels of SM10x write: flashinfer.py supports_kv_cache_dtype)
+NVFP4 = frozenset({"nvfp4", "nvfp4_4over6"})
 
 
-def _nvfp4_refusal(spec: ModelSpec, family: int) -> str | None:
+def _nvfp4_refusal(spec: ModelSpec, family: int, name: str = "nvfp4") -> str | None:
     """Why vLLM 0.34.0 finds no attention backend for an nvfp4 cache of this (non-MLA)
     model on a card of ``family`` (None: FLASHINFER takes it, 64-token blocks). FLASHINFER is
     the only backend whose supported_kv_cache_dtypes hold nvfp4: FLASH_ATTN, TRITON_ATTN,
@@ -173,6 +176,9 @@ def _nvfp4_refusal(spec: ModelSpec, family: int) -> str | None:
         return "Gemma 4's heterogeneous heads force TRITON_ATTN there, which stores no nvfp4"
     if family not in NVFP4_FAMILIES:
         return "FLASHINFER, the only backend that stores nvfp4, takes it on SM8x, SM90, SM10x and SM12x only"
+    if name != "nvfp4" and family != 10:
+        return (f"FLASHINFER stores {name} on SM10x only (its trtllm-gen kernels; the FA2 "
+                "writer of SM8x, SM90 and SM12x has no scale search)")
     if spec.mm_prefix:
         # FlashInferBackend keeps AttentionBackend.supports_mm_prefix → False
         return ("FLASHINFER, the only backend that stores nvfp4, refuses the image-prefix "
@@ -184,6 +190,21 @@ def _nvfp4_refusal(spec: ModelSpec, family: int) -> str | None:
         # FlashInferBackend.supports_combination on SM8x/9x/12x
         return "FLASHINFER's FA2 prefill misreads an nvfp4 cache at head size 64 on this card"
     return None
+
+
+def check_nvfp4(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> None:
+    """Refuse, in one line, an NVFP4-layout cache of a model with standard attention layers
+    where vLLM finds no backend for it: off NVIDIA (FlashInfer alone stores it; no ROCm backend
+    lists it), and where _nvfp4_refusal says why on an NVIDIA card."""
+    if kv.name not in NVFP4 or gpu is None or not _attention_heads(spec):
+        return
+    family = gpu.cuda_family
+    why = ("only FlashInfer stores it, on NVIDIA cards" if family is None
+           else _nvfp4_refusal(spec, family, kv.name))
+    if why is not None:
+        raise InputError(f"vLLM finds no attention backend for an {kv.name} KV cache of this "
+                         f"model on {gpu.name}: {why} (\"No valid attention backend found\")",
+                         field="kv_k")
 
 
 @dataclass(frozen=True)
@@ -200,18 +221,15 @@ def select(spec: ModelSpec, gpu: GPU | None, kv: KVFormat,
     (None: 64-token blocks by default, any multiple of 16 taken). With ``block_size`` given, a
     backend that refuses it gives way to the next; none left is a one-line refusal."""
     if gpu is None or gpu.cuda_family is None:
+        check_nvfp4(spec, gpu, kv)
         return None
     if any(g.kind is LayerKind.INDEXER for g in spec.groups):
         return None  # DeepSeek Sparse Attention: vllm.py's DSA rules
     family = gpu.cuda_family
     if any(g.kind is LayerKind.MLA for g in spec.groups):
         candidates = _mla_candidates(spec, family, kv.name)
-    elif kv.name == "nvfp4" and _attention_heads(spec):
-        why = _nvfp4_refusal(spec, family)
-        if why is not None:
-            raise InputError(f"vLLM finds no attention backend for an nvfp4 KV cache of this "
-                             f"model on {gpu.name}: {why} (\"No valid attention backend "
-                             f"found\")", field="kv_k")
+    elif kv.name in NVFP4 and _attention_heads(spec):
+        check_nvfp4(spec, gpu, kv)
         # FLASHINFER: 64 by preference (16/32/64 kernels), any multiple of 16 taken (the
         # None case)
         return None
