@@ -951,6 +951,9 @@ _SGLANG = (
     _Flag(("--max-mamba-cache-size",), "value",
           _set("max_mamba_cache_size", lambda f, v: _int(f, v, 1))),
     _Flag(("--attention-backend",), "value", _sglang_backend),
+    # one phase's backend (arg_groups: prefill_attention_backend, decode_attention_backend)
+    _Flag(("--prefill-attention-backend", "--decode-attention-backend"), "value",
+          _unplanned("kvplan plans the default backends' cache layout and page size")),
     _Flag(("--moe-dense-tp-size",), "value",
           _unplanned("the dense MLP layers split over fewer cards than tensor parallelism")),
     _Flag(("--ep-num-redundant-experts",), "value",

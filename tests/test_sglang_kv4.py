@@ -264,3 +264,11 @@ def test_attention_backend_the_plan_passes_is_read_as_planned(kv, gpu, backend, 
         assert f"--attention-backend {backend}" in got.json()["engine_report"]["command"]
     else:
         assert len(notes) == 1 and kept in notes[0], notes
+
+
+def test_phase_backends_are_noted_not_dropped():
+    launch = read_command("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B "
+                          "--prefill-attention-backend fa3 --decode-attention-backend flashinfer")
+    assert not launch.unknown
+    assert [n.split(":")[0] for n in launch.notes[:2]] == ["--prefill-attention-backend fa3",
+                                                          "--decode-attention-backend flashinfer"]
