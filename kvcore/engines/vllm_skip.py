@@ -18,6 +18,8 @@ cannot be scaled to a larger full-attention page).
 
 from __future__ import annotations
 
+import re
+
 from ..errors import InputError, shown
 from ..model import LayerKind, ModelSpec
 from . import vllm_tq
@@ -40,14 +42,11 @@ def parse(text: str | None) -> tuple[str, ...]:
         return ()
     out: list[str] = []
     for word in text.replace(",", " ").split():
-        if word.lower() == SLIDING:
-            word = SLIDING
-        elif not word.isdigit():
-            raise InputError("kv_cache_dtype_skip_layers takes layer indices (0, 1, 31) and "
-                             f"sliding_window, got {shown(word)}",
-                             field="kv_cache_dtype_skip_layers")
-        else:
-            word = str(int(word))
+        # vLLM matches str(layer index) and the word sliding_window as they are
+        if word != SLIDING and not re.fullmatch(r"0|[1-9][0-9]*", word):
+            raise InputError("kv_cache_dtype_skip_layers takes layer indices as vLLM matches "
+                             "them (0, 1, 31: no sign or leading zero) and sliding_window, got "
+                             f"{shown(word)}", field="kv_cache_dtype_skip_layers")
         if word not in out:
             out.append(word)
     return tuple(out)
