@@ -143,6 +143,26 @@ def nvfp4_4over6(x: torch.Tensor) -> torch.Tensor:
     return best.flatten(-2)
 
 
+def _uq_groups(x: torch.Tensor) -> torch.Tensor:
+    """UltraQuant's e2m1 codes of groups of 32 with the e8m0 scale 2^round(log2(0.156 ·
+    amax)), values past ±6 scales clipped, dequantized."""
+    b = _blocks(x)
+    amax = b.abs().amax(-1, keepdim=True)
+    scale = torch.where(amax > 0, torch.exp2(torch.round(torch.log2(
+        torch.clamp(0.156 * amax, min=2.0 ** -126)))), 1)
+    grid = torch.tensor(ref.E2M1)
+    mag = grid[((b / scale).abs().clamp(max=6.0).unsqueeze(-1) - grid).abs().argmin(-1)]
+    return (torch.where(b < 0, -mag, mag) * scale).flatten(-2)
+
+
+def ultraquant(k16: torch.Tensor, v16: torch.Tensor) -> tuple:
+    """vLLM's ultraquant_4bit: keys rotated by the Hadamard matrix before their groups are
+    quantized (and rotated back, as attention with an equally rotated query reads them),
+    values as they are."""
+    h = _hadamard(k16.shape[-1])
+    return _uq_groups(k16.float() @ h.T) @ h, _uq_groups(v16)
+
+
 def fp4_mx16(x: torch.Tensor) -> torch.Tensor:
     """SGLang's fp4_mx_block16: scale 2^ceil(log2(amax / 6)) per 16 (a uint8 exponent), e2m1
     elements, nearest value."""
@@ -253,6 +273,8 @@ def roundtrip(name: str, k16: torch.Tensor, v16: torch.Tensor) -> tuple:
         return local[name](k16), local[name](v16)
     if name in TQ_PRESETS:
         return turboquant(name, k16, v16)
+    if name == "uq_4bit":
+        return ultraquant(k16, v16)
 
     def kernel_ref(x: torch.Tensor) -> torch.Tensor:
         gs = ref.nvfp4_global_scale(x.float()) if name == "nvfp4" else 1.0
@@ -373,7 +395,8 @@ def facts(rows: list[dict]) -> str:
                        f"({r['bits_per_value']:g} bits/value, {r['effective_bits']:.2f} "
                        f"effective, {r['out_rel_err']:.2%}).")
     for a, b in (("tbq4", "tbq3"), ("kivi4", "kivi2"), ("q4_0", "q4_1"), ("q4_0", "iq4_nl"),
-                 ("nvfp4", "mxfp4"), ("nvfp4_4over6", "nvfp4"), ("fp8_e4m3", "fp8_e5m2"),
+                 ("nvfp4", "mxfp4"), ("nvfp4_4over6", "nvfp4"), ("uq_4bit", "mxfp4"),
+                 ("fp8_e4m3", "fp8_e5m2"),
                  ("fp8_pth", "fp8_e4m3")):
         pct = lambda k, a=a, b=b: f"{by[a][k]:.2%} vs {by[b][k]:.2%}"  # noqa: E731
         out.append(f"`{a}` vs `{b}`: output error {pct('out_rel_err')}, K error "
@@ -413,7 +436,9 @@ small functions in the script with the DOMAIN.md §2 layouts (`iq4_nl`: |d| = ma
 the nearest table entry, without llama.cpp's scale search; `mxfp4`: scale
 2^(⌊log2 amax⌋ − 2), values saturate at 6; `nvfp4_4over6`: nvfp4's per-tensor scale, each
 16's e4m3 scale amax / 6 or amax / 4 by the smaller squared error, an emulation of the rule
-vLLM's documentation states, its CUDA kernel not read).
+vLLM's documentation states, its CUDA kernel not read; `uq_4bit`: vLLM's UltraQuant
+store rule, keys through a Sylvester Hadamard rotation, each 32's scale 2^round(log2(0.156 ·
+amax)), values past ±6 clipped).
 
 ## Columns
 

@@ -280,6 +280,15 @@ FORMATS: tuple[KVFormat, ...] = (
         aliases=("fp4_mx_block16",),
     ),
     KVFormat("mxfp4", 32, 17, "e8m0 scale + 16 bytes of e2m1 pairs", "coarser scale than nvfp4"),
+    KVFormat(
+        "uq_4bit",
+        32,
+        17,
+        "e2m1 pairs + one e8m0 scale 2^round(log2(0.156 · amax)) per 32 values, keys after a "
+        "Hadamard rotation; K and V in one slot a head (vLLM ultraquant_4bit)",
+        "mxfp4's size with an MSE-fitted scale and rotated keys; vLLM's ultraquant_4bit (ROCm)",
+        aliases=("ultraquant_4bit",),
+    ),
     # vLLM's TurboQuant presets (--kv-cache-dtype turboquant_*): keys fp8, or Lloyd-Max indices
     # after a Hadamard rotation with an fp16 norm a head; values uniform with an fp16 scale
     # and zero a head; K and V in one even slot

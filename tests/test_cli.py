@@ -508,7 +508,7 @@ def test_speculative_tokens_out_of_range(capsys, tokens):
 @pytest.mark.parametrize(("args", "line"), [
     (["qwen3-8b", "--engine", "vllm", "--kv", "q8_0"],
      "vllm has no q8_0 KV cache; its formats are bf16, f16, fp8_e4m3, fp8_e5m2, fp8_pth, "
-     "int4_pth, int8_pth, nvfp4, nvfp4_4over6, tq_3bit, tq_4bit, tq_k3v4, tq_k8v4"),
+     "int4_pth, int8_pth, nvfp4, nvfp4_4over6, tq_3bit, tq_4bit, tq_k3v4, tq_k8v4, uq_4bit"),
     (["llama-3.2-11b-vision-instruct", "--engine", "llama.cpp"],
      "llama.cpp does not run cross-attention (Mllama) models"),
     # vLLM's registry lists these as previously supported; SGLang has no lightning attention

@@ -136,11 +136,12 @@ def test_engine_limits_replan(model, engine, fmt, gpu, ctx, seqs, layout):
 @settings(max_examples=30, deadline=None)
 @given(models, st.sampled_from([("vllm", "tq_k8v4"), ("vllm", "tq_4bit"), ("vllm", "tq_3bit"),
                                 ("vllm", "int8_pth"), ("vllm", "int4_pth"),
-                                ("vllm", "nvfp4_4over6"), ("vllm", "fp8_e4m3+sliding_window"),
+                                ("vllm", "nvfp4_4over6"), ("vllm", "uq_4bit"),
+                                ("vllm", "fp8_e4m3+sliding_window"),
                                 ("vllm", "fp8_e4m3+0"),
                                 ("sglang", "nvfp4"), ("sglang", "fp4_mx16"),
                                 ("sglang", "mxfp8")]),
-       st.sampled_from(["rtx-5090", "b200", "h100"]), st.sampled_from([4096, 32768]),
+       st.sampled_from(["rtx-5090", "b200", "h100", "mi300x"]), st.sampled_from([4096, 32768]),
        st.sampled_from([1, 3]))
 def test_new_cache_formats_limits_replan(model, engine_fmt, gpu, ctx, seqs):
     """vLLM's TurboQuant, per-token-head and nvfp4_4over6 caches, its layers kept at the

@@ -76,7 +76,7 @@ def test_a_list_that_matches_nothing_still_aligns_the_pool():
     ("llama-3.1-8b", "fp8_e4m3", "first", "takes layer indices as vLLM matches them"),
     ("llama-3.1-8b", "fp8_e4m3", "01", "no sign or leading zero"),
     ("llama-3.1-8b", "fp8_e4m3", "Sliding_Window", "got 'Sliding_Window'"),
-    ("llama-3.1-8b", "int8_pth", "0", "beside fp8_e4m3, fp8_e5m2 and the TurboQuant caches"),
+    ("llama-3.1-8b", "int8_pth", "0", "beside fp8_e4m3, fp8_e5m2 and the TurboQuant and"),
     ("gemma-3-27b-it", "fp8_e4m3", "5", "layers 5 (full attention) kept at the model's dtype"),
     ("qwen3-next-80b-a3b-instruct", "fp8_e4m3", "3", "hybrid recurrent model"),
     ("deepseek-v2-lite-chat", "fp8_e4m3", "0", "beside mla layers"),

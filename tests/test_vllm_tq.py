@@ -154,3 +154,27 @@ def test_nvfp4_is_refused_off_nvidia(model):
             spec=load_model(model), context=8192, sequences=1,
             cache=CacheOptions(kv_k="nvfp4", kv_v="nvfp4"), gpus=(find_gpu("mi300x"),)))
     assert "only FlashInfer stores it, on NVIDIA cards" in str(e.value)
+
+
+def test_ultraquant_on_rocm_packs_its_slot_and_keeps_the_boundary_layers():
+    # ultraquant_4bit: a 128-wide head's K and V each 64 bytes of e2m1 codes + 4 e8m0 scales,
+    # 136 bytes a slot; layers 0, 1, 30, 31 at bf16 as under TurboQuant
+    def on(gpu, model="llama-3.1-8b"):
+        return engine_plan("vllm", EngineRequest(
+            spec=load_model(model), context=8192, sequences=1,
+            cache=CacheOptions(kv_k="uq_4bit", kv_v="uq_4bit"), gpus=(find_gpu(gpu),),
+            kv_budget_bytes=10 * GiB))
+
+    r = on("mi300x")
+    per_token = 28 * 8 * 136 + 4 * 8 * 512
+    assert r.blocks == 10 * GiB // (per_token * r.block_tokens)
+    assert r.command.endswith("--kv-cache-dtype ultraquant_4bit")
+    assert any("136-byte slot a token (UltraQuant backend)" in n for n in r.notes)
+    assert read_command("vllm serve meta-llama/Llama-3.1-8B --kv-cache-dtype ultraquant_4bit"
+                        ).settings["kv"] == "uq_4bit"
+    for gpu, model, words in (("h100", "llama-3.1-8b", "on ROCm only"),
+                              ("mi300x", "llama-2-7b-hf", "bfloat16 models only"),
+                              ("mi300x", "gpt-oss-20b", "attention sinks")):
+        with pytest.raises(InputError) as e:
+            on(gpu, model)
+        assert words in str(e.value) and "\n" not in str(e.value)

@@ -399,7 +399,7 @@ FP32_SSM_TYPES = frozenset({"nemotron_h"})
 FORMATS = {"f16": "auto", "bf16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
            "fp8_pth": "fp8_per_token_head", "int8_pth": "int8_per_token_head",
            "int4_pth": "int4_per_token_head", "nvfp4": "nvfp4",
-           "nvfp4_4over6": "nvfp4_4over6", **vllm_tq.FORMATS}
+           "nvfp4_4over6": "nvfp4_4over6", **vllm_tq.PACKED}
 #: MiniMax-M3's sparse attention and its indexer take 128-token blocks only, one sparse block
 #: a page (models/minimax_m3/common/sparse_attention.py and indexer.py
 #: get_supported_kernel_block_sizes); its dense layers' backends take multiples of 16
@@ -649,7 +649,7 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
     if padded:
         # every sliding-window page padded to the shared page: a block of the quantized dtype
         # priced a byte a value (attention.py get_kv_cache_spec, vllm_skip)
-        tq = k.name in vllm_tq.FORMATS
+        tq = k.name in vllm_tq.PACKED
         for i, s in enumerate(out):
             if s.kind is LayerKind.SLIDING:
                 g, b = attn[i]
@@ -703,8 +703,9 @@ def tq_note(spec: ModelSpec, name: str) -> str:
     dim = next(g.head_dim_k for g in spec.groups
                if g.kind in (LayerKind.FULL, LayerKind.SLIDING))
     skipped = sorted(vllm_tq.skip_layers(spec, name))
-    text = (f"{vllm_tq.FORMATS[name]}: a head's key and value in one {vllm_tq.slot_bytes(name, dim)}"
-            f"-byte slot a token (TurboQuant backend)")
+    backend = "UltraQuant" if name == "uq_4bit" else "TurboQuant"
+    text = (f"{vllm_tq.PACKED[name]}: a head's key and value in one {vllm_tq.slot_bytes(name, dim)}"
+            f"-byte slot a token ({backend} backend)")
     if skipped:
         text += (f"; vLLM keeps layers {', '.join(map(str, skipped))} at the model's dtype "
                  f"(boundary protection: {dim * 4} bytes a head and token)"
@@ -1023,9 +1024,11 @@ def plan(req: EngineRequest) -> EngineReport:
         return dsv4_plan(req)
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
-    tq = opts.kv_k.name in vllm_tq.FORMATS
+    tq = opts.kv_k.name in vllm_tq.PACKED
     if tq:
         vllm_tq.check(req.spec, opts.kv_k.name)
+    if opts.kv_k.name == "uq_4bit":
+        vllm_backends.check_rocm_only(req.gpus, opts.kv_k.name)
     if opts.kv_k.name in ("int8_pth", "int4_pth"):
         check_int_pth(req.spec, opts.kv_k.name)
     # --kv-cache-dtype-skip-layers and TurboQuant's boundary layers (vllm_skip)

@@ -207,6 +207,16 @@ def check_nvfp4(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> None:
                          field="kv_k")
 
 
+def check_rocm_only(gpus: tuple[GPU | None, ...], name: str) -> None:
+    """UltraQuant's backend is in ROCm's backend list alone (platforms/rocm.py; CUDA's lists
+    TURBOQUANT but not ULTRAQUANT): refused on any other card."""
+    other = next((g for g in gpus if g is not None and g.vendor != "amd"), None)
+    if other is not None:
+        raise InputError(f"vLLM stores {name} (ultraquant_4bit) on ROCm only, with its "
+                         f"ULTRAQUANT backend; {other.name} has none (\"No valid attention "
+                         "backend found\")", field="kv_k")
+
+
 @dataclass(frozen=True)
 class Choice:
     """The backend vLLM picks, and the higher-priority ones only the block size ruled out."""

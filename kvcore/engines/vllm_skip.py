@@ -30,7 +30,7 @@ __all__ = ["FORMATS", "SLIDING", "check", "padded", "parse", "skipped"]
 SLIDING = "sliding_window"
 #: the caches whose pages kvplan sizes beside skipped layers: a byte a value, as the native
 #: backend prices them (fp8), and TurboQuant's packed slots
-FORMATS = frozenset({"fp8_e4m3", "fp8_e5m2", *vllm_tq.FORMATS})
+FORMATS = frozenset({"fp8_e4m3", "fp8_e5m2", *vllm_tq.PACKED})
 #: the model's own dtype: the list changes nothing
 NATIVE = frozenset({"f16", "bf16"})
 
@@ -92,7 +92,8 @@ def _check_list(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:
     field = "kv_cache_dtype_skip_layers"
     if name not in FORMATS:
         raise InputError(f"--kv-cache-dtype-skip-layers beside {name}: kvplan sizes the skipped "
-                         "layers' pages beside fp8_e4m3, fp8_e5m2 and the TurboQuant caches",
+                         "layers' pages beside fp8_e4m3, fp8_e5m2 and the TurboQuant and UltraQuant "
+                         "caches",
                          field=field)
     layers = spec.decoder_layers
     for p in patterns:
@@ -124,7 +125,7 @@ def sliding_check(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None
                          "sliding-window layers: their pages are twice the shared page that "
                          "vLLM pads the sliding-window pages to, and a padded page cannot be "
                          "scaled to them; kvplan does not size it", field=(
-                             "kv_k" if name in vllm_tq.FORMATS and not patterns
+                             "kv_k" if name in vllm_tq.PACKED and not patterns
                              else "kv_cache_dtype_skip_layers"))
 
 

@@ -24,11 +24,22 @@ from __future__ import annotations
 from ..errors import InputError
 from ..model import LayerKind, ModelSpec
 
-__all__ = ["FORMATS", "aligned_block", "check", "skip_layers", "slot_bytes"]
+__all__ = ["FORMATS", "PACKED", "aligned_block", "check", "skip_layers", "slot_bytes"]
 
 #: kvplan's names for vLLM's presets
 FORMATS = {"tq_k8v4": "turboquant_k8v4", "tq_4bit": "turboquant_4bit_nc",
            "tq_k3v4": "turboquant_k3v4_nc", "tq_3bit": "turboquant_3bit_nc"}
+#: the caches vLLM packs the TurboQuant way (a head's K and V in one slot, the boundary layers
+#: at the model's dtype: engine/arg_utils.py uses_packed_kv_backend): TurboQuant's presets and
+#: UltraQuant (kvplan's uq_4bit: backends/ultraquant_attn.py, a ROCm backend; e2m1 codes and
+#: an e8m0 scale a 32 for K and V, ops/ultraquant/format.py slot_size)
+PACKED = {**FORMATS, "uq_4bit": "ultraquant_4bit"}
+#: vLLM's --dtype auto serves these in float16, which UltraQuant's backend does not take
+#: (supported_dtypes: bfloat16 only); a float32 Gemma-2/3 checkpoint is served in bfloat16
+FP16_SERVED = frozenset({"float16", "float32"})
+#: model types with attention sinks (gpt-oss), which UltraQuant's backend refuses
+#: (supports_sink False)
+SINK_TYPES = frozenset({"gpt_oss"})
 #: hybrid model types whose vLLM config class gives none of the layer lists
 #: _get_full_attention_layer_indices reads (transformers_utils/configs/kimi_linear.py)
 NO_LAYER_LIST = frozenset({"kimi_linear", "kimi_k3"})
@@ -52,7 +63,16 @@ def slot_bytes(name: str, head_dim: int) -> int:
 def check(spec: ModelSpec, name: str) -> None:
     """Refuse, in one line, what vLLM's TurboQuant cache does not run or kvplan does not size
     here."""
-    flag = f"--kv-cache-dtype {FORMATS[name]}"
+    flag = f"--kv-cache-dtype {PACKED[name]}"
+    if name == "uq_4bit":
+        if spec.dtype in FP16_SERVED and not spec.model_type.startswith("gemma"):
+            raise InputError(f"{flag}: vLLM serves this {spec.dtype} checkpoint in float16, "
+                             "and UltraQuant's backend takes bfloat16 models only (pass "
+                             "--dtype bfloat16 to vLLM, which kvplan does not plan)",
+                             field="kv_k")
+        if spec.model_type in SINK_TYPES:
+            raise InputError(f"{flag}: UltraQuant's backend refuses attention sinks "
+                             "(supports_sink False), which this model has", field="kv_k")
     kinds = {g.kind for g in spec.groups if not g.kind.is_recurrent}
     if kinds & {LayerKind.MLA, LayerKind.INDEXER, LayerKind.COMPRESSED, LayerKind.INDEX}:
         raise InputError(f"{flag}: no MLA attention backend of vLLM 0.34.0 stores a "
@@ -80,6 +100,9 @@ def check(spec: ModelSpec, name: str) -> None:
         raise InputError(f"{flag}: vLLM packs a head's key and value of one head size in one "
                          f"slot; this model's heads are {sorted(dims)}", field="kv_k")
     (dim, _), = dims
+    if name == "uq_4bit" and dim % 32:
+        raise InputError(f"{flag}: its e8m0 scales cover 32 values; this model's heads are "
+                         f"{dim} wide", field="kv_k")
     if name != "tq_k8v4" and dim & (dim - 1):
         raise InputError(f"{flag}: its Hadamard rotation is built for power-of-two head sizes; "
                          f"this model's is {dim} (turboquant_k8v4 keeps fp8 keys unrotated)",
@@ -89,7 +112,7 @@ def check(spec: ModelSpec, name: str) -> None:
 def skip_layers(spec: ModelSpec, name: str) -> frozenset[int]:
     """The layers vLLM keeps at the model's dtype under preset ``name``: the first and last two
     of a model without recurrent layers (get_boundary_skip_layers), none for a hybrid one."""
-    if name not in FORMATS or any(g.kind.is_recurrent for g in spec.groups):
+    if name not in PACKED or any(g.kind.is_recurrent for g in spec.groups):
         return frozenset()
     layers = spec.decoder_layers
     n = min(BOUNDARY, layers // 2)
