@@ -420,6 +420,11 @@ def _options_file(holds: str) -> Callable[[_Reader, str, str], None]:
     return read
 
 
+def _comma_list(flag: str, value: str) -> str:
+    """A many-valued flag's words (spaces or commas between them) joined by commas."""
+    return ",".join(value.replace(",", " ").split())
+
+
 def _left(r: _Reader, flag: str, value: str) -> None:
     """A flag known to change no memory kvplan plans: listed as not read."""
     r.launch.unread.append(f"{flag} {value}" if value else flag)
@@ -723,7 +728,7 @@ _VLLM = (
     _Flag(("--gpu-memory-utilization",), "value", _set("gpu_memory_utilization", _float)),
     _Flag(("--block-size",), "value", _set("block_size", lambda f, v: _int(f, v, 1))),
     _Flag(("--kv-cache-dtype-skip-layers",), "many",
-          _set("kv_cache_dtype_skip_layers", lambda f, v: ",".join(v.replace(",", " ").split()))),
+          _set("kv_cache_dtype_skip_layers", _comma_list)),
     _Flag(("--max-num-batched-tokens",), "value", _set("max_num_batched_tokens", human_int)),
     _Flag(("--no-enable-prefix-caching",), "none", _on("no_prefix_caching")),
     _Flag(("--enable-prefix-caching",), "none", _on("no_prefix_caching", None)),
@@ -754,7 +759,7 @@ _VLLM = (
     _Flag(("--max-lora-rank",), "value", _set("max_lora_rank", lambda f, v: _int(f, v, 1))),
     _Flag(("--fully-sharded-loras",), "none", _on("fully_sharded_loras")),
     _Flag(("--lora-target-modules",), "many",
-          _set("lora_target_modules", lambda f, v: ",".join(v.replace(",", " ").split()))),
+          _set("lora_target_modules", _comma_list)),
     _Flag(("--lora-modules",), "many", _seen("lora_modules")),
 )
 
@@ -964,7 +969,7 @@ _SGLANG = (
     _Flag(("--max-lora-rank",), "value", _set("max_lora_rank", lambda f, v: _int(f, v, 1))),
     _Flag(("--max-loras-per-batch",), "value", _set("max_loras", lambda f, v: _int(f, v, 1))),
     _Flag(("--lora-target-modules",), "many",
-          _set("lora_target_modules", lambda f, v: ",".join(v.replace(",", " ").split()))),
+          _set("lora_target_modules", _comma_list)),
     _Flag(("--lora-paths",), "many", _seen("lora_paths")),
 )
 
