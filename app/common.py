@@ -540,12 +540,13 @@ def tensor_split_of(value: list[float] | str | None) -> tuple[float, ...] | None
     return check_tensor_split(tuple(float(x) for x in value))
 
 
-def _listed(value: list[str] | str | None) -> str | None:
-    """A list setting as EngineSettings keeps it: the entries joined by commas (None: not
-    given)."""
+def _listed(value: list[int | str] | int | str | None) -> str | None:
+    """A list setting as EngineSettings keeps it: the entries (layer numbers or words) joined
+    by commas (None: not given)."""
     if value is None:
         return None
-    text = value if isinstance(value, str) else ",".join(str(v) for v in value)
+    items = value if isinstance(value, list) else [value]
+    text = ",".join(str(v) for v in items)
     return text if text.strip() else None
 
 

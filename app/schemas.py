@@ -102,8 +102,8 @@ class PlanIn(BaseModel):
                                              "Mamba state slots, instead of the ratio's")
     disable_radix_cache: bool = Field(False, description="SGLang --disable-radix-cache: a "
                                       "hybrid model's Mamba state slots one a running request")
-    kv_cache_dtype_skip_layers: list[str] | str | None = Field(
-        None, max_length=512, examples=[["sliding_window"], "0,1,30,31"],
+    kv_cache_dtype_skip_layers: list[int | str] | str | None = Field(
+        None, max_length=512, examples=[["sliding_window"], [0, 31], "0,1,30,31"],
         description="vLLM --kv-cache-dtype-skip-layers: layers kept at the model's dtype "
                     "beside a quantized cache (indices, or sliding_window for every "
                     "sliding-window layer; a list, or entries separated by commas)")

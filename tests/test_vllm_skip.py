@@ -116,6 +116,8 @@ def test_through_the_command_cli_and_api(capsys):
                                            ["sliding_window"]})
     assert got.status_code == 200, got.text
     assert got.json()["engine_report"]["max_context"] == out["engine_report"]["max_context"]
+    numbers = client.post("/api/v1/plan", json={**body, "kv_cache_dtype_skip_layers": [0, 61]})
+    assert numbers.json()["engine_report"]["command"].endswith("--kv-cache-dtype-skip-layers 0 61")
     bad = client.post("/api/v1/plan", json={**body, "kv_cache_dtype_skip_layers": "99"})
     assert bad.status_code == 422 and bad.json()["field"] == "kv_cache_dtype_skip_layers"
     page = client.get("/", params={"model": "gemma-3-27b-it", "engine": "vllm", "gpu": "h100",
