@@ -803,10 +803,12 @@ def _list(cmd: str, as_json: bool) -> str:
              str(i["description"])] for i in items]
     else:
         items = [describe(f) for f in kvcore.FORMATS]
-        rows = [["name", "block", "bytes", "bits/value", "K+V a 128-wide head", "layout"]] + [
+        rows = [["name", "block", "bytes", "bits/value", "K+V a 128-wide head", "engines",
+                 "layout"]] + [
             [i["name"], str(i["block_values"]), str(i["block_bytes"]),
              f"{i['bits_per_value']:g}",
-             f"{i['k_row_bytes_128']} + {i['v_row_bytes_128']} B", i["layout"]] for i in items]
+             f"{i['k_row_bytes_128']} + {i['v_row_bytes_128']} B",
+             ",".join(cast(dict[str, str], i["engines"])) or "–", i["layout"]] for i in items]
     if as_json:
         return json.dumps(items, indent=2)
     # numbers line up on their last digit

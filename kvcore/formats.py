@@ -326,11 +326,15 @@ def quality_note(fmt: KVFormat) -> str:
 def describe(fmt: KVFormat) -> dict[str, object]:
     """A format as the CLI's and the API's lists give it: names, block, bits a value, the bytes
     a 128-wide head's K and V rows take (scales included; they differ where the format lays V
-    out its own way), layout and quality note."""
+    out its own way), layout and quality note, and the engines that store it with the value
+    each one's KV-cache flag takes (``engines``; kvplan's raw plan and kernels take every
+    format)."""
+    from .engines import engine_flags
+
     return {"name": fmt.name, "aliases": list(fmt.aliases), "block_values": fmt.block_values,
             "block_bytes": fmt.block_bytes, "bits_per_value": fmt.bits_per_value,
             "k_row_bytes_128": fmt.row_bytes(128, "k"), "v_row_bytes_128": fmt.row_bytes(128, "v"),
-            "layout": fmt.layout, "quality": quality_note(fmt)}
+            "layout": fmt.layout, "quality": quality_note(fmt), "engines": engine_flags(fmt.name)}
 
 
 def format_names() -> list[str]:

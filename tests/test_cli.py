@@ -64,6 +64,18 @@ def test_the_formats_list_gives_k_and_v_of_a_128_wide_head(capsys):
     assert "66 + 68 B" in line
 
 
+def test_the_formats_list_names_the_engines_and_their_flag_values(capsys):
+    items = {i["name"]: i for i in json.loads(run(capsys, "formats", "--json")[1])}
+    assert items["fp8_e4m3"]["engines"] == {"vllm": "fp8", "sglang": "fp8_e4m3",
+                                            "trtllm": "fp8"}
+    assert items["fp4_mx16"]["engines"] == {"sglang": "fp4_mx_block16"}
+    assert items["uq_4bit"]["engines"] == {"vllm": "ultraquant_4bit"}
+    assert items["q8_0"]["engines"] == {"llama.cpp": "q8_0", "ollama": "q8_0"}
+    assert items["kivi2"]["engines"] == {}
+    lines = {x.split()[0]: x for x in run(capsys, "formats")[1].splitlines()}
+    assert " vllm,sglang,trtllm " in lines["nvfp4"] and " – " in lines["tbq4"]
+
+
 def test_the_weight_formats_list_says_which_are_llama_quantize_mixes(capsys):
     from kvcore.gguf_mix import MIXES
 

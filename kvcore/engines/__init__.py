@@ -76,6 +76,14 @@ def canonical(name: str) -> str:
     return key
 
 
+def engine_flags(fmt: str) -> dict[str, str]:
+    """The engines that store kvplan's format ``fmt``, each with the value its KV-cache flag
+    takes for it (vLLM's and SGLang's --kv-cache-dtype, llama.cpp's --cache-type-k/-v,
+    Ollama's OLLAMA_KV_CACHE_TYPE, TensorRT-LLM's kv_cache_config dtype)."""
+    return {engine: table[fmt] for engine, table in _FORMATS.items()
+            if table is not None and fmt in table}
+
+
 def supported_formats(engine: str) -> list[str] | None:
     """kvplan format names an engine can store (None: every format)."""
     table = _FORMATS[canonical(engine)]
