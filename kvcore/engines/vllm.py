@@ -1064,8 +1064,8 @@ def plan(req: EngineRequest) -> EngineReport:
     # None: the extensible KV cache's 1.0 (config/cache.py resolved_gpu_memory_utilization)
     util = s.gpu_memory_utilization
     p = req.parallel
-    # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
-    # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
+    # --dtype auto serves a float32 checkpoint in 16 bits (config/model.py _resolve_auto_dtype:
+    # the platform's first dtype, bfloat16 on CUDA and ROCm): 2 bytes a weight
     # --data-parallel-size: every DP rank runs its own engine and cache, and FusedMoE flattens
     # its tensor-parallel group across them (fused_moe/config.py FusedMoEParallelConfig.make:
     # without expert parallelism the routed experts are split over tp × dp ranks)

@@ -34,9 +34,10 @@ FORMATS = {"tq_k8v4": "turboquant_k8v4", "tq_4bit": "turboquant_4bit_nc",
 #: UltraQuant (kvplan's uq_4bit: backends/ultraquant_attn.py, a ROCm backend; e2m1 codes and
 #: an e8m0 scale a 32 for K and V, ops/ultraquant/format.py slot_size)
 PACKED = {**FORMATS, "uq_4bit": "ultraquant_4bit"}
-#: vLLM's --dtype auto serves these in float16, which UltraQuant's backend does not take
-#: (supported_dtypes: bfloat16 only); a float32 Gemma-2/3 checkpoint is served in bfloat16
-FP16_SERVED = frozenset({"float16", "float32"})
+#: vLLM's --dtype auto serves a float16 checkpoint in float16 (a float32 one in the
+#: platform's first dtype, bfloat16: config/model.py _resolve_auto_dtype), which UltraQuant's
+#: backend does not take (supported_dtypes: bfloat16 only)
+FP16_SERVED = frozenset({"float16"})
 #: model types with attention sinks (gpt-oss), which UltraQuant's backend refuses
 #: (supports_sink False)
 SINK_TYPES = frozenset({"gpt_oss"})
@@ -65,7 +66,7 @@ def check(spec: ModelSpec, name: str) -> None:
     here."""
     flag = f"--kv-cache-dtype {PACKED[name]}"
     if name == "uq_4bit":
-        if spec.dtype in FP16_SERVED and not spec.model_type.startswith("gemma"):
+        if spec.dtype in FP16_SERVED:
             raise InputError(f"{flag}: vLLM serves this {spec.dtype} checkpoint in float16, "
                              "and UltraQuant's backend takes bfloat16 models only (pass "
                              "--dtype bfloat16 to vLLM, which kvplan does not plan)",
@@ -73,17 +74,18 @@ def check(spec: ModelSpec, name: str) -> None:
         if spec.model_type in SINK_TYPES:
             raise InputError(f"{flag}: UltraQuant's backend refuses attention sinks "
                              "(supports_sink False), which this model has", field="kv_k")
+    family = "UltraQuant" if name == "uq_4bit" else "TurboQuant"
     kinds = {g.kind for g in spec.groups if not g.kind.is_recurrent}
     if kinds & {LayerKind.MLA, LayerKind.INDEXER, LayerKind.COMPRESSED, LayerKind.INDEX}:
         raise InputError(f"{flag}: no MLA attention backend of vLLM 0.34.0 stores a "
-                         "TurboQuant cache (none lists it among its KV cache dtypes), so it "
+                         f"{family} cache (none lists it among its KV cache dtypes), so it "
                          "finds no valid attention backend at start-up; an MLA model plans "
                          "with --kv f16, bf16 or fp8_e4m3", field="kv_k")
     recurrent = any(g.kind.is_recurrent for g in spec.groups)
     allowed = {LayerKind.FULL} if recurrent else {LayerKind.FULL, LayerKind.SLIDING}
     if kinds - allowed:
         other = ", ".join(sorted(k.name.lower() for k in kinds - allowed))
-        raise InputError(f"{flag}: the TurboQuant pages of {other} layers"
+        raise InputError(f"{flag}: the {family} pages of {other} layers"
                          + (" in a hybrid recurrent model" if recurrent else "")
                          + " are not sized here; full-attention, sliding-window and hybrid "
                          "models of full attention and recurrent layers are", field="kv_k")
