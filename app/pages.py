@@ -21,6 +21,7 @@ from kvcore import CacheOptions, InputError, KvplanError, load_model, parse_conf
 from kvcore.catalog import MAX_CONFIG_BYTES
 from kvcore.engines import (
     CPU_MOE,
+    engine_flags,
     engine_names,
     parse_tensor_split,
     supported_formats,
@@ -588,7 +589,8 @@ def pages_router() -> APIRouter:
         per_format = [{"name": f.name, "bits": f.bits_per_value,
                        "bytes_per_token": kvcore.bytes_per_token(spec, CacheOptions(kv_k=f, kv_v=f)),
                        "marginal": kvcore.marginal_bytes_per_token(spec,
-                                                                   CacheOptions(kv_k=f, kv_v=f))}
+                                                                   CacheOptions(kv_k=f, kv_v=f)),
+                       "engines": engine_flags(f.name)}
                       for f in kvcore.FORMATS]
         state = kvcore.cache_size(spec, 1, 1).state_bytes
         return templates().TemplateResponse(request, "model.html", {

@@ -366,6 +366,9 @@ def test_catalog_pages(client):
     assert models.status_code == 200 and "deepseek-v3" in models.text
     page = client.get("/models/deepseek-v3")
     assert page.status_code == 200 and "61 MLA layers, latent 576" in page.text
+    # each format's row names the engines that store it and their flag's value
+    assert "<td>vllm fp8, sglang fp8_e4m3, trtllm fp8</td>" in page.text
+    assert "<td>llama.cpp q8_0, ollama q8_0</td>" in page.text
     assert client.get("/models/nosuch").status_code == 404
     gpus = client.get("/gpus")
     assert gpus.status_code == 200 and "RTX 4090" in gpus.text
