@@ -76,7 +76,7 @@ def test_a_list_that_matches_nothing_still_aligns_the_pool():
     ("llama-3.1-8b", "fp8_e4m3", "first", "takes layer indices as vLLM matches them"),
     ("llama-3.1-8b", "fp8_e4m3", "01", "no sign or leading zero"),
     ("llama-3.1-8b", "fp8_e4m3", "Sliding_Window", "got 'Sliding_Window'"),
-    ("llama-3.1-8b", "int8_pth", "0", "beside fp8_e4m3, fp8_e5m2 and the TurboQuant and"),
+    ("llama-3.1-8b", "int8_pth", "0", "beside fp8_e4m3, fp8_e5m2, nvfp4 and the TurboQuant"),
     ("gemma-3-27b-it", "fp8_e4m3", "5", "layers 5 (full attention) kept at the model's dtype"),
     ("qwen3-next-80b-a3b-instruct", "fp8_e4m3", "3", "hybrid recurrent model"),
     ("deepseek-v2-lite-chat", "fp8_e4m3", "0", "beside mla layers"),
@@ -124,3 +124,31 @@ def test_through_the_command_cli_and_api(capsys):
                                    "context": "8k", "kv_k": "fp8_e4m3", "kv_v": "fp8_e4m3",
                                    "kv_cache_dtype_skip_layers": "sliding_window"})
     assert page.status_code == 200 and "52 layers at the model&#39;s dtype" in page.text
+
+
+@pytest.mark.parametrize(("gpu", "skip", "block"), [
+    # the first layer's backend prices nvfp4: FlashInfer packs it (2 × (64 + 8) bytes a head of
+    # 128), FLASH_ATTN counts a byte a value (256). A block must hold 16 bf16 tokens (512 bytes
+    # a head each): packed, 16 × ceil(8,192 / (16 × 144)) = 64; a byte a value, 32
+    ("b200", "0,31", 64),   # layer 0 skipped, but SM100's first 16-bit backend is FlashInfer
+    ("h100", "0,31", 32),   # layer 0 skipped on FLASH_ATTN
+    ("h100", "31", 64),     # layer 0 quantized: FlashInfer
+])
+def test_nvfp4_beside_skipped_layers_grows_the_block_by_the_first_layers_backend(gpu, skip,
+                                                                                 block):
+    from kvcore import find_gpu
+
+    r = engine_plan("vllm", EngineRequest(
+        spec=load_model("llama-3.1-8b"), context=8192, sequences=1,
+        cache=CacheOptions(kv_k="nvfp4", kv_v="nvfp4"), gpus=(find_gpu(gpu),),
+        kv_budget_bytes=BUDGET, settings=EngineSettings(kv_cache_dtype_skip_layers=skip,
+                                                        block_size=16)))
+    kept = len(skip.split(","))
+    per_token = (32 - kept) * 8 * 144 + kept * 8 * 512
+    assert (r.block_tokens, r.blocks) == (block, BUDGET // (block * per_token))
+    with pytest.raises(InputError) as e:
+        engine_plan("vllm", EngineRequest(
+            spec=load_model("gemma-3-27b-it"), context=8192, sequences=1,
+            cache=CacheOptions(kv_k="nvfp4", kv_v="nvfp4"), gpus=(find_gpu(gpu),),
+            kv_budget_bytes=BUDGET, settings=EngineSettings(kv_cache_dtype_skip_layers="0")))
+    assert "beside nvfp4 in a sliding-window model" in str(e.value)

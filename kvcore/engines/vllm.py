@@ -1103,7 +1103,9 @@ def plan(req: EngineRequest) -> EngineReport:
     if padded:
         # the skipped layers share the block pool (platforms/interface.py
         # _align_heterogeneous_kv_block_size)
-        block = vllm_tq.aligned_block(block, 2)
+        gpu0 = shares[0].gpu
+        block = vllm_tq.aligned_block(block, *vllm_skip.page_bytes(
+            req.spec, opts.kv_k.name, skipped, gpu0.cuda_family if gpu0 is not None else 10))
     if dsa:
         k_name = check_dsa(req.spec, shares[0].gpu, opts.kv_k)
         if s.block_size and s.block_size % DSA_BLOCK:

@@ -30,7 +30,10 @@ __all__ = ["FORMATS", "SLIDING", "check", "padded", "parse", "skipped"]
 SLIDING = "sliding_window"
 #: the caches whose pages kvplan sizes beside skipped layers: a byte a value, as the native
 #: backend prices them (fp8), and TurboQuant's packed slots
-FORMATS = frozenset({"fp8_e4m3", "fp8_e5m2", *vllm_tq.PACKED})
+FORMATS = frozenset({"fp8_e4m3", "fp8_e5m2", *vllm_tq.PACKED, "nvfp4", "nvfp4_4over6"})
+#: vLLM's NVFP4 caches: FlashInfer's customize_spec packs them (e2m1 pairs and an fp8 scale a
+#: 16, K and V in slots of their own); FLASH_ATTN prices the same uint8 dtype a byte a value
+NVFP4 = frozenset({"nvfp4", "nvfp4_4over6"})
 #: the model's own dtype: the list changes nothing
 NATIVE = frozenset({"f16", "bf16"})
 
@@ -92,8 +95,8 @@ def _check_list(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:
     field = "kv_cache_dtype_skip_layers"
     if name not in FORMATS:
         raise InputError(f"--kv-cache-dtype-skip-layers beside {name}: kvplan sizes the skipped "
-                         "layers' pages beside fp8_e4m3, fp8_e5m2 and the TurboQuant and UltraQuant "
-                         "caches",
+                         "layers' pages beside fp8_e4m3, fp8_e5m2, nvfp4 and the TurboQuant and "
+                         "UltraQuant caches",
                          field=field)
     layers = spec.decoder_layers
     for p in patterns:
@@ -104,11 +107,32 @@ def _check_list(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:
     if any(k.is_recurrent for k in kinds):
         raise InputError("--kv-cache-dtype-skip-layers in a hybrid recurrent model: the state "
                          "pages' padding beside skipped layers is not sized here", field=field)
+    if name in NVFP4 and LayerKind.SLIDING in kinds:
+        raise InputError(f"--kv-cache-dtype-skip-layers beside {name} in a sliding-window "
+                         "model: the shared page the sliding-window pages pad to is priced by "
+                         "the first layer's backend, which kvplan does not size there",
+                         field=field)
     if kinds - {LayerKind.FULL, LayerKind.SLIDING}:
         other = ", ".join(sorted(k.name.lower() for k in kinds
                                  - {LayerKind.FULL, LayerKind.SLIDING}))
         raise InputError(f"--kv-cache-dtype-skip-layers beside {other} layers: not sized here "
                          "(full-attention and sliding-window models are)", field=field)
+
+
+def page_bytes(spec: ModelSpec, name: str, skipped: frozenset[int],
+               family: int | None) -> tuple[int, int]:
+    """(a skipped layer's bytes, the quantized dtype's bytes) a token and KV head, as
+    _align_heterogeneous_kv_block_size prices them: the skipped layer at the model's 16 bits,
+    the quantized dtype through the first layer's backend's customize_spec, a byte a value but
+    for NVFP4 under FlashInfer (packed: the first layer is quantized, so FlashInfer runs it, or
+    skipped on SM100, where FlashInfer is the first backend vLLM tries for 16-bit layers;
+    elsewhere FLASH_ATTN)."""
+    g = next(g for g in spec.groups if g.kind in (LayerKind.FULL, LayerKind.SLIDING))
+    width = g.head_dim_k + g.head_dim_v
+    primary = width
+    if name in NVFP4 and (0 not in skipped or family == 10):
+        primary = 2 * (g.head_dim_k // 2 + g.head_dim_k // 16)
+    return 2 * width, primary
 
 
 def sliding_check(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None:

@@ -121,11 +121,11 @@ def skip_layers(spec: ModelSpec, name: str) -> frozenset[int]:
     return frozenset(range(n)) | frozenset(range(layers - n, layers))
 
 
-def aligned_block(block: int, dtype_bytes: int) -> int:
+def aligned_block(block: int, skipped_bytes: int, primary_bytes: int) -> int:
     """The block _align_heterogeneous_kv_block_size leaves where skipped layers share the pool:
     large enough, in multiples of the block asked (at least the native kernel block), that a
-    block of the packed dtype priced as a byte a value holds ``NATIVE_KERNEL_BLOCK`` tokens of a
-    skipped layer in ``dtype_bytes`` a value."""
+    block of the quantized dtype, ``primary_bytes`` a token as the first layer's backend prices
+    it, holds ``NATIVE_KERNEL_BLOCK`` tokens of a skipped layer (``skipped_bytes`` a token)."""
     align = max(NATIVE_KERNEL_BLOCK, block)
-    need = dtype_bytes * NATIVE_KERNEL_BLOCK
-    return max(block, align * -(-need // align))
+    need = skipped_bytes * NATIVE_KERNEL_BLOCK
+    return max(block, align * -(-need // (align * primary_bytes)))
