@@ -137,7 +137,7 @@ def test_engine_limits_replan(model, engine, fmt, gpu, ctx, seqs, layout):
 @given(models, st.sampled_from([("vllm", "tq_k8v4"), ("vllm", "tq_4bit"), ("vllm", "tq_3bit"),
                                 ("vllm", "int8_pth"), ("vllm", "int4_pth"),
                                 ("vllm", "nvfp4_4over6"), ("vllm", "uq_4bit"),
-                                ("vllm", "fp8_e4m3+sliding_window"),
+                                ("vllm", "fp8_e4m3+sliding_window"), ("vllm", "nvfp4+0"),
                                 ("vllm", "fp8_e4m3+0"),
                                 ("sglang", "nvfp4"), ("sglang", "fp4_mx16"),
                                 ("sglang", "mxfp8")]),
