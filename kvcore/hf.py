@@ -140,6 +140,10 @@ GEMMA4_TYPES = frozenset({"gemma4", "gemma4_text"})
 #: use_bidirectional_attention "vision" runs image-prefix attention
 GEMMA4_MULTIMODAL = frozenset({"Gemma4ForConditionalGeneration",
                                "Gemma4UnifiedForConditionalGeneration"})
+#: multimodal model types whose image tokens attend both ways, by the outer config's
+#: model_type (vLLM's model_arch_config_convertor.py is_mm_prefix_lm list: Gemma 3 with its
+#: vision tower, not gemma3_text)
+MM_PREFIX_TYPES = frozenset({"gemma3", "paligemma", "molmo2", "moondream3", "bagel"})
 #: Gemma-3n: KV-shared tail layers, per-layer MLP widths, AltUp, LAuReL, per-layer embeddings
 GEMMA3N_TYPES = frozenset({"gemma3n", "gemma3n_text"})
 #: MiMo-V2: sliding-window and full layers of different KV heads and K/V widths
@@ -3455,7 +3459,8 @@ def spec_from_config(
                            if len({g.q_heads for g in geometry}) > 1 else ()),
         mm_prefix=(model_type in GEMMA4_TYPES
                    and lm.get("use_bidirectional_attention") == "vision"
-                   and _architecture(config) in GEMMA4_MULTIMODAL),
+                   and _architecture(config) in GEMMA4_MULTIMODAL
+                   or str(config.get("model_type") or "") in MM_PREFIX_TYPES),
         notes=_notes(lm, model_type),
         vllm_max_len=vllm_max_len(lm, str(config.get("model_type") or model_type), max_pos),
         sglang_context_len=sglang_context_len(lm, str(config.get("model_type") or model_type),

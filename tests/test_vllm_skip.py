@@ -53,13 +53,17 @@ def test_gemma3_turboquant_pages_are_padded_to_the_fp8_page():
     # a full layer's 64 × 16 × 134 = 137,216 B padded to it; a quantized sliding layer takes
     # the largest TurboQuant kernel block within it (2,144 B a token → 64), a skipped one 32.
     # Three buckets (10 full, 48 quantized sliding, 4 skipped) → groups of 4: 3 + 12 + 1
-    r = plan("gemma-3-27b-it", "tq_4bit")
+    r = plan("gemma-3-27b-it", "tq_4bit", language_model_only=True)
     assert r.blocks == BUDGET // (262144 * 4)
     assert any("64 tokens of a full-attention layer, 32 tokens of a skipped sliding-window "
                "layer, 64 tokens of a quantized sliding-window layer" in n for n in r.notes)
     # the padding leaves TurboQuant no smaller than fp8 here
-    fp8 = plan("gemma-3-27b-it", "fp8_e4m3")
+    fp8 = plan("gemma-3-27b-it", "fp8_e4m3", language_model_only=True)
     assert r.max_context < fp8.max_context
+    # with images served, Gemma 3's image-prefix attention has no TurboQuant backend
+    with pytest.raises(InputError) as e:
+        plan("gemma-3-27b-it", "tq_4bit")
+    assert "image-prefix" in str(e.value) and "--language-model-only" in str(e.value)
 
 
 def test_a_list_that_matches_nothing_still_aligns_the_pool():

@@ -996,6 +996,10 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.settings.language_model_only and req.cache.encoder:
         # no tower is built: its weights are not on any card
         req = replace(req, cache=replace(req.cache, encoder=False))
+    if req.spec.mm_prefix and not req.cache.encoder:
+        # text-only serving turns image-prefix attention off (is_mm_prefix_lm with
+        # supports_multimodal False), so backends without it are eligible again
+        req = replace(req, spec=replace(req.spec, mm_prefix=False))
     # DeciLMForCausalLM (models/nemotron_nas.py) builds attention (num_attention_heads //
     # n_heads_in_group KV heads) only where block_configs' attention is not a no-op, so only
     # those layers get a cache; replace_with_linear it does not build

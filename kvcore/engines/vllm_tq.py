@@ -75,6 +75,11 @@ def check(spec: ModelSpec, name: str) -> None:
             raise InputError(f"{flag}: UltraQuant's backend refuses attention sinks "
                              "(supports_sink False), which this model has", field="kv_k")
     family = "UltraQuant" if name == "uq_4bit" else "TurboQuant"
+    if spec.mm_prefix:
+        raise InputError(f"{flag}: the {family} backend does not run this model's image-prefix "
+                         "(bidirectional) attention (supports_mm_prefix False), so vLLM finds "
+                         "no attention backend while images are served; with "
+                         "--language-model-only it does", field="kv_k")
     kinds = {g.kind for g in spec.groups if not g.kind.is_recurrent}
     if kinds & {LayerKind.MLA, LayerKind.INDEXER, LayerKind.COMPRESSED, LayerKind.INDEX}:
         raise InputError(f"{flag}: no MLA attention backend of vLLM 0.34.0 stores a "
