@@ -559,7 +559,10 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
+def render_find_format(q: Query, rows: list[dict[str, Any]],
+                       refused: Sequence[dict[str, str]] = ()) -> str:
+    """The formats' table and verdict, then each format the engine has but refuses for this
+    plan with its reason."""
     table = [["format", "bits/value", "fits", "max context", "tok/s/seq", "quality"]] + [
         [r["format"], f"{r['bits_per_value']:g}", "yes" if r["fits"] else "no",
          _ctx(r["max_context"]), rate_text(r["tokens_per_s_per_sequence"]), r["quality"]]
@@ -578,7 +581,9 @@ def render_find_format(q: Query, rows: list[dict[str, Any]]) -> str:
                    f"{format_quantity(q.sequences, 'sequence')} fit: "
                    f"{_ctx(longest['max_context'])} tokens in {longest['format']}; see "
                    "--find-weights or --find-gpu")
-    return "\n".join([_table(table, right=(1, 3, 4)), "", verdict, *_find_notes(q, rows)])
+    lines = [_table(table, right=(1, 3, 4)), "", verdict, *_find_notes(q, rows)]
+    lines += [f"not offered here: {r['format']}: {r['reason']}" for r in refused]
+    return "\n".join(lines)
 
 
 def render_find_weights(q: Query, rows: list[dict[str, Any]]) -> str:
@@ -1093,8 +1098,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(rows, indent=2) if args.json else render_find_gpu(query, rows))
             return 0
         if args.find_format:
-            rows = find_format(query)
-            print(json.dumps(rows, indent=2) if args.json else render_find_format(query, rows))
+            refused: list[dict[str, str]] = []
+            rows = find_format(query, refused)
+            print(json.dumps(rows, indent=2) if args.json
+                  else render_find_format(query, rows, refused))
             return 0
         if args.find_weights:
             rows = find_weights(query)

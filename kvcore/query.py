@@ -681,9 +681,12 @@ def host_runnable(found: dict[str, Any]) -> list[dict[str, Any]]:
                   key=lambda r: (-r["host_fit"]["tokens_per_s_per_sequence"], r["model"]))
 
 
-def find_format(q: Query) -> list[dict[str, Any]]:
+def find_format(q: Query, refused_out: list[dict[str, str]] | None = None
+                ) -> list[dict[str, Any]]:
     """Every KV format (K = V) the engine offers, highest precision first, with its fit and
-    the decode estimate in it (tokens a second a sequence; None without a card)."""
+    the decode estimate in it (tokens a second a sequence; None without a card).
+    ``refused_out``: where given, each format the engine has but refuses for this plan is
+    appended to it with the one-line reason ({"format", "reason"})."""
     if not q.gpus and q.kv_budget_bytes is None:
         raise InputError("find-format needs a GPU or a KV budget to fit the cache in", field="gpu")
     rows = []
@@ -700,6 +703,8 @@ def find_format(q: Query) -> list[dict[str, Any]]:
             # a format this engine refuses for this plan; kept in case every format is refused,
             # when the reason is the plan's (an option the engine lacks), not a format's
             refused = refused or exc
+            if refused_out is not None:
+                refused_out.append({"format": fmt.name, "reason": str(exc)})
             continue
         here, quality = quality_here(q.spec, trial.cache)
         max_ctx = data["max_context"] or 0

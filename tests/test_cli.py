@@ -1145,3 +1145,18 @@ def test_a_server_kvplan_has_no_engine_of_is_pointed_to_the_nearest(capsys, engi
     r = TestClient(create_app()).get("/api/v1/plan", params={"model": "qwen3-8b",
                                                               "engine": engine})
     assert r.status_code == 422 and r.json()["field"] == "engine" and said in r.json()["error"]
+
+
+def test_find_format_says_why_each_format_it_leaves_out_is_refused(capsys):
+    # Gemma 3 with its vision tower: vLLM's TurboQuant backend runs no image-prefix attention;
+    # served text-only the same formats are offered
+    args = ["gemma-3-27b-it", "--engine", "vllm", "--gpu", "4090", "--ctx", "32k",
+            "--weights", "int4", "--find-format"]
+    code, out, _ = run(capsys, *args)
+    lines = out.splitlines()
+    assert code == 0 and not any(x.startswith("tq_4bit ") for x in lines)
+    why = next(x for x in lines if x.startswith("not offered here: tq_4bit: "))
+    assert "image-prefix" in why and "--language-model-only" in why
+    code, out, _ = run(capsys, *args, "--language-model-only")
+    assert code == 0 and any(x.startswith("tq_4bit ") for x in out.splitlines())
+    assert "not offered here: tq_4bit" not in out
