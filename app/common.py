@@ -540,7 +540,7 @@ def tensor_split_of(value: list[float] | str | None) -> tuple[float, ...] | None
     return check_tensor_split(tuple(float(x) for x in value))
 
 
-def _listed(value: list[int | str] | int | str | None) -> str | None:
+def _listed(value: list[int | str] | str | None) -> str | None:
     """A list setting as EngineSettings keeps it: the entries (layer numbers or words) joined
     by commas (None: not given)."""
     if value is None:

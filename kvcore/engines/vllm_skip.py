@@ -23,17 +23,18 @@ import re
 from ..errors import InputError, shown
 from ..model import LayerKind, ModelSpec
 from . import vllm_tq
+from .vllm_backends import NVFP4
 
-__all__ = ["FORMATS", "SLIDING", "check", "padded", "parse", "skipped"]
+__all__ = ["FORMATS", "SLIDING", "check", "padded", "page_bytes", "parse", "skipped",
+           "sliding_block"]
 
 #: the attention type vLLM's list may name
 SLIDING = "sliding_window"
-#: the caches whose pages kvplan sizes beside skipped layers: a byte a value, as the native
-#: backend prices them (fp8), and TurboQuant's packed slots
-FORMATS = frozenset({"fp8_e4m3", "fp8_e5m2", *vllm_tq.PACKED, "nvfp4", "nvfp4_4over6"})
-#: vLLM's NVFP4 caches: FlashInfer's customize_spec packs them (e2m1 pairs and an fp8 scale a
-#: 16, K and V in slots of their own); FLASH_ATTN prices the same uint8 dtype a byte a value
-NVFP4 = frozenset({"nvfp4", "nvfp4_4over6"})
+#: the caches whose pages kvplan sizes beside skipped layers: fp8 (a byte a value, as the
+#: native backend prices them), TurboQuant's and UltraQuant's packed slots, and the NVFP4
+#: caches (FlashInfer's customize_spec packs them: e2m1 pairs and an fp8 scale a 16, K and V
+#: in slots of their own; FLASH_ATTN prices the same uint8 dtype a byte a value)
+FORMATS = frozenset({"fp8_e4m3", "fp8_e5m2", *vllm_tq.PACKED, *NVFP4})
 #: the model's own dtype: the list changes nothing
 NATIVE = frozenset({"f16", "bf16"})
 
@@ -141,8 +142,9 @@ def sliding_check(spec: ModelSpec, name: str, patterns: tuple[str, ...]) -> None
     scaled: refused."""
     if not any(g.kind is LayerKind.SLIDING for g in spec.groups):
         return
+    kept = skipped(spec, name, patterns)
     full = sorted(i for g in spec.groups if g.kind is LayerKind.FULL and not g.mtp
-                  for i in g.layers if i in skipped(spec, name, patterns))
+                  for i in g.layers if i in kept)
     if full:
         which = ", ".join(map(str, full))
         raise InputError(f"layers {which} (full attention) kept at the model's dtype beside "
