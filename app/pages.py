@@ -152,6 +152,12 @@ def code_spans(text: str) -> Markup:
     return Markup(re.sub(r"``(.+?)``", r"<code>\1</code>", str(escape(text)), flags=re.S))
 
 
+def breakable(text: object) -> Markup:
+    """``text`` escaped, with a break opportunity after each underscore, dot, slash and
+    backslash, so that a long identifier or pattern wraps in a narrow column."""
+    return Markup(re.sub(r"([_./\\])", r"\1<wbr>", str(escape(str(text)))))
+
+
 @cache
 def templates() -> Jinja2Templates:
     t = Jinja2Templates(directory=str(ROOT / "templates"))
@@ -160,6 +166,7 @@ def templates() -> Jinja2Templates:
     t.env.filters["count"] = lambda n: f"{int(n):,}"
     t.env.filters["linked"] = linked
     t.env.filters["code_spans"] = code_spans
+    t.env.filters["breakable"] = breakable
     # a check box is drawn checked for the words the page reads as on
     t.env.tests["on"] = lambda value: str(value).strip().lower() in _TRUE
     return t
