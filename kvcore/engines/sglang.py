@@ -60,6 +60,7 @@ from .sglang_mtp import notes as mtp_notes
 from .sglang_mtp import pool_line
 from .sglang_mtp import resolve as mtp_resolve
 from .sglang_mtp import target_cell as mtp_cell
+from .sglang_page import resolve as resolve_page
 from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
 
 NAME = "sglang"
@@ -1014,11 +1015,17 @@ def plan(req: EngineRequest) -> EngineReport:
     minimax = req.spec.model_type in MINIMAX_M3_TYPES
     sliding = (req.spec.model_type in HYBRID_SWA_TYPES
                and any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups))
+    # the backend SGLang picks itself and the page it runs (sglang_page: SM100's backends
+    # page the cache themselves)
+    gpu0 = req.gpus[0] if req.gpus else None
+    default = resolve_page(req.spec, gpu0, s.page_size, draft=bool(req.cache.mtp),
+                           radix_cache=s.radix_cache)
     # nvfp4, fp4_mx_block16, mxfp8: the layout the card gives them (sglang_kv4)
-    kv4 = kv4_layout(opts.kv_k.name, req.spec, req.gpus[0] if req.gpus else None,
+    kv4 = kv4_layout(opts.kv_k.name, req.spec, gpu0,
                      page_asked=s.page_size, sliding=sliding, mtp=req.cache.mtp,
                      hicache=bool(s.offload_bytes), prefill=s.prefill_kv_cache_dequant_dtype,
-                     special="MiniMax-M3 sparse pool" if minimax else None)
+                     special="MiniMax-M3 sparse pool" if minimax else None,
+                     default=default.backend or "trtllm_mha")
     index_bytes = minimax_index_bytes(req, k_name) if minimax else 0
     # a ModelOpt checkpoint calibrated for an FP8 KV cache turns auto into fp8_e4m3 (a DSA
     # model's auto is resolved by the card first): a 16-bit plan names its dtype, bf16
@@ -1032,7 +1039,9 @@ def plan(req: EngineRequest) -> EngineReport:
     note_hybrid = ""
     p = req.parallel
     # a logical page owns whole pools of index keys: 64 × index_kpool tokens
-    page = DSA_PAGE * kpool if dsa else MINIMAX_PAGE if minimax else (s.page_size or 1)
+    # (a block-scaled cache's backend sets its page below, kv4.page)
+    page = (DSA_PAGE * kpool if dsa else MINIMAX_PAGE if minimax
+            else default.page if kv4 is None else (s.page_size or 1))
     # --dtype auto serves a float32 checkpoint in 16 bits (FP16 for FP32 models; Gemma-2 and
     # Gemma-3, which overflow in FP16, in BF16): 2 bytes a weight either way
     weights, shares = rank_weights(req, STAGE_SPLIT, f32_as="bf16")
@@ -1325,6 +1334,8 @@ def plan(req: EngineRequest) -> EngineReport:
         lines.insert(0, f"mem_fraction_static={frac}")
     cmd = launch_command(req, k_name, frac)
     notes = [n for n in (note_hybrid, rule_note(req, frac), long_context_note(req)) if n]
+    if default.note and not (dsa or minimax) and kv4 is None:
+        notes.append(default.note)
     if kv4 is not None:
         if kv4.backend:
             cmd.append(f"--attention-backend {kv4.backend}")

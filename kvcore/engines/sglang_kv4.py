@@ -88,12 +88,14 @@ def _refuse(msg: str, field: str = "kv_k") -> InputError:
 
 def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | None,
            sliding: bool, special: str | None, mtp: bool, hicache: bool,
-           prefill: str | None = None) -> Layout | None:
+           prefill: str | None = None, default: str | None = "trtllm_mha") -> Layout | None:
     """The layout of kvplan's format ``name`` in SGLang for ``spec`` on ``gpu`` (None: a plan
     without a card, sized as SM100 lays it out), or None where ``name`` is not block-scaled; a
     one-line InputError for what SGLang refuses or kvplan does not size. ``special``: the pool
     family that takes no block-scaled cache (a sparse pool); ``prefill``: nvfp4's
-    --prefill-kv-cache-dequant-dtype (None or auto: by the card)."""
+    --prefill-kv-cache-dequant-dtype (None or auto: by the card); ``default``: the backend
+    SGLang picks itself on this SM100 card (sglang_page), which fp4_mx_block16 keeps where it
+    reads FP4 caches."""
     prefill = None if prefill == "auto" else prefill
     if prefill is not None and name != "nvfp4":
         raise _refuse(f"--prefill-kv-cache-dequant-dtype applies only with --kv-cache-dtype "
@@ -153,7 +155,12 @@ def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | Non
                 "(MLATokenToKVPoolFP4; its logged size leaves the scales out), read through "
                 "FlashInfer's MLA backend (--attention-backend flashinfer)",))
         equal = all(g.head_dim_k == g.head_dim_v for g in attention)
-        if family == 10 and equal:
+        if family == 10 and default == "triton":
+            return Layout(1, None, False, False, (
+                "fp4_mx_block16: e2m1 with a power-of-two scale a 16 values, dequantized as "
+                "attention reads it; SGLang's default backend for this model on SM100 is "
+                "triton, in pages of 1 token (its Qwen3-Next/Qwen3.5 override)",))
+        if family == 10 and equal and default == "trtllm_mha":
             page = _page(page_asked, TRTLLM_PAGES, 64)
             return Layout(page, None, False, False, (
                 f"fp4_mx_block16: e2m1 with a power-of-two scale a 16 values, dequantized as "

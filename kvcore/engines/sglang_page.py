@@ -1,0 +1,145 @@
+"""The attention backend SGLang 0.5.23 picks itself where the command names none, and the KV
+page it then runs, read from its argument pipeline (``srt/arg_groups``):
+
+1. the architecture's own overrides (``model_overrides/*.py``, applied in
+   handle_model_specific_adjustments) set a backend for some models;
+2. where none did, ``model_override_base.get_default_attn_backend``: on SM100 (B200, B300,
+   GB200) trtllm_mha for an MHA model, fa4 where K and V rows differ in width
+   (``has_asymmetric_kv``), FlashInfer for an MLA model; on Hopper fa3; elsewhere FlashInfer,
+   Triton or aiter;
+3. the backends' page rules (``overrides.py`` _mla_backend_page_constraints,
+   _fa4_page_constraint): trtllm_mha keeps a --page-size of 16, 32, 64 or 128 and takes 64
+   otherwise, trtllm_mla keeps 32 or 64 and takes 64 otherwise, fa4 pages an MHA cache in 128
+   tokens on SM100 whatever is asked;
+4. only then a page of 1 where none was set (``_page_size_default``), so a default plan on
+   SM100 runs the backend's page, not 1.
+
+Only SM100's backends change the page; on Hopper, SM120, Ampere/Ada and AMD the default
+backends (fa3, FlashInfer, Triton, aiter) run the page asked, 1 by default. The pool rounds
+its tokens down to the page and holds one page more (memory_pool.py), and a sliding-window
+pool's request cap counts pages, so the page is part of the plan's arithmetic.
+
+DeepSeek Sparse Attention, DeepSeek-V4, MiniMax-M3's sparse pool and the block-scaled caches
+(sglang_kv4) fix their own pages and are not resolved here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..gpus import GPU
+from ..model import LayerKind, ModelSpec
+from .sglang_kv4 import TRTLLM_PAGES as TRTLLM_MHA_PAGES
+
+__all__ = ["Resolved", "resolve"]
+
+#: pages trtllm_mla takes (other sizes become 64; trtllm_mha's are sglang_kv4's)
+TRTLLM_MLA_PAGES = (32, 64)
+#: the page fa4 runs an MHA cache in on SM100
+FA4_PAGE = 128
+TRTLLM_PAGE = 64
+
+#: model_overrides/deepseek_v2.py: trtllm_mla on SM100 where no backend is given (its
+#: non-DSA architectures; DeepseekV2ForCausalLM is not among them)
+TRTLLM_MLA_ARCHS = frozenset({
+    "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration", "LongcatFlashForCausalLM", "Dots3NoteForCausalLM",
+    # model_overrides/kimi_k3.py: trtllm_mla for prefill and decode on SM100/SM103
+    "KimiK3ForConditionalGeneration"})
+#: overrides that pick trtllm_mha on SM100 whatever the heads: gpt_oss.py, gemma4.py,
+#: llama4.py, exaone.py (whenever the config has a sliding_window_pattern, which transformers
+#: fills), olmo2.py (Olmo3 is renamed Olmo2), nemotron_h.py
+TRTLLM_MHA_ARCHS = frozenset({
+    "GptOssForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4ForCausalLM",
+    "Llama4ForConditionalGeneration", "Exaone4ForCausalLM", "ExaoneMoEForCausalLM",
+    "ExaoneMoeForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM", "NemotronHForCausalLM"})
+#: overrides that pick fa4 on SM100: mimo_v2.py, and the Step-3.5 names overrides.py tests
+FA4_ARCHS = frozenset({"MiMoV2FlashForCausalLM", "Step3p5ForCausalLM",
+                       "Step3p7ForConditionalGeneration"})
+#: model_overrides/qwen3_5.py: on SM100 it asks get_default_attn_backend and keeps trtllm_mha
+#: only where the Mamba state needs no extra buffer or a draft runs; it reads the Mamba cache
+#: strategy before it is resolved ("auto"), so with the radix cache on and no draft it picks
+#: Triton, and it declares the page itself (64 with trtllm_mha, else 1), over any --page-size
+QWEN_HYBRID_ARCHS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration",
+                               "Qwen3_5MoeForConditionalGeneration"})
+#: model_overrides/lfm2.py: FlashInfer on SM100
+FLASHINFER_ARCHS = frozenset({"Lfm2ForCausalLM", "Lfm2MoeForCausalLM"})
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """SGLang's default backend on the plan's card and the page it runs."""
+
+    #: the backend SGLang picks (None: not worked out, the card unknown or not SM100)
+    backend: str | None
+    #: the page the KV pools run
+    page: int
+    #: why the page is not the one asked (None where it is)
+    note: str | None = None
+
+
+def _asymmetric(spec: ModelSpec) -> bool:
+    return any(g.head_dim_k != g.head_dim_v for g in spec.groups
+               if g.kind in (LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED))
+
+
+def _mla(spec: ModelSpec) -> bool:
+    return any(g.kind is LayerKind.MLA for g in spec.groups)
+
+
+def _sm100_backend(spec: ModelSpec, page_asked: int | None, *, draft: bool,
+                   radix_cache: bool) -> str:
+    """The backend SGLang picks on SM100 for ``spec`` where the command names none. ``draft``:
+    an EAGLE/NEXTN draft with --speculative-eagle-topk 1 given (kvplan's --mtp command), which
+    keeps the trtllm branch only while the page is unset or 1 (is_no_spec_infer_or_topk_one);
+    past it FlashInfer."""
+    arch = spec.architecture
+    if arch in TRTLLM_MLA_ARCHS:
+        return "trtllm_mla"
+    if arch in TRTLLM_MHA_ARCHS:
+        return "trtllm_mha"
+    if arch in FA4_ARCHS:
+        return "fa4"
+    if arch in FLASHINFER_ARCHS:
+        return "flashinfer"
+    if _mla(spec):
+        return "flashinfer"
+    if draft and page_asked not in (None, 1):
+        generic = "flashinfer"
+    else:
+        generic = "fa4" if _asymmetric(spec) else "trtllm_mha"
+    if arch in QWEN_HYBRID_ARCHS:
+        return "trtllm_mha" if generic == "trtllm_mha" and (draft or not radix_cache) else "triton"
+    return generic
+
+
+def resolve(spec: ModelSpec, gpu: GPU | None, page_asked: int | None, *, draft: bool = False,
+            radix_cache: bool = True) -> Resolved:
+    """The page SGLang runs ``spec``'s KV pools in on ``gpu`` with --page-size ``page_asked``
+    (None: not given) and no --attention-backend."""
+    asked = page_asked or 1
+    if gpu is None or gpu.cuda_family != 10:
+        return Resolved(None, asked)
+    backend = _sm100_backend(spec, page_asked, draft=draft, radix_cache=radix_cache)
+    qwen = spec.architecture in QWEN_HYBRID_ARCHS
+    if qwen:
+        page = TRTLLM_PAGE if backend == "trtllm_mha" else 1
+    elif backend == "trtllm_mha":
+        page = asked if asked in TRTLLM_MHA_PAGES else TRTLLM_PAGE
+    elif backend == "trtllm_mla":
+        page = asked if asked in TRTLLM_MLA_PAGES else TRTLLM_PAGE
+    elif backend == "fa4":
+        page = FA4_PAGE
+    else:
+        page = asked
+    if page == asked:
+        return Resolved(backend, page)
+    why = {"trtllm_mha": "which takes pages of 16, 32, 64 or 128 tokens",
+           "trtllm_mla": "which takes pages of 32 or 64 tokens",
+           "fa4": "which pages an MHA cache in 128 tokens on SM100",
+           "triton": "with the page its Qwen3-Next/Qwen3.5 override declares"}[backend]
+    given = (f"--page-size {page_asked} becomes {page}" if page_asked
+             else f"pages of {page} tokens, not 1")
+    note = (f"SGLang's default attention backend for this model on SM100 is {backend}, {why}: "
+            f"{given}; the pool rounds its tokens down to the page and holds one page more")
+    return Resolved(backend, page, note)
