@@ -584,6 +584,7 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         max_mamba_cache_size=src.max_mamba_cache_size,
         radix_cache=not src.disable_radix_cache,
         prefill_kv_cache_dequant_dtype=src.prefill_kv_cache_dequant_dtype or None,
+        attention_backend=src.attention_backend or None,
         kv_cache_dtype_skip_layers=_listed(src.kv_cache_dtype_skip_layers),
         free_gpu_memory_fraction=src.free_gpu_memory_fraction,
         tokens_per_block=src.tokens_per_block, max_num_tokens=src.max_num_tokens,

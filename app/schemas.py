@@ -107,6 +107,10 @@ class PlanIn(BaseModel):
         description="vLLM --kv-cache-dtype-skip-layers: layers kept at the model's dtype "
                     "beside a quantized cache (indices, or sliding_window for every "
                     "sliding-window layer; a list, or entries separated by commas)")
+    attention_backend: str | None = Field(
+        None, max_length=40, examples=["trtllm_mha"], description="SGLang --attention-backend "
+        "(trtllm_mha, fa3, fa4, flashinfer, triton, ...); none: the one SGLang picks by model "
+        "and card. It sets the page on SM100 and for TensorRT-LLM's kernels")
     prefill_kv_cache_dequant_dtype: str | None = Field(
         None, max_length=20, examples=["fp8_e4m3"], description="SGLang with kv nvfp4: "
         "fp8_e4m3 (FlashInfer prefill over an fp8 copy) or nvfp4 (trtllm_mha prefill, SM100); "

@@ -138,9 +138,6 @@ class Launch:
     #: each card's less OLLAMA_GPU_OVERHEAD (bytes)
     auto_ctx: bool = False
     gpu_overhead: int = 0
-    #: SGLang's --attention-backend as given: fit_shortened drops its note where the plan
-    #: passes that backend itself (a block-scaled cache's)
-    attention_backend: str | None = None
 
     def fitted(self, plan: dict[str, Any]) -> int | None:
         """The context a sequence gets where llama.cpp's --fit, with -c left out, shortens
@@ -890,17 +887,6 @@ def _sglang_graph_backend(phase: str) -> Callable[[_Reader, str, str], None]:
     return read
 
 
-#: the note on SGLang's --attention-backend, where the plan does not pass the one given
-SGLANG_BACKEND_NOTE = ("kvplan plans the default backend's cache layout and page size; not "
-                       "planned (the plan is without it)")
-
-
-def _sglang_backend(r: _Reader, flag: str, value: str) -> None:
-    # a block-scaled cache's plan may pass the backend given (fit_shortened drops the note)
-    r.launch.attention_backend = value.strip().lower()
-    r.note(f"{flag} {value}: {SGLANG_BACKEND_NOTE}", "attention_backend")
-
-
 _SGLANG = (
     _Flag(("--model-path", "--model"), "value", _model),
     _Flag(("--config",), "value", _options_file("SGLang's flags")),
@@ -955,7 +941,8 @@ _SGLANG = (
     _Flag(("--mamba-full-memory-ratio",), "value", _set("mamba_full_memory_ratio", _float)),
     _Flag(("--max-mamba-cache-size",), "value",
           _set("max_mamba_cache_size", lambda f, v: _int(f, v, 1))),
-    _Flag(("--attention-backend",), "value", _sglang_backend),
+    _Flag(("--attention-backend",), "value",
+          _set("attention_backend", lambda f, v: v.strip().lower())),
     # one phase's backend (arg_groups: prefill_attention_backend, decode_attention_backend)
     _Flag(("--prefill-attention-backend", "--decode-attention-backend"), "value",
           _unplanned("kvplan plans the default backends' cache layout and page size")),
@@ -1792,41 +1779,15 @@ def give_way(launch: Launch, fields: dict[str, Any], given: set[str]) -> None:
     launch.given(given)
 
 
-def _sglang_backend_planned(launch: Launch, query: Any) -> None:
-    """SGLang's --attention-backend beside the backend the plan passes itself (a block-scaled
-    cache's: fa4 for mxfp8, triton or flashinfer for fp4_mx_block16): the note that kvplan
-    plans the default backend dropped where the two agree, else one naming the plan's."""
-    from .engines import engine_plan
-
-    if not query.gpus and query.kv_budget_bytes is None:
-        return
-    try:
-        report = engine_plan(query.engine, query.engine_request())
-    except InputError:
-        return  # the plan itself says why
-    found = re.search(r"--attention-backend (\S+)", report.command or "")
-    if found is None:
-        return
-    ours, given = found.group(1), launch.attention_backend
-    launch.notes = [n for n in launch.notes if launch.about.get(n) != "attention_backend"]
-    if ours != given:
-        launch.notes.append(f"--attention-backend {given}: kvplan sizes this KV cache as SGLang "
-                            f"lays it out for {ours}; planned with --attention-backend {ours}")
-        launch.about[launch.notes[-1]] = "attention_backend"
-
-
 def fit_shortened(launch: Launch, query: Any) -> Any:
     """``query`` (a kvcore Query planned from ``launch``) at the context the engine chooses
     where the command leaves it out, with a note saying so: Ollama's num_ctx by the cards'
     memory (Launch.auto_ctx), llama.cpp's --fit shortening of the trained context where it
-    does not fit (Launch.fitted); else ``query`` itself. SGLang's --attention-backend note is
-    settled here too, against the backend the plan passes (_sglang_backend_planned)."""
+    does not fit (Launch.fitted); else ``query`` itself."""
     from dataclasses import replace
 
     from .query import answer
 
-    if launch.attention_backend is not None and launch.engine == "sglang":
-        _sglang_backend_planned(launch, query)
     if launch.auto_ctx and query.gpus:
         # Ollama's num_ctx by the cards' memory, no more than the trained context
         cards = _ollama.rank_gpus(query)

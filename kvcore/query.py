@@ -70,7 +70,7 @@ ENGINE_SETTINGS = {
                "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "decode_cuda_graph",
                "prefill_cuda_graph", "dp_lm_head", "moe_a2a_backend", "swa_full_tokens_ratio",
                "mamba_full_memory_ratio", "max_mamba_cache_size", "radix_cache",
-               "prefill_kv_cache_dequant_dtype"),
+               "prefill_kv_cache_dequant_dtype", "attention_backend"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes", "max_num_tokens",
                "max_total_tokens"),
 }

@@ -618,7 +618,6 @@ SGLANG = "python -m sglang.launch_server --model-path x"
     ("vllm serve x --mamba-ssm-cache-dtype float32", "recurrent state's dtype"),
     ("vllm serve x --dtype float32", "weights in 32 bits"),
     ("trtllm-serve x --extra_llm_api_options cfg.yaml", "the file is not on this machine"),
-    (f"{SGLANG} --attention-backend triton", "default backend's cache layout"),
     (f"{SGLANG} --moe-dense-tp-size 1", "dense MLP layers"),
     (f"{SGLANG} --enable-hierarchical-cache", "--hicache-ratio"),
 ])

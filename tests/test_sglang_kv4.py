@@ -241,16 +241,11 @@ def test_prefill_dequant_dtype_through_the_command_cli_and_api(capsys):
     assert page.status_code == 200 and "43,008-byte cell" in page.text
 
 
-@pytest.mark.parametrize(("kv", "gpu", "backend", "kept"), [
-    ("mxfp8", "b200", "fa4", None),
-    ("fp4_mx_block16", "h100", "triton", None),
-    ("mxfp8", "b200", "triton", "sizes this KV cache as SGLang lays it out for fa4"),
-    ("fp8_e4m3", "h100", "fa3", "plans the default backend's cache layout"),
-])
-def test_attention_backend_the_plan_passes_is_read_as_planned(kv, gpu, backend, kept):
-    """--attention-backend in a pasted SGLang command: no note where a block-scaled cache's
-    plan passes that backend itself, a note naming the plan's where it passes another, and the
-    default-backend note where the plan passes none; the same through the API."""
+@pytest.mark.parametrize(("kv", "gpu", "backend"), [
+    ("mxfp8", "b200", "fa4"), ("fp4_mx_block16", "h100", "triton"),
+    ("fp4_mx_block16", "h100", "torch_native"), ("fp8_e4m3", "h100", "fa3")])
+def test_attention_backend_in_a_pasted_command_is_planned(kv, gpu, backend):
+    """--attention-backend in a pasted SGLang command is a setting: planned and passed on."""
     from app.web import create_app
 
     command = ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B "
@@ -258,12 +253,33 @@ def test_attention_backend_the_plan_passes_is_read_as_planned(kv, gpu, backend, 
     client = TestClient(create_app())
     got = client.post("/api/v1/command", json={"command": command, "gpu": gpu})
     assert got.status_code == 200, got.text
-    notes = [n for n in got.json()["command"]["notes"] if n.startswith("--attention-backend")]
-    if kept is None:
-        assert notes == []
-        assert f"--attention-backend {backend}" in got.json()["engine_report"]["command"]
-    else:
-        assert len(notes) == 1 and kept in notes[0], notes
+    assert not [n for n in got.json()["command"]["notes"] if "attention-backend" in n]
+    cmd = got.json()["engine_report"]["command"]
+    assert cmd.count("--attention-backend") == 1 and f"--attention-backend {backend}" in cmd
+
+
+@pytest.mark.parametrize(("kv", "gpu", "backend", "says"), [
+    ("mxfp8", "b200", "triton", "as fa4 reads it"),
+    ("nvfp4", "b200", "flashinfer", "as trtllm_mha reads it"),
+    ("fp4_mx16", "h100", "fa3", "as triton or torch_native or flex_attention or trtllm_mha"),
+])
+def test_block_scaled_cache_beside_a_backend_that_does_not_read_it_is_refused(kv, gpu, backend,
+                                                                               says):
+    with pytest.raises(InputError, match=says) as err:
+        engine_plan("sglang", req("llama-3.1-8b", kv, gpu,
+                                  settings=EngineSettings(attention_backend=backend)))
+    assert err.value.field == "attention_backend"
+
+
+def test_fp4_mx_block16_with_trtllm_backends_takes_their_pages():
+    r = engine_plan("sglang", req("llama-3.1-8b", "fp4_mx16", "h100",
+                                  settings=EngineSettings(attention_backend="trtllm_mha",
+                                                          page_size=8)))
+    assert r.block_tokens == 64 and r.command.count("--attention-backend trtllm_mha") == 1
+    mla = engine_plan("sglang", req("deepseek-v2-lite-chat", "fp4_mx16", "b200",
+                                    settings=EngineSettings(attention_backend="trtllm_mla")))
+    assert mla.block_tokens == 64
+    assert "--attention-backend flashinfer" not in mla.command
 
 
 def test_phase_backends_are_noted_not_dropped():

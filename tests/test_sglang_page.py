@@ -123,3 +123,104 @@ def test_fp4_mx_block16_follows_qwen35_triton_default_on_sm100():
     assert any("triton, in pages of 1 token" in n for n in r.notes)
     # Llama keeps trtllm_mha's pages
     assert engine_plan("sglang", req("llama-3.1-8b", "b200", kv="fp4_mx16")).block_tokens == 64
+
+
+@pytest.mark.parametrize(("model", "gpu", "backend", "asked", "page"), [
+    # the page rules apply to a backend given as to one SGLang picks, on any card
+    ("llama-3.1-8b", "h100", "trtllm_mha", None, 64),
+    ("llama-3.1-8b", "h100", "trtllm_mha", 32, 32),
+    ("llama-3.1-8b", "rtx-5090", "trtllm_mha", 8, 64),
+    ("llama-3.1-8b", "b200", "fa4", 16, 128),
+    ("llama-3.1-8b", "h100", "fa4", 16, 16),      # fa4's 128-token pages are SM100's
+    ("llama-3.1-8b", "b200", "flashinfer", None, 1),
+    ("llama-3.1-8b", "b200", "triton", 8, 8),
+    ("qwen3.5-27b", "b200", "trtllm_mha", 16, 16),  # the Qwen override runs only unset
+    ("deepseek-v3", "h200", "flashmla", 16, 64),
+    ("deepseek-v3", "b200", "trtllm_mla", 32, 32),
+    ("deepseek-v3", "b200", "cutedsl_mla", 128, 64),
+    ("deepseek-v3", "b200", "tokenspeed_mla", None, 64),  # cutedsl_mla's old name
+    ("llama-3.1-8b", "h100", "hpc_ops", None, 64),
+    ("llama-3.1-8b", "mi300x", "aiter", 16, 16),
+])
+def test_backend_given_sets_the_page(model, gpu, backend, asked, page):
+    r = engine_plan("sglang", req(model, gpu, settings=EngineSettings(
+        attention_backend=backend, page_size=asked),
+        **({"parallel": Parallel(tp=8)} if model == "deepseek-v3" else {})))
+    assert r.block_tokens == page
+    assert r.kv_tokens % page == 0
+    named = {"tokenspeed_mla": "cutedsl_mla"}.get(backend, backend)
+    assert f"--attention-backend {named}" in r.command
+    assert any(f"{named} backend runs pages" in n for n in r.notes) == (page != (asked or 1))
+
+
+@pytest.mark.parametrize(("model", "gpu", "backend", "says"), [
+    ("llama-3.1-8b", "h100", "nope", "takes one of SGLang 0.5.23's backends"),
+    ("llama-3.1-8b", "h100", "trtllm_mla", "can only be used with MLA models"),
+    ("llama-3.1-8b", "h100", "flashmla", "can only be used with MLA models"),
+    ("deepseek-v2-lite-chat", "b200", "trtllm_mha", "non-MLA models"),
+    ("llama-3.1-8b", "a100-80gb", "trtllm_mha", "needs Hopper"),
+    ("llama-3.1-8b", "b200", "fa3", "SM80 (MHA models) and SM90"),
+    ("deepseek-v2-lite-chat", "a100-80gb", "fa3", "SM80 (MHA models) and SM90"),
+    ("llama-3.1-8b", "mi300x", "flashinfer", "runs on NVIDIA cards"),
+    ("llama-3.1-8b", "h100", "aiter", "runs on AMD cards"),
+    ("llama-3.1-8b", "b200", "hpc_ops", "Hopper (SM90) only"),
+    ("llama-3.1-8b", "h100", "ascend", "another platform's"),
+    ("llama-3.1-8b", "h100", "dsa", "is the backend of DeepSeek Sparse Attention"),
+    ("deepseek-v3.2", "h200", "flashmla", "with its own backend, dsa"),
+    ("minimax-m3", "h200", "fa3", "MiniMax-M3's sparse pool"),
+])
+def test_backend_sglang_refuses_is_refused_in_one_line(model, gpu, backend, says):
+    import re
+    from dataclasses import replace
+
+    from kvcore import InputError
+
+    spec = load_model(model)
+    if model == "minimax-m3":  # the class SGLang registers for it
+        spec = replace(spec, architecture="MiniMaxM3SparseForCausalLM",
+                       architectures=("MiniMaxM3SparseForCausalLM",))
+    with pytest.raises(InputError, match=re.escape(says)) as err:
+        engine_plan("sglang", EngineRequest(
+            spec=spec, context=8192, sequences=1, cache=CacheOptions(kv_k="f16", kv_v="f16"),
+            gpus=(find_gpu(gpu),), kv_budget_bytes=BUDGET,
+            settings=EngineSettings(attention_backend=backend)))
+    assert err.value.field == "attention_backend"
+    assert "\n" not in str(err.value)
+
+
+def test_backend_through_cli_api_form_and_command(capsys):
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from app.cli import main
+    from app.web import create_app
+    from kvcore.command import read_command
+
+    assert main(["llama-3.1-8b", "--engine", "sglang", "--gpu", "h100", "--ctx", "8k",
+                 "--attention-backend", "trtllm_mha", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine_report"]["block_tokens"] == 64
+    assert main(["llama-3.1-8b", "--engine", "sglang", "--gpu", "a100-80gb",
+                 "--attention-backend", "trtllm_mha"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs Hopper" in err[0]
+    # another engine's plan refuses the setting
+    assert main(["llama-3.1-8b", "--engine", "vllm", "--gpu", "h100",
+                 "--attention-backend", "fa3"]) == 2
+    client = TestClient(create_app())
+    got = client.post("/api/v1/plan", json={"model": "llama-3.1-8b", "engine": "sglang",
+                                            "gpu": "b200", "context": 8192,
+                                            "attention_backend": "fa4"})
+    assert got.status_code == 200 and got.json()["engine_report"]["block_tokens"] == 128
+    bad = client.post("/api/v1/plan", json={"model": "llama-3.1-8b", "engine": "sglang",
+                                            "gpu": "h100", "attention_backend": "flashmla"})
+    assert bad.status_code == 422 and bad.json()["field"] == "attention_backend"
+    page = client.get("/", params={"model": "llama-3.1-8b", "engine": "sglang", "gpu": "h100",
+                                   "context": "8k", "attention_backend": "trtllm_mha"})
+    assert page.status_code == 200 and "trtllm_mha backend runs pages" in page.text
+    assert 'name="attention_backend"' in page.text
+    launch = read_command("python -m sglang.launch_server --model-path x "
+                          "--attention-backend TRTLLM_MHA")
+    assert launch.settings["attention_backend"] == "trtllm_mha"
+    assert not [n for n in launch.notes if "backend" in n]

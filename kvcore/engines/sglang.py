@@ -60,6 +60,7 @@ from .sglang_mtp import notes as mtp_notes
 from .sglang_mtp import pool_line
 from .sglang_mtp import resolve as mtp_resolve
 from .sglang_mtp import target_cell as mtp_cell
+from .sglang_page import check as check_backend
 from .sglang_page import resolve as resolve_page
 from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
 
@@ -815,6 +816,8 @@ def launch_command(req: EngineRequest, k_name: str, frac: float | None) -> list[
         cmd.append(f"--attn-dp-size {req.parallel.attn_dp}")
     if s.chunked_prefill_size:
         cmd.append(f"--chunked-prefill-size {s.chunked_prefill_size}")
+    if s.attention_backend:
+        cmd.append(f"--attention-backend {s.attention_backend}")
     if s.page_size:
         cmd.append(f"--page-size {s.page_size}")
     if s.max_total_tokens:
@@ -991,6 +994,17 @@ def plan(req: EngineRequest) -> EngineReport:
     # the decoder layers whose rows the pool holds though they write nothing
     nas_rows = cacheless - req.spec.cacheless_layers
     attn_dp.check(req)
+    if req.settings.attention_backend is not None:
+        # --attention-backend as SGLang reads it (its aliases), refused where SGLang refuses it
+        # or where a sparse pool is sized with its own backend
+        sparse = ("dsv4" if has_kind(req.spec, LayerKind.COMPRESSED)
+                  else "dsa" if (has_kind(req.spec, LayerKind.INDEXER)
+                                 or req.spec.model_type in GLM5_NEXT_TYPES)
+                  else "minimax" if req.spec.model_type in MINIMAX_M3_TYPES else None)
+        word = check_backend(req.spec, req.gpus[0] if req.gpus else None,
+                             req.settings.attention_backend, draft=bool(req.cache.mtp),
+                             sparse=sparse)
+        req = replace(req, settings=replace(req.settings, attention_backend=word))
     if has_kind(req.spec, LayerKind.COMPRESSED):
         refuse_compressed(req, "SGLang")
         from .sglang_dsv4 import plan as dsv4_plan
@@ -1019,13 +1033,13 @@ def plan(req: EngineRequest) -> EngineReport:
     # page the cache themselves)
     gpu0 = req.gpus[0] if req.gpus else None
     default = resolve_page(req.spec, gpu0, s.page_size, draft=bool(req.cache.mtp),
-                           radix_cache=s.radix_cache)
+                           radix_cache=s.radix_cache, backend=s.attention_backend)
     # nvfp4, fp4_mx_block16, mxfp8: the layout the card gives them (sglang_kv4)
     kv4 = kv4_layout(opts.kv_k.name, req.spec, gpu0,
                      page_asked=s.page_size, sliding=sliding, mtp=req.cache.mtp,
                      hicache=bool(s.offload_bytes), prefill=s.prefill_kv_cache_dequant_dtype,
                      special="MiniMax-M3 sparse pool" if minimax else None,
-                     default=default.backend or "trtllm_mha")
+                     default=default.backend or "trtllm_mha", given=s.attention_backend)
     index_bytes = minimax_index_bytes(req, k_name) if minimax else 0
     # a ModelOpt checkpoint calibrated for an FP8 KV cache turns auto into fp8_e4m3 (a DSA
     # model's auto is resolved by the card first): a 16-bit plan names its dtype, bf16
@@ -1337,7 +1351,7 @@ def plan(req: EngineRequest) -> EngineReport:
     if default.note and not (dsa or minimax) and kv4 is None:
         notes.append(default.note)
     if kv4 is not None:
-        if kv4.backend:
+        if kv4.backend and not s.attention_backend:
             cmd.append(f"--attention-backend {kv4.backend}")
         notes += kv4.notes
         if kv4.page and s.page_size and s.page_size != kv4.page:

@@ -38,6 +38,9 @@ __all__ = ["BLOCK_SCALED", "Layout", "layout", "scale_rows", "workspace"]
 BLOCK_SCALED = {"nvfp4": "nvfp4", "fp4_mx16": "fp4_mx_block16", "mxfp8": "mxfp8"}
 #: the pages trtllm_mha takes (other sizes become 64)
 TRTLLM_PAGES = (16, 32, 64, 128)
+#: the backends that read fp4_mx_block16: an MHA cache, an MLA latent
+FP4_MHA_READERS = ("triton", "torch_native", "flex_attention", "trtllm_mha")
+FP4_MLA_READERS = ("flashinfer", "trtllm_mla")
 
 
 @dataclass(frozen=True)
@@ -86,16 +89,23 @@ def _refuse(msg: str, field: str = "kv_k") -> InputError:
     return InputError(msg, field=field)
 
 
+def _given(flag: str, given: str, readers: tuple[str, ...]) -> InputError:
+    return _refuse(f"{flag} with --attention-backend {given}: kvplan sizes this cache as "
+                   f"{' or '.join(readers)} reads it", field="attention_backend")
+
+
 def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | None,
            sliding: bool, special: str | None, mtp: bool, hicache: bool,
-           prefill: str | None = None, default: str | None = "trtllm_mha") -> Layout | None:
+           prefill: str | None = None, default: str | None = "trtllm_mha",
+           given: str | None = None) -> Layout | None:
     """The layout of kvplan's format ``name`` in SGLang for ``spec`` on ``gpu`` (None: a plan
     without a card, sized as SM100 lays it out), or None where ``name`` is not block-scaled; a
     one-line InputError for what SGLang refuses or kvplan does not size. ``special``: the pool
     family that takes no block-scaled cache (a sparse pool); ``prefill``: nvfp4's
     --prefill-kv-cache-dequant-dtype (None or auto: by the card); ``default``: the backend
     SGLang picks itself on this SM100 card (sglang_page), which fp4_mx_block16 keeps where it
-    reads FP4 caches."""
+    reads FP4 caches; ``given``: the --attention-backend the command names (checked), which
+    must be one that reads the format."""
     prefill = None if prefill == "auto" else prefill
     if prefill is not None and name != "nvfp4":
         raise _refuse(f"--prefill-kv-cache-dequant-dtype applies only with --kv-cache-dtype "
@@ -132,6 +142,8 @@ def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | Non
             if g.head_dim_k % 32 or g.head_dim_v % 32:
                 raise _refuse(f"{flag} needs head dims that are multiples of 32; this model's "
                               f"are {g.head_dim_k} and {g.head_dim_v}")
+        if given not in (None, "fa4"):
+            raise _given(flag, given, ("fa4",))
         page = 128 if family == 10 else None
         notes = ["mxfp8: float8 e4m3 values and an e8m0 scale a 32 (MHATokenToKVPoolMXFP8), "
                  "read by the FA4 backend (--attention-backend fa4)"
@@ -149,6 +161,15 @@ def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | Non
             raise _refuse(f"{flag} quantizes blocks of 16 values; this model's head dims are "
                           f"{g.head_dim_k} and {g.head_dim_v}")
     if name == "fp4_mx16":
+        readers = FP4_MLA_READERS if mla else FP4_MHA_READERS
+        if given is not None and given not in readers:
+            raise _given(flag, given, readers)
+        if given is not None:
+            page = (_page(page_asked, TRTLLM_PAGES, 64) if given == "trtllm_mha" else
+                    _page(page_asked, (32, 64), 64) if given == "trtllm_mla" else None)
+            return Layout(page, None, False, mla, (
+                f"fp4_mx_block16: e2m1 with a power-of-two scale a 16 values, dequantized as "
+                f"{given} reads it" + (f", in pages of {page} tokens" if page else ""),))
         if mla:
             return Layout(None, "flashinfer", False, True, (
                 "fp4_mx_block16: the MLA latent in e2m1 with a power-of-two scale a 16 values "
@@ -171,6 +192,8 @@ def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | Non
             "attention reads it; the plan passes --attention-backend triton (this card's "
             "default backend does not read FP4 caches)",))
     # nvfp4
+    if given not in (None, "trtllm_mha"):
+        raise _given(flag, given, ("trtllm_mha",))
     if family not in (10, 12):
         raise _refuse(f"{flag} needs a Blackwell SM100 or SM120 card (B200, B300, RTX 50, RTX "
                       f"PRO 6000), not {card}; fp4_mx16 (fp4_mx_block16) is the same size on "

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import InputError
 from ..gpus import GPU
 from ..model import LayerKind, ModelSpec
 from .sglang_kv4 import TRTLLM_PAGES as TRTLLM_MHA_PAGES
 
-__all__ = ["Resolved", "resolve"]
+__all__ = ["BACKENDS", "Resolved", "resolve"]
 
 #: pages trtllm_mla takes (other sizes become 64; trtllm_mha's are sglang_kv4's)
 TRTLLM_MLA_PAGES = (32, 64)
@@ -62,6 +63,25 @@ FA4_ARCHS = frozenset({"MiMoV2FlashForCausalLM", "Step3p5ForCausalLM",
 #: Triton, and it declares the page itself (64 with trtllm_mha, else 1), over any --page-size
 QWEN_HYBRID_ARCHS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration",
                                "Qwen3_5MoeForConditionalGeneration"})
+#: --attention-backend's values (arg_groups/choices.py), its aliases read as the name they stand for
+ALIASES = {"nsa": "dsa", "compressed": "dsv4", "tokenspeed_mla": "cutedsl_mla"}
+#: backends for any model on NVIDIA and AMD cards
+PORTABLE = frozenset({"triton", "torch_native", "flex_attention"})
+#: NVIDIA's (CUDA kernels: FlashAttention, FlashInfer, FlashMLA, TensorRT-LLM's, HPC-Ops)
+NVIDIA = frozenset({"fa3", "fa4", "flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla",
+                    "trtllm_mha", "hpc_ops"})
+AMD = frozenset({"aiter", "wave"})
+#: the sparse-attention models' own backends, by the pool kvplan sizes them with
+SPARSE = {"dsa": "DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5)", "dsv4": "DeepSeek-V4",
+          "qsa": "QSA"}
+#: other platforms' and one model family's backends
+ELSEWHERE = frozenset({"ascend", "intel_amx", "intel_xpu", "minicpm_flashattn",
+                       "minicpm_flashinfer", "llada2_cfg_flashinfer"})
+BACKENDS = frozenset({*PORTABLE, *NVIDIA, *AMD, *SPARSE, *ELSEWHERE, *ALIASES})
+#: attention_registry.py: the backends that raise for a model without (or with) MLA
+MLA_ONLY = frozenset({"trtllm_mla", "cutedsl_mla", "flashmla"})
+MHA_ONLY = frozenset({"trtllm_mha", "hpc_ops"})
+
 #: model_overrides/lfm2.py: FlashInfer on SM100
 FLASHINFER_ARCHS = frozenset({"Lfm2ForCausalLM", "Lfm2MoeForCausalLM"})
 
@@ -113,10 +133,92 @@ def _sm100_backend(spec: ModelSpec, page_asked: int | None, *, draft: bool,
     return generic
 
 
+def _refuse(msg: str) -> InputError:
+    return InputError(msg, field="attention_backend")
+
+
+def check(spec: ModelSpec, gpu: GPU | None, backend: str, *, draft: bool = False,
+          sparse: str | None = None) -> str:
+    """``backend`` (--attention-backend) as SGLang reads it, or a one-line InputError where
+    SGLang refuses it for ``spec`` on ``gpu`` or kvplan does not size it. ``sparse``: the
+    sparse pool the plan sizes (dsa, dsv4, minimax), whose backend is its own."""
+    word = backend.strip().lower()
+    if word not in BACKENDS:
+        raise _refuse(f"--attention-backend takes one of SGLang 0.5.23's backends "
+                      f"({', '.join(sorted(BACKENDS - set(ALIASES)))}), got {backend!r}")
+    word = ALIASES.get(word, word)
+    flag = f"--attention-backend {word}"
+    if sparse == "minimax":
+        raise _refuse(f"{flag}: kvplan sizes MiniMax-M3's sparse pool with the backend its "
+                      "override picks (fa3 on Hopper, trtllm_mha on SM100); leave the flag out")
+    if sparse in SPARSE and word != sparse:
+        raise _refuse(f"{flag}: kvplan sizes {SPARSE[sparse]} with its own backend, {sparse}")
+    if word in SPARSE and word != sparse:
+        raise _refuse(f"{flag} is the backend of {SPARSE[word]} models, not of this one")
+    if word in ELSEWHERE:
+        raise _refuse(f"{flag} is another platform's or model family's backend; kvplan plans "
+                      "SGLang on NVIDIA and AMD cards with triton, torch_native, "
+                      "flex_attention, NVIDIA's or AMD's backends")
+    mla = _mla(spec)
+    if word in MLA_ONLY and not mla:
+        raise _refuse(f"{flag} can only be used with MLA models (SGLang raises at start-up)")
+    if word in MHA_ONLY and mla:
+        raise _refuse(f"{flag} can only be used with non-MLA models (SGLang raises at "
+                      "start-up)")
+    if gpu is not None:
+        family = gpu.cuda_family if gpu.vendor == "nvidia" else None
+        if word in NVIDIA and gpu.vendor != "nvidia":
+            raise _refuse(f"{flag} runs on NVIDIA cards, not on {gpu.name}")
+        if word in AMD and gpu.vendor != "amd":
+            raise _refuse(f"{flag} runs on AMD cards (ROCm), not on {gpu.name}")
+        if word == "fa3" and not (family == 9 or (family == 8 and not mla)):
+            raise _refuse(f"{flag} runs on SM80 (MHA models) and SM90 cards, not on {gpu.name} "
+                          "(SGLang asserts it at start-up)")
+        if word == "trtllm_mha" and family not in (9, 10, 12):
+            raise _refuse(f"{flag} needs Hopper (SM90), Blackwell SM100 or SM120, not "
+                          f"{gpu.name} (SGLang raises at start-up)")
+        if word == "hpc_ops" and family != 9:
+            raise _refuse(f"{flag} runs on Hopper (SM90) only, not on {gpu.name}")
+    if word == "hpc_ops" and draft:
+        raise _refuse(f"{flag} does not run speculative decoding (SGLang raises at start-up)")
+    return word
+
+
+def explicit(spec: ModelSpec, gpu: GPU | None, backend: str, page_asked: int | None) -> Resolved:
+    """The page ``backend`` (checked) runs: the page rules of overrides.py apply to a backend
+    given as to one SGLang picks."""
+    asked = page_asked or 1
+    if backend == "trtllm_mha":
+        page = asked if asked in TRTLLM_MHA_PAGES else TRTLLM_PAGE
+    elif backend in ("trtllm_mla", "cutedsl_mla"):
+        page = asked if asked in TRTLLM_MLA_PAGES else TRTLLM_PAGE
+    elif backend in ("flashmla", "hpc_ops"):
+        page = TRTLLM_PAGE
+    elif backend == "fa4" and not _mla(spec) and gpu is not None and gpu.cuda_family == 10:
+        page = FA4_PAGE
+    else:
+        page = asked
+    if page == asked:
+        return Resolved(backend, page)
+    given = (f"--page-size {page_asked} becomes {page}" if page_asked
+             else f"pages of {page} tokens, not 1")
+    return Resolved(backend, page, f"SGLang's {backend} backend runs pages of "
+                    f"{_takes(backend)}: {given}; the pool rounds its tokens down to the page "
+                    "and holds one page more")
+
+
+def _takes(backend: str) -> str:
+    return {"trtllm_mha": "16, 32, 64 or 128 tokens", "trtllm_mla": "32 or 64 tokens",
+            "cutedsl_mla": "32 or 64 tokens", "flashmla": "64 tokens", "hpc_ops": "64 tokens",
+            "fa4": "128 tokens for an MHA cache on SM100"}[backend]
+
+
 def resolve(spec: ModelSpec, gpu: GPU | None, page_asked: int | None, *, draft: bool = False,
-            radix_cache: bool = True) -> Resolved:
+            radix_cache: bool = True, backend: str | None = None) -> Resolved:
     """The page SGLang runs ``spec``'s KV pools in on ``gpu`` with --page-size ``page_asked``
-    (None: not given) and no --attention-backend."""
+    (None: not given) and --attention-backend ``backend`` (None: not given; else checked)."""
+    if backend is not None:
+        return explicit(spec, gpu, backend, page_asked)
     asked = page_asked or 1
     if gpu is None or gpu.cuda_family != 10:
         return Resolved(None, asked)
@@ -134,10 +236,8 @@ def resolve(spec: ModelSpec, gpu: GPU | None, page_asked: int | None, *, draft: 
         page = asked
     if page == asked:
         return Resolved(backend, page)
-    why = {"trtllm_mha": "which takes pages of 16, 32, 64 or 128 tokens",
-           "trtllm_mla": "which takes pages of 32 or 64 tokens",
-           "fa4": "which pages an MHA cache in 128 tokens on SM100",
-           "triton": "with the page its Qwen3-Next/Qwen3.5 override declares"}[backend]
+    why = ("with the page its Qwen3-Next/Qwen3.5 override declares" if backend == "triton"
+           else f"which runs pages of {_takes(backend)}")
     given = (f"--page-size {page_asked} becomes {page}" if page_asked
              else f"pages of {page} tokens, not 1")
     note = (f"SGLang's default attention backend for this model on SM100 is {backend}, {why}: "
