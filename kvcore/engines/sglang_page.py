@@ -63,7 +63,10 @@ FA4_ARCHS = frozenset({"MiMoV2FlashForCausalLM", "Step3p5ForCausalLM",
 #: Triton, and it declares the page itself (64 with trtllm_mha, else 1), over any --page-size
 QWEN_HYBRID_ARCHS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration",
                                "Qwen3_5MoeForConditionalGeneration"})
-#: --attention-backend's values (arg_groups/choices.py), its aliases read as the name they stand for
+#: model_overrides/lfm2.py: FlashInfer on SM100
+FLASHINFER_ARCHS = frozenset({"Lfm2ForCausalLM", "Lfm2MoeForCausalLM"})
+
+#: --attention-backend's values (arg_groups/choices.py); the aliases, read as SGLang reads them
 ALIASES = {"nsa": "dsa", "compressed": "dsv4", "tokenspeed_mla": "cutedsl_mla"}
 #: backends for any model on NVIDIA and AMD cards
 PORTABLE = frozenset({"triton", "torch_native", "flex_attention"})
@@ -73,7 +76,7 @@ NVIDIA = frozenset({"fa3", "fa4", "flashinfer", "flashmla", "trtllm_mla", "cuted
 AMD = frozenset({"aiter", "wave"})
 #: the sparse-attention models' own backends, by the pool kvplan sizes them with
 SPARSE = {"dsa": "DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5)", "dsv4": "DeepSeek-V4",
-          "qsa": "QSA"}
+          "qsa": "Qwen sparse attention (Qwen4-exp)"}
 #: other platforms' and one model family's backends
 ELSEWHERE = frozenset({"ascend", "intel_amx", "intel_xpu", "minicpm_flashattn",
                        "minicpm_flashinfer", "llada2_cfg_flashinfer"})
@@ -81,9 +84,6 @@ BACKENDS = frozenset({*PORTABLE, *NVIDIA, *AMD, *SPARSE, *ELSEWHERE, *ALIASES})
 #: attention_registry.py: the backends that raise for a model without (or with) MLA
 MLA_ONLY = frozenset({"trtllm_mla", "cutedsl_mla", "flashmla"})
 MHA_ONLY = frozenset({"trtllm_mha", "hpc_ops"})
-
-#: model_overrides/lfm2.py: FlashInfer on SM100
-FLASHINFER_ARCHS = frozenset({"Lfm2ForCausalLM", "Lfm2MoeForCausalLM"})
 
 
 @dataclass(frozen=True)
