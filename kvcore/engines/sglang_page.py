@@ -172,7 +172,7 @@ def check(spec: ModelSpec, gpu: GPU | None, backend: str, *, draft: bool = False
         if word in AMD and gpu.vendor != "amd":
             raise _refuse(f"{flag} runs on AMD cards (ROCm), not on {gpu.name}")
         if word == "fa3" and not (family == 9 or (family == 8 and not mla)):
-            raise _refuse(f"{flag} runs on SM80 (MHA models) and SM90 cards, not on {gpu.name} "
+            raise _refuse(f"{flag} runs on SM8x (MHA models) and SM90 cards, not on {gpu.name} "
                           "(SGLang asserts it at start-up)")
         if word == "trtllm_mha" and family not in (9, 10, 12):
             raise _refuse(f"{flag} needs Hopper (SM90), Blackwell SM100 or SM120, not "
