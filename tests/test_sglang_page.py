@@ -141,7 +141,7 @@ def test_fp4_mx_block16_follows_qwen35_triton_default_on_sm100():
     ("deepseek-v3", "b200", "tokenspeed_mla", None, 64),  # cutedsl_mla's old name
     ("llama-3.1-8b", "h100", "hpc_ops", None, 64),
     ("llama-3.1-8b", "mi300x", "aiter", 16, 16),
-    ("llama-3.1-8b", "rtx-4090", "fa3", 8, 8),  # SM89: fa3 asserts major 8 or 9
+    ("llama-3.1-8b", "l40s", "fa3", 8, 8),  # SM89: fa3 asserts major 8 or 9
 ])
 def test_backend_given_sets_the_page(model, gpu, backend, asked, page):
     r = engine_plan("sglang", req(model, gpu, settings=EngineSettings(
