@@ -619,6 +619,7 @@ SGLANG = "python -m sglang.launch_server --model-path x"
     ("vllm serve x --dtype float32", "weights in 32 bits"),
     ("trtllm-serve x --extra_llm_api_options cfg.yaml", "the file is not on this machine"),
     (f"{SGLANG} --moe-dense-tp-size 1", "dense MLP layers"),
+    ("vllm serve x --attention-backend FLASHINFER", "the backend vLLM picks itself"),
     (f"{SGLANG} --enable-hierarchical-cache", "--hicache-ratio"),
 ])
 def test_flags_that_change_memory_kvplan_does_not_plan_are_said(command, words):
