@@ -196,7 +196,8 @@ def test_nvidia_entries_give_the_compute_capability():
 
 @pytest.mark.parametrize(("name", "family"), [
     ("h100", 9), ("h200", 9), ("h20", 9), ("gh200", 9), ("h800", 9),
-    ("b200", 10), ("b300", 10), ("gb200", 10),
+    ("b200", 10), ("b300", 10), ("gb200", 10), ("gb300", 10), ("rtx pro 5000", 12),
+    ("2080 ti", 7),
     ("jetson thor", 11),
     ("5090", 12), ("rtx pro 6000", 12), ("rtx pro 6000 server", 12), ("dgx spark", 12),
     ("a100", 8), ("4090", 8), ("l40s", 8), ("t4", 7), ("v100", 7), ("mi300x", None),
@@ -332,7 +333,7 @@ def test_a_host_link_is_its_generation_times_its_lanes(entry):
     else:
         # Grace superchips: NVLink-C2C, 900 GB/s both ways
         assert link == "NVLink-C2C" and rate == 450 * 10**9
-        assert entry["id"].startswith(("gh200", "gb200"))
+        assert entry["id"].startswith(("gh200", "gb200", "gb300"))
 
 
 def test_the_cards_people_offload_on_have_their_links():
