@@ -231,6 +231,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="llama.cpp --fit-target: MiB --fit leaves free on each card (1024)")
     g.add_argument("--swa-full", action="store_true", help="llama.cpp full-size SWA cache")
     g.add_argument("--kv-unified", action="store_true", help="llama.cpp one shared KV stream")
+    g.add_argument("--sched-spread", action="store_true",
+                   help="Ollama: OLLAMA_SCHED_SPREAD=1, the model over every card even where "
+                        "one would hold it")
     g.add_argument("--no-flash-attn", action="store_true", help="llama.cpp -fa off; Ollama's "
                    "OLLAMA_FLASH_ATTENTION=0")
     g.add_argument("--ngl", type=int, default=None,

@@ -565,6 +565,7 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         speculative_tokens=src.speculative_tokens, n_ubatch=src.ubatch,
         fit_margin_bytes=src.fit_target * MiB if src.fit_target is not None else None,
         swa_full=src.swa_full, kv_unified=src.kv_unified or None,
+        sched_spread=bool(src.sched_spread),
         flash_attn=False if src.no_flash_attn else None,
         prefix_caching=not src.no_prefix_caching, enforce_eager=src.enforce_eager,
         extensible_kv_cache=not src.no_extensible_kv_cache,

@@ -113,6 +113,8 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("no_flash_attn", "-fa off", "", True)),
     "llama.cpp": (
         ("no_mmproj", "no --mmproj", "", True),),
+    "Ollama": (
+        ("sched_spread", "OLLAMA_SCHED_SPREAD", "", True),),
 }
 SETTING_FIELDS = tuple(name for group in SETTINGS.values() for name, *_ in group)
 #: the form's check boxes: the settings' and --enable-lora (in the LoRA group)

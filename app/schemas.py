@@ -165,6 +165,8 @@ class PlanIn(BaseModel):
     fit_target: int | None = Field(None, ge=0, le=1 << 20, description="llama.cpp "
                                    "--fit-target: MiB --fit leaves free on each card (1024)")
     kv_unified: bool = Field(False, description="llama.cpp one shared KV stream")
+    sched_spread: bool = Field(False, description="Ollama OLLAMA_SCHED_SPREAD=1: the model "
+                               "over every card even where one would hold it")
     no_flash_attn: bool = Field(False, description="llama.cpp -fa off")
     ngl: int | None = Field(None, ge=0, le=1 << 16, description="llama.cpp -ngl: layers on the "
                             "card, the output layer counted first (default: all)")

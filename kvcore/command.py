@@ -1339,7 +1339,8 @@ def _engine(tokens: list[str]) -> tuple[str, list[str]]:
 
 #: the OLLAMA_* variables that change what its llama-server holds, as kvplan's fields
 _OLLAMA_ENV = {"OLLAMA_CONTEXT_LENGTH": "context", "OLLAMA_NUM_PARALLEL": "sequences",
-               "OLLAMA_KV_CACHE_TYPE": "kv", "OLLAMA_FLASH_ATTENTION": "no_flash_attn"}
+               "OLLAMA_KV_CACHE_TYPE": "kv", "OLLAMA_FLASH_ATTENTION": "no_flash_attn",
+               "OLLAMA_SCHED_SPREAD": "sched_spread"}
 #: the LLAMA_ARG_* variables its llama-server inherits that kvplan plans (the flags Ollama
 #: passes itself, -c, -np, the cache types, -fa, -b, -ub and -ngl, win over theirs)
 _OLLAMA_LLAMA_ENV = ("FIT_TARGET", "N_CPU_MOE", "CPU_MOE", "CACHE_RAM", "CTX_CHECKPOINTS",
@@ -1392,6 +1393,9 @@ def _read_ollama(tokens: list[str], at: int) -> Launch:
             elif field_name == "no_flash_attn":
                 if value.strip() and not _ollama_bool(name, value):
                     r.set["no_flash_attn"] = True
+            elif field_name == "sched_spread":
+                if value.strip() and _ollama_bool(name, value):
+                    r.set["sched_spread"] = True
             else:
                 n = _int(name, value, low=0)
                 if n:

@@ -62,6 +62,7 @@ ENGINE_SETTINGS = {
     # the LLAMA_ARG_* variables its llama-server inherits for --fit-target, --n-cpu-moe,
     # --cache-ram, --ctx-checkpoints, --swa-full, --kv-unified and -ts (engines/ollama.py)
     "ollama": ("n_ubatch", "flash_attn", "fit_margin_bytes", "n_gpu_layers", "n_cpu_moe",
+               "sched_spread",
                "host_bandwidth_bytes_per_s", "host_memory_bytes", "host_link_bytes_per_s",
                "cache_ram_mib", "ctx_checkpoints", "lora_adapters", "swa_full", "kv_unified",
                "tensor_split"),

@@ -442,3 +442,47 @@ def test_find_gpu_without_a_context_tries_each_card_at_ollama_s_num_ctx(capsys):
     assert main(["qwen3-8b", "--engine", "ollama", "--weights", "q4_k_m"]) == 0
     out = capsys.readouterr().out
     assert "needs 6.7 GiB for 8,192 tokens × 1 sequence" in out
+
+
+def test_sched_spread_runs_the_model_over_every_card():
+    # Llama-3.2-1B fits one 4090 with room to spare: Ollama puts it on one card unless
+    # OLLAMA_SCHED_SPREAD is on, when llama-server gets both cards and splits the layers
+    q = req("llama-3.2-1b-instruct", n=2)
+    with pytest.raises(InputError, match="OLLAMA_SCHED_SPREAD=1"):
+        engine_plan("ollama", q)
+    r = engine_plan("ollama", replace(q, settings=EngineSettings(sched_spread=True)))
+    assert r.fits and r.command.startswith("OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_SCHED_SPREAD=1 ")
+    one = engine_plan("ollama", replace(q, parallel=Parallel(), gpus=q.gpus[:1]))
+    # half the layers a card: less weight on each card than on the one card alone
+    assert r.weights_bytes < one.weights_bytes
+    # on one card the switch changes nothing and is not passed
+    solo = engine_plan("ollama", replace(q, parallel=Parallel(), gpus=q.gpus[:1],
+                                         settings=EngineSettings(sched_spread=True)))
+    assert "SCHED_SPREAD" not in solo.command and solo.max_context == one.max_context
+
+
+def test_sched_spread_through_the_command_cli_and_api(capsys):
+    from fastapi.testclient import TestClient
+
+    from app.cli import main
+    from app.web import create_app
+    from kvcore.command import read_command
+
+    on = read_command("OLLAMA_SCHED_SPREAD=true OLLAMA_CONTEXT_LENGTH=8192 ollama serve")
+    assert on.settings.get("sched_spread") is True
+    off = read_command("OLLAMA_SCHED_SPREAD=0 OLLAMA_CONTEXT_LENGTH=8192 ollama serve")
+    assert "sched_spread" not in off.settings and not off.unread
+    with pytest.raises(InputError):
+        read_command("OLLAMA_SCHED_SPREAD=maybe ollama serve")
+    assert main(["llama-3.2-1b-instruct", "--engine", "ollama", "--gpu", "4090", "--gpus", "2",
+                 "--pp", "2", "--weights", "q4_k_m", "--ctx", "8k", "--sched-spread"]) == 0
+    assert "OLLAMA_SCHED_SPREAD=1 ollama serve" in capsys.readouterr().out
+    assert main(["llama-3.2-1b-instruct", "--engine", "vllm", "--gpu", "4090",
+                 "--sched-spread"]) == 2
+    assert "sched_spread is a setting of Ollama" in capsys.readouterr().err
+    client = TestClient(create_app())
+    got = client.post("/api/v1/plan", json={
+        "model": "llama-3.2-1b-instruct", "engine": "ollama", "gpu": "4090", "gpus": 2,
+        "pp": 2, "weights": "q4_k_m", "context": 8192, "sched_spread": True})
+    assert got.status_code == 200, got.text
+    assert "OLLAMA_SCHED_SPREAD=1" in got.json()["engine_report"]["command"]

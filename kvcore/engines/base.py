@@ -111,6 +111,8 @@ class EngineSettings:
     # llama.cpp
     n_ubatch: int | None = None
     swa_full: bool = False
+    #: Ollama's OLLAMA_SCHED_SPREAD: the model over every card even where one would hold it
+    sched_spread: bool = False
     kv_unified: bool | None = None
     flash_attn: bool | None = None
     #: --fit-target: bytes --fit leaves free on each card (None: 1,024 MiB)

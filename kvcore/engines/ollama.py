@@ -24,7 +24,8 @@ llama.cpp's rules (engines/llamacpp.py) and Ollama's choices of its flags. Sourc
   values a token, leaves too little of the cards' free memory; with flash attention off on a
   CUDA card 512, or 256 past 4,096 tokens on a card of 8 GiB or less); with several cards a
   model Ollama's estimate puts within 80% of one card's free memory runs on that card only
-  (selectLlamaServerPlacement, unless OLLAMA_SCHED_SPREAD).
+  (selectLlamaServerPlacement, unless OLLAMA_SCHED_SPREAD, kvplan's sched_spread: then the
+  best group of cards, every one of them).
 - ``llm/llama_server.go`` NewLlamaServerRunner, appendDraftArgs and ``server/routes.go``: a
   GGUF with MTP layers (nextn_predict_layers) drafts with them (``--spec-type draft-mtp
   --spec-draft-n-max N``) only where draft_num_predict is set in the Modelfile or the request
@@ -225,11 +226,11 @@ def _check(req: EngineRequest) -> None:
     if not req.cache.encoder and spec.params.encoder:
         raise InputError("Ollama loads a model's projector with it (its vision tower has no "
                          "switch of its own): leave out no_mmproj", field="no_mmproj")
-    if req.parallel.pp > 1 and s.n_gpu_layers != 0 and one_card(req):
+    if req.parallel.pp > 1 and s.n_gpu_layers != 0 and not s.sched_spread and one_card(req):
         raise InputError("Ollama would load this model on one card: its estimate of the load "
-                         "is within 80% of one card's memory (OLLAMA_SCHED_SPREAD=1 spreads "
-                         "it over every card, which kvplan does not plan): plan it on one card",
-                         field="gpus")
+                         "is within 80% of one card's memory: plan it on one card, or give "
+                         "sched_spread (OLLAMA_SCHED_SPREAD=1), which spreads it over every "
+                         "card", field="gpus")
 
 
 def _projector_in_host(req: EngineRequest) -> str:
@@ -296,6 +297,8 @@ def plan(req: EngineRequest, llama: Callable[[EngineRequest], EngineReport]) -> 
         env.append(f"OLLAMA_KV_CACHE_TYPE={req.cache.kv_k.name}")
     if s.flash_attn is not None:
         env.append(f"OLLAMA_FLASH_ATTENTION={int(s.flash_attn)}")
+    if s.sched_spread and req.parallel.pp > 1:
+        env.append("OLLAMA_SCHED_SPREAD=1")
     if s.fit_margin_bytes is not None:
         env.append(f"LLAMA_ARG_FIT_TARGET={-(-s.fit_margin_bytes // MiB)}")
     if s.n_cpu_moe is not None:
