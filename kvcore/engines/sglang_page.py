@@ -184,62 +184,54 @@ def check(spec: ModelSpec, gpu: GPU | None, backend: str, *, draft: bool = False
     return word
 
 
-def explicit(spec: ModelSpec, gpu: GPU | None, backend: str, page_asked: int | None) -> Resolved:
-    """The page ``backend`` (checked) runs: the page rules of overrides.py apply to a backend
-    given as to one SGLang picks."""
-    asked = page_asked or 1
+def _page_for(spec: ModelSpec, gpu: GPU | None, backend: str, asked: int) -> int:
+    """The page ``backend`` runs with --page-size ``asked`` (1 where not given): the page rules
+    of overrides.py, which apply to a backend given as to one SGLang picks."""
     if backend == "trtllm_mha":
-        page = asked if asked in TRTLLM_MHA_PAGES else TRTLLM_PAGE
-    elif backend in ("trtllm_mla", "cutedsl_mla"):
-        page = asked if asked in TRTLLM_MLA_PAGES else TRTLLM_PAGE
-    elif backend in ("flashmla", "hpc_ops"):
-        page = TRTLLM_PAGE
-    elif backend == "fa4" and not _mla(spec) and gpu is not None and gpu.cuda_family == 10:
-        page = FA4_PAGE
-    else:
-        page = asked
-    if page == asked:
-        return Resolved(backend, page)
-    given = (f"--page-size {page_asked} becomes {page}" if page_asked
-             else f"pages of {page} tokens, not 1")
-    return Resolved(backend, page, f"SGLang's {backend} backend runs pages of "
-                    f"{_takes(backend)}: {given}; the pool rounds its tokens down to the page "
-                    "and holds one page more")
+        return asked if asked in TRTLLM_MHA_PAGES else TRTLLM_PAGE
+    if backend in ("trtllm_mla", "cutedsl_mla"):
+        return asked if asked in TRTLLM_MLA_PAGES else TRTLLM_PAGE
+    if backend in ("flashmla", "hpc_ops"):
+        return TRTLLM_PAGE
+    if backend == "fa4" and not _mla(spec) and gpu is not None and gpu.cuda_family == 10:
+        return FA4_PAGE
+    return asked
 
 
 def _takes(backend: str) -> str:
     return {"trtllm_mha": "16, 32, 64 or 128 tokens", "trtllm_mla": "32 or 64 tokens",
             "cutedsl_mla": "32 or 64 tokens", "flashmla": "64 tokens", "hpc_ops": "64 tokens",
-            "fa4": "128 tokens for an MHA cache on SM100"}[backend]
+            "fa4": "128 tokens for an MHA cache on SM100"}.get(backend, "the size asked")
+
+
+def _resolved(backend: str, page: int, page_asked: int | None, lead: str) -> Resolved:
+    """``backend`` at ``page``, with a note (``lead`` saying why the page) where the page is
+    not the one asked."""
+    if page == (page_asked or 1):
+        return Resolved(backend, page)
+    given = (f"--page-size {page_asked} becomes {page}" if page_asked
+             else f"pages of {page} tokens, not 1")
+    return Resolved(backend, page, f"{lead}: {given}; the pool rounds its tokens down to the "
+                    "page and holds one page more")
 
 
 def resolve(spec: ModelSpec, gpu: GPU | None, page_asked: int | None, *, draft: bool = False,
             radix_cache: bool = True, backend: str | None = None) -> Resolved:
     """The page SGLang runs ``spec``'s KV pools in on ``gpu`` with --page-size ``page_asked``
     (None: not given) and --attention-backend ``backend`` (None: not given; else checked)."""
-    if backend is not None:
-        return explicit(spec, gpu, backend, page_asked)
     asked = page_asked or 1
+    if backend is not None:
+        return _resolved(backend, _page_for(spec, gpu, backend, asked), page_asked,
+                         f"SGLang's {backend} backend runs pages of {_takes(backend)}")
     if gpu is None or gpu.cuda_family != 10:
         return Resolved(None, asked)
     backend = _sm100_backend(spec, page_asked, draft=draft, radix_cache=radix_cache)
-    qwen = spec.architecture in QWEN_HYBRID_ARCHS
-    if qwen:
+    if spec.architecture in QWEN_HYBRID_ARCHS:
+        # the override declares the page with the backend, over any --page-size
         page = TRTLLM_PAGE if backend == "trtllm_mha" else 1
-    elif backend == "trtllm_mha":
-        page = asked if asked in TRTLLM_MHA_PAGES else TRTLLM_PAGE
-    elif backend == "trtllm_mla":
-        page = asked if asked in TRTLLM_MLA_PAGES else TRTLLM_PAGE
-    elif backend == "fa4":
-        page = FA4_PAGE
     else:
-        page = asked
-    if page == asked:
-        return Resolved(backend, page)
+        page = _page_for(spec, gpu, backend, asked)
     why = ("with the page its Qwen3-Next/Qwen3.5 override declares" if backend == "triton"
            else f"which runs pages of {_takes(backend)}")
-    given = (f"--page-size {page_asked} becomes {page}" if page_asked
-             else f"pages of {page} tokens, not 1")
-    note = (f"SGLang's default attention backend for this model on SM100 is {backend}, {why}: "
-            f"{given}; the pool rounds its tokens down to the page and holds one page more")
-    return Resolved(backend, page, note)
+    return _resolved(backend, page, page_asked, f"SGLang's default attention backend for this "
+                     f"model on SM100 is {backend}, {why}")
