@@ -225,3 +225,27 @@ def test_backend_through_cli_api_form_and_command(capsys):
                           "--attention-backend TRTLLM_MHA")
     assert launch.settings["attention_backend"] == "trtllm_mha"
     assert not [n for n in launch.notes if "backend" in n]
+
+
+@pytest.mark.parametrize("model", ["olmo-3.1-32b-instruct", "exaone-4.0-32b"])
+def test_fa3_override_off_sm8x_sm90_sm100_is_refused_unless_a_backend_is_given(model):
+    from kvcore import InputError
+
+    def plan(gpu, **kw):
+        return engine_plan("sglang", EngineRequest(
+            spec=load_model(model), context=8192, sequences=1,
+            cache=CacheOptions(kv_k="f16", kv_v="f16"), gpus=(find_gpu(gpu),),
+            kv_budget_bytes=2 * GiB, settings=EngineSettings(**kw)))
+
+    for gpu in ("rtx-pro-6000", "dgx-spark"):
+        with pytest.raises(InputError, match="override picks fa3") as err:
+            plan(gpu)
+        assert err.value.field == "attention_backend" and "\n" not in str(err.value)
+        assert plan(gpu, attention_backend="flashinfer").kv_tokens > 0
+    # fa3 runs there: SM8x and SM90; SM100 takes trtllm_mha; below SM80 Triton
+    for gpu in ("a100-80gb", "h100", "b200"):
+        assert plan(gpu).kv_tokens > 0
+    from kvcore.engines.sglang_page import check_default
+
+    for gpu in ("t4", "v100", "mi300x"):
+        check_default(load_model(model), find_gpu(gpu))

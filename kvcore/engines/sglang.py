@@ -61,6 +61,7 @@ from .sglang_mtp import pool_line
 from .sglang_mtp import resolve as mtp_resolve
 from .sglang_mtp import target_cell as mtp_cell
 from .sglang_page import check as check_backend
+from .sglang_page import check_default as check_default_backend
 from .sglang_page import resolve as resolve_page
 from .vllm_offload import offload_extra, offload_note, offload_shares, refuse_compressed
 
@@ -1005,6 +1006,8 @@ def plan(req: EngineRequest) -> EngineReport:
                              req.settings.attention_backend, draft=bool(req.cache.mtp),
                              sparse=sparse)
         req = replace(req, settings=replace(req.settings, attention_backend=word))
+    else:
+        check_default_backend(req.spec, req.gpus[0] if req.gpus else None)
     if has_kind(req.spec, LayerKind.COMPRESSED):
         refuse_compressed(req, "SGLang")
         from .sglang_dsv4 import plan as dsv4_plan

@@ -63,6 +63,11 @@ FA4_ARCHS = frozenset({"MiMoV2FlashForCausalLM", "Step3p5ForCausalLM",
 #: Triton, and it declares the page itself (64 with trtllm_mha, else 1), over any --page-size
 QWEN_HYBRID_ARCHS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration",
                                "Qwen3_5MoeForConditionalGeneration"})
+#: overrides that pick fa3 on any CUDA card of SM80 or newer off SM100 (exaone.py, for a config
+#: with a sliding_window_pattern, which transformers fills; olmo2.py): fa3's factory asserts
+#: SM8x or SM90, so SGLang stops at start-up on SM110/SM120 cards without --attention-backend
+FA3_OVERRIDE_ARCHS = frozenset({"Exaone4ForCausalLM", "ExaoneMoEForCausalLM",
+                                "ExaoneMoeForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM"})
 #: model_overrides/lfm2.py: FlashInfer on SM100
 FLASHINFER_ARCHS = frozenset({"Lfm2ForCausalLM", "Lfm2MoeForCausalLM"})
 
@@ -182,6 +187,16 @@ def check(spec: ModelSpec, gpu: GPU | None, backend: str, *, draft: bool = False
     if word == "hpc_ops" and draft:
         raise _refuse(f"{flag} does not run speculative decoding (SGLang raises at start-up)")
     return word
+
+
+def check_default(spec: ModelSpec, gpu: GPU | None) -> None:
+    """Refuse, in one line, a plan whose default backend SGLang cannot start on ``gpu``."""
+    if (spec.architecture in FA3_OVERRIDE_ARCHS and gpu is not None and gpu.vendor == "nvidia"
+            and (gpu.cuda_family or 0) > 10):
+        raise InputError(f"SGLang's {spec.architecture} override picks fa3 on {gpu.name} (any "
+                         "CUDA card of SM80 or newer but SM100), whose factory asserts SM8x or "
+                         "SM90 at start-up: give --attention-backend flashinfer or triton",
+                         field="attention_backend")
 
 
 def _page_for(spec: ModelSpec, gpu: GPU | None, backend: str, asked: int) -> int:
