@@ -951,7 +951,8 @@ _SGLANG = (
           _set("attention_backend", lambda f, v: v.strip().lower())),
     # one phase's backend (arg_groups: prefill_attention_backend, decode_attention_backend)
     _Flag(("--prefill-attention-backend", "--decode-attention-backend"), "value",
-          _unplanned("kvplan plans the default backends' cache layout and page size")),
+          _unplanned("kvplan plans one backend for both phases (--attention-backend, or "
+                     "the one SGLang picks) and its page size")),
     _Flag(("--moe-dense-tp-size",), "value",
           _unplanned("the dense MLP layers split over fewer cards than tensor parallelism")),
     _Flag(("--ep-num-redundant-experts",), "value",
