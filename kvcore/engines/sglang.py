@@ -995,19 +995,21 @@ def plan(req: EngineRequest) -> EngineReport:
     # the decoder layers whose rows the pool holds though they write nothing
     nas_rows = cacheless - req.spec.cacheless_layers
     attn_dp.check(req)
+    gpu0 = req.gpus[0] if req.gpus else None
+    # DeepSeek Sparse Attention: DeepSeek-V3.2 and GLM-5 (an index key a token), GLM-5.3-Flash
+    # (one a pool of index_kpool tokens); MiniMax-M3's sparse pool
+    dsa = has_kind(req.spec, LayerKind.INDEXER) or req.spec.model_type in GLM5_NEXT_TYPES
+    minimax = req.spec.model_type in MINIMAX_M3_TYPES
     if req.settings.attention_backend is not None:
         # --attention-backend as SGLang reads it (its aliases), refused where SGLang refuses it
         # or where a sparse pool is sized with its own backend
-        sparse = ("dsv4" if has_kind(req.spec, LayerKind.COMPRESSED)
-                  else "dsa" if (has_kind(req.spec, LayerKind.INDEXER)
-                                 or req.spec.model_type in GLM5_NEXT_TYPES)
-                  else "minimax" if req.spec.model_type in MINIMAX_M3_TYPES else None)
-        word = check_backend(req.spec, req.gpus[0] if req.gpus else None,
-                             req.settings.attention_backend, draft=bool(req.cache.mtp),
-                             sparse=sparse)
+        sparse = ("dsv4" if has_kind(req.spec, LayerKind.COMPRESSED) else "dsa" if dsa
+                  else "minimax" if minimax else None)
+        word = check_backend(req.spec, gpu0, req.settings.attention_backend,
+                             draft=bool(req.cache.mtp), sparse=sparse)
         req = replace(req, settings=replace(req.settings, attention_backend=word))
     else:
-        check_default_backend(req.spec, req.gpus[0] if req.gpus else None)
+        check_default_backend(req.spec, gpu0)
     if has_kind(req.spec, LayerKind.COMPRESSED):
         refuse_compressed(req, "SGLang")
         from .sglang_dsv4 import plan as dsv4_plan
@@ -1016,9 +1018,6 @@ def plan(req: EngineRequest) -> EngineReport:
     k_name = single_format(NAME, opts, FORMATS)
     if req.spec.model_type in GLM5_NEXT_TYPES:
         refuse_glm5_next(req.spec)
-    # DeepSeek Sparse Attention: DeepSeek-V3.2 and GLM-5 (an index key a token), GLM-5.3-Flash
-    # (one a pool of index_kpool tokens)
-    dsa = has_kind(req.spec, LayerKind.INDEXER) or req.spec.model_type in GLM5_NEXT_TYPES
     kpool, index_kind = dsa_index_pool(req.spec), dsa_index_kind(req.spec)
     # an index key's bytes a token: 132 / index_kpool, rounded up
     index_token = -(-DSA_INDEX_ROW // kpool)
@@ -1026,15 +1025,12 @@ def plan(req: EngineRequest) -> EngineReport:
     dsa_flag: str | None = None
     dsa_bytes = 0
     if dsa:
-        gpu0 = req.gpus[0] if req.gpus else None
         dsa_flag, dsa_bytes = dsa_dtype(req.spec, gpu0, opts)
         k_name = dsa_flag or "auto"
-    minimax = req.spec.model_type in MINIMAX_M3_TYPES
     sliding = (req.spec.model_type in HYBRID_SWA_TYPES
                and any(g.kind in (LayerKind.SLIDING, LayerKind.CHUNKED) for g in req.spec.groups))
     # the backend SGLang picks itself and the page it runs (sglang_page: SM100's backends
     # page the cache themselves)
-    gpu0 = req.gpus[0] if req.gpus else None
     default = resolve_page(req.spec, gpu0, s.page_size, draft=bool(req.cache.mtp),
                            radix_cache=s.radix_cache, backend=s.attention_backend)
     # nvfp4, fp4_mx_block16, mxfp8: the layout the card gives them (sglang_kv4)

@@ -31,13 +31,12 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..gpus import GPU
 from ..model import LayerGroup, LayerKind, ModelSpec
+from .sglang_page import page_for
 
 __all__ = ["BLOCK_SCALED", "Layout", "layout", "scale_rows", "workspace"]
 
 #: kvplan's formats SGLang stores with block scales: its --kv-cache-dtype names
 BLOCK_SCALED = {"nvfp4": "nvfp4", "fp4_mx16": "fp4_mx_block16", "mxfp8": "mxfp8"}
-#: the pages trtllm_mha takes (other sizes become 64)
-TRTLLM_PAGES = (16, 32, 64, 128)
 #: the backends that read fp4_mx_block16: an MHA cache, an MLA latent
 FP4_MHA_READERS = ("triton", "torch_native", "flex_attention", "trtllm_mha")
 FP4_MLA_READERS = ("flashinfer", "trtllm_mla")
@@ -79,10 +78,6 @@ def scale_rows(spec: ModelSpec) -> tuple[int, int]:
     groups = _attention(spec)
     return (sum(g.count * g.n_kv_heads * (g.head_dim_k // 16) for g in groups),
             sum(g.count * g.n_kv_heads * (g.head_dim_v // 16) for g in groups))
-
-
-def _page(asked: int | None, takes: tuple[int, ...], forced: int) -> int:
-    return asked if asked in takes else forced
 
 
 def _refuse(msg: str, field: str = "kv_k") -> InputError:
@@ -165,8 +160,8 @@ def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | Non
         if given is not None and given not in readers:
             raise _given(flag, given, readers)
         if given is not None:
-            page = (_page(page_asked, TRTLLM_PAGES, 64) if given == "trtllm_mha" else
-                    _page(page_asked, (32, 64), 64) if given == "trtllm_mla" else None)
+            page = (page_for(spec, gpu, given, page_asked or 1)
+                    if given in ("trtllm_mha", "trtllm_mla") else None)
             return Layout(page, None, False, mla, (
                 f"fp4_mx_block16: e2m1 with a power-of-two scale a 16 values, dequantized as "
                 f"{given} reads it" + (f", in pages of {page} tokens" if page else ""),))
@@ -182,7 +177,7 @@ def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | Non
                 "attention reads it; SGLang's default backend for this model on SM100 is "
                 "triton, in pages of 1 token (its Qwen3-Next/Qwen3.5 override)",))
         if family == 10 and equal and default == "trtllm_mha":
-            page = _page(page_asked, TRTLLM_PAGES, 64)
+            page = page_for(spec, gpu, "trtllm_mha", page_asked or 1)
             return Layout(page, None, False, False, (
                 f"fp4_mx_block16: e2m1 with a power-of-two scale a 16 values, dequantized as "
                 f"attention reads it; SGLang's default trtllm_mha backend on SM100 pages the "
@@ -203,7 +198,7 @@ def layout(name: str, spec: ModelSpec, gpu: GPU | None, *, page_asked: int | Non
                       "model's latent cache takes fp4_mx16 (fp4_mx_block16)")
     if any(g.head_dim_k != g.head_dim_v for g in attention):
         raise _refuse(f"{flag}: trtllm_mha, which decodes nvfp4, takes equal K and V head dims")
-    page = _page(page_asked, TRTLLM_PAGES, 64)
+    page = page_for(spec, gpu, "trtllm_mha", page_asked or 1)
     if prefill == "nvfp4" and family != 10:
         raise _refuse("--prefill-kv-cache-dequant-dtype nvfp4 (trtllm_mha's native FP4 "
                       f"prefill) needs SM100, not {card}; fp8_e4m3 is SM120's",

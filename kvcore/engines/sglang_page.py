@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..gpus import GPU
 from ..model import LayerKind, ModelSpec
-from .sglang_kv4 import TRTLLM_PAGES as TRTLLM_MHA_PAGES
 
-__all__ = ["BACKENDS", "Resolved", "resolve"]
+__all__ = ["BACKENDS", "Resolved", "page_for", "resolve"]
 
-#: pages trtllm_mla takes (other sizes become 64; trtllm_mha's are sglang_kv4's)
+#: the pages trtllm_mha and trtllm_mla take (other sizes become 64)
+TRTLLM_MHA_PAGES = (16, 32, 64, 128)
 TRTLLM_MLA_PAGES = (32, 64)
 #: the page fa4 runs an MHA cache in on SM100
 FA4_PAGE = 128
@@ -199,7 +199,7 @@ def check_default(spec: ModelSpec, gpu: GPU | None) -> None:
                          field="attention_backend")
 
 
-def _page_for(spec: ModelSpec, gpu: GPU | None, backend: str, asked: int) -> int:
+def page_for(spec: ModelSpec, gpu: GPU | None, backend: str, asked: int) -> int:
     """The page ``backend`` runs with --page-size ``asked`` (1 where not given): the page rules
     of overrides.py, which apply to a backend given as to one SGLang picks."""
     if backend == "trtllm_mha":
@@ -236,7 +236,7 @@ def resolve(spec: ModelSpec, gpu: GPU | None, page_asked: int | None, *, draft: 
     (None: not given) and --attention-backend ``backend`` (None: not given; else checked)."""
     asked = page_asked or 1
     if backend is not None:
-        return _resolved(backend, _page_for(spec, gpu, backend, asked), page_asked,
+        return _resolved(backend, page_for(spec, gpu, backend, asked), page_asked,
                          f"SGLang's {backend} backend runs pages of {_takes(backend)}")
     if gpu is None or gpu.cuda_family != 10:
         return Resolved(None, asked)
@@ -245,7 +245,7 @@ def resolve(spec: ModelSpec, gpu: GPU | None, page_asked: int | None, *, draft: 
         # the override declares the page with the backend, over any --page-size
         page = TRTLLM_PAGE if backend == "trtllm_mha" else 1
     else:
-        page = _page_for(spec, gpu, backend, asked)
+        page = page_for(spec, gpu, backend, asked)
     why = ("with the page its Qwen3-Next/Qwen3.5 override declares" if backend == "triton"
            else f"which runs pages of {_takes(backend)}")
     return _resolved(backend, page, page_asked, f"SGLang's default attention backend for this "
