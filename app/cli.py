@@ -297,8 +297,8 @@ def _plan_parser() -> argparse.ArgumentParser:
                         "running request")
     g.add_argument("--attention-backend", default=None, metavar="BACKEND",
                    help="SGLang: the attention backend (trtllm_mha, fa3, flashinfer, triton, "
-                        "...); by model and card where not given. It sets the page on SM100 "
-                        "and for TensorRT-LLM's kernels")
+                        "...); by model and card where not given. It sets the page on SM100, "
+                        "and for trtllm_mha/trtllm_mla on any card")
     g.add_argument("--prefill-kv-cache-dequant-dtype", default=None, metavar="DTYPE",
                    choices=("auto", "fp8_e4m3", "nvfp4"),
                    help="SGLang with --kv nvfp4: fp8_e4m3 (FlashInfer prefill over an fp8 "

@@ -166,7 +166,8 @@ class EngineSettings:
     #: False with --disable-radix-cache: a hybrid model's Mamba slots are one a running request
     radix_cache: bool = True
     #: --attention-backend: the backend SGLang runs (None: the one it picks itself, by model
-    #: and card: sglang_page), which sets the page on SM100 and for the TensorRT-LLM kernels
+    #: and card: sglang_page), which sets the page on SM100, and for trtllm_mha/trtllm_mla on
+    #: any card
     attention_backend: str | None = None
     #: --prefill-kv-cache-dequant-dtype with an nvfp4 cache: fp8_e4m3 (FlashInfer prefill over
     #: an fp8 copy) or nvfp4 (trtllm_mha prefill, SM100 only); None or auto: by the card
