@@ -77,7 +77,9 @@ def _format_rows(q: Query) -> list[dict[str, Any]]:
     return rows
 
 
-def _chart(q: Query, data: dict[str, Any]) -> str:
+def _chart(q: Query, data: dict[str, Any], fit_format: str | None = None) -> str:
+    """Memory against context: the chosen format, f16 and q4_0 for reference, and
+    ``fit_format`` (the "to fit" line's KV format, where that is the change) beside them."""
     report = data.get("engine_report")
     spec, seqs = card_cache(q, report["binding_stage"]) if report else (q.spec, q.sequences)
     if report:
@@ -92,13 +94,17 @@ def _chart(q: Query, data: dict[str, Any]) -> str:
     chosen = q.cache
     series_opts = [(f"{chosen.kv_k.name}" if chosen.kv_k.name == chosen.kv_v.name
                     else f"K {chosen.kv_k.name} / V {chosen.kv_v.name}", chosen)]
-    for name in ("f16", "q4_0"):
-        if name not in (chosen.kv_k.name,) and (supported_formats(q.engine) is None
-                                                 or name in (supported_formats(q.engine) or [])):
+    supported = supported_formats(q.engine)
+    for name in ("f16", "q4_0", fit_format):
+        if (name is not None and name != chosen.kv_k.name
+                and all(name != n for n, _ in series_opts)
+                and (supported is None or name in supported)):
             series_opts.append((name, replace(chosen, kv_k=FORMATS_BY[name],
                                               kv_v=FORMATS_BY[name])))
-    # a colour a role, the same on every page: the chosen format's, f16's, q4_0's
-    colors = [COLORS[0]] + [COLORS[1 if name == "f16" else 2] for name, _ in series_opts[1:]]
+    # a colour a role, the same on every page: the chosen format's, f16's, q4_0's, the one
+    # that fits
+    role = {fit_format: 3, "f16": 1, "q4_0": 2}
+    colors = [COLORS[0]] + [COLORS[role[name]] for name, _ in series_opts[1:]]
     series = []
     for name, opts in series_opts:
         pts = []
@@ -169,7 +175,7 @@ def plan_view(q: Query) -> dict[str, Any]:
             view["verdict"] = f"{verdict} The cards that fit are below."
     if q.gpus:
         view["bar"] = _per_card(q, data)
-        view["chart"] = _chart(q, data)
+        view["chart"] = _chart(q, data, fix.get("kv") if fix else None)
         view["formats"] = _format_rows(q)
         view["weight_rows"] = _weight_rows(q, data)
         view["weight_host"] = any("host_fit" in r for r in view["weight_rows"])

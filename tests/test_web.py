@@ -149,6 +149,36 @@ def test_chart_colours_a_format_the_same_whichever_is_chosen(client):
     assert q8["q8_0"] == f16["f16"]  # the chosen format's line is always the first colour
 
 
+def test_chart_draws_the_format_the_to_fit_line_names(client):
+    """A plan that does not fit draws the KV format its "To fit" line names, in a colour of
+    its own, and that line is under the card's limit at the asked context where the chosen
+    format's is over it; a plan that fits draws no such line."""
+    import re
+
+    params = {"model": "qwen3.5-27b", "gpu": "4090", "context": "64k", "sequences": "2",
+              "engine": "llama.cpp", "weights": "q4_k_m"}
+    part = client.get("/", params=params, headers={"HX-Request": "true"}).text
+    fix = re.search(r"To fit: --kv (\w+) fits", part)
+    assert fix is not None and fix.group(1) not in ("f16", "q4_0")
+    svg, ask, strokes, _ = _chart_parts(part)
+    assert set(strokes) == {"f16", "q4_0", fix.group(1)}
+    assert len(set(strokes.values())) == 3
+    # each line's point nearest the asked context
+    limit_y = float(re.search(r'y1="([\d.]+)" y2="[\d.]+" class="limit"', svg).group(1))
+
+    def y_at(name):
+        line = re.search(r'<path d="([^"]+)" fill="none" stroke="#[0-9a-f]+" '
+                         rf'stroke-width="2\.5" data-series="{name}"', svg).group(1)
+        pts = [tuple(map(float, p[1:].split(","))) for p in line.split()]
+        return min(pts, key=lambda p: abs(p[0] - float(ask.group(1))))[1]
+
+    # SVG y grows downward: over the limit is above it
+    assert y_at("f16") < limit_y < y_at(fix.group(1))
+    fits = client.get("/", params={**params, "context": "8k"}, headers={"HX-Request": "true"})
+    assert "To fit:" not in fits.text
+    assert set(_chart_parts(fits.text)[2]) == {"f16", "q4_0"}
+
+
 def test_chart_axes_end_where_their_quarters_are_round():
     from app.charts import _nice_bytes, _tokens, nice_tokens
 
