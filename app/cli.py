@@ -270,7 +270,8 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--chunked-prefill-size", type=int, default=None,
                    help="SGLang (by card size: 2048 under 20 GiB, 4096, 8192, 16384 from "
                         "160 GiB)")
-    g.add_argument("--page-size", type=int, default=None, help="SGLang tokens a page (1)")
+    g.add_argument("--page-size", type=int, default=None, help="SGLang tokens a page (1, or the attention backend's: 64 for "
+                        "trtllm_mha/trtllm_mla, which SGLang picks on B200, B300 and GB200)")
     g.add_argument("--max-total-tokens", type=int, default=None, metavar="TOKENS",
                    help="SGLang: the most tokens its KV pool holds (what the memory profile "
                         "gives); TensorRT-LLM: kv_cache_config.max_tokens, a rank's")

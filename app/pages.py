@@ -74,7 +74,7 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
     "vLLM": (
         ("gpu_memory_utilization", "--gpu-memory-utilization", "whole card", False),
         ("max_num_batched_tokens", "--max-num-batched-tokens", "the engine's", False),
-        ("block_size", "--block-size", "16", False),
+        ("block_size", "--block-size", "64, or the backend's", False),
         ("kv_cache_dtype_skip_layers", "--kv-cache-dtype-skip-layers", "none", False),
         ("enforce_eager", "--enforce-eager", "", True),
         ("no_prefix_caching", "--no-enable-prefix-caching", "", True),
@@ -84,7 +84,7 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
     "SGLang": (
         ("mem_fraction_static", "--mem-fraction-static", "the engine's", False),
         ("chunked_prefill_size", "--chunked-prefill-size", "the engine's", False),
-        ("page_size", "--page-size", "1", False),
+        ("page_size", "--page-size", "1, or the backend's", False),
         ("max_total_tokens", "--max-total-tokens", "from memory", False),
         ("cuda_graph_max_bs_decode", "--cuda-graph-max-bs-decode", "by card size", False),
         ("cuda_graph_max_bs_prefill", "--cuda-graph-max-bs-prefill", "the chunk", False),

@@ -73,10 +73,12 @@ class PlanIn(BaseModel):
         None, gt=0, le=1, description="vLLM: caps the budget at this share of the card (unset: "
         "the whole card with 0.34's extensible KV cache, 0.92 without it or before 0.34)")
     max_num_batched_tokens: int | None = Field(None, ge=1, le=1 << 24)
-    block_size: int | None = Field(None, ge=1, le=1 << 16)
+    block_size: int | None = Field(None, ge=1, le=1 << 16, description="vLLM tokens a block "
+                                   "(none: 64, or the attention backend's)")
     mem_fraction_static: float | None = Field(None, gt=0, le=1)
     chunked_prefill_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang")
-    page_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang tokens a page")
+    page_size: int | None = Field(None, ge=1, le=1 << 24, description="SGLang tokens a page "
+                                     "(none: 1, or the attention backend's)")
     max_total_tokens: int | None = Field(None, ge=1, le=1 << 40,
                                          description="SGLang: the most tokens its KV pool "
                                          "holds; TensorRT-LLM: kv_cache_config.max_tokens")
