@@ -299,7 +299,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     g.add_argument("--attention-backend", default=None, metavar="BACKEND",
                    help="SGLang: the attention backend (trtllm_mha, fa3, flashinfer, triton, "
                         "...); by model and card where not given. It sets the page on SM100, "
-                        "and for trtllm_mha/trtllm_mla on any card")
+                        "and for trtllm_mha/trtllm_mla on any card. vLLM: FLASH_ATTN, "
+                        "FLASHINFER, TRITON_ATTN, CUTLASS_MLA, ... (any case), checked against "
+                        "the model, KV dtype and card; CUTLASS_MLA pages 128 tokens")
     g.add_argument("--prefill-kv-cache-dequant-dtype", default=None, metavar="DTYPE",
                    choices=("auto", "fp8_e4m3", "nvfp4"),
                    help="SGLang with --kv nvfp4: fp8_e4m3 (FlashInfer prefill over an fp8 "

@@ -97,8 +97,9 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("max_mamba_cache_size", "--max-mamba-cache-size", "from the ratio", False),
         ("disable_radix_cache", "--disable-radix-cache", "", True),
         ("prefill_kv_cache_dequant_dtype", "--prefill-kv-cache-dequant-dtype", "by card",
-         False),
-        ("attention_backend", "--attention-backend", "by model and card", False)),
+         False)),
+    "vLLM and SGLang": (
+        ("attention_backend", "--attention-backend", "by model and card", False),),
     "TensorRT-LLM": (
         ("free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "0.9", False),
         ("tokens_per_block", "tokens_per_block", "32", False),

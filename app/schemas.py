@@ -112,7 +112,10 @@ class PlanIn(BaseModel):
     attention_backend: str | None = Field(
         None, max_length=40, examples=["trtllm_mha"], description="SGLang --attention-backend "
         "(trtllm_mha, fa3, fa4, flashinfer, triton, ...); none: the one SGLang picks by model "
-        "and card. It sets the page on SM100, and for trtllm_mha/trtllm_mla on any card")
+        "and card. It sets the page on SM100, and for trtllm_mha/trtllm_mla on any card. vLLM "
+        "--attention-backend (FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, CUTLASS_MLA, ...; "
+        "any case): checked against the model, the KV dtype and the card; CUTLASS_MLA pages "
+        "128 tokens")
     prefill_kv_cache_dequant_dtype: str | None = Field(
         None, max_length=20, examples=["fp8_e4m3"], description="SGLang with kv nvfp4: "
         "fp8_e4m3 (FlashInfer prefill over an fp8 copy) or nvfp4 (trtllm_mha prefill, SM100); "

@@ -747,12 +747,8 @@ _VLLM = (
           _unplanned("the recurrent state's dtype, which kvplan plans as vLLM's auto")),
     _Flag(("--eplb-config",), "value",
           _unplanned("with redundant experts, more experts on each card")),
-    # AttentionConfig.backend: every dense backend it may name takes the default 64-token
-    # block; an MLA model's forced backend sets its own kernel block (CUTLASS_MLA 128)
-    _Flag(("--attention-backend",), "value",
-          _unplanned("kvplan plans the backend vLLM picks itself (a dense model's 64-token "
-                     "blocks are the same under each; a forced MLA backend's kernel block is "
-                     "not)")),
+    # AttentionConfig.backend (engines/vllm_backends.py forced)
+    _Flag(("--attention-backend",), "value", _set("attention_backend", lambda f, v: v.strip())),
     _Flag(("--dtype",), "value", _vllm_dtype),
     _Flag(("--kv-cache-memory-bytes",), "value",
           _set("kv_budget", lambda f, v: human_int(f, v))),

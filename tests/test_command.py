@@ -258,6 +258,8 @@ ROUND_TRIPS = [
     ("qwen3-32b", "sglang", "16k", 4, {}, {"max_total_tokens": 200_000}),
     ("llama-3.1-8b", "vllm", "32k", 4, {}, {"lora": LoRA(4, 64)}),
     ("qwen3-30b-a3b", "vllm", "16k", 2, {}, {"lora": LoRA(8, 32, True, ("qkv_proj", "experts"))}),
+    ("deepseek-v2-lite-chat", "vllm", "32k", 4, {}, {"attention_backend": "TRITON_MLA"}),
+    ("llama-3.1-8b", "vllm", "32k", 4, {"kv": "fp8_e4m3"}, {"attention_backend": "flashinfer"}),
 ]
 
 
@@ -619,7 +621,6 @@ SGLANG = "python -m sglang.launch_server --model-path x"
     ("vllm serve x --dtype float32", "weights in 32 bits"),
     ("trtllm-serve x --extra_llm_api_options cfg.yaml", "the file is not on this machine"),
     (f"{SGLANG} --moe-dense-tp-size 1", "dense MLP layers"),
-    ("vllm serve x --attention-backend FLASHINFER", "the backend vLLM picks itself"),
     (f"{SGLANG} --enable-hierarchical-cache", "--hicache-ratio"),
 ])
 def test_flags_that_change_memory_kvplan_does_not_plan_are_said(command, words):

@@ -327,3 +327,131 @@ def test_gemma4_batches_hold_its_largest_video(gpu, mbt):
         cache=CacheOptions(kv_k="bf16", kv_v="bf16"), gpus=(find_gpu(gpu),),
         settings=EngineSettings(language_model_only=True)))
     assert text.extra["in_flight_tokens"] == 2 * min(mbt, 2048 if mbt == 2496 else mbt)
+
+
+# --- --attention-backend: a backend named (engines/vllm_backends.py forced) ------------------
+
+def named(model, gpu, kv, backend, ctx=32768, gpus=1, block=None, **settings):
+    return engine_plan("vllm", EngineRequest(
+        spec=load_model(model), context=ctx, sequences=1, cache=CacheOptions(kv_k=kv, kv_v=kv),
+        gpus=(find_gpu(gpu),) * gpus, parallel=Parallel(tp=gpus),
+        settings=EngineSettings(attention_backend=backend, block_size=block, **settings)))
+
+
+def test_cutlass_mla_named_on_b200_pages_128_tokens_where_vllm_picks_flashinfer_mla():
+    # DeepSeek-R1 on SM100: FLASHINFER_MLA by priority (32/64 → 64); CUTLASS_MLA named takes
+    # [128] only, get_preferred_block_size(64) → 128, and the pool holds whole 128-token blocks
+    own = named("deepseek-r1", "b200", "bf16", None, gpus=8)
+    cut = named("deepseek-r1", "b200", "bf16", "cutlass_mla", gpus=8)
+    assert own.block_tokens == 64 and cut.block_tokens == 128
+    assert cut.log_lines[0] == "Setting kv cache block size to 128 for CUTLASS_MLA backend(s)."
+    assert "--attention-backend CUTLASS_MLA" in cut.command
+    assert any("--attention-backend CUTLASS_MLA: vLLM runs it" in n and "blocks of 128 tokens"
+               in n for n in cut.notes)
+    # the same bytes a token: half the blocks of twice the tokens (a block rounds them)
+    assert abs(cut.blocks * 128 - own.blocks * 64) <= 128
+    assert cut.extra["page_bytes"] == 2 * own.extra["page_bytes"]
+
+
+@pytest.mark.parametrize(("model", "gpu", "kv", "backend"), [
+    ("llama-3.1-8b", "h100", "bf16", "FLASHINFER"),
+    ("llama-3.1-8b", "h100", "fp8_e4m3", "FLASH_ATTN"),
+    ("llama-3.1-8b", "4090", "fp8_e4m3", "triton_attn"),
+    ("llama-3.1-8b", "4090", "fp8_pth", "TRITON_ATTN"),
+    ("mistral-7b-v0.1", "a100", "bf16", "FLEX_ATTENTION"),
+    ("deepseek-r1", "h200", "fp8_e4m3", "FLASHMLA"),
+    ("deepseek-v2-lite-chat", "4090", "bf16", "TRITON_MLA"),
+    ("qwen3.5-27b", "h100", "bf16", "FLASHINFER"),
+])
+def test_a_backend_that_takes_the_model_plans_its_64_token_blocks(model, gpu, kv, backend):
+    # the backend vLLM picks itself pages 64 tokens here too: the same pool, the flag printed
+    own, it = named(model, gpu, kv, None), named(model, gpu, kv, backend)
+    assert it.block_tokens == own.block_tokens
+    assert (it.blocks, it.max_context) == (own.blocks, own.max_context)
+    assert f"--attention-backend {backend.upper()}" in it.command
+    assert any(n.startswith(f"--attention-backend {backend.upper()}: vLLM runs it")
+               for n in it.notes)
+
+
+@pytest.mark.parametrize(("model", "gpu", "kv", "backend", "reason"), [
+    ("llama-3.1-8b", "a100", "fp8_e4m3", "FLASH_ATTN", "FP8 KV requires FA3 (SM90)"),
+    ("llama-3.1-8b", "5090", "fp8_e4m3", "FLASH_ATTN", "FP8 KV requires FA3 (SM90)"),
+    ("gemma-2-9b", "4090", "bf16", "FLEX_ATTENTION", "does not support logits soft cap"),
+    ("llama-3.1-8b", "h100", "fp8_e4m3", "FLEX_ATTENTION", "'kv_cache_dtype not supported'"),
+    ("phi-3-mini-4k-instruct", "4090", "bf16", "FLASHINFER", "'head_size not supported'"),
+    ("llama-3.1-8b", "2080-ti", "bf16", "FLASHINFER", "'compute capability not supported'"),
+    ("llama-3.1-8b", "3090", "fp8_e4m3", "TRITON_ATTN", "native FP8 requires SM89+"),
+    ("llama-3.1-8b", "h100", "nvfp4", "TRITON_ATTN", "'kv_cache_dtype not supported'"),
+    ("llama-3.1-8b", "h100", "bf16", "CUTLASS_MLA", "'non-MLA not supported'"),
+    ("deepseek-r1", "h100", "bf16", "FLASH_ATTN", "'MLA not supported'"),
+    ("deepseek-r1", "b200", "bf16", "FLASHMLA", "only supported on Hopper"),
+    ("deepseek-r1", "h100", "fp8_e4m3", "FLASH_ATTN_MLA", "'kv_cache_dtype not supported'"),
+    ("deepseek-r1", "h100", "bf16", "CUTLASS_MLA", "'compute capability not supported'"),
+    ("deepseek-r1", "b200", "bf16", "TOKENSPEED_MLA", "'kv_cache_dtype not supported'"),
+    ("llama-3.1-8b", "h100", "tq_4bit", "TURBOQUANT", "TurboQuant's boundary layers"),
+    ("llama-3.1-8b", "h100", "tq_4bit", "FLASH_ATTN", "TurboQuant caches run on TURBOQUANT"),
+    ("gemma-3-27b-it", "h100", "bf16", "FLASHINFER", "partial multimodal token full attention"),
+    ("mistral-7b-v0.1", "h100", "bf16", "TURBOQUANT", "'kv_cache_dtype not supported'"),
+])
+def test_a_backend_that_refuses_the_model_is_refused_as_vllm_refuses_it(model, gpu, kv, backend,
+                                                                         reason):
+    # get_attn_backend_cls validates the named backend alone and raises: no fallback
+    with pytest.raises(InputError) as e:
+        named(model, gpu, kv, backend, gpus=8 if model == "deepseek-r1" else 1)
+    assert e.value.field == "attention_backend"
+    assert f"\"Selected backend {backend} is not valid for this configuration." in str(e.value)
+    assert reason in str(e.value)
+
+
+def test_a_named_backend_checks_the_layers_kept_at_the_models_dtype_and_the_block_size():
+    # TOKENSPEED_MLA takes an fp8 cache only; TurboQuant's boundary layers (bf16) have no
+    # path in TURBOQUANT, but a skipped layer beside fp8 has one in FLASHINFER
+    ok = named("deepseek-r1", "b200", "fp8_e4m3", "TOKENSPEED_MLA", gpus=8)
+    assert ok.block_tokens == 64
+    skip = named("llama-3.1-8b", "h100", "fp8_e4m3", "FLASHINFER",
+                 kv_cache_dtype_skip_layers="0,31")
+    assert skip.block_tokens == 64 and "--kv-cache-dtype-skip-layers 0 31" in skip.command
+    # CUTLASS_MLA's kernels take multiples of 128 only
+    with pytest.raises(InputError, match="multiples of 128, not 64") as e:
+        named("deepseek-r1", "b200", "bf16", "CUTLASS_MLA", gpus=8, block=64)
+    assert e.value.field == "block_size"
+    assert named("deepseek-r1", "b200", "bf16", "CUTLASS_MLA", gpus=8, block=256).block_tokens == 256
+    # every card of a mixed layout is checked
+    mixed = EngineRequest(spec=load_model("llama-3.1-8b"), context=8192, sequences=1,
+                          cache=CacheOptions(kv_k="fp8_e4m3", kv_v="fp8_e4m3"),
+                          gpus=(find_gpu("h100"), find_gpu("a100")), parallel=Parallel(tp=2),
+                          settings=EngineSettings(attention_backend="FLASH_ATTN"))
+    with pytest.raises(InputError, match="on NVIDIA A100"):
+        engine_plan("vllm", mixed)
+
+
+@pytest.mark.parametrize(("model", "gpu", "backend", "words"), [
+    ("gpt-oss-20b", "h100", "FLEX_ATTENTION", "against gpt_oss's attention"),
+    ("gemma-4-31b-it", "h100", "FLASH_ATTN", "against gemma4_text's attention"),
+    ("llama-3.1-8b", "h100", "B12X", "does not check this backend"),
+    ("llama-3.1-8b", "mi300x", "FLASH_ATTN", "a card of another vendor"),
+    ("gemma-2-9b", "b200", "FLASH_ATTN", "a head of 256 or more on SM10x"),
+    ("deepseek-v3.2", "h200", "FLASHMLA_SPARSE", "does not check this backend"),
+    ("deepseek-v3.2", "h200", "FLASHMLA", "sparse attention"),
+    ("llama-3.1-8b", "h100", "triton_msa", "MiniMax-M3's decode kernel"),
+])
+def test_a_backend_kvplan_does_not_check_plans_vllms_own_pick_with_a_note(model, gpu, backend,
+                                                                          words):
+    gpus = 8 if model == "deepseek-v3.2" else 1
+    own, it = named(model, gpu, "bf16", None, gpus=gpus), named(model, gpu, "bf16", backend,
+                                                               gpus=gpus)
+    assert (it.block_tokens, it.blocks) == (own.block_tokens, own.blocks)
+    assert any(words in n and "vLLM's own pick" in n for n in it.notes), it.notes
+
+
+def test_backend_names_are_read_as_vllm_reads_them():
+    assert vllm_backends.backend_name("flashinfer") == "FLASHINFER"
+    assert vllm_backends.backend_name(" Auto ") is None
+    assert vllm_backends.backend_name(None) is None
+    with pytest.raises(InputError, match="no attention backend 'flash-attn'") as e:
+        vllm_backends.backend_name("flash-attn")
+    assert "FLASH_ATTN, " in str(e.value) and "TORCH_SDPA" not in str(e.value)
+    with pytest.raises(InputError, match="not a DeepSeek V4 attention backend"):
+        named("deepseek-v4-flash", "b200", "bf16", "flashinfer_mla_sparse", ctx=8192, gpus=8)
+    dsv4 = named("deepseek-v4-flash", "b200", "bf16", "FLASHMLA_SPARSE_DSV4", ctx=8192, gpus=8)
+    assert any("kvplan does not check it against DeepSeek-V4" in n for n in dsv4.notes)

@@ -167,7 +167,8 @@ class EngineSettings:
     radix_cache: bool = True
     #: --attention-backend: the backend SGLang runs (None: the one it picks itself, by model
     #: and card: sglang_page), which sets the page on SM100, and for trtllm_mha/trtllm_mla on
-    #: any card
+    #: any card; vLLM's AttentionConfig.backend (vllm_backends.forced: checked against the
+    #: layers, the KV dtype and the cards; its kernels' preferred block)
     attention_backend: str | None = None
     #: --prefill-kv-cache-dequant-dtype with an nvfp4 cache: fp8_e4m3 (FlashInfer prefill over
     #: an fp8 copy) or nvfp4 (trtllm_mha prefill, SM100 only); None or auto: by the card

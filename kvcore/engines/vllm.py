@@ -936,6 +936,9 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
         cmd.append(f"--gpu-memory-utilization {util:g}")
     if k_name != "auto":
         cmd.append(f"--kv-cache-dtype {k_name}")
+    named = vllm_backends.backend_name(req.settings.attention_backend)
+    if named is not None:
+        cmd.append(f"--attention-backend {named}")
     if req.settings.kv_cache_dtype_skip_layers:
         cmd.append("--kv-cache-dtype-skip-layers "
                    + " ".join(req.settings.kv_cache_dtype_skip_layers.split(",")))
@@ -1025,7 +1028,19 @@ def plan(req: EngineRequest) -> EngineReport:
                              "compressed attention: plan it without --enable-lora",
                              field="enable_lora")
         from .vllm_dsv4 import plan as dsv4_plan
-        return dsv4_plan(req)
+        named = vllm_backends.backend_name(req.settings.attention_backend)
+        if named in ("FLASHINFER_MLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120"):
+            # models/deepseek_v4/nvidia/model.py _select_dsv4_attn_cls
+            raise InputError(f"vLLM stops at start-up with --attention-backend {named}: \""
+                             f"{named} is not a DeepSeek V4 attention backend. Use "
+                             "FLASHINFER_MLA_SPARSE_DSV4 for DeepSeek V4 FlashInfer sparse "
+                             "MLA.\"", field="attention_backend")
+        report = dsv4_plan(req)
+        if named is not None:
+            report = replace(report, notes=(*report.notes, (
+                f"--attention-backend {named}: kvplan does not check it against DeepSeek-V4's "
+                "attention; the pool is the one kvplan plans for vLLM's own pick")))
+        return report
     s, opts = req.settings, req.cache
     k_name = single_format(NAME, opts, FORMATS)
     tq = opts.kv_k.name in vllm_tq.PACKED
@@ -1089,15 +1104,25 @@ def plan(req: EngineRequest) -> EngineReport:
     if hybrid:
         # the attention layers' backend, chosen where select is not asked
         vllm_backends.check_nvfp4(req.spec, shares[0].gpu, opts.kv_k)
-    choice = (None if dsa or hybrid or minimax or tq
-              else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k,
-                                        s.block_size or None))
+    # --attention-backend: the backend named, checked against every card (None where kvplan
+    # leaves it to vLLM: its own pick is planned, with a note)
+    named = vllm_backends.backend_name(s.attention_backend)
+    forced, named_note = (vllm_backends.forced(req.spec, tuple(req.gpus),
+                                               opts.kv_k, named, s.block_size or None,
+                                               skipped=bool(skipped))
+                          if named is not None else (None, None))
+    choice = forced if forced is not None else (
+        None if dsa or hybrid or minimax or tq
+        else vllm_backends.select(req.spec, shares[0].gpu, opts.kv_k, s.block_size or None))
     backend = choice.backend if choice is not None else None
     if minimax:
         check_minimax(req, k_name)
         block = MINIMAX_BLOCK
     elif s.block_size:
         block = s.block_size
+    elif forced is not None:
+        # the named backend's preference: 64 where its kernels take it (CUTLASS_MLA: 128)
+        block = forced.backend.preferred()
     elif dsa or hybrid:
         block = default_block(req.spec, shares[0].gpu, opts.kv_k)
     else:
@@ -1219,6 +1244,8 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append("LongCat-Flash-Lite's n-gram embedding keeps each request's last tokens "
                      "in vLLM's model runner; the runner's n-gram input buffer "
                      f"({buffer}, batched tokens × hidden) is not counted")
+    if named_note is not None:
+        notes.append(named_note)
     if choice is not None and choice.passed_over:
         # get_attn_backend_cls's warning when --block-size passed over a preferred backend
         lines.insert(0, f"--block-size {block} precluded higher-priority backend(s) "
@@ -1270,6 +1297,11 @@ def plan(req: EngineRequest) -> EngineReport:
                          "that applies its attention sinks, prefill kept on the sparse path; "
                          "its hyper-connections' residual channels widen the activations "
                          "beyond the activation-peak estimate here")
+    elif forced is not None:
+        sizes = "/".join(map(str, backend.sizes)) if backend is not None else ""
+        notes.append(f"--attention-backend {named}: vLLM runs it for every attention layer "
+                     f"(checked here against the layers, the KV dtype and the card; kernel "
+                     f"blocks of {sizes} tokens): blocks of {main.min_block} tokens")
     elif backend is not None and (block != DEFAULT_BLOCK or backend.sizes != (KERNEL_STEP,)):
         sizes = "/".join(map(str, backend.sizes))
         notes.append(f"vLLM's attention backend here is {backend.name} (kernel blocks of "

@@ -270,3 +270,222 @@ def default_block(spec: ModelSpec, gpu: GPU | None, kv: KVFormat) -> int:
     """The block vLLM settles on without --block-size: the chosen backend's preference."""
     c = select(spec, gpu, kv)
     return c.backend.preferred() if c is not None else DEFAULT_BLOCK
+
+
+# --attention-backend: a backend the user names (AttentionConfig.backend). vLLM 0.34.0 reads
+# the name upper-cased (config/attention.py validate_backend_before: "auto" is its own choice,
+# any other name AttentionBackendEnum[name.upper()], an unknown one a ValueError listing the
+# members); platforms/cuda.py get_attn_backend_cls then validates that backend alone for every
+# attention layer (v1/attention/backend.py validate_configuration) and stops at start-up with
+# "Selected backend ... is not valid for this configuration" where a reason is left: no
+# falling back down the priority list. Without --block-size the block is the backend's
+# get_preferred_block_size(64) (platforms/interface.py update_block_size_for_backend).
+
+#: every member of 0.34.0's AttentionBackendEnum (v1/attention/backends/registry.py)
+VLLM_BACKENDS = (
+    "FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "TRITON_ATTN_DIFFKV", "TRITON_FLASH_ATTN",
+    "ROCM_ATTN", "ROCM_SEGMENTED_ATTN", "ROCM_AITER_MLA", "ROCM_AITER_TRITON_MLA",
+    "ROCM_AITER_FA", "ROCM_AITER_MLA_SPARSE", "XPU_MLA_SPARSE", "TORCH_SDPA", "FLASHINFER",
+    "FLASHINFER_TS", "TRITON_FLASHINFER", "FLASHINFER_MLA", "TOKENSPEED_MLA",
+    "FLASHINFER_MLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120", "FLASHINFER_MLA_SPARSE_SM90",
+    "TRITON_MLA", "CUTLASS_MLA", "FLASHMLA", "FLASHMLA_SPARSE", "FLASHMLA_SPARSE_DSV4",
+    "FLASHINFER_MLA_SPARSE_DSV4", "ROCM_FLASHMLA_SPARSE_DSV4", "FLASHMLA_SPARSE_DSV41",
+    "FLASHINFER_MLA_SPARSE_DSV41", "ROCM_FLASHMLA_SPARSE_DSV41", "FLASHMLA_MEGA_ATTN_DSV41",
+    "B12X", "FLASH_ATTN_MLA", "FLASH_ATTN_MLA_SPARSE", "FLASH_ATTN_MLA_SPARSE_FA4",
+    "MINIMAX_M3_SPARSE", "CUTLASS_MSA", "TRITON_MSA", "STEP5_DSA", "KIMI_K3_KV_BALANCED_MLA",
+    "NO_ATTENTION", "FLEX_ATTENTION", "HPC_ATTN", "ROCM_AITER_UNIFIED_ATTN", "CPU_ATTN",
+    "CPU_MLA", "AMX_MLA", "TURBOQUANT", "ROCM_OCTAVE", "ULTRAQUANT", "CUSTOM")
+#: the NVIDIA backends kvplan checks a model against when named (the others are left to
+#: vLLM: the plan is its own pick's, with a note)
+FORCED_DENSE = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TURBOQUANT")
+FORCED_MLA = ("FLASHMLA", "FLASH_ATTN_MLA", "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA",
+              "TOKENSPEED_MLA")
+#: MiniMax-M3's decode-kernel names (config/attention.py __post_init__: they set
+#: minimax_m3_msa_decode_backend and leave the backend to vLLM)
+MSA_KERNELS = ("CUTLASS_MSA", "TRITON_MSA")
+#: models whose attention kvplan does not check a named backend against: attention sinks
+#: (gpt_oss.py, mimo_v2.py, laguna.py: per backend, by card and FlashInfer's kernels) and
+#: model hooks that replace or wrap the backend (models/config.py Gemma4Config: per-layer FA
+#: versions; mimo_v2.py: its DiffKV backends)
+UNCHECKED_TYPES = frozenset({"gpt_oss", "mimo_v2", "mimo_v2_flash", "mimo_v2_omni", "laguna",
+                             "granite", "granitemoe"}) | GEMMA4_TYPES
+#: attention logit soft-capping (gemma2.py attn_logit_softcapping): FlexAttentionImpl raises
+#: "FlexAttention does not support logits soft cap yet."
+SOFTCAP_TYPES = frozenset({"gemma2"})
+#: kvplan format → how the backends' supported_kv_cache_dtypes name it
+_FP8 = frozenset({"fp8_e4m3"})
+_PTH = frozenset({"fp8_pth", "int8_pth", "int4_pth"})
+
+
+def backend_name(text: str | None) -> str | None:
+    """The AttentionBackendEnum member ``text`` names (None: auto, vLLM's own pick); an
+    unknown name is refused in one line with the members, as vLLM refuses it."""
+    if text is None or not text.strip() or text.strip().lower() == "auto":
+        return None
+    name = text.strip().upper()
+    if name not in VLLM_BACKENDS:
+        raise InputError(f"vLLM has no attention backend {text.strip()!r} (\"Unknown attention "
+                         f"backend\"); it takes auto or one of "
+                         f"{', '.join(n for n in VLLM_BACKENDS if n not in ('TORCH_SDPA', 'CUSTOM', 'NO_ATTENTION'))}",
+                         field="attention_backend")
+    return name
+
+
+def _fa_reasons(family: int, cc: tuple[int, int], heads: set[int], kv: str, spec: ModelSpec
+                ) -> tuple[list[str], str | None]:
+    """FLASH_ATTN's reasons, and what kvplan leaves unchecked (a head past 256 on SM10x/11x,
+    where FlashAttention's version falls back under FA4's TMEM rule; head 256 on SM10x/11x,
+    whose FA4 kernel pages 128 tokens where nothing sends it back to FA2; an image-prefix
+    mask, which needs FA4 to resolve)."""
+    fa4 = family in (9, 10, 11)
+    out = []
+    if cc < (8, 0):
+        out.append("compute capability not supported")
+    if any(h % 8 or h > (512 if fa4 else 256) for h in heads):
+        out.append("head_size not supported")
+    if family in (10, 11) and any(h >= 256 for h in heads):
+        return out, "FlashAttention's version and page for a head of 256 or more on SM10x/SM11x"
+    if spec.mm_prefix:
+        return out, "FlashAttention 4's image-prefix mask"
+    if kv in _FP8:
+        # fa_utils.py flash_attn_supports_kv_cache_dtype: FA3 on SM90, FA4 on SM10x (heads of
+        # 128 or less there: the TMEM rule sends wider ones to FA2)
+        if not (family == 9 or (family == 10 and max(heads) <= 128)):
+            out.append("FP8 KV requires FA3 (SM90), equal-d512 FA4 (SM90), or FA4 (SM100).")
+    elif kv not in _16BIT:
+        out.append("kv_cache_dtype not supported")
+    return out, None
+
+
+def forced(spec: ModelSpec, gpus: tuple[GPU | None, ...], kv: KVFormat, name: str,
+           block_size: int | None, *, skipped: bool) -> tuple[Choice | None, str | None]:
+    """vLLM 0.34.0 with ``--attention-backend name``: the backend and its kernel blocks
+    (Choice), or, where kvplan does not check this backend or model, None and a note saying
+    what is left to vLLM (the plan is then vLLM's own pick's). Refused in one line where vLLM
+    stops at start-up: the backend refuses a layer (head size, KV dtype, card, MLA or not,
+    sparse or not, sliding window, image-prefix mask), the layers kept at the model's dtype
+    (``skipped``: --kv-cache-dtype-skip-layers, TurboQuant's boundary layers) have no 16-bit
+    path in it, or it takes no --block-size given."""
+    if name in MSA_KERNELS:
+        if spec.model_type == "minimax_m3":
+            return None, (f"--attention-backend {name}: MiniMax-M3's MSA decode kernel "
+                          "(minimax_m3_msa_decode_backend); the plan is vLLM's own pick's")
+        return None, (f"--attention-backend {name} names MiniMax-M3's decode kernel; the plan "
+                      "is vLLM's own pick's")
+    mla = any(g.kind is LayerKind.MLA for g in spec.groups)
+    sparse = any(g.kind in (LayerKind.INDEXER, LayerKind.INDEX, LayerKind.COMPRESSED)
+                 for g in spec.groups)
+    heads = _attention_heads(spec)
+    cards = [g for g in dict.fromkeys(gpus) if g is not None]
+    left = f"--attention-backend {name}: kvplan does not check "
+    if name not in FORCED_DENSE + FORCED_MLA:
+        return None, (f"{left}this backend against the model and card; the plan is vLLM's "
+                      "own pick's (the same blocks where the backend takes 64 tokens)")
+    if any(g.cuda_family is None for g in cards):
+        return None, (f"{left}a CUDA backend on a card of another vendor (ROCm has its own "
+                      "list); the plan is vLLM's own pick's")
+    if spec.model_type in UNCHECKED_TYPES or sparse or spec.model_type == "minimax_m3":
+        return None, (f"{left}{name} against {spec.model_type}'s attention (sinks, sparse "
+                      "attention or a model hook of its own); the plan is vLLM's own pick's")
+    if any(g.kind is LayerKind.CROSS for g in spec.groups):
+        return None, f"{left}{name} against cross-attention layers; the plan is vLLM's own pick's"
+    if mla and heads:
+        return None, f"{left}{name} against a model of MLA and standard attention layers"
+    reasons: list[str] = []
+    unchecked: str | None = None
+    kvn = kv.name
+    sliding = any(g.kind is LayerKind.SLIDING for g in spec.groups)
+    backend: Backend
+    for card in cards:
+        family = card.cuda_family or 0
+        major, minor = card.compute_capability.split(".")[:2]
+        cc = (int(major), int(minor))
+        why: list[str] = []
+        if mla != (name in FORCED_MLA):
+            why.append("MLA not supported" if mla else "non-MLA not supported")
+        elif mla:
+            width = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.MLA)
+            fp8_ok = name != "FLASH_ATTN_MLA"
+            if name != "TRITON_MLA" and width not in MLA_HEADS:
+                why.append("head_size not supported")
+            if name == "TOKENSPEED_MLA":
+                if kvn not in _FP8 or skipped:
+                    why.append("kv_cache_dtype not supported")
+                nope = spec.qk_nope_head_dim
+                if width != 576 or nope not in (0, 128):
+                    why.append("TokenSpeed MLA takes DeepSeek-R1's dimensions only")
+            elif not (kvn in _16BIT or (fp8_ok and kvn in _FP8)):
+                why.append("kv_cache_dtype not supported")
+            if sliding and name != "TRITON_MLA":
+                why.append("sliding window not supported")
+            if name in ("FLASHMLA", "FLASH_ATTN_MLA") and family != 9:
+                why.append("compute capability not supported" if name == "FLASH_ATTN_MLA"
+                           or family != 10 else "FlashMLA Dense is only supported on Hopper "
+                           "devices.")
+            if name in ("FLASHINFER_MLA", "CUTLASS_MLA", "TOKENSPEED_MLA") and family != 10:
+                why.append("compute capability not supported")
+            if (name == "FLASHINFER_MLA" and spec.qk_nope_head_dim
+                    and spec.qk_nope_head_dim not in FLASHINFER_MLA_NOPE):
+                why.append("FlashInfer MLA kernel requires qk_nope_head_dim in [64, 128, 192]")
+        elif name == "FLASH_ATTN":
+            why, unchecked = _fa_reasons(family, cc, heads, kvn, spec)
+        elif name == "FLASHINFER":
+            if not (8, 0) <= cc <= (12, 1):
+                why.append("compute capability not supported")
+            if not heads <= FLASHINFER_HEADS:
+                why.append("head_size not supported")
+            if spec.mm_prefix:
+                why.append("partial multimodal token full attention not supported")
+            if kvn in NVFP4:
+                nv = _nvfp4_refusal(spec, family, kvn)
+                if nv is not None:
+                    why.append(nv)
+            elif not (kvn in _16BIT or kvn in _FP8 or kvn == "fp8_e5m2"):
+                why.append("kv_cache_dtype not supported")
+        elif name == "TRITON_ATTN":
+            if any(h < 32 for h in heads):
+                why.append("head_size not supported")
+            if not (kvn in _16BIT or kvn in _FP8 or kvn in ("fp8_e5m2", *_PTH)):
+                why.append("kv_cache_dtype not supported")
+            elif kvn in ("fp8_e4m3", "fp8_e5m2", "fp8_pth") and cc < (8, 9):
+                # triton_attn.py TritonAttentionImpl: native FP8 needs SM89+
+                why.append("FP8 KV cache is not supported by the Triton attention backend "
+                           "on this card (native FP8 requires SM89+)")
+        elif name == "FLEX_ATTENTION":
+            if kvn not in _16BIT:
+                why.append("kv_cache_dtype not supported")
+            if spec.model_type in SOFTCAP_TYPES:
+                why.append("FlexAttention does not support logits soft cap yet.")
+        elif name == "TURBOQUANT":
+            if not kvn.startswith("tq_"):
+                why.append("kv_cache_dtype not supported")
+            elif skipped:
+                # the boundary layers (and --kv-cache-dtype-skip-layers) are selected with
+                # kv_cache_dtype auto, which TurboQuantBackend.supports_kv_cache_dtype refuses
+                why.append("kv_cache_dtype not supported (the layers kept at the model's "
+                           "dtype: TurboQuant's boundary layers or --kv-cache-dtype-skip-layers)")
+            if sliding:
+                why.append("sliding window not supported")
+            if spec.mm_prefix:
+                why.append("partial multimodal token full attention not supported")
+        if name != "TURBOQUANT" and kvn.startswith("tq_"):
+            why.append("kv_cache_dtype not supported (TurboQuant caches run on TURBOQUANT "
+                       "only)")
+        if why:
+            reasons = list(dict.fromkeys(why))
+            raise InputError(f"vLLM stops at start-up with --attention-backend {name} on "
+                             f"{card.name}: \"Selected backend {name} is not valid for this "
+                             f"configuration. Reason: {reasons}\"", field="attention_backend")
+    if unchecked is not None:
+        return None, f"{left}{unchecked}; the plan is vLLM's own pick's"
+    backend = {"FLASHINFER": FLASHINFER, "TRITON_ATTN": TRITON_ATTN,
+               "FLASHMLA": FLASHMLA, "FLASH_ATTN_MLA": FLASH_ATTN_MLA,
+               "FLASHINFER_MLA": FLASHINFER_MLA, "CUTLASS_MLA": CUTLASS_MLA,
+               "TRITON_MLA": TRITON_MLA, "TOKENSPEED_MLA": TOKENSPEED_MLA,
+               "TURBOQUANT": Backend("TURBOQUANT", (16, 32, 64, 128))}.get(
+                   name, Backend(name, (16,)))
+    if block_size is not None and not backend.takes(block_size):
+        raise InputError(f"vLLM stops at start-up with --attention-backend {name}: it takes "
+                         f"--block-size in multiples of {'/'.join(map(str, backend.sizes))}, "
+                         f"not {block_size} (\"block_size not supported\")", field="block_size")
+    return Choice(backend), None
