@@ -702,7 +702,41 @@ def _vllm_towers(r: _Reader) -> None:
 
 #: vLLM's flags that take a JSON object also take its keys dotted (--limit-mm-per-prompt.image
 #: 0 is --limit-mm-per-prompt '{"image": 0}'; FlexibleArgumentParser)
-_VLLM_DOTTED = ("--limit-mm-per-prompt", "--speculative-config")
+_VLLM_DOTTED = ("--limit-mm-per-prompt", "--speculative-config", "--attention-config", "-ac")
+
+
+def _vllm_backend(r: _Reader, flag: str, value: str, *, config: bool = False) -> None:
+    """--attention-backend, or --attention-config's "backend": one of them only
+    (EngineArgs.create_engine_config: "attention_backend and attention_config.backend are
+    mutually exclusive", "auto" included)."""
+    other = "flag" if config else "config"
+    if other in r.seen.setdefault("attention_backend", set()):
+        raise InputError("vLLM refuses --attention-backend beside --attention-config's backend "
+                         "(\"attention_backend and attention_config.backend are mutually "
+                         "exclusive\"): give one", field="command")
+    r.seen["attention_backend"].add("config" if config else "flag")
+    r.set["attention_backend"] = value.strip()
+
+
+def _vllm_attention_config(r: _Reader, flag: str, value: str) -> None:
+    """--attention-config (-ac), a JSON object or its keys dotted: "backend" as
+    --attention-backend; what changes blocks or bytes and is not planned, in a note."""
+    config = _json_object(flag, value, " such as '{\"backend\": \"FLASHINFER\"}'")
+    if "backend" in config:
+        backend = config["backend"]
+        if not isinstance(backend, str) and backend is not None:
+            raise InputError(f"{flag}: backend takes a backend's name, got {shown(backend)}",
+                             field="command")
+        _vllm_backend(r, flag, backend or "auto", config=True)
+    if config.get("backend_per_kind"):
+        r.note(f"{flag}: backend_per_kind: a backend per kind of layer; not planned (the plan "
+               "runs one backend for every attention layer)")
+    if config.get("flash_attn_version") is not None:
+        r.note(f"{flag}: flash_attn_version {config['flash_attn_version']}: kvplan takes "
+               "FlashAttention's version by card; not planned (the plan is without it)")
+    if str(config.get("indexer_kv_dtype", "auto")).lower() != "auto":
+        r.note(f"{flag}: indexer_kv_dtype {config['indexer_kv_dtype']}: the sparse-attention "
+               "indexer's keys in another dtype; not planned (the plan keeps them in fp8)")
 
 
 def _vllm_dtype(r: _Reader, flag: str, value: str) -> None:
@@ -747,8 +781,9 @@ _VLLM = (
           _unplanned("the recurrent state's dtype, which kvplan plans as vLLM's auto")),
     _Flag(("--eplb-config",), "value",
           _unplanned("with redundant experts, more experts on each card")),
-    # AttentionConfig.backend (engines/vllm_backends.py forced)
-    _Flag(("--attention-backend",), "value", _set("attention_backend", lambda f, v: v.strip())),
+    # AttentionConfig.backend (engines/vllm_backends.py forced), alone or in --attention-config
+    _Flag(("--attention-backend",), "value", _vllm_backend),
+    _Flag(("--attention-config", "-ac"), "value", _vllm_attention_config),
     _Flag(("--dtype",), "value", _vllm_dtype),
     _Flag(("--kv-cache-memory-bytes",), "value",
           _set("kv_budget", lambda f, v: human_int(f, v))),
@@ -1528,7 +1563,9 @@ def read_command(text: str, options: str | None = None) -> Launch:
         if not _is_flag(tok):
             r.positional.append(tok)
             continue
-        name, eq, inline = tok.partition("=") if tok.startswith("--") else (tok, "", "")
+        # (a short flag's dotted keys take "=" too: -ac.backend=FLASHINFER)
+        name, eq, inline = (tok.partition("=") if tok.startswith("--") or (
+            engine == "vllm" and tok.startswith("-ac.")) else (tok, "", ""))
         key = name
         if engine != "llama.cpp" and name.startswith("--"):
             # vLLM, SGLang and TensorRT-LLM take --max_model_len as --max-model-len

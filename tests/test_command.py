@@ -709,3 +709,31 @@ def test_an_options_file_not_given_is_said_so(command):
     assert any(n.startswith(f"--config {flag}: the file is not on this machine")
                and n.endswith("not planned (the plan is without them)") for n in launch.notes)
     assert launch.options_path == flag and not launch.unread and not launch.unknown
+
+
+@pytest.mark.parametrize(("command", "backend"), [
+    ("vllm serve x --attention-backend flashinfer", "flashinfer"),
+    ("vllm serve x --attention-config '{\"backend\": \"CUTLASS_MLA\"}'", "CUTLASS_MLA"),
+    ("vllm serve x -ac.backend=TRITON_ATTN", "TRITON_ATTN"),
+    ("vllm serve x --attention-config.backend FLASH_ATTN", "FLASH_ATTN"),
+    ("vllm serve x -ac '{\"backend\": null}'", "auto"),
+])
+def test_vllm_backend_named_by_flag_or_attention_config(command, backend):
+    launch = read_command(command)
+    assert launch.settings["attention_backend"] == backend
+    assert not launch.unknown and not launch.unread
+
+
+def test_vllm_attention_config_keys_kvplan_does_not_plan_are_said_and_both_forms_refused():
+    launch = read_command("vllm serve x -ac '{\"backend_per_kind\": {\"sliding_window\": "
+                          "\"TRITON_ATTN\"}, \"flash_attn_version\": 3}'")
+    assert "attention_backend" not in launch.settings
+    assert any("backend_per_kind" in n and "not planned" in n for n in launch.notes)
+    assert any("flash_attn_version 3" in n for n in launch.notes)
+    # create_engine_config: the two are mutually exclusive, "auto" included, in either order
+    for command in ("vllm serve x --attention-backend FLASHINFER -ac.backend=auto",
+                    "vllm serve x -ac.backend=FLASHINFER --attention-backend auto"):
+        with pytest.raises(kvcore.InputError, match="mutually exclusive"):
+            read_command(command)
+    with pytest.raises(kvcore.InputError, match="takes a JSON object"):
+        read_command("vllm serve x --attention-config 3")
