@@ -59,6 +59,10 @@ class CacheOptions:
     #: count the vision/audio tower's weights (False: llama.cpp without --mmproj, which loads
     #: the tower from a file of its own)
     encoder: bool = True
+    #: vLLM's layers kept at the model's dtype beside a quantized cache: its
+    #: --kv-cache-dtype-skip-layers entries (engines/vllm_skip), TurboQuant's boundary layers
+    #: with them; None where every layer is in kv_k/kv_v (other engines)
+    vllm_skip: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("kv_k", "kv_v", "hot_format"):
@@ -115,6 +119,9 @@ class GroupCache:
     #: reads of this group's layers' caches by other layers (KV-shared and cross-layer
     #: attention: ModelSpec.cache_readers), beside each layer's own
     rereads: int = 0
+    #: of its layers, those kept at the model's dtype (kept_layers), in ``kept_format``
+    kept_layers: int = 0
+    kept_format: str = ""
 
     @property
     def layer_reads(self) -> int:
@@ -187,18 +194,44 @@ def _tokens_held(group: LayerGroup, context: int, spec: ModelSpec, opts: CacheOp
     return 0
 
 
+def kept_layers(spec: ModelSpec, opts: CacheOptions) -> frozenset[int]:
+    """The layers vLLM keeps at the model's dtype beside a quantized cache (its
+    --kv-cache-dtype-skip-layers and TurboQuant's boundary layers: engines/vllm_skip); none
+    for other engines (``opts.vllm_skip`` None) or a cache in the model's dtype."""
+    if opts.vllm_skip is None or opts.kv_k.name != opts.kv_v.name:
+        return frozenset()
+    from .engines import vllm_skip
+    return vllm_skip.skipped(spec, opts.kv_k.name, opts.vllm_skip)
+
+
+def kept_format(spec: ModelSpec) -> KVFormat:
+    """The format of a layer kept at the model's dtype (16 bits: vLLM serves a float32
+    checkpoint in bfloat16)."""
+    return get_format("f16" if spec.dtype == "float16" else "bf16")
+
+
 def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int,
-                opts: CacheOptions) -> GroupCache:
+                opts: CacheOptions, kept: frozenset[int] = frozenset()) -> GroupCache:
+    """One group's cache; ``kept``: layers (of any group) kept at the model's dtype."""
     if group.kind.holds_state:
         state = group.count * sequences * group.state_values * opts.state_bytes_per_value
         return GroupCache(group, 0, 0, 0, state, 0)
     tokens = _tokens_held(group, context, spec, opts)
+    n_kept = len(kept.intersection(group.layers)) if kept else 0
+    n = group.count - n_kept
     per_layer_k = group.n_kv_heads * opts.row_bytes(tokens, group.head_dim_k, "k")
     per_layer_v = group.n_kv_heads * opts.row_bytes(tokens, group.head_dim_v, "v")
-    scales = group.count * (opts.tensor_scale_bytes("k")
-                            + (opts.tensor_scale_bytes("v") if group.head_dim_v else 0))
-    return GroupCache(group, tokens, group.count * sequences * per_layer_k,
-                      group.count * sequences * per_layer_v, 0, scales)
+    scales = n * (opts.tensor_scale_bytes("k")
+                  + (opts.tensor_scale_bytes("v") if group.head_dim_v else 0))
+    if not n_kept:
+        return GroupCache(group, tokens, group.count * sequences * per_layer_k,
+                          group.count * sequences * per_layer_v, 0, scales)
+    fmt = kept_format(spec)
+    kept_k = group.n_kv_heads * fmt.bytes_for(tokens, group.head_dim_k, "k")
+    kept_v = group.n_kv_heads * fmt.bytes_for(tokens, group.head_dim_v, "v")
+    return GroupCache(group, tokens, sequences * (n * per_layer_k + n_kept * kept_k),
+                      sequences * (n * per_layer_v + n_kept * kept_v), 0, scales,
+                      kept_layers=n_kept, kept_format=fmt.name)
 
 
 def cache_size(spec: ModelSpec, context: int, sequences: int = 1,
@@ -208,7 +241,8 @@ def cache_size(spec: ModelSpec, context: int, sequences: int = 1,
     if context < 0 or sequences < 0:
         raise InputError("context and sequences must not be negative")
     readers = spec.cache_readers()
-    groups = tuple(group_cache(g, spec, context, sequences, opts)
+    kept = kept_layers(spec, opts)
+    groups = tuple(group_cache(g, spec, context, sequences, opts, kept)
                    for g in spec.groups_for(mtp=opts.mtp))
     if readers:
         groups = tuple(replace(g, rereads=sum(readers.get(i, 0) for i in g.group.layers))
@@ -234,24 +268,31 @@ ATTENTION_KINDS = tuple(k for k in LayerKind if k.is_attention)
 
 def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
                  kinds: tuple[LayerKind, ...] = ATTENTION_KINDS, *,
-                 mtp: bool = False) -> tuple[int, int]:
-    """(K, V) bytes one token adds to the layers of ``kinds``, block scales included.
+                 mtp: bool = False, kept: frozenset[int] = frozenset()) -> tuple[int, int]:
+    """(K, V) bytes one token adds to the layers of ``kinds``, block scales included; the
+    layers in ``kept`` at the model's dtype (kept_layers).
 
     Compressed and index layers keep one entry per ``ratio`` tokens: they add their entry's
     bytes over ``ratio``; where a block format's entries do not divide into whole bytes a
     token (q8_0 latents at ratio 128: 544 / 128), the sum is rounded up to the next byte.
     """
     kb = vb = Fraction(0)
+    native = kept_format(spec) if kept else None
     for g in spec.groups_for(mtp=mtp):
         if g.kind in kinds:
-            kb += Fraction(g.count * g.n_kv_heads * k.row_bytes(g.head_dim_k), g.ratio)
-            vrow = v.row_bytes(g.head_dim_v, "v") if g.head_dim_v else 0
-            vb += Fraction(g.count * g.n_kv_heads * vrow, g.ratio)
+            n_kept = len(kept.intersection(g.layers)) if kept else 0
+            for fk, fv, count in ((k, v, g.count - n_kept), (native, native, n_kept)):
+                if not count or fk is None or fv is None:
+                    continue
+                kb += Fraction(count * g.n_kv_heads * fk.row_bytes(g.head_dim_k), g.ratio)
+                vrow = fv.row_bytes(g.head_dim_v, "v") if g.head_dim_v else 0
+                vb += Fraction(count * g.n_kv_heads * vrow, g.ratio)
     return math.ceil(kb), math.ceil(vb)
 
 
 def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:
-    return sum(kv_row_bytes(spec, opts.kv_k, opts.kv_v, kinds, mtp=opts.mtp))
+    return sum(kv_row_bytes(spec, opts.kv_k, opts.kv_v, kinds, mtp=opts.mtp,
+                            kept=kept_layers(spec, opts)))
 
 
 def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:

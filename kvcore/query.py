@@ -32,7 +32,7 @@ from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, quality_note
 from .gguf_mix import MIXES, PERPLEXITY
 from .gpus import GPU, gpu_catalog, memory_variants
-from .kv import CacheOptions, bytes_per_token
+from .kv import CacheOptions, bytes_per_token, kept_format, kept_layers
 from .model import ModelSpec
 from .parallel import Parallel, rank_spec
 from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
@@ -116,6 +116,12 @@ class Query(EngineRequest):
         super().__post_init__()
         object.__setattr__(self, "engine", canonical_engine(self.engine))
         check_settings(self.engine, self.settings, mtp=self.cache.mtp)
+        if self.engine == "vllm" and self.cache.vllm_skip is None:
+            # the layers vLLM keeps at the model's dtype are priced so in every cache figure
+            # (kv.kept_layers), whichever format a row tries
+            from .engines import vllm_skip
+            object.__setattr__(self, "cache", replace(
+                self.cache, vllm_skip=vllm_skip.parse(self.settings.kv_cache_dtype_skip_layers)))
         if self.parallel.attn_dp > 1 and self.engine not in ("sglang", "trtllm"):
             raise InputError(f"attn_dp is SGLang's attention data parallelism (--attn-dp-size) "
                              "or TensorRT-LLM's (enable_attention_dp), not "
@@ -963,12 +969,19 @@ def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, st
     # the format's own bits a value: on 128-wide heads, scales a head included
     nominal = (fmt.row_bytes(128, "k") + fmt.row_bytes(128, "v")) * 8 / 256
     if here is not None and here > nominal * 1.01:
-        widths = {w for g in spec.groups if g.kind.is_attention
-                  for w in (g.head_dim_k, g.head_dim_v) if w}
-        padded = any(w % fmt.block_values for w in widths)
-        why = (f"its rows padded to whole {fmt.block_values}-value blocks"
-               if padded else "its per-row scales on short rows")
-        quality += f"; {here:.3g} bits a value on this model ({why})"
+        reasons = []
+        kept = kept_layers(spec, cache)
+        if kept:
+            reasons.append(f"vLLM keeps {len(kept)} of its layers in "
+                           f"{kept_format(spec).name}")
+        bare = 16 * bytes_per_token(spec, replace(cache, vllm_skip=None)) / base
+        if bare > nominal * 1.01:
+            widths = {w for g in spec.groups if g.kind.is_attention
+                      for w in (g.head_dim_k, g.head_dim_v) if w}
+            padded = any(w % fmt.block_values for w in widths)
+            reasons.append(f"its rows padded to whole {fmt.block_values}-value blocks"
+                           if padded else "its per-row scales on short rows")
+        quality += f"; {here:.3g} bits a value on this model ({'; '.join(reasons)})"
     return here, quality
 
 

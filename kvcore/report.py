@@ -92,6 +92,9 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
                 "scale_bytes": g.scale_bytes,
                 "bytes": g.total_bytes,
                 "description": g.group.describe(),
+                # of the group's layers, those an engine keeps at the model's dtype
+                "kept_layers": g.kept_layers,
+                "kept_format": g.kept_format or None,
             }
             for g in p.cache.groups
         ],

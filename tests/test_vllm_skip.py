@@ -156,3 +156,65 @@ def test_nvfp4_beside_skipped_layers_grows_the_block_by_the_first_layers_backend
             cache=CacheOptions(kv_k="nvfp4", kv_v="nvfp4"), gpus=(find_gpu(gpu),),
             kv_budget_bytes=BUDGET, settings=EngineSettings(kv_cache_dtype_skip_layers="0")))
     assert "beside nvfp4 in a sliding-window model" in str(e.value)
+
+
+# --- the plan's own table prices the kept layers at the model's dtype (kv.kept_layers) -------
+
+def test_the_table_prices_vllms_kept_layers_at_the_models_dtype():
+    from app.common import make_query
+    from kvcore import cache_size, get_format
+    from kvcore.query import answer
+
+    spec = load_model("llama-3.1-8b")
+    ctx, seqs = 32768, 2
+    tq, bf16, fp8 = get_format("tq_4bit"), get_format("bf16"), get_format("fp8_e4m3")
+    # TurboQuant under vLLM: layers 0, 1, 30, 31 at bf16, 28 in tq_4bit (8 KV heads of 128)
+    q = make_query(spec, context=ctx, sequences=seqs, engine="vllm", kv="tq_4bit",
+                   gpu="h100")
+    g = answer(q)["breakdown"][0]
+    k = seqs * 8 * (28 * tq.bytes_for(ctx, 128, "k") + 4 * bf16.bytes_for(ctx, 128, "k"))
+    v = seqs * 8 * (28 * tq.bytes_for(ctx, 128, "v") + 4 * bf16.bytes_for(ctx, 128, "v"))
+    assert (g["k_bytes"], g["v_bytes"], g["kept_layers"], g["kept_format"]) == (k, v, 4, "bf16")
+    # the same query under the raw engine keeps every layer in the format
+    raw = answer(make_query(spec, context=ctx, sequences=seqs, engine="raw", kv="tq_4bit",
+                            gpu="h100"))["breakdown"][0]
+    assert raw["k_bytes"] == seqs * 8 * 32 * tq.bytes_for(ctx, 128, "k")
+    assert raw["kept_layers"] == 0
+    # a skip list beside fp8: the kept layers carry no tensor scale
+    opts = CacheOptions(kv_k=fp8, kv_v=fp8, vllm_skip=("0", "31"))
+    size = cache_size(spec, ctx, 1, opts)
+    assert size.k_bytes == 8 * ctx * (30 * 128 + 2 * 256)
+    assert size.groups[0].scale_bytes == 30 * 2 * fp8.tensor_scale_bytes
+    # a cache in the model's dtype keeps nothing apart
+    assert cache_size(spec, ctx, 1, CacheOptions(kv_k=bf16, kv_v=bf16,
+                                                 vllm_skip=("0",))).groups[0].kept_layers == 0
+
+
+def test_kept_layers_reach_the_rates_the_quality_note_and_the_cli_line(capsys):
+    from app.cli import main
+    from kvcore import bytes_per_token, get_format
+    from kvcore.query import quality_here
+
+    spec = load_model("llama-3.1-8b")
+    tq = get_format("tq_4bit")
+    opts = CacheOptions(kv_k=tq, kv_v=tq, vllm_skip=())
+    row = tq.row_bytes(128, "k") + tq.row_bytes(128, "v")
+    assert bytes_per_token(spec, opts) == 8 * (28 * row + 4 * 512)
+    bits, note = quality_here(spec, opts)
+    assert bits == round(16 * (28 * row + 4 * 512) / (32 * 512), 4)
+    assert "(vLLM keeps 4 of its layers in bf16)" in note
+    assert "bits a value on this model" not in quality_here(
+        spec, CacheOptions(kv_k=tq, kv_v=tq))[1]
+    assert main(["llama-3.1-8b", "--engine", "vllm", "--gpu", "4090", "--ctx", "32k",
+                 "--kv", "tq_4bit"]) == 0
+    out = capsys.readouterr().out
+    assert "32,768 tokens each; 4 of them in bf16 (kept unquantized)" in out
+
+
+def test_the_page_names_the_kept_layers():
+    from app.web import create_app
+
+    page = TestClient(create_app()).get("/", params={
+        "model": "llama-3.1-8b", "gpu": "4090", "context": "32k", "engine": "vllm",
+        "kv_k": "tq_4bit", "kv_v": "tq_4bit"}, headers={"HX-Request": "true"})
+    assert "32 full layers × 8 KV heads × 128; 4 of them in bf16 (kept unquantized)" in page.text
