@@ -8,7 +8,7 @@ from typing import Any
 from kvcore import FORMATS, InputError, KvplanError, cache_size
 from kvcore.engines import UnsupportedFormat, engine_plan, supported_formats
 from kvcore.plan import PlanRequest, plan, raw_overhead
-from kvcore.query import Query, answer, card_cache, quality_here, to_fit
+from kvcore.query import Query, answer, cached_spec, card_cache, quality_here, to_fit
 from kvcore.units import format_bytes, format_quantity
 
 from .charts import COLORS, NARROW, H, W, memory_chart, nice_tokens
@@ -27,7 +27,7 @@ def _per_card(q: Query, data: dict[str, Any]) -> dict[str, Any]:
         overhead = sum(o["bytes"] for o in report["overheads"])
         weights = report["weights_bytes"]
     else:
-        size = cache_size(q.spec, q.context, q.sequences, q.cache)
+        size = cache_size(cached_spec(q), q.context, q.sequences, q.cache)
         budget = data["budget_bytes"] or 0
         overhead = data["overhead_bytes"]
         weights = data["weights_bytes"]
@@ -57,7 +57,8 @@ def _format_rows(q: Query) -> list[dict[str, Any]]:
     for fmt in _formats(q):
         opts = replace(q.cache, kv_k=fmt, kv_v=fmt)
         trial = replace(q, cache=opts)
-        raw = plan(PlanRequest(spec=q.spec, context=q.context, sequences=q.sequences, cache=opts,
+        raw = plan(PlanRequest(spec=cached_spec(q), context=q.context, sequences=q.sequences,
+                               cache=opts,
                                weights=q.weights, gpu=gpu if not q.multi else None))
         row = {"format": fmt.name, "bits": fmt.bits_per_value,
                "bytes_per_token": raw.bytes_per_token,
@@ -81,7 +82,8 @@ def _chart(q: Query, data: dict[str, Any], fit_format: str | None = None) -> str
     """Memory against context: the chosen format, f16 and q4_0 for reference, and
     ``fit_format`` (the "to fit" line's KV format, where that is the change) beside them."""
     report = data.get("engine_report")
-    spec, seqs = card_cache(q, report["binding_stage"]) if report else (q.spec, q.sequences)
+    spec, seqs = (card_cache(q, report["binding_stage"]) if report
+                  else (cached_spec(q), q.sequences))
     if report:
         fixed = report["weights_bytes"] + sum(o["bytes"] for o in report["overheads"])
         limit = report["budget_bytes"]

@@ -118,6 +118,10 @@ class LayerGroup:
     #: top-k an indexer selects: DeepSeek-V3.2's latent rows, DeepSeek-V4's ratio-4
     #: compressed entries); None: every entry held
     read_limit: int | None = None
+    #: a sliding-window or chunked group an engine keeps whole (llama.cpp: an architecture it
+    #: runs without the window, or --swa-full): its own kind and window, now FULL
+    dropped_kind: str = ""
+    dropped_window: int | None = None
 
     @property
     def count(self) -> int:
@@ -154,9 +158,15 @@ class LayerGroup:
             f"{self.head_dim_k}" if self.head_dim_k == self.head_dim_v
             else f"{self.head_dim_k}/{self.head_dim_v}"
         )
+        if self.dropped_kind:
+            layers = format_quantity(self.count, f"{self.dropped_kind} layer")
+            if not self.head_dim_v:
+                dims = f"latent {self.head_dim_k} (K = V)"
         text = f"{layers} × {format_quantity(self.n_kv_heads, 'KV head')} × {dims}"
         if self.window is not None:
             text += f", window {self.window:,}"
+        if self.dropped_window is not None:
+            text += f", window {self.dropped_window:,} kept whole"
         return text
 
 

@@ -36,7 +36,7 @@ from .kv import CacheOptions, bytes_per_token, kept_format, kept_layers
 from .model import ModelSpec
 from .parallel import Parallel, rank_spec
 from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
-from .report import engine_to_dict, plan_to_dict, prefill_to_dict
+from .report import engine_to_dict, model_summary, plan_to_dict, prefill_to_dict
 from .weights import WEIGHT_FORMATS, WeightFormat, Weights
 
 __all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model", "find_weights",
@@ -156,19 +156,14 @@ def answer(q: Query) -> dict[str, Any]:
     if not q.gpus and q.kv_budget_bytes is None:
         check_engine(q)
     single = q.gpus[0] if q.gpus else None
-    base = plan(PlanRequest(spec=q.spec, context=q.context, sequences=q.sequences, cache=q.cache,
+    spec = cached_spec(q)
+    base = plan(PlanRequest(spec=spec, context=q.context, sequences=q.sequences, cache=q.cache,
                             weights=q.weights,
                             gpu=single if not q.multi and q.kv_budget_bytes is None else None,
                             overhead_bytes=q.overhead_bytes))
     out = plan_to_dict(base)
-    if q.engine in GGML_ENGINES and base.request.gpu is not None:
-        # llama.cpp runs some architectures without their sliding window (every layer keeps
-        # and attends over the whole context): its decode and prefill read that
-        from .engines.llamacpp import without_windows
-        whole = without_windows(q.spec)
-        if whole is not q.spec:
-            seen = plan_to_dict(plan(replace(base.request, spec=whole)))
-            out["decode"], out["prefill"] = seen.get("decode"), seen.get("prefill")
+    if spec is not q.spec:
+        out["model"] = model_summary(q.spec)
     out["engine"] = q.engine
     out["parallel"] = {"tp": q.parallel.tp, "pp": q.parallel.pp, "dp": q.parallel.dp,
                        "attn_dp": q.parallel.attn_dp, "gpus": q.parallel.gpus}
@@ -335,6 +330,9 @@ def parallel_estimates(q: Query) -> tuple[dict[str, Any] | None, dict[str, Any] 
     unknown, and no prefill where a card's matrix peak is."""
     from .engines.base import rank_weights
 
+    spec = cached_spec(q)
+    if spec is not q.spec:
+        q = replace(q, spec=spec)
     split = stage_split(q.engine)
     weights, parts = rank_weights(q, split, expert_ranks=expert_ranks(q))
     attention = None
@@ -371,13 +369,25 @@ class _Stage:
         return self.share.gpu  # type: ignore[return-value]
 
 
+def cached_spec(q: Query) -> ModelSpec:
+    """The model as the plan's engine caches it: llama.cpp (and Ollama's llama-server) keeps
+    the whole context in the sliding-window layers of an architecture it runs without the
+    window, and in every sliding-window and chunked layer with --swa-full, which its decode
+    reads too (engines/llamacpp.without_windows); the model itself elsewhere."""
+    if q.engine not in GGML_ENGINES:
+        return q.spec
+    from .engines.llamacpp import without_windows
+    return without_windows(q.spec, swa_full=q.settings.swa_full)
+
+
 def card_cache(q: Query, stage: int) -> tuple[ModelSpec, int]:
     """What one card of pipeline stage ``stage`` caches, and for how many sequences: its
     share of the heads for all the sequences, or under SGLang's attention DP its attention
     group's share of them for the group's share of the sequences."""
     p = q.parallel
     group = replace(p, tp=p.attn_tp, attn_dp=1)
-    return rank_spec(q.spec, group, stage, stage_split(q.engine)), sglang_attn_dp.per_group(q)
+    return (rank_spec(cached_spec(q), group, stage, stage_split(q.engine)),
+            sglang_attn_dp.per_group(q))
 
 
 def _matmul_params(q: Query) -> tuple[int, int]:

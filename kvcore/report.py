@@ -81,7 +81,8 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
         "prefill": None,
         "breakdown": [
             {
-                "kind": g.group.kind.value,
+                # a sliding-window group an engine keeps whole keeps its name
+                "kind": g.group.dropped_kind or g.group.kind.value,
                 "layers": g.group.count,
                 "mtp": g.group.mtp,
                 "tokens_per_sequence": g.tokens,

@@ -1075,6 +1075,58 @@ def test_llamacpp_keeps_the_window_where_its_architecture_has_one():
     assert any("SWA KV cache, size = 4608 cells" in line for line in mem.lines)
 
 
+@pytest.mark.parametrize("engine", ["llama.cpp", "ollama"])
+def test_the_plans_table_keeps_the_whole_context_where_llamacpp_does(engine):
+    # Mistral-7B-v0.1 under llama.cpp: every layer keeps the whole context (no window), so
+    # the plan's own table holds what llama.cpp logs, not the 4,096-token window
+    from app.common import make_query
+    from kvcore.query import answer
+
+    spec = load_model("mistral-7b-v0.1")
+    ctx, seqs = 32768, 2
+    data = answer(make_query(spec, context=ctx, sequences=seqs, engine=engine, gpu="4090"))
+    (g,) = data["breakdown"]
+    assert g["k_bytes"] == g["v_bytes"] == 32 * 8 * 128 * 2 * ctx * seqs
+    assert (g["kind"], g["tokens_per_sequence"]) == ("sliding", ctx)
+    assert g["description"].endswith("window 4,096 kept whole")
+    # the model keeps its own kinds, and llama.cpp's log line says the same bytes
+    assert [x["kind"] for x in data["model"]["groups"]] == ["sliding"]
+    assert any(f"K (f16): {g['k_bytes'] / 2**20:.2f} MiB" in line
+               for line in data["engine_report"]["log_lines"])
+    # its decode reads them all
+    assert data["decode"]["kv_share"] * data["decode"]["bytes_per_step"] == pytest.approx(
+        data["kv_bytes"], rel=1e-9)
+    raw = answer(make_query(spec, context=ctx, sequences=seqs, engine="raw", gpu="4090"))
+    assert raw["breakdown"][0]["tokens_per_sequence"] == 4096
+
+
+def test_swa_full_keeps_the_whole_context_in_the_table_and_over_several_cards():
+    from app.common import make_query
+    from kvcore.engines import EngineSettings
+    from kvcore.query import answer
+
+    spec = load_model("gemma-3-27b-it")
+    ctx = 32768
+
+    def sliding(**kw):
+        data = answer(make_query(spec, context=ctx, sequences=1, engine="llama.cpp",
+                                 weights="q4_k_m", **kw))
+        return data, next(g for g in data["breakdown"] if g["kind"] == "sliding")
+
+    data, g = sliding(gpu="4090")
+    assert g["tokens_per_sequence"] == 1024
+    full, g = sliding(gpu="4090", settings=EngineSettings(swa_full=True))
+    assert g["tokens_per_sequence"] == ctx
+    assert g["k_bytes"] == 52 * 16 * 128 * 2 * ctx
+    assert full["kv_bytes"] > data["kv_bytes"]
+    # over two cards (layers split) the decode reads each card's whole-context share
+    two, _ = sliding(gpu="4090", gpus=2, settings=EngineSettings(swa_full=True))
+    one, _ = sliding(gpu="4090", gpus=2)
+    kv = [d["decode"]["kv_share"] * d["decode"]["bytes_per_step"] for d in (two, one)]
+    assert kv[0] == pytest.approx(full["kv_bytes"], rel=1e-6)
+    assert kv[1] == pytest.approx(data["kv_bytes"], rel=1e-6)
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_servers_load_a_float32_checkpoint_in_16_bits(engine):
     # gemma-2-9b ships float32 weights; --dtype auto serves them in 16 bits

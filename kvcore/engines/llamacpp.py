@@ -524,13 +524,17 @@ def _sparse_notes(spec: ModelSpec, sparse: str, unified: bool, n_seq: int) -> li
     return []
 
 
-def without_windows(spec: ModelSpec) -> ModelSpec:
+def without_windows(spec: ModelSpec, swa_full: bool = False) -> ModelSpec:
     """``spec`` as llama.cpp runs it: the sliding-window layers of an architecture in
-    NO_WINDOW_TYPES hold a full cache."""
+    NO_WINDOW_TYPES hold a full cache; with ``swa_full`` (--swa-full) every sliding-window and
+    chunked layer's cache holds the whole context too (its mask still bounds what it
+    attends over)."""
     bounded = (LayerKind.SLIDING, LayerKind.CHUNKED)
-    if spec.model_type not in NO_WINDOW_TYPES or not any(g.kind in bounded for g in spec.groups):
+    if ((spec.model_type not in NO_WINDOW_TYPES and not swa_full)
+            or not any(g.kind in bounded for g in spec.groups)):
         return spec
-    groups = tuple(replace(g, kind=LayerKind.FULL, window=None) if g.kind in bounded
+    groups = tuple(replace(g, kind=LayerKind.FULL, window=None, dropped_kind=g.kind.value,
+                           dropped_window=g.window) if g.kind in bounded
                    else g for g in spec.groups)
     return replace(spec, groups=groups)
 
