@@ -33,7 +33,7 @@ from .formats import FORMATS, KVFormat, get_format, quality_note
 from .gguf_mix import MIXES, PERPLEXITY
 from .gpus import GPU, gpu_catalog, memory_variants
 from .kv import CacheOptions, bytes_per_token, kept_format, kept_layers
-from .model import ModelSpec
+from .model import LayerKind, ModelSpec
 from .parallel import Parallel, rank_spec
 from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
 from .report import engine_to_dict, model_summary, plan_to_dict, prefill_to_dict
@@ -164,6 +164,11 @@ def answer(q: Query) -> dict[str, Any]:
     out = plan_to_dict(base)
     if spec is not q.spec:
         out["model"] = model_summary(q.spec)
+    reads = read_spec(q)
+    if reads is not spec and base.request.gpu is not None:
+        # the engine's decode and prefill attend over what its kernels read
+        seen = plan_to_dict(plan(replace(base.request, spec=reads)))
+        out["decode"], out["prefill"] = seen.get("decode"), seen.get("prefill")
     out["engine"] = q.engine
     out["parallel"] = {"tp": q.parallel.tp, "pp": q.parallel.pp, "dp": q.parallel.dp,
                        "attn_dp": q.parallel.attn_dp, "gpus": q.parallel.gpus}
@@ -330,7 +335,7 @@ def parallel_estimates(q: Query) -> tuple[dict[str, Any] | None, dict[str, Any] 
     unknown, and no prefill where a card's matrix peak is."""
     from .engines.base import rank_weights
 
-    spec = cached_spec(q)
+    spec = read_spec(q)
     if spec is not q.spec:
         q = replace(q, spec=spec)
     split = stage_split(q.engine)
@@ -370,14 +375,41 @@ class _Stage:
 
 
 def cached_spec(q: Query) -> ModelSpec:
-    """The model as the plan's engine caches it: llama.cpp (and Ollama's llama-server) keeps
-    the whole context in the sliding-window layers of an architecture it runs without the
-    window, and in every sliding-window and chunked layer with --swa-full, which its decode
-    reads too (engines/llamacpp.without_windows); the model itself elsewhere."""
-    if q.engine not in GGML_ENGINES:
-        return q.spec
+    """The model as the plan's engine caches it (its sliding-window and chunked layers made
+    full-length where the engine keeps every token in them: engines/llamacpp.without_windows):
+    llama.cpp (and Ollama's llama-server) for an architecture it runs without the window and,
+    with --swa-full, for every model; SGLang for every model it gives no sliding-window pool
+    (sglang.HYBRID_SWA_TYPES: one pool in which every layer holds every token); TensorRT-LLM,
+    whose pool prices every attention layer for every token; the model itself elsewhere
+    (vLLM, raw). Compressed-attention models keep their own layout."""
     from .engines.llamacpp import without_windows
-    return without_windows(q.spec, swa_full=q.settings.swa_full)
+    from .engines.sglang import HYBRID_SWA_TYPES
+
+    if q.engine in GGML_ENGINES:
+        return without_windows(q.spec, swa_full=q.settings.swa_full)
+    if any(g.kind is LayerKind.COMPRESSED for g in q.spec.groups):
+        return q.spec
+    if q.engine == "trtllm" or (q.engine == "sglang"
+                                and q.spec.model_type not in HYBRID_SWA_TYPES):
+        return without_windows(q.spec, swa_full=True)
+    return q.spec
+
+
+def read_spec(q: Query) -> ModelSpec:
+    """The model as the plan's engine reads it in a decode step: what it caches under
+    llama.cpp and Ollama (an architecture run without its window attends over every token;
+    --swa-full's masked cells are read too); under SGLang the architectures whose model class
+    passes it no window (NO_WINDOW_TYPES: its llama.py, qwen2.py, mixtral.py, phi-3 and
+    StarCoder2 attend over every token); the window elsewhere (SGLang's Gemma 2/3, EXAONE 4 and
+    OLMo 3 pass sliding_window_size to their attention, whose kernels skip what it masks;
+    TensorRT-LLM's window is taken so too)."""
+    from .engines.llamacpp import NO_WINDOW_TYPES, without_windows
+
+    if q.engine in GGML_ENGINES:
+        return cached_spec(q)
+    if q.engine == "sglang" and q.spec.model_type in NO_WINDOW_TYPES:
+        return without_windows(q.spec)
+    return q.spec
 
 
 def card_cache(q: Query, stage: int) -> tuple[ModelSpec, int]:

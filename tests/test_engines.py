@@ -1100,6 +1100,44 @@ def test_the_plans_table_keeps_the_whole_context_where_llamacpp_does(engine):
     assert raw["breakdown"][0]["tokens_per_sequence"] == 4096
 
 
+@pytest.mark.parametrize(("model", "engine", "whole", "reads_whole"), [
+    # SGLang gives Gemma 3 one pool (not a hybrid-SWA model there), whose attention still
+    # applies the window; Mistral's class passes no window at all
+    ("gemma-3-27b-it", "sglang", True, False),
+    ("mistral-7b-v0.1", "sglang", True, True),
+    # gpt-oss has a sliding-window pool of its own under SGLang
+    ("gpt-oss-20b", "sglang", False, False),
+    # TensorRT-LLM prices every attention layer for every token
+    ("gemma-3-27b-it", "trtllm", True, False),
+    ("gemma-3-27b-it", "vllm", False, False),
+])
+def test_the_plans_table_holds_what_the_engine_pool_holds(model, engine, whole, reads_whole):
+    from app.common import make_query
+    from kvcore.query import answer
+
+    ctx, seqs = 32768, 2
+    spec = load_model(model)
+    data = answer(make_query(spec, context=ctx, sequences=seqs, engine=engine, gpu="h200"))
+    sliding = [g for g in data["breakdown"] if g["kind"] == "sliding"]
+    assert sliding and all(g["tokens_per_sequence"] == (ctx if whole else
+                                                         min(ctx, g_.window))
+                           for g, g_ in zip(sliding, [x for x in spec.groups
+                                                      if x.kind.value == "sliding"],
+                                            strict=True))
+    assert all(("kept whole" in g["description"]) == whole for g in sliding)
+    per_token = sum(x.count * x.n_kv_heads * (x.head_dim_k + x.head_dim_v) * 2
+                    for x in spec.groups if x.kind.is_attention)
+    if whole:
+        assert data["kv_bytes"] == per_token * ctx * seqs
+    if engine == "trtllm":
+        assert data["engine_report"]["extra"]["bytes_per_token"] == per_token
+    read = data["decode"]["kv_share"] * data["decode"]["bytes_per_step"]
+    if reads_whole:
+        assert read == pytest.approx(data["kv_bytes"], rel=1e-9)
+    else:
+        assert read < per_token * ctx * seqs * 0.9
+
+
 def test_swa_full_keeps_the_whole_context_in_the_table_and_over_several_cards():
     from app.common import make_query
     from kvcore.engines import EngineSettings

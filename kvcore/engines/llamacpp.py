@@ -526,9 +526,9 @@ def _sparse_notes(spec: ModelSpec, sparse: str, unified: bool, n_seq: int) -> li
 
 def without_windows(spec: ModelSpec, swa_full: bool = False) -> ModelSpec:
     """``spec`` as llama.cpp runs it: the sliding-window layers of an architecture in
-    NO_WINDOW_TYPES hold a full cache; with ``swa_full`` (--swa-full) every sliding-window and
-    chunked layer's cache holds the whole context too (its mask still bounds what it
-    attends over)."""
+    NO_WINDOW_TYPES hold a full cache; with ``swa_full`` (--swa-full, or any engine that keeps
+    every token in every layer) every sliding-window and chunked layer's cache holds the whole
+    context too."""
     bounded = (LayerKind.SLIDING, LayerKind.CHUNKED)
     if ((spec.model_type not in NO_WINDOW_TYPES and not swa_full)
             or not any(g.kind in bounded for g in spec.groups)):
