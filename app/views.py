@@ -8,7 +8,15 @@ from typing import Any
 from kvcore import FORMATS, InputError, KvplanError, cache_size
 from kvcore.engines import UnsupportedFormat, engine_plan, supported_formats
 from kvcore.plan import PlanRequest, plan, raw_overhead
-from kvcore.query import Query, answer, cached_spec, card_cache, quality_here, to_fit
+from kvcore.query import (
+    Query,
+    answer,
+    cached_spec,
+    card_cache,
+    quality_here,
+    read_spec,
+    to_fit,
+)
 from kvcore.units import format_bytes, format_quantity
 
 from .charts import COLORS, NARROW, H, W, memory_chart, nice_tokens
@@ -54,12 +62,17 @@ def _formats(q: Query) -> list[Any]:
 def _format_rows(q: Query) -> list[dict[str, Any]]:
     rows = []
     gpu = q.gpus[0] if q.gpus else None
+    # what the engine's pool holds, and what its decode reads (engines keeping every token of a
+    # sliding-window layer may still read the window only)
+    held, reads = cached_spec(q), read_spec(q)
     for fmt in _formats(q):
         opts = replace(q.cache, kv_k=fmt, kv_v=fmt)
         trial = replace(q, cache=opts)
-        raw = plan(PlanRequest(spec=cached_spec(q), context=q.context, sequences=q.sequences,
+        raw = plan(PlanRequest(spec=held, context=q.context, sequences=q.sequences,
                                cache=opts,
                                weights=q.weights, gpu=gpu if not q.multi else None))
+        if reads is not held and raw.decode is not None:
+            raw = replace(raw, decode=plan(replace(raw.request, spec=reads)).decode)
         row = {"format": fmt.name, "bits": fmt.bits_per_value,
                "bytes_per_token": raw.bytes_per_token,
                "marginal": raw.marginal_bytes_per_token, "quality": quality_here(q.spec, opts)[1],

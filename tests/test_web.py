@@ -1406,3 +1406,19 @@ def test_a_cards_bar_holds_the_layers_its_engine_puts_on_the_binding_stage(clien
     bar = page[page.index('class="bar"'):page.index("</ul>", page.index('class="bar"'))]
     assert f"KV cache: {format_bytes(kv, 1)}" in bar
     assert format_bytes(4 * 65536 * 30 * 576 * 2, 1) not in bar
+
+
+def test_the_format_table_prices_the_engines_pool_and_reads_its_window(client):
+    # Gemma 3 under SGLang: one pool in which every layer holds every token (bytes a token
+    # past the windows = within), the decode reading each sliding layer's window only: the
+    # same tokens a second as the plan's own line
+    import re
+
+    params = {"model": "gemma-3-27b-it", "gpu": "h200", "context": "32k", "engine": "sglang",
+              "kv_k": "fp8_e4m3", "kv_v": "fp8_e4m3"}
+    part = client.get("/", params=params, headers={"HX-Request": "true"}).text
+    api = client.get("/api/v1/plan", params=params).json()
+    assert api["marginal_bytes_per_token"] == api["bytes_per_token"] == 62 * 16 * 128 * 2
+    row = re.search(r"<tr[^>]*><td>fp8_e4m3[^<]*</td>(.*?)</tr>", part, re.S).group(1)
+    rate = f"{api['decode']['tokens_per_s_per_sequence']:.1f}"
+    assert rate in row
