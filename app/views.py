@@ -64,7 +64,8 @@ def _format_rows(q: Query) -> list[dict[str, Any]]:
     gpu = q.gpus[0] if q.gpus else None
     # what the engine's pool holds, and what its decode reads (engines keeping every token of a
     # sliding-window layer may still read the window only)
-    held, reads = cached_spec(q), read_spec(q)
+    held = cached_spec(q)
+    reads = read_spec(q, held)
     for fmt in _formats(q):
         opts = replace(q.cache, kv_k=fmt, kv_v=fmt)
         trial = replace(q, cache=opts)

@@ -164,7 +164,7 @@ def answer(q: Query) -> dict[str, Any]:
     out = plan_to_dict(base)
     if spec is not q.spec:
         out["model"] = model_summary(q.spec)
-    reads = read_spec(q)
+    reads = read_spec(q, spec)
     if reads is not spec and base.request.gpu is not None:
         # the engine's decode and prefill attend over what its kernels read
         seen = plan_to_dict(plan(replace(base.request, spec=reads)))
@@ -395,20 +395,23 @@ def cached_spec(q: Query) -> ModelSpec:
     return q.spec
 
 
-def read_spec(q: Query) -> ModelSpec:
+def read_spec(q: Query, held: ModelSpec | None = None) -> ModelSpec:
     """The model as the plan's engine reads it in a decode step: what it caches under
     llama.cpp and Ollama (an architecture run without its window attends over every token;
     --swa-full's masked cells are read too); under SGLang the architectures whose model class
     passes it no window (NO_WINDOW_TYPES: its llama.py, qwen2.py, mixtral.py, phi-3 and
     StarCoder2 attend over every token); the window elsewhere (SGLang's Gemma 2/3, EXAONE 4 and
     OLMo 3 pass sliding_window_size to their attention, whose kernels skip what it masks;
-    TensorRT-LLM's window is taken so too)."""
-    from .engines.llamacpp import NO_WINDOW_TYPES, without_windows
+    TensorRT-LLM's window is taken so too). ``held``: cached_spec's answer where the caller
+    has it (returned as it is where the reads are the same)."""
+    from .engines.llamacpp import NO_WINDOW_TYPES
 
+    held = held if held is not None else cached_spec(q)
     if q.engine in GGML_ENGINES:
-        return cached_spec(q)
+        return held
     if q.engine == "sglang" and q.spec.model_type in NO_WINDOW_TYPES:
-        return without_windows(q.spec)
+        # every sliding-window layer whole, as the pool holds it
+        return held
     return q.spec
 
 
