@@ -721,6 +721,8 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
         detail = g["description"] + f"; {format_quantity(g['tokens_per_sequence'], 'token')} each"
         if g.get("kept_layers"):
             detail += f"; {g['kept_layers']} of them in {g['kept_format']} (kept unquantized)"
+        if g.get("stored"):
+            detail += f"; {g['stored']}"
         kind = g["kind"] + (", MTP" if g["mtp"] else "")
         rows.append([f"K ({kind})", format_bytes(g["k_bytes"], 2), detail])
         if g["v_bytes"]:

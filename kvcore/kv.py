@@ -63,6 +63,13 @@ class CacheOptions:
     #: --kv-cache-dtype-skip-layers entries (engines/vllm_skip), TurboQuant's boundary layers
     #: with them; None where every layer is in kv_k/kv_v (other engines)
     vllm_skip: tuple[str, ...] | None = None
+    #: DeepSeek Sparse Attention's indexer keys in fp8 with an fp32 scale per 128 values
+    #: whatever the cache's format (vLLM, SGLang, TensorRT-LLM: 132 bytes a 128-wide row);
+    #: False: in kv_k, as llama.cpp keeps them
+    indexer_fp8: bool = False
+    #: a DeepSeek Sparse Attention model's fp8 (e4m3) latent in fp8_ds_mla rows (vLLM,
+    #: SGLang): 512 fp8 NoPE values, four fp32 scales and 64 bf16 RoPE values, 656 bytes
+    fp8_ds_mla: bool = False
 
     def __post_init__(self) -> None:
         for name in ("kv_k", "kv_v", "hot_format"):
@@ -122,6 +129,9 @@ class GroupCache:
     #: of its layers, those kept at the model's dtype (kept_layers), in ``kept_format``
     kept_layers: int = 0
     kept_format: str = ""
+    #: how the engine stores this group where not in the cache's format (fp8 indexer rows,
+    #: fp8_ds_mla latent rows), for people
+    stored: str = ""
 
     @property
     def layer_reads(self) -> int:
@@ -210,6 +220,24 @@ def kept_format(spec: ModelSpec) -> KVFormat:
     return get_format("f16" if spec.dtype == "float16" else "bf16")
 
 
+#: values an fp32 scale covers in an fp8 indexer row (CacheOptions.indexer_fp8)
+INDEXER_FP8_BLOCK = 128
+#: the latent width fp8_ds_mla rows hold (512 NoPE + 64 RoPE values) and their bytes
+FP8_DS_MLA_WIDTH = 576
+FP8_DS_MLA_ROW = 512 + 4 * 4 + 64 * 2
+
+
+def _ds_mla(spec: ModelSpec, opts: CacheOptions) -> bool:
+    """Whether the model's MLA latent is in fp8_ds_mla rows (CacheOptions.fp8_ds_mla)."""
+    return (opts.fp8_ds_mla and opts.kv_k.name == "fp8_e4m3"
+            and any(g.kind is LayerKind.INDEXER for g in spec.groups))
+
+
+def indexer_fp8_row(width: int) -> int:
+    """Bytes of one fp8 indexer key row of ``width`` values and its fp32 scales."""
+    return width + width // INDEXER_FP8_BLOCK * 4
+
+
 def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int,
                 opts: CacheOptions, kept: frozenset[int] = frozenset()) -> GroupCache:
     """One group's cache; ``kept``: layers (of any group) kept at the model's dtype."""
@@ -217,6 +245,16 @@ def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int
         state = group.count * sequences * group.state_values * opts.state_bytes_per_value
         return GroupCache(group, 0, 0, 0, state, 0)
     tokens = _tokens_held(group, context, spec, opts)
+    if group.kind is LayerKind.INDEXER and opts.indexer_fp8:
+        row = indexer_fp8_row(group.head_dim_k)
+        return GroupCache(group, tokens, group.count * sequences * group.n_kv_heads * tokens
+                          * row, 0, 0, 0, stored=f"in fp8 with an fp32 scale per "
+                          f"{INDEXER_FP8_BLOCK} values ({row} bytes a row) whatever the format")
+    if (group.kind is LayerKind.MLA and group.head_dim_k == FP8_DS_MLA_WIDTH
+            and _ds_mla(spec, opts)):
+        return GroupCache(group, tokens, group.count * sequences * tokens * FP8_DS_MLA_ROW,
+                          0, 0, 0, stored=f"in fp8_ds_mla rows ({FP8_DS_MLA_ROW} bytes: 512 fp8 "
+                          "values, 4 fp32 scales, 64 bf16 RoPE values)")
     n_kept = len(kept.intersection(group.layers)) if kept else 0
     n = group.count - n_kept
     per_layer_k = group.n_kv_heads * opts.row_bytes(tokens, group.head_dim_k, "k")
@@ -268,9 +306,12 @@ ATTENTION_KINDS = tuple(k for k in LayerKind if k.is_attention)
 
 def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
                  kinds: tuple[LayerKind, ...] = ATTENTION_KINDS, *,
-                 mtp: bool = False, kept: frozenset[int] = frozenset()) -> tuple[int, int]:
+                 mtp: bool = False, kept: frozenset[int] = frozenset(),
+                 indexer_fp8: bool = False, ds_mla: bool = False) -> tuple[int, int]:
     """(K, V) bytes one token adds to the layers of ``kinds``, block scales included; the
-    layers in ``kept`` at the model's dtype (kept_layers).
+    layers in ``kept`` at the model's dtype (kept_layers); with ``indexer_fp8`` the indexer
+    keys in fp8 rows (CacheOptions.indexer_fp8), with ``ds_mla`` a 576-wide latent in
+    fp8_ds_mla rows (CacheOptions.fp8_ds_mla).
 
     Compressed and index layers keep one entry per ``ratio`` tokens: they add their entry's
     bytes over ``ratio``; where a block format's entries do not divide into whole bytes a
@@ -279,7 +320,12 @@ def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
     kb = vb = Fraction(0)
     native = kept_format(spec) if kept else None
     for g in spec.groups_for(mtp=mtp):
-        if g.kind in kinds:
+        if g.kind in kinds and g.kind is LayerKind.INDEXER and indexer_fp8:
+            kb += g.count * g.n_kv_heads * indexer_fp8_row(g.head_dim_k)
+        elif (g.kind in kinds and g.kind is LayerKind.MLA and ds_mla
+              and g.head_dim_k == FP8_DS_MLA_WIDTH):
+            kb += g.count * FP8_DS_MLA_ROW
+        elif g.kind in kinds:
             n_kept = len(kept.intersection(g.layers)) if kept else 0
             for fk, fv, count in ((k, v, g.count - n_kept), (native, native, n_kept)):
                 if not count or fk is None or fv is None:
@@ -292,7 +338,8 @@ def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
 
 def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:
     return sum(kv_row_bytes(spec, opts.kv_k, opts.kv_v, kinds, mtp=opts.mtp,
-                            kept=kept_layers(spec, opts)))
+                            kept=kept_layers(spec, opts), indexer_fp8=opts.indexer_fp8,
+                            ds_mla=_ds_mla(spec, opts)))
 
 
 def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:

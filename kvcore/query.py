@@ -116,6 +116,10 @@ class Query(EngineRequest):
         super().__post_init__()
         object.__setattr__(self, "engine", canonical_engine(self.engine))
         check_settings(self.engine, self.settings, mtp=self.cache.mtp)
+        if self.engine in ("vllm", "sglang", "trtllm") and not self.cache.indexer_fp8:
+            # their DeepSeek Sparse Attention indexers keep fp8 keys whatever the format
+            object.__setattr__(self, "cache", replace(
+                self.cache, indexer_fp8=True, fp8_ds_mla=self.engine != "trtllm"))
         if self.engine == "vllm" and self.cache.vllm_skip is None:
             # the layers vLLM keeps at the model's dtype are priced so in every cache figure
             # (kv.kept_layers), whichever format a row tries

@@ -96,6 +96,8 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
                 # of the group's layers, those an engine keeps at the model's dtype
                 "kept_layers": g.kept_layers,
                 "kept_format": g.kept_format or None,
+                # how the engine stores the group where not in the cache's format
+                "stored": g.stored or None,
             }
             for g in p.cache.groups
         ],

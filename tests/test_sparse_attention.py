@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from kvcore import CacheOptions, LayerKind, cache_size, model_catalog, spec_from_config
+from kvcore import CacheOptions, LayerKind, cache_size, load_model, model_catalog, spec_from_config
 from kvcore.engines import EngineSettings
 from kvcore.kv import bytes_per_token, marginal_bytes_per_token
 from kvcore.parallel import Parallel
@@ -653,3 +653,38 @@ def test_sglang_v4_cards_its_kernels_do_not_run_on(gpu, capsys):
                          "--gpu", gpu, "--tp", "8")
     assert code == 2 and out == "" and "Hopper (sm90) and Blackwell" in err
     assert err.count("\n") == 1
+
+
+# --- DeepSeek Sparse Attention: the plan's table as the serving engines store it ------------
+
+@pytest.mark.parametrize(("model", "engine", "kv", "gpu", "latent_row"), [
+    ("deepseek-v3.2", "vllm", "fp8_e4m3", "h200", 656),   # fp8_ds_mla rows
+    ("deepseek-v3.2", "vllm", "bf16", "h200", 1152),
+    ("glm-5.2", "sglang", "bf16", "h200", 1152),
+    ("glm-5.2", "trtllm", "fp8_e4m3", "b200", 576),      # the latent at the KV dtype
+])
+def test_dsa_table_prices_the_engines_indexer_and_latent_rows(model, engine, kv, gpu,
+                                                              latent_row):
+    # the serving engines keep the indexer's 128-value keys in fp8 with an fp32 scale (132
+    # bytes a row) whatever the cache's format; the table's bytes a token are the engine's
+    from app.common import make_query
+    from kvcore.query import answer
+
+    spec = load_model(model)
+    data = answer(make_query(spec, context=8192, sequences=1, engine=engine, gpu=gpu, gpus=8,
+                             kv=kv))
+    mla = next(g for g in spec.groups if g.kind is LayerKind.MLA)
+    idx = next(g for g in spec.groups if g.kind is LayerKind.INDEXER)
+    per_token = mla.count * latent_row + idx.count * 132
+    assert data["bytes_per_token"] == per_token
+    rows = {g["kind"]: g for g in data["breakdown"]}
+    assert rows["indexer"]["k_bytes"] == idx.count * 132 * 8192
+    assert "132 bytes a row" in rows["indexer"]["stored"]
+    assert ("fp8_ds_mla" in (rows["mla"]["stored"] or "")) == (latent_row == 656)
+    assert not rows["mla"]["scale_bytes"] or latent_row != 656
+    notes = " ".join(data["engine_report"]["notes"])
+    assert f"{per_token:,} bytes a token per rank" in notes
+    # llama.cpp keeps the indexer keys in the -ctk type, as the raw plan does
+    raw = answer(make_query(spec, context=8192, sequences=1, engine="llama.cpp", gpu=gpu,
+                            gpus=8, kv="f16"))
+    assert raw["bytes_per_token"] == mla.count * 1152 + idx.count * 256
