@@ -705,8 +705,9 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
     kv = data["kv_k"] if data["kv_k"] == data["kv_v"] else f"K {data['kv_k']} / V {data['kv_v']}"
     head = model_line(data)
     multi = data["parallel"]["gpus"] > 1
-    # several cards: the whole model's bytes here, each card's share in the engine's table
-    rows = [["", "all cards" if multi else "bytes", "detail"]]
+    # several cards: the whole model's bytes here (one copy of the cache), each card's share
+    # in the engine's table
+    rows = [["", "model" if multi else "bytes", "detail"]]
     w = data["weights"]
     rows.append(["weights", format_bytes(data["weights_bytes"], 2),
                  f"{w['format']}, {w['source']}, {w['params'] / 1e9:.2f}B params"])

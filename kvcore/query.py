@@ -220,7 +220,35 @@ def answer(q: Query) -> dict[str, Any]:
                                                 out["decode"].get("expert_share"))
             if out.get("prefill"):
                 out["prefill"] = with_offload_prefill(out["prefill"], moved)
-    out["notes"] = context_notes(q, out.get("max_context"))
+    out["notes"] = context_notes(q, out.get("max_context")) + copies_notes(q)
+    return out
+
+
+def copies_notes(q: Query) -> list[str]:
+    """Where tensor parallelism keeps more than one copy of the cache: KV heads fewer than the
+    cards of an attention group are replicated (each head on tp / heads cards), and a
+    replicated kind (the MLA latent, the indexer keys) sits whole on every card; the plan's
+    table holds one copy, each card's share is the engine's table."""
+    tp = q.parallel.attn_tp
+    if tp <= 1 or q.engine in GGML_ENGINES:
+        return []
+    out = []
+    heads = sorted({g.n_kv_heads for g in q.spec.groups
+                    if g.kind.is_attention and not g.kind.is_replicated and g.n_kv_heads})
+    few = [h for h in heads if h < tp]
+    if few:
+        each = "; ".join(f"{h} KV heads: each head's K and V on {tp // h} cards" for h in few)
+        out.append(f"tensor parallel over {tp} cards splits no KV head ({each}): the cards "
+                   "hold that many copies (the table above counts one; each card's share is "
+                   "in the engine's table)")
+    names = {"mla": "MLA latent", "indexer": "indexer keys", "compressed": "compressed latent",
+             "index": "index keys"}
+    whole = sorted({names.get(g.kind.value, g.kind.value) for g in q.spec.groups
+                    if g.kind.is_replicated and g.kind.is_attention})
+    if whole:
+        out.append(f"tensor parallel keeps the {' and the '.join(whole)} whole on each of the "
+                   f"{tp} cards: {tp} copies (the table above counts one; each card's share "
+                   "is in the engine's table)")
     return out
 
 

@@ -879,7 +879,7 @@ def test_several_cards_get_a_decode_estimate(capsys):
     assert pp["seconds_per_step"] == pytest.approx(2 * d["seconds_per_step"], rel=2e-3)
     code, out, _ = run(capsys, "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--ctx", "32k",
                        "--seqs", "4", "--kv", "fp8")
-    assert "\n\n\n" not in out and "all cards" in out.splitlines()[1]
+    assert "\n\n\n" not in out and "model  detail" in out.splitlines()[1]
     assert "bandwidth-bound on 2 cards (interconnect not counted)" in out
 
 

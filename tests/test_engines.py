@@ -2691,3 +2691,24 @@ def test_launch_commands_read_the_extensible_cache_switch():
     assert "no_extensible_kv_cache" not in on.settings and not on.unread
     with pytest.raises(InputError, match="extensible_kv_cache is a setting of vLLM"):
         check_settings("sglang", EngineSettings(extensible_kv_cache=False))
+
+
+def test_notes_say_where_tensor_parallelism_keeps_copies_of_the_cache():
+    from app.common import make_query
+    from kvcore.query import answer
+
+    def notes(model, engine="vllm", gpus=8):
+        return answer(make_query(load_model(model), context=8192, sequences=1, engine=engine,
+                                 gpu="h200", gpus=gpus))["notes"]
+
+    # Qwen3-30B-A3B: 4 KV heads over 8 cards, each head on 2; the engine's per-card pool
+    # holds one head a card (its bytes a token × 8 = twice the table's)
+    (kv,) = [n for n in notes("qwen3-30b-a3b") if "splits no KV head" in n]
+    assert "4 KV heads: each head's K and V on 2 cards" in kv
+    # DeepSeek-V3.2's latent and indexer keys whole on each card
+    (mla,) = [n for n in notes("deepseek-v3.2", "sglang") if "whole on each" in n]
+    assert "MLA latent and the indexer keys whole on each of the 8 cards: 8 copies" in mla
+    # 8 KV heads over 8 cards, one card, or llama.cpp's layer split: no copies
+    for args in (("llama-3.1-70b",), ("qwen3-30b-a3b", "vllm", 1),
+                 ("qwen3-30b-a3b", "llama.cpp")):
+        assert not any("copies" in n for n in notes(*args))
