@@ -227,7 +227,7 @@ FP8_DS_MLA_WIDTH = 576
 FP8_DS_MLA_ROW = 512 + 4 * 4 + 64 * 2
 
 
-def _ds_mla(spec: ModelSpec, opts: CacheOptions) -> bool:
+def ds_mla_rows(spec: ModelSpec, opts: CacheOptions) -> bool:
     """Whether the model's MLA latent is in fp8_ds_mla rows (CacheOptions.fp8_ds_mla)."""
     return (opts.fp8_ds_mla and opts.kv_k.name == "fp8_e4m3"
             and any(g.kind is LayerKind.INDEXER for g in spec.groups))
@@ -251,7 +251,7 @@ def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int
                           * row, 0, 0, 0, stored=f"in fp8 with an fp32 scale per "
                           f"{INDEXER_FP8_BLOCK} values ({row} bytes a row) whatever the format")
     if (group.kind is LayerKind.MLA and group.head_dim_k == FP8_DS_MLA_WIDTH
-            and _ds_mla(spec, opts)):
+            and ds_mla_rows(spec, opts)):
         return GroupCache(group, tokens, group.count * sequences * tokens * FP8_DS_MLA_ROW,
                           0, 0, 0, stored=f"in fp8_ds_mla rows ({FP8_DS_MLA_ROW} bytes: 512 fp8 "
                           "values, 4 fp32 scales, 64 bf16 RoPE values)")
@@ -339,7 +339,7 @@ def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
 def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:
     return sum(kv_row_bytes(spec, opts.kv_k, opts.kv_v, kinds, mtp=opts.mtp,
                             kept=kept_layers(spec, opts), indexer_fp8=opts.indexer_fp8,
-                            ds_mla=_ds_mla(spec, opts)))
+                            ds_mla=ds_mla_rows(spec, opts)))
 
 
 def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:

@@ -32,7 +32,15 @@ from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, quality_note
 from .gguf_mix import MIXES, PERPLEXITY
 from .gpus import GPU, gpu_catalog, memory_variants
-from .kv import CacheOptions, bytes_per_token, kept_format, kept_layers
+from .kv import (
+    FP8_DS_MLA_ROW,
+    FP8_DS_MLA_WIDTH,
+    CacheOptions,
+    bytes_per_token,
+    ds_mla_rows,
+    kept_format,
+    kept_layers,
+)
 from .model import LayerKind, ModelSpec
 from .parallel import Parallel, rank_spec
 from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
@@ -1040,6 +1048,8 @@ def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, st
     says so where that exceeds the format's bits a value by more than 5%."""
     fmt = cache.kv_k
     f16 = get_format("f16")
+    # an engine's fp8 indexer rows are the same in every format: the format's bits leave them
+    cache = replace(cache, indexer_fp8=False)
     base = bytes_per_token(spec, replace(cache, kv_k=f16, kv_v=f16))
     here = round(16 * bytes_per_token(spec, cache) / base, 4) if base else None
     quality = quality_note(fmt)
@@ -1051,7 +1061,11 @@ def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, st
         if kept:
             reasons.append(f"vLLM keeps {len(kept)} of its layers in "
                            f"{kept_format(spec).name}")
-        bare = 16 * bytes_per_token(spec, replace(cache, vllm_skip=None)) / base
+        if ds_mla_rows(spec, cache):
+            reasons.append(f"its latent in fp8_ds_mla rows ({FP8_DS_MLA_ROW} bytes for "
+                           f"{FP8_DS_MLA_WIDTH} values)")
+        bare = 16 * bytes_per_token(spec, replace(cache, vllm_skip=None,
+                                                  fp8_ds_mla=False)) / base
         if bare > nominal * 1.01:
             widths = {w for g in spec.groups if g.kind.is_attention
                       for w in (g.head_dim_k, g.head_dim_v) if w}

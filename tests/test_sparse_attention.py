@@ -688,3 +688,19 @@ def test_dsa_table_prices_the_engines_indexer_and_latent_rows(model, engine, kv,
     raw = answer(make_query(spec, context=8192, sequences=1, engine="llama.cpp", gpu=gpu,
                             gpus=8, kv="f16"))
     assert raw["bytes_per_token"] == mla.count * 1152 + idx.count * 256
+
+
+def test_dsa_quality_note_names_the_fp8_ds_mla_rows_and_leaves_the_indexer_out():
+    from kvcore.query import quality_here
+
+    spec = load_model("deepseek-v3.2")
+    ds = CacheOptions(kv_k="fp8_e4m3", kv_v="fp8_e4m3", indexer_fp8=True, fp8_ds_mla=True)
+    bits, note = quality_here(spec, ds)
+    mla = next(g for g in spec.groups if g.kind is LayerKind.MLA)
+    idx = next(g for g in spec.groups if g.kind is LayerKind.INDEXER)
+    # the latent's 656 bytes and the indexer's fp8 keys over their f16 bytes
+    assert bits == round(16 * (mla.count * 656 + idx.count * 128)
+                         / (mla.count * 1152 + idx.count * 256), 4)
+    assert "(its latent in fp8_ds_mla rows (656 bytes for 576 values))" in note
+    # bf16 under the same engine: its own 16 bits, the fp8 indexer rows left out
+    assert quality_here(spec, CacheOptions(kv_k="bf16", kv_v="bf16", indexer_fp8=True))[0] == 16
