@@ -70,6 +70,8 @@ class CacheOptions:
     #: a DeepSeek Sparse Attention model's fp8 (e4m3) latent in fp8_ds_mla rows (vLLM,
     #: SGLang): 512 fp8 NoPE values, four fp32 scales and 64 bf16 RoPE values, 656 bytes
     fp8_ds_mla: bool = False
+    #: a 16-bit cache held in float32 (TensorRT-LLM's dtype auto for a float32 checkpoint)
+    wide_16: bool = False
 
     def __post_init__(self) -> None:
         for name in ("kv_k", "kv_v", "hot_format"):
@@ -96,9 +98,15 @@ class CacheOptions:
             return context
         return protected + math.ceil(self.keep_fraction * (context - protected))
 
+    def stored(self, fmt: KVFormat) -> KVFormat:
+        """The format ``fmt`` is held in (wide_16: a 16-bit one in float32)."""
+        if self.wide_16 and fmt.name in ("f16", "bf16"):
+            return get_format("f32")
+        return fmt
+
     def row_bytes(self, tokens: int, width: int, role: Role) -> int:
         """Bytes of ``tokens`` tokens × one head of ``width`` values, hot/cold mix applied."""
-        cold_fmt = self.kv_k if role == "k" else self.kv_v
+        cold_fmt = self.stored(self.kv_k if role == "k" else self.kv_v)
         if self.hot_format is None or self.hot_tokens == 0:
             return cold_fmt.bytes_for(tokens, width, role)
         hot = min(tokens, self.hot_tokens)
@@ -262,8 +270,11 @@ def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int
     scales = n * (opts.tensor_scale_bytes("k")
                   + (opts.tensor_scale_bytes("v") if group.head_dim_v else 0))
     if not n_kept:
+        wide = opts.stored(opts.kv_k) is not opts.kv_k
         return GroupCache(group, tokens, group.count * sequences * per_layer_k,
-                          group.count * sequences * per_layer_v, 0, scales)
+                          group.count * sequences * per_layer_v, 0, scales,
+                          stored="in float32 (the engine's dtype auto for a float32 "
+                          "checkpoint)" if wide else "")
     fmt = kept_format(spec)
     kept_k = group.n_kv_heads * fmt.bytes_for(tokens, group.head_dim_k, "k")
     kept_v = group.n_kv_heads * fmt.bytes_for(tokens, group.head_dim_v, "v")
@@ -337,7 +348,8 @@ def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
 
 
 def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:
-    return sum(kv_row_bytes(spec, opts.kv_k, opts.kv_v, kinds, mtp=opts.mtp,
+    return sum(kv_row_bytes(spec, opts.stored(opts.kv_k), opts.stored(opts.kv_v), kinds,
+                            mtp=opts.mtp,
                             kept=kept_layers(spec, opts), indexer_fp8=opts.indexer_fp8,
                             ds_mla=ds_mla_rows(spec, opts)))
 

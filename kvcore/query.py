@@ -128,6 +128,10 @@ class Query(EngineRequest):
             # their DeepSeek Sparse Attention indexers keep fp8 keys whatever the format
             object.__setattr__(self, "cache", replace(
                 self.cache, indexer_fp8=True, fp8_ds_mla=self.engine != "trtllm"))
+        if (self.engine == "trtllm" and self.spec.dtype == "float32"
+                and not self.cache.wide_16):
+            # its dtype auto holds a float32 checkpoint's cache in float32 (engines/trtllm.py)
+            object.__setattr__(self, "cache", replace(self.cache, wide_16=True))
         if self.engine == "vllm" and self.cache.vllm_skip is None:
             # the layers vLLM keeps at the model's dtype are priced so in every cache figure
             # (kv.kept_layers), whichever format a row tries

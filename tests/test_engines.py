@@ -2712,3 +2712,23 @@ def test_notes_say_where_tensor_parallelism_keeps_copies_of_the_cache():
     for args in (("llama-3.1-70b",), ("qwen3-30b-a3b", "vllm", 1),
                  ("qwen3-30b-a3b", "llama.cpp")):
         assert not any("copies" in n for n in notes(*args))
+
+
+def test_trtllm_table_holds_a_float32_checkpoints_cache_in_float32():
+    # TensorRT-LLM's dtype auto keeps a float32 checkpoint's cache in float32: the table's
+    # bytes a token are its pool's, twice the 16-bit figure the other engines hold
+    from app.common import make_query
+    from kvcore.query import answer
+
+    spec = load_model("smollm-1.7b")
+    assert spec.dtype == "float32"
+    tt = answer(make_query(spec, context=8192, sequences=1, engine="trtllm", gpu="4090"))
+    vl = answer(make_query(spec, context=8192, sequences=1, engine="vllm", gpu="4090"))
+    assert tt["bytes_per_token"] == 2 * vl["bytes_per_token"] == 24 * 32 * 64 * 2 * 4
+    assert tt["engine_report"]["extra"]["bytes_per_token"] == tt["bytes_per_token"]
+    assert "in float32" in tt["breakdown"][0]["stored"]
+    assert vl["breakdown"][0]["stored"] is None
+    # an fp8 cache is fp8 there too
+    fp8 = answer(make_query(spec, context=8192, sequences=1, engine="trtllm", gpu="4090",
+                            kv="fp8_e4m3"))
+    assert fp8["bytes_per_token"] == 24 * 32 * 64 * 2
