@@ -28,6 +28,7 @@ from ..formats import KVFormat
 from ..gpus import GPU
 from ..hf import GEMMA4_TYPES
 from ..model import LayerKind, ModelSpec
+from .vllm_tq import KERNEL_BLOCKS
 
 #: vLLM's default block (config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE: 64 from 0.34.0, 16
 #: before)
@@ -70,41 +71,65 @@ FLASHINFER = Backend("FLASHINFER", (16, 32, 64))
 #: TRITON_FLASHINFER (backends/triton_flashinfer.py): Triton for image-prefix batches,
 #: FlashInfer for the rest, kernel_block_sizes (64,), head sizes 256 and 512, SM10x only
 TRITON_FLASHINFER = Backend("TRITON_FLASHINFER", (64,))
+#: TurboQuant's own backend (turboquant_attn.py): 16/32/64/128-token kernel blocks
+TURBOQUANT = Backend("TURBOQUANT", KERNEL_BLOCKS)
+
+
+def _mla_reasons(spec: ModelSpec, family: int, kv: str, name: str,
+                 skipped: bool = False) -> list[str]:
+    """Why the dense MLA backend ``name`` refuses the model's latent, a ``kv`` cache (and, with
+    ``skipped``, layers kept at the model's dtype) on a card of ``family``: vLLM's reason
+    strings, none where it takes them (block size aside)."""
+    width = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.MLA)
+    kv16, fp8 = kv in _16BIT, kv == "fp8_e4m3"
+    nope = spec.qk_nope_head_dim
+    why = []
+    # every MLA backend but triton_mla.py takes the latent widths of MLACommonBackend only
+    if name != TRITON_MLA.name and width not in MLA_HEADS:
+        why.append("head_size not supported")
+    if name == TOKENSPEED_MLA.name:
+        # tokenspeed_mla.py (the tokenspeed-mla package is a dependency of the release's
+        # wheel): SM10x, an fp8 cache only, DeepSeek-R1's dimensions (qk_nope 128, qk_rope 64,
+        # v 128; a 576-wide latent here, v_head_dim not checked)
+        if not fp8 or skipped:
+            why.append("kv_cache_dtype not supported")
+        if width != 576 or nope not in (0, 128):
+            why.append("TokenSpeed MLA takes DeepSeek-R1's dimensions only")
+    elif not (kv16 or (fp8 and name != FLASH_ATTN_MLA.name)):
+        # auto/fp16/bf16, and fp8 but on flashattn_mla.py (16-bit caches only)
+        why.append("kv_cache_dtype not supported")
+    if name in (FLASHMLA.name, FLASH_ATTN_MLA.name) and family != 9:
+        # flashattn_mla.py: SM90 with FlashAttention 3 (flash_attn_supports_mla); flashmla.py:
+        # SM9x/SM10x, but dense FlashMLA on Hopper only (ops/flashmla.py
+        # is_flashmla_dense_supported)
+        why.append("compute capability not supported" if name == FLASH_ATTN_MLA.name
+                   or family != 10 else "FlashMLA Dense is only supported on Hopper devices.")
+    if name in (FLASHINFER_MLA.name, CUTLASS_MLA.name, TOKENSPEED_MLA.name) and family != 10:
+        why.append("compute capability not supported")
+    if name == FLASHINFER_MLA.name and nope and nope not in FLASHINFER_MLA_NOPE:
+        # flashinfer_mla.py; 0 = a config kvplan read no qk_nope_head_dim from (GGUF), taken
+        # as accepted
+        why.append("FlashInfer MLA kernel requires qk_nope_head_dim in [64, 128, 192]")
+    return why
 
 
 def _mla_candidates(spec: ModelSpec, family: int, kv: str) -> list[tuple[Backend, bool]]:
     """The dense MLA backends in 0.33.0's priority order for ``family``, each with whether it
-    accepts the model, card and KV dtype (block size aside)."""
-    width = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.MLA)
-    heads = width in MLA_HEADS
-    kv16, fp8 = kv in _16BIT, kv == "fp8_e4m3"
-    nope = spec.qk_nope_head_dim
-    # flashinfer_mla.py: SM10x, auto/fp16/bf16/fp8; 0 = a config kvplan read no
-    # qk_nope_head_dim from (GGUF), taken as accepted
-    flashinfer = (family == 10 and heads and (kv16 or fp8)
-                  and (not nope or nope in FLASHINFER_MLA_NOPE))
-    # cutlass_mla.py: SM10x, auto/fp16/bf16/fp8, kernel block [128]
-    cutlass = family == 10 and heads and (kv16 or fp8)
-    # flashattn_mla.py: SM90 with FlashAttention 3 (flash_attn_supports_mla), 16-bit caches
-    fa_mla = family == 9 and heads and kv16
-    # flashmla.py: dense FlashMLA on Hopper only (ops/flashmla.py is_flashmla_dense_supported)
-    flashmla = family == 9 and heads and (kv16 or fp8)
-    # triton_mla.py: any card and latent width, auto/fp16/bf16/fp8
-    triton = kv16 or fp8
-    # tokenspeed_mla.py (the tokenspeed-mla package is a dependency of the release's wheel):
-    # SM10x, an fp8 cache only, DeepSeek-R1's dimensions (qk_nope 128, qk_rope 64, v 128; a
-    # 576-wide latent here, v_head_dim not checked) and FLASHINFER_MLA's kernel sizes
-    # [32, 64]: whatever it takes FLASHINFER_MLA takes first, so it never decides a block,
-    # but a --block-size both refuse names it in vLLM's warning
-    tokenspeed = family == 10 and fp8 and width == 576 and nope in (0, 128)
+    accepts the model, card and KV dtype (block size aside: _mla_reasons). TOKENSPEED_MLA
+    takes FLASHINFER_MLA's kernel sizes [32, 64]: whatever it takes FLASHINFER_MLA takes
+    first, so it never decides a block, but a --block-size both refuse names it in vLLM's
+    warning; CUTLASS_MLA's kernel block is [128]."""
+    def ok(b: Backend) -> bool:
+        return not _mla_reasons(spec, family, kv, b.name)
+
     if family == 10:
-        return [(FLASHINFER_MLA, flashinfer), (TOKENSPEED_MLA, tokenspeed),
-                (CUTLASS_MLA, cutlass), (FLASH_ATTN_MLA, False), (FLASHMLA, False),
-                (TRITON_MLA, triton)]
+        return [(FLASHINFER_MLA, ok(FLASHINFER_MLA)), (TOKENSPEED_MLA, ok(TOKENSPEED_MLA)),
+                (CUTLASS_MLA, ok(CUTLASS_MLA)), (FLASH_ATTN_MLA, False), (FLASHMLA, False),
+                (TRITON_MLA, ok(TRITON_MLA))]
     if family == 12:
-        return [(TRITON_MLA, triton)]
-    return [(FLASH_ATTN_MLA, fa_mla), (FLASHMLA, flashmla), (FLASHINFER_MLA, False),
-            (TRITON_MLA, triton)]
+        return [(TRITON_MLA, ok(TRITON_MLA))]
+    return [(FLASH_ATTN_MLA, ok(FLASH_ATTN_MLA)), (FLASHMLA, ok(FLASHMLA)),
+            (FLASHINFER_MLA, False), (TRITON_MLA, ok(TRITON_MLA))]
 
 
 def _attention_heads(spec: ModelSpec) -> set[int]:
@@ -404,29 +429,9 @@ def forced(spec: ModelSpec, gpus: tuple[GPU | None, ...], kv: KVFormat, name: st
         if mla != (name in FORCED_MLA):
             why.append("MLA not supported" if mla else "non-MLA not supported")
         elif mla:
-            width = next(g.head_dim_k for g in spec.groups if g.kind is LayerKind.MLA)
-            fp8_ok = name != "FLASH_ATTN_MLA"
-            if name != "TRITON_MLA" and width not in MLA_HEADS:
-                why.append("head_size not supported")
-            if name == "TOKENSPEED_MLA":
-                if kvn not in _FP8 or skipped:
-                    why.append("kv_cache_dtype not supported")
-                nope = spec.qk_nope_head_dim
-                if width != 576 or nope not in (0, 128):
-                    why.append("TokenSpeed MLA takes DeepSeek-R1's dimensions only")
-            elif not (kvn in _16BIT or (fp8_ok and kvn in _FP8)):
-                why.append("kv_cache_dtype not supported")
-            if sliding and name != "TRITON_MLA":
+            why = _mla_reasons(spec, family, kvn, name, skipped)
+            if sliding and name != TRITON_MLA.name:
                 why.append("sliding window not supported")
-            if name in ("FLASHMLA", "FLASH_ATTN_MLA") and family != 9:
-                why.append("compute capability not supported" if name == "FLASH_ATTN_MLA"
-                           or family != 10 else "FlashMLA Dense is only supported on Hopper "
-                           "devices.")
-            if name in ("FLASHINFER_MLA", "CUTLASS_MLA", "TOKENSPEED_MLA") and family != 10:
-                why.append("compute capability not supported")
-            if (name == "FLASHINFER_MLA" and spec.qk_nope_head_dim
-                    and spec.qk_nope_head_dim not in FLASHINFER_MLA_NOPE):
-                why.append("FlashInfer MLA kernel requires qk_nope_head_dim in [64, 128, 192]")
         elif name == "FLASH_ATTN":
             why, unchecked = _fa_reasons(family, cc, heads, kvn, spec)
         elif name == "FLASHINFER":
@@ -478,12 +483,9 @@ def forced(spec: ModelSpec, gpus: tuple[GPU | None, ...], kv: KVFormat, name: st
                              f"configuration. Reason: {reasons}\"", field="attention_backend")
     if unchecked is not None:
         return None, f"{left}{unchecked}; the plan is vLLM's own pick's"
-    backend = {"FLASHINFER": FLASHINFER, "TRITON_ATTN": TRITON_ATTN,
-               "FLASHMLA": FLASHMLA, "FLASH_ATTN_MLA": FLASH_ATTN_MLA,
-               "FLASHINFER_MLA": FLASHINFER_MLA, "CUTLASS_MLA": CUTLASS_MLA,
-               "TRITON_MLA": TRITON_MLA, "TOKENSPEED_MLA": TOKENSPEED_MLA,
-               "TURBOQUANT": Backend("TURBOQUANT", (16, 32, 64, 128))}.get(
-                   name, Backend(name, (16,)))
+    backend = {b.name: b for b in (FLASHINFER, TRITON_ATTN, FLASHMLA, FLASH_ATTN_MLA,
+                                    FLASHINFER_MLA, CUTLASS_MLA, TRITON_MLA, TOKENSPEED_MLA,
+                                    TURBOQUANT)}.get(name, Backend(name, (16,)))
     if block_size is not None and not backend.takes(block_size):
         raise InputError(f"vLLM stops at start-up with --attention-backend {name}: it takes "
                          f"--block-size in multiples of {'/'.join(map(str, backend.sizes))}, "
