@@ -246,6 +246,20 @@ def indexer_fp8_row(width: int) -> int:
     return width + width // INDEXER_FP8_BLOCK * 4
 
 
+def _fixed_row(group: LayerGroup, indexer_fp8: bool, ds_mla: bool) -> tuple[int, str] | None:
+    """A layer's bytes a token, and how they are stored, where the engine stores ``group`` in
+    a layout of its own whatever the cache's format (CacheOptions.indexer_fp8, fp8_ds_mla);
+    None where the group is in the cache's format."""
+    if group.kind is LayerKind.INDEXER and indexer_fp8:
+        row = indexer_fp8_row(group.head_dim_k)
+        return (group.n_kv_heads * row, f"in fp8 with an fp32 scale per {INDEXER_FP8_BLOCK} "
+                f"values ({row} bytes a row) whatever the format")
+    if group.kind is LayerKind.MLA and ds_mla and group.head_dim_k == FP8_DS_MLA_WIDTH:
+        return (FP8_DS_MLA_ROW, f"in fp8_ds_mla rows ({FP8_DS_MLA_ROW} bytes: 512 fp8 values, "
+                "4 fp32 scales, 64 bf16 RoPE values)")
+    return None
+
+
 def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int,
                 opts: CacheOptions, kept: frozenset[int] = frozenset()) -> GroupCache:
     """One group's cache; ``kept``: layers (of any group) kept at the model's dtype."""
@@ -253,16 +267,11 @@ def group_cache(group: LayerGroup, spec: ModelSpec, context: int, sequences: int
         state = group.count * sequences * group.state_values * opts.state_bytes_per_value
         return GroupCache(group, 0, 0, 0, state, 0)
     tokens = _tokens_held(group, context, spec, opts)
-    if group.kind is LayerKind.INDEXER and opts.indexer_fp8:
-        row = indexer_fp8_row(group.head_dim_k)
-        return GroupCache(group, tokens, group.count * sequences * group.n_kv_heads * tokens
-                          * row, 0, 0, 0, stored=f"in fp8 with an fp32 scale per "
-                          f"{INDEXER_FP8_BLOCK} values ({row} bytes a row) whatever the format")
-    if (group.kind is LayerKind.MLA and group.head_dim_k == FP8_DS_MLA_WIDTH
-            and ds_mla_rows(spec, opts)):
-        return GroupCache(group, tokens, group.count * sequences * tokens * FP8_DS_MLA_ROW,
-                          0, 0, 0, stored=f"in fp8_ds_mla rows ({FP8_DS_MLA_ROW} bytes: 512 fp8 "
-                          "values, 4 fp32 scales, 64 bf16 RoPE values)")
+    fixed = _fixed_row(group, opts.indexer_fp8, ds_mla_rows(spec, opts))
+    if fixed is not None:
+        row, stored = fixed
+        return GroupCache(group, tokens, group.count * sequences * tokens * row, 0, 0, 0,
+                          stored=stored)
     n_kept = len(kept.intersection(group.layers)) if kept else 0
     n = group.count - n_kept
     per_layer_k = group.n_kv_heads * opts.row_bytes(tokens, group.head_dim_k, "k")
@@ -331,11 +340,9 @@ def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
     kb = vb = Fraction(0)
     native = kept_format(spec) if kept else None
     for g in spec.groups_for(mtp=mtp):
-        if g.kind in kinds and g.kind is LayerKind.INDEXER and indexer_fp8:
-            kb += g.count * g.n_kv_heads * indexer_fp8_row(g.head_dim_k)
-        elif (g.kind in kinds and g.kind is LayerKind.MLA and ds_mla
-              and g.head_dim_k == FP8_DS_MLA_WIDTH):
-            kb += g.count * FP8_DS_MLA_ROW
+        fixed = _fixed_row(g, indexer_fp8, ds_mla) if g.kind in kinds else None
+        if fixed is not None:
+            kb += g.count * fixed[0]
         elif g.kind in kinds:
             n_kept = len(kept.intersection(g.layers)) if kept else 0
             for fk, fv, count in ((k, v, g.count - n_kept), (native, native, n_kept)):
