@@ -31,33 +31,24 @@ def test_example_output_is_current(cmd, shown, capsys):
 
 
 def test_gpu_table_is_the_committed_results():
-    # the README's kernel speed table quotes the results file it names, to the microsecond
-    name = re.search(r"`bench/results/(decode-h200-v\d+)\.md`", README).group(1)
+    # the README's kernel speed table quotes the one results file it names, every column
+    name = re.search(r"`bench/results/(decode-h200-v\d+(?:-\w+)?)\.md`", README).group(1)
     import json
 
     root = Path(__file__).resolve().parent.parent
     rows = json.loads((root / "bench" / "results" / f"{name}.json").read_text())["rows"]
     got = {(r["format"], r["batch"], r["tokens"]): r for r in rows}
-    # formats measured again later: "FMT [and FMT] from `decode-h200-vN-NAME.md`" under the
-    # table
-    later = [(fmt, other) for fmts, other in
-             re.findall(r"(\w+(?: and \w+)*) from `(decode-h200-v\d+-\w+)\.md`", README)
-             for fmt in fmts.split(" and ")]
-    # every row comes from v62's, v66's, v67's and v70's runs, and only those
-    assert later == [(f, "decode-h200-v62-f") for f in ("f16", "bf16", "fp8_pth")] + [
-        ("kivi4", "decode-h200-v66-kivi4"), ("kivi2", "decode-h200-v67-kivi2")] + [
-        (f, "decode-h200-v70-q4") for f in ("q4_0", "nvfp4")] + [
-        (f, "decode-h200-v70-rest") for f in ("q8_0", "tbq4", "tbq3")]
-    for fmt, other in later:
-        again = json.loads((root / "bench" / "results" / f"{other}.json").read_text())["rows"]
-        got.update({(r["format"], r["batch"], r["tokens"]): r for r in again
-                    if r["format"] == fmt})
-    table = re.findall(r"^\| (\w+) \| ([\d,]+) µs \| ([\d,]+) µs \| ([\d,]+) µs \| .*\| (\d+)% \|$",
-                       README, re.M)
+    table = re.findall(r"^\| (\w+) \| ([\d,]+) µs \| ([\d,]+) µs \| ([\d,]+) µs \| "
+                       r"(\d+)%–(\d+)% \| ([\d.]+)(?:–([\d.]+))?× \| (\d+)% \|$", README, re.M)
     assert len(table) == 10
-    for fmt, b1, b8, m1, app in table:
+    for fmt, b1, b8, m1, lo, hi, s1, s2, app in table:
         for shown, key in ((b1, (1, 131072)), (b8, (8, 131072)), (m1, (1, 1 << 20))):
             assert int(shown.replace(",", "")) == round(got[(fmt, *key)]["seconds"] * 1e6), (fmt, key)
+        share = [r["fraction_of_read_bw"] * 100 for k, r in got.items()
+                 if k[0] == fmt and k[2] >= 32768]
+        assert (int(lo), int(hi)) == (round(min(share)), round(max(share))), fmt
+        speed = sorted(round(got[(fmt, b, 131072)]["speedup_vs_sdpa"], 2) for b in (1, 8))
+        assert [float(s1), float(s2 or s1)] == speed, fmt
         assert int(app) == round(got[(fmt, 8, 32768)]["append_fraction_of_bw"] * 100), fmt
 
 
