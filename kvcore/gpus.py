@@ -33,6 +33,12 @@ class GPU:
     driver_total_bytes: int | None = None
     #: share of memory the GPU may use (Apple unified memory: ~0.75 by default)
     usable_fraction: float = 1.0
+    #: one memory for the CPU and the GPU (Apple silicon, Jetson, DGX Spark, AMD's Strix Halo):
+    #: layers kept "in host memory" sit in the same memory, and there is no link to cross
+    unified: bool = False
+    #: what sets the GPU's share of that memory and how to raise it, where a vendor other than
+    #: Apple sets one (Apple's is macOS's wired limit, said by the plan itself)
+    usable_note: str = ""
     #: the most of these cards one tensor-parallel group can hold (``--find-gpu`` tries no more)
     max_cards: int = 8
     #: the chip generation as the catalog names it ("Hopper", "Blackwell", ...; "" if unknown)
@@ -113,6 +119,8 @@ def gpu_catalog() -> tuple[GPU, ...]:
             source=entry.get("source", ""),
             driver_total_bytes=entry.get("driver_total_bytes"),
             usable_fraction=float(entry.get("gpu_usable_fraction", 1.0)),
+            unified=entry.get("vendor") == "apple" or bool(entry.get("unified_memory", False)),
+            usable_note=entry.get("gpu_usable_note", ""),
             max_cards=int(entry.get("max_cards", 8)),
             architecture=entry.get("architecture", ""),
             memory_type=entry.get("memory_type", ""),

@@ -45,6 +45,7 @@ from .model import LayerKind, ModelSpec
 from .parallel import Parallel, rank_spec
 from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
 from .report import engine_to_dict, model_summary, plan_to_dict, prefill_to_dict
+from .units import format_bytes
 from .weights import WEIGHT_FORMATS, WeightFormat, Weights
 
 __all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model", "find_weights",
@@ -356,12 +357,16 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
     if q.cache.kv_k.name.startswith("fp8"):
         # the plan already keeps the cache the checkpoint was calibrated for
         weights = [n for n in weights if "FP8 KV cache" not in n]
-    unified = next((g for g in q.gpus if g.vendor == "apple"), None)
-    if unified is not None:
+    unified = next((g for g in q.gpus if g.unified and g.usable_fraction < 1), None)
+    if unified is not None and unified.vendor == "apple":
         weights.append(f"{unified.chip}: the GPU may use "
                        f"{unified.usable_fraction:.0%} of unified memory, macOS's default limit "
                        "on large-memory Macs (less on smaller ones, and it varies by macOS "
                        "version); `sudo sysctl iogpu.wired_limit_mb=N` raises it")
+    elif unified is not None:
+        weights.append(f"{unified.chip}: planned with {unified.usable_fraction:.0%} of its "
+                       f"memory for the GPU ({format_bytes(unified.usable_bytes, 2)}): "
+                       + (unified.usable_note or "its default share"))
     limit = q.spec.max_position_embeddings
     if not limit:
         return weights

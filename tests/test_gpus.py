@@ -149,7 +149,15 @@ def test_entry_has_source_units_and_plausible_bandwidth(entry):
         assert 0.9 * entry["memory_bytes"] <= total <= entry["memory_bytes"]
     else:
         assert "driver_total_source" not in entry
-    assert ("gpu_usable_fraction" in entry) == (entry["vendor"] == "apple")
+    # a default share of the memory is a unified-memory device's (macOS's wired limit; the
+    # Linux kernel's GTT limit on Strix Halo), with a note where it is not Apple's
+    unified = entry["vendor"] == "apple" or entry.get("unified_memory", False)
+    if "gpu_usable_fraction" in entry:
+        assert unified and 0 < entry["gpu_usable_fraction"] < 1
+        assert ("gpu_usable_note" in entry) == (entry["vendor"] != "apple")
+    else:
+        assert entry["vendor"] != "apple" and "gpu_usable_note" not in entry
+    assert "unified_memory" not in entry or entry["vendor"] != "apple"
     if entry["vendor"] == "apple" or entry["id"].startswith("jetson"):
         assert entry["max_cards"] == 1
     # the matrix peak: a basis for every figure, and a plausible ratio to the bandwidth (FLOPs a
@@ -318,7 +326,7 @@ PCIE_LANE = {3: 8e9 * 128 / 130 / 8, 4: 16e9 * 128 / 130 / 8, 5: 32e9 * 128 / 13
 
 @pytest.mark.parametrize("entry", _raw_entries(), ids=lambda e: e["id"])
 def test_a_host_link_is_its_generation_times_its_lanes(entry):
-    unified = entry["vendor"] == "apple" or entry["id"].startswith(("jetson", "dgx-spark"))
+    unified = entry["vendor"] == "apple" or entry.get("unified_memory", False)
     if "host_link" not in entry:
         # unified memory has no link to cross; a card without a cited interface is assumed
         # PCIe 4.0 x16 where it is used, and says so
@@ -341,3 +349,30 @@ def test_the_cards_people_offload_on_have_their_links():
     assert find_gpu("rtx 4060").host_link == "PCIe 4.0 x8"
     assert find_gpu("5090").host_link_bytes_per_s - 2 * find_gpu("4090").host_link_bytes_per_s <= 1
     assert find_gpu("m3 max 36gb").host_link_bytes_per_s is None
+
+
+def test_the_unified_memory_devices_are_the_ones_that_share_it():
+    shared = {g.id for g in gpu_catalog() if g.unified}
+    assert {"dgx-spark", "jetson-agx-orin-64gb", "jetson-agx-thor", "ryzen-ai-max-395",
+            "m4-max", "m5-max"} <= shared
+    assert not shared & {"4090", "rtx-4090", "h100-sxm", "mi300x", "rtx-pro-6000"}
+    assert all(g.vendor == "apple" or g.host_link == "" for g in gpu_catalog() if g.unified)
+
+
+@pytest.mark.parametrize("text", ["strix halo", "Ryzen AI Max+ 395", "radeon 8060s", "gfx1151"])
+def test_strix_halo_by_its_names(text):
+    g = find_gpu(text)
+    assert g.id == "ryzen-ai-max-395" and g.memory_bytes == 128 * 2**30
+    # the Linux kernel lets the GPU map half of the memory by default
+    assert g.usable_bytes == 64 * 2**30 and g.bandwidth_bytes_per_s == 256 * 10**9
+    assert g.unified and "pages_limit" in g.usable_note
+
+
+@pytest.mark.parametrize(("text", "gbps", "cores", "tflops"), [
+    ("m5", 153, 10, 16.16), ("m5 pro", 307, 20, 32.32), ("apple m5 max", 614, 40, 64.63)])
+def test_the_m5_family(text, gbps, cores, tflops):
+    g = find_gpu(text)
+    assert g.bandwidth_bytes_per_s == gbps * 10**9 and g.gpu_cores == cores
+    # 1,024 FP16 matrix FLOPs a core a clock at 1.578 GHz
+    assert g.matmul_flops_per_s == round(cores * 1024 * 1.578e9, -10) == round(tflops * 1e12)
+    assert g.usable_bytes == int(g.memory_bytes * 0.75)

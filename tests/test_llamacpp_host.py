@@ -173,6 +173,17 @@ def test_on_a_mac_the_note_says_they_share_the_unified_memory():
     # a discrete card's host memory is its own: nothing to add
     _, data = host("qwen3-32b", gpu="4090", weights="q4_k_m", context=16384)
     assert not any("unified memory" in n for n in data["engine_report"]["notes"])
+    # Strix Halo under Linux's default GTT limit: half for the GPU, half beside it
+    _, data = host("qwen3-32b", gpu="strix halo", weights="q4_k_m", context=16384)
+    note = next(n for n in data["engine_report"]["notes"]
+                if n.startswith("llama-server keeps in host memory"))
+    assert ("on AMD Ryzen AI Max+ 395 that is the same unified memory as the GPU's: of its "
+            "128 GiB the GPU may take 64 GiB, which leaves 64 GiB for the system") in note
+    # DGX Spark's budget is the whole memory: what the server keeps comes out of it too
+    _, data = host("qwen3-32b", gpu="dgx spark", weights="q4_k_m", context=16384)
+    note = next(n for n in data["engine_report"]["notes"]
+                if n.startswith("llama-server keeps in host memory"))
+    assert "the plan's budget is all 128 GiB of it, so these and the system take" in note
 
 
 def test_llama_cpp_fit_target_is_the_margin_fit_leaves_on_each_card(capsys):

@@ -447,6 +447,15 @@ def test_fit_over_two_cards_follows_llama_cpp_s_order_on_a_toy_model():
 def test_placements_are_for_llama_cpp_and_cards_of_their_own():
     with pytest.raises(InputError, match="share one memory"):
         engine_plan("llama.cpp", req("llama-3.1-70b", gpu="m3 max 36gb", n_gpu_layers=40))
+    # so do the other unified-memory machines; Strix Halo's GPU share can be raised instead
+    with pytest.raises(InputError, match="on NVIDIA DGX Spark the CPU and the GPU share one"):
+        engine_plan("llama.cpp", req("llama-3.1-70b", gpu="dgx spark", n_gpu_layers=40))
+    with pytest.raises(InputError, match="raise the GPU's share of it"):
+        engine_plan("llama.cpp", req("llama-3.1-70b", gpu="strix halo", n_gpu_layers=10))
+    # every layer on the GPU (the -ngl 99 of a Mac's command) is what the plan does anyway
+    for ngl in (81, 99, 999):
+        whole = engine_plan("llama.cpp", req("llama-3.1-8b", gpu="m4 max", n_gpu_layers=ngl))
+        assert whole.fits and "placement" not in whole.extra
     with pytest.raises(InputError, match="ngl is a setting of llama.cpp"):
         make_query(load_model("llama-3.1-8b"), context=8192, gpu="4090", engine="vllm",
                    settings=EngineSettings(n_gpu_layers=10))
@@ -788,3 +797,21 @@ def test_host_memory_is_read_at_the_cards_hosts_bandwidth(gpu, rate, said, capsy
     assert f"at {rate / 1e9:.1f} GB/s ({said}; give --host-bandwidth)" in capsys.readouterr().out
     main([*args, "--host-bandwidth", "200", "--json"])
     assert json.loads(capsys.readouterr().out)["decode"]["host_bandwidth_bytes_per_s"] == 200e9
+
+
+def test_a_unified_memory_machine_is_not_split_over_host_memory(capsys):
+    # DGX Spark: --fit's layers "in host memory" would sit in the same memory, so a model
+    # past it does not fit, and no ngl / n_cpu_moe is offered to make it
+    from app.cli import main
+    assert main(["qwen3-235b-a22b", "--gpu", "dgx spark", "--engine", "llama.cpp", "--weights",
+                 "q4_k_m", "--ctx", "32k", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert not data["fits"] and "placement" not in data["engine_report"]["extra"]
+    assert not any("in host memory (" in n or "--fit (on by default) keeps" in n
+                   for n in data["engine_report"]["notes"])
+    assert "n_cpu_moe" not in json.dumps(data.get("to_fit") or {})
+    # Strix Halo: the plan names the share the GPU was given and how it is raised
+    assert main(["qwen3-8b", "--gpu", "strix halo", "--engine", "llama.cpp"]) == 0
+    out = capsys.readouterr().out
+    assert ("note: AMD Ryzen AI Max+ 395: planned with 50% of its memory for the GPU (64 GiB): "
+            "the GPU may map half of the system memory") in out and "ttm.pages_limit" in out

@@ -631,9 +631,15 @@ def plan(req: EngineRequest) -> EngineReport:
                       gated=req.spec.model_type not in _UNGATED_MLP)
     # a command that sets -ngl or a tensor override turns --fit's layer search off
     asked = place.flags if place is not None else ()
-    if place is not None and any(g.vendor == "apple" for g in req.gpus):
-        raise InputError("on Apple silicon the CPU and the GPU share one memory, so ngl and "
-                         "n_cpu_moe free none of it: plan without them", field="ngl")
+    shared = next((g for g in req.gpus if g.unified), None)
+    if place is not None and shared is not None and not place.everything:
+        # -ngl 99 (every layer on the GPU) says what the plan does anyway; fewer say nothing
+        # a shared memory can give
+        where = "Apple silicon" if shared.vendor == "apple" else shared.chip
+        raise InputError(f"on {where} the CPU and the GPU share one memory, so layers kept in "
+                         "host memory (ngl, n_cpu_moe) free none of it: plan without them"
+                         + (", or raise the GPU's share of it" if shared.usable_fraction < 1
+                            and shared.vendor != "apple" else ""), field="ngl")
     if place is not None and place.everything and s.tensor_split is None:
         place = None
 
@@ -717,7 +723,7 @@ def plan(req: EngineRequest) -> EngineReport:
     whole = whole_memory(req.context)
     gpus = [req.gpu_for(d) for d in range(nd)]
     if (not asked and req.kv_budget_bytes is None and not fits
-            and all(g is not None and g.vendor != "apple" for g in gpus)):
+            and all(g is not None and not g.unified for g in gpus)):
         def card_need(p: Placement) -> list[int]:
             cards, _ = p.place_bytes(blocks, output_bytes)
             return [c + whole.bytes_of(frozenset(r)) + compute
@@ -780,16 +786,21 @@ def plan(req: EngineRequest) -> EngineReport:
                             "to allocate the caches"))
     extra["server_host"] = srv.as_dict()
     said = srv.note()
-    apple = next((g for g in req.gpus if g is not None and g.vendor == "apple"), None)
-    if said and apple is not None:
-        # one pool: what the GPU may wire and what the process keeps beside it
-        rest = apple.total_bytes - apple.usable_bytes
-        said += (f"; on a Mac that is the same unified memory as the GPU's: of its "
-                 f"{format_bytes(apple.total_bytes, 2)} the GPU may take "
-                 f"{format_bytes(apple.usable_bytes, 2)}, which leaves "
-                 f"{format_bytes(rest, 2)} for macOS, the apps and these"
-                 + (" — too little once they fill: the system would swap"
-                    if srv.total_bytes > rest else ""))
+    shared = next((g for g in req.gpus if g is not None and g.unified), None)
+    if said and shared is not None:
+        # one pool: what the GPU may take and what the process keeps beside it
+        rest = shared.total_bytes - shared.usable_bytes
+        system = "macOS" if shared.vendor == "apple" else "the system"
+        where = "a Mac" if shared.vendor == "apple" else shared.chip
+        said += (f"; on {where} that is the same unified memory as the GPU's: "
+                 + (f"of its {format_bytes(shared.total_bytes, 2)} the GPU may take "
+                    f"{format_bytes(shared.usable_bytes, 2)}, which leaves "
+                    f"{format_bytes(rest, 2)} for {system}, the apps and these"
+                    + (" — too little once they fill: the system would swap"
+                       if srv.total_bytes > rest else "")
+                    if rest > 0 else
+                    f"the plan's budget is all {format_bytes(shared.total_bytes, 2)} of it, "
+                    f"so these and {system} take theirs from the same memory"))
     if said:
         notes.append(said + (" (DeepSeek-V4's context checkpoints not sized)"
                              if sparse == "dsv4" else ""))

@@ -81,7 +81,7 @@ def cards_memory(gpus: Iterable[GPU | None], overhead: int = 0) -> int:
     """The cards' memory as Ollama counts it for its default num_ctx: each card's total (a
     Mac's, what Metal lets the GPU wire, which ggml reports as its total) less ``overhead``
     (OLLAMA_GPU_OVERHEAD)."""
-    return sum(max(0, (g.usable_bytes if g.vendor == "apple" else g.total_bytes) - overhead)
+    return sum(max(0, (g.usable_bytes if g.unified else g.total_bytes) - overhead)
                for g in gpus if g is not None)
 
 
