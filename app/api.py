@@ -80,7 +80,8 @@ def cache_options(body: PlanIn) -> dict[str, Any]:
     return {"hot": body.hot, "keep": body.keep, "keep_first": body.keep_first,
             "keep_recent": body.keep_recent, "state_dtype": body.state_dtype,
             "images": body.images, "mtp": body.mtp, "no_mmproj": body.no_mmproj,
-            "kv_budget": body.kv_budget, "overhead": body.overhead}
+            "kv_budget": body.kv_budget, "overhead": body.overhead,
+            "gpu_limit": body.gpu_limit}
 
 
 def engine_settings(body: PlanIn, **given: Any) -> EngineSettings:

@@ -166,6 +166,11 @@ def _plan_parser() -> argparse.ArgumentParser:
                         "0.34: the GiB of the blocks its \"Memory after warmup\" line says fit, "
                         "or its --kv-cache-memory-bytes): report the tokens, blocks and "
                         "concurrency it gives")
+    p.add_argument("--gpu-limit", default=None, metavar="SIZE",
+                   help="on a machine whose CPU and GPU share one memory (a Mac, Strix Halo, "
+                        "DGX Spark, Jetson), the memory its GPU may use, where raised from the "
+                        "default (macOS's 75%% wired limit, Linux's half for Strix Halo) with "
+                        "sysctl iogpu.wired_limit_mb or ttm.pages_limit: 120GiB")
     p.add_argument("--find-gpu", action="store_true",
                    help="list the smallest catalog GPUs (and how many) that fit, each with "
                         "its decode tokens/s")
@@ -356,7 +361,7 @@ def _serve_parser() -> argparse.ArgumentParser:
 #: the default
 VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", "gpus", "tp",
                "pp", "dp", "attn_dp", "kv_budget", "offload", "hot", "keep", "keep_first", "keep_recent",
-               "images", "overhead", "host_memory")
+               "images", "overhead", "host_memory", "gpu_limit")
 
 
 def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Query:
@@ -380,7 +385,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         keep=float(args.keep) if args.keep is not None else None, keep_first=args.keep_first,
         keep_recent=args.keep_recent, state_dtype=args.state_dtype, images=args.images,
         mtp=args.mtp, no_mmproj=args.no_mmproj, kv_budget=args.kv_budget,
-        overhead=args.overhead, settings=settings)
+        overhead=args.overhead, settings=settings, gpu_limit=args.gpu_limit)
 
 
 def _table(rows: list[list[str]], right: Sequence[int] = ()) -> str:

@@ -21,6 +21,7 @@ from kvcore.engines.base import MiB
 from kvcore.engines.llamacpp_offload import PINNED_COPY_SHARE
 from kvcore.engines.ollama import auto_context
 from kvcore.errors import shown
+from kvcore.gpus import with_limit
 from kvcore.model import ModelSpec
 from kvcore.parallel import Parallel
 from kvcore.query import Query
@@ -182,6 +183,7 @@ def make_query(
     kv_budget: str | int | None = None,
     overhead: str | int | None = None,
     settings: EngineSettings | None = None,
+    gpu_limit: str | int | None = None,
 ) -> Query:
     engine = canonical(engine)
     base = kv or "f16"
@@ -209,6 +211,11 @@ def make_query(
         encoder=not (no_mmproj or (settings is not None and settings.language_model_only)),
     )
     count, named, listed, counted = _gpus(gpu, gpus)
+    if gpu_limit not in (None, ""):
+        if not named:
+            raise InputError("gpu_limit is the memory a named GPU may use: give the GPU too "
+                             "(--gpu \"strix halo\")", field="gpu_limit")
+        named = [with_limit(g, gpu_limit) for g in named]
     tp_n, pp_n = _count(tp, "tp"), _count(pp, "pp")
     dp_n = _count(dp, "dp") or 1
     if tp_n is None and pp_n is None:
@@ -627,12 +634,16 @@ def to_fit_text(fix: dict[str, Any], alternative: bool = True) -> str:
             f" --{k.replace('_', '-')} {fix[k]}" for k in ("tp", "pp", "attn_dp") if k in fix)
     else:
         what = next(f"{flag} {fix[key]}" for key, flag in
-                    (("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"),
+                    (("gpu_limit", "--gpu-limit"),
+                     ("kv", "--kv"), ("weights", "--weights"), ("max_loras", "--max-loras"),
                      ("attn_dp", "--attn-dp"), ("max_mamba_cache_size", "--max-mamba-cache-size"),
                      ("n_cpu_moe", "--n-cpu-moe"), ("ngl", "--ngl"))
                     if key in fix)
     rate = fix.get("tokens_per_s_per_sequence")
     speed = f", ≈ {rate:,.1f} tokens/s per sequence" if rate else ""
     quality = f"; {fix['quality']}" if fix.get("quality") else ""
+    if fix.get("how"):
+        # the machine's own setting that gives the GPU that share
+        quality += f"; {fix['how']}"
     more = f"; or {to_fit_text(fix['or'])}" if fix.get("or") and alternative else ""
     return f"{what} fits (max context {fix['max_context']:,}{speed}{quality}){more}"

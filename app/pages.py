@@ -61,6 +61,7 @@ LINK_DEFAULTS = {"model": "", "gpu": "", "gpus": "1", "tp": "", "pp": "", "dp": 
 SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
     "Any engine": (
         ("kv_budget", "--kv-budget", "an engine's KV figure", False),
+        ("gpu_limit", "--gpu-limit", "shared memory: the default share", False),
         ("overhead", "--overhead", "estimated", False),
         ("mtp", "--mtp", "", True),
         ("speculative_tokens", "--speculative-tokens", "0", False),

@@ -20,11 +20,12 @@ def _not_blank(value: Any) -> Any:
 
 #: the text fields of a plan request
 _TEXT_FIELDS = ("model", "gpu", "kv", "kv_k", "kv_v", "weights", "engine", "gpus", "kv_budget",
-                "hot", "state_dtype", "overhead", "offload", "host_memory")
+                "hot", "state_dtype", "overhead", "offload", "host_memory", "gpu_limit")
 
 
 #: fields that take a JSON number or the command line's text, with the text's longest length
-_NUMBER_OR_TEXT = {"gpus": 400, "kv_budget": 40, "overhead": 40, "offload": 40, "host_memory": 40}
+_NUMBER_OR_TEXT = {"gpus": 400, "kv_budget": 40, "overhead": 40, "offload": 40, "host_memory": 40,
+                   "gpu_limit": 40}
 
 
 class PlanIn(BaseModel):
@@ -63,6 +64,11 @@ class PlanIn(BaseModel):
                                   description="available KV memory per card an engine printed "
                                   "(a size, or bytes as a number; vLLM 0.34: the GiB of the "
                                   "blocks its 'Memory after warmup' line says fit)")
+    gpu_limit: int | str | None = Field(
+        None, examples=["120GiB"], description="a machine whose CPU and GPU share one memory "
+        "(a Mac, Strix Halo, DGX Spark, Jetson): the memory its GPU may use, where raised from "
+        "the default (macOS's 75% wired limit, Linux's half for Strix Halo) with sysctl "
+        "iogpu.wired_limit_mb or ttm.pages_limit (a size, or bytes as a number)")
     hot: str | None = Field(None, max_length=40, examples=["f16:4096"])
     keep: float | None = Field(None, gt=0, le=1, description="token eviction: fraction kept")
     images: int = Field(1, ge=0, le=1000)

@@ -210,6 +210,8 @@ def _to_fit_fields(q: Query, fix: dict[str, Any] | None) -> dict[str, str] | Non
         if lora is not None and lora.fully_sharded:
             return None
         return {"max_loras": str(fix["max_loras"])}
+    if "gpu_limit" in fix:
+        return {"gpu_limit": fix["gpu_limit"]}
     if "kv" in fix:
         return {"kv_k": fix["kv"], "kv_v": fix["kv"]}
     if "weights" in fix:

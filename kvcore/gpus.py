@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 
 from .errors import InputError, UnknownNameError, shown
-from .units import parse_bytes
+from .units import format_bytes, parse_bytes
 
 __all__ = ["GPU", "counted_gpu", "find_gpu", "gpu_catalog", "memory_variants"]
 
@@ -39,6 +39,9 @@ class GPU:
     #: what sets the GPU's share of that memory and how to raise it, where a vendor other than
     #: Apple sets one (Apple's is macOS's wired limit, said by the plan itself)
     usable_note: str = ""
+    #: the memory its GPU may use as the user gave it (gpu_limit: a raised wired or GTT
+    #: limit), where given; None: usable_fraction's default share
+    limit_bytes: int | None = None
     #: the most of these cards one tensor-parallel group can hold (``--find-gpu`` tries no more)
     max_cards: int = 8
     #: the chip generation as the catalog names it ("Hopper", "Blackwell", ...; "" if unknown)
@@ -94,6 +97,8 @@ class GPU:
     def usable_bytes(self) -> int:
         """Memory a plan may fill: what the driver reports when known (a little under the
         marketing size), times the share the GPU may use."""
+        if self.limit_bytes is not None:
+            return self.limit_bytes
         return int(self.total_bytes * self.usable_fraction)
 
 
@@ -283,3 +288,19 @@ def counted_gpu(name: str, field: str = "gpu") -> tuple[int, GPU] | None:
         raise InputError(f"the card count in {shown(text)} must be between 1 and 1,024",
                          field=field)
     return count, card
+
+
+def with_limit(gpu: GPU, limit: str | int, field: str = "gpu_limit") -> GPU:
+    """``gpu`` with the memory its GPU may use set to ``limit`` (a size), for a machine whose
+    CPU and GPU share one memory and whose GPU's default share was raised (macOS's
+    ``iogpu.wired_limit_mb``, the Linux ttm module's ``pages_limit``). A card with memory of
+    its own, a size past the machine's memory or none at all is refused."""
+    size = parse_bytes(limit, field=field)
+    if not gpu.unified:
+        raise InputError(f"{field} is the share of a memory the GPU shares with the CPU (Apple "
+                         "silicon, Strix Halo, DGX Spark, Jetson); "
+                         f"{gpu.name} has memory of its own", field=field)
+    if size > gpu.total_bytes:
+        raise InputError(f"{field} must be at most the {format_bytes(gpu.total_bytes, 4)} of "
+                         f"{gpu.name}, got {format_bytes(size, 4)}", field=field)
+    return replace(gpu, limit_bytes=size)

@@ -357,8 +357,13 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
     if q.cache.kv_k.name.startswith("fp8"):
         # the plan already keeps the cache the checkpoint was calibrated for
         weights = [n for n in weights if "FP8 KV cache" not in n]
+    given = next((g for g in q.gpus if g.limit_bytes is not None), None)
     unified = next((g for g in q.gpus if g.unified and g.usable_fraction < 1), None)
-    if unified is not None and unified.vendor == "apple":
+    if given is not None:
+        weights.append(f"{given.chip}: planned with {format_bytes(given.usable_bytes, 4)} of "
+                       f"its {format_bytes(given.total_bytes, 4)} for the GPU, as given "
+                       "(gpu_limit)")
+    elif unified is not None and unified.vendor == "apple":
         weights.append(f"{unified.chip}: the GPU may use "
                        f"{unified.usable_fraction:.0%} of unified memory, macOS's default limit "
                        "on large-memory Macs (less on smaller ones, and it varies by macOS "
@@ -823,7 +828,66 @@ def find_format(q: Query, refused_out: list[dict[str, str]] | None = None
 BITS_WORTH_A_CARD = 4.0
 
 
+#: what a raised GPU share of a unified memory leaves the system in "to fit" (macOS, Linux
+#: and their apps: the share a Mac or a Strix Halo box is commonly raised to, 120 of 128 GiB)
+SYSTEM_RESERVE_BYTES = 8 << 30
+
+
 def to_fit(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
+    """What makes a plan that does not fit its card fit (_one_change), led, on a machine whose
+    GPU has its default share of a memory it shares with the CPU, by the smallest raised
+    share that fits (_larger_share; the other change as its ``or``)."""
+    fix = _one_change(q, data)
+    if data.get("fits") is not False:
+        return fix
+    share = _larger_share(q)
+    if share is None:
+        return fix
+    if fix:
+        share["or"] = {k: v for k, v in fix.items() if k != "or"}
+    return share
+
+
+def _larger_share(q: Query) -> dict[str, Any] | None:
+    """The smallest whole GiB of memory for the GPU (gpu_limit) with which the plan fits, on
+    one machine whose CPU and GPU share one memory and whose GPU has its default share of it,
+    leaving the system SYSTEM_RESERVE_BYTES at least, with the setting that raises it there;
+    None where the plan does not fit so or sets the share itself."""
+    from .gpus import with_limit
+
+    if len(q.gpus) != 1 or q.kv_budget_bytes is not None:
+        return None
+    gpu = q.gpus[0]
+    if not gpu.unified or gpu.limit_bytes is not None or gpu.usable_fraction >= 1:
+        return None
+    low, high = -(-gpu.usable_bytes // (1 << 30)) + 1, (gpu.total_bytes - SYSTEM_RESERVE_BYTES) >> 30
+    if high < low:
+        return None
+
+    def trial(gib: int) -> Query:
+        return replace(q, gpus=(with_limit(gpu, gib << 30),))
+
+    def fits(gib: int) -> bool:
+        try:
+            return _fits(trial(gib))[0]
+        except InputError:
+            return False
+
+    if not fits(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    how = (f"sudo sysctl iogpu.wired_limit_mb={low << 10}" if gpu.vendor == "apple"
+           else f"ttm.pages_limit={low << 18}" if "pages_limit" in gpu.usable_note else "")
+    change = {"gpu_limit": f"{low}GiB", **({"how": how} if how else {})}
+    return _change(trial(low), _fits(trial(low))[1], change)
+
+
+def _one_change(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     """What makes a plan that does not fit its card fit, changing one choice: the
     highest-precision KV format (K = V, find_format's first that fits this context and these
     sequences), else, for vLLM's or SGLang's LoRA, the most adapter slots that fit

@@ -248,3 +248,61 @@ def test_a_dense_model_is_told_the_most_layers_on_the_card_that_fit(capsys):
                weights="q4_k_m", settings=replace(q.settings, n_gpu_layers=k + 5))
     fix = to_fit(q, answer(q))
     assert fix is None or "ngl" not in fix
+
+
+def test_a_unified_memory_machine_first_raises_its_gpu_share():
+    # Qwen3-235B q3_k_m at 32k on a Strix Halo: past the GPU's default half (64 GiB) of its
+    # 128 GiB; the smallest whole GiB that fits, with the kernel setting that gives it
+    q = _query("qwen3-235b-a22b", engine="llama.cpp", weights="q3_k_m", gpu="strix halo",
+               context="32k")
+    data = answer(q)
+    assert data["fits"] is False
+    fix = to_fit(q, data)
+    gib = int(fix["gpu_limit"].removesuffix("GiB"))
+    assert gib <= 120 and fix["how"] == f"ttm.pages_limit={gib * 262144}"
+    fits = answer(_query("qwen3-235b-a22b", engine="llama.cpp", weights="q3_k_m",
+                         gpu="strix halo", context="32k", gpu_limit=fix["gpu_limit"]))
+    short = answer(_query("qwen3-235b-a22b", engine="llama.cpp", weights="q3_k_m",
+                          gpu="strix halo", context="32k", gpu_limit=f"{gib - 1}GiB"))
+    assert fits["fits"] and fits["max_context"] == fix["max_context"] and not short["fits"]
+    # the change it would have made otherwise stays as its "or"
+    assert fix["or"]["weights"] and "or" not in fix["or"]
+    # a Mac's setting is macOS's, in MiB
+    q = _query("qwen3-235b-a22b", engine="llama.cpp", weights="q3_k_m", gpu="m4 max",
+               context="32k")
+    fix = to_fit(q, answer(q))
+    assert fix["how"] == f"sudo sysctl iogpu.wired_limit_mb={int(fix['gpu_limit'][:-3]) * 1024}"
+    # given a share, or on DGX Spark (whose plan has the whole memory), none is offered
+    for kw in ({"gpu": "m4 max", "gpu_limit": "100GiB"}, {"gpu": "dgx spark"}):
+        q = _query("qwen3-235b-a22b", engine="llama.cpp", weights="q4_k_m", context="32k", **kw)
+        data = answer(q)
+        assert data["fits"] is False and "gpu_limit" not in (to_fit(q, data) or {})
+
+
+def test_gpu_limit_is_a_shared_memory_share_as_given(capsys):
+    assert main(["qwen3-8b", "--gpu", "strix halo", "--gpu-limit", "120GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["gpu"]["usable_bytes"] == 120 << 30 and data["budget_bytes"] <= 120 << 30
+    assert main(["qwen3-8b", "--gpu", "strix halo", "--gpu-limit", "120GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "note: AMD Ryzen AI Max+ 395: planned with 120 GiB of its 128 GiB for the GPU, as " \
+           "given (gpu_limit)" in out
+    for args, said in ((["--gpu", "4090"], "NVIDIA GeForce RTX 4090 has memory of its own"),
+                       (["--gpu", "m4 max 36gb"], "must be at most the 36 GiB of Apple M4 Max"),
+                       ([], "give the GPU too")):
+        assert main(["qwen3-8b", "--gpu-limit", "40GiB", *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
+    c = TestClient(create_app())
+    r = c.post("/api/v1/plan", json={"model": "qwen3-8b", "gpu": "m4 max", "gpu_limit": "120GiB"})
+    assert r.status_code == 200 and r.json()["gpu"]["usable_bytes"] == 120 << 30
+    r = c.post("/api/v1/plan", json={"model": "qwen3-8b", "gpu": "h100", "gpu_limit": "60GiB"})
+    assert r.status_code == 422 and r.json()["field"] == "gpu_limit"
+    # the page: the field in its settings, and the "to fit" line's link sets it
+    page = c.get("/", params={"model": "qwen3-235b-a22b", "gpu": "strix halo", "engine": "llama.cpp",
+                              "weights": "q3_k_m", "context": "32k", "kv_k": "f16", "kv_v": "f16"})
+    assert page.status_code == 200 and 'name="gpu_limit"' in page.text
+    link = re.search(r'href="(/\?[^"]*gpu_limit=(\d+)GiB[^"]*)"', page.text)
+    assert link is not None
+    again = c.get(link.group(1).replace("&amp;", "&"))
+    assert again.status_code == 200 and "as given (gpu_limit)" in again.text
