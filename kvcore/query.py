@@ -366,8 +366,10 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
     elif unified is not None and unified.vendor == "apple":
         weights.append(f"{unified.chip}: the GPU may use "
                        f"{unified.usable_fraction:.0%} of unified memory, macOS's default limit "
-                       "on large-memory Macs (less on smaller ones, and it varies by macOS "
-                       "version); `sudo sysctl iogpu.wired_limit_mb=N` raises it")
+                       "on large-memory Macs (two thirds to 78% on smaller ones, by macOS "
+                       "version); llama.cpp prints the Mac's own at start-up "
+                       "(recommendedMaxWorkingSetSize = N MB), which --gpu-limit NMB plans "
+                       "with, and `sudo sysctl iogpu.wired_limit_mb=N` raises it")
     elif unified is not None:
         weights.append(f"{unified.chip}: planned with {unified.usable_fraction:.0%} of its "
                        f"memory for the GPU ({format_bytes(unified.usable_bytes, 2)}): "

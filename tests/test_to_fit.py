@@ -293,6 +293,13 @@ def test_gpu_limit_is_a_shared_memory_share_as_given(capsys):
         assert main(["qwen3-8b", "--gpu-limit", "40GiB", *args]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], err
+    # a Mac's default note says where its own limit is printed, which plans as given (llama.cpp
+    # prints it in MB of 10^6 bytes: a 32 GB Mac's two thirds)
+    assert main(["qwen3-8b", "--gpu", "m4 max", "--engine", "llama.cpp"]) == 0
+    assert "(recommendedMaxWorkingSetSize = N MB), which --gpu-limit NMB plans with" in \
+        capsys.readouterr().out
+    assert main(["qwen3-8b", "--gpu", "m5", "--gpu-limit", "22906.50MB", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gpu"]["usable_bytes"] == 22_906_500_000
     c = TestClient(create_app())
     r = c.post("/api/v1/plan", json={"model": "qwen3-8b", "gpu": "m4 max", "gpu_limit": "120GiB"})
     assert r.status_code == 200 and r.json()["gpu"]["usable_bytes"] == 120 << 30
