@@ -376,3 +376,9 @@ def test_the_m5_family(text, gbps, cores, tflops):
     # 1,024 FP16 matrix FLOPs a core a clock at 1.578 GHz
     assert g.matmul_flops_per_s == round(cores * 1024 * 1.578e9, -10) == round(tflops * 1e12)
     assert g.usable_bytes == int(g.memory_bytes * 0.75)
+
+
+def test_dgx_spark_is_planned_on_what_cuda_reports():
+    # 124,610 MiB (vLLM's 121.69 GiB), not the 128 GiB sold: firmware and the kernel keep the rest
+    g = find_gpu("dgx spark")
+    assert g.total_bytes == g.usable_bytes == 124610 << 20 and g.memory_bytes == 128 << 30
