@@ -360,8 +360,8 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
     given = next((g for g in q.gpus if g.limit_bytes is not None), None)
     unified = next((g for g in q.gpus if g.unified and g.usable_fraction < 1), None)
     if given is not None:
-        weights.append(f"{given.chip}: planned with {format_bytes(given.usable_bytes, 4)} of "
-                       f"its {format_bytes(given.total_bytes, 4)} for the GPU, as given "
+        weights.append(f"{given.chip}: planned with {format_bytes(given.usable_bytes, 2)} of "
+                       f"its {format_bytes(given.total_bytes, 2)} for the GPU, as given "
                        "(gpu_limit)")
     elif unified is not None and unified.vendor == "apple":
         weights.append(f"{unified.chip}: the GPU may use "
@@ -374,6 +374,18 @@ def context_notes(q: Query, max_context: int | None) -> list[str]:
         weights.append(f"{unified.chip}: planned with {unified.usable_fraction:.0%} of its "
                        f"memory for the GPU ({format_bytes(unified.usable_bytes, 2)}): "
                        + (unified.usable_note or "its default share"))
+    whole = next((g for g in q.gpus if g.unified and g.usable_fraction >= 1
+                  and g.limit_bytes is None), None)
+    if given is None and whole is not None:
+        # DGX Spark, Jetson: the GPU may use all of it, and so may everything else
+        seen = (" (a headless DGX Spark shows 101–102 GiB of it free at boot)"
+                if whole.id == "dgx-spark" else "")
+        weights.append(f"{whole.chip}: planned with all "
+                       f"{format_bytes(whole.total_bytes, 2)}"
+                       + (" CUDA reports" if whole.driver_total_bytes else "")
+                       + ", which the system and every other process share: what is free when "
+                       f"the engine starts is what it gets{seen}; --gpu-limit plans the memory "
+                       "you see free")
     limit = q.spec.max_position_embeddings
     if not limit:
         return weights

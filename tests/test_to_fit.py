@@ -293,6 +293,15 @@ def test_gpu_limit_is_a_shared_memory_share_as_given(capsys):
         assert main(["qwen3-8b", "--gpu-limit", "40GiB", *args]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], err
+    # DGX Spark's plan takes all the memory CUDA reports, which the system shares
+    assert main(["qwen3-8b", "--gpu", "dgx spark"]) == 0
+    out = capsys.readouterr().out
+    assert ("note: NVIDIA DGX Spark: planned with all 121.69 GiB CUDA reports, which the system "
+            "and every other process share") in out and "--gpu-limit plans the memory" in out
+    assert main(["qwen3-8b", "--gpu", "dgx spark", "--gpu-limit", "100GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "planned with 100 GiB of its 121.69 GiB for the GPU, as given" in out
+    assert "which the system and every other process share" not in out
     # a Mac's default note says where its own limit is printed, which plans as given (llama.cpp
     # prints it in MB of 10^6 bytes: a 32 GB Mac's two thirds)
     assert main(["qwen3-8b", "--gpu", "m4 max", "--engine", "llama.cpp"]) == 0
