@@ -382,3 +382,5 @@ def test_dgx_spark_is_planned_on_what_cuda_reports():
     # 124,610 MiB (vLLM's 121.69 GiB), not the 128 GiB sold: firmware and the kernel keep the rest
     g = find_gpu("dgx spark")
     assert g.total_bytes == g.usable_bytes == 124610 << 20 and g.memory_bytes == 128 << 30
+    # and Jetson AGX Orin 64GB on the 62,827 MiB llama.cpp prints for it
+    assert find_gpu("jetson orin").total_bytes == 62827 << 20
