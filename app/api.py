@@ -263,7 +263,10 @@ def api_router() -> APIRouter:
                  "host_link": g.host_link or None,
                  "host_link_bytes_per_s": g.host_link_bytes_per_s,
                  "host_link_source": g.host_link_source or None,
-                 "memory_options_gb": list(g.memory_options_gb)}
+                 "memory_options_gb": list(g.memory_options_gb),
+                 # what a plan fills: the driver's total where known, a unified memory's
+                 # default GPU share
+                 "usable_bytes": g.usable_bytes, "unified_memory": g.unified}
                 for g in kvcore.gpu_catalog()]
 
     @api.get("/formats", summary="The KV-cache formats")

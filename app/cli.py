@@ -811,10 +811,13 @@ def _list(cmd: str, as_json: bool) -> str:
                   "matmul_flops_per_s": g.matmul_flops_per_s,
                   "host_link": g.host_link or None,
                   "host_link_bytes_per_s": g.host_link_bytes_per_s,
-                  "memory_options_gb": list(g.memory_options_gb)}
+                  "memory_options_gb": list(g.memory_options_gb),
+                  "usable_bytes": g.usable_bytes, "unified_memory": g.unified}
                  for g in kvcore.gpu_catalog()]
-        rows = [["id", "name", "memory", "bandwidth", "FP16 matrix"]] + [
+        # "plans with": the driver's total where known, a unified memory's default GPU share
+        rows = [["id", "name", "memory", "plans with", "bandwidth", "FP16 matrix"]] + [
             [i["id"], i["name"], format_bytes(i["memory_bytes"], 1),
+             format_bytes(i["usable_bytes"], 1) + (" (shared)" if i["unified_memory"] else ""),
              f"{i['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s",
              f"{i['matmul_flops_per_s'] / 1e12:,.1f} TFLOPS"] for i in items]
     elif cmd == "weights":
@@ -837,7 +840,7 @@ def _list(cmd: str, as_json: bool) -> str:
     if as_json:
         return json.dumps(items, indent=2)
     # numbers line up on their last digit
-    table = _table(rows, right={"models": (), "gpus": (2, 3), "formats": (1, 2, 3, 4),
+    table = _table(rows, right={"models": (), "gpus": (2, 3, 4), "formats": (1, 2, 3, 4),
                                 "weights": (1,)}[cmd])
     if cmd == "models":
         twins = [(str(a), i["id"]) for i in items for a in cast(list[str], i["aliases"])]

@@ -1035,9 +1035,10 @@ def test_gpu_listing_lines_numbers_up(capsys):
     code, out, _ = run(capsys, "gpus")
     lines = out.splitlines()
     assert code == 0
-    assert lines[0].endswith("memory   bandwidth  FP16 matrix")
+    assert lines[0].endswith("memory          plans with   bandwidth  FP16 matrix")
     row = next(line for line in lines if line.startswith("rtx-3090 "))
-    assert row.endswith("24 GiB    936 GB/s  71.0 TFLOPS") and len(row) == len(lines[0])
+    assert row.endswith("24 GiB              24 GiB    936 GB/s  71.0 TFLOPS")
+    assert len(row) == len(lines[0])
     h100 = next(line for line in lines if line.startswith("h100-sxm "))
     assert h100.endswith("3,350 GB/s  989.5 TFLOPS")
 

@@ -384,3 +384,28 @@ def test_dgx_spark_is_planned_on_what_cuda_reports():
     assert g.total_bytes == g.usable_bytes == 124610 << 20 and g.memory_bytes == 128 << 30
     # and Jetson AGX Orin 64GB on the 62,827 MiB llama.cpp prints for it
     assert find_gpu("jetson orin").total_bytes == 62827 << 20
+
+
+def test_the_lists_give_what_a_plan_fills(capsys):
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from app.cli import main
+    from app.web import create_app
+
+    assert main(["gpus", "--json"]) == 0
+    listed = {g["id"]: g for g in json.loads(capsys.readouterr().out)}
+    assert listed["ryzen-ai-max-395"]["usable_bytes"] == 64 << 30
+    assert listed["m4-max"]["usable_bytes"] == 96 << 30 and listed["m4-max"]["unified_memory"]
+    assert listed["rtx-4090"]["usable_bytes"] == find_gpu("4090").total_bytes
+    assert not listed["rtx-4090"]["unified_memory"]
+    assert main(["gpus"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("ryzen-ai-max-395 "))
+    assert "128 GiB     64 GiB (shared)" in row
+    c = TestClient(create_app())
+    api = {g["id"]: g for g in c.get("/api/v1/gpus").json()}
+    assert api["dgx-spark"]["usable_bytes"] == 124610 << 20 and api["dgx-spark"]["unified_memory"]
+    page = c.get("/gpus").text
+    assert "plans with 64 GiB, shared with the CPU" in page
