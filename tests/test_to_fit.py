@@ -322,3 +322,20 @@ def test_gpu_limit_is_a_shared_memory_share_as_given(capsys):
     assert link is not None
     again = c.get(link.group(1).replace("&amp;", "&"))
     assert again.status_code == 200 and "as given (gpu_limit)" in again.text
+
+
+def test_gpu_limit_bounds_each_engines_pool_by_what_is_free():
+    # DGX Spark with 102 GiB seen free of the 121.69 CUDA reports: each engine's pool comes from
+    # the free memory (vLLM's extensible cache after warmup, SGLang's and TensorRT-LLM's
+    # fraction of it, llama.cpp's fit), so it shrinks by the 19.69 GiB or that fraction of them
+    gap = (124610 << 20) - (102 << 30)
+    pools = {}
+    for engine in ("vllm", "sglang", "trtllm", "llama.cpp"):
+        got = [answer(_query("qwen3-32b", engine=engine, gpu="dgx spark", context="32k",
+                             **kw))["engine_report"] for kw in ({}, {"gpu_limit": "102GiB"})]
+        pools[engine] = got[0]["kv_pool_bytes"] - got[1]["kv_pool_bytes"]
+        assert got[1]["max_context"] < got[0]["max_context"], engine
+    block = 64 * 64 * 8 * 128 * 2 * 2  # vLLM: 64 tokens × 64 layers × 8 heads × 128 × K, V × f16
+    assert abs(pools["vllm"] - gap) < block
+    assert 0.8 * gap < pools["sglang"] < gap and 0.8 * gap < pools["trtllm"] < gap
+    assert gap - (1 << 30) < pools["llama.cpp"] <= gap

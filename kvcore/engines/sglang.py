@@ -741,7 +741,9 @@ def free_memory(req: EngineRequest, shares: list[RankShare]) -> tuple[int, int]:
     gpu = shares[0].gpu
     if gpu is None:
         raise need_gpu()
-    before = (gpu.total_bytes - PRELOAD
+    # free: the card's total, or on a unified memory the GPU's share or what the user saw free
+    # there (gpu_limit)
+    before = (gpu.usable_bytes - PRELOAD
               - (int(0.3 * GiB) if req.parallel.ranks_per_replica > 1 else 0))
     return before, before - max(sh.weights_bytes for sh in shares)
 

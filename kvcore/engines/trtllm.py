@@ -436,7 +436,9 @@ def plan(req: EngineRequest) -> EngineReport:
     elif any(sh.gpu is None for sh in shares):
         raise need_gpu()
     else:
-        availables = [int((sh.gpu.total_bytes - (sh.weights_bytes + act + gathered + RUNTIME))
+        # the free memory's fraction: on a unified memory the GPU's share, or what the user
+        # saw free there (gpu_limit); the card's total elsewhere
+        availables = [int((sh.gpu.usable_bytes - (sh.weights_bytes + act + gathered + RUNTIME))
                           * frac) for sh in shares if sh.gpu is not None]
     # a hybrid model's state slots (max_batch_size × pp + 1 of them, the command's
     # --max_batch_size being the plan's sequences) come off each rank's budget first
@@ -462,7 +464,7 @@ def plan(req: EngineRequest) -> EngineReport:
     slots = per_rank * p.pp + DUMMY_SLOTS if any(per_slot) else 0
     state = slots * per_slot[binding]
     gpu = shares[binding].gpu
-    budget = gpu.total_bytes if req.kv_budget_bytes is None and gpu is not None else None
+    budget = gpu.usable_bytes if req.kv_budget_bytes is None and gpu is not None else None
     tokens = pool_tokens(per_rank)
     blocks = tokens // tpb
     max_ctx = largest(lambda n: n == 0 or tokens >= n * per_rank, 1 << 31)

@@ -332,7 +332,8 @@ ESTIMATE_UTILIZATION = 0.92
 
 
 def rank_budget(total: int | None, util: float | None, used: int, act: int,
-                pinned: int | None, extensible: bool = True) -> Budget:
+                pinned: int | None, extensible: bool = True,
+                usable: int | None = None) -> Budget:
     """vLLM 0.34's KV bytes on one rank of ``total`` bytes holding ``used`` bytes outside the
     cache (weights, non-torch memory, LoRA slots) and an activation peak ``act``.
 
@@ -342,7 +343,9 @@ def rank_budget(total: int | None, util: float | None, used: int, act: int,
     margin of max(1 GiB, 0.75 × that peak) free. An explicit utilization caps the budget at
     that share of the card. Without the extensible cache (``extensible`` False) the budget is
     the utilization's share (0.92 by default) less what is used and the peak, as before 0.34
-    (its CUDA-graph estimate aside, as kvplan has no figure for it)."""
+    (its CUDA-graph estimate aside, as kvplan has no figure for it). ``usable``: the memory
+    the process may take where less than ``total`` (a unified memory's GPU share, or what the
+    user gave as free there: gpu_limit), which bounds what the extensible cache finds free."""
     if pinned is not None:
         return Budget(reserved=pinned)
     assert total is not None
@@ -351,7 +354,7 @@ def rank_budget(total: int | None, util: float | None, used: int, act: int,
         return Budget(reserved=requested - used - act, requested=requested)
     requested = math.ceil(total * (1.0 if util is None else util))
     margin = max(MARGIN_FLOOR, int(act * MARGIN_FRACTION))
-    headroom = total - BEFORE_SNAPSHOT - used - margin
+    headroom = min(total, usable or total) - BEFORE_SNAPSHOT - used - margin
     within = requested - used
     return Budget(reserved=within - act, measured=min(within, headroom) - act,
                   requested=requested, headroom_binds=headroom < within, margin=margin,
@@ -1178,7 +1181,8 @@ def plan(req: EngineRequest) -> EngineReport:
             act = activation_peak(req.spec, p.tp, mbt)
             budgets = [rank_budget(sh.gpu.total_bytes if sh.gpu is not None else None, util,
                                    sh.weights_bytes + non_torch + lb, act, req.kv_budget_bytes,
-                                   s.extensible_kv_cache)
+                                   s.extensible_kv_cache,
+                                   sh.gpu.usable_bytes if sh.gpu is not None else None)
                        for sh, lb in zip(shares, adapters, strict=True)]
             raw = [pool(sh.spec, max(0, b.reserved), opts.kv_k, opts.kv_v, block, opts.mtp,
                         s.speculative_tokens, sh.gpu, s.prefix_caching, b.measured,
@@ -1319,12 +1323,18 @@ def plan(req: EngineRequest) -> EngineReport:
                      "memory it estimates at start-up (\"CUDA graph memory profiling is "
                      "enabled ...\"), which kvplan does not subtract: " + graphs)
     if req.kv_budget_bytes is None and budget.measured is not None:
-        # v1/worker/extensible_kv_cache.py measure_kv_cache_bytes, after warmup and capture
+        # v1/worker/extensible_kv_cache.py measure_kv_cache_bytes, after warmup and capture;
+        # on a unified memory what is free is the GPU's share, or what the user saw free
+        limited = next((sh.gpu for sh in shares if sh.gpu is not None
+                        and sh.gpu.usable_bytes < sh.gpu.total_bytes), None)
+        card = ("the card" if limited is None else
+                f"the {format_bytes(limited.usable_bytes, 2)} of {limited.chip}'s memory "
+                "free to it")
         notes.append(
             f"vLLM {RELEASE} sizes the cache after warmup: {num_blocks:,} blocks "
             f"({format_bytes(num_blocks * main.bytes_per_block, 2)}) of the "
             f"{format_bytes(max(0, budget.reserved), 2)} it reserves, "
-            + ("the card less what the process held at start-up "
+            + (f"{card} less what the process held at start-up "
                f"({format_bytes(BEFORE_SNAPSHOT, 2)}: CUDA context and cuBLAS), what it "
                f"uses since, the activation peak and a margin of "
                f"{format_bytes(budget.margin, 2)} (max(1 GiB, 0.75 × the peak))"

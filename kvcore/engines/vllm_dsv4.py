@@ -312,7 +312,8 @@ def plan(req: EngineRequest) -> EngineReport:
     for sh in shares:
         budget_s = rank_budget(sh.gpu.total_bytes if sh.gpu is not None else None, util,
                                sh.weights_bytes + non_torch, act, req.kv_budget_bytes,
-                               s.extensible_kv_cache)
+                               s.extensible_kv_cache,
+                               sh.gpu.usable_bytes if sh.gpu is not None else None)
         own = stage_layers(req.spec.decoder_layers, p.pp, sh.stage)
         per_block_s = bytes_per_block([g.project(own) for g in gs])
         blocks_s = max(0, budget_s.reserved) // per_block_s
