@@ -339,3 +339,39 @@ def test_gpu_limit_bounds_each_engines_pool_by_what_is_free():
     assert abs(pools["vllm"] - gap) < block
     assert 0.8 * gap < pools["sglang"] < gap and 0.8 * gap < pools["trtllm"] < gap
     assert gap - (1 << 30) < pools["llama.cpp"] <= gap
+
+
+def test_vllm_without_the_extensible_cache_needs_its_share_free_at_start_up(capsys):
+    # request_memory: the utilization's share of the total must be free; 101.3 GiB of a
+    # 102 GiB limit are not 0.92 of 121.69
+    args = ["qwen3-32b", "--gpu", "dgx spark", "--engine", "vllm", "--ctx", "32k",
+            "--gpu-limit", "102GiB", "--no-extensible-kv-cache"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vLLM stops at start-up: the 101.3 GiB free on NVIDIA DGX Spark" \
+        " are less than --gpu-memory-utilization 0.92 of its 121.69 GiB" in err[0]
+    assert main([*args, "--gpu-memory-utilization", "0.8"]) == 0
+    assert "fits under vllm" in capsys.readouterr().out
+    # a card of its own is never refused so: its free memory is its total less the context
+    assert main(["qwen3-8b", "--gpu", "4090", "--engine", "vllm", "--ctx", "8k",
+                 "--no-extensible-kv-cache"]) == 0
+    capsys.readouterr()
+
+
+def test_vllm_on_intel_keeps_the_extensible_cache_off(capsys):
+    # config/vllm.py _resolve_extensible_kv_cache: CUDA and ROCm only; the XPU plan is the
+    # 0.92 budget, without a flag in its command
+    assert main(["qwen3-8b", "--gpu", "arc pro b60", "--engine", "vllm", "--ctx", "32k",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    report = data["engine_report"]
+    gpu = kvcore.find_gpu("arc pro b60")
+    assert report["budget_bytes"] == -(-gpu.total_bytes * 92 // 100)
+    assert "extensible" not in report["command"]
+    assert any(n.startswith("on Intel's XPU vLLM 0.34.0 keeps the extensible KV cache off")
+               for n in report["notes"])
+    # the same plan on an NVIDIA card of its memory keeps it
+    assert main(["qwen3-8b", "--gpu", "24GiB", "--engine", "vllm", "--ctx", "32k",
+                 "--json"]) == 0
+    other = json.loads(capsys.readouterr().out)["engine_report"]
+    assert other["budget_bytes"] > report["budget_bytes"]

@@ -957,7 +957,8 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
         cmd.append("--language-model-only")
     if req.settings.lora is not None:
         cmd += req.settings.lora.flags("--max-loras")
-    if not req.settings.extensible_kv_cache:
+    if not req.settings.extensible_kv_cache and not on_xpu(req):
+        # (on Intel's XPU it is off without being asked)
         cmd.append("--no-enable-extensible-kv-cache")
     if req.cache.mtp:
         # the model's next-n layers as the draft (vLLM's SpeculativeConfig maps each
@@ -997,8 +998,17 @@ def _zaya(req: EngineRequest) -> EngineRequest:
     return replace(req, spec=replace(req.spec, params=replace(p, replicated=p.total - split)))
 
 
+def on_xpu(req: EngineRequest) -> bool:
+    """Whether the plan's cards are Intel's (vLLM's XPU platform), where vLLM 0.34 keeps the
+    extensible KV cache off: config/vllm.py _resolve_extensible_kv_cache supports it on CUDA
+    and ROCm only, so the 0.92 budget and its start-up check apply."""
+    return any(g is not None and g.vendor == "intel" for g in req.gpus)
+
+
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("vLLM", req.spec, UNSUPPORTED)
+    if req.settings.extensible_kv_cache and on_xpu(req):
+        req = replace(req, settings=replace(req.settings, extensible_kv_cache=False))
     if req.settings.language_model_only and req.cache.encoder:
         # no tower is built: its weights are not on any card
         req = replace(req, cache=replace(req.cache, encoder=False))
@@ -1162,6 +1172,22 @@ def plan(req: EngineRequest) -> EngineReport:
                                  else ([0] * len(shares), [0] * len(shares)))
     if req.kv_budget_bytes is None and any(sh.gpu is None for sh in shares):
         raise need_gpu()
+    if req.kv_budget_bytes is None and not s.extensible_kv_cache:
+        # v1/worker/utils.py request_memory: without the extensible cache the utilization's
+        # share must be free at start-up, which a unified memory's GPU share may not be
+        for sh in shares:
+            g = sh.gpu
+            if g is None or g.usable_bytes >= g.total_bytes:
+                continue
+            eff = ESTIMATE_UTILIZATION if util is None else util
+            wanted = math.ceil(g.total_bytes * eff)
+            if g.usable_bytes - BEFORE_SNAPSHOT < wanted:
+                raise InputError(
+                    f"vLLM stops at start-up: the {format_bytes(g.usable_bytes - BEFORE_SNAPSHOT, 2)}"
+                    f" free on {g.chip} are less than --gpu-memory-utilization {eff:g} of its "
+                    f"{format_bytes(g.total_bytes, 2)} ({format_bytes(wanted, 2)}; \"Free memory "
+                    "on device ... is less than desired GPU memory utilization\"): lower it, or "
+                    "keep the extensible KV cache", field="gpu_memory_utilization")
 
     # a multimodal prefix-LM model serving its towers takes its largest item in one batch
     mm_floor = (GEMMA4_VIDEO_TOKENS if req.spec.model_type in GEMMA4_TYPES
@@ -1316,6 +1342,11 @@ def plan(req: EngineRequest) -> EngineReport:
     graphs = ("public logs print 0.1–0.8 GiB a card for models up to 35B and several GiB for "
               "large MoE models under tensor parallelism (--enforce-eager captures none; "
               "--kv-cache-memory-bytes, kvplan's --kv-budget, pins the pool)")
+    if req.kv_budget_bytes is None and on_xpu(req) and util is None:
+        notes.append(f"on Intel's XPU vLLM {RELEASE} keeps the extensible KV cache off (it "
+                     "runs on CUDA and ROCm only): the cache gets --gpu-memory-utilization "
+                     f"{ESTIMATE_UTILIZATION:g} of the card less the weights and the activation "
+                     "peak, which must be free at start-up")
     if req.kv_budget_bytes is None and budget.measured is None and not s.enforce_eager:
         # gpu_worker.py determine_available_memory without the extensible cache: the
         # CUDA-graph estimate (profile_cudagraph_memory) comes off the budget
