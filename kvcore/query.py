@@ -31,7 +31,7 @@ from .engines.base import SETTING_NAMES, RankShare
 from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, quality_note
 from .gguf_mix import MIXES, PERPLEXITY
-from .gpus import GPU, gpu_catalog, memory_variants
+from .gpus import GPU, gpu_catalog, memory_variants, with_limit
 from .kv import (
     FP8_DS_MLA_ROW,
     FP8_DS_MLA_WIDTH,
@@ -867,8 +867,6 @@ def _larger_share(q: Query) -> dict[str, Any] | None:
     one machine whose CPU and GPU share one memory and whose GPU has its default share of it,
     leaving the system SYSTEM_RESERVE_BYTES at least, with the setting that raises it there;
     None where the plan does not fit so or sets the share itself."""
-    from .gpus import with_limit
-
     if len(q.gpus) != 1 or q.kv_budget_bytes is not None:
         return None
     gpu = q.gpus[0]
@@ -878,14 +876,17 @@ def _larger_share(q: Query) -> dict[str, Any] | None:
     if high < low:
         return None
 
-    def trial(gib: int) -> Query:
-        return replace(q, gpus=(with_limit(gpu, gib << 30),))
+    # each share tried: its plan and, where it fits, the max context it reaches
+    tried: dict[int, tuple[Query, int | None]] = {}
 
     def fits(gib: int) -> bool:
+        trial = replace(q, gpus=(with_limit(gpu, gib << 30),))
         try:
-            return _fits(trial(gib))[0]
+            ok, max_ctx = _fits(trial)
         except InputError:
-            return False
+            ok = False
+        tried[gib] = (trial, max_ctx if ok else None)
+        return ok
 
     if not fits(high):
         return None
@@ -898,7 +899,9 @@ def _larger_share(q: Query) -> dict[str, Any] | None:
     how = (f"sudo sysctl iogpu.wired_limit_mb={low << 10}" if gpu.vendor == "apple"
            else f"ttm.pages_limit={low << 18}" if "pages_limit" in gpu.usable_note else "")
     change = {"gpu_limit": f"{low}GiB", **({"how": how} if how else {})}
-    return _change(trial(low), _fits(trial(low))[1], change)
+    best, max_ctx = tried[low]
+    assert max_ctx is not None  # the search ends on a share that fits
+    return _change(best, max_ctx, change)
 
 
 def _one_change(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:

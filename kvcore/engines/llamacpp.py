@@ -786,7 +786,6 @@ def plan(req: EngineRequest) -> EngineReport:
                             "to allocate the caches"))
     extra["server_host"] = srv.as_dict()
     said = srv.note()
-    shared = next((g for g in req.gpus if g is not None and g.unified), None)
     if said and shared is not None:
         # one pool: what the GPU may take and what the process keeps beside it
         rest = shared.total_bytes - shared.usable_bytes
