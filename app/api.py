@@ -27,6 +27,7 @@ from .common import (
     check_find_gpu,
     check_find_model,
     check_find_weights,
+    gpu_entry,
     make_query,
     repeated_field,
     settings_from,
@@ -255,19 +256,7 @@ def api_router() -> APIRouter:
     def gpus() -> list[dict[str, Any]]:
         """Each card's memory, peak bandwidth, dense FP16/BF16 matrix peak and host link,
         with their sources."""
-        # memory_options_gb: the sizes an Apple chip was sold with (gpu "m3 max 36gb")
-        return [{"id": g.id, "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
-                 "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "source": g.source,
-                 "matmul_flops_per_s": g.matmul_flops_per_s,
-                 "matmul_flops_source": g.matmul_flops_source,
-                 "host_link": g.host_link or None,
-                 "host_link_bytes_per_s": g.host_link_bytes_per_s,
-                 "host_link_source": g.host_link_source or None,
-                 "memory_options_gb": list(g.memory_options_gb),
-                 # what a plan fills: the driver's total where known, a unified memory's
-                 # default GPU share
-                 "usable_bytes": g.usable_bytes, "unified_memory": g.unified}
-                for g in kvcore.gpu_catalog()]
+        return [gpu_entry(g, sources=True) for g in kvcore.gpu_catalog()]
 
     @api.get("/formats", summary="The KV-cache formats")
     def formats() -> list[dict[str, Any]]:

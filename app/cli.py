@@ -54,6 +54,7 @@ from .common import (
     check_find_model,
     check_find_weights,
     decode_text,
+    gpu_entry,
     make_query,
     model_line,
     prefill_text,
@@ -806,14 +807,7 @@ def _list(cmd: str, as_json: bool) -> str:
                   "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
         rows = [["id", "repo", "family"]] + [[i["id"], i["repo"], i["family"]] for i in items]
     elif cmd == "gpus":
-        items = [{"id": g.id, "name": g.name, "memory_bytes": g.memory_bytes,
-                  "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "vendor": g.vendor,
-                  "matmul_flops_per_s": g.matmul_flops_per_s,
-                  "host_link": g.host_link or None,
-                  "host_link_bytes_per_s": g.host_link_bytes_per_s,
-                  "memory_options_gb": list(g.memory_options_gb),
-                  "usable_bytes": g.usable_bytes, "unified_memory": g.unified}
-                 for g in kvcore.gpu_catalog()]
+        items = [gpu_entry(g) for g in kvcore.gpu_catalog()]
         # "plans with": the driver's total where known, a unified memory's default GPU share
         rows = [["id", "name", "memory", "plans with", "bandwidth", "FP16 matrix"]] + [
             [i["id"], i["name"], format_bytes(i["memory_bytes"], 1),

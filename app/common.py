@@ -261,6 +261,24 @@ def make_query(
     )
 
 
+def gpu_entry(g: Any, sources: bool = False) -> dict[str, Any]:
+    """A catalog card as `kvplan gpus --json` and /api/v1/gpus list it (``sources``: with
+    where each figure comes from, as the API gives them)."""
+    entry = {"id": g.id, "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
+             "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
+             "matmul_flops_per_s": g.matmul_flops_per_s,
+             "host_link": g.host_link or None, "host_link_bytes_per_s": g.host_link_bytes_per_s,
+             # the sizes an Apple chip was sold with (gpu "m3 max 36gb")
+             "memory_options_gb": list(g.memory_options_gb),
+             # what a plan fills: the driver's total where known, a unified memory's default
+             # GPU share
+             "usable_bytes": g.usable_bytes, "unified_memory": g.unified}
+    if sources:
+        entry.update(source=g.source, matmul_flops_source=g.matmul_flops_source,
+                     host_link_source=g.host_link_source or None)
+    return entry
+
+
 def answered(query: Query, db_path: Any = None) -> dict[str, Any]:
     """The plan's JSON as ``kvplan --json`` and /api/v1/plan give it: with ``verified`` where
     this exact plan was measured (verified), and ``to_fit`` where it does not fit."""
