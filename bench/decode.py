@@ -132,6 +132,19 @@ def _check_kivi(fmt: str) -> dict[str, float]:
     v = torch.randn(len(lens), max(lens), HKV, D, device="cuda", generator=g).half()
     cache, agree = kivi_appended(fmt, k, v, lens)
     same = {f"append_identical_{n}": x for n, x in agree.items()}
+    # the three sequences' appends in one launch a chunk (write_appends), against the same
+    # chunks a launch each: every sequence's groups and ring alike (their slots were taken
+    # in another order)
+    many = KiviCache(fmt, len(lens), HKV, D, max(lens), device="cuda")
+    a = 0
+    for c in CHUNKS * 4:
+        seqs = [s for s, n in enumerate(lens) if a < n]
+        if not seqs:
+            break
+        many.append_many(seqs, [k[s, a:min(lens[s], a + c)] for s in seqs],
+                         [v[s, a:min(lens[s], a + c)] for s in seqs])
+        a += c
+    same["one_launch_identical"] = float(kivi_same_bytes(many, cache))
     q = torch.randn(len(lens), HQ, D, device="cuda", generator=g).half()
     out = cache.decode(q)
     assert not torch.isnan(out).any(), fmt
@@ -142,6 +155,22 @@ def _check_kivi(fmt: str) -> dict[str, float]:
     return {"vs_reference": float((out.double() - expect).norm() / expect.norm()),
             "vs_exact": float((out.double() - exact).norm() / exact.norm()),
             **same}
+
+
+def kivi_same_bytes(a: KiviCache, b: KiviCache) -> bool:
+    """Whether two KIVI caches of one shape hold the same bytes for every sequence: its
+    lengths, each quantized group's planes (in the slot each table gives it) and its ring."""
+    if (a.n_quant, a.n_resid) != (b.n_quant, b.n_resid):
+        return False
+    for s, nq in enumerate(a.n_quant):
+        sa = a.group_table[s, :nq // a.group].long()
+        sb = b.group_table[s, :nq // b.group].long()
+        planes = ("kq", "ks", "km", "vq", "vs", "vm")
+        if not all(torch.equal(getattr(a, p)[sa], getattr(b, p)[sb]) for p in planes):
+            return False
+        if not (torch.equal(a.kr[s], b.kr[s]) and torch.equal(a.vr[s], b.vr[s])):
+            return False
+    return True
 
 
 def _check(fmt: str, page: int, **launch: object) -> dict[str, float]:
@@ -373,22 +402,24 @@ def kivi_copies(cache: KiviCache) -> list[KiviCache]:
 
 def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = None,
                      ring_kernel: bool = True, max_registers: int | None = None,
-                     writers_first: bool = False) -> tuple[float, int]:
+                     writers_first: bool = False,
+                     per_sequence: bool = False) -> tuple[float, int]:
     """Seconds per append of min(APPEND_TOKENS, batch · tokens) new tokens into empty
     sequences of a KIVI cache (whole sequences, the first ones), replayed from a CUDA graph
     over input copies too large for L2, and the bytes each append moves: the input read, the
-    quantized groups it flushes and the residual-ring slots it writes. ``num_warps``,
-    ``ring_kernel``, ``max_registers``, ``writers_first``: KiviCache.write_append's."""
+    quantized groups it flushes and the residual-ring slots it writes. Several sequences' appends
+    are one launch (KiviCache.write_appends); ``per_sequence``: a launch each, as before kernel
+    v77 (then ``ring_kernel`` and ``writers_first`` apply). ``num_warps``, ``max_registers``:
+    the launch's, as KiviCache.write_append takes them."""
     n = min(APPEND_TOKENS, batch * tokens)
     cache = KiviCache(fmt, batch, HKV, D, tokens, device="cuda")
+    counts = [(s, min(tokens, n - s * tokens)) for s in range(batch) if n > s * tokens]
+    if len(counts) > 1 and not per_sequence:
+        return kivi_batched_append_time(cache, counts, num_warps, max_registers)
     plans = []
-    for s in range(batch):
-        m = min(tokens, n - s * tokens)
-        if m <= 0:
-            break
+    for s, m in counts:
         plans.append((s, m, cache.plan_append(s, m)))
-    slot = sum(t[0].numel() * t.element_size()
-               for t in (cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm))
+    slot = kivi_slot_bytes(cache)
     moved = (2 * n * HKV * D * 2 + sum(p[2] for _, _, p in plans) * slot
              + sum(min(m, cache.ring) for _, m, _ in plans) * 2 * HKV * D * 2)
 
@@ -401,6 +432,31 @@ def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = 
                 torch.randn(m, HKV, D, device="cuda", dtype=torch.float16)) for _, m, _ in plans]
               for _ in range(copies_for(moved))]
     return graph_time([partial(step, xs) for xs in inputs]), moved
+
+
+def kivi_batched_append_time(cache: KiviCache, counts: list[tuple[int, int]],
+                             num_warps: int | None = None,
+                             max_registers: int | None = None) -> tuple[float, int]:
+    """kivi_append_time's figures for the appends of ``counts`` [(sequence, tokens), …] to the
+    empty sequences of ``cache`` in one launch (KiviCache.write_appends)."""
+    plans, programs = cache.plan_appends(counts)
+    flushed = int(plans[:, 2].sum())
+    n = sum(m for _, m in counts)
+    moved = (2 * n * HKV * D * 2 + flushed * kivi_slot_bytes(cache)
+             + sum(min(m, cache.ring) for _, m in counts) * 2 * HKV * D * 2)
+    inputs = [(torch.randn(n, HKV, D, device="cuda", dtype=torch.float16),
+               torch.randn(n, HKV, D, device="cuda", dtype=torch.float16))
+              for _ in range(copies_for(moved))]
+    return graph_time([partial(cache.write_appends, plans, programs, kx, vx,
+                               num_warps=num_warps, max_registers=max_registers)
+                       for kx, vx in inputs]), moved
+
+
+def kivi_slot_bytes(cache: KiviCache) -> int:
+    """The bytes of one quantized group of a KIVI cache, over its KV heads: codes, scales and
+    minimums of K and V."""
+    return sum(t[0].numel() * t.element_size()
+               for t in (cache.kq, cache.ks, cache.km, cache.vq, cache.vs, cache.vm))
 
 
 def kivi_row(fmt: str, batch: int, tokens: int, t_sdpa: float | None, read_bw: float) -> dict:

@@ -154,18 +154,21 @@ def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int 
 
 
 def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: int = 3,
-                       max_registers: int = 0):
+                       max_registers: int = 0, batched: bool = False):
     """KIVI's flush kernel (head_dim 128, 8 KV heads, groups of 32 tokens, the GPU paths;
-    ``late``: the values loaded once the keys are stored) compiled for sm_90: (kernel, SASS,
-    resource usage)."""
+    ``late``: the values loaded once the keys are stored; ``batched``: several sequences'
+    appends in one launch, as KiviCache.write_appends launches it) compiled for sm_90:
+    (kernel, SASS, resource usage)."""
     from kvcore.kernels.kivi_triton import kivi_flush_kernel
 
     sig = {"KR": "*fp16", "VR": "*fp16", "XK": "*fp16", "XV": "*fp16", "KQ": "*u8",
            "KS": "*fp16", "KM": "*fp16", "VQ": "*u8", "VS": "*fp16", "VM": "*fp16",
            "GT": "*i32", "s": "i32", "stride_gt": "i32", "g0": "i32", "nflush": "i32",
-           "live": "i32", "first": "i32", "n": "i32", "RING": "i32", "j_first": "i32"}
+           "live": "i32", "first": "i32", "n": "i32", "RING": "i32", "j_first": "i32",
+           **({"PLANS": "*i32"} if batched else {})}
     consts = dict(H=8, D=128, DV=128, G=32, BITS=bits, PER=8 // bits, LEVELS=(1 << bits) - 1,
-                  HAS_V=True, TOK=32, RING_SLOTS=True, HW=True, LATE_V=late, STAGES=3)
+                  HAS_V=True, TOK=32, RING_SLOTS=True, HW=True, LATE_V=late, STAGES=3,
+                  BATCHED=batched)
     options = {"num_warps": warps, "num_stages": stages}
     if max_registers:
         options["maxnreg"] = max_registers

@@ -369,6 +369,71 @@ class KiviCache:
             if self.has_v:
                 self.vr[s][:, slots] = v[first:].transpose(0, 1).to(self.vr.dtype)
 
+    def plan_appends(self, counts: list[tuple[int, int]]) -> tuple[Any, int]:
+        """Book appends of n new tokens to each sequence s of ``counts`` [(s, n), …], each as
+        plan_append books it, for one launch of write_appends: the sequences must differ (the
+        programs of two appends to one sequence would race). Returns the launch's plan rows
+        (int32 [B, 7] on the cache's device: s, first flushed group, groups flushed, tokens
+        held before, first token that reaches the ring, n, and the append's first row among
+        the new tokens, the appends' tokens one after another) and its programs a KV head:
+        the most any append needs."""
+        seqs = [s for s, _ in counts]
+        if len(set(seqs)) != len(seqs):
+            raise ValueError("one launch appends to a sequence once: "
+                             f"sequences {sorted(seqs)} repeat one")
+        top, need = self.residual + self.group - 1, 0
+        for s, n in counts:
+            if n < 0 or self.n_quant[s] + self.n_resid[s] + n > self.capacity:
+                raise ValueError("KIVI cache is full")
+            held = self.n_resid[s] + n
+            need += 0 if held <= top else -(-(held - top) // self.group)
+        if need > len(self._free):
+            raise ValueError("KIVI cache is full")
+        rows, start, programs = [], 0, 0
+        for s, n in counts:
+            live, g0, flushed = self.plan_append(s, n)
+            first = max(0, n - self.ring)
+            programs = max(programs, flushed + -(-(n - first) // RING_TOKENS))
+            rows.append([s, g0, flushed, live, first, n, start])
+            start += n
+        plans = _torch().tensor(rows, dtype=_torch().int32).reshape(-1, 7)
+        return plans.to(self.kr.device), programs
+
+    def write_appends(self, plans: Any, programs: int, k: Any, v: Any,
+                      num_warps: int | None = None, late_v: bool | None = None,
+                      max_registers: int | None = None) -> None:
+        """The device work of the appends plan_appends booked, in one launch: k [Σn, heads,
+        head_dim], v [Σn, heads, head_dim_v] the appends' new tokens one after another. Each
+        append's programs do what write_append's one launch does for it (its ring slots
+        written by the kernel); no host state changes, so a CUDA graph can replay it.
+        ``num_warps``, ``late_v``, ``max_registers``: write_append's."""
+        from .kivi_triton import kivi_flush_kernel
+
+        if not programs or not plans.shape[0]:
+            return
+        kivi_flush_kernel[(programs, self.heads, plans.shape[0])](
+            self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
+            self.vq, self.vs, self.vm, self.group_table, 0, self.group_table.stride(0), 0, 0,
+            0, 0, 0, self.ring, 0, H=self.heads, D=self.head_dim, DV=self.head_dim_v,
+            G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
+            HAS_V=self.has_v, TOK=RING_TOKENS, RING_SLOTS=True, HW=k.is_cuda,
+            STAGES=FLUSH_STAGES,
+            LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
+            num_warps=num_warps or FLUSH_LAUNCH[self.bits][0], PLANS=plans, BATCHED=True,
+            **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
+                                     else max_registers) else {}))
+
+    def append_many(self, seqs: list[int], ks: list[Any], vs: list[Any]) -> None:
+        """Append ks[i] [n_i, heads, head_dim] and vs[i] to sequence seqs[i], every append in
+        one kernel launch (the bytes of appending each on its own)."""
+        if not (len(seqs) == len(ks) == len(vs)):
+            raise ValueError("one list of new K tokens and one of V tokens a sequence")
+        if not seqs:
+            return
+        torch = _torch()
+        plans, programs = self.plan_appends([(s, k.shape[0]) for s, k in zip(seqs, ks, strict=True)])
+        self.write_appends(plans, programs, torch.cat(ks), torch.cat(vs))
+
     def append_triton(self, s: int, k: Any, v: Any) -> None:
         """Append tokens k [n, heads, head_dim], v [n, heads, head_dim_v] to sequence ``s`` in
         one kernel launch for all the groups they flush (the same bytes as ``append``)."""

@@ -95,7 +95,8 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                       DV: tl.constexpr, G: tl.constexpr, BITS: tl.constexpr, PER: tl.constexpr,
                       LEVELS: tl.constexpr, HAS_V: tl.constexpr, TOK: tl.constexpr = 32,
                       RING_SLOTS: tl.constexpr = True, HW: tl.constexpr = False,
-                      LATE_V: tl.constexpr = False, STAGES: tl.constexpr = 3):
+                      LATE_V: tl.constexpr = False, STAGES: tl.constexpr = 3, PLANS=None,
+                      BATCHED: tl.constexpr = False):
     """An append to sequence ``s`` of the new tokens XK [n, H, D] and XV [n, H, DV] (token
     live + i at row i; ``live``: the tokens held before it) in one launch. DV: the width of
     V's rows (D but where K and V differ; both multiples of G). HAS_V false: a K-only cache
@@ -114,9 +115,25 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     slots (live + i) mod RING. A slot that a flushed token is read from takes its new token
     from the program that reads it, once it has (after the group's loop); the programs
     j ≥ nflush write the other slots, TOK new tokens each, and can run at any time.
-    ``j_first``: the launch's first program j (0; a launch in parts puts the writers first)."""
+    ``j_first``: the launch's first program j (0; a launch in parts puts the writers first).
+
+    BATCHED: the appends of several sequences in one launch, program (j, h, b) doing program
+    (j, h) of append b, whose s, g0, nflush, live, first and n are row b of PLANS [B, 7] (int32)
+    and whose new tokens are rows PLANS[b, 6] … of XK and XV (the appends' tokens one after
+    another); the scalar arguments are not read. An append of fewer programs than the grid's
+    leaves its last ones idle: a writer past its tokens stores nothing."""
     j0 = j_first + tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
+    xoff = 0
+    if BATCHED:
+        row = PLANS + tl.program_id(2) * 7
+        s = tl.load(row)
+        g0 = tl.load(row + 1)
+        nflush = tl.load(row + 2)
+        live = tl.load(row + 3)
+        first = tl.load(row + 4)
+        n = tl.load(row + 5)
+        xoff = tl.load(row + 6).to(tl.int64)
     c = tl.arange(0, G)
     WIDE: tl.constexpr = D if D > DV else DV
     if j0 < nflush:
@@ -125,7 +142,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
         tok = gi.to(tl.int64) * G + t
         old = tok < live
         rb = (s * H + h) * RING + tok % RING
-        xb = (tok - live) * H + h
+        xb = (tok - live + xoff) * H + h
         gbase = tl.load(GT + s * stride_gt + gi).to(tl.int64) * H + h
         j = tl.arange(0, G // PER)  # K's bytes of a channel, V's of a token in a block
         kshift = (tl.arange(0, PER) * BITS)[None, :, None]
@@ -172,7 +189,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
             i = first + (a - first % RING + RING) % RING
             for cb in range(0, WIDE // G):
                 d = cb * G + c
-                _ring_block(KR, VR, XK, XV, rb, i * H + h, old & (i < n), d,
+                _ring_block(KR, VR, XK, XV, rb, (i + xoff) * H + h, old & (i < n), d,
                             _below(d, D, D == DV), _below(d, DV, D == DV), D, DV, HAS_V)
     else:
         i = first + (j0 - nflush) * TOK + tl.arange(0, TOK)
@@ -182,7 +199,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
         slot = (s * H + h) * RING + (live + i) % RING
         for cb in range(0, WIDE // G):
             d = cb * G + c
-            _ring_block(KR, VR, XK, XV, slot, i.to(tl.int64) * H + h, m, d,
+            _ring_block(KR, VR, XK, XV, slot, (i.to(tl.int64) + xoff) * H + h, m, d,
                         _below(d, D, D == DV), _below(d, DV, D == DV), D, DV, HAS_V)
 
 

@@ -32,6 +32,7 @@ SCRIPT = textwrap.dedent("""
         out[fmt + "-lookup"] = sass_count.compile_append(fmt, 64, 4, lookup=True)[0].asm["ptx"]
     for bits in (2, 4):
         out[f"kivi{bits}"] = sass_count.compile_kivi_flush(bits)[0].asm["ptx"]
+        out[f"kivi{bits}-batched"] = sass_count.compile_kivi_flush(bits, batched=True)[0].asm["ptx"]
         out[f"kivi{bits}-decode"] = sass_count.compile_kivi_decode(bits)[0].asm["ptx"]
         out[f"kivi{bits}-decode-unswapped"] = sass_count.compile_kivi_decode(
             bits, swap=False)[0].asm["ptx"]
@@ -53,8 +54,10 @@ def test_q4_0_rounds_its_reciprocal_and_product_as_the_reference(ptx: dict[str, 
 
 
 @pytest.mark.parametrize("bits", [2, 4])
-def test_kivi_flush_rounds_without_conversions(ptx: dict[str, str], bits: int) -> None:
-    text = ptx[f"kivi{bits}"]
+@pytest.mark.parametrize("batched", ["", "-batched"])  # several sequences' appends a launch
+def test_kivi_flush_rounds_without_conversions(ptx: dict[str, str], bits: int,
+                                               batched: str) -> None:
+    text = ptx[f"kivi{bits}{batched}"]
     # the scales' reciprocals correctly rounded, and nothing else divided: (hi - lo) / levels
     # compiles to an approximate reciprocal of the levels, which the reference does not have
     assert "div.rn.f32" in text

@@ -182,6 +182,49 @@ def test_bulk_append_writes_the_token_by_token_bytes(capacity, chunks, writers_f
     assert (bulk.n_quant, bulk.n_resid) == (one.n_quant, one.n_resid)
 
 
+@pytest.mark.parametrize(("fmt", "dtype", "dv", "values"), [
+    ("kivi2", torch.float16, 64, True), ("kivi4", torch.bfloat16, 64, True),
+    ("kivi4", torch.float16, 32, True), ("kivi2", torch.float16, 64, False)])
+def test_appends_of_several_sequences_in_one_launch_write_the_token_by_token_bytes(
+        fmt, dtype, dv, values):
+    # one launch for the appends of several sequences (each its own rows of the new tokens,
+    # its own flushed groups and ring slots; some flush nothing, one appends no token, the
+    # grid's programs past an append's own idle): every byte, the lengths and the group table
+    # must be those of appending one token at a time to each sequence
+    g = torch.Generator().manual_seed(31)
+    rounds = [{0: 200, 1: 7, 2: 0, 3: 160}, {0: 1, 1: 300, 3: 33}, {2: 450, 0: 40, 1: 2}]
+    one, many = (KiviCache(fmt, 4, 2, 64, 800, head_dim_v=dv, values=values) for _ in range(2))
+    for r in rounds:
+        ks = {s: torch.randn(n, 2, 64, generator=g).to(dtype) for s, n in r.items()}
+        vs = {s: torch.randn(n, 2, dv, generator=g).to(dtype) if values else ks[s]
+              for s, n in r.items()}
+        for s in r:
+            for i in range(r[s]):
+                one.append(s, ks[s][i:i + 1], vs[s][i:i + 1])
+        many.append_many(list(r), [ks[s] for s in r], [vs[s] for s in r])
+        assert (many.n_quant, many.n_resid) == (one.n_quant, one.n_resid)
+    assert many.n_quant[2] > 0 and many.n_resid[1] > 0
+    for a, b in zip(many.tensors(), one.tensors(), strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(many.group_table, one.group_table)
+
+
+def test_appends_in_one_launch_refuse_a_repeated_sequence_and_a_full_cache_unbooked():
+    cache = KiviCache("kivi2", 3, 1, 32, 200)
+    x = torch.zeros(150, 1, 32).half()
+    with pytest.raises(ValueError, match="repeat"):
+        cache.plan_appends([(0, 1), (1, 1), (0, 1)])
+    cache.append_many([0], [x], [x])
+    # sequence 1 fits, sequence 0 does not: nothing is booked for either
+    with pytest.raises(ValueError, match="full"):
+        cache.plan_appends([(1, 10), (0, 51)])
+    assert (cache.n_quant, cache.n_resid) == ([0, 0, 0], [150, 0, 0])
+    assert int((cache.group_table >= 0).sum()) == 0
+    plans, programs = cache.plan_appends([(1, 10), (0, 50)])
+    assert plans.tolist() == [[1, 0, 0, 0, 0, 10, 0], [0, 0, 2, 150, 0, 50, 10]]
+    assert programs == 2 + 2  # sequence 0 flushes 2 groups and writes 50 ring slots
+
+
 @pytest.mark.parametrize(("dtype", "dv", "values"), [(torch.float16, 64, True),
                                                      (torch.bfloat16, 64, True),
                                                      (torch.float16, 32, True),

@@ -1,0 +1,91 @@
+"""KIVI appends of several sequences: one launch for all (KiviCache.write_appends, kernel v77)
+against a launch a sequence (before v77), in turns, on the decode benchmark's shape (8 KV heads
+of 128) and its bytes moved; the bytes of both checked equal first.
+
+    python bench/probes/kivi_batched_append.py [--rounds 3] [--out DIR]
+
+Writes kivi-batched-append.json into --out: per format and (sequences × tokens) the seconds
+of each path in every round and the read-bandwidth fraction of the best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+from decode import HKV, D, kivi_append_time, kivi_same_bytes  # noqa: E402
+
+from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
+from kvcore.kernels.kivi import KiviCache  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+#: (batch, tokens) as the decode benchmark's rows: min(16,384, batch · tokens) new tokens
+#: over the first sequences, each up to ``tokens``
+SHAPES = ((64, 4096), (16, 1024), (4, 4096), (1, 4096))
+
+
+def same_bytes(fmt: str) -> bool:
+    """Four sequences' appends of uneven lengths, in rounds: one launch a round against a launch
+    a sequence."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    lens = [3000, 1, 1500, 700]
+    k = torch.randn(4, 3000, HKV, D, device="cuda", generator=g).half()
+    v = torch.randn(4, 3000, HKV, D, device="cuda", generator=g).half()
+    one = KiviCache(fmt, 4, HKV, D, 3000, device="cuda")
+    many = KiviCache(fmt, 4, HKV, D, 3000, device="cuda")
+    a = 0
+    for c in (700, 1, 159, 33, 1000, 1107):
+        seqs = [s for s, n in enumerate(lens) if a < n]
+        ks = [k[s, a:min(lens[s], a + c)] for s in seqs]
+        vs = [v[s, a:min(lens[s], a + c)] for s in seqs]
+        for s, kx, vx in zip(seqs, ks, vs, strict=True):
+            one.append_triton(s, kx, vx)
+        many.append_many(seqs, ks, vs)
+        a += c
+    torch.cuda.synchronize()
+    return kivi_same_bytes(one, many)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    bw = measure_bandwidth(torch)
+    out: dict = {"env": environment("cuda", torch), "bandwidth": bw, "rows": []}
+    for fmt in ("kivi2", "kivi4"):
+        out[f"{fmt}_identical"] = same_bytes(fmt)
+        print(fmt, "one launch writes the bytes of a launch a sequence:", out[f"{fmt}_identical"])
+        for batch, tokens in SHAPES:
+            times: dict[str, list[float]] = {"one_launch": [], "per_sequence": []}
+            moved = 0
+            for _ in range(args.rounds):
+                for name in times:
+                    t, moved = kivi_append_time(fmt, batch, tokens,
+                                                per_sequence=name == "per_sequence")
+                    times[name].append(t)
+            best = {n: min(t) for n, t in times.items()}
+            row = {"format": fmt, "batch": batch, "tokens": tokens, "bytes": moved,
+                   "seconds": times,
+                   "fraction_of_read_bw": {n: moved / t / bw["read_bytes_per_s"]
+                                           for n, t in best.items()}}
+            out["rows"].append(row)
+            print(f"{fmt} B={batch} T={tokens}: one launch "
+                  f"{' '.join(f'{x * 1e6:.1f}' for x in times['one_launch'])} µs, "
+                  f"a launch a sequence "
+                  f"{' '.join(f'{x * 1e6:.1f}' for x in times['per_sequence'])} µs; "
+                  f"{row['fraction_of_read_bw']['one_launch']:.1%} against "
+                  f"{row['fraction_of_read_bw']['per_sequence']:.1%} of read bandwidth")
+    Path(args.out, "kivi-batched-append.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

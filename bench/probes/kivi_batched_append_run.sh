@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# One device call: KIVI's appends of several sequences in one launch (v77) against a launch a
+# sequence (bench/probes/kivi_batched_append.py), then the decode benchmark's KIVI rows.
+set -u
+export PYTHONUNBUFFERED=1
+bash bench/gpu_env.sh
+cat "$OUT/gpu.log"
+timeout 150 python3 bench/probes/kivi_batched_append.py --out "$OUT" 2>&1 | grep -v Warning | tail -12
+timeout "${LIMIT:-240}" python3 bench/decode.py --formats kivi2,kivi4 --out "$OUT" \
+    2>&1 | grep -v Warning | grep "^[a-z0-9_]* *B=\|correctness\|identical\|TB/s\|Error\|error" | cut -c1-600
