@@ -39,6 +39,9 @@ class GPU:
     #: what sets the GPU's share of that memory and how to raise it, where a vendor other than
     #: Apple sets one (Apple's is macOS's wired limit, said by the plan itself)
     usable_note: str = ""
+    #: the setting that raises that share: "iogpu.wired_limit_mb" (macOS, Apple's always),
+    #: "ttm.pages_limit" (Linux's ttm module); "" where there is none to name
+    limit_setting: str = ""
     #: the memory its GPU may use as the user gave it (gpu_limit: a raised wired or GTT
     #: limit), where given; None: usable_fraction's default share
     limit_bytes: int | None = None
@@ -126,6 +129,8 @@ def gpu_catalog() -> tuple[GPU, ...]:
             usable_fraction=float(entry.get("gpu_usable_fraction", 1.0)),
             unified=entry.get("vendor") == "apple" or bool(entry.get("unified_memory", False)),
             usable_note=entry.get("gpu_usable_note", ""),
+            limit_setting=("iogpu.wired_limit_mb" if entry.get("vendor") == "apple"
+                           else entry.get("gpu_limit_setting", "")),
             max_cards=int(entry.get("max_cards", 8)),
             architecture=entry.get("architecture", ""),
             memory_type=entry.get("memory_type", ""),

@@ -896,8 +896,9 @@ def _larger_share(q: Query) -> dict[str, Any] | None:
             high = mid
         else:
             low = mid + 1
-    how = (f"sudo sysctl iogpu.wired_limit_mb={low << 10}" if gpu.vendor == "apple"
-           else f"ttm.pages_limit={low << 18}" if "pages_limit" in gpu.usable_note else "")
+    # macOS's limit in MiB, the ttm module's in pages of 4 KiB
+    how = {"iogpu.wired_limit_mb": f"sudo sysctl iogpu.wired_limit_mb={low << 10}",
+           "ttm.pages_limit": f"ttm.pages_limit={low << 18}"}.get(gpu.limit_setting, "")
     change = {"gpu_limit": f"{low}GiB", **({"how": how} if how else {})}
     best, max_ctx = tried[low]
     assert max_ctx is not None  # the search ends on a share that fits

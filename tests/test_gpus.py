@@ -155,8 +155,12 @@ def test_entry_has_source_units_and_plausible_bandwidth(entry):
     if "gpu_usable_fraction" in entry:
         assert unified and 0 < entry["gpu_usable_fraction"] < 1
         assert ("gpu_usable_note" in entry) == (entry["vendor"] != "apple")
+        # the setting a plan past the share names: Apple's is macOS's, the others' given
+        assert ("gpu_limit_setting" in entry) == (entry["vendor"] != "apple")
+        assert entry.get("gpu_limit_setting", "ttm.pages_limit") in ("ttm.pages_limit",)
     else:
         assert entry["vendor"] != "apple" and "gpu_usable_note" not in entry
+        assert "gpu_limit_setting" not in entry
     assert "unified_memory" not in entry or entry["vendor"] != "apple"
     if entry["vendor"] == "apple" or entry["id"].startswith("jetson"):
         assert entry["max_cards"] == 1
@@ -409,3 +413,12 @@ def test_the_lists_give_what_a_plan_fills(capsys):
     assert api["dgx-spark"]["usable_bytes"] == 124610 << 20 and api["dgx-spark"]["unified_memory"]
     page = c.get("/gpus").text
     assert "plans with 64 GiB, shared with the CPU" in page
+
+
+def test_the_setting_that_raises_a_unified_share_is_the_systems():
+    # a plan past the default share names the setting (query's raised share: its "how")
+    from kvcore.gpus import find_gpu
+
+    assert find_gpu("m4 max").limit_setting == "iogpu.wired_limit_mb"
+    assert find_gpu("strix halo").limit_setting == "ttm.pages_limit"
+    assert find_gpu("dgx spark").limit_setting == find_gpu("h100").limit_setting == ""
