@@ -402,20 +402,20 @@ def kivi_copies(cache: KiviCache) -> list[KiviCache]:
 
 def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = None,
                      ring_kernel: bool = True, max_registers: int | None = None,
-                     writers_first: bool = False,
-                     per_sequence: bool = False) -> tuple[float, int]:
+                     writers_first: bool = False, per_sequence: bool = False,
+                     parts: int = 1) -> tuple[float, int]:
     """Seconds per append of min(APPEND_TOKENS, batch · tokens) new tokens into empty
     sequences of a KIVI cache (whole sequences, the first ones), replayed from a CUDA graph
     over input copies too large for L2, and the bytes each append moves: the input read, the
     quantized groups it flushes and the residual-ring slots it writes. Several sequences' appends
     are one launch (KiviCache.write_appends); ``per_sequence``: a launch each, as before kernel
-    v77 (then ``ring_kernel`` and ``writers_first`` apply). ``num_warps``, ``max_registers``:
-    the launch's, as KiviCache.write_append takes them."""
+    v77 (then ``ring_kernel`` and ``writers_first`` apply). ``num_warps``, ``max_registers``,
+    ``parts``: the launch's, as KiviCache.write_append takes them."""
     n = min(APPEND_TOKENS, batch * tokens)
     cache = KiviCache(fmt, batch, HKV, D, tokens, device="cuda")
     counts = [(s, min(tokens, n - s * tokens)) for s in range(batch) if n > s * tokens]
     if len(counts) > 1 and not per_sequence:
-        return kivi_batched_append_time(cache, counts, num_warps, max_registers)
+        return kivi_batched_append_time(cache, counts, num_warps, max_registers, parts)
     plans = []
     for s, m in counts:
         plans.append((s, m, cache.plan_append(s, m)))
@@ -426,7 +426,8 @@ def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = 
     def step(xs: list) -> None:
         for (s, _, plan), (kx, vx) in zip(plans, xs, strict=True):
             cache.write_append(s, kx, vx, *plan, num_warps=num_warps, ring_kernel=ring_kernel,
-                               max_registers=max_registers, writers_first=writers_first)
+                               max_registers=max_registers, writers_first=writers_first,
+                               parts=parts)
 
     inputs = [[(torch.randn(m, HKV, D, device="cuda", dtype=torch.float16),
                 torch.randn(m, HKV, D, device="cuda", dtype=torch.float16)) for _, m, _ in plans]
@@ -435,8 +436,8 @@ def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = 
 
 
 def kivi_batched_append_time(cache: KiviCache, counts: list[tuple[int, int]],
-                             num_warps: int | None = None,
-                             max_registers: int | None = None) -> tuple[float, int]:
+                             num_warps: int | None = None, max_registers: int | None = None,
+                             parts: int = 1) -> tuple[float, int]:
     """kivi_append_time's figures for the appends of ``counts`` [(sequence, tokens), …] to the
     empty sequences of ``cache`` in one launch (KiviCache.write_appends)."""
     plans, programs = cache.plan_appends(counts)
@@ -448,7 +449,8 @@ def kivi_batched_append_time(cache: KiviCache, counts: list[tuple[int, int]],
                torch.randn(n, HKV, D, device="cuda", dtype=torch.float16))
               for _ in range(copies_for(moved))]
     return graph_time([partial(cache.write_appends, plans, programs, kx, vx,
-                               num_warps=num_warps, max_registers=max_registers)
+                               num_warps=num_warps, max_registers=max_registers,
+                               parts=parts)
                        for kx, vx in inputs]), moved
 
 

@@ -154,10 +154,11 @@ def compile_append(fmt: str, rows: int, warps: int, stages: int = 1, sides: int 
 
 
 def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: int = 3,
-                       max_registers: int = 0, batched: bool = False):
+                       max_registers: int = 0, batched: bool = False, parts: int = 1):
     """KIVI's flush kernel (head_dim 128, 8 KV heads, groups of 32 tokens, the GPU paths;
     ``late``: the values loaded once the keys are stored; ``batched``: several sequences'
-    appends in one launch, as KiviCache.write_appends launches it) compiled for sm_90:
+    appends in one launch, as KiviCache.write_appends launches it; ``parts``: its channel
+    blocks shared among that many programs) compiled for sm_90:
     (kernel, SASS, resource usage)."""
     from kvcore.kernels.kivi_triton import kivi_flush_kernel
 
@@ -168,7 +169,7 @@ def compile_kivi_flush(bits: int, warps: int = 4, late: bool = False, stages: in
            **({"PLANS": "*i32"} if batched else {})}
     consts = dict(H=8, D=128, DV=128, G=32, BITS=bits, PER=8 // bits, LEVELS=(1 << bits) - 1,
                   HAS_V=True, TOK=32, RING_SLOTS=True, HW=True, LATE_V=late, STAGES=3,
-                  BATCHED=batched)
+                  BATCHED=batched, PARTS=parts)
     options = {"num_warps": warps, "num_stages": stages}
     if max_registers:
         options["maxnreg"] = max_registers

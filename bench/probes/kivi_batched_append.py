@@ -1,6 +1,7 @@
 """KIVI appends of several sequences: one launch for all (KiviCache.write_appends, kernel v77)
-against a launch a sequence (before v77), in turns, on the decode benchmark's shape (8 KV heads
-of 128) and its bytes moved; the bytes of both checked equal first.
+against a launch a sequence (before v77), and a group's channel blocks shared among 2 or 4
+programs, in turns, on the decode benchmark's shape (8 KV heads of 128) and its bytes moved;
+the bytes of one launch and of a launch a sequence checked equal first.
 
     python bench/probes/kivi_batched_append.py [--rounds 3] [--out DIR]
 
@@ -29,7 +30,11 @@ from kvcore.measure import environment  # noqa: E402
 
 #: (batch, tokens) as the decode benchmark's rows: min(16,384, batch · tokens) new tokens
 #: over the first sequences, each up to ``tokens``
-SHAPES = ((64, 4096), (16, 1024), (4, 4096), (1, 4096))
+SHAPES = ((64, 4096), (16, 1024), (1, 4096), (1, 32768))
+
+#: the launches timed: (name, a launch a sequence, programs sharing a group's channel blocks)
+VARIANTS = (("per_sequence", True, 1), ("one_launch", False, 1), ("parts_2", False, 2),
+            ("parts_4", False, 4))
 
 
 def same_bytes(fmt: str) -> bool:
@@ -65,12 +70,12 @@ def main() -> None:
         out[f"{fmt}_identical"] = same_bytes(fmt)
         print(fmt, "one launch writes the bytes of a launch a sequence:", out[f"{fmt}_identical"])
         for batch, tokens in SHAPES:
-            times: dict[str, list[float]] = {"one_launch": [], "per_sequence": []}
+            times: dict[str, list[float]] = {name: [] for name, _, _ in VARIANTS}
             moved = 0
             for _ in range(args.rounds):
-                for name in times:
-                    t, moved = kivi_append_time(fmt, batch, tokens,
-                                                per_sequence=name == "per_sequence")
+                for name, per_sequence, parts in VARIANTS:
+                    t, moved = kivi_append_time(fmt, batch, tokens, per_sequence=per_sequence,
+                                                parts=parts)
                     times[name].append(t)
             best = {n: min(t) for n, t in times.items()}
             row = {"format": fmt, "batch": batch, "tokens": tokens, "bytes": moved,
@@ -78,12 +83,9 @@ def main() -> None:
                    "fraction_of_read_bw": {n: moved / t / bw["read_bytes_per_s"]
                                            for n, t in best.items()}}
             out["rows"].append(row)
-            print(f"{fmt} B={batch} T={tokens}: one launch "
-                  f"{' '.join(f'{x * 1e6:.1f}' for x in times['one_launch'])} µs, "
-                  f"a launch a sequence "
-                  f"{' '.join(f'{x * 1e6:.1f}' for x in times['per_sequence'])} µs; "
-                  f"{row['fraction_of_read_bw']['one_launch']:.1%} against "
-                  f"{row['fraction_of_read_bw']['per_sequence']:.1%} of read bandwidth")
+            print(f"{fmt} B={batch} T={tokens}: " + "; ".join(
+                f"{name} {' '.join(f'{x * 1e6:.1f}' for x in t)} µs "
+                f"{row['fraction_of_read_bw'][name]:.1%}" for name, t in times.items()))
     Path(args.out, "kivi-batched-append.json").write_text(json.dumps(out, indent=1))
 
 

@@ -329,7 +329,7 @@ class KiviCache:
     def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int,
                      num_warps: int | None = None, late_v: bool | None = None,
                      ring_kernel: bool = True, max_registers: int | None = None,
-                     writers_first: bool = False) -> None:
+                     writers_first: bool = False, parts: int = 1) -> None:
         """The device work of an append that plan_append booked, in one launch: its programs
         quantize the flushed groups (from the ring and the new tokens) and put the newest
         tokens in their ring slots, each slot that a flushed token is read from written by the
@@ -339,23 +339,28 @@ class KiviCache:
         ``ring_kernel`` False: the ring slots written by torch indexing after the launch
         instead (several small launches: the probe times the difference); ``writers_first``:
         the launch in two, the ring-writing programs before the flushing ones (the order in
-        which a writer that touched a slot still to be read would show)."""
+        which a writer that touched a slot still to be read would show); ``parts``: each
+        program's channel blocks shared among that many programs (more programs for a short
+        append)."""
         from .kivi_triton import kivi_flush_kernel
+
+        self._check_parts(parts)
 
         n = k.shape[0]
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
         first = max(0, n - self.ring)
         writers = -(-(n - first) // RING_TOKENS) if ring_kernel else 0
-        parts = ([(flushed, writers), (0, flushed)] if writers_first
-                 else [(0, flushed + writers)])
-        for j_first, programs in parts:
+        launches = ([(flushed, writers), (0, flushed)] if writers_first
+                    else [(0, flushed + writers)])
+        for j_first, programs in launches:
             if not programs:
                 continue
-            kivi_flush_kernel[(programs, self.heads)](
+            kivi_flush_kernel[(programs * parts, self.heads)](
                 self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
                 self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
-                flushed, live, first, n, self.ring, j_first, H=self.heads, D=self.head_dim,
+                flushed, live, first, n, self.ring, j_first, PARTS=parts, H=self.heads,
+                D=self.head_dim,
                 DV=self.head_dim_v, G=self.group, BITS=self.bits, PER=8 // self.bits,
                 LEVELS=(1 << self.bits) - 1, HAS_V=self.has_v, TOK=RING_TOKENS,
                 RING_SLOTS=ring_kernel, HW=k.is_cuda, STAGES=FLUSH_STAGES,
@@ -401,17 +406,18 @@ class KiviCache:
 
     def write_appends(self, plans: Any, programs: int, k: Any, v: Any,
                       num_warps: int | None = None, late_v: bool | None = None,
-                      max_registers: int | None = None) -> None:
+                      max_registers: int | None = None, parts: int = 1) -> None:
         """The device work of the appends plan_appends booked, in one launch: k [Σn, heads,
         head_dim], v [Σn, heads, head_dim_v] the appends' new tokens one after another. Each
         append's programs do what write_append's one launch does for it (its ring slots
         written by the kernel); no host state changes, so a CUDA graph can replay it.
-        ``num_warps``, ``late_v``, ``max_registers``: write_append's."""
+        ``num_warps``, ``late_v``, ``max_registers``, ``parts``: write_append's."""
         from .kivi_triton import kivi_flush_kernel
 
+        self._check_parts(parts)
         if not programs or not plans.shape[0]:
             return
-        kivi_flush_kernel[(programs, self.heads, plans.shape[0])](
+        kivi_flush_kernel[(programs * parts, self.heads, plans.shape[0])](
             self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
             self.vq, self.vs, self.vm, self.group_table, 0, self.group_table.stride(0), 0, 0,
             0, 0, 0, self.ring, 0, H=self.heads, D=self.head_dim, DV=self.head_dim_v,
@@ -420,19 +426,29 @@ class KiviCache:
             STAGES=FLUSH_STAGES,
             LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
             num_warps=num_warps or FLUSH_LAUNCH[self.bits][0], PLANS=plans, BATCHED=True,
+            PARTS=parts,
             **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
                                      else max_registers) else {}))
 
-    def append_many(self, seqs: list[int], ks: list[Any], vs: list[Any]) -> None:
+    def _check_parts(self, parts: int) -> None:
+        """A flush's programs share their channel blocks (G channels each) evenly."""
+        blocks = max(self.head_dim, self.head_dim_v) // self.group
+        if parts < 1 or blocks % parts:
+            raise ValueError(f"parts must divide the {blocks} channel blocks of "
+                             f"{self.group}, got {parts}")
+
+    def append_many(self, seqs: list[int], ks: list[Any], vs: list[Any],
+                    parts: int = 1) -> None:
         """Append ks[i] [n_i, heads, head_dim] and vs[i] to sequence seqs[i], every append in
-        one kernel launch (the bytes of appending each on its own)."""
+        one kernel launch (the bytes of appending each on its own); ``parts``:
+        write_append's."""
         if not (len(seqs) == len(ks) == len(vs)):
             raise ValueError("one list of new K tokens and one of V tokens a sequence")
         if not seqs:
             return
         torch = _torch()
         plans, programs = self.plan_appends([(s, k.shape[0]) for s, k in zip(seqs, ks, strict=True)])
-        self.write_appends(plans, programs, torch.cat(ks), torch.cat(vs))
+        self.write_appends(plans, programs, torch.cat(ks), torch.cat(vs), parts=parts)
 
     def append_triton(self, s: int, k: Any, v: Any) -> None:
         """Append tokens k [n, heads, head_dim], v [n, heads, head_dim_v] to sequence ``s`` in

@@ -96,7 +96,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                       LEVELS: tl.constexpr, HAS_V: tl.constexpr, TOK: tl.constexpr = 32,
                       RING_SLOTS: tl.constexpr = True, HW: tl.constexpr = False,
                       LATE_V: tl.constexpr = False, STAGES: tl.constexpr = 3, PLANS=None,
-                      BATCHED: tl.constexpr = False):
+                      BATCHED: tl.constexpr = False, PARTS: tl.constexpr = 1):
     """An append to sequence ``s`` of the new tokens XK [n, H, D] and XV [n, H, DV] (token
     live + i at row i; ``live``: the tokens held before it) in one launch. DV: the width of
     V's rows (D but where K and V differ; both multiples of G). HAS_V false: a K-only cache
@@ -121,8 +121,19 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     (j, h) of append b, whose s, g0, nflush, live, first and n are row b of PLANS [B, 7] (int32)
     and whose new tokens are rows PLANS[b, 6] … of XK and XV (the appends' tokens one after
     another); the scalar arguments are not read. An append of fewer programs than the grid's
-    leaves its last ones idle: a writer past its tokens stores nothing."""
-    j0 = j_first + tl.program_id(0)
+    leaves its last ones idle: a writer past its tokens stores nothing.
+
+    PARTS: each program j's channels shared among PARTS programs (j · PARTS + part), each
+    taking (max(D, DV) / G) / PARTS of the G-channel blocks, in its group and in its ring
+    slots alike: a block is quantized, and a ring slot's columns read and written, by one
+    program whatever the others do, so more programs share a short append."""
+    NCB: tl.constexpr = (D if D > DV else DV) // G // PARTS
+    if PARTS == 1:
+        j0 = j_first + tl.program_id(0)
+        cb0 = 0
+    else:
+        j0 = j_first + tl.program_id(0) // PARTS
+        cb0 = (tl.program_id(0) % PARTS) * NCB
     h = tl.program_id(1).to(tl.int64)
     xoff = 0
     if BATCHED:
@@ -135,7 +146,6 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
         n = tl.load(row + 5)
         xoff = tl.load(row + 6).to(tl.int64)
     c = tl.arange(0, G)
-    WIDE: tl.constexpr = D if D > DV else DV
     if j0 < nflush:
         gi = g0 + j0
         t = tl.arange(0, G)
@@ -147,7 +157,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
         j = tl.arange(0, G // PER)  # K's bytes of a channel, V's of a token in a block
         kshift = (tl.arange(0, PER) * BITS)[None, :, None]
         vshift = (tl.arange(0, PER) * BITS)[None, None, :]
-        for cb in tl.range(0, WIDE // G, num_stages=STAGES):
+        for cb in tl.range(cb0, cb0 + NCB, num_stages=STAGES):
             d = cb * G + c
             # a block lies wholly inside a row or wholly past it (D, DV multiples of G)
             dm = _below(d, D, D == DV)
@@ -187,7 +197,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
             # operand of a remainder is kept non-negative)
             a = (tok - live + RING) % RING
             i = first + (a - first % RING + RING) % RING
-            for cb in range(0, WIDE // G):
+            for cb in range(cb0, cb0 + NCB):
                 d = cb * G + c
                 _ring_block(KR, VR, XK, XV, rb, (i + xoff) * H + h, old & (i < n), d,
                             _below(d, D, D == DV), _below(d, DV, D == DV), D, DV, HAS_V)
@@ -197,7 +207,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
         prev = live + i % RING - RING
         m = (i < n) & ~((prev >= g0 * G) & (prev < (g0 + nflush) * G))
         slot = (s * H + h) * RING + (live + i) % RING
-        for cb in range(0, WIDE // G):
+        for cb in range(cb0, cb0 + NCB):
             d = cb * G + c
             _ring_block(KR, VR, XK, XV, slot, (i.to(tl.int64) + xoff) * H + h, m, d,
                         _below(d, D, D == DV), _below(d, DV, D == DV), D, DV, HAS_V)

@@ -209,6 +209,29 @@ def test_appends_of_several_sequences_in_one_launch_write_the_token_by_token_byt
     assert torch.equal(many.group_table, one.group_table)
 
 
+@pytest.mark.parametrize(("dim", "dv", "parts"), [(64, 64, 2), (128, 128, 4), (96, 96, 3),
+                                                  (64, 32, 2)])
+def test_a_flush_shared_among_programs_by_channel_blocks_writes_the_same_bytes(dim, dv, parts):
+    # each program's G-channel blocks shared among ``parts`` programs (the flushed groups and
+    # the ring slots alike; a narrower V lies in the first blocks only), one sequence at a
+    # time and several in one launch: the bytes of one program a group
+    g = torch.Generator().manual_seed(37)
+    chunks = [(0, 250), (1, 40), (0, 1), (1, 300), (0, 170)]
+    one, split, many = (KiviCache("kivi4", 2, 2, dim, 800, head_dim_v=dv) for _ in range(3))
+    for s, c in chunks:
+        k = torch.randn(c, 2, dim, generator=g).half()
+        v = torch.randn(c, 2, dv, generator=g).half()
+        one.append_triton(s, k, v)
+        split.write_append(s, k, v, *split.plan_append(s, c), parts=parts)
+        many.append_many([s], [k], [v], parts=parts)
+    for cache in (split, many):
+        for a, b in zip(cache.tensors(), one.tensors(), strict=True):
+            assert torch.equal(a, b)
+    assert one.n_quant[1] > 0
+    with pytest.raises(ValueError, match="parts must divide"):
+        one.write_append(0, k[:1], v[:1], *one.plan_append(0, 1), parts=dim // 32 + 1)
+
+
 def test_appends_in_one_launch_refuse_a_repeated_sequence_and_a_full_cache_unbooked():
     cache = KiviCache("kivi2", 3, 1, 32, 200)
     x = torch.zeros(150, 1, 32).half()
