@@ -1144,6 +1144,13 @@ def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, st
     base = bytes_per_token(spec, replace(cache, kv_k=f16, kv_v=f16))
     here = round(16 * bytes_per_token(spec, cache) / base, 4) if base else None
     quality = quality_note(fmt)
+    if ds_mla_rows(spec, cache):
+        # fp8_ds_mla scales each 128 latent values on their own (a float32 scale a tile), not
+        # by one scale as fp8_e4m3's measured row: the nearest measured layout is fp8_pth's
+        # scale a 128-value row
+        quality = (f"{quality_note(get_format('fp8_pth')).split(';')[0]} for fp8 with its own "
+                   f"scale a 128-value row (fp8_pth), as fp8_ds_mla gives each 128 latent "
+                   f"values a float32 scale and keeps the 64 RoPE values in bf16")
     # the format's own bits a value: on 128-wide heads, scales a head included
     nominal = (fmt.row_bytes(128, "k") + fmt.row_bytes(128, "v")) * 8 / 256
     if here is not None and here > nominal * 1.01:

@@ -702,5 +702,13 @@ def test_dsa_quality_note_names_the_fp8_ds_mla_rows_and_leaves_the_indexer_out()
     assert bits == round(16 * (mla.count * 656 + idx.count * 128)
                          / (mla.count * 1152 + idx.count * 256), 4)
     assert "(its latent in fp8_ds_mla rows (656 bytes for 576 values))" in note
+    # its quality is the nearest measured layout's (a scale a 128-value row), not the one
+    # per-tensor scale of fp8_e4m3's measured row
+    from kvcore.formats import _measured
+
+    pth = _measured()["fp8_pth"]["out_rel_err"] * 100
+    assert note.startswith(f"{pth:.1f}% attention-output error vs f16 (measured) for fp8 "
+                           "with its own scale a 128-value row (fp8_pth)")
+    assert "calibrated" not in note
     # bf16 under the same engine: its own 16 bits, the fp8 indexer rows left out
     assert quality_here(spec, CacheOptions(kv_k="bf16", kv_v="bf16", indexer_fp8=True))[0] == 16
