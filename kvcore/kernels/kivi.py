@@ -342,10 +342,7 @@ class KiviCache:
         which a writer that touched a slot still to be read would show); ``parts``: each
         program's channel blocks shared among that many programs (more programs for a short
         append)."""
-        from .kivi_triton import kivi_flush_kernel
-
         self._check_parts(parts)
-
         n = k.shape[0]
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
@@ -354,20 +351,10 @@ class KiviCache:
         launches = ([(flushed, writers), (0, flushed)] if writers_first
                     else [(0, flushed + writers)])
         for j_first, programs in launches:
-            if not programs:
-                continue
-            kivi_flush_kernel[(programs * parts, self.heads)](
-                self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
-                self.vq, self.vs, self.vm, self.group_table, s, self.group_table.stride(0), g0,
-                flushed, live, first, n, self.ring, j_first, PARTS=parts, H=self.heads,
-                D=self.head_dim,
-                DV=self.head_dim_v, G=self.group, BITS=self.bits, PER=8 // self.bits,
-                LEVELS=(1 << self.bits) - 1, HAS_V=self.has_v, TOK=RING_TOKENS,
-                RING_SLOTS=ring_kernel, HW=k.is_cuda, STAGES=FLUSH_STAGES,
-                LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
-                num_warps=num_warps or FLUSH_LAUNCH[self.bits][0],
-                **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
-                                         else max_registers) else {}))
+            if programs:
+                self._flush_launch((programs * parts, self.heads),
+                                   (s, g0, flushed, live, first, n), j_first, k, v,
+                                   ring_kernel, num_warps, late_v, max_registers, parts, None)
         if not ring_kernel:
             slots = (_torch().arange(first, n, device=k.device) + live) % self.ring
             self.kr[s][:, slots] = k[first:].transpose(0, 1).to(self.kr.dtype)
@@ -412,21 +399,30 @@ class KiviCache:
         append's programs do what write_append's one launch does for it (its ring slots
         written by the kernel); no host state changes, so a CUDA graph can replay it.
         ``num_warps``, ``late_v``, ``max_registers``, ``parts``: write_append's."""
+        self._check_parts(parts)
+        if programs and plans.shape[0]:
+            self._flush_launch((programs * parts, self.heads, plans.shape[0]), (0,) * 6, 0,
+                               k, v, True, num_warps, late_v, max_registers, parts, plans)
+
+    def _flush_launch(self, grid: tuple[int, ...], scalars: tuple[int, ...], j_first: int,
+                      k: Any, v: Any, ring_kernel: bool, num_warps: int | None,
+                      late_v: bool | None, max_registers: int | None, parts: int,
+                      plans: Any) -> None:
+        """One launch of kivi_flush_kernel over ``grid``: one append's (sequence, first
+        flushed group, groups flushed, tokens held, first token that reaches the ring, tokens)
+        as ``scalars``, or several appends' as the rows of ``plans`` (BATCHED)."""
         from .kivi_triton import kivi_flush_kernel
 
-        self._check_parts(parts)
-        if not programs or not plans.shape[0]:
-            return
-        kivi_flush_kernel[(programs * parts, self.heads, plans.shape[0])](
+        kivi_flush_kernel[grid](
             self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
-            self.vq, self.vs, self.vm, self.group_table, 0, self.group_table.stride(0), 0, 0,
-            0, 0, 0, self.ring, 0, H=self.heads, D=self.head_dim, DV=self.head_dim_v,
-            G=self.group, BITS=self.bits, PER=8 // self.bits, LEVELS=(1 << self.bits) - 1,
-            HAS_V=self.has_v, TOK=RING_TOKENS, RING_SLOTS=True, HW=k.is_cuda,
-            STAGES=FLUSH_STAGES,
+            self.vq, self.vs, self.vm, self.group_table, scalars[0], self.group_table.stride(0),
+            *scalars[1:], self.ring, j_first, H=self.heads, D=self.head_dim,
+            DV=self.head_dim_v, G=self.group, BITS=self.bits, PER=8 // self.bits,
+            LEVELS=(1 << self.bits) - 1, HAS_V=self.has_v, TOK=RING_TOKENS,
+            RING_SLOTS=ring_kernel, HW=k.is_cuda, STAGES=FLUSH_STAGES,
             LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
-            num_warps=num_warps or FLUSH_LAUNCH[self.bits][0], PLANS=plans, BATCHED=True,
-            PARTS=parts,
+            num_warps=num_warps or FLUSH_LAUNCH[self.bits][0], PARTS=parts,
+            **({"PLANS": plans, "BATCHED": True} if plans is not None else {}),
             **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
                                      else max_registers) else {}))
 
