@@ -747,6 +747,19 @@ def _vllm_dtype(r: _Reader, flag: str, value: str) -> None:
                "16-bit weights)")
 
 
+def _vllm_extensible_on(r: _Reader, flag: str, value: str) -> None:
+    """--enable-extensible-kv-cache: vLLM's default where it can (the plan's), and asked for
+    (config/vllm.py _resolve_extensible_kv_cache stops where a flag beside it overrides the
+    measured sizing: _vllm_finish)."""
+    _on("no_extensible_kv_cache", None)(r, flag, value)
+    r.seen["extensible_asked"] = True
+
+
+def _vllm_blocks_override(r: _Reader, flag: str, value: str) -> None:
+    _unplanned("the pool's block count instead of what memory gives")(r, flag, value)
+    r.seen["blocks_override"] = True
+
+
 _VLLM = (
     _Flag(("--model",), "value", _model),
     _Flag(("--config",), "value", _options_file("vLLM's flags")),
@@ -765,15 +778,14 @@ _VLLM = (
     _Flag(("--enable-prefix-caching",), "none", _on("no_prefix_caching", None)),
     _Flag(("--enforce-eager",), "none", _on("enforce_eager")),
     _Flag(("--no-enable-extensible-kv-cache",), "none", _on("no_extensible_kv_cache")),
-    _Flag(("--enable-extensible-kv-cache",), "none", _on("no_extensible_kv_cache", None)),
+    _Flag(("--enable-extensible-kv-cache",), "none", _vllm_extensible_on),
     _Flag(("--language-model-only",), "none", _on("language_model_only")),
     _Flag(("--limit-mm-per-prompt",), "value", _vllm_mm_limits),
     _Flag(("--cpu-offload-gb",), "value", _set("cpu_offload_gb", _float)),
     _Flag(("--quantization", "-q"), "value", _vllm_quant),
     _Flag(("--speculative-config",), "value", _vllm_spec),
     _Flag(("--kv-offloading-size",), "value", _seen("kv_offloading", _float)),
-    _Flag(("--num-gpu-blocks-override",), "value",
-          _unplanned("the pool's block count instead of what memory gives")),
+    _Flag(("--num-gpu-blocks-override",), "value", _vllm_blocks_override),
     _Flag(("--disable-hybrid-kv-cache-manager",), "none",
           _unplanned("a hybrid model's layers paged without the hybrid manager (a sliding "
                      "window's layers keep the whole context)")),
@@ -813,6 +825,17 @@ def _lora_flags_unread(r: _Reader, flags: dict[str, str], also: list[str]) -> st
 
 
 def _vllm_finish(r: _Reader) -> None:
+    if r.seen.get("extensible_asked"):
+        # config/vllm.py _resolve_extensible_kv_cache: asked for where a pinned pool
+        # overrides its measured sizing, it raises ValueError at start-up
+        pinned = ("--kv-cache-memory-bytes" if "kv_budget" in r.set
+                  else "--num-gpu-blocks-override" if r.seen.get("blocks_override") else None)
+        if pinned:
+            setting = pinned[2:].replace("-", "_")
+            raise InputError(
+                f"--enable-extensible-kv-cache with {pinned}: vLLM stops at start-up "
+                f"(\"enable_extensible_kv_cache: it sizes the KV cache from measured memory, "
+                f"which {setting} overrides\"); leave one of them out", field="command")
     if "kv_offloading" in r.seen:
         # the CPU tier over all tensor-parallel ranks, kvplan's --offload a rank
         tp = r.set.get("tp", 1)
