@@ -209,6 +209,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="vLLM --no-enable-extensible-kv-cache (or a release before 0.34): the "
                         "cache sized within --gpu-memory-utilization 0.92 from a profiling "
                         "estimate, not from the memory free after warmup")
+    g.add_argument("--enable-extensible-kv-cache", action="store_true",
+                   help="vLLM --enable-extensible-kv-cache: its default where it can have it, "
+                        "asked for (refused where vLLM stops: Intel cards, a pinned pool)")
     g.add_argument("--enforce-eager", action="store_true",
                    help="vLLM --enforce-eager (no CUDA graphs, no graph memory set aside)")
     g.add_argument("--language-model-only", action="store_true",

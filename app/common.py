@@ -594,6 +594,7 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         flash_attn=False if src.no_flash_attn else None,
         prefix_caching=not src.no_prefix_caching, enforce_eager=src.enforce_eager,
         extensible_kv_cache=not src.no_extensible_kv_cache,
+        extensible_kv_cache_asked=src.enable_extensible_kv_cache,
         language_model_only=src.language_model_only,
         lora=lora_from(src.enable_lora, src.max_loras, src.max_lora_rank,
                        src.fully_sharded_loras, src.lora_target_modules),

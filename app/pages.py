@@ -80,6 +80,7 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("enforce_eager", "--enforce-eager", "", True),
         ("no_prefix_caching", "--no-enable-prefix-caching", "", True),
         ("no_extensible_kv_cache", "--no-enable-extensible-kv-cache", "", True),
+        ("enable_extensible_kv_cache", "--enable-extensible-kv-cache", "", True),
         ("language_model_only", "--language-model-only", "", True),
         ("fully_sharded_loras", "--fully-sharded-loras", "", True)),
     "SGLang": (

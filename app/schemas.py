@@ -151,6 +151,10 @@ class PlanIn(BaseModel):
         False, description="vLLM --no-enable-extensible-kv-cache (or a release before 0.34): "
         "the cache sized within gpu_memory_utilization 0.92 from a profiling estimate, not "
         "from the memory free after warmup")
+    enable_extensible_kv_cache: bool = Field(
+        False, description="vLLM --enable-extensible-kv-cache: its default where it can have "
+        "it, asked for (refused where vLLM stops at start-up: Intel cards, a pool pinned by "
+        "kv_budget)")
     language_model_only: bool = Field(False, description="vLLM --language-model-only: text "
                                       "only, the vision/audio towers not built (their weights "
                                       "not counted) and the encoder not profiled")

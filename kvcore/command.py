@@ -752,7 +752,15 @@ def _vllm_extensible_on(r: _Reader, flag: str, value: str) -> None:
     (config/vllm.py _resolve_extensible_kv_cache stops where a flag beside it overrides the
     measured sizing: _vllm_finish)."""
     _on("no_extensible_kv_cache", None)(r, flag, value)
+    r.set["enable_extensible_kv_cache"] = True
     r.seen["extensible_asked"] = True
+
+
+def _vllm_extensible_off(r: _Reader, flag: str, value: str) -> None:
+    """--no-enable-extensible-kv-cache: off, over an --enable-... before it (the last wins)."""
+    r.set["no_extensible_kv_cache"] = True
+    r.set.pop("enable_extensible_kv_cache", None)
+    r.seen.pop("extensible_asked", None)
 
 
 def _vllm_blocks_override(r: _Reader, flag: str, value: str) -> None:
@@ -777,7 +785,7 @@ _VLLM = (
     _Flag(("--no-enable-prefix-caching",), "none", _on("no_prefix_caching")),
     _Flag(("--enable-prefix-caching",), "none", _on("no_prefix_caching", None)),
     _Flag(("--enforce-eager",), "none", _on("enforce_eager")),
-    _Flag(("--no-enable-extensible-kv-cache",), "none", _on("no_extensible_kv_cache")),
+    _Flag(("--no-enable-extensible-kv-cache",), "none", _vllm_extensible_off),
     _Flag(("--enable-extensible-kv-cache",), "none", _vllm_extensible_on),
     _Flag(("--language-model-only",), "none", _on("language_model_only")),
     _Flag(("--limit-mm-per-prompt",), "value", _vllm_mm_limits),

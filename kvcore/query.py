@@ -61,6 +61,7 @@ ENGINE_SETTINGS = {
     "vllm": ("gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs",
              "speculative_tokens", "offload_bytes", "prefix_caching", "cpu_offload_bytes",
              "enforce_eager", "language_model_only", "lora", "extensible_kv_cache",
+             "extensible_kv_cache_asked",
              "host_link_bytes_per_s", "kv_cache_dtype_skip_layers", "attention_backend"),
     # llama.cpp keeps no KV tier beyond the device
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",

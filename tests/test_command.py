@@ -623,8 +623,35 @@ def test_vllm_extensible_cache_asked_for_beside_a_pinned_pool_is_refused(flags, 
         read_command(f"vllm serve x {flags}")
     launch = read_command(f"vllm serve x {flags.replace('--enable-extensible-kv-cache', '')}")
     assert "no_extensible_kv_cache" not in launch.settings
-    assert "no_extensible_kv_cache" not in read_command(
+    last_on = read_command(
         "vllm serve x --no-enable-extensible-kv-cache --enable-extensible-kv-cache").settings
+    assert "no_extensible_kv_cache" not in last_on and last_on["enable_extensible_kv_cache"]
+    last_off = read_command(
+        "vllm serve x --enable-extensible-kv-cache --no-enable-extensible-kv-cache").settings
+    assert last_off["no_extensible_kv_cache"] and "enable_extensible_kv_cache" not in last_off
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--gpu", "arc pro b60"], "it is only supported on CUDA and ROCm"),
+    (["--gpu", "h100", "--kv-budget", "10GiB"], "which kv_cache_memory_bytes overrides"),
+    (["--gpu", "h100", "--no-extensible-kv-cache"], "contradict each other"),
+])
+def test_vllm_extensible_cache_asked_for_where_vllm_cannot_have_it_is_refused(
+        capsys, args, message):
+    # asked for, vLLM stops at start-up where its default would leave it off
+    assert main(["qwen3-8b", "--engine", "vllm", "--enable-extensible-kv-cache", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    # on a CUDA card it is the default, said in the command
+    assert main(["qwen3-8b", "--engine", "vllm", "--gpu", "h100",
+                 "--enable-extensible-kv-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "--enable-extensible-kv-cache" in out.split("command: vllm serve", 1)[1].split("\n")[0]
+    client = TestClient(create_app())
+    body = {"model": "qwen3-8b", "engine": "vllm", "gpu": "arc pro b60",
+            "enable_extensible_kv_cache": True}
+    r = client.post("/api/v1/plan", json=body)
+    assert r.status_code == 422 and "only supported on CUDA and ROCm" in r.text
 
 
 SGLANG = "python -m sglang.launch_server --model-path x"

@@ -52,6 +52,7 @@ SETTING_NAMES = {"lora": "enable_lora", "lora_adapters": "lora", "n_ubatch": "ub
                  "flash_attn": "no_flash_attn", "offload_bytes": "offload",
                  "prefix_caching": "no_prefix_caching", "n_gpu_layers": "ngl",
                  "extensible_kv_cache": "no_extensible_kv_cache",
+                 "extensible_kv_cache_asked": "enable_extensible_kv_cache",
                  "host_bandwidth_bytes_per_s": "host_bandwidth",
                  "host_memory_bytes": "host_memory", "host_link_bytes_per_s": "host_link",
                  "cpu_offload_bytes": "cpu_offload_gb", "cache_ram_mib": "cache_ram",
@@ -102,6 +103,10 @@ class EngineSettings:
     #: (--no-enable-extensible-kv-cache, or any release before 0.34) the 0.92 budget and its
     #: profiling estimate, as earlier releases sized it
     extensible_kv_cache: bool = True
+    #: --enable-extensible-kv-cache given: asked for, so that vLLM stops at start-up where it
+    #: cannot have it (Intel's XPU; a pool pinned by --kv-cache-memory-bytes) instead of
+    #: leaving it off as its default does there
+    extensible_kv_cache_asked: bool = False
     #: --language-model-only: every modality's limit 0, so the vision/audio towers are not
     #: built (their weights stay off the card) and the encoder is not profiled
     language_model_only: bool = False

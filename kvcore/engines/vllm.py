@@ -960,6 +960,8 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
     if not req.settings.extensible_kv_cache and not on_xpu(req):
         # (on Intel's XPU it is off without being asked)
         cmd.append("--no-enable-extensible-kv-cache")
+    elif req.settings.extensible_kv_cache_asked:
+        cmd.append("--enable-extensible-kv-cache")
     if req.cache.mtp:
         # the model's next-n layers as the draft (vLLM's SpeculativeConfig maps each
         # architecture's MTP model from method "mtp"), one token a step unless told more
@@ -1005,8 +1007,29 @@ def on_xpu(req: EngineRequest) -> bool:
     return any(g is not None and g.vendor == "intel" for g in req.gpus)
 
 
+def _refuse_extensible_asked(req: EngineRequest) -> None:
+    """--enable-extensible-kv-cache where vLLM 0.34 cannot have it: config/vllm.py
+    _resolve_extensible_kv_cache raises ValueError at start-up where it was asked for on a
+    platform other than CUDA and ROCm, or beside a pool pinned by --kv-cache-memory-bytes."""
+    s = req.settings
+    if not s.extensible_kv_cache_asked:
+        return
+    field = "enable_extensible_kv_cache"
+    if not s.extensible_kv_cache:
+        raise InputError("enable_extensible_kv_cache and no_extensible_kv_cache contradict "
+                         "each other: give one", field=field)
+    why = ("it is only supported on CUDA and ROCm" if on_xpu(req)
+           else "it sizes the KV cache from measured memory, which kv_cache_memory_bytes "
+           "overrides" if req.kv_budget_bytes is not None else None)
+    if why:
+        raise InputError(f"--enable-extensible-kv-cache: vLLM stops at start-up "
+                         f"(\"enable_extensible_kv_cache: {why}\"); leave it to vLLM's "
+                         f"default, which is off there", field=field)
+
+
 def plan(req: EngineRequest) -> EngineReport:
     refuse_architecture("vLLM", req.spec, UNSUPPORTED)
+    _refuse_extensible_asked(req)
     if req.settings.extensible_kv_cache and on_xpu(req):
         req = replace(req, settings=replace(req.settings, extensible_kv_cache=False))
     if req.settings.language_model_only and req.cache.encoder:
