@@ -833,17 +833,15 @@ def _lora_flags_unread(r: _Reader, flags: dict[str, str], also: list[str]) -> st
 
 
 def _vllm_finish(r: _Reader) -> None:
-    if r.seen.get("extensible_asked"):
+    if r.seen.get("extensible_asked") and r.seen.get("blocks_override"):
         # config/vllm.py _resolve_extensible_kv_cache: asked for where a pinned pool
-        # overrides its measured sizing, it raises ValueError at start-up
-        pinned = ("--kv-cache-memory-bytes" if "kv_budget" in r.set
-                  else "--num-gpu-blocks-override" if r.seen.get("blocks_override") else None)
-        if pinned:
-            setting = pinned[2:].replace("-", "_")
-            raise InputError(
-                f"--enable-extensible-kv-cache with {pinned}: vLLM stops at start-up "
-                f"(\"enable_extensible_kv_cache: it sizes the KV cache from measured memory, "
-                f"which {setting} overrides\"); leave one of them out", field="command")
+        # overrides its measured sizing, it raises ValueError at start-up (the plan refuses
+        # --kv-cache-memory-bytes, its kv_budget, itself: engines/vllm.py)
+        raise InputError(
+            "--enable-extensible-kv-cache with --num-gpu-blocks-override: vLLM stops at "
+            "start-up (\"enable_extensible_kv_cache: it sizes the KV cache from measured "
+            "memory, which num_gpu_blocks_override overrides\"); leave one of them out",
+            field="command")
     if "kv_offloading" in r.seen:
         # the CPU tier over all tensor-parallel ranks, kvplan's --offload a rank
         tp = r.set.get("tp", 1)
