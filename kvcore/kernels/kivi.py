@@ -314,17 +314,22 @@ class KiviCache:
         residual window flushes whole groups whenever it would pass R + G − 1 tokens. Takes the
         flushed groups' slots from the pool into the group table and advances the lengths.
         Returns (tokens held before, first flushed group, groups flushed) for write_append."""
-        g, top = self.group, self.residual + self.group - 1
+        g = self.group
         live = self.n_quant[s] + self.n_resid[s]
-        if live + n > self.capacity:
-            raise ValueError("KIVI cache is full")
-        held = self.n_resid[s] + n
-        flushed = 0 if held <= top else -(-(held - top) // g)
+        flushed = self._flushes(s, n)
         g0 = self.n_quant[s] // g
         self._take_slots(s, g0, flushed)
         self.n_quant[s] += flushed * g
-        self.n_resid[s] = held - flushed * g
+        self.n_resid[s] += n - flushed * g
         return live, g0, flushed
+
+    def _flushes(self, s: int, n: int) -> int:
+        """The groups ``n`` new tokens of sequence ``s`` flush: the residual window holds at
+        most R + G − 1 tokens. Raises where the sequence's capacity cannot take them."""
+        if n < 0 or self.n_quant[s] + self.n_resid[s] + n > self.capacity:
+            raise ValueError("KIVI cache is full")
+        over = self.n_resid[s] + n - (self.residual + self.group - 1)
+        return max(0, -(-over // self.group))
 
     def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int,
                      num_warps: int | None = None, late_v: bool | None = None,
@@ -373,13 +378,7 @@ class KiviCache:
         if len(set(seqs)) != len(seqs):
             raise ValueError("one launch appends to a sequence once: "
                              f"sequences {sorted(seqs)} repeat one")
-        top, need = self.residual + self.group - 1, 0
-        for s, n in counts:
-            if n < 0 or self.n_quant[s] + self.n_resid[s] + n > self.capacity:
-                raise ValueError("KIVI cache is full")
-            held = self.n_resid[s] + n
-            need += 0 if held <= top else -(-(held - top) // self.group)
-        if need > len(self._free):
+        if sum(self._flushes(s, n) for s, n in counts) > len(self._free):
             raise ValueError("KIVI cache is full")
         rows, start, programs = [], 0, 0
         for s, n in counts:
