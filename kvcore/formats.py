@@ -314,13 +314,19 @@ def _measured() -> dict[str, dict[str, float]]:
     return data
 
 
-def quality_note(fmt: KVFormat) -> str:
-    """The format's quality note with its measured attention-output error against f16."""
+def measured_error(fmt: KVFormat) -> str | None:
+    """The format's measured attention-output error against f16, as the notes say it; None
+    where it has none (f16 and f32 are the reference)."""
     measured = _measured().get(fmt.name)
     if not measured or fmt.name in ("f16", "f32"):
-        return fmt.quality
-    err = measured["out_rel_err"] * 100
-    return f"{err:.1f}% attention-output error vs f16 (measured); {fmt.quality}"
+        return None
+    return f"{measured['out_rel_err'] * 100:.1f}% attention-output error vs f16 (measured)"
+
+
+def quality_note(fmt: KVFormat) -> str:
+    """The format's quality note with its measured attention-output error against f16."""
+    err = measured_error(fmt)
+    return f"{err}; {fmt.quality}" if err else fmt.quality
 
 
 def describe(fmt: KVFormat) -> dict[str, object]:

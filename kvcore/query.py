@@ -29,7 +29,7 @@ from .engines import (
 from .engines import canonical as canonical_engine
 from .engines.base import SETTING_NAMES, RankShare
 from .errors import InputError, KvplanError
-from .formats import FORMATS, KVFormat, get_format, quality_note
+from .formats import FORMATS, KVFormat, get_format, measured_error, quality_note
 from .gguf_mix import MIXES, PERPLEXITY
 from .gpus import GPU, gpu_catalog, memory_variants, with_limit
 from .kv import (
@@ -1149,7 +1149,7 @@ def quality_here(spec: ModelSpec, cache: CacheOptions) -> tuple[float | None, st
         # fp8_ds_mla scales each 128 latent values on their own (a float32 scale a tile), not
         # by one scale as fp8_e4m3's measured row: the nearest measured layout is fp8_pth's
         # scale a 128-value row
-        quality = (f"{quality_note(get_format('fp8_pth')).split(';')[0]} for fp8 with its own "
+        quality = (f"{measured_error(get_format('fp8_pth'))} for fp8 with its own "
                    f"scale a 128-value row (fp8_pth), as fp8_ds_mla gives each 128 latent "
                    f"values a float32 scale and keeps the 64 RoPE values in bf16")
     # the format's own bits a value: on 128-wide heads, scales a head included
