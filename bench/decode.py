@@ -403,7 +403,7 @@ def kivi_copies(cache: KiviCache) -> list[KiviCache]:
 def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = None,
                      ring_kernel: bool = True, max_registers: int | None = None,
                      writers_first: bool = False, per_sequence: bool = False,
-                     parts: int = 1) -> tuple[float, int]:
+                     parts: int | None = None) -> tuple[float, int]:
     """Seconds per append of min(APPEND_TOKENS, batch · tokens) new tokens into empty
     sequences of a KIVI cache (whole sequences, the first ones), replayed from a CUDA graph
     over input copies too large for L2, and the bytes each append moves: the input read, the
@@ -437,7 +437,7 @@ def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = 
 
 def kivi_batched_append_time(cache: KiviCache, counts: list[tuple[int, int]],
                              num_warps: int | None = None, max_registers: int | None = None,
-                             parts: int = 1) -> tuple[float, int]:
+                             parts: int | None = None) -> tuple[float, int]:
     """kivi_append_time's figures for the appends of ``counts`` [(sequence, tokens), …] to the
     empty sequences of ``cache`` in one launch (KiviCache.write_appends)."""
     plans, programs = cache.plan_appends(counts)

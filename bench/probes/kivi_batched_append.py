@@ -1,6 +1,6 @@
 """KIVI appends of several sequences: one launch for all (KiviCache.write_appends, kernel v77)
 against a launch a sequence (before v77), and a group's channel blocks shared among 2 or 4
-programs, in turns, on the decode benchmark's shape (8 KV heads of 128) and its bytes moved;
+programs and as many as the default rule (kivi.flush_parts) takes, in turns, on the decode benchmark's shape (8 KV heads of 128) and its bytes moved;
 the bytes of one launch and of a launch a sequence checked equal first.
 
     python bench/probes/kivi_batched_append.py [--rounds 3] [--out DIR]
@@ -32,9 +32,10 @@ from kvcore.measure import environment  # noqa: E402
 #: over the first sequences, each up to ``tokens``
 SHAPES = ((64, 4096), (16, 1024), (1, 4096), (1, 32768))
 
-#: the launches timed: (name, a launch a sequence, programs sharing a group's channel blocks)
+#: the launches timed: (name, a launch a sequence, programs sharing a group's channel blocks;
+#: None: the default, flush_parts' rule)
 VARIANTS = (("per_sequence", True, 1), ("one_launch", False, 1), ("parts_2", False, 2),
-            ("parts_4", False, 4))
+            ("parts_4", False, 4), ("default", False, None))
 
 
 def same_bytes(fmt: str) -> bool:

@@ -21,11 +21,12 @@ planes in this order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 from ..formats import get_format
-from .cache import _pow2, decode_output, wave_splits, wide_head_warps
+from .cache import SMS, _pow2, decode_output, wave_splits, wide_head_warps
 
 __all__ = ["KiviCache", "decode_form", "dequantize_group_keys", "dequantize_values",
            "quantize_group_keys", "quantize_values"]
@@ -187,6 +188,24 @@ RING_TOKENS = 32
 FLUSH_LAUNCH = {2: (1, True), 4: (1, True)}
 FLUSH_REGS = 128
 FLUSH_STAGES = 3
+#: the flush kernel's programs a multiprocessor holds (one warp at FLUSH_REGS registers)
+FLUSH_PER_SM = 16
+#: a flush launch's channel blocks shared between two programs (``parts``) once it has more
+#: programs than one wave holds (FLUSH_PER_SM a multiprocessor). On an H100, appends into
+#: empty sequences of 8 KV heads, one launch: kivi2 B=64 4k 37.0 → 34.1 µs, B=16 1k
+#: 38.8 → 36.1, B=1 32k 38.8 → 33.8 µs (8,000 programs and more); at B=1 4k (about 1,000
+#: programs, under a wave) 11.3 → 11.6 µs, kivi4 alike; four parts slower than two wherever two
+#: paid (kivi-batched-append-h100.json)
+FLUSH_SHARED_PARTS = 2
+
+
+def flush_parts(programs: int, blocks: int) -> int:
+    """The programs a flush launch's channel blocks are shared among (``parts``) by default:
+    FLUSH_SHARED_PARTS where its ``programs`` at one part fill more than one wave and the
+    ``blocks`` (G-channel blocks of the widest head) split evenly, else 1."""
+    if programs > FLUSH_PER_SM * SMS and blocks % FLUSH_SHARED_PARTS == 0:
+        return FLUSH_SHARED_PARTS
+    return 1
 
 
 class KiviCache:
@@ -334,7 +353,7 @@ class KiviCache:
     def write_append(self, s: int, k: Any, v: Any, live: int, g0: int, flushed: int,
                      num_warps: int | None = None, late_v: bool | None = None,
                      ring_kernel: bool = True, max_registers: int | None = None,
-                     writers_first: bool = False, parts: int = 1) -> None:
+                     writers_first: bool = False, parts: int | None = None) -> None:
         """The device work of an append that plan_append booked, in one launch: its programs
         quantize the flushed groups (from the ring and the new tokens) and put the newest
         tokens in their ring slots, each slot that a flushed token is read from written by the
@@ -345,9 +364,10 @@ class KiviCache:
         instead (several small launches: the probe times the difference); ``writers_first``:
         the launch in two, the ring-writing programs before the flushing ones (the order in
         which a writer that touched a slot still to be read would show); ``parts``: each
-        program's channel blocks shared among that many programs (more programs for a short
-        append)."""
-        self._check_parts(parts)
+        program's channel blocks shared among that many programs (default flush_parts' for
+        each launch)."""
+        if parts is not None:
+            self._check_parts(parts)
         n = k.shape[0]
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
@@ -357,7 +377,7 @@ class KiviCache:
                     else [(0, flushed + writers)])
         for j_first, programs in launches:
             if programs:
-                self._flush_launch((programs * parts, self.heads),
+                self._flush_launch((programs, self.heads),
                                    (s, g0, flushed, live, first, n), j_first, k, v,
                                    ring_kernel, num_warps, late_v, max_registers, parts, None)
         if not ring_kernel:
@@ -392,26 +412,31 @@ class KiviCache:
 
     def write_appends(self, plans: Any, programs: int, k: Any, v: Any,
                       num_warps: int | None = None, late_v: bool | None = None,
-                      max_registers: int | None = None, parts: int = 1) -> None:
+                      max_registers: int | None = None, parts: int | None = None) -> None:
         """The device work of the appends plan_appends booked, in one launch: k [Σn, heads,
         head_dim], v [Σn, heads, head_dim_v] the appends' new tokens one after another. Each
         append's programs do what write_append's one launch does for it (its ring slots
         written by the kernel); no host state changes, so a CUDA graph can replay it.
         ``num_warps``, ``late_v``, ``max_registers``, ``parts``: write_append's."""
-        self._check_parts(parts)
+        if parts is not None:
+            self._check_parts(parts)
         if programs and plans.shape[0]:
-            self._flush_launch((programs * parts, self.heads, plans.shape[0]), (0,) * 6, 0,
+            self._flush_launch((programs, self.heads, plans.shape[0]), (0,) * 6, 0,
                                k, v, True, num_warps, late_v, max_registers, parts, plans)
 
     def _flush_launch(self, grid: tuple[int, ...], scalars: tuple[int, ...], j_first: int,
                       k: Any, v: Any, ring_kernel: bool, num_warps: int | None,
-                      late_v: bool | None, max_registers: int | None, parts: int,
+                      late_v: bool | None, max_registers: int | None, parts: int | None,
                       plans: Any) -> None:
-        """One launch of kivi_flush_kernel over ``grid``: one append's (sequence, first
+        """One launch of kivi_flush_kernel over ``grid`` (its programs at one part, the first
+        axis then multiplied by ``parts``, default flush_parts'): one append's (sequence, first
         flushed group, groups flushed, tokens held, first token that reaches the ring, tokens)
         as ``scalars``, or several appends' as the rows of ``plans`` (BATCHED)."""
         from .kivi_triton import kivi_flush_kernel
 
+        if parts is None:
+            parts = flush_parts(math.prod(grid), self._blocks())
+        grid = (grid[0] * parts, *grid[1:])
         kivi_flush_kernel[grid](
             self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
             self.vq, self.vs, self.vm, self.group_table, scalars[0], self.group_table.stride(0),
@@ -425,15 +450,19 @@ class KiviCache:
             **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
                                      else max_registers) else {}))
 
+    def _blocks(self) -> int:
+        """The G-channel blocks a flush program walks (the wider of K's and V's heads)."""
+        return max(self.head_dim, self.head_dim_v) // self.group
+
     def _check_parts(self, parts: int) -> None:
         """A flush's programs share their channel blocks (G channels each) evenly."""
-        blocks = max(self.head_dim, self.head_dim_v) // self.group
+        blocks = self._blocks()
         if parts < 1 or blocks % parts:
             raise ValueError(f"parts must divide the {blocks} channel blocks of "
                              f"{self.group}, got {parts}")
 
     def append_many(self, seqs: list[int], ks: list[Any], vs: list[Any],
-                    parts: int = 1) -> None:
+                    parts: int | None = None) -> None:
         """Append ks[i] [n_i, heads, head_dim] and vs[i] to sequence seqs[i], every append in
         one kernel launch (the bytes of appending each on its own); ``parts``:
         write_append's."""

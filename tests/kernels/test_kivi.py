@@ -5,8 +5,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from kvcore.kernels.cache import wave_splits  # noqa: E402
-from kvcore.kernels.kivi import KiviCache, decode_form  # noqa: E402
+from kvcore.kernels import kivi, kivi_triton  # noqa: E402
+from kvcore.kernels.cache import SMS, wave_splits  # noqa: E402
+from kvcore.kernels.kivi import KiviCache, decode_form, flush_parts  # noqa: E402
 from kvcore.kernels.ref import attention_ref  # noqa: E402
 from kvcore.kv import geometry_bytes  # noqa: E402
 
@@ -230,6 +231,42 @@ def test_a_flush_shared_among_programs_by_channel_blocks_writes_the_same_bytes(d
     assert one.n_quant[1] > 0
     with pytest.raises(ValueError, match="parts must divide"):
         one.write_append(0, k[:1], v[:1], *one.plan_append(0, 1), parts=dim // 32 + 1)
+
+
+def test_flush_launches_share_channel_blocks_by_default_only_past_one_wave():
+    wave = kivi.FLUSH_PER_SM * SMS
+    assert flush_parts(wave, 4) == 1
+    assert flush_parts(wave + 1, 4) == 2
+    assert flush_parts(wave + 1, 2) == 2
+    assert flush_parts(10 * wave, 3) == 1  # three blocks of 32 channels do not split in two
+
+
+def test_the_default_parts_reach_the_launch_and_keep_the_bytes(monkeypatch):
+    # a wave of one program: every launch is past it, so the default shares each group's
+    # channel blocks between two programs; the bytes stay those of one program a group
+    grids = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return real[grid]
+
+    real = kivi_triton.kivi_flush_kernel
+    g = torch.Generator().manual_seed(41)
+    chunks = [(0, 250), (1, 40), (0, 1), (1, 300)]
+    ks = [torch.randn(c, 2, 64, generator=g).half() for _, c in chunks]
+    vs = [torch.randn(c, 2, 64, generator=g).half() for _, c in chunks]
+    one, rule = (KiviCache("kivi2", 2, 2, 64, 800) for _ in range(2))
+    for (s, _), k, v in zip(chunks, ks, vs, strict=True):
+        one.write_append(s, k, v, *one.plan_append(s, k.shape[0]), parts=1)
+    monkeypatch.setattr(kivi, "FLUSH_PER_SM", 1 / SMS)
+    monkeypatch.setattr(kivi_triton, "kivi_flush_kernel", Spy())
+    for (s, _), k, v in zip(chunks, ks, vs, strict=True):
+        live, g0, flushed = rule.plan_append(s, k.shape[0])
+        rule.write_append(s, k, v, live, g0, flushed)
+        assert grids[-1] == (2 * (flushed + -(-min(k.shape[0], rule.ring) // 32)), 2)
+    for a, b in zip(rule.tensors(), one.tensors(), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_appends_in_one_launch_refuse_a_repeated_sequence_and_a_full_cache_unbooked():
