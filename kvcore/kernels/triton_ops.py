@@ -1598,11 +1598,21 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         tl.store(q1 + r * X1 + nb[None, :], ds, mask=rmask[:, None] & (nb[None, :] < DP // 32))
     elif FMT == 3:
         xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
-        amax = tl.max(tl.abs(xb), axis=2)
         # the value of largest magnitude with its sign, the first of them on a tie (as ggml)
         j = tl.arange(0, 32)[None, None, :]
-        first = tl.min(tl.where(tl.abs(xb) == amax[:, :, None], j, 32), axis=2)
-        vmax = tl.sum(tl.where(j == first[:, :, None], xb, 0.0), axis=2)
+        if X.dtype.element_ty == tl.float32:
+            amax = tl.max(tl.abs(xb), axis=2)
+            first = tl.min(tl.where(tl.abs(xb) == amax[:, :, None], j, 32), axis=2)
+            # the others -inf: a block of negative zeros keeps its sign (a sum would not)
+            vmax = tl.max(tl.where(j == first[:, :, None], xb, float("-inf")), axis=2)
+        else:
+            # rows of 16 bits: their float32 bits end in 13 zero bits (bfloat16's in 16), which
+            # take 31 − j and the sign: one integer max finds the magnitude, the first of it
+            # and its sign at once
+            bits = xb.to(tl.uint32, bitcast=True)
+            key = tl.max(((bits << 1) | (bits >> 31)) | ((31 - j) << 1).to(tl.uint32), axis=2)
+            key = key & 0xFFFFFFC1
+            vmax = ((key >> 1) | (key << 31)).to(tl.float32, bitcast=True)
         ds = (vmax / -8.0).to(tl.float16)
         # the reciprocal rounded and the product rounded before the 8.5 is added (not fused),
         # as the reference computes them

@@ -719,6 +719,29 @@ def test_q4_0_append_takes_the_first_of_two_equal_magnitudes():
     assert torch.equal(kernel.k.planes["qs"][0, 0, :2], refc.k.planes["qs"][0, 0, :2])
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_q4_0_append_finds_each_blocks_scale_as_the_reference_among_many_ties(dtype):
+    # 16-bit rows find the value of largest magnitude, its first place and its sign with one
+    # integer max over their float32 bits; float32 rows by three reductions. Blocks drawn from
+    # a few magnitudes (ties of both signs everywhere, negative zeros, all-zero blocks) and
+    # from float16's tiny values must give the reference's scales and codes, bit for bit
+    g = torch.Generator().manual_seed(11)
+    levels = torch.tensor([-2.0, -1.0, -0.0, 0.0, 1.0, 2.0, 6e-8, -6e-8, 3e-5])
+    x = levels[torch.randint(0, len(levels), (40, 2, 128), generator=g)]
+    x[0] = 0.0
+    x[1] = -0.0
+    x[2, :, :64] = torch.randn(2, 64, generator=g) * 1e-6
+    kernel = LayerCache("q4_0", "q4_0", 5, 8, 2, 128)
+    refc = LayerCache("q4_0", "q4_0", 5, 8, 2, 128)
+    pages, offs = torch.arange(40) // 8, torch.arange(40) % 8
+    kernel.append(x.to(dtype), x.to(dtype), pages, offs)
+    refc.append_ref(x.to(dtype), x.to(dtype), pages, offs)
+    for name in ("d", "qs"):
+        a, b = kernel.k.planes[name], refc.k.planes[name]
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)), name
+        assert torch.equal(kernel.v.planes[name].view(torch.uint8), b.view(torch.uint8))
+
+
 def test_lane_order_puts_a_threads_columns_in_whole_lanes():
     # a product tile's thread holds columns 2q, 2q + 1 of every 8 (q = its lane mod 4): in
     # lane order those must be codes 32q … 32q + 31, lanes 4q … 4q + 3
