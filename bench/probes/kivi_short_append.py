@@ -1,0 +1,74 @@
+"""KIVI's append where the launch has fewer programs than a wave holds (one sequence, 4,096
+new tokens: 1,032 one-warp programs on 8 KV heads of 128): warps a program against parts (a
+group's channel blocks shared among programs), in turns, with the default launch
+(FLUSH_LAUNCH's warps, flush_parts' parts) among them; the decode benchmark's bytes moved.
+
+    python bench/probes/kivi_short_append.py [--shapes 1x4096,2x4096] [--configs 1/1,2/1,…]
+        [--rounds 3] [--out DIR]
+
+A config is warps/parts ("d" for the default of either). Writes kivi-short-append.json into
+--out: per format and shape the seconds of each config in every round and the read-bandwidth
+fraction of the best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+from decode import kivi_append_time  # noqa: E402
+
+from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+CONFIGS = "d/d,1/1,1/2,1/4,2/1,2/2,2/4,4/1,4/2"
+
+
+def parse(config: str) -> tuple[int | None, int | None]:
+    warps, parts = config.split("/")
+    return (None if warps == "d" else int(warps)), (None if parts == "d" else int(parts))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--formats", default="kivi2,kivi4")
+    ap.add_argument("--shapes", default="1x4096,2x4096")
+    ap.add_argument("--configs", default=CONFIGS)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    configs = args.configs.split(",")
+    bw = measure_bandwidth(torch)
+    out: dict = {"env": environment("cuda", torch), "bandwidth": bw, "rows": []}
+    for fmt in args.formats.split(","):
+        for shape in args.shapes.split(","):
+            batch, tokens = (int(v) for v in shape.split("x"))
+            times: dict[str, list[float]] = {c: [] for c in configs}
+            moved = 0
+            for _ in range(args.rounds):
+                for c in configs:
+                    warps, parts = parse(c)
+                    t, moved = kivi_append_time(fmt, batch, tokens, num_warps=warps, parts=parts)
+                    times[c].append(t)
+            best = {c: min(t) for c, t in times.items()}
+            row = {"format": fmt, "batch": batch, "tokens": tokens, "bytes": moved,
+                   "seconds": times,
+                   "fraction_of_read_bw": {c: moved / t / bw["read_bytes_per_s"]
+                                           for c, t in best.items()}}
+            out["rows"].append(row)
+            print(f"{fmt} B={batch} T={tokens}: " + "; ".join(
+                f"{c} {best[c] * 1e6:.1f} µs {row['fraction_of_read_bw'][c]:.1%}"
+                for c in configs))
+    Path(args.out, "kivi-short-append.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
