@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from decode import HKV, D, append_time  # noqa: E402
+from turns import turns_row  # noqa: E402
 
 from kvcore.kernels import triton_ops  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
@@ -89,15 +90,8 @@ def main() -> None:
                     t, moved = append_time(cache, batch, tokens, torch.float16)
                     times[name].append(t)
             del cache
-            best = {n: min(t) for n, t in times.items()}
-            row = {"format": fmt, "batch": batch, "tokens": tokens, "bytes": moved,
-                   "seconds": times,
-                   "fraction_of_read_bw": {n: moved / t / bw["read_bytes_per_s"]
-                                           for n, t in best.items()}}
-            out["rows"].append(row)
-            print(f"{fmt} B={batch} T={tokens}: " + "; ".join(
-                f"{name} {' '.join(f'{x * 1e6:.1f}' for x in t)} µs "
-                f"{row['fraction_of_read_bw'][name]:.1%}" for name, t in times.items()))
+            out["rows"].append(turns_row(fmt, batch, tokens, moved, times,
+                                         bw["read_bytes_per_s"]))
     triton_ops.append_kernel = kernels["new"]
     Path(args.out, "append-base.json").write_text(json.dumps(out, indent=1))
 

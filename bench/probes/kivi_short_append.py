@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from decode import kivi_append_time  # noqa: E402
+from turns import turns_row  # noqa: E402
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -58,15 +59,8 @@ def main() -> None:
                     warps, parts = parse(c)
                     t, moved = kivi_append_time(fmt, batch, tokens, num_warps=warps, parts=parts)
                     times[c].append(t)
-            best = {c: min(t) for c, t in times.items()}
-            row = {"format": fmt, "batch": batch, "tokens": tokens, "bytes": moved,
-                   "seconds": times,
-                   "fraction_of_read_bw": {c: moved / t / bw["read_bytes_per_s"]
-                                           for c, t in best.items()}}
-            out["rows"].append(row)
-            print(f"{fmt} B={batch} T={tokens}: " + "; ".join(
-                f"{c} {best[c] * 1e6:.1f} µs {row['fraction_of_read_bw'][c]:.1%}"
-                for c in configs))
+            out["rows"].append(turns_row(fmt, batch, tokens, moved, times,
+                                         bw["read_bytes_per_s"]))
     Path(args.out, "kivi-short-append.json").write_text(json.dumps(out, indent=1))
 
 
