@@ -193,9 +193,9 @@ FLUSH_PER_SM = 16
 #: a flush launch's channel blocks shared between two programs (``parts``) once it has more
 #: programs than one wave holds (FLUSH_PER_SM a multiprocessor). On an H100, appends into
 #: empty sequences of 8 KV heads, one launch: kivi2 B=64 4k 37.0 → 34.1 µs, B=16 1k
-#: 38.8 → 36.1, B=1 32k 38.8 → 33.8 µs (8,000 programs and more); at B=1 4k (about 1,000
-#: programs, under a wave) 11.3 → 11.6 µs, kivi4 alike; four parts slower than two wherever two
-#: paid (kivi-batched-append-h100.json)
+#: 38.8 → 36.1, B=1 32k 38.8 → 33.8 µs (4,104 to 4,224 programs at one part); at B=1 4k
+#: (1,032 programs, under a wave) 11.3 → 11.6 µs, kivi4 alike; four parts slower than two
+#: wherever two paid (kivi-batched-append-h100.json)
 FLUSH_SHARED_PARTS = 2
 
 
