@@ -1545,6 +1545,30 @@ def rotated_append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, ROT, TH, CENT
         tl.store(q1 + r * X1 + nb[None, :], norm, mask=rmask[:, None] & (nb[None, :] < DP // 128))
 
 
+#: 2⁻¹²⁶, float32's smallest normal, as a PTX float literal
+MIN_NORMAL_PTX = tl.constexpr("0f00800000")
+
+
+@triton.jit
+def e2m1_magnitude(v, HW: tl.constexpr):
+    """The e2m1 magnitude code (0…7: 0, 0.5, 1, 1.5, 2, 3, 4, 6) nearest to each v ≥ 0, ties to
+    the smaller. Times 2⁻¹²⁶, v below 1 lies among float32's subnormals, whose units are
+    2⁻²³ of v, and from 1 on the exponent counts binades from 1: bits ≫ 22 of the product is
+    2v below 2, then one mantissa bit a binade, the e2m1 grid's codes. Adding just under half a
+    unit (2²¹ − 1) before the shift rounds to the nearest, ties down. The product rounds up
+    (mul.rp; float64 then the next float32 up in the interpreter): a v past a tie by less than
+    a subnormal unit stays past it, and a tie, a multiple of the unit, stays exact."""
+    if HW:
+        u = tl.inline_asm_elementwise(f"mul.rp.f32 $0, $1, {MIN_NORMAL_PTX};", "=r,r", [v],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        exact = v.to(tl.float64) * 1.1754943508222875e-38
+        u = exact.to(tl.float32)
+        u = tl.where(u.to(tl.float64) < exact,
+                     (u.to(tl.int32, bitcast=True) + 1).to(tl.float32, bitcast=True), u)
+    return tl.minimum((u.to(tl.int32, bitcast=True) + 0x1FFFFF) >> 22, 7)
+
+
 @triton.jit
 def _mul_rn(a, b, HW: tl.constexpr):
     """a · b rounded to float32 on its own (on a GPU, an explicitly rounded multiply, which the
@@ -1636,13 +1660,7 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         eff = e4m3_decode(sc) * gs
         # times the block's reciprocal (one division a block), as the reference
         v = tl.abs(xb) * (1.0 / tl.where(eff > 0, eff, 1.0))[:, :, None]
-        # nearest e2m1 magnitude (ties to the smaller) from the float32 bits: the grid is 0, 0.5,
-        # 1, 1.5 on [0, 2), then one mantissa bit a binade (2, 3, 4, 6), so rounding the
-        # mantissa to one bit (adding just under half a unit: ties go down) gives the code,
-        # after adding 1 below 1 (there the grid is the mantissa of 1 + v)
-        low = v < 1.0
-        t = (tl.where(low, v + 1.0, v).to(tl.int32, bitcast=True) + 0x1FFFFF) >> 22
-        mag = tl.minimum(t - tl.where(low, 254, 252), 7)
+        mag = e2m1_magnitude(v, HW)
         code = tl.reshape(mag | ((xb < 0).to(tl.int32) << 3), (ROWS, DPOW))
         even, odd = tl.split(tl.reshape(code, (ROWS, DPOW // 2, 2)))
         dd = tl.arange(0, DPOW // 2)

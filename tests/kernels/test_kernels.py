@@ -393,6 +393,7 @@ from kvcore.kernels.triton_ops import (  # noqa: E402
     _lookup,
     _search,
     _threshold,
+    e2m1_magnitude,
     e4m3_decode,
     e4m3_encode,
     hadamard_rotate,
@@ -508,6 +509,34 @@ def test_e2m1_bit_construction_matches_the_table():
     expect = torch.cat([mags, -mags]) * 2.0 ** -14
     assert torch.equal(out.double(), expect)
     assert torch.signbit(out[8]) and not torch.signbit(out[0])
+
+
+@triton.jit
+def _e2m1_codes(v_ptr, out_ptr, n: tl.constexpr):
+    i = tl.arange(0, n)
+    tl.store(out_ptr + i, e2m1_magnitude(tl.load(v_ptr + i), False))
+
+
+def test_e2m1_magnitude_is_the_nearest_ties_down_even_a_float32_unit_from_a_tie():
+    # nvfp4's append codes v = |x| / scale by the nearest e2m1 magnitude, ties to the smaller,
+    # as the reference's argmin over exact differences: every tie, the float32 values next to
+    # it on both sides (below 1 those are finer than 1 + v can hold, where adding 1 before
+    # rounding had sent 0.25 + 2⁻²⁶ down to 0), the grid's values, zero and past 6
+    grid = torch.tensor(ref.E2M1, dtype=torch.float64)
+    ties = (grid[1:] + grid[:-1]) / 2
+    points = torch.cat([ties, grid, torch.tensor([0.0, 6.5, 7.0, 100.0, 2.0 ** -20])]).float()
+    up = torch.nextafter(points, torch.tensor(float("inf")))
+    down = torch.nextafter(points, torch.tensor(0.0))
+    extra = torch.tensor([0.25 + 2.0 ** -26, 0.75 - 2.0 ** -25, 0.75 + 2.0 ** -25])
+    g = torch.Generator().manual_seed(4)
+    v = torch.cat([points, up, down, extra.float(), torch.rand(400, generator=g) * 7])
+    n = 1 << (v.numel() - 1).bit_length()
+    v = torch.nn.functional.pad(v, (0, n - v.numel()))
+    out = torch.full((n,), -1, dtype=torch.int32)
+    _e2m1_codes[(1,)](v, out, n=n)
+    diff = (v.double()[:, None] - grid[None, :]).abs()
+    want = diff.argmin(dim=1).to(torch.int32)  # the first of two equal: the smaller
+    assert torch.equal(out, want)
 
 
 @pytest.mark.parametrize("n", [1, 8191, 100003])
