@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from decode import HKV, D, append_time  # noqa: E402
-from turns import turns_row  # noqa: E402
+from turns import in_turns, turns_row  # noqa: E402
 
 from kvcore.kernels import triton_ops  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
@@ -62,6 +63,12 @@ def identical(fmt: str) -> bool:
     return same
 
 
+def timed_with(kernel, cache: LayerCache, batch: int, tokens: int) -> tuple[float, int]:
+    """decode.append_time's figures with ``kernel`` as the append kernel."""
+    triton_ops.append_kernel = kernel
+    return append_time(cache, batch, tokens, torch.float16)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True, help="an earlier kvcore/kernels/triton_ops.py")
@@ -82,13 +89,9 @@ def main() -> None:
         for shape in args.shapes.split(","):
             batch, tokens = (int(v) for v in shape.split("x"))
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
-            times: dict[str, list[float]] = {name: [] for name in kernels}
-            moved = 0
-            for _ in range(args.rounds):
-                for name, kernel in kernels.items():
-                    triton_ops.append_kernel = kernel
-                    t, moved = append_time(cache, batch, tokens, torch.float16)
-                    times[name].append(t)
+            times, moved = in_turns(args.rounds, {
+                name: partial(timed_with, kernel, cache, batch, tokens)
+                for name, kernel in kernels.items()})
             del cache
             out["rows"].append(turns_row(fmt, batch, tokens, moved, times,
                                          bw["read_bytes_per_s"]))

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from decode import HKV, D, kivi_append_time, kivi_same_bytes  # noqa: E402
-from turns import turns_row  # noqa: E402
+from turns import in_turns, turns_row  # noqa: E402
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.kivi import KiviCache  # noqa: E402
@@ -72,13 +73,9 @@ def main() -> None:
         out[f"{fmt}_identical"] = same_bytes(fmt)
         print(fmt, "one launch writes the bytes of a launch a sequence:", out[f"{fmt}_identical"])
         for batch, tokens in SHAPES:
-            times: dict[str, list[float]] = {name: [] for name, _, _ in VARIANTS}
-            moved = 0
-            for _ in range(args.rounds):
-                for name, per_sequence, parts in VARIANTS:
-                    t, moved = kivi_append_time(fmt, batch, tokens, per_sequence=per_sequence,
-                                                parts=parts)
-                    times[name].append(t)
+            times, moved = in_turns(args.rounds, {
+                name: partial(kivi_append_time, fmt, batch, tokens, per_sequence=per_sequence,
+                              parts=parts) for name, per_sequence, parts in VARIANTS})
             out["rows"].append(turns_row(fmt, batch, tokens, moved, times,
                                          bw["read_bytes_per_s"]))
     Path(args.out, "kivi-batched-append.json").write_text(json.dumps(out, indent=1))

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from decode import kivi_append_time  # noqa: E402
-from turns import turns_row  # noqa: E402
+from turns import in_turns, turns_row  # noqa: E402
 
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
@@ -52,13 +53,9 @@ def main() -> None:
     for fmt in args.formats.split(","):
         for shape in args.shapes.split(","):
             batch, tokens = (int(v) for v in shape.split("x"))
-            times: dict[str, list[float]] = {c: [] for c in configs}
-            moved = 0
-            for _ in range(args.rounds):
-                for c in configs:
-                    warps, parts = parse(c)
-                    t, moved = kivi_append_time(fmt, batch, tokens, num_warps=warps, parts=parts)
-                    times[c].append(t)
+            times, moved = in_turns(args.rounds, {
+                c: partial(kivi_append_time, fmt, batch, tokens, num_warps=parse(c)[0],
+                           parts=parse(c)[1]) for c in configs})
             out["rows"].append(turns_row(fmt, batch, tokens, moved, times,
                                          bw["read_bytes_per_s"]))
     Path(args.out, "kivi-short-append.json").write_text(json.dumps(out, indent=1))

@@ -3,6 +3,8 @@ read-bandwidth fraction of each one's best, printed on one line."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 def turns_row(fmt: str, batch: int, tokens: int, moved: int, times: dict[str, list[float]],
               read_bytes_per_s: float) -> dict:
@@ -15,3 +17,17 @@ def turns_row(fmt: str, batch: int, tokens: int, moved: int, times: dict[str, li
         f"{name} {' '.join(f'{x * 1e6:.1f}' for x in t)} µs "
         f"{row['fraction_of_read_bw'][name]:.1%}" for name, t in times.items()))
     return row
+
+
+def in_turns(rounds: int, calls: dict[str, Callable[[], tuple[float, int]]]
+             ) -> tuple[dict[str, list[float]], int]:
+    """Each of ``calls`` (variant → a timing: seconds a call, bytes moved) once a round, in
+    turns, ``rounds`` times: the seconds by variant, and the bytes moved (the last call's; the
+    variants move the same bytes)."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    moved = 0
+    for _ in range(rounds):
+        for name, call in calls.items():
+            t, moved = call()
+            times[name].append(t)
+    return times, moved
