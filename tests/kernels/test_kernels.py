@@ -748,10 +748,11 @@ def test_q4_0_append_takes_the_first_of_two_equal_magnitudes():
     assert torch.equal(kernel.k.planes["qs"][0, 0, :2], refc.k.planes["qs"][0, 0, :2])
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 def test_q4_0_append_finds_each_blocks_scale_as_the_reference_among_many_ties(dtype):
-    # 16-bit rows find the value of largest magnitude, its first place and its sign with one
-    # integer max over their float32 bits; float32 rows by three reductions. Blocks drawn from
+    # 16-bit rows (float16, bfloat16: only converted to float32, no bfloat16 arithmetic) find
+    # the value of largest magnitude, its first place and its sign with one integer max over
+    # their float32 bits; float32 rows by three reductions. Blocks drawn from
     # a few magnitudes (ties of both signs everywhere, negative zeros, all-zero blocks) and
     # from float16's tiny values must give the reference's scales and codes, bit for bit
     g = torch.Generator().manual_seed(11)
