@@ -409,8 +409,9 @@ def kivi_append_time(fmt: str, batch: int, tokens: int, num_warps: int | None = 
     over input copies too large for L2, and the bytes each append moves: the input read, the
     quantized groups it flushes and the residual-ring slots it writes. Several sequences' appends
     are one launch (KiviCache.write_appends); ``per_sequence``: a launch each, as before kernel
-    v77, as also where ``ring_kernel`` is off or ``writers_first`` on (a launch's options). ``num_warps``, ``max_registers``,
-    ``parts``: the launch's, as KiviCache.write_append takes them."""
+    v77, as also where ``ring_kernel`` is off or ``writers_first`` on (a launch's options).
+    ``num_warps``, ``max_registers``, ``parts``: the launch's, as KiviCache.write_append takes
+    them."""
     n = min(APPEND_TOKENS, batch * tokens)
     cache = KiviCache(fmt, batch, HKV, D, tokens, device="cuda")
     counts = [(s, min(tokens, n - s * tokens)) for s in range(batch) if n > s * tokens]

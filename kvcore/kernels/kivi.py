@@ -366,8 +366,7 @@ class KiviCache:
         which a writer that touched a slot still to be read would show); ``parts``: each
         program's channel blocks shared among that many programs (default flush_parts' for
         each launch)."""
-        if parts is not None:
-            self._check_parts(parts)
+        self._check_parts(parts)
         n = k.shape[0]
         # every token passes through the ring in the token-by-token append; the last ``ring``
         # of them are what it holds afterwards
@@ -418,8 +417,7 @@ class KiviCache:
         append's programs do what write_append's one launch does for it (its ring slots
         written by the kernel); no host state changes, so a CUDA graph can replay it.
         ``num_warps``, ``late_v``, ``max_registers``, ``parts``: write_append's."""
-        if parts is not None:
-            self._check_parts(parts)
+        self._check_parts(parts)
         if programs and plans.shape[0]:
             self._flush_launch((programs, self.heads, plans.shape[0]), (0,) * 6, 0,
                                k, v, True, num_warps, late_v, max_registers, parts, plans)
@@ -454,10 +452,11 @@ class KiviCache:
         """The G-channel blocks a flush program walks (the wider of K's and V's heads)."""
         return max(self.head_dim, self.head_dim_v) // self.group
 
-    def _check_parts(self, parts: int) -> None:
-        """A flush's programs share their channel blocks (G channels each) evenly."""
+    def _check_parts(self, parts: int | None) -> None:
+        """A flush's programs share their channel blocks (G channels each) evenly (None:
+        flush_parts' default, which does)."""
         blocks = self._blocks()
-        if parts < 1 or blocks % parts:
+        if parts is not None and (parts < 1 or blocks % parts):
             raise ValueError(f"parts must divide the {blocks} channel blocks of "
                              f"{self.group}, got {parts}")
 
@@ -471,7 +470,8 @@ class KiviCache:
         if not seqs:
             return
         torch = _torch()
-        plans, programs = self.plan_appends([(s, k.shape[0]) for s, k in zip(seqs, ks, strict=True)])
+        plans, programs = self.plan_appends([(s, k.shape[0])
+                                             for s, k in zip(seqs, ks, strict=True)])
         self.write_appends(plans, programs, torch.cat(ks), torch.cat(vs), parts=parts)
 
     def append_triton(self, s: int, k: Any, v: Any) -> None:
