@@ -19,7 +19,7 @@ from kvcore.engines import EngineSettings
 from kvcore.formats import describe
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
-from kvcore.query import find_format, find_gpu_for, find_model, find_weights
+from kvcore.query import find_format_listing, find_gpu_for, find_model, find_weights
 
 from .common import (
     answered,
@@ -168,9 +168,10 @@ def api_router() -> APIRouter:
     def post_find_format(body: PlanIn) -> list[dict[str, Any]]:
         """Every KV format on the body's model and card: bytes a token, whether it fits, max
         context and sequences, decode estimate and measured quality: ``kvplan
-        --find-format``."""
+        --find-format``. Formats the engine has but refuses for this plan follow, each with
+        ``offered`` false and the reason in ``refused``."""
         check_find_format(kv=body.kv, kv_k=body.kv_k, kv_v=body.kv_v)
-        return find_format(to_query(body))
+        return find_format_listing(to_query(body))
 
     @api.post("/find-weights", summary="Which weight formats fit")
     def post_find_weights(body: PlanIn) -> list[dict[str, Any]]:

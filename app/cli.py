@@ -39,6 +39,7 @@ from kvcore.query import (
     Query,
     context_notes,
     find_format,
+    find_format_listing,
     find_gpu_for,
     find_model,
     find_weights,
@@ -579,7 +580,7 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
 
 
 def render_find_format(q: Query, rows: list[dict[str, Any]],
-                       refused: Sequence[dict[str, str]] = ()) -> str:
+                       refused: Sequence[dict[str, Any]] = ()) -> str:
     """The formats' table and verdict, then each format the engine has but refuses for this
     plan with its reason."""
     table = [["format", "bits/value", "fits", "max context", "tok/s/seq", "quality"]] + [
@@ -1118,10 +1119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(rows, indent=2) if args.json else render_find_gpu(query, rows))
             return 0
         if args.find_format:
-            refused: list[dict[str, str]] = []
+            if args.json:
+                print(json.dumps(find_format_listing(query), indent=2))
+                return 0
+            refused: list[dict[str, Any]] = []
             rows = find_format(query, refused)
-            print(json.dumps(rows, indent=2) if args.json
-                  else render_find_format(query, rows, refused))
+            print(render_find_format(query, rows, refused))
             return 0
         if args.find_weights:
             rows = find_weights(query)

@@ -802,12 +802,12 @@ def host_runnable(found: dict[str, Any]) -> list[dict[str, Any]]:
                   key=lambda r: (-r["host_fit"]["tokens_per_s_per_sequence"], r["model"]))
 
 
-def find_format(q: Query, refused_out: list[dict[str, str]] | None = None
+def find_format(q: Query, refused_out: list[dict[str, Any]] | None = None
                 ) -> list[dict[str, Any]]:
     """Every KV format (K = V) the engine offers, highest precision first, with its fit and
     the decode estimate in it (tokens a second a sequence; None without a card).
     ``refused_out``: where given, each format the engine has but refuses for this plan is
-    appended to it with the one-line reason ({"format", "reason"})."""
+    appended to it with the one-line reason ({"format", "bits_per_value", "reason"})."""
     if not q.gpus and q.kv_budget_bytes is None:
         raise InputError("find-format needs a GPU or a KV budget to fit the cache in", field="gpu")
     rows = []
@@ -825,7 +825,8 @@ def find_format(q: Query, refused_out: list[dict[str, str]] | None = None
             # when the reason is the plan's (an option the engine lacks), not a format's
             refused = refused or exc
             if refused_out is not None:
-                refused_out.append({"format": fmt.name, "reason": str(exc)})
+                refused_out.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value,
+                                    "reason": str(exc)})
             continue
         here, quality = quality_here(q.spec, trial.cache)
         max_ctx = data["max_context"] or 0
@@ -833,10 +834,22 @@ def find_format(q: Query, refused_out: list[dict[str, str]] | None = None
         rows.append({"format": fmt.name, "bits_per_value": fmt.bits_per_value,
                      "bits_per_value_here": here, "fits": data["fits"], "max_context": max_ctx,
                      "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
-                     "quality": quality, "notes": context_notes(q, max_ctx)})
+                     "quality": quality, "notes": context_notes(q, max_ctx), "offered": True})
     if not rows and refused is not None:
         raise refused
     return rows
+
+
+def find_format_listing(q: Query) -> list[dict[str, Any]]:
+    """find_format's rows, then a row for each format the engine has but refuses for this
+    plan: ``offered`` false, the reason in ``refused``, no fit (``max_context`` 0) and no
+    estimate, so that a script reading the list sees every format the engine names."""
+    refused: list[dict[str, Any]] = []
+    rows = find_format(q, refused)
+    return rows + [{"format": r["format"], "bits_per_value": r["bits_per_value"],
+                    "bits_per_value_here": None, "fits": False, "max_context": 0,
+                    "tokens_per_s_per_sequence": None, "quality": None, "notes": [],
+                    "offered": False, "refused": r["reason"]} for r in refused]
 
 
 #: below this many bits a weight, "to fit" by weights names the fewest more cards beside them

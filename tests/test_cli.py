@@ -1161,3 +1161,24 @@ def test_find_format_says_why_each_format_it_leaves_out_is_refused(capsys):
     code, out, _ = run(capsys, *args, "--language-model-only")
     assert code == 0 and any(x.startswith("tq_4bit ") for x in out.splitlines())
     assert "not offered here: tq_4bit" not in out
+
+
+def test_find_format_json_lists_the_refused_formats_after_the_offered_ones(capsys):
+    # the table names them under it; a script reading --json must see them too
+    args = ["gemma-3-27b-it", "--engine", "vllm", "--gpu", "4090", "--ctx", "32k",
+            "--weights", "int4", "--find-format"]
+    text = run(capsys, *args)[1]
+    rows = json.loads(run(capsys, *args, "--json")[1])
+    offered = [r for r in rows if r["offered"]]
+    refused = [r for r in rows if not r["offered"]]
+    assert rows == offered + refused and offered and refused
+    named = [x.split(": ", 2)[1] for x in text.splitlines() if x.startswith("not offered here: ")]
+    assert [r["format"] for r in refused] == named
+    tq = next(r for r in refused if r["format"] == "tq_4bit")
+    assert "image-prefix" in tq["refused"] and tq["refused"] in text
+    assert tq["max_context"] == 0 and not tq["fits"] and tq["tokens_per_s_per_sequence"] is None
+    assert tq["bits_per_value"] == 4
+    # every offered row is a table row, in the table's order
+    lines = text.splitlines()
+    table = [x.split()[0] for x in lines[1:lines.index("")]]
+    assert [r["format"] for r in offered] == table

@@ -1422,3 +1422,16 @@ def test_the_format_table_prices_the_engines_pool_and_reads_its_window(client):
     row = re.search(r"<tr[^>]*><td>fp8_e4m3[^<]*</td>(.*?)</tr>", part, re.S).group(1)
     rate = f"{api['decode']['tokens_per_s_per_sequence']:.1f}"
     assert rate in row
+
+
+def test_find_format_lists_the_formats_the_engine_refuses(client):
+    # vLLM's TurboQuant formats on Gemma 3 with its vision tower: refused, listed with the reason
+    body = {"model": "gemma-3-27b-it", "engine": "vllm", "gpu": "4090", "context": "32k",
+            "weights": "int4"}
+    rows = client.post("/api/v1/find-format", json=body).json()
+    refused = {r["format"]: r for r in rows if not r["offered"]}
+    assert "image-prefix" in refused["tq_4bit"]["refused"]
+    assert refused["tq_4bit"]["max_context"] == 0 and not refused["tq_4bit"]["fits"]
+    assert rows.index(refused["tq_4bit"]) > max(i for i, r in enumerate(rows) if r["offered"])
+    served = client.post("/api/v1/find-format", json={**body, "language_model_only": True}).json()
+    assert any(r["format"] == "tq_4bit" and r["offered"] for r in served)
