@@ -197,6 +197,11 @@ FLUSH_PER_SM = 16
 #: (1,032 programs, under a wave) 11.3 → 11.6 µs, kivi4 alike; four parts slower than two
 #: wherever two paid (kivi-batched-append-h100.json)
 FLUSH_SHARED_PARTS = 2
+#: the flush kernel's tile rows hold tokens so that each of a one-warp tile's 8 lane rows
+#: holds G/8 consecutive tokens (kivi_flush_kernel's LANE_TOKENS): a key byte's codes are
+#: then packed inside one thread instead of across lanes (sm_90, the default launch: kivi2's
+#: channel-block loop 1,122 → 978 instructions, kivi4's 1,074 → 1,011; not yet timed)
+FLUSH_LANE_TOKENS = False
 
 
 def flush_parts(programs: int, blocks: int) -> int:
@@ -444,6 +449,7 @@ class KiviCache:
             RING_SLOTS=ring_kernel, HW=k.is_cuda, STAGES=FLUSH_STAGES,
             LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
             num_warps=num_warps or FLUSH_LAUNCH[self.bits][0], PARTS=parts,
+            LANE_TOKENS=FLUSH_LANE_TOKENS and self.group % (64 // self.bits) == 0,
             **({"PLANS": plans, "BATCHED": True} if plans is not None else {}),
             **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
                                      else max_registers) else {}))

@@ -96,7 +96,8 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                       LEVELS: tl.constexpr, HAS_V: tl.constexpr, TOK: tl.constexpr = 32,
                       RING_SLOTS: tl.constexpr = True, HW: tl.constexpr = False,
                       LATE_V: tl.constexpr = False, STAGES: tl.constexpr = 3, PLANS=None,
-                      BATCHED: tl.constexpr = False, PARTS: tl.constexpr = 1):
+                      BATCHED: tl.constexpr = False, PARTS: tl.constexpr = 1,
+                      LANE_TOKENS: tl.constexpr = False):
     """An append to sequence ``s`` of the new tokens XK [n, H, D] and XV [n, H, DV] (token
     live + i at row i; ``live``: the tokens held before it) in one launch. DV: the width of
     V's rows (D but where K and V differ; both multiples of G). HAS_V false: a K-only cache
@@ -148,7 +149,13 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     c = tl.arange(0, G)
     if j0 < nflush:
         gi = g0 + j0
-        t = tl.arange(0, G)
+        if LANE_TOKENS:
+            # tile row r holds token (r mod 8) · G/8 + r // 8: a one-warp tile's 8 lane rows
+            # each hold G/8 consecutive tokens, so a byte's codes are packed in one thread
+            r = tl.arange(0, G)
+            t = (r % 8) * (G // 8) + r // 8
+        else:
+            t = tl.arange(0, G)
         tok = gi.to(tl.int64) * G + t
         old = tok < live
         rb = (s * H + h) * RING + tok % RING
@@ -171,9 +178,19 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
             km = tl.min(k, axis=0)
             ks = _scale(km, tl.max(k, axis=0), LEVELS)
             kc = _quantize(k, km[None, :], ks[None, :], HW)
-            kbytes = tl.sum(tl.reshape(kc, (G // PER, PER, G)) << kshift, axis=1)  # [G/PER, G]
-            tl.store(KQ + (gbase * (G // PER) + j[:, None]) * D + d[None, :],
-                     kbytes.to(tl.uint8), mask=dm[None, :])
+            if LANE_TOKENS:
+                # rows r = q · 8 + L hold token Q·L + q (Q = G/8 a lane row): byte
+                # L · Q/PER + q // PER, its code q mod PER
+                kb = tl.sum(tl.reshape(kc, (G // 8 // PER, PER, 8, G))
+                            << (tl.arange(0, PER) * BITS)[None, :, None, None], axis=1)
+                jb = (tl.arange(0, 8)[None, :] * (G // 8 // PER)
+                      + tl.arange(0, G // 8 // PER)[:, None])  # [Q/PER, 8]
+                tl.store(KQ + (gbase * (G // PER) + jb[:, :, None]) * D + d[None, None, :],
+                         kb.to(tl.uint8), mask=dm[None, None, :])
+            else:
+                kbytes = tl.sum(tl.reshape(kc, (G // PER, PER, G)) << kshift, axis=1)
+                tl.store(KQ + (gbase * (G // PER) + j[:, None]) * D + d[None, :],
+                         kbytes.to(tl.uint8), mask=dm[None, :])  # [G/PER, G]
             tl.store(KS + gbase * D + d, ks, mask=dm)
             tl.store(KM + gbase * D + d, km, mask=dm)
             if HAS_V:

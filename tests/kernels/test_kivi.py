@@ -210,6 +210,50 @@ def test_appends_of_several_sequences_in_one_launch_write_the_token_by_token_byt
     assert torch.equal(many.group_table, one.group_table)
 
 
+@pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
+@pytest.mark.parametrize(("dim", "dv", "dtype"), [(64, 64, torch.float16), (96, 32, torch.float16),
+                                                  (128, 128, torch.bfloat16)])
+def test_a_flush_with_each_lane_row_holding_consecutive_tokens_writes_the_reference_bytes(
+        monkeypatch, fmt, dim, dv, dtype):
+    # LANE_TOKENS: the tile's rows hold its tokens out of order, so that each byte's codes
+    # are packed in one thread; the codes, their bytes and each token's value scales must
+    # still land where the reference puts them (one sequence and several in one launch,
+    # groups from the ring and from new rows, any warps)
+    monkeypatch.setattr(kivi, "FLUSH_LANE_TOKENS", True)
+    g = torch.Generator().manual_seed(41)
+    ref, one, many, wide = (KiviCache(fmt, 2, 2, dim, 700, head_dim_v=dv) for _ in range(4))
+    for s, c in [(0, 230), (1, 70), (0, 1), (1, 260), (0, 140)]:
+        k = torch.randn(c, 2, dim, generator=g).to(dtype)
+        v = torch.randn(c, 2, dv, generator=g).to(dtype)
+        ref.append(s, k, v)
+        one.append_triton(s, k, v)
+        many.append_many([s], [k], [v])
+        wide.write_append(s, k, v, *wide.plan_append(s, c), num_warps=2)
+    assert ref.n_quant[0] > 0 and ref.n_quant[1] > 0
+    for cache in (one, many, wide):
+        for a, b in zip(cache.tensors(), ref.tensors(), strict=True):
+            assert torch.equal(a, b)
+
+
+def test_lane_token_rows_reach_the_launch_when_set(monkeypatch):
+    # FLUSH_LANE_TOKENS reaches the kernel for both formats (a lane row of G/8 = 4 tokens holds
+    # whole bytes of kivi2, 4 codes, and of kivi4, 2)
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append(kw["LANE_TOKENS"])
+
+    monkeypatch.setattr(kivi_triton, "kivi_flush_kernel", Spy())
+    for on in (False, True):
+        monkeypatch.setattr(kivi, "FLUSH_LANE_TOKENS", on)
+        for fmt in ("kivi2", "kivi4"):
+            cache = KiviCache(fmt, 1, 1, 64, 128)
+            k = torch.zeros(64, 1, 64, dtype=torch.float16)
+            cache.write_append(0, k, k, *cache.plan_append(0, 64))
+    assert seen == [False, False, True, True]
+
+
 @pytest.mark.parametrize(("dim", "dv", "parts"), [(64, 64, 2), (128, 128, 4), (96, 96, 3),
                                                   (64, 32, 2)])
 def test_a_flush_shared_among_programs_by_channel_blocks_writes_the_same_bytes(dim, dv, parts):
