@@ -1,13 +1,17 @@
 """KIVI's flush with each lane row of its one-warp tile holding consecutive tokens
 (kivi.FLUSH_LANE_TOKENS, kivi_flush_kernel's LANE_TOKENS: a key byte's codes packed in one
-thread) against the tile in token order, in turns, on the decode benchmark's append shapes;
-first the bytes of both against each other on the GPU.
+thread), and with that its scales' reciprocals by one Newton step (FLUSH_RCP_FMA), against
+the tile in token order, in turns, on the decode benchmark's append shapes. First, on the GPU:
+the Newton step against the correctly rounded division for every positive float16 scale (as
+the kernel adjusts those below float16's normal range), and the bytes of each variant against
+token order's.
 
     python bench/probes/kivi_lane_tokens.py [--shapes 1x4096,64x4096,8x32768] [--rounds 3]
         [--out DIR]
 
-Writes kivi-lane-tokens.json into --out: whether the bytes agree, then per format and shape
-the seconds of each variant in every round and the read-bandwidth fraction of its best.
+Writes kivi-lane-tokens.json into --out: the scales whose reciprocals differ, whether the
+bytes agree, then per format and shape the seconds of each variant in every round and the
+read-bandwidth fraction of its best.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import sys
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
@@ -29,21 +35,47 @@ from turns import in_turns, turns_row  # noqa: E402
 from kvcore.kernels import kivi  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.kivi import KiviCache  # noqa: E402
+from kvcore.kernels.kivi_triton import _reciprocal  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
+#: variant → (FLUSH_LANE_TOKENS, FLUSH_RCP_FMA)
+VARIANTS = {"token_order": (False, False), "lane_tokens": (True, False),
+            "lane_tokens_rcp_fma": (True, True)}
 
-def timed(on: bool, fmt: str, batch: int, tokens: int) -> tuple[float, int]:
-    kivi.FLUSH_LANE_TOKENS = on
+
+def timed(variant: str, fmt: str, batch: int, tokens: int) -> tuple[float, int]:
+    kivi.FLUSH_LANE_TOKENS, kivi.FLUSH_RCP_FMA = VARIANTS[variant]
     return kivi_append_time(fmt, batch, tokens)
+
+
+@triton.jit
+def _reciprocals(X, OUT, n, RCP_FMA: tl.constexpr):
+    i = tl.program_id(0) * 1024 + tl.arange(0, 1024)
+    m = i < n
+    scf = tl.load(X + i, mask=m, other=1.0).to(tl.float32)
+    up = tl.where(scf < 0.00006103515625, scf + 5.960464477539063e-08, scf)
+    tl.store(OUT + i, _reciprocal(up, RCP_FMA), mask=m)
+
+
+def reciprocal_misses() -> list[int]:
+    """The float16 bit patterns of the positive finite scales whose reciprocal by the Newton
+    step differs from the correctly rounded division's (as the flush kernel takes them)."""
+    bits = torch.arange(1, 0x7C00, dtype=torch.int32, device="cuda")
+    x = bits.to(torch.int16).view(torch.float16)
+    out = [torch.empty(x.numel(), dtype=torch.float32, device="cuda") for _ in range(2)]
+    for fast, o in zip((False, True), out, strict=True):
+        _reciprocals[(triton.cdiv(x.numel(), 1024),)](x, o, x.numel(), RCP_FMA=fast)
+    differ = out[0].view(torch.int32) != out[1].view(torch.int32)
+    return bits[differ].tolist()
 
 
 def same_bytes(fmt: str) -> bool:
     """Two appends (4,000 tokens, then 1,000 more) to 3 sequences of 8 heads of 128, one
-    cache per variant: every plane equal."""
+    cache per variant: every plane equal to token order's."""
     g = torch.Generator(device="cuda").manual_seed(5)
     caches = []
-    for on in (False, True):
-        kivi.FLUSH_LANE_TOKENS = on
+    for variant in VARIANTS:
+        kivi.FLUSH_LANE_TOKENS, kivi.FLUSH_RCP_FMA = VARIANTS[variant]
         cache = KiviCache(fmt, 3, 8, 128, 8192, device="cuda")
         g.manual_seed(5)
         for n in (4000, 1000):
@@ -52,8 +84,8 @@ def same_bytes(fmt: str) -> bool:
             cache.append_many([0, 1, 2], ks, vs)
         caches.append(cache)
     torch.cuda.synchronize()
-    return all(torch.equal(a, b) for a, b in zip(caches[0].tensors(), caches[1].tensors(),
-                                                  strict=True))
+    return all(torch.equal(a, b) for other in caches[1:]
+               for a, b in zip(caches[0].tensors(), other.tensors(), strict=True))
 
 
 def main() -> None:
@@ -64,8 +96,10 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     bw = measure_bandwidth(torch)
-    out: dict = {"env": environment("cuda", torch), "bandwidth": bw, "same_bytes": {},
-                 "rows": []}
+    misses = reciprocal_misses()
+    print(f"Newton reciprocals unlike the division's: {len(misses)} of 31,743 scales")
+    out: dict = {"env": environment("cuda", torch), "bandwidth": bw,
+                 "reciprocal_misses": misses, "same_bytes": {}, "rows": []}
     for fmt in args.formats.split(","):
         out["same_bytes"][fmt] = same_bytes(fmt)
         print(f"{fmt} bytes identical: {out['same_bytes'][fmt]}")
@@ -73,8 +107,8 @@ def main() -> None:
         for shape in args.shapes.split(","):
             batch, tokens = (int(v) for v in shape.split("x"))
             times, moved = in_turns(args.rounds, {
-                name: (lambda on=on, b=batch, t=tokens, f=fmt: timed(on, f, b, t))
-                for name, on in (("token_order", False), ("lane_tokens", True))})
+                name: (lambda n=name, b=batch, t=tokens, f=fmt: timed(n, f, b, t))
+                for name in VARIANTS})
             out["rows"].append(turns_row(fmt, batch, tokens, moved, times,
                                          bw["read_bytes_per_s"]))
     Path(args.out, "kivi-lane-tokens.json").write_text(json.dumps(out, indent=1))

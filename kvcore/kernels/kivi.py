@@ -202,6 +202,11 @@ FLUSH_SHARED_PARTS = 2
 #: then packed inside one thread instead of across lanes (sm_90, the default launch: kivi2's
 #: channel-block loop 1,122 → 978 instructions, kivi4's 1,074 → 1,011; not yet timed)
 FLUSH_LANE_TOKENS = False
+#: on a GPU the flush takes its scales' reciprocals from the approximate reciprocal and one
+#: Newton step (kivi_flush_kernel's RCP_FMA) instead of a correctly rounded division, only
+#: where the two were checked equal for every float16 scale (kivi2's loop 978 → 833
+#: instructions with LANE_TOKENS; not yet timed)
+FLUSH_RCP_FMA = False
 
 
 def flush_parts(programs: int, blocks: int) -> int:
@@ -450,6 +455,7 @@ class KiviCache:
             LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
             num_warps=num_warps or FLUSH_LAUNCH[self.bits][0], PARTS=parts,
             LANE_TOKENS=FLUSH_LANE_TOKENS and self.group % (64 // self.bits) == 0,
+            RCP_FMA=FLUSH_RCP_FMA,
             **({"PLANS": plans, "BATCHED": True} if plans is not None else {}),
             **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
                                      else max_registers) else {}))

@@ -29,7 +29,24 @@ def _scale(lo, hi, LEVELS: tl.constexpr):
 
 
 @triton.jit
-def _quantize(x, mn, sc, HW: tl.constexpr):
+def _reciprocal(x, RCP_FMA: tl.constexpr):
+    """1 / x for x > 0, rounded to nearest, in float32. RCP_FMA (a GPU only): the
+    approximate reciprocal and one Newton step of two fused multiply-adds, without the
+    correctly rounded division's range check and its slow path; used only where every
+    float32 this kernel takes (a float16 scale, or one below float16's normal range plus
+    2⁻²⁴) was checked on the GPU to give the division's result
+    (bench/probes/kivi_lane_tokens.py)."""
+    if RCP_FMA:
+        return tl.inline_asm_elementwise(
+            "{ .reg .f32 r, e; rcp.approx.ftz.f32 r, $1; neg.f32 e, $1; "
+            "fma.rn.f32 e, e, r, 0f3F800000; fma.rn.f32 $0, r, e, r; }",
+            "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        return tl.math.div_rn(1.0, x)
+
+
+@triton.jit
+def _quantize(x, mn, sc, HW: tl.constexpr, RCP_FMA: tl.constexpr = False):
     """The codes of x given its group's minimum ``mn`` and scale ``sc`` (float16, broadcast
     against x, mn at most x), as the reference computes them: (x − mn) times the correctly
     rounded reciprocal of the scale, rounded to the nearest integer, ties to even, all in
@@ -43,7 +60,7 @@ def _quantize(x, mn, sc, HW: tl.constexpr):
     product."""
     scf = sc.to(tl.float32)
     up = tl.where(scf < 0.00006103515625, scf + 5.960464477539063e-08, scf)
-    r = tl.where(scf > 0, tl.math.div_rn(1.0, tl.where(scf > 0, up, 1.0)), 0.0)
+    r = tl.where(scf > 0, _reciprocal(tl.where(scf > 0, up, 1.0), RCP_FMA and HW), 0.0)
     q = (x.to(tl.float32) - mn.to(tl.float32)) * r
     if HW:
         magic = tl.full(q.shape, 8388608.0, tl.float32)
@@ -97,7 +114,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                       RING_SLOTS: tl.constexpr = True, HW: tl.constexpr = False,
                       LATE_V: tl.constexpr = False, STAGES: tl.constexpr = 3, PLANS=None,
                       BATCHED: tl.constexpr = False, PARTS: tl.constexpr = 1,
-                      LANE_TOKENS: tl.constexpr = False):
+                      LANE_TOKENS: tl.constexpr = False, RCP_FMA: tl.constexpr = False):
     """An append to sequence ``s`` of the new tokens XK [n, H, D] and XV [n, H, DV] (token
     live + i at row i; ``live``: the tokens held before it) in one launch. DV: the width of
     V's rows (D but where K and V differ; both multiples of G). HAS_V false: a K-only cache
@@ -177,7 +194,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
             # PER·j + PER − 1, the bytes lie [G/PER, D], channels contiguous
             km = tl.min(k, axis=0)
             ks = _scale(km, tl.max(k, axis=0), LEVELS)
-            kc = _quantize(k, km[None, :], ks[None, :], HW)
+            kc = _quantize(k, km[None, :], ks[None, :], HW, RCP_FMA)
             if LANE_TOKENS:
                 # rows r = q · 8 + L hold token Q·L + q (Q = G/8 a lane row): byte
                 # L · Q/PER + q // PER, its code q mod PER
@@ -201,7 +218,7 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                 # cb at [cb, t]
                 vm = tl.min(v, axis=1)
                 vs = _scale(vm, tl.max(v, axis=1), LEVELS)
-                vc = _quantize(v, vm[:, None], vs[:, None], HW)
+                vc = _quantize(v, vm[:, None], vs[:, None], HW, RCP_FMA)
                 vbytes = tl.sum(tl.reshape(vc, (G, G // PER, PER)) << vshift, axis=2)
                 tm = _below(cb * G + 0 * t, DV, D == DV)  # [G]: the block inside V's rows
                 tl.store(VQ + (gbase * (DV // PER) + cb * (G // PER) + j[None, :]) * G

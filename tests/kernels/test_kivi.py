@@ -235,23 +235,24 @@ def test_a_flush_with_each_lane_row_holding_consecutive_tokens_writes_the_refere
             assert torch.equal(a, b)
 
 
-def test_lane_token_rows_reach_the_launch_when_set(monkeypatch):
-    # FLUSH_LANE_TOKENS reaches the kernel for both formats (a lane row of G/8 = 4 tokens holds
-    # whole bytes of kivi2, 4 codes, and of kivi4, 2)
+def test_lane_token_rows_and_the_newton_reciprocal_reach_the_launch_when_set(monkeypatch):
+    # FLUSH_LANE_TOKENS and FLUSH_RCP_FMA reach the kernel for both formats (a lane row of
+    # G/8 = 4 tokens holds whole bytes of kivi2, 4 codes, and of kivi4, 2)
     seen = []
 
     class Spy:
         def __getitem__(self, grid):
-            return lambda *a, **kw: seen.append(kw["LANE_TOKENS"])
+            return lambda *a, **kw: seen.append((kw["LANE_TOKENS"], kw["RCP_FMA"]))
 
     monkeypatch.setattr(kivi_triton, "kivi_flush_kernel", Spy())
     for on in (False, True):
         monkeypatch.setattr(kivi, "FLUSH_LANE_TOKENS", on)
+        monkeypatch.setattr(kivi, "FLUSH_RCP_FMA", not on)
         for fmt in ("kivi2", "kivi4"):
             cache = KiviCache(fmt, 1, 1, 64, 128)
             k = torch.zeros(64, 1, 64, dtype=torch.float16)
             cache.write_append(0, k, k, *cache.plan_append(0, 64))
-    assert seen == [False, False, True, True]
+    assert seen == [(False, True), (False, True), (True, False), (True, False)]
 
 
 @pytest.mark.parametrize(("dim", "dv", "parts"), [(64, 64, 2), (128, 128, 4), (96, 96, 3),
