@@ -60,7 +60,11 @@ def _quantize(x, mn, sc, HW: tl.constexpr, RCP_FMA: tl.constexpr = False):
     product."""
     scf = sc.to(tl.float32)
     up = tl.where(scf < 0.00006103515625, scf + 5.960464477539063e-08, scf)
-    r = tl.where(scf > 0, _reciprocal(tl.where(scf > 0, up, 1.0), RCP_FMA and HW), 0.0)
+    if RCP_FMA and HW:
+        # a zero scale's Newton step gives NaN, not a fault: no operand to guard
+        r = tl.where(scf > 0, _reciprocal(up, True), 0.0)
+    else:
+        r = tl.where(scf > 0, _reciprocal(tl.where(scf > 0, up, 1.0), False), 0.0)
     q = (x.to(tl.float32) - mn.to(tl.float32)) * r
     if HW:
         magic = tl.full(q.shape, 8388608.0, tl.float32)
