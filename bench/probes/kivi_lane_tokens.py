@@ -1,6 +1,7 @@
 """KIVI's flush with each lane row of its one-warp tile holding consecutive tokens
 (kivi.FLUSH_LANE_TOKENS, kivi_flush_kernel's LANE_TOKENS: a key byte's codes packed in one
-thread), and with that its scales' reciprocals by one Newton step (FLUSH_RCP_FMA), against
+thread), and with that its scales' reciprocals by one Newton step (FLUSH_RCP_FMA) and its
+ranges two float16 values a word (FLUSH_PACKED_RANGE), against
 the tile in token order, in turns, on the decode benchmark's append shapes. First, on the GPU:
 the Newton step against the correctly rounded division for every positive float16 scale (as
 the kernel adjusts those below float16's normal range), and the bytes of each variant against
@@ -38,13 +39,18 @@ from kvcore.kernels.kivi import KiviCache  # noqa: E402
 from kvcore.kernels.kivi_triton import _reciprocal  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
-#: variant → (FLUSH_LANE_TOKENS, FLUSH_RCP_FMA)
-VARIANTS = {"token_order": (False, False), "lane_tokens": (True, False),
-            "lane_tokens_rcp_fma": (True, True)}
+#: variant → (FLUSH_LANE_TOKENS, FLUSH_RCP_FMA, FLUSH_PACKED_RANGE)
+VARIANTS = {"token_order": (False, False, False), "lane_tokens": (True, False, False),
+            "lane_tokens_rcp_fma": (True, True, False),
+            "lane_tokens_rcp_fma_packed": (True, True, True)}
+
+
+def use(variant: str) -> None:
+    kivi.FLUSH_LANE_TOKENS, kivi.FLUSH_RCP_FMA, kivi.FLUSH_PACKED_RANGE = VARIANTS[variant]
 
 
 def timed(variant: str, fmt: str, batch: int, tokens: int) -> tuple[float, int]:
-    kivi.FLUSH_LANE_TOKENS, kivi.FLUSH_RCP_FMA = VARIANTS[variant]
+    use(variant)
     return kivi_append_time(fmt, batch, tokens)
 
 
@@ -75,7 +81,7 @@ def same_bytes(fmt: str) -> bool:
     g = torch.Generator(device="cuda").manual_seed(5)
     caches = []
     for variant in VARIANTS:
-        kivi.FLUSH_LANE_TOKENS, kivi.FLUSH_RCP_FMA = VARIANTS[variant]
+        use(variant)
         cache = KiviCache(fmt, 3, 8, 128, 8192, device="cuda")
         g.manual_seed(5)
         for n in (4000, 1000):

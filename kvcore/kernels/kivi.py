@@ -207,6 +207,10 @@ FLUSH_LANE_TOKENS = False
 #: where the two were checked equal for every float16 scale (kivi2's loop 978 → 833
 #: instructions with LANE_TOKENS; not yet timed)
 FLUSH_RCP_FMA = False
+#: with LANE_TOKENS, the flush takes each channel's and token's minimum and maximum in float16,
+#: two of them a 32-bit word across lanes (kivi_flush_kernel's PACKED_RANGE; with both above,
+#: kivi2's loop 821 → 727 instructions; not yet timed)
+FLUSH_PACKED_RANGE = False
 
 
 def flush_parts(programs: int, blocks: int) -> int:
@@ -455,7 +459,7 @@ class KiviCache:
             LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
             num_warps=num_warps or FLUSH_LAUNCH[self.bits][0], PARTS=parts,
             LANE_TOKENS=FLUSH_LANE_TOKENS and self.group % (64 // self.bits) == 0,
-            RCP_FMA=FLUSH_RCP_FMA,
+            RCP_FMA=FLUSH_RCP_FMA, PACKED_RANGE=FLUSH_PACKED_RANGE,
             **({"PLANS": plans, "BATCHED": True} if plans is not None else {}),
             **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
                                      else max_registers) else {}))

@@ -21,6 +21,109 @@ def _below(x, n: tl.constexpr, WHOLE: tl.constexpr):
 
 
 @triton.jit
+def _fmin(a, b):
+    return tl.minimum(a, b)
+
+
+@triton.jit
+def _fmax(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def _pack2(a, b, HW: tl.constexpr):
+    """Float16 a and b as the low and high halves of an int32."""
+    if HW:
+        return tl.inline_asm_elementwise("mov.b32 $0, {$1, $2};", "=r,h,h", [a, b],
+                                         dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        return ((b.to(tl.int16, bitcast=True).to(tl.int32) << 16)
+                | (a.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF))
+
+
+@triton.jit
+def _unpack2(p, HW: tl.constexpr):
+    """_pack2's halves back: (low, high) as float16."""
+    if HW:
+        return tl.inline_asm_elementwise("mov.b32 {$0, $1}, $2;", "=h,=h,r", [p],
+                                         dtype=(tl.float16, tl.float16), is_pure=True, pack=1)
+    else:
+        return ((p & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True),
+                (p >> 16).to(tl.int16).to(tl.float16, bitcast=True))
+
+
+@triton.jit
+def _min2_hw(a, b):
+    return tl.inline_asm_elementwise("min.f16x2 $0, $1, $2;", "=r,r,r", [a, b],
+                                     dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _max2_hw(a, b):
+    return tl.inline_asm_elementwise("max.f16x2 $0, $1, $2;", "=r,r,r", [a, b],
+                                     dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _min2(a, b):
+    a0, a1 = _unpack2(a, False)
+    b0, b1 = _unpack2(b, False)
+    return _pack2(tl.minimum(a0, b0), tl.minimum(a1, b1), False)
+
+
+@triton.jit
+def _max2(a, b):
+    a0, a1 = _unpack2(a, False)
+    b0, b1 = _unpack2(b, False)
+    return _pack2(tl.maximum(a0, b0), tl.maximum(a1, b1), False)
+
+
+@triton.jit
+def _lane_key_range(k, G: tl.constexpr, HW: tl.constexpr):
+    """Each channel's minimum and maximum over the G tokens of a LANE_TOKENS tile k [G, G]
+    (float16, row q · 8 + L): over a thread's G/8 rows in float16, then across the 8 lane
+    rows with two neighbouring channels in one 32-bit word, so that a shuffle and a packed
+    min or max serve both."""
+    k4 = tl.reshape(k, (G // 8, 8, G))
+    lo = tl.reduce(k4, 0, _fmin)
+    hi = tl.reduce(k4, 0, _fmax)
+    a, b = tl.split(tl.reshape(lo, (8, G // 2, 2)))
+    c, d = tl.split(tl.reshape(hi, (8, G // 2, 2)))
+    if HW:
+        plo = tl.reduce(_pack2(a, b, HW), 0, _min2_hw)
+        phi = tl.reduce(_pack2(c, d, HW), 0, _max2_hw)
+    else:
+        plo = tl.reduce(_pack2(a, b, HW), 0, _min2)
+        phi = tl.reduce(_pack2(c, d, HW), 0, _max2)
+    a, b = _unpack2(plo, HW)
+    c, d = _unpack2(phi, HW)
+    return tl.reshape(tl.join(a, b), (G,)), tl.reshape(tl.join(c, d), (G,))
+
+
+@triton.jit
+def _lane_value_range(v, G: tl.constexpr, HW: tl.constexpr):
+    """Each row's minimum and maximum over the G channels of a LANE_TOKENS tile v [G, G]
+    (float16, row q · 8 + L, a thread's 8 channels of 4 lane columns): over a thread's
+    channels in float16, then across the lane columns with rows q and q + 1 in one 32-bit
+    word."""
+    v3 = tl.reshape(v, (G, 4, G // 4))
+    lo = tl.reshape(tl.reduce(v3, 2, _fmin), (G // 16, 2, 8, 4))
+    hi = tl.reshape(tl.reduce(v3, 2, _fmax), (G // 16, 2, 8, 4))
+    a, b = tl.split(tl.permute(lo, (0, 2, 3, 1)))
+    c, d = tl.split(tl.permute(hi, (0, 2, 3, 1)))
+    if HW:
+        plo = tl.reduce(_pack2(a, b, HW), 2, _min2_hw)
+        phi = tl.reduce(_pack2(c, d, HW), 2, _max2_hw)
+    else:
+        plo = tl.reduce(_pack2(a, b, HW), 2, _min2)
+        phi = tl.reduce(_pack2(c, d, HW), 2, _max2)
+    a, b = _unpack2(plo, HW)
+    c, d = _unpack2(phi, HW)
+    return (tl.reshape(tl.permute(tl.join(a, b), (0, 2, 1)), (G,)),
+            tl.reshape(tl.permute(tl.join(c, d), (0, 2, 1)), (G,)))
+
+
+@triton.jit
 def _scale(lo, hi, LEVELS: tl.constexpr):
     """A group's scale, as the reference computes it: (hi − lo) times 1/LEVELS rounded to
     float32 (a constant: a division here compiles to an approximate reciprocal), then rounded
@@ -118,7 +221,8 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                       RING_SLOTS: tl.constexpr = True, HW: tl.constexpr = False,
                       LATE_V: tl.constexpr = False, STAGES: tl.constexpr = 3, PLANS=None,
                       BATCHED: tl.constexpr = False, PARTS: tl.constexpr = 1,
-                      LANE_TOKENS: tl.constexpr = False, RCP_FMA: tl.constexpr = False):
+                      LANE_TOKENS: tl.constexpr = False, RCP_FMA: tl.constexpr = False,
+                      PACKED_RANGE: tl.constexpr = False):
     """An append to sequence ``s`` of the new tokens XK [n, H, D] and XV [n, H, DV] (token
     live + i at row i; ``live``: the tokens held before it) in one launch. DV: the width of
     V's rows (D but where K and V differ; both multiples of G). HAS_V false: a K-only cache
@@ -196,8 +300,12 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
             # keys (float16: their minimum and maximum are exact in it): per channel over the
             # G tokens; packed along tokens: byte j of channel d holds tokens PER·j …
             # PER·j + PER − 1, the bytes lie [G/PER, D], channels contiguous
-            km = tl.min(k, axis=0)
-            ks = _scale(km, tl.max(k, axis=0), LEVELS)
+            if LANE_TOKENS and PACKED_RANGE:
+                km, kx = _lane_key_range(k, G, HW)
+            else:
+                km = tl.min(k, axis=0)
+                kx = tl.max(k, axis=0)
+            ks = _scale(km, kx, LEVELS)
             kc = _quantize(k, km[None, :], ks[None, :], HW, RCP_FMA)
             if LANE_TOKENS:
                 # rows r = q · 8 + L hold token Q·L + q (Q = G/8 a lane row): byte
@@ -220,8 +328,12 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
                 # values: per token over the block's G channels (channel group cb); the planes
                 # lie token-minor: byte c of token t at [c, t], the scale and minimum of group
                 # cb at [cb, t]
-                vm = tl.min(v, axis=1)
-                vs = _scale(vm, tl.max(v, axis=1), LEVELS)
+                if LANE_TOKENS and PACKED_RANGE:
+                    vm, vx = _lane_value_range(v, G, HW)
+                else:
+                    vm = tl.min(v, axis=1)
+                    vx = tl.max(v, axis=1)
+                vs = _scale(vm, vx, LEVELS)
                 vc = _quantize(v, vm[:, None], vs[:, None], HW, RCP_FMA)
                 vbytes = tl.sum(tl.reshape(vc, (G, G // PER, PER)) << vshift, axis=2)
                 tm = _below(cb * G + 0 * t, DV, D == DV)  # [G]: the block inside V's rows

@@ -235,6 +235,28 @@ def test_a_flush_with_each_lane_row_holding_consecutive_tokens_writes_the_refere
             assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize(("fmt", "dv"), [("kivi2", 32), ("kivi4", 64)])
+def test_a_flush_taking_its_ranges_two_values_a_word_writes_the_reference_bytes(
+        monkeypatch, fmt, dv):
+    # PACKED_RANGE (with LANE_TOKENS): each channel's and token's minimum and maximum in
+    # float16, two neighbours a 32-bit word across lanes; one launch for two sequences, a
+    # group of ring rows and new rows, a V narrower than K; few groups, as the interpreter
+    # runs each packed combine in Python
+    monkeypatch.setattr(kivi, "FLUSH_LANE_TOKENS", True)
+    monkeypatch.setattr(kivi, "FLUSH_PACKED_RANGE", True)
+    g = torch.Generator().manual_seed(43)
+    ref, many = (KiviCache(fmt, 2, 1, 64, 300, head_dim_v=dv) for _ in range(2))
+    for r in ({0: 20}, {0: 150, 1: 165}):
+        ks = {s: torch.randn(n, 1, 64, generator=g).half() * (s + 1) for s, n in r.items()}
+        vs = {s: torch.randn(n, 1, dv, generator=g).half() - s for s, n in r.items()}
+        for s in r:
+            ref.append(s, ks[s], vs[s])
+        many.append_many(list(r), [ks[s] for s in r], [vs[s] for s in r])
+    assert ref.n_quant == [32, 32]
+    for a, b in zip(many.tensors(), ref.tensors(), strict=True):
+        assert torch.equal(a, b)
+
+
 def test_lane_token_rows_and_the_newton_reciprocal_reach_the_launch_when_set(monkeypatch):
     # FLUSH_LANE_TOKENS and FLUSH_RCP_FMA reach the kernel for both formats (a lane row of
     # G/8 = 4 tokens holds whole bytes of kivi2, 4 codes, and of kivi4, 2)
