@@ -117,7 +117,8 @@ def main() -> None:
                 for name in VARIANTS})
             out["rows"].append(turns_row(fmt, batch, tokens, moved, times,
                                          bw["read_bytes_per_s"]))
-    Path(args.out, "kivi-lane-tokens.json").write_text(json.dumps(out, indent=1))
+            # after each row, so that a run cut short keeps what it timed
+            Path(args.out, "kivi-lane-tokens.json").write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
