@@ -204,7 +204,7 @@ FLUSH_SHARED_PARTS = 2
 FLUSH_LANE_TOKENS = False
 #: on a GPU the flush takes its scales' reciprocals from the approximate reciprocal and one
 #: Newton step (kivi_flush_kernel's RCP_FMA) instead of a correctly rounded division, only
-#: where the two were checked equal for every float16 scale (kivi2's loop 978 → 833
+#: where the two were checked equal for every float16 scale (kivi2's loop 978 → 821
 #: instructions with LANE_TOKENS; not yet timed)
 FLUSH_RCP_FMA = False
 #: with LANE_TOKENS, the flush takes each channel's and token's minimum and maximum in float16,
