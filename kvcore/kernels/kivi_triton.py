@@ -252,7 +252,14 @@ def kivi_flush_kernel(KR, VR, XK, XV, KQ, KS, KM, VQ, VS, VM, GT, s, stride_gt, 
     PARTS: each program j's channels shared among PARTS programs (j · PARTS + part), each
     taking (max(D, DV) / G) / PARTS of the G-channel blocks, in its group and in its ring
     slots alike: a block is quantized, and a ring slot's columns read and written, by one
-    program whatever the others do, so more programs share a short append."""
+    program whatever the others do, so more programs share a short append.
+
+    LANE_TOKENS: the tile's row r holds token (r mod 8) · G/8 + r // 8, so that a one-warp
+    tile's lane rows hold consecutive tokens and a key byte's codes are packed in one thread.
+    RCP_FMA (on a GPU): the scales' reciprocals by one Newton step (_reciprocal).
+    PACKED_RANGE (with LANE_TOKENS): the keys' and values' minimums and maximums in float16,
+    two a 32-bit word across lanes (_lane_key_range, _lane_value_range). The bytes are the
+    same with or without each."""
     NCB: tl.constexpr = (D if D > DV else DV) // G // PARTS
     if PARTS == 1:
         j0 = j_first + tl.program_id(0)
