@@ -138,6 +138,9 @@ class Launch:
     #: each card's less OLLAMA_GPU_OVERHEAD (bytes)
     auto_ctx: bool = False
     gpu_overhead: int = 0
+    #: a start-up refusal the engine raises only after its check of the platform
+    #: (refuse_launch raises it once the cards are known)
+    refused: InputError | None = None
 
     def fitted(self, plan: dict[str, Any]) -> int | None:
         """The context a sequence gets where llama.cpp's --fit, with -c left out, shortens
@@ -836,8 +839,9 @@ def _vllm_finish(r: _Reader) -> None:
     if r.seen.get("extensible_asked") and r.seen.get("blocks_override"):
         # config/vllm.py _resolve_extensible_kv_cache: asked for where a pinned pool
         # overrides its measured sizing, it raises ValueError at start-up (the plan refuses
-        # --kv-cache-memory-bytes, its kv_budget, itself: engines/vllm.py)
-        raise InputError(
+        # --kv-cache-memory-bytes, its kv_budget, itself: engines/vllm.py); on a platform
+        # without it (Intel's XPU) it says that first, so this waits for the cards
+        r.launch.refused = InputError(
             "--enable-extensible-kv-cache with --num-gpu-blocks-override: vLLM stops at "
             "start-up (\"enable_extensible_kv_cache: it sizes the KV cache from measured "
             "memory, which num_gpu_blocks_override overrides\"); leave one of them out",
@@ -1850,6 +1854,19 @@ def give_way(launch: Launch, fields: dict[str, Any], given: set[str]) -> None:
         fields.pop("kv_k", None)
         fields.pop("kv_v", None)
     launch.given(given)
+
+
+def refuse_launch(launch: Launch, query: Any) -> None:
+    """Raise the launch's start-up refusal (Launch.refused) for ``query``'s cards, unless
+    vLLM refuses the extensible KV cache for an earlier reason, which the plan gives
+    (engines/vllm.py): Intel's cards (the platform, checked first), then a pool pinned by
+    --kv-cache-memory-bytes (kvplan's kv_budget), checked before the block count."""
+    if launch.refused is None:
+        return
+    if launch.engine == "vllm" and (query.kv_budget_bytes is not None or any(
+            g is not None and g.vendor == "intel" for g in query.gpus)):
+        return
+    raise launch.refused
 
 
 def fit_shortened(launch: Launch, query: Any) -> Any:

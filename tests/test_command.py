@@ -634,6 +634,28 @@ def test_vllm_extensible_cache_asked_for_beside_a_pinned_pool_is_refused(capsys,
 
 
 @pytest.mark.parametrize(("args", "message"), [
+    (["--gpu", "h100"], "which num_gpu_blocks_override overrides"),
+    (["--gpu", "arc pro b60"], "it is only supported on CUDA and ROCm"),
+    (["--gpu", "h100", "--kv-budget", "10GiB"], "which kv_cache_memory_bytes overrides"),
+    (["--kv-budget", "10GiB"], "which kv_cache_memory_bytes overrides"),
+])
+def test_vllm_extensible_cache_beside_a_block_count_is_refused_in_vllm_s_order(capsys, args,
+                                                                             message):
+    # _resolve_extensible_kv_cache checks the platform, then a pinned pool, then the block
+    # count: with --num-gpu-blocks-override in the command, an Intel card or a KV budget
+    # gives vLLM's earlier reason, each once
+    cmd = "vllm serve Qwen/Qwen3-8B --enable-extensible-kv-cache --num-gpu-blocks-override 100"
+    assert main(["--command", cmd, *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and err[0].count("overrides") <= 1
+    body = {"command": cmd, "gpu": args[1]} if args[0] == "--gpu" else {"command": cmd}
+    if "--kv-budget" in args:
+        body["kv_budget"] = "10GiB"
+    r = TestClient(create_app()).post("/api/v1/command", json=body)
+    assert r.status_code == 422 and message in r.json()["error"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
     (["--gpu", "arc pro b60"], "it is only supported on CUDA and ROCm"),
     (["--gpu", "h100", "--kv-budget", "10GiB"], "which kv_cache_memory_bytes overrides"),
     (["--gpu", "h100", "--no-extensible-kv-cache"], "contradict each other"),
