@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# One call for kernel v79: KIVI's flush with lane rows of consecutive tokens against token
-# order (bench/probes/kivi_lane_tokens.py) on any card; on an H200 then v78's run
-# (bench/probes/v78_h200_run.sh, carry .base as it says) with LIMIT seconds for its decode.
+# One call for kernel v79. On an H200 first v78's decode benchmark for q4_0, nvfp4, kivi2 and
+# kivi4 (LIMIT seconds; never yet timed there). On any card KIVI's flush with lane rows of
+# consecutive tokens, a Newton reciprocal and packed ranges against token order
+# (bench/probes/kivi_lane_tokens.py). On an H200 then q4_0's and nvfp4's appends against
+# commit 6e8dc78's (carry .base as bench/probes/v78_h200_run.sh says).
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
 cat "$OUT/gpu.log"
-timeout "${LANE_LIMIT:-200}" python3 bench/probes/kivi_lane_tokens.py --out "$OUT" 2>&1 \
+h200=0
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && h200=1
+if [ "$h200" = 1 ]; then
+  timeout "${LIMIT:-170}" python3 bench/decode.py --formats "${FORMATS:-q4_0,nvfp4,kivi2,kivi4}" \
+      --out "$OUT" 2>&1 | grep -v Warning \
+      | grep "^[a-z0-9_]* *B=\|identical\|TB/s\|Error\|error" | cut -c1-300
+fi
+timeout "${LANE_LIMIT:-170}" python3 bench/probes/kivi_lane_tokens.py --out "$OUT" 2>&1 \
   | grep -v Warn | tail -9
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -d .base ]; then
-  LIMIT="${LIMIT:-200}" bash bench/probes/v78_h200_run.sh
+if [ "$h200" = 1 ] && [ -d .base ]; then
+  timeout 120 python3 bench/probes/append_base.py --base .base/triton_ops.py \
+      --formats q4_0,nvfp4 --out "$OUT" 2>&1 | grep -v Warn | tail -6
 fi
