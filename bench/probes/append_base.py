@@ -5,7 +5,9 @@ fp16 rows, K and V in one launch, min(16,384, batch · tokens) new tokens a call
 cache); the bytes of both checked against the torch reference first.
 
     python bench/probes/append_base.py --base .base/triton_ops.py [--formats q4_0,nvfp4]
-        [--shapes 1x4096,8x32768] [--rounds 3] [--out DIR]
+        [--shapes 1x4096,8x32768] [--rounds 3] [--floor-add] [--out DIR]
+
+--floor-add: also this tree's kernel with kvcore.kernels.cache.APPEND_Q4_FLOOR_ADD on.
 
 Writes append-base.json into --out: per format and shape the seconds of each kernel in every
 round and the read-bandwidth fraction of the best.
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 from decode import HKV, D, append_time  # noqa: E402
 from turns import in_turns, turns_row  # noqa: E402
 
+from kvcore.kernels import cache as cache_module  # noqa: E402
 from kvcore.kernels import triton_ops  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.cache import LayerCache  # noqa: E402
@@ -63,9 +66,15 @@ def identical(fmt: str) -> bool:
     return same
 
 
-def timed_with(kernel, cache: LayerCache, batch: int, tokens: int) -> tuple[float, int]:
-    """decode.append_time's figures with ``kernel`` as the append kernel."""
-    triton_ops.append_kernel = kernel
+def use(variant: tuple) -> None:
+    """A variant (append kernel, cache.APPEND_Q4_FLOOR_ADD) in use."""
+    triton_ops.append_kernel, cache_module.APPEND_Q4_FLOOR_ADD = variant
+
+
+def timed_with(variant: tuple, cache: LayerCache, batch: int, tokens: int
+               ) -> tuple[float, int]:
+    """decode.append_time's figures with ``variant`` in use."""
+    use(variant)
     return append_time(cache, batch, tokens, torch.float16)
 
 
@@ -76,27 +85,33 @@ def main() -> None:
     ap.add_argument("--shapes", default="1x4096,8x32768")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--floor-add", action="store_true",
+                    help="also this tree's kernel with APPEND_Q4_FLOOR_ADD on (q4_0)")
     args = ap.parse_args()
-    kernels = {"base": load_base(args.base).append_kernel, "new": triton_ops.append_kernel}
+    new = triton_ops.append_kernel
+    kernels = {"base": (load_base(args.base).append_kernel, False), "new": (new, False)}
+    if args.floor_add:
+        kernels["new_floor_add"] = (new, True)
     bw = measure_bandwidth(torch)
     out: dict = {"env": environment("cuda", torch), "bandwidth": bw, "base": args.base,
                  "rows": [], "identical": {}}
     for fmt in args.formats.split(","):
-        for name, kernel in kernels.items():
-            triton_ops.append_kernel = kernel
+        for name, variant in kernels.items():
+            use(variant)
             out["identical"][f"{fmt} {name}"] = identical(fmt)
         print(fmt, "bytes equal to the reference:", out["identical"])
         for shape in args.shapes.split(","):
             batch, tokens = (int(v) for v in shape.split("x"))
             cache = LayerCache(fmt, fmt, batch, tokens, HKV, D, device="cuda")
             times, moved = in_turns(args.rounds, {
-                name: partial(timed_with, kernel, cache, batch, tokens)
-                for name, kernel in kernels.items()})
+                name: partial(timed_with, variant, cache, batch, tokens)
+                for name, variant in kernels.items()})
             del cache
             out["rows"].append(turns_row(fmt, batch, tokens, moved, times,
                                          bw["read_bytes_per_s"]))
-    triton_ops.append_kernel = kernels["new"]
-    Path(args.out, "append-base.json").write_text(json.dumps(out, indent=1))
+            # after each row, so that a run cut short keeps what it timed
+            Path(args.out, "append-base.json").write_text(json.dumps(out, indent=1))
+    use(kernels["new"])
 
 
 if __name__ == "__main__":

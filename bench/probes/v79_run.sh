@@ -2,8 +2,9 @@
 # One call for kernel v79. On an H200 first v78's decode benchmark for q4_0, nvfp4, kivi2 and
 # kivi4 (LIMIT seconds; never yet timed there). On any card KIVI's flush with lane rows of
 # consecutive tokens, a Newton reciprocal and packed ranges against token order
-# (bench/probes/kivi_lane_tokens.py). On an H200 then q4_0's and nvfp4's appends against
-# commit 6e8dc78's (carry .base as bench/probes/v78_h200_run.sh says).
+# (bench/probes/kivi_lane_tokens.py). Then q4_0's and nvfp4's appends against commit
+# 6e8dc78's (carry .base as bench/probes/v78_h200_run.sh says) and this tree's with q4_0's
+# floor by a rounded add (cache.APPEND_Q4_FLOOR_ADD).
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
@@ -17,7 +18,7 @@ if [ "$h200" = 1 ]; then
 fi
 timeout "${LANE_LIMIT:-170}" python3 bench/probes/kivi_lane_tokens.py --out "$OUT" 2>&1 \
   | grep -v Warn | tail -9
-if [ "$h200" = 1 ] && [ -d .base ]; then
+if [ -d .base ]; then
   timeout 120 python3 bench/probes/append_base.py --base .base/triton_ops.py \
-      --formats q4_0,nvfp4 --out "$OUT" 2>&1 | grep -v Warn | tail -6
+      --formats q4_0,nvfp4 --floor-add --out "$OUT" 2>&1 | grep -v Warn | tail -6
 fi

@@ -273,6 +273,10 @@ WORDS = ("q8_0", "tbq4", "tbq3")
 #: 114,000, which float16 rows always are; after bfloat16 or float32 rows (Side.wide) a tile
 #: whose scales exceed WIDE_SCALE takes the eager step (weights up to 1: 29 million)
 LAZY = ("fp8_pth",)
+#: q4_0's append takes each code's floor from an add rounded toward −∞ (append_kernel's
+#: Q4_FLOOR_ADD) instead of a float floor, two clamps and a conversion to integer: 23.2 → 21.3
+#: instructions a value on sm_90, none of them on the conversion pipe; not yet timed
+APPEND_Q4_FLOOR_ADD = False
 #: append launch (rows of token-heads a program at head_dim 128, warps) by format, where not
 #: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and
 #: append-launch-h200-v12.json; 16,384 new tokens a call: nvfp4 50.2% → 52.2% of read
@@ -1048,7 +1052,9 @@ class LayerCache:
             if side.fmt not in ROTATED:
                 append_kernel[(blocks,)](
                     rows, xs[-1], pages, offsets, *first[:2], *second[:2], first[2], second[2],
-                    n, self.page_size, HW=rows.device.type == "cuda", SIDES=len(xs), **shape)
+                    n, self.page_size, HW=rows.device.type == "cuda", SIDES=len(xs), **shape,
+                    **({"Q4_FLOOR_ADD": True} if APPEND_Q4_FLOOR_ADD and side.fmt == "q4_0"
+                       else {}))
                 continue
             levels = 8 if side.fmt == "tbq3" else 16
             narrow = shape["DPOW"] == 128  # ROTATED_LAUNCH's rows

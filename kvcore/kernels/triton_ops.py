@@ -1585,13 +1585,16 @@ def _mul_rn(a, b, HW: tl.constexpr):
 def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE,
                   H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr,
                   DPOW: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
-                  ROWS: tl.constexpr, HW: tl.constexpr, SIDES: tl.constexpr = 1):
+                  ROWS: tl.constexpr, HW: tl.constexpr, SIDES: tl.constexpr = 1,
+                  Q4_FLOOR_ADD: tl.constexpr = False):
     """Quantize ``n_rows`` rows of X [n_rows, D] (token-major, H_KV heads a token) into the
     planes of a format that is not rotated (those have rotated_append_kernel): token i goes
     to (page PAGES[i], row OFFSETS[i]) of each head's PAGE rows. GS: nvfp4's global scale.
     HW: float8 conversions in hardware (a GPU). SIDES 2: K's rows X into P0, P1 (global
     scale GS) and V's rows XV (the same tokens, format and widths) into P0V, P1V (GSV) in one
-    launch, V's blocks after K's (SIDES 1: XV, P0V, P1V and GSV unread)."""
+    launch, V's blocks after K's (SIDES 1: XV, P0V, P1V and GSV unread). Q4_FLOOR_ADD (q4_0
+    on a GPU): each code's floor from an add of 2²³ rounded toward −∞ (the code in the
+    sum's low bits) instead of a float floor, clamps and a conversion."""
     xs, q0, q1, gsp, blk = _side(tl.program_id(0), tl.cdiv(n_rows, ROWS), X, XV, P0, P0V,
                                  P1, P1V, GS, GSV, SIDES)
     ri = blk.to(tl.int64) * ROWS + tl.arange(0, ROWS)
@@ -1641,8 +1644,17 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         # the reciprocal rounded and the product rounded before the 8.5 is added (not fused),
         # as the reference computes them
         inv = tl.where(ds.to(tl.float32) != 0, tl.math.div_rn(1.0, ds.to(tl.float32)), 0.0)
-        q = tl.minimum(tl.maximum(tl.floor(_mul_rn(xb, inv[:, :, None], HW) + 8.5), 0.0),
-                       15.0).to(tl.int32)
+        y = _mul_rn(xb, inv[:, :, None], HW) + 8.5
+        if Q4_FLOOR_ADD and HW:
+            # |x · inv| ≤ 8 (1 + 2⁻¹⁰) (the scale rounded to float16), so y ≥ 0.49: y + 2²³
+            # rounded toward −∞ is 2²³ + floor(y), floor(y) ≤ 16 in its low bits; clamped
+            # there to 15, the bits above stay (2²³'s), which the byte packing below shifts
+            # past its eight bits
+            t = tl.inline_asm_elementwise("add.rm.f32 $0, $1, 0f4B000000;", "=r,r", [y],
+                                          dtype=tl.int32, is_pure=True, pack=1)
+            q = tl.minimum(t, 0x4B00000F)
+        else:
+            q = tl.minimum(tl.maximum(tl.floor(y), 0.0), 15.0).to(tl.int32)
         q4 = tl.permute(tl.reshape(q, (ROWS, DPOW // 32, 2, 16)), (0, 1, 3, 2))
         lo, hi = tl.split(q4)
         packed = tl.reshape((lo | (hi << 4)).to(tl.uint8), (ROWS, DPOW // 2))

@@ -772,6 +772,28 @@ def test_q4_0_append_finds_each_blocks_scale_as_the_reference_among_many_ties(dt
         assert torch.equal(kernel.v.planes[name].view(torch.uint8), b.view(torch.uint8))
 
 
+def test_q4_0_floor_by_a_rounded_add_reaches_only_q4_0_s_launch(monkeypatch):
+    # APPEND_Q4_FLOOR_ADD is a GPU path (PTX); the launch passes it to q4_0's appends only, and
+    # never where it is off, so that an earlier kernel without the switch still launches
+    from kvcore.kernels import cache as cache_module
+    from kvcore.kernels import triton_ops as ops
+
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append(kw.get("Q4_FLOOR_ADD"))
+
+    monkeypatch.setattr(ops, "append_kernel", Spy())
+    x = torch.randn(8, 2, 128)
+    pos = torch.arange(8)
+    for on in (False, True):
+        monkeypatch.setattr(cache_module, "APPEND_Q4_FLOOR_ADD", on)
+        for fmt in ("q4_0", "q8_0"):
+            LayerCache(fmt, fmt, 1, 8, 2, 128).append(x, x, pos * 0, pos)
+    assert seen == [None, None, True, None]
+
+
 def test_lane_order_puts_a_threads_columns_in_whole_lanes():
     # a product tile's thread holds columns 2q, 2q + 1 of every 8 (q = its lane mod 4): in
     # lane order those must be codes 32q … 32q + 31, lanes 4q … 4q + 3
