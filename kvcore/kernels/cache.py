@@ -275,8 +275,11 @@ WORDS = ("q8_0", "tbq4", "tbq3")
 LAZY = ("fp8_pth",)
 #: q4_0's append takes each code's floor from an add rounded toward −∞ (append_kernel's
 #: Q4_FLOOR_ADD) instead of a float floor, two clamps and a conversion to integer: 23.2 → 21.3
-#: instructions a value on sm_90, none of them on the conversion pipe; not yet timed
-APPEND_Q4_FLOOR_ADD = False
+#: instructions a value on sm_90, none of them on the conversion pipe. On an H100, three
+#: rounds in turns, the reference's bytes (bench/results/append-base-v79-h100.json): B=1 4k
+#: 9.1 → 8.4 µs (74.4% → 81.4% of read bandwidth), 16,384 tokens into a filled 8 × 32k cache
+#: 31.6 → 30.6 µs (86.0% → 88.9%)
+APPEND_Q4_FLOOR_ADD = True
 #: append launch (rows of token-heads a program at head_dim 128, warps) by format, where not
 #: (32, 4): measured on an H200 (bench/results/append-sweep-h200-v8.json and
 #: append-launch-h200-v12.json; 16,384 new tokens a call: nvfp4 50.2% → 52.2% of read

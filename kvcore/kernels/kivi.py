@@ -200,17 +200,36 @@ FLUSH_SHARED_PARTS = 2
 #: the flush kernel's tile rows hold tokens so that each of a one-warp tile's 8 lane rows
 #: holds G/8 consecutive tokens (kivi_flush_kernel's LANE_TOKENS): a key byte's codes are
 #: then packed inside one thread instead of across lanes (sm_90, the default launch: kivi2's
-#: channel-block loop 1,122 → 978 instructions, kivi4's 1,074 → 1,011; not yet timed)
-FLUSH_LANE_TOKENS = False
+#: channel-block loop 1,122 → 978 instructions, kivi4's 1,074 → 1,011). On an H100, three
+#: rounds in turns (bench/results/kivi-lane-tokens-h100.json): kivi2 B=1 4k 11.3 → 10.6 µs,
+#: B=8 32k 33.8 → 32.9; kivi4 11.2 → 10.9, 36.4 → 36.2
+FLUSH_LANE_TOKENS = True
 #: on a GPU the flush takes its scales' reciprocals from the approximate reciprocal and one
-#: Newton step (kivi_flush_kernel's RCP_FMA) instead of a correctly rounded division, only
-#: where the two were checked equal for every float16 scale (kivi2's loop 978 → 821
-#: instructions with LANE_TOKENS; not yet timed)
-FLUSH_RCP_FMA = False
+#: Newton step (kivi_flush_kernel's RCP_FMA) instead of a correctly rounded division: the
+#: two agree for all 31,743 positive float16 scales on an H100 (kivi-lane-tokens-h100.json),
+#: so it is taken on compute capability 9.0 only.
+#: With LANE_TOKENS kivi2's loop 978 → 821 instructions; B=1 4k 10.6 → 10.2 µs, kivi4
+#: 10.9 → 10.3
+FLUSH_RCP_FMA = True
 #: with LANE_TOKENS, the flush takes each channel's and token's minimum and maximum in float16,
-#: two of them a 32-bit word across lanes (kivi_flush_kernel's PACKED_RANGE; with both above,
-#: kivi2's loop 821 → 727 instructions; not yet timed)
-FLUSH_PACKED_RANGE = False
+#: two of them a 32-bit word across lanes (kivi_flush_kernel's PACKED_RANGE; compute
+#: capability 8.0 and up, the interpreter's path elsewhere): kivi2's loop
+#: 821 → 727 instructions. With the two above, against token order on an H100: kivi2 B=1 4k
+#: 11.3 → 10.2 µs (57.5% → 63.3% of read bandwidth), B=64 4k 34.0 → 33.1, B=8 32k
+#: 33.8 → 32.5; kivi4 11.2 → 10.3 (63.5% → 69.0%), 37.3 → 36.4, 36.4 → 36.4
+FLUSH_PACKED_RANGE = True
+
+
+def _capability(x: Any) -> tuple[int, int]:
+    """The compute capability of the GPU holding ``x``; (0, 0) off a GPU. RCP_FMA's
+    reciprocals were checked against the division on compute capability 9.0 only (another
+    chip's approximate reciprocal may differ); PACKED_RANGE's min.f16x2 and max.f16x2 need
+    8.0. The interpreter takes neither by default (its PACKED_RANGE, in plain Triton, runs
+    each packed combine in Python: the tests ask for it on few groups)."""
+    if not x.is_cuda:
+        return (0, 0)
+    major, minor = _torch().cuda.get_device_capability(x.device)
+    return (major, minor)
 
 
 def flush_parts(programs: int, blocks: int) -> int:
@@ -449,6 +468,7 @@ class KiviCache:
         if parts is None:
             parts = flush_parts(math.prod(grid), self._blocks())
         grid = (grid[0] * parts, *grid[1:])
+        cap = _capability(k)
         kivi_flush_kernel[grid](
             self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
             self.vq, self.vs, self.vm, self.group_table, scalars[0], self.group_table.stride(0),
@@ -459,7 +479,8 @@ class KiviCache:
             LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
             num_warps=num_warps or FLUSH_LAUNCH[self.bits][0], PARTS=parts,
             LANE_TOKENS=FLUSH_LANE_TOKENS and self.group % (64 // self.bits) == 0,
-            RCP_FMA=FLUSH_RCP_FMA, PACKED_RANGE=FLUSH_PACKED_RANGE,
+            RCP_FMA=FLUSH_RCP_FMA and cap == (9, 0),
+            PACKED_RANGE=FLUSH_PACKED_RANGE and cap >= (8, 0),
             **({"PLANS": plans, "BATCHED": True} if plans is not None else {}),
             **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
                                      else max_registers) else {}))

@@ -211,15 +211,16 @@ def test_appends_of_several_sequences_in_one_launch_write_the_token_by_token_byt
 
 
 @pytest.mark.parametrize("fmt", ["kivi2", "kivi4"])
-@pytest.mark.parametrize(("dim", "dv", "dtype"), [(64, 64, torch.float16), (96, 32, torch.float16),
-                                                  (128, 128, torch.bfloat16)])
-def test_a_flush_with_each_lane_row_holding_consecutive_tokens_writes_the_reference_bytes(
-        monkeypatch, fmt, dim, dv, dtype):
-    # LANE_TOKENS: the tile's rows hold its tokens out of order, so that each byte's codes
-    # are packed in one thread; the codes, their bytes and each token's value scales must
-    # still land where the reference puts them (one sequence and several in one launch,
-    # groups from the ring and from new rows, any warps)
-    monkeypatch.setattr(kivi, "FLUSH_LANE_TOKENS", True)
+@pytest.mark.parametrize(("dim", "dv", "dtype", "lane"), [
+    (64, 64, torch.float16, True), (96, 32, torch.float16, True),
+    (128, 128, torch.bfloat16, True), (96, 32, torch.float16, False)])
+def test_a_flush_with_its_rows_in_lane_or_token_order_writes_the_reference_bytes(
+        monkeypatch, fmt, dim, dv, dtype, lane):
+    # LANE_TOKENS (the default): the tile's rows hold its tokens out of order, so that each
+    # byte's codes are packed in one thread; the codes, their bytes and each token's value
+    # scales must still land where the reference puts them, as in token order (one sequence
+    # and several in one launch, groups from the ring and from new rows, any warps)
+    monkeypatch.setattr(kivi, "FLUSH_LANE_TOKENS", lane)
     g = torch.Generator().manual_seed(41)
     ref, one, many, wide = (KiviCache(fmt, 2, 2, dim, 700, head_dim_v=dv) for _ in range(4))
     for s, c in [(0, 230), (1, 70), (0, 1), (1, 260), (0, 140)]:
@@ -244,6 +245,8 @@ def test_a_flush_taking_its_ranges_two_values_a_word_writes_the_reference_bytes(
     # runs each packed combine in Python
     monkeypatch.setattr(kivi, "FLUSH_LANE_TOKENS", True)
     monkeypatch.setattr(kivi, "FLUSH_PACKED_RANGE", True)
+    # as on a GPU that has the packed min and max (the kernel's HW stays off: plain Triton)
+    monkeypatch.setattr(kivi, "_capability", lambda x: (9, 0))
     g = torch.Generator().manual_seed(43)
     ref, many = (KiviCache(fmt, 2, 1, 64, 300, head_dim_v=dv) for _ in range(2))
     for r in ({0: 20}, {0: 150, 1: 165}):
@@ -257,24 +260,29 @@ def test_a_flush_taking_its_ranges_two_values_a_word_writes_the_reference_bytes(
         assert torch.equal(a, b)
 
 
-def test_lane_token_rows_and_the_newton_reciprocal_reach_the_launch_when_set(monkeypatch):
-    # FLUSH_LANE_TOKENS and FLUSH_RCP_FMA reach the kernel for both formats (a lane row of
-    # G/8 = 4 tokens holds whole bytes of kivi2, 4 codes, and of kivi4, 2)
+def test_the_flush_switches_reach_the_launch_where_the_chip_has_them(monkeypatch):
+    # LANE_TOKENS by FLUSH_LANE_TOKENS on every device; the Newton reciprocal only on compute
+    # capability 9.0, where it was checked against the division for every float16 scale;
+    # the packed ranges from 8.0 (min.f16x2); the interpreter (0, 0) takes neither by default
     seen = []
 
     class Spy:
         def __getitem__(self, grid):
-            return lambda *a, **kw: seen.append((kw["LANE_TOKENS"], kw["RCP_FMA"]))
+            return lambda *a, **kw: seen.append((kw["LANE_TOKENS"], kw["RCP_FMA"],
+                                                 kw["PACKED_RANGE"]))
 
     monkeypatch.setattr(kivi_triton, "kivi_flush_kernel", Spy())
-    for on in (False, True):
-        monkeypatch.setattr(kivi, "FLUSH_LANE_TOKENS", on)
-        monkeypatch.setattr(kivi, "FLUSH_RCP_FMA", not on)
-        for fmt in ("kivi2", "kivi4"):
-            cache = KiviCache(fmt, 1, 1, 64, 128)
-            k = torch.zeros(64, 1, 64, dtype=torch.float16)
-            cache.write_append(0, k, k, *cache.plan_append(0, 64))
-    assert seen == [(False, True), (False, True), (True, False), (True, False)]
+    k = torch.zeros(64, 1, 64, dtype=torch.float16)
+    assert kivi._capability(k) == (0, 0)
+    for lane in (True, False):
+        monkeypatch.setattr(kivi, "FLUSH_LANE_TOKENS", lane)
+        for cap in ((0, 0), (7, 5), (8, 6), (9, 0)):
+            monkeypatch.setattr(kivi, "_capability", lambda x, cap=cap: cap)
+            for fmt in ("kivi2", "kivi4"):
+                cache = KiviCache(fmt, 1, 1, 64, 128)
+                cache.write_append(0, k, k, *cache.plan_append(0, 64))
+    on = [(False, False), (False, False), (False, True), (True, True)]
+    assert seen == [(lane, *c) for lane in (True, False) for c in on for _ in range(2)]
 
 
 @pytest.mark.parametrize(("dim", "dv", "parts"), [(64, 64, 2), (128, 128, 4), (96, 96, 3),
