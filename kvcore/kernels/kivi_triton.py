@@ -79,6 +79,21 @@ def _max2(a, b):
 
 
 @triton.jit
+def _pairs_range(a, b, c, d, AXIS: tl.constexpr, HW: tl.constexpr):
+    """The minimums of a and b and the maximums of c and d (float16) along AXIS, each pair
+    in one 32-bit word: one reduction of packed words for a and b, one for c and d."""
+    if HW:
+        lo = tl.reduce(_pack2(a, b, HW), AXIS, _min2_hw)
+        hi = tl.reduce(_pack2(c, d, HW), AXIS, _max2_hw)
+    else:
+        lo = tl.reduce(_pack2(a, b, HW), AXIS, _min2)
+        hi = tl.reduce(_pack2(c, d, HW), AXIS, _max2)
+    a, b = _unpack2(lo, HW)
+    c, d = _unpack2(hi, HW)
+    return a, b, c, d
+
+
+@triton.jit
 def _lane_key_range(k, G: tl.constexpr, HW: tl.constexpr):
     """Each channel's minimum and maximum over the G tokens of a LANE_TOKENS tile k [G, G]
     (float16, row q · 8 + L): over a thread's G/8 rows in float16, then across the 8 lane
@@ -89,14 +104,7 @@ def _lane_key_range(k, G: tl.constexpr, HW: tl.constexpr):
     hi = tl.reduce(k4, 0, _fmax)
     a, b = tl.split(tl.reshape(lo, (8, G // 2, 2)))
     c, d = tl.split(tl.reshape(hi, (8, G // 2, 2)))
-    if HW:
-        plo = tl.reduce(_pack2(a, b, HW), 0, _min2_hw)
-        phi = tl.reduce(_pack2(c, d, HW), 0, _max2_hw)
-    else:
-        plo = tl.reduce(_pack2(a, b, HW), 0, _min2)
-        phi = tl.reduce(_pack2(c, d, HW), 0, _max2)
-    a, b = _unpack2(plo, HW)
-    c, d = _unpack2(phi, HW)
+    a, b, c, d = _pairs_range(a, b, c, d, 0, HW)
     return tl.reshape(tl.join(a, b), (G,)), tl.reshape(tl.join(c, d), (G,))
 
 
@@ -111,14 +119,7 @@ def _lane_value_range(v, G: tl.constexpr, HW: tl.constexpr):
     hi = tl.reshape(tl.reduce(v3, 2, _fmax), (G // 16, 2, 8, 4))
     a, b = tl.split(tl.permute(lo, (0, 2, 3, 1)))
     c, d = tl.split(tl.permute(hi, (0, 2, 3, 1)))
-    if HW:
-        plo = tl.reduce(_pack2(a, b, HW), 2, _min2_hw)
-        phi = tl.reduce(_pack2(c, d, HW), 2, _max2_hw)
-    else:
-        plo = tl.reduce(_pack2(a, b, HW), 2, _min2)
-        phi = tl.reduce(_pack2(c, d, HW), 2, _max2)
-    a, b = _unpack2(plo, HW)
-    c, d = _unpack2(phi, HW)
+    a, b, c, d = _pairs_range(a, b, c, d, 2, HW)
     return (tl.reshape(tl.permute(tl.join(a, b), (0, 2, 1)), (G,)),
             tl.reshape(tl.permute(tl.join(c, d), (0, 2, 1)), (G,)))
 
