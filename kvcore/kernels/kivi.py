@@ -207,14 +207,15 @@ FLUSH_LANE_TOKENS = True
 #: on a GPU the flush takes its scales' reciprocals from the approximate reciprocal and one
 #: Newton step (kivi_flush_kernel's RCP_FMA) instead of a correctly rounded division: the
 #: two agree for all 31,743 positive float16 scales on an H100 (kivi-lane-tokens-h100.json),
-#: so it is taken on compute capability 9.0 only. With LANE_TOKENS kivi2's loop 978 → 821 instructions; B=1 4k 10.6 → 10.2 µs, kivi4
-#: 10.9 → 10.3
+#: so it is taken on compute capability 9.0 only. With LANE_TOKENS kivi2's loop 978 → 821
+#: instructions; B=1 4k 10.6 → 10.2 µs, kivi4 10.9 → 10.3
 FLUSH_RCP_FMA = True
 #: with LANE_TOKENS, the flush takes each channel's and token's minimum and maximum in float16,
 #: two of them a 32-bit word across lanes (kivi_flush_kernel's PACKED_RANGE; on compute
-#: capability 8.0 and up, _capability): kivi2's loop 821 → 727 instructions. With the two above, against token order on an H100: kivi2 B=1 4k
-#: 11.3 → 10.2 µs (57.5% → 63.3% of read bandwidth), B=64 4k 34.0 → 33.1, B=8 32k
-#: 33.8 → 32.5; kivi4 11.2 → 10.3 (63.5% → 69.0%), 37.3 → 36.4, 36.4 → 36.4
+#: capability 8.0 and up, _capability): kivi2's loop 821 → 727 instructions. With the two
+#: above, against token order on an H100: kivi2 B=1 4k 11.3 → 10.2 µs (57.5% → 63.3% of read
+#: bandwidth), B=64 4k 34.0 → 33.1, B=8 32k 33.8 → 32.5; kivi4 11.2 → 10.3 (63.5% → 69.0%),
+#: 37.3 → 36.4, 36.4 → 36.4
 FLUSH_PACKED_RANGE = True
 
 
