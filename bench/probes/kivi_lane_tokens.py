@@ -36,7 +36,7 @@ from turns import in_turns, turns_row  # noqa: E402
 from kvcore.kernels import kivi  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.kernels.kivi import KiviCache  # noqa: E402
-from kvcore.kernels.kivi_triton import _reciprocal  # noqa: E402
+from kvcore.kernels.kivi_triton import _divisor, _reciprocal  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 #: variant → (FLUSH_LANE_TOKENS, FLUSH_RCP_FMA, FLUSH_PACKED_RANGE)
@@ -59,8 +59,7 @@ def _reciprocals(X, OUT, n, RCP_FMA: tl.constexpr):
     i = tl.program_id(0) * 1024 + tl.arange(0, 1024)
     m = i < n
     scf = tl.load(X + i, mask=m, other=1.0).to(tl.float32)
-    up = tl.where(scf < 0.00006103515625, scf + 5.960464477539063e-08, scf)
-    tl.store(OUT + i, _reciprocal(up, RCP_FMA), mask=m)
+    tl.store(OUT + i, _reciprocal(_divisor(scf), RCP_FMA), mask=m)
 
 
 def reciprocal_misses() -> list[int]:

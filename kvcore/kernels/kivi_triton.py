@@ -150,6 +150,13 @@ def _reciprocal(x, RCP_FMA: tl.constexpr):
 
 
 @triton.jit
+def _divisor(scf):
+    """What a float32 scale's reciprocal is taken of: the scale, or below float16's normal
+    range (2⁻¹⁴) the scale plus one float16 unit there (2⁻²⁴; _quantize says why)."""
+    return tl.where(scf < 0.00006103515625, scf + 5.960464477539063e-08, scf)
+
+
+@triton.jit
 def _quantize(x, mn, sc, HW: tl.constexpr, RCP_FMA: tl.constexpr = False):
     """The codes of x given its group's minimum ``mn`` and scale ``sc`` (float16, broadcast
     against x, mn at most x), as the reference computes them: (x − mn) times the correctly
@@ -163,7 +170,7 @@ def _quantize(x, mn, sc, HW: tl.constexpr, RCP_FMA: tl.constexpr = False):
     bytes); on a GPU (HW) the add goes through PTX, so that it cannot be fused with the
     product."""
     scf = sc.to(tl.float32)
-    up = tl.where(scf < 0.00006103515625, scf + 5.960464477539063e-08, scf)
+    up = _divisor(scf)
     if RCP_FMA and HW:
         # a zero scale's Newton step gives NaN, not a fault: no operand to guard
         r = tl.where(scf > 0, _reciprocal(up, True), 0.0)
