@@ -29,6 +29,7 @@ from kvcore.gpus import memory_variants
 from kvcore.model import LayerKind
 from kvcore.parallel import Parallel, pp_layer_counts, rank_spec
 from kvcore.query import Query, check_engine, check_settings, find_format, find_gpu_for
+from kvcore.units import format_bytes
 from kvcore.weights import weights_for
 
 GiB, MiB = 2**30, 2**20
@@ -309,6 +310,21 @@ def test_vllm_log_lines_and_command():
     assert legacy.kv_pool_bytes == math.ceil(gpu.total_bytes * 0.92) - used - act
     assert legacy.blocks == legacy.kv_pool_bytes // (page * 32)
     assert legacy.command.endswith("--no-enable-extensible-kv-cache")
+
+
+@pytest.mark.parametrize(("gpu", "holding"), [
+    ("h100", "CUDA context and cuBLAS"), ("mi300x", "HIP context and hipBLAS"),
+    ("r9700", "HIP context and hipBLAS"),
+])
+def test_vllm_names_the_start_up_holding_for_the_platform(gpu, holding):
+    # the snapshot's baseline is the same bytes on every card; ROCm holds a HIP context and
+    # hipBLAS's handles where CUDA holds its context and cuBLAS's
+    r = engine_plan("vllm", req("qwen3-8b", ctx=8192, gpu=gpu))
+    assert dict(r.overheads)[f"{holding} at vLLM's snapshot"] == vllm.BEFORE_SNAPSHOT
+    note = next(n for n in r.notes if "sizes the cache after warmup" in n)
+    assert f"{format_bytes(vllm.BEFORE_SNAPSHOT, 2)}: {holding})" in note
+    other = {"CUDA context and cuBLAS", "HIP context and hipBLAS"} - {holding}
+    assert not any(o in n for n in r.notes for o in other)
 
 
 def test_vllm_rejects_formats_it_lacks():

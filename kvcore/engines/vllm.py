@@ -315,14 +315,15 @@ class Budget:
         """The bytes the cache's committed blocks may take."""
         return self.reserved if self.measured is None else self.measured
 
-    def overheads(self, act: int, non_torch: int) -> tuple[tuple[str, int], ...]:
+    def overheads(self, act: int, non_torch: int,
+                  startup: str = "CUDA context and cuBLAS") -> tuple[tuple[str, int], ...]:
         """The report's reservations besides weights and cache: the activation peak and
-        non-torch memory, with the snapshot's baseline and the margin where the headroom
-        bound the cache."""
+        non-torch memory, with the snapshot's baseline (named by `startup`) and the margin
+        where the headroom bound the cache."""
         used = (("activation peak", act), ("non-torch (kernels, NCCL)", non_torch))
         if not self.headroom_binds:
             return used
-        return (("CUDA context and cuBLAS at vLLM's snapshot", BEFORE_SNAPSHOT), *used,
+        return ((f"{startup} at vLLM's snapshot", BEFORE_SNAPSHOT), *used,
                 ("extensible KV cache margin", self.margin))
 
 
@@ -1000,6 +1001,16 @@ def _zaya(req: EngineRequest) -> EngineRequest:
     return replace(req, spec=replace(req.spec, params=replace(p, replicated=p.total - split)))
 
 
+def startup_holding(req: EngineRequest) -> str:
+    """What the process holds before vLLM's snapshot, named for the platform: on ROCm the HIP
+    context and hipBLAS's handles (torch's cuBLAS calls map to hipBLAS/hipBLASLt there), on
+    CUDA the CUDA context and cuBLAS's. The bytes are BEFORE_SNAPSHOT either way (measured
+    on an H200 only)."""
+    if any(g is not None and g.vendor == "amd" for g in req.gpus):
+        return "HIP context and hipBLAS"
+    return "CUDA context and cuBLAS"
+
+
 def on_xpu(req: EngineRequest) -> bool:
     """Whether the plan's cards are Intel's (vLLM's XPU platform), where vLLM 0.34 keeps the
     extensible KV cache off: config/vllm.py _resolve_extensible_kv_cache supports it on CUDA
@@ -1389,7 +1400,7 @@ def plan(req: EngineRequest) -> EngineReport:
             f"({format_bytes(num_blocks * main.bytes_per_block, 2)}) of the "
             f"{format_bytes(max(0, budget.reserved), 2)} it reserves, "
             + (f"{card} less what the process held at start-up "
-               f"({format_bytes(BEFORE_SNAPSHOT, 2)}: CUDA context and cuBLAS), what it "
+               f"({format_bytes(BEFORE_SNAPSHOT, 2)}: {startup_holding(req)}), what it "
                f"uses since, the activation peak and a margin of "
                f"{format_bytes(budget.margin, 2)} (max(1 GiB, 0.75 × the peak))"
                if budget.headroom_binds else
@@ -1445,7 +1456,7 @@ def plan(req: EngineRequest) -> EngineReport:
         engine=NAME,
         budget_bytes=budget.requested,
         weights_bytes=shares[binding].weights_bytes,
-        overheads=(*budget.overheads(act, non_torch),
+        overheads=(*budget.overheads(act, non_torch, startup_holding(req)),
                    *([(lora_label(lora), adapters[binding])] if lora is not None else [])),
         kv_pool_bytes=budget.kv_bytes,
         kv_tokens=tokens * p.dp,
