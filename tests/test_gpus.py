@@ -43,6 +43,17 @@ def test_forgiving_names(name):
 
 def test_known_figures():
     assert find_gpu("4090").memory_bytes == 24 * 2**30
+    # a Ti or SUPER is its own card, not its base model's: the 3080 Ti's 384-bit bus, the 4070
+    # SUPER's 56 SMs against the 4070's 46 at the same memory
+    assert find_gpu("3080 ti").memory_bytes == 12 * 2**30
+    assert find_gpu("3080 ti").bandwidth_bytes_per_s == 912 * 10**9
+    assert find_gpu("3080").bandwidth_bytes_per_s == 760 * 10**9
+    assert find_gpu("4070 super").bandwidth_bytes_per_s == find_gpu("4070").bandwidth_bytes_per_s
+    assert find_gpu("4070 super").matmul_flops_per_s > find_gpu("4070").matmul_flops_per_s
+    # the 9060 XT's two memory sizes share one chip and one bus
+    small, large = find_gpu("9060 xt"), find_gpu("9060 xt 16gb")
+    assert (small.memory_bytes, large.memory_bytes) == (8 * 2**30, 16 * 2**30)
+    assert small.bandwidth_bytes_per_s == large.bandwidth_bytes_per_s == 320 * 10**9
     assert find_gpu("h200").bandwidth_bytes_per_s == 4_800 * 10**9
     assert find_gpu("h200").driver_total_bytes == 143771 * 2**20
 
@@ -231,6 +242,12 @@ def test_cuda_family_per_card(name, family):
     ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm"),
     ("Tesla V100-SXM2-16GB", "v100-16gb"), ("NVIDIA B300 SXM6 AC", "b300"),
     ("NVIDIA GH200 480GB", "gh200-96gb"), ("NVIDIA GH200 144G HBM3e", "gh200-144gb"),
+    # the cards a 24 GB question is most often asked about besides the 3090 and 4090
+    ("3080 ti", "rtx-3080-ti"), ("NVIDIA GeForce RTX 3070 Ti", "rtx-3070-ti"),
+    ("4070 super", "rtx-4070-super"), ("rtx 4070 ti", "rtx-4070-ti"),
+    ("4070 ti super", "rtx-4070-ti-super"), ("5060", "rtx-5060"), ("7800 xt", "rx-7800-xt"),
+    ("9070", "rx-9070"), ("9070 xt", "rx-9070-xt"), ("9060 xt", "rx-9060-xt-8gb"),
+    ("rx 9060 xt 16gb", "rx-9060-xt-16gb"),
 ])
 def test_names_as_users_type_them(name, gpu_id):
     assert find_gpu(name).id == gpu_id
