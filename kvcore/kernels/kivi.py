@@ -197,6 +197,13 @@ FLUSH_PER_SM = 16
 #: (1,032 programs, under a wave) 11.3 → 11.6 µs, kivi4 alike; four parts slower than two
 #: wherever two paid (kivi-batched-append-h100.json)
 FLUSH_SHARED_PARTS = 2
+#: kernel v80: once v79 had cut the flush's loop by a third, four parts (each program one
+#: 32-channel block of a 128-lane head) are the fastest at every program count timed, under a
+#: wave too. On an H100, three rounds in turns against the rule above
+#: (bench/results/kivi-parts-v79-h100.json): kivi2 B=1 4k 10.2 → 9.9 µs, B=2 4k 19.2 → 17.7,
+#: B=64 4k 33.0 → 32.6, B=1 32k 32.6 → 31.7; kivi4 10.5 → 10.2, 19.9 → 18.9, 36.4 → 34.8,
+#: 36.3 → 34.2. Taken where the blocks split in four; the rule above elsewhere
+FLUSH_PARTS = 4
 #: the flush kernel's tile rows hold tokens so that each of a one-warp tile's 8 lane rows
 #: holds G/8 consecutive tokens (kivi_flush_kernel's LANE_TOKENS): a key byte's codes are
 #: then packed inside one thread instead of across lanes (sm_90, the default launch: kivi2's
@@ -233,8 +240,11 @@ def _capability(x: Any) -> tuple[int, int]:
 
 def flush_parts(programs: int, blocks: int) -> int:
     """The programs a flush launch's channel blocks are shared among (``parts``) by default:
-    FLUSH_SHARED_PARTS where its ``programs`` at one part fill more than one wave and the
-    ``blocks`` (G-channel blocks of the widest head) split evenly, else 1."""
+    FLUSH_PARTS where the ``blocks`` (G-channel blocks of the widest head) split evenly in
+    that many, else FLUSH_SHARED_PARTS where its ``programs`` at one part fill more than one
+    wave and the blocks split evenly in two, else 1."""
+    if blocks % FLUSH_PARTS == 0:
+        return FLUSH_PARTS
     if programs > FLUSH_PER_SM * SMS and blocks % FLUSH_SHARED_PARTS == 0:
         return FLUSH_SHARED_PARTS
     return 1

@@ -308,12 +308,41 @@ def test_a_flush_shared_among_programs_by_channel_blocks_writes_the_same_bytes(d
         one.write_append(0, k[:1], v[:1], *one.plan_append(0, 1), parts=dim // 32 + 1)
 
 
-def test_flush_launches_share_channel_blocks_by_default_only_past_one_wave():
+def test_flush_launches_share_channel_blocks_four_ways_else_two_past_one_wave():
     wave = kivi.FLUSH_PER_SM * SMS
-    assert flush_parts(wave, 4) == 1
-    assert flush_parts(wave + 1, 4) == 2
+    # a 128-lane head's four blocks: a block a program at any count (kernel v80)
+    assert flush_parts(1, 4) == flush_parts(wave, 4) == flush_parts(wave + 1, 4) == 4
+    assert flush_parts(wave, 8) == 4  # 256 lanes: two blocks a program
+    # blocks that do not split in four: two programs a group only past one wave
+    assert flush_parts(wave, 2) == 1
     assert flush_parts(wave + 1, 2) == 2
+    assert flush_parts(wave + 1, 6) == 2
     assert flush_parts(10 * wave, 3) == 1  # three blocks of 32 channels do not split in two
+
+
+def test_the_four_default_parts_reach_a_short_launch_and_keep_the_bytes(monkeypatch):
+    # one sequence under a wave on 128-lane heads: four programs a group (and a ring chunk),
+    # each one 32-channel block; the bytes those of one program a group
+    grids = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return real[grid]
+
+    real = kivi_triton.kivi_flush_kernel
+    g = torch.Generator().manual_seed(43)
+    k = torch.randn(300, 2, 128, generator=g).half()
+    v = torch.randn(300, 2, 128, generator=g).half()
+    one, rule = (KiviCache("kivi4", 1, 2, 128, 400) for _ in range(2))
+    one.write_append(0, k, v, *one.plan_append(0, 300), parts=1)
+    monkeypatch.setattr(kivi_triton, "kivi_flush_kernel", Spy())
+    live, g0, flushed = rule.plan_append(0, 300)
+    rule.write_append(0, k, v, live, g0, flushed)
+    assert flushed > 0
+    assert grids == [(4 * (flushed + -(-min(300, rule.ring) // 32)), 2)]
+    for a, b in zip(rule.tensors(), one.tensors(), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_the_default_parts_reach_the_launch_and_keep_the_bytes(monkeypatch):
