@@ -6,7 +6,9 @@ group's channel blocks shared among programs), in turns, with the default launch
     python bench/probes/kivi_short_append.py [--shapes 1x4096,2x4096] [--configs 1/1,2/1,…]
         [--rounds 3] [--out DIR]
 
-A config is warps/parts ("d" for the default of either). Writes kivi-short-append.json into
+A config is warps/parts[/registers[/stages]] ("d" for the default of any; registers: the
+cap of a thread's, 0 none; stages: the channel blocks in flight, kivi.FLUSH_STAGES and
+FLUSH_ONE_BLOCK's). Writes kivi-short-append.json into
 --out: per format and shape the seconds of each config in every round and the read-bandwidth
 fraction of the best.
 """
@@ -28,15 +30,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 from decode import kivi_append_time  # noqa: E402
 from turns import in_turns, turns_row  # noqa: E402
 
+from kvcore.kernels import kivi  # noqa: E402
 from kvcore.kernels.bandwidth import measure_bandwidth  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
 CONFIGS = "d/d,1/1,1/2,1/4,2/1,2/2,2/4,4/1,4/2"
 
 
-def parse(config: str) -> tuple[int | None, int | None]:
-    warps, parts = config.split("/")
-    return (None if warps == "d" else int(warps)), (None if parts == "d" else int(parts))
+def parse(config: str) -> tuple[int | None, ...]:
+    """(warps, parts, registers, stages), None for a default."""
+    fields = (config.split("/") + ["d", "d"])[:4]
+    return tuple(None if f == "d" else int(f) for f in fields)
+
+
+def timed(fmt: str, batch: int, tokens: int, config: str) -> tuple[float, int]:
+    warps, parts, registers, stages = parse(config)
+    default, one = kivi.FLUSH_STAGES, kivi.FLUSH_ONE_BLOCK
+    if stages is not None:
+        kivi.FLUSH_STAGES, kivi.FLUSH_ONE_BLOCK = stages, (one[0], stages)
+    try:
+        return kivi_append_time(fmt, batch, tokens, num_warps=warps, parts=parts,
+                                max_registers=registers)
+    finally:
+        kivi.FLUSH_STAGES, kivi.FLUSH_ONE_BLOCK = default, one
 
 
 def main() -> None:
@@ -54,8 +70,7 @@ def main() -> None:
         for shape in args.shapes.split(","):
             batch, tokens = (int(v) for v in shape.split("x"))
             times, moved = in_turns(args.rounds, {
-                c: partial(kivi_append_time, fmt, batch, tokens, num_warps=parse(c)[0],
-                           parts=parse(c)[1]) for c in configs})
+                c: partial(timed, fmt, batch, tokens, c) for c in configs})
             out["rows"].append(turns_row(fmt, batch, tokens, moved, times,
                                          bw["read_bytes_per_s"]))
     Path(args.out, "kivi-short-append.json").write_text(json.dumps(out, indent=1))

@@ -204,6 +204,15 @@ FLUSH_SHARED_PARTS = 2
 #: B=64 4k 33.0 → 32.6, B=1 32k 32.6 → 31.7; kivi4 10.5 → 10.2, 19.9 → 18.9, 36.4 → 34.8,
 #: 36.3 → 34.2. Taken where the blocks split in four; the rule above elsewhere
 FLUSH_PARTS = 4
+#: kernel v80: the launch of a flush whose programs each walk one channel block (FLUSH_PARTS
+#: on 128-lane heads): (registers a thread, channel blocks in flight). With no next block to
+#: load ahead, one stage; 80 registers, which sm_90 code fits without spilling (kivi2 needs
+#: 72, kivi4 spills there), so that more programs reside. On an H100, three rounds in turns
+#: against FLUSH_REGS and FLUSH_STAGES at four parts (bench/results/kivi-one-block-h100.json):
+#: kivi2 B=1 4k 9.9 → 9.6 µs, B=2 4k 17.7 → 17.2, B=64 4k 32.6 → 31.6, B=8 32k 31.8 → 30.8;
+#: kivi4 10.2 → 9.9, 18.9 → 18.4, 34.9 → 34.3, 34.2 → 33.5 (72 registers slower for both, 88
+#: slower but at kivi2 B=1 4k, 9.5 µs)
+FLUSH_ONE_BLOCK = (80, 1)
 #: the flush kernel's tile rows hold tokens so that each of a one-warp tile's 8 lane rows
 #: holds G/8 consecutive tokens (kivi_flush_kernel's LANE_TOKENS): a key byte's codes are
 #: then packed inside one thread instead of across lanes (sm_90, the default launch: kivi2's
@@ -401,7 +410,8 @@ class KiviCache:
         tokens in their ring slots, each slot that a flushed token is read from written by the
         program that reads it. No host-side state changes and no copy from the host, so a CUDA
         graph can replay it. ``num_warps``, ``late_v``: the launch (default FLUSH_LAUNCH's for
-        the bits), ``max_registers`` its cap of registers a thread (FLUSH_REGS, 0 none);
+        the bits), ``max_registers`` its cap of registers a thread (FLUSH_REGS, or
+        FLUSH_ONE_BLOCK's where each program walks one channel block; 0 none);
         ``ring_kernel`` False: the ring slots written by torch indexing after the launch
         instead (several small launches: the probe times the difference); ``writers_first``:
         the launch in two, the ring-writing programs before the flushing ones (the order in
@@ -477,6 +487,10 @@ class KiviCache:
         if parts is None:
             parts = flush_parts(math.prod(grid), self._blocks())
         grid = (grid[0] * parts, *grid[1:])
+        registers, stages = (FLUSH_ONE_BLOCK if self._blocks() == parts
+                             else (FLUSH_REGS, FLUSH_STAGES))
+        if max_registers is not None:
+            registers = max_registers
         cap = _capability(k)
         kivi_flush_kernel[grid](
             self.kr, self.vr, k.contiguous(), v.contiguous(), self.kq, self.ks, self.km,
@@ -484,15 +498,14 @@ class KiviCache:
             *scalars[1:], self.ring, j_first, H=self.heads, D=self.head_dim,
             DV=self.head_dim_v, G=self.group, BITS=self.bits, PER=8 // self.bits,
             LEVELS=(1 << self.bits) - 1, HAS_V=self.has_v, TOK=RING_TOKENS,
-            RING_SLOTS=ring_kernel, HW=k.is_cuda, STAGES=FLUSH_STAGES,
+            RING_SLOTS=ring_kernel, HW=k.is_cuda, STAGES=stages,
             LATE_V=FLUSH_LAUNCH[self.bits][1] if late_v is None else late_v,
             num_warps=num_warps or FLUSH_LAUNCH[self.bits][0], PARTS=parts,
             LANE_TOKENS=FLUSH_LANE_TOKENS and self.group % (64 // self.bits) == 0,
             RCP_FMA=FLUSH_RCP_FMA and cap == (9, 0),
             PACKED_RANGE=FLUSH_PACKED_RANGE and cap >= (8, 0),
             **({"PLANS": plans, "BATCHED": True} if plans is not None else {}),
-            **({"maxnreg": regs} if (regs := FLUSH_REGS if max_registers is None
-                                     else max_registers) else {}))
+            **({"maxnreg": registers} if registers else {}))
 
     def _blocks(self) -> int:
         """The G-channel blocks a flush program walks (the wider of K's and V's heads)."""

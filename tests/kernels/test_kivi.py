@@ -373,6 +373,37 @@ def test_the_default_parts_reach_the_launch_and_keep_the_bytes(monkeypatch):
         assert torch.equal(a, b)
 
 
+def test_programs_of_one_channel_block_launch_with_one_stage_and_fewer_registers(monkeypatch):
+    # kernel v80: nothing to load ahead where a program walks one block, and fewer registers
+    # so that more reside; programs of several blocks keep FLUSH_REGS and FLUSH_STAGES; an
+    # explicit cap wins either way
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append((grid[0], kw["PARTS"], kw["STAGES"],
+                                                 kw.get("maxnreg")))
+
+    monkeypatch.setattr(kivi_triton, "kivi_flush_kernel", Spy())
+    k = torch.zeros(64, 1, 128, dtype=torch.float16)
+    for parts, regs in ((None, None), (2, None), (1, None), (4, 0), (2, 96)):
+        cache = KiviCache("kivi2", 1, 1, 128, 128)
+        cache.write_append(0, k, k, *cache.plan_append(0, 64), parts=parts,
+                           max_registers=regs)
+    one, many = kivi.FLUSH_ONE_BLOCK, (kivi.FLUSH_REGS, kivi.FLUSH_STAGES)
+    assert one == (80, 1) and many == (128, 3)
+    # 64 tokens into an empty sequence: 2 programs a head at one part (flushed groups and
+    # ring chunks), times the parts
+    assert seen == [(8, 4, one[1], one[0]), (4, 2, many[1], many[0]),
+                    (2, 1, many[1], many[0]), (8, 4, one[1], None), (4, 2, many[1], 96)]
+    # a 64-lane head's two blocks under a wave: one part, two blocks a program
+    seen.clear()
+    k = torch.zeros(64, 1, 64, dtype=torch.float16)
+    cache = KiviCache("kivi4", 1, 1, 64, 128)
+    cache.write_append(0, k, k, *cache.plan_append(0, 64))
+    assert seen == [(2, 1, many[1], many[0])]
+
+
 def test_appends_in_one_launch_refuse_a_repeated_sequence_and_a_full_cache_unbooked():
     cache = KiviCache("kivi2", 3, 1, 32, 200)
     x = torch.zeros(150, 1, 32).half()
