@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call for kernel v79. On an H200 first v78's decode benchmark for q4_0, nvfp4, kivi2 and
+# One call for kernels v79–v80. On an H200 first the decode benchmark for q4_0, nvfp4, kivi2 and
 # kivi4 (LIMIT seconds; never yet timed there). On any card KIVI's flush with lane rows of
 # consecutive tokens, a Newton reciprocal and packed ranges against token order
 # (bench/probes/kivi_lane_tokens.py). Then q4_0's and nvfp4's appends against commit
