@@ -320,23 +320,29 @@ def test_flush_launches_share_channel_blocks_four_ways_else_two_past_one_wave():
     assert flush_parts(10 * wave, 3) == 1  # three blocks of 32 channels do not split in two
 
 
-def test_the_four_default_parts_reach_a_short_launch_and_keep_the_bytes(monkeypatch):
-    # one sequence under a wave on 128-lane heads: four programs a group (and a ring chunk),
-    # each one 32-channel block; the bytes those of one program a group
+def _launched_grids(monkeypatch) -> list:
+    """From here on each flush launch's grid, recorded as it launches."""
     grids = []
+    real = kivi_triton.kivi_flush_kernel
 
     class Spy:
         def __getitem__(self, grid):
             grids.append(grid)
             return real[grid]
 
-    real = kivi_triton.kivi_flush_kernel
+    monkeypatch.setattr(kivi_triton, "kivi_flush_kernel", Spy())
+    return grids
+
+
+def test_the_four_default_parts_reach_a_short_launch_and_keep_the_bytes(monkeypatch):
+    # one sequence under a wave on 128-lane heads: four programs a group (and a ring chunk),
+    # each one 32-channel block; the bytes those of one program a group
     g = torch.Generator().manual_seed(43)
     k = torch.randn(300, 2, 128, generator=g).half()
     v = torch.randn(300, 2, 128, generator=g).half()
     one, rule = (KiviCache("kivi4", 1, 2, 128, 400) for _ in range(2))
     one.write_append(0, k, v, *one.plan_append(0, 300), parts=1)
-    monkeypatch.setattr(kivi_triton, "kivi_flush_kernel", Spy())
+    grids = _launched_grids(monkeypatch)
     live, g0, flushed = rule.plan_append(0, 300)
     rule.write_append(0, k, v, live, g0, flushed)
     assert flushed > 0
@@ -348,14 +354,6 @@ def test_the_four_default_parts_reach_a_short_launch_and_keep_the_bytes(monkeypa
 def test_the_default_parts_reach_the_launch_and_keep_the_bytes(monkeypatch):
     # a wave of one program: every launch is past it, so the default shares each group's
     # channel blocks between two programs; the bytes stay those of one program a group
-    grids = []
-
-    class Spy:
-        def __getitem__(self, grid):
-            grids.append(grid)
-            return real[grid]
-
-    real = kivi_triton.kivi_flush_kernel
     g = torch.Generator().manual_seed(41)
     chunks = [(0, 250), (1, 40), (0, 1), (1, 300)]
     ks = [torch.randn(c, 2, 64, generator=g).half() for _, c in chunks]
@@ -364,7 +362,7 @@ def test_the_default_parts_reach_the_launch_and_keep_the_bytes(monkeypatch):
     for (s, _), k, v in zip(chunks, ks, vs, strict=True):
         one.write_append(s, k, v, *one.plan_append(s, k.shape[0]), parts=1)
     monkeypatch.setattr(kivi, "FLUSH_PER_SM", 1 / SMS)
-    monkeypatch.setattr(kivi_triton, "kivi_flush_kernel", Spy())
+    grids = _launched_grids(monkeypatch)
     for (s, _), k, v in zip(chunks, ks, vs, strict=True):
         live, g0, flushed = rule.plan_append(s, k.shape[0])
         rule.write_append(s, k, v, live, g0, flushed)
