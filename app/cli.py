@@ -1120,10 +1120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         query = build_query(args, command_spec if launch is not None else None)
         if launch is not None:
             refuse_launch(launch, query)
-        if launch is not None and not (args.find_gpu or args.find_format or args.find_weights):
-            query = fit_shortened(launch, query)
-        if launch is not None and not args.json:
-            print(render_command(launch, read_as))
+            if not (args.find_gpu or args.find_format or args.find_weights):
+                query = fit_shortened(launch, query)
+            if not args.json:
+                print(render_command(launch, read_as))
         if args.find_gpu:
             rows = find_gpu_for(query)
             print(json.dumps(rows, indent=2) if args.json else render_find_gpu(query, rows))
