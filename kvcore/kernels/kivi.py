@@ -206,8 +206,8 @@ FLUSH_SHARED_PARTS = 2
 FLUSH_PARTS = 4
 #: kernel v80: the launch of a flush whose programs each walk one channel block (FLUSH_PARTS
 #: on 128-lane heads): (registers a thread, channel blocks in flight). With no next block to
-#: load ahead, one stage; 80 registers, which sm_90 code fits without spilling (kivi2 needs
-#: 72, kivi4 spills there), so that more programs reside. On an H100, three rounds in turns
+#: load ahead, one stage; 80 registers, which sm_90 code fits without spilling (kivi2 fits
+#: 72 too, kivi4 spills there), so that more programs reside. On an H100, three rounds in turns
 #: against FLUSH_REGS and FLUSH_STAGES at four parts (bench/results/kivi-one-block-h100.json):
 #: kivi2 B=1 4k 9.9 → 9.6 µs, B=2 4k 17.7 → 17.2, B=64 4k 32.6 → 31.6, B=8 32k 31.8 → 30.8;
 #: kivi4 10.2 → 9.9, 18.9 → 18.4, 34.9 → 34.3, 34.2 → 33.5 (72 registers slower for both, 88
@@ -508,7 +508,8 @@ class KiviCache:
             **({"maxnreg": registers} if registers else {}))
 
     def _blocks(self) -> int:
-        """The G-channel blocks a flush program walks (the wider of K's and V's heads)."""
+        """The G-channel blocks of a group (the wider of K's and V's heads), which a flush's
+        ``parts`` programs share."""
         return max(self.head_dim, self.head_dim_v) // self.group
 
     def _check_parts(self, parts: int | None) -> None:
