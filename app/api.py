@@ -264,10 +264,22 @@ def api_router() -> APIRouter:
         return summary
 
     @api.get("/gpus", summary="The bundled GPU catalog")
-    def gpus() -> list[dict[str, Any]]:
+    def gpus(request: Request,
+             vendor: Annotated[str | None, Query(
+                 description="only this maker's cards: " + ", ".join(kvcore.gpus.VENDORS))] = None,
+             min_memory: Annotated[str | None, Query(
+                 description="only cards with at least this memory as sold (24GiB, 24GB)")] = None,
+             ) -> list[dict[str, Any]]:
         """Each card's memory, peak bandwidth, dense FP16/BF16 matrix peak and host link,
-        with their sources."""
-        return [gpu_entry(g, sources=True) for g in kvcore.gpu_catalog()]
+        with their sources; ``vendor`` and ``min_memory`` keep only the cards that match."""
+        twice = repeated_field(request.query_params.multi_items())
+        if twice:
+            raise twice
+        other = sorted(set(request.query_params) - {"vendor", "min_memory"})
+        if other:
+            raise kvcore.InputError(f"/gpus takes vendor and min_memory; got {other[0]!r}",
+                                    field=other[0])
+        return [gpu_entry(g, sources=True) for g in kvcore.gpu_selection(vendor, min_memory)]
 
     @api.get("/formats", summary="The KV-cache formats")
     def formats() -> list[dict[str, Any]]:

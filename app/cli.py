@@ -360,6 +360,11 @@ def _list_parser(cmd: str) -> argparse.ArgumentParser:
             "weights": "weight formats"}[cmd]
     p = _Parser(prog=f"kvplan {cmd}", description=f"List the catalog's {what}.")
     p.add_argument("--json", action="store_true", help="print JSON")
+    if cmd == "gpus":
+        p.add_argument("--vendor", default=None,
+                       help=f"only this maker's cards: {', '.join(kvcore.gpus.VENDORS)}")
+        p.add_argument("--min-memory", default=None, metavar="SIZE",
+                       help="only cards with at least this memory as sold (24GiB, 24GB)")
     return p
 
 
@@ -811,7 +816,8 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
     return "\n".join(out + tail)
 
 
-def _list(cmd: str, as_json: bool) -> str:
+def _list(cmd: str, as_json: bool, vendor: str | None = None,
+          min_memory: str | None = None) -> str:
     items: list[dict[str, Any]]
     rows: list[list[str]]
     if cmd == "models":
@@ -819,7 +825,11 @@ def _list(cmd: str, as_json: bool) -> str:
                   "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
         rows = [["id", "repo", "family"]] + [[i["id"], i["repo"], i["family"]] for i in items]
     elif cmd == "gpus":
-        items = [gpu_entry(g) for g in kvcore.gpu_catalog()]
+        items = [gpu_entry(g) for g in kvcore.gpu_selection(
+            vendor, min_memory, vendor_field="--vendor", memory_field="--min-memory")]
+        if not items and not as_json:
+            return ("no catalog GPU" + (f" of {vendor.strip().lower()}" if vendor else "")
+                    + (f" with at least {min_memory.strip()}" if min_memory else ""))
         # "plans with": the driver's total where known, a unified memory's default GPU share
         rows = [["id", "name", "memory", "plans with", "bandwidth", "FP16 matrix"]] + [
             [i["id"], i["name"], format_bytes(i["memory_bytes"], 1),
@@ -1085,7 +1095,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if cmd == "measure":
                 return _measure(rest)
             args = _list_parser(cmd).parse_args(rest)
-            print(_list(cmd, args.json))
+            print(_list(cmd, args.json, getattr(args, "vendor", None),
+                        getattr(args, "min_memory", None)))
             return 0
         args = _plan_parser().parse_args(argv)
         finds = [f for f in ("find_gpu", "find_format", "find_weights", "find_model")

@@ -6,7 +6,7 @@ Standard library only; torch lives in ``kvcore.kernels`` and ``kvcore.measure`` 
 from .catalog import CatalogEntry, load_model, model_catalog, parse_config_text
 from .errors import ConfigError, HubError, InputError, KvplanError, UnknownNameError
 from .formats import FORMATS, KVFormat, format_names, get_format
-from .gpus import GPU, counted_gpu, find_gpu, gpu_catalog
+from .gpus import GPU, counted_gpu, find_gpu, gpu_catalog, gpu_selection
 from .hf import spec_from_config
 from .kv import (
     CacheOptions,
@@ -55,6 +55,7 @@ __all__ = [
     "get_format",
     "get_weight_format",
     "gpu_catalog",
+    "gpu_selection",
     "load_model",
     "marginal_bytes_per_token",
     "model_catalog",

@@ -15,7 +15,11 @@ from importlib import resources
 from .errors import InputError, UnknownNameError, shown
 from .units import format_bytes, parse_bytes
 
-__all__ = ["GPU", "counted_gpu", "find_gpu", "gpu_catalog", "memory_variants"]
+__all__ = ["GPU", "VENDORS", "counted_gpu", "find_gpu", "gpu_catalog", "gpu_selection",
+           "memory_variants"]
+
+#: the makers the catalog's cards are listed under (a GPU's ``vendor``)
+VENDORS = ("nvidia", "amd", "intel", "apple")
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,30 @@ def gpu_catalog() -> tuple[GPU, ...]:
             host_memory=entry.get("host_memory", ""),
         ))
     return tuple(gpus)
+
+
+def gpu_selection(vendor: str | None = None, min_memory: int | str | None = None, *,
+                  vendor_field: str = "vendor",
+                  memory_field: str = "min_memory") -> tuple[GPU, ...]:
+    """The catalog's GPUs in its order, only ``vendor``'s where one is given (any case), and
+    only those with at least ``min_memory`` where given: a size with its unit (24GiB, 24GB),
+    against the memory as sold (``memory_bytes``, not the driver's total, so that "24GiB"
+    keeps the 24 GB cards whose driver shows a little less). The fields name the inputs in
+    errors."""
+    want = None
+    if vendor is not None:
+        want = str(vendor).strip().lower()
+        if want not in VENDORS:
+            raise InputError(f"{vendor_field} must be one of {', '.join(VENDORS)}; got "
+                             f"{shown(vendor)}", field=vendor_field)
+    least = 0
+    if min_memory is not None:
+        if isinstance(min_memory, str) and re.fullmatch(r"\s*[0-9.]+\s*", min_memory):
+            raise InputError(f"{memory_field} needs its unit: 24GiB or 24GB, got "
+                             f"{shown(min_memory)}", field=memory_field)
+        least = parse_bytes(min_memory, field=memory_field)
+    return tuple(g for g in gpu_catalog()
+                 if (want is None or g.vendor == want) and g.memory_bytes >= least)
 
 
 @cache

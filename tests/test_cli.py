@@ -54,6 +54,37 @@ def test_lists(capsys, cmd):
     assert code == 0 and len(json.loads(out)) > 15
 
 
+def test_the_gpu_list_keeps_a_vendors_cards_with_enough_memory(capsys):
+    code, out, _ = run(capsys, "gpus", "--vendor", "AMD", "--min-memory", "24GiB", "--json")
+    items = json.loads(out)
+    assert code == 0 and items
+    assert all(i["vendor"] == "amd" and i["memory_bytes"] >= 24 << 30 for i in items)
+    # the memory as sold: a 24 GB card whose driver shows a little less stays in
+    ids = {i["id"] for i in items}
+    assert "rx-7900-xtx" in ids and "rx-7900-xt" not in ids and "rx-9070" not in ids
+    every = json.loads(run(capsys, "gpus", "--json")[1])
+    assert ids == {i["id"] for i in every if i["vendor"] == "amd"
+                   and i["memory_bytes"] >= 24 << 30}
+    nvidia = json.loads(run(capsys, "gpus", "--min-memory", "24GiB", "--vendor", "nvidia",
+                            "--json")[1])
+    assert "rtx-4090" in {i["id"] for i in nvidia}
+    table = run(capsys, "gpus", "--vendor", "amd", "--min-memory", "24GiB")[1].splitlines()
+    assert table[0].split()[:2] == ["id", "name"] and len(table) == len(items) + 1
+    assert run(capsys, "gpus", "--vendor", "apple", "--min-memory", "1TiB")[1].strip() == (
+        "no catalog GPU of apple with at least 1TiB")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--vendor", "matrox"], "--vendor must be one of nvidia, amd, intel, apple; got 'matrox'"),
+    (["--min-memory", "24"], "--min-memory needs its unit: 24GiB or 24GB, got '24'"),
+    (["--min-memory", "-3GiB"], "--min-memory must be larger than zero, got '-3GiB'"),
+])
+def test_a_bad_gpu_list_filter_is_one_line(capsys, args, message):
+    code, out, err = run(capsys, "gpus", *args)
+    assert code == 2 and out == ""
+    assert err.strip() == f"kvplan: error: {message}"
+
+
 def test_the_formats_list_gives_k_and_v_of_a_128_wide_head(capsys):
     # vLLM's TurboQuant 4-bit preset: 64 bytes of indices + a 2-byte norm for K, 64 bytes of
     # codes + a 2-byte scale and a 2-byte zero for V; q8_0: 4 blocks of 34 bytes each

@@ -54,6 +54,22 @@ def test_error_shape(client, body, field):
     assert data["field"] == field
 
 
+def test_the_gpu_list_filters_by_vendor_and_memory(client):
+    amd = client.get("/api/v1/gpus", params={"vendor": "amd", "min_memory": "24GiB"}).json()
+    every = client.get("/api/v1/gpus").json()
+    assert [g["id"] for g in amd] == [g["id"] for g in every if g["vendor"] == "amd"
+                                      and g["memory_bytes"] >= 24 << 30]
+    assert "rx-7900-xtx" in {g["id"] for g in amd} and amd[0]["source"]
+    assert client.get("/api/v1/gpus", params={"vendor": "apple",
+                                              "min_memory": "1TiB"}).json() == []
+    for params, field in (({"vendor": "matrox"}, "vendor"), ({"min_memory": "24"}, "min_memory"),
+                          ({"vendr": "amd"}, "vendr")):
+        r = client.get("/api/v1/gpus", params=params)
+        assert r.status_code == 422 and r.json()["field"] == field
+    r = client.get("/api/v1/gpus?vendor=amd&vendor=intel")
+    assert r.status_code == 422 and "give it once" in r.json()["error"]
+
+
 def test_lists(client):
     listed = client.get("/api/v1/models").json()
     assert len(listed) >= 40
