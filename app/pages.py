@@ -631,8 +631,17 @@ def pages_router() -> APIRouter:
                                             {"ref": reference(request.app.openapi())})
 
     @router.get("/gpus", response_class=HTMLResponse)
-    def gpus(request: Request) -> HTMLResponse:
-        return templates().TemplateResponse(request, "gpus.html",
-                                            {"gpus": kvcore.gpu_catalog()})
+    def gpus(request: Request, vendor: str = "", min_memory: str = "") -> HTMLResponse:
+        # the form's empty fields are no filter
+        chosen = {"vendor": vendor.strip(), "min_memory": min_memory.strip()}
+        try:
+            cards = kvcore.gpu_selection(chosen["vendor"] or None,
+                                         chosen["min_memory"] or None)
+        except KvplanError as exc:
+            return templates().TemplateResponse(request, "error.html", {"error": str(exc)},
+                                                status_code=422)
+        return templates().TemplateResponse(request, "gpus.html", {
+            "gpus": cards, "vendors": kvcore.gpus.VENDORS, "chosen": chosen,
+            "total": len(kvcore.gpu_catalog())})
 
     return router

@@ -1084,6 +1084,22 @@ def test_the_models_page_lists_what_fit_runs_with_host_memory(client):
     assert 'id="host-fit"' not in r.text
 
 
+def test_the_gpus_page_filters_by_maker_and_memory(client):
+    r = client.get("/gpus", params={"vendor": "amd", "min_memory": "24GiB"})
+    ids = re.findall(r'<tr><td><a href="/\?gpu=([^"]+)">', r.text)
+    every = client.get("/api/v1/gpus").json()
+    expected = [g["id"] for g in every
+                if g["vendor"] == "amd" and g["memory_bytes"] >= 24 << 30]
+    assert r.status_code == 200 and ids == expected and "rx-7900-xtx" in ids
+    assert f"{len(ids)} of {len(every)} cards" in r.text
+    assert '<option value="amd" selected>' in r.text
+    # the form's empty fields are no filter
+    everything = client.get("/gpus", params={"vendor": "", "min_memory": ""})
+    assert f"{len(every)} of {len(every)} cards" in everything.text
+    bad = client.get("/gpus", params={"min_memory": "24"})
+    assert bad.status_code == 422 and "needs its unit" in bad.text
+
+
 def test_the_gpus_page_gives_each_card_s_host_link(client):
     r = client.get("/gpus")
     row = r.text.split('href="/?gpu=rtx-4060"')[1].split("</tr>")[0]
