@@ -40,7 +40,7 @@ from .common import (
     repeated_field,
     settings_from,
 )
-from .schemas import CommandIn, ErrorOut, MeasureIn, PlanIn, PlanQueryIn
+from .schemas import CommandIn, ErrorOut, FindGpuIn, MeasureIn, PlanIn, PlanQueryIn
 from .settings import get_settings
 
 __all__ = ["api_router", "command_query", "run_plan", "to_query"]
@@ -156,13 +156,13 @@ def api_router() -> APIRouter:
         return run_plan(q)
 
     @api.post("/find-gpu", summary="Which cards fit this plan")
-    def post_find_gpu(body: PlanIn) -> list[dict[str, Any]]:
+    def post_find_gpu(body: FindGpuIn) -> list[dict[str, Any]]:
         """The catalog cards that fit the body's model, context and sequences, each at the
         fewest cards that fit (up to 10, least total memory first), with the max context and
-        decode estimate there: ``kvplan --find-gpu``."""
+        decode estimate there: ``kvplan --find-gpu``; ``vendor``: one maker's cards only."""
         check_find_gpu(gpu=body.gpu, gpus=body.gpus, tp=body.tp, pp=body.pp,
                        kv_budget=body.kv_budget, dp=body.dp, attn_dp=body.attn_dp)
-        return find_gpu_for(to_query(body))
+        return find_gpu_for(to_query(body), vendor=body.vendor)
 
     @api.post("/find-model", summary="Which catalog models fit this card")
     def post_find_model(body: PlanIn) -> dict[str, Any]:

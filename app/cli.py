@@ -184,6 +184,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--find-gpu", action="store_true",
                    help="list the smallest catalog GPUs (and how many) that fit, each with "
                         "its decode tokens/s")
+    p.add_argument("--vendor", default=None,
+                   help="with --find-gpu: only this maker's cards "
+                        f"({', '.join(kvcore.gpus.VENDORS)})")
     p.add_argument("--find-model", action="store_true",
                    help="without MODEL: list the catalog models that fit on the GPU, largest "
                         "first, each with its decode tokens/s")
@@ -460,14 +463,15 @@ def _card_labels(data: dict[str, Any]) -> list[str]:
     return [n if i.startswith("custom-") else i for i, n in zip(data["gpus"], names, strict=True)]
 
 
-def render_find_gpu(q: Query, rows: list[dict[str, Any]]) -> str:
+def render_find_gpu(q: Query, rows: list[dict[str, Any]], vendor: str | None = None) -> str:
     assumed = f"{_assumed(q)}, KV {_kv(q)}"
+    maker = f"{vendor.strip().lower()} " if vendor else ""
     # Ollama's own context, card by card, where none was asked
     own = q.auto_context and q.engine == "ollama"
     ask = (f"Ollama's num_ctx for the cards × {format_quantity(q.sequences, 'sequence')}"
            if own else _ask(q))
     if not rows:
-        return "\n".join([f"no catalog GPU fits {ask} with up to 8 cards {assumed}",
+        return "\n".join([f"no catalog {maker}GPU fits {ask} with up to 8 cards {assumed}",
                           *_find_notes(q, rows)])
     table = [["gpu", "cards", "memory", "bandwidth", *(["num_ctx"] if own else []),
               "max context", "tok/s/seq"]] + [
@@ -1124,6 +1128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_find_gpu(gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp,
                            kv_budget=args.kv_budget, dp=args.dp, attn_dp=args.attn_dp,
                            prefix="--")
+        elif args.vendor is not None:
+            raise UsageError("--vendor chooses among the cards --find-gpu tries; give it with "
+                             "--find-gpu (kvplan gpus --vendor lists a maker's cards)")
         if args.find_format:
             check_find_format(kv=args.kv, kv_k=args.kv_k, kv_v=args.kv_v, prefix="--")
         if args.find_weights:
@@ -1136,8 +1143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not args.json:
                 print(render_command(launch, read_as))
         if args.find_gpu:
-            rows = find_gpu_for(query)
-            print(json.dumps(rows, indent=2) if args.json else render_find_gpu(query, rows))
+            rows = find_gpu_for(query, vendor=args.vendor, vendor_field="--vendor")
+            print(json.dumps(rows, indent=2) if args.json
+                  else render_find_gpu(query, rows, args.vendor))
             return 0
         if args.find_format:
             if args.json:

@@ -243,6 +243,14 @@ class PlanQueryIn(PlanIn):
         "each card's share of the offloaded layers")
 
 
+class FindGpuIn(PlanIn):
+    """A plan whose cards ``/find-gpu`` chooses; ``vendor`` keeps the search to one maker's."""
+
+    vendor: str | None = Field(None, max_length=20, examples=["amd"],
+                               description="only this maker's cards: nvidia, amd, intel or "
+                               "apple (kvplan --find-gpu --vendor)")
+
+
 class CommandIn(PlanIn):
     """A launch command planned as given: ``command`` is the engine's command line; ``model``
     stands for the model it loads, and any plan field given beside it wins over what the

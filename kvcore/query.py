@@ -31,7 +31,7 @@ from .engines.base import SETTING_NAMES, RankShare
 from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, measured_error, quality_note
 from .gguf_mix import MIXES, PERPLEXITY
-from .gpus import GPU, gpu_catalog, memory_variants, with_limit
+from .gpus import GPU, gpu_selection, memory_variants, with_limit
 from .kv import (
     FP8_DS_MLA_ROW,
     FP8_DS_MLA_WIDTH,
@@ -685,13 +685,16 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
     return None
 
 
-def find_gpu_for(q: Query, limit: int = 10, card_context: bool = True) -> list[dict[str, Any]]:
+def find_gpu_for(q: Query, limit: int = 10, card_context: bool = True,
+                 vendor: str | None = None, vendor_field: str = "vendor") -> list[dict[str, Any]]:
     """Catalog GPUs that fit the query, fewest total memory first, with the card count and
     the decode estimate there (tokens a second a sequence); where the query is laid over
     several cards already (its tp, pp or dp), the cards that fit in that layout. With
     ``card_context`` a query whose context is the engine's own (Query.auto_context: Ollama's
     num_ctx) is tried at the context each card gets (each row's ``context``); without it, at
-    the query's."""
+    the query's. ``vendor``: only that maker's cards (gpu_selection's check, its input named
+    ``vendor_field``)."""
+    chips = gpu_selection(vendor, vendor_field=vendor_field)
     # an engine that cannot run this plan on any card says why, rather than "no GPU fits";
     # what depends on the card (SGLang's KV dtype for a DSA model) is settled card by card
     try:
@@ -702,7 +705,7 @@ def find_gpu_for(q: Query, limit: int = 10, card_context: bool = True) -> list[d
     found: list[dict[str, Any]] = []
     refusals: list[InputError] = []
     # an Apple chip in each memory size it was sold with: the smallest Mac that fits
-    for gpu in (v for chip in gpu_catalog() for v in memory_variants(chip)):
+    for gpu in (v for chip in chips for v in memory_variants(chip)):
         fewest = _fewest_cards(q, gpu, errors=refusals, card_context=card_context)
         if fewest is not None:
             count, max_ctx, trial = fewest

@@ -85,6 +85,37 @@ def test_a_bad_gpu_list_filter_is_one_line(capsys, args, message):
     assert err.strip() == f"kvplan: error: {message}"
 
 
+def test_find_gpu_keeps_to_one_makers_cards(capsys):
+    from kvcore import find_gpu
+
+    args = ("qwen3-32b", "--ctx", "32k", "--seqs", "4", "--weights", "q4_k_m", "--find-gpu")
+    code, out, _ = run(capsys, *args, "--vendor", "amd", "--json")
+    rows = json.loads(out)
+    assert code == 0 and rows
+    assert all(find_gpu(r["gpu"]).vendor == "amd" for r in rows)
+    # the same rows as the whole catalog's search has for AMD's cards, in its order
+    every = json.loads(run(capsys, *args, "--json")[1])
+    first = [r["gpu"] for r in every if find_gpu(r["gpu"]).vendor == "amd"]
+    assert [r["gpu"] for r in rows][:len(first)] == first
+    text = run(capsys, *args, "--vendor", "amd")[1]
+    assert f"smallest: {rows[0]['count']} × {rows[0]['name']}" in text
+    # none of a maker's cards fits: said with the maker
+    code, out, _ = run(capsys, "deepseek-v3", "--ctx", "128k", "--seqs", "64", "--find-gpu",
+                       "--vendor", "apple")
+    assert code == 0 and out.startswith("no catalog apple GPU fits 131,072 tokens × 64")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--find-gpu", "--vendor", "via"],
+     "--vendor must be one of nvidia, amd, intel, apple; got 'via'"),
+    (["--vendor", "amd"], "--vendor chooses among the cards --find-gpu tries; give it with "
+                          "--find-gpu (kvplan gpus --vendor lists a maker's cards)"),
+])
+def test_a_misplaced_or_unknown_find_gpu_vendor_is_one_line(capsys, args, message):
+    code, out, err = run(capsys, "qwen3-8b", *args)
+    assert code == 2 and out == "" and err.strip() == f"kvplan: error: {message}"
+
+
 def test_the_formats_list_gives_k_and_v_of_a_128_wide_head(capsys):
     # vLLM's TurboQuant 4-bit preset: 64 bytes of indices + a 2-byte norm for K, 64 bytes of
     # codes + a 2-byte scale and a 2-byte zero for V; q8_0: 4 blocks of 34 bytes each

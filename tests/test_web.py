@@ -6,6 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import create_app
+from kvcore import find_gpu
 from kvcore.units import format_bytes
 
 
@@ -68,6 +69,17 @@ def test_the_gpu_list_filters_by_vendor_and_memory(client):
         assert r.status_code == 422 and r.json()["field"] == field
     r = client.get("/api/v1/gpus?vendor=amd&vendor=intel")
     assert r.status_code == 422 and "give it once" in r.json()["error"]
+
+
+def test_find_gpu_takes_a_vendor_and_only_find_gpu_does(client):
+    body = {"model": "qwen3-32b", "context": "32k", "sequences": 4, "weights": "q4_k_m"}
+    rows = client.post("/api/v1/find-gpu", json={**body, "vendor": "amd"}).json()
+    assert rows and all(find_gpu(r["gpu"]).vendor == "amd" for r in rows)
+    assert "rx-7900-xtx" in {r["gpu"] for r in rows}
+    r = client.post("/api/v1/find-gpu", json={**body, "vendor": "via"})
+    assert r.status_code == 422 and r.json()["field"] == "vendor"
+    r = client.post("/api/v1/plan", json={**body, "gpu": "4090", "vendor": "amd"})
+    assert r.status_code == 422 and r.json()["field"] == "vendor"
 
 
 def test_lists(client):
