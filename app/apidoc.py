@@ -95,7 +95,7 @@ def reference(spec: dict[str, Any]) -> dict[str, Any]:
 #: the API's names of the fields whose CLI flag is named otherwise
 _FLAG_DEST = {"context": "ctx", "sequences": "seqs"}
 #: the bodies whose fields are the plan's flags (MeasureIn's are measure's)
-_PLAN_SCHEMAS = ("PlanIn", "PlanQueryIn", "CommandIn")
+_PLAN_SCHEMAS = ("PlanIn", "PlanQueryIn", "CommandIn", "FindGpuIn")
 
 
 def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
