@@ -247,7 +247,7 @@ def test_cuda_family_per_card(name, family):
     ("4070 super", "rtx-4070-super"), ("rtx 4070 ti", "rtx-4070-ti"),
     ("4070 ti super", "rtx-4070-ti-super"), ("5060", "rtx-5060"), ("7800 xt", "rx-7800-xt"),
     ("9070", "rx-9070"), ("9070 xt", "rx-9070-xt"), ("9060 xt", "rx-9060-xt-8gb"),
-    ("rx 9060 xt 16gb", "rx-9060-xt-16gb"),
+    ("rx 9060 xt 16gb", "rx-9060-xt-16gb"), ("arc pro b50", "arc-pro-b50"), ("b50", "arc-pro-b50"),
 ])
 def test_names_as_users_type_them(name, gpu_id):
     assert find_gpu(name).id == gpu_id
