@@ -327,6 +327,25 @@ def test_vllm_names_the_start_up_holding_for_the_platform(gpu, holding):
     assert not any(o in n for n in r.notes for o in other)
 
 
+@pytest.mark.parametrize(("model", "gpu", "said"), [
+    ("qwen3-8b", "v100-32gb", True), ("qwen3-8b", "t4", True), ("qwen3-8b", "2080 ti", True),
+    ("qwen3-8b", "a100", False), ("qwen3-8b", "mi300x", False),
+    ("llama-2-7b-hf", "t4", False),  # a float16 checkpoint: nothing falls back
+])
+def test_vllm_says_a_bf16_checkpoint_runs_in_float16_without_bfloat16(model, gpu, said):
+    # config/model.py _resolve_auto_dtype: below compute capability 8.0 the platform's
+    # dtypes are float16 and float32, so --dtype auto falls back to float16; 2 bytes either way
+    r = engine_plan("vllm", req(model, ctx=2048, gpu=gpu))
+    notes = [n for n in r.notes if "has no bfloat16" in n]
+    assert bool(notes) == said
+    if said:
+        card = find_gpu(gpu)
+        assert notes[0].startswith(f"{card.name} (compute capability "
+                                   f"{card.compute_capability}) has no bfloat16")
+        assert r.weights_bytes == engine_plan("vllm", req(model, ctx=2048,
+                                                         gpu="a100")).weights_bytes
+
+
 def test_vllm_rejects_formats_it_lacks():
     with pytest.raises(UnsupportedFormat, match="vllm has no tbq4"):
         engine_plan("vllm", req("llama-3.1-8b", kv="tbq4"))

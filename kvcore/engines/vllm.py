@@ -1011,6 +1011,23 @@ def startup_holding(req: EngineRequest) -> str:
     return "CUDA context and cuBLAS"
 
 
+def float16_fallback(req: EngineRequest, weights_format: str) -> str:
+    """The note for a bfloat16 checkpoint (or a float32 one, which --dtype auto serves in the
+    platform's first dtype) on NVIDIA cards without bfloat16 (compute capability below 8.0:
+    V100, T4, the RTX 20 series): config/model.py _resolve_auto_dtype falls back to float16
+    there with a warning, and a cache of the model's dtype follows; the bytes are the same.
+    "" where no card is such."""
+    old = [g for g in req.gpus if g is not None and g.cuda_family is not None
+           and g.cuda_family < 8]
+    if weights_format != "bf16" or not old:
+        return ""
+    return (f"{old[0].name} (compute capability {old[0].compute_capability}) has no bfloat16: "
+            f"vLLM {RELEASE}'s --dtype auto serves these weights in float16 (\"Your device "
+            "... doesn't support torch.bfloat16. Falling back to torch.float16 for "
+            "compatibility.\"; an explicit --dtype bfloat16 stops at start-up), and a cache of "
+            "the model's dtype is float16 too; the bytes are the same")
+
+
 def on_xpu(req: EngineRequest) -> bool:
     """Whether the plan's cards are Intel's (vLLM's XPU platform), where vLLM 0.34 keeps the
     extensible KV cache off: config/vllm.py _resolve_extensible_kv_cache supports it on CUDA
@@ -1287,6 +1304,9 @@ def plan(req: EngineRequest) -> EngineReport:
     notes = []
     if tq:
         notes.append(tq_note(req.spec, opts.kv_k.name))
+    half = float16_fallback(req, weights.format)
+    if half:
+        notes.append(half)
     if patterns and not padded:
         notes.append(f"--kv-cache-dtype-skip-layers {','.join(patterns)}: the cache is the "
                      "model's dtype already, so it changes nothing")
