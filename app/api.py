@@ -14,15 +14,7 @@ from pydantic import ValidationError
 
 import kvcore
 from kvcore import CacheOptions, load_model
-from kvcore.command import (
-    Launch,
-    cli_line,
-    fit_shortened,
-    give_way,
-    read_command,
-    refuse_launch,
-    resolve,
-)
+from kvcore.command import Launch, cli_line, give_way, launch_query, read_command, resolve
 from kvcore.engines import EngineSettings
 from kvcore.formats import describe
 from kvcore.model import ModelSpec
@@ -120,9 +112,7 @@ def command_query(body: CommandIn) -> tuple[PlanQuery, Launch, dict[str, Any]]:
         name = str(err["loc"][0]) if err.get("loc") else "command"
         raise kvcore.InputError(f"{name} read from the command: {err['msg']}",
                                 field="command") from None
-    query = to_query(plan, spec)
-    refuse_launch(launch, query)
-    return fit_shortened(launch, query), launch, fields
+    return launch_query(launch, to_query(plan, spec)), launch, fields
 
 
 def run_plan(body: PlanIn) -> dict[str, Any]:

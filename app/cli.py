@@ -29,15 +29,7 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
-from kvcore.command import (
-    Launch,
-    cli_line,
-    fit_shortened,
-    give_way,
-    read_command,
-    refuse_launch,
-    resolve,
-)
+from kvcore.command import Launch, cli_line, give_way, launch_query, read_command, resolve
 from kvcore.engines import canonical
 from kvcore.engines.llamacpp_lora import read_adapter
 from kvcore.errors import InputError, shown
@@ -1137,9 +1129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_find_weights(weights=args.weights, prefix="--")
         query = build_query(args, command_spec if launch is not None else None)
         if launch is not None:
-            refuse_launch(launch, query)
-            if not (args.find_gpu or args.find_format or args.find_weights):
-                query = fit_shortened(launch, query)
+            query = launch_query(launch, query, shorten=not (
+                args.find_gpu or args.find_format or args.find_weights))
             if not args.json:
                 print(render_command(launch, read_as))
         if args.find_gpu:

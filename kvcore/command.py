@@ -62,7 +62,7 @@ from .model import ModelSpec
 from .yamlish import parse_yaml
 
 __all__ = ["Launch", "cli_line", "fit_shortened", "give_way", "gguf_file_model", "human_int",
-           "read_command", "resolve"]
+           "launch_query", "read_command", "resolve"]
 
 #: the longest command read
 MAX_COMMAND = 16_000
@@ -1863,10 +1863,17 @@ def refuse_launch(launch: Launch, query: Any) -> None:
     --kv-cache-memory-bytes (kvplan's kv_budget), checked before the block count."""
     if launch.refused is None:
         return
-    if launch.engine == "vllm" and (query.kv_budget_bytes is not None or any(
-            g is not None and g.vendor == "intel" for g in query.gpus)):
+    if launch.engine == "vllm" and (query.kv_budget_bytes is not None or _vllm.on_xpu(query)):
         return
     raise launch.refused
+
+
+def launch_query(launch: Launch, query: Any, shorten: bool = True) -> Any:
+    """``query`` as ``launch`` would run it: the launch's start-up refusal raised for the
+    query's cards (refuse_launch), then, with ``shorten``, at the context the engine chooses
+    where the command leaves it out (fit_shortened)."""
+    refuse_launch(launch, query)
+    return fit_shortened(launch, query) if shorten else query
 
 
 def fit_shortened(launch: Launch, query: Any) -> Any:
