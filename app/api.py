@@ -32,7 +32,15 @@ from .common import (
     repeated_field,
     settings_from,
 )
-from .schemas import CommandIn, ErrorOut, FindGpuIn, MeasureIn, PlanIn, PlanQueryIn
+from .schemas import (
+    CommandIn,
+    ErrorOut,
+    FindGpuIn,
+    GpuListIn,
+    MeasureIn,
+    PlanIn,
+    PlanQueryIn,
+)
 from .settings import get_settings
 
 __all__ = ["api_router", "command_query", "run_plan", "to_query"]
@@ -254,22 +262,14 @@ def api_router() -> APIRouter:
         return summary
 
     @api.get("/gpus", summary="The bundled GPU catalog")
-    def gpus(request: Request,
-             vendor: Annotated[str | None, Query(
-                 description="only this maker's cards: " + ", ".join(kvcore.gpus.VENDORS))] = None,
-             min_memory: Annotated[str | None, Query(
-                 description="only cards with at least this memory as sold (24GiB, 24GB)")] = None,
-             ) -> list[dict[str, Any]]:
+    def gpus(request: Request, q: Annotated[GpuListIn, Query()]) -> list[dict[str, Any]]:
         """Each card's memory, peak bandwidth, dense FP16/BF16 matrix peak and host link,
         with their sources; ``vendor`` and ``min_memory`` keep only the cards that match."""
         twice = repeated_field(request.query_params.multi_items())
         if twice:
             raise twice
-        other = sorted(set(request.query_params) - {"vendor", "min_memory"})
-        if other:
-            raise kvcore.InputError(f"/gpus takes vendor and min_memory; got {other[0]!r}",
-                                    field=other[0])
-        return [gpu_entry(g, sources=True) for g in kvcore.gpu_selection(vendor, min_memory)]
+        return [gpu_entry(g, sources=True)
+                for g in kvcore.gpu_selection(q.vendor, q.min_memory)]
 
     @api.get("/formats", summary="The KV-cache formats")
     def formats() -> list[dict[str, Any]]:

@@ -243,6 +243,19 @@ class PlanQueryIn(PlanIn):
         "each card's share of the offloaded layers")
 
 
+class GpuListIn(BaseModel):
+    """``GET /gpus``'s filters, as query parameters (none: the whole catalog)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    vendor: str | None = Field(None, examples=["amd"],
+                               description="only this maker's cards: nvidia, amd, intel or "
+                               "apple (kvplan gpus --vendor)")
+    min_memory: str | None = Field(None, examples=["24GiB"],
+                                   description="only cards with at least this memory as sold "
+                                   "(24GiB, 24GB; kvplan gpus --min-memory)")
+
+
 class FindGpuIn(PlanIn):
     """A plan whose cards ``/find-gpu`` chooses; ``vendor`` keeps the search to one maker's."""
 

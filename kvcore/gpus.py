@@ -174,7 +174,7 @@ def gpu_selection(vendor: str | None = None, min_memory: int | str | None = None
                              f"{shown(vendor)}", field=vendor_field)
     least = 0
     if min_memory is not None:
-        if isinstance(min_memory, str) and re.fullmatch(r"\s*[0-9.]+\s*", min_memory):
+        if isinstance(min_memory, str) and _NUMBER.match(min_memory.strip()):
             raise InputError(f"{memory_field} needs its unit: 24GiB or 24GB, got "
                              f"{shown(min_memory)}", field=memory_field)
         least = parse_bytes(min_memory, field=memory_field)
