@@ -1006,7 +1006,7 @@ def startup_holding(req: EngineRequest) -> str:
     context and hipBLAS's handles (torch's cuBLAS calls map to hipBLAS/hipBLASLt there), on
     CUDA the CUDA context and cuBLAS's. The bytes are BEFORE_SNAPSHOT either way (measured
     on an H200 only)."""
-    if any(g is not None and g.vendor == "amd" for g in req.gpus):
+    if _has_cards_of(req, "amd"):
         return "HIP context and hipBLAS"
     return "CUDA context and cuBLAS"
 
@@ -1028,11 +1028,17 @@ def float16_fallback(req: EngineRequest, weights_format: str) -> str:
             "the model's dtype is float16 too; the bytes are the same")
 
 
-def on_xpu(req: EngineRequest) -> bool:
-    """Whether the plan's cards are Intel's (vLLM's XPU platform), where vLLM 0.34 keeps the
+def on_xpu(req: Any) -> bool:
+    """Whether the plan's cards (an EngineRequest's or a Query's) are Intel's (vLLM's XPU
+    platform), where vLLM 0.34 keeps the
     extensible KV cache off: config/vllm.py _resolve_extensible_kv_cache supports it on CUDA
     and ROCm only, so the 0.92 budget and its start-up check apply."""
-    return any(g is not None and g.vendor == "intel" for g in req.gpus)
+    return _has_cards_of(req, "intel")
+
+
+def _has_cards_of(req: Any, vendor: str) -> bool:
+    """Whether any of ``req``'s cards (an EngineRequest's or a Query's) is ``vendor``'s."""
+    return any(g is not None and g.vendor == vendor for g in req.gpus)
 
 
 def _refuse_extensible_asked(req: EngineRequest) -> None:
