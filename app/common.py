@@ -272,7 +272,11 @@ def gpu_entry(g: Any, sources: bool = False) -> dict[str, Any]:
              "memory_options_gb": list(g.memory_options_gb),
              # what a plan fills: the driver's total where known, a unified memory's default
              # GPU share
-             "usable_bytes": g.usable_bytes, "unified_memory": g.unified}
+             "usable_bytes": g.usable_bytes, "unified_memory": g.unified,
+             # the chip, as the engines' builds name those they run on
+             "architecture": g.architecture or None,
+             "compute_capability": g.compute_capability or None,
+             "llvm_target": g.llvm_target or None}
     if sources:
         entry.update(source=g.source, matmul_flops_source=g.matmul_flops_source,
                      host_link_source=g.host_link_source or None)

@@ -57,6 +57,9 @@ class GPU:
     memory_type: str = ""
     #: NVIDIA's CUDA compute capability, "9.0", "10.3", ... ("" for other vendors)
     compute_capability: str = ""
+    #: AMD's LLVM target of the chip ("gfx942", "gfx1100"; "" for other vendors): the chips
+    #: an engine's ROCm build runs on are named so
+    llvm_target: str = ""
     #: unified-memory sizes (GB as Apple counts them: GiB) the chip was sold with (Apple)
     memory_options_gb: tuple[int, ...] = ()
     #: (sizes sold only with the cut-down chip, its bandwidth, its GPU cores), where one is
@@ -139,6 +142,7 @@ def gpu_catalog() -> tuple[GPU, ...]:
             architecture=entry.get("architecture", ""),
             memory_type=entry.get("memory_type", ""),
             compute_capability=entry.get("compute_capability", ""),
+            llvm_target=entry.get("llvm_target", ""),
             memory_options_gb=tuple(entry.get("memory_options_gb", ())),
             lower_bin=((tuple(entry["lower_bin"]["memory_gb"]),
                         int(entry["lower_bin"]["bandwidth_bytes_per_s"]),

@@ -22,6 +22,7 @@ from .engines import (
     EngineSettings,
     UnsupportedFormat,
     engine_plan,
+    platform_refusal,
     sglang_attn_dp,
     stage_split,
     trtllm,
@@ -704,8 +705,10 @@ def find_gpu_for(q: Query, limit: int = 10, card_context: bool = True,
             raise
     found: list[dict[str, Any]] = []
     refusals: list[InputError] = []
+    # the cards the engine's GPU build runs on (none other fits, whatever its memory), and
     # an Apple chip in each memory size it was sold with: the smallest Mac that fits
-    for gpu in (v for chip in chips for v in memory_variants(chip)):
+    runs = [g for g in chips if platform_refusal(q.engine, g) is None]
+    for gpu in (v for chip in runs for v in memory_variants(chip)):
         fewest = _fewest_cards(q, gpu, errors=refusals, card_context=card_context)
         if fewest is not None:
             count, max_ctx, trial = fewest

@@ -328,7 +328,7 @@ def test_vllm_names_the_start_up_holding_for_the_platform(gpu, holding):
 
 
 @pytest.mark.parametrize(("model", "gpu", "said"), [
-    ("qwen3-8b", "v100-32gb", True), ("qwen3-8b", "t4", True), ("qwen3-8b", "2080 ti", True),
+    ("qwen3-8b", "t4", True), ("qwen3-8b", "2080 ti", True),
     ("qwen3-8b", "a100", False), ("qwen3-8b", "mi300x", False),
     ("llama-2-7b-hf", "t4", False),  # a float16 checkpoint: nothing falls back
 ])
@@ -2236,14 +2236,66 @@ def test_an_engine_is_not_planned_on_a_card_it_does_not_run_on(engine, gpu, runs
     assert info.value.field == "engine"
 
 
+@pytest.mark.parametrize(("engine", "gpu", "why"), [
+    # vLLM's CUDA wheels (CUDA 12.8 on) start at 7.5; sgl-kernel and TensorRT-LLM at 8.0
+    ("vllm", "v100", r"\(compute capability 7\.0\): its CUDA wheels have kernels for compute "
+                     r"capability 7\.5 and up"),
+    ("sglang", "t4", r"\(compute capability 7\.5\): its kernels \(sgl-kernel\) are built for "
+                     r"compute capability 8\.0 and up"),
+    ("sglang", "2080 ti", "compute capability 8.0 and up"),
+    ("trtllm", "t4", r"\(compute capability 7\.5\): it builds for compute capability 8\.0 and up"),
+    ("trtllm", "v100-32gb", "compute capability 8.0 and up"),
+    # SGLang's ROCm kernels build for MI300 and MI350 chips only
+    ("sglang", "7900 xtx", r"\(gfx1100\): its ROCm build runs on gfx942 and gfx950 only"),
+    ("sglang", "mi250x", r"\(gfx90a\): its ROCm build runs on gfx942 and gfx950 only"),
+    # Pascal and the ROCm chips vLLM's images leave out (Vega 20, RDNA 2)
+    ("vllm", "p40", r"\(compute capability 6\.1\): .* 7\.5 and up"),
+    ("vllm", "p100", r"\(compute capability 6\.0\): .* 7\.5 and up"),
+    ("trtllm", "p40", "compute capability 8.0 and up"),
+    ("vllm", "mi50", r"\(gfx906\): its ROCm build runs on gfx90a, .*gfx1201 only"),
+    ("vllm", "6800 xt", r"\(gfx1030\): its ROCm build runs on .* only"),
+    ("vllm", "6700 xt", r"\(gfx1031\): its ROCm build runs on .* only"),
+    ("sglang", "6900 xt", r"\(gfx1030\): its ROCm build runs on gfx942 and gfx950 only"),
+])
+def test_an_engine_is_not_planned_on_a_chip_its_build_has_no_kernels_for(engine, gpu, why):
+    settings = EngineSettings(mem_fraction_static=0.85 if engine == "sglang" else None)
+    with pytest.raises(InputError, match=f"does not run on .* {why}; plan it with --engine "
+                                         "llama.cpp or raw") as info:
+        _answer("llama-3.1-8b", engine, gpu=gpu, settings=settings)
+    assert info.value.field == "engine"
+
+
 @pytest.mark.parametrize(("engine", "gpu"), [
     ("vllm", "mi300x"), ("vllm", "arc a770"), ("sglang", "mi300x"), ("trtllm", "24GiB"),
     ("llama.cpp", "m2 ultra"), ("raw", "m2 ultra"),
+    # at each build's floor, and the chips vLLM's ROCm images and SGLang's kernels list
+    ("vllm", "t4"), ("vllm", "2080 ti"), ("sglang", "a100"), ("trtllm", "a10"),
+    ("vllm", "7900 xtx"), ("vllm", "9060 xt"), ("vllm", "mi250x"), ("sglang", "mi355x"),
+    ("llama.cpp", "v100"), ("ollama", "v100"), ("raw", "t4"),
+    # llama.cpp's CUDA 12 builds reach Pascal, its HIP and Vulkan builds Vega 20 and RDNA 2
+    ("llama.cpp", "p40"), ("ollama", "p40"), ("llama.cpp", "p100"), ("llama.cpp", "mi50"),
+    ("llama.cpp", "6700 xt"), ("raw", "p40"),
 ])
 def test_an_engine_is_planned_on_the_cards_it_runs_on(engine, gpu):
     # SGLang's own fraction is sized for CUDA cards only: given here
     settings = EngineSettings(mem_fraction_static=0.85 if engine == "sglang" else None)
     assert _answer("llama-3.1-8b", engine, gpu=gpu, settings=settings)["engine"] == engine
+
+
+def test_find_gpu_says_none_fits_where_no_card_the_engine_runs_on_does():
+    # the cards vLLM does not run on are left out, not given as the reason nothing fits
+    from app.common import make_query
+
+    q = make_query(load_model("llama-3.1-405b"), engine="vllm", context="1m", sequences=64)
+    assert find_gpu_for(q) == []
+    small = find_gpu_for(make_query(load_model("qwen3-0.6b"), engine="vllm", context="4k"),
+                         limit=200)
+    ids = {r["gpu"] for r in small}
+    assert "t4" in ids and "rx-7900-xtx" in ids
+    assert not ids & {"v100-16gb", "v100-32gb", "p40", "p100-16gb", "mi50", "rx-6800-xt"}
+    gguf = find_gpu_for(make_query(load_model("qwen3-0.6b"), engine="llama.cpp",
+                                   context="4k"), limit=200)
+    assert {"p40", "mi50", "rx-6700-xt", "v100-16gb"} <= {r["gpu"] for r in gguf}
 
 
 def test_find_gpu_leaves_out_cards_the_engine_does_not_run_on():

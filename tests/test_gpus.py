@@ -139,8 +139,8 @@ def _raw_entries():
 
 #: peak bandwidth a card of each memory type can plausibly have, in GB/s (the whole span
 #: of parts shipped with it, from the narrowest bus to the widest)
-BANDWIDTH_GBS = {"GDDR6": (150, 1000), "GDDR6X": (400, 1100), "GDDR7": (300, 1900),
-                 "HBM2": (700, 1600), "HBM2e": (1200, 4000), "HBM3": (2000, 5500),
+BANDWIDTH_GBS = {"GDDR5": (80, 520), "GDDR6": (150, 1000), "GDDR6X": (400, 1100),
+                 "GDDR7": (300, 1900), "HBM2": (700, 1600), "HBM2e": (1200, 4000), "HBM3": (2000, 5500),
                  "HBM3e": (4000, 8500), "LPDDR5": (100, 850), "LPDDR5X": (100, 900)}
 
 
@@ -215,6 +215,18 @@ def test_nvidia_entries_give_the_compute_capability():
             assert g.cuda_family == int(major)
         else:
             assert g.compute_capability == "" and g.cuda_family is None, g.id
+
+
+def test_amd_entries_give_their_llvm_target():
+    # the chips engines' ROCm builds list: gfx9 (Instinct) or gfx10-12 (Radeon, Strix Halo)
+    for g in gpu_catalog():
+        if g.vendor == "amd":
+            assert re.fullmatch(r"gfx(9[0-9a-f]{2}|1[0-2][0-9a-f]{2})", g.llvm_target), g.id
+        else:
+            assert g.llvm_target == "", g.id
+    assert find_gpu("mi300x").llvm_target == "gfx942"
+    assert find_gpu("7900 xtx").llvm_target == "gfx1100"
+    assert find_gpu("9070 xt").llvm_target == "gfx1201"
 
 
 @pytest.mark.parametrize(("name", "family"), [

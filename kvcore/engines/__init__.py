@@ -28,7 +28,7 @@ from .base import (
 )
 
 __all__ = ["CPU_MOE", "ENGINES", "ENGINE_TITLES", "GGML_ENGINES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
-           "engine_plan", "engine_names", "parse_tensor_split", "stage_split", "supported_formats"]
+           "engine_plan", "engine_names", "parse_tensor_split", "platform_refusal", "stage_split", "supported_formats"]
 
 ENGINES: dict[str, Callable[[EngineRequest], EngineReport]] = {
     "raw": raw.plan,
@@ -135,17 +135,62 @@ _ELSEWHERE = {("vllm", "apple"): " (on a Mac it runs on the CPU, or through the 
                                  "plugin on MLX, whose memory rules kvplan does not model)"}
 
 
+#: the lowest CUDA compute capability each engine's CUDA build has kernels for (the others:
+#: any a card of the catalog has): vLLM's wheels, built with CUDA 12.8 and later, from 7.5
+#: (CMakeLists.txt CUDA_SUPPORTED_ARCHS; its install guide: "compute capability 7.5 or
+#: higher"), SGLang's sgl-kernel for sm_80, sm_89, sm_90 and later only
+#: (sgl-kernel/CMakeLists.txt), TensorRT-LLM from SM80 (cuda_configuration.cmake stops at
+#: "Unsupported CUDA architecture" below it); docs/ENGINES.md gives the revisions
+_CUDA_FLOOR = {"vllm": "7.5", "sglang": "8.0", "trtllm": "8.0"}
+#: what each of those builds is, for the refusal
+_CUDA_BUILD = {"vllm": "its CUDA wheels have kernels", "sglang": "its kernels (sgl-kernel) are "
+               "built", "trtllm": "it builds"}
+#: the AMD chips (LLVM targets) each engine's ROCm build runs on: vLLM's ROCm images
+#: (docker/Dockerfile.rocm_base PYTORCH_ROCM_ARCH, the targets its install guide lists),
+#: SGLang's sgl-kernel (setup_rocm.py and CMakeLists_rocm.txt accept gfx942 and gfx950 only)
+_ROCM_TARGETS = {"vllm": ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1101", "gfx1150",
+                          "gfx1151", "gfx1200", "gfx1201"),
+                 "sglang": ("gfx942", "gfx950")}
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor or 0)
+
+
+def platform_refusal(engine: str, gpu: GPU) -> str | None:
+    """Why ``engine``'s GPU build does not run on ``gpu`` (its maker's cards are not among
+    those it builds for, its CUDA build has no kernels for the card's compute capability,
+    its ROCm build not for the card's chip), None where it runs there or the catalog cannot
+    tell (a card given as a size)."""
+    name = canonical(engine)
+    makers = _VENDORS.get(name, ())
+    if makers and gpu.vendor not in (*makers, "custom", ""):
+        runs = " and ".join(", ".join(_MAKERS[m] for m in makers).rsplit(", ", 1))
+        aside = _ELSEWHERE.get((name, gpu.vendor), "")
+        return (f"{ENGINE_TITLES[name]} does not run on {gpu.name}: its GPU build runs on "
+                f"{runs} cards{aside}")
+    floor = _CUDA_FLOOR.get(name)
+    if (floor and gpu.vendor == "nvidia" and gpu.compute_capability
+            and _capability(gpu.compute_capability) < _capability(floor)):
+        return (f"{ENGINE_TITLES[name]} does not run on {gpu.name} (compute capability "
+                f"{gpu.compute_capability}): {_CUDA_BUILD[name]} for compute capability "
+                f"{floor} and up")
+    targets = _ROCM_TARGETS.get(name)
+    if targets and gpu.vendor == "amd" and gpu.llvm_target and gpu.llvm_target not in targets:
+        chips = " and ".join(", ".join(targets).rsplit(", ", 1))
+        return (f"{ENGINE_TITLES[name]} does not run on {gpu.name} ({gpu.llvm_target}): its "
+                f"ROCm build runs on {chips} only")
+    return None
+
+
 def check_platform(name: str, gpus: tuple[GPU, ...]) -> None:
     """Refuse a plan for an engine on a card its GPU build does not run on: its rules would
     size a pool it cannot allocate."""
-    makers = _VENDORS.get(name, ())
-    for gpu in gpus if makers else ():
-        if gpu.vendor not in (*makers, "custom", ""):
-            runs = " and ".join(", ".join(_MAKERS[m] for m in makers).rsplit(", ", 1))
-            aside = _ELSEWHERE.get((name, gpu.vendor), "")
-            raise InputError(f"{ENGINE_TITLES[name]} does not run on {gpu.name}: its GPU build "
-                             f"runs on {runs} cards{aside}; plan it with --engine llama.cpp or "
-                             "raw", field="engine")
+    for gpu in gpus:
+        why = platform_refusal(name, gpu)
+        if why is not None:
+            raise InputError(f"{why}; plan it with --engine llama.cpp or raw", field="engine")
 
 
 #: what keeps the engines that run Qwen4-Exp (Qwen3.8-Flash-Next) from being sized: each

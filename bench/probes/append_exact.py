@@ -1,0 +1,106 @@
+"""The plain formats' append kernel against the torch reference on many rows: how many bytes of
+each plane differ, where the agreement check of bench/append_sweep.py (3,000 tokens) would miss
+a rare difference (a quotient rounded otherwise near a rounding boundary of the stored code).
+
+    python bench/probes/append_exact.py [--formats fp8_pth,q8_0,q4_0,nvfp4] [--tokens 262144]
+        [--out DIR]
+
+Rows: 8 KV heads of 128, fp16 and bf16, of three kinds: normal values times 3; values times a
+power of two spread over 2⁻⁸…2⁸ a row; and each format's own dequantized values of the first
+kind (requantized: its codes' ties and exact block maxima). Appended in chunks of 32,768 tokens
+by the kernel and by the reference into two caches. Writes append-exact.json into --out: per
+format, dtype and kind the differing bytes of each plane and the bytes compared, and the first
+few differing rows' input block, both codes and both scales.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+from kvcore.kernels import ref  # noqa: E402
+from kvcore.kernels.cache import LayerCache  # noqa: E402
+from kvcore.measure import environment  # noqa: E402
+
+HKV, D, CHUNK = 8, 128, 32768
+#: where the rows and caches live (--device cpu: the interpreter, a smoke test)
+DEV = "cuda"
+
+
+def rows(kind: str, fmt: str, n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    x = torch.randn(n, HKV, D, device=DEV, generator=g) * 3
+    if kind == "spread":
+        e = torch.randint(-8, 9, (n, HKV, 1), device=DEV, generator=g).float()
+        x = x * torch.exp2(e)
+    elif kind == "requantized":
+        flat = x.reshape(-1, D)
+        gs = ref.nvfp4_global_scale(flat) if fmt == "nvfp4" else 1.0
+        planes = ref.quantize(fmt, flat, global_scale=gs)
+        x = ref.dequantize(fmt, planes, D, global_scale=gs).reshape(n, HKV, D)
+    return x.to(dtype)
+
+
+def compare(fmt: str, x: torch.Tensor) -> dict:
+    n = x.shape[0]
+    kern = LayerCache(fmt, fmt, 1, n, HKV, D, device=DEV)
+    refc = LayerCache(fmt, fmt, 1, n, HKV, D, device=DEV)
+    for a in range(0, n, CHUNK):
+        b = min(n, a + CHUNK)
+        t = torch.arange(a, b, device=DEV)
+        kern.append(x[a:b], x[a:b], torch.zeros_like(t), t)
+        refc.append_ref(x[a:b], x[a:b], torch.zeros_like(t), t)
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+    out: dict = {"planes": {}, "examples": []}
+    for name, p in kern.k.planes.items():
+        q = refc.k.planes[name]
+        diff = (p.view(torch.uint8) != q.view(torch.uint8))
+        out["planes"][name] = {"differing_bytes": int(diff.sum()), "bytes": diff.numel()}
+        if int(diff.sum()) and len(out["examples"]) < 4:
+            r = diff.reshape(diff.shape[0], -1).any(dim=1).nonzero()[:3, 0].tolist()
+            for i in r:
+                out["examples"].append({
+                    "plane": name, "row": i,
+                    "input": x.reshape(-1, D)[i].float().tolist() if i < x.numel() // D else None,
+                    "kernel": p.view(torch.uint8).reshape(diff.shape[0], -1)[i].tolist(),
+                    "reference": q.view(torch.uint8).reshape(diff.shape[0], -1)[i].tolist()})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--formats", default="fp8_pth,q8_0,q4_0,nvfp4")
+    ap.add_argument("--tokens", type=int, default=262144)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--device", default="cuda")
+    args = ap.parse_args()
+    global DEV
+    DEV = args.device
+    result: dict = {"env": environment(DEV, torch), "tokens": args.tokens, "heads": HKV, "head_dim": D,
+                    "rows": {}}
+    path = Path(args.out) / "append-exact.json"
+    for fmt in args.formats.split(","):
+        for dtype in (torch.float16, torch.bfloat16):
+            for seed, kind in enumerate(("normal", "spread", "requantized")):
+                x = rows(kind, fmt, args.tokens, dtype, seed)
+                key = f"{fmt} {str(dtype).split('.')[-1]} {kind}"
+                got = compare(fmt, x)
+                result["rows"][key] = got
+                print(key, {k: v["differing_bytes"] for k, v in got["planes"].items()},
+                      flush=True)
+                path.write_text(json.dumps(result, indent=1))
+                del x
+                if DEV == "cuda":
+                    torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
