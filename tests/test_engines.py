@@ -2282,6 +2282,27 @@ def test_an_engine_is_planned_on_the_cards_it_runs_on(engine, gpu):
     assert _answer("llama-3.1-8b", engine, gpu=gpu, settings=settings)["engine"] == engine
 
 
+@pytest.mark.parametrize(("engine", "why"), [
+    # Gaudi is an HPU: vLLM runs there through its plugin only, llama.cpp not at all
+    ("vllm", "itself: Gaudi runs it through the vllm-gaudi plugin"),
+    ("llama.cpp", r"\(ggml has no Gaudi backend"), ("ollama", r"\(ggml has no Gaudi backend"),
+    ("trtllm", ": its GPU build runs on NVIDIA cards"),
+])
+def test_gaudi_is_planned_under_raw_only_of_the_engines_that_do_not_run_on_it(engine, why):
+    with pytest.raises(InputError, match=f"does not run on Intel Gaudi 3 ?{why}.*; plan it with "
+                                         "--engine raw$") as info:
+        _answer("llama-3.1-8b", engine, gpu="gaudi 3")
+    assert info.value.field == "engine"
+    assert _answer("llama-3.1-8b", "raw", gpu="gaudi 3")["fits"]
+    # the Intel cards vLLM's XPU platform runs on stay planned
+    assert _answer("llama-3.1-8b", "vllm", gpu="arc pro b60", context="4k")["engine"] == "vllm"
+    from app.common import make_query
+
+    gguf = find_gpu_for(make_query(load_model("llama-3.1-8b"), engine="llama.cpp",
+                                   context="4k"), limit=200)
+    assert "gaudi-3" not in {r["gpu"] for r in gguf}
+
+
 def test_find_gpu_says_none_fits_where_no_card_the_engine_runs_on_does():
     # the cards vLLM does not run on are left out, not given as the reason nothing fits
     from app.common import make_query

@@ -153,6 +153,17 @@ _ROCM_TARGETS = {"vllm": ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1101", "g
                  "sglang": ("gfx942", "gfx950")}
 
 
+#: the engines that do not run on Intel's Gaudi accelerators themselves (an HPU, not one of
+#: Intel's XPU GPUs): vLLM only through the vllm-gaudi plugin, llama.cpp not at all
+_ON_GAUDI = {
+    "vllm": ("itself: Gaudi runs it through the vllm-gaudi plugin (vllm_gaudi/platform.py "
+             "HpuPlatform: 128-token blocks, HPU graphs, fp8_inc caches only), whose memory "
+             "rules kvplan does not model"),
+    "llama.cpp": ("(ggml has no Gaudi backend: its builds are for CUDA, HIP, SYCL, Vulkan, "
+                  "Metal and the CPU)"),
+}
+
+
 def _capability(text: str) -> tuple[int, int]:
     major, _, minor = text.partition(".")
     return int(major), int(minor or 0)
@@ -161,9 +172,13 @@ def _capability(text: str) -> tuple[int, int]:
 def platform_refusal(engine: str, gpu: GPU) -> str | None:
     """Why ``engine``'s GPU build does not run on ``gpu`` (its maker's cards are not among
     those it builds for, its CUDA build has no kernels for the card's compute capability,
-    its ROCm build not for the card's chip), None where it runs there or the catalog cannot
-    tell (a card given as a size)."""
+    its ROCm build not for the card's chip, it has no build for Intel's Gaudi), None where it
+    runs there or the catalog cannot tell (a card given as a size)."""
     name = canonical(engine)
+    # Ollama's server is llama.cpp's
+    server = "llama.cpp" if name == "ollama" else name
+    if gpu.architecture.startswith("Gaudi") and server in _ON_GAUDI:
+        return f"{ENGINE_TITLES[name]} does not run on {gpu.name} {_ON_GAUDI[server]}"
     makers = _VENDORS.get(name, ())
     if makers and gpu.vendor not in (*makers, "custom", ""):
         runs = " and ".join(", ".join(_MAKERS[m] for m in makers).rsplit(", ", 1))
@@ -190,7 +205,10 @@ def check_platform(name: str, gpus: tuple[GPU, ...]) -> None:
     for gpu in gpus:
         why = platform_refusal(name, gpu)
         if why is not None:
-            raise InputError(f"{why}; plan it with --engine llama.cpp or raw", field="engine")
+            # llama.cpp runs on every GPU but Gaudi's
+            other = ("raw" if gpu.architecture.startswith("Gaudi")
+                     else "llama.cpp or raw")
+            raise InputError(f"{why}; plan it with --engine {other}", field="engine")
 
 
 #: what keeps the engines that run Qwen4-Exp (Qwen3.8-Flash-Next) from being sized: each
