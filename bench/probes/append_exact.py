@@ -3,14 +3,16 @@ each plane differ, where the agreement check of bench/append_sweep.py (3,000 tok
 a rare difference (a quotient rounded otherwise near a rounding boundary of the stored code).
 
     python bench/probes/append_exact.py [--formats fp8_pth,q8_0,q4_0,nvfp4] [--tokens 262144]
-        [--out DIR]
+        [--base .base/triton_ops.py] [--out DIR]
 
 Rows: 8 KV heads of 128, fp16 and bf16, of three kinds: normal values times 3; values times a
 power of two spread over 2⁻⁸…2⁸ a row; and each format's own dequantized values of the first
 kind (requantized: its codes' ties and exact block maxima). Appended in chunks of 32,768 tokens
 by the kernel and by the reference into two caches. Writes append-exact.json into --out: per
 format, dtype and kind the differing bytes of each plane and the bytes compared, and the first
-few differing rows' input block, both codes and both scales.
+few differing rows' input block, both codes and both scales. With --base (an earlier commit's
+kvcore/kernels/triton_ops.py, as bench/probes/append_base.py takes it), that kernel's bytes
+against the same reference too (keys ending " base").
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from kvcore.kernels import ref  # noqa: E402
+from kvcore.kernels import ref, triton_ops  # noqa: E402
 from kvcore.kernels.cache import LayerCache  # noqa: E402
 from kvcore.measure import environment  # noqa: E402
 
@@ -81,22 +83,31 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=262144)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--base", help="an earlier triton_ops.py whose append to compare too")
     args = ap.parse_args()
     global DEV
     DEV = args.device
     result: dict = {"env": environment(DEV, torch), "tokens": args.tokens, "heads": HKV, "head_dim": D,
                     "rows": {}}
     path = Path(args.out) / "append-exact.json"
+    kernels = [("", triton_ops.append_kernel)]
+    if args.base:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from append_base import load_base
+        kernels.append((" base", load_base(args.base).append_kernel))
     for fmt in args.formats.split(","):
         for dtype in (torch.float16, torch.bfloat16):
             for seed, kind in enumerate(("normal", "spread", "requantized")):
                 x = rows(kind, fmt, args.tokens, dtype, seed)
                 key = f"{fmt} {str(dtype).split('.')[-1]} {kind}"
-                got = compare(fmt, x)
-                result["rows"][key] = got
-                print(key, {k: v["differing_bytes"] for k, v in got["planes"].items()},
-                      flush=True)
-                path.write_text(json.dumps(result, indent=1))
+                for name, kernel in kernels:
+                    triton_ops.append_kernel = kernel
+                    got = compare(fmt, x)
+                    result["rows"][key + name] = got
+                    print(key + name, {k: v["differing_bytes"] for k, v in got["planes"].items()},
+                          flush=True)
+                    path.write_text(json.dumps(result, indent=1))
+                triton_ops.append_kernel = kernels[0][1]
                 del x
                 if DEV == "cuda":
                     torch.cuda.empty_cache()

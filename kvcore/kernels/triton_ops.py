@@ -1609,14 +1609,19 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         tl.store(q0 + r * X0 + d[None, :], x.to(q0.dtype.element_ty), mask=m)
     elif FMT == 1:
         amax = tl.max(tl.abs(x), axis=1)
-        scale = tl.maximum(amax, 1e-12) / 448.0
-        tl.store(q0 + r * X0 + d[None, :], _e4m3(x / scale[:, None], HW), mask=m)
+        # the scale and its reciprocal rounded to nearest (one division each a row), the
+        # values times the reciprocal, as the reference: Triton's float32 "/" is an
+        # approximate division (div.full.f32, up to two units off), whose quotient near an
+        # e4m3 rounding boundary can take the next code
+        scale = tl.math.div_rn(tl.maximum(amax, 1e-12), 448.0)
+        inv = tl.math.div_rn(1.0, scale)
+        tl.store(q0 + r * X0 + d[None, :], _e4m3(x * inv[:, None], HW), mask=m)
         tl.store(q1 + dst, scale, mask=rmask)
     elif FMT == 2:
         xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
         amax = tl.max(tl.abs(xb), axis=2)
-        ds = (amax / 127.0).to(tl.float16)
-        inv = tl.where(ds.to(tl.float32) > 0, 1.0 / ds.to(tl.float32), 0.0)
+        ds = tl.math.div_rn(amax, 127.0).to(tl.float16)
+        inv = tl.where(ds.to(tl.float32) > 0, tl.math.div_rn(1.0, ds.to(tl.float32)), 0.0)
         v = xb * inv[:, :, None]
         q = tl.where(v >= 0, tl.floor(v + 0.5), -tl.floor(-v + 0.5))
         q = tl.reshape(tl.minimum(tl.maximum(q, -127.0), 127.0), (ROWS, DPOW))
@@ -1668,10 +1673,11 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         amax = tl.max(tl.abs(xb), axis=2)
         # the block scales (one per 16 values) in software: converted in hardware, these
         # [ROWS, blocks] tensors came out with other bits than torch's on the H200 (triton 3.6)
-        sc = e4m3_encode(amax / 6.0 / gs)
+        sc = e4m3_encode(tl.math.div_rn(tl.math.div_rn(amax, 6.0), gs))
         eff = e4m3_decode(sc) * gs
-        # times the block's reciprocal (one division a block), as the reference
-        v = tl.abs(xb) * (1.0 / tl.where(eff > 0, eff, 1.0))[:, :, None]
+        # times the block's reciprocal (one division a block, rounded to nearest), as the
+        # reference
+        v = tl.abs(xb) * tl.math.div_rn(1.0, tl.where(eff > 0, eff, 1.0))[:, :, None]
         mag = e2m1_magnitude(v, HW)
         code = tl.reshape(mag | ((xb < 0).to(tl.int32) << 3), (ROWS, DPOW))
         even, odd = tl.split(tl.reshape(code, (ROWS, DPOW // 2, 2)))
