@@ -12,7 +12,10 @@ by the kernel and by the reference into two caches. Writes append-exact.json int
 format, dtype and kind the differing bytes of each plane and the bytes compared, and the first
 few differing rows' input block, both codes and both scales. With --base (an earlier commit's
 kvcore/kernels/triton_ops.py, as bench/probes/append_base.py takes it), that kernel's bytes
-against the same reference too (keys ending " base").
+against the same reference too (keys ending " base"). First, on a GPU, the appends' fast
+division (triton_ops._div_rn with FAST) against torch's division on 2²⁶ operand pairs a round,
+dividends of magnitude 2⁻³⁰…2³⁰ and divisors 2⁻⁶⁹…2⁶⁹ (key "division": the quotients that
+differ).
 """
 
 from __future__ import annotations
@@ -34,6 +37,30 @@ from kvcore.measure import environment  # noqa: E402
 HKV, D, CHUNK = 8, 128, 32768
 #: where the rows and caches live (--device cpu: the interpreter, a smoke test)
 DEV = "cuda"
+
+
+def division_check(rounds: int = 4) -> dict:
+    """_div_rn's fast path against torch's a / b (rounded to nearest) on random operands."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def divide(A, B, Q, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = i < n
+        a = tl.load(A + i, mask=m, other=1.0)
+        b = tl.load(B + i, mask=m, other=1.0)
+        tl.store(Q + i, triton_ops._div_rn(a, b, True, True), mask=m)
+
+    g = torch.Generator(device="cuda").manual_seed(11)
+    n, differing = 1 << 26, 0
+    for _ in range(rounds):
+        a, b = (torch.exp2(torch.rand(n, device="cuda", generator=g) * 2 * span - span)
+                * (1 + torch.rand(n, device="cuda", generator=g)) for span in (30, 69))
+        q = torch.empty_like(a)
+        divide[(triton.cdiv(n, 1024),)](a, b, q, n, BLOCK=1024)
+        differing += int((q != a / b).sum())
+    return {"pairs": rounds * n, "differing": differing}
 
 
 def rows(kind: str, fmt: str, n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
@@ -90,6 +117,9 @@ def main() -> None:
     result: dict = {"env": environment(DEV, torch), "tokens": args.tokens, "heads": HKV, "head_dim": D,
                     "rows": {}}
     path = Path(args.out) / "append-exact.json"
+    if DEV == "cuda":
+        result["division"] = division_check()
+        print("fast division against torch's:", result["division"], flush=True)
     kernels = [("", triton_ops.append_kernel)]
     if args.base:
         sys.path.insert(0, str(Path(__file__).resolve().parent))

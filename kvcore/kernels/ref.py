@@ -131,7 +131,10 @@ def quantize(fmt_name: str, x: Any, *, global_scale: float = 1.0) -> dict[str, A
     if fmt_name == "nvfp4":
         b = _blocks(x, dp, 16)
         amax = b.abs().amax(dim=-1)
-        sc_bits = e4m3_bits(amax / 6 / global_scale)
+        # the block scale: amax times the reciprocal of 6 · global_scale, each rounded to
+        # float32 (one division a tensor, as the kernel)
+        gs = torch.tensor(global_scale, dtype=torch.float32, device=x.device)
+        sc_bits = e4m3_bits(amax * (1 / (6 * gs)))
         eff = e4m3_value(sc_bits) * global_scale
         # times the reciprocal of the block scale (one division a block, as the kernel)
         scaled = b * (1 / torch.where(eff > 0, eff, torch.ones_like(eff))).unsqueeze(-1)

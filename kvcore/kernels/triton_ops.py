@@ -1582,6 +1582,24 @@ def _mul_rn(a, b, HW: tl.constexpr):
 
 
 @triton.jit
+def _div_rn(a, b, FAST: tl.constexpr, HW: tl.constexpr):
+    """a / b rounded to nearest. FAST (on a GPU, for operands the caller keeps in range: b
+    and the quotient far inside float32's exponents, as the division's range check FCHK
+    passes them): the path div.rn.f32 takes before that check, inline (the reciprocal's
+    estimate, one Newton step, the quotient and its remainder's correction: five operations,
+    no branch to the slow path); else the division itself."""
+    if FAST and HW:
+        return tl.inline_asm_elementwise(
+            "{ .reg .f32 r, e, n, q; rcp.approx.ftz.f32 r, $2; neg.f32 n, $2; "
+            "fma.rn.f32 e, n, r, 0f3F800000; fma.rn.f32 r, r, e, r; mul.rn.f32 q, $1, r; "
+            "fma.rn.f32 e, n, q, $1; fma.rn.f32 $0, r, e, q; }",
+            "=r,r,r", [a, tl.broadcast_to(b, a.shape)], dtype=tl.float32, is_pure=True,
+            pack=1)
+    else:
+        return tl.math.div_rn(a, b)
+
+
+@triton.jit
 def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE,
                   H_KV: tl.constexpr, FMT: tl.constexpr, D: tl.constexpr, DP: tl.constexpr,
                   DPOW: tl.constexpr, X0: tl.constexpr, X1: tl.constexpr,
@@ -1613,15 +1631,24 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         # values times the reciprocal, as the reference: Triton's float32 "/" is an
         # approximate division (div.full.f32, up to two units off), whose quotient near an
         # e4m3 rounding boundary can take the next code
-        scale = tl.math.div_rn(tl.maximum(amax, 1e-12), 448.0)
-        inv = tl.math.div_rn(1.0, scale)
+        # (float16 rows: the scale within 2⁻⁵⁰…2⁸, the fast path's range)
+        half = X.dtype.element_ty == tl.float16
+        scale = _div_rn(tl.maximum(amax, 1e-12), tl.full(amax.shape, 448.0, tl.float32),
+                        half, HW)
+        inv = _div_rn(tl.full(scale.shape, 1.0, tl.float32), scale, half, HW)
         tl.store(q0 + r * X0 + d[None, :], _e4m3(x * inv[:, None], HW), mask=m)
         tl.store(q1 + dst, scale, mask=rmask)
     elif FMT == 2:
         xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
         amax = tl.max(tl.abs(xb), axis=2)
-        ds = tl.math.div_rn(amax, 127.0).to(tl.float16)
-        inv = tl.where(ds.to(tl.float32) > 0, tl.math.div_rn(1.0, ds.to(tl.float32)), 0.0)
+        # divisions rounded to nearest, as the reference ("/" would be div.full.f32): the
+        # block scale's on the fast path for float16 rows (their maximum at most 65,504), its
+        # reciprocal's always (a float16 scale, or 1 in place of 0)
+        ds = _div_rn(amax, tl.full(amax.shape, 127.0, tl.float32),
+                     X.dtype.element_ty == tl.float16, HW).to(tl.float16)
+        dsf = ds.to(tl.float32)
+        inv = tl.where(dsf > 0, _div_rn(tl.full(dsf.shape, 1.0, tl.float32),
+                                        tl.where(dsf > 0, dsf, 1.0), True, HW), 0.0)
         v = xb * inv[:, :, None]
         q = tl.where(v >= 0, tl.floor(v + 0.5), -tl.floor(-v + 0.5))
         q = tl.reshape(tl.minimum(tl.maximum(q, -127.0), 127.0), (ROWS, DPOW))
@@ -1673,11 +1700,21 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         amax = tl.max(tl.abs(xb), axis=2)
         # the block scales (one per 16 values) in software: converted in hardware, these
         # [ROWS, blocks] tensors came out with other bits than torch's on the H200 (triton 3.6)
-        sc = e4m3_encode(tl.math.div_rn(tl.math.div_rn(amax, 6.0), gs))
+        # the block scales: amax times the rounded reciprocal of 6 · GS (one division a
+        # program), as the reference
+        sc = e4m3_encode(amax * tl.math.div_rn(1.0, 6.0 * gs))
         eff = e4m3_decode(sc) * gs
         # times the block's reciprocal (one division a block, rounded to nearest), as the
         # reference
-        v = tl.abs(xb) * tl.math.div_rn(1.0, tl.where(eff > 0, eff, 1.0))[:, :, None]
+        # (eff = e4m3 value × GS: with GS within 2⁻⁶⁰…2⁶⁰, within 2⁻⁶⁹…2⁶⁹, the fast path's
+        # range; any other GS, a tensor of subnormal magnitudes, takes the division)
+        one = tl.full(eff.shape, 1.0, tl.float32)
+        den = tl.where(eff > 0, eff, one)
+        if (gs > 8.673617379884035e-19) & (gs < 1.152921504606847e18):
+            inv = _div_rn(one, den, True, HW)
+        else:
+            inv = _div_rn(one, den, False, HW)
+        v = tl.abs(xb) * inv[:, :, None]
         mag = e2m1_magnitude(v, HW)
         code = tl.reshape(mag | ((xb < 0).to(tl.int32) << 3), (ROWS, DPOW))
         even, odd = tl.split(tl.reshape(code, (ROWS, DPOW // 2, 2)))
