@@ -17,6 +17,7 @@ from kvcore import (
 )
 from kvcore.command import read_command, resolve
 from kvcore.engines import (
+    ENGINE_TITLES,
     EngineRequest,
     EngineSettings,
     UnsupportedFormat,
@@ -2317,6 +2318,13 @@ def test_find_gpu_says_none_fits_where_no_card_the_engine_runs_on_does():
     gguf = find_gpu_for(make_query(load_model("qwen3-0.6b"), engine="llama.cpp",
                                    context="4k"), limit=200)
     assert {"p40", "mi50", "rx-6700-xt", "v100-16gb"} <= {r["gpu"] for r in gguf}
+    # a maker none of whose cards the engine runs on: that, not "none fits"
+    for engine, vendor in (("trtllm", "amd"), ("vllm", "apple"), ("sglang", "apple")):
+        q = make_query(load_model("qwen3-0.6b"), engine=engine, context="4k")
+        with pytest.raises(InputError, match=f"^no {vendor} card in the catalog runs "
+                                             f"{ENGINE_TITLES[engine]}: .* does not run on") as e:
+            find_gpu_for(q, vendor=vendor.upper())
+        assert e.value.field == "vendor"
 
 
 def test_find_gpu_leaves_out_cards_the_engine_does_not_run_on():

@@ -78,6 +78,10 @@ def test_find_gpu_takes_a_vendor_and_only_find_gpu_does(client):
     assert {"mi210", "rx-9070-xt"} <= {r["gpu"] for r in rows}
     r = client.post("/api/v1/find-gpu", json={**body, "vendor": "via"})
     assert r.status_code == 422 and r.json()["field"] == "vendor"
+    r = client.post("/api/v1/find-gpu", json={**body, "vendor": "amd", "engine": "trtllm",
+                                              "weights": "bf16"})
+    assert r.status_code == 422 and r.json()["field"] == "vendor"
+    assert r.json()["error"].startswith("no amd card in the catalog runs TensorRT-LLM: ")
     r = client.post("/api/v1/plan", json={**body, "gpu": "4090", "vendor": "amd"})
     assert r.status_code == 422 and r.json()["field"] == "vendor"
 
