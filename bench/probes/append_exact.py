@@ -2,7 +2,7 @@
 each plane differ, where the agreement check of bench/append_sweep.py (3,000 tokens) would miss
 a rare difference (a quotient rounded otherwise near a rounding boundary of the stored code).
 
-    python bench/probes/append_exact.py [--formats fp8_pth,q8_0,q4_0,nvfp4] [--tokens 262144]
+    python bench/probes/append_exact.py [--formats fp8_pth,q8_0,q4_0,nvfp4] [--tokens 65536]
         [--base .base/triton_ops.py] [--out DIR]
 
 Rows: 8 KV heads of 128, fp16 and bf16, of three kinds: normal values times 3; values times a
@@ -107,18 +107,20 @@ def compare(fmt: str, x: torch.Tensor) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--formats", default="fp8_pth,q8_0,q4_0,nvfp4")
-    ap.add_argument("--tokens", type=int, default=262144)
+    ap.add_argument("--tokens", type=int, default=65536)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--base", help="an earlier triton_ops.py whose append to compare too")
     args = ap.parse_args()
     global DEV
     DEV = args.device
-    result: dict = {"env": environment(DEV, torch), "tokens": args.tokens, "heads": HKV, "head_dim": D,
-                    "rows": {}}
+    result: dict = {"env": environment(DEV, torch), "tokens": args.tokens, "heads": HKV,
+                    "head_dim": D, "rows": {}}
     path = Path(args.out) / "append-exact.json"
+    path.write_text(json.dumps(result, indent=1))
     if DEV == "cuda":
         result["division"] = division_check()
+        path.write_text(json.dumps(result, indent=1))
         print("fast division against torch's:", result["division"], flush=True)
     kernels = [("", triton_ops.append_kernel)]
     if args.base:
@@ -134,9 +136,9 @@ def main() -> None:
                     triton_ops.append_kernel = kernel
                     got = compare(fmt, x)
                     result["rows"][key + name] = got
+                    path.write_text(json.dumps(result, indent=1))
                     print(key + name, {k: v["differing_bytes"] for k, v in got["planes"].items()},
                           flush=True)
-                    path.write_text(json.dumps(result, indent=1))
                 triton_ops.append_kernel = kernels[0][1]
                 del x
                 if DEV == "cuda":

@@ -20,6 +20,11 @@ __all__ = ["E2M1", "attention_ref", "dequantize", "plane_widths", "quantize", "r
 #: magnitudes of the e2m1 (fp4) code points 0..7
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 FP8_MAX = 448.0
+#: 1/448 and 1/127 rounded to float32: fp8_pth's and q8_0's scales are amax times these, in
+#: the reference and the kernels alike (torch's CUDA kernels divide by a scalar as a product
+#: with its rounded reciprocal, its CPU kernels divide: the product is the same on both)
+INV_FP8_MAX = float.fromhex("0x1.24924ap-9")
+INV_127 = float.fromhex("0x1.020408p-7")
 
 
 def _torch() -> Any:
@@ -96,12 +101,12 @@ def quantize(fmt_name: str, x: Any, *, global_scale: float = 1.0) -> dict[str, A
     if fmt_name == "bf16":
         return {"data": x.to(torch.bfloat16)}
     if fmt_name == "fp8_pth":
-        scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / FP8_MAX
+        scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) * INV_FP8_MAX
         # times the scale's reciprocal (one division a row, as the kernel)
         return {"data": e4m3_bits(x * (1 / scale)), "scale": scale}
     if fmt_name == "q8_0":
         b = _blocks(x, dp, 32)
-        dscale = (b.abs().amax(dim=-1) / 127).to(torch.float16)
+        dscale = (b.abs().amax(dim=-1) * INV_127).to(torch.float16)
         inv = torch.where(dscale.float() > 0, 1 / dscale.float(), torch.zeros_like(dscale.float()))
         v = b * inv.unsqueeze(-1)
         # round half away from zero, as ggml's roundf

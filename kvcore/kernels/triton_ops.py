@@ -1631,21 +1631,20 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         # values times the reciprocal, as the reference: Triton's float32 "/" is an
         # approximate division (div.full.f32, up to two units off), whose quotient near an
         # e4m3 rounding boundary can take the next code
-        # (float16 rows: the scale within 2⁻⁵⁰…2⁸, the fast path's range)
-        half = X.dtype.element_ty == tl.float16
-        scale = _div_rn(tl.maximum(amax, 1e-12), tl.full(amax.shape, 448.0, tl.float32),
-                        half, HW)
-        inv = _div_rn(tl.full(scale.shape, 1.0, tl.float32), scale, half, HW)
+        # (the scale times 1/448 rounded to float32, ref.INV_FP8_MAX; float16 rows: the scale
+        # within 2⁻⁵⁰…2⁸, the fast path's range)
+        scale = tl.maximum(amax, 1e-12) * 0.0022321429569274187
+        inv = _div_rn(tl.full(scale.shape, 1.0, tl.float32), scale,
+                      X.dtype.element_ty == tl.float16, HW)
         tl.store(q0 + r * X0 + d[None, :], _e4m3(x * inv[:, None], HW), mask=m)
         tl.store(q1 + dst, scale, mask=rmask)
     elif FMT == 2:
         xb = tl.reshape(x, (ROWS, DPOW // 32, 32))
         amax = tl.max(tl.abs(xb), axis=2)
-        # divisions rounded to nearest, as the reference ("/" would be div.full.f32): the
-        # block scale's on the fast path for float16 rows (their maximum at most 65,504), its
-        # reciprocal's always (a float16 scale, or 1 in place of 0)
-        ds = _div_rn(amax, tl.full(amax.shape, 127.0, tl.float32),
-                     X.dtype.element_ty == tl.float16, HW).to(tl.float16)
+        # the block scale amax times 1/127 rounded to float32 (ref.INV_127), its reciprocal
+        # rounded to nearest ("/" would be div.full.f32) on the fast path (a float16 scale,
+        # or 1 in place of 0)
+        ds = (amax * 0.007874015718698502).to(tl.float16)
         dsf = ds.to(tl.float32)
         inv = tl.where(dsf > 0, _div_rn(tl.full(dsf.shape, 1.0, tl.float32),
                                         tl.where(dsf > 0, dsf, 1.0), True, HW), 0.0)

@@ -493,6 +493,23 @@ def test_e4m3_codec_matches_torch():
     assert torch.equal(back, expect.float())
 
 
+def test_scale_constants_are_the_float32_reciprocals():
+    # fp8_pth's and q8_0's scales are amax times these, in the reference and the kernel: the
+    # correctly rounded float32 reciprocals, which the kernel's literals are too
+    import inspect
+    from fractions import Fraction
+
+    from kvcore.kernels import ref, triton_ops
+
+    for c, k in ((ref.INV_FP8_MAX, 448), (ref.INV_127, 127)):
+        f = torch.tensor(c, dtype=torch.float32)
+        assert float(f) == c
+        near = [float(f.view(torch.int32).add(d).view(torch.float32)) for d in (-1, 1)]
+        assert all(abs(Fraction(c) - Fraction(1, k)) < abs(Fraction(n) - Fraction(1, k))
+                   for n in near)
+        assert repr(c) in inspect.getsource(triton_ops.append_kernel.fn)
+
+
 @triton.jit
 def _e2m1_all(out_ptr):
     c = tl.arange(0, 16)
