@@ -1627,12 +1627,11 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         tl.store(q0 + r * X0 + d[None, :], x.to(q0.dtype.element_ty), mask=m)
     elif FMT == 1:
         amax = tl.max(tl.abs(x), axis=1)
-        # the scale and its reciprocal rounded to nearest (one division each a row), the
-        # values times the reciprocal, as the reference: Triton's float32 "/" is an
-        # approximate division (div.full.f32, up to two units off), whose quotient near an
-        # e4m3 rounding boundary can take the next code
-        # (the scale times 1/448 rounded to float32, ref.INV_FP8_MAX; float16 rows: the scale
-        # within 2⁻⁵⁰…2⁸, the fast path's range)
+        # as the reference: the scale amax times 1/448 rounded to float32 (ref.INV_FP8_MAX),
+        # the values times its reciprocal rounded to nearest (one division a row; Triton's
+        # float32 "/" is div.full.f32, up to two units off, whose quotient near an e4m3
+        # rounding boundary could take the next code), on the fast path for float16 rows
+        # (their scales within 2⁻⁵⁰…2⁸)
         scale = tl.maximum(amax, 1e-12) * 0.0022321429569274187
         inv = _div_rn(tl.full(scale.shape, 1.0, tl.float32), scale,
                       X.dtype.element_ty == tl.float16, HW)
@@ -1697,16 +1696,16 @@ def append_kernel(X, XV, PAGES, OFFSETS, P0, P1, P0V, P1V, GS, GSV, n_rows, PAGE
         gs = tl.load(gsp)
         xb = tl.reshape(x, (ROWS, DPOW // 16, 16))
         amax = tl.max(tl.abs(xb), axis=2)
-        # the block scales (one per 16 values) in software: converted in hardware, these
-        # [ROWS, blocks] tensors came out with other bits than torch's on the H200 (triton 3.6)
-        # the block scales: amax times the rounded reciprocal of 6 · GS (one division a
-        # program), as the reference
+        # the block scales (one per 16 values): amax times the rounded reciprocal of 6 · GS
+        # (one division a program), as the reference, converted in software (in hardware,
+        # these [ROWS, blocks] tensors came out with other bits than torch's on the H200,
+        # triton 3.6)
         sc = e4m3_encode(amax * tl.math.div_rn(1.0, 6.0 * gs))
         eff = e4m3_decode(sc) * gs
         # times the block's reciprocal (one division a block, rounded to nearest), as the
-        # reference
-        # (eff = e4m3 value × GS: with GS within 2⁻⁶⁰…2⁶⁰, within 2⁻⁶⁹…2⁶⁹, the fast path's
-        # range; any other GS, a tensor of subnormal magnitudes, takes the division)
+        # reference; eff = e4m3 value × GS, within 2⁻⁶⁹…2⁶⁹ (the fast path's range) where GS
+        # is within 2⁻⁶⁰…2⁶⁰; any other GS (a tensor whose largest magnitude is below 2⁻⁴⁸ or
+        # above 2⁷¹) takes the division
         one = tl.full(eff.shape, 1.0, tl.float32)
         den = tl.where(eff > 0, eff, one)
         if (gs > 8.673617379884035e-19) & (gs < 1.152921504606847e18):
