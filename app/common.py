@@ -16,7 +16,7 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
-from kvcore.engines import GGML_ENGINES, EngineSettings, canonical
+from kvcore.engines import GGML_ENGINES, EngineSettings, canonical, engines_on
 from kvcore.engines.base import MiB
 from kvcore.engines.llamacpp_offload import PINNED_COPY_SHARE
 from kvcore.engines.ollama import auto_context
@@ -276,7 +276,9 @@ def gpu_entry(g: Any, sources: bool = False) -> dict[str, Any]:
              # the chip, as the engines' builds name those they run on
              "architecture": g.architecture or None,
              "compute_capability": g.compute_capability or None,
-             "llvm_target": g.llvm_target or None}
+             "llvm_target": g.llvm_target or None,
+             # the engines whose GPU builds run on it (raw sizes any card)
+             "engines": engines_on(g)}
     if sources:
         entry.update(source=g.source, matmul_flops_source=g.matmul_flops_source,
                      host_link_source=g.host_link_source or None)

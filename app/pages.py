@@ -640,8 +640,11 @@ def pages_router() -> APIRouter:
         except KvplanError as exc:
             return templates().TemplateResponse(request, "error.html", {"error": str(exc)},
                                                 status_code=422)
+        from kvcore.engines import ENGINE_TITLES, engines_on
+
         return templates().TemplateResponse(request, "gpus.html", {
             "gpus": cards, "vendors": kvcore.gpus.VENDORS, "chosen": chosen,
-            "total": len(kvcore.gpu_catalog())})
+            "total": len(kvcore.gpu_catalog()),
+            "engines": {g.id: [ENGINE_TITLES[e] for e in engines_on(g)] for g in cards}})
 
     return router

@@ -71,6 +71,23 @@ def test_the_gpu_list_filters_by_vendor_and_memory(client):
     assert r.status_code == 422 and "give it once" in r.json()["error"]
 
 
+def test_each_listed_gpu_names_its_chip_and_the_engines_that_run_there(client):
+    listed = {g["id"]: g for g in client.get("/api/v1/gpus").json()}
+    assert listed["h100-sxm"]["engines"] == ["vllm", "llama.cpp", "ollama", "sglang", "trtllm"]
+    assert listed["h100-sxm"]["compute_capability"] == "9.0"
+    # Pascal: llama.cpp's builds only; RDNA 2: not vLLM's ROCm images, not SGLang's kernels
+    assert listed["p40"]["engines"] == ["llama.cpp", "ollama"]
+    assert listed["rx-6800-xt"]["engines"] == ["llama.cpp", "ollama"]
+    assert listed["rx-6800-xt"]["llvm_target"] == "gfx1030"
+    assert listed["mi300x"]["engines"] == ["vllm", "llama.cpp", "ollama", "sglang"]
+    assert listed["t4"]["engines"] == ["vllm", "llama.cpp", "ollama"]
+    assert "vllm" not in listed["gaudi-3"]["engines"]
+    page = client.get("/gpus", params={"vendor": "nvidia"}).text
+    row = page[page.index('href="/?gpu=p40"'):]
+    row = row[:row.index("</tr>")]
+    assert "<td class=\"wrap\">llama.cpp, Ollama<br><small>compute capability 6.1</small>" in row
+
+
 def test_find_gpu_takes_a_vendor_and_only_find_gpu_does(client):
     body = {"model": "qwen3-32b", "context": "32k", "sequences": 4, "weights": "q4_k_m"}
     rows = client.post("/api/v1/find-gpu", json={**body, "vendor": "amd"}).json()

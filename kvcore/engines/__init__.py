@@ -28,7 +28,7 @@ from .base import (
 )
 
 __all__ = ["CPU_MOE", "ENGINES", "ENGINE_TITLES", "GGML_ENGINES", "EngineReport", "EngineRequest", "EngineSettings", "UnsupportedFormat",
-           "engine_plan", "engine_names", "parse_tensor_split", "platform_refusal", "stage_split", "supported_formats"]
+           "engine_plan", "engine_names", "engines_on", "parse_tensor_split", "platform_refusal", "stage_split", "supported_formats"]
 
 ENGINES: dict[str, Callable[[EngineRequest], EngineReport]] = {
     "raw": raw.plan,
@@ -197,6 +197,11 @@ def platform_refusal(engine: str, gpu: GPU) -> str | None:
         return (f"{ENGINE_TITLES[name]} does not run on {gpu.name} ({gpu.llvm_target}): its "
                 f"ROCm build runs on {chips} only")
     return None
+
+
+def engines_on(gpu: GPU) -> list[str]:
+    """The engines (not raw, which sizes any card) whose GPU builds run on ``gpu``."""
+    return [e for e in ENGINES if e != "raw" and platform_refusal(e, gpu) is None]
 
 
 def check_platform(name: str, gpus: tuple[GPU, ...]) -> None:
