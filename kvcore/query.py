@@ -708,7 +708,7 @@ def find_gpu_for(q: Query, limit: int = 10, card_context: bool = True,
     # the cards the engine's GPU build runs on (none other fits, whatever its memory), and
     # an Apple chip in each memory size it was sold with: the smallest Mac that fits
     runs = [g for g in chips if platform_refusal(q.engine, g) is None]
-    if chips and not runs:
+    if vendor is not None and chips and not runs:
         # a maker asked for whose cards the engine runs on none of
         raise InputError(f"no {str(vendor).strip().lower()} card in the catalog runs "
                          f"{ENGINE_TITLES[canonical_engine(q.engine)]}: "

@@ -164,6 +164,10 @@ _ON_GAUDI = {
 }
 
 
+def _gaudi(gpu: GPU) -> bool:
+    return gpu.architecture.startswith("Gaudi")
+
+
 def _capability(text: str) -> tuple[int, int]:
     major, _, minor = text.partition(".")
     return int(major), int(minor or 0)
@@ -177,7 +181,7 @@ def platform_refusal(engine: str, gpu: GPU) -> str | None:
     name = canonical(engine)
     # Ollama's server is llama.cpp's
     server = "llama.cpp" if name == "ollama" else name
-    if gpu.architecture.startswith("Gaudi") and server in _ON_GAUDI:
+    if _gaudi(gpu) and server in _ON_GAUDI:
         return f"{ENGINE_TITLES[name]} does not run on {gpu.name} {_ON_GAUDI[server]}"
     makers = _VENDORS.get(name, ())
     if makers and gpu.vendor not in (*makers, "custom", ""):
@@ -211,8 +215,7 @@ def check_platform(name: str, gpus: tuple[GPU, ...]) -> None:
         why = platform_refusal(name, gpu)
         if why is not None:
             # llama.cpp runs on every GPU but Gaudi's
-            other = ("raw" if gpu.architecture.startswith("Gaudi")
-                     else "llama.cpp or raw")
+            other = "raw" if _gaudi(gpu) else "llama.cpp or raw"
             raise InputError(f"{why}; plan it with --engine {other}", field="engine")
 
 
