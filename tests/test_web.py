@@ -85,7 +85,7 @@ def test_each_listed_gpu_names_its_chip_and_the_engines_that_run_there(client):
     page = client.get("/gpus", params={"vendor": "nvidia"}).text
     row = page[page.index('href="/?gpu=p40"'):]
     row = row[:row.index("</tr>")]
-    assert "<td class=\"wrap\">llama.cpp, Ollama<br><small>compute capability 6.1</small>" in row
+    assert '<small class="engines">compute capability 6.1: llama.cpp, Ollama</small>' in row
 
 
 def test_find_gpu_takes_a_vendor_and_only_find_gpu_does(client):
