@@ -457,13 +457,13 @@ def _card_labels(data: dict[str, Any]) -> list[str]:
 
 def render_find_gpu(q: Query, rows: list[dict[str, Any]], vendor: str | None = None) -> str:
     assumed = f"{_assumed(q)}, KV {_kv(q)}"
-    maker = f"{vendor.strip().lower()} " if vendor else ""
+    of = f"{kvcore.gpus.maker(vendor)} " if vendor else ""
     # Ollama's own context, card by card, where none was asked
     own = q.auto_context and q.engine == "ollama"
     ask = (f"Ollama's num_ctx for the cards × {format_quantity(q.sequences, 'sequence')}"
            if own else _ask(q))
     if not rows:
-        return "\n".join([f"no catalog {maker}GPU fits {ask} with up to 8 cards {assumed}",
+        return "\n".join([f"no catalog {of}GPU fits {ask} with up to 8 cards {assumed}",
                           *_find_notes(q, rows)])
     table = [["gpu", "cards", "memory", "bandwidth", *(["num_ctx"] if own else []),
               "max context", "tok/s/seq"]] + [
@@ -824,7 +824,7 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
         items = [gpu_entry(g) for g in kvcore.gpu_selection(
             vendor, min_memory, vendor_field="--vendor", memory_field="--min-memory")]
         if not items and not as_json:
-            return ("no catalog GPU" + (f" of {vendor.strip().lower()}" if vendor else "")
+            return ("no catalog GPU" + (f" of {kvcore.gpus.maker(vendor)}" if vendor else "")
                     + (f" with at least {min_memory.strip()}" if min_memory else ""))
         # "plans with": the driver's total where known, a unified memory's default GPU share
         rows = [["id", "name", "memory", "plans with", "bandwidth", "FP16 matrix"]] + [

@@ -16,7 +16,7 @@ from .errors import InputError, UnknownNameError, shown
 from .units import format_bytes, parse_bytes
 
 __all__ = ["GPU", "VENDORS", "counted_gpu", "find_gpu", "gpu_catalog", "gpu_selection",
-           "memory_variants"]
+           "maker", "memory_variants"]
 
 #: the makers the catalog's cards are listed under (a GPU's ``vendor``)
 VENDORS = ("nvidia", "amd", "intel", "apple")
@@ -162,6 +162,18 @@ def gpu_catalog() -> tuple[GPU, ...]:
     return tuple(gpus)
 
 
+def maker(vendor: str | None, field: str = "vendor") -> str | None:
+    """``vendor`` as the catalog names makers (any case, spaces around dropped; None stays
+    None); one not in VENDORS is an error on ``field``."""
+    if vendor is None:
+        return None
+    want = str(vendor).strip().lower()
+    if want not in VENDORS:
+        raise InputError(f"{field} must be one of {', '.join(VENDORS)}; got {shown(vendor)}",
+                         field=field)
+    return want
+
+
 def gpu_selection(vendor: str | None = None, min_memory: int | str | None = None, *,
                   vendor_field: str = "vendor",
                   memory_field: str = "min_memory") -> tuple[GPU, ...]:
@@ -170,12 +182,7 @@ def gpu_selection(vendor: str | None = None, min_memory: int | str | None = None
     against the memory as sold (``memory_bytes``, not the driver's total, so that "24GiB"
     keeps the 24 GB cards whose driver shows a little less). The fields name the inputs in
     errors."""
-    want = None
-    if vendor is not None:
-        want = str(vendor).strip().lower()
-        if want not in VENDORS:
-            raise InputError(f"{vendor_field} must be one of {', '.join(VENDORS)}; got "
-                             f"{shown(vendor)}", field=vendor_field)
+    want = maker(vendor, vendor_field)
     least = 0
     if min_memory is not None:
         if isinstance(min_memory, str) and _NUMBER.match(min_memory.strip()):

@@ -32,7 +32,7 @@ from .engines.base import SETTING_NAMES, RankShare
 from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, measured_error, quality_note
 from .gguf_mix import MIXES, PERPLEXITY
-from .gpus import GPU, gpu_selection, memory_variants, with_limit
+from .gpus import GPU, gpu_selection, maker, memory_variants, with_limit
 from .kv import (
     FP8_DS_MLA_ROW,
     FP8_DS_MLA_WIDTH,
@@ -710,7 +710,7 @@ def find_gpu_for(q: Query, limit: int = 10, card_context: bool = True,
     runs = [g for g in chips if platform_refusal(q.engine, g) is None]
     if vendor is not None and chips and not runs:
         # a maker asked for whose cards the engine runs on none of
-        raise InputError(f"no {str(vendor).strip().lower()} card in the catalog runs "
+        raise InputError(f"no {maker(vendor)} card in the catalog runs "
                          f"{ENGINE_TITLES[canonical_engine(q.engine)]}: "
                          f"{platform_refusal(q.engine, chips[0])}", field=vendor_field)
     for gpu in (v for chip in runs for v in memory_variants(chip)):

@@ -1014,9 +1014,9 @@ def startup_holding(req: EngineRequest) -> str:
 def float16_fallback(req: EngineRequest, weights_format: str) -> str:
     """The note for a bfloat16 checkpoint (or a float32 one, which --dtype auto serves in the
     platform's first dtype) on NVIDIA cards without bfloat16 (compute capability below 8.0:
-    T4 and the RTX 20 series, the oldest its wheels run on): config/model.py _resolve_auto_dtype falls back to float16
-    there with a warning, and a cache of the model's dtype follows; the bytes are the same.
-    "" where no card is such."""
+    T4 and the RTX 20 series, the oldest its wheels run on): config/model.py
+    _resolve_auto_dtype falls back to float16 there with a warning, and a cache of the
+    model's dtype follows; the bytes are the same. "" where no card is such."""
     old = [g for g in req.gpus if g is not None and g.cuda_family is not None
            and g.cuda_family < 8]
     if weights_format != "bf16" or not old:
