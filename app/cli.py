@@ -12,6 +12,7 @@ Bad input prints one line and exits 2; no traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
@@ -71,9 +72,53 @@ class UsageError(Exception):
     pass
 
 
+#: a token argparse reads as a value, not a flag, though it starts with '-'
+_NEGATIVE = re.compile(r"-\d[\d.,_]*[a-zA-Z]*")
 #: argparse's own type errors, and what the flag takes
 _TYPED = re.compile(r"argument (\S+): invalid (int|float) value: '(.*)'", re.S)
 _TAKES = {"int": "a whole number", "float": "a number"}
+
+
+#: each engine's launch line, as --command takes it
+_LAUNCH = {"vLLM": "vllm serve …", "llama.cpp": "llama-server …",
+           "SGLang": "python -m sglang.launch_server …", "TensorRT-LLM": "trtllm-serve …"}
+
+
+def _engine_flags() -> dict[str, tuple[tuple[str, ...], str]]:
+    """Engines' own flags, as people type them to kvplan: the engines that take each and
+    kvplan's flag for the same choice. argparse would take some of them as an abbreviation
+    of another flag (vLLM's --kv-cache-dtype of --kv-cache-dtype-skip-layers) and call the
+    rest unrecognized. trtllm-serve's underscores are read as dashes."""
+    table = {
+        "vLLM": {"--max-model-len": "--ctx", "--max-num-seqs": "--seqs",
+                 "--kv-cache-dtype": "--kv", "--tensor-parallel-size": "--tp", "-tp": "--tp",
+                 "--pipeline-parallel-size": "--pp", "-pp": "--pp",
+                 "--data-parallel-size": "--dp", "-dp": "--dp", "--quantization": "--weights"},
+        "llama.cpp": {"-c": "--ctx", "--ctx-size": "--ctx", "-np": "--seqs",
+                      "--parallel": "--seqs", "-ctk": "--kv-k", "--cache-type-k": "--kv-k",
+                      "-ctv": "--kv-v", "--cache-type-v": "--kv-v", "-ngl": "--ngl",
+                      "--n-gpu-layers": "--ngl", "--gpu-layers": "--ngl",
+                      "-ts": "--tensor-split", "-ub": "--ubatch", "--ubatch-size": "--ubatch",
+                      "-kvu": "--kv-unified"},
+        "SGLang": {"--context-length": "--ctx", "--max-running-requests": "--seqs",
+                   "--kv-cache-dtype": "--kv", "--quantization": "--weights",
+                   "--tp-size": "--tp", "--tensor-parallel-size": "--tp",
+                   "--pp-size": "--pp", "--dp-size": "--dp"},
+        "TensorRT-LLM": {"--max-seq-len": "--ctx", "--max-batch-size": "--seqs",
+                         "--tp-size": "--tp", "--tensor-parallel-size": "--tp",
+                         "--pp-size": "--pp", "--pipeline-parallel-size": "--pp",
+                         "--kv-cache-free-gpu-memory-fraction": "--free-gpu-memory-fraction"},
+    }
+    flags: dict[str, tuple[tuple[str, ...], str]] = {}
+    for engine, names in table.items():
+        for flag, ours in names.items():
+            engines, _ = flags.get(flag, ((), ours))
+            flags[flag] = ((*engines, engine), ours)
+    return flags
+
+
+#: engines' flags and kvplan's for them (_engine_flags)
+ENGINE_FLAGS = _engine_flags()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,11 +130,55 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
     # argparse's own signature is a set of overloads; this one answers every call alike
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise UsageError(self._unexpected(extras[0]))
+        return parsed
+
+    def _unexpected(self, arg: str) -> str:
+        """What an argument this command does not take is, with the flag it may have meant:
+        argparse's "unrecognized arguments" names it but not why."""
+        if arg.startswith("-") and len(arg) > 1 and not _NEGATIVE.fullmatch(arg):
+            flag = arg.split("=", 1)[0]
+            # names compared without their dashes: "--nope" is not near "--tp"
+            names = {o[2:]: o for o in self._option_string_actions if o.startswith("--")}
+            close = difflib.get_close_matches(flag.lstrip("-"), names, n=1, cutoff=0.7)
+            hint = f" (did you mean {names[close[0]]}?)" if close else ""
+            return f"{self.prog} has no flag {shown(flag)}{hint}; {self.prog} -h lists its flags"
+        takes = [a.metavar or a.dest.upper() for a in self._actions
+                 if not a.option_strings and a.dest != argparse.SUPPRESS]
+        if not takes:
+            return (f"{self.prog} takes no argument but its flags, not {shown(arg)} "
+                    f"({self.prog} -h lists them)")
+        return (f"{shown(arg)} is one argument too many: {self.prog} takes one "
+                f"{' '.join(str(t) for t in takes)}, and each other value after its flag "
+                f"({self.prog} -h lists them)")
+
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None,
                          ) -> tuple[argparse.Namespace, list[str]]:
-        return super().parse_known_args(
-            self._join_dash_values(list(sys.argv[1:] if args is None else args)), namespace)
+        args = list(sys.argv[1:] if args is None else args)
+        self._engine_flag(args)
+        return super().parse_known_args(self._join_dash_values(args), namespace)
+
+    def _engine_flag(self, args: list[str]) -> None:
+        """An engine's flag (ENGINE_FLAGS) that is none of this command's is answered with
+        this command's flag for it, before argparse reads it as an abbreviation."""
+        for arg in args:
+            if arg == "--":
+                return
+            flag = arg.split("=", 1)[0]
+            if flag in self._option_string_actions:
+                continue
+            engines, ours = ENGINE_FLAGS.get(flag.replace("_", "-"), ((), ""))
+            if ours not in self._option_string_actions:
+                continue
+            whole = (f" (or plan the whole launch line: --command '{_LAUNCH[engines[0]]}')"
+                     if "--command" in self._option_string_actions else "")
+            raise UsageError(f"{flag} is a flag of {' and '.join(engines)}; {self.prog}'s is "
+                             f"{ours}{whole}")
 
     def _join_dash_values(self, args: list[str]) -> list[str]:
         """``--gpu -24GiB`` as ``--gpu=-24GiB``.
@@ -1083,6 +1172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "HF_HUB_VERBOSITY" not in os.environ:
         os.environ["HF_HUB_VERBOSITY"] = "error"
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    if argv and argv[0] == "plan" and not Path("plan").exists():
+        # the plan is the command without a name; "kvplan plan MODEL" is taken as it
+        argv = argv[1:]
     try:
         if argv and argv[0] in SUBCOMMANDS:
             cmd, rest = argv[0], argv[1:]

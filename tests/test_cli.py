@@ -159,7 +159,13 @@ def test_the_weight_formats_list_says_which_are_llama_quantize_mixes(capsys):
     (["llama-3.1-8b", "--engine", "tgi"], "engine"),
     (["llama-3.1-8b", "--hot", "f16"], "--hot"),
     (["llama-3.1-8b", "--keep", "abc"], "--keep"),
-    (["llama-3.1-8b", "--nope"], "unrecognized"),
+    (["llama-3.1-8b", "--nope"], "kvplan has no flag '--nope'; kvplan -h lists"),
+    (["llama-3.1-8b", "--contxt", "8k"], "no flag '--contxt' (did you mean --context?)"),
+    (["llama-3.1-8b", "--gpu", "rtx-4090", "32k"], "'32k' is one argument too many: kvplan "
+     "takes one MODEL"),
+    (["gpus", "amd"], "kvplan gpus takes no argument but its flags, not 'amd'"),
+    (["gpus", "--vendr", "amd"], "(did you mean --vendor?)"),
+    (["measure", "llama-3.1-8b", "x"], "'x' is one argument too many: kvplan measure"),
     (["{not json"], "not valid JSON"),
     ([], "required"),
 ])
@@ -175,7 +181,7 @@ def test_bad_input_is_one_line_exit_2(capsys, args, needle):
     (["nosuchmodel", "--json"], "not a known model", "model"),
     (["llama-3.1-8b", "--kv", "q3", "--json"], "KV format", "kv_k"),
     (["llama-3.1-8b", "--json", "--ctx", "12x"], "context", None),
-    (["models", "--json", "--nope"], "unrecognized", None),
+    (["models", "--json", "--nope"], "no flag '--nope'", None),
     (["llama-3.1-8b", "--json", "--gpus", "4090:x"], "", "gpus"),
 ])
 def test_json_asked_errors_come_as_one_object_on_stdout_too(capsys, args, needle, field):
@@ -188,6 +194,42 @@ def test_json_asked_errors_come_as_one_object_on_stdout_too(capsys, args, needle
     assert needle in data["error"]
     if field is not None:
         assert data["field"] == field
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    # argparse took vLLM's --kv-cache-dtype as --kv-cache-dtype-skip-layers abbreviated
+    (["--kv-cache-dtype", "fp8"], "--kv-cache-dtype is a flag of vLLM and SGLang; kvplan's is "
+     "--kv (or plan the whole launch line: --command 'vllm serve …')"),
+    (["--max-model-len=8k"], "--max-model-len is a flag of vLLM; kvplan's is --ctx"),
+    (["-c", "8192"], "-c is a flag of llama.cpp; kvplan's is --ctx (or plan the whole launch "
+     "line: --command 'llama-server …')"),
+    (["-np", "4"], "kvplan's is --seqs"),
+    (["--max_batch_size", "8"], "--max_batch_size is a flag of TensorRT-LLM; kvplan's is --seqs"),
+    (["--tp-size", "2"], "a flag of SGLang and TensorRT-LLM; kvplan's is --tp"),
+])
+def test_an_engines_flag_is_answered_with_kvplans(capsys, args, needle):
+    code, out, err = run(capsys, "llama-3.1-8b", "--gpu", "rtx-4090", *args)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert needle in err
+
+
+def test_an_engines_flag_under_measure_names_measures_own(capsys):
+    code, _, err = run(capsys, "measure", "llama-3.1-8b", "-c", "8k")
+    assert code == 2 and err.strip().endswith("-c is a flag of llama.cpp; kvplan measure's is "
+                                              "--ctx")
+
+
+def test_kvplans_own_flags_are_no_engines(capsys):
+    # --kv-cache-dtype-skip-layers is vLLM's too, and kvplan's: no hint stops it
+    code, out, _ = run(capsys, "llama-3.1-8b", "--engine", "vllm", "--kv", "fp8",
+                       "--kv-cache-dtype-skip-layers", "0", "--json")
+    assert code == 0 and json.loads(out)["model"]
+
+
+def test_plan_is_the_default_commands_name(capsys):
+    named = run(capsys, "plan", "llama-3.1-8b", "--gpu", "rtx-4090", "--json")
+    plain = run(capsys, "llama-3.1-8b", "--gpu", "rtx-4090", "--json")
+    assert named[0] == 0 and named == plain
 
 
 def test_json_after_a_double_dash_is_no_flag(capsys):
