@@ -49,6 +49,8 @@ from kvcore.query import (
 from kvcore.units import MAX_CONTEXT_TOKENS, format_gib, format_quantity
 
 from .common import (
+    ENGINE_FLAGS,
+    LAUNCH_LINES,
     answered,
     cards_of,
     check_find_format,
@@ -59,6 +61,7 @@ from .common import (
     gpu_entry,
     make_query,
     model_line,
+    named,
     prefill_text,
     rate_text,
     settings_from,
@@ -77,48 +80,6 @@ _NEGATIVE = re.compile(r"-\d[\d.,_]*[a-zA-Z]*")
 #: argparse's own type errors, and what the flag takes
 _TYPED = re.compile(r"argument (\S+): invalid (int|float) value: '(.*)'", re.S)
 _TAKES = {"int": "a whole number", "float": "a number"}
-
-
-#: each engine's launch line, as --command takes it
-_LAUNCH = {"vLLM": "vllm serve …", "llama.cpp": "llama-server …",
-           "SGLang": "python -m sglang.launch_server …", "TensorRT-LLM": "trtllm-serve …"}
-
-
-def _engine_flags() -> dict[str, tuple[tuple[str, ...], str]]:
-    """Engines' own flags, as people type them to kvplan: the engines that take each and
-    kvplan's flag for the same choice. argparse would take some of them as an abbreviation
-    of another flag (vLLM's --kv-cache-dtype of --kv-cache-dtype-skip-layers) and call the
-    rest unrecognized. trtllm-serve's underscores are read as dashes."""
-    table = {
-        "vLLM": {"--max-model-len": "--ctx", "--max-num-seqs": "--seqs",
-                 "--kv-cache-dtype": "--kv", "--tensor-parallel-size": "--tp", "-tp": "--tp",
-                 "--pipeline-parallel-size": "--pp", "-pp": "--pp",
-                 "--data-parallel-size": "--dp", "-dp": "--dp", "--quantization": "--weights"},
-        "llama.cpp": {"-c": "--ctx", "--ctx-size": "--ctx", "-np": "--seqs",
-                      "--parallel": "--seqs", "-ctk": "--kv-k", "--cache-type-k": "--kv-k",
-                      "-ctv": "--kv-v", "--cache-type-v": "--kv-v", "-ngl": "--ngl",
-                      "--n-gpu-layers": "--ngl", "--gpu-layers": "--ngl",
-                      "-ts": "--tensor-split", "-ub": "--ubatch", "--ubatch-size": "--ubatch",
-                      "-kvu": "--kv-unified"},
-        "SGLang": {"--context-length": "--ctx", "--max-running-requests": "--seqs",
-                   "--kv-cache-dtype": "--kv", "--quantization": "--weights",
-                   "--tp-size": "--tp", "--tensor-parallel-size": "--tp",
-                   "--pp-size": "--pp", "--dp-size": "--dp"},
-        "TensorRT-LLM": {"--max-seq-len": "--ctx", "--max-batch-size": "--seqs",
-                         "--tp-size": "--tp", "--tensor-parallel-size": "--tp",
-                         "--pp-size": "--pp", "--pipeline-parallel-size": "--pp",
-                         "--kv-cache-free-gpu-memory-fraction": "--free-gpu-memory-fraction"},
-    }
-    flags: dict[str, tuple[tuple[str, ...], str]] = {}
-    for engine, names in table.items():
-        for flag, ours in names.items():
-            engines, _ = flags.get(flag, ((), ours))
-            flags[flag] = ((*engines, engine), ours)
-    return flags
-
-
-#: engines' flags and kvplan's for them (_engine_flags)
-ENGINE_FLAGS = _engine_flags()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -175,9 +136,9 @@ class _Parser(argparse.ArgumentParser):
             engines, ours = ENGINE_FLAGS.get(flag.replace("_", "-"), ((), ""))
             if ours not in self._option_string_actions:
                 continue
-            whole = (f" (or plan the whole launch line: --command '{_LAUNCH[engines[0]]}')"
+            whole = (f" (or plan the whole launch line: --command '{LAUNCH_LINES[engines[0]]}')"
                      if "--command" in self._option_string_actions else "")
-            raise UsageError(f"{flag} is a flag of {' and '.join(engines)}; {self.prog}'s is "
+            raise UsageError(f"{flag} is a flag of {named(engines)}; {self.prog}'s is "
                              f"{ours}{whole}")
 
     def _join_dash_values(self, args: list[str]) -> list[str]:

@@ -27,7 +27,7 @@ from kvcore.parallel import Parallel
 from kvcore.query import Query
 from kvcore.units import format_quantity
 
-__all__ = ["cards_of", "check_find_format", "check_find_gpu", "check_find_model", "check_find_weights", "decode_text", "make_query", "model_line", "prefill_text", "rate_text", "repeated_field", "verified"]
+__all__ = ["ENGINE_FLAGS", "LAUNCH_LINES", "cards_of", "check_find_format", "check_find_gpu", "check_find_model", "check_find_weights", "decode_text", "engine_field", "make_query", "named", "model_line", "prefill_text", "rate_text", "repeated_field", "verified"]
 
 
 def repeated_field(pairs: Any) -> InputError | None:
@@ -672,3 +672,63 @@ def to_fit_text(fix: dict[str, Any], alternative: bool = True) -> str:
         quality += f"; {fix['how']}"
     more = f"; or {to_fit_text(fix['or'])}" if fix.get("or") and alternative else ""
     return f"{what} fits (max context {fix['max_context']:,}{speed}{quality}){more}"
+
+
+#: each engine's launch line, as --command takes it
+LAUNCH_LINES = {"vLLM": "vllm serve …", "llama.cpp": "llama-server …",
+           "SGLang": "python -m sglang.launch_server …", "TensorRT-LLM": "trtllm-serve …"}
+
+
+def _engine_flags() -> dict[str, tuple[tuple[str, ...], str]]:
+    """Engines' own flags, as people type them to kvplan: the engines that take each and
+    kvplan's flag for the same choice. argparse would take some of them as an abbreviation
+    of another flag (vLLM's --kv-cache-dtype of --kv-cache-dtype-skip-layers) and call the
+    rest unrecognized. trtllm-serve's underscores are read as dashes."""
+    table = {
+        "vLLM": {"--max-model-len": "--ctx", "--max-num-seqs": "--seqs",
+                 "--kv-cache-dtype": "--kv", "--tensor-parallel-size": "--tp", "-tp": "--tp",
+                 "--pipeline-parallel-size": "--pp", "-pp": "--pp",
+                 "--data-parallel-size": "--dp", "-dp": "--dp", "--quantization": "--weights"},
+        "llama.cpp": {"-c": "--ctx", "--ctx-size": "--ctx", "-np": "--seqs",
+                      "--parallel": "--seqs", "-ctk": "--kv-k", "--cache-type-k": "--kv-k",
+                      "-ctv": "--kv-v", "--cache-type-v": "--kv-v", "-ngl": "--ngl",
+                      "--n-gpu-layers": "--ngl", "--gpu-layers": "--ngl",
+                      "-ts": "--tensor-split", "-ub": "--ubatch", "--ubatch-size": "--ubatch",
+                      "-kvu": "--kv-unified"},
+        "SGLang": {"--context-length": "--ctx", "--max-running-requests": "--seqs",
+                   "--kv-cache-dtype": "--kv", "--quantization": "--weights",
+                   "--tp-size": "--tp", "--tensor-parallel-size": "--tp",
+                   "--pp-size": "--pp", "--dp-size": "--dp"},
+        "TensorRT-LLM": {"--max-seq-len": "--ctx", "--max-batch-size": "--seqs",
+                         "--tp-size": "--tp", "--tensor-parallel-size": "--tp",
+                         "--pp-size": "--pp", "--pipeline-parallel-size": "--pp",
+                         "--kv-cache-free-gpu-memory-fraction": "--free-gpu-memory-fraction"},
+    }
+    flags: dict[str, tuple[tuple[str, ...], str]] = {}
+    for engine, names in table.items():
+        for flag, ours in names.items():
+            engines, _ = flags.get(flag, ((), ours))
+            flags[flag] = ((*engines, engine), ours)
+    return flags
+
+
+#: engines' flags and kvplan's for them (_engine_flags)
+ENGINE_FLAGS = _engine_flags()
+
+#: kvplan's flags whose API field is not the flag's own name
+_FIELD_OF = {"--ctx": "context", "--seqs": "sequences"}
+
+
+def engine_field(name: str) -> str | None:
+    """For a request field that is an engine's option (``max_model_len``: vLLM's
+    --max-model-len), the words naming the API's field for it; else None."""
+    engines, ours = ENGINE_FLAGS.get("--" + name.replace("_", "-"), ((), ""))
+    if not engines:
+        return None
+    field = _FIELD_OF.get(ours, ours[2:].replace("-", "_"))
+    return f"an option of {named(engines)}, whose field here is {field}"
+
+
+def named(names: tuple[str, ...]) -> str:
+    """Names as a sentence lists them: "a", "a and b", "a, b and c"."""
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from kvcore.errors import cut
 
 from .api import api_router
 from .apidoc import describe_from_cli
+from .common import engine_field
 from .pages import pages_router, templates
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +62,8 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
                 if isinstance(got, bytes) else "an array" if isinstance(got, list)
                 else _json_shown(got))
         return 422, f"the request body must be a JSON object of the fields, got {what}", None
+    if first.get("type") == "extra_forbidden" and len(loc) == 1:
+        return 422, _unknown_field(loc[0]), loc[0]
     if len(loc) > 1 and loc[-1] in _UNION_MEMBERS:
         members = [str(e["loc"][-1]) for e in errors
                    if _loc(e)[:-1] == loc[:-1] and str(e["loc"][-1]) in _UNION_MEMBERS]
@@ -68,6 +72,26 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
         return 422, f"{field}: expected {expected}, got {_json_shown(first.get('input'))}", field
     field = ".".join(loc)
     return 422, f"{field}: {first.get('msg', 'invalid')}", field
+
+
+def _request_fields() -> set[str]:
+    """Every field a request of the API takes."""
+    from . import schemas
+
+    return {name for model in (schemas.PlanQueryIn, schemas.FindGpuIn, schemas.CommandIn,
+                               schemas.GpuListIn, schemas.MeasureIn)
+            for name in model.model_fields}
+
+
+def _unknown_field(name: str) -> str:
+    """A field no request takes: the API's field where it is an engine's option
+    (max_model_len), else the nearest field's name."""
+    engine = engine_field(name)
+    if engine is not None:
+        return f"{name}: no such field: {engine}"
+    close = difflib.get_close_matches(name, sorted(_request_fields()), n=1, cutoff=0.7)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"{name}: no such field{hint}; /openapi.json lists each request's fields"
 
 
 #: largest request body accepted (bytes): the largest config.json kvcore reads, with a MiB of

@@ -55,6 +55,28 @@ def test_error_shape(client, body, field):
     assert data["field"] == field
 
 
+@pytest.mark.parametrize(("extra", "error"), [
+    ({"max_model_len": 8192}, "max_model_len: no such field: an option of vLLM, whose field "
+     "here is context"),
+    ({"kv_cache_dtype": "fp8"}, "kv_cache_dtype: no such field: an option of vLLM and SGLang, "
+     "whose field here is kv"),
+    ({"tensor_parallel_size": 2}, "an option of vLLM, SGLang and TensorRT-LLM, whose field "
+     "here is tp"),
+    ({"n_gpu_layers": 20}, "an option of llama.cpp, whose field here is ngl"),
+    ({"contxt": "8k"}, "contxt: no such field (did you mean context?); /openapi.json lists "
+     "each request's fields"),
+    ({"zzz": 1}, "zzz: no such field; /openapi.json"),
+])
+def test_a_field_no_request_takes_is_named_with_the_one_meant(client, extra, error):
+    body = {"model": "qwen3-8b", "gpu": "rtx-4090", **extra}
+    for r in (client.post("/api/v1/plan", json=body), client.get("/api/v1/plan", params=body)):
+        assert r.status_code == 422
+        assert r.json() == {"ok": False, "error": r.json()["error"], "status": 422,
+                            "field": next(iter(extra))}
+        assert r.json()["error"].startswith(f"{next(iter(extra))}: no such field")
+        assert error in r.json()["error"]
+
+
 def test_the_gpu_list_filters_by_vendor_and_memory(client):
     amd = client.get("/api/v1/gpus", params={"vendor": "amd", "min_memory": "24GiB"}).json()
     every = client.get("/api/v1/gpus").json()
@@ -67,6 +89,7 @@ def test_the_gpu_list_filters_by_vendor_and_memory(client):
                           ({"vendr": "amd"}, "vendr")):
         r = client.get("/api/v1/gpus", params=params)
         assert r.status_code == 422 and r.json()["field"] == field
+    assert "(did you mean vendor?)" in r.json()["error"]
     r = client.get("/api/v1/gpus?vendor=amd&vendor=intel")
     assert r.status_code == 422 and "give it once" in r.json()["error"]
 
