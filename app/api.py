@@ -28,6 +28,7 @@ from .common import (
     check_find_model,
     check_find_weights,
     gpu_entry,
+    gpu_list,
     make_query,
     repeated_field,
     settings_from,
@@ -264,12 +265,13 @@ def api_router() -> APIRouter:
     @api.get("/gpus", summary="The bundled GPU catalog")
     def gpus(request: Request, q: Annotated[GpuListIn, Query()]) -> list[dict[str, Any]]:
         """Each card's memory, peak bandwidth, dense FP16/BF16 matrix peak and host link,
-        with their sources; ``vendor`` and ``min_memory`` keep only the cards that match."""
+        with their sources; ``vendor``, ``min_memory`` and ``engine`` keep only the cards
+        that match."""
         twice = repeated_field(request.query_params.multi_items())
         if twice:
             raise twice
         return [gpu_entry(g, sources=True)
-                for g in kvcore.gpu_selection(q.vendor, q.min_memory)]
+                for g in gpu_list(q.vendor, q.min_memory, q.engine)]
 
     @api.get("/formats", summary="The KV-cache formats")
     def formats() -> list[dict[str, Any]]:

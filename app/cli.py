@@ -31,7 +31,7 @@ from kvcore import (
     parse_tokens,
 )
 from kvcore.command import Launch, cli_line, give_way, launch_query, read_command, resolve
-from kvcore.engines import canonical
+from kvcore.engines import ENGINE_TITLES, canonical
 from kvcore.engines.llamacpp_lora import read_adapter
 from kvcore.errors import InputError, shown
 from kvcore.formats import describe
@@ -59,6 +59,7 @@ from .common import (
     check_find_weights,
     decode_text,
     gpu_entry,
+    gpu_list,
     make_query,
     model_line,
     named,
@@ -410,6 +411,9 @@ def _list_parser(cmd: str) -> argparse.ArgumentParser:
                        help=f"only this maker's cards: {', '.join(kvcore.gpus.VENDORS)}")
         p.add_argument("--min-memory", default=None, metavar="SIZE",
                        help="only cards with at least this memory as sold (24GiB, 24GB)")
+        p.add_argument("--engine", default=None,
+                       help="only cards this engine's GPU build runs on (vllm, llama.cpp, "
+                            "ollama, sglang, trtllm; raw: every card)")
     return p
 
 
@@ -863,7 +867,7 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
 
 
 def _list(cmd: str, as_json: bool, vendor: str | None = None,
-          min_memory: str | None = None) -> str:
+          min_memory: str | None = None, engine: str | None = None) -> str:
     items: list[dict[str, Any]]
     rows: list[list[str]]
     if cmd == "models":
@@ -871,11 +875,12 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
                   "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
         rows = [["id", "repo", "family"]] + [[i["id"], i["repo"], i["family"]] for i in items]
     elif cmd == "gpus":
-        items = [gpu_entry(g) for g in kvcore.gpu_selection(
-            vendor, min_memory, vendor_field="--vendor", memory_field="--min-memory")]
+        items = [gpu_entry(g) for g in gpu_list(
+            vendor, min_memory, engine, vendor_field="--vendor", memory_field="--min-memory")]
         if not items and not as_json:
             return ("no catalog GPU" + (f" of {kvcore.gpus.maker(vendor)}" if vendor else "")
-                    + (f" with at least {min_memory.strip()}" if min_memory else ""))
+                    + (f" with at least {min_memory.strip()}" if min_memory else "")
+                    + (f" that {ENGINE_TITLES[canonical(engine)]} runs on" if engine else ""))
         # "plans with": the driver's total where known, a unified memory's default GPU share
         rows = [["id", "name", "memory", "plans with", "bandwidth", "FP16 matrix"]] + [
             [i["id"], i["name"], format_bytes(i["memory_bytes"], 1),
@@ -1145,7 +1150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _measure(rest)
             args = _list_parser(cmd).parse_args(rest)
             print(_list(cmd, args.json, getattr(args, "vendor", None),
-                        getattr(args, "min_memory", None)))
+                        getattr(args, "min_memory", None), getattr(args, "engine", None)))
             return 0
         args = _plan_parser().parse_args(argv)
         finds = [f for f in ("find_gpu", "find_format", "find_weights", "find_model")

@@ -27,7 +27,7 @@ from kvcore.parallel import Parallel
 from kvcore.query import Query
 from kvcore.units import format_quantity
 
-__all__ = ["ENGINE_FLAGS", "LAUNCH_LINES", "cards_of", "check_find_format", "check_find_gpu", "check_find_model", "check_find_weights", "decode_text", "engine_field", "make_query", "named", "model_line", "prefill_text", "rate_text", "repeated_field", "verified"]
+__all__ = ["ENGINE_FLAGS", "LAUNCH_LINES", "cards_of", "check_find_format", "check_find_gpu", "check_find_model", "check_find_weights", "decode_text", "engine_field", "gpu_list", "make_query", "named", "model_line", "prefill_text", "rate_text", "repeated_field", "verified"]
 
 
 def repeated_field(pairs: Any) -> InputError | None:
@@ -259,6 +259,22 @@ def make_query(
                         if overhead not in (None, "") else None),
         auto_context=auto,
     )
+
+
+def gpu_list(vendor: str | None = None, min_memory: str | None = None,
+             engine: str | None = None, *, vendor_field: str = "vendor",
+             memory_field: str = "min_memory") -> tuple[Any, ...]:
+    """The catalog's cards as the GPU lists filter them: one maker's, with at least a
+    memory (kvcore.gpu_selection), and those an engine's GPU build runs on (engines_on;
+    raw sizes every card)."""
+    from kvcore import gpu_selection
+
+    cards = gpu_selection(vendor, min_memory, vendor_field=vendor_field,
+                          memory_field=memory_field)
+    if engine is None:
+        return cards
+    name = canonical(engine)
+    return tuple(g for g in cards if name == "raw" or name in engines_on(g))
 
 
 def gpu_entry(g: Any, sources: bool = False) -> dict[str, Any]:

@@ -21,8 +21,10 @@ from kvcore import CacheOptions, InputError, KvplanError, load_model, parse_conf
 from kvcore.catalog import MAX_CONFIG_BYTES
 from kvcore.engines import (
     CPU_MOE,
+    ENGINE_TITLES,
     engine_flags,
     engine_names,
+    engines_on,
     parse_tensor_split,
     supported_formats,
 )
@@ -33,7 +35,7 @@ from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
 
 from .api import cache_options, engine_settings
-from .common import gib_bytes, make_query, repeated_field
+from .common import gib_bytes, gpu_list, make_query, repeated_field
 from .views import plan_view
 
 __all__ = ["DEFAULTS", "LINK_DEFAULTS", "pages_router", "templates"]
@@ -631,19 +633,20 @@ def pages_router() -> APIRouter:
                                             {"ref": reference(request.app.openapi())})
 
     @router.get("/gpus", response_class=HTMLResponse)
-    def gpus(request: Request, vendor: str = "", min_memory: str = "") -> HTMLResponse:
+    def gpus(request: Request, vendor: str = "", min_memory: str = "",
+             engine: str = "") -> HTMLResponse:
         # the form's empty fields are no filter
-        chosen = {"vendor": vendor.strip(), "min_memory": min_memory.strip()}
+        chosen = {"vendor": vendor.strip(), "min_memory": min_memory.strip(),
+                  "engine": engine.strip()}
         try:
-            cards = kvcore.gpu_selection(chosen["vendor"] or None,
-                                         chosen["min_memory"] or None)
+            cards = gpu_list(chosen["vendor"] or None, chosen["min_memory"] or None,
+                             chosen["engine"] or None)
         except KvplanError as exc:
             return templates().TemplateResponse(request, "error.html", {"error": str(exc)},
                                                 status_code=422)
-        from kvcore.engines import ENGINE_TITLES, engines_on
-
         return templates().TemplateResponse(request, "gpus.html", {
             "gpus": cards, "vendors": kvcore.gpus.VENDORS, "chosen": chosen,
+            "engine_titles": {e: t for e, t in ENGINE_TITLES.items() if e != "raw"},
             "total": len(kvcore.gpu_catalog()),
             "engines": {g.id: [ENGINE_TITLES[e] for e in engines_on(g)] for g in cards}})
 

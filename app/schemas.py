@@ -254,6 +254,10 @@ class GpuListIn(BaseModel):
     min_memory: str | None = Field(None, examples=["24GiB"],
                                    description="only cards with at least this memory as sold "
                                    "(24GiB, 24GB; kvplan gpus --min-memory)")
+    engine: str | None = Field(None, max_length=20, examples=["vllm"],
+                               description="only cards this engine's GPU build runs on "
+                               "(vllm, llama.cpp, ollama, sglang, trtllm; raw: every card; "
+                               "kvplan gpus --engine)")
 
 
 class FindGpuIn(PlanIn):

@@ -74,7 +74,22 @@ def test_the_gpu_list_keeps_a_vendors_cards_with_enough_memory(capsys):
         "no catalog GPU of apple with at least 1TiB")
 
 
+def test_the_gpu_list_keeps_the_cards_an_engine_runs_on(capsys):
+    every = json.loads(run(capsys, "gpus", "--json")[1])
+    for engine in ("vllm", "sglang", "trtllm", "llama.cpp"):
+        kept = json.loads(run(capsys, "gpus", "--engine", engine, "--json")[1])
+        assert [i["id"] for i in kept] == [i["id"] for i in every if engine in i["engines"]]
+    sglang_amd = json.loads(run(capsys, "gpus", "--engine", "SGLang", "--vendor", "amd",
+                                "--json")[1])
+    assert {i["id"] for i in sglang_amd} == {"mi300x", "mi325x", "mi350x", "mi355x"}
+    assert len(json.loads(run(capsys, "gpus", "--engine", "raw", "--json")[1])) == len(every)
+    assert run(capsys, "gpus", "--engine", "trtllm", "--vendor", "apple")[1].strip() == (
+        "no catalog GPU of apple that TensorRT-LLM runs on")
+
+
 @pytest.mark.parametrize(("args", "message"), [
+    (["--engine", "tgi"], "'tgi' is not a known engine; expected one of raw, vllm, llama.cpp, "
+     "ollama, sglang, trtllm"),
     (["--vendor", "matrox"], "--vendor must be one of nvidia, amd, intel, apple; got 'matrox'"),
     (["--min-memory", "24"], "--min-memory needs its unit: 24GiB or 24GB, got '24'"),
     (["--min-memory", "-3GiB"], "--min-memory must be larger than zero, got '-3GiB'"),

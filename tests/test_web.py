@@ -111,6 +111,22 @@ def test_each_listed_gpu_names_its_chip_and_the_engines_that_run_there(client):
     assert '<small class="engines">compute capability 6.1: llama.cpp, Ollama</small>' in row
 
 
+def test_the_gpu_list_and_page_keep_the_cards_an_engine_runs_on(client):
+    every = client.get("/api/v1/gpus").json()
+    kept = client.get("/api/v1/gpus", params={"engine": "sglang", "vendor": "amd"}).json()
+    assert [g["id"] for g in kept] == [g["id"] for g in every
+                                       if g["vendor"] == "amd" and "sglang" in g["engines"]]
+    assert [g["id"] for g in kept] == ["mi300x", "mi325x", "mi350x", "mi355x"]
+    r = client.get("/api/v1/gpus", params={"engine": "tgi"})
+    assert r.status_code == 422 and r.json()["field"] == "engine"
+    page = client.get("/gpus", params={"engine": "trtllm"}).text
+    shown = set(re.findall(r'<tr><td><a href="/\?gpu=([^"]+)"', page))
+    assert shown == {g["id"] for g in every if "trtllm" in g["engines"]}
+    assert '<option value="trtllm" selected>TensorRT-LLM</option>' in page
+    assert f"{len(shown)} of {len(every)} cards" in page
+    assert client.get("/gpus", params={"engine": "tgi"}).status_code == 422
+
+
 def test_find_gpu_takes_a_vendor_and_only_find_gpu_does(client):
     body = {"model": "qwen3-32b", "context": "32k", "sequences": 4, "weights": "q4_k_m"}
     rows = client.post("/api/v1/find-gpu", json={**body, "vendor": "amd"}).json()
