@@ -331,8 +331,9 @@ def test_every_alias_is_sourced_and_names_no_other_entry():
     ("mistralai/Mistral-7B-Instruct-v0.1", ["mistral-7b-v0.1"]),
     ("meta-llama/Llama-2-7b-chat-hf", ["llama-2-7b-hf"]),
     ("deepseek-ai/DeepSeek-V2-Lite", ["deepseek-v2-lite-chat"]),
+    ("Qwen/Qwen2.5-14B-Instruct", ["qwen2.5-14b"]),
     # another size, another version or another model is no variant
-    ("meta-llama/Llama-3.1-13B-Instruct", []), ("Qwen/Qwen3-14B", []),
+    ("meta-llama/Llama-3.1-13B-Instruct", []), ("Qwen/Qwen3-1.7B", []),
     ("microsoft/Phi-3-mini-8k-instruct", []), ("someone/offline-model", [])])
 def test_variants_are_the_same_model_named_with_other_variant_words(name, ids):
     assert [e.id for e in variants(name)] == ids
