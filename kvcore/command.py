@@ -626,6 +626,16 @@ def _vllm_quant(r: _Reader, flag: str, value: str) -> None:
                "them")
 
 
+#: --load-format (vLLM's and SGLang's LoadFormat): where the weights are read from, not what
+#: they are, but for bitsandbytes, gguf, SGLang's layered (quantized as loaded) and flash_rl,
+#: which load other weights than the checkpoint's config describes
+_LOAD_FORMAT = _unplanned(
+    "weights in another format than the checkpoint's (plan them with --weights)",
+    inert=("auto", "pt", "safetensors", "npcache", "dummy", "mistral", "fastsafetensors",
+           "runai_streamer", "runai_streamer_sharded", "sharded_state", "tensorizer", "jax",
+           "remote", "remote_instance", "rdma", "local_cached", "private"))
+
+
 def _vllm_max_len(r: _Reader, flag: str, value: str) -> None:
     v = value.strip().lower()
     if v in ("auto", "-1"):
@@ -808,6 +818,7 @@ _VLLM = (
     _Flag(("--attention-backend",), "value", _vllm_backend),
     _Flag(("--attention-config", "-ac"), "value", _vllm_attention_config),
     _Flag(("--dtype",), "value", _vllm_dtype),
+    _Flag(("--load-format",), "value", _LOAD_FORMAT),
     _Flag(("--kv-cache-memory-bytes",), "value",
           _set("kv_budget", lambda f, v: human_int(f, v))),
     _Flag(("--enable-expert-parallel", "-ep"), "none", _seen("ep", lambda f, v: True)),
@@ -976,6 +987,7 @@ _SGLANG = (
     _Flag(("--max-total-tokens",), "value", _set("max_total_tokens", lambda f, v: _int(f, v, 1))),
     _Flag(("--cpu-offload-gb",), "value", _set("cpu_offload_gb", _float)),
     _Flag(("--quantization",), "value", _vllm_quant),
+    _Flag(("--load-format",), "value", _LOAD_FORMAT),
     _Flag(("--speculative-algorithm",), "value", _sglang_spec),
     _Flag(("--speculative-num-draft-tokens",), "value",
           _set("speculative_tokens", lambda f, v: _int(f, v, 1))),
@@ -1297,7 +1309,7 @@ _VLLM_INERT = _inert(
           "--ssl-ciphers --root-path --tool-call-parser --tool-parser-plugin --tool-server "
           "--reasoning-parser --reasoning-parser-plugin --log-config-file --max-log-len "
           "--tokenizer --tokenizer-mode --tokenizer-revision --revision --code-revision "
-          "--download-dir --seed --generation-config --override-generation-config "
+          "--config-format --download-dir --seed --generation-config --override-generation-config "
           "--api-server-count|-asc --data-parallel-address|-dpa --data-parallel-rpc-port|-dpp "
           "--data-parallel-start-rank|-dpr --data-parallel-size-local|-dpl "
           "--distributed-executor-backend --max-logprobs --logprobs-mode "

@@ -159,6 +159,26 @@ def test_vllm_serve_flags():
     assert launch.unread == ["--port 8000"]
 
 
+@pytest.mark.parametrize("server", ["vllm serve", "python -m sglang.launch_server --model-path"])
+def test_a_load_format_is_where_weights_are_read_from_unless_it_loads_other_weights(server):
+    # Mistral's own launch line: params.json and consolidated.safetensors, the same model
+    launch = read_command(f"{server} mistralai/Mistral-Small-3.1-24B-Instruct-2503 "
+                          "--tokenizer-mode mistral --load-format mistral")
+    assert "--load-format mistral" in launch.unread and not launch.unknown
+    assert not any("--load-format" in n for n in launch.notes)
+    launch = read_command(f"{server} Qwen/Qwen3-8B --load-format bitsandbytes")
+    assert not launch.unread and not launch.unknown
+    assert launch.notes[0] == ("--load-format bitsandbytes: weights in another format than the "
+                               "checkpoint's (plan them with --weights); not planned (the plan "
+                               "is without it)")
+
+
+def test_vllms_config_format_is_read_as_the_same_model():
+    launch = read_command("vllm serve mistralai/Mistral-Small-3.1-24B-Instruct-2503 "
+                          "--config-format mistral")
+    assert launch.unread == ["--config-format mistral"] and not launch.unknown
+
+
 def test_vllm_without_length_or_sequences_plans_one_request_at_the_models_maximum():
     launch = read_command("python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B")
     spec, fields = resolve(launch)
