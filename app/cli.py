@@ -12,7 +12,6 @@ Bad input prints one line and exits 2; no traceback.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import logging
 import os
@@ -33,7 +32,7 @@ from kvcore import (
 from kvcore.command import Launch, cli_line, give_way, launch_query, read_command, resolve
 from kvcore.engines import ENGINE_TITLES, canonical
 from kvcore.engines.llamacpp_lora import read_adapter
-from kvcore.errors import InputError, shown
+from kvcore.errors import InputError, nearest, shown
 from kvcore.formats import describe
 from kvcore.model import ModelSpec
 from kvcore.query import (
@@ -91,7 +90,7 @@ class _Parser(argparse.ArgumentParser):
             message = f"{flag.split('/')[0]} takes {_TAKES[kind]}, not {shown(value)}"
         raise UsageError(message)
 
-    # argparse's own signature is a set of overloads; this one answers every call alike
+    # argparse's own signatures are sets of overloads; these two answer every call alike
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
         parsed, extras = self.parse_known_args(args, namespace)
@@ -106,8 +105,8 @@ class _Parser(argparse.ArgumentParser):
             flag = arg.split("=", 1)[0]
             # names compared without their dashes: "--nope" is not near "--tp"
             names = {o[2:]: o for o in self._option_string_actions if o.startswith("--")}
-            close = difflib.get_close_matches(flag.lstrip("-"), names, n=1, cutoff=0.7)
-            hint = f" (did you mean {names[close[0]]}?)" if close else ""
+            close = nearest(flag.lstrip("-"), names)
+            hint = f" (did you mean {names[close]}?)" if close else ""
             return f"{self.prog} has no flag {shown(flag)}{hint}; {self.prog} -h lists its flags"
         takes = [a.metavar or a.dest.upper() for a in self._actions
                  if not a.option_strings and a.dest != argparse.SUPPRESS]

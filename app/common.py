@@ -27,7 +27,7 @@ from kvcore.parallel import Parallel
 from kvcore.query import Query
 from kvcore.units import format_quantity
 
-__all__ = ["ENGINE_FLAGS", "LAUNCH_LINES", "cards_of", "check_find_format", "check_find_gpu", "check_find_model", "check_find_weights", "decode_text", "engine_field", "gpu_list", "make_query", "named", "model_line", "prefill_text", "rate_text", "repeated_field", "verified"]
+__all__ = ["ENGINE_FLAGS", "LAUNCH_LINES", "cards_of", "check_find_format", "check_find_gpu", "check_find_model", "check_find_weights", "decode_text", "engine_field", "gpu_list", "make_query", "model_line", "named", "prefill_text", "rate_text", "repeated_field", "verified"]
 
 
 def repeated_field(pairs: Any) -> InputError | None:
@@ -692,7 +692,7 @@ def to_fit_text(fix: dict[str, Any], alternative: bool = True) -> str:
 
 #: each engine's launch line, as --command takes it
 LAUNCH_LINES = {"vLLM": "vllm serve …", "llama.cpp": "llama-server …",
-           "SGLang": "python -m sglang.launch_server …", "TensorRT-LLM": "trtllm-serve …"}
+                "SGLang": "python -m sglang.launch_server …", "TensorRT-LLM": "trtllm-serve …"}
 
 
 def _engine_flags() -> dict[str, tuple[tuple[str, ...], str]]:

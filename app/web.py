@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import kvcore
 from kvcore import KvplanError
 from kvcore.catalog import MAX_CONFIG_BYTES
-from kvcore.errors import cut
+from kvcore.errors import cut, nearest
 
 from .api import api_router
 from .apidoc import describe_from_cli
@@ -89,8 +88,8 @@ def _unknown_field(name: str) -> str:
     engine = engine_field(name)
     if engine is not None:
         return f"{name}: no such field: {engine}"
-    close = difflib.get_close_matches(name, sorted(_request_fields()), n=1, cutoff=0.7)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    close = nearest(name, sorted(_request_fields()))
+    hint = f" (did you mean {close}?)" if close else ""
     return f"{name}: no such field{hint}; /openapi.json lists each request's fields"
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "KvplanError",
     "UnknownNameError",
     "cut",
+    "nearest",
     "shown",
 ]
 
@@ -124,6 +125,13 @@ class UnknownNameError(InputError):
         if choices and not self.suggestions:
             message += "; expected one of " + ", ".join(choices)
         super().__init__(message, field=field)
+
+
+def nearest(name: str, names: Iterable[str], cutoff: float = 0.7) -> str | None:
+    """The one of ``names`` closest to a mistyped ``name`` (a flag, a request field), or None
+    where none is close: a hint, where UnknownNameError lists three of a catalog's names."""
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=cutoff)
+    return close[0] if close else None
 
 
 #: the command that lists each kind of name
