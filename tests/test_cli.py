@@ -15,6 +15,15 @@ def run(capsys, *args):
     return code, out, err
 
 
+def error_line(capsys, *args):
+    """The one line of a refused command, without its "kvplan: error: " (exit 2, nothing on
+    stdout)."""
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.startswith("kvplan: error: ") and err.count("\n") == 1 and err.endswith("\n")
+    return err.removeprefix("kvplan: error: ").removesuffix("\n")
+
+
 def test_human_output_has_table_and_verdict(capsys):
     code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "262144", "--kv", "tbq4",
                        "--weights", "q4_k_m", "--gpu", "4090")
@@ -95,9 +104,7 @@ def test_the_gpu_list_keeps_the_cards_an_engine_runs_on(capsys):
     (["--min-memory", "-3GiB"], "--min-memory must be larger than zero, got '-3GiB'"),
 ])
 def test_a_bad_gpu_list_filter_is_one_line(capsys, args, message):
-    code, out, err = run(capsys, "gpus", *args)
-    assert code == 2 and out == ""
-    assert err.strip() == f"kvplan: error: {message}"
+    assert error_line(capsys, "gpus", *args) == message
 
 
 def test_find_gpu_keeps_to_one_makers_cards(capsys):
@@ -127,8 +134,7 @@ def test_find_gpu_keeps_to_one_makers_cards(capsys):
                           "--find-gpu (kvplan gpus --vendor lists a maker's cards)"),
 ])
 def test_a_misplaced_or_unknown_find_gpu_vendor_is_one_line(capsys, args, message):
-    code, out, err = run(capsys, "qwen3-8b", *args)
-    assert code == 2 and out == "" and err.strip() == f"kvplan: error: {message}"
+    assert error_line(capsys, "qwen3-8b", *args) == message
 
 
 def test_the_formats_list_gives_k_and_v_of_a_128_wide_head(capsys):
@@ -185,11 +191,7 @@ def test_the_weight_formats_list_says_which_are_llama_quantize_mixes(capsys):
     ([], "required"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, needle):
-    code, out, err = run(capsys, *args)
-    assert code == 2
-    assert out == ""
-    assert len(err.strip().splitlines()) == 1
-    assert needle in err
+    assert needle in error_line(capsys, *args)
 
 
 @pytest.mark.parametrize(("args", "needle", "field"), [
@@ -223,15 +225,12 @@ def test_json_asked_errors_come_as_one_object_on_stdout_too(capsys, args, needle
     (["--tp-size", "2"], "a flag of SGLang and TensorRT-LLM; kvplan's is --tp"),
 ])
 def test_an_engines_flag_is_answered_with_kvplans(capsys, args, needle):
-    code, out, err = run(capsys, "llama-3.1-8b", "--gpu", "rtx-4090", *args)
-    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
-    assert needle in err
+    assert needle in error_line(capsys, "llama-3.1-8b", "--gpu", "rtx-4090", *args)
 
 
 def test_an_engines_flag_under_measure_names_measures_own(capsys):
-    code, _, err = run(capsys, "measure", "llama-3.1-8b", "-c", "8k")
-    assert code == 2 and err.strip().endswith("-c is a flag of llama.cpp; kvplan measure's is "
-                                              "--ctx")
+    assert error_line(capsys, "measure", "llama-3.1-8b", "-c", "8k") == (
+        "-c is a flag of llama.cpp; kvplan measure's is --ctx")
 
 
 def test_kvplans_own_flags_are_no_engines(capsys):
@@ -525,9 +524,7 @@ def test_find_model_names_the_cards_it_fitted_on(capsys):
     ([], "a model is required"),
 ])
 def test_find_model_refuses_what_it_cannot_ask(capsys, flags, words):
-    code, out, err = run(capsys, *flags)
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and words in err
+    assert words in error_line(capsys, *flags)
 
 
 def test_find_tables_say_what_they_assumed_and_note_the_trained_context(capsys):
@@ -550,10 +547,8 @@ def test_find_tables_say_what_they_assumed_and_note_the_trained_context(capsys):
     (["--kv", "q8_0"], "--kv"), (["--kv-k", "q8_0", "--kv-v", "q4_0"], "--kv-k, --kv-v")])
 def test_find_format_refuses_a_kv_format_it_would_drop(capsys, flags, named):
     # --kv beside --find-format was dropped without a word
-    code, out, err = run(capsys, "qwen3-8b", "--gpu", "4090", *flags, "--find-format")
-    assert code == 2 and out == ""
-    assert err == ("kvplan: error: --find-format tries every KV format for K and V; leave out "
-                   f"{named}\n")
+    assert error_line(capsys, "qwen3-8b", "--gpu", "4090", *flags, "--find-format") == (
+        f"--find-format tries every KV format for K and V; leave out {named}")
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -572,8 +567,7 @@ def test_find_format_refuses_a_kv_format_it_would_drop(capsys, flags, named):
      "--find-format and --find-weights ask different questions; give one"),
 ])
 def test_engine_errors(capsys, args, needle):
-    code, out, err = run(capsys, *args)
-    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+    assert needle in error_line(capsys, *args)
 
 
 @pytest.mark.parametrize(("arg", "needle"), [
@@ -584,9 +578,7 @@ def test_engine_errors(capsys, args, needle):
     ('"qwen3-8b"', "must be a JSON object"),
 ])
 def test_model_argument_that_is_no_path_is_one_line(capsys, arg, needle):
-    code, out, err = run(capsys, arg)
-    assert code == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and needle in err
+    assert needle in error_line(capsys, arg)
 
 
 def test_unreadable_config_file_is_one_line(tmp_path, capsys, monkeypatch):
@@ -599,9 +591,7 @@ def test_unreadable_config_file_is_one_line(tmp_path, capsys, monkeypatch):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(Path, "read_bytes", refuse)
-    code, out, err = run(capsys, str(path))
-    assert code == 2 and out == ""
-    assert err.strip() == f"kvplan: error: cannot read '{path}': Permission denied"
+    assert error_line(capsys, str(path)) == f"cannot read '{path}': Permission denied"
 
 
 @pytest.mark.parametrize(("args", "line"), [
@@ -621,18 +611,15 @@ def test_unreadable_config_file_is_one_line(tmp_path, capsys, monkeypatch):
      "'https://huggingface.co/Qwen/Qwen3-8B' is not a known model; did you mean 'qwen3-8b'?"),
 ])
 def test_unknown_names_point_at_real_names(capsys, args, line):
-    code, _, err = run(capsys, *args)
-    assert code == 2 and err.strip() == f"kvplan: error: {line}"
+    assert error_line(capsys, *args) == line
 
 
 @pytest.mark.parametrize("tokens", ["-1", "65"])
 def test_speculative_tokens_out_of_range(capsys, tokens):
     # -1 used to be taken, and planned fewer state pages than no speculation at all
-    code, out, err = run(capsys, "qwen3.5-27b", "--engine", "vllm", "--gpu", "h100",
-                         "--speculative-tokens", tokens)
-    assert code == 2 and out == ""
-    assert err.strip() == ("kvplan: error: speculative_tokens must be between 0 and 64, "
-                           f"got {tokens}")
+    assert error_line(capsys, "qwen3.5-27b", "--engine", "vllm", "--gpu", "h100",
+                      "--speculative-tokens", tokens) == (
+        f"speculative_tokens must be between 0 and 64, got {tokens}")
 
 
 @pytest.mark.parametrize("extra", [[], ["--find-gpu"]])
@@ -655,9 +642,7 @@ def test_speculative_tokens_out_of_range(capsys, tokens):
 ])
 def test_engine_refusal_without_a_card(capsys, args, line, extra):
     # no --gpu: the plan used to drop the engine's rules; --find-gpu said no GPU fits
-    code, out, err = run(capsys, *args, *extra)
-    assert code == 2 and out == ""
-    assert err.strip() == f"kvplan: error: {line}"
+    assert error_line(capsys, *args, *extra) == line
 
 
 @pytest.mark.parametrize(("args", "line"), [
@@ -680,9 +665,7 @@ def test_engine_refusal_without_a_card(capsys, args, line, extra):
 ])
 def test_find_gpu_conflicts(capsys, args, line):
     # each of these was dropped without a word: the answer ignored what was asked
-    code, out, err = run(capsys, "qwen3-8b", *args)
-    assert code == 2 and out == ""
-    assert err.strip() == f"kvplan: error: {line}"
+    assert error_line(capsys, "qwen3-8b", *args) == line
 
 
 @pytest.mark.parametrize("flag", ["--kv", "--kv-k", "--kv-v", "--weights", "--gpu", "--gpus",
@@ -690,9 +673,8 @@ def test_find_gpu_conflicts(capsys, args, line):
                                   "--hot", "--keep", "--ctx"])
 def test_an_empty_value_is_refused_not_defaulted(capsys, flag):
     # `--gpu "$GPU"` with GPU unset used to plan with no card at all
-    code, out, err = run(capsys, "qwen3-8b", flag, "")
-    assert code == 2 and out == ""
-    assert err.strip() == f"kvplan: error: {flag} needs a value, got an empty string"
+    assert error_line(capsys, "qwen3-8b", flag, "") == (
+        f"{flag} needs a value, got an empty string")
 
 
 @pytest.mark.parametrize(("kv", "expected"), [
@@ -707,10 +689,8 @@ def test_config_with_kv_heads_that_do_not_group_is_refused(capsys, tmp_path, kv,
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     for ref in (str(path), json.dumps(cfg)):
-        code, out, err = run(capsys, ref, "--gpu", "4090")
-        assert code == 2 and out == ""
-        assert err.startswith("kvplan: error: config.json field ") and expected in err
-        assert err.count("\n") == 1
+        line = error_line(capsys, ref, "--gpu", "4090")
+        assert line.startswith("config.json field ") and expected in line
 
 
 def test_counts_are_grouped_and_agree_in_number(capsys):
@@ -750,11 +730,9 @@ def test_measurement_line_names_its_counts(context, sequences, line):
 
 
 def test_gpu_given_as_a_bare_number_asks_for_a_unit(capsys):
-    code, out, err = run(capsys, "llama-3.1-8b", "--gpu", "24")
-    assert code == 2 and out == ""
-    assert err == ("kvplan: error: '24' has no unit; a memory size needs one, like 24GiB or "
-                   "24GB (a catalog GPU is a name, like 4090 or h100)\n")
-    assert "t4" not in err and "l4" not in err
+    assert error_line(capsys, "llama-3.1-8b", "--gpu", "24") == (
+        "'24' has no unit; a memory size needs one, like 24GiB or 24GB (a catalog GPU is a "
+        "name, like 4090 or h100)")
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -769,8 +747,7 @@ def test_gpu_given_as_a_bare_number_asks_for_a_unit(capsys):
      "--hot must look like f16:4096, got '" + "q" * 40 + "'… (5,000 characters)"),
 ])
 def test_huge_values_are_shown_short_in_errors(capsys, args, expected):
-    code, out, err = run(capsys, *args)
-    assert code == 2 and err == f"kvplan: error: {expected}\n"
+    assert error_line(capsys, *args) == expected
 
 
 def test_help_names_every_subcommand(capsys):
@@ -802,9 +779,7 @@ def test_help_names_every_subcommand(capsys):
     (["--keep-first", "-1"], "keep_first must be between 0 and 1,000,000, got -1"),
 ])
 def test_dash_leading_values_get_their_own_error(capsys, args, expected):
-    code, out, err = run(capsys, "llama-3.1-8b", *args)
-    assert code == 2 and out == ""
-    assert err == f"kvplan: error: {expected}\n"
+    assert error_line(capsys, "llama-3.1-8b", *args) == expected
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -814,9 +789,7 @@ def test_dash_leading_values_get_their_own_error(capsys, args, expected):
     (["--ubatch", "x" * 500], "--ubatch takes a whole number, not 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
 ])
 def test_typed_flags_say_what_they_take(capsys, args, expected):
-    code, out, err = run(capsys, "llama-3.1-8b", *args)
-    assert code == 2 and out == ""
-    assert err.startswith(f"kvplan: error: {expected}") and err.count("\n") == 1
+    assert error_line(capsys, "llama-3.1-8b", *args).startswith(expected)
 
 
 @pytest.mark.parametrize("args", [["--gpu"], ["--gpu", "--json"], ["--gpu", "-h"]])
@@ -851,9 +824,7 @@ def test_verified_line_only_for_the_measured_cache(capsys):
     (["--gpus", "2", "--dp", "3"], "card count must be a multiple of dp"),
 ])
 def test_a_card_count_that_contradicts_the_layout_is_refused(capsys, flags, words):
-    code, out, err = run(capsys, "qwen3-8b", "--gpu", "h100", *flags)
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and words in err
+    assert words in error_line(capsys, "qwen3-8b", "--gpu", "h100", *flags)
 
 
 @pytest.mark.parametrize(("flags", "parallel", "cards"), [
@@ -880,9 +851,7 @@ def test_a_rig_spelled_with_its_count(capsys, flags, parallel, cards):
     (["--gpu", "2x4090", "--gpus", "4090,4090"], "not both"),
 ])
 def test_a_rig_that_contradicts_itself_is_refused(capsys, flags, words):
-    code, out, err = run(capsys, "qwen3-8b", *flags)
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and words in err
+    assert words in error_line(capsys, "qwen3-8b", *flags)
 
 
 def test_a_card_count_that_matches_the_layout_is_taken(capsys):
@@ -893,12 +862,10 @@ def test_a_card_count_that_matches_the_layout_is_taken(capsys):
 
 def test_a_kv_budget_the_card_cannot_hold_is_refused(capsys):
     # 200 GiB of KV on a 24 GB card used to "fit"
-    code, out, err = run(capsys, "qwen3-8b", "--kv-budget", "200GiB", "--gpu", "4090",
-                         "--engine", "vllm")
-    assert code == 2 and out == ""
-    assert err.strip() == ("kvplan: error: a KV budget of 200 GiB beside 15.26 GiB of weights "
-                           "exceeds the NVIDIA GeForce RTX 4090's 23.99 GiB: give the budget an "
-                           "engine printed on this card")
+    assert error_line(capsys, "qwen3-8b", "--kv-budget", "200GiB", "--gpu", "4090",
+                      "--engine", "vllm") == (
+        "a KV budget of 200 GiB beside 15.26 GiB of weights exceeds the NVIDIA GeForce RTX "
+        "4090's 23.99 GiB: give the budget an engine printed on this card")
     code, out, _ = run(capsys, "qwen3-8b", "--kv-budget", "8GiB", "--gpu", "4090",
                        "--engine", "vllm")
     assert code == 0 and "fits under vllm" in out
@@ -906,10 +873,8 @@ def test_a_kv_budget_the_card_cannot_hold_is_refused(capsys):
 
 def test_find_format_says_why_the_engine_refuses_the_plan(capsys):
     # an option the engine lacks used to give an empty table and "no KV format fits", exit 0
-    code, out, err = run(capsys, "qwen3-8b", "--gpu", "h100", "--engine", "vllm", "--hot",
-                         "f16:100", "--find-format")
-    assert code == 2 and out == ""
-    assert err.strip() == "kvplan: error: vLLM has no hot/cold mix or token eviction"
+    assert error_line(capsys, "qwen3-8b", "--gpu", "h100", "--engine", "vllm", "--hot",
+                      "f16:100", "--find-format") == "vLLM has no hot/cold mix or token eviction"
 
 
 def test_sliding_window_models_quote_the_rate_past_the_windows(capsys):
@@ -960,9 +925,7 @@ def test_a_local_safetensors_index_with_no_byte_count_is_refused(tmp_path, capsy
 ])
 def test_a_setting_the_engine_does_not_read_is_refused(capsys, flags, line):
     # each was dropped without a word
-    code, out, err = run(capsys, "qwen3-8b", "--gpu", "4090", *flags)
-    assert code == 2 and out == ""
-    assert err.strip() == f"kvplan: error: {line}"
+    assert error_line(capsys, "qwen3-8b", "--gpu", "4090", *flags) == line
 
 
 def test_llama_cpp_without_flash_attention_refuses_a_quantized_v_cache(capsys):
@@ -1071,9 +1034,7 @@ def test_a_context_past_the_trained_positions_is_noted_without_a_card(capsys):
 ])
 def test_inputs_that_read_as_something_else_say_what_they_are(capsys, args, line):
     # these said "did you mean 'a30'", "gpus lists 0 cards" and "is not a known model"
-    code, out, err = run(capsys, *args)
-    assert code == 2 and out == ""
-    assert err.strip() == f"kvplan: error: {line}"
+    assert error_line(capsys, *args) == line
 
 
 def test_an_overhead_of_zero_is_an_override(capsys):
