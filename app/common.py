@@ -673,6 +673,9 @@ def to_fit_text(fix: dict[str, Any], alternative: bool = True) -> str:
         # where those cards need them)
         what = f"--gpu {fix['gpus']}x{fix['gpu']}" + "".join(
             f" --{k.replace('_', '-')} {fix[k]}" for k in ("tp", "pp", "attn_dp") if k in fix)
+    elif "weights" in fix and "kv" in fix:
+        # weights of more bits beside an 8-bit cache
+        what = f"--weights {fix['weights']} --kv {fix['kv']}"
     else:
         what = next(f"{flag} {fix[key]}" for key, flag in
                     (("gpu_limit", "--gpu-limit"),

@@ -213,7 +213,9 @@ def _to_fit_fields(q: Query, fix: dict[str, Any] | None) -> dict[str, str] | Non
     if "gpu_limit" in fix:
         return {"gpu_limit": fix["gpu_limit"]}
     if "kv" in fix:
-        return {"kv_k": fix["kv"], "kv_v": fix["kv"]}
+        # with the weights beside it where the change is both
+        return {"kv_k": fix["kv"], "kv_v": fix["kv"],
+                **({"weights": fix["weights"]} if "weights" in fix else {})}
     if "weights" in fix:
         return {"weights": fix["weights"]}
     if "attn_dp" in fix and "gpus" not in fix:

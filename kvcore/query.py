@@ -943,15 +943,17 @@ def _one_change(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
     ``tp`` and ``pp`` where the plan gave its own; not past a card's most in one host, nor
     for mixed cards or data parallel), under llama.cpp after the most layers on the cards
     that fit (-ngl, the cards as its ``or``). Weights of fewer than BITS_WORTH_A_CARD bits a
-    weight come with those cards as ``or``, where some fit. None where the plan fits, has no
-    card, or no such change fits."""
+    weight come with those cards as ``or``, where some fit, and after weights of at least that
+    many bits beside the engine's 8-bit cache where those fit (_weights_with_an_8_bit_cache).
+    None where the plan fits, has no card, or no such change fits."""
     if data.get("fits") is not False or not q.gpus:
         return None
     fit: dict[str, Any] | None
     try:
-        fit = next((r for r in find_format(q) if r["fits"]), None)
+        formats = find_format(q)
     except InputError:
-        fit = None
+        formats = []
+    fit = next((r for r in formats if r["fits"]), None)
     # the change (the plan's option) and the row's name for it
     option, named = "kv", "format"
     groups = _attention_groups(q)
@@ -1008,7 +1010,46 @@ def _one_change(q: Query, data: dict[str, Any]) -> dict[str, Any] | None:
         more = _more_cards(q)
         if more is not None:
             fix["or"] = more
+        # and an 8-bit cache may leave room for weights of 4 bits or more: both, before them
+        both = _weights_with_an_8_bit_cache(q, formats)
+        if both is not None:
+            return {**both, "or": fix}
     return fix
+
+
+#: the bits a value of the caches "to fit" pairs with weights (q8_0's 8.5, fp8's 8)
+EIGHT_BIT_CACHE = (8.0, 8.5)
+
+
+def _weights_with_an_8_bit_cache(q: Query, formats: list[dict[str, Any]]
+                                 ) -> dict[str, Any] | None:
+    """Where only weights under BITS_WORTH_A_CARD bits a weight fit beside the plan's cache of
+    more than 8 bits a value: the engine's most precise 8-bit cache (``formats``: find_format's
+    rows, highest precision first) with the largest weights of at least that many bits that
+    fit beside it, as one change ({"weights", "kv", ...}); a cache of 8 bits costs less
+    quality than weights under 4. None where the cache is 8 bits or fewer already, or no such
+    pair fits."""
+    bits = max(q.cache.kv_k.bits_per_value, q.cache.kv_v.bits_per_value)
+    low, high = EIGHT_BIT_CACHE
+    kv = next((r for r in formats if low <= r["bits_per_value"] <= high < bits), None)
+    if kv is None:
+        return None
+    fmt = get_format(kv["format"])
+    trial = replace(q, cache=replace(q.cache, kv_k=fmt, kv_v=fmt))
+    try:
+        weights = next((r for r in find_weights(trial) if r["fits"]
+                        and (r["bits_per_weight"] or 16) >= BITS_WORTH_A_CARD), None)
+    except InputError:
+        return None
+    if weights is None:
+        return None
+    quality = "; ".join(f"{what} {text}" for what, text in (
+        (f"weights {weights['weights']}:", weights["quality"]),
+        (f"KV {kv['format']}:", kv["quality"])) if text)
+    return {"weights": weights["weights"], "kv": kv["format"],
+            "max_context": weights["max_context"],
+            "tokens_per_s_per_sequence": weights["tokens_per_s_per_sequence"],
+            "quality": quality or None}
 
 
 def _change(trial: Query, max_ctx: int, change: dict[str, Any],

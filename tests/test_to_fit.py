@@ -202,6 +202,53 @@ def test_weights_under_four_bits_come_with_the_cards_that_fit_instead(capsys):
     assert kvcore.get_format(fix["kv"]).bits_per_value >= 4 and "or" not in fix
 
 
+def test_weights_under_four_bits_come_after_weights_of_more_beside_an_8_bit_cache(capsys):
+    # Qwen3-32B at 32k on a 4090 was told "--weights q3_k_m" beside its f16 cache, where
+    # Q4_K_M beside a q8_0 cache fits too, and costs less quality
+    import html
+
+    from kvcore.query import BITS_WORTH_A_CARD, find_weights
+
+    q = _query("qwen3-32b", engine="llama.cpp", gpu="4090", context="32k")
+    fix = to_fit(q, answer(q))
+    assert fix["kv"] == "q8_0"
+    q8 = kvcore.get_format("q8_0")
+    paired = replace(q, weights=fix["weights"], cache=replace(q.cache, kv_k=q8, kv_v=q8))
+    again = answer(paired)
+    assert again["fits"] is True and again["max_context"] == fix["max_context"]
+    rows = find_weights(replace(q, cache=paired.cache))
+    row = next(r for r in rows if r["weights"] == fix["weights"])
+    assert row["bits_per_weight"] >= BITS_WORTH_A_CARD
+    # the largest such: every larger weight format does not fit beside the 8-bit cache
+    assert not any(r["fits"] for r in rows[:rows.index(row)])
+    # those weights do not fit beside the plan's own f16 cache
+    assert answer(replace(q, weights=fix["weights"]))["fits"] is False
+    # the weights under 4 bits that fit beside it come next, then the cards
+    low = fix["or"]
+    assert "kv" not in low and next(r for r in find_weights(q) if r["fits"])["weights"] == \
+        low["weights"]
+    assert "gpus" in low["or"]
+    assert fix["quality"].startswith(f"weights {fix['weights']}: +") and "KV q8_0: " in \
+        fix["quality"]
+    main(["qwen3-32b", "--engine", "llama.cpp", "--gpu", "4090", "--ctx", "32k"])
+    line = next(t for t in capsys.readouterr().out.splitlines() if t.startswith("to fit: "))
+    assert line.startswith(f"to fit: --weights {fix['weights']} --kv q8_0 fits (max context "
+                           f"{fix['max_context']:,}, ")
+    assert f"; or --weights {low['weights']} fits (max context {low['max_context']:,}" in line
+    page = TestClient(create_app()).get("/", params={"model": "qwen3-32b", "engine": "llama.cpp",
+                                                     "gpu": "4090", "context": "32k"}).text
+    link = html.unescape(re.search(r'id="to-fit"><a href="([^"]+)">To fit: --weights ',
+                                   page).group(1))
+    assert f"kv_k=q8_0&kv_v=q8_0&weights={fix['weights']}" in link
+    # under vLLM the 8-bit cache is fp8
+    q = _query("llama-3.1-70b", engine="vllm", gpu="2x4090", context="32k")
+    fix = to_fit(q, answer(q))
+    assert fix["kv"] == "fp8_e4m3" and fix["weights"] == "int4"
+    # a cache of 8 bits already: weights alone, as before
+    q = _query("qwen3-32b", engine="llama.cpp", gpu="4090", context="32k", kv="q8_0")
+    assert "kv" not in to_fit(q, answer(q))
+
+
 def test_llama_cpp_is_told_the_fewest_expert_blocks_in_host_memory_that_fit():
     # gpt-oss-120b (MXFP4, 60.7 GiB) on a 24 GiB card: no KV format and no weight format
     # fits; --n-cpu-moe N keeps the routed experts of blocks 0..N-1 in host memory
