@@ -4,7 +4,8 @@
 # never timed there). On any card the appends' bytes against the reference for q8_0 and nvfp4
 # on TOKENS tokens (bench/probes/append_exact.py without its division check, done on an H100),
 # then fp8_pth's and q8_0's append timing against commit 9ffd97d's kernel when .base is carried
-# (mkdir -p .base && git show 9ffd97d:kvcore/kernels/triton_ops.py > .base/triton_ops.py).
+# (mkdir -p .base && git show 9ffd97d:kvcore/kernels/triton_ops.py > .base/triton_ops.py;
+# BASE_LIMIT=0 leaves it out).
 set -u
 export PYTHONUNBUFFERED=1
 bash bench/gpu_env.sh
@@ -16,7 +17,7 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
 fi
 timeout "${EXACT_LIMIT:-200}" python3 bench/probes/append_exact.py --formats q8_0,nvfp4 \
     --tokens "${TOKENS:-32768}" --division-rounds 0 --out "$OUT" 2>&1 | grep -v Warn | tail -14
-if [ -d .base ]; then
+if [ -d .base ] && [ "${BASE_LIMIT:-90}" != 0 ]; then
   timeout "${BASE_LIMIT:-90}" python3 bench/probes/append_base.py --base .base/triton_ops.py \
       --formats fp8_pth,q8_0 --out "$OUT" 2>&1 | grep -v Warn | tail -6
 fi
