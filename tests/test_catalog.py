@@ -327,7 +327,7 @@ def test_every_alias_is_sourced_and_names_no_other_entry():
     ("meta-llama/Llama-3.1-70B", ["llama-3.1-70b", "llama-3.1-70b-instruct"]),
     ("google/gemma-2-9b-it", ["gemma-2-9b"]),
     ("google/gemma-3-27b-pt", ["gemma-3-27b-it"]),
-    ("Qwen/Qwen2.5-7B-Instruct", ["qwen2.5-7b"]),
+    ("Qwen/Qwen2.5-72B-Instruct", ["qwen2.5-72b"]),
     ("mistralai/Mistral-7B-Instruct-v0.1", ["mistral-7b-v0.1"]),
     ("meta-llama/Llama-2-7b-chat-hf", ["llama-2-7b-hf"]),
     ("deepseek-ai/DeepSeek-V2-Lite", ["deepseek-v2-lite-chat"]),
@@ -356,12 +356,12 @@ def test_hub_unreachable_names_the_bundled_variant(monkeypatch, tmp_path):
         "is not in the HF cache (offline?); the bundled catalog has 'llama-3.1-8b' "
         "(meta-llama/Llama-3.1-8B), another variant of it")
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
-    with pytest.raises(HubError, match=r"kvplan\[hub\]'; the bundled catalog has 'qwen2.5-7b'"):
-        load_model("Qwen/Qwen2.5-7B-Instruct")
+    with pytest.raises(HubError, match=r"kvplan\[hub\]'; the bundled catalog has 'qwen2.5-72b'"):
+        load_model("Qwen/Qwen2.5-72B-Instruct")
     # a repository the Hub answered for gets no such note: the Hub was asked
     fake_hub(monkeypatch, tmp_path, error="RepositoryNotFoundError")
     with pytest.raises(HubError, match="is not a Hub repository") as info:
-        load_model("Qwen/Qwen2.5-7B-Instruct")
+        load_model("Qwen/Qwen2.5-72B-Instruct")
     assert "bundled" not in str(info.value)
 
 
