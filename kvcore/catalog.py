@@ -247,9 +247,10 @@ def _local(path: Path) -> ModelSpec:
                             quant_config=_sidecar(path))
 
 
-#: words a repository's name adds for one variant of a model (instruction or chat tuned, base,
-#: pretrained, converted for transformers), and the "Meta-" before Llama 3 and 3.1 names
-_VARIANT_WORDS = re.compile(r"-(?:instruct|it|chat|base|hf|pt)(?=-|$)")
+#: words a repository's name adds for one variant of a model (instruction or chat tuned,
+#: thinking, base, pretrained, converted for transformers), and the "Meta-" before Llama 3 and
+#: 3.1 names
+_VARIANT_WORDS = re.compile(r"-(?:instruct|it|chat|base|hf|pt|thinking)(?=-|$)")
 
 
 def _stem(name: str) -> str:

@@ -328,6 +328,9 @@ def test_every_alias_is_sourced_and_names_no_other_entry():
     ("google/gemma-2-9b-it", ["gemma-2-9b"]),
     ("google/gemma-3-27b-pt", ["gemma-3-27b-it"]),
     ("Qwen/Qwen2.5-72B-Instruct", ["qwen2.5-72b"]),
+    # Qwen's 2507 pair: the Thinking model is the Instruct one's variant
+    ("Qwen/Qwen3-4B-Thinking-2507", ["qwen3-4b-instruct-2507"]),
+    ("Qwen/Qwen3-30B-A3B-Thinking-2507", ["qwen3-30b-a3b-instruct-2507"]),
     ("mistralai/Mistral-7B-Instruct-v0.1", ["mistral-7b-v0.1"]),
     ("meta-llama/Llama-2-7b-chat-hf", ["llama-2-7b-hf"]),
     ("deepseek-ai/DeepSeek-V2-Lite", ["deepseek-v2-lite-chat"]),
