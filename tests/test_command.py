@@ -173,6 +173,29 @@ def test_a_load_format_is_where_weights_are_read_from_unless_it_loads_other_weig
                                "is without it)")
 
 
+def _engine_flag_cases():
+    from app.common import ENGINE_FLAGS
+
+    return [(flag, engine, ours) for flag, (engines, ours) in ENGINE_FLAGS.items()
+            for engine in engines]
+
+
+@pytest.mark.parametrize(("flag", "engine", "ours"), _engine_flag_cases())
+def test_each_engine_flag_kvplan_names_is_read_so_from_a_launch_line(flag, engine, ours):
+    # the CLI answers `kvplan MODEL -c 8192` with --ctx: the launch-line reader must read
+    # llama-server's -c as the same setting, or the hint names the wrong flag
+    head = {"vLLM": "vllm serve Qwen/Qwen3-8B", "llama.cpp": "llama-server -m qwen3-8b.gguf",
+            "SGLang": "python -m sglang.launch_server --model-path Qwen/Qwen3-8B",
+            "TensorRT-LLM": "trtllm-serve Qwen/Qwen3-8B"}[engine]
+    value = {"--ctx": "8192", "--seqs": "4", "--tp": "2", "--pp": "2", "--dp": "2",
+             "--weights": "fp8", "--ngl": "10", "--tensor-split": "1,1", "--ubatch": "256",
+             "--free-gpu-memory-fraction": "0.8", "--kv-k": "q8_0", "--kv-v": "q8_0",
+             "--kv": "q8_0" if engine == "llama.cpp" else "fp8_e4m3", "--kv-unified": ""}[ours]
+    launch = read_command(f"{head} {flag} {value}".rstrip())
+    setting = {"--ctx": "context", "--seqs": "sequences"}.get(ours, ours[2:].replace("-", "_"))
+    assert setting in launch.settings and not launch.unknown and not launch.unread
+
+
 def test_vllms_config_format_is_read_as_the_same_model():
     launch = read_command("vllm serve mistralai/Mistral-Small-3.1-24B-Instruct-2503 "
                           "--config-format mistral")
