@@ -12,6 +12,7 @@ from kvcore import (
     counted_gpu,
     find_gpu,
     get_format,
+    gpu_selection,
     parse_bytes,
     parse_count,
     parse_tokens,
@@ -267,8 +268,6 @@ def gpu_list(vendor: str | None = None, min_memory: str | None = None,
     """The catalog's cards as the GPU lists filter them: one maker's, with at least a
     memory (kvcore.gpu_selection), and those an engine's GPU build runs on (engines_on;
     raw sizes every card)."""
-    from kvcore import gpu_selection
-
     cards = gpu_selection(vendor, min_memory, vendor_field=vendor_field,
                           memory_field=memory_field)
     if engine is None:

@@ -18,6 +18,7 @@ from kvcore import KvplanError
 from kvcore.catalog import MAX_CONFIG_BYTES
 from kvcore.errors import cut, nearest
 
+from . import schemas
 from .api import api_router
 from .apidoc import describe_from_cli
 from .common import engine_field
@@ -75,8 +76,6 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
 
 def _request_fields() -> set[str]:
     """Every field a request of the API takes."""
-    from . import schemas
-
     return {name for model in (schemas.PlanQueryIn, schemas.FindGpuIn, schemas.CommandIn,
                                schemas.GpuListIn, schemas.MeasureIn)
             for name in model.model_fields}
