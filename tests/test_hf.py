@@ -1341,6 +1341,17 @@ def test_smollm3_and_arcee_weights_follow_their_config_classes():
     assert llama - spec({"model_type": "arcee", **base}).params.total == 2 * 64 * 256
 
 
+def test_bundled_smollm3_ties_its_head_and_weighs_its_published_files():
+    s = load_model("smollm3-3b")
+    # 36 full layers of 4 KV heads of 128 (no_rope_layers changes positions, not the cache)
+    assert bytes_per_token(s) == 36 * 2 * 4 * 128 * 2
+    # HuggingFaceTB/SmolLM3-3B's two safetensors files hold 6,150,235,008 bytes with their
+    # headers; bfloat16 weights with the head tied to the embedding come within 64 KiB below
+    files = 6_150_235_008
+    assert 0 <= files - 2 * s.params.total < 64 * 1024
+    assert "tie_word_embeddings" in s.defaulted
+
+
 def test_qwen_omni_plans_its_thinker():
     text = {"model_type": "qwen3_omni_moe_text", "num_hidden_layers": 6, "hidden_size": 64,
             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
