@@ -179,8 +179,8 @@ def _plan_parser() -> argparse.ArgumentParser:
         "kvplan serve.",
     )
     p.add_argument("model", nargs="?",
-                   help="catalog id (kvplan models), Hub repo id (a GGUF repo as REPO:QUANT), "
-                   "config.json or GGUF path, "
+                   help="catalog id (kvplan models), Hub repo id or address (a GGUF repo as "
+                   "REPO:QUANT), config.json or GGUF path, "
                    "model folder or JSON text")
     p.add_argument("--command", "--cmd", dest="command", default=None, metavar="'LAUNCH'",
                    help="plan an engine's launch command as given (llama-server …, vllm serve "
@@ -921,8 +921,8 @@ def _measure_parser() -> argparse.ArgumentParser:
                 description="Allocate the cache a plan predicts with kvplan's kernels on this "
                 "machine's GPU (or CPU), fill it, and compare tensor, allocator and driver "
                 "bytes with the prediction; time decode steps over it.")
-    p.add_argument("model", help="catalog id (kvplan models), Hub repo id (a GGUF repo as REPO:QUANT), "
-                   "config.json or GGUF path, "
+    p.add_argument("model", help="catalog id (kvplan models), Hub repo id or address (a GGUF repo as "
+                   "REPO:QUANT), config.json or GGUF path, "
                    "model folder or JSON text")
     p.add_argument("--kv", default="f16",
                    help="KV format for K and V, one the kernels hold (default f16)")

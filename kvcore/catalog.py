@@ -15,10 +15,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, InputError, UnknownNameError, shown
+from .errors import NAME_CHARS, ConfigError, InputError, UnknownNameError, shown
 from .gguf import SPLIT_NAME, is_gguf, is_model_file, spec_from_gguf
 from .hf import spec_from_config
-from .hub import HubUnavailable, MissingFile, fetch_config, gguf_spec, is_repo_id, split_tag
+from .hub import (
+    HubUnavailable,
+    MissingFile,
+    fetch_config,
+    gguf_spec,
+    gguf_tag,
+    hub_address,
+    is_repo_id,
+    split_tag,
+)
 from .model import ModelSpec
 
 __all__ = ["Alias", "CatalogEntry", "load_model", "model_catalog", "parse_config_text"]
@@ -295,6 +304,43 @@ def _variant_keys(name: str) -> list[str]:
     return [e.id for e in variants(name)] + sorted(a for a in aliases if _stem(a) == stem)
 
 
+def _addressed(text: str, repo: str, revision: str | None, file: str | None, tag: str | None,
+               *, allow_hub: bool) -> ModelSpec:
+    """The model a Hub address names: its repository as its repo id names it (the catalog
+    answers offline), a GGUF file or tag as llama.cpp's -hf names its quantization, and a
+    revision other than main read from the Hub at that revision."""
+    at_main = revision is None or revision == "main"
+    if file is not None and file.lower().endswith(".gguf"):
+        tag = gguf_tag(file)
+    if tag is not None:
+        if not at_main:
+            raise InputError(f"{shown(text, NAME_CHARS)} names a GGUF file at revision "
+                             f"{shown(revision, 60)}; kvplan reads a GGUF repository's main "
+                             f"branch, as llama.cpp's -hf does: give {repo}:{tag}", field="model")
+        if not allow_hub:
+            raise InputError(f"{shown(text, NAME_CHARS)} is a GGUF file on the Hub, which this "
+                             "server does not read: give a catalog model or paste its config.json",
+                             field="model")
+        return gguf_spec(repo, tag)
+    if at_main:
+        return load_model(repo, allow_local=False, allow_hub=allow_hub)
+    if not allow_hub:
+        raise InputError(f"{shown(text, NAME_CHARS)} names revision {shown(revision, 60)} of "
+                         f"{repo}, which only the Hub has and this server does not read: give "
+                         "the repo id for its main branch or paste that revision's config.json",
+                         field="model")
+    assert revision is not None
+    try:
+        config, total, quant = fetch_config(repo, revision)
+    except HubUnavailable as exc:
+        entry = _by_key().get(repo.lower())
+        note = (f"; the bundled catalog has its main branch, '{entry.id}'" if entry is not None
+                else _variant_note(repo))
+        raise HubUnavailable(f"{exc}{note}", field="model") from None
+    return spec_from_config(config, name=f"{repo}@{revision}", source=f"hub {repo} at {revision}",
+                            hub_repo=repo, safetensors_total_bytes=total, quant_config=quant)
+
+
 def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
                allow_hub: bool = True) -> ModelSpec:
     """The ModelSpec of a catalog id, Hub repo id, local path, JSON text or config dict."""
@@ -311,6 +357,9 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         config = parse_config_text(text)
         return spec_from_config(config, name=str(config.get("_name_or_path") or "config"),
                                 source="pasted config")
+    address = hub_address(text)
+    if address is not None:
+        return _addressed(text, *address, allow_hub=allow_hub)
     entry = _by_key().get(text.lower())
     if entry is not None:
         return _catalog_spec(entry.id)

@@ -17,13 +17,60 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from .errors import HubError, InputError
+from .errors import NAME_CHARS, HubError, InputError, shown
 from .model import ModelSpec
 
-__all__ = ["REPO_ID", "HubUnavailable", "MissingFile", "fetch_config", "gguf_spec", "is_repo_id", "split_tag"]
+__all__ = ["REPO_ID", "HubUnavailable", "MissingFile", "fetch_config", "gguf_spec", "hub_address",
+           "is_repo_id", "split_tag"]
 
 #: owner/name as the Hub spells repository ids
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
+
+#: a model's page or file on the Hub, as a browser's address bar shows it:
+#: huggingface.co/OWNER/NAME, then /tree/REV, /blob/REV/FILE or /resolve/REV/FILE; Ollama's
+#: hf.co/OWNER/NAME:TAG names a GGUF repository's quantization
+HUB_URL = re.compile(r"^(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/"
+                     r"(?P<owner>[^/?#\s]+)/(?P<name>[^/?#\s:]+)"
+                     r"(?::(?P<tag>[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}))?"
+                     r"(?:/(?P<view>tree|blob|resolve|commits?|discussions|files)"
+                     r"(?:/(?P<rev>[^/?#\s]+)(?:/(?P<file>[^?#\s]*))?)?)?/?(?:[?#]\S*)?$",
+                     re.IGNORECASE)
+#: any address on the Hub, and the first part of its path
+_HUB_PAGE = re.compile(r"^(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)"
+                       r"(?:/(?P<first>[^/?#\s]*)\S*)?$", re.IGNORECASE)
+#: first parts of a Hub address that name no model repository
+_NOT_MODELS = {"datasets": "a dataset", "spaces": "a Space", "docs": "documentation",
+               "collections": "a collection", "papers": "a paper", "blog": "a blog post"}
+
+
+def hub_address(text: str) -> tuple[str, str | None, str | None, str | None] | None:
+    """(repo id, revision, file, GGUF tag) of a Hub address (https://huggingface.co/Qwen/Qwen3-8B,
+    …/tree/main, …/blob/main/config.json, hf.co/OWNER/NAME:Q4_K_M), None for anything else;
+    each of the last three None where the address names none. An address of a dataset, a Space or
+    another page that is no model repository is refused with what it names."""
+    page = _HUB_PAGE.match(text.strip())
+    if page is None:
+        return None
+    first = (page.group("first") or "").lower()
+    if first in _NOT_MODELS:
+        raise InputError(f"{shown(text, NAME_CHARS)} is the Hub address of {_NOT_MODELS[first]}, "
+                         "not of a model (a model is https://huggingface.co/OWNER/NAME or "
+                         "OWNER/NAME)", field="model")
+    m = HUB_URL.match(text.strip())
+    if m is None:
+        raise InputError(f"{shown(text, NAME_CHARS)} is a Hub address but not of a model "
+                         "repository: expected https://huggingface.co/OWNER/NAME (or OWNER/NAME)",
+                         field="model")
+    owner, name = m.group("owner"), m.group("name")
+    repo = f"{owner}/{name}"
+    if not is_repo_id(repo):
+        raise InputError(f"{shown(text, NAME_CHARS)} names no Hub repository: expected "
+                         "https://huggingface.co/OWNER/NAME", field="model")
+    view, rev, file, tag = m.group("view"), m.group("rev"), m.group("file"), m.group("tag")
+    if view is None or view.lower() not in ("tree", "blob", "resolve"):
+        return repo, None, None, tag
+    return repo, rev, (file or None), tag
+
 
 #: largest config.json or safetensors index accepted (bytes): the local and pasted bound
 #: (catalog.MAX_CONFIG_BYTES; the largest indexes, DeepSeek-V3's, are under 10 MB)
@@ -279,7 +326,7 @@ def gguf_names(repo: str) -> list[str]:
     return sorted(n for n in names if is_model_file(n))
 
 
-def _tag_of(name: str) -> str:
+def gguf_tag(name: str) -> str:
     """The quantization a GGUF file name carries (Qwen3-8B-Q4_K_M.gguf → Q4_K_M), or its
     stem where none is recognised."""
     from .gguf import SPLIT_NAME
@@ -318,7 +365,7 @@ def choose_gguf(repo: str, names: list[str], tag: str | None) -> tuple[str, str 
             return picked, t
     if tag is None:
         return models[0], None
-    tags = sorted({_tag_of(n) for n in models})
+    tags = sorted({gguf_tag(n) for n in models})
     raise HubError(f"'{repo}' has no {tag} GGUF; it has {', '.join(tags)}", field="model")
 
 

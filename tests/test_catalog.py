@@ -44,6 +44,66 @@ def test_repo_id_resolves_offline_from_catalog(monkeypatch):
     assert load_model("qwen/qwen3.5-27b").name == "qwen3.5-27b"
 
 
+@pytest.mark.parametrize("address", [
+    "https://huggingface.co/Qwen/Qwen3-8B", "huggingface.co/Qwen/Qwen3-8B/",
+    "https://www.huggingface.co/Qwen/Qwen3-8B/tree/main",
+    "https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json",
+    "https://huggingface.co/Qwen/Qwen3-8B/resolve/main/config.json?download=true",
+    "https://hf.co/Qwen/Qwen3-8B#model-card", "https://huggingface.co/Qwen/Qwen3-8B/discussions/3"])
+def test_a_hub_address_is_its_repository(monkeypatch, address):
+    # an address pasted from the browser is the repo id it names: the catalog answers offline
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    spec = load_model(address, allow_local=False)
+    assert spec.name == load_model("qwen3-8b").name and spec.hub_repo == "Qwen/Qwen3-8B"
+    assert kvcore.bytes_per_token(spec) == kvcore.bytes_per_token(load_model("qwen3-8b"))
+
+
+def test_a_hub_address_at_a_revision_reads_that_revision(monkeypatch):
+    asked = []
+
+    def fetch(repo, revision=None):
+        asked.append((repo, revision))
+        return next(e for e in model_catalog() if e.id == "qwen3-8b").config(), None, None
+
+    monkeypatch.setattr("kvcore.catalog.fetch_config", fetch)
+    spec = load_model("https://huggingface.co/someone/Qwen3-8B-tuned/blob/v2.1/config.json")
+    assert asked == [("someone/Qwen3-8B-tuned", "v2.1")]
+    assert spec.name == "someone/Qwen3-8B-tuned@v2.1" and spec.hub_repo == "someone/Qwen3-8B-tuned"
+    # a server that reads no Hub says which revision it cannot read
+    with pytest.raises(kvcore.InputError, match="revision 'v2.1' of someone/Qwen3-8B-tuned"):
+        load_model("https://huggingface.co/someone/Qwen3-8B-tuned/tree/v2.1", allow_local=False,
+                   allow_hub=False)
+
+
+@pytest.mark.parametrize(("address", "repo", "tag"), [
+    ("https://huggingface.co/unsloth/Qwen3-8B-GGUF/blob/main/Qwen3-8B-Q4_K_M.gguf",
+     "unsloth/Qwen3-8B-GGUF", "Q4_K_M"),
+    ("https://huggingface.co/unsloth/Qwen3-8B-GGUF/resolve/main/Qwen3-8B-UD-Q4_K_XL.gguf",
+     "unsloth/Qwen3-8B-GGUF", "UD-Q4_K_XL"),
+    ("hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q8_0", "bartowski/Llama-3.2-1B-Instruct-GGUF",
+     "Q8_0"),
+])
+def test_a_gguf_address_is_its_quantization(monkeypatch, address, repo, tag):
+    # a GGUF file's address, or Ollama's hf.co/OWNER/NAME:TAG, is what llama.cpp's -hf names
+    asked = []
+    monkeypatch.setattr("kvcore.catalog.gguf_spec", lambda r, t: asked.append((r, t)) or "spec")
+    assert load_model(address) == "spec" and asked == [(repo, tag)]
+
+
+@pytest.mark.parametrize(("address", "needle"), [
+    ("https://huggingface.co/datasets/foo/bar", "the Hub address of a dataset, not of a model"),
+    ("https://huggingface.co/spaces/foo/bar", "the Hub address of a Space, not of a model"),
+    ("https://huggingface.co/Qwen", "a Hub address but not of a model repository"),
+    ("huggingface.co", "a Hub address but not of a model repository"),
+    ("https://huggingface.co/Qwen/Qwen3-8B/blob/v1/a/Qwen3-8B-Q4_K_M.gguf",
+     "give Qwen/Qwen3-8B:Q4_K_M"),
+])
+def test_a_hub_address_of_no_model_is_refused_with_what_it_names(address, needle):
+    with pytest.raises(kvcore.InputError, match=re.escape(needle)) as e:
+        load_model(address, allow_local=False, allow_hub=False)
+    assert e.value.field == "model"
+
+
 def fake_hub(monkeypatch, tmp_path, files=None, error=None):
     errors = types.SimpleNamespace(**{
         name: type(name, (Exception,), {}) for name in (

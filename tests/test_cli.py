@@ -607,8 +607,9 @@ def test_unreadable_config_file_is_one_line(tmp_path, capsys, monkeypatch):
      "'h100-94' is not a known GPU; did you mean 'h100-nvl' or 'h100-sxm' or 'a100-40gb'?"),
     (["qwen3-8b", "--gpu", "24XB"], "'24XB' is no memory size: its unit must be one of B, KB, "
      "MB, GB, TB, KiB, MiB, GiB or TiB, like 24GiB (a catalog GPU is a name, like 4090 or h100)"),
-    (["https://huggingface.co/Qwen/Qwen3-8B"],
-     "'https://huggingface.co/Qwen/Qwen3-8B' is not a known model; did you mean 'qwen3-8b'?"),
+    (["https://huggingface.co/datasets/Qwen/Qwen3-8B"],
+     "'https://huggingface.co/datasets/Qwen/Qwen3-8B' is the Hub address of a dataset, not of a "
+     "model (a model is https://huggingface.co/OWNER/NAME or OWNER/NAME)"),
 ])
 def test_unknown_names_point_at_real_names(capsys, args, line):
     assert error_line(capsys, *args) == line
