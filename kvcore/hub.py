@@ -69,7 +69,15 @@ def hub_address(text: str) -> tuple[str, str | None, str | None, str | None] | N
     view, rev, file, tag = m.group("view"), m.group("rev"), m.group("file"), m.group("tag")
     if view is None or view.lower() not in ("tree", "blob", "resolve"):
         return repo, None, None, tag
-    return repo, rev, (file or None), tag
+    file = (file or "").strip("/") or None
+    if file is not None and not file.lower().endswith(".gguf") and (
+            view.lower() == "tree" or "/" in file):
+        # a folder of the repository may hold another model (a draft, a vision tower)
+        raise InputError(f"{shown(text, NAME_CHARS)} names {shown(file, 60)} inside {repo}; "
+                         "kvplan reads the config.json at a repository's top: give "
+                         f"{repo}, or that folder's config.json as a file or pasted JSON",
+                         field="model")
+    return repo, rev, file, tag
 
 
 #: largest config.json or safetensors index accepted (bytes): the local and pasted bound

@@ -97,6 +97,10 @@ def test_a_gguf_address_is_its_quantization(monkeypatch, address, repo, tag):
     ("huggingface.co", "a Hub address but not of a model repository"),
     ("https://huggingface.co/Qwen/Qwen3-8B/blob/v1/a/Qwen3-8B-Q4_K_M.gguf",
      "give Qwen/Qwen3-8B:Q4_K_M"),
+    # a folder may hold another model: its config.json is not the repository's
+    ("https://huggingface.co/org/model/tree/main/draft", "names 'draft' inside org/model"),
+    ("https://huggingface.co/org/model/blob/main/draft/config.json",
+     "names 'draft/config.json' inside org/model; kvplan reads the config.json at a repository's top"),
 ])
 def test_a_hub_address_of_no_model_is_refused_with_what_it_names(address, needle):
     with pytest.raises(kvcore.InputError, match=re.escape(needle)) as e:
