@@ -36,8 +36,9 @@ class PlanIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str | None = Field(None, max_length=200, examples=["qwen3.5-27b"],
-                              description="catalog id (/api/v1/models), Hub repo id, or a Hub "
-                              "GGUF repository as REPO:QUANT (the server reads no local path)")
+                              description="catalog id (/api/v1/models), Hub repo id or its "
+                              "https://huggingface.co/ address, or a Hub GGUF repository as "
+                              "REPO:QUANT (the server reads no local path)")
     config: dict[str, Any] | None = Field(None, description="a config.json object")
     gpu: str | None = Field(None, max_length=100, examples=["4090", "2x4090"],
                             description="a catalog GPU (4090, h100), a size (24GiB), or "
