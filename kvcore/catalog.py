@@ -272,10 +272,11 @@ def _stem(name: str) -> str:
 
 def variants(name: str) -> list[CatalogEntry]:
     """The catalog entries for the model ``name`` names in another variant (base for instruct,
-    instruct for base, …): the same name once owner and variant words are left out. Their
+    instruct for base, …): the same name once owner and variant words are left out, spelled
+    loosely (Ollama's ``gemma3:27b`` is ``gemma-3-27b-it``'s). Their
     configs may differ (context length, vocabulary); they are suggestions, not stand-ins."""
-    stem = _stem(name)
-    return [e for e in model_catalog() if stem in (_stem(e.id), _stem(e.repo))]
+    stem = _loose(_stem(name))
+    return [e for e in model_catalog() if stem in (_loose(_stem(e.id)), _loose(_stem(e.repo)))]
 
 
 def _variant_note(name: str) -> str:
@@ -299,9 +300,10 @@ def _known_names() -> dict[str, str]:
 def _variant_keys(name: str) -> list[str]:
     """Keys of _known_names for the model ``name`` names in another variant: catalog ids,
     then alias repository names."""
-    stem = _stem(name)
+    stem = _loose(_stem(name))
     aliases = {a.repo.split("/")[-1].lower() for _, a in _alias_keys().values()}
-    return [e.id for e in variants(name)] + sorted(a for a in aliases if _stem(a) == stem)
+    return [e.id for e in variants(name)] + sorted(a for a in aliases
+                                                   if _loose(_stem(a)) == stem)
 
 
 def _addressed(text: str, repo: str, revision: str | None, file: str | None, tag: str | None,

@@ -399,6 +399,8 @@ def test_every_alias_is_sourced_and_names_no_other_entry():
     ("meta-llama/Llama-2-7b-chat-hf", ["llama-2-7b-hf"]),
     ("deepseek-ai/DeepSeek-V2-Lite", ["deepseek-v2-lite-chat"]),
     ("Qwen/Qwen2.5-14B-Instruct", ["qwen2.5-14b"]),
+    # Ollama's library names, spelled loosely
+    ("gemma3:27b", ["gemma-3-27b-it"]), ("llama3.2:3b", ["llama-3.2-3b-instruct"]),
     # another size, another version or another model is no variant
     ("meta-llama/Llama-3.1-13B-Instruct", []), ("Qwen/Qwen3-1.7B", []),
     ("microsoft/Phi-3-mini-8k-instruct", []), ("someone/offline-model", [])])
@@ -408,7 +410,8 @@ def test_variants_are_the_same_model_named_with_other_variant_words(name, ids):
 
 def test_an_unknown_name_suggests_its_bundled_variant_first():
     for name, first in (("llama-3.1-405b-instruct", "llama-3.1-405b"), ("gemma-2-9b-it", "gemma-2-9b"),
-                        ("qwen3-8b-base", "qwen3-8b")):
+                        ("qwen3-8b-base", "qwen3-8b"),
+                        ("llama3.2:3b", "llama-3.2-3b-instruct")):
         with pytest.raises(UnknownNameError) as info:
             load_model(name)
         assert info.value.suggestions[0] == first
