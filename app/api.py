@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 import kvcore
 from kvcore import CacheOptions, load_model
+from kvcore.catalog import find_models
 from kvcore.command import Launch, cli_line, give_way, launch_query, read_command, resolve
 from kvcore.engines import EngineSettings
 from kvcore.formats import describe
@@ -39,6 +40,7 @@ from .schemas import (
     FindGpuIn,
     GpuListIn,
     MeasureIn,
+    ModelListIn,
     PlanIn,
     PlanQueryIn,
 )
@@ -239,11 +241,15 @@ def api_router() -> APIRouter:
             _MEASURE_LOCK.release()
 
     @api.get("/models", summary="The bundled model catalog")
-    def models() -> list[dict[str, Any]]:
+    def models(request: Request, q: Annotated[ModelListIn, Query()]) -> list[dict[str, Any]]:
         """Each catalog model: its id, Hub repository, family, the config's source and the
-        repositories that share its config."""
+        repositories that share its config; ``q`` keeps the models each of its words names."""
+        twice = repeated_field(request.query_params.multi_items())
+        if twice:
+            raise twice
+        entries = kvcore.model_catalog() if q.q is None else find_models(q.q)
         return [{"id": e.id, "repo": e.repo, "family": e.family, "source": e.source,
-                 "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
+                 "aliases": [a.repo for a in e.aliases]} for e in entries]
 
     @api.get("/models/{model_id:path}", summary="One model: layer kinds and bytes a token")
     def model(model_id: Annotated[str, Path(

@@ -29,10 +29,11 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
+from kvcore.catalog import find_models
 from kvcore.command import Launch, cli_line, give_way, launch_query, read_command, resolve
 from kvcore.engines import ENGINE_TITLES, canonical
 from kvcore.engines.llamacpp_lora import read_adapter
-from kvcore.errors import InputError, nearest, shown
+from kvcore.errors import NAME_CHARS, InputError, nearest, shown
 from kvcore.formats import describe
 from kvcore.model import ModelSpec
 from kvcore.query import (
@@ -405,6 +406,11 @@ def _list_parser(cmd: str) -> argparse.ArgumentParser:
             "weights": "weight formats"}[cmd]
     p = _Parser(prog=f"kvplan {cmd}", description=f"List the catalog's {what}.")
     p.add_argument("--json", action="store_true", help="print JSON")
+    if cmd == "models":
+        p.add_argument("query", nargs="*", metavar="WORDS",
+                       help="only models every word names, in their id, Hub repository, family "
+                            "or the repositories that share their config (qwen3 coder, llama "
+                            "3.1, gemma3:27b)")
     if cmd == "gpus":
         p.add_argument("--vendor", default=None,
                        help=f"only this maker's cards: {', '.join(kvcore.gpus.VENDORS)}")
@@ -866,12 +872,18 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
 
 
 def _list(cmd: str, as_json: bool, vendor: str | None = None,
-          min_memory: str | None = None, engine: str | None = None) -> str:
+          min_memory: str | None = None, engine: str | None = None,
+          query: Sequence[str] = ()) -> str:
     items: list[dict[str, Any]]
     rows: list[list[str]]
     if cmd == "models":
+        words = " ".join(query)
+        entries = find_models(words, field="the search") if query else kvcore.model_catalog()
         items = [{"id": e.id, "repo": e.repo, "family": e.family,
-                  "aliases": [a.repo for a in e.aliases]} for e in kvcore.model_catalog()]
+                  "aliases": [a.repo for a in e.aliases]} for e in entries]
+        if not items and not as_json:
+            return (f"no catalog model matches {shown(words, NAME_CHARS)} (kvplan models lists "
+                    "them all; a Hub repo id plans one the catalog lacks)")
         rows = [["id", "repo", "family"]] + [[i["id"], i["repo"], i["family"]] for i in items]
     elif cmd == "gpus":
         items = [gpu_entry(g) for g in gpu_list(
@@ -911,8 +923,9 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
     if cmd == "models":
         twins = [(str(a), i["id"]) for i in items for a in cast(list[str], i["aliases"])]
         width = max((len(a) for a, _ in twins), default=0)
-        table += ("\n\nalso found by name, the config of an entry but for fields kvplan does "
-                  "not read:\n" + "\n".join(f"{a:<{width}}  = {e}" for a, e in twins))
+        if twins:
+            table += ("\n\nalso found by name, the config of an entry but for fields kvplan "
+                      "does not read:\n" + "\n".join(f"{a:<{width}}  = {e}" for a, e in twins))
     return table
 
 
@@ -1149,7 +1162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _measure(rest)
             args = _list_parser(cmd).parse_args(rest)
             print(_list(cmd, args.json, getattr(args, "vendor", None),
-                        getattr(args, "min_memory", None), getattr(args, "engine", None)))
+                        getattr(args, "min_memory", None), getattr(args, "engine", None),
+                        getattr(args, "query", ())))
             return 0
         args = _plan_parser().parse_args(argv)
         finds = [f for f in ("find_gpu", "find_format", "find_weights", "find_model")

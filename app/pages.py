@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from starlette.datastructures import UploadFile
 
 import kvcore
 from kvcore import CacheOptions, InputError, KvplanError, load_model, parse_config_text
-from kvcore.catalog import MAX_CONFIG_BYTES
+from kvcore.catalog import MAX_CONFIG_BYTES, find_models
 from kvcore.engines import (
     CPU_MOE,
     ENGINE_TITLES,
@@ -573,7 +574,15 @@ def pages_router() -> APIRouter:
     @router.get("/models", response_class=HTMLResponse)
     def models(request: Request) -> HTMLResponse:
         rows = []
-        for entry in kvcore.model_catalog():
+        search = (request.query_params.get("q") or "").strip()
+        search_error = None
+        entries: Sequence[kvcore.CatalogEntry] = kvcore.model_catalog()
+        if search:
+            try:
+                entries = find_models(search, field="the search")
+            except KvplanError as exc:
+                search_error = str(exc)
+        for entry in entries:
             spec = load_model(entry.id)
             rows.append({"id": entry.id, "repo": entry.repo, "family": entry.family,
                          "twins": [a.repo for a in entry.aliases],
@@ -590,8 +599,9 @@ def pages_router() -> APIRouter:
         return templates().TemplateResponse(
             request, "models.html",
             {"rows": rows, "fit": fit, "found": found, "error": error,
-             "layout": _fit_layout(fit), **_choices()},
-            status_code=422 if error else 200)
+             "layout": _fit_layout(fit), "search": search, "search_error": search_error,
+             "catalog_size": len(kvcore.model_catalog()), **_choices()},
+            status_code=422 if error or search_error else 200)
 
     @router.get("/models/{model_id:path}", response_class=HTMLResponse)
     def model(request: Request, model_id: str) -> HTMLResponse:

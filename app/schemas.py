@@ -244,6 +244,17 @@ class PlanQueryIn(PlanIn):
         "each card's share of the offloaded layers")
 
 
+class ModelListIn(BaseModel):
+    """``GET /models``'s search, as a query parameter (none: the whole catalog)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    q: str | None = Field(None, max_length=200, examples=["qwen3 coder"],
+                          description="only models every word names, spelled loosely, in their "
+                          "id, Hub repository, family or the repositories that share their "
+                          "config (kvplan models WORDS)")
+
+
 class GpuListIn(BaseModel):
     """``GET /gpus``'s filters, as query parameters (none: the whole catalog)."""
 

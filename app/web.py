@@ -45,7 +45,9 @@ def _json_shown(value: Any) -> str:
 
 def _loc(error: Any) -> list[str]:
     """Where in the request a pydantic error points, without the body/query prefix."""
-    return [str(p) for p in error.get("loc", ()) if p not in ("body", "query")]
+    loc = [str(p) for p in error.get("loc", ())]
+    # only the first part says where: a field may be named body or query
+    return loc[1:] if loc and loc[0] in ("body", "query") else loc
 
 
 def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:

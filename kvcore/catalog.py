@@ -30,7 +30,8 @@ from .hub import (
 )
 from .model import ModelSpec
 
-__all__ = ["Alias", "CatalogEntry", "load_model", "model_catalog", "parse_config_text"]
+__all__ = ["Alias", "CatalogEntry", "find_models", "load_model", "model_catalog",
+           "parse_config_text"]
 
 #: largest config.json accepted (bytes), pasted, uploaded, read from disk or from the Hub.
 #: Real configs reach 3.1 MB (nvidia/MiniMax-M3-NVFP4 lists every quantized layer in its
@@ -112,6 +113,32 @@ def _loose(name: str) -> str:
     kept (``qwen3 8b``, ``Qwen3_8B`` and ``qwen3:8b`` → ``qwen38b``; ``qwen3.5`` stays apart
     from ``qwen35``)."""
     return re.sub(r"[^a-z0-9.]", "", name.strip().lower())
+
+
+#: longest catalog search accepted (characters)
+MAX_QUERY_CHARS = 200
+
+
+def find_models(query: str, field: str = "q") -> list[CatalogEntry]:
+    """The catalog entries every word of ``query`` names, each word spelled loosely (case,
+    dashes, underscores, colons and slashes dropped) and found in the entry's id, Hub
+    repository, family or the repositories that share its config: ``qwen3 coder``,
+    ``llama 3.1``, ``gemma3:27b`` (Ollama's spelling) and ``HuggingFaceTB`` each find theirs."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise InputError(f"{field} is at most {MAX_QUERY_CHARS} characters, got {len(query):,}",
+                         field=field)
+    words = [w for w in (_loose(part) for part in re.split(r"[\s,]+", query)) if w]
+    if not words:
+        raise InputError(f"{field} must hold a word of a model's name, like qwen3 or llama 3.1; "
+                         f"got {shown(query)}", field=field)
+    found = []
+    for entry in model_catalog():
+        names = [entry.id, entry.repo, entry.family, *(a.repo for a in entry.aliases)]
+        text = " ".join(_loose(n) for n in names)
+        # a word matches the way it is spelled or with its dots dropped (qwen35 finds qwen3.5)
+        if all(w in text or w in text.replace(".", "") for w in words):
+            found.append(entry)
+    return found
 
 
 @cache

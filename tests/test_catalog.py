@@ -108,6 +108,27 @@ def test_a_hub_address_of_no_model_is_refused_with_what_it_names(address, needle
     assert e.value.field == "model"
 
 
+@pytest.mark.parametrize(("query", "ids"), [
+    ("qwen3 coder", ["qwen3-coder-30b-a3b-instruct"]),
+    ("GEMMA3:27B", ["gemma-3-27b-it"]),                       # Ollama's spelling
+    ("HuggingFaceTB", ["smollm-1.7b", "smollm3-3b"]),         # the owner
+    ("Llama-3.3-70B-Instruct", ["llama-3.1-70b-instruct"]),   # a twin's repository
+    ("qwen35 397b", ["qwen3.5-397b-a17b"]),                   # dots dropped
+    ("kimi, linear", ["kimi-linear-48b-a3b-instruct"]),
+    ("no-such-model", []),
+])
+def test_a_catalog_search_keeps_the_entries_every_word_names(query, ids):
+    assert [e.id for e in kvcore.catalog.find_models(query)] == ids
+
+
+@pytest.mark.parametrize(("query", "needle"), [
+    (" : - ", "q must hold a word of a model's name"), ("x" * 201, "q is at most 200 characters")])
+def test_a_catalog_search_without_a_word_is_refused(query, needle):
+    with pytest.raises(kvcore.InputError, match=needle) as e:
+        kvcore.catalog.find_models(query)
+    assert e.value.field == "q"
+
+
 def fake_hub(monkeypatch, tmp_path, files=None, error=None):
     errors = types.SimpleNamespace(**{
         name: type(name, (Exception,), {}) for name in (

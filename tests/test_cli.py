@@ -1165,6 +1165,21 @@ def test_the_models_list_names_each_twin_and_its_entry(capsys):
     assert entry["aliases"] == ["meta-llama/Llama-3.3-70B-Instruct"]
 
 
+def test_the_models_list_keeps_the_models_its_words_name(capsys):
+    code, out, _ = run(capsys, "models", "qwen3", "coder")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["id", "repo", "family"]
+    assert [line.split()[0] for line in lines[1:]] == ["qwen3-coder-30b-a3b-instruct"]
+    # a word found in a repository that shares an entry's config lists that entry and the twin
+    code, out, _ = run(capsys, "models", "llama", "3.3", "70b", "--json")
+    assert [i["id"] for i in json.loads(out)] == ["llama-3.1-70b-instruct"]
+    code, out, _ = run(capsys, "models", "no-such-model")
+    assert code == 0 and out == ("no catalog model matches 'no-such-model' (kvplan models lists "
+                                 "them all; a Hub repo id plans one the catalog lacks)\n")
+    assert error_line(capsys, "models", ":") == (
+        "the search must hold a word of a model's name, like qwen3 or llama 3.1; got ':'")
+
+
 def test_state_rows_say_their_width_and_the_decode_line_counts_the_state(capsys):
     code, out, _ = run(capsys, "qwen3.5-27b", "--ctx", "32k", "--seqs", "3", "--gpu", "h200")
     assert code == 0

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import create_app
-from kvcore import find_gpu
+from kvcore import find_gpu, model_catalog
 from kvcore.units import format_bytes
 
 
@@ -140,6 +140,25 @@ def test_find_gpu_takes_a_vendor_and_only_find_gpu_does(client):
     assert r.json()["error"].startswith("no amd card in the catalog runs TensorRT-LLM: ")
     r = client.post("/api/v1/plan", json={**body, "gpu": "4090", "vendor": "amd"})
     assert r.status_code == 422 and r.json()["field"] == "vendor"
+
+
+def test_the_model_list_and_page_keep_the_models_a_search_names(client):
+    found = client.get("/api/v1/models", params={"q": "gemma3:27b"}).json()
+    assert [m["id"] for m in found] == ["gemma-3-27b-it"]
+    assert client.get("/api/v1/models", params={"q": "no-such-model"}).json() == []
+    for params, field in (({"q": "::"}, "q"), ([("q", "qwen"), ("q", "llama")], "q"),
+                          ({"query": "qwen"}, "query")):
+        r = client.get("/api/v1/models", params=params)
+        assert r.status_code == 422 and r.json()["field"] == field
+    # a field named like the part of the request it came in is still that field
+    r = client.post("/api/v1/plan", json={"model": "qwen3-8b", "body": 1})
+    assert r.status_code == 422 and r.json()["field"] == "body"
+    page = client.get("/models", params={"q": "smollm"})
+    assert page.status_code == 200
+    assert page.text.count('<td class="wrap name"><a href="/models/') == 2
+    assert f"2 of {len(model_catalog())} models match" in page.text
+    bad = client.get("/models", params={"q": "::"})
+    assert bad.status_code == 422 and 'id="search-error"' in bad.text
 
 
 def test_lists(client):
