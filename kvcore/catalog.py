@@ -324,6 +324,21 @@ def _known_names() -> dict[str, str]:
     return names
 
 
+def _named_by_words(name: str) -> list[str]:
+    """Catalog ids of the few entries whose names hold every word of ``name`` (Ollama's
+    deepseek-r1:7b: deepseek-r1-distill-qwen-7b), for suggestions; none where a word is
+    missing, the name is one word or more than three entries hold them (their spellings are
+    closer suggestions)."""
+    words = [w for w in re.split(r"[\s:/_-]+", name.rsplit("/", 1)[-1]) if w]
+    if len(words) < 2 or len(name) > MAX_QUERY_CHARS:
+        return []
+    try:
+        found = find_models(" ".join(words))
+    except InputError:
+        return []
+    return [e.id for e in sorted(found, key=lambda e: len(e.id))] if len(found) <= 3 else []
+
+
 def _variant_keys(name: str) -> list[str]:
     """Keys of _known_names for the model ``name`` names in another variant: catalog ids,
     then alias repository names."""
@@ -436,4 +451,4 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         if loose_alias is not None:
             return _alias_spec(*loose_alias)
     raise UnknownNameError("model", text, _known_names(), field="model",
-                           first=_variant_keys(text))
+                           first=_variant_keys(text) + _named_by_words(text))

@@ -432,7 +432,10 @@ def test_variants_are_the_same_model_named_with_other_variant_words(name, ids):
 def test_an_unknown_name_suggests_its_bundled_variant_first():
     for name, first in (("llama-3.1-405b-instruct", "llama-3.1-405b"), ("gemma-2-9b-it", "gemma-2-9b"),
                         ("qwen3-8b-base", "qwen3-8b"),
-                        ("llama3.2:3b", "llama-3.2-3b-instruct")):
+                        ("llama3.2:3b", "llama-3.2-3b-instruct"),
+                        # the few entries whose names hold every word typed
+                        ("deepseek-r1:7b", "deepseek-r1-distill-qwen-7b"),
+                        ("qwen3-coder:30b", "qwen3-coder-30b-a3b-instruct")):
         with pytest.raises(UnknownNameError) as info:
             load_model(name)
         assert info.value.suggestions[0] == first
