@@ -31,6 +31,7 @@ from .common import (
     gpu_entry,
     gpu_list,
     make_query,
+    model_entry,
     repeated_field,
     settings_from,
 )
@@ -242,14 +243,15 @@ def api_router() -> APIRouter:
 
     @api.get("/models", summary="The bundled model catalog")
     def models(request: Request, q: Annotated[ModelListIn, Query()]) -> list[dict[str, Any]]:
-        """Each catalog model: its id, Hub repository, family, the config's source and the
-        repositories that share its config; ``q`` keeps the models each of its words names."""
+        """Each catalog model: its id, Hub repository, family, parameters, layers and their
+        kinds, f16 K + V bytes a token (within its windows and past them), trained positions,
+        the config's source and the repositories that share its config; ``q`` keeps the models
+        each of its words names."""
         twice = repeated_field(request.query_params.multi_items())
         if twice:
             raise twice
         entries = kvcore.model_catalog() if q.q is None else find_models(q.q)
-        return [{"id": e.id, "repo": e.repo, "family": e.family, "source": e.source,
-                 "aliases": [a.repo for a in e.aliases]} for e in entries]
+        return [model_entry(e, sources=True) for e in entries]
 
     @api.get("/models/{model_id:path}", summary="One model: layer kinds and bytes a token")
     def model(model_id: Annotated[str, Path(

@@ -61,6 +61,7 @@ from .common import (
     gpu_entry,
     gpu_list,
     make_query,
+    model_entry,
     model_line,
     named,
     prefill_text,
@@ -879,12 +880,20 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
     if cmd == "models":
         words = " ".join(query)
         entries = find_models(words, field="the search") if query else kvcore.model_catalog()
-        items = [{"id": e.id, "repo": e.repo, "family": e.family,
-                  "aliases": [a.repo for a in e.aliases]} for e in entries]
+        items = [model_entry(e) for e in entries]
         if not items and not as_json:
             return (f"no catalog model matches {shown(words, NAME_CHARS)} (kvplan models lists "
                     "them all; a Hub repo id plans one the catalog lacks)")
-        rows = [["id", "repo", "family"]] + [[i["id"], i["repo"], i["family"]] for i in items]
+        # KV/token: f16 K + V a token of one sequence while the context is within every window;
+        # past windows: what each token past them adds (only where the model has windows)
+        rows = [["id", "params", "layers", "KV/token f16", "past windows", "trained for",
+                 "repo"]] + [
+            [i["id"], f"{i['params'] / 1e9:.1f}B", str(i["layers"]),
+             format_bytes(i["bytes_per_token_f16"], 1),
+             format_bytes(i["marginal_bytes_per_token_f16"], 1)
+             if i["marginal_bytes_per_token_f16"] != i["bytes_per_token_f16"] else "",
+             f"{i['max_position_embeddings']:,}" if i["max_position_embeddings"] else "–",
+             i["repo"]] for i in items]
     elif cmd == "gpus":
         items = [gpu_entry(g) for g in gpu_list(
             vendor, min_memory, engine, vendor_field="--vendor", memory_field="--min-memory")]
@@ -918,7 +927,7 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
     if as_json:
         return json.dumps(items, indent=2)
     # numbers line up on their last digit
-    table = _table(rows, right={"models": (), "gpus": (2, 3, 4), "formats": (1, 2, 3, 4),
+    table = _table(rows, right={"models": (1, 2, 3, 4, 5), "gpus": (2, 3, 4), "formats": (1, 2, 3, 4),
                                 "weights": (1,)}[cmd])
     if cmd == "models":
         twins = [(str(a), i["id"]) for i in items for a in cast(list[str], i["aliases"])]

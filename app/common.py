@@ -8,11 +8,15 @@ from typing import Any
 
 from kvcore import (
     CacheOptions,
+    CatalogEntry,
     InputError,
+    bytes_per_token,
     counted_gpu,
     find_gpu,
     get_format,
     gpu_selection,
+    load_model,
+    marginal_bytes_per_token,
     parse_bytes,
     parse_count,
     parse_tokens,
@@ -274,6 +278,25 @@ def gpu_list(vendor: str | None = None, min_memory: str | None = None,
         return cards
     name = canonical(engine)
     return tuple(g for g in cards if name == "raw" or name in engines_on(g))
+
+
+def model_entry(entry: CatalogEntry, sources: bool = False) -> dict[str, Any]:
+    """A catalog model as `kvplan models --json` and /api/v1/models list it: its names, its
+    size, its layers, the f16 K + V bytes a token of one sequence (while the context is shorter
+    than every window, and each token past them) and the positions it was trained for
+    (``sources``: with where its config came from, as the API gives it)."""
+    spec = load_model(entry.id)
+    item: dict[str, Any] = {
+        "id": entry.id, "repo": entry.repo, "family": entry.family,
+        "params": spec.params.total, "layers": spec.num_layers,
+        "kinds": [k.value for k in spec.kinds],
+        "bytes_per_token_f16": bytes_per_token(spec),
+        "marginal_bytes_per_token_f16": marginal_bytes_per_token(spec),
+        "max_position_embeddings": spec.max_position_embeddings}
+    if sources:
+        item["source"] = entry.source
+    item["aliases"] = [a.repo for a in entry.aliases]
+    return item
 
 
 def gpu_entry(g: Any, sources: bool = False) -> dict[str, Any]:

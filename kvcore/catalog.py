@@ -115,28 +115,37 @@ def _loose(name: str) -> str:
     return re.sub(r"[^a-z0-9.]", "", name.strip().lower())
 
 
+#: what separates the words of a search or a name (Ollama's colon, a repo id's slash too)
+_WORD_BREAKS = re.compile(r"[\s,:/_-]+")
 #: longest catalog search accepted (characters)
 MAX_QUERY_CHARS = 200
 
 
 def find_models(query: str, field: str = "q") -> list[CatalogEntry]:
-    """The catalog entries every word of ``query`` names, each word spelled loosely (case,
-    dashes, underscores, colons and slashes dropped) and found in the entry's id, Hub
-    repository, family or the repositories that share its config: ``qwen3 coder``,
-    ``llama 3.1``, ``gemma3:27b`` (Ollama's spelling) and ``HuggingFaceTB`` each find theirs."""
+    """The catalog entries every word of ``query`` names (words apart at spaces, commas,
+    dashes, underscores, colons and slashes), each in any case in the entry's id, Hub
+    repository, family or the repositories that share its config, a number alone as a whole
+    number: ``qwen3 coder``, ``llama 3.1``, ``gemma3:27b`` (Ollama's spelling) and
+    ``HuggingFaceTB`` each find theirs."""
     if len(query) > MAX_QUERY_CHARS:
         raise InputError(f"{field} is at most {MAX_QUERY_CHARS} characters, got {len(query):,}",
                          field=field)
-    words = [w for w in (_loose(part) for part in re.split(r"[\s,]+", query)) if w]
+    words = [w for w in (_loose(part) for part in _WORD_BREAKS.split(query)) if w]
     if not words:
         raise InputError(f"{field} must hold a word of a model's name, like qwen3 or llama 3.1; "
                          f"got {shown(query)}", field=field)
+    # a number alone (3, 3.1, 2507) is a whole number of a name: "gemma 3" is not gemma-4-31b
+    numbers = [re.compile(rf"(?<![0-9.]){re.escape(w)}(?![0-9])") for w in words
+               if re.fullmatch(r"[0-9.]+", w)]
+    spelled = [w for w in words if not re.fullmatch(r"[0-9.]+", w)]
     found = []
     for entry in model_catalog():
         names = [entry.id, entry.repo, entry.family, *(a.repo for a in entry.aliases)]
         text = " ".join(_loose(n) for n in names)
+        apart = " ".join(re.sub(r"[^a-z0-9.]+", " ", n.lower()) for n in names)
         # a word matches the way it is spelled or with its dots dropped (qwen35 finds qwen3.5)
-        if all(w in text or w in text.replace(".", "") for w in words):
+        if (all(w in text or w in text.replace(".", "") for w in spelled)
+                and all(n.search(apart) for n in numbers)):
             found.append(entry)
     return found
 
@@ -329,7 +338,7 @@ def _named_by_words(name: str) -> list[str]:
     deepseek-r1:7b: deepseek-r1-distill-qwen-7b), for suggestions; none where a word is
     missing, the name is one word or more than three entries hold them (their spellings are
     closer suggestions)."""
-    words = [w for w in re.split(r"[\s:/_-]+", name.rsplit("/", 1)[-1]) if w]
+    words = [w for w in _WORD_BREAKS.split(name.rsplit("/", 1)[-1]) if w]
     if len(words) < 2 or len(name) > MAX_QUERY_CHARS:
         return []
     try:

@@ -115,6 +115,9 @@ def test_a_hub_address_of_no_model_is_refused_with_what_it_names(address, needle
     ("Llama-3.3-70B-Instruct", ["llama-3.1-70b-instruct"]),   # a twin's repository
     ("qwen35 397b", ["qwen3.5-397b-a17b"]),                   # dots dropped
     ("kimi, linear", ["kimi-linear-48b-a3b-instruct"]),
+    ("deepseek-r1:7b", ["deepseek-r1-distill-qwen-7b"]),       # words apart at - and :
+    # a number alone is a whole number of a name: not gemma-4-31b-it's 31
+    ("gemma 3", ["gemma-3-1b-it", "gemma-3-27b-it", "gemma-3-4b-it"]),
     ("no-such-model", []),
 ])
 def test_a_catalog_search_keeps_the_entries_every_word_names(query, ids):

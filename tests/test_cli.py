@@ -1168,7 +1168,8 @@ def test_the_models_list_names_each_twin_and_its_entry(capsys):
 def test_the_models_list_keeps_the_models_its_words_name(capsys):
     code, out, _ = run(capsys, "models", "qwen3", "coder")
     lines = out.splitlines()
-    assert code == 0 and lines[0].split() == ["id", "repo", "family"]
+    assert code == 0 and lines[0].split() == ["id", "params", "layers", "KV/token", "f16",
+                                              "past", "windows", "trained", "for", "repo"]
     assert [line.split()[0] for line in lines[1:]] == ["qwen3-coder-30b-a3b-instruct"]
     # a word found in a repository that shares an entry's config lists that entry and the twin
     code, out, _ = run(capsys, "models", "llama", "3.3", "70b", "--json")
@@ -1178,6 +1179,22 @@ def test_the_models_list_keeps_the_models_its_words_name(capsys):
                                  "them all; a Hub repo id plans one the catalog lacks)\n")
     assert error_line(capsys, "models", ":") == (
         "the search must hold a word of a model's name, like qwen3 or llama 3.1; got ':'")
+
+
+def test_the_models_list_gives_each_models_size_and_kv_bytes_a_token(capsys):
+    code, out, _ = run(capsys, "models", "gemma-3-27b-it", "--json")
+    [item] = json.loads(out)
+    spec = kvcore.load_model("gemma-3-27b-it")
+    assert item["params"] == spec.params.total and item["layers"] == 62
+    # 62 layers × 16 KV heads of 128, K and V in f16 within the 1,024-token windows; past
+    # them only the 10 full layers' rows grow
+    assert item["bytes_per_token_f16"] == 62 * 2 * 16 * 128 * 2 == 507_904
+    assert item["marginal_bytes_per_token_f16"] == 10 * 2 * 16 * 128 * 2
+    assert item["max_position_embeddings"] == 131_072
+    code, out, _ = run(capsys, "models", "gemma-3-27b-it")
+    row = out.splitlines()[1].split()
+    assert row[:7] == ["gemma-3-27b-it", "27.4B", "62", "496", "KiB", "80", "KiB"]
+    assert row[7:] == ["131,072", "google/gemma-3-27b-it"]
 
 
 def test_state_rows_say_their_width_and_the_decode_line_counts_the_state(capsys):
