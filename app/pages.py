@@ -36,7 +36,7 @@ from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
 
 from .api import cache_options, engine_settings
-from .common import gib_bytes, gpu_list, make_query, repeated_field
+from .common import gib_bytes, gpu_list, make_query, model_entry, repeated_field
 from .views import plan_view
 
 __all__ = ["DEFAULTS", "LINK_DEFAULTS", "pages_router", "templates"]
@@ -583,13 +583,8 @@ def pages_router() -> APIRouter:
             except KvplanError as exc:
                 search_error = str(exc)
         for entry in entries:
-            spec = load_model(entry.id)
-            rows.append({"id": entry.id, "repo": entry.repo, "family": entry.family,
-                         "twins": [a.repo for a in entry.aliases],
-                         "layers": spec.num_layers,
-                         "kinds": ", ".join(k.value for k in spec.kinds),
-                         "bytes_per_token": kvcore.bytes_per_token(spec),
-                         "params": spec.params.total})
+            item = model_entry(entry)
+            rows.append({**item, "twins": item["aliases"], "kinds": ", ".join(item["kinds"])})
         fit, found, error = _fit_form(request), None, None
         if fit["gpu"]:
             try:

@@ -157,6 +157,9 @@ def test_the_model_list_and_page_keep_the_models_a_search_names(client):
     assert page.status_code == 200
     assert page.text.count('<td class="wrap name"><a href="/models/') == 2
     assert f"2 of {len(model_catalog())} models match" in page.text
+    # each row: f16 bytes a token within the windows and past them, trained positions
+    gemma = client.get("/models", params={"q": "gemma-3-27b"}).text
+    assert "<td>27.4B</td><td>507,904</td><td>81,920</td><td>131,072</td></tr>" in gemma
     bad = client.get("/models", params={"q": "::"})
     assert bad.status_code == 422 and 'id="search-error"' in bad.text
 
