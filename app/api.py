@@ -17,6 +17,7 @@ from kvcore import CacheOptions, load_model
 from kvcore.catalog import find_models
 from kvcore.command import Launch, cli_line, give_way, launch_query, read_command, resolve
 from kvcore.engines import EngineSettings
+from kvcore.errors import NAME_CHARS, shown
 from kvcore.formats import describe
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
@@ -167,14 +168,29 @@ def api_router() -> APIRouter:
         return find_gpu_for(to_query(body), vendor=body.vendor)
 
     @api.post("/find-model", summary="Which catalog models fit this card")
-    def post_find_model(body: PlanIn) -> dict[str, Any]:
+    def post_find_model(request: Request, body: PlanIn, q: Annotated[str | None, Query(
+            max_length=200, examples=["qwen3 coder"],
+            description="only the catalog models every word names, as GET /models?q= "
+                        "keeps them")] = None) -> dict[str, Any]:
         """Every catalog model on the body's card: those that fit (most parameters first),
         those trained for fewer positions, those that fit a shorter context, those too big,
-        and those refused with the reason."""
+        and those refused with the reason; ``?q=`` keeps the models its words name."""
+        twice = repeated_field(request.query_params.multi_items())
+        if twice:
+            raise twice
+        other = next((k for k in request.query_params if k != "q"), None)
+        if other is not None:
+            raise kvcore.InputError(f"{other}: no such query parameter: POST /find-model takes "
+                                    "its fields in the body and only q in the query",
+                                    field=other)
         given = "model" if body.model else "config" if body.config is not None else None
         check_find_model(given=given, gpu=body.gpu, gpus=body.gpus, kv_budget=body.kv_budget,
                          field=given or "model")
-        return find_model(lambda spec: to_query(body, spec))
+        entries = None if q is None else find_models(q)
+        if entries == []:
+            raise kvcore.InputError(f"no catalog model matches {shown(q, NAME_CHARS)} (GET "
+                             "/api/v1/models?q= lists what a search finds)", field="q")
+        return find_model(lambda spec: to_query(body, spec), entries)
 
     @api.post("/find-format", summary="Which KV formats fit, with their quality")
     def post_find_format(body: PlanIn) -> list[dict[str, Any]]:

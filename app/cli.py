@@ -232,8 +232,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="with --find-gpu: only this maker's cards "
                         f"({', '.join(kvcore.gpus.VENDORS)})")
     p.add_argument("--find-model", action="store_true",
-                   help="without MODEL: list the catalog models that fit on the GPU, largest "
-                        "first, each with its decode tokens/s")
+                   help="list the catalog models that fit on the GPU, largest first, each "
+                        "with its decode tokens/s; words in place of MODEL ('qwen3', "
+                        "'llama 3.1') keep the models they name")
     p.add_argument("--find-format", action="store_true",
                    help="list every KV format with whether it fits, its max context and its "
                         "decode tokens/s")
@@ -616,7 +617,9 @@ def render_find_model(args: argparse.Namespace, found: dict[str, Any]) -> str:
              _ctx(r["trained_positions"]) if r.get("trained_positions") else "-",
              rate_text(r["tokens_per_s_per_sequence"])] for r in fits]
         lines += [_table(rows, right=(1, 2, 3, 4, 5, 6)), ""]
-    lines.append(f"{len(fits)} of {total} catalog models fit {ask} {where} under {args.engine}, "
+    matching = f" matching {shown(args.model, NAME_CHARS)}" if args.model else ""
+    lines.append(f"{len(fits)} of {total} catalog models{matching} fit {ask} {where} under "
+                 f"{args.engine}, "
                  f"weights {weights}, KV {kv}")
 
     def some(rows: list[dict[str, Any]], what: str) -> str:
@@ -1187,9 +1190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  "one")
             launch, command_spec, read_as = _from_command(args, argv)
         if args.find_model:
-            check_find_model(given=args.model and f"MODEL ({shown(args.model)})", gpu=args.gpu,
-                             gpus=args.gpus, kv_budget=args.kv_budget, prefix="--")
-            found = find_model(lambda spec: build_query(args, spec))
+            check_find_model(given=None, gpu=args.gpu, gpus=args.gpus,
+                             kv_budget=args.kv_budget, prefix="--")
+            # words beside --find-model keep the catalog models they name
+            entries = find_models(args.model, field="MODEL") if args.model else None
+            if entries == []:
+                raise UsageError(f"no catalog model matches {shown(args.model, NAME_CHARS)}: "
+                                 "--find-model takes words of the models' names (qwen3, "
+                                 "'llama 3.1'; kvplan models WORDS lists them) or none")
+            found = find_model(lambda spec: build_query(args, spec), entries)
             print(json.dumps(found, indent=2) if args.json
                   else render_find_model(args, found))
             return 0

@@ -322,16 +322,18 @@ def _fit_layout(fit: dict[str, str]) -> str:
     return f" with attention dp {groups}" if groups else ""
 
 
-def _find_model(fit: dict[str, str]) -> dict[str, Any]:
-    """The /models page's answer: kvcore.query.find_model under the page's fields, each row
-    with a link to its plan on the planner page."""
+def _find_model(fit: dict[str, str],
+                entries: Sequence[kvcore.CatalogEntry] | None = None) -> dict[str, Any]:
+    """The /models page's answer: kvcore.query.find_model under the page's fields (over
+    ``entries``, the models a search found, where given), each row with a link to its plan on
+    the planner page."""
     from kvcore.query import find_model, host_runnable
 
     weights = None if fit["weights"] == "auto" else fit["weights"]
     found = find_model(lambda spec: make_query(
         spec, context=fit["context"], sequences=fit["sequences"], kv=fit["kv"],
         weights=weights, gpu=fit["gpu"], engine=fit["engine"], tp=fit["tp"] or None,
-        pp=fit["pp"] or None, dp=fit["dp"], attn_dp=fit["attn_dp"]))
+        pp=fit["pp"] or None, dp=fit["dp"], attn_dp=fit["attn_dp"]), entries)
     link = {"gpu": fit["gpu"], "context": fit["context"], "sequences": fit["sequences"],
             "kv_k": fit["kv"], "kv_v": fit["kv"], "weights": fit["weights"],
             "engine": fit["engine"],
@@ -586,15 +588,17 @@ def pages_router() -> APIRouter:
             item = model_entry(entry)
             rows.append({**item, "twins": item["aliases"], "kinds": ", ".join(item["kinds"])})
         fit, found, error = _fit_form(request), None, None
-        if fit["gpu"]:
+        if fit["gpu"] and not search_error:
             try:
-                found = _find_model(fit)
+                found = _find_model(fit, entries if search else None)
             except KvplanError as exc:
                 error = str(exc)
         return templates().TemplateResponse(
             request, "models.html",
             {"rows": rows, "fit": fit, "found": found, "error": error,
              "layout": _fit_layout(fit), "search": search, "search_error": search_error,
+             # each form carries the other's fields: a search keeps the fit asked, and back
+             "asked": {k: v for k, v in fit.items() if fit["gpu"] and v != FIT_DEFAULTS[k]},
              "catalog_size": len(kvcore.model_catalog()), **_choices()},
             status_code=422 if error or search_error else 200)
 

@@ -10,9 +10,9 @@ for a KV budget it printed (``kv_budget``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .engines import (
     ENGINE_TITLES,
@@ -48,6 +48,9 @@ from .plan import PlanRequest, attention_flops, plan, prefill_attention_flops
 from .report import engine_to_dict, model_summary, plan_to_dict, prefill_to_dict
 from .units import format_bytes
 from .weights import WEIGHT_FORMATS, WeightFormat, Weights
+
+if TYPE_CHECKING:
+    from .catalog import CatalogEntry
 
 __all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model", "find_weights",
            "to_fit"]
@@ -86,7 +89,6 @@ ENGINE_SETTINGS = {
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes", "max_num_tokens",
                "max_total_tokens"),
 }
-
 
 #: settings an engine reads only with --mtp: SGLang's --speculative-num-draft-tokens for the
 #: model's own MTP head (engines/sglang_mtp.py)
@@ -743,8 +745,9 @@ def _candidates() -> list[KVFormat]:
     return sorted((f for f in FORMATS if f.name != "f32"), key=lambda f: -f.bits_per_value)
 
 
-def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
-    """Every catalog model asked the same question (``build`` makes its query: the same card,
+def find_model(build: Callable[[ModelSpec], Query],
+               entries: Sequence[CatalogEntry] | None = None) -> dict[str, Any]:
+    """Every catalog model (or each of ``entries``) asked the same question (``build`` makes its query: the same card,
     context, sequences, formats and engine), in five lists: ``fits``, the models that fit,
     most parameters first; ``untrained``, those that fit in memory but were trained for fewer
     positions than the context asked (each with its decode estimate, tokens a second a
@@ -758,7 +761,7 @@ def find_model(build: Callable[[ModelSpec], Query]) -> dict[str, Any]:
     found: dict[str, list[dict[str, Any]]] = {"fits": [], "untrained": [], "shorter": [],
                                               "too_big": [], "refused": []}
     errors: list[KvplanError] = []
-    for entry in model_catalog():
+    for entry in model_catalog() if entries is None else entries:
         try:
             data = answer(build(load_model(entry.id)))
         except KvplanError as exc:

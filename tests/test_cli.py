@@ -513,8 +513,21 @@ def test_find_model_names_the_cards_it_fitted_on(capsys):
     assert code == 0 and "on Apple M3 Max (36GB, 30-core GPU) under llama.cpp" in out
 
 
+def test_find_model_with_words_tries_the_models_they_name(capsys):
+    ask = ("--find-model", "--gpu", "4090", "--ctx", "32k", "--engine", "llama.cpp",
+           "--weights", "q4_k_m")
+    code, out, _ = run(capsys, "gemma 3", *ask, "--json")
+    found = json.loads(out)
+    assert code == 0 and sorted(r["model"] for rows in found.values() for r in rows) == [
+        "gemma-3-1b-it", "gemma-3-27b-it", "gemma-3-4b-it"]
+    code, out, _ = run(capsys, "gemma 3", *ask)
+    assert (f"{len(found['fits'])} of 3 catalog models matching 'gemma 3' fit 32,768 tokens × 1 "
+            "sequence on NVIDIA GeForce RTX 4090 under llama.cpp") in out
+
+
 @pytest.mark.parametrize(("flags", "words"), [
-    (["qwen3-8b", "--find-model", "--gpu", "4090"], "leave out MODEL ('qwen3-8b')"),
+    (["no-such-model", "--find-model", "--gpu", "4090"],
+     "no catalog model matches 'no-such-model': --find-model takes words of the models' names"),
     (["--find-model"], "--find-model needs a GPU (--gpu) or a KV budget"),
     (["--find-model", "--gpus", "2"], "--find-model needs a GPU (--gpu) or a KV budget"),
     (["--find-model", "--find-gpu", "--gpu", "4090"], "ask different questions; give one"),

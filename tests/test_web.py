@@ -160,6 +160,19 @@ def test_the_model_list_and_page_keep_the_models_a_search_names(client):
     # each row: f16 bytes a token within the windows and past them, trained positions
     gemma = client.get("/models", params={"q": "gemma-3-27b"}).text
     assert "<td>27.4B</td><td>507,904</td><td>81,920</td><td>131,072</td></tr>" in gemma
+    # the fit form asks over the models the search found, and each form keeps the other's
+    fit = client.get("/models", params={"q": "gemma 3", "gpu": "4090", "context": "32k"}).text
+    assert re.search(r'id="fit-head">\d of 3 models matching “gemma 3” fit 32k × 1 on 4090', fit)
+    assert '<input type="hidden" name="q" value="gemma 3">' in fit
+    assert '<input type="hidden" name="gpu" value="4090">' in fit
+    body = {"gpu": "4090", "context": "32k", "engine": "llama.cpp", "weights": "q4_k_m"}
+    found = client.post("/api/v1/find-model", params={"q": "gemma 3"}, json=body).json()
+    assert sorted(r["model"] for rows in found.values() for r in rows) == [
+        "gemma-3-1b-it", "gemma-3-27b-it", "gemma-3-4b-it"]
+    for params, field in (({"q": "no-such-model"}, "q"), ([("q", "a"), ("q", "b")], "q"),
+                          ({"gpu": "4090"}, "gpu")):
+        r = client.post("/api/v1/find-model", params=params, json=body)
+        assert r.status_code == 422 and r.json()["field"] == field
     bad = client.get("/models", params={"q": "::"})
     assert bad.status_code == 422 and 'id="search-error"' in bad.text
 
