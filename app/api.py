@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
@@ -134,8 +134,29 @@ def run_plan(body: PlanIn) -> dict[str, Any]:
     return answered(to_query(body), get_settings().db_path)
 
 
+#: the query parameters a POST takes beside its JSON body (the others take none)
+POST_QUERY = {"find-model": ("q",)}
+
+
+def body_only(request: Request) -> None:
+    """A POST takes its fields in its JSON body: a field in its query string would be dropped
+    (POST /plan?context=128k planned 8k), so it is named, as a repeated one is."""
+    if request.method != "POST" or not request.query_params:
+        return
+    twice = repeated_field(request.query_params.multi_items())
+    if twice:
+        raise twice
+    allowed = POST_QUERY.get(request.url.path.rstrip("/").rsplit("/", 1)[-1], ())
+    other = next((k for k in request.query_params if k not in allowed), None)
+    if other is not None:
+        takes = f"; only {', '.join(allowed)} goes in its query" if allowed else ""
+        raise kvcore.InputError(f"{other} in the query string: a POST takes its fields in its "
+                                f"JSON body{takes}", field=other)
+
+
 def api_router() -> APIRouter:
-    api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
+    api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES,
+                    dependencies=[Depends(body_only)])
 
     @api.get("/healthz", summary="Liveness and version")
     def healthz() -> dict[str, Any]:
@@ -168,21 +189,13 @@ def api_router() -> APIRouter:
         return find_gpu_for(to_query(body), vendor=body.vendor)
 
     @api.post("/find-model", summary="Which catalog models fit this card")
-    def post_find_model(request: Request, body: PlanIn, q: Annotated[str | None, Query(
+    def post_find_model(body: PlanIn, q: Annotated[str | None, Query(
             max_length=200, examples=["qwen3 coder"],
             description="only the catalog models every word names, as GET /models?q= "
                         "keeps them")] = None) -> dict[str, Any]:
         """Every catalog model on the body's card: those that fit (most parameters first),
         those trained for fewer positions, those that fit a shorter context, those too big,
         and those refused with the reason; ``?q=`` keeps the models its words name."""
-        twice = repeated_field(request.query_params.multi_items())
-        if twice:
-            raise twice
-        other = next((k for k in request.query_params if k != "q"), None)
-        if other is not None:
-            raise kvcore.InputError(f"{other}: no such query parameter: POST /find-model takes "
-                                    "its fields in the body and only q in the query",
-                                    field=other)
         given = "model" if body.model else "config" if body.config is not None else None
         check_find_model(given=given, gpu=body.gpu, gpus=body.gpus, kv_budget=body.kv_budget,
                          field=given or "model")

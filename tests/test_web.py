@@ -173,6 +173,11 @@ def test_the_model_list_and_page_keep_the_models_a_search_names(client):
                           ({"gpu": "4090"}, "gpu")):
         r = client.post("/api/v1/find-model", params=params, json=body)
         assert r.status_code == 422 and r.json()["field"] == field
+    # a POST's field in its query string would be dropped: it is named
+    r = client.post("/api/v1/plan", params={"context": "128k"},
+                    json={"model": "qwen3-8b", "gpu": "4090"})
+    assert r.status_code == 422 and r.json()["field"] == "context"
+    assert r.json()["error"].startswith("context in the query string: a POST takes its fields")
     bad = client.get("/models", params={"q": "::"})
     assert bad.status_code == 422 and 'id="search-error"' in bad.text
 
