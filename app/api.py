@@ -10,7 +10,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ValidationError
 
 import kvcore
 from kvcore import CacheOptions, load_model
@@ -134,29 +135,34 @@ def run_plan(body: PlanIn) -> dict[str, Any]:
     return answered(to_query(body), get_settings().db_path)
 
 
-#: the query parameters a POST takes beside its JSON body (the others take none)
-POST_QUERY = {"find-model": ("q",)}
-
-
-def body_only(request: Request) -> None:
-    """A POST takes its fields in its JSON body: a field in its query string would be dropped
-    (POST /plan?context=128k planned 8k), so it is named, as a repeated one is."""
-    if request.method != "POST" or not request.query_params:
+def known_query(request: Request) -> None:
+    """A query parameter a route does not read is named, as a repeated one is: a POST takes
+    its fields in its JSON body (POST /plan?context=128k had planned 8k), and a GET that takes
+    none (/formats, /models/{id}) would answer as if it were not there. Routes whose query is
+    a model of fields refuse others themselves."""
+    if not request.query_params:
         return
     twice = repeated_field(request.query_params.multi_items())
     if twice:
         raise twice
-    allowed = POST_QUERY.get(request.url.path.rstrip("/").rsplit("/", 1)[-1], ())
+    route = request.scope.get("route")
+    params = route.dependant.query_params if isinstance(route, APIRoute) else []
+    if any(isinstance(p.field_info.annotation, type)
+           and issubclass(p.field_info.annotation, BaseModel) for p in params):
+        return
+    allowed = [p.alias for p in params]
     other = next((k for k in request.query_params if k not in allowed), None)
-    if other is not None:
-        takes = f"; only {', '.join(allowed)} goes in its query" if allowed else ""
-        raise kvcore.InputError(f"{other} in the query string: a POST takes its fields in its "
-                                f"JSON body{takes}", field=other)
+    if other is None:
+        return
+    takes = f"; it takes only {', '.join(allowed)} there" if allowed else ""
+    where = ("a POST takes its fields in its JSON body" if request.method == "POST"
+             else f"{request.url.path} takes no query parameters")
+    raise kvcore.InputError(f"{other} in the query string: {where}{takes}", field=other)
 
 
 def api_router() -> APIRouter:
     api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES,
-                    dependencies=[Depends(body_only)])
+                    dependencies=[Depends(known_query)])
 
     @api.get("/healthz", summary="Liveness and version")
     def healthz() -> dict[str, Any]:
@@ -172,11 +178,9 @@ def api_router() -> APIRouter:
         return run_plan(body)
 
     @api.get("/plan", summary="Plan a model on a card (query parameters)")
-    def get_plan(request: Request, q: Annotated[PlanQueryIn, Query()]) -> dict[str, Any]:
-        """``POST /plan``'s answer, its fields as query parameters (each given once)."""
-        twice = repeated_field(request.query_params.multi_items())
-        if twice:
-            raise twice
+    def get_plan(q: Annotated[PlanQueryIn, Query()]) -> dict[str, Any]:
+        """``POST /plan``'s answer, its fields as query parameters (each given once:
+        known_query refuses a repeated one)."""
         return run_plan(q)
 
     @api.post("/find-gpu", summary="Which cards fit this plan")
@@ -271,14 +275,11 @@ def api_router() -> APIRouter:
             _MEASURE_LOCK.release()
 
     @api.get("/models", summary="The bundled model catalog")
-    def models(request: Request, q: Annotated[ModelListIn, Query()]) -> list[dict[str, Any]]:
+    def models(q: Annotated[ModelListIn, Query()]) -> list[dict[str, Any]]:
         """Each catalog model: its id, Hub repository, family, parameters, layers and their
         kinds, f16 K + V bytes a token (within its windows and past them), trained positions,
         the config's source and the repositories that share its config; ``q`` keeps the models
         each of its words names."""
-        twice = repeated_field(request.query_params.multi_items())
-        if twice:
-            raise twice
         entries = kvcore.model_catalog() if q.q is None else find_models(q.q)
         return [model_entry(e, sources=True) for e in entries]
 
@@ -300,13 +301,10 @@ def api_router() -> APIRouter:
         return summary
 
     @api.get("/gpus", summary="The bundled GPU catalog")
-    def gpus(request: Request, q: Annotated[GpuListIn, Query()]) -> list[dict[str, Any]]:
+    def gpus(q: Annotated[GpuListIn, Query()]) -> list[dict[str, Any]]:
         """Each card's memory, peak bandwidth, dense FP16/BF16 matrix peak and host link,
         with their sources; ``vendor``, ``min_memory`` and ``engine`` keep only the cards
         that match."""
-        twice = repeated_field(request.query_params.multi_items())
-        if twice:
-            raise twice
         return [gpu_entry(g, sources=True)
                 for g in gpu_list(q.vendor, q.min_memory, q.engine)]
 

@@ -178,6 +178,11 @@ def test_the_model_list_and_page_keep_the_models_a_search_names(client):
                     json={"model": "qwen3-8b", "gpu": "4090"})
     assert r.status_code == 422 and r.json()["field"] == "context"
     assert r.json()["error"].startswith("context in the query string: a POST takes its fields")
+    # and a GET that takes no query parameters would answer as if it were not there
+    for url, field in (("/api/v1/formats?x=1", "x"), ("/api/v1/models/qwen3-8b?kv=q8_0", "kv")):
+        r = client.get(url)
+        assert r.status_code == 422 and r.json()["field"] == field
+        assert "takes no query parameters" in r.json()["error"]
     bad = client.get("/models", params={"q": "::"})
     assert bad.status_code == 422 and 'id="search-error"' in bad.text
 
