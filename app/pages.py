@@ -31,7 +31,7 @@ from kvcore.engines import (
 )
 from kvcore.engines.llamacpp_offload import split_overrides
 from kvcore.engines.lora import lora_from
-from kvcore.errors import shown
+from kvcore.errors import nearest, shown
 from kvcore.units import format_bytes, format_gib
 from kvcore.weights import WEIGHT_FORMATS
 
@@ -477,11 +477,14 @@ def _link_fault(params: Any) -> KvplanError | None:
         return twice
     unknown = [k for k in params if k not in LINK_FIELDS]
     if unknown:
-        hint = {"ctx": "context", "seqs": "sequences"}.get(unknown[0])
+        hint = ({"ctx": "context", "seqs": "sequences"}.get(unknown[0])
+                or nearest(unknown[0], LINK_FIELDS))
+        # a near name is the answer; the whole list (some 80 fields) only where none is near
+        takes = ("" if hint else "; it takes " + ", ".join(LINK_FIELDS) +
+                 " (/api/v1/plan takes every CLI option)")
         return InputError(
             f"{shown(unknown[0])} is not a field of this page" +
-            (f" (did you mean {hint}?)" if hint else "") + "; it takes " +
-            ", ".join(LINK_FIELDS) + " (/api/v1/plan takes every CLI option)",
+            (f" (did you mean {hint}?)" if hint else "") + takes,
             field=unknown[0] if unknown[0] in FIELDS else "model")
     return None
 

@@ -1015,7 +1015,11 @@ def test_a_link_answers_what_the_cli_and_the_api_answer_for_its_fields(client, c
 
 @pytest.mark.parametrize(("query", "field", "message"), [
     ("model=qwen3-8b&gpu=4090&ctx=32k", "model",
-     "&#39;ctx&#39; is not a field of this page (did you mean context?)"),
+     "&#39;ctx&#39; is not a field of this page (did you mean context?)</span>"),
+    ("model=qwen3-8b&gpu=4090&contxt=32k", "model",
+     "&#39;contxt&#39; is not a field of this page (did you mean context?)</span>"),
+    ("model=qwen3-8b&gpu=4090&zzz=1", "model",
+     "&#39;zzz&#39; is not a field of this page; it takes model, gpu, gpus,"),
     ("model=qwen3-8b&gpu=4090&kv=q8_0&kv=q4_0", "kv_k",
      "kv is given 2 times (&#39;q8_0&#39; and &#39;q4_0&#39;); give it once"),
     ("model=qwen3-8b&gpu=4090&gpu=h100", "gpu", "gpu is given 2 times"),
