@@ -468,6 +468,21 @@ def _api_link(form: dict[str, str], config: dict[str, Any] | None) -> str | None
     return "/api/v1/plan?" + urlencode(fields)
 
 
+def _page_fault(params: Any, takes: Sequence[str]) -> KvplanError | None:
+    """What is wrong with the query string of a page of lists (/gpus, /models): a field given
+    twice, or one the page does not take, which it would drop and answer another question."""
+    twice = repeated_field(params.multi_items())
+    if twice is not None:
+        return twice
+    other = next((k for k in params if k not in takes), None)
+    if other is None:
+        return None
+    hint = nearest(other, takes)
+    return InputError(f"{shown(other)} is not a field of this page" +
+                      (f" (did you mean {hint}?)" if hint else "") +
+                      f"; it takes {', '.join(takes)}", field=other)
+
+
 def _link_fault(params: Any) -> KvplanError | None:
     """What is wrong with a link's query string beyond its values: a field given twice, or a
     name the page does not take (dropped, it would plan another question than the link's)."""
@@ -591,7 +606,10 @@ def pages_router() -> APIRouter:
             item = model_entry(entry)
             rows.append({**item, "twins": item["aliases"], "kinds": ", ".join(item["kinds"])})
         fit, found, error = _fit_form(request), None, None
-        if fit["gpu"] and not search_error:
+        fault = _page_fault(request.query_params, (*FIT_DEFAULTS, "q"))
+        if fault is not None:
+            error = str(fault)
+        elif fit["gpu"] and not search_error:
             try:
                 found = _find_model(fit, entries if search else None)
             except KvplanError as exc:
@@ -651,6 +669,9 @@ def pages_router() -> APIRouter:
         chosen = {"vendor": vendor.strip(), "min_memory": min_memory.strip(),
                   "engine": engine.strip()}
         try:
+            fault = _page_fault(request.query_params, tuple(chosen))
+            if fault is not None:
+                raise fault
             cards = gpu_list(chosen["vendor"] or None, chosen["min_memory"] or None,
                              chosen["engine"] or None)
         except KvplanError as exc:

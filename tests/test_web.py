@@ -183,6 +183,14 @@ def test_the_model_list_and_page_keep_the_models_a_search_names(client):
         r = client.get(url)
         assert r.status_code == 422 and r.json()["field"] == field
         assert "takes no query parameters" in r.json()["error"]
+    # a list page's field it does not take, or one given twice, is named, not dropped
+    for url, needle in (("/models?gpuu=4090", "&#39;gpuu&#39; is not a field of this page "
+                                               "(did you mean gpu?)"),
+                        ("/gpus?vendr=amd", "&#39;vendr&#39; is not a field of this page "
+                                            "(did you mean vendor?)"),
+                        ("/gpus?vendor=amd&vendor=intel", "vendor is given 2 times")):
+        r = client.get(url)
+        assert r.status_code == 422 and needle in r.text, url
     bad = client.get("/models", params={"q": "::"})
     assert bad.status_code == 422 and 'id="search-error"' in bad.text
 
