@@ -206,7 +206,7 @@ def api_router() -> APIRouter:
         entries = None if q is None else find_models(q)
         if entries == []:
             raise kvcore.InputError(f"no catalog model matches {shown(q, NAME_CHARS)} (GET "
-                             "/api/v1/models?q= lists what a search finds)", field="q")
+                                    "/api/v1/models?q= lists what a search finds)", field="q")
         return find_model(lambda spec: to_query(body, spec), entries)
 
     @api.post("/find-format", summary="Which KV formats fit, with their quality")
