@@ -348,6 +348,14 @@ def _named_by_words(name: str) -> list[str]:
     return [e.id for e in sorted(found, key=lambda e: len(e.id))] if len(found) <= 3 else []
 
 
+def same_model(name: str) -> list[str]:
+    """Catalog ids of the entries ``name`` most likely means though it names none (another
+    variant of it, or the few whose names hold every word of it): Ollama's ``gemma3:27b``
+    gives ``gemma-3-27b-it``. Leads to suggest, not stand-ins."""
+    found = [e.id for e in variants(name)] + _named_by_words(name)
+    return list(dict.fromkeys(found))
+
+
 def _variant_keys(name: str) -> list[str]:
     """Keys of _known_names for the model ``name`` names in another variant: catalog ids,
     then alias repository names."""

@@ -1691,7 +1691,7 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
     file the command names by path is read where it exists here, else by its name (a
     catalog model, the type its name carries, unless ``weights_given``: the plan names its
     own)."""
-    from .catalog import load_model
+    from .catalog import load_model, same_model
 
     weights = None
     ref = model
@@ -1733,9 +1733,13 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
         except InputError:
             ref = None
     if ref is None and launch.engine == "ollama" and launch.model_flag:
+        # the catalog models the library name most likely means (gemma3:27b: gemma-3-27b-it)
+        likely = same_model(launch.model_flag.removeprefix("ollama run "))[:2]
+        lead = (" (the catalog has " + " or ".join(f"'{i}'" for i in likely) + ")"
+                if likely else "")
         raise InputError(f"{shown(launch.model_flag)}: Ollama's library names are not models "
-                         "kvplan reads; give the model beside the command (a catalog id or Hub "
-                         "repo id) and --weights for the quantization its tag holds",
+                         "kvplan reads; give the model beside the command, a catalog id or Hub "
+                         f"repo id{lead}, and --weights for the quantization its tag holds",
                          field="model")
     if ref is None:
         raise InputError("the command names no model: give the model beside it (a catalog "

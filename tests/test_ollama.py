@@ -342,6 +342,12 @@ def test_what_ollama_changes_is_planned_as_it_changes_it_with_a_note():
     bad = c.post("/api/v1/command", json={"command": "ollama run qwen3:8b", "gpu": "4090"})
     assert bad.status_code == 422 and "Ollama's library names are not models kvplan reads" in (
         bad.json()["error"])
+    # the catalog models the library name most likely means are named
+    for name, likely in (("gemma3:27b", "(the catalog has 'gemma-3-27b-it'), and --weights"),
+                         ("deepseek-r1:7b", "the catalog has 'deepseek-r1-distill-qwen-7b')"),
+                         ("foo:1b", "a catalog id or Hub repo id, and --weights")):
+        bad = c.post("/api/v1/command", json={"command": f"ollama run {name}", "gpu": "4090"})
+        assert bad.status_code == 422 and likely in bad.json()["error"], name
 
 
 def test_the_command_page_fills_the_form_with_the_context_ollama_takes():
