@@ -463,7 +463,14 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         # qwen3:8b): one catalog entry has it, so it is that entry, not a guess
         loose = _loose_keys().get(_loose(text))
         if loose is not None:
-            return _catalog_spec(loose.id)
+            spec = _catalog_spec(loose.id)
+            if ":" not in text:
+                return spec
+            # Ollama's NAME:TAG: the tag also picks a quantization, which is not read here
+            return dataclasses.replace(spec, notes=(*spec.notes, (
+                f"{shown(text, NAME_CHARS)}, as Ollama spells it, is read as the catalog's "
+                f"{loose.id}; the quantization its library tag holds is not read: --weights "
+                "gives it (most of Ollama's tags hold Q4_K_M)")))
         loose_alias = _loose_alias_keys().get(_loose(text))
         if loose_alias is not None:
             return _alias_spec(*loose_alias)

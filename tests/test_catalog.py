@@ -319,6 +319,15 @@ def test_a_name_typed_loosely_is_its_one_entry(monkeypatch, typed, entry_id):
     assert spec.name == expected.name and spec.source == expected.source
 
 
+def test_ollamas_spelling_says_its_tag_quantization_is_not_read():
+    ollama = load_model("qwen3:8b")
+    assert ollama.name == "qwen3-8b" and any(
+        "'qwen3:8b', as Ollama spells it, is read as the catalog's qwen3-8b; the quantization "
+        "its library tag holds is not read" in n for n in ollama.notes)
+    # the same name spelled another way names no tag
+    assert not any("Ollama" in n for n in load_model("Qwen3 8B").notes)
+
+
 @pytest.mark.parametrize("typed", ["qwen35-27b", "qwen3-8", "gemma3:27b", "llama 3 8b"])
 def test_a_loose_name_of_no_entry_is_still_unknown(typed):
     # dots count (qwen3.5 is not qwen35), and nothing is guessed beyond spelling
