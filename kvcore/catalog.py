@@ -295,7 +295,9 @@ def _local(path: Path) -> ModelSpec:
 #: words a repository's name adds for one variant of a model (instruction or chat tuned,
 #: thinking, base, pretrained, converted for transformers), and the "Meta-" before Llama 3 and
 #: 3.1 names
-_VARIANT_WORDS = re.compile(r"-(?:instruct|it|chat|base|hf|pt|thinking)(?=-|$)")
+_VARIANT_WORDS = re.compile(r"-(?:instruct|it|chat|base|hf|pt|thinking"
+                            # a quantized or converted copy of the same model
+                            r"|gguf|awq|gptq|fp8|int4|int8|bnb-4bit|4bit|8bit|mlx)(?=-|$)")
 
 
 def _stem(name: str) -> str:
@@ -365,6 +367,31 @@ def _variant_keys(name: str) -> list[str]:
                                                    if _loose(_stem(a)) == stem)
 
 
+def _gguf_or_offline(repo: str, tag: str) -> ModelSpec:
+    """A Hub GGUF repository's ``tag`` file; offline, the error names the catalog model the
+    repository holds and the weights that plan it (…/Qwen3-8B-GGUF:Q4_K_M: qwen3-8b with
+    --weights q4_k_m), where there is one."""
+    try:
+        return gguf_spec(repo, tag)
+    except HubUnavailable as exc:
+        held = variants(repo)
+        weights = {"mxfp4_moe": "mxfp4"}.get(tag.lower(), tag.lower())
+        if len(held) != 1:
+            raise
+        from .weights import WEIGHT_FORMATS
+
+        entry = held[0]
+        if weights in {f.name for f in WEIGHT_FORMATS}:
+            lead = (f"offline, `kvplan {entry.id} --weights {weights}` plans the catalog's "
+                    f"{entry.id} ({entry.repo}) in llama-quantize's {tag.upper()} types, not "
+                    "from the file's header")
+        else:
+            lead = (f"offline, the catalog has {entry.id} ({entry.repo}): `kvplan {entry.id} "
+                    f"--weights TYPE` plans it in the llama-quantize type nearest "
+                    f"{shown(tag.upper(), 64)}, which kvplan does not price")
+        raise HubUnavailable(f"{exc}; {lead}", field="model") from None
+
+
 def _addressed(text: str, repo: str, revision: str | None, file: str | None, tag: str | None,
                *, allow_hub: bool) -> ModelSpec:
     """The model a Hub address names: its repository as its repo id names it (the catalog
@@ -382,7 +409,7 @@ def _addressed(text: str, repo: str, revision: str | None, file: str | None, tag
             raise InputError(f"{shown(text, NAME_CHARS)} is a GGUF file on the Hub, which this "
                              "server does not read: give a catalog model or paste its config.json",
                              field="model")
-        return gguf_spec(repo, tag)
+        return _gguf_or_offline(repo, tag)
     if at_main:
         return load_model(repo, allow_local=False, allow_hub=allow_hub)
     if not allow_hub:
@@ -447,7 +474,7 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         repo, tag = split_tag(text)
         if tag is not None:
             # llama.cpp's -hf spelling: a GGUF repository and one of its quantizations
-            return gguf_spec(repo, tag)
+            return _gguf_or_offline(repo, tag)
     if allow_hub and is_repo_id(text):
         try:
             config, total, quant = fetch_config(text)

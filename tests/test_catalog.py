@@ -132,6 +132,29 @@ def test_a_catalog_search_without_a_word_is_refused(query, needle):
     assert e.value.field == "q"
 
 
+@pytest.mark.parametrize(("ref", "hint"), [
+    ("bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M",
+     "; offline, `kvplan llama-3.2-1b-instruct --weights q4_k_m` plans the catalog's "
+     "llama-3.2-1b-instruct (meta-llama/Llama-3.2-1B-Instruct) in llama-quantize's Q4_K_M types"),
+    ("https://huggingface.co/unsloth/gpt-oss-20b-GGUF/blob/main/gpt-oss-20b-MXFP4_MOE.gguf",
+     "; offline, `kvplan gpt-oss-20b --weights mxfp4` plans the catalog's gpt-oss-20b"),
+    ("unsloth/Qwen3-8B-GGUF:UD-Q4_K_XL",
+     "; offline, the catalog has qwen3-8b (Qwen/Qwen3-8B): `kvplan qwen3-8b --weights TYPE` "
+     "plans it in the llama-quantize type nearest 'UD-Q4_K_XL', which kvplan does not price"),
+])
+def test_an_unreachable_gguf_repository_names_the_catalog_model_it_holds(monkeypatch, ref, hint):
+    from kvcore.hub import HubUnavailable
+
+    def offline(repo, tag):
+        raise HubUnavailable(f"the Hub could not be reached to read the file list of '{repo}'",
+                             field="model")
+
+    monkeypatch.setattr("kvcore.catalog.gguf_spec", offline)
+    with pytest.raises(HubUnavailable) as e:
+        load_model(ref)
+    assert hint in str(e.value) and e.value.field == "model"
+
+
 def fake_hub(monkeypatch, tmp_path, files=None, error=None):
     errors = types.SimpleNamespace(**{
         name: type(name, (Exception,), {}) for name in (
@@ -432,6 +455,9 @@ def test_every_alias_is_sourced_and_names_no_other_entry():
     ("meta-llama/Llama-2-7b-chat-hf", ["llama-2-7b-hf"]),
     ("deepseek-ai/DeepSeek-V2-Lite", ["deepseek-v2-lite-chat"]),
     ("Qwen/Qwen2.5-14B-Instruct", ["qwen2.5-14b"]),
+    # a quantized or converted copy names the model it was made from
+    ("unsloth/Qwen3-8B-GGUF", ["qwen3-8b"]), ("Qwen/Qwen3-8B-AWQ", ["qwen3-8b"]),
+    ("mlx-community/Qwen3-8B-4bit", ["qwen3-8b"]),
     # Ollama's library names, spelled loosely
     ("gemma3:27b", ["gemma-3-27b-it"]), ("llama3.2:3b", ["llama-3.2-3b-instruct"]),
     # another size, another version or another model is no variant
