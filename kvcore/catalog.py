@@ -24,6 +24,7 @@ from .hub import (
     fetch_config,
     gguf_spec,
     gguf_tag,
+    gguf_weights,
     hub_address,
     is_repo_id,
     split_tag,
@@ -375,7 +376,7 @@ def _gguf_or_offline(repo: str, tag: str) -> ModelSpec:
         return gguf_spec(repo, tag)
     except HubUnavailable as exc:
         held = variants(repo)
-        weights = {"mxfp4_moe": "mxfp4"}.get(tag.lower(), tag.lower())
+        weights = gguf_weights(tag)
         if len(held) != 1:
             raise
         from .weights import WEIGHT_FORMATS

@@ -57,7 +57,7 @@ from .engines import sglang as _sglang
 from .engines import vllm as _vllm
 from .engines.llamacpp_offload import split_overrides
 from .errors import InputError, shown
-from .hub import HubUnavailable
+from .hub import HubUnavailable, gguf_weights
 from .model import ModelSpec
 from .yamlish import parse_yaml
 
@@ -1679,11 +1679,6 @@ def _hf_url(url: str) -> str | None:
     return f"{m.group(1)}:{tag.upper()}" if tag else None
 
 
-def _gguf_weights(tag: str) -> str:
-    """kvplan's weight format of a GGUF file's type tag (gpt-oss's MXFP4_MOE files: mxfp4)."""
-    return {"mxfp4_moe": "mxfp4"}.get(tag.lower(), tag.lower())
-
-
 def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = False,
             allow_local: bool = True) -> tuple[ModelSpec, dict[str, Any]]:
     """The model a launch command loads and the plan's fields (``engine`` and ``model``
@@ -1745,7 +1740,7 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
         raise InputError("the command names no model: give the model beside it (a catalog "
                          "id or Hub repo id)", field="model")
     if weights is not None:
-        weights = _gguf_weights(weights)
+        weights = gguf_weights(weights)
         if weights not in _llamacpp.WEIGHTS:
             raise InputError(
                 f"the command's file is quantized as {weights.upper()}, none of "
@@ -1767,7 +1762,7 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
                                  f"{shown(base)} is no catalog model: give the model beside the "
                                  "command",
                                  field="model") from None
-        weights = None if weights_given else _gguf_weights(tag)
+        weights = None if weights_given else gguf_weights(tag)
         if weights is not None and weights not in _llamacpp.WEIGHTS:
             raise
         launch.notes.append(f"the Hub could not be reached: {ref} read as the catalog's "

@@ -334,6 +334,11 @@ def gguf_names(repo: str) -> list[str]:
     return sorted(n for n in names if is_model_file(n))
 
 
+def gguf_weights(tag: str) -> str:
+    """kvplan's weight format of a GGUF file's type tag (gpt-oss's MXFP4_MOE files: mxfp4)."""
+    return {"mxfp4_moe": "mxfp4"}.get(tag.lower(), tag.lower())
+
+
 def gguf_tag(name: str) -> str:
     """The quantization a GGUF file name carries (Qwen3-8B-Q4_K_M.gguf → Q4_K_M), or its
     stem where none is recognised."""
