@@ -136,16 +136,20 @@ def find_models(query: str, field: str = "q") -> list[CatalogEntry]:
         raise InputError(f"{field} must hold a word of a model's name, like qwen3 or llama 3.1; "
                          f"got {shown(query)}", field=field)
     # a number alone (3, 3.1, 2507) is a whole number of a name: "gemma 3" is not gemma-4-31b
-    numbers = [re.compile(rf"(?<![0-9.]){re.escape(w)}(?![0-9])") for w in words
-               if re.fullmatch(r"[0-9.]+", w)]
-    spelled = [w for w in words if not re.fullmatch(r"[0-9.]+", w)]
+    numbers, spelled = [], []
+    for w in words:
+        if re.fullmatch(r"[0-9.]+", w):
+            numbers.append(re.compile(rf"(?<![0-9.]){re.escape(w)}(?![0-9])"))
+        else:
+            spelled.append(w)
     found = []
     for entry in model_catalog():
         names = [entry.id, entry.repo, entry.family, *(a.repo for a in entry.aliases)]
         text = " ".join(_loose(n) for n in names)
+        dotless = text.replace(".", "")
         apart = " ".join(re.sub(r"[^a-z0-9.]+", " ", n.lower()) for n in names)
         # a word matches the way it is spelled or with its dots dropped (qwen35 finds qwen3.5)
-        if (all(w in text or w in text.replace(".", "") for w in spelled)
+        if (all(w in text or w in dotless for w in spelled)
                 and all(n.search(apart) for n in numbers)):
             found.append(entry)
     return found
