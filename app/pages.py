@@ -593,7 +593,6 @@ def pages_router() -> APIRouter:
 
     @router.get("/models", response_class=HTMLResponse)
     def models(request: Request) -> HTMLResponse:
-        rows = []
         search = (request.query_params.get("q") or "").strip()
         search_error = None
         entries: Sequence[kvcore.CatalogEntry] = kvcore.model_catalog()
@@ -602,9 +601,7 @@ def pages_router() -> APIRouter:
                 entries = find_models(search, field="the search")
             except KvplanError as exc:
                 search_error = str(exc)
-        for entry in entries:
-            item = model_entry(entry)
-            rows.append({**item, "twins": item["aliases"], "kinds": ", ".join(item["kinds"])})
+        rows = [model_entry(entry) for entry in entries]
         fit, found, error = _fit_form(request), None, None
         fault = _page_fault(request.query_params, (*FIT_DEFAULTS, "q"))
         if fault is not None:
