@@ -930,8 +930,8 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
     if as_json:
         return json.dumps(items, indent=2)
     # numbers line up on their last digit
-    table = _table(rows, right={"models": (1, 2, 3, 4, 5), "gpus": (2, 3, 4), "formats": (1, 2, 3, 4),
-                                "weights": (1,)}[cmd])
+    table = _table(rows, right={"models": (1, 2, 3, 4, 5), "gpus": (2, 3, 4),
+                                "formats": (1, 2, 3, 4), "weights": (1,)}[cmd])
     if cmd == "models":
         twins = [(str(a), i["id"]) for i in items for a in cast(list[str], i["aliases"])]
         width = max((len(a) for a, _ in twins), default=0)
@@ -946,9 +946,8 @@ def _measure_parser() -> argparse.ArgumentParser:
                 description="Allocate the cache a plan predicts with kvplan's kernels on this "
                 "machine's GPU (or CPU), fill it, and compare tensor, allocator and driver "
                 "bytes with the prediction; time decode steps over it.")
-    p.add_argument("model", help="catalog id (kvplan models), Hub repo id or address (a GGUF repo as "
-                   "REPO:QUANT), config.json or GGUF path, "
-                   "model folder or JSON text")
+    p.add_argument("model", help="catalog id (kvplan models), Hub repo id or address (a GGUF "
+                   "repo as REPO:QUANT), config.json or GGUF path, model folder or JSON text")
     p.add_argument("--kv", default="f16",
                    help="KV format for K and V, one the kernels hold (default f16)")
     p.add_argument("--kv-k", default=None, help="KV format for keys (default --kv)")

@@ -90,6 +90,7 @@ ENGINE_SETTINGS = {
                "max_total_tokens"),
 }
 
+
 #: settings an engine reads only with --mtp: SGLang's --speculative-num-draft-tokens for the
 #: model's own MTP head (engines/sglang_mtp.py)
 MTP_SETTINGS = {"sglang": ("speculative_tokens",)}
@@ -747,9 +748,9 @@ def _candidates() -> list[KVFormat]:
 
 def find_model(build: Callable[[ModelSpec], Query],
                entries: Sequence[CatalogEntry] | None = None) -> dict[str, Any]:
-    """Every catalog model (or each of ``entries``) asked the same question (``build`` makes its query: the same card,
-    context, sequences, formats and engine), in five lists: ``fits``, the models that fit,
-    most parameters first; ``untrained``, those that fit in memory but were trained for fewer
+    """Every catalog model (or each of ``entries``) asked the same question (``build`` makes
+    its query: the same card, context, sequences, formats and engine), in five lists:
+    ``fits``, the models that fit, most parameters first; ``untrained``, those that fit in memory but were trained for fewer
     positions than the context asked (each with its decode estimate, tokens a second a
     sequence); ``shorter``, those that fit a shorter context only
     (longest first); ``too_big``, those whose weights and runtime alone do not fit;
