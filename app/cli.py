@@ -182,8 +182,8 @@ def _plan_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("model", nargs="?",
                    help="catalog id (kvplan models), Hub repo id or address (a GGUF repo as "
-                   "REPO:QUANT), config.json or GGUF path, "
-                   "model folder or JSON text")
+                   "REPO:QUANT), Ollama's name for a catalog model (qwen3:8b-q8_0), "
+                   "config.json or GGUF path, model folder or JSON text")
     p.add_argument("--command", "--cmd", dest="command", default=None, metavar="'LAUNCH'",
                    help="plan an engine's launch command as given (llama-server …, vllm serve "
                    "…, python -m sglang.launch_server …, trtllm-serve …, OLLAMA_…=… ollama "

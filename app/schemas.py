@@ -37,8 +37,9 @@ class PlanIn(BaseModel):
 
     model: str | None = Field(None, max_length=200, examples=["qwen3.5-27b"],
                               description="catalog id (/api/v1/models), Hub repo id or its "
-                              "https://huggingface.co/ address, or a Hub GGUF repository as "
-                              "REPO:QUANT (the server reads no local path)")
+                              "https://huggingface.co/ address, a Hub GGUF repository as "
+                              "REPO:QUANT, or Ollama's name for a catalog model (qwen3:8b-q8_0: "
+                              "qwen3-8b in Q8_0); the server reads no local path")
     config: dict[str, Any] | None = Field(None, description="a config.json object")
     gpu: str | None = Field(None, max_length=100, examples=["4090", "2x4090"],
                             description="a catalog GPU (4090, h100), a size (24GiB), or "

@@ -302,7 +302,7 @@ def _local(path: Path) -> ModelSpec:
 #: 3.1 names
 _VARIANT_WORDS = re.compile(r"-(?:instruct|it|chat|base|hf|pt|thinking"
                             # a quantized or converted copy of the same model
-                            r"|gguf|awq|gptq|fp8|int4|int8|bnb-4bit|4bit|8bit|mlx)(?=-|$)")
+                            r"|gguf|awq|gptq|fp8|int4|int8|bnb-4bit|4bit|8bit|mlx|qat)(?=-|$)")
 
 
 def _stem(name: str) -> str:
@@ -370,6 +370,84 @@ def _variant_keys(name: str) -> list[str]:
     aliases = {a.repo.split("/")[-1].lower() for _, a in _alias_keys().values()}
     return [e.id for e in variants(name)] + sorted(a for a in aliases
                                                    if _loose(_stem(a)) == stem)
+
+
+#: the quantization an Ollama tag ends in (qwen3:8b-q8_0, llama3.1:8b-instruct-q4_K_M, -fp16)
+_OLLAMA_QUANT = re.compile(r"-(?P<quant>i?q\d(?:_[a-z0-9]+)*|bf16|fp16|f16|fp32|f32)$",
+                           re.IGNORECASE)
+#: the words of a chat-tuned model's name, which Ollama's library names leave out
+_TUNED_WORDS = ("instruct", "it", "chat")
+
+
+@dataclasses.dataclass(frozen=True)
+class OllamaName:
+    """What Ollama's ``NAME:TAG`` names in the catalog: an entry (or a repository that shares
+    its config), the quantization the tag ends in (None where it names none: the library's
+    default file) and whether the name leaves out the chat-tuned word of the entry's."""
+
+    entry: CatalogEntry
+    alias: Alias | None
+    quant: str | None
+    tuned: bool
+    #: the name less the quantization its tag ends in (qwen3:8b-q8_0: qwen3:8b)
+    base: str
+
+    @property
+    def weights(self) -> str | None:
+        """kvplan's weight format of the tag's quantization, None where it names none kvplan
+        prices."""
+        from .weights import WEIGHT_FORMATS
+
+        return self.quant if self.quant in {f.name for f in WEIGHT_FORMATS} else None
+
+    @property
+    def label(self) -> str:
+        return self.alias.repo if self.alias is not None else f"the catalog's {self.entry.id}"
+
+
+def ollama_entry(text: str) -> OllamaName | None:
+    """The catalog model Ollama's ``NAME:TAG`` spells loosely (``qwen3:8b``, ``qwen3:8b-q8_0``;
+    ``llama3.2:3b`` is Llama-3.2-3B-Instruct, the model Ollama's library serves), or None."""
+    name, colon, tag = text.strip().partition(":")
+    if not colon or not name or not tag or "/" in text:
+        return None
+    m = _OLLAMA_QUANT.search(tag)
+    quant = None
+    if m is not None:
+        quant = m["quant"].lower().replace("fp", "f")
+        tag = tag[:m.start()]
+    key = _loose(f"{name}{tag}")
+    found: dict[str, tuple[CatalogEntry, Alias | None]] = {
+        k: (e, a) for k, (e, a) in _loose_alias_keys().items()}
+    found.update((k, (e, None)) for k, e in _loose_keys().items())
+    tuned = [found[key + w] for w in _TUNED_WORDS if key + w in found]
+    base = f"{name.strip()}:{tag}"
+    if len(tuned) == 1:
+        return OllamaName(*tuned[0], quant, True, base)
+    return OllamaName(*found[key], quant, False, base) if key in found else None
+
+
+def _ollama_spec(text: str, named: OllamaName) -> ModelSpec:
+    """The catalog model Ollama's name spells, in the quantization its tag names."""
+    spec = (_catalog_spec(named.entry.id) if named.alias is None
+            else _alias_spec(named.entry, named.alias))
+    read = f"{shown(text, NAME_CHARS)}, as Ollama spells it, is read as {named.label}"
+    if named.tuned:
+        read += " (its library serves the chat-tuned model)"
+    quant = named.quant
+    if quant is None:
+        note = (f"{read}; the quantization its library tag holds is not read: --weights gives "
+                "it (most of Ollama's tags hold Q4_K_M; `ollama show` prints it)")
+        return dataclasses.replace(spec, notes=(*spec.notes, note))
+    if named.weights is None:
+        note = (f"{read}; its tag's {quant.upper()} is no type kvplan prices: --weights gives "
+                "the nearest")
+        return dataclasses.replace(spec, notes=(*spec.notes, note))
+    priced = ("" if quant in ("f16", "bf16", "f32")
+              else "priced by llama-quantize's tensor types for it, ")
+    note = (f"{read} in {quant.upper()}, as its tag names ({priced}not read from the file's "
+            "header; --weights plans another)")
+    return dataclasses.replace(spec, checkpoint_weights=quant, notes=(*spec.notes, note))
 
 
 def _gguf_or_offline(repo: str, tag: str) -> ModelSpec:
@@ -491,18 +569,14 @@ def load_model(ref: str | dict[str, Any], *, allow_local: bool = True,
         return spec_from_config(config, name=text, source=f"hub {text}", hub_repo=text,
                                 safetensors_total_bytes=total, quant_config=quant)
     if "/" not in text:
-        # the same name spelled with spaces, underscores or another case (qwen3 8b, Qwen3_8B,
-        # qwen3:8b): one catalog entry has it, so it is that entry, not a guess
+        named = ollama_entry(text)
+        if named is not None:
+            return _ollama_spec(text, named)
+        # the same name spelled with spaces, underscores or another case (qwen3 8b, Qwen3_8B):
+        # one catalog entry has it, so it is that entry, not a guess
         loose = _loose_keys().get(_loose(text))
         if loose is not None:
-            spec = _catalog_spec(loose.id)
-            if ":" not in text:
-                return spec
-            # Ollama's NAME:TAG: the tag also picks a quantization, which is not read here
-            return dataclasses.replace(spec, notes=(*spec.notes, (
-                f"{shown(text, NAME_CHARS)}, as Ollama spells it, is read as the catalog's "
-                f"{loose.id}; the quantization its library tag holds is not read: --weights "
-                "gives it (most of Ollama's tags hold Q4_K_M)")))
+            return _catalog_spec(loose.id)
         loose_alias = _loose_alias_keys().get(_loose(text))
         if loose_alias is not None:
             return _alias_spec(*loose_alias)

@@ -1527,7 +1527,7 @@ def _read_ollama(tokens: list[str], at: int) -> Launch:
             # Ollama's Hugging Face form: without a tag it takes the repository's Q4_K_M,
             # as llama.cpp's -hf does
             launch.model = hf.group(1) + (f":{hf.group(2)}" if hf.group(2) else "")
-        elif ":" not in name and "/" not in name:
+        elif "/" not in name:
             launch.model = name
         if r.positional[1:]:
             launch.unread.append("the prompt")
@@ -1686,7 +1686,7 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
     file the command names by path is read where it exists here, else by its name (a
     catalog model, the type its name carries, unless ``weights_given``: the plan names its
     own)."""
-    from .catalog import load_model, same_model
+    from .catalog import load_model, ollama_entry, same_model
 
     weights = None
     ref = model
@@ -1727,6 +1727,14 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
             load_model(ref, allow_local=False, allow_hub=False)
         except InputError:
             ref = None
+        library = ollama_entry(ref) if ref is not None else None
+        if library is not None and library.weights is None and not weights_given:
+            # the library tag's file is quantized as its manifest says, which is not read
+            raise InputError(
+                f"{shown(launch.model_flag)}: the quantization Ollama's {shown(ref)} holds is "
+                f"not one its name gives: give --weights (`ollama show {ref}` prints it; "
+                f"most of Ollama's tags hold Q4_K_M) or a tag that names it "
+                f"({library.base}-q4_K_M)", field="weights")
     if ref is None and launch.engine == "ollama" and launch.model_flag:
         # the catalog models the library name most likely means (gemma3:27b: gemma-3-27b-it)
         likely = same_model(launch.model_flag.removeprefix("ollama run "))[:2]

@@ -342,6 +342,68 @@ def test_a_name_typed_loosely_is_its_one_entry(monkeypatch, typed, entry_id):
     assert spec.name == expected.name and spec.source == expected.source
 
 
+@pytest.mark.parametrize(("typed", "entry_id", "repo", "weights", "tuned"), [
+    # the tag's quantization is the checkpoint's: the plan prices it without --weights
+    ("qwen3:8b-q8_0", "qwen3-8b", "Qwen/Qwen3-8B", "q8_0", False),
+    ("qwen3:30b-a3b-q4_K_M", "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "q4_k_m", False),
+    ("qwen3:8b-fp16", "qwen3-8b", "Qwen/Qwen3-8B", "f16", False),
+    ("qwen3:8b-bf16", "qwen3-8b", "Qwen/Qwen3-8B", "bf16", False),
+    # a repository that shares an entry's config is that repository
+    ("llama3.1:8b-instruct-q4_K_M", "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", "q4_k_m",
+     False),
+    # Ollama's library serves the chat-tuned model under the bare name, where the catalog
+    # also has the base model
+    ("llama3.1:70b-q4_0", "llama-3.1-70b-instruct", "meta-llama/Llama-3.1-70B-Instruct", "q4_0",
+     True),
+    ("qwen2.5:7b", "qwen2.5-7b-instruct", "Qwen/Qwen2.5-7B-Instruct", None, True),
+    ("gemma3:27b", "gemma-3-27b-it", "google/gemma-3-27b-it", None, True),
+    ("llama3.2:3b", "llama-3.2-3b-instruct", "meta-llama/Llama-3.2-3B-Instruct", None, True),
+])
+def test_ollamas_name_is_its_catalog_model_in_the_quantization_its_tag_names(
+        typed, entry_id, repo, weights, tuned):
+    from kvcore.catalog import ollama_entry
+    from kvcore.weights import weights_for
+
+    named = ollama_entry(typed)
+    assert named is not None and named.entry.id == entry_id and named.weights == weights
+    spec = load_model(typed, allow_hub=False)
+    assert spec.hub_repo == repo and spec.checkpoint_weights == weights
+    own = load_model(entry_id)
+    assert spec.groups == own.groups and spec.params == own.params
+    if weights is not None:
+        assert weights_for(spec).format == weights
+        assert weights_for(spec).bytes == weights_for(own, weights).bytes
+        if weights not in ("bf16", "f16"):
+            assert weights_for(spec).bytes < weights_for(own).bytes
+        assert any("as Ollama spells it, is read as" in n and f"in {weights.upper()}, as its "
+                   "tag names" in n for n in spec.notes)
+    else:
+        assert weights_for(spec).bytes == weights_for(own).bytes
+    # the chat-tuned entry is named where Ollama's name leaves its word out
+    assert named.tuned == tuned
+    assert any("(its library serves the chat-tuned model)" in n for n in spec.notes) == tuned
+
+
+@pytest.mark.parametrize("typed", [
+    "qwen3:8b-q9_9",         # no type kvplan prices: the entry, and a note says so
+])
+def test_ollamas_tag_of_a_type_kvplan_does_not_price_is_named(typed):
+    spec = load_model(typed, allow_hub=False)
+    assert spec.checkpoint_weights is None and any(
+        "its tag's Q9_9 is no type kvplan prices: --weights gives the nearest" in n
+        for n in spec.notes)
+
+
+@pytest.mark.parametrize("typed", ["gemma3:27b-it-qat", "qwen3:latest", "foo:1b", "qwen3:",
+                                   ":8b", "qwen3:8b-text-q4_K_M"])
+def test_ollamas_name_of_no_entry_is_unknown(typed):
+    from kvcore.catalog import ollama_entry
+
+    assert ollama_entry(typed) is None
+    with pytest.raises(UnknownNameError):
+        load_model(typed, allow_hub=False)
+
+
 def test_ollamas_spelling_says_its_tag_quantization_is_not_read():
     ollama = load_model("qwen3:8b")
     assert ollama.name == "qwen3-8b" and any(
@@ -351,7 +413,7 @@ def test_ollamas_spelling_says_its_tag_quantization_is_not_read():
     assert not any("Ollama" in n for n in load_model("Qwen3 8B").notes)
 
 
-@pytest.mark.parametrize("typed", ["qwen35-27b", "qwen3-8", "gemma3:27b", "llama 3 8b"])
+@pytest.mark.parametrize("typed", ["qwen35-27b", "qwen3-8", "gemma3 27b", "llama 3 8b"])
 def test_a_loose_name_of_no_entry_is_still_unknown(typed):
     # dots count (qwen3.5 is not qwen35), and nothing is guessed beyond spelling
     with pytest.raises(UnknownNameError):
@@ -457,7 +519,7 @@ def test_every_alias_is_sourced_and_names_no_other_entry():
     ("Qwen/Qwen2.5-14B-Instruct", ["qwen2.5-14b"]),
     # a quantized or converted copy names the model it was made from
     ("unsloth/Qwen3-8B-GGUF", ["qwen3-8b"]), ("Qwen/Qwen3-8B-AWQ", ["qwen3-8b"]),
-    ("mlx-community/Qwen3-8B-4bit", ["qwen3-8b"]),
+    ("mlx-community/Qwen3-8B-4bit", ["qwen3-8b"]), ("gemma3:27b-it-qat", ["gemma-3-27b-it"]),
     # Ollama's library names, spelled loosely
     ("gemma3:27b", ["gemma-3-27b-it"]), ("llama3.2:3b", ["llama-3.2-3b-instruct"]),
     # another size, another version or another model is no variant
@@ -470,7 +532,7 @@ def test_variants_are_the_same_model_named_with_other_variant_words(name, ids):
 def test_an_unknown_name_suggests_its_bundled_variant_first():
     for name, first in (("llama-3.1-405b-instruct", "llama-3.1-405b"), ("gemma-2-9b-it", "gemma-2-9b"),
                         ("qwen3-8b-base", "qwen3-8b"),
-                        ("llama3.2:3b", "llama-3.2-3b-instruct"),
+                        ("llama3.2 3b", "llama-3.2-3b-instruct"),
                         # the few entries whose names hold every word typed
                         ("deepseek-r1:7b", "deepseek-r1-distill-qwen-7b"),
                         ("qwen3-coder:30b", "qwen3-coder-30b-a3b-instruct")):

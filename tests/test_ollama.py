@@ -339,11 +339,29 @@ def test_what_ollama_changes_is_planned_as_it_changes_it_with_a_note():
     assert r.json()["context"] == 40960
     assert any("lowers num_ctx to the model's trained context, 40,960" in n
                for n in r.json()["command"]["notes"])
+    # a library name the catalog spells, whose tag names no quantization: --weights gives it
     bad = c.post("/api/v1/command", json={"command": "ollama run qwen3:8b", "gpu": "4090"})
-    assert bad.status_code == 422 and "Ollama's library names are not models kvplan reads" in (
-        bad.json()["error"])
+    assert bad.status_code == 422 and bad.json()["field"] == "weights" and bad.json()["error"] == (
+        "'ollama run qwen3:8b': the quantization Ollama's 'qwen3:8b' holds is not one its name "
+        "gives: give --weights (`ollama show qwen3:8b` prints it; most of Ollama's tags hold "
+        "Q4_K_M) or a tag that names it (qwen3:8b-q4_K_M)")
+    given = c.post("/api/v1/command", json={"command": "ollama run qwen3:8b", "gpu": "4090",
+                                            "weights": "q4_k_m"})
+    tagged = c.post("/api/v1/command", json={"command": "ollama run qwen3:8b-q4_K_M",
+                                             "gpu": "4090"})
+    assert given.status_code == tagged.status_code == 200
+    assert given.json()["weights"] == tagged.json()["weights"]
+    assert given.json()["weights"]["format"] == "q4_k_m"
+    assert tagged.json()["command"]["read_as"].startswith("kvplan qwen3:8b-q4_K_M --engine ollama")
+    # the same name as the plan's model
+    planned = c.post("/api/v1/plan", json={"model": "qwen3:8b-q4_K_M", "gpu": "4090",
+                                          "engine": "ollama"})
+    assert planned.status_code == 200
+    assert planned.json()["weights"] == tagged.json()["weights"]
+    bad = c.post("/api/v1/command", json={"command": "ollama run qwen3:8b-q9_9", "gpu": "4090"})
+    assert bad.status_code == 422 and "(qwen3:8b-q4_K_M)" in bad.json()["error"]
     # the catalog models the library name most likely means are named
-    for name, likely in (("gemma3:27b", "(the catalog has 'gemma-3-27b-it'), and --weights"),
+    for name, likely in (("gemma3:27b-it-qat", "(the catalog has 'gemma-3-27b-it'), and --weights"),
                          ("deepseek-r1:7b", "the catalog has 'deepseek-r1-distill-qwen-7b')"),
                          ("foo:1b", "a catalog id or Hub repo id, and --weights")):
         bad = c.post("/api/v1/command", json={"command": f"ollama run {name}", "gpu": "4090"})
