@@ -10,7 +10,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import kvcore
@@ -50,9 +52,12 @@ def _loc(error: Any) -> list[str]:
     return loc[1:] if loc and loc[0] in ("body", "query") else loc
 
 
-def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
+def validation_message(errors: Sequence[Any], takes: Sequence[str] = ()
+                       ) -> tuple[int, str, str | None]:
     """(status, sentence, field) for pydantic's errors about a request: a body that is not
-    JSON is a 400; a union field is named alone, with what it takes and what came."""
+    JSON is a 400; a union field is named alone, with what it takes and what came; an unknown
+    field with the nearest of ``takes`` (the route's own fields, where it has few), else of
+    every request's."""
     first = errors[0]
     if first.get("type") == "json_invalid":
         detail = (first.get("ctx") or {}).get("error", "JSON decode error")
@@ -65,7 +70,7 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
                 else _json_shown(got))
         return 422, f"the request body must be a JSON object of the fields, got {what}", None
     if first.get("type") == "extra_forbidden" and len(loc) == 1:
-        return 422, _unknown_field(loc[0]), loc[0]
+        return 422, _unknown_field(loc[0], takes), loc[0]
     if len(loc) > 1 and loc[-1] in _UNION_MEMBERS:
         members = [str(e["loc"][-1]) for e in errors
                    if _loc(e)[:-1] == loc[:-1] and str(e["loc"][-1]) in _UNION_MEMBERS]
@@ -79,19 +84,42 @@ def validation_message(errors: Sequence[Any]) -> tuple[int, str, str | None]:
 def _request_fields() -> set[str]:
     """Every field a request of the API takes."""
     return {name for model in (schemas.PlanQueryIn, schemas.FindGpuIn, schemas.CommandIn,
-                               schemas.GpuListIn, schemas.MeasureIn)
+                               schemas.GpuListIn, schemas.ModelListIn, schemas.MeasureIn)
             for name in model.model_fields}
 
 
-def _unknown_field(name: str) -> str:
+def _unknown_field(name: str, takes: Sequence[str] = ()) -> str:
     """A field no request takes: the API's field where it is an engine's option
-    (max_model_len), else the nearest field's name."""
+    (max_model_len), else the nearest field's name; where the route takes a few fields
+    (``takes``), the nearest of them or the list."""
     engine = engine_field(name)
     if engine is not None:
         return f"{name}: no such field: {engine}"
+    if takes:
+        close = nearest(name, takes, cutoff=0.5)
+        hint = f"did you mean {close}?" if close else f"it takes {', '.join(takes)}"
+        return f"{name}: no such field ({hint})"
     close = nearest(name, sorted(_request_fields()))
     hint = f" (did you mean {close}?)" if close else ""
     return f"{name}: no such field{hint}; /openapi.json lists each request's fields"
+
+
+#: most fields a route's query model may have for an unknown one to list them
+FEW_FIELDS = 6
+
+
+def _query_fields(request: Request) -> tuple[str, ...]:
+    """The fields of the one query model a route reads (GET /models's q, GET /gpus's filters),
+    where it has few; none for a route of a body or many fields."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or request.method != "GET":
+        return ()
+    for param in route.dependant.query_params:
+        kind = param.field_info.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            fields = tuple(kind.model_fields)
+            return fields if len(fields) <= FEW_FIELDS else ()
+    return ()
 
 
 #: largest request body accepted (bytes): the largest config.json kvcore reads, with a MiB of
@@ -136,7 +164,7 @@ def create_app() -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        status, message, field = validation_message(exc.errors())
+        status, message, field = validation_message(exc.errors(), _query_fields(request))
         return error(status, message, field)
 
     @app.exception_handler(StarletteHTTPException)

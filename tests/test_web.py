@@ -94,6 +94,22 @@ def test_the_gpu_list_filters_by_vendor_and_memory(client):
     assert r.status_code == 422 and "give it once" in r.json()["error"]
 
 
+@pytest.mark.parametrize(("url", "message"), [
+    # a list route's few fields: the nearest of its own, else all of them
+    ("/api/v1/models?qq=gemma", "qq: no such field (did you mean q?)"),
+    ("/api/v1/models?query=gemma", "query: no such field (it takes q)"),
+    ("/api/v1/gpus?min_mem=24GB", "min_mem: no such field (did you mean min_memory?)"),
+    ("/api/v1/gpus?x=1", "x: no such field (it takes vendor, min_memory, engine)"),
+    # the planner's many fields: the nearest of every request's, and where they are listed
+    ("/api/v1/plan?contxt=8k", "contxt: no such field (did you mean context?); /openapi.json "
+     "lists each request's fields"),
+])
+def test_an_unknown_query_field_names_the_nearest_the_route_takes(client, url, message):
+    r = client.get(url)
+    assert r.status_code == 422 and r.json()["error"] == message
+    assert r.json()["field"] == url.split("?")[1].split("=")[0]
+
+
 def test_each_listed_gpu_names_its_chip_and_the_engines_that_run_there(client):
     listed = {g["id"]: g for g in client.get("/api/v1/gpus").json()}
     assert listed["h100-sxm"]["engines"] == ["vllm", "llama.cpp", "ollama", "sglang", "trtllm"]
