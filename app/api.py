@@ -15,10 +15,9 @@ from pydantic import BaseModel, ValidationError
 
 import kvcore
 from kvcore import CacheOptions, load_model
-from kvcore.catalog import find_models
+from kvcore.catalog import find_models, unmatched
 from kvcore.command import Launch, cli_line, give_way, launch_query, read_command, resolve
 from kvcore.engines import EngineSettings
-from kvcore.errors import NAME_CHARS, shown
 from kvcore.formats import describe
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
@@ -204,9 +203,9 @@ def api_router() -> APIRouter:
         check_find_model(given=given, gpu=body.gpu, gpus=body.gpus, kv_budget=body.kv_budget,
                          field=given or "model")
         entries = None if q is None else find_models(q)
-        if entries == []:
-            raise kvcore.InputError(f"no catalog model matches {shown(q, NAME_CHARS)} (GET "
-                                    "/api/v1/models?q= lists what a search finds)", field="q")
+        if q is not None and not entries:
+            raise kvcore.InputError(f"{unmatched(q)}; GET /api/v1/models?q= lists what a "
+                                    "search finds", field="q")
         return find_model(lambda spec: to_query(body, spec), entries)
 
     @api.post("/find-format", summary="Which KV formats fit, with their quality")

@@ -29,7 +29,7 @@ from kvcore import (
     parse_count,
     parse_tokens,
 )
-from kvcore.catalog import find_models
+from kvcore.catalog import find_models, unmatched
 from kvcore.command import Launch, cli_line, give_way, launch_query, read_command, resolve
 from kvcore.engines import ENGINE_TITLES, canonical
 from kvcore.engines.llamacpp_lora import read_adapter
@@ -885,8 +885,8 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
         entries = find_models(words, field="the search") if query else kvcore.model_catalog()
         items = [model_entry(e) for e in entries]
         if not items and not as_json:
-            return (f"no catalog model matches {shown(words, NAME_CHARS)} (kvplan models lists "
-                    "them all; a Hub repo id plans one the catalog lacks)")
+            return (f"{unmatched(words)}; kvplan models lists them all, and a Hub repo id "
+                    "plans one the catalog lacks")
         # KV/token: f16 K + V a token of one sequence while the context is within every window;
         # past windows: what each token past them adds (only where the model has windows)
         rows = [["id", "params", "layers", "KV/token f16", "past windows", "trained for",
@@ -1194,9 +1194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             # words beside --find-model keep the catalog models they name
             entries = find_models(args.model, field="MODEL") if args.model else None
             if entries == []:
-                raise UsageError(f"no catalog model matches {shown(args.model, NAME_CHARS)}: "
-                                 "--find-model takes words of the models' names (qwen3, "
-                                 "'llama 3.1'; kvplan models WORDS lists them) or none")
+                raise UsageError(f"{unmatched(args.model)}; --find-model takes words of the "
+                                 "models' names (qwen3, 'llama 3.1'; kvplan models WORDS lists "
+                                 "them) or none")
             found = find_model(lambda spec: build_query(args, spec), entries)
             print(json.dumps(found, indent=2) if args.json
                   else render_find_model(args, found))

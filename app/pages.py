@@ -19,7 +19,7 @@ from starlette.datastructures import UploadFile
 
 import kvcore
 from kvcore import CacheOptions, InputError, KvplanError, load_model, parse_config_text
-from kvcore.catalog import MAX_CONFIG_BYTES, find_models
+from kvcore.catalog import MAX_CONFIG_BYTES, find_models, why_unmatched
 from kvcore.engines import (
     CPU_MOE,
     ENGINE_TITLES,
@@ -615,6 +615,8 @@ def pages_router() -> APIRouter:
             request, "models.html",
             {"rows": rows, "fit": fit, "found": found, "error": error,
              "layout": _fit_layout(fit), "search": search, "search_error": search_error,
+             "search_miss": (why_unmatched(search) if search and not rows and not search_error
+                             else None),
              # each form carries the other's fields: a search keeps the fit asked, and back
              "asked": {k: v for k, v in fit.items() if fit["gpu"] and v != FIT_DEFAULTS[k]},
              "catalog_size": len(kvcore.model_catalog()), **_choices()},

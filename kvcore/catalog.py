@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import NAME_CHARS, ConfigError, InputError, UnknownNameError, shown
+from .errors import NAME_CHARS, ConfigError, InputError, UnknownNameError, nearest, shown
 from .gguf import SPLIT_NAME, is_gguf, is_model_file, spec_from_gguf
 from .hf import spec_from_config
 from .hub import (
@@ -153,6 +153,40 @@ def find_models(query: str, field: str = "q") -> list[CatalogEntry]:
                 and all(n.search(apart) for n in numbers)):
             found.append(entry)
     return found
+
+
+@cache
+def _name_words() -> tuple[str, ...]:
+    """Every word of the catalog's names (ids, repositories, families, twins), spelled
+    loosely, for a search's hint."""
+    words: set[str] = set()
+    for entry in model_catalog():
+        for name in (entry.id, entry.repo, entry.family, *(a.repo for a in entry.aliases)):
+            words.update(w for w in (_loose(p) for p in _WORD_BREAKS.split(name)) if w)
+    return tuple(sorted(words))
+
+
+def why_unmatched(query: str) -> str:
+    """Why a search finds no catalog model: the words that are in no model's name, with the
+    nearest word that is (``mistrall``: mistral), or that each word names models but none
+    all of them."""
+    words = [w for w in _WORD_BREAKS.split(query) if _loose(w)]
+    alone = [w for w in words if not find_models(w)]
+    if not alone:
+        return "each word names models, none all of them"
+    hints = []
+    for word in alone[:3]:
+        close = nearest(_loose(word), _name_words(), cutoff=0.8)
+        hints.append(f"{shown(word, 40)} is in no model's name"
+                     + (f" (did you mean {close}?)" if close else ""))
+    return "; ".join(hints)
+
+
+def unmatched(query: str) -> str:
+    """The sentence for a search that finds no catalog model, with why."""
+    why = why_unmatched(query)
+    said = f"no catalog model matches {shown(query, NAME_CHARS)}"
+    return f"{said} ({why})" if why.startswith("each") else f"{said}: {why}"
 
 
 @cache

@@ -527,7 +527,11 @@ def test_find_model_with_words_tries_the_models_they_name(capsys):
 
 @pytest.mark.parametrize(("flags", "words"), [
     (["no-such-model", "--find-model", "--gpu", "4090"],
-     "no catalog model matches 'no-such-model': --find-model takes words of the models' names"),
+     "no catalog model matches 'no-such-model': 'such' is in no model's name; 'model' is in "
+     "no model's name; --find-model takes words of the models' names"),
+    # a word in no model's name is named with the nearest word that is
+    (["deepsek", "--find-model", "--gpu", "4090"], "no catalog model matches 'deepsek': "
+     "'deepsek' is in no model's name (did you mean deepseek?); --find-model takes words"),
     (["--find-model"], "--find-model needs a GPU (--gpu) or a KV budget"),
     (["--find-model", "--gpus", "2"], "--find-model needs a GPU (--gpu) or a KV budget"),
     (["--find-model", "--find-gpu", "--gpu", "4090"], "ask different questions; give one"),
@@ -1188,8 +1192,17 @@ def test_the_models_list_keeps_the_models_its_words_name(capsys):
     code, out, _ = run(capsys, "models", "llama", "3.3", "70b", "--json")
     assert [i["id"] for i in json.loads(out)] == ["llama-3.1-70b-instruct"]
     code, out, _ = run(capsys, "models", "no-such-model")
-    assert code == 0 and out == ("no catalog model matches 'no-such-model' (kvplan models lists "
-                                 "them all; a Hub repo id plans one the catalog lacks)\n")
+    assert code == 0 and out == ("no catalog model matches 'no-such-model': 'such' is in no "
+                                 "model's name; 'model' is in no model's name; kvplan models "
+                                 "lists them all, and a Hub repo id plans one the catalog "
+                                 "lacks\n")
+    # words that each name models but no model all of them are told so
+    code, out, _ = run(capsys, "models", "qwen3", "llama")
+    assert code == 0 and out.startswith("no catalog model matches 'qwen3 llama' (each word "
+                                        "names models, none all of them); kvplan models")
+    code, out, _ = run(capsys, "models", "mistrall", "small")
+    assert out.startswith("no catalog model matches 'mistrall small': 'mistrall' is in no "
+                          "model's name (did you mean mistral?); ")
     assert error_line(capsys, "models", ":") == (
         "the search must hold a word of a model's name, like qwen3 or llama 3.1; got ':'")
 

@@ -173,6 +173,12 @@ def test_the_model_list_and_page_keep_the_models_a_search_names(client):
     assert page.status_code == 200
     assert page.text.count('<td class="wrap name"><a href="/models/') == 2
     assert f"2 of {len(model_catalog())} models match" in page.text
+    # a search that finds none says which word no model's name holds, and the nearest one
+    miss = client.get("/models", params={"q": "mistrall"})
+    assert miss.status_code == 200 and (
+        f"0 of {len(model_catalog())} models match “mistrall”: &#39;mistrall&#39; is in no "
+        "model&#39;s name (did you mean mistral?); a Hub repo id plans a model the catalog "
+        "lacks.") in miss.text
     # each row: f16 bytes a token within the windows and past them, trained positions
     gemma = client.get("/models", params={"q": "gemma-3-27b"}).text
     assert "<td>27.4B</td><td>507,904</td><td>81,920</td><td>131,072</td></tr>" in gemma
@@ -189,6 +195,10 @@ def test_the_model_list_and_page_keep_the_models_a_search_names(client):
                           ({"gpu": "4090"}, "gpu")):
         r = client.post("/api/v1/find-model", params=params, json=body)
         assert r.status_code == 422 and r.json()["field"] == field
+    r = client.post("/api/v1/find-model", params={"q": "mistrall"}, json=body)
+    assert r.json()["error"] == ("no catalog model matches 'mistrall': 'mistrall' is in no "
+                                 "model's name (did you mean mistral?); GET /api/v1/models?q= "
+                                 "lists what a search finds")
     # a POST's field in its query string would be dropped: it is named
     r = client.post("/api/v1/plan", params={"context": "128k"},
                     json={"model": "qwen3-8b", "gpu": "4090"})
