@@ -484,6 +484,31 @@ def _ollama_spec(text: str, named: OllamaName) -> ModelSpec:
     return dataclasses.replace(spec, checkpoint_weights=quant, notes=(*spec.notes, note))
 
 
+def gguf_holder(repo: str) -> tuple[str, ModelSpec] | None:
+    """The catalog model a GGUF repository holds, read from its name, and the name that
+    plans it: the name less its ``-GGUF`` (and a quantizer's ``OWNER_`` prefix, bartowski's
+    ``Qwen_Qwen3-8B-GGUF``) as the catalog finds it, else the one entry it names in another
+    variant; None where it names none."""
+    name = re.sub(r"[-_.]gguf$", "", repo.strip().rsplit("/", 1)[-1], flags=re.IGNORECASE)
+    owner, cut_at, rest = name.partition("_")
+    names = [name] + ([rest] if cut_at and owner and rest else [])
+    for held in names:
+        try:
+            spec = load_model(held, allow_local=False, allow_hub=False)
+        except InputError:
+            continue
+        entry = _by_key().get(spec.name)
+        # the entry's id, or the name of the repository that shares its config
+        own = entry is not None and spec.hub_repo == entry.repo
+        return (spec.name if own or not spec.hub_repo
+                else spec.hub_repo.rsplit("/", 1)[-1]), spec
+    found = {e.id: e for n in names for e in variants(n)}
+    if len(found) != 1:
+        return None
+    entry = next(iter(found.values()))
+    return entry.id, _catalog_spec(entry.id)
+
+
 def _gguf_or_offline(repo: str, tag: str) -> ModelSpec:
     """A Hub GGUF repository's ``tag`` file; offline, the error names the catalog model the
     repository holds and the weights that plan it (…/Qwen3-8B-GGUF:Q4_K_M: qwen3-8b with
@@ -491,21 +516,22 @@ def _gguf_or_offline(repo: str, tag: str) -> ModelSpec:
     try:
         return gguf_spec(repo, tag)
     except HubUnavailable as exc:
-        held = variants(repo)
+        held = gguf_holder(repo)
         weights = gguf_weights(tag)
-        if len(held) != 1:
+        if held is None:
             raise
         from .weights import WEIGHT_FORMATS
 
-        entry = held[0]
+        name, spec = held
+        model = f"{name} ({spec.hub_repo})" if spec.hub_repo else name
         if weights in {f.name for f in WEIGHT_FORMATS}:
-            lead = (f"offline, `kvplan {entry.id} --weights {weights}` plans the catalog's "
-                    f"{entry.id} ({entry.repo}) in llama-quantize's {tag.upper()} types, not "
-                    "from the file's header")
+            lead = (f"offline, `kvplan {name} --weights {weights}` plans the catalog's "
+                    f"{model} in llama-quantize's {tag.upper()} types, not from the file's "
+                    "header")
         else:
-            lead = (f"offline, the catalog has {entry.id} ({entry.repo}): `kvplan {entry.id} "
-                    f"--weights TYPE` plans it in the llama-quantize type nearest "
-                    f"{shown(tag.upper(), 64)}, which kvplan does not price")
+            lead = (f"offline, the catalog has {model}: `kvplan {name} --weights TYPE` plans "
+                    f"it in the llama-quantize type nearest {shown(tag.upper(), 64)}, which "
+                    "kvplan does not price")
         raise HubUnavailable(f"{exc}; {lead}", field="model") from None
 
 

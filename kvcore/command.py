@@ -1686,7 +1686,7 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
     file the command names by path is read where it exists here, else by its name (a
     catalog model, the type its name carries, unless ``weights_given``: the plan names its
     own)."""
-    from .catalog import load_model, ollama_entry, same_model
+    from .catalog import gguf_holder, load_model, ollama_entry, same_model
 
     weights = None
     ref = model
@@ -1760,16 +1760,16 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
         # offline, llama.cpp's -hf REPO:QUANT read as the catalog model the repository holds
         # (…/Qwen3-8B-GGUF:Q4_K_M → qwen3-8b in Q4_K_M), where it is one
         repo, _, tag = ref.partition(":")
-        base = re.sub(r"[-_.]gguf$", "", repo.rsplit("/", 1)[-1], flags=re.IGNORECASE)
         if launch.engine not in ("llama.cpp", "ollama") or model is not None or not tag:
             raise
-        try:
-            spec = load_model(base, allow_local=False, allow_hub=False)
-        except InputError:
+        held = gguf_holder(repo)
+        if held is None:
+            base = re.sub(r"[-_.]gguf$", "", repo.rsplit("/", 1)[-1], flags=re.IGNORECASE)
             raise HubUnavailable(f"the Hub could not be reached to read {shown(ref)}, and "
                                  f"{shown(base)} is no catalog model: give the model beside the "
                                  "command",
                                  field="model") from None
+        base, spec = held
         weights = None if weights_given else gguf_weights(tag)
         if weights is not None and weights not in _llamacpp.WEIGHTS:
             raise

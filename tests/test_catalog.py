@@ -138,6 +138,8 @@ def test_a_catalog_search_without_a_word_is_refused(query, needle):
      "llama-3.2-1b-instruct (meta-llama/Llama-3.2-1B-Instruct) in llama-quantize's Q4_K_M types"),
     ("https://huggingface.co/unsloth/gpt-oss-20b-GGUF/blob/main/gpt-oss-20b-MXFP4_MOE.gguf",
      "; offline, `kvplan gpt-oss-20b --weights mxfp4` plans the catalog's gpt-oss-20b"),
+    ("bartowski/Qwen_Qwen3-8B-GGUF:Q8_0",
+     "; offline, `kvplan qwen3-8b --weights q8_0` plans the catalog's qwen3-8b (Qwen/Qwen3-8B)"),
     ("unsloth/Qwen3-8B-GGUF:UD-Q4_K_XL",
      "; offline, the catalog has qwen3-8b (Qwen/Qwen3-8B): `kvplan qwen3-8b --weights TYPE` "
      "plans it in the llama-quantize type nearest 'UD-Q4_K_XL', which kvplan does not price"),

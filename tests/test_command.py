@@ -280,8 +280,16 @@ def test_a_hub_gguf_offline_is_read_as_the_catalog_model_it_holds(monkeypatch):
     monkeypatch.setattr(kvcore.catalog, "load_model", offline)
     launch = read_command("llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M -c 8192 -np 1")
     spec, fields = resolve(launch)
-    assert (fields["model"], fields["weights"]) == ("Qwen3-8B", "q4_k_m")
+    assert (fields["model"], fields["weights"]) == ("qwen3-8b", "q4_k_m")
     assert any("not from the file's header" in n for n in launch.notes)
+    # a quantizer's OWNER_ prefix (bartowski's) and a twin's repository are read alike
+    for repo, held in (("bartowski/Qwen_Qwen3-8B-GGUF", "qwen3-8b"),
+                       ("bartowski/meta-llama_Llama-3.3-70B-Instruct-GGUF",
+                        "Llama-3.3-70B-Instruct")):
+        launch = read_command(f"llama-server -hf {repo}:Q4_K_M -c 8192")
+        spec, fields = resolve(launch)
+        assert (fields["model"], fields["weights"]) == (held, "q4_k_m")
+        assert spec.hub_repo == real(held).hub_repo
     with pytest.raises(HubUnavailable, match="no catalog model"):
         resolve(read_command("llama-server -hf someone/private-model-GGUF:Q4_K_M"))
 
