@@ -458,7 +458,22 @@ def ollama_entry(text: str) -> OllamaName | None:
     base = f"{name.strip()}:{tag}"
     if len(tuned) == 1:
         return OllamaName(*tuned[0], quant, True, base)
-    return OllamaName(*found[key], quant, False, base) if key in found else None
+    if key in found:
+        return OllamaName(*found[key], quant, False, base)
+    # a size tag of a model whose name carries none (deepseek-r1:671b): the entry the name
+    # spells, where its parameters are that size
+    size = re.fullmatch(r"(\d+(?:\.\d+)?)b", tag.strip().lower())
+    held = found.get(_loose(name))
+    if size is not None and held is not None and _sized(held[0], float(size[1])):
+        return OllamaName(*held, quant, False, base)
+    return None
+
+
+def _sized(entry: CatalogEntry, billions: float) -> bool:
+    """Whether the entry's parameters round to a size label of ``billions`` (within 10%:
+    Qwen3-8B's 8.19B is 8b, gpt-oss-20b's 20.9B is 20b)."""
+    total = _catalog_spec(entry.id).params.total / 1e9
+    return billions > 0 and abs(total - billions) <= 0.1 * billions
 
 
 def _ollama_spec(text: str, named: OllamaName) -> ModelSpec:
@@ -470,8 +485,11 @@ def _ollama_spec(text: str, named: OllamaName) -> ModelSpec:
         read += " (its library serves the chat-tuned model)"
     quant = named.quant
     if quant is None:
-        note = (f"{read}; the quantization its library tag holds is not read: --weights gives "
-                "it (most of Ollama's tags hold Q4_K_M; `ollama show` prints it)")
+        held = (f"planned as the checkpoint's {spec.checkpoint_weights} (`ollama show` prints "
+                "the tag's; --weights gives another)" if spec.checkpoint_weights
+                else "--weights gives it (most of Ollama's tags hold Q4_K_M; `ollama show` "
+                "prints it)")
+        note = f"{read}; the quantization its library tag holds is not read: {held}"
         return dataclasses.replace(spec, notes=(*spec.notes, note))
     if named.weights is None:
         note = (f"{read}; its tag's {quant.upper()} is no type kvplan prices: --weights gives "

@@ -1724,11 +1724,13 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
     if ref is not None and model is None and launch.engine == "ollama" and "/" not in ref:
         # ollama run NAME: a library name, unless it is a catalog id
         try:
-            load_model(ref, allow_local=False, allow_hub=False)
+            stored = load_model(ref, allow_local=False, allow_hub=False).checkpoint_weights
         except InputError:
             ref = None
         library = ollama_entry(ref) if ref is not None else None
-        if library is not None and library.weights is None and not weights_given:
+        if (library is not None and library.weights is None and not weights_given
+                and stored is None):
+            # (a checkpoint stored quantized, gpt-oss's MXFP4, is planned as it is stored)
             # the library tag's file is quantized as its manifest says, which is not read
             raise InputError(
                 f"{shown(launch.model_flag)}: the quantization Ollama's {shown(ref)} holds is "

@@ -350,6 +350,8 @@ def test_a_name_typed_loosely_is_its_one_entry(monkeypatch, typed, entry_id):
     ("qwen3:30b-a3b-q4_K_M", "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "q4_k_m", False),
     ("qwen3:8b-fp16", "qwen3-8b", "Qwen/Qwen3-8B", "f16", False),
     ("qwen3:8b-bf16", "qwen3-8b", "Qwen/Qwen3-8B", "bf16", False),
+    # a size tag of a model whose name carries none, where its parameters are that size
+    ("deepseek-r1:671b-q4_K_M", "deepseek-r1", "deepseek-ai/DeepSeek-R1", "q4_k_m", False),
     # a repository that shares an entry's config is that repository
     ("llama3.1:8b-instruct-q4_K_M", "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", "q4_k_m",
      False),
@@ -397,13 +399,22 @@ def test_ollamas_tag_of_a_type_kvplan_does_not_price_is_named(typed):
 
 
 @pytest.mark.parametrize("typed", ["gemma3:27b-it-qat", "qwen3:latest", "foo:1b", "qwen3:",
-                                   ":8b", "qwen3:8b-text-q4_K_M"])
+                                   ":8b", "qwen3:8b-text-q4_K_M",
+                                   # DeepSeek-R1 is 671B, not 7B (Ollama's 7b is a distill)
+                                   "deepseek-r1:7b", "deepseek-r1:600b"])
 def test_ollamas_name_of_no_entry_is_unknown(typed):
     from kvcore.catalog import ollama_entry
 
     assert ollama_entry(typed) is None
     with pytest.raises(UnknownNameError):
         load_model(typed, allow_hub=False)
+
+
+def test_ollamas_name_of_a_checkpoint_stored_quantized_is_planned_as_stored():
+    spec = load_model("gpt-oss:20b")
+    assert spec.checkpoint_weights == "mxfp4_moe" and any(
+        "the quantization its library tag holds is not read: planned as the checkpoint's "
+        "mxfp4_moe" in n for n in spec.notes)
 
 
 def test_ollamas_spelling_says_its_tag_quantization_is_not_read():

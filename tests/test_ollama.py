@@ -353,6 +353,9 @@ def test_what_ollama_changes_is_planned_as_it_changes_it_with_a_note():
     assert given.json()["weights"] == tagged.json()["weights"]
     assert given.json()["weights"]["format"] == "q4_k_m"
     assert tagged.json()["command"]["read_as"].startswith("kvplan qwen3:8b-q4_K_M --engine ollama")
+    # a checkpoint stored quantized is planned as stored, without --weights
+    stored = c.post("/api/v1/command", json={"command": "ollama run gpt-oss:20b", "gpu": "4090"})
+    assert stored.status_code == 200 and stored.json()["weights"]["format"] == "mxfp4_moe"
     # the same name as the plan's model
     planned = c.post("/api/v1/plan", json={"model": "qwen3:8b-q4_K_M", "gpu": "4090",
                                           "engine": "ollama"})
