@@ -353,6 +353,10 @@ def test_what_ollama_changes_is_planned_as_it_changes_it_with_a_note():
     assert given.json()["weights"] == tagged.json()["weights"]
     assert given.json()["weights"]["format"] == "q4_k_m"
     assert tagged.json()["command"]["read_as"].startswith("kvplan qwen3:8b-q4_K_M --engine ollama")
+    # the plan page reads the name alike and says how
+    page = c.get("/", params={"model": "qwen3:8b-q4_K_M", "gpu": "4090", "engine": "ollama"})
+    assert page.status_code == 200 and "q4_k_m, config, llama-quantize" in page.text
+    assert "as Ollama spells it, is read as the catalog&#39;s qwen3-8b in Q4_K_M" in page.text
     # a checkpoint stored quantized is planned as stored, without --weights
     stored = c.post("/api/v1/command", json={"command": "ollama run gpt-oss:20b", "gpu": "4090"})
     assert stored.status_code == 200 and stored.json()["weights"]["format"] == "mxfp4_moe"
