@@ -1722,16 +1722,16 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
     if weights_given:
         weights = None
     if ref is not None and model is None and launch.engine == "ollama" and "/" not in ref:
-        # ollama run NAME: a library name, unless it is a catalog id
+        # ollama run NAME: a catalog id, or a library name that spells a catalog model
         try:
             stored = load_model(ref, allow_local=False, allow_hub=False).checkpoint_weights
         except InputError:
             ref = None
         library = ollama_entry(ref) if ref is not None else None
+        # a tag that names no quantization holds the one its manifest says, which is not
+        # read; a checkpoint stored quantized (gpt-oss's MXFP4) is planned as it is stored
         if (library is not None and library.weights is None and not weights_given
                 and stored is None):
-            # (a checkpoint stored quantized, gpt-oss's MXFP4, is planned as it is stored)
-            # the library tag's file is quantized as its manifest says, which is not read
             raise InputError(
                 f"{shown(launch.model_flag)}: the quantization Ollama's {shown(ref)} holds is "
                 f"not one its name gives: give --weights (`ollama show {ref}` prints it; "
