@@ -252,6 +252,8 @@ def find_gpu(name: str) -> GPU:
     if gpu is None:
         gpu = _memory_option(text)
     if gpu is None:
+        gpu = _card_in_size(text)
+    if gpu is None:
         raise UnknownNameError("GPU", text, {key: g.id for key, g in _index().items()},
                                field="gpu", query=_norm(text))
     return gpu
@@ -285,6 +287,51 @@ def _memory_option(text: str) -> GPU | None:
                          f"{chip.memory_options_gb[-1]} GB of memory, not {gb} GB; give one "
                          "of those", field="gpu")
     return _sized(chip, gb)
+
+
+#: a card's name and its memory after it: rtx 4090 24gb, 4090 24GB, h100 (94 GB)
+_CARD_MEMORY = re.compile(r"^(?P<card>.+?)[\s_\-(]+(?P<gb>[0-9]{1,4})\s*(?:gb|gib|g)\)?$",
+                          re.IGNORECASE)
+
+
+#: what a card's other names add for another memory size or form factor of the same card
+_ANOTHER_FORM = re.compile(r"(?:[0-9]+gb|sxm[0-9]?|pcie|nvl|oam)*")
+
+
+def _gib(gpu: GPU) -> int:
+    """The card's memory as sold, in GB as the vendor counts them (GiB)."""
+    return round(gpu.memory_bytes / (1 << 30))
+
+
+def _card_in_size(text: str) -> GPU | None:
+    """A catalog card named with its memory (``rtx 4090 24gb``): the card where that is its
+    memory, else the one card of that name sold with it (``h100 94gb``: the H100 NVL); an
+    error for a size none of them has. None where ``text`` names no such card."""
+    m = _CARD_MEMORY.match(text)
+    card = _index().get(_norm(m.group("card"))) if m else None
+    if m is None or card is None or card.memory_options_gb:
+        return None
+    gb = int(m.group("gb"))
+    if _gib(card) == gb:
+        return card
+    key = _norm(m.group("card"))
+    # the same card in another memory size or form (a100-40gb, h100 nvl), not another model
+    # of that name (rtx 3060 ti)
+    named = {g.id: g for k, g in _index().items()
+             if k.startswith(key) and _ANOTHER_FORM.fullmatch(k[len(key):])
+             and not g.memory_options_gb}
+    sized = [g for g in named.values() if _gib(g) == gb]
+    if len(sized) == 1:
+        return sized[0]
+    if sized:
+        listed = " or ".join(g.id for g in sized)
+        raise InputError(f"{shown(text)} is {listed}: give the one meant", field="gpu")
+    sizes = sorted({_gib(g) for g in named.values()})
+    held = " or ".join(f"{n} GB" for n in sizes)
+    which = (f"the catalog's {shown(m.group('card'), 40)} cards have" if len(sizes) > 1
+             else f"{card.name} has")
+    raise InputError(f"{which} {held} of memory, not {gb} GB: give the name alone, or the "
+                     f"memory ({gb}GiB) for a card the catalog does not list", field="gpu")
 
 
 def _sized(chip: GPU, gb: int) -> GPU:

@@ -265,6 +265,30 @@ def test_names_as_users_type_them(name, gpu_id):
     assert find_gpu(name).id == gpu_id
 
 
+@pytest.mark.parametrize(("name", "gpu_id"), [
+    # a card with the memory it was sold with is that card
+    ("rtx 4090 24gb", "rtx-4090"), ("4090 24GB", "rtx-4090"), ("RTX 5090 (32 GB)", "rtx-5090"),
+    ("rx 7900 xtx 24gb", "rx-7900-xtx"), ("h200 141gb", "h200"),
+    # else the one card of that name sold with it: another size or form, not another model
+    ("h100 94gb", "h100-nvl"), ("4060 ti 16gb", "rtx-4060-ti-16gb"), ("v100 32gb", "v100-32gb"),
+])
+def test_a_card_named_with_its_memory_is_that_card(name, gpu_id):
+    assert find_gpu(name).id == gpu_id
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("rtx 4090 48gb", "NVIDIA GeForce RTX 4090 has 24 GB of memory, not 48 GB: give the name "
+     "alone, or the memory (48GiB) for a card the catalog does not list"),
+    # the RTX 3060 Ti's 8 GB is another model's, not the 3060's
+    ("rtx 3060 8gb", "NVIDIA GeForce RTX 3060 12GB has 12 GB of memory, not 8 GB"),
+    ("4060 ti 12gb", "the catalog's '4060 ti' cards have 8 GB or 16 GB of memory, not 12 GB"),
+])
+def test_a_card_named_with_memory_it_was_not_sold_with_is_refused(name, message):
+    with pytest.raises(InputError) as info:
+        find_gpu(name)
+    assert str(info.value).startswith(message) and info.value.field == "gpu"
+
+
 def test_driver_totals_of_the_variants():
     # H100 NVL and H20 readings from public nvidia-smi output; MI300X bare metal (SPX)
     assert find_gpu("h100 nvl").driver_total_bytes == 95830 * 2**20
@@ -337,10 +361,8 @@ def test_an_apple_chip_in_a_size_it_was_not_sold_with_is_refused():
     with pytest.raises(InputError, match="Apple M3 Max was sold with 36, 48, 64, 96 or 128 GB of "
                                          "memory, not 40 GB"):
         find_gpu("m3 max 40gb")
-    # the top size is the catalog entry itself; a size after a card sold in one size is unknown
+    # the top size is the catalog entry itself
     assert find_gpu("m3 max 128gb").id == "m3-max"
-    with pytest.raises(UnknownNameError):
-        find_gpu("rtx 4090 24gb")
 
 
 def test_every_memory_option_of_every_chip_resolves():
