@@ -139,7 +139,7 @@ def _raw_entries():
 
 #: peak bandwidth a card of each memory type can plausibly have, in GB/s (the whole span
 #: of parts shipped with it, from the narrowest bus to the widest)
-BANDWIDTH_GBS = {"GDDR5": (80, 520), "GDDR6": (150, 1000), "GDDR6X": (400, 1100),
+BANDWIDTH_GBS = {"GDDR5": (80, 520), "GDDR5X": (250, 550), "GDDR6": (150, 1000), "GDDR6X": (400, 1100),
                  "GDDR7": (300, 1900), "HBM2": (700, 1600), "HBM2e": (1200, 4000), "HBM3": (2000, 5500),
                  "HBM3e": (4000, 8500), "LPDDR5": (100, 850), "LPDDR5X": (100, 900)}
 
@@ -260,9 +260,28 @@ def test_cuda_family_per_card(name, family):
     ("4070 ti super", "rtx-4070-ti-super"), ("5060", "rtx-5060"), ("7800 xt", "rx-7800-xt"),
     ("9070", "rx-9070"), ("9070 xt", "rx-9070-xt"), ("9060 xt", "rx-9060-xt-8gb"),
     ("rx 9060 xt 16gb", "rx-9060-xt-16gb"), ("arc pro b50", "arc-pro-b50"), ("b50", "arc-pro-b50"),
+    # laptop GPUs, as people and nvidia-smi name them
+    ("4090 laptop", "rtx-4090-laptop"), ("rtx 4060 mobile", "rtx-4060-laptop"),
+    ("NVIDIA GeForce RTX 4090 Laptop GPU", "rtx-4090-laptop"), ("5090m", "rtx-5090-laptop"),
+    ("3060 laptop", "rtx-3060-laptop"), ("rtx 3080 ti laptop", "rtx-3080-ti-laptop"),
+    # older and budget desktop cards
+    ("rtx 3050", "rtx-3050-8gb"), ("2060", "rtx-2060"), ("rtx 2060 12gb", "rtx-2060-12gb"),
+    ("2070 super", "rtx-2070-super"), ("rtx 2080 super", "rtx-2080-super"),
+    ("gtx 1080 ti", "gtx-1080-ti"), ("1080", "gtx-1080"), ("GeForce GTX 1070", "gtx-1070"),
 ])
 def test_names_as_users_type_them(name, gpu_id):
     assert find_gpu(name).id == gpu_id
+
+
+def test_a_laptop_gpu_is_one_card_with_less_than_its_desktop_namesake():
+    laptops = [g for g in gpu_catalog() if g.segment == "laptop"]
+    assert len(laptops) >= 10 and all(g.max_cards == 1 for g in laptops)
+    # the 4090 Laptop GPU is an AD103 with 16 GB, not the desktop AD102 with 24
+    laptop, desktop = find_gpu("4090 laptop"), find_gpu("4090")
+    assert laptop.memory_bytes == 16 << 30 < desktop.memory_bytes
+    assert laptop.bandwidth_bytes_per_s < desktop.bandwidth_bytes_per_s
+    assert laptop.matmul_flops_per_s < desktop.matmul_flops_per_s
+    assert laptop.compute_capability == desktop.compute_capability == "8.9"
 
 
 @pytest.mark.parametrize(("name", "gpu_id"), [

@@ -452,7 +452,7 @@ def test_find_gpu_without_a_context_tries_each_card_at_ollama_s_num_ctx(capsys):
 
     q = make_query(load_model("qwen3-8b"), context=None, weights="q4_k_m", engine="ollama")
     assert q.auto_context and q.context == 8192
-    rows = {r["gpu"]: r for r in find_gpu_for(q, limit=100)}
+    rows = {r["gpu"]: r for r in find_gpu_for(q, limit=1000)}
     assert rows["rtx-4060"]["context"] == 4096
     assert rows["rtx-4090"]["context"] == 32768
     assert rows["h100-sxm"]["context"] == 40960       # the trained context
@@ -464,7 +464,7 @@ def test_find_gpu_without_a_context_tries_each_card_at_ollama_s_num_ctx(capsys):
     # a context asked is every card's
     fixed = make_query(load_model("qwen3-8b"), context="8k", weights="q4_k_m", engine="ollama")
     assert not fixed.auto_context
-    assert {r["context"] for r in find_gpu_for(fixed, limit=100)} == {8192}
+    assert {r["context"] for r in find_gpu_for(fixed, limit=1000)} == {8192}
     assert main(["qwen3-8b", "--engine", "ollama", "--weights", "q4_k_m", "--find-gpu"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[4:6] == ["num_ctx", "max"]

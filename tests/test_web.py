@@ -837,7 +837,7 @@ def test_engine_rules_apply_without_a_card(client):
     ('{"model": "qwen3-8b", "config": {"model_type": "llama"}}', 422,
      "give a model or a config, not both", "config"),
     ('{"model": "qwen3-8b", "gpus": "4090,4091"}', 422,
-     "'4091' is not a known GPU; did you mean 'rtx-4090' or 'p40' or 'l40'?", "gpus"),
+     "'4091' is not a known GPU; did you mean 'rtx-4090' or 'rtx-4090-laptop' or 'p40'?", "gpus"),
 ])
 def test_malformed_requests_name_what_was_wrong(client, content, status, error, field):
     r = client.post("/api/v1/plan", content=content,
