@@ -466,7 +466,19 @@ def ollama_entry(text: str) -> OllamaName | None:
     held = found.get(_loose(name))
     if size is not None and held is not None and _sized(held[0], float(size[1])):
         return OllamaName(*held, quant, False, base)
+    # the one entry whose name goes on to say only its active parameters, its tuning and
+    # its date (qwen3-coder:30b: Qwen3-Coder-30B-A3B-Instruct)
+    longer = [(k, v) for k, v in found.items()
+              if k.startswith(key) and _ONLY_MORE.fullmatch(k[len(key):])]
+    if size is not None and len(longer) == 1:
+        k, held = longer[0]
+        return OllamaName(*held, quant, any(w in k[len(key):] for w in _TUNED_WORDS), base)
     return None
+
+
+#: what an entry's name may add to Ollama's NAME:SIZE for the one model it means: the active
+#: parameters of a mixture of experts, the chat-tuned word, a release date
+_ONLY_MORE = re.compile(r"(?:a[0-9.]+b)?(?:instruct|it|chat)?(?:[0-9]{4})?")
 
 
 def _sized(entry: CatalogEntry, billions: float) -> bool:

@@ -352,6 +352,9 @@ def test_a_name_typed_loosely_is_its_one_entry(monkeypatch, typed, entry_id):
     ("qwen3:8b-bf16", "qwen3-8b", "Qwen/Qwen3-8B", "bf16", False),
     # a size tag of a model whose name carries none, where its parameters are that size
     ("deepseek-r1:671b-q4_K_M", "deepseek-r1", "deepseek-ai/DeepSeek-R1", "q4_k_m", False),
+    # the one entry whose name goes on to say only its active parameters and its tuning
+    ("qwen3-coder:30b-q8_0", "qwen3-coder-30b-a3b-instruct", "Qwen/Qwen3-Coder-30B-A3B-Instruct",
+     "q8_0", True),
     # a repository that shares an entry's config is that repository
     ("llama3.1:8b-instruct-q4_K_M", "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", "q4_k_m",
      False),
@@ -401,7 +404,9 @@ def test_ollamas_tag_of_a_type_kvplan_does_not_price_is_named(typed):
 @pytest.mark.parametrize("typed", ["gemma3:27b-it-qat", "qwen3:latest", "foo:1b", "qwen3:",
                                    ":8b", "qwen3:8b-text-q4_K_M",
                                    # DeepSeek-R1 is 671B, not 7B (Ollama's 7b is a distill)
-                                   "deepseek-r1:7b", "deepseek-r1:600b"])
+                                   "deepseek-r1:7b", "deepseek-r1:600b",
+                                   # Qwen3-30B-A3B, its Instruct-2507 or its Coder: not one
+                                   "qwen3:30b"])
 def test_ollamas_name_of_no_entry_is_unknown(typed):
     from kvcore.catalog import ollama_entry
 
@@ -548,7 +553,7 @@ def test_an_unknown_name_suggests_its_bundled_variant_first():
                         ("llama3.2 3b", "llama-3.2-3b-instruct"),
                         # the few entries whose names hold every word typed
                         ("deepseek-r1:7b", "deepseek-r1-distill-qwen-7b"),
-                        ("qwen3-coder:30b", "qwen3-coder-30b-a3b-instruct")):
+                        ("qwen3:235b", "qwen3-235b-a22b")):
         with pytest.raises(UnknownNameError) as info:
             load_model(name)
         assert info.value.suggestions[0] == first
