@@ -308,17 +308,18 @@ def _card_in_size(text: str) -> GPU | None:
     memory, else the one card of that name sold with it (``h100 94gb``: the H100 NVL); an
     error for a size none of them has. None where ``text`` names no such card."""
     m = _CARD_MEMORY.match(text)
-    card = _index().get(_norm(m.group("card"))) if m else None
+    key = _norm(m.group("card")) if m else ""
+    card = _index().get(key) if m else None
     if m is None or card is None or card.memory_options_gb:
         return None
     gb = int(m.group("gb"))
     if _gib(card) == gb:
         return card
-    key = _norm(m.group("card"))
     # the same card in another memory size or form (a100-40gb, h100 nvl), not another model
-    # of that name (rtx 3060 ti)
+    # of that name (rtx 3060 ti) or a longer model number (a10 is not a100)
     named = {g.id: g for k, g in _index().items()
              if k.startswith(key) and _ANOTHER_FORM.fullmatch(k[len(key):])
+             and not (key[-1:].isdigit() and k[len(key):][:1].isdigit())
              and not g.memory_options_gb}
     sized = [g for g in named.values() if _gib(g) == gb]
     if len(sized) == 1:

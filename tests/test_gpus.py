@@ -301,6 +301,8 @@ def test_a_card_named_with_its_memory_is_that_card(name, gpu_id):
     # the RTX 3060 Ti's 8 GB is another model's, not the 3060's
     ("rtx 3060 8gb", "NVIDIA GeForce RTX 3060 12GB has 12 GB of memory, not 8 GB"),
     ("4060 ti 12gb", "the catalog's '4060 ti' cards have 8 GB or 16 GB of memory, not 12 GB"),
+    # a longer model number is another card: the A10 is not an A100
+    ("a10 80gb", "NVIDIA A10 has 24 GB of memory, not 80 GB"),
 ])
 def test_a_card_named_with_memory_it_was_not_sold_with_is_refused(name, message):
     with pytest.raises(InputError) as info:
