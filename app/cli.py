@@ -200,8 +200,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-v", default=None, help="KV format for values")
     p.add_argument("--weights", default=None,
                    help="weight format: auto (the checkpoint), bf16, fp8, int4, q4_k_m, ...")
-    p.add_argument("--gpu", default=None, help="catalog GPU (4090, h100, mi300x) or a size "
-                   "(24GiB), after a card count for several (2x4090)")
+    p.add_argument("--gpu", default=None, help="catalog GPU (4090, h100, mi300x, '4090 "
+                   "laptop', 'rtx 4090 24gb') or a size (24GiB), after a card count for "
+                   "several (2x4090)")
     p.add_argument("--engine", default="raw",
                    help="allocation rules: raw (physics only), vllm, llama.cpp, ollama, sglang, "
                         "trtllm")

@@ -42,8 +42,9 @@ class PlanIn(BaseModel):
                               "qwen3-8b in Q8_0); the server reads no local path")
     config: dict[str, Any] | None = Field(None, description="a config.json object")
     gpu: str | None = Field(None, max_length=100, examples=["4090", "2x4090"],
-                            description="a catalog GPU (4090, h100), a size (24GiB), or "
-                            "either after a card count (2x4090: gpu 4090, gpus 2)")
+                            description="a catalog GPU (4090, h100, 4090 laptop, rtx 4090 "
+                            "24gb), a size (24GiB), or either after a card count (2x4090: gpu "
+                            "4090, gpus 2)")
     context: int | str = Field("8k", examples=["128k", 262144])
     sequences: int | str = Field(1, examples=[4])
     kv: str | None = Field(None, max_length=40, examples=["q8_0"])
