@@ -268,6 +268,8 @@ def test_cuda_family_per_card(name, family):
     ("rtx 3050", "rtx-3050-8gb"), ("2060", "rtx-2060"), ("rtx 2060 12gb", "rtx-2060-12gb"),
     ("2070 super", "rtx-2070-super"), ("rtx 2080 super", "rtx-2080-super"),
     ("gtx 1080 ti", "gtx-1080-ti"), ("1080", "gtx-1080"), ("GeForce GTX 1070", "gtx-1070"),
+    ("7900 gre", "rx-7900-gre"), ("rx 7600", "rx-7600"), ("AMD Radeon RX 6600 XT", "rx-6600-xt"),
+    ("rx 6800", "rx-6800"), ("6800 xt", "rx-6800-xt"), ("arc a750", "arc-a750"), ("b570", "arc-b570"),
 ])
 def test_names_as_users_type_them(name, gpu_id):
     assert find_gpu(name).id == gpu_id
