@@ -186,10 +186,11 @@ def api_router() -> APIRouter:
     def post_find_gpu(body: FindGpuIn) -> list[dict[str, Any]]:
         """The catalog cards that fit the body's model, context and sequences, each at the
         fewest cards that fit (up to 10, least total memory first), with the max context and
-        decode estimate there: ``kvplan --find-gpu``; ``vendor``: one maker's cards only."""
+        decode estimate there: ``kvplan --find-gpu``; ``vendor``: one maker's cards only,
+        ``segment``: one kind of card (laptop) only."""
         check_find_gpu(gpu=body.gpu, gpus=body.gpus, tp=body.tp, pp=body.pp,
                        kv_budget=body.kv_budget, dp=body.dp, attn_dp=body.attn_dp)
-        return find_gpu_for(to_query(body), vendor=body.vendor)
+        return find_gpu_for(to_query(body), vendor=body.vendor, segment=body.segment)
 
     @api.post("/find-model", summary="Which catalog models fit this card")
     def post_find_model(body: PlanIn, q: Annotated[str | None, Query(
@@ -302,10 +303,10 @@ def api_router() -> APIRouter:
     @api.get("/gpus", summary="The bundled GPU catalog")
     def gpus(q: Annotated[GpuListIn, Query()]) -> list[dict[str, Any]]:
         """Each card's memory, peak bandwidth, dense FP16/BF16 matrix peak and host link,
-        with their sources; ``vendor``, ``min_memory`` and ``engine`` keep only the cards
-        that match."""
+        with their sources; ``vendor``, ``min_memory``, ``engine`` and ``segment`` keep only
+        the cards that match."""
         return [gpu_entry(g, sources=True)
-                for g in gpu_list(q.vendor, q.min_memory, q.engine)]
+                for g in gpu_list(q.vendor, q.min_memory, q.engine, segment=q.segment)]
 
     @api.get("/formats", summary="The KV-cache formats")
     def formats() -> list[dict[str, Any]]:

@@ -232,6 +232,9 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--vendor", default=None,
                    help="with --find-gpu: only this maker's cards "
                         f"({', '.join(kvcore.gpus.VENDORS)})")
+    p.add_argument("--segment", default=None,
+                   help="with --find-gpu: only this kind of card "
+                        f"({', '.join(kvcore.gpus.SEGMENTS)})")
     p.add_argument("--find-model", action="store_true",
                    help="list the catalog models that fit on the GPU, largest first, each "
                         "with its decode tokens/s; words in place of MODEL ('qwen3', "
@@ -419,6 +422,8 @@ def _list_parser(cmd: str) -> argparse.ArgumentParser:
                        help=f"only this maker's cards: {', '.join(kvcore.gpus.VENDORS)}")
         p.add_argument("--min-memory", default=None, metavar="SIZE",
                        help="only cards with at least this memory as sold (24GiB, 24GB)")
+        p.add_argument("--segment", default=None,
+                       help=f"only this kind of card: {', '.join(kvcore.gpus.SEGMENTS)}")
         p.add_argument("--engine", default=None,
                        help="only cards this engine's GPU build runs on (vllm, llama.cpp, "
                             "ollama, sglang, trtllm; raw: every card)")
@@ -517,9 +522,11 @@ def _card_labels(data: dict[str, Any]) -> list[str]:
     return [n if i.startswith("custom-") else i for i, n in zip(data["gpus"], names, strict=True)]
 
 
-def render_find_gpu(q: Query, rows: list[dict[str, Any]], vendor: str | None = None) -> str:
+def render_find_gpu(q: Query, rows: list[dict[str, Any]], vendor: str | None = None,
+                    segment: str | None = None) -> str:
     assumed = f"{_assumed(q)}, KV {_kv(q)}"
-    of = f"{kvcore.gpus.maker(vendor)} " if vendor else ""
+    of = (f"{kvcore.gpus.maker(vendor)} " if vendor else "") + (
+        f"{kvcore.gpus.segment_of(segment)} " if segment else "")
     # Ollama's own context, card by card, where none was asked
     own = q.auto_context and q.engine == "ollama"
     ask = (f"Ollama's num_ctx for the cards × {format_quantity(q.sequences, 'sequence')}"
@@ -878,7 +885,7 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
 
 def _list(cmd: str, as_json: bool, vendor: str | None = None,
           min_memory: str | None = None, engine: str | None = None,
-          query: Sequence[str] = ()) -> str:
+          query: Sequence[str] = (), segment: str | None = None) -> str:
     items: list[dict[str, Any]]
     rows: list[list[str]]
     if cmd == "models":
@@ -900,9 +907,11 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
              i["repo"]] for i in items]
     elif cmd == "gpus":
         items = [gpu_entry(g) for g in gpu_list(
-            vendor, min_memory, engine, vendor_field="--vendor", memory_field="--min-memory")]
+            vendor, min_memory, engine, vendor_field="--vendor", memory_field="--min-memory",
+            segment=segment, segment_field="--segment")]
         if not items and not as_json:
-            return ("no catalog GPU" + (f" of {kvcore.gpus.maker(vendor)}" if vendor else "")
+            return ("no catalog" + (f" {segment.strip().lower()}" if segment else "") + " GPU"
+                    + (f" of {kvcore.gpus.maker(vendor)}" if vendor else "")
                     + (f" with at least {min_memory.strip()}" if min_memory else "")
                     + (f" that {ENGINE_TITLES[canonical(engine)]} runs on" if engine else ""))
         # "plans with": the driver's total where known, a unified memory's default GPU share
@@ -1175,7 +1184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = _list_parser(cmd).parse_args(rest)
             print(_list(cmd, args.json, getattr(args, "vendor", None),
                         getattr(args, "min_memory", None), getattr(args, "engine", None),
-                        getattr(args, "query", ())))
+                        getattr(args, "query", ()), getattr(args, "segment", None)))
             return 0
         args = _plan_parser().parse_args(argv)
         finds = [f for f in ("find_gpu", "find_format", "find_weights", "find_model")
@@ -1212,6 +1221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.vendor is not None:
             raise UsageError("--vendor chooses among the cards --find-gpu tries; give it with "
                              "--find-gpu (kvplan gpus --vendor lists a maker's cards)")
+        elif args.segment is not None:
+            raise UsageError("--segment chooses among the cards --find-gpu tries; give it with "
+                             "--find-gpu (kvplan gpus --segment lists one kind of card)")
         if args.find_format:
             check_find_format(kv=args.kv, kv_k=args.kv_k, kv_v=args.kv_v, prefix="--")
         if args.find_weights:
@@ -1223,9 +1235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not args.json:
                 print(render_command(launch, read_as))
         if args.find_gpu:
-            rows = find_gpu_for(query, vendor=args.vendor, vendor_field="--vendor")
+            rows = find_gpu_for(query, vendor=args.vendor, vendor_field="--vendor",
+                                segment=args.segment, segment_field="--segment")
             print(json.dumps(rows, indent=2) if args.json
-                  else render_find_gpu(query, rows, args.vendor))
+                  else render_find_gpu(query, rows, args.vendor, args.segment))
             return 0
         if args.find_format:
             if args.json:

@@ -268,12 +268,14 @@ def make_query(
 
 def gpu_list(vendor: str | None = None, min_memory: str | None = None,
              engine: str | None = None, *, vendor_field: str = "vendor",
-             memory_field: str = "min_memory") -> tuple[Any, ...]:
+             memory_field: str = "min_memory", segment: str | None = None,
+             segment_field: str = "segment") -> tuple[Any, ...]:
     """The catalog's cards as the GPU lists filter them: one maker's, with at least a
-    memory (kvcore.gpu_selection), and those an engine's GPU build runs on (engines_on;
-    raw sizes every card)."""
+    memory, one kind of card (kvcore.gpu_selection), and those an engine's GPU build runs
+    on (engines_on; raw sizes every card)."""
     cards = gpu_selection(vendor, min_memory, vendor_field=vendor_field,
-                          memory_field=memory_field)
+                          memory_field=memory_field, segment=segment,
+                          segment_field=segment_field)
     if engine is None:
         return cards
     name = canonical(engine)
@@ -302,7 +304,8 @@ def model_entry(entry: CatalogEntry, sources: bool = False) -> dict[str, Any]:
 def gpu_entry(g: Any, sources: bool = False) -> dict[str, Any]:
     """A catalog card as `kvplan gpus --json` and /api/v1/gpus list it (``sources``: with
     where each figure comes from, as the API gives them)."""
-    entry = {"id": g.id, "name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
+    entry = {"id": g.id, "name": g.name, "vendor": g.vendor, "segment": g.segment,
+             "memory_bytes": g.memory_bytes,
              "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
              "matmul_flops_per_s": g.matmul_flops_per_s,
              "host_link": g.host_link or None, "host_link_bytes_per_s": g.host_link_bytes_per_s,

@@ -663,21 +663,22 @@ def pages_router() -> APIRouter:
 
     @router.get("/gpus", response_class=HTMLResponse)
     def gpus(request: Request, vendor: str = "", min_memory: str = "",
-             engine: str = "") -> HTMLResponse:
+             engine: str = "", segment: str = "") -> HTMLResponse:
         # the form's empty fields are no filter
         chosen = {"vendor": vendor.strip(), "min_memory": min_memory.strip(),
-                  "engine": engine.strip()}
+                  "engine": engine.strip(), "segment": segment.strip()}
         try:
             fault = _page_fault(request.query_params, tuple(chosen))
             if fault is not None:
                 raise fault
             cards = gpu_list(chosen["vendor"] or None, chosen["min_memory"] or None,
-                             chosen["engine"] or None)
+                             chosen["engine"] or None, segment=chosen["segment"] or None)
         except KvplanError as exc:
             return templates().TemplateResponse(request, "error.html", {"error": str(exc)},
                                                 status_code=422)
         return templates().TemplateResponse(request, "gpus.html", {
             "gpus": cards, "vendors": kvcore.gpus.VENDORS, "chosen": chosen,
+            "segments": kvcore.gpus.SEGMENTS,
             "engine_titles": {e: t for e, t in ENGINE_TITLES.items() if e != "raw"},
             "total": len(kvcore.gpu_catalog()),
             "engines": {g.id: [ENGINE_TITLES[e] for e in engines_on(g)] for g in cards}})

@@ -272,14 +272,23 @@ class GpuListIn(BaseModel):
                                description="only cards this engine's GPU build runs on "
                                "(vllm, llama.cpp, ollama, sglang, trtllm; raw: every card; "
                                "kvplan gpus --engine)")
+    segment: str | None = Field(None, max_length=20, examples=["laptop"],
+                                description="only this kind of card: consumer (desktop), "
+                                "laptop, workstation, datacenter or apple (kvplan gpus "
+                                "--segment)")
 
 
 class FindGpuIn(PlanIn):
-    """A plan whose cards ``/find-gpu`` chooses; ``vendor`` keeps the search to one maker's."""
+    """A plan whose cards ``/find-gpu`` chooses; ``vendor`` keeps the search to one maker's,
+    ``segment`` to one kind of card."""
 
     vendor: str | None = Field(None, max_length=20, examples=["amd"],
                                description="only this maker's cards: nvidia, amd, intel or "
                                "apple (kvplan --find-gpu --vendor)")
+    segment: str | None = Field(None, max_length=20, examples=["laptop"],
+                                description="only this kind of card: consumer (desktop), "
+                                "laptop, workstation, datacenter or apple (kvplan --find-gpu "
+                                "--segment)")
 
 
 class CommandIn(PlanIn):

@@ -88,6 +88,14 @@ def _request_fields() -> set[str]:
             for name in model.model_fields}
 
 
+#: the requests whose own fields are no plan's, by route
+_FIELD_ROUTES = (("POST /api/v1/find-gpu", schemas.FindGpuIn),
+                 ("POST /api/v1/command", schemas.CommandIn),
+                 ("GET /api/v1/gpus", schemas.GpuListIn),
+                 ("GET /api/v1/models", schemas.ModelListIn),
+                 ("POST /api/v1/measure", schemas.MeasureIn))
+
+
 def _unknown_field(name: str, takes: Sequence[str] = ()) -> str:
     """A field no request takes: the API's field where it is an engine's option
     (max_model_len), else the nearest field's name; where the route takes a few fields
@@ -95,6 +103,11 @@ def _unknown_field(name: str, takes: Sequence[str] = ()) -> str:
     engine = engine_field(name)
     if engine is not None:
         return f"{name}: no such field: {engine}"
+    elsewhere = [route for route, model in _FIELD_ROUTES if name in model.model_fields]
+    if elsewhere and name not in schemas.PlanQueryIn.model_fields:
+        # a field of another request (vendor, segment: POST /find-gpu's and GET /gpus's)
+        take = "take" if len(elsewhere) > 1 else "takes"
+        return f"{name}: no such field here; {' and '.join(elsewhere)} {take} it"
     if takes:
         close = nearest(name, takes, cutoff=0.5)
         hint = f"did you mean {close}?" if close else f"it takes {', '.join(takes)}"

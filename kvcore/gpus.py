@@ -15,11 +15,14 @@ from importlib import resources
 from .errors import InputError, UnknownNameError, shown
 from .units import format_bytes, parse_bytes
 
-__all__ = ["GPU", "VENDORS", "counted_gpu", "find_gpu", "gpu_catalog", "gpu_selection",
-           "maker", "memory_variants"]
+__all__ = ["GPU", "SEGMENTS", "VENDORS", "counted_gpu", "find_gpu", "gpu_catalog",
+           "gpu_selection", "maker", "memory_variants", "segment_of"]
 
 #: the makers the catalog's cards are listed under (a GPU's ``vendor``)
 VENDORS = ("nvidia", "amd", "intel", "apple")
+#: the kinds of card the catalog sorts its entries into (an entry's ``segment``): desktop
+#: GeForce/Radeon/Arc cards, laptop GPUs, workstation cards, datacenter parts, Apple's chips
+SEGMENTS = ("consumer", "laptop", "workstation", "datacenter", "apple")
 
 
 @dataclass(frozen=True)
@@ -174,15 +177,29 @@ def maker(vendor: str | None, field: str = "vendor") -> str | None:
     return want
 
 
+def segment_of(segment: str | None, field: str = "segment") -> str | None:
+    """``segment`` as the catalog names kinds of card (any case; None stays None); one not in
+    SEGMENTS is an error on ``field``."""
+    if segment is None:
+        return None
+    want = str(segment).strip().lower()
+    if want not in SEGMENTS:
+        raise InputError(f"{field} must be one of {', '.join(SEGMENTS)}; got {shown(segment)}",
+                         field=field)
+    return want
+
+
 def gpu_selection(vendor: str | None = None, min_memory: int | str | None = None, *,
-                  vendor_field: str = "vendor",
-                  memory_field: str = "min_memory") -> tuple[GPU, ...]:
-    """The catalog's GPUs in its order, only ``vendor``'s where one is given (any case), and
-    only those with at least ``min_memory`` where given: a size with its unit (24GiB, 24GB),
+                  vendor_field: str = "vendor", memory_field: str = "min_memory",
+                  segment: str | None = None,
+                  segment_field: str = "segment") -> tuple[GPU, ...]:
+    """The catalog's GPUs in its order, only ``vendor``'s where one is given (any case), only
+    those with at least ``min_memory`` where given: a size with its unit (24GiB, 24GB),
     against the memory as sold (``memory_bytes``, not the driver's total, so that "24GiB"
-    keeps the 24 GB cards whose driver shows a little less). The fields name the inputs in
-    errors."""
+    keeps the 24 GB cards whose driver shows a little less), and only one ``segment``'s
+    (laptop, datacenter, …) where given. The fields name the inputs in errors."""
     want = maker(vendor, vendor_field)
+    kind = segment_of(segment, segment_field)
     least = 0
     if min_memory is not None:
         if isinstance(min_memory, str) and _NUMBER.match(min_memory.strip()):
@@ -190,7 +207,8 @@ def gpu_selection(vendor: str | None = None, min_memory: int | str | None = None
                              f"{shown(min_memory)}", field=memory_field)
         least = parse_bytes(min_memory, field=memory_field)
     return tuple(g for g in gpu_catalog()
-                 if (want is None or g.vendor == want) and g.memory_bytes >= least)
+                 if (want is None or g.vendor == want) and g.memory_bytes >= least
+                 and (kind is None or g.segment == kind))
 
 
 @cache

@@ -690,15 +690,25 @@ def _fewest_cards(q: Query, gpu: GPU, above: int = 0,
 
 
 def find_gpu_for(q: Query, limit: int = 10, card_context: bool = True,
-                 vendor: str | None = None, vendor_field: str = "vendor") -> list[dict[str, Any]]:
+                 vendor: str | None = None, vendor_field: str = "vendor",
+                 segment: str | None = None,
+                 segment_field: str = "segment") -> list[dict[str, Any]]:
     """Catalog GPUs that fit the query, fewest total memory first, with the card count and
     the decode estimate there (tokens a second a sequence); where the query is laid over
     several cards already (its tp, pp or dp), the cards that fit in that layout. With
     ``card_context`` a query whose context is the engine's own (Query.auto_context: Ollama's
     num_ctx) is tried at the context each card gets (each row's ``context``); without it, at
-    the query's. ``vendor``: only that maker's cards (gpu_selection's check, its input named
-    ``vendor_field``)."""
-    chips = gpu_selection(vendor, vendor_field=vendor_field)
+    the query's. ``vendor``: only that maker's cards, ``segment`` only that kind of card
+    (laptop; gpu_selection's checks, their inputs named ``vendor_field`` and
+    ``segment_field``)."""
+    chips = gpu_selection(vendor, vendor_field=vendor_field, segment=segment,
+                          segment_field=segment_field)
+    if not chips and (vendor is not None or segment is not None):
+        # no card of that maker in that segment (an AMD laptop GPU)
+        kind = f"{segment.strip().lower()} " if segment else ""
+        of = f" of {maker(vendor)}" if vendor else ""
+        raise InputError(f"the catalog has no {kind}card{of}",
+                         field=segment_field if segment else vendor_field)
     # an engine that cannot run this plan on any card says why, rather than "no GPU fits";
     # what depends on the card (SGLang's KV dtype for a DSA model) is settled card by card
     try:

@@ -83,6 +83,28 @@ def test_the_gpu_list_keeps_a_vendors_cards_with_enough_memory(capsys):
         "no catalog GPU of apple with at least 1TiB")
 
 
+def test_the_gpu_list_and_find_gpu_keep_one_kind_of_card(capsys):
+    from kvcore import find_gpu
+
+    every = json.loads(run(capsys, "gpus", "--json")[1])
+    laptops = json.loads(run(capsys, "gpus", "--segment", "Laptop", "--json")[1])
+    assert [i["id"] for i in laptops] == [i["id"] for i in every if i["segment"] == "laptop"]
+    assert "rtx-4090-laptop" in {i["id"] for i in laptops} and "rtx-4090" not in {
+        i["id"] for i in laptops}
+    assert run(capsys, "gpus", "--segment", "laptop", "--vendor", "amd")[1].strip() == (
+        "no catalog laptop GPU of amd")
+    args = ("qwen3-8b", "--ctx", "32k", "--weights", "q4_k_m", "--find-gpu")
+    rows = json.loads(run(capsys, *args, "--segment", "laptop", "--json")[1])
+    assert rows and all(find_gpu(r["gpu"]).segment == "laptop" and r["count"] == 1
+                        for r in rows)
+    # the same rows as the whole catalog's search has for laptop GPUs, in its order
+    whole = json.loads(run(capsys, *args, "--json")[1])
+    first = [r["gpu"] for r in whole if find_gpu(r["gpu"]).segment == "laptop"]
+    assert [r["gpu"] for r in rows][:len(first)] == first
+    assert error_line(capsys, *args, "--segment", "laptop", "--vendor", "amd") == (
+        "the catalog has no laptop card of amd")
+
+
 def test_the_gpu_list_keeps_the_cards_an_engine_runs_on(capsys):
     every = json.loads(run(capsys, "gpus", "--json")[1])
     for engine in ("vllm", "sglang", "trtllm", "llama.cpp"):
@@ -102,6 +124,8 @@ def test_the_gpu_list_keeps_the_cards_an_engine_runs_on(capsys):
     (["--vendor", "matrox"], "--vendor must be one of nvidia, amd, intel, apple; got 'matrox'"),
     (["--min-memory", "24"], "--min-memory needs its unit: 24GiB or 24GB, got '24'"),
     (["--min-memory", "-3GiB"], "--min-memory must be larger than zero, got '-3GiB'"),
+    (["--segment", "desktop"], "--segment must be one of consumer, laptop, workstation, "
+     "datacenter, apple; got 'desktop'"),
 ])
 def test_a_bad_gpu_list_filter_is_one_line(capsys, args, message):
     assert error_line(capsys, "gpus", *args) == message
@@ -132,6 +156,10 @@ def test_find_gpu_keeps_to_one_makers_cards(capsys):
      "--vendor must be one of nvidia, amd, intel, apple; got 'via'"),
     (["--vendor", "amd"], "--vendor chooses among the cards --find-gpu tries; give it with "
                           "--find-gpu (kvplan gpus --vendor lists a maker's cards)"),
+    (["--segment", "laptop"], "--segment chooses among the cards --find-gpu tries; give it "
+                              "with --find-gpu (kvplan gpus --segment lists one kind of card)"),
+    (["--find-gpu", "--segment", "phone"], "--segment must be one of consumer, laptop, "
+     "workstation, datacenter, apple; got 'phone'"),
 ])
 def test_a_misplaced_or_unknown_find_gpu_vendor_is_one_line(capsys, args, message):
     assert error_line(capsys, "qwen3-8b", *args) == message

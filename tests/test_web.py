@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import create_app
-from kvcore import find_gpu, model_catalog
+from kvcore import find_gpu, gpu_catalog, model_catalog
 from kvcore.units import format_bytes
 
 
@@ -99,7 +99,7 @@ def test_the_gpu_list_filters_by_vendor_and_memory(client):
     ("/api/v1/models?qq=gemma", "qq: no such field (did you mean q?)"),
     ("/api/v1/models?query=gemma", "query: no such field (it takes q)"),
     ("/api/v1/gpus?min_mem=24GB", "min_mem: no such field (did you mean min_memory?)"),
-    ("/api/v1/gpus?x=1", "x: no such field (it takes vendor, min_memory, engine)"),
+    ("/api/v1/gpus?x=1", "x: no such field (it takes vendor, min_memory, engine, segment)"),
     # the planner's many fields: the nearest of every request's, and where they are listed
     ("/api/v1/plan?contxt=8k", "contxt: no such field (did you mean context?); /openapi.json "
      "lists each request's fields"),
@@ -156,6 +156,31 @@ def test_find_gpu_takes_a_vendor_and_only_find_gpu_does(client):
     assert r.json()["error"].startswith("no amd card in the catalog runs TensorRT-LLM: ")
     r = client.post("/api/v1/plan", json={**body, "gpu": "4090", "vendor": "amd"})
     assert r.status_code == 422 and r.json()["field"] == "vendor"
+    # a field of another request is named with the requests that take it
+    assert r.json()["error"] == ("vendor: no such field here; POST /api/v1/find-gpu and GET "
+                                 "/api/v1/gpus take it")
+    r = client.post("/api/v1/plan", json={**body, "gpu": "4090", "command": "vllm serve x"})
+    assert r.json()["error"] == "command: no such field here; POST /api/v1/command takes it"
+
+
+def test_find_gpu_and_the_gpu_list_keep_one_kind_of_card(client):
+    body = {"model": "qwen3-8b", "context": "32k", "weights": "q4_k_m"}
+    rows = client.post("/api/v1/find-gpu", json={**body, "segment": "laptop"}).json()
+    assert rows and all(find_gpu(r["gpu"]).segment == "laptop" for r in rows)
+    r = client.post("/api/v1/find-gpu", json={**body, "segment": "laptop", "vendor": "apple"})
+    assert r.status_code == 422 and r.json() == {
+        "ok": False, "error": "the catalog has no laptop card of apple", "status": 422,
+        "field": "segment"}
+    listed = client.get("/api/v1/gpus", params={"segment": "datacenter"}).json()
+    assert listed and {g["segment"] for g in listed} == {"datacenter"}
+    assert "h100-sxm" in {g["id"] for g in listed}
+    r = client.get("/api/v1/gpus", params={"segment": "desk"})
+    assert r.status_code == 422 and r.json()["field"] == "segment"
+    page = client.get("/gpus", params={"segment": "laptop"})
+    laptops = sum(g.segment == "laptop" for g in gpu_catalog())
+    assert page.status_code == 200
+    assert f"<span>{laptops} of {len(gpu_catalog())} cards</span>" in page.text
+    assert '<option value="laptop" selected>laptop</option>' in page.text
 
 
 def test_the_model_list_and_page_keep_the_models_a_search_names(client):
