@@ -910,7 +910,8 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
             vendor, min_memory, engine, vendor_field="--vendor", memory_field="--min-memory",
             segment=segment, segment_field="--segment")]
         if not items and not as_json:
-            return ("no catalog" + (f" {segment.strip().lower()}" if segment else "") + " GPU"
+            return ("no catalog" + (f" {kvcore.gpus.segment_of(segment)}" if segment else "")
+                    + " GPU"
                     + (f" of {kvcore.gpus.maker(vendor)}" if vendor else "")
                     + (f" with at least {min_memory.strip()}" if min_memory else "")
                     + (f" that {ENGINE_TITLES[canonical(engine)]} runs on" if engine else ""))

@@ -81,19 +81,18 @@ def validation_message(errors: Sequence[Any], takes: Sequence[str] = ()
     return 422, f"{field}: {first.get('msg', 'invalid')}", field
 
 
-def _request_fields() -> set[str]:
-    """Every field a request of the API takes."""
-    return {name for model in (schemas.PlanQueryIn, schemas.FindGpuIn, schemas.CommandIn,
-                               schemas.GpuListIn, schemas.ModelListIn, schemas.MeasureIn)
-            for name in model.model_fields}
-
-
 #: the requests whose own fields are no plan's, by route
 _FIELD_ROUTES = (("POST /api/v1/find-gpu", schemas.FindGpuIn),
                  ("POST /api/v1/command", schemas.CommandIn),
                  ("GET /api/v1/gpus", schemas.GpuListIn),
                  ("GET /api/v1/models", schemas.ModelListIn),
                  ("POST /api/v1/measure", schemas.MeasureIn))
+
+
+def _request_fields() -> set[str]:
+    """Every field a request of the API takes: a plan's and those of the other requests."""
+    return {name for model in (schemas.PlanQueryIn, *(m for _, m in _FIELD_ROUTES))
+            for name in model.model_fields}
 
 
 def _unknown_field(name: str, takes: Sequence[str] = ()) -> str:

@@ -430,9 +430,7 @@ class OllamaName:
     def weights(self) -> str | None:
         """kvplan's weight format of the tag's quantization, None where it names none kvplan
         prices."""
-        from .weights import WEIGHT_FORMATS
-
-        return self.quant if self.quant in {f.name for f in WEIGHT_FORMATS} else None
+        return self.quant if self.quant is not None and _priced(self.quant) else None
 
     @property
     def label(self) -> str:
@@ -514,6 +512,13 @@ def _ollama_spec(text: str, named: OllamaName) -> ModelSpec:
     return dataclasses.replace(spec, checkpoint_weights=quant, notes=(*spec.notes, note))
 
 
+def _priced(weights: str) -> bool:
+    """Whether ``weights`` is the name of a weight format kvplan prices (q4_k_m, mxfp4)."""
+    from .weights import WEIGHT_FORMATS
+
+    return weights in {f.name for f in WEIGHT_FORMATS}
+
+
 def gguf_holder(repo: str) -> tuple[str, ModelSpec] | None:
     """The catalog model a GGUF repository holds, read from its name, and the name that
     plans it: the name less its ``-GGUF`` (and a quantizer's ``OWNER_`` prefix, bartowski's
@@ -550,11 +555,9 @@ def _gguf_or_offline(repo: str, tag: str) -> ModelSpec:
         weights = gguf_weights(tag)
         if held is None:
             raise
-        from .weights import WEIGHT_FORMATS
-
         name, spec = held
         model = f"{name} ({spec.hub_repo})" if spec.hub_repo else name
-        if weights in {f.name for f in WEIGHT_FORMATS}:
+        if _priced(weights):
             lead = (f"offline, `kvplan {name} --weights {weights}` plans the catalog's "
                     f"{model} in llama-quantize's {tag.upper()} types, not from the file's "
                     "header")

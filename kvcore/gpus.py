@@ -165,28 +165,27 @@ def gpu_catalog() -> tuple[GPU, ...]:
     return tuple(gpus)
 
 
-def maker(vendor: str | None, field: str = "vendor") -> str | None:
-    """``vendor`` as the catalog names makers (any case, spaces around dropped; None stays
-    None); one not in VENDORS is an error on ``field``."""
-    if vendor is None:
+def _one_of(value: str | None, names: tuple[str, ...], field: str) -> str | None:
+    """``value`` as the catalog spells one of ``names`` (any case, spaces around dropped;
+    None stays None); any other is an error on ``field``."""
+    if value is None:
         return None
-    want = str(vendor).strip().lower()
-    if want not in VENDORS:
-        raise InputError(f"{field} must be one of {', '.join(VENDORS)}; got {shown(vendor)}",
+    want = str(value).strip().lower()
+    if want not in names:
+        raise InputError(f"{field} must be one of {', '.join(names)}; got {shown(value)}",
                          field=field)
     return want
+
+
+def maker(vendor: str | None, field: str = "vendor") -> str | None:
+    """``vendor`` as the catalog names makers; one not in VENDORS is an error on ``field``."""
+    return _one_of(vendor, VENDORS, field)
 
 
 def segment_of(segment: str | None, field: str = "segment") -> str | None:
-    """``segment`` as the catalog names kinds of card (any case; None stays None); one not in
-    SEGMENTS is an error on ``field``."""
-    if segment is None:
-        return None
-    want = str(segment).strip().lower()
-    if want not in SEGMENTS:
-        raise InputError(f"{field} must be one of {', '.join(SEGMENTS)}; got {shown(segment)}",
-                         field=field)
-    return want
+    """``segment`` as the catalog names kinds of card; one not in SEGMENTS is an error on
+    ``field``."""
+    return _one_of(segment, SEGMENTS, field)
 
 
 def gpu_selection(vendor: str | None = None, min_memory: int | str | None = None, *,

@@ -32,7 +32,7 @@ from .engines.base import SETTING_NAMES, RankShare
 from .errors import InputError, KvplanError
 from .formats import FORMATS, KVFormat, get_format, measured_error, quality_note
 from .gguf_mix import MIXES, PERPLEXITY
-from .gpus import GPU, gpu_selection, maker, memory_variants, with_limit
+from .gpus import GPU, gpu_selection, maker, memory_variants, segment_of, with_limit
 from .kv import (
     FP8_DS_MLA_ROW,
     FP8_DS_MLA_WIDTH,
@@ -705,7 +705,7 @@ def find_gpu_for(q: Query, limit: int = 10, card_context: bool = True,
                           segment_field=segment_field)
     if not chips and (vendor is not None or segment is not None):
         # no card of that maker in that segment (an AMD laptop GPU)
-        kind = f"{segment.strip().lower()} " if segment else ""
+        kind = f"{segment_of(segment)} " if segment else ""
         of = f" of {maker(vendor)}" if vendor else ""
         raise InputError(f"the catalog has no {kind}card{of}",
                          field=segment_field if segment else vendor_field)
