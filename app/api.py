@@ -95,7 +95,8 @@ def cache_options(body: PlanIn) -> dict[str, Any]:
             "keep_recent": body.keep_recent, "state_dtype": body.state_dtype,
             "images": body.images, "mtp": body.mtp, "no_mmproj": body.no_mmproj,
             "kv_budget": body.kv_budget, "overhead": body.overhead,
-            "gpu_limit": body.gpu_limit}
+            "gpu_limit": body.gpu_limit, "draft": body.draft,
+            "draft_weights": body.draft_weights, "draft_local": False}
 
 
 def engine_settings(body: PlanIn, **given: Any) -> EngineSettings:
@@ -202,7 +203,7 @@ def api_router() -> APIRouter:
         and those refused with the reason; ``?q=`` keeps the models its words name."""
         given = "model" if body.model else "config" if body.config is not None else None
         check_find_model(given=given, gpu=body.gpu, gpus=body.gpus, kv_budget=body.kv_budget,
-                         field=given or "model")
+                         field=given or "model", draft=body.draft)
         entries = None if q is None else find_models(q)
         if q is not None and not entries:
             raise kvcore.InputError(f"{unmatched(q)}; GET /api/v1/models?q= lists what a "

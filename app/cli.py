@@ -401,6 +401,12 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--mtp", action="store_true",
                    help="count MTP/draft layers and weights (vLLM: speculative-config method "
                    "mtp; SGLang: EAGLE with the MTP head)")
+    p.add_argument("--draft", default=None, metavar="MODEL",
+                   help="a draft model for speculative decoding, named as MODEL is "
+                   "(qwen3-0.6b): its weights and cache counted beside the target's (vLLM: "
+                   "speculative-config model; SGLang: STANDALONE; llama.cpp: -md)")
+    p.add_argument("--draft-weights", default=None, metavar="FORMAT",
+                   help="the draft model's weight format (default: its checkpoint's)")
     p.add_argument("--overhead", default=None, help="runtime overhead instead of the estimate")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--version", action="version", version=f"kvplan {kvcore.__version__}")
@@ -441,7 +447,7 @@ def _serve_parser() -> argparse.ArgumentParser:
 #: the default
 VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", "gpus", "tp",
                "pp", "dp", "attn_dp", "kv_budget", "offload", "hot", "keep", "keep_first", "keep_recent",
-               "images", "overhead", "host_memory", "gpu_limit")
+               "images", "overhead", "host_memory", "gpu_limit", "draft", "draft_weights")
 
 
 def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Query:
@@ -465,7 +471,8 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         keep=float(args.keep) if args.keep is not None else None, keep_first=args.keep_first,
         keep_recent=args.keep_recent, state_dtype=args.state_dtype, images=args.images,
         mtp=args.mtp, no_mmproj=args.no_mmproj, kv_budget=args.kv_budget,
-        overhead=args.overhead, settings=settings, gpu_limit=args.gpu_limit)
+        overhead=args.overhead, settings=settings, gpu_limit=args.gpu_limit,
+        draft=args.draft, draft_weights=args.draft_weights)
 
 
 def _table(rows: list[list[str]], right: Sequence[int] = ()) -> str:
@@ -814,7 +821,7 @@ def render_plan(data: dict[str, Any], card_line: str | None = None) -> str:
             detail += f"; {g['kept_layers']} of them in {g['kept_format']} (kept unquantized)"
         if g.get("stored"):
             detail += f"; {g['stored']}"
-        kind = g["kind"] + (", MTP" if g["mtp"] else "")
+        kind = g["kind"] + (", draft" if g.get("draft") else ", MTP" if g["mtp"] else "")
         rows.append([f"K ({kind})", format_bytes(g["k_bytes"], 2), detail])
         if g["v_bytes"]:
             rows.append([f"V ({kind})", format_bytes(g["v_bytes"], 2), ""])
@@ -1201,7 +1208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             launch, command_spec, read_as = _from_command(args, argv)
         if args.find_model:
             check_find_model(given=None, gpu=args.gpu, gpus=args.gpus,
-                             kv_budget=args.kv_budget, prefix="--")
+                             kv_budget=args.kv_budget, prefix="--", draft=args.draft)
             # words beside --find-model keep the catalog models they name
             entries = find_models(args.model, field="MODEL") if args.model else None
             if entries == []:

@@ -147,7 +147,7 @@ def check_find_weights(*, weights: Any, prefix: str = "") -> None:
 
 
 def check_find_model(*, given: str | None, gpu: Any, gpus: Any, kv_budget: Any,
-                     field: str = "model", prefix: str = "") -> None:
+                     field: str = "model", prefix: str = "", draft: Any = None) -> None:
     """find-model plans every catalog model on one card: a model named beside it (``given``,
     as the caller spells it, in ``field``) is a conflict, and it needs a card to fit them on
     (``gpu``, or ``gpus`` naming cards: a count alone names none) or a KV budget. ``prefix``
@@ -155,10 +155,31 @@ def check_find_model(*, given: str | None, gpu: Any, gpus: Any, kv_budget: Any,
     if given:
         raise InputError(f"{prefix}find-model tries every catalog model; leave out {given}",
                          field=field)
+    if draft not in (None, ""):
+        raise InputError(f"{prefix}find-model tries every catalog model, and a draft model "
+                         f"pairs with one family's: leave out {prefix}draft", field="draft")
     named = gpus is not None and not str(gpus).strip().isdigit()
     if not gpu and not named and not kv_budget:
         need = "a GPU (--gpu) or a KV budget (--kv-budget)" if prefix else "a gpu or a kv_budget"
         raise InputError(f"{prefix}find-model needs {need} to fit the models on", field="gpu")
+
+
+def with_draft(spec: ModelSpec, draft: str, weights: str | None, *, engine: str,
+               mtp: bool = False, local: bool = True) -> ModelSpec:
+    """``spec`` with the draft model ``draft`` attached (kvcore.draft), or a one-line refusal:
+    with --mtp (one draft at a time), or under an engine that loads no draft model
+    (``local``: the draft may be a file or folder here, as the CLI's may, the API's not)."""
+    from kvcore.draft import attach, load_draft
+
+    if mtp:
+        raise InputError("mtp drafts with the model's own MTP head and draft with a model of "
+                         "its own: give one of them", field="draft")
+    if engine in ("ollama", "trtllm"):
+        why = ("Ollama loads no draft model" if engine == "ollama" else
+               "kvplan does not size TensorRT-LLM's draft-target speculative decoding")
+        raise InputError(f"{why}: plan the draft with --engine llama.cpp, vllm, sglang or raw",
+                         field="draft")
+    return attach(spec, load_draft(draft, allow_local=local), weights)
 
 
 def make_query(
@@ -189,8 +210,20 @@ def make_query(
     overhead: str | int | None = None,
     settings: EngineSettings | None = None,
     gpu_limit: str | int | None = None,
+    draft: str | None = None,
+    draft_weights: str | None = None,
+    draft_local: bool = True,
 ) -> Query:
     engine = canonical(engine)
+    if draft_weights not in (None, "") and draft in (None, ""):
+        raise InputError("draft_weights is the draft model's weight format: give the draft "
+                         "model too (--draft qwen3-0.6b)", field="draft_weights")
+    if draft not in (None, ""):
+        spec = with_draft(spec, str(draft), draft_weights or None, engine=engine, mtp=mtp,
+                          local=draft_local)
+        # the draft's layers are the spec's draft groups, counted with the target's (an engine
+        # that gives the draft a context of its own, llama.cpp, reads spec.draft)
+        mtp = True
     base = kv or "f16"
     hot_format, hot_tokens = None, 0
     if hot:
@@ -232,6 +265,10 @@ def make_query(
         tp_n, pp_n = (1, per_replica) if engine in GGML_ENGINES else (per_replica, 1)
     parallel = Parallel(tp=tp_n or 1, pp=pp_n or 1, dp=dp_n,
                         attn_dp=_count(attn_dp, "attn_dp") or 1)
+    if spec.draft is not None and parallel.pp > 1:
+        raise InputError("a draft model under pipeline parallelism is not planned (vLLM and "
+                         "SGLang run it on the last stage only, llama.cpp over every device): "
+                         "plan it with pp 1", field="draft")
     if listed and count != parallel.ranks_per_replica:
         raise InputError(f"gpus lists {count} cards but tp × pp is {parallel.ranks_per_replica}",
                          field="gpus")
@@ -597,7 +634,9 @@ def model_line(data: dict[str, Any]) -> str:
             + ("; a layer holds more than one" if _overlap(m) else "")
             + (f"; {shared:,} more reading an earlier layer's cache" if shared else "")
             + (f"; {own_less:,} more with no cache, MLP or MoE only" if own_less else "")
-            + (f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")
+            + (f"; draft {data['draft']['name']}, {format_quantity(mtp, 'layer')}"
+               if mtp and data.get("draft") else
+               f"; {format_quantity(mtp, 'MTP layer')} counted" if mtp else "") + ")")
 
 
 def tensor_split_of(value: list[float] | str | None) -> tuple[float, ...] | None:

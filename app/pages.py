@@ -67,6 +67,8 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("gpu_limit", "--gpu-limit", "shared memory: the default share", False),
         ("overhead", "--overhead", "estimated", False),
         ("mtp", "--mtp", "", True),
+        ("draft", "--draft", "no draft model", False),
+        ("draft_weights", "--draft-weights", "its checkpoint's", False),
         ("speculative_tokens", "--speculative-tokens", "0", False),
         ("hot", "--hot", "f16:4096", False),
         ("keep", "--keep", "1", False),

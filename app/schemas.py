@@ -76,6 +76,14 @@ class PlanIn(BaseModel):
     keep: float | None = Field(None, gt=0, le=1, description="token eviction: fraction kept")
     images: int = Field(1, ge=0, le=1000)
     mtp: bool = False
+    draft: str | None = Field(None, max_length=300, examples=["qwen3-0.6b"],
+                              description="a draft model for speculative decoding (a catalog "
+                              "or Hub repo id): its weights and cache counted beside the "
+                              "target's (vLLM: speculative_config model; SGLang: STANDALONE; "
+                              "llama.cpp: -md)")
+    draft_weights: str | None = Field(None, max_length=40, examples=["q8_0"],
+                                      description="the draft model's weight format (none: its "
+                                      "checkpoint's)")
     no_mmproj: bool = Field(False, description="llama.cpp: the vision tower not loaded (no "
                             "--mmproj), its weights not counted")
     gpu_memory_utilization: float | None = Field(

@@ -374,7 +374,8 @@ def _switch(flag: str, value: str) -> bool:
 
 
 def _llama_draft(r: _Reader, flag: str, value: str) -> None:
-    r.note(f"{flag} {value}: the draft model's weights and cache are not counted")
+    # -md FILE.gguf (read like -m's file in resolve), -hfd REPO[:QUANT] (like -hf's)
+    r.set["draft"] = value.strip()
 
 
 def _llama_mmproj(r: _Reader, flag: str, value: str) -> None:
@@ -501,6 +502,14 @@ _LLAMA = (
     _Flag(("--lora",), "value", _llama_lora),
     _Flag(("--lora-scaled",), "many", _llama_lora),
     _Flag(("-md", "--model-draft", "-hfd", "-hfrd", "--hf-repo-draft"), "value", _llama_draft),
+    # the draft's speculation: its kind and tokens a step change no memory kvplan plans
+    _Flag(("--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--draft-p-min"),
+          "value", _left),
+    _Flag(("-ctkd", "--cache-type-k-draft", "-ctvd", "--cache-type-v-draft"), "value",
+          _unplanned("the draft's cache in another type than f16, its default", ("f16",))),
+    _Flag(("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"), "value",
+          _unplanned("some of the draft's layers in host memory", ("-1", "999", "all",
+                                                                    "auto"))),
     _Flag(("-mm", "--mmproj", "-mmu", "--mmproj-url"), "value", _llama_mmproj),
     _Flag(("--no-mmproj",), "none", _seen("no_mmproj", lambda f, v: True)),
     _Flag(("--no-mmproj-offload",), "none", _seen("mmproj_on_host", lambda f, v: True)),
@@ -674,10 +683,16 @@ def _vllm_spec(r: _Reader, flag: str, value: str) -> None:
     if isinstance(n, int) and not isinstance(n, bool) and n > 0:
         r.set["speculative_tokens"] = n
     method = str(config.get("method") or "")
+    model = str(config.get("model") or "")
     if "mtp" in method:
         r.set["mtp"] = True
-    elif config.get("model"):
-        r.note(f"{flag}: the draft model {config['model']}'s weights and cache are not counted")
+    elif model and method in ("", "draft_model") and "eagle" not in model.lower():
+        # a draft model of its own (method draft_model, vLLM's choice where the checkpoint
+        # is no EAGLE, DFlash or MTP head)
+        r.set["draft"] = model
+    elif model:
+        r.note(f"{flag}: the draft head {model}'s weights and cache are not counted "
+               "(kvplan plans a draft model of its own, method draft_model)")
 
 
 def _vllm_mm_limits(r: _Reader, flag: str, value: str) -> None:
@@ -1064,9 +1079,12 @@ def _sglang_finish(r: _Reader) -> None:
                "replicas)")
     algo = r.seen.get("spec_algo")
     if algo:
-        if r.seen.get("draft"):
-            r.note(f"--speculative-draft-model-path {r.seen['draft']}: the draft model's "
-                   "weights and cache are not counted")
+        if r.seen.get("draft") and algo == "STANDALONE":
+            r.set["draft"] = r.seen["draft"]
+        elif r.seen.get("draft"):
+            r.note(f"--speculative-draft-model-path {r.seen['draft']}: the {algo} draft "
+                   "head's weights and cache are not counted (kvplan plans a draft model of "
+                   "its own, --speculative-algorithm STANDALONE)")
         else:
             # EAGLE or NEXTN without a draft model drafts with the model's own MTP head
             r.set["mtp"] = True
@@ -1679,6 +1697,32 @@ def _hf_url(url: str) -> str | None:
     return f"{m.group(1)}:{tag.upper()}" if tag else None
 
 
+def _draft_file(launch: Launch, fields: dict[str, Any], allow_local: bool) -> None:
+    """-md FILE.gguf: the file itself where it is on this machine (its header is exact), else
+    the catalog model its name spells in the type its name carries; else not counted, with a
+    note saying so."""
+    from .catalog import load_model
+
+    path = str(fields["draft"])
+    try:
+        if allow_local and Path(path).expanduser().exists():
+            return
+    except OSError:
+        pass
+    name, weights = gguf_file_model(path)
+    try:
+        load_model(name, allow_local=False, allow_hub=False)
+    except InputError:
+        fields.pop("draft")
+        launch.notes.append(f"-md {path}: the draft's file is not on this machine and its name "
+                            f"{shown(name)} is no catalog model: its weights and cache are not "
+                            "counted (--draft gives the draft model)")
+        return
+    fields["draft"] = name
+    if weights is not None and gguf_weights(weights) in _llamacpp.WEIGHTS:
+        fields["draft_weights"] = gguf_weights(weights)
+
+
 def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = False,
             allow_local: bool = True) -> tuple[ModelSpec, dict[str, Any]]:
     """The model a launch command loads and the plan's fields (``engine`` and ``model``
@@ -1783,6 +1827,8 @@ def resolve(launch: Launch, model: str | None = None, *, weights_given: bool = F
     own = {"vllm": spec.vllm_max_len, "sglang": spec.sglang_context_len}.get(launch.engine)
     fields = {"model": ref, "engine": launch.engine,
               **launch.fields(own or spec.max_position_embeddings)}
+    if str(fields.get("draft", "")).lower().endswith(".gguf"):
+        _draft_file(launch, fields, allow_local)
     if launch.engine == "vllm" and launch.mm_zero is not None and spec.params.encoder:
         _vllm_mm_towers(launch, spec, fields)
     if launch.engine == "llama.cpp" and spec.params.encoder and not launch.mmproj:

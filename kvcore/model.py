@@ -271,6 +271,25 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class DraftModel:
+    """A separate draft model a speculative run loads beside the target (vLLM's
+    speculative_config model, SGLang's STANDALONE draft path, llama.cpp's -md): the draft's own
+    spec, and its weights as priced (their bytes, format and basis)."""
+
+    spec: ModelSpec
+    weight_bytes: int
+    weight_format: str
+    weight_source: str
+    #: of ``weight_bytes``, the input embedding a GGUF runtime keeps in host memory (llama.cpp
+    #: keeps the token embedding there; a tied lm_head is a copy of it on the card)
+    input_bytes: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A model as far as memory planning goes."""
 
@@ -387,6 +406,9 @@ class ModelSpec:
     #: "vision" in a multimodal architecture): engines route image prefills to kernels that
     #: take such a mask
     mm_prefix: bool = False
+    #: a separate draft model for speculative decoding (kvcore.draft.attach): its layers are
+    #: this spec's ``mtp`` groups, its weights counted with them
+    draft: DraftModel | None = None
 
     @property
     def num_layers(self) -> int:

@@ -10,6 +10,20 @@ from .plan import Plan
 __all__ = ["model_summary", "plan_to_dict"]
 
 
+def draft_summary(spec: ModelSpec) -> dict[str, Any]:
+    """A separate draft model as a plan's JSON gives it: its name, layers, the f16 K + V bytes a
+    token of its layers and its weights as priced."""
+    from .kv import bytes_per_token
+
+    assert spec.draft is not None
+    d = spec.draft
+    return {"name": d.name, "hub_repo": d.spec.hub_repo, "model_type": d.spec.model_type,
+            "source": d.spec.source, "layers": d.spec.num_layers, "params": d.spec.params.total,
+            "vocab_size": d.spec.vocab_size, "weights_bytes": d.weight_bytes,
+            "weights_format": d.weight_format, "weights_source": d.weight_source,
+            "bytes_per_token_f16": bytes_per_token(d.spec)}
+
+
 def model_summary(spec: ModelSpec) -> dict[str, Any]:
     return {
         "name": spec.name,
@@ -85,6 +99,8 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
                 "kind": g.group.dropped_kind or g.group.kind.value,
                 "layers": g.group.count,
                 "mtp": g.group.mtp,
+                # the layers of a separate draft model (kvcore.draft)
+                "draft": g.group.mtp and req.spec.draft is not None,
                 "tokens_per_sequence": g.tokens,
                 "k_bytes": g.k_bytes,
                 "v_bytes": g.v_bytes,
@@ -102,6 +118,8 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
             for g in p.cache.groups
         ],
     }
+    if req.spec.draft is not None:
+        out["draft"] = draft_summary(req.spec)
     if opts.hot_format is not None and opts.hot_tokens:
         out["hot"] = {"format": opts.hot_format.name, "tokens": opts.hot_tokens}
     if opts.keep_fraction < 1:

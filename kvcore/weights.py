@@ -8,12 +8,13 @@ lm_head in 16 bits, GGUF quantizes them too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import UnknownNameError
 from .gguf_mix import MIXES, module_types
 from .model import ModelSpec, Module
 from .quant import QuantScheme, estimate
+from .units import format_bytes
 
 __all__ = ["WEIGHT_FORMATS", "WeightFormat", "Weights", "get_weight_format", "weight_format_list",
            "weights_for"]
@@ -195,7 +196,23 @@ def _format(spec: ModelSpec, weight_format: str | None, auto: bool) -> WeightFor
 
 def weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool = False,
                 include_encoder: bool = True) -> Weights:
-    """Resident weights for ``spec`` in ``weight_format`` (None/"auto": the checkpoint)."""
+    """Resident weights for ``spec`` in ``weight_format`` (None/"auto": the checkpoint); with
+    ``mtp``, a separate draft model's weights (spec.draft) too, as priced when it was attached."""
+    own = _weights_for(spec, weight_format, mtp=mtp, include_encoder=include_encoder)
+    if not mtp or spec.draft is None:
+        return own
+    d = spec.draft
+    # the draft is read once for every token it proposes: counted in the bytes a step reads
+    return replace(own, bytes=own.bytes + d.weight_bytes,
+                   active_bytes=own.active_bytes + d.weight_bytes,
+                   params=own.params + d.spec.params.total,
+                   source=f"{own.source}; with draft {d.name}: "
+                          f"{format_bytes(d.weight_bytes, 2)} in {d.weight_format}, "
+                          f"{d.weight_source}")
+
+
+def _weights_for(spec: ModelSpec, weight_format: str | None = None, *, mtp: bool = False,
+                 include_encoder: bool = True) -> Weights:
     p = spec.params
     params = p.total + (p.mtp if mtp else 0) - (0 if include_encoder else p.encoder)
     auto = weight_format is None or str(weight_format).lower() in ("auto", "")

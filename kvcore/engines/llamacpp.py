@@ -20,6 +20,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..draft import check_vocab
 from ..errors import InputError
 from ..formats import get_format
 from ..gguf_mix import MIXES
@@ -548,6 +549,9 @@ def plan(req: EngineRequest) -> EngineReport:
                          f"{GEMMA3N_KV_LAYERS} layers (n_layer_kv_from_start), this config "
                          f"{own} (num_kv_shared_layers): it would not run as configured; "
                          "use --engine vllm or raw", field="engine")
+    if req.spec.draft is not None:
+        # the draft model's context is its own (_draft_context), not the target's draft layers
+        req = replace(req, cache=replace(req.cache, mtp=False))
     windowed = req.spec
     req = replace(req, spec=without_windows(req.spec))
     s = req.settings
@@ -603,6 +607,14 @@ def plan(req: EngineRequest) -> EngineReport:
                      for sh in shares] if a_blocks else [0] * len(shares)
     shares = [replace(sh, weights_bytes=sh.weights_bytes + a)
               for sh, a in zip(shares, adapter_cards, strict=True)]
+    # -md: the draft model, every layer on the card (-ngld's default), in a context of its own
+    # with the target's n_ctx, sequences, ubatch and flash attention, its cache in
+    # -ctkd/-ctvd's f16 (llama_draft)
+    draft = _draft_context(req, opts, n_ubatch)
+    draft_compute = draft.compute if draft is not None else 0
+    draft_card = draft.card_bytes if draft is not None else 0
+    compute += draft_compute
+    shares = [replace(sh, weights_bytes=sh.weights_bytes + draft_card) for sh in shares]
 
     def memory(share: RankShare, ctx: int, n_seq: int | None = None) -> Memory:
         return Memory(share.spec, Layout(ctx, n_seq or req.sequences, unified, n_ubatch), opts,
@@ -658,6 +670,13 @@ def plan(req: EngineRequest) -> EngineReport:
 
         def cache_bytes(share: RankShare, ctx: int, n_seq: int | None = None) -> int:
             return whole_memory(ctx, n_seq).bytes_of(held[share.stage])
+
+    if draft is not None:
+        target_cache = cache_bytes
+
+        def cache_bytes(share: RankShare, ctx: int, n_seq: int | None = None) -> int:
+            d = draft.memory(ctx, n_seq or req.sequences, unified, s.swa_full, flash)
+            return target_cache(share, ctx, n_seq) + d.kv_bytes + d.state_bytes
 
     host_cap = s.host_memory_bytes if place is not None else None
 
@@ -722,7 +741,10 @@ def plan(req: EngineRequest) -> EngineReport:
     fit = None
     whole = whole_memory(req.context)
     gpus = [req.gpu_for(d) for d in range(nd)]
-    if (not asked and req.kv_budget_bytes is None and not fits
+    if draft is not None and not fits:
+        notes.append("llama-server's --fit (on by default) counts the draft too; the layers "
+                     "it would then keep in host memory are not planned with a draft model")
+    if (not asked and req.kv_budget_bytes is None and not fits and draft is None
             and all(g is not None and not g.unified for g in gpus)):
         def card_need(p: Placement) -> list[int]:
             cards, _ = p.place_bytes(blocks, output_bytes)
@@ -864,6 +886,19 @@ def plan(req: EngineRequest) -> EngineReport:
         lines = Memory(req.spec, layout, opts, s.swa_full, flash).split_lines(stages)
     else:
         lines = list(mem.lines)
+    if draft is not None:
+        d_mem = draft.memory(req.context, req.sequences, unified, s.swa_full, flash)
+        cmd.append(f"{draft.load} --spec-type draft-simple")
+        lines += list(d_mem.lines)
+        extra["draft"] = {"kv_bytes": d_mem.kv_bytes, "state_bytes": d_mem.state_bytes,
+                          "weights_bytes": draft_card, "compute_bytes": draft_compute}
+        notes.append(f"draft {draft.name} (-md, --spec-type draft-simple): every layer on the "
+                     f"card (-ngld's default), {format_bytes(draft_card, 2)} of weights there; "
+                     f"a context of its own with the target's {layout.n_ctx:,} cells and "
+                     f"{req.sequences:,} sequence(s), its cache in f16 (-ctkd/-ctvd's default) "
+                     f"{format_bytes(d_mem.kv_bytes + d_mem.state_bytes, 2)}, and compute "
+                     f"buffers ≈ {format_bytes(draft_compute, 2)} (in the compute buffers "
+                     "above); llama-server drafts --spec-draft-n-max 3 tokens a step")
     if s.lora_adapters:
         for a in s.lora_adapters:
             cmd.append(f"--lora {shlex.quote(a.name)}")
@@ -899,6 +934,62 @@ def plan(req: EngineRequest) -> EngineReport:
                "v_bytes": mem.v_bytes, "state_bytes": mem.state_bytes,
                "weights": weights.format, **extra},
     )
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """llama-server's draft model (-md): its spec as llama.cpp caches it, the bytes of it on
+    the card, its compute buffers and how the command loads it."""
+
+    name: str
+    spec: ModelSpec
+    opts: CacheOptions
+    n_ubatch: int
+    card_bytes: int
+    compute: int
+    load: str
+
+    def memory(self, ctx: int, n_seq: int, unified: bool, swa_full: bool,
+               flash: bool) -> Memory:
+        """The draft context's caches: the target's n_ctx and sequences
+        (common/speculative.cpp: n_ctx = llama_n_ctx(ctx_tgt), n_seq_max = n_parallel)."""
+        return Memory(self.spec, Layout(ctx, n_seq, unified, self.n_ubatch), self.opts,
+                      swa_full, flash)
+
+
+def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Draft | None:
+    """The draft model of a request (None without one), or a one-line refusal of what is not
+    planned with it."""
+    d = req.spec.draft
+    if d is None:
+        return None
+    check_vocab(req.spec, "llama.cpp", exact=False)
+    s = req.settings
+    if (s.n_gpu_layers is not None or s.n_cpu_moe or s.override_tensor
+            or s.tensor_split is not None):
+        raise InputError("with a draft model kvplan plans llama.cpp with every layer on the "
+                         "card: leave out ngl, n_cpu_moe, override_tensor and tensor_split",
+                         field="draft")
+    if d.weight_format not in WEIGHTS:
+        raise InputError(f"llama.cpp loads a GGUF draft; the draft's weights are "
+                         f"{d.weight_format}: give draft_weights one of "
+                         f"{', '.join(sorted(WEIGHTS))}", field="draft_weights")
+    spec = without_windows(d.spec, swa_full=s.swa_full)
+    # -ctkd/-ctvd default to f16 whatever -ctk/-ctv are
+    f16 = get_format("f16")
+    d_opts = replace(opts, kv_k=f16, kv_v=f16, mtp=False)
+    # its graph is reserved for one ubatch like the target's (outputs only a row a sequence,
+    # which this estimate, scaled from 512 tokens each an output, does not take off)
+    compute = max(0, raw_overhead(spec).bytes - 512 * MiB) * n_ubatch // N_UBATCH
+    ck = d.spec.checkpoint
+    if ck is not None and ck.load.startswith("-hf "):
+        load = "-hfd " + ck.load[4:]
+    elif ck is not None and ck.load.startswith("-m "):
+        load = "-md " + ck.load[3:]
+    else:
+        tag = f"-{d.weight_format.upper()}"
+        load = f"-md {shlex.quote(f'{d.name}{tag}.gguf')}"
+    return _Draft(d.name, spec, d_opts, n_ubatch, d.weight_bytes - d.input_bytes, compute, load)
 
 
 def _placement_dict(req: EngineRequest, p: Placement, blocks: tuple[Block, ...],

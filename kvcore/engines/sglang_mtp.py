@@ -50,15 +50,22 @@ class Speculative:
     draft_tokens: int
     cell_layers: int
     draft_layers: int
+    #: a draft model of its own (STANDALONE), as --speculative-draft-model-path names it
+    draft_path: str | None = None
 
     def flags(self) -> list[str]:
         """The launch_server flags of this run."""
-        return ["--speculative-algorithm EAGLE", f"--speculative-num-steps {self.steps}",
+        algorithm = (["--speculative-algorithm STANDALONE",
+                      f"--speculative-draft-model-path {self.draft_path}"]
+                     if self.draft_path else ["--speculative-algorithm EAGLE"])
+        return [*algorithm, f"--speculative-num-steps {self.steps}",
                 "--speculative-eagle-topk 1",
                 f"--speculative-num-draft-tokens {self.draft_tokens}"]
 
 
-def _refuse(what: str, field: str = "mtp") -> InputError:
+def _refuse(what: str, field: str = "mtp", *, draft: bool = False) -> InputError:
+    if draft:
+        return InputError(f"SGLang with a draft model: {what}", field="draft")
     return InputError(f"SGLang with --mtp: {what}", field=field)
 
 
@@ -73,18 +80,24 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
                              "model's own MTP head: add --mtp (kvplan sizes SGLang's "
                              "speculative decoding only with it)", field="speculative_tokens")
         return None
+    own = spec.draft is not None
     if req.parallel.pp > 1:
         raise _refuse("the draft runs on the last pipeline stage only (SGLANG_ENABLE_PP_SPEC); "
-                      "how the other stages' pools count it is not sized: use --pp 1")
+                      "how the other stages' pools count it is not sized: use --pp 1",
+                      draft=own)
+    if own and req.parallel.attn_dp > 1:
+        # speculative_hook.py: STANDALONE refuses DP attention
+        raise _refuse("SGLang's STANDALONE speculative decoding refuses attention data "
+                      "parallelism: plan it with attn_dp 1", draft=True)
     if sliding:
         raise _refuse("the draft layer's place in the sliding-window and full pools "
                       "(eagle_draft_swa_num_layers of a draft without its own path) is not "
-                      "established")
+                      "established", draft=own)
     kinds = {g.kind for g in spec.groups if not g.kind.is_recurrent}
     if not kinds <= SIZED_KINDS:
         raise _refuse("the draft pool of a model with "
                       + ", ".join(sorted(k.name.lower() for k in kinds - SIZED_KINDS))
-                      + " layers is not sized")
+                      + " layers is not sized", draft=own)
     draft = spec.mtp_layers
     if not draft:
         raise _refuse(f"{spec.name} has no MTP / next-n layers in its config "
@@ -93,6 +106,12 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
         raise InputError("SGLang's EAGLE with top-k 1 drafts steps + 1 tokens: "
                          "--speculative-tokens must be at least 2", field="speculative_tokens")
     d = tokens or AUTO_DRAFT_TOKENS
+    if spec.draft is not None:
+        # STANDALONE: the draft's own config gives its layers (num_hidden_layers), and SGLang
+        # picks 3 steps, top-k 1 and 4 draft tokens for it too
+        path = spec.draft.spec.hub_repo or spec.draft.name
+        return Speculative(steps=d - 1, draft_tokens=d, cell_layers=draft, draft_layers=draft,
+                           draft_path=path)
     cell_layers = 0 if spec.model_type in NO_NEXTN_FIELD_TYPES else draft
     return Speculative(steps=d - 1, draft_tokens=d, cell_layers=cell_layers, draft_layers=draft)
 
@@ -114,6 +133,13 @@ def target_cell(cell: int, layers: int, sp: Speculative, *, indexer_row: int = 0
 
 def notes(sp: Speculative, *, hybrid: bool, cell: int, base_cell: int) -> list[str]:
     """What a plan says about the speculative run."""
+    if sp.draft_path:
+        return [f"STANDALONE with the draft model {sp.draft_path}: {sp.steps} steps, top-k 1, "
+                f"{sp.draft_tokens} draft tokens (--speculative-tokens sets the draft tokens); "
+                "its weights are loaded before the pool is profiled, and the pool's cell pays "
+                f"for its {sp.cell_layers} layer(s) at the target's bytes a layer ({cell:,} bytes "
+                f"a token per rank, {cell - base_cell:,} of them the draft's); the draft worker "
+                "then allocates its own pool of the same token count in its own geometry"]
     out = [f"EAGLE/NEXTN with the model's MTP head: {sp.steps} steps, top-k 1, "
            f"{sp.draft_tokens} draft tokens (--speculative-tokens sets the draft tokens); the "
            "draft's weights are loaded before the pool is profiled"]

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..draft import DRAFT_TOKENS, check_vocab, draft_row_bytes
 from ..errors import InputError
 from ..formats import KVFormat, Role
 from ..gpus import GPU
@@ -646,7 +647,8 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
         block = max(block, align * -(-biggest_state // (align * per_token)))
     # config/speculative.py use_multi_module_mtp: an MTP draft of two modules or more, run for
     # two tokens or more, makes num_prefill_lookahead_tokens the speculative tokens
-    retained = (spec_tokens - 1 if mtp and spec.mtp_layers >= 2 and spec_tokens >= 2 else 0)
+    retained = (spec_tokens - 1 if mtp and spec.draft is None and spec.mtp_layers >= 2
+                and spec_tokens >= 2 else 0)
     out = [Spec(g.kind, g.count, block, block * b, g.window,
                 retained=retained if g.kind is LayerKind.SLIDING else 0, skipped=i in kept)
            for i, (g, b) in enumerate(attn)]
@@ -963,7 +965,15 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
         cmd.append("--no-enable-extensible-kv-cache")
     elif req.settings.extensible_kv_cache_asked:
         cmd.append("--enable-extensible-kv-cache")
-    if req.cache.mtp:
+    if req.spec.draft is not None:
+        # a draft model of its own (method draft_model, found from the checkpoint): its
+        # tokens a step are required; the pool does not depend on them (slots are capped at
+        # max_model_len)
+        d = req.spec.draft.spec
+        n = req.settings.speculative_tokens or DRAFT_TOKENS
+        cmd.append(f"--speculative-config '{{\"model\": \"{d.hub_repo or d.name}\", "
+                   f"\"num_speculative_tokens\": {n}}}'")
+    elif req.cache.mtp:
         # the model's next-n layers as the draft (vLLM's SpeculativeConfig maps each
         # architecture's MTP model from method "mtp"), one token a step unless told more
         n = req.settings.speculative_tokens or 1
@@ -1132,7 +1142,16 @@ def plan(req: EngineRequest) -> EngineReport:
         raise InputError(f"vLLM with --mtp: {req.spec.name} has no MTP / next-n layers in its "
                          "config (num_nextn_predict_layers or mtp_num_hidden_layers) for the "
                          "draft", field="mtp")
-    n_predict = req.spec.mtp_layers
+    check_vocab(req.spec, "vLLM", exact=True)
+    if req.spec.draft is not None:
+        d = req.spec.draft.spec
+        limit = d.vllm_max_len or d.max_position_embeddings
+        if limit and req.context > limit:
+            # config/vllm.py _limit_max_model_len_to_draft: "reducing max_model_len"
+            raise InputError(f"vLLM lowers max_model_len to the draft's: {d.name} serves "
+                             f"{limit:,} tokens, so a context of {req.context:,} is not served "
+                             "with this draft", field="context")
+    n_predict = req.spec.mtp_layers if req.spec.draft is None else 0
     if (opts.mtp and n_predict and s.speculative_tokens > n_predict
             and s.speculative_tokens % n_predict):
         # spec_decode/speculator_config.py resolve_num_speculative_tokens: a draft of several
@@ -1448,6 +1467,15 @@ def plan(req: EngineRequest) -> EngineReport:
     tower = tower_note(req)
     if tower:
         notes.append(tower)
+    if req.spec.draft is not None:
+        k_row, v_row = draft_row_bytes(req.spec, opts.kv_k, opts.kv_v, p.tp)
+        notes.append(f"draft {req.spec.draft.name} (speculative_config method draft_model): "
+                     f"its {req.spec.mtp_layers} layers keep their K and V in the target's "
+                     f"blocks, in {opts.kv_k.name}, {k_row + v_row:,} bytes a token per rank, "
+                     "sized "
+                     "with the target's; its weights are loaded before the pool is sized; "
+                     "the KV pool does not depend on num_speculative_tokens (a request's "
+                     "slots stop at max_model_len)")
     if lora is not None:
         notes.append(lora_note(req.spec, lora, adapters[binding], p.tp,
                                shares[binding].weights_bytes))

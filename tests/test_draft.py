@@ -1,0 +1,207 @@
+"""A separate draft model for speculative decoding (kvcore/draft.py): its weights and cache
+beside the target's, as vLLM 0.34 (one pool), SGLang 0.5.23 (STANDALONE: the target's cell
+pays for the draft's layers, the draft gets a pool of the same token count) and llama.cpp (-md:
+a context of its own) allocate them. Figures worked by hand from the configs: Qwen3-8B has 36
+layers of 8 KV heads × 128, Qwen3-0.6B 28 of the same, so a token is 147,456 bytes of the
+target's cache in f16 and 114,688 of the draft's."""
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.cli import main
+from app.web import create_app
+from kvcore import CacheOptions, InputError, load_model
+from kvcore.command import read_command, resolve
+from kvcore.draft import attach, draft_row_bytes
+from kvcore.engines import EngineRequest, engine_plan
+from kvcore.formats import get_format
+from kvcore.kv import bytes_per_token
+from kvcore.parallel import Parallel
+from kvcore.weights import weights_for
+
+GiB = 1024**3
+TARGET, DRAFT = 147_456, 114_688
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return attach(load_model("qwen3-8b"), load_model("qwen3-0.6b"))
+
+
+def req(spec, ctx=8192, seqs=4, kv="f16", mtp=True, **kw):
+    return EngineRequest(spec=spec, context=ctx, sequences=seqs,
+                         cache=CacheOptions(kv_k=kv, kv_v=kv, mtp=mtp), **kw)
+
+
+def test_attach_counts_the_drafts_layers_and_weights(pair):
+    assert bytes_per_token(pair, CacheOptions(mtp=True)) == TARGET + DRAFT
+    assert bytes_per_token(pair) == TARGET
+    assert pair.mtp_layers == 28 and pair.num_layers == 36 and pair.decoder_layers == 36
+    own = weights_for(load_model("qwen3-8b"))
+    draft = weights_for(load_model("qwen3-0.6b"))
+    both = weights_for(pair, mtp=True)
+    assert both.bytes == own.bytes + draft.bytes
+    assert weights_for(pair).bytes == own.bytes
+    # the draft's layers follow the target's in number
+    assert min(i for g in pair.groups if g.mtp for i in g.layers) == 36
+
+
+def test_draft_weights_priced_in_their_own_format():
+    spec = attach(load_model("qwen3-8b"), load_model("qwen3-0.6b"), "q8_0")
+    assert spec.draft.weight_format == "q8_0"
+    assert spec.draft.weight_bytes == weights_for(load_model("qwen3-0.6b"), "q8_0").bytes
+    with pytest.raises(InputError) as e:
+        attach(load_model("qwen3-8b"), load_model("qwen3-0.6b"), "q9_z")
+    assert e.value.field == "draft_weights"
+
+
+def test_vllm_puts_the_draft_in_the_targets_blocks(pair):
+    # one uniform group: a 64-token block holds 64 × 262,144 bytes = 16 MiB, so 8 GiB is 512
+    # blocks, 32,768 tokens: 4.00x concurrency at 8,192 (the target alone: 910 blocks)
+    r = engine_plan("vllm", req(pair, kv_budget_bytes=8 * GiB))
+    assert (r.blocks, r.block_tokens, r.kv_tokens) == (512, 64, 32768)
+    assert r.log_lines[-1] == ("GPU KV cache size: 32,768 tokens, Maximum concurrency for 8,192 "
+                               "tokens per request: 4.00x")
+    assert ("--speculative-config '{\"model\": \"Qwen/Qwen3-0.6B\", "
+            "\"num_speculative_tokens\": 3}'") in r.command
+    assert any("114,688 bytes a token per rank" in n for n in r.notes)
+    plain = engine_plan("vllm", req(load_model("qwen3-8b"), mtp=False, kv_budget_bytes=8 * GiB))
+    assert plain.blocks == 910
+
+
+def test_draft_heads_per_rank_under_tensor_parallelism():
+    # Llama-3.2-1B's 16 layers of 8 KV heads × 64 under tp 4: 2 heads a rank, 16 × 2 × 64 × 2
+    # B for K and as much for V = 8,192 bytes a token (the 70B target's 81,920 beside it)
+    spec = attach(load_model("llama-3.1-70b-instruct"), load_model("llama-3.2-1b-instruct"))
+    f16 = get_format("f16")
+    assert sum(draft_row_bytes(spec, f16, f16, 4)) == 8192
+    # 8 heads over 16 ranks: a head replicated on two, one a rank
+    assert sum(draft_row_bytes(spec, f16, f16, 16)) == 16 * 2 * 64 * 2
+
+
+def test_vllm_refuses_another_vocabulary_and_a_longer_context():
+    spec = attach(load_model("qwen3-8b"), load_model("llama-3.2-1b-instruct"))
+    with pytest.raises(InputError, match="vocab_size to equal") as e:
+        engine_plan("vllm", req(spec, kv_budget_bytes=8 * GiB))
+    assert e.value.field == "draft"
+    # Qwen3-0.6B serves 40,960 positions: vLLM lowers max_model_len to it
+    long = attach(load_model("llama-3.1-8b-instruct"), load_model("llama-3.2-1b-instruct"))
+    engine_plan("vllm", req(long, ctx=131072, seqs=1, kv_budget_bytes=40 * GiB))
+    short = attach(load_model("qwen3-8b"), load_model("qwen3-0.6b"))
+    with pytest.raises(InputError, match="lowers max_model_len to the draft's"):
+        engine_plan("vllm", req(short, ctx=65536, seqs=1, kv_budget_bytes=40 * GiB))
+
+
+def test_sglang_standalone_cell_and_draft_pool(pair):
+    # cell 147,456 + int(147,456 × 28 / 36) = 262,144; 8 GiB // 262,144 = 32,768 tokens; the
+    # draft's pool (N + 1) × 57,344 bytes for K = 1.75 GiB
+    r = engine_plan("sglang", req(pair, kv_budget_bytes=8 * GiB))
+    assert r.extra["cell_bytes"] == TARGET + DRAFT
+    assert r.kv_tokens == 32768
+    assert r.log_lines[1] == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 32768, "
+                              f"K size: {32769 * 57344 / GiB:.2f} GB, V size: "
+                              f"{32769 * 57344 / GiB:.2f} GB")
+    assert r.command.endswith(
+        "--speculative-algorithm STANDALONE --speculative-draft-model-path Qwen/Qwen3-0.6B "
+        "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+    with pytest.raises(InputError, match="STANDALONE") as e:
+        engine_plan("sglang", req(pair, kv_budget_bytes=8 * GiB,
+                                  parallel=Parallel(tp=2, attn_dp=2)))
+    assert e.value.field == "draft"
+
+
+def test_llamacpp_gives_the_draft_a_context_of_its_own(pair):
+    # the draft's cache: the target's cells (4 streams of 8,192) over its 28 layers in f16
+    # (-ctkd/-ctvd's default), whatever -ctk/-ctv are: 4 × 8,192 × 114,688 = 3.5 GiB
+    r = engine_plan("llama.cpp", req(pair, kv="q8_0", kv_budget_bytes=12 * GiB))
+    assert r.extra["draft"]["kv_bytes"] == 4 * 8192 * DRAFT
+    assert r.log_lines[-1] == ("llama_kv_cache: size = 3584.00 MiB (  8192 cells,  28 layers,  "
+                               "4/4 seqs), K (f16): 1792.00 MiB, V (f16): 1792.00 MiB")
+    # a tied embedding is the output layer on the card: all of the draft's weights there
+    assert r.extra["draft"]["weights_bytes"] == pair.draft.weight_bytes
+    assert "-md qwen3-0.6b-BF16.gguf --spec-type draft-simple" in r.command
+    # with the draft, 12 GiB holds what the target's q8_0 cells and the draft's f16 ones need
+    alone = engine_plan("llama.cpp", req(load_model("qwen3-8b"), kv="q8_0", mtp=False,
+                                         kv_budget_bytes=12 * GiB))
+    assert r.max_context < alone.max_context
+    with pytest.raises(InputError, match="GGUF draft") as e:
+        engine_plan("llama.cpp", req(attach(load_model("qwen3-8b"), load_model("qwen3-0.6b"),
+                                            "fp8"), kv_budget_bytes=12 * GiB))
+    assert e.value.field == "draft_weights"
+
+
+@pytest.mark.parametrize(("args", "field_text"), [
+    (["--engine", "ollama"], "Ollama loads no draft model"),
+    (["--engine", "trtllm"], "TensorRT-LLM"),
+    (["--mtp"], "give one of them"),
+    (["--engine", "vllm", "--gpus", "2", "--pp", "2"], "pipeline parallelism"),
+])
+def test_cli_refusals(capsys, args, field_text):
+    assert main(["qwen3-8b", "--draft", "qwen3-0.6b", "--gpu", "4090", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert field_text in err and len(err.splitlines()) == 1
+
+
+def test_cli_unknown_draft_and_weights_without_draft(capsys):
+    assert main(["qwen3-8b", "--draft", "qwen3-0.6bb", "--gpu", "4090"]) == 2
+    assert "draft: 'qwen3-0.6bb' is not a known model; did you mean 'qwen3-0.6b'" in \
+        capsys.readouterr().err
+    assert main(["qwen3-8b", "--draft-weights", "q8_0", "--gpu", "4090"]) == 2
+    assert "give the draft model too" in capsys.readouterr().err
+
+
+def test_find_model_takes_no_draft(capsys):
+    assert main(["--find-model", "--draft", "qwen3-0.6b", "--gpu", "4090"]) == 2
+    assert "leave out --draft" in capsys.readouterr().err
+    r = TestClient(create_app()).post("/api/v1/find-model",
+                                      json={"gpu": "4090", "draft": "qwen3-0.6b"})
+    assert r.status_code == 422 and r.json()["field"] == "draft"
+
+
+def test_cli_json_names_the_draft(capsys):
+    assert main(["qwen3-8b", "--draft", "qwen3-0.6b", "--gpu", "h100", "--ctx", "32k",
+                 "--engine", "sglang", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["draft"]["name"] == "qwen3-0.6b" and data["draft"]["layers"] == 28
+    assert data["bytes_per_token"] == TARGET + DRAFT
+    assert [g["draft"] for g in data["breakdown"]] == [False, True]
+
+
+def test_launch_commands_name_the_draft():
+    spec, fields = resolve(read_command(
+        "llama-server -m Qwen3-8B-Q4_K_M.gguf -md Qwen3-0.6B-Q8_0.gguf -c 16384 -np 1 "
+        "--spec-type draft-simple"))
+    assert (fields["draft"], fields["draft_weights"]) == ("Qwen3-0.6B", "q8_0")
+    _, fields = resolve(read_command(
+        "vllm serve Qwen/Qwen3-8B --speculative-config "
+        "'{\"model\": \"Qwen/Qwen3-0.6B\", \"num_speculative_tokens\": 5}'"))
+    assert fields["draft"] == "Qwen/Qwen3-0.6B" and fields["speculative_tokens"] == 5
+    _, fields = resolve(read_command(
+        "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --speculative-algorithm "
+        "STANDALONE --speculative-draft-model-path Qwen/Qwen3-0.6B"))
+    assert fields["draft"] == "Qwen/Qwen3-0.6B"
+    # an EAGLE head is no draft model of its own: noted, not planned
+    launch = read_command("python -m sglang.launch_server --model-path meta-llama/"
+                          "Llama-3.1-8B-Instruct --speculative-algorithm EAGLE3 "
+                          "--speculative-draft-model-path yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    _, fields = resolve(launch)
+    assert "draft" not in fields and any("EAGLE3 draft head" in n for n in launch.notes)
+    launch = read_command("llama-server -m Qwen3-8B-Q4_K_M.gguf -md elsewhere-Q8_0.gguf")
+    _, fields = resolve(launch)
+    assert "draft" not in fields and any("not counted" in n for n in launch.notes)
+
+
+def test_api_plan_with_a_draft():
+    c = TestClient(create_app())
+    r = c.post("/api/v1/plan", json={"model": "qwen3-8b", "draft": "qwen3-0.6b",
+                                     "gpu": "4090", "context": "16k", "engine": "vllm"})
+    assert r.status_code == 200
+    assert r.json()["draft"]["weights_bytes"] == weights_for(load_model("qwen3-0.6b")).bytes
+    r = c.post("/api/v1/plan", json={"model": "qwen3-8b", "draft": "nope-0.6b", "gpu": "4090"})
+    assert r.status_code == 422 and r.json()["field"] == "draft"
+    r = c.get("/api/v1/plan?model=qwen3-8b&draft=qwen3-0.6b&gpu=4090&engine=ollama")
+    assert r.status_code == 422 and "Ollama loads no draft model" in r.json()["error"]
+    page = c.get("/?model=qwen3-8b&draft=qwen3-0.6b&gpu=h100&engine=sglang")
+    assert page.status_code == 200 and "STANDALONE" in page.text
