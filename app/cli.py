@@ -407,6 +407,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    "speculative-config model; SGLang: STANDALONE; llama.cpp: -md)")
     p.add_argument("--draft-weights", default=None, metavar="FORMAT",
                    help="the draft model's weight format (default: its checkpoint's)")
+    p.add_argument("--draft-kv", default=None, metavar="FMT",
+                   help="llama.cpp: the draft model's cache type, K and V (-ctkd/-ctvd; "
+                   "default f16)")
     p.add_argument("--overhead", default=None, help="runtime overhead instead of the estimate")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--version", action="version", version=f"kvplan {kvcore.__version__}")
@@ -447,7 +450,8 @@ def _serve_parser() -> argparse.ArgumentParser:
 #: the default
 VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", "gpus", "tp",
                "pp", "dp", "attn_dp", "kv_budget", "offload", "hot", "keep", "keep_first", "keep_recent",
-               "images", "overhead", "host_memory", "gpu_limit", "draft", "draft_weights")
+               "images", "overhead", "host_memory", "gpu_limit", "draft", "draft_weights",
+               "draft_kv")
 
 
 def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Query:

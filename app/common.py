@@ -265,10 +265,6 @@ def make_query(
         tp_n, pp_n = (1, per_replica) if engine in GGML_ENGINES else (per_replica, 1)
     parallel = Parallel(tp=tp_n or 1, pp=pp_n or 1, dp=dp_n,
                         attn_dp=_count(attn_dp, "attn_dp") or 1)
-    if spec.draft is not None and parallel.pp > 1:
-        raise InputError("a draft model under pipeline parallelism is not planned (vLLM and "
-                         "SGLang run it on the last stage only, llama.cpp over every device): "
-                         "plan it with pp 1", field="draft")
     if listed and count != parallel.ranks_per_replica:
         raise InputError(f"gpus lists {count} cards but tp × pp is {parallel.ranks_per_replica}",
                          field="gpus")
@@ -697,6 +693,7 @@ def settings_from(src: Any, **given: Any) -> EngineSettings:
         max_mamba_cache_size=src.max_mamba_cache_size,
         radix_cache=not src.disable_radix_cache,
         prefill_kv_cache_dequant_dtype=src.prefill_kv_cache_dequant_dtype or None,
+        draft_kv=src.draft_kv or None,
         attention_backend=src.attention_backend or None,
         kv_cache_dtype_skip_layers=_listed(src.kv_cache_dtype_skip_layers),
         free_gpu_memory_fraction=src.free_gpu_memory_fraction,
@@ -777,7 +774,7 @@ def _engine_flags() -> dict[str, tuple[tuple[str, ...], str]]:
                       "-ctv": "--kv-v", "--cache-type-v": "--kv-v", "-ngl": "--ngl",
                       "--n-gpu-layers": "--ngl", "--gpu-layers": "--ngl",
                       "-ts": "--tensor-split", "-ub": "--ubatch", "--ubatch-size": "--ubatch",
-                      "-kvu": "--kv-unified"},
+                      "-kvu": "--kv-unified", "-md": "--draft", "--model-draft": "--draft"},
         "SGLang": {"--context-length": "--ctx", "--max-running-requests": "--seqs",
                    "--kv-cache-dtype": "--kv", "--quantization": "--weights",
                    "--tp-size": "--tp", "--tensor-parallel-size": "--tp",

@@ -120,7 +120,8 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("kv_unified", "--kv-unified", "", True),
         ("no_flash_attn", "-fa off", "", True)),
     "llama.cpp": (
-        ("no_mmproj", "no --mmproj", "", True),),
+        ("no_mmproj", "no --mmproj", "", True),
+        ("draft_kv", "-ctkd/-ctvd", "f16", False)),
     "Ollama": (
         ("sched_spread", "OLLAMA_SCHED_SPREAD", "", True),),
 }

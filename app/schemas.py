@@ -84,6 +84,9 @@ class PlanIn(BaseModel):
     draft_weights: str | None = Field(None, max_length=40, examples=["q8_0"],
                                       description="the draft model's weight format (none: its "
                                       "checkpoint's)")
+    draft_kv: str | None = Field(None, max_length=40, examples=["q8_0"],
+                                 description="llama.cpp: the draft model's cache type, K and V "
+                                 "(-ctkd/-ctvd; none: f16)")
     no_mmproj: bool = Field(False, description="llama.cpp: the vision tower not loaded (no "
                             "--mmproj), its weights not counted")
     gpu_memory_utilization: float | None = Field(

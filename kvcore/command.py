@@ -505,8 +505,8 @@ _LLAMA = (
     # the draft's speculation: its kind and tokens a step change no memory kvplan plans
     _Flag(("--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--draft-p-min"),
           "value", _left),
-    _Flag(("-ctkd", "--cache-type-k-draft", "-ctvd", "--cache-type-v-draft"), "value",
-          _unplanned("the draft's cache in another type than f16, its default", ("f16",))),
+    _Flag(("-ctkd", "--cache-type-k-draft"), "value", _seen("ctkd")),
+    _Flag(("-ctvd", "--cache-type-v-draft"), "value", _seen("ctvd")),
     _Flag(("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"), "value",
           _unplanned("some of the draft's layers in host memory", ("-1", "999", "all",
                                                                     "auto"))),
@@ -525,7 +525,23 @@ _LLAMA = (
 )
 
 
+def _llama_draft_kv(r: _Reader) -> None:
+    """-ctkd/-ctvd: the draft's cache type, planned where K's and V's are one (kvplan's
+    draft_kv), else noted."""
+    k, v = r.seen.get("ctkd"), r.seen.get("ctvd")
+    if k is None and v is None:
+        return
+    k, v = (k or "f16").strip().lower(), (v or "f16").strip().lower()
+    if k == v:
+        if k != "f16":
+            r.set["draft_kv"] = k
+        return
+    r.note(f"-ctkd {k} -ctvd {v}: the draft's K and V caches in two types; not planned (the "
+           "plan keeps both in f16)")
+
+
 def _llama_finish(r: _Reader) -> None:
+    _llama_draft_kv(r)
     launch, seen = r.launch, r.seen
     hf = seen.get("hf")
     if hf and seen.get("hf_file"):

@@ -71,7 +71,7 @@ ENGINE_SETTINGS = {
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
                   "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes",
                   "host_link_bytes_per_s", "tensor_split", "override_tensor", "cache_ram_mib",
-                  "ctx_checkpoints", "lora_adapters"),
+                  "ctx_checkpoints", "lora_adapters", "draft_kv"),
     # Ollama: num_batch, OLLAMA_FLASH_ATTENTION, num_gpu, the Modelfile's ADAPTER (--lora), and
     # the LLAMA_ARG_* variables its llama-server inherits for --fit-target, --n-cpu-moe,
     # --cache-ram, --ctx-checkpoints, --swa-full, --kv-unified and -ts (engines/ollama.py)
@@ -149,6 +149,10 @@ class Query(EngineRequest):
                              "or TensorRT-LLM's (enable_attention_dp), not "
                              f"{ENGINE_TITLES[self.engine]}'s: plan it with --engine sglang or "
                              "trtllm, or leave out attn_dp", field="attn_dp")
+        if self.spec.draft is not None and self.parallel.pp > 1:
+            raise InputError("a draft model under pipeline parallelism is not planned (vLLM and "
+                             "SGLang run it on the last stage only, llama.cpp over every "
+                             "device): plan it with pp 1", field="draft")
         n = len(self.gpus)
         if n > 1 and n != self.parallel.ranks_per_replica:
             raise InputError(f"{n} GPUs given but tp × pp is {self.parallel.ranks_per_replica}; "
@@ -639,7 +643,8 @@ def _layout(q: Query, count: int) -> Parallel | None:
     """The engine's layout over ``count`` cards: llama.cpp's layers split, else tensor
     parallel, keeping the plan's attention DP (None where it does not divide ``count``)."""
     if q.engine in GGML_ENGINES:
-        return Parallel(pp=count)
+        # a draft model is planned on one card (Query: no pipeline stages with a draft)
+        return Parallel(pp=count) if count == 1 or q.spec.draft is None else None
     if q.engine == "trtllm" and q.parallel.attn_dp > 1:
         # TensorRT-LLM's attention DP: a group a card
         return Parallel(tp=count, attn_dp=count) if count > 1 else None

@@ -190,7 +190,8 @@ def test_each_engine_flag_kvplan_names_is_read_so_from_a_launch_line(flag, engin
     value = {"--ctx": "8192", "--seqs": "4", "--tp": "2", "--pp": "2", "--dp": "2",
              "--weights": "fp8", "--ngl": "10", "--tensor-split": "1,1", "--ubatch": "256",
              "--free-gpu-memory-fraction": "0.8", "--kv-k": "q8_0", "--kv-v": "q8_0",
-             "--kv": "q8_0" if engine == "llama.cpp" else "fp8_e4m3", "--kv-unified": ""}[ours]
+             "--kv": "q8_0" if engine == "llama.cpp" else "fp8_e4m3", "--kv-unified": "",
+             "--draft": "Qwen3-0.6B-Q8_0.gguf"}[ours]
     launch = read_command(f"{head} {flag} {value}".rstrip())
     setting = {"--ctx": "context", "--seqs": "sequences"}.get(ours, ours[2:].replace("-", "_"))
     assert setting in launch.settings and not launch.unknown and not launch.unread

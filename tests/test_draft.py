@@ -152,6 +152,19 @@ def test_cli_unknown_draft_and_weights_without_draft(capsys):
     assert "give the draft model too" in capsys.readouterr().err
 
 
+def test_to_fit_and_find_gpu_keep_a_draft_on_one_card(capsys):
+    # llama.cpp's more cards are pipeline stages, which a draft is not planned over: to_fit
+    # names no card count and --find-gpu lists single cards
+    assert main(["qwen3-32b", "--draft", "qwen3-0.6b", "--gpu", "4090", "--engine",
+                 "llama.cpp", "--ctx", "32k", "--weights", "q4_k_m", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["fits"] is False and data["to_fit"] and "gpus" not in data["to_fit"]
+    assert main(["qwen3-32b", "--draft", "qwen3-0.6b", "--find-gpu", "--engine", "llama.cpp",
+                 "--ctx", "32k", "--weights", "q4_k_m", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(r["count"] == 1 for r in rows)
+
+
 def test_find_model_takes_no_draft(capsys):
     assert main(["--find-model", "--draft", "qwen3-0.6b", "--gpu", "4090"]) == 2
     assert "leave out --draft" in capsys.readouterr().err
@@ -205,3 +218,39 @@ def test_api_plan_with_a_draft():
     assert r.status_code == 422 and "Ollama loads no draft model" in r.json()["error"]
     page = c.get("/?model=qwen3-8b&draft=qwen3-0.6b&gpu=h100&engine=sglang")
     assert page.status_code == 200 and "STANDALONE" in page.text
+
+
+def test_llamacpp_draft_cache_type(pair):
+    # -ctkd/-ctvd q8_0: 34 bytes a 32 values, 28 layers × 8 heads × 128 × 2 × 34 / 32 = 60,928
+    # bytes a cell, 16,384 cells: 952 MiB
+    from kvcore.engines import EngineSettings
+
+    r = engine_plan("llama.cpp", req(pair, ctx=16384, seqs=1, kv_budget_bytes=12 * GiB,
+                                     settings=EngineSettings(draft_kv="q8_0")))
+    assert r.extra["draft"]["kv_bytes"] == 16384 * 60928
+    assert r.log_lines[-1].endswith("K (q8_0):  476.00 MiB, V (q8_0):  476.00 MiB")
+    assert "-ctkd q8_0 -ctvd q8_0" in r.command
+    with pytest.raises(InputError, match="flash attention off") as e:
+        engine_plan("llama.cpp", req(pair, kv_budget_bytes=12 * GiB,
+                                     settings=EngineSettings(draft_kv="q8_0", flash_attn=False)))
+    assert e.value.field == "draft_kv"
+    with pytest.raises(InputError, match="give the draft model too"):
+        engine_plan("llama.cpp", req(load_model("qwen3-8b"), mtp=False,
+                                     kv_budget_bytes=12 * GiB,
+                                     settings=EngineSettings(draft_kv="q8_0")))
+    _, fields = resolve(read_command("llama-server -m Qwen3-8B-Q4_K_M.gguf -md "
+                                     "Qwen3-0.6B-Q8_0.gguf -ctkd q8_0 -ctvd q8_0"))
+    assert fields["draft_kv"] == "q8_0"
+    launch = read_command("llama-server -m Qwen3-8B-Q4_K_M.gguf -md Qwen3-0.6B-Q8_0.gguf "
+                          "-ctkd q8_0")
+    _, fields = resolve(launch)
+    assert "draft_kv" not in fields and any("two types" in n for n in launch.notes)
+
+
+def test_sglang_draft_beside_a_target_of_other_kinds():
+    # DeepSeek-V2-Lite's MLA latent beside a draft: SGLang's MLA configurator's draft term was
+    # not read, so the plan is refused in one line naming the draft
+    spec = attach(load_model("deepseek-v2-lite-chat"), load_model("qwen3-0.6b"))
+    with pytest.raises(InputError, match="mla layers beside a draft") as e:
+        engine_plan("sglang", req(spec, kv_budget_bytes=8 * GiB))
+    assert e.value.field == "draft"

@@ -143,6 +143,8 @@ class EngineSettings:
     ctx_checkpoints: int | None = None
     #: --lora: the LoRA adapters llama-server loads beside the model (their tensors)
     lora_adapters: tuple[Adapter, ...] = ()
+    #: -ctkd/-ctvd: the draft model's cache type, K and V (None: f16, their default)
+    draft_kv: str | None = None
     # SGLang
     mem_fraction_static: float | None = None
     page_size: int | None = None

@@ -895,8 +895,9 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append(f"draft {draft.name} (-md, --spec-type draft-simple): every layer on the "
                      f"card (-ngld's default), {format_bytes(draft_card, 2)} of weights there; "
                      f"a context of its own with the target's {layout.n_ctx:,} cells and "
-                     f"{req.sequences:,} sequence(s), its cache in f16 (-ctkd/-ctvd's default) "
-                     f"{format_bytes(d_mem.kv_bytes + d_mem.state_bytes, 2)}, and compute "
+                     f"{req.sequences:,} sequence(s), its cache in {draft.opts.kv_k.name} "
+                     + ("(-ctkd/-ctvd) " if s.draft_kv else "(-ctkd/-ctvd's default) ")
+                     + f"{format_bytes(d_mem.kv_bytes + d_mem.state_bytes, 2)}, and compute "
                      f"buffers ≈ {format_bytes(draft_compute, 2)} (in the compute buffers "
                      "above); llama-server drafts --spec-draft-n-max 3 tokens a step")
     if s.lora_adapters:
@@ -961,10 +962,13 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
     """The draft model of a request (None without one), or a one-line refusal of what is not
     planned with it."""
     d = req.spec.draft
+    s = req.settings
     if d is None:
+        if s.draft_kv is not None:
+            raise InputError("draft_kv is the draft model's cache type (-ctkd/-ctvd): give the "
+                             "draft model too (--draft)", field="draft_kv")
         return None
     check_vocab(req.spec, "llama.cpp", exact=False)
-    s = req.settings
     if (s.n_gpu_layers is not None or s.n_cpu_moe or s.override_tensor
             or s.tensor_split is not None):
         raise InputError("with a draft model kvplan plans llama.cpp with every layer on the "
@@ -976,8 +980,13 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
                          f"{', '.join(sorted(WEIGHTS))}", field="draft_weights")
     spec = without_windows(d.spec, swa_full=s.swa_full)
     # -ctkd/-ctvd default to f16 whatever -ctk/-ctv are
-    f16 = get_format("f16")
-    d_opts = replace(opts, kv_k=f16, kv_v=f16, mtp=False)
+    fmt = get_format(s.draft_kv or "f16", field="draft_kv")
+    check_format(NAME, fmt, FORMATS, "draft_kv")
+    if fmt.is_quantized and s.flash_attn is False:
+        raise InputError(f"llama.cpp's draft context fails with a quantized V cache "
+                         f"({fmt.name}) and flash attention off (-fa off): keep -ctvd in f16 or "
+                         "turn flash attention on", field="draft_kv")
+    d_opts = replace(opts, kv_k=fmt, kv_v=fmt, mtp=False)
     # its graph is reserved for one ubatch like the target's (outputs only a row a sequence,
     # which this estimate, scaled from 512 tokens each an output, does not take off)
     compute = max(0, raw_overhead(spec).bytes - 512 * MiB) * n_ubatch // N_UBATCH
@@ -989,6 +998,9 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
     else:
         tag = f"-{d.weight_format.upper()}"
         load = f"-md {shlex.quote(f'{d.name}{tag}.gguf')}"
+    if s.draft_kv is not None:
+        name = FORMATS[fmt.name]
+        load += f" -ctkd {name} -ctvd {name}"
     return _Draft(d.name, spec, d_opts, n_ubatch, d.weight_bytes - d.input_bytes, compute, load)
 
 

@@ -93,6 +93,13 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
         raise _refuse("the draft layer's place in the sliding-window and full pools "
                       "(eagle_draft_swa_num_layers of a draft without its own path) is not "
                       "established", draft=own)
+    if own and {g.kind for g in spec.groups} != {LayerKind.FULL}:
+        # DefaultPoolConfigurator's cell with a draft is read for a target of full attention
+        # only; the hybrid, MLA and sparse configurators' draft terms were not
+        odd = sorted({g.kind.value for g in spec.groups} - {LayerKind.FULL.value})
+        raise _refuse(f"the pools of a target with {', '.join(odd)} layers beside a draft "
+                      "model are not sized (kvplan sizes a target of full attention)",
+                      draft=True)
     kinds = {g.kind for g in spec.groups if not g.kind.is_recurrent}
     if not kinds <= SIZED_KINDS:
         raise _refuse("the draft pool of a model with "
