@@ -72,6 +72,9 @@ class CacheOptions:
     fp8_ds_mla: bool = False
     #: a 16-bit cache held in float32 (TensorRT-LLM's dtype auto for a float32 checkpoint)
     wide_16: bool = False
+    #: a separate draft model's cache format where the engine keeps it in its own (llama.cpp's
+    #: -ctkd/-ctvd, f16 by default); None: in kv_k/kv_v as the target's
+    draft_format: KVFormat | None = None
 
     def __post_init__(self) -> None:
         for name in ("kv_k", "kv_v", "hot_format"):
@@ -300,7 +303,11 @@ def cache_size(spec: ModelSpec, context: int, sequences: int = 1,
         raise InputError("context and sequences must not be negative")
     readers = spec.cache_readers()
     kept = kept_layers(spec, opts)
+    drafted = _draft_opts(spec, opts)
     groups = tuple(group_cache(g, spec, context, sequences, opts, kept)
+                   if not g.mtp or drafted is None else
+                   replace(group_cache(g, spec, context, sequences, drafted),
+                           stored=f"in {drafted.kv_k.name}, the draft's own cache type")
                    for g in spec.groups_for(mtp=opts.mtp))
     if readers:
         groups = tuple(replace(g, rereads=sum(readers.get(i, 0) for i in g.group.layers))
@@ -354,11 +361,28 @@ def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
     return math.ceil(kb), math.ceil(vb)
 
 
+def _draft_opts(spec: ModelSpec, opts: CacheOptions) -> CacheOptions | None:
+    """The options a separate draft model's layers are cached under where its format is its
+    own (CacheOptions.draft_format); None where they are the target's."""
+    if not opts.mtp or spec.draft is None or opts.draft_format is None:
+        return None
+    fmt = opts.draft_format
+    return replace(opts, kv_k=fmt, kv_v=fmt, hot_format=None, hot_tokens=0, vllm_skip=None,
+                   draft_format=None)
+
+
 def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:
-    return sum(kv_row_bytes(spec, opts.stored(opts.kv_k), opts.stored(opts.kv_v), kinds,
-                            mtp=opts.mtp,
-                            kept=kept_layers(spec, opts), indexer_fp8=opts.indexer_fp8,
-                            ds_mla=ds_mla_rows(spec, opts)))
+    drafted = _draft_opts(spec, opts)
+    own = sum(kv_row_bytes(spec, opts.stored(opts.kv_k), opts.stored(opts.kv_v), kinds,
+                           mtp=opts.mtp and drafted is None,
+                           kept=kept_layers(spec, opts), indexer_fp8=opts.indexer_fp8,
+                           ds_mla=ds_mla_rows(spec, opts)))
+    if drafted is None:
+        return own
+    # the draft's rows alone, in its own format
+    fmt = drafted.kv_k
+    return own + sum(kv_row_bytes(spec, fmt, fmt, kinds, mtp=True)) - sum(
+        kv_row_bytes(spec, fmt, fmt, kinds))
 
 
 def bytes_per_token(spec: ModelSpec, opts: CacheOptions | None = None) -> int:

@@ -149,6 +149,11 @@ class Query(EngineRequest):
                              "or TensorRT-LLM's (enable_attention_dp), not "
                              f"{ENGINE_TITLES[self.engine]}'s: plan it with --engine sglang or "
                              "trtllm, or leave out attn_dp", field="attn_dp")
+        if (self.engine in GGML_ENGINES and self.spec.draft is not None
+                and self.cache.draft_format is None):
+            # llama.cpp's draft context keeps its cache in -ctkd/-ctvd (f16 unless given)
+            object.__setattr__(self, "cache", replace(self.cache, draft_format=get_format(
+                self.settings.draft_kv or "f16", field="draft_kv")))
         if self.spec.draft is not None and self.parallel.pp > 1:
             raise InputError("a draft model under pipeline parallelism is not planned (vLLM and "
                              "SGLang run it on the last stage only, llama.cpp over every "

@@ -254,3 +254,23 @@ def test_sglang_draft_beside_a_target_of_other_kinds():
     with pytest.raises(InputError, match="mla layers beside a draft") as e:
         engine_plan("sglang", req(spec, kv_budget_bytes=8 * GiB))
     assert e.value.field == "draft"
+
+
+def test_llamacpp_plan_table_prices_the_draft_in_its_own_type(capsys):
+    # the plan's table (not only llama.cpp's report) keeps the draft's rows in f16 beside a
+    # q8_0 target: 16,384 × 57,344 bytes for K = 896 MiB, and 252 MiB with --draft-kv q4_0
+    # (18 bytes a 32 values)
+    base = ["qwen3-32b", "--draft", "qwen3-0.6b", "--gpu", "4090", "--ctx", "16k", "--engine",
+            "llama.cpp", "--weights", "q4_k_m", "--kv", "q8_0", "--json"]
+    for extra, k_bytes in (([], 16384 * 57344), (["--draft-kv", "q4_0"], 16384 * 57344 * 18 // 64)):
+        assert main(base + extra) == 0
+        data = json.loads(capsys.readouterr().out)
+        draft = [g for g in data["breakdown"] if g["draft"]][0]
+        assert draft["k_bytes"] == k_bytes and draft["stored"].startswith("in ")
+        target = [g for g in data["breakdown"] if not g["draft"]][0]
+        assert target["k_bytes"] == 16384 * 64 * 8 * 128 * 34 // 32
+    # vLLM keeps the draft in the target's dtype
+    assert main(base[:8] + ["vllm", "--kv", "fp8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [g["k_bytes"] for g in data["breakdown"]] == [16384 * 64 * 8 * 128,
+                                                         16384 * 28 * 8 * 128]
