@@ -96,7 +96,8 @@ def cache_options(body: PlanIn) -> dict[str, Any]:
             "images": body.images, "mtp": body.mtp, "no_mmproj": body.no_mmproj,
             "kv_budget": body.kv_budget, "overhead": body.overhead,
             "gpu_limit": body.gpu_limit, "draft": body.draft,
-            "draft_weights": body.draft_weights, "draft_local": False}
+            "draft_weights": body.draft_weights, "draft_local": False,
+            "acceptance": body.acceptance}
 
 
 def engine_settings(body: PlanIn, **given: Any) -> EngineSettings:

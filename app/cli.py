@@ -407,6 +407,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    "speculative-config model; SGLang: STANDALONE; llama.cpp: -md)")
     p.add_argument("--draft-weights", default=None, metavar="FORMAT",
                    help="the draft model's weight format (default: its checkpoint's)")
+    p.add_argument("--acceptance", default=None, type=float, metavar="A",
+                   help="with --draft: the chance each draft token is accepted (0.7), for a "
+                   "decode estimate of speculative decoding")
     p.add_argument("--draft-kv", default=None, metavar="FMT",
                    help="llama.cpp: the draft model's cache type, K and V (-ctkd/-ctvd; "
                    "default f16)")
@@ -476,7 +479,7 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         keep_recent=args.keep_recent, state_dtype=args.state_dtype, images=args.images,
         mtp=args.mtp, no_mmproj=args.no_mmproj, kv_budget=args.kv_budget,
         overhead=args.overhead, settings=settings, gpu_limit=args.gpu_limit,
-        draft=args.draft, draft_weights=args.draft_weights)
+        draft=args.draft, draft_weights=args.draft_weights, acceptance=args.acceptance)
 
 
 def _table(rows: list[list[str]], right: Sequence[int] = ()) -> str:

@@ -213,6 +213,7 @@ def make_query(
     draft: str | None = None,
     draft_weights: str | None = None,
     draft_local: bool = True,
+    acceptance: float | None = None,
 ) -> Query:
     engine = canonical(engine)
     if draft_weights not in (None, "") and draft in (None, ""):
@@ -296,6 +297,7 @@ def make_query(
         overhead_bytes=(parse_bytes(overhead, field="overhead", zero=True)
                         if overhead not in (None, "") else None),
         auto_context=auto,
+        acceptance=acceptance,
     )
 
 
@@ -544,6 +546,12 @@ def decode_text(data: dict[str, Any]) -> str | None:
             + _lora_read_text(d)
             + _experts_text(d.get("expert_share"), d.get("expert_sequences") or data["sequences"],
                             data["sequences"]))
+    sp = d.get("speculative")
+    if sp:
+        text += (f"; with the draft at acceptance {sp['acceptance']:g} ({sp['draft_tokens']} "
+                 f"draft tokens a round, ≈ {sp['tokens_per_round']:.2f} tokens a round): ≈ "
+                 f"{rate_text(sp['tokens_per_s_per_sequence'])} tokens/s per sequence, "
+                 f"{sp['speedup']:.2f}× the target alone")
     return text + (" (if it fit)" if data["fits"] is False else "")
 
 

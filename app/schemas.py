@@ -84,6 +84,9 @@ class PlanIn(BaseModel):
     draft_weights: str | None = Field(None, max_length=40, examples=["q8_0"],
                                       description="the draft model's weight format (none: its "
                                       "checkpoint's)")
+    acceptance: float | None = Field(None, ge=0, le=1, examples=[0.7],
+                                     description="with draft: the chance each draft token is "
+                                     "accepted, for a decode estimate of speculative decoding")
     draft_kv: str | None = Field(None, max_length=40, examples=["q8_0"],
                                  description="llama.cpp: the draft model's cache type, K and V "
                                  "(-ctkd/-ctvd; none: f16)")

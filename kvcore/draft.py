@@ -12,14 +12,20 @@ them); llama.cpp, which gives the draft a context of its own, reads ``spec.draft
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError, KvplanError
 from .formats import KVFormat
 from .model import DraftModel, LayerGroup, LayerKind, ModelSpec
 from .weights import weights_for
 
+if TYPE_CHECKING:
+    from .gpus import GPU
+    from .kv import CacheOptions
+
 __all__ = ["DRAFT_KINDS", "DRAFT_TOKENS", "VOCAB_SLACK", "attach", "check_vocab", "draft_groups", "draft_row_bytes",
-           "draft_spec_of", "load_draft"]
+           "draft_spec_of", "load_draft",
+           "speculative_decode"]
 
 #: cache kinds a draft model may have: attention over its own tokens (full or windowed)
 DRAFT_KINDS = frozenset({LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED})
@@ -85,7 +91,7 @@ def attach(target: ModelSpec, draft: ModelSpec, weights: str | None = None) -> M
         hidden_layers=target.hidden_layers or base,
         draft=DraftModel(draft, priced.bytes, priced.format, priced.source,
                          input_bytes=priced.embedding_bytes + priced.per_layer_embedding_bytes
-                         - priced.head_bytes))
+                         - priced.head_bytes, weights_asked=weights))
 
 
 def draft_spec_of(spec: ModelSpec) -> ModelSpec | None:
@@ -129,3 +135,47 @@ def draft_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat, tp: int = 1) -> t
         kb += g.count * heads * k.row_bytes(g.head_dim_k)
         vb += g.count * heads * (v.row_bytes(g.head_dim_v, "v") if g.head_dim_v else 0)
     return kb, vb
+
+
+def speculative_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequences: int,
+                       weights: str | None, gpu: GPU, acceptance: float,
+                       tokens: int) -> dict[str, Any] | None:
+    """The decode rate of speculative decoding with ``spec``'s draft model on one ``gpu``, at
+    full context, where each of the ``tokens`` draft tokens a round is accepted with
+    probability ``acceptance`` (independently): a round is ``tokens`` draft steps (the draft's
+    weights and cache read, a token a sequence) and one verify step of the target (its weights
+    and cache read once, its matrix products over tokens + 1 tokens a sequence, a mixture of
+    experts routing all of them), and yields (1 − a^(tokens+1)) / (1 − a) tokens a sequence in
+    expectation. None where the card has no bandwidth figure."""
+    from .plan import PlanRequest, plan
+
+    if spec.draft is None or not gpu.bandwidth_bytes_per_s:
+        return None
+    d = spec.draft
+    target = replace(spec, groups=spec.groups_for(mtp=False), draft=None)
+    alone = replace(opts, mtp=False, draft_format=None)
+    t = plan(PlanRequest(spec=target, context=context, sequences=sequences, cache=alone,
+                         weights=weights, gpu=gpu))
+    own = opts.draft_format
+    d_opts = alone if own is None else replace(alone, kv_k=own, kv_v=own, hot_format=None,
+                                               hot_tokens=0, vllm_skip=None)
+    p = plan(PlanRequest(spec=d.spec, context=context, sequences=sequences, cache=d_opts,
+                         weights=d.weights_asked, gpu=gpu))
+    assert t.decode is not None and p.decode is not None
+    bw = gpu.bandwidth_bytes_per_s
+    width = tokens + 1
+    read = (t.weights.step_bytes(sequences * width) + t.cache.read_bytes
+            + 2 * t.cache.state_bytes)
+    flops = t.decode.flops_per_step * width
+    verify = max(read / bw, flops / gpu.matmul_flops_per_s if gpu.matmul_flops_per_s else 0.0)
+    draft_step = p.decode.seconds_per_step
+    a = acceptance
+    expected = float(width) if a >= 1 else (1 - a ** width) / (1 - a)
+    seconds = verify + tokens * draft_step
+    return {"acceptance": a, "draft_tokens": tokens, "tokens_per_round": expected,
+            "verify_seconds": verify, "draft_step_seconds": draft_step,
+            "seconds_per_round": seconds,
+            "tokens_per_s_per_sequence": expected / seconds,
+            "tokens_per_s_total": expected * sequences / seconds,
+            "target_tokens_per_s_per_sequence": t.decode.tokens_per_s_per_sequence,
+            "speedup": expected / seconds / t.decode.tokens_per_s_per_sequence}

@@ -283,6 +283,8 @@ class DraftModel:
     #: of ``weight_bytes``, the input embedding a GGUF runtime keeps in host memory (llama.cpp
     #: keeps the token embedding there; a tied lm_head is a copy of it on the card)
     input_bytes: int = 0
+    #: the weight format asked for (None: its checkpoint's), as weights_for takes it
+    weights_asked: str | None = None
 
     @property
     def name(self) -> str:

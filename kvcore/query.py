@@ -125,6 +125,9 @@ class Query(EngineRequest):
     #: the context is the engine's own where none was asked (Ollama's num_ctx by the cards'
     #: memory): --find-gpu takes each card's
     auto_context: bool = False
+    #: speculative decoding with a draft model: the chance each draft token is accepted, for
+    #: the decode estimate of its rounds (draft.speculative_decode); None: no such estimate
+    acceptance: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -154,6 +157,13 @@ class Query(EngineRequest):
             # llama.cpp's draft context keeps its cache in -ctkd/-ctvd (f16 unless given)
             object.__setattr__(self, "cache", replace(self.cache, draft_format=get_format(
                 self.settings.draft_kv or "f16", field="draft_kv")))
+        if self.acceptance is not None:
+            if self.spec.draft is None:
+                raise InputError("acceptance is a draft model's: give the draft model too "
+                                 "(--draft)", field="acceptance")
+            if not 0 <= self.acceptance <= 1 or self.acceptance != self.acceptance:
+                raise InputError(f"acceptance must be a chance from 0 to 1 (0.7), got "
+                                 f"{self.acceptance!r}", field="acceptance")
         if self.spec.draft is not None and self.parallel.pp > 1:
             raise InputError("a draft model under pipeline parallelism is not planned (vLLM and "
                              "SGLang run it on the last stage only, llama.cpp over every "
@@ -247,8 +257,39 @@ def answer(q: Query) -> dict[str, Any]:
                                                 out["decode"].get("expert_share"))
             if out.get("prefill"):
                 out["prefill"] = with_offload_prefill(out["prefill"], moved)
+    spec_decode = speculative_estimate(q, out)
+    if spec_decode is not None:
+        out["decode"] = {**out["decode"], "speculative": spec_decode}
     out["notes"] = context_notes(q, out.get("max_context")) + copies_notes(q)
     return out
+
+
+def draft_tokens(q: Query) -> int:
+    """The draft tokens a round of speculative decoding proposes: --speculative-tokens where
+    given (SGLang's counts the verified token too: its draft steps are one fewer), else 3
+    (llama.cpp's --spec-draft-n-max, SGLang's 3 steps)."""
+    from .draft import DRAFT_TOKENS
+
+    n = q.settings.speculative_tokens
+    if q.engine == "sglang" and n:
+        return n - 1
+    return n or DRAFT_TOKENS
+
+
+def speculative_estimate(q: Query, out: dict[str, Any]) -> dict[str, Any] | None:
+    """The decode estimate of speculative decoding with the plan's draft model at
+    ``q.acceptance`` on its one card (draft.speculative_decode); None without an acceptance, a
+    card, or where the plan's decode is not one card's at its bandwidth (several cards, layers
+    in host memory)."""
+    from .draft import speculative_decode
+
+    if q.acceptance is None or not q.gpus or q.multi or not out.get("decode"):
+        return None
+    if out["decode"].get("host_bytes_per_step") is not None or out["decode"].get(
+            "offload_bytes_per_step") is not None:
+        return None
+    return speculative_decode(q.spec, q.cache, q.context, q.sequences, q.weights, q.gpus[0],
+                              q.acceptance, draft_tokens(q))
 
 
 def copies_notes(q: Query) -> list[str]:

@@ -274,3 +274,36 @@ def test_llamacpp_plan_table_prices_the_draft_in_its_own_type(capsys):
     data = json.loads(capsys.readouterr().out)
     assert [g["k_bytes"] for g in data["breakdown"]] == [16384 * 64 * 8 * 128,
                                                          16384 * 28 * 8 * 128]
+
+
+def test_speculative_decode_estimate(capsys):
+    # a round: 3 draft steps and one verify step of the target; at acceptance 0.7 it yields
+    # (1 - 0.7^4) / 0.3 = 2.533 tokens. Bandwidth-bound at one sequence, the verify step reads
+    # what a plain step of the target reads and a draft step what the draft alone reads
+    args = ["--gpu", "4090", "--ctx", "8k", "--engine", "vllm", "--json"]
+    assert main(["qwen3-8b", "--draft", "qwen3-0.6b", "--acceptance", "0.7", *args]) == 0
+    sp = json.loads(capsys.readouterr().out)["decode"]["speculative"]
+    assert main(["qwen3-8b", *args]) == 0
+    target = json.loads(capsys.readouterr().out)["decode"]
+    assert main(["qwen3-0.6b", *args]) == 0
+    draft = json.loads(capsys.readouterr().out)["decode"]
+    assert sp["draft_tokens"] == 3
+    assert sp["tokens_per_round"] == pytest.approx((1 - 0.7**4) / 0.3)
+    assert sp["verify_seconds"] == pytest.approx(target["seconds_per_step"])
+    assert sp["draft_step_seconds"] == pytest.approx(draft["seconds_per_step"])
+    assert sp["tokens_per_s_per_sequence"] == pytest.approx(
+        sp["tokens_per_round"] / (target["seconds_per_step"] + 3 * draft["seconds_per_step"]))
+    assert sp["speedup"] == pytest.approx(
+        sp["tokens_per_s_per_sequence"] / target["tokens_per_s_per_sequence"])
+    # SGLang's --speculative-tokens counts the verified token: 5 is 4 draft steps
+    assert main(["qwen3-8b", "--draft", "qwen3-0.6b", "--acceptance", "0.5",
+                 "--speculative-tokens", "5", "--gpu", "h100", "--engine", "sglang",
+                 "--json"]) == 0
+    sp = json.loads(capsys.readouterr().out)["decode"]["speculative"]
+    assert sp["draft_tokens"] == 4 and sp["tokens_per_round"] == pytest.approx(
+        (1 - 0.5**5) / 0.5)
+    assert main(["qwen3-8b", "--acceptance", "0.7", "--gpu", "4090"]) == 2
+    assert "give the draft model too" in capsys.readouterr().err
+    r = TestClient(create_app()).post("/api/v1/plan", json={
+        "model": "qwen3-8b", "draft": "qwen3-0.6b", "gpu": "4090", "acceptance": 1.5})
+    assert r.status_code == 422 and r.json()["field"] == "acceptance"
