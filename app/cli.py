@@ -261,8 +261,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="vLLM (16384 on cards of 160 GiB or more, 8192 from 70 GiB but A100s "
                         "and GB10, else 2048)")
     g.add_argument("--speculative-tokens", type=int, default=0,
-                   help="vLLM speculative tokens; SGLang with --mtp: "
-                        "--speculative-num-draft-tokens (default 4)")
+                   help="vLLM speculative tokens; SGLang with --mtp or --draft: "
+                        "--speculative-num-draft-tokens (default 4); llama.cpp with --draft: "
+                        "--spec-draft-n-max (default 3)")
     g.add_argument("--no-prefix-caching", action="store_true",
                    help="vLLM --no-enable-prefix-caching (a hybrid model keeps one state page "
                         "a request, not two)")

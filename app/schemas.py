@@ -159,7 +159,8 @@ class PlanIn(BaseModel):
                                        description="runtime overhead instead of the estimate "
                                        "(a size, or bytes as a number)")
     speculative_tokens: int = Field(0, ge=0, le=64, description="vLLM speculative tokens; SGLang "
-                                    "with mtp: --speculative-num-draft-tokens")
+                                    "with mtp or draft: --speculative-num-draft-tokens; "
+                                    "llama.cpp with draft: --spec-draft-n-max")
     no_prefix_caching: bool = Field(False, description="vLLM --no-enable-prefix-caching: a "
                                     "hybrid model keeps one state page a request, not two")
     enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs, no "

@@ -503,8 +503,10 @@ _LLAMA = (
     _Flag(("--lora-scaled",), "many", _llama_lora),
     _Flag(("-md", "--model-draft", "-hfd", "-hfrd", "--hf-repo-draft"), "value", _llama_draft),
     # the draft's speculation: its kind and tokens a step change no memory kvplan plans
-    _Flag(("--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--draft-p-min"),
-          "value", _left),
+    _Flag(("--spec-type", "--spec-draft-n-min", "--draft-p-min"), "value", _left),
+    # the draft's tokens a round: kvplan's speculative_tokens (the speculative estimate's k)
+    _Flag(("--spec-draft-n-max",), "value",
+          _set("speculative_tokens", lambda f, v: _int(f, v, 1))),
     _Flag(("-ctkd", "--cache-type-k-draft"), "value", _seen("ctkd")),
     _Flag(("-ctvd", "--cache-type-v-draft"), "value", _seen("ctvd")),
     _Flag(("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"), "value",
@@ -542,6 +544,9 @@ def _llama_draft_kv(r: _Reader) -> None:
 
 def _llama_finish(r: _Reader) -> None:
     _llama_draft_kv(r)
+    if "draft" not in r.set:
+        # --spec-draft-n-max without a draft model drafts nothing kvplan plans
+        r.set.pop("speculative_tokens", None)
     launch, seen = r.launch, r.seen
     hf = seen.get("hf")
     if hf and seen.get("hf_file"):

@@ -71,7 +71,7 @@ ENGINE_SETTINGS = {
     "llama.cpp": ("n_ubatch", "swa_full", "kv_unified", "flash_attn", "fit_margin_bytes",
                   "n_gpu_layers", "n_cpu_moe", "host_bandwidth_bytes_per_s", "host_memory_bytes",
                   "host_link_bytes_per_s", "tensor_split", "override_tensor", "cache_ram_mib",
-                  "ctx_checkpoints", "lora_adapters", "draft_kv"),
+                  "ctx_checkpoints", "lora_adapters", "draft_kv", "speculative_tokens"),
     # Ollama: num_batch, OLLAMA_FLASH_ATTENTION, num_gpu, the Modelfile's ADAPTER (--lora), and
     # the LLAMA_ARG_* variables its llama-server inherits for --fit-target, --n-cpu-moe,
     # --cache-ram, --ctx-checkpoints, --swa-full, --kv-unified and -ts (engines/ollama.py)

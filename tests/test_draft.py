@@ -307,3 +307,21 @@ def test_speculative_decode_estimate(capsys):
     r = TestClient(create_app()).post("/api/v1/plan", json={
         "model": "qwen3-8b", "draft": "qwen3-0.6b", "gpu": "4090", "acceptance": 1.5})
     assert r.status_code == 422 and r.json()["field"] == "acceptance"
+
+
+def test_llamacpp_draft_tokens_a_round(capsys):
+    # --spec-draft-n-max is kvplan's speculative_tokens under llama.cpp with a draft: on the
+    # command, in the speculative estimate's rounds, read from a launch line
+    assert main(["qwen3-8b", "--draft", "qwen3-0.6b", "--engine", "llama.cpp", "--gpu", "4090",
+                 "--speculative-tokens", "8", "--acceptance", "0.8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "--spec-draft-n-max 8" in data["engine_report"]["command"]
+    assert data["decode"]["speculative"]["draft_tokens"] == 8
+    _, fields = resolve(read_command("llama-server -m Qwen3-8B-Q4_K_M.gguf -md "
+                                     "Qwen3-0.6B-Q8_0.gguf --spec-draft-n-max 8"))
+    assert fields["speculative_tokens"] == 8
+    _, fields = resolve(read_command("llama-server -m Qwen3-8B-Q4_K_M.gguf --spec-draft-n-max 8"))
+    assert "speculative_tokens" not in fields
+    assert main(["qwen3-8b", "--engine", "llama.cpp", "--gpu", "4090",
+                 "--speculative-tokens", "8"]) == 2
+    assert "give the draft model too" in capsys.readouterr().err

@@ -20,7 +20,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..draft import check_vocab
+from ..draft import DRAFT_TOKENS, check_vocab
 from ..errors import InputError
 from ..formats import get_format
 from ..gguf_mix import MIXES
@@ -899,7 +899,9 @@ def plan(req: EngineRequest) -> EngineReport:
                      + ("(-ctkd/-ctvd) " if s.draft_kv else "(-ctkd/-ctvd's default) ")
                      + f"{format_bytes(d_mem.kv_bytes + d_mem.state_bytes, 2)}, and compute "
                      f"buffers ≈ {format_bytes(draft_compute, 2)} (in the compute buffers "
-                     "above); llama-server drafts --spec-draft-n-max 3 tokens a step")
+                     "above); llama-server drafts "
+                     f"{s.speculative_tokens or DRAFT_TOKENS} tokens a round "
+                     "(--spec-draft-n-max)")
     if s.lora_adapters:
         for a in s.lora_adapters:
             cmd.append(f"--lora {shlex.quote(a.name)}")
@@ -967,6 +969,10 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
         if s.draft_kv is not None:
             raise InputError("draft_kv is the draft model's cache type (-ctkd/-ctvd): give the "
                              "draft model too (--draft)", field="draft_kv")
+        if s.speculative_tokens:
+            raise InputError("speculative_tokens is llama-server's --spec-draft-n-max, the "
+                             "draft model's tokens a round: give the draft model too (--draft)",
+                             field="speculative_tokens")
         return None
     check_vocab(req.spec, "llama.cpp", exact=False)
     if (s.n_gpu_layers is not None or s.n_cpu_moe or s.override_tensor
@@ -1001,6 +1007,8 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
     if s.draft_kv is not None:
         name = FORMATS[fmt.name]
         load += f" -ctkd {name} -ctvd {name}"
+    if s.speculative_tokens:
+        load += f" --spec-draft-n-max {s.speculative_tokens}"
     return _Draft(d.name, spec, d_opts, n_ubatch, d.weight_bytes - d.input_bytes, compute, load)
 
 
