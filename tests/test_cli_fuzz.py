@@ -15,7 +15,8 @@ WORDS = ["qwen3-8b", "deepseek-v3", "gpt-oss-20b", "nosuch", "{", "--ctx", "--se
          "4090", "h100", "iq2_xs", "q4_k_s",
          "24GiB", "-1", "0", "1", "128k", "1M", "9e99", "nan", "q8_0", "tbq4", "kivi2", "fp8",
          "vllm", "llama.cpp", "sglang", "trtllm", "q4_k_m", "int4", "f16:4096", "0.5", "3,4",
-         "4090,3090", "", " ", "models", "gpus", "formats", "weights"]
+         "4090,3090", "", " ", "models", "gpus", "formats", "weights", "--draft", "qwen3-0.6b",
+         "--draft-weights", "--draft-kv", "--acceptance", "--mtp", "--speculative-tokens"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -46,7 +47,10 @@ LAUNCH_WORDS = ["-c", "-np", "-ctk", "-ctv", "-ngl", "-ts", "-sm", "-dev", "-ub"
                 "--speculative-config", "--context-length", "--max-running-requests",
                 "--mem-fraction-static", "--page-size", "--max_seq_len", "--enable-dp-attention",
                 "0", "1", "-1", "-2", "8192", "32k", "32K", "1.5", "nan", "q8_0", "fp8", "auto",
-                "all", "off", "x.gguf", "3,1", "exps=CPU", "(=CPU", "{}", "'", "\\", "C:\\x", "="]
+                "all", "off", "x.gguf", "3,1", "exps=CPU", "(=CPU", "{}", "'", "\\", "C:\\x", "=",
+                "-md", "-hfd", "Qwen3-0.6B-Q8_0.gguf", "-ctkd", "-ctvd", "--spec-draft-n-max",
+                "--speculative-algorithm", "STANDALONE", "EAGLE",
+                "--speculative-draft-model-path", "Qwen/Qwen3-0.6B"]
 
 
 @settings(max_examples=200, deadline=None)
