@@ -79,6 +79,14 @@ def test_draft_heads_per_rank_under_tensor_parallelism():
     assert sum(draft_row_bytes(spec, f16, f16, 4)) == 8192
     # 8 heads over 16 ranks: a head replicated on two, one a rank
     assert sum(draft_row_bytes(spec, f16, f16, 16)) == 16 * 2 * 64 * 2
+    # vLLM's one group of mixed pages: 81,920 + 8,192 = 90,112 bytes a token a rank, so 8 GiB
+    # holds 8 GiB // (64 × 90,112) = 1,489 blocks of 64 tokens
+    r = engine_plan("vllm", req(spec, kv_budget_bytes=8 * GiB, parallel=Parallel(tp=4)))
+    assert (r.blocks, r.block_tokens) == (1489, 64)
+    # SGLang under tp 2: the cell per rank 73,728 + int(73,728 × 28 / 36) = 131,072 bytes
+    pair = attach(load_model("qwen3-8b"), load_model("qwen3-0.6b"))
+    r = engine_plan("sglang", req(pair, kv_budget_bytes=8 * GiB, parallel=Parallel(tp=2)))
+    assert (r.extra["cell_bytes"], r.kv_tokens) == (131072, 65536)
 
 
 def test_vllm_refuses_another_vocabulary_and_a_longer_context():
