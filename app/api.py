@@ -21,7 +21,13 @@ from kvcore.engines import EngineSettings
 from kvcore.formats import describe
 from kvcore.model import ModelSpec
 from kvcore.query import Query as PlanQuery
-from kvcore.query import find_format_listing, find_gpu_for, find_model, find_weights
+from kvcore.query import (
+    find_draft,
+    find_format_listing,
+    find_gpu_for,
+    find_model,
+    find_weights,
+)
 
 from .common import (
     answered,
@@ -228,6 +234,19 @@ def api_router() -> APIRouter:
         host memory where it does not fit the card."""
         check_find_weights(weights=body.weights)
         return find_weights(to_query(body))
+
+    @api.post("/find-draft", summary="Which catalog models can be the draft")
+    def post_find_draft(body: PlanIn) -> dict[str, Any]:
+        """The catalog models of the body's model's vocabulary size, attention layers only
+        and at most a quarter of its parameters, each planned as its draft on the body's card
+        (``draft_weights`` their weight format; with ``acceptance`` the speculative decode
+        estimate and speed-up): ``drafts``, those that fit first, those of the model's own
+        family first; ``refused`` with the engine's reason: ``kvplan --find-draft``."""
+        if body.draft:
+            raise kvcore.InputError("find-draft tries the catalog's models as the draft; leave "
+                                    "out draft", field="draft")
+        plain = body.model_copy(update={"draft_weights": None, "acceptance": None})
+        return find_draft(to_query(plain), body.draft_weights, body.acceptance)
 
     @api.post("/command", summary="Plan an engine's launch command")
     def post_command(body: CommandIn) -> dict[str, Any]:

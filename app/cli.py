@@ -39,6 +39,7 @@ from kvcore.model import ModelSpec
 from kvcore.query import (
     Query,
     context_notes,
+    find_draft,
     find_format,
     find_format_listing,
     find_gpu_for,
@@ -246,6 +247,10 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="list every weight format the engine loads (llama.cpp: each "
                         "llama-quantize type) with its size, whether it fits, its max context "
                         "and its decode tokens/s")
+    p.add_argument("--find-draft", action="store_true",
+                   help="list the catalog models of the same vocabulary, at most a quarter of "
+                        "its size, as MODEL's draft, with whether each fits, its max context "
+                        "and (with --acceptance) its speculative tokens/s")
     g = p.add_argument_group("engine settings")
     g.add_argument("--gpu-memory-utilization", type=float, default=None,
                    help="vLLM: caps the budget at this share of the card (unset: the whole "
@@ -698,6 +703,39 @@ def render_find_format(q: Query, rows: list[dict[str, Any]],
                    "--find-weights or --find-gpu")
     lines = [_table(table, right=(1, 3, 4)), "", verdict, *_find_notes(q, rows)]
     lines += [f"not offered here: {r['format']}: {r['reason']}" for r in refused]
+    return "\n".join(lines)
+
+
+def render_find_draft(q: Query, found: dict[str, Any]) -> str:
+    """The drafts' table (fitting first), the verdict and the drafts the engine refuses."""
+    rows = found["drafts"]
+    spec = any(r["speedup"] is not None for r in rows)
+    head = ["draft", "family", "params", "weights", "fits", "max context", "tok/s/seq"]
+    table = [head + (["speculative", "speed-up"] if spec else [])] + [
+        [r["draft"], r["family"], f"{r['params'] / 1e9:.2f}B",
+         f"{format_bytes(r['weights_bytes'], 1)} {r['weights']}",
+         "yes" if r["fits"] else "no", _ctx(r["max_context"]),
+         rate_text(r["tokens_per_s_per_sequence"])]
+        + ([rate_text(r["speculative_tokens_per_s_per_sequence"]),
+            f"{r['speedup']:.2f}×" if r["speedup"] is not None else "–"] if spec else [])
+        for r in rows]
+    where = f"on {_card(q)} {_assumed(q)}"
+    if not rows:
+        verdict = (f"no catalog model of {found['target']}'s vocabulary "
+                   f"({found['vocab_size']:,}) and at most a quarter of its size")
+        lines = [verdict]
+    else:
+        best = next((r for r in rows if r["fits"]), None)
+        verdict = (f"drafts that fit beside {found['target']} {_ask(q)} {where}: "
+                   + (", ".join(r["draft"] for r in rows if r["fits"]) if best else "none"))
+        lines = [_table(table, right=(2, 5, 6, 7, 8)), "", verdict,
+                 "note: a draft must share the target's tokenizer: these have its vocabulary "
+                 "size (vLLM's check; llama.cpp also compares their tokens), those of its own "
+                 "family first"]
+        if spec:
+            lines.append("note: every draft at the same acceptance; a larger draft is usually "
+                         "accepted more often")
+    lines += [f"not offered here: {r['draft']}: {r['reason']}" for r in found["refused"]]
     return "\n".join(lines)
 
 
@@ -1203,8 +1241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         getattr(args, "query", ()), getattr(args, "segment", None)))
             return 0
         args = _plan_parser().parse_args(argv)
-        finds = [f for f in ("find_gpu", "find_format", "find_weights", "find_model")
-                 if getattr(args, f)]
+        finds = [f for f in ("find_gpu", "find_format", "find_weights", "find_model",
+                             "find_draft") if getattr(args, f)]
         if len(finds) > 1:
             raise UsageError(" and ".join("--" + f.replace("_", "-") for f in finds)
                              + " ask different questions; give one")
@@ -1244,6 +1282,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_find_format(kv=args.kv, kv_k=args.kv_k, kv_v=args.kv_v, prefix="--")
         if args.find_weights:
             check_find_weights(weights=args.weights, prefix="--")
+        if args.find_draft:
+            if args.draft is not None:
+                raise UsageError("--find-draft tries the catalog's models as the draft; leave "
+                                 "out --draft")
+            # the draft's weights and acceptance apply to every draft tried
+            draft_weights, acceptance = args.draft_weights, args.acceptance
+            args.draft_weights = args.acceptance = None
         query = build_query(args, command_spec if launch is not None else None)
         if launch is not None:
             query = launch_query(launch, query, shorten=not (
@@ -1263,6 +1308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             refused: list[dict[str, Any]] = []
             rows = find_format(query, refused)
             print(render_find_format(query, rows, refused))
+            return 0
+        if args.find_draft:
+            found = find_draft(query, draft_weights, acceptance)
+            print(json.dumps(found, indent=2) if args.json else render_find_draft(query, found))
             return 0
         if args.find_weights:
             rows = find_weights(query)

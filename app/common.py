@@ -170,15 +170,12 @@ def with_draft(spec: ModelSpec, draft: str, weights: str | None, *, engine: str,
     with --mtp (one draft at a time), or under an engine that loads no draft model
     (``local``: the draft may be a file or folder here, as the CLI's may, the API's not)."""
     from kvcore.draft import attach, load_draft
+    from kvcore.query import refuse_draft_engine
 
     if mtp:
         raise InputError("mtp drafts with the model's own MTP head and draft with a model of "
                          "its own: give one of them", field="draft")
-    if engine in ("ollama", "trtllm"):
-        why = ("Ollama loads no draft model" if engine == "ollama" else
-               "kvplan does not size TensorRT-LLM's draft-target speculative decoding")
-        raise InputError(f"{why}: plan the draft with --engine llama.cpp, vllm, sglang or raw",
-                         field="draft")
+    refuse_draft_engine(engine)
     return attach(spec, load_draft(draft, allow_local=local), weights)
 
 

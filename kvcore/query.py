@@ -52,8 +52,8 @@ from .weights import WEIGHT_FORMATS, WeightFormat, Weights
 if TYPE_CHECKING:
     from .catalog import CatalogEntry
 
-__all__ = ["Query", "answer", "find_format", "find_gpu_for", "find_model", "find_weights",
-           "to_fit"]
+__all__ = ["Query", "answer", "find_draft", "find_format", "find_gpu_for", "find_model",
+           "find_weights", "to_fit"]
 
 #: card counts tried by find_gpu
 GPU_COUNTS = (1, 2, 4, 8)
@@ -164,6 +164,8 @@ class Query(EngineRequest):
             if not 0 <= self.acceptance <= 1 or self.acceptance != self.acceptance:
                 raise InputError(f"acceptance must be a chance from 0 to 1 (0.7), got "
                                  f"{self.acceptance!r}", field="acceptance")
+        if self.spec.draft is not None:
+            refuse_draft_engine(self.engine)
         if self.spec.draft is not None and self.parallel.pp > 1:
             raise InputError("a draft model under pipeline parallelism is not planned (vLLM and "
                              "SGLang run it on the last stage only, llama.cpp over every "
@@ -858,6 +860,78 @@ def find_model(build: Callable[[ModelSpec], Query],
     found["shorter"].sort(key=lambda r: (-int(r["max_context"]), r["model"]))
     found["too_big"].sort(key=lambda r: (int(r["weights_bytes"]), r["model"]))
     return found
+
+
+def refuse_draft_engine(engine: str) -> None:
+    """Refuse, in one line, a draft model under an engine that loads none (Ollama) or whose
+    draft kvplan does not size (TensorRT-LLM)."""
+    if engine in ("ollama", "trtllm"):
+        why = ("Ollama loads no draft model" if engine == "ollama" else
+               "kvplan does not size TensorRT-LLM's draft-target speculative decoding")
+        raise InputError(f"{why}: plan the draft with --engine llama.cpp, vllm, sglang or raw",
+                         field="draft")
+
+
+#: the largest draft find_draft lists, as a share of the target's parameters: past it a draft
+#: step costs too much of a verify step to speed decoding up
+DRAFT_SHARE = 0.25
+
+
+def find_draft(q: Query, draft_weights: str | None = None,
+               acceptance: float | None = None) -> dict[str, Any]:
+    """The catalog models ``q``'s model could take as its draft: of the same vocab_size (vLLM
+    asks for it; llama.cpp also compares the tokens, which a config does not hold), attention
+    layers only, at most DRAFT_SHARE of its parameters. Each is planned with ``q`` (its card,
+    context, sequences, formats and engine; ``draft_weights`` its weight format, its
+    checkpoint's if None): ``drafts``, the rows (whether it fits, its max context, the decode
+    estimate, and with ``acceptance`` the speculative one and its speed-up; those that fit
+    first, the fastest or smallest first), ``refused`` with the engine's reason. A draft must
+    share the target's tokenizer: each row names its catalog family."""
+    from .catalog import load_model, model_catalog
+    from .draft import DRAFT_KINDS, attach
+
+    target = q.spec
+    if target.draft is not None:
+        raise InputError("find-draft tries the catalog's models as the draft: leave out draft",
+                         field="draft")
+    refuse_draft_engine(q.engine)
+    # the target's family, where it is a catalog model: its drafts are listed first
+    family = next((e.family for e in model_catalog() if e.id == target.name), None)
+    rows: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    for entry in model_catalog():
+        d = load_model(entry.id)
+        if (d.vocab_size != target.vocab_size or d.name == target.name
+                or {g.kind for g in d.groups_for(mtp=False)} - DRAFT_KINDS
+                or d.params.total > DRAFT_SHARE * target.params.total):
+            continue
+        try:
+            data = answer(replace(q, spec=attach(target, d, draft_weights), cache=replace(
+                q.cache, mtp=True, draft_format=None), acceptance=acceptance))
+        except KvplanError as exc:
+            if exc.field in ("draft_weights", "acceptance"):
+                # the question is at fault, not this draft
+                raise
+            refused.append({"draft": entry.id, "repo": entry.repo, "reason": str(exc)})
+            continue
+        decode = data.get("decode") or {}
+        sp = decode.get("speculative") or {}
+        rows.append({"draft": entry.id, "repo": entry.repo, "family": entry.family,
+                     "same_family": family is not None and entry.family == family,
+                     "params": data["draft"]["params"],
+                     "weights_bytes": data["draft"]["weights_bytes"],
+                     "weights": data["draft"]["weights_format"],
+                     "fits": data["fits"], "max_context": data["max_context"],
+                     "max_sequences": data["max_sequences"],
+                     "tokens_per_s_per_sequence": decode.get("tokens_per_s_per_sequence"),
+                     "speculative_tokens_per_s_per_sequence": sp.get(
+                         "tokens_per_s_per_sequence"),
+                     "speedup": sp.get("speedup")})
+    rows.sort(key=lambda r: (not r["fits"], not r["same_family"],
+                             -(r["speculative_tokens_per_s_per_sequence"] or 0), r["params"],
+                             r["draft"]))
+    return {"target": target.name, "vocab_size": target.vocab_size, "drafts": rows,
+            "refused": refused}
 
 
 def _host_fit(data: dict[str, Any]) -> dict[str, Any] | None:

@@ -333,3 +333,43 @@ def test_llamacpp_draft_tokens_a_round(capsys):
     assert main(["qwen3-8b", "--engine", "llama.cpp", "--gpu", "4090",
                  "--speculative-tokens", "8"]) == 2
     assert "give the draft model too" in capsys.readouterr().err
+
+
+def test_find_draft_lists_the_catalogs_drafts(capsys):
+    # Qwen3-32B's vocabulary is 151,936: the catalog's Qwen3 and Qwen2.5 models of that size and
+    # at most a quarter of its 32.8B parameters, its own family first
+    assert main(["qwen3-32b", "--find-draft", "--gpu", "h100", "--engine", "vllm", "--weights",
+                 "fp8", "--ctx", "32k", "--acceptance", "0.7", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    names = [r["draft"] for r in found["drafts"]]
+    assert names[0] == "qwen3-0.6b" and "qwen2.5-0.5b" in names
+    assert names.index("qwen2.5-0.5b") > max(i for i, r in enumerate(found["drafts"])
+                                              if r["same_family"])
+    target = load_model("qwen3-32b")
+    for r in found["drafts"]:
+        d = load_model(r["draft"])
+        assert d.vocab_size == target.vocab_size == 151936
+        assert d.params.total <= target.params.total / 4
+    # each row is the plan with that draft, as --draft gives it
+    row = found["drafts"][0]
+    assert main(["qwen3-32b", "--draft", "qwen3-0.6b", "--gpu", "h100", "--engine", "vllm",
+                 "--weights", "fp8", "--ctx", "32k", "--acceptance", "0.7", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert row["max_context"] == data["max_context"] and row["fits"] == data["fits"]
+    assert row["speedup"] == pytest.approx(data["decode"]["speculative"]["speedup"])
+    # the table
+    assert main(["qwen3-32b", "--find-draft", "--gpu", "4090", "--engine", "llama.cpp",
+                 "--weights", "q4_k_m", "--draft-weights", "q8_0", "--ctx", "8k"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:3] == ["draft", "family", "params"]
+    assert "drafts that fit beside qwen3-32b" in out and "q8_0" in out
+    assert main(["qwen3-32b", "--find-draft", "--draft", "qwen3-0.6b", "--gpu", "4090"]) == 2
+    assert main(["qwen3-32b", "--find-draft", "--engine", "ollama", "--gpu", "4090"]) == 2
+    assert "Ollama loads no draft model" in capsys.readouterr().err
+    r = TestClient(create_app()).post("/api/v1/find-draft", json={
+        "model": "llama-3.1-70b-instruct", "gpu": "h100", "gpus": 2, "engine": "vllm",
+        "weights": "fp8", "context": "32k"})
+    assert r.status_code == 200
+    assert "llama-3.2-1b-instruct" in [d["draft"] for d in r.json()["drafts"]]
+    # Llama 3 (8,192 positions) is refused: vLLM lowers max_model_len to the draft's
+    assert [d["draft"] for d in r.json()["refused"]] == ["llama-3-8b-instruct"]
