@@ -104,6 +104,10 @@ def check_settings(engine: str, settings: EngineSettings, *, mtp: bool = False) 
     for f in fields(settings):
         if getattr(settings, f.name) == getattr(default, f.name):
             continue
+        if f.name not in reads and f.name in MTP_SETTINGS.get(engine, ()):
+            name = SETTING_NAMES.get(f.name, f.name)
+            raise InputError(f"{name} is {ENGINE_TITLES[engine]}'s draft tokens with --mtp or "
+                             f"--draft: give one of them or leave out {name}", field=name)
         if f.name not in reads:
             owners = [e for e, names in ENGINE_SETTINGS.items() if f.name in names]
             name = SETTING_NAMES.get(f.name, f.name)
@@ -909,7 +913,7 @@ def find_draft(q: Query, draft_weights: str | None = None,
             data = answer(replace(q, spec=attach(target, d, draft_weights), cache=replace(
                 q.cache, mtp=True, draft_format=None), acceptance=acceptance))
         except KvplanError as exc:
-            if exc.field in ("draft_weights", "acceptance"):
+            if exc.field in ("draft_weights", "acceptance", "draft_kv"):
                 # the question is at fault, not this draft
                 raise
             refused.append({"draft": entry.id, "repo": entry.repo, "reason": str(exc)})

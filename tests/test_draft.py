@@ -373,3 +373,11 @@ def test_find_draft_lists_the_catalogs_drafts(capsys):
     assert "llama-3.2-1b-instruct" in [d["draft"] for d in r.json()["drafts"]]
     # Llama 3 (8,192 positions) is refused: vLLM lowers max_model_len to the draft's
     assert [d["draft"] for d in r.json()["refused"]] == ["llama-3-8b-instruct"]
+
+
+def test_find_draft_with_a_wrong_setting_is_one_error(capsys):
+    # a draft cache type llama.cpp lacks is the question's fault, not each draft's
+    assert main(["qwen3-32b", "--find-draft", "--gpu", "4090", "--engine", "llama.cpp",
+                 "--weights", "q4_k_m", "--draft-kv", "q9_9"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "q9_9" in err

@@ -233,9 +233,10 @@ def test_speculative_tokens_are_refused_in_one_line(capsys):
     with pytest.raises(InputError, match="speculative decoding"):
         engine_plan("sglang", req("qwen3.5-27b", kv_budget_bytes=40 * GiB,
                                   settings=EngineSettings(speculative_tokens=3)))
-    # the command line stops it sooner: --speculative-tokens is a vLLM setting
+    # the command line stops it sooner: SGLang reads --speculative-tokens with a draft only
     code = main(["qwen3.5-27b", "--gpu", "h200", "--engine", "sglang",
                  "--speculative-tokens", "3"])
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "speculative_tokens is a setting of vLLM, not of SGLang" in err[0]
+    assert len(err) == 1 and ("speculative_tokens is SGLang's draft tokens with --mtp or "
+                              "--draft") in err[0]
