@@ -127,6 +127,9 @@ def test_llamacpp_gives_the_draft_a_context_of_its_own(pair):
     assert r.extra["draft"]["kv_bytes"] == 4 * 8192 * DRAFT
     assert r.log_lines[-1] == ("llama_kv_cache: size = 3584.00 MiB (  8192 cells,  28 layers,  "
                                "4/4 seqs), K (f16): 1792.00 MiB, V (f16): 1792.00 MiB")
+    # its compute buffers: f32 activations of a 512-token ubatch (2 × 1,024 + 2 × 3,072
+    # values a token) and f32 logits of one row a sequence (4 × 151,936)
+    assert r.extra["draft"]["compute_bytes"] == 4 * (512 * 8192 + 4 * 151936)
     # a tied embedding is the output layer on the card: all of the draft's weights there
     assert r.extra["draft"]["weights_bytes"] == pair.draft.weight_bytes
     assert "-md qwen3-0.6b-BF16.gguf --spec-type draft-simple" in r.command

@@ -993,9 +993,11 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
                          f"({fmt.name}) and flash attention off (-fa off): keep -ctvd in f16 or "
                          "turn flash attention on", field="draft_kv")
     d_opts = replace(opts, kv_k=fmt, kv_v=fmt, mtp=False)
-    # its graph is reserved for one ubatch like the target's (outputs only a row a sequence,
-    # which this estimate, scaled from 512 tokens each an output, does not take off)
-    compute = max(0, raw_overhead(spec).bytes - 512 * MiB) * n_ubatch // N_UBATCH
+    # its graph is reserved for one ubatch like the target's, but with one output row a
+    # sequence (llama-context.cpp: n_outputs = min(n_tokens, n_seq_max)): the activations of
+    # n_ubatch tokens (raw_overhead's widths, f32) and the logits of one row a sequence
+    width = 2 * spec.hidden_size + 2 * max(spec.intermediate_size, spec.hidden_size)
+    compute = 4 * (n_ubatch * width + min(req.sequences, n_ubatch) * spec.vocab_size)
     ck = d.spec.checkpoint
     if ck is not None and ck.load.startswith("-hf "):
         load = "-hfd " + ck.load[4:]
