@@ -242,9 +242,6 @@ def api_router() -> APIRouter:
         (``draft_weights`` their weight format; with ``acceptance`` the speculative decode
         estimate and speed-up): ``drafts``, those that fit first, those of the model's own
         family first; ``refused`` with the engine's reason: ``kvplan --find-draft``."""
-        if body.draft:
-            raise kvcore.InputError("find-draft tries the catalog's models as the draft; leave "
-                                    "out draft", field="draft")
         plain = body.model_copy(update={"draft_weights": None, "acceptance": None})
         return find_draft(to_query(plain), body.draft_weights, body.acceptance)
 

@@ -23,9 +23,8 @@ if TYPE_CHECKING:
     from .gpus import GPU
     from .kv import CacheOptions
 
-__all__ = ["DRAFT_KINDS", "DRAFT_TOKENS", "VOCAB_SLACK", "attach", "check_vocab", "draft_groups", "draft_row_bytes",
-           "draft_spec_of", "load_draft",
-           "speculative_decode"]
+__all__ = ["DRAFT_KINDS", "DRAFT_TOKENS", "VOCAB_SLACK", "attach", "check_vocab", "draft_groups",
+           "draft_row_bytes", "load_draft", "speculative_decode"]
 
 #: cache kinds a draft model may have: attention over its own tokens (full or windowed)
 DRAFT_KINDS = frozenset({LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED})
@@ -94,11 +93,6 @@ def attach(target: ModelSpec, draft: ModelSpec, weights: str | None = None) -> M
                          - priced.head_bytes, weights_asked=weights))
 
 
-def draft_spec_of(spec: ModelSpec) -> ModelSpec | None:
-    """The draft model's own spec (None without one)."""
-    return spec.draft.spec if spec.draft is not None else None
-
-
 def draft_groups(spec: ModelSpec) -> tuple[LayerGroup, ...]:
     """The draft's layer groups as the target's spec numbers them."""
     return tuple(g for g in spec.groups if g.mtp) if spec.draft is not None else ()
@@ -147,6 +141,7 @@ def speculative_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequen
     and cache read once, its matrix products over tokens + 1 tokens a sequence, a mixture of
     experts routing all of them), and yields (1 − a^(tokens+1)) / (1 − a) tokens a sequence in
     expectation. None where the card has no bandwidth figure."""
+    from .kv import in_format
     from .plan import PlanRequest, plan
 
     if spec.draft is None or not gpu.bandwidth_bytes_per_s:
@@ -156,9 +151,7 @@ def speculative_decode(spec: ModelSpec, opts: CacheOptions, context: int, sequen
     alone = replace(opts, mtp=False, draft_format=None)
     t = plan(PlanRequest(spec=target, context=context, sequences=sequences, cache=alone,
                          weights=weights, gpu=gpu))
-    own = opts.draft_format
-    d_opts = alone if own is None else replace(alone, kv_k=own, kv_v=own, hot_format=None,
-                                               hot_tokens=0, vllm_skip=None)
+    d_opts = alone if opts.draft_format is None else in_format(alone, opts.draft_format)
     p = plan(PlanRequest(spec=d.spec, context=context, sequences=sequences, cache=d_opts,
                          weights=d.weights_asked, gpu=gpu))
     assert t.decode is not None and p.decode is not None

@@ -361,14 +361,19 @@ def kv_row_bytes(spec: ModelSpec, k: KVFormat, v: KVFormat,
     return math.ceil(kb), math.ceil(vb)
 
 
+def in_format(opts: CacheOptions, fmt: KVFormat) -> CacheOptions:
+    """``opts`` for a cache held wholly in ``fmt`` (a draft model's own cache type): K and V
+    in it, no hot/cold mix, no layers kept at the model's dtype."""
+    return replace(opts, kv_k=fmt, kv_v=fmt, hot_format=None, hot_tokens=0, vllm_skip=None,
+                   draft_format=None)
+
+
 def _draft_opts(spec: ModelSpec, opts: CacheOptions) -> CacheOptions | None:
     """The options a separate draft model's layers are cached under where its format is its
     own (CacheOptions.draft_format); None where they are the target's."""
     if not opts.mtp or spec.draft is None or opts.draft_format is None:
         return None
-    fmt = opts.draft_format
-    return replace(opts, kv_k=fmt, kv_v=fmt, hot_format=None, hot_tokens=0, vllm_skip=None,
-                   draft_format=None)
+    return in_format(opts, opts.draft_format)
 
 
 def _rate(spec: ModelSpec, opts: CacheOptions, kinds: tuple[LayerKind, ...]) -> int:

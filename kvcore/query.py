@@ -159,8 +159,10 @@ class Query(EngineRequest):
         if (self.engine in GGML_ENGINES and self.spec.draft is not None
                 and self.cache.draft_format is None):
             # llama.cpp's draft context keeps its cache in -ctkd/-ctvd (f16 unless given)
-            object.__setattr__(self, "cache", replace(self.cache, draft_format=get_format(
-                self.settings.draft_kv or "f16", field="draft_kv")))
+            from .engines.llamacpp import draft_cache_format
+
+            object.__setattr__(self, "cache", replace(
+                self.cache, draft_format=draft_cache_format(self.settings)))
         if self.acceptance is not None:
             if self.spec.draft is None:
                 raise InputError("acceptance is a draft model's: give the draft model too "
@@ -896,7 +898,7 @@ def find_draft(q: Query, draft_weights: str | None = None,
 
     target = q.spec
     if target.draft is not None:
-        raise InputError("find-draft tries the catalog's models as the draft: leave out draft",
+        raise InputError("find-draft tries the catalog's models as the draft; leave out draft",
                          field="draft")
     refuse_draft_engine(q.engine)
     # the target's family, where it is a catalog model: its drafts are listed first

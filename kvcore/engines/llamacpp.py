@@ -22,7 +22,7 @@ from typing import Any
 
 from ..draft import DRAFT_TOKENS, check_vocab
 from ..errors import InputError
-from ..formats import get_format
+from ..formats import KVFormat, get_format
 from ..gguf_mix import MIXES
 from ..hf import GEMMA3N_TYPES
 from ..kv import CacheOptions
@@ -34,6 +34,7 @@ from ..weights import Weights, get_weight_format
 from .base import (
     EngineReport,
     EngineRequest,
+    EngineSettings,
     MiB,
     RankShare,
     check_format,
@@ -960,6 +961,12 @@ class _Draft:
                       swa_full, flash)
 
 
+def draft_cache_format(settings: EngineSettings) -> KVFormat:
+    """The draft context's cache type: -ctkd/-ctvd (kvplan's draft_kv), f16 by default
+    whatever -ctk/-ctv are."""
+    return get_format(settings.draft_kv or "f16", field="draft_kv")
+
+
 def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Draft | None:
     """The draft model of a request (None without one), or a one-line refusal of what is not
     planned with it."""
@@ -985,8 +992,7 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
                          f"{d.weight_format}: give draft_weights one of "
                          f"{', '.join(sorted(WEIGHTS))}", field="draft_weights")
     spec = without_windows(d.spec, swa_full=s.swa_full)
-    # -ctkd/-ctvd default to f16 whatever -ctk/-ctv are
-    fmt = get_format(s.draft_kv or "f16", field="draft_kv")
+    fmt = draft_cache_format(s)
     check_format(NAME, fmt, FORMATS, "draft_kv")
     if fmt.is_quantized and s.flash_attn is False:
         raise InputError(f"llama.cpp's draft context fails with a quantized V cache "
