@@ -103,6 +103,7 @@ def cache_options(body: PlanIn) -> dict[str, Any]:
             "kv_budget": body.kv_budget, "overhead": body.overhead,
             "gpu_limit": body.gpu_limit, "draft": body.draft,
             "draft_weights": body.draft_weights, "draft_local": False,
+            "draft_method": body.draft_method,
             "acceptance": body.acceptance}
 
 

@@ -413,6 +413,10 @@ def _plan_parser() -> argparse.ArgumentParser:
                    "speculative-config model; SGLang: STANDALONE; llama.cpp: -md)")
     p.add_argument("--draft-weights", default=None, metavar="FORMAT",
                    help="the draft model's weight format (default: its checkpoint's)")
+    p.add_argument("--draft-method", default=None, metavar="METHOD",
+                   help="how the draft drafts: draft_model (a model of its own), eagle or "
+                   "eagle3 (an EAGLE head over the target's hidden states); default auto: "
+                   "from the draft's config and name")
     p.add_argument("--acceptance", default=None, type=float, metavar="A",
                    help="with --draft: the chance each draft token is accepted (0.7), for a "
                    "decode estimate of speculative decoding")
@@ -460,7 +464,7 @@ def _serve_parser() -> argparse.ArgumentParser:
 VALUE_FLAGS = ("ctx", "seqs", "kv", "kv_k", "kv_v", "weights", "gpu", "engine", "gpus", "tp",
                "pp", "dp", "attn_dp", "kv_budget", "offload", "hot", "keep", "keep_first", "keep_recent",
                "images", "overhead", "host_memory", "gpu_limit", "draft", "draft_weights",
-               "draft_kv")
+               "draft_kv", "draft_method")
 
 
 def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Query:
@@ -485,7 +489,8 @@ def build_query(args: argparse.Namespace, spec: ModelSpec | None = None) -> Quer
         keep_recent=args.keep_recent, state_dtype=args.state_dtype, images=args.images,
         mtp=args.mtp, no_mmproj=args.no_mmproj, kv_budget=args.kv_budget,
         overhead=args.overhead, settings=settings, gpu_limit=args.gpu_limit,
-        draft=args.draft, draft_weights=args.draft_weights, acceptance=args.acceptance)
+        draft=args.draft, draft_weights=args.draft_weights, acceptance=args.acceptance,
+        draft_method=args.draft_method)
 
 
 def _table(rows: list[list[str]], right: Sequence[int] = ()) -> str:

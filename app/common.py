@@ -165,7 +165,7 @@ def check_find_model(*, given: str | None, gpu: Any, gpus: Any, kv_budget: Any,
 
 
 def with_draft(spec: ModelSpec, draft: str, weights: str | None, *, engine: str,
-               mtp: bool = False, local: bool = True) -> ModelSpec:
+               mtp: bool = False, local: bool = True, method: str | None = None) -> ModelSpec:
     """``spec`` with the draft model ``draft`` attached (kvcore.draft), or a one-line refusal:
     with --mtp (one draft at a time), or under an engine that loads no draft model
     (``local``: the draft may be a file or folder here, as the CLI's may, the API's not)."""
@@ -176,7 +176,7 @@ def with_draft(spec: ModelSpec, draft: str, weights: str | None, *, engine: str,
         raise InputError("mtp drafts with the model's own MTP head and draft with a model of "
                          "its own: give one of them", field="draft")
     refuse_draft_engine(engine)
-    return attach(spec, load_draft(draft, allow_local=local), weights)
+    return attach(spec, load_draft(draft, allow_local=local), weights, method)
 
 
 def make_query(
@@ -210,15 +210,19 @@ def make_query(
     draft: str | None = None,
     draft_weights: str | None = None,
     draft_local: bool = True,
+    draft_method: str | None = None,
     acceptance: float | None = None,
 ) -> Query:
     engine = canonical(engine)
     if draft_weights not in (None, "") and draft in (None, ""):
         raise InputError("draft_weights is the draft model's weight format: give the draft "
                          "model too (--draft qwen3-0.6b)", field="draft_weights")
+    if draft_method not in (None, "", "auto") and draft in (None, ""):
+        raise InputError("draft_method is how the draft model drafts: give the draft model "
+                         "too (--draft)", field="draft_method")
     if draft not in (None, ""):
         spec = with_draft(spec, str(draft), draft_weights or None, engine=engine, mtp=mtp,
-                          local=draft_local)
+                          local=draft_local, method=draft_method or None)
         # the draft's layers are the spec's draft groups, counted with the target's (an engine
         # that gives the draft a context of its own, llama.cpp, reads spec.draft)
         mtp = True

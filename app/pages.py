@@ -69,6 +69,7 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("mtp", "--mtp", "", True),
         ("draft", "--draft", "no draft model", False),
         ("draft_weights", "--draft-weights", "its checkpoint's", False),
+        ("draft_method", "--draft-method", "auto", False),
         ("acceptance", "--acceptance", "none", False),
         ("speculative_tokens", "--speculative-tokens", "0", False),
         ("hot", "--hot", "f16:4096", False),

@@ -84,6 +84,11 @@ class PlanIn(BaseModel):
     draft_weights: str | None = Field(None, max_length=40, examples=["q8_0"],
                                       description="the draft model's weight format (none: its "
                                       "checkpoint's)")
+    draft_method: str | None = Field(None, max_length=20, examples=["eagle3"],
+                                     description="how the draft drafts: draft_model (a model "
+                                     "of its own), eagle or eagle3 (an EAGLE head over the "
+                                     "target's hidden states); none or auto: from the draft's "
+                                     "config and name")
     acceptance: float | None = Field(None, ge=0, le=1, examples=[0.7],
                                      description="with draft: the chance each draft token is "
                                      "accepted, for a decode estimate of speculative decoding")

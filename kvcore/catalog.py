@@ -67,6 +67,9 @@ class CatalogEntry:
     #: from (index.toml weights = "original"): that config's quantization_config is not read
     original_weights: bool = False
     aliases: tuple[Alias, ...] = ()
+    #: an EAGLE draft head: the catalog model it was trained for (index.toml ``head_of``); ""
+    #: for a model
+    head_of: str = ""
 
     def config(self) -> dict[str, Any]:
         return self._read(self.config_file)
@@ -94,6 +97,7 @@ def model_catalog() -> tuple[CatalogEntry, ...]:
             original_weights=e.get("weights") == "original",
             aliases=tuple(Alias(a["repo"], a.get("differs", ""), a["source"])
                           for a in e.get("aliases", ())),
+            head_of=e.get("head_of", ""),
         )
         for e in tomllib.loads(index)["model"]
     )

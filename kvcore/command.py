@@ -378,6 +378,18 @@ def _llama_draft(r: _Reader, flag: str, value: str) -> None:
     r.set["draft"] = value.strip()
 
 
+def _llama_spec_type(r: _Reader, flag: str, value: str) -> None:
+    """--spec-type: draft-eagle3 runs the draft (-md) as an EAGLE-3 head; draft-simple as a
+    draft model; the others (n-gram lookups, a model's own MTP) need no draft of kvplan's."""
+    v = value.strip().lower()
+    if v == "draft-eagle3":
+        r.set["draft_method"] = "eagle3"
+    elif v == "draft-simple":
+        r.set["draft_method"] = "draft_model"
+    else:
+        _left(r, flag, value)
+
+
 def _llama_mmproj(r: _Reader, flag: str, value: str) -> None:
     r.seen["mmproj"] = True
     tag = gguf_file_model(value)[1]
@@ -502,8 +514,10 @@ _LLAMA = (
     _Flag(("--lora",), "value", _llama_lora),
     _Flag(("--lora-scaled",), "many", _llama_lora),
     _Flag(("-md", "--model-draft", "-hfd", "-hfrd", "--hf-repo-draft"), "value", _llama_draft),
-    # the draft's speculation: its kind and tokens a step change no memory kvplan plans
-    _Flag(("--spec-type", "--spec-draft-n-min", "--draft-p-min"), "value", _left),
+    # the draft's speculation: draft-eagle3 runs -md as an EAGLE-3 head; the least tokens a
+    # step and the least chance change no memory kvplan plans
+    _Flag(("--spec-type",), "value", _llama_spec_type),
+    _Flag(("--spec-draft-n-min", "--draft-p-min"), "value", _left),
     # the draft's tokens a round: kvplan's speculative_tokens (the speculative estimate's k)
     _Flag(("--spec-draft-n-max",), "value",
           _set("speculative_tokens", lambda f, v: _int(f, v, 1))),
@@ -547,6 +561,8 @@ def _llama_finish(r: _Reader) -> None:
     if "draft" not in r.set:
         # --spec-draft-n-max without a draft model drafts nothing kvplan plans
         r.set.pop("speculative_tokens", None)
+        if r.set.pop("draft_method", None) == "eagle3":
+            r.note("--spec-type draft-eagle3 without -md: no EAGLE-3 head is loaded")
     launch, seen = r.launch, r.seen
     hf = seen.get("hf")
     if hf and seen.get("hf_file"):
@@ -711,9 +727,14 @@ def _vllm_spec(r: _Reader, flag: str, value: str) -> None:
         # a draft model of its own (method draft_model, vLLM's choice where the checkpoint
         # is no EAGLE, DFlash or MTP head)
         r.set["draft"] = model
+    elif model and method in ("", "eagle", "eagle3"):
+        # an EAGLE head: named, or found by its path as vLLM finds it ("eagle-", "eagle3")
+        r.set["draft"] = model
+        if method:
+            r.set["draft_method"] = method
     elif model:
-        r.note(f"{flag}: the draft head {model}'s weights and cache are not counted "
-               "(kvplan plans a draft model of its own, method draft_model)")
+        r.note(f"{flag}: the {method} draft {model}'s weights and cache are not counted "
+               "(kvplan plans a draft model of its own and EAGLE heads)")
 
 
 def _vllm_mm_limits(r: _Reader, flag: str, value: str) -> None:
@@ -1100,12 +1121,17 @@ def _sglang_finish(r: _Reader) -> None:
                "replicas)")
     algo = r.seen.get("spec_algo")
     if algo:
-        if r.seen.get("draft") and algo == "STANDALONE":
+        if r.seen.get("draft") and algo in ("STANDALONE", "EAGLE3"):
             r.set["draft"] = r.seen["draft"]
+            r.set["draft_method"] = "draft_model" if algo == "STANDALONE" else "eagle3"
+        elif r.seen.get("draft") and algo == "EAGLE" and r.seen["draft"] != r.seen.get("model"):
+            # an EAGLE-1 head (LlamaForCausalLMEagle); a model's own path is its MTP head
+            r.set["draft"] = r.seen["draft"]
+            r.set["draft_method"] = "eagle"
         elif r.seen.get("draft"):
             r.note(f"--speculative-draft-model-path {r.seen['draft']}: the {algo} draft "
                    "head's weights and cache are not counted (kvplan plans a draft model of "
-                   "its own, --speculative-algorithm STANDALONE)")
+                   "its own, STANDALONE, and EAGLE heads)")
         else:
             # EAGLE or NEXTN without a draft model drafts with the model's own MTP head
             r.set["mtp"] = True

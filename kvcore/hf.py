@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from .errors import ConfigError, shown
-from .model import LayerGroup, LayerKind, ModelSpec, Module, ParamCount, cla_followers
+from .model import HeadConfig, LayerGroup, LayerKind, ModelSpec, Module, ParamCount, cla_followers
 from .quant import QuantScheme, parse_quant, quant_notes
 
 __all__ = ["language_config", "spec_from_config"]
@@ -3442,6 +3442,7 @@ def spec_from_config(
         towers=_towers(config, vision, params.encoder),
         architecture=_architecture(config),
         architectures=_architectures(config),
+        head=_head_config(config, lm),
         text_architecture=(_architecture(config["text_config"])
                            if isinstance(config.get("text_config"), dict) else ""),
         remote_code=isinstance(config.get("auto_map"), dict)
@@ -3594,6 +3595,37 @@ def _architectures(config: Mapping[str, Any]) -> tuple[str, ...]:
     """Every name the config's ``architectures`` list gives, in order."""
     archs = config.get("architectures")
     return tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ()
+
+
+#: rotary kinds vLLM stretches to the target's context for an EAGLE head
+#: (config/speculative.py: the head then shares the target's positions)
+_STRETCHED_ROPE = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
+
+
+def _head_config(config: Mapping[str, Any], lm: Mapping[str, Any]) -> HeadConfig:
+    """What ``config`` says of an EAGLE draft head (every config is read; most say nothing)."""
+    archs = " ".join(_architectures(config)).lower()
+    declared = "eagle3" if "eagle3" in archs else "eagle" if "eagle" in archs else ""
+
+    def size(key: str) -> int:
+        v = lm.get(key, config.get(key))
+        if v is None:
+            return 0
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 1 << 24:
+            raise ConfigError(f"config.json '{key}' must be a positive integer or null, got "
+                              f"{v!r}", field=key)
+        return v
+
+    eagle = lm.get("eagle_config", config.get("eagle_config"))
+    aux = eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict) else None
+    rope = lm.get("rope_scaling") or lm.get("rope_parameters")
+    kind = (rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, dict) \
+        else "default"
+    return HeadConfig(declared=declared, draft_vocab_size=size("draft_vocab_size"),
+                      target_hidden_size=size("target_hidden_size"),
+                      bias=lm.get("bias", config.get("bias")) is True,
+                      aux_layers=len(aux) if isinstance(aux, list) else 0,
+                      rope_stretches=str(kind) in _STRETCHED_ROPE)
 
 
 def _notes(lm: dict[str, Any], model_type: str) -> tuple[str, ...]:

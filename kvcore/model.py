@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from .engines.llamacpp_offload import Block
     from .quant import QuantScheme
 
-__all__ = ["LayerGroup", "LayerKind", "ModelSpec", "Module", "ParamCount", "cla_followers", "cla_source"]
+__all__ = ["DraftModel", "HeadConfig", "LayerGroup", "LayerKind", "ModelSpec", "Module",
+           "ParamCount", "cla_followers", "cla_source"]
 
 
 class LayerKind(StrEnum):
@@ -271,6 +272,30 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class HeadConfig:
+    """What an EAGLE draft head's config holds beyond a decoder's (read from every config;
+    whether a model is such a head is decided where it is attached as a draft)."""
+
+    #: "eagle3" or "eagle" where an ``architectures`` entry names the head
+    #: (LlamaForCausalLMEagle3, LlamaForCausalLMEagle); "" otherwise
+    declared: str = ""
+    #: rows of an EAGLE-3 head's own lm_head (``draft_vocab_size``); 0 where none is given
+    #: (the head then drafts with the target's lm_head)
+    draft_vocab_size: int = 0
+    #: the target's hidden size the head's fc reads (``target_hidden_size``); 0: its own
+    target_hidden_size: int = 0
+    #: the head's fc has a bias (``bias``)
+    bias: bool = False
+    #: the target layers whose hidden states an EAGLE-3 head takes
+    #: (``eagle_config.eagle_aux_hidden_state_layer_ids``); 0: the engines' three
+    aux_layers: int = 0
+    #: the head's rotary embedding is of a kind vLLM stretches to the target's context
+    #: (none, default, linear, llama3, ntk, proportional: speculative.py), so the head does
+    #: not cap max_model_len
+    rope_stretches: bool = True
+
+
+@dataclass(frozen=True)
 class DraftModel:
     """A separate draft model a speculative run loads beside the target (vLLM's
     speculative_config model, SGLang's STANDALONE draft path, llama.cpp's -md): the draft's own
@@ -285,6 +310,16 @@ class DraftModel:
     input_bytes: int = 0
     #: the weight format asked for (None: its checkpoint's), as weights_for takes it
     weights_asked: str | None = None
+    #: how it drafts: "draft_model" (a model of its own), "eagle" or "eagle3" (an EAGLE head
+    #: over the target's hidden states, kvcore.draft.head_method)
+    method: str = "draft_model"
+    #: of an EAGLE head, what an engine allocates beside ``weight_bytes`` before it borrows the
+    #: target's: the head's own token embedding, and EAGLE-1's full-vocabulary lm_head (SGLang
+    #: holds them while the target's pool is sized); 0 for a draft model
+    borrowed_bytes: int = 0
+    #: of ``weight_bytes``, an EAGLE-3 head's map from its draft vocabulary to the target's
+    #: tokens (int64 a row; SGLang moves it to the card after the pools are sized)
+    map_bytes: int = 0
 
     @property
     def name(self) -> str:
@@ -411,6 +446,8 @@ class ModelSpec:
     #: a separate draft model for speculative decoding (kvcore.draft.attach): its layers are
     #: this spec's ``mtp`` groups, its weights counted with them
     draft: DraftModel | None = None
+    #: what the config says of an EAGLE draft head (kvcore.draft reads it)
+    head: HeadConfig = field(default_factory=HeadConfig)
 
     @property
     def num_layers(self) -> int:

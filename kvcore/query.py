@@ -172,6 +172,8 @@ class Query(EngineRequest):
                                  f"{self.acceptance!r}", field="acceptance")
         if self.spec.draft is not None:
             refuse_draft_engine(self.engine)
+        from .draft import refuse_head_target
+        refuse_head_target(self.spec)
         if self.spec.draft is not None and self.parallel.pp > 1:
             raise InputError("a draft model under pipeline parallelism is not planned (vLLM and "
                              "SGLang run it on the last stage only, llama.cpp over every "
@@ -832,6 +834,9 @@ def find_model(build: Callable[[ModelSpec], Query],
                                               "too_big": [], "refused": []}
     errors: list[KvplanError] = []
     for entry in model_catalog() if entries is None else entries:
+        if entry.head_of:
+            # an EAGLE head drafts for a target; it is no model to serve
+            continue
         try:
             data = answer(build(load_model(entry.id)))
         except KvplanError as exc:
@@ -856,7 +861,7 @@ def find_model(build: Callable[[ModelSpec], Query],
         kind = ("too_big" if not data["max_context"] else "shorter" if not data["fits"]
                 else "untrained" if trained and data["context"] > trained else "fits")
         found[kind].append(row)
-    if errors and len(errors) == len(model_catalog()):
+    if errors and len(errors) == len([e for e in model_catalog() if not e.head_of]):
         # no model planned: the question is at fault (an unknown card, a KV format the engine
         # lacks), and its error is the one most models gave
         reasons = Counter(str(e) for e in errors)
@@ -894,7 +899,7 @@ def find_draft(q: Query, draft_weights: str | None = None,
     first, the fastest or smallest first), ``refused`` with the engine's reason. A draft must
     share the target's tokenizer: each row names its catalog family."""
     from .catalog import load_model, model_catalog
-    from .draft import DRAFT_KINDS, attach
+    from .draft import DRAFT_KINDS, attach, check_head, head_method
 
     target = q.spec
     if target.draft is not None:
@@ -907,7 +912,14 @@ def find_draft(q: Query, draft_weights: str | None = None,
     refused: list[dict[str, Any]] = []
     for entry in model_catalog():
         d = load_model(entry.id)
-        if (d.vocab_size != target.vocab_size or d.name == target.name
+        method = head_method(d)
+        if method != "draft_model":
+            # an EAGLE head drafts for the target whose hidden states it was trained on
+            try:
+                check_head(target, d, method)
+            except InputError:
+                continue
+        elif (d.vocab_size != target.vocab_size or d.name == target.name
                 or {g.kind for g in d.groups_for(mtp=False)} - DRAFT_KINDS
                 or d.params.total > DRAFT_SHARE * target.params.total):
             continue
@@ -923,6 +935,7 @@ def find_draft(q: Query, draft_weights: str | None = None,
         decode = data.get("decode") or {}
         sp = decode.get("speculative") or {}
         rows.append({"draft": entry.id, "repo": entry.repo, "family": entry.family,
+                     "method": method,
                      "same_family": family is not None and entry.family == family,
                      "params": data["draft"]["params"],
                      "weights_bytes": data["draft"]["weights_bytes"],

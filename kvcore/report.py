@@ -21,7 +21,7 @@ def draft_summary(spec: ModelSpec) -> dict[str, Any]:
             "source": d.spec.source, "layers": d.spec.num_layers, "params": d.spec.params.total,
             "vocab_size": d.spec.vocab_size, "weights_bytes": d.weight_bytes,
             "weights_format": d.weight_format, "weights_source": d.weight_source,
-            "bytes_per_token_f16": bytes_per_token(d.spec)}
+            "method": d.method, "bytes_per_token_f16": bytes_per_token(d.spec)}
 
 
 def model_summary(spec: ModelSpec) -> dict[str, Any]:

@@ -206,12 +206,28 @@ def test_launch_commands_name_the_draft():
         "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --speculative-algorithm "
         "STANDALONE --speculative-draft-model-path Qwen/Qwen3-0.6B"))
     assert fields["draft"] == "Qwen/Qwen3-0.6B"
-    # an EAGLE head is no draft model of its own: noted, not planned
+    # an EAGLE head is planned as one: EAGLE3 names it, and EAGLE a head other than the model
     launch = read_command("python -m sglang.launch_server --model-path meta-llama/"
                           "Llama-3.1-8B-Instruct --speculative-algorithm EAGLE3 "
                           "--speculative-draft-model-path yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
     _, fields = resolve(launch)
-    assert "draft" not in fields and any("EAGLE3 draft head" in n for n in launch.notes)
+    assert (fields["draft"], fields["draft_method"]) == ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                                                         "eagle3")
+    _, fields = resolve(read_command(
+        "python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B-Instruct "
+        "--speculative-algorithm EAGLE --speculative-draft-model-path "
+        "lmzheng/sglang-EAGLE-LLaMA3-Instruct-8B"))
+    assert fields["draft_method"] == "eagle"
+    _, fields = resolve(read_command(
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config '{\"method\": "
+        "\"eagle3\", \"model\": \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", "
+        "\"num_speculative_tokens\": 4}'"))
+    assert (fields["draft_method"], fields["speculative_tokens"]) == ("eagle3", 4)
+    launch = read_command("llama-server -m Llama-3.1-8B-Q4_K_M.gguf -md "
+                          "eagle3-llama3.1-instruct-8b-F16.gguf --spec-type draft-eagle3")
+    _, fields = resolve(launch)
+    assert (fields["draft"], fields["draft_method"]) == ("eagle3-llama3.1-instruct-8b",
+                                                         "eagle3")
     launch = read_command("llama-server -m Qwen3-8B-Q4_K_M.gguf -md elsewhere-Q8_0.gguf")
     _, fields = resolve(launch)
     assert "draft" not in fields and any("not counted" in n for n in launch.notes)

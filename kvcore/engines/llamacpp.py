@@ -889,11 +889,11 @@ def plan(req: EngineRequest) -> EngineReport:
         lines = list(mem.lines)
     if draft is not None:
         d_mem = draft.memory(req.context, req.sequences, unified, s.swa_full, flash)
-        cmd.append(f"{draft.load} --spec-type draft-simple")
+        cmd.append(f"{draft.load} --spec-type {draft.spec_type}")
         lines += list(d_mem.lines)
         extra["draft"] = {"kv_bytes": d_mem.kv_bytes, "state_bytes": d_mem.state_bytes,
                           "weights_bytes": draft_card, "compute_bytes": draft_compute}
-        notes.append(f"draft {draft.name} (-md, --spec-type draft-simple): every layer on the "
+        notes.append(f"draft {draft.name} (-md, --spec-type {draft.spec_type}): every layer on the "
                      f"card (-ngld's default), {format_bytes(draft_card, 2)} of weights there; "
                      f"a context of its own with the target's {layout.n_ctx:,} cells and "
                      f"{req.sequences:,} sequence(s), its cache in {draft.opts.kv_k.name} "
@@ -903,6 +903,15 @@ def plan(req: EngineRequest) -> EngineReport:
                      "above); llama-server drafts "
                      f"{s.speculative_tokens or DRAFT_TOKENS} tokens a round "
                      "(--spec-draft-n-max)")
+        if draft.spec_type == "draft-eagle3":
+            notes.append(f"the EAGLE-3 head borrows the target's token embedding; its compute "
+                         "buffers hold logits for every token of a ubatch (with the target's "
+                         "three layer inputs it takes, in the figure above), and host memory "
+                         f"holds {format_bytes(draft.host_bytes, 2)} more (its output buffer "
+                         "with backend sampling, --no-spec-draft-backend-sampling shrinks it, "
+                         f"and the target's copied hidden states for a {N_BATCH}-token batch); "
+                         "llama-server's --fit measures the target without a head that has no "
+                         "embedding of its own")
     if s.lora_adapters:
         for a in s.lora_adapters:
             cmd.append(f"--lora {shlex.quote(a.name)}")
@@ -952,6 +961,11 @@ class _Draft:
     card_bytes: int
     compute: int
     load: str
+    #: --spec-type: draft-simple for a draft model, draft-eagle3 for an EAGLE-3 head
+    spec_type: str = "draft-simple"
+    #: host memory the draft adds (an EAGLE-3 head's output buffer and the target's hidden
+    #: states copied out for it)
+    host_bytes: int = 0
 
     def memory(self, ctx: int, n_seq: int, unified: bool, swa_full: bool,
                flash: bool) -> Memory:
@@ -965,6 +979,50 @@ def draft_cache_format(settings: EngineSettings) -> KVFormat:
     """The draft context's cache type: -ctkd/-ctvd (kvplan's draft_kv), f16 by default
     whatever -ctk/-ctv are."""
     return get_format(settings.draft_kv or "f16", field="draft_kv")
+
+
+#: model types whose llama.cpp graph hands an EAGLE-3 head the inputs of three layers
+#: (llama-graph.cpp's layer-input outputs: llama, qwen3, qwen3moe, qwen35, qwen35moe,
+#: qwen3next, gemma4, gpt-oss, minimax-m2, nemotron-h); another target asserts
+EAGLE3_TARGETS = frozenset({"llama", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5",
+                            "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "gemma4",
+                            "gemma4_text", "gpt_oss", "minimax_m2", "nemotron_h"})
+#: llama-server's -b: the tokens a batch, for which the target copies out an EAGLE-3 head's
+#: hidden states
+N_BATCH = 2048
+
+
+def _eagle3(req: EngineRequest, n_ubatch: int) -> tuple[int, int, int]:
+    """An EAGLE-3 head's draft context beyond a draft model's, as llama.cpp (speculative.cpp,
+    models/eagle3.cpp) reserves it: (its compute buffers on the card, what the target's graph
+    adds, host memory), or a one-line refusal. The head's graph makes logits for every token
+    of a ubatch, over its draft vocabulary and then the target's (f32), and the default
+    backend sampling re-reserves it with 3 bytes a token and target token more (measured at
+    this release: 322 MiB without, 510.5 MiB with, at ubatch 512 over 128,256 and 32,000
+    tokens); the target keeps the inputs of three layers of every token (f32) on the card for
+    a ubatch and in host memory for a batch; the head's output buffer holds 16 bytes a token
+    of the target's vocabulary and its hidden state a row, a ubatch of rows."""
+    d = req.spec.draft
+    assert d is not None
+    h = d.spec.head
+    if req.spec.model_type not in EAGLE3_TARGETS:
+        raise InputError(f"llama.cpp's EAGLE-3 reads the inputs of three target layers, which "
+                         f"its graph gives for llama, qwen3, qwen3.5, qwen3-next, gemma4, "
+                         f"gpt-oss, minimax-m2 and nemotron-h models, not "
+                         f"{req.spec.model_type}: plan the head under vLLM or SGLang",
+                         field="draft")
+    if h.aux_layers not in (0, 3) or d.spec.decoder_layers != 1:
+        raise InputError(f"llama.cpp runs an EAGLE-3 head of one layer over three target "
+                         f"layers; {d.name} has {d.spec.decoder_layers} layer(s) over "
+                         f"{h.aux_layers or 3}", field="draft")
+    vocab = req.spec.vocab_size
+    rows = h.draft_vocab_size or vocab
+    hs = d.spec.hidden_size
+    width = 2 * hs + 2 * max(d.spec.intermediate_size, hs)
+    compute = 4 * n_ubatch * (width + rows + vocab) + 3 * n_ubatch * vocab
+    target = 4 * 3 * req.spec.hidden_size * n_ubatch
+    host = n_ubatch * (16 * vocab + 4 * hs + 4) + 4 * 3 * req.spec.hidden_size * N_BATCH
+    return compute, target, host
 
 
 def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Draft | None:
@@ -981,6 +1039,9 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
                              "draft model's tokens a round: give the draft model too (--draft)",
                              field="speculative_tokens")
         return None
+    if d.method == "eagle":
+        raise InputError(f"llama.cpp runs EAGLE-3 heads (--spec-type draft-eagle3), not "
+                         f"EAGLE-1's: plan {d.name} under vLLM or SGLang", field="draft")
     check_vocab(req.spec, "llama.cpp", exact=False)
     if (s.n_gpu_layers is not None or s.n_cpu_moe or s.override_tensor
             or s.tensor_split is not None):
@@ -1004,6 +1065,10 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
     # n_ubatch tokens (raw_overhead's widths, f32) and the logits of one row a sequence
     width = 2 * spec.hidden_size + 2 * max(spec.intermediate_size, spec.hidden_size)
     compute = 4 * (n_ubatch * width + min(req.sequences, n_ubatch) * spec.vocab_size)
+    host = 0
+    if d.method == "eagle3":
+        own, target, host = _eagle3(req, n_ubatch)
+        compute = own + target
     ck = d.spec.checkpoint
     if ck is not None and ck.load.startswith("-hf "):
         load = "-hfd " + ck.load[4:]
@@ -1017,7 +1082,8 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
         load += f" -ctkd {name} -ctvd {name}"
     if s.speculative_tokens:
         load += f" --spec-draft-n-max {s.speculative_tokens}"
-    return _Draft(d.name, spec, d_opts, n_ubatch, d.weight_bytes - d.input_bytes, compute, load)
+    return _Draft(d.name, spec, d_opts, n_ubatch, d.weight_bytes - d.input_bytes, compute, load,
+                  "draft-eagle3" if d.method == "eagle3" else "draft-simple", host)
 
 
 def _placement_dict(req: EngineRequest, p: Placement, blocks: tuple[Block, ...],

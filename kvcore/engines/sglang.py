@@ -775,9 +775,30 @@ def fraction_depends_on_running(req: EngineRequest) -> bool:
 def long_context_note(req: EngineRequest) -> str | None:
     """Past the context length SGLang derives from the config (hf.sglang_context_len), its
     ModelConfig raises a ValueError unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set:
-    the note saying so (the command sets it), else None."""
-    return past_derived("SGLang", "--context-length", req.context, req.spec.sglang_context_len,
-                        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
+    the note saying so (the command sets it), else None. A draft model's or EAGLE head's worker
+    is built with the target's context length (eagle_worker_v2.py), so its config's counts
+    too."""
+    own = past_derived("SGLang", "--context-length", req.context, req.spec.sglang_context_len,
+                       "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
+    if own is not None or req.spec.draft is None or not req.cache.mtp:
+        return own
+    d = req.spec.draft.spec
+    limit = d.sglang_context_len or d.max_position_embeddings
+    if limit is None or req.context <= limit:
+        return None
+    return (f"SGLang builds the draft {d.name}'s worker with --context-length {req.context}, "
+            f"above the {limit:,} it derives from the draft's config (a ValueError at start-up) "
+            "unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which the command sets")
+
+
+def head_borrowed(req: EngineRequest) -> int:
+    """The bytes a rank holds for an EAGLE head beyond its kept weights while the target's pool
+    is sized: the head's own token embedding (VocabParallelEmbedding, split over the ranks) and
+    EAGLE-1's full lm_head, less its token map, not yet on the card; 0 without a head."""
+    d = req.spec.draft
+    if d is None or d.method == "draft_model" or not req.cache.mtp:
+        return 0
+    return d.borrowed_bytes // req.parallel.tp - d.map_bytes
 
 
 def pool_dtype(spec: ModelSpec, flag: str) -> str:
@@ -1077,6 +1098,11 @@ def plan(req: EngineRequest) -> EngineReport:
     lora = for_sglang(s.lora, req.spec, p) if s.lora is not None else None
     adapters = sglang_lora_bytes(req.spec, lora, p) if lora is not None else 0
     shares = [replace(sh, weights_bytes=sh.weights_bytes + adapters) for sh in shares]
+    # an EAGLE head's own embedding (and EAGLE-1's lm_head) are resident until the draft
+    # worker borrows the target's, after the target's pool is sized; its token map is still
+    # in host memory then (eagle_worker_v2.py init_lm_head)
+    borrowed = head_borrowed(req)
+    shares = [replace(sh, weights_bytes=sh.weights_bytes + borrowed) for sh in shares]
     # --cpu-offload-gb: OffloaderV1 walks each stage's decoder layers as vLLM's UVA offloader
     # does (vllm_offload), and what it moves leaves the card
     moved, shares = offload_shares(req, weights, shares, STAGE_SPLIT)
@@ -1462,8 +1488,10 @@ def plan(req: EngineRequest) -> EngineReport:
     return EngineReport(
         engine=NAME,
         budget_bytes=budget,
-        weights_bytes=max(sh.weights_bytes for sh in shares) - adapters,
+        weights_bytes=max(sh.weights_bytes for sh in shares) - adapters - borrowed,
         overheads=(("CUDA context before load", PRELOAD),
+                   *([("EAGLE head's own embedding while the pool is sized", borrowed)]
+                     if borrowed else []),
                    *([(f"LoRA pool ({lora.slots} × rank {lora.rank})", adapters)]
                      if lora is not None else [])),
         kv_pool_bytes=max(0, rest) - unused,

@@ -50,17 +50,24 @@ class Speculative:
     draft_tokens: int
     cell_layers: int
     draft_layers: int
-    #: a draft model of its own (STANDALONE), as --speculative-draft-model-path names it
+    #: a draft model of its own (STANDALONE) or an EAGLE head (EAGLE, EAGLE3), as
+    #: --speculative-draft-model-path names it
     draft_path: str | None = None
+    #: --speculative-algorithm
+    algorithm: str = "EAGLE"
 
     def flags(self) -> list[str]:
         """The launch_server flags of this run."""
-        algorithm = (["--speculative-algorithm STANDALONE",
-                      f"--speculative-draft-model-path {self.draft_path}"]
-                     if self.draft_path else ["--speculative-algorithm EAGLE"])
+        algorithm = [f"--speculative-algorithm {self.algorithm}",
+                     *([f"--speculative-draft-model-path {self.draft_path}"]
+                       if self.draft_path else [])]
         return [*algorithm, f"--speculative-num-steps {self.steps}",
                 "--speculative-eagle-topk 1",
                 f"--speculative-num-draft-tokens {self.draft_tokens}"]
+
+
+#: --speculative-algorithm by draft method
+ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3"}
 
 
 def _refuse(what: str, field: str = "mtp", *, draft: bool = False) -> InputError:
@@ -85,7 +92,8 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
         raise _refuse("the draft runs on the last pipeline stage only (SGLANG_ENABLE_PP_SPEC); "
                       "how the other stages' pools count it is not sized: use --pp 1",
                       draft=own)
-    if own and req.parallel.attn_dp > 1:
+    if own and req.parallel.attn_dp > 1 and spec.draft is not None \
+            and spec.draft.method == "draft_model":
         # speculative_hook.py: STANDALONE refuses DP attention
         raise _refuse("SGLang's STANDALONE speculative decoding refuses attention data "
                       "parallelism: plan it with attn_dp 1", draft=True)
@@ -115,10 +123,12 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
     d = tokens or AUTO_DRAFT_TOKENS
     if spec.draft is not None:
         # STANDALONE: the draft's own config gives its layers (num_hidden_layers), and SGLang
-        # picks 3 steps, top-k 1 and 4 draft tokens for it too
+        # picks 3 steps, top-k 1 and 4 draft tokens for it too; an EAGLE head's likewise
+        # (EAGLE, EAGLE3: the command names top-k 1, where SGLang's own choice for a Llama
+        # target is 5 steps, top-k 4 and 8 draft tokens, over the same pools)
         path = spec.draft.spec.hub_repo or spec.draft.name
         return Speculative(steps=d - 1, draft_tokens=d, cell_layers=draft, draft_layers=draft,
-                           draft_path=path)
+                           draft_path=path, algorithm=ALGORITHMS[spec.draft.method])
     cell_layers = 0 if spec.model_type in NO_NEXTN_FIELD_TYPES else draft
     return Speculative(steps=d - 1, draft_tokens=d, cell_layers=cell_layers, draft_layers=draft)
 
@@ -140,6 +150,16 @@ def target_cell(cell: int, layers: int, sp: Speculative, *, indexer_row: int = 0
 
 def notes(sp: Speculative, *, hybrid: bool, cell: int, base_cell: int) -> list[str]:
     """What a plan says about the speculative run."""
+    if sp.draft_path and sp.algorithm != "STANDALONE":
+        return [f"{sp.algorithm} with the head {sp.draft_path}: {sp.steps} steps, top-k 1, "
+                f"{sp.draft_tokens} draft tokens (--speculative-tokens sets the draft tokens; "
+                "SGLang's own choice for a Llama target, without the step flags, is 5 steps, "
+                "top-k 4 and 8 draft tokens, over the same pools); its weights and its own "
+                "token embedding are loaded before the pool is profiled (the embedding is freed "
+                "once the head borrows the target's), and the pool's cell pays for its "
+                f"{sp.cell_layers} layer(s) at the target's bytes a layer ({cell:,} bytes a "
+                f"token per rank, {cell - base_cell:,} of them the head's); the draft worker then "
+                "allocates its own pool of the same token count in its own geometry"]
     if sp.draft_path:
         return [f"STANDALONE with the draft model {sp.draft_path}: {sp.steps} steps, top-k 1, "
                 f"{sp.draft_tokens} draft tokens (--speculative-tokens sets the draft tokens); "

@@ -882,6 +882,16 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
 
 
 
+def head_buffer(req: EngineRequest, mbt: int) -> int:
+    """The hidden states vLLM's EAGLE drafter keeps for every batched token
+    (spec_decode/target_dependent_ar/speculator.py: max_num_batched_tokens × the head's hidden
+    size, in the model dtype), allocated while the model loads; 0 without an EAGLE head."""
+    d = req.spec.draft
+    if d is None or d.method == "draft_model":
+        return 0
+    return mbt * d.spec.hidden_size * 2
+
+
 def tower_bytes(req: EngineRequest) -> int:
     """The bytes of a model's vision/audio towers as vLLM loads them (0 where it has none, or
     where the weights come whole from a checkpoint's tensors)."""
@@ -971,7 +981,9 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
         # max_model_len)
         d = req.spec.draft.spec
         n = req.settings.speculative_tokens or DRAFT_TOKENS
-        cmd.append(f"--speculative-config '{{\"model\": \"{d.hub_repo or d.name}\", "
+        method = ("" if req.spec.draft.method == "draft_model"
+                  else f"\"method\": \"{req.spec.draft.method}\", ")
+        cmd.append(f"--speculative-config '{{{method}\"model\": \"{d.hub_repo or d.name}\", "
                    f"\"num_speculative_tokens\": {n}}}'")
     elif req.cache.mtp:
         # the model's next-n layers as the draft (vLLM's SpeculativeConfig maps each
@@ -1146,6 +1158,10 @@ def plan(req: EngineRequest) -> EngineReport:
     if req.spec.draft is not None:
         d = req.spec.draft.spec
         limit = d.vllm_max_len or d.max_position_embeddings
+        if req.spec.draft.method != "draft_model" and d.head.rope_stretches:
+            # config/speculative.py: an EAGLE head of a plain, linear or llama3 rotary
+            # embedding shares the target's positions, its max_position_embeddings raised
+            limit = None
         if limit and req.context > limit:
             # config/vllm.py _limit_max_model_len_to_draft: "reducing max_model_len"
             raise InputError(f"vLLM lowers max_model_len to the draft's: {d.name} serves "
@@ -1281,8 +1297,9 @@ def plan(req: EngineRequest) -> EngineReport:
         stage) for ``mbt`` batched tokens."""
         if mbt not in sized:
             act = activation_peak(req.spec, p.tp, mbt)
+            held = non_torch + head_buffer(req, mbt)
             budgets = [rank_budget(sh.gpu.total_bytes if sh.gpu is not None else None, util,
-                                   sh.weights_bytes + non_torch + lb, act, req.kv_budget_bytes,
+                                   sh.weights_bytes + held + lb, act, req.kv_budget_bytes,
                                    s.extensible_kv_cache,
                                    sh.gpu.usable_bytes if sh.gpu is not None else None)
                        for sh, lb in zip(shares, adapters, strict=True)]
@@ -1469,13 +1486,20 @@ def plan(req: EngineRequest) -> EngineReport:
         notes.append(tower)
     if req.spec.draft is not None:
         k_row, v_row = draft_row_bytes(req.spec, opts.kv_k, opts.kv_v, p.tp)
-        notes.append(f"draft {req.spec.draft.name} (speculative_config method draft_model): "
-                     f"its {req.spec.mtp_layers} layers keep their K and V in the target's "
+        dm = req.spec.draft
+        notes.append(f"draft {dm.name} (speculative_config method {dm.method}): "
+                     f"its {req.spec.mtp_layers} layer(s) keep their K and V in the target's "
                      f"blocks, in {opts.kv_k.name}, {k_row + v_row:,} bytes a token per rank, "
                      "sized "
                      "with the target's; its weights are loaded before the pool is sized; "
                      "the KV pool does not depend on num_speculative_tokens (a request's "
                      "slots stop at max_model_len)")
+        if dm.method != "draft_model":
+            borrowed = "embedding" + (" and lm_head" if dm.method == "eagle" else "")
+            notes.append(f"the {dm.method} head borrows the target's token {borrowed} and keeps "
+                         f"{mbt:,} rows of its hidden states (max_num_batched_tokens)"
+                         + ("; the target must implement SupportsEagle3 (Llama, Qwen2/3, "
+                            "gpt-oss, DeepSeek and others)" if dm.method == "eagle3" else ""))
     if lora is not None:
         notes.append(lora_note(req.spec, lora, adapters[binding], p.tp,
                                shares[binding].weights_bytes))
@@ -1511,6 +1535,8 @@ def plan(req: EngineRequest) -> EngineReport:
         budget_bytes=budget.requested,
         weights_bytes=shares[binding].weights_bytes,
         overheads=(*budget.overheads(act, non_torch, startup_holding(req)),
+                   *([("EAGLE head's hidden-state buffer", head_buffer(req, mbt))]
+                     if head_buffer(req, mbt) else []),
                    *([(lora_label(lora), adapters[binding])] if lora is not None else [])),
         kv_pool_bytes=budget.kv_bytes,
         kv_tokens=tokens * p.dp,
