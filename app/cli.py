@@ -740,6 +740,12 @@ def render_find_draft(q: Query, found: dict[str, Any]) -> str:
         if spec:
             lines.append("note: every draft at the same acceptance; a larger draft is usually "
                          "accepted more often")
+        heads = [r for r in rows if r["method"] != "draft_model"]
+        if heads:
+            lines.append("note: an EAGLE head reads the target's hidden states and is trained "
+                         "for one target: " + "; ".join(
+                             f"{r['draft']} ({r['method']}) for {r['head_of'] or 'its own'}"
+                             for r in heads))
     lines += [f"not offered here: {r['draft']}: {r['reason']}" for r in found["refused"]]
     return "\n".join(lines)
 

@@ -935,7 +935,7 @@ def find_draft(q: Query, draft_weights: str | None = None,
         decode = data.get("decode") or {}
         sp = decode.get("speculative") or {}
         rows.append({"draft": entry.id, "repo": entry.repo, "family": entry.family,
-                     "method": method,
+                     "method": method, "head_of": entry.head_of,
                      "same_family": family is not None and entry.family == family,
                      "params": data["draft"]["params"],
                      "weights_bytes": data["draft"]["weights_bytes"],

@@ -346,6 +346,9 @@ def test_every_catalog_model_passes_the_head_check():
     from kvcore.query import answer
 
     for entry in model_catalog():
+        if entry.head_of:
+            # an EAGLE head is planned as its target's draft (tests/test_eagle.py)
+            continue
         data = answer(make_query(load_model(entry.id), context="32k", sequences="2",
                                  kv="q8_0", gpu="h200", mtp=True))
         assert data["total_bytes"] > 0, entry.id

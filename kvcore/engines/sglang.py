@@ -1343,7 +1343,11 @@ def plan(req: EngineRequest) -> EngineReport:
     if sp is not None and sp.cell_layers and not recurrent:
         # the draft worker's pool: the same token count over the draft's layers
         draft_bytes = dsa_pool_bytes(tokens, sp.draft_layers, row) if dsa else None
-        lines.append(mtp_draft_line(stage, opts, tokens, page, logged, pool_bytes=draft_bytes))
+        # a draft model's or head's worker serves --kv-cache-dtype auto in its own dtype
+        # (kv_cache_dtype.py: the draft runner's model dtype)
+        own = (pool_dtype(req.spec.draft.spec, k_name)
+               if req.spec.draft is not None and k_name == "auto" else logged)
+        lines.append(mtp_draft_line(stage, opts, tokens, page, own, pool_bytes=draft_bytes))
     capped = running_cap_warning(per, tokens, mamba_slots, per_running)
     if refused:
         # it raises before the pools are built: nothing of theirs is logged
