@@ -16,6 +16,7 @@ from kvcore.catalog import model_catalog
 from kvcore.draft import attach, head_method
 from kvcore.engines import EngineRequest, engine_plan
 from kvcore.hf import spec_from_config
+from kvcore.parallel import Parallel
 from kvcore.query import find_draft
 
 GiB = 1024**3
@@ -206,3 +207,19 @@ def test_api_and_cli_take_the_draft_method(capsys):
     assert main(["llama-3.1-8b", "--gpu", "h100", "--draft", "eagle3-llama3.1-instruct-8b",
                  "--draft-method", "draft_model"]) == 2
     assert "does not load it" in capsys.readouterr().err
+
+
+def test_sglang_names_the_class_it_loads_a_head_by(eagle3):
+    # the yuhuili config names LlamaForCausalLM: SGLang would load a plain Llama
+    r = engine_plan("sglang", req(eagle3, kv_budget_bytes=8 * GiB))
+    assert any("names LlamaForCausalLMEagle3" in n for n in r.notes)
+    renamed = attach(load_model("llama-3.1-8b"),
+                     _head(architectures=["LlamaForCausalLMEagle3"]))
+    r = engine_plan("sglang", req(renamed, kv_budget_bytes=8 * GiB))
+    assert not any("names LlamaForCausalLMEagle3" in n for n in r.notes)
+    # a head of Qwen3-8B's width and vocabulary under attention data parallelism
+    qwen = attach(load_model("qwen3-8b"), _head(vocab_size=151936))
+    with pytest.raises(InputError, match="attention group") as e:
+        engine_plan("sglang", req(qwen, kv_budget_bytes=8 * GiB,
+                                  parallel=Parallel(tp=2, attn_dp=2)))
+    assert e.value.field == "draft"

@@ -798,7 +798,7 @@ def head_borrowed(req: EngineRequest) -> int:
     d = req.spec.draft
     if d is None or d.method == "draft_model" or not req.cache.mtp:
         return 0
-    return d.borrowed_bytes // req.parallel.tp - d.map_bytes
+    return (d.borrowed_bytes - d.map_bytes) // req.parallel.tp
 
 
 def pool_dtype(spec: ModelSpec, flag: str) -> str:

@@ -55,6 +55,9 @@ class Speculative:
     draft_path: str | None = None
     #: --speculative-algorithm
     algorithm: str = "EAGLE"
+    #: the model class SGLang loads an EAGLE head by, where the head's config names another
+    #: (its architecture picks the class; no rename for a draft): "" where it names it
+    head_class: str = ""
 
     def flags(self) -> list[str]:
         """The launch_server flags of this run."""
@@ -68,6 +71,9 @@ class Speculative:
 
 #: --speculative-algorithm by draft method
 ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3"}
+#: the class SGLang loads a Llama EAGLE head by (models/llama_eagle.py, llama_eagle3.py),
+#: where the head's config names no EAGLE class
+HEAD_CLASSES = {"eagle": "LlamaForCausalLMEagle", "eagle3": "LlamaForCausalLMEagle3"}
 
 
 def _refuse(what: str, field: str = "mtp", *, draft: bool = False) -> InputError:
@@ -92,11 +98,14 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
         raise _refuse("the draft runs on the last pipeline stage only (SGLANG_ENABLE_PP_SPEC); "
                       "how the other stages' pools count it is not sized: use --pp 1",
                       draft=own)
-    if own and req.parallel.attn_dp > 1 and spec.draft is not None \
-            and spec.draft.method == "draft_model":
-        # speculative_hook.py: STANDALONE refuses DP attention
+    if own and req.parallel.attn_dp > 1:
+        # speculative_hook.py: STANDALONE refuses DP attention; an EAGLE-3 head then runs in
+        # an attention group of its own (draft_parallel.py), which is not sized
         raise _refuse("SGLang's STANDALONE speculative decoding refuses attention data "
-                      "parallelism: plan it with attn_dp 1", draft=True)
+                      "parallelism: plan it with attn_dp 1" if spec.draft is None
+                      or spec.draft.method == "draft_model" else
+                      "an EAGLE head's attention group under attention data parallelism is "
+                      "not sized: plan it with attn_dp 1", draft=True)
     if sliding:
         raise _refuse("the draft layer's place in the sliding-window and full pools "
                       "(eagle_draft_swa_num_layers of a draft without its own path) is not "
@@ -127,8 +136,11 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
         # (EAGLE, EAGLE3: the command names top-k 1, where SGLang's own choice for a Llama
         # target is 5 steps, top-k 4 and 8 draft tokens, over the same pools)
         path = spec.draft.spec.hub_repo or spec.draft.name
+        method = spec.draft.method
+        need = HEAD_CLASSES.get(method, "")
         return Speculative(steps=d - 1, draft_tokens=d, cell_layers=draft, draft_layers=draft,
-                           draft_path=path, algorithm=ALGORITHMS[spec.draft.method])
+                           draft_path=path, algorithm=ALGORITHMS[method],
+                           head_class="" if spec.draft.spec.head.declared else need)
     cell_layers = 0 if spec.model_type in NO_NEXTN_FIELD_TYPES else draft
     return Speculative(steps=d - 1, draft_tokens=d, cell_layers=cell_layers, draft_layers=draft)
 
@@ -159,7 +171,11 @@ def notes(sp: Speculative, *, hybrid: bool, cell: int, base_cell: int) -> list[s
                 "once the head borrows the target's), and the pool's cell pays for its "
                 f"{sp.cell_layers} layer(s) at the target's bytes a layer ({cell:,} bytes a "
                 f"token per rank, {cell - base_cell:,} of them the head's); the draft worker then "
-                "allocates its own pool of the same token count in its own geometry"]
+                "allocates its own pool of the same token count in its own geometry"] + (
+                [f"SGLang loads a draft by its config's architecture, with no rename for a "
+                 f"head: this head's config names another class, so the draft path must be a "
+                 f"copy whose config names {sp.head_class} (the memory is the same)"]
+                if sp.head_class else [])
     if sp.draft_path:
         return [f"STANDALONE with the draft model {sp.draft_path}: {sp.steps} steps, top-k 1, "
                 f"{sp.draft_tokens} draft tokens (--speculative-tokens sets the draft tokens); "
