@@ -223,3 +223,24 @@ def test_sglang_names_the_class_it_loads_a_head_by(eagle3):
         engine_plan("sglang", req(qwen, kv_budget_bytes=8 * GiB,
                                   parallel=Parallel(tp=2, attn_dp=2)))
     assert e.value.field == "draft"
+
+
+def test_vllm_head_beside_a_hybrid_target():
+    # gpt-oss: full and sliding-window layers of 8 KV heads × 64. A head of that shape joins the
+    # full layers' bucket (gpt-oss-20b: 12 sliding + 13 full, padded to groups of 13); one of
+    # another shape (head_dim 128) is refused
+    def head(head_dim=64):
+        return _head(hidden_size=2880, vocab_size=201088, num_attention_heads=64,
+                     num_key_value_heads=8, head_dim=head_dim, intermediate_size=17280)
+    spec = attach(load_model("gpt-oss-20b"), head())
+    r = engine_plan("vllm", req(spec, kv_budget_bytes=8 * GiB))
+    plain = engine_plan("vllm", EngineRequest(spec=load_model("gpt-oss-20b"), context=8192,
+                                              sequences=4, kv_budget_bytes=8 * GiB))
+    # a page: 64 tokens × 8 heads × 64 × 2 (K, V) × 2 bytes = 131,072; a block number spans
+    # the group's 13 layers where the target alone has 12
+    page = 64 * 8 * 64 * 2 * 2
+    assert (r.blocks, plain.blocks) == (8 * GiB // (13 * page), 8 * GiB // (12 * page))
+    wide = attach(load_model("gpt-oss-20b"), head(head_dim=128))
+    with pytest.raises(InputError, match="shaped unlike the target's") as e:
+        engine_plan("vllm", req(wide, kv_budget_bytes=8 * GiB))
+    assert e.value.field == "draft"

@@ -882,6 +882,25 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
 
 
 
+def _refuse_odd_draft_pages(spec: ModelSpec) -> None:
+    """Refuse a draft whose layers' shape (KV heads, head sizes) differs from the target's
+    layers of their kind where the target's layers are of several kinds: vLLM then buckets
+    layers by their whole spec (_get_kv_cache_groups_uniform_page_size) after unifying page
+    sizes, and where the draft lands among the groups is not established."""
+    own = spec.groups_for(mtp=False)
+    if len({g.kind for g in own}) < 2:
+        return
+    shapes = {(g.kind, g.n_kv_heads, g.head_dim_k, g.head_dim_v) for g in own}
+    for g in spec.groups:
+        if g.mtp and (g.kind, g.n_kv_heads, g.head_dim_k, g.head_dim_v) not in shapes:
+            assert spec.draft is not None
+            raise InputError(f"vLLM with the draft {spec.draft.name} beside {spec.name}'s "
+                             f"layers of several kinds: the draft's {g.kind.value} layers "
+                             f"({g.n_kv_heads} KV heads × {g.head_dim_k}) are shaped unlike the "
+                             "target's, and how vLLM groups them then is not established",
+                             field="draft")
+
+
 def head_buffer(req: EngineRequest, mbt: int) -> int:
     """The hidden states vLLM's EAGLE drafter keeps for every batched token
     (spec_decode/target_dependent_ar/speculator.py: max_num_batched_tokens × the head's hidden
@@ -1156,6 +1175,7 @@ def plan(req: EngineRequest) -> EngineReport:
                          "draft", field="mtp")
     check_vocab(req.spec, "vLLM", exact=True)
     if req.spec.draft is not None:
+        _refuse_odd_draft_pages(req.spec)
         d = req.spec.draft.spec
         limit = d.vllm_max_len or d.max_position_embeddings
         if req.spec.draft.method != "draft_model" and d.head.rope_stretches:
