@@ -421,8 +421,9 @@ def _plan_parser() -> argparse.ArgumentParser:
                    help="with --draft: the chance each draft token is accepted (0.7), for a "
                    "decode estimate of speculative decoding")
     p.add_argument("--draft-kv", default=None, metavar="FMT",
-                   help="llama.cpp: the draft model's cache type, K and V (-ctkd/-ctvd; "
-                   "default f16)")
+                   help="the draft's own cache type, K and V: llama.cpp's -ctkd/-ctvd "
+                   "(default f16), vLLM's speculative kv_cache_dtype, SGLang's "
+                   "--speculative-draft-kv-cache-dtype (default the target's)")
     p.add_argument("--overhead", default=None, help="runtime overhead instead of the estimate")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--version", action="version", version=f"kvplan {kvcore.__version__}")

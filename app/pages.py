@@ -70,6 +70,7 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("draft", "--draft", "no draft model", False),
         ("draft_weights", "--draft-weights", "its checkpoint's", False),
         ("draft_method", "--draft-method", "auto", False),
+        ("draft_kv", "--draft-kv", "f16 (llama.cpp), else the target's", False),
         ("acceptance", "--acceptance", "none", False),
         ("speculative_tokens", "--speculative-tokens", "0", False),
         ("hot", "--hot", "f16:4096", False),
@@ -122,8 +123,7 @@ SETTINGS: dict[str, tuple[tuple[str, str, str, bool], ...]] = {
         ("kv_unified", "--kv-unified", "", True),
         ("no_flash_attn", "-fa off", "", True)),
     "llama.cpp": (
-        ("no_mmproj", "no --mmproj", "", True),
-        ("draft_kv", "-ctkd/-ctvd", "f16", False)),
+        ("no_mmproj", "no --mmproj", "", True),),
     "Ollama": (
         ("sched_spread", "OLLAMA_SCHED_SPREAD", "", True),),
 }

@@ -93,8 +93,10 @@ class PlanIn(BaseModel):
                                      description="with draft: the chance each draft token is "
                                      "accepted, for a decode estimate of speculative decoding")
     draft_kv: str | None = Field(None, max_length=40, examples=["q8_0"],
-                                 description="llama.cpp: the draft model's cache type, K and V "
-                                 "(-ctkd/-ctvd; none: f16)")
+                                 description="the draft's own cache type, K and V: llama.cpp's "
+                                 "-ctkd/-ctvd (none: f16), vLLM's speculative kv_cache_dtype, "
+                                 "SGLang's --speculative-draft-kv-cache-dtype (none: the "
+                                 "target's)")
     no_mmproj: bool = Field(False, description="llama.cpp: the vision tower not loaded (no "
                             "--mmproj), its weights not counted")
     gpu_memory_utilization: float | None = Field(

@@ -714,6 +714,10 @@ def _json_object(flag: str, value: str, example: str = "") -> dict[str, Any]:
     return parsed
 
 
+#: vLLM's cache dtype names as kvplan's formats, for the speculative config's kv_cache_dtype
+_VLLM_DRAFT_DTYPES = {"fp8": "fp8_e4m3", "bfloat16": "bf16", "float16": "f16", "half": "f16"}
+
+
 def _vllm_spec(r: _Reader, flag: str, value: str) -> None:
     config = _json_object(flag, value)
     n = config.get("num_speculative_tokens")
@@ -732,6 +736,10 @@ def _vllm_spec(r: _Reader, flag: str, value: str) -> None:
         r.set["draft"] = model
         if method:
             r.set["draft_method"] = method
+    dtype = str(config.get("kv_cache_dtype") or "auto").lower()
+    if "draft" in r.set and dtype != "auto":
+        # the draft's own KV dtype (speculative.py _DRAFT_VLLM_CONFIG_OVERRIDES)
+        r.set["draft_kv"] = _VLLM_DRAFT_DTYPES.get(dtype, dtype)
     elif model:
         r.note(f"{flag}: the {method} draft {model}'s weights and cache are not counted "
                "(kvplan plans a draft model of its own and EAGLE heads)")
@@ -1049,6 +1057,7 @@ _SGLANG = (
     _Flag(("--speculative-num-draft-tokens",), "value",
           _set("speculative_tokens", lambda f, v: _int(f, v, 1))),
     _Flag(("--speculative-draft-model-path",), "value", _seen("draft")),
+    _Flag(("--speculative-draft-kv-cache-dtype",), "value", _seen("draft_kv")),
     _Flag(("--attn-dp-size",), "value", _set("attn_dp", lambda f, v: _int(f, v, 1))),
     # the deprecated spelling: --dp-size N with it is --attn-dp-size N (parallel_hook.py
     # handle_deprecated_dp_attention)
@@ -1121,6 +1130,10 @@ def _sglang_finish(r: _Reader) -> None:
                "replicas)")
     algo = r.seen.get("spec_algo")
     if algo:
+        dkv = str(r.seen.get("draft_kv") or "auto").lower()
+        if r.seen.get("draft") and dkv != "auto":
+            # the draft's pool dtype (its choices: fp8_e5m2, fp8_e4m3, bf16, bfloat16)
+            r.set["draft_kv"] = "bf16" if dkv == "bfloat16" else dkv
         if r.seen.get("draft") and algo in ("STANDALONE", "EAGLE3"):
             r.set["draft"] = r.seen["draft"]
             r.set["draft_method"] = "draft_model" if algo == "STANDALONE" else "eagle3"

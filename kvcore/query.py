@@ -63,7 +63,7 @@ GPU_COUNTS = (1, 2, 4, 8)
 ENGINE_SETTINGS = {
     "raw": (),
     "vllm": ("gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs",
-             "speculative_tokens", "offload_bytes", "prefix_caching", "cpu_offload_bytes",
+             "speculative_tokens", "draft_kv", "offload_bytes", "prefix_caching", "cpu_offload_bytes",
              "enforce_eager", "language_model_only", "lora", "extensible_kv_cache",
              "extensible_kv_cache_asked",
              "host_link_bytes_per_s", "kv_cache_dtype_skip_layers", "attention_backend"),
@@ -85,7 +85,7 @@ ENGINE_SETTINGS = {
                "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "decode_cuda_graph",
                "prefill_cuda_graph", "dp_lm_head", "moe_a2a_backend", "swa_full_tokens_ratio",
                "mamba_full_memory_ratio", "max_mamba_cache_size", "radix_cache",
-               "prefill_kv_cache_dequant_dtype", "attention_backend"),
+               "prefill_kv_cache_dequant_dtype", "attention_backend", "draft_kv"),
     "trtllm": ("free_gpu_memory_fraction", "tokens_per_block", "offload_bytes", "max_num_tokens",
                "max_total_tokens"),
 }
@@ -163,6 +163,14 @@ class Query(EngineRequest):
 
             object.__setattr__(self, "cache", replace(
                 self.cache, draft_format=draft_cache_format(self.settings)))
+        elif (self.engine in ("vllm", "sglang") and self.spec.draft is not None
+                and self.settings.draft_kv and self.cache.draft_format is None):
+            # the draft's own KV dtype (vLLM's speculative kv_cache_dtype, SGLang's
+            # --speculative-draft-kv-cache-dtype) prices its rows in the plan's table
+            from .formats import get_format
+
+            object.__setattr__(self, "cache", replace(
+                self.cache, draft_format=get_format(self.settings.draft_kv, field="draft_kv")))
         if self.acceptance is not None:
             if self.spec.draft is None:
                 raise InputError("acceptance is a draft model's: give the draft model too "

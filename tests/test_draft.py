@@ -15,7 +15,7 @@ from app.web import create_app
 from kvcore import CacheOptions, InputError, load_model
 from kvcore.command import read_command, resolve
 from kvcore.draft import attach, draft_row_bytes
-from kvcore.engines import EngineRequest, engine_plan
+from kvcore.engines import EngineRequest, EngineSettings, engine_plan
 from kvcore.formats import get_format
 from kvcore.kv import bytes_per_token
 from kvcore.parallel import Parallel
@@ -228,6 +228,16 @@ def test_launch_commands_name_the_draft():
     _, fields = resolve(launch)
     assert (fields["draft"], fields["draft_method"]) == ("eagle3-llama3.1-instruct-8b",
                                                          "eagle3")
+    # the draft's own KV dtype: vLLM's speculative kv_cache_dtype, SGLang's flag
+    _, fields = resolve(read_command(
+        "vllm serve Qwen/Qwen3-8B --speculative-config '{\"model\": \"Qwen/Qwen3-0.6B\", "
+        "\"num_speculative_tokens\": 5, \"kv_cache_dtype\": \"fp8\"}'"))
+    assert fields["draft_kv"] == "fp8_e4m3"
+    _, fields = resolve(read_command(
+        "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --speculative-algorithm "
+        "STANDALONE --speculative-draft-model-path Qwen/Qwen3-0.6B "
+        "--speculative-draft-kv-cache-dtype bfloat16"))
+    assert fields["draft_kv"] == "bf16"
     launch = read_command("llama-server -m Qwen3-8B-Q4_K_M.gguf -md elsewhere-Q8_0.gguf")
     _, fields = resolve(launch)
     assert "draft" not in fields and any("not counted" in n for n in launch.notes)
@@ -400,3 +410,28 @@ def test_find_draft_with_a_wrong_setting_is_one_error(capsys):
                  "--weights", "q4_k_m", "--draft-kv", "q9_9"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "q9_9" in err
+
+
+def test_draft_kv_under_vllm_and_sglang(pair):
+    # vLLM's speculative kv_cache_dtype fp8: the draft's 28 layers at 8 × 128 × 2 bytes a token
+    # = 57,344 beside the target's 147,456 in f16: 64-token blocks of 13,107,200 bytes
+    fp8 = EngineSettings(draft_kv="fp8_e4m3")
+    r = engine_plan("vllm", req(pair, kv_budget_bytes=8 * GiB, settings=fp8))
+    assert r.blocks == 8 * GiB // (64 * (TARGET + DRAFT // 2)) == 655
+    assert "\"num_speculative_tokens\": 3, \"kv_cache_dtype\": \"fp8\"}'" in r.command
+    # SGLang's --speculative-draft-kv-cache-dtype: the cell still reserves 262,144 bytes, the
+    # draft's pool is allocated in fp8, (N + 1) × 28,672 bytes for K
+    r = engine_plan("sglang", req(pair, kv_budget_bytes=8 * GiB, settings=fp8))
+    assert (r.extra["cell_bytes"], r.kv_tokens) == (TARGET + DRAFT, 32768)
+    assert r.log_lines[1] == ("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: "
+                              f"32768, K size: {32769 * 28672 / GiB:.2f} GB, V size: "
+                              f"{32769 * 28672 / GiB:.2f} GB")
+    assert r.command.endswith("--speculative-draft-kv-cache-dtype fp8_e4m3")
+    with pytest.raises(InputError, match="sized here for bf16, fp8_e4m3, fp8_e5m2") as e:
+        engine_plan("sglang", req(pair, kv_budget_bytes=8 * GiB,
+                                  settings=EngineSettings(draft_kv="q8_0")))
+    assert e.value.field == "draft_kv"
+    with pytest.raises(InputError, match="give the draft too") as e:
+        engine_plan("vllm", req(load_model("qwen3-8b"), mtp=False, kv_budget_bytes=8 * GiB,
+                                settings=fp8))
+    assert e.value.field == "draft_kv"

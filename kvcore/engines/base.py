@@ -535,6 +535,26 @@ def single_format(engine: str, opts: CacheOptions, supported: dict[str, str]) ->
     return name
 
 
+def own_draft_format(req: EngineRequest, flag: str, allowed: tuple[str, ...],
+                     what: str) -> KVFormat | None:
+    """The draft's own KV dtype where the request gives one (kvplan's draft_kv, the engine's
+    ``flag``; None: the target's, which the draft inherits), or a one-line refusal: without a
+    draft, or a format outside ``allowed`` (``what`` says what the engine takes besides)."""
+    from ..formats import get_format
+
+    s = req.settings
+    if s.draft_kv is None:
+        return None
+    if req.spec.draft is None or not req.cache.mtp:
+        raise InputError(f"draft_kv is the draft's KV dtype ({flag}): give the draft too "
+                         "(--draft)", field="draft_kv")
+    fmt = get_format(s.draft_kv, field="draft_kv")
+    if fmt.name not in allowed:
+        raise InputError(f"{flag} is sized here for {', '.join(allowed)}{what}; got "
+                         f"{fmt.name}", field="draft_kv")
+    return fmt
+
+
 def past_derived(engine: str, flag: str, context: int, derived: int | None,
                  variable: str) -> str | None:
     """Past the length an engine derives from the config (vLLM's max_model_len, SGLang's

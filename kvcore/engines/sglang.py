@@ -22,9 +22,10 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ..errors import InputError
+from ..formats import KVFormat
 from ..gpus import GPU
 from ..hf import GLM5_NEXT_TYPES, MINIMAX_M3_TYPES
-from ..kv import CacheOptions, kv_row_bytes
+from ..kv import CacheOptions, in_format, kv_row_bytes
 from ..model import LayerKind, ModelSpec, Module
 from ..parallel import sglang_stage_layers
 from ..plan import largest
@@ -42,6 +43,7 @@ from .base import (
     kind_layers,
     model_ref,
     need_gpu,
+    own_draft_format,
     parallel_flags,
     past_derived,
     rank_weights,
@@ -791,6 +793,17 @@ def long_context_note(req: EngineRequest) -> str | None:
             "unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which the command sets")
 
 
+#: --speculative-draft-kv-cache-dtype's choices besides auto (arg_groups/fields/spec.py)
+DRAFT_FORMATS = ("bf16", "fp8_e4m3", "fp8_e5m2")
+
+
+def draft_format(req: EngineRequest) -> KVFormat | None:
+    """The draft's own KV dtype (kvplan's draft_kv: --speculative-draft-kv-cache-dtype; None:
+    the target's --kv-cache-dtype), or a one-line refusal."""
+    return own_draft_format(req, "SGLang's --speculative-draft-kv-cache-dtype", DRAFT_FORMATS,
+                            " (or auto, the target's)")
+
+
 def head_borrowed(req: EngineRequest) -> int:
     """The bytes a rank holds for an EAGLE head beyond its kept weights while the target's pool
     is sized: the head's own token embedding (VocabParallelEmbedding, split over the ranks) and
@@ -1072,6 +1085,7 @@ def plan(req: EngineRequest) -> EngineReport:
     logged = pool_dtype(req.spec, "bfloat16" if dsa and k_name == "auto" else k_name)
     # EAGLE/NEXTN with the model's MTP head (sglang_mtp): None without --mtp
     sp = mtp_resolve(req, sliding=sliding)
+    draft_kv = draft_format(req)
     note_hybrid = ""
     p = req.parallel
     # a logical page owns whole pools of index keys: 64 × index_kpool tokens
@@ -1347,7 +1361,10 @@ def plan(req: EngineRequest) -> EngineReport:
         # (kv_cache_dtype.py: the draft runner's model dtype)
         own = (pool_dtype(req.spec.draft.spec, k_name)
                if req.spec.draft is not None and k_name == "auto" else logged)
-        lines.append(mtp_draft_line(stage, opts, tokens, page, own, pool_bytes=draft_bytes))
+        d_opts = opts
+        if draft_kv is not None:
+            own, d_opts = f"torch.{FLAG_DTYPES[draft_kv.name]}", in_format(opts, draft_kv)
+        lines.append(mtp_draft_line(stage, d_opts, tokens, page, own, pool_bytes=draft_bytes))
     capped = running_cap_warning(per, tokens, mamba_slots, per_running)
     if refused:
         # it raises before the pools are built: nothing of theirs is logged
@@ -1414,6 +1431,12 @@ def plan(req: EngineRequest) -> EngineReport:
     if sp is not None:
         cmd += sp.flags()
         notes += mtp_notes(sp, hybrid=bool(recurrent), cell=cell, base_cell=base_cell)
+        if draft_kv is not None:
+            cmd.append(f"--speculative-draft-kv-cache-dtype {draft_kv.name}")
+            notes.append(f"the draft's pool in {draft_kv.name} "
+                         "(--speculative-draft-kv-cache-dtype); the cell still reserves the "
+                         "target's bytes a layer for it, so what it saves is free memory "
+                         "(raise --mem-fraction-static to turn it into KV capacity)")
     if minimax:
         mk, mv = main[binding]
         kept = "fp8 (as the fp8_e4m3 cache)" if index_bytes == 1 else "the model's dtype"

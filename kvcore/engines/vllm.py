@@ -49,6 +49,7 @@ from .base import (
     loaded_weights,
     model_ref,
     need_gpu,
+    own_draft_format,
     parallel_flags,
     past_derived,
     rank_weights,
@@ -583,10 +584,11 @@ def _checkpoint_pages(spec: ModelSpec, kind: LayerKind, gdn: bool, kda: bool) ->
 def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
            spec_tokens: int = 0, gpu: GPU | None = None,
            prefix_caching: bool = True, skipped: frozenset[int] = frozenset(),
-           padded: bool = False) -> list[Spec]:
+           padded: bool = False, draft: KVFormat | None = None) -> list[Spec]:
     """One rank's specs. ``skipped``: the layers kept at the model's dtype (TurboQuant's
     boundary layers, --kv-cache-dtype-skip-layers: vllm_skip); ``padded``: whether vLLM pads
-    the sliding-window pages to the shared page (skip_page_size_padded)."""
+    the sliding-window pages to the shared page (skip_page_size_padded); ``draft``: a draft
+    model's own KV dtype (speculative_config kv_cache_dtype) for its layers."""
     attn: list[tuple[LayerGroup, int]] = []
     #: the skipped groups (their own specs, at the model's dtype)
     kept: set[int] = set()
@@ -623,8 +625,9 @@ def _specs(spec: ModelSpec, k: KVFormat, v: KVFormat, block: int, mtp: bool,
                 g = replace(g, layers=tuple(i for i in g.layers if i not in own))
                 if not g.layers:
                     continue
-            per_head = _value_bytes(k, g.head_dim_k) + (_value_bytes(v, g.head_dim_v, "v")
-                                                         if g.head_dim_v else 0)
+            gk, gv = (draft, draft) if draft is not None and g.mtp and spec.draft else (k, v)
+            per_head = _value_bytes(gk, g.head_dim_k) + (_value_bytes(gv, g.head_dim_v, "v")
+                                                          if g.head_dim_v else 0)
             if (spec.model_type in GEMMA4_TYPES and k.name == "fp8_pth"
                     and g.head_dim_k in GEMMA4_PTH_HEAD):
                 per_head = GEMMA4_PTH_HEAD[g.head_dim_k]
@@ -844,13 +847,15 @@ class Pool:
 def pool(spec: ModelSpec, available: int, k: KVFormat, v: KVFormat, block: int,
          mtp: bool = False, spec_tokens: int = 0, gpu: GPU | None = None,
          prefix_caching: bool = True, measured: int | None = None,
-         skipped: frozenset[int] = frozenset(), padded: bool = False) -> Pool:
+         skipped: frozenset[int] = frozenset(), padded: bool = False,
+         draft: KVFormat | None = None) -> Pool:
     """Blocks vLLM carves out of ``available`` bytes for one rank's layers (the card decides
     whether a Gated DeltaNet model keeps a prefill checkpoint page; prefix caching, how many
     state pages a request of a hybrid model keeps). ``measured``: the bytes the extensible
     KV cache commits after warmup, in whole granules per layer region, at most the
     ``available`` reservation's blocks (kv_cache_planning.finalize_extensible_kv_cache)."""
-    specs = _specs(spec, k, v, block, mtp, spec_tokens, gpu, prefix_caching, skipped, padded)
+    specs = _specs(spec, k, v, block, mtp, spec_tokens, gpu, prefix_caching, skipped, padded,
+                   draft)
     if not specs:
         return Pool(0, 1, (), spec_tokens)
     size, groups = _layout(specs)
@@ -880,6 +885,19 @@ def activation_peak(spec: ModelSpec, tp: int, mbt: int, dtype_bytes: int = 2) ->
     inter = max(spec.intermediate_size, spec.hidden_size)
     return mbt * (3 * spec.hidden_size + 3 * inter // tp) * dtype_bytes
 
+
+
+#: the dtypes kvplan sizes a draft's own cache in (speculative_config kv_cache_dtype; the
+#: per-token-head and packed formats have specs of their own, not sized for a draft)
+DRAFT_FORMATS = ("f16", "bf16", "fp8_e4m3", "fp8_e5m2")
+#: their names in the speculative config (16 bits: the names of the dtypes themselves)
+DRAFT_DTYPES = {"f16": "float16", "bf16": "bfloat16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2"}
+
+
+def draft_format(req: EngineRequest) -> KVFormat | None:
+    """The draft's own KV dtype (kvplan's draft_kv: speculative_config's kv_cache_dtype; None:
+    the target's --kv-cache-dtype, which it inherits), or a one-line refusal."""
+    return own_draft_format(req, "vLLM's speculative_config kv_cache_dtype", DRAFT_FORMATS, "")
 
 
 def _refuse_odd_draft_pages(spec: ModelSpec) -> None:
@@ -1002,8 +1020,11 @@ def serve_command(req: EngineRequest, max_len: int, util: float | None, k_name: 
         n = req.settings.speculative_tokens or DRAFT_TOKENS
         method = ("" if req.spec.draft.method == "draft_model"
                   else f"\"method\": \"{req.spec.draft.method}\", ")
+        fmt = draft_format(req)
+        dtype = (f", \"kv_cache_dtype\": \"{DRAFT_DTYPES[fmt.name]}\""
+                 if fmt is not None else "")
         cmd.append(f"--speculative-config '{{{method}\"model\": \"{d.hub_repo or d.name}\", "
-                   f"\"num_speculative_tokens\": {n}}}'")
+                   f"\"num_speculative_tokens\": {n}{dtype}}}'")
     elif req.cache.mtp:
         # the model's next-n layers as the draft (vLLM's SpeculativeConfig maps each
         # architecture's MTP model from method "mtp"), one token a step unless told more
@@ -1174,6 +1195,7 @@ def plan(req: EngineRequest) -> EngineReport:
                          "config (num_nextn_predict_layers or mtp_num_hidden_layers) for the "
                          "draft", field="mtp")
     check_vocab(req.spec, "vLLM", exact=True)
+    draft_kv = draft_format(req)
     if req.spec.draft is not None:
         _refuse_odd_draft_pages(req.spec)
         d = req.spec.draft.spec
@@ -1325,7 +1347,7 @@ def plan(req: EngineRequest) -> EngineReport:
                        for sh, lb in zip(shares, adapters, strict=True)]
             raw = [pool(sh.spec, max(0, b.reserved), opts.kv_k, opts.kv_v, block, opts.mtp,
                         s.speculative_tokens, sh.gpu, s.prefix_caching, b.measured,
-                        skipped, padded)
+                        skipped, padded, draft_kv)
                    for sh, b in zip(shares, budgets, strict=True)]
             tight = min(range(len(raw)), key=lambda i: raw[i].num_blocks)
             least = raw[tight].num_blocks
@@ -1505,11 +1527,14 @@ def plan(req: EngineRequest) -> EngineReport:
     if tower:
         notes.append(tower)
     if req.spec.draft is not None:
-        k_row, v_row = draft_row_bytes(req.spec, opts.kv_k, opts.kv_v, p.tp)
+        dk = draft_kv or opts.kv_k
+        k_row, v_row = draft_row_bytes(req.spec, dk, draft_kv or opts.kv_v, p.tp)
         dm = req.spec.draft
         notes.append(f"draft {dm.name} (speculative_config method {dm.method}): "
                      f"its {req.spec.mtp_layers} layer(s) keep their K and V in the target's "
-                     f"blocks, in {opts.kv_k.name}, {k_row + v_row:,} bytes a token per rank, "
+                     f"blocks, in {dk.name}"
+                     + (" (its kv_cache_dtype)" if draft_kv else "")
+                     + f", {k_row + v_row:,} bytes a token per rank, "
                      "sized "
                      "with the target's; its weights are loaded before the pool is sized; "
                      "the KV pool does not depend on num_speculative_tokens (a request's "
