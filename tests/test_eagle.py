@@ -244,3 +244,29 @@ def test_vllm_head_beside_a_hybrid_target():
     with pytest.raises(InputError, match="shaped unlike the target's") as e:
         engine_plan("vllm", req(wide, kv_budget_bytes=8 * GiB))
     assert e.value.field == "draft"
+
+
+def test_sglang_head_beside_a_sliding_window_target():
+    # gpt-oss-20b: 12 full and 12 sliding layers of 8 KV heads × 64, 2,048 bytes a layer and
+    # token in bf16. HybridSWAPoolConfigurator's full side pays for the head's layer at that:
+    # tokens = budget / (12 × 2,048 + 2,048 + 0.8 × 12 × 2,048)
+    def head(head_dim=64):
+        return _head(hidden_size=2880, vocab_size=201088, num_attention_heads=64,
+                     num_key_value_heads=8, head_dim=head_dim, intermediate_size=17280,
+                     architectures=["LlamaForCausalLMEagle3"])
+    r = engine_plan("sglang", req(attach(load_model("gpt-oss-20b"), head()),
+                                  kv_budget_bytes=8 * GiB))
+    page = r.block_tokens
+    full = int(8 * GiB / (12 * 2048 + 2048 + 0.8 * 12 * 2048)) // page * page
+    assert r.kv_tokens == full
+    assert r.log_lines[0].startswith(f"Use sliding window memory pool. full_layer_tokens={full}")
+    # the head's pool: the full side's token count in its own geometry
+    assert r.log_lines[-1].endswith(f"#tokens: {full}, K size: {(full + page) * 1024 / GiB:.2f} "
+                                    f"GB, V size: {(full + page) * 1024 / GiB:.2f} GB")
+    assert not any("pool takes" in n for n in r.notes)
+    # a head of head_dim 128 allocates twice what the cell reserved for it
+    r = engine_plan("sglang", req(attach(load_model("gpt-oss-20b"), head(128)),
+                                  kv_budget_bytes=8 * GiB))
+    assert r.kv_tokens == full
+    assert any("takes 4,096 bytes a token per rank where the cell reserved 2,048" in n
+               for n in r.notes)

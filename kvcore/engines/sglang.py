@@ -21,6 +21,7 @@ import math
 from dataclasses import replace
 from typing import Any, NamedTuple
 
+from ..draft import draft_row_bytes
 from ..errors import InputError
 from ..formats import KVFormat
 from ..gpus import GPU
@@ -1177,10 +1178,19 @@ def plan(req: EngineRequest) -> EngineReport:
     conv_req = sum(g.count * g.conv_state_values * req.spec.dtype_bytes for g in recurrent)
     per_req = conv_req + sum(g.count * (g.state_values - g.conv_state_values) * ssm_bytes
                              for g in recurrent)
+    draft_full = 0
     if sliding:
         fk, fv = kv_row_bytes(stage, opts.kv_k, opts.kv_v, (LayerKind.FULL, LayerKind.MLA))
         sk, sv = kv_row_bytes(stage, opts.kv_k, opts.kv_v,
                               (LayerKind.SLIDING, LayerKind.CHUNKED))
+        if sp is not None and sp.cell_layers:
+            # HybridSWAPoolConfigurator: a draft of full attention (a draft model's or head's
+            # own path, eagle_draft_swa_num_layers None) adds its layers to the full side at
+            # the target's bytes a full layer (_full_per_token × draft layers)
+            full_layers = sum(g.count for g in stage.groups
+                              if not g.mtp and g.kind in (LayerKind.FULL, LayerKind.MLA))
+            draft_full = (fk + fv) // max(1, full_layers) * sp.cell_layers
+            base_cell, cell = fk + fv, fk + fv + draft_full
 
     window = swa_window(stage) if sliding else None
     # --disable-radix-cache with --max-running-requests (which the command always passes):
@@ -1245,7 +1255,8 @@ def plan(req: EngineRequest) -> EngineReport:
             # one pool for full layers and one for window layers, sized so the window pool
             # holds swa_full_tokens_ratio as many tokens (pool_configurator
             # HybridSWAPoolConfigurator)
-            n = int(max(0, rest) / ((fk + fv) + swa_ratio * (sk + sv))) // page * page
+            n = int(max(0, rest) / ((fk + fv) + draft_full + swa_ratio * (sk + sv)))
+            n = n // page * page
         else:
             n = max(0, rest) // cell // page * page
         profiled = n
@@ -1431,6 +1442,18 @@ def plan(req: EngineRequest) -> EngineReport:
     if sp is not None:
         cmd += sp.flags()
         notes += mtp_notes(sp, hybrid=bool(recurrent), cell=cell, base_cell=base_cell)
+        if req.spec.draft is not None:
+            # the cell reserved the target's bytes a layer for each draft layer; the draft's
+            # worker allocates its own geometry (kv_cache_configurator.py: "assumes the draft
+            # shares the target's per-layer KV size")
+            actual = sum(draft_row_bytes(req.spec, draft_kv or opts.kv_k,
+                                         draft_kv or opts.kv_v, p.tp))
+            reserved = cell - base_cell
+            if actual > reserved:
+                notes.append(f"the draft's pool takes {actual:,} bytes a token per rank where "
+                             f"the cell reserved {reserved:,} (the target's bytes a layer): "
+                             f"the rest, {(tokens + page) * (actual - reserved) / GiB:.2f} GiB, "
+                             "comes out of the memory mem_fraction_static leaves")
         if draft_kv is not None:
             cmd.append(f"--speculative-draft-kv-cache-dtype {draft_kv.name}")
             notes.append(f"the draft's pool in {draft_kv.name} "

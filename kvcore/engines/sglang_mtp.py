@@ -106,19 +106,27 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
                       or spec.draft.method == "draft_model" else
                       "an EAGLE head's attention group under attention data parallelism is "
                       "not sized: plan it with attn_dp 1", draft=True)
-    if sliding:
+    draft_kinds = ({g.kind for g in spec.groups if g.mtp} if spec.draft is not None
+                   else set())
+    if sliding and (not own or draft_kinds != {LayerKind.FULL}):
+        # a draft model of full attention only: HybridSWAPoolConfigurator's full side pays for
+        # its layers (eagle_draft_swa_num_layers None); a sliding draft's place is not read
         raise _refuse("the draft layer's place in the sliding-window and full pools "
-                      "(eagle_draft_swa_num_layers of a draft without its own path) is not "
-                      "established", draft=own)
-    if own and {g.kind for g in spec.groups} != {LayerKind.FULL}:
+                      "(eagle_draft_swa_num_layers of a draft without its own path, or of a "
+                      "draft with sliding-window layers) is not established", draft=own)
+    target_kinds = {g.kind for g in spec.groups if not g.mtp}
+    allowed = ({LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED} if sliding
+               else {LayerKind.FULL})
+    if own and not target_kinds <= allowed:
         # DefaultPoolConfigurator's cell with a draft is read for a target of full attention
         # only; the hybrid, MLA and sparse configurators' draft terms were not
-        odd = sorted({g.kind.value for g in spec.groups} - {LayerKind.FULL.value})
+        odd = sorted(k.value for k in target_kinds - allowed)
         raise _refuse(f"the pools of a target with {', '.join(odd)} layers beside a draft "
-                      "model are not sized (kvplan sizes a target of full attention)",
+                      "model are not sized (kvplan sizes a target of full attention, and one "
+                      "of full and sliding-window pools)",
                       draft=True)
     kinds = {g.kind for g in spec.groups if not g.kind.is_recurrent}
-    if not kinds <= SIZED_KINDS:
+    if not kinds <= SIZED_KINDS | (allowed if own else set()):
         raise _refuse("the draft pool of a model with "
                       + ", ".join(sorted(k.name.lower() for k in kinds - SIZED_KINDS))
                       + " layers is not sized", draft=own)
