@@ -80,8 +80,7 @@ def head_method(draft: ModelSpec, method: str | None = None) -> str:
                          field="draft_method")
     h = draft.head
     names = f"{draft.name} {draft.hub_repo or ''}".lower()
-    # what the config itself says: its architecture, or an EAGLE-3 head's draft vocabulary
-    stated = h.declared or ("eagle3" if h.draft_vocab_size else "")
+    stated = _stated(draft)
     found = stated or ("eagle3" if "eagle3" in names else
                        "eagle" if "eagle-" in names else "draft_model")
     if m == "auto":
@@ -97,13 +96,18 @@ def head_method(draft: ModelSpec, method: str | None = None) -> str:
 _TITLES = {"eagle": "EAGLE", "eagle3": "EAGLE-3", "draft_model": "draft model"}
 
 
+def _stated(spec: ModelSpec) -> str:
+    """The head a config itself names: by its architecture, or an EAGLE-3 head by its draft
+    vocabulary ("" where it names none)."""
+    return spec.head.declared or ("eagle3" if spec.head.draft_vocab_size else "")
+
+
 def refuse_head_target(spec: ModelSpec) -> None:
     """Refuse, in one line, an EAGLE head planned as a model to serve: its config names one
     (an Eagle architecture, draft_vocab_size) or the catalog lists it as a head."""
     from .catalog import model_catalog
 
-    h = spec.head
-    declared = h.declared or ("eagle3" if h.draft_vocab_size else "")
+    declared = _stated(spec)
     of = next((e.head_of for e in model_catalog() if e.id == spec.name and e.head_of), "")
     if not declared and not of:
         return
