@@ -1014,6 +1014,11 @@ def _list(cmd: str, as_json: bool, vendor: str | None = None,
         if twins:
             table += ("\n\nalso found by name, the config of an entry but for fields kvplan "
                       "does not read:\n" + "\n".join(f"{a:<{width}}  = {e}" for a, e in twins))
+        heads = [i for i in items if i.get("head_of")]
+        if heads:
+            table += ("\n\nEAGLE draft heads, planned as their target's --draft: "
+                      + "; ".join(f"{i['id']} ({i['draft_method']}) for {i['head_of']}"
+                                  for i in heads))
     return table
 
 

@@ -323,10 +323,14 @@ def model_entry(entry: CatalogEntry, sources: bool = False) -> dict[str, Any]:
     size, its layers, the f16 K + V bytes a token of one sequence (while the context is shorter
     than every window, and each token past them) and the positions it was trained for
     (``sources``: with where its config came from, as the API gives it)."""
+    from kvcore.draft import head_method, head_params
+
     spec = load_model(entry.id)
     item: dict[str, Any] = {
         "id": entry.id, "repo": entry.repo, "family": entry.family,
-        "params": spec.params.total, "layers": spec.num_layers,
+        # an EAGLE head's own parameters (its embedding and lm_head are the target's)
+        "params": head_params(spec) if entry.head_of else spec.params.total,
+        "layers": spec.num_layers,
         "kinds": [k.value for k in spec.kinds],
         "bytes_per_token_f16": bytes_per_token(spec),
         "marginal_bytes_per_token_f16": marginal_bytes_per_token(spec),
@@ -334,6 +338,10 @@ def model_entry(entry: CatalogEntry, sources: bool = False) -> dict[str, Any]:
     if sources:
         item["source"] = entry.source
     item["aliases"] = [a.repo for a in entry.aliases]
+    if entry.head_of:
+        # a draft head: planned as its target's --draft, not as a model
+        item["head_of"] = entry.head_of
+        item["draft_method"] = head_method(spec)
     return item
 
 

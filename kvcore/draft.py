@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from .kv import CacheOptions
 
 __all__ = ["DRAFT_KINDS", "DRAFT_TOKENS", "METHODS", "VOCAB_SLACK", "attach", "check_vocab",
-           "draft_groups", "draft_row_bytes", "head_method", "load_draft", "speculative_decode"]
+           "draft_groups", "draft_row_bytes", "head_method", "head_params", "load_draft",
+           "speculative_decode"]
 
 #: cache kinds a draft model may have: attention over its own tokens (full or windowed)
 DRAFT_KINDS = frozenset({LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED})
@@ -159,6 +160,13 @@ def _head_params(d: ModelSpec, method: str) -> tuple[ParamCount, int, int]:
     total = attn + mlp + norms + fc + lm_head
     return (ParamCount(total=total, active=total, embedding=lm_head, replicated=fc + norms),
             d2t, borrowed)
+
+
+def head_params(head: ModelSpec) -> int:
+    """The parameters an EAGLE head keeps (its config's own count takes it for a whole model:
+    an embedding and a full lm_head it borrows); 0 for a draft model."""
+    method = head_method(head)
+    return 0 if method == "draft_model" else _head_params(head, method)[0].total
 
 
 def check_head(target: ModelSpec, head: ModelSpec, method: str) -> None:

@@ -270,3 +270,19 @@ def test_sglang_head_beside_a_sliding_window_target():
     assert r.kv_tokens == full
     assert any("takes 4,096 bytes a token per rank where the cell reserved 2,048" in n
                for n in r.notes)
+
+
+def test_the_catalog_lists_heads_with_their_own_parameters(capsys):
+    assert main(["models", "eagle"]) == 0
+    out = capsys.readouterr().out
+    assert "eagle3-llama3.1-instruct-8b    0.4B" in out
+    assert ("EAGLE draft heads, planned as their target's --draft: eagle3-llama3.1-instruct-8b "
+            "(eagle3) for llama-3.1-8b; eagle-llama3-instruct-8b (eagle) for "
+            "llama-3-8b-instruct") in out
+    rows = TestClient(create_app()).get("/api/v1/models?q=eagle").json()
+    head = next(r for r in rows if r["id"] == "eagle3-llama3.1-instruct-8b")
+    assert (head["params"], head["head_of"], head["draft_method"]) == (
+        EAGLE3_PARAMS, "llama-3.1-8b", "eagle3")
+    plain = next(r for r in TestClient(create_app()).get("/api/v1/models?q=qwen3-8b").json()
+                 if r["id"] == "qwen3-8b")
+    assert "head_of" not in plain
