@@ -157,6 +157,8 @@ def _head_params(d: ModelSpec, method: str) -> tuple[ParamCount, int, int]:
         lm_head, d2t = 0, 0
         borrowed = 2 * d.vocab_size * hidden
     fc += hidden if h.bias else 0
+    if eagle3 and h.norm_before_fc:
+        norms += (h.aux_layers or AUX_LAYERS) * (h.target_hidden_size or hidden)
     total = attn + mlp + norms + fc + lm_head
     return (ParamCount(total=total, active=total, embedding=lm_head, replicated=fc + norms),
             d2t, borrowed)

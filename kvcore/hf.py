@@ -20,7 +20,10 @@ from .quant import QuantScheme, parse_quant, quant_notes
 
 __all__ = ["language_config", "spec_from_config"]
 
-_NESTED = ("text_config", "llm_config", "language_config", "text_model_config")
+# (``transformer_layer_config``: the decoder layer of a speculators-format draft head, whose
+# own fields, draft_vocab_size and the like, sit beside it)
+_NESTED = ("text_config", "llm_config", "language_config", "text_model_config",
+           "transformer_layer_config")
 
 # canonical name -> names used by other dialects, in order of preference
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -3606,6 +3609,10 @@ def _head_config(config: Mapping[str, Any], lm: Mapping[str, Any]) -> HeadConfig
     """What ``config`` says of an EAGLE draft head (every config is read; most say nothing)."""
     archs = " ".join(_architectures(config)).lower()
     declared = "eagle3" if "eagle3" in archs else "eagle" if "eagle" in archs else ""
+    kind = config.get("speculators_model_type")
+    if kind in ("eagle", "eagle3"):
+        # a speculators-format head (Eagle3Speculator, Eagle3DraftModel)
+        declared = str(kind)
 
     def size(key: str) -> int:
         v = lm.get(key, config.get(key))
@@ -3617,13 +3624,16 @@ def _head_config(config: Mapping[str, Any], lm: Mapping[str, Any]) -> HeadConfig
         return v
 
     eagle = lm.get("eagle_config", config.get("eagle_config"))
-    aux = eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict) else None
+    aux = (eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict)
+           # the speculators format names them beside its layer config
+           else lm.get("eagle_aux_hidden_state_layer_ids"))
     rope = lm.get("rope_scaling") or lm.get("rope_parameters")
     kind = (rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, dict) \
         else "default"
     return HeadConfig(declared=declared, draft_vocab_size=size("draft_vocab_size"),
                       target_hidden_size=size("target_hidden_size"),
                       bias=lm.get("bias", config.get("bias")) is True,
+                      norm_before_fc=lm.get("norm_before_fc") is True,
                       aux_layers=len(aux) if isinstance(aux, list) else 0,
                       rope_stretches=str(kind) in _STRETCHED_ROPE)
 

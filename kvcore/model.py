@@ -286,6 +286,9 @@ class HeadConfig:
     target_hidden_size: int = 0
     #: the head's fc has a bias (``bias``)
     bias: bool = False
+    #: the head norms the target's hidden states before its fc (``norm_before_fc``: one
+    #: norm over all of them)
+    norm_before_fc: bool = False
     #: the target layers whose hidden states an EAGLE-3 head takes
     #: (``eagle_config.eagle_aux_hidden_state_layer_ids``); 0: the engines' three
     aux_layers: int = 0

@@ -286,3 +286,23 @@ def test_the_catalog_lists_heads_with_their_own_parameters(capsys):
     plain = next(r for r in TestClient(create_app()).get("/api/v1/models?q=qwen3-8b").json()
                  if r["id"] == "qwen3-8b")
     assert "head_of" not in plain
+
+
+def test_a_speculators_format_head():
+    # the speculators library's layout (RedHatAI's heads): the decoder layer's config under
+    # transformer_layer_config, the head's own fields beside it
+    layer = {key: value for key, value in next(
+        e for e in model_catalog() if e.id == "eagle3-llama3.1-instruct-8b").config().items()
+        if key not in ("architectures", "draft_vocab_size")}
+    config = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
+              "draft_vocab_size": DV, "eagle_aux_hidden_state_layer_ids": [2, 16, 29],
+              "target_hidden_size": None, "norm_before_fc": True,
+              "speculators_config": {"algorithm": "eagle3"},
+              "transformer_layer_config": layer}
+    head = spec_from_config(config, name="speculator", source="test")
+    assert (head.head.declared, head.head.draft_vocab_size, head.head.aux_layers) == (
+        "eagle3", DV, 3)
+    spec = attach(load_model("llama-3.1-8b"), head)
+    # norm_before_fc: one norm over the three hidden states the fc reads
+    assert spec.draft.spec.params.total == EAGLE3_PARAMS + 3 * H
+    assert spec.draft.method == "eagle3" and spec.mtp_layers == 1
