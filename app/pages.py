@@ -642,8 +642,15 @@ def pages_router() -> APIRouter:
                        "engines": engine_flags(f.name)}
                       for f in kvcore.FORMATS]
         state = kvcore.cache_size(spec, 1, 1).state_bytes
+        head = None
+        if entry is not None and entry.head_of:
+            from kvcore.draft import TITLES, head_method, head_params
+
+            head = {"title": TITLES[head_method(spec)], "of": entry.head_of,
+                    "params": head_params(spec)}
         return templates().TemplateResponse(request, "model.html", {
-            "spec": spec, "entry": entry, "per_format": per_format, "state": state})
+            "spec": spec, "entry": entry, "per_format": per_format, "state": state,
+            "head": head})
 
     @router.get("/measurements", response_class=HTMLResponse)
     def measurements(request: Request) -> HTMLResponse:

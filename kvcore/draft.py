@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from .gpus import GPU
     from .kv import CacheOptions
 
-__all__ = ["DRAFT_KINDS", "DRAFT_TOKENS", "METHODS", "VOCAB_SLACK", "attach", "check_vocab",
-           "draft_groups", "draft_row_bytes", "head_method", "head_params", "load_draft",
-           "speculative_decode"]
+__all__ = ["DRAFT_KINDS", "DRAFT_TOKENS", "METHODS", "TITLES", "VOCAB_SLACK", "attach",
+           "check_vocab", "draft_groups", "draft_row_bytes", "head_method", "head_params",
+           "load_draft", "speculative_decode"]
 
 #: cache kinds a draft model may have: attention over its own tokens (full or windowed)
 DRAFT_KINDS = frozenset({LayerKind.FULL, LayerKind.SLIDING, LayerKind.CHUNKED})
@@ -89,12 +89,13 @@ def head_method(draft: ModelSpec, method: str | None = None) -> str:
     if stated and m != stated:
         why = (f"its architecture {draft.architecture}" if h.declared
                else "its config's draft_vocab_size")
-        raise InputError(f"draft {draft.name} is an {_TITLES[stated]} head ({why}): "
+        raise InputError(f"draft {draft.name} is an {TITLES[stated]} head ({why}): "
                          f"draft_method {m} does not load it", field="draft_method")
     return m
 
 
-_TITLES = {"eagle": "EAGLE", "eagle3": "EAGLE-3", "draft_model": "draft model"}
+#: each draft method as a plan names it
+TITLES = {"eagle": "EAGLE", "eagle3": "EAGLE-3", "draft_model": "draft model"}
 
 
 def _stated(spec: ModelSpec) -> str:
@@ -114,7 +115,7 @@ def refuse_head_target(spec: ModelSpec) -> None:
         return
     method = declared or head_method(spec)
     target = f" (it was trained for {of})" if of else ""
-    raise InputError(f"{spec.name} is an {_TITLES[method]} draft head{target}: it drafts over a "
+    raise InputError(f"{spec.name} is an {TITLES[method]} draft head{target}: it drafts over a "
                      f"target's hidden states and serves nothing alone; plan the target with "
                      f"--draft {spec.name}", field="model")
 
@@ -177,11 +178,11 @@ def check_head(target: ModelSpec, head: ModelSpec, method: str) -> None:
     width = (head.head.target_hidden_size or head.hidden_size) if method == "eagle3" \
         else head.hidden_size
     if target.hidden_size and width and width != target.hidden_size:
-        raise InputError(f"draft {head.name} is an {_TITLES[method]} head over hidden states "
+        raise InputError(f"draft {head.name} is an {TITLES[method]} head over hidden states "
                          f"of {width:,} values; {target.name}'s are {target.hidden_size:,} (a "
                          "head is trained for one target)", field="draft")
     if target.vocab_size and head.vocab_size and target.vocab_size != head.vocab_size:
-        raise InputError(f"draft {head.name} is an {_TITLES[method]} head over a vocabulary of "
+        raise InputError(f"draft {head.name} is an {TITLES[method]} head over a vocabulary of "
                          f"{head.vocab_size:,}; {target.name}'s is {target.vocab_size:,} (a "
                          "head is trained for one target)", field="draft")
 
@@ -243,7 +244,7 @@ def _head_source(d: ModelSpec, method: str) -> str:
     h = d.head
     head = (f"its lm_head of {h.draft_vocab_size:,} rows and their token map"
             if method == "eagle3" and h.draft_vocab_size else "the target's lm_head")
-    return (f"{_TITLES[method]} head of {format_count(d.params.total)} params from its config "
+    return (f"{TITLES[method]} head of {format_count(d.params.total)} params from its config "
             f"(fc, {d.decoder_layers} layer(s), norms, {head}; the target's token embedding)")
 
 

@@ -25,6 +25,8 @@ def draft_summary(spec: ModelSpec) -> dict[str, Any]:
 
 
 def model_summary(spec: ModelSpec) -> dict[str, Any]:
+    from .draft import head_params
+
     return {
         "name": spec.name,
         "hub_repo": spec.hub_repo,
@@ -32,7 +34,8 @@ def model_summary(spec: ModelSpec) -> dict[str, Any]:
         "source": spec.source,
         "layers": spec.num_layers,
         "kinds": [k.value for k in spec.kinds],
-        "params": spec.params.total,
+        # an EAGLE head's own (its embedding and lm_head are its target's)
+        "params": head_params(spec) or spec.params.total,
         "active_params": spec.params.active,
         "max_position_embeddings": spec.max_position_embeddings,
         "cacheless_layers": spec.cacheless_layers,

@@ -306,3 +306,14 @@ def test_a_speculators_format_head():
     # norm_before_fc: one norm over the three hidden states the fc reads
     assert spec.draft.spec.params.total == EAGLE3_PARAMS + 3 * H
     assert spec.draft.method == "eagle3" and spec.mtp_layers == 1
+
+
+def test_the_model_page_and_summary_of_a_head():
+    c = TestClient(create_app())
+    assert c.get("/api/v1/models/eagle3-llama3.1-instruct-8b").json()["params"] == EAGLE3_PARAMS
+    page = c.get("/models/eagle3-llama3.1-instruct-8b")
+    assert page.status_code == 200
+    assert "EAGLE-3 draft head for llama-3.1-8b" in page.text and "0.42B parameters" in page.text
+    assert "/?model=llama-3.1-8b&amp;draft=eagle3-llama3.1-instruct-8b" in page.text
+    plain = c.get("/models/qwen3-8b")
+    assert "draft head" not in plain.text and "Plan it" in plain.text
