@@ -16,7 +16,9 @@ WORDS = ["qwen3-8b", "deepseek-v3", "gpt-oss-20b", "nosuch", "{", "--ctx", "--se
          "24GiB", "-1", "0", "1", "128k", "1M", "9e99", "nan", "q8_0", "tbq4", "kivi2", "fp8",
          "vllm", "llama.cpp", "sglang", "trtllm", "q4_k_m", "int4", "f16:4096", "0.5", "3,4",
          "4090,3090", "", " ", "models", "gpus", "formats", "weights", "--draft", "qwen3-0.6b",
-         "--draft-weights", "--draft-kv", "--acceptance", "--mtp", "--speculative-tokens"]
+         "--draft-weights", "--draft-kv", "--acceptance", "--mtp", "--speculative-tokens",
+         "--draft-method", "eagle3", "eagle", "llama-3.1-8b", "eagle3-llama3.1-instruct-8b",
+         "--find-draft"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -50,7 +52,9 @@ LAUNCH_WORDS = ["-c", "-np", "-ctk", "-ctv", "-ngl", "-ts", "-sm", "-dev", "-ub"
                 "all", "off", "x.gguf", "3,1", "exps=CPU", "(=CPU", "{}", "'", "\\", "C:\\x", "=",
                 "-md", "-hfd", "Qwen3-0.6B-Q8_0.gguf", "-ctkd", "-ctvd", "--spec-draft-n-max",
                 "--speculative-algorithm", "STANDALONE", "EAGLE",
-                "--speculative-draft-model-path", "Qwen/Qwen3-0.6B"]
+                "--speculative-draft-model-path", "Qwen/Qwen3-0.6B", "EAGLE3",
+                "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "--spec-type", "draft-eagle3",
+                "--speculative-draft-kv-cache-dtype", "fp8_e4m3"]
 
 
 @settings(max_examples=200, deadline=None)
