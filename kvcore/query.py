@@ -913,6 +913,10 @@ def find_draft(q: Query, draft_weights: str | None = None,
     if target.draft is not None:
         raise InputError("find-draft tries the catalog's models as the draft; leave out draft",
                          field="draft")
+    if not q.gpus and q.kv_budget_bytes is None:
+        # (without a card no draft fits or not, and none has a longest context)
+        raise InputError("find-draft needs a GPU (--gpu) or a KV budget (--kv-budget) to plan "
+                         "the drafts beside the target", field="gpu")
     refuse_draft_engine(q.engine)
     # the target's family, where it is a catalog model: its drafts are listed first
     family = next((e.family for e in model_catalog() if e.id == target.name), None)

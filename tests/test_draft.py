@@ -435,3 +435,14 @@ def test_draft_kv_under_vllm_and_sglang(pair):
         engine_plan("vllm", req(load_model("qwen3-8b"), mtp=False, kv_budget_bytes=8 * GiB,
                                 settings=fp8))
     assert e.value.field == "draft_kv"
+
+
+def test_find_draft_needs_a_card_or_a_budget(capsys):
+    # without either no draft fits or not: one line, not a crash over an absent max context
+    assert main(["--find-draft", "qwen3-8b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "find-draft needs a GPU (--gpu) or a KV budget" in err and len(err.splitlines()) == 1
+    r = TestClient(create_app()).post("/api/v1/find-draft", json={"model": "qwen3-8b"})
+    assert r.status_code == 422 and r.json()["field"] == "gpu"
+    assert main(["--find-draft", "qwen3-8b", "--kv-budget", "8GiB"]) == 0
+    assert "qwen3-0.6b" in capsys.readouterr().out
