@@ -446,3 +446,15 @@ def test_find_draft_needs_a_card_or_a_budget(capsys):
     assert r.status_code == 422 and r.json()["field"] == "gpu"
     assert main(["--find-draft", "qwen3-8b", "--kv-budget", "8GiB"]) == 0
     assert "qwen3-0.6b" in capsys.readouterr().out
+
+
+def test_sglang_refuses_another_vocabulary():
+    # standalone_worker_v2.py _validate_vocab_compatibility: STANDALONE raises unless the
+    # vocab sizes are equal, as vLLM does
+    spec = attach(load_model("gpt-oss-20b"), load_model("qwen3-0.6b"))
+    with pytest.raises(InputError, match="SGLang needs the draft's vocab_size to equal the "
+                                         "target's: qwen3-0.6b has 151,936") as e:
+        engine_plan("sglang", req(spec, kv_budget_bytes=8 * GiB))
+    assert e.value.field == "draft"
+    pair = attach(load_model("qwen3-8b"), load_model("qwen3-0.6b"))
+    assert engine_plan("sglang", req(pair, kv_budget_bytes=8 * GiB)).kv_tokens == 32768

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..draft import check_vocab
 from ..errors import InputError
 from ..kv import CacheOptions, kv_row_bytes
 from ..model import LayerKind, ModelSpec
@@ -139,6 +140,10 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
                          "--speculative-tokens must be at least 2", field="speculative_tokens")
     d = tokens or AUTO_DRAFT_TOKENS
     if spec.draft is not None:
+        # standalone_worker_v2.py _validate_vocab_compatibility: STANDALONE raises unless the
+        # vocab sizes are equal (then it compares the tokenizers, which a config does not
+        # hold); a head's vocabulary was checked as it was attached
+        check_vocab(spec, "SGLang", exact=True)
         # STANDALONE: the draft's own config gives its layers (num_hidden_layers), and SGLang
         # picks 3 steps, top-k 1 and 4 draft tokens for it too; an EAGLE head's likewise
         # (EAGLE, EAGLE3: the command names top-k 1, where SGLang's own choice for a Llama
