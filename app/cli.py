@@ -736,8 +736,8 @@ def render_find_draft(q: Query, found: dict[str, Any]) -> str:
                    + (", ".join(r["draft"] for r in rows if r["fits"]) if best else "none"))
         lines = [_table(table, right=(2, 5, 6, 7, 8)), "", verdict,
                  "note: a draft must share the target's tokenizer: these have its vocabulary "
-                 "size (vLLM's check; llama.cpp also compares their tokens), those of its own "
-                 "family first"]
+                 "size (vLLM's and SGLang's check; SGLang and llama.cpp also compare their "
+                 "tokens), those of its own family first"]
         if spec:
             lines.append("note: every draft at the same acceptance; a larger draft is usually "
                          "accepted more often")

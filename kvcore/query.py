@@ -899,8 +899,8 @@ DRAFT_SHARE = 0.25
 def find_draft(q: Query, draft_weights: str | None = None,
                acceptance: float | None = None) -> dict[str, Any]:
     """The catalog models ``q``'s model could take as its draft: of the same vocab_size (vLLM
-    asks for it; llama.cpp also compares the tokens, which a config does not hold), attention
-    layers only, at most DRAFT_SHARE of its parameters. Each is planned with ``q`` (its card,
+    and SGLang ask for it; SGLang and llama.cpp also compare the tokens, which a config does
+    not hold), attention layers only, at most DRAFT_SHARE of its parameters. Each is planned with ``q`` (its card,
     context, sequences, formats and engine; ``draft_weights`` its weight format, its
     checkpoint's if None): ``drafts``, the rows (whether it fits, its max context, the decode
     estimate, and with ``acceptance`` the speculative one and its speed-up; those that fit

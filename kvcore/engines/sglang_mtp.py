@@ -195,7 +195,10 @@ def notes(sp: Speculative, *, hybrid: bool, cell: int, base_cell: int) -> list[s
                 "its weights are loaded before the pool is profiled, and the pool's cell pays "
                 f"for its {sp.cell_layers} layer(s) at the target's bytes a layer ({cell:,} bytes "
                 f"a token per rank, {cell - base_cell:,} of them the draft's); the draft worker "
-                "then allocates its own pool of the same token count in its own geometry"]
+                "then allocates its own pool of the same token count in its own geometry",
+                "SGLang compares the draft's tokenizer with the target's at start-up and raises "
+                "where their token-to-id maps differ (a draft of the target's own family shares "
+                "it; Qwen2.5's is not Qwen3's), which a config does not show"]
     out = [f"EAGLE/NEXTN with the model's MTP head: {sp.steps} steps, top-k 1, "
            f"{sp.draft_tokens} draft tokens (--speculative-tokens sets the draft tokens); the "
            "draft's weights are loaded before the pool is profiled"]
