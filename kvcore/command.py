@@ -1130,10 +1130,6 @@ def _sglang_finish(r: _Reader) -> None:
                "replicas)")
     algo = r.seen.get("spec_algo")
     if algo:
-        dkv = str(r.seen.get("draft_kv") or "auto").lower()
-        if r.seen.get("draft") and dkv != "auto":
-            # the draft's pool dtype (its choices: fp8_e5m2, fp8_e4m3, bf16, bfloat16)
-            r.set["draft_kv"] = "bf16" if dkv == "bfloat16" else dkv
         if r.seen.get("draft") and algo in ("STANDALONE", "EAGLE3"):
             r.set["draft"] = r.seen["draft"]
             r.set["draft_method"] = "draft_model" if algo == "STANDALONE" else "eagle3"
@@ -1148,6 +1144,14 @@ def _sglang_finish(r: _Reader) -> None:
         else:
             # EAGLE or NEXTN without a draft model drafts with the model's own MTP head
             r.set["mtp"] = True
+        dkv = str(r.seen.get("draft_kv") or "auto").lower()
+        if dkv != "auto" and "draft" in r.set:
+            # the draft's pool dtype (its choices: fp8_e5m2, fp8_e4m3, bf16, bfloat16)
+            r.set["draft_kv"] = "bf16" if dkv == "bfloat16" else dkv
+        elif dkv != "auto":
+            r.note(f"--speculative-draft-kv-cache-dtype {dkv}: the draft worker's pool of the "
+                   "model's own MTP head in another dtype; not planned (the plan keeps it in "
+                   "the target's)")
     elif "speculative_tokens" in r.set:
         r.set.pop("speculative_tokens")
     if "lora_paths" in r.seen:

@@ -238,6 +238,14 @@ def test_launch_commands_name_the_draft():
         "STANDALONE --speculative-draft-model-path Qwen/Qwen3-0.6B "
         "--speculative-draft-kv-cache-dtype bfloat16"))
     assert fields["draft_kv"] == "bf16"
+    # with the model's own MTP head (its own path, or none) the flag is noted, not planned
+    for path in ("--speculative-draft-model-path deepseek-ai/DeepSeek-V3 ", ""):
+        launch = read_command("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
+                              f"--speculative-algorithm EAGLE {path}"
+                              "--speculative-draft-kv-cache-dtype fp8_e4m3")
+        _, fields = resolve(launch)
+        assert "draft_kv" not in fields
+        assert any("--speculative-draft-kv-cache-dtype fp8_e4m3" in n for n in launch.notes)
     launch = read_command("llama-server -m Qwen3-8B-Q4_K_M.gguf -md elsewhere-Q8_0.gguf")
     _, fields = resolve(launch)
     assert "draft" not in fields and any("not counted" in n for n in launch.notes)
