@@ -47,11 +47,16 @@ class Overhead:
 RUNTIME_NAMES = {"amd": "HIP runtime", "apple": "Metal runtime", "intel": "Level Zero runtime"}
 
 
+def activation_width(spec: ModelSpec) -> int:
+    """The activation values a token of a ubatch holds in a compute buffer: two hidden-size
+    and two intermediate-size rows (the hidden size where the intermediate is narrower)."""
+    return 2 * spec.hidden_size + 2 * max(spec.intermediate_size, spec.hidden_size)
+
+
 def raw_overhead(spec: ModelSpec, vendor: str = "nvidia") -> Overhead:
     """The runtime's context (CUDA's on an NVIDIA card, named for the maker's runtime on
     others) + compute buffers for one ubatch (logits in f32, activations in f32)."""
-    width = 2 * spec.hidden_size + 2 * max(spec.intermediate_size, spec.hidden_size)
-    compute = UBATCH_TOKENS * (spec.vocab_size * 4 + width * 4)
+    compute = UBATCH_TOKENS * (spec.vocab_size * 4 + activation_width(spec) * 4)
     runtime = RUNTIME_NAMES.get(vendor, "CUDA context")
     return Overhead(CUDA_CONTEXT_BYTES + compute,
                     f"{runtime} 512 MiB + compute buffers for {UBATCH_TOKENS}-token batches")

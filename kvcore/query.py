@@ -63,7 +63,8 @@ GPU_COUNTS = (1, 2, 4, 8)
 ENGINE_SETTINGS = {
     "raw": (),
     "vllm": ("gpu_memory_utilization", "block_size", "max_num_batched_tokens", "max_num_seqs",
-             "speculative_tokens", "draft_kv", "offload_bytes", "prefix_caching", "cpu_offload_bytes",
+             "speculative_tokens", "draft_kv", "offload_bytes", "prefix_caching",
+             "cpu_offload_bytes",
              "enforce_eager", "language_model_only", "lora", "extensible_kv_cache",
              "extensible_kv_cache_asked",
              "host_link_bytes_per_s", "kv_cache_dtype_skip_layers", "attention_backend"),
@@ -900,12 +901,12 @@ def find_draft(q: Query, draft_weights: str | None = None,
                acceptance: float | None = None) -> dict[str, Any]:
     """The catalog models ``q``'s model could take as its draft: of the same vocab_size (vLLM
     and SGLang ask for it; SGLang and llama.cpp also compare the tokens, which a config does
-    not hold), attention layers only, at most DRAFT_SHARE of its parameters. Each is planned with ``q`` (its card,
-    context, sequences, formats and engine; ``draft_weights`` its weight format, its
-    checkpoint's if None): ``drafts``, the rows (whether it fits, its max context, the decode
-    estimate, and with ``acceptance`` the speculative one and its speed-up; those that fit
-    first, the fastest or smallest first), ``refused`` with the engine's reason. A draft must
-    share the target's tokenizer: each row names its catalog family."""
+    not hold), attention layers only, at most DRAFT_SHARE of its parameters. Each is planned
+    with ``q`` (its card, context, sequences, formats and engine; ``draft_weights`` its weight
+    format, its checkpoint's if None): ``drafts``, the rows (whether it fits, its max context,
+    the decode estimate, and with ``acceptance`` the speculative one and its speed-up; those
+    that fit first, the fastest or smallest first), ``refused`` with the engine's reason. A
+    draft must share the target's tokenizer: each row names its catalog family."""
     from .catalog import load_model, model_catalog
     from .draft import DRAFT_KINDS, attach, check_head, head_method
 

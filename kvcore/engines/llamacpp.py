@@ -28,7 +28,7 @@ from ..hf import GEMMA3N_TYPES
 from ..kv import CacheOptions
 from ..model import LayerGroup, LayerKind, ModelSpec
 from ..parallel import llamacpp_stage_layers
-from ..plan import largest, raw_overhead
+from ..plan import activation_width, largest, raw_overhead
 from ..units import format_bytes
 from ..weights import Weights, get_weight_format
 from .base import (
@@ -992,16 +992,17 @@ EAGLE3_TARGETS = frozenset({"llama", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_
 N_BATCH = 2048
 
 
-def _eagle3(req: EngineRequest, n_ubatch: int) -> tuple[int, int, int]:
+def _eagle3(req: EngineRequest, n_ubatch: int, width: int) -> tuple[int, int]:
     """An EAGLE-3 head's draft context beyond a draft model's, as llama.cpp (speculative.cpp,
-    models/eagle3.cpp) reserves it: (its compute buffers on the card, what the target's graph
-    adds, host memory), or a one-line refusal. The head's graph makes logits for every token
+    models/eagle3.cpp) reserves it: (its compute buffers on the card with what the target's
+    graph adds, host memory), or a one-line refusal. The head's graph makes logits for every token
     of a ubatch, over its draft vocabulary and then the target's (f32), and the default
     backend sampling re-reserves it with 3 bytes a token and target token more (measured at
     this release: 322 MiB without, 510.5 MiB with, at ubatch 512 over 128,256 and 32,000
     tokens); the target keeps the inputs of three layers of every token (f32) on the card for
     a ubatch and in host memory for a batch; the head's output buffer holds 16 bytes a token
-    of the target's vocabulary and its hidden state a row, a ubatch of rows."""
+    of the target's vocabulary and its hidden state a row, a ubatch of rows. ``width``: the
+    head's activation values a token (plan.activation_width)."""
     d = req.spec.draft
     assert d is not None
     h = d.spec.head
@@ -1017,12 +1018,11 @@ def _eagle3(req: EngineRequest, n_ubatch: int) -> tuple[int, int, int]:
                          f"{h.aux_layers or 3}", field="draft")
     vocab = req.spec.vocab_size
     rows = h.draft_vocab_size or vocab
-    hs = d.spec.hidden_size
-    width = 2 * hs + 2 * max(d.spec.intermediate_size, hs)
-    compute = 4 * n_ubatch * (width + rows + vocab) + 3 * n_ubatch * vocab
+    own = 4 * n_ubatch * (width + rows + vocab) + 3 * n_ubatch * vocab
     target = 4 * 3 * req.spec.hidden_size * n_ubatch
-    host = n_ubatch * (16 * vocab + 4 * hs + 4) + 4 * 3 * req.spec.hidden_size * N_BATCH
-    return compute, target, host
+    host = (n_ubatch * (16 * vocab + 4 * d.spec.hidden_size + 4)
+            + 4 * 3 * req.spec.hidden_size * N_BATCH)
+    return own + target, host
 
 
 def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Draft | None:
@@ -1062,13 +1062,13 @@ def _draft_context(req: EngineRequest, opts: CacheOptions, n_ubatch: int) -> _Dr
     d_opts = replace(opts, kv_k=fmt, kv_v=fmt, mtp=False)
     # its graph is reserved for one ubatch like the target's, but with one output row a
     # sequence (llama-context.cpp: n_outputs = min(n_tokens, n_seq_max)): the activations of
-    # n_ubatch tokens (raw_overhead's widths, f32) and the logits of one row a sequence
-    width = 2 * spec.hidden_size + 2 * max(spec.intermediate_size, spec.hidden_size)
-    compute = 4 * (n_ubatch * width + min(req.sequences, n_ubatch) * spec.vocab_size)
-    host = 0
+    # n_ubatch tokens (plan.activation_width, f32) and the logits of one row a sequence
+    width = activation_width(spec)
     if d.method == "eagle3":
-        own, target, host = _eagle3(req, n_ubatch)
-        compute = own + target
+        compute, host = _eagle3(req, n_ubatch, width)
+    else:
+        compute, host = 4 * (n_ubatch * width + min(req.sequences, n_ubatch)
+                             * spec.vocab_size), 0
     ck = d.spec.checkpoint
     if ck is not None and ck.load.startswith("-hf "):
         load = "-hfd " + ck.load[4:]

@@ -103,8 +103,8 @@ def resolve(req: EngineRequest, *, sliding: bool) -> Speculative | None:
         # speculative_hook.py: STANDALONE refuses DP attention; an EAGLE-3 head then runs in
         # an attention group of its own (draft_parallel.py), which is not sized
         raise _refuse("SGLang's STANDALONE speculative decoding refuses attention data "
-                      "parallelism: plan it with attn_dp 1" if spec.draft is None
-                      or spec.draft.method == "draft_model" else
+                      "parallelism: plan it with attn_dp 1"
+                      if spec.draft is not None and spec.draft.method == "draft_model" else
                       "an EAGLE head's attention group under attention data parallelism is "
                       "not sized: plan it with attn_dp 1", draft=True)
     draft_kinds = ({g.kind for g in spec.groups if g.mtp} if spec.draft is not None
